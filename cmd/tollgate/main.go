@@ -1,0 +1,196 @@
+// Command tollgate is the one binary of the gateway: serve, migrate, dev (what `make run`
+// starts), and admin, the operator's CLI. Configuration is read here, once: flags, the
+// environment and the config file; nothing under impl/ reads the environment.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/pgcluster"
+	"github.com/tollgate/tollgate/impl/store"
+)
+
+const usage = `tollgate: a metered multi-tenant gateway to hosted language models.
+
+Usage:
+  tollgate serve   [-config FILE]   serve the API (needs DATABASE_URL; REDIS_URL optional)
+  tollgate dev     [-config FILE]   serve on embedded defaults: a local PostgreSQL cluster when
+                                    DATABASE_URL is unset, a demo account and key (what make run does)
+  tollgate migrate                  apply pending schema migrations
+  tollgate admin ...                the operator's CLI (run 'tollgate admin' for its commands)
+
+Environment:
+  DATABASE_URL        PostgreSQL connection string. When unset, dev and admin use the local
+                      cluster in $TOLLGATE_DATA_DIR (default ./.data), starting it if needed.
+  TOLLGATE_DATA_DIR   where dev keeps its local PostgreSQL cluster (default ./.data)
+  TOLLGATE_CONFIG     config file (same as -config); default: the built-in configuration
+  REDIS_URL           share per-key rate limits between gateway processes through Redis
+  LOG_FORMAT          json (default for serve) or text (default for dev)
+  LOG_LEVEL           debug, info (default), warn, error
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch os.Args[1] {
+	case "serve":
+		err = runServe(ctx, os.Args[2:], false)
+	case "dev":
+		err = runServe(ctx, os.Args[2:], true)
+	case "migrate":
+		err = runMigrate(ctx, os.Args[2:])
+	case "admin":
+		err = runAdmin(ctx, os.Args[2:], os.Stdout)
+	case "help", "-h", "-help", "--help":
+		fmt.Print(usage)
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "tollgate: unknown command %q\n\n%s", os.Args[1], usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "tollgate:", err)
+		var u usageError
+		if errors.As(err, &u) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+// usageError is a mistake in the command line.
+type usageError string
+
+func (u usageError) Error() string { return string(u) }
+
+// newLogger builds the process logger from LOG_FORMAT and LOG_LEVEL.
+func newLogger(defaultFormat string) *slog.Logger {
+	level := slog.LevelInfo
+	if v, ok := os.LookupEnv("LOG_LEVEL"); ok {
+		_ = level.UnmarshalText([]byte(v))
+	}
+	format := defaultFormat
+	if v := os.Getenv("LOG_FORMAT"); v != "" {
+		format = v
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if format == "text" {
+		return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+}
+
+// loadConfig reads the config file named by -config or TOLLGATE_CONFIG, or the built-in one,
+// and fills provider keys from the environment.
+func loadConfig(path string) (*config.Config, error) {
+	if path == "" {
+		path = os.Getenv("TOLLGATE_CONFIG")
+	}
+	var cfg *config.Config
+	if path == "" {
+		cfg = config.Default()
+	} else {
+		var err error
+		if cfg, err = config.Load(path); err != nil {
+			return nil, err
+		}
+	}
+	cfg.ResolveSecrets(os.LookupEnv)
+	return cfg, nil
+}
+
+// database is an open store and, when DATABASE_URL is unset, the local cluster behind it.
+type database struct {
+	Store   *store.Store
+	URL     string
+	cluster *pgcluster.Cluster
+	started bool
+}
+
+// openDatabase connects to DATABASE_URL or, when local is true and it is unset, to the local
+// development cluster (started if it is not running). It applies pending migrations.
+func openDatabase(ctx context.Context, local bool, log *slog.Logger) (*database, error) {
+	d := &database{URL: os.Getenv("DATABASE_URL")}
+	if d.URL == "" {
+		if !local {
+			return nil, usageError("DATABASE_URL is not set")
+		}
+		dataDir := os.Getenv("TOLLGATE_DATA_DIR")
+		if dataDir == "" {
+			dataDir = ".data"
+		}
+		abs, err := filepath.Abs(filepath.Join(dataDir, "postgres"))
+		if err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+			return nil, err
+		}
+		log.Info("DATABASE_URL is unset: using the local PostgreSQL cluster", "data_dir", abs)
+		c, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: abs, Logf: func(f string, a ...any) { log.Debug(fmt.Sprintf(f, a...)) }})
+		if err != nil {
+			return nil, fmt.Errorf("start local PostgreSQL: %w", err)
+		}
+		d.cluster, d.started = c, !c.Reused()
+		if err := c.CreateDatabase(ctx, "tollgate"); err != nil {
+			d.Close()
+			return nil, err
+		}
+		d.URL = c.ConnString("tollgate")
+	}
+	st, err := store.Open(ctx, d.URL)
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	d.Store = st
+	applied, err := st.Migrate(ctx)
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	if len(applied) > 0 {
+		log.Info("applied migrations", "versions", applied)
+	}
+	return d, nil
+}
+
+// Close closes the store and stops the local cluster if this process started it.
+func (d *database) Close() {
+	if d.Store != nil {
+		d.Store.Close()
+	}
+	if d.cluster != nil && d.started {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = d.cluster.Stop(ctx)
+	}
+}
+
+func runMigrate(ctx context.Context, args []string) error {
+	if len(args) > 0 {
+		return usageError("migrate takes no arguments")
+	}
+	log := newLogger("text")
+	d, err := openDatabase(ctx, true, log)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	fmt.Println("schema is up to date")
+	return nil
+}

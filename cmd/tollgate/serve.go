@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tollgate/tollgate/impl/accounts"
+	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/httpapi"
+	"github.com/tollgate/tollgate/impl/metrics"
+	"github.com/tollgate/tollgate/impl/ratelimit"
+	"github.com/tollgate/tollgate/impl/store"
+)
+
+// runServe serves the API until ctx ends (SIGINT/SIGTERM), then shuts down gracefully:
+// in-flight requests finish, background writers drain.
+func runServe(ctx context.Context, args []string, dev bool) error {
+	name := "serve"
+	if dev {
+		name = "dev"
+	}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	configPath := fs.String("config", "", "config file (default: TOLLGATE_CONFIG or the built-in configuration)")
+	listen := fs.String("listen", "", "API listen address (overrides the config)")
+	if err := fs.Parse(args); err != nil {
+		return usageError(err.Error())
+	}
+	format := "json"
+	if dev {
+		format = "text"
+	}
+	log := newLogger(format)
+	cfg, err := loadConfig(*configPath)
+	if err != nil {
+		return err
+	}
+	if *listen != "" {
+		cfg.Server.Listen = *listen
+	}
+	d, err := openDatabase(ctx, dev, log)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+
+	var demoKey string
+	if dev {
+		if demoKey, err = seedDemo(ctx, &accounts.Service{Store: d.Store, Config: cfg}); err != nil {
+			return fmt.Errorf("seed demo account: %w", err)
+		}
+	}
+
+	var limiter ratelimit.Limiter = ratelimit.NewLocal(nil)
+	if url := os.Getenv("REDIS_URL"); url != "" {
+		opt, err := redis.ParseURL(url)
+		if err != nil {
+			return fmt.Errorf("REDIS_URL: %w", err)
+		}
+		rdb := redis.NewClient(opt)
+		defer rdb.Close()
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			return fmt.Errorf("redis: %w", err)
+		}
+		limiter = ratelimit.NewRedis(rdb, "tollgate:rpm:", nil)
+		log.Info("per-key rate limits are shared through Redis")
+	}
+
+	m := metrics.New()
+	authn := auth.New(d.Store, auth.Options{Logger: log})
+	srv, err := httpapi.New(httpapi.Options{Store: d.Store, Config: cfg, Auth: authn, Limiter: limiter, Metrics: m, Logger: log})
+	if err != nil {
+		return err
+	}
+
+	bg, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Go(func() { authn.Run(bg) })
+
+	apiLn, err := net.Listen("tcp", cfg.Server.Listen)
+	if err != nil {
+		stopBackground()
+		wg.Wait()
+		return err
+	}
+	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	errc := make(chan error, 2)
+	go func() { errc <- httpSrv.Serve(apiLn) }()
+	var metricsSrv *http.Server
+	if cfg.Server.MetricsListen != "" {
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", m.Handler())
+		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+			if err := d.Store.Ping(r.Context()); err != nil {
+				http.Error(w, "database unavailable", http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprintln(w, "ok")
+		})
+		metricsLn, err := net.Listen("tcp", cfg.Server.MetricsListen)
+		if err != nil {
+			log.Warn("metrics listener not started", "addr", cfg.Server.MetricsListen, "err", err)
+		} else {
+			metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+			go func() { errc <- metricsSrv.Serve(metricsLn) }()
+			log.Info("metrics listening", "addr", metricsLn.Addr().String())
+		}
+	}
+	log.Info("tollgate listening", "addr", apiLn.Addr().String())
+	if dev {
+		printDevBanner(apiLn.Addr().String(), demoKey)
+	}
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down: finishing in-flight requests")
+	case serveErr = <-errc:
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := httpSrv.Shutdown(shutdownCtx); err != nil {
+		log.Warn("graceful shutdown incomplete", "err", err)
+	}
+	if metricsSrv != nil {
+		_ = metricsSrv.Shutdown(shutdownCtx)
+	}
+	stopBackground()
+	wg.Wait()
+	if errors.Is(serveErr, http.ErrServerClosed) {
+		serveErr = nil
+	}
+	return serveErr
+}
+
+// seedDemo creates the demo account and its key on first run and returns the key (empty when
+// the account already existed: a key is shown only once).
+func seedDemo(ctx context.Context, svc *accounts.Service) (string, error) {
+	_, err := svc.Store.GetAccountByName(ctx, "demo")
+	if err == nil {
+		return "", nil
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		return "", err
+	}
+	acct, err := svc.CreateAccount(ctx, "demo", "demo")
+	if err != nil {
+		return "", err
+	}
+	k, err := svc.CreateKey(ctx, acct.ID, "demo", -1)
+	if err != nil {
+		return "", err
+	}
+	return k.Plain, nil
+}
+
+// printDevBanner prints ready-to-paste commands for the local gateway.
+func printDevBanner(addr, key string) {
+	host := addr
+	if h, port, err := net.SplitHostPort(addr); err == nil && (h == "::" || h == "0.0.0.0" || h == "") {
+		host = "localhost:" + port
+	}
+	base := "http://" + host
+	var b strings.Builder
+	b.WriteString("\n  tollgate is running on " + base + "\n\n")
+	if key != "" {
+		b.WriteString("  Demo API key (shown once; it is stored only as a hash):\n\n    " + key + "\n\n")
+		b.WriteString("  export TOLLGATE_KEY=" + key + "\n")
+	} else {
+		b.WriteString("  The demo account exists already; its key was printed on the first run. A new key:\n")
+		b.WriteString("    export TOLLGATE_KEY=$(go run ./cmd/tollgate admin key create demo -quiet)\n")
+	}
+	b.WriteString("  curl -s " + base + "/v1/models -H \"Authorization: Bearer $TOLLGATE_KEY\"\n")
+	b.WriteString("  curl -s " + base + "/v1/credits -H \"Authorization: Bearer $TOLLGATE_KEY\"\n")
+	b.WriteString("  curl -s " + base + "/v1/models/service-flint -H \"Authorization: Bearer $TOLLGATE_KEY\"\n\n")
+	fmt.Fprint(os.Stdout, b.String())
+}

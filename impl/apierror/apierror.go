@@ -1,0 +1,138 @@
+// Package apierror is tollgate's one error vocabulary. Code under impl/ returns *Error values
+// of a Kind; each edge (the HTTP envelopes, MCP) maps them to its wire shape once. Messages in
+// an *Error are written for the client; internal error text never goes into them.
+package apierror
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Kind classifies an error; it decides the HTTP status and the envelope's type and code.
+type Kind int
+
+// The kinds of error a client can see.
+const (
+	KindInternal           Kind = iota // 500: a fault of ours; the client sees the request id
+	KindInvalidRequest                 // 400
+	KindUnauthenticated                // 401
+	KindInsufficientCredit             // 402
+	KindForbidden                      // 403
+	KindNotFound                       // 404
+	KindModelNotFound                  // 404, code model_not_found
+	KindRateLimited                    // 429
+	KindNotImplemented                 // 501
+	KindUpstream                       // 502
+	KindOverloaded                     // 529
+)
+
+// Status is the HTTP status of a kind.
+func (k Kind) Status() int {
+	switch k {
+	case KindInvalidRequest:
+		return http.StatusBadRequest
+	case KindUnauthenticated:
+		return http.StatusUnauthorized
+	case KindInsufficientCredit:
+		return http.StatusPaymentRequired
+	case KindForbidden:
+		return http.StatusForbidden
+	case KindNotFound, KindModelNotFound:
+		return http.StatusNotFound
+	case KindRateLimited:
+		return http.StatusTooManyRequests
+	case KindNotImplemented:
+		return http.StatusNotImplemented
+	case KindUpstream:
+		return http.StatusBadGateway
+	case KindOverloaded:
+		return 529
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// Error is an error a client may see.
+type Error struct {
+	Kind Kind
+	// Message is the client-facing text.
+	Message string
+	// Param names the offending request field, if any (e.g. "messages[0].role").
+	Param string
+	// RetryAfter, when positive, is sent as Retry-After.
+	RetryAfter time.Duration
+}
+
+// Error implements error.
+func (e *Error) Error() string { return e.Message }
+
+// As returns the *Error inside err, or an internal error when there is none.
+func As(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return &Error{Kind: KindInternal, Message: "internal error"}
+}
+
+// Invalid is a 400 naming the offending field (param may be empty).
+func Invalid(param, format string, args ...any) *Error {
+	return &Error{Kind: KindInvalidRequest, Param: param, Message: fmt.Sprintf(format, args...)}
+}
+
+// Unauthenticated is a 401.
+func Unauthenticated(message string) *Error {
+	return &Error{Kind: KindUnauthenticated, Message: message}
+}
+
+// InsufficientCredit is a 402 saying what the request needs and what the account has.
+func InsufficientCredit(neededMicros, availableMicros int64) *Error {
+	return &Error{Kind: KindInsufficientCredit, Message: fmt.Sprintf(
+		"insufficient credit: this request needs up to %d micro-units (%s) and the account has %d (%s)",
+		neededMicros, USD(neededMicros), availableMicros, USD(availableMicros))}
+}
+
+// Forbidden is a 403.
+func Forbidden(format string, args ...any) *Error {
+	return &Error{Kind: KindForbidden, Message: fmt.Sprintf(format, args...)}
+}
+
+// ModelNotFound is the 404 for a model id that is unknown, not available to the account, or
+// sent to the wrong route family.
+func ModelNotFound(id string) *Error {
+	return &Error{Kind: KindModelNotFound, Param: "model", Message: fmt.Sprintf(
+		"The model `%s` does not exist or you do not have access to it.", id)}
+}
+
+// RateLimited is a 429 whose message states the retry interval in whole seconds.
+func RateLimited(limit int, retryAfter time.Duration) *Error {
+	secs := Seconds(retryAfter)
+	return &Error{Kind: KindRateLimited, RetryAfter: retryAfter, Message: fmt.Sprintf(
+		"rate limit exceeded: this key allows %d requests per minute; retry in %d seconds", limit, secs)}
+}
+
+// NotImplemented is a 501 for a route whose implementation is pending.
+func NotImplemented(what string) *Error {
+	return &Error{Kind: KindNotImplemented, Message: fmt.Sprintf(
+		"not implemented: %s is pending in this version of tollgate (see the README)", what)}
+}
+
+// Seconds rounds d up to whole seconds, at least 1.
+func Seconds(d time.Duration) int {
+	s := int((d + time.Second - 1) / time.Second)
+	if s < 1 {
+		s = 1
+	}
+	return s
+}
+
+// USD formats micro-units as dollars, e.g. "$1.250000".
+func USD(micros int64) string {
+	sign := ""
+	if micros < 0 {
+		sign, micros = "-", -micros
+	}
+	return fmt.Sprintf("%s$%d.%06d", sign, micros/1_000_000, micros%1_000_000)
+}

@@ -1,0 +1,225 @@
+package auth
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tollgate/tollgate/impl/apikey"
+	"github.com/tollgate/tollgate/impl/store"
+)
+
+// Principal is the verified caller: the account and key that a request acts for.
+type Principal struct {
+	AccountID uuid.UUID
+	KeyID     uuid.UUID
+	// RPMLimit is the key's requests-per-minute cap; 0 means none.
+	RPMLimit int
+}
+
+// Errors of Authenticate; all of them mean 401.
+var (
+	ErrMissing   = errors.New("missing bearer credential")
+	ErrMalformed = errors.New("malformed API key")
+	ErrUnknown   = errors.New("unknown or revoked API key")
+)
+
+// Options tune an Authenticator.
+type Options struct {
+	// TTL bounds how long a cached key is trusted even with no notification (default 5 minutes).
+	TTL time.Duration
+	// TouchInterval is how often last-use times are written (default 10 seconds).
+	TouchInterval time.Duration
+	// Now is the clock (default time.Now).
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Authenticator verifies API keys. Create it with New and run its background work with Run.
+type Authenticator struct {
+	store *store.Store
+	opts  Options
+
+	mu    sync.RWMutex
+	cache map[apikey.Hash]cached
+	// epoch grows on every invalidation; a lookup that raced with one is not cached.
+	epoch atomic.Uint64
+	// live is true while the notification connection is listening.
+	live atomic.Bool
+
+	touchMu sync.Mutex
+	touched map[uuid.UUID]struct{}
+}
+
+type cached struct {
+	p       Principal
+	expires time.Time
+}
+
+// New returns an Authenticator over st. It caches nothing until Run has connected its listener.
+func New(st *store.Store, opts Options) *Authenticator {
+	if opts.TTL <= 0 {
+		opts.TTL = 5 * time.Minute
+	}
+	if opts.TouchInterval <= 0 {
+		opts.TouchInterval = 10 * time.Second
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Authenticator{store: st, opts: opts, cache: map[apikey.Hash]cached{}, touched: map[uuid.UUID]struct{}{}}
+}
+
+// Run listens for key changes and writes last-use times until ctx ends, then writes the last
+// batch. It blocks; its owner cancels ctx and waits for it to return.
+func (a *Authenticator) Run(ctx context.Context) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a.store.Listen(ctx, store.Subscription{
+			Connected: func() {
+				a.flush()
+				a.live.Store(true)
+			},
+			Disconnected: func(err error) {
+				a.live.Store(false)
+				a.flush()
+				a.opts.Logger.Warn("key revocation listener lost; bypassing the key cache until it reconnects", "err", err)
+			},
+			Notify: func(channel, payload string) {
+				if channel != store.ChannelAPIKeyChanged {
+					return
+				}
+				var h apikey.Hash
+				if b, err := hex.DecodeString(payload); err == nil && len(b) == len(h) {
+					copy(h[:], b)
+					a.invalidate(h)
+				} else {
+					a.flush()
+				}
+			},
+		})
+		a.live.Store(false)
+	}()
+	ticker := time.NewTicker(a.opts.TouchInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			<-done
+			flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			a.writeTouches(flushCtx)
+			cancel()
+			return
+		case <-ticker.C:
+			a.writeTouches(ctx)
+		}
+	}
+}
+
+// Live reports whether revocations are currently being pushed to this process.
+func (a *Authenticator) Live() bool { return a.live.Load() }
+
+// Authenticate verifies the value of an Authorization header. Only the Bearer scheme is
+// accepted.
+func (a *Authenticator) Authenticate(ctx context.Context, authorization string) (Principal, error) {
+	scheme, key, ok := strings.Cut(strings.TrimSpace(authorization), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		if authorization == "" {
+			return Principal{}, ErrMissing
+		}
+		return Principal{}, ErrMalformed
+	}
+	hash, err := apikey.Parse(strings.TrimSpace(key))
+	if err != nil {
+		return Principal{}, ErrMalformed
+	}
+	now := a.opts.Now()
+	if a.live.Load() {
+		a.mu.RLock()
+		c, hit := a.cache[hash]
+		a.mu.RUnlock()
+		if hit && now.Before(c.expires) {
+			a.touch(c.p.KeyID)
+			return c.p, nil
+		}
+	}
+	epoch := a.epoch.Load()
+	k, err := a.store.ActiveAPIKeyByHash(ctx, hash[:])
+	if errors.Is(err, store.ErrNotFound) {
+		return Principal{}, ErrUnknown
+	}
+	if err != nil {
+		return Principal{}, err
+	}
+	p := Principal{AccountID: k.AccountID, KeyID: k.ID, RPMLimit: k.RPMLimit}
+	if a.live.Load() {
+		a.mu.Lock()
+		if a.epoch.Load() == epoch {
+			a.cache[hash] = cached{p: p, expires: now.Add(a.opts.TTL)}
+		}
+		a.mu.Unlock()
+	}
+	a.touch(p.KeyID)
+	return p, nil
+}
+
+func (a *Authenticator) invalidate(h apikey.Hash) {
+	a.mu.Lock()
+	a.epoch.Add(1)
+	delete(a.cache, h)
+	a.mu.Unlock()
+}
+
+func (a *Authenticator) flush() {
+	a.mu.Lock()
+	a.epoch.Add(1)
+	clear(a.cache)
+	a.mu.Unlock()
+}
+
+func (a *Authenticator) touch(id uuid.UUID) {
+	a.touchMu.Lock()
+	a.touched[id] = struct{}{}
+	a.touchMu.Unlock()
+}
+
+func (a *Authenticator) writeTouches(ctx context.Context) {
+	a.touchMu.Lock()
+	if len(a.touched) == 0 {
+		a.touchMu.Unlock()
+		return
+	}
+	ids := make([]uuid.UUID, 0, len(a.touched))
+	for id := range a.touched {
+		ids = append(ids, id)
+	}
+	clear(a.touched)
+	a.touchMu.Unlock()
+	if err := a.store.TouchAPIKeys(ctx, ids, a.opts.Now()); err != nil {
+		a.opts.Logger.Warn("recording key last-use times", "keys", len(ids), "err", err)
+	}
+}
+
+type principalKey struct{}
+
+// WithPrincipal returns a context carrying the verified caller; the HTTP edge sets it once.
+func WithPrincipal(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// FromContext returns the verified caller of the request, if authentication ran.
+func FromContext(ctx context.Context) (Principal, bool) {
+	p, ok := ctx.Value(principalKey{}).(Principal)
+	return p, ok
+}

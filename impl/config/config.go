@@ -1,0 +1,262 @@
+// Package config owns tollgate's configuration file: the models the gateway offers (family,
+// owner, price, limits, and the upstreams behind them), the upstream providers, and the plans
+// that decide which models and how much starting credit a new account gets. It parses and
+// validates; it never reads the environment (cmd/ passes the lookups it needs).
+package config
+
+import (
+	"bytes"
+	_ "embed"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Model families: which inference routes serve a model.
+const (
+	// FamilyChat models are served on /v1/chat/completions and /v1/responses.
+	FamilyChat = "chat"
+	// FamilyMessages models are served on /v1/messages.
+	FamilyMessages = "messages"
+)
+
+// Provider kinds: the wire format an upstream speaks.
+const (
+	KindOpenAIChat        = "openai-chat"
+	KindOpenAIResponses   = "openai-responses"
+	KindAnthropicMessages = "anthropic-messages"
+)
+
+// SimulatorURL as a provider's base_url means the built-in upstream simulator, started in the
+// gateway process.
+const SimulatorURL = "builtin:simulator"
+
+// Config is the whole configuration file.
+type Config struct {
+	Server    Server     `yaml:"server"`
+	Providers []Provider `yaml:"providers"`
+	Models    []Model    `yaml:"models"`
+	Plans     []Plan     `yaml:"plans"`
+}
+
+// Server holds the listeners.
+type Server struct {
+	// Listen is the API listener address, e.g. ":8080".
+	Listen string `yaml:"listen"`
+	// MetricsListen is the Prometheus listener address; empty disables it.
+	MetricsListen string `yaml:"metrics_listen"`
+}
+
+// Provider is one upstream endpoint.
+type Provider struct {
+	Name string `yaml:"name"`
+	// Kind is the wire format the upstream speaks: openai-chat, openai-responses or
+	// anthropic-messages.
+	Kind string `yaml:"kind"`
+	// BaseURL is the upstream's base, e.g. https://api.openai.com/v1, or builtin:simulator.
+	BaseURL string `yaml:"base_url"`
+	// APIKeyEnv names the environment variable that holds the upstream key.
+	APIKeyEnv string `yaml:"api_key_env"`
+	// APIKey is filled in by cmd/ from APIKeyEnv; it is never read from the file.
+	APIKey string `yaml:"-"`
+}
+
+// Price is a model's price in integer micro-units (1 USD = 1,000,000) per million tokens.
+type Price struct {
+	InputPerMTok  int64 `yaml:"input_micros_per_mtok"`
+	OutputPerMTok int64 `yaml:"output_micros_per_mtok"`
+}
+
+// Upstream is one model at one provider.
+type Upstream struct {
+	Provider string `yaml:"provider"`
+	// Model is the provider's model id.
+	Model string `yaml:"model"`
+	// Price overrides the gateway model's price for requests served by this upstream.
+	Price *Price `yaml:"price,omitempty"`
+	// MaxOutputTokens overrides the gateway model's output limit for this upstream.
+	MaxOutputTokens int `yaml:"max_output_tokens,omitempty"`
+	// Strengths are hints for the fusion router (e.g. "code", "tools", "long", "fast").
+	Strengths []string `yaml:"strengths,omitempty"`
+}
+
+// Model is one model the gateway offers.
+type Model struct {
+	ID          string `yaml:"id"`
+	Family      string `yaml:"family"`
+	OwnedBy     string `yaml:"owned_by"`
+	DisplayName string `yaml:"display_name"`
+	Price       Price  `yaml:"price"`
+	// MaxOutputTokens bounds the output of one request (and the worst-case reservation).
+	MaxOutputTokens int `yaml:"max_output_tokens"`
+	// ContextTokens is the model's context window.
+	ContextTokens int `yaml:"context_tokens"`
+	// Backend serves a model without fusion routing.
+	Backend *Upstream `yaml:"backend,omitempty"`
+	// Experts serve a fusion model: the router picks one per request.
+	Experts []Upstream `yaml:"experts,omitempty"`
+}
+
+// Plan decides what a new account on it gets.
+type Plan struct {
+	Name string `yaml:"name"`
+	// Models are granted to accounts created on the plan.
+	Models []string `yaml:"models"`
+	// StartingCreditMicros is granted (as a ledger entry) to accounts created on the plan.
+	StartingCreditMicros int64 `yaml:"starting_credit_micros"`
+	// DefaultRPM is the requests-per-minute cap of keys created for the plan's accounts (0: none).
+	DefaultRPM int `yaml:"default_rpm"`
+}
+
+//go:embed default.yaml
+var defaultYAML []byte
+
+// Default returns the built-in configuration: every provider is the built-in simulator.
+func Default() *Config {
+	c, err := Parse(defaultYAML)
+	if err != nil {
+		panic("config: the embedded default is invalid: " + err.Error())
+	}
+	return c
+}
+
+// Load reads and validates the file at path.
+func Load(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	c, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse decodes and validates a configuration; unknown keys are errors.
+func Parse(b []byte) (*Config, error) {
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		return nil, err
+	}
+	if c.Server.Listen == "" {
+		c.Server.Listen = ":8080"
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// Validate checks references and values.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	providers := map[string]bool{}
+	for i, p := range c.Providers {
+		switch {
+		case p.Name == "":
+			bad("providers[%d]: name is required", i)
+		case providers[p.Name]:
+			bad("providers[%d]: duplicate name %q", i, p.Name)
+		}
+		providers[p.Name] = true
+		if !slices.Contains([]string{KindOpenAIChat, KindOpenAIResponses, KindAnthropicMessages}, p.Kind) {
+			bad("provider %q: kind must be openai-chat, openai-responses or anthropic-messages", p.Name)
+		}
+		if p.BaseURL != SimulatorURL && !strings.HasPrefix(p.BaseURL, "http://") && !strings.HasPrefix(p.BaseURL, "https://") {
+			bad("provider %q: base_url must be http(s)://… or %s", p.Name, SimulatorURL)
+		}
+	}
+	checkUpstream := func(model string, u Upstream) {
+		if !providers[u.Provider] {
+			bad("model %q: unknown provider %q", model, u.Provider)
+		}
+		if u.Model == "" {
+			bad("model %q: an upstream needs the provider's model id", model)
+		}
+		if u.Price != nil && (u.Price.InputPerMTok < 0 || u.Price.OutputPerMTok < 0) {
+			bad("model %q: negative price", model)
+		}
+	}
+	models := map[string]bool{}
+	for i, m := range c.Models {
+		switch {
+		case m.ID == "":
+			bad("models[%d]: id is required", i)
+		case models[m.ID]:
+			bad("models[%d]: duplicate id %q", i, m.ID)
+		}
+		models[m.ID] = true
+		if m.Family != FamilyChat && m.Family != FamilyMessages {
+			bad("model %q: family must be chat or messages", m.ID)
+		}
+		if m.Price.InputPerMTok < 0 || m.Price.OutputPerMTok < 0 {
+			bad("model %q: negative price", m.ID)
+		}
+		if m.MaxOutputTokens <= 0 {
+			bad("model %q: max_output_tokens must be positive", m.ID)
+		}
+		if (m.Backend == nil) == (len(m.Experts) == 0) {
+			bad("model %q: exactly one of backend or experts is required", m.ID)
+		}
+		if m.Backend != nil {
+			checkUpstream(m.ID, *m.Backend)
+		}
+		for _, e := range m.Experts {
+			checkUpstream(m.ID, e)
+		}
+	}
+	plans := map[string]bool{}
+	for i, p := range c.Plans {
+		if p.Name == "" || plans[p.Name] {
+			bad("plans[%d]: missing or duplicate name %q", i, p.Name)
+		}
+		plans[p.Name] = true
+		for _, id := range p.Models {
+			if !models[id] {
+				bad("plan %q: unknown model %q", p.Name, id)
+			}
+		}
+		if p.StartingCreditMicros < 0 || p.DefaultRPM < 0 {
+			bad("plan %q: negative starting credit or rpm", p.Name)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Model returns the configured model with id.
+func (c *Config) Model(id string) (Model, bool) {
+	for _, m := range c.Models {
+		if m.ID == id {
+			return m, true
+		}
+	}
+	return Model{}, false
+}
+
+// Plan returns the plan called name.
+func (c *Config) Plan(name string) (Plan, bool) {
+	for _, p := range c.Plans {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Plan{}, false
+}
+
+// ResolveSecrets fills each provider's APIKey from the environment variable it names, using
+// lookup (os.LookupEnv in cmd/).
+func (c *Config) ResolveSecrets(lookup func(string) (string, bool)) {
+	for i := range c.Providers {
+		if name := c.Providers[i].APIKeyEnv; name != "" {
+			c.Providers[i].APIKey, _ = lookup(name)
+		}
+	}
+}

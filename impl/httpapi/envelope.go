@@ -1,0 +1,172 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/tollgate/tollgate/impl/apierror"
+)
+
+// family is the error envelope a route answers with.
+type family int
+
+const (
+	familyOpenAI family = iota
+	familyAnthropic
+	familyJSONRPC
+)
+
+// familyOf picks the envelope by path.
+func familyOf(path string) family {
+	switch {
+	case path == "/v1/messages" || strings.HasPrefix(path, "/v1/messages/"):
+		return familyAnthropic
+	case path == "/api/mcp":
+		return familyJSONRPC
+	default:
+		return familyOpenAI
+	}
+}
+
+type openAIErrorBody struct {
+	Error openAIErrorDetail `json:"error"`
+}
+
+type openAIErrorDetail struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    *string `json:"code"`
+}
+
+type anthropicErrorBody struct {
+	Type      string               `json:"type"`
+	Error     anthropicErrorDetail `json:"error"`
+	RequestID string               `json:"request_id,omitempty"`
+}
+
+type anthropicErrorDetail struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+}
+
+// openAITypeCode is the chat-completions envelope's type and code of a kind.
+func openAITypeCode(k apierror.Kind) (typ, code string) {
+	switch k {
+	case apierror.KindInvalidRequest:
+		return "invalid_request_error", ""
+	case apierror.KindUnauthenticated:
+		return "authentication_error", "invalid_api_key"
+	case apierror.KindInsufficientCredit:
+		return "insufficient_quota", "insufficient_quota"
+	case apierror.KindForbidden:
+		return "permission_error", "forbidden"
+	case apierror.KindNotFound:
+		return "invalid_request_error", "not_found"
+	case apierror.KindModelNotFound:
+		return "invalid_request_error", "model_not_found"
+	case apierror.KindRateLimited:
+		return "rate_limit_error", "rate_limit_exceeded"
+	case apierror.KindNotImplemented:
+		return "not_implemented", "not_implemented"
+	case apierror.KindUpstream:
+		return "upstream_error", "upstream_error"
+	case apierror.KindOverloaded:
+		return "overloaded_error", "overloaded"
+	default:
+		return "server_error", ""
+	}
+}
+
+// anthropicType is the Messages envelope's error type of a kind.
+func anthropicType(k apierror.Kind) string {
+	switch k {
+	case apierror.KindInvalidRequest:
+		return "invalid_request_error"
+	case apierror.KindUnauthenticated:
+		return "authentication_error"
+	case apierror.KindInsufficientCredit:
+		return "billing_error"
+	case apierror.KindForbidden:
+		return "permission_error"
+	case apierror.KindNotFound, apierror.KindModelNotFound:
+		return "not_found_error"
+	case apierror.KindRateLimited:
+		return "rate_limit_error"
+	case apierror.KindOverloaded:
+		return "overloaded_error"
+	default:
+		return "api_error"
+	}
+}
+
+// JSON-RPC error codes used at the MCP edge.
+const (
+	rpcUnauthenticated = -32001
+	rpcRateLimited     = -32029
+	rpcInternal        = -32603
+)
+
+type rpcErrorBody struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Error   rpcErrorDetail  `json:"error"`
+}
+
+type rpcErrorDetail struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+// writeError answers err in the envelope of the request's route family. Internal errors are
+// logged by the caller; the client sees only the request id.
+func writeError(w http.ResponseWriter, r *http.Request, err error) {
+	e := apierror.As(err)
+	status := e.Kind.Status()
+	h := w.Header()
+	reqID := h.Get(headerRequestID)
+	message := e.Message
+	if e.Kind == apierror.KindInternal {
+		message = "internal error; quote request id " + reqID + " when reporting it"
+	}
+	if status == http.StatusUnauthorized || status == http.StatusPaymentRequired {
+		h.Set("x-should-retry", "false")
+	}
+	if e.RetryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(apierror.Seconds(e.RetryAfter)))
+		h.Set("retry-after-ms", strconv.FormatInt(e.RetryAfter.Milliseconds(), 10))
+	}
+	h.Set("Content-Type", "application/json")
+	var body any
+	switch familyOf(r.URL.Path) {
+	case familyAnthropic:
+		body = anthropicErrorBody{Type: "error", Error: anthropicErrorDetail{Type: anthropicType(e.Kind), Message: message}, RequestID: reqID}
+	case familyJSONRPC:
+		code := rpcInternal
+		switch e.Kind {
+		case apierror.KindUnauthenticated:
+			code = rpcUnauthenticated
+			message = "unauthenticated: no verified caller"
+			h.Set("WWW-Authenticate", `Bearer realm="tollgate"`)
+		case apierror.KindRateLimited:
+			code = rpcRateLimited
+		}
+		body = rpcErrorBody{JSONRPC: "2.0", ID: json.RawMessage("null"), Error: rpcErrorDetail{Code: code, Message: message}}
+	default:
+		typ, code := openAITypeCode(e.Kind)
+		d := openAIErrorDetail{Message: message, Type: typ}
+		if e.Param != "" {
+			d.Param = &e.Param
+		}
+		if code != "" {
+			d.Code = &code
+		}
+		body = openAIErrorBody{Error: d}
+	}
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(body)
+}

@@ -1,0 +1,188 @@
+package httpapi
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/auth"
+)
+
+const headerRequestID = "x-request-id"
+
+// newRequestID returns "req_" and 24 random hex digits.
+func newRequestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "req_" + hex.EncodeToString(b[:])
+}
+
+// recorder remembers the status written through it. It implements Flush and Unwrap so that
+// streaming handlers reach the real writer.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	n, err := r.ResponseWriter.Write(b)
+	r.bytes += int64(n)
+	return n, err
+}
+
+// Flush sends buffered data to the client.
+func (r *recorder) Flush() {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	_ = http.NewResponseController(r.ResponseWriter).Flush()
+}
+
+// Unwrap gives http.ResponseController the underlying writer.
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// Hijack is passed through for protocols that take over the connection.
+func (r *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return http.NewResponseController(r.ResponseWriter).Hijack()
+}
+
+// edge is the outermost layer of every request: request id, logging, metrics, recovery.
+func (s *Server) edge(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		id := newRequestID()
+		w.Header().Set(headerRequestID, id)
+		if familyOf(r.URL.Path) == familyAnthropic {
+			w.Header().Set("request-id", id)
+		}
+		rec := &recorder{ResponseWriter: w}
+		log := s.log.With("request_id", id)
+		r = r.WithContext(withLogger(r.Context(), log))
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				log.Error("panic serving request", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				if rec.status == 0 {
+					writeError(rec, r, errors.New("panic"))
+				}
+			}
+			route := r.Pattern
+			if route == "" {
+				route = "unmatched"
+			}
+			status := rec.status
+			if status == 0 {
+				status = http.StatusOK
+			}
+			elapsed := time.Since(start)
+			if s.metrics != nil {
+				s.metrics.Requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+				s.metrics.Duration.WithLabelValues(route).Observe(elapsed.Seconds())
+			}
+			attrs := []any{"method", r.Method, "path", r.URL.Path, "status", status, "duration_ms", float64(elapsed.Microseconds()) / 1000, "bytes", rec.bytes}
+			if p, ok := auth.FromContext(r.Context()); ok {
+				attrs = append(attrs, "account", p.AccountID, "key", p.KeyID)
+			}
+			log.Info("request", attrs...)
+		}()
+		next.ServeHTTP(rec, r)
+	})
+}
+
+type loggerKey struct{}
+
+func withLogger(ctx context.Context, l *slog.Logger) context.Context {
+	return context.WithValue(ctx, loggerKey{}, l)
+}
+
+// logger returns the request's logger (carrying its request id).
+func (s *Server) logger(ctx context.Context) *slog.Logger {
+	if l, ok := ctx.Value(loggerKey{}).(*slog.Logger); ok {
+		return l
+	}
+	return s.log
+}
+
+// authenticate resolves the bearer key; the principal travels in the request context.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		header := r.Header.Get("Authorization")
+		p, err := s.auth.Authenticate(r.Context(), header)
+		if err != nil {
+			var e *apierror.Error
+			switch {
+			case errors.Is(err, auth.ErrMissing) && r.Header.Get("x-api-key") != "":
+				e = apierror.Unauthenticated("x-api-key is not accepted: send the key as 'Authorization: Bearer <key>'")
+			case errors.Is(err, auth.ErrMissing):
+				e = apierror.Unauthenticated("missing API key: send it as 'Authorization: Bearer <key>'")
+			case errors.Is(err, auth.ErrMalformed):
+				e = apierror.Unauthenticated("malformed API key: tollgate keys look like 'tgk_…' and are sent as 'Authorization: Bearer <key>'")
+			case errors.Is(err, auth.ErrUnknown):
+				e = apierror.Unauthenticated("invalid API key: the key is unknown or has been revoked")
+			default:
+				s.logger(r.Context()).Error("authenticating", "err", err)
+				writeError(w, r, err)
+				return
+			}
+			writeError(w, r, e)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
+	})
+}
+
+// limitRate enforces the key's requests-per-minute cap over a rolling 60-second window.
+func (s *Server) limitRate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, ok := auth.FromContext(r.Context())
+		if !ok || p.RPMLimit <= 0 || s.limiter == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		d, err := s.limiter.Allow(r.Context(), p.KeyID.String(), p.RPMLimit)
+		if err != nil {
+			// Availability over strictness: a failing limiter lets the request through, loudly.
+			s.logger(r.Context()).Error("rate limiter failed; letting the request through", "err", err)
+			if s.metrics != nil {
+				s.metrics.RateLimiterErrors.Inc()
+			}
+			next.ServeHTTP(w, r)
+			return
+		}
+		h := w.Header()
+		h.Set("x-ratelimit-limit-requests", strconv.Itoa(d.Limit))
+		h.Set("x-ratelimit-remaining-requests", strconv.Itoa(d.Remaining))
+		h.Set("x-ratelimit-reset-requests", strconv.Itoa(apierror.Seconds(d.ResetAfter))+"s")
+		if !d.Allowed {
+			if s.metrics != nil {
+				s.metrics.RateLimited.Inc()
+			}
+			writeError(w, r, apierror.RateLimited(d.Limit, d.RetryAfter))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,116 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/tollgate/tollgate/gen/api"
+	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/metrics"
+	"github.com/tollgate/tollgate/impl/ratelimit"
+	"github.com/tollgate/tollgate/impl/store"
+)
+
+// Server implements the generated strict server interface.
+type Server struct {
+	store    *store.Store
+	config   *config.Config
+	auth     *auth.Authenticator
+	limiter  ratelimit.Limiter
+	metrics  *metrics.Metrics
+	log      *slog.Logger
+	validate *validator
+}
+
+var _ api.StrictServerInterface = (*Server)(nil)
+
+// Options are the Server's collaborators.
+type Options struct {
+	Store  *store.Store
+	Config *config.Config
+	Auth   *auth.Authenticator
+	// Limiter enforces per-key caps; nil disables them.
+	Limiter ratelimit.Limiter
+	// Metrics may be nil.
+	Metrics *metrics.Metrics
+	Logger  *slog.Logger
+}
+
+// New builds the Server. It fails only if the embedded OpenAPI document cannot be loaded.
+func New(o Options) (*Server, error) {
+	doc, err := api.GetSwagger()
+	if err != nil {
+		return nil, fmt.Errorf("load embedded OpenAPI document: %w", err)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return &Server{
+		store: o.Store, config: o.Config, auth: o.Auth, limiter: o.Limiter, metrics: o.Metrics,
+		log: o.Logger, validate: newValidator(doc),
+	}, nil
+}
+
+// Handler returns the whole HTTP surface.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	strict := api.NewStrictHandlerWithOptions(s, nil, api.StrictHTTPServerOptions{
+		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
+			writeError(w, r, apierror.Invalid("", "the request body is not valid JSON"))
+		},
+		ResponseErrorHandlerFunc: s.respondError,
+	})
+	// Middlewares wrap in order, so the last listed runs first: authenticate, then the rate
+	// limit, then validation.
+	api.HandlerWithOptions(strict, api.StdHTTPServerOptions{
+		BaseRouter:  mux,
+		Middlewares: []api.MiddlewareFunc{s.validate.middleware, s.limitRate, s.authenticate},
+		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
+			writeError(w, r, apierror.Invalid("", "invalid request parameters"))
+		},
+	})
+	mux.Handle("POST /api/mcp", s.authenticate(s.limitRate(http.HandlerFunc(s.serveMCP))))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, &apierror.Error{Kind: apierror.KindNotFound, Message: fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path)})
+	})
+	return s.edge(mux)
+}
+
+// respondError answers an error returned by a handler, logging internal ones.
+func (s *Server) respondError(w http.ResponseWriter, r *http.Request, err error) {
+	var e *apierror.Error
+	if !errors.As(err, &e) {
+		s.logger(r.Context()).Error("handler failed", "err", err)
+	}
+	writeError(w, r, err)
+}
+
+// principal returns the verified caller; the authenticate middleware guarantees one.
+func principal(ctx context.Context) (auth.Principal, error) {
+	p, ok := auth.FromContext(ctx)
+	if !ok {
+		return auth.Principal{}, errors.New("no principal on an authenticated route")
+	}
+	return p, nil
+}
+
+// serveMCP answers the MCP endpoint until the MCP work lands: a JSON-RPC error saying so.
+func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		ID json.RawMessage `json:"id"`
+	}
+	_ = json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes)).Decode(&req)
+	if len(req.ID) == 0 {
+		req.ID = json.RawMessage("null")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(rpcErrorBody{JSONRPC: "2.0", ID: req.ID, Error: rpcErrorDetail{
+		Code: -32601, Message: "not implemented: the MCP endpoint is pending in this version of tollgate (see the README)",
+	}})
+}

@@ -1,0 +1,53 @@
+// Package metrics owns tollgate's Prometheus collectors and the handler of the metrics
+// listener, which is served apart from the API.
+package metrics
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics holds the collectors the gateway updates.
+type Metrics struct {
+	registry *prometheus.Registry
+	// Requests counts finished HTTP requests by route pattern and status.
+	Requests *prometheus.CounterVec
+	// Duration observes HTTP request durations by route pattern.
+	Duration *prometheus.HistogramVec
+	// RateLimited counts requests refused by a per-key cap.
+	RateLimited prometheus.Counter
+	// RateLimiterErrors counts requests let through because the limiter failed.
+	RateLimiterErrors prometheus.Counter
+}
+
+// New registers the collectors (and the Go and process collectors) on a fresh registry.
+func New() *Metrics {
+	reg := prometheus.NewRegistry()
+	m := &Metrics{
+		registry: reg,
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_http_requests_total", Help: "Finished HTTP requests by route and status.",
+		}, []string{"route", "status"}),
+		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "tollgate_http_request_duration_seconds", Help: "HTTP request duration by route.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"route"}),
+		RateLimited: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tollgate_rate_limited_total", Help: "Requests refused by a per-key requests-per-minute cap.",
+		}),
+		RateLimiterErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tollgate_rate_limiter_errors_total", Help: "Requests let through because the rate limiter failed.",
+		}),
+	}
+	reg.MustRegister(m.Requests, m.Duration, m.RateLimited, m.RateLimiterErrors,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
+}

@@ -1,0 +1,113 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tollgate/tollgate/gen/db"
+)
+
+// APIKey is the stored record of an API key: never the key itself, only its hash.
+type APIKey struct {
+	ID            uuid.UUID
+	AccountID     uuid.UUID
+	Name          string
+	Hash          []byte
+	DisplayPrefix string
+	// RPMLimit is the key's requests-per-minute cap; 0 means no cap.
+	RPMLimit   int
+	CreatedAt  time.Time
+	LastUsedAt *time.Time
+	RevokedAt  *time.Time
+}
+
+// NewAPIKey is what CreateAPIKey stores.
+type NewAPIKey struct {
+	AccountID     uuid.UUID
+	Name          string
+	Hash          []byte
+	DisplayPrefix string
+	RPMLimit      int
+}
+
+func keyFromRow(r db.ApiKey) APIKey {
+	return APIKey{
+		ID: r.ID, AccountID: r.AccountID, Name: r.Name, Hash: r.KeyHash, DisplayPrefix: r.DisplayPrefix,
+		RPMLimit: int(r.RpmLimit), CreatedAt: r.CreatedAt, LastUsedAt: r.LastUsedAt, RevokedAt: r.RevokedAt,
+	}
+}
+
+// CreateAPIKey stores a new key for an account.
+func (s *Store) CreateAPIKey(ctx context.Context, k NewAPIKey) (APIKey, error) {
+	row, err := s.q.CreateAPIKey(ctx, db.CreateAPIKeyParams{
+		AccountID: k.AccountID, Name: k.Name, KeyHash: k.Hash, DisplayPrefix: k.DisplayPrefix, RpmLimit: int32(k.RPMLimit),
+	})
+	if isUniqueViolation(err) {
+		return APIKey{}, ErrConflict
+	}
+	if err != nil {
+		return APIKey{}, notFound(err)
+	}
+	return keyFromRow(row), nil
+}
+
+// ActiveAPIKeyByHash returns the unrevoked key with this hash, or ErrNotFound.
+func (s *Store) ActiveAPIKeyByHash(ctx context.Context, hash []byte) (APIKey, error) {
+	row, err := s.q.GetActiveAPIKeyByHash(ctx, hash)
+	if err != nil {
+		return APIKey{}, notFound(err)
+	}
+	return keyFromRow(row), nil
+}
+
+// GetAPIKey returns the key with id, revoked or not, or ErrNotFound.
+func (s *Store) GetAPIKey(ctx context.Context, id uuid.UUID) (APIKey, error) {
+	row, err := s.q.GetAPIKey(ctx, id)
+	if err != nil {
+		return APIKey{}, notFound(err)
+	}
+	return keyFromRow(row), nil
+}
+
+// ListAPIKeys returns the account's keys, oldest first, revoked ones included.
+func (s *Store) ListAPIKeys(ctx context.Context, accountID uuid.UUID) ([]APIKey, error) {
+	rows, err := s.q.ListAPIKeys(ctx, accountID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]APIKey, len(rows))
+	for i, r := range rows {
+		out[i] = keyFromRow(r)
+	}
+	return out, nil
+}
+
+// RevokeAPIKey revokes the key with id. Every gateway process is told at once (a database
+// trigger notifies), so the key stops working everywhere. Revoking an already revoked or
+// unknown key is ErrNotFound.
+func (s *Store) RevokeAPIKey(ctx context.Context, id uuid.UUID) (APIKey, error) {
+	row, err := s.q.RevokeAPIKey(ctx, id)
+	if err != nil {
+		return APIKey{}, notFound(err)
+	}
+	return keyFromRow(row), nil
+}
+
+// SetAPIKeyRPMLimit sets the key's requests-per-minute cap (0: no cap).
+func (s *Store) SetAPIKeyRPMLimit(ctx context.Context, id uuid.UUID, limit int) (APIKey, error) {
+	row, err := s.q.SetAPIKeyRPMLimit(ctx, db.SetAPIKeyRPMLimitParams{ID: id, RpmLimit: int32(limit)})
+	if err != nil {
+		return APIKey{}, notFound(err)
+	}
+	return keyFromRow(row), nil
+}
+
+// TouchAPIKeys records that the keys were used at usedAt (never moving a timestamp backwards).
+func (s *Store) TouchAPIKeys(ctx context.Context, ids []uuid.UUID, usedAt time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	return s.q.TouchAPIKeys(ctx, db.TouchAPIKeysParams{Ids: ids, UsedAt: usedAt})
+}

@@ -1,0 +1,80 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/tollgate/tollgate/gen/db"
+)
+
+// Notification channels announced by database triggers.
+const (
+	// ChannelAPIKeyChanged carries the hex SHA-256 of a key that was revoked or re-capped.
+	ChannelAPIKeyChanged = "tollgate_api_key_changed"
+	// ChannelModelAccessChanged carries the id of an account whose model list changed.
+	ChannelModelAccessChanged = "tollgate_model_access_changed"
+)
+
+// Subscription receives notifications; see Listen.
+type Subscription struct {
+	// Notify is called for each notification, on the listening goroutine.
+	Notify func(channel, payload string)
+	// Connected is called each time the listener is (re)connected and listening, before any
+	// notification from that connection. Whatever was missed while disconnected must be treated
+	// as changed.
+	Connected func()
+	// Disconnected is called when the listening connection is lost.
+	Disconnected func(err error)
+}
+
+// Listen holds one connection that listens on both notification channels and reconnects when it
+// is lost, until ctx ends. It blocks; run it on a goroutine whose owner cancels ctx.
+func (s *Store) Listen(ctx context.Context, sub Subscription) {
+	backoff := 50 * time.Millisecond
+	for ctx.Err() == nil {
+		err := s.listenOnce(ctx, sub)
+		if ctx.Err() != nil {
+			return
+		}
+		if sub.Disconnected != nil {
+			sub.Disconnected(err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		if backoff < 2*time.Second {
+			backoff *= 2
+		}
+	}
+}
+
+func (s *Store) listenOnce(ctx context.Context, sub Subscription) error {
+	pooled, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	// A listening connection is never handed back to the pool: it carries LISTEN state.
+	conn := pooled.Hijack()
+	defer conn.Close(context.Background())
+	q := db.New(conn)
+	if err := q.ListenAPIKeyChanged(ctx); err != nil {
+		return err
+	}
+	if err := q.ListenModelAccessChanged(ctx); err != nil {
+		return err
+	}
+	if sub.Connected != nil {
+		sub.Connected()
+	}
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		if sub.Notify != nil {
+			sub.Notify(n.Channel, n.Payload)
+		}
+	}
+}

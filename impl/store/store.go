@@ -1,0 +1,71 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tollgate/tollgate/gen/db"
+)
+
+// ErrNotFound reports that the requested row does not exist (or is not visible to the caller's
+// account).
+var ErrNotFound = errors.New("not found")
+
+// ErrInsufficientCredit reports that a debit would take an account's balance below zero.
+var ErrInsufficientCredit = errors.New("insufficient credit")
+
+// ErrConflict reports that a row with the same unique value already exists.
+var ErrConflict = errors.New("already exists")
+
+// Store is a handle on the database. It is safe for concurrent use.
+type Store struct {
+	pool *pgxpool.Pool
+	q    *db.Queries
+}
+
+// Open connects a pool to the database at url and checks that it answers.
+func Open(ctx context.Context, url string) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to database: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("ping database: %w", err)
+	}
+	return &Store{pool: pool, q: db.New(pool)}, nil
+}
+
+// Close closes every connection of the pool.
+func (s *Store) Close() { s.pool.Close() }
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
+
+// inTx runs fn in one transaction, committing when it returns nil.
+func (s *Store) inTx(ctx context.Context, fn func(q *db.Queries) error) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return fn(s.q.WithTx(tx)) })
+}
+
+// notFound maps pgx's no-rows error to ErrNotFound and passes every other error through.
+func notFound(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
+	return err
+}
+
+// isUniqueViolation reports whether err is PostgreSQL's unique_violation.
+func isUniqueViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505"
+}

@@ -16,14 +16,20 @@ build:
 ## generate: regenerate gen/api (oapi-codegen) and gen/db (sqlc) from the contract and the queries.
 generate:
 	$(OAPI) -config openapi/api.cfg.yaml $(OPENAPI_SPEC)
+	$(OAPI) -config openapi/spec.cfg.yaml $(OPENAPI_SPEC)
 	$(SQLC) generate
 
 ## check-generated: fail when the committed generated code differs from a fresh generation.
 check-generated:
 	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
-	$(OAPI) -config openapi/api.cfg.yaml -o "$$tmp/api.gen.go" $(OPENAPI_SPEC) && \
-	if ! diff -u gen/api/api.gen.go "$$tmp/api.gen.go" > "$$tmp/api.diff"; then \
-	  head -n 40 "$$tmp/api.diff"; echo "gen/api is stale: run 'make generate' and commit the result"; exit 1; fi; \
+	for cfg in api spec; do \
+	  sed "s#^output: .*#output: $$tmp/$$cfg.gen.go#" openapi/$$cfg.cfg.yaml > "$$tmp/$$cfg.cfg.yaml"; \
+	  $(OAPI) -config "$$tmp/$$cfg.cfg.yaml" $(OPENAPI_SPEC) || exit 1; \
+	done; \
+	for f in api.gen.go spec.gen.go; do \
+	  if ! diff -u "gen/api/$$f" "$$tmp/$$f" > "$$tmp/diff"; then \
+	    head -n 40 "$$tmp/diff"; echo "gen/api/$$f is stale: run 'make generate' and commit the result"; exit 1; fi; \
+	done; \
 	if ! $(SQLC) diff; then echo "gen/db is stale: run 'make generate' and commit the result"; exit 1; fi; \
 	echo "generated code is up to date"
 

@@ -7,19 +7,15 @@ package api
 
 import (
 	"bytes"
-	"compress/flate"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"path"
 	"strings"
 	"time"
 
-	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/oapi-codegen/runtime"
 )
 
@@ -6820,186 +6816,4 @@ func (sh *strictHandler) CreateResponse(w http.ResponseWriter, r *http.Request) 
 	} else if response != nil {
 		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
 	}
-}
-
-// Base64 encoded, compressed with deflate, json marshaled OpenAPI spec.
-// Stored as a slice of fixed-width chunks rather than one concatenated
-// const string: with thousands of chunks the chained `+` fold is several
-// times slower for the Go compiler than parsing a slice literal.
-var swaggerSpec = []string{
-	"7Fzvbhs5kn+VQt8BawctWXY8g10Zi4Mnk53L3mQSxBPch1GgprtLEtctsodkW9EFBu5p7sHuSQ5Fsv+q",
-	"W2o7tmcHNx92x2k1yWKx/vyqWNVfgliuMylQGB1MvwQrZAkq++cH/DVHbd4k9I8Edax4ZrgUwTT4eYWg",
-	"3M/AkxBYqiVsFDcGBRgJZoWwZAY3bPsnDalc6nEQBjpe4ZrRbGabYTANtFFcLIO7uzD4gEZtLxcG1e5q",
-	"VxhLkWiaeMO4gWtcSEUEGLXlYglHXBhcojruXMT/aFe5Wsk8Texau8tEC5ZqjGCzQlFNHjMhpAGdxzFi",
-	"Akfnk9MQzidnx/t3dBcGCnUmhUbLzEthVkpmPP6OJT84ztDjWAqDwtCfLMtSHjMi5uQfmij6Upv/XxUu",
-	"gmnwLyfVcZ24X/VJOfdrpaRyize39jHTRiFbw4LxNFcIRxHL+Bzp/eh4HNyFDQL9yT8jgW/ELUt5UgrV",
-	"UcTdk7l/0k3rG2FQCZY+K6VuSbAE7WPkT9L8TeYieUbiSC/XMsEUuAYSW3bLeMquUyy0ksWxzAUxWEgz",
-	"XxB9vdS/WWcprlEYfO49KJkbpD1kKBKr4hrR0v/h9eX3b1+3aH13iyqVLHlWOkudkn51OIpkSUg3U9+z",
-	"LfGT9IurZ+eqP/s/aYgVJtwUti0msi13K/W75mnKxbLaRlh3DZ9H2lrSkSpMaRd1fsBJ3epa0kpyf5by",
-	"LRNbb2/0M/LjAzMIKV9zQ0Y9Uszg3P6zZ8eW+lHpoPZtt+bKmrv9KFhuVlLx/3rWo3/LteZiGcKapQup",
-	"1piEkIsbITcCpAKFt/IGE7jBLVmz3KxQGE/L0xz/uwzF5ZsncIRu4sFe0OpmScxjO70DxLQ83gVEltfj",
-	"jCm2jkCwNWqrk3Kx8EZwwTFNakT/TaprniQonotmB/u0zFWMcMQEsCUKAzqV5rjwOERyzNIU1Z90jdZH",
-	"99QH2Vt30xeWrDVqzZZEnlLcc7dCsTViH91zD+DrULcdywSn9uV56cG9mymJfwrHPUQ0BnltN9ETuOyh",
-	"2l846Ro1T+WXBzBtsFN+Chv8VP53wL5vkEJDvzc9ylCN1lyQAMUsgw2j31i8ImclFTABeXF+MctYzM0W",
-	"8BaFeTw/7Yh+Eid9gB/DPfRjCsFdEb+6AJVM+VtnIWuukCUJJypZ+l7JDJXhFM8alWMYZLUnXwKDn+2I",
-	"NRc/oliaVTA9DTsifVUq2S9uzKfyLXn9D4yNRcwNalwcTZM3l/QG3WUoWiuFAbml7mRDnYRqDj+il5yr",
-	"jG3Eg1iTKbnOzF4imwJxaX0qsFQhS7bAtOZLgUnhDQr/WhgPkor7sH3QPvuYztJUxsxgctXN3zCI5XrN",
-	"RNJzLPKm9vhayhSZsJwwzOS6Iy2TKXnLNZeCi6XPzrA4xsxgQhvfv1V5E9QJClvkl8v2c8PIrJ8Z+7fa",
-	"uyVtZJY9ZDv1neyjvBkUdObvvHbpEVkcZnw+A8UtpjJDIqW5VSym6tTBzv27B+3FOzM7IXRFHiE04tAQ",
-	"MlRrMpbVC600RgjtUC6EMkMTQjtAP8hw+2tY7rKL2cU+eLKXCSjyNc3o1v00cOH229Wyr1bMvJKE9Bxf",
-	"d0RzJXns/uQG13r3jQUXXK/mCpl3ZiJPLeosrNjOXrhI8HNXbjUMUrnMlLzWe+apaK8JzXArWvPEBwlV",
-	"Mu0RSSnTOdnPJmP2UbFDvX/AlGLbnXOzK++eV+stx8iKEWHrMD4dXDYMYoXMI3ynwu5Avj2vhLp2Pj3S",
-	"aSOJbjvtFq5JbrxiZhxXIvepg/F6qw2u5wsulqgyxQeeV16Iwz4URRL/0b64w06yh57gijHF7sJSFw7r",
-	"0UD/vmtOiTmjijkltB3DO5FuIbKkRMBEApE/dR0BUw7f00YuCNCqLUizQuWC/ZmQC+fx27N7o8116Tzs",
-	"1BnTmnDCSsl8uRoDUbZiIkmRYGSM/LaIe9lmJv5+9e4n0IQpmCFDuqKgjWtIpTbjmdhxAWv2eV4RMTfy",
-	"BoX2mI+vSUhOw76zrokiTfPgsZ51De09JDTe1dnxXLxxw053NapUhr1gKgzE/ekuLoPmhareC1p7F7Lr",
-	"MXakmZBFJ560YyiayDOCkQuZK//QpWlccNUHzei3ubTTHbSXbWY098JFnOYJzvMWaiiX69qVwXWGiplc",
-	"oZdDx/qzsDqGSe8xiHx97U7BWX9rDHaZNAuEFDgLQpgFLDfS/VVo5ywg5n2hKaezYJGLmIbRO8Xf0y+C",
-	"rfHublysNNzFDD3uHYAwxE8Ymc2zBttO78W2dsDkbWqpiTs0hMHn0VKO/EOKlMcf2KamhHWdfCgE6Bbw",
-	"EJgAu3OQC/CvQ8aU0TaPQFsFKexbWnNtmDBgciVgw80K6NRsdOV0gs6z0zcW8KJJhPN9ISToMLQKIdf0",
-	"/+VSoVvhyJp4ba1/02Ifd4QANdDSizF/I1TjjvLjQw6yw4vsWk0XOO99xUjD0j1vtDbSnDHsIKQ1Zeem",
-	"babuO5YyEXcEhdfuh/max0p2hH+XZXbXvwlcgCcY7KBRLrjRcHQKH6++h7/CaTiZTOh/Vj4GoL2ChFz3",
-	"VG9otm4s//EKEpmmTGmSX8VvMYGFkmuImruJGgQkMie7cchktBjSJK+LwV9rHB5idH36qjd+eyRrfG8c",
-	"XtiaAoWXxqQbf5O1v0dEZ9/XBFW9KB8c0Y5nd0PjDlg//By4yPL9Gi9zs/+VnVir9np7+OFILSnE2x9F",
-	"WApaFV/UuV7seo9c6wdHGcUEVXThA4sQogpWHwgzagGGtv6njBc6EX83VB8IzR/Rt/t7gB3vfp3K+MY5",
-	"7J6wv8uZVcc4RGuHRgYNdWpyokeRqjX2InALLYbzhqxZnTF9ALqFBA8B5icJWe4HlQfB3ZuGtE7CTtxw",
-	"ABUPRMGVgnwVJH5bCFj7fN29cN+F8BgitwIZAJ/38NovNwKT+fU2goVMU7mxw9xF1Ey4WfWKZXgBEZFF",
-	"EyRcZynbzgn3+ln8nHNmIkjRXe+X2WW4+v4/7D1dYp8TppgJR09X+qCWsGpdzQr+GbSv8mQGNiser9yV",
-	"vaVzwzSsWYL9bBiGiqrNNJJmCTM4MnyNXdi7zpNONV6wNU+7yknjFTHtSKMiMCUFnNyentDDk3oih7hM",
-	"P5TVosekyzXb3Zqg+KE7UuhBF7u5PCe/XT67kJtByey+aQbm58q1Op0lzf0jd26yKUkJM2xwBsipVoel",
-	"WHBVpu0Pwp4V0/O1VB1h32W6YVsNtnrYFZqkXJuilCNjSy5Y83KnZthTNpyE3VOkhQ5zv2S8ZVsXq+v3",
-	"053hQjv/aP9mhpMqPvDiKJZJBzNxvBxDcUPEMj6/wW0IXOh8seAxR2Hmv+bSsBBaNTDNi5/PMWJiRewg",
-	"V/ddYNlirG6OVGVZRQmRBVShu9EjhGVLYaSwHBmMqvdwY9B9WRenBlyR7d6rWaujin8VxRd992huEV6r",
-	"OwqH3bsX7x3E4f0XYfXb2XvAzW5f0O88SjG+T+5zh9geA82FVy6cJ2gYT/VXr3Sfm53C+XQ7BBswfT2q",
-	"//0F5b23iNXF/lNT1ldCUIhLQipf/CO0la3u2TxTcqlQ6xB+zTEnAKEgZiLGNO2sNBgYrR/K7h+K3utv",
-	"DJX1HS4dTAG0XnnwQvfMLu5NNbRm62FFH+XDEhVtjEXmrRSiKl/hVXqfNX14jqKcYd8VqN37VyQm7Pg9",
-	"8fCRFGiz70XV73E7RK7ItHOBNU9jJ6LaqDwuL7sOQwj2eb4jkve81xycYOhPEvxT35LZu7H/J1djTjjv",
-	"mwSg08U4V9xsryh08ZcJyBSqy5wEYkfaBVy+f2M7NyKzvJn/73//TwQahQGmIbr0dawWH07hOzsRzPLJ",
-	"5GV8g1v7B0ZlG6MVJvtO5RtWxmSuYJWLhdwlwMg0XTJX9M1gjQYVeZ91nho+MiiYMEUfKEXsK6kNJpAy",
-	"sczZ0kf3ejwTM/HzimtIZJwTfKTpbNWDFEax2ExdesEiUtAmv9ahffKDhDjldr8iaZTzW8RsNz4TZGOW",
-	"KEgziksNbsbwPca2qlCDYTcoCLcrLBfiMYLOMOYLD7BBU5BH0m9Ar+RGzIIpEf4CXrzwh6BfvIBUyhtI",
-	"+Q26EymSL5jA9RbOX8I10/jtGcVTtDFUmkyRYiKRa4Faw9HLM7jeGtTHdk9sJgC+HZWvF+NffXg1eknT",
-	"YHyj8/XUrebO9vylnV67A3bPvq0/ikL45mWdBC6ApekYLq0obbhZ0bLEio2SYgmZwgX/HEJqDVMILM1W",
-	"7BqNhRSeBDozhYtcY2JnkLkBBhRxEsmWL3nmPAFNPlA661EO6hCk8EUyttfgAqLPI5bx0Q1uIyKAL4VU",
-	"mIzdsbxuBKZ6/OIFvFoxA7U4NqzcgI8odegL8XUpVK7Lxa5ID/UGld3Cl5kLCmbB9MusCGhmQTiz6mP/",
-	"sAGk/YvC3VlwdxfBUVQLt6PjMUT1vE7kV9DFEm6uablW2Fi1XKlc/i6c1UoSZ4FdsVkQ6hZlGT9Zx1lE",
-	"C/k14e9X734afXj/Cs7GExfYa8/MK4shHBfPJ5MiKq1aBusdNtbF1zqZuhqZji9o4fPJKawHl79fwPnk",
-	"DEi05MIfEz16CY1eJFfPxC0H2y1J9Po52SqbWPQv7u25aQsdzXoUtTtw4AR2O2ov4PzsLzbarloNM1Qk",
-	"rn2dDyFI5Q6kr+HhOHS1ClGt1SEiFS4TqMR82xAwYvTjaK2jC/jGnplriqIFfF/UN5NTYL5zZ7OSGqEM",
-	"4p3Zq9p56OWziirfRHcB35z9pXxKM5f9NfZwiRo6tJgptSV9rXcsTF3WLPIy9qFsxrJi9tox3Sto2bYV",
-	"fR555o14EsGR32/1RIqWSh2XMkw0crGk2f/TMtGRPQVy75E9di4WqFDE2NR4iCgYPbFHMHKjIpvtoy27",
-	"VKMV9YSOgrapceRftj9G4FzntS/As7V3XACyeAUR2clpBCkX6DLnKY/R5zRc5jkgaKQ4GqYcdOGGYEnp",
-	"goMwuEWlnV+ejE/HExsFZShYxoNp8HI8Gb8kGM3MygKLQv+D6Ze7MCB+WQ1ydcJSd4Br2xgAiUSvML6S",
-	"vpJPQtggcGO18MIqZVGcqO1YSXHAGpko/LutZrf5/XoNvLQwlkvxJimWtbX4QVls/Z1MHvH7CTvdHXdN",
-	"ZEfC0f6gw9nk7EkI8ImYnq4px8Yuvl2ANkyZPANXSUyCq7ciXikpZK7TrcXe55NJHzHl7k52WmLtwNOh",
-	"AxsdVHboy6FDq45WGnf2l6Hj2n1sd2HwzfCdlr2pdtjgfbYaLS1+z9dr0s9CV0q3RAhrf09P2eGZKbzl",
-	"uHH3O2ypbc2H08xPdw1NPflCM945RU3RWGvR0h0js0J1rD8miE5TUgQdTK01CIpCN9cX1Bb8fV85+fTk",
-	"SlHvvunTCSOzHlPyh+DeX3CJmxXqrQTX3tVRFNMlrWHD2AyX3ZN60UjhdVoijCKptwM+oSQ/kWtpdVX+",
-	"Fs6l3UrZ14Tu8XuHFv3hN55H/ZCi/vIgCudwH13cq33t+oM9aA/VLWofFIPvQ/FFDa7mAY4inyoZLVIu",
-	"bA1K48GIQv+I6ExwwfLUEBD/m0vvmkbCpwSV9uqcKdzX1lJwpQg6HGJuWo1XNv/d6pF7Gh3vbiAapOWT",
-	"JyLCFVq145XmbE0LGAa7IQuxsTHtq1Uubrpsx6UtEKglVmyx/aYeYbkAi0HxEYZFewjENLsGnyNwg21c",
-	"BL98/+6n15+ineb3Kug73OtffMvOUv/bmLOzoUPbn6Owo8/vYV/c10t+h7aQBp/d42iKLwjRwOFbrX18",
-	"pGl9ndUAtiObRzZclwqurl437GuZLaiZWJc+JGKW2AFofkDzyr/ylAah0aPQ4+99Hf5jKtbD9eP5RbVx",
-	"9s2PsVTZQP9ZlhqrirMvDro8+S4wO8SpVrlf51jHcFlLe3tT2JkwL1JQESsSvCOfBfL3rNXzazQsAn9u",
-	"1sUupNowlbgYlFW15TW/+tGnYX/NUW2hwt2g83hlb5n+jeb9q7fuCmsp+B6fvB/GO/oqIL+zr/3fET04",
-	"C1Eb/AaBQLvy/5nhQf2S8TFwgZ/PJVRf02/dsMBL9hA4UIqfXaqFA/w8c4r1nxsHdH0Zdaip6/7231A0",
-	"0PvdyKGAYPdbpEMNbe8nGofa2t1vtA5FBn2fIB0KDro+tTsUH3R9UrQHIhQh2lFVDl+KsCsnDOEeqMG5",
-	"hBpo2PXWRVmxlyTDDL91d23xiomlrWRJMEORoDCp65Fx1+OxTPACYhavEMiXKY6LdLubav+Ra/PWEfKU",
-	"xqgs7D74TTRfIfAHPnFnU/VE6I77yhpmSOqdEYXUeRFridzJF/vfu168+gGN4niLb311y+HsW1EH8zWJ",
-	"5EcWt72fXfznkK/fTYTXEMt3Ant7lO4rkA0R6M4GO/Nb5jGfBqzt1EA+M1qrpWkfB64VEx7Ea+VluytZ",
-	"G4LbqjrKLuBWTDguC5ajsPa0ql2ObNtT+YMrZP4j5fNHyue5Uj7OiJUKcOTG1cT7XqCuVsxpvWS9jPOX",
-	"T+TvXDmj86G5Sn215fTkJJUxS1dSm+mfJ3+eBPSuX6KsBamWopC37nV1/UmRoKBHTU1/764KfIlLCDI3",
-	"mie+/DHPMqnIZGf5dcrjsgxzXAuo3bVC/8RvX70nQ5BJLozLnpVlZdJVcZL9sN7i33/++f1xbe51nAV3",
-	"n+7+LwAA//8=",
-}
-
-// decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
-// after base64-decoding and flate-decompressing the embedded blob.
-func decodeSpec() ([]byte, error) {
-	encoded := strings.Join(swaggerSpec, "")
-	compressed, err := base64.StdEncoding.DecodeString(encoded)
-	if err != nil {
-		return nil, fmt.Errorf("error base64 decoding spec: %w", err)
-	}
-	zr := flate.NewReader(bytes.NewReader(compressed))
-	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(zr); err != nil {
-		return nil, fmt.Errorf("read flate: %w", err)
-	}
-	if err := zr.Close(); err != nil {
-		return nil, fmt.Errorf("close flate reader: %w", err)
-	}
-
-	return buf.Bytes(), nil
-}
-
-var rawSpec = decodeSpecCached()
-
-// a naive cache of the decoded OpenAPI spec
-func decodeSpecCached() func() ([]byte, error) {
-	data, err := decodeSpec()
-	return func() ([]byte, error) {
-		return data, err
-	}
-}
-
-// Constructs a synthetic filesystem for resolving external references when loading openapi specifications.
-func PathToRawSpec(pathToFile string) map[string]func() ([]byte, error) {
-	res := make(map[string]func() ([]byte, error))
-	if len(pathToFile) > 0 {
-		res[pathToFile] = rawSpec
-	}
-
-	return res
-}
-
-// GetSpec returns the OpenAPI specification corresponding to the generated
-// code in this file. External references in the spec are resolved through
-// PathToRawSpec; externally-referenced files must be embedded in their
-// corresponding Go packages (via the import-mapping feature). URL-based
-// external refs are not supported.
-func GetSpec() (swagger *openapi3.T, err error) {
-	resolvePath := PathToRawSpec("")
-
-	loader := openapi3.NewLoader()
-	loader.IsExternalRefsAllowed = true
-	loader.ReadFromURIFunc = func(loader *openapi3.Loader, url *url.URL) ([]byte, error) {
-		pathToFile := url.String()
-		pathToFile = path.Clean(pathToFile)
-		getSpec, ok := resolvePath[pathToFile]
-		if !ok {
-			err1 := fmt.Errorf("path not found: %s", pathToFile)
-			return nil, err1
-		}
-		return getSpec()
-	}
-	var specData []byte
-	specData, err = rawSpec()
-	if err != nil {
-		return
-	}
-	swagger, err = loader.LoadFromData(specData)
-	if err != nil {
-		return
-	}
-	return
-}
-
-// GetSpecJSON returns the raw JSON bytes of the embedded OpenAPI
-// specification: decompressed but not unmarshaled. External references
-// are not resolved here; the bytes are the spec exactly as embedded by
-// codegen. The result is cached at package init time, so repeated calls
-// are cheap.
-func GetSpecJSON() ([]byte, error) {
-	return rawSpec()
-}
-
-// GetSwagger returns the OpenAPI specification corresponding to the
-// generated code in this file.
-//
-// Deprecated: GetSwagger predates kin-openapi renaming openapi3.Swagger
-// to openapi3.T. Use [GetSpec] instead. This wrapper is retained for
-// backwards compatibility.
-func GetSwagger() (*openapi3.T, error) {
-	return GetSpec()
 }

@@ -1,0 +1,155 @@
+package apitest
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tollgate/tollgate/impl/accounts"
+	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/httpapi"
+	"github.com/tollgate/tollgate/impl/pgtest"
+	"github.com/tollgate/tollgate/impl/ratelimit"
+	"github.com/tollgate/tollgate/impl/redistest"
+	"github.com/tollgate/tollgate/impl/store"
+)
+
+// Main runs a package's tests and then stops the throwaway PostgreSQL cluster and redis-server
+// they may have started. Call it from TestMain.
+func Main(m *testing.M) {
+	redistest.Begin()
+	code := m.Run()
+	redistest.Shutdown()
+	if err := pgtest.Shutdown(); err != nil && code == 0 {
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// Options configure a test gateway.
+type Options struct {
+	// ConnString is the database; empty means a fresh one for this test. Give two gateways the
+	// same ConnString to run two instances on one database.
+	ConnString string
+	// Config defaults to the built-in configuration.
+	Config *config.Config
+	// Limiter defaults to an in-process limiter on the real clock.
+	Limiter ratelimit.Limiter
+}
+
+// Gateway is one running gateway instance.
+type Gateway struct {
+	URL        string
+	ConnString string
+	Store      *store.Store
+	Config     *config.Config
+	Accounts   *accounts.Service
+	Auth       *auth.Authenticator
+}
+
+// Start runs a gateway for the rest of the test and waits until it receives key revocations.
+func Start(t testing.TB, o Options) *Gateway {
+	t.Helper()
+	ctx := context.Background()
+	if o.ConnString == "" {
+		o.ConnString = pgtest.ConnString(t)
+	}
+	if o.Config == nil {
+		o.Config = config.Default()
+	}
+	if o.Limiter == nil {
+		o.Limiter = ratelimit.NewLocal(nil)
+	}
+	st, err := store.Open(ctx, o.ConnString)
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(st.Close)
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	authn := auth.New(st, auth.Options{Logger: log})
+	runCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { authn.Run(runCtx) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	srv, err := httpapi.New(httpapi.Options{Store: st, Config: o.Config, Auth: authn, Limiter: o.Limiter, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	deadline := time.Now().Add(10 * time.Second)
+	for !authn.Live() {
+		if time.Now().After(deadline) {
+			t.Fatal("the key revocation listener did not connect")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return &Gateway{
+		URL: ts.URL, ConnString: o.ConnString, Store: st, Config: o.Config,
+		Accounts: &accounts.Service{Store: st, Config: o.Config}, Auth: authn,
+	}
+}
+
+// Tenant is an account with one key.
+type Tenant struct {
+	Account store.Account
+	Key     string
+	KeyID   uuid.UUID
+}
+
+// NewTenant creates an account on plan with one key capped at rpm (0: none) and credit.
+func (g *Gateway) NewTenant(t testing.TB, name string, rpm int, creditMicros int64) Tenant {
+	t.Helper()
+	ctx := context.Background()
+	acct, err := g.Accounts.CreateAccount(ctx, name, "default")
+	if err != nil {
+		t.Fatalf("create account %s: %v", name, err)
+	}
+	if creditMicros > 0 {
+		if _, err := g.Accounts.GrantCredit(ctx, acct.ID, creditMicros, "test-credit", "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k, err := g.Accounts.CreateKey(ctx, acct.ID, name+"-key", rpm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct, err = g.Store.GetAccount(ctx, acct.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Tenant{Account: acct, Key: k.Plain, KeyID: k.Key.ID}
+}
+
+// NewKey mints another key for the tenant's account.
+func (g *Gateway) NewKey(t testing.TB, accountID uuid.UUID, rpm int) (string, uuid.UUID) {
+	t.Helper()
+	k, err := g.Accounts.CreateKey(context.Background(), accountID, "extra", rpm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k.Plain, k.Key.ID
+}
+
+// Client returns an HTTP client whose every response is validated against the OpenAPI document.
+func (g *Gateway) Client(t testing.TB) *http.Client {
+	return &http.Client{Transport: NewValidatingTransport(t, http.DefaultTransport), Timeout: 30 * time.Second}
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p))
+	return len(p), nil
+}

@@ -1,0 +1,145 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/impl/apikey"
+	"github.com/tollgate/tollgate/impl/apitest"
+)
+
+// checkEnvelope asserts the 401 envelope of the route family of path.
+func checkUnauthenticated(t *testing.T, op string, status int, h http.Header, body []byte) {
+	t.Helper()
+	if status != http.StatusUnauthorized {
+		t.Errorf("%s: status %d, want 401 (%s)", op, status, body)
+		return
+	}
+	var env map[string]any
+	if err := json.Unmarshal(body, &env); err != nil {
+		t.Errorf("%s: body is not JSON: %s", op, body)
+		return
+	}
+	switch {
+	case opPath(op) == "/api/mcp":
+		e, _ := env["error"].(map[string]any)
+		if env["jsonrpc"] != "2.0" || e["code"] != float64(-32001) || e["message"] != "unauthenticated: no verified caller" {
+			t.Errorf("%s: JSON-RPC envelope %s", op, body)
+		}
+	case opPath(op) == "/v1/messages":
+		e, _ := env["error"].(map[string]any)
+		if env["type"] != "error" || e["type"] != "authentication_error" || e["message"] == "" {
+			t.Errorf("%s: Messages envelope %s", op, body)
+		}
+		if h.Get("x-should-retry") != "false" {
+			t.Errorf("%s: x-should-retry %q", op, h.Get("x-should-retry"))
+		}
+	default:
+		e, _ := env["error"].(map[string]any)
+		if e["type"] != "authentication_error" || e["code"] != "invalid_api_key" || e["message"] == "" {
+			t.Errorf("%s: chat-completions envelope %s", op, body)
+		}
+		if h.Get("x-should-retry") != "false" {
+			t.Errorf("%s: x-should-retry %q", op, h.Get("x-should-retry"))
+		}
+	}
+	if h.Get("x-request-id") == "" {
+		t.Errorf("%s: no x-request-id", op)
+	}
+}
+
+// TestAuthMatrix: every route × {no header, x-api-key only, malformed, unknown, revoked, valid}.
+func TestAuthMatrix(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{})
+	c := g.Client(t)
+	tenant := g.NewTenant(t, "acme", 0, 5_000_000)
+	revoked, revokedID := g.NewKey(t, tenant.Account.ID, 0)
+	if _, err := g.Store.RevokeAPIKey(context.Background(), revokedID); err != nil {
+		t.Fatal(err)
+	}
+	unknown, err := apikey.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	malformed := tenant.Key[:len(tenant.Key)-1] + "x"
+	if tenant.Key[len(tenant.Key)-1] == 'x' {
+		malformed = tenant.Key[:len(tenant.Key)-1] + "y"
+	}
+	cases := []struct {
+		name   string
+		header map[string]string
+	}{
+		{"no header", nil},
+		{"x-api-key only", map[string]string{"x-api-key": tenant.Key}},
+		{"malformed", map[string]string{"Authorization": "Bearer " + malformed}},
+		{"wrong scheme", map[string]string{"Authorization": "Basic " + tenant.Key}},
+		{"unknown", map[string]string{"Authorization": "Bearer " + unknown.Plain}},
+		{"revoked", map[string]string{"Authorization": "Bearer " + revoked}},
+	}
+	// What a valid key gets on each route while inference, MCP and agents are pending.
+	validStatus := map[string]int{
+		"GET /v1/models": 200, "GET /v1/models/{model}": 200, "GET /v1/credits": 200,
+		"POST /v1/chat/completions": 501, "POST /v1/responses": 501, "POST /v1/messages": 501,
+		"POST /v1/agents": 501, "POST /v1/agents/{slot}/messages": 501, "DELETE /v1/agents/{slot}": 501,
+		"POST /api/mcp": 200,
+	}
+	ops := apitest.Operations(t)
+	sort.Strings(ops)
+	for _, op := range ops {
+		r := validRequests[op]
+		for _, tc := range cases {
+			status, h, body := do(t, c, g.URL, r, tc.header)
+			checkUnauthenticated(t, op+" ["+tc.name+"]", status, h, body)
+		}
+		status, h, body := do(t, c, g.URL, r, map[string]string{"Authorization": "Bearer " + tenant.Key})
+		if want := validStatus[op]; status != want {
+			t.Errorf("%s [valid]: status %d, want %d (%s)", op, status, want, body)
+		}
+		if h.Get("x-request-id") == "" {
+			t.Errorf("%s [valid]: no x-request-id", op)
+		}
+		if status == http.StatusNotImplemented && !strings.Contains(string(body), "not implemented") {
+			t.Errorf("%s [valid]: 501 without a clear message: %s", op, body)
+		}
+		if op == "POST /api/mcp" && !strings.Contains(string(body), `"code":-32601`) {
+			t.Errorf("%s [valid]: want the JSON-RPC not-implemented error, got %s", op, body)
+		}
+	}
+}
+
+// TestRevocationReachesOtherInstanceWithinOneSecond runs two gateways on one database: a key
+// revoked through one is refused by the other within a second, though the other had it cached.
+func TestRevocationReachesOtherInstanceWithinOneSecond(t *testing.T) {
+	a := apitest.Start(t, apitest.Options{})
+	b := apitest.Start(t, apitest.Options{ConnString: a.ConnString})
+	tenant := a.NewTenant(t, "acme", 0, 0)
+	c := b.Client(t)
+	models := request{"GET", "/v1/models", ""}
+	bearer := map[string]string{"Authorization": "Bearer " + tenant.Key}
+	for range 3 { // warm b's cache
+		if status, _, body := do(t, c, b.URL, models, bearer); status != 200 {
+			t.Fatalf("before revocation: %d %s", status, body)
+		}
+	}
+	if _, err := a.Store.RevokeAPIKey(context.Background(), tenant.KeyID); err != nil {
+		t.Fatal(err)
+	}
+	revokedAt := time.Now()
+	for {
+		status, h, body := do(t, c, b.URL, models, bearer)
+		if status == http.StatusUnauthorized {
+			checkUnauthenticated(t, "GET /v1/models", status, h, body)
+			t.Logf("instance b refused the revoked key %v after revocation", time.Since(revokedAt))
+			return
+		}
+		if time.Since(revokedAt) > time.Second {
+			t.Fatalf("instance b still accepts the key %v after it was revoked through instance a", time.Since(revokedAt))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

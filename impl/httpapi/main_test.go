@@ -1,0 +1,9 @@
+package httpapi_test
+
+import (
+	"testing"
+
+	"github.com/tollgate/tollgate/impl/apitest"
+)
+
+func TestMain(m *testing.M) { apitest.Main(m) }

@@ -1,0 +1,9 @@
+package ratelimit
+
+import (
+	"testing"
+
+	"github.com/tollgate/tollgate/impl/redistest"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }

@@ -45,5 +45,6 @@ test: check-generated vet
 run:
 	$(GO) run ./cmd/tollgate dev
 
+## bench: pending (the inference issue); it fails clearly until the load generator lands.
 bench:
-	$(GO) run ./cmd/tollgate bench
+	@echo "make bench: pending - the load generator arrives with the inference routes (see README)"; exit 1

@@ -174,13 +174,13 @@ func printDevBanner(addr, key string) {
 	b.WriteString("\n  tollgate is running on " + base + "\n\n")
 	if key != "" {
 		b.WriteString("  Demo API key (shown once; it is stored only as a hash):\n\n    " + key + "\n\n")
-		b.WriteString("  export TOLLGATE_KEY=" + key + "\n")
+		b.WriteString("  export TOLLGATE_API_KEY=" + key + "\n")
 	} else {
 		b.WriteString("  The demo account exists already; its key was printed on the first run. A new key:\n")
-		b.WriteString("    export TOLLGATE_KEY=$(go run ./cmd/tollgate admin key create demo -quiet)\n")
+		b.WriteString("    export TOLLGATE_API_KEY=$(go run ./cmd/tollgate admin key create demo -quiet)\n")
 	}
-	b.WriteString("  curl -s " + base + "/v1/models -H \"Authorization: Bearer $TOLLGATE_KEY\"\n")
-	b.WriteString("  curl -s " + base + "/v1/credits -H \"Authorization: Bearer $TOLLGATE_KEY\"\n")
-	b.WriteString("  curl -s " + base + "/v1/models/service-flint -H \"Authorization: Bearer $TOLLGATE_KEY\"\n\n")
+	b.WriteString("  curl -s " + base + "/v1/models -H \"Authorization: Bearer $TOLLGATE_API_KEY\"\n")
+	b.WriteString("  curl -s " + base + "/v1/credits -H \"Authorization: Bearer $TOLLGATE_API_KEY\"\n")
+	b.WriteString("  curl -s " + base + "/v1/models/service-flint -H \"Authorization: Bearer $TOLLGATE_API_KEY\"\n\n")
 	fmt.Fprint(os.Stdout, b.String())
 }

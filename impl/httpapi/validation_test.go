@@ -1,0 +1,108 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/tollgate/tollgate/impl/apitest"
+)
+
+// TestValidationAcceptsWhatRealClientsSend: unknown body fields, unknown query parameters, roles,
+// content-part and tool types beyond the documented lists all pass validation (the pending
+// handler answers 501, not 400).
+func TestValidationAcceptsWhatRealClientsSend(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{})
+	tenant := g.NewTenant(t, "acme", 0, 1_000_000)
+	c := g.Client(t)
+	bearer := map[string]string{"Authorization": "Bearer " + tenant.Key, "anthropic-version": "2023-06-01", "anthropic-beta": "tools-2024-04-04,prompt-caching-2024-07-31", "X-Stainless-Retry-Count": "0"}
+	cases := []request{
+		{"POST", "/v1/chat/completions?beta=true&foo=bar", `{"model":"service-flint","messages":[
+			{"role":"developer","content":"be brief"},
+			{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}},{"type":"input_audio","input_audio":{"data":"x","format":"wav"}},{"type":"future_part","x":1}]},
+			{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"f","arguments":"{}"}}]},
+			{"role":"tool","tool_call_id":"call_1","content":"42"},
+			{"role":"some_new_role","content":"?"}],
+			"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}},{"type":"custom","custom":{"name":"g"}}],
+			"tool_choice":{"type":"function","function":{"name":"f"}},"stream":false,"stream_options":null,
+			"seed":1,"logprobs":false,"metadata":{"a":"b"},"service_tier":"auto","reasoning_effort":"low","prediction":{"type":"content","content":"x"},
+			"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object"}}},"stop":["\n"],"n":1,"max_completion_tokens":64}`},
+		{"POST", "/v1/responses", `{"model":"service-flint","input":[{"role":"user","content":[{"type":"input_text","text":"hi"},{"type":"input_image","image_url":"https://x/y.png"}]},{"type":"function_call_output","call_id":"c","output":"1"},{"type":"item_reference","id":"r"}],
+			"instructions":"be brief","tools":[{"type":"function","name":"f","parameters":{}},{"type":"web_search"}],"text":{"format":{"type":"text"}},"reasoning":{"effort":"low"},"store":false,"include":["reasoning.encrypted_content"]}`},
+		{"POST", "/v1/messages?beta=true", `{"model":"service-sonnet","max_tokens":64,"system":[{"type":"text","text":"x","cache_control":{"type":"ephemeral"}}],
+			"messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}},{"type":"document","source":{"type":"text","data":"d"}}]},
+			{"role":"assistant","content":[{"type":"thinking","thinking":"t","signature":"s"},{"type":"tool_use","id":"toolu_1","name":"f","input":{}}]},
+			{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"42"}]}],
+			"tools":[{"name":"f","input_schema":{"type":"object"}},{"type":"web_search_20250305","name":"web_search"}],"tool_choice":{"type":"auto"},
+			"thinking":{"type":"enabled","budget_tokens":1024},"metadata":{"user_id":"u"},"container":"c","context_management":{}}`},
+	}
+	for _, r := range cases {
+		status, _, body := do(t, c, g.URL, r, bearer)
+		if status != http.StatusNotImplemented {
+			t.Errorf("%s %s: status %d, want it to pass validation (501 while pending): %s", r.method, r.path, status, body)
+		}
+	}
+}
+
+// TestValidationRejectsWithFieldNamed: violations answer 400 in the route's envelope naming the
+// offending field.
+func TestValidationRejectsWithFieldNamed(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{})
+	tenant := g.NewTenant(t, "acme", 0, 1_000_000)
+	c := g.Client(t)
+	bearer := map[string]string{"Authorization": "Bearer " + tenant.Key}
+	cases := []struct {
+		r         request
+		wantParam string // "" when the body as a whole is at fault
+		wantText  string
+	}{
+		{request{"POST", "/v1/chat/completions", `{"model":"service-flint"}`}, "messages", "'messages' is required"},
+		{request{"POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}]}`}, "model", "'model' is required"},
+		{request{"POST", "/v1/chat/completions", `{"model":"service-flint","messages":"hi"}`}, "messages", "messages"},
+		{request{"POST", "/v1/chat/completions", `{"model":"service-flint","messages":[{"content":"hi"}]}`}, "messages[0].role", "'messages[0].role' is required"},
+		{request{"POST", "/v1/chat/completions", `{"model":"service-flint","messages":[{"role":"user","content":"hi"}],"temperature":7}`}, "temperature", "temperature"},
+		{request{"POST", "/v1/chat/completions", `{"model":"service-flint","messages":[{"role":"user","content":"hi"}],"max_tokens":"many"}`}, "max_tokens", "max_tokens"},
+		{request{"POST", "/v1/chat/completions", `{"model":`}, "", "not valid JSON"},
+		{request{"POST", "/v1/chat/completions", ` `}, "", "body is required"},
+		{request{"POST", "/v1/responses", `{"model":"service-flint"}`}, "input", "'input' is required"},
+		{request{"POST", "/v1/messages", `{"model":"service-sonnet","messages":[{"role":"user","content":"hi"}]}`}, "max_tokens", "'max_tokens' is required"},
+		{request{"POST", "/v1/messages", `{"model":"service-sonnet","max_tokens":0,"messages":[{"role":"user","content":"hi"}]}`}, "max_tokens", "max_tokens"},
+		{request{"POST", "/v1/agents", `{"prompt":"x"}`}, "slot", "'slot' is required"},
+		{request{"POST", "/v1/agents/slot-1/messages", `{}`}, "text", "'text' is required"},
+	}
+	for _, tc := range cases {
+		status, _, body := do(t, c, g.URL, tc.r, bearer)
+		if status != http.StatusBadRequest {
+			t.Errorf("%s %s: status %d, want 400: %s", tc.r.method, tc.r.body, status, body)
+			continue
+		}
+		var env struct {
+			Type  string `json:"type"`
+			Error struct {
+				Type    string  `json:"type"`
+				Message string  `json:"message"`
+				Param   *string `json:"param"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(body, &env); err != nil {
+			t.Fatal(err)
+		}
+		if env.Error.Type != "invalid_request_error" || !strings.Contains(env.Error.Message, tc.wantText) {
+			t.Errorf("%s %s: envelope %s, want invalid_request_error mentioning %q", tc.r.path, tc.r.body, body, tc.wantText)
+		}
+		if tc.r.path == "/v1/messages" {
+			if env.Type != "error" {
+				t.Errorf("%s: not the Messages envelope: %s", tc.r.path, body)
+			}
+			continue
+		}
+		got := ""
+		if env.Error.Param != nil {
+			got = *env.Error.Param
+		}
+		if got != tc.wantParam {
+			t.Errorf("%s %s: param %q, want %q (%s)", tc.r.path, tc.r.body, got, tc.wantParam, body)
+		}
+	}
+}

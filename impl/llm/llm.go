@@ -1,0 +1,217 @@
+// Package llm defines the format-neutral form of an inference exchange that tollgate's
+// converters translate through: a request, a complete response, and the events of a streamed
+// response. Each wire format (OpenAI chat completions, OpenAI Responses, Anthropic Messages) is
+// decoded to these types and encoded from them, so any inbound format can be served by any
+// upstream kind. The types carry only what the formats share; fields one format has and the
+// others lack are classified by the converters (carried, dropped and named, or refused).
+package llm
+
+import "encoding/json"
+
+// Format is a wire format. The values equal the provider kinds of the configuration.
+type Format string
+
+// The three wire formats.
+const (
+	FormatChat      Format = "openai-chat"
+	FormatResponses Format = "openai-responses"
+	FormatMessages  Format = "anthropic-messages"
+)
+
+// Role is the author of a message.
+type Role string
+
+// Roles. System and developer instructions are not messages: they are Request.System.
+const (
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	// RoleTool carries the result of a tool call (ToolCallID says which).
+	RoleTool Role = "tool"
+)
+
+// Request is an inference request.
+type Request struct {
+	// Source is the format the request arrived in; Extra holds that format's field names.
+	Source Format
+	Model  string
+	// System is the system / developer / instructions text, joined with blank lines.
+	System   string
+	Messages []Message
+	// MaxTokens bounds the output; 0 means the request gave no bound.
+	MaxTokens   int
+	Temperature *float64
+	TopP        *float64
+	Stop        []string
+	Tools       []Tool
+	ToolChoice  *ToolChoice
+	// ParallelToolCalls is nil when the request did not say.
+	ParallelToolCalls *bool
+	ResponseFormat    *ResponseFormat
+	// N is the number of choices asked for (chat completions); 0 or 1 means one.
+	N      int
+	Stream bool
+	// IncludeUsage records a chat request's stream_options.include_usage.
+	IncludeUsage bool
+	// Extra holds the request's other top-level fields, by wire name, exactly as sent. An
+	// encoder for the same format passes them through; for another format it carries those it
+	// can map and reports the rest (see the converters' field tables).
+	Extra map[string]json.RawMessage
+}
+
+// Message is one turn of the conversation.
+type Message struct {
+	Role  Role
+	Parts []Part
+	// ToolCalls are the calls an assistant turn made.
+	ToolCalls []ToolCall
+	// ToolCallID names the call a RoleTool message answers.
+	ToolCallID string
+	// IsError marks a tool result that reports a failure.
+	IsError bool
+}
+
+// PartKind is the kind of a content part.
+type PartKind string
+
+// Content part kinds.
+const (
+	PartText  PartKind = "text"
+	PartImage PartKind = "image"
+)
+
+// Part is one piece of message content.
+type Part struct {
+	Kind PartKind
+	Text string
+	// An image is either a URL (ImageURL) or inline base64 data (MediaType and Data). A data:
+	// URL is decoded into MediaType and Data by the decoders.
+	ImageURL  string
+	MediaType string
+	Data      string
+	// Detail is OpenAI's image detail hint ("auto", "low", "high"), if given.
+	Detail string
+}
+
+// ToolCall is a function call made by the model.
+type ToolCall struct {
+	ID   string
+	Name string
+	// Arguments is the JSON text of the arguments.
+	Arguments string
+}
+
+// Tool is a function the model may call.
+type Tool struct {
+	Name        string
+	Description string
+	// Parameters is the JSON Schema of the arguments (nil: none given).
+	Parameters json.RawMessage
+	Strict     *bool
+}
+
+// ToolChoiceMode says how the model may use tools.
+type ToolChoiceMode string
+
+// Tool choice modes.
+const (
+	ToolChoiceAuto     ToolChoiceMode = "auto"
+	ToolChoiceNone     ToolChoiceMode = "none"
+	ToolChoiceRequired ToolChoiceMode = "required"
+	// ToolChoiceTool forces the tool named in ToolChoice.Name.
+	ToolChoiceTool ToolChoiceMode = "tool"
+)
+
+// ToolChoice is the request's tool choice.
+type ToolChoice struct {
+	Mode ToolChoiceMode
+	Name string
+}
+
+// ResponseFormat asks for text, any JSON object, or JSON matching a schema.
+type ResponseFormat struct {
+	// Type is "text", "json_object" or "json_schema".
+	Type        string
+	Name        string
+	Description string
+	Schema      json.RawMessage
+	Strict      *bool
+}
+
+// StopReason is why the model stopped.
+type StopReason string
+
+// Stop reasons.
+const (
+	StopEnd           StopReason = "end"            // natural end (stop / end_turn / completed)
+	StopLength        StopReason = "length"         // the output bound was reached
+	StopToolCalls     StopReason = "tool_calls"     // the model called tools
+	StopSequence      StopReason = "stop_sequence"  // a stop sequence matched
+	StopContentFilter StopReason = "content_filter" // refused or filtered
+)
+
+// Usage counts tokens.
+type Usage struct {
+	InputTokens       int64
+	OutputTokens      int64
+	CachedInputTokens int64
+	ReasoningTokens   int64
+}
+
+// Response is a complete, non-streamed answer.
+type Response struct {
+	ID    string
+	Model string
+	// Text is the answer's text (the concatenation of its text parts).
+	Text      string
+	ToolCalls []ToolCall
+	Stop      StopReason
+	// StopSequence is the sequence that matched when Stop is StopSequence.
+	StopSequence string
+	Usage        Usage
+}
+
+// EventKind is the kind of a stream event.
+type EventKind int
+
+// Stream event kinds, in the order a stream produces them: one Start, then text deltas and tool
+// calls (a ToolCallStart before the ToolCallDeltas of the same ToolIndex), then one Stop, then
+// Usage (possibly also earlier, with input tokens only). An Error may end a stream at any point.
+const (
+	EventStart EventKind = iota
+	EventTextDelta
+	EventToolCallStart
+	EventToolCallDelta
+	EventStop
+	EventUsage
+	EventError
+)
+
+// Event is one step of a streamed answer.
+type Event struct {
+	Kind EventKind
+	// Start: the upstream's id and model.
+	ID    string
+	Model string
+	// TextDelta: the text.
+	Text string
+	// ToolCallStart / ToolCallDelta: which call (0, 1, ... in order of appearance), and for
+	// Start its id and name, for Delta an arguments fragment.
+	ToolIndex  int
+	ToolCallID string
+	ToolName   string
+	Arguments  string
+	// Stop: why.
+	Stop         StopReason
+	StopSequence string
+	// Usage: the counts so far (cumulative; the last one is final).
+	Usage Usage
+	// Error: what went wrong, as the upstream said it.
+	Err *StreamError
+}
+
+// StreamError is an error reported inside a stream.
+type StreamError struct {
+	// Type is the upstream's error type (e.g. "overloaded_error", "server_error").
+	Type    string
+	Message string
+}

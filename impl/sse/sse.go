@@ -1,0 +1,190 @@
+// Package sse is tollgate's one server-sent events reader and writer: the writer frames and
+// flushes events to a client, the reader parses an upstream's stream. Both follow the WHATWG
+// event-stream rules as the official SDK parsers apply them: LF or CRLF line ends, comments for
+// heartbeats, several data lines joined by "\n", an empty line dispatching the event.
+package sse
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+)
+
+// Event is one server-sent event. Name is the `event:` field ("" for none); Data is the payload
+// (several data lines joined by "\n").
+type Event struct {
+	Name string
+	Data []byte
+}
+
+// Writer frames events onto an HTTP response and flushes after each one.
+type Writer struct {
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	buf []byte
+}
+
+// NewWriter returns a Writer on w. Call WriteHeader before the first event.
+func NewWriter(w http.ResponseWriter) *Writer {
+	return &Writer{w: w, rc: http.NewResponseController(w)}
+}
+
+// WriteHeader commits the 200 status with the event-stream headers (no buffering by proxies,
+// no caching, no compression).
+func (s *Writer) WriteHeader() {
+	h := s.w.Header()
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	h.Del("Content-Length")
+	s.w.WriteHeader(http.StatusOK)
+}
+
+// Write sends one event and flushes it. Data must not contain a bare "\r"; lines of multi-line
+// data become several data: fields.
+func (s *Writer) Write(ev Event) error {
+	s.buf = AppendEvent(s.buf[:0], ev)
+	if _, err := s.w.Write(s.buf); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+// WriteRaw sends already framed bytes (one or more complete events) and flushes them.
+func (s *Writer) WriteRaw(framed []byte) error {
+	if _, err := s.w.Write(framed); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+// Comment sends a comment line, the heartbeat every SSE parser ignores, and flushes it.
+func (s *Writer) Comment(text string) error {
+	s.buf = append(append(append(s.buf[:0], ": "...), text...), "\n\n"...)
+	if _, err := s.w.Write(s.buf); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+// AppendEvent appends the framing of ev to dst.
+func AppendEvent(dst []byte, ev Event) []byte {
+	if ev.Name != "" {
+		dst = append(append(append(dst, "event: "...), ev.Name...), '\n')
+	}
+	data := ev.Data
+	for {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			break
+		}
+		dst = append(append(append(dst, "data: "...), data[:i]...), '\n')
+		data = data[i+1:]
+	}
+	dst = append(append(append(dst, "data: "...), data...), '\n')
+	return append(dst, '\n')
+}
+
+// ErrLineTooLong reports an event-stream line over the reader's limit.
+var ErrLineTooLong = errors.New("sse: line too long")
+
+// Reader parses events from a stream.
+type Reader struct {
+	r       *bufio.Reader
+	maxLine int
+	name    []byte
+	data    []byte
+	hasData bool
+	// Raw holds the bytes of the last event as read (its lines and the blank line), for
+	// passing an event through unchanged.
+	raw []byte
+}
+
+// NewReader returns a Reader; lines longer than 32 MiB are an error (as in the SDKs).
+func NewReader(r io.Reader) *Reader {
+	return &Reader{r: bufio.NewReaderSize(r, 64<<10), maxLine: 32 << 20}
+}
+
+// Next returns the next event. Comments are skipped. At the end of the stream it returns
+// io.EOF; an event without its closing blank line at EOF is discarded, as the spec says, and
+// reported as io.ErrUnexpectedEOF.
+func (s *Reader) Next() (Event, error) {
+	s.name, s.data, s.hasData, s.raw = s.name[:0], s.data[:0], false, s.raw[:0]
+	pending := false
+	for {
+		line, err := s.readLine()
+		if err != nil {
+			if errors.Is(err, io.EOF) && pending {
+				return Event{}, io.ErrUnexpectedEOF
+			}
+			return Event{}, err
+		}
+		if len(line) == 0 {
+			if !pending {
+				continue
+			}
+			if !s.hasData && len(s.name) == 0 {
+				pending = false
+				continue
+			}
+			return Event{Name: string(s.name), Data: s.data}, nil
+		}
+		if line[0] == ':' {
+			continue
+		}
+		pending = true
+		field, value := line, []byte(nil)
+		if i := bytes.IndexByte(line, ':'); i >= 0 {
+			field, value = line[:i], line[i+1:]
+			if len(value) > 0 && value[0] == ' ' {
+				value = value[1:]
+			}
+		}
+		switch string(field) {
+		case "event":
+			s.name = append(s.name[:0], value...)
+		case "data":
+			if s.hasData {
+				s.data = append(s.data, '\n')
+			}
+			s.data = append(s.data, value...)
+			s.hasData = true
+		}
+	}
+}
+
+// Raw returns the bytes of the event Next last returned, framing included, valid until the
+// next call.
+func (s *Reader) Raw() []byte { return s.raw }
+
+// readLine returns one line without its LF or CRLF.
+func (s *Reader) readLine() ([]byte, error) {
+	var long []byte
+	for {
+		chunk, err := s.r.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			long = append(long, chunk...)
+			if len(long) > s.maxLine {
+				return nil, ErrLineTooLong
+			}
+			continue
+		}
+		if err != nil {
+			if len(chunk) > 0 || len(long) > 0 {
+				return nil, io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		if long != nil {
+			chunk = append(long, chunk...)
+		}
+		s.raw = append(s.raw, chunk...)
+		line := chunk[:len(chunk)-1]
+		if n := len(line); n > 0 && line[n-1] == '\r' {
+			line = line[:n-1]
+		}
+		return line, nil
+	}
+}

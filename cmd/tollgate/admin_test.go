@@ -1,0 +1,91 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/tollgate/tollgate/impl/apikey"
+	"github.com/tollgate/tollgate/impl/pgtest"
+)
+
+// admin runs one admin command line against the test database and returns its output.
+func adminRun(t *testing.T, line string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	err := runAdmin(context.Background(), strings.Fields(line), &out)
+	return out.String(), err
+}
+
+func mustAdmin(t *testing.T, line string) string {
+	t.Helper()
+	out, err := adminRun(t, line)
+	if err != nil {
+		t.Fatalf("admin %s: %v\n%s", line, err, out)
+	}
+	return out
+}
+
+func TestAdminCLI(t *testing.T) {
+	t.Setenv("DATABASE_URL", pgtest.ConnString(t))
+	t.Setenv("LOG_LEVEL", "error")
+
+	out := mustAdmin(t, "account create acme -plan demo")
+	if !strings.Contains(out, "account acme created") || !strings.Contains(out, "balance 10000000 micros") {
+		t.Fatalf("account create: %s", out)
+	}
+	if _, err := adminRun(t, "account create acme"); err == nil {
+		t.Fatal("a second account with the same name must fail")
+	}
+	if out := mustAdmin(t, "account list"); !strings.Contains(out, "acme") || !strings.Contains(out, "$10.000000") {
+		t.Fatalf("account list: %s", out)
+	}
+
+	key := strings.TrimSpace(mustAdmin(t, "key create acme -name ci -rpm 7 -quiet"))
+	if _, err := apikey.Parse(key); err != nil {
+		t.Fatalf("key create printed %q: %v", key, err)
+	}
+	list := mustAdmin(t, "key list acme")
+	if !strings.Contains(list, key[:apikey.DisplayLen]) || strings.Contains(list, key) || !strings.Contains(list, " 7 ") {
+		t.Fatalf("key list must show the prefix and cap, never the key:\n%s", list)
+	}
+	id := regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f-]{27}`).FindString(list)
+	if out := mustAdmin(t, "key set-rpm "+id+" 120"); !strings.Contains(out, "cap 120") {
+		t.Fatalf("set-rpm: %s", out)
+	}
+
+	if out := mustAdmin(t, "credit grant acme 2_500_000 -note invoice-42 -idempotency-key inv-42"); !strings.Contains(out, "balance 12500000") {
+		t.Fatalf("credit grant: %s", out)
+	}
+	// The same idempotency key grants nothing more.
+	if out := mustAdmin(t, "credit grant acme 2500000 -idempotency-key inv-42"); !strings.Contains(out, "balance 12500000") {
+		t.Fatalf("repeated grant: %s", out)
+	}
+	if out := mustAdmin(t, "credit show acme"); !strings.Contains(out, "invoice-42") || !strings.Contains(out, "starting-credit") {
+		t.Fatalf("credit show: %s", out)
+	}
+
+	mustAdmin(t, "model revoke acme service-sonnet")
+	if out := mustAdmin(t, "model list acme"); strings.Contains(out, "service-sonnet") || !strings.Contains(out, "service-flint") {
+		t.Fatalf("model list after revoke: %s", out)
+	}
+	mustAdmin(t, "model grant acme service-sonnet")
+	if out := mustAdmin(t, "model list acme"); !strings.Contains(out, "service-sonnet") {
+		t.Fatalf("model list after grant: %s", out)
+	}
+	if _, err := adminRun(t, "model grant acme no-such-model"); err == nil {
+		t.Fatal("granting an unconfigured model must fail")
+	}
+
+	if out := mustAdmin(t, "key revoke "+id); !strings.Contains(out, "revoked") {
+		t.Fatalf("revoke: %s", out)
+	}
+	if _, err := adminRun(t, "key revoke "+id); err == nil {
+		t.Fatal("revoking twice must fail")
+	}
+	if _, err := adminRun(t, "frobnicate now"); err == nil {
+		t.Fatal("an unknown command must fail")
+	}
+}

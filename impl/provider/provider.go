@@ -1,0 +1,285 @@
+// Package provider calls upstream model providers: OpenAI-compatible chat completions, OpenAI
+// Responses and Anthropic Messages endpoints. It sends a body already in the upstream's format,
+// retries 429, 502, 529 and connection failures with bounded exponential backoff and jitter
+// (honouring Retry-After) before any byte has been handed back, and maps what cannot be retried
+// to the apierror vocabulary. Translating formats is impl/convert's job, not this package's.
+package provider
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/llm"
+)
+
+// Upstream is one configured provider endpoint.
+type Upstream struct {
+	Name    string
+	Kind    llm.Format
+	BaseURL string
+	APIKey  string
+	Client  *http.Client
+	Retry   RetryPolicy
+}
+
+// RetryPolicy bounds retries of one upstream call.
+type RetryPolicy struct {
+	// MaxAttempts counts the first try (default 3).
+	MaxAttempts int
+	// BaseDelay doubles per retry up to MaxDelay (defaults 250 ms and 4 s); jitter subtracts up
+	// to a quarter.
+	BaseDelay, MaxDelay time.Duration
+	// MaxRetryAfter is the longest Retry-After honoured; a longer one is not waited for and the
+	// error goes to the caller (default 10 s).
+	MaxRetryAfter time.Duration
+	// Sleep waits (default: a timer that respects ctx); tests inject their own.
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+func (p RetryPolicy) withDefaults() RetryPolicy {
+	if p.MaxAttempts <= 0 {
+		p.MaxAttempts = 3
+	}
+	if p.BaseDelay <= 0 {
+		p.BaseDelay = 250 * time.Millisecond
+	}
+	if p.MaxDelay <= 0 {
+		p.MaxDelay = 4 * time.Second
+	}
+	if p.MaxRetryAfter <= 0 {
+		p.MaxRetryAfter = 10 * time.Second
+	}
+	if p.Sleep == nil {
+		p.Sleep = sleep
+	}
+	return p
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Endpoint is the URL a request of the upstream's kind is sent to.
+func (u *Upstream) Endpoint() string {
+	base := strings.TrimSuffix(u.BaseURL, "/")
+	switch u.Kind {
+	case llm.FormatResponses:
+		return base + "/responses"
+	case llm.FormatMessages:
+		return strings.TrimSuffix(base, "/v1") + "/v1/messages"
+	default:
+		return base + "/chat/completions"
+	}
+}
+
+// Call sends body and returns the upstream's 2xx response once its headers have arrived; the
+// caller reads (and closes) the body. forward holds client headers that select provider features
+// (anthropic-version, anthropic-beta), sent only to an upstream of the Messages kind. Attempts
+// counts the tries made. A failure is an *apierror.Error; Retryable reports whether another
+// upstream may be tried.
+func (u *Upstream) Call(ctx context.Context, body []byte, stream bool, forward http.Header) (res *http.Response, attempts int, err error) {
+	p := u.Retry.withDefaults()
+	client := u.Client
+	if client == nil {
+		client = http.DefaultClient
+	}
+	for attempt := 1; ; attempt++ {
+		res, err = u.once(ctx, client, body, stream, forward)
+		if err == nil {
+			return res, attempt, nil
+		}
+		var f *failure
+		if !errors.As(err, &f) || !f.retryable || attempt >= p.MaxAttempts || ctx.Err() != nil {
+			return nil, attempt, u.describe(err)
+		}
+		delay := backoff(p, attempt)
+		if f.retryAfter > 0 {
+			if f.retryAfter > p.MaxRetryAfter {
+				return nil, attempt, u.describe(err)
+			}
+			delay = f.retryAfter
+		}
+		if serr := p.Sleep(ctx, delay); serr != nil {
+			return nil, attempt, u.describe(err)
+		}
+	}
+}
+
+// backoff is the delay before retry number attempt: base·2^(attempt-1), capped, minus up to 25%.
+func backoff(p RetryPolicy, attempt int) time.Duration {
+	d := p.BaseDelay << (attempt - 1)
+	if d > p.MaxDelay || d <= 0 {
+		d = p.MaxDelay
+	}
+	return d - time.Duration(rand.Float64()*0.25*float64(d))
+}
+
+// failure is one failed attempt.
+type failure struct {
+	status     int // 0 for a connection failure
+	retryable  bool
+	retryAfter time.Duration
+	message    string
+	cause      error
+}
+
+func (f *failure) Error() string {
+	if f.status == 0 {
+		return "upstream connection failed: " + f.cause.Error()
+	}
+	return fmt.Sprintf("upstream answered %d: %s", f.status, f.message)
+}
+
+func (u *Upstream) once(ctx context.Context, client *http.Client, body []byte, stream bool, forward http.Header) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.Endpoint(), bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if stream {
+		req.Header.Set("Accept", "text/event-stream")
+	} else {
+		req.Header.Set("Accept", "application/json")
+	}
+	switch u.Kind {
+	case llm.FormatMessages:
+		if u.APIKey != "" {
+			req.Header.Set("x-api-key", u.APIKey)
+		}
+		version := forward.Get("anthropic-version")
+		if version == "" {
+			version = "2023-06-01"
+		}
+		req.Header.Set("anthropic-version", version)
+		if beta := forward.Values("anthropic-beta"); len(beta) > 0 {
+			req.Header["Anthropic-Beta"] = beta
+		}
+	default:
+		if u.APIKey != "" {
+			req.Header.Set("Authorization", "Bearer "+u.APIKey)
+		}
+	}
+	res, err := client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &failure{retryable: true, cause: err}
+	}
+	if res.StatusCode >= 200 && res.StatusCode < 300 {
+		return res, nil
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+	f := &failure{status: res.StatusCode, message: upstreamMessage(raw)}
+	switch res.StatusCode {
+	case http.StatusTooManyRequests, http.StatusBadGateway, 529, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		f.retryable = true
+	}
+	if res.StatusCode >= 500 {
+		f.retryable = true
+	}
+	f.retryAfter = retryAfter(res.Header)
+	return nil, f
+}
+
+// describe maps a final failure to the error the client sees, keeping 429 / 502 / 529.
+func (u *Upstream) describe(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	var f *failure
+	if !errors.As(err, &f) {
+		return &apierror.Error{Kind: apierror.KindUpstream, Message: "upstream request failed"}
+	}
+	switch {
+	case f.status == 0:
+		return &apierror.Error{Kind: apierror.KindUpstream, Message: "the upstream could not be reached"}
+	case f.status == http.StatusTooManyRequests:
+		return &apierror.Error{Kind: apierror.KindRateLimited, RetryAfter: f.retryAfter, Message: "the upstream is rate limited: " + f.message}
+	case f.status == 529 || f.status == http.StatusServiceUnavailable:
+		return &apierror.Error{Kind: apierror.KindOverloaded, RetryAfter: f.retryAfter, Message: "the upstream is overloaded: " + f.message}
+	case f.status == http.StatusBadRequest || f.status == http.StatusUnprocessableEntity || f.status == http.StatusRequestEntityTooLarge:
+		return &apierror.Error{Kind: apierror.KindInvalidRequest, Message: "the upstream refused the request: " + f.message}
+	case f.status == http.StatusUnauthorized || f.status == http.StatusForbidden:
+		return &apierror.Error{Kind: apierror.KindUpstream, Message: "the upstream refused the gateway's credentials"}
+	default:
+		return &apierror.Error{Kind: apierror.KindUpstream, Message: fmt.Sprintf("the upstream failed (%d): %s", f.status, f.message)}
+	}
+}
+
+// Retryable reports whether err, returned by Call, allows trying another upstream: upstream
+// rate limits, overload, 5xx and connection failures.
+func Retryable(err error) bool {
+	var e *apierror.Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	switch e.Kind {
+	case apierror.KindRateLimited, apierror.KindOverloaded, apierror.KindUpstream:
+		return true
+	}
+	return false
+}
+
+// retryAfter reads retry-after-ms, then Retry-After (seconds or an HTTP date).
+func retryAfter(h http.Header) time.Duration {
+	if v := h.Get("retry-after-ms"); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 {
+			return time.Duration(ms * float64(time.Millisecond))
+		}
+	}
+	v := h.Get("Retry-After")
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil && s > 0 {
+		return time.Duration(s * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := time.Until(t); d > 0 {
+			return d
+		}
+	}
+	return 0
+}
+
+// upstreamMessage extracts the message of either envelope, or a short excerpt.
+func upstreamMessage(raw []byte) string {
+	var env struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(raw, &env) == nil && len(env.Error) > 0 {
+		var d struct {
+			Message string `json:"message"`
+		}
+		if json.Unmarshal(env.Error, &d) == nil && d.Message != "" {
+			return d.Message
+		}
+	}
+	s := strings.TrimSpace(string(raw))
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	if s == "" {
+		s = "no details"
+	}
+	return s
+}

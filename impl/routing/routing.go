@@ -1,0 +1,233 @@
+// Package routing decides where a request goes. The Registry knows, from the configuration,
+// which route family serves each model, its price and output limit, and the upstreams behind
+// it. For a fusion model the Router picks one expert per request, by a documented policy over
+// the request's features and the experts' live health and latency, and orders the rest for
+// failover; a base model has its one backend.
+//
+// The fusion policy scores every expert and tries them best first:
+//
+//   - strengths: +3 when the expert lists "tools" and the request offers tools; +3 for "code"
+//     when the request looks like code (fenced blocks, or common keywords of programming
+//     languages); +2 for "long" when the input estimate exceeds 8,000 tokens or the requested
+//     output exceeds 4,000; +1 for "fast" when the input is under 1,000 tokens and the output
+//     under 1,000; +1 for "general" always (the tie-breaker of last resort is the configured
+//     order);
+//   - health: an expert whose recent attempts failed (an exponentially weighted failure rate
+//     over 0.5, or 3 failures in a row) loses 10 points for 30 seconds after its last failure,
+//     so traffic moves away from it but comes back to probe;
+//   - latency: minus one point per 500 ms of the expert's smoothed time to first byte, so a
+//     slower expert wins only on strengths.
+package routing
+
+import (
+	"regexp"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/llm"
+)
+
+// Expert is one upstream that can serve a model, with its price and limit.
+type Expert struct {
+	// Key identifies the expert in health records: "provider/model".
+	Key      string
+	Provider string
+	// Model is the provider's model id.
+	Model           string
+	Kind            llm.Format
+	Price           config.Price
+	MaxOutputTokens int
+	Strengths       []string
+}
+
+// Model is a configured model as routing sees it.
+type Model struct {
+	ID              string
+	Family          string
+	MaxOutputTokens int
+	// Fusion is true when the model has experts rather than one backend.
+	Fusion  bool
+	Experts []Expert
+}
+
+// MaxPrice is the highest input and output price among the model's experts, for the
+// worst-case reservation.
+func (m *Model) MaxPrice() config.Price {
+	var p config.Price
+	for _, e := range m.Experts {
+		p.InputPerMTok = max(p.InputPerMTok, e.Price.InputPerMTok)
+		p.OutputPerMTok = max(p.OutputPerMTok, e.Price.OutputPerMTok)
+	}
+	return p
+}
+
+// Registry holds the configured models.
+type Registry struct {
+	models map[string]*Model
+}
+
+// NewRegistry builds the registry from a validated configuration.
+func NewRegistry(cfg *config.Config) *Registry {
+	kinds := map[string]llm.Format{}
+	for _, p := range cfg.Providers {
+		kinds[p.Name] = llm.Format(p.Kind)
+	}
+	r := &Registry{models: map[string]*Model{}}
+	for _, m := range cfg.Models {
+		rm := &Model{ID: m.ID, Family: m.Family, MaxOutputTokens: m.MaxOutputTokens, Fusion: len(m.Experts) > 0}
+		ups := m.Experts
+		if m.Backend != nil {
+			ups = []config.Upstream{*m.Backend}
+		}
+		for _, u := range ups {
+			e := Expert{Key: u.Provider + "/" + u.Model, Provider: u.Provider, Model: u.Model, Kind: kinds[u.Provider],
+				Price: m.Price, MaxOutputTokens: m.MaxOutputTokens, Strengths: u.Strengths}
+			if u.Price != nil {
+				e.Price = *u.Price
+			}
+			if u.MaxOutputTokens > 0 {
+				e.MaxOutputTokens = min(u.MaxOutputTokens, m.MaxOutputTokens)
+			}
+			rm.Experts = append(rm.Experts, e)
+		}
+		r.models[m.ID] = rm
+	}
+	return r
+}
+
+// Model returns the configured model with id.
+func (r *Registry) Model(id string) (*Model, bool) {
+	m, ok := r.models[id]
+	return m, ok
+}
+
+// Features are what the policy reads from a request.
+type Features struct {
+	InputTokens  int
+	OutputTokens int
+	Tools        bool
+	Code         bool
+}
+
+var codeRE = regexp.MustCompile("```|\\bfunc |\\bdef |\\bclass |\\bimport |\\breturn |#include|\\bfn |=>|\\bconst |\\bSELECT ")
+
+// LooksLikeCode reports whether text reads like source code.
+func LooksLikeCode(text string) bool { return codeRE.MatchString(text) }
+
+// Router orders a model's experts per request and learns their health and latency.
+type Router struct {
+	mu     sync.Mutex
+	health map[string]*health
+	now    func() time.Time
+}
+
+type health struct {
+	failRate    float64 // EWMA of failures (1) and successes (0)
+	streak      int     // consecutive failures
+	lastFailure time.Time
+	ttfb        time.Duration // EWMA of time to first byte
+}
+
+// NewRouter returns a Router; now is the clock (nil: time.Now).
+func NewRouter(now func() time.Time) *Router {
+	if now == nil {
+		now = time.Now
+	}
+	return &Router{health: map[string]*health{}, now: now}
+}
+
+// Order returns the experts to try, best first. A base model has its one backend.
+func (r *Router) Order(m *Model, f Features) []Expert {
+	if !m.Fusion || len(m.Experts) < 2 {
+		return m.Experts
+	}
+	type scored struct {
+		e     Expert
+		score float64
+		pos   int
+	}
+	now := r.now()
+	r.mu.Lock()
+	list := make([]scored, len(m.Experts))
+	for i, e := range m.Experts {
+		list[i] = scored{e: e, score: strengthScore(e, f) + r.healthScore(e.Key, now), pos: i}
+	}
+	r.mu.Unlock()
+	slices.SortStableFunc(list, func(a, b scored) int {
+		switch {
+		case a.score > b.score:
+			return -1
+		case a.score < b.score:
+			return 1
+		}
+		return a.pos - b.pos
+	})
+	out := make([]Expert, len(list))
+	for i, s := range list {
+		out[i] = s.e
+	}
+	return out
+}
+
+func strengthScore(e Expert, f Features) float64 {
+	score := 0.0
+	for _, s := range e.Strengths {
+		switch s {
+		case "tools":
+			if f.Tools {
+				score += 3
+			}
+		case "code":
+			if f.Code {
+				score += 3
+			}
+		case "long":
+			if f.InputTokens > 8000 || f.OutputTokens > 4000 {
+				score += 2
+			}
+		case "fast":
+			if f.InputTokens < 1000 && f.OutputTokens < 1000 {
+				score++
+			}
+		case "general":
+			score++
+		}
+	}
+	return score
+}
+
+// healthScore must be called with r.mu held.
+func (r *Router) healthScore(key string, now time.Time) float64 {
+	h := r.health[key]
+	if h == nil {
+		return 0
+	}
+	score := -float64(h.ttfb) / float64(500*time.Millisecond)
+	if (h.failRate > 0.5 || h.streak >= 3) && now.Sub(h.lastFailure) < 30*time.Second {
+		score -= 10
+	}
+	return score
+}
+
+// Observe records one attempt at an expert: its time to first byte and whether it failed.
+func (r *Router) Observe(key string, ttfb time.Duration, failed bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := r.health[key]
+	if h == nil {
+		h = &health{ttfb: ttfb}
+		r.health[key] = h
+	}
+	const alpha = 0.2
+	if failed {
+		h.failRate = h.failRate*(1-alpha) + alpha
+		h.streak++
+		h.lastFailure = r.now()
+		return
+	}
+	h.failRate *= 1 - alpha
+	h.streak = 0
+	h.ttfb = time.Duration(float64(h.ttfb)*(1-alpha) + float64(ttfb)*alpha)
+}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tollgate/tollgate/impl/accounts"
 	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/changefeed"
 	"github.com/tollgate/tollgate/impl/httpapi"
 	"github.com/tollgate/tollgate/impl/metrics"
 	"github.com/tollgate/tollgate/impl/ratelimit"
@@ -76,7 +77,8 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	}
 
 	m := metrics.New()
-	authn := auth.New(d.Store, auth.Options{Logger: log})
+	feed := changefeed.New(d.Store, log)
+	authn := auth.New(d.Store, feed, auth.Options{Logger: log})
 	srv, err := httpapi.New(httpapi.Options{Store: d.Store, Config: cfg, Auth: authn, Limiter: limiter, Metrics: m, Logger: log})
 	if err != nil {
 		return err
@@ -84,6 +86,7 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 
 	bg, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
+	wg.Go(func() { feed.Run(bg) })
 	wg.Go(func() { authn.Run(bg) })
 
 	apiLn, err := net.Listen("tcp", cfg.Server.Listen)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tollgate/tollgate/impl/accounts"
 	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/changefeed"
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/httpapi"
 	"github.com/tollgate/tollgate/impl/pgtest"
@@ -77,9 +78,11 @@ func Start(t testing.TB, o Options) *Gateway {
 		t.Fatalf("migrate: %v", err)
 	}
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	authn := auth.New(st, auth.Options{Logger: log})
+	feed := changefeed.New(st, log)
+	authn := auth.New(st, feed, auth.Options{Logger: log})
 	runCtx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
+	wg.Go(func() { feed.Run(runCtx) })
 	wg.Go(func() { authn.Run(runCtx) })
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	srv, err := httpapi.New(httpapi.Options{Store: st, Config: o.Config, Auth: authn, Limiter: o.Limiter, Logger: log})
@@ -89,7 +92,7 @@ func Start(t testing.TB, o Options) *Gateway {
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
 	deadline := time.Now().Add(10 * time.Second)
-	for !authn.Live() {
+	for !feed.Live() {
 		if time.Now().After(deadline) {
 			t.Fatal("the key revocation listener did not connect")
 		}

@@ -2,7 +2,6 @@ package auth
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"log/slog"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tollgate/tollgate/impl/apikey"
+	"github.com/tollgate/tollgate/impl/changefeed"
 	"github.com/tollgate/tollgate/impl/store"
 )
 
@@ -45,14 +45,13 @@ type Options struct {
 // Authenticator verifies API keys. Create it with New and run its background work with Run.
 type Authenticator struct {
 	store *store.Store
+	feed  *changefeed.Feed
 	opts  Options
 
 	mu    sync.RWMutex
 	cache map[apikey.Hash]cached
 	// epoch grows on every invalidation; a lookup that raced with one is not cached.
 	epoch atomic.Uint64
-	// live is true while the notification connection is listening.
-	live atomic.Bool
 
 	touchMu sync.Mutex
 	touched map[uuid.UUID]struct{}
@@ -63,8 +62,9 @@ type cached struct {
 	expires time.Time
 }
 
-// New returns an Authenticator over st. It caches nothing until Run has connected its listener.
-func New(st *store.Store, opts Options) *Authenticator {
+// New returns an Authenticator over st that drops cached keys when feed says they changed. It
+// caches nothing while the feed is not live.
+func New(st *store.Store, feed *changefeed.Feed, opts Options) *Authenticator {
 	if opts.TTL <= 0 {
 		opts.TTL = 5 * time.Minute
 	}
@@ -77,46 +77,22 @@ func New(st *store.Store, opts Options) *Authenticator {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Authenticator{store: st, opts: opts, cache: map[apikey.Hash]cached{}, touched: map[uuid.UUID]struct{}{}}
+	a := &Authenticator{store: st, feed: feed, opts: opts, cache: map[apikey.Hash]cached{}, touched: map[uuid.UUID]struct{}{}}
+	feed.Subscribe(changefeed.Handlers{
+		KeyChanged: func(h [32]byte) { a.invalidate(h) },
+		Reset:      a.flush,
+	})
+	return a
 }
 
-// Run listens for key changes and writes last-use times until ctx ends, then writes the last
-// batch. It blocks; its owner cancels ctx and waits for it to return.
+// Run writes last-use times every TouchInterval until ctx ends, then writes the last batch. It
+// blocks; its owner cancels ctx and waits for it to return.
 func (a *Authenticator) Run(ctx context.Context) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		a.store.Listen(ctx, store.Subscription{
-			Connected: func() {
-				a.flush()
-				a.live.Store(true)
-			},
-			Disconnected: func(err error) {
-				a.live.Store(false)
-				a.flush()
-				a.opts.Logger.Warn("key revocation listener lost; bypassing the key cache until it reconnects", "err", err)
-			},
-			Notify: func(channel, payload string) {
-				if channel != store.ChannelAPIKeyChanged {
-					return
-				}
-				var h apikey.Hash
-				if b, err := hex.DecodeString(payload); err == nil && len(b) == len(h) {
-					copy(h[:], b)
-					a.invalidate(h)
-				} else {
-					a.flush()
-				}
-			},
-		})
-		a.live.Store(false)
-	}()
 	ticker := time.NewTicker(a.opts.TouchInterval)
 	defer ticker.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			<-done
 			flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			a.writeTouches(flushCtx)
 			cancel()
@@ -126,9 +102,6 @@ func (a *Authenticator) Run(ctx context.Context) {
 		}
 	}
 }
-
-// Live reports whether revocations are currently being pushed to this process.
-func (a *Authenticator) Live() bool { return a.live.Load() }
 
 // Authenticate verifies the value of an Authorization header. Only the Bearer scheme is
 // accepted.
@@ -145,7 +118,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, authorization string) 
 		return Principal{}, ErrMalformed
 	}
 	now := a.opts.Now()
-	if a.live.Load() {
+	if a.feed.Live() {
 		a.mu.RLock()
 		c, hit := a.cache[hash]
 		a.mu.RUnlock()
@@ -163,7 +136,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, authorization string) 
 		return Principal{}, err
 	}
 	p := Principal{AccountID: k.AccountID, KeyID: k.ID, RPMLimit: k.RPMLimit}
-	if a.live.Load() {
+	if a.feed.Live() {
 		a.mu.Lock()
 		if a.epoch.Load() == epoch {
 			a.cache[hash] = cached{p: p, expires: now.Add(a.opts.TTL)}

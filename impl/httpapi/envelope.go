@@ -123,6 +123,11 @@ type rpcErrorDetail struct {
 // writeError answers err in the envelope of the request's route family. Internal errors are
 // logged by the caller; the client sees only the request id.
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
+	writeErrorFamily(w, familyOf(r.URL.Path), err)
+}
+
+// writeErrorFamily answers err in the given envelope.
+func writeErrorFamily(w http.ResponseWriter, fam family, err error) {
 	e := apierror.As(err)
 	status := e.Kind.Status()
 	h := w.Header()
@@ -140,7 +145,7 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	h.Set("Content-Type", "application/json")
 	var body any
-	switch familyOf(r.URL.Path) {
+	switch fam {
 	case familyAnthropic:
 		body = anthropicErrorBody{Type: "error", Error: anthropicErrorDetail{Type: anthropicType(e.Kind), Message: message}, RequestID: reqID}
 	case familyJSONRPC:

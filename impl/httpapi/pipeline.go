@@ -78,7 +78,7 @@ func (s *Server) edge(next http.Handler) http.Handler {
 		}
 		rec := &recorder{ResponseWriter: w}
 		log := s.log.With("request_id", id)
-		r = r.WithContext(withLogger(r.Context(), log))
+		r = r.WithContext(context.WithValue(withLogger(r.Context(), log), requestIDKey{}, id))
 		defer func() {
 			if v := recover(); v != nil {
 				if v == http.ErrAbortHandler {
@@ -186,3 +186,6 @@ func (s *Server) limitRate(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+// requestIDKey carries the request id in the request context.
+type requestIDKey struct{}

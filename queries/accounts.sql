@@ -12,3 +12,12 @@ SELECT * FROM accounts ORDER BY created_at, name;
 
 -- name: GetAccountBalance :one
 SELECT balance_micros FROM accounts WHERE id = $1;
+
+-- name: GetAccountCredit :one
+-- The balance and the part of it that gateway processes hold.
+SELECT balance_micros, held_micros FROM accounts WHERE id = $1;
+
+-- name: LockAccounts :many
+-- Locks the account rows for the rest of the transaction, always in id order so that writers
+-- of several accounts never deadlock; returns the ids that exist.
+SELECT id FROM accounts WHERE id = ANY(@ids::uuid[]) ORDER BY id FOR UPDATE;

@@ -4,7 +4,7 @@
 -- key fails on the unique constraint and changes nothing.
 WITH moved AS (
     UPDATE accounts SET balance_micros = balance_micros + @amount_micros::bigint
-    WHERE accounts.id = @account_id AND accounts.balance_micros + @amount_micros::bigint >= 0
+    WHERE accounts.id = @account_id AND accounts.balance_micros + @amount_micros::bigint >= accounts.held_micros
     RETURNING accounts.id, accounts.balance_micros
 )
 INSERT INTO credit_ledger (account_id, amount_micros, balance_after_micros, reason, idempotency_key, note)

@@ -12,7 +12,7 @@ import (
 )
 
 const createAccount = `-- name: CreateAccount :one
-INSERT INTO accounts (name, plan) VALUES ($1, $2) RETURNING id, name, plan, balance_micros, created_at
+INSERT INTO accounts (name, plan) VALUES ($1, $2) RETURNING id, name, plan, balance_micros, created_at, held_micros
 `
 
 type CreateAccountParams struct {
@@ -29,12 +29,13 @@ func (q *Queries) CreateAccount(ctx context.Context, arg CreateAccountParams) (A
 		&i.Plan,
 		&i.BalanceMicros,
 		&i.CreatedAt,
+		&i.HeldMicros,
 	)
 	return i, err
 }
 
 const getAccount = `-- name: GetAccount :one
-SELECT id, name, plan, balance_micros, created_at FROM accounts WHERE id = $1
+SELECT id, name, plan, balance_micros, created_at, held_micros FROM accounts WHERE id = $1
 `
 
 func (q *Queries) GetAccount(ctx context.Context, id uuid.UUID) (Account, error) {
@@ -46,6 +47,7 @@ func (q *Queries) GetAccount(ctx context.Context, id uuid.UUID) (Account, error)
 		&i.Plan,
 		&i.BalanceMicros,
 		&i.CreatedAt,
+		&i.HeldMicros,
 	)
 	return i, err
 }
@@ -62,7 +64,7 @@ func (q *Queries) GetAccountBalance(ctx context.Context, id uuid.UUID) (int64, e
 }
 
 const getAccountByName = `-- name: GetAccountByName :one
-SELECT id, name, plan, balance_micros, created_at FROM accounts WHERE name = $1
+SELECT id, name, plan, balance_micros, created_at, held_micros FROM accounts WHERE name = $1
 `
 
 func (q *Queries) GetAccountByName(ctx context.Context, name string) (Account, error) {
@@ -74,12 +76,30 @@ func (q *Queries) GetAccountByName(ctx context.Context, name string) (Account, e
 		&i.Plan,
 		&i.BalanceMicros,
 		&i.CreatedAt,
+		&i.HeldMicros,
 	)
 	return i, err
 }
 
+const getAccountCredit = `-- name: GetAccountCredit :one
+SELECT balance_micros, held_micros FROM accounts WHERE id = $1
+`
+
+type GetAccountCreditRow struct {
+	BalanceMicros int64
+	HeldMicros    int64
+}
+
+// The balance and the part of it that gateway processes hold.
+func (q *Queries) GetAccountCredit(ctx context.Context, id uuid.UUID) (GetAccountCreditRow, error) {
+	row := q.db.QueryRow(ctx, getAccountCredit, id)
+	var i GetAccountCreditRow
+	err := row.Scan(&i.BalanceMicros, &i.HeldMicros)
+	return i, err
+}
+
 const listAccounts = `-- name: ListAccounts :many
-SELECT id, name, plan, balance_micros, created_at FROM accounts ORDER BY created_at, name
+SELECT id, name, plan, balance_micros, created_at, held_micros FROM accounts ORDER BY created_at, name
 `
 
 func (q *Queries) ListAccounts(ctx context.Context) ([]Account, error) {
@@ -97,10 +117,37 @@ func (q *Queries) ListAccounts(ctx context.Context) ([]Account, error) {
 			&i.Plan,
 			&i.BalanceMicros,
 			&i.CreatedAt,
+			&i.HeldMicros,
 		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const lockAccounts = `-- name: LockAccounts :many
+SELECT id FROM accounts WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE
+`
+
+// Locks the account rows for the rest of the transaction, always in id order so that writers
+// of several accounts never deadlock; returns the ids that exist.
+func (q *Queries) LockAccounts(ctx context.Context, ids []uuid.UUID) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, lockAccounts, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []uuid.UUID{}
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

@@ -14,7 +14,7 @@ import (
 const appendLedgerEntry = `-- name: AppendLedgerEntry :one
 WITH moved AS (
     UPDATE accounts SET balance_micros = balance_micros + $1::bigint
-    WHERE accounts.id = $5 AND accounts.balance_micros + $1::bigint >= 0
+    WHERE accounts.id = $5 AND accounts.balance_micros + $1::bigint >= accounts.held_micros
     RETURNING accounts.id, accounts.balance_micros
 )
 INSERT INTO credit_ledger (account_id, amount_micros, balance_after_micros, reason, idempotency_key, note)

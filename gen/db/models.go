@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 type Account struct {
@@ -16,6 +17,7 @@ type Account struct {
 	Plan          string
 	BalanceMicros int64
 	CreatedAt     time.Time
+	HeldMicros    int64
 }
 
 type ApiKey struct {
@@ -28,6 +30,16 @@ type ApiKey struct {
 	CreatedAt     time.Time
 	LastUsedAt    *time.Time
 	RevokedAt     *time.Time
+}
+
+type CreditHold struct {
+	ID           int64
+	AccountID    uuid.UUID
+	Holder       string
+	AmountMicros int64
+	Version      int64
+	CreatedAt    time.Time
+	ExpiresAt    time.Time
 }
 
 type CreditLedger struct {
@@ -57,6 +69,24 @@ type ModelAccess struct {
 type SchemaMigration struct {
 	Version   string
 	AppliedAt time.Time
+}
+
+type UsageRecord struct {
+	ID            int64
+	AccountID     uuid.UUID
+	RequestID     string
+	ApiKeyID      pgtype.UUID
+	Model         string
+	Route         string
+	Provider      string
+	UpstreamModel string
+	InputTokens   int64
+	OutputTokens  int64
+	CostMicros    int64
+	Status        string
+	StartedAt     time.Time
+	FinishedAt    time.Time
+	RecordedAt    time.Time
 }
 
 type User struct {

@@ -1,0 +1,56 @@
+// Package billing meters requests: it reserves each request's worst-case cost before the
+// upstream call, settles the real cost after it, and writes usage and the ledger in batches,
+// without a database round trip per request in the common case.
+//
+// # Money
+//
+// Amounts are int64 micro-units (1 USD = 1,000,000); prices are micro-units per million tokens,
+// input and output apart, and Cost rounds up to a whole micro-unit in integer arithmetic.
+//
+// # Credit holds
+//
+// Like the credit grants of telecom online charging, a Meter (one per gateway process) draws
+// credit from an account in chunks, as a hold: a row of credit_holds for (account, process) and
+// the same amount added to accounts.held_micros, in one statement that grows the hold only as
+// far as balance - held covers. A CHECK constraint keeps 0 <= held_micros <= balance_micros, so
+// PostgreSQL itself refuses, across every process, anything that would hold or spend credit
+// the account does not have. Holds are not movements of the balance and have no ledger entries:
+// the ledger sums to the balance at all times.
+//
+// Reserve takes a request's worst case out of the process's hold in memory (no database call)
+// when the hold covers it, and otherwise grows the hold in one round trip: by
+// max(worst, min(10 × worst, 1 USD)), but never more than the account has and, unless the
+// request needs more, never more than half of what it has left, so that the last credit of an
+// account is not stranded in one process while another refuses requests. When the account
+// cannot cover the worst case, Reserve returns an *InsufficientError.
+//
+// Settle clamps the real cost to the reservation, returns the rest to the hold at once and
+// queues a usage record. Release returns a reservation whole (the request never reached an
+// upstream). Both are idempotent.
+//
+// # Batching writer
+//
+// Queued usage records are written every 200 ms or as soon as a batch is full, in one
+// transaction per batch: the accounts are locked in id order, records whose ledger key
+// usage:<request id> exists are skipped (so a retried batch, or a request id settled twice,
+// bills once), the rest are copied (COPY) into usage_records, and one set-based statement
+// appends their usage ledger entries and takes their cost out of the balance, out of
+// held_micros and out of the process's hold. Close (or the end of Run's context) writes
+// everything and returns every hold.
+//
+// # Leases and crashes
+//
+// A hold has a lease that its process renews; a hold that has not been used for 5 s is
+// returned. Every process reaps the holds whose lease expired (their process is gone), which
+// returns their credit to the account. Usage that a crashed process had settled but not yet
+// written is not billed: in the customer's favour, bounded by one flush interval of one
+// process. A process that lost its hold (it could not renew it for a whole lease) bills
+// later writes from the account's free credit as far as it goes, and says in the ledger
+// entry's note what it could not bill.
+//
+// # Balance
+//
+// Balance, for GET /v1/credits, is the settled balance: settlements show within the flush
+// interval, and reservations in flight are not subtracted (they are worst cases, and would
+// make the balance shown jump down and back with every request).
+package billing

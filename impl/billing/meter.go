@@ -1,0 +1,783 @@
+package billing
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/store"
+)
+
+// ErrClosed is returned by Reserve once the meter is closed.
+var ErrClosed = errors.New("billing: the meter is closed")
+
+// InsufficientError reports that an account cannot cover a reservation: the request needs up
+// to NeededMicros and AvailableMicros could be reserved. It unwraps to the 402
+// apierror.InsufficientCredit and to store.ErrInsufficientCredit, so the HTTP edge can map it
+// with apierror.As and other callers can test it with errors.Is.
+type InsufficientError struct {
+	NeededMicros    int64
+	AvailableMicros int64
+}
+
+// Error implements error.
+func (e *InsufficientError) Error() string {
+	return fmt.Sprintf("billing: insufficient credit: the request needs up to %d micro-units and %d are available",
+		e.NeededMicros, e.AvailableMicros)
+}
+
+// Unwrap exposes the client-facing 402 and store.ErrInsufficientCredit.
+func (e *InsufficientError) Unwrap() []error {
+	return []error{apierror.InsufficientCredit(e.NeededMicros, e.AvailableMicros), store.ErrInsufficientCredit}
+}
+
+// Options tune a Meter; the zero value of each field means its default.
+type Options struct {
+	// Holder names this process in credit_holds; it must differ between the processes that
+	// share a database. Default: host name, process id and a random suffix.
+	Holder string
+	// FlushInterval is the longest a settled usage record waits before it is written
+	// (default 200 ms); BatchSize the most records written in one transaction, and the queue
+	// length that triggers a write at once (default 512).
+	FlushInterval time.Duration
+	BatchSize     int
+	// IdleRelease is how long a hold stays with no reservation before its credit is returned
+	// to the account (default 5 s).
+	IdleRelease time.Duration
+	// Lease is how long a hold outlives its last renewal (default 30 s); the meter renews its
+	// holds every Lease/3. ReapInterval is how often the meter releases the expired holds of
+	// every process (default 10 s).
+	Lease        time.Duration
+	ReapInterval time.Duration
+	// A hold is drawn in chunks of max(worst case, min(ChunkMultiplier × worst case,
+	// ChunkCapMicros)) (defaults 10 and 1,000,000 micro-units, 1 USD), never more than the
+	// account can cover nor, unless the request needs it, more than half of what it has left.
+	ChunkMultiplier int64
+	ChunkCapMicros  int64
+	// DrainTimeout bounds the final flush and hold release when Run's context ends, and the
+	// synchronous write of a settlement that arrives after Close (default 10 s).
+	DrainTimeout time.Duration
+	// Now is the clock of the in-memory bookkeeping: idle times, the local view of leases and
+	// the default times of usage records (default time.Now). Leases themselves are timed by
+	// the database's clock, so Now must advance with real time outside tests.
+	Now func() time.Time
+	// Logger receives the errors of the background work, which has no caller to return them
+	// to (default: discarded).
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.Holder == "" {
+		host, _ := os.Hostname()
+		o.Holder = fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8])
+	}
+	if o.FlushInterval <= 0 {
+		o.FlushInterval = 200 * time.Millisecond
+	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = 512
+	}
+	if o.IdleRelease <= 0 {
+		o.IdleRelease = 5 * time.Second
+	}
+	if o.Lease <= 0 {
+		o.Lease = 30 * time.Second
+	}
+	if o.ReapInterval <= 0 {
+		o.ReapInterval = 10 * time.Second
+	}
+	if o.ChunkMultiplier <= 0 {
+		o.ChunkMultiplier = 10
+	}
+	if o.ChunkCapMicros <= 0 {
+		o.ChunkCapMicros = 1_000_000
+	}
+	if o.DrainTimeout <= 0 {
+		o.DrainTimeout = 10 * time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// shardCount is the number of independently locked parts of the account map.
+const shardCount = 64
+
+// maxTrips bounds the database round trips of one Reserve.
+const maxTrips = 3
+
+// maxRequestID bounds request ids, which are indexed (usage_records, credit_ledger): a longer
+// one could never be written and would hold up its whole batch.
+const maxRequestID = 200
+
+// Meter meters the requests of one gateway process. It is safe for concurrent use; the state
+// of one account is guarded by that account's own mutex, so accounts never wait for each other.
+type Meter struct {
+	st   *store.Store
+	opts Options
+	// leaseMargin is taken off a lease in the local view of it, against clock drift.
+	leaseMargin time.Duration
+
+	shards [shardCount]shard
+
+	qmu   sync.Mutex
+	queue []store.UsageRecord
+	kick  chan struct{}
+	// flushMu serialises writes of batches.
+	flushMu sync.Mutex
+
+	closed   atomic.Bool
+	running  atomic.Bool
+	stop     chan struct{}
+	stopOnce sync.Once
+	loopDone chan struct{}
+	drainMu  sync.Mutex
+
+	// lastRenew and lastReap belong to the loop goroutine.
+	lastRenew, lastReap time.Time
+}
+
+type shard struct {
+	mu       sync.RWMutex
+	accounts map[uuid.UUID]*account
+}
+
+// account is the process's view of one account's credit. The hold of this process on the
+// account had dbAmount when last reported by the database (at dbVersion); outstanding is
+// reserved by open reservations, pending is settled but not yet written. free() is never more
+// than what the hold really has unreserved, whatever order the answers of concurrent database
+// calls arrive in: each answer carries the hold's version, an older answer never overwrites a
+// newer one, and a pending cost is only forgotten once the write that billed it (or found it
+// already billed) is acknowledged together with the hold's amount after it.
+type account struct {
+	id uuid.UUID
+
+	mu             sync.Mutex
+	hasHold        bool
+	dbAmount       int64
+	dbVersion      int64
+	outstanding    int64
+	pending        int64
+	pendingRecords int
+	open           int
+	// leaseUntil is the local clock's bound before which the hold is certainly alive; the zero
+	// time sends the next reservation to the database.
+	leaseUntil time.Time
+	lastUsed   time.Time
+	// busy is closed when the database call in flight for this account (a grant or a release)
+	// returns; nil when there is none.
+	busy      chan struct{}
+	releasing bool
+	evicted   bool
+}
+
+func (a *account) free() int64 { return a.dbAmount - a.outstanding - a.pending }
+
+func (a *account) usable(now time.Time) bool { return a.hasHold && now.Before(a.leaseUntil) }
+
+// observe applies the database's report of the hold at version, unless a newer one is known.
+func (a *account) observe(exists bool, amount, version int64) bool {
+	if version <= a.dbVersion {
+		return false
+	}
+	a.dbVersion, a.hasHold, a.dbAmount = version, exists, amount
+	if !exists {
+		a.dbAmount = 0
+	}
+	return true
+}
+
+// New returns a meter drawing credit from and writing usage to st. It starts nothing: call Run
+// for the background work (writing usage, renewing and returning holds, reaping the holds of
+// dead processes), and Close (or end Run's context) to drain.
+func New(st *store.Store, opts Options) *Meter {
+	m := &Meter{
+		st:       st,
+		opts:     opts.withDefaults(),
+		kick:     make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+		loopDone: make(chan struct{}),
+	}
+	m.leaseMargin = m.opts.Lease / 5
+	for i := range m.shards {
+		m.shards[i].accounts = make(map[uuid.UUID]*account)
+	}
+	return m
+}
+
+// Holder is the name of this meter's process in credit_holds.
+func (m *Meter) Holder() string { return m.opts.Holder }
+
+func (m *Meter) now() time.Time { return m.opts.Now() }
+
+func shardOf(id uuid.UUID) int {
+	return int((binary.LittleEndian.Uint64(id[:8]) ^ binary.LittleEndian.Uint64(id[8:])) % shardCount)
+}
+
+// account returns the state of the account, creating it when create is set (else nil).
+func (m *Meter) account(id uuid.UUID, create bool) *account {
+	s := &m.shards[shardOf(id)]
+	s.mu.RLock()
+	a := s.accounts[id]
+	s.mu.RUnlock()
+	if a != nil || !create {
+		return a
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if a = s.accounts[id]; a == nil {
+		a = &account{id: id}
+		s.accounts[id] = a
+	}
+	return a
+}
+
+// accounts returns every account state.
+func (m *Meter) accounts() []*account {
+	var out []*account
+	for i := range m.shards {
+		s := &m.shards[i]
+		s.mu.RLock()
+		for _, a := range s.accounts {
+			out = append(out, a)
+		}
+		s.mu.RUnlock()
+	}
+	return out
+}
+
+// chunk is how much credit to draw for a request whose worst case is worst.
+func (m *Meter) chunk(worst int64) int64 {
+	return max(worst, min(saturatingMul(worst, m.opts.ChunkMultiplier), m.opts.ChunkCapMicros))
+}
+
+// Reservation is credit set aside for one request until it is settled or released.
+type Reservation struct {
+	m         *Meter
+	acct      *account
+	accountID uuid.UUID
+	requestID string
+	amount    int64
+	startedAt time.Time
+	done      atomic.Bool
+}
+
+// Amount is the credit reserved, in micro-units.
+func (r *Reservation) Amount() int64 { return r.amount }
+
+// RequestID is the request the reservation is for.
+func (r *Reservation) RequestID() string { return r.requestID }
+
+// AccountID is the account the credit is reserved on.
+func (r *Reservation) AccountID() uuid.UUID { return r.accountID }
+
+// Reserve sets aside worstCaseMicros of the account's credit for the request. In the common case
+// the process's hold on the account covers it and Reserve touches no database; otherwise it
+// draws a larger hold in one round trip. When the account cannot cover the amount the error is
+// an *InsufficientError (a 402 through apierror.As); an unknown account is store.ErrNotFound.
+// Every reservation must end in exactly one Settle or Release.
+func (m *Meter) Reserve(ctx context.Context, accountID uuid.UUID, requestID string, worstCaseMicros int64) (*Reservation, error) {
+	if requestID == "" || len(requestID) > maxRequestID {
+		return nil, fmt.Errorf("billing: a reservation needs a request id of 1 to %d bytes", maxRequestID)
+	}
+	if m.closed.Load() {
+		return nil, ErrClosed
+	}
+	worst := max(worstCaseMicros, 0)
+	for trips := 0; ; {
+		a := m.account(accountID, true)
+		a.mu.Lock()
+		if a.evicted {
+			a.mu.Unlock()
+			continue
+		}
+		now := m.now()
+		if worst == 0 || (!a.releasing && a.usable(now) && a.free() >= worst) {
+			a.outstanding += worst
+			a.open++
+			a.lastUsed = now
+			a.mu.Unlock()
+			return &Reservation{m: m, acct: a, accountID: accountID, requestID: requestID, amount: worst, startedAt: now}, nil
+		}
+		if wait := a.busy; wait != nil {
+			// A grant (or a release) is in flight: wait for it rather than draw twice.
+			a.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		free := a.free()
+		if trips == maxTrips {
+			a.mu.Unlock()
+			return nil, &InsufficientError{NeededMicros: worst, AvailableMicros: max(free, 0)}
+		}
+		trips++
+		// The hold must grow by what it lacks; outstanding and pending costs stay covered.
+		need := worst
+		if free < 0 {
+			need = saturatingAdd(worst, -free)
+		} else {
+			need = max(worst-free, 0)
+		}
+		want := max(need, m.chunk(worst))
+		wait := make(chan struct{})
+		a.busy = wait
+		a.mu.Unlock()
+
+		sent := m.now()
+		g, err := m.st.TakeCreditHold(ctx, store.HoldRequest{
+			AccountID: accountID, Holder: m.opts.Holder, NeedMicros: need, WantMicros: want, Lease: m.opts.Lease,
+		})
+
+		a.mu.Lock()
+		a.busy = nil
+		close(wait)
+		if err != nil {
+			// Had the grant committed after all, the hold holds more than this process
+			// believes, which is safe; the next grant's answer corrects it.
+			a.mu.Unlock()
+			return nil, fmt.Errorf("billing: draw credit: %w", err)
+		}
+		if !g.Granted {
+			available := g.AvailableMicros
+			if a.usable(m.now()) && !a.releasing {
+				available = saturatingAdd(available, max(a.free(), 0))
+			}
+			a.mu.Unlock()
+			if available >= worst && trips < maxTrips {
+				// Settlements returned credit to the hold during the round trip: look again.
+				continue
+			}
+			return nil, &InsufficientError{NeededMicros: worst, AvailableMicros: available}
+		}
+		a.observe(true, g.Hold.AmountMicros, g.Hold.Version)
+		if until := sent.Add(m.opts.Lease - m.leaseMargin); a.hasHold && until.After(a.leaseUntil) {
+			// The grant renewed the lease even when a newer answer already set the amount.
+			a.leaseUntil = until
+		}
+		a.mu.Unlock()
+	}
+}
+
+// UsageRecord is what the caller knows of a finished request; the meter adds the account, the
+// request id and the cost.
+type UsageRecord struct {
+	// KeyID is the API key the request came with (uuid.Nil for none).
+	KeyID uuid.UUID
+	// Model is the gateway model asked for; Route the API route (e.g. "/v1/chat/completions").
+	Model string
+	Route string
+	// Provider and UpstreamModel name the upstream that served the request: for a fusion
+	// model, the expert the router chose.
+	Provider      string
+	UpstreamModel string
+	InputTokens   int64
+	OutputTokens  int64
+	// Status is how the request ended (default "completed").
+	Status string
+	// StartedAt defaults to the time of the reservation, FinishedAt to the time of Settle.
+	StartedAt  time.Time
+	FinishedAt time.Time
+}
+
+// Settle ends the reservation with the request's real cost: actualMicros, clamped to the
+// reserved amount (a request is never charged more than was reserved for it), is charged and
+// the rest returns to the process's hold at once; the usage record and its ledger entry are
+// written by the batching writer within the flush interval. It returns the amount charged.
+// Settling again, or after Release, does nothing and returns 0; a request id whose usage is
+// already in the ledger is not billed again (the writer skips it and the credit returns).
+// After Close, Settle writes the record before it returns.
+func (r *Reservation) Settle(actualMicros int64, usage UsageRecord) int64 {
+	if r == nil || !r.done.CompareAndSwap(false, true) {
+		return 0
+	}
+	m, a := r.m, r.acct
+	cost := min(max(actualMicros, 0), r.amount)
+	now := m.now()
+	a.mu.Lock()
+	a.outstanding -= r.amount
+	a.open--
+	a.pending += cost
+	a.pendingRecords++
+	a.lastUsed = now
+	a.mu.Unlock()
+
+	rec := store.UsageRecord{
+		AccountID: r.accountID, RequestID: r.requestID, APIKeyID: usage.KeyID,
+		Model: usage.Model, Route: usage.Route, Provider: usage.Provider, UpstreamModel: usage.UpstreamModel,
+		InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens, CostMicros: cost,
+		Status: usage.Status, StartedAt: usage.StartedAt, FinishedAt: usage.FinishedAt,
+	}
+	if rec.Status == "" {
+		rec.Status = "completed"
+	}
+	if rec.StartedAt.IsZero() {
+		rec.StartedAt = r.startedAt
+	}
+	if rec.FinishedAt.IsZero() {
+		rec.FinishedAt = now
+	}
+	m.enqueue(rec)
+	if m.closed.Load() {
+		ctx, cancel := context.WithTimeout(context.Background(), m.opts.DrainTimeout)
+		defer cancel()
+		if err := m.flushAll(ctx); err != nil {
+			m.opts.Logger.Error("billing: write usage after close", "request_id", r.requestID, "err", err)
+		}
+	}
+	return cost
+}
+
+// Release ends a reservation whose request never reached an upstream: the whole amount returns
+// to the hold and no usage is recorded. Releasing again, or after Settle, does nothing.
+func (r *Reservation) Release() {
+	if r == nil || !r.done.CompareAndSwap(false, true) {
+		return
+	}
+	a := r.acct
+	now := r.m.now()
+	a.mu.Lock()
+	a.outstanding -= r.amount
+	a.open--
+	a.lastUsed = now
+	a.mu.Unlock()
+}
+
+// Balance is the account's balance for GET /v1/credits: the settled balance in the database,
+// which shows every settlement within the flush interval. Reservations of requests in flight
+// are not subtracted: they are worst cases, often many times the real cost, and would make the
+// shown balance drop and bounce back with every request; the credit that processes hold is not
+// spent either. An unknown account is store.ErrNotFound.
+func (m *Meter) Balance(ctx context.Context, accountID uuid.UUID) (int64, error) {
+	return m.st.Balance(ctx, accountID)
+}
+
+func (m *Meter) enqueue(rec store.UsageRecord) {
+	m.qmu.Lock()
+	m.queue = append(m.queue, rec)
+	n := len(m.queue)
+	m.qmu.Unlock()
+	if n >= m.opts.BatchSize {
+		select {
+		case m.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// flushAll writes queued usage in batches until the queue is empty or a write fails; the
+// records of a failed write go back to the head of the queue.
+func (m *Meter) flushAll(ctx context.Context) error {
+	m.flushMu.Lock()
+	defer m.flushMu.Unlock()
+	for {
+		m.qmu.Lock()
+		if len(m.queue) == 0 {
+			m.qmu.Unlock()
+			return nil
+		}
+		n := min(len(m.queue), m.opts.BatchSize)
+		batch := m.queue[:n:n]
+		m.queue = m.queue[n:]
+		if len(m.queue) == 0 {
+			m.queue = nil
+		}
+		m.qmu.Unlock()
+		if err := m.writeBatch(ctx, batch); err != nil {
+			m.qmu.Lock()
+			m.queue = append(batch, m.queue...)
+			m.qmu.Unlock()
+			return err
+		}
+	}
+}
+
+// writeBatch writes one batch and applies the outcome to the accounts' states.
+func (m *Meter) writeBatch(ctx context.Context, batch []store.UsageRecord) error {
+	res, err := m.st.WriteUsage(ctx, m.opts.Holder, batch)
+	if err != nil {
+		return err
+	}
+	type sum struct {
+		cost int64
+		n    int
+	}
+	sums := make(map[uuid.UUID]*sum)
+	for _, r := range batch {
+		s := sums[r.AccountID]
+		if s == nil {
+			s = &sum{}
+			sums[r.AccountID] = s
+		}
+		s.cost += r.CostMicros
+		s.n++
+	}
+	charges := make(map[uuid.UUID]store.UsageCharge, len(res.Charges))
+	for _, c := range res.Charges {
+		charges[c.AccountID] = c
+		if c.BilledMicros < c.TotalMicros {
+			m.opts.Logger.Warn("billing: usage not billed in full: the credit hold had been released",
+				"account", c.AccountID, "cost_micros", c.TotalMicros, "billed_micros", c.BilledMicros)
+		}
+	}
+	if res.Dropped > 0 {
+		m.opts.Logger.Warn("billing: usage of unknown accounts dropped", "records", res.Dropped)
+	}
+	for id, s := range sums {
+		a := m.account(id, false)
+		if a == nil {
+			continue
+		}
+		a.mu.Lock()
+		a.pending -= s.cost
+		a.pendingRecords -= s.n
+		if c, ok := charges[id]; ok {
+			a.observe(c.HasHold, c.HoldMicros, c.HoldVersion)
+		}
+		a.mu.Unlock()
+	}
+	return nil
+}
+
+// Run does the meter's background work until ctx ends or Close is called: it writes settled
+// usage every FlushInterval (at once when BatchSize records wait), renews the process's holds,
+// returns idle holds, and reaps the expired holds of dead processes. When ctx ends it drains
+// (writes everything, releases every hold; bounded by DrainTimeout) and returns the drain's
+// error. Run may be called once.
+func (m *Meter) Run(ctx context.Context) error {
+	if !m.running.CompareAndSwap(false, true) {
+		return errors.New("billing: Run called twice")
+	}
+	m.loop(ctx)
+	close(m.loopDone)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.opts.DrainTimeout)
+	defer cancel()
+	return m.Close(dctx)
+}
+
+func (m *Meter) loop(ctx context.Context) {
+	flush := time.NewTicker(m.opts.FlushInterval)
+	defer flush.Stop()
+	every := min(time.Second, m.opts.IdleRelease/4, m.opts.Lease/6, m.opts.ReapInterval)
+	maintain := time.NewTicker(max(every, 10*time.Millisecond))
+	defer maintain.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.stop:
+			return
+		case <-flush.C:
+			m.flushLogged(ctx)
+		case <-m.kick:
+			m.flushLogged(ctx)
+		case <-maintain.C:
+			m.maintain(ctx)
+		}
+	}
+}
+
+func (m *Meter) flushLogged(ctx context.Context) {
+	if err := m.flushAll(ctx); err != nil && ctx.Err() == nil {
+		m.opts.Logger.Error("billing: write usage (will retry)", "err", err)
+	}
+}
+
+func (m *Meter) maintain(ctx context.Context) {
+	now := m.now()
+	if now.Sub(m.lastRenew) >= m.opts.Lease/3 {
+		m.lastRenew = now
+		m.renew(ctx)
+	}
+	if now.Sub(m.lastReap) >= m.opts.ReapInterval {
+		m.lastReap = now
+		if _, err := m.ReapExpiredHolds(ctx); err != nil && ctx.Err() == nil {
+			m.opts.Logger.Error("billing: reap expired credit holds", "err", err)
+		}
+	}
+	m.releaseIdle(ctx, now)
+}
+
+// renew extends the leases of the process's holds. A hold that is gone (reaped while this
+// process could not renew it) sends the account's next reservation to the database.
+func (m *Meter) renew(ctx context.Context) {
+	accts := m.accounts()
+	anyHold := false
+	for _, a := range accts {
+		a.mu.Lock()
+		anyHold = anyHold || a.hasHold
+		a.mu.Unlock()
+	}
+	if !anyHold {
+		return
+	}
+	sent := m.now()
+	holds, err := m.st.RenewCreditHolds(ctx, m.opts.Holder, m.opts.Lease)
+	if err != nil {
+		if ctx.Err() == nil {
+			m.opts.Logger.Error("billing: renew credit holds", "err", err)
+		}
+		return
+	}
+	alive := make(map[uuid.UUID]bool, len(holds))
+	for _, h := range holds {
+		alive[h.AccountID] = true
+	}
+	until := sent.Add(m.opts.Lease - m.leaseMargin)
+	for _, a := range accts {
+		a.mu.Lock()
+		if a.hasHold {
+			if alive[a.id] {
+				if until.After(a.leaseUntil) {
+					a.leaseUntil = until
+				}
+			} else {
+				a.leaseUntil = time.Time{}
+			}
+		}
+		a.mu.Unlock()
+	}
+}
+
+// releaseIdle returns the holds that no reservation has used for IdleRelease, in one
+// transaction, and forgets accounts with nothing left to track.
+func (m *Meter) releaseIdle(ctx context.Context, now time.Time) {
+	var idle []*account
+	var ids []uuid.UUID
+	for _, a := range m.accounts() {
+		a.mu.Lock()
+		if a.hasHold && a.busy == nil && a.open == 0 && a.pendingRecords == 0 && now.Sub(a.lastUsed) >= m.opts.IdleRelease {
+			a.busy = make(chan struct{})
+			a.releasing = true
+			idle = append(idle, a)
+			ids = append(ids, a.id)
+		}
+		a.mu.Unlock()
+	}
+	if len(idle) > 0 {
+		released, err := m.st.ReleaseCreditHolds(ctx, m.opts.Holder, ids)
+		if err != nil && ctx.Err() == nil {
+			m.opts.Logger.Error("billing: release idle credit holds", "err", err)
+		}
+		versions := make(map[uuid.UUID]int64, len(released))
+		for _, h := range released {
+			versions[h.AccountID] = h.Version
+		}
+		for _, a := range idle {
+			a.mu.Lock()
+			if err != nil {
+				// The release may or may not have happened: ask the database next time.
+				a.leaseUntil = time.Time{}
+			} else {
+				a.hasHold, a.dbAmount = false, 0
+				a.dbVersion = max(a.dbVersion, versions[a.id])
+			}
+			a.releasing = false
+			close(a.busy)
+			a.busy = nil
+			a.mu.Unlock()
+		}
+	}
+	for i := range m.shards {
+		s := &m.shards[i]
+		s.mu.Lock()
+		for id, a := range s.accounts {
+			a.mu.Lock()
+			if !a.hasHold && a.busy == nil && a.open == 0 && a.pendingRecords == 0 && now.Sub(a.lastUsed) >= m.opts.IdleRelease {
+				a.evicted = true
+				delete(s.accounts, id)
+			}
+			a.mu.Unlock()
+		}
+		s.mu.Unlock()
+	}
+}
+
+// ReapExpiredHolds releases the holds, of any process, whose lease has expired: their process
+// is gone (it crashed, or lost the database for longer than a lease), so their unspent credit
+// returns to the accounts. Run calls it every ReapInterval; every process runs it, and
+// concurrent reapers are harmless. It returns how many holds it released.
+//
+// Usage that a crashed process had settled but not yet written is lost with it and never
+// billed: in the customer's favour, and bounded by what one process settles in a flush
+// interval.
+func (m *Meter) ReapExpiredHolds(ctx context.Context) (int, error) {
+	holds, err := m.st.ReapExpiredCreditHolds(ctx)
+	for _, h := range holds {
+		if h.Holder != m.opts.Holder {
+			continue
+		}
+		if a := m.account(h.AccountID, false); a != nil {
+			a.mu.Lock()
+			a.observe(false, 0, h.Version)
+			a.leaseUntil = time.Time{}
+			a.mu.Unlock()
+		}
+	}
+	return len(holds), err
+}
+
+// Close stops Run, writes every settled usage record, and returns every hold of this process
+// to its account. Reserve fails with ErrClosed afterwards; a reservation still open settles by
+// writing its record at once, billed from the account's free credit. Call it once requests
+// have drained (after the HTTP server's Shutdown). Closing again does no harm.
+func (m *Meter) Close(ctx context.Context) error {
+	m.closed.Store(true)
+	m.stopOnce.Do(func() { close(m.stop) })
+	if m.running.Load() {
+		select {
+		case <-m.loopDone:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	m.drainMu.Lock()
+	defer m.drainMu.Unlock()
+	var errs []error
+	if err := m.flushAll(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("billing: write usage: %w", err))
+	}
+	released, err := m.st.ReleaseCreditHolds(ctx, m.opts.Holder, nil)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("billing: release credit holds: %w", err))
+	}
+	versions := make(map[uuid.UUID]int64, len(released))
+	for _, h := range released {
+		versions[h.AccountID] = h.Version
+	}
+	for _, a := range m.accounts() {
+		a.mu.Lock()
+		if err == nil {
+			a.hasHold, a.dbAmount = false, 0
+			a.dbVersion = max(a.dbVersion, versions[a.id])
+		}
+		a.leaseUntil = time.Time{}
+		a.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// saturatingAdd is a+b for non-negative a and b, or math.MaxInt64 when that overflows.
+func saturatingAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}

@@ -1,0 +1,219 @@
+package store
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/tollgate/tollgate/gen/db"
+)
+
+// UsageRecord is what one settled request used and cost.
+type UsageRecord struct {
+	AccountID uuid.UUID
+	RequestID string
+	// APIKeyID is the key the request came with; uuid.Nil when there was none.
+	APIKeyID uuid.UUID
+	// Model is the gateway model asked for; Route the API route that served it.
+	Model string
+	Route string
+	// Provider and UpstreamModel say which upstream served the request (for a fusion model,
+	// the expert the router chose).
+	Provider      string
+	UpstreamModel string
+	InputTokens   int64
+	OutputTokens  int64
+	CostMicros    int64
+	// Status is how the request ended, e.g. "completed", "incomplete", "failed".
+	Status     string
+	StartedAt  time.Time
+	FinishedAt time.Time
+	// RecordedAt is when the row was written (read back only).
+	RecordedAt time.Time
+}
+
+// UsageCharge is what WriteUsage did to one account of a batch.
+type UsageCharge struct {
+	AccountID uuid.UUID
+	// TotalMicros is the cost of the batch's new records on the account; BilledMicros the part
+	// of it taken from the balance. They differ only when the holder's hold had been released
+	// and the account's free credit could not cover the rest.
+	TotalMicros  int64
+	BilledMicros int64
+	// HasHold reports whether the holder still has a hold on the account; HoldMicros is its
+	// amount after the batch. HoldVersion orders this answer against other answers about the
+	// holder's hold on the account (it is fresh even when there is no hold).
+	HasHold     bool
+	HoldMicros  int64
+	HoldVersion int64
+}
+
+// UsageBatch is the outcome of WriteUsage.
+type UsageBatch struct {
+	// Written counts the records written and billed now; Skipped those already billed (their
+	// usage ledger key existed), or repeated within the batch; Dropped those of accounts that
+	// no longer exist.
+	Written, Skipped, Dropped int
+	// Charges has one entry per existing account of the batch.
+	Charges []UsageCharge
+}
+
+// UsageLedgerKey is the idempotency key of a request's usage entry in the credit ledger.
+func UsageLedgerKey(requestID string) string { return "usage:" + requestID }
+
+// WriteUsage writes a batch of usage records and bills them, in one transaction and a fixed
+// number of statements whatever the batch size: it locks the batch's accounts (in id order),
+// skips the records already billed (whose ledger key usage:<request id> exists, so that a batch
+// written twice bills once), copies the rest into usage_records (COPY), and appends their
+// usage ledger entries and moves balance, held credit and the holder's hold set-based. The
+// cost comes out of the holder's hold; see UsageCharge for when it cannot.
+func (s *Store) WriteUsage(ctx context.Context, holder string, records []UsageRecord) (UsageBatch, error) {
+	var out UsageBatch
+	if len(records) == 0 {
+		return out, nil
+	}
+	type key struct {
+		account uuid.UUID
+		request string
+	}
+	seen := make(map[key]bool, len(records))
+	unique := make([]UsageRecord, 0, len(records))
+	var accounts []uuid.UUID
+	for _, r := range records {
+		k := key{r.AccountID, r.RequestID}
+		if seen[k] {
+			out.Skipped++
+			continue
+		}
+		seen[k] = true
+		unique = append(unique, r)
+		accounts = append(accounts, r.AccountID)
+	}
+	slices.SortFunc(accounts, func(a, b uuid.UUID) int { return strings.Compare(a.String(), b.String()) })
+	accounts = slices.Compact(accounts)
+
+	err := s.inTx(ctx, func(q *db.Queries) error {
+		out.Written, out.Dropped, out.Charges = 0, 0, nil
+		skipped := 0
+		existing, err := q.LockAccounts(ctx, accounts)
+		if err != nil {
+			return err
+		}
+		live := make(map[uuid.UUID]bool, len(existing))
+		for _, id := range existing {
+			live[id] = true
+		}
+		var accIDs []uuid.UUID
+		var reqIDs []string
+		for _, r := range unique {
+			if live[r.AccountID] {
+				accIDs = append(accIDs, r.AccountID)
+				reqIDs = append(reqIDs, r.RequestID)
+			} else {
+				out.Dropped++
+			}
+		}
+		if len(existing) == 0 {
+			return nil
+		}
+		billed, err := q.ListBilledUsage(ctx, db.ListBilledUsageParams{AccountIds: accIDs, RequestIds: reqIDs})
+		if err != nil {
+			return err
+		}
+		done := make(map[key]bool, len(billed))
+		for _, b := range billed {
+			done[key{b.AccountID, b.RequestID}] = true
+		}
+		rows := make([]db.InsertUsageRecordsParams, 0, len(unique))
+		newAcc, newReq := accIDs[:0:0], reqIDs[:0:0]
+		for _, r := range unique {
+			if !live[r.AccountID] {
+				continue
+			}
+			if done[key{r.AccountID, r.RequestID}] {
+				skipped++
+				continue
+			}
+			rows = append(rows, usageParams(r))
+			newAcc = append(newAcc, r.AccountID)
+			newReq = append(newReq, r.RequestID)
+		}
+		if len(rows) > 0 {
+			if _, err := q.InsertUsageRecords(ctx, rows); err != nil {
+				return err
+			}
+		}
+		charges, err := q.ChargeUsageBatch(ctx, db.ChargeUsageBatchParams{
+			NewAccountIds: newAcc, NewRequestIds: newReq, Holder: holder, AccountIds: existing,
+		})
+		if err != nil {
+			return err
+		}
+		out.Charges = make([]UsageCharge, len(charges))
+		for i, c := range charges {
+			out.Charges[i] = UsageCharge{
+				AccountID: c.AccountID, TotalMicros: c.TotalMicros, BilledMicros: c.BilledMicros,
+				HasHold: c.HasHold, HoldMicros: c.HoldMicros, HoldVersion: c.HoldVersion,
+			}
+		}
+		out.Written = len(rows)
+		out.Skipped += skipped
+		return nil
+	})
+	if err != nil {
+		return UsageBatch{}, err
+	}
+	return out, nil
+}
+
+// usageParams turns a record into a row for COPY, made safe for PostgreSQL: text without NUL
+// bytes or invalid UTF-8, no negative counts, and a status, so that one odd record can never
+// make every retry of its batch fail.
+func usageParams(r UsageRecord) db.InsertUsageRecordsParams {
+	status := clean(r.Status)
+	if status == "" {
+		status = "unknown"
+	}
+	return db.InsertUsageRecordsParams{
+		AccountID: r.AccountID, RequestID: clean(r.RequestID),
+		ApiKeyID: pgtype.UUID{Bytes: r.APIKeyID, Valid: r.APIKeyID != uuid.Nil},
+		Model:    clean(r.Model), Route: clean(r.Route), Provider: clean(r.Provider), UpstreamModel: clean(r.UpstreamModel),
+		InputTokens: max(r.InputTokens, 0), OutputTokens: max(r.OutputTokens, 0), CostMicros: max(r.CostMicros, 0),
+		Status: status, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
+	}
+}
+
+func clean(s string) string {
+	return strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "\uFFFD")
+}
+
+// UsageRecords returns the account's newest usage records, newest first, at most limit.
+func (s *Store) UsageRecords(ctx context.Context, accountID uuid.UUID, limit int) ([]UsageRecord, error) {
+	rows, err := s.q.ListUsageRecords(ctx, db.ListUsageRecordsParams{AccountID: accountID, Limit: int32(limit)})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]UsageRecord, len(rows))
+	for i, r := range rows {
+		out[i] = UsageRecord{
+			AccountID: r.AccountID, RequestID: r.RequestID, APIKeyID: uuid.UUID(r.ApiKeyID.Bytes),
+			Model: r.Model, Route: r.Route, Provider: r.Provider, UpstreamModel: r.UpstreamModel,
+			InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CostMicros: r.CostMicros, Status: r.Status,
+			StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, RecordedAt: r.RecordedAt,
+		}
+	}
+	return out, nil
+}
+
+// UsageTotals counts the account's usage records and adds up their cost.
+func (s *Store) UsageTotals(ctx context.Context, accountID uuid.UUID) (records, costMicros int64, err error) {
+	row, err := s.q.SumUsageRecords(ctx, accountID)
+	if err != nil {
+		return 0, 0, err
+	}
+	return row.Records, row.CostMicros, nil
+}

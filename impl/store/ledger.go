@@ -15,8 +15,8 @@ import (
 const (
 	ReasonGrant      = "grant"      // credit bought or granted by an operator
 	ReasonUsage      = "usage"      // settled cost of one request
-	ReasonHold       = "hold"       // credit drawn by a gateway process to reserve from
-	ReasonRelease    = "release"    // unused held credit returned
+	ReasonHold       = "hold"       // reserved word; holds are not ledger movements (see credit_holds)
+	ReasonRelease    = "release"    // reserved word; releasing a hold moves no balance
 	ReasonAdjustment = "adjustment" // an operator's correction
 )
 

@@ -27,6 +27,8 @@ Usage:
                                     DATABASE_URL is unset, a demo account and key (what make run does)
   tollgate migrate                  apply pending schema migrations
   tollgate admin ...                the operator's CLI (run 'tollgate admin' for its commands)
+  tollgate sim     [-listen ADDR]   the upstream simulator (OpenAI chat, Responses, Anthropic Messages)
+  tollgate bench                    measure what the gateway adds over the simulator (make bench)
 
 Environment:
   DATABASE_URL        PostgreSQL connection string. When unset, dev and admin use the local
@@ -55,6 +57,10 @@ func main() {
 		err = runMigrate(ctx, os.Args[2:])
 	case "admin":
 		err = runAdmin(ctx, os.Args[2:], os.Stdout)
+	case "sim":
+		err = runSim(ctx, os.Args[2:])
+	case "bench":
+		err = runBench(ctx, os.Args[2:])
 	case "help", "-h", "-help", "--help":
 		fmt.Print(usage)
 		return

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/llm"
 )
 
@@ -282,4 +283,43 @@ func upstreamMessage(raw []byte) string {
 		s = "no details"
 	}
 	return s
+}
+
+// FromConfig builds the configured providers. A provider whose base URL is
+// config.SimulatorURL is pointed at simulatorURL (the simulator's address, without /v1).
+func FromConfig(cfg *config.Config, simulatorURL string, client *http.Client) map[string]*Upstream {
+	out := make(map[string]*Upstream, len(cfg.Providers))
+	for _, p := range cfg.Providers {
+		base := p.BaseURL
+		if base == config.SimulatorURL {
+			base = strings.TrimSuffix(simulatorURL, "/")
+			if llm.Format(p.Kind) != llm.FormatMessages {
+				base += "/v1"
+			}
+		}
+		out[p.Name] = &Upstream{Name: p.Name, Kind: llm.Format(p.Kind), BaseURL: base, APIKey: p.APIKey, Client: client}
+	}
+	return out
+}
+
+// UsesSimulator reports whether any provider is the built-in simulator.
+func UsesSimulator(cfg *config.Config) bool {
+	for _, p := range cfg.Providers {
+		if p.BaseURL == config.SimulatorURL {
+			return true
+		}
+	}
+	return false
+}
+
+// NewClient returns the HTTP client for upstream calls: pooled keep-alive connections sized for
+// a gateway, no overall timeout (streams are long), and bounded connect and header waits.
+func NewClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 4096
+	t.MaxIdleConnsPerHost = 1024
+	t.IdleConnTimeout = 90 * time.Second
+	t.ResponseHeaderTimeout = 10 * time.Minute
+	t.DisableCompression = true
+	return &http.Client{Transport: t}
 }

@@ -1,0 +1,229 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/tollgate/tollgate/impl/bench"
+	"github.com/tollgate/tollgate/impl/pgcluster"
+)
+
+// runBench starts two simulators (fast, and slowly streaming), a throwaway PostgreSQL cluster
+// (unless DATABASE_URL is set) and a gateway in processes of their own, then drives them with
+// impl/bench and prints and writes the report.
+func runBench(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	out := fs.String("out", "bench-results.json", "where to write the JSON report")
+	rate := fs.Int("rate", 1000, "request rate of the latency phases (per second)")
+	phase := fs.Duration("phase", 5*time.Second, "length of each measured phase")
+	rounds := fs.Int("rounds", 2, "direct/gateway alternations")
+	streams := fs.Int("streams", 1000, "concurrent streams held open")
+	if err := fs.Parse(args); err != nil {
+		return usageError(err.Error())
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	work, err := os.MkdirTemp("", "tollgate-bench")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	logf := func(format string, a ...any) { fmt.Fprintf(os.Stderr, "bench: "+format+"\n", a...) }
+
+	dbURL := os.Getenv("DATABASE_URL")
+	if dbURL == "" {
+		if err := os.Chmod(work, 0o711); err != nil {
+			return err
+		}
+		c, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: filepath.Join(work, "pg"), Ephemeral: true,
+			Settings: map[string]string{"max_connections": "300"}})
+		if err != nil {
+			return fmt.Errorf("start PostgreSQL: %w", err)
+		}
+		defer c.Stop(context.Background())
+		if err := c.CreateDatabase(ctx, "tollgate"); err != nil {
+			return err
+		}
+		dbURL = c.ConnString("tollgate")
+	}
+	fast, slow, gw, metricsAddr := freeAddr(), freeAddr(), freeAddr(), freeAddr()
+	cfgPath := filepath.Join(work, "bench.yaml")
+	if err := os.WriteFile(cfgPath, []byte(benchConfig(fast, slow, gw, metricsAddr)), 0o644); err != nil {
+		return err
+	}
+	env := append(os.Environ(), "DATABASE_URL="+dbURL, "TOLLGATE_CONFIG="+cfgPath, "REDIS_URL=")
+	start := func(name string, args ...string) (*exec.Cmd, error) {
+		cmd := exec.Command(self, args...)
+		cmd.Env = env
+		logFile, err := os.Create(filepath.Join(work, name+".log"))
+		if err != nil {
+			return nil, err
+		}
+		cmd.Stdout, cmd.Stderr = logFile, logFile
+		return cmd, cmd.Start()
+	}
+	stopAll := []*exec.Cmd{}
+	defer func() {
+		for _, c := range stopAll {
+			_ = c.Process.Signal(os.Interrupt)
+			done := make(chan struct{})
+			go func() { _ = c.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				_ = c.Process.Kill()
+			}
+		}
+	}()
+	for _, s := range []struct{ name, addr, tps, words string }{{"sim-fast", fast, "0", "16"}, {"sim-slow", slow, "20", "100"}} {
+		c, err := start(s.name, "sim", "-listen", s.addr, "-tps", s.tps, "-words", s.words)
+		if err != nil {
+			return err
+		}
+		stopAll = append(stopAll, c)
+	}
+	// Account, credit and a key with a (high) cap, so the rate limiter and metering both run.
+	run := func(args ...string) (string, error) {
+		cmd := exec.Command(self, args...)
+		cmd.Env = append(env, "LOG_LEVEL=error")
+		var b bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &b, &b
+		err := cmd.Run()
+		return strings.TrimSpace(b.String()), err
+	}
+	if out, err := run("migrate"); err != nil {
+		return fmt.Errorf("migrate: %v: %s", err, out)
+	}
+	if out, err := run("admin", "account", "create", "bench"); err != nil && !strings.Contains(out, "exists") {
+		return fmt.Errorf("create account: %v: %s", err, out)
+	}
+	if out, err := run("admin", "credit", "grant", "bench", "1000000000000"); err != nil {
+		return fmt.Errorf("grant credit: %v: %s", err, out)
+	}
+	key, err := run("admin", "key", "create", "bench", "-rpm", "100000000", "-quiet")
+	if err != nil {
+		return fmt.Errorf("create key: %v: %s", err, key)
+	}
+	gwCmd, err := start("gateway", "serve", "-listen", gw)
+	if err != nil {
+		return err
+	}
+	stopAll = append([]*exec.Cmd{gwCmd}, stopAll...)
+	if err := waitReady("http://"+gw+"/v1/models", key, 30*time.Second); err != nil {
+		return fmt.Errorf("gateway did not start (log in %s): %w", filepath.Join(work, "gateway.log"), err)
+	}
+	logf("gateway pid %d on %s; simulators on %s (fast) and %s (slow)", gwCmd.Process.Pid, gw, fast, slow)
+
+	report, err := bench.Run(ctx, bench.Config{
+		DirectURL: "http://" + fast, GatewayURL: "http://" + gw, Key: key,
+		DirectModel: "sim-general", GatewayModel: "service-flint-base", SlowModel: "bench-slow",
+		GatewayPID: gwCmd.Process.Pid, Rate: *rate, Phase: *phase, Rounds: *rounds, Streams: *streams, Log: os.Stderr,
+	})
+	if err != nil {
+		return err
+	}
+	report.Machine = machine()
+	b, _ := json.MarshalIndent(report, "", "  ")
+	if err := os.WriteFile(*out, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	fmt.Printf(`tollgate bench (%s)
+non-streaming at %d req/s   direct p50 %.0f µs p99 %.0f µs | gateway p50 %.0f µs p99 %.0f µs | added p50 %.0f µs p99 %.0f µs | success %.3f / %.3f
+streaming first byte        direct p50 %.0f µs p99 %.0f µs | gateway p50 %.0f µs p99 %.0f µs | added p50 %.0f µs p99 %.0f µs
+highest sustained rate      direct %.0f req/s | gateway %.0f req/s | ratio %.2f
+%d concurrent streams       completed %d | gateway RSS %.1f MB before, %.1f MB peak (%.1f KB per stream)
+report written to %s
+`, report.Machine["cpu"], report.Rate,
+		report.DirectP50us, report.DirectP99us, report.GatewayP50us, report.GatewayP99us, report.AddedP50us, report.AddedP99us, report.DirectSuccess, report.GatewaySuccess,
+		report.StreamDirectP50us, report.StreamDirectP99us, report.StreamGatewayP50us, report.StreamGatewayP99us, report.AddedTTFBP50us, report.AddedTTFBP99us,
+		report.MaxDirectRPS, report.MaxGatewayRPS, report.MaxRPSRatio,
+		report.Streams, report.StreamsCompleted, report.RSSBeforeMB, report.RSSPeakMB, report.RSSPerStreamKB, *out)
+	return nil
+}
+
+func benchConfig(fast, slow, gw, metrics string) string {
+	return fmt.Sprintf(`server:
+  listen: %q
+  metrics_listen: %q
+providers:
+  - {name: sim-fast, kind: openai-chat, base_url: "http://%s/v1"}
+  - {name: sim-slow, kind: openai-chat, base_url: "http://%s/v1"}
+models:
+  - id: service-flint-base
+    family: chat
+    owned_by: tollgate
+    price: {input_micros_per_mtok: 500000, output_micros_per_mtok: 1500000}
+    max_output_tokens: 4096
+    backend: {provider: sim-fast, model: sim-general}
+  - id: bench-slow
+    family: chat
+    owned_by: tollgate
+    price: {input_micros_per_mtok: 500000, output_micros_per_mtok: 1500000}
+    max_output_tokens: 4096
+    backend: {provider: sim-slow, model: sim-general}
+plans:
+  - {name: default, models: [service-flint-base, bench-slow], default_rpm: 0}
+`, gw, metrics, fast, slow)
+}
+
+func freeAddr() string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func waitReady(url, key string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		req, _ := http.NewRequest("GET", url, nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		res, err := http.DefaultClient.Do(req)
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == 200 {
+				return nil
+			}
+			err = errors.New(res.Status)
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// machine describes where the bench ran.
+func machine() map[string]string {
+	m := map[string]string{"cores": fmt.Sprint(runtime.NumCPU()), "go": runtime.Version(), "os": runtime.GOOS + "/" + runtime.GOARCH}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				m["cpu"] = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		if line, _, ok := strings.Cut(string(b), "\n"); ok {
+			m["memory"] = strings.Join(strings.Fields(strings.TrimPrefix(line, "MemTotal:")), " ")
+		}
+	}
+	return m
+}

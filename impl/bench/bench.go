@@ -1,0 +1,312 @@
+// Package bench measures what the gateway adds on top of an upstream: it drives the upstream
+// simulator directly and through the gateway, alternating, in one run, with authentication, the
+// per-key rate limit and metering on, and reports the added latency, the added time to first
+// byte of streams, the sustained throughput as a ratio of direct, and the gateway's memory with
+// many streams open. The numbers are ratios and differences measured in the same run, so a
+// noisy shared machine skews both sides alike.
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+)
+
+// Config says what to drive.
+type Config struct {
+	// DirectURL is the simulator's base (no /v1); GatewayURL the gateway's.
+	DirectURL, GatewayURL string
+	// Key authenticates at the gateway.
+	Key string
+	// DirectModel is the simulator's model id; GatewayModel the gateway model routed to it;
+	// SlowModel a gateway model routed to a slowly streaming simulator.
+	DirectModel, GatewayModel, SlowModel string
+	// GatewayPID is the gateway process, whose memory is sampled.
+	GatewayPID int
+	// Rate is the request rate of the latency phases (default 1000/s); Phase their length
+	// (default 5 s); Rounds how many direct/gateway alternations (default 2).
+	Rate   int
+	Phase  time.Duration
+	Rounds int
+	// Streams is how many concurrent streams are held open (default 1000).
+	Streams int
+	// Log receives progress lines.
+	Log io.Writer
+}
+
+// Report is what a run measured. Durations are in microseconds.
+type Report struct {
+	Machine map[string]string `json:"machine"`
+	Rate    int               `json:"rate_rps"`
+
+	DirectP50us        float64 `json:"direct_p50_us"`
+	DirectP99us        float64 `json:"direct_p99_us"`
+	GatewayP50us       float64 `json:"gateway_p50_us"`
+	GatewayP99us       float64 `json:"gateway_p99_us"`
+	AddedP50us         float64 `json:"added_p50_us"`
+	AddedP99us         float64 `json:"added_p99_us"`
+	DirectSuccess      float64 `json:"direct_success_ratio"`
+	GatewaySuccess     float64 `json:"gateway_success_ratio"`
+	StreamDirectP50us  float64 `json:"stream_ttfb_direct_p50_us"`
+	StreamDirectP99us  float64 `json:"stream_ttfb_direct_p99_us"`
+	StreamGatewayP50us float64 `json:"stream_ttfb_gateway_p50_us"`
+	StreamGatewayP99us float64 `json:"stream_ttfb_gateway_p99_us"`
+	AddedTTFBP50us     float64 `json:"added_ttfb_p50_us"`
+	AddedTTFBP99us     float64 `json:"added_ttfb_p99_us"`
+	MaxDirectRPS       float64 `json:"max_direct_rps"`
+	MaxGatewayRPS      float64 `json:"max_gateway_rps"`
+	MaxRPSRatio        float64 `json:"max_rps_ratio"`
+	Streams            int     `json:"concurrent_streams"`
+	StreamsCompleted   int     `json:"concurrent_streams_completed"`
+	RSSBeforeMB        float64 `json:"gateway_rss_before_mb"`
+	RSSPeakMB          float64 `json:"gateway_rss_peak_mb"`
+	RSSPerStreamKB     float64 `json:"gateway_rss_per_stream_kb"`
+}
+
+func (c *Config) defaults() {
+	if c.Rate <= 0 {
+		c.Rate = 1000
+	}
+	if c.Phase <= 0 {
+		c.Phase = 5 * time.Second
+	}
+	if c.Rounds <= 0 {
+		c.Rounds = 2
+	}
+	if c.Streams <= 0 {
+		c.Streams = 1000
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+}
+
+type target struct {
+	url    string
+	header http.Header
+	body   []byte
+}
+
+func (c *Config) targets(stream bool, model string) (direct, gateway target) {
+	body := func(m string) []byte {
+		s := ""
+		if stream {
+			s = `,"stream":true`
+		}
+		return fmt.Appendf(nil, `{"model":%q,"messages":[{"role":"user","content":"Say hello to the benchmark."}],"max_tokens":16%s}`, m, s)
+	}
+	h := http.Header{"Content-Type": {"application/json"}}
+	gh := h.Clone()
+	gh.Set("Authorization", "Bearer "+c.Key)
+	return target{c.DirectURL + "/v1/chat/completions", h, body(c.DirectModel)},
+		target{c.GatewayURL + "/v1/chat/completions", gh, body(model)}
+}
+
+// Run performs every phase and returns the report.
+func Run(ctx context.Context, c Config) (Report, error) {
+	c.defaults()
+	r := Report{Rate: c.Rate, Streams: c.Streams}
+	direct, gateway := c.targets(false, c.GatewayModel)
+
+	// Warm both paths (connections, caches, credit holds).
+	for _, t := range []target{direct, gateway} {
+		attack(t, 200, 2*time.Second, 0)
+	}
+	var dm, gm vegeta.Metrics
+	for round := 1; round <= c.Rounds; round++ {
+		fmt.Fprintf(c.Log, "round %d/%d: %d req/s non-streaming, direct then gateway\n", round, c.Rounds, c.Rate)
+		for _, res := range attack(direct, c.Rate, c.Phase, 0) {
+			dm.Add(res)
+		}
+		for _, res := range attack(gateway, c.Rate, c.Phase, 0) {
+			gm.Add(res)
+		}
+	}
+	dm.Close()
+	gm.Close()
+	r.DirectP50us, r.DirectP99us = us(dm.Latencies.P50), us(dm.Latencies.P99)
+	r.GatewayP50us, r.GatewayP99us = us(gm.Latencies.P50), us(gm.Latencies.P99)
+	r.AddedP50us, r.AddedP99us = r.GatewayP50us-r.DirectP50us, r.GatewayP99us-r.DirectP99us
+	r.DirectSuccess, r.GatewaySuccess = dm.Success, gm.Success
+
+	sd, sg := c.targets(true, c.GatewayModel)
+	var dTTFB, gTTFB []time.Duration
+	for round := 1; round <= c.Rounds; round++ {
+		fmt.Fprintf(c.Log, "round %d/%d: streaming time to first byte, direct then gateway\n", round, c.Rounds)
+		dTTFB = append(dTTFB, ttfb(ctx, sd, c.Rate/4, c.Phase)...)
+		gTTFB = append(gTTFB, ttfb(ctx, sg, c.Rate/4, c.Phase)...)
+	}
+	r.StreamDirectP50us, r.StreamDirectP99us = us(pct(dTTFB, 0.50)), us(pct(dTTFB, 0.99))
+	r.StreamGatewayP50us, r.StreamGatewayP99us = us(pct(gTTFB, 0.50)), us(pct(gTTFB, 0.99))
+	r.AddedTTFBP50us, r.AddedTTFBP99us = r.StreamGatewayP50us-r.StreamDirectP50us, r.StreamGatewayP99us-r.StreamDirectP99us
+
+	fmt.Fprintln(c.Log, "highest sustained rate: direct then gateway, 64 workers flat out")
+	r.MaxDirectRPS = maxRate(direct, c.Phase)
+	r.MaxGatewayRPS = maxRate(gateway, c.Phase)
+	if r.MaxDirectRPS > 0 {
+		r.MaxRPSRatio = r.MaxGatewayRPS / r.MaxDirectRPS
+	}
+
+	fmt.Fprintf(c.Log, "%d concurrent streams through the gateway\n", c.Streams)
+	before, _ := rss(c.GatewayPID)
+	r.RSSBeforeMB = float64(before) / 1024
+	completed, peak := holdStreams(ctx, c, c.Streams)
+	r.StreamsCompleted = completed
+	r.RSSPeakMB = float64(peak) / 1024
+	if c.Streams > 0 {
+		r.RSSPerStreamKB = float64(peak-before) / float64(c.Streams)
+	}
+	return r, nil
+}
+
+func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+
+// attack runs vegeta at rate for du (rate 0: flat out with workers).
+func attack(t target, rate int, du time.Duration, workers uint64) []*vegeta.Result {
+	tr := vegeta.NewStaticTargeter(vegeta.Target{Method: "POST", URL: t.url, Header: t.header, Body: t.body})
+	opts := []func(*vegeta.Attacker){vegeta.KeepAlive(true), vegeta.Timeout(30 * time.Second), vegeta.MaxConnections(10000)}
+	var pacer vegeta.Pacer = vegeta.Rate{Freq: rate, Per: time.Second}
+	if rate == 0 {
+		pacer = vegeta.Rate{Freq: 0}
+		opts = append(opts, vegeta.Workers(workers), vegeta.MaxWorkers(workers))
+	}
+	a := vegeta.NewAttacker(opts...)
+	var out []*vegeta.Result
+	for res := range a.Attack(tr, pacer, du, "bench") {
+		out = append(out, res)
+	}
+	return out
+}
+
+// maxRate is the throughput of successful requests with 64 workers sending as fast as they can.
+func maxRate(t target, du time.Duration) float64 {
+	var m vegeta.Metrics
+	for _, res := range attack(t, 0, du, 64) {
+		m.Add(res)
+	}
+	m.Close()
+	return m.Throughput
+}
+
+// ttfb opens streams at rate for du and returns each one's time to the first body byte.
+func ttfb(ctx context.Context, t target, rate int, du time.Duration) []time.Duration {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1000}}
+	var (
+		mu  sync.Mutex
+		out []time.Duration
+		wg  sync.WaitGroup
+	)
+	tick := time.NewTicker(time.Second / time.Duration(max(rate, 1)))
+	defer tick.Stop()
+	end := time.Now().Add(du)
+	for time.Now().Before(end) && ctx.Err() == nil {
+		<-tick.C
+		wg.Go(func() {
+			req, _ := http.NewRequestWithContext(ctx, "POST", t.url, strings.NewReader(string(t.body)))
+			req.Header = t.header.Clone()
+			start := time.Now()
+			res, err := client.Do(req)
+			if err != nil {
+				return
+			}
+			defer res.Body.Close()
+			var one [1]byte
+			if n, _ := res.Body.Read(one[:]); n == 1 && res.StatusCode == 200 {
+				d := time.Since(start)
+				mu.Lock()
+				out = append(out, d)
+				mu.Unlock()
+			}
+			_, _ = io.Copy(io.Discard, res.Body)
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+func pct(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[min(len(s)-1, int(p*float64(len(s))))]
+}
+
+// holdStreams opens n streams of the slow model at once and reads them to the end while
+// sampling the gateway's resident memory; it returns how many completed and the peak in KiB.
+func holdStreams(ctx context.Context, c Config, n int) (int, int64) {
+	_, t := c.targets(true, c.SlowModel)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n, MaxConnsPerHost: 0}}
+	var completed atomic.Int64
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		tk := time.NewTicker(50 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			if kb, err := rss(c.GatewayPID); err == nil && kb > peak.Load() {
+				peak.Store(kb)
+			}
+			select {
+			case <-stop:
+				return
+			case <-tk.C:
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			req, _ := http.NewRequestWithContext(ctx, "POST", t.url, strings.NewReader(string(t.body)))
+			req.Header = t.header.Clone()
+			res, err := client.Do(req)
+			if err != nil {
+				return
+			}
+			defer res.Body.Close()
+			sc := bufio.NewScanner(res.Body)
+			for sc.Scan() {
+				if sc.Text() == "data: [DONE]" {
+					completed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	<-sampled
+	if hwm, err := statusField(c.GatewayPID, "VmHWM:"); err == nil && hwm > peak.Load() {
+		peak.Store(hwm)
+	}
+	return int(completed.Load()), peak.Load()
+}
+
+// rss is the process's resident set in KiB.
+func rss(pid int) (int64, error) { return statusField(pid, "VmRSS:") }
+
+func statusField(pid int, field string) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, field); ok {
+			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("%s not in /proc/%d/status", field, pid)
+}

@@ -1,0 +1,311 @@
+package sim
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+)
+
+// chatRequest is the part of a chat completions request the simulator reads.
+type chatRequest struct {
+	Model               string          `json:"model"`
+	Messages            []chatMessage   `json:"messages"`
+	Stream              bool            `json:"stream"`
+	StreamOptions       json.RawMessage `json:"stream_options"`
+	MaxTokens           *int            `json:"max_tokens"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	Tools               []chatTool      `json:"tools"`
+	ToolChoice          json.RawMessage `json:"tool_choice"`
+	Stop                json.RawMessage `json:"stop"`
+}
+
+type chatMessage struct {
+	Role      string          `json:"role"`
+	Content   json.RawMessage `json:"content"`
+	ToolCalls []struct {
+		Function struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	} `json:"tool_calls"`
+}
+
+type chatTool struct {
+	Type     string `json:"type"`
+	Function struct {
+		Name string `json:"name"`
+	} `json:"function"`
+}
+
+// streamOptions is stream_options of the OpenAI routes.
+type streamOptions struct {
+	IncludeUsage       bool  `json:"include_usage"`
+	IncludeObfuscation *bool `json:"include_obfuscation"`
+}
+
+// chatTurn is a planned chat completions reply.
+type chatTurn struct {
+	*turn
+	id           string
+	callID       string
+	includeUsage bool
+	obfuscate    bool
+	head         []byte // every chunk's fields up to "choices":[
+}
+
+func (s *Simulator) serveChat(w http.ResponseWriter, r *http.Request, body []byte) {
+	var req chatRequest
+	decodeErr := json.Unmarshal(body, &req)
+	s.record(RouteChat, r, req.Model, body)
+	if !s.authorized(w, r, RouteChat) {
+		return
+	}
+	if decodeErr != nil {
+		s.writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error",
+			"We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON.)", "", "")
+		return
+	}
+	var opts streamOptions
+	if !isNull(req.StreamOptions) {
+		if !req.Stream {
+			s.writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error",
+				"The 'stream_options' parameter is only allowed when 'stream' is enabled.", "stream_options", "")
+			return
+		}
+		if json.Unmarshal(req.StreamOptions, &opts) != nil {
+			s.writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error",
+				"Invalid type for 'stream_options': expected an object.", "stream_options", "invalid_type")
+			return
+		}
+	}
+	switch {
+	case req.Model == "":
+		s.writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", "you must provide a model parameter", "", "")
+		return
+	case req.Messages == nil:
+		s.writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", "Missing required parameter: 'messages'.", "messages", "missing_required_parameter")
+		return
+	case len(req.Messages) == 0:
+		s.writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error",
+			"Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.", "messages", "empty_array")
+		return
+	}
+	in := planInput{}
+	for _, p := range []struct {
+		name string
+		v    *int
+	}{{"max_tokens", req.MaxTokens}, {"max_completion_tokens", req.MaxCompletionTokens}} {
+		if p.v != nil && *p.v < 1 {
+			s.writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error",
+				"Invalid '"+p.name+"': integer below minimum value. Expected a value >= 1, but got "+strconv.Itoa(*p.v)+" instead.", p.name, "integer_below_min_value")
+			return
+		}
+	}
+	switch {
+	case req.MaxCompletionTokens != nil:
+		in.maxTokens = *req.MaxCompletionTokens
+	case req.MaxTokens != nil:
+		in.maxTokens = *req.MaxTokens
+	}
+
+	var c counter
+	for i, m := range req.Messages {
+		text := contentText(m.Content)
+		c.add(text)
+		for _, tc := range m.ToolCalls {
+			c.add(tc.Function.Name)
+			c.add(tc.Function.Arguments)
+		}
+		if m.Role == "user" {
+			in.prompt = text
+			in.endsWithUser = i == len(req.Messages)-1
+		}
+	}
+	if s, ok := rawString(req.Stop); ok {
+		in.stops = []string{s}
+	} else if !isNull(req.Stop) {
+		_ = json.Unmarshal(req.Stop, &in.stops)
+	}
+	for _, t := range req.Tools {
+		if t.Type == "function" || t.Type == "" {
+			in.tools = append(in.tools, t.Function.Name)
+		}
+	}
+	if choice, ok := rawString(req.ToolChoice); ok {
+		in.choiceNone = choice == "none"
+		in.anyTool = choice == "required"
+	} else if !isNull(req.ToolChoice) {
+		var tc struct {
+			Type     string `json:"type"`
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		}
+		if json.Unmarshal(req.ToolChoice, &tc) == nil && tc.Type == "function" {
+			in.forced = tc.Function.Name
+		}
+	}
+
+	t := &chatTurn{turn: s.plan(RouteChat, req.Model, req.Stream, c.tokens(), in)}
+	status := func(st int) { s.openAIStatus(w, st, req.Model) }
+	if s.preFault(w, r, t.turn, status) {
+		return
+	}
+	t.id = s.newID("chatcmpl-", 29, false)
+	if t.finish == finishTool {
+		t.callID = s.newID("call_", 24, false)
+	}
+	if !req.Stream {
+		if !t.wait(r.Context()) {
+			return
+		}
+		s.writeBody(w, t.turn, t.body())
+		return
+	}
+	t.includeUsage = opts.IncludeUsage
+	t.obfuscate = opts.IncludeObfuscation == nil || *opts.IncludeObfuscation
+	t.head = t.appendHead(make([]byte, 0, 256))
+	s.stream(w, r, t.turn, t)
+}
+
+// finishReason is the chat finish_reason of the turn.
+func (t *chatTurn) finishReason() string {
+	switch t.finish {
+	case finishLength:
+		return "length"
+	case finishTool:
+		return "tool_calls"
+	default:
+		return "stop"
+	}
+}
+
+// appendUsage appends the usage object.
+func (t *chatTurn) appendUsage(b []byte) []byte {
+	out := t.outputTokens()
+	b = append(b, `{"prompt_tokens":`...)
+	b = appendInt(b, t.input)
+	b = append(b, `,"completion_tokens":`...)
+	b = appendInt(b, out)
+	b = append(b, `,"total_tokens":`...)
+	b = appendInt(b, t.input+out)
+	b = append(b, `,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}`...)
+	return b
+}
+
+// body is the non-streaming chat.completion object.
+func (t *chatTurn) body() []byte {
+	b := make([]byte, 0, 768)
+	b = append(b, `{"id":`...)
+	b = appendString(b, t.id)
+	b = append(b, `,"object":"chat.completion","created":`...)
+	b = strconv.AppendInt(b, t.created, 10)
+	b = append(b, `,"model":`...)
+	b = appendString(b, t.model)
+	b = append(b, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
+	if t.finish == finishTool {
+		b = append(b, `null,"tool_calls":[{"id":`...)
+		b = appendString(b, t.callID)
+		b = append(b, `,"type":"function","function":{"name":`...)
+		b = appendString(b, t.tool)
+		b = append(b, `,"arguments":`...)
+		b = appendString(b, t.toolArgs())
+		b = append(b, `}}]`...)
+	} else {
+		b = append(b, '"')
+		b = t.appendText(b, t.words)
+		b = append(b, '"')
+	}
+	b = append(b, `,"refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"`...)
+	b = append(b, t.finishReason()...)
+	b = append(b, `"}],"usage":`...)
+	b = t.appendUsage(b)
+	b = append(b, `,"service_tier":"default","system_fingerprint":null}`...)
+	return append(b, '\n')
+}
+
+// appendHead appends the fields every chunk starts with.
+func (t *chatTurn) appendHead(b []byte) []byte {
+	b = append(b, `{"id":`...)
+	b = appendString(b, t.id)
+	b = append(b, `,"object":"chat.completion.chunk","created":`...)
+	b = strconv.AppendInt(b, t.created, 10)
+	b = append(b, `,"model":`...)
+	b = appendString(b, t.model)
+	return append(b, `,"service_tier":"default","system_fingerprint":null,"choices":[`...)
+}
+
+// startChunk begins a chunk with one choice whose delta follows.
+func (t *chatTurn) startChunk(o *sse) {
+	o.start("")
+	o.buf = append(o.buf, t.head...)
+	o.buf = append(o.buf, `{"index":0,"delta":`...)
+}
+
+// endChunk finishes a chunk begun by startChunk.
+func (t *chatTurn) endChunk(o *sse, finishReason string, obfuscate int) {
+	o.buf = append(o.buf, `,"logprobs":null,"finish_reason":`...)
+	o.buf = appendNullable(o.buf, finishReason)
+	o.buf = append(o.buf, "}]"...)
+	if t.includeUsage {
+		o.buf = append(o.buf, `,"usage":null`...)
+	}
+	if obfuscate >= 0 && t.obfuscate {
+		o.buf = append(o.buf, `,"obfuscation":`...)
+		o.buf = appendObfuscation(o.buf, t.seed, obfuscate)
+	}
+	o.buf = append(o.buf, '}')
+	o.end()
+}
+
+func (t *chatTurn) open(o *sse) {
+	t.startChunk(o)
+	if t.finish == finishTool {
+		o.buf = append(o.buf, `{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":`...)
+		o.buf = appendString(o.buf, t.callID)
+		o.buf = append(o.buf, `,"type":"function","function":{"name":`...)
+		o.buf = appendString(o.buf, t.tool)
+		o.buf = append(o.buf, `,"arguments":""}}],"refusal":null}`...)
+	} else {
+		o.buf = append(o.buf, `{"role":"assistant","content":"","refusal":null}`...)
+	}
+	t.endChunk(o, "", -1)
+}
+
+func (t *chatTurn) content(o *sse, i int) {
+	t.startChunk(o)
+	if t.finish == finishTool {
+		o.buf = append(o.buf, `{"tool_calls":[{"index":0,"function":{"arguments":`...)
+		o.buf = appendString(o.buf, t.toolFragment(i))
+		o.buf = append(o.buf, `}}]}`...)
+	} else {
+		o.buf = append(o.buf, `{"content":"`...)
+		o.buf = appendToken(o.buf, t.seed, i)
+		o.buf = append(o.buf, `"}`...)
+	}
+	t.endChunk(o, "", i)
+}
+
+func (t *chatTurn) close(o *sse) {
+	t.startChunk(o)
+	o.buf = append(o.buf, "{}"...)
+	t.endChunk(o, t.finishReason(), -1)
+	if t.includeUsage {
+		o.start("")
+		o.buf = append(o.buf, t.head[:len(t.head)-1]...) // up to "choices":
+		o.buf = append(o.buf, `[],"usage":`...)
+		o.buf = t.appendUsage(o.buf)
+		o.buf = append(o.buf, '}')
+		o.end()
+	}
+	o.start("")
+	o.buf = append(o.buf, "[DONE]"...)
+	o.end()
+}
+
+func (t *chatTurn) fail(o *sse, _ int) {
+	typ, code, msg := openAIInBand(t.fault.Status)
+	o.start("")
+	o.buf = appendOpenAIError(o.buf, typ, msg, "", code)
+	o.end()
+}

@@ -1,0 +1,67 @@
+// Package sim is tollgate's deterministic upstream simulator. One http.Handler stands in for
+// OpenAI (chat completions and Responses) and Anthropic (Messages) and answers in their exact
+// wire formats, streamed or not, so that the gateway's provider adapters and converters can be
+// tested, benchmarked and demonstrated without a network or provider keys.
+//
+// The routes are POST /v1/chat/completions, POST /v1/responses, POST /v1/messages and
+// POST /v1/messages/count_tokens (any path ending in those suffixes is accepted, so a base URL
+// may carry a prefix), plus GET /healthz.
+//
+// # Determinism
+//
+// A reply depends only on the request. Its words are drawn from a fixed vocabulary by a hash
+// of the request's model id and the text of its last user message; one output token is one
+// word (every word after the first carries its leading space), so the output token count is
+// the number of words emitted. The reply has Options.DefaultWords words (12 unless set),
+// unless a directive asks for another length, and never more than the request's max tokens
+// (max_completion_tokens or max_tokens, max_output_tokens, max_tokens); a reply cut by that
+// bound ends with finish_reason "length", status "incomplete" or stop_reason "max_tokens".
+// The input token count is ceil(c/4), at least 1, where c is the number of Unicode code
+// points in all the text of the request's conversation: system prompt or instructions,
+// message text, tool results, and the names and JSON arguments of earlier tool calls (tool
+// definitions are not counted).
+//
+// When the request offers function tools, its tool choice is not "none", and either the tool
+// choice forces a tool or the last user message contains "call <toolname>", the reply is one
+// call to that tool with arguments {"q":"<word>"} (streamed as three fragments, counted as
+// three output tokens), and the finish reason is "tool_calls" or "tool_use". A tool call is
+// triggered by text only while the conversation ends with that user message, so a tool loop
+// ends after the tool result is sent back. Stop sequences are honoured when the next word
+// equals one of them.
+//
+// # Directives
+//
+// Tests that can only shape the request text (end-to-end tests through the gateway and the
+// official SDKs) steer the simulator with directives in the last user message:
+//
+//	[[sim words=40]]                   reply with 40 words
+//	[[sim fault=429 retry_after=2]]    answer 429 with Retry-After: 2 (and retry-after-ms)
+//	[[sim fault=429]]                  answer 429 without Retry-After (any status 400-599)
+//	[[sim fault=midstream after=3]]    in-band error after 3 content events
+//	[[sim fault=stall ms=3000]]        send headers, then nothing for 3 s, then continue
+//	[[sim fault=stall_before ms=3000]] send nothing for 3 s, then answer normally
+//	[[sim fault=drop after=2]]         close the connection abruptly after 2 content events
+//	[[sim fault=drop_before]]          close the connection before sending a byte
+//	[[sim fault=429 times=2]]          fault the first 2 requests carrying this exact text
+//
+// Other keys: status= (the error type of a midstream fault: 429, 500, 503, 529),
+// should_retry=true|false (an x-should-retry header on a status fault), tps= and first_ms=
+// (pacing of this reply); unknown keys are ignored. Several directives in one message are
+// merged. The times= counter is keyed by the exact directive text, across routes and models,
+// so tests that must not share a counter add an unused key such as tag=name. Tests with
+// access to the Simulator use Enqueue instead, which injects the same faults (see Fault) by
+// model id, and read Requests, LastRequest and AnthropicHeaders to see what arrived.
+//
+// # Fidelity
+//
+// Bodies and events follow ../shared/reference/wire-protocols.md: chat chunks carry no event:
+// line and no error key, usage comes in a final choices:[] chunk only with
+// stream_options.include_usage, and the stream ends with data: [DONE]; Responses events carry
+// event: lines and sequence numbers from 0 and end at the terminal event; Messages events
+// carry event: lines, a ping follows the first content_block_start, and a tool_use block opens
+// with an empty input_json_delta. Stream deltas of the OpenAI routes carry a deterministic
+// obfuscation field unless stream_options.include_obfuscation is false. Request checks mirror
+// the real APIs where a gateway could trip on them: stream_options without stream is a 400,
+// Responses max_output_tokens must be at least 16, Messages requires max_tokens. Ids and
+// timestamps vary; everything else is a function of the request.
+package sim

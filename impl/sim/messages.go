@@ -1,0 +1,320 @@
+package sim
+
+import (
+	"encoding/json"
+	"net/http"
+)
+
+// messagesRequest is the part of an Anthropic Messages request the simulator reads.
+type messagesRequest struct {
+	Model         string             `json:"model"`
+	MaxTokens     *int               `json:"max_tokens"`
+	Messages      []anthropicMessage `json:"messages"`
+	System        json.RawMessage    `json:"system"`
+	Stream        bool               `json:"stream"`
+	StopSequences []string           `json:"stop_sequences"`
+	Tools         []struct {
+		Type string `json:"type"`
+		Name string `json:"name"`
+	} `json:"tools"`
+	ToolChoice *struct {
+		Type string `json:"type"`
+		Name string `json:"name"`
+	} `json:"tool_choice"`
+}
+
+type anthropicMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// messagesTurn is a planned Messages reply.
+type messagesTurn struct {
+	*turn
+	id     string
+	toolID string
+}
+
+// decodeMessages decodes and checks a Messages (or count_tokens) request and counts its input
+// tokens. It answers the client and returns false when the request is refused.
+func (s *Simulator) decodeMessages(w http.ResponseWriter, r *http.Request, rt Route, body []byte, req *messagesRequest, in *planInput) (input int, ok bool) {
+	decodeErr := json.Unmarshal(body, req)
+	s.record(rt, r, req.Model, body)
+	if !s.authorized(w, r, rt) {
+		return 0, false
+	}
+	bad := func(msg string) (int, bool) {
+		s.writeAnthropicError(w, http.StatusBadRequest, "invalid_request_error", msg)
+		return 0, false
+	}
+	switch {
+	case decodeErr != nil:
+		return bad("There was an error parsing the body of your request. Please ensure it is valid JSON.")
+	case req.Model == "":
+		return bad("model: Field required")
+	case req.Messages == nil:
+		return bad("messages: Field required")
+	case rt == RouteMessages && req.MaxTokens == nil:
+		return bad("max_tokens: Field required")
+	case rt == RouteMessages && *req.MaxTokens < 1:
+		return bad("max_tokens: Input should be greater than or equal to 1")
+	}
+	for _, m := range req.Messages {
+		if m.Role != "user" && m.Role != "assistant" {
+			return bad("messages: Input tag '" + m.Role + "' found using 'role' does not match any of the expected tags: 'user', 'assistant'")
+		}
+	}
+	if rt == RouteMessages {
+		in.maxTokens = *req.MaxTokens
+	}
+	var c counter
+	if sys, ok := rawString(req.System); ok {
+		c.add(sys)
+	} else if !isNull(req.System) {
+		c.add(contentText(req.System))
+	}
+	for i, m := range req.Messages {
+		text, hasResult := anthropicContent(m.Content, &c)
+		if m.Role == "user" {
+			in.prompt = text
+			in.endsWithUser = i == len(req.Messages)-1 && !hasResult
+		}
+	}
+	in.stops = req.StopSequences
+	for _, t := range req.Tools {
+		if t.Type == "" || t.Type == "custom" {
+			in.tools = append(in.tools, t.Name)
+		}
+	}
+	if tc := req.ToolChoice; tc != nil {
+		switch tc.Type {
+		case "none":
+			in.choiceNone = true
+		case "any":
+			in.anyTool = true
+		case "tool":
+			in.forced = tc.Name
+		}
+	}
+	return c.tokens(), true
+}
+
+// anthropicContent returns the text of a message's content and counts all of its text;
+// hasResult reports a tool_result block.
+func anthropicContent(raw json.RawMessage, c *counter) (text string, hasResult bool) {
+	if s, ok := rawString(raw); ok {
+		c.add(s)
+		return s, false
+	}
+	var blocks []textPart
+	if json.Unmarshal(raw, &blocks) != nil {
+		return "", false
+	}
+	for _, b := range blocks {
+		switch b.Type {
+		case "text":
+			c.add(b.Text)
+			if text != "" {
+				text += "\n"
+			}
+			text += b.Text
+		case "tool_use":
+			c.addRaw(b.Input)
+		case "tool_result":
+			hasResult = true
+			c.add(contentText(b.Content))
+		}
+	}
+	return text, hasResult
+}
+
+func (s *Simulator) serveCountTokens(w http.ResponseWriter, r *http.Request, body []byte) {
+	var req messagesRequest
+	var in planInput
+	input, ok := s.decodeMessages(w, r, RouteCountTokens, body, &req, &in)
+	if !ok {
+		return
+	}
+	b := append(appendInt([]byte(`{"input_tokens":`), input), "}\n"...)
+	writeJSON(w, http.StatusOK, b)
+}
+
+func (s *Simulator) serveMessages(w http.ResponseWriter, r *http.Request, body []byte) {
+	var req messagesRequest
+	var in planInput
+	input, ok := s.decodeMessages(w, r, RouteMessages, body, &req, &in)
+	if !ok {
+		return
+	}
+	t := &messagesTurn{turn: s.plan(RouteMessages, req.Model, req.Stream, input, in)}
+	if s.preFault(w, r, t.turn, func(st int) { s.anthropicStatus(w, st) }) {
+		return
+	}
+	t.id = s.newID("msg_01", 22, false)
+	if t.finish == finishTool {
+		t.toolID = s.newID("toolu_01", 22, false)
+	}
+	if !req.Stream {
+		if !t.wait(r.Context()) {
+			return
+		}
+		s.writeBody(w, t.turn, t.body())
+		return
+	}
+	s.stream(w, r, t.turn, t)
+}
+
+// stopReason is the turn's stop_reason.
+func (t *messagesTurn) stopReason() string {
+	switch t.finish {
+	case finishLength:
+		return "max_tokens"
+	case finishStopSeq:
+		return "stop_sequence"
+	case finishTool:
+		return "tool_use"
+	default:
+		return "end_turn"
+	}
+}
+
+// appendBlock appends the content block in its final form.
+func (t *messagesTurn) appendBlock(b []byte) []byte {
+	if t.finish == finishTool {
+		b = append(b, `{"type":"tool_use","id":`...)
+		b = appendString(b, t.toolID)
+		b = append(b, `,"name":`...)
+		b = appendString(b, t.tool)
+		b = append(b, `,"input":`...)
+		b = append(b, t.toolArgs()...)
+		return append(b, '}')
+	}
+	b = append(b, `{"type":"text","text":"`...)
+	b = t.appendText(b, t.words)
+	return append(b, `"}`...)
+}
+
+// appendStopSequence appends the stop_sequence value.
+func (t *messagesTurn) appendStopSequence(b []byte) []byte {
+	if t.finish == finishStopSeq {
+		return appendString(b, t.stopSeq)
+	}
+	return append(b, "null"...)
+}
+
+// appendMessageHead appends the message fields up to "content":.
+func (t *messagesTurn) appendMessageHead(b []byte) []byte {
+	b = append(b, `{"id":`...)
+	b = appendString(b, t.id)
+	b = append(b, `,"type":"message","role":"assistant","model":`...)
+	b = appendString(b, t.model)
+	return append(b, `,"content":`...)
+}
+
+// appendUsage appends the usage object with output output tokens.
+func (t *messagesTurn) appendUsage(b []byte, output int) []byte {
+	b = append(b, `{"input_tokens":`...)
+	b = appendInt(b, t.input)
+	b = append(b, `,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":`...)
+	b = appendInt(b, output)
+	return append(b, '}')
+}
+
+// body is the non-streaming message object.
+func (t *messagesTurn) body() []byte {
+	b := make([]byte, 0, 512)
+	b = t.appendMessageHead(b)
+	b = append(b, '[')
+	b = t.appendBlock(b)
+	b = append(b, `],"stop_reason":"`...)
+	b = append(b, t.stopReason()...)
+	b = append(b, `","stop_sequence":`...)
+	b = t.appendStopSequence(b)
+	b = append(b, `,"usage":`...)
+	b = t.appendUsage(b, t.outputTokens())
+	return append(b, "}\n"...)
+}
+
+func (t *messagesTurn) open(o *sse) {
+	o.start("message_start")
+	o.buf = append(o.buf, `{"type":"message_start","message":`...)
+	o.buf = t.appendMessageHead(o.buf)
+	o.buf = append(o.buf, `[],"stop_reason":null,"stop_sequence":null,"usage":`...)
+	o.buf = t.appendUsage(o.buf, 1)
+	o.buf = append(o.buf, "}}"...)
+	o.end()
+
+	o.start("content_block_start")
+	o.buf = append(o.buf, `{"type":"content_block_start","index":0,"content_block":`...)
+	if t.finish == finishTool {
+		o.buf = append(o.buf, `{"type":"tool_use","id":`...)
+		o.buf = appendString(o.buf, t.toolID)
+		o.buf = append(o.buf, `,"name":`...)
+		o.buf = appendString(o.buf, t.tool)
+		o.buf = append(o.buf, `,"input":{}}}`...)
+	} else {
+		o.buf = append(o.buf, `{"type":"text","text":""}}`...)
+	}
+	o.end()
+
+	o.start("ping")
+	o.buf = append(o.buf, `{"type":"ping"}`...)
+	o.end()
+
+	if t.finish == finishTool {
+		// Anthropic opens a tool_use block with an empty partial_json.
+		t.jsonDelta(o, "")
+	}
+}
+
+// jsonDelta writes an input_json_delta.
+func (t *messagesTurn) jsonDelta(o *sse, partial string) {
+	o.start("content_block_delta")
+	o.buf = append(o.buf, `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":`...)
+	o.buf = appendString(o.buf, partial)
+	o.buf = append(o.buf, "}}"...)
+	o.end()
+}
+
+func (t *messagesTurn) content(o *sse, i int) {
+	if t.finish == finishTool {
+		t.jsonDelta(o, t.toolFragment(i))
+		return
+	}
+	o.start("content_block_delta")
+	o.buf = append(o.buf, `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"`...)
+	o.buf = appendToken(o.buf, t.seed, i)
+	o.buf = append(o.buf, `"}}`...)
+	o.end()
+}
+
+func (t *messagesTurn) close(o *sse) {
+	o.start("content_block_stop")
+	o.buf = append(o.buf, `{"type":"content_block_stop","index":0}`...)
+	o.end()
+
+	o.start("message_delta")
+	o.buf = append(o.buf, `{"type":"message_delta","delta":{"stop_reason":"`...)
+	o.buf = append(o.buf, t.stopReason()...)
+	o.buf = append(o.buf, `","stop_sequence":`...)
+	o.buf = t.appendStopSequence(o.buf)
+	o.buf = append(o.buf, `},"usage":{"output_tokens":`...)
+	o.buf = appendInt(o.buf, t.outputTokens())
+	o.buf = append(o.buf, "}}"...)
+	o.end()
+
+	o.start("message_stop")
+	o.buf = append(o.buf, `{"type":"message_stop"}`...)
+	o.end()
+}
+
+func (t *messagesTurn) fail(o *sse, _ int) {
+	status := t.fault.Status
+	if status == 0 {
+		status = 529
+	}
+	typ, msg := anthropicType(status)
+	o.start("error")
+	o.buf = appendAnthropicError(o.buf, typ, msg)
+	o.end()
+}

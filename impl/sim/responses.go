@@ -1,0 +1,433 @@
+package sim
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+)
+
+// responsesRequest is the part of a Responses request the simulator reads or echoes.
+type responsesRequest struct {
+	Model              string          `json:"model"`
+	Input              json.RawMessage `json:"input"`
+	Instructions       json.RawMessage `json:"instructions"`
+	Stream             bool            `json:"stream"`
+	StreamOptions      json.RawMessage `json:"stream_options"`
+	MaxOutputTokens    *int            `json:"max_output_tokens"`
+	Tools              json.RawMessage `json:"tools"`
+	ToolChoice         json.RawMessage `json:"tool_choice"`
+	Temperature        json.RawMessage `json:"temperature"`
+	TopP               json.RawMessage `json:"top_p"`
+	Store              json.RawMessage `json:"store"`
+	Metadata           json.RawMessage `json:"metadata"`
+	ParallelToolCalls  json.RawMessage `json:"parallel_tool_calls"`
+	PreviousResponseID json.RawMessage `json:"previous_response_id"`
+	Text               json.RawMessage `json:"text"`
+	Truncation         json.RawMessage `json:"truncation"`
+}
+
+// responsesItem is an input item.
+type responsesItem struct {
+	Type      string          `json:"type"`
+	Role      string          `json:"role"`
+	Content   json.RawMessage `json:"content"`
+	Name      string          `json:"name"`
+	Arguments string          `json:"arguments"`
+	Output    json.RawMessage `json:"output"`
+}
+
+// responsesTurn is a planned Responses reply.
+type responsesTurn struct {
+	*turn
+	req       *responsesRequest
+	id        string
+	itemID    string // msg_… or fc_…
+	callID    string
+	obfuscate bool
+	seq       int
+}
+
+func (s *Simulator) serveResponses(w http.ResponseWriter, r *http.Request, body []byte) {
+	req := new(responsesRequest)
+	decodeErr := json.Unmarshal(body, req)
+	s.record(RouteResponses, r, req.Model, body)
+	if !s.authorized(w, r, RouteResponses) {
+		return
+	}
+	if decodeErr != nil {
+		s.writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error",
+			"We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON.)", "", "")
+		return
+	}
+	var opts streamOptions
+	if !isNull(req.StreamOptions) {
+		if !req.Stream {
+			s.writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error",
+				"The 'stream_options' parameter is only allowed when 'stream' is enabled.", "stream_options", "")
+			return
+		}
+		if json.Unmarshal(req.StreamOptions, &opts) != nil {
+			s.writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error",
+				"Invalid type for 'stream_options': expected an object.", "stream_options", "invalid_type")
+			return
+		}
+	}
+	if req.Model == "" {
+		s.writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", "Missing required parameter: 'model'.", "model", "missing_required_parameter")
+		return
+	}
+	in := planInput{}
+	if req.MaxOutputTokens != nil {
+		if *req.MaxOutputTokens < 16 {
+			s.writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error",
+				"Invalid 'max_output_tokens': integer below minimum value. Expected a value >= 16, but got "+strconv.Itoa(*req.MaxOutputTokens)+" instead.", "max_output_tokens", "integer_below_min_value")
+			return
+		}
+		in.maxTokens = *req.MaxOutputTokens
+	}
+
+	var c counter
+	if ins, ok := rawString(req.Instructions); ok {
+		c.add(ins)
+	}
+	if text, ok := rawString(req.Input); ok {
+		c.add(text)
+		in.prompt, in.endsWithUser = text, true
+	} else if !isNull(req.Input) {
+		var items []responsesItem
+		if json.Unmarshal(req.Input, &items) != nil {
+			s.writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error",
+				"Invalid type for 'input': expected one of a string or an array of input items.", "input", "invalid_type")
+			return
+		}
+		for i, it := range items {
+			switch it.Type {
+			case "", "message":
+				text := contentText(it.Content)
+				c.add(text)
+				if it.Role == "user" {
+					in.prompt = text
+					in.endsWithUser = i == len(items)-1
+				}
+			case "function_call":
+				c.add(it.Name)
+				c.add(it.Arguments)
+			case "function_call_output":
+				c.add(contentText(it.Output))
+			}
+		}
+	}
+	if !isNull(req.Tools) {
+		var tools []struct {
+			Type string `json:"type"`
+			Name string `json:"name"`
+		}
+		if json.Unmarshal(req.Tools, &tools) != nil {
+			s.writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error",
+				"Invalid type for 'tools': expected an array of tools.", "tools", "invalid_type")
+			return
+		}
+		for _, t := range tools {
+			if t.Type == "function" {
+				in.tools = append(in.tools, t.Name)
+			}
+		}
+	}
+	if choice, ok := rawString(req.ToolChoice); ok {
+		in.choiceNone = choice == "none"
+		in.anyTool = choice == "required"
+	} else if !isNull(req.ToolChoice) {
+		var tc struct {
+			Type string `json:"type"`
+			Name string `json:"name"`
+		}
+		if json.Unmarshal(req.ToolChoice, &tc) == nil && tc.Type == "function" {
+			in.forced = tc.Name
+		}
+	}
+
+	t := &responsesTurn{turn: s.plan(RouteResponses, req.Model, req.Stream, c.tokens(), in), req: req}
+	status := func(st int) { s.openAIStatus(w, st, req.Model) }
+	if s.preFault(w, r, t.turn, status) {
+		return
+	}
+	t.id = s.newID("resp_", 50, true)
+	if t.finish == finishTool {
+		t.itemID = s.newID("fc_", 50, true)
+		t.callID = s.newID("call_", 24, false)
+	} else {
+		t.itemID = s.newID("msg_", 50, true)
+	}
+	if !req.Stream {
+		if !t.wait(r.Context()) {
+			return
+		}
+		b := t.appendResponse(make([]byte, 0, 1536), respFinal, 0)
+		s.writeBody(w, t.turn, append(b, '\n'))
+		return
+	}
+	t.obfuscate = opts.IncludeObfuscation == nil || *opts.IncludeObfuscation
+	s.stream(w, r, t.turn, t)
+}
+
+// respPhase selects the state a response object is rendered in.
+type respPhase int
+
+const (
+	respInProgress respPhase = iota // response.created / response.in_progress
+	respFinal                       // completed or incomplete, with usage
+	respFailed                      // failed after n content events
+)
+
+// status is the final status of the response.
+func (t *responsesTurn) status() string {
+	if t.finish == finishLength {
+		return "incomplete"
+	}
+	return "completed"
+}
+
+// appendItem appends the output item after n content events; done selects its final form.
+func (t *responsesTurn) appendItem(b []byte, n int, status string) []byte {
+	b = append(b, `{"id":`...)
+	b = appendString(b, t.itemID)
+	if t.finish == finishTool {
+		b = append(b, `,"type":"function_call","status":"`...)
+		b = append(b, status...)
+		b = append(b, `","arguments":`...)
+		args := ""
+		for i := 0; i < n; i++ {
+			args += t.toolFragment(i)
+		}
+		b = appendString(b, args)
+		b = append(b, `,"call_id":`...)
+		b = appendString(b, t.callID)
+		b = append(b, `,"name":`...)
+		b = appendString(b, t.tool)
+		return append(b, '}')
+	}
+	b = append(b, `,"type":"message","status":"`...)
+	b = append(b, status...)
+	b = append(b, `","content":[`...)
+	if status != "in_progress" {
+		b = t.appendPart(b, n)
+	}
+	return append(b, `],"role":"assistant"}`...)
+}
+
+// appendPart appends the output_text part holding the first n tokens.
+func (t *responsesTurn) appendPart(b []byte, n int) []byte {
+	b = append(b, `{"type":"output_text","annotations":[],"logprobs":[],"text":"`...)
+	b = t.appendText(b, n)
+	return append(b, `"}`...)
+}
+
+// appendResponse appends the response object in phase; n is the content events sent before a
+// failure.
+func (t *responsesTurn) appendResponse(b []byte, phase respPhase, n int) []byte {
+	req := t.req
+	status := "in_progress"
+	switch phase {
+	case respFinal:
+		status = t.status()
+	case respFailed:
+		status = "failed"
+	}
+	b = append(b, `{"id":`...)
+	b = appendString(b, t.id)
+	b = append(b, `,"object":"response","created_at":`...)
+	b = strconv.AppendInt(b, t.created, 10)
+	b = append(b, `,"status":"`...)
+	b = append(b, status...)
+	b = append(b, `","background":false,"error":`...)
+	if phase == respFailed {
+		_, code, msg := openAIInBand(t.fault.Status)
+		b = append(b, `{"code":`...)
+		b = appendString(b, code)
+		b = append(b, `,"message":`...)
+		b = appendString(b, msg)
+		b = append(b, '}')
+	} else {
+		b = append(b, "null"...)
+	}
+	b = append(b, `,"incomplete_details":`...)
+	if phase == respFinal && t.finish == finishLength {
+		b = append(b, `{"reason":"max_output_tokens"}`...)
+	} else {
+		b = append(b, "null"...)
+	}
+	b = append(b, `,"instructions":`...)
+	b = appendRaw(b, req.Instructions, "null")
+	b = append(b, `,"max_output_tokens":`...)
+	if req.MaxOutputTokens != nil {
+		b = appendInt(b, *req.MaxOutputTokens)
+	} else {
+		b = append(b, "null"...)
+	}
+	b = append(b, `,"model":`...)
+	b = appendString(b, t.model)
+	b = append(b, `,"output":[`...)
+	switch phase {
+	case respFinal:
+		itemStatus := t.status()
+		b = t.appendItem(b, t.contentEvents(), itemStatus)
+	case respFailed:
+		b = t.appendItem(b, n, "incomplete")
+	}
+	b = append(b, `],"parallel_tool_calls":`...)
+	b = appendRaw(b, req.ParallelToolCalls, "true")
+	b = append(b, `,"previous_response_id":`...)
+	b = appendRaw(b, req.PreviousResponseID, "null")
+	b = append(b, `,"reasoning":{"effort":null,"summary":null},"service_tier":"default","store":`...)
+	b = appendRaw(b, req.Store, "true")
+	b = append(b, `,"temperature":`...)
+	b = appendRaw(b, req.Temperature, "1.0")
+	b = append(b, `,"text":`...)
+	b = appendRaw(b, req.Text, `{"format":{"type":"text"}}`)
+	b = append(b, `,"tool_choice":`...)
+	b = appendRaw(b, req.ToolChoice, `"auto"`)
+	b = append(b, `,"tools":`...)
+	b = appendRaw(b, req.Tools, "[]")
+	b = append(b, `,"top_p":`...)
+	b = appendRaw(b, req.TopP, "1.0")
+	b = append(b, `,"truncation":`...)
+	b = appendRaw(b, req.Truncation, `"disabled"`)
+	b = append(b, `,"usage":`...)
+	if phase == respFinal {
+		out := t.outputTokens()
+		b = append(b, `{"input_tokens":`...)
+		b = appendInt(b, t.input)
+		b = append(b, `,"input_tokens_details":{"cached_tokens":0},"output_tokens":`...)
+		b = appendInt(b, out)
+		b = append(b, `,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":`...)
+		b = appendInt(b, t.input+out)
+		b = append(b, '}')
+	} else {
+		b = append(b, "null"...)
+	}
+	b = append(b, `,"user":null,"metadata":`...)
+	b = appendRaw(b, req.Metadata, "{}")
+	return append(b, '}')
+}
+
+// event begins an event of type typ with its sequence number.
+func (t *responsesTurn) event(o *sse, typ string) {
+	o.start(typ)
+	o.buf = append(o.buf, `{"type":"`...)
+	o.buf = append(o.buf, typ...)
+	o.buf = append(o.buf, `","sequence_number":`...)
+	o.buf = appendInt(o.buf, t.seq)
+	t.seq++
+}
+
+// itemRef appends "item_id","output_index" (and "content_index" for text).
+func (t *responsesTurn) itemRef(o *sse) {
+	o.buf = append(o.buf, `,"item_id":`...)
+	o.buf = appendString(o.buf, t.itemID)
+	o.buf = append(o.buf, `,"output_index":0`...)
+	if t.finish != finishTool {
+		o.buf = append(o.buf, `,"content_index":0`...)
+	}
+}
+
+func (t *responsesTurn) open(o *sse) {
+	for _, typ := range [...]string{"response.created", "response.in_progress"} {
+		t.event(o, typ)
+		o.buf = append(o.buf, `,"response":`...)
+		o.buf = t.appendResponse(o.buf, respInProgress, 0)
+		o.buf = append(o.buf, '}')
+		o.end()
+	}
+	t.event(o, "response.output_item.added")
+	o.buf = append(o.buf, `,"output_index":0,"item":`...)
+	o.buf = t.appendItem(o.buf, 0, "in_progress")
+	o.buf = append(o.buf, '}')
+	o.end()
+	if t.finish != finishTool {
+		t.event(o, "response.content_part.added")
+		t.itemRef(o)
+		o.buf = append(o.buf, `,"part":`...)
+		o.buf = t.appendPart(o.buf, 0)
+		o.buf = append(o.buf, '}')
+		o.end()
+	}
+}
+
+func (t *responsesTurn) content(o *sse, i int) {
+	if t.finish == finishTool {
+		t.event(o, "response.function_call_arguments.delta")
+		t.itemRef(o)
+		o.buf = append(o.buf, `,"delta":`...)
+		o.buf = appendString(o.buf, t.toolFragment(i))
+	} else {
+		t.event(o, "response.output_text.delta")
+		t.itemRef(o)
+		o.buf = append(o.buf, `,"delta":"`...)
+		o.buf = appendToken(o.buf, t.seed, i)
+		o.buf = append(o.buf, `","logprobs":[]`...)
+	}
+	if t.obfuscate {
+		o.buf = append(o.buf, `,"obfuscation":`...)
+		o.buf = appendObfuscation(o.buf, t.seed, i)
+	}
+	o.buf = append(o.buf, '}')
+	o.end()
+}
+
+func (t *responsesTurn) close(o *sse) {
+	n := t.contentEvents()
+	itemStatus := t.status()
+	if t.finish == finishTool {
+		t.event(o, "response.function_call_arguments.done")
+		t.itemRef(o)
+		o.buf = append(o.buf, `,"name":`...)
+		o.buf = appendString(o.buf, t.tool)
+		o.buf = append(o.buf, `,"arguments":`...)
+		o.buf = appendString(o.buf, t.toolArgs())
+		o.buf = append(o.buf, '}')
+		o.end()
+	} else {
+		t.event(o, "response.output_text.done")
+		t.itemRef(o)
+		o.buf = append(o.buf, `,"text":"`...)
+		o.buf = t.appendText(o.buf, n)
+		o.buf = append(o.buf, `","logprobs":[]}`...)
+		o.end()
+		t.event(o, "response.content_part.done")
+		t.itemRef(o)
+		o.buf = append(o.buf, `,"part":`...)
+		o.buf = t.appendPart(o.buf, n)
+		o.buf = append(o.buf, '}')
+		o.end()
+	}
+	t.event(o, "response.output_item.done")
+	o.buf = append(o.buf, `,"output_index":0,"item":`...)
+	o.buf = t.appendItem(o.buf, n, itemStatus)
+	o.buf = append(o.buf, '}')
+	o.end()
+	if itemStatus == "incomplete" {
+		t.event(o, "response.incomplete")
+	} else {
+		t.event(o, "response.completed")
+	}
+	o.buf = append(o.buf, `,"response":`...)
+	o.buf = t.appendResponse(o.buf, respFinal, 0)
+	o.buf = append(o.buf, '}')
+	o.end()
+}
+
+func (t *responsesTurn) fail(o *sse, n int) {
+	_, code, msg := openAIInBand(t.fault.Status)
+	t.event(o, "error")
+	o.buf = append(o.buf, `,"code":`...)
+	o.buf = appendString(o.buf, code)
+	o.buf = append(o.buf, `,"message":`...)
+	o.buf = appendString(o.buf, msg)
+	o.buf = append(o.buf, `,"param":null}`...)
+	o.end()
+	t.event(o, "response.failed")
+	o.buf = append(o.buf, `,"response":`...)
+	o.buf = t.appendResponse(o.buf, respFailed, n)
+	o.buf = append(o.buf, '}')
+	o.end()
+}

@@ -56,6 +56,33 @@ type Request struct {
 	// encoder for the same format passes them through; for another format it carries those it
 	// can map and reports the rest (see the converters' field tables).
 	Extra map[string]json.RawMessage
+	// Raw holds the modelled top-level fields exactly as sent, by wire name (nil when the
+	// request was not decoded from a body). The encoder for the Source format re-sends a raw
+	// value as long as the fields decoded from it are unchanged, so what the neutral form
+	// cannot hold (a developer message in mid-conversation, cache hints, thinking blocks, audio
+	// parts) survives a same-format round trip byte for byte; a field group the caller changed
+	// is encoded from the neutral form instead. Encoders for other formats never read it.
+	Raw map[string]json.RawMessage
+	// Unmodelled lists what the decoder found inside modelled fields that the neutral form does
+	// not hold (a cache hint on a content block, an audio part, a built-in tool, ...). An
+	// encoder for another format drops and names the advisory ones and refuses the request
+	// when any other is present; the encoder for the Source format ignores the list (Raw
+	// carries the content).
+	Unmodelled []Unmodelled
+}
+
+// Unmodelled is one piece of a request that the neutral form does not hold.
+type Unmodelled struct {
+	// Param is where it is, with indexes, e.g. "messages[2].content[0]"; a refusal names it.
+	Param string
+	// Name is its client-side wire name without indexes, e.g.
+	// "messages[].content[].cache_control", or for a content block or item of an unmodelled
+	// type the path ending in that type, e.g. "messages[].content[].thinking"; a drop reports it.
+	Name string
+	// Advisory is true when leaving it out cannot change what the answer must be.
+	Advisory bool
+	// Size is the length in bytes of its JSON, counted by input-token estimates.
+	Size int
 }
 
 // Message is one turn of the conversation.
@@ -68,6 +95,10 @@ type Message struct {
 	ToolCallID string
 	// IsError marks a tool result that reports a failure.
 	IsError bool
+	// Path is the wire path of the item this message was decoded from (e.g. "messages[3]",
+	// "input[5]", "messages[4].content[0]" for an Anthropic tool result), used to name it in
+	// errors; empty when the message was not decoded from a request.
+	Path string
 }
 
 // PartKind is the kind of a content part.
@@ -90,6 +121,9 @@ type Part struct {
 	Data      string
 	// Detail is OpenAI's image detail hint ("auto", "low", "high"), if given.
 	Detail string
+	// Path is the wire path of the content part this was decoded from (e.g.
+	// "messages[3].content[1]"), used to name it in errors; empty when not decoded.
+	Path string
 }
 
 // ToolCall is a function call made by the model.
@@ -98,6 +132,9 @@ type ToolCall struct {
 	Name string
 	// Arguments is the JSON text of the arguments.
 	Arguments string
+	// Path is the wire path of the call in a decoded request (e.g.
+	// "messages[2].tool_calls[0]", "input[4]"), used to name it in errors; empty otherwise.
+	Path string
 }
 
 // Tool is a function the model may call.
@@ -149,7 +186,11 @@ const (
 	StopContentFilter StopReason = "content_filter" // refused or filtered
 )
 
-// Usage counts tokens.
+// Usage counts tokens. InputTokens counts every input token, those read from or written to a
+// prompt cache included (OpenAI's prompt_tokens / input_tokens; Anthropic's input_tokens +
+// cache_read_input_tokens + cache_creation_input_tokens); CachedInputTokens is the part of them
+// read from a cache. OutputTokens counts every output token, reasoning included;
+// ReasoningTokens is the part of them spent on reasoning, when the upstream says.
 type Usage struct {
 	InputTokens       int64
 	OutputTokens      int64

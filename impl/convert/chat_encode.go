@@ -1,0 +1,230 @@
+package convert
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/tollgate/tollgate/impl/llm"
+)
+
+// chatStopLimit is the most stop sequences the chat completions API accepts.
+const chatStopLimit = 4
+
+// chatMessages writes messages: the system text first, then the turns.
+func (w *writer) chatMessages(o *object) error {
+	var out []any
+	if s := w.req.System; s != "" {
+		out = append(out, object{{"role", "system"}, {"content", s}})
+	}
+	for i, m := range w.req.Messages {
+		switch m.Role {
+		case llm.RoleUser:
+			out = append(out, object{{"role", "user"}, {"content", chatContent(m.Parts)}})
+		case llm.RoleAssistant:
+			texts, err := w.textOnly(m.Parts, "An image in an assistant turn")
+			if err != nil {
+				return err
+			}
+			if len(texts) == 0 && len(m.ToolCalls) == 0 && w.cross() {
+				continue // nothing left (e.g. only thinking blocks); the API rejects an empty turn
+			}
+			mo := object{{"role", "assistant"}}
+			if len(texts) == 0 {
+				mo.set("content", nil)
+			} else {
+				mo.set("content", chatContent(texts))
+			}
+			if len(m.ToolCalls) > 0 {
+				calls := make([]any, 0, len(m.ToolCalls))
+				for _, c := range m.ToolCalls {
+					calls = append(calls, object{{"id", c.ID}, {"type", "function"},
+						{"function", object{{"name", c.Name}, {"arguments", c.Arguments}}}})
+				}
+				mo.set("tool_calls", calls)
+			}
+			out = append(out, mo)
+		case llm.RoleTool:
+			texts, err := w.textOnly(m.Parts, "An image in a tool result")
+			if err != nil {
+				return err
+			}
+			w.dropIsError(m)
+			out = append(out, object{{"role", "tool"}, {"tool_call_id", m.ToolCallID}, {"content", chatContent(texts)}})
+		default:
+			return fmt.Errorf("convert: messages[%d] has unknown role %q", i, m.Role)
+		}
+	}
+	o.set("messages", out)
+	return nil
+}
+
+// textOnly returns the text parts, refusing any other part when translating.
+func (w *writer) textOnly(parts []llm.Part, what string) ([]llm.Part, error) {
+	texts := parts[:0:0]
+	for _, p := range parts {
+		if p.Kind == llm.PartText {
+			texts = append(texts, p)
+		} else if w.cross() {
+			return nil, w.refuse(paramOf(p.Path), what)
+		}
+	}
+	return texts, nil
+}
+
+// chatContent is a message's content: a string for one text part (or none), else parts.
+func chatContent(parts []llm.Part) any {
+	if len(parts) == 0 {
+		return ""
+	}
+	if len(parts) == 1 && parts[0].Kind == llm.PartText {
+		return parts[0].Text
+	}
+	out := make([]any, 0, len(parts))
+	for _, p := range parts {
+		if p.Kind == llm.PartImage {
+			img := object{{"url", imageURL(p)}}
+			if p.Detail != "" {
+				img.set("detail", p.Detail)
+			}
+			out = append(out, object{{"type", "image_url"}, {"image_url", img}})
+			continue
+		}
+		out = append(out, object{{"type", "text"}, {"text", p.Text}})
+	}
+	return out
+}
+
+// chatMaxTokens writes max_completion_tokens (or max_tokens, when that is what the client of
+// the same format sent).
+func (w *writer) chatMaxTokens(o *object) error {
+	if w.req.MaxTokens <= 0 {
+		return nil
+	}
+	key := "max_completion_tokens"
+	if w.same && w.req.Raw["max_tokens"] != nil && w.req.Raw["max_completion_tokens"] == nil {
+		key = "max_tokens"
+	}
+	o.set(key, w.req.MaxTokens)
+	return nil
+}
+
+// chatN writes n.
+func (w *writer) chatN(o *object) error {
+	if w.req.N > 1 || (w.same && w.req.N > 0) {
+		o.set("n", w.req.N)
+	}
+	return nil
+}
+
+// chatStop writes stop, refusing more sequences than the API accepts.
+func (w *writer) chatStop(o *object) error {
+	if len(w.req.Stop) == 0 {
+		return nil
+	}
+	if w.cross() && len(w.req.Stop) > chatStopLimit {
+		return w.refuse(w.srcName("stop"), fmt.Sprintf("More than %d stop sequences", chatStopLimit))
+	}
+	o.set("stop", w.req.Stop)
+	return nil
+}
+
+// chatTools writes tools as function tools.
+func (w *writer) chatTools(o *object) error {
+	if len(w.req.Tools) == 0 {
+		return nil
+	}
+	if err := w.checkToolNames(); err != nil {
+		return err
+	}
+	out := make([]any, 0, len(w.req.Tools))
+	for _, t := range w.req.Tools {
+		fn := object{{"name", t.Name}}
+		if t.Description != "" {
+			fn.set("description", t.Description)
+		}
+		if len(t.Parameters) > 0 {
+			fn.set("parameters", t.Parameters)
+		}
+		if t.Strict != nil {
+			fn.set("strict", *t.Strict)
+		}
+		out = append(out, object{{"type", "function"}, {"function", fn}})
+	}
+	o.set("tools", out)
+	return nil
+}
+
+// chatToolChoice writes tool_choice.
+func (w *writer) chatToolChoice(o *object) error {
+	if !w.toolChoiceNeeded() {
+		return nil
+	}
+	tc := w.req.ToolChoice
+	if tc.Mode == llm.ToolChoiceTool {
+		o.set("tool_choice", object{{"type", "function"}, {"function", object{{"name", tc.Name}}}})
+	} else {
+		o.set("tool_choice", string(tc.Mode))
+	}
+	return nil
+}
+
+// chatResponseFormat writes response_format.
+func (w *writer) chatResponseFormat(o *object) error {
+	rf := w.req.ResponseFormat
+	if rf == nil {
+		return nil
+	}
+	if rf.Type != "json_schema" {
+		o.set("response_format", object{{"type", rf.Type}})
+		return nil
+	}
+	o.set("response_format", object{{"type", "json_schema"}, {"json_schema", schemaObject(rf)}})
+	return nil
+}
+
+// schemaObject is the {name, description?, schema?, strict?} of a json_schema format.
+func schemaObject(rf *llm.ResponseFormat) object {
+	js := object{{"name", rf.Name}}
+	if rf.Description != "" {
+		js.set("description", rf.Description)
+	}
+	if len(rf.Schema) > 0 {
+		js.set("schema", rf.Schema)
+	}
+	if rf.Strict != nil {
+		js.set("strict", *rf.Strict)
+	}
+	return js
+}
+
+// chatStream writes stream and, when streaming, stream_options with include_usage (the
+// gateway meters every answer, whatever the client asked; the client's other stream options
+// are kept when it speaks the same format).
+func (w *writer) chatStream(o *object) error {
+	raw := w.req.Raw["stream_options"]
+	if !w.req.Stream {
+		if w.same {
+			if v := w.req.Raw["stream"]; v != nil {
+				o.set("stream", v)
+			}
+			if raw != nil {
+				o.set("stream_options", raw)
+			}
+		}
+		return nil
+	}
+	o.set("stream", true)
+	so := object{{"include_usage", true}}
+	if w.same && !isNull(raw) {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(raw, &m) == nil {
+			for _, k := range sortedKeys(m) {
+				if k != "include_usage" {
+					so.set(k, m[k])
+				}
+			}
+		}
+	}
+	o.set("stream_options", so)
+	return nil
+}

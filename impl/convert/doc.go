@@ -1,0 +1,109 @@
+// Package convert owns the pure conversions between the three inference wire formats (OpenAI
+// chat completions, OpenAI Responses, Anthropic Messages) and the format-neutral form of
+// package llm: client request bodies to llm.Request (DecodeRequest) and llm.Request to upstream
+// request bodies (EncodeRequest), complete upstream answers to llm.Response (DecodeResponse)
+// and llm.Response to the complete answer a client expects (EncodeResponse). It also owns the
+// stop-reason mappings shared with the stream converters (StopReasonFor, StopReasonFrom,
+// ResponsesStopReason), the usage objects of each format (ChatUsage, ResponsesUsage,
+// MessagesUsage), a fast peek at a body's model, stream flag and output bound
+// (ModelAndStream), the rewrite of a same-format body's model (SetModel), and the input-token
+// estimate used to reserve credit (EstimateInputTokens). Every function is pure: no I/O, no
+// state.
+//
+// # Same format
+//
+// When the upstream speaks the client's format, EncodeRequest re-sends every field the caller
+// did not change exactly as the client sent it (unknown fields included, byte for byte); only
+// the model changes, and a streaming chat request always asks for usage
+// (stream_options.include_usage: true) because the gateway meters every answer; the client's
+// own include_usage is in Request.IncludeUsage for the stream converter to honour. SetModel
+// does the same without decoding, for the fastest path.
+//
+// # Other formats: the field table
+//
+// Translated (both ways, between all three formats):
+//
+//	neutral               chat completions                 Responses                          Messages
+//	System                system/developer messages        instructions + system/developer    system (string or text blocks)
+//	                      (joined with blank lines,        input items                         (sent as a string)
+//	                      moved to the front)
+//	Messages              user/assistant/tool messages     message, function_call,            user/assistant turns; tool
+//	                                                       function_call_output items          results are tool_result blocks
+//	                                                                                           of a user turn; adjacent
+//	                                                                                           same-role turns are merged
+//	text part             text / string content            input_text / output_text           text block (empty ones left out)
+//	image part            image_url (URL or data: URL)     input_image image_url              image source url / base64
+//	ToolCalls             tool_calls[].function            function_call{call_id,arguments}   tool_use{id,input object}
+//	                      {name,arguments string}                                              (ids made ^[a-zA-Z0-9_-]+$)
+//	tool result           role tool + tool_call_id         function_call_output               tool_result{tool_use_id,content}
+//	MaxTokens             max_completion_tokens            max_output_tokens                  max_tokens (required: the
+//	                      (max_tokens read too)                                                caller fills it, see below)
+//	Temperature, TopP     temperature, top_p               temperature, top_p                 temperature (0..1), top_p
+//	Stop                  stop (string or ≤ 4)             (none: refused)                    stop_sequences
+//	Tools                 tools[].function                 tools[] (flat; strict written,     tools[]{name,description,
+//	                                                       false unless asked)                 input_schema}
+//	ToolChoice            auto/none/required/function      auto/none/required/function        auto/none/any/tool
+//	ParallelToolCalls     parallel_tool_calls              parallel_tool_calls                tool_choice.disable_parallel_tool_use
+//	ResponseFormat        response_format                  text.format                        (text only; JSON refused)
+//	Stream                stream (+ stream_options)        stream                             stream
+//
+// Refused with a 400 naming the client's field (they change what the answer must be):
+//
+//	chat         n > 1 (to Responses, Messages); response_format json_object/json_schema (to
+//	             Messages); temperature > 1 (to Messages; the scales are not rescaled); stop (to
+//	             Responses); more than 4 stop sequences (to chat); logprobs, top_logprobs,
+//	             audio, modalities other than text, web_search_options, logit_bias, legacy
+//	             functions/function_call, when set; input_audio and file parts; custom tools
+//	             and custom tool calls; allowed_tools and custom tool_choice; the legacy
+//	             function role; an assistant's audio reference
+//	Responses    text.format JSON (to Messages); previous_response_id, conversation, prompt,
+//	             background, max_tool_calls, top_logprobs, when set; built-in tools
+//	             (web_search, file_search, mcp, ...) and their tool_choice; item_reference and
+//	             built-in tool items; input_file parts and file_id images
+//	Messages     stop_sequences (to Responses; more than 4 to chat); container, mcp_servers,
+//	             output_format, output_config.format; server tools (a versioned type such as
+//	             web_search_20250305); document, search_result and server-tool blocks; file
+//	             image sources; tool names longer than 64 characters (to chat, Responses)
+//	any          an image of a type Messages does not accept (to Messages: only jpeg, png,
+//	             gif, webp) or a non-base64 data: URL; an image in a tool result (to chat); tool
+//	             call arguments that are not a JSON object (to Messages)
+//
+// Dropped, and named in the dropped list (advisory: leaving them out cannot change what the
+// answer must be):
+//
+//	chat         user, safety_identifier, prompt_cache_key, metadata, store, service_tier,
+//	             seed, presence_penalty, frequency_penalty, reasoning_effort, verbosity,
+//	             prediction; modalities ["text"] and the refused fields above when unset
+//	             (false, 0, "", []); messages[].name, messages[].refusal and refusal parts;
+//	             image detail low/high and tools[].function.strict: true (to Messages)
+//	Responses    reasoning, include, store, metadata, service_tier, user, safety_identifier,
+//	             prompt_cache_key, truncation, context_management, text.verbosity; reasoning
+//	             items; refusal parts; image detail low/high and tools[].strict (to Messages;
+//	             a Responses function tool is strict unless it says strict: false)
+//	Messages     metadata, service_tier, thinking, top_k, context_management, output_config
+//	             without a format; cache_control (system, blocks, tools); citations; thinking
+//	             and redacted_thinking blocks; tool_result is_error (to chat, Responses)
+//	any          a field this table does not know (unknown fields are dropped and named, never
+//	             passed to another format and never silently lost); an unknown key inside a
+//	             message, part or tool
+//
+// Consumed by the gateway, not named: chat stream_options (include_usage is
+// Request.IncludeUsage) and Responses stream_options; item ids and statuses of Responses input
+// items; the chat tool call type and index.
+//
+// A Messages upstream requires max_tokens: the caller fills Request.MaxTokens (for instance
+// from the model's output limit) before encoding to it when the client gave no bound. A
+// Responses upstream receives store: false, since chat and Messages clients do not expect their
+// conversation to be kept.
+//
+// # Answers
+//
+// EncodeResponse writes what the official SDKs parse: a chat.completion with one choice
+// (content null when there are only tool calls, refusal null, annotations [], logprobs null,
+// usage with both details objects); a Responses object (status completed or incomplete with
+// incomplete_details, a message item with output_text parts and function_call items with fc_
+// ids, usage with both details objects, and the echo fields, taken from Meta.Request when
+// given); a Messages message (text then tool_use blocks, stop_reason, stop_sequence, usage with
+// the cache fields). Usage follows the convention of llm.Usage: input tokens include cached
+// ones; a Messages answer reports the cached part as cache_read_input_tokens.
+package convert

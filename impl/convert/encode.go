@@ -1,0 +1,467 @@
+package convert
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+
+	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/llm"
+)
+
+// EncodeRequest writes req as a request body for an upstream of format f, with model
+// upstreamModel.
+//
+// When f is req.Source, every Extra field passes through untouched, and each modelled field
+// group the caller left unchanged is re-sent exactly as the client sent it (req.Raw); a
+// streaming chat request always asks for usage (stream_options.include_usage), because the
+// gateway meters every answer. No field is dropped or refused.
+//
+// For another format the common fields are translated (see the package documentation for the
+// table). A field that changes what the answer must be and that f cannot honour gives a 400
+// *apierror.Error naming the field (with the client's wire name); an advisory field f cannot
+// use is dropped and its client-side wire name returned in dropped (sorted, without
+// duplicates). An Anthropic Messages upstream requires max_tokens: the caller must fill
+// req.MaxTokens (e.g. from the model's output limit) before encoding to it when the client gave
+// no bound; a zero MaxTokens is then an internal error, not a 400.
+func EncodeRequest(f llm.Format, req *llm.Request, upstreamModel string) (body []byte, dropped []string, err error) {
+	groups, ok := targetGroups[f]
+	if !ok {
+		return nil, nil, fmt.Errorf("convert: unknown format %q", f)
+	}
+	w := &writer{src: req.Source, dst: f, req: req, same: req.Source == f}
+	if !w.same {
+		if err := w.foreign(); err != nil {
+			return nil, nil, err
+		}
+	}
+	var base *llm.Request
+	if w.same {
+		base = &llm.Request{}
+		d := decoder{req: base}
+		_ = d.fields(f, req.Raw) // Raw was decoded once already; a failure leaves groups unequal
+	}
+	o := object{{"model", upstreamModel}}
+	for _, g := range groups {
+		if w.same && g.equal != nil && g.equal(base, req) {
+			for _, k := range g.keys {
+				if v, ok := req.Raw[k]; ok {
+					o.set(k, v)
+				}
+			}
+			continue
+		}
+		if err := g.write(w, &o); err != nil {
+			return nil, nil, err
+		}
+	}
+	if w.fault != nil {
+		return nil, nil, w.fault
+	}
+	if w.same {
+		for _, k := range sortedKeys(req.Extra) {
+			if !o.has(k) {
+				o.set(k, req.Extra[k])
+			}
+		}
+	} else if f == llm.FormatResponses {
+		// Chat and Messages clients do not expect the upstream to keep their conversation.
+		o.set("store", false)
+	}
+	if body, err = marshal(o); err != nil {
+		return nil, nil, err
+	}
+	for name := range w.dropped {
+		dropped = append(dropped, name)
+	}
+	sort.Strings(dropped)
+	return body, dropped, nil
+}
+
+// group is a set of top-level fields of a target format that are written together from the
+// neutral form.
+type group struct {
+	// keys are the group's wire names in the target format.
+	keys []string
+	// equal reports whether the neutral fields the group is written from are the same in
+	// two requests; nil means the group is always written from the neutral form.
+	equal func(a, b *llm.Request) bool
+	write func(w *writer, o *object) error
+}
+
+// writer holds the state of one EncodeRequest call.
+type writer struct {
+	src, dst llm.Format
+	req      *llm.Request
+	// same is true when the target is the request's own format: nothing is refused then.
+	same    bool
+	dropped map[string]bool
+	// fault is a caller's mistake found while writing, reported once every field is written.
+	fault error
+}
+
+// cross reports whether the target differs from the source.
+func (w *writer) cross() bool { return !w.same }
+
+// drop records a field the target cannot use.
+func (w *writer) drop(name string) {
+	if w.dropped == nil {
+		w.dropped = make(map[string]bool)
+	}
+	w.dropped[name] = true
+}
+
+// formatNames are the formats as a client reads them.
+var formatNames = map[llm.Format]string{
+	llm.FormatChat:      "the OpenAI chat completions API",
+	llm.FormatResponses: "the OpenAI Responses API",
+	llm.FormatMessages:  "the Anthropic Messages API",
+}
+
+// refuse is the 400 for a field the target cannot honour.
+func (w *writer) refuse(param, what string) error {
+	return apierror.Invalid(param, "%s cannot be honoured by this model: it is served through %s, which has no equivalent.", what, formatNames[w.dst])
+}
+
+// srcName is the client-side wire name of a neutral field, for errors and drop lists.
+func (w *writer) srcName(field string) string {
+	switch w.src {
+	case llm.FormatMessages:
+		switch field {
+		case "stop":
+			return "stop_sequences"
+		case "parallel_tool_calls":
+			return "tool_choice.disable_parallel_tool_use"
+		}
+	case llm.FormatResponses:
+		switch field {
+		case "response_format":
+			return "text.format"
+		case "max_tokens":
+			return "max_output_tokens"
+		}
+	}
+	return field
+}
+
+// paramOf is the param naming a part of a decoded request ("messages" when it was not
+// decoded).
+func paramOf(path string) string {
+	if path == "" {
+		return "messages"
+	}
+	return path
+}
+
+// pathName is the generic wire name of something at path (a Path of the neutral form) with a
+// suffix, or fallback when the path is unknown.
+func pathName(path, suffix, fallback string) string {
+	if path == "" {
+		return fallback
+	}
+	return genericPath(path) + suffix
+}
+
+// fieldClass classifies a top-level field that is not modelled, for another format.
+type fieldClass int
+
+const (
+	// advisory: dropped and named.
+	advisory fieldClass = iota
+	// decisive: changes what the answer must be; refused when set to anything but an unset
+	// value (false, 0, "", [], and {} for logit_bias), dropped and named otherwise.
+	decisive
+	// gatewaySide: configures the gateway's own answer to the client; consumed, not named.
+	gatewaySide
+)
+
+// extraFields classify, per source format, the top-level fields that are not modelled. A field
+// not listed is advisory: it is dropped and named, never silently.
+var extraFields = map[llm.Format]map[string]fieldClass{
+	llm.FormatChat: {
+		"logprobs":           decisive,
+		"top_logprobs":       decisive,
+		"audio":              decisive,
+		"modalities":         decisive, // only when it asks for more than text
+		"web_search_options": decisive,
+		"functions":          decisive,
+		"function_call":      decisive,
+		"logit_bias":         decisive,
+		"prediction":         advisory,
+		"seed":               advisory,
+		"presence_penalty":   advisory,
+		"frequency_penalty":  advisory,
+		"metadata":           advisory,
+		"store":              advisory,
+		"service_tier":       advisory,
+		"user":               advisory,
+		"safety_identifier":  advisory,
+		"prompt_cache_key":   advisory,
+		"reasoning_effort":   advisory,
+		"verbosity":          advisory,
+	},
+	llm.FormatResponses: {
+		"previous_response_id": decisive,
+		"conversation":         decisive,
+		"prompt":               decisive,
+		"background":           decisive,
+		"max_tool_calls":       decisive,
+		"top_logprobs":         decisive,
+		"stream_options":       gatewaySide,
+		"include":              advisory,
+		"reasoning":            advisory,
+		"store":                advisory,
+		"metadata":             advisory,
+		"service_tier":         advisory,
+		"user":                 advisory,
+		"safety_identifier":    advisory,
+		"prompt_cache_key":     advisory,
+		"truncation":           advisory,
+		"context_management":   advisory,
+	},
+	llm.FormatMessages: {
+		"container":          decisive,
+		"mcp_servers":        decisive,
+		"output_format":      decisive,
+		"output_config":      decisive, // only when it sets a format
+		"metadata":           advisory,
+		"service_tier":       advisory,
+		"thinking":           advisory,
+		"top_k":              advisory,
+		"context_management": advisory,
+	},
+}
+
+// classify returns the class of the top-level field key with value v of format src, taking
+// the value into account for decisive fields (an unset one is only advisory).
+func classify(src llm.Format, key string, v json.RawMessage) fieldClass {
+	c := extraFields[src][key]
+	if c != decisive {
+		return c
+	}
+	switch {
+	case src == llm.FormatChat && key == "modalities":
+		var mods []string
+		_ = json.Unmarshal(v, &mods)
+		for _, m := range mods {
+			if m != "text" {
+				return decisive
+			}
+		}
+		return advisory
+	case src == llm.FormatMessages && key == "output_config":
+		var oc map[string]json.RawMessage
+		_ = json.Unmarshal(v, &oc)
+		if isNull(oc["format"]) {
+			return advisory
+		}
+		return decisive
+	}
+	switch strings.TrimSpace(string(v)) {
+	case "false", "0", `""`, "[]", "null":
+		return advisory
+	case "{}": // an empty object is a no-op for logit_bias, but turns web search or audio on
+		if key == "logit_bias" {
+			return advisory
+		}
+	}
+	return decisive
+}
+
+// foreign applies the field tables to what the neutral form does not hold: the request's
+// Unmodelled list, then its Extra fields (in name order).
+func (w *writer) foreign() error {
+	for _, u := range w.req.Unmodelled {
+		if u.Advisory {
+			w.drop(u.Name)
+			continue
+		}
+		what := "`" + u.Param + "`"
+		if seg, pseg := lastSegment(u.Name), lastSegment(u.Param); seg != pseg && seg != "" {
+			what += " (" + seg + ")"
+		}
+		return w.refuse(u.Param, what)
+	}
+	for _, k := range sortedKeys(w.req.Extra) {
+		v := w.req.Extra[k]
+		if isNull(v) {
+			continue // the same as absent
+		}
+		switch classify(w.src, k, v) {
+		case gatewaySide:
+		case decisive:
+			return w.refuse(k, "`"+k+"`")
+		default:
+			w.drop(k)
+		}
+	}
+	return nil
+}
+
+// lastSegment is what follows the last dot of a wire path.
+func lastSegment(p string) string {
+	if i := strings.LastIndexByte(p, '.'); i >= 0 {
+		return p[i+1:]
+	}
+	return p
+}
+
+// eq builds an equality test of the fields get returns.
+func eq[T any](get func(r *llm.Request) T) func(a, b *llm.Request) bool {
+	return func(a, b *llm.Request) bool { return reflect.DeepEqual(get(a), get(b)) }
+}
+
+// Field groups shared by the targets.
+var (
+	eqTemperature = eq(func(r *llm.Request) *float64 { return r.Temperature })
+	eqTopP        = eq(func(r *llm.Request) *float64 { return r.TopP })
+	eqMaxTokens   = eq(func(r *llm.Request) int { return r.MaxTokens })
+	eqStop        = eq(func(r *llm.Request) []string { return r.Stop })
+	eqTools       = eq(func(r *llm.Request) []llm.Tool { return r.Tools })
+	eqToolChoice  = eq(func(r *llm.Request) *llm.ToolChoice { return r.ToolChoice })
+	eqParallel    = eq(func(r *llm.Request) *bool { return r.ParallelToolCalls })
+	eqFormat      = eq(func(r *llm.Request) *llm.ResponseFormat { return r.ResponseFormat })
+	eqStream      = eq(func(r *llm.Request) bool { return r.Stream })
+	eqSystem      = eq(func(r *llm.Request) string { return r.System })
+	eqMessages    = eq(func(r *llm.Request) []llm.Message { return r.Messages })
+	eqConvo       = func(a, b *llm.Request) bool { return eqSystem(a, b) && eqMessages(a, b) }
+)
+
+// targetGroups are, per target format, its field groups in output order.
+var targetGroups = map[llm.Format][]group{
+	llm.FormatChat: {
+		{[]string{"messages"}, eqConvo, (*writer).chatMessages},
+		{[]string{"max_tokens", "max_completion_tokens"}, eqMaxTokens, (*writer).chatMaxTokens},
+		{[]string{"temperature"}, eqTemperature, (*writer).temperature},
+		{[]string{"top_p"}, eqTopP, (*writer).topP},
+		{[]string{"n"}, eq(func(r *llm.Request) int { return r.N }), (*writer).chatN},
+		{[]string{"stop"}, eqStop, (*writer).chatStop},
+		{[]string{"tools"}, eqTools, (*writer).chatTools},
+		{[]string{"tool_choice"}, eqToolChoice, (*writer).chatToolChoice},
+		{[]string{"parallel_tool_calls"}, eqParallel, (*writer).parallelToolCalls},
+		{[]string{"response_format"}, eqFormat, (*writer).chatResponseFormat},
+		{[]string{"stream", "stream_options"}, nil, (*writer).chatStream},
+	},
+	llm.FormatResponses: {
+		{[]string{"instructions", "input"}, eqConvo, (*writer).responsesInput},
+		{[]string{"max_output_tokens"}, eqMaxTokens, (*writer).responsesMaxTokens},
+		{[]string{"temperature"}, eqTemperature, (*writer).temperature},
+		{[]string{"top_p"}, eqTopP, (*writer).topP},
+		{nil, nil, (*writer).responsesChecks},
+		{[]string{"tools"}, eqTools, (*writer).responsesTools},
+		{[]string{"tool_choice"}, eqToolChoice, (*writer).responsesToolChoice},
+		{[]string{"parallel_tool_calls"}, eqParallel, (*writer).parallelToolCalls},
+		{[]string{"text"}, eqFormat, (*writer).responsesText},
+		{[]string{"stream"}, eqStream, (*writer).stream},
+	},
+	llm.FormatMessages: {
+		{[]string{"max_tokens"}, eqMaxTokens, (*writer).messagesMaxTokens},
+		{[]string{"system"}, eqSystem, (*writer).messagesSystem},
+		{[]string{"messages"}, eqMessages, (*writer).messagesMessages},
+		{[]string{"temperature"}, eqTemperature, (*writer).messagesTemperature},
+		{[]string{"top_p"}, eqTopP, (*writer).topP},
+		{[]string{"stop_sequences"}, eqStop, (*writer).messagesStop},
+		{nil, nil, (*writer).messagesChecks},
+		{[]string{"tools"}, eqTools, (*writer).messagesTools},
+		{[]string{"tool_choice"}, func(a, b *llm.Request) bool { return eqToolChoice(a, b) && eqParallel(a, b) }, (*writer).messagesToolChoice},
+		{[]string{"stream"}, eqStream, (*writer).stream},
+	},
+}
+
+// temperature writes temperature, as every format names it.
+func (w *writer) temperature(o *object) error {
+	if w.req.Temperature != nil {
+		o.set("temperature", w.req.Temperature)
+	}
+	return nil
+}
+
+// topP writes top_p, as every format names it.
+func (w *writer) topP(o *object) error {
+	if w.req.TopP != nil {
+		o.set("top_p", w.req.TopP)
+	}
+	return nil
+}
+
+// stream writes stream when it is true (or was sent).
+func (w *writer) stream(o *object) error {
+	if w.req.Stream || (w.same && w.req.Raw["stream"] != nil) {
+		o.set("stream", w.req.Stream)
+	}
+	return nil
+}
+
+// parallelToolCalls writes the OpenAI parallel_tool_calls (only with tools, as OpenAI
+// requires, unless the client itself sent it).
+func (w *writer) parallelToolCalls(o *object) error {
+	if w.req.ParallelToolCalls != nil && (w.same || len(w.req.Tools) > 0) {
+		o.set("parallel_tool_calls", *w.req.ParallelToolCalls)
+	}
+	return nil
+}
+
+// toolNameLimit is the longest function name the OpenAI formats accept (Anthropic allows 128).
+const toolNameLimit = 64
+
+// checkToolNames refuses tool names an OpenAI target rejects.
+func (w *writer) checkToolNames() error {
+	if !w.cross() {
+		return nil
+	}
+	for i, t := range w.req.Tools {
+		if len(t.Name) > toolNameLimit {
+			return w.refuse(idx("tools", i)+".name", fmt.Sprintf("A tool name longer than %d characters", toolNameLimit))
+		}
+	}
+	return nil
+}
+
+// toolChoiceNeeded reports whether a tool choice should be written: OpenAI and Anthropic
+// reject one without tools.
+func (w *writer) toolChoiceNeeded() bool {
+	return w.req.ToolChoice != nil && (w.same || len(w.req.Tools) > 0)
+}
+
+// dropDetail names an image detail hint a target cannot use ("auto" is what it does anyway).
+func (w *writer) dropDetail(p llm.Part) {
+	if p.Detail == "" || p.Detail == "auto" {
+		return
+	}
+	suffix := ".detail"
+	if w.src == llm.FormatChat {
+		suffix = ".image_url.detail"
+	}
+	w.drop(pathName(p.Path, suffix, "detail"))
+}
+
+// dropIsError names the error flag of a tool result a target cannot carry.
+func (w *writer) dropIsError(m llm.Message) {
+	if m.IsError {
+		w.drop(pathName(m.Path, ".is_error", "is_error"))
+	}
+}
+
+// emptySchema is the JSON Schema of a function without parameters.
+var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
+
+// schemaOrEmpty is a tool's parameter schema, or the empty object schema.
+func schemaOrEmpty(t llm.Tool) json.RawMessage {
+	if len(t.Parameters) == 0 {
+		return emptySchema
+	}
+	return t.Parameters
+}
+
+// textOf concatenates the text parts.
+func textOf(parts []llm.Part) string {
+	var b strings.Builder
+	for _, p := range parts {
+		if p.Kind == llm.PartText {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,383 @@
+package convert
+
+import (
+	"bytes"
+	"encoding/json"
+
+	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/llm"
+)
+
+// messagesFields decodes the modelled fields of an Anthropic Messages request.
+func (d *decoder) messagesFields(raw map[string]json.RawMessage) error {
+	r := d.req
+	var err error
+	if v := raw["system"]; !isNull(v) {
+		if err := d.messagesSystem(v); err != nil {
+			return err
+		}
+	}
+	msgs := raw["messages"]
+	if isNull(msgs) {
+		return apierror.Invalid("messages", "messages: Field required")
+	}
+	arr, err := parseArray(msgs, "messages")
+	if err != nil {
+		return err
+	}
+	for i, m := range arr {
+		if err := d.messagesMessage(i, m); err != nil {
+			return err
+		}
+	}
+	if isNull(raw["max_tokens"]) {
+		return apierror.Invalid("max_tokens", "max_tokens: Field required")
+	}
+	if r.MaxTokens, err = parseInt(raw["max_tokens"], "max_tokens"); err != nil {
+		return err
+	}
+	if err := d.sampling(raw); err != nil {
+		return err
+	}
+	if v := raw["stop_sequences"]; !isNull(v) {
+		if r.Stop, err = parseStop(v, "stop_sequences"); err != nil {
+			return err
+		}
+	}
+	if v := raw["tools"]; !isNull(v) {
+		if err := d.messagesTools(v); err != nil {
+			return err
+		}
+	}
+	if v := raw["tool_choice"]; !isNull(v) {
+		if err := d.messagesToolChoice(v); err != nil {
+			return err
+		}
+	}
+	if v := raw["stream"]; !isNull(v) {
+		if r.Stream, err = parseBool(v, "stream"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var messagesTextKeys = setOf("type", "text")
+
+// messagesSystem decodes system: a string or an array of text blocks.
+func (d *decoder) messagesSystem(raw json.RawMessage) error {
+	if firstByte(raw) == '"' {
+		s, _ := parseString(raw, "system")
+		if s != "" {
+			d.system = append(d.system, s)
+		}
+		return nil
+	}
+	arr, err := parseArray(raw, "system")
+	if err != nil {
+		return typeError("system", "a string or an array of text blocks")
+	}
+	for i, e := range arr {
+		p := idx("system", i)
+		m, err := parseObject(e, p)
+		if err != nil {
+			return err
+		}
+		kind, err := objectKind(m, p)
+		if err != nil {
+			return err
+		}
+		if kind != "text" {
+			return apierror.Invalid(p+".type", "system: Input tag '%s' found using 'type' does not match the expected tag 'text'", kind)
+		}
+		text, err := parseString(m.get("text"), p+".text")
+		if err != nil {
+			return err
+		}
+		d.system = append(d.system, text)
+		d.noteKeys(p, m, messagesTextKeys, nil)
+	}
+	return nil
+}
+
+var (
+	messagesMessageKeys = setOf("role", "content")
+	messagesImageKeys   = setOf("type", "source")
+	messagesToolUseKeys = setOf("type", "id", "name", "input")
+	messagesResultKeys  = setOf("type", "tool_use_id", "content", "is_error")
+)
+
+// messagesMessage decodes messages[i]. A user turn's tool_result blocks become RoleTool
+// messages (in place, so the order of results and text is kept).
+func (d *decoder) messagesMessage(i int, raw json.RawMessage) error {
+	p := idx("messages", i)
+	m, err := parseObject(raw, p)
+	if err != nil {
+		return err
+	}
+	role, err := parseString(m.get("role"), p+".role")
+	if err != nil {
+		return err
+	}
+	if role != "user" && role != "assistant" {
+		return apierror.Invalid(p+".role", "messages.%d.role: Input should be 'user' or 'assistant'", i)
+	}
+	d.noteKeys(p, m, messagesMessageKeys, nil)
+	cp := p + ".content"
+	c := m.get("content")
+	if firstByte(c) == '"' {
+		s, _ := parseString(c, cp)
+		msg := llm.Message{Role: llm.Role(role), Path: p}
+		if s != "" || role == "user" {
+			msg.Parts = []llm.Part{{Kind: llm.PartText, Text: s, Path: cp}}
+		}
+		d.req.Messages = append(d.req.Messages, msg)
+		return nil
+	}
+	blocks, err := parseArray(c, cp)
+	if err != nil {
+		return typeError(cp, "a string or an array of content blocks")
+	}
+	cur := llm.Message{Role: llm.Role(role), Path: p}
+	flush := func() {
+		if len(cur.Parts) > 0 || len(cur.ToolCalls) > 0 {
+			d.req.Messages = append(d.req.Messages, cur)
+		}
+		cur = llm.Message{Role: llm.Role(role), Path: p}
+	}
+	for j, e := range blocks {
+		bp := idx(cp, j)
+		b, err := parseObject(e, bp)
+		if err != nil {
+			return err
+		}
+		kind, err := objectKind(b, bp)
+		if err != nil {
+			return err
+		}
+		switch {
+		case kind == "text":
+			text, err := parseString(b.get("text"), bp+".text")
+			if err != nil {
+				return err
+			}
+			cur.Parts = append(cur.Parts, llm.Part{Kind: llm.PartText, Text: text, Path: bp})
+			d.noteKeys(bp, b, messagesTextKeys, nil)
+		case kind == "image":
+			part, ok, err := d.messagesImage(b, bp, e)
+			if err != nil {
+				return err
+			}
+			if ok {
+				cur.Parts = append(cur.Parts, part)
+			}
+		case kind == "tool_use" && role == "assistant":
+			call := llm.ToolCall{Path: bp}
+			if call.ID, err = parseString(b.get("id"), bp+".id"); err != nil {
+				return err
+			}
+			if call.Name, err = parseString(b.get("name"), bp+".name"); err != nil {
+				return err
+			}
+			in := b.get("input")
+			if isNull(in) {
+				call.Arguments = "{}"
+			} else if firstByte(in) != '{' {
+				return typeError(bp+".input", "an object")
+			} else {
+				var buf bytes.Buffer
+				if err := json.Compact(&buf, in); err != nil {
+					return typeError(bp+".input", "an object")
+				}
+				call.Arguments = buf.String()
+			}
+			cur.ToolCalls = append(cur.ToolCalls, call)
+			d.noteKeys(bp, b, messagesToolUseKeys, nil)
+		case kind == "tool_result" && role == "user":
+			flush()
+			res, err := d.messagesToolResult(b, bp)
+			if err != nil {
+				return err
+			}
+			d.req.Messages = append(d.req.Messages, res)
+		case (kind == "thinking" || kind == "redacted_thinking") && role == "assistant":
+			d.note(bp, "."+kind, true, e)
+		case kind == "":
+			return apierror.Invalid(bp+".type", "Missing required parameter: '%s.type'.", bp)
+		default:
+			d.note(bp, "."+kind, false, e) // document, search_result, server tool blocks, ...
+		}
+	}
+	if len(cur.Parts) > 0 || len(cur.ToolCalls) > 0 || len(blocks) == 0 {
+		d.req.Messages = append(d.req.Messages, cur)
+	}
+	return nil
+}
+
+var messagesSourceKeys = setOf("type", "media_type", "data", "url")
+
+// messagesImage decodes an image block; ok is false when its source (a file id) is not
+// modelled, which is noted.
+func (d *decoder) messagesImage(b jsonObject, bp string, raw json.RawMessage) (llm.Part, bool, error) {
+	sp := bp + ".source"
+	src, err := parseObject(b.get("source"), sp)
+	if err != nil {
+		return llm.Part{}, false, err
+	}
+	kind, err := objectKind(src, sp)
+	if err != nil {
+		return llm.Part{}, false, err
+	}
+	part := llm.Part{Kind: llm.PartImage, Path: bp}
+	switch kind {
+	case "base64":
+		if part.MediaType, err = parseString(src.get("media_type"), sp+".media_type"); err != nil {
+			return part, false, err
+		}
+		if part.Data, err = parseString(src.get("data"), sp+".data"); err != nil {
+			return part, false, err
+		}
+	case "url":
+		if part.ImageURL, err = parseString(src.get("url"), sp+".url"); err != nil {
+			return part, false, err
+		}
+	default:
+		d.note(bp, ".source."+kind, false, raw)
+		return part, false, nil
+	}
+	d.noteKeys(bp, b, messagesImageKeys, nil)
+	d.noteKeys(sp, src, messagesSourceKeys, nil)
+	return part, true, nil
+}
+
+// messagesToolResult decodes a tool_result block into a RoleTool message.
+func (d *decoder) messagesToolResult(b jsonObject, bp string) (llm.Message, error) {
+	msg := llm.Message{Role: llm.RoleTool, Path: bp}
+	var err error
+	if msg.ToolCallID, err = parseString(b.get("tool_use_id"), bp+".tool_use_id"); err != nil {
+		return msg, err
+	}
+	if v := b.get("is_error"); !isNull(v) {
+		if msg.IsError, err = parseBool(v, bp+".is_error"); err != nil {
+			return msg, err
+		}
+	}
+	d.noteKeys(bp, b, messagesResultKeys, nil)
+	cp := bp + ".content"
+	c := b.get("content")
+	if isNull(c) {
+		return msg, nil
+	}
+	if firstByte(c) == '"' {
+		s, _ := parseString(c, cp)
+		msg.Parts = []llm.Part{{Kind: llm.PartText, Text: s, Path: cp}}
+		return msg, nil
+	}
+	blocks, err := parseArray(c, cp)
+	if err != nil {
+		return msg, typeError(cp, "a string or an array of content blocks")
+	}
+	for j, e := range blocks {
+		ip := idx(cp, j)
+		ib, err := parseObject(e, ip)
+		if err != nil {
+			return msg, err
+		}
+		kind, err := objectKind(ib, ip)
+		if err != nil {
+			return msg, err
+		}
+		switch kind {
+		case "text":
+			text, err := parseString(ib.get("text"), ip+".text")
+			if err != nil {
+				return msg, err
+			}
+			msg.Parts = append(msg.Parts, llm.Part{Kind: llm.PartText, Text: text, Path: ip})
+			d.noteKeys(ip, ib, messagesTextKeys, nil)
+		case "image":
+			part, ok, err := d.messagesImage(ib, ip, e)
+			if err != nil {
+				return msg, err
+			}
+			if ok {
+				msg.Parts = append(msg.Parts, part)
+			}
+		default:
+			d.note(ip, "."+kind, false, e)
+		}
+	}
+	return msg, nil
+}
+
+var messagesToolKeys = setOf("name", "description", "input_schema", "strict", "type")
+
+// messagesTools decodes tools: client tools (no type, or type "custom") are modelled; server
+// tools (a versioned type such as web_search_20250305) are noted.
+func (d *decoder) messagesTools(raw json.RawMessage) error {
+	arr, err := parseArray(raw, "tools")
+	if err != nil {
+		return err
+	}
+	for i, e := range arr {
+		p := idx("tools", i)
+		m, err := parseObject(e, p)
+		if err != nil {
+			return err
+		}
+		kind, err := objectKind(m, p)
+		if err != nil {
+			return err
+		}
+		if kind != "" && kind != "custom" {
+			d.note(p, "."+kind, false, e)
+			continue
+		}
+		t, err := functionTool(m, p, "input_schema")
+		if err != nil {
+			return err
+		}
+		d.noteKeys(p, m, messagesToolKeys, nil)
+		d.req.Tools = append(d.req.Tools, t)
+	}
+	return nil
+}
+
+// messagesToolChoice decodes tool_choice {type: auto|any|none|tool, name?,
+// disable_parallel_tool_use?}.
+func (d *decoder) messagesToolChoice(raw json.RawMessage) error {
+	m, err := parseObject(raw, "tool_choice")
+	if err != nil {
+		return err
+	}
+	kind, err := objectKind(m, "tool_choice")
+	if err != nil {
+		return err
+	}
+	tc := &llm.ToolChoice{}
+	switch kind {
+	case "auto":
+		tc.Mode = llm.ToolChoiceAuto
+	case "any":
+		tc.Mode = llm.ToolChoiceRequired
+	case "none":
+		tc.Mode = llm.ToolChoiceNone
+	case "tool":
+		tc.Mode = llm.ToolChoiceTool
+		if tc.Name, err = parseString(m.get("name"), "tool_choice.name"); err != nil {
+			return err
+		}
+	default:
+		return apierror.Invalid("tool_choice.type", "tool_choice: Input tag '%s' found using 'type' does not match any of the expected tags: 'auto', 'any', 'tool', 'none'", kind)
+	}
+	d.req.ToolChoice = tc
+	if v := m.get("disable_parallel_tool_use"); !isNull(v) {
+		dis, err := parseBool(v, "tool_choice.disable_parallel_tool_use")
+		if err != nil {
+			return err
+		}
+		d.req.ParallelToolCalls = ptr(!dis)
+	}
+	d.noteKeys("tool_choice", m, setOf("type", "name", "disable_parallel_tool_use"), nil)
+	return nil
+}

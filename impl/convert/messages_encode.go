@@ -1,0 +1,305 @@
+package convert
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/llm"
+)
+
+// messagesTemperatureMax is the highest temperature the Messages API accepts (OpenAI's range
+// is 0 to 2; the scales are not rescaled, a value above 1 is refused).
+const messagesTemperatureMax = 1.0
+
+// messagesImageTypes are the media types the Messages API accepts for inline images.
+var messagesImageTypes = setOf("image/jpeg", "image/png", "image/gif", "image/webp")
+
+// messagesMaxTokens writes the required max_tokens.
+func (w *writer) messagesMaxTokens(o *object) error {
+	if w.req.MaxTokens <= 0 {
+		// Reported after the other fields, so that a client's 400 comes first.
+		w.fault = fmt.Errorf("convert: an anthropic-messages request needs max_tokens: fill Request.MaxTokens (e.g. from the model's output limit) before encoding")
+		return nil
+	}
+	o.set("max_tokens", w.req.MaxTokens)
+	return nil
+}
+
+// messagesSystem writes system as a string.
+func (w *writer) messagesSystem(o *object) error {
+	if w.req.System != "" {
+		o.set("system", w.req.System)
+	}
+	return nil
+}
+
+// turn is one Messages turn being built.
+type turn struct {
+	role   string
+	blocks []any
+}
+
+// messagesMessages writes messages. Tool results become tool_result blocks of a user turn;
+// adjacent turns of the same role are merged, since the API requires alternating roles; empty
+// text is left out, since the API rejects empty text blocks.
+func (w *writer) messagesMessages(o *object) error {
+	var turns []turn
+	add := func(role string, blocks []any) {
+		if len(blocks) == 0 {
+			return
+		}
+		if n := len(turns); n > 0 && turns[n-1].role == role {
+			turns[n-1].blocks = append(turns[n-1].blocks, blocks...)
+			return
+		}
+		turns = append(turns, turn{role, blocks})
+	}
+	for i, m := range w.req.Messages {
+		switch m.Role {
+		case llm.RoleUser:
+			blocks, err := w.messagesBlocks(m.Parts)
+			if err != nil {
+				return err
+			}
+			add("user", blocks)
+		case llm.RoleAssistant:
+			texts, err := w.textOnly(m.Parts, "An image in an assistant turn")
+			if err != nil {
+				return err
+			}
+			blocks, _ := w.messagesBlocks(texts)
+			for _, c := range m.ToolCalls {
+				input, ok := toolInput(c.Arguments)
+				if !ok {
+					param := "arguments"
+					if c.Path != "" {
+						param = c.Path + ".arguments"
+						if w.src == llm.FormatChat {
+							param = c.Path + ".function.arguments"
+						}
+					}
+					return apierror.Invalid(param, "Invalid '%s': the arguments of a tool call must be a JSON object for this model, which is served through %s.", param, formatNames[w.dst])
+				}
+				blocks = append(blocks, object{{"type", "tool_use"}, {"id", toolUseID(c.ID)}, {"name", c.Name}, {"input", input}})
+			}
+			add("assistant", blocks)
+		case llm.RoleTool:
+			res := object{{"type", "tool_result"}, {"tool_use_id", toolUseID(m.ToolCallID)}}
+			blocks, err := w.messagesBlocks(m.Parts)
+			if err != nil {
+				return err
+			}
+			switch {
+			case len(blocks) == 0:
+			case len(m.Parts) == 1 && m.Parts[0].Kind == llm.PartText:
+				res.set("content", m.Parts[0].Text)
+			default:
+				res.set("content", blocks)
+			}
+			if m.IsError {
+				res.set("is_error", true)
+			}
+			add("user", []any{res})
+		default:
+			return fmt.Errorf("convert: messages[%d] has unknown role %q", i, m.Role)
+		}
+	}
+	out := make([]any, 0, len(turns))
+	for _, t := range turns {
+		var content any = t.blocks
+		if len(t.blocks) == 1 {
+			if b, ok := t.blocks[0].(object); ok && len(b) == 2 && b[0].value == "text" {
+				content = b[1].value // a lone text block as a string
+			}
+		}
+		out = append(out, object{{"role", t.role}, {"content", content}})
+	}
+	o.set("messages", out)
+	return nil
+}
+
+// messagesBlocks writes text and image parts as content blocks.
+func (w *writer) messagesBlocks(parts []llm.Part) ([]any, error) {
+	var out []any
+	for _, p := range parts {
+		switch p.Kind {
+		case llm.PartText:
+			if p.Text != "" {
+				out = append(out, object{{"type", "text"}, {"text", p.Text}})
+			}
+		case llm.PartImage:
+			src, err := w.messagesImageSource(p)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, object{{"type", "image"}, {"source", src}})
+		}
+	}
+	return out, nil
+}
+
+// messagesImageSource writes an image's source: base64 data or a URL.
+func (w *writer) messagesImageSource(p llm.Part) (object, error) {
+	if w.cross() {
+		w.dropDetail(p)
+	}
+	if p.ImageURL == "" {
+		if w.cross() && !messagesImageTypes[p.MediaType] {
+			return nil, w.refuse(paramOf(p.Path), fmt.Sprintf("An image of type %q (only image/jpeg, image/png, image/gif and image/webp are accepted)", p.MediaType))
+		}
+		return object{{"type", "base64"}, {"media_type", p.MediaType}, {"data", p.Data}}, nil
+	}
+	if w.cross() && strings.HasPrefix(p.ImageURL, "data:") {
+		return nil, w.refuse(paramOf(p.Path), "An image data: URL that is not base64")
+	}
+	return object{{"type", "url"}, {"url", p.ImageURL}}, nil
+}
+
+// toolInput parses tool call arguments as the JSON object a tool_use block carries (empty
+// arguments are the empty object).
+func toolInput(args string) (json.RawMessage, bool) {
+	t := strings.TrimSpace(args)
+	if t == "" {
+		return json.RawMessage("{}"), true
+	}
+	if t[0] != '{' || !json.Valid([]byte(t)) {
+		return nil, false
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, []byte(t)) != nil {
+		return nil, false
+	}
+	return b.Bytes(), true
+}
+
+// toolUseID makes a tool call id acceptable to the Messages API (^[a-zA-Z0-9_-]+$) by
+// replacing any other character with '_'; the same id always maps the same way, so calls and
+// results still match.
+func toolUseID(id string) string {
+	if id == "" {
+		return "toolu_"
+	}
+	ok := true
+	for i := 0; i < len(id); i++ {
+		if !idChar(id[i]) {
+			ok = false
+			break
+		}
+	}
+	if ok {
+		return id
+	}
+	b := []byte(id)
+	for i := range b {
+		if !idChar(b[i]) {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+func idChar(c byte) bool {
+	return c == '_' || c == '-' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+}
+
+// messagesTemperature writes temperature, refusing a value the Messages range cannot hold.
+func (w *writer) messagesTemperature(o *object) error {
+	t := w.req.Temperature
+	if t == nil {
+		return nil
+	}
+	if w.cross() && *t > messagesTemperatureMax {
+		return w.refuse("temperature", fmt.Sprintf("A temperature of %g (above %g)", *t, messagesTemperatureMax))
+	}
+	o.set("temperature", t)
+	return nil
+}
+
+// messagesStop writes stop_sequences.
+func (w *writer) messagesStop(o *object) error {
+	if len(w.req.Stop) > 0 {
+		o.set("stop_sequences", w.req.Stop)
+	}
+	return nil
+}
+
+// messagesChecks refuses what the Messages API cannot honour: a JSON response format and more
+// than one choice.
+func (w *writer) messagesChecks(o *object) error {
+	if !w.cross() {
+		return nil
+	}
+	if rf := w.req.ResponseFormat; rf != nil && rf.Type != "text" {
+		return w.refuse(w.srcName("response_format"), fmt.Sprintf("A %s response format", rf.Type))
+	}
+	if w.req.N > 1 {
+		return w.refuse("n", "More than one choice (n > 1)")
+	}
+	return nil
+}
+
+// messagesTools writes tools with input_schema. strict: true cannot be honoured without a beta
+// feature and is dropped and named.
+func (w *writer) messagesTools(o *object) error {
+	if len(w.req.Tools) == 0 {
+		return nil
+	}
+	out := make([]any, 0, len(w.req.Tools))
+	for _, t := range w.req.Tools {
+		to := object{{"name", t.Name}}
+		if t.Description != "" {
+			to.set("description", t.Description)
+		}
+		to.set("input_schema", schemaOrEmpty(t))
+		if t.Strict != nil {
+			if w.same {
+				to.set("strict", *t.Strict)
+			} else if *t.Strict {
+				if w.src == llm.FormatChat {
+					w.drop("tools[].function.strict")
+				} else {
+					w.drop("tools[].strict")
+				}
+			}
+		}
+		out = append(out, to)
+	}
+	o.set("tools", out)
+	return nil
+}
+
+// messagesToolChoice writes tool_choice, carrying parallel_tool_calls: false as
+// disable_parallel_tool_use.
+func (w *writer) messagesToolChoice(o *object) error {
+	if len(w.req.Tools) == 0 && !w.same {
+		return nil
+	}
+	tc := w.req.ToolChoice
+	disable := w.req.ParallelToolCalls != nil && !*w.req.ParallelToolCalls
+	if tc == nil && !disable {
+		return nil
+	}
+	mode := llm.ToolChoiceAuto
+	if tc != nil {
+		mode = tc.Mode
+	}
+	var out object
+	switch mode {
+	case llm.ToolChoiceNone:
+		out = object{{"type", "none"}}
+	case llm.ToolChoiceRequired:
+		out = object{{"type", "any"}}
+	case llm.ToolChoiceTool:
+		out = object{{"type", "tool"}, {"name", tc.Name}}
+	default:
+		out = object{{"type", "auto"}}
+	}
+	if disable && mode != llm.ToolChoiceNone {
+		out.set("disable_parallel_tool_use", true)
+	}
+	o.set("tool_choice", out)
+	return nil
+}

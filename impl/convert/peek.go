@@ -1,0 +1,287 @@
+package convert
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strconv"
+
+	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/llm"
+)
+
+// errSyntax is the 400 for a body whose top level is not a JSON object.
+var errSyntax = apierror.Invalid("", "We could not parse the JSON body of your request: the body must be a JSON object.")
+
+// maxTokensKeys are, per format, the top-level fields that bound the output, the one that
+// wins last.
+var maxTokensKeys = map[llm.Format][]string{
+	llm.FormatChat:      {"max_tokens", "max_completion_tokens"},
+	llm.FormatResponses: {"max_output_tokens"},
+	llm.FormatMessages:  {"max_tokens"},
+}
+
+// ModelAndStream peeks at a request body of format f without decoding it: the top-level
+// model, stream and output bound (chat max_completion_tokens, else max_tokens; Responses
+// max_output_tokens; Messages max_tokens; 0 when absent). It scans the top-level members and
+// skips every other value without building it, so its cost is one pass over the bytes with no
+// allocation in the common case. It checks only the top level; DecodeRequest checks the rest.
+// A missing or non-string model, or a stream or bound of the wrong type, is a 400
+// *apierror.Error naming the field; when a key repeats, the last one counts, as with
+// encoding/json.
+func ModelAndStream(f llm.Format, body []byte) (model string, stream bool, maxTokens int, err error) {
+	bounds, ok := maxTokensKeys[f]
+	if !ok {
+		return "", false, 0, errors.New("convert: unknown format " + string(f))
+	}
+	haveModel := false
+	bound := [2]int{-1, -1}
+	err = scanTop(body, func(key []byte, v []byte) error {
+		switch {
+		case string(key) == "model":
+			if v[0] != '"' {
+				return apierror.Invalid("model", "Invalid type for 'model': expected a string.")
+			}
+			model, haveModel = unquote(v), true
+		case string(key) == "stream":
+			switch string(v) {
+			case "true":
+				stream = true
+			case "false", "null":
+				stream = false
+			default:
+				return apierror.Invalid("stream", "Invalid type for 'stream': expected a boolean.")
+			}
+		default:
+			for i, k := range bounds {
+				if string(key) != k {
+					continue
+				}
+				if string(v) == "null" {
+					bound[i] = -1
+					return nil
+				}
+				n, err := parseInt(v, k)
+				if err != nil {
+					return err
+				}
+				bound[i] = n
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return "", false, 0, err
+	}
+	if !haveModel {
+		return "", false, 0, apierror.Invalid("model", "you must provide a model parameter")
+	}
+	for _, b := range bound {
+		if b >= 0 {
+			maxTokens = b
+		}
+	}
+	return model, stream, maxTokens, nil
+}
+
+// SetModel rewrites the top-level "model" of a request body to model (every occurrence, when
+// the key repeats), leaving every other byte as it was; when the body has no top-level model,
+// one is added as its first member. Nested "model" keys are not touched.
+func SetModel(body []byte, model string) ([]byte, error) {
+	var spans [][2]int
+	err := scanTopSpans(body, func(key []byte, start, end int) error {
+		if string(key) == "model" {
+			spans = append(spans, [2]int{start, end})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var q bytes.Buffer
+	writeString(&q, model)
+	if len(spans) == 0 {
+		open := bytes.IndexByte(body, '{')
+		out := make([]byte, 0, len(body)+q.Len()+10)
+		out = append(out, body[:open+1]...)
+		out = append(out, `"model":`...)
+		out = append(out, q.Bytes()...)
+		if rest := bytes.TrimLeft(body[open+1:], " \t\r\n"); len(rest) > 0 && rest[0] != '}' {
+			out = append(out, ',')
+		}
+		return append(out, body[open+1:]...), nil
+	}
+	out := make([]byte, 0, len(body)+len(spans)*q.Len())
+	prev := 0
+	for _, s := range spans {
+		out = append(out, body[prev:s[0]]...)
+		out = append(out, q.Bytes()...)
+		prev = s[1]
+	}
+	return append(out, body[prev:]...), nil
+}
+
+// unquote returns the string a JSON string token denotes.
+func unquote(tok []byte) string {
+	if bytes.IndexByte(tok, '\\') < 0 {
+		return string(tok[1 : len(tok)-1])
+	}
+	var s string
+	_ = json.Unmarshal(tok, &s) // the token was scanned as a valid string
+	return s
+}
+
+// scanTop calls fn for each member of the top-level object of body with its key (unescaped)
+// and its value's bytes.
+func scanTop(body []byte, fn func(key, value []byte) error) error {
+	return scanTopSpans(body, func(key []byte, start, end int) error { return fn(key, body[start:end]) })
+}
+
+// scanTopSpans calls fn for each member of the top-level object of body with its key
+// (unescaped) and the offsets of its value. It checks the object's own syntax and the nesting
+// of brackets; what is inside strings and nested values is left to encoding/json.
+func scanTopSpans(body []byte, fn func(key []byte, start, end int) error) error {
+	i := skipSpace(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		return errSyntax
+	}
+	i = skipSpace(body, i+1)
+	if i < len(body) && body[i] == '}' {
+		if skipSpace(body, i+1) != len(body) {
+			return errSyntax
+		}
+		return nil
+	}
+	for {
+		if i >= len(body) || body[i] != '"' {
+			return errSyntax
+		}
+		ke, ok := skipString(body, i)
+		if !ok {
+			return errSyntax
+		}
+		key := body[i+1 : ke-1]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			key = []byte(unquote(body[i:ke]))
+		}
+		i = skipSpace(body, ke)
+		if i >= len(body) || body[i] != ':' {
+			return errSyntax
+		}
+		vs := skipSpace(body, i+1)
+		ve, ok := skipValue(body, vs)
+		if !ok {
+			return errSyntax
+		}
+		if err := fn(key, vs, ve); err != nil {
+			return err
+		}
+		i = skipSpace(body, ve)
+		if i >= len(body) {
+			return errSyntax
+		}
+		switch body[i] {
+		case ',':
+			i = skipSpace(body, i+1)
+		case '}':
+			if skipSpace(body, i+1) != len(body) {
+				return errSyntax
+			}
+			return nil
+		default:
+			return errSyntax
+		}
+	}
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) {
+		switch b[i] {
+		case ' ', '\t', '\r', '\n':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// skipString returns the offset after the string starting at b[i] == '"'. It jumps from quote
+// to quote (bytes.IndexByte is vectorised) and does not check the string's content.
+func skipString(b []byte, i int) (int, bool) {
+	j := i + 1
+	for {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			return 0, false
+		}
+		j += k
+		escapes := 0
+		for m := j - 1; m > i && b[m] == '\\'; m-- {
+			escapes++
+		}
+		if escapes%2 == 0 {
+			return j + 1, true
+		}
+		j++
+	}
+}
+
+// skipValue returns the offset after the value starting at b[i]. Nested values are skipped by
+// matching brackets outside strings; their inner syntax is not checked.
+func skipValue(b []byte, i int) (int, bool) {
+	if i >= len(b) {
+		return 0, false
+	}
+	switch c := b[i]; {
+	case c == '"':
+		return skipString(b, i)
+	case c == '{' || c == '[':
+		var buf [64]byte
+		stack := buf[:0]
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				e, ok := skipString(b, j)
+				if !ok {
+					return 0, false
+				}
+				j = e - 1
+			case '{', '[':
+				stack = append(stack, b[j])
+			case '}', ']':
+				if len(stack) == 0 || (b[j] == '}') != (stack[len(stack)-1] == '{') {
+					return 0, false
+				}
+				stack = stack[:len(stack)-1]
+				if len(stack) == 0 {
+					return j + 1, true
+				}
+			}
+		}
+		return 0, false
+	case c == 't':
+		return literal(b, i, "true")
+	case c == 'f':
+		return literal(b, i, "false")
+	case c == 'n':
+		return literal(b, i, "null")
+	case c == '-' || (c >= '0' && c <= '9'):
+		j := i + 1
+		for j < len(b) && (b[j] >= '0' && b[j] <= '9' || b[j] == '.' || b[j] == 'e' || b[j] == 'E' || b[j] == '+' || b[j] == '-') {
+			j++
+		}
+		if _, err := strconv.ParseFloat(string(b[i:j]), 64); err != nil {
+			return 0, false
+		}
+		return j, true
+	}
+	return 0, false
+}
+
+func literal(b []byte, i int, lit string) (int, bool) {
+	if len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit {
+		return i + len(lit), true
+	}
+	return 0, false
+}

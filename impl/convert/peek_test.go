@@ -1,0 +1,202 @@
+package convert
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/tollgate/tollgate/impl/llm"
+)
+
+func TestModelAndStream(t *testing.T) {
+	cases := []struct {
+		name   string
+		f      llm.Format
+		body   string
+		model  string
+		stream bool
+		max    int
+	}{
+		{"plain", llm.FormatChat, `{"model":"gpt","stream":true,"max_tokens":10}`, "gpt", true, 10},
+		{"nested model first", llm.FormatChat, `{"messages":[{"role":"user","content":"x","model":"inner"}],"metadata":{"model":"meta","stream":true},"model":"outer"}`, "outer", false, 0},
+		{"model in a string", llm.FormatChat, `{"messages":[{"role":"user","content":"\"model\":\"evil\", {\"stream\":true}"}],"model":"m"}`, "m", false, 0},
+		{"escaped model value", llm.FormatChat, `{"model":"a\"b\\c\u00e9\/d"}`, "a\"b\\cé/d", false, 0},
+		{"escaped key", llm.FormatChat, `{"mod\u0065l":"m","str\u0065am":true}`, "m", true, 0},
+		{"whitespace", llm.FormatChat, " \n\t{ \"model\" :\r\n \"m\" , \"stream\"\t:\tfalse ,\"max_completion_tokens\" : 7 }\n ", "m", false, 7},
+		{"completion tokens win", llm.FormatChat, `{"max_completion_tokens":20,"model":"m","max_tokens":10}`, "m", false, 20},
+		{"null bounds", llm.FormatChat, `{"model":"m","max_tokens":null,"stream":null}`, "m", false, 0},
+		{"responses bound", llm.FormatResponses, `{"model":"m","input":[{"max_output_tokens":1}],"max_output_tokens":64,"max_tokens":5}`, "m", false, 64},
+		{"messages bound", llm.FormatMessages, `{"model":"claude","max_tokens":1024,"max_output_tokens":5,"stream":true}`, "claude", true, 1024},
+		{"repeated key", llm.FormatChat, `{"model":"a","model":"b"}`, "b", false, 0},
+		{"brackets in strings", llm.FormatChat, `{"x":{"a":"}]{[","b":[1,{"c":"\\"}]},"model":"m"}`, "m", false, 0},
+		{"integral float bound", llm.FormatChat, `{"model":"m","max_tokens":100.0}`, "m", false, 100},
+		{"unicode", llm.FormatChat, `{"model":"模型-✓","stream":true}`, "模型-✓", true, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			model, stream, max, err := ModelAndStream(c.f, []byte(c.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if model != c.model || stream != c.stream || max != c.max {
+				t.Errorf("got (%q, %v, %d), want (%q, %v, %d)", model, stream, max, c.model, c.stream, c.max)
+			}
+			// The peek agrees with the full decoder on the model.
+			var full struct {
+				Model string `json:"model"`
+			}
+			if err := json.Unmarshal([]byte(c.body), &full); err != nil || full.Model != model {
+				t.Errorf("encoding/json says %q (%v)", full.Model, err)
+			}
+		})
+	}
+}
+
+func TestModelAndStreamErrors(t *testing.T) {
+	cases := []struct {
+		body, param string
+	}{
+		{``, ""},
+		{`[]`, ""},
+		{`{"model":"m"`, ""},
+		{`{"model":"m",}`, ""},
+		{`{"model":"m"} x`, ""},
+		{`{"model":"m","x":[1,2}`, ""},
+		{`{"model":"m","x":"unterminated}`, ""},
+		{`{"model":"m","x":tru}`, ""},
+		{`{"model" "m"}`, ""},
+		{`{"stream":true}`, "model"},
+		{`{"model":null}`, "model"},
+		{`{"model":["m"]}`, "model"},
+		{`{"model":"m","stream":"true"}`, "stream"},
+		{`{"model":"m","max_tokens":"10"}`, "max_tokens"},
+		{`{"model":"m","max_tokens":-1}`, "max_tokens"},
+		{`{"model":"m","max_tokens":1.5}`, "max_tokens"},
+	}
+	for _, c := range cases {
+		_, _, _, err := ModelAndStream(llm.FormatChat, []byte(c.body))
+		invalid(t, err, c.param)
+	}
+}
+
+func TestSetModel(t *testing.T) {
+	cases := []struct {
+		name, body, model, want string
+	}{
+		{"simple", `{"model":"a","stream":true}`, "b", `{"model":"b","stream":true}`},
+		{"keeps every other byte", "{ \"messages\" : [ {\"model\":\"inner\", \"content\" : \"\\u00e9 \\\"model\\\"\" } ],\n  \"model\" :  \"old\"  , \"x\":1.50 }",
+			"new", "{ \"messages\" : [ {\"model\":\"inner\", \"content\" : \"\\u00e9 \\\"model\\\"\" } ],\n  \"model\" :  \"new\"  , \"x\":1.50 }"},
+		{"escaped key", `{"mod\u0065l":"a","n":1}`, "b", `{"mod\u0065l":"b","n":1}`},
+		{"every repeat", `{"model":"a","model":"c"}`, "b", `{"model":"b","model":"b"}`},
+		{"absent", `{"stream":true}`, "m", `{"model":"m","stream":true}`},
+		{"absent, empty", ` { } `, "m", ` {"model":"m" } `},
+		{"model needing escapes", `{"model":"a"}`, "x\"y</z>\n", `{"model":"x\"y</z>\n"}`},
+		{"non-string model", `{"model":42,"a":[]}`, "m", `{"model":"m","a":[]}`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := SetModel([]byte(c.body), c.model)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != c.want {
+				t.Errorf("got  %s\nwant %s", got, c.want)
+			}
+			var v struct {
+				Model string `json:"model"`
+			}
+			if err := json.Unmarshal(got, &v); err != nil || v.Model != c.model {
+				t.Errorf("result decodes to %q (%v)", v.Model, err)
+			}
+		})
+	}
+	if _, err := SetModel([]byte(`{"model":`), "m"); err == nil {
+		t.Error("SetModel accepted a broken body")
+	}
+}
+
+func TestSetModelOnFixtures(t *testing.T) {
+	for _, fm := range formats {
+		body := fixture(t, "requests", fm.name+".json")
+		out, err := SetModel(body, "upstream-x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, got := topLevel(t, body), topLevel(t, out)
+		for k, v := range in {
+			if k != "model" && !bytes.Equal(got[k], v) {
+				t.Errorf("%s: %s changed", fm.name, k)
+			}
+		}
+		if m, _, _, _ := ModelAndStream(fm.f, out); m != "upstream-x" {
+			t.Errorf("%s: model %q", fm.name, m)
+		}
+	}
+}
+
+func TestModelAndStreamAllocations(t *testing.T) {
+	body := fixture(t, "requests", "chat.json")
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, _, _, err := ModelAndStream(llm.FormatChat, body); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 1 { // the model string itself
+		t.Errorf("%v allocations per peek", allocs)
+	}
+}
+
+func BenchmarkModelAndStream(b *testing.B) {
+	body := []byte(`{"model":"service-flint","stream":true,"max_tokens":256,"messages":[` +
+		strings.Repeat(`{"role":"user","content":"Tell me about the history of the Roman empire, in detail, with dates."},`, 200) +
+		`{"role":"user","content":"go"}]}`)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, _, err := ModelAndStream(llm.FormatChat, body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDecodeRequest(b *testing.B) {
+	body := []byte(`{"model":"service-flint","stream":true,"max_tokens":256,"messages":[` +
+		strings.Repeat(`{"role":"user","content":"Tell me about the history of the Roman empire, in detail, with dates."},`, 200) +
+		`{"role":"user","content":"go"}]}`)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodeRequest(llm.FormatChat, body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func TestEstimateInputTokens(t *testing.T) {
+	req := &llm.Request{
+		System: "abcdef", // 6 bytes
+		Messages: []llm.Message{
+			{Role: llm.RoleUser, Parts: []llm.Part{{Kind: llm.PartText, Text: "hello"}, {Kind: llm.PartImage, ImageURL: "https://x"}}}, // 5 bytes, 1 image
+			{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{Name: "f", Arguments: `{}`}}},                                         // 3 bytes, 1 call
+			{Role: llm.RoleTool, ToolCallID: "c", Parts: []llm.Part{{Kind: llm.PartText, Text: "ok"}}},                                 // 3 bytes
+		},
+		Tools:      []llm.Tool{{Name: "f", Description: "d", Parameters: json.RawMessage(`{}`)}}, // 4 bytes
+		Unmodelled: []llm.Unmodelled{{Size: 9}},
+	}
+	// bytes = 6+5+3+3+4+9 = 30 -> 10; 3 messages -> 12; request 3; image 2000; call + tool 20.
+	if got, want := EstimateInputTokens(req), 10+12+3+2000+20; got != want {
+		t.Errorf("estimate %d, want %d", got, want)
+	}
+	if EstimateInputTokens(&llm.Request{}) != RequestOverheadTokens {
+		t.Error("empty request")
+	}
+	// The rich fixtures are estimated above a real tokenizer's count (about 4 bytes a token).
+	for _, fm := range formats {
+		body := fixture(t, "requests", fm.name+".json")
+		req := mustDecode(t, fm.f, body)
+		if est := EstimateInputTokens(req); est < len(body)/8 || est < ImageTokens {
+			t.Errorf("%s: estimate %d for %d bytes", fm.name, est, len(body))
+		}
+	}
+}

@@ -1,0 +1,523 @@
+package convert
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/llm"
+)
+
+// Meta is what a client-facing answer carries that the upstream's answer does not decide.
+type Meta struct {
+	// ID is the answer's id as the client sees it ("chatcmpl-…", "resp_…", "msg_…").
+	ID string
+	// Created is the creation time in unix seconds.
+	Created int64
+	// Model is the client-visible model id.
+	Model string
+	// Request, when set, is the client's request: a Responses answer echoes its instructions,
+	// tools, tool_choice, temperature, top_p, text format, max_output_tokens and
+	// parallel_tool_calls (defaults are echoed without it).
+	Request *llm.Request
+}
+
+// upstreamError is the error for an upstream answer that cannot be used.
+func upstreamError(format string, args ...any) error {
+	return &apierror.Error{Kind: apierror.KindUpstream, Message: "the upstream returned an invalid response: " + fmt.Sprintf(format, args...)}
+}
+
+// DecodeResponse parses a complete (non-streamed) upstream response body of format f. A body
+// that is not such a response (or a Responses body with status failed) gives a 502
+// *apierror.Error.
+func DecodeResponse(f llm.Format, body []byte) (*llm.Response, error) {
+	switch f {
+	case llm.FormatChat:
+		return decodeChatResponse(body)
+	case llm.FormatResponses:
+		return decodeResponsesResponse(body)
+	case llm.FormatMessages:
+		return decodeMessagesResponse(body)
+	}
+	return nil, fmt.Errorf("convert: unknown format %q", f)
+}
+
+type chatResponseWire struct {
+	ID      string `json:"id"`
+	Model   string `json:"model"`
+	Choices []struct {
+		Message struct {
+			Content   json.RawMessage `json:"content"`
+			Refusal   *string         `json:"refusal"`
+			ToolCalls []struct {
+				ID       string `json:"id"`
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"message"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *struct {
+		PromptTokens        int64 `json:"prompt_tokens"`
+		CompletionTokens    int64 `json:"completion_tokens"`
+		PromptTokensDetails *struct {
+			CachedTokens int64 `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+		CompletionTokensDetails *struct {
+			ReasoningTokens int64 `json:"reasoning_tokens"`
+		} `json:"completion_tokens_details"`
+	} `json:"usage"`
+}
+
+func decodeChatResponse(body []byte) (*llm.Response, error) {
+	var w chatResponseWire
+	if err := json.Unmarshal(body, &w); err != nil {
+		return nil, upstreamError("not a chat completion")
+	}
+	if len(w.Choices) == 0 {
+		return nil, upstreamError("a chat completion without choices")
+	}
+	c := w.Choices[0]
+	r := &llm.Response{ID: w.ID, Model: w.Model, Stop: StopReasonFrom(llm.FormatChat, c.FinishReason)}
+	content := c.Message.Content
+	switch firstByte(content) {
+	case '"':
+		_ = json.Unmarshal(content, &r.Text)
+	case '[': // some compatible servers answer with text parts
+		var parts []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		_ = json.Unmarshal(content, &parts)
+		for _, p := range parts {
+			if p.Type == "text" {
+				r.Text += p.Text
+			}
+		}
+	}
+	if c.Message.Refusal != nil && *c.Message.Refusal != "" && r.Text == "" {
+		r.Text, r.Stop = *c.Message.Refusal, llm.StopContentFilter
+	}
+	for _, tc := range c.Message.ToolCalls {
+		r.ToolCalls = append(r.ToolCalls, llm.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+	}
+	r.Stop = calledTools(r)
+	if u := w.Usage; u != nil {
+		r.Usage = llm.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens}
+		if u.PromptTokensDetails != nil {
+			r.Usage.CachedInputTokens = u.PromptTokensDetails.CachedTokens
+		}
+		if u.CompletionTokensDetails != nil {
+			r.Usage.ReasoningTokens = u.CompletionTokensDetails.ReasoningTokens
+		}
+	}
+	return r, nil
+}
+
+// calledTools is the stop reason of an answer that says it simply ended though it called tools
+// (some chat backends do): a call for tools, so that clients run their tool loop. The stream
+// converters apply the same rule.
+func calledTools(r *llm.Response) llm.StopReason {
+	if r.Stop == llm.StopEnd && len(r.ToolCalls) > 0 {
+		return llm.StopToolCalls
+	}
+	return r.Stop
+}
+
+type responsesResponseWire struct {
+	ID                string `json:"id"`
+	Model             string `json:"model"`
+	Status            string `json:"status"`
+	IncompleteDetails *struct {
+		Reason string `json:"reason"`
+	} `json:"incomplete_details"`
+	Error *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+	Output []struct {
+		Type    string `json:"type"`
+		Content []struct {
+			Type    string `json:"type"`
+			Text    string `json:"text"`
+			Refusal string `json:"refusal"`
+		} `json:"content"`
+		CallID    string `json:"call_id"`
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"output"`
+	Usage *struct {
+		InputTokens        int64 `json:"input_tokens"`
+		OutputTokens       int64 `json:"output_tokens"`
+		InputTokensDetails *struct {
+			CachedTokens int64 `json:"cached_tokens"`
+		} `json:"input_tokens_details"`
+		OutputTokensDetails *struct {
+			ReasoningTokens int64 `json:"reasoning_tokens"`
+		} `json:"output_tokens_details"`
+	} `json:"usage"`
+}
+
+func decodeResponsesResponse(body []byte) (*llm.Response, error) {
+	var w responsesResponseWire
+	if err := json.Unmarshal(body, &w); err != nil || w.Status == "" {
+		return nil, upstreamError("not a response object")
+	}
+	if w.Status == "failed" {
+		msg := "the response failed"
+		if w.Error != nil && w.Error.Message != "" {
+			msg = w.Error.Message
+		}
+		return nil, &apierror.Error{Kind: apierror.KindUpstream, Message: "the upstream failed: " + msg}
+	}
+	r := &llm.Response{ID: w.ID, Model: w.Model}
+	refused := false
+	for _, item := range w.Output {
+		switch item.Type {
+		case "message":
+			for _, c := range item.Content {
+				switch c.Type {
+				case "output_text":
+					r.Text += c.Text
+				case "refusal":
+					r.Text += c.Refusal
+					refused = true
+				}
+			}
+		case "function_call":
+			r.ToolCalls = append(r.ToolCalls, llm.ToolCall{ID: item.CallID, Name: item.Name, Arguments: item.Arguments})
+		}
+	}
+	reason := ""
+	if w.IncompleteDetails != nil {
+		reason = w.IncompleteDetails.Reason
+	}
+	r.Stop = ResponsesStopReason(w.Status, reason, len(r.ToolCalls) > 0)
+	if refused && r.Stop == llm.StopEnd {
+		r.Stop = llm.StopContentFilter
+	}
+	if u := w.Usage; u != nil {
+		r.Usage = llm.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens}
+		if u.InputTokensDetails != nil {
+			r.Usage.CachedInputTokens = u.InputTokensDetails.CachedTokens
+		}
+		if u.OutputTokensDetails != nil {
+			r.Usage.ReasoningTokens = u.OutputTokensDetails.ReasoningTokens
+		}
+	}
+	return r, nil
+}
+
+type messagesResponseWire struct {
+	ID      string `json:"id"`
+	Type    string `json:"type"`
+	Model   string `json:"model"`
+	Content []struct {
+		Type  string          `json:"type"`
+		Text  string          `json:"text"`
+		ID    string          `json:"id"`
+		Name  string          `json:"name"`
+		Input json.RawMessage `json:"input"`
+	} `json:"content"`
+	StopReason   string  `json:"stop_reason"`
+	StopSequence *string `json:"stop_sequence"`
+	Usage        struct {
+		InputTokens              int64 `json:"input_tokens"`
+		OutputTokens             int64 `json:"output_tokens"`
+		CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+		CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	} `json:"usage"`
+}
+
+func decodeMessagesResponse(body []byte) (*llm.Response, error) {
+	var w messagesResponseWire
+	if err := json.Unmarshal(body, &w); err != nil || w.Type != "message" {
+		return nil, upstreamError("not a message")
+	}
+	r := &llm.Response{ID: w.ID, Model: w.Model, Stop: StopReasonFrom(llm.FormatMessages, w.StopReason)}
+	if w.StopSequence != nil {
+		r.StopSequence = *w.StopSequence
+	}
+	for _, b := range w.Content {
+		switch b.Type {
+		case "text":
+			r.Text += b.Text
+		case "tool_use":
+			args := "{}"
+			if !isNull(b.Input) {
+				args = string(b.Input)
+			}
+			r.ToolCalls = append(r.ToolCalls, llm.ToolCall{ID: b.ID, Name: b.Name, Arguments: args})
+		}
+	}
+	r.Stop = calledTools(r)
+	u := w.Usage
+	r.Usage = llm.Usage{
+		InputTokens:       u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens,
+		OutputTokens:      u.OutputTokens,
+		CachedInputTokens: u.CacheReadInputTokens,
+	}
+	return r, nil
+}
+
+// EncodeResponse writes resp as the complete response a client of format f expects, with the
+// id, creation time and model of meta, in the shapes the official SDKs parse. A tool call
+// whose arguments are not a JSON object cannot be written as an Anthropic tool_use block: it is
+// left out when the answer was cut by its length limit, and is a 502 *apierror.Error otherwise.
+func EncodeResponse(f llm.Format, resp *llm.Response, meta Meta) ([]byte, error) {
+	var o object
+	var err error
+	switch f {
+	case llm.FormatChat:
+		o = chatResponse(resp, meta)
+	case llm.FormatResponses:
+		o = responsesResponse(resp, meta)
+	case llm.FormatMessages:
+		o, err = messagesResponse(resp, meta)
+	default:
+		return nil, fmt.Errorf("convert: unknown format %q", f)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return marshal(o)
+}
+
+func chatResponse(resp *llm.Response, meta Meta) object {
+	msg := object{{"role", "assistant"}}
+	if resp.Text == "" && len(resp.ToolCalls) > 0 {
+		msg.set("content", nil)
+	} else {
+		msg.set("content", resp.Text)
+	}
+	msg.set("refusal", nil)
+	msg.set("annotations", []any{})
+	if len(resp.ToolCalls) > 0 {
+		calls := make([]any, 0, len(resp.ToolCalls))
+		for _, c := range resp.ToolCalls {
+			calls = append(calls, object{{"id", c.ID}, {"type", "function"},
+				{"function", object{{"name", c.Name}, {"arguments", c.Arguments}}}})
+		}
+		msg.set("tool_calls", calls)
+	}
+	return object{
+		{"id", meta.ID},
+		{"object", "chat.completion"},
+		{"created", meta.Created},
+		{"model", meta.Model},
+		{"choices", []any{object{
+			{"index", 0},
+			{"message", msg},
+			{"logprobs", nil},
+			{"finish_reason", StopReasonFor(llm.FormatChat, resp.Stop)},
+		}}},
+		{"usage", ChatUsage(resp.Usage)},
+		{"system_fingerprint", nil},
+		{"service_tier", "default"},
+	}
+}
+
+// ChatUsage is the usage object of a chat completion (and of the final chunk of a chat stream).
+func ChatUsage(u llm.Usage) json.RawMessage {
+	return mustMarshal(object{
+		{"prompt_tokens", u.InputTokens},
+		{"completion_tokens", u.OutputTokens},
+		{"total_tokens", u.InputTokens + u.OutputTokens},
+		{"prompt_tokens_details", object{{"cached_tokens", u.CachedInputTokens}, {"audio_tokens", 0}}},
+		{"completion_tokens_details", object{{"reasoning_tokens", u.ReasoningTokens}, {"audio_tokens", 0},
+			{"accepted_prediction_tokens", 0}, {"rejected_prediction_tokens", 0}}},
+	})
+}
+
+// ResponsesUsage is the usage object of a Responses answer.
+func ResponsesUsage(u llm.Usage) json.RawMessage {
+	return mustMarshal(object{
+		{"input_tokens", u.InputTokens},
+		{"input_tokens_details", object{{"cached_tokens", u.CachedInputTokens}}},
+		{"output_tokens", u.OutputTokens},
+		{"output_tokens_details", object{{"reasoning_tokens", u.ReasoningTokens}}},
+		{"total_tokens", u.InputTokens + u.OutputTokens},
+	})
+}
+
+// MessagesUsage is the usage object of a Messages answer: input_tokens excludes the tokens read
+// from a cache, which are cache_read_input_tokens; cache writes are not known across formats
+// and are reported as 0.
+func MessagesUsage(u llm.Usage) json.RawMessage {
+	in := u.InputTokens - u.CachedInputTokens
+	if in < 0 {
+		in = 0
+	}
+	return mustMarshal(object{
+		{"input_tokens", in},
+		{"cache_creation_input_tokens", 0},
+		{"cache_read_input_tokens", u.CachedInputTokens},
+		{"output_tokens", u.OutputTokens},
+	})
+}
+
+// mustMarshal writes an object made only of strings, numbers, booleans and nested objects,
+// which cannot fail.
+func mustMarshal(o object) json.RawMessage {
+	b, err := marshal(o)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// itemIDs derives the ids of a Responses answer's output items from the response id.
+func itemIDs(respID string) (msgID string, fcID func(i int) string) {
+	base := strings.TrimPrefix(respID, "resp_")
+	return "msg_" + base, func(i int) string { return fmt.Sprintf("fc_%s_%d", base, i) }
+}
+
+func responsesResponse(resp *llm.Response, meta Meta) object {
+	msgID, fcID := itemIDs(meta.ID)
+	output := []any{}
+	if resp.Text != "" || len(resp.ToolCalls) == 0 {
+		output = append(output, object{
+			{"id", msgID}, {"type", "message"}, {"status", "completed"}, {"role", "assistant"},
+			{"content", []any{object{{"type", "output_text"}, {"text", resp.Text}, {"annotations", []any{}}, {"logprobs", []any{}}}}},
+		})
+	}
+	for i, c := range resp.ToolCalls {
+		output = append(output, object{
+			{"id", fcID(i)}, {"type", "function_call"}, {"status", "completed"},
+			{"call_id", c.ID}, {"name", c.Name}, {"arguments", c.Arguments},
+		})
+	}
+	var incomplete any
+	if reason := ResponsesIncompleteReason(resp.Stop); reason != "" {
+		incomplete = object{{"reason", reason}}
+	}
+	o := object{
+		{"id", meta.ID},
+		{"object", "response"},
+		{"created_at", meta.Created},
+		{"status", StopReasonFor(llm.FormatResponses, resp.Stop)},
+		{"background", false},
+		{"error", nil},
+		{"incomplete_details", incomplete},
+	}
+	o = append(o, responsesEcho(meta.Request)...)
+	o = append(o, object{
+		{"model", meta.Model},
+		{"output", output},
+		{"usage", ResponsesUsage(resp.Usage)},
+	}...)
+	return o
+}
+
+// ResponsesInProgress is the response object of the response.created and
+// response.in_progress events of a Responses stream: status in_progress, no output, usage
+// null, and the same echo fields as EncodeResponse writes.
+func ResponsesInProgress(meta Meta) []byte {
+	o := object{
+		{"id", meta.ID},
+		{"object", "response"},
+		{"created_at", meta.Created},
+		{"status", "in_progress"},
+		{"background", false},
+		{"error", nil},
+		{"incomplete_details", nil},
+	}
+	o = append(o, responsesEcho(meta.Request)...)
+	o = append(o, object{{"model", meta.Model}, {"output", []any{}}, {"usage", nil}}...)
+	return mustMarshal(o)
+}
+
+// responsesEcho is the members of a Responses answer that echo the request (instructions,
+// max_output_tokens, parallel_tool_calls, temperature, text, tool_choice, tools, top_p, and
+// the defaults of the others), from req when known.
+func responsesEcho(req *llm.Request) object {
+	if req == nil {
+		req = &llm.Request{}
+	}
+	w := &writer{dst: llm.FormatResponses, req: req}
+	var instructions any
+	if req.System != "" {
+		instructions = req.System
+	}
+	var maxOut any
+	if req.MaxTokens > 0 {
+		maxOut = req.MaxTokens
+	}
+	parallel := req.ParallelToolCalls == nil || *req.ParallelToolCalls
+	temperature, topP := 1.0, 1.0
+	if req.Temperature != nil {
+		temperature = *req.Temperature
+	}
+	if req.TopP != nil {
+		topP = *req.TopP
+	}
+	var tools object
+	_ = w.responsesTools(&tools)
+	toolsValue := any([]any{})
+	if len(tools) > 0 {
+		toolsValue = tools[0].value
+	}
+	var choice object
+	_ = w.responsesToolChoice(&choice)
+	choiceValue := any("auto")
+	if len(choice) > 0 {
+		choiceValue = choice[0].value
+	}
+	text := object{{"format", object{{"type", "text"}}}}
+	if req.ResponseFormat != nil {
+		var t object
+		_ = w.responsesText(&t)
+		text = t[0].value.(object)
+	}
+	return object{
+		{"instructions", instructions},
+		{"max_output_tokens", maxOut},
+		{"metadata", object{}},
+		{"parallel_tool_calls", parallel},
+		{"previous_response_id", nil},
+		{"reasoning", object{{"effort", nil}, {"summary", nil}}},
+		{"service_tier", "default"},
+		{"store", false},
+		{"temperature", temperature},
+		{"text", text},
+		{"tool_choice", choiceValue},
+		{"tools", toolsValue},
+		{"top_p", topP},
+		{"truncation", "disabled"},
+		{"user", nil},
+	}
+}
+
+func messagesResponse(resp *llm.Response, meta Meta) (object, error) {
+	content := []any{}
+	if resp.Text != "" {
+		content = append(content, object{{"type", "text"}, {"text", resp.Text}})
+	}
+	for i, c := range resp.ToolCalls {
+		input, ok := toolInput(c.Arguments)
+		if !ok {
+			if resp.Stop == llm.StopLength {
+				continue // cut off by the length limit
+			}
+			return nil, upstreamError("the arguments of tool call %d are not a JSON object", i)
+		}
+		content = append(content, object{{"type", "tool_use"}, {"id", c.ID}, {"name", c.Name}, {"input", input}})
+	}
+	var seq any
+	if resp.Stop == llm.StopSequence {
+		seq = resp.StopSequence
+	}
+	return object{
+		{"id", meta.ID},
+		{"type", "message"},
+		{"role", "assistant"},
+		{"model", meta.Model},
+		{"content", content},
+		{"stop_reason", StopReasonFor(llm.FormatMessages, resp.Stop)},
+		{"stop_sequence", seq},
+		{"usage", MessagesUsage(resp.Usage)},
+	}, nil
+}

@@ -16,10 +16,14 @@ import (
 
 	"github.com/tollgate/tollgate/impl/accounts"
 	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/billing"
 	"github.com/tollgate/tollgate/impl/changefeed"
+	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/httpapi"
 	"github.com/tollgate/tollgate/impl/metrics"
+	"github.com/tollgate/tollgate/impl/provider"
 	"github.com/tollgate/tollgate/impl/ratelimit"
+	"github.com/tollgate/tollgate/impl/sim"
 	"github.com/tollgate/tollgate/impl/store"
 )
 
@@ -76,21 +80,48 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 		log.Info("per-key rate limits are shared through Redis")
 	}
 
+	upstreamURL := ""
+	if provider.UsesSimulator(cfg) {
+		simLn, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		simSrv := &http.Server{Handler: sim.New(sim.Options{}), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = simSrv.Serve(simLn) }()
+		defer simSrv.Close()
+		upstreamURL = "http://" + simLn.Addr().String()
+		log.Info("built-in upstream simulator serving the builtin:simulator providers", "addr", simLn.Addr().String())
+	}
+	upstreams := provider.FromConfig(cfg, upstreamURL, provider.NewClient())
+	for _, p := range cfg.Providers {
+		if p.BaseURL != config.SimulatorURL && p.APIKey == "" {
+			log.Warn("provider has no API key", "provider", p.Name, "env", p.APIKeyEnv)
+		}
+	}
+
 	m := metrics.New()
 	feed := changefeed.New(d.Store, log)
 	authn := auth.New(d.Store, feed, auth.Options{Logger: log})
-	srv, err := httpapi.New(httpapi.Options{Store: d.Store, Config: cfg, Auth: authn, Limiter: limiter, Metrics: m, Logger: log})
+	meter := billing.New(d.Store, billing.Options{Logger: log})
+	srv, err := httpapi.New(httpapi.Options{Store: d.Store, Config: cfg, Auth: authn, Limiter: limiter, Metrics: m, Logger: log,
+		Upstreams: upstreams, Meter: meter, Feed: feed})
 	if err != nil {
 		return err
 	}
 
 	bg, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
+	// The meter outlives the HTTP server: it drains the usage of the last requests.
+	meterCtx, stopMeter := context.WithCancel(context.WithoutCancel(ctx))
+	meterDone := make(chan struct{})
+	go func() { defer close(meterDone); _ = meter.Run(meterCtx) }()
 	wg.Go(func() { feed.Run(bg) })
 	wg.Go(func() { authn.Run(bg) })
 
 	apiLn, err := net.Listen("tcp", cfg.Server.Listen)
 	if err != nil {
+		stopMeter()
+		<-meterDone
 		stopBackground()
 		wg.Wait()
 		return err
@@ -137,6 +168,8 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	if metricsSrv != nil {
 		_ = metricsSrv.Shutdown(shutdownCtx)
 	}
+	stopMeter()
+	<-meterDone
 	stopBackground()
 	wg.Wait()
 	if errors.Is(serveErr, http.ErrServerClosed) {

@@ -14,12 +14,15 @@ import (
 
 	"github.com/tollgate/tollgate/impl/accounts"
 	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/billing"
 	"github.com/tollgate/tollgate/impl/changefeed"
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/httpapi"
 	"github.com/tollgate/tollgate/impl/pgtest"
+	"github.com/tollgate/tollgate/impl/provider"
 	"github.com/tollgate/tollgate/impl/ratelimit"
 	"github.com/tollgate/tollgate/impl/redistest"
+	"github.com/tollgate/tollgate/impl/sim"
 	"github.com/tollgate/tollgate/impl/store"
 )
 
@@ -44,11 +47,18 @@ type Options struct {
 	Config *config.Config
 	// Limiter defaults to an in-process limiter on the real clock.
 	Limiter ratelimit.Limiter
+	// Sim is the upstream simulator the built-in providers point at; nil starts a fresh one.
+	Sim *sim.Simulator
+	// Retry overrides the upstream retry policy (tests shorten its delays).
+	Retry *provider.RetryPolicy
 }
 
 // Gateway is one running gateway instance.
 type Gateway struct {
 	URL        string
+	Sim        *sim.Simulator
+	SimURL     string
+	Meter      *billing.Meter
 	ConnString string
 	Store      *store.Store
 	Config     *config.Config
@@ -85,11 +95,32 @@ func Start(t testing.TB, o Options) *Gateway {
 	wg.Go(func() { feed.Run(runCtx) })
 	wg.Go(func() { authn.Run(runCtx) })
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	srv, err := httpapi.New(httpapi.Options{Store: st, Config: o.Config, Auth: authn, Limiter: o.Limiter, Logger: log})
+	if o.Sim == nil {
+		o.Sim = sim.New(sim.Options{})
+	}
+	simServer := httptest.NewServer(o.Sim)
+	t.Cleanup(simServer.Close)
+	upstreams := provider.FromConfig(o.Config, simServer.URL, provider.NewClient())
+	retry := provider.RetryPolicy{BaseDelay: 5 * time.Millisecond, MaxDelay: 50 * time.Millisecond, MaxRetryAfter: 3 * time.Second}
+	if o.Retry != nil {
+		retry = *o.Retry
+	}
+	for _, u := range upstreams {
+		u.Retry = retry
+	}
+	meter := billing.New(st, billing.Options{Logger: log})
+	meterCtx, stopMeter := context.WithCancel(ctx)
+	meterDone := make(chan struct{})
+	go func() { defer close(meterDone); _ = meter.Run(meterCtx) }()
+	srv, err := httpapi.New(httpapi.Options{Store: st, Config: o.Config, Auth: authn, Limiter: o.Limiter, Logger: log,
+		Upstreams: upstreams, Meter: meter, Feed: feed})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ts := httptest.NewServer(srv.Handler())
+	// Cleanups run last-in first-out: the server closes (in-flight requests finish), then the
+	// meter drains its usage records.
+	t.Cleanup(func() { stopMeter(); <-meterDone })
 	t.Cleanup(ts.Close)
 	deadline := time.Now().Add(10 * time.Second)
 	for !feed.Live() {
@@ -99,7 +130,7 @@ func Start(t testing.TB, o Options) *Gateway {
 		time.Sleep(5 * time.Millisecond)
 	}
 	return &Gateway{
-		URL: ts.URL, ConnString: o.ConnString, Store: st, Config: o.Config,
+		URL: ts.URL, Sim: o.Sim, SimURL: simServer.URL, Meter: meter, ConnString: o.ConnString, Store: st, Config: o.Config,
 		Accounts: &accounts.Service{Store: st, Config: o.Config}, Auth: authn,
 	}
 }

@@ -81,10 +81,10 @@ func TestAuthMatrix(t *testing.T) {
 		{"unknown", map[string]string{"Authorization": "Bearer " + unknown.Plain}},
 		{"revoked", map[string]string{"Authorization": "Bearer " + revoked}},
 	}
-	// What a valid key gets on each route while inference, MCP and agents are pending.
+	// What a valid key gets on each route while MCP and agents are pending.
 	validStatus := map[string]int{
 		"GET /v1/models": 200, "GET /v1/models/{model}": 200, "GET /v1/credits": 200,
-		"POST /v1/chat/completions": 501, "POST /v1/responses": 501, "POST /v1/messages": 501,
+		"POST /v1/chat/completions": 200, "POST /v1/responses": 200, "POST /v1/messages": 200,
 		"POST /v1/agents": 501, "POST /v1/agents/{slot}/messages": 501, "DELETE /v1/agents/{slot}": 501,
 		"POST /api/mcp": 200,
 	}

@@ -7,23 +7,8 @@ import (
 	"github.com/tollgate/tollgate/impl/apierror"
 )
 
-// The inference and agent operations answer 501 in their route's envelope until their issues
+// The agent operations answer 501 in their route's envelope until their issues
 // land; the README lists them as pending.
-
-// CreateChatCompletion is pending.
-func (s *Server) CreateChatCompletion(context.Context, api.CreateChatCompletionRequestObject) (api.CreateChatCompletionResponseObject, error) {
-	return nil, apierror.NotImplemented("POST /v1/chat/completions")
-}
-
-// CreateResponse is pending.
-func (s *Server) CreateResponse(context.Context, api.CreateResponseRequestObject) (api.CreateResponseResponseObject, error) {
-	return nil, apierror.NotImplemented("POST /v1/responses")
-}
-
-// CreateMessage is pending.
-func (s *Server) CreateMessage(context.Context, api.CreateMessageRequestObject) (api.CreateMessageResponseObject, error) {
-	return nil, apierror.NotImplemented("POST /v1/messages")
-}
 
 // SpawnAgent is pending.
 func (s *Server) SpawnAgent(context.Context, api.SpawnAgentRequestObject) (api.SpawnAgentResponseObject, error) {

@@ -11,21 +11,30 @@ import (
 	"github.com/tollgate/tollgate/gen/api"
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/billing"
+	"github.com/tollgate/tollgate/impl/changefeed"
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/metrics"
+	"github.com/tollgate/tollgate/impl/provider"
 	"github.com/tollgate/tollgate/impl/ratelimit"
+	"github.com/tollgate/tollgate/impl/routing"
 	"github.com/tollgate/tollgate/impl/store"
 )
 
 // Server implements the generated strict server interface.
 type Server struct {
-	store    *store.Store
-	config   *config.Config
-	auth     *auth.Authenticator
-	limiter  ratelimit.Limiter
-	metrics  *metrics.Metrics
-	log      *slog.Logger
-	validate *validator
+	store     *store.Store
+	config    *config.Config
+	auth      *auth.Authenticator
+	limiter   ratelimit.Limiter
+	metrics   *metrics.Metrics
+	log       *slog.Logger
+	validate  *validator
+	registry  *routing.Registry
+	router    *routing.Router
+	upstreams map[string]*provider.Upstream
+	meter     *billing.Meter
+	access    *modelAccess
 }
 
 var _ api.StrictServerInterface = (*Server)(nil)
@@ -40,6 +49,14 @@ type Options struct {
 	// Metrics may be nil.
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
+	// Upstreams are the configured providers by name, ready to call.
+	Upstreams map[string]*provider.Upstream
+	// Meter reserves and settles the cost of inference requests.
+	Meter *billing.Meter
+	// Router orders a fusion model's experts; nil means a fresh one.
+	Router *routing.Router
+	// Feed pushes model-access changes to the inference routes' cache.
+	Feed *changefeed.Feed
 }
 
 // New builds the Server. It fails only if the embedded OpenAPI document cannot be loaded.
@@ -51,9 +68,13 @@ func New(o Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.Router == nil {
+		o.Router = routing.NewRouter(nil)
+	}
 	return &Server{
 		store: o.Store, config: o.Config, auth: o.Auth, limiter: o.Limiter, metrics: o.Metrics,
-		log: o.Logger, validate: newValidator(doc),
+		log: o.Logger, validate: newValidator(doc), registry: routing.NewRegistry(o.Config), router: o.Router,
+		upstreams: o.Upstreams, meter: o.Meter, access: newModelAccess(o.Store, o.Feed),
 	}, nil
 }
 

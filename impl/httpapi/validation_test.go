@@ -7,18 +7,20 @@ import (
 	"testing"
 
 	"github.com/tollgate/tollgate/impl/apitest"
+	"github.com/tollgate/tollgate/impl/config"
 )
 
 // TestValidationAcceptsWhatRealClientsSend: unknown body fields, unknown query parameters, roles,
-// content-part and tool types beyond the documented lists all pass validation (the pending
-// handler answers 501, not 400).
+// content-part and tool types beyond the documented lists all pass the gateway's validation and
+// reach a same-format upstream untouched (the simulator, like the real APIs, may still refuse
+// what it does not know; that refusal is the upstream's, passed through).
 func TestValidationAcceptsWhatRealClientsSend(t *testing.T) {
-	g := apitest.Start(t, apitest.Options{})
+	g := apitest.Start(t, apitest.Options{Config: passthroughConfig(t)})
 	tenant := g.NewTenant(t, "acme", 0, 1_000_000)
 	c := g.Client(t)
 	bearer := map[string]string{"Authorization": "Bearer " + tenant.Key, "anthropic-version": "2023-06-01", "anthropic-beta": "tools-2024-04-04,prompt-caching-2024-07-31", "X-Stainless-Retry-Count": "0"}
 	cases := []request{
-		{"POST", "/v1/chat/completions?beta=true&foo=bar", `{"model":"service-flint","messages":[
+		{"POST", "/v1/chat/completions?beta=true&foo=bar", `{"model":"service-flint-base","messages":[
 			{"role":"developer","content":"be brief"},
 			{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}},{"type":"input_audio","input_audio":{"data":"x","format":"wav"}},{"type":"future_part","x":1}]},
 			{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"f","arguments":"{}"}}]},
@@ -28,7 +30,7 @@ func TestValidationAcceptsWhatRealClientsSend(t *testing.T) {
 			"tool_choice":{"type":"function","function":{"name":"f"}},"stream":false,"stream_options":null,
 			"seed":1,"logprobs":false,"metadata":{"a":"b"},"service_tier":"auto","reasoning_effort":"low","prediction":{"type":"content","content":"x"},
 			"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object"}}},"stop":["\n"],"n":1,"max_completion_tokens":64}`},
-		{"POST", "/v1/responses", `{"model":"service-flint","input":[{"role":"user","content":[{"type":"input_text","text":"hi"},{"type":"input_image","image_url":"https://x/y.png"}]},{"type":"function_call_output","call_id":"c","output":"1"},{"type":"item_reference","id":"r"}],
+		{"POST", "/v1/responses", `{"model":"test-responses","input":[{"role":"user","content":[{"type":"input_text","text":"hi"},{"type":"input_image","image_url":"https://x/y.png"}]},{"type":"function_call_output","call_id":"c","output":"1"},{"type":"item_reference","id":"r"}],
 			"instructions":"be brief","tools":[{"type":"function","name":"f","parameters":{}},{"type":"web_search"}],"text":{"format":{"type":"text"}},"reasoning":{"effort":"low"},"store":false,"include":["reasoning.encrypted_content"]}`},
 		{"POST", "/v1/messages?beta=true", `{"model":"service-sonnet","max_tokens":64,"system":[{"type":"text","text":"x","cache_control":{"type":"ephemeral"}}],
 			"messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}},{"type":"document","source":{"type":"text","data":"d"}}]},
@@ -39,9 +41,13 @@ func TestValidationAcceptsWhatRealClientsSend(t *testing.T) {
 	}
 	for _, r := range cases {
 		status, _, body := do(t, c, g.URL, r, bearer)
-		if status != http.StatusNotImplemented {
-			t.Errorf("%s %s: status %d, want it to pass validation (501 while pending): %s", r.method, r.path, status, body)
+		if status != http.StatusOK && !strings.Contains(string(body), "the upstream refused the request") {
+			t.Errorf("%s %s: status %d, want it to pass the gateway's validation: %s", r.method, r.path, status, body)
 		}
+	}
+	// The unknown fields reached the upstream byte for byte.
+	if last := string(g.Sim.LastRequest().Body); !strings.Contains(last, `"context_management":{}`) || !strings.Contains(last, `"container":"c"`) {
+		t.Errorf("unknown Messages fields did not pass through: %s", last)
 	}
 }
 
@@ -105,4 +111,19 @@ func TestValidationRejectsWithFieldNamed(t *testing.T) {
 			t.Errorf("%s %s: param %q, want %q (%s)", tc.r.path, tc.r.body, got, tc.wantParam, body)
 		}
 	}
+}
+
+// passthroughConfig is the default configuration plus a chat-family model served by a
+// Responses upstream, so every route has a same-format upstream.
+func passthroughConfig(t *testing.T) *config.Config {
+	t.Helper()
+	cfg := config.Default()
+	cfg.Models = append(cfg.Models, config.Model{ID: "test-responses", Family: config.FamilyChat, OwnedBy: "test",
+		Price: config.Price{InputPerMTok: 1_000_000, OutputPerMTok: 2_000_000}, MaxOutputTokens: 4096,
+		Backend: &config.Upstream{Provider: "sim-openai-responses", Model: "sim-responses"}})
+	cfg.Plans[0].Models = append(cfg.Plans[0].Models, "test-responses")
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }

@@ -1,0 +1,156 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/tollgate/tollgate/impl/apitest"
+	"github.com/tollgate/tollgate/impl/sim"
+)
+
+// TestUpstreamFaults: each simulator fault gives the right outcome, and nothing is billed twice.
+func TestUpstreamFaults(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: moneyConfig(t)})
+	const granted = 50_000_000
+	tenant := g.NewTenant(t, "acme", 0, granted)
+	c := g.Client(t)
+	bearer := map[string]string{"Authorization": "Bearer " + tenant.Key}
+	paid := int64(0)
+	cases := []struct {
+		name       string
+		r          request
+		wantStatus int
+		wantType   string // envelope error type, for failures
+		upstream   string // simulator model whose request count is checked
+		wantTries  int
+		billed     bool
+	}{
+		{"429 with Retry-After, then success", request{"POST", "/v1/chat/completions", chatBody("service-flint-base", "a [[sim fault=429 retry_after=0.01 times=2]]", false, 16)}, 200, "", "sim-general", 3, true},
+		{"429 without Retry-After, then success", request{"POST", "/v1/chat/completions", chatBody("service-flint-base", "b [[sim fault=429 times=1]]", true, 16)}, 200, "", "sim-general", 2, true},
+		{"502, then success", request{"POST", "/v1/chat/completions", chatBody("service-flint-base", "c [[sim fault=502 times=1]]", false, 16)}, 200, "", "sim-general", 2, true},
+		{"dropped connection before the first byte, then success", request{"POST", "/v1/chat/completions", chatBody("service-flint-base", "d [[sim fault=drop_before times=1]]", true, 16)}, 200, "", "sim-general", 2, true},
+		{"429 kept after retries", request{"POST", "/v1/chat/completions", chatBody("service-flint-base", "e [[sim fault=429 retry_after=0.01]]", false, 16)}, 429, "rate_limit_error", "sim-general", 3, false},
+		{"502 kept after retries", request{"POST", "/v1/chat/completions", chatBody("service-flint-base", "f [[sim fault=502]]", false, 16)}, 502, "upstream_error", "sim-general", 3, false},
+		{"529 kept after retries, Messages envelope", request{"POST", "/v1/messages", `{"model":"service-sonnet","max_tokens":16,"messages":[{"role":"user","content":"g [[sim fault=529]]"}]}`}, 529, "overloaded_error", "sim-sonnet", 3, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g.Sim.Reset()
+			status, h, body := do(t, c, g.URL, tc.r, bearer)
+			if status != tc.wantStatus {
+				t.Fatalf("status %d, want %d: %s", status, tc.wantStatus, body)
+			}
+			if tries := g.Sim.Requests(tc.upstream); tries != tc.wantTries {
+				t.Errorf("upstream saw %d attempts, want %d", tries, tc.wantTries)
+			}
+			if tc.wantType != "" {
+				var env struct {
+					Error struct {
+						Type string `json:"type"`
+					} `json:"error"`
+				}
+				_ = json.Unmarshal(body, &env)
+				if env.Error.Type != tc.wantType {
+					t.Errorf("error type %q, want %q: %s", env.Error.Type, tc.wantType, body)
+				}
+				if status == 429 && h.Get("Retry-After") == "" {
+					t.Errorf("429 without Retry-After")
+				}
+			}
+			if tc.billed {
+				paid++
+			}
+			waitSettled(t, g, tenant.Account, paid)
+		})
+	}
+	checkBooks(t, g, tenant.Account, granted)
+}
+
+// TestFusionFailover: when the chosen expert keeps failing before the first byte, service-flint
+// fails over to the next expert, reports it, and bills at that expert's price.
+func TestFusionFailover(t *testing.T) {
+	s := sim.New(sim.Options{})
+	g := apitest.Start(t, apitest.Options{Config: moneyConfig(t), Sim: s})
+	tenant := g.NewTenant(t, "acme", 0, 50_000_000)
+	for range 3 {
+		s.Enqueue("sim-general", sim.Fault{Kind: sim.FaultStatus, Status: 502})
+	}
+	client := openAIClient(g, t, tenant.Key)
+	var raw *http.Response
+	done, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "service-flint",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello")}}, option.WithResponseInto(&raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	expert := raw.Header.Get("x-tollgate-expert")
+	if s.Requests("sim-general") != 3 || expert == "" || expert == "sim-openai-chat/sim-general" || done.Choices[0].Message.Content == "" {
+		t.Fatalf("expert %q after %d failures at sim-general", expert, s.Requests("sim-general"))
+	}
+	waitSettled(t, g, tenant.Account, 1)
+	recs, _ := g.Store.UsageRecords(context.Background(), tenant.Account.ID, 1)
+	if recs[0].Provider+"/"+recs[0].UpstreamModel != expert {
+		t.Errorf("usage record names %s/%s, header %s", recs[0].Provider, recs[0].UpstreamModel, expert)
+	}
+	// The expert's own price: the default config prices sim-coder at 3/15 and sim-reasoner at
+	// 1.25/10 micro-units per token... per million tokens.
+	want := map[string][2]int64{"sim-anthropic/sim-coder": {3_000_000, 15_000_000}, "sim-openai-responses/sim-reasoner": {1_250_000, 10_000_000}}[expert]
+	cost := (recs[0].InputTokens*want[0] + recs[0].OutputTokens*want[1] + 999_999) / 1_000_000
+	if recs[0].CostMicros != cost {
+		t.Errorf("billed %d, want %d at %s's price", recs[0].CostMicros, cost, expert)
+	}
+	checkBooks(t, g, tenant.Account, 50_000_000)
+}
+
+// TestInBandErrorMidStream: an upstream failure after the first byte reaches the client as the
+// format's in-band error; what was produced is billed once.
+func TestInBandErrorMidStream(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: moneyConfig(t)})
+	tenant := g.NewTenant(t, "acme", 0, 50_000_000)
+	ctx := context.Background()
+
+	oc := openAIClient(g, t, tenant.Key)
+	stream := oc.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "chat-via-messages",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("x [[sim fault=midstream after=3]]")}})
+	n := 0
+	for stream.Next() {
+		n++
+	}
+	if err := stream.Err(); err == nil || n == 0 {
+		t.Errorf("chat: %d chunks then err %v; want chunks then an in-band error", n, err)
+	}
+
+	ac := anthropicClient(g, t, tenant.Key)
+	ms := ac.Messages.NewStreaming(ctx, anthropic.MessageNewParams{Model: "messages-via-chat", MaxTokens: 64,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("y [[sim fault=midstream after=3]]"))}})
+	for ms.Next() {
+	}
+	var apiErr *anthropic.Error
+	if err := ms.Err(); !errors.As(err, &apiErr) {
+		t.Errorf("messages: err %v, want an in-band error event", err)
+	}
+
+	rs := oc.Responses.NewStreaming(ctx, responsesParams("test-responses", "z [[sim fault=midstream after=3]]"))
+	var types []string
+	for rs.Next() {
+		types = append(types, string(rs.Current().Type))
+	}
+	if len(types) < 2 || types[len(types)-1] != "response.failed" || !strings.Contains(strings.Join(types, ","), "error") {
+		t.Errorf("responses events %v: want an error event and response.failed last", types)
+	}
+	waitSettled(t, g, tenant.Account, 3)
+	recs, _ := g.Store.UsageRecords(context.Background(), tenant.Account.ID, 10)
+	for _, r := range recs {
+		if r.Status != "upstream_error" || r.OutputTokens == 0 {
+			t.Errorf("usage of a failed stream: %+v", r)
+		}
+	}
+	checkBooks(t, g, tenant.Account, 50_000_000)
+}

@@ -1,0 +1,523 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/tollgate/tollgate/gen/api"
+	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/billing"
+	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/convert"
+	"github.com/tollgate/tollgate/impl/llm"
+	"github.com/tollgate/tollgate/impl/provider"
+	"github.com/tollgate/tollgate/impl/routing"
+	"github.com/tollgate/tollgate/impl/sse"
+	"github.com/tollgate/tollgate/impl/streamconv"
+)
+
+// Response headers of the inference routes.
+const (
+	// headerExpert names the upstream that served the request ("provider/model").
+	headerExpert = "x-tollgate-expert"
+	// headerDropped lists advisory request fields the chosen upstream could not use.
+	headerDropped = "x-tollgate-dropped-fields"
+)
+
+// heartbeatEvery is how long a stream may stay silent before a comment heartbeat is sent.
+var heartbeatEvery = 15 * time.Second
+
+// maxResponseBytes bounds a non-streamed upstream answer.
+const maxResponseBytes = 64 << 20
+
+// CreateChatCompletion serves POST /v1/chat/completions.
+func (s *Server) CreateChatCompletion(ctx context.Context, req api.CreateChatCompletionRequestObject) (api.CreateChatCompletionResponseObject, error) {
+	x, err := s.startExchange(ctx, llm.FormatChat, *req.Body, nil)
+	if err != nil {
+		return nil, err
+	}
+	return chatAnswer{x}, nil
+}
+
+// CreateResponse serves POST /v1/responses.
+func (s *Server) CreateResponse(ctx context.Context, req api.CreateResponseRequestObject) (api.CreateResponseResponseObject, error) {
+	x, err := s.startExchange(ctx, llm.FormatResponses, *req.Body, nil)
+	if err != nil {
+		return nil, err
+	}
+	return responsesAnswer{x}, nil
+}
+
+// CreateMessage serves POST /v1/messages.
+func (s *Server) CreateMessage(ctx context.Context, req api.CreateMessageRequestObject) (api.CreateMessageResponseObject, error) {
+	forward := http.Header{}
+	if v := req.Params.AnthropicVersion; v != nil {
+		forward.Set("anthropic-version", *v)
+	}
+	if v := req.Params.AnthropicBeta; v != nil {
+		forward.Set("anthropic-beta", *v)
+	}
+	x, err := s.startExchange(ctx, llm.FormatMessages, *req.Body, forward)
+	if err != nil {
+		return nil, err
+	}
+	return messagesAnswer{x}, nil
+}
+
+// The answers implement the generated response interfaces; they write the upstream's answer.
+type (
+	chatAnswer      struct{ *exchange }
+	responsesAnswer struct{ *exchange }
+	messagesAnswer  struct{ *exchange }
+)
+
+func (a chatAnswer) VisitCreateChatCompletionResponse(w http.ResponseWriter) error {
+	return a.respond(w)
+}
+func (a responsesAnswer) VisitCreateResponseResponse(w http.ResponseWriter) error {
+	return a.respond(w)
+}
+func (a messagesAnswer) VisitCreateMessageResponse(w http.ResponseWriter) error { return a.respond(w) }
+
+// exchange is one inference request from the moment an upstream accepted it.
+type exchange struct {
+	s         *Server
+	ctx       context.Context
+	client    llm.Format
+	principal auth.Principal
+	requestID string
+	model     *routing.Model
+	expert    routing.Expert
+	res       *http.Response
+	stream    bool
+	include   bool // chat stream_options.include_usage
+	dropped   []string
+	inputEst  int64
+	ir        *llm.Request
+	reserve   *billing.Reservation
+	started   time.Time
+	firstByte time.Duration
+}
+
+// familyOf says which family serves a client format.
+func familyFor(f llm.Format) string {
+	if f == llm.FormatMessages {
+		return config.FamilyMessages
+	}
+	return config.FamilyChat
+}
+
+// startExchange does everything that can still fail with an HTTP status: it resolves the
+// model, reserves the worst-case cost, and calls upstreams (with retries and failover) until
+// one answers. The returned exchange owns the reservation and the upstream response.
+func (s *Server) startExchange(ctx context.Context, client llm.Format, body []byte, forward http.Header) (*exchange, error) {
+	p, err := principal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	modelID, stream, maxTokens, err := convert.ModelAndStream(client, body)
+	if err != nil {
+		return nil, err
+	}
+	m, ok := s.registry.Model(modelID)
+	if !ok || m.Family != familyFor(client) {
+		return nil, apierror.ModelNotFound(modelID)
+	}
+	allowed, err := s.access.allowed(ctx, p.AccountID, modelID)
+	if err != nil {
+		return nil, err
+	}
+	if !allowed {
+		return nil, apierror.ModelNotFound(modelID)
+	}
+	if maxTokens > m.MaxOutputTokens {
+		return nil, apierror.Invalid(maxTokensField(client), "the maximum output of %s is %d tokens; %d were asked for", modelID, m.MaxOutputTokens, maxTokens)
+	}
+	outBound := maxTokens
+	if outBound <= 0 {
+		outBound = m.MaxOutputTokens
+	}
+
+	// The neutral form is needed to translate and to read the fusion router's features; a base
+	// model on a same-format upstream passes the bytes through without it.
+	var ir *llm.Request
+	needIR := m.Fusion
+	for _, e := range m.Experts {
+		needIR = needIR || e.Kind != client
+	}
+	inputEst := int64(len(body)/3 + 16)
+	features := routing.Features{OutputTokens: maxTokens} // what the client asked for; 0 when it did not say
+	if needIR {
+		if ir, err = convert.DecodeRequest(client, body); err != nil {
+			return nil, err
+		}
+		inputEst = int64(convert.EstimateInputTokens(ir))
+		features.Tools = len(ir.Tools) > 0
+		features.Code = routing.LooksLikeCode(lastUserText(ir))
+	}
+	features.InputTokens = int(inputEst)
+
+	requestID := requestIDFrom(ctx)
+	worst := billing.Cost(inputEst, int64(outBound), m.MaxPrice())
+	reservation, err := s.meter.Reserve(ctx, p.AccountID, requestID, worst)
+	if err != nil {
+		return nil, err
+	}
+	x := &exchange{s: s, ctx: ctx, client: client, principal: p, requestID: requestID, model: m, stream: stream,
+		inputEst: inputEst, ir: ir, reserve: reservation, started: time.Now()}
+	if client == llm.FormatChat && stream {
+		x.include = includeUsage(body)
+	}
+	var lastErr error
+	for _, e := range s.router.Order(m, features) {
+		up, ok := s.upstreams[e.Provider]
+		if !ok {
+			lastErr = fmt.Errorf("no upstream %q", e.Provider)
+			continue
+		}
+		upBody, dropped, err := s.upstreamBody(client, body, ir, e, stream, outBound)
+		if err != nil {
+			reservation.Release()
+			return nil, err
+		}
+		t0 := time.Now()
+		res, _, err := up.Call(ctx, upBody, stream, forward)
+		if err == nil {
+			s.router.Observe(e.Key, time.Since(t0), false)
+			x.expert, x.res, x.dropped, x.firstByte = e, res, dropped, time.Since(x.started)
+			return x, nil
+		}
+		lastErr = err
+		if ctx.Err() != nil {
+			break
+		}
+		s.router.Observe(e.Key, time.Since(t0), true)
+		if !provider.Retryable(err) {
+			break
+		}
+		s.logger(ctx).Warn("upstream failed; trying the next expert", "expert", e.Key, "err", err)
+	}
+	reservation.Release()
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	var e *apierror.Error
+	if !errors.As(lastErr, &e) {
+		s.logger(ctx).Error("no upstream could serve the request", "err", lastErr)
+		return nil, &apierror.Error{Kind: apierror.KindUpstream, Message: "no upstream could serve the request"}
+	}
+	return nil, lastErr
+}
+
+// upstreamBody is the request body for expert e: the client's bytes with the model replaced
+// when the formats agree, else a translation.
+func (s *Server) upstreamBody(client llm.Format, body []byte, ir *llm.Request, e routing.Expert, stream bool, outBound int) ([]byte, []string, error) {
+	if e.Kind == client {
+		b, err := convert.SetModel(body, e.Model)
+		if err != nil {
+			return nil, nil, err
+		}
+		if stream && client == llm.FormatChat {
+			// Usage is what the gateway bills; ask for it whatever the client asked.
+			b, err = forceIncludeUsage(b)
+		}
+		return b, nil, err
+	}
+	req := *ir
+	if req.MaxTokens <= 0 {
+		req.MaxTokens = min(outBound, e.MaxOutputTokens)
+	}
+	req.Stream = stream
+	req.IncludeUsage = true
+	return convert.EncodeRequest(e.Kind, &req, e.Model)
+}
+
+func maxTokensField(f llm.Format) string {
+	switch f {
+	case llm.FormatResponses:
+		return "max_output_tokens"
+	case llm.FormatChat:
+		return "max_tokens"
+	}
+	return "max_tokens"
+}
+
+func lastUserText(r *llm.Request) string {
+	for i := len(r.Messages) - 1; i >= 0; i-- {
+		if r.Messages[i].Role != llm.RoleUser {
+			continue
+		}
+		var b strings.Builder
+		for _, p := range r.Messages[i].Parts {
+			b.WriteString(p.Text)
+		}
+		return b.String()
+	}
+	return ""
+}
+
+// requestIDFrom returns the request id the edge assigned.
+func requestIDFrom(ctx context.Context) string {
+	if id, ok := ctx.Value(requestIDKey{}).(string); ok {
+		return id
+	}
+	return newRequestID()
+}
+
+// respond writes the upstream's answer in the client's format and settles the cost.
+func (x *exchange) respond(w http.ResponseWriter) error {
+	defer x.res.Body.Close()
+	h := w.Header()
+	h.Set(headerExpert, x.expert.Key)
+	if len(x.dropped) > 0 {
+		h.Set(headerDropped, strings.Join(x.dropped, ", "))
+	}
+	if x.stream {
+		return x.respondStream(w)
+	}
+	return x.respondJSON(w)
+}
+
+func (x *exchange) respondJSON(w http.ResponseWriter) error {
+	raw, err := io.ReadAll(io.LimitReader(x.res.Body, maxResponseBytes))
+	if err != nil {
+		x.settle(llm.Usage{}, 0, "upstream_read_failed")
+		writeErrorFamily(w, x.family(), &apierror.Error{Kind: apierror.KindUpstream, Message: "the upstream answer was cut off"})
+		return nil
+	}
+	resp, err := convert.DecodeResponse(x.expert.Kind, raw)
+	if err != nil {
+		x.settle(llm.Usage{}, 0, "upstream_malformed")
+		x.s.logger(x.ctx).Error("malformed upstream answer", "expert", x.expert.Key, "err", err)
+		writeErrorFamily(w, x.family(), &apierror.Error{Kind: apierror.KindUpstream, Message: "the upstream answer could not be read"})
+		return nil
+	}
+	var out []byte
+	if x.expert.Kind == x.client {
+		out, err = convert.SetModel(raw, x.model.ID)
+	} else {
+		out, err = convert.EncodeResponse(x.client, resp, convert.Meta{ID: responseID(x.client, x.requestID), Created: x.started.Unix(), Model: x.model.ID, Request: x.ir})
+	}
+	if err != nil {
+		x.settle(resp.Usage, 0, "encode_failed")
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, werr := w.Write(out)
+	x.settle(resp.Usage, 0, "ok")
+	return werr
+}
+
+// family is the client's error envelope.
+func (x *exchange) family() family {
+	if x.client == llm.FormatMessages {
+		return familyAnthropic
+	}
+	return familyOpenAI
+}
+
+// routeOf is the API route of a client format, as usage records name it.
+func routeOf(f llm.Format) string {
+	switch f {
+	case llm.FormatResponses:
+		return "/v1/responses"
+	case llm.FormatMessages:
+		return "/v1/messages"
+	}
+	return "/v1/chat/completions"
+}
+
+func responseID(f llm.Format, requestID string) string {
+	suffix := strings.TrimPrefix(requestID, "req_")
+	switch f {
+	case llm.FormatResponses:
+		return "resp_" + suffix
+	case llm.FormatMessages:
+		return "msg_" + suffix
+	}
+	return "chatcmpl-" + suffix
+}
+
+// upstreamEvent is one read from the upstream stream.
+type upstreamEvent struct {
+	ev  sse.Event
+	err error
+}
+
+func (x *exchange) respondStream(w http.ResponseWriter) error {
+	sw := sse.NewWriter(w)
+	sw.WriteHeader()
+	dec := streamconv.NewDecoder(x.expert.Kind)
+	enc := streamconv.NewEncoder(x.client, streamconv.Meta{
+		ID: responseID(x.client, x.requestID), Created: x.started.Unix(), Model: x.model.ID,
+		IncludeUsage: x.include, InputTokensEstimate: x.inputEst,
+	})
+	ctx, cancel := context.WithCancel(x.ctx)
+	defer cancel()
+	events := make(chan upstreamEvent, 16)
+	go func() {
+		defer close(events)
+		r := sse.NewReader(x.res.Body)
+		for {
+			ev, err := r.Next()
+			if err == nil {
+				ev = sse.Event{Name: ev.Name, Data: append([]byte(nil), ev.Data...)}
+			}
+			select {
+			case events <- upstreamEvent{ev: ev, err: err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	heartbeat := time.NewTimer(heartbeatEvery)
+	defer heartbeat.Stop()
+	var (
+		neutral []llm.Event
+		out     []sse.Event
+		text    int // output characters seen, for billing when no usage arrives
+		status  = "ok"
+	)
+	write := func(evs []sse.Event) error {
+		for _, ev := range evs {
+			if err := sw.Write(ev); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	fail := func(errType, message string) {
+		out = enc.Fail(errType, message, out[:0])
+		_ = write(out)
+	}
+loop:
+	for {
+		select {
+		case <-x.ctx.Done():
+			status = "client_disconnected"
+			break loop
+		case <-heartbeat.C:
+			if err := sw.Comment("keep-alive"); err != nil {
+				status = "client_disconnected"
+				break loop
+			}
+			heartbeat.Reset(heartbeatEvery)
+		case ue, ok := <-events:
+			if !ok {
+				break loop
+			}
+			if ue.err != nil {
+				status = "upstream_cut_off"
+				x.s.logger(x.ctx).Warn("upstream stream ended early", "expert", x.expert.Key, "err", ue.err)
+				fail("api_error", "the upstream stream ended unexpectedly")
+				break loop
+			}
+			var done bool
+			var err error
+			neutral, done, err = dec.Decode(ue.ev, neutral[:0])
+			if err != nil {
+				status = "upstream_malformed"
+				x.s.logger(x.ctx).Warn("malformed upstream event", "expert", x.expert.Key, "err", err)
+				fail("api_error", "the upstream stream could not be read")
+				break loop
+			}
+			// The encoder reuses its buffer on every call: write each call's events at once.
+			failed := false
+			for _, ev := range neutral {
+				switch ev.Kind {
+				case llm.EventTextDelta:
+					text += len(ev.Text)
+				case llm.EventToolCallDelta:
+					text += len(ev.Arguments)
+				case llm.EventError:
+					failed = true
+					status = "upstream_error"
+				}
+				out = enc.Encode(ev, out[:0])
+				if err := write(out); err != nil {
+					status = "client_disconnected"
+					break loop
+				}
+			}
+			if failed {
+				break loop
+			}
+			if done {
+				out = enc.Finish(out[:0])
+				if err := write(out); err != nil {
+					status = "client_disconnected"
+					break loop
+				}
+			}
+			heartbeat.Reset(heartbeatEvery)
+			if done {
+				break loop
+			}
+		}
+	}
+	cancel()
+	x.settle(enc.Usage(), text, status)
+	return nil
+}
+
+// settle bills what the upstream produced at the chosen expert's price. When the upstream
+// reported no usage (a stream cut short), the output is estimated from the characters produced
+// and the input from the request.
+func (x *exchange) settle(u llm.Usage, producedChars int, status string) {
+	in, out := u.InputTokens, u.OutputTokens
+	if in == 0 {
+		in = x.inputEst
+	}
+	if out == 0 && producedChars > 0 {
+		out = int64((producedChars + 3) / 4)
+	}
+	cost := billing.Cost(in, out, x.expert.Price)
+	x.reserve.Settle(cost, billing.UsageRecord{
+		KeyID: x.principal.KeyID, Model: x.model.ID, Route: routeOf(x.client),
+		Provider: x.expert.Provider, UpstreamModel: x.expert.Model,
+		InputTokens: in, OutputTokens: out, Status: status, StartedAt: x.started, FinishedAt: time.Now(),
+	})
+}
+
+// includeUsage reads a chat request's stream_options.include_usage.
+func includeUsage(body []byte) bool {
+	var r struct {
+		StreamOptions *struct {
+			IncludeUsage bool `json:"include_usage"`
+		} `json:"stream_options"`
+	}
+	return json.Unmarshal(body, &r) == nil && r.StreamOptions != nil && r.StreamOptions.IncludeUsage
+}
+
+// forceIncludeUsage sets stream_options.include_usage in a chat request, keeping every other
+// field's bytes.
+func forceIncludeUsage(body []byte) ([]byte, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil {
+		return nil, apierror.Invalid("", "the request body is not a JSON object")
+	}
+	opts := map[string]json.RawMessage{}
+	if raw, ok := top["stream_options"]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &opts); err != nil {
+			return nil, apierror.Invalid("stream_options", "stream_options must be an object")
+		}
+	}
+	opts["include_usage"] = json.RawMessage("true")
+	b, err := json.Marshal(opts)
+	if err != nil {
+		return nil, err
+	}
+	top["stream_options"] = b
+	return json.Marshal(top)
+}

@@ -1,0 +1,241 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go"
+	aoption "github.com/anthropics/anthropic-sdk-go/option"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
+	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/tollgate/tollgate/impl/apitest"
+	"github.com/tollgate/tollgate/impl/config"
+)
+
+// contractConfig has, for every route, a model on a same-format upstream and one on an upstream
+// of another format.
+func contractConfig(t *testing.T) *config.Config {
+	t.Helper()
+	cfg := passthroughConfig(t)
+	add := func(id, family, provider string) {
+		cfg.Models = append(cfg.Models, config.Model{ID: id, Family: family, OwnedBy: "test",
+			Price: config.Price{InputPerMTok: 1_000_000, OutputPerMTok: 2_000_000}, MaxOutputTokens: 4096,
+			Backend: &config.Upstream{Provider: provider, Model: "sim-" + id}})
+		cfg.Plans[0].Models = append(cfg.Plans[0].Models, id)
+	}
+	add("chat-via-messages", config.FamilyChat, "sim-anthropic")
+	add("messages-via-chat", config.FamilyMessages, "sim-openai-chat")
+	add("messages-via-responses", config.FamilyMessages, "sim-openai-responses")
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func openAIClient(g *apitest.Gateway, t *testing.T, key string) openai.Client {
+	return openai.NewClient(option.WithBaseURL(g.URL+"/v1"), option.WithAPIKey(key),
+		option.WithMaxRetries(0), option.WithHTTPClient(g.Client(t)))
+}
+
+// anthropicClient authenticates with Authorization: Bearer (an auth token) and the base URL
+// without /v1, as the spec says.
+func anthropicClient(g *apitest.Gateway, t *testing.T, key string) anthropic.Client {
+	return anthropic.NewClient(aoption.WithBaseURL(g.URL), aoption.WithAuthToken(key), aoption.WithAPIKey(""),
+		aoption.WithMaxRetries(0), aoption.WithHTTPClient(g.Client(t)))
+}
+
+func TestOpenAIChatSDK(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: contractConfig(t)})
+	tenant := g.NewTenant(t, "acme", 0, 10_000_000)
+	client := openAIClient(g, t, tenant.Key)
+	ctx := context.Background()
+	for _, model := range []string{"service-flint-base", "chat-via-messages", "service-flint"} {
+		t.Run(model, func(t *testing.T) {
+			params := openai.ChatCompletionNewParams{Model: model, Messages: []openai.ChatCompletionMessageParamUnion{
+				openai.SystemMessage("Be brief."), openai.UserMessage("Say hello."),
+			}}
+			var raw *http.Response
+			done, err := client.Chat.Completions.New(ctx, params, option.WithResponseInto(&raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			text := done.Choices[0].Message.Content
+			if text == "" || done.Model != model || done.Choices[0].FinishReason != "stop" || done.Usage.CompletionTokens == 0 || done.Usage.PromptTokens == 0 {
+				t.Errorf("completion %s", done.RawJSON())
+			}
+			if raw.Header.Get("x-tollgate-expert") == "" {
+				t.Error("no expert header")
+			}
+
+			params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+			stream := client.Chat.Completions.NewStreaming(ctx, params)
+			var acc openai.ChatCompletionAccumulator
+			for stream.Next() {
+				if !acc.AddChunk(stream.Current()) {
+					t.Fatalf("accumulator rejected %s", stream.Current().RawJSON())
+				}
+			}
+			if err := stream.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if acc.Choices[0].Message.Content != text || acc.Usage.CompletionTokens != done.Usage.CompletionTokens || acc.Choices[0].FinishReason != "stop" {
+				t.Errorf("streamed %q usage %+v, want %q", acc.Choices[0].Message.Content, acc.Usage, text)
+			}
+
+			tools := openai.ChatCompletionNewParams{Model: model,
+				Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Weather in Paris? call get_weather")},
+				Tools: []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
+					Name: "get_weather", Description: openai.String("Weather by city"),
+					Parameters: shared.FunctionParameters{"type": "object", "properties": map[string]any{"q": map[string]any{"type": "string"}}}})},
+			}
+			tc, err := client.Chat.Completions.New(ctx, tools)
+			if err != nil {
+				t.Fatal(err)
+			}
+			calls := tc.Choices[0].Message.ToolCalls
+			if len(calls) != 1 || calls[0].Function.Name != "get_weather" || !json.Valid([]byte(calls[0].Function.Arguments)) || tc.Choices[0].FinishReason != "tool_calls" {
+				t.Fatalf("tool call %s", tc.RawJSON())
+			}
+			stream = client.Chat.Completions.NewStreaming(ctx, tools)
+			acc = openai.ChatCompletionAccumulator{}
+			for stream.Next() {
+				acc.AddChunk(stream.Current())
+			}
+			if err := stream.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if sc := acc.Choices[0].Message.ToolCalls; len(sc) != 1 || sc[0].Function.Name != "get_weather" || sc[0].Function.Arguments != calls[0].Function.Arguments {
+				t.Errorf("streamed tool calls %+v", sc)
+			}
+			// The tool result goes back and the model answers in text.
+			next := tools
+			next.Messages = append(next.Messages, tc.Choices[0].Message.ToParam(), openai.ToolMessage(`{"temp":21}`, calls[0].ID))
+			final, err := client.Chat.Completions.New(ctx, next)
+			if err != nil || final.Choices[0].Message.Content == "" || final.Choices[0].FinishReason != "stop" {
+				t.Errorf("after the tool result: %v %s", err, final.RawJSON())
+			}
+		})
+	}
+}
+
+func TestOpenAIResponsesSDK(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: contractConfig(t)})
+	tenant := g.NewTenant(t, "acme", 0, 10_000_000)
+	client := openAIClient(g, t, tenant.Key)
+	ctx := context.Background()
+	for _, model := range []string{"test-responses", "service-flint-base"} {
+		t.Run(model, func(t *testing.T) {
+			params := responses.ResponseNewParams{Model: model, Instructions: openai.String("Be brief."),
+				Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Say hello.")}}
+			done, err := client.Responses.New(ctx, params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			text := done.OutputText()
+			if text == "" || done.Status != "completed" || done.Usage.OutputTokens == 0 {
+				t.Errorf("response %s", done.RawJSON())
+			}
+			stream := client.Responses.NewStreaming(ctx, params)
+			var deltas strings.Builder
+			var final *responses.Response
+			var seq int64
+			for stream.Next() {
+				ev := stream.Current()
+				if ev.SequenceNumber != seq {
+					t.Errorf("sequence_number %d, want %d", ev.SequenceNumber, seq)
+				}
+				seq++
+				switch ev.Type {
+				case "response.output_text.delta":
+					deltas.WriteString(ev.AsResponseOutputTextDelta().Delta)
+				case "response.completed":
+					r := ev.AsResponseCompleted().Response
+					final = &r
+				}
+			}
+			if err := stream.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if final == nil || final.OutputText() != text || deltas.String() != text || final.Usage.OutputTokens != done.Usage.OutputTokens {
+				t.Errorf("stream: deltas %q final %v, want %q", deltas.String(), final, text)
+			}
+
+			tp := responses.ResponseNewParams{Model: model, Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Weather? call get_weather")},
+				Tools: []responses.ToolUnionParam{{OfFunction: &responses.FunctionToolParam{Name: "get_weather",
+					Parameters: map[string]any{"type": "object"}, Strict: openai.Bool(false)}}}}
+			tr, err := client.Responses.New(ctx, tp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(tr.Output) == 0 || tr.Output[0].Type != "function_call" || tr.Output[0].AsFunctionCall().Name != "get_weather" {
+				t.Errorf("function call %s", tr.RawJSON())
+			}
+		})
+	}
+}
+
+func TestAnthropicMessagesSDK(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: contractConfig(t)})
+	tenant := g.NewTenant(t, "acme", 0, 10_000_000)
+	client := anthropicClient(g, t, tenant.Key)
+	ctx := context.Background()
+	for _, model := range []string{"service-sonnet", "messages-via-chat", "messages-via-responses"} {
+		t.Run(model, func(t *testing.T) {
+			params := anthropic.MessageNewParams{Model: anthropic.Model(model), MaxTokens: 256,
+				System:   []anthropic.TextBlockParam{{Text: "Be brief."}},
+				Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Say hello."))}}
+			done, err := client.Messages.New(ctx, params, aoption.WithHeader("anthropic-beta", "fine-grained-tool-streaming-2025-05-14"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(done.Content) == 0 || done.Content[0].Text == "" || done.StopReason != "end_turn" || done.Usage.OutputTokens == 0 {
+				t.Fatalf("message %s", done.RawJSON())
+			}
+			if model == "service-sonnet" {
+				if v, b := g.Sim.AnthropicHeaders(); v != "2023-06-01" || b != "fine-grained-tool-streaming-2025-05-14" {
+					t.Errorf("anthropic headers not forwarded: %q %q", v, b)
+				}
+			}
+			stream := client.Messages.NewStreaming(ctx, params)
+			var msg anthropic.Message
+			for stream.Next() {
+				if err := msg.Accumulate(stream.Current()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := stream.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if msg.Content[0].Text != done.Content[0].Text || msg.Usage.OutputTokens != done.Usage.OutputTokens || msg.StopReason != "end_turn" {
+				t.Errorf("accumulated %s, want %q", msg.RawJSON(), done.Content[0].Text)
+			}
+			tp := params
+			tp.Messages = []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Weather? call get_weather"))}
+			tp.Tools = []anthropic.ToolUnionParam{{OfTool: &anthropic.ToolParam{Name: "get_weather",
+				InputSchema: anthropic.ToolInputSchemaParam{Properties: map[string]any{"q": map[string]any{"type": "string"}}}}}}
+			stream = client.Messages.NewStreaming(ctx, tp)
+			msg = anthropic.Message{}
+			for stream.Next() {
+				if err := msg.Accumulate(stream.Current()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := stream.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if b := msg.Content[0]; b.Type != "tool_use" || b.Name != "get_weather" || !json.Valid(b.Input) || msg.StopReason != "tool_use" {
+				t.Errorf("tool use %s", msg.RawJSON())
+			}
+		})
+	}
+}
+
+func responsesParams(model, prompt string) responses.ResponseNewParams {
+	return responses.ResponseNewParams{Model: model, Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(prompt)}}
+}

@@ -1,0 +1,227 @@
+package httpapi_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/impl/apitest"
+	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/sim"
+	"github.com/tollgate/tollgate/impl/store"
+)
+
+// moneyConfig adds "pricey", a chat model on the chat simulator at 1000 micro-units per token.
+func moneyConfig(t *testing.T) *config.Config {
+	t.Helper()
+	cfg := contractConfig(t)
+	cfg.Models = append(cfg.Models, config.Model{ID: "pricey", Family: config.FamilyChat, OwnedBy: "test",
+		Price: config.Price{InputPerMTok: 1_000_000_000, OutputPerMTok: 1_000_000_000}, MaxOutputTokens: 64,
+		Backend: &config.Upstream{Provider: "sim-openai-chat", Model: "sim-pricey"}})
+	cfg.Plans[0].Models = append(cfg.Plans[0].Models, "pricey")
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// waitSettled waits until the account's usage records number n (the meter flushes in batches).
+func waitSettled(t *testing.T, g *apitest.Gateway, account store.Account, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		records, _, err := g.Store.UsageTotals(context.Background(), account.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if records == n {
+			return
+		}
+		if records > n || time.Now().After(deadline) {
+			t.Fatalf("usage records: %d, want %d", records, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// checkBooks asserts that the ledger sums to the balance, which is the grants minus the usage.
+func checkBooks(t *testing.T, g *apitest.Gateway, account store.Account, granted int64) (balance, usage int64) {
+	t.Helper()
+	ctx := context.Background()
+	balance, err := g.Store.Balance(ctx, account.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := g.Store.LedgerSum(ctx, account.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, usage, err = g.Store.UsageTotals(ctx, account.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if balance < 0 || sum != balance || granted-usage != balance {
+		t.Fatalf("books: balance %d, ledger sum %d, granted %d - usage %d", balance, sum, granted, usage)
+	}
+	return balance, usage
+}
+
+func chatBody(model, prompt string, stream bool, maxTokens int) string {
+	return fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":%q}],"stream":%t,"max_tokens":%d}`, model, prompt, stream, maxTokens)
+}
+
+// TestConcurrentSpendNeverOverdraws: 200 concurrent requests, streaming and not, at an account
+// whose balance covers only some of them. The balance never goes below zero and the ledger sums
+// to the balance change.
+func TestConcurrentSpendNeverOverdraws(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: moneyConfig(t)})
+	const granted = 600_000 // a request reserves up to ~64,000 and costs ~20,000
+	tenant := g.NewTenant(t, "acme", 0, granted)
+	client := &http.Client{Timeout: 30 * time.Second}
+	var mu sync.Mutex
+	statuses := map[int]int{}
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Go(func() {
+			stream := i%2 == 0
+			req, _ := http.NewRequest("POST", g.URL+"/v1/chat/completions", strings.NewReader(chatBody("pricey", fmt.Sprintf("hello %d", i), stream, 64)))
+			req.Header.Set("Authorization", "Bearer "+tenant.Key)
+			res, err := client.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode == 402 && (!strings.Contains(string(body), "insufficient_quota") || res.Header.Get("x-should-retry") != "false") {
+				t.Errorf("402 envelope: %s %v", body, res.Header)
+			}
+			if res.StatusCode == 200 && stream && !strings.HasSuffix(string(body), "data: [DONE]\n\n") {
+				t.Errorf("stream did not finish: %s", body)
+			}
+			mu.Lock()
+			statuses[res.StatusCode]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if statuses[200] == 0 || statuses[402] == 0 || statuses[200]+statuses[402] != 200 {
+		t.Fatalf("statuses %v: want some paid and some refused, nothing else", statuses)
+	}
+	waitSettled(t, g, tenant.Account, int64(statuses[200]))
+	balance, usage := checkBooks(t, g, tenant.Account, granted)
+	t.Logf("statuses %v; usage %d, balance %d", statuses, usage, balance)
+	entries, err := g.Store.LedgerEntries(context.Background(), tenant.Account.ID, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, e := range entries {
+		if e.Reason == store.ReasonUsage {
+			if seen[e.IdempotencyKey] {
+				t.Errorf("request billed twice: %s", e.IdempotencyKey)
+			}
+			seen[e.IdempotencyKey] = true
+		}
+	}
+	if len(seen) != statuses[200] {
+		t.Errorf("%d usage entries for %d paid requests", len(seen), statuses[200])
+	}
+}
+
+// TestCreditsReflectUsageWithinASecond: after a request, GET /v1/credits shows the charge
+// within a second.
+func TestCreditsReflectUsageWithinASecond(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: moneyConfig(t)})
+	tenant := g.NewTenant(t, "acme", 0, 1_000_000)
+	c := g.Client(t)
+	bearer := map[string]string{"Authorization": "Bearer " + tenant.Key}
+	if status, _, body := do(t, c, g.URL, request{"POST", "/v1/chat/completions", chatBody("pricey", "hi", false, 16)}, bearer); status != 200 {
+		t.Fatalf("%d %s", status, body)
+	}
+	done := time.Now()
+	for {
+		_, _, body := do(t, c, g.URL, request{"GET", "/v1/credits", ""}, bearer)
+		var bal struct {
+			BalanceMicros int64 `json:"balance_micros"`
+		}
+		if err := json.Unmarshal(body, &bal); err != nil {
+			t.Fatal(err)
+		}
+		if bal.BalanceMicros < 1_000_000 {
+			t.Logf("usage visible after %v", time.Since(done))
+			break
+		}
+		if time.Since(done) > time.Second {
+			t.Fatalf("balance still %d a second after the request", bal.BalanceMicros)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestInsufficientCreditIs402InEachEnvelope: an account that cannot cover the worst case gets
+// 402 saying what is needed, with x-should-retry false.
+func TestInsufficientCreditIs402InEachEnvelope(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: moneyConfig(t)})
+	tenant := g.NewTenant(t, "acme", 0, 10)
+	c := g.Client(t)
+	bearer := map[string]string{"Authorization": "Bearer " + tenant.Key}
+	for _, r := range []request{
+		{"POST", "/v1/chat/completions", chatBody("pricey", "hi", false, 16)},
+		{"POST", "/v1/responses", `{"model":"service-flint","input":"hi"}`},
+		{"POST", "/v1/messages", `{"model":"service-sonnet","max_tokens":4000,"messages":[{"role":"user","content":"hi"}]}`},
+	} {
+		status, h, body := do(t, c, g.URL, r, bearer)
+		if status != 402 || h.Get("x-should-retry") != "false" || !strings.Contains(string(body), "needs up to") {
+			t.Errorf("%s: %d %v %s", r.path, status, h, body)
+		}
+		if r.path == "/v1/messages" && !strings.Contains(string(body), "billing_error") {
+			t.Errorf("Messages 402 type: %s", body)
+		}
+	}
+	if g.Sim.TotalRequests() != 0 {
+		t.Errorf("an unpaid request reached the upstream")
+	}
+}
+
+// TestClientDisconnectIsBilled: a client dropping mid-stream is billed for what the upstream
+// produced.
+func TestClientDisconnectIsBilled(t *testing.T) {
+	s := sim.New(sim.Options{TokensPerSecond: 40})
+	g := apitest.Start(t, apitest.Options{Config: moneyConfig(t), Sim: s})
+	tenant := g.NewTenant(t, "acme", 0, 10_000_000)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", g.URL+"/v1/chat/completions",
+		strings.NewReader(chatBody("pricey", "tell me a long story [[sim words=60]]", true, 64)))
+	req.Header.Set("Authorization", "Bearer "+tenant.Key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(res.Body)
+	events := 0
+	for sc.Scan() && events < 6 {
+		if strings.HasPrefix(sc.Text(), "data: ") {
+			events++
+		}
+	}
+	cancel()
+	res.Body.Close()
+	waitSettled(t, g, tenant.Account, 1)
+	recs, err := g.Store.UsageRecords(context.Background(), tenant.Account.ID, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := recs[0]
+	if r.Status != "client_disconnected" || r.OutputTokens <= 0 || r.OutputTokens >= 60 || r.CostMicros <= 0 {
+		t.Fatalf("usage after a disconnect: %+v", r)
+	}
+	checkBooks(t, g, tenant.Account, 10_000_000)
+}

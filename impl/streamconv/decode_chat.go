@@ -1,0 +1,338 @@
+package streamconv
+
+import (
+	"github.com/tollgate/tollgate/impl/llm"
+	"github.com/tollgate/tollgate/impl/sse"
+)
+
+// chatDecoder decodes OpenAI chat completion chunks (wire-protocols.md §1.5, §1.7). Only
+// choice 0 is followed: a streamed conversion serves one choice.
+type chatDecoder struct {
+	started bool
+	stopped bool
+	failed  bool
+	// tools maps a neutral tool index to the chat tool_calls index it came from.
+	tools []int
+	chunk chatChunk
+}
+
+type chatChunk struct {
+	ID      string       `json:"id"`
+	Model   string       `json:"model"`
+	Choices []chatChoice `json:"choices"`
+	Usage   *chatUsage   `json:"usage"`
+	Error   *wireError   `json:"error"`
+}
+
+type chatChoice struct {
+	Index        int       `json:"index"`
+	Delta        chatDelta `json:"delta"`
+	FinishReason string    `json:"finish_reason"`
+}
+
+type chatDelta struct {
+	Content   string         `json:"content"`
+	Refusal   string         `json:"refusal"`
+	ToolCalls []chatToolCall `json:"tool_calls"`
+}
+
+type chatToolCall struct {
+	Index    int    `json:"index"`
+	ID       string `json:"id"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+type chatUsage struct {
+	PromptTokens        int64 `json:"prompt_tokens"`
+	CompletionTokens    int64 `json:"completion_tokens"`
+	PromptTokensDetails struct {
+		CachedTokens int64 `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails struct {
+		ReasoningTokens int64 `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
+}
+
+// Decode implements Decoder.
+func (d *chatDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, bool, error) {
+	if isDone(ev.Data) {
+		return out, true, nil
+	}
+	if len(ev.Data) == 0 || d.failed {
+		return out, false, nil
+	}
+	if d.started && !disableFastPath {
+		if f, ok := chatFast(ev.Data); ok {
+			if f.toolCall == nil {
+				if f.text != "" {
+					out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: f.text})
+				}
+				return out, false, nil
+			}
+			if n := d.toolIndex(f.toolIndex); n >= 0 {
+				if f.text != "" {
+					out = append(out, llm.Event{Kind: llm.EventToolCallDelta, ToolIndex: n, Arguments: f.text})
+				}
+				return out, false, nil
+			}
+			// The first fragment of a call: the encoding/json path starts it.
+		}
+	}
+	// Reuse the choices' backing array, zeroed, so that fields absent from this chunk do not
+	// keep the values of an earlier one.
+	choices := d.chunk.Choices[:cap(d.chunk.Choices)]
+	clear(choices)
+	d.chunk = chatChunk{Choices: choices[:0]}
+	if err := unmarshal("chat", ev.Data, &d.chunk); err != nil {
+		return out, false, err
+	}
+	c := &d.chunk
+	if c.Error != nil {
+		// In-band error (§1.7), also OpenRouter's error inside a normal chunk.
+		d.failed = true
+		return append(out, llm.Event{Kind: llm.EventError, Err: c.Error.streamError()}), false, nil
+	}
+	if !d.started {
+		d.started = true
+		out = append(out, llm.Event{Kind: llm.EventStart, ID: c.ID, Model: c.Model})
+	}
+	for i := range c.Choices {
+		ch := &c.Choices[i]
+		if ch.Index != 0 {
+			continue
+		}
+		if ch.Delta.Content != "" {
+			out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: ch.Delta.Content})
+		}
+		if ch.Delta.Refusal != "" {
+			// A refusal has no place of its own in the neutral form; its text is the answer.
+			out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: ch.Delta.Refusal})
+		}
+		for j := range ch.Delta.ToolCalls {
+			out = d.toolCall(&ch.Delta.ToolCalls[j], out)
+		}
+		if ch.FinishReason != "" && !d.stopped {
+			d.stopped = true
+			out = append(out, llm.Event{Kind: llm.EventStop, Stop: chatStop(ch.FinishReason)})
+		}
+	}
+	if u := c.Usage; u != nil {
+		out = append(out, llm.Event{Kind: llm.EventUsage, Usage: llm.Usage{
+			InputTokens:       u.PromptTokens,
+			OutputTokens:      u.CompletionTokens,
+			CachedInputTokens: u.PromptTokensDetails.CachedTokens,
+			ReasoningTokens:   u.CompletionTokensDetails.ReasoningTokens,
+		}})
+	}
+	return out, false, nil
+}
+
+// toolCall turns one tool-call fragment into a ToolCallStart (the first fragment of an index)
+// and a ToolCallDelta (when it carries arguments). Fragments are keyed by their index; a
+// backend that sends a whole call in one fragment yields both events at once.
+func (d *chatDecoder) toolCall(tc *chatToolCall, out []llm.Event) []llm.Event {
+	n := d.toolIndex(tc.Index)
+	if n < 0 {
+		n = len(d.tools)
+		d.tools = append(d.tools, tc.Index)
+		out = append(out, llm.Event{Kind: llm.EventToolCallStart, ToolIndex: n, ToolCallID: tc.ID, ToolName: tc.Function.Name})
+	}
+	if tc.Function.Arguments != "" {
+		out = append(out, llm.Event{Kind: llm.EventToolCallDelta, ToolIndex: n, Arguments: tc.Function.Arguments})
+	}
+	return out
+}
+
+// toolIndex is the neutral index of the call with the given chat index, or -1.
+func (d *chatDecoder) toolIndex(chatIndex int) int {
+	for i, idx := range d.tools {
+		if idx == chatIndex {
+			return i
+		}
+	}
+	return -1
+}
+
+// chatFastChunk is what the fast path read: text, or a later fragment of a tool call's
+// arguments (toolCall set).
+type chatFastChunk struct {
+	text      string
+	toolCall  []byte
+	toolIndex int
+}
+
+// chatFast reads the common chunks: one choice 0 whose delta has content (and a role) or one
+// later fragment of a tool call (index and arguments only), with no finish reason, usage or
+// error. ok is false for any other chunk, which the encoding/json path then decodes.
+func chatFast(data []byte) (f chatFastChunk, ok bool) {
+	var choices []byte
+	it := iterObject(data)
+	for {
+		k, v, more := it.next()
+		if !more {
+			break
+		}
+		switch string(k) {
+		case "choices":
+			if choices != nil {
+				return f, false
+			}
+			choices = v
+		case "usage", "error":
+			if !isNull(v) {
+				return f, false
+			}
+		default:
+			if foldable(k) {
+				return f, false
+			}
+		}
+	}
+	if !it.ok() || choices == nil {
+		return f, false
+	}
+	choice, ok := soleElement(choices)
+	if !ok {
+		return f, false
+	}
+	var delta []byte
+	index, finish := false, false
+	it = iterObject(choice)
+	for {
+		k, v, more := it.next()
+		if !more {
+			break
+		}
+		switch string(k) {
+		case "index":
+			if index || string(v) != "0" {
+				return f, false
+			}
+			index = true
+		case "delta":
+			if delta != nil {
+				return f, false
+			}
+			delta = v
+		case "finish_reason":
+			if finish || !isNull(v) {
+				return f, false
+			}
+			finish = true
+		default:
+			if foldable(k) {
+				return f, false
+			}
+		}
+	}
+	if !it.ok() || !index || delta == nil {
+		return f, false
+	}
+	content := false
+	var tools []byte
+	it = iterObject(delta)
+	for {
+		k, v, more := it.next()
+		if !more {
+			break
+		}
+		switch string(k) {
+		case "content":
+			if content {
+				return f, false
+			}
+			content = true
+			if !isNull(v) {
+				if f.text, ok = stringOf(v); !ok {
+					return f, false
+				}
+			}
+		case "tool_calls":
+			if tools != nil {
+				return f, false
+			}
+			if !isNull(v) {
+				tools = v
+			}
+		case "refusal":
+			if !isNull(v) {
+				return f, false
+			}
+		default:
+			if foldable(k) {
+				return f, false
+			}
+		}
+	}
+	if !it.ok() {
+		return f, false
+	}
+	if tools == nil {
+		return f, true
+	}
+	if f.text != "" {
+		return f, false
+	}
+	return chatFastToolFragment(tools)
+}
+
+// chatFastToolFragment reads tool_calls holding one fragment with only an index and an
+// arguments piece: not a call's first fragment, which has an id, a type and a name.
+func chatFastToolFragment(tools []byte) (f chatFastChunk, ok bool) {
+	tc, ok := soleElement(tools)
+	if !ok {
+		return f, false
+	}
+	var index, fn []byte
+	it := iterObject(tc)
+	for {
+		k, v, more := it.next()
+		if !more {
+			break
+		}
+		switch string(k) {
+		case "index":
+			if index != nil {
+				return f, false
+			}
+			index = v
+		case "function":
+			if fn != nil {
+				return f, false
+			}
+			fn = v
+		default:
+			// id, type, and anything else: the encoding/json path decides.
+			return f, false
+		}
+	}
+	if !it.ok() || index == nil || fn == nil {
+		return f, false
+	}
+	if f.toolIndex, ok = intOf(index); !ok {
+		return f, false
+	}
+	var args []byte
+	it = iterObject(fn)
+	for {
+		k, v, more := it.next()
+		if !more {
+			break
+		}
+		if string(k) != "arguments" || args != nil {
+			return f, false
+		}
+		args = v
+	}
+	if !it.ok() || args == nil {
+		return f, false
+	}
+	if f.text, ok = stringOf(args); !ok {
+		return f, false
+	}
+	f.toolCall = tc
+	return f, true
+}

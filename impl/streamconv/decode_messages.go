@@ -1,0 +1,329 @@
+package streamconv
+
+import (
+	"bytes"
+	"encoding/json"
+
+	"github.com/tollgate/tollgate/impl/llm"
+	"github.com/tollgate/tollgate/impl/sse"
+)
+
+// messagesDecoder decodes Anthropic Messages stream events (wire-protocols.md §3.4, §3.5).
+//
+// Usage: the neutral InputTokens count all input tokens, as OpenAI's prompt_tokens do, and
+// CachedInputTokens the part of them read from the cache. Anthropic's input_tokens exclude the
+// cache reads and writes, so InputTokens is input_tokens + cache_read_input_tokens +
+// cache_creation_input_tokens, and CachedInputTokens is cache_read_input_tokens.
+type messagesDecoder struct {
+	started bool
+	stopped bool
+	failed  bool
+	// blocks holds, per content block index, the neutral tool index of a tool_use block,
+	// blockText for a text block, or blockOther for a block the neutral form has no place for
+	// (thinking, redacted_thinking, server tools: dropped; their tokens are in the usage).
+	blocks []int
+	// argsSeen is indexed by neutral tool index.
+	argsSeen []bool
+	// The Anthropic usage counts so far.
+	in, cacheRead, cacheWrite, out, thinking int64
+	inputKnown                               bool
+	ev                                       msgEvent
+}
+
+const (
+	blockText  = -1
+	blockOther = -2
+)
+
+type msgEvent struct {
+	Type    string `json:"type"`
+	Message *struct {
+		ID    string   `json:"id"`
+		Model string   `json:"model"`
+		Usage msgUsage `json:"usage"`
+	} `json:"message"`
+	Index        int `json:"index"`
+	ContentBlock *struct {
+		Type  string          `json:"type"`
+		ID    string          `json:"id"`
+		Name  string          `json:"name"`
+		Text  string          `json:"text"`
+		Input json.RawMessage `json:"input"`
+	} `json:"content_block"`
+	Delta *struct {
+		Type         string `json:"type"`
+		Text         string `json:"text"`
+		PartialJSON  string `json:"partial_json"`
+		StopReason   string `json:"stop_reason"`
+		StopSequence string `json:"stop_sequence"`
+	} `json:"delta"`
+	Usage *msgUsage  `json:"usage"`
+	Error *wireError `json:"error"`
+}
+
+type msgUsage struct {
+	InputTokens              *int64 `json:"input_tokens"`
+	OutputTokens             *int64 `json:"output_tokens"`
+	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
+	OutputTokensDetails      *struct {
+		ThinkingTokens int64 `json:"thinking_tokens"`
+	} `json:"output_tokens_details"`
+}
+
+// take records the counts present in an Anthropic usage report (they are cumulative, and a
+// later report may repeat only some of them). message_start's output_tokens is a placeholder,
+// so output counts are taken only when output is set.
+func (d *messagesDecoder) take(m *msgUsage, output bool) {
+	set := func(dst *int64, p *int64) {
+		if p != nil {
+			*dst = *p
+			d.inputKnown = true
+		}
+	}
+	set(&d.in, m.InputTokens)
+	set(&d.cacheRead, m.CacheReadInputTokens)
+	set(&d.cacheWrite, m.CacheCreationInputTokens)
+	if !output {
+		return
+	}
+	if m.OutputTokens != nil {
+		d.out = *m.OutputTokens
+	}
+	if m.OutputTokensDetails != nil {
+		d.thinking = m.OutputTokensDetails.ThinkingTokens
+	}
+}
+
+// usage is the neutral usage of the counts recorded so far.
+func (d *messagesDecoder) usage() llm.Usage {
+	return llm.Usage{
+		InputTokens:       d.in + d.cacheRead + d.cacheWrite,
+		OutputTokens:      d.out,
+		CachedInputTokens: d.cacheRead,
+		ReasoningTokens:   d.thinking,
+	}
+}
+
+// Decode implements Decoder.
+func (d *messagesDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, bool, error) {
+	if len(ev.Data) == 0 || d.failed {
+		return out, false, nil
+	}
+	typ := ev.Name
+	if typ == "" || typ == "message" {
+		var err error
+		if typ, err = eventType(ev.Data); err != nil {
+			return out, false, err
+		}
+	}
+	switch typ {
+	case "message_start", "content_block_start", "content_block_delta", "content_block_stop",
+		"message_delta", "error":
+	case "message_stop":
+		return out, true, nil
+	default:
+		// ping, and event types added later (clients must tolerate them, §3.4).
+		return out, false, nil
+	}
+	if typ == "content_block_delta" && d.started && !disableFastPath {
+		if out, ok := d.fastDelta(ev.Data, out); ok {
+			return out, false, nil
+		}
+	}
+	d.ev = msgEvent{}
+	if err := unmarshal("Messages", ev.Data, &d.ev); err != nil {
+		return out, false, err
+	}
+	e := &d.ev
+	if !d.started && typ != "error" {
+		d.started = true
+		var id, model string
+		if e.Message != nil {
+			id, model = e.Message.ID, e.Message.Model
+		}
+		out = append(out, llm.Event{Kind: llm.EventStart, ID: id, Model: model})
+	}
+	switch typ {
+	case "message_start":
+		if e.Message != nil {
+			d.take(&e.Message.Usage, false)
+			if d.inputKnown {
+				out = append(out, llm.Event{Kind: llm.EventUsage, Usage: d.usage()})
+			}
+		}
+	case "content_block_start":
+		if e.Index < 0 || e.Index > 1<<16 {
+			break
+		}
+		for len(d.blocks) <= e.Index {
+			d.blocks = append(d.blocks, blockOther)
+		}
+		cb := e.ContentBlock
+		if cb == nil {
+			break
+		}
+		switch cb.Type {
+		case "text":
+			d.blocks[e.Index] = blockText
+			if cb.Text != "" {
+				out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: cb.Text})
+			}
+		case "tool_use":
+			n := len(d.argsSeen)
+			d.blocks[e.Index] = n
+			d.argsSeen = append(d.argsSeen, false)
+			out = append(out, llm.Event{Kind: llm.EventToolCallStart, ToolIndex: n, ToolCallID: cb.ID, ToolName: cb.Name})
+			if in := bytes.TrimSpace(cb.Input); len(in) > 0 && string(in) != "{}" && string(in) != "null" {
+				var buf bytes.Buffer
+				if json.Compact(&buf, in) == nil {
+					d.argsSeen[n] = true
+					out = append(out, llm.Event{Kind: llm.EventToolCallDelta, ToolIndex: n, Arguments: buf.String()})
+				}
+			}
+		}
+	case "content_block_delta":
+		if e.Delta == nil || e.Index < 0 || e.Index >= len(d.blocks) {
+			break
+		}
+		switch b := d.blocks[e.Index]; {
+		case b == blockText && e.Delta.Type == "text_delta" && e.Delta.Text != "":
+			out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: e.Delta.Text})
+		case b >= 0 && e.Delta.Type == "input_json_delta" && e.Delta.PartialJSON != "":
+			d.argsSeen[b] = true
+			out = append(out, llm.Event{Kind: llm.EventToolCallDelta, ToolIndex: b, Arguments: e.Delta.PartialJSON})
+		}
+	case "content_block_stop":
+		if e.Index >= 0 && e.Index < len(d.blocks) {
+			if b := d.blocks[e.Index]; b >= 0 && !d.argsSeen[b] {
+				// A tool called without arguments: its input is the empty object, and an
+				// OpenAI client must get arguments it can parse.
+				d.argsSeen[b] = true
+				out = append(out, llm.Event{Kind: llm.EventToolCallDelta, ToolIndex: b, Arguments: "{}"})
+			}
+		}
+	case "message_delta":
+		if e.Delta != nil && e.Delta.StopReason != "" && !d.stopped {
+			d.stopped = true
+			stop := messagesStop(e.Delta.StopReason)
+			ev := llm.Event{Kind: llm.EventStop, Stop: stop}
+			if stop == llm.StopSequence {
+				ev.StopSequence = e.Delta.StopSequence
+			}
+			out = append(out, ev)
+		}
+		if e.Usage != nil {
+			d.take(e.Usage, true)
+			out = append(out, llm.Event{Kind: llm.EventUsage, Usage: d.usage()})
+		}
+	case "error":
+		d.failed = true
+		se := newStreamError("", "", "")
+		if e.Error != nil {
+			se = e.Error.streamError()
+		}
+		out = append(out, llm.Event{Kind: llm.EventError, Err: se})
+	}
+	return out, false, nil
+}
+
+// fastDelta decodes the common content_block_delta events (text_delta, input_json_delta, and
+// those the neutral form drops) without encoding/json; ok is false for anything unusual.
+func (d *messagesDecoder) fastDelta(data []byte, out []llm.Event) ([]llm.Event, bool) {
+	var index, delta []byte
+	it := iterObject(data)
+	for {
+		k, v, more := it.next()
+		if !more {
+			break
+		}
+		switch string(k) {
+		case "index":
+			if index != nil {
+				return out, false
+			}
+			index = v
+		case "delta":
+			if delta != nil {
+				return out, false
+			}
+			delta = v
+		default:
+			if foldable(k) {
+				return out, false
+			}
+		}
+	}
+	if !it.ok() || index == nil || delta == nil {
+		return out, false
+	}
+	idx, ok := intOf(index)
+	if !ok {
+		return out, false
+	}
+	var typ, text, partial []byte
+	it = iterObject(delta)
+	for {
+		k, v, more := it.next()
+		if !more {
+			break
+		}
+		var dst *[]byte
+		switch string(k) {
+		case "type":
+			dst = &typ
+		case "text":
+			dst = &text
+		case "partial_json":
+			dst = &partial
+		default:
+			if foldable(k) {
+				return out, false
+			}
+			continue
+		}
+		if *dst != nil {
+			return out, false
+		}
+		*dst = v
+	}
+	if !it.ok() || typ == nil {
+		return out, false
+	}
+	if idx >= len(d.blocks) {
+		return out, true
+	}
+	b := d.blocks[idx]
+	switch string(typ) {
+	case `"text_delta"`:
+		if text == nil {
+			return out, true
+		}
+		s, ok := stringOf(text)
+		if !ok {
+			return out, false
+		}
+		if b == blockText && s != "" {
+			out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: s})
+		}
+	case `"input_json_delta"`:
+		if partial == nil {
+			return out, true
+		}
+		s, ok := stringOf(partial)
+		if !ok {
+			return out, false
+		}
+		if b >= 0 && s != "" {
+			d.argsSeen[b] = true
+			out = append(out, llm.Event{Kind: llm.EventToolCallDelta, ToolIndex: b, Arguments: s})
+		}
+	default:
+		// thinking_delta, signature_delta, citations_delta: nothing to carry; but a type
+		// given with escapes is left to encoding/json.
+		if bytes.IndexByte(typ, '\\') >= 0 || typ[0] != '"' {
+			return out, false
+		}
+	}
+	return out, true
+}

@@ -1,0 +1,350 @@
+package streamconv
+
+import (
+	"bytes"
+	"encoding/json"
+
+	"github.com/tollgate/tollgate/impl/llm"
+	"github.com/tollgate/tollgate/impl/sse"
+)
+
+// responsesDecoder decodes OpenAI Responses stream events (wire-protocols.md §2.3–2.5).
+type responsesDecoder struct {
+	started bool
+	// failed is set once an error has been reported; the terminal response.failed that follows
+	// an error event then adds nothing.
+	failed bool
+	// tools are the function_call items seen, in order: their position is the neutral tool
+	// index.
+	tools []respToolState
+	// textSeen lists the output indexes of message items that had text deltas, so that a
+	// done event carrying text the deltas never did is not lost.
+	textSeen []int
+	ev       respEvent
+}
+
+type respToolState struct {
+	outputIndex int
+	itemID      string
+	argsSeen    bool
+}
+
+type respEvent struct {
+	Type        string          `json:"type"`
+	Response    *respObject     `json:"response"`
+	OutputIndex int             `json:"output_index"`
+	Item        *respItem       `json:"item"`
+	ItemID      string          `json:"item_id"`
+	Delta       string          `json:"delta"`
+	Text        string          `json:"text"`
+	Arguments   string          `json:"arguments"`
+	Code        json.RawMessage `json:"code"`
+	Message     string          `json:"message"`
+	// Error is the nested form of the error event that OpenAI has been seen sending (§2.5).
+	Error *wireError `json:"error"`
+}
+
+type respObject struct {
+	ID                string `json:"id"`
+	Model             string `json:"model"`
+	Status            string `json:"status"`
+	IncompleteDetails *struct {
+		Reason string `json:"reason"`
+	} `json:"incomplete_details"`
+	Error  *wireError `json:"error"`
+	Output []struct {
+		Type string `json:"type"`
+	} `json:"output"`
+	Usage *respUsage `json:"usage"`
+}
+
+type respItem struct {
+	Type      string `json:"type"`
+	ID        string `json:"id"`
+	CallID    string `json:"call_id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+type respUsage struct {
+	InputTokens        int64 `json:"input_tokens"`
+	OutputTokens       int64 `json:"output_tokens"`
+	InputTokensDetails struct {
+		CachedTokens int64 `json:"cached_tokens"`
+	} `json:"input_tokens_details"`
+	OutputTokensDetails struct {
+		ReasoningTokens int64 `json:"reasoning_tokens"`
+	} `json:"output_tokens_details"`
+}
+
+func (u *respUsage) usage() llm.Usage {
+	return llm.Usage{
+		InputTokens:       u.InputTokens,
+		OutputTokens:      u.OutputTokens,
+		CachedInputTokens: u.InputTokensDetails.CachedTokens,
+		ReasoningTokens:   u.OutputTokensDetails.ReasoningTokens,
+	}
+}
+
+// Decode implements Decoder.
+func (d *responsesDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, bool, error) {
+	if isDone(ev.Data) {
+		// Not sent by OpenAI, but the Open Responses spec asks for it (§2.4).
+		return out, true, nil
+	}
+	if len(ev.Data) == 0 {
+		return out, false, nil
+	}
+	typ := ev.Name
+	if typ == "" || typ == "message" {
+		var err error
+		if typ, err = eventType(ev.Data); err != nil {
+			return out, false, err
+		}
+	}
+	switch typ {
+	case "response.created", "response.in_progress", "response.queued",
+		"response.output_item.added", "response.output_item.done",
+		"response.output_text.delta", "response.output_text.done", "response.refusal.delta",
+		"response.function_call_arguments.delta", "response.function_call_arguments.done",
+		"response.completed", "response.incomplete", "response.failed", "error":
+	default:
+		// Reasoning, annotations, content parts, tool progress and whatever comes next carry
+		// nothing the neutral form has.
+		return out, false, nil
+	}
+	if d.started && !d.failed && !disableFastPath &&
+		(typ == "response.output_text.delta" || typ == "response.function_call_arguments.delta") {
+		if out, ok := d.fastDelta(typ, ev.Data, out); ok {
+			return out, false, nil
+		}
+	}
+	d.ev = respEvent{}
+	if err := unmarshal("Responses", ev.Data, &d.ev); err != nil {
+		return out, false, err
+	}
+	e := &d.ev
+	if d.failed {
+		return out, typ == "response.failed" || typ == "response.completed" || typ == "response.incomplete", nil
+	}
+	if !d.started && typ != "error" {
+		d.started = true
+		var id, model string
+		if e.Response != nil {
+			id, model = e.Response.ID, e.Response.Model
+		}
+		out = append(out, llm.Event{Kind: llm.EventStart, ID: id, Model: model})
+	}
+	switch typ {
+	case "response.output_item.added":
+		if e.Item != nil && e.Item.Type == "function_call" {
+			out = d.startTool(e.OutputIndex, e.Item, out)
+		}
+	case "response.output_item.done":
+		if e.Item == nil || e.Item.Type != "function_call" {
+			break
+		}
+		n := d.tool(e.OutputIndex, e.Item.ID)
+		if n < 0 {
+			out = d.startTool(e.OutputIndex, e.Item, out)
+		} else if !d.tools[n].argsSeen && e.Item.Arguments != "" {
+			d.tools[n].argsSeen = true
+			out = append(out, llm.Event{Kind: llm.EventToolCallDelta, ToolIndex: n, Arguments: e.Item.Arguments})
+		}
+	case "response.output_text.delta", "response.refusal.delta":
+		if e.Delta != "" {
+			d.markText(e.OutputIndex)
+			out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: e.Delta})
+		}
+	case "response.output_text.done":
+		if e.Text != "" && !d.hadText(e.OutputIndex) {
+			d.markText(e.OutputIndex)
+			out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: e.Text})
+		}
+	case "response.function_call_arguments.delta":
+		if n := d.tool(e.OutputIndex, e.ItemID); n >= 0 && e.Delta != "" {
+			d.tools[n].argsSeen = true
+			out = append(out, llm.Event{Kind: llm.EventToolCallDelta, ToolIndex: n, Arguments: e.Delta})
+		}
+	case "response.function_call_arguments.done":
+		if n := d.tool(e.OutputIndex, e.ItemID); n >= 0 && !d.tools[n].argsSeen && e.Arguments != "" {
+			d.tools[n].argsSeen = true
+			out = append(out, llm.Event{Kind: llm.EventToolCallDelta, ToolIndex: n, Arguments: e.Arguments})
+		}
+	case "response.completed", "response.incomplete":
+		stop := llm.StopEnd
+		if typ == "response.incomplete" {
+			reason := ""
+			if e.Response != nil && e.Response.IncompleteDetails != nil {
+				reason = e.Response.IncompleteDetails.Reason
+			}
+			stop = responsesIncompleteStop(reason)
+		} else if len(d.tools) > 0 || (e.Response != nil && hasFunctionCall(e.Response)) {
+			stop = llm.StopToolCalls
+		}
+		out = append(out, llm.Event{Kind: llm.EventStop, Stop: stop})
+		if e.Response != nil && e.Response.Usage != nil {
+			out = append(out, llm.Event{Kind: llm.EventUsage, Usage: e.Response.Usage.usage()})
+		}
+		return out, true, nil
+	case "response.failed":
+		d.failed = true
+		if e.Response != nil && e.Response.Usage != nil {
+			out = append(out, llm.Event{Kind: llm.EventUsage, Usage: e.Response.Usage.usage()})
+		}
+		se := newStreamError("", "", "")
+		if e.Response != nil && e.Response.Error != nil {
+			se = e.Response.Error.streamError()
+		}
+		return append(out, llm.Event{Kind: llm.EventError, Err: se}), true, nil
+	case "error":
+		d.failed = true
+		se := newStreamError("", rawText(e.Code), e.Message)
+		if e.Error != nil {
+			se = e.Error.streamError()
+		}
+		return append(out, llm.Event{Kind: llm.EventError, Err: se}), false, nil
+	}
+	return out, false, nil
+}
+
+// startTool records a function_call item and yields its ToolCallStart (and its arguments, for
+// an upstream that sends them whole with the item).
+func (d *responsesDecoder) startTool(outputIndex int, it *respItem, out []llm.Event) []llm.Event {
+	n := len(d.tools)
+	d.tools = append(d.tools, respToolState{outputIndex: outputIndex, itemID: it.ID})
+	out = append(out, llm.Event{Kind: llm.EventToolCallStart, ToolIndex: n, ToolCallID: it.CallID, ToolName: it.Name})
+	if it.Arguments != "" {
+		d.tools[n].argsSeen = true
+		out = append(out, llm.Event{Kind: llm.EventToolCallDelta, ToolIndex: n, Arguments: it.Arguments})
+	}
+	return out
+}
+
+// tool finds a function_call item by its item id, or else by its output index; -1 if unknown.
+func (d *responsesDecoder) tool(outputIndex int, itemID string) int {
+	if itemID != "" {
+		for i := range d.tools {
+			if d.tools[i].itemID == itemID {
+				return i
+			}
+		}
+	}
+	for i := range d.tools {
+		if d.tools[i].outputIndex == outputIndex {
+			return i
+		}
+	}
+	return -1
+}
+
+func (d *responsesDecoder) markText(outputIndex int) {
+	if !d.hadText(outputIndex) {
+		d.textSeen = append(d.textSeen, outputIndex)
+	}
+}
+
+func (d *responsesDecoder) hadText(outputIndex int) bool {
+	for _, i := range d.textSeen {
+		if i == outputIndex {
+			return true
+		}
+	}
+	return false
+}
+
+func hasFunctionCall(r *respObject) bool {
+	for _, it := range r.Output {
+		if it.Type == "function_call" {
+			return true
+		}
+	}
+	return false
+}
+
+// fastDelta decodes the common text and arguments delta events, with a string delta and an
+// integer output_index, without encoding/json; ok is false for anything else.
+func (d *responsesDecoder) fastDelta(typ string, data []byte, out []llm.Event) ([]llm.Event, bool) {
+	var delta, itemID, index []byte
+	it := iterObject(data)
+	for {
+		k, v, more := it.next()
+		if !more {
+			break
+		}
+		var dst *[]byte
+		switch string(k) {
+		case "delta":
+			dst = &delta
+		case "item_id":
+			dst = &itemID
+		case "output_index":
+			dst = &index
+		default:
+			// Fields of respEvent this event does not carry would still be decoded by the
+			// encoding/json path; none of them changes what a delta yields except these.
+			if foldable(k) {
+				return out, false
+			}
+			continue
+		}
+		if *dst != nil {
+			return out, false
+		}
+		*dst = v
+	}
+	if !it.ok() || delta == nil {
+		return out, false
+	}
+	text, ok := stringOf(delta)
+	if !ok {
+		return out, false
+	}
+	outputIndex := 0
+	if index != nil {
+		if outputIndex, ok = intOf(index); !ok {
+			return out, false
+		}
+	}
+	if itemID != nil {
+		// item_id only selects a tool; an unescaped one is compared in place.
+		if len(itemID) < 2 || itemID[0] != '"' || bytes.IndexByte(itemID, '\\') >= 0 {
+			return out, false
+		}
+	}
+	if typ == "response.output_text.delta" {
+		if text != "" {
+			d.markText(outputIndex)
+			out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: text})
+		}
+		return out, true
+	}
+	var n int
+	if itemID != nil {
+		n = d.toolByID(itemID[1:len(itemID)-1], outputIndex)
+	} else {
+		n = d.tool(outputIndex, "")
+	}
+	if n >= 0 && text != "" {
+		d.tools[n].argsSeen = true
+		out = append(out, llm.Event{Kind: llm.EventToolCallDelta, ToolIndex: n, Arguments: text})
+	}
+	return out, true
+}
+
+// toolByID is tool for an item id given as unquoted JSON bytes.
+func (d *responsesDecoder) toolByID(itemID []byte, outputIndex int) int {
+	if len(itemID) > 0 {
+		for i := range d.tools {
+			if d.tools[i].itemID == string(itemID) {
+				return i
+			}
+		}
+	}
+	for i := range d.tools {
+		if d.tools[i].outputIndex == outputIndex {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,308 @@
+package streamconv
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/tollgate/tollgate/impl/llm"
+	"github.com/tollgate/tollgate/impl/sse"
+)
+
+// decodeEvents feeds events (name, data) to a fresh decoder and returns the neutral events and
+// whether the last event was terminal.
+func decodeEvents(t *testing.T, f llm.Format, evs ...[2]string) ([]llm.Event, bool) {
+	t.Helper()
+	dec := NewDecoder(f)
+	var (
+		out  []llm.Event
+		done bool
+		err  error
+	)
+	for _, e := range evs {
+		out, done, err = dec.Decode(sse.Event{Name: e[0], Data: []byte(e[1])}, out)
+		if err != nil {
+			t.Fatalf("decode %s: %v", e[1], err)
+		}
+	}
+	return out, done
+}
+
+func kinds(evs []llm.Event) []llm.EventKind {
+	var k []llm.EventKind
+	for _, e := range evs {
+		k = append(k, e.Kind)
+	}
+	return k
+}
+
+func TestChatDecoderQuirks(t *testing.T) {
+	t.Run("error null in a normal chunk is no error", func(t *testing.T) {
+		evs, _ := decodeEvents(t, llm.FormatChat,
+			[2]string{"", `{"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"hi"}}],"error":null}`})
+		if r := accumulate(evs); r.HasError || r.Text != "hi" {
+			t.Fatalf("%+v", r)
+		}
+	})
+	t.Run("OpenRouter error inside a normal chunk", func(t *testing.T) {
+		evs, _ := decodeEvents(t, llm.FormatChat,
+			[2]string{"", `{"id":"c","choices":[{"index":0,"delta":{"content":"a"}}]}`},
+			[2]string{"", `{"id":"c","choices":[{"index":0,"delta":{"content":""},"finish_reason":"error"}],"error":{"code":502,"message":"Provider returned error"}}`},
+			[2]string{"", `{"id":"c","choices":[{"index":0,"delta":{"content":"ignored"}}]}`})
+		r := accumulate(evs)
+		if !r.HasError || r.ErrMsg != "Provider returned error" || r.ErrType != "502" || r.Text != "a" || r.Stop != "" {
+			t.Fatalf("%+v", r)
+		}
+	})
+	t.Run("LiteLLM error with None type", func(t *testing.T) {
+		evs, _ := decodeEvents(t, llm.FormatChat, [2]string{"", `{"error":{"message":"boom","type":"None","param":"None","code":"429"}}`})
+		if r := accumulate(evs); r.ErrType != "429" || errorKind(r.ErrType).Status() != 429 {
+			t.Fatalf("%+v", r)
+		}
+	})
+	t.Run("whole tool call in one fragment and extra choices", func(t *testing.T) {
+		evs, done := decodeEvents(t, llm.FormatChat,
+			[2]string{"", `{"id":"c","choices":[{"index":1,"delta":{"content":"other choice"}},{"index":0,"delta":{"tool_calls":[{"index":3,"id":"call_1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]}}],"future":{"x":[1,2]}}`},
+			[2]string{"", `{"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"function_call"}]}`},
+			[2]string{"", ` [DONE] `})
+		r := accumulate(evs)
+		want := []toolCall{{"call_1", "f", `{"a":1}`}}
+		if !done || r.Text != "" || !reflect.DeepEqual(r.Tools, want) || r.Stop != llm.StopToolCalls {
+			t.Fatalf("%+v done=%v", r, done)
+		}
+	})
+	t.Run("malformed chunk is a Go error", func(t *testing.T) {
+		_, _, err := NewDecoder(llm.FormatChat).Decode(sse.Event{Data: []byte(`{"id":`)}, nil)
+		if err == nil {
+			t.Fatal("no error")
+		}
+	})
+}
+
+func TestResponsesDecoderQuirks(t *testing.T) {
+	created := `{"type":"response.created","sequence_number":0,"response":{"id":"resp_1","model":"m","status":"in_progress","output":[],"usage":null}}`
+	t.Run("nested error event", func(t *testing.T) {
+		evs, done := decodeEvents(t, llm.FormatResponses,
+			[2]string{"response.created", created},
+			[2]string{"error", `{"type":"error","sequence_number":2,"error":{"type":"too_many_requests","code":"too_many_requests","message":"Too Many Requests","param":null}}`},
+			[2]string{"response.failed", `{"type":"response.failed","sequence_number":3,"response":{"id":"resp_1","status":"failed","error":{"code":"rate_limit_exceeded","message":"other"}}}`})
+		r := accumulate(evs)
+		if !done || r.ErrType != "too_many_requests" || r.ErrMsg != "Too Many Requests" || len(evs) != 2 {
+			t.Fatalf("%+v %v", evs, done)
+		}
+		if errorKind(r.ErrType) != errorKind("rate_limit_error") {
+			t.Fatalf("too_many_requests is not a rate limit")
+		}
+	})
+	t.Run("response.failed alone carries the error and usage", func(t *testing.T) {
+		evs, done := decodeEvents(t, llm.FormatResponses,
+			[2]string{"", created},
+			[2]string{"", `{"type":"response.failed","sequence_number":1,"response":{"id":"resp_1","status":"failed","error":{"code":"server_error","message":"bad"},"usage":{"input_tokens":3,"output_tokens":1}}}`})
+		if k := kinds(evs); !done || !reflect.DeepEqual(k, []llm.EventKind{llm.EventStart, llm.EventUsage, llm.EventError}) {
+			t.Fatalf("%v %v", k, done)
+		}
+		if r := accumulate(evs); r.ErrType != "server_error" || r.Usage.InputTokens != 3 {
+			t.Fatalf("%+v", r)
+		}
+	})
+	t.Run("data-only events, arguments only in done, [DONE], unknown types", func(t *testing.T) {
+		evs, done := decodeEvents(t, llm.FormatResponses,
+			[2]string{"", created},
+			[2]string{"", `{"type":"response.mcp_list_tools.in_progress","sequence_number":1,"output_index":0,"delta":{"not":"a string"}}`},
+			[2]string{"", `{"type":"response.output_item.added","sequence_number":2,"output_index":0,"item":{"id":"fc_1","type":"function_call","call_id":"call_9","name":"f","arguments":""}}`},
+			[2]string{"", `{"type":"response.function_call_arguments.done","sequence_number":3,"item_id":"fc_1","output_index":0,"arguments":"{}","name":"f"}`},
+			[2]string{"", `{"type":"response.output_item.done","sequence_number":4,"output_index":0,"item":{"id":"fc_1","type":"function_call","call_id":"call_9","name":"f","arguments":"{}"}}`},
+			[2]string{"", `{"type":"response.output_item.added","sequence_number":5,"output_index":1,"item":{"id":"msg_1","type":"message","content":[]}}`},
+			[2]string{"", `{"type":"response.output_text.done","sequence_number":6,"item_id":"msg_1","output_index":1,"content_index":0,"text":"late text"}`},
+			[2]string{"", `{"type":"response.completed","sequence_number":7,"response":{"id":"resp_1","status":"completed","output":[{"type":"function_call"}],"usage":{"input_tokens":5,"output_tokens":2,"output_tokens_details":{"reasoning_tokens":1}}}}`},
+		)
+		r := accumulate(evs)
+		if !done || r.Text != "late text" || !reflect.DeepEqual(r.Tools, []toolCall{{"call_9", "f", "{}"}}) || r.Stop != llm.StopToolCalls ||
+			r.Usage != (llm.Usage{InputTokens: 5, OutputTokens: 2, ReasoningTokens: 1}) {
+			t.Fatalf("%+v", r)
+		}
+		_, done = decodeEvents(t, llm.FormatResponses, [2]string{"", "[DONE]"})
+		if !done {
+			t.Fatal("[DONE] not terminal")
+		}
+	})
+	t.Run("incomplete by content filter", func(t *testing.T) {
+		evs, _ := decodeEvents(t, llm.FormatResponses,
+			[2]string{"response.incomplete", `{"type":"response.incomplete","sequence_number":0,"response":{"id":"r","status":"incomplete","incomplete_details":{"reason":"content_filter"}}}`})
+		if r := accumulate(evs); r.Stop != llm.StopContentFilter {
+			t.Fatalf("%+v", r)
+		}
+	})
+}
+
+func TestMessagesDecoderQuirks(t *testing.T) {
+	start := `{"type":"message_start","message":{"id":"msg_1","model":"claude","usage":{"input_tokens":10,"cache_read_input_tokens":5,"cache_creation_input_tokens":2,"output_tokens":1}}}`
+	t.Run("data-only events, tool without arguments, stop sequence, repeated usage", func(t *testing.T) {
+		evs, done := decodeEvents(t, llm.FormatMessages,
+			[2]string{"", start},
+			[2]string{"", `{"type":"content_block_start","index":0,"content_block":{"type":"redacted_thinking","data":"xyz"}}`},
+			[2]string{"", `{"type":"content_block_stop","index":0}`},
+			[2]string{"", `{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_1","name":"now","input":{}}}`},
+			[2]string{"", `{"type":"content_block_stop","index":1}`},
+			[2]string{"", `{"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"toolu_2","name":"f","input":{"a": [1, 2]}}}`},
+			[2]string{"", `{"type":"content_block_stop","index":2}`},
+			[2]string{"", `{"type":"content_block_start","index":3,"content_block":{"type":"text","text":"pre"}}`},
+			[2]string{"", `{"type":"content_block_delta","index":3,"delta":{"type":"citations_delta","citation":{"type":"x"}}}`},
+			[2]string{"", `{"type":"content_block_delta","index":3,"delta":{"type":"text_delta","text":"fix"}}`},
+			[2]string{"", `{"type":"brand_new_event","index":9}`},
+			[2]string{"", `{"type":"message_delta","delta":{"stop_reason":"stop_sequence","stop_sequence":"END"},"usage":{"output_tokens":7}}`},
+			[2]string{"", `{"type":"message_delta","delta":{"stop_reason":null},"usage":{"input_tokens":11,"output_tokens":9}}`},
+			[2]string{"", `{"type":"message_stop"}`})
+		r := accumulate(evs)
+		want := []toolCall{{"toolu_1", "now", "{}"}, {"toolu_2", "f", `{"a":[1,2]}`}}
+		if !done || r.Text != "prefix" || !reflect.DeepEqual(r.Tools, want) || r.Stop != llm.StopSequence {
+			t.Fatalf("%+v done=%v", r, done)
+		}
+		if u := (llm.Usage{InputTokens: 18, CachedInputTokens: 5, OutputTokens: 9}); r.Usage != u {
+			t.Fatalf("usage %+v, want %+v", r.Usage, u)
+		}
+		for _, e := range evs {
+			if e.Kind == llm.EventStop && e.StopSequence != "END" {
+				t.Fatalf("stop sequence %q", e.StopSequence)
+			}
+		}
+	})
+	t.Run("error before anything", func(t *testing.T) {
+		evs, _ := decodeEvents(t, llm.FormatMessages, [2]string{"error", `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`})
+		if k := kinds(evs); !reflect.DeepEqual(k, []llm.EventKind{llm.EventError}) {
+			t.Fatalf("%v", k)
+		}
+	})
+}
+
+// TestEncoderEdges covers streams the recorded ones do not: failure before anything, an
+// upstream that ends without its terminal, no include_usage, events after the end, content after
+// Stop, a stop sequence, and calls without ids.
+func TestEncoderEdges(t *testing.T) {
+	for _, client := range formats {
+		meta := metaFor(client.f)
+		t.Run(client.short+"/fail first", func(t *testing.T) {
+			enc := NewEncoder(client.f, meta)
+			tr := transcriptOf(enc.Fail("rate_limit_exceeded", "slow down", nil))
+			r := checkClient(t, client.f, tr, meta)
+			if !r.HasError || r.ErrMsg != "slow down" || errorKind(r.ErrType) != errorKind("rate_limit_error") {
+				t.Fatalf("%+v\n%s", r, tr)
+			}
+			if g := sdkRead(t, client.f, tr); !g.HasError || g.ErrMsg != "slow down" {
+				t.Fatalf("SDK: %+v", g)
+			}
+			if out := enc.Encode(llm.Event{Kind: llm.EventTextDelta, Text: "x"}, nil); len(out) != 0 {
+				t.Fatalf("output after the end: %v", out)
+			}
+			if out := enc.Finish(nil); len(out) != 0 {
+				t.Fatalf("Finish after Fail: %v", out)
+			}
+			enc.Encode(llm.Event{Kind: llm.EventUsage, Usage: llm.Usage{InputTokens: 4, OutputTokens: 2}}, nil)
+			if u := enc.Usage(); u.InputTokens != 4 || u.OutputTokens != 2 {
+				t.Fatalf("usage after the end not recorded: %+v", u)
+			}
+		})
+		t.Run(client.short+"/finish empty", func(t *testing.T) {
+			enc := NewEncoder(client.f, meta)
+			tr := transcriptOf(enc.Finish(nil))
+			r := checkClient(t, client.f, tr, meta)
+			if r.HasError || r.Stop != llm.StopEnd || r.Text != "" {
+				t.Fatalf("%+v\n%s", r, tr)
+			}
+			sdkRead(t, client.f, tr)
+		})
+		t.Run(client.short+"/upstream ends early", func(t *testing.T) {
+			raw := readFile(t, "testdata/upstream/messages_tools.sse")
+			raw = raw[:len(raw)/2]
+			raw = raw[:strings.LastIndex(string(raw), "\n\n")+2]
+			tr, _ := pipe(t, llm.FormatMessages, client.f, meta, raw)
+			r := checkClient(t, client.f, tr, meta)
+			if !r.HasError || errorKind(r.ErrType) != errorKind("upstream_error") && client.f != llm.FormatMessages {
+				t.Fatalf("%+v\n%s", r, tr)
+			}
+			sdkRead(t, client.f, tr)
+		})
+		t.Run(client.short+"/edge events", func(t *testing.T) {
+			enc := NewEncoder(client.f, meta)
+			var tr []byte
+			for _, e := range []llm.Event{
+				{Kind: llm.EventToolCallDelta, ToolIndex: 0, Arguments: "dropped: no such call"},
+				{Kind: llm.EventStart, ID: "upstream-id", Model: "upstream-model"},
+				{Kind: llm.EventTextDelta, Text: ""},
+				{Kind: llm.EventToolCallStart, ToolIndex: 0, ToolName: "f"},
+				{Kind: llm.EventToolCallDelta, ToolIndex: 0, Arguments: `{"k":"\u0001"}`},
+				{Kind: llm.EventTextDelta, Text: "after the call"},
+				{Kind: llm.EventStop, Stop: llm.StopSequence, StopSequence: "###"},
+				{Kind: llm.EventTextDelta, Text: " dropped after stop"},
+				{Kind: llm.EventStart, ID: "second start ignored"},
+				{Kind: llm.EventUsage, Usage: llm.Usage{InputTokens: 3}},
+				{Kind: llm.EventUsage, Usage: llm.Usage{OutputTokens: 2}},
+			} {
+				tr = appendTranscript(tr, enc.Encode(e, nil))
+			}
+			tr = appendTranscript(tr, enc.Finish(nil))
+			r := checkClient(t, client.f, tr, meta)
+			if r.Text != "after the call" || len(r.Tools) != 1 || r.Tools[0].Args != `{"k":"\u0001"}` || r.Tools[0].ID == "" {
+				t.Fatalf("%+v\n%s", r, tr)
+			}
+			if client.f == llm.FormatMessages && !strings.Contains(string(tr), `"stop_reason":"stop_sequence","stop_sequence":"###"`) {
+				t.Fatalf("stop sequence lost:\n%s", tr)
+			}
+			if u := enc.Usage(); u != (llm.Usage{InputTokens: 3, OutputTokens: 2}) {
+				t.Fatalf("usage %+v", u)
+			}
+			sdkRead(t, client.f, tr)
+		})
+	}
+	t.Run("chat without include_usage", func(t *testing.T) {
+		meta := metaFor(llm.FormatChat)
+		meta.IncludeUsage = false
+		for _, up := range formats {
+			for _, sc := range scenarios {
+				name := up.short + "_" + sc
+				tr, usage := pipe(t, up.f, llm.FormatChat, meta, readFile(t, "testdata/upstream/"+name+".sse"))
+				if strings.Contains(string(tr), `"usage"`) {
+					t.Fatalf("%s: usage without include_usage:\n%s", name, tr)
+				}
+				compareResult(t, name, llm.FormatChat, meta, checkChat(t, tr, meta), expected[name])
+				compareResult(t, name+" SDK", llm.FormatChat, meta, sdkChat(t, tr), expected[name])
+				if !expected[name].HasError && usage != expected[name].Usage {
+					t.Fatalf("%s: metering must not depend on include_usage: %+v", name, usage)
+				}
+			}
+		}
+	})
+	t.Run("meta falls back to the upstream id and model", func(t *testing.T) {
+		enc := NewEncoder(llm.FormatChat, Meta{})
+		out := enc.Encode(llm.Event{Kind: llm.EventStart, ID: "chatcmpl-up", Model: "up-model"}, nil)
+		if len(out) != 1 || !strings.Contains(string(out[0].Data), `"id":"chatcmpl-up"`) || !strings.Contains(string(out[0].Data), `"model":"up-model"`) {
+			t.Fatalf("%s", out[0].Data)
+		}
+	})
+}
+
+// TestInterleavedToolCalls: a chat upstream that interleaves the fragments of two calls (no
+// official one does) still gives every client whole arguments.
+func TestInterleavedToolCalls(t *testing.T) {
+	h := `"id":"c","object":"chat.completion.chunk","created":1,"model":"m"`
+	raw := "data: {" + h + `,"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"a","arguments":""}},{"index":1,"id":"call_b","type":"function","function":{"name":"b","arguments":"{\"b\""}}]}}]}` + "\n\n" +
+		"data: {" + h + `,"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"a\":1}"}}]}}]}` + "\n\n" +
+		"data: {" + h + `,"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"function":{"arguments":":2}"}}]}}]}` + "\n\n" +
+		"data: {" + h + `,"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}` + "\n\ndata: [DONE]\n\n"
+	want := []toolCall{{"call_a", "a", `{"a":1}`}, {"call_b", "b", `{"b":2}`}}
+	for _, client := range formats {
+		tr, _ := pipe(t, llm.FormatChat, client.f, metaFor(client.f), []byte(raw))
+		if r := sdkRead(t, client.f, tr); !reflect.DeepEqual(r.Tools, want) {
+			t.Errorf("%s: %+v\n%s", client.short, r.Tools, tr)
+		}
+	}
+}
+
+func transcriptOf(evs []sse.Event) []byte { return appendTranscript(nil, evs) }
+
+func appendTranscript(dst []byte, evs []sse.Event) []byte {
+	for _, e := range evs {
+		dst = sse.AppendEvent(dst, e)
+	}
+	return dst
+}

@@ -1,0 +1,236 @@
+package streamconv
+
+import (
+	"github.com/tollgate/tollgate/impl/llm"
+	"github.com/tollgate/tollgate/impl/sse"
+)
+
+// messagesEncoder writes Anthropic Messages stream events (wire-protocols.md §3.4, §3.5):
+// every event named; message_start first; content blocks one after another, each
+// content_block_start, deltas, content_block_stop, indexed by position; message_delta with the
+// stop reason and the cumulative usage; message_stop. A failure is an error event, after which
+// the stream closes without message_stop.
+//
+// message_start is held back until the first content (or the end), so that the input token
+// count an upstream reports right after its start (Anthropic's own message_start) is the real
+// one; otherwise Meta.InputTokensEstimate stands in, and message_delta repeats the real count
+// once known.
+//
+// Usage: Anthropic's input_tokens exclude the tokens read from the cache, which are reported as
+// cache_read_input_tokens; the neutral InputTokens include them.
+type messagesEncoder struct {
+	meta      Meta
+	em        emitter
+	started   bool
+	ended     bool
+	id        string
+	model     string
+	startID   string
+	startMod  string
+	blocks    int
+	openBlock int // -1: none
+	openText  bool
+	// tools maps a neutral tool index to its content block index.
+	tools   []int
+	stop    llm.StopReason
+	stopSeq string
+	usage   llm.Usage
+}
+
+// Encode implements Encoder.
+func (m *messagesEncoder) Encode(ev llm.Event, out []sse.Event) []sse.Event {
+	if ev.Kind == llm.EventUsage {
+		m.usage = mergeUsage(m.usage, ev.Usage)
+		return out
+	}
+	if m.ended {
+		return out
+	}
+	if ev.Kind == llm.EventError {
+		t, msg := errorOf(ev.Err)
+		return m.Fail(t, msg, out)
+	}
+	m.em.reset()
+	switch ev.Kind {
+	case llm.EventStart:
+		if !m.started {
+			m.startID, m.startMod = ev.ID, ev.Model
+		}
+	case llm.EventTextDelta:
+		if ev.Text == "" || m.stop != "" {
+			break
+		}
+		m.start()
+		if m.openBlock < 0 || !m.openText {
+			m.closeBlock()
+			m.openBlock, m.openText = m.blocks, true
+			m.blocks++
+			s := m.em.begin()
+			m.em.buf = append(m.em.buf, `{"type":"content_block_start","index":`...)
+			m.em.buf = appendInt(m.em.buf, int64(m.openBlock))
+			m.em.buf = append(m.em.buf, `,"content_block":{"type":"text","text":""}}`...)
+			m.em.end("content_block_start", s)
+		}
+		s := m.em.begin()
+		m.em.buf = append(m.em.buf, `{"type":"content_block_delta","index":`...)
+		m.em.buf = appendInt(m.em.buf, int64(m.openBlock))
+		m.em.buf = append(m.em.buf, `,"delta":{"type":"text_delta","text":`...)
+		m.em.buf = appendString(m.em.buf, ev.Text)
+		m.em.buf = append(m.em.buf, "}}"...)
+		m.em.end("content_block_delta", s)
+	case llm.EventToolCallStart:
+		if m.stop != "" || ev.ToolIndex < 0 {
+			break
+		}
+		m.start()
+		m.closeBlock()
+		m.openBlock, m.openText = m.blocks, false
+		m.blocks++
+		for len(m.tools) <= ev.ToolIndex {
+			m.tools = append(m.tools, -1)
+		}
+		m.tools[ev.ToolIndex] = m.openBlock
+		id := ev.ToolCallID
+		if id == "" {
+			id = derivedID("toolu_", m.id, ev.ToolIndex)
+		}
+		s := m.em.begin()
+		m.em.buf = append(m.em.buf, `{"type":"content_block_start","index":`...)
+		m.em.buf = appendInt(m.em.buf, int64(m.openBlock))
+		m.em.buf = append(m.em.buf, `,"content_block":{"type":"tool_use","id":`...)
+		m.em.buf = appendString(m.em.buf, id)
+		m.em.buf = append(m.em.buf, `,"name":`...)
+		m.em.buf = appendString(m.em.buf, ev.ToolName)
+		m.em.buf = append(m.em.buf, `,"input":{}}}`...)
+		m.em.end("content_block_start", s)
+	case llm.EventToolCallDelta:
+		if ev.Arguments == "" || m.stop != "" || ev.ToolIndex < 0 || ev.ToolIndex >= len(m.tools) || m.tools[ev.ToolIndex] < 0 {
+			break
+		}
+		// A delta for a call whose block was already closed (an upstream that interleaves
+		// calls) is still sent at that block's index: the SDK accumulators address blocks by
+		// index and keep the arguments whole.
+		s := m.em.begin()
+		m.em.buf = append(m.em.buf, `{"type":"content_block_delta","index":`...)
+		m.em.buf = appendInt(m.em.buf, int64(m.tools[ev.ToolIndex]))
+		m.em.buf = append(m.em.buf, `,"delta":{"type":"input_json_delta","partial_json":`...)
+		m.em.buf = appendString(m.em.buf, ev.Arguments)
+		m.em.buf = append(m.em.buf, "}}"...)
+		m.em.end("content_block_delta", s)
+	case llm.EventStop:
+		if m.stop == "" {
+			m.stop, m.stopSeq = ev.Stop, ev.StopSequence
+			if m.stop == "" {
+				m.stop = llm.StopEnd
+			}
+		}
+	}
+	return m.em.flush(out)
+}
+
+// Finish implements Encoder.
+func (m *messagesEncoder) Finish(out []sse.Event) []sse.Event {
+	if m.ended {
+		return out
+	}
+	m.ended = true
+	m.em.reset()
+	m.start()
+	m.closeBlock()
+	stop := effectiveStop(m.stop, len(m.tools) > 0)
+	s := m.em.begin()
+	m.em.buf = append(m.em.buf, `{"type":"message_delta","delta":{"stop_reason":`...)
+	m.em.buf = appendString(m.em.buf, messagesStopReason(stop))
+	m.em.buf = append(m.em.buf, `,"stop_sequence":`...)
+	if stop == llm.StopSequence && m.stopSeq != "" {
+		m.em.buf = appendString(m.em.buf, m.stopSeq)
+	} else {
+		m.em.buf = append(m.em.buf, "null"...)
+	}
+	m.em.buf = append(m.em.buf, `},"usage":{`...)
+	if m.usage.InputTokens > 0 {
+		m.em.buf = append(m.em.buf, `"input_tokens":`...)
+		m.em.buf = appendInt(m.em.buf, m.usage.InputTokens-m.usage.CachedInputTokens)
+		m.em.buf = append(m.em.buf, `,"cache_read_input_tokens":`...)
+		m.em.buf = appendInt(m.em.buf, m.usage.CachedInputTokens)
+		m.em.buf = append(m.em.buf, ',')
+	}
+	m.em.buf = append(m.em.buf, `"output_tokens":`...)
+	m.em.buf = appendInt(m.em.buf, m.usage.OutputTokens)
+	if m.usage.ReasoningTokens > 0 {
+		m.em.buf = append(m.em.buf, `,"output_tokens_details":{"thinking_tokens":`...)
+		m.em.buf = appendInt(m.em.buf, m.usage.ReasoningTokens)
+		m.em.buf = append(m.em.buf, '}')
+	}
+	m.em.buf = append(m.em.buf, "}}"...)
+	m.em.end("message_delta", s)
+	s = m.em.begin()
+	m.em.buf = append(m.em.buf, `{"type":"message_stop"}`...)
+	m.em.end("message_stop", s)
+	return m.em.flush(out)
+}
+
+// Fail implements Encoder: an error event with the Messages envelope; the stream then closes
+// without message_stop (§3.5).
+func (m *messagesEncoder) Fail(errType, message string, out []sse.Event) []sse.Event {
+	if m.ended {
+		return out
+	}
+	m.ended = true
+	m.em.reset()
+	s := m.em.begin()
+	m.em.buf = append(m.em.buf, `{"type":"error","error":{"type":`...)
+	m.em.buf = appendString(m.em.buf, anthropicErrorType(errType))
+	m.em.buf = append(m.em.buf, `,"message":`...)
+	m.em.buf = appendString(m.em.buf, message)
+	m.em.buf = append(m.em.buf, "}}"...)
+	m.em.end("error", s)
+	return m.em.flush(out)
+}
+
+// Usage implements Encoder.
+func (m *messagesEncoder) Usage() llm.Usage { return m.usage }
+
+// start sends message_start once, with the input tokens known by now or the estimate.
+func (m *messagesEncoder) start() {
+	if m.started {
+		return
+	}
+	m.started = true
+	m.openBlock = -1
+	m.id, m.model = m.startID, m.startMod
+	if m.meta.ID != "" {
+		m.id = m.meta.ID
+	}
+	if m.meta.Model != "" {
+		m.model = m.meta.Model
+	}
+	in, cached := m.meta.InputTokensEstimate, int64(0)
+	if m.usage.InputTokens > 0 {
+		in, cached = m.usage.InputTokens-m.usage.CachedInputTokens, m.usage.CachedInputTokens
+	}
+	s := m.em.begin()
+	m.em.buf = append(m.em.buf, `{"type":"message_start","message":{"id":`...)
+	m.em.buf = appendString(m.em.buf, m.id)
+	m.em.buf = append(m.em.buf, `,"type":"message","role":"assistant","content":[],"model":`...)
+	m.em.buf = appendString(m.em.buf, m.model)
+	m.em.buf = append(m.em.buf, `,"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":`...)
+	m.em.buf = appendInt(m.em.buf, in)
+	m.em.buf = append(m.em.buf, `,"output_tokens":1,"cache_creation_input_tokens":0,"cache_read_input_tokens":`...)
+	m.em.buf = appendInt(m.em.buf, cached)
+	m.em.buf = append(m.em.buf, "}}}"...)
+	m.em.end("message_start", s)
+}
+
+// closeBlock sends content_block_stop for the open block, if any.
+func (m *messagesEncoder) closeBlock() {
+	if m.openBlock < 0 {
+		return
+	}
+	s := m.em.begin()
+	m.em.buf = append(m.em.buf, `{"type":"content_block_stop","index":`...)
+	m.em.buf = appendInt(m.em.buf, int64(m.openBlock))
+	m.em.buf = append(m.em.buf, '}')
+	m.em.end("content_block_stop", s)
+	m.openBlock = -1
+}

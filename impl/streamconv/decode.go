@@ -78,11 +78,11 @@ func unmarshal(what string, data []byte, v any) error {
 }
 
 // eventType is the type of an event whose SSE name is missing: the "type" field of its data.
-func eventType(data []byte) (string, error) {
+func eventType(what string, data []byte) (string, error) {
 	var t struct {
 		Type string `json:"type"`
 	}
-	if err := unmarshal("", data, &t); err != nil {
+	if err := unmarshal(what, data, &t); err != nil {
 		return "", err
 	}
 	return t.Type, nil

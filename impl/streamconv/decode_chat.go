@@ -1,6 +1,7 @@
 package streamconv
 
 import (
+	"github.com/tollgate/tollgate/impl/convert"
 	"github.com/tollgate/tollgate/impl/llm"
 	"github.com/tollgate/tollgate/impl/sse"
 )
@@ -116,7 +117,7 @@ func (d *chatDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, bool, 
 		}
 		if ch.FinishReason != "" && !d.stopped {
 			d.stopped = true
-			out = append(out, llm.Event{Kind: llm.EventStop, Stop: chatStop(ch.FinishReason)})
+			out = append(out, llm.Event{Kind: llm.EventStop, Stop: convert.StopReasonFrom(llm.FormatChat, ch.FinishReason)})
 		}
 	}
 	if u := c.Usage; u != nil {

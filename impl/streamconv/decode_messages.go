@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 
+	"github.com/tollgate/tollgate/impl/convert"
 	"github.com/tollgate/tollgate/impl/llm"
 	"github.com/tollgate/tollgate/impl/sse"
 )
@@ -113,7 +114,7 @@ func (d *messagesDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, bo
 	typ := ev.Name
 	if typ == "" || typ == "message" {
 		var err error
-		if typ, err = eventType(ev.Data); err != nil {
+		if typ, err = eventType("Messages", ev.Data); err != nil {
 			return out, false, err
 		}
 	}
@@ -205,7 +206,7 @@ func (d *messagesDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, bo
 	case "message_delta":
 		if e.Delta != nil && e.Delta.StopReason != "" && !d.stopped {
 			d.stopped = true
-			stop := messagesStop(e.Delta.StopReason)
+			stop := convert.StopReasonFrom(llm.FormatMessages, e.Delta.StopReason)
 			ev := llm.Event{Kind: llm.EventStop, Stop: stop}
 			if stop == llm.StopSequence {
 				ev.StopSequence = e.Delta.StopSequence

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 
+	"github.com/tollgate/tollgate/impl/convert"
 	"github.com/tollgate/tollgate/impl/llm"
 	"github.com/tollgate/tollgate/impl/sse"
 )
@@ -98,7 +99,7 @@ func (d *responsesDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, b
 	typ := ev.Name
 	if typ == "" || typ == "message" {
 		var err error
-		if typ, err = eventType(ev.Data); err != nil {
+		if typ, err = eventType("Responses", ev.Data); err != nil {
 			return out, false, err
 		}
 	}
@@ -172,16 +173,14 @@ func (d *responsesDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, b
 			out = append(out, llm.Event{Kind: llm.EventToolCallDelta, ToolIndex: n, Arguments: e.Arguments})
 		}
 	case "response.completed", "response.incomplete":
-		stop := llm.StopEnd
+		status, reason := "completed", ""
 		if typ == "response.incomplete" {
-			reason := ""
+			status = "incomplete"
 			if e.Response != nil && e.Response.IncompleteDetails != nil {
 				reason = e.Response.IncompleteDetails.Reason
 			}
-			stop = responsesIncompleteStop(reason)
-		} else if len(d.tools) > 0 || (e.Response != nil && hasFunctionCall(e.Response)) {
-			stop = llm.StopToolCalls
 		}
+		stop := convert.ResponsesStopReason(status, reason, len(d.tools) > 0 || (e.Response != nil && hasFunctionCall(e.Response)))
 		out = append(out, llm.Event{Kind: llm.EventStop, Stop: stop})
 		if e.Response != nil && e.Response.Usage != nil {
 			out = append(out, llm.Event{Kind: llm.EventUsage, Usage: e.Response.Usage.usage()})

@@ -28,6 +28,16 @@
 // so Usage is right for metering). The events an Encoder returns share one buffer that the
 // next call reuses: write them before calling the Encoder again.
 //
+// Usage follows the convention of llm.Usage that the converters share: input tokens include the
+// cached ones (Anthropic's cache reads and writes are added to its input_tokens when decoding,
+// and the cache reads reported as cache_read_input_tokens when encoding); stop reasons and the
+// usage objects are the converters' (package convert), so that a streamed and a complete answer
+// say the same.
+//
+// The decoders read the hot events (text and argument deltas) with a small scanner and hand
+// every other event, or any delta of an unusual shape, to encoding/json; the encoders append
+// their JSON by hand into one reused buffer, so a delta costs one allocation (its text).
+//
 // The package owns the streaming half of format conversion only; request and complete
 // response conversion live in the converters, and the SSE framing in package sse.
 package streamconv

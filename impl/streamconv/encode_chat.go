@@ -1,6 +1,7 @@
 package streamconv
 
 import (
+	"github.com/tollgate/tollgate/impl/convert"
 	"github.com/tollgate/tollgate/impl/llm"
 	"github.com/tollgate/tollgate/impl/sse"
 )
@@ -102,7 +103,7 @@ func (c *chatEncoder) Finish(out []sse.Event) []sse.Event {
 	s := c.em.begin()
 	c.em.buf = append(c.em.buf, c.prefix...)
 	c.em.buf = append(c.em.buf, `"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":`...)
-	c.em.buf = appendString(c.em.buf, chatFinishReason(effectiveStop(c.stop, len(c.tools) > 0)))
+	c.em.buf = appendString(c.em.buf, convert.StopReasonFor(llm.FormatChat, effectiveStop(c.stop, len(c.tools) > 0)))
 	c.em.buf = append(c.em.buf, "}]"...)
 	if c.meta.IncludeUsage {
 		c.em.buf = append(c.em.buf, `,"usage":null`...)
@@ -110,20 +111,11 @@ func (c *chatEncoder) Finish(out []sse.Event) []sse.Event {
 	c.em.buf = append(c.em.buf, '}')
 	c.em.end("", s)
 	if c.meta.IncludeUsage {
-		u := c.usage
 		s := c.em.begin()
 		c.em.buf = append(c.em.buf, c.prefix...)
-		c.em.buf = append(c.em.buf, `"choices":[],"usage":{"prompt_tokens":`...)
-		c.em.buf = appendInt(c.em.buf, u.InputTokens)
-		c.em.buf = append(c.em.buf, `,"completion_tokens":`...)
-		c.em.buf = appendInt(c.em.buf, u.OutputTokens)
-		c.em.buf = append(c.em.buf, `,"total_tokens":`...)
-		c.em.buf = appendInt(c.em.buf, u.InputTokens+u.OutputTokens)
-		c.em.buf = append(c.em.buf, `,"prompt_tokens_details":{"cached_tokens":`...)
-		c.em.buf = appendInt(c.em.buf, u.CachedInputTokens)
-		c.em.buf = append(c.em.buf, `},"completion_tokens_details":{"reasoning_tokens":`...)
-		c.em.buf = appendInt(c.em.buf, u.ReasoningTokens)
-		c.em.buf = append(c.em.buf, "}}}"...)
+		c.em.buf = append(c.em.buf, `"choices":[],"usage":`...)
+		c.em.buf = append(c.em.buf, convert.ChatUsage(c.usage)...)
+		c.em.buf = append(c.em.buf, '}')
 		c.em.end("", s)
 	}
 	c.done()

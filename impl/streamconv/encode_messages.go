@@ -1,6 +1,7 @@
 package streamconv
 
 import (
+	"github.com/tollgate/tollgate/impl/convert"
 	"github.com/tollgate/tollgate/impl/llm"
 	"github.com/tollgate/tollgate/impl/sse"
 )
@@ -140,29 +141,24 @@ func (m *messagesEncoder) Finish(out []sse.Event) []sse.Event {
 	stop := effectiveStop(m.stop, len(m.tools) > 0)
 	s := m.em.begin()
 	m.em.buf = append(m.em.buf, `{"type":"message_delta","delta":{"stop_reason":`...)
-	m.em.buf = appendString(m.em.buf, messagesStopReason(stop))
+	m.em.buf = appendString(m.em.buf, convert.StopReasonFor(llm.FormatMessages, stop))
 	m.em.buf = append(m.em.buf, `,"stop_sequence":`...)
 	if stop == llm.StopSequence && m.stopSeq != "" {
 		m.em.buf = appendString(m.em.buf, m.stopSeq)
 	} else {
 		m.em.buf = append(m.em.buf, "null"...)
 	}
-	m.em.buf = append(m.em.buf, `},"usage":{`...)
+	m.em.buf = append(m.em.buf, `},"usage":`...)
 	if m.usage.InputTokens > 0 {
-		m.em.buf = append(m.em.buf, `"input_tokens":`...)
-		m.em.buf = appendInt(m.em.buf, m.usage.InputTokens-m.usage.CachedInputTokens)
-		m.em.buf = append(m.em.buf, `,"cache_read_input_tokens":`...)
-		m.em.buf = appendInt(m.em.buf, m.usage.CachedInputTokens)
-		m.em.buf = append(m.em.buf, ',')
-	}
-	m.em.buf = append(m.em.buf, `"output_tokens":`...)
-	m.em.buf = appendInt(m.em.buf, m.usage.OutputTokens)
-	if m.usage.ReasoningTokens > 0 {
-		m.em.buf = append(m.em.buf, `,"output_tokens_details":{"thinking_tokens":`...)
-		m.em.buf = appendInt(m.em.buf, m.usage.ReasoningTokens)
+		// The cumulative counts, input included: message_start had only an estimate when
+		// the upstream tells its input count at the end.
+		m.em.buf = append(m.em.buf, convert.MessagesUsage(m.usage)...)
+	} else {
+		m.em.buf = append(m.em.buf, `{"output_tokens":`...)
+		m.em.buf = appendInt(m.em.buf, m.usage.OutputTokens)
 		m.em.buf = append(m.em.buf, '}')
 	}
-	m.em.buf = append(m.em.buf, "}}"...)
+	m.em.buf = append(m.em.buf, '}')
 	m.em.end("message_delta", s)
 	s = m.em.begin()
 	m.em.buf = append(m.em.buf, `{"type":"message_stop"}`...)

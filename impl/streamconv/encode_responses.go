@@ -1,7 +1,11 @@
 package streamconv
 
 import (
+	"strconv"
+	"strings"
+
 	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/convert"
 	"github.com/tollgate/tollgate/impl/llm"
 	"github.com/tollgate/tollgate/impl/sse"
 )
@@ -90,7 +94,7 @@ func (r *responsesEncoder) Encode(ev llm.Event, out []sse.Event) []sse.Event {
 			callID = derivedID("call_", r.id, ev.ToolIndex)
 		}
 		r.open = len(r.items)
-		r.items = append(r.items, respOut{fc: true, id: derivedID("fc_", r.id, r.open), callID: callID, name: ev.ToolName, status: "in_progress"})
+		r.items = append(r.items, respOut{fc: true, id: "fc_" + r.idBase() + "_" + strconv.Itoa(ev.ToolIndex), callID: callID, name: ev.ToolName, status: "in_progress"})
 		for len(r.tools) <= ev.ToolIndex {
 			r.tools = append(r.tools, -1)
 		}
@@ -139,13 +143,7 @@ func (r *responsesEncoder) Finish(out []sse.Event) []sse.Event {
 	r.em.reset()
 	r.start("", "")
 	stop := effectiveStop(r.stop, len(r.tools) > 0)
-	status, reason := "completed", ""
-	switch stop {
-	case llm.StopLength:
-		status, reason = "incomplete", "max_output_tokens"
-	case llm.StopContentFilter:
-		status, reason = "incomplete", "content_filter"
-	}
+	status, reason := convert.StopReasonFor(llm.FormatResponses, stop), convert.ResponsesIncompleteReason(stop)
 	r.closeOpen(status)
 	name := "response.completed"
 	if status == "incomplete" {
@@ -217,11 +215,23 @@ func (r *responsesEncoder) start(id, model string) {
 	}
 }
 
+// idBase is the response id without its resp_ prefix: output item ids are derived from it as
+// the converters derive them for a complete answer (msg_<base>, fc_<base>_<tool index>).
+func (r *responsesEncoder) idBase() string { return strings.TrimPrefix(r.id, "resp_") }
+
 // openMessage closes the open item and opens a message item with one output_text part.
 func (r *responsesEncoder) openMessage() {
 	r.closeOpen("completed")
 	r.open = len(r.items)
-	r.items = append(r.items, respOut{id: derivedID("msg_", r.id, r.open), status: "in_progress"})
+	id := "msg_" + r.idBase()
+	for _, it := range r.items {
+		if !it.fc {
+			// Not the first message item: the first has the id a complete answer has.
+			id += "_" + strconv.Itoa(r.open)
+			break
+		}
+	}
+	r.items = append(r.items, respOut{id: id, status: "in_progress"})
 	s := r.begin("response.output_item.added")
 	r.em.buf = append(r.em.buf, `,"output_index":`...)
 	r.em.buf = appendInt(r.em.buf, int64(r.open))
@@ -378,18 +388,7 @@ func (r *responsesEncoder) appendResponse(status, incompleteReason, errCode, err
 	}
 	b = append(r.em.buf, `],"usage":`...)
 	if withUsage {
-		u := r.usage
-		b = append(b, `{"input_tokens":`...)
-		b = appendInt(b, u.InputTokens)
-		b = append(b, `,"input_tokens_details":{"cached_tokens":`...)
-		b = appendInt(b, u.CachedInputTokens)
-		b = append(b, `},"output_tokens":`...)
-		b = appendInt(b, u.OutputTokens)
-		b = append(b, `,"output_tokens_details":{"reasoning_tokens":`...)
-		b = appendInt(b, u.ReasoningTokens)
-		b = append(b, `},"total_tokens":`...)
-		b = appendInt(b, u.InputTokens+u.OutputTokens)
-		b = append(b, '}')
+		b = append(b, convert.ResponsesUsage(r.usage)...)
 	} else {
 		b = append(b, "null"...)
 	}

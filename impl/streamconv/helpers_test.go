@@ -223,8 +223,12 @@ func compareResult(t testing.TB, who string, client llm.Format, meta Meta, got, 
 		t.Errorf("%s: stop %q, want %q", who, got.Stop, want.Stop)
 	}
 	wantUsage := want.Usage
-	if client == llm.FormatChat && !meta.IncludeUsage {
+	switch {
+	case client == llm.FormatChat && !meta.IncludeUsage:
 		wantUsage = llm.Usage{}
+	case client == llm.FormatMessages:
+		// Messages usage has no reasoning count (as in convert.MessagesUsage).
+		wantUsage.ReasoningTokens = 0
 	}
 	if got.Usage != wantUsage {
 		t.Errorf("%s: usage %+v, want %+v", who, got.Usage, wantUsage)
@@ -776,4 +780,20 @@ func goldenPath(up, scenario, client string) string {
 func hasKey(m map[string]any, k string) bool {
 	_, ok := m[k]
 	return ok
+}
+
+// The wire stop reasons as the tests read them back, written out independently of the
+// mappings under test.
+func chatStop(s string) llm.StopReason {
+	return map[string]llm.StopReason{"stop": llm.StopEnd, "length": llm.StopLength,
+		"tool_calls": llm.StopToolCalls, "content_filter": llm.StopContentFilter}[s]
+}
+
+func messagesStop(s string) llm.StopReason {
+	return map[string]llm.StopReason{"end_turn": llm.StopEnd, "max_tokens": llm.StopLength,
+		"tool_use": llm.StopToolCalls, "stop_sequence": llm.StopSequence, "refusal": llm.StopContentFilter}[s]
+}
+
+func responsesIncompleteStop(reason string) llm.StopReason {
+	return map[string]llm.StopReason{"max_output_tokens": llm.StopLength, "content_filter": llm.StopContentFilter}[reason]
 }

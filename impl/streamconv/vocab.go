@@ -7,79 +7,10 @@ import (
 	"github.com/tollgate/tollgate/impl/llm"
 )
 
-// TODO(lead): impl/convert/stopreason.go holds the converters' stop-reason mappings per format;
-// it did not exist when this package was written. Merge the unexported mappings below into it
-// (they are meant to agree: the wire values listed in wire-protocols.md §1.4, §2.2 and §3.3).
-
-// chatStop maps a chat finish_reason to a stop reason. Unknown values (OpenRouter's "error",
-// engine-specific ones) count as a natural end.
-func chatStop(s string) llm.StopReason {
-	switch s {
-	case "length":
-		return llm.StopLength
-	case "tool_calls", "function_call":
-		return llm.StopToolCalls
-	case "content_filter":
-		return llm.StopContentFilter
-	default:
-		return llm.StopEnd
-	}
-}
-
-// chatFinishReason maps a stop reason to a chat finish_reason; a strict client accepts only
-// stop, length, tool_calls, content_filter (and the deprecated function_call).
-func chatFinishReason(s llm.StopReason) string {
-	switch s {
-	case llm.StopLength:
-		return "length"
-	case llm.StopToolCalls:
-		return "tool_calls"
-	case llm.StopContentFilter:
-		return "content_filter"
-	default:
-		return "stop"
-	}
-}
-
-// messagesStop maps an Anthropic stop_reason to a stop reason.
-func messagesStop(s string) llm.StopReason {
-	switch s {
-	case "max_tokens", "model_context_window_exceeded":
-		return llm.StopLength
-	case "tool_use":
-		return llm.StopToolCalls
-	case "stop_sequence":
-		return llm.StopSequence
-	case "refusal":
-		return llm.StopContentFilter
-	default: // end_turn, pause_turn, and whatever comes next
-		return llm.StopEnd
-	}
-}
-
-// messagesStopReason maps a stop reason to an Anthropic stop_reason.
-func messagesStopReason(s llm.StopReason) string {
-	switch s {
-	case llm.StopLength:
-		return "max_tokens"
-	case llm.StopToolCalls:
-		return "tool_use"
-	case llm.StopSequence:
-		return "stop_sequence"
-	case llm.StopContentFilter:
-		return "refusal"
-	default:
-		return "end_turn"
-	}
-}
-
-// responsesIncompleteStop maps a Responses incomplete_details.reason to a stop reason.
-func responsesIncompleteStop(reason string) llm.StopReason {
-	if reason == "content_filter" {
-		return llm.StopContentFilter
-	}
-	return llm.StopLength
-}
+// The stop-reason mappings are the converters' (convert.StopReasonFor, StopReasonFrom,
+// ResponsesStopReason, ResponsesIncompleteReason), so that a streamed and a complete answer end
+// the same way. This file holds what only streams need: the stop reason a client is told, and
+// the mapping of in-band error types between the formats' vocabularies.
 
 // effectiveStop is the stop reason a client is told: the upstream's, or a natural end when it
 // gave none; and a call for tools when the model called tools but the upstream said it simply

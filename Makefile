@@ -45,6 +45,7 @@ test: check-generated vet
 run:
 	$(GO) run ./cmd/tollgate dev
 
-## bench: pending (the inference issue); it fails clearly until the load generator lands.
+## bench: drive the simulator directly and through the gateway; prints and writes bench-results.json.
 bench:
-	@echo "make bench: pending - the load generator arrives with the inference routes (see README)"; exit 1
+	$(GO) build -o bin/tollgate ./cmd/tollgate
+	./bin/tollgate bench -out bench-results.json

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"strings"
 	"sync"
@@ -102,7 +103,8 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	m := metrics.New()
 	feed := changefeed.New(d.Store, log)
 	authn := auth.New(d.Store, feed, auth.Options{Logger: log})
-	meter := billing.New(d.Store, billing.Options{Logger: log})
+	// Chunks of up to 100 worst cases keep the database off the hot path at high request rates.
+	meter := billing.New(d.Store, billing.Options{Logger: log, ChunkMultiplier: 100})
 	srv, err := httpapi.New(httpapi.Options{Store: d.Store, Config: cfg, Auth: authn, Limiter: limiter, Metrics: m, Logger: log,
 		Upstreams: upstreams, Meter: meter, Feed: feed})
 	if err != nil {
@@ -133,6 +135,10 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	if cfg.Server.MetricsListen != "" {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", m.Handler())
+		// Profiles for operators, on the metrics listener only (never on the API listener).
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 			if err := d.Store.Ping(r.Context()); err != nil {
 				http.Error(w, "database unavailable", http.StatusServiceUnavailable)
@@ -217,6 +223,9 @@ func printDevBanner(addr, key string) {
 	}
 	b.WriteString("  curl -s " + base + "/v1/models -H \"Authorization: Bearer $TOLLGATE_API_KEY\"\n")
 	b.WriteString("  curl -s " + base + "/v1/credits -H \"Authorization: Bearer $TOLLGATE_API_KEY\"\n")
-	b.WriteString("  curl -s " + base + "/v1/models/service-flint -H \"Authorization: Bearer $TOLLGATE_API_KEY\"\n\n")
+	b.WriteString("  curl -s " + base + "/v1/chat/completions -H \"Authorization: Bearer $TOLLGATE_API_KEY\" \\\n")
+	b.WriteString("    -d '{\"model\":\"service-flint\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello!\"}]}'\n")
+	b.WriteString("  curl -sN " + base + "/v1/messages -H \"Authorization: Bearer $TOLLGATE_API_KEY\" \\\n")
+	b.WriteString("    -d '{\"model\":\"service-sonnet\",\"max_tokens\":64,\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"Hello!\"}]}'\n\n")
 	fmt.Fprint(os.Stdout, b.String())
 }

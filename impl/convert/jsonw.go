@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/tollgate/tollgate/impl/jsontext"
 	"math"
 	"sort"
 	"strconv"
-	"unicode/utf8"
 )
 
 // object is a JSON object whose members are written in order. Building the wire bodies from
@@ -145,61 +145,8 @@ func writeFloat(b *bytes.Buffer, f float64) error {
 	return nil
 }
 
-const hexDigits = "0123456789abcdef"
-
-// writeString writes s as a JSON string, escaping only what JSON requires (plus U+2028 and
-// U+2029, and invalid UTF-8 as U+FFFD, as encoding/json does), not HTML characters.
-func writeString(b *bytes.Buffer, s string) {
-	b.WriteByte('"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b.WriteString(s[start:i])
-			switch c {
-			case '"', '\\':
-				b.WriteByte('\\')
-				b.WriteByte(c)
-			case '\n':
-				b.WriteString(`\n`)
-			case '\r':
-				b.WriteString(`\r`)
-			case '\t':
-				b.WriteString(`\t`)
-			default:
-				b.WriteString(`\u00`)
-				b.WriteByte(hexDigits[c>>4])
-				b.WriteByte(hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b.WriteString(s[start:i])
-			b.WriteString(`\ufffd`)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b.WriteString(s[start:i])
-			b.WriteString(`\u202`)
-			b.WriteByte(hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b.WriteString(s[start:])
-	b.WriteByte('"')
-}
+// writeString writes s as a JSON string.
+func writeString(b *bytes.Buffer, s string) { b.Write(jsontext.AppendString(b.AvailableBuffer(), s)) }
 
 // sortedKeys returns the keys of m in order.
 func sortedKeys(m map[string]json.RawMessage) []string {

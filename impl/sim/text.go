@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/tollgate/tollgate/impl/jsontext"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -138,56 +139,8 @@ func contentText(raw json.RawMessage) string {
 	return sb.String()
 }
 
-// appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, as encoding/json
-// does; HTML characters are not escaped (the upstream APIs do not escape them).
-func appendString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
+// appendString appends s as a JSON string.
+func appendString(b []byte, s string) []byte { return jsontext.AppendString(b, s) }
 
 // appendRaw appends the compacted JSON value raw, or def when raw is absent or invalid.
 func appendRaw(b []byte, raw json.RawMessage, def string) []byte {

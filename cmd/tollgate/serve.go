@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -52,6 +53,12 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	}
 	if *listen != "" {
 		cfg.Server.Listen = *listen
+	}
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(cfg.Server.GCPercent)
+	}
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set && cfg.Server.MemoryLimitMB > 0 {
+		debug.SetMemoryLimit(int64(cfg.Server.MemoryLimitMB) << 20)
 	}
 	d, err := openDatabase(ctx, dev, log)
 	if err != nil {

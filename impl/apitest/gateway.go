@@ -108,7 +108,7 @@ func Start(t testing.TB, o Options) *Gateway {
 	for _, u := range upstreams {
 		u.Retry = retry
 	}
-	meter := billing.New(st, billing.Options{Logger: log})
+	meter := billing.New(st, billing.Options{Logger: log, ChunkMultiplier: 100})
 	meterCtx, stopMeter := context.WithCancel(ctx)
 	meterDone := make(chan struct{})
 	go func() { defer close(meterDone); _ = meter.Run(meterCtx) }()

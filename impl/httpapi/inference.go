@@ -292,27 +292,37 @@ func (x *exchange) respondJSON(w http.ResponseWriter) error {
 		writeErrorFamily(w, x.family(), &apierror.Error{Kind: apierror.KindUpstream, Message: "the upstream answer was cut off"})
 		return nil
 	}
-	resp, err := convert.DecodeResponse(x.expert.Kind, raw)
-	if err != nil {
-		x.settle(llm.Usage{}, 0, "upstream_malformed")
-		x.s.logger(x.ctx).Error("malformed upstream answer", "expert", x.expert.Key, "err", err)
-		writeErrorFamily(w, x.family(), &apierror.Error{Kind: apierror.KindUpstream, Message: "the upstream answer could not be read"})
-		return nil
-	}
-	var out []byte
+	// Same format: the upstream's bytes go to the client with only the model replaced, and
+	// only the usage is read. Another format: decode and encode.
+	var (
+		usage llm.Usage
+		out   []byte
+	)
 	if x.expert.Kind == x.client {
-		out, err = convert.SetModel(raw, x.model.ID)
+		if usage, err = convert.ResponseUsage(x.expert.Kind, raw); err == nil {
+			out, err = convert.SetModel(raw, x.model.ID)
+		}
 	} else {
-		out, err = convert.EncodeResponse(x.client, resp, convert.Meta{ID: responseID(x.client, x.requestID), Created: x.started.Unix(), Model: x.model.ID, Request: x.ir})
+		var resp *llm.Response
+		if resp, err = convert.DecodeResponse(x.expert.Kind, raw); err == nil {
+			usage = resp.Usage
+			out, err = convert.EncodeResponse(x.client, resp, convert.Meta{ID: responseID(x.client, x.requestID), Created: x.started.Unix(), Model: x.model.ID, Request: x.ir})
+		}
 	}
 	if err != nil {
-		x.settle(resp.Usage, 0, "encode_failed")
-		return err
+		x.settle(usage, 0, "upstream_malformed")
+		x.s.logger(x.ctx).Error("unusable upstream answer", "expert", x.expert.Key, "err", err)
+		var e *apierror.Error
+		if !errors.As(err, &e) {
+			err = &apierror.Error{Kind: apierror.KindUpstream, Message: "the upstream answer could not be read"}
+		}
+		writeErrorFamily(w, x.family(), err)
+		return nil
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	_, werr := w.Write(out)
-	x.settle(resp.Usage, 0, "ok")
+	x.settle(usage, 0, "ok")
 	return werr
 }
 

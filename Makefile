@@ -43,7 +43,8 @@ test: check-generated vet
 
 ## run: start the gateway on the embedded defaults (local PostgreSQL, demo account, simulator).
 run:
-	$(GO) run ./cmd/tollgate dev
+	$(GO) build -o bin/tollgate ./cmd/tollgate
+	./bin/tollgate dev
 
 ## bench: drive the simulator directly and through the gateway; prints and writes bench-results.json.
 bench:

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -94,9 +95,15 @@ func (a *admin) run(ctx context.Context, noun, verb string, args []string) error
 }
 
 // parse parses flags that may follow or precede the positional arguments, and checks their count.
+// A negative number is a positional argument, not a flag.
 func parse(fs *flag.FlagSet, args []string, positional int) ([]string, error) {
 	var pos []string
-	for {
+	for len(args) > 0 {
+		if _, err := strconv.ParseFloat(args[0], 64); err == nil && strings.HasPrefix(args[0], "-") {
+			pos = append(pos, args[0])
+			args = args[1:]
+			continue
+		}
 		if err := fs.Parse(args); err != nil {
 			return nil, usageError(err.Error())
 		}
@@ -129,6 +136,9 @@ func (a *admin) accountCreate(ctx context.Context, args []string) error {
 		return err
 	}
 	acct, err := a.svc.CreateAccount(ctx, pos[0], *plan)
+	if errors.Is(err, store.ErrConflict) {
+		return fmt.Errorf("account %q already exists", pos[0])
+	}
 	if err != nil {
 		return err
 	}
@@ -265,9 +275,13 @@ func (a *admin) creditGrant(ctx context.Context, args []string) error {
 	if err != nil || micros <= 0 {
 		return usageError("MICROS must be a positive integer (1 USD = 1000000)")
 	}
-	e, err := a.svc.GrantCredit(ctx, acct.ID, micros, *idem, *note)
+	e, created, err := a.svc.GrantCredit(ctx, acct.ID, micros, *idem, *note)
 	if err != nil {
 		return err
+	}
+	if !created {
+		fmt.Fprintf(a.out, "idempotency key %q was used already by ledger entry %d (+%d micros); nothing granted\n", e.IdempotencyKey, e.ID, e.AmountMicros)
+		return nil
 	}
 	fmt.Fprintf(a.out, "ledger entry %d: +%d micros to %s; balance %d micros (%s)\n", e.ID, e.AmountMicros, acct.Name, e.BalanceAfterMicros, apierror.USD(e.BalanceAfterMicros))
 	return nil

@@ -36,8 +36,8 @@ func TestAdminCLI(t *testing.T) {
 	if !strings.Contains(out, "account acme created") || !strings.Contains(out, "balance 10000000 micros") {
 		t.Fatalf("account create: %s", out)
 	}
-	if _, err := adminRun(t, "account create acme"); err == nil {
-		t.Fatal("a second account with the same name must fail")
+	if _, err := adminRun(t, "account create acme"); err == nil || !strings.Contains(err.Error(), `account "acme" already exists`) {
+		t.Fatalf("a second account with the same name: %v", err)
 	}
 	if out := mustAdmin(t, "account list"); !strings.Contains(out, "acme") || !strings.Contains(out, "$10.000000") {
 		t.Fatalf("account list: %s", out)
@@ -60,8 +60,14 @@ func TestAdminCLI(t *testing.T) {
 		t.Fatalf("credit grant: %s", out)
 	}
 	// The same idempotency key grants nothing more.
-	if out := mustAdmin(t, "credit grant acme 2500000 -idempotency-key inv-42"); !strings.Contains(out, "balance 12500000") {
+	if out := mustAdmin(t, "credit grant acme 2500000 -idempotency-key inv-42"); !strings.Contains(out, "nothing granted") {
 		t.Fatalf("repeated grant: %s", out)
+	}
+	if out := mustAdmin(t, "credit show acme"); !strings.Contains(out, "balance 12500000") {
+		t.Fatalf("the repeated grant changed the balance: %s", out)
+	}
+	if _, err := adminRun(t, "credit grant acme -5"); err == nil || !strings.Contains(err.Error(), "positive integer") {
+		t.Fatalf("a negative grant: %v", err)
 	}
 	if out := mustAdmin(t, "credit show acme"); !strings.Contains(out, "invoice-42") || !strings.Contains(out, "starting-credit") {
 		t.Fatalf("credit show: %s", out)

@@ -39,6 +39,7 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	configPath := fs.String("config", "", "config file (default: TOLLGATE_CONFIG or the built-in configuration)")
 	listen := fs.String("listen", "", "API listen address (overrides the config)")
+	metricsListen := fs.String("metrics-listen", "", "metrics listen address (overrides the config; \"off\" disables it)")
 	if err := fs.Parse(args); err != nil {
 		return usageError(err.Error())
 	}
@@ -53,6 +54,13 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	}
 	if *listen != "" {
 		cfg.Server.Listen = *listen
+	}
+	switch *metricsListen {
+	case "":
+	case "off":
+		cfg.Server.MetricsListen = ""
+	default:
+		cfg.Server.MetricsListen = *metricsListen
 	}
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(cfg.Server.GCPercent)

@@ -42,7 +42,7 @@ func (s *Service) CreateAccount(ctx context.Context, name, plan string) (store.A
 		}
 	}
 	if p.StartingCreditMicros > 0 {
-		if _, err := s.GrantCredit(ctx, acct.ID, p.StartingCreditMicros, "starting-credit", "starting credit of plan "+plan); err != nil {
+		if _, _, err := s.GrantCredit(ctx, acct.ID, p.StartingCreditMicros, "starting-credit", "starting credit of plan "+plan); err != nil {
 			return acct, err
 		}
 	}
@@ -74,18 +74,18 @@ func (s *Service) CreateKey(ctx context.Context, accountID uuid.UUID, name strin
 	return NewKey{Plain: g.Plain, Key: k}, nil
 }
 
-// GrantCredit adds micros to the account's balance as a ledger entry, once per idempotency key.
-func (s *Service) GrantCredit(ctx context.Context, accountID uuid.UUID, micros int64, idempotencyKey, note string) (store.LedgerEntry, error) {
+// GrantCredit adds micros to the account's balance as a ledger entry, once per idempotency key:
+// created is false (and nothing is granted) when the key was used before.
+func (s *Service) GrantCredit(ctx context.Context, accountID uuid.UUID, micros int64, idempotencyKey, note string) (e store.LedgerEntry, created bool, err error) {
 	if micros <= 0 {
-		return store.LedgerEntry{}, fmt.Errorf("a grant must be positive, got %d", micros)
+		return store.LedgerEntry{}, false, fmt.Errorf("a grant must be positive, got %d", micros)
 	}
 	if idempotencyKey == "" {
 		idempotencyKey = "grant-" + uuid.NewString()
 	}
-	e, _, err := s.Store.Append(ctx, store.LedgerChange{
+	return s.Store.Append(ctx, store.LedgerChange{
 		AccountID: accountID, AmountMicros: micros, Reason: store.ReasonGrant, IdempotencyKey: idempotencyKey, Note: note,
 	})
-	return e, err
 }
 
 // GrantModel lets the account use a configured model.

@@ -151,7 +151,7 @@ func (g *Gateway) NewTenant(t testing.TB, name string, rpm int, creditMicros int
 		t.Fatalf("create account %s: %v", name, err)
 	}
 	if creditMicros > 0 {
-		if _, err := g.Accounts.GrantCredit(ctx, acct.ID, creditMicros, "test-credit", "test"); err != nil {
+		if _, _, err := g.Accounts.GrantCredit(ctx, acct.ID, creditMicros, "test-credit", "test"); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -28,6 +28,7 @@ type Principal struct {
 var (
 	ErrMissing   = errors.New("missing bearer credential")
 	ErrMalformed = errors.New("malformed API key")
+	ErrScheme    = errors.New("not the Bearer scheme")
 	ErrUnknown   = errors.New("unknown or revoked API key")
 )
 
@@ -111,7 +112,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, authorization string) 
 		if authorization == "" {
 			return Principal{}, ErrMissing
 		}
-		return Principal{}, ErrMalformed
+		return Principal{}, ErrScheme
 	}
 	hash, err := apikey.Parse(strings.TrimSpace(key))
 	if err != nil {

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -33,6 +34,9 @@ const (
 
 // heartbeatEvery is how long a stream may stay silent before a comment heartbeat is sent.
 var heartbeatEvery = 15 * time.Second
+
+// minResponsesOutput is the smallest max_output_tokens the Responses API accepts.
+const minResponsesOutput = 16
 
 // maxResponseBytes bounds a non-streamed upstream answer.
 const maxResponseBytes = 64 << 20
@@ -138,7 +142,8 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 		return nil, apierror.ModelNotFound(modelID)
 	}
 	if maxTokens > m.MaxOutputTokens {
-		return nil, apierror.Invalid(maxTokensField(client), "the maximum output of %s is %d tokens; %d were asked for", modelID, m.MaxOutputTokens, maxTokens)
+		field := maxTokensField(client, body)
+		return nil, apierror.Invalid(field, "'%s' is %d but the maximum output of %s is %d tokens", field, maxTokens, modelID, m.MaxOutputTokens)
 	}
 	outBound := maxTokens
 	if outBound <= 0 {
@@ -161,6 +166,16 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 		inputEst = int64(convert.EstimateInputTokens(ir))
 		features.Tools = len(ir.Tools) > 0
 		features.Code = routing.LooksLikeCode(lastUserText(ir))
+	}
+	// The context check uses a lenient count (four bytes a token) so that a request near the
+	// limit is not refused on an estimate; the reservation keeps the cautious one, capped at
+	// the context window.
+	if m.ContextTokens > 0 && len(body)/4 > m.ContextTokens {
+		return nil, &apierror.Error{Kind: apierror.KindInvalidRequest, Param: "messages", Message: fmt.Sprintf(
+			"the input is about %d tokens, more than the %d-token context window of %s", len(body)/4, m.ContextTokens, modelID)}
+	}
+	if m.ContextTokens > 0 {
+		inputEst = min(inputEst, int64(m.ContextTokens))
 	}
 	features.InputTokens = int(inputEst)
 
@@ -234,17 +249,23 @@ func (s *Server) upstreamBody(client llm.Format, body []byte, ir *llm.Request, e
 	if req.MaxTokens <= 0 {
 		req.MaxTokens = min(outBound, e.MaxOutputTokens)
 	}
+	if e.Kind == llm.FormatResponses && req.MaxTokens < minResponsesOutput {
+		// The Responses API refuses smaller bounds; the client is still billed for at most
+		// what it asked for (settlement never exceeds the reservation).
+		req.MaxTokens = minResponsesOutput
+	}
 	req.Stream = stream
 	req.IncludeUsage = true
 	return convert.EncodeRequest(e.Kind, &req, e.Model)
 }
 
-func maxTokensField(f llm.Format) string {
-	switch f {
-	case llm.FormatResponses:
+// maxTokensField names the request field that bounds the output.
+func maxTokensField(f llm.Format, body []byte) string {
+	switch {
+	case f == llm.FormatResponses:
 		return "max_output_tokens"
-	case llm.FormatChat:
-		return "max_tokens"
+	case f == llm.FormatChat && bytes.Contains(body, []byte(`"max_completion_tokens"`)):
+		return "max_completion_tokens"
 	}
 	return "max_tokens"
 }

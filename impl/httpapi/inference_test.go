@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -238,4 +239,50 @@ func TestAnthropicMessagesSDK(t *testing.T) {
 
 func responsesParams(model, prompt string) responses.ResponseNewParams {
 	return responses.ResponseNewParams{Model: model, Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(prompt)}}
+}
+
+// TestInferenceEdges: limits and hints a user runs into.
+func TestInferenceEdges(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: contractConfig(t)})
+	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	c := g.Client(t)
+	bearer := map[string]string{"Authorization": "Bearer " + tenant.Key}
+	// A small bound sent to a Responses upstream (which refuses bounds under 16) still works.
+	status, _, body := do(t, c, g.URL, request{"POST", "/v1/chat/completions", chatBody("test-responses", "hi", false, 10)}, bearer)
+	if status != 200 {
+		t.Errorf("max_tokens 10 through a Responses upstream: %d %s", status, body)
+	}
+	// An input beyond the context window is a 400, before any upstream is called.
+	calls := g.Sim.TotalRequests()
+	long := strings.Repeat("lorem ipsum ", 50_000) // ~150,000 tokens at four bytes a token
+	status, _, body = do(t, c, g.URL, request{"POST", "/v1/chat/completions", chatBody("service-flint-base", long, false, 16)}, bearer)
+	if status != 400 || !strings.Contains(string(body), "context window") || g.Sim.TotalRequests() != calls {
+		t.Errorf("over the context window: %d %.200s", status, body)
+	}
+	// max_completion_tokens over the limit names that field.
+	status, _, body = do(t, c, g.URL, request{"POST", "/v1/chat/completions", `{"model":"service-flint","max_completion_tokens":1000000,"messages":[{"role":"user","content":"hi"}]}`}, bearer)
+	if status != 400 || !strings.Contains(string(body), `"param":"max_completion_tokens"`) {
+		t.Errorf("max_completion_tokens: %d %s", status, body)
+	}
+	// Messages needs at least one message.
+	status, _, body = do(t, c, g.URL, request{"POST", "/v1/messages", `{"model":"service-sonnet","max_tokens":10,"messages":[]}`}, bearer)
+	if status != 400 {
+		t.Errorf("empty messages: %d %s", status, body)
+	}
+}
+
+// TestBaseURLHints: a base URL with one /v1 too many, or one too few, gets a hint.
+func TestBaseURLHints(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{})
+	for path, hint := range map[string]string{"/v1/v1/messages": "should not end with /v1", "/chat/completions": "should end with /v1"} {
+		res, err := http.Post(g.URL+path, "application/json", strings.NewReader(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 404 || !strings.Contains(string(b), hint) {
+			t.Errorf("%s: %d %s", path, res.StatusCode, b)
+		}
+	}
 }

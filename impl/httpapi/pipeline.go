@@ -138,6 +138,8 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 				e = apierror.Unauthenticated("x-api-key is not accepted: send the key as 'Authorization: Bearer <key>'")
 			case errors.Is(err, auth.ErrMissing):
 				e = apierror.Unauthenticated("missing API key: send it as 'Authorization: Bearer <key>'")
+			case errors.Is(err, auth.ErrScheme):
+				e = apierror.Unauthenticated("the Authorization header must use the Bearer scheme: 'Authorization: Bearer <key>'")
 			case errors.Is(err, auth.ErrMalformed):
 				e = apierror.Unauthenticated("malformed API key: tollgate keys look like 'tgk_…' and are sent as 'Authorization: Bearer <key>'")
 			case errors.Is(err, auth.ErrUnknown):

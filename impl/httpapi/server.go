@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/tollgate/tollgate/gen/api"
 	"github.com/tollgate/tollgate/impl/apierror"
@@ -98,7 +99,14 @@ func (s *Server) Handler() http.Handler {
 	})
 	mux.Handle("POST /api/mcp", s.authenticate(s.limitRate(http.HandlerFunc(s.serveMCP))))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, r, &apierror.Error{Kind: apierror.KindNotFound, Message: fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path)})
+		msg := fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path)
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/v1/v1/"):
+			msg += ": the base URL should not end with /v1 for this client (Anthropic SDKs add /v1 themselves)"
+		case r.URL.Path == "/chat/completions" || r.URL.Path == "/responses" || r.URL.Path == "/models":
+			msg += ": the base URL of OpenAI SDKs should end with /v1"
+		}
+		writeError(w, r, &apierror.Error{Kind: apierror.KindNotFound, Message: msg})
 	})
 	return s.edge(mux)
 }

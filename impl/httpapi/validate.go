@@ -81,8 +81,9 @@ func (v *validator) validate(r *http.Request) error {
 		if len(bytes.TrimSpace(body)) == 0 {
 			return apierror.Invalid("", "a JSON request body is required")
 		}
-		// curl -d and some clients send a JSON body without (or with a form) content type.
-		if ct := r.Header.Get("Content-Type"); ct == "" || strings.HasPrefix(ct, "application/x-www-form-urlencoded") {
+		// curl -d, browsers' fetch with a string body and some clients send JSON without, or with
+		// a form or text content type.
+		if ct := r.Header.Get("Content-Type"); ct == "" || strings.HasPrefix(ct, "application/x-www-form-urlencoded") || strings.HasPrefix(ct, "text/plain") {
 			r.Header.Set("Content-Type", "application/json")
 		}
 		defer func() { r.Body = io.NopCloser(bytes.NewReader(body)) }()

@@ -47,6 +47,8 @@ type Model struct {
 	ID              string
 	Family          string
 	MaxOutputTokens int
+	// ContextTokens is the context window (0: unknown, not enforced).
+	ContextTokens int
 	// Fusion is true when the model has experts rather than one backend.
 	Fusion  bool
 	Experts []Expert
@@ -76,7 +78,7 @@ func NewRegistry(cfg *config.Config) *Registry {
 	}
 	r := &Registry{models: map[string]*Model{}}
 	for _, m := range cfg.Models {
-		rm := &Model{ID: m.ID, Family: m.Family, MaxOutputTokens: m.MaxOutputTokens, Fusion: len(m.Experts) > 0}
+		rm := &Model{ID: m.ID, Family: m.Family, MaxOutputTokens: m.MaxOutputTokens, ContextTokens: m.ContextTokens, Fusion: len(m.Experts) > 0}
 		ups := m.Experts
 		if m.Backend != nil {
 			ups = []config.Upstream{*m.Backend}

@@ -51,6 +51,8 @@ type Options struct {
 	Sim *sim.Simulator
 	// Retry overrides the upstream retry policy (tests shorten its delays).
 	Retry *provider.RetryPolicy
+	// Heartbeat overrides the stream heartbeat interval.
+	Heartbeat time.Duration
 }
 
 // Gateway is one running gateway instance.
@@ -113,7 +115,7 @@ func Start(t testing.TB, o Options) *Gateway {
 	meterDone := make(chan struct{})
 	go func() { defer close(meterDone); _ = meter.Run(meterCtx) }()
 	srv, err := httpapi.New(httpapi.Options{Store: st, Config: o.Config, Auth: authn, Limiter: o.Limiter, Logger: log,
-		Upstreams: upstreams, Meter: meter, Feed: feed})
+		Upstreams: upstreams, Meter: meter, Feed: feed, Heartbeat: o.Heartbeat})
 	if err != nil {
 		t.Fatal(err)
 	}

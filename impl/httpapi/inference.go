@@ -32,8 +32,8 @@ const (
 	headerDropped = "x-tollgate-dropped-fields"
 )
 
-// heartbeatEvery is how long a stream may stay silent before a comment heartbeat is sent.
-var heartbeatEvery = 15 * time.Second
+// defaultHeartbeat is how long a stream may stay silent before a comment heartbeat is sent.
+const defaultHeartbeat = 15 * time.Second
 
 // minResponsesOutput is the smallest max_output_tokens the Responses API accepts.
 const minResponsesOutput = 16
@@ -412,7 +412,7 @@ func (x *exchange) respondStream(w http.ResponseWriter) error {
 			}
 		}
 	}()
-	heartbeat := time.NewTimer(heartbeatEvery)
+	heartbeat := time.NewTimer(x.s.heartbeat)
 	defer heartbeat.Stop()
 	var (
 		neutral []llm.Event
@@ -443,7 +443,7 @@ loop:
 				status = "client_disconnected"
 				break loop
 			}
-			heartbeat.Reset(heartbeatEvery)
+			heartbeat.Reset(x.s.heartbeat)
 		case ue, ok := <-events:
 			if !ok {
 				break loop
@@ -491,7 +491,7 @@ loop:
 					break loop
 				}
 			}
-			heartbeat.Reset(heartbeatEvery)
+			heartbeat.Reset(x.s.heartbeat)
 			if done {
 				break loop
 			}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	aoption "github.com/anthropics/anthropic-sdk-go/option"
@@ -284,5 +285,28 @@ func TestBaseURLHints(t *testing.T) {
 		if res.StatusCode != 404 || !strings.Contains(string(b), hint) {
 			t.Errorf("%s: %d %s", path, res.StatusCode, b)
 		}
+	}
+}
+
+// TestStreamHeartbeatsWhileUpstreamSilent: while the upstream is silent mid-stream, the client
+// receives comment heartbeats, and the stream then ends normally.
+func TestStreamHeartbeatsWhileUpstreamSilent(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: contractConfig(t), Heartbeat: 40 * time.Millisecond})
+	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	req, _ := http.NewRequest("POST", g.URL+"/v1/messages", strings.NewReader(
+		`{"model":"service-sonnet","max_tokens":32,"stream":true,"messages":[{"role":"user","content":"hi [[sim fault=stall ms=300 after=2]]"}]}`))
+	req.Header.Set("Authorization", "Bearer "+tenant.Key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	out := string(b)
+	if n := strings.Count(out, ": keep-alive\n\n"); n < 3 {
+		t.Errorf("%d heartbeats during a 300 ms silence with a 40 ms interval:\n%s", n, out)
+	}
+	if !strings.HasSuffix(out, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n") {
+		t.Errorf("the stream did not end with message_stop:\n%s", out)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/tollgate/tollgate/gen/api"
 	"github.com/tollgate/tollgate/impl/apierror"
@@ -36,6 +37,7 @@ type Server struct {
 	upstreams map[string]*provider.Upstream
 	meter     *billing.Meter
 	access    *modelAccess
+	heartbeat time.Duration
 }
 
 var _ api.StrictServerInterface = (*Server)(nil)
@@ -58,6 +60,8 @@ type Options struct {
 	Router *routing.Router
 	// Feed pushes model-access changes to the inference routes' cache.
 	Feed *changefeed.Feed
+	// Heartbeat is how long a stream may stay silent before a comment is sent (default 15 s).
+	Heartbeat time.Duration
 }
 
 // New builds the Server. It fails only if the embedded OpenAPI document cannot be loaded.
@@ -72,10 +76,13 @@ func New(o Options) (*Server, error) {
 	if o.Router == nil {
 		o.Router = routing.NewRouter(nil)
 	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = defaultHeartbeat
+	}
 	return &Server{
 		store: o.Store, config: o.Config, auth: o.Auth, limiter: o.Limiter, metrics: o.Metrics,
 		log: o.Logger, validate: newValidator(doc), registry: routing.NewRegistry(o.Config), router: o.Router,
-		upstreams: o.Upstreams, meter: o.Meter, access: newModelAccess(o.Store, o.Feed),
+		upstreams: o.Upstreams, meter: o.Meter, access: newModelAccess(o.Store, o.Feed), heartbeat: o.Heartbeat,
 	}, nil
 }
 

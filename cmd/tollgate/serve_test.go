@@ -42,6 +42,7 @@ func TestServeEndToEnd(t *testing.T) {
 		t.Fatalf("migrate: %s", out)
 	}
 	run("admin", "account", "create", "acme")
+	run("admin", "credit", "grant", "acme", "1000000")
 	key := strings.TrimSpace(run("admin", "key", "create", "acme", "-quiet"))
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -77,7 +78,7 @@ func TestServeEndToEnd(t *testing.T) {
 		if err == nil {
 			body, _ := io.ReadAll(res.Body)
 			res.Body.Close()
-			if res.StatusCode != 200 || !strings.Contains(string(body), `"balance_micros":0`) || res.Header.Get("x-request-id") == "" {
+			if res.StatusCode != 200 || !strings.Contains(string(body), `"balance_micros":1000000`) || res.Header.Get("x-request-id") == "" {
 				t.Fatalf("credits: %d %s", res.StatusCode, body)
 			}
 			break
@@ -87,8 +88,32 @@ func TestServeEndToEnd(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// A stream in flight when SIGTERM arrives finishes before the process exits.
+	streamDone := make(chan string, 1)
+	started := make(chan struct{})
+	go func() {
+		req, _ := http.NewRequest("POST", base+"/v1/chat/completions", strings.NewReader(
+			`{"model":"service-flint-base","stream":true,"messages":[{"role":"user","content":"hi [[sim fault=stall ms=1500 after=1]]"}]}`))
+		req.Header.Set("Authorization", "Bearer "+key)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			close(started)
+			streamDone <- "error: " + err.Error()
+			return
+		}
+		defer res.Body.Close()
+		first := make([]byte, 1)
+		_, _ = res.Body.Read(first)
+		close(started)
+		rest, _ := io.ReadAll(res.Body)
+		streamDone <- string(first) + string(rest)
+	}()
+	<-started
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
+	}
+	if got := <-streamDone; !strings.HasSuffix(got, "data: [DONE]\n\n") {
+		t.Errorf("the in-flight stream was cut by the shutdown:\n%s", got)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()

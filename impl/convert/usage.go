@@ -7,10 +7,28 @@ import (
 )
 
 // ResponseUsage reads only the usage of a complete upstream answer of format f, for answers
-// passed to a client of the same format untouched: it decodes nothing else. The counts follow
+// passed to a client of the same format untouched: it scans the top level and decodes only the
+// usage (and the status or type that says the answer is one). The counts follow
 // DecodeResponse's convention (input includes cached tokens).
 func ResponseUsage(f llm.Format, body []byte) (llm.Usage, error) {
 	var u llm.Usage
+	// Keep only the members the decoders below need.
+	slim := make([]byte, 0, 256)
+	slim = append(slim, '{')
+	err := scanTop(body, func(key, value []byte) error {
+		switch string(key) {
+		case "usage", "status", "type":
+			if len(slim) > 1 {
+				slim = append(slim, ',')
+			}
+			slim = append(append(append(append(slim, '"'), key...), '"', ':'), value...)
+		}
+		return nil
+	})
+	if err != nil {
+		return u, upstreamError("the answer is not a JSON object")
+	}
+	body = append(slim, '}')
 	switch f {
 	case llm.FormatChat:
 		var w struct {

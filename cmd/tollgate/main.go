@@ -100,16 +100,21 @@ func newLogger(defaultFormat string) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(os.Stderr, opts))
 }
 
-// loadConfig reads the config file named by -config or TOLLGATE_CONFIG, or the built-in one,
-// and fills provider keys from the environment.
+// loadConfig reads the config file named by -config or TOLLGATE_CONFIG; without one it uses the
+// built-in configuration (every provider the simulator) or, when OPENAI_API_KEY or
+// ANTHROPIC_API_KEY is set, the built-in example that routes to the real providers. It fills
+// provider keys from the environment.
 func loadConfig(path string) (*config.Config, error) {
 	if path == "" {
 		path = os.Getenv("TOLLGATE_CONFIG")
 	}
 	var cfg *config.Config
-	if path == "" {
+	switch {
+	case path == "" && (os.Getenv("OPENAI_API_KEY") != "" || os.Getenv("ANTHROPIC_API_KEY") != ""):
+		cfg = config.Example()
+	case path == "":
 		cfg = config.Default()
-	} else {
+	default:
 		var err error
 		if cfg, err = config.Load(path); err != nil {
 			return nil, err

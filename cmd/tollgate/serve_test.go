@@ -28,7 +28,8 @@ func TestServeEndToEnd(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	env := append(os.Environ(), "DATABASE_URL="+db, "LOG_FORMAT=json")
+	// No provider keys: the built-in simulator configuration.
+	env := append(os.Environ(), "DATABASE_URL="+db, "LOG_FORMAT=json", "OPENAI_API_KEY=", "ANTHROPIC_API_KEY=")
 	run := func(args ...string) string {
 		cmd := exec.Command(bin, args...)
 		cmd.Env = env

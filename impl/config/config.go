@@ -122,6 +122,19 @@ type Plan struct {
 //go:embed default.yaml
 var defaultYAML []byte
 
+//go:embed example.yaml
+var exampleYAML []byte
+
+// Example returns the example configuration, which routes to the real OpenAI and Anthropic
+// APIs with keys from OPENAI_API_KEY and ANTHROPIC_API_KEY.
+func Example() *Config {
+	c, err := Parse(exampleYAML)
+	if err != nil {
+		panic("config: the embedded example is invalid: " + err.Error())
+	}
+	return c
+}
+
 // Default returns the built-in configuration: every provider is the built-in simulator.
 func Default() *Config {
 	c, err := Parse(defaultYAML)

@@ -310,3 +310,28 @@ func TestStreamHeartbeatsWhileUpstreamSilent(t *testing.T) {
 		t.Errorf("the stream did not end with message_stop:\n%s", out)
 	}
 }
+
+// TestDroppedAdvisoryFieldsAreNamed: advisory fields a translated upstream cannot use are
+// dropped and named in a response header, never silently.
+func TestDroppedAdvisoryFieldsAreNamed(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: contractConfig(t)})
+	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	c := g.Client(t)
+	status, h, body := do(t, c, g.URL, request{"POST", "/v1/chat/completions",
+		`{"model":"chat-via-messages","max_tokens":16,"metadata":{"a":"b"},"service_tier":"auto","messages":[{"role":"user","content":"hi"}]}`},
+		map[string]string{"Authorization": "Bearer " + tenant.Key})
+	dropped := h.Get("x-tollgate-dropped-fields")
+	if status != 200 || !strings.Contains(dropped, "metadata") || !strings.Contains(dropped, "service_tier") {
+		t.Fatalf("status %d, dropped %q: %s", status, dropped, body)
+	}
+	if strings.Contains(string(g.Sim.LastRequest().Body), "service_tier") {
+		t.Error("a dropped field reached the upstream")
+	}
+	// A field that changes the answer and cannot be honoured is a 400 naming it.
+	status, _, body = do(t, c, g.URL, request{"POST", "/v1/chat/completions",
+		`{"model":"chat-via-messages","max_tokens":16,"n":2,"messages":[{"role":"user","content":"hi"}]}`},
+		map[string]string{"Authorization": "Bearer " + tenant.Key})
+	if status != 400 || !strings.Contains(string(body), `"param":"n"`) {
+		t.Errorf("n=2 to a Messages upstream: %d %s", status, body)
+	}
+}

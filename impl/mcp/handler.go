@@ -1,0 +1,363 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tollgate/tollgate/impl/auth"
+)
+
+// LatestProtocolVersion is the newest MCP protocol version the endpoint speaks; initialize answers
+// it when the client asks for a version the endpoint does not know.
+const LatestProtocolVersion = "2025-11-25"
+
+// protocolVersions are the versions the endpoint speaks, newest first.
+var protocolVersions = []string{LatestProtocolVersion, "2025-06-18", "2025-03-26", "2024-11-05"}
+
+// ProtocolVersions returns the MCP protocol versions the endpoint speaks, newest first.
+func ProtocolVersions() []string { return slices.Clone(protocolVersions) }
+
+// DefaultMaxBodyBytes bounds a request body when Options.MaxBodyBytes is zero.
+const DefaultMaxBodyBytes = 4 << 20
+
+// headerProtocolVersion is the header that 2025-06-18 and later clients send after initialize.
+const headerProtocolVersion = "Mcp-Protocol-Version"
+
+// headerRequestID is the request id header that the gateway's edge sets before the handler runs;
+// internal errors quote it.
+const headerRequestID = "x-request-id"
+
+// Options configure the handler.
+type Options struct {
+	// Tools are the tools listed (in name order) and callable. Their names must be unique.
+	Tools []Tool
+	// Name and Version are the serverInfo of the initialize result; they default to "tollgate" and
+	// "dev".
+	Name, Version string
+	// Instructions, when set, are returned by initialize as the server's instructions.
+	Instructions string
+	// Logger receives tool failures and panics; nil means slog.Default(). The SDK logs through it
+	// at warning level and above only.
+	Logger *slog.Logger
+	// MaxBodyBytes bounds a request body (DefaultMaxBodyBytes when zero); a larger body is
+	// answered 413.
+	MaxBodyBytes int64
+}
+
+// handler is the MCP endpoint.
+type handler struct {
+	server  *sdk.Server
+	log     *slog.Logger
+	maxBody int64
+}
+
+// NewHandler returns the MCP endpoint. It assumes the authentication middleware has put the
+// verified caller in the request context and answers -32001 (HTTP 401) when it has not.
+//
+// The handler answers:
+//   - POST with one JSON-RPC request: HTTP 200 and one JSON-RPC response as application/json,
+//     whatever the outcome of the method (errors are JSON-RPC errors, tool failures are isError
+//     results), except as below;
+//   - a notification, or a JSON-RPC response from the client: 202 with an empty body;
+//   - unparseable JSON: 400 with -32700 and id null; a batch: 400 with -32600 "batching is not
+//     supported"; a message that is not a JSON-RPC 2.0 request: 400 with -32600;
+//   - an Mcp-Protocol-Version header naming a version it does not speak (on anything but initialize
+//     and server/discover): 400 with -32600;
+//   - a method other than initialize, ping, tools/list and tools/call (server/discover included):
+//     -32601;
+//   - any other HTTP method, GET included: 405 with "Allow: POST", without content negotiation.
+//
+// It is lenient where clients differ: Content-Type and Accept are not checked (the answer is always
+// application/json), the Mcp-Protocol-Version header may be absent (2025-03-26 is assumed, as the
+// spec says), an Mcp-Session-Id header is ignored, and no handshake is needed before tools/list or
+// tools/call, since every request is served by a fresh session.
+//
+// The SDK's StreamableHTTPHandler is not used for the HTTP side because, in v1.8.0, it answers
+// malformed JSON, batches and unknown methods with plain-text 400s instead of -32700/-32600/-32601,
+// processes batches when no protocol-version header is sent, answers server/discover and requests
+// carrying 2026-07-28 metadata with -32020/-32022, and refuses POSTs whose Accept header lacks
+// text/event-stream. The SDK server still runs the protocol behind this front.
+//
+// NewHandler panics if a tool is invalid (see [Tool]), as registering a malformed tool is a
+// programming error.
+func NewHandler(opts Options) http.Handler {
+	if opts.Name == "" {
+		opts.Name = "tollgate"
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	h := &handler{log: opts.Logger, maxBody: opts.MaxBodyBytes}
+	h.server = sdk.NewServer(&sdk.Implementation{Name: opts.Name, Version: opts.Version}, &sdk.ServerOptions{
+		Instructions: opts.Instructions,
+		Logger:       slog.New(minLevel{Handler: opts.Logger.Handler(), min: slog.LevelWarn}),
+		// Only tools, and no list-changed notifications: the tool list is fixed per process.
+		Capabilities:              &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}},
+		SupportedProtocolVersions: protocolVersions,
+	})
+	seen := map[string]bool{}
+	for _, t := range opts.Tools {
+		reg, err := newRegisteredTool(t)
+		if err != nil {
+			panic(fmt.Sprintf("mcp: %v", err))
+		}
+		if seen[t.Name] {
+			panic(fmt.Sprintf("mcp: tool %q registered twice", t.Name))
+		}
+		seen[t.Name] = true
+		h.server.AddTool(reg.sdkTool(), h.toolHandler(reg))
+	}
+	return h
+}
+
+// ServeHTTP answers one MCP message.
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, ok := auth.FromContext(r.Context()); !ok {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="tollgate"`)
+		w.Header().Set("x-should-retry", "false")
+		writeError(w, http.StatusUnauthorized, nullID, codeUnauthenticated, "unauthenticated: no verified caller")
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, http.StatusMethodNotAllowed, nullID, codeInvalidRequest,
+			fmt.Sprintf("method %s not allowed: the MCP endpoint takes one JSON-RPC message per POST and opens no SSE stream", r.Method))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
+	if err != nil {
+		if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			writeError(w, http.StatusRequestEntityTooLarge, nullID, codeInvalidRequest,
+				fmt.Sprintf("request body exceeds %d bytes", mbe.Limit))
+			return
+		}
+		writeError(w, http.StatusBadRequest, nullID, codeParseError, "parse error: the request body could not be read")
+		return
+	}
+	body = bytes.TrimSpace(body)
+	switch {
+	case len(body) == 0:
+		writeError(w, http.StatusBadRequest, nullID, codeParseError, "parse error: the request body is empty")
+		return
+	case !json.Valid(body):
+		writeError(w, http.StatusBadRequest, nullID, codeParseError, "parse error: the request body is not valid JSON")
+		return
+	case body[0] == '[':
+		writeError(w, http.StatusBadRequest, nullID, codeInvalidRequest, "batching is not supported: send one JSON-RPC message per POST")
+		return
+	case body[0] != '{':
+		writeError(w, http.StatusBadRequest, nullID, codeInvalidRequest, "invalid request: a JSON-RPC message is an object")
+		return
+	}
+	var msg message
+	if err := json.Unmarshal(body, &msg); err != nil {
+		writeError(w, http.StatusBadRequest, nullID, codeInvalidRequest, "invalid request: "+err.Error())
+		return
+	}
+	id := nullID
+	if validID(msg.ID) {
+		id = msg.ID
+	}
+	if string(msg.JSONRPC) != `"2.0"` {
+		writeError(w, http.StatusBadRequest, id, codeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`)
+		return
+	}
+	if msg.ID != nil && !validID(msg.ID) {
+		writeError(w, http.StatusBadRequest, nullID, codeInvalidRequest, `invalid request: "id" must be a string or a number`)
+		return
+	}
+	if msg.Method == nil {
+		if msg.ID != nil && (msg.Result != nil || msg.Error != nil) {
+			// A response to a server request; this server sends none, so there is nothing to match.
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		writeError(w, http.StatusBadRequest, id, codeInvalidRequest, `invalid request: "method" is missing`)
+		return
+	}
+	var method string
+	if err := json.Unmarshal(msg.Method, &method); err != nil {
+		writeError(w, http.StatusBadRequest, id, codeInvalidRequest, `invalid request: "method" must be a string`)
+		return
+	}
+	if method == "server/discover" && msg.ID != nil {
+		// A dual-era client probing for the 2026-07-28 protocol: -32601 makes it fall back to
+		// initialize (a modern error code would not).
+		writeError(w, http.StatusOK, id, codeMethodNotFound,
+			fmt.Sprintf("method not found: server/discover (this server speaks MCP %s; use initialize)", strings.Join(protocolVersions, ", ")))
+		return
+	}
+	version := r.Header.Get(headerProtocolVersion)
+	if version != "" && method != "initialize" && !slices.Contains(protocolVersions, version) {
+		writeError(w, http.StatusBadRequest, id, codeInvalidRequest,
+			fmt.Sprintf("unsupported %s header %q: this server speaks %s", headerProtocolVersion, version, strings.Join(protocolVersions, ", ")))
+		return
+	}
+	if msg.ID == nil {
+		// Notifications (initialized, cancelled, roots/list_changed, ...) change nothing in a
+		// stateless server.
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	params, perr := checkParams(method, msg.Params)
+	if perr != "" {
+		writeError(w, http.StatusOK, id, codeInvalidParams, "invalid params: "+perr)
+		return
+	}
+	switch method {
+	case "initialize", "ping", "tools/list", "tools/call":
+	default:
+		writeError(w, http.StatusOK, id, codeMethodNotFound, fmt.Sprintf("method not found: %q", method))
+		return
+	}
+	if version == "" {
+		// The spec's rule for a request without the header.
+		version = "2025-03-26"
+	}
+	ctx := context.WithValue(r.Context(), requestIDKey{}, w.Header().Get(headerRequestID))
+	resp, err := h.dispatch(ctx, method, params, version)
+	if err != nil {
+		if ctx.Err() != nil {
+			// The client went away; nobody reads the answer.
+			return
+		}
+		h.log.ErrorContext(ctx, "mcp: dispatching to the SDK server", "method", method, "err", err)
+		writeError(w, http.StatusOK, id, codeInternal, internalMessage(ctx))
+		return
+	}
+	out := rpcResponse{JSONRPC: "2.0", ID: id}
+	if resp.Error != nil {
+		out.Error = toRPCError(resp.Error)
+	} else {
+		out.Result = resp.Result
+		if len(out.Result) == 0 {
+			out.Result = json.RawMessage("{}")
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// checkParams checks the params of the methods handed to the SDK, so that a malformed call is a
+// plain -32602 with a readable message, and strips the 2026-07-28 protocol-version metadata that
+// would make the SDK treat the request as a modern one. It returns the params to pass on, or a
+// message saying what is wrong.
+func checkParams(method string, params json.RawMessage) (json.RawMessage, string) {
+	switch method {
+	case "initialize":
+		if !isObject(params) {
+			return nil, "initialize takes an object {protocolVersion, capabilities, clientInfo}"
+		}
+	case "tools/call":
+		if !isObject(params) {
+			return nil, "tools/call takes an object {name, arguments}"
+		}
+		var p struct {
+			Name      json.RawMessage `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
+		}
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, err.Error()
+		}
+		var name string
+		if err := json.Unmarshal(p.Name, &name); err != nil || name == "" {
+			return nil, `"name" must be the tool's name`
+		}
+		if !isAbsent(p.Arguments) && !isObject(p.Arguments) {
+			return nil, `"arguments" must be an object`
+		}
+	case "tools/list", "ping":
+		if !isAbsent(params) && !isObject(params) {
+			return nil, method + " takes an object or no params"
+		}
+	default:
+		return params, ""
+	}
+	return stripModernMeta(params), ""
+}
+
+// stripModernMeta removes _meta["io.modelcontextprotocol/protocolVersion"] from params: it
+// selects the 2026-07-28 protocol in the SDK, which this server does not speak, and a legacy
+// server ignores unknown metadata.
+func stripModernMeta(params json.RawMessage) json.RawMessage {
+	if !isObject(params) || !bytes.Contains(params, []byte(sdk.MetaKeyProtocolVersion)) {
+		return params
+	}
+	var top map[string]json.RawMessage
+	if json.Unmarshal(params, &top) != nil {
+		return params
+	}
+	var meta map[string]json.RawMessage
+	if json.Unmarshal(top["_meta"], &meta) != nil || meta == nil {
+		return params
+	}
+	delete(meta, sdk.MetaKeyProtocolVersion)
+	top["_meta"], _ = json.Marshal(meta)
+	out, err := json.Marshal(top)
+	if err != nil {
+		return params
+	}
+	return out
+}
+
+// toRPCError converts an error answered by the SDK to the wire, never letting a 2026-07-28 code
+// through.
+func toRPCError(err error) *rpcError {
+	we, ok := errors.AsType[*jsonrpc.Error](err)
+	if !ok {
+		return &rpcError{Code: codeInternal, Message: err.Error()}
+	}
+	e := &rpcError{Code: we.Code, Message: we.Message, Data: we.Data}
+	if e.Code >= -32022 && e.Code <= -32020 {
+		e.Code, e.Data = codeInvalidRequest, nil
+	}
+	return e
+}
+
+// requestIDKey carries the gateway's request id to tool failures.
+type requestIDKey struct{}
+
+// internalMessage is what a caller is told about an internal failure.
+func internalMessage(ctx context.Context) string {
+	if id, _ := ctx.Value(requestIDKey{}).(string); id != "" {
+		return "internal error; quote request id " + id + " when reporting it"
+	}
+	return "internal error"
+}
+
+// minLevel drops records below min.
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+// Enabled reports whether the record's level is at least min and the wrapped handler wants it.
+func (m minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= m.min && m.Handler.Enabled(ctx, l)
+}
+
+// WithAttrs keeps the level floor on the derived handler.
+func (m minLevel) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return minLevel{Handler: m.Handler.WithAttrs(attrs), min: m.min}
+}
+
+// WithGroup keeps the level floor on the derived handler.
+func (m minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{Handler: m.Handler.WithGroup(name), min: m.min}
+}

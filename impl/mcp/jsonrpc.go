@@ -1,0 +1,100 @@
+package mcp
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+)
+
+// JSON-RPC error codes this package answers with. The 2026-07-28 codes -32020..-32022 are never
+// used: they would tell a dual-era client that it talks to a modern server.
+const (
+	codeParseError      = -32700
+	codeInvalidRequest  = -32600
+	codeMethodNotFound  = -32601
+	codeInvalidParams   = -32602
+	codeInternal        = -32603
+	codeUnauthenticated = -32001
+)
+
+// nullID is the id of a response to a message whose id could not be read.
+var nullID = json.RawMessage("null")
+
+// rpcError is the error member of a JSON-RPC response.
+type rpcError struct {
+	Code    int64           `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+// rpcResponse is a JSON-RPC 2.0 response. ID holds the request's id exactly as the client wrote
+// it, so its type and spelling are echoed unchanged.
+type rpcResponse struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   *rpcError       `json:"error,omitempty"`
+}
+
+// message is one incoming JSON-RPC message as written, each member kept raw so that presence and
+// type can be checked: a member that is absent is nil, one that is null is "null".
+type message struct {
+	JSONRPC json.RawMessage `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  json.RawMessage `json:"method"`
+	Params  json.RawMessage `json:"params"`
+	Result  json.RawMessage `json:"result"`
+	Error   json.RawMessage `json:"error"`
+}
+
+// validID reports whether raw is a JSON-RPC id MCP allows: a string or a number (never null).
+func validID(raw json.RawMessage) bool {
+	if len(raw) == 0 {
+		return false
+	}
+	switch c := raw[0]; {
+	case c == '"':
+		var s string
+		return json.Unmarshal(raw, &s) == nil
+	case c == '-' || (c >= '0' && c <= '9'):
+		var n json.Number
+		return json.Unmarshal(raw, &n) == nil
+	default:
+		return false
+	}
+}
+
+// isObject reports whether raw is a JSON object.
+func isObject(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) > 0 && raw[0] == '{'
+}
+
+// isAbsent reports whether a member is missing or null.
+func isAbsent(raw json.RawMessage) bool {
+	return len(raw) == 0 || string(bytes.TrimSpace(raw)) == "null"
+}
+
+// writeJSON answers status with body as application/json.
+func writeJSON(w http.ResponseWriter, status int, body any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	w.Header().Set("Content-Type", "application/json")
+	if err := enc.Encode(body); err != nil {
+		// Every body is built from values that encode; this cannot happen.
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"internal error"}}` + "\n"))
+		return
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// writeError answers a JSON-RPC error with the given HTTP status.
+func writeError(w http.ResponseWriter, status int, id json.RawMessage, code int64, msg string) {
+	if len(id) == 0 {
+		id = nullID
+	}
+	writeJSON(w, status, rpcResponse{JSONRPC: "2.0", ID: id, Error: &rpcError{Code: code, Message: msg}})
+}

@@ -34,7 +34,7 @@ local development cluster when unset); it needs no API key.
   model grant ACCOUNT MODEL                 let the account use a configured model
   model revoke ACCOUNT MODEL                withdraw a model from the account
   model list ACCOUNT                        the account's models
-
+` + datasetUsage + `
 ACCOUNT is an account id or name. Global flag: -config FILE (models and plans).
 `
 
@@ -89,6 +89,8 @@ func (a *admin) run(ctx context.Context, noun, verb string, args []string) error
 		return a.creditShow(ctx, args)
 	case "model grant", "model revoke", "model list":
 		return a.model(ctx, verb, args)
+	case "dataset put", "dataset list", "dataset delete":
+		return a.dataset(ctx, verb, args)
 	}
 	fmt.Fprint(a.out, adminUsage)
 	return usageError(fmt.Sprintf("unknown admin command %q", noun+" "+verb))

@@ -34,6 +34,7 @@ Environment:
   DATABASE_URL        PostgreSQL connection string. When unset, dev and admin use the local
                       cluster in $TOLLGATE_DATA_DIR (default ./.data), starting it if needed.
   TOLLGATE_DATA_DIR   where dev keeps its local PostgreSQL cluster (default ./.data)
+  TOLLGATE_DATASETS_DIR  the dataset storage root (default $TOLLGATE_DATA_DIR/datasets)
   TOLLGATE_CONFIG     config file (same as -config); default: the built-in configuration
   REDIS_URL           share per-key rate limits between gateway processes through Redis
   LOG_FORMAT          json (default for serve) or text (default for dev)

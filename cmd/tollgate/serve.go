@@ -21,12 +21,15 @@ import (
 	"github.com/tollgate/tollgate/impl/billing"
 	"github.com/tollgate/tollgate/impl/changefeed"
 	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/dataset"
 	"github.com/tollgate/tollgate/impl/httpapi"
+	"github.com/tollgate/tollgate/impl/mcp"
 	"github.com/tollgate/tollgate/impl/metrics"
 	"github.com/tollgate/tollgate/impl/provider"
 	"github.com/tollgate/tollgate/impl/ratelimit"
 	"github.com/tollgate/tollgate/impl/sim"
 	"github.com/tollgate/tollgate/impl/store"
+	"github.com/tollgate/tollgate/impl/tenanttools"
 )
 
 // runServe serves the API until ctx ends (SIGINT/SIGTERM), then shuts down gracefully:
@@ -119,9 +122,17 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	feed := changefeed.New(d.Store, log)
 	authn := auth.New(d.Store, feed, auth.Options{Logger: log})
 	// Chunks of up to 100 worst cases keep the database off the hot path at high request rates.
+	storage, err := dataset.NewDirStorage(datasetsDir())
+	if err != nil {
+		return fmt.Errorf("dataset storage: %w", err)
+	}
+	datasets := dataset.New(d.Store, storage, dataset.Options{Logger: log})
+	defer datasets.Close()
+	mcpHandler := mcp.NewHandler(mcp.Options{Tools: tenanttools.Tools(datasets), Logger: log})
+
 	meter := billing.New(d.Store, billing.Options{Logger: log, ChunkMultiplier: 100})
 	srv, err := httpapi.New(httpapi.Options{Store: d.Store, Config: cfg, Auth: authn, Limiter: limiter, Metrics: m, Logger: log,
-		Upstreams: upstreams, Meter: meter, Feed: feed})
+		Upstreams: upstreams, Meter: meter, Feed: feed, MCP: mcpHandler})
 	if err != nil {
 		return err
 	}

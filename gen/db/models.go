@@ -53,6 +53,17 @@ type CreditLedger struct {
 	CreatedAt          time.Time
 }
 
+type LoadedDataset struct {
+	AccountID  uuid.UUID
+	Dataset    string
+	Format     string
+	Params     []byte
+	RowCount   int64
+	Columns    []byte
+	Generation int64
+	LoadedAt   time.Time
+}
+
 type Membership struct {
 	AccountID uuid.UUID
 	UserID    uuid.UUID

@@ -17,13 +17,16 @@ import (
 	"github.com/tollgate/tollgate/impl/billing"
 	"github.com/tollgate/tollgate/impl/changefeed"
 	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/dataset"
 	"github.com/tollgate/tollgate/impl/httpapi"
+	"github.com/tollgate/tollgate/impl/mcp"
 	"github.com/tollgate/tollgate/impl/pgtest"
 	"github.com/tollgate/tollgate/impl/provider"
 	"github.com/tollgate/tollgate/impl/ratelimit"
 	"github.com/tollgate/tollgate/impl/redistest"
 	"github.com/tollgate/tollgate/impl/sim"
 	"github.com/tollgate/tollgate/impl/store"
+	"github.com/tollgate/tollgate/impl/tenanttools"
 )
 
 // Main runs a package's tests and then stops the throwaway PostgreSQL cluster and redis-server
@@ -53,11 +56,14 @@ type Options struct {
 	Retry *provider.RetryPolicy
 	// Heartbeat overrides the stream heartbeat interval.
 	Heartbeat time.Duration
+	// DatasetsDir is the dataset storage root; empty means a fresh directory for this test.
+	DatasetsDir string
 }
 
 // Gateway is one running gateway instance.
 type Gateway struct {
 	URL        string
+	Datasets   *dataset.Service
 	Sim        *sim.Simulator
 	SimURL     string
 	Meter      *billing.Meter
@@ -114,8 +120,18 @@ func Start(t testing.TB, o Options) *Gateway {
 	meterCtx, stopMeter := context.WithCancel(ctx)
 	meterDone := make(chan struct{})
 	go func() { defer close(meterDone); _ = meter.Run(meterCtx) }()
+	if o.DatasetsDir == "" {
+		o.DatasetsDir = t.TempDir()
+	}
+	storage, err := dataset.NewDirStorage(o.DatasetsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	datasets := dataset.New(st, storage, dataset.Options{Logger: log})
+	t.Cleanup(func() { _ = datasets.Close() })
+	mcpHandler := mcp.NewHandler(mcp.Options{Tools: tenanttools.Tools(datasets), Logger: log})
 	srv, err := httpapi.New(httpapi.Options{Store: st, Config: o.Config, Auth: authn, Limiter: o.Limiter, Logger: log,
-		Upstreams: upstreams, Meter: meter, Feed: feed, Heartbeat: o.Heartbeat})
+		Upstreams: upstreams, Meter: meter, Feed: feed, Heartbeat: o.Heartbeat, MCP: mcpHandler})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +148,7 @@ func Start(t testing.TB, o Options) *Gateway {
 		time.Sleep(5 * time.Millisecond)
 	}
 	return &Gateway{
-		URL: ts.URL, Sim: o.Sim, SimURL: simServer.URL, Meter: meter, ConnString: o.ConnString, Store: st, Config: o.Config,
+		URL: ts.URL, Datasets: datasets, Sim: o.Sim, SimURL: simServer.URL, Meter: meter, ConnString: o.ConnString, Store: st, Config: o.Config,
 		Accounts: &accounts.Service{Store: st, Config: o.Config}, Auth: authn,
 	}
 }

@@ -81,12 +81,12 @@ func TestAuthMatrix(t *testing.T) {
 		{"unknown", map[string]string{"Authorization": "Bearer " + unknown.Plain}},
 		{"revoked", map[string]string{"Authorization": "Bearer " + revoked}},
 	}
-	// What a valid key gets on each route while MCP and agents are pending.
+	// What a valid key gets on each route while the agents are pending.
 	validStatus := map[string]int{
 		"GET /v1/models": 200, "GET /v1/models/{model}": 200, "GET /v1/credits": 200,
 		"POST /v1/chat/completions": 200, "POST /v1/responses": 200, "POST /v1/messages": 200,
 		"POST /v1/agents": 501, "POST /v1/agents/{slot}/messages": 501, "DELETE /v1/agents/{slot}": 501,
-		"POST /api/mcp": 200,
+		"POST /api/mcp": 200, "GET /api/mcp": 405,
 	}
 	ops := apitest.Operations(t)
 	sort.Strings(ops)
@@ -106,8 +106,8 @@ func TestAuthMatrix(t *testing.T) {
 		if status == http.StatusNotImplemented && !strings.Contains(string(body), "not implemented") {
 			t.Errorf("%s [valid]: 501 without a clear message: %s", op, body)
 		}
-		if op == "POST /api/mcp" && !strings.Contains(string(body), `"code":-32601`) {
-			t.Errorf("%s [valid]: want the JSON-RPC not-implemented error, got %s", op, body)
+		if op == "POST /api/mcp" && !strings.Contains(string(body), `"tools":[`) {
+			t.Errorf("%s [valid]: want the tool list, got %s", op, body)
 		}
 	}
 }

@@ -28,6 +28,7 @@ var validRequests = map[string]request{
 	"POST /v1/agents/{slot}/messages": {"POST", "/v1/agents/slot-1/messages", `{"text":"hello"}`},
 	"DELETE /v1/agents/{slot}":        {"DELETE", "/v1/agents/slot-1", ""},
 	"POST /api/mcp":                   {"POST", "/api/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`},
+	"GET /api/mcp":                    {"GET", "/api/mcp", ""},
 }
 
 // do sends r with the given headers and returns the status, headers and body.

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 	"github.com/tollgate/tollgate/impl/billing"
 	"github.com/tollgate/tollgate/impl/changefeed"
 	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/mcp"
 	"github.com/tollgate/tollgate/impl/metrics"
 	"github.com/tollgate/tollgate/impl/provider"
 	"github.com/tollgate/tollgate/impl/ratelimit"
@@ -38,6 +38,7 @@ type Server struct {
 	meter     *billing.Meter
 	access    *modelAccess
 	heartbeat time.Duration
+	mcp       http.Handler
 }
 
 var _ api.StrictServerInterface = (*Server)(nil)
@@ -62,6 +63,9 @@ type Options struct {
 	Feed *changefeed.Feed
 	// Heartbeat is how long a stream may stay silent before a comment is sent (default 15 s).
 	Heartbeat time.Duration
+	// MCP serves /api/mcp behind authentication and the rate limit; nil means an MCP endpoint
+	// with no tools.
+	MCP http.Handler
 }
 
 // New builds the Server. It fails only if the embedded OpenAPI document cannot be loaded.
@@ -79,10 +83,13 @@ func New(o Options) (*Server, error) {
 	if o.Heartbeat <= 0 {
 		o.Heartbeat = defaultHeartbeat
 	}
+	if o.MCP == nil {
+		o.MCP = mcp.NewHandler(mcp.Options{Logger: o.Logger})
+	}
 	return &Server{
 		store: o.Store, config: o.Config, auth: o.Auth, limiter: o.Limiter, metrics: o.Metrics,
 		log: o.Logger, validate: newValidator(doc), registry: routing.NewRegistry(o.Config), router: o.Router,
-		upstreams: o.Upstreams, meter: o.Meter, access: newModelAccess(o.Store, o.Feed), heartbeat: o.Heartbeat,
+		upstreams: o.Upstreams, meter: o.Meter, access: newModelAccess(o.Store, o.Feed), heartbeat: o.Heartbeat, mcp: o.MCP,
 	}, nil
 }
 
@@ -104,7 +111,8 @@ func (s *Server) Handler() http.Handler {
 			writeError(w, r, apierror.Invalid("", "invalid request parameters"))
 		},
 	})
-	mux.Handle("POST /api/mcp", s.authenticate(s.limitRate(http.HandlerFunc(s.serveMCP))))
+	// Every method: the MCP handler answers GET with 405 itself.
+	mux.Handle("/api/mcp", s.authenticate(s.limitRate(s.mcp)))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		msg := fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path)
 		switch {
@@ -134,19 +142,4 @@ func principal(ctx context.Context) (auth.Principal, error) {
 		return auth.Principal{}, errors.New("no principal on an authenticated route")
 	}
 	return p, nil
-}
-
-// serveMCP answers the MCP endpoint until the MCP work lands: a JSON-RPC error saying so.
-func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		ID json.RawMessage `json:"id"`
-	}
-	_ = json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes)).Decode(&req)
-	if len(req.ID) == 0 {
-		req.ID = json.RawMessage("null")
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(rpcErrorBody{JSONRPC: "2.0", ID: req.ID, Error: rpcErrorDetail{
-		Code: -32601, Message: "not implemented: the MCP endpoint is pending in this version of tollgate (see the README)",
-	}})
 }

@@ -97,6 +97,9 @@ type QueryResult struct {
 	// Rows are the rows, each with one value per column. Values are encoded as JSON; a value
 	// encoding/json cannot encode is written as its fmt %v string.
 	Rows [][]any
+	// Text, when not empty, is the result as the engine rendered it (caps included); it is shown
+	// as it is and Rows and CutOff are ignored.
+	Text string
 	// CutOff, when not empty, says which cap cut the result off (for example "row cap of 1000
 	// rows reached"); it is shown after the rows.
 	CutOff string
@@ -313,6 +316,9 @@ func (d datasetTools) query(ctx context.Context, p auth.Principal, raw json.RawM
 // formatRows writes a query result as a compact table in JSON: the column names as an array,
 // then one array per row, then a line with the row count and, when the result was cut off, why.
 func formatRows(res QueryResult) string {
+	if res.Text != "" {
+		return res.Text
+	}
 	var b strings.Builder
 	names := make([]string, len(res.Columns))
 	for i, c := range res.Columns {

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tollgate/tollgate/impl/dataset"
+)
+
+// datasetUsage documents the dataset commands and where their storage is.
+const datasetUsage = `  dataset put ACCOUNT FILE [-name N] [-format F] [-dir DIR]
+                                            copy a local CSV (.csv), Parquet (.parquet) or JSON lines
+                                            (.jsonl, .ndjson) file into the account's storage as dataset N
+                                            (default: the file's name without its extension); it replaces
+                                            the dataset and forgets its load
+  dataset list ACCOUNT [-dir DIR]           the account's datasets in storage, and which are loaded
+  dataset delete ACCOUNT NAME [-dir DIR]    delete a dataset and forget its load
+
+Dataset storage is the directory -dir, else $TOLLGATE_DATASETS_DIR, else $TOLLGATE_DATA_DIR/datasets
+(default ./.data/datasets); an account's datasets are its files tenant/<account-id>/<name>.<format>.
+`
+
+// datasetsDir returns the dataset storage root from the environment: TOLLGATE_DATASETS_DIR,
+// else TOLLGATE_DATA_DIR/datasets, else .data/datasets.
+func datasetsDir() string {
+	if d := os.Getenv("TOLLGATE_DATASETS_DIR"); d != "" {
+		return d
+	}
+	dataDir := os.Getenv("TOLLGATE_DATA_DIR")
+	if dataDir == "" {
+		dataDir = ".data"
+	}
+	return filepath.Join(dataDir, "datasets")
+}
+
+// dataset runs "admin dataset put|list|delete".
+func (a *admin) dataset(ctx context.Context, verb string, args []string) error {
+	fs := flag.NewFlagSet("dataset "+verb, flag.ContinueOnError)
+	dir := fs.String("dir", datasetsDir(), "dataset storage directory")
+	var name, format *string
+	want := 1
+	switch verb {
+	case "put":
+		name = fs.String("name", "", "dataset name (default: the file's name without its extension)")
+		format = fs.String("format", "", "csv, parquet or jsonl (default: from the file's extension)")
+		want = 2
+	case "delete":
+		want = 2
+	case "list":
+	default:
+		fmt.Fprint(a.out, datasetUsage)
+		return usageError(fmt.Sprintf("unknown admin command %q", "dataset "+verb))
+	}
+	pos, err := parse(fs, args, want)
+	if err != nil {
+		return err
+	}
+	acct, err := a.account(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	storage, err := dataset.NewDirStorage(*dir)
+	if err != nil {
+		return err
+	}
+	defer storage.Close()
+	svc := dataset.New(a.svc.Store, storage, dataset.Options{})
+	defer svc.Close()
+
+	switch verb {
+	case "put":
+		return a.datasetPut(ctx, svc, acct.ID, acct.Name, pos[1], *name, *format)
+	case "delete":
+		err := svc.Delete(ctx, acct.ID, pos[1])
+		if errors.Is(err, dataset.ErrNotOwned) {
+			return fmt.Errorf("account %s has no dataset %q", acct.Name, pos[1])
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(a.out, "dataset %s of account %s deleted\n", pos[1], acct.Name)
+		return nil
+	}
+	stored, err := svc.ListStorage(ctx, acct.ID)
+	if err != nil {
+		return err
+	}
+	loaded, err := svc.Loaded(ctx, acct.ID)
+	if err != nil {
+		return err
+	}
+	byName := map[string]dataset.LoadedDataset{}
+	for _, l := range loaded {
+		byName[l.Name] = l
+	}
+	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tFORMAT\tBYTES\tUPDATED\tLOADED")
+	for _, d := range stored {
+		state := "-"
+		if l, ok := byName[d.Name]; ok {
+			state = fmt.Sprintf("%d rows at %s", l.Rows, l.LoadedAt.Format(time.RFC3339))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", d.Name, d.Format, d.SizeBytes, d.Updated.Format(time.RFC3339), state)
+	}
+	return tw.Flush()
+}
+
+func (a *admin) datasetPut(ctx context.Context, svc *dataset.Service, account uuid.UUID, accountName, file, name, format string) error {
+	ext := strings.ToLower(strings.TrimPrefix(filepath.Ext(file), "."))
+	if format == "" {
+		format = ext
+		if ext == "ndjson" {
+			format = "jsonl"
+		}
+	}
+	f, ok := dataset.ParseFormat(format)
+	if !ok {
+		return usageError(fmt.Sprintf("cannot tell the format of %s: use a .csv, .parquet or .jsonl file, or -format", file))
+	}
+	if name == "" {
+		name = strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
+	}
+	if !dataset.ValidName(name) {
+		return usageError(fmt.Sprintf("dataset name %q: use letters, digits, '_' and '-' (at most 64, starting with a letter or digit), or -name", name))
+	}
+	cols, err := dataset.DescribeFile(ctx, file, f)
+	if err != nil {
+		return err
+	}
+	src, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	d, err := svc.Put(ctx, account, name, f, src)
+	if err != nil {
+		return err
+	}
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = c.Name + " " + c.Type
+	}
+	fmt.Fprintf(a.out, "dataset %s stored for account %s (%s, %d bytes; columns: %s)\n", d.Name, accountName, d.Format, d.SizeBytes, strings.Join(names, ", "))
+	return nil
+}

@@ -1,0 +1,214 @@
+package dataset
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/tollgate/tollgate/impl/pgtest"
+	"github.com/tollgate/tollgate/impl/store"
+)
+
+func TestCheckSelect(t *testing.T) {
+	ok := map[string]string{
+		"SELECT 1":                              "SELECT 1",
+		"  select 1 ;  ":                        "  select 1",
+		"SELECT 1; -- done":                     "SELECT 1",
+		"SELECT 1 -- trailing comment":          "SELECT 1",
+		"SELECT 1 /* c */":                      "SELECT 1",
+		"WITH x AS (SELECT 1) SELECT * FROM x;": "WITH x AS (SELECT 1) SELECT * FROM x",
+		"(SELECT 1) UNION (SELECT 2)":           "(SELECT 1) UNION (SELECT 2)",
+		"/* lead */ SELECT ';'":                 "/* lead */ SELECT ';'",
+		"SELECT 'it''s;'":                       "SELECT 'it''s;'",
+		`SELECT E'\';' AS x`:                    `SELECT E'\';' AS x`,
+		`SELECT "a;b" FROM t`:                   `SELECT "a;b" FROM t`,
+		"SELECT $$;$$, $t$ ; $t$":               "SELECT $$;$$, $t$ ; $t$",
+		"SELECT 1 /* a /* ; */ b */":            "SELECT 1",
+		"SELECT 1;;":                            "SELECT 1",
+	}
+	for in, want := range ok {
+		got, err := checkSelect(in)
+		if err != nil || got != want {
+			t.Errorf("checkSelect(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	refused := []string{
+		"SELECT 1; SELECT 2",
+		"SELECT 1 ; DELETE FROM t",
+		`SELECT E'\''; DELETE FROM t; --'`,
+		"SELECT 'a' ; ; x",
+		"SELECT $x$ ; $x$ ; DROP TABLE t",
+		"SELECT 1 /* open",
+		"SELECT 'open",
+		`SELECT "open`,
+		"SELECT $$open",
+		"INSERT INTO t VALUES (1)",
+		"(INSERT INTO t VALUES (1))",
+		"PRAGMA x",
+		"pragma x",
+		"/* SELECT */ DELETE FROM t",
+		"-- SELECT\nDELETE FROM t",
+		"",
+		"\x00",
+		"SELECT '\xff'",
+		strings.Repeat(" ", maxSQLLen+1),
+	}
+	for _, in := range refused {
+		if got, err := checkSelect(in); err == nil || err.Code != CodeRefused {
+			t.Errorf("checkSelect(%q) = %q, %v; want refused", in, got, err)
+		}
+	}
+}
+
+func TestFilterSQL(t *testing.T) {
+	cols := map[string]string{"id": "id", "name": "Name", "a b": "a b", `q"t`: `q"t`}
+	cases := map[string]string{
+		"id = 1":                      `"id" = 1`,
+		"ID != -2.50":                 `"id" <> -2.5`,
+		"id <> 1e3":                   `"id" <> 1000.0`,
+		"name = 'o''brien'":           `"Name" = 'o''brien'`,
+		`"a b" >= 'x' AND NOT id < 3`: `("a b" >= 'x') AND (NOT ("id" < 3))`,
+		`"q""t" IS NOT NULL`:          `"q""t" IS NOT NULL`,
+		"name NOT LIKE '%;--%' OR id IN (1, 'two', TRUE)": `("Name" NOT LIKE '%;--%') OR ("id" IN (1, 'two', TRUE))`,
+		"(id = 1 OR id = 2) AND name IS NULL":             `(("id" = 1) OR ("id" = 2)) AND ("Name" IS NULL)`,
+		"id = 123456789012345678901234567890":             `"id" = 123456789012345678901234567890`,
+		`name = 'a\'`:                                     `"Name" = 'a\'`, // a backslash is an ordinary character
+	}
+	for in, want := range cases {
+		n, err := parseFilter(in, cols)
+		if err != nil {
+			t.Errorf("parseFilter(%q): %v", in, err)
+			continue
+		}
+		if got := filterSQL(n); got != want {
+			t.Errorf("parseFilter(%q) = %s, want %s", in, got, want)
+		}
+	}
+	bad := []string{
+		"", "id", "id =", "= 1", "id = 1 AND", "nope = 1", "id = name", "id = 1;", "id = 1 -- x",
+		"id = (1)", "id IN (SELECT 1)", "id = 'x' || 'y'", "id = NULL", "id IS 1", "id LIKE 1",
+		"id = 1 id = 2", "(id = 1))", "NOT", "id = 1.2.3", "id = 1e", "id = .5", "id = -", "id = 0x10",
+		"id = $$x$$", "id = E'x'", "\"\" = 1", "id = 1 \x00", "id ＝ 1",
+		strings.Repeat("NOT ", 40) + "id = 1",
+		"id IN (" + strings.Repeat("1, ", maxInItems) + "1)",
+		strings.Repeat("x", maxFilterLen+1),
+	}
+	for _, in := range bad {
+		if n, err := parseFilter(in, cols); err == nil {
+			t.Errorf("parseFilter(%q) = %s, want an error", in, filterSQL(n))
+		}
+	}
+}
+
+func TestCleanName(t *testing.T) {
+	acct := uuid.New()
+	for in, want := range map[string]string{
+		"sales": "sales", "Sales_2024-q1": "Sales_2024-q1", "sales.csv": "sales", "x.parquet": "x",
+		"tenant/" + acct.String() + "/sales": "sales", "tenant/" + acct.String() + "/sales.jsonl": "sales",
+		"0": "0", strings.Repeat("a", 64): strings.Repeat("a", 64),
+	} {
+		if got, _, err := cleanName(acct, in); err != nil || got != want {
+			t.Errorf("cleanName(%q) = %q, %v", in, got, err)
+		}
+	}
+	for _, in := range []string{"_x", "-x", "a.b", "a/b", "a..b", "tenant/" + uuid.NewString() + "/sales", "tenant/" + strings.ToUpper(acct.String()) + "/sales"} {
+		if _, _, err := cleanName(acct, in); err == nil || err.Error() != "dataset '"+in+"' is not owned by the caller" {
+			t.Errorf("cleanName(%q): %v", in, err)
+		}
+	}
+}
+
+// TestEngineChecksWithoutTokenizer runs statements that the tokenizer would refuse straight at
+// a dataset's database: DuckDB's parser check refuses them, and nothing runs.
+func TestEngineChecksWithoutTokenizer(t *testing.T) {
+	ctx := context.Background()
+	p := filepath.Join(t.TempDir(), "t.csv")
+	if err := os.WriteFile(p, []byte("a,b\n1,x\n2,y\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, _, err := openDuck(ctx, engineConfig{threads: 1, memoryLimit: 64 << 20, conns: 2}, loadSpec{path: p, format: CSV, name: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Not closed: closing the database broken at the end of the test would abort the process.
+	lim := queryLimits{timeout: 5e9, rows: 10, bytes: 1 << 16}
+	for _, q := range []string{
+		"SELECT 1; SELECT 2",
+		"SELECT 1; DELETE FROM t",
+		"SELECT 1; CREATE TABLE z AS SELECT 1",
+		"DELETE FROM t",
+		"SELECT 1) AS x; DELETE FROM t; SELECT * FROM (SELECT 1",
+		"PRAGMA version",
+		"SELECT * FROM query('DELETE FROM t')",
+	} {
+		_, err := d.query(ctx, q, lim)
+		if err == nil {
+			t.Errorf("query %q ran", q)
+		}
+		t.Logf("%q: %v", q, err)
+	}
+	r, err := d.query(ctx, "SELECT count(*) AS n FROM t", lim)
+	if err != nil || !strings.Contains(r.Text, "\n2\n") {
+		t.Fatalf("after: %+v %v", r, err)
+	}
+	var n int
+	if err := d.db.QueryRowContext(ctx, "SELECT count(*) FROM duckdb_tables()").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("tables: %d %v", n, err)
+	}
+	if !d.healthy(ctx) {
+		t.Fatal("not healthy")
+	}
+	// A database broken behind the checks (here by a statement the checks refuse: closing a
+	// database whose logging was pointed at a file aborts the process) is detected.
+	if _, err := d.db.ExecContext(ctx, "SELECT * FROM enable_logging(storage = 'file', storage_path = '/nonexistent/log')"); err != nil {
+		t.Fatal(err)
+	}
+	if d.healthy(ctx) {
+		t.Fatal("a broken database is healthy")
+	}
+}
+
+// TestBrokenDatabaseIsReplaced checks that a database that stops answering is dropped after a
+// failed query and materialized again.
+func TestBrokenDatabaseIsReplaced(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, pgtest.ConnString(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	acct, err := st.CreateAccount(ctx, "broken", "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	storage, err := NewDirStorage(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(st, storage, Options{})
+	defer s.Close()
+	if _, err := s.Put(ctx, acct.ID, "t", CSV, strings.NewReader("a\n1\n")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Load(ctx, acct.ID, "t", LoadOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e := s.entries[entryKey{acct.ID, "t"}]
+	if _, err := e.duck.db.ExecContext(ctx, "SELECT * FROM enable_logging(storage = 'file', storage_path = '/nonexistent/log')"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Query(ctx, acct.ID, "t", "SELECT * FROM t"); err == nil {
+		t.Fatal("the broken database answered")
+	}
+	r, err := s.Query(ctx, acct.ID, "t", "SELECT * FROM t")
+	if err != nil || !strings.Contains(r.Text, "1\n(1 row)") {
+		t.Fatalf("after replacement: %+v %v", r, err)
+	}
+}

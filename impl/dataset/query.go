@@ -1,0 +1,336 @@
+package dataset
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"strconv"
+	"strings"
+	"time"
+
+	duckdb "github.com/duckdb/duckdb-go/v2"
+)
+
+// queryLimits bound one query.
+type queryLimits struct {
+	timeout time.Duration
+	rows    int
+	bytes   int
+}
+
+// parseCheckSQL has DuckDB's own parser, without binding or running anything, serialize $1:
+// the answer lists its statements, or is an error for text that does not parse or a
+// statement that is not a SELECT (only SELECT statements can be serialized).
+const parseCheckSQL = `SELECT json_serialize_sql($1::VARCHAR)::VARCHAR`
+
+// deniedFunctions are the functions a query may not call even though its statement is a
+// SELECT: they change the database's state behind the locked configuration (logging,
+// profiling, checkpoints, the parser), run SQL text that escaped the checks, read raw memory,
+// or sleep without regard for interrupts.
+var deniedFunctions = map[string]bool{
+	"enable_logging": true, "disable_logging": true, "truncate_duckdb_logs": true, "write_log": true,
+	"enable_profiling": true, "disable_profiling": true,
+	"checkpoint": true, "force_checkpoint": true,
+	"enable_peg_parser": true, "disable_peg_parser": true, "check_peg_parser": true,
+	"query": true, "query_table": true, "json_execute_serialized_sql": true,
+	"arrow_scan": true, "arrow_scan_dumb": true,
+	"sleep_ms": true, "pg_sleep": true,
+}
+
+// checkParsed checks DuckDB's serialization of a query: exactly one SELECT statement that
+// calls no denied function.
+func checkParsed(serialized string) *Error {
+	var p struct {
+		Error        bool              `json:"error"`
+		ErrorMessage string            `json:"error_message"`
+		Statements   []json.RawMessage `json:"statements"`
+	}
+	if err := json.Unmarshal([]byte(serialized), &p); err != nil {
+		return userErr(CodeRefused, "the query could not be checked")
+	}
+	switch {
+	case p.Error && strings.Contains(p.ErrorMessage, "Only SELECT"):
+		return userErr(CodeRefused, "only a SELECT or WITH query is allowed")
+	case p.Error:
+		return userErr(CodeFailed, "%s", firstLine(p.ErrorMessage))
+	case len(p.Statements) != 1:
+		return userErr(CodeRefused, "only one statement is allowed")
+	}
+	var tree any
+	if err := json.Unmarshal(p.Statements[0], &tree); err != nil {
+		return userErr(CodeRefused, "the query could not be checked")
+	}
+	if fn := deniedFunction(tree); fn != "" {
+		return userErr(CodeRefused, "the function %s is not allowed", fn)
+	}
+	return nil
+}
+
+// deniedFunction returns the first denied function that the parse tree calls, or "".
+func deniedFunction(v any) string {
+	switch x := v.(type) {
+	case map[string]any:
+		if fn, ok := x["function_name"].(string); ok && deniedFunctions[strings.ToLower(fn)] {
+			return strings.ToLower(fn)
+		}
+		for _, c := range x {
+			if fn := deniedFunction(c); fn != "" {
+				return fn
+			}
+		}
+	case []any:
+		for _, c := range x {
+			if fn := deniedFunction(c); fn != "" {
+				return fn
+			}
+		}
+	}
+	return ""
+}
+
+// query runs one checked SELECT (stmt, the output of checkSelect) and renders its result.
+func (d *duck) query(ctx context.Context, stmt string, lim queryLimits) (QueryResult, error) {
+	qctx, cancel := context.WithTimeout(ctx, lim.timeout)
+	defer cancel()
+	// The row cap is part of the statement, so that DuckDB never computes more than it.
+	// The newline ends a trailing line comment of the caller's text.
+	wrapped := "SELECT * FROM (\n" + stmt + "\n) AS tollgate_result LIMIT " + strconv.Itoa(lim.rows+1)
+
+	conn, err := d.db.Conn(qctx)
+	if err != nil {
+		return QueryResult{}, d.queryErr(ctx, qctx, lim, err)
+	}
+	defer conn.Close()
+
+	// Belt and braces: the caller's text on its own, and the statement that runs, must each
+	// be exactly one SELECT statement to DuckDB's parser.
+	for _, text := range []string{stmt, wrapped} {
+		var serialized string
+		if err := conn.QueryRowContext(qctx, parseCheckSQL, text).Scan(&serialized); err != nil {
+			return QueryResult{}, d.queryErr(ctx, qctx, lim, err)
+		}
+		if uerr := checkParsed(serialized); uerr != nil {
+			return QueryResult{}, uerr
+		}
+	}
+
+	rows, err := conn.QueryContext(qctx, wrapped)
+	if err != nil {
+		return QueryResult{}, d.queryErr(ctx, qctx, lim, err)
+	}
+	defer rows.Close()
+	types, err := rows.ColumnTypes()
+	if err != nil {
+		return QueryResult{}, err
+	}
+	cols := make([]Column, len(types))
+	for i, t := range types {
+		cols[i] = Column{Name: t.Name(), Type: t.DatabaseTypeName()}
+	}
+	t := newTable(cols, lim)
+	vals := make([]any, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return QueryResult{}, d.queryErr(ctx, qctx, lim, err)
+		}
+		cells := make([]string, len(vals))
+		for i, v := range vals {
+			cells[i] = formatValue(v, cols[i].Type)
+		}
+		if !t.add(cells) {
+			break
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return QueryResult{}, d.queryErr(ctx, qctx, lim, err)
+	}
+	return t.result(), nil
+}
+
+// queryErr turns an error of a query into what the caller may see: a timeout, the engine's
+// message about the caller's SQL, or (for the caller's own cancellation) the context's error.
+func (d *duck) queryErr(ctx, qctx context.Context, lim queryLimits, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if qctx.Err() != nil {
+		return userErr(CodeTimeout, "the query was cancelled: it ran longer than the %s statement timeout", lim.timeout)
+	}
+	var de *duckdb.Error
+	if errors.As(err, &de) {
+		return userErr(CodeFailed, "%s", firstLine(de.Error()))
+	}
+	return err
+}
+
+// healthy reports whether the database still answers a query of its table; a caller's query
+// that failed may have left it unusable.
+func (d *duck) healthy(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var n int
+	err := d.db.QueryRowContext(ctx, "SELECT count(*) FROM (SELECT 1 FROM "+quoteIdent(d.table)+" LIMIT 1)").Scan(&n)
+	return err == nil
+}
+
+// table renders a result as a compact text table within the row and byte caps.
+type table struct {
+	cols        []Column
+	lim         queryLimits
+	rows        [][]string
+	size        int // bytes of the cells so far, with separators
+	truncatedBy string
+}
+
+func newTable(cols []Column, lim queryLimits) *table {
+	t := &table{cols: cols, lim: lim}
+	for _, c := range cols {
+		t.size += len(c.Name) + 3
+	}
+	return t
+}
+
+// add appends one row and reports whether more may follow.
+func (t *table) add(cells []string) bool {
+	if len(t.rows) >= t.lim.rows {
+		t.truncatedBy = "rows"
+		return false
+	}
+	n := 0
+	for _, c := range cells {
+		n += len(c) + 3
+	}
+	if t.size+n > t.lim.bytes {
+		t.truncatedBy = "bytes"
+		return false
+	}
+	t.size += n
+	t.rows = append(t.rows, cells)
+	return true
+}
+
+// maxPad is the widest a column is padded to; longer cells are written whole.
+const maxPad = 40
+
+func (t *table) render(nrows int) string {
+	widths := make([]int, len(t.cols))
+	for i, c := range t.cols {
+		widths[i] = min(len(c.Name), maxPad)
+	}
+	for _, r := range t.rows[:nrows] {
+		for i, c := range r {
+			widths[i] = max(widths[i], min(len(c), maxPad))
+		}
+	}
+	var b strings.Builder
+	line := func(cells []string) {
+		for i, c := range cells {
+			if i > 0 {
+				b.WriteString(" | ")
+			}
+			b.WriteString(c)
+			if i < len(cells)-1 && len(c) < widths[i] {
+				b.WriteString(strings.Repeat(" ", widths[i]-len(c)))
+			}
+		}
+		b.WriteByte('\n')
+	}
+	names := make([]string, len(t.cols))
+	rule := make([]string, len(t.cols))
+	for i, c := range t.cols {
+		names[i] = c.Name
+		rule[i] = strings.Repeat("-", widths[i])
+	}
+	line(names)
+	line(rule)
+	for _, r := range t.rows[:nrows] {
+		line(r)
+	}
+	return b.String()
+}
+
+func (t *table) result() QueryResult {
+	n := len(t.rows)
+	text := t.render(n)
+	// Padding can take the text over the byte cap: drop rows until it fits.
+	for n > 0 && len(text) > t.lim.bytes {
+		n = max(0, min(n-1, n*t.lim.bytes/len(text)))
+		text = t.render(n)
+		t.truncatedBy = "bytes"
+	}
+	var note string
+	switch t.truncatedBy {
+	case "rows":
+		note = fmt.Sprintf("(%d rows shown; the result has more: truncated at the row cap of %d rows)", n, t.lim.rows)
+	case "bytes":
+		note = fmt.Sprintf("(%d rows shown; the result has more: truncated at the byte cap of %d bytes)", n, t.lim.bytes)
+	case "":
+		if n == 1 {
+			note = "(1 row)"
+		} else {
+			note = fmt.Sprintf("(%d rows)", n)
+		}
+	}
+	return QueryResult{Text: text + note + "\n", Columns: t.cols, Rows: n, Truncated: t.truncatedBy != "", TruncatedBy: t.truncatedBy}
+}
+
+// formatValue renders one value as DuckDB would print it, on one line.
+func formatValue(v any, typ string) string {
+	switch x := v.(type) {
+	case nil:
+		return "NULL"
+	case string:
+		return oneLine(x)
+	case []byte:
+		if typ == "UUID" && len(x) == 16 {
+			var u duckdb.UUID
+			copy(u[:], x)
+			return u.String()
+		}
+		return `\x` + hex.EncodeToString(x)
+	case bool:
+		return strconv.FormatBool(x)
+	case float32:
+		return strconv.FormatFloat(float64(x), 'g', -1, 32)
+	case float64:
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	case time.Time:
+		switch {
+		case typ == "DATE":
+			return x.Format("2006-01-02")
+		case strings.HasPrefix(typ, "TIME") && !strings.HasPrefix(typ, "TIMESTAMP"):
+			return x.Format("15:04:05.999999")
+		case strings.Contains(typ, "TIME ZONE") || strings.HasSuffix(typ, "TZ"):
+			return x.Format("2006-01-02 15:04:05.999999Z07:00")
+		}
+		return x.Format("2006-01-02 15:04:05.999999")
+	case duckdb.Decimal:
+		return x.String()
+	case duckdb.Interval:
+		return fmt.Sprintf("%d months %d days %d microseconds", x.Months, x.Days, x.Micros)
+	case *big.Int:
+		return x.String()
+	case fmt.Stringer:
+		return oneLine(x.String())
+	case []any, map[string]any:
+		if b, err := json.Marshal(x); err == nil {
+			return oneLine(string(b))
+		}
+	}
+	return oneLine(fmt.Sprint(v))
+}
+
+// oneLine escapes the characters that would break a table row.
+func oneLine(s string) string {
+	if !strings.ContainsAny(s, "\n\r\t") {
+		return s
+	}
+	return strings.NewReplacer("\n", `\n`, "\r", `\r`, "\t", `\t`).Replace(s)
+}

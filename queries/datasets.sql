@@ -1,0 +1,22 @@
+-- name: UpsertLoadedDataset :one
+-- Records a load of a dataset, replacing an earlier load of the same dataset with a new
+-- generation.
+INSERT INTO loaded_datasets (account_id, dataset, format, params, row_count, columns)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (account_id, dataset) DO UPDATE
+    SET format     = EXCLUDED.format,
+        params     = EXCLUDED.params,
+        row_count  = EXCLUDED.row_count,
+        columns    = EXCLUDED.columns,
+        generation = nextval('loaded_dataset_generation'),
+        loaded_at  = now()
+RETURNING *;
+
+-- name: GetLoadedDataset :one
+SELECT * FROM loaded_datasets WHERE account_id = $1 AND dataset = $2;
+
+-- name: ListLoadedDatasets :many
+SELECT * FROM loaded_datasets WHERE account_id = $1 ORDER BY dataset;
+
+-- name: DeleteLoadedDataset :execrows
+DELETE FROM loaded_datasets WHERE account_id = $1 AND dataset = $2;

@@ -52,56 +52,6 @@ type anthropicErrorDetail struct {
 	Message string `json:"message"`
 }
 
-// openAITypeCode is the chat-completions envelope's type and code of a kind.
-func openAITypeCode(k apierror.Kind) (typ, code string) {
-	switch k {
-	case apierror.KindInvalidRequest:
-		return "invalid_request_error", ""
-	case apierror.KindUnauthenticated:
-		return "authentication_error", "invalid_api_key"
-	case apierror.KindInsufficientCredit:
-		return "insufficient_quota", "insufficient_quota"
-	case apierror.KindForbidden:
-		return "permission_error", "forbidden"
-	case apierror.KindNotFound:
-		return "invalid_request_error", "not_found"
-	case apierror.KindModelNotFound:
-		return "invalid_request_error", "model_not_found"
-	case apierror.KindRateLimited:
-		return "rate_limit_error", "rate_limit_exceeded"
-	case apierror.KindNotImplemented:
-		return "not_implemented", "not_implemented"
-	case apierror.KindUpstream:
-		return "upstream_error", "upstream_error"
-	case apierror.KindOverloaded:
-		return "overloaded_error", "overloaded"
-	default:
-		return "server_error", ""
-	}
-}
-
-// anthropicType is the Messages envelope's error type of a kind.
-func anthropicType(k apierror.Kind) string {
-	switch k {
-	case apierror.KindInvalidRequest:
-		return "invalid_request_error"
-	case apierror.KindUnauthenticated:
-		return "authentication_error"
-	case apierror.KindInsufficientCredit:
-		return "billing_error"
-	case apierror.KindForbidden:
-		return "permission_error"
-	case apierror.KindNotFound, apierror.KindModelNotFound:
-		return "not_found_error"
-	case apierror.KindRateLimited:
-		return "rate_limit_error"
-	case apierror.KindOverloaded:
-		return "overloaded_error"
-	default:
-		return "api_error"
-	}
-}
-
 // JSON-RPC error codes used at the MCP edge.
 const (
 	rpcUnauthenticated = -32001
@@ -147,7 +97,7 @@ func writeErrorFamily(w http.ResponseWriter, fam family, err error) {
 	var body any
 	switch fam {
 	case familyAnthropic:
-		body = anthropicErrorBody{Type: "error", Error: anthropicErrorDetail{Type: anthropicType(e.Kind), Message: message}, RequestID: reqID}
+		body = anthropicErrorBody{Type: "error", Error: anthropicErrorDetail{Type: e.Kind.AnthropicType(), Message: message}, RequestID: reqID}
 	case familyJSONRPC:
 		code := rpcInternal
 		switch e.Kind {
@@ -160,7 +110,7 @@ func writeErrorFamily(w http.ResponseWriter, fam family, err error) {
 		}
 		body = rpcErrorBody{JSONRPC: "2.0", ID: json.RawMessage("null"), Error: rpcErrorDetail{Code: code, Message: message}}
 	default:
-		typ, code := openAITypeCode(e.Kind)
+		typ, code := e.Kind.OpenAITypeCode()
 		d := openAIErrorDetail{Message: message, Type: typ}
 		if e.Param != "" {
 			d.Param = &e.Param

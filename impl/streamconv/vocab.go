@@ -1,8 +1,6 @@
 package streamconv
 
 import (
-	"strings"
-
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/llm"
 )
@@ -25,63 +23,12 @@ func effectiveStop(s llm.StopReason, calledTools bool) llm.StopReason {
 	return s
 }
 
-// errorKind classifies an error type of any of the formats' vocabularies (and tollgate's own)
-// into tollgate's one vocabulary. Unknown types are upstream failures.
-func errorKind(t string) apierror.Kind {
-	switch strings.ToLower(t) {
-	case "invalid_request_error", "invalid_request", "invalid_prompt", "invalid_value",
-		"context_length_exceeded", "request_too_large", "badrequesterror", "400", "413":
-		return apierror.KindInvalidRequest
-	case "authentication_error", "invalid_api_key":
-		return apierror.KindUnauthenticated
-	case "billing_error", "insufficient_quota":
-		return apierror.KindInsufficientCredit
-	case "permission_error":
-		return apierror.KindForbidden
-	case "not_found_error", "notfounderror":
-		return apierror.KindNotFound
-	case "model_not_found":
-		return apierror.KindModelNotFound
-	case "rate_limit_error", "rate_limit_exceeded", "too_many_requests", "tokens", "requests", "429":
-		return apierror.KindRateLimited
-	case "overloaded_error", "overloaded", "server_is_overloaded", "slow_down", "503", "529":
-		return apierror.KindOverloaded
-	case "server_error", "api_error", "internal_error", "internalservererror", "500":
-		return apierror.KindInternal
-	default:
-		return apierror.KindUpstream
-	}
-}
+// errorKind classifies an error type of any vocabulary as one of tollgate's kinds.
+func errorKind(t string) apierror.Kind { return apierror.KindOfType(t) }
 
-// openAIErrorTypeCode is the type and code of a chat in-band error envelope of a kind. It
-// agrees with the edge's envelope (httpapi openAITypeCode) so that an error reads the same
-// before and after the first byte.
-func openAIErrorTypeCode(k apierror.Kind) (typ, code string) {
-	switch k {
-	case apierror.KindInvalidRequest:
-		return "invalid_request_error", ""
-	case apierror.KindUnauthenticated:
-		return "authentication_error", "invalid_api_key"
-	case apierror.KindInsufficientCredit:
-		return "insufficient_quota", "insufficient_quota"
-	case apierror.KindForbidden:
-		return "permission_error", "forbidden"
-	case apierror.KindNotFound:
-		return "invalid_request_error", "not_found"
-	case apierror.KindModelNotFound:
-		return "invalid_request_error", "model_not_found"
-	case apierror.KindRateLimited:
-		return "rate_limit_error", "rate_limit_exceeded"
-	case apierror.KindNotImplemented:
-		return "not_implemented", "not_implemented"
-	case apierror.KindUpstream:
-		return "upstream_error", "upstream_error"
-	case apierror.KindOverloaded:
-		return "overloaded_error", "overloaded"
-	default:
-		return "server_error", ""
-	}
-}
+// openAIErrorTypeCode is the type and code of a chat in-band error envelope of a kind, the same
+// as the edge's envelope.
+func openAIErrorTypeCode(k apierror.Kind) (typ, code string) { return k.OpenAITypeCode() }
 
 // responsesErrorCode is the code of a Responses error event and of response.failed's error;
 // the SDKs type it as a string, so it is never null.
@@ -101,28 +48,11 @@ var anthropicErrorTypes = map[string]bool{
 	"rate_limit_error": true, "api_error": true, "timeout_error": true, "overloaded_error": true,
 }
 
-// anthropicErrorType maps an error type of any vocabulary to a Messages error type, agreeing
-// with the edge's envelope (httpapi anthropicType).
+// anthropicErrorType maps an error type of any vocabulary to a Messages error type: a Messages
+// type as it is, any other through its kind, the same as the edge's envelope.
 func anthropicErrorType(t string) string {
 	if anthropicErrorTypes[t] {
 		return t
 	}
-	switch errorKind(t) {
-	case apierror.KindInvalidRequest:
-		return "invalid_request_error"
-	case apierror.KindUnauthenticated:
-		return "authentication_error"
-	case apierror.KindInsufficientCredit:
-		return "billing_error"
-	case apierror.KindForbidden:
-		return "permission_error"
-	case apierror.KindNotFound, apierror.KindModelNotFound:
-		return "not_found_error"
-	case apierror.KindRateLimited:
-		return "rate_limit_error"
-	case apierror.KindOverloaded:
-		return "overloaded_error"
-	default:
-		return "api_error"
-	}
+	return errorKind(t).AnthropicType()
 }

@@ -1,0 +1,46 @@
+package apierror
+
+import (
+	"testing"
+	"time"
+)
+
+func TestWireNamesRoundTrip(t *testing.T) {
+	// Every kind's wire names classify back to the kind (the in-band and envelope paths agree).
+	for k := KindInternal; k <= KindOverloaded; k++ {
+		typ, code := k.OpenAITypeCode()
+		got := KindOfType(code)
+		if code == "" || code == "not_found" || code == "forbidden" || code == "upstream_error" || code == "not_implemented" {
+			got = KindOfType(typ)
+		}
+		switch k {
+		case KindNotFound, KindForbidden, KindUpstream, KindNotImplemented, KindInvalidRequest:
+			// The chat-completions type of these is shared or tollgate's own.
+		default:
+			if got != k {
+				t.Errorf("%v: OpenAI %q/%q classifies as %v", k, typ, code, got)
+			}
+		}
+		if a := k.AnthropicType(); a == "" {
+			t.Errorf("%v: no Messages type", k)
+		}
+	}
+	if KindOfType("overloaded_error") != KindOverloaded || KindOfType("429") != KindRateLimited || KindOfType("weird") != KindUpstream {
+		t.Error("KindOfType")
+	}
+}
+
+func TestMessages(t *testing.T) {
+	if e := RateLimited(60, 1500*time.Millisecond); e.Kind.Status() != 429 || e.Message != "rate limit exceeded: this key allows 60 requests per minute; retry in 2 seconds" {
+		t.Errorf("%+v", e)
+	}
+	if USD(1_250_000) != "$1.250000" || USD(-5) != "-$0.000005" {
+		t.Error("USD")
+	}
+	if e := InsufficientCredit(10, 3); e.Kind.Status() != 402 {
+		t.Error("402")
+	}
+	if As(nil).Kind != KindInternal {
+		t.Error("As of a non-apierror is internal")
+	}
+}

@@ -1,0 +1,85 @@
+package apierror
+
+import "strings"
+
+// The wire names of the kinds in each format's error vocabulary. Both edges use them: the HTTP
+// envelopes before the first byte and the in-band stream errors after it, so an error reads the
+// same either way.
+
+// OpenAITypeCode is the `type` and `code` of the chat-completions error envelope ("" code: null).
+func (k Kind) OpenAITypeCode() (typ, code string) {
+	switch k {
+	case KindInvalidRequest:
+		return "invalid_request_error", ""
+	case KindUnauthenticated:
+		return "authentication_error", "invalid_api_key"
+	case KindInsufficientCredit:
+		return "insufficient_quota", "insufficient_quota"
+	case KindForbidden:
+		return "permission_error", "forbidden"
+	case KindNotFound:
+		return "invalid_request_error", "not_found"
+	case KindModelNotFound:
+		return "invalid_request_error", "model_not_found"
+	case KindRateLimited:
+		return "rate_limit_error", "rate_limit_exceeded"
+	case KindNotImplemented:
+		return "not_implemented", "not_implemented"
+	case KindUpstream:
+		return "upstream_error", "upstream_error"
+	case KindOverloaded:
+		return "overloaded_error", "overloaded"
+	default:
+		return "server_error", ""
+	}
+}
+
+// AnthropicType is the `error.type` of the Messages error envelope.
+func (k Kind) AnthropicType() string {
+	switch k {
+	case KindInvalidRequest:
+		return "invalid_request_error"
+	case KindUnauthenticated:
+		return "authentication_error"
+	case KindInsufficientCredit:
+		return "billing_error"
+	case KindForbidden:
+		return "permission_error"
+	case KindNotFound, KindModelNotFound:
+		return "not_found_error"
+	case KindRateLimited:
+		return "rate_limit_error"
+	case KindOverloaded:
+		return "overloaded_error"
+	default:
+		return "api_error"
+	}
+}
+
+// KindOfType classifies an error type (or code) of any of the formats' vocabularies, and
+// tollgate's own, as one kind; unknown types are upstream failures.
+func KindOfType(t string) Kind {
+	switch strings.ToLower(t) {
+	case "invalid_request_error", "invalid_request", "invalid_prompt", "invalid_value",
+		"context_length_exceeded", "request_too_large", "badrequesterror", "400", "413":
+		return KindInvalidRequest
+	case "authentication_error", "invalid_api_key":
+		return KindUnauthenticated
+	case "billing_error", "insufficient_quota":
+		return KindInsufficientCredit
+	case "permission_error":
+		return KindForbidden
+	case "not_found_error", "notfounderror":
+		return KindNotFound
+	case "model_not_found":
+		return KindModelNotFound
+	case "rate_limit_error", "rate_limit_exceeded", "too_many_requests", "tokens", "requests", "429":
+		return KindRateLimited
+	case "overloaded_error", "overloaded", "server_is_overloaded", "slow_down", "503", "529":
+		return KindOverloaded
+	case "server_error", "api_error", "internal_error", "internalservererror", "500":
+		return KindInternal
+	default:
+		return KindUpstream
+	}
+}

@@ -404,9 +404,6 @@ type AnthropicInternal = AnthropicError
 // AnthropicNotFound The Messages-format error envelope.
 type AnthropicNotFound = AnthropicError
 
-// AnthropicNotImplemented The Messages-format error envelope.
-type AnthropicNotImplemented = AnthropicError
-
 // AnthropicOverloaded The Messages-format error envelope.
 type AnthropicOverloaded = AnthropicError
 
@@ -3031,8 +3028,6 @@ type CreateChatCompletionResponse struct {
 	JSON429 *OpenAITooManyRequests
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *OpenAIInternal
-	// JSON501 the response for an HTTP 501 `application/json` response
-	JSON501 *OpenAINotImplemented
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *OpenAIBadGateway
 	// JSON529 the response for an HTTP 529 `application/json` response
@@ -3080,11 +3075,6 @@ func (r CreateChatCompletionResponse) GetJSON429() *OpenAITooManyRequests {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r CreateChatCompletionResponse) GetJSON500() *OpenAIInternal {
 	return r.JSON500
-}
-
-// GetJSON501 returns the response for an HTTP 501 `application/json` response
-func (r CreateChatCompletionResponse) GetJSON501() *OpenAINotImplemented {
-	return r.JSON501
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -3246,8 +3236,6 @@ type CreateMessageResponse struct {
 	JSON429 *AnthropicTooManyRequests
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *AnthropicInternal
-	// JSON501 the response for an HTTP 501 `application/json` response
-	JSON501 *AnthropicNotImplemented
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *AnthropicBadGateway
 	// JSON529 the response for an HTTP 529 `application/json` response
@@ -3295,11 +3283,6 @@ func (r CreateMessageResponse) GetJSON429() *AnthropicTooManyRequests {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r CreateMessageResponse) GetJSON500() *AnthropicInternal {
 	return r.JSON500
-}
-
-// GetJSON501 returns the response for an HTTP 501 `application/json` response
-func (r CreateMessageResponse) GetJSON501() *AnthropicNotImplemented {
-	return r.JSON501
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -3551,8 +3534,6 @@ type CreateResponseResponse struct {
 	JSON429 *OpenAITooManyRequests
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *OpenAIInternal
-	// JSON501 the response for an HTTP 501 `application/json` response
-	JSON501 *OpenAINotImplemented
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *OpenAIBadGateway
 	// JSON529 the response for an HTTP 529 `application/json` response
@@ -3600,11 +3581,6 @@ func (r CreateResponseResponse) GetJSON429() *OpenAITooManyRequests {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r CreateResponseResponse) GetJSON500() *OpenAIInternal {
 	return r.JSON500
-}
-
-// GetJSON501 returns the response for an HTTP 501 `application/json` response
-func (r CreateResponseResponse) GetJSON501() *OpenAINotImplemented {
-	return r.JSON501
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -4177,13 +4153,6 @@ func ParseCreateChatCompletionResponse(rsp *http.Response) (*CreateChatCompletio
 		}
 		response.JSON500 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 501:
-		var dest OpenAINotImplemented
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON501 = &dest
-
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest OpenAIBadGateway
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -4391,13 +4360,6 @@ func ParseCreateMessageResponse(rsp *http.Response) (*CreateMessageResponse, err
 			return nil, err
 		}
 		response.JSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 501:
-		var dest AnthropicNotImplemented
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON501 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest AnthropicBadGateway
@@ -4693,13 +4655,6 @@ func ParseCreateResponseResponse(rsp *http.Response) (*CreateResponseResponse, e
 			return nil, err
 		}
 		response.JSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 501:
-		var dest OpenAINotImplemented
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON501 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest OpenAIBadGateway
@@ -5154,8 +5109,6 @@ type AnthropicBadRequestJSONResponse AnthropicError
 type AnthropicInternalJSONResponse AnthropicError
 
 type AnthropicNotFoundJSONResponse AnthropicError
-
-type AnthropicNotImplementedJSONResponse AnthropicError
 
 type AnthropicOverloadedJSONResponse AnthropicError
 
@@ -5738,22 +5691,6 @@ func (response CreateChatCompletion500JSONResponse) VisitCreateChatCompletionRes
 	return err
 }
 
-type CreateChatCompletion501JSONResponse struct {
-	OpenAINotImplementedJSONResponse
-}
-
-func (response CreateChatCompletion501JSONResponse) VisitCreateChatCompletionResponse(w http.ResponseWriter) error {
-
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(501)
-	_, err := buf.WriteTo(w)
-	return err
-}
-
 type CreateChatCompletion502JSONResponse struct{ OpenAIBadGatewayJSONResponse }
 
 func (response CreateChatCompletion502JSONResponse) VisitCreateChatCompletionResponse(w http.ResponseWriter) error {
@@ -6040,22 +5977,6 @@ func (response CreateMessage500JSONResponse) VisitCreateMessageResponse(w http.R
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(500)
-	_, err := buf.WriteTo(w)
-	return err
-}
-
-type CreateMessage501JSONResponse struct {
-	AnthropicNotImplementedJSONResponse
-}
-
-func (response CreateMessage501JSONResponse) VisitCreateMessageResponse(w http.ResponseWriter) error {
-
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(501)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6441,22 +6362,6 @@ func (response CreateResponse500JSONResponse) VisitCreateResponseResponse(w http
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(500)
-	_, err := buf.WriteTo(w)
-	return err
-}
-
-type CreateResponse501JSONResponse struct {
-	OpenAINotImplementedJSONResponse
-}
-
-func (response CreateResponse501JSONResponse) VisitCreateResponseResponse(w http.ResponseWriter) error {
-
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(501)
 	_, err := buf.WriteTo(w)
 	return err
 }

@@ -321,7 +321,8 @@ func stripModernMeta(params json.RawMessage) json.RawMessage {
 func toRPCError(err error) *rpcError {
 	we, ok := errors.AsType[*jsonrpc.Error](err)
 	if !ok {
-		return &rpcError{Code: codeInternal, Message: err.Error()}
+		// Not a JSON-RPC error: its text is internal and stays out of the answer.
+		return &rpcError{Code: codeInternal, Message: "internal error"}
 	}
 	e := &rpcError{Code: we.Code, Message: we.Message, Data: we.Data}
 	if e.Code >= -32022 && e.Code <= -32020 {

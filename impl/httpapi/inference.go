@@ -159,19 +159,28 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 	}
 	inputEst := int64(len(body)/3 + 16)
 	features := routing.Features{OutputTokens: maxTokens} // what the client asked for; 0 when it did not say
+	// onlySameFormat is set when the request cannot be put in the neutral form (it holds what
+	// only its own format knows): it may still go, untouched, to an upstream of its format.
+	onlySameFormat := false
 	if needIR {
 		if ir, err = convert.DecodeRequest(client, body); err != nil {
-			return nil, err
+			if !hasExpertOfKind(m, client) {
+				return nil, err
+			}
+			ir, onlySameFormat = nil, true
+			features.Tools = bytes.Contains(body, []byte(`"tools"`))
+			features.Code = routing.LooksLikeCode(string(body))
+		} else {
+			inputEst = int64(convert.EstimateInputTokens(ir))
+			features.Tools = len(ir.Tools) > 0
+			features.Code = routing.LooksLikeCode(lastUserText(ir))
 		}
-		inputEst = int64(convert.EstimateInputTokens(ir))
-		features.Tools = len(ir.Tools) > 0
-		features.Code = routing.LooksLikeCode(lastUserText(ir))
 	}
 	// The context check uses a lenient count (four bytes a token) so that a request near the
 	// limit is not refused on an estimate; the reservation keeps the cautious one, capped at
 	// the context window.
 	if m.ContextTokens > 0 && len(body)/4 > m.ContextTokens {
-		return nil, &apierror.Error{Kind: apierror.KindInvalidRequest, Param: "messages", Message: fmt.Sprintf(
+		return nil, &apierror.Error{Kind: apierror.KindInvalidRequest, Param: inputField(client), Message: fmt.Sprintf(
 			"the input is about %d tokens, more than the %d-token context window of %s", len(body)/4, m.ContextTokens, modelID)}
 	}
 	if m.ContextTokens > 0 {
@@ -192,6 +201,9 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 	}
 	var lastErr error
 	for _, e := range s.router.Order(m, features) {
+		if onlySameFormat && e.Kind != client {
+			continue
+		}
 		up, ok := s.upstreams[e.Provider]
 		if !ok {
 			lastErr = fmt.Errorf("no upstream %q", e.Provider)
@@ -257,6 +269,24 @@ func (s *Server) upstreamBody(client llm.Format, body []byte, ir *llm.Request, e
 	req.Stream = stream
 	req.IncludeUsage = true
 	return convert.EncodeRequest(e.Kind, &req, e.Model)
+}
+
+// hasExpertOfKind reports whether one of the model's upstreams speaks format f.
+func hasExpertOfKind(m *routing.Model, f llm.Format) bool {
+	for _, e := range m.Experts {
+		if e.Kind == f {
+			return true
+		}
+	}
+	return false
+}
+
+// inputField names the request field that holds the conversation.
+func inputField(f llm.Format) string {
+	if f == llm.FormatResponses {
+		return "input"
+	}
+	return "messages"
 }
 
 // maxTokensField names the request field that bounds the output.

@@ -335,3 +335,22 @@ func TestDroppedAdvisoryFieldsAreNamed(t *testing.T) {
 		t.Errorf("n=2 to a Messages upstream: %d %s", status, body)
 	}
 }
+
+// TestFusionKeepsWhatOnlyTheClientFormatKnows: a request the neutral form cannot hold (here a
+// role only its own format might know) still reaches a same-format expert of service-flint,
+// untouched, rather than being refused.
+func TestFusionKeepsWhatOnlyTheClientFormatKnows(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: contractConfig(t)})
+	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	c := g.Client(t)
+	status, h, body := do(t, c, g.URL, request{"POST", "/v1/chat/completions",
+		`{"model":"service-flint","max_tokens":16,"messages":[{"role":"critic","content":"a role of tomorrow"},{"role":"user","content":"hello"}]}`},
+		map[string]string{"Authorization": "Bearer " + tenant.Key})
+	// The simulator, like OpenAI, refuses the unknown role: the refusal is the upstream's.
+	if (status != 200 && !strings.Contains(string(body), "the upstream refused")) || g.Sim.Requests("sim-general") != 1 {
+		t.Fatalf("status %d expert %q, sim-general saw %d: %s", status, h.Get("x-tollgate-expert"), g.Sim.Requests("sim-general"), body)
+	}
+	if !strings.Contains(string(g.Sim.LastRequest().Body), `"critic"`) {
+		t.Error("the request was not passed through untouched")
+	}
+}

@@ -354,3 +354,34 @@ func TestFusionKeepsWhatOnlyTheClientFormatKnows(t *testing.T) {
 		t.Error("the request was not passed through untouched")
 	}
 }
+
+// TestModelNotFoundOnInferenceRoutes: an unknown id, an id the account may not use, and an id
+// sent to the wrong family are 404 model-not-found in the route's envelope.
+func TestModelNotFoundOnInferenceRoutes(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{})
+	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	if err := g.Accounts.RevokeModel(context.Background(), tenant.Account.ID, "service-flint-base"); err != nil {
+		t.Fatal(err)
+	}
+	c := g.Client(t)
+	bearer := map[string]string{"Authorization": "Bearer " + tenant.Key}
+	cases := []struct {
+		r    request
+		want string
+	}{
+		{request{"POST", "/v1/chat/completions", chatBody("no-such-model", "hi", false, 16)}, `"code":"model_not_found"`},
+		{request{"POST", "/v1/chat/completions", chatBody("service-flint-base", "hi", false, 16)}, `"code":"model_not_found"`},
+		{request{"POST", "/v1/chat/completions", chatBody("service-sonnet", "hi", false, 16)}, `"code":"model_not_found"`},
+		{request{"POST", "/v1/responses", `{"model":"service-sonnet","input":"hi"}`}, `"code":"model_not_found"`},
+		{request{"POST", "/v1/messages", `{"model":"service-flint","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`}, `"type":"not_found_error"`},
+	}
+	for _, tc := range cases {
+		status, _, body := do(t, c, g.URL, tc.r, bearer)
+		if status != 404 || !strings.Contains(string(body), tc.want) {
+			t.Errorf("%s %s: %d %s", tc.r.path, tc.r.body, status, body)
+		}
+	}
+	if g.Sim.TotalRequests() != 0 {
+		t.Error("a request for an unavailable model reached an upstream")
+	}
+}

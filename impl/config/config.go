@@ -275,7 +275,7 @@ func (c *Config) Plan(name string) (Plan, bool) {
 }
 
 // ResolveSecrets fills each provider's APIKey from the environment variable it names, using
-// lookup (os.LookupEnv in cmd/).
+// lookup (cmd/ passes the process environment).
 func (c *Config) ResolveSecrets(lookup func(string) (string, bool)) {
 	for i := range c.Providers {
 		if name := c.Providers[i].APIKeyEnv; name != "" {

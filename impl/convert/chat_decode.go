@@ -366,6 +366,13 @@ func functionTool(m jsonObject, p, schemaKey string) (llm.Tool, error) {
 // chatToolChoice decodes tool_choice: "none", "auto", "required" or {type:"function",
 // function:{name}}; other forms (allowed_tools, custom) are noted.
 func (d *decoder) chatToolChoice(raw json.RawMessage) error {
+	return d.openAIToolChoice(raw, true)
+}
+
+// openAIToolChoice decodes the tool choice of both OpenAI formats: "none", "auto", "required",
+// or an object naming a function, under "function" (chat completions, nested) or at the top
+// (Responses).
+func (d *decoder) openAIToolChoice(raw json.RawMessage, nested bool) error {
 	if firstByte(raw) == '"' {
 		s, _ := parseString(raw, "tool_choice")
 		mode, ok := map[string]llm.ToolChoiceMode{"none": llm.ToolChoiceNone, "auto": llm.ToolChoiceAuto, "required": llm.ToolChoiceRequired}[s]
@@ -387,11 +394,14 @@ func (d *decoder) chatToolChoice(raw json.RawMessage) error {
 		d.note("tool_choice", "."+kind, false, raw)
 		return nil
 	}
-	fn, err := parseObject(m.get("function"), "tool_choice.function")
-	if err != nil {
-		return err
+	holder, path := m, "tool_choice.name"
+	if nested {
+		if holder, err = parseObject(m.get("function"), "tool_choice.function"); err != nil {
+			return err
+		}
+		path = "tool_choice.function.name"
 	}
-	name, err := parseString(fn.get("name"), "tool_choice.function.name")
+	name, err := parseString(holder.get("name"), path)
 	if err != nil {
 		return err
 	}

@@ -291,33 +291,7 @@ func (d *decoder) responsesTools(raw json.RawMessage) error {
 // responsesToolChoice decodes tool_choice: "none", "auto", "required" or {type:"function",
 // name}; the other forms (allowed_tools, built-in tools, mcp, custom) are noted.
 func (d *decoder) responsesToolChoice(raw json.RawMessage) error {
-	if firstByte(raw) == '"' {
-		s, _ := parseString(raw, "tool_choice")
-		mode, ok := map[string]llm.ToolChoiceMode{"none": llm.ToolChoiceNone, "auto": llm.ToolChoiceAuto, "required": llm.ToolChoiceRequired}[s]
-		if !ok {
-			return apierror.Invalid("tool_choice", "Invalid value: '%s'. Supported values are: 'none', 'auto', and 'required'.", s)
-		}
-		d.req.ToolChoice = &llm.ToolChoice{Mode: mode}
-		return nil
-	}
-	m, err := parseObject(raw, "tool_choice")
-	if err != nil {
-		return typeError("tool_choice", "a string or an object")
-	}
-	kind, err := objectKind(m, "tool_choice")
-	if err != nil {
-		return err
-	}
-	if kind != "function" {
-		d.note("tool_choice", "."+kind, false, raw)
-		return nil
-	}
-	name, err := parseString(m.get("name"), "tool_choice.name")
-	if err != nil {
-		return err
-	}
-	d.req.ToolChoice = &llm.ToolChoice{Mode: llm.ToolChoiceTool, Name: name}
-	return nil
+	return d.openAIToolChoice(raw, false)
 }
 
 var (

@@ -88,37 +88,7 @@ func ModelAndStream(f llm.Format, body []byte) (model string, stream bool, maxTo
 // the key repeats), leaving every other byte as it was; when the body has no top-level model,
 // one is added as its first member. Nested "model" keys are not touched.
 func SetModel(body []byte, model string) ([]byte, error) {
-	var spans [][2]int
-	err := scanTopSpans(body, func(key []byte, start, end int) error {
-		if string(key) == "model" {
-			spans = append(spans, [2]int{start, end})
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	var q bytes.Buffer
-	writeString(&q, model)
-	if len(spans) == 0 {
-		open := bytes.IndexByte(body, '{')
-		out := make([]byte, 0, len(body)+q.Len()+10)
-		out = append(out, body[:open+1]...)
-		out = append(out, `"model":`...)
-		out = append(out, q.Bytes()...)
-		if rest := bytes.TrimLeft(body[open+1:], " \t\r\n"); len(rest) > 0 && rest[0] != '}' {
-			out = append(out, ',')
-		}
-		return append(out, body[open+1:]...), nil
-	}
-	out := make([]byte, 0, len(body)+len(spans)*q.Len())
-	prev := 0
-	for _, s := range spans {
-		out = append(out, body[prev:s[0]]...)
-		out = append(out, q.Bytes()...)
-		prev = s[1]
-	}
-	return append(out, body[prev:]...), nil
+	return ForUpstream(body, model, false)
 }
 
 // unquote returns the string a JSON string token denotes.
@@ -284,4 +254,91 @@ func literal(b []byte, i int, lit string) (int, bool) {
 		return i + len(lit), true
 	}
 	return 0, false
+}
+
+// IncludeUsage reports a chat request's stream_options.include_usage, scanning only the top
+// level and decoding only that member.
+func IncludeUsage(body []byte) bool {
+	asked := false
+	_ = scanTop(body, func(key, value []byte) error {
+		if string(key) == "stream_options" {
+			asked, _, _ = streamOptions(value)
+		}
+		return nil
+	})
+	return asked
+}
+
+// streamOptions reads a stream_options value: whether it asks for usage, and its members.
+func streamOptions(value []byte) (includeUsage bool, members map[string]json.RawMessage, err error) {
+	members = map[string]json.RawMessage{}
+	if isNull(value) {
+		return false, members, nil
+	}
+	if err := json.Unmarshal(value, &members); err != nil {
+		return false, nil, apierror.Invalid("stream_options", "Invalid type for 'stream_options': expected an object.")
+	}
+	var b bool
+	_ = json.Unmarshal(members["include_usage"], &b)
+	return b, members, nil
+}
+
+// ForUpstream rewrites a request body for an upstream of the same format in one pass: every
+// top-level "model" becomes model, and when forceUsage is set (a streamed chat request, which
+// the gateway must meter) stream_options.include_usage becomes true. Every other byte stays as
+// the client sent it.
+func ForUpstream(body []byte, model string, forceUsage bool) ([]byte, error) {
+	type edit struct {
+		start, end int
+		with       []byte
+	}
+	var q bytes.Buffer
+	writeString(&q, model)
+	var edits []edit
+	haveModel, haveOptions := false, false
+	err := scanTopSpans(body, func(key []byte, start, end int) error {
+		switch {
+		case string(key) == "model":
+			haveModel = true
+			edits = append(edits, edit{start, end, q.Bytes()})
+		case string(key) == "stream_options" && forceUsage:
+			haveOptions = true
+			_, members, err := streamOptions(body[start:end])
+			if err != nil {
+				return err
+			}
+			members["include_usage"] = json.RawMessage("true")
+			b, err := json.Marshal(members)
+			if err != nil {
+				return err
+			}
+			edits = append(edits, edit{start, end, b})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var added []byte
+	if !haveModel {
+		added = append(append([]byte(`"model":`), q.Bytes()...), ',')
+	}
+	if forceUsage && !haveOptions {
+		added = append(added, `"stream_options":{"include_usage":true},`...)
+	}
+	out := make([]byte, 0, len(body)+len(added)+len(edits)*q.Len())
+	prev := 0
+	if len(added) > 0 {
+		open := bytes.IndexByte(body, '{')
+		if rest := bytes.TrimLeft(body[open+1:], " \t\r\n"); len(rest) > 0 && rest[0] == '}' {
+			added = added[:len(added)-1] // an empty object: no member follows
+		}
+		out = append(append(out, body[:open+1]...), added...)
+		prev = open + 1
+	}
+	for _, e := range edits {
+		out = append(append(out, body[prev:e.start]...), e.with...)
+		prev = e.end
+	}
+	return append(out, body[prev:]...), nil
 }

@@ -38,3 +38,30 @@ func TestResponseUsageAgreesWithDecodeResponse(t *testing.T) {
 		t.Error("a non-message must be an error")
 	}
 }
+
+func TestForUpstream(t *testing.T) {
+	cases := []struct {
+		in         string
+		forceUsage bool
+		want       string
+	}{
+		{`{"model":"a","messages":[{"model":"nested"}]}`, false, `{"model":"up","messages":[{"model":"nested"}]}`},
+		{`{"messages":[]}`, false, `{"model":"up","messages":[]}`},
+		{`{}`, true, `{"model":"up","stream_options":{"include_usage":true}}`},
+		{`{"model":"a","stream":true,"x":{"y":1}}`, true, `{"stream_options":{"include_usage":true},"model":"up","stream":true,"x":{"y":1}}`},
+		{`{"model":"a","stream_options":{"include_obfuscation":false}}`, true, `{"model":"up","stream_options":{"include_obfuscation":false,"include_usage":true}}`},
+		{`{"model":"a","stream_options":null}`, true, `{"model":"up","stream_options":{"include_usage":true}}`},
+	}
+	for _, c := range cases {
+		got, err := ForUpstream([]byte(c.in), "up", c.forceUsage)
+		if err != nil || string(got) != c.want {
+			t.Errorf("ForUpstream(%s, %v) = %s, %v; want %s", c.in, c.forceUsage, got, err, c.want)
+		}
+	}
+	if _, err := ForUpstream([]byte(`{"model":"a","stream_options":7}`), "up", true); err == nil {
+		t.Error("a stream_options that is not an object must be refused")
+	}
+	if !IncludeUsage([]byte(`{"stream_options":{"include_usage":true}}`)) || IncludeUsage([]byte(`{"stream_options":{"include_usage":false}}`)) || IncludeUsage([]byte(`{"messages":[{"stream_options":{"include_usage":true}}]}`)) {
+		t.Error("IncludeUsage")
+	}
+}

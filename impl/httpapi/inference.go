@@ -3,7 +3,6 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -107,10 +106,9 @@ type exchange struct {
 	ir        *llm.Request
 	reserve   *billing.Reservation
 	started   time.Time
-	firstByte time.Duration
 }
 
-// familyOf says which family serves a client format.
+// familyFor says which model family serves a client format.
 func familyFor(f llm.Format) string {
 	if f == llm.FormatMessages {
 		return config.FamilyMessages
@@ -197,7 +195,7 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 	x := &exchange{s: s, ctx: ctx, client: client, principal: p, requestID: requestID, model: m, stream: stream,
 		inputEst: inputEst, ir: ir, reserve: reservation, started: time.Now()}
 	if client == llm.FormatChat && stream {
-		x.include = includeUsage(body)
+		x.include = convert.IncludeUsage(body)
 	}
 	var lastErr error
 	for _, e := range s.router.Order(m, features) {
@@ -218,7 +216,7 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 		res, _, err := up.Call(ctx, upBody, stream, forward)
 		if err == nil {
 			s.router.Observe(e.Key, time.Since(t0), false)
-			x.expert, x.res, x.dropped, x.firstByte = e, res, dropped, time.Since(x.started)
+			x.expert, x.res, x.dropped = e, res, dropped
 			return x, nil
 		}
 		lastErr = err
@@ -247,14 +245,9 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 // when the formats agree, else a translation.
 func (s *Server) upstreamBody(client llm.Format, body []byte, ir *llm.Request, e routing.Expert, stream bool, outBound int) ([]byte, []string, error) {
 	if e.Kind == client {
-		b, err := convert.SetModel(body, e.Model)
-		if err != nil {
-			return nil, nil, err
-		}
-		if stream && client == llm.FormatChat {
-			// Usage is what the gateway bills; ask for it whatever the client asked.
-			b, err = forceIncludeUsage(b)
-		}
+		// Usage is what the gateway bills: a streamed chat request asks for it whatever the
+		// client asked (the usage chunk reaches only clients that asked).
+		b, err := convert.ForUpstream(body, e.Model, stream && client == llm.FormatChat)
 		return b, nil, err
 	}
 	req := *ir
@@ -549,36 +542,4 @@ func (x *exchange) settle(u llm.Usage, producedChars int, status string) {
 		Provider: x.expert.Provider, UpstreamModel: x.expert.Model,
 		InputTokens: in, OutputTokens: out, Status: status, StartedAt: x.started, FinishedAt: time.Now(),
 	})
-}
-
-// includeUsage reads a chat request's stream_options.include_usage.
-func includeUsage(body []byte) bool {
-	var r struct {
-		StreamOptions *struct {
-			IncludeUsage bool `json:"include_usage"`
-		} `json:"stream_options"`
-	}
-	return json.Unmarshal(body, &r) == nil && r.StreamOptions != nil && r.StreamOptions.IncludeUsage
-}
-
-// forceIncludeUsage sets stream_options.include_usage in a chat request, keeping every other
-// field's bytes.
-func forceIncludeUsage(body []byte) ([]byte, error) {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(body, &top); err != nil {
-		return nil, apierror.Invalid("", "the request body is not a JSON object")
-	}
-	opts := map[string]json.RawMessage{}
-	if raw, ok := top["stream_options"]; ok && string(raw) != "null" {
-		if err := json.Unmarshal(raw, &opts); err != nil {
-			return nil, apierror.Invalid("stream_options", "stream_options must be an object")
-		}
-	}
-	opts["include_usage"] = json.RawMessage("true")
-	b, err := json.Marshal(opts)
-	if err != nil {
-		return nil, err
-	}
-	top["stream_options"] = b
-	return json.Marshal(top)
 }

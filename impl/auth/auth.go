@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -46,21 +45,12 @@ type Options struct {
 // Authenticator verifies API keys. Create it with New and run its background work with Run.
 type Authenticator struct {
 	store *store.Store
-	feed  *changefeed.Feed
 	opts  Options
 
-	mu    sync.RWMutex
-	cache map[apikey.Hash]cached
-	// epoch grows on every invalidation; a lookup that raced with one is not cached.
-	epoch atomic.Uint64
+	cache *changefeed.Cache[apikey.Hash, Principal]
 
 	touchMu sync.Mutex
 	touched map[uuid.UUID]struct{}
-}
-
-type cached struct {
-	p       Principal
-	expires time.Time
 }
 
 // New returns an Authenticator over st that drops cached keys when feed says they changed. It
@@ -78,10 +68,11 @@ func New(st *store.Store, feed *changefeed.Feed, opts Options) *Authenticator {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	a := &Authenticator{store: st, feed: feed, opts: opts, cache: map[apikey.Hash]cached{}, touched: map[uuid.UUID]struct{}{}}
+	a := &Authenticator{store: st, opts: opts, touched: map[uuid.UUID]struct{}{},
+		cache: changefeed.NewCache[apikey.Hash, Principal](feed, opts.TTL, 1_000_000, opts.Now)}
 	feed.Subscribe(changefeed.Handlers{
-		KeyChanged: func(h [32]byte) { a.invalidate(h) },
-		Reset:      a.flush,
+		KeyChanged: func(h [32]byte) { a.cache.Invalidate(h) },
+		Reset:      a.cache.Reset,
 	})
 	return a
 }
@@ -118,48 +109,21 @@ func (a *Authenticator) Authenticate(ctx context.Context, authorization string) 
 	if err != nil {
 		return Principal{}, ErrMalformed
 	}
-	now := a.opts.Now()
-	if a.feed.Live() {
-		a.mu.RLock()
-		c, hit := a.cache[hash]
-		a.mu.RUnlock()
-		if hit && now.Before(c.expires) {
-			a.touch(c.p.KeyID)
-			return c.p, nil
+	p, err := a.cache.Get(hash, func() (Principal, error) {
+		k, err := a.store.ActiveAPIKeyByHash(ctx, hash[:])
+		if errors.Is(err, store.ErrNotFound) {
+			return Principal{}, ErrUnknown
 		}
-	}
-	epoch := a.epoch.Load()
-	k, err := a.store.ActiveAPIKeyByHash(ctx, hash[:])
-	if errors.Is(err, store.ErrNotFound) {
-		return Principal{}, ErrUnknown
-	}
+		if err != nil {
+			return Principal{}, err
+		}
+		return Principal{AccountID: k.AccountID, KeyID: k.ID, RPMLimit: k.RPMLimit}, nil
+	})
 	if err != nil {
 		return Principal{}, err
 	}
-	p := Principal{AccountID: k.AccountID, KeyID: k.ID, RPMLimit: k.RPMLimit}
-	if a.feed.Live() {
-		a.mu.Lock()
-		if a.epoch.Load() == epoch {
-			a.cache[hash] = cached{p: p, expires: now.Add(a.opts.TTL)}
-		}
-		a.mu.Unlock()
-	}
 	a.touch(p.KeyID)
 	return p, nil
-}
-
-func (a *Authenticator) invalidate(h apikey.Hash) {
-	a.mu.Lock()
-	a.epoch.Add(1)
-	delete(a.cache, h)
-	a.mu.Unlock()
-}
-
-func (a *Authenticator) flush() {
-	a.mu.Lock()
-	a.epoch.Add(1)
-	clear(a.cache)
-	a.mu.Unlock()
 }
 
 func (a *Authenticator) touch(id uuid.UUID) {

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -21,73 +20,33 @@ const accessTTL = 5 * time.Minute
 // the feed drops the account's entry, and while the feed is not live nothing is cached.
 type modelAccess struct {
 	store *store.Store
-	feed  *changefeed.Feed
-	now   func() time.Time
-	mu    sync.RWMutex
-	byAcc map[uuid.UUID]accessEntry
-	epoch uint64
-}
-
-type accessEntry struct {
-	models  map[string]struct{}
-	expires time.Time
+	cache *changefeed.Cache[uuid.UUID, map[string]struct{}]
 }
 
 func newModelAccess(st *store.Store, feed *changefeed.Feed) *modelAccess {
-	a := &modelAccess{store: st, feed: feed, now: time.Now, byAcc: map[uuid.UUID]accessEntry{}}
+	a := &modelAccess{store: st, cache: changefeed.NewCache[uuid.UUID, map[string]struct{}](feed, accessTTL, 100_000, nil)}
 	if feed != nil {
-		feed.Subscribe(changefeed.Handlers{
-			ModelAccessChanged: func(id uuid.UUID) {
-				a.mu.Lock()
-				a.epoch++
-				delete(a.byAcc, id)
-				a.mu.Unlock()
-			},
-			Reset: func() {
-				a.mu.Lock()
-				a.epoch++
-				clear(a.byAcc)
-				a.mu.Unlock()
-			},
-		})
+		feed.Subscribe(changefeed.Handlers{ModelAccessChanged: a.cache.Invalidate, Reset: a.cache.Reset})
 	}
 	return a
 }
 
 // allowed reports whether the account may use the model.
 func (a *modelAccess) allowed(ctx context.Context, account uuid.UUID, model string) (bool, error) {
-	now := a.now()
-	live := a.feed != nil && a.feed.Live()
-	if live {
-		a.mu.RLock()
-		e, ok := a.byAcc[account]
-		a.mu.RUnlock()
-		if ok && now.Before(e.expires) {
-			_, ok = e.models[model]
-			return ok, nil
+	models, err := a.cache.Get(account, func() (map[string]struct{}, error) {
+		grants, err := a.store.AccountModels(ctx, account)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, err
 		}
-	}
-	a.mu.RLock()
-	epoch := a.epoch
-	a.mu.RUnlock()
-	grants, err := a.store.AccountModels(ctx, account)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		set := make(map[string]struct{}, len(grants))
+		for _, g := range grants {
+			set[g.ModelID] = struct{}{}
+		}
+		return set, nil
+	})
+	if err != nil {
 		return false, err
 	}
-	e := accessEntry{models: make(map[string]struct{}, len(grants)), expires: now.Add(accessTTL)}
-	for _, g := range grants {
-		e.models[g.ModelID] = struct{}{}
-	}
-	if live {
-		a.mu.Lock()
-		if a.epoch == epoch {
-			if len(a.byAcc) > 100_000 {
-				clear(a.byAcc)
-			}
-			a.byAcc[account] = e
-		}
-		a.mu.Unlock()
-	}
-	_, ok := e.models[model]
+	_, ok := models[model]
 	return ok, nil
 }

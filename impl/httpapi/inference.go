@@ -370,13 +370,8 @@ func (x *exchange) respondJSON(w http.ResponseWriter) error {
 	return werr
 }
 
-// family is the client's error envelope.
-func (x *exchange) family() family {
-	if x.client == llm.FormatMessages {
-		return familyAnthropic
-	}
-	return familyOpenAI
-}
+// family is the client's error envelope: the one of its route.
+func (x *exchange) family() family { return familyOf(routeOf(x.client)) }
 
 // routeOf is the API route of a client format, as usage records name it.
 func routeOf(f llm.Format) string {

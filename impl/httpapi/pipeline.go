@@ -77,14 +77,13 @@ func (s *Server) edge(next http.Handler) http.Handler {
 			w.Header().Set("request-id", id)
 		}
 		rec := &recorder{ResponseWriter: w}
-		log := s.log.With("request_id", id)
-		r = r.WithContext(context.WithValue(withLogger(r.Context(), log), requestIDKey{}, id))
+		r = r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id))
 		defer func() {
 			if v := recover(); v != nil {
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
-				log.Error("panic serving request", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				s.logger(r.Context()).Error("panic serving request", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 				if rec.status == 0 {
 					writeError(rec, r, errors.New("panic"))
 				}
@@ -102,26 +101,20 @@ func (s *Server) edge(next http.Handler) http.Handler {
 				s.metrics.Requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
 				s.metrics.Duration.WithLabelValues(route).Observe(elapsed.Seconds())
 			}
-			attrs := []any{"method", r.Method, "path", r.URL.Path, "status", status, "duration_ms", float64(elapsed.Microseconds()) / 1000, "bytes", rec.bytes}
+			attrs := []any{"request_id", id, "method", r.Method, "path", r.URL.Path, "status", status, "duration_ms", float64(elapsed.Microseconds()) / 1000, "bytes", rec.bytes}
 			if p, ok := auth.FromContext(r.Context()); ok {
 				attrs = append(attrs, "account", p.AccountID, "key", p.KeyID)
 			}
-			log.Info("request", attrs...)
+			s.log.Info("request", attrs...)
 		}()
 		next.ServeHTTP(rec, r)
 	})
 }
 
-type loggerKey struct{}
-
-func withLogger(ctx context.Context, l *slog.Logger) context.Context {
-	return context.WithValue(ctx, loggerKey{}, l)
-}
-
-// logger returns the request's logger (carrying its request id).
+// logger returns a logger carrying the request's id (built only when something is logged).
 func (s *Server) logger(ctx context.Context) *slog.Logger {
-	if l, ok := ctx.Value(loggerKey{}).(*slog.Logger); ok {
-		return l
+	if id, ok := ctx.Value(requestIDKey{}).(string); ok {
+		return s.log.With("request_id", id)
 	}
 	return s.log
 }

@@ -6,9 +6,10 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tollgate/tollgate/impl/backoff"
 )
 
 // Defaults of [DefaultRetryPolicy], following the design of the official
@@ -25,9 +26,6 @@ const (
 	// by retry-after-ms or Retry-After.
 	DefaultMaxDelay = 30 * time.Second
 )
-
-// maxJitter is the largest fraction subtracted from a computed backoff.
-const maxJitter = 0.25
 
 // maxDrain bounds how much of a discarded answer is read so that its
 // connection can be reused.
@@ -209,42 +207,11 @@ func shouldRetry(ctx context.Context, resp *http.Response, err error) bool {
 func (t *RetryTransport) delay(attempt int, resp *http.Response) time.Duration {
 	p := t.policy
 	if resp != nil {
-		if d, ok := retryAfter(resp.Header, p.Now); ok && d > 0 {
+		if d, ok := backoff.RetryAfter(resp.Header, p.Now()); ok && d > 0 {
 			return min(d, p.MaxDelay)
 		}
 	}
-	backoff := p.MaxBackoff
-	if attempt < 32 {
-		backoff = min(p.InitialBackoff<<attempt, p.MaxBackoff)
-		if backoff <= 0 { // overflow
-			backoff = p.MaxBackoff
-		}
-	}
-	r := p.Rand()
-	if r < 0 || r >= 1 {
-		r = 0
-	}
-	d := time.Duration(float64(backoff) * (1 - r*maxJitter))
-	return min(d, p.MaxDelay)
-}
-
-// retryAfter reads the gateway's retry hint: retry-after-ms (milliseconds)
-// first, then Retry-After as seconds or as an HTTP-date.
-func retryAfter(h http.Header, now func() time.Time) (time.Duration, bool) {
-	if v := strings.TrimSpace(h.Get("retry-after-ms")); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 && ms < float64(1<<53) {
-			return time.Duration(ms * float64(time.Millisecond)), true
-		}
-	}
-	if v := strings.TrimSpace(h.Get("Retry-After")); v != "" {
-		if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 && s < float64(1<<31) {
-			return time.Duration(s * float64(time.Second)), true
-		}
-		if at, err := http.ParseTime(v); err == nil {
-			return at.Sub(now()), true
-		}
-	}
-	return 0, false
+	return min(backoff.Exponential(p.InitialBackoff, p.MaxBackoff, attempt, p.Rand()), p.MaxDelay)
 }
 
 // discard drains a little of a response that will not be returned, so its

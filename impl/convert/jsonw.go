@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/tollgate/tollgate/impl/jsontext"
 	"math"
 	"sort"
 	"strconv"
+
+	"github.com/tollgate/tollgate/impl/jsontext"
 )
 
 // object is a JSON object whose members are written in order. Building the wire bodies from

@@ -14,11 +14,11 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/backoff"
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/llm"
 )
@@ -110,7 +110,7 @@ func (u *Upstream) Call(ctx context.Context, body []byte, stream bool, forward h
 		if !errors.As(err, &f) || !f.retryable || attempt >= p.MaxAttempts || ctx.Err() != nil {
 			return nil, attempt, u.describe(err)
 		}
-		delay := backoff(p, attempt)
+		delay := backoff.Exponential(p.BaseDelay, p.MaxDelay, attempt-1, rand.Float64())
 		if f.retryAfter > 0 {
 			if f.retryAfter > p.MaxRetryAfter {
 				return nil, attempt, u.describe(err)
@@ -121,15 +121,6 @@ func (u *Upstream) Call(ctx context.Context, body []byte, stream bool, forward h
 			return nil, attempt, u.describe(err)
 		}
 	}
-}
-
-// backoff is the delay before retry number attempt: base·2^(attempt-1), capped, minus up to 25%.
-func backoff(p RetryPolicy, attempt int) time.Duration {
-	d := p.BaseDelay << (attempt - 1)
-	if d > p.MaxDelay || d <= 0 {
-		d = p.MaxDelay
-	}
-	return d - time.Duration(rand.Float64()*0.25*float64(d))
 }
 
 // failure is one failed attempt.
@@ -197,7 +188,9 @@ func (u *Upstream) once(ctx context.Context, client *http.Client, body []byte, s
 	if res.StatusCode >= 500 {
 		f.retryable = true
 	}
-	f.retryAfter = retryAfter(res.Header)
+	if d, ok := backoff.RetryAfter(res.Header, time.Now()); ok && d > 0 {
+		f.retryAfter = d
+	}
 	return nil, f
 }
 
@@ -238,28 +231,6 @@ func Retryable(err error) bool {
 		return true
 	}
 	return false
-}
-
-// retryAfter reads retry-after-ms, then Retry-After (seconds or an HTTP date).
-func retryAfter(h http.Header) time.Duration {
-	if v := h.Get("retry-after-ms"); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 {
-			return time.Duration(ms * float64(time.Millisecond))
-		}
-	}
-	v := h.Get("Retry-After")
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil && s > 0 {
-		return time.Duration(s * float64(time.Second))
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		if d := time.Until(t); d > 0 {
-			return d
-		}
-	}
-	return 0
 }
 
 // upstreamMessage extracts the message of either envelope, or a short excerpt.

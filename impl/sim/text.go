@@ -3,10 +3,11 @@ package sim
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/tollgate/tollgate/impl/jsontext"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/tollgate/tollgate/impl/jsontext"
 )
 
 // vocabulary is the fixed word list replies are drawn from. Every word is lower-case ASCII

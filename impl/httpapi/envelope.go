@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/mcp"
 )
 
 // family is the error envelope a route answers with.
@@ -52,24 +53,6 @@ type anthropicErrorDetail struct {
 	Message string `json:"message"`
 }
 
-// JSON-RPC error codes used at the MCP edge.
-const (
-	rpcUnauthenticated = -32001
-	rpcRateLimited     = -32029
-	rpcInternal        = -32603
-)
-
-type rpcErrorBody struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Error   rpcErrorDetail  `json:"error"`
-}
-
-type rpcErrorDetail struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-}
-
 // writeError answers err in the envelope of the request's route family. Internal errors are
 // logged by the caller; the client sees only the request id.
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
@@ -99,16 +82,16 @@ func writeErrorFamily(w http.ResponseWriter, fam family, err error) {
 	case familyAnthropic:
 		body = anthropicErrorBody{Type: "error", Error: anthropicErrorDetail{Type: e.Kind.AnthropicType(), Message: message}, RequestID: reqID}
 	case familyJSONRPC:
-		code := rpcInternal
+		code := int64(mcp.CodeInternal)
 		switch e.Kind {
 		case apierror.KindUnauthenticated:
-			code = rpcUnauthenticated
-			message = "unauthenticated: no verified caller"
+			code, message = mcp.CodeUnauthenticated, mcp.UnauthenticatedMessage
 			h.Set("WWW-Authenticate", `Bearer realm="tollgate"`)
 		case apierror.KindRateLimited:
-			code = rpcRateLimited
+			code = mcp.CodeRateLimited
 		}
-		body = rpcErrorBody{JSONRPC: "2.0", ID: json.RawMessage("null"), Error: rpcErrorDetail{Code: code, Message: message}}
+		mcp.WriteError(w, status, code, message)
+		return
 	default:
 		typ, code := e.Kind.OpenAITypeCode()
 		d := openAIErrorDetail{Message: message, Type: typ}

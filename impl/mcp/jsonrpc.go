@@ -14,8 +14,28 @@ const (
 	codeMethodNotFound  = -32601
 	codeInvalidParams   = -32602
 	codeInternal        = -32603
-	codeUnauthenticated = -32001
+	codeUnauthenticated = CodeUnauthenticated
 )
+
+// JSON-RPC errors the gateway's edge answers on the MCP endpoint before a request reaches the
+// handler, in the implementation-defined range.
+const (
+	// CodeUnauthenticated answers a request that does not resolve to an account.
+	CodeUnauthenticated = -32001
+	// CodeRateLimited answers a request over its key's requests-per-minute cap.
+	CodeRateLimited = -32029
+	// CodeInternal answers an internal failure.
+	CodeInternal = -32603
+)
+
+// UnauthenticatedMessage is the message of CodeUnauthenticated.
+const UnauthenticatedMessage = "unauthenticated: no verified caller"
+
+// WriteError answers a JSON-RPC error with id null (the request was not read) and the given
+// HTTP status; the edge uses it so that its errors read exactly like the handler's.
+func WriteError(w http.ResponseWriter, status int, code int64, message string) {
+	writeError(w, status, nullID, code, message)
+}
 
 // nullID is the id of a response to a message whose id could not be read.
 var nullID = json.RawMessage("null")

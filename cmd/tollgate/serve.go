@@ -11,25 +11,19 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tollgate/tollgate/impl/accounts"
-	"github.com/tollgate/tollgate/impl/auth"
-	"github.com/tollgate/tollgate/impl/billing"
-	"github.com/tollgate/tollgate/impl/changefeed"
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/dataset"
-	"github.com/tollgate/tollgate/impl/httpapi"
-	"github.com/tollgate/tollgate/impl/mcp"
+	"github.com/tollgate/tollgate/impl/gateway"
 	"github.com/tollgate/tollgate/impl/metrics"
 	"github.com/tollgate/tollgate/impl/provider"
 	"github.com/tollgate/tollgate/impl/ratelimit"
 	"github.com/tollgate/tollgate/impl/sim"
 	"github.com/tollgate/tollgate/impl/store"
-	"github.com/tollgate/tollgate/impl/tenanttools"
 )
 
 // runServe serves the API until ctx ends (SIGINT/SIGTERM), then shuts down gracefully:
@@ -111,50 +105,34 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 		upstreamURL = "http://" + simLn.Addr().String()
 		log.Info("built-in upstream simulator serving the builtin:simulator providers", "addr", simLn.Addr().String())
 	}
-	upstreams := provider.FromConfig(cfg, upstreamURL, provider.NewClient())
 	for _, p := range cfg.Providers {
 		if p.BaseURL != config.SimulatorURL && p.APIKey == "" {
 			log.Warn("provider has no API key", "provider", p.Name, "env", p.APIKeyEnv)
 		}
 	}
-
-	m := metrics.New()
-	feed := changefeed.New(d.Store, log)
-	authn := auth.New(d.Store, feed, auth.Options{Logger: log})
-	// Chunks of up to 100 worst cases keep the database off the hot path at high request rates.
 	storage, err := dataset.NewDirStorage(datasetsDir())
 	if err != nil {
 		return fmt.Errorf("dataset storage: %w", err)
 	}
-	datasets := dataset.New(d.Store, storage, dataset.Options{Logger: log})
-	defer datasets.Close()
-	mcpHandler := mcp.NewHandler(mcp.Options{Tools: tenanttools.Tools(datasets), Logger: log})
-
-	meter := billing.New(d.Store, billing.Options{Logger: log, ChunkMultiplier: 100})
-	srv, err := httpapi.New(httpapi.Options{Store: d.Store, Config: cfg, Auth: authn, Limiter: limiter, Metrics: m, Logger: log,
-		Upstreams: upstreams, Meter: meter, Feed: feed, MCP: mcpHandler})
+	m := metrics.New()
+	gw, err := gateway.New(gateway.Options{Store: d.Store, Config: cfg, Logger: log, Limiter: limiter, Metrics: m,
+		SimulatorURL: upstreamURL, DatasetStorage: storage})
 	if err != nil {
 		return err
 	}
-
+	defer gw.Close()
+	// The background work outlives the HTTP server: the meter drains the last requests' usage.
 	bg, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
-	var wg sync.WaitGroup
-	// The meter outlives the HTTP server: it drains the usage of the last requests.
-	meterCtx, stopMeter := context.WithCancel(context.WithoutCancel(ctx))
-	meterDone := make(chan struct{})
-	go func() { defer close(meterDone); _ = meter.Run(meterCtx) }()
-	wg.Go(func() { feed.Run(bg) })
-	wg.Go(func() { authn.Run(bg) })
+	bgDone := make(chan struct{})
+	go func() { defer close(bgDone); gw.Run(bg) }()
 
 	apiLn, err := net.Listen("tcp", cfg.Server.Listen)
 	if err != nil {
-		stopMeter()
-		<-meterDone
 		stopBackground()
-		wg.Wait()
+		<-bgDone
 		return err
 	}
-	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	httpSrv := &http.Server{Handler: gw.Handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
 	errc := make(chan error, 2)
 	go func() { errc <- httpSrv.Serve(apiLn) }()
 	var metricsSrv *http.Server
@@ -200,10 +178,8 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	if metricsSrv != nil {
 		_ = metricsSrv.Shutdown(shutdownCtx)
 	}
-	stopMeter()
-	<-meterDone
 	stopBackground()
-	wg.Wait()
+	<-bgDone
 	if errors.Is(serveErr, http.ErrServerClosed) {
 		serveErr = nil
 	}

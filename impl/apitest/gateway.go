@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,18 +14,15 @@ import (
 	"github.com/tollgate/tollgate/impl/accounts"
 	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/billing"
-	"github.com/tollgate/tollgate/impl/changefeed"
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/dataset"
-	"github.com/tollgate/tollgate/impl/httpapi"
-	"github.com/tollgate/tollgate/impl/mcp"
+	"github.com/tollgate/tollgate/impl/gateway"
 	"github.com/tollgate/tollgate/impl/pgtest"
 	"github.com/tollgate/tollgate/impl/provider"
 	"github.com/tollgate/tollgate/impl/ratelimit"
 	"github.com/tollgate/tollgate/impl/redistest"
 	"github.com/tollgate/tollgate/impl/sim"
 	"github.com/tollgate/tollgate/impl/store"
-	"github.com/tollgate/tollgate/impl/tenanttools"
 )
 
 // Main runs a package's tests and then stops the throwaway PostgreSQL cluster and redis-server
@@ -84,9 +80,6 @@ func Start(t testing.TB, o Options) *Gateway {
 	if o.Config == nil {
 		o.Config = config.Default()
 	}
-	if o.Limiter == nil {
-		o.Limiter = ratelimit.NewLocal(nil)
-	}
 	st, err := store.Open(ctx, o.ConnString)
 	if err != nil {
 		t.Fatalf("open store: %v", err)
@@ -96,30 +89,15 @@ func Start(t testing.TB, o Options) *Gateway {
 		t.Fatalf("migrate: %v", err)
 	}
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	feed := changefeed.New(st, log)
-	authn := auth.New(st, feed, auth.Options{Logger: log})
-	runCtx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() { feed.Run(runCtx) })
-	wg.Go(func() { authn.Run(runCtx) })
-	t.Cleanup(func() { cancel(); wg.Wait() })
 	if o.Sim == nil {
 		o.Sim = sim.New(sim.Options{})
 	}
 	simServer := httptest.NewServer(o.Sim)
 	t.Cleanup(simServer.Close)
-	upstreams := provider.FromConfig(o.Config, simServer.URL, provider.NewClient())
 	retry := provider.RetryPolicy{BaseDelay: 5 * time.Millisecond, MaxDelay: 50 * time.Millisecond, MaxRetryAfter: 3 * time.Second}
 	if o.Retry != nil {
 		retry = *o.Retry
 	}
-	for _, u := range upstreams {
-		u.Retry = retry
-	}
-	meter := billing.New(st, billing.Options{Logger: log, ChunkMultiplier: 100})
-	meterCtx, stopMeter := context.WithCancel(ctx)
-	meterDone := make(chan struct{})
-	go func() { defer close(meterDone); _ = meter.Run(meterCtx) }()
 	if o.DatasetsDir == "" {
 		o.DatasetsDir = t.TempDir()
 	}
@@ -127,29 +105,30 @@ func Start(t testing.TB, o Options) *Gateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	datasets := dataset.New(st, storage, dataset.Options{Logger: log})
-	t.Cleanup(func() { _ = datasets.Close() })
-	mcpHandler := mcp.NewHandler(mcp.Options{Tools: tenanttools.Tools(datasets), Logger: log})
-	srv, err := httpapi.New(httpapi.Options{Store: st, Config: o.Config, Auth: authn, Limiter: o.Limiter, Logger: log,
-		Upstreams: upstreams, Meter: meter, Feed: feed, Heartbeat: o.Heartbeat, MCP: mcpHandler})
+	gw, err := gateway.New(gateway.Options{Store: st, Config: o.Config, Logger: log, Limiter: o.Limiter,
+		SimulatorURL: simServer.URL, Retry: &retry, DatasetStorage: storage, Heartbeat: o.Heartbeat})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(srv.Handler())
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); gw.Run(runCtx) }()
+	ts := httptest.NewServer(gw.Handler)
 	// Cleanups run last-in first-out: the server closes (in-flight requests finish), then the
-	// meter drains its usage records.
-	t.Cleanup(func() { stopMeter(); <-meterDone })
+	// background work stops and the meter drains its usage records, then the datasets close.
+	t.Cleanup(func() { _ = gw.Close() })
+	t.Cleanup(func() { stop(); <-done })
 	t.Cleanup(ts.Close)
 	deadline := time.Now().Add(10 * time.Second)
-	for !feed.Live() {
+	for !gw.Feed.Live() {
 		if time.Now().After(deadline) {
 			t.Fatal("the key revocation listener did not connect")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	return &Gateway{
-		URL: ts.URL, Datasets: datasets, Sim: o.Sim, SimURL: simServer.URL, Meter: meter, ConnString: o.ConnString, Store: st, Config: o.Config,
-		Accounts: &accounts.Service{Store: st, Config: o.Config}, Auth: authn,
+		URL: ts.URL, Datasets: gw.Datasets, Sim: o.Sim, SimURL: simServer.URL, Meter: gw.Meter, ConnString: o.ConnString, Store: st, Config: o.Config,
+		Accounts: &accounts.Service{Store: st, Config: o.Config}, Auth: gw.Auth,
 	}
 }
 

@@ -118,21 +118,6 @@ func withoutKey(t *testing.T, body []byte, key string) []byte {
 	return out
 }
 
-// withKey returns body with the top-level field key set to the JSON value.
-func withKey(t *testing.T, body []byte, key, value string) []byte {
-	t.Helper()
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(body, &m); err != nil {
-		t.Fatal(err)
-	}
-	m[key] = json.RawMessage(value)
-	out, err := marshal(rawObject(m))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 func rawObject(m map[string]json.RawMessage) object {
 	var o object
 	for _, k := range sortedKeys(m) {

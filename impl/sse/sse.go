@@ -52,14 +52,6 @@ func (s *Writer) Write(ev Event) error {
 	return s.rc.Flush()
 }
 
-// WriteRaw sends already framed bytes (one or more complete events) and flushes them.
-func (s *Writer) WriteRaw(framed []byte) error {
-	if _, err := s.w.Write(framed); err != nil {
-		return err
-	}
-	return s.rc.Flush()
-}
-
 // Comment sends a comment line, the heartbeat every SSE parser ignores, and flushes it.
 func (s *Writer) Comment(text string) error {
 	s.buf = append(append(append(s.buf[:0], ": "...), text...), "\n\n"...)
@@ -97,9 +89,6 @@ type Reader struct {
 	name    []byte
 	data    []byte
 	hasData bool
-	// Raw holds the bytes of the last event as read (its lines and the blank line), for
-	// passing an event through unchanged.
-	raw []byte
 }
 
 // NewReader returns a Reader; lines longer than 32 MiB are an error (as in the SDKs).
@@ -111,7 +100,7 @@ func NewReader(r io.Reader) *Reader {
 // io.EOF; an event without its closing blank line at EOF is discarded, as the spec says, and
 // reported as io.ErrUnexpectedEOF.
 func (s *Reader) Next() (Event, error) {
-	s.name, s.data, s.hasData, s.raw = s.name[:0], s.data[:0], false, s.raw[:0]
+	s.name, s.data, s.hasData = s.name[:0], s.data[:0], false
 	pending := false
 	for {
 		line, err := s.readLine()
@@ -155,10 +144,6 @@ func (s *Reader) Next() (Event, error) {
 	}
 }
 
-// Raw returns the bytes of the event Next last returned, framing included, valid until the
-// next call.
-func (s *Reader) Raw() []byte { return s.raw }
-
 // readLine returns one line without its LF or CRLF.
 func (s *Reader) readLine() ([]byte, error) {
 	var long []byte
@@ -180,7 +165,6 @@ func (s *Reader) readLine() ([]byte, error) {
 		if long != nil {
 			chunk = append(long, chunk...)
 		}
-		s.raw = append(s.raw, chunk...)
 		line := chunk[:len(chunk)-1]
 		if n := len(line); n > 0 && line[n-1] == '\r' {
 			line = line[:n-1]

@@ -30,6 +30,7 @@ func runBench(ctx context.Context, args []string) error {
 	phase := fs.Duration("phase", 5*time.Second, "length of each measured phase")
 	rounds := fs.Int("rounds", 2, "direct/gateway alternations")
 	streams := fs.Int("streams", 1000, "concurrent streams held open")
+	profile := fs.String("cpuprofile", "", "write the gateway's CPU profile, taken while it runs flat out, to this file")
 	if err := fs.Parse(args); err != nil {
 		return usageError(err.Error())
 	}
@@ -132,6 +133,7 @@ func runBench(ctx context.Context, args []string) error {
 		DirectURL: "http://" + fast, GatewayURL: "http://" + gw, Key: key,
 		DirectModel: "sim-general", GatewayModel: "service-flint-base", SlowModel: "bench-slow",
 		GatewayPID: gwCmd.Process.Pid, Rate: *rate, Phase: *phase, Rounds: *rounds, Streams: *streams, Log: os.Stderr,
+		ProfileURL: "http://" + metricsAddr + "/debug/pprof/profile", ProfileOut: *profile,
 	})
 	if err != nil {
 		return err

@@ -43,6 +43,9 @@ type Config struct {
 	Streams int
 	// Log receives progress lines.
 	Log io.Writer
+	// ProfileURL, when set, is the gateway's pprof CPU profile endpoint; the profile taken while
+	// the gateway runs flat out is written to ProfileOut.
+	ProfileURL, ProfileOut string
 }
 
 // Report is what a run measured. Durations are in microseconds.
@@ -153,7 +156,16 @@ func Run(ctx context.Context, c Config) (Report, error) {
 
 	fmt.Fprintln(c.Log, "highest sustained rate: direct then gateway, 64 workers flat out")
 	r.MaxDirectRPS = maxRate(direct, c.Phase)
+	profiled := make(chan error, 1)
+	if c.ProfileURL != "" && c.ProfileOut != "" {
+		go func() { profiled <- fetchProfile(ctx, c.ProfileURL, c.ProfileOut, c.Phase) }()
+	} else {
+		profiled <- nil
+	}
 	r.MaxGatewayRPS = maxRate(gateway, c.Phase)
+	if err := <-profiled; err != nil {
+		fmt.Fprintf(c.Log, "CPU profile not written: %v\n", err)
+	}
 	if r.MaxDirectRPS > 0 {
 		r.MaxRPSRatio = r.MaxGatewayRPS / r.MaxDirectRPS
 	}
@@ -168,6 +180,27 @@ func Run(ctx context.Context, c Config) (Report, error) {
 		r.RSSPerStreamKB = float64(peak-before) / float64(c.Streams)
 	}
 	return r, nil
+}
+
+// fetchProfile takes a CPU profile of du from a pprof endpoint and writes it to path.
+func fetchProfile(ctx context.Context, url, path string, du time.Duration) error {
+	req, err := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s?seconds=%d", url, max(1, int(du.Seconds()))), nil)
+	if err != nil {
+		return err
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, res.Status)
+	}
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
 }
 
 func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }

@@ -27,8 +27,8 @@ func runBench(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	out := fs.String("out", "bench-results.json", "where to write the JSON report")
 	rate := fs.Int("rate", 1000, "request rate of the latency phases (per second)")
-	phase := fs.Duration("phase", 5*time.Second, "length of each measured phase")
-	rounds := fs.Int("rounds", 2, "direct/gateway alternations")
+	phase := fs.Duration("phase", 3*time.Second, "length of each measured phase")
+	rounds := fs.Int("rounds", 4, "direct/gateway alternations (the order alternates: direct first, then gateway first)")
 	streams := fs.Int("streams", 1000, "concurrent streams held open")
 	profile := fs.String("cpuprofile", "", "write the gateway's CPU profile, taken while it runs flat out, to this file")
 	if err := fs.Parse(args); err != nil {

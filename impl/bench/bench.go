@@ -35,7 +35,7 @@ type Config struct {
 	// GatewayPID is the gateway process, whose memory is sampled.
 	GatewayPID int
 	// Rate is the request rate of the latency phases (default 1000/s); Phase their length
-	// (default 5 s); Rounds how many direct/gateway alternations (default 2).
+	// (default 3 s); Rounds how many direct/gateway alternations (default 4).
 	Rate   int
 	Phase  time.Duration
 	Rounds int
@@ -82,10 +82,10 @@ func (c *Config) defaults() {
 		c.Rate = 1000
 	}
 	if c.Phase <= 0 {
-		c.Phase = 5 * time.Second
+		c.Phase = 3 * time.Second
 	}
 	if c.Rounds <= 0 {
-		c.Rounds = 2
+		c.Rounds = 4
 	}
 	if c.Streams <= 0 {
 		c.Streams = 1000
@@ -128,12 +128,18 @@ func Run(ctx context.Context, c Config) (Report, error) {
 	}
 	var dm, gm vegeta.Metrics
 	for round := 1; round <= c.Rounds; round++ {
-		fmt.Fprintf(c.Log, "round %d/%d: %d req/s non-streaming, direct then gateway\n", round, c.Rounds, c.Rate)
-		for _, res := range attack(direct, c.Rate, c.Phase, 0) {
-			dm.Add(res)
+		fmt.Fprintf(c.Log, "round %d/%d: %d req/s non-streaming, %s\n", round, c.Rounds, c.Rate, order(round))
+		measure := func(t target, m *vegeta.Metrics) {
+			for _, res := range attack(t, c.Rate, c.Phase, 0) {
+				m.Add(res)
+			}
 		}
-		for _, res := range attack(gateway, c.Rate, c.Phase, 0) {
-			gm.Add(res)
+		if round%2 == 1 {
+			measure(direct, &dm)
+			measure(gateway, &gm)
+		} else {
+			measure(gateway, &gm)
+			measure(direct, &dm)
 		}
 	}
 	dm.Close()
@@ -146,9 +152,14 @@ func Run(ctx context.Context, c Config) (Report, error) {
 	sd, sg := c.targets(true, c.GatewayModel)
 	var dTTFB, gTTFB []time.Duration
 	for round := 1; round <= c.Rounds; round++ {
-		fmt.Fprintf(c.Log, "round %d/%d: streaming time to first byte, direct then gateway\n", round, c.Rounds)
-		dTTFB = append(dTTFB, ttfb(ctx, sd, c.Rate/4, c.Phase)...)
-		gTTFB = append(gTTFB, ttfb(ctx, sg, c.Rate/4, c.Phase)...)
+		fmt.Fprintf(c.Log, "round %d/%d: streaming time to first byte, %s\n", round, c.Rounds, order(round))
+		if round%2 == 1 {
+			dTTFB = append(dTTFB, ttfb(ctx, sd, c.Rate/4, c.Phase)...)
+			gTTFB = append(gTTFB, ttfb(ctx, sg, c.Rate/4, c.Phase)...)
+		} else {
+			gTTFB = append(gTTFB, ttfb(ctx, sg, c.Rate/4, c.Phase)...)
+			dTTFB = append(dTTFB, ttfb(ctx, sd, c.Rate/4, c.Phase)...)
+		}
 	}
 	r.StreamDirectP50us, r.StreamDirectP99us = us(pct(dTTFB, 0.50)), us(pct(dTTFB, 0.99))
 	r.StreamGatewayP50us, r.StreamGatewayP99us = us(pct(gTTFB, 0.50)), us(pct(gTTFB, 0.99))
@@ -201,6 +212,15 @@ func fetchProfile(ctx context.Context, url, path string, du time.Duration) error
 		return err
 	}
 	return os.WriteFile(path, b, 0o644)
+}
+
+// order says which side a round measures first: the rounds alternate (ABBA), so that a drift
+// of the machine's load over the run weighs on both sides alike.
+func order(round int) string {
+	if round%2 == 1 {
+		return "direct then gateway"
+	}
+	return "gateway then direct"
 }
 
 func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }

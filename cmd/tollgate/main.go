@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/logsink"
 	"github.com/tollgate/tollgate/impl/pgcluster"
 	"github.com/tollgate/tollgate/impl/store"
 )
@@ -86,6 +88,17 @@ func (u usageError) Error() string { return string(u) }
 
 // newLogger builds the process logger from LOG_FORMAT and LOG_LEVEL.
 func newLogger(defaultFormat string) *slog.Logger {
+	return slog.New(newLogHandler(defaultFormat, os.Stderr))
+}
+
+// newBufferedLogger is newLogger writing through a logsink.Writer: lines below warning level
+// are written in batches (every 100 ms), warnings and errors at once. Close the writer last.
+func newBufferedLogger(defaultFormat string) (*slog.Logger, *logsink.Writer) {
+	sink := logsink.New(os.Stderr, 0, 0)
+	return slog.New(sink.Urgent(newLogHandler(defaultFormat, sink), slog.LevelWarn)), sink
+}
+
+func newLogHandler(defaultFormat string, out io.Writer) slog.Handler {
 	level := slog.LevelInfo
 	if v, ok := os.LookupEnv("LOG_LEVEL"); ok {
 		_ = level.UnmarshalText([]byte(v))
@@ -96,9 +109,9 @@ func newLogger(defaultFormat string) *slog.Logger {
 	}
 	opts := &slog.HandlerOptions{Level: level}
 	if format == "text" {
-		return slog.New(slog.NewTextHandler(os.Stderr, opts))
+		return slog.NewTextHandler(out, opts)
 	}
-	return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	return slog.NewJSONHandler(out, opts)
 }
 
 // loadConfig reads the config file named by -config or TOLLGATE_CONFIG; without one it uses the

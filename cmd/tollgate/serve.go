@@ -44,7 +44,8 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	if dev {
 		format = "text"
 	}
-	log := newLogger(format)
+	log, sink := newBufferedLogger(format)
+	defer sink.Close()
 	cfg, err := loadConfig(*configPath)
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,7 +27,7 @@ import (
 // Response headers of the inference routes.
 const (
 	// headerExpert names the upstream that served the request ("provider/model").
-	headerExpert = "x-tollgate-expert"
+	headerExpert = "X-Tollgate-Expert"
 	// headerDropped lists advisory request fields the chosen upstream could not use.
 	headerDropped = "x-tollgate-dropped-fields"
 )
@@ -319,7 +320,7 @@ func requestIDFrom(ctx context.Context) string {
 func (x *exchange) respond(w http.ResponseWriter) error {
 	defer x.res.Body.Close()
 	h := w.Header()
-	h.Set(headerExpert, x.expert.Key)
+	h[headerExpert] = []string{x.expert.Key}
 	if len(x.dropped) > 0 {
 		h.Set(headerDropped, strings.Join(x.dropped, ", "))
 	}
@@ -363,9 +364,16 @@ func (x *exchange) respondJSON(w http.ResponseWriter) error {
 		writeErrorFamily(w, x.family(), err)
 		return nil
 	}
-	w.Header().Set("Content-Type", "application/json")
+	h := w.Header()
+	h["Content-Type"] = []string{"application/json"}
+	h["Content-Length"] = []string{strconv.Itoa(len(out))}
 	w.WriteHeader(http.StatusOK)
 	_, werr := w.Write(out)
+	if werr == nil {
+		// The answer leaves now: settling, the access log and the metrics happen after the
+		// client has it, not before net/http's own flush when the handler returns.
+		werr = http.NewResponseController(w).Flush()
+	}
 	x.settle(usage, 0, "ok")
 	return werr
 }

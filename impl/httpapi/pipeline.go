@@ -18,7 +18,18 @@ import (
 	"github.com/tollgate/tollgate/impl/auth"
 )
 
+// headerRequestID carries the request id; set through the canonical key (X-Request-Id) on
+// the hot path, which skips net/http's canonicalisation.
 const headerRequestID = "x-request-id"
+
+// Canonical forms of the headers every request sets.
+const (
+	canonicalRequestID          = "X-Request-Id"
+	canonicalAnthropicRequestID = "Request-Id"
+	canonicalLimitRequests      = "X-Ratelimit-Limit-Requests"
+	canonicalRemainingRequests  = "X-Ratelimit-Remaining-Requests"
+	canonicalResetRequests      = "X-Ratelimit-Reset-Requests"
+)
 
 // newRequestID returns "req_" and 24 random hex digits.
 func newRequestID() string {
@@ -72,9 +83,10 @@ func (s *Server) edge(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		id := newRequestID()
-		w.Header().Set(headerRequestID, id)
+		h := w.Header()
+		h[canonicalRequestID] = []string{id}
 		if familyOf(r.URL.Path) == familyAnthropic {
-			w.Header().Set("request-id", id)
+			h[canonicalAnthropicRequestID] = []string{id}
 		}
 		rec := &recorder{ResponseWriter: w}
 		r = r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id))
@@ -101,11 +113,16 @@ func (s *Server) edge(next http.Handler) http.Handler {
 				s.metrics.Requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
 				s.metrics.Duration.WithLabelValues(route).Observe(elapsed.Seconds())
 			}
-			attrs := []any{"request_id", id, "method", r.Method, "path", r.URL.Path, "status", status, "duration_ms", float64(elapsed.Microseconds()) / 1000, "bytes", rec.bytes}
-			if p, ok := auth.FromContext(r.Context()); ok {
-				attrs = append(attrs, "account", p.AccountID, "key", p.KeyID)
+			if !s.log.Enabled(r.Context(), slog.LevelInfo) {
+				return
 			}
-			s.log.Info("request", attrs...)
+			attrs := make([]slog.Attr, 0, 8)
+			attrs = append(attrs, slog.String("request_id", id), slog.String("method", r.Method), slog.String("path", r.URL.Path),
+				slog.Int("status", status), slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000), slog.Int64("bytes", rec.bytes))
+			if p, ok := auth.FromContext(r.Context()); ok {
+				attrs = append(attrs, slog.String("account", p.AccountID.String()), slog.String("key", p.KeyID.String()))
+			}
+			s.log.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
 		}()
 		next.ServeHTTP(rec, r)
 	})
@@ -168,9 +185,9 @@ func (s *Server) limitRate(next http.Handler) http.Handler {
 			return
 		}
 		h := w.Header()
-		h.Set("x-ratelimit-limit-requests", strconv.Itoa(d.Limit))
-		h.Set("x-ratelimit-remaining-requests", strconv.Itoa(d.Remaining))
-		h.Set("x-ratelimit-reset-requests", strconv.Itoa(apierror.Seconds(d.ResetAfter))+"s")
+		h[canonicalLimitRequests] = []string{strconv.Itoa(d.Limit)}
+		h[canonicalRemainingRequests] = []string{strconv.Itoa(d.Remaining)}
+		h[canonicalResetRequests] = []string{strconv.Itoa(apierror.Seconds(d.ResetAfter)) + "s"}
 		if !d.Allowed {
 			if s.metrics != nil {
 				s.metrics.RateLimited.Inc()

@@ -1,44 +1,48 @@
--- name: InsertUsageRecords :copyfrom
--- The batching writer copies a batch of usage records (none of them billed yet) in one COPY.
-INSERT INTO usage_records (
-    account_id, request_id, api_key_id, model, route, provider, upstream_model,
-    input_tokens, output_tokens, cost_micros, status, started_at, finished_at
-) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13);
-
--- name: ListBilledUsage :many
--- Of the given (account, request id) pairs, those already billed: with a usage ledger entry or
--- a usage record. The batching writer skips them, so that a batch flushed twice bills once.
-SELECT b.account_id::uuid AS account_id, b.request_id::text AS request_id
-FROM (SELECT unnest(@account_ids::uuid[]) AS account_id, unnest(@request_ids::text[]) AS request_id) AS b
-WHERE EXISTS (
-    SELECT 1 FROM credit_ledger l
-    WHERE l.account_id = b.account_id AND l.idempotency_key = 'usage:' || b.request_id
-) OR EXISTS (
-    SELECT 1 FROM usage_records u
-    WHERE u.account_id = b.account_id AND u.request_id = b.request_id
-);
-
--- name: ChargeUsageBatch :many
--- Bills the usage records just copied (new_account_ids / new_request_ids) on the accounts of
--- the batch (account_ids, locked by the caller in this transaction), set-based: one usage
--- ledger entry per record (amount -cost, key usage:<request id>, balance_after running in
--- record order), and per account one decrement of the balance, of held_micros and of the
--- hold of the holder. The cost is drawn from that hold; only when the hold no longer covers
--- it (it expired and was released) from the free credit of the account (balance - held); whatever
--- neither covers is not billed, and the note of the entry says so, so the statement never fails a
--- check. Returns one row per account of the batch with the hold of the holder after the batch and a
--- fresh version (a new value from credit_hold_version when the holder has no hold).
+-- name: WriteUsageBatch :many
+-- Writes and bills a batch of usage records in one statement, on the accounts of the batch
+-- (account_ids, locked by the caller in this transaction; every record's account is one of
+-- them). The records come as parallel arrays of equal length, one element per record.
+--
+-- The first step inserts the records; a record whose (account, request id) is already in
+-- usage_records (billed by an earlier batch, or repeated in this one) conflicts on the unique
+-- index and is skipped, so a batch written twice bills once. Only the records inserted now
+-- go on: one usage ledger entry each (amount -cost, key usage:<request id>, balance_after
+-- running in record order), and per account one decrement of the balance, of held_micros and
+-- of the hold of the holder. Usage ledger entries are written nowhere else, so the unique
+-- index of usage_records is also the idempotency check of the ledger.
+--
+-- The cost is drawn from that hold; only when the hold no longer covers it (it expired and was
+-- released) from the free credit of the account (balance - held); whatever neither covers is
+-- not billed, and the note of the entry says so, so the statement never fails a check. Returns
+-- one row per account of the batch with the number of records written, the hold of the holder
+-- after the batch and a fresh version (a new value from credit_hold_version when the holder has
+-- no hold).
 WITH new_usage AS (
-    SELECT u.id, u.account_id, u.request_id, u.cost_micros
-    FROM usage_records u
-    JOIN (SELECT unnest(@new_account_ids::uuid[]) AS account_id, unnest(@new_request_ids::text[]) AS request_id) AS n
-      ON u.account_id = n.account_id AND u.request_id = n.request_id
+    INSERT INTO usage_records (
+        account_id, request_id, api_key_id, model, route, provider, upstream_model,
+        input_tokens, output_tokens, cost_micros, status, started_at, finished_at
+    )
+    SELECT r.account_id, r.request_id, NULLIF(r.api_key_id, '00000000-0000-0000-0000-000000000000'::uuid),
+           r.model, r.route, r.provider, r.upstream_model,
+           r.input_tokens, r.output_tokens, r.cost_micros, r.status, r.started_at, r.finished_at
+    FROM (
+        SELECT unnest(@record_account_ids::uuid[]) AS account_id, unnest(@request_ids::text[]) AS request_id,
+               unnest(@api_key_ids::uuid[]) AS api_key_id, unnest(@models::text[]) AS model,
+               unnest(@routes::text[]) AS route, unnest(@providers::text[]) AS provider,
+               unnest(@upstream_models::text[]) AS upstream_model, unnest(@input_tokens::bigint[]) AS input_tokens,
+               unnest(@output_tokens::bigint[]) AS output_tokens, unnest(@cost_micros::bigint[]) AS cost_micros,
+               unnest(@statuses::text[]) AS status, unnest(@started_at::timestamptz[]) AS started_at,
+               unnest(@finished_at::timestamptz[]) AS finished_at
+    ) AS r
+    ON CONFLICT (account_id, request_id) DO NOTHING
+    RETURNING usage_records.id, usage_records.account_id, usage_records.request_id, usage_records.cost_micros
 ), totals AS (
-    SELECT new_usage.account_id, SUM(new_usage.cost_micros)::bigint AS total
+    SELECT new_usage.account_id, SUM(new_usage.cost_micros)::bigint AS total, COUNT(*)::bigint AS records
     FROM new_usage GROUP BY new_usage.account_id
 ), caps AS (
     SELECT a.id AS account_id, a.balance_micros,
            COALESCE(t.total, 0)::bigint AS total,
+           COALESCE(t.records, 0)::bigint AS records,
            LEAST(COALESCE(t.total, 0), COALESCE(h.amount_micros, 0))::bigint AS from_hold,
            (a.balance_micros - a.held_micros)::bigint AS free
     FROM accounts a
@@ -46,7 +50,7 @@ WITH new_usage AS (
     LEFT JOIN credit_holds h ON h.account_id = a.id AND h.holder = @holder::text
     WHERE a.id = ANY(@account_ids::uuid[])
 ), plan AS (
-    SELECT caps.account_id, caps.balance_micros, caps.total, caps.from_hold,
+    SELECT caps.account_id, caps.balance_micros, caps.total, caps.records, caps.from_hold,
            (caps.from_hold + LEAST(caps.total - caps.from_hold, caps.free))::bigint AS billed
     FROM caps
 ), charged AS (
@@ -79,6 +83,7 @@ WITH new_usage AS (
     RETURNING credit_holds.account_id, credit_holds.amount_micros, credit_holds.version
 )
 SELECT plan.account_id,
+       plan.records::bigint AS written_records,
        plan.total::bigint AS total_micros,
        plan.billed::bigint AS billed_micros,
        (held.account_id IS NOT NULL)::boolean AS has_hold,

@@ -10,186 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
 )
-
-const chargeUsageBatch = `-- name: ChargeUsageBatch :many
-WITH new_usage AS (
-    SELECT u.id, u.account_id, u.request_id, u.cost_micros
-    FROM usage_records u
-    JOIN (SELECT unnest($1::uuid[]) AS account_id, unnest($2::text[]) AS request_id) AS n
-      ON u.account_id = n.account_id AND u.request_id = n.request_id
-), totals AS (
-    SELECT new_usage.account_id, SUM(new_usage.cost_micros)::bigint AS total
-    FROM new_usage GROUP BY new_usage.account_id
-), caps AS (
-    SELECT a.id AS account_id, a.balance_micros,
-           COALESCE(t.total, 0)::bigint AS total,
-           LEAST(COALESCE(t.total, 0), COALESCE(h.amount_micros, 0))::bigint AS from_hold,
-           (a.balance_micros - a.held_micros)::bigint AS free
-    FROM accounts a
-    LEFT JOIN totals t ON t.account_id = a.id
-    LEFT JOIN credit_holds h ON h.account_id = a.id AND h.holder = $3::text
-    WHERE a.id = ANY($4::uuid[])
-), plan AS (
-    SELECT caps.account_id, caps.balance_micros, caps.total, caps.from_hold,
-           (caps.from_hold + LEAST(caps.total - caps.from_hold, caps.free))::bigint AS billed
-    FROM caps
-), charged AS (
-    SELECT n.id, n.account_id, n.request_id, n.cost_micros, p.balance_micros,
-           GREATEST(0, LEAST(n.cost_micros,
-               p.billed - (SUM(n.cost_micros) OVER (PARTITION BY n.account_id ORDER BY n.id) - n.cost_micros)))::bigint AS amount
-    FROM new_usage n JOIN plan p ON p.account_id = n.account_id
-), ledger AS (
-    INSERT INTO credit_ledger (account_id, amount_micros, balance_after_micros, reason, idempotency_key, note)
-    SELECT c.account_id, -c.amount,
-           c.balance_micros - SUM(c.amount) OVER (PARTITION BY c.account_id ORDER BY c.id),
-           'usage', 'usage:' || c.request_id,
-           CASE WHEN c.amount < c.cost_micros
-                THEN format('cost %s micro-units, %s not billed: the credit hold had been released', c.cost_micros, c.cost_micros - c.amount)
-                ELSE '' END
-    FROM charged c
-    ORDER BY c.id
-    RETURNING credit_ledger.id
-), moved AS (
-    UPDATE accounts
-    SET balance_micros = accounts.balance_micros - plan.billed,
-        held_micros = accounts.held_micros - plan.from_hold
-    FROM plan WHERE accounts.id = plan.account_id AND plan.billed > 0
-    RETURNING accounts.id
-), held AS (
-    UPDATE credit_holds
-    SET amount_micros = credit_holds.amount_micros - plan.from_hold,
-        version = nextval('credit_hold_version')
-    FROM plan WHERE credit_holds.account_id = plan.account_id AND credit_holds.holder = $3::text
-    RETURNING credit_holds.account_id, credit_holds.amount_micros, credit_holds.version
-)
-SELECT plan.account_id,
-       plan.total::bigint AS total_micros,
-       plan.billed::bigint AS billed_micros,
-       (held.account_id IS NOT NULL)::boolean AS has_hold,
-       COALESCE(held.amount_micros, 0)::bigint AS hold_micros,
-       COALESCE(held.version, nextval('credit_hold_version'))::bigint AS hold_version
-FROM plan
-LEFT JOIN held ON held.account_id = plan.account_id
-`
-
-type ChargeUsageBatchParams struct {
-	NewAccountIds []uuid.UUID
-	NewRequestIds []string
-	Holder        string
-	AccountIds    []uuid.UUID
-}
-
-type ChargeUsageBatchRow struct {
-	AccountID    uuid.UUID
-	TotalMicros  int64
-	BilledMicros int64
-	HasHold      bool
-	HoldMicros   int64
-	HoldVersion  int64
-}
-
-// Bills the usage records just copied (new_account_ids / new_request_ids) on the accounts of
-// the batch (account_ids, locked by the caller in this transaction), set-based: one usage
-// ledger entry per record (amount -cost, key usage:<request id>, balance_after running in
-// record order), and per account one decrement of the balance, of held_micros and of the
-// hold of the holder. The cost is drawn from that hold; only when the hold no longer covers
-// it (it expired and was released) from the free credit of the account (balance - held); whatever
-// neither covers is not billed, and the note of the entry says so, so the statement never fails a
-// check. Returns one row per account of the batch with the hold of the holder after the batch and a
-// fresh version (a new value from credit_hold_version when the holder has no hold).
-func (q *Queries) ChargeUsageBatch(ctx context.Context, arg ChargeUsageBatchParams) ([]ChargeUsageBatchRow, error) {
-	rows, err := q.db.Query(ctx, chargeUsageBatch,
-		arg.NewAccountIds,
-		arg.NewRequestIds,
-		arg.Holder,
-		arg.AccountIds,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []ChargeUsageBatchRow{}
-	for rows.Next() {
-		var i ChargeUsageBatchRow
-		if err := rows.Scan(
-			&i.AccountID,
-			&i.TotalMicros,
-			&i.BilledMicros,
-			&i.HasHold,
-			&i.HoldMicros,
-			&i.HoldVersion,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-type InsertUsageRecordsParams struct {
-	AccountID     uuid.UUID
-	RequestID     string
-	ApiKeyID      pgtype.UUID
-	Model         string
-	Route         string
-	Provider      string
-	UpstreamModel string
-	InputTokens   int64
-	OutputTokens  int64
-	CostMicros    int64
-	Status        string
-	StartedAt     time.Time
-	FinishedAt    time.Time
-}
-
-const listBilledUsage = `-- name: ListBilledUsage :many
-SELECT b.account_id::uuid AS account_id, b.request_id::text AS request_id
-FROM (SELECT unnest($1::uuid[]) AS account_id, unnest($2::text[]) AS request_id) AS b
-WHERE EXISTS (
-    SELECT 1 FROM credit_ledger l
-    WHERE l.account_id = b.account_id AND l.idempotency_key = 'usage:' || b.request_id
-) OR EXISTS (
-    SELECT 1 FROM usage_records u
-    WHERE u.account_id = b.account_id AND u.request_id = b.request_id
-)
-`
-
-type ListBilledUsageParams struct {
-	AccountIds []uuid.UUID
-	RequestIds []string
-}
-
-type ListBilledUsageRow struct {
-	AccountID uuid.UUID
-	RequestID string
-}
-
-// Of the given (account, request id) pairs, those already billed: with a usage ledger entry or
-// a usage record. The batching writer skips them, so that a batch flushed twice bills once.
-func (q *Queries) ListBilledUsage(ctx context.Context, arg ListBilledUsageParams) ([]ListBilledUsageRow, error) {
-	rows, err := q.db.Query(ctx, listBilledUsage, arg.AccountIds, arg.RequestIds)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []ListBilledUsageRow{}
-	for rows.Next() {
-		var i ListBilledUsageRow
-		if err := rows.Scan(&i.AccountID, &i.RequestID); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
 
 const listUsageRecords = `-- name: ListUsageRecords :many
 SELECT id, account_id, request_id, api_key_id, model, route, provider, upstream_model, input_tokens, output_tokens, cost_micros, status, started_at, finished_at, recorded_at FROM usage_records WHERE account_id = $1 ORDER BY id DESC LIMIT $2
@@ -252,4 +73,171 @@ func (q *Queries) SumUsageRecords(ctx context.Context, accountID uuid.UUID) (Sum
 	var i SumUsageRecordsRow
 	err := row.Scan(&i.Records, &i.CostMicros)
 	return i, err
+}
+
+const writeUsageBatch = `-- name: WriteUsageBatch :many
+WITH new_usage AS (
+    INSERT INTO usage_records (
+        account_id, request_id, api_key_id, model, route, provider, upstream_model,
+        input_tokens, output_tokens, cost_micros, status, started_at, finished_at
+    )
+    SELECT r.account_id, r.request_id, NULLIF(r.api_key_id, '00000000-0000-0000-0000-000000000000'::uuid),
+           r.model, r.route, r.provider, r.upstream_model,
+           r.input_tokens, r.output_tokens, r.cost_micros, r.status, r.started_at, r.finished_at
+    FROM (
+        SELECT unnest($1::uuid[]) AS account_id, unnest($2::text[]) AS request_id,
+               unnest($3::uuid[]) AS api_key_id, unnest($4::text[]) AS model,
+               unnest($5::text[]) AS route, unnest($6::text[]) AS provider,
+               unnest($7::text[]) AS upstream_model, unnest($8::bigint[]) AS input_tokens,
+               unnest($9::bigint[]) AS output_tokens, unnest($10::bigint[]) AS cost_micros,
+               unnest($11::text[]) AS status, unnest($12::timestamptz[]) AS started_at,
+               unnest($13::timestamptz[]) AS finished_at
+    ) AS r
+    ON CONFLICT (account_id, request_id) DO NOTHING
+    RETURNING usage_records.id, usage_records.account_id, usage_records.request_id, usage_records.cost_micros
+), totals AS (
+    SELECT new_usage.account_id, SUM(new_usage.cost_micros)::bigint AS total, COUNT(*)::bigint AS records
+    FROM new_usage GROUP BY new_usage.account_id
+), caps AS (
+    SELECT a.id AS account_id, a.balance_micros,
+           COALESCE(t.total, 0)::bigint AS total,
+           COALESCE(t.records, 0)::bigint AS records,
+           LEAST(COALESCE(t.total, 0), COALESCE(h.amount_micros, 0))::bigint AS from_hold,
+           (a.balance_micros - a.held_micros)::bigint AS free
+    FROM accounts a
+    LEFT JOIN totals t ON t.account_id = a.id
+    LEFT JOIN credit_holds h ON h.account_id = a.id AND h.holder = $14::text
+    WHERE a.id = ANY($15::uuid[])
+), plan AS (
+    SELECT caps.account_id, caps.balance_micros, caps.total, caps.records, caps.from_hold,
+           (caps.from_hold + LEAST(caps.total - caps.from_hold, caps.free))::bigint AS billed
+    FROM caps
+), charged AS (
+    SELECT n.id, n.account_id, n.request_id, n.cost_micros, p.balance_micros,
+           GREATEST(0, LEAST(n.cost_micros,
+               p.billed - (SUM(n.cost_micros) OVER (PARTITION BY n.account_id ORDER BY n.id) - n.cost_micros)))::bigint AS amount
+    FROM new_usage n JOIN plan p ON p.account_id = n.account_id
+), ledger AS (
+    INSERT INTO credit_ledger (account_id, amount_micros, balance_after_micros, reason, idempotency_key, note)
+    SELECT c.account_id, -c.amount,
+           c.balance_micros - SUM(c.amount) OVER (PARTITION BY c.account_id ORDER BY c.id),
+           'usage', 'usage:' || c.request_id,
+           CASE WHEN c.amount < c.cost_micros
+                THEN format('cost %s micro-units, %s not billed: the credit hold had been released', c.cost_micros, c.cost_micros - c.amount)
+                ELSE '' END
+    FROM charged c
+    ORDER BY c.id
+    RETURNING credit_ledger.id
+), moved AS (
+    UPDATE accounts
+    SET balance_micros = accounts.balance_micros - plan.billed,
+        held_micros = accounts.held_micros - plan.from_hold
+    FROM plan WHERE accounts.id = plan.account_id AND plan.billed > 0
+    RETURNING accounts.id
+), held AS (
+    UPDATE credit_holds
+    SET amount_micros = credit_holds.amount_micros - plan.from_hold,
+        version = nextval('credit_hold_version')
+    FROM plan WHERE credit_holds.account_id = plan.account_id AND credit_holds.holder = $14::text
+    RETURNING credit_holds.account_id, credit_holds.amount_micros, credit_holds.version
+)
+SELECT plan.account_id,
+       plan.records::bigint AS written_records,
+       plan.total::bigint AS total_micros,
+       plan.billed::bigint AS billed_micros,
+       (held.account_id IS NOT NULL)::boolean AS has_hold,
+       COALESCE(held.amount_micros, 0)::bigint AS hold_micros,
+       COALESCE(held.version, nextval('credit_hold_version'))::bigint AS hold_version
+FROM plan
+LEFT JOIN held ON held.account_id = plan.account_id
+`
+
+type WriteUsageBatchParams struct {
+	RecordAccountIds []uuid.UUID
+	RequestIds       []string
+	ApiKeyIds        []uuid.UUID
+	Models           []string
+	Routes           []string
+	Providers        []string
+	UpstreamModels   []string
+	InputTokens      []int64
+	OutputTokens     []int64
+	CostMicros       []int64
+	Statuses         []string
+	StartedAt        []time.Time
+	FinishedAt       []time.Time
+	Holder           string
+	AccountIds       []uuid.UUID
+}
+
+type WriteUsageBatchRow struct {
+	AccountID      uuid.UUID
+	WrittenRecords int64
+	TotalMicros    int64
+	BilledMicros   int64
+	HasHold        bool
+	HoldMicros     int64
+	HoldVersion    int64
+}
+
+// Writes and bills a batch of usage records in one statement, on the accounts of the batch
+// (account_ids, locked by the caller in this transaction; every record's account is one of
+// them). The records come as parallel arrays of equal length, one element per record.
+//
+// The first step inserts the records; a record whose (account, request id) is already in
+// usage_records (billed by an earlier batch, or repeated in this one) conflicts on the unique
+// index and is skipped, so a batch written twice bills once. Only the records inserted now
+// go on: one usage ledger entry each (amount -cost, key usage:<request id>, balance_after
+// running in record order), and per account one decrement of the balance, of held_micros and
+// of the hold of the holder. Usage ledger entries are written nowhere else, so the unique
+// index of usage_records is also the idempotency check of the ledger.
+//
+// The cost is drawn from that hold; only when the hold no longer covers it (it expired and was
+// released) from the free credit of the account (balance - held); whatever neither covers is
+// not billed, and the note of the entry says so, so the statement never fails a check. Returns
+// one row per account of the batch with the number of records written, the hold of the holder
+// after the batch and a fresh version (a new value from credit_hold_version when the holder has
+// no hold).
+func (q *Queries) WriteUsageBatch(ctx context.Context, arg WriteUsageBatchParams) ([]WriteUsageBatchRow, error) {
+	rows, err := q.db.Query(ctx, writeUsageBatch,
+		arg.RecordAccountIds,
+		arg.RequestIds,
+		arg.ApiKeyIds,
+		arg.Models,
+		arg.Routes,
+		arg.Providers,
+		arg.UpstreamModels,
+		arg.InputTokens,
+		arg.OutputTokens,
+		arg.CostMicros,
+		arg.Statuses,
+		arg.StartedAt,
+		arg.FinishedAt,
+		arg.Holder,
+		arg.AccountIds,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []WriteUsageBatchRow{}
+	for rows.Next() {
+		var i WriteUsageBatchRow
+		if err := rows.Scan(
+			&i.AccountID,
+			&i.WrittenRecords,
+			&i.TotalMicros,
+			&i.BilledMicros,
+			&i.HasHold,
+			&i.HoldMicros,
+			&i.HoldVersion,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

@@ -19,10 +19,29 @@
 //
 // Reserve takes a request's worst case out of the process's hold in memory (no database call)
 // when the hold covers it, and otherwise grows the hold in one round trip: by
-// max(worst, min(10 × worst, 1 USD)), but never more than the account has and, unless the
-// request needs more, never more than half of what it has left, so that the last credit of an
-// account is not stranded in one process while another refuses requests. When the account
-// cannot cover the worst case, Reserve returns an *InsufficientError.
+// max(worst, min(max(10 × worst, 2 s of the account's recent reservations), 1 USD)), but never
+// more than the account has and, unless the request needs more, never more than half of what
+// it has left, so that the last credit of an account is not stranded in one process while
+// another refuses requests. When the account cannot cover the worst case, Reserve returns an
+// *InsufficientError.
+//
+// # Drawing ahead of need
+//
+// A request that has to draw credit waits for the database, and so does every other request of
+// the account that the hold no longer covers meanwhile. So while Run runs, the meter draws the
+// next chunk before the hold runs out. It keeps, per account, a moving average of the credit
+// reserved per second (each reservation weighted by exp(-age / 1 s)). When a reservation
+// leaves the hold's free credit (held, less open reservations and settled costs not yet
+// written) below the low-water mark - what would last 1 s at that rate, or half a chunk,
+// whichever is more, but never more than a chunk - the meter draws a chunk (sized as above for
+// the reservation's worst case and the rate) in the background. That grant needs nothing: it
+// takes at most half of what the account has left, and it is not sent when, at the last grant,
+// half of what the account had left would not have covered one more such request (the rest is
+// left to whichever process needs it; a request that needs it draws it as before). There is
+// never more than one grant in flight per account: a request whose worst case the free credit
+// does not cover waits for the grant in flight, then draws one itself if it still needs to.
+// Close waits for the grants in flight before it returns the holds. Without Run, nothing is
+// drawn ahead of need.
 //
 // Settle clamps the real cost to the reservation, returns the rest to the hold at once and
 // queues a usage record. Release returns a reservation whole (the request never reached an
@@ -31,11 +50,14 @@
 // # Batching writer
 //
 // Queued usage records are written every 200 ms or as soon as a batch is full, in one
-// transaction per batch: the accounts are locked in id order, records whose ledger key
-// usage:<request id> exists are skipped (so a retried batch, or a request id settled twice,
-// bills once), the rest are copied (COPY) into usage_records, and one set-based statement
-// appends their usage ledger entries and takes their cost out of the balance, out of
-// held_micros and out of the process's hold. Close (or the end of Run's context) writes
+// transaction per batch of two statements: the accounts are locked in id order (so that the
+// writers of several processes never deadlock), then one statement inserts the records into
+// usage_records, skipping those whose (account, request id) is already there (so a retried
+// batch, or a request id settled twice, bills once: the unique index decides), and for the
+// records it inserted appends their usage ledger entries (key usage:<request id>) and takes
+// their cost out of the balance, out of held_micros and out of the process's hold. Usage
+// ledger entries are written nowhere else (store.Append refuses them), so a request has a
+// usage entry exactly when it has a usage record. Close (or the end of Run's context) writes
 // everything and returns every hold.
 //
 // # Leases and crashes

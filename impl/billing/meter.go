@@ -59,13 +59,15 @@ type Options struct {
 	// every process (default 10 s).
 	Lease        time.Duration
 	ReapInterval time.Duration
-	// A hold is drawn in chunks of max(worst case, min(ChunkMultiplier × worst case,
-	// ChunkCapMicros)) (defaults 10 and 1,000,000 micro-units, 1 USD), never more than the
-	// account can cover nor, unless the request needs it, more than half of what it has left.
+	// A hold is drawn in chunks of max(worst case, min(max(ChunkMultiplier × worst case, two
+	// seconds of the account's recent reservations), ChunkCapMicros)) (defaults 10 and
+	// 1,000,000 micro-units, 1 USD), never more than the account can cover nor, unless the
+	// request needs it, more than half of what it has left.
 	ChunkMultiplier int64
 	ChunkCapMicros  int64
-	// DrainTimeout bounds the final flush and hold release when Run's context ends, and the
-	// synchronous write of a settlement that arrives after Close (default 10 s).
+	// DrainTimeout bounds the final flush and hold release when Run's context ends, the
+	// synchronous write of a settlement that arrives after Close, and each grant drawn ahead of
+	// need in the background (default 10 s).
 	DrainTimeout time.Duration
 	// Now is the clock of the in-memory bookkeeping: idle times, the local view of leases and
 	// the default times of usage records (default time.Now). Leases themselves are timed by
@@ -120,6 +122,19 @@ const shardCount = 64
 // maxTrips bounds the database round trips of one Reserve.
 const maxTrips = 3
 
+// rateWindow is the time constant of the moving average of an account's reservations: the
+// rate is the sum of the amounts reserved, each weighted by exp(-age/rateWindow), divided by
+// rateWindow.
+const rateWindow = time.Second
+
+// chunkHorizon is how much of the account's recent spending a chunk covers, and refillLead how
+// long the free credit of a hold must still last at that rate: below that (or below half a
+// chunk) the meter draws the next chunk in the background, before a request needs it.
+const (
+	chunkHorizon = 2 * time.Second
+	refillLead   = time.Second
+)
+
 // maxRequestID bounds request ids, which are indexed (usage_records, credit_ledger): a longer
 // one could never be written and would hold up its whole batch.
 const maxRequestID = 200
@@ -139,6 +154,14 @@ type Meter struct {
 	kick  chan struct{}
 	// flushMu serialises writes of batches.
 	flushMu sync.Mutex
+
+	// refillMu orders the start of a background grant against Close, which waits for the grants
+	// in flight (refills) before it returns the holds.
+	refillMu sync.Mutex
+	refills  sync.WaitGroup
+	// delayedReservations counts the reservations that waited for the database: they drew a
+	// grant themselves or waited for one in flight.
+	delayedReservations atomic.Int64
 
 	closed   atomic.Bool
 	running  atomic.Bool
@@ -178,14 +201,42 @@ type account struct {
 	// time sends the next reservation to the database.
 	leaseUntil time.Time
 	lastUsed   time.Time
-	// busy is closed when the database call in flight for this account (a grant or a release)
-	// returns; nil when there is none.
+	// busy is closed when the database call in flight for this account (a grant, drawn by a
+	// reservation or ahead of need, or a release) returns; nil when there is none.
 	busy      chan struct{}
 	releasing bool
 	evicted   bool
+	// recentReserved is the moving sum of the amounts reserved, as of recentAt (see rateWindow).
+	recentReserved float64
+	recentAt       time.Time
+	// accountLeft is what the account had available (balance - held) after the last grant
+	// this process asked for, when knowsLeft.
+	accountLeft int64
+	knowsLeft   bool
 }
 
 func (a *account) free() int64 { return a.dbAmount - a.outstanding - a.pending }
+
+// noteReservation adds a reservation of amount at now to the moving average of reservations.
+func (a *account) noteReservation(now time.Time, amount int64) {
+	a.decayRecent(now)
+	a.recentReserved += float64(amount)
+}
+
+// reserveRate is the account's recent rate of reservations, in micro-units per second.
+func (a *account) reserveRate(now time.Time) float64 {
+	a.decayRecent(now)
+	return a.recentReserved / rateWindow.Seconds()
+}
+
+func (a *account) decayRecent(now time.Time) {
+	if age := now.Sub(a.recentAt); age > 0 {
+		a.recentReserved *= math.Exp(-age.Seconds() / rateWindow.Seconds())
+		a.recentAt = now
+	} else if a.recentAt.IsZero() {
+		a.recentAt = now
+	}
+}
 
 func (a *account) usable(now time.Time) bool { return a.hasHold && now.Before(a.leaseUntil) }
 
@@ -260,9 +311,106 @@ func (m *Meter) accounts() []*account {
 	return out
 }
 
-// chunk is how much credit to draw for a request whose worst case is worst.
+// chunk is how much credit to draw for a request whose worst case is worst, on an account with
+// no recent reservations.
 func (m *Meter) chunk(worst int64) int64 {
-	return max(worst, min(saturatingMul(worst, m.opts.ChunkMultiplier), m.opts.ChunkCapMicros))
+	return m.chunkAtRate(worst, 0)
+}
+
+// chunkAtRate is how much credit to draw for a request whose worst case is worst, on an account
+// reserving rate micro-units per second: enough for ChunkMultiplier worst cases or chunkHorizon
+// of reservations, whichever is more, but no more than ChunkCapMicros unless the request needs
+// it.
+func (m *Meter) chunkAtRate(worst int64, rate float64) int64 {
+	want := max(saturatingMul(worst, m.opts.ChunkMultiplier), microsOver(rate, chunkHorizon))
+	return max(worst, min(want, m.opts.ChunkCapMicros))
+}
+
+// microsOver is what rate micro-units per second add up to over d, saturating.
+func microsOver(rate float64, d time.Duration) int64 {
+	v := rate * d.Seconds()
+	if !(v < math.MaxInt64) { // also NaN
+		return math.MaxInt64
+	}
+	return int64(max(v, 0))
+}
+
+// lowWater is the free credit below which the meter draws the account's next chunk in the
+// background: what would last refillLead at rate, or half the chunk, whichever is more, but
+// never more than the chunk.
+func lowWater(chunk int64, rate float64) int64 {
+	return min(max(microsOver(rate, refillLead), chunk/2), chunk)
+}
+
+// planRefill decides, with a.mu held, right after a reservation of worst at now, whether to draw
+// the account's next chunk in the background. It does when the meter is running, no database
+// call is in flight for the account, the hold is usable and its free credit is below the low
+// water mark, unless the account had too little left at the last grant for half of it to cover
+// one more such request. It then marks the grant in flight (a.busy) and returns the channel to
+// close and the amount to ask for; the caller starts refill once it has released a.mu.
+func (m *Meter) planRefill(a *account, now time.Time, worst int64) (done chan struct{}, want int64) {
+	if !m.running.Load() || a.busy != nil || a.releasing || !a.usable(now) {
+		return nil, 0
+	}
+	rate := a.reserveRate(now)
+	chunk := m.chunkAtRate(worst, rate)
+	if a.free() >= lowWater(chunk, rate) {
+		return nil, 0
+	}
+	if a.knowsLeft && a.accountLeft/2 < worst {
+		// A grant ahead of need takes at most half of what the account has left; that would
+		// not cover one more request, and the rest is better left to whichever process needs it.
+		return nil, 0
+	}
+	m.refillMu.Lock()
+	defer m.refillMu.Unlock()
+	if m.closed.Load() {
+		return nil, 0
+	}
+	m.refills.Add(1)
+	done = make(chan struct{})
+	a.busy = done
+	return done, chunk
+}
+
+// refill grows the process's hold on the account by up to want in the background, and by no
+// more than half of what the account has left: no request needs this credit yet, so it must not
+// strand the last credit of the account in this process while another refuses requests. done
+// is the account's busy channel, closed once the answer is applied.
+func (m *Meter) refill(a *account, done chan struct{}, want int64) {
+	defer m.refills.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), m.opts.DrainTimeout)
+	defer cancel()
+	sent := m.now()
+	g, err := m.st.TakeCreditHold(ctx, store.HoldRequest{
+		AccountID: a.id, Holder: m.opts.Holder, NeedMicros: 0, WantMicros: want, Lease: m.opts.Lease,
+	})
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.busy = nil
+	close(done)
+	if err != nil {
+		// Had the grant committed after all, the hold holds more than this process believes,
+		// which is safe; the next grant's answer corrects it.
+		m.opts.Logger.Error("billing: draw credit ahead of need (a reservation will draw it)", "account", a.id, "err", err)
+		return
+	}
+	m.applyGrant(a, g, sent)
+}
+
+// applyGrant applies, with a.mu held, the answer to a grant sent at sent.
+func (m *Meter) applyGrant(a *account, g store.HoldGrant, sent time.Time) {
+	a.knowsLeft = true
+	a.accountLeft = g.AvailableMicros
+	if !g.Granted {
+		return
+	}
+	a.accountLeft = g.AvailableMicros - g.GrantedMicros
+	a.observe(true, g.Hold.AmountMicros, g.Hold.Version)
+	if until := sent.Add(m.opts.Lease - m.leaseMargin); a.hasHold && until.After(a.leaseUntil) {
+		// The grant renewed the lease even when a newer answer already set the amount.
+		a.leaseUntil = until
+	}
 }
 
 // Reservation is credit set aside for one request until it is settled or released.
@@ -286,10 +434,12 @@ func (r *Reservation) RequestID() string { return r.requestID }
 func (r *Reservation) AccountID() uuid.UUID { return r.accountID }
 
 // Reserve sets aside worstCaseMicros of the account's credit for the request. In the common case
-// the process's hold on the account covers it and Reserve touches no database; otherwise it
-// draws a larger hold in one round trip. When the account cannot cover the amount the error is
-// an *InsufficientError (a 402 through apierror.As); an unknown account is store.ErrNotFound.
-// Every reservation must end in exactly one Settle or Release.
+// the process's hold on the account covers it and Reserve touches no database; when that leaves
+// the hold low, the meter (while Run runs) draws the next chunk in the background. Otherwise
+// Reserve waits for the grant in flight or draws a larger hold in one round trip. When the
+// account cannot cover the amount the error is an *InsufficientError (a 402 through
+// apierror.As); an unknown account is store.ErrNotFound. Every reservation must end in exactly
+// one Settle or Release.
 func (m *Meter) Reserve(ctx context.Context, accountID uuid.UUID, requestID string, worstCaseMicros int64) (*Reservation, error) {
 	if requestID == "" || len(requestID) > maxRequestID {
 		return nil, fmt.Errorf("billing: a reservation needs a request id of 1 to %d bytes", maxRequestID)
@@ -298,6 +448,7 @@ func (m *Meter) Reserve(ctx context.Context, accountID uuid.UUID, requestID stri
 		return nil, ErrClosed
 	}
 	worst := max(worstCaseMicros, 0)
+	delayed := false
 	for trips := 0; ; {
 		a := m.account(accountID, true)
 		a.mu.Lock()
@@ -310,8 +461,21 @@ func (m *Meter) Reserve(ctx context.Context, accountID uuid.UUID, requestID stri
 			a.outstanding += worst
 			a.open++
 			a.lastUsed = now
+			var refillDone chan struct{}
+			var refillWant int64
+			if worst > 0 {
+				a.noteReservation(now, worst)
+				refillDone, refillWant = m.planRefill(a, now, worst)
+			}
 			a.mu.Unlock()
+			if refillDone != nil {
+				go m.refill(a, refillDone, refillWant)
+			}
 			return &Reservation{m: m, acct: a, accountID: accountID, requestID: requestID, amount: worst, startedAt: now}, nil
+		}
+		if !delayed {
+			delayed = true
+			m.delayedReservations.Add(1)
 		}
 		if wait := a.busy; wait != nil {
 			// A grant (or a release) is in flight: wait for it rather than draw twice.
@@ -336,7 +500,7 @@ func (m *Meter) Reserve(ctx context.Context, accountID uuid.UUID, requestID stri
 		} else {
 			need = max(worst-free, 0)
 		}
-		want := max(need, m.chunk(worst))
+		want := max(need, m.chunkAtRate(worst, a.reserveRate(now)))
 		wait := make(chan struct{})
 		a.busy = wait
 		a.mu.Unlock()
@@ -356,6 +520,7 @@ func (m *Meter) Reserve(ctx context.Context, accountID uuid.UUID, requestID stri
 			return nil, fmt.Errorf("billing: draw credit: %w", err)
 		}
 		if !g.Granted {
+			m.applyGrant(a, g, sent)
 			available := g.AvailableMicros
 			if a.usable(m.now()) && !a.releasing {
 				available = saturatingAdd(available, max(a.free(), 0))
@@ -367,11 +532,7 @@ func (m *Meter) Reserve(ctx context.Context, accountID uuid.UUID, requestID stri
 			}
 			return nil, &InsufficientError{NeededMicros: worst, AvailableMicros: available}
 		}
-		a.observe(true, g.Hold.AmountMicros, g.Hold.Version)
-		if until := sent.Add(m.opts.Lease - m.leaseMargin); a.hasHold && until.After(a.leaseUntil) {
-			// The grant renewed the lease even when a newer answer already set the amount.
-			a.leaseUntil = until
-		}
+		m.applyGrant(a, g, sent)
 		a.mu.Unlock()
 	}
 }
@@ -739,7 +900,9 @@ func (m *Meter) ReapExpiredHolds(ctx context.Context) (int, error) {
 // writing its record at once, billed from the account's free credit. Call it once requests
 // have drained (after the HTTP server's Shutdown). Closing again does no harm.
 func (m *Meter) Close(ctx context.Context) error {
+	m.refillMu.Lock()
 	m.closed.Store(true)
+	m.refillMu.Unlock()
 	m.stopOnce.Do(func() { close(m.stop) })
 	if m.running.Load() {
 		select {
@@ -750,6 +913,18 @@ func (m *Meter) Close(ctx context.Context) error {
 	}
 	m.drainMu.Lock()
 	defer m.drainMu.Unlock()
+	// No grant starts ahead of need once closed is set (planRefill looks under refillMu); wait
+	// for those in flight, so that none adds to a hold after the holds are returned.
+	refilled := make(chan struct{})
+	go func() {
+		m.refills.Wait()
+		close(refilled)
+	}()
+	select {
+	case <-refilled:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	var errs []error
 	if err := m.flushAll(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("billing: write usage: %w", err))

@@ -35,7 +35,9 @@ type HoldRequest struct {
 	AccountID uuid.UUID
 	Holder    string
 	// NeedMicros is the least the hold must grow by; when the account's available credit
-	// (balance - held) is less, nothing is drawn. Zero only renews the lease.
+	// (balance - held) is less, nothing is drawn. Zero asks for credit that no request needs
+	// yet: the hold grows by at most half of what the account has left (nothing when
+	// WantMicros is zero too), and the lease is renewed.
 	NeedMicros int64
 	// WantMicros is the chunk the holder would like; it is raised to NeedMicros when smaller.
 	WantMicros int64

@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -52,7 +54,15 @@ func entryFromRow(r db.CreditLedger) LedgerEntry {
 // idempotent on (account, idempotency key): a repeated key changes nothing and returns the
 // entry first recorded, with created false. A debit the balance cannot cover is
 // ErrInsufficientCredit; an unknown account is ErrNotFound.
+//
+// Usage entries (reason usage, or a key made by UsageLedgerKey) are refused: WriteUsage alone
+// writes them, each together with its usage record, whose unique index is what bills a request
+// once. An entry made here would make the usage of that request id fail to write.
 func (s *Store) Append(ctx context.Context, c LedgerChange) (entry LedgerEntry, created bool, err error) {
+	if c.Reason == ReasonUsage || strings.HasPrefix(c.IdempotencyKey, UsageLedgerKey("")) {
+		return LedgerEntry{}, false, fmt.Errorf("store: usage ledger entries (reason %q, keys %q...) are written only with their usage records",
+			ReasonUsage, UsageLedgerKey(""))
+	}
 	row, err := s.q.AppendLedgerEntry(ctx, db.AppendLedgerEntryParams{
 		AccountID: c.AccountID, AmountMicros: c.AmountMicros, Reason: c.Reason, IdempotencyKey: c.IdempotencyKey, Note: c.Note,
 	})

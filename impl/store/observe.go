@@ -6,12 +6,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/tollgate/tollgate/gen/db"
 )
 
 // OpenObserved is Open with observe called with the text of every statement that the store
-// sends (COPY excepted), before it is sent, on the calling goroutine. The text of a named query
+// sends, before it is sent, on the calling goroutine. The text of a named query
 // begins with its sqlc name ("-- name: TakeCreditHold :one"). It is for tests that must show
 // how many round trips a code path makes, and for diagnostics.
 func OpenObserved(ctx context.Context, url string, observe func(sql string)) (*Store, error) {
@@ -20,15 +18,7 @@ func OpenObserved(ctx context.Context, url string, observe func(sql string)) (*S
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
 	cfg.ConnConfig.Tracer = observer(observe)
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("connect to database: %w", err)
-	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("ping database: %w", err)
-	}
-	return &Store{pool: pool, q: db.New(pool)}, nil
+	return openPool(ctx, cfg)
 }
 
 // observer is a pgx.QueryTracer that reports each statement's text.

@@ -34,6 +34,20 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
+	return openPool(ctx, cfg)
+}
+
+// openPool connects a pool configured by cfg, with the store's codecs on every connection,
+// and checks that the database answers.
+func openPool(ctx context.Context, cfg *pgxpool.Config) (*Store, error) {
+	afterConnect := cfg.AfterConnect
+	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		registerUUIDCodec(conn.TypeMap())
+		if afterConnect != nil {
+			return afterConnect(ctx, conn)
+		}
+		return nil
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to database: %w", err)

@@ -1,13 +1,13 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/tollgate/tollgate/gen/db"
 )
@@ -55,8 +55,8 @@ type UsageCharge struct {
 // UsageBatch is the outcome of WriteUsage.
 type UsageBatch struct {
 	// Written counts the records written and billed now; Skipped those already billed (their
-	// usage ledger key existed), or repeated within the batch; Dropped those of accounts that
-	// no longer exist.
+	// usage record existed), or repeated within the batch; Dropped those of accounts that no
+	// longer exist.
 	Written, Skipped, Dropped int
 	// Charges has one entry per existing account of the batch.
 	Charges []UsageCharge
@@ -65,12 +65,13 @@ type UsageBatch struct {
 // UsageLedgerKey is the idempotency key of a request's usage entry in the credit ledger.
 func UsageLedgerKey(requestID string) string { return "usage:" + requestID }
 
-// WriteUsage writes a batch of usage records and bills them, in one transaction and a fixed
-// number of statements whatever the batch size: it locks the batch's accounts (in id order),
-// skips the records already billed (whose ledger key usage:<request id> exists, so that a batch
-// written twice bills once), copies the rest into usage_records (COPY), and appends their
-// usage ledger entries and moves balance, held credit and the holder's hold set-based. The
-// cost comes out of the holder's hold; see UsageCharge for when it cannot.
+// WriteUsage writes a batch of usage records and bills them, in one transaction of two
+// statements whatever the batch size: it locks the batch's accounts (in id order, so that
+// writers never deadlock), then one statement inserts the records, skipping those whose
+// (account, request id) is already in usage_records (so that a batch written twice bills
+// once), and for the records it inserted appends their usage ledger entries and moves balance,
+// held credit and the holder's hold, set-based. The cost comes out of the holder's hold; see
+// UsageCharge for when it cannot.
 func (s *Store) WriteUsage(ctx context.Context, holder string, records []UsageRecord) (UsageBatch, error) {
 	var out UsageBatch
 	if len(records) == 0 {
@@ -83,22 +84,22 @@ func (s *Store) WriteUsage(ctx context.Context, holder string, records []UsageRe
 	seen := make(map[key]bool, len(records))
 	unique := make([]UsageRecord, 0, len(records))
 	var accounts []uuid.UUID
+	repeated := 0
 	for _, r := range records {
 		k := key{r.AccountID, r.RequestID}
 		if seen[k] {
-			out.Skipped++
+			repeated++
 			continue
 		}
 		seen[k] = true
 		unique = append(unique, r)
 		accounts = append(accounts, r.AccountID)
 	}
-	slices.SortFunc(accounts, func(a, b uuid.UUID) int { return strings.Compare(a.String(), b.String()) })
+	slices.SortFunc(accounts, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
 	accounts = slices.Compact(accounts)
 
 	err := s.inTx(ctx, func(q *db.Queries) error {
-		out.Written, out.Dropped, out.Charges = 0, 0, nil
-		skipped := 0
+		out = UsageBatch{Skipped: repeated}
 		existing, err := q.LockAccounts(ctx, accounts)
 		if err != nil {
 			return err
@@ -107,12 +108,10 @@ func (s *Store) WriteUsage(ctx context.Context, holder string, records []UsageRe
 		for _, id := range existing {
 			live[id] = true
 		}
-		var accIDs []uuid.UUID
-		var reqIDs []string
+		params := db.WriteUsageBatchParams{Holder: holder, AccountIds: existing}
 		for _, r := range unique {
 			if live[r.AccountID] {
-				accIDs = append(accIDs, r.AccountID)
-				reqIDs = append(reqIDs, r.RequestID)
+				appendUsage(&params, r)
 			} else {
 				out.Dropped++
 			}
@@ -120,36 +119,7 @@ func (s *Store) WriteUsage(ctx context.Context, holder string, records []UsageRe
 		if len(existing) == 0 {
 			return nil
 		}
-		billed, err := q.ListBilledUsage(ctx, db.ListBilledUsageParams{AccountIds: accIDs, RequestIds: reqIDs})
-		if err != nil {
-			return err
-		}
-		done := make(map[key]bool, len(billed))
-		for _, b := range billed {
-			done[key{b.AccountID, b.RequestID}] = true
-		}
-		rows := make([]db.InsertUsageRecordsParams, 0, len(unique))
-		newAcc, newReq := accIDs[:0:0], reqIDs[:0:0]
-		for _, r := range unique {
-			if !live[r.AccountID] {
-				continue
-			}
-			if done[key{r.AccountID, r.RequestID}] {
-				skipped++
-				continue
-			}
-			rows = append(rows, usageParams(r))
-			newAcc = append(newAcc, r.AccountID)
-			newReq = append(newReq, r.RequestID)
-		}
-		if len(rows) > 0 {
-			if _, err := q.InsertUsageRecords(ctx, rows); err != nil {
-				return err
-			}
-		}
-		charges, err := q.ChargeUsageBatch(ctx, db.ChargeUsageBatchParams{
-			NewAccountIds: newAcc, NewRequestIds: newReq, Holder: holder, AccountIds: existing,
-		})
+		charges, err := q.WriteUsageBatch(ctx, params)
 		if err != nil {
 			return err
 		}
@@ -159,9 +129,9 @@ func (s *Store) WriteUsage(ctx context.Context, holder string, records []UsageRe
 				AccountID: c.AccountID, TotalMicros: c.TotalMicros, BilledMicros: c.BilledMicros,
 				HasHold: c.HasHold, HoldMicros: c.HoldMicros, HoldVersion: c.HoldVersion,
 			}
+			out.Written += int(c.WrittenRecords)
 		}
-		out.Written = len(rows)
-		out.Skipped += skipped
+		out.Skipped += len(params.RequestIds) - out.Written
 		return nil
 	})
 	if err != nil {
@@ -170,21 +140,28 @@ func (s *Store) WriteUsage(ctx context.Context, holder string, records []UsageRe
 	return out, nil
 }
 
-// usageParams turns a record into a row for COPY, made safe for PostgreSQL: text without NUL
-// bytes or invalid UTF-8, no negative counts, and a status, so that one odd record can never
-// make every retry of its batch fail.
-func usageParams(r UsageRecord) db.InsertUsageRecordsParams {
+// appendUsage adds a record to the columns of a batch, made safe for PostgreSQL: text without
+// NUL bytes or invalid UTF-8, no negative counts, and a status, so that one odd record can
+// never make every retry of its batch fail. A record without an API key has uuid.Nil, which
+// the statement stores as NULL.
+func appendUsage(p *db.WriteUsageBatchParams, r UsageRecord) {
 	status := clean(r.Status)
 	if status == "" {
 		status = "unknown"
 	}
-	return db.InsertUsageRecordsParams{
-		AccountID: r.AccountID, RequestID: clean(r.RequestID),
-		ApiKeyID: pgtype.UUID{Bytes: r.APIKeyID, Valid: r.APIKeyID != uuid.Nil},
-		Model:    clean(r.Model), Route: clean(r.Route), Provider: clean(r.Provider), UpstreamModel: clean(r.UpstreamModel),
-		InputTokens: max(r.InputTokens, 0), OutputTokens: max(r.OutputTokens, 0), CostMicros: max(r.CostMicros, 0),
-		Status: status, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
-	}
+	p.RecordAccountIds = append(p.RecordAccountIds, r.AccountID)
+	p.RequestIds = append(p.RequestIds, clean(r.RequestID))
+	p.ApiKeyIds = append(p.ApiKeyIds, r.APIKeyID)
+	p.Models = append(p.Models, clean(r.Model))
+	p.Routes = append(p.Routes, clean(r.Route))
+	p.Providers = append(p.Providers, clean(r.Provider))
+	p.UpstreamModels = append(p.UpstreamModels, clean(r.UpstreamModel))
+	p.InputTokens = append(p.InputTokens, max(r.InputTokens, 0))
+	p.OutputTokens = append(p.OutputTokens, max(r.OutputTokens, 0))
+	p.CostMicros = append(p.CostMicros, max(r.CostMicros, 0))
+	p.Statuses = append(p.Statuses, status)
+	p.StartedAt = append(p.StartedAt, r.StartedAt)
+	p.FinishedAt = append(p.FinishedAt, r.FinishedAt)
 }
 
 func clean(s string) string {

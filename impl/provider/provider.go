@@ -21,6 +21,7 @@ import (
 	"github.com/tollgate/tollgate/impl/backoff"
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/llm"
+	"github.com/tollgate/tollgate/impl/upstreamconn"
 )
 
 // Upstream is one configured provider endpoint.
@@ -285,6 +286,9 @@ func UsesSimulator(cfg *config.Config) bool {
 
 // NewClient returns the HTTP client for upstream calls: pooled keep-alive connections sized for
 // a gateway, no overall timeout (streams are long), and bounded connect and header waits.
+// Plain http:// upstreams (local servers, sidecars, the simulator) go through upstreamconn,
+// which does each round trip in the caller's goroutine and so costs less per request than
+// net/http; https:// upstreams go through net/http's Transport (TLS, HTTP/2).
 func NewClient() *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns = 4096
@@ -292,5 +296,11 @@ func NewClient() *http.Client {
 	t.IdleConnTimeout = 90 * time.Second
 	t.ResponseHeaderTimeout = 10 * time.Minute
 	t.DisableCompression = true
-	return &http.Client{Transport: t}
+	plain := &upstreamconn.Transport{
+		MaxIdlePerHost:        1024,
+		IdleTimeout:           90 * time.Second,
+		ResponseHeaderTimeout: 10 * time.Minute,
+	}
+	// A proxy configured in the environment (HTTP_PROXY) is used through net/http.
+	return &http.Client{Transport: &upstreamconn.SchemeDispatch{Plain: plain, Other: t, Proxy: t.Proxy}}
 }

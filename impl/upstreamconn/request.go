@@ -1,0 +1,267 @@
+package upstreamconn
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+)
+
+// defaultUserAgent is sent when the request sets no User-Agent, as net/http does.
+const defaultUserAgent = "Go-http-client/1.1"
+
+// connWriteError is a failure to write to the connection, as opposed to a failure to read the
+// request body.
+type connWriteError struct {
+	err error
+}
+
+func (e *connWriteError) Error() string { return e.err.Error() }
+func (e *connWriteError) Unwrap() error { return e.err }
+
+// checkRequest refuses requests this transport cannot send faithfully and returns the
+// host:port to dial.
+func checkRequest(req *http.Request) (string, error) {
+	u := req.URL
+	switch {
+	case u == nil:
+		return "", errors.New("upstreamconn: request has no URL")
+	case u.Scheme != "http":
+		return "", fmt.Errorf("upstreamconn: unsupported URL scheme %q; only http:// is supported", u.Scheme)
+	case u.Host == "":
+		return "", errors.New("upstreamconn: request URL has no host")
+	case u.User != nil:
+		return "", errors.New("upstreamconn: URLs with user information are not supported; set an Authorization header")
+	case len(req.TransferEncoding) > 0:
+		return "", errors.New("upstreamconn: request Transfer-Encoding is not supported; set ContentLength")
+	case len(req.Trailer) > 0:
+		return "", errors.New("upstreamconn: request trailers are not supported")
+	case !validToken(req.Method) && req.Method != "":
+		return "", fmt.Errorf("upstreamconn: invalid method %q", req.Method)
+	}
+	hasBody := req.Body != nil && req.Body != http.NoBody
+	switch {
+	case hasBody && req.ContentLength <= 0:
+		return "", fmt.Errorf("upstreamconn: request body of unknown length (ContentLength %d) is not supported; set ContentLength", req.ContentLength)
+	case !hasBody && req.ContentLength > 0:
+		return "", fmt.Errorf("upstreamconn: ContentLength is %d but the request has no body", req.ContentLength)
+	}
+	host := req.Host
+	if host == "" {
+		host = u.Host
+	}
+	if !validHostHeader(host) {
+		return "", fmt.Errorf("upstreamconn: invalid Host %q", host)
+	}
+	for name, values := range req.Header {
+		if !validToken(name) {
+			return "", fmt.Errorf("upstreamconn: invalid header field name %q", name)
+		}
+		for _, v := range values {
+			if !validHeaderValue(v) {
+				return "", fmt.Errorf("upstreamconn: invalid header field value for %q", name)
+			}
+		}
+	}
+	if _, port, err := net.SplitHostPort(u.Host); err == nil && port != "" {
+		return u.Host, nil
+	}
+	return net.JoinHostPort(u.Hostname(), "80"), nil
+}
+
+// writeRequest writes req with body (already checked by checkRequest) to c. A failure to write
+// is a *connWriteError; a failure of the body is returned as it is.
+func writeRequest(c *conn, req *http.Request, body io.Reader) error {
+	w := c.bw
+	method := req.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	host := req.Host
+	if host == "" {
+		host = req.URL.Host
+	}
+	_, _ = w.WriteString(method)
+	_ = w.WriteByte(' ')
+	writeRequestTarget(w, req)
+	_, _ = w.WriteString(" HTTP/1.1\r\nHost: ")
+	_, _ = w.WriteString(host)
+	_, _ = w.WriteString("\r\n")
+	if _, ok := req.Header["User-Agent"]; !ok {
+		_, _ = w.WriteString("User-Agent: " + defaultUserAgent + "\r\n")
+	}
+	for name, values := range req.Header {
+		switch name {
+		case "Host", "Content-Length", "Transfer-Encoding", "Trailer":
+			continue
+		case "User-Agent":
+			if len(values) > 0 && values[0] == "" {
+				continue // an empty User-Agent means none, as in net/http
+			}
+		}
+		for _, v := range values {
+			_, _ = w.WriteString(name)
+			_, _ = w.WriteString(": ")
+			_, _ = w.WriteString(v)
+			_, _ = w.WriteString("\r\n")
+		}
+	}
+	if req.Close && !hasConnectionClose(req.Header) {
+		_, _ = w.WriteString("Connection: close\r\n")
+	}
+	length := req.ContentLength
+	if body == nil || body == http.NoBody {
+		length = 0
+	}
+	if length > 0 || method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch {
+		_, _ = w.WriteString("Content-Length: ")
+		_, _ = w.Write(strconv.AppendInt(w.AvailableBuffer(), length, 10))
+		_, _ = w.WriteString("\r\n")
+	}
+	_, _ = w.WriteString("\r\n")
+	if length > 0 {
+		return writeBody(c, body, length)
+	}
+	if err := w.Flush(); err != nil {
+		return &connWriteError{err: err}
+	}
+	return nil
+}
+
+// writeRequestTarget writes the path and query of req's URL ("/" when the path is empty).
+func writeRequestTarget(w *bufio.Writer, req *http.Request) {
+	u := req.URL
+	if u.Opaque != "" {
+		_, _ = w.WriteString(u.RequestURI())
+		return
+	}
+	path := u.EscapedPath()
+	if path == "" {
+		path = "/"
+	}
+	_, _ = w.WriteString(path)
+	if u.ForceQuery || u.RawQuery != "" {
+		_ = w.WriteByte('?')
+		_, _ = w.WriteString(u.RawQuery)
+	}
+}
+
+// writeBody sends exactly length bytes of body after the buffered header and fails when body
+// holds fewer or more. A body that fits in the write buffer is read straight into it, so the
+// whole request leaves in one write; a larger one is copied to the connection in large writes.
+func writeBody(c *conn, body io.Reader, length int64) error {
+	w := c.bw
+	if length <= int64(w.Available())-1 { // one spare byte to check that the body ends
+		buf := w.AvailableBuffer()[:length+1]
+		n, err := io.ReadAtLeast(body, buf, int(length))
+		switch {
+		case n > int(length):
+			return fmt.Errorf("upstreamconn: request body is longer than its ContentLength %d", length)
+		case err != nil:
+			return bodyReadError(err, int64(n), length)
+		}
+		// io.ReadAtLeast stops as soon as it has length bytes; the body must end there.
+		if m, err := body.Read(buf[n:]); m > 0 {
+			return fmt.Errorf("upstreamconn: request body is longer than its ContentLength %d", length)
+		} else if err != nil && err != io.EOF {
+			return fmt.Errorf("upstreamconn: reading the request body: %w", err)
+		}
+		_, _ = w.Write(buf[:n])
+		if err := w.Flush(); err != nil {
+			return &connWriteError{err: err}
+		}
+		return nil
+	}
+	if err := w.Flush(); err != nil {
+		return &connWriteError{err: err}
+	}
+	src := &errorRecordingReader{r: body}
+	n, err := io.Copy(c.nc, io.LimitReader(src, length))
+	switch {
+	case src.err != nil && src.err != io.EOF:
+		return fmt.Errorf("upstreamconn: reading the request body: %w", src.err)
+	case err != nil:
+		return &connWriteError{err: err}
+	case n < length:
+		return bodyReadError(io.EOF, n, length)
+	}
+	var one [1]byte
+	if m, err := body.Read(one[:]); m > 0 {
+		return fmt.Errorf("upstreamconn: request body is longer than its ContentLength %d", length)
+	} else if err != nil && err != io.EOF {
+		return fmt.Errorf("upstreamconn: reading the request body: %w", err)
+	}
+	return nil
+}
+
+// bodyReadError describes a request body that failed or ended after n of its length bytes.
+func bodyReadError(err error, n, length int64) error {
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		return fmt.Errorf("upstreamconn: request body has %d bytes, fewer than its ContentLength %d", n, length)
+	}
+	return fmt.Errorf("upstreamconn: reading the request body: %w", err)
+}
+
+// errorRecordingReader remembers the error of the reader it wraps, to tell a failing request body
+// from a failing connection when both are behind one io.Copy.
+type errorRecordingReader struct {
+	r   io.Reader
+	err error
+}
+
+func (c *errorRecordingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if err != nil {
+		c.err = err
+	}
+	return n, err
+}
+
+// validToken reports whether s is a non-empty RFC 9110 token (method or header field name).
+func validToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isTokenByte(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func isTokenByte(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	switch c {
+	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
+		return true
+	}
+	return false
+}
+
+// validHeaderValue reports whether v holds no control characters other than tab, so that it
+// cannot end the header line early.
+func validHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// validHostHeader reports whether h can be sent as the Host header.
+func validHostHeader(h string) bool {
+	for i := 0; i < len(h); i++ {
+		if c := h[i]; c <= ' ' || c == 0x7f || c == '/' {
+			return false
+		}
+	}
+	return h != ""
+}

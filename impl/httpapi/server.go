@@ -68,11 +68,16 @@ type Options struct {
 	MCP http.Handler
 }
 
-// New builds the Server. It fails only if the embedded OpenAPI document cannot be loaded.
+// New builds the Server. It fails only if the embedded OpenAPI document cannot be loaded or
+// its request schemas compiled.
 func New(o Options) (*Server, error) {
 	doc, err := api.GetSwagger()
 	if err != nil {
 		return nil, fmt.Errorf("load embedded OpenAPI document: %w", err)
+	}
+	validate, err := newValidator(doc)
+	if err != nil {
+		return nil, err
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -88,7 +93,7 @@ func New(o Options) (*Server, error) {
 	}
 	return &Server{
 		store: o.Store, config: o.Config, auth: o.Auth, limiter: o.Limiter, metrics: o.Metrics,
-		log: o.Logger, validate: newValidator(doc), registry: routing.NewRegistry(o.Config), router: o.Router,
+		log: o.Logger, validate: validate, registry: routing.NewRegistry(o.Config), router: o.Router,
 		upstreams: o.Upstreams, meter: o.Meter, access: newModelAccess(o.Store, o.Feed), heartbeat: o.Heartbeat, mcp: o.MCP,
 	}, nil
 }

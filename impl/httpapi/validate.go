@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,37 +10,34 @@ import (
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
-	"github.com/getkin/kin-openapi/openapi3filter"
-	"github.com/getkin/kin-openapi/routers"
 
 	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/reqschema"
 )
 
 // maxBodyBytes bounds a request body (the Messages API's own limit is 32 MB).
 const maxBodyBytes = 32 << 20
 
-// validator checks requests against the embedded OpenAPI document. Routes are looked up by the
-// ServeMux pattern that matched, so no second router runs.
+// validator checks requests against the embedded OpenAPI document, with the request schemas
+// compiled once by reqschema: a body is validated in one pass over its bytes. Operations are
+// looked up by the ServeMux pattern that matched, so no second router runs.
 type validator struct {
-	routes  map[string]*routers.Route
-	options *openapi3filter.Options
+	operations map[string]*reqschema.Operation
 }
 
-// newValidator indexes the document's operations by "METHOD /path" patterns.
-func newValidator(doc *openapi3.T) *validator {
-	v := &validator{
-		routes: map[string]*routers.Route{},
-		options: &openapi3filter.Options{
-			// Authentication is done by our own middleware before validation.
-			AuthenticationFunc: openapi3filter.NoopAuthenticationFunc,
-		},
+// newValidator compiles the document's operations and indexes them by "METHOD /path" patterns.
+// It fails when the document uses a schema keyword, parameter or media type reqschema cannot
+// validate, so that no part of a request goes unchecked.
+func newValidator(doc *openapi3.T) (*validator, error) {
+	ops, err := reqschema.Compile(doc)
+	if err != nil {
+		return nil, fmt.Errorf("the embedded OpenAPI document cannot be validated: %w", err)
 	}
-	for path, item := range doc.Paths.Map() {
-		for method, op := range item.Operations() {
-			v.routes[method+" "+path] = &routers.Route{Spec: doc, Path: path, PathItem: item, Method: method, Operation: op}
-		}
+	v := &validator{operations: make(map[string]*reqschema.Operation, len(ops))}
+	for _, op := range ops {
+		v.operations[op.Method+" "+op.Path] = op
 	}
-	return v
+	return v, nil
 }
 
 // middleware validates the request of the matched operation; violations answer 400 naming the
@@ -57,18 +53,14 @@ func (v *validator) middleware(next http.Handler) http.Handler {
 }
 
 func (v *validator) validate(r *http.Request) error {
-	route, ok := v.routes[r.Pattern]
+	op, ok := v.operations[r.Pattern]
 	if !ok {
 		return nil
 	}
-	params := map[string]string{}
-	for _, p := range route.Operation.Parameters {
-		if p.Value != nil && p.Value.In == openapi3.ParameterInPath {
-			params[p.Value.Name] = r.PathValue(p.Value.Name)
-		}
-	}
-	if route.Operation.RequestBody != nil {
-		body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBodyBytes))
+	var body []byte
+	if op.HasBody() {
+		var err error
+		body, err = io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBodyBytes))
 		if err != nil {
 			var tooBig *http.MaxBytesError
 			if errors.As(err, &tooBig) {
@@ -76,6 +68,7 @@ func (v *validator) validate(r *http.Request) error {
 			}
 			return apierror.Invalid("", "could not read the request body")
 		}
+		// The handler reads the body again; validation only reads the bytes.
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
 		if len(bytes.TrimSpace(body)) == 0 {
@@ -86,48 +79,40 @@ func (v *validator) validate(r *http.Request) error {
 		if ct := r.Header.Get("Content-Type"); ct == "" || strings.HasPrefix(ct, "application/x-www-form-urlencoded") || strings.HasPrefix(ct, "text/plain") {
 			r.Header.Set("Content-Type", "application/json")
 		}
-		defer func() { r.Body = io.NopCloser(bytes.NewReader(body)) }()
 	}
-	err := openapi3filter.ValidateRequest(context.WithoutCancel(r.Context()), &openapi3filter.RequestValidationInput{
-		Request: r, PathParams: params, Route: route, Options: v.options,
-	})
-	if err == nil {
-		return nil
+	// Parameters first, then the body, as kin-openapi (the reference the messages come from)
+	// checks them.
+	if err := op.ValidateParameters(r); err != nil {
+		return describe(err)
 	}
-	return describe(err)
+	if err := op.ValidateBody(r.Header.Get("Content-Type"), body); err != nil {
+		return describe(err)
+	}
+	return nil
 }
 
-// describe turns a kin-openapi validation error into a 400 naming the offending field.
+// describe turns a reqschema error into a 400 naming the offending field.
 func describe(err error) *apierror.Error {
-	var reqErr *openapi3filter.RequestError
-	if !errors.As(err, &reqErr) {
+	var e *reqschema.Error
+	if !errors.As(err, &e) {
 		return apierror.Invalid("", "invalid request")
 	}
-	var parseErr *openapi3filter.ParseError
-	if errors.As(reqErr.Err, &parseErr) || strings.Contains(reqErr.Error(), "failed to decode request body") {
+	switch e.Kind {
+	case reqschema.BodySyntax:
 		return apierror.Invalid("", "the request body is not valid JSON")
-	}
-	var schemaErr *openapi3.SchemaError
-	if errors.As(reqErr.Err, &schemaErr) {
-		param := jsonPath(schemaErr.JSONPointer())
-		if reqErr.Parameter != nil {
-			param = reqErr.Parameter.Name
-		}
-		if schemaErr.SchemaField == "required" {
+	case reqschema.BodySchema:
+		param := jsonPath(e.Pointer)
+		if e.Required {
 			return apierror.Invalid(param, "'%s' is required", param)
 		}
 		if param == "" {
-			return apierror.Invalid("", "invalid request body: %s", schemaErr.Reason)
+			return apierror.Invalid("", "invalid request body: %s", e.Reason)
 		}
-		return apierror.Invalid(param, "invalid '%s': %s", param, schemaErr.Reason)
+		return apierror.Invalid(param, "invalid '%s': %s", param, e.Reason)
+	case reqschema.Parameter:
+		return apierror.Invalid(e.Parameter, "invalid parameter '%s': %s", e.Parameter, e.Reason)
 	}
-	if reqErr.Parameter != nil {
-		return apierror.Invalid(reqErr.Parameter.Name, "invalid parameter '%s': %s", reqErr.Parameter.Name, reqErr.Reason)
-	}
-	if reqErr.Reason != "" {
-		return apierror.Invalid("", "invalid request: %s", reqErr.Reason)
-	}
-	return apierror.Invalid("", "invalid request")
+	return apierror.Invalid("", "invalid request: %s", e.Reason)
 }
 
 // jsonPath writes a JSON pointer as a field path: ["messages","0","role"] → messages[0].role.

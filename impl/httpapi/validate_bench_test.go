@@ -15,7 +15,10 @@ func BenchmarkValidateChat(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	v := newValidator(doc)
+	v, err := newValidator(doc)
+	if err != nil {
+		b.Fatal(err)
+	}
 	body := `{"model":"service-flint-base","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Say hello to the benchmark."}],"max_tokens":16,"temperature":0.2}`
 	b.ReportAllocs()
 	for b.Loop() {

@@ -3,9 +3,11 @@ package apitest
 import (
 	"context"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -68,6 +70,8 @@ type Gateway struct {
 	Config     *config.Config
 	Accounts   *accounts.Service
 	Auth       *auth.Authenticator
+
+	upstreamConns *atomic.Int64
 }
 
 // Start runs a gateway for the rest of the test and waits until it receives key revocations.
@@ -92,7 +96,14 @@ func Start(t testing.TB, o Options) *Gateway {
 	if o.Sim == nil {
 		o.Sim = sim.New(sim.Options{})
 	}
-	simServer := httptest.NewServer(o.Sim)
+	simServer := httptest.NewUnstartedServer(o.Sim)
+	upstreamConns := new(atomic.Int64)
+	simServer.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			upstreamConns.Add(1)
+		}
+	}
+	simServer.Start()
 	t.Cleanup(simServer.Close)
 	retry := provider.RetryPolicy{BaseDelay: 5 * time.Millisecond, MaxDelay: 50 * time.Millisecond, MaxRetryAfter: 3 * time.Second}
 	if o.Retry != nil {
@@ -128,9 +139,12 @@ func Start(t testing.TB, o Options) *Gateway {
 	}
 	return &Gateway{
 		URL: ts.URL, Datasets: gw.Datasets, Sim: o.Sim, SimURL: simServer.URL, Meter: gw.Meter, ConnString: o.ConnString, Store: st, Config: o.Config,
-		Accounts: &accounts.Service{Store: st, Config: o.Config}, Auth: gw.Auth,
+		Accounts: &accounts.Service{Store: st, Config: o.Config}, Auth: gw.Auth, upstreamConns: upstreamConns,
 	}
 }
+
+// UpstreamConnections is how many connections the simulator has accepted so far.
+func (g *Gateway) UpstreamConnections() int64 { return g.upstreamConns.Load() }
 
 // Tenant is an account with one key.
 type Tenant struct {

@@ -420,7 +420,9 @@ func (x *exchange) respondStream(w http.ResponseWriter) error {
 	ctx, cancel := context.WithCancel(x.ctx)
 	defer cancel()
 	events := make(chan upstreamEvent, 16)
+	readerDone := make(chan struct{})
 	go func() {
+		defer close(readerDone)
 		defer close(events)
 		r := sse.NewReader(x.res.Body)
 		for {
@@ -443,8 +445,9 @@ func (x *exchange) respondStream(w http.ResponseWriter) error {
 	var (
 		neutral []llm.Event
 		out     []sse.Event
-		text    int // output characters seen, for billing when no usage arrives
-		status  = "ok"
+		text     int // output characters seen, for billing when no usage arrives
+		status   = "ok"
+		finished bool // the upstream's terminal event arrived
 	)
 	write := func(evs []sse.Event) error {
 		for _, ev := range evs {
@@ -519,13 +522,39 @@ loop:
 			}
 			heartbeat.Reset(x.s.heartbeat)
 			if done {
+				finished = true
 				break loop
 			}
 		}
 	}
+	if finished {
+		awaitUpstreamEnd(readerDone)
+	}
 	cancel()
 	x.settle(enc.Usage(), text, status)
 	return nil
+}
+
+// streamEndWait bounds the wait, after an upstream stream's terminal event, for the end of its
+// body.
+const streamEndWait = 20 * time.Millisecond
+
+// awaitUpstreamEnd waits, briefly, until the upstream stream's reader has read the body to its
+// end (readerDone). An upstream ends its body right after the terminal event; read to the end,
+// the connection goes back to the pool instead of being closed when the request's context
+// ends, and the next stream does not pay for a new connection.
+func awaitUpstreamEnd(readerDone <-chan struct{}) {
+	select {
+	case <-readerDone:
+		return
+	default:
+	}
+	t := time.NewTimer(streamEndWait)
+	defer t.Stop()
+	select {
+	case <-readerDone:
+	case <-t.C:
+	}
 }
 
 // settle bills what the upstream produced at the chosen expert's price. When the upstream

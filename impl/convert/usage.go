@@ -1,102 +1,150 @@
 package convert
 
 import (
-	"encoding/json"
+	"math"
 
 	"github.com/tollgate/tollgate/impl/llm"
 )
 
 // ResponseUsage reads only the usage of a complete upstream answer of format f, for answers
-// passed to a client of the same format untouched: it scans the top level and decodes only the
-// usage (and the status or type that says the answer is one). The counts follow
-// DecodeResponse's convention (input includes cached tokens).
+// passed to a client of the same format untouched: it scans the top level and reads only the
+// usage's counts (and the status or type that says the answer is one), without reflection. The
+// counts follow DecodeResponse's convention (input includes cached tokens).
 func ResponseUsage(f llm.Format, body []byte) (llm.Usage, error) {
-	var u llm.Usage
-	// Keep only the members the decoders below need.
-	slim := make([]byte, 0, 256)
-	slim = append(slim, '{')
+	var usage, status, typ []byte
 	err := scanTop(body, func(key, value []byte) error {
 		switch string(key) {
-		case "usage", "status", "type":
-			if len(slim) > 1 {
-				slim = append(slim, ',')
-			}
-			slim = append(append(append(append(slim, '"'), key...), '"', ':'), value...)
+		case "usage":
+			usage = value
+		case "status":
+			status = value
+		case "type":
+			typ = value
 		}
 		return nil
 	})
 	if err != nil {
-		return u, upstreamError("the answer is not a JSON object")
+		return llm.Usage{}, upstreamError("the answer is not a JSON object")
 	}
-	body = append(slim, '}')
+	var u llm.Usage
 	switch f {
 	case llm.FormatChat:
-		var w struct {
-			Usage *struct {
-				PromptTokens        int64 `json:"prompt_tokens"`
-				CompletionTokens    int64 `json:"completion_tokens"`
-				PromptTokensDetails *struct {
-					CachedTokens int64 `json:"cached_tokens"`
-				} `json:"prompt_tokens_details"`
-				CompletionTokensDetails *struct {
-					ReasoningTokens int64 `json:"reasoning_tokens"`
-				} `json:"completion_tokens_details"`
-			} `json:"usage"`
-		}
-		if err := json.Unmarshal(body, &w); err != nil {
-			return u, upstreamError("not a chat completion")
-		}
-		if w.Usage != nil {
-			u.InputTokens, u.OutputTokens = w.Usage.PromptTokens, w.Usage.CompletionTokens
-			if d := w.Usage.PromptTokensDetails; d != nil {
-				u.CachedInputTokens = d.CachedTokens
+		err = eachMember(usage, func(key, v []byte) error {
+			switch string(key) {
+			case "prompt_tokens":
+				return readCount(v, &u.InputTokens)
+			case "completion_tokens":
+				return readCount(v, &u.OutputTokens)
+			case "prompt_tokens_details":
+				return eachMember(v, func(key, v []byte) error { return countIf(key, "cached_tokens", v, &u.CachedInputTokens) })
+			case "completion_tokens_details":
+				return eachMember(v, func(key, v []byte) error { return countIf(key, "reasoning_tokens", v, &u.ReasoningTokens) })
 			}
-			if d := w.Usage.CompletionTokensDetails; d != nil {
-				u.ReasoningTokens = d.ReasoningTokens
-			}
+			return nil
+		})
+		if err != nil {
+			return llm.Usage{}, upstreamError("not a chat completion")
 		}
 	case llm.FormatResponses:
-		var w struct {
-			Status string `json:"status"`
-			Usage  *struct {
-				InputTokens        int64 `json:"input_tokens"`
-				OutputTokens       int64 `json:"output_tokens"`
-				InputTokensDetails *struct {
-					CachedTokens int64 `json:"cached_tokens"`
-				} `json:"input_tokens_details"`
-				OutputTokensDetails *struct {
-					ReasoningTokens int64 `json:"reasoning_tokens"`
-				} `json:"output_tokens_details"`
-			} `json:"usage"`
+		st, ok := stringValue(status)
+		if ok {
+			err = eachMember(usage, func(key, v []byte) error {
+				switch string(key) {
+				case "input_tokens":
+					return readCount(v, &u.InputTokens)
+				case "output_tokens":
+					return readCount(v, &u.OutputTokens)
+				case "input_tokens_details":
+					return eachMember(v, func(key, v []byte) error { return countIf(key, "cached_tokens", v, &u.CachedInputTokens) })
+				case "output_tokens_details":
+					return eachMember(v, func(key, v []byte) error { return countIf(key, "reasoning_tokens", v, &u.ReasoningTokens) })
+				}
+				return nil
+			})
 		}
-		if err := json.Unmarshal(body, &w); err != nil || w.Status == "" {
-			return u, upstreamError("not a response object")
-		}
-		if w.Usage != nil {
-			u.InputTokens, u.OutputTokens = w.Usage.InputTokens, w.Usage.OutputTokens
-			if d := w.Usage.InputTokensDetails; d != nil {
-				u.CachedInputTokens = d.CachedTokens
-			}
-			if d := w.Usage.OutputTokensDetails; d != nil {
-				u.ReasoningTokens = d.ReasoningTokens
-			}
+		if !ok || st == "" || err != nil {
+			return llm.Usage{}, upstreamError("not a response object")
 		}
 	case llm.FormatMessages:
-		var w struct {
-			Type  string `json:"type"`
-			Usage struct {
-				InputTokens              int64 `json:"input_tokens"`
-				OutputTokens             int64 `json:"output_tokens"`
-				CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
-				CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
-			} `json:"usage"`
+		var in, out, created, read int64
+		t, ok := stringValue(typ)
+		if ok {
+			err = eachMember(usage, func(key, v []byte) error {
+				switch string(key) {
+				case "input_tokens":
+					return readCount(v, &in)
+				case "output_tokens":
+					return readCount(v, &out)
+				case "cache_creation_input_tokens":
+					return readCount(v, &created)
+				case "cache_read_input_tokens":
+					return readCount(v, &read)
+				}
+				return nil
+			})
 		}
-		if err := json.Unmarshal(body, &w); err != nil || w.Type != "message" {
-			return u, upstreamError("not a message")
+		if !ok || t != "message" || err != nil {
+			return llm.Usage{}, upstreamError("not a message")
 		}
-		x := w.Usage
-		u = llm.Usage{InputTokens: x.InputTokens + x.CacheCreationInputTokens + x.CacheReadInputTokens,
-			OutputTokens: x.OutputTokens, CachedInputTokens: x.CacheReadInputTokens}
+		u = llm.Usage{InputTokens: in + created + read, OutputTokens: out, CachedInputTokens: read}
 	}
 	return u, nil
+}
+
+// eachMember calls fn for each member of the JSON object value v; an absent value (nil) or null
+// has none, anything else that is not an object is an error.
+func eachMember(v []byte, fn func(key, value []byte) error) error {
+	if v == nil || string(v) == "null" {
+		return nil
+	}
+	return scanTop(v, fn)
+}
+
+// countIf reads v into dst when key is want.
+func countIf(key []byte, want string, v []byte, dst *int64) error {
+	if string(key) != want {
+		return nil
+	}
+	return readCount(v, dst)
+}
+
+// readCount reads a JSON integer into dst; null leaves dst as it is (as encoding/json does).
+// A count with a fraction or an exponent, or out of int64's range, is an error.
+func readCount(v []byte, dst *int64) error {
+	if string(v) == "null" {
+		return nil
+	}
+	neg := len(v) > 0 && v[0] == '-'
+	digits := v
+	if neg {
+		digits = v[1:]
+	}
+	if len(digits) == 0 || (digits[0] == '0' && len(digits) > 1) {
+		return errSyntax
+	}
+	var n uint64
+	for _, c := range digits {
+		if c < '0' || c > '9' || n > (math.MaxUint64-9)/10 {
+			return errSyntax
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	switch {
+	case !neg && n <= math.MaxInt64:
+		*dst = int64(n)
+	case neg && n <= 1<<63:
+		*dst = -int64(n - 1) - 1
+	default:
+		return errSyntax
+	}
+	return nil
+}
+
+// stringValue is the JSON string value v unquoted; ok is false when v is absent or not a
+// string.
+func stringValue(v []byte) (s string, ok bool) {
+	if len(v) < 2 || v[0] != '"' {
+		return "", false
+	}
+	return unquote(v), true
 }

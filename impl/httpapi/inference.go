@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tollgate/tollgate/gen/api"
@@ -403,158 +404,165 @@ func responseID(f llm.Format, requestID string) string {
 	return "chatcmpl-" + suffix
 }
 
-// upstreamEvent is one read from the upstream stream.
-type upstreamEvent struct {
-	ev  sse.Event
-	err error
-}
-
 func (x *exchange) respondStream(w http.ResponseWriter) error {
-	sw := sse.NewWriter(w)
-	sw.WriteHeader()
+	sw := &lockedSSE{w: sse.NewWriter(w), every: x.s.heartbeat}
+	sw.w.WriteHeader()
 	dec := streamconv.NewDecoder(x.expert.Kind)
 	enc := streamconv.NewEncoder(x.client, streamconv.Meta{
 		ID: responseID(x.client, x.requestID), Created: x.started.Unix(), Model: x.model.ID,
 		IncludeUsage: x.include, InputTokensEstimate: x.inputEst,
 	})
-	ctx, cancel := context.WithCancel(x.ctx)
-	defer cancel()
-	events := make(chan upstreamEvent, 16)
-	readerDone := make(chan struct{})
-	go func() {
-		defer close(readerDone)
-		defer close(events)
-		r := sse.NewReader(x.res.Body)
-		for {
-			ev, err := r.Next()
-			if err == nil {
-				ev = sse.Event{Name: ev.Name, Data: append([]byte(nil), ev.Data...)}
-			}
-			select {
-			case events <- upstreamEvent{ev: ev, err: err}:
-			case <-ctx.Done():
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	heartbeat := time.NewTimer(x.s.heartbeat)
-	defer heartbeat.Stop()
+	// The upstream is read in this goroutine: an event goes out as soon as it is read, with no
+	// hand-off between goroutines. While the upstream is silent, a timer sends comment
+	// heartbeats; the lock keeps its writes apart from the events'. A client that goes away
+	// ends the request's context, which interrupts the upstream read.
+	sw.startHeartbeat()
+	defer sw.close()
 	var (
+		r       = sse.NewReader(x.res.Body)
 		neutral []llm.Event
 		out     []sse.Event
-		text     int // output characters seen, for billing when no usage arrives
-		status   = "ok"
-		finished bool // the upstream's terminal event arrived
+		text    int // output characters seen, for billing when no usage arrives
+		status  = "ok"
 	)
-	write := func(evs []sse.Event) error {
-		for _, ev := range evs {
-			if err := sw.Write(ev); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
 	fail := func(errType, message string) {
 		out = enc.Fail(errType, message, out[:0])
-		_ = write(out)
+		_ = sw.write(out)
 	}
 loop:
 	for {
-		select {
-		case <-x.ctx.Done():
-			status = "client_disconnected"
-			break loop
-		case <-heartbeat.C:
-			if err := sw.Comment("keep-alive"); err != nil {
+		ev, err := r.Next()
+		if err != nil {
+			switch {
+			case x.ctx.Err() != nil:
+				status = "client_disconnected"
+			default:
+				status = "upstream_cut_off"
+				x.s.logger(x.ctx).Warn("upstream stream ended early", "expert", x.expert.Key, "err", err)
+				fail("api_error", "the upstream stream ended unexpectedly")
+			}
+			break
+		}
+		var done bool
+		neutral, done, err = dec.Decode(ev, neutral[:0])
+		if err != nil {
+			status = "upstream_malformed"
+			x.s.logger(x.ctx).Warn("malformed upstream event", "expert", x.expert.Key, "err", err)
+			fail("api_error", "the upstream stream could not be read")
+			break
+		}
+		// The encoder reuses its buffer on every call: write each call's events at once.
+		failed := false
+		for _, ev := range neutral {
+			switch ev.Kind {
+			case llm.EventTextDelta:
+				text += len(ev.Text)
+			case llm.EventToolCallDelta:
+				text += len(ev.Arguments)
+			case llm.EventError:
+				failed = true
+				status = "upstream_error"
+			}
+			out = enc.Encode(ev, out[:0])
+			if err := sw.write(out); err != nil {
 				status = "client_disconnected"
 				break loop
 			}
-			heartbeat.Reset(x.s.heartbeat)
-		case ue, ok := <-events:
-			if !ok {
-				break loop
+		}
+		if failed {
+			break
+		}
+		if done {
+			out = enc.Finish(out[:0])
+			if err := sw.write(out); err != nil {
+				status = "client_disconnected"
+				break
 			}
-			if ue.err != nil {
-				status = "upstream_cut_off"
-				x.s.logger(x.ctx).Warn("upstream stream ended early", "expert", x.expert.Key, "err", ue.err)
-				fail("api_error", "the upstream stream ended unexpectedly")
-				break loop
-			}
-			var done bool
-			var err error
-			neutral, done, err = dec.Decode(ue.ev, neutral[:0])
-			if err != nil {
-				status = "upstream_malformed"
-				x.s.logger(x.ctx).Warn("malformed upstream event", "expert", x.expert.Key, "err", err)
-				fail("api_error", "the upstream stream could not be read")
-				break loop
-			}
-			// The encoder reuses its buffer on every call: write each call's events at once.
-			failed := false
-			for _, ev := range neutral {
-				switch ev.Kind {
-				case llm.EventTextDelta:
-					text += len(ev.Text)
-				case llm.EventToolCallDelta:
-					text += len(ev.Arguments)
-				case llm.EventError:
-					failed = true
-					status = "upstream_error"
-				}
-				out = enc.Encode(ev, out[:0])
-				if err := write(out); err != nil {
-					status = "client_disconnected"
-					break loop
-				}
-			}
-			if failed {
-				break loop
-			}
-			if done {
-				out = enc.Finish(out[:0])
-				if err := write(out); err != nil {
-					status = "client_disconnected"
-					break loop
-				}
-			}
-			heartbeat.Reset(x.s.heartbeat)
-			if done {
-				finished = true
-				break loop
-			}
+			x.drainUpstream()
+			break
 		}
 	}
-	if finished {
-		awaitUpstreamEnd(readerDone)
-	}
-	cancel()
+	sw.close()
 	x.settle(enc.Usage(), text, status)
 	return nil
 }
+
+// lockedSSE writes a stream's events and, while nothing else is written for the heartbeat
+// interval, comment heartbeats from a timer's goroutine; the lock keeps the two apart. After
+// close it writes nothing.
+type lockedSSE struct {
+	w     *sse.Writer
+	every time.Duration
+
+	mu     sync.Mutex
+	timer  *time.Timer
+	closed bool
+}
+
+// startHeartbeat arms the heartbeat timer.
+func (l *lockedSSE) startHeartbeat() {
+	l.mu.Lock()
+	l.timer = time.AfterFunc(l.every, l.beat)
+	l.mu.Unlock()
+}
+
+// beat sends a heartbeat and re-arms the timer, unless the stream has ended or the client is
+// gone (the request's context then ends the stream).
+func (l *lockedSSE) beat() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return
+	}
+	if l.w.Comment("keep-alive") == nil {
+		l.timer.Reset(l.every)
+	}
+}
+
+// write sends events, each flushed, and restarts the heartbeat interval.
+func (l *lockedSSE) write(evs []sse.Event) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return errStreamClosed
+	}
+	for _, ev := range evs {
+		if err := l.w.Write(ev); err != nil {
+			return err
+		}
+	}
+	if l.timer != nil {
+		l.timer.Reset(l.every)
+	}
+	return nil
+}
+
+// close ends the stream: no heartbeat or event is written after it.
+func (l *lockedSSE) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+}
+
+// errStreamClosed is what a write after the end of the stream returns.
+var errStreamClosed = errors.New("the stream has ended")
 
 // streamEndWait bounds the wait, after an upstream stream's terminal event, for the end of its
 // body.
 const streamEndWait = 20 * time.Millisecond
 
-// awaitUpstreamEnd waits, briefly, until the upstream stream's reader has read the body to its
-// end (readerDone). An upstream ends its body right after the terminal event; read to the end,
-// the connection goes back to the pool instead of being closed when the request's context
-// ends, and the next stream does not pay for a new connection.
-func awaitUpstreamEnd(readerDone <-chan struct{}) {
-	select {
-	case <-readerDone:
-		return
-	default:
-	}
-	t := time.NewTimer(streamEndWait)
-	defer t.Stop()
-	select {
-	case <-readerDone:
-	case <-t.C:
-	}
+// drainUpstream reads, briefly, the rest of the upstream stream after its terminal event. An
+// upstream ends its body right after that event; read to the end, the connection goes back to
+// the pool instead of being closed when the request's context ends, and the next stream does
+// not pay for a new connection. An upstream that keeps the stream open is cut after
+// streamEndWait.
+func (x *exchange) drainUpstream() {
+	cut := time.AfterFunc(streamEndWait, func() { _ = x.res.Body.Close() })
+	_, _ = io.Copy(io.Discard, io.LimitReader(x.res.Body, 64<<10))
+	cut.Stop()
 }
 
 // settle bills what the upstream produced at the chosen expert's price. When the upstream

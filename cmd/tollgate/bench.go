@@ -143,13 +143,13 @@ func runBench(ctx context.Context, args []string) error {
 	if err := os.WriteFile(*out, append(b, '\n'), 0o644); err != nil {
 		return err
 	}
-	fmt.Printf(`tollgate bench (%s)
+	fmt.Printf(`tollgate bench (%s; CPU steal during the latency phases %.1f%%)
 non-streaming at %d req/s   direct p50 %.0f µs p99 %.0f µs | gateway p50 %.0f µs p99 %.0f µs | added p50 %.0f µs p99 %.0f µs | success %.3f / %.3f
 streaming first byte        direct p50 %.0f µs p99 %.0f µs | gateway p50 %.0f µs p99 %.0f µs | added p50 %.0f µs p99 %.0f µs
 highest sustained rate      direct %.0f req/s | gateway %.0f req/s | ratio %.2f
 %d concurrent streams       completed %d | gateway RSS %.1f MB before, %.1f MB peak (%.1f KB per stream)
 report written to %s
-`, report.Machine["cpu"], report.Rate,
+`, report.Machine["cpu"], report.StealPercent, report.Rate,
 		report.DirectP50us, report.DirectP99us, report.GatewayP50us, report.GatewayP99us, report.AddedP50us, report.AddedP99us, report.DirectSuccess, report.GatewaySuccess,
 		report.StreamDirectP50us, report.StreamDirectP99us, report.StreamGatewayP50us, report.StreamGatewayP99us, report.AddedTTFBP50us, report.AddedTTFBP99us,
 		report.MaxDirectRPS, report.MaxGatewayRPS, report.MaxRPSRatio,

@@ -75,6 +75,10 @@ type Report struct {
 	RSSBeforeMB        float64 `json:"gateway_rss_before_mb"`
 	RSSPeakMB          float64 `json:"gateway_rss_peak_mb"`
 	RSSPerStreamKB     float64 `json:"gateway_rss_per_stream_kb"`
+	// StealPercent is the share of CPU time the hypervisor gave to other machines during the
+	// latency phases (from /proc/stat; 0 where it is not reported). Above a few percent the
+	// latencies say more about the host's neighbours than about the gateway.
+	StealPercent float64 `json:"cpu_steal_percent"`
 }
 
 func (c *Config) defaults() {
@@ -121,6 +125,7 @@ func Run(ctx context.Context, c Config) (Report, error) {
 	c.defaults()
 	r := Report{Rate: c.Rate, Streams: c.Streams}
 	direct, gateway := c.targets(false, c.GatewayModel)
+	stealBefore, totalBefore := cpuSteal()
 
 	// Warm both paths (connections, caches, credit holds).
 	for _, t := range []target{direct, gateway} {
@@ -164,6 +169,9 @@ func Run(ctx context.Context, c Config) (Report, error) {
 	r.StreamDirectP50us, r.StreamDirectP99us = us(pct(dTTFB, 0.50)), us(pct(dTTFB, 0.99))
 	r.StreamGatewayP50us, r.StreamGatewayP99us = us(pct(gTTFB, 0.50)), us(pct(gTTFB, 0.99))
 	r.AddedTTFBP50us, r.AddedTTFBP99us = r.StreamGatewayP50us-r.StreamDirectP50us, r.StreamGatewayP99us-r.StreamDirectP99us
+	if stealAfter, totalAfter := cpuSteal(); totalAfter > totalBefore {
+		r.StealPercent = 100 * float64(stealAfter-stealBefore) / float64(totalAfter-totalBefore)
+	}
 
 	fmt.Fprintln(c.Log, "highest sustained rate: direct then gateway, 64 workers flat out")
 	r.MaxDirectRPS = maxRate(direct, c.Phase)
@@ -346,6 +354,29 @@ func holdStreams(ctx context.Context, c Config, n int) (int, int64) {
 		peak.Store(hwm)
 	}
 	return int(completed.Load()), peak.Load()
+}
+
+// cpuSteal reads the machine's steal time and total CPU time, in clock ticks, from /proc/stat
+// (zeros where it cannot be read).
+func cpuSteal() (steal, total uint64) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	fields := strings.Fields(line)
+	if len(fields) < 9 || fields[0] != "cpu" {
+		return 0, 0
+	}
+	// user nice system idle iowait irq softirq steal [guest guest_nice, already in user and nice]
+	for i, f := range fields[1:9] {
+		v, _ := strconv.ParseUint(f, 10, 64)
+		total += v
+		if i == 7 {
+			steal = v
+		}
+	}
+	return steal, total
 }
 
 // rss is the process's resident set in KiB.

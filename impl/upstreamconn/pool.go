@@ -66,6 +66,13 @@ func (t *Transport) takeIdle(addr string) *conn {
 	s.conns = s.conns[:last]
 	if now.Sub(c.idleSince) < limit {
 		t.mu.Unlock()
+		if c.peerSpoke() {
+			// Bytes nobody asked for (a stray response, a body longer than announced) or the
+			// end of the stream arrived while the connection was idle: never hand them to the
+			// next request. Try the next idle connection.
+			c.close()
+			return t.takeIdle(addr)
+		}
 		return c
 	}
 	// The newest idle connection is too old, so all the older ones below it are too.

@@ -56,6 +56,9 @@ func checkRequest(req *http.Request) (string, error) {
 	if !validHostHeader(host) {
 		return "", fmt.Errorf("upstreamconn: invalid Host %q", host)
 	}
+	if !validRequestTarget(u.Opaque) || !validRequestTarget(u.EscapedPath()) || !validRequestTarget(u.RawQuery) {
+		return "", errors.New("upstreamconn: the request URL holds a space or a control character")
+	}
 	for name, values := range req.Header {
 		if !validToken(name) {
 			return "", fmt.Errorf("upstreamconn: invalid header field name %q", name)
@@ -264,4 +267,15 @@ func validHostHeader(h string) bool {
 		}
 	}
 	return h != ""
+}
+
+// validRequestTarget reports whether s may go into the request line: no spaces, no control
+// characters (which would end the line or split it, as net/http also refuses).
+func validRequestTarget(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }

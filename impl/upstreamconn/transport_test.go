@@ -218,8 +218,13 @@ type onceReader struct{ io.Reader }
 
 func (onceReader) Close() error { return nil }
 
-func TestIdleConnectionClosedByTheServerIsNotRetriedWithoutReplayableBody(t *testing.T) {
+// TestIdleConnectionClosedByTheServerIsNotUsed: a connection the server closed while it was
+// idle is noticed when it is taken from the pool, so even a request whose body cannot be sent
+// twice goes out once, on a new connection.
+func TestIdleConnectionClosedByTheServerIsNotUsed(t *testing.T) {
+	var bodies atomic.Int64
 	srv := newCountingServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		bodies.Add(1)
 		io.Copy(w, r.Body)
 	}))
 	tr := &Transport{}
@@ -229,12 +234,46 @@ func TestIdleConnectionClosedByTheServerIsNotRetriedWithoutReplayableBody(t *tes
 
 	req := mustRequest(t, context.Background(), http.MethodPost, srv.URL, nil)
 	req.Body, req.ContentLength = onceReader{strings.NewReader("second")}, 6
-	if res, err := tr.RoundTrip(req); err == nil {
-		res.Body.Close()
-		t.Fatal("the request succeeded on a connection the server had closed")
+	if _, body := fetch(t, tr, req); body != "second" {
+		t.Fatalf("got %q", body)
 	}
-	if n := srv.accepted.Load(); n != 1 {
-		t.Errorf("the server accepted %d connections, want 1 (no retry)", n)
+	if n := srv.accepted.Load(); n != 2 {
+		t.Errorf("the server accepted %d connections, want 2", n)
+	}
+	if n := bodies.Load(); n != 2 {
+		t.Errorf("the server received %d requests, want 2 (each sent once)", n)
+	}
+}
+
+// TestStrayBytesOnAnIdleConnectionAreNeverAnAnswer: an upstream that sends a second, unasked
+// response after the first must not have it read as the answer to the next request (which may
+// be another tenant's): the connection is dropped when it is taken from the pool.
+func TestStrayBytesOnAnIdleConnectionAreNeverAnAnswer(t *testing.T) {
+	sendStray, strayWritten := make(chan struct{}), make(chan struct{})
+	srv := newRawServer(t, func(n int64, c net.Conn) {
+		br := bufio.NewReader(c)
+		if _, err := readRequestFrom(br); err != nil {
+			return
+		}
+		answer := fmt.Sprintf("answer-%d", n)
+		fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(answer), answer)
+		if n == 1 {
+			// Only once the first answer has been read and the connection is idle in the pool.
+			<-sendStray
+			fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstray")
+			close(strayWritten)
+		}
+		_, _ = readRequestFrom(br) // hold the connection open until the client goes
+	})
+	tr := &Transport{}
+	defer tr.CloseIdleConnections()
+	if _, body := fetch(t, tr, mustRequest(t, context.Background(), http.MethodGet, srv.URL(), nil)); body != "answer-1" {
+		t.Fatalf("first answer %q", body)
+	}
+	close(sendStray)
+	<-strayWritten // on loopback the bytes are in the client's socket once written
+	if _, body := fetch(t, tr, mustRequest(t, context.Background(), http.MethodGet, srv.URL(), nil)); body != "answer-2" {
+		t.Fatalf("second request got %q, want the answer of a new connection", body)
 	}
 }
 
@@ -659,6 +698,8 @@ func TestUnsupportedRequestsAreRefused(t *testing.T) {
 		"header injection":   func(r *http.Request) { r.Header.Set("X-Evil", "a\r\nHost: elsewhere") },
 		"invalid field name": func(r *http.Request) { r.Header["Bad Name"] = []string{"x"} },
 		"user info":          func(r *http.Request) { r.URL.User = url.UserPassword("u", "p") },
+		"query injection":    func(r *http.Request) { r.URL.RawQuery = "a=1 HTTP/1.1\r\nX-Injected: yes" },
+		"opaque control":     func(r *http.Request) { r.URL.Opaque = "/a\r\nX-Injected: yes" },
 	}
 	tr := &Transport{}
 	for name, mutate := range cases {

@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"bytes"
 	"math"
 
 	"github.com/tollgate/tollgate/impl/llm"
@@ -30,14 +31,14 @@ func ResponseUsage(f llm.Format, body []byte) (llm.Usage, error) {
 	switch f {
 	case llm.FormatChat:
 		err = eachMember(usage, func(key, v []byte) error {
-			switch string(key) {
-			case "prompt_tokens":
+			switch {
+			case fold(key, "prompt_tokens"):
 				return readCount(v, &u.InputTokens)
-			case "completion_tokens":
+			case fold(key, "completion_tokens"):
 				return readCount(v, &u.OutputTokens)
-			case "prompt_tokens_details":
+			case fold(key, "prompt_tokens_details"):
 				return eachMember(v, func(key, v []byte) error { return countIf(key, "cached_tokens", v, &u.CachedInputTokens) })
-			case "completion_tokens_details":
+			case fold(key, "completion_tokens_details"):
 				return eachMember(v, func(key, v []byte) error { return countIf(key, "reasoning_tokens", v, &u.ReasoningTokens) })
 			}
 			return nil
@@ -49,14 +50,14 @@ func ResponseUsage(f llm.Format, body []byte) (llm.Usage, error) {
 		st, ok := stringValue(status)
 		if ok {
 			err = eachMember(usage, func(key, v []byte) error {
-				switch string(key) {
-				case "input_tokens":
+				switch {
+				case fold(key, "input_tokens"):
 					return readCount(v, &u.InputTokens)
-				case "output_tokens":
+				case fold(key, "output_tokens"):
 					return readCount(v, &u.OutputTokens)
-				case "input_tokens_details":
+				case fold(key, "input_tokens_details"):
 					return eachMember(v, func(key, v []byte) error { return countIf(key, "cached_tokens", v, &u.CachedInputTokens) })
-				case "output_tokens_details":
+				case fold(key, "output_tokens_details"):
 					return eachMember(v, func(key, v []byte) error { return countIf(key, "reasoning_tokens", v, &u.ReasoningTokens) })
 				}
 				return nil
@@ -70,14 +71,14 @@ func ResponseUsage(f llm.Format, body []byte) (llm.Usage, error) {
 		t, ok := stringValue(typ)
 		if ok {
 			err = eachMember(usage, func(key, v []byte) error {
-				switch string(key) {
-				case "input_tokens":
+				switch {
+				case fold(key, "input_tokens"):
 					return readCount(v, &in)
-				case "output_tokens":
+				case fold(key, "output_tokens"):
 					return readCount(v, &out)
-				case "cache_creation_input_tokens":
+				case fold(key, "cache_creation_input_tokens"):
 					return readCount(v, &created)
-				case "cache_read_input_tokens":
+				case fold(key, "cache_read_input_tokens"):
 					return readCount(v, &read)
 				}
 				return nil
@@ -100,9 +101,16 @@ func eachMember(v []byte, fn func(key, value []byte) error) error {
 	return scanTop(v, fn)
 }
 
+// fold reports whether the member name key is name, ignoring case as encoding/json does when it
+// matches a member to a struct field (upstreams write the names in lower case; the match must
+// still be the one the full decoder makes).
+func fold(key []byte, name string) bool {
+	return string(key) == name || bytes.EqualFold(key, []byte(name))
+}
+
 // countIf reads v into dst when key is want.
 func countIf(key []byte, want string, v []byte, dst *int64) error {
-	if string(key) != want {
+	if !fold(key, want) {
 		return nil
 	}
 	return readCount(v, dst)
@@ -133,7 +141,7 @@ func readCount(v []byte, dst *int64) error {
 	case !neg && n <= math.MaxInt64:
 		*dst = int64(n)
 	case neg && n <= 1<<63:
-		*dst = -int64(n - 1) - 1
+		*dst = -int64(n-1) - 1
 	default:
 		return errSyntax
 	}

@@ -106,7 +106,7 @@ func usageSeeds(t testing.TB) []string {
 		`{"usage":{"prompt_tokens":-9223372036854775808}}`, `{"usage":{"prompt_tokens":-9223372036854775809}}`,
 		`{"usage":{"prompt_tokens":007}}`, `{"usage":{"prompt_tokens":"12"}}`, `{"usage":{"prompt_tokens":null}}`,
 		`{"usage":{"prompt_tokens":1,"prompt_tokens":2}}`, `{"usage":{"prompt_tokens_details":null,"completion_tokens_details":{"reasoning_tokens":4}}}`,
-		`{"usage":{"prompt_tokens_details":7}}`, `{"usage":{"pr\u006fmpt_tokens":5}}`,
+		`{"usage":{"prompt_tokens_details":7}}`, `{"usage":{"pr\u006fmpt_tokens":5}}`, `{"usage":{"prompt_toKens":1,"PROMPT_TOKENS":2}}`,
 		`{"status":"completed","usage":{"input_tokens":4,"output_tokens":2,"input_tokens_details":{"cached_tokens":1}}}`,
 		`{"status":"","usage":{}}`, `{"status":null}`, `{"status":7}`, `{"status":"in\u0070rogress"}`,
 		`{"type":"message","usage":{"input_tokens":3,"output_tokens":2,"cache_creation_input_tokens":1,"cache_read_input_tokens":5}}`,

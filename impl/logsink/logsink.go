@@ -25,7 +25,10 @@ type Writer struct {
 
 	mu  sync.Mutex
 	buf []byte
-	err error
+	// spare is the buffer being written out, or written out last; nil while in use.
+	spare  []byte
+	err    error
+	closed bool
 
 	// writeMu serialises writes to out, so that batches leave in the order they were taken.
 	writeMu sync.Mutex
@@ -44,7 +47,8 @@ func New(out io.Writer, interval time.Duration, limit int) *Writer {
 	if limit <= 0 {
 		limit = 64 << 10
 	}
-	w := &Writer{out: out, limit: limit, buf: make([]byte, 0, limit), stop: make(chan struct{}), done: make(chan struct{})}
+	w := &Writer{out: out, limit: limit, buf: make([]byte, 0, limit), spare: make([]byte, 0, limit),
+		stop: make(chan struct{}), done: make(chan struct{})}
 	go w.loop(interval)
 	return w
 }
@@ -68,7 +72,7 @@ func (w *Writer) loop(interval time.Duration) {
 func (w *Writer) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	w.buf = append(w.buf, p...)
-	full := len(w.buf) >= w.limit
+	full := len(w.buf) >= w.limit || w.closed
 	err := w.err
 	w.mu.Unlock()
 	if full {
@@ -84,28 +88,35 @@ func (w *Writer) Flush() error {
 	w.writeMu.Lock()
 	defer w.writeMu.Unlock()
 	w.mu.Lock()
-	batch := w.buf
-	w.buf = make([]byte, 0, w.limit)
-	w.mu.Unlock()
-	if len(batch) == 0 {
+	if len(w.buf) == 0 {
+		w.mu.Unlock()
 		return nil
 	}
+	batch := w.buf
+	w.buf = w.spare[:0]
+	w.spare = nil
+	w.mu.Unlock()
 	_, err := w.out.Write(batch)
+	w.mu.Lock()
 	if err != nil {
-		w.mu.Lock()
 		w.err = err
-		w.mu.Unlock()
 	}
+	if cap(batch) <= 4*w.limit {
+		w.spare = batch[:0] // the two buffers take turns; an outsized one is let go
+	}
+	w.mu.Unlock()
 	return err
 }
 
-// Close stops the timer and writes out what is left. Writes after Close are buffered until
-// the next Flush.
+// Close stops the timer and writes out what is left. Writes after Close go out at once.
 func (w *Writer) Close() error {
 	w.once.Do(func() {
 		close(w.stop)
 		<-w.done
 	})
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
 	return w.Flush()
 }
 

@@ -163,3 +163,15 @@ func TestOutputErrorIsReported(t *testing.T) {
 	}
 	_ = w.Close()
 }
+
+func TestWritesAfterCloseGoOutAtOnce(t *testing.T) {
+	out := &lockedBuffer{}
+	w := New(out, time.Hour, 1<<20)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprint(w, "late\n")
+	if s, _ := out.snapshot(); s != "late\n" {
+		t.Errorf("after Close: %q", s)
+	}
+}

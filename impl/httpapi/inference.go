@@ -405,7 +405,7 @@ func responseID(f llm.Format, requestID string) string {
 }
 
 func (x *exchange) respondStream(w http.ResponseWriter) error {
-	sw := &lockedSSE{w: sse.NewWriter(w), every: x.s.heartbeat}
+	sw := &lockedSSE{w: sse.NewWriter(w), every: x.s.heartbeat, onSilence: func() { _ = x.res.Body.Close() }}
 	sw.w.WriteHeader()
 	dec := streamconv.NewDecoder(x.expert.Kind)
 	enc := streamconv.NewEncoder(x.client, streamconv.Meta{
@@ -436,6 +436,10 @@ loop:
 			switch {
 			case x.ctx.Err() != nil:
 				status = "client_disconnected"
+			case sw.silenced():
+				status = "upstream_stalled"
+				x.s.logger(x.ctx).Warn("upstream stream silent for too long; cut off", "expert", x.expert.Key, "silence", sw.every*maxSilentHeartbeats)
+				fail("api_error", "the upstream sent nothing for too long")
 			default:
 				status = "upstream_cut_off"
 				x.s.logger(x.ctx).Warn("upstream stream ended early", "expert", x.expert.Key, "err", err)
@@ -487,16 +491,33 @@ loop:
 	return nil
 }
 
+// maxSilentHeartbeats is how many heartbeat intervals in a row an upstream stream may stay
+// silent (10 minutes at the default 15 s) before the gateway cuts it off with an in-band error,
+// so that a hung upstream does not hold the request, its connection and its reservation for
+// ever.
+const maxSilentHeartbeats = 40
+
 // lockedSSE writes a stream's events and, while nothing else is written for the heartbeat
 // interval, comment heartbeats from a timer's goroutine; the lock keeps the two apart. After
-// close it writes nothing.
+// maxSilentHeartbeats heartbeats in a row it calls onSilence (which ends the upstream read)
+// instead. After close it writes nothing.
 type lockedSSE struct {
-	w     *sse.Writer
-	every time.Duration
+	w         *sse.Writer
+	every     time.Duration
+	onSilence func()
 
 	mu     sync.Mutex
 	timer  *time.Timer
+	beats  int
+	silent bool
 	closed bool
+}
+
+// silenced reports whether the stream was cut off for silence.
+func (l *lockedSSE) silenced() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.silent
 }
 
 // startHeartbeat arms the heartbeat timer.
@@ -512,6 +533,11 @@ func (l *lockedSSE) beat() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
+		return
+	}
+	if l.beats++; l.beats > maxSilentHeartbeats {
+		l.silent = true
+		l.onSilence()
 		return
 	}
 	if l.w.Comment("keep-alive") == nil {
@@ -531,6 +557,7 @@ func (l *lockedSSE) write(evs []sse.Event) error {
 			return err
 		}
 	}
+	l.beats = 0
 	if l.timer != nil {
 		l.timer.Reset(l.every)
 	}

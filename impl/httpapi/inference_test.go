@@ -385,3 +385,32 @@ func TestModelNotFoundOnInferenceRoutes(t *testing.T) {
 		t.Error("a request for an unavailable model reached an upstream")
 	}
 }
+
+// TestSilentUpstreamStreamIsCutOff: an upstream that stops sending for maxSilentHeartbeats
+// heartbeat intervals is cut off with the format's in-band error, the stream ends, and what
+// was produced is billed once.
+func TestSilentUpstreamStreamIsCutOff(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: contractConfig(t), Heartbeat: 5 * time.Millisecond})
+	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	req, _ := http.NewRequest("POST", g.URL+"/v1/messages", strings.NewReader(
+		`{"model":"service-sonnet","max_tokens":32,"stream":true,"messages":[{"role":"user","content":"hi [[sim fault=stall ms=600000 after=2]]"}]}`))
+	req.Header.Set("Authorization", "Bearer "+tenant.Key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	out := string(b)
+	if !strings.Contains(out, "event: error\n") || !strings.Contains(out, "the upstream sent nothing for too long") {
+		t.Fatalf("no in-band error after the upstream went silent:\n%s", out)
+	}
+	if n := strings.Count(out, ": keep-alive\n\n"); n != 40 {
+		t.Errorf("%d heartbeats before the cut-off, want 40", n)
+	}
+	waitSettled(t, g, tenant.Account, 1)
+	recs, err := g.Store.UsageRecords(context.Background(), tenant.Account.ID, 10)
+	if err != nil || len(recs) != 1 || recs[0].Status != "upstream_stalled" || recs[0].OutputTokens <= 0 {
+		t.Errorf("usage records %+v (%v), want one upstream_stalled record with the output produced", recs, err)
+	}
+}

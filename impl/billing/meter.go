@@ -645,16 +645,36 @@ func (m *Meter) enqueue(rec store.UsageRecord) {
 
 // flushAll writes queued usage in batches until the queue is empty or a write fails; the
 // records of a failed write go back to the head of the queue.
-func (m *Meter) flushAll(ctx context.Context) error {
+func (m *Meter) flushAll(ctx context.Context) error { return m.flush(ctx, -1) }
+
+// flushQueued writes the records queued when it is called (in batches; the same on failure
+// as flushAll). Records settled while it writes wait for the next tick: with a steady stream
+// of settlements, chasing them would turn one batch per interval into a chain of tiny batches,
+// each a statement and a commit in PostgreSQL.
+func (m *Meter) flushQueued(ctx context.Context) error {
+	m.qmu.Lock()
+	n := len(m.queue)
+	m.qmu.Unlock()
+	if n == 0 {
+		return nil
+	}
+	return m.flush(ctx, n)
+}
+
+// flush writes up to limit queued records (all of them, new ones included, when limit < 0).
+func (m *Meter) flush(ctx context.Context, limit int) error {
 	m.flushMu.Lock()
 	defer m.flushMu.Unlock()
-	for {
+	for written := 0; limit < 0 || written < limit; {
 		m.qmu.Lock()
 		if len(m.queue) == 0 {
 			m.qmu.Unlock()
 			return nil
 		}
 		n := min(len(m.queue), m.opts.BatchSize)
+		if limit >= 0 {
+			n = min(n, limit-written)
+		}
 		batch := m.queue[:n:n]
 		m.queue = m.queue[n:]
 		if len(m.queue) == 0 {
@@ -667,7 +687,9 @@ func (m *Meter) flushAll(ctx context.Context) error {
 			m.qmu.Unlock()
 			return err
 		}
+		written += n
 	}
+	return nil
 }
 
 // writeBatch writes one batch and applies the outcome to the accounts' states.
@@ -756,7 +778,7 @@ func (m *Meter) loop(ctx context.Context) {
 }
 
 func (m *Meter) flushLogged(ctx context.Context) {
-	if err := m.flushAll(ctx); err != nil && ctx.Err() == nil {
+	if err := m.flushQueued(ctx); err != nil && ctx.Err() == nil {
 		m.opts.Logger.Error("billing: write usage (will retry)", "err", err)
 	}
 }

@@ -634,3 +634,45 @@ func TestReserveEdges(t *testing.T) {
 		t.Error("a released reservation was billed")
 	}
 }
+
+// TestFlushQueuedWritesWhatWasQueued: the periodic flush writes the records queued when it
+// starts, not the ones settled meanwhile (which would chain tiny batches behind each other);
+// flushAll, used to drain, writes everything.
+func TestFlushQueuedWritesWhatWasQueued(t *testing.T) {
+	ctx := context.Background()
+	_, st := newDB(t)
+	acct := newAccount(t, st, 1_000_000)
+	m := New(st, Options{BatchSize: 2})
+	settle := func(id string) {
+		r, err := m.Reserve(ctx, acct, id, 1_000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Settle(100, UsageRecord{})
+	}
+	for i := range 5 {
+		settle(fmt.Sprintf("q-%d", i))
+	}
+	// Five queued, written in batches of two: a limit of three writes two batches (2 + 1).
+	if err := m.flush(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(m.queue); n != 2 {
+		t.Fatalf("%d records left after writing three of five, want 2", n)
+	}
+	if err := m.flushQueued(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(m.queue); n != 0 {
+		t.Fatalf("%d records left after flushQueued, want 0", n)
+	}
+	for i := range 3 {
+		settle(fmt.Sprintf("r-%d", i))
+	}
+	if err := m.flushAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, cost, err := st.UsageTotals(ctx, acct); err != nil || n != 8 || cost != 800 {
+		t.Errorf("usage records: %d costing %d (%v), want 8 costing 800", n, cost, err)
+	}
+}

@@ -12,27 +12,43 @@ func (c *conn) peerSpoke() bool {
 	if c.br.Buffered() > 0 {
 		return true
 	}
-	sc, ok := c.nc.(syscall.Conn)
-	if !ok {
-		return false
+	if c.peek == nil {
+		sc, ok := c.nc.(syscall.Conn)
+		if !ok {
+			return false
+		}
+		raw, err := sc.SyscallConn()
+		if err != nil {
+			return true
+		}
+		c.peek = &socketPeek{raw: raw}
+		c.peek.fn = c.peek.recv
 	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
+	p := c.peek
+	p.spoke = true
+	if err := p.raw.Read(p.fn); err != nil {
 		return true
 	}
-	spoke := true
-	var one [1]byte
-	err = raw.Read(func(fd uintptr) bool {
-		for {
-			_, _, rerr := syscall.Recvfrom(int(fd), one[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-			if rerr == syscall.EINTR {
-				continue
-			}
-			// EAGAIN: nothing waiting, the connection is quiet. Anything else (a byte, the end
-			// of the stream with n == 0, an error) means it must not be reused.
-			spoke = rerr != syscall.EAGAIN && rerr != syscall.EWOULDBLOCK
-			return true // never wait for readability
+	return p.spoke
+}
+
+// socketPeek is what peerSpoke keeps per connection, so that a peek allocates nothing.
+type socketPeek struct {
+	raw   syscall.RawConn
+	fn    func(fd uintptr) bool
+	spoke bool
+	one   [1]byte
+}
+
+// recv peeks at one byte without waiting. EAGAIN means nothing is waiting: the connection is
+// quiet. Anything else (a byte, the end of the stream, an error) means it must not be reused.
+func (p *socketPeek) recv(fd uintptr) bool {
+	for {
+		_, _, err := syscall.Recvfrom(int(fd), p.one[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		if err == syscall.EINTR {
+			continue
 		}
-	})
-	return spoke || err != nil
+		p.spoke = err != syscall.EAGAIN && err != syscall.EWOULDBLOCK
+		return true // never wait for readability
+	}
 }

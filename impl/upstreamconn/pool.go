@@ -19,6 +19,9 @@ type conn struct {
 	// when a request's context is cancelled. It is built once so that registering it with
 	// context.AfterFunc on every request costs no closure.
 	interrupt func()
+	// peek is the state of peerSpoke's look at the socket, made on first use (nil on
+	// platforms where the socket is not inspected).
+	peek *socketPeek
 }
 
 func newConn(nc net.Conn, addr string) *conn {

@@ -169,7 +169,14 @@ func (u *Upstream) once(ctx context.Context, client *http.Client, body []byte, s
 			req.Header.Set("Authorization", "Bearer "+u.APIKey)
 		}
 	}
-	res, err := client.Do(req)
+	// The transport is called directly: an upstream's redirect is an answer like any other
+	// non-2xx (never followed with the request and its key), and the per-request work of
+	// http.Client (header copies, redirect bookkeeping) is skipped.
+	transport := client.Transport
+	if transport == nil {
+		transport = http.DefaultTransport
+	}
+	res, err := transport.RoundTrip(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

@@ -127,3 +127,24 @@ func TestEndpointsAndHeaders(t *testing.T) {
 		t.Errorf("openai headers %v", got)
 	}
 }
+
+// TestRedirectIsNotFollowed: an upstream's redirect is a failed answer; the request and its key
+// never go to the address it names.
+func TestRedirectIsNotFollowed(t *testing.T) {
+	var elsewhere atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { elsewhere.Add(1) }))
+	t.Cleanup(other.Close)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/v1/chat/completions", http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(srv.Close)
+	u := &Upstream{Name: "p", Kind: llm.FormatChat, BaseURL: srv.URL + "/v1", APIKey: "secret", Client: NewClient()}
+	_, _, err := u.Call(context.Background(), []byte(`{}`), false, nil)
+	var e *apierror.Error
+	if !errors.As(err, &e) || e.Kind != apierror.KindUpstream {
+		t.Fatalf("got %v, want an upstream error", err)
+	}
+	if elsewhere.Load() != 0 {
+		t.Error("the redirect was followed")
+	}
+}

@@ -332,7 +332,7 @@ func (x *exchange) respond(w http.ResponseWriter) error {
 }
 
 func (x *exchange) respondJSON(w http.ResponseWriter) error {
-	raw, err := io.ReadAll(io.LimitReader(x.res.Body, maxResponseBytes))
+	raw, err := readAnswer(x.res)
 	if err != nil {
 		x.settle(llm.Usage{}, 0, "upstream_read_failed")
 		writeErrorFamily(w, x.family(), &apierror.Error{Kind: apierror.KindUpstream, Message: "the upstream answer was cut off"})
@@ -377,6 +377,23 @@ func (x *exchange) respondJSON(w http.ResponseWriter) error {
 	}
 	x.settle(usage, 0, "ok")
 	return werr
+}
+
+// readAnswer reads a complete upstream answer, at most maxResponseBytes: into a buffer of its
+// announced length when there is one, else growing.
+func readAnswer(res *http.Response) ([]byte, error) {
+	if n := res.ContentLength; n > 0 && n <= maxResponseBytes {
+		raw := make([]byte, n)
+		if _, err := io.ReadFull(res.Body, raw); err != nil {
+			return nil, err
+		}
+		// Read to the end, so that the connection can be reused.
+		if m, err := res.Body.Read(make([]byte, 1)); m > 0 || (err != nil && err != io.EOF) {
+			return nil, fmt.Errorf("the answer is longer than its Content-Length (%v)", err)
+		}
+		return raw, nil
+	}
+	return io.ReadAll(io.LimitReader(res.Body, maxResponseBytes))
 }
 
 // family is the client's error envelope: the one of its route.

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/jsontext"
 	"github.com/tollgate/tollgate/impl/llm"
 )
 
@@ -96,9 +97,8 @@ func unquote(tok []byte) string {
 	if bytes.IndexByte(tok, '\\') < 0 {
 		return string(tok[1 : len(tok)-1])
 	}
-	var s string
-	_ = json.Unmarshal(tok, &s) // the token was scanned as a valid string
-	return s
+	s, _ := jsontext.AppendUnquoted(nil, tok[1:len(tok)-1]) // the token was scanned as a valid string
+	return string(s)
 }
 
 // scanTop calls fn for each member of the top-level object of body with its key (unescaped)

@@ -1,6 +1,8 @@
-// Package jsontext writes JSON strings by hand for the code that builds JSON by appending to a
-// buffer (the stream encoders, the simulator, the converters): one escaper, JSON-correct and
-// allocation-free, that leaves HTML characters literal as the provider APIs do.
+// Package jsontext writes and reads JSON strings by hand for the code that works on JSON bytes
+// without encoding/json (the stream encoders and decoders, the simulator, the converters, the
+// request validator): one escaper, JSON-correct and allocation-free, that leaves HTML
+// characters literal as the provider APIs do, and one unescaper that decodes as encoding/json
+// does.
 package jsontext
 
 import "unicode/utf8"

@@ -1,8 +1,9 @@
 package reqschema
 
 import (
-	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/tollgate/tollgate/impl/jsontext"
 )
 
 // maxDepth is encoding/json's limit on the nesting of arrays and objects: a value nested deeper
@@ -98,7 +99,7 @@ func (w *walker) scanString() (escaped, nonASCII bool) {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 				i += 2
 			case 'u':
-				if i+6 > len(data) || hex4(data[i+2:i+6]) < 0 {
+				if i+6 > len(data) || jsontext.Hex4(data[i+2:i+6]) < 0 {
 					w.fail()
 					return
 				}
@@ -114,25 +115,6 @@ func (w *walker) scanString() (escaped, nonASCII bool) {
 	}
 	w.fail()
 	return
-}
-
-// hex4 is the value of four hexadecimal digits, or -1.
-func hex4(b []byte) rune {
-	var r rune
-	for _, c := range b[:4] {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c = c - 'a' + 10
-		case 'A' <= c && c <= 'F':
-			c = c - 'A' + 10
-		default:
-			return -1
-		}
-		r = r<<4 | rune(c)
-	}
-	return r
 }
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
@@ -285,58 +267,7 @@ func (w *walker) text(raw []byte, escaped, nonASCII bool) []byte {
 	if !escaped && (!nonASCII || utf8.Valid(raw)) {
 		return raw
 	}
-	w.scratch = appendText(w.scratch[:0], raw)
+	// The syntax was checked by scanString, so the decoding cannot fail.
+	w.scratch, _ = jsontext.AppendUnquoted(w.scratch[:0], raw)
 	return w.scratch
-}
-
-// appendText appends the text of raw, the contents of a JSON string whose syntax is checked, as
-// encoding/json decodes it: escapes resolved, an unpaired surrogate and each byte of invalid
-// UTF-8 replaced by U+FFFD.
-func appendText(dst, raw []byte) []byte {
-	for i := 0; i < len(raw); {
-		c := raw[i]
-		switch {
-		case c == '\\':
-			switch raw[i+1] {
-			case 'b':
-				dst = append(dst, '\b')
-			case 'f':
-				dst = append(dst, '\f')
-			case 'n':
-				dst = append(dst, '\n')
-			case 'r':
-				dst = append(dst, '\r')
-			case 't':
-				dst = append(dst, '\t')
-			case 'u':
-				r := hex4(raw[i+2:])
-				i += 6
-				if utf16.IsSurrogate(r) {
-					r2 := rune(-1)
-					if i+6 <= len(raw) && raw[i] == '\\' && raw[i+1] == 'u' {
-						r2 = hex4(raw[i+2:])
-					}
-					if pair := utf16.DecodeRune(r, r2); pair != utf8.RuneError {
-						i += 6
-						r = pair
-					} else {
-						r = utf8.RuneError
-					}
-				}
-				dst = utf8.AppendRune(dst, r)
-				continue
-			default: // '"', '\\' or '/'
-				dst = append(dst, raw[i+1])
-			}
-			i += 2
-		case c < utf8.RuneSelf:
-			dst = append(dst, c)
-			i++
-		default:
-			r, size := utf8.DecodeRune(raw[i:])
-			dst = utf8.AppendRune(dst, r)
-			i += size
-		}
-	}
-	return dst
 }

@@ -309,20 +309,12 @@ func (w *walker) object(n *node, at int) failure {
 			} else {
 				w.skipValue()
 			}
-			w.skipSpace()
-			if w.pos >= len(w.data) {
-				w.fail()
-				return failure{}
-			}
-			c := w.data[w.pos]
-			w.pos++
-			if c == '}' {
+			if w.endOf('}') {
 				break
 			}
-			if c != ',' {
-				w.fail()
-				return failure{}
-			}
+		}
+		if w.bad {
+			return failure{}
 		}
 	}
 	w.depth--
@@ -345,6 +337,26 @@ func (w *walker) object(n *node, at int) failure {
 	}
 	w.slots = w.slots[:base]
 	return f
+}
+
+// endOf consumes what follows a member or an element: a comma (false: another one follows) or
+// close, the end of the container (true). Anything else is a syntax error, which also ends the
+// container (true, with w.bad set).
+func (w *walker) endOf(close byte) bool {
+	w.skipSpace()
+	if w.pos >= len(w.data) {
+		w.fail()
+		return true
+	}
+	c := w.data[w.pos]
+	w.pos++
+	if c == ',' {
+		return false
+	}
+	if c != close {
+		w.fail()
+	}
+	return true
 }
 
 // array judges an array: too few items, else the first item that fails.
@@ -377,20 +389,12 @@ func (w *walker) array(n *node, at int) failure {
 				w.skipValue()
 			}
 			count++
-			w.skipSpace()
-			if w.pos >= len(w.data) {
-				w.fail()
-				return failure{}
-			}
-			c := w.data[w.pos]
-			w.pos++
-			if c == ']' {
+			if w.endOf(']') {
 				break
 			}
-			if c != ',' {
-				w.fail()
-				return failure{}
-			}
+		}
+		if w.bad {
+			return failure{}
 		}
 	}
 	w.depth--

@@ -293,16 +293,7 @@ func TestBaseURLHints(t *testing.T) {
 func TestStreamHeartbeatsWhileUpstreamSilent(t *testing.T) {
 	g := apitest.Start(t, apitest.Options{Config: contractConfig(t), Heartbeat: 40 * time.Millisecond})
 	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
-	req, _ := http.NewRequest("POST", g.URL+"/v1/messages", strings.NewReader(
-		`{"model":"service-sonnet","max_tokens":32,"stream":true,"messages":[{"role":"user","content":"hi [[sim fault=stall ms=300 after=2]]"}]}`))
-	req.Header.Set("Authorization", "Bearer "+tenant.Key)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	out := string(b)
+	out := readMessagesStream(t, g, tenant.Key, `{"model":"service-sonnet","max_tokens":32,"stream":true,"messages":[{"role":"user","content":"hi [[sim fault=stall ms=300 after=2]]"}]}`)
 	if n := strings.Count(out, ": keep-alive\n\n"); n < 3 {
 		t.Errorf("%d heartbeats during a 300 ms silence with a 40 ms interval:\n%s", n, out)
 	}
@@ -392,16 +383,7 @@ func TestModelNotFoundOnInferenceRoutes(t *testing.T) {
 func TestSilentUpstreamStreamIsCutOff(t *testing.T) {
 	g := apitest.Start(t, apitest.Options{Config: contractConfig(t), Heartbeat: 5 * time.Millisecond})
 	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
-	req, _ := http.NewRequest("POST", g.URL+"/v1/messages", strings.NewReader(
-		`{"model":"service-sonnet","max_tokens":32,"stream":true,"messages":[{"role":"user","content":"hi [[sim fault=stall ms=600000 after=2]]"}]}`))
-	req.Header.Set("Authorization", "Bearer "+tenant.Key)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	out := string(b)
+	out := readMessagesStream(t, g, tenant.Key, `{"model":"service-sonnet","max_tokens":32,"stream":true,"messages":[{"role":"user","content":"hi [[sim fault=stall ms=600000 after=2]]"}]}`)
 	if !strings.Contains(out, "event: error\n") || !strings.Contains(out, "the upstream sent nothing for too long") {
 		t.Fatalf("no in-band error after the upstream went silent:\n%s", out)
 	}
@@ -413,4 +395,18 @@ func TestSilentUpstreamStreamIsCutOff(t *testing.T) {
 	if err != nil || len(recs) != 1 || recs[0].Status != "upstream_stalled" || recs[0].OutputTokens <= 0 {
 		t.Errorf("usage records %+v (%v), want one upstream_stalled record with the output produced", recs, err)
 	}
+}
+
+// readMessagesStream posts body to /v1/messages with key and returns the whole answer.
+func readMessagesStream(t *testing.T, g *apitest.Gateway, key, body string) string {
+	t.Helper()
+	req, _ := http.NewRequest("POST", g.URL+"/v1/messages", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return string(b)
 }

@@ -1,8 +1,9 @@
 // Package provider calls upstream model providers: OpenAI-compatible chat completions, OpenAI
 // Responses and Anthropic Messages endpoints. It sends a body already in the upstream's format,
-// retries 429, 502, 529 and connection failures with bounded exponential backoff and jitter
-// (honouring Retry-After) before any byte has been handed back, and maps what cannot be retried
-// to the apierror vocabulary. Translating formats is impl/convert's job, not this package's.
+// retries 429, every 5xx (502, 503, 529, ...) and connection failures with bounded exponential
+// backoff and jitter (honouring Retry-After) before any byte has been handed back, and maps what
+// cannot be retried to the apierror vocabulary. Translating formats is impl/convert's job, not
+// this package's.
 package provider
 
 import (
@@ -189,13 +190,8 @@ func (u *Upstream) once(ctx context.Context, client *http.Client, body []byte, s
 	defer res.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
 	f := &failure{status: res.StatusCode, message: upstreamMessage(raw)}
-	switch res.StatusCode {
-	case http.StatusTooManyRequests, http.StatusBadGateway, 529, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		f.retryable = true
-	}
-	if res.StatusCode >= 500 {
-		f.retryable = true
-	}
+	// Rate limits and every 5xx (502, 503, 504, Anthropic's 529 overloaded) may pass.
+	f.retryable = res.StatusCode == http.StatusTooManyRequests || res.StatusCode >= 500
 	if d, ok := backoff.RetryAfter(res.Header, time.Now()); ok && d > 0 {
 		f.retryAfter = d
 	}

@@ -5,6 +5,6 @@ package upstreamconn
 // socketPeek is unused on this platform.
 type socketPeek struct{}
 
-// peerSpoke reports whether bytes the next request did not ask for are already buffered; on
-// this platform the socket itself is not inspected.
-func (c *conn) peerSpoke() bool { return c.br.Buffered() > 0 }
+// peerSpoke reports nothing on this platform: the socket is not inspected (putIdle already
+// refuses a connection with bytes buffered).
+func (c *conn) peerSpoke() bool { return false }

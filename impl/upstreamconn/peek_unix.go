@@ -9,13 +9,11 @@ import "syscall"
 // at the socket without blocking and without consuming; a connection it cannot inspect is
 // reported as having spoken, so it is not reused.
 func (c *conn) peerSpoke() bool {
-	if c.br.Buffered() > 0 {
-		return true
-	}
+	// Bytes already buffered cannot be here: putIdle does not pool such a connection.
 	if c.peek == nil {
 		sc, ok := c.nc.(syscall.Conn)
 		if !ok {
-			return false
+			return true
 		}
 		raw, err := sc.SyscallConn()
 		if err != nil {

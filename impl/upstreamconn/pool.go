@@ -26,7 +26,7 @@ type conn struct {
 
 func newConn(nc net.Conn, addr string) *conn {
 	c := &conn{nc: nc, br: bufio.NewReaderSize(nc, connBufferSize), bw: bufio.NewWriterSize(nc, connBufferSize), addr: addr}
-	c.interrupt = func() { _ = nc.Close() }
+	c.interrupt = c.close
 	return c
 }
 

@@ -1,13 +1,14 @@
 package upstreamconn
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strconv"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // defaultUserAgent is sent when the request sets no User-Agent, as net/http does.
@@ -39,7 +40,7 @@ func checkRequest(req *http.Request) (string, error) {
 		return "", errors.New("upstreamconn: request Transfer-Encoding is not supported; set ContentLength")
 	case len(req.Trailer) > 0:
 		return "", errors.New("upstreamconn: request trailers are not supported")
-	case !validToken(req.Method) && req.Method != "":
+	case !httpguts.ValidHeaderFieldName(req.Method) && req.Method != "":
 		return "", fmt.Errorf("upstreamconn: invalid method %q", req.Method)
 	}
 	hasBody := req.Body != nil && req.Body != http.NoBody
@@ -56,15 +57,17 @@ func checkRequest(req *http.Request) (string, error) {
 	if !validHostHeader(host) {
 		return "", fmt.Errorf("upstreamconn: invalid Host %q", host)
 	}
-	if !validRequestTarget(u.Opaque) || !validRequestTarget(u.EscapedPath()) || !validRequestTarget(u.RawQuery) {
+	// The escaped path cannot hold either (url.URL escapes them); the opaque form and the raw
+	// query are sent as they are.
+	if !validRequestTarget(u.Opaque) || !validRequestTarget(u.RawQuery) {
 		return "", errors.New("upstreamconn: the request URL holds a space or a control character")
 	}
 	for name, values := range req.Header {
-		if !validToken(name) {
+		if !httpguts.ValidHeaderFieldName(name) {
 			return "", fmt.Errorf("upstreamconn: invalid header field name %q", name)
 		}
 		for _, v := range values {
-			if !validHeaderValue(v) {
+			if !httpguts.ValidHeaderFieldValue(v) {
 				return "", fmt.Errorf("upstreamconn: invalid header field value for %q", name)
 			}
 		}
@@ -89,7 +92,7 @@ func writeRequest(c *conn, req *http.Request, body io.Reader) error {
 	}
 	_, _ = w.WriteString(method)
 	_ = w.WriteByte(' ')
-	writeRequestTarget(w, req)
+	_, _ = w.WriteString(req.URL.RequestURI())
 	_, _ = w.WriteString(" HTTP/1.1\r\nHost: ")
 	_, _ = w.WriteString(host)
 	_, _ = w.WriteString("\r\n")
@@ -112,7 +115,7 @@ func writeRequest(c *conn, req *http.Request, body io.Reader) error {
 			_, _ = w.WriteString("\r\n")
 		}
 	}
-	if req.Close && !hasConnectionClose(req.Header) {
+	if req.Close && !httpguts.HeaderValuesContainsToken(req.Header["Connection"], "close") {
 		_, _ = w.WriteString("Connection: close\r\n")
 	}
 	length := req.ContentLength
@@ -132,24 +135,6 @@ func writeRequest(c *conn, req *http.Request, body io.Reader) error {
 		return &connWriteError{err: err}
 	}
 	return nil
-}
-
-// writeRequestTarget writes the path and query of req's URL ("/" when the path is empty).
-func writeRequestTarget(w *bufio.Writer, req *http.Request) {
-	u := req.URL
-	if u.Opaque != "" {
-		_, _ = w.WriteString(u.RequestURI())
-		return
-	}
-	path := u.EscapedPath()
-	if path == "" {
-		path = "/"
-	}
-	_, _ = w.WriteString(path)
-	if u.ForceQuery || u.RawQuery != "" {
-		_ = w.WriteByte('?')
-		_, _ = w.WriteString(u.RawQuery)
-	}
 }
 
 // writeBody sends exactly length bytes of body after the buffered header and fails when body
@@ -221,42 +206,6 @@ func (c *errorRecordingReader) Read(p []byte) (int, error) {
 		c.err = err
 	}
 	return n, err
-}
-
-// validToken reports whether s is a non-empty RFC 9110 token (method or header field name).
-func validToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !isTokenByte(s[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-func isTokenByte(c byte) bool {
-	switch {
-	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		return true
-	}
-	switch c {
-	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
-		return true
-	}
-	return false
-}
-
-// validHeaderValue reports whether v holds no control characters other than tab, so that it
-// cannot end the header line early.
-func validHeaderValue(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
-			return false
-		}
-	}
-	return true
 }
 
 // validHostHeader reports whether h can be sent as the Host header.

@@ -33,9 +33,10 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // Defaults of the Transport's zero-valued fields.
@@ -212,7 +213,7 @@ func (t *Transport) exchange(ctx context.Context, c *conn, req *http.Request, bo
 		_ = c.nc.SetReadDeadline(time.Time{})
 	}
 
-	keepAlive := writeErr == nil && !res.Close && !req.Close && !hasConnectionClose(req.Header)
+	keepAlive := writeErr == nil && !res.Close && !req.Close && !httpguts.HeaderValuesContainsToken(req.Header["Connection"], "close")
 	if res.Body == http.NoBody {
 		if stopWatch != nil && !stopWatch() {
 			keepAlive = false
@@ -272,26 +273,6 @@ func closeRequestBody(body io.ReadCloser) {
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
-}
-
-// hasConnectionClose reports whether a header asks to close the connection after the exchange.
-func hasConnectionClose(h http.Header) bool {
-	for _, v := range h["Connection"] {
-		if headerValueHasToken(v, "close") {
-			return true
-		}
-	}
-	return false
-}
-
-// headerValueHasToken reports whether the comma-separated list v contains token, ignoring case.
-func headerValueHasToken(v, token string) bool {
-	for item := range strings.SplitSeq(v, ",") {
-		if strings.EqualFold(strings.TrimSpace(item), token) {
-			return true
-		}
-	}
-	return false
 }
 
 func (t *Transport) dialTimeout() time.Duration {

@@ -174,8 +174,12 @@ func (w *walker) string(n *node, at int) failure {
 	if n.minLength > 0 {
 		// kin-openapi counts characters (not UTF-16 units) of the decoded string.
 		length := len(raw)
-		if escaped || nonASCII {
+		switch {
+		case escaped:
 			length = utf8.RuneCount(w.text(raw, escaped, nonASCII))
+		case nonASCII:
+			// Decoding replaces each invalid byte by one U+FFFD: the count is the same.
+			length = utf8.RuneCount(raw)
 		}
 		if uint64(length) < n.minLength {
 			return failed(reasonMinLength, at, n)
@@ -412,7 +416,7 @@ func (n *node) slot(name []byte) (int, bool) {
 		return i, ok
 	}
 	for i, candidate := range n.names {
-		if len(candidate) == len(name) && candidate == string(name) {
+		if candidate == string(name) {
 			return i, true
 		}
 	}

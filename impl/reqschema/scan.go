@@ -233,26 +233,21 @@ func (w *walker) skipValue() {
 			if w.bad || w.depth == base {
 				return
 			}
-			w.skipSpace()
-			if w.pos >= len(w.data) {
-				w.fail()
-				return
-			}
-			c := w.data[w.pos]
-			w.pos++
 			object := w.skipped[(w.depth-1)/64]&(1<<((w.depth-1)%64)) != 0
-			if c == ',' {
+			closer := byte(']')
+			if object {
+				closer = '}'
+			}
+			if !w.endOf(closer) {
 				if object {
 					w.objectKey()
 				}
 				break
 			}
-			if (object && c == '}') || (!object && c == ']') {
-				w.depth--
-				continue
+			if w.bad {
+				return
 			}
-			w.fail()
-			return
+			w.depth--
 		}
 		if w.bad {
 			return

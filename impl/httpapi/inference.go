@@ -430,28 +430,32 @@ func (x *exchange) respondStream(w http.ResponseWriter) error {
 		IncludeUsage: x.include, InputTokensEstimate: x.inputEst,
 	})
 	// The upstream is read in this goroutine: an event goes out as soon as it is read, with no
-	// hand-off between goroutines. While the upstream is silent, a timer sends comment
-	// heartbeats; the lock keeps its writes apart from the events'. A client that goes away
-	// ends the request's context, which interrupts the upstream read.
+	// hand-off between goroutines. Events are written as they are decoded and flushed before
+	// every read from the upstream, the only place the gateway can wait: events that arrived
+	// together leave together, and none waits for the upstream's next one. While the upstream
+	// is silent, a timer sends comment heartbeats; the lock keeps its writes apart from the
+	// events'. A client that goes away ends the request's context, which interrupts the
+	// upstream read, or fails the next flush.
 	sw.startHeartbeat()
 	defer sw.close()
 	var (
-		r       = sse.NewReader(x.res.Body)
-		neutral []llm.Event
-		out     []sse.Event
-		text    int // output characters seen, for billing when no usage arrives
-		status  = "ok"
+		upstream = &flushBeforeRead{r: x.res.Body, sw: sw}
+		r        = sse.NewReader(upstream)
+		neutral  []llm.Event
+		out      []sse.Event
+		text     int // output characters seen, for billing when no usage arrives
+		status   = "ok"
 	)
 	fail := func(errType, message string) {
 		out = enc.Fail(errType, message, out[:0])
-		_ = sw.write(out)
+		_ = sw.send(out)
 	}
 loop:
 	for {
 		ev, err := r.Next()
 		if err != nil {
 			switch {
-			case x.ctx.Err() != nil:
+			case x.ctx.Err() != nil || upstream.flushErr != nil:
 				status = "client_disconnected"
 			case sw.silenced():
 				status = "upstream_stalled"
@@ -491,11 +495,12 @@ loop:
 			}
 		}
 		if failed {
+			_ = sw.flush()
 			break
 		}
 		if done {
 			out = enc.Finish(out[:0])
-			if err := sw.write(out); err != nil {
+			if err := sw.send(out); err != nil {
 				status = "client_disconnected"
 				break
 			}
@@ -562,7 +567,7 @@ func (l *lockedSSE) beat() {
 	}
 }
 
-// write sends events, each flushed, and restarts the heartbeat interval.
+// write frames events onto the response, unflushed, and restarts the heartbeat interval.
 func (l *lockedSSE) write(evs []sse.Event) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -579,6 +584,41 @@ func (l *lockedSSE) write(evs []sse.Event) error {
 		l.timer.Reset(l.every)
 	}
 	return nil
+}
+
+// flush sends what was written and not yet flushed.
+func (l *lockedSSE) flush() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return errStreamClosed
+	}
+	return l.w.Flush()
+}
+
+// send writes events and flushes them.
+func (l *lockedSSE) send(evs []sse.Event) error {
+	if err := l.write(evs); err != nil {
+		return err
+	}
+	return l.flush()
+}
+
+// flushBeforeRead reads the upstream stream and, before each read, flushes the events written
+// so far: a read is where the gateway may wait for the upstream. A failed flush (the client is
+// gone) ends the stream and is kept in flushErr.
+type flushBeforeRead struct {
+	r        io.Reader
+	sw       *lockedSSE
+	flushErr error
+}
+
+func (f *flushBeforeRead) Read(p []byte) (int, error) {
+	if err := f.sw.flush(); err != nil {
+		f.flushErr = err
+		return 0, err
+	}
+	return f.r.Read(p)
 }
 
 // close ends the stream: no heartbeat or event is written after it.

@@ -19,11 +19,15 @@ type Event struct {
 	Data []byte
 }
 
-// Writer frames events onto an HTTP response and flushes after each one.
+// Writer frames events onto an HTTP response. Write adds an event to what the response has
+// buffered and Flush sends everything written so far: a caller that has several events at hand
+// writes them all and flushes once, and must flush before it waits for more.
 type Writer struct {
 	w   http.ResponseWriter
 	rc  *http.ResponseController
 	buf []byte
+	// unflushed is set by Write and cleared by Flush.
+	unflushed bool
 }
 
 // NewWriter returns a Writer on w. Call WriteHeader before the first event.
@@ -32,32 +36,42 @@ func NewWriter(w http.ResponseWriter) *Writer {
 }
 
 // WriteHeader commits the 200 status with the event-stream headers (no buffering by proxies,
-// no caching, no compression).
+// no caching, no compression). The headers leave with the first Flush.
 func (s *Writer) WriteHeader() {
 	h := s.w.Header()
-	h.Set("Content-Type", "text/event-stream; charset=utf-8")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	h.Del("Content-Length")
+	h["Content-Type"] = []string{"text/event-stream; charset=utf-8"}
+	h["Cache-Control"] = []string{"no-cache"}
+	h["X-Accel-Buffering"] = []string{"no"}
+	delete(h, "Content-Length")
 	s.w.WriteHeader(http.StatusOK)
 }
 
-// Write sends one event and flushes it. Data must not contain a bare "\r"; lines of multi-line
-// data become several data: fields.
+// Write frames one event onto the response without flushing it. Data must not contain a bare
+// "\r"; lines of multi-line data become several data: fields.
 func (s *Writer) Write(ev Event) error {
 	s.buf = AppendEvent(s.buf[:0], ev)
-	if _, err := s.w.Write(s.buf); err != nil {
-		return err
+	s.unflushed = true
+	_, err := s.w.Write(s.buf)
+	return err
+}
+
+// Flush sends the events written since the last Flush; with none, it does nothing.
+func (s *Writer) Flush() error {
+	if !s.unflushed {
+		return nil
 	}
+	s.unflushed = false
 	return s.rc.Flush()
 }
 
-// Comment sends a comment line, the heartbeat every SSE parser ignores, and flushes it.
+// Comment sends a comment line, the heartbeat every SSE parser ignores, and flushes it with
+// any events written before it.
 func (s *Writer) Comment(text string) error {
 	s.buf = append(append(append(s.buf[:0], ": "...), text...), "\n\n"...)
 	if _, err := s.w.Write(s.buf); err != nil {
 		return err
 	}
+	s.unflushed = false
 	return s.rc.Flush()
 }
 
@@ -91,9 +105,13 @@ type Reader struct {
 	hasData bool
 }
 
+// readerBufferSize is the Reader's buffer: events longer than it are gathered across reads,
+// so it bounds the memory an open stream holds, not the size of an event.
+const readerBufferSize = 4 << 10
+
 // NewReader returns a Reader; lines longer than 32 MiB are an error (as in the SDKs).
 func NewReader(r io.Reader) *Reader {
-	return &Reader{r: bufio.NewReaderSize(r, 64<<10), maxLine: 32 << 20}
+	return &Reader{r: bufio.NewReaderSize(r, readerBufferSize), maxLine: 32 << 20}
 }
 
 // Next returns the next event. Comments are skipped. At the end of the stream it returns

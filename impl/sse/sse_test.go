@@ -42,6 +42,51 @@ func TestReaderFraming(t *testing.T) {
 	}
 }
 
+// countingRecorder counts the flushes that reach it.
+type countingRecorder struct {
+	*httptest.ResponseRecorder
+	flushes int
+}
+
+func (c *countingRecorder) Flush() { c.flushes++; c.ResponseRecorder.Flush() }
+
+// TestWriterFlushesWhenAsked: events written together leave in one flush, and a flush with
+// nothing new written sends nothing.
+func TestWriterFlushesWhenAsked(t *testing.T) {
+	rec := &countingRecorder{ResponseRecorder: httptest.NewRecorder()}
+	w := NewWriter(rec)
+	w.WriteHeader()
+	for _, d := range []string{"one", "two"} {
+		if err := w.Write(Event{Data: []byte(d)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rec.flushes != 0 {
+		t.Fatalf("%d flushes before Flush", rec.flushes)
+	}
+	for range 2 {
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rec.flushes != 1 || rec.Body.String() != "data: one\n\ndata: two\n\n" {
+		t.Fatalf("%d flushes, body %q", rec.flushes, rec.Body.String())
+	}
+}
+
+// TestReaderEventLongerThanBuffer: an event far longer than the reader's buffer arrives whole.
+func TestReaderEventLongerThanBuffer(t *testing.T) {
+	data := strings.Repeat("x", 40*readerBufferSize+7)
+	r := NewReader(strings.NewReader("event: big\ndata: " + data + "\r\n\ndata: next\n\n"))
+	ev, err := r.Next()
+	if err != nil || ev.Name != "big" || string(ev.Data) != data {
+		t.Fatalf("long event: %q, %d bytes, %v", ev.Name, len(ev.Data), err)
+	}
+	if ev, err = r.Next(); err != nil || string(ev.Data) != "next" {
+		t.Fatalf("event after the long one: %q %v", ev.Data, err)
+	}
+}
+
 func TestWriterRoundTrip(t *testing.T) {
 	rec := httptest.NewRecorder()
 	w := NewWriter(rec)
@@ -54,6 +99,9 @@ func TestWriterRoundTrip(t *testing.T) {
 		if err := w.Write(ev); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
 	}
 	if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") || rec.Header().Get("X-Accel-Buffering") != "no" {
 		t.Fatalf("headers %v", rec.Header())

@@ -61,7 +61,8 @@ func Parse(key string) (Hash, error) {
 		}
 	}
 	body := key[len(Prefix) : len(Prefix)+bodyLen]
-	if checksum(body) != key[len(Prefix)+bodyLen:] {
+	var sum [checksumLen]byte
+	if string(appendChecksum(sum[:0], body)) != key[len(Prefix)+bodyLen:] {
 		return Hash{}, ErrMalformed
 	}
 	return sha256.Sum256([]byte(key)), nil
@@ -71,8 +72,22 @@ func isBase62(c byte) bool {
 	return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z')
 }
 
+// checksum is the base62 CRC-32 of a key's body.
 func checksum(body string) string {
-	return encode(new(big.Int).SetUint64(uint64(crc32.ChecksumIEEE([]byte(body)))), checksumLen)
+	var sum [checksumLen]byte
+	return string(appendChecksum(sum[:0], body))
+}
+
+// appendChecksum appends the base62 CRC-32 of body, checksumLen digits, to dst. Every key is
+// checked with it, so it works on machine integers (62^6 > 2^32) and allocates nothing.
+func appendChecksum(dst []byte, body string) []byte {
+	n := crc32.ChecksumIEEE([]byte(body))
+	var digits [checksumLen]byte
+	for i := checksumLen - 1; i >= 0; i-- {
+		digits[i] = alphabet[n%62]
+		n /= 62
+	}
+	return append(dst, digits[:]...)
 }
 
 // encode writes n in base62, left-padded with zeros to width digits.

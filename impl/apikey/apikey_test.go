@@ -1,6 +1,8 @@
 package apikey
 
 import (
+	"hash/crc32"
+	"math/big"
 	"strings"
 	"testing"
 )
@@ -65,6 +67,25 @@ func BenchmarkParse(b *testing.B) {
 	for b.Loop() {
 		if _, err := Parse(g.Plain); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestChecksumMatchesBigIntEncoding: the integer checksum writes the same digits as the
+// arbitrary-precision base62 encoder that key bodies use, including CRCs that need all six.
+func TestChecksumMatchesBigIntEncoding(t *testing.T) {
+	for i := range 2000 {
+		g, err := Generate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := g.Plain[len(Prefix) : len(Prefix)+bodyLen]
+		if i%2 == 1 {
+			body = strings.Repeat(string(alphabet[i%62]), bodyLen)
+		}
+		want := encode(new(big.Int).SetUint64(uint64(crc32.ChecksumIEEE([]byte(body)))), checksumLen)
+		if got := checksum(body); got != want {
+			t.Fatalf("checksum(%q) = %q, want %q", body, got, want)
 		}
 	}
 }

@@ -109,7 +109,7 @@ func (s *Server) Handler() http.Handler {
 	})
 	// Middlewares wrap in order, so the last listed runs first: authenticate, then the rate
 	// limit, then validation.
-	api.HandlerWithOptions(strict, api.StdHTTPServerOptions{
+	api.HandlerWithOptions(inferenceBinding{ServerInterface: strict, s: s}, api.StdHTTPServerOptions{
 		BaseRouter:  mux,
 		Middlewares: []api.MiddlewareFunc{s.validate.middleware, s.limitRate, s.authenticate},
 		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {

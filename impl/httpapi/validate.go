@@ -69,7 +69,7 @@ func (v *validator) validate(r *http.Request) error {
 			return apierror.Invalid("", "could not read the request body")
 		}
 		// The handler reads the body again; validation only reads the bytes.
-		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.Body = newCheckedBody(body)
 		r.ContentLength = int64(len(body))
 		if len(bytes.TrimSpace(body)) == 0 {
 			return apierror.Invalid("", "a JSON request body is required")

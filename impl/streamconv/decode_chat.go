@@ -65,8 +65,12 @@ func (d *chatDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, bool, 
 	if len(ev.Data) == 0 || d.failed {
 		return out, false, nil
 	}
-	if d.started && !disableFastPath {
-		if f, ok := chatFast(ev.Data); ok {
+	if !disableFastPath {
+		if f, ok := chatFast(ev.Data); ok && (d.started || f.toolCall == nil) {
+			if !d.started {
+				d.started = true
+				out = append(out, llm.Event{Kind: llm.EventStart, ID: f.id, Model: f.model})
+			}
 			if f.toolCall == nil {
 				if f.text != "" {
 					out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: f.text})
@@ -158,8 +162,10 @@ func (d *chatDecoder) toolIndex(chatIndex int) int {
 }
 
 // chatFastChunk is what the fast path read: text, or a later fragment of a tool call's
-// arguments (toolCall set).
+// arguments (toolCall set), and the chunk's id and model (which the first chunk's start
+// event carries).
 type chatFastChunk struct {
+	id, model string
 	text      string
 	toolCall  []byte
 	toolIndex int
@@ -185,6 +191,20 @@ func chatFast(data []byte) (f chatFastChunk, ok bool) {
 		case "usage", "error":
 			if !isNull(v) {
 				return f, false
+			}
+		case "id", "model":
+			// As encoding/json: null leaves the field as it was, a repeated key wins.
+			if isNull(v) {
+				continue
+			}
+			str, ok := stringOf(v)
+			if !ok {
+				return f, false
+			}
+			if string(k) == "id" {
+				f.id = str
+			} else {
+				f.model = str
 			}
 		default:
 			if foldable(k) {

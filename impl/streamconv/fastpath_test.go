@@ -28,13 +28,17 @@ var primers = map[llm.Format][]sse.Event{
 	},
 }
 
-// decodeBoth decodes ev after the primer with the fast paths on and off.
-func decodeBoth(t *testing.T, f llm.Format, ev sse.Event) (fast, slow []llm.Event, fastDone, slowDone bool, fastErr, slowErr error) {
+// decodeBoth decodes ev after the primer (or as the stream's first event, when primed is
+// false) with the fast paths on and off.
+func decodeBoth(t *testing.T, f llm.Format, ev sse.Event, primed bool) (fast, slow []llm.Event, fastDone, slowDone bool, fastErr, slowErr error) {
 	t.Helper()
 	run := func(disable bool) ([]llm.Event, bool, error) {
 		disableFastPath = disable
 		defer func() { disableFastPath = false }()
 		dec := NewDecoder(f)
+		if !primed {
+			return dec.Decode(ev, nil)
+		}
 		for _, p := range primers[f] {
 			if _, _, err := dec.Decode(p, nil); err != nil {
 				t.Fatalf("primer: %v", err)
@@ -48,15 +52,18 @@ func decodeBoth(t *testing.T, f llm.Format, ev sse.Event) (fast, slow []llm.Even
 }
 
 // checkSamePaths asserts that the fast paths yield what the encoding/json path yields for any
-// valid JSON event (on invalid JSON the fast paths may be more lenient).
+// valid JSON event, in the middle of a stream and as its first event (on invalid JSON the fast
+// paths may be more lenient).
 func checkSamePaths(t *testing.T, f llm.Format, ev sse.Event) {
 	t.Helper()
-	fast, slow, fd, sd, fe, se := decodeBoth(t, f, ev)
 	if !json.Valid(ev.Data) {
 		return
 	}
-	if !reflect.DeepEqual(fast, slow) || fd != sd || (fe == nil) != (se == nil) {
-		t.Fatalf("%s %q %s:\nfast %+v %v %v\nslow %+v %v %v", f, ev.Name, ev.Data, fast, fd, fe, slow, sd, se)
+	for _, primed := range []bool{true, false} {
+		fast, slow, fd, sd, fe, se := decodeBoth(t, f, ev, primed)
+		if !reflect.DeepEqual(fast, slow) || fd != sd || (fe == nil) != (se == nil) {
+			t.Fatalf("%s %q %s (primed %v):\nfast %+v %v %v\nslow %+v %v %v", f, ev.Name, ev.Data, primed, fast, fd, fe, slow, sd, se)
+		}
 	}
 }
 
@@ -77,6 +84,11 @@ var fastSeeds = []struct {
 	{llm.FormatChat, "", `{"choices":[{"index":0,"delta":{"content":"t","tool_calls":[{"index":0,"function":{"arguments":"{}"}}]}}]}`},
 	{llm.FormatChat, "", `{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":null}}]}}]}`},
 	{llm.FormatChat, "", `{"error":null,"choices":[{"index":0,"delta":{"content":"\xff"}}]}`},
+	{llm.FormatChat, "", `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-x","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`},
+	{llm.FormatChat, "", `{"id":"a","id":null,"model":"m\u00e9","model":"n","choices":[{"index":0,"delta":{"content":"x"}}]}`},
+	{llm.FormatChat, "", `{"id":7,"choices":[{"index":0,"delta":{"content":"x"}}]}`},
+	{llm.FormatChat, "", `{"ID":"upper","choices":[{"index":0,"delta":{"content":"x"}}]}`},
+	{llm.FormatChat, "", `{"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]}}]}`},
 	{llm.FormatResponses, "response.output_text.delta", `{"type":"response.output_text.delta","item_id":"msg_1","output_index":1,"content_index":0,"delta":"hi","logprobs":[]}`},
 	{llm.FormatResponses, "response.output_text.delta", `{"type":"response.output_text.delta","output_index":1.5,"delta":"hi"}`},
 	{llm.FormatResponses, "response.function_call_arguments.delta", `{"type":"response.function_call_arguments.delta","item_id":"fc_1","output_index":0,"delta":"{\"a\""}`},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 
 	"github.com/tollgate/tollgate/impl/apierror"
@@ -89,7 +90,12 @@ func ModelAndStream(f llm.Format, body []byte) (model string, stream bool, maxTo
 // the key repeats), leaving every other byte as it was; when the body has no top-level model,
 // one is added as its first member. Nested "model" keys are not touched.
 func SetModel(body []byte, model string) ([]byte, error) {
-	return ForUpstream(body, model, false)
+	return AppendForUpstream(nil, body, model, false)
+}
+
+// AppendSetModel is SetModel appending the result to dst.
+func AppendSetModel(dst, body []byte, model string) ([]byte, error) {
+	return AppendForUpstream(dst, body, model, false)
 }
 
 // unquote returns the string a JSON string token denotes.
@@ -288,21 +294,30 @@ func streamOptions(value []byte) (includeUsage bool, members map[string]json.Raw
 // the gateway must meter) stream_options.include_usage becomes true. Every other byte stays as
 // the client sent it.
 func ForUpstream(body []byte, model string, forceUsage bool) ([]byte, error) {
+	return AppendForUpstream(nil, body, model, forceUsage)
+}
+
+// AppendForUpstream is ForUpstream appending the result to dst. It allocates nothing beyond
+// dst's growth in the common case (no stream_options to rewrite).
+func AppendForUpstream(dst, body []byte, model string, forceUsage bool) ([]byte, error) {
 	type edit struct {
 		start, end int
-		with       []byte
+		with       []byte // nil: the quoted model
 	}
-	var q bytes.Buffer
-	writeString(&q, model)
-	var edits []edit
-	haveModel, haveOptions := false, false
+	var (
+		quoted    = jsontext.AppendString(make([]byte, 0, 64), model)
+		editsBuf  [2]edit
+		edits     = editsBuf[:0]
+		haveModel bool
+		haveOpts  bool
+	)
 	err := scanTopSpans(body, func(key []byte, start, end int) error {
 		switch {
 		case string(key) == "model":
 			haveModel = true
-			edits = append(edits, edit{start, end, q.Bytes()})
+			edits = append(edits, edit{start, end, nil})
 		case string(key) == "stream_options" && forceUsage:
-			haveOptions = true
+			haveOpts = true
 			_, members, err := streamOptions(body[start:end])
 			if err != nil {
 				return err
@@ -319,26 +334,41 @@ func ForUpstream(body []byte, model string, forceUsage bool) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var added []byte
-	if !haveModel {
-		added = append(append([]byte(`"model":`), q.Bytes()...), ',')
-	}
-	if forceUsage && !haveOptions {
-		added = append(added, `"stream_options":{"include_usage":true},`...)
-	}
-	out := make([]byte, 0, len(body)+len(added)+len(edits)*q.Len())
+	dst = slices.Grow(dst, len(body)+len(edits)*len(quoted)+len(quoted)+48)
 	prev := 0
-	if len(added) > 0 {
+	if !haveModel || (forceUsage && !haveOpts) {
+		// Added members go first: after the opening brace, each followed by a comma unless
+		// the object is empty.
 		open := bytes.IndexByte(body, '{')
+		empty := false
 		if rest := bytes.TrimLeft(body[open+1:], " \t\r\n"); len(rest) > 0 && rest[0] == '}' {
-			added = added[:len(added)-1] // an empty object: no member follows
+			empty = true
 		}
-		out = append(append(out, body[:open+1]...), added...)
+		dst = append(dst, body[:open+1]...)
+		var added int
+		if !haveModel {
+			dst = append(append(dst, `"model":`...), quoted...)
+			added++
+		}
+		if forceUsage && !haveOpts {
+			if added > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `"stream_options":{"include_usage":true}`...)
+		}
+		if !empty {
+			dst = append(dst, ',')
+		}
 		prev = open + 1
 	}
 	for _, e := range edits {
-		out = append(append(out, body[prev:e.start]...), e.with...)
+		dst = append(dst, body[prev:e.start]...)
+		if e.with == nil {
+			dst = append(dst, quoted...)
+		} else {
+			dst = append(dst, e.with...)
+		}
 		prev = e.end
 	}
-	return append(out, body[prev:]...), nil
+	return append(dst, body[prev:]...), nil
 }

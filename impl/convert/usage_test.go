@@ -58,6 +58,13 @@ func TestForUpstream(t *testing.T) {
 			t.Errorf("ForUpstream(%s, %v) = %s, %v; want %s", c.in, c.forceUsage, got, err, c.want)
 		}
 	}
+	for _, c := range cases { // appending to a buffer that holds something already
+		prefix := []byte("kept:")
+		got, err := AppendForUpstream(prefix[:len(prefix):len(prefix)], []byte(c.in), "up", c.forceUsage)
+		if err != nil || string(got) != "kept:"+c.want {
+			t.Errorf("AppendForUpstream(%s, %v) = %s, %v; want kept:%s", c.in, c.forceUsage, got, err, c.want)
+		}
+	}
 	if _, err := ForUpstream([]byte(`{"model":"a","stream_options":7}`), "up", true); err == nil {
 		t.Error("a stream_options that is not an object must be refused")
 	}

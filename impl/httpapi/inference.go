@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -332,7 +333,11 @@ func (x *exchange) respond(w http.ResponseWriter) error {
 }
 
 func (x *exchange) respondJSON(w http.ResponseWriter) error {
-	raw, err := readAnswer(x.res)
+	rawBuf, outBuf := getAnswerBuffer(), getAnswerBuffer()
+	defer putAnswerBuffer(rawBuf)
+	defer putAnswerBuffer(outBuf)
+	raw, err := readAnswer(x.res, (*rawBuf)[:0])
+	*rawBuf = raw
 	if err != nil {
 		x.settle(llm.Usage{}, 0, "upstream_read_failed")
 		writeErrorFamily(w, x.family(), &apierror.Error{Kind: apierror.KindUpstream, Message: "the upstream answer was cut off"})
@@ -346,7 +351,8 @@ func (x *exchange) respondJSON(w http.ResponseWriter) error {
 	)
 	if x.expert.Kind == x.client {
 		if usage, err = convert.ResponseUsage(x.expert.Kind, raw); err == nil {
-			out, err = convert.SetModel(raw, x.model.ID)
+			out, err = convert.AppendSetModel((*outBuf)[:0], raw, x.model.ID)
+			*outBuf = out
 		}
 	} else {
 		var resp *llm.Response
@@ -379,21 +385,51 @@ func (x *exchange) respondJSON(w http.ResponseWriter) error {
 	return werr
 }
 
-// readAnswer reads a complete upstream answer, at most maxResponseBytes: into a buffer of its
-// announced length when there is one, else growing.
-func readAnswer(res *http.Response) ([]byte, error) {
+// maxPooledAnswer bounds the buffers kept for reuse; larger answers get buffers of their own.
+const maxPooledAnswer = 256 << 10
+
+// answerBuffers recycles the buffers of non-streamed answers (the upstream's bytes and the
+// bytes written to the client), which live only until the answer is written.
+var answerBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+func getAnswerBuffer() *[]byte { return answerBuffers.Get().(*[]byte) }
+
+func putAnswerBuffer(b *[]byte) {
+	if cap(*b) <= maxPooledAnswer {
+		answerBuffers.Put(b)
+	}
+}
+
+// readAnswer appends a complete upstream answer, at most maxResponseBytes, to dst: in one read
+// of its announced length when there is one.
+func readAnswer(res *http.Response, dst []byte) ([]byte, error) {
 	if n := res.ContentLength; n > 0 && n <= maxResponseBytes {
-		raw := make([]byte, n)
+		dst = slices.Grow(dst, int(n)+1)
+		raw := dst[len(dst) : len(dst)+int(n)]
 		if _, err := io.ReadFull(res.Body, raw); err != nil {
 			return nil, err
 		}
 		// Read to the end, so that the connection can be reused.
-		if m, err := res.Body.Read(make([]byte, 1)); m > 0 || (err != nil && err != io.EOF) {
+		var one [1]byte
+		if m, err := res.Body.Read(one[:]); m > 0 || (err != nil && err != io.EOF) {
 			return nil, fmt.Errorf("the answer is longer than its Content-Length (%v)", err)
 		}
-		return raw, nil
+		return dst[:len(dst)+int(n)], nil
 	}
-	return io.ReadAll(io.LimitReader(res.Body, maxResponseBytes))
+	for {
+		dst = slices.Grow(dst, 4<<10)
+		m, err := res.Body.Read(dst[len(dst):cap(dst)])
+		dst = dst[:len(dst)+m]
+		if len(dst) > maxResponseBytes {
+			return nil, fmt.Errorf("the answer is longer than %d bytes", maxResponseBytes)
+		}
+		if err == io.EOF {
+			return dst, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }
 
 // family is the client's error envelope: the one of its route.

@@ -156,8 +156,40 @@ func WithPrincipal(ctx context.Context, p Principal) context.Context {
 	return context.WithValue(ctx, principalKey{}, p)
 }
 
-// FromContext returns the verified caller of the request, if authentication ran.
+// FromContext returns the verified caller of the request, if authentication ran: the one
+// WithPrincipal put in the context, else the one set in the context's Slot.
 func FromContext(ctx context.Context) (Principal, bool) {
-	p, ok := ctx.Value(principalKey{}).(Principal)
-	return p, ok
+	if p, ok := ctx.Value(principalKey{}).(Principal); ok {
+		return p, true
+	}
+	if s, ok := ctx.Value(slotKey{}).(*Slot); ok && s.set {
+		return s.p, true
+	}
+	return Principal{}, false
 }
+
+// Slot is a place in a request's context for its caller, filled in when authentication
+// succeeds later in the same request. The HTTP edge adds it with the request's other values,
+// so that authenticating does not copy the request a second time to carry the caller. A Slot
+// is set by the goroutine serving the request, before anything reads it.
+type Slot struct {
+	p   Principal
+	set bool
+}
+
+type slotKey struct{}
+
+// WithSlot returns a context carrying an empty Slot, and the Slot.
+func WithSlot(ctx context.Context) (context.Context, *Slot) {
+	s := new(Slot)
+	return context.WithValue(ctx, slotKey{}, s), s
+}
+
+// SlotFrom returns the Slot of ctx, or nil.
+func SlotFrom(ctx context.Context) *Slot {
+	s, _ := ctx.Value(slotKey{}).(*Slot)
+	return s
+}
+
+// Set records the verified caller.
+func (s *Slot) Set(p Principal) { s.p, s.set = p, true }

@@ -89,7 +89,9 @@ func (s *Server) edge(next http.Handler) http.Handler {
 			h[canonicalAnthropicRequestID] = []string{id}
 		}
 		rec := &recorder{ResponseWriter: w}
-		r = r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id))
+		// One copy of the request carries the id and a slot that authentication fills in.
+		ctx, _ := auth.WithSlot(r.Context())
+		r = r.WithContext(context.WithValue(ctx, requestIDKey{}, id))
 		defer func() {
 			if v := recover(); v != nil {
 				if v == http.ErrAbortHandler {
@@ -162,7 +164,12 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			writeError(w, r, e)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
+		if slot := auth.SlotFrom(r.Context()); slot != nil {
+			slot.Set(p)
+		} else {
+			r = r.WithContext(auth.WithPrincipal(r.Context(), p))
+		}
+		next.ServeHTTP(w, r)
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -19,6 +20,7 @@ import (
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/dataset"
 	"github.com/tollgate/tollgate/impl/gateway"
+	"github.com/tollgate/tollgate/impl/h1server"
 	"github.com/tollgate/tollgate/impl/metrics"
 	"github.com/tollgate/tollgate/impl/provider"
 	"github.com/tollgate/tollgate/impl/ratelimit"
@@ -133,7 +135,10 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 		<-bgDone
 		return err
 	}
-	httpSrv := &http.Server{Handler: gw.Handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	// The API listener is served by h1server: plain HTTP/1.1 requests on its lean path, every
+	// other connection by net/http (see impl/h1server).
+	httpSrv := &h1server.Server{Handler: gw.Handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 2)
 	go func() { errc <- httpSrv.Serve(apiLn) }()
 	var metricsSrv *http.Server

@@ -19,6 +19,7 @@ import (
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/dataset"
 	"github.com/tollgate/tollgate/impl/gateway"
+	"github.com/tollgate/tollgate/impl/h1server"
 	"github.com/tollgate/tollgate/impl/pgtest"
 	"github.com/tollgate/tollgate/impl/provider"
 	"github.com/tollgate/tollgate/impl/ratelimit"
@@ -124,12 +125,27 @@ func Start(t testing.TB, o Options) *Gateway {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); gw.Run(runCtx) }()
-	ts := httptest.NewServer(gw.Handler)
-	// Cleanups run last-in first-out: the server closes (in-flight requests finish), then the
-	// background work stops and the meter drains its usage records, then the datasets close.
+	// The gateway is served as tollgate serve serves it: by h1server.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &h1server.Server{Handler: gw.Handler, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	served := make(chan struct{})
+	go func() { defer close(served); _ = srv.Serve(ln) }()
+	// Cleanups run last-in first-out: the server shuts down (in-flight requests finish), then
+	// the background work stops and the meter drains its usage records, then the datasets close.
 	t.Cleanup(func() { _ = gw.Close() })
 	t.Cleanup(func() { stop(); <-done })
-	t.Cleanup(ts.Close)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("gateway server shutdown: %v", err)
+			_ = srv.Close()
+		}
+		<-served
+	})
 	deadline := time.Now().Add(10 * time.Second)
 	for !gw.Feed.Live() {
 		if time.Now().After(deadline) {
@@ -138,7 +154,7 @@ func Start(t testing.TB, o Options) *Gateway {
 		time.Sleep(5 * time.Millisecond)
 	}
 	return &Gateway{
-		URL: ts.URL, Datasets: gw.Datasets, Sim: o.Sim, SimURL: simServer.URL, Meter: gw.Meter, ConnString: o.ConnString, Store: st, Config: o.Config,
+		URL: "http://" + ln.Addr().String(), Datasets: gw.Datasets, Sim: o.Sim, SimURL: simServer.URL, Meter: gw.Meter, ConnString: o.ConnString, Store: st, Config: o.Config,
 		Accounts: &accounts.Service{Store: st, Config: o.Config}, Auth: gw.Auth, upstreamConns: upstreamConns,
 	}
 }

@@ -1,0 +1,57 @@
+// Package h1server is an HTTP/1.1 server for plain TCP that serves the common request itself
+// and hands every other connection to net/http.
+//
+// # Why
+//
+// net/http's server pays, for every request, for a background-read goroutine that watches the
+// connection while the handler runs (started per request and stopped again with a past read
+// deadline, a wake-up and a condition-variable wait), for several read-deadline changes and for a
+// handful of allocations that a pooled, connection-owned design does not need. On a small
+// machine each goroutine wake-up is expensive, and together they roughly double the latency of a
+// loopback round trip through a trivial handler. The gateway's public listener serves plain,
+// well-formed HTTP/1.1 requests from known clients almost exclusively, so this package gives
+// that case a lean path and leaves everything else to net/http.
+//
+// # Lean path and hand-off
+//
+// The Server owns every accepted connection. Its goroutine reads into the connection's own
+// buffer and parses each request head there without consuming it. When the head is a plain,
+// strictly valid HTTP/1.1 request (origin-form target, exactly one Host, at most one numeric
+// Content-Length, no Transfer-Encoding, Expect or Upgrade, no obsolete line folding, only CRLF
+// line endings, and small enough to fit the 4 KiB read buffer) the request is served in the
+// connection's goroutine: no goroutine per request, no channel operation, and for a request that
+// arrives in one packet and a small response, one read and one write system call.
+//
+// Anything else (HTTP/1.0, the HTTP/2 preface, chunked or otherwise framed bodies, CONNECT,
+// asterisk- or absolute-form targets, malformed or oversized heads, an early end of input) is
+// handed off: the connection, with the bytes of that request replayed first, is passed through
+// an in-memory listener to an internal *http.Server built from the same Handler, timeouts and
+// ErrorLog, which owns the connection from then on. net/http therefore produces its exact
+// behaviour for those requests, including its 400, 431, 501 and 505 answers, 100-continue,
+// HTTP/1.0 keep-alive and Hijack for protocol upgrades. Requests served on the lean path see
+// http.ServerContextKey set to that internal server as well, so handlers find one server either
+// way.
+//
+// The response writer mirrors net/http's: the same 2 KiB buffer before the decision between
+// Content-Length and chunked encoding, Content-Type sniffing, the Date header, the header
+// snapshot taken at WriteHeader, the rules for closing the connection and for discarding an
+// unread request body (up to 256 KiB), trailers, 1xx informational responses, Flush and the
+// ResponseController deadlines. The differential tests send the same bytes to both servers and
+// compare what comes back.
+//
+// While a handler runs, nothing reads the connection unless the request is still running after
+// WatchDelay and its body has been read to the end: only then is a watcher started (in the timer's
+// goroutine, or when the body reaches its end) that reads from the connection to notice the client
+// going away, and the request's context is cancelled when that read fails. Bytes it reads are kept
+// as the start of the next, pipelined request. Fast requests never pay for it.
+//
+// # What it does not do
+//
+// It does not speak TLS or HTTP/2 (unencrypted HTTP/2 reaches net/http, which refuses it unless
+// configured). On the lean path a ResponseWriter cannot be hijacked (requests that ask for an
+// upgrade are handed off, so WebSocket handlers still can), has no CloseNotify and no ReadFrom
+// (io.Copy works, without sendfile). It has no ConnState, BaseContext or ConnContext hooks.
+// http.MaxBytesReader cannot tell the lean path that its limit was hit (the method it looks for
+// is unexported), so after such a response the connection is kept alive when the rest of the
+// body can be discarded (under 256 KiB), where net/http would close it.
+package h1server

@@ -1,0 +1,321 @@
+package h1server
+
+import (
+	"context"
+	"errors"
+	"log"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultWatchDelay is how long a request runs before its connection is watched for the client
+// going away, when Server.WatchDelay is zero. It is long enough that a typical quick request
+// never starts a watcher and short enough that a client that gives up on a slow (upstream-bound)
+// request is noticed while the upstream call can still be cancelled usefully.
+const DefaultWatchDelay = 20 * time.Millisecond
+
+// Server serves HTTP/1.1 over plain TCP connections: common requests on its lean path and every
+// other connection through an internal net/http server (see the package comment). Its fields have
+// the meanings of net/http.Server's fields of the same names, and the internal server is built
+// from them when the first method is called: they must not be changed after that. A Server must
+// not be copied after first use.
+type Server struct {
+	// Handler answers requests; nil means http.DefaultServeMux.
+	Handler http.Handler
+
+	// ReadTimeout bounds reading a whole request, head and body, like net/http's.
+	ReadTimeout time.Duration
+	// ReadHeaderTimeout bounds reading a request head (ReadTimeout when zero), like net/http's.
+	ReadHeaderTimeout time.Duration
+	// WriteTimeout bounds writing a response, from the end of its request head, like net/http's.
+	WriteTimeout time.Duration
+	// IdleTimeout bounds the wait for the next request on a keep-alive connection (ReadTimeout
+	// when zero), like net/http's.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes limits request heads as in net/http, where heads up to MaxHeaderBytes plus
+	// 4096 bytes are accepted (http.DefaultMaxHeaderBytes when zero). The lean path serves heads
+	// up to its 4 KiB read buffer, which is always within that limit, and hands larger ones to the
+	// internal net/http server, which enforces MaxHeaderBytes and answers 431 beyond it.
+	MaxHeaderBytes int
+	// ErrorLog receives the server's error messages (the log package's standard logger when nil),
+	// for both paths.
+	ErrorLog *log.Logger
+
+	// WatchDelay is how long a request must run before its connection is watched for the client
+	// closing it, which cancels the request's context (DefaultWatchDelay when zero; a negative
+	// value never watches, so only a failed write or the handler's return cancel the context).
+	WatchDelay time.Duration
+
+	setupOnce sync.Once
+	inner     *http.Server     // serves handed-off connections; also the http.ServerContextKey value
+	handoff   *handoffListener // how connections reach inner
+	baseCtx   context.Context  // carries http.ServerContextKey
+
+	mu            sync.Mutex
+	listeners     map[*onceCloseListener]struct{}
+	conns         map[*conn]struct{}
+	listenerGroup sync.WaitGroup
+
+	inShutdown        atomic.Bool
+	disableKeepAlives atomic.Bool
+
+	// handoffs counts connections handed to net/http; the tests use it to check which path served
+	// a request.
+	handoffs atomic.Int64
+	// testHookWatch, when set, is called with "start" when a watcher is about to read and "end"
+	// when it returns.
+	testHookWatch func(event string)
+}
+
+// setup builds the internal net/http server and its listener and starts serving them, once.
+func (s *Server) setup() {
+	s.setupOnce.Do(func() {
+		s.inner = &http.Server{
+			Handler:           s.Handler,
+			ReadTimeout:       s.ReadTimeout,
+			ReadHeaderTimeout: s.ReadHeaderTimeout,
+			WriteTimeout:      s.WriteTimeout,
+			IdleTimeout:       s.IdleTimeout,
+			MaxHeaderBytes:    s.MaxHeaderBytes,
+			ErrorLog:          s.ErrorLog,
+		}
+		if s.disableKeepAlives.Load() {
+			s.inner.SetKeepAlivesEnabled(false)
+		}
+		s.handoff = newHandoffListener()
+		s.baseCtx = context.WithValue(context.Background(), http.ServerContextKey, s.inner)
+		s.listeners = make(map[*onceCloseListener]struct{})
+		s.conns = make(map[*conn]struct{})
+		go func() { _ = s.inner.Serve(s.handoff) }()
+	})
+}
+
+// Serve accepts connections on ln and serves each in its own goroutine. It always returns a
+// non-nil error and closes ln; after Shutdown or Close the error is http.ErrServerClosed.
+func (s *Server) Serve(ln net.Listener) error {
+	s.setup()
+	l := &onceCloseListener{Listener: ln}
+	defer l.Close()
+	if !s.trackListener(l, true) {
+		return http.ErrServerClosed
+	}
+	defer s.trackListener(l, false)
+
+	var tempDelay time.Duration // how long to sleep on a temporary accept failure, as net/http
+	for {
+		rwc, err := l.Accept()
+		if err != nil {
+			if s.shuttingDown() {
+				return http.ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Temporary() { //nolint:staticcheck // net/http's rule for accept errors
+				tempDelay = max(5*time.Millisecond, min(2*tempDelay, time.Second))
+				s.logf("http: Accept error: %v; retrying in %v", err, tempDelay)
+				time.Sleep(tempDelay)
+				continue
+			}
+			return err
+		}
+		tempDelay = 0
+		c := newConn(s, rwc)
+		if !s.trackConn(c, true) {
+			_ = rwc.Close()
+			continue
+		}
+		go c.serve()
+	}
+}
+
+// Shutdown gracefully shuts the server down like net/http's: it closes the listeners, closes idle
+// connections at once, waits for active requests to finish (their connections are closed after
+// the response) and shuts the internal net/http server down the same way. When ctx ends first it
+// returns ctx.Err(); otherwise the error from closing the listeners, if any.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.setup()
+	s.inShutdown.Store(true)
+	s.mu.Lock()
+	lnerr := s.closeListenersLocked()
+	s.mu.Unlock()
+	s.listenerGroup.Wait()
+
+	innerDone := make(chan error, 1)
+	go func() { innerDone <- s.inner.Shutdown(ctx) }()
+
+	// Poll like net/http: there is no cheap way for connections to report that they went idle
+	// without costing every request a synchronisation.
+	const pollMax = 500 * time.Millisecond
+	pollBase := time.Millisecond
+	timer := time.NewTimer(pollBase)
+	defer timer.Stop()
+	for !s.closeIdleConns() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timer.C:
+			pollBase = min(2*pollBase, pollMax)
+			timer.Reset(pollBase + rand.N(pollBase/10+1))
+		}
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-innerDone:
+		// The internal server's own result only repeats ctx.Err(), handled above, or the
+		// in-memory listener's Close, which cannot fail.
+	}
+	return lnerr
+}
+
+// Close closes the listeners and every connection at once, including those handed to net/http,
+// and returns the error from closing the listeners, if any.
+func (s *Server) Close() error {
+	s.setup()
+	s.inShutdown.Store(true)
+	s.mu.Lock()
+	err := s.closeListenersLocked()
+	s.mu.Unlock()
+	s.listenerGroup.Wait()
+
+	s.mu.Lock()
+	for c := range s.conns {
+		_ = c.rwc.Close()
+		delete(s.conns, c)
+	}
+	s.mu.Unlock()
+	_ = s.inner.Close()
+	_ = s.handoff.Close()
+	return err
+}
+
+// SetKeepAlivesEnabled controls whether HTTP keep-alives are enabled, like net/http's; disabling
+// them also closes idle connections.
+func (s *Server) SetKeepAlivesEnabled(v bool) {
+	s.disableKeepAlives.Store(!v)
+	s.setup()
+	s.inner.SetKeepAlivesEnabled(v)
+	if !v {
+		s.closeIdleConns()
+	}
+}
+
+func (s *Server) shuttingDown() bool { return s.inShutdown.Load() }
+
+func (s *Server) doKeepAlives() bool { return !s.disableKeepAlives.Load() && !s.shuttingDown() }
+
+func (s *Server) handler() http.Handler {
+	if s.Handler != nil {
+		return s.Handler
+	}
+	return http.DefaultServeMux
+}
+
+func (s *Server) readHeaderTimeout() time.Duration {
+	if s.ReadHeaderTimeout != 0 {
+		return s.ReadHeaderTimeout
+	}
+	return s.ReadTimeout
+}
+
+func (s *Server) idleTimeout() time.Duration {
+	if s.IdleTimeout != 0 {
+		return s.IdleTimeout
+	}
+	return s.ReadTimeout
+}
+
+func (s *Server) watchDelay() time.Duration {
+	if s.WatchDelay == 0 {
+		return DefaultWatchDelay
+	}
+	return s.WatchDelay
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.ErrorLog != nil {
+		s.ErrorLog.Printf(format, args...)
+	} else {
+		log.Printf(format, args...)
+	}
+}
+
+// trackListener adds or removes a listener; adding fails once the server is shutting down.
+func (s *Server) trackListener(l *onceCloseListener, add bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if add {
+		if s.shuttingDown() {
+			return false
+		}
+		s.listeners[l] = struct{}{}
+		s.listenerGroup.Add(1)
+	} else {
+		delete(s.listeners, l)
+		s.listenerGroup.Done()
+	}
+	return true
+}
+
+// trackConn adds or removes a connection; adding fails once the server is shutting down.
+func (s *Server) trackConn(c *conn, add bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if add {
+		if s.shuttingDown() {
+			return false
+		}
+		s.conns[c] = struct{}{}
+	} else {
+		delete(s.conns, c)
+	}
+	return true
+}
+
+func (s *Server) closeListenersLocked() error {
+	var err error
+	for l := range s.listeners {
+		if cerr := l.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+// closeIdleConns closes the idle connections and reports whether none is left. Like net/http it
+// treats a connection that has not sent its first request within 5 seconds as idle.
+func (s *Server) closeIdleConns() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	quiescent := true
+	staleNew := time.Now().Add(-5 * time.Second).UnixNano()
+	for c := range s.conns {
+		st := c.state.Load()
+		if st == stateNew && c.acceptedAt < staleNew {
+			st = stateIdle
+		}
+		if st != stateIdle {
+			quiescent = false
+			continue
+		}
+		_ = c.rwc.Close()
+		delete(s.conns, c)
+	}
+	return quiescent
+}
+
+// onceCloseListener wraps a listener so that Serve's deferred Close and Shutdown's Close close it
+// only once, like net/http's.
+type onceCloseListener struct {
+	net.Listener
+	once     sync.Once
+	closeErr error
+}
+
+func (l *onceCloseListener) Close() error {
+	l.once.Do(func() { l.closeErr = l.Listener.Close() })
+	return l.closeErr
+}

@@ -61,7 +61,7 @@ func runBench(ctx context.Context, args []string) error {
 		}
 		dbURL = c.ConnString("tollgate")
 	}
-	fast, slow, gw, metricsAddr := freeAddr(), freeAddr(), freeAddr(), freeAddr()
+	fast, slow, gw, metricsAddr, relay := freeAddr(), freeAddr(), freeAddr(), freeAddr(), freeAddr()
 	cfgPath := filepath.Join(work, "bench.yaml")
 	if err := os.WriteFile(cfgPath, []byte(benchConfig(fast, slow, gw, metricsAddr)), 0o644); err != nil {
 		return err
@@ -97,6 +97,11 @@ func runBench(ctx context.Context, args []string) error {
 		}
 		stopAll = append(stopAll, c)
 	}
+	relayCmd, err := start("relay", "relay", "-listen", relay, "-upstream", "http://"+fast)
+	if err != nil {
+		return err
+	}
+	stopAll = append(stopAll, relayCmd)
 	// Account, credit and a key with a (high) cap, so the rate limiter and metering both run.
 	run := func(args ...string) (string, error) {
 		cmd := exec.Command(self, args...)
@@ -127,10 +132,13 @@ func runBench(ctx context.Context, args []string) error {
 	if err := waitReady("http://"+gw+"/v1/models", key, 30*time.Second); err != nil {
 		return fmt.Errorf("gateway did not start (log in %s): %w", filepath.Join(work, "gateway.log"), err)
 	}
-	logf("gateway pid %d on %s; simulators on %s (fast) and %s (slow)", gwCmd.Process.Pid, gw, fast, slow)
+	if err := waitListening(relay, 10*time.Second); err != nil {
+		return fmt.Errorf("relay did not start (log in %s): %w", filepath.Join(work, "relay.log"), err)
+	}
+	logf("gateway pid %d on %s; simulators on %s (fast) and %s (slow); relay on %s", gwCmd.Process.Pid, gw, fast, slow, relay)
 
 	report, err := bench.Run(ctx, bench.Config{
-		DirectURL: "http://" + fast, GatewayURL: "http://" + gw, Key: key,
+		DirectURL: "http://" + fast, GatewayURL: "http://" + gw, RelayURL: "http://" + relay, Key: key,
 		DirectModel: "sim-general", GatewayModel: "service-flint-base", SlowModel: "bench-slow",
 		GatewayPID: gwCmd.Process.Pid, Rate: *rate, Phase: *phase, Rounds: *rounds, Streams: *streams, Log: os.Stderr,
 		ProfileURL: "http://" + metricsAddr + "/debug/pprof/profile", ProfileOut: *profile,
@@ -146,12 +154,14 @@ func runBench(ctx context.Context, args []string) error {
 	fmt.Printf(`tollgate bench (%s; CPU steal during the latency phases %.1f%%)
 non-streaming at %d req/s   direct p50 %.0f µs p99 %.0f µs | gateway p50 %.0f µs p99 %.0f µs | added p50 %.0f µs p99 %.0f µs | success %.3f / %.3f
 streaming first byte        direct p50 %.0f µs p99 %.0f µs | gateway p50 %.0f µs p99 %.0f µs | added p50 %.0f µs p99 %.0f µs
+bare relay, for reference   added p50 %.0f µs p99 %.0f µs | streaming first byte added p50 %.0f µs p99 %.0f µs
 highest sustained rate      direct %.0f req/s | gateway %.0f req/s | ratio %.2f
 %d concurrent streams       completed %d | gateway RSS %.1f MB before, %.1f MB peak (%.1f KB per stream)
 report written to %s
 `, report.Machine["cpu"], report.StealPercent, report.Rate,
 		report.DirectP50us, report.DirectP99us, report.GatewayP50us, report.GatewayP99us, report.AddedP50us, report.AddedP99us, report.DirectSuccess, report.GatewaySuccess,
 		report.StreamDirectP50us, report.StreamDirectP99us, report.StreamGatewayP50us, report.StreamGatewayP99us, report.AddedTTFBP50us, report.AddedTTFBP99us,
+		report.RelayAddedP50us, report.RelayAddedP99us, report.RelayAddedTTFBP50us, report.RelayAddedTTFBP99us,
 		report.MaxDirectRPS, report.MaxGatewayRPS, report.MaxRPSRatio,
 		report.Streams, report.StreamsCompleted, report.RSSBeforeMB, report.RSSPeakMB, report.RSSPerStreamKB, *out)
 	return nil
@@ -189,6 +199,21 @@ func freeAddr() string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// waitListening waits until something accepts connections on addr.
+func waitListening(addr string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			return c.Close()
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func waitReady(url, key string, within time.Duration) error {

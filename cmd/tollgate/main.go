@@ -31,6 +31,8 @@ Usage:
   tollgate admin ...                the operator's CLI (run 'tollgate admin' for its commands)
   tollgate sim     [-listen ADDR]   the upstream simulator (OpenAI chat, Responses, Anthropic Messages)
   tollgate bench                    measure what the gateway adds over the simulator (make bench)
+  tollgate relay   [-listen ADDR] [-upstream URL]
+                                    a bare HTTP relay, the bench's reference for one process hop
 
 Environment:
   DATABASE_URL        PostgreSQL connection string. When unset, dev and admin use the local
@@ -64,6 +66,8 @@ func main() {
 		err = runSim(ctx, os.Args[2:])
 	case "bench":
 		err = runBench(ctx, os.Args[2:])
+	case "relay":
+		err = runRelay(ctx, os.Args[2:])
 	case "help", "-h", "-help", "--help":
 		fmt.Print(usage)
 		return

@@ -25,8 +25,9 @@ import (
 
 // Config says what to drive.
 type Config struct {
-	// DirectURL is the simulator's base (no /v1); GatewayURL the gateway's.
-	DirectURL, GatewayURL string
+	// DirectURL is the simulator's base (no /v1); GatewayURL the gateway's; RelayURL, when
+	// set, a bare relay's (see Relay) to the same simulator, measured as a reference.
+	DirectURL, GatewayURL, RelayURL string
 	// Key authenticates at the gateway.
 	Key string
 	// DirectModel is the simulator's model id; GatewayModel the gateway model routed to it;
@@ -53,28 +54,34 @@ type Report struct {
 	Machine map[string]string `json:"machine"`
 	Rate    int               `json:"rate_rps"`
 
-	DirectP50us        float64 `json:"direct_p50_us"`
-	DirectP99us        float64 `json:"direct_p99_us"`
-	GatewayP50us       float64 `json:"gateway_p50_us"`
-	GatewayP99us       float64 `json:"gateway_p99_us"`
-	AddedP50us         float64 `json:"added_p50_us"`
-	AddedP99us         float64 `json:"added_p99_us"`
-	DirectSuccess      float64 `json:"direct_success_ratio"`
-	GatewaySuccess     float64 `json:"gateway_success_ratio"`
-	StreamDirectP50us  float64 `json:"stream_ttfb_direct_p50_us"`
-	StreamDirectP99us  float64 `json:"stream_ttfb_direct_p99_us"`
-	StreamGatewayP50us float64 `json:"stream_ttfb_gateway_p50_us"`
-	StreamGatewayP99us float64 `json:"stream_ttfb_gateway_p99_us"`
-	AddedTTFBP50us     float64 `json:"added_ttfb_p50_us"`
-	AddedTTFBP99us     float64 `json:"added_ttfb_p99_us"`
-	MaxDirectRPS       float64 `json:"max_direct_rps"`
-	MaxGatewayRPS      float64 `json:"max_gateway_rps"`
-	MaxRPSRatio        float64 `json:"max_rps_ratio"`
-	Streams            int     `json:"concurrent_streams"`
-	StreamsCompleted   int     `json:"concurrent_streams_completed"`
-	RSSBeforeMB        float64 `json:"gateway_rss_before_mb"`
-	RSSPeakMB          float64 `json:"gateway_rss_peak_mb"`
-	RSSPerStreamKB     float64 `json:"gateway_rss_per_stream_kb"`
+	DirectP50us  float64 `json:"direct_p50_us"`
+	DirectP99us  float64 `json:"direct_p99_us"`
+	GatewayP50us float64 `json:"gateway_p50_us"`
+	GatewayP99us float64 `json:"gateway_p99_us"`
+	AddedP50us   float64 `json:"added_p50_us"`
+	AddedP99us   float64 `json:"added_p99_us"`
+	// The Relay figures are a bare relay's (Relay) over the same simulator: what one more
+	// process hop adds on this machine, with none of the gateway's work.
+	RelayAddedP50us     float64 `json:"relay_added_p50_us,omitempty"`
+	RelayAddedP99us     float64 `json:"relay_added_p99_us,omitempty"`
+	RelayAddedTTFBP50us float64 `json:"relay_added_ttfb_p50_us,omitempty"`
+	RelayAddedTTFBP99us float64 `json:"relay_added_ttfb_p99_us,omitempty"`
+	DirectSuccess       float64 `json:"direct_success_ratio"`
+	GatewaySuccess      float64 `json:"gateway_success_ratio"`
+	StreamDirectP50us   float64 `json:"stream_ttfb_direct_p50_us"`
+	StreamDirectP99us   float64 `json:"stream_ttfb_direct_p99_us"`
+	StreamGatewayP50us  float64 `json:"stream_ttfb_gateway_p50_us"`
+	StreamGatewayP99us  float64 `json:"stream_ttfb_gateway_p99_us"`
+	AddedTTFBP50us      float64 `json:"added_ttfb_p50_us"`
+	AddedTTFBP99us      float64 `json:"added_ttfb_p99_us"`
+	MaxDirectRPS        float64 `json:"max_direct_rps"`
+	MaxGatewayRPS       float64 `json:"max_gateway_rps"`
+	MaxRPSRatio         float64 `json:"max_rps_ratio"`
+	Streams             int     `json:"concurrent_streams"`
+	StreamsCompleted    int     `json:"concurrent_streams_completed"`
+	RSSBeforeMB         float64 `json:"gateway_rss_before_mb"`
+	RSSPeakMB           float64 `json:"gateway_rss_peak_mb"`
+	RSSPerStreamKB      float64 `json:"gateway_rss_per_stream_kb"`
 	// StealPercent is the share of CPU time the hypervisor gave to other machines during the
 	// latency phases (from /proc/stat; 0 where it is not reported). Above a few percent the
 	// latencies say more about the host's neighbours than about the gateway.
@@ -120,6 +127,12 @@ func (c *Config) targets(stream bool, model string) (direct, gateway target) {
 		target{c.GatewayURL + "/v1/chat/completions", gh, body(model)}
 }
 
+// relayTarget is the direct target sent through the relay.
+func (c *Config) relayTarget(direct target) target {
+	direct.url = c.RelayURL + "/v1/chat/completions"
+	return direct
+}
+
 // Run performs every phase and returns the report.
 func Run(ctx context.Context, c Config) (Report, error) {
 	c.defaults()
@@ -127,48 +140,81 @@ func Run(ctx context.Context, c Config) (Report, error) {
 	direct, gateway := c.targets(false, c.GatewayModel)
 	stealBefore, totalBefore := cpuSteal()
 
-	// Warm both paths (connections, caches, credit holds).
-	for _, t := range []target{direct, gateway} {
-		attack(t, 200, 2*time.Second, 0)
+	// The targets of the latency phases: the simulator directly, through the gateway and, when
+	// there is one, through the bare relay. Each round measures them in turn, starting with a
+	// different one each round, so that a drift of the machine's load weighs on all alike.
+	type side struct {
+		name string
+		t    target
+		m    vegeta.Metrics
+		ttfb []time.Duration
 	}
-	var dm, gm vegeta.Metrics
+	sides := []*side{{name: "direct", t: direct}, {name: "gateway", t: gateway}}
+	if c.RelayURL != "" {
+		sides = append(sides, &side{name: "relay", t: c.relayTarget(direct)})
+	}
+	rotation := func(round int) []*side {
+		out := make([]*side, 0, len(sides))
+		for i := range sides {
+			out = append(out, sides[(round-1+i)%len(sides)])
+		}
+		return out
+	}
+	names := func(ss []*side) string {
+		var n []string
+		for _, s := range ss {
+			n = append(n, s.name)
+		}
+		return strings.Join(n, ", ")
+	}
+
+	// Warm every path (connections, caches, credit holds).
+	for _, s := range sides {
+		attack(s.t, 200, 2*time.Second, 0)
+	}
 	for round := 1; round <= c.Rounds; round++ {
-		fmt.Fprintf(c.Log, "round %d/%d: %d req/s non-streaming, %s\n", round, c.Rounds, c.Rate, order(round))
-		measure := func(t target, m *vegeta.Metrics) {
-			for _, res := range attack(t, c.Rate, c.Phase, 0) {
-				m.Add(res)
+		order := rotation(round)
+		fmt.Fprintf(c.Log, "round %d/%d: %d req/s non-streaming: %s\n", round, c.Rounds, c.Rate, names(order))
+		for _, s := range order {
+			for _, res := range attack(s.t, c.Rate, c.Phase, 0) {
+				s.m.Add(res)
 			}
 		}
-		if round%2 == 1 {
-			measure(direct, &dm)
-			measure(gateway, &gm)
-		} else {
-			measure(gateway, &gm)
-			measure(direct, &dm)
-		}
 	}
-	dm.Close()
-	gm.Close()
+	for _, s := range sides {
+		s.m.Close()
+	}
+	dm, gm := &sides[0].m, &sides[1].m
 	r.DirectP50us, r.DirectP99us = us(dm.Latencies.P50), us(dm.Latencies.P99)
 	r.GatewayP50us, r.GatewayP99us = us(gm.Latencies.P50), us(gm.Latencies.P99)
 	r.AddedP50us, r.AddedP99us = r.GatewayP50us-r.DirectP50us, r.GatewayP99us-r.DirectP99us
 	r.DirectSuccess, r.GatewaySuccess = dm.Success, gm.Success
+	if len(sides) > 2 {
+		rm := &sides[2].m
+		r.RelayAddedP50us, r.RelayAddedP99us = us(rm.Latencies.P50)-r.DirectP50us, us(rm.Latencies.P99)-r.DirectP99us
+	}
 
 	sd, sg := c.targets(true, c.GatewayModel)
-	var dTTFB, gTTFB []time.Duration
+	sides[0].t, sides[1].t = sd, sg
+	if len(sides) > 2 {
+		sides[2].t = c.relayTarget(sd)
+	}
 	for round := 1; round <= c.Rounds; round++ {
-		fmt.Fprintf(c.Log, "round %d/%d: streaming time to first byte, %s\n", round, c.Rounds, order(round))
-		if round%2 == 1 {
-			dTTFB = append(dTTFB, ttfb(ctx, sd, c.Rate/4, c.Phase)...)
-			gTTFB = append(gTTFB, ttfb(ctx, sg, c.Rate/4, c.Phase)...)
-		} else {
-			gTTFB = append(gTTFB, ttfb(ctx, sg, c.Rate/4, c.Phase)...)
-			dTTFB = append(dTTFB, ttfb(ctx, sd, c.Rate/4, c.Phase)...)
+		order := rotation(round)
+		fmt.Fprintf(c.Log, "round %d/%d: streaming time to first byte: %s\n", round, c.Rounds, names(order))
+		for _, s := range order {
+			s.ttfb = append(s.ttfb, ttfb(ctx, s.t, c.Rate/4, c.Phase)...)
 		}
 	}
+	dTTFB, gTTFB := sides[0].ttfb, sides[1].ttfb
 	r.StreamDirectP50us, r.StreamDirectP99us = us(pct(dTTFB, 0.50)), us(pct(dTTFB, 0.99))
 	r.StreamGatewayP50us, r.StreamGatewayP99us = us(pct(gTTFB, 0.50)), us(pct(gTTFB, 0.99))
 	r.AddedTTFBP50us, r.AddedTTFBP99us = r.StreamGatewayP50us-r.StreamDirectP50us, r.StreamGatewayP99us-r.StreamDirectP99us
+	if len(sides) > 2 {
+		rt := sides[2].ttfb
+		r.RelayAddedTTFBP50us = us(pct(rt, 0.50)) - r.StreamDirectP50us
+		r.RelayAddedTTFBP99us = us(pct(rt, 0.99)) - r.StreamDirectP99us
+	}
 	if stealAfter, totalAfter := cpuSteal(); totalAfter > totalBefore {
 		r.StealPercent = 100 * float64(stealAfter-stealBefore) / float64(totalAfter-totalBefore)
 	}
@@ -220,15 +266,6 @@ func fetchProfile(ctx context.Context, url, path string, du time.Duration) error
 		return err
 	}
 	return os.WriteFile(path, b, 0o644)
-}
-
-// order says which side a round measures first: the rounds alternate (ABBA), so that a drift
-// of the machine's load over the run weighs on both sides alike.
-func order(round int) string {
-	if round%2 == 1 {
-		return "direct then gateway"
-	}
-	return "gateway then direct"
 }
 
 func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }

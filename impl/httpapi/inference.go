@@ -466,21 +466,23 @@ func (x *exchange) respondStream(w http.ResponseWriter) error {
 		IncludeUsage: x.include, InputTokensEstimate: x.inputEst,
 	})
 	// The upstream is read in this goroutine: an event goes out as soon as it is read, with no
-	// hand-off between goroutines. Events are written as they are decoded and flushed before
-	// every read from the upstream, the only place the gateway can wait: events that arrived
-	// together leave together, and none waits for the upstream's next one. While the upstream
-	// is silent, a timer sends comment heartbeats; the lock keeps its writes apart from the
-	// events'. A client that goes away ends the request's context, which interrupts the
-	// upstream read, or fails the next flush.
+	// hand-off between goroutines. The first events are flushed as soon as they are written;
+	// after them, events are flushed before every read from the upstream, the only place the
+	// gateway can wait: events that arrived together leave together, and none waits for the
+	// upstream's next one. While the upstream is silent, a timer sends comment heartbeats; the
+	// lock keeps its writes apart from the events'. A client that goes away ends the request's
+	// context, which interrupts the upstream read, or fails the next flush.
 	sw.startHeartbeat()
 	defer sw.close()
 	var (
-		upstream = &flushBeforeRead{r: x.res.Body, sw: sw}
-		r        = sse.NewReader(upstream)
-		neutral  []llm.Event
-		out      []sse.Event
-		text     int // output characters seen, for billing when no usage arrives
-		status   = "ok"
+		upstream  = &flushBeforeRead{r: x.res.Body, sw: sw}
+		r         = sse.NewReader(upstream)
+		neutral   []llm.Event
+		out       []sse.Event
+		text      int // output characters seen, for billing when no usage arrives
+		status    = "ok"
+		wrote     bool // an event was written
+		sentFirst bool // the first events were flushed
 	)
 	fail := func(errType, message string) {
 		out = enc.Fail(errType, message, out[:0])
@@ -528,6 +530,16 @@ loop:
 			if err := sw.write(out); err != nil {
 				status = "client_disconnected"
 				break loop
+			}
+			wrote = wrote || len(out) > 0
+		}
+		if wrote && !sentFirst {
+			// The first events leave at once, with the response head: the time to the first
+			// byte does not wait for events already buffered behind them.
+			sentFirst = true
+			if err := sw.flush(); err != nil {
+				status = "client_disconnected"
+				break
 			}
 		}
 		if failed {

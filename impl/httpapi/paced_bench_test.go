@@ -13,17 +13,28 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/impl/apitest"
+	"github.com/tollgate/tollgate/impl/bench"
+	"github.com/tollgate/tollgate/impl/h1server"
 )
 
 // BenchmarkPacedLatency sends one request a millisecond (the bench's rate, one at a time) on a
-// kept-alive connection, straight to the simulator and through the gateway, and reports the
-// medians: whole answers for non-streamed requests, the first body byte for streams. Between
+// kept-alive connection, straight to the simulator, through the gateway and through a bare relay
+// (bench.Relay, served the same way), and reports the medians: whole answers for non-streamed
+// requests, the first body byte for streams. Between
 // requests the machine goes idle as it does under the bench's paced load, so the numbers
 // include the wake-ups that a back-to-back benchmark hides. The client is a minimal HTTP/1.1
 // writer and reader so that its own costs stay small and equal on both sides.
 func BenchmarkPacedLatency(b *testing.B) {
 	g := apitest.Start(b, apitest.Options{})
 	tenant := g.NewTenant(b, "paced", 1_000_000_000, 1_000_000_000_000)
+	relayLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	relay := &h1server.Server{Handler: bench.Relay(g.SimURL)}
+	go func() { _ = relay.Serve(relayLn) }()
+	b.Cleanup(func() { _ = relay.Close() })
+	relayURL := "http://" + relayLn.Addr().String()
 	for _, stream := range []bool{false, true} {
 		name := "json"
 		if stream {
@@ -32,10 +43,12 @@ func BenchmarkPacedLatency(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			direct := pacedClient(b, g.SimURL, "", "sim-general", stream)
 			gateway := pacedClient(b, g.URL, tenant.Key, "service-flint-base", stream)
-			var ds, gs []time.Duration
-			for range 200 { // warm both paths
+			relayed := pacedClient(b, relayURL, "", "sim-general", stream)
+			var ds, gs, rs []time.Duration
+			for range 200 { // warm every path
 				direct.once(b)
 				gateway.once(b)
+				relayed.once(b)
 			}
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
@@ -48,15 +61,21 @@ func BenchmarkPacedLatency(b *testing.B) {
 					gs = append(gs, gateway.once(b))
 					time.Sleep(time.Millisecond)
 				}
+				for range 50 {
+					rs = append(rs, relayed.once(b))
+					time.Sleep(time.Millisecond)
+				}
 			}
 			b.StopTimer()
 			slices.Sort(ds)
 			slices.Sort(gs)
+			slices.Sort(rs)
 			p := func(s []time.Duration, q float64) float64 { return float64(s[int(q*float64(len(s)-1))].Microseconds()) }
 			b.ReportMetric(p(ds, 0.5), "direct-p50-µs")
 			b.ReportMetric(p(gs, 0.5), "gateway-p50-µs")
 			b.ReportMetric(p(gs, 0.5)-p(ds, 0.5), "added-p50-µs")
 			b.ReportMetric(p(gs, 0.99)-p(ds, 0.99), "added-p99-µs")
+			b.ReportMetric(p(rs, 0.5)-p(ds, 0.5), "relay-added-p50-µs")
 		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/tollgate/tollgate/impl/upstreamconn"
 )
@@ -20,7 +21,10 @@ func Relay(upstream string) http.Handler {
 	upstream = strings.TrimSuffix(upstream, "/")
 	transport := &upstreamconn.Transport{}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
+		buf := relayBuffers.Get().(*[]byte)
+		defer relayBuffers.Put(buf)
+		body, err := readAll(r.Body, (*buf)[:0])
+		*buf = body[:0]
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -44,11 +48,11 @@ func Relay(upstream string) http.Handler {
 		}
 		w.WriteHeader(res.StatusCode)
 		rc := http.NewResponseController(w)
-		buf := make([]byte, 32<<10)
+		chunk := (*buf)[:cap(*buf)]
 		for {
-			n, err := res.Body.Read(buf)
+			n, err := res.Body.Read(chunk)
 			if n > 0 {
-				if _, werr := w.Write(buf[:n]); werr != nil {
+				if _, werr := w.Write(chunk[:n]); werr != nil {
 					return
 				}
 				if res.ContentLength < 0 {
@@ -60,4 +64,24 @@ func Relay(upstream string) http.Handler {
 			}
 		}
 	})
+}
+
+// relayBuffers recycles the relay's request and copy buffers.
+var relayBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 8<<10); return &b }}
+
+// readAll appends what r yields to dst.
+func readAll(r io.Reader, dst []byte) ([]byte, error) {
+	for {
+		if len(dst) == cap(dst) {
+			dst = append(dst, 0)[:len(dst)]
+		}
+		n, err := r.Read(dst[len(dst):cap(dst)])
+		dst = dst[:len(dst)+n]
+		if err == io.EOF {
+			return dst, nil
+		}
+		if err != nil {
+			return dst, err
+		}
+	}
 }

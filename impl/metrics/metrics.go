@@ -4,6 +4,9 @@ package metrics
 
 import (
 	"net/http"
+	"strconv"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -21,6 +24,36 @@ type Metrics struct {
 	RateLimited prometheus.Counter
 	// RateLimiterErrors counts requests let through because the limiter failed.
 	RateLimiterErrors prometheus.Counter
+
+	// children caches, per route and status, the collectors ObserveRequest updates.
+	children sync.Map // routeStatus → *requestChildren
+}
+
+type routeStatus struct {
+	route  string
+	status int
+}
+
+type requestChildren struct {
+	requests prometheus.Counter
+	duration prometheus.Observer
+}
+
+// ObserveRequest counts a finished request and observes its duration. The collectors of each
+// route and status are looked up once and kept, so that a request does not pay for hashing
+// the label values again.
+func (m *Metrics) ObserveRequest(route string, status int, d time.Duration) {
+	key := routeStatus{route, status}
+	c, ok := m.children.Load(key)
+	if !ok {
+		c, _ = m.children.LoadOrStore(key, &requestChildren{
+			requests: m.Requests.WithLabelValues(route, strconv.Itoa(status)),
+			duration: m.Duration.WithLabelValues(route),
+		})
+	}
+	rc := c.(*requestChildren)
+	rc.requests.Inc()
+	rc.duration.Observe(d.Seconds())
 }
 
 // New registers the collectors (and the Go and process collectors) on a fresh registry.

@@ -154,6 +154,7 @@ func runBench(ctx context.Context, args []string) error {
 	fmt.Printf(`tollgate bench (%s; CPU steal during the latency phases %.1f%%)
 non-streaming at %d req/s   direct p50 %.0f µs p99 %.0f µs | gateway p50 %.0f µs p99 %.0f µs | added p50 %.0f µs p99 %.0f µs | success %.3f / %.3f
 streaming first byte        direct p50 %.0f µs p99 %.0f µs | gateway p50 %.0f µs p99 %.0f µs | added p50 %.0f µs p99 %.0f µs
+median of per-round added   p50 %.0f µs p99 %.0f µs | streaming first byte p50 %.0f µs p99 %.0f µs | steal per round %s
 bare relay, for reference   added p50 %.0f µs p99 %.0f µs | streaming first byte added p50 %.0f µs p99 %.0f µs
 highest sustained rate      direct %.0f req/s | gateway %.0f req/s | ratio %.2f
 %d concurrent streams       completed %d | gateway RSS %.1f MB before, %.1f MB peak (%.1f KB per stream)
@@ -161,10 +162,20 @@ report written to %s
 `, report.Machine["cpu"], report.StealPercent, report.Rate,
 		report.DirectP50us, report.DirectP99us, report.GatewayP50us, report.GatewayP99us, report.AddedP50us, report.AddedP99us, report.DirectSuccess, report.GatewaySuccess,
 		report.StreamDirectP50us, report.StreamDirectP99us, report.StreamGatewayP50us, report.StreamGatewayP99us, report.AddedTTFBP50us, report.AddedTTFBP99us,
+		report.RoundMedianAddedP50us, report.RoundMedianAddedP99us, report.RoundMedianAddedTTFBP50us, report.RoundMedianAddedTTFBP99us, roundSteal(report.Rounds),
 		report.RelayAddedP50us, report.RelayAddedP99us, report.RelayAddedTTFBP50us, report.RelayAddedTTFBP99us,
 		report.MaxDirectRPS, report.MaxGatewayRPS, report.MaxRPSRatio,
 		report.Streams, report.StreamsCompleted, report.RSSBeforeMB, report.RSSPeakMB, report.RSSPerStreamKB, *out)
 	return nil
+}
+
+// roundSteal lists each round's CPU steal.
+func roundSteal(rounds []bench.RoundReport) string {
+	var parts []string
+	for _, r := range rounds {
+		parts = append(parts, fmt.Sprintf("%.1f%%", r.StealPercent))
+	}
+	return strings.Join(parts, " ")
 }
 
 func benchConfig(fast, slow, gw, metrics string) string {

@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -82,10 +83,48 @@ type Report struct {
 	RSSBeforeMB         float64 `json:"gateway_rss_before_mb"`
 	RSSPeakMB           float64 `json:"gateway_rss_peak_mb"`
 	RSSPerStreamKB      float64 `json:"gateway_rss_per_stream_kb"`
+	// RoundMedian… are the medians over the rounds of the differences measured within each
+	// round (Rounds), robust to one round that the host disturbed.
+	RoundMedianAddedP50us     float64       `json:"round_median_added_p50_us"`
+	RoundMedianAddedP99us     float64       `json:"round_median_added_p99_us"`
+	RoundMedianAddedTTFBP50us float64       `json:"round_median_added_ttfb_p50_us"`
+	RoundMedianAddedTTFBP99us float64       `json:"round_median_added_ttfb_p99_us"`
+	Rounds                    []RoundReport `json:"rounds"`
 	// StealPercent is the share of CPU time the hypervisor gave to other machines during the
 	// latency phases (from /proc/stat; 0 where it is not reported). Above a few percent the
 	// latencies say more about the host's neighbours than about the gateway.
 	StealPercent float64 `json:"cpu_steal_percent"`
+}
+
+// RoundReport is what one round measured: the gateway's added latencies within the round and
+// the CPU steal during its non-streaming phase.
+type RoundReport struct {
+	StealPercent   float64 `json:"cpu_steal_percent"`
+	AddedP50us     float64 `json:"added_p50_us"`
+	AddedP99us     float64 `json:"added_p99_us"`
+	AddedTTFBP50us float64 `json:"added_ttfb_p50_us"`
+	AddedTTFBP99us float64 `json:"added_ttfb_p99_us"`
+}
+
+// median is the median of v (the mean of the middle two for an even count).
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[len(s)/2]
+}
+
+// stealPercent is the steal share between two cpuSteal readings.
+func stealPercent(steal0, total0, steal1, total1 uint64) float64 {
+	if total1 <= total0 {
+		return 0
+	}
+	return 100 * float64(steal1-steal0) / float64(total1-total0)
 }
 
 func (c *Config) defaults() {
@@ -148,6 +187,8 @@ func Run(ctx context.Context, c Config) (Report, error) {
 		t    target
 		m    vegeta.Metrics
 		ttfb []time.Duration
+		// Each round's latencies (non-streaming) and times to first byte, in order.
+		roundLat, roundTTFB [][]time.Duration
 	}
 	sides := []*side{{name: "direct", t: direct}, {name: "gateway", t: gateway}}
 	if c.RelayURL != "" {
@@ -175,11 +216,19 @@ func Run(ctx context.Context, c Config) (Report, error) {
 	for round := 1; round <= c.Rounds; round++ {
 		order := rotation(round)
 		fmt.Fprintf(c.Log, "round %d/%d: %d req/s non-streaming: %s\n", round, c.Rounds, c.Rate, names(order))
+		steal0, total0 := cpuSteal()
 		for _, s := range order {
+			var lat []time.Duration
 			for _, res := range attack(s.t, c.Rate, c.Phase, 0) {
 				s.m.Add(res)
+				if res.Code == http.StatusOK {
+					lat = append(lat, res.Latency)
+				}
 			}
+			s.roundLat = append(s.roundLat, lat)
 		}
+		steal1, total1 := cpuSteal()
+		r.Rounds = append(r.Rounds, RoundReport{StealPercent: stealPercent(steal0, total0, steal1, total1)})
 	}
 	for _, s := range sides {
 		s.m.Close()
@@ -203,21 +252,37 @@ func Run(ctx context.Context, c Config) (Report, error) {
 		order := rotation(round)
 		fmt.Fprintf(c.Log, "round %d/%d: streaming time to first byte: %s\n", round, c.Rounds, names(order))
 		for _, s := range order {
-			s.ttfb = append(s.ttfb, ttfb(ctx, s.t, c.Rate/4, c.Phase)...)
+			d := ttfb(ctx, s.t, c.Rate/4, c.Phase)
+			s.ttfb = append(s.ttfb, d...)
+			s.roundTTFB = append(s.roundTTFB, d)
 		}
 	}
 	dTTFB, gTTFB := sides[0].ttfb, sides[1].ttfb
 	r.StreamDirectP50us, r.StreamDirectP99us = us(pct(dTTFB, 0.50)), us(pct(dTTFB, 0.99))
 	r.StreamGatewayP50us, r.StreamGatewayP99us = us(pct(gTTFB, 0.50)), us(pct(gTTFB, 0.99))
 	r.AddedTTFBP50us, r.AddedTTFBP99us = r.StreamGatewayP50us-r.StreamDirectP50us, r.StreamGatewayP99us-r.StreamDirectP99us
+	// The same differences within each round, whose sides ran minutes apart at most; their
+	// median over the rounds is not moved by one round that the host disturbed.
+	var a50, a99, t50, t99 []float64
+	for i := range r.Rounds {
+		rd := &r.Rounds[i]
+		d, g := sides[0], sides[1]
+		rd.AddedP50us = us(pct(g.roundLat[i], 0.50)) - us(pct(d.roundLat[i], 0.50))
+		rd.AddedP99us = us(pct(g.roundLat[i], 0.99)) - us(pct(d.roundLat[i], 0.99))
+		rd.AddedTTFBP50us = us(pct(g.roundTTFB[i], 0.50)) - us(pct(d.roundTTFB[i], 0.50))
+		rd.AddedTTFBP99us = us(pct(g.roundTTFB[i], 0.99)) - us(pct(d.roundTTFB[i], 0.99))
+		a50, a99 = append(a50, rd.AddedP50us), append(a99, rd.AddedP99us)
+		t50, t99 = append(t50, rd.AddedTTFBP50us), append(t99, rd.AddedTTFBP99us)
+	}
+	r.RoundMedianAddedP50us, r.RoundMedianAddedP99us = median(a50), median(a99)
+	r.RoundMedianAddedTTFBP50us, r.RoundMedianAddedTTFBP99us = median(t50), median(t99)
 	if len(sides) > 2 {
 		rt := sides[2].ttfb
 		r.RelayAddedTTFBP50us = us(pct(rt, 0.50)) - r.StreamDirectP50us
 		r.RelayAddedTTFBP99us = us(pct(rt, 0.99)) - r.StreamDirectP99us
 	}
-	if stealAfter, totalAfter := cpuSteal(); totalAfter > totalBefore {
-		r.StealPercent = 100 * float64(stealAfter-stealBefore) / float64(totalAfter-totalBefore)
-	}
+	stealAfter, totalAfter := cpuSteal()
+	r.StealPercent = stealPercent(stealBefore, totalBefore, stealAfter, totalAfter)
 
 	fmt.Fprintln(c.Log, "highest sustained rate: direct then gateway, 64 workers flat out")
 	r.MaxDirectRPS = maxRate(direct, c.Phase)

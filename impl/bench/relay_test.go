@@ -48,3 +48,21 @@ func TestRelay(t *testing.T) {
 		t.Fatalf("an upstream error passed through as %d", res.StatusCode)
 	}
 }
+
+func TestMedianAndSteal(t *testing.T) {
+	if m := median([]float64{5, 1, 3}); m != 3 {
+		t.Errorf("odd: %v", m)
+	}
+	if m := median([]float64{4, 1, 3, 100}); m != 3.5 {
+		t.Errorf("even: %v", m)
+	}
+	if m := median(nil); m != 0 {
+		t.Errorf("empty: %v", m)
+	}
+	if p := stealPercent(10, 1000, 20, 2000); p != 1 {
+		t.Errorf("steal %v", p)
+	}
+	if p := stealPercent(10, 1000, 10, 1000); p != 0 {
+		t.Errorf("no time: %v", p)
+	}
+}

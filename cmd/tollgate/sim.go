@@ -49,21 +49,7 @@ func runSim(ctx context.Context, args []string) error {
 	}
 	log.Info("upstream simulator listening", "addr", ln.Addr().String(), "auth", *apiKey != "",
 		"latency", *latency, "tps", *tps, "words", *words)
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-	}
-	log.Info("upstream simulator shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		_ = srv.Close() // streams still open after the grace period
-	}
-	if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	err = serveUntilDone(ctx, srv, ln, 10*time.Second)
+	log.Info("upstream simulator stopped")
+	return err
 }

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"bytes"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -21,15 +20,14 @@ func Relay(upstream string) http.Handler {
 	upstream = strings.TrimSuffix(upstream, "/")
 	transport := &upstreamconn.Transport{}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		buf := relayBuffers.Get().(*[]byte)
-		defer relayBuffers.Put(buf)
-		body, err := readAll(r.Body, (*buf)[:0])
-		*buf = body[:0]
-		if err != nil {
+		bufs := relayBuffers.Get().(*relayBuffer)
+		defer relayBuffers.Put(bufs)
+		bufs.req.Reset()
+		if _, err := bufs.req.ReadFrom(r.Body); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		req, err := http.NewRequestWithContext(r.Context(), r.Method, upstream+r.URL.RequestURI(), bytes.NewReader(body))
+		req, err := http.NewRequestWithContext(r.Context(), r.Method, upstream+r.URL.RequestURI(), bytes.NewReader(bufs.req.Bytes()))
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -48,7 +46,7 @@ func Relay(upstream string) http.Handler {
 		}
 		w.WriteHeader(res.StatusCode)
 		rc := http.NewResponseController(w)
-		chunk := (*buf)[:cap(*buf)]
+		chunk := bufs.chunk[:]
 		for {
 			n, err := res.Body.Read(chunk)
 			if n > 0 {
@@ -66,22 +64,11 @@ func Relay(upstream string) http.Handler {
 	})
 }
 
-// relayBuffers recycles the relay's request and copy buffers.
-var relayBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 8<<10); return &b }}
-
-// readAll appends what r yields to dst.
-func readAll(r io.Reader, dst []byte) ([]byte, error) {
-	for {
-		if len(dst) == cap(dst) {
-			dst = append(dst, 0)[:len(dst)]
-		}
-		n, err := r.Read(dst[len(dst):cap(dst)])
-		dst = dst[:len(dst)+n]
-		if err == io.EOF {
-			return dst, nil
-		}
-		if err != nil {
-			return dst, err
-		}
-	}
+// relayBuffer holds a request's body and the chunks of its answer on their way through.
+type relayBuffer struct {
+	req   bytes.Buffer
+	chunk [16 << 10]byte
 }
+
+// relayBuffers recycles the relay's buffers.
+var relayBuffers = sync.Pool{New: func() any { return new(relayBuffer) }}

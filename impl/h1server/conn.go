@@ -342,8 +342,8 @@ func (c *conn) readBody(p []byte) (int, error) {
 		c.r += n
 		return n, nil
 	}
-	c.prepareHandlerRead()
 	if len(p) >= len(b) {
+		c.prepareHandlerRead()
 		n, err := c.rwc.Read(p)
 		if n > 0 {
 			return n, nil
@@ -353,33 +353,35 @@ func (c *conn) readBody(p []byte) (int, error) {
 		}
 		return 0, err
 	}
+	if err := c.fillBuffer(); err != nil || c.w == 0 {
+		return 0, err
+	}
+	c.r = copy(p, b[:c.w])
+	return c.r, nil
+}
+
+// fillBuffer reads from the connection into the empty buffer, under the handler's read
+// deadline. A read error cancels the request's context, as net/http's connReader does.
+func (c *conn) fillBuffer() error {
+	c.prepareHandlerRead()
 	c.r, c.w = 0, 0
-	n, err := c.rwc.Read(b[:])
+	n, err := c.rwc.Read(c.bufs.rbuf[:])
 	if n == 0 {
 		if err != nil {
 			c.readFailed(err)
 		}
-		return 0, err
+		return err
 	}
 	c.w = n
-	c.r = copy(p, b[:n])
-	return c.r, nil
+	return nil
 }
 
 // discardBody drops up to limit body bytes, reading the connection when the buffer is empty.
 func (c *conn) discardBody(limit int64) (int, error) {
-	b := &c.bufs.rbuf
 	if c.w == c.r {
-		c.prepareHandlerRead()
-		c.r, c.w = 0, 0
-		n, err := c.rwc.Read(b[:])
-		if n == 0 {
-			if err != nil {
-				c.readFailed(err)
-			}
+		if err := c.fillBuffer(); err != nil || c.w == 0 {
 			return 0, err
 		}
-		c.w = n
 	}
 	n := int(min(int64(c.w-c.r), limit))
 	c.r += n

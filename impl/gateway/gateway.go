@@ -62,7 +62,7 @@ func New(o Options) (*Gateway, error) {
 	if o.Limiter == nil {
 		o.Limiter = ratelimit.NewLocal(nil)
 	}
-	upstreams := provider.FromConfig(o.Config, o.SimulatorURL, provider.NewClient())
+	upstreams := provider.FromConfig(o.Config, o.SimulatorURL, provider.NewTransport())
 	if o.Retry != nil {
 		for _, u := range upstreams {
 			u.Retry = *o.Retry

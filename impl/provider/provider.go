@@ -31,8 +31,11 @@ type Upstream struct {
 	Kind    llm.Format
 	BaseURL string
 	APIKey  string
-	Client  *http.Client
-	Retry   RetryPolicy
+	// Transport sends the requests (nil: http.DefaultTransport). It is called directly, not
+	// through an http.Client: an upstream's redirect is an answer like any other non-2xx (never
+	// followed with the request and its key), and http.Client's per-request work is skipped.
+	Transport http.RoundTripper
+	Retry     RetryPolicy
 }
 
 // RetryPolicy bounds retries of one upstream call.
@@ -99,12 +102,12 @@ func (u *Upstream) Endpoint() string {
 // upstream may be tried.
 func (u *Upstream) Call(ctx context.Context, body []byte, stream bool, forward http.Header) (res *http.Response, attempts int, err error) {
 	p := u.Retry.withDefaults()
-	client := u.Client
-	if client == nil {
-		client = http.DefaultClient
+	transport := u.Transport
+	if transport == nil {
+		transport = http.DefaultTransport
 	}
 	for attempt := 1; ; attempt++ {
-		res, err = u.once(ctx, client, body, stream, forward)
+		res, err = u.once(ctx, transport, body, stream, forward)
 		if err == nil {
 			return res, attempt, nil
 		}
@@ -141,7 +144,7 @@ func (f *failure) Error() string {
 	return fmt.Sprintf("upstream answered %d: %s", f.status, f.message)
 }
 
-func (u *Upstream) once(ctx context.Context, client *http.Client, body []byte, stream bool, forward http.Header) (*http.Response, error) {
+func (u *Upstream) once(ctx context.Context, transport http.RoundTripper, body []byte, stream bool, forward http.Header) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.Endpoint(), bytes.NewReader(body))
 	if err != nil {
 		return nil, err
@@ -169,13 +172,6 @@ func (u *Upstream) once(ctx context.Context, client *http.Client, body []byte, s
 		if u.APIKey != "" {
 			req.Header.Set("Authorization", "Bearer "+u.APIKey)
 		}
-	}
-	// The transport is called directly: an upstream's redirect is an answer like any other
-	// non-2xx (never followed with the request and its key), and the per-request work of
-	// http.Client (header copies, redirect bookkeeping) is skipped.
-	transport := client.Transport
-	if transport == nil {
-		transport = http.DefaultTransport
 	}
 	res, err := transport.RoundTrip(req)
 	if err != nil {
@@ -262,7 +258,7 @@ func upstreamMessage(raw []byte) string {
 
 // FromConfig builds the configured providers. A provider whose base URL is
 // config.SimulatorURL is pointed at simulatorURL (the simulator's address, without /v1).
-func FromConfig(cfg *config.Config, simulatorURL string, client *http.Client) map[string]*Upstream {
+func FromConfig(cfg *config.Config, simulatorURL string, transport http.RoundTripper) map[string]*Upstream {
 	out := make(map[string]*Upstream, len(cfg.Providers))
 	for _, p := range cfg.Providers {
 		base := p.BaseURL
@@ -272,7 +268,7 @@ func FromConfig(cfg *config.Config, simulatorURL string, client *http.Client) ma
 				base += "/v1"
 			}
 		}
-		out[p.Name] = &Upstream{Name: p.Name, Kind: llm.Format(p.Kind), BaseURL: base, APIKey: p.APIKey, Client: client}
+		out[p.Name] = &Upstream{Name: p.Name, Kind: llm.Format(p.Kind), BaseURL: base, APIKey: p.APIKey, Transport: transport}
 	}
 	return out
 }
@@ -287,12 +283,12 @@ func UsesSimulator(cfg *config.Config) bool {
 	return false
 }
 
-// NewClient returns the HTTP client for upstream calls: pooled keep-alive connections sized for
+// NewTransport returns the transport of upstream calls: pooled keep-alive connections sized for
 // a gateway, no overall timeout (streams are long), and bounded connect and header waits.
 // Plain http:// upstreams (local servers, sidecars, the simulator) go through upstreamconn,
 // which does each round trip in the caller's goroutine and so costs less per request than
 // net/http; https:// upstreams go through net/http's Transport (TLS, HTTP/2).
-func NewClient() *http.Client {
+func NewTransport() http.RoundTripper {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns = 4096
 	t.MaxIdleConnsPerHost = 1024
@@ -305,5 +301,5 @@ func NewClient() *http.Client {
 		ResponseHeaderTimeout: 10 * time.Minute,
 	}
 	// A proxy configured in the environment (HTTP_PROXY) is used through net/http.
-	return &http.Client{Transport: &upstreamconn.SchemeDispatch{Plain: plain, Other: t, Proxy: t.Proxy}}
+	return &upstreamconn.SchemeDispatch{Plain: plain, Other: t, Proxy: t.Proxy}
 }

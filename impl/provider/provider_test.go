@@ -138,7 +138,7 @@ func TestRedirectIsNotFollowed(t *testing.T) {
 		http.Redirect(w, r, other.URL+"/v1/chat/completions", http.StatusTemporaryRedirect)
 	}))
 	t.Cleanup(srv.Close)
-	u := &Upstream{Name: "p", Kind: llm.FormatChat, BaseURL: srv.URL + "/v1", APIKey: "secret", Client: NewClient()}
+	u := &Upstream{Name: "p", Kind: llm.FormatChat, BaseURL: srv.URL + "/v1", APIKey: "secret", Transport: NewTransport()}
 	_, _, err := u.Call(context.Background(), []byte(`{}`), false, nil)
 	var e *apierror.Error
 	if !errors.As(err, &e) || e.Kind != apierror.KindUpstream {

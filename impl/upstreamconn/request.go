@@ -24,71 +24,68 @@ func (e *connWriteError) Error() string { return e.err.Error() }
 func (e *connWriteError) Unwrap() error { return e.err }
 
 // checkRequest refuses requests this transport cannot send faithfully and returns the
-// host:port to dial.
-func checkRequest(req *http.Request) (string, error) {
+// host:port to dial and the Host header to send.
+func checkRequest(req *http.Request) (addr, host string, err error) {
 	u := req.URL
 	switch {
 	case u == nil:
-		return "", errors.New("upstreamconn: request has no URL")
+		return "", "", errors.New("upstreamconn: request has no URL")
 	case u.Scheme != "http":
-		return "", fmt.Errorf("upstreamconn: unsupported URL scheme %q; only http:// is supported", u.Scheme)
+		return "", "", fmt.Errorf("upstreamconn: unsupported URL scheme %q; only http:// is supported", u.Scheme)
 	case u.Host == "":
-		return "", errors.New("upstreamconn: request URL has no host")
+		return "", "", errors.New("upstreamconn: request URL has no host")
 	case u.User != nil:
-		return "", errors.New("upstreamconn: URLs with user information are not supported; set an Authorization header")
+		return "", "", errors.New("upstreamconn: URLs with user information are not supported; set an Authorization header")
 	case len(req.TransferEncoding) > 0:
-		return "", errors.New("upstreamconn: request Transfer-Encoding is not supported; set ContentLength")
+		return "", "", errors.New("upstreamconn: request Transfer-Encoding is not supported; set ContentLength")
 	case len(req.Trailer) > 0:
-		return "", errors.New("upstreamconn: request trailers are not supported")
+		return "", "", errors.New("upstreamconn: request trailers are not supported")
 	case !httpguts.ValidHeaderFieldName(req.Method) && req.Method != "":
-		return "", fmt.Errorf("upstreamconn: invalid method %q", req.Method)
+		return "", "", fmt.Errorf("upstreamconn: invalid method %q", req.Method)
 	}
 	hasBody := req.Body != nil && req.Body != http.NoBody
 	switch {
 	case hasBody && req.ContentLength <= 0:
-		return "", fmt.Errorf("upstreamconn: request body of unknown length (ContentLength %d) is not supported; set ContentLength", req.ContentLength)
+		return "", "", fmt.Errorf("upstreamconn: request body of unknown length (ContentLength %d) is not supported; set ContentLength", req.ContentLength)
 	case !hasBody && req.ContentLength > 0:
-		return "", fmt.Errorf("upstreamconn: ContentLength is %d but the request has no body", req.ContentLength)
+		return "", "", fmt.Errorf("upstreamconn: ContentLength is %d but the request has no body", req.ContentLength)
 	}
-	host := req.Host
+	host = req.Host
 	if host == "" {
 		host = u.Host
 	}
 	if !validHostHeader(host) {
-		return "", fmt.Errorf("upstreamconn: invalid Host %q", host)
+		return "", "", fmt.Errorf("upstreamconn: invalid Host %q", host)
 	}
 	// The escaped path cannot hold either (url.URL escapes them); the opaque form and the raw
 	// query are sent as they are.
 	if !validRequestTarget(u.Opaque) || !validRequestTarget(u.RawQuery) {
-		return "", errors.New("upstreamconn: the request URL holds a space or a control character")
+		return "", "", errors.New("upstreamconn: the request URL holds a space or a control character")
 	}
 	for name, values := range req.Header {
 		if !httpguts.ValidHeaderFieldName(name) {
-			return "", fmt.Errorf("upstreamconn: invalid header field name %q", name)
+			return "", "", fmt.Errorf("upstreamconn: invalid header field name %q", name)
 		}
 		for _, v := range values {
 			if !httpguts.ValidHeaderFieldValue(v) {
-				return "", fmt.Errorf("upstreamconn: invalid header field value for %q", name)
+				return "", "", fmt.Errorf("upstreamconn: invalid header field value for %q", name)
 			}
 		}
 	}
 	if _, port, err := net.SplitHostPort(u.Host); err == nil && port != "" {
-		return u.Host, nil
+		return u.Host, host, nil
 	}
-	return net.JoinHostPort(u.Hostname(), "80"), nil
+	return net.JoinHostPort(u.Hostname(), "80"), host, nil
 }
 
-// writeRequest writes req with body (already checked by checkRequest) to c. A failure to write
-// is a *connWriteError; a failure of the body is returned as it is.
-func writeRequest(c *conn, req *http.Request, body io.Reader) error {
+// writeRequest writes req with body, and host as its Host (both already checked by
+// checkRequest), to c. A failure to write is a *connWriteError; a failure of the body is
+// returned as it is.
+func writeRequest(c *conn, req *http.Request, host string, body io.Reader) error {
 	w := c.bw
 	method := req.Method
 	if method == "" {
 		method = http.MethodGet
-	}
-	host := req.Host
-	if host == "" {
-		host = req.URL.Host
 	}
 	_, _ = w.WriteString(method)
 	_ = w.WriteByte(' ')

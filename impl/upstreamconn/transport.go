@@ -93,7 +93,7 @@ type idleStack struct {
 // read the body to the end and close it for the connection to be reused. Only http:// URLs are
 // accepted; other schemes, and requests this transport cannot send faithfully, get an error.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	addr, err := checkRequest(req)
+	addr, host, err := checkRequest(req)
 	if err != nil {
 		closeRequestBody(req.Body)
 		return nil, err
@@ -108,7 +108,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeRequestBody(req.Body)
 		return nil, err
 	}
-	res, err := t.exchange(ctx, c, req, req.Body)
+	res, err := t.exchange(ctx, c, req, host, req.Body)
 	stale, isStale := err.(*staleConnError)
 	if !isStale {
 		return res, err
@@ -126,7 +126,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeRequestBody(body)
 		return nil, err
 	}
-	res, err = t.exchange(ctx, c, req, body)
+	res, err = t.exchange(ctx, c, req, host, body)
 	if stale, isStale := err.(*staleConnError); isStale {
 		return nil, stale.err
 	}
@@ -156,11 +156,11 @@ type staleConnError struct {
 func (e *staleConnError) Error() string { return e.err.Error() }
 func (e *staleConnError) Unwrap() error { return e.err }
 
-// exchange writes req with body on c and reads the response headers. It owns c: on failure c
+// exchange writes req with body, under the Host host, on c and reads the response headers. It owns c: on failure c
 // is closed, on success c belongs to the response body (or is back in the pool when there is no
 // body). body is closed before exchange returns. A failure before any byte of the response
 // arrived is a *staleConnError.
-func (t *Transport) exchange(ctx context.Context, c *conn, req *http.Request, body io.ReadCloser) (*http.Response, error) {
+func (t *Transport) exchange(ctx context.Context, c *conn, req *http.Request, host string, body io.ReadCloser) (*http.Response, error) {
 	var stopWatch func() bool
 	if ctx.Done() != nil {
 		// Cancellation closes the connection, which fails any blocked or later read or write.
@@ -177,7 +177,7 @@ func (t *Transport) exchange(ctx context.Context, c *conn, req *http.Request, bo
 		return nil, err
 	}
 
-	writeErr := writeRequest(c, req, body)
+	writeErr := writeRequest(c, req, host, body)
 	closeRequestBody(body)
 	if writeErr != nil {
 		if _, ok := writeErr.(*connWriteError); !ok {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -400,36 +399,9 @@ func putAnswerBuffer(b *[]byte) {
 	}
 }
 
-// readAnswer appends a complete upstream answer, at most maxResponseBytes, to dst: in one read
-// of its announced length when there is one.
+// readAnswer appends a complete upstream answer, at most maxResponseBytes, to dst.
 func readAnswer(res *http.Response, dst []byte) ([]byte, error) {
-	if n := res.ContentLength; n > 0 && n <= maxResponseBytes {
-		dst = slices.Grow(dst, int(n)+1)
-		raw := dst[len(dst) : len(dst)+int(n)]
-		if _, err := io.ReadFull(res.Body, raw); err != nil {
-			return nil, err
-		}
-		// Read to the end, so that the connection can be reused.
-		var one [1]byte
-		if m, err := res.Body.Read(one[:]); m > 0 || (err != nil && err != io.EOF) {
-			return nil, fmt.Errorf("the answer is longer than its Content-Length (%v)", err)
-		}
-		return dst[:len(dst)+int(n)], nil
-	}
-	for {
-		dst = slices.Grow(dst, 4<<10)
-		m, err := res.Body.Read(dst[len(dst):cap(dst)])
-		dst = dst[:len(dst)+m]
-		if len(dst) > maxResponseBytes {
-			return nil, fmt.Errorf("the answer is longer than %d bytes", maxResponseBytes)
-		}
-		if err == io.EOF {
-			return dst, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
+	return appendBody(dst, res.Body, res.ContentLength, maxResponseBytes)
 }
 
 // family is the client's error envelope: the one of its route.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -91,29 +90,10 @@ func (v *validator) validate(r *http.Request) error {
 	return nil
 }
 
-// readBody reads the request body, at most maxBodyBytes, into a buffer sized from its
-// Content-Length when it announces one.
+// readBody reads the request body, at most maxBodyBytes (beyond that the error is an
+// *http.MaxBytesError).
 func readBody(r *http.Request) ([]byte, error) {
-	body := http.MaxBytesReader(nil, r.Body, maxBodyBytes)
-	if n := r.ContentLength; n > 0 && n <= maxBodyBytes {
-		buf := make([]byte, 0, n+1) // one spare byte, so that reading to EOF does not grow it
-		for {
-			m, err := body.Read(buf[len(buf):cap(buf)])
-			buf = buf[:len(buf)+m]
-			if err == io.EOF {
-				return buf, nil
-			}
-			if err != nil {
-				return nil, err
-			}
-			if len(buf) == cap(buf) {
-				// More than announced (net/http stops at Content-Length, so not expected).
-				rest, err := io.ReadAll(body)
-				return append(buf, rest...), err
-			}
-		}
-	}
-	return io.ReadAll(body)
+	return appendBody(nil, http.MaxBytesReader(nil, r.Body, maxBodyBytes), r.ContentLength, maxBodyBytes)
 }
 
 // describe turns a reqschema error into a 400 naming the offending field.

@@ -86,16 +86,11 @@ func ModelAndStream(f llm.Format, body []byte) (model string, stream bool, maxTo
 	return model, stream, maxTokens, nil
 }
 
-// SetModel rewrites the top-level "model" of a request body to model (every occurrence, when
-// the key repeats), leaving every other byte as it was; when the body has no top-level model,
-// one is added as its first member. Nested "model" keys are not touched.
-func SetModel(body []byte, model string) ([]byte, error) {
-	return AppendForUpstream(nil, body, model, false)
-}
-
-// AppendSetModel is SetModel appending the result to dst.
-func AppendSetModel(dst, body []byte, model string) ([]byte, error) {
-	return AppendForUpstream(dst, body, model, false)
+// SetModel appends body to dst with its top-level "model" rewritten to model (every
+// occurrence, when the key repeats), leaving every other byte as it was; when the body has no
+// top-level model, one is added as its first member. Nested "model" keys are not touched.
+func SetModel(dst, body []byte, model string) ([]byte, error) {
+	return ForUpstream(dst, body, model, false)
 }
 
 // unquote returns the string a JSON string token denotes.
@@ -289,17 +284,12 @@ func streamOptions(value []byte) (includeUsage bool, members map[string]json.Raw
 	return b, members, nil
 }
 
-// ForUpstream rewrites a request body for an upstream of the same format in one pass: every
-// top-level "model" becomes model, and when forceUsage is set (a streamed chat request, which
-// the gateway must meter) stream_options.include_usage becomes true. Every other byte stays as
-// the client sent it.
-func ForUpstream(body []byte, model string, forceUsage bool) ([]byte, error) {
-	return AppendForUpstream(nil, body, model, forceUsage)
-}
-
-// AppendForUpstream is ForUpstream appending the result to dst. It allocates nothing beyond
-// dst's growth in the common case (no stream_options to rewrite).
-func AppendForUpstream(dst, body []byte, model string, forceUsage bool) ([]byte, error) {
+// ForUpstream appends to dst a request body rewritten for an upstream of the same format, in
+// one pass: every top-level "model" becomes model, and when forceUsage is set (a streamed chat
+// request, which the gateway must meter) stream_options.include_usage becomes true. Every other
+// byte stays as the client sent it, copied once, with no intermediate buffer in the common case
+// (no stream_options to rewrite).
+func ForUpstream(dst, body []byte, model string, forceUsage bool) ([]byte, error) {
 	type edit struct {
 		start, end int
 		with       []byte // nil: the quoted model

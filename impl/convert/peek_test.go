@@ -96,7 +96,7 @@ func TestSetModel(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := SetModel([]byte(c.body), c.model)
+			got, err := SetModel(nil, []byte(c.body), c.model)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -111,7 +111,7 @@ func TestSetModel(t *testing.T) {
 			}
 		})
 	}
-	if _, err := SetModel([]byte(`{"model":`), "m"); err == nil {
+	if _, err := SetModel(nil, []byte(`{"model":`), "m"); err == nil {
 		t.Error("SetModel accepted a broken body")
 	}
 }
@@ -119,7 +119,7 @@ func TestSetModel(t *testing.T) {
 func TestSetModelOnFixtures(t *testing.T) {
 	for _, fm := range formats {
 		body := fixture(t, "requests", fm.name+".json")
-		out, err := SetModel(body, "upstream-x")
+		out, err := SetModel(nil, body, "upstream-x")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -249,7 +249,7 @@ func (s *Server) upstreamBody(client llm.Format, body []byte, ir *llm.Request, e
 	if e.Kind == client {
 		// Usage is what the gateway bills: a streamed chat request asks for it whatever the
 		// client asked (the usage chunk reaches only clients that asked).
-		b, err := convert.ForUpstream(body, e.Model, stream && client == llm.FormatChat)
+		b, err := convert.ForUpstream(nil, body, e.Model, stream && client == llm.FormatChat)
 		return b, nil, err
 	}
 	req := *ir
@@ -350,7 +350,7 @@ func (x *exchange) respondJSON(w http.ResponseWriter) error {
 	)
 	if x.expert.Kind == x.client {
 		if usage, err = convert.ResponseUsage(x.expert.Kind, raw); err == nil {
-			out, err = convert.AppendSetModel((*outBuf)[:0], raw, x.model.ID)
+			out, err = convert.SetModel((*outBuf)[:0], raw, x.model.ID)
 			*outBuf = out
 		}
 	} else {

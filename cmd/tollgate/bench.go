@@ -21,8 +21,8 @@ import (
 )
 
 // runBench starts two simulators (fast, and slowly streaming), a throwaway PostgreSQL cluster
-// (unless DATABASE_URL is set) and a gateway in processes of their own, then drives them with
-// impl/bench and prints and writes the report.
+// (unless DATABASE_URL is set), a gateway and the two reference relays (bare and byte) in
+// processes of their own, then drives them with impl/bench and prints and writes the report.
 func runBench(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	out := fs.String("out", "bench-results.json", "where to write the JSON report")
@@ -61,7 +61,7 @@ func runBench(ctx context.Context, args []string) error {
 		}
 		dbURL = c.ConnString("tollgate")
 	}
-	fast, slow, gw, metricsAddr, relay := freeAddr(), freeAddr(), freeAddr(), freeAddr(), freeAddr()
+	fast, slow, gw, metricsAddr, relay, floor := freeAddr(), freeAddr(), freeAddr(), freeAddr(), freeAddr(), freeAddr()
 	cfgPath := filepath.Join(work, "bench.yaml")
 	if err := os.WriteFile(cfgPath, []byte(benchConfig(fast, slow, gw, metricsAddr)), 0o644); err != nil {
 		return err
@@ -102,6 +102,11 @@ func runBench(ctx context.Context, args []string) error {
 		return err
 	}
 	stopAll = append(stopAll, relayCmd)
+	floorCmd, err := start("byte-relay", "relay", "-bytes", "-listen", floor, "-upstream", "http://"+fast)
+	if err != nil {
+		return err
+	}
+	stopAll = append(stopAll, floorCmd)
 	// Account, credit and a key with a (high) cap, so the rate limiter and metering both run.
 	run := func(args ...string) (string, error) {
 		cmd := exec.Command(self, args...)
@@ -132,13 +137,15 @@ func runBench(ctx context.Context, args []string) error {
 	if err := waitReady("http://"+gw+"/v1/models", key, 30*time.Second); err != nil {
 		return fmt.Errorf("gateway did not start (log in %s): %w", filepath.Join(work, "gateway.log"), err)
 	}
-	if err := waitListening(relay, 10*time.Second); err != nil {
-		return fmt.Errorf("relay did not start (log in %s): %w", filepath.Join(work, "relay.log"), err)
+	for _, r := range []struct{ name, addr string }{{"relay", relay}, {"byte-relay", floor}} {
+		if err := waitListening(r.addr, 10*time.Second); err != nil {
+			return fmt.Errorf("%s did not start (log in %s): %w", r.name, filepath.Join(work, r.name+".log"), err)
+		}
 	}
-	logf("gateway pid %d on %s; simulators on %s (fast) and %s (slow); relay on %s", gwCmd.Process.Pid, gw, fast, slow, relay)
+	logf("gateway pid %d on %s; simulators on %s (fast) and %s (slow); relay on %s, byte relay on %s", gwCmd.Process.Pid, gw, fast, slow, relay, floor)
 
 	report, err := bench.Run(ctx, bench.Config{
-		DirectURL: "http://" + fast, GatewayURL: "http://" + gw, RelayURL: "http://" + relay, Key: key,
+		DirectURL: "http://" + fast, GatewayURL: "http://" + gw, RelayURL: "http://" + relay, FloorURL: "http://" + floor, Key: key,
 		DirectModel: "sim-general", GatewayModel: "service-flint-base", SlowModel: "bench-slow",
 		GatewayPID: gwCmd.Process.Pid, Rate: *rate, Phase: *phase, Rounds: *rounds, Streams: *streams, Log: os.Stderr,
 		ProfileURL: "http://" + metricsAddr + "/debug/pprof/profile", ProfileOut: *profile,
@@ -156,6 +163,8 @@ non-streaming at %d req/s   direct p50 %.0f µs p99 %.0f µs | gateway p50 %.0f 
 streaming first byte        direct p50 %.0f µs p99 %.0f µs | gateway p50 %.0f µs p99 %.0f µs | added p50 %.0f µs p99 %.0f µs
 median of per-round added   p50 %.0f µs p99 %.0f µs | streaming first byte p50 %.0f µs p99 %.0f µs | steal per round %s
 bare relay, for reference   added p50 %.0f µs p99 %.0f µs | streaming first byte added p50 %.0f µs p99 %.0f µs
+byte relay, the floor       added p50 %.0f µs p99 %.0f µs | streaming first byte added p50 %.0f µs p99 %.0f µs
+added p50 per round         gateway / bare relay / byte relay: %s
 highest sustained rate      direct %.0f req/s | gateway %.0f req/s | ratio %.2f
 %d concurrent streams       completed %d | gateway RSS %.1f MB before, %.1f MB peak (%.1f KB per stream)
 report written to %s
@@ -164,9 +173,19 @@ report written to %s
 		report.StreamDirectP50us, report.StreamDirectP99us, report.StreamGatewayP50us, report.StreamGatewayP99us, report.AddedTTFBP50us, report.AddedTTFBP99us,
 		report.RoundMedianAddedP50us, report.RoundMedianAddedP99us, report.RoundMedianAddedTTFBP50us, report.RoundMedianAddedTTFBP99us, roundSteal(report.Rounds),
 		report.RelayAddedP50us, report.RelayAddedP99us, report.RelayAddedTTFBP50us, report.RelayAddedTTFBP99us,
+		report.FloorAddedP50us, report.FloorAddedP99us, report.FloorAddedTTFBP50us, report.FloorAddedTTFBP99us, roundAdded(report.Rounds),
 		report.MaxDirectRPS, report.MaxGatewayRPS, report.MaxRPSRatio,
 		report.Streams, report.StreamsCompleted, report.RSSBeforeMB, report.RSSPeakMB, report.RSSPerStreamKB, *out)
 	return nil
+}
+
+// roundAdded lists each round's added p50 of the gateway and the two reference relays.
+func roundAdded(rounds []bench.RoundReport) string {
+	var parts []string
+	for _, r := range rounds {
+		parts = append(parts, fmt.Sprintf("%.0f / %.0f / %.0f µs", r.AddedP50us, r.RelayAddedP50us, r.FloorAddedP50us))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // roundSteal lists each round's CPU steal.

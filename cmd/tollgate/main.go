@@ -31,8 +31,9 @@ Usage:
   tollgate admin ...                the operator's CLI (run 'tollgate admin' for its commands)
   tollgate sim     [-listen ADDR]   the upstream simulator (OpenAI chat, Responses, Anthropic Messages)
   tollgate bench                    measure what the gateway adds over the simulator (make bench)
-  tollgate relay   [-listen ADDR] [-upstream URL]
+  tollgate relay   [-listen ADDR] [-upstream URL] [-bytes]
                                     a bare HTTP relay, the bench's reference for one process hop
+                                    (-bytes: a hand-framed byte relay, the floor of any relay)
 
 Environment:
   DATABASE_URL        PostgreSQL connection string. When unset, dev and admin use the local

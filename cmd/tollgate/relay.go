@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"time"
 
 	"github.com/tollgate/tollgate/impl/bench"
@@ -14,11 +15,12 @@ import (
 )
 
 // runRelay serves bench.Relay, a bare HTTP relay to one upstream that the bench measures beside
-// the gateway, until ctx ends.
+// the gateway, until ctx ends; with -bytes it serves bench.ByteRelay, the floor of any relay.
 func runRelay(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("relay", flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:8092", "address to listen on")
 	upstream := fs.String("upstream", "http://127.0.0.1:8090", "base URL every request is forwarded to")
+	bytesOnly := fs.Bool("bytes", false, "relay bytes framed by hand (bench.ByteRelay) instead of through the gateway's HTTP layers")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -33,8 +35,16 @@ func runRelay(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	srv := &h1server.Server{Handler: bench.Relay(*upstream), ReadHeaderTimeout: 10 * time.Second,
+	var srv server = &h1server.Server{Handler: bench.Relay(*upstream), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	log.Info("relay listening", "addr", ln.Addr().String(), "upstream", *upstream)
+	if *bytesOnly {
+		u, err := url.Parse(*upstream)
+		if err != nil || u.Scheme != "http" || u.Port() == "" {
+			ln.Close()
+			return usageError(fmt.Sprintf("relay: -bytes needs an http://host:port upstream, not %q", *upstream))
+		}
+		srv = &bench.ByteRelay{Upstream: u.Host}
+	}
+	log.Info("relay listening", "addr", ln.Addr().String(), "upstream", *upstream, "bytes", *bytesOnly)
 	return serveUntilDone(ctx, srv, ln, 10*time.Second)
 }

@@ -27,8 +27,9 @@ import (
 // Config says what to drive.
 type Config struct {
 	// DirectURL is the simulator's base (no /v1); GatewayURL the gateway's; RelayURL, when
-	// set, a bare relay's (see Relay) to the same simulator, measured as a reference.
-	DirectURL, GatewayURL, RelayURL string
+	// set, a bare relay's (see Relay) to the same simulator, and FloorURL a byte relay's (see
+	// ByteRelay), measured as references.
+	DirectURL, GatewayURL, RelayURL, FloorURL string
 	// Key authenticates at the gateway.
 	Key string
 	// DirectModel is the simulator's model id; GatewayModel the gateway model routed to it;
@@ -67,6 +68,12 @@ type Report struct {
 	RelayAddedP99us     float64 `json:"relay_added_p99_us,omitempty"`
 	RelayAddedTTFBP50us float64 `json:"relay_added_ttfb_p50_us,omitempty"`
 	RelayAddedTTFBP99us float64 `json:"relay_added_ttfb_p99_us,omitempty"`
+	// The Floor figures are a byte relay's (ByteRelay): the least one more process hop adds
+	// on this machine, with hand-written framing in place of any HTTP library.
+	FloorAddedP50us     float64 `json:"floor_added_p50_us,omitempty"`
+	FloorAddedP99us     float64 `json:"floor_added_p99_us,omitempty"`
+	FloorAddedTTFBP50us float64 `json:"floor_added_ttfb_p50_us,omitempty"`
+	FloorAddedTTFBP99us float64 `json:"floor_added_ttfb_p99_us,omitempty"`
 	DirectSuccess       float64 `json:"direct_success_ratio"`
 	GatewaySuccess      float64 `json:"gateway_success_ratio"`
 	StreamDirectP50us   float64 `json:"stream_ttfb_direct_p50_us"`
@@ -96,14 +103,16 @@ type Report struct {
 	StealPercent float64 `json:"cpu_steal_percent"`
 }
 
-// RoundReport is what one round measured: the gateway's added latencies within the round and
-// the CPU steal during its non-streaming phase.
+// RoundReport is what one round measured: the gateway's added latencies within the round, the
+// references' added p50s, and the CPU steal during its non-streaming phase.
 type RoundReport struct {
-	StealPercent   float64 `json:"cpu_steal_percent"`
-	AddedP50us     float64 `json:"added_p50_us"`
-	AddedP99us     float64 `json:"added_p99_us"`
-	AddedTTFBP50us float64 `json:"added_ttfb_p50_us"`
-	AddedTTFBP99us float64 `json:"added_ttfb_p99_us"`
+	StealPercent    float64 `json:"cpu_steal_percent"`
+	AddedP50us      float64 `json:"added_p50_us"`
+	AddedP99us      float64 `json:"added_p99_us"`
+	AddedTTFBP50us  float64 `json:"added_ttfb_p50_us"`
+	AddedTTFBP99us  float64 `json:"added_ttfb_p99_us"`
+	RelayAddedP50us float64 `json:"relay_added_p50_us,omitempty"`
+	FloorAddedP50us float64 `json:"floor_added_p50_us,omitempty"`
 }
 
 // median is the median of v (the mean of the middle two for an even count).
@@ -166,9 +175,9 @@ func (c *Config) targets(stream bool, model string) (direct, gateway target) {
 		target{c.GatewayURL + "/v1/chat/completions", gh, body(model)}
 }
 
-// relayTarget is the direct target sent through the relay.
-func (c *Config) relayTarget(direct target) target {
-	direct.url = c.RelayURL + "/v1/chat/completions"
+// through is the direct target sent through the relay at base.
+func through(base string, direct target) target {
+	direct.url = base + "/v1/chat/completions"
 	return direct
 }
 
@@ -184,6 +193,8 @@ func Run(ctx context.Context, c Config) (Report, error) {
 	// different one each round, so that a drift of the machine's load weighs on all alike.
 	type side struct {
 		name string
+		// base is a reference relay's base URL ("" for direct and gateway).
+		base string
 		t    target
 		m    vegeta.Metrics
 		ttfb []time.Duration
@@ -191,8 +202,14 @@ func Run(ctx context.Context, c Config) (Report, error) {
 		roundLat, roundTTFB [][]time.Duration
 	}
 	sides := []*side{{name: "direct", t: direct}, {name: "gateway", t: gateway}}
+	var relay, floor *side
 	if c.RelayURL != "" {
-		sides = append(sides, &side{name: "relay", t: c.relayTarget(direct)})
+		relay = &side{name: "relay", base: c.RelayURL, t: through(c.RelayURL, direct)}
+		sides = append(sides, relay)
+	}
+	if c.FloorURL != "" {
+		floor = &side{name: "byte relay", base: c.FloorURL, t: through(c.FloorURL, direct)}
+		sides = append(sides, floor)
 	}
 	rotation := func(round int) []*side {
 		out := make([]*side, 0, len(sides))
@@ -209,9 +226,9 @@ func Run(ctx context.Context, c Config) (Report, error) {
 		return strings.Join(n, ", ")
 	}
 
-	// Warm every path (connections, caches, credit holds).
+	// Warm every path (connections, caches, credit holds) for 2 s, or a phase when shorter.
 	for _, s := range sides {
-		attack(s.t, 200, 2*time.Second, 0)
+		attack(s.t, 200, min(2*time.Second, c.Phase), 0)
 	}
 	for round := 1; round <= c.Rounds; round++ {
 		order := rotation(round)
@@ -238,15 +255,17 @@ func Run(ctx context.Context, c Config) (Report, error) {
 	r.GatewayP50us, r.GatewayP99us = us(gm.Latencies.P50), us(gm.Latencies.P99)
 	r.AddedP50us, r.AddedP99us = r.GatewayP50us-r.DirectP50us, r.GatewayP99us-r.DirectP99us
 	r.DirectSuccess, r.GatewaySuccess = dm.Success, gm.Success
-	if len(sides) > 2 {
-		rm := &sides[2].m
-		r.RelayAddedP50us, r.RelayAddedP99us = us(rm.Latencies.P50)-r.DirectP50us, us(rm.Latencies.P99)-r.DirectP99us
+	if relay != nil {
+		r.RelayAddedP50us, r.RelayAddedP99us = us(relay.m.Latencies.P50)-r.DirectP50us, us(relay.m.Latencies.P99)-r.DirectP99us
+	}
+	if floor != nil {
+		r.FloorAddedP50us, r.FloorAddedP99us = us(floor.m.Latencies.P50)-r.DirectP50us, us(floor.m.Latencies.P99)-r.DirectP99us
 	}
 
 	sd, sg := c.targets(true, c.GatewayModel)
 	sides[0].t, sides[1].t = sd, sg
-	if len(sides) > 2 {
-		sides[2].t = c.relayTarget(sd)
+	for _, s := range sides[2:] {
+		s.t = through(s.base, sd)
 	}
 	for round := 1; round <= c.Rounds; round++ {
 		order := rotation(round)
@@ -271,15 +290,24 @@ func Run(ctx context.Context, c Config) (Report, error) {
 		rd.AddedP99us = us(pct(g.roundLat[i], 0.99)) - us(pct(d.roundLat[i], 0.99))
 		rd.AddedTTFBP50us = us(pct(g.roundTTFB[i], 0.50)) - us(pct(d.roundTTFB[i], 0.50))
 		rd.AddedTTFBP99us = us(pct(g.roundTTFB[i], 0.99)) - us(pct(d.roundTTFB[i], 0.99))
+		if relay != nil {
+			rd.RelayAddedP50us = us(pct(relay.roundLat[i], 0.50)) - us(pct(d.roundLat[i], 0.50))
+		}
+		if floor != nil {
+			rd.FloorAddedP50us = us(pct(floor.roundLat[i], 0.50)) - us(pct(d.roundLat[i], 0.50))
+		}
 		a50, a99 = append(a50, rd.AddedP50us), append(a99, rd.AddedP99us)
 		t50, t99 = append(t50, rd.AddedTTFBP50us), append(t99, rd.AddedTTFBP99us)
 	}
 	r.RoundMedianAddedP50us, r.RoundMedianAddedP99us = median(a50), median(a99)
 	r.RoundMedianAddedTTFBP50us, r.RoundMedianAddedTTFBP99us = median(t50), median(t99)
-	if len(sides) > 2 {
-		rt := sides[2].ttfb
-		r.RelayAddedTTFBP50us = us(pct(rt, 0.50)) - r.StreamDirectP50us
-		r.RelayAddedTTFBP99us = us(pct(rt, 0.99)) - r.StreamDirectP99us
+	if relay != nil {
+		r.RelayAddedTTFBP50us = us(pct(relay.ttfb, 0.50)) - r.StreamDirectP50us
+		r.RelayAddedTTFBP99us = us(pct(relay.ttfb, 0.99)) - r.StreamDirectP99us
+	}
+	if floor != nil {
+		r.FloorAddedTTFBP50us = us(pct(floor.ttfb, 0.50)) - r.StreamDirectP50us
+		r.FloorAddedTTFBP99us = us(pct(floor.ttfb, 0.99)) - r.StreamDirectP99us
 	}
 	stealAfter, totalAfter := cpuSteal()
 	r.StealPercent = stealPercent(stealBefore, totalBefore, stealAfter, totalAfter)

@@ -154,3 +154,62 @@ func TestInBandErrorMidStream(t *testing.T) {
 	}
 	checkBooks(t, g, tenant.Account, 50_000_000)
 }
+
+// TestFusionRefusalsStayWithTheCaller: an upstream refusing one tenant's requests (a 400 is the
+// caller's doing) does not count against the expert's health, so another tenant's traffic stays
+// where the router put it.
+func TestFusionRefusalsStayWithTheCaller(t *testing.T) {
+	s := sim.New(sim.Options{})
+	g := apitest.Start(t, apitest.Options{Config: moneyConfig(t), Sim: s})
+	alice := g.NewTenant(t, "alice", 0, 50_000_000)
+	bob := g.NewTenant(t, "bob", 0, 50_000_000)
+	c := g.Client(t)
+	chat := request{"POST", "/v1/chat/completions", chatBody("service-flint", "hello", false, 16)}
+	status, h, body := do(t, c, g.URL, chat, map[string]string{"Authorization": "Bearer " + bob.Key})
+	before := h.Get("x-tollgate-expert")
+	if status != 200 || before == "" {
+		t.Fatalf("%d %q: %s", status, before, body)
+	}
+	model := strings.SplitN(before, "/", 2)[1]
+	for range 3 {
+		s.Enqueue(model, sim.Fault{Kind: sim.FaultStatus, Status: 400})
+	}
+	for range 3 {
+		if status, _, body := do(t, c, g.URL, chat, map[string]string{"Authorization": "Bearer " + alice.Key}); status != 400 {
+			t.Fatalf("refused upstream: %d %s", status, body)
+		}
+	}
+	for range 2 {
+		status, h, body = do(t, c, g.URL, chat, map[string]string{"Authorization": "Bearer " + bob.Key})
+		if after := h.Get("x-tollgate-expert"); status != 200 || after != before {
+			t.Fatalf("after another tenant's refused requests: %d, expert %q (was %q): %s", status, after, before, body)
+		}
+	}
+}
+
+// TestFusionServesWhatOneExpertCannot: a field the expert the router ranked first cannot honour
+// moves the request to an expert that can, instead of refusing it; a 400 remains only when no
+// expert can.
+func TestFusionServesWhatOneExpertCannot(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: moneyConfig(t)})
+	tenant := g.NewTenant(t, "acme", 0, 50_000_000)
+	c := g.Client(t)
+	bearer := map[string]string{"Authorization": "Bearer " + tenant.Key}
+	// A long requested output ranks the Responses expert first; it cannot honour stop sequences.
+	long := `{"model":"service-flint","max_tokens":5000,"messages":[{"role":"user","content":"write a story"}]}`
+	_, h, _ := do(t, c, g.URL, request{"POST", "/v1/chat/completions", long}, bearer)
+	if first := h.Get("x-tollgate-expert"); first != "sim-openai-responses/sim-reasoner" {
+		t.Fatalf("the premise changed: a long output went to %q", first)
+	}
+	withStop := `{"model":"service-flint","max_tokens":5000,"stop":["\n\n"],"messages":[{"role":"user","content":"write a story"}]}`
+	status, h, body := do(t, c, g.URL, request{"POST", "/v1/chat/completions", withStop}, bearer)
+	if expert := h.Get("x-tollgate-expert"); status != 200 || expert == "" || expert == "sim-openai-responses/sim-reasoner" {
+		t.Fatalf("stop sequences on service-flint: %d via %q: %s", status, expert, body)
+	}
+	// A model whose only expert cannot honour a field still refuses it, naming the field.
+	status, _, body = do(t, c, g.URL, request{"POST", "/v1/chat/completions",
+		`{"model":"chat-via-messages","temperature":1.2,"messages":[{"role":"user","content":"hi"}]}`}, bearer)
+	if status != 400 || !strings.Contains(string(body), `"param":"temperature"`) {
+		t.Errorf("temperature 1.2 through a Messages upstream: %d %s", status, body)
+	}
+}

@@ -199,7 +199,9 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 	if client == llm.FormatChat && stream {
 		x.include = convert.IncludeUsage(body)
 	}
-	var lastErr error
+	// lastErr is the last upstream failure; refusal the first expert that could not take the
+	// request as it is (a field it cannot honour), which another expert may still serve.
+	var lastErr, refusal error
 	for _, e := range s.router.Order(m, features) {
 		if onlySameFormat && e.Kind != client {
 			continue
@@ -211,8 +213,10 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 		}
 		upBody, dropped, err := s.upstreamBody(client, body, ir, e, stream, outBound)
 		if err != nil {
-			reservation.Release()
-			return nil, err
+			if refusal == nil {
+				refusal = err
+			}
+			continue
 		}
 		t0 := time.Now()
 		res, _, err := up.Call(ctx, upBody, stream, forward)
@@ -225,15 +229,21 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 		if ctx.Err() != nil {
 			break
 		}
-		s.router.Observe(e.Key, time.Since(t0), true)
 		if !provider.Retryable(err) {
+			// The upstream refused this request (a 400, say): the caller's doing, which says
+			// nothing about the expert's health and must not move other callers' traffic.
 			break
 		}
+		s.router.Observe(e.Key, time.Since(t0), true)
 		s.logger(ctx).Warn("upstream failed; trying the next expert", "expert", e.Key, "err", err)
 	}
 	reservation.Release()
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
+	}
+	if lastErr == nil && refusal != nil {
+		// No expert could take the request as it is: say why the first one could not.
+		return nil, refusal
 	}
 	var e *apierror.Error
 	if !errors.As(lastErr, &e) {

@@ -68,6 +68,11 @@
 //	             gif, webp) or a non-base64 data: URL; an image in a tool result (to chat); tool
 //	             call arguments that are not a JSON object (to Messages)
 //
+// Refused also when the upstream speaks the client's format (SharedStateFields): ids of state a
+// provider keeps for the one account every tenant's requests share, previous_response_id and
+// conversation (Responses) and container (Messages). A Responses upstream is always sent
+// store: false; a client's store: true is named in the dropped list.
+//
 // Dropped, and named in the dropped list (advisory: leaving them out cannot change what the
 // answer must be):
 //

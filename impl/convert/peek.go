@@ -90,7 +90,7 @@ func ModelAndStream(f llm.Format, body []byte) (model string, stream bool, maxTo
 // occurrence, when the key repeats), leaving every other byte as it was; when the body has no
 // top-level model, one is added as its first member. Nested "model" keys are not touched.
 func SetModel(dst, body []byte, model string) ([]byte, error) {
-	return ForUpstream(dst, body, model, false)
+	return ForUpstream(dst, body, model, UpstreamEdits{})
 }
 
 // unquote returns the string a JSON string token denotes.
@@ -284,29 +284,39 @@ func streamOptions(value []byte) (includeUsage bool, members map[string]json.Raw
 	return b, members, nil
 }
 
+// UpstreamEdits are the rewrites ForUpstream makes besides the model.
+type UpstreamEdits struct {
+	// IncludeUsage sets stream_options.include_usage to true: a streamed chat request, which
+	// the gateway must meter.
+	IncludeUsage bool
+	// NoStore sets store to false: a Responses request, whose answer the upstream must not keep
+	// where any tenant's later request could reach it (see SharedStateFields).
+	NoStore bool
+}
+
 // ForUpstream appends to dst a request body rewritten for an upstream of the same format, in
-// one pass: every top-level "model" becomes model, and when forceUsage is set (a streamed chat
-// request, which the gateway must meter) stream_options.include_usage becomes true. Every other
+// one pass: every top-level "model" becomes model, and the fields of ed are set. Every other
 // byte stays as the client sent it, copied once, with no intermediate buffer in the common case
 // (no stream_options to rewrite).
-func ForUpstream(dst, body []byte, model string, forceUsage bool) ([]byte, error) {
+func ForUpstream(dst, body []byte, model string, ed UpstreamEdits) ([]byte, error) {
 	type edit struct {
 		start, end int
 		with       []byte // nil: the quoted model
 	}
 	var (
 		quoted    = jsontext.AppendString(make([]byte, 0, 64), model)
-		editsBuf  [2]edit
+		editsBuf  [3]edit
 		edits     = editsBuf[:0]
 		haveModel bool
 		haveOpts  bool
+		haveStore bool
 	)
 	err := scanTopSpans(body, func(key []byte, start, end int) error {
 		switch {
 		case string(key) == "model":
 			haveModel = true
 			edits = append(edits, edit{start, end, nil})
-		case string(key) == "stream_options" && forceUsage:
+		case string(key) == "stream_options" && ed.IncludeUsage:
 			haveOpts = true
 			_, members, err := streamOptions(body[start:end])
 			if err != nil {
@@ -318,33 +328,43 @@ func ForUpstream(dst, body []byte, model string, forceUsage bool) ([]byte, error
 				return err
 			}
 			edits = append(edits, edit{start, end, b})
+		case string(key) == "store" && ed.NoStore:
+			haveStore = true
+			edits = append(edits, edit{start, end, []byte("false")})
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	dst = slices.Grow(dst, len(body)+len(edits)*len(quoted)+len(quoted)+48)
+	dst = slices.Grow(dst, len(body)+len(edits)*len(quoted)+len(quoted)+64)
 	prev := 0
-	if !haveModel || (forceUsage && !haveOpts) {
-		// Added members go first: after the opening brace, each followed by a comma unless
-		// the object is empty.
+	addOpts, addStore := ed.IncludeUsage && !haveOpts, ed.NoStore && !haveStore
+	if !haveModel || addOpts || addStore {
+		// Added members go first: after the opening brace, separated by commas, and followed
+		// by one unless the object is empty.
 		open := bytes.IndexByte(body, '{')
 		empty := false
 		if rest := bytes.TrimLeft(body[open+1:], " \t\r\n"); len(rest) > 0 && rest[0] == '}' {
 			empty = true
 		}
 		dst = append(dst, body[:open+1]...)
-		var added int
-		if !haveModel {
-			dst = append(append(dst, `"model":`...), quoted...)
-			added++
-		}
-		if forceUsage && !haveOpts {
+		added := 0
+		add := func(member string, value []byte) {
 			if added > 0 {
 				dst = append(dst, ',')
 			}
-			dst = append(dst, `"stream_options":{"include_usage":true}`...)
+			dst = append(append(dst, member...), value...)
+			added++
+		}
+		if !haveModel {
+			add(`"model":`, quoted)
+		}
+		if addOpts {
+			add(`"stream_options":`, []byte(`{"include_usage":true}`))
+		}
+		if addStore {
+			add(`"store":`, []byte("false"))
 		}
 		if !empty {
 			dst = append(dst, ',')

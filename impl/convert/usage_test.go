@@ -53,19 +53,19 @@ func TestForUpstream(t *testing.T) {
 		{`{"model":"a","stream_options":null}`, true, `{"model":"up","stream_options":{"include_usage":true}}`},
 	}
 	for _, c := range cases {
-		got, err := ForUpstream(nil, []byte(c.in), "up", c.forceUsage)
+		got, err := ForUpstream(nil, []byte(c.in), "up", UpstreamEdits{IncludeUsage: c.forceUsage})
 		if err != nil || string(got) != c.want {
 			t.Errorf("ForUpstream(%s, %v) = %s, %v; want %s", c.in, c.forceUsage, got, err, c.want)
 		}
 	}
 	for _, c := range cases { // appending to a buffer that holds something already
 		prefix := []byte("kept:")
-		got, err := ForUpstream(prefix[:len(prefix):len(prefix)], []byte(c.in), "up", c.forceUsage)
+		got, err := ForUpstream(prefix[:len(prefix):len(prefix)], []byte(c.in), "up", UpstreamEdits{IncludeUsage: c.forceUsage})
 		if err != nil || string(got) != "kept:"+c.want {
 			t.Errorf("ForUpstream(%s, %v) = %s, %v; want kept:%s", c.in, c.forceUsage, got, err, c.want)
 		}
 	}
-	if _, err := ForUpstream(nil, []byte(`{"model":"a","stream_options":7}`), "up", true); err == nil {
+	if _, err := ForUpstream(nil, []byte(`{"model":"a","stream_options":7}`), "up", UpstreamEdits{IncludeUsage: true}); err == nil {
 		t.Error("a stream_options that is not an object must be refused")
 	}
 	if !IncludeUsage([]byte(`{"stream_options":{"include_usage":true}}`)) || IncludeUsage([]byte(`{"stream_options":{"include_usage":false}}`)) || IncludeUsage([]byte(`{"messages":[{"stream_options":{"include_usage":true}}]}`)) {

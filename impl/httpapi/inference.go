@@ -257,10 +257,16 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 // when the formats agree, else a translation.
 func (s *Server) upstreamBody(client llm.Format, body []byte, ir *llm.Request, e routing.Expert, stream bool, outBound int) ([]byte, []string, error) {
 	if e.Kind == client {
-		// Usage is what the gateway bills: a streamed chat request asks for it whatever the
-		// client asked (the usage chunk reaches only clients that asked).
-		b, err := convert.ForUpstream(nil, body, e.Model, stream && client == llm.FormatChat)
-		return b, nil, err
+		// Provider-kept state is refused or turned off: every tenant reaches the provider
+		// through one account. Usage is what the gateway bills: a streamed chat request asks
+		// for it whatever the client asked (the usage chunk reaches only clients that asked).
+		dropped, err := convert.SharedStateFields(client, body)
+		if err != nil {
+			return nil, nil, err
+		}
+		b, err := convert.ForUpstream(nil, body, e.Model, convert.UpstreamEdits{
+			IncludeUsage: stream && client == llm.FormatChat, NoStore: client == llm.FormatResponses})
+		return b, dropped, err
 	}
 	req := *ir
 	if req.MaxTokens <= 0 {

@@ -1,0 +1,63 @@
+package convert
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/llm"
+)
+
+// TestSharedStateFields: fields naming provider-kept state are refused, naming the field;
+// null ones and nested ones are not; store: true is reported as dropped.
+func TestSharedStateFields(t *testing.T) {
+	cases := []struct {
+		f       llm.Format
+		body    string
+		param   string   // refused field, "" for none
+		dropped []string // when not refused
+	}{
+		{llm.FormatResponses, `{"model":"m","input":"hi","previous_response_id":"resp_1"}`, "previous_response_id", nil},
+		{llm.FormatResponses, `{"model":"m","input":"hi","conversation":{"id":"conv_1"}}`, "conversation", nil},
+		{llm.FormatResponses, `{"model":"m","input":"hi","previous_response_id":null}`, "", nil},
+		{llm.FormatResponses, `{"model":"m","input":[{"role":"user","content":"hi","previous_response_id":"x"}]}`, "", nil},
+		{llm.FormatResponses, `{"model":"m","input":"hi","store":true}`, "", []string{"store"}},
+		{llm.FormatResponses, `{"model":"m","input":"hi","store":false}`, "", nil},
+		{llm.FormatResponses, `{"model":"m","input":"hi"}`, "", nil},
+		{llm.FormatMessages, `{"model":"m","max_tokens":5,"messages":[],"container":"container_1"}`, "container", nil},
+		{llm.FormatMessages, `{"model":"m","max_tokens":5,"messages":[]}`, "", nil},
+		{llm.FormatChat, `{"model":"m","messages":[],"store":true}`, "", nil},
+	}
+	for _, c := range cases {
+		dropped, err := SharedStateFields(c.f, []byte(c.body))
+		var e *apierror.Error
+		switch {
+		case c.param != "" && (!errors.As(err, &e) || e.Param != c.param || e.Kind != apierror.KindInvalidRequest):
+			t.Errorf("%s: err %v, want a 400 naming %s", c.body, err, c.param)
+		case c.param == "" && (err != nil || !slices.Equal(dropped, c.dropped)):
+			t.Errorf("%s: dropped %v, err %v; want %v", c.body, dropped, err, c.dropped)
+		}
+	}
+}
+
+// TestForUpstreamNoStore: store becomes false, whether absent, true or already false, with
+// the other rewrites in the same pass.
+func TestForUpstreamNoStore(t *testing.T) {
+	cases := map[string]string{
+		`{"model":"a","input":"hi"}`:              `{"store":false,"model":"up","input":"hi"}`,
+		`{"model":"a","store":true,"input":"hi"}`: `{"model":"up","store":false,"input":"hi"}`,
+		`{"store":false}`:                         `{"model":"up","store":false}`,
+		`{}`:                                      `{"model":"up","store":false}`,
+	}
+	for in, want := range cases {
+		got, err := ForUpstream(nil, []byte(in), "up", UpstreamEdits{NoStore: true})
+		if err != nil || string(got) != want {
+			t.Errorf("%s: %s, %v; want %s", in, got, err, want)
+		}
+	}
+	got, err := ForUpstream(nil, []byte(`{"input":"hi"}`), "up", UpstreamEdits{NoStore: true, IncludeUsage: true})
+	if want := `{"model":"up","stream_options":{"include_usage":true},"store":false,"input":"hi"}`; err != nil || string(got) != want {
+		t.Errorf("all three added: %s, %v; want %s", got, err, want)
+	}
+}

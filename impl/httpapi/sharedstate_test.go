@@ -1,0 +1,71 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/tollgate/tollgate/impl/apitest"
+	"github.com/tollgate/tollgate/impl/sim"
+)
+
+// TestProviderStateIsNotShared: every tenant reaches a provider through the gateway's one
+// account, so ids of state the provider keeps there (a stored response or conversation, a
+// code-execution container) are refused in the route's envelope, and a Responses upstream is
+// told not to store the answer, whatever the client asked (a store: true is named as dropped).
+func TestProviderStateIsNotShared(t *testing.T) {
+	s := sim.New(sim.Options{})
+	g := apitest.Start(t, apitest.Options{Config: contractConfig(t), Sim: s})
+	tenant := g.NewTenant(t, "acme", 0, 50_000_000)
+	c := g.Client(t)
+	bearer := map[string]string{"Authorization": "Bearer " + tenant.Key}
+	refused := []struct {
+		r            request
+		param, etype string
+	}{
+		{request{"POST", "/v1/responses", `{"model":"test-responses","input":"hi","previous_response_id":"resp_abc"}`}, "previous_response_id", "invalid_request_error"},
+		{request{"POST", "/v1/responses", `{"model":"test-responses","input":"hi","conversation":"conv_abc"}`}, "conversation", "invalid_request_error"},
+		{request{"POST", "/v1/responses", `{"model":"service-flint","max_output_tokens":5000,"input":"hi","previous_response_id":"resp_abc"}`}, "previous_response_id", "invalid_request_error"},
+		{request{"POST", "/v1/messages", `{"model":"service-sonnet","max_tokens":16,"container":"container_abc","messages":[{"role":"user","content":"hi"}]}`}, "", "invalid_request_error"},
+	}
+	for _, tc := range refused {
+		s.Reset()
+		status, _, body := do(t, c, g.URL, tc.r, bearer)
+		var env struct {
+			Error struct {
+				Type    string  `json:"type"`
+				Param   *string `json:"param"`
+				Message string  `json:"message"`
+			} `json:"error"`
+		}
+		_ = json.Unmarshal(body, &env)
+		if status != 400 || env.Error.Type != tc.etype || (tc.param != "" && (env.Error.Param == nil || *env.Error.Param != tc.param)) {
+			t.Errorf("%s: %d %s", tc.r.body, status, body)
+		}
+		if tc.param == "" && !strings.Contains(env.Error.Message, "container") {
+			t.Errorf("%s: the message does not name the field: %s", tc.r.body, body)
+		}
+		if n := s.TotalRequests(); n != 0 {
+			t.Errorf("%s: the upstream saw %d requests", tc.r.body, n)
+		}
+	}
+
+	for _, body := range []string{
+		`{"model":"test-responses","input":"hi","store":true}`,
+		`{"model":"test-responses","input":"hi"}`,
+	} {
+		status, h, answer := do(t, c, g.URL, request{"POST", "/v1/responses", body}, bearer)
+		if status != 200 {
+			t.Fatalf("%s: %d %s", body, status, answer)
+		}
+		var sent struct {
+			Store *bool `json:"store"`
+		}
+		if err := json.Unmarshal(s.LastRequest().Body, &sent); err != nil || sent.Store == nil || *sent.Store {
+			t.Errorf("%s: the upstream was sent %s", body, s.LastRequest().Body)
+		}
+		if dropped := h.Get("x-tollgate-dropped-fields"); strings.Contains(body, `"store":true`) != strings.Contains(dropped, "store") {
+			t.Errorf("%s: dropped fields %q", body, dropped)
+		}
+	}
+}

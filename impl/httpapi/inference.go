@@ -105,9 +105,12 @@ type exchange struct {
 	include   bool // chat stream_options.include_usage
 	dropped   []string
 	inputEst  int64
-	ir        *llm.Request
-	reserve   *billing.Reservation
-	started   time.Time
+	// askedOutput is the output bound the client asked for (0 when it did not): the most output
+	// it is billed for, even when an upstream's own minimum made the gateway ask for more.
+	askedOutput int64
+	ir          *llm.Request
+	reserve     *billing.Reservation
+	started     time.Time
 }
 
 // familyFor says which model family serves a client format.
@@ -195,7 +198,7 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 		return nil, err
 	}
 	x := &exchange{s: s, ctx: ctx, client: client, principal: p, requestID: requestID, model: m, stream: stream,
-		inputEst: inputEst, ir: ir, reserve: reservation, started: time.Now()}
+		inputEst: inputEst, askedOutput: int64(maxTokens), ir: ir, reserve: reservation, started: time.Now()}
 	if client == llm.FormatChat && stream {
 		x.include = convert.IncludeUsage(body)
 	}
@@ -273,8 +276,8 @@ func (s *Server) upstreamBody(client llm.Format, body []byte, ir *llm.Request, e
 		req.MaxTokens = min(outBound, e.MaxOutputTokens)
 	}
 	if e.Kind == llm.FormatResponses && req.MaxTokens < minResponsesOutput {
-		// The Responses API refuses smaller bounds; the client is still billed for at most
-		// what it asked for (settlement never exceeds the reservation).
+		// The Responses API refuses smaller bounds. The answer may be longer than asked; the
+		// client is billed for at most what it asked for (settle caps the output).
 		req.MaxTokens = minResponsesOutput
 	}
 	req.Stream = stream
@@ -695,6 +698,10 @@ func (x *exchange) settle(u llm.Usage, producedChars int, status string) {
 	}
 	if out == 0 && producedChars > 0 {
 		out = int64((producedChars + 3) / 4)
+	}
+	if x.askedOutput > 0 && out > x.askedOutput {
+		// More than asked: the Responses API's minimum bound, say. The excess is not billed.
+		out = x.askedOutput
 	}
 	cost := billing.Cost(in, out, x.expert.Price)
 	x.reserve.Settle(cost, billing.UsageRecord{

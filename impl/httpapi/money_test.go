@@ -225,3 +225,27 @@ func TestClientDisconnectIsBilled(t *testing.T) {
 	}
 	checkBooks(t, g, tenant.Account, 10_000_000)
 }
+
+// TestOutputBilledUpToWhatWasAsked: when the upstream's minimum bound makes the gateway ask for
+// more output than the client did (the Responses API's 16 tokens), the excess is not billed.
+func TestOutputBilledUpToWhatWasAsked(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: moneyConfig(t)})
+	tenant := g.NewTenant(t, "acme", 0, 50_000_000)
+	c := g.Client(t)
+	bearer := map[string]string{"Authorization": "Bearer " + tenant.Key}
+	for i, stream := range []string{"false", "true"} {
+		body := `{"model":"messages-via-responses","max_tokens":5,"stream":` + stream + `,"messages":[{"role":"user","content":"hi [[sim words=30]]"}]}`
+		if status, _, answer := do(t, c, g.URL, request{"POST", "/v1/messages", body}, bearer); status != 200 {
+			t.Fatalf("%d %s", status, answer)
+		}
+		waitSettled(t, g, tenant.Account, int64(i+1))
+		recs, err := g.Store.UsageRecords(context.Background(), tenant.Account.ID, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if recs[0].OutputTokens != 5 {
+			t.Errorf("stream %s: billed %d output tokens for a request that asked for 5", stream, recs[0].OutputTokens)
+		}
+	}
+	checkBooks(t, g, tenant.Account, 50_000_000)
+}

@@ -357,7 +357,7 @@ func (x *exchange) respondJSON(w http.ResponseWriter) error {
 	raw, err := readAnswer(x.res, (*rawBuf)[:0])
 	*rawBuf = raw
 	if err != nil {
-		x.settle(llm.Usage{}, 0, "upstream_read_failed")
+		x.settleUndelivered(llm.Usage{}, "upstream_read_failed")
 		writeErrorFamily(w, x.family(), &apierror.Error{Kind: apierror.KindUpstream, Message: "the upstream answer was cut off"})
 		return nil
 	}
@@ -380,7 +380,7 @@ func (x *exchange) respondJSON(w http.ResponseWriter) error {
 		}
 	}
 	if err != nil {
-		x.settle(usage, 0, "upstream_malformed")
+		x.settleUndelivered(usage, "upstream_malformed")
 		x.s.logger(x.ctx).Error("unusable upstream answer", "expert", x.expert.Key, "err", err)
 		var e *apierror.Error
 		if !errors.As(err, &e) {
@@ -703,10 +703,21 @@ func (x *exchange) settle(u llm.Usage, producedChars int, status string) {
 		// More than asked: the Responses API's minimum bound, say. The excess is not billed.
 		out = x.askedOutput
 	}
-	cost := billing.Cost(in, out, x.expert.Price)
-	x.reserve.Settle(cost, billing.UsageRecord{
+	x.reserve.Settle(billing.Cost(in, out, x.expert.Price), x.usageRecord(in, out, status))
+}
+
+// settleUndelivered settles an exchange whose answer never reached the client, which got a 502
+// in its place: nothing is billed (a client retrying such a request would otherwise pay for
+// every failed try). The usage record keeps what the upstream reported, for the operator.
+func (x *exchange) settleUndelivered(u llm.Usage, status string) {
+	x.reserve.Settle(0, x.usageRecord(u.InputTokens, u.OutputTokens, status))
+}
+
+// usageRecord is the exchange's usage record, finished now.
+func (x *exchange) usageRecord(in, out int64, status string) billing.UsageRecord {
+	return billing.UsageRecord{
 		KeyID: x.principal.KeyID, Model: x.model.ID, Route: routeOf(x.client),
 		Provider: x.expert.Provider, UpstreamModel: x.expert.Model,
 		InputTokens: in, OutputTokens: out, Status: status, StartedAt: x.started, FinishedAt: time.Now(),
-	})
+	}
 }

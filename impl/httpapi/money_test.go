@@ -249,3 +249,32 @@ func TestOutputBilledUpToWhatWasAsked(t *testing.T) {
 	}
 	checkBooks(t, g, tenant.Account, 50_000_000)
 }
+
+// TestUndeliveredAnswerIsNotBilled: a non-streamed answer cut off on its way from the upstream
+// reaches the client as a 502, and nothing is billed for it; the usage record stays, at no cost.
+func TestUndeliveredAnswerIsNotBilled(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: moneyConfig(t)})
+	tenant := g.NewTenant(t, "acme", 0, 50_000_000)
+	c := g.Client(t)
+	bearer := map[string]string{"Authorization": "Bearer " + tenant.Key}
+	for i := range 2 {
+		status, _, body := do(t, c, g.URL, request{"POST", "/v1/chat/completions",
+			chatBody("service-flint-base", "cut [[sim fault=drop after=5]]", false, 64)}, bearer)
+		if status != 502 {
+			t.Fatalf("%d %s", status, body)
+		}
+		waitSettled(t, g, tenant.Account, int64(i+1))
+	}
+	recs, err := g.Store.UsageRecords(context.Background(), tenant.Account.ID, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if r.CostMicros != 0 || r.Status != "upstream_read_failed" {
+			t.Errorf("record %s: cost %d, status %s", r.RequestID, r.CostMicros, r.Status)
+		}
+	}
+	if bal, _ := checkBooks(t, g, tenant.Account, 50_000_000); bal != 50_000_000 {
+		t.Errorf("balance %d after two undelivered answers, want it untouched", bal)
+	}
+}

@@ -44,7 +44,7 @@ test: check-generated vet
 ## run: start the gateway on the embedded defaults (local PostgreSQL, demo account, simulator).
 run:
 	$(GO) build -o bin/tollgate ./cmd/tollgate
-	./bin/tollgate dev
+	./bin/tollgate dev $(ARGS)
 
 ## bench: drive the simulator directly and through the gateway; prints and writes bench-results.json.
 bench:

@@ -42,7 +42,12 @@ ACCOUNT is an account id or name. Global flag: -config FILE (models and plans).
 func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 	global := flag.NewFlagSet("admin", flag.ContinueOnError)
 	configPath := global.String("config", "", "config file")
+	global.SetOutput(out)
+	global.Usage = func() { fmt.Fprint(out, adminUsage) }
 	if err := global.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
 		return usageError(err.Error())
 	}
 	args = global.Args()

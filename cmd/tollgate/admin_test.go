@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
 	"regexp"
 	"strings"
 	"testing"
@@ -93,5 +94,37 @@ func TestAdminCLI(t *testing.T) {
 	}
 	if _, err := adminRun(t, "frobnicate now"); err == nil {
 		t.Fatal("an unknown command must fail")
+	}
+}
+
+// TestAdminHelp: -h lists the commands, not just the global flag, and is not an error.
+func TestAdminHelp(t *testing.T) {
+	out, err := adminRun(t, "-h")
+	if err != nil || !strings.Contains(out, "key create ACCOUNT") || !strings.Contains(out, "credit grant ACCOUNT MICROS") {
+		t.Errorf("admin -h: %v\n%s", err, out)
+	}
+}
+
+// TestDevWithABusyPortCreatesNothing: when the API address is taken, dev fails before it
+// creates the demo account, whose key would otherwise be shown on no run at all.
+func TestDevWithABusyPortCreatesNothing(t *testing.T) {
+	t.Setenv("DATABASE_URL", pgtest.ConnString(t))
+	t.Setenv("LOG_LEVEL", "error")
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	err = runServe(context.Background(), []string{"-listen", busy.Addr().String(), "-metrics-listen", "off"}, true)
+	if err == nil || !strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("dev on a busy port: %v", err)
+	}
+	// The schema is in place (admin migrates), so an empty list means nothing was created.
+	out, err := adminRun(t, "account list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "demo") {
+		t.Errorf("the demo account was created although dev could not listen:\n%s", out)
 	}
 }

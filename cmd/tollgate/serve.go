@@ -68,6 +68,13 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	if _, set := os.LookupEnv("GOMEMLIMIT"); !set && cfg.Server.MemoryLimitMB > 0 {
 		debug.SetMemoryLimit(int64(cfg.Server.MemoryLimitMB) << 20)
 	}
+	// The API address is taken first: when it is busy, nothing else has happened yet (dev has
+	// not created its demo account, whose key is shown only once).
+	apiLn, err := net.Listen("tcp", cfg.Server.Listen)
+	if err != nil {
+		return err
+	}
+	defer apiLn.Close()
 	d, err := openDatabase(ctx, dev, log)
 	if err != nil {
 		return err
@@ -129,12 +136,6 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	bgDone := make(chan struct{})
 	go func() { defer close(bgDone); gw.Run(bg) }()
 
-	apiLn, err := net.Listen("tcp", cfg.Server.Listen)
-	if err != nil {
-		stopBackground()
-		<-bgDone
-		return err
-	}
 	// The API listener is served by h1server: plain HTTP/1.1 requests on its lean path, every
 	// other connection by net/http (see impl/h1server).
 	httpSrv := &h1server.Server{Handler: gw.Handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,

@@ -22,7 +22,10 @@ const (
 // familyOf picks the envelope by path.
 func familyOf(path string) family {
 	switch {
-	case path == "/v1/messages" || strings.HasPrefix(path, "/v1/messages/"):
+	case path == "/v1/messages" || strings.HasPrefix(path, "/v1/messages/"),
+		path == "/v1/v1/messages" || strings.HasPrefix(path, "/v1/v1/messages/"):
+		// The second form is an Anthropic SDK given a base URL ending in /v1: its 404 still
+		// comes in the envelope that client reads.
 		return familyAnthropic
 	case path == "/api/mcp":
 		return familyJSONRPC

@@ -275,14 +275,18 @@ func TestInferenceEdges(t *testing.T) {
 // TestBaseURLHints: a base URL with one /v1 too many, or one too few, gets a hint.
 func TestBaseURLHints(t *testing.T) {
 	g := apitest.Start(t, apitest.Options{})
-	for path, hint := range map[string]string{"/v1/v1/messages": "should not end with /v1", "/chat/completions": "should end with /v1"} {
+	for path, want := range map[string]struct{ hint, envelope string }{
+		"/v1/v1/messages":         {"should not end with /v1", `"type":"error"`},
+		"/v1/v1/chat/completions": {"ends with a single /v1", `"error":{"message"`},
+		"/chat/completions":       {"should end with /v1", `"error":{"message"`},
+	} {
 		res, err := http.Post(g.URL+path, "application/json", strings.NewReader(`{}`))
 		if err != nil {
 			t.Fatal(err)
 		}
 		b, _ := io.ReadAll(res.Body)
 		res.Body.Close()
-		if res.StatusCode != 404 || !strings.Contains(string(b), hint) {
+		if res.StatusCode != 404 || !strings.Contains(string(b), want.hint) || !strings.Contains(string(b), want.envelope) {
 			t.Errorf("%s: %d %s", path, res.StatusCode, b)
 		}
 	}

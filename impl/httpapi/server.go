@@ -121,8 +121,10 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		msg := fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path)
 		switch {
-		case strings.HasPrefix(r.URL.Path, "/v1/v1/"):
+		case strings.HasPrefix(r.URL.Path, "/v1/v1/messages"):
 			msg += ": the base URL should not end with /v1 for this client (Anthropic SDKs add /v1 themselves)"
+		case strings.HasPrefix(r.URL.Path, "/v1/v1/"):
+			msg += ": the path has /v1 twice; the base URL of OpenAI SDKs ends with a single /v1"
 		case r.URL.Path == "/chat/completions" || r.URL.Path == "/responses" || r.URL.Path == "/models":
 			msg += ": the base URL of OpenAI SDKs should end with /v1"
 		}

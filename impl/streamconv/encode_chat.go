@@ -165,9 +165,10 @@ func (c *chatEncoder) start(id, model string) {
 	c.prefix = appendInt(c.prefix, c.meta.Created)
 	c.prefix = append(c.prefix, `,"model":`...)
 	c.prefix = appendString(c.prefix, model)
-	c.prefix = append(c.prefix, ',')
+	// As api.openai.com sends every chunk: the fingerprint (none) and the tier.
+	c.prefix = append(c.prefix, `,"system_fingerprint":null,"service_tier":"default",`...)
 	s := c.chunkStart()
-	c.chunkEnd(s, `{"role":"assistant","content":""}`)
+	c.chunkEnd(s, `{"role":"assistant","content":"","refusal":null}`)
 }
 
 // chunkStart begins a chunk with one choice, up to its delta.

@@ -322,6 +322,9 @@ func checkChat(t testing.TB, raw []byte, meta Meta) result {
 		if str(m["id"]) != meta.ID || str(m["object"]) != "chat.completion.chunk" || num(m["created"]) != meta.Created || str(m["model"]) != meta.Model {
 			t.Fatalf("chunk header wrong: %s", ev.Data)
 		}
+		if fp, ok := m["system_fingerprint"]; !ok || fp != nil || str(m["service_tier"]) == "" {
+			t.Fatalf("chunk without system_fingerprint (null) and service_tier: %s", ev.Data)
+		}
 		u, hasUsage := m["usage"]
 		if !meta.IncludeUsage && hasUsage {
 			t.Fatalf("usage key without include_usage: %s", ev.Data)
@@ -362,7 +365,7 @@ func checkChat(t testing.TB, raw []byte, meta Meta) result {
 		}
 		delta, _ := ch["delta"].(map[string]any)
 		if i == 0 {
-			if !reflect.DeepEqual(delta, map[string]any{"role": "assistant", "content": ""}) {
+			if !reflect.DeepEqual(delta, map[string]any{"role": "assistant", "content": "", "refusal": nil}) {
 				t.Fatalf("first chunk delta %v", delta)
 			}
 			continue

@@ -430,6 +430,17 @@ func ResponsesInProgress(meta Meta) []byte {
 	return mustMarshal(o)
 }
 
+// ResponsesEchoMembers is the members of a Responses answer that echo req (see responsesEcho),
+// as JSON object members each preceded by a comma, ready to be appended before an object's
+// closing brace: a streamed answer's response objects carry them as the whole answer does.
+func ResponsesEchoMembers(req *llm.Request) []byte {
+	b := mustMarshal(responsesEcho(req))
+	if len(b) <= 2 {
+		return nil
+	}
+	return append([]byte{','}, b[1:len(b)-1]...)
+}
+
 // responsesEcho is the members of a Responses answer that echo the request (instructions,
 // max_output_tokens, parallel_tool_calls, temperature, text, tool_choice, tools, top_p, and
 // the defaults of the others), from req when known.

@@ -102,7 +102,8 @@ type exchange struct {
 	expert    routing.Expert
 	res       *http.Response
 	stream    bool
-	include   bool // chat stream_options.include_usage
+	include   bool   // chat stream_options.include_usage
+	echo      []byte // what a Responses stream's response objects echo from the request
 	dropped   []string
 	inputEst  int64
 	// askedOutput is the output bound the client asked for (0 when it did not): the most output
@@ -201,6 +202,15 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 		inputEst: inputEst, askedOutput: int64(maxTokens), ir: ir, reserve: reservation, started: time.Now()}
 	if client == llm.FormatChat && stream {
 		x.include = convert.IncludeUsage(body)
+	}
+	if client == llm.FormatResponses && stream {
+		// A stream's response objects echo the request as the whole answer does; a request
+		// that only its own format can read echoes the defaults.
+		req := ir
+		if req == nil {
+			req, _ = convert.DecodeRequest(client, body)
+		}
+		x.echo = convert.ResponsesEchoMembers(req)
 	}
 	// lastErr is the last upstream failure; refusal the first expert that could not take the
 	// request as it is (a field it cannot honour), which another expert may still serve.
@@ -454,7 +464,7 @@ func (x *exchange) respondStream(w http.ResponseWriter) error {
 	dec := streamconv.NewDecoder(x.expert.Kind)
 	enc := streamconv.NewEncoder(x.client, streamconv.Meta{
 		ID: responseID(x.client, x.requestID), Created: x.started.Unix(), Model: x.model.ID,
-		IncludeUsage: x.include, InputTokensEstimate: x.inputEst,
+		IncludeUsage: x.include, InputTokensEstimate: x.inputEst, ResponsesEcho: x.echo,
 	})
 	// The upstream is read in this goroutine: an event goes out as soon as it is read, with no
 	// hand-off between goroutines. The first events are flushed as soon as they are written;

@@ -392,5 +392,6 @@ func (r *responsesEncoder) appendResponse(status, incompleteReason, errCode, err
 	} else {
 		b = append(b, "null"...)
 	}
+	b = append(b, r.meta.ResponsesEcho...)
 	r.em.buf = append(b, '}')
 }

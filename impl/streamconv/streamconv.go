@@ -68,6 +68,11 @@ type Meta struct {
 	// InputTokensEstimate is the input token count that message_start reports when the
 	// upstream has not told the real one by then.
 	InputTokensEstimate int64
+	// ResponsesEcho is what a Responses response object echoes from the request (instructions,
+	// tools, temperature, ...), as object members each preceded by a comma
+	// (convert.ResponsesEchoMembers); every response object of a Responses stream ends with
+	// them. Empty: none.
+	ResponsesEcho []byte
 }
 
 // NewEncoder returns an Encoder for a client that reads format f. It panics on an unknown

@@ -26,6 +26,7 @@ const (
 	KindNotImplemented                 // 501
 	KindUpstream                       // 502
 	KindOverloaded                     // 529
+	KindMethodNotAllowed               // 405
 )
 
 // Status is the HTTP status of a kind.
@@ -49,6 +50,8 @@ func (k Kind) Status() int {
 		return http.StatusBadGateway
 	case KindOverloaded:
 		return 529
+	case KindMethodNotAllowed:
+		return http.StatusMethodNotAllowed
 	default:
 		return http.StatusInternalServerError
 	}

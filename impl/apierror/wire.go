@@ -29,6 +29,8 @@ func (k Kind) OpenAITypeCode() (typ, code string) {
 		return "upstream_error", "upstream_error"
 	case KindOverloaded:
 		return "overloaded_error", "overloaded"
+	case KindMethodNotAllowed:
+		return "invalid_request_error", "method_not_allowed"
 	default:
 		return "server_error", ""
 	}
@@ -37,7 +39,7 @@ func (k Kind) OpenAITypeCode() (typ, code string) {
 // AnthropicType is the `error.type` of the Messages error envelope.
 func (k Kind) AnthropicType() string {
 	switch k {
-	case KindInvalidRequest:
+	case KindInvalidRequest, KindMethodNotAllowed:
 		return "invalid_request_error"
 	case KindUnauthenticated:
 		return "authentication_error"

@@ -414,3 +414,26 @@ func readMessagesStream(t *testing.T, g *apitest.Gateway, key, body string) stri
 	b, _ := io.ReadAll(res.Body)
 	return string(b)
 }
+
+// TestWrongMethodOnAKnownPath: a path the API serves, asked with another method, is a 405 with
+// Allow in the route's envelope, not a 404.
+func TestWrongMethodOnAKnownPath(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{})
+	for _, c := range []struct{ method, path, allow, envelope string }{
+		{"GET", "/v1/chat/completions", "POST", `"error":{"message"`},
+		{"GET", "/v1/messages", "POST", `"type":"error"`},
+		{"POST", "/v1/models", "GET", `"error":{"message"`},
+		{"PUT", "/v1/models/service-flint", "GET", `"error":{"message"`},
+	} {
+		req, _ := http.NewRequest(c.method, g.URL+c.path, nil)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 405 || res.Header.Get("Allow") != c.allow || !strings.Contains(string(b), c.envelope) || !strings.Contains(string(b), "invalid_request_error") {
+			t.Errorf("%s %s: %d, Allow %q: %s", c.method, c.path, res.StatusCode, res.Header.Get("Allow"), b)
+		}
+	}
+}

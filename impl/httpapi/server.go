@@ -39,6 +39,7 @@ type Server struct {
 	access    *modelAccess
 	heartbeat time.Duration
 	mcp       http.Handler
+	methods   routeMethods
 }
 
 var _ api.StrictServerInterface = (*Server)(nil)
@@ -95,6 +96,7 @@ func New(o Options) (*Server, error) {
 		store: o.Store, config: o.Config, auth: o.Auth, limiter: o.Limiter, metrics: o.Metrics,
 		log: o.Logger, validate: validate, registry: routing.NewRegistry(o.Config), router: o.Router,
 		upstreams: o.Upstreams, meter: o.Meter, access: newModelAccess(o.Store, o.Feed), heartbeat: o.Heartbeat, mcp: o.MCP,
+		methods: newRouteMethods(doc),
 	}, nil
 }
 
@@ -119,6 +121,12 @@ func (s *Server) Handler() http.Handler {
 	// Every method: the MCP handler answers GET with 405 itself.
 	mux.Handle("/api/mcp", s.authenticate(s.limitRate(s.mcp)))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if methods := s.methods.allowed(r.URL.Path); len(methods) > 0 {
+			w.Header().Set("Allow", strings.Join(methods, ", "))
+			writeError(w, r, &apierror.Error{Kind: apierror.KindMethodNotAllowed,
+				Message: fmt.Sprintf("%s is not served on %s; use %s", r.Method, r.URL.Path, strings.Join(methods, " or "))})
+			return
+		}
 		msg := fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path)
 		switch {
 		case strings.HasPrefix(r.URL.Path, "/v1/v1/messages"):

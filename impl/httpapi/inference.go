@@ -161,7 +161,11 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 	for _, e := range m.Experts {
 		needIR = needIR || e.Kind != client
 	}
-	inputEst := int64(len(body)/3 + 16)
+	// The body's size with each \uXXXX escape counted as the one character it stands for: a
+	// client that escapes all non-ASCII text (Python's json.dumps does) sends six bytes a
+	// character, which must not count six times against the context window or the credit.
+	size := len(body) - 5*bytes.Count(body, []byte(`\u`))
+	inputEst := int64(size/3 + 16)
 	features := routing.Features{OutputTokens: maxTokens} // what the client asked for; 0 when it did not say
 	// onlySameFormat is set when the request cannot be put in the neutral form (it holds what
 	// only its own format knows): it may still go, untouched, to an upstream of its format.
@@ -183,9 +187,9 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 	// The context check uses a lenient count (four bytes a token) so that a request near the
 	// limit is not refused on an estimate; the reservation keeps the cautious one, capped at
 	// the context window.
-	if m.ContextTokens > 0 && len(body)/4 > m.ContextTokens {
+	if m.ContextTokens > 0 && size/4 > m.ContextTokens {
 		return nil, &apierror.Error{Kind: apierror.KindInvalidRequest, Param: inputField(client), Message: fmt.Sprintf(
-			"the input is about %d tokens, more than the %d-token context window of %s", len(body)/4, m.ContextTokens, modelID)}
+			"the input is about %d tokens, more than the %d-token context window of %s", size/4, m.ContextTokens, modelID)}
 	}
 	if m.ContextTokens > 0 {
 		inputEst = min(inputEst, int64(m.ContextTokens))

@@ -260,6 +260,12 @@ func TestInferenceEdges(t *testing.T) {
 	if status != 400 || !strings.Contains(string(body), "context window") || g.Sim.TotalRequests() != calls {
 		t.Errorf("over the context window: %d %.200s", status, body)
 	}
+	// The same characters sent \u-escaped (as Python's json.dumps does) are not counted six
+	// times: 100,000 "é" are about 25,000 tokens, within the window, whether escaped or not.
+	escaped := `{"model":"service-flint-base","max_tokens":16,"messages":[{"role":"user","content":"` + strings.Repeat(`\u00e9`, 100_000) + `"}]}`
+	if status, _, body = do(t, c, g.URL, request{"POST", "/v1/chat/completions", escaped}, bearer); status != 200 {
+		t.Errorf("escaped text within the context window: %d %.200s", status, body)
+	}
 	// max_completion_tokens over the limit names that field.
 	status, _, body = do(t, c, g.URL, request{"POST", "/v1/chat/completions", `{"model":"service-flint","max_completion_tokens":1000000,"messages":[{"role":"user","content":"hi"}]}`}, bearer)
 	if status != 400 || !strings.Contains(string(body), `"param":"max_completion_tokens"`) {

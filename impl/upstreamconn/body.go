@@ -28,7 +28,7 @@ const (
 type responseBody struct {
 	t         *Transport
 	c         *conn
-	src       io.ReadCloser // the body http.ReadResponse returned; never closed, as that would drain it
+	src       io.ReadCloser // the body readResponse returned; never closed, as that would drain it
 	ctx       context.Context
 	stopWatch func() bool // stops the cancellation watch; nil for a context that cannot be cancelled
 	keepAlive bool

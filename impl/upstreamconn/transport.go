@@ -12,14 +12,16 @@
 // (https:// providers, HTTP/2) through net/http; SchemeDispatch makes that choice.
 //
 // Transport keeps a bounded stack of idle keep-alive connections per host:port and reuses the
-// most recently used one first. It writes the request itself, reads the response with
-// http.ReadResponse on the connection's buffered reader and returns a body that puts the
-// connection back in the pool only when it was read to the end and both sides allowed
-// keep-alive; closing a body early discards its connection. Because nothing watches an idle
-// connection, a request on a reused connection that the server has meanwhile closed fails; when
-// that happens before any byte of the response arrived and the request body can be sent again,
-// the request is retried once on a new connection. Cancelling the request's context interrupts
-// a blocked write or read, and the connection is then discarded.
+// most recently used one first. It writes the request itself and reads the response from the
+// connection's buffered reader: a common, well-formed head that is already buffered is parsed
+// in place with few allocations, any other with http.ReadResponse, and both give the same
+// *http.Response (see readResponse). The body it returns puts the connection back in the pool
+// only when it was read to the end and both sides allowed keep-alive; closing a body early
+// discards its connection. Because nothing watches an idle connection, a request on a reused
+// connection that the server has meanwhile closed fails; when that happens before any byte of
+// the response arrived and the request body can be sent again, the request is retried once on
+// a new connection. Cancelling the request's context interrupts a blocked write or read, and
+// the connection is then discarded.
 //
 // It does not speak TLS or HTTP/2, use proxies, send chunked request bodies or trailers, add
 // Accept-Encoding or decompress responses; RoundTrip refuses requests that would need those.
@@ -233,7 +235,7 @@ func (t *Transport) exchange(ctx context.Context, c *conn, req *http.Request, ho
 // 100 Continue and other 1xx responses.
 func readFinalResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
 	for skipped := 0; ; skipped++ {
-		res, err := http.ReadResponse(br, req)
+		res, err := readResponse(br, req)
 		if err != nil {
 			return nil, fmt.Errorf("upstreamconn: reading the response: %w", err)
 		}

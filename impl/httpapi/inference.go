@@ -216,9 +216,12 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 		}
 		x.echo = convert.ResponsesEchoMembers(req)
 	}
-	// lastErr is the last upstream failure; refusal the first expert that could not take the
-	// request as it is (a field it cannot honour), which another expert may still serve.
+	// lastErr is the last upstream failure; refusal why an expert could not take the request
+	// as it is (a field it cannot honour), which another expert may still serve: the first
+	// expert's reason, or a same-format expert's, which names what the gateway itself refuses
+	// rather than what a translation lacks.
 	var lastErr, refusal error
+	refusalSameFormat := false
 	for _, e := range s.router.Order(m, features) {
 		if onlySameFormat && e.Kind != client {
 			continue
@@ -230,8 +233,8 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 		}
 		upBody, dropped, err := s.upstreamBody(client, body, ir, e, stream, outBound)
 		if err != nil {
-			if refusal == nil {
-				refusal = err
+			if refusal == nil || (e.Kind == client && !refusalSameFormat) {
+				refusal, refusalSameFormat = err, e.Kind == client
 			}
 			continue
 		}
@@ -259,7 +262,7 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 		return nil, ctx.Err()
 	}
 	if lastErr == nil && refusal != nil {
-		// No expert could take the request as it is: say why the first one could not.
+		// No expert could take the request as it is.
 		return nil, refusal
 	}
 	var e *apierror.Error

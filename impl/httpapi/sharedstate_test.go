@@ -45,6 +45,9 @@ func TestProviderStateIsNotShared(t *testing.T) {
 		if tc.param == "" && !strings.Contains(env.Error.Message, "container") {
 			t.Errorf("%s: the message does not name the field: %s", tc.r.body, body)
 		}
+		if !strings.Contains(env.Error.Message, "no provider-side state") {
+			t.Errorf("%s: the message does not say why: %s", tc.r.body, body)
+		}
 		if n := s.TotalRequests(); n != 0 {
 			t.Errorf("%s: the upstream saw %d requests", tc.r.body, n)
 		}

@@ -26,6 +26,9 @@ func TestProviderStateIsNotShared(t *testing.T) {
 		{request{"POST", "/v1/responses", `{"model":"test-responses","input":"hi","previous_response_id":"resp_abc"}`}, "previous_response_id", "invalid_request_error"},
 		{request{"POST", "/v1/responses", `{"model":"test-responses","input":"hi","conversation":"conv_abc"}`}, "conversation", "invalid_request_error"},
 		{request{"POST", "/v1/responses", `{"model":"service-flint","max_output_tokens":5000,"input":"hi","previous_response_id":"resp_abc"}`}, "previous_response_id", "invalid_request_error"},
+		// Ranked first here is the chat expert, whose translation lacks the field too: the
+		// reason given is still the gateway's own.
+		{request{"POST", "/v1/responses", `{"model":"service-flint","input":"hi","previous_response_id":"resp_abc"}`}, "previous_response_id", "invalid_request_error"},
 		{request{"POST", "/v1/messages", `{"model":"service-sonnet","max_tokens":16,"container":"container_abc","messages":[{"role":"user","content":"hi"}]}`}, "", "invalid_request_error"},
 	}
 	for _, tc := range refused {

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/tollgate/tollgate/impl/httpfield"
 )
 
 // verdict is what the head parser decided about the bytes buffered for a request.
@@ -92,11 +94,11 @@ func scanHead(b []byte, sc *headScan) verdict {
 			return handOff // obsolete line folding
 		}
 		colon := bytes.IndexByte(line, ':')
-		if colon <= 0 || !isToken(line[:colon]) {
+		if colon <= 0 || !httpfield.IsToken(line[:colon]) {
 			return handOff
 		}
 		for _, c := range line[colon+1:] {
-			if (c < ' ' && c != '\t') || c == 0x7f {
+			if !httpfield.ValidValueByte(c) {
 				return handOff
 			}
 		}
@@ -132,7 +134,7 @@ func scanRequestLine(line []byte, sc *headScan) bool {
 	}
 	line = line[:len(line)-2]
 	sp := bytes.IndexByte(line, ' ')
-	if sp <= 0 || !isToken(line[:sp]) || string(line[:sp]) == "CONNECT" {
+	if sp <= 0 || !httpfield.IsToken(line[:sp]) || string(line[:sp]) == "CONNECT" {
 		return false
 	}
 	rest := line[sp+1:]
@@ -236,7 +238,7 @@ func buildRequest(b []byte, sc *headScan, ph *parsedHead) bool {
 	if sc.clen > 0 {
 		f := sc.fields[sc.clen-1]
 		var ok bool
-		if clen, ok = parseContentLength(trimOWS(s[f.colon+1 : f.end])); !ok {
+		if clen, ok = httpfield.ParseContentLength(trimOWS(s[f.colon+1 : f.end])); !ok {
 			return false
 		}
 	}
@@ -324,24 +326,6 @@ var plainPathByte = func() (t [256]bool) {
 	return t
 }()
 
-// parseContentLength parses a Content-Length value as net/http does (strconv.ParseUint with 63
-// bits), refusing anything longer than 18 digits rather than checking for overflow: net/http
-// serves those.
-func parseContentLength(v string) (int64, bool) {
-	if len(v) == 0 || len(v) > 18 {
-		return 0, false
-	}
-	var n int64
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(c-'0')
-	}
-	return n, true
-}
-
 // trimOWS removes leading and trailing spaces and tabs, as textproto does with header values.
 func trimOWS(s string) string {
 	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
@@ -414,25 +398,4 @@ var commonHeaders = func() map[string]string {
 		m[k] = k
 	}
 	return m
-}()
-
-// isToken reports whether b is a non-empty RFC 9110 token, the rule net/http applies to methods
-// and header names.
-func isToken(b []byte) bool {
-	if len(b) == 0 {
-		return false
-	}
-	for _, c := range b {
-		if !tokenTable[c] {
-			return false
-		}
-	}
-	return true
-}
-
-var tokenTable = func() (t [256]bool) {
-	for c := 0; c < 128; c++ {
-		t[c] = httpguts.IsTokenRune(rune(c))
-	}
-	return t
 }()

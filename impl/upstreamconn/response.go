@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/tollgate/tollgate/impl/httpfield"
 )
 
 // readResponse reads one response, the answer to req, from br. The common, well-formed head is
@@ -79,7 +81,7 @@ func parseBufferedResponse(br *bufio.Reader, req *http.Request) *http.Response {
 	case !hasLength || len(lengths) != 1:
 		return nil // a body until the connection closes, or repeated lengths
 	default:
-		if length, ok = parseContentLength(lengths[0]); !ok {
+		if length, ok = httpfield.ParseContentLength(lengths[0]); !ok {
 			return nil
 		}
 	}
@@ -157,7 +159,7 @@ func parseStatusLine(line []byte) (minor, code int, ok bool) {
 		return 0, 0, false
 	}
 	for _, c := range status[3:] {
-		if !validValueByte(c) {
+		if !httpfield.ValidValueByte(c) {
 			return 0, 0, false
 		}
 	}
@@ -175,14 +177,11 @@ func canonicalHead(raw []byte, start int) (head string, fields int, ok bool) {
 	for rest := raw[start:]; len(rest) > 0; fields++ {
 		i := bytes.Index(rest, []byte("\r\n"))
 		name, value, found := bytes.Cut(rest[:i], []byte(":"))
-		if !found || len(name) == 0 {
+		if !found || !httpfield.IsToken(name) {
 			return "", 0, false
 		}
 		upper := true
 		for _, c := range name {
-			if !httpguts.IsTokenRune(rune(c)) {
-				return "", 0, false
-			}
 			if upper && 'a' <= c && c <= 'z' {
 				c -= 'a' - 'A'
 			} else if !upper && 'A' <= c && c <= 'Z' {
@@ -192,7 +191,7 @@ func canonicalHead(raw []byte, start int) (head string, fields int, ok bool) {
 			upper = c == '-'
 		}
 		for _, c := range value {
-			if !validValueByte(c) {
+			if !httpfield.ValidValueByte(c) {
 				return "", 0, false
 			}
 		}
@@ -224,28 +223,6 @@ func parseHeader(lines string, fields int) http.Header {
 		h[key] = vv
 	}
 	return h
-}
-
-// validValueByte reports whether c may appear in a header field value or a reason phrase:
-// anything but a control character other than the tab.
-func validValueByte(c byte) bool {
-	return c >= ' ' && c != 0x7f || c == '\t'
-}
-
-// parseContentLength parses a Content-Length of up to 18 decimal digits, which cannot
-// overflow an int64.
-func parseContentLength(s string) (n int64, ok bool) {
-	if s == "" || len(s) > 18 {
-		return 0, false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(c-'0')
-	}
-	return n, true
 }
 
 // Errors of a chunked body's trailer, worded as net/http words them.

@@ -35,8 +35,7 @@ func runRelay(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var srv server = &h1server.Server{Handler: bench.Relay(*upstream), ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	var srv server
 	if *bytesOnly {
 		u, err := url.Parse(*upstream)
 		if err != nil || u.Scheme != "http" || u.Port() == "" {
@@ -44,6 +43,9 @@ func runRelay(ctx context.Context, args []string) error {
 			return usageError(fmt.Sprintf("relay: -bytes needs an http://host:port upstream, not %q", *upstream))
 		}
 		srv = &bench.ByteRelay{Upstream: u.Host}
+	} else {
+		srv = &h1server.Server{Handler: bench.Relay(*upstream), ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	}
 	log.Info("relay listening", "addr", ln.Addr().String(), "upstream", *upstream, "bytes", *bytesOnly)
 	return serveUntilDone(ctx, srv, ln, 10*time.Second)

@@ -56,12 +56,12 @@ func (r *ByteRelay) Serve(ln net.Listener) error {
 			}
 			return err
 		}
-		if !r.track(c, true) {
+		if !r.open(c) {
 			c.Close()
 			continue
 		}
 		r.wg.Go(func() {
-			defer r.track(c, false)
+			defer r.forget(c)
 			defer c.Close()
 			r.relay(c)
 		})
@@ -91,14 +91,10 @@ func (r *ByteRelay) isClosed() bool {
 	return r.closed
 }
 
-// track adds (add) or removes c from the open connections; adding fails once closed.
-func (r *ByteRelay) track(c net.Conn, add bool) bool {
+// open adds c to the connections Close closes; it fails once the relay is closed.
+func (r *ByteRelay) open(c net.Conn) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !add {
-		delete(r.conns, c)
-		return true
-	}
 	if r.closed {
 		return false
 	}
@@ -109,17 +105,24 @@ func (r *ByteRelay) track(c net.Conn, add bool) bool {
 	return true
 }
 
+// forget removes c from the open connections.
+func (r *ByteRelay) forget(c net.Conn) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.conns, c)
+}
+
 // relay serves one client connection until either side closes or misframes a message.
 func (r *ByteRelay) relay(client net.Conn) {
 	up, err := net.Dial("tcp", r.Upstream)
 	if err != nil {
 		return
 	}
-	if !r.track(up, true) {
+	if !r.open(up) {
 		up.Close()
 		return
 	}
-	defer r.track(up, false)
+	defer r.forget(up)
 	defer up.Close()
 	cr, ur := bufio.NewReaderSize(client, 4<<10), bufio.NewReaderSize(up, 4<<10)
 	var buf []byte

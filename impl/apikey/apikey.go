@@ -65,7 +65,11 @@ func Parse(key string) (Hash, error) {
 	if string(appendChecksum(sum[:0], body)) != key[len(Prefix)+bodyLen:] {
 		return Hash{}, ErrMalformed
 	}
-	return sha256.Sum256([]byte(key)), nil
+	// The key is copied to the stack: a conversion of the string would be a heap allocation on
+	// every authenticated request.
+	var b [Len]byte
+	copy(b[:], key)
+	return sha256.Sum256(b[:]), nil
 }
 
 func isBase62(c byte) bool {
@@ -79,9 +83,15 @@ func checksum(body string) string {
 }
 
 // appendChecksum appends the base62 CRC-32 of body, checksumLen digits, to dst. Every key is
-// checked with it, so it works on machine integers (62^6 > 2^32) and allocates nothing.
+// checked with it, so it works on machine integers (62^6 > 2^32) and allocates nothing: the
+// CRC is the table-driven loop over the string itself (hash/crc32 takes a byte slice, and the
+// conversion would be a heap allocation per request).
 func appendChecksum(dst []byte, body string) []byte {
-	n := crc32.ChecksumIEEE([]byte(body))
+	n := ^uint32(0)
+	for i := 0; i < len(body); i++ {
+		n = crc32.IEEETable[byte(n)^body[i]] ^ (n >> 8)
+	}
+	n = ^n
 	var digits [checksumLen]byte
 	for i := checksumLen - 1; i >= 0; i-- {
 		digits[i] = alphabet[n%62]

@@ -89,3 +89,14 @@ func TestChecksumMatchesBigIntEncoding(t *testing.T) {
 		}
 	}
 }
+
+// Parse runs on every authenticated request; it must not allocate.
+func TestParseAllocatesNothing(t *testing.T) {
+	g, err := Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = Parse(g.Plain) }); n != 0 {
+		t.Fatalf("Parse allocates %v times per call", n)
+	}
+}

@@ -21,6 +21,25 @@ type Principal struct {
 	KeyID     uuid.UUID
 	// RPMLimit is the key's requests-per-minute cap; 0 means none.
 	RPMLimit int
+	// keyText and accountText are the ids as text, made once when the key is looked up rather
+	// than on every request (the rate limiter and the access log use them).
+	keyText, accountText string
+}
+
+// KeyText is the key's id as text.
+func (p Principal) KeyText() string {
+	if p.keyText != "" {
+		return p.keyText
+	}
+	return p.KeyID.String()
+}
+
+// AccountText is the account's id as text.
+func (p Principal) AccountText() string {
+	if p.accountText != "" {
+		return p.accountText
+	}
+	return p.AccountID.String()
 }
 
 // Errors of Authenticate; all of them mean 401.
@@ -117,7 +136,8 @@ func (a *Authenticator) Authenticate(ctx context.Context, authorization string) 
 		if err != nil {
 			return Principal{}, err
 		}
-		return Principal{AccountID: k.AccountID, KeyID: k.ID, RPMLimit: k.RPMLimit}, nil
+		return Principal{AccountID: k.AccountID, KeyID: k.ID, RPMLimit: k.RPMLimit,
+			keyText: k.ID.String(), accountText: k.AccountID.String()}, nil
 	})
 	if err != nil {
 		return Principal{}, err

@@ -122,7 +122,7 @@ func (s *Server) edge(next http.Handler) http.Handler {
 			attrs = append(attrs, slog.String("request_id", id), slog.String("method", r.Method), slog.String("path", r.URL.Path),
 				slog.Int("status", status), slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000), slog.Int64("bytes", rec.bytes))
 			if p, ok := auth.FromContext(r.Context()); ok {
-				attrs = append(attrs, slog.String("account", p.AccountID.String()), slog.String("key", p.KeyID.String()))
+				attrs = append(attrs, slog.String("account", p.AccountText()), slog.String("key", p.KeyText()))
 			}
 			// The record goes to the handler directly: slog.Logger would walk the stack for the
 			// caller's position, which the access log does not show, on every request.
@@ -185,7 +185,7 @@ func (s *Server) limitRate(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		d, err := s.limiter.Allow(r.Context(), p.KeyID.String(), p.RPMLimit)
+		d, err := s.limiter.Allow(r.Context(), p.KeyText(), p.RPMLimit)
 		if err != nil {
 			// Availability over strictness: a failing limiter lets the request through, loudly.
 			s.logger(r.Context()).Error("rate limiter failed; letting the request through", "err", err)

@@ -15,7 +15,9 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tollgate/tollgate/impl/apierror"
@@ -36,6 +38,42 @@ type Upstream struct {
 	// followed with the request and its key), and http.Client's per-request work is skipped.
 	Transport http.RoundTripper
 	Retry     RetryPolicy
+
+	// prepared is what every request to the upstream shares, made on first use (prepare).
+	prepareOnce sync.Once
+	prepared    prepared
+}
+
+// prepared is the part of an upstream request that does not change from call to call: the
+// endpoint, parsed once, and the headers of a non-streamed and a streamed request. The header
+// maps are shared by every request and only read: a RoundTripper must not change a request.
+type prepared struct {
+	url    *url.URL
+	err    error
+	header [2]http.Header // [stream]; for the Messages kind, the base that anthropic-version completes
+}
+
+// prepare parses the endpoint and builds the shared headers, once.
+func (u *Upstream) prepare() *prepared {
+	u.prepareOnce.Do(func() {
+		p := &u.prepared
+		p.url, p.err = url.Parse(u.Endpoint())
+		if p.err == nil && p.url.Host == "" {
+			p.err = fmt.Errorf("upstream %q: the base URL %q has no host", u.Name, u.BaseURL)
+		}
+		for i, accept := range [2]string{"application/json", "text/event-stream"} {
+			h := http.Header{"Content-Type": {"application/json"}, "Accept": {accept}}
+			switch {
+			case u.APIKey == "":
+			case u.Kind == llm.FormatMessages:
+				h["X-Api-Key"] = []string{u.APIKey}
+			default:
+				h["Authorization"] = []string{"Bearer " + u.APIKey}
+			}
+			p.header[i] = h
+		}
+	})
+	return &u.prepared
 }
 
 // RetryPolicy bounds retries of one upstream call.
@@ -145,34 +183,40 @@ func (f *failure) Error() string {
 }
 
 func (u *Upstream) once(ctx context.Context, transport http.RoundTripper, body []byte, stream bool, forward http.Header) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.Endpoint(), bytes.NewReader(body))
-	if err != nil {
-		return nil, err
+	p := u.prepare()
+	if p.err != nil {
+		return nil, p.err
 	}
-	req.Header.Set("Content-Type", "application/json")
+	header := p.header[0]
 	if stream {
-		req.Header.Set("Accept", "text/event-stream")
-	} else {
-		req.Header.Set("Accept", "application/json")
+		header = p.header[1]
 	}
-	switch u.Kind {
-	case llm.FormatMessages:
-		if u.APIKey != "" {
-			req.Header.Set("x-api-key", u.APIKey)
-		}
+	if u.Kind == llm.FormatMessages {
+		// The Messages kind carries the client's anthropic-version and anthropic-beta.
+		header = header.Clone()
 		version := forward.Get("anthropic-version")
 		if version == "" {
 			version = "2023-06-01"
 		}
-		req.Header.Set("anthropic-version", version)
+		header["Anthropic-Version"] = []string{version}
 		if beta := forward.Values("anthropic-beta"); len(beta) > 0 {
-			req.Header["Anthropic-Beta"] = beta
-		}
-	default:
-		if u.APIKey != "" {
-			req.Header.Set("Authorization", "Bearer "+u.APIKey)
+			header["Anthropic-Beta"] = beta
 		}
 	}
+	// The request is built here rather than by http.NewRequestWithContext, which would parse
+	// the endpoint and build the same headers again on every call.
+	req := (&http.Request{
+		Method:        http.MethodPost,
+		URL:           p.url,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        header,
+		Body:          io.NopCloser(bytes.NewReader(body)),
+		GetBody:       func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil },
+		ContentLength: int64(len(body)),
+		Host:          p.url.Host,
+	}).WithContext(ctx)
 	res, err := transport.RoundTrip(req)
 	if err != nil {
 		if ctx.Err() != nil {

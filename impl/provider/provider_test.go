@@ -117,13 +117,24 @@ func TestEndpointsAndHeaders(t *testing.T) {
 	if got.Get("x-api-key") != "sk-ant" || got.Get("anthropic-version") != "2023-06-01" || got.Get("anthropic-beta") != "b1" || got.Get("Authorization") != "" {
 		t.Errorf("anthropic headers %v", got)
 	}
+	// The headers every call shares are built once: one call's forwarded headers must not reach
+	// the next call.
+	res, _, err = a.Call(context.Background(), []byte(`{}`), true, http.Header{"Anthropic-Version": {"2023-01-01"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if got.Get("anthropic-version") != "2023-01-01" || got.Get("anthropic-beta") != "" || got.Get("Accept") != "text/event-stream" {
+		t.Errorf("second anthropic call's headers %v", got)
+	}
 	o := &Upstream{Kind: llm.FormatChat, BaseURL: srv.URL + "/v1", APIKey: "sk-oa"}
 	res, _, err = o.Call(context.Background(), []byte(`{}`), false, http.Header{"Anthropic-Beta": {"b1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	res.Body.Close()
-	if got.Get("Authorization") != "Bearer sk-oa" || got.Get("anthropic-beta") != "" {
+	if got.Get("Authorization") != "Bearer sk-oa" || got.Get("anthropic-beta") != "" || got.Get("Accept") != "application/json" ||
+		got.Get("Content-Type") != "application/json" {
 		t.Errorf("openai headers %v", got)
 	}
 }

@@ -6,7 +6,7 @@
 // stop-reason mappings shared with the stream converters (StopReasonFor, StopReasonFrom,
 // ResponsesStopReason), the usage objects of each format (ChatUsage, ResponsesUsage,
 // MessagesUsage), a fast peek at a body's model, stream flag and output bound
-// (ModelAndStream), the rewrite of a same-format body's model (SetModel), and the input-token
+// (PeekRequest), the rewrite of a same-format body's model (SetModel), and the input-token
 // estimate used to reserve credit (EstimateInputTokens). Every function is pure: no I/O, no
 // state.
 //
@@ -70,8 +70,13 @@
 //
 // Refused also when the upstream speaks the client's format (SharedStateFields): ids of state a
 // provider keeps for the one account every tenant's requests share, previous_response_id and
-// conversation (Responses) and container (Messages). A Responses upstream is always sent
-// store: false; a client's store: true is named in the dropped list.
+// conversation (Responses) and container (Messages); and tools the provider runs and bills per
+// use, which the gateway (billing tokens only) does not meter: chat web_search_options,
+// Responses built-in tools web_search* (web_search_preview, ...), file_search,
+// code_interpreter and image_generation (in tools or tool_choice), Messages server tools
+// web_search_* and code_execution_*. Client tools (function, custom, computer use, shell, text
+// editor) and web_fetch_* (billed as the tokens it reads) pass. A Responses upstream is always sent store: false; a client's
+// store: true is named in the dropped list.
 //
 // Dropped, and named in the dropped list (advisory: leaving them out cannot change what the
 // answer must be):

@@ -23,37 +23,58 @@ var maxTokensKeys = map[llm.Format][]string{
 	llm.FormatMessages:  {"max_tokens"},
 }
 
-// ModelAndStream peeks at a request body of format f without decoding it: the top-level
-// model, stream and output bound (chat max_completion_tokens, else max_tokens; Responses
-// max_output_tokens; Messages max_tokens; 0 when absent). It scans the top-level members and
-// skips every other value without building it, so its cost is one pass over the bytes with no
-// allocation in the common case. It checks only the top level; DecodeRequest checks the rest.
-// A missing or non-string model, or a stream or bound of the wrong type, is a 400
-// *apierror.Error naming the field; when a key repeats, the last one counts, as with
-// encoding/json.
-func ModelAndStream(f llm.Format, body []byte) (model string, stream bool, maxTokens int, err error) {
+// Peek is what PeekRequest reads from the top level of a request body.
+type Peek struct {
+	Model  string
+	Stream bool
+	// MaxTokens is the output bound (chat max_completion_tokens, else max_tokens; Responses
+	// max_output_tokens; Messages max_tokens); 0 when absent.
+	MaxTokens int
+	// Choices is how many answers a chat request asks for (n); 1 when absent, and always 1 in
+	// the other formats.
+	Choices int
+}
+
+// PeekRequest peeks at a request body of format f without decoding it: the top-level model,
+// stream, output bound and number of choices. It scans the top-level members and skips every
+// other value without building it, so its cost is one pass over the bytes with no allocation
+// in the common case. It checks only the top level; DecodeRequest checks the rest. A missing
+// or non-string model, or a stream, bound or n of the wrong type, is a 400 *apierror.Error
+// naming the field; when a key repeats, the last one counts, as with encoding/json.
+func PeekRequest(f llm.Format, body []byte) (Peek, error) {
 	bounds, ok := maxTokensKeys[f]
 	if !ok {
-		return "", false, 0, errors.New("convert: unknown format " + string(f))
+		return Peek{}, errors.New("convert: unknown format " + string(f))
 	}
+	p := Peek{Choices: 1}
 	haveModel := false
 	bound := [2]int{-1, -1}
-	err = scanTop(body, func(key []byte, v []byte) error {
+	err := scanTop(body, func(key []byte, v []byte) error {
 		switch {
 		case string(key) == "model":
 			if v[0] != '"' {
 				return apierror.Invalid("model", "Invalid type for 'model': expected a string.")
 			}
-			model, haveModel = unquote(v), true
+			p.Model, haveModel = unquote(v), true
 		case string(key) == "stream":
 			switch string(v) {
 			case "true":
-				stream = true
+				p.Stream = true
 			case "false", "null":
-				stream = false
+				p.Stream = false
 			default:
 				return apierror.Invalid("stream", "Invalid type for 'stream': expected a boolean.")
 			}
+		case string(key) == "n" && f == llm.FormatChat:
+			if string(v) == "null" {
+				p.Choices = 1
+				return nil
+			}
+			n, err := parseInt(v, "n")
+			if err != nil {
+				return err
+			}
+			p.Choices = max(n, 1)
 		default:
 			for i, k := range bounds {
 				if string(key) != k {
@@ -73,17 +94,17 @@ func ModelAndStream(f llm.Format, body []byte) (model string, stream bool, maxTo
 		return nil
 	})
 	if err != nil {
-		return "", false, 0, err
+		return Peek{}, err
 	}
 	if !haveModel {
-		return "", false, 0, apierror.Invalid("model", "you must provide a model parameter")
+		return Peek{}, apierror.Invalid("model", "you must provide a model parameter")
 	}
 	for _, b := range bound {
 		if b >= 0 {
-			maxTokens = b
+			p.MaxTokens = b
 		}
 	}
-	return model, stream, maxTokens, nil
+	return p, nil
 }
 
 // SetModel appends body to dst with its top-level "model" rewritten to model (every
@@ -292,6 +313,11 @@ type UpstreamEdits struct {
 	// NoStore sets store to false: a Responses request, whose answer the upstream must not keep
 	// where any tenant's later request could reach it (see SharedStateFields).
 	NoStore bool
+	// MinBound, when positive, raises a top-level BoundKey below it to MinBound: the output
+	// bound of an upstream that refuses smaller ones (the Responses API's max_output_tokens
+	// starts at 16). An absent or null bound is left alone.
+	BoundKey string
+	MinBound int
 }
 
 // ForUpstream appends to dst a request body rewritten for an upstream of the same format, in
@@ -305,7 +331,7 @@ func ForUpstream(dst, body []byte, model string, ed UpstreamEdits) ([]byte, erro
 	}
 	var (
 		quoted    = jsontext.AppendString(make([]byte, 0, 64), model)
-		editsBuf  [3]edit
+		editsBuf  [4]edit
 		edits     = editsBuf[:0]
 		haveModel bool
 		haveOpts  bool
@@ -331,6 +357,14 @@ func ForUpstream(dst, body []byte, model string, ed UpstreamEdits) ([]byte, erro
 		case string(key) == "store" && ed.NoStore:
 			haveStore = true
 			edits = append(edits, edit{start, end, []byte("false")})
+		case ed.MinBound > 0 && string(key) == ed.BoundKey && string(body[start:end]) != "null":
+			n, err := parseInt(body[start:end], ed.BoundKey)
+			if err != nil {
+				return err
+			}
+			if n < ed.MinBound {
+				edits = append(edits, edit{start, end, strconv.AppendInt(nil, int64(ed.MinBound), 10)})
+			}
 		}
 		return nil
 	})

@@ -9,7 +9,7 @@ import (
 	"github.com/tollgate/tollgate/impl/llm"
 )
 
-func TestModelAndStream(t *testing.T) {
+func TestPeekRequest(t *testing.T) {
 	cases := []struct {
 		name   string
 		f      llm.Format
@@ -35,7 +35,8 @@ func TestModelAndStream(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			model, stream, max, err := ModelAndStream(c.f, []byte(c.body))
+			pk, err := PeekRequest(c.f, []byte(c.body))
+			model, stream, max := pk.Model, pk.Stream, pk.MaxTokens
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -53,7 +54,32 @@ func TestModelAndStream(t *testing.T) {
 	}
 }
 
-func TestModelAndStreamErrors(t *testing.T) {
+// The number of choices is read for chat only; absent or null is one.
+func TestPeekRequestChoices(t *testing.T) {
+	cases := []struct {
+		f    llm.Format
+		body string
+		want int
+	}{
+		{llm.FormatChat, `{"model":"m","n":3}`, 3},
+		{llm.FormatChat, `{"model":"m","n":null}`, 1},
+		{llm.FormatChat, `{"model":"m"}`, 1},
+		{llm.FormatChat, `{"model":"m","messages":[{"n":9}],"n":2}`, 2},
+		{llm.FormatResponses, `{"model":"m","n":3}`, 1},
+		{llm.FormatMessages, `{"model":"m","n":3}`, 1},
+	}
+	for _, c := range cases {
+		pk, err := PeekRequest(c.f, []byte(c.body))
+		if err != nil || pk.Choices != c.want {
+			t.Errorf("%s %s: %d choices (%v), want %d", c.f, c.body, pk.Choices, err, c.want)
+		}
+	}
+	if _, err := PeekRequest(llm.FormatChat, []byte(`{"model":"m","n":"2"}`)); err == nil {
+		t.Error("a string n was accepted")
+	}
+}
+
+func TestPeekRequestErrors(t *testing.T) {
 	cases := []struct {
 		body, param string
 	}{
@@ -75,7 +101,7 @@ func TestModelAndStreamErrors(t *testing.T) {
 		{`{"model":"m","max_tokens":1.5}`, "max_tokens"},
 	}
 	for _, c := range cases {
-		_, _, _, err := ModelAndStream(llm.FormatChat, []byte(c.body))
+		_, err := PeekRequest(llm.FormatChat, []byte(c.body))
 		invalid(t, err, c.param)
 	}
 }
@@ -129,16 +155,16 @@ func TestSetModelOnFixtures(t *testing.T) {
 				t.Errorf("%s: %s changed", fm.name, k)
 			}
 		}
-		if m, _, _, _ := ModelAndStream(fm.f, out); m != "upstream-x" {
-			t.Errorf("%s: model %q", fm.name, m)
+		if pk, _ := PeekRequest(fm.f, out); pk.Model != "upstream-x" {
+			t.Errorf("%s: model %q", fm.name, pk.Model)
 		}
 	}
 }
 
-func TestModelAndStreamAllocations(t *testing.T) {
+func TestPeekRequestAllocations(t *testing.T) {
 	body := fixture(t, "requests", "chat.json")
 	allocs := testing.AllocsPerRun(100, func() {
-		if _, _, _, err := ModelAndStream(llm.FormatChat, body); err != nil {
+		if _, err := PeekRequest(llm.FormatChat, body); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -147,14 +173,14 @@ func TestModelAndStreamAllocations(t *testing.T) {
 	}
 }
 
-func BenchmarkModelAndStream(b *testing.B) {
+func BenchmarkPeekRequest(b *testing.B) {
 	body := []byte(`{"model":"service-flint","stream":true,"max_tokens":256,"messages":[` +
 		strings.Repeat(`{"role":"user","content":"Tell me about the history of the Roman empire, in detail, with dates."},`, 200) +
 		`{"role":"user","content":"go"}]}`)
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, _, err := ModelAndStream(llm.FormatChat, body); err != nil {
+		if _, err := PeekRequest(llm.FormatChat, body); err != nil {
 			b.Fatal(err)
 		}
 	}

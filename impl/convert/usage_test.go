@@ -72,3 +72,25 @@ func TestForUpstream(t *testing.T) {
 		t.Error("IncludeUsage")
 	}
 }
+
+// A bound below the upstream's minimum is raised; others, and a null or absent one, stay.
+func TestForUpstreamMinBound(t *testing.T) {
+	ed := UpstreamEdits{BoundKey: "max_output_tokens", MinBound: 16}
+	cases := []struct{ in, want string }{
+		{`{"model":"a","max_output_tokens":3}`, `{"model":"up","max_output_tokens":16}`},
+		{`{"model":"a","max_output_tokens":16}`, `{"model":"up","max_output_tokens":16}`},
+		{`{"model":"a","max_output_tokens":400}`, `{"model":"up","max_output_tokens":400}`},
+		{`{"model":"a","max_output_tokens":null}`, `{"model":"up","max_output_tokens":null}`},
+		{`{"model":"a","input":[{"max_output_tokens":1}]}`, `{"model":"up","input":[{"max_output_tokens":1}]}`},
+		{`{"max_output_tokens":2.0,"model":"a"}`, `{"max_output_tokens":16,"model":"up"}`},
+	}
+	for _, c := range cases {
+		got, err := ForUpstream(nil, []byte(c.in), "up", ed)
+		if err != nil || string(got) != c.want {
+			t.Errorf("ForUpstream(%s) = %s, %v; want %s", c.in, got, err, c.want)
+		}
+	}
+	if _, err := ForUpstream(nil, []byte(`{"model":"a","max_output_tokens":"3"}`), "up", ed); err == nil {
+		t.Error("a bound that is not a number must be refused")
+	}
+}

@@ -106,8 +106,9 @@ type exchange struct {
 	echo      []byte // what a Responses stream's response objects echo from the request
 	dropped   []string
 	inputEst  int64
-	// askedOutput is the output bound the client asked for (0 when it did not): the most output
-	// it is billed for, even when an upstream's own minimum made the gateway ask for more.
+	// askedOutput is the output bound the client asked for, times the choices it asked for (0
+	// when it gave no bound): the most output it is billed for, even when an upstream's own
+	// minimum made the gateway ask for more.
 	askedOutput int64
 	ir          *llm.Request
 	reserve     *billing.Reservation
@@ -130,9 +131,14 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 	if err != nil {
 		return nil, err
 	}
-	modelID, stream, maxTokens, err := convert.ModelAndStream(client, body)
+	peek, err := convert.PeekRequest(client, body)
 	if err != nil {
 		return nil, err
+	}
+	modelID, stream, maxTokens, choices := peek.Model, peek.Stream, peek.MaxTokens, peek.Choices
+	if choices > 1 && stream {
+		// The stream re-encoder relays one choice; the others would be lost while billed.
+		return nil, apierror.Invalid("n", "'n' is %d, but a streamed answer through tollgate has one choice: set 'n' to 1 or 'stream' to false", choices)
 	}
 	m, ok := s.registry.Model(modelID)
 	if !ok || m.Family != familyFor(client) {
@@ -197,13 +203,14 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 	features.InputTokens = int(inputEst)
 
 	requestID := requestIDFrom(ctx)
-	worst := billing.Cost(inputEst, int64(outBound), m.MaxPrice())
+	// n choices may each be as long as the bound (the upstream's usage counts them all).
+	worst := billing.Cost(inputEst, int64(outBound)*int64(choices), m.MaxPrice())
 	reservation, err := s.meter.Reserve(ctx, p.AccountID, requestID, worst)
 	if err != nil {
 		return nil, err
 	}
 	x := &exchange{s: s, ctx: ctx, client: client, principal: p, requestID: requestID, model: m, stream: stream,
-		inputEst: inputEst, askedOutput: int64(maxTokens), ir: ir, reserve: reservation, started: time.Now()}
+		inputEst: inputEst, askedOutput: int64(maxTokens) * int64(choices), ir: ir, reserve: reservation, started: time.Now()}
 	if client == llm.FormatChat && stream {
 		x.include = convert.IncludeUsage(body)
 	}
@@ -229,6 +236,14 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 		up, ok := s.upstreams[e.Provider]
 		if !ok {
 			lastErr = fmt.Errorf("no upstream %q", e.Provider)
+			continue
+		}
+		if e.MaxOutputTokens > 0 && maxTokens > e.MaxOutputTokens {
+			// This expert cannot produce as much as the client asked for; another may.
+			if refusal == nil {
+				field := maxTokensField(client, body)
+				refusal = apierror.Invalid(field, "'%s' is %d but %s can produce at most %d tokens for this request", field, maxTokens, modelID, e.MaxOutputTokens)
+			}
 			continue
 		}
 		upBody, dropped, err := s.upstreamBody(client, body, ir, e, stream, outBound)
@@ -284,8 +299,13 @@ func (s *Server) upstreamBody(client llm.Format, body []byte, ir *llm.Request, e
 		if err != nil {
 			return nil, nil, err
 		}
-		b, err := convert.ForUpstream(nil, body, e.Model, convert.UpstreamEdits{
-			IncludeUsage: stream && client == llm.FormatChat, NoStore: client == llm.FormatResponses})
+		ed := convert.UpstreamEdits{IncludeUsage: stream && client == llm.FormatChat, NoStore: client == llm.FormatResponses}
+		if client == llm.FormatResponses {
+			// The Responses API refuses bounds under 16; the gateway accepts them (a chat or
+			// Messages expert may serve the same request), and bills at most what was asked.
+			ed.BoundKey, ed.MinBound = "max_output_tokens", minResponsesOutput
+		}
+		b, err := convert.ForUpstream(nil, body, e.Model, ed)
 		return b, dropped, err
 	}
 	req := *ir
@@ -565,7 +585,14 @@ loop:
 		}
 	}
 	sw.close()
-	x.settle(enc.Usage(), text, status)
+	usage := enc.Usage()
+	if status != "ok" && status != "client_disconnected" && text == 0 && usage.OutputTokens == 0 {
+		// The upstream failed before producing anything: the client got only the error event,
+		// which costs it nothing, as a non-streamed answer's 502 does not.
+		x.settleUndelivered(usage, status)
+		return nil
+	}
+	x.settle(usage, text, status)
 	return nil
 }
 

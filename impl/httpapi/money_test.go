@@ -278,3 +278,93 @@ func TestUndeliveredAnswerIsNotBilled(t *testing.T) {
 		t.Errorf("balance %d after two undelivered answers, want it untouched", bal)
 	}
 }
+
+// TestEveryChoiceIsBilledAndReserved: a chat request for n answers is billed for the output of
+// all of them (the upstream's usage counts them all), is reserved for n times its bound, and is
+// refused when streamed, where only one choice would reach the client.
+func TestEveryChoiceIsBilledAndReserved(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: moneyConfig(t)})
+	tenant := g.NewTenant(t, "acme", 0, 200_000)
+	c := g.Client(t)
+	bearer := map[string]string{"Authorization": "Bearer " + tenant.Key}
+	body := `{"model":"pricey","n":3,"max_tokens":5,"messages":[{"role":"user","content":"hi [[sim words=30]]"}]}`
+	status, _, answer := do(t, c, g.URL, request{"POST", "/v1/chat/completions", body}, bearer)
+	if status != 200 {
+		t.Fatalf("%d %s", status, answer)
+	}
+	var got struct {
+		Choices []struct{ Index int } `json:"choices"`
+		Usage   struct {
+			CompletionTokens int64 `json:"completion_tokens"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal(answer, &got); err != nil || len(got.Choices) != 3 || got.Usage.CompletionTokens != 15 {
+		t.Fatalf("answer %s (%v)", answer, err)
+	}
+	waitSettled(t, g, tenant.Account, 1)
+	recs, err := g.Store.UsageRecords(context.Background(), tenant.Account.ID, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recs[0].OutputTokens != 15 {
+		t.Errorf("billed %d output tokens for three answers of 5", recs[0].OutputTokens)
+	}
+	// 8 answers of up to 64 tokens at 1000 micro-units a token is more than is left.
+	status, hdr, answer := do(t, c, g.URL, request{"POST", "/v1/chat/completions",
+		`{"model":"pricey","n":8,"max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`}, bearer)
+	if status != 402 || hdr.Get("x-should-retry") != "false" {
+		t.Errorf("8 choices beyond the balance: %d %s", status, answer)
+	}
+	status, _, answer = do(t, c, g.URL, request{"POST", "/v1/chat/completions",
+		`{"model":"pricey","n":2,"stream":true,"messages":[{"role":"user","content":"hi"}]}`}, bearer)
+	if status != 400 || !strings.Contains(string(answer), `"param":"n"`) {
+		t.Errorf("a streamed request for 2 choices: %d %s", status, answer)
+	}
+	status, _, answer = do(t, c, g.URL, request{"POST", "/v1/chat/completions",
+		`{"model":"pricey","n":129,"messages":[{"role":"user","content":"hi"}]}`}, bearer)
+	if status != 400 || !strings.Contains(string(answer), `"param":"n"`) {
+		t.Errorf("n beyond 128: %d %s", status, answer)
+	}
+	checkBooks(t, g, tenant.Account, 200_000)
+}
+
+// TestStreamFailingBeforeOutputIsNotBilled: a stream whose upstream fails before producing
+// anything costs the client nothing (it got only the error event); one that fails after some
+// output is billed for it.
+func TestStreamFailingBeforeOutputIsNotBilled(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: contractConfig(t)})
+	tenant := g.NewTenant(t, "acme", 0, 50_000_000)
+	c := g.Client(t)
+	bearer := map[string]string{"Authorization": "Bearer " + tenant.Key}
+	cases := []struct{ path, body string }{
+		{"/v1/chat/completions", chatBody("service-flint-base", "x [[sim fault=midstream after=0]]", true, 64)},
+		{"/v1/messages", `{"model":"messages-via-chat","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"x [[sim fault=midstream after=0]]"}]}`},
+		{"/v1/chat/completions", chatBody("service-flint-base", "x [[sim fault=midstream after=3]]", true, 64)},
+	}
+	for i, tc := range cases {
+		status, _, answer := do(t, c, g.URL, request{"POST", tc.path, tc.body}, bearer)
+		if status != 200 || !strings.Contains(string(answer), "error") {
+			t.Fatalf("%s: %d %s", tc.path, status, answer)
+		}
+		waitSettled(t, g, tenant.Account, int64(i+1))
+	}
+	recs, err := g.Store.UsageRecords(context.Background(), tenant.Account.ID, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var free, paid int
+	for _, r := range recs {
+		if r.Status != "upstream_error" {
+			t.Errorf("record %s: status %s", r.RequestID, r.Status)
+		}
+		if r.CostMicros == 0 {
+			free++
+		} else if r.OutputTokens > 0 {
+			paid++
+		}
+	}
+	if free != 2 || paid != 1 {
+		t.Errorf("%d streams free and %d billed for their output, want 2 and 1: %+v", free, paid, recs)
+	}
+	checkBooks(t, g, tenant.Account, 50_000_000)
+}

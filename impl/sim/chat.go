@@ -17,6 +17,7 @@ type chatRequest struct {
 	Tools               []chatTool      `json:"tools"`
 	ToolChoice          json.RawMessage `json:"tool_choice"`
 	Stop                json.RawMessage `json:"stop"`
+	N                   *int            `json:"n"`
 }
 
 type chatMessage struct {
@@ -51,6 +52,9 @@ type chatTurn struct {
 	includeUsage bool
 	obfuscate    bool
 	head         []byte // every chunk's fields up to "choices":[
+	// choices is n: a non-streamed answer has that many identical choices, and its usage
+	// counts the output of all of them, as OpenAI's does. A stream always has one.
+	choices int
 }
 
 func (s *Simulator) serveChat(w http.ResponseWriter, r *http.Request, body []byte) {
@@ -146,7 +150,15 @@ func (s *Simulator) serveChat(w http.ResponseWriter, r *http.Request, body []byt
 		}
 	}
 
-	t := &chatTurn{turn: s.plan(RouteChat, req.Model, req.Stream, c.tokens(), in)}
+	if req.N != nil && (*req.N < 1 || *req.N > 128) {
+		s.writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error",
+			"Invalid 'n': expected a value between 1 and 128, but got "+strconv.Itoa(*req.N)+" instead.", "n", "invalid_value")
+		return
+	}
+	t := &chatTurn{turn: s.plan(RouteChat, req.Model, req.Stream, c.tokens(), in), choices: 1}
+	if req.N != nil && !req.Stream {
+		t.choices = *req.N
+	}
 	status := func(st int) { s.openAIStatus(w, st, req.Model) }
 	if s.preFault(w, r, t.turn, status) {
 		return
@@ -182,7 +194,7 @@ func (t *chatTurn) finishReason() string {
 
 // appendUsage appends the usage object.
 func (t *chatTurn) appendUsage(b []byte) []byte {
-	out := t.outputTokens()
+	out := t.outputTokens() * max(t.choices, 1)
 	b = append(b, `{"prompt_tokens":`...)
 	b = appendInt(b, t.input)
 	b = append(b, `,"completion_tokens":`...)
@@ -202,22 +214,30 @@ func (t *chatTurn) body() []byte {
 	b = strconv.AppendInt(b, t.created, 10)
 	b = append(b, `,"model":`...)
 	b = appendString(b, t.model)
-	b = append(b, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
-	if t.finish == finishTool {
-		b = append(b, `null,"tool_calls":[{"id":`...)
-		b = appendString(b, t.callID)
-		b = append(b, `,"type":"function","function":{"name":`...)
-		b = appendString(b, t.tool)
-		b = append(b, `,"arguments":`...)
-		b = appendString(b, t.toolArgs())
-		b = append(b, `}}]`...)
-	} else {
-		b = append(b, '"')
-		b = t.appendText(b, t.words)
-		b = append(b, '"')
+	b = append(b, `,"choices":[`...)
+	for i := range max(t.choices, 1) {
+		if i > 0 {
+			b = append(b, `"},`...)
+		}
+		b = append(b, `{"index":`...)
+		b = strconv.AppendInt(b, int64(i), 10)
+		b = append(b, `,"message":{"role":"assistant","content":`...)
+		if t.finish == finishTool {
+			b = append(b, `null,"tool_calls":[{"id":`...)
+			b = appendString(b, t.callID)
+			b = append(b, `,"type":"function","function":{"name":`...)
+			b = appendString(b, t.tool)
+			b = append(b, `,"arguments":`...)
+			b = appendString(b, t.toolArgs())
+			b = append(b, `}}]`...)
+		} else {
+			b = append(b, '"')
+			b = t.appendText(b, t.words)
+			b = append(b, '"')
+		}
+		b = append(b, `,"refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"`...)
+		b = append(b, t.finishReason()...)
 	}
-	b = append(b, `,"refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"`...)
-	b = append(b, t.finishReason()...)
 	b = append(b, `"}],"usage":`...)
 	b = t.appendUsage(b)
 	b = append(b, `,"service_tier":"default","system_fingerprint":null}`...)

@@ -64,6 +64,10 @@ type Error struct {
 	Message string
 	// Param names the offending request field, if any (e.g. "messages[0].role").
 	Param string
+	// Code, when set, is the chat-completions envelope's `code` in place of the kind's (for
+	// example "context_length_exceeded", passed on from an upstream that refused the request).
+	// The Messages envelope has no code and ignores it.
+	Code string
 	// RetryAfter, when positive, is sent as Retry-After.
 	RetryAfter time.Duration
 }

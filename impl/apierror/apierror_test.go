@@ -44,3 +44,17 @@ func TestMessages(t *testing.T) {
 		t.Error("As of a non-apierror is internal")
 	}
 }
+
+func TestCodeOverridesTheKindsCode(t *testing.T) {
+	e := &Error{Kind: KindInvalidRequest, Param: "input", Code: "context_length_exceeded"}
+	if typ, code := e.OpenAITypeCode(); typ != "invalid_request_error" || code != "context_length_exceeded" {
+		t.Errorf("with Code: %q %q", typ, code)
+	}
+	e = &Error{Kind: KindRateLimited}
+	if typ, code := e.OpenAITypeCode(); typ != "rate_limit_error" || code != "rate_limit_exceeded" {
+		t.Errorf("without Code: %q %q", typ, code)
+	}
+	if _, code := (&Error{Kind: KindInvalidRequest}).OpenAITypeCode(); code != "" {
+		t.Errorf("an invalid request without Code has code %q, want none (null)", code)
+	}
+}

@@ -36,6 +36,16 @@ func (k Kind) OpenAITypeCode() (typ, code string) {
 	}
 }
 
+// OpenAITypeCode is the `type` and `code` of e in the chat-completions error envelope: its
+// kind's, with e.Code in place of the kind's code when set ("" code: null).
+func (e *Error) OpenAITypeCode() (typ, code string) {
+	typ, code = e.Kind.OpenAITypeCode()
+	if e.Code != "" {
+		code = e.Code
+	}
+	return typ, code
+}
+
 // AnthropicType is the `error.type` of the Messages error envelope.
 func (k Kind) AnthropicType() string {
 	switch k {

@@ -171,7 +171,9 @@ func decodeResponsesResponse(body []byte) (*llm.Response, error) {
 		if w.Error != nil && w.Error.Message != "" {
 			msg = w.Error.Message
 		}
-		return nil, &apierror.Error{Kind: apierror.KindUpstream, Message: "the upstream failed: " + msg}
+		// The client gets the gateway's words; the upstream's, which may name the operator's
+		// account, reach only the log (the error wraps them).
+		return nil, fmt.Errorf("%w (the upstream said: %s)", &apierror.Error{Kind: apierror.KindUpstream, Message: "the upstream failed to produce the answer"}, msg)
 	}
 	r := &llm.Response{ID: w.ID, Model: w.Model}
 	refused := false

@@ -96,7 +96,7 @@ func writeErrorFamily(w http.ResponseWriter, fam family, err error) {
 		mcp.WriteError(w, status, code, message)
 		return
 	default:
-		typ, code := e.Kind.OpenAITypeCode()
+		typ, code := e.OpenAITypeCode()
 		d := openAIErrorDetail{Message: message, Type: typ}
 		if e.Param != "" {
 			d.Param = &e.Param

@@ -31,12 +31,12 @@ func TestValidationAcceptsWhatRealClientsSend(t *testing.T) {
 			"seed":1,"logprobs":false,"metadata":{"a":"b"},"service_tier":"auto","reasoning_effort":"low","prediction":{"type":"content","content":"x"},
 			"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object"}}},"stop":["\n"],"n":1,"max_completion_tokens":64}`},
 		{"POST", "/v1/responses", `{"model":"test-responses","input":[{"role":"user","content":[{"type":"input_text","text":"hi"},{"type":"input_image","image_url":"https://x/y.png"}]},{"type":"function_call_output","call_id":"c","output":"1"},{"type":"item_reference","id":"r"}],
-			"instructions":"be brief","tools":[{"type":"function","name":"f","parameters":{}},{"type":"web_search"}],"text":{"format":{"type":"text"}},"reasoning":{"effort":"low"},"store":false,"include":["reasoning.encrypted_content"]}`},
+			"instructions":"be brief","tools":[{"type":"function","name":"f","parameters":{}},{"type":"local_shell"}],"text":{"format":{"type":"text"}},"reasoning":{"effort":"low"},"store":false,"include":["reasoning.encrypted_content"]}`},
 		{"POST", "/v1/messages?beta=true", `{"model":"service-sonnet","max_tokens":64,"system":[{"type":"text","text":"x","cache_control":{"type":"ephemeral"}}],
 			"messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}},{"type":"document","source":{"type":"text","data":"d"}}]},
 			{"role":"assistant","content":[{"type":"thinking","thinking":"t","signature":"s"},{"type":"tool_use","id":"toolu_1","name":"f","input":{}}]},
 			{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"42"}]}],
-			"tools":[{"name":"f","input_schema":{"type":"object"}},{"type":"web_search_20250305","name":"web_search"}],"tool_choice":{"type":"auto"},
+			"tools":[{"name":"f","input_schema":{"type":"object"}},{"type":"bash_20250124","name":"bash"}],"tool_choice":{"type":"auto"},
 			"thinking":{"type":"enabled","budget_tokens":1024},"metadata":{"user_id":"u"},"future_field":{"x":1},"context_management":{}}`},
 	}
 	for _, r := range cases {
@@ -46,7 +46,8 @@ func TestValidationAcceptsWhatRealClientsSend(t *testing.T) {
 		}
 	}
 	// The unknown fields reached the upstream byte for byte (container, which names state the
-	// provider keeps for every tenant alike, is refused: TestProviderStateIsNotShared).
+	// provider keeps for every tenant alike, is refused: TestProviderStateIsNotShared; so are
+	// tools the provider bills per use: TestPerUseBilledToolsAreRefused).
 	if last := string(g.Sim.LastRequest().Body); !strings.Contains(last, `"context_management":{}`) || !strings.Contains(last, `"future_field":{"x":1}`) {
 		t.Errorf("unknown Messages fields did not pass through: %s", last)
 	}

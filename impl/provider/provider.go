@@ -4,6 +4,12 @@
 // backoff and jitter (honouring Retry-After) before any byte has been handed back, and maps what
 // cannot be retried to the apierror vocabulary. Translating formats is impl/convert's job, not
 // this package's.
+//
+// An upstream's error text reaches the client only when the upstream refused the client's own
+// request (400, 413, 422), since it says what to fix; every other failure is told in the
+// gateway's own words, because the upstream's may name the operator's account, the backend model
+// or every tenant's combined usage. The upstream's words stay in the error's Error text, for the
+// gateway's logs.
 package provider
 
 import (
@@ -19,6 +25,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/backoff"
@@ -136,7 +143,8 @@ func (u *Upstream) Endpoint() string {
 // Call sends body and returns the upstream's 2xx response once its headers have arrived; the
 // caller reads (and closes) the body. forward holds client headers that select provider features
 // (anthropic-version, anthropic-beta), sent only to an upstream of the Messages kind. Attempts
-// counts the tries made. A failure is an *apierror.Error; Retryable reports whether another
+// counts the tries made. A failure holds, for errors.As, the *apierror.Error the client sees (its
+// own Error text, for logs, quotes the upstream); Retryable reports whether another
 // upstream may be tried.
 func (u *Upstream) Call(ctx context.Context, body []byte, stream bool, forward http.Header) (res *http.Response, attempts int, err error) {
 	p := u.Retry.withDefaults()
@@ -171,7 +179,7 @@ type failure struct {
 	status     int // 0 for a connection failure
 	retryable  bool
 	retryAfter time.Duration
-	message    string
+	detail     upstreamDetail
 	cause      error
 }
 
@@ -179,7 +187,7 @@ func (f *failure) Error() string {
 	if f.status == 0 {
 		return "upstream connection failed: " + f.cause.Error()
 	}
-	return fmt.Sprintf("upstream answered %d: %s", f.status, f.message)
+	return fmt.Sprintf("upstream answered %d: %s", f.status, f.detail.message)
 }
 
 func (u *Upstream) once(ctx context.Context, transport http.RoundTripper, body []byte, stream bool, forward http.Header) (*http.Response, error) {
@@ -229,7 +237,7 @@ func (u *Upstream) once(ctx context.Context, transport http.RoundTripper, body [
 	}
 	defer res.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
-	f := &failure{status: res.StatusCode, message: upstreamMessage(raw)}
+	f := &failure{status: res.StatusCode, detail: parseUpstreamError(raw)}
 	// Rate limits and every 5xx (502, 503, 504, Anthropic's 529 overloaded) may pass.
 	f.retryable = res.StatusCode == http.StatusTooManyRequests || res.StatusCode >= 500
 	if d, ok := backoff.RetryAfter(res.Header, time.Now()); ok && d > 0 {
@@ -238,11 +246,32 @@ func (u *Upstream) once(ctx context.Context, transport http.RoundTripper, body [
 	return nil, f
 }
 
-// describe maps a final failure to the error the client sees, keeping 429 / 502 / 529.
+// callError is a failed call as Call returns it. errors.As finds in it the *apierror.Error the
+// client sees; its Error text is for the gateway's logs and carries what the upstream said, which
+// may name the operator's account or other tenants' usage and so never goes to a client.
+type callError struct {
+	client *apierror.Error
+	cause  error
+}
+
+// Error is the failure in the upstream's words, for logs only.
+func (e *callError) Error() string { return e.cause.Error() }
+
+// Unwrap returns the error the client sees.
+func (e *callError) Unwrap() error { return e.client }
+
+// describe maps a final failure to the error the client sees, keeping 429 / 502 / 529. Only a
+// refusal of the client's request (400, 413, 422) passes the upstream's message, param and code
+// on; every other status is described in the gateway's words.
 func (u *Upstream) describe(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
+	return &callError{client: clientError(err), cause: err}
+}
+
+// clientError is the error the client sees for a final failure.
+func clientError(err error) *apierror.Error {
 	var f *failure
 	if !errors.As(err, &f) {
 		return &apierror.Error{Kind: apierror.KindUpstream, Message: "upstream request failed"}
@@ -251,15 +280,18 @@ func (u *Upstream) describe(err error) error {
 	case f.status == 0:
 		return &apierror.Error{Kind: apierror.KindUpstream, Message: "the upstream could not be reached"}
 	case f.status == http.StatusTooManyRequests:
-		return &apierror.Error{Kind: apierror.KindRateLimited, RetryAfter: f.retryAfter, Message: "the upstream is rate limited: " + f.message}
+		return &apierror.Error{Kind: apierror.KindRateLimited, RetryAfter: f.retryAfter, Message: "the upstream is rate limited"}
 	case f.status == 529 || f.status == http.StatusServiceUnavailable:
-		return &apierror.Error{Kind: apierror.KindOverloaded, RetryAfter: f.retryAfter, Message: "the upstream is overloaded: " + f.message}
+		return &apierror.Error{Kind: apierror.KindOverloaded, RetryAfter: f.retryAfter, Message: "the upstream is overloaded"}
 	case f.status == http.StatusBadRequest || f.status == http.StatusUnprocessableEntity || f.status == http.StatusRequestEntityTooLarge:
-		return &apierror.Error{Kind: apierror.KindInvalidRequest, Message: "the upstream refused the request: " + f.message}
+		return &apierror.Error{Kind: apierror.KindInvalidRequest, Param: f.detail.param, Code: f.detail.code,
+			Message: "the upstream refused the request: " + excerpt(f.detail.message, maxRefusalLen)}
 	case f.status == http.StatusUnauthorized || f.status == http.StatusForbidden:
 		return &apierror.Error{Kind: apierror.KindUpstream, Message: "the upstream refused the gateway's credentials"}
+	case f.status == http.StatusNotFound:
+		return &apierror.Error{Kind: apierror.KindUpstream, Message: "the upstream does not know the configured model"}
 	default:
-		return &apierror.Error{Kind: apierror.KindUpstream, Message: fmt.Sprintf("the upstream failed (%d): %s", f.status, f.message)}
+		return &apierror.Error{Kind: apierror.KindUpstream, Message: fmt.Sprintf("the upstream failed (HTTP %d)", f.status)}
 	}
 }
 
@@ -277,25 +309,121 @@ func Retryable(err error) bool {
 	return false
 }
 
-// upstreamMessage extracts the message of either envelope, or a short excerpt.
-func upstreamMessage(raw []byte) string {
+// upstreamDetail is what an upstream's error body says: its message, and the param and code the
+// client may be shown when the upstream refused the client's request.
+type upstreamDetail struct {
+	message string
+	// param is the OpenAI envelope's param; "" when absent or not a plain field path.
+	param string
+	// code is the OpenAI envelope's code, or the Anthropic envelope's error type when it says
+	// more than invalid_request_error; "" when absent or not a plain token.
+	code string
+}
+
+// parseUpstreamError reads either envelope, or keeps a short excerpt of a body that is neither.
+func parseUpstreamError(raw []byte) upstreamDetail {
 	var env struct {
+		Type  json.RawMessage `json:"type"`
 		Error json.RawMessage `json:"error"`
 	}
+	var d upstreamDetail
 	if json.Unmarshal(raw, &env) == nil && len(env.Error) > 0 {
-		var d struct {
-			Message string `json:"message"`
+		var inner struct {
+			Message json.RawMessage `json:"message"`
+			Type    json.RawMessage `json:"type"`
+			Param   json.RawMessage `json:"param"`
+			Code    json.RawMessage `json:"code"`
 		}
-		if json.Unmarshal(env.Error, &d) == nil && d.Message != "" {
-			return d.Message
+		if json.Unmarshal(env.Error, &inner) == nil {
+			d.message = jsonString(inner.Message)
+			if jsonString(env.Type) == "error" {
+				// Anthropic: error.type is the only machine-readable part, and worth passing
+				// on only when it is more specific than the envelope's own type.
+				if t := errorCode(inner.Type); t != "invalid_request_error" {
+					d.code = t
+				}
+			} else {
+				d.param, d.code = errorParam(inner.Param), errorCode(inner.Code)
+			}
 		}
 	}
-	s := strings.TrimSpace(string(raw))
-	if len(s) > 200 {
-		s = s[:200] + "…"
+	if d.message == "" {
+		s := excerpt(strings.TrimSpace(string(raw)), 200)
+		if s == "" {
+			s = "no details"
+		}
+		d.message = s
 	}
-	if s == "" {
-		s = "no details"
+	return d
+}
+
+// jsonString is the JSON string raw holds, or "" when it holds anything else.
+func jsonString(raw json.RawMessage) string {
+	var s string
+	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+		return ""
+	}
+	return s
+}
+
+// maxRefusalLen bounds, in bytes, the upstream's message passed on with a refusal.
+const maxRefusalLen = 1000
+
+// excerpt is s cut to at most n bytes, at a rune boundary, marked with an ellipsis when cut.
+func excerpt(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// The longest error code and param an upstream may pass on to the client.
+const (
+	maxErrorCodeLen  = 64
+	maxErrorParamLen = 128
+)
+
+// errorCode is the upstream's error code when it is a plain token (letters, digits, '_', '-',
+// '.'; at most maxErrorCodeLen), else "". A code of digits only is a status echoed by a
+// compatible server (vLLM, LiteLLM), which says nothing the status does not.
+func errorCode(raw json.RawMessage) string {
+	code := plainToken(jsonString(raw), maxErrorCodeLen, "")
+	if strings.Trim(code, "0123456789") == "" {
+		return ""
+	}
+	return code
+}
+
+// errorParam is the upstream's param when it is a plain field path such as
+// "tools[0].function.name" (letters, digits, '_', '-', '.', '[', ']'; at most
+// maxErrorParamLen), else "". LiteLLM's "None" stands for no param.
+func errorParam(raw json.RawMessage) string {
+	param := plainToken(jsonString(raw), maxErrorParamLen, "[]")
+	if param == "None" {
+		return ""
+	}
+	return param
+}
+
+// plainToken returns s when it is 1 to maxLen ASCII letters, digits, '_', '-', '.' or bytes of
+// extra, and "" otherwise, so that an upstream cannot put text of its own into a field clients
+// read as a name.
+func plainToken(s string, maxLen int, extra string) string {
+	if s == "" || len(s) > maxLen {
+		return ""
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '-', c == '.':
+		case strings.IndexByte(extra, c) >= 0:
+		default:
+			return ""
+		}
 	}
 	return s
 }

@@ -6,9 +6,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/config"
@@ -157,5 +159,96 @@ func TestRedirectIsNotFollowed(t *testing.T) {
 	}
 	if elsewhere.Load() != 0 {
 		t.Error("the redirect was followed")
+	}
+}
+
+// TestUpstreamErrorsReachingTheClient: a refusal of the client's request (400, 413, 422) passes
+// the upstream's message, param and code on; every other status is told in the gateway's own
+// words, while the error's log text keeps what the upstream said.
+func TestUpstreamErrorsReachingTheClient(t *testing.T) {
+	const leaky = `Rate limit reached for gpt-4o in organization org-abc123 on tokens per min (TPM): Limit 30000, Used 29000`
+	openAIBody := func(typ, param, code string) string {
+		return `{"error":{"message":"` + leaky + `","type":"` + typ + `","param":"` + param + `","code":"` + code + `"}}`
+	}
+	const contextOverflow = `{"error":{"message":"This model's maximum context length is 128000 tokens.","type":"invalid_request_error","param":"input","code":"context_length_exceeded"}}`
+	cases := []struct {
+		name        string
+		kind        llm.Format
+		status      int
+		body        string
+		wantKind    apierror.Kind
+		wantMessage string
+		wantParam   string
+		wantCode    string
+	}{
+		{"429", llm.FormatChat, 429, openAIBody("tokens", "", "rate_limit_exceeded"), apierror.KindRateLimited, "the upstream is rate limited", "", ""},
+		{"503", llm.FormatChat, 503, openAIBody("server_error", "", "slow_down"), apierror.KindOverloaded, "the upstream is overloaded", "", ""},
+		{"529 from Anthropic", llm.FormatMessages, 529, `{"type":"error","error":{"type":"overloaded_error","message":"` + leaky + `"}}`, apierror.KindOverloaded, "the upstream is overloaded", "", ""},
+		{"500", llm.FormatChat, 500, openAIBody("server_error", "", "server_error"), apierror.KindUpstream, "the upstream failed (HTTP 500)", "", ""},
+		{"502 in HTML", llm.FormatChat, 502, `<html>` + leaky + `</html>`, apierror.KindUpstream, "the upstream failed (HTTP 502)", "", ""},
+		{"401", llm.FormatChat, 401, openAIBody("invalid_request_error", "", "invalid_api_key"), apierror.KindUpstream, "the upstream refused the gateway's credentials", "", ""},
+		{"403", llm.FormatMessages, 403, `{"type":"error","error":{"type":"permission_error","message":"` + leaky + `"}}`, apierror.KindUpstream, "the upstream refused the gateway's credentials", "", ""},
+		{"404", llm.FormatChat, 404, openAIBody("invalid_request_error", "model", "model_not_found"), apierror.KindUpstream, "the upstream does not know the configured model", "", ""},
+		{"402 is the operator's", llm.FormatMessages, 402, `{"type":"error","error":{"type":"billing_error","message":"` + leaky + `"}}`, apierror.KindUpstream, "the upstream failed (HTTP 402)", "", ""},
+		{"409", llm.FormatChat, 409, openAIBody("invalid_request_error", "x", "conflict"), apierror.KindUpstream, "the upstream failed (HTTP 409)", "", ""},
+		{"400 context overflow", llm.FormatResponses, 400, contextOverflow, apierror.KindInvalidRequest,
+			"the upstream refused the request: This model's maximum context length is 128000 tokens.", "input", "context_length_exceeded"},
+		{"400 field path", llm.FormatChat, 400, `{"error":{"message":"bad name","type":"invalid_request_error","param":"tools[0].function.name","code":"invalid_value"}}`, apierror.KindInvalidRequest,
+			"the upstream refused the request: bad name", "tools[0].function.name", "invalid_value"},
+		{"400 with null param and code", llm.FormatChat, 400, `{"error":{"message":"bad","type":"invalid_request_error","param":null,"code":null}}`, apierror.KindInvalidRequest,
+			"the upstream refused the request: bad", "", ""},
+		{"400 from vLLM: numeric code", llm.FormatChat, 400, `{"error":{"message":"bad","type":"BadRequestError","param":null,"code":400}}`, apierror.KindInvalidRequest,
+			"the upstream refused the request: bad", "", ""},
+		{"400 from LiteLLM: status string and None", llm.FormatChat, 400, `{"error":{"message":"bad","type":"None","param":"None","code":"400"}}`, apierror.KindInvalidRequest,
+			"the upstream refused the request: bad", "", ""},
+		{"400 with junk param and code", llm.FormatChat, 400, `{"error":{"message":"bad","type":"invalid_request_error","param":"see http://x.example/ now","code":"a\nb"}}`, apierror.KindInvalidRequest,
+			"the upstream refused the request: bad", "", ""},
+		{"400 with an overlong code", llm.FormatChat, 400, `{"error":{"message":"bad","type":"invalid_request_error","param":"` + strings.Repeat("p", maxErrorParamLen+1) + `","code":"` + strings.Repeat("c", maxErrorCodeLen+1) + `"}}`, apierror.KindInvalidRequest,
+			"the upstream refused the request: bad", "", ""},
+		{"413 from Anthropic", llm.FormatMessages, 413, `{"type":"error","error":{"type":"request_too_large","message":"Request exceeds the maximum allowed number of bytes."}}`, apierror.KindInvalidRequest,
+			"the upstream refused the request: Request exceeds the maximum allowed number of bytes.", "", "request_too_large"},
+		{"400 from Anthropic", llm.FormatMessages, 400, `{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long"}}`, apierror.KindInvalidRequest,
+			"the upstream refused the request: prompt is too long", "", ""},
+		{"422 without an envelope", llm.FormatChat, 422, `unprocessable`, apierror.KindInvalidRequest, "the upstream refused the request: unprocessable", "", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(tc.status)
+				io.WriteString(w, tc.body)
+			}))
+			t.Cleanup(srv.Close)
+			u := &Upstream{Name: "p", Kind: tc.kind, BaseURL: srv.URL + "/v1",
+				Retry: RetryPolicy{Sleep: func(context.Context, time.Duration) error { return nil }}}
+			_, _, err := u.Call(context.Background(), []byte(`{}`), false, nil)
+			var e *apierror.Error
+			if !errors.As(err, &e) {
+				t.Fatalf("%v is not an *apierror.Error", err)
+			}
+			if e.Kind != tc.wantKind || e.Message != tc.wantMessage || e.Param != tc.wantParam || e.Code != tc.wantCode {
+				t.Errorf("got kind %v message %q param %q code %q\nwant kind %v message %q param %q code %q",
+					e.Kind, e.Message, e.Param, e.Code, tc.wantKind, tc.wantMessage, tc.wantParam, tc.wantCode)
+			}
+			if strings.Contains(tc.body, leaky) {
+				if strings.Contains(e.Message, "org-abc123") {
+					t.Errorf("the upstream's text reached the client: %q", e.Message)
+				}
+				if !strings.Contains(err.Error(), "org-abc123") {
+					t.Errorf("the log text %q lost what the upstream said", err.Error())
+				}
+			}
+		})
+	}
+}
+
+// A refusal's message is passed on cut to a bounded length, at a character boundary.
+func TestRefusalMessageIsBounded(t *testing.T) {
+	long := strings.Repeat("é", 2000)
+	if got := excerpt(long, maxRefusalLen); len(got) > maxRefusalLen+len("…") || !utf8.ValidString(got) || !strings.HasSuffix(got, "…") {
+		t.Errorf("excerpt of %d bytes: %d bytes, valid %v", len(long), len(got), utf8.ValidString(got))
+	}
+	if got := excerpt("short", maxRefusalLen); got != "short" {
+		t.Errorf("a short message became %q", got)
 	}
 }

@@ -107,6 +107,31 @@ func PeekRequest(f llm.Format, body []byte) (Peek, error) {
 	return p, nil
 }
 
+// SetMemberModel appends body to dst with the "model" of the object in its top-level member
+// rewritten to model, as SetModel does to a whole body (a Messages message_start event's
+// message, a Responses event's response), every other byte as it was. A body without that
+// member, or whose member is not an object, is appended unchanged.
+func SetMemberModel(dst, body []byte, member, model string) ([]byte, error) {
+	start, end := -1, -1
+	err := scanTopSpans(body, func(key []byte, s, e int) error {
+		if string(key) == member {
+			start, end = s, e
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if start < 0 || body[start] != '{' {
+		return append(dst, body...), nil
+	}
+	dst = append(dst, body[:start]...)
+	if dst, err = SetModel(dst, body[start:end], model); err != nil {
+		return nil, err
+	}
+	return append(dst, body[end:]...), nil
+}
+
 // SetModel appends body to dst with its top-level "model" rewritten to model (every
 // occurrence, when the key repeats), leaving every other byte as it was; when the body has no
 // top-level model, one is added as its first member. Nested "model" keys are not touched.

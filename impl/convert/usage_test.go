@@ -94,3 +94,22 @@ func TestForUpstreamMinBound(t *testing.T) {
 		t.Error("a bound that is not a number must be refused")
 	}
 }
+
+// SetMemberModel rewrites the model of one top-level member's object only.
+func TestSetMemberModel(t *testing.T) {
+	cases := []struct{ in, member, want string }{
+		{`{"type":"message_start","message":{"id":"m","model":"up","content":[]}}`, "message", `{"type":"message_start","message":{"id":"m","model":"pub","content":[]}}`},
+		{`{"type":"response.created","sequence_number":0,"response":{"id":"r","model":"up","tools":[{"model":"x"}]},"model":"top"}`, "response", `{"type":"response.created","sequence_number":0,"response":{"id":"r","model":"pub","tools":[{"model":"x"}]},"model":"top"}`},
+		{`{"type":"ping"}`, "message", `{"type":"ping"}`},
+		{`{"message":null}`, "message", `{"message":null}`},
+	}
+	for _, c := range cases {
+		got, err := SetMemberModel([]byte("kept:"), []byte(c.in), c.member, "pub")
+		if err != nil || string(got) != "kept:"+c.want {
+			t.Errorf("SetMemberModel(%s) = %s, %v; want %s", c.in, got, err, c.want)
+		}
+	}
+	if _, err := SetMemberModel(nil, []byte(`{"message":`), "message", "pub"); err == nil {
+		t.Error("a truncated body must be refused")
+	}
+}

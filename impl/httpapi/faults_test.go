@@ -24,6 +24,13 @@ func TestUpstreamFaults(t *testing.T) {
 	c := g.Client(t)
 	bearer := map[string]string{"Authorization": "Bearer " + tenant.Key}
 	paid := int64(0)
+	// What the client is told for each status kept after retries: the gateway's words, never
+	// the simulator's imitation of a provider's (which names an organisation and its usage).
+	wantMessages := map[int]string{
+		429: "the upstream is rate limited",
+		502: "the upstream failed (HTTP 502)",
+		529: "the upstream is overloaded",
+	}
 	cases := []struct {
 		name       string
 		r          request
@@ -54,12 +61,16 @@ func TestUpstreamFaults(t *testing.T) {
 			if tc.wantType != "" {
 				var env struct {
 					Error struct {
-						Type string `json:"type"`
+						Type    string `json:"type"`
+						Message string `json:"message"`
 					} `json:"error"`
 				}
 				_ = json.Unmarshal(body, &env)
 				if env.Error.Type != tc.wantType {
 					t.Errorf("error type %q, want %q: %s", env.Error.Type, tc.wantType, body)
+				}
+				if env.Error.Message != wantMessages[status] || strings.Contains(string(body), "org-sim") {
+					t.Errorf("error message %q, want %q: %s", env.Error.Message, wantMessages[status], body)
 				}
 				if status == 429 && h.Get("Retry-After") == "" {
 					t.Errorf("429 without Retry-After")
@@ -135,6 +146,9 @@ func TestInBandErrorMidStream(t *testing.T) {
 	var apiErr *anthropic.Error
 	if err := ms.Err(); !errors.As(err, &apiErr) {
 		t.Errorf("messages: err %v, want an in-band error event", err)
+	} else if !strings.Contains(err.Error(), "the upstream failed while streaming the answer") && !strings.Contains(err.Error(), "the upstream is overloaded") {
+		// The upstream's own words stay in the log: they may name the operator's account.
+		t.Errorf("messages: in-band error %v, want the gateway's words", err)
 	}
 
 	rs := oc.Responses.NewStreaming(ctx, responsesParams("test-responses", "z [[sim fault=midstream after=3]]"))

@@ -194,7 +194,7 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 	// limit is not refused on an estimate; the reservation keeps the cautious one, capped at
 	// the context window.
 	if m.ContextTokens > 0 && size/4 > m.ContextTokens {
-		return nil, &apierror.Error{Kind: apierror.KindInvalidRequest, Param: inputField(client), Message: fmt.Sprintf(
+		return nil, &apierror.Error{Kind: apierror.KindInvalidRequest, Param: inputField(client), Code: "context_length_exceeded", Message: fmt.Sprintf(
 			"the input is about %d tokens, more than the %d-token context window of %s", size/4, m.ContextTokens, modelID)}
 	}
 	if m.ContextTokens > 0 {
@@ -489,10 +489,21 @@ func (x *exchange) respondStream(w http.ResponseWriter) error {
 	sw := &lockedSSE{w: sse.NewWriter(w), every: x.s.heartbeat, onSilence: func() { _ = x.res.Body.Close() }}
 	sw.w.WriteHeader()
 	dec := streamconv.NewDecoder(x.expert.Kind)
-	enc := streamconv.NewEncoder(x.client, streamconv.Meta{
+	meta := streamconv.Meta{
 		ID: responseID(x.client, x.requestID), Created: x.started.Unix(), Model: x.model.ID,
 		IncludeUsage: x.include, InputTokensEstimate: x.inputEst, ResponsesEcho: x.echo,
-	})
+	}
+	// An upstream of the client's format is relayed event by event (streamconv.Relay): the
+	// encoder follows it only to end the stream in the format should it fail, with the
+	// upstream's own id.
+	var relay *streamconv.Relay
+	if x.expert.Kind == x.client {
+		meta.ID = ""
+	}
+	enc := streamconv.NewEncoder(x.client, meta)
+	if x.expert.Kind == x.client {
+		relay = streamconv.NewRelay(x.client, x.model.ID, x.include, enc)
+	}
 	// The upstream is read in this goroutine: an event goes out as soon as it is read, with no
 	// hand-off between goroutines. The first events are flushed as soon as they are written;
 	// after them, events are flushed before every read from the upstream, the only place the
@@ -553,11 +564,28 @@ loop:
 			case llm.EventError:
 				failed = true
 				status = "upstream_error"
+				ev = x.inBandError(ev)
 			}
 			out = enc.Encode(ev, out[:0])
+			if relay != nil && ev.Kind != llm.EventError {
+				continue // the upstream's own event goes out instead, below
+			}
 			if err := sw.write(out); err != nil {
 				status = "client_disconnected"
 				break loop
+			}
+			wrote = wrote || len(out) > 0
+		}
+		if relay != nil && !failed {
+			if out, err = relay.Event(ev, out[:0]); err != nil {
+				status = "upstream_malformed"
+				x.s.logger(x.ctx).Warn("malformed upstream event", "expert", x.expert.Key, "err", err)
+				fail("api_error", "the upstream stream could not be read")
+				break
+			}
+			if err := sw.write(out); err != nil {
+				status = "client_disconnected"
+				break
 			}
 			wrote = wrote || len(out) > 0
 		}
@@ -575,7 +603,11 @@ loop:
 			break
 		}
 		if done {
-			out = enc.Finish(out[:0])
+			if relay == nil {
+				out = enc.Finish(out[:0])
+			} else {
+				out = out[:0] // the upstream's terminal event has been relayed
+			}
 			if err := sw.send(out); err != nil {
 				status = "client_disconnected"
 				break
@@ -594,6 +626,32 @@ loop:
 	}
 	x.settle(usage, text, status)
 	return nil
+}
+
+// inBandError is the error event the client gets for an upstream's in-band error: the
+// upstream's type, and the gateway's own words unless the caller's request is at fault. What
+// an upstream says of a rate limit or an outage can name the operator's organisation, the
+// hidden upstream model and every tenant's combined usage; it goes to the log only.
+func (x *exchange) inBandError(ev llm.Event) llm.Event {
+	if ev.Err == nil {
+		ev.Err = &llm.StreamError{}
+	}
+	kind := apierror.KindOfType(ev.Err.Type)
+	if kind == apierror.KindInvalidRequest {
+		return ev
+	}
+	x.s.logger(x.ctx).Warn("upstream error in the stream", "expert", x.expert.Key, "type", ev.Err.Type, "message", ev.Err.Message)
+	e := *ev.Err
+	switch kind {
+	case apierror.KindRateLimited:
+		e.Message = "the upstream is rate limited"
+	case apierror.KindOverloaded:
+		e.Message = "the upstream is overloaded"
+	default:
+		e.Message = "the upstream failed while streaming the answer"
+	}
+	ev.Err = &e
+	return ev
 }
 
 // maxSilentHeartbeats is how many heartbeat intervals in a row an upstream stream may stay

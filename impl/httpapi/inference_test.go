@@ -257,7 +257,7 @@ func TestInferenceEdges(t *testing.T) {
 	calls := g.Sim.TotalRequests()
 	long := strings.Repeat("lorem ipsum ", 50_000) // ~150,000 tokens at four bytes a token
 	status, _, body = do(t, c, g.URL, request{"POST", "/v1/chat/completions", chatBody("service-flint-base", long, false, 16)}, bearer)
-	if status != 400 || !strings.Contains(string(body), "context window") || g.Sim.TotalRequests() != calls {
+	if status != 400 || !strings.Contains(string(body), "context window") || !strings.Contains(string(body), `"code":"context_length_exceeded"`) || g.Sim.TotalRequests() != calls {
 		t.Errorf("over the context window: %d %.200s", status, body)
 	}
 	// The same characters sent \u-escaped (as Python's json.dumps does) are not counted six

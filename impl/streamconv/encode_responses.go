@@ -193,6 +193,13 @@ func (r *responsesEncoder) Fail(errType, message string, out []sse.Event) []sse.
 // Usage implements Encoder.
 func (r *responsesEncoder) Usage() llm.Usage { return r.usage }
 
+// follow implements sequenceFollower: the next event is numbered right after seq. The
+// encoder's own events while it follows a relayed stream are not sent, so the relayed
+// numbering is the one the client knows.
+func (r *responsesEncoder) follow(seq int64) {
+	r.seq = seq + 1
+}
+
 // start sends response.created and response.in_progress once.
 func (r *responsesEncoder) start(id, model string) {
 	if r.started {

@@ -1,0 +1,157 @@
+package streamconv
+
+import (
+	"bytes"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go"
+	assestream "github.com/anthropics/anthropic-sdk-go/packages/ssestream"
+	"github.com/openai/openai-go/v3"
+	oassestream "github.com/openai/openai-go/v3/packages/ssestream"
+
+	"github.com/tollgate/tollgate/impl/llm"
+	"github.com/tollgate/tollgate/impl/sse"
+)
+
+// relayAll runs a recorded same-format upstream stream as the gateway does: every event is
+// decoded, its neutral events fed to an encoder (whose output is dropped, but for errors), and
+// the event itself relayed. It returns what the client got, as a transcript, and the encoder.
+func relayAll(t *testing.T, f llm.Format, raw []byte, includeUsage bool) ([]byte, Encoder) {
+	t.Helper()
+	dec := NewDecoder(f)
+	enc := NewEncoder(f, Meta{Model: "pub", IncludeUsage: includeUsage})
+	rl := NewRelay(f, "pub", includeUsage, enc)
+	var transcript []byte
+	for _, ev := range readEvents(t, raw) {
+		neutral, done, err := dec.Decode(ev, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range neutral {
+			out := enc.Encode(n, nil)
+			if n.Kind == llm.EventError {
+				for _, o := range out {
+					transcript = sse.AppendEvent(transcript, o)
+				}
+			}
+		}
+		out, err := rl.Event(ev, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range out {
+			transcript = sse.AppendEvent(transcript, o)
+		}
+		if done {
+			break
+		}
+	}
+	return transcript, enc
+}
+
+func relayFixture(t *testing.T, name string) []byte {
+	return readFile(t, filepath.Join("testdata", "relay", name))
+}
+
+// TestRelayKeepsWhatTheNeutralFormDoesNotModel: thinking blocks with their signatures and a
+// redacted thinking block reach a Messages client untouched, in place, with only the model of
+// message_start rewritten; anthropic-sdk-go accumulates them.
+func TestRelayKeepsWhatTheNeutralFormDoesNotModel(t *testing.T) {
+	raw := relayFixture(t, "messages_thinking.sse")
+	got, _ := relayAll(t, llm.FormatMessages, raw, false)
+	want := strings.Replace(string(raw), `"model":"claude-sonnet-4-5-20250929"`, `"model":"pub"`, 1)
+	if string(got) != want {
+		t.Fatalf("relayed:\n%s\nwant:\n%s", got, want)
+	}
+	stream := assestream.NewStream[anthropic.MessageStreamEventUnion](assestream.NewDecoder(sseResponse(got)), nil)
+	var msg anthropic.Message
+	for stream.Next() {
+		if err := msg.Accumulate(stream.Current()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(msg.Content) != 4 || msg.Content[0].Type != "thinking" || msg.Content[0].Signature == "" ||
+		msg.Content[1].Type != "redacted_thinking" || msg.Content[3].Type != "tool_use" || msg.Model != "pub" {
+		t.Errorf("accumulated %+v", msg)
+	}
+}
+
+// TestRelayChat: every choice, logprobs and refusal deltas reach a chat client; the model of
+// every chunk is rewritten; the usage chunk, which the gateway asks the upstream for, is shown
+// only to a client that asked for it.
+func TestRelayChat(t *testing.T) {
+	raw := relayFixture(t, "chat_choices.sse")
+	for _, include := range []bool{false, true} {
+		got, enc := relayAll(t, llm.FormatChat, raw, include)
+		if strings.Contains(string(got), "gpt-4.1") || strings.Count(string(got), `"model":"pub"`) != 4+btoi(include) {
+			t.Errorf("include %v: models not rewritten:\n%s", include, got)
+		}
+		if usage := bytes.Contains(got, []byte(`"choices":[]`)); usage != include {
+			t.Errorf("include %v: usage chunk shown %v", include, usage)
+		}
+		if !bytes.HasSuffix(got, []byte("data: [DONE]\n\n")) {
+			t.Errorf("include %v: no [DONE]:\n%s", include, got)
+		}
+		if u := enc.Usage(); u.OutputTokens != 8 {
+			t.Errorf("include %v: the usage followed is %+v", include, u)
+		}
+		stream := oassestream.NewStream[openai.ChatCompletionChunk](oassestream.NewDecoder(sseResponse(got)), nil)
+		var acc openai.ChatCompletionAccumulator
+		for stream.Next() {
+			acc.AddChunk(stream.Current())
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if len(acc.Choices) != 2 || acc.Choices[0].Message.Content != "Hi" || acc.Choices[1].Message.Refusal != "I can't help with that." ||
+			len(acc.Choices[0].Logprobs.Content) != 1 {
+			t.Errorf("include %v: accumulated %+v", include, acc.Choices)
+		}
+	}
+}
+
+// TestRelayResponsesFailureContinuesTheNumbering: reasoning items reach a Responses client
+// untouched; when the upstream is cut off, the error and response.failed the gateway adds are
+// numbered after the last event relayed.
+func TestRelayResponsesFailureContinuesTheNumbering(t *testing.T) {
+	raw := relayFixture(t, "responses_reasoning.sse")
+	got, enc := relayAll(t, llm.FormatResponses, raw, false)
+	if !bytes.Contains(got, []byte("response.reasoning_summary_text.delta")) || bytes.Contains(got, []byte("o4-mini")) {
+		t.Fatalf("relayed:\n%s", got)
+	}
+	for _, ev := range enc.Fail("api_error", "the upstream stream ended unexpectedly", nil) {
+		got = sse.AppendEvent(got, ev)
+	}
+	last := int64(-1)
+	var types []string
+	for _, ev := range readEvents(t, got) {
+		var e struct {
+			Type string `json:"type"`
+			Seq  int64  `json:"sequence_number"`
+		}
+		if err := json.Unmarshal(ev.Data, &e); err != nil {
+			t.Fatal(err)
+		}
+		if e.Seq <= last {
+			t.Errorf("%s numbered %d after %d", e.Type, e.Seq, last)
+		}
+		last = e.Seq
+		types = append(types, e.Type)
+	}
+	if n := len(types); n < 2 || types[n-2] != "error" || types[n-1] != "response.failed" || last != 12 {
+		t.Errorf("ends %v at %d", types, last)
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

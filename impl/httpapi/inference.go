@@ -137,7 +137,8 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 	}
 	modelID, stream, maxTokens, choices := peek.Model, peek.Stream, peek.MaxTokens, peek.Choices
 	if choices > 1 && stream {
-		// The stream re-encoder relays one choice; the others would be lost while billed.
+		// A stream cut short is billed from the text it carried, which the decoders read for
+		// the first choice only; and only a chat upstream could stream several.
 		return nil, apierror.Invalid("n", "'n' is %d, but a streamed answer through tollgate has one choice: set 'n' to 1 or 'stream' to false", choices)
 	}
 	m, ok := s.registry.Model(modelID)

@@ -380,9 +380,11 @@ func itemIDs(respID string) (msgID string, fcID func(i int) string) {
 func responsesResponse(resp *llm.Response, meta Meta) object {
 	msgID, fcID := itemIDs(meta.ID)
 	output := []any{}
+	status := StopReasonFor(llm.FormatResponses, resp.Stop)
 	if resp.Text != "" || len(resp.ToolCalls) == 0 {
+		// The message of an incomplete answer is incomplete too, as the stream's is.
 		output = append(output, object{
-			{"id", msgID}, {"type", "message"}, {"status", "completed"}, {"role", "assistant"},
+			{"id", msgID}, {"type", "message"}, {"status", status}, {"role", "assistant"},
 			{"content", []any{object{{"type", "output_text"}, {"text", resp.Text}, {"annotations", []any{}}, {"logprobs", []any{}}}}},
 		})
 	}
@@ -400,7 +402,7 @@ func responsesResponse(resp *llm.Response, meta Meta) object {
 		{"id", meta.ID},
 		{"object", "response"},
 		{"created_at", meta.Created},
-		{"status", StopReasonFor(llm.FormatResponses, resp.Stop)},
+		{"status", status},
 		{"background", false},
 		{"error", nil},
 		{"incomplete_details", incomplete},

@@ -410,6 +410,9 @@ type AnthropicOverloaded = AnthropicError
 // AnthropicPaymentRequired The Messages-format error envelope.
 type AnthropicPaymentRequired = AnthropicError
 
+// AnthropicRequestTooLarge The Messages-format error envelope.
+type AnthropicRequestTooLarge = AnthropicError
+
 // AnthropicTooManyRequests The Messages-format error envelope.
 type AnthropicTooManyRequests = AnthropicError
 
@@ -439,6 +442,9 @@ type OpenAIOverloaded = OpenAIError
 
 // OpenAIPaymentRequired The chat-completions-compatible error envelope.
 type OpenAIPaymentRequired = OpenAIError
+
+// OpenAIRequestTooLarge The chat-completions-compatible error envelope.
+type OpenAIRequestTooLarge = OpenAIError
 
 // OpenAITooManyRequests The chat-completions-compatible error envelope.
 type OpenAITooManyRequests = OpenAIError
@@ -2728,6 +2734,8 @@ type SpawnAgentResponse struct {
 	JSON401 *OpenAIUnauthorized
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *OpenAIForbidden
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *OpenAIRequestTooLarge
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *OpenAITooManyRequests
 	// JSON500 the response for an HTTP 500 `application/json` response
@@ -2758,6 +2766,11 @@ func (r SpawnAgentResponse) GetJSON401() *OpenAIUnauthorized {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r SpawnAgentResponse) GetJSON403() *OpenAIForbidden {
 	return r.JSON403
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r SpawnAgentResponse) GetJSON413() *OpenAIRequestTooLarge {
+	return r.JSON413
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -2915,6 +2928,8 @@ type SendAgentMessageResponse struct {
 	JSON401 *OpenAIUnauthorized
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *OpenAIForbidden
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *OpenAIRequestTooLarge
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *OpenAITooManyRequests
 	// JSON500 the response for an HTTP 500 `application/json` response
@@ -2945,6 +2960,11 @@ func (r SendAgentMessageResponse) GetJSON401() *OpenAIUnauthorized {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r SendAgentMessageResponse) GetJSON403() *OpenAIForbidden {
 	return r.JSON403
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r SendAgentMessageResponse) GetJSON413() *OpenAIRequestTooLarge {
+	return r.JSON413
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -3024,6 +3044,8 @@ type CreateChatCompletionResponse struct {
 	JSON402 *OpenAIPaymentRequired
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *OpenAINotFound
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *OpenAIRequestTooLarge
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *OpenAITooManyRequests
 	// JSON500 the response for an HTTP 500 `application/json` response
@@ -3065,6 +3087,11 @@ func (r CreateChatCompletionResponse) GetJSON402() *OpenAIPaymentRequired {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r CreateChatCompletionResponse) GetJSON404() *OpenAINotFound {
 	return r.JSON404
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r CreateChatCompletionResponse) GetJSON413() *OpenAIRequestTooLarge {
+	return r.JSON413
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -3232,6 +3259,8 @@ type CreateMessageResponse struct {
 	JSON402 *AnthropicPaymentRequired
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *AnthropicNotFound
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *AnthropicRequestTooLarge
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *AnthropicTooManyRequests
 	// JSON500 the response for an HTTP 500 `application/json` response
@@ -3273,6 +3302,11 @@ func (r CreateMessageResponse) GetJSON402() *AnthropicPaymentRequired {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r CreateMessageResponse) GetJSON404() *AnthropicNotFound {
 	return r.JSON404
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r CreateMessageResponse) GetJSON413() *AnthropicRequestTooLarge {
+	return r.JSON413
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -3530,6 +3564,8 @@ type CreateResponseResponse struct {
 	JSON402 *OpenAIPaymentRequired
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *OpenAINotFound
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *OpenAIRequestTooLarge
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *OpenAITooManyRequests
 	// JSON500 the response for an HTTP 500 `application/json` response
@@ -3571,6 +3607,11 @@ func (r CreateResponseResponse) GetJSON402() *OpenAIPaymentRequired {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r CreateResponseResponse) GetJSON404() *OpenAINotFound {
 	return r.JSON404
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r CreateResponseResponse) GetJSON413() *OpenAIRequestTooLarge {
+	return r.JSON413
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -3866,6 +3907,13 @@ func ParseSpawnAgentResponse(rsp *http.Response) (*SpawnAgentResponse, error) {
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest OpenAIRequestTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest OpenAITooManyRequests
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -4041,6 +4089,13 @@ func ParseSendAgentMessageResponse(rsp *http.Response) (*SendAgentMessageRespons
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest OpenAIRequestTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest OpenAITooManyRequests
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -4138,6 +4193,13 @@ func ParseCreateChatCompletionResponse(rsp *http.Response) (*CreateChatCompletio
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest OpenAIRequestTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest OpenAITooManyRequests
@@ -4346,6 +4408,13 @@ func ParseCreateMessageResponse(rsp *http.Response) (*CreateMessageResponse, err
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest AnthropicRequestTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest AnthropicTooManyRequests
@@ -4641,6 +4710,13 @@ func ParseCreateResponseResponse(rsp *http.Response) (*CreateResponseResponse, e
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest OpenAIRequestTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest OpenAITooManyRequests
@@ -5121,6 +5197,8 @@ type AnthropicPaymentRequiredJSONResponse struct {
 	Headers AnthropicPaymentRequiredResponseHeaders
 }
 
+type AnthropicRequestTooLargeJSONResponse AnthropicError
+
 type AnthropicTooManyRequestsResponseHeaders struct {
 	RetryAfter *int
 }
@@ -5161,6 +5239,8 @@ type OpenAIPaymentRequiredJSONResponse struct {
 
 	Headers OpenAIPaymentRequiredResponseHeaders
 }
+
+type OpenAIRequestTooLargeJSONResponse OpenAIError
 
 type OpenAITooManyRequestsResponseHeaders struct {
 	RetryAfter *int
@@ -5243,6 +5323,22 @@ func (response SpawnAgent403JSONResponse) VisitSpawnAgentResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SpawnAgent413JSONResponse struct {
+	OpenAIRequestTooLargeJSONResponse
+}
+
+func (response SpawnAgent413JSONResponse) VisitSpawnAgentResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(413)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5466,6 +5562,22 @@ func (response SendAgentMessage403JSONResponse) VisitSendAgentMessageResponse(w 
 	return err
 }
 
+type SendAgentMessage413JSONResponse struct {
+	OpenAIRequestTooLargeJSONResponse
+}
+
+func (response SendAgentMessage413JSONResponse) VisitSendAgentMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type SendAgentMessage429JSONResponse struct {
 	OpenAITooManyRequestsJSONResponse
 }
@@ -5654,6 +5766,22 @@ func (response CreateChatCompletion404JSONResponse) VisitCreateChatCompletionRes
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateChatCompletion413JSONResponse struct {
+	OpenAIRequestTooLargeJSONResponse
+}
+
+func (response CreateChatCompletion413JSONResponse) VisitCreateChatCompletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(413)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5944,6 +6072,22 @@ func (response CreateMessage404JSONResponse) VisitCreateMessageResponse(w http.R
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateMessage413JSONResponse struct {
+	AnthropicRequestTooLargeJSONResponse
+}
+
+func (response CreateMessage413JSONResponse) VisitCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(413)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6329,6 +6473,22 @@ func (response CreateResponse404JSONResponse) VisitCreateResponseResponse(w http
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateResponse413JSONResponse struct {
+	OpenAIRequestTooLargeJSONResponse
+}
+
+func (response CreateResponse413JSONResponse) VisitCreateResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(413)
 	_, err := buf.WriteTo(w)
 	return err
 }

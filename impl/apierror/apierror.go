@@ -27,6 +27,7 @@ const (
 	KindUpstream                       // 502
 	KindOverloaded                     // 529
 	KindMethodNotAllowed               // 405
+	KindRequestTooLarge                // 413
 )
 
 // Status is the HTTP status of a kind.
@@ -52,6 +53,8 @@ func (k Kind) Status() int {
 		return 529
 	case KindMethodNotAllowed:
 		return http.StatusMethodNotAllowed
+	case KindRequestTooLarge:
+		return http.StatusRequestEntityTooLarge
 	default:
 		return http.StatusInternalServerError
 	}

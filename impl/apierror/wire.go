@@ -31,6 +31,8 @@ func (k Kind) OpenAITypeCode() (typ, code string) {
 		return "overloaded_error", "overloaded"
 	case KindMethodNotAllowed:
 		return "invalid_request_error", "method_not_allowed"
+	case KindRequestTooLarge:
+		return "invalid_request_error", "request_too_large"
 	default:
 		return "server_error", ""
 	}
@@ -63,6 +65,8 @@ func (k Kind) AnthropicType() string {
 		return "rate_limit_error"
 	case KindOverloaded:
 		return "overloaded_error"
+	case KindRequestTooLarge:
+		return "request_too_large"
 	default:
 		return "api_error"
 	}

@@ -75,3 +75,21 @@ func TestExpertOutputLimit(t *testing.T) {
 		t.Errorf("a bound no expert can produce: %d %s", status, answer)
 	}
 }
+
+// TestOversizedBodyIs413: a body beyond 32 MiB is a 413 in the route's envelope
+// (request_too_large), as the providers answer it.
+func TestOversizedBodyIs413(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{})
+	tenant := g.NewTenant(t, "acme", 0, 10_000_000)
+	c := g.Client(t)
+	bearer := map[string]string{"Authorization": "Bearer " + tenant.Key}
+	big := `{"model":"service-flint-base","messages":[{"role":"user","content":"` + strings.Repeat("x", 32<<20) + `"}]}`
+	status, _, answer := do(t, c, g.URL, request{"POST", "/v1/chat/completions", big}, bearer)
+	if status != 413 || !strings.Contains(string(answer), `"code":"request_too_large"`) {
+		t.Errorf("chat: %d %.300s", status, answer)
+	}
+	status, _, answer = do(t, c, g.URL, request{"POST", "/v1/messages", big}, bearer)
+	if status != 413 || !strings.Contains(string(answer), `"type":"request_too_large"`) {
+		t.Errorf("messages: %d %.300s", status, answer)
+	}
+}

@@ -63,7 +63,7 @@ func (v *validator) validate(r *http.Request) error {
 		if err != nil {
 			var tooBig *http.MaxBytesError
 			if errors.As(err, &tooBig) {
-				return apierror.Invalid("", "request body exceeds %d bytes", maxBodyBytes)
+				return &apierror.Error{Kind: apierror.KindRequestTooLarge, Message: fmt.Sprintf("the request body exceeds %d bytes (32 MiB)", maxBodyBytes)}
 			}
 			return apierror.Invalid("", "could not read the request body")
 		}

@@ -288,6 +288,14 @@ type Message_Usage struct {
 	AdditionalProperties map[string]interface{} `json:"-"`
 }
 
+// MessageCountTokensRequest A Messages request without `max_tokens`; `model` and `messages` are required, other fields are accepted.
+type MessageCountTokensRequest = json.RawMessage
+
+// MessageTokensCount defines model for MessageTokensCount.
+type MessageTokensCount struct {
+	InputTokens int64 `json:"input_tokens"`
+}
+
 // MessagesRequest The Messages request. `model`, `max_tokens` and `messages` are required; other fields pass through.
 type MessagesRequest = json.RawMessage
 
@@ -458,6 +466,12 @@ type CreateMessageParams struct {
 	AnthropicBeta    *string `json:"anthropic-beta,omitempty"`
 }
 
+// CountMessageTokensParams defines parameters for CountMessageTokens.
+type CountMessageTokensParams struct {
+	AnthropicVersion *string `json:"anthropic-version,omitempty"`
+	AnthropicBeta    *string `json:"anthropic-beta,omitempty"`
+}
+
 // SpawnAgentJSONRequestBody defines body for SpawnAgent for application/json ContentType.
 type SpawnAgentJSONRequestBody = AgentSpawnRequest
 
@@ -469,6 +483,9 @@ type CreateChatCompletionJSONRequestBody = ChatCompletionRequest
 
 // CreateMessageJSONRequestBody defines body for CreateMessage for application/json ContentType.
 type CreateMessageJSONRequestBody = MessagesRequest
+
+// CountMessageTokensJSONRequestBody defines body for CountMessageTokens for application/json ContentType.
+type CountMessageTokensJSONRequestBody = MessageCountTokensRequest
 
 // CreateResponseJSONRequestBody defines body for CreateResponse for application/json ContentType.
 type CreateResponseJSONRequestBody = ResponsesRequest
@@ -1918,6 +1935,32 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/messages (the `CreateMessage` operationId).
 	CreateMessage(ctx context.Context, params *CreateMessageParams, body CreateMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// CountMessageTokensWithBody Count the input tokens of a Messages request (an estimate; not billed).
+	//
+	// Claude Code and the Anthropic SDKs call this before sending a request, for context
+	// accounting. The gateway answers from its own estimate of the request (the text, tool
+	// definitions and images it holds, at the gateway's bytes-per-token rate), the same
+	// estimate that bounds a request's reservation; the exact count comes with each answer's
+	// usage. It calls no upstream and costs no credit; the key's rate limit applies.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/messages/count_tokens (the `CountMessageTokens` operationId).
+	CountMessageTokensWithBody(ctx context.Context, params *CountMessageTokensParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CountMessageTokens Count the input tokens of a Messages request (an estimate; not billed).
+	//
+	// Claude Code and the Anthropic SDKs call this before sending a request, for context
+	// accounting. The gateway answers from its own estimate of the request (the text, tool
+	// definitions and images it holds, at the gateway's bytes-per-token rate), the same
+	// estimate that bounds a request's reservation; the exact count comes with each answer's
+	// usage. It calls no upstream and costs no credit; the key's rate limit applies.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/messages/count_tokens (the `CountMessageTokens` operationId).
+	CountMessageTokens(ctx context.Context, params *CountMessageTokensParams, body CountMessageTokensJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListModels List the models available to the authenticated account.
 	//
 	// The list is authoritative and changes independently of client code; cache it briefly.
@@ -2119,6 +2162,52 @@ func (c *Client) CreateMessageWithBody(ctx context.Context, params *CreateMessag
 // Corresponds with POST /v1/messages (the `CreateMessage` operationId).
 func (c *Client) CreateMessage(ctx context.Context, params *CreateMessageParams, body CreateMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCreateMessageRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CountMessageTokensWithBody Count the input tokens of a Messages request (an estimate; not billed).
+//
+// Claude Code and the Anthropic SDKs call this before sending a request, for context
+// accounting. The gateway answers from its own estimate of the request (the text, tool
+// definitions and images it holds, at the gateway's bytes-per-token rate), the same
+// estimate that bounds a request's reservation; the exact count comes with each answer's
+// usage. It calls no upstream and costs no credit; the key's rate limit applies.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/messages/count_tokens (the `CountMessageTokens` operationId).
+func (c *Client) CountMessageTokensWithBody(ctx context.Context, params *CountMessageTokensParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCountMessageTokensRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CountMessageTokens Count the input tokens of a Messages request (an estimate; not billed).
+//
+// Claude Code and the Anthropic SDKs call this before sending a request, for context
+// accounting. The gateway answers from its own estimate of the request (the text, tool
+// definitions and images it holds, at the gateway's bytes-per-token rate), the same
+// estimate that bounds a request's reservation; the exact count comes with each answer's
+// usage. It calls no upstream and costs no credit; the key's rate limit applies.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/messages/count_tokens (the `CountMessageTokens` operationId).
+func (c *Client) CountMessageTokens(ctx context.Context, params *CountMessageTokensParams, body CountMessageTokensJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCountMessageTokensRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2449,6 +2538,72 @@ func NewCreateMessageRequestWithBody(server string, params *CreateMessageParams,
 	return req, nil
 }
 
+// NewCountMessageTokensRequest calls the generic CountMessageTokens builder with application/json body
+func NewCountMessageTokensRequest(server string, params *CountMessageTokensParams, body CountMessageTokensJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCountMessageTokensRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewCountMessageTokensRequestWithBody constructs an http.Request for the CountMessageTokens method, with any body, and a specified content type
+func NewCountMessageTokensRequestWithBody(server string, params *CountMessageTokensParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/messages/count_tokens")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.AnthropicVersion != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "anthropic-version", *params.AnthropicVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("anthropic-version", headerParam0)
+		}
+
+		if params.AnthropicBeta != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "anthropic-beta", *params.AnthropicBeta, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("anthropic-beta", headerParam1)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewListModelsRequest constructs an http.Request for the ListModels method
 func NewListModelsRequest(server string) (*http.Request, error) {
 	var err error
@@ -2681,6 +2836,32 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/messages (the `CreateMessage` operationId).
 	CreateMessageWithResponse(ctx context.Context, params *CreateMessageParams, body CreateMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateMessageResponse, error)
+
+	// CountMessageTokensWithBodyWithResponse Count the input tokens of a Messages request (an estimate; not billed).
+	//
+	// Claude Code and the Anthropic SDKs call this before sending a request, for context
+	// accounting. The gateway answers from its own estimate of the request (the text, tool
+	// definitions and images it holds, at the gateway's bytes-per-token rate), the same
+	// estimate that bounds a request's reservation; the exact count comes with each answer's
+	// usage. It calls no upstream and costs no credit; the key's rate limit applies.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/messages/count_tokens (the `CountMessageTokens` operationId).
+	CountMessageTokensWithBodyWithResponse(ctx context.Context, params *CountMessageTokensParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CountMessageTokensResponse, error)
+
+	// CountMessageTokensWithResponse Count the input tokens of a Messages request (an estimate; not billed).
+	//
+	// Claude Code and the Anthropic SDKs call this before sending a request, for context
+	// accounting. The gateway answers from its own estimate of the request (the text, tool
+	// definitions and images it holds, at the gateway's bytes-per-token rate), the same
+	// estimate that bounds a request's reservation; the exact count comes with each answer's
+	// usage. It calls no upstream and costs no credit; the key's rate limit applies.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/messages/count_tokens (the `CountMessageTokens` operationId).
+	CountMessageTokensWithResponse(ctx context.Context, params *CountMessageTokensParams, body CountMessageTokensJSONRequestBody, reqEditors ...RequestEditorFn) (*CountMessageTokensResponse, error)
 
 	// ListModelsWithResponse List the models available to the authenticated account.
 	//
@@ -3358,6 +3539,103 @@ func (r CreateMessageResponse) ContentType() string {
 	return ""
 }
 
+// CountMessageTokensResponse401Headers the declared response headers of an HTTP 401 response for CountMessageTokens
+type CountMessageTokensResponse401Headers struct {
+	XShouldRetry *string
+}
+
+// CountMessageTokensResponse429Headers the declared response headers of an HTTP 429 response for CountMessageTokens
+type CountMessageTokensResponse429Headers struct {
+	RetryAfter *int
+}
+
+type CountMessageTokensResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *MessageTokensCount
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *AnthropicBadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *AnthropicUnauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *AnthropicNotFound
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *AnthropicRequestTooLarge
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *AnthropicTooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *AnthropicInternal
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CountMessageTokensResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CountMessageTokensResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CountMessageTokensResponse) GetJSON200() *MessageTokensCount {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CountMessageTokensResponse) GetJSON400() *AnthropicBadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CountMessageTokensResponse) GetJSON401() *AnthropicUnauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r CountMessageTokensResponse) GetJSON404() *AnthropicNotFound {
+	return r.JSON404
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r CountMessageTokensResponse) GetJSON413() *AnthropicRequestTooLarge {
+	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CountMessageTokensResponse) GetJSON429() *AnthropicTooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r CountMessageTokensResponse) GetJSON500() *AnthropicInternal {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r CountMessageTokensResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CountMessageTokensResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CountMessageTokensResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CountMessageTokensResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListModelsResponse200Headers the declared response headers of an HTTP 200 response for ListModels
 type ListModelsResponse200Headers struct {
 	XRequestId *string
@@ -3809,6 +4087,44 @@ func (c *ClientWithResponses) CreateMessageWithResponse(ctx context.Context, par
 		return nil, err
 	}
 	return ParseCreateMessageResponse(rsp)
+}
+
+// CountMessageTokensWithBodyWithResponse Count the input tokens of a Messages request (an estimate; not billed).
+//
+// Claude Code and the Anthropic SDKs call this before sending a request, for context
+// accounting. The gateway answers from its own estimate of the request (the text, tool
+// definitions and images it holds, at the gateway's bytes-per-token rate), the same
+// estimate that bounds a request's reservation; the exact count comes with each answer's
+// usage. It calls no upstream and costs no credit; the key's rate limit applies.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/messages/count_tokens (the `CountMessageTokens` operationId).
+func (c *ClientWithResponses) CountMessageTokensWithBodyWithResponse(ctx context.Context, params *CountMessageTokensParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CountMessageTokensResponse, error) {
+	rsp, err := c.CountMessageTokensWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCountMessageTokensResponse(rsp)
+}
+
+// CountMessageTokensWithResponse Count the input tokens of a Messages request (an estimate; not billed).
+//
+// Claude Code and the Anthropic SDKs call this before sending a request, for context
+// accounting. The gateway answers from its own estimate of the request (the text, tool
+// definitions and images it holds, at the gateway's bytes-per-token rate), the same
+// estimate that bounds a request's reservation; the exact count comes with each answer's
+// usage. It calls no upstream and costs no credit; the key's rate limit applies.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/messages/count_tokens (the `CountMessageTokens` operationId).
+func (c *ClientWithResponses) CountMessageTokensWithResponse(ctx context.Context, params *CountMessageTokensParams, body CountMessageTokensJSONRequestBody, reqEditors ...RequestEditorFn) (*CountMessageTokensResponse, error) {
+	rsp, err := c.CountMessageTokens(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCountMessageTokensResponse(rsp)
 }
 
 // ListModelsWithResponse List the models available to the authenticated account.
@@ -4495,6 +4811,97 @@ func ParseCreateMessageResponse(rsp *http.Response) (*CreateMessageResponse, err
 	return response, nil
 }
 
+// ParseCountMessageTokensResponse parses an HTTP response from a CountMessageTokensWithResponse call
+func ParseCountMessageTokensResponse(rsp *http.Response) (*CountMessageTokensResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CountMessageTokensResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest MessageTokensCount
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AnthropicBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest AnthropicUnauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest AnthropicNotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest AnthropicRequestTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest AnthropicTooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest AnthropicInternal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers CountMessageTokensResponse401Headers
+		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-should-retry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XShouldRetry = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers CountMessageTokensResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseListModelsResponse parses an HTTP response from a ListModelsWithResponse call
 func ParseListModelsResponse(rsp *http.Response) (*ListModelsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -4817,6 +5224,9 @@ type ServerInterface interface {
 	// CreateMessage Create a message (Anthropic Messages format, JSON or SSE).
 	// (POST /v1/messages)
 	CreateMessage(w http.ResponseWriter, r *http.Request, params CreateMessageParams)
+	// CountMessageTokens Count the input tokens of a Messages request (an estimate; not billed).
+	// (POST /v1/messages/count_tokens)
+	CountMessageTokens(w http.ResponseWriter, r *http.Request, params CountMessageTokensParams)
 	// ListModels List the models available to the authenticated account.
 	// (GET /v1/models)
 	ListModels(w http.ResponseWriter, r *http.Request)
@@ -4982,6 +5392,66 @@ func (siw *ServerInterfaceWrapper) CreateMessage(w http.ResponseWriter, r *http.
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.CreateMessage(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CountMessageTokens operation middleware
+func (siw *ServerInterfaceWrapper) CountMessageTokens(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CountMessageTokensParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "anthropic-version" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("anthropic-version")]; found {
+		var AnthropicVersion string
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "anthropic-version", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "anthropic-version", valueList[0], &AnthropicVersion, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "anthropic-version", Err: err})
+			return
+		}
+
+		params.AnthropicVersion = &AnthropicVersion
+
+	}
+
+	// ------------- Optional header parameter "anthropic-beta" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("anthropic-beta")]; found {
+		var AnthropicBeta string
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "anthropic-beta", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "anthropic-beta", valueList[0], &AnthropicBeta, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "anthropic-beta", Err: err})
+			return
+		}
+
+		params.AnthropicBeta = &AnthropicBeta
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CountMessageTokens(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -5168,6 +5638,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/chat/completions", wrapper.CreateChatCompletion)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/responses", wrapper.CreateResponse)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/messages", wrapper.CreateMessage)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/messages/count_tokens", wrapper.CountMessageTokens)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/models", wrapper.ListModels)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/models/{model}", wrapper.RetrieveModel)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/credits", wrapper.GetCredits)
@@ -6157,6 +6628,127 @@ func (response CreateMessage529JSONResponse) VisitCreateMessageResponse(w http.R
 	return err
 }
 
+type CountMessageTokensRequestObject struct {
+	Params CountMessageTokensParams
+	Body   *CountMessageTokensJSONRequestBody
+}
+
+type CountMessageTokensResponseObject interface {
+	VisitCountMessageTokensResponse(w http.ResponseWriter) error
+}
+
+type CountMessageTokens200JSONResponse MessageTokensCount
+
+func (response CountMessageTokens200JSONResponse) VisitCountMessageTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CountMessageTokens400JSONResponse struct {
+	AnthropicBadRequestJSONResponse
+}
+
+func (response CountMessageTokens400JSONResponse) VisitCountMessageTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CountMessageTokens401JSONResponse struct {
+	AnthropicUnauthorizedJSONResponse
+}
+
+func (response CountMessageTokens401JSONResponse) VisitCountMessageTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XShouldRetry != nil {
+		w.Header().Set("x-should-retry", fmt.Sprint(*response.Headers.XShouldRetry))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CountMessageTokens404JSONResponse struct{ AnthropicNotFoundJSONResponse }
+
+func (response CountMessageTokens404JSONResponse) VisitCountMessageTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CountMessageTokens413JSONResponse struct {
+	AnthropicRequestTooLargeJSONResponse
+}
+
+func (response CountMessageTokens413JSONResponse) VisitCountMessageTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CountMessageTokens429JSONResponse struct {
+	AnthropicTooManyRequestsJSONResponse
+}
+
+func (response CountMessageTokens429JSONResponse) VisitCountMessageTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CountMessageTokens500JSONResponse struct{ AnthropicInternalJSONResponse }
+
+func (response CountMessageTokens500JSONResponse) VisitCountMessageTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListModelsRequestObject struct {
 }
 
@@ -6574,6 +7166,9 @@ type StrictServerInterface interface {
 	// CreateMessage Create a message (Anthropic Messages format, JSON or SSE).
 	// (POST /v1/messages)
 	CreateMessage(ctx context.Context, request CreateMessageRequestObject) (CreateMessageResponseObject, error)
+	// CountMessageTokens Count the input tokens of a Messages request (an estimate; not billed).
+	// (POST /v1/messages/count_tokens)
+	CountMessageTokens(ctx context.Context, request CountMessageTokensRequestObject) (CountMessageTokensResponseObject, error)
 	// ListModels List the models available to the authenticated account.
 	// (GET /v1/models)
 	ListModels(ctx context.Context, request ListModelsRequestObject) (ListModelsResponseObject, error)
@@ -6795,6 +7390,39 @@ func (sh *strictHandler) CreateMessage(w http.ResponseWriter, r *http.Request, p
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(CreateMessageResponseObject); ok {
 		if err := validResponse.VisitCreateMessageResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CountMessageTokens operation middleware
+func (sh *strictHandler) CountMessageTokens(w http.ResponseWriter, r *http.Request, params CountMessageTokensParams) {
+	var request CountMessageTokensRequestObject
+
+	request.Params = params
+
+	var body CountMessageTokensJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CountMessageTokens(ctx, request.(CountMessageTokensRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CountMessageTokens")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CountMessageTokensResponseObject); ok {
+		if err := validResponse.VisitCountMessageTokensResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {

@@ -1,0 +1,56 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+
+	"github.com/tollgate/tollgate/gen/api"
+	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/convert"
+	"github.com/tollgate/tollgate/impl/llm"
+)
+
+// CountMessageTokens serves POST /v1/messages/count_tokens: the gateway's estimate of a
+// Messages request's input tokens, the one that bounds its reservation (convert.
+// EstimateInputTokens), for clients that account for their context before sending (Claude
+// Code's /context). It calls no upstream and costs nothing; the model must be one of the
+// account's Messages models, as for POST /v1/messages.
+func (s *Server) CountMessageTokens(ctx context.Context, req api.CountMessageTokensRequestObject) (api.CountMessageTokensResponseObject, error) {
+	p, err := principal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	body := []byte(*req.Body)
+	peek, err := convert.PeekRequest(llm.FormatMessages, body)
+	if err != nil {
+		return nil, err
+	}
+	m, ok := s.registry.Model(peek.Model)
+	if !ok || m.Family != config.FamilyMessages {
+		return nil, apierror.ModelNotFound(peek.Model)
+	}
+	allowed, err := s.access.allowed(ctx, p.AccountID, peek.Model)
+	if err != nil {
+		return nil, err
+	}
+	if !allowed {
+		return nil, apierror.ModelNotFound(peek.Model)
+	}
+	return api.CountMessageTokens200JSONResponse{InputTokens: int64(estimateMessagesInput(body))}, nil
+}
+
+// estimateMessagesInput estimates the input tokens of a Messages request body that may lack
+// max_tokens (which the decoder requires and which has no bearing on the input). A body the
+// converter cannot put in the neutral form is estimated from its size, as startExchange does.
+func estimateMessagesInput(body []byte) int {
+	if open := bytes.IndexByte(body, '{'); open >= 0 {
+		// A bound first: a bound the body has already comes later and wins.
+		withBound := append([]byte(`{"max_tokens":1,`), body[open+1:]...)
+		if ir, err := convert.DecodeRequest(llm.FormatMessages, withBound); err == nil {
+			return convert.EstimateInputTokens(ir)
+		}
+	}
+	size := len(body) - 5*bytes.Count(body, []byte(`\u`))
+	return size/convert.BytesPerToken + 16
+}

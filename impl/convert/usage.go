@@ -2,6 +2,8 @@ package convert
 
 import (
 	"bytes"
+	"fmt"
+	"github.com/tollgate/tollgate/impl/apierror"
 	"math"
 
 	"github.com/tollgate/tollgate/impl/llm"
@@ -12,7 +14,7 @@ import (
 // usage's counts (and the status or type that says the answer is one), without reflection. The
 // counts follow DecodeResponse's convention (input includes cached tokens).
 func ResponseUsage(f llm.Format, body []byte) (llm.Usage, error) {
-	var usage, status, typ []byte
+	var usage, status, typ, choices, errValue []byte
 	err := scanTop(body, func(key, value []byte) error {
 		switch string(key) {
 		case "usage":
@@ -21,6 +23,10 @@ func ResponseUsage(f llm.Format, body []byte) (llm.Usage, error) {
 			status = value
 		case "type":
 			typ = value
+		case "choices":
+			choices = value
+		case "error":
+			errValue = value
 		}
 		return nil
 	})
@@ -30,6 +36,13 @@ func ResponseUsage(f llm.Format, body []byte) (llm.Usage, error) {
 	var u llm.Usage
 	switch f {
 	case llm.FormatChat:
+		if errValue != nil && string(errValue) != "null" {
+			// A compatible server's error in a 200 body (OpenRouter sends these).
+			return llm.Usage{}, answerFailed(errValue)
+		}
+		if len(choices) == 0 || choices[0] != '[' {
+			return llm.Usage{}, upstreamError("not a chat completion")
+		}
 		err = eachMember(usage, func(key, v []byte) error {
 			switch {
 			case fold(key, "prompt_tokens"):
@@ -65,6 +78,9 @@ func ResponseUsage(f llm.Format, body []byte) (llm.Usage, error) {
 		}
 		if !ok || st == "" || err != nil {
 			return llm.Usage{}, upstreamError("not a response object")
+		}
+		if st == "failed" {
+			return llm.Usage{}, answerFailed(errValue)
 		}
 	case llm.FormatMessages:
 		var in, out, created, read int64
@@ -155,4 +171,19 @@ func stringValue(v []byte) (s string, ok bool) {
 		return "", false
 	}
 	return unquote(v), true
+}
+
+// answerFailed is the error for an upstream answer that reports its own failure (errValue, the
+// answer's error member): the client gets the gateway's words, as when the answer is
+// translated; the upstream's message, which may name the operator's account, is wrapped for
+// the log only.
+func answerFailed(errValue []byte) error {
+	msg := "no message"
+	_ = eachMember(errValue, func(key, v []byte) error {
+		if s, ok := stringValue(v); ok && fold(key, "message") && s != "" {
+			msg = s
+		}
+		return nil
+	})
+	return fmt.Errorf("%w (the upstream said: %s)", &apierror.Error{Kind: apierror.KindUpstream, Message: "the upstream failed to produce the answer"}, msg)
 }

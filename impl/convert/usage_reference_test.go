@@ -11,13 +11,14 @@ import (
 )
 
 // referenceResponseUsage is ResponseUsage as it was written with encoding/json: the members
-// usage, status and type decoded into structs. The reflection-free reader must agree with it.
+// usage, status, type, choices and error decoded into structs. The reflection-free reader must
+// agree with it.
 func referenceResponseUsage(f llm.Format, body []byte) (llm.Usage, bool) {
 	var u llm.Usage
 	slim := []byte{'{'}
 	if scanTop(body, func(key, value []byte) error {
 		switch string(key) {
-		case "usage", "status", "type":
+		case "usage", "status", "type", "choices", "error":
 			if len(slim) > 1 {
 				slim = append(slim, ',')
 			}
@@ -35,14 +36,17 @@ func referenceResponseUsage(f llm.Format, body []byte) (llm.Usage, bool) {
 	switch f {
 	case llm.FormatChat:
 		var w struct {
-			Usage *struct {
+			Choices json.RawMessage `json:"choices"`
+			Error   json.RawMessage `json:"error"`
+			Usage   *struct {
 				PromptTokens            int64    `json:"prompt_tokens"`
 				CompletionTokens        int64    `json:"completion_tokens"`
 				PromptTokensDetails     *details `json:"prompt_tokens_details"`
 				CompletionTokensDetails *details `json:"completion_tokens_details"`
 			} `json:"usage"`
 		}
-		if json.Unmarshal(slim, &w) != nil {
+		// A chat completion has choices, and a body with an error is a failure, not an answer.
+		if json.Unmarshal(slim, &w) != nil || len(w.Choices) == 0 || w.Choices[0] != '[' || (w.Error != nil && string(w.Error) != "null") {
 			return u, false
 		}
 		if w.Usage != nil {
@@ -64,7 +68,7 @@ func referenceResponseUsage(f llm.Format, body []byte) (llm.Usage, bool) {
 				OutputTokensDetails *details `json:"output_tokens_details"`
 			} `json:"usage"`
 		}
-		if json.Unmarshal(slim, &w) != nil || w.Status == "" {
+		if json.Unmarshal(slim, &w) != nil || w.Status == "" || w.Status == "failed" {
 			return u, false
 		}
 		if w.Usage != nil {
@@ -112,6 +116,9 @@ func usageSeeds(t testing.TB) []string {
 		`{"type":"message","usage":{"input_tokens":3,"output_tokens":2,"cache_creation_input_tokens":1,"cache_read_input_tokens":5}}`,
 		`{"type":"messag\u0065","usage":{"input_tokens":3}}`, `{"type":"error"}`, `{"type":"message","usage":null}`,
 		`[]`, `{"usage":{"prompt_tokens":1}`, ` {"usage" : { "prompt_tokens" : 3 } } `,
+		`{"choices":[],"usage":{"prompt_tokens":2}}`, `{"choices":{},"usage":{"prompt_tokens":2}}`, `{"choices":[],"error":null}`,
+		`{"choices":[],"error":{"message":"quota of org-x","code":502}}`, `{"error":{"message":"m"}}`,
+		`{"status":"failed","error":{"code":"server_error","message":"org-x"},"usage":null}`,
 	}
 	for _, prefix := range []string{"chat", "responses", "messages"} {
 		matches, _ := filepath.Glob(filepath.Join("..", "sim", "testdata", prefix+"*.json"))

@@ -31,7 +31,7 @@ func checkUnauthenticated(t *testing.T, op string, status int, h http.Header, bo
 		if env["jsonrpc"] != "2.0" || e["code"] != float64(-32001) || e["message"] != "unauthenticated: no verified caller" {
 			t.Errorf("%s: JSON-RPC envelope %s", op, body)
 		}
-	case opPath(op) == "/v1/messages":
+	case strings.HasPrefix(opPath(op), "/v1/messages"):
 		e, _ := env["error"].(map[string]any)
 		if env["type"] != "error" || e["type"] != "authentication_error" || e["message"] == "" {
 			t.Errorf("%s: Messages envelope %s", op, body)
@@ -84,7 +84,7 @@ func TestAuthMatrix(t *testing.T) {
 	// What a valid key gets on each route while the agents are pending.
 	validStatus := map[string]int{
 		"GET /v1/models": 200, "GET /v1/models/{model}": 200, "GET /v1/credits": 200,
-		"POST /v1/chat/completions": 200, "POST /v1/responses": 200, "POST /v1/messages": 200,
+		"POST /v1/chat/completions": 200, "POST /v1/responses": 200, "POST /v1/messages": 200, "POST /v1/messages/count_tokens": 200,
 		"POST /v1/agents": 501, "POST /v1/agents/{slot}/messages": 501, "DELETE /v1/agents/{slot}": 501,
 		"POST /api/mcp": 200, "GET /api/mcp": 405,
 	}

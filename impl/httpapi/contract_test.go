@@ -21,6 +21,7 @@ var validRequests = map[string]request{
 	"POST /v1/chat/completions":       {"POST", "/v1/chat/completions", `{"model":"service-flint","messages":[{"role":"user","content":"hi"}]}`},
 	"POST /v1/responses":              {"POST", "/v1/responses", `{"model":"service-flint","input":"hi"}`},
 	"POST /v1/messages":               {"POST", "/v1/messages", `{"model":"service-sonnet","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`},
+	"POST /v1/messages/count_tokens":  {"POST", "/v1/messages/count_tokens", `{"model":"service-sonnet","messages":[{"role":"user","content":"hi"}]}`},
 	"GET /v1/models":                  {"GET", "/v1/models", ""},
 	"GET /v1/models/{model}":          {"GET", "/v1/models/service-flint", ""},
 	"GET /v1/credits":                 {"GET", "/v1/credits", ""},

@@ -498,9 +498,7 @@ func (x *exchange) respondStream(w http.ResponseWriter) error {
 	// encoder follows it only to end the stream in the format should it fail, with the
 	// upstream's own id.
 	var relay *streamconv.Relay
-	if x.expert.Kind == x.client {
-		meta.ID = ""
-	}
+	meta.Relayed = x.expert.Kind == x.client
 	enc := streamconv.NewEncoder(x.client, meta)
 	if x.expert.Kind == x.client {
 		relay = streamconv.NewRelay(x.client, x.model.ID, x.include, enc)
@@ -578,12 +576,7 @@ loop:
 			wrote = wrote || len(out) > 0
 		}
 		if relay != nil && !failed {
-			if out, err = relay.Event(ev, out[:0]); err != nil {
-				status = "upstream_malformed"
-				x.s.logger(x.ctx).Warn("malformed upstream event", "expert", x.expert.Key, "err", err)
-				fail("api_error", "the upstream stream could not be read")
-				break
-			}
+			out = relay.Event(ev, out[:0])
 			if err := sw.write(out); err != nil {
 				status = "client_disconnected"
 				break
@@ -618,6 +611,9 @@ loop:
 		}
 	}
 	sw.close()
+	if relay != nil {
+		text += relay.Unmodelled() // thinking and the like: output the client has, if no usage says so
+	}
 	usage := enc.Usage()
 	if status != "ok" && status != "client_disconnected" && text == 0 && usage.OutputTokens == 0 {
 		// The upstream failed before producing anything: the client got only the error event,

@@ -54,7 +54,7 @@ func checkRateLimited(t *testing.T, op string, status int, h http.Header, body [
 		if e["code"] != float64(-32029) {
 			t.Errorf("%s: JSON-RPC error %s", op, body)
 		}
-	case opPath(op) == "/v1/messages":
+	case strings.HasPrefix(opPath(op), "/v1/messages"):
 		if env["type"] != "error" || e["type"] != "rate_limit_error" {
 			t.Errorf("%s: Messages envelope %s", op, body)
 		}

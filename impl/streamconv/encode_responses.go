@@ -208,7 +208,7 @@ func (r *responsesEncoder) start(id, model string) {
 	r.started = true
 	r.open = -1
 	r.id, r.model = id, model
-	if r.meta.ID != "" {
+	if r.meta.ID != "" && (id == "" || !r.meta.Relayed) {
 		r.id = r.meta.ID
 	}
 	if r.meta.Model != "" {
@@ -385,7 +385,7 @@ func (r *responsesEncoder) appendResponse(status, incompleteReason, errCode, err
 	b = appendString(b, r.model)
 	b = append(b, `,"output":[`...)
 	r.em.buf = b
-	if status != "in_progress" {
+	if status != "in_progress" && !r.meta.Relayed {
 		for i := range r.items {
 			if i > 0 {
 				r.em.buf = append(r.em.buf, ',')

@@ -1,6 +1,9 @@
 package streamconv
 
 import (
+	"bytes"
+	"strings"
+
 	"github.com/tollgate/tollgate/impl/convert"
 	"github.com/tollgate/tollgate/impl/llm"
 	"github.com/tollgate/tollgate/impl/sse"
@@ -24,6 +27,7 @@ type Relay struct {
 	includeUsage bool
 	enc          Encoder
 	buf          []byte
+	unmodelled   int
 }
 
 // sequenceFollower is an Encoder whose event numbering continues after the numbers of a stream
@@ -40,26 +44,37 @@ func NewRelay(f llm.Format, model string, includeUsage bool, enc Encoder) *Relay
 }
 
 // Event appends what the client gets for the upstream event ev to out: ev itself, with the model
-// rewritten where the event carries it, or nothing for a chat usage chunk the client did not
-// ask for. The events appended share a buffer that the next call reuses: write them first. An
-// error means the event's JSON could not be read.
-func (r *Relay) Event(ev sse.Event, out []sse.Event) ([]sse.Event, error) {
+// rewritten where the event carries it; the canonical [DONE] for a chat terminal the decoder
+// accepts; nothing for an event with no data (which the decoders skip), for a chat usage chunk
+// the client did not ask for, or for a chat data line that is not a chunk (an error object of a
+// compatible server, say: the decoder reports errors, in the gateway's words). An event whose
+// JSON the model rewrite cannot read goes out as it came; the decoder, which read it first,
+// judges malformed streams. The events appended share a buffer that the next call reuses:
+// write them first.
+func (r *Relay) Event(ev sse.Event, out []sse.Event) []sse.Event {
+	if len(bytes.TrimSpace(ev.Data)) == 0 {
+		return out
+	}
 	var (
 		data []byte
 		err  error
 	)
 	switch r.f {
 	case llm.FormatChat:
-		if string(ev.Data) == "[DONE]" {
-			return append(out, ev), nil
+		if isDone(ev.Data) {
+			return append(out, sse.Event{Name: ev.Name, Data: []byte("[DONE]")})
 		}
-		if !r.includeUsage && withoutChoices(ev.Data) {
-			return out, nil
+		has, empty := chunkChoices(ev.Data)
+		if !has || (empty && !r.includeUsage) {
+			return out
 		}
 		data, err = convert.SetModel(r.buf[:0], ev.Data, r.model)
 	case llm.FormatMessages:
+		if ev.Name == "content_block_delta" {
+			r.unmodelled += thinkingLen(ev.Data)
+		}
 		if ev.Name != "message_start" {
-			return append(out, ev), nil
+			return append(out, ev)
 		}
 		data, err = convert.SetMemberModel(r.buf[:0], ev.Data, "message", r.model)
 	case llm.FormatResponses:
@@ -68,28 +83,79 @@ func (r *Relay) Event(ev sse.Event, out []sse.Event) ([]sse.Event, error) {
 				f.follow(seq)
 			}
 		}
+		if strings.HasSuffix(ev.Name, ".delta") && !modelledResponsesDeltas[ev.Name] {
+			r.unmodelled += memberLen(ev.Data, "delta")
+		}
 		data, err = convert.SetMemberModel(r.buf[:0], ev.Data, "response", r.model)
 	default:
-		return append(out, ev), nil
+		return append(out, ev)
 	}
 	if err != nil {
-		return out, err
+		return append(out, ev)
 	}
 	r.buf = data
-	return append(out, sse.Event{Name: ev.Name, Data: data}), nil
+	return append(out, sse.Event{Name: ev.Name, Data: data})
 }
 
-// withoutChoices reports whether a chat chunk's choices are empty: the usage chunk that
-// stream_options.include_usage adds at the end.
-func withoutChoices(chunk []byte) bool {
+// Unmodelled is how many characters of output the relayed stream carried that the neutral
+// events do not (thinking, reasoning summaries and text, refusals of Responses): the gateway
+// bills them, estimated from their length, when the upstream's usage never came.
+func (r *Relay) Unmodelled() int { return r.unmodelled }
+
+// modelledResponsesDeltas are the Responses delta events the decoder turns into neutral events
+// (whose text the caller counts itself).
+var modelledResponsesDeltas = map[string]bool{
+	"response.output_text.delta":             true,
+	"response.function_call_arguments.delta": true,
+}
+
+// chunkChoices reports whether a chat chunk has a choices array, and whether it is empty (the
+// usage chunk that stream_options.include_usage adds at the end).
+func chunkChoices(chunk []byte) (has, empty bool) {
 	it := iterObject(chunk)
 	for {
 		key, val, ok := it.next()
 		if !ok {
-			return false
+			return false, false
 		}
 		if string(key) == "choices" {
-			return isEmptyArray(val)
+			if len(val) == 0 || val[0] != '[' {
+				return false, false
+			}
+			return true, isEmptyArray(val)
+		}
+	}
+}
+
+// thinkingLen is the length of a Messages content_block_delta's thinking text (0 for another
+// delta).
+func thinkingLen(data []byte) int {
+	it := iterObject(data)
+	for {
+		key, val, ok := it.next()
+		if !ok {
+			return 0
+		}
+		if string(key) == "delta" {
+			return memberLen(val, "thinking")
+		}
+	}
+}
+
+// memberLen is the length in bytes of the top-level string member name of the object data, as
+// sent (escapes included), or 0.
+func memberLen(data []byte, name string) int {
+	it := iterObject(data)
+	for {
+		key, val, ok := it.next()
+		if !ok {
+			return 0
+		}
+		if string(key) == name {
+			if len(val) < 2 || val[0] != '"' {
+				return 0
+			}
+			return len(val) - 2
 		}
 	}
 }

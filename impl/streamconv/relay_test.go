@@ -22,7 +22,7 @@ import (
 func relayAll(t *testing.T, f llm.Format, raw []byte, includeUsage bool) ([]byte, Encoder) {
 	t.Helper()
 	dec := NewDecoder(f)
-	enc := NewEncoder(f, Meta{Model: "pub", IncludeUsage: includeUsage})
+	enc := NewEncoder(f, Meta{ID: "resp_gateway", Model: "pub", IncludeUsage: includeUsage, Relayed: true})
 	rl := NewRelay(f, "pub", includeUsage, enc)
 	var transcript []byte
 	for _, ev := range readEvents(t, raw) {
@@ -38,11 +38,7 @@ func relayAll(t *testing.T, f llm.Format, raw []byte, includeUsage bool) ([]byte
 				}
 			}
 		}
-		out, err := rl.Event(ev, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, o := range out {
+		for _, o := range rl.Event(ev, nil) {
 			transcript = sse.AppendEvent(transcript, o)
 		}
 		if done {
@@ -154,4 +150,65 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// TestRelayOddChatEvents: an event with no data is dropped, as the decoder skips it; a terminal
+// the decoder accepts goes out as the canonical [DONE]; a data line that is no chunk (an error
+// object of a compatible server, whose words may name the operator's account) is not relayed.
+func TestRelayOddChatEvents(t *testing.T) {
+	chunk := `{"id":"c","object":"chat.completion.chunk","created":1,"model":"up","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}`
+	rl := NewRelay(llm.FormatChat, "pub", false, NewEncoder(llm.FormatChat, Meta{Model: "pub", Relayed: true}))
+	var got []byte
+	for _, ev := range []sse.Event{
+		{Data: []byte(chunk)}, {Data: nil}, {Data: []byte(" ")},
+		{Data: []byte(`{"object":"error","message":"quota of org-secret exceeded","code":500}`)},
+		{Data: []byte(chunk)}, {Data: []byte(" [DONE] ")},
+	} {
+		for _, o := range rl.Event(ev, nil) {
+			got = sse.AppendEvent(got, o)
+		}
+	}
+	want := "data: " + strings.Replace(chunk, `"up"`, `"pub"`, 1) + "\n\n"
+	if string(got) != want+want+"data: [DONE]\n\n" {
+		t.Errorf("relayed:\n%s", got)
+	}
+}
+
+// TestRelayCountsWhatTheDecoderDoesNot: the thinking a relayed stream carried counts as output
+// when no usage arrives, since the client has it.
+func TestRelayCountsWhatTheDecoderDoesNot(t *testing.T) {
+	raw := relayFixture(t, "messages_thinking.sse")
+	rl := NewRelay(llm.FormatMessages, "pub", false, NewEncoder(llm.FormatMessages, Meta{Relayed: true}))
+	for _, ev := range readEvents(t, raw) {
+		rl.Event(ev, nil)
+	}
+	if n, want := rl.Unmodelled(), len("The user wants the weather; I should call the tool."); n != want {
+		t.Errorf("unmodelled %d characters, want %d", n, want)
+	}
+	raw = relayFixture(t, "responses_reasoning.sse")
+	rl = NewRelay(llm.FormatResponses, "pub", false, NewEncoder(llm.FormatResponses, Meta{Relayed: true}))
+	for _, ev := range readEvents(t, raw) {
+		rl.Event(ev, nil)
+	}
+	if n, want := rl.Unmodelled(), len("Thinking about greetings."); n != want {
+		t.Errorf("responses: unmodelled %d characters, want %d", n, want)
+	}
+}
+
+// TestRelayedResponsesFailure: the response.failed of a relayed stream carries the upstream's
+// id and lists no items (the client has the upstream's own); before the upstream said anything,
+// the gateway's id stands in.
+func TestRelayedResponsesFailure(t *testing.T) {
+	_, enc := relayAll(t, llm.FormatResponses, relayFixture(t, "responses_reasoning.sse"), false)
+	evs := enc.Fail("api_error", "cut", nil)
+	last := evs[len(evs)-1]
+	if last.Name != "response.failed" || !bytes.Contains(last.Data, []byte(`"id":"resp_R1"`)) || !bytes.Contains(last.Data, []byte(`"output":[]`)) {
+		t.Errorf("failed: %s", last.Data)
+	}
+	early := NewEncoder(llm.FormatResponses, Meta{ID: "resp_gateway", Model: "pub", Relayed: true})
+	for _, ev := range early.Fail("rate_limit_error", "slow down", nil) {
+		if !bytes.Contains(ev.Data, []byte(`"id":"resp_gateway"`)) && ev.Name != "error" {
+			t.Errorf("%s: %s", ev.Name, ev.Data)
+		}
+	}
 }

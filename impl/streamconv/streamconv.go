@@ -73,6 +73,11 @@ type Meta struct {
 	// (convert.ResponsesEchoMembers); every response object of a Responses stream ends with
 	// them. Empty: none.
 	ResponsesEcho []byte
+	// Relayed says that the encoder follows a stream relayed to the client (Relay) rather than
+	// writing it: the upstream's id from the Start event wins over ID (which stands in when the
+	// stream fails before there is one), and a failed Responses answer lists no output items,
+	// since the client has the upstream's own.
+	Relayed bool
 }
 
 // NewEncoder returns an Encoder for a client that reads format f. It panics on an unknown

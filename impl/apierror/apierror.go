@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+	"unicode/utf8"
 )
 
 // Kind classifies an error; it decides the HTTP status and the envelope's type and code.
@@ -145,4 +146,20 @@ func USD(micros int64) string {
 		sign, micros = "-", -micros
 	}
 	return fmt.Sprintf("%s$%d.%06d", sign, micros/1_000_000, micros%1_000_000)
+}
+
+// MaxQuotedLen bounds, in bytes, what a message quotes from elsewhere (an upstream's refusal).
+const MaxQuotedLen = 1000
+
+// Excerpt is s cut to at most n bytes, at a character boundary, marked with an ellipsis when
+// cut: text from elsewhere put into a client's message.
+func Excerpt(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }

@@ -1,8 +1,10 @@
 package apierror
 
 import (
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func TestWireNamesRoundTrip(t *testing.T) {
@@ -56,5 +58,16 @@ func TestCodeOverridesTheKindsCode(t *testing.T) {
 	}
 	if _, code := (&Error{Kind: KindInvalidRequest}).OpenAITypeCode(); code != "" {
 		t.Errorf("an invalid request without Code has code %q, want none (null)", code)
+	}
+}
+
+// Excerpt cuts quoted text to a bounded length, at a character boundary.
+func TestExcerpt(t *testing.T) {
+	long := strings.Repeat("é", 2000)
+	if got := Excerpt(long, MaxQuotedLen); len(got) > MaxQuotedLen+len("…") || !utf8.ValidString(got) || !strings.HasSuffix(got, "…") {
+		t.Errorf("excerpt of %d bytes: %d bytes, valid %v", len(long), len(got), utf8.ValidString(got))
+	}
+	if got := Excerpt("short", MaxQuotedLen); got != "short" {
+		t.Errorf("a short message became %q", got)
 	}
 }

@@ -261,7 +261,7 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 			x.expert, x.res, x.dropped = e, res, dropped
 			return x, nil
 		}
-		lastErr = err
+		lastErr = publicRefusal(err, e, modelID, client)
 		if ctx.Err() != nil {
 			break
 		}
@@ -287,6 +287,25 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 		return nil, &apierror.Error{Kind: apierror.KindUpstream, Message: "no upstream could serve the request"}
 	}
 	return nil, lastErr
+}
+
+// publicRefusal is err as the client sees it when expert e refused the request (a 400 with the
+// upstream's words): the upstream's model id, which the gateway does not show, becomes the
+// client's model id; and after a translation the upstream's param names a field of another
+// format, which the client never sent, so it is left out. Any other error is returned as it is.
+func publicRefusal(err error, e routing.Expert, modelID string, client llm.Format) error {
+	var ae *apierror.Error
+	if !errors.As(err, &ae) || ae.Kind != apierror.KindInvalidRequest {
+		return err
+	}
+	c := *ae
+	if e.Model != "" {
+		c.Message = strings.ReplaceAll(c.Message, e.Model, modelID)
+	}
+	if e.Kind != client {
+		c.Param = ""
+	}
+	return &c
 }
 
 // upstreamBody is the request body for expert e: the client's bytes with the model replaced
@@ -634,11 +653,21 @@ func (x *exchange) inBandError(ev llm.Event) llm.Event {
 		ev.Err = &llm.StreamError{}
 	}
 	kind := apierror.KindOfType(ev.Err.Type)
+	e := *ev.Err
 	if kind == apierror.KindInvalidRequest {
+		if x.expert.Model != "" {
+			e.Message = strings.ReplaceAll(e.Message, x.expert.Model, x.model.ID)
+		}
+		e.Message = apierror.Excerpt(e.Message, apierror.MaxQuotedLen)
+		ev.Err = &e
 		return ev
 	}
 	x.s.logger(x.ctx).Warn("upstream error in the stream", "expert", x.expert.Key, "type", ev.Err.Type, "message", ev.Err.Message)
-	e := *ev.Err
+	switch kind {
+	case apierror.KindUnauthenticated, apierror.KindInsufficientCredit, apierror.KindForbidden:
+		// The gateway's own credentials or credit at the provider, not the client's.
+		e.Type = "upstream_error"
+	}
 	switch kind {
 	case apierror.KindRateLimited:
 		e.Message = "the upstream is rate limited"

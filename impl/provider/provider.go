@@ -25,7 +25,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/backoff"
@@ -285,7 +284,7 @@ func clientError(err error) *apierror.Error {
 		return &apierror.Error{Kind: apierror.KindOverloaded, RetryAfter: f.retryAfter, Message: "the upstream is overloaded"}
 	case f.status == http.StatusBadRequest || f.status == http.StatusUnprocessableEntity || f.status == http.StatusRequestEntityTooLarge:
 		return &apierror.Error{Kind: apierror.KindInvalidRequest, Param: f.detail.param, Code: f.detail.code,
-			Message: "the upstream refused the request: " + excerpt(f.detail.message, maxRefusalLen)}
+			Message: "the upstream refused the request: " + apierror.Excerpt(f.detail.message, apierror.MaxQuotedLen)}
 	case f.status == http.StatusUnauthorized || f.status == http.StatusForbidden:
 		return &apierror.Error{Kind: apierror.KindUpstream, Message: "the upstream refused the gateway's credentials"}
 	case f.status == http.StatusNotFound:
@@ -348,7 +347,7 @@ func parseUpstreamError(raw []byte) upstreamDetail {
 		}
 	}
 	if d.message == "" {
-		s := excerpt(strings.TrimSpace(string(raw)), 200)
+		s := apierror.Excerpt(strings.TrimSpace(string(raw)), 200)
 		if s == "" {
 			s = "no details"
 		}
@@ -364,21 +363,6 @@ func jsonString(raw json.RawMessage) string {
 		return ""
 	}
 	return s
-}
-
-// maxRefusalLen bounds, in bytes, the upstream's message passed on with a refusal.
-const maxRefusalLen = 1000
-
-// excerpt is s cut to at most n bytes, at a rune boundary, marked with an ellipsis when cut.
-func excerpt(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
 }
 
 // The longest error code and param an upstream may pass on to the client.

@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/config"
@@ -239,16 +238,5 @@ func TestUpstreamErrorsReachingTheClient(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// A refusal's message is passed on cut to a bounded length, at a character boundary.
-func TestRefusalMessageIsBounded(t *testing.T) {
-	long := strings.Repeat("é", 2000)
-	if got := excerpt(long, maxRefusalLen); len(got) > maxRefusalLen+len("…") || !utf8.ValidString(got) || !strings.HasSuffix(got, "…") {
-		t.Errorf("excerpt of %d bytes: %d bytes, valid %v", len(long), len(got), utf8.ValidString(got))
-	}
-	if got := excerpt("short", maxRefusalLen); got != "short" {
-		t.Errorf("a short message became %q", got)
 	}
 }

@@ -516,10 +516,10 @@ func (x *exchange) respondStream(w http.ResponseWriter) error {
 	// An upstream of the client's format is relayed event by event (streamconv.Relay): the
 	// encoder follows it only to end the stream in the format should it fail, with the
 	// upstream's own id.
-	var relay *streamconv.Relay
 	meta.Relayed = x.expert.Kind == x.client
 	enc := streamconv.NewEncoder(x.client, meta)
-	if x.expert.Kind == x.client {
+	var relay *streamconv.Relay
+	if meta.Relayed {
 		relay = streamconv.NewRelay(x.client, x.model.ID, x.include, enc)
 	}
 	// The upstream is read in this goroutine: an event goes out as soon as it is read, with no
@@ -573,19 +573,19 @@ loop:
 		}
 		// The encoder reuses its buffer on every call: write each call's events at once.
 		failed := false
-		for _, ev := range neutral {
-			switch ev.Kind {
+		for _, n := range neutral {
+			switch n.Kind {
 			case llm.EventTextDelta:
-				text += len(ev.Text)
+				text += len(n.Text)
 			case llm.EventToolCallDelta:
-				text += len(ev.Arguments)
+				text += len(n.Arguments)
 			case llm.EventError:
 				failed = true
 				status = "upstream_error"
-				ev = x.inBandError(ev)
+				n = x.inBandError(n)
 			}
-			out = enc.Encode(ev, out[:0])
-			if relay != nil && ev.Kind != llm.EventError {
+			out = enc.Encode(n, out[:0])
+			if relay != nil && n.Kind != llm.EventError {
 				continue // the upstream's own event goes out instead, below
 			}
 			if err := sw.write(out); err != nil {

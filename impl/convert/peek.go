@@ -340,9 +340,12 @@ type UpstreamEdits struct {
 	NoStore bool
 	// MinBound, when positive, raises a top-level BoundKey below it to MinBound: the output
 	// bound of an upstream that refuses smaller ones (the Responses API's max_output_tokens
-	// starts at 16). An absent or null bound is left alone.
-	BoundKey string
-	MinBound int
+	// starts at 16). DefaultBound, when positive, is the BoundKey set where the body has none
+	// (or null): the model's limit, which the upstream must not exceed when the client gave no
+	// bound.
+	BoundKey     string
+	MinBound     int
+	DefaultBound int
 }
 
 // ForUpstream appends to dst a request body rewritten for an upstream of the same format, in
@@ -361,6 +364,7 @@ func ForUpstream(dst, body []byte, model string, ed UpstreamEdits) ([]byte, erro
 		haveModel bool
 		haveOpts  bool
 		haveStore bool
+		haveBound bool
 	)
 	err := scanTopSpans(body, func(key []byte, start, end int) error {
 		switch {
@@ -382,7 +386,15 @@ func ForUpstream(dst, body []byte, model string, ed UpstreamEdits) ([]byte, erro
 		case string(key) == "store" && ed.NoStore:
 			haveStore = true
 			edits = append(edits, edit{start, end, []byte("false")})
-		case ed.MinBound > 0 && string(key) == ed.BoundKey && string(body[start:end]) != "null":
+		case ed.BoundKey != "" && string(key) == ed.BoundKey:
+			if string(body[start:end]) == "null" {
+				if ed.DefaultBound > 0 {
+					haveBound = true
+					edits = append(edits, edit{start, end, strconv.AppendInt(nil, int64(ed.DefaultBound), 10)})
+				}
+				return nil
+			}
+			haveBound = true
 			n, err := parseInt(body[start:end], ed.BoundKey)
 			if err != nil {
 				return err
@@ -399,7 +411,8 @@ func ForUpstream(dst, body []byte, model string, ed UpstreamEdits) ([]byte, erro
 	dst = slices.Grow(dst, len(body)+len(edits)*len(quoted)+len(quoted)+64)
 	prev := 0
 	addOpts, addStore := ed.IncludeUsage && !haveOpts, ed.NoStore && !haveStore
-	if !haveModel || addOpts || addStore {
+	addBound := ed.DefaultBound > 0 && !haveBound
+	if !haveModel || addOpts || addStore || addBound {
 		// Added members go first: after the opening brace, separated by commas, and followed
 		// by one unless the object is empty.
 		open := bytes.IndexByte(body, '{')
@@ -424,6 +437,9 @@ func ForUpstream(dst, body []byte, model string, ed UpstreamEdits) ([]byte, erro
 		}
 		if addStore {
 			add(`"store":`, []byte("false"))
+		}
+		if addBound {
+			add(`"`+ed.BoundKey+`":`, strconv.AppendInt(nil, int64(ed.DefaultBound), 10))
 		}
 		if !empty {
 			dst = append(dst, ',')

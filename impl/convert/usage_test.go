@@ -113,3 +113,25 @@ func TestSetMemberModel(t *testing.T) {
 		t.Error("a truncated body must be refused")
 	}
 }
+
+// A default bound is set where the body has none, or null, and leaves one the client gave.
+func TestForUpstreamDefaultBound(t *testing.T) {
+	ed := UpstreamEdits{BoundKey: "max_completion_tokens", DefaultBound: 4096}
+	cases := []struct{ in, want string }{
+		{`{"model":"a","messages":[]}`, `{"max_completion_tokens":4096,"model":"up","messages":[]}`},
+		{`{"model":"a","max_completion_tokens":null}`, `{"model":"up","max_completion_tokens":4096}`},
+		{`{"model":"a","max_completion_tokens":20}`, `{"model":"up","max_completion_tokens":20}`},
+		{`{}`, `{"model":"up","max_completion_tokens":4096}`},
+	}
+	for _, c := range cases {
+		got, err := ForUpstream(nil, []byte(c.in), "up", ed)
+		if err != nil || string(got) != c.want {
+			t.Errorf("ForUpstream(%s) = %s, %v; want %s", c.in, got, err, c.want)
+		}
+	}
+	both := UpstreamEdits{BoundKey: "max_output_tokens", MinBound: 16, DefaultBound: 512, NoStore: true}
+	got, err := ForUpstream(nil, []byte(`{"model":"a","input":"hi"}`), "up", both)
+	if want := `{"store":false,"max_output_tokens":512,"model":"up","input":"hi"}`; err != nil || string(got) != want {
+		t.Errorf("Responses: %s, %v; want %s", got, err, want)
+	}
+}

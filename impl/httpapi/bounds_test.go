@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -91,5 +92,61 @@ func TestOversizedBodyIs413(t *testing.T) {
 	status, _, answer = do(t, c, g.URL, request{"POST", "/v1/messages", big}, bearer)
 	if status != 413 || !strings.Contains(string(answer), `"type":"request_too_large"`) {
 		t.Errorf("messages: %d %.300s", status, answer)
+	}
+}
+
+// TestUnboundedRequestGetsTheModelsLimit: a request without an output bound reaches an upstream
+// of its own format with the model's limit, so the answer stays within what was reserved and
+// what the model's card says.
+func TestUnboundedRequestGetsTheModelsLimit(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: moneyConfig(t)})
+	tenant := g.NewTenant(t, "acme", 0, 50_000_000)
+	c := g.Client(t)
+	bearer := map[string]string{"Authorization": "Bearer " + tenant.Key}
+	for i, stream := range []bool{false, true} {
+		body := fmt.Sprintf(`{"model":"pricey","stream":%t,"messages":[{"role":"user","content":"hi [[sim words=100]]"}]}`, stream)
+		status, _, answer := do(t, c, g.URL, request{"POST", "/v1/chat/completions", body}, bearer)
+		if status != 200 {
+			t.Fatalf("%d %s", status, answer)
+		}
+		var sent struct {
+			MaxCompletionTokens int `json:"max_completion_tokens"`
+		}
+		if err := json.Unmarshal(g.Sim.LastRequest().Body, &sent); err != nil || sent.MaxCompletionTokens != 64 {
+			t.Errorf("stream %v: the upstream was sent max_completion_tokens %d (%v), want the model's 64", stream, sent.MaxCompletionTokens, err)
+		}
+		waitSettled(t, g, tenant.Account, int64(i+1))
+		recs, err := g.Store.UsageRecords(context.Background(), tenant.Account.ID, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if recs[0].OutputTokens != 64 {
+			t.Errorf("stream %v: %d output tokens, want the model's limit of 64", stream, recs[0].OutputTokens)
+		}
+	}
+	checkBooks(t, g, tenant.Account, 50_000_000)
+}
+
+// TestImagesAreNotCountedByTheByte: a request carrying a large image is within the context
+// window: the input is estimated from the request (an image at a fixed cost), not from the
+// base64 bytes, also when the bytes go untouched to an upstream of the same format.
+func TestImagesAreNotCountedByTheByte(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: contractConfig(t)})
+	tenant := g.NewTenant(t, "acme", 0, 50_000_000)
+	c := g.Client(t)
+	bearer := map[string]string{"Authorization": "Bearer " + tenant.Key}
+	image := "data:image/png;base64," + strings.Repeat("iVBORw0KGgo", 150_000) // 1.6 MB
+	chat := `{"model":"service-flint-base","max_tokens":16,"messages":[{"role":"user","content":[{"type":"text","text":"what is this?"},{"type":"image_url","image_url":{"url":"` + image + `"}}]}]}`
+	if status, _, answer := do(t, c, g.URL, request{"POST", "/v1/chat/completions", chat}, bearer); status != 200 {
+		t.Errorf("chat with an image: %d %.300s", status, answer)
+	}
+	messages := `{"model":"service-sonnet","max_tokens":16,"messages":[{"role":"user","content":[{"type":"text","text":"what is this?"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + strings.Repeat("iVBORw0KGgo", 150_000) + `"}}]}]}`
+	if status, _, answer := do(t, c, g.URL, request{"POST", "/v1/messages", messages}, bearer); status != 200 {
+		t.Errorf("messages with an image: %d %.300s", status, answer)
+	}
+	// Text of that size is still refused.
+	long := chatBody("service-flint-base", strings.Repeat("lorem ipsum ", 150_000), false, 16)
+	if status, _, answer := do(t, c, g.URL, request{"POST", "/v1/chat/completions", long}, bearer); status != 400 || !strings.Contains(string(answer), "context_length_exceeded") {
+		t.Errorf("1.8 MB of text: %d %.300s", status, answer)
 	}
 }

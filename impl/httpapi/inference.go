@@ -39,6 +39,11 @@ const defaultHeartbeat = 15 * time.Second
 // minResponsesOutput is the smallest max_output_tokens the Responses API accepts.
 const minResponsesOutput = 16
 
+// largeBody is the body size above which the input is estimated from the request's neutral
+// form, whatever the upstream: images and files, counted by the byte, would look far larger
+// than they are.
+const largeBody = 64 << 10
+
 // maxResponseBytes bounds a non-streamed upstream answer.
 const maxResponseBytes = 64 << 20
 
@@ -191,12 +196,25 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 			features.Code = routing.LooksLikeCode(lastUserText(ir))
 		}
 	}
-	// The context check uses a lenient count (four bytes a token) so that a request near the
-	// limit is not refused on an estimate; the reservation keeps the cautious one, capped at
-	// the context window.
-	if m.ContextTokens > 0 && size/4 > m.ContextTokens {
+	// A large body is mostly images or files, which providers count by the picture, not by the
+	// byte: its neutral form gives the estimate (an image at a fixed cost) even when the bytes
+	// go through untouched.
+	estimated := ir != nil
+	if !estimated && size > largeBody {
+		if dec, err := convert.DecodeRequest(client, body); err == nil {
+			inputEst, estimated = int64(convert.EstimateInputTokens(dec)), true
+		}
+	}
+	// The context check uses a lenient count (four bytes a token; three quarters of the neutral
+	// estimate, which counts three) so that a request near the limit is not refused on an
+	// estimate; the reservation keeps the cautious one, capped at the context window.
+	contextEst := size / 4
+	if estimated {
+		contextEst = int(inputEst) * 3 / 4
+	}
+	if m.ContextTokens > 0 && contextEst > m.ContextTokens {
 		return nil, &apierror.Error{Kind: apierror.KindInvalidRequest, Param: inputField(client), Code: "context_length_exceeded", Message: fmt.Sprintf(
-			"the input is about %d tokens, more than the %d-token context window of %s", size/4, m.ContextTokens, modelID)}
+			"the input is about %d tokens, more than the %d-token context window of %s", contextEst, m.ContextTokens, modelID)}
 	}
 	if m.ContextTokens > 0 {
 		inputEst = min(inputEst, int64(m.ContextTokens))
@@ -247,7 +265,7 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 			}
 			continue
 		}
-		upBody, dropped, err := s.upstreamBody(client, body, ir, e, stream, outBound)
+		upBody, dropped, err := s.upstreamBody(client, body, ir, e, stream, outBound, maxTokens > 0)
 		if err != nil {
 			if refusal == nil || (e.Kind == client && !refusalSameFormat) {
 				refusal, refusalSameFormat = err, e.Kind == client
@@ -309,8 +327,10 @@ func publicRefusal(err error, e routing.Expert, modelID string, client llm.Forma
 }
 
 // upstreamBody is the request body for expert e: the client's bytes with the model replaced
-// when the formats agree, else a translation.
-func (s *Server) upstreamBody(client llm.Format, body []byte, ir *llm.Request, e routing.Expert, stream bool, outBound int) ([]byte, []string, error) {
+// when the formats agree, else a translation. outBound is the output bound, the client's
+// (bounded says it gave one) or the model's limit, which the upstream is always sent: the
+// reservation, and what the model's card promises, hold only for answers within it.
+func (s *Server) upstreamBody(client llm.Format, body []byte, ir *llm.Request, e routing.Expert, stream bool, outBound int, bounded bool) ([]byte, []string, error) {
 	if e.Kind == client {
 		// Provider-kept state is refused or turned off: every tenant reaches the provider
 		// through one account. Usage is what the gateway bills: a streamed chat request asks
@@ -320,10 +340,20 @@ func (s *Server) upstreamBody(client llm.Format, body []byte, ir *llm.Request, e
 			return nil, nil, err
 		}
 		ed := convert.UpstreamEdits{IncludeUsage: stream && client == llm.FormatChat, NoStore: client == llm.FormatResponses}
-		if client == llm.FormatResponses {
+		switch client {
+		case llm.FormatResponses:
 			// The Responses API refuses bounds under 16; the gateway accepts them (a chat or
 			// Messages expert may serve the same request), and bills at most what was asked.
 			ed.BoundKey, ed.MinBound = "max_output_tokens", minResponsesOutput
+		case llm.FormatChat:
+			ed.BoundKey = "max_completion_tokens"
+		}
+		if !bounded && ed.BoundKey != "" {
+			// Messages requests always carry max_tokens.
+			ed.DefaultBound = outBound
+			if e.MaxOutputTokens > 0 {
+				ed.DefaultBound = min(outBound, e.MaxOutputTokens)
+			}
 		}
 		b, err := convert.ForUpstream(nil, body, e.Model, ed)
 		return b, dropped, err

@@ -117,6 +117,14 @@ func ModelNotFound(id string) *Error {
 		"The model `%s` does not exist or you do not have access to it.", id)}
 }
 
+// ModelOnOtherRoute is the model-not-found error for a model the caller may use, sent to a route
+// of another family: still a 404 model_not_found, as the API contract says, with the route that
+// serves it named.
+func ModelOnOtherRoute(id, route string) *Error {
+	return &Error{Kind: KindModelNotFound, Param: "model", Message: fmt.Sprintf(
+		"The model `%s` is not served on this route: send it to POST %s.", id, route)}
+}
+
 // RateLimited is a 429 whose message states the retry interval in whole seconds.
 func RateLimited(limit int, retryAfter time.Duration) *Error {
 	secs := Seconds(retryAfter)

@@ -27,7 +27,7 @@ func (s *Server) CountMessageTokens(ctx context.Context, req api.CountMessageTok
 		return nil, err
 	}
 	m, ok := s.registry.Model(peek.Model)
-	if !ok || m.Family != config.FamilyMessages {
+	if !ok {
 		return nil, apierror.ModelNotFound(peek.Model)
 	}
 	allowed, err := s.access.allowed(ctx, p.AccountID, peek.Model)
@@ -36,6 +36,9 @@ func (s *Server) CountMessageTokens(ctx context.Context, req api.CountMessageTok
 	}
 	if !allowed {
 		return nil, apierror.ModelNotFound(peek.Model)
+	}
+	if m.Family != config.FamilyMessages {
+		return nil, apierror.ModelOnOtherRoute(peek.Model, familyRoute(m.Family))
 	}
 	return api.CountMessageTokens200JSONResponse{InputTokens: int64(estimateMessagesInput(body))}, nil
 }

@@ -120,6 +120,15 @@ type exchange struct {
 	started     time.Time
 }
 
+// familyRoute is the route that serves a model family (chat models also answer on
+// /v1/responses).
+func familyRoute(family string) string {
+	if family == config.FamilyMessages {
+		return "/v1/messages"
+	}
+	return "/v1/chat/completions or POST /v1/responses"
+}
+
 // familyFor says which model family serves a client format.
 func familyFor(f llm.Format) string {
 	if f == llm.FormatMessages {
@@ -147,7 +156,7 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 		return nil, apierror.Invalid("n", "'n' is %d, but a streamed answer through tollgate has one choice: set 'n' to 1 or 'stream' to false", choices)
 	}
 	m, ok := s.registry.Model(modelID)
-	if !ok || m.Family != familyFor(client) {
+	if !ok {
 		return nil, apierror.ModelNotFound(modelID)
 	}
 	allowed, err := s.access.allowed(ctx, p.AccountID, modelID)
@@ -156,6 +165,11 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 	}
 	if !allowed {
 		return nil, apierror.ModelNotFound(modelID)
+	}
+	if m.Family != familyFor(client) {
+		// A model of the caller's on the wrong route: the route that serves it is named (a
+		// model the caller may not use is not even said to exist).
+		return nil, apierror.ModelOnOtherRoute(modelID, familyRoute(m.Family))
 	}
 	if maxTokens > m.MaxOutputTokens {
 		field := maxTokensField(client, body)

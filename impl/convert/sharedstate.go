@@ -46,8 +46,8 @@ func SharedStateFields(f llm.Format, body []byte) (dropped []string, err error) 
 }
 
 // refusePerUseBilledTools is the 400 for a top-level member (key, value) of a request of format
-// f that turns on a tool the provider runs itself and bills per use (a search, a fetch, a
-// container hour, a generated image) on top of tokens: chat's web_search_options, a Responses
+// f that turns on a tool the provider runs itself and bills per use (a search, a container
+// hour, a generated image) on top of tokens: chat's web_search_options, a Responses
 // built-in tool in tools or tool_choice, a Messages server tool in tools. Tollgate bills its
 // tenants per token only, so such a tool would be paid by the operator and never billed.
 // Client tools (functions, custom tools, computer use, shell, text editor), which the client

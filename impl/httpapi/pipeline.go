@@ -112,8 +112,7 @@ func (s *Server) edge(next http.Handler) http.Handler {
 			}
 			elapsed := time.Since(start)
 			if s.metrics != nil {
-				s.metrics.Requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
-				s.metrics.Duration.WithLabelValues(route).Observe(elapsed.Seconds())
+				s.metrics.ObserveRequest(route, status, elapsed)
 			}
 			if !s.log.Enabled(r.Context(), slog.LevelInfo) {
 				return

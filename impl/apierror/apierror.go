@@ -156,6 +156,24 @@ func USD(micros int64) string {
 	return fmt.Sprintf("%s$%d.%06d", sign, micros/1_000_000, micros%1_000_000)
 }
 
+// WithUpstreamWords is the client's error e carrying, for the logs only, what an upstream said
+// (which may name the operator's account, the hidden upstream model or other tenants' usage):
+// its Error text gives both, and errors.As finds e, which is all a client ever sees.
+func WithUpstreamWords(e *Error, said string) error {
+	return &upstreamWords{client: e, said: said}
+}
+
+type upstreamWords struct {
+	client *Error
+	said   string
+}
+
+func (w *upstreamWords) Error() string {
+	return w.client.Message + " (the upstream said: " + w.said + ")"
+}
+
+func (w *upstreamWords) Unwrap() error { return w.client }
+
 // MaxQuotedLen bounds, in bytes, what a message quotes from elsewhere (an upstream's refusal).
 const MaxQuotedLen = 1000
 

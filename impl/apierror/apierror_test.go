@@ -1,6 +1,7 @@
 package apierror
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -69,5 +70,18 @@ func TestExcerpt(t *testing.T) {
 	}
 	if got := Excerpt("short", MaxQuotedLen); got != "short" {
 		t.Errorf("a short message became %q", got)
+	}
+}
+
+// An upstream's words reach the log text only; errors.As finds the client's error.
+func TestWithUpstreamWords(t *testing.T) {
+	client := &Error{Kind: KindRateLimited, Message: "the upstream is rate limited"}
+	err := WithUpstreamWords(client, "Rate limit reached in organization org-x")
+	var got *Error
+	if !errors.As(err, &got) || got != client || As(err).Message != "the upstream is rate limited" {
+		t.Errorf("errors.As found %v", got)
+	}
+	if !strings.Contains(err.Error(), "org-x") {
+		t.Errorf("the log text %q lost the upstream's words", err.Error())
 	}
 }

@@ -171,9 +171,7 @@ func decodeResponsesResponse(body []byte) (*llm.Response, error) {
 		if w.Error != nil && w.Error.Message != "" {
 			msg = w.Error.Message
 		}
-		// The client gets the gateway's words; the upstream's, which may name the operator's
-		// account, reach only the log (the error wraps them).
-		return nil, fmt.Errorf("%w (the upstream said: %s)", &apierror.Error{Kind: apierror.KindUpstream, Message: "the upstream failed to produce the answer"}, msg)
+		return nil, upstreamFailed(msg)
 	}
 	r := &llm.Response{ID: w.ID, Model: w.Model}
 	refused := false

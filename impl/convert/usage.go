@@ -2,7 +2,6 @@ package convert
 
 import (
 	"bytes"
-	"fmt"
 	"github.com/tollgate/tollgate/impl/apierror"
 	"math"
 
@@ -185,5 +184,11 @@ func answerFailed(errValue []byte) error {
 		}
 		return nil
 	})
-	return fmt.Errorf("%w (the upstream said: %s)", &apierror.Error{Kind: apierror.KindUpstream, Message: "the upstream failed to produce the answer"}, msg)
+	return upstreamFailed(msg)
+}
+
+// upstreamFailed is the error for an upstream answer that reports its own failure with the
+// message msg: the client gets the gateway's words, and msg reaches only the log.
+func upstreamFailed(msg string) error {
+	return apierror.WithUpstreamWords(&apierror.Error{Kind: apierror.KindUpstream, Message: "the upstream failed to produce the answer"}, msg)
 }

@@ -245,20 +245,6 @@ func (u *Upstream) once(ctx context.Context, transport http.RoundTripper, body [
 	return nil, f
 }
 
-// callError is a failed call as Call returns it. errors.As finds in it the *apierror.Error the
-// client sees; its Error text is for the gateway's logs and carries what the upstream said, which
-// may name the operator's account or other tenants' usage and so never goes to a client.
-type callError struct {
-	client *apierror.Error
-	cause  error
-}
-
-// Error is the failure in the upstream's words, for logs only.
-func (e *callError) Error() string { return e.cause.Error() }
-
-// Unwrap returns the error the client sees.
-func (e *callError) Unwrap() error { return e.client }
-
 // describe maps a final failure to the error the client sees, keeping 429 / 502 / 529. Only a
 // refusal of the client's request (400, 413, 422) passes the upstream's message, param and code
 // on; every other status is described in the gateway's words.
@@ -266,7 +252,7 @@ func (u *Upstream) describe(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	return &callError{client: clientError(err), cause: err}
+	return apierror.WithUpstreamWords(clientError(err), err.Error())
 }
 
 // clientError is the error the client sees for a final failure.

@@ -205,25 +205,26 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 			features.Tools = bytes.Contains(body, []byte(`"tools"`))
 			features.Code = routing.LooksLikeCode(string(body))
 		} else {
-			inputEst = int64(convert.EstimateInputTokens(ir))
 			features.Tools = len(ir.Tools) > 0
 			features.Code = routing.LooksLikeCode(lastUserText(ir))
 		}
 	}
-	// A large body is mostly images or files, which providers count by the picture, not by the
-	// byte: its neutral form gives the estimate (an image at a fixed cost) even when the bytes
-	// go through untouched.
-	estimated := ir != nil
-	if !estimated && size > largeBody {
-		if dec, err := convert.DecodeRequest(client, body); err == nil {
-			inputEst, estimated = int64(convert.EstimateInputTokens(dec)), true
-		}
+	// parsed is the request's neutral form where it was read (nil when it cannot be: it holds
+	// what only its own format knows), and read says whether reading it was tried. A large body
+	// is read even when its bytes go through untouched: it is mostly images or files, which
+	// providers count by the picture, not by the byte, and the neutral form's estimate counts
+	// an image at a fixed cost.
+	parsed, read := ir, needIR
+	if !read && size > largeBody {
+		parsed, _ = convert.DecodeRequest(client, body)
+		read = true
 	}
 	// The context check uses a lenient count (four bytes a token; three quarters of the neutral
 	// estimate, which counts three) so that a request near the limit is not refused on an
 	// estimate; the reservation keeps the cautious one, capped at the context window.
 	contextEst := size / 4
-	if estimated {
+	if parsed != nil {
+		inputEst = int64(convert.EstimateInputTokens(parsed))
 		contextEst = int(inputEst) * 3 / 4
 	}
 	if m.ContextTokens > 0 && contextEst > m.ContextTokens {
@@ -250,11 +251,10 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 	if client == llm.FormatResponses && stream {
 		// A stream's response objects echo the request as the whole answer does; a request
 		// that only its own format can read echoes the defaults.
-		req := ir
-		if req == nil {
-			req, _ = convert.DecodeRequest(client, body)
+		if !read {
+			parsed, _ = convert.DecodeRequest(client, body)
 		}
-		x.echo = convert.ResponsesEchoMembers(req)
+		x.echo = convert.ResponsesEchoMembers(parsed)
 	}
 	// lastErr is the last upstream failure; refusal why an expert could not take the request
 	// as it is (a field it cannot honour), which another expert may still serve: the first
@@ -331,13 +331,20 @@ func publicRefusal(err error, e routing.Expert, modelID string, client llm.Forma
 		return err
 	}
 	c := *ae
-	if e.Model != "" {
-		c.Message = strings.ReplaceAll(c.Message, e.Model, modelID)
-	}
+	c.Message = inPublicWords(c.Message, e.Model, modelID)
 	if e.Kind != client {
 		c.Param = ""
 	}
 	return &c
+}
+
+// inPublicWords is what an upstream said, as the client may read it: the upstream's model id,
+// which the gateway does not show, becomes the client's.
+func inPublicWords(said, upstreamModel, modelID string) string {
+	if upstreamModel == "" {
+		return said
+	}
+	return strings.ReplaceAll(said, upstreamModel, modelID)
 }
 
 // upstreamBody is the request body for expert e: the client's bytes with the model replaced
@@ -698,29 +705,23 @@ func (x *exchange) inBandError(ev llm.Event) llm.Event {
 	}
 	kind := apierror.KindOfType(ev.Err.Type)
 	e := *ev.Err
+	ev.Err = &e
 	if kind == apierror.KindInvalidRequest {
-		if x.expert.Model != "" {
-			e.Message = strings.ReplaceAll(e.Message, x.expert.Model, x.model.ID)
-		}
-		e.Message = apierror.Excerpt(e.Message, apierror.MaxQuotedLen)
-		ev.Err = &e
+		e.Message = apierror.Excerpt(inPublicWords(e.Message, x.expert.Model, x.model.ID), apierror.MaxQuotedLen)
 		return ev
 	}
-	x.s.logger(x.ctx).Warn("upstream error in the stream", "expert", x.expert.Key, "type", ev.Err.Type, "message", ev.Err.Message)
-	switch kind {
-	case apierror.KindUnauthenticated, apierror.KindInsufficientCredit, apierror.KindForbidden:
-		// The gateway's own credentials or credit at the provider, not the client's.
-		e.Type = "upstream_error"
-	}
+	x.s.logger(x.ctx).Warn("upstream error in the stream", "expert", x.expert.Key, "type", e.Type, "message", e.Message)
 	switch kind {
 	case apierror.KindRateLimited:
 		e.Message = "the upstream is rate limited"
 	case apierror.KindOverloaded:
 		e.Message = "the upstream is overloaded"
+	case apierror.KindUnauthenticated, apierror.KindInsufficientCredit, apierror.KindForbidden:
+		// The gateway's own credentials or credit at the provider, not the client's.
+		e.Type, e.Message = "upstream_error", "the upstream failed while streaming the answer"
 	default:
 		e.Message = "the upstream failed while streaming the answer"
 	}
-	ev.Err = &e
 	return ev
 }
 

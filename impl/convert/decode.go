@@ -18,6 +18,17 @@ import (
 // (cache hints, audio parts, built-in tools, ...) is listed in Unmodelled. A body that is not
 // a valid request of the format gives a 400 *apierror.Error naming the field.
 func DecodeRequest(f llm.Format, body []byte) (*llm.Request, error) {
+	return decodeRequest(f, body, decoder{})
+}
+
+// DecodeCountTokensRequest parses the body of a Messages count_tokens request, which is a
+// Messages request without max_tokens, as DecodeRequest parses a Messages request.
+func DecodeCountTokensRequest(body []byte) (*llm.Request, error) {
+	return decodeRequest(llm.FormatMessages, body, decoder{boundOptional: true})
+}
+
+// decodeRequest is DecodeRequest with d's options.
+func decodeRequest(f llm.Format, body []byte, d decoder) (*llm.Request, error) {
 	modelled, ok := modelledKeys[f]
 	if !ok {
 		return nil, fmt.Errorf("convert: unknown format %q", f)
@@ -49,7 +60,7 @@ func DecodeRequest(f llm.Format, body []byte) (*llm.Request, error) {
 			req.Extra[k] = v
 		}
 	}
-	d := decoder{req: req}
+	d.req = req
 	if err := d.fields(f, req.Raw); err != nil {
 		return nil, err
 	}
@@ -80,6 +91,8 @@ func setOf(keys ...string) map[string]bool {
 type decoder struct {
 	req    *llm.Request
 	system []string
+	// boundOptional accepts a Messages request without max_tokens (count_tokens).
+	boundOptional bool
 }
 
 // fields decodes the modelled fields in raw (wire name to value) into d.req.

@@ -30,11 +30,13 @@ func (d *decoder) messagesFields(raw map[string]json.RawMessage) error {
 			return err
 		}
 	}
-	if isNull(raw["max_tokens"]) {
+	switch {
+	case !isNull(raw["max_tokens"]):
+		if r.MaxTokens, err = parseInt(raw["max_tokens"], "max_tokens"); err != nil {
+			return err
+		}
+	case !d.boundOptional:
 		return apierror.Invalid("max_tokens", "max_tokens: Field required")
-	}
-	if r.MaxTokens, err = parseInt(raw["max_tokens"], "max_tokens"); err != nil {
-		return err
 	}
 	if err := d.sampling(raw); err != nil {
 		return err

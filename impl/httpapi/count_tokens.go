@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 
 	"github.com/tollgate/tollgate/gen/api"
@@ -43,17 +42,11 @@ func (s *Server) CountMessageTokens(ctx context.Context, req api.CountMessageTok
 	return api.CountMessageTokens200JSONResponse{InputTokens: int64(estimateMessagesInput(body))}, nil
 }
 
-// estimateMessagesInput estimates the input tokens of a Messages request body that may lack
-// max_tokens (which the decoder requires and which has no bearing on the input). A body the
-// converter cannot put in the neutral form is estimated from its size, as startExchange does.
+// estimateMessagesInput estimates the input tokens of a count_tokens body. A body the converter
+// cannot put in the neutral form is estimated from its size, as startExchange does.
 func estimateMessagesInput(body []byte) int {
-	if open := bytes.IndexByte(body, '{'); open >= 0 {
-		// A bound first: a bound the body has already comes later and wins.
-		withBound := append([]byte(`{"max_tokens":1,`), body[open+1:]...)
-		if ir, err := convert.DecodeRequest(llm.FormatMessages, withBound); err == nil {
-			return convert.EstimateInputTokens(ir)
-		}
+	if ir, err := convert.DecodeCountTokensRequest(body); err == nil {
+		return convert.EstimateInputTokens(ir)
 	}
-	size := len(body) - 5*bytes.Count(body, []byte(`\u`))
-	return size/convert.BytesPerToken + 16
+	return sizeEstimate(unescapedSize(body))
 }

@@ -187,11 +187,8 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 	for _, e := range m.Experts {
 		needIR = needIR || e.Kind != client
 	}
-	// The body's size with each \uXXXX escape counted as the one character it stands for: a
-	// client that escapes all non-ASCII text (Python's json.dumps does) sends six bytes a
-	// character, which must not count six times against the context window or the credit.
-	size := len(body) - 5*bytes.Count(body, []byte(`\u`))
-	inputEst := int64(size/3 + 16)
+	size := unescapedSize(body)
+	inputEst := int64(sizeEstimate(size))
 	features := routing.Features{OutputTokens: maxTokens} // what the client asked for; 0 when it did not say
 	// onlySameFormat is set when the request cannot be put in the neutral form (it holds what
 	// only its own format knows): it may still go, untouched, to an upstream of its format.
@@ -336,6 +333,20 @@ func publicRefusal(err error, e routing.Expert, modelID string, client llm.Forma
 		c.Param = ""
 	}
 	return &c
+}
+
+// unescapedSize is the size of a request body with each \uXXXX escape counted as the one
+// character it stands for: a client that escapes all non-ASCII text (Python's json.dumps does)
+// sends six bytes a character, which must not count six times against the context window or
+// the credit.
+func unescapedSize(body []byte) int {
+	return len(body) - 5*bytes.Count(body, []byte(`\u`))
+}
+
+// sizeEstimate is the cautious input estimate of a request known only by its (unescaped)
+// size, for one that cannot be put in the neutral form.
+func sizeEstimate(size int) int {
+	return size/convert.BytesPerToken + 16
 }
 
 // inPublicWords is what an upstream said, as the client may read it: the upstream's model id,

@@ -255,12 +255,6 @@ func Run(ctx context.Context, c Config) (Report, error) {
 	r.GatewayP50us, r.GatewayP99us = us(gm.Latencies.P50), us(gm.Latencies.P99)
 	r.AddedP50us, r.AddedP99us = r.GatewayP50us-r.DirectP50us, r.GatewayP99us-r.DirectP99us
 	r.DirectSuccess, r.GatewaySuccess = dm.Success, gm.Success
-	if relay != nil {
-		r.RelayAddedP50us, r.RelayAddedP99us = us(relay.m.Latencies.P50)-r.DirectP50us, us(relay.m.Latencies.P99)-r.DirectP99us
-	}
-	if floor != nil {
-		r.FloorAddedP50us, r.FloorAddedP99us = us(floor.m.Latencies.P50)-r.DirectP50us, us(floor.m.Latencies.P99)-r.DirectP99us
-	}
 
 	sd, sg := c.targets(true, c.GatewayModel)
 	sides[0].t, sides[1].t = sd, sg
@@ -301,13 +295,17 @@ func Run(ctx context.Context, c Config) (Report, error) {
 	}
 	r.RoundMedianAddedP50us, r.RoundMedianAddedP99us = median(a50), median(a99)
 	r.RoundMedianAddedTTFBP50us, r.RoundMedianAddedTTFBP99us = median(t50), median(t99)
+	// What a reference relay adds over direct: the medians and p99s of whole answers and of
+	// streams' first bytes.
+	added := func(s *side) (p50, p99, ttfb50, ttfb99 float64) {
+		return us(s.m.Latencies.P50) - r.DirectP50us, us(s.m.Latencies.P99) - r.DirectP99us,
+			us(pct(s.ttfb, 0.50)) - r.StreamDirectP50us, us(pct(s.ttfb, 0.99)) - r.StreamDirectP99us
+	}
 	if relay != nil {
-		r.RelayAddedTTFBP50us = us(pct(relay.ttfb, 0.50)) - r.StreamDirectP50us
-		r.RelayAddedTTFBP99us = us(pct(relay.ttfb, 0.99)) - r.StreamDirectP99us
+		r.RelayAddedP50us, r.RelayAddedP99us, r.RelayAddedTTFBP50us, r.RelayAddedTTFBP99us = added(relay)
 	}
 	if floor != nil {
-		r.FloorAddedTTFBP50us = us(pct(floor.ttfb, 0.50)) - r.StreamDirectP50us
-		r.FloorAddedTTFBP99us = us(pct(floor.ttfb, 0.99)) - r.StreamDirectP99us
+		r.FloorAddedP50us, r.FloorAddedP99us, r.FloorAddedTTFBP50us, r.FloorAddedTTFBP99us = added(floor)
 	}
 	stealAfter, totalAfter := cpuSteal()
 	r.StealPercent = stealPercent(stealBefore, totalBefore, stealAfter, totalAfter)

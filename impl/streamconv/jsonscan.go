@@ -161,6 +161,21 @@ func (it *objIter) ok() bool {
 	return !it.bad && it.done && skipWS(it.d, it.i) == len(it.d)
 }
 
+// member returns the raw value of the member name of the object d, or false when d is no
+// object or has no such member (the first one counts).
+func member(d []byte, name string) ([]byte, bool) {
+	it := iterObject(d)
+	for {
+		key, val, ok := it.next()
+		if !ok {
+			return nil, false
+		}
+		if string(key) == name {
+			return val, true
+		}
+	}
+}
+
 // soleElement returns the one element of an array, or false.
 func soleElement(arr []byte) ([]byte, bool) {
 	if len(arr) == 0 || arr[0] != '[' {

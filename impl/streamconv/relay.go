@@ -112,52 +112,28 @@ var modelledResponsesDeltas = map[string]bool{
 // chunkChoices reports whether a chat chunk has a choices array, and whether it is empty (the
 // usage chunk that stream_options.include_usage adds at the end).
 func chunkChoices(chunk []byte) (has, empty bool) {
-	it := iterObject(chunk)
-	for {
-		key, val, ok := it.next()
-		if !ok {
-			return false, false
-		}
-		if string(key) == "choices" {
-			if len(val) == 0 || val[0] != '[' {
-				return false, false
-			}
-			return true, isEmptyArray(val)
-		}
+	val, ok := member(chunk, "choices")
+	if !ok || len(val) == 0 || val[0] != '[' {
+		return false, false
 	}
+	return true, isEmptyArray(val)
 }
 
 // thinkingLen is the length of a Messages content_block_delta's thinking text (0 for another
 // delta).
 func thinkingLen(data []byte) int {
-	it := iterObject(data)
-	for {
-		key, val, ok := it.next()
-		if !ok {
-			return 0
-		}
-		if string(key) == "delta" {
-			return memberLen(val, "thinking")
-		}
-	}
+	delta, _ := member(data, "delta")
+	return memberLen(delta, "thinking")
 }
 
-// memberLen is the length in bytes of the top-level string member name of the object data, as
-// sent (escapes included), or 0.
+// memberLen is the length in bytes of the string member name of the object data, as sent
+// (escapes included), or 0.
 func memberLen(data []byte, name string) int {
-	it := iterObject(data)
-	for {
-		key, val, ok := it.next()
-		if !ok {
-			return 0
-		}
-		if string(key) == name {
-			if len(val) < 2 || val[0] != '"' {
-				return 0
-			}
-			return len(val) - 2
-		}
+	val, ok := member(data, name)
+	if !ok || len(val) < 2 || val[0] != '"' {
+		return 0
 	}
+	return len(val) - 2
 }
 
 // isEmptyArray reports whether val is an empty JSON array.
@@ -171,15 +147,10 @@ func isEmptyArray(val []byte) bool {
 
 // sequenceNumber is a Responses event's top-level sequence_number.
 func sequenceNumber(data []byte) (int64, bool) {
-	it := iterObject(data)
-	for {
-		key, val, ok := it.next()
-		if !ok {
-			return 0, false
-		}
-		if string(key) == "sequence_number" {
-			n, ok := intOf(val)
-			return int64(n), ok
-		}
+	val, ok := member(data, "sequence_number")
+	if !ok {
+		return 0, false
 	}
+	n, ok := intOf(val)
+	return int64(n), ok
 }

@@ -51,6 +51,17 @@ func waitSettled(t *testing.T, g *apitest.Gateway, account store.Account, n int6
 	}
 }
 
+// latestUsage waits until the account's usage records number n and returns the newest.
+func latestUsage(t *testing.T, g *apitest.Gateway, account store.Account, n int64) store.UsageRecord {
+	t.Helper()
+	waitSettled(t, g, account, n)
+	recs, err := g.Store.UsageRecords(context.Background(), account.ID, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs[0]
+}
+
 // checkBooks asserts that the ledger sums to the balance, which is the grants minus the usage.
 func checkBooks(t *testing.T, g *apitest.Gateway, account store.Account, granted int64) (balance, usage int64) {
 	t.Helper()
@@ -238,13 +249,9 @@ func TestOutputBilledUpToWhatWasAsked(t *testing.T) {
 		if status, _, answer := do(t, c, g.URL, request{"POST", "/v1/messages", body}, bearer); status != 200 {
 			t.Fatalf("%d %s", status, answer)
 		}
-		waitSettled(t, g, tenant.Account, int64(i+1))
-		recs, err := g.Store.UsageRecords(context.Background(), tenant.Account.ID, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if recs[0].OutputTokens != 5 {
-			t.Errorf("stream %s: billed %d output tokens for a request that asked for 5", stream, recs[0].OutputTokens)
+		rec := latestUsage(t, g, tenant.Account, int64(i+1))
+		if rec.OutputTokens != 5 {
+			t.Errorf("stream %s: billed %d output tokens for a request that asked for 5", stream, rec.OutputTokens)
 		}
 	}
 	checkBooks(t, g, tenant.Account, 50_000_000)
@@ -301,13 +308,9 @@ func TestEveryChoiceIsBilledAndReserved(t *testing.T) {
 	if err := json.Unmarshal(answer, &got); err != nil || len(got.Choices) != 3 || got.Usage.CompletionTokens != 15 {
 		t.Fatalf("answer %s (%v)", answer, err)
 	}
-	waitSettled(t, g, tenant.Account, 1)
-	recs, err := g.Store.UsageRecords(context.Background(), tenant.Account.ID, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if recs[0].OutputTokens != 15 {
-		t.Errorf("billed %d output tokens for three answers of 5", recs[0].OutputTokens)
+	rec := latestUsage(t, g, tenant.Account, 1)
+	if rec.OutputTokens != 15 {
+		t.Errorf("billed %d output tokens for three answers of 5", rec.OutputTokens)
 	}
 	// 8 answers of up to 64 tokens at 1000 micro-units a token is more than is left.
 	status, hdr, answer := do(t, c, g.URL, request{"POST", "/v1/chat/completions",

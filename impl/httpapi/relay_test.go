@@ -59,12 +59,8 @@ func TestSameFormatStreamIsRelayed(t *testing.T) {
 		msg.Content[1].Type != "redacted_thinking" || msg.Content[3].Type != "tool_use" || msg.StopReason != "tool_use" {
 		t.Fatalf("accumulated %+v", msg)
 	}
-	waitSettled(t, g, tenant.Account, 1)
-	recs, err := g.Store.UsageRecords(context.Background(), tenant.Account.ID, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if recs[0].InputTokens != 40 || recs[0].OutputTokens != 61 || recs[0].Status != "ok" {
-		t.Errorf("usage record %+v", recs[0])
+	rec := latestUsage(t, g, tenant.Account, 1)
+	if rec.InputTokens != 40 || rec.OutputTokens != 61 || rec.Status != "ok" {
+		t.Errorf("usage record %+v", rec)
 	}
 }

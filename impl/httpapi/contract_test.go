@@ -32,6 +32,25 @@ var validRequests = map[string]request{
 	"GET /api/mcp":                    {"GET", "/api/mcp", ""},
 }
 
+// errorEnvelope is an error answer in either envelope: the chat-completions one
+// ({"error":{"message","type","param","code"}}) or the Messages one ({"type":"error",
+// "error":{"type","message"}}).
+type errorEnvelope struct {
+	Type  string `json:"type"`
+	Error struct {
+		Type    string  `json:"type"`
+		Message string  `json:"message"`
+		Param   *string `json:"param"`
+	} `json:"error"`
+}
+
+// errorEnvelopeOf reads an error answer; a body that is not JSON gives the zero envelope.
+func errorEnvelopeOf(body []byte) errorEnvelope {
+	var env errorEnvelope
+	_ = json.Unmarshal(body, &env)
+	return env
+}
+
 // do sends r with the given headers and returns the status, headers and body.
 func do(t *testing.T, c *http.Client, base string, r request, header map[string]string) (int, http.Header, []byte) {
 	t.Helper()

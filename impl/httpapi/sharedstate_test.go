@@ -34,14 +34,7 @@ func TestProviderStateIsNotShared(t *testing.T) {
 	for _, tc := range refused {
 		s.Reset()
 		status, _, body := do(t, c, g.URL, tc.r, bearer)
-		var env struct {
-			Error struct {
-				Type    string  `json:"type"`
-				Param   *string `json:"param"`
-				Message string  `json:"message"`
-			} `json:"error"`
-		}
-		_ = json.Unmarshal(body, &env)
+		env := errorEnvelopeOf(body)
 		if status != 400 || env.Error.Type != tc.etype || (tc.param != "" && (env.Error.Param == nil || *env.Error.Param != tc.param)) {
 			t.Errorf("%s: %d %s", tc.r.body, status, body)
 		}
@@ -104,14 +97,7 @@ func TestPerUseBilledToolsAreRefused(t *testing.T) {
 	for _, tc := range cases {
 		s.Reset()
 		status, _, body := do(t, c, g.URL, tc.r, bearer)
-		var env struct {
-			Error struct {
-				Type    string  `json:"type"`
-				Param   *string `json:"param"`
-				Message string  `json:"message"`
-			} `json:"error"`
-		}
-		_ = json.Unmarshal(body, &env)
+		env := errorEnvelopeOf(body)
 		if status != 400 || env.Error.Type != "invalid_request_error" || (tc.param != "" && (env.Error.Param == nil || *env.Error.Param != tc.param)) {
 			t.Errorf("%s: %d %s", tc.r.body, status, body)
 		}

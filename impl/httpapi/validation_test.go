@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -85,17 +84,7 @@ func TestValidationRejectsWithFieldNamed(t *testing.T) {
 			t.Errorf("%s %s: status %d, want 400: %s", tc.r.method, tc.r.body, status, body)
 			continue
 		}
-		var env struct {
-			Type  string `json:"type"`
-			Error struct {
-				Type    string  `json:"type"`
-				Message string  `json:"message"`
-				Param   *string `json:"param"`
-			} `json:"error"`
-		}
-		if err := json.Unmarshal(body, &env); err != nil {
-			t.Fatal(err)
-		}
+		env := errorEnvelopeOf(body)
 		if env.Error.Type != "invalid_request_error" || !strings.Contains(env.Error.Message, tc.wantText) {
 			t.Errorf("%s %s: envelope %s, want invalid_request_error mentioning %q", tc.r.path, tc.r.body, body, tc.wantText)
 		}

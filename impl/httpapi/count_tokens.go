@@ -4,8 +4,6 @@ import (
 	"context"
 
 	"github.com/tollgate/tollgate/gen/api"
-	"github.com/tollgate/tollgate/impl/apierror"
-	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/convert"
 	"github.com/tollgate/tollgate/impl/llm"
 )
@@ -25,19 +23,8 @@ func (s *Server) CountMessageTokens(ctx context.Context, req api.CountMessageTok
 	if err != nil {
 		return nil, err
 	}
-	m, ok := s.registry.Model(peek.Model)
-	if !ok {
-		return nil, apierror.ModelNotFound(peek.Model)
-	}
-	allowed, err := s.access.allowed(ctx, p.AccountID, peek.Model)
-	if err != nil {
+	if _, err := s.resolveModel(ctx, p, peek.Model, llm.FormatMessages); err != nil {
 		return nil, err
-	}
-	if !allowed {
-		return nil, apierror.ModelNotFound(peek.Model)
-	}
-	if m.Family != config.FamilyMessages {
-		return nil, apierror.ModelOnOtherRoute(peek.Model, familyRoute(m.Family))
 	}
 	return api.CountMessageTokens200JSONResponse{InputTokens: int64(estimateMessagesInput(body))}, nil
 }

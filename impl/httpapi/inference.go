@@ -120,6 +120,28 @@ type exchange struct {
 	started     time.Time
 }
 
+// resolveModel is the model id names for principal p on a route of format client: model
+// not found when the id is unknown or the account may not use it, and, for a model of the
+// caller's sent to the other family's route, model not found naming the route that serves it
+// (a model the caller may not use is not even said to exist).
+func (s *Server) resolveModel(ctx context.Context, p auth.Principal, id string, client llm.Format) (*routing.Model, error) {
+	m, ok := s.registry.Model(id)
+	if !ok {
+		return nil, apierror.ModelNotFound(id)
+	}
+	allowed, err := s.access.allowed(ctx, p.AccountID, id)
+	if err != nil {
+		return nil, err
+	}
+	if !allowed {
+		return nil, apierror.ModelNotFound(id)
+	}
+	if m.Family != familyFor(client) {
+		return nil, apierror.ModelOnOtherRoute(id, familyRoute(m.Family))
+	}
+	return m, nil
+}
+
 // familyRoute is the route that serves a model family (chat models also answer on
 // /v1/responses).
 func familyRoute(family string) string {
@@ -155,21 +177,9 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 		// the first choice only; and only a chat upstream could stream several.
 		return nil, apierror.Invalid("n", "'n' is %d, but a streamed answer through tollgate has one choice: set 'n' to 1 or 'stream' to false", choices)
 	}
-	m, ok := s.registry.Model(modelID)
-	if !ok {
-		return nil, apierror.ModelNotFound(modelID)
-	}
-	allowed, err := s.access.allowed(ctx, p.AccountID, modelID)
+	m, err := s.resolveModel(ctx, p, modelID, client)
 	if err != nil {
 		return nil, err
-	}
-	if !allowed {
-		return nil, apierror.ModelNotFound(modelID)
-	}
-	if m.Family != familyFor(client) {
-		// A model of the caller's on the wrong route: the route that serves it is named (a
-		// model the caller may not use is not even said to exist).
-		return nil, apierror.ModelOnOtherRoute(modelID, familyRoute(m.Family))
 	}
 	if maxTokens > m.MaxOutputTokens {
 		field := maxTokensField(client, body)

@@ -25,7 +25,7 @@ type Relay struct {
 	f            llm.Format
 	model        string
 	includeUsage bool
-	enc          Encoder
+	follower     sequenceFollower // the encoder, when it numbers its events (Responses)
 	buf          []byte
 	unmodelled   int
 }
@@ -40,7 +40,8 @@ type sequenceFollower interface {
 // includeUsage says whether a chat client asked for the usage chunk. enc is the encoder the
 // caller feeds (see Relay).
 func NewRelay(f llm.Format, model string, includeUsage bool, enc Encoder) *Relay {
-	return &Relay{f: f, model: model, includeUsage: includeUsage, enc: enc}
+	follower, _ := enc.(sequenceFollower)
+	return &Relay{f: f, model: model, includeUsage: includeUsage, follower: follower}
 }
 
 // Event appends what the client gets for the upstream event ev to out: ev itself, with the model
@@ -78,10 +79,8 @@ func (r *Relay) Event(ev sse.Event, out []sse.Event) []sse.Event {
 		}
 		data, err = convert.SetMemberModel(r.buf[:0], ev.Data, "message", r.model)
 	case llm.FormatResponses:
-		if seq, ok := sequenceNumber(ev.Data); ok {
-			if f, ok := r.enc.(sequenceFollower); ok {
-				f.follow(seq)
-			}
+		if seq, ok := sequenceNumber(ev.Data); ok && r.follower != nil {
+			r.follower.follow(seq)
 		}
 		if strings.HasSuffix(ev.Name, ".delta") && !modelledResponsesDeltas[ev.Name] {
 			r.unmodelled += memberLen(ev.Data, "delta")

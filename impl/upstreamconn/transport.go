@@ -158,10 +158,10 @@ type staleConnError struct {
 func (e *staleConnError) Error() string { return e.err.Error() }
 func (e *staleConnError) Unwrap() error { return e.err }
 
-// exchange writes req with body, under the Host host, on c and reads the response headers. It owns c: on failure c
-// is closed, on success c belongs to the response body (or is back in the pool when there is no
-// body). body is closed before exchange returns. A failure before any byte of the response
-// arrived is a *staleConnError.
+// exchange writes req with body, under the Host host, on c and reads the response headers. It
+// owns c: on failure c is closed, on success c belongs to the response body (or is back in the
+// pool when there is no body). body is closed before exchange returns. A failure before any
+// byte of the response arrived is a *staleConnError.
 func (t *Transport) exchange(ctx context.Context, c *conn, req *http.Request, host string, body io.ReadCloser) (*http.Response, error) {
 	var stopWatch func() bool
 	if ctx.Done() != nil {

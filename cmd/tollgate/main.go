@@ -37,7 +37,8 @@ Usage:
 
 Environment:
   DATABASE_URL        PostgreSQL connection string. When unset, dev and admin use the local
-                      cluster in $TOLLGATE_DATA_DIR (default ./.data), starting it if needed.
+                      cluster in $TOLLGATE_DATA_DIR (default ./.data), starting it if needed;
+                      as root, under /var/tmp when the postgres OS user cannot reach that.
   TOLLGATE_DATA_DIR   where dev keeps its local PostgreSQL cluster (default ./.data)
   TOLLGATE_DATASETS_DIR  the dataset storage root (default $TOLLGATE_DATA_DIR/datasets)
   TOLLGATE_CONFIG     config file (same as -config); default: the built-in configuration
@@ -149,6 +150,8 @@ type database struct {
 	URL     string
 	cluster *pgcluster.Cluster
 	started bool
+	// where is where the local cluster lives (zero with DATABASE_URL).
+	where pgcluster.Location
 }
 
 // openDatabase connects to DATABASE_URL or, when local is true and it is unset, to the local
@@ -159,23 +162,21 @@ func openDatabase(ctx context.Context, local bool, log *slog.Logger) (*database,
 		if !local {
 			return nil, usageError("DATABASE_URL is not set")
 		}
-		dataDir := os.Getenv("TOLLGATE_DATA_DIR")
-		if dataDir == "" {
-			dataDir = ".data"
-		}
-		abs, err := filepath.Abs(filepath.Join(dataDir, "postgres"))
+		where, err := localCluster()
 		if err != nil {
 			return nil, err
 		}
-		if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
-			return nil, err
+		if where.Moved {
+			log.Info("DATABASE_URL is unset: using the local PostgreSQL cluster, moved", "data_dir", where.DataDir, "because", where.Reason)
+		} else {
+			log.Info("DATABASE_URL is unset: using the local PostgreSQL cluster", "data_dir", where.DataDir)
 		}
-		log.Info("DATABASE_URL is unset: using the local PostgreSQL cluster", "data_dir", abs)
-		c, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: abs, Logf: func(f string, a ...any) { log.Debug(fmt.Sprintf(f, a...)) }})
+		c, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: where.DataDir, SocketDir: where.SocketDir,
+			Logf: func(f string, a ...any) { log.Debug(fmt.Sprintf(f, a...)) }})
 		if err != nil {
 			return nil, fmt.Errorf("start local PostgreSQL: %w", err)
 		}
-		d.cluster, d.started = c, !c.Reused()
+		d.cluster, d.started, d.where = c, !c.Reused(), where
 		if err := c.CreateDatabase(ctx, "tollgate"); err != nil {
 			d.Close()
 			return nil, err
@@ -209,6 +210,30 @@ func (d *database) Close() {
 		defer cancel()
 		_ = d.cluster.Stop(ctx)
 	}
+}
+
+// localCluster decides where the local development cluster lives: $TOLLGATE_DATA_DIR/postgres
+// (default ./.data/postgres) or, when that is out of the postgres OS user's reach (a checkout
+// under root's private home, say), /var/tmp/tollgate-<hash of that path>/postgres, the same on
+// every run from the same checkout, so dev and admin find the same cluster.
+func localCluster() (pgcluster.Location, error) {
+	dataDir := os.Getenv("TOLLGATE_DATA_DIR")
+	if dataDir == "" {
+		dataDir = ".data"
+	}
+	abs, err := filepath.Abs(filepath.Join(dataDir, "postgres"))
+	if err != nil {
+		return pgcluster.Location{}, err
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+		return pgcluster.Location{}, err
+	}
+	// /var/tmp rather than /tmp: it survives reboots, and with it the demo account.
+	root := "/var/tmp"
+	if fi, err := os.Stat(root); err != nil || !fi.IsDir() {
+		root = os.TempDir()
+	}
+	return pgcluster.Locate(pgcluster.LocateOptions{DataDir: abs, FallbackRoot: root, FallbackPrefix: "tollgate-"})
 }
 
 func runMigrate(ctx context.Context, args []string) error {

@@ -22,6 +22,7 @@ import (
 	"github.com/tollgate/tollgate/impl/gateway"
 	"github.com/tollgate/tollgate/impl/h1server"
 	"github.com/tollgate/tollgate/impl/metrics"
+	"github.com/tollgate/tollgate/impl/pgcluster"
 	"github.com/tollgate/tollgate/impl/provider"
 	"github.com/tollgate/tollgate/impl/ratelimit"
 	"github.com/tollgate/tollgate/impl/sim"
@@ -168,7 +169,7 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	}
 	log.Info("tollgate listening", "addr", apiLn.Addr().String())
 	if dev {
-		printDevBanner(apiLn.Addr().String(), demoKey)
+		printDevBanner(apiLn.Addr().String(), demoKey, d.where)
 	}
 
 	var serveErr error
@@ -214,8 +215,14 @@ func seedDemo(ctx context.Context, svc *accounts.Service) (string, error) {
 	return k.Plain, nil
 }
 
-// printDevBanner prints ready-to-paste commands for the local gateway.
-func printDevBanner(addr, key string) {
+// printDevBanner prints devBanner.
+func printDevBanner(addr, key string, where pgcluster.Location) {
+	fmt.Fprint(os.Stdout, devBanner(addr, key, where))
+}
+
+// devBanner returns ready-to-paste commands for the local gateway and says where its local
+// PostgreSQL cluster is (where is zero with DATABASE_URL).
+func devBanner(addr, key string, where pgcluster.Location) string {
 	host := addr
 	if h, port, err := net.SplitHostPort(addr); err == nil && (h == "::" || h == "0.0.0.0" || h == "") {
 		host = "localhost:" + port
@@ -223,6 +230,14 @@ func printDevBanner(addr, key string) {
 	base := "http://" + host
 	var b strings.Builder
 	b.WriteString("\n  tollgate is running on " + base + "\n\n")
+	if where.DataDir != "" {
+		b.WriteString("  Local PostgreSQL cluster: " + where.DataDir + "\n")
+		if where.Moved {
+			b.WriteString("    (here because " + where.Reason + ";\n")
+			b.WriteString("    later runs and admin commands from this checkout find it here)\n")
+		}
+		b.WriteString("\n")
+	}
 	if key != "" {
 		b.WriteString("  Demo API key (shown once; it is stored only as a hash):\n\n    " + key + "\n\n")
 		b.WriteString("  export TOLLGATE_API_KEY=" + key + "\n")
@@ -236,5 +251,5 @@ func printDevBanner(addr, key string) {
 	b.WriteString("    -d '{\"model\":\"service-flint\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello!\"}]}'\n")
 	b.WriteString("  curl -sN " + base + "/v1/messages -H \"Authorization: Bearer $TOLLGATE_API_KEY\" \\\n")
 	b.WriteString("    -d '{\"model\":\"service-sonnet\",\"max_tokens\":64,\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"Hello!\"}]}'\n\n")
-	fmt.Fprint(os.Stdout, b.String())
+	return b.String()
 }

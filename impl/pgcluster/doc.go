@@ -10,6 +10,14 @@
 // the data and socket directories are handed to that user. The user must
 // already exist; Start fails with a clear error when it does not.
 //
+// The postgres OS user must also be able to reach the data directory, which
+// it cannot under a directory private to root (such as root's home). Locate
+// decides where a persistent cluster lives: in its preferred data directory
+// when the server can reach it, else in a directory of its own under a
+// fallback root such as /var/tmp, named after a hash of the preferred path so
+// that every run finds it again, and created with care since such roots are
+// writable by everyone.
+//
 // Start reuses a server that is already running in the data directory (for
 // example one left behind by an earlier run that was killed) instead of
 // failing; Cluster.Reused reports whether that happened.

@@ -50,8 +50,9 @@ type Options struct {
 	DataDir string
 	// SocketDir is the directory that holds the server's Unix socket. When
 	// empty, Start creates a short, fresh directory under os.TempDir (or /tmp
-	// when that path would be too long) and removes it again in Stop. The
-	// socket file's path must stay under 107 bytes.
+	// when that path would be too long, or when the server user cannot reach
+	// os.TempDir) and removes it again in Stop. The socket file's path must
+	// stay under 107 bytes.
 	SocketDir string
 	// Port names the socket file (.s.PGSQL.<Port>); 0 means DefaultPort. No
 	// TCP port is opened.
@@ -428,23 +429,15 @@ func (a *account) checkReachable(dir, target string) error {
 	if a == nil {
 		return nil
 	}
-	resolved, err := filepath.EvalSymlinks(dir)
+	d, mode, err := a.firstUnsearchable(dir)
 	if err != nil {
-		return fmt.Errorf("pgcluster: %w", err)
+		return err
 	}
-	for d := resolved; ; d = filepath.Dir(d) {
-		fi, err := os.Stat(d)
-		if err != nil {
-			return fmt.Errorf("pgcluster: %w", err)
-		}
-		if !a.may(fi, 0o1) {
-			return fmt.Errorf("pgcluster: the server runs as OS user %s, which cannot reach %s: directory %s (mode %v) is not searchable by it; use a path under a directory others may search (such as %s), or allow it with chmod o+x %s",
-				a.name, target, d, fi.Mode().Perm(), os.TempDir(), d)
-		}
-		if d == filepath.Dir(d) {
-			return nil
-		}
+	if d != "" {
+		return fmt.Errorf("pgcluster: the server runs as OS user %s, which cannot reach %s: directory %s (mode %v) is not searchable by it; use a path under a directory others may search (such as %s), or allow it with chmod o+x %s",
+			a.name, target, d, mode, os.TempDir(), d)
 	}
+	return nil
 }
 
 // may reports whether the account has the permission bits want (given as
@@ -557,8 +550,10 @@ func processAlive(pid int) bool {
 func (c *Cluster) prepareSocketDir(dir string) error {
 	if dir == "" {
 		base := os.TempDir()
-		// MkdirTemp appends up to 10 digits to the "pgs" prefix.
-		if len(socketPath(filepath.Join(base, "pgs0123456789"), 65535)) >= maxSocketPath {
+		// MkdirTemp appends up to 10 digits to the "pgs" prefix. /tmp serves
+		// when the temporary directory gives too long a path, or is private
+		// to root (TMPDIR under root's home, say).
+		if len(socketPath(filepath.Join(base, "pgs0123456789"), 65535)) >= maxSocketPath || c.acct.checkReachable(base, base) != nil {
 			base = "/tmp"
 		}
 		d, err := os.MkdirTemp(base, "pgs")

@@ -6,8 +6,11 @@
 // S3-compatible store can take its place). A dataset is one file, <name>.csv,
 // <name>.parquet or <name>.jsonl, and dataset names match ^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$.
 //
-// Name resolution is the security boundary. A caller names a dataset; the name resolves
-// only under the caller's own prefix, and anything else (another tenant's dataset, a path,
+// Name resolution is the security boundary. A caller names a dataset by its short name
+// (<name>) or by its full name (tenant/<account-id>/<name>, see FullName, with the caller's
+// own account id in canonical lowercase form); either may end in the format's extension,
+// which pins the format. The name resolves only under the caller's own prefix, and anything
+// else (another tenant's dataset or full name, the account's name in place of its id, a path,
 // "..", encoded separators, backslashes, NUL, non-ASCII look-alikes, a name that does not
 // exist) is refused with a *NotOwnedError, whose text is exactly
 // "dataset '<name>' is not owned by the caller". A dataset that does not exist and one that

@@ -45,6 +45,11 @@ func ValidName(name string) bool { return nameRE.MatchString(name) }
 // tenantPrefix is the storage key prefix of an account's datasets.
 func tenantPrefix(account uuid.UUID) string { return "tenant/" + account.String() + "/" }
 
+// FullName returns the full name of the account's dataset name: "tenant/<account-id>/<name>",
+// with the account id in its canonical lowercase form. Every operation that takes a dataset
+// reference accepts it as well as the short name, and the tools show both.
+func FullName(account uuid.UUID, name string) string { return tenantPrefix(account) + name }
+
 // datasetKey is the storage key of the account's dataset file.
 func datasetKey(account uuid.UUID, name string, f Format) string {
 	return tenantPrefix(account) + name + "." + string(f)
@@ -52,8 +57,10 @@ func datasetKey(account uuid.UUID, name string, f Format) string {
 
 // cleanName checks a caller's dataset reference and returns the bare dataset name. It accepts
 // a bare name, optionally with one of the format extensions (which then pins the format), and
-// the full key form "tenant/<caller's account id>/<name>[.ext]". Everything else is refused
-// with a *NotOwnedError that echoes the reference as given.
+// the full name "tenant/<caller's account id>/<name>[.ext]" (see FullName), the id written
+// exactly as FullName writes it. Everything else is refused with a *NotOwnedError that echoes
+// the reference as given: another account's id, an id in another spelling (upper case, no
+// hyphens, braces), the account's name in place of its id, any other path.
 func cleanName(account uuid.UUID, ref string) (string, Format, error) {
 	s := strings.TrimPrefix(ref, tenantPrefix(account))
 	var pinned Format

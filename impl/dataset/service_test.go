@@ -45,6 +45,8 @@ type fixture struct {
 	dir     string
 	storage *dataset.DirStorage
 	a, b    uuid.UUID
+	// aName and bName are the accounts' names.
+	aName, bName string
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -63,12 +65,15 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.storage.Close() })
-	for _, p := range []*uuid.UUID{&f.a, &f.b} {
+	for _, p := range []struct {
+		id   *uuid.UUID
+		name *string
+	}{{&f.a, &f.aName}, {&f.b, &f.bName}} {
 		acct, err := st.CreateAccount(ctx, "acct-"+uuid.NewString()[:8], "default")
 		if err != nil {
 			t.Fatal(err)
 		}
-		*p = acct.ID
+		*p.id, *p.name = acct.ID, acct.Name
 	}
 	f.write(t, f.a, "sales.csv", salesCSV)
 	f.write(t, f.a, "events.jsonl", eventsJSONL)
@@ -520,6 +525,27 @@ func TestNotOwned(t *testing.T) {
 		strings.Repeat("a", 65),
 		"nonexistent", // a well-formed name that does not exist is refused the same way
 		"tenant/" + uuid.NewString() + "/sales",
+		// Full names that are malformed, or not the caller's own.
+		"tenant/" + b + "/sales",        // b's full name of a name a owns too
+		"tenant/" + a + "/secret",       // a's namespace, b's dataset name
+		"tenant/" + f.aName + "/sales",  // a's account name in place of its id
+		"tenant/" + f.bName + "/secret", //
+		"tenant/" + strings.ToUpper(a) + "/sales",
+		"tenant/" + strings.ReplaceAll(a, "-", "") + "/sales",
+		"tenant/{" + a + "}/sales",
+		"tenant/urn:uuid:" + a + "/sales",
+		"tenant/" + a + "/",
+		"tenant/" + a,
+		"tenant/" + a + "/..",
+		"tenant/" + a + "/sales/",
+		"tenant/" + a + "//sales",
+		"tenant/" + a + "/tenant/" + a + "/sales",
+		"tenant//sales",
+		"tenant/sales",
+		"/tenant/" + a + "/sales",
+		"Tenant/" + a + "/sales",
+		"tenant/" + a + "/sales.txt",
+		"tenant/" + a + "%2fsales",
 	}
 	for _, name := range names {
 		want := "dataset '" + name + "' is not owned by the caller"
@@ -828,6 +854,85 @@ func TestTimeoutKeepsServing(t *testing.T) {
 	defer cancel()
 	if _, err := s.Query(cctx, f.a, "sales", "SELECT count(*) FROM range(1000000000000)"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("cancelled query: %v", err)
+	}
+}
+
+// TestFullNames names the caller's own datasets by their full names tenant/<account-id>/<name>
+// on every operation, next to the short names, and checks what the SQL calls the table.
+func TestFullNames(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	s := f.service(t, dataset.Options{})
+	full := func(name string) string { return "tenant/" + f.a.String() + "/" + name }
+
+	if got := dataset.FullName(f.a, "sales"); got != full("sales") {
+		t.Fatalf("FullName = %q, want %q", got, full("sales"))
+	}
+	// What ListStorage lists, FullName names, and every operation takes.
+	list, err := s.ListStorage(ctx, f.a)
+	if err != nil || len(list) != 3 {
+		t.Fatalf("list = %+v, %v", list, err)
+	}
+	for _, d := range list {
+		ref := dataset.FullName(f.a, d.Name)
+		r := mustLoad(t, s, f.a, ref, dataset.LoadOptions{})
+		if r.Dataset != d.Name || r.Format != d.Format {
+			t.Errorf("load %s = %+v, want dataset %s in %s", ref, r, d.Name, d.Format)
+		}
+		cols, err := s.Schema(ctx, f.a, ref)
+		if err != nil || columnNames(cols) != columnNames(r.Columns) {
+			t.Errorf("schema %s = %v, %v", ref, cols, err)
+		}
+	}
+	// The full name with the format's extension pins the format, as the short name does.
+	if r := mustLoad(t, s, f.a, full("sales.csv"), dataset.LoadOptions{Limit: 2}); r.Dataset != "sales" || r.Rows != 2 {
+		t.Fatalf("load with extension = %+v", r)
+	}
+	// The load is one, whichever name made it: the short name sees what the full name loaded.
+	if cols, err := s.Schema(ctx, f.a, "sales"); err != nil || len(cols) != 6 {
+		t.Fatalf("schema by short name = %v, %v", cols, err)
+	}
+	loaded, err := s.Loaded(ctx, f.a)
+	if err != nil || len(loaded) != 3 || loaded[2].Name != "sales" || loaded[2].Rows != 2 {
+		t.Fatalf("loaded = %+v, %v", loaded, err)
+	}
+
+	// In the SQL the table is the short name, whichever name the query is given.
+	for _, ref := range []string{full("sales"), "sales", full("sales.csv")} {
+		if r := mustQuery(t, s, f.a, ref, "SELECT count(*) AS n FROM sales"); !strings.Contains(r.Text, "2") {
+			t.Errorf("query %s: %s", ref, r.Text)
+		}
+	}
+	// The full name is not a table name: the engine says so, and names nothing but a's own.
+	_, err = s.Query(ctx, f.a, full("sales"), `SELECT count(*) FROM "`+full("sales")+`"`)
+	var e *dataset.Error
+	if !errors.As(err, &e) || e.Code != dataset.CodeFailed || strings.Contains(e.Msg, f.b.String()) || strings.Contains(e.Msg, f.dir) {
+		t.Fatalf("query naming the full name as a table: %v", err)
+	}
+
+	// Not loaded is told the same way for either name.
+	if _, err := s.Put(ctx, f.a, "fresh", dataset.CSV, strings.NewReader("k\n1\n")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Schema(ctx, f.a, full("fresh"))
+	if !errors.As(err, &e) || e.Code != dataset.CodeNotLoaded {
+		t.Fatalf("schema of a dataset not loaded, by full name: %v", err)
+	}
+	// Delete takes the full name too.
+	if err := s.Delete(ctx, f.a, full("fresh")); err != nil {
+		t.Fatalf("delete by full name: %v", err)
+	}
+	if _, err := s.Load(ctx, f.a, "fresh", dataset.LoadOptions{}); !errors.Is(err, dataset.ErrNotOwned) {
+		t.Fatalf("load after delete: %v", err)
+	}
+
+	// b's datasets of the same name are untouched, and b's full names are b's only.
+	mustLoad(t, s, f.b, dataset.FullName(f.b, "sales"), dataset.LoadOptions{})
+	if r := mustQuery(t, s, f.b, dataset.FullName(f.b, "sales"), "SELECT region FROM sales"); !strings.Contains(r.Text, "mars") {
+		t.Fatalf("b's sales by b's full name: %s", r.Text)
+	}
+	if _, err := s.Load(ctx, f.b, full("sales"), dataset.LoadOptions{}); err == nil || err.Error() != "dataset '"+full("sales")+"' is not owned by the caller" {
+		t.Fatalf("b loading a's full name: %v", err)
 	}
 }
 

@@ -15,8 +15,10 @@ import (
 
 // DatasetService is what the dataset tools need from the dataset engine. Every method acts for
 // one account, the verified caller's, and must resolve dataset names under that account's
-// namespace only (tenant/<account>/<dataset>): the tools never pass anything else to say whose
-// data it is.
+// namespace only (tenant/<account-id>/<dataset>): the tools never pass anything else to say
+// whose data it is. A dataset name reaches a method as the caller wrote it, either the short
+// name <dataset> or the full name tenant/<account-id>/<dataset> with the account's own id
+// (the tools refuse every other shape first), and the method must accept both.
 //
 // A method refusing a name that does not resolve to one of the account's datasets (another
 // tenant's, a path, an encoded separator, one that does not exist) returns an error that wraps
@@ -46,8 +48,11 @@ var ErrNotOwned = errors.New("dataset is not owned by the caller")
 
 // StoredDataset is one dataset in storage.
 type StoredDataset struct {
-	// Name is the dataset's name within the account's namespace.
+	// Name is the dataset's short name, its name within the account's namespace.
 	Name string
+	// FullName is the dataset's full name, tenant/<account-id>/<name>; empty when the service
+	// does not give it.
+	FullName string
 	// Format is "csv", "parquet" or "jsonl".
 	Format string
 	// Size is the stored size in bytes.
@@ -58,7 +63,7 @@ type StoredDataset struct {
 
 // LoadRequest is the arguments of load_storage_dataset.
 type LoadRequest struct {
-	// Name is the dataset to load.
+	// Name is the dataset to load, as the caller wrote it: its short or its full name.
 	Name string
 	// Columns, when not empty, are the columns to load, in order.
 	Columns []string
@@ -71,8 +76,11 @@ type LoadRequest struct {
 
 // LoadedDataset is one dataset loaded into the query engine, with its load parameters.
 type LoadedDataset struct {
-	// Name is the dataset's name.
+	// Name is the dataset's short name.
 	Name string
+	// FullName is the dataset's full name, tenant/<account-id>/<name>; empty when the service
+	// does not give it.
+	FullName string
 	// Rows is the number of rows loaded.
 	Rows int64
 	// Columns are the loaded columns.
@@ -119,9 +127,18 @@ const (
 // input schemas are the OpenAPI components ListStorageDatasetsInput, LoadStorageDatasetInput,
 // QueryDatasetsInput, QuerySchemaInput and QueryDataInput.
 //
-// Names are checked before svc sees them: a name with a path separator, a control character, or
-// that is "." or "..", can never resolve under the caller's namespace and gets the not-owned
-// refusal at once. svc stays the authority on every other name.
+// A dataset is named by its short name <dataset> or by its full name
+// tenant/<account-id>/<dataset>, where the account id is the verified caller's own, written as
+// [uuid.UUID.String] writes it (lowercase, hyphenated): that is how list_storage_datasets and
+// query_datasets show it, next to the short name. The account's name in place of its id is not
+// a full name. In query_data's SQL the dataset is the one table and is always called by its
+// short name, whichever name the dataset argument has.
+//
+// Names are checked before svc sees them: a name that is neither a short name without a path
+// separator, a control character, "." or "..", nor such a name after the caller's own
+// tenant/<account-id>/ prefix, can never resolve under the caller's namespace and gets the
+// not-owned refusal at once, with the name as the caller sent it. svc stays the authority on
+// every other name, which it receives as the caller sent it.
 //
 // DatasetTools panics if the embedded OpenAPI document lacks one of the schemas, which this
 // package's tests rule out.
@@ -131,7 +148,7 @@ func DatasetTools(svc DatasetService) []Tool {
 		{
 			Name:        ToolListStorageDatasets,
 			Title:       "List stored datasets",
-			Description: "List the caller's datasets in storage: name, format (csv, parquet or jsonl), size in bytes and last update. Load one with load_storage_dataset before querying it.",
+			Description: "List the caller's datasets in storage: for each, its short name, its full name tenant/<account-id>/<name>, format (csv, parquet or jsonl), size in bytes and last update. The other dataset tools take either name. Load one with load_storage_dataset before querying it.",
 			InputSchema: mustComponentSchema("ListStorageDatasetsInput"),
 			Annotations: ReadOnlyAnnotations("List stored datasets"),
 			Handler:     d.listStorage,
@@ -139,7 +156,7 @@ func DatasetTools(svc DatasetService) []Tool {
 		{
 			Name:        ToolLoadStorageDataset,
 			Title:       "Load a dataset",
-			Description: "Load one of the caller's stored datasets into the query engine, optionally projecting columns, limiting rows and filtering them with a SQL predicate; reports the rows and columns loaded. Loading again replaces the earlier load.",
+			Description: "Load one of the caller's stored datasets into the query engine, optionally projecting columns, limiting rows and filtering them with a SQL predicate; reports the rows and columns loaded. Loading again replaces the earlier load. " + namesSentence,
 			InputSchema: mustComponentSchema("LoadStorageDatasetInput"),
 			Annotations: ReadOnlyAnnotations("Load a dataset"),
 			Handler:     d.load,
@@ -147,7 +164,7 @@ func DatasetTools(svc DatasetService) []Tool {
 		{
 			Name:        ToolQueryDatasets,
 			Title:       "List loaded datasets",
-			Description: "List the caller's datasets loaded into the query engine, with rows, columns, load parameters and load time.",
+			Description: "List the caller's datasets loaded into the query engine: for each, its short name, its full name tenant/<account-id>/<name>, rows, columns, load parameters and load time. query_schema and query_data take either name.",
 			InputSchema: mustComponentSchema("QueryDatasetsInput"),
 			Annotations: ReadOnlyAnnotations("List loaded datasets"),
 			Handler:     d.loaded,
@@ -155,7 +172,7 @@ func DatasetTools(svc DatasetService) []Tool {
 		{
 			Name:        ToolQuerySchema,
 			Title:       "Dataset schema",
-			Description: "Column names and types of one of the caller's loaded datasets.",
+			Description: "Column names and types of one of the caller's loaded datasets. " + namesSentence,
 			InputSchema: mustComponentSchema("QuerySchemaInput"),
 			Annotations: ReadOnlyAnnotations("Dataset schema"),
 			Handler:     d.schema,
@@ -163,13 +180,16 @@ func DatasetTools(svc DatasetService) []Tool {
 		{
 			Name:        ToolQueryData,
 			Title:       "Query a dataset",
-			Description: "Run one read-only SQL statement (SELECT or WITH) against one of the caller's loaded datasets, which the statement sees as the table named like the dataset. Rows come back as JSON arrays, one per line, after a line naming the columns; results are cut off at the engine's row and byte caps, and the answer says so.",
+			Description: "Run one read-only SQL statement (SELECT or WITH) against one of the caller's loaded datasets. " + namesSentence + " The statement sees that dataset only, as the one table, which it always calls by the dataset's short name, whichever name the dataset argument has: for tenant/<account-id>/sales or sales, write SELECT ... FROM sales (double-quote a name that is not a plain identifier, such as \"sales-2024\"); the full name is not a table name. Rows come back as JSON arrays, one per line, after a line naming the columns; results are cut off at the engine's row and byte caps, and the answer says so.",
 			InputSchema: mustComponentSchema("QueryDataInput"),
 			Annotations: ReadOnlyAnnotations("Query a dataset"),
 			Handler:     d.query,
 		},
 	}
 }
+
+// namesSentence is the dataset tools' rule on names, said in their descriptions.
+const namesSentence = "Name the dataset by its full name tenant/<account-id>/<dataset>, with the caller's own account id as the listings show it, or by its short name <dataset>; any other name, such as another account's full name, is refused as not owned by the caller."
 
 // datasetTools holds the handlers of the dataset tools.
 type datasetTools struct {
@@ -180,6 +200,16 @@ type datasetTools struct {
 // namespace: "Error: dataset '<name>' is not owned by the caller".
 func NotOwnedResult(name string) Result {
 	return ErrorResult("dataset '%s' is not owned by the caller", name)
+}
+
+// inNamespace reports whether name could name a dataset in the account's namespace: a short
+// name that plainName accepts, or the full name tenant/<account-id>/<short name> with the
+// account's own id as uuid.UUID.String writes it.
+func inNamespace(account uuid.UUID, name string) bool {
+	if short, ok := strings.CutPrefix(name, "tenant/"+account.String()+"/"); ok {
+		return plainName(short)
+	}
+	return plainName(name)
 }
 
 // plainName reports whether name could be a dataset directly under the caller's namespace.
@@ -215,11 +245,12 @@ func (d datasetTools) listStorage(ctx context.Context, p auth.Principal, _ json.
 	fmt.Fprintf(&b, "%d %s in storage:\n", len(list), plural(len(list), "dataset", "datasets"))
 	for _, s := range list {
 		writeJSONLine(&b, struct {
-			Name    string `json:"name"`
-			Format  string `json:"format"`
-			Size    int64  `json:"size_bytes"`
-			Updated string `json:"updated"`
-		}{s.Name, s.Format, s.Size, formatTime(s.Updated)})
+			Name     string `json:"name"`
+			FullName string `json:"full_name,omitempty"`
+			Format   string `json:"format"`
+			Size     int64  `json:"size_bytes"`
+			Updated  string `json:"updated"`
+		}{s.Name, s.FullName, s.Format, s.Size, formatTime(s.Updated)})
 	}
 	return TextResult(strings.TrimSuffix(b.String(), "\n")), nil
 }
@@ -234,7 +265,7 @@ func (d datasetTools) load(ctx context.Context, p auth.Principal, raw json.RawMe
 	if err := json.Unmarshal(raw, &args); err != nil {
 		return ErrorResult("invalid arguments for tool '%s': %v", ToolLoadStorageDataset, err), nil
 	}
-	if !plainName(args.Name) {
+	if !inNamespace(p.AccountID, args.Name) {
 		return NotOwnedResult(args.Name), nil
 	}
 	ld, err := d.svc.Load(ctx, p.AccountID, LoadRequest{Name: args.Name, Columns: args.Columns, Limit: args.Limit, Filter: args.Filter})
@@ -242,7 +273,11 @@ func (d datasetTools) load(ctx context.Context, p auth.Principal, raw json.RawMe
 		return failed(args.Name, err)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "Loaded dataset '%s': %d %s, %d %s.\n", ld.Name, ld.Rows, plural(int(ld.Rows), "row", "rows"),
+	fmt.Fprintf(&b, "Loaded dataset '%s'", ld.Name)
+	if ld.FullName != "" {
+		fmt.Fprintf(&b, " (%s)", ld.FullName)
+	}
+	fmt.Fprintf(&b, ": %d %s, %d %s.\n", ld.Rows, plural(int(ld.Rows), "row", "rows"),
 		len(ld.Columns), plural(len(ld.Columns), "column", "columns"))
 	writeColumns(&b, ld.Columns)
 	return TextResult(strings.TrimSuffix(b.String(), "\n")), nil
@@ -265,12 +300,13 @@ func (d datasetTools) loaded(ctx context.Context, p auth.Principal, _ json.RawMe
 		}
 		writeJSONLine(&b, struct {
 			Name     string   `json:"name"`
+			FullName string   `json:"full_name,omitempty"`
 			Rows     int64    `json:"rows"`
 			Columns  []string `json:"columns"`
 			Limit    int64    `json:"limit,omitempty"`
 			Filter   string   `json:"filter,omitempty"`
 			LoadedAt string   `json:"loaded_at"`
-		}{l.Name, l.Rows, cols, l.Limit, l.Filter, formatTime(l.LoadedAt)})
+		}{l.Name, l.FullName, l.Rows, cols, l.Limit, l.Filter, formatTime(l.LoadedAt)})
 	}
 	return TextResult(strings.TrimSuffix(b.String(), "\n")), nil
 }
@@ -282,7 +318,7 @@ func (d datasetTools) schema(ctx context.Context, p auth.Principal, raw json.Raw
 	if err := json.Unmarshal(raw, &args); err != nil {
 		return ErrorResult("invalid arguments for tool '%s': %v", ToolQuerySchema, err), nil
 	}
-	if !plainName(args.Dataset) {
+	if !inNamespace(p.AccountID, args.Dataset) {
 		return NotOwnedResult(args.Dataset), nil
 	}
 	cols, err := d.svc.Schema(ctx, p.AccountID, args.Dataset)
@@ -303,7 +339,7 @@ func (d datasetTools) query(ctx context.Context, p auth.Principal, raw json.RawM
 	if err := json.Unmarshal(raw, &args); err != nil {
 		return ErrorResult("invalid arguments for tool '%s': %v", ToolQueryData, err), nil
 	}
-	if !plainName(args.Dataset) {
+	if !inNamespace(p.AccountID, args.Dataset) {
 		return NotOwnedResult(args.Dataset), nil
 	}
 	res, err := d.svc.Query(ctx, p.AccountID, args.Dataset, args.SQL)

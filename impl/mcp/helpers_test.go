@@ -59,8 +59,9 @@ func newTestServer(t *testing.T, ds *fakeDatasets, opts Options) string {
 }
 
 // fakeDatasets is an in-memory DatasetService standing in for the dataset engine (impl/dataset),
-// which another package provides. It keeps each account's datasets apart and refuses any other
-// name with ErrNotOwned, as the engine must.
+// which another package provides (the tests of impl/tenanttools run the tools over the real
+// one). It keeps each account's datasets apart, takes a dataset's short name or its full name
+// tenant/<account-id>/<name>, and refuses any other name with ErrNotOwned, as the engine must.
 type fakeDatasets struct {
 	mu     sync.Mutex
 	stored map[uuid.UUID]map[string]fakeStored
@@ -104,6 +105,16 @@ func newFakeDatasets() *fakeDatasets {
 	}
 }
 
+// fullName is the full name of the account's dataset name.
+func fullName(account uuid.UUID, name string) string {
+	return "tenant/" + account.String() + "/" + name
+}
+
+// shortName is the short name that a short or full name given by the account stands for.
+func shortName(account uuid.UUID, name string) string {
+	return strings.TrimPrefix(name, "tenant/"+account.String()+"/")
+}
+
 func (f *fakeDatasets) record(account uuid.UUID) {
 	f.calls = append(f.calls, account)
 }
@@ -114,7 +125,7 @@ func (f *fakeDatasets) ListStorage(_ context.Context, account uuid.UUID) ([]Stor
 	f.record(account)
 	var out []StoredDataset
 	for name, s := range f.stored[account] {
-		out = append(out, StoredDataset{Name: name, Format: s.format, Size: s.size, Updated: s.updated})
+		out = append(out, StoredDataset{Name: name, FullName: fullName(account, name), Format: s.format, Size: s.size, Updated: s.updated})
 	}
 	slices.SortFunc(out, func(a, b StoredDataset) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
@@ -124,7 +135,8 @@ func (f *fakeDatasets) Load(_ context.Context, account uuid.UUID, req LoadReques
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.record(account)
-	s, ok := f.stored[account][req.Name]
+	name := shortName(account, req.Name)
+	s, ok := f.stored[account][name]
 	if !ok {
 		return LoadedDataset{}, ErrNotOwned
 	}
@@ -134,10 +146,10 @@ func (f *fakeDatasets) Load(_ context.Context, account uuid.UUID, req LoadReques
 	cols := s.columns
 	if len(req.Columns) > 0 {
 		cols = nil
-		for _, name := range req.Columns {
-			i := slices.IndexFunc(s.columns, func(c Column) bool { return c.Name == name })
+		for _, col := range req.Columns {
+			i := slices.IndexFunc(s.columns, func(c Column) bool { return c.Name == col })
 			if i < 0 {
-				return LoadedDataset{}, Errorf("dataset '%s' has no column '%s'", req.Name, name)
+				return LoadedDataset{}, Errorf("dataset '%s' has no column '%s'", name, col)
 			}
 			cols = append(cols, s.columns[i])
 		}
@@ -146,12 +158,12 @@ func (f *fakeDatasets) Load(_ context.Context, account uuid.UUID, req LoadReques
 	if req.Limit > 0 && req.Limit < rows {
 		rows = req.Limit
 	}
-	ld := LoadedDataset{Name: req.Name, Rows: rows, Columns: cols, Limit: req.Limit, Filter: req.Filter,
+	ld := LoadedDataset{Name: name, FullName: fullName(account, name), Rows: rows, Columns: cols, Limit: req.Limit, Filter: req.Filter,
 		LoadedAt: time.Date(2026, 2, 3, 4, 5, 6, 0, time.UTC)}
 	if f.loaded[account] == nil {
 		f.loaded[account] = map[string]LoadedDataset{}
 	}
-	f.loaded[account][req.Name] = ld
+	f.loaded[account][name] = ld
 	return ld, nil
 }
 
@@ -170,6 +182,7 @@ func (f *fakeDatasets) Loaded(_ context.Context, account uuid.UUID) ([]LoadedDat
 // lookup returns an owned loaded dataset, ErrNotOwned for a name the account does not own, and a
 // public error for an owned one that is not loaded.
 func (f *fakeDatasets) lookup(account uuid.UUID, name string) (LoadedDataset, fakeStored, error) {
+	name = shortName(account, name)
 	s, ok := f.stored[account][name]
 	if !ok {
 		return LoadedDataset{}, fakeStored{}, ErrNotOwned

@@ -436,6 +436,24 @@ func rawExchanges() []exchange {
 			},
 		},
 		{
+			name: "tools_call_full_name", body: `{"jsonrpc":"2.0","id":17,"method":"tools/call","params":{"name":"load_storage_dataset","arguments":{"name":"tenant/` + accountA.String() + `/sales"}}}`,
+			check: func(t *testing.T, status int, h http.Header, body []byte) {
+				text, isError := expectToolResult(t, status, h, body, "17")
+				if isError || !strings.HasPrefix(text, "Loaded dataset 'sales' (tenant/"+accountA.String()+"/sales): ") {
+					t.Errorf("text %q isError %v", text, isError)
+				}
+			},
+		},
+		{
+			name: "tools_call_not_owned_full_name", body: `{"jsonrpc":"2.0","id":18,"method":"tools/call","params":{"name":"query_data","arguments":{"sql":"SELECT * FROM payroll","dataset":"tenant/` + accountB.String() + `/payroll"}}}`,
+			check: func(t *testing.T, status int, h http.Header, body []byte) {
+				text, isError := expectToolResult(t, status, h, body, "18")
+				if want := "Error: dataset 'tenant/" + accountB.String() + "/payroll' is not owned by the caller"; !isError || text != want {
+					t.Errorf("text %q isError %v, want %q", text, isError, want)
+				}
+			},
+		},
+		{
 			name: "unauthenticated", body: `{"jsonrpc":"2.0","id":15,"method":"tools/list"}`,
 			headers: map[string]string{"Authorization": ""},
 			check: func(t *testing.T, status int, h http.Header, body []byte) {

@@ -101,6 +101,10 @@ func TestSDKClientListsAndCallsDatasetTools(t *testing.T) {
 		if tool.Description == "" {
 			t.Errorf("%s: no description", tool.Name)
 		}
+		// Every dataset tool says that the full name tenant/<account-id>/<name> works.
+		if !strings.Contains(tool.Description, "tenant/<account-id>/<") {
+			t.Errorf("%s: the description does not name the full-name form: %q", tool.Name, tool.Description)
+		}
 		raw, err := json.Marshal(tool.InputSchema)
 		if err != nil {
 			t.Fatal(err)
@@ -146,6 +150,7 @@ func TestSDKClientListsAndCallsDatasetTools(t *testing.T) {
 		t.Fatalf("tools = %v, want %v", names, want)
 	}
 
+	fullA := "tenant/" + accountA.String() + "/"
 	steps := []struct {
 		tool    string
 		args    map[string]any
@@ -153,17 +158,25 @@ func TestSDKClientListsAndCallsDatasetTools(t *testing.T) {
 		isError bool
 	}{
 		{ToolListStorageDatasets, nil, "2 datasets in storage:\n" +
-			`{"name":"events","format":"parquet","size_bytes":4096,"updated":"2026-01-02T03:04:05Z"}` + "\n" +
-			`{"name":"sales","format":"csv","size_bytes":2048,"updated":"2026-01-02T03:04:05Z"}`, false},
+			`{"name":"events","full_name":"` + fullA + `events","format":"parquet","size_bytes":4096,"updated":"2026-01-02T03:04:05Z"}` + "\n" +
+			`{"name":"sales","full_name":"` + fullA + `sales","format":"csv","size_bytes":2048,"updated":"2026-01-02T03:04:05Z"}`, false},
 		{ToolQueryDatasets, map[string]any{}, "No datasets loaded. Load one with load_storage_dataset.", false},
 		{ToolLoadStorageDataset, map[string]any{"name": "sales", "columns": []string{"region", "amount"}, "limit": 2, "filter": "amount > 0"},
-			"Loaded dataset 'sales': 2 rows, 2 columns.\n" + `{"name":"region","type":"VARCHAR"}` + "\n" + `{"name":"amount","type":"DOUBLE"}`, false},
+			"Loaded dataset 'sales' (" + fullA + "sales): 2 rows, 2 columns.\n" + `{"name":"region","type":"VARCHAR"}` + "\n" + `{"name":"amount","type":"DOUBLE"}`, false},
 		{ToolQueryDatasets, nil, "1 dataset loaded:\n" +
-			`{"name":"sales","rows":2,"columns":["region","amount"],"limit":2,"filter":"amount > 0","loaded_at":"2026-02-03T04:05:06Z"}`, false},
+			`{"name":"sales","full_name":"` + fullA + `sales","rows":2,"columns":["region","amount"],"limit":2,"filter":"amount > 0","loaded_at":"2026-02-03T04:05:06Z"}`, false},
 		{ToolQuerySchema, map[string]any{"dataset": "sales"}, "Dataset 'sales': 2 columns.\n" +
 			`{"name":"region","type":"VARCHAR"}` + "\n" + `{"name":"amount","type":"DOUBLE"}`, false},
 		{ToolQueryData, map[string]any{"sql": "SELECT region, amount FROM sales", "dataset": "sales"},
 			"[\"region\",\"amount\"]\n[\"EU\",120.5]\n[\"US\",80]\n(2 rows)", false},
+		// The full name works wherever the short one does.
+		{ToolQuerySchema, map[string]any{"dataset": fullA + "sales"}, "Dataset '" + fullA + "sales': 2 columns.\n" +
+			`{"name":"region","type":"VARCHAR"}` + "\n" + `{"name":"amount","type":"DOUBLE"}`, false},
+		{ToolQueryData, map[string]any{"sql": "SELECT region, amount FROM sales", "dataset": fullA + "sales"},
+			"[\"region\",\"amount\"]\n[\"EU\",120.5]\n[\"US\",80]\n(2 rows)", false},
+		// Another tenant's full name is refused like its short name.
+		{ToolQuerySchema, map[string]any{"dataset": "tenant/" + accountB.String() + "/payroll"},
+			"Error: dataset 'tenant/" + accountB.String() + "/payroll' is not owned by the caller", true},
 		// Refusals are results, not protocol errors.
 		{ToolQueryData, map[string]any{"sql": "DELETE FROM sales", "dataset": "sales"}, "Error: only one SELECT or WITH statement is allowed", true},
 		{ToolQuerySchema, map[string]any{"dataset": "events"}, "Error: dataset 'events' is not loaded: load it with load_storage_dataset", true},
@@ -171,6 +184,11 @@ func TestSDKClientListsAndCallsDatasetTools(t *testing.T) {
 		{ToolLoadStorageDataset, map[string]any{"name": "../payroll"}, "Error: dataset '../payroll' is not owned by the caller", true},
 		{ToolLoadStorageDataset, map[string]any{"name": "sales", "filter": "DROP TABLE"}, "Error: invalid filter: not a boolean expression", true},
 		{ToolQueryData, map[string]any{"dataset": "sales"}, "Error: invalid arguments for tool 'query_data': arguments: missing property 'sql'", true},
+		{ToolLoadStorageDataset, map[string]any{"name": fullA + "events"},
+			"Loaded dataset 'events' (" + fullA + "events): 0 rows, 1 column.\n" + `{"name":"at","type":"TIMESTAMP"}`, false},
+		{ToolQueryDatasets, nil, "2 datasets loaded:\n" +
+			`{"name":"events","full_name":"` + fullA + `events","rows":0,"columns":["at"],"loaded_at":"2026-02-03T04:05:06Z"}` + "\n" +
+			`{"name":"sales","full_name":"` + fullA + `sales","rows":2,"columns":["region","amount"],"limit":2,"filter":"amount > 0","loaded_at":"2026-02-03T04:05:06Z"}`, false},
 	}
 	for _, s := range steps {
 		text, isError := callText(t, ctx, cs, s.tool, s.args)

@@ -174,11 +174,29 @@ func TestDatasetNamesOutsideTheNamespaceAreRefused(t *testing.T) {
 	if text, isError := callTool(t, url, "x", ToolLoadStorageDataset, map[string]any{"name": "sales"}); isError {
 		t.Fatalf("loading sales: %s", text)
 	}
+	a, b := accountA.String(), accountB.String()
 	names := []string{
 		"payroll", // account B's
 		"..", ".", "../payroll", "../../etc/passwd", "/etc/passwd", "sales/../payroll",
-		"tenant/" + accountB.String() + "/payroll", `..\payroll`, "%2e%2e%2fpayroll", "sales%2F..%2Fpayroll",
+		"tenant/" + b + "/payroll", `..\payroll`, "%2e%2e%2fpayroll", "sales%2F..%2Fpayroll",
 		"sales\x00", "sales\n", "nope",
+		// Malformed full names, and full names that are not the caller's own.
+		"tenant/" + b + "/sales", // B's namespace, a name A owns
+		"tenant/" + a + "/payroll",
+		"tenant/" + a + "/../" + b + "/payroll",
+		"tenant/" + a + "/..", "tenant/" + a + "/.", "tenant/" + a + "/", "tenant/" + a, "tenant/" + a + "/sales/",
+		"tenant/" + a + "/sales/x", "tenant/" + a + "//sales", "tenant/" + a + `/..\payroll`,
+		"tenant//sales", "tenant/sales", "tenant/", "tenant",
+		"/tenant/" + a + "/sales", "./tenant/" + a + "/sales", "tenant/./" + a + "/sales",
+		"Tenant/" + a + "/sales", "tenants/" + a + "/sales",
+		"tenant/" + strings.ToUpper(a) + "/sales",             // the id in another spelling
+		"tenant/" + strings.ReplaceAll(a, "-", "") + "/sales", //
+		"tenant/{" + a + "}/sales",                            //
+		"tenant/urn:uuid:" + a + "/sales",                     //
+		"tenant/alpha/sales",                                  // an account name in place of the id
+		"tenant/" + a + "%2fsales", "tenant%2F" + a + "%2Fsales",
+		"tenant/" + a + "/sales\x00", "tenant/" + a + "/\nsales",
+		"tenant/" + a + "/tenant/" + a + "/sales",
 	}
 	for _, name := range names {
 		want := fmt.Sprintf("Error: dataset '%s' is not owned by the caller", name)
@@ -199,6 +217,25 @@ func TestDatasetNamesOutsideTheNamespaceAreRefused(t *testing.T) {
 	}
 	if n := ds.callsFor(accountB); n != 0 {
 		t.Errorf("account B's namespace was reached %d times", n)
+	}
+}
+
+// TestInNamespace checks the tools' own check of dataset names before the service sees them.
+func TestInNamespace(t *testing.T) {
+	a := accountA.String()
+	for _, name := range []string{"sales", "sales.csv", "Sales_2024-q1", "tenant", "tenant/" + a + "/sales", "tenant/" + a + "/sales.parquet", "tenant/" + a + "/tenant"} {
+		if !inNamespace(accountA, name) {
+			t.Errorf("inNamespace(A, %q) = false, want true", name)
+		}
+	}
+	for _, name := range []string{
+		"", ".", "..", "a/b", `a\b`, "sales\x00", "sales\x7f",
+		"tenant/" + accountB.String() + "/sales", "tenant/" + a + "/", "tenant/" + a + "/..", "tenant/" + a + "/a/b",
+		"tenant/" + strings.ToUpper(a) + "/sales", "tenant/alpha/sales", "tenant//sales", "/tenant/" + a + "/sales",
+	} {
+		if inNamespace(accountA, name) {
+			t.Errorf("inNamespace(A, %q) = true, want false", name)
+		}
 	}
 }
 

@@ -1,7 +1,9 @@
 // Package tenanttools binds tollgate's services to the MCP tenant tool profile: it adapts the
 // dataset service (impl/dataset) to the dataset tools of impl/mcp, translating results and
 // errors (not-owned names to the exact refusal, caller mistakes to readable tool errors,
-// anything else to an internal error the MCP layer logs). The agent tools will join it.
+// anything else to an internal error the MCP layer logs). The dataset service names each
+// dataset for the tools by its short name and its full name tenant/<account-id>/<name>
+// (dataset.FullName), and takes either back. The agent tools will join it.
 package tenanttools
 
 import (
@@ -54,7 +56,8 @@ func (d datasets) ListStorage(ctx context.Context, account uuid.UUID) ([]mcp.Sto
 	}
 	out := make([]mcp.StoredDataset, len(list))
 	for i, s := range list {
-		out[i] = mcp.StoredDataset{Name: s.Name, Format: string(s.Format), Size: s.SizeBytes, Updated: s.Updated}
+		out[i] = mcp.StoredDataset{Name: s.Name, FullName: dataset.FullName(account, s.Name), Format: string(s.Format),
+			Size: s.SizeBytes, Updated: s.Updated}
 	}
 	return out, nil
 }
@@ -66,7 +69,7 @@ func (d datasets) Load(ctx context.Context, account uuid.UUID, req mcp.LoadReque
 	if err != nil {
 		return mcp.LoadedDataset{}, mapError(err)
 	}
-	return mcp.LoadedDataset{Name: res.Dataset, Rows: res.Rows, Columns: columns(res.Columns),
+	return mcp.LoadedDataset{Name: res.Dataset, FullName: dataset.FullName(account, res.Dataset), Rows: res.Rows, Columns: columns(res.Columns),
 		Limit: req.Limit, Filter: req.Filter, LoadedAt: res.LoadedAt}, nil
 }
 
@@ -78,7 +81,7 @@ func (d datasets) Loaded(ctx context.Context, account uuid.UUID) ([]mcp.LoadedDa
 	}
 	out := make([]mcp.LoadedDataset, len(list))
 	for i, l := range list {
-		out[i] = mcp.LoadedDataset{Name: l.Name, Rows: l.Rows, Columns: columns(l.Columns),
+		out[i] = mcp.LoadedDataset{Name: l.Name, FullName: dataset.FullName(account, l.Name), Rows: l.Rows, Columns: columns(l.Columns),
 			Limit: int64(l.Options.Limit), Filter: l.Options.Filter, LoadedAt: l.LoadedAt}
 	}
 	return out, nil

@@ -1975,12 +1975,26 @@ type ClientInterface interface {
 
 	// CreateResponseWithBody Create a model response (OpenAI Responses format, JSON or SSE).
 	//
+	// The Responses WebSocket mode is not served. A WebSocket upgrade request on this path
+	// (`GET /v1/responses` with `Connection: Upgrade` and `Upgrade: websocket`) is answered
+	// `426 Upgrade Required`, before authentication and whatever the key, with an error
+	// envelope whose code is `websocket_not_supported`; clients that try the WebSocket first,
+	// such as Codex CLI, then send their requests to this operation at once. A `GET` without
+	// the upgrade is a `405`.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/responses (the `CreateResponse` operationId).
 	CreateResponseWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateResponse Create a model response (OpenAI Responses format, JSON or SSE).
+	//
+	// The Responses WebSocket mode is not served. A WebSocket upgrade request on this path
+	// (`GET /v1/responses` with `Connection: Upgrade` and `Upgrade: websocket`) is answered
+	// `426 Upgrade Required`, before authentication and whatever the key, with an error
+	// envelope whose code is `websocket_not_supported`; clients that try the WebSocket first,
+	// such as Codex CLI, then send their requests to this operation at once. A `GET` without
+	// the upgrade is a `405`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2252,6 +2266,13 @@ func (c *Client) RetrieveModel(ctx context.Context, model string, reqEditors ...
 
 // CreateResponseWithBody Create a model response (OpenAI Responses format, JSON or SSE).
 //
+// The Responses WebSocket mode is not served. A WebSocket upgrade request on this path
+// (`GET /v1/responses` with `Connection: Upgrade` and `Upgrade: websocket`) is answered
+// `426 Upgrade Required`, before authentication and whatever the key, with an error
+// envelope whose code is `websocket_not_supported`; clients that try the WebSocket first,
+// such as Codex CLI, then send their requests to this operation at once. A `GET` without
+// the upgrade is a `405`.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/responses (the `CreateResponse` operationId).
@@ -2268,6 +2289,13 @@ func (c *Client) CreateResponseWithBody(ctx context.Context, contentType string,
 }
 
 // CreateResponse Create a model response (OpenAI Responses format, JSON or SSE).
+//
+// The Responses WebSocket mode is not served. A WebSocket upgrade request on this path
+// (`GET /v1/responses` with `Connection: Upgrade` and `Upgrade: websocket`) is answered
+// `426 Upgrade Required`, before authentication and whatever the key, with an error
+// envelope whose code is `websocket_not_supported`; clients that try the WebSocket first,
+// such as Codex CLI, then send their requests to this operation at once. A `GET` without
+// the upgrade is a `405`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2881,12 +2909,26 @@ type ClientWithResponsesInterface interface {
 
 	// CreateResponseWithBodyWithResponse Create a model response (OpenAI Responses format, JSON or SSE).
 	//
+	// The Responses WebSocket mode is not served. A WebSocket upgrade request on this path
+	// (`GET /v1/responses` with `Connection: Upgrade` and `Upgrade: websocket`) is answered
+	// `426 Upgrade Required`, before authentication and whatever the key, with an error
+	// envelope whose code is `websocket_not_supported`; clients that try the WebSocket first,
+	// such as Codex CLI, then send their requests to this operation at once. A `GET` without
+	// the upgrade is a `405`.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/responses (the `CreateResponse` operationId).
 	CreateResponseWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateResponseResponse, error)
 
 	// CreateResponseWithResponse Create a model response (OpenAI Responses format, JSON or SSE).
+	//
+	// The Responses WebSocket mode is not served. A WebSocket upgrade request on this path
+	// (`GET /v1/responses` with `Connection: Upgrade` and `Upgrade: websocket`) is answered
+	// `426 Upgrade Required`, before authentication and whatever the key, with an error
+	// envelope whose code is `websocket_not_supported`; clients that try the WebSocket first,
+	// such as Codex CLI, then send their requests to this operation at once. A `GET` without
+	// the upgrade is a `405`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4157,6 +4199,13 @@ func (c *ClientWithResponses) RetrieveModelWithResponse(ctx context.Context, mod
 
 // CreateResponseWithBodyWithResponse Create a model response (OpenAI Responses format, JSON or SSE).
 //
+// The Responses WebSocket mode is not served. A WebSocket upgrade request on this path
+// (`GET /v1/responses` with `Connection: Upgrade` and `Upgrade: websocket`) is answered
+// `426 Upgrade Required`, before authentication and whatever the key, with an error
+// envelope whose code is `websocket_not_supported`; clients that try the WebSocket first,
+// such as Codex CLI, then send their requests to this operation at once. A `GET` without
+// the upgrade is a `405`.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/responses (the `CreateResponse` operationId).
@@ -4169,6 +4218,13 @@ func (c *ClientWithResponses) CreateResponseWithBodyWithResponse(ctx context.Con
 }
 
 // CreateResponseWithResponse Create a model response (OpenAI Responses format, JSON or SSE).
+//
+// The Responses WebSocket mode is not served. A WebSocket upgrade request on this path
+// (`GET /v1/responses` with `Connection: Upgrade` and `Upgrade: websocket`) is answered
+// `426 Upgrade Required`, before authentication and whatever the key, with an error
+// envelope whose code is `websocket_not_supported`; clients that try the WebSocket first,
+// such as Codex CLI, then send their requests to this operation at once. A `GET` without
+// the upgrade is a `405`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -121,6 +121,10 @@ func (s *Server) Handler() http.Handler {
 	// Every method: the MCP handler answers GET with 405 itself.
 	mux.Handle("/api/mcp", s.authenticate(s.limitRate(s.mcp)))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		// Before the 405: the Responses WebSocket handshake is refused with 426 (upgrade.go).
+		if refuseResponsesUpgrade(w, r) {
+			return
+		}
 		if methods := s.methods.allowed(r.URL.Path); len(methods) > 0 {
 			w.Header().Set("Allow", strings.Join(methods, ", "))
 			writeError(w, r, &apierror.Error{Kind: apierror.KindMethodNotAllowed,

@@ -37,8 +37,20 @@ vet:
 	$(GO) vet ./...
 
 ## test: the whole suite. PostgreSQL: TEST_DATABASE_URL, else a throwaway cluster from the
-## installed binaries. Redis: REDIS_URL, else a throwaway redis-server when installed.
+## installed binaries. Redis: REDIS_URL, else a throwaway redis-server when installed. The real
+## clients impl/realclients drives (Claude Code, Codex, the MCP SDK and Inspector, pinned in
+## $(REALCLIENTS_NPM)/package-lock.json) are installed with npm ci when that lock changed; without
+## npm their tests skip, and under CI=true they fail.
+REALCLIENTS_NPM := impl/realclients/npm
 test: check-generated vet
+	@lock=$(REALCLIENTS_NPM)/package-lock.json; stamp=$(REALCLIENTS_NPM)/node_modules/.tollgate-installed-lock; \
+	if ! cmp -s "$$lock" "$$stamp"; then \
+	  if command -v npm >/dev/null 2>&1; then \
+	    echo "installing the pinned real clients: npm ci --prefix $(REALCLIENTS_NPM)"; \
+	    npm ci --prefix $(REALCLIENTS_NPM) --ignore-scripts --no-audit --no-fund --loglevel=error && cp "$$lock" "$$stamp" || exit 1; \
+	  elif [ "$$CI" = true ]; then echo "npm is missing: the real-client tests (impl/realclients) need it under CI=true"; exit 1; \
+	  else echo "npm is missing: the real-client tests (impl/realclients) will skip"; fi; \
+	fi
 	$(GO) test $(GOTESTFLAGS) ./...
 
 ## run: start the gateway on the embedded defaults (local PostgreSQL, demo account, simulator).

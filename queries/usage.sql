@@ -20,11 +20,13 @@
 WITH new_usage AS (
     INSERT INTO usage_records (
         account_id, request_id, api_key_id, model, route, provider, upstream_model,
-        input_tokens, output_tokens, cost_micros, status, started_at, finished_at
+        input_tokens, output_tokens, cost_micros, status, started_at, finished_at,
+        hosted_tool_calls, hosted_tool_micros
     )
     SELECT r.account_id, r.request_id, NULLIF(r.api_key_id, '00000000-0000-0000-0000-000000000000'::uuid),
            r.model, r.route, r.provider, r.upstream_model,
-           r.input_tokens, r.output_tokens, r.cost_micros, r.status, r.started_at, r.finished_at
+           r.input_tokens, r.output_tokens, r.cost_micros, r.status, r.started_at, r.finished_at,
+           r.hosted_tool_calls, r.hosted_tool_micros
     FROM (
         SELECT unnest(@record_account_ids::uuid[]) AS account_id, unnest(@request_ids::text[]) AS request_id,
                unnest(@api_key_ids::uuid[]) AS api_key_id, unnest(@models::text[]) AS model,
@@ -32,7 +34,9 @@ WITH new_usage AS (
                unnest(@upstream_models::text[]) AS upstream_model, unnest(@input_tokens::bigint[]) AS input_tokens,
                unnest(@output_tokens::bigint[]) AS output_tokens, unnest(@cost_micros::bigint[]) AS cost_micros,
                unnest(@statuses::text[]) AS status, unnest(@started_at::timestamptz[]) AS started_at,
-               unnest(@finished_at::timestamptz[]) AS finished_at
+               unnest(@finished_at::timestamptz[]) AS finished_at,
+               unnest(@hosted_tool_calls::jsonb[]) AS hosted_tool_calls,
+               unnest(@hosted_tool_micros::bigint[]) AS hosted_tool_micros
     ) AS r
     ON CONFLICT (account_id, request_id) DO NOTHING
     RETURNING usage_records.id, usage_records.account_id, usage_records.request_id, usage_records.cost_micros

@@ -83,21 +83,23 @@ type SchemaMigration struct {
 }
 
 type UsageRecord struct {
-	ID            int64
-	AccountID     uuid.UUID
-	RequestID     string
-	ApiKeyID      pgtype.UUID
-	Model         string
-	Route         string
-	Provider      string
-	UpstreamModel string
-	InputTokens   int64
-	OutputTokens  int64
-	CostMicros    int64
-	Status        string
-	StartedAt     time.Time
-	FinishedAt    time.Time
-	RecordedAt    time.Time
+	ID               int64
+	AccountID        uuid.UUID
+	RequestID        string
+	ApiKeyID         pgtype.UUID
+	Model            string
+	Route            string
+	Provider         string
+	UpstreamModel    string
+	InputTokens      int64
+	OutputTokens     int64
+	CostMicros       int64
+	Status           string
+	StartedAt        time.Time
+	FinishedAt       time.Time
+	RecordedAt       time.Time
+	HostedToolCalls  []byte
+	HostedToolMicros int64
 }
 
 type User struct {

@@ -13,7 +13,7 @@ import (
 )
 
 const listUsageRecords = `-- name: ListUsageRecords :many
-SELECT id, account_id, request_id, api_key_id, model, route, provider, upstream_model, input_tokens, output_tokens, cost_micros, status, started_at, finished_at, recorded_at FROM usage_records WHERE account_id = $1 ORDER BY id DESC LIMIT $2
+SELECT id, account_id, request_id, api_key_id, model, route, provider, upstream_model, input_tokens, output_tokens, cost_micros, status, started_at, finished_at, recorded_at, hosted_tool_calls, hosted_tool_micros FROM usage_records WHERE account_id = $1 ORDER BY id DESC LIMIT $2
 `
 
 type ListUsageRecordsParams struct {
@@ -47,6 +47,8 @@ func (q *Queries) ListUsageRecords(ctx context.Context, arg ListUsageRecordsPara
 			&i.StartedAt,
 			&i.FinishedAt,
 			&i.RecordedAt,
+			&i.HostedToolCalls,
+			&i.HostedToolMicros,
 		); err != nil {
 			return nil, err
 		}
@@ -79,11 +81,13 @@ const writeUsageBatch = `-- name: WriteUsageBatch :many
 WITH new_usage AS (
     INSERT INTO usage_records (
         account_id, request_id, api_key_id, model, route, provider, upstream_model,
-        input_tokens, output_tokens, cost_micros, status, started_at, finished_at
+        input_tokens, output_tokens, cost_micros, status, started_at, finished_at,
+        hosted_tool_calls, hosted_tool_micros
     )
     SELECT r.account_id, r.request_id, NULLIF(r.api_key_id, '00000000-0000-0000-0000-000000000000'::uuid),
            r.model, r.route, r.provider, r.upstream_model,
-           r.input_tokens, r.output_tokens, r.cost_micros, r.status, r.started_at, r.finished_at
+           r.input_tokens, r.output_tokens, r.cost_micros, r.status, r.started_at, r.finished_at,
+           r.hosted_tool_calls, r.hosted_tool_micros
     FROM (
         SELECT unnest($1::uuid[]) AS account_id, unnest($2::text[]) AS request_id,
                unnest($3::uuid[]) AS api_key_id, unnest($4::text[]) AS model,
@@ -91,7 +95,9 @@ WITH new_usage AS (
                unnest($7::text[]) AS upstream_model, unnest($8::bigint[]) AS input_tokens,
                unnest($9::bigint[]) AS output_tokens, unnest($10::bigint[]) AS cost_micros,
                unnest($11::text[]) AS status, unnest($12::timestamptz[]) AS started_at,
-               unnest($13::timestamptz[]) AS finished_at
+               unnest($13::timestamptz[]) AS finished_at,
+               unnest($14::jsonb[]) AS hosted_tool_calls,
+               unnest($15::bigint[]) AS hosted_tool_micros
     ) AS r
     ON CONFLICT (account_id, request_id) DO NOTHING
     RETURNING usage_records.id, usage_records.account_id, usage_records.request_id, usage_records.cost_micros
@@ -106,8 +112,8 @@ WITH new_usage AS (
            (a.balance_micros - a.held_micros)::bigint AS free
     FROM accounts a
     LEFT JOIN totals t ON t.account_id = a.id
-    LEFT JOIN credit_holds h ON h.account_id = a.id AND h.holder = $14::text
-    WHERE a.id = ANY($15::uuid[])
+    LEFT JOIN credit_holds h ON h.account_id = a.id AND h.holder = $16::text
+    WHERE a.id = ANY($17::uuid[])
 ), plan AS (
     SELECT caps.account_id, caps.balance_micros, caps.total, caps.records, caps.from_hold,
            (caps.from_hold + LEAST(caps.total - caps.from_hold, caps.free))::bigint AS billed
@@ -138,7 +144,7 @@ WITH new_usage AS (
     UPDATE credit_holds
     SET amount_micros = credit_holds.amount_micros - plan.from_hold,
         version = nextval('credit_hold_version')
-    FROM plan WHERE credit_holds.account_id = plan.account_id AND credit_holds.holder = $14::text
+    FROM plan WHERE credit_holds.account_id = plan.account_id AND credit_holds.holder = $16::text
     RETURNING credit_holds.account_id, credit_holds.amount_micros, credit_holds.version
 )
 SELECT plan.account_id,
@@ -166,6 +172,8 @@ type WriteUsageBatchParams struct {
 	Statuses         []string
 	StartedAt        []time.Time
 	FinishedAt       []time.Time
+	HostedToolCalls  [][]byte
+	HostedToolMicros []int64
 	Holder           string
 	AccountIds       []uuid.UUID
 }
@@ -213,6 +221,8 @@ func (q *Queries) WriteUsageBatch(ctx context.Context, arg WriteUsageBatchParams
 		arg.Statuses,
 		arg.StartedAt,
 		arg.FinishedAt,
+		arg.HostedToolCalls,
+		arg.HostedToolMicros,
 		arg.Holder,
 		arg.AccountIds,
 	)

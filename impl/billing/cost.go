@@ -51,3 +51,12 @@ func saturatingMul(a, b int64) int64 {
 	}
 	return int64(lo)
 }
+
+// SaturatingAdd is a+b for non-negative amounts, or math.MaxInt64 when that overflows (which
+// no account can cover).
+func SaturatingAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/llm"
 	"github.com/tollgate/tollgate/impl/store"
 )
 
@@ -551,6 +552,10 @@ type UsageRecord struct {
 	UpstreamModel string
 	InputTokens   int64
 	OutputTokens  int64
+	// HostedCalls are the billed calls of tools the provider ran and bills per call (a web
+	// search), by llm.HostedTool; HostedMicros their part of the cost.
+	HostedCalls  llm.HostedCalls
+	HostedMicros int64
 	// Status is how the request ended (default "completed").
 	Status string
 	// StartedAt defaults to the time of the reservation, FinishedAt to the time of Settle.
@@ -585,6 +590,7 @@ func (r *Reservation) Settle(actualMicros int64, usage UsageRecord) int64 {
 		Model: usage.Model, Route: usage.Route, Provider: usage.Provider, UpstreamModel: usage.UpstreamModel,
 		InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens, CostMicros: cost,
 		Status: usage.Status, StartedAt: usage.StartedAt, FinishedAt: usage.FinishedAt,
+		HostedCalls: hostedCallsByName(usage.HostedCalls), HostedMicros: min(usage.HostedMicros, cost),
 	}
 	if rec.Status == "" {
 		rec.Status = "completed"
@@ -977,4 +983,18 @@ func saturatingAdd(a, b int64) int64 {
 		return math.MaxInt64
 	}
 	return a + b
+}
+
+// hostedCallsByName is calls keyed by the tools' names, or nil when there are none.
+func hostedCallsByName(calls llm.HostedCalls) map[string]int64 {
+	if !calls.Any() {
+		return nil
+	}
+	byName := make(map[string]int64)
+	for t, n := range calls {
+		if n > 0 {
+			byName[llm.HostedTool(t).String()] = n
+		}
+	}
+	return byName
 }

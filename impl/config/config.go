@@ -9,6 +9,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -70,6 +71,29 @@ type Provider struct {
 	APIKeyEnv string `yaml:"api_key_env"`
 	// APIKey is filled in by cmd/ from APIKeyEnv; it is never read from the file.
 	APIKey string `yaml:"-"`
+	// HostedTools prices the tools this provider runs itself and bills per call, by name
+	// (web_search, file_search, code_execution, image_generation; see HostedToolKinds). A
+	// hosted tool a client asks for is passed to the provider only when it is priced here, and
+	// every call is billed; otherwise it is dropped and named in x-tollgate-dropped-fields.
+	HostedTools map[string]HostedTool `yaml:"hosted_tools,omitempty"`
+}
+
+// HostedTool is the price of one hosted tool at one provider.
+type HostedTool struct {
+	// PricePerCallMicros is billed for every call the provider reports.
+	PricePerCallMicros int64 `yaml:"price_micros_per_call"`
+	// MaxCalls bounds the calls of one request: the provider is told to make no more (where
+	// its API has such a cap), the reservation covers that many, and no more are billed.
+	MaxCalls int `yaml:"max_calls"`
+}
+
+// HostedToolKinds lists, per provider kind, the hosted tools its API can run: chat
+// completions' web_search_options; the Responses API's built-in tools; the Messages API's
+// versioned server tools.
+var HostedToolKinds = map[string][]string{
+	KindOpenAIChat:        {"web_search"},
+	KindOpenAIResponses:   {"web_search", "file_search", "code_execution", "image_generation"},
+	KindAnthropicMessages: {"web_search", "code_execution"},
 }
 
 // Price is a model's price in integer micro-units (1 USD = 1,000,000) per million tokens.
@@ -195,6 +219,17 @@ func (c *Config) Validate() error {
 		}
 		if p.BaseURL != SimulatorURL && !strings.HasPrefix(p.BaseURL, "http://") && !strings.HasPrefix(p.BaseURL, "https://") {
 			bad("provider %q: base_url must be http(s)://… or %s", p.Name, SimulatorURL)
+		}
+		for _, name := range slices.Sorted(maps.Keys(p.HostedTools)) {
+			t := p.HostedTools[name]
+			switch {
+			case !slices.Contains(HostedToolKinds[p.Kind], name):
+				bad("provider %q: hosted tool %q: a %s provider runs only %s", p.Name, name, p.Kind, strings.Join(HostedToolKinds[p.Kind], ", "))
+			case t.PricePerCallMicros <= 0:
+				bad("provider %q: hosted tool %q: price_micros_per_call must be positive", p.Name, name)
+			case t.MaxCalls < 1:
+				bad("provider %q: hosted tool %q: max_calls must be at least 1", p.Name, name)
+			}
 		}
 	}
 	checkUpstream := func(model string, u Upstream) {

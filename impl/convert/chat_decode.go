@@ -322,7 +322,9 @@ func (d *decoder) chatTools(raw json.RawMessage) error {
 			return err
 		}
 		if kind != "function" {
-			d.note(p, "."+kind, false, e)
+			// Custom tools: no other format can express them, and leaving a tool out only
+			// narrows what the model may do (a tool_choice forcing one is refused).
+			d.note(p, "."+kind, true, e)
 			continue
 		}
 		fn, err := parseObject(m.get("function"), p+".function")

@@ -185,7 +185,7 @@ var extraFields = map[llm.Format]map[string]fieldClass{
 		"top_logprobs":       decisive,
 		"audio":              decisive,
 		"modalities":         decisive, // only when it asks for more than text
-		"web_search_options": decisive,
+		"web_search_options": advisory, // a hosted tool: dropped where it is not passed
 		"functions":          decisive,
 		"function_call":      decisive,
 		"logit_bias":         decisive,
@@ -207,7 +207,7 @@ var extraFields = map[llm.Format]map[string]fieldClass{
 		"conversation":         decisive,
 		"prompt":               decisive,
 		"background":           decisive,
-		"max_tool_calls":       decisive,
+		"max_tool_calls":       advisory, // bounds hosted-tool calls, which other formats do not get
 		"top_logprobs":         decisive,
 		"stream_options":       gatewaySide,
 		"include":              advisory,

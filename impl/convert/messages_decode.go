@@ -332,7 +332,10 @@ func (d *decoder) messagesTools(raw json.RawMessage) error {
 			return err
 		}
 		if kind != "" && kind != "custom" {
-			d.note(p, "."+kind, false, e)
+			// Server tools and versioned client tools (computer use, text editor, ...): no
+			// other format can express them, and leaving a tool out only narrows what the
+			// model may do (a tool_choice forcing one is refused).
+			d.note(p, "."+kind, true, e)
 			continue
 		}
 		t, err := functionTool(m, p, "input_schema")

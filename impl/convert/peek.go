@@ -158,6 +158,12 @@ func scanTop(body []byte, fn func(key, value []byte) error) error {
 // (unescaped) and the offsets of its value. It checks the object's own syntax and the nesting
 // of brackets; what is inside strings and nested values is left to encoding/json.
 func scanTopSpans(body []byte, fn func(key []byte, start, end int) error) error {
+	return scanTopMembers(body, func(_ int, key []byte, start, end int) error { return fn(key, start, end) })
+}
+
+// scanTopMembers is scanTopSpans that also gives the offset of each member's key (its opening
+// quote), for rewrites that copy or leave out whole members.
+func scanTopMembers(body []byte, fn func(keyStart int, key []byte, start, end int) error) error {
 	i := skipSpace(body, 0)
 	if i >= len(body) || body[i] != '{' {
 		return errSyntax
@@ -173,6 +179,7 @@ func scanTopSpans(body []byte, fn func(key []byte, start, end int) error) error 
 		if i >= len(body) || body[i] != '"' {
 			return errSyntax
 		}
+		ks := i
 		ke, ok := skipString(body, i)
 		if !ok {
 			return errSyntax
@@ -190,7 +197,7 @@ func scanTopSpans(body []byte, fn func(key []byte, start, end int) error) error 
 		if !ok {
 			return errSyntax
 		}
-		if err := fn(key, vs, ve); err != nil {
+		if err := fn(ks, key, vs, ve); err != nil {
 			return err
 		}
 		i = skipSpace(body, ve)
@@ -346,7 +353,15 @@ type UpstreamEdits struct {
 	BoundKey     string
 	MinBound     int
 	DefaultBound int
+	// MaxBound, when positive, lowers every top-level output bound of the body above it to
+	// MaxBound (in ClampKeys; see BoundKeys): the clamp of a bound beyond what the model or
+	// expert can produce. MinBound wins over it.
+	MaxBound  int
+	ClampKeys []string
 }
+
+// BoundKeys are the top-level fields of a request of format f that bound its output.
+func BoundKeys(f llm.Format) []string { return maxTokensKeys[f] }
 
 // ForUpstream appends to dst a request body rewritten for an upstream of the same format, in
 // one pass: every top-level "model" becomes model, and the fields of ed are set. Every other
@@ -359,7 +374,7 @@ func ForUpstream(dst, body []byte, model string, ed UpstreamEdits) ([]byte, erro
 	}
 	var (
 		quoted    = jsontext.AppendString(make([]byte, 0, 64), model)
-		editsBuf  [4]edit
+		editsBuf  [5]edit
 		edits     = editsBuf[:0]
 		haveModel bool
 		haveOpts  bool
@@ -386,6 +401,17 @@ func ForUpstream(dst, body []byte, model string, ed UpstreamEdits) ([]byte, erro
 		case string(key) == "store" && ed.NoStore:
 			haveStore = true
 			edits = append(edits, edit{start, end, []byte("false")})
+		case ed.MaxBound > 0 && string(key) != ed.BoundKey && slices.Contains(ed.ClampKeys, string(key)):
+			if string(body[start:end]) == "null" {
+				return nil
+			}
+			n, err := parseInt(body[start:end], string(key))
+			if err != nil {
+				return err
+			}
+			if n > ed.MaxBound {
+				edits = append(edits, edit{start, end, strconv.AppendInt(nil, int64(ed.MaxBound), 10)})
+			}
 		case ed.BoundKey != "" && string(key) == ed.BoundKey:
 			if string(body[start:end]) == "null" {
 				if ed.DefaultBound > 0 {
@@ -399,8 +425,11 @@ func ForUpstream(dst, body []byte, model string, ed UpstreamEdits) ([]byte, erro
 			if err != nil {
 				return err
 			}
-			if n < ed.MinBound {
+			switch {
+			case n < ed.MinBound:
 				edits = append(edits, edit{start, end, strconv.AppendInt(nil, int64(ed.MinBound), 10)})
+			case ed.MaxBound > 0 && n > max(ed.MaxBound, ed.MinBound) && slices.Contains(ed.ClampKeys, ed.BoundKey):
+				edits = append(edits, edit{start, end, strconv.AppendInt(nil, int64(max(ed.MaxBound, ed.MinBound)), 10)})
 			}
 		}
 		return nil

@@ -272,7 +272,10 @@ func (d *decoder) responsesTools(raw json.RawMessage) error {
 			return err
 		}
 		if kind != "function" {
-			d.note(p, "."+kind, false, e)
+			// Built-in and hosted tools, namespaces, custom tools: no other format can
+			// express them, and leaving a tool out only narrows what the model may do (a
+			// tool_choice forcing one is refused).
+			d.note(p, "."+kind, true, e)
 			continue
 		}
 		t, err := functionTool(m, p, "parameters")

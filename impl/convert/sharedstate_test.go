@@ -3,7 +3,6 @@ package convert
 import (
 	"errors"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/tollgate/tollgate/impl/apierror"
@@ -63,54 +62,6 @@ func TestForUpstreamNoStore(t *testing.T) {
 	}
 }
 
-// TestPerUseBilledToolsRefused: a tool the provider runs and bills per use is a 400 naming
-// where it is, with a message that says why, when the request would go as it is to an
-// upstream of its own format.
-func TestPerUseBilledToolsRefused(t *testing.T) {
-	chat := func(extra string) string {
-		return `{"model":"m","messages":[{"role":"user","content":"hi"}]` + extra + `}`
-	}
-	resp := func(extra string) string { return `{"model":"m","input":"hi"` + extra + `}` }
-	msgs := func(extra string) string {
-		return `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"}]` + extra + `}`
-	}
-	cases := []struct {
-		f     llm.Format
-		body  string
-		param string
-	}{
-		{llm.FormatChat, chat(`,"web_search_options":{}`), "web_search_options"},
-		{llm.FormatChat, chat(`,"web_search_options":{"search_context_size":"high"}`), "web_search_options"},
-		{llm.FormatResponses, resp(`,"tools":[{"type":"web_search"}]`), "tools[0].type"},
-		{llm.FormatResponses, resp(`,"tools":[{"type":"web_search_preview"}]`), "tools[0].type"},
-		{llm.FormatResponses, resp(`,"tools":[{"type":"web_search_preview_2025_03_11"}]`), "tools[0].type"},
-		{llm.FormatResponses, resp(`,"tools":[{"type":"web_search_2025_08_26"}]`), "tools[0].type"},
-		{llm.FormatResponses, resp(`,"tools":[{"type":"function","name":"f","parameters":{}},{"type":"file_search","vector_store_ids":["vs_1"]}]`), "tools[1].type"},
-		{llm.FormatResponses, resp(`,"tools":[{"type":"code_interpreter","container":{"type":"auto"}}]`), "tools[0].type"},
-		{llm.FormatResponses, resp(`,"tools":[{"type":"image_generation"}]`), "tools[0].type"},
-		{llm.FormatResponses, resp(`,"tools":[{"type":"web\u005fsearch"}]`), "tools[0].type"},
-		{llm.FormatResponses, resp(`,"tool_choice":{"type":"web_search_preview"}`), "tool_choice.type"},
-		{llm.FormatMessages, msgs(`,"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":50}]`), "tools[0].type"},
-		{llm.FormatMessages, msgs(`,"tools":[{"name":"f","input_schema":{"type":"object"}},{"type":"web_search_20250305","name":"web_search"}]`), "tools[1].type"},
-		{llm.FormatMessages, msgs(`,"tools":[{"type":"code_execution_20250522","name":"code_execution"}]`), "tools[0].type"},
-		{llm.FormatMessages, msgs(`,"tools":[{"type":"code_execution_20250825","name":"code_execution"}]`), "tools[0].type"},
-	}
-	for _, c := range cases {
-		_, err := SharedStateFields(c.f, []byte(c.body))
-		var e *apierror.Error
-		if !errors.As(err, &e) || e.Kind != apierror.KindInvalidRequest || e.Param != c.param {
-			t.Errorf("%s: err %v, want a 400 naming %s", c.body, err, c.param)
-			continue
-		}
-		if !strings.Contains(e.Message, "bills it per use, which tollgate does not meter") || !strings.Contains(e.Message, "not available through the gateway") {
-			t.Errorf("%s: message %q does not say why", c.body, e.Message)
-		}
-		if where, _, _ := strings.Cut(c.param, "."); c.param != "web_search_options" && !strings.Contains(e.Message, "("+where+")") {
-			t.Errorf("%s: message %q does not say where (the Messages envelope has no param)", c.body, e.Message)
-		}
-	}
-}
-
 // TestClientToolsPass: tools the client runs cost only tokens and go through untouched, as do
 // an unset web_search_options and a "type" that is not a tool's own.
 func TestClientToolsPass(t *testing.T) {
@@ -130,33 +81,5 @@ func TestClientToolsPass(t *testing.T) {
 		if dropped, err := SharedStateFields(c.f, []byte(c.body)); err != nil || dropped != nil {
 			t.Errorf("%s: dropped %v, err %v; want it to pass", c.body, dropped, err)
 		}
-	}
-}
-
-// TestPerUseBilledToolsTranslated: a request with a per-use-billed tool routed to an upstream
-// of another format decodes (the tool is noted, not lost) and is refused by the translation
-// with a 400 naming the tool, never sent without it.
-func TestPerUseBilledToolsTranslated(t *testing.T) {
-	cases := []struct {
-		name     string
-		src, dst llm.Format
-		body     string
-		param    string
-	}{
-		{"messages web search to chat", llm.FormatMessages, llm.FormatChat, `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":50}]}`, "tools[0]"},
-		{"messages code execution to responses", llm.FormatMessages, llm.FormatResponses, `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"}],"tools":[{"name":"f","input_schema":{"type":"object"}},{"type":"code_execution_20250825","name":"code_execution"}]}`, "tools[1]"},
-		{"responses web search to chat", llm.FormatResponses, llm.FormatChat, `{"model":"m","input":"hi","tools":[{"type":"web_search_preview"}]}`, "tools[0]"},
-		{"responses web search to messages", llm.FormatResponses, llm.FormatMessages, `{"model":"m","input":"hi","tools":[{"type":"web_search"}]}`, "tools[0]"},
-		{"responses image generation to messages", llm.FormatResponses, llm.FormatMessages, `{"model":"m","input":"hi","tools":[{"type":"image_generation"}]}`, "tools[0]"},
-		{"chat web_search_options to messages", llm.FormatChat, llm.FormatMessages, `{"model":"m","messages":[{"role":"user","content":"hi"}],"web_search_options":{}}`, "web_search_options"},
-		{"chat web_search_options to responses", llm.FormatChat, llm.FormatResponses, `{"model":"m","messages":[{"role":"user","content":"hi"}],"web_search_options":{}}`, "web_search_options"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			req := mustDecode(t, c.src, []byte(c.body))
-			req.MaxTokens = 1000 // as the gateway does for a Messages upstream
-			_, _, err := EncodeRequest(c.dst, req, "up")
-			invalid(t, err, c.param)
-		})
 	}
 }

@@ -13,7 +13,7 @@ import (
 // usage's counts (and the status or type that says the answer is one), without reflection. The
 // counts follow DecodeResponse's convention (input includes cached tokens).
 func ResponseUsage(f llm.Format, body []byte) (llm.Usage, error) {
-	var usage, status, typ, choices, errValue []byte
+	var usage, status, typ, choices, errValue, output, content []byte
 	err := scanTop(body, func(key, value []byte) error {
 		switch string(key) {
 		case "usage":
@@ -26,6 +26,10 @@ func ResponseUsage(f llm.Format, body []byte) (llm.Usage, error) {
 			choices = value
 		case "error":
 			errValue = value
+		case "output":
+			output = value
+		case "content":
+			content = value
 		}
 		return nil
 	})
@@ -81,8 +85,9 @@ func ResponseUsage(f llm.Format, body []byte) (llm.Usage, error) {
 		if st == "failed" {
 			return llm.Usage{}, answerFailed(errValue)
 		}
+		u.HostedCalls = hostedItems(output)
 	case llm.FormatMessages:
-		var in, out, created, read int64
+		var in, out, created, read, searches int64
 		t, ok := stringValue(typ)
 		if ok {
 			err = eachMember(usage, func(key, v []byte) error {
@@ -95,6 +100,8 @@ func ResponseUsage(f llm.Format, body []byte) (llm.Usage, error) {
 					return readCount(v, &created)
 				case fold(key, "cache_read_input_tokens"):
 					return readCount(v, &read)
+				case fold(key, "server_tool_use"):
+					return eachMember(v, func(key, v []byte) error { return countIf(key, "web_search_requests", v, &searches) })
 				}
 				return nil
 			})
@@ -102,7 +109,8 @@ func ResponseUsage(f llm.Format, body []byte) (llm.Usage, error) {
 		if !ok || t != "message" || err != nil {
 			return llm.Usage{}, upstreamError("not a message")
 		}
-		u = llm.Usage{InputTokens: in + created + read, OutputTokens: out, CachedInputTokens: read}
+		u = llm.Usage{InputTokens: in + created + read, OutputTokens: out, CachedInputTokens: read, HostedCalls: serverToolBlocks(content)}
+		u.HostedCalls[llm.HostedWebSearch] = max(u.HostedCalls[llm.HostedWebSearch], searches)
 	}
 	return u, nil
 }

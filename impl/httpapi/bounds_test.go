@@ -36,7 +36,8 @@ func TestResponsesBoundBelowTheUpstreamMinimum(t *testing.T) {
 }
 
 // TestExpertOutputLimit: an expert whose own output limit is below the client's bound is passed
-// over for one that can produce it; when none can, the client gets a 400 naming the bound.
+// over for one that can produce it; when none can, the bound is clamped to the expert's limit,
+// the header names the clamp, and the client is billed for at most that many tokens.
 func TestExpertOutputLimit(t *testing.T) {
 	cfg := config.Default()
 	cfg.Models = append(cfg.Models,
@@ -66,9 +67,19 @@ func TestExpertOutputLimit(t *testing.T) {
 	if status, _, answer := do(t, c, g.URL, request{"POST", "/v1/chat/completions", chatBody("two-limits", "hi", false, 8)}, bearer); status != 200 {
 		t.Fatalf("a bound both experts can produce: %d %s", status, answer)
 	}
-	status, _, answer := do(t, c, g.URL, request{"POST", "/v1/chat/completions", chatBody("short-only", "hi", false, 100)}, bearer)
-	if status != 400 || !strings.Contains(string(answer), `"param":"max_tokens"`) || !strings.Contains(string(answer), "at most 8") {
-		t.Errorf("a bound no expert can produce: %d %s", status, answer)
+	status, hdr, answer := do(t, c, g.URL, request{"POST", "/v1/chat/completions", chatBody("short-only", "hi [[sim words=40]]", false, 100)}, bearer)
+	if status != 200 || hdr.Get("x-tollgate-clamped-fields") != "max_tokens=8" {
+		t.Fatalf("a bound no expert can produce: %d clamped %q: %s", status, hdr.Get("x-tollgate-clamped-fields"), answer)
+	}
+	var sent struct {
+		MaxTokens           *int `json:"max_tokens"`
+		MaxCompletionTokens *int `json:"max_completion_tokens"`
+	}
+	if err := json.Unmarshal(g.Sim.LastRequest().Body, &sent); err != nil || sent.MaxTokens == nil || *sent.MaxTokens != 8 || sent.MaxCompletionTokens != nil {
+		t.Errorf("the upstream was sent %s", g.Sim.LastRequest().Body)
+	}
+	if rec := latestUsage(t, g, tenant.Account, 5); rec.OutputTokens > 8 {
+		t.Errorf("billed %d output tokens for a bound clamped to 8", rec.OutputTokens)
 	}
 }
 

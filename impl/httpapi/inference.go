@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +32,9 @@ const (
 	headerExpert = "X-Tollgate-Expert"
 	// headerDropped lists advisory request fields the chosen upstream could not use.
 	headerDropped = "x-tollgate-dropped-fields"
+	// headerClamped names an output bound beyond the limit of the model (or of the chosen
+	// expert) and the limit it was lowered to, e.g. "max_tokens=8192".
+	headerClamped = "x-tollgate-clamped-fields"
 )
 
 // defaultHeartbeat is how long a stream may stay silent before a comment heartbeat is sent.
@@ -110,10 +114,14 @@ type exchange struct {
 	include   bool   // chat stream_options.include_usage
 	echo      []byte // what a Responses stream's response objects echo from the request
 	dropped   []string
+	clamped   string // the clamped output bound, "field=limit", or ""
+	// hostedBounds are the calls of each hosted tool passed to the upstream that the
+	// reservation covers: the most that are billed.
+	hostedBounds llm.HostedCalls
 	inputEst  int64
-	// askedOutput is the output bound the client asked for, times the choices it asked for (0
-	// when it gave no bound): the most output it is billed for, even when an upstream's own
-	// minimum made the gateway ask for more.
+	// askedOutput is the output bound the client asked for (or the limit it was clamped to),
+	// times the choices it asked for (0 when it gave no bound): the most output it is billed
+	// for, even when an upstream's own minimum made the gateway ask for more.
 	askedOutput int64
 	ir          *llm.Request
 	reserve     *billing.Reservation
@@ -181,11 +189,9 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 	if err != nil {
 		return nil, err
 	}
-	if maxTokens > m.MaxOutputTokens {
-		field := maxTokensField(client, body)
-		return nil, apierror.Invalid(field, "'%s' is %d but the maximum output of %s is %d tokens", field, maxTokens, modelID, m.MaxOutputTokens)
-	}
-	outBound := maxTokens
+	// A bound beyond the model's limit is clamped to it, not refused (coding agents ask for
+	// 32000 of any model they do not know); the reservation and the bill follow the clamp.
+	outBound := min(maxTokens, m.MaxOutputTokens)
 	if outBound <= 0 {
 		outBound = m.MaxOutputTokens
 	}
@@ -244,14 +250,18 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 	features.InputTokens = int(inputEst)
 
 	requestID := requestIDFrom(ctx)
-	// n choices may each be as long as the bound (the upstream's usage counts them all).
+	// n choices may each be as long as the bound (the upstream's usage counts them all); hosted
+	// tools (a web search) may each be called up to their configured bound.
 	worst := billing.Cost(inputEst, int64(outBound)*int64(choices), m.MaxPrice())
+	if m.HostedPriced {
+		worst = billing.SaturatingAdd(worst, m.HostedWorst(client, convert.HostedToolsIn(client, body)))
+	}
 	reservation, err := s.meter.Reserve(ctx, p.AccountID, requestID, worst)
 	if err != nil {
 		return nil, err
 	}
 	x := &exchange{s: s, ctx: ctx, client: client, principal: p, requestID: requestID, model: m, stream: stream,
-		inputEst: inputEst, askedOutput: int64(maxTokens) * int64(choices), ir: ir, reserve: reservation, started: time.Now()}
+		inputEst: inputEst, ir: ir, reserve: reservation, started: time.Now()}
 	if client == llm.FormatChat && stream {
 		x.include = convert.IncludeUsage(body)
 	}
@@ -269,7 +279,11 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 	// rather than what a translation lacks.
 	var lastErr, refusal error
 	refusalSameFormat := false
-	for _, e := range s.router.Order(m, features) {
+	order := s.router.Order(m, features)
+	if maxTokens > 0 {
+		order = byOutputLimit(order, outBound)
+	}
+	for _, e := range order {
 		if onlySameFormat && e.Kind != client {
 			continue
 		}
@@ -278,15 +292,12 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 			lastErr = fmt.Errorf("no upstream %q", e.Provider)
 			continue
 		}
-		if e.MaxOutputTokens > 0 && maxTokens > e.MaxOutputTokens {
-			// This expert cannot produce as much as the client asked for; another may.
-			if refusal == nil {
-				field := maxTokensField(client, body)
-				refusal = apierror.Invalid(field, "'%s' is %d but %s can produce at most %d tokens for this request", field, maxTokens, modelID, e.MaxOutputTokens)
-			}
-			continue
+		// The expert's bound: the model's, or its own limit when that is lower.
+		bound := outBound
+		if e.MaxOutputTokens > 0 {
+			bound = min(bound, e.MaxOutputTokens)
 		}
-		upBody, dropped, err := s.upstreamBody(client, body, ir, e, stream, outBound, maxTokens > 0)
+		upBody, dropped, hosted, err := s.upstreamBody(client, body, ir, e, stream, bound, maxTokens > 0)
 		if err != nil {
 			if refusal == nil || (e.Kind == client && !refusalSameFormat) {
 				refusal, refusalSameFormat = err, e.Kind == client
@@ -297,7 +308,14 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 		res, _, err := up.Call(ctx, upBody, stream, forward)
 		if err == nil {
 			s.router.Observe(e.Key, time.Since(t0), false)
-			x.expert, x.res, x.dropped = e, res, dropped
+			x.expert, x.res, x.dropped, x.hostedBounds = e, res, dropped, hosted
+			if maxTokens > 0 {
+				// The client is billed for at most the bound it asked for, or the clamp.
+				x.askedOutput = int64(min(maxTokens, bound)) * int64(choices)
+				if maxTokens > bound {
+					x.clamped = maxTokensField(client, body) + "=" + strconv.Itoa(bound)
+				}
+			}
 			return x, nil
 		}
 		lastErr = publicRefusal(err, e, modelID, client)
@@ -326,6 +344,29 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 		return nil, &apierror.Error{Kind: apierror.KindUpstream, Message: "no upstream could serve the request"}
 	}
 	return nil, lastErr
+}
+
+// byOutputLimit orders experts so that those able to produce bound tokens come first, each
+// group in the router's order: a request is clamped to an expert's lower limit only when no
+// expert can produce what it asked for. The router's slice is returned as it is when every
+// expert can.
+func byOutputLimit(order []routing.Expert, bound int) []routing.Expert {
+	short := func(e routing.Expert) bool { return e.MaxOutputTokens > 0 && e.MaxOutputTokens < bound }
+	if !slices.ContainsFunc(order, short) {
+		return order
+	}
+	out := make([]routing.Expert, 0, len(order))
+	for _, e := range order {
+		if !short(e) {
+			out = append(out, e)
+		}
+	}
+	for _, e := range order {
+		if short(e) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // publicRefusal is err as the client sees it when expert e refused the request (a 400 with the
@@ -369,19 +410,28 @@ func inPublicWords(said, upstreamModel, modelID string) string {
 }
 
 // upstreamBody is the request body for expert e: the client's bytes with the model replaced
-// when the formats agree, else a translation. outBound is the output bound, the client's
-// (bounded says it gave one) or the model's limit, which the upstream is always sent: the
-// reservation, and what the model's card promises, hold only for answers within it.
-func (s *Server) upstreamBody(client llm.Format, body []byte, ir *llm.Request, e routing.Expert, stream bool, outBound int, bounded bool) ([]byte, []string, error) {
+// when the formats agree, else a translation. bound is the expert's output bound: the client's
+// (bounded says it gave one) lowered to the limit of the model and of the expert, or that
+// limit when the client gave none, which the upstream is always sent: the reservation, and
+// what the model's card promises, hold only for answers within it.
+func (s *Server) upstreamBody(client llm.Format, body []byte, ir *llm.Request, e routing.Expert, stream bool, bound int, bounded bool) ([]byte, []string, llm.HostedCalls, error) {
+	var hosted llm.HostedCalls
 	if e.Kind == client {
 		// Provider-kept state is refused or turned off: every tenant reaches the provider
 		// through one account. Usage is what the gateway bills: a streamed chat request asks
 		// for it whatever the client asked (the usage chunk reaches only clients that asked).
 		dropped, err := convert.SharedStateFields(client, body)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, hosted, err
 		}
-		ed := convert.UpstreamEdits{IncludeUsage: stream && client == llm.FormatChat, NoStore: client == llm.FormatResponses}
+		// Tools the provider runs and bills per call go only where they are priced.
+		plan, err := convert.PlanHostedTools(client, body, e.HostedPolicy)
+		if err != nil {
+			return nil, nil, hosted, err
+		}
+		body, dropped, hosted = plan.Body, append(dropped, plan.Dropped...), plan.Bounds
+		ed := convert.UpstreamEdits{IncludeUsage: stream && client == llm.FormatChat, NoStore: client == llm.FormatResponses,
+			MaxBound: bound, ClampKeys: convert.BoundKeys(client)}
 		switch client {
 		case llm.FormatResponses:
 			// The Responses API refuses bounds under 16; the gateway accepts them (a chat or
@@ -392,17 +442,14 @@ func (s *Server) upstreamBody(client llm.Format, body []byte, ir *llm.Request, e
 		}
 		if !bounded && ed.BoundKey != "" {
 			// Messages requests always carry max_tokens.
-			ed.DefaultBound = outBound
-			if e.MaxOutputTokens > 0 {
-				ed.DefaultBound = min(outBound, e.MaxOutputTokens)
-			}
+			ed.DefaultBound = bound
 		}
 		b, err := convert.ForUpstream(nil, body, e.Model, ed)
-		return b, dropped, err
+		return b, dropped, hosted, err
 	}
 	req := *ir
-	if req.MaxTokens <= 0 {
-		req.MaxTokens = min(outBound, e.MaxOutputTokens)
+	if req.MaxTokens <= 0 || req.MaxTokens > bound {
+		req.MaxTokens = bound
 	}
 	if e.Kind == llm.FormatResponses && req.MaxTokens < minResponsesOutput {
 		// The Responses API refuses smaller bounds. The answer may be longer than asked; the
@@ -411,7 +458,8 @@ func (s *Server) upstreamBody(client llm.Format, body []byte, ir *llm.Request, e
 	}
 	req.Stream = stream
 	req.IncludeUsage = true
-	return convert.EncodeRequest(e.Kind, &req, e.Model)
+	b, dropped, err := convert.EncodeRequest(e.Kind, &req, e.Model)
+	return b, dropped, hosted, err
 }
 
 // hasExpertOfKind reports whether one of the model's upstreams speaks format f.
@@ -472,6 +520,9 @@ func (x *exchange) respond(w http.ResponseWriter) error {
 	h[headerExpert] = []string{x.expert.Key}
 	if len(x.dropped) > 0 {
 		h.Set(headerDropped, strings.Join(x.dropped, ", "))
+	}
+	if x.clamped != "" {
+		h.Set(headerClamped, x.clamped)
 	}
 	if x.stream {
 		return x.respondStream(w)
@@ -897,7 +948,24 @@ func (x *exchange) settle(u llm.Usage, producedChars int, status string) {
 		// More than asked: the Responses API's minimum bound, say. The excess is not billed.
 		out = x.askedOutput
 	}
-	x.reserve.Settle(billing.Cost(in, out, x.expert.Price), x.usageRecord(in, out, status))
+	rec := x.usageRecord(in, out, status)
+	rec.HostedCalls = x.hostedCalls(u)
+	rec.HostedMicros = x.expert.HostedCost(rec.HostedCalls, x.hostedBounds)
+	x.reserve.Settle(billing.SaturatingAdd(billing.Cost(in, out, x.expert.Price), rec.HostedMicros), rec)
+}
+
+// hostedCalls are the hosted-tool calls billed for an answer with usage u: those the upstream
+// reported, each capped at the bound the reservation covered. A chat completion reports no
+// count: its web_search_options is one search an answer.
+func (x *exchange) hostedCalls(u llm.Usage) llm.HostedCalls {
+	calls := u.HostedCalls
+	if x.client == llm.FormatChat && x.hostedBounds[llm.HostedWebSearch] > 0 {
+		calls[llm.HostedWebSearch] = 1
+	}
+	for t := range calls {
+		calls[t] = min(calls[t], x.hostedBounds[t])
+	}
+	return calls
 }
 
 // settleUndelivered settles an exchange whose answer never reached the client, which got a 502

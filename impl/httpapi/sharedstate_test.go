@@ -2,10 +2,12 @@ package httpapi_test
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/tollgate/tollgate/impl/apitest"
+	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/sim"
 )
 
@@ -69,53 +71,96 @@ func TestProviderStateIsNotShared(t *testing.T) {
 	}
 }
 
-// TestPerUseBilledToolsAreRefused: tools the provider runs and bills per use (a search, a
-// container hour, ...) would be paid by the operator and never billed to the tenant, who is
-// billed per token, so they are refused before any upstream call: with the reason when the
-// upstream speaks the client's format, as a field the translation cannot honour otherwise.
-func TestPerUseBilledToolsAreRefused(t *testing.T) {
+// unpricedConfig is contractConfig with no hosted tool priced: every one is dropped.
+func unpricedConfig(t *testing.T) *config.Config {
+	t.Helper()
+	cfg := contractConfig(t)
+	for i := range cfg.Providers {
+		cfg.Providers[i].HostedTools = nil
+	}
+	return cfg
+}
+
+// TestHostedToolsDroppedWhereNotPriced: a tool the provider runs and bills per call (a web
+// search, a file search, ...) that the configuration gives no price never fails a request: it
+// is removed before the upstream call and named in x-tollgate-dropped-fields, whether the
+// upstream speaks the client's format or is translated. Only a tool_choice forcing that very
+// tool is a 400. Client tools, namespaces and unknown tool types of the client's format reach
+// a same-format upstream untouched.
+func TestHostedToolsDroppedWhereNotPriced(t *testing.T) {
 	s := sim.New(sim.Options{})
-	g := apitest.Start(t, apitest.Options{Config: contractConfig(t), Sim: s})
+	g := apitest.Start(t, apitest.Options{Config: unpricedConfig(t), Sim: s})
 	tenant := g.NewTenant(t, "acme", 0, 50_000_000)
 	c := g.Client(t)
 	bearer := map[string]string{"Authorization": "Bearer " + tenant.Key}
-	const billed = "bills it per use, which tollgate does not meter"
+	codexTools := `[{"type":"function","name":"shell","parameters":{"type":"object","properties":{}}},{"type":"namespace","name":"mcp__tollgate","description":"tools","tools":[{"type":"function","name":"query_data","parameters":{"type":"object"}}]},{"type":"web_search","external_web_access":false}]`
 	cases := []struct {
-		r      request
-		param  string // "" for the Messages envelope, which has no param
-		reason string // what the message must say
+		r       request
+		dropped string
+		kept    []string // what the upstream must still get
+		gone    []string // what it must not
 	}{
-		{request{"POST", "/v1/messages", `{"model":"service-sonnet","max_tokens":16,"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":50}]}`}, "", "'web_search_20250305' (tools[0])"},
-		{request{"POST", "/v1/responses", `{"model":"test-responses","input":"hi","tools":[{"type":"web_search_preview"}]}`}, "tools[0].type", billed},
-		{request{"POST", "/v1/chat/completions", `{"model":"service-flint-base","messages":[{"role":"user","content":"hi"}],"web_search_options":{}}`}, "web_search_options", billed},
-		// The chat expert, whose translation lacks the tool, may rank first: the reason given
-		// is still the gateway's own.
-		{request{"POST", "/v1/responses", `{"model":"service-flint","input":"hi","tools":[{"type":"function","name":"f","parameters":{}},{"type":"file_search","vector_store_ids":["vs_1"]}]}`}, "tools[1].type", billed},
-		// Translated: the tool is not silently dropped.
-		{request{"POST", "/v1/messages", `{"model":"messages-via-chat","max_tokens":16,"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"web_search_20250305","name":"web_search"}]}`}, "", "tools[0]"},
+		{request{"POST", "/v1/messages", `{"model":"service-sonnet","max_tokens":16,"messages":[{"role":"user","content":"hi"}],"tools":[{"name":"f","input_schema":{"type":"object"}},{"type":"web_search_20250305","name":"web_search","max_uses":50}]}`},
+			"tools[].web_search_20250305", []string{`"name":"f"`}, []string{"web_search"}},
+		{request{"POST", "/v1/responses", `{"model":"test-responses","input":"hi","tools":[{"type":"web_search_preview"}]}`},
+			"tools[].web_search_preview", nil, []string{"web_search"}},
+		{request{"POST", "/v1/responses", `{"model":"test-responses","input":"hi","stream":true,"tools":` + codexTools + `}`},
+			"tools[].web_search", []string{`"type":"namespace"`, `"name":"shell"`, `"name":"query_data"`}, []string{"web_search"}},
+		{request{"POST", "/v1/chat/completions", `{"model":"service-flint-base","messages":[{"role":"user","content":"hi"}],"web_search_options":{}}`},
+			"web_search_options", nil, []string{"web_search_options"}},
+		{request{"POST", "/v1/responses", `{"model":"service-flint-base","input":"hi","tools":[{"type":"function","name":"f","parameters":{}},{"type":"file_search","vector_store_ids":["vs_1"]}]}`},
+			"tools[].file_search", []string{`"name":"f"`}, []string{"file_search", "vs_1"}},
+		{request{"POST", "/v1/messages", `{"model":"messages-via-chat","max_tokens":16,"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"web_search_20250305","name":"web_search"}]}`},
+			"tools[].web_search_20250305", nil, []string{"web_search"}},
+		{request{"POST", "/v1/responses", `{"model":"service-flint-base","input":"hi","tools":` + codexTools + `}`},
+			"tools[].namespace, tools[].web_search", []string{`"name":"shell"`}, []string{"web_search", "namespace"}},
 	}
 	for _, tc := range cases {
 		s.Reset()
-		status, _, body := do(t, c, g.URL, tc.r, bearer)
-		env := errorEnvelopeOf(body)
-		if status != 400 || env.Error.Type != "invalid_request_error" || (tc.param != "" && (env.Error.Param == nil || *env.Error.Param != tc.param)) {
+		status, h, body := do(t, c, g.URL, tc.r, bearer)
+		if status != 200 {
 			t.Errorf("%s: %d %s", tc.r.body, status, body)
+			continue
 		}
-		if !strings.Contains(env.Error.Message, tc.reason) {
-			t.Errorf("%s: the message does not say %q: %s", tc.r.body, tc.reason, body)
+		dropped := h.Get("x-tollgate-dropped-fields")
+		for _, name := range strings.Split(tc.dropped, ", ") {
+			if !slices.Contains(strings.Split(dropped, ", "), name) {
+				t.Errorf("%s: dropped fields %q, want %s named", tc.r.body, dropped, name)
+			}
 		}
-		if n := s.TotalRequests(); n != 0 {
-			t.Errorf("%s: the upstream saw %d requests", tc.r.body, n)
+		sent := string(s.LastRequest().Body)
+		for _, want := range tc.kept {
+			if !strings.Contains(sent, want) {
+				t.Errorf("%s: the upstream was sent %s, without %s", tc.r.body, sent, want)
+			}
+		}
+		for _, unwanted := range tc.gone {
+			if strings.Contains(sent, unwanted) {
+				t.Errorf("%s: the upstream was sent %s, with %s", tc.r.body, sent, unwanted)
+			}
 		}
 	}
 
-	// Tools the client runs cost only tokens and still go through.
+	// A tool_choice forcing a dropped tool cannot be honoured: 400, before any upstream call.
+	for _, r := range []request{
+		{"POST", "/v1/responses", `{"model":"test-responses","input":"hi","tools":[{"type":"web_search"}],"tool_choice":{"type":"web_search"}}`},
+		{"POST", "/v1/messages", `{"model":"service-sonnet","max_tokens":16,"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"web_search_20250305","name":"web_search"}],"tool_choice":{"type":"tool","name":"web_search"}}`},
+	} {
+		s.Reset()
+		status, _, body := do(t, c, g.URL, r, bearer)
+		env := errorEnvelopeOf(body)
+		if status != 400 || !strings.Contains(env.Error.Message, "tool_choice") || s.TotalRequests() != 0 {
+			t.Errorf("%s: %d %s (upstream saw %d)", r.body, status, body, s.TotalRequests())
+		}
+	}
+
+	// Tools the client runs cost only tokens and go through untouched.
 	for _, r := range []request{
 		{"POST", "/v1/messages", `{"model":"service-sonnet","max_tokens":16,"messages":[{"role":"user","content":"hi"}],"tools":[{"name":"f","input_schema":{"type":"object"}},{"type":"bash_20250124","name":"bash"}]}`},
 		{"POST", "/v1/responses", `{"model":"test-responses","input":"hi","tools":[{"type":"function","name":"f","parameters":{}},{"type":"local_shell"}]}`},
 	} {
-		if status, _, body := do(t, c, g.URL, r, bearer); status != 200 {
-			t.Errorf("%s: %d %s", r.body, status, body)
+		if status, h, body := do(t, c, g.URL, r, bearer); status != 200 || h.Get("x-tollgate-dropped-fields") != "" {
+			t.Errorf("%s: %d dropped %q %s", r.body, status, h.Get("x-tollgate-dropped-fields"), body)
 		}
 	}
 }

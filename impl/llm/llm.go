@@ -196,6 +196,9 @@ type Usage struct {
 	OutputTokens      int64
 	CachedInputTokens int64
 	ReasoningTokens   int64
+	// HostedCalls counts the calls of tools the provider ran itself (a web search, say), as
+	// the upstream reported them.
+	HostedCalls HostedCalls
 }
 
 // Response is a complete, non-streamed answer.
@@ -255,4 +258,52 @@ type StreamError struct {
 	// Type is the upstream's error type (e.g. "overloaded_error", "server_error").
 	Type    string
 	Message string
+}
+
+// HostedTool is a tool that a provider runs itself and bills per call, on top of tokens: a
+// web search, a search of the provider's file stores, a code-execution sandbox, an image
+// generator. The gateway passes one to an upstream only where the configuration prices its
+// calls, and bills every call the upstream reports.
+type HostedTool uint8
+
+// The hosted tools, by the names the configuration uses.
+const (
+	HostedWebSearch       HostedTool = iota // Responses web_search*, Messages web_search_*, chat web_search_options
+	HostedFileSearch                        // Responses file_search
+	HostedCodeExecution                     // Responses code_interpreter, Messages code_execution_*
+	HostedImageGeneration                   // Responses image_generation
+	NumHostedTools
+)
+
+var hostedToolNames = [NumHostedTools]string{"web_search", "file_search", "code_execution", "image_generation"}
+
+// String is the tool's configuration name.
+func (t HostedTool) String() string {
+	if t < NumHostedTools {
+		return hostedToolNames[t]
+	}
+	return "unknown"
+}
+
+// HostedToolNamed returns the hosted tool whose configuration name is name.
+func HostedToolNamed(name string) (HostedTool, bool) {
+	for i, n := range hostedToolNames {
+		if n == name {
+			return HostedTool(i), true
+		}
+	}
+	return 0, false
+}
+
+// HostedCalls counts calls per hosted tool.
+type HostedCalls [NumHostedTools]int64
+
+// Any reports whether any count is positive.
+func (c HostedCalls) Any() bool {
+	for _, n := range c {
+		if n > 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -40,6 +40,25 @@ type Expert struct {
 	Price           config.Price
 	MaxOutputTokens int
 	Strengths       []string
+	// Hosted prices the hosted tools the expert's provider runs for the gateway's tenants, by
+	// llm.HostedTool (a zero MaxCalls: not run, the tool is dropped).
+	Hosted [llm.NumHostedTools]config.HostedTool
+}
+
+// HostedPolicy is the expert's hosted tools as the converters ask for them.
+func (e *Expert) HostedPolicy(t llm.HostedTool) (maxCalls int, ok bool) {
+	h := e.Hosted[t]
+	return h.MaxCalls, h.MaxCalls > 0
+}
+
+// HostedCost is what the calls cost at the expert's prices, each tool's count capped at
+// bounds (the calls the reservation covered), in micro-units.
+func (e *Expert) HostedCost(calls, bounds llm.HostedCalls) int64 {
+	var total int64
+	for t, n := range calls {
+		total += min(n, bounds[t]) * e.Hosted[t].PricePerCallMicros
+	}
+	return total
 }
 
 // Model is a configured model as routing sees it.
@@ -52,6 +71,29 @@ type Model struct {
 	// Fusion is true when the model has experts rather than one backend.
 	Fusion  bool
 	Experts []Expert
+	// HostedPriced is set when an expert runs a hosted tool: requests that may ask for one
+	// are then read for them before the reservation.
+	HostedPriced bool
+}
+
+// HostedWorst is the most the hosted tools present (by llm.HostedTool) may cost through any
+// expert of kind f, each at its bound of calls: what the reservation covers on top of tokens.
+// Only an expert of the client's own format passes hosted tools.
+func (m *Model) HostedWorst(f llm.Format, present [llm.NumHostedTools]bool) int64 {
+	var worst int64
+	for _, e := range m.Experts {
+		if e.Kind != f {
+			continue
+		}
+		var cost int64
+		for t, on := range present {
+			if on {
+				cost += int64(e.Hosted[t].MaxCalls) * e.Hosted[t].PricePerCallMicros
+			}
+		}
+		worst = max(worst, cost)
+	}
+	return worst
 }
 
 // MaxPrice is the highest input and output price among the model's experts, for the
@@ -73,8 +115,16 @@ type Registry struct {
 // NewRegistry builds the registry from a validated configuration.
 func NewRegistry(cfg *config.Config) *Registry {
 	kinds := map[string]llm.Format{}
+	hosted := map[string][llm.NumHostedTools]config.HostedTool{}
 	for _, p := range cfg.Providers {
 		kinds[p.Name] = llm.Format(p.Kind)
+		var h [llm.NumHostedTools]config.HostedTool
+		for name, price := range p.HostedTools {
+			if t, ok := llm.HostedToolNamed(name); ok {
+				h[t] = price
+			}
+		}
+		hosted[p.Name] = h
 	}
 	r := &Registry{models: map[string]*Model{}}
 	for _, m := range cfg.Models {
@@ -85,7 +135,10 @@ func NewRegistry(cfg *config.Config) *Registry {
 		}
 		for _, u := range ups {
 			e := Expert{Key: u.Provider + "/" + u.Model, Provider: u.Provider, Model: u.Model, Kind: kinds[u.Provider],
-				Price: m.Price, MaxOutputTokens: m.MaxOutputTokens, Strengths: u.Strengths}
+				Price: m.Price, MaxOutputTokens: m.MaxOutputTokens, Strengths: u.Strengths, Hosted: hosted[u.Provider]}
+			for _, h := range e.Hosted {
+				rm.HostedPriced = rm.HostedPriced || h.MaxCalls > 0
+			}
 			if u.Price != nil {
 				e.Price = *u.Price
 			}

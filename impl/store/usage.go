@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"slices"
 	"strings"
 	"time"
@@ -28,6 +29,10 @@ type UsageRecord struct {
 	InputTokens   int64
 	OutputTokens  int64
 	CostMicros    int64
+	// HostedCalls counts, by tool name (web_search, ...), the billed calls of tools the
+	// provider ran and bills per call (nil: none); HostedMicros is their part of CostMicros.
+	HostedCalls  map[string]int64
+	HostedMicros int64
 	// Status is how the request ended, e.g. "completed", "incomplete", "failed".
 	Status     string
 	StartedAt  time.Time
@@ -162,6 +167,12 @@ func appendUsage(p *db.WriteUsageBatchParams, r UsageRecord) {
 	p.Statuses = append(p.Statuses, status)
 	p.StartedAt = append(p.StartedAt, r.StartedAt)
 	p.FinishedAt = append(p.FinishedAt, r.FinishedAt)
+	var calls []byte // NULL when there were none
+	if len(r.HostedCalls) > 0 {
+		calls, _ = json.Marshal(r.HostedCalls) // a map of strings to integers always marshals
+	}
+	p.HostedToolCalls = append(p.HostedToolCalls, calls)
+	p.HostedToolMicros = append(p.HostedToolMicros, min(max(r.HostedMicros, 0), max(r.CostMicros, 0)))
 }
 
 func clean(s string) string {
@@ -181,6 +192,12 @@ func (s *Store) UsageRecords(ctx context.Context, accountID uuid.UUID, limit int
 			Model: r.Model, Route: r.Route, Provider: r.Provider, UpstreamModel: r.UpstreamModel,
 			InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CostMicros: r.CostMicros, Status: r.Status,
 			StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, RecordedAt: r.RecordedAt,
+			HostedMicros: r.HostedToolMicros,
+		}
+		if len(r.HostedToolCalls) > 0 {
+			if err := json.Unmarshal(r.HostedToolCalls, &out[i].HostedCalls); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return out, nil

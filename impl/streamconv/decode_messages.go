@@ -28,7 +28,11 @@ type messagesDecoder struct {
 	// The Anthropic usage counts so far.
 	in, cacheRead, cacheWrite, out, thinking int64
 	inputKnown                               bool
-	ev                                       msgEvent
+	// searches is the web searches usage.server_tool_use reported; blockCalls the hosted-tool
+	// calls among the server_tool_use blocks seen.
+	searches   int64
+	blockCalls llm.HostedCalls
+	ev         msgEvent
 }
 
 const (
@@ -70,6 +74,9 @@ type msgUsage struct {
 	OutputTokensDetails      *struct {
 		ThinkingTokens int64 `json:"thinking_tokens"`
 	} `json:"output_tokens_details"`
+	ServerToolUse *struct {
+		WebSearchRequests int64 `json:"web_search_requests"`
+	} `json:"server_tool_use"`
 }
 
 // take records the counts present in an Anthropic usage report (they are cumulative, and a
@@ -85,6 +92,9 @@ func (d *messagesDecoder) take(m *msgUsage, output bool) {
 	set(&d.in, m.InputTokens)
 	set(&d.cacheRead, m.CacheReadInputTokens)
 	set(&d.cacheWrite, m.CacheCreationInputTokens)
+	if m.ServerToolUse != nil {
+		d.searches = max(d.searches, m.ServerToolUse.WebSearchRequests)
+	}
 	if !output {
 		return
 	}
@@ -98,12 +108,15 @@ func (d *messagesDecoder) take(m *msgUsage, output bool) {
 
 // usage is the neutral usage of the counts recorded so far.
 func (d *messagesDecoder) usage() llm.Usage {
-	return llm.Usage{
+	u := llm.Usage{
 		InputTokens:       d.in + d.cacheRead + d.cacheWrite,
 		OutputTokens:      d.out,
 		CachedInputTokens: d.cacheRead,
 		ReasoningTokens:   d.thinking,
+		HostedCalls:       d.blockCalls,
 	}
+	u.HostedCalls[llm.HostedWebSearch] = max(u.HostedCalls[llm.HostedWebSearch], d.searches)
+	return u
 }
 
 // Decode implements Decoder.
@@ -165,6 +178,12 @@ func (d *messagesDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, bo
 			break
 		}
 		switch cb.Type {
+		case "server_tool_use":
+			if t, hosted := convert.ServerToolCall(cb.Name); hosted {
+				// Billed per call: counted as it starts, in case the stream ends early.
+				d.blockCalls[t]++
+				out = append(out, llm.Event{Kind: llm.EventUsage, Usage: d.usage()})
+			}
 		case "text":
 			d.blocks[e.Index] = blockText
 			if cb.Text != "" {

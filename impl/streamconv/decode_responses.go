@@ -21,7 +21,9 @@ type responsesDecoder struct {
 	// textSeen lists the output indexes of message items that had text deltas, so that a
 	// done event carrying text the deltas never did is not lost.
 	textSeen []int
-	ev       respEvent
+	// hosted counts the calls of hosted tools (web searches, ...) among the items done so far.
+	hosted llm.HostedCalls
+	ev     respEvent
 }
 
 type respToolState struct {
@@ -76,6 +78,22 @@ type respUsage struct {
 	OutputTokensDetails struct {
 		ReasoningTokens int64 `json:"reasoning_tokens"`
 	} `json:"output_tokens_details"`
+}
+
+// hostedIn is the hosted-tool calls of a finished response: those among its output items,
+// or those counted as the items were done, whichever is more.
+func (d *responsesDecoder) hostedIn(r *respObject) llm.HostedCalls {
+	calls := d.hosted
+	var listed llm.HostedCalls
+	for _, item := range r.Output {
+		if t, hosted := convert.HostedItemTool(item.Type); hosted {
+			listed[t]++
+		}
+	}
+	for i := range calls {
+		calls[i] = max(calls[i], listed[i])
+	}
+	return calls
 }
 
 func (u *respUsage) usage() llm.Usage {
@@ -142,7 +160,16 @@ func (d *responsesDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, b
 			out = d.startTool(e.OutputIndex, e.Item, out)
 		}
 	case "response.output_item.done":
-		if e.Item == nil || e.Item.Type != "function_call" {
+		if e.Item == nil {
+			break
+		}
+		if t, hosted := convert.HostedItemTool(e.Item.Type); hosted {
+			// Billed per call: counted as it is done, in case the stream ends before its
+			// terminal event.
+			d.hosted[t]++
+			out = append(out, llm.Event{Kind: llm.EventUsage, Usage: llm.Usage{HostedCalls: d.hosted}})
+		}
+		if e.Item.Type != "function_call" {
 			break
 		}
 		n := d.tool(e.OutputIndex, e.Item.ID)
@@ -183,7 +210,9 @@ func (d *responsesDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, b
 		stop := convert.ResponsesStopReason(status, reason, len(d.tools) > 0 || (e.Response != nil && hasFunctionCall(e.Response)))
 		out = append(out, llm.Event{Kind: llm.EventStop, Stop: stop})
 		if e.Response != nil && e.Response.Usage != nil {
-			out = append(out, llm.Event{Kind: llm.EventUsage, Usage: e.Response.Usage.usage()})
+			u := e.Response.Usage.usage()
+			u.HostedCalls = d.hostedIn(e.Response)
+			out = append(out, llm.Event{Kind: llm.EventUsage, Usage: u})
 		}
 		return out, true, nil
 	case "response.failed":

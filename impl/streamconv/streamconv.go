@@ -101,6 +101,9 @@ func mergeUsage(have, u llm.Usage) llm.Usage {
 	have.OutputTokens = max(have.OutputTokens, u.OutputTokens)
 	have.CachedInputTokens = max(have.CachedInputTokens, u.CachedInputTokens)
 	have.ReasoningTokens = max(have.ReasoningTokens, u.ReasoningTokens)
+	for i := range have.HostedCalls {
+		have.HostedCalls[i] = max(have.HostedCalls[i], u.HostedCalls[i])
+	}
 	return have
 }
 

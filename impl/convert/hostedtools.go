@@ -1,0 +1,433 @@
+package convert
+
+import (
+	"bytes"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/llm"
+)
+
+// HostedToolOf says whether a tool of wire type kind in a request of format f is one the
+// provider runs itself and bills per call, and which. Responses: web_search and its dated and
+// preview variants (web_search_preview, web_search_2025_08_26, ...), file_search,
+// code_interpreter and image_generation. Messages: the versioned server tools web_search_* and
+// code_execution_*. Client tools (functions, custom tools, computer use, shell, text editor,
+// namespaces) and web_fetch_* (billed as the tokens it reads) are not hosted tools.
+func HostedToolOf(f llm.Format, kind string) (llm.HostedTool, bool) {
+	switch f {
+	case llm.FormatResponses:
+		switch {
+		case strings.HasPrefix(kind, "web_search"):
+			return llm.HostedWebSearch, true
+		case kind == "file_search":
+			return llm.HostedFileSearch, true
+		case kind == "code_interpreter":
+			return llm.HostedCodeExecution, true
+		case kind == "image_generation":
+			return llm.HostedImageGeneration, true
+		}
+	case llm.FormatMessages:
+		switch {
+		case strings.HasPrefix(kind, "web_search_"):
+			return llm.HostedWebSearch, true
+		case strings.HasPrefix(kind, "code_execution_"):
+			return llm.HostedCodeExecution, true
+		}
+	}
+	return 0, false
+}
+
+// HostedPolicy says whether an upstream runs hosted tool t for the gateway's tenants, and the
+// most calls of it one request may make (ok false: the tool is dropped).
+type HostedPolicy func(t llm.HostedTool) (maxCalls int, ok bool)
+
+// HostedPlan is what PlanHostedTools decided for a request of an upstream's own format.
+type HostedPlan struct {
+	// Body is the request to send: the client's bytes when nothing changed.
+	Body []byte
+	// Dropped names the hosted tools removed, as the dropped-fields header lists them
+	// ("tools[].web_search", "web_search_options").
+	Dropped []string
+	// Bounds holds, per hosted tool passed through, the most calls the request may make: what
+	// the reservation covers and the most that is billed.
+	Bounds llm.HostedCalls
+}
+
+// mayHaveHostedTools is the cheap test that lets a request with no tools skip the plan.
+func mayHaveHostedTools(f llm.Format, body []byte) bool {
+	if f == llm.FormatChat {
+		return bytes.Contains(body, []byte(`"web_search_options"`))
+	}
+	return bytes.Contains(body, []byte(`"tools"`))
+}
+
+// PlanHostedTools prepares a request of format f for an upstream of the same format that runs
+// the hosted tools policy allows. Such a tool stays, with the upstream's own cap on its calls
+// set to the policy's bound (Messages max_uses, lowered or added; Responses max_tool_calls,
+// lowered or added, to the sum of the bounds); any other hosted tool is removed and named in
+// Dropped, as an advisory field is. Chat's web_search_options counts as one web search call.
+// A tool_choice that forces a removed tool is a 400 naming tool_choice: the answer it asks for
+// cannot be given. Every other byte stays as the client sent it.
+func PlanHostedTools(f llm.Format, body []byte, policy HostedPolicy) (HostedPlan, error) {
+	plan := HostedPlan{Body: body}
+	if !mayHaveHostedTools(f, body) {
+		return plan, nil
+	}
+	var (
+		edits    memberEdits
+		removed  []llm.HostedTool
+		maxCalls = -1 // the client's Responses max_tool_calls, -1 when absent
+	)
+	err := scanTopSpans(body, func(key []byte, start, end int) error {
+		value := body[start:end]
+		switch {
+		case f == llm.FormatChat && string(key) == "web_search_options" && !isNull(value):
+			if n, ok := policy(llm.HostedWebSearch); ok && n > 0 {
+				plan.Bounds[llm.HostedWebSearch] = 1
+			} else {
+				plan.Dropped = append(plan.Dropped, "web_search_options")
+				removed = append(removed, llm.HostedWebSearch)
+				edits.remove(start, end)
+			}
+		case f != llm.FormatChat && string(key) == "tools":
+			out, err := planTools(f, value, policy, &plan, &removed)
+			if err != nil || out == nil {
+				return err
+			}
+			edits.replace(start, end, out)
+		case f == llm.FormatResponses && string(key) == "max_tool_calls" && !isNull(value):
+			n, err := parseInt(value, "max_tool_calls")
+			if err != nil {
+				return err
+			}
+			maxCalls = n
+			edits.replace(start, end, nil) // set below, once the bounds are known
+		}
+		return nil
+	})
+	if err != nil {
+		return plan, err
+	}
+	if err := forcedRemoved(f, body, removed); err != nil {
+		return plan, err
+	}
+	if f == llm.FormatResponses && plan.Bounds.Any() {
+		var sum int64
+		for _, n := range plan.Bounds {
+			sum += n
+		}
+		if maxCalls >= 0 && int64(maxCalls) < sum {
+			sum = int64(maxCalls)
+		}
+		value := strconv.AppendInt(nil, sum, 10)
+		if !edits.fill(value) {
+			edits.add = append(edits.add, addedMember{"max_tool_calls", value})
+		}
+	} else {
+		edits.fill(strconv.AppendInt(nil, int64(max(maxCalls, 0)), 10))
+	}
+	if len(edits.spans) == 0 && len(edits.add) == 0 {
+		return plan, nil
+	}
+	plan.Body = edits.apply(body)
+	return plan, nil
+}
+
+// planTools decides each hosted tool of a tools array (the value of the top-level member) and
+// returns the array to send, or nil when it is unchanged.
+func planTools(f llm.Format, value []byte, policy HostedPolicy, plan *HostedPlan, removed *[]llm.HostedTool) ([]byte, error) {
+	tools, ok := scanArray(value)
+	if !ok {
+		return nil, nil // the wrong shape is the upstream's to refuse
+	}
+	changed := false
+	kept := make([][]byte, 0, len(tools))
+	for _, raw := range tools {
+		tool, err := parseObject(raw, "tools")
+		if err != nil {
+			kept = append(kept, raw)
+			continue
+		}
+		kind, _ := optString(tool.get("type"), "tools.type")
+		t, hosted := HostedToolOf(f, kind)
+		if !hosted {
+			kept = append(kept, raw)
+			continue
+		}
+		n, ok := policy(t)
+		if !ok || n <= 0 {
+			plan.Dropped = append(plan.Dropped, "tools[]."+kind)
+			*removed = append(*removed, t)
+			changed = true
+			continue
+		}
+		plan.Bounds[t] += int64(n)
+		if f == llm.FormatMessages && t == llm.HostedWebSearch {
+			// Anthropic's own cap on the searches of one request.
+			capped, err := capMember(raw, "max_uses", n)
+			if err != nil {
+				return nil, err
+			}
+			changed = changed || !bytes.Equal(capped, raw)
+			raw = capped
+		}
+		kept = append(kept, raw)
+	}
+	if !changed {
+		return nil, nil
+	}
+	return append(append([]byte("["), bytes.Join(kept, []byte(","))...), ']'), nil
+}
+
+// capMember returns the object obj with its integer member key lowered to n, or added as n
+// when absent.
+func capMember(obj []byte, key string, n int) ([]byte, error) {
+	var edits memberEdits
+	found := false
+	err := scanTopSpans(obj, func(k []byte, start, end int) error {
+		if string(k) != key || isNull(obj[start:end]) {
+			return nil
+		}
+		found = true
+		v, err := parseInt(obj[start:end], key)
+		if err != nil {
+			return err
+		}
+		if v > n {
+			edits.replace(start, end, strconv.AppendInt(nil, int64(n), 10))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		edits.add = append(edits.add, addedMember{key, strconv.AppendInt(nil, int64(n), 10)})
+	}
+	if len(edits.spans) == 0 && len(edits.add) == 0 {
+		return obj, nil
+	}
+	return edits.apply(obj), nil
+}
+
+// forcedRemoved is the 400 for a tool_choice that forces a hosted tool that was removed: a
+// Responses tool_choice of the tool's type, a Messages tool_choice {type: tool} naming a server
+// tool (whose name is its stem: web_search, code_execution).
+func forcedRemoved(f llm.Format, body []byte, removed []llm.HostedTool) error {
+	if len(removed) == 0 {
+		return nil
+	}
+	var choice []byte
+	_ = scanTop(body, func(key, value []byte) error {
+		if string(key) == "tool_choice" {
+			choice = value
+		}
+		return nil
+	})
+	if firstByte(choice) != '{' {
+		return nil
+	}
+	obj, err := parseObject(choice, "tool_choice")
+	if err != nil {
+		return nil
+	}
+	kind, _ := optString(obj.get("type"), "tool_choice.type")
+	forced, hosted := HostedToolOf(f, kind)
+	if f == llm.FormatMessages && kind == "tool" {
+		name, _ := optString(obj.get("name"), "tool_choice.name")
+		forced, hosted = llm.HostedToolNamed(name)
+		kind = name
+	}
+	if hosted && slices.Contains(removed, forced) {
+		return apierror.Invalid("tool_choice", "tool_choice forces the tool '%s', which tollgate does not pass to this model's upstream: the provider bills it per call and the gateway's configuration gives it no price", kind)
+	}
+	return nil
+}
+
+// addedMember is a JSON object member to add: its name and value.
+type addedMember struct {
+	key   string
+	value []byte
+}
+
+// memberEdits are changes to the members of one JSON object, applied in one copy: value
+// spans replaced (with nil: a placeholder that fill sets), members removed, members added at
+// the front.
+type memberEdits struct {
+	spans []memberEdit
+	add   []addedMember
+}
+
+type memberEdit struct {
+	start, end int
+	with       []byte
+	remove     bool
+}
+
+func (e *memberEdits) replace(start, end int, with []byte) {
+	e.spans = append(e.spans, memberEdit{start: start, end: end, with: with})
+}
+
+func (e *memberEdits) remove(start, end int) {
+	e.spans = append(e.spans, memberEdit{start: start, end: end, remove: true})
+}
+
+// fill sets the value of every placeholder; it reports whether there was one.
+func (e *memberEdits) fill(value []byte) bool {
+	filled := false
+	for i := range e.spans {
+		if !e.spans[i].remove && e.spans[i].with == nil {
+			e.spans[i].with, filled = value, true
+		}
+	}
+	return filled
+}
+
+// apply returns obj with the edits made: the added members first, then every member in its
+// order, edited or removed. A member's key is copied as it was sent.
+func (e *memberEdits) apply(obj []byte) []byte {
+	out := make([]byte, 0, len(obj)+64)
+	out = append(out, '{')
+	n := 0
+	sep := func() {
+		if n > 0 {
+			out = append(out, ',')
+		}
+		n++
+	}
+	for _, m := range e.add {
+		sep()
+		out = append(out, '"')
+		out = append(out, m.key...)
+		out = append(out, `":`...)
+		out = append(out, m.value...)
+	}
+	_ = scanTopMembers(obj, func(keyStart int, _ []byte, start, end int) error {
+		i := slices.IndexFunc(e.spans, func(s memberEdit) bool { return s.start == start })
+		switch {
+		case i < 0:
+			sep()
+			out = append(out, obj[keyStart:end]...)
+		case !e.spans[i].remove:
+			sep()
+			out = append(out, obj[keyStart:start]...)
+			out = append(out, e.spans[i].with...)
+		}
+		return nil
+	})
+	return append(out, '}')
+}
+
+// HostedItemTool says whether a Responses output item of type kind records a call of a hosted
+// tool, and which: web_search_call, file_search_call, code_interpreter_call,
+// image_generation_call.
+func HostedItemTool(kind string) (llm.HostedTool, bool) {
+	switch kind {
+	case "web_search_call":
+		return llm.HostedWebSearch, true
+	case "file_search_call":
+		return llm.HostedFileSearch, true
+	case "code_interpreter_call":
+		return llm.HostedCodeExecution, true
+	case "image_generation_call":
+		return llm.HostedImageGeneration, true
+	}
+	return 0, false
+}
+
+// ServerToolCall says whether a Messages server_tool_use block named name is a call of a
+// hosted tool, and which: web_search, or one of code execution's tools (code_execution,
+// bash_code_execution, text_editor_code_execution).
+func ServerToolCall(name string) (llm.HostedTool, bool) {
+	switch name {
+	case "web_search":
+		return llm.HostedWebSearch, true
+	case "code_execution", "bash_code_execution", "text_editor_code_execution":
+		return llm.HostedCodeExecution, true
+	}
+	return 0, false
+}
+
+// hostedItems counts the hosted-tool calls among the items of a Responses answer's output.
+func hostedItems(output []byte) llm.HostedCalls {
+	var calls llm.HostedCalls
+	if !bytes.Contains(output, []byte(`_call"`)) {
+		return calls
+	}
+	items, _ := scanArray(output)
+	for _, item := range items {
+		var kind []byte
+		_ = scanTop(item, func(key, value []byte) error {
+			if string(key) == "type" {
+				kind = value
+			}
+			return nil
+		})
+		if k, ok := stringValue(kind); ok {
+			if t, hosted := HostedItemTool(k); hosted {
+				calls[t]++
+			}
+		}
+	}
+	return calls
+}
+
+// serverToolBlocks counts the hosted-tool calls among the server_tool_use blocks of a Messages
+// answer's content.
+func serverToolBlocks(content []byte) llm.HostedCalls {
+	var calls llm.HostedCalls
+	if !bytes.Contains(content, []byte(`"server_tool_use"`)) {
+		return calls
+	}
+	blocks, _ := scanArray(content)
+	for _, block := range blocks {
+		var kind, name []byte
+		_ = scanTop(block, func(key, value []byte) error {
+			switch string(key) {
+			case "type":
+				kind = value
+			case "name":
+				name = value
+			}
+			return nil
+		})
+		k, _ := stringValue(kind)
+		n, _ := stringValue(name)
+		if t, hosted := ServerToolCall(n); hosted && k == "server_tool_use" {
+			calls[t]++
+		}
+	}
+	return calls
+}
+
+// HostedToolsIn says which hosted tools a request of format f asks for (chat's
+// web_search_options, or a hosted tool in tools), for the reservation; a request with no tools
+// costs one byte search.
+func HostedToolsIn(f llm.Format, body []byte) (present [llm.NumHostedTools]bool) {
+	if !mayHaveHostedTools(f, body) {
+		return present
+	}
+	_ = scanTop(body, func(key, value []byte) error {
+		switch {
+		case f == llm.FormatChat && string(key) == "web_search_options" && !isNull(value):
+			present[llm.HostedWebSearch] = true
+		case f != llm.FormatChat && string(key) == "tools":
+			tools, _ := scanArray(value)
+			for _, raw := range tools {
+				tool, err := parseObject(raw, "tools")
+				if err != nil {
+					continue
+				}
+				kind, _ := optString(tool.get("type"), "tools.type")
+				if t, ok := HostedToolOf(f, kind); ok {
+					present[t] = true
+				}
+			}
+		}
+		return nil
+	})
+	return present
+}

@@ -3236,7 +3236,10 @@ func (r SendAgentMessageResponse) ContentType() string {
 
 // CreateChatCompletionResponse200Headers the declared response headers of an HTTP 200 response for CreateChatCompletion
 type CreateChatCompletionResponse200Headers struct {
-	XRequestId *string
+	XRequestId             *string
+	XTollgateClampedFields *string
+	XTollgateDroppedFields *string
+	XTollgateExpert        *string
 }
 
 // CreateChatCompletionResponse401Headers the declared response headers of an HTTP 401 response for CreateChatCompletion
@@ -3451,7 +3454,10 @@ func (r GetCreditsResponse) ContentType() string {
 
 // CreateMessageResponse200Headers the declared response headers of an HTTP 200 response for CreateMessage
 type CreateMessageResponse200Headers struct {
-	XRequestId *string
+	XRequestId             *string
+	XTollgateClampedFields *string
+	XTollgateDroppedFields *string
+	XTollgateExpert        *string
 }
 
 // CreateMessageResponse401Headers the declared response headers of an HTTP 401 response for CreateMessage
@@ -3853,7 +3859,10 @@ func (r RetrieveModelResponse) ContentType() string {
 
 // CreateResponseResponse200Headers the declared response headers of an HTTP 200 response for CreateResponse
 type CreateResponseResponse200Headers struct {
-	XRequestId *string
+	XRequestId             *string
+	XTollgateClampedFields *string
+	XTollgateDroppedFields *string
+	XTollgateExpert        *string
 }
 
 // CreateResponseResponse401Headers the declared response headers of an HTTP 401 response for CreateResponse
@@ -4616,6 +4625,27 @@ func ParseCreateChatCompletionResponse(rsp *http.Response) (*CreateChatCompletio
 			}
 			headers.XRequestId = &value
 		}
+		if values := rsp.Header.Values("x-tollgate-clamped-fields"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-tollgate-clamped-fields", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XTollgateClampedFields = &value
+		}
+		if values := rsp.Header.Values("x-tollgate-dropped-fields"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-tollgate-dropped-fields", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XTollgateDroppedFields = &value
+		}
+		if values := rsp.Header.Values("x-tollgate-expert"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-tollgate-expert", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XTollgateExpert = &value
+		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers CreateChatCompletionResponse401Headers
@@ -4830,6 +4860,27 @@ func ParseCreateMessageResponse(rsp *http.Response) (*CreateMessageResponse, err
 				return nil, err
 			}
 			headers.XRequestId = &value
+		}
+		if values := rsp.Header.Values("x-tollgate-clamped-fields"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-tollgate-clamped-fields", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XTollgateClampedFields = &value
+		}
+		if values := rsp.Header.Values("x-tollgate-dropped-fields"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-tollgate-dropped-fields", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XTollgateDroppedFields = &value
+		}
+		if values := rsp.Header.Values("x-tollgate-expert"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-tollgate-expert", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XTollgateExpert = &value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
@@ -5223,6 +5274,27 @@ func ParseCreateResponseResponse(rsp *http.Response) (*CreateResponseResponse, e
 				return nil, err
 			}
 			headers.XRequestId = &value
+		}
+		if values := rsp.Header.Values("x-tollgate-clamped-fields"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-tollgate-clamped-fields", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XTollgateClampedFields = &value
+		}
+		if values := rsp.Header.Values("x-tollgate-dropped-fields"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-tollgate-dropped-fields", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XTollgateDroppedFields = &value
+		}
+		if values := rsp.Header.Values("x-tollgate-expert"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-tollgate-expert", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XTollgateExpert = &value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
@@ -6163,7 +6235,10 @@ type CreateChatCompletionResponseObject interface {
 }
 
 type CreateChatCompletion200ResponseHeaders struct {
-	XRequestId *string
+	XRequestId             *string
+	XTollgateClampedFields *string
+	XTollgateDroppedFields *string
+	XTollgateExpert        *string
 }
 
 type CreateChatCompletion200JSONResponse struct {
@@ -6180,6 +6255,15 @@ func (response CreateChatCompletion200JSONResponse) VisitCreateChatCompletionRes
 	w.Header().Set("Content-Type", "application/json")
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("x-request-id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	if response.Headers.XTollgateClampedFields != nil {
+		w.Header().Set("x-tollgate-clamped-fields", fmt.Sprint(*response.Headers.XTollgateClampedFields))
+	}
+	if response.Headers.XTollgateDroppedFields != nil {
+		w.Header().Set("x-tollgate-dropped-fields", fmt.Sprint(*response.Headers.XTollgateDroppedFields))
+	}
+	if response.Headers.XTollgateExpert != nil {
+		w.Header().Set("x-tollgate-expert", fmt.Sprint(*response.Headers.XTollgateExpert))
 	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
@@ -6200,6 +6284,15 @@ func (response CreateChatCompletion200TexteventStreamResponse) VisitCreateChatCo
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("x-request-id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	if response.Headers.XTollgateClampedFields != nil {
+		w.Header().Set("x-tollgate-clamped-fields", fmt.Sprint(*response.Headers.XTollgateClampedFields))
+	}
+	if response.Headers.XTollgateDroppedFields != nil {
+		w.Header().Set("x-tollgate-dropped-fields", fmt.Sprint(*response.Headers.XTollgateDroppedFields))
+	}
+	if response.Headers.XTollgateExpert != nil {
+		w.Header().Set("x-tollgate-expert", fmt.Sprint(*response.Headers.XTollgateExpert))
 	}
 	w.WriteHeader(200)
 
@@ -6465,7 +6558,10 @@ type CreateMessageResponseObject interface {
 }
 
 type CreateMessage200ResponseHeaders struct {
-	XRequestId *string
+	XRequestId             *string
+	XTollgateClampedFields *string
+	XTollgateDroppedFields *string
+	XTollgateExpert        *string
 }
 
 type CreateMessage200JSONResponse struct {
@@ -6482,6 +6578,15 @@ func (response CreateMessage200JSONResponse) VisitCreateMessageResponse(w http.R
 	w.Header().Set("Content-Type", "application/json")
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("x-request-id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	if response.Headers.XTollgateClampedFields != nil {
+		w.Header().Set("x-tollgate-clamped-fields", fmt.Sprint(*response.Headers.XTollgateClampedFields))
+	}
+	if response.Headers.XTollgateDroppedFields != nil {
+		w.Header().Set("x-tollgate-dropped-fields", fmt.Sprint(*response.Headers.XTollgateDroppedFields))
+	}
+	if response.Headers.XTollgateExpert != nil {
+		w.Header().Set("x-tollgate-expert", fmt.Sprint(*response.Headers.XTollgateExpert))
 	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
@@ -6502,6 +6607,15 @@ func (response CreateMessage200TexteventStreamResponse) VisitCreateMessageRespon
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("x-request-id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	if response.Headers.XTollgateClampedFields != nil {
+		w.Header().Set("x-tollgate-clamped-fields", fmt.Sprint(*response.Headers.XTollgateClampedFields))
+	}
+	if response.Headers.XTollgateDroppedFields != nil {
+		w.Header().Set("x-tollgate-dropped-fields", fmt.Sprint(*response.Headers.XTollgateDroppedFields))
+	}
+	if response.Headers.XTollgateExpert != nil {
+		w.Header().Set("x-tollgate-expert", fmt.Sprint(*response.Headers.XTollgateExpert))
 	}
 	w.WriteHeader(200)
 
@@ -6991,7 +7105,10 @@ type CreateResponseResponseObject interface {
 }
 
 type CreateResponse200ResponseHeaders struct {
-	XRequestId *string
+	XRequestId             *string
+	XTollgateClampedFields *string
+	XTollgateDroppedFields *string
+	XTollgateExpert        *string
 }
 
 type CreateResponse200JSONResponse struct {
@@ -7008,6 +7125,15 @@ func (response CreateResponse200JSONResponse) VisitCreateResponseResponse(w http
 	w.Header().Set("Content-Type", "application/json")
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("x-request-id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	if response.Headers.XTollgateClampedFields != nil {
+		w.Header().Set("x-tollgate-clamped-fields", fmt.Sprint(*response.Headers.XTollgateClampedFields))
+	}
+	if response.Headers.XTollgateDroppedFields != nil {
+		w.Header().Set("x-tollgate-dropped-fields", fmt.Sprint(*response.Headers.XTollgateDroppedFields))
+	}
+	if response.Headers.XTollgateExpert != nil {
+		w.Header().Set("x-tollgate-expert", fmt.Sprint(*response.Headers.XTollgateExpert))
 	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
@@ -7028,6 +7154,15 @@ func (response CreateResponse200TexteventStreamResponse) VisitCreateResponseResp
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("x-request-id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	if response.Headers.XTollgateClampedFields != nil {
+		w.Header().Set("x-tollgate-clamped-fields", fmt.Sprint(*response.Headers.XTollgateClampedFields))
+	}
+	if response.Headers.XTollgateDroppedFields != nil {
+		w.Header().Set("x-tollgate-dropped-fields", fmt.Sprint(*response.Headers.XTollgateDroppedFields))
+	}
+	if response.Headers.XTollgateExpert != nil {
+		w.Header().Set("x-tollgate-expert", fmt.Sprint(*response.Headers.XTollgateExpert))
 	}
 	w.WriteHeader(200)
 

@@ -51,7 +51,7 @@ func TestPlanHostedTools(t *testing.T) {
 		{name: "responses max_tool_calls above the bound", f: llm.FormatResponses, policy: priced(4, llm.HostedWebSearch),
 			body: resp(`,"max_tool_calls":20,"tools":[{"type":"web_search"}]`), want: resp(`,"max_tool_calls":4,"tools":[{"type":"web_search"}]`), bounds: llm.HostedCalls{llm.HostedWebSearch: 4}},
 		{name: "responses several hosted tools, one priced", f: llm.FormatResponses, policy: priced(2, llm.HostedFileSearch),
-			body: resp(`,"tools":[{"type":"file_search","vector_store_ids":["vs_1"]},{"type":"code_interpreter","container":{"type":"auto"}},{"type":"image_generation"}]`),
+			body:    resp(`,"tools":[{"type":"file_search","vector_store_ids":["vs_1"]},{"type":"code_interpreter","container":{"type":"auto"}},{"type":"image_generation"}]`),
 			want:    `{"max_tool_calls":2,"model":"m","input":"hi","tools":[{"type":"file_search","vector_store_ids":["vs_1"]}]}`,
 			dropped: []string{"tools[].code_interpreter", "tools[].image_generation"}, bounds: llm.HostedCalls{llm.HostedFileSearch: 2}},
 		{name: "responses tool_choice forces a removed tool", f: llm.FormatResponses, policy: priced(0),

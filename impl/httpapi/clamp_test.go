@@ -80,10 +80,25 @@ func TestOutputBoundIsClamped(t *testing.T) {
 		}
 	}
 
+	// A Messages thinking budget must stay below max_tokens: clamped with it.
+	thinker := g.NewTenant(t, "thinker", 0, 2_000_000)
+	status, hdr, body := do(t, c, g.URL, request{"POST", "/v1/messages", `{"model":"service-sonnet","max_tokens":100000,"thinking":{"type":"enabled","budget_tokens":90000},"messages":[{"role":"user","content":"hi"}]}`},
+		map[string]string{"Authorization": "Bearer " + thinker.Key})
+	var sentThinking struct {
+		MaxTokens int `json:"max_tokens"`
+		Thinking  struct {
+			BudgetTokens int `json:"budget_tokens"`
+		} `json:"thinking"`
+	}
+	_ = json.Unmarshal(g.Sim.LastRequest().Body, &sentThinking)
+	if status != 200 || hdr.Get("x-tollgate-clamped-fields") != "max_tokens=64000" || sentThinking.MaxTokens != 64000 || sentThinking.Thinking.BudgetTokens != 63999 {
+		t.Errorf("thinking budget: %d %q, sent %s: %s", status, hdr.Get("x-tollgate-clamped-fields"), g.Sim.LastRequest().Body, body)
+	}
+
 	// A bound within the limit is sent as it is, with no header.
 	tenant := g.NewTenant(t, "within", 0, 2_000_000)
 	bearer := map[string]string{"Authorization": "Bearer " + tenant.Key}
-	status, hdr, body := do(t, c, g.URL, request{"POST", "/v1/messages", `{"model":"service-sonnet","max_tokens":32000,"messages":[{"role":"user","content":"hi"}]}`}, bearer)
+	status, hdr, body = do(t, c, g.URL, request{"POST", "/v1/messages", `{"model":"service-sonnet","max_tokens":32000,"messages":[{"role":"user","content":"hi"}]}`}, bearer)
 	if status != 200 || hdr.Get("x-tollgate-clamped-fields") != "" {
 		t.Errorf("within the limit: %d clamped %q: %s", status, hdr.Get("x-tollgate-clamped-fields"), body)
 	}

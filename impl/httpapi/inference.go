@@ -118,7 +118,7 @@ type exchange struct {
 	// hostedBounds are the calls of each hosted tool passed to the upstream that the
 	// reservation covers: the most that are billed.
 	hostedBounds llm.HostedCalls
-	inputEst  int64
+	inputEst     int64
 	// askedOutput is the output bound the client asked for (or the limit it was clamped to),
 	// times the choices it asked for (0 when it gave no bound): the most output it is billed
 	// for, even when an upstream's own minimum made the gateway ask for more.
@@ -297,7 +297,7 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 		if e.MaxOutputTokens > 0 {
 			bound = min(bound, e.MaxOutputTokens)
 		}
-		upBody, dropped, hosted, err := s.upstreamBody(client, body, ir, e, stream, bound, maxTokens > 0)
+		upBody, dropped, hosted, err := s.upstreamBody(client, body, ir, e, stream, bound, maxTokens)
 		if err != nil {
 			if refusal == nil || (e.Kind == client && !refusalSameFormat) {
 				refusal, refusalSameFormat = err, e.Kind == client
@@ -411,10 +411,11 @@ func inPublicWords(said, upstreamModel, modelID string) string {
 
 // upstreamBody is the request body for expert e: the client's bytes with the model replaced
 // when the formats agree, else a translation. bound is the expert's output bound: the client's
-// (bounded says it gave one) lowered to the limit of the model and of the expert, or that
+// (asked, 0 when it gave none) lowered to the limit of the model and of the expert, or that
 // limit when the client gave none, which the upstream is always sent: the reservation, and
 // what the model's card promises, hold only for answers within it.
-func (s *Server) upstreamBody(client llm.Format, body []byte, ir *llm.Request, e routing.Expert, stream bool, bound int, bounded bool) ([]byte, []string, llm.HostedCalls, error) {
+func (s *Server) upstreamBody(client llm.Format, body []byte, ir *llm.Request, e routing.Expert, stream bool, bound, asked int) ([]byte, []string, llm.HostedCalls, error) {
+	bounded := asked > 0
 	var hosted llm.HostedCalls
 	if e.Kind == client {
 		// Provider-kept state is refused or turned off: every tenant reaches the provider
@@ -430,6 +431,16 @@ func (s *Server) upstreamBody(client llm.Format, body []byte, ir *llm.Request, e
 			return nil, nil, hosted, err
 		}
 		body, dropped, hosted = plan.Body, append(dropped, plan.Dropped...), plan.Bounds
+		if client == llm.FormatMessages && asked > bound {
+			// A thinking budget must stay below the clamped max_tokens.
+			fitted, droppedThinking, err := convert.FitThinking(body, bound)
+			if err != nil {
+				return nil, nil, hosted, err
+			}
+			if body = fitted; droppedThinking != "" {
+				dropped = append(dropped, droppedThinking)
+			}
+		}
 		ed := convert.UpstreamEdits{IncludeUsage: stream && client == llm.FormatChat, NoStore: client == llm.FormatResponses,
 			MaxBound: bound, ClampKeys: convert.BoundKeys(client)}
 		switch client {

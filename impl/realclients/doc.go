@@ -1,17 +1,20 @@
 // Package realclients owns the tests that drive real, unmodified clients against a gateway on
 // the upstream simulator: Claude Code (one turn, and once with the gateway's MCP endpoint
-// configured), the Codex CLI (custom Responses provider, and once with the MCP endpoint), the
-// MCP TypeScript SDK client and the MCP Inspector CLI. The clients are npm packages pinned in
-// npm/package.json and npm/package-lock.json; `.ci/run` installs them with `npm ci`, and
-// nothing is downloaded while the tests run.
+// configured and a tool called through it), the Codex CLI (a custom Responses provider, once
+// with the MCP endpoint as well, and its built-in provider pointed at the gateway), the MCP
+// TypeScript SDK client (npm/mcp-client.mjs) and the MCP Inspector CLI. The clients, and the
+// Node.js 22 the Node-based ones run on, are npm packages pinned in npm/package.json and
+// npm/package-lock.json; `make test` installs them with `npm ci` (no install scripts: the tests
+// run the platform binaries npm unpacks), and nothing is downloaded while the tests run.
 //
 // Every client runs isolated: an explicit environment (the equivalent of env -i), a throwaway
-// HOME, standard input from /dev/null, a timeout, its update checks and telemetry switched
-// off, and its proxy variables pointing at a recording proxy. That recorder is both the
-// client's reverse proxy to the gateway, writing every request and response (streamed bodies
-// included) to a transcript that a failing test prints, and its only way out: any other
-// destination, asked for as a forward proxy or with CONNECT, is refused and fails the test.
+// HOME, standard input from /dev/null, a timeout, its update checks, telemetry and other
+// background traffic switched off, and its proxy variables pointing at a recording proxy. That
+// recorder is both the client's reverse proxy to the gateway, writing every request and
+// response (streamed bodies included) to a transcript that a failing test prints, and its only
+// way out: any other destination, asked for as a forward proxy or with CONNECT, is refused and
+// fails the test. TOLLGATE_REALCLIENTS_OUT=<dir> keeps the transcripts of a run.
 //
-// The package has no code outside its tests; under CI=true a missing node or npm package fails
-// the tests instead of skipping them.
+// The package has no code outside its tests. Under CI=true a missing client fails the tests
+// instead of skipping them.
 package realclients

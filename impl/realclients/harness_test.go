@@ -57,9 +57,9 @@ func findClients(t *testing.T) clients {
 		t.Helper()
 		msg := fmt.Sprintf(format, args...)
 		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s (CI=true: the real-client tests must run; .ci/run installs them with npm ci --prefix impl/realclients/npm)", msg)
+			t.Fatalf("%s (CI=true: the real-client tests must run; make test installs the clients with npm ci --prefix impl/realclients/npm)", msg)
 		}
-		t.Skipf("%s; install them with: npm ci --ignore-scripts --prefix impl/realclients/npm", msg)
+		t.Skipf("%s; make test installs the clients (or: npm ci --prefix impl/realclients/npm)", msg)
 	}
 	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
 		missing("the real-client tests know the native binaries for linux/amd64 only, not %s/%s", runtime.GOOS, runtime.GOARCH)

@@ -180,6 +180,8 @@ func testClaudeCodeMCP(t *testing.T, c clients, fx fixture) {
 	cfg := filepath.Join(sb.home, "tollgate-mcp.json")
 	writeFile(t, cfg, claudeMCPConfig(rec.URL+"/api/mcp", fx.key))
 	const tool = "mcp__tollgate__list_storage_datasets"
+	// Claude Code otherwise defers MCP tools behind its ToolSearch tool (the request carries a
+	// DeferredToolPlaceholder with defer_loading), which a simulated model cannot search.
 	sb.env["ENABLE_TOOL_SEARCH"] = "false"
 	r := run(t, rec, sb, c.claude(), "-p", "call "+tool, "--output-format", "stream-json", "--verbose",
 		"--mcp-config", cfg, "--strict-mcp-config", "--allowedTools", tool)
@@ -204,10 +206,14 @@ func testClaudeCodeMCP(t *testing.T, c clients, fx fixture) {
 		if !connected {
 			t.Errorf("Claude Code's init message does not list the tollgate MCP server as connected: %v", init["mcp_servers"])
 		}
-		tools := fmt.Sprint(init["tools"])
+		var tools []string
+		list, _ := init["tools"].([]any)
+		for _, name := range list {
+			tools = append(tools, fmt.Sprint(name))
+		}
 		for _, name := range datasetTools {
-			if !strings.Contains(tools, "mcp__tollgate__"+name) {
-				t.Errorf("Claude Code's tools lack mcp__tollgate__%s: %s", name, tools)
+			if !contains(tools, "mcp__tollgate__"+name) {
+				t.Errorf("Claude Code's tools lack mcp__tollgate__%s: %v", name, tools)
 			}
 		}
 	}
@@ -217,14 +223,22 @@ func testClaudeCodeMCP(t *testing.T, c clients, fx fixture) {
 	rec.checkEgress(t)
 }
 
-// codexConfig is the Codex CLI's config.toml for the gateway as a custom provider on the
-// Responses API, with the key in TOLLGATE_API_KEY; mcp adds the gateway's MCP endpoint. The
-// update check, analytics and feedback are off, and so are plugins, whose start-up sync of
-// the curated plugin list otherwise reaches github.com, api.github.com and chatgpt.com.
-func codexConfig(recURL string, mcp bool) string {
-	cfg := fmt.Sprintf(`model = "service-flint"
-model_provider = "tollgate"
-check_for_update_on_startup = false
+// codexConfig is the Codex CLI's config.toml. With builtin false the gateway is a custom
+// provider on the Responses API with the key in TOLLGATE_API_KEY; with builtin true the built-in
+// openai provider's base URL points at the gateway (the key is then CODEX_API_KEY, which
+// codex exec reads; with OPENAI_API_KEY alone it sends no Authorization and gets 401). mcp adds
+// the gateway's MCP endpoint with the same key as its bearer token. The update check,
+// analytics and feedback are off, and so are plugins, whose start-up sync of the curated
+// plugin list otherwise reaches github.com, api.github.com and chatgpt.com.
+func codexConfig(recURL string, builtin, mcp bool) string {
+	var b strings.Builder
+	b.WriteString("model = \"service-flint\"\n")
+	if builtin {
+		fmt.Fprintf(&b, "openai_base_url = \"%s/v1\"\n", recURL)
+	} else {
+		b.WriteString("model_provider = \"tollgate\"\n")
+	}
+	b.WriteString(`check_for_update_on_startup = false
 
 [analytics]
 enabled = false
@@ -234,30 +248,37 @@ enabled = false
 
 [features]
 plugins = false
-
+`)
+	if !builtin {
+		fmt.Fprintf(&b, `
 [model_providers.tollgate]
 name = "tollgate"
 base_url = "%s/v1"
 env_key = "TOLLGATE_API_KEY"
 wire_api = "responses"
 `, recURL)
+	}
 	if mcp {
-		cfg += fmt.Sprintf(`
+		fmt.Fprintf(&b, `
 [mcp_servers.tollgate]
 url = "%s/api/mcp"
 bearer_token_env_var = "TOLLGATE_API_KEY"
 `, recURL)
 	}
-	return cfg
+	return b.String()
 }
 
 // codexSandbox is the Codex CLI's environment: its own CODEX_HOME with config.toml, and the key.
-func codexSandbox(t *testing.T, c clients, fx fixture, rec *recorder, mcp bool) sandbox {
+func codexSandbox(t *testing.T, c clients, fx fixture, rec *recorder, builtin, mcp bool) sandbox {
 	sb := newSandbox(t, c, rec)
 	codexHome := filepath.Join(sb.home, ".codex")
-	writeFile(t, filepath.Join(codexHome, "config.toml"), codexConfig(rec.URL, mcp))
+	writeFile(t, filepath.Join(codexHome, "config.toml"), codexConfig(rec.URL, builtin, mcp))
 	sb.env["CODEX_HOME"] = codexHome
-	sb.env["TOLLGATE_API_KEY"] = fx.key
+	if builtin {
+		sb.env["CODEX_API_KEY"] = fx.key
+	} else {
+		sb.env["TOLLGATE_API_KEY"] = fx.key
+	}
 	return sb
 }
 
@@ -296,7 +317,7 @@ func codexTurn(t *testing.T, r clientRun) []map[string]any {
 // testCodex: codex exec with the gateway as a custom Responses provider.
 func testCodex(t *testing.T, c clients, fx fixture) {
 	rec := newRecorder(t, fx.gw.URL, fx.key)
-	sb := codexSandbox(t, c, fx, rec, false)
+	sb := codexSandbox(t, c, fx, rec, false, false)
 	r := run(t, rec, sb, append(c.codex(), "exec", "--json", "--strict-config", "--skip-git-repo-check", "Say hi")...)
 	codexTurn(t, r)
 	checkInference(t, rec, "/v1/responses", "service-flint")
@@ -334,7 +355,7 @@ func knownGap(t *testing.T, gap, name string, check func() error) {
 // does; the prompt asks the simulator for a call of the namespaced tool.
 func testCodexMCP(t *testing.T, c clients, fx fixture) {
 	rec := newRecorder(t, fx.gw.URL, fx.key)
-	sb := codexSandbox(t, c, fx, rec, true)
+	sb := codexSandbox(t, c, fx, rec, false, true)
 	r := run(t, rec, sb, append(c.codex(), "exec", "--json", "--strict-config", "--skip-git-repo-check", "call mcp__tollgate__list_storage_datasets")...)
 	codexTurn(t, r)
 	checkMCP(t, rec)
@@ -352,24 +373,7 @@ func testCodexMCP(t *testing.T, c clients, fx fixture) {
 // pointed at the gateway and the key as the OpenAI API key.
 func testCodexBuiltinProvider(t *testing.T, c clients, fx fixture) {
 	rec := newRecorder(t, fx.gw.URL, fx.key)
-	sb := newSandbox(t, c, rec)
-	codexHome := filepath.Join(sb.home, ".codex")
-	writeFile(t, filepath.Join(codexHome, "config.toml"), fmt.Sprintf(`model = "service-flint"
-openai_base_url = "%s/v1"
-check_for_update_on_startup = false
-
-[analytics]
-enabled = false
-
-[feedback]
-enabled = false
-
-[features]
-plugins = false
-`, rec.URL))
-	sb.env["CODEX_HOME"] = codexHome
-	sb.env["OPENAI_API_KEY"] = fx.key
-	sb.env["CODEX_API_KEY"] = fx.key
+	sb := codexSandbox(t, c, fx, rec, true, false)
 	r := run(t, rec, sb, append(c.codex(), "exec", "--json", "--strict-config", "--skip-git-repo-check", "Say hi")...)
 	codexTurn(t, r)
 	checkInference(t, rec, "/v1/responses", "service-flint")

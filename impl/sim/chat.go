@@ -18,6 +18,7 @@ type chatRequest struct {
 	ToolChoice          json.RawMessage `json:"tool_choice"`
 	Stop                json.RawMessage `json:"stop"`
 	N                   *int            `json:"n"`
+	ResponseFormat      json.RawMessage `json:"response_format"`
 }
 
 type chatMessage struct {
@@ -34,7 +35,8 @@ type chatMessage struct {
 type chatTool struct {
 	Type     string `json:"type"`
 	Function struct {
-		Name string `json:"name"`
+		Name       string          `json:"name"`
+		Parameters json.RawMessage `json:"parameters"`
 	} `json:"function"`
 }
 
@@ -149,6 +151,12 @@ func (s *Simulator) serveChat(w http.ResponseWriter, r *http.Request, body []byt
 			in.forced = tc.Function.Name
 		}
 	}
+	for _, t := range req.Tools {
+		if in.forced != "" && t.Function.Name == in.forced {
+			in.forcedSchema = t.Function.Parameters
+		}
+	}
+	in.format = chatOutputFormat(req.ResponseFormat)
 
 	if req.N != nil && (*req.N < 1 || *req.N > 128) {
 		s.writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error",
@@ -300,7 +308,7 @@ func (t *chatTurn) content(o *sse, i int) {
 		o.buf = append(o.buf, `}}]}`...)
 	} else {
 		o.buf = append(o.buf, `{"content":"`...)
-		o.buf = appendToken(o.buf, t.seed, i)
+		o.buf = t.appendToken(o.buf, i)
 		o.buf = append(o.buf, `"}`...)
 	}
 	t.endChunk(o, "", i)

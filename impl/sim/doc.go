@@ -24,10 +24,43 @@
 // When the request offers function tools, its tool choice is not "none", and either the tool
 // choice forces a tool or the last user message contains "call <toolname>", the reply is one
 // call to that tool with arguments {"q":"<word>"} (streamed as three fragments, counted as
-// three output tokens), and the finish reason is "tool_calls" or "tool_use". A tool call is
+// three output tokens), and the finish reason is "tool_calls" or "tool_use". A tool that the
+// tool choice forces by name and that declares a schema (parameters, input_schema) gets
+// arguments generated from it instead, as under Structured output. A tool call is
 // triggered by text only while the conversation ends with that user message, so a tool loop
 // ends after the tool result is sent back. Stop sequences are honoured when the next word
 // equals one of them.
+//
+// # Structured output
+//
+// A request for structured output gets JSON text that validates against its schema in place
+// of the words: chat response_format {type: "json_schema"} or {type: "json_object"},
+// Responses text.format of the same types, and Anthropic output_config.format or the beta
+// output_format {type: "json_schema"}. The text is the message content, output_text or text
+// block and streams in the usual text deltas; json_object (or json_schema without a schema)
+// gets {"answer":"<words>"}. A tool call still wins when the rules above call for one. One
+// output token is one object key or scalar value with the punctuation that follows it, or
+// one more word of a generated sentence, so the usage counts the content events as for
+// words. The max tokens bound cuts the JSON short with the same finish reasons; stop
+// sequences and words= do not apply.
+//
+// The generator draws every choice from the hash that seeds the words, so the same request
+// gets the same JSON. It honours type (a type array gives its first type other than null),
+// properties (in schema order), required, additionalProperties, patternProperties,
+// dependentRequired, minProperties and maxProperties; items, prefixItems (and the draft-07
+// tuple items with additionalItems), minItems, maxItems, uniqueItems, contains and
+// minContains; const and enum; minLength, maxLength, pattern (as Go's regexp reads it) and
+// format (date, date-time, time, email, hostname, uri, uri-reference, uuid, ipv4, ipv6,
+// duration, json-pointer, regex); minimum, maximum and the exclusive bounds (draft-04's
+// booleans too) and multipleOf, with exact decimal arithmetic; $ref to a JSON pointer in the
+// same document (#, #/$defs/…, #/definitions/…); allOf, merged; anyOf and oneOf, one branch
+// taken. Objects carry all their declared properties and arrays two items down to six levels
+// and up to 256 tokens, and only what is required below or beyond that, where a nullable
+// value becomes null, so recursive schemas end. It does not honour not, if/then/else,
+// dependentSchemas, propertyNames, unevaluatedProperties/Items, maxContains, $ref to other
+// documents, $anchor or $id, or patterns with lookaround or backreferences; a oneOf value may
+// also match another branch, and allOf members that each close additionalProperties over
+// different properties are merged as if they were open.
 //
 // # Directives
 //

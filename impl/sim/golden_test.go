@@ -32,6 +32,14 @@ func goldenCases() []goldenCase {
 		return out
 	}
 	usage := map[string]any{"include_usage": true}
+	const record = "Extract the customer record."
+	chatFormat := map[string]any{"response_format": map[string]any{"type": "json_schema",
+		"json_schema": map[string]any{"name": "customer", "strict": true, "schema": customer()}}}
+	respFormat := map[string]any{"text": map[string]any{"format": map[string]any{"type": "json_schema",
+		"name": "customer", "strict": true, "schema": customer()}}}
+	anthFormat := map[string]any{"output_config": map[string]any{"format": map[string]any{"type": "json_schema", "schema": customer()}}}
+	anthForced := map[string]any{"tools": []any{anthropicWeatherTool, map[string]any{"name": "save_customer", "input_schema": customer()}},
+		"tool_choice": map[string]any{"type": "tool", "name": "save_customer"}}
 	return []goldenCase{
 		{"chat_text.sse", chatPath, chatBody(text, map[string]any{"stream": true, "stream_options": usage})},
 		{"chat_tool.sse", chatPath, chatBody(tool, with(chatTools, "stream", true, "stream_options", usage))},
@@ -39,6 +47,9 @@ func goldenCases() []goldenCase {
 		{"chat_midstream.sse", chatPath, chatBody(text+" [[sim fault=midstream after=3]]", map[string]any{"stream": true, "stream_options": usage})},
 		{"chat_text.json", chatPath, chatBody(text, nil)},
 		{"chat_tool.json", chatPath, chatBody(tool, chatTools)},
+		{"chat_json_schema.sse", chatPath, chatBody(record, with(chatFormat, "stream", true, "stream_options", usage))},
+		{"chat_json_schema.json", chatPath, chatBody(record, chatFormat)},
+		{"chat_json_object.json", chatPath, chatBody(record, map[string]any{"response_format": map[string]any{"type": "json_object"}})},
 
 		{"responses_text.sse", responsesPath, responsesBody(text, map[string]any{"stream": true})},
 		{"responses_tool.sse", responsesPath, responsesBody(tool, with(respTools, "stream", true))},
@@ -46,6 +57,8 @@ func goldenCases() []goldenCase {
 		{"responses_midstream.sse", responsesPath, responsesBody(text+" [[sim fault=midstream after=3]]", map[string]any{"stream": true})},
 		{"responses_text.json", responsesPath, responsesBody(text, nil)},
 		{"responses_tool.json", responsesPath, responsesBody(tool, respTools)},
+		{"responses_json_schema.sse", responsesPath, responsesBody(record, with(respFormat, "stream", true))},
+		{"responses_json_schema.json", responsesPath, responsesBody(record, respFormat)},
 
 		{"messages_text.sse", messagesPath, messagesBody(text, map[string]any{"stream": true})},
 		{"messages_tool.sse", messagesPath, messagesBody(tool, with(anthTools, "stream", true))},
@@ -53,6 +66,10 @@ func goldenCases() []goldenCase {
 		{"messages_midstream.sse", messagesPath, messagesBody(text+" [[sim fault=midstream after=3]]", map[string]any{"stream": true})},
 		{"messages_text.json", messagesPath, messagesBody(text, nil)},
 		{"messages_tool.json", messagesPath, messagesBody(tool, anthTools)},
+		{"messages_json_schema.sse", messagesPath, messagesBody(record, with(anthFormat, "stream", true))},
+		{"messages_json_schema.json", messagesPath, messagesBody(record, anthFormat)},
+		{"messages_tool_forced.sse", messagesPath, messagesBody(record, with(anthForced, "stream", true))},
+		{"messages_tool_forced.json", messagesPath, messagesBody(record, anthForced)},
 	}
 }
 

@@ -14,13 +14,16 @@ type messagesRequest struct {
 	Stream        bool               `json:"stream"`
 	StopSequences []string           `json:"stop_sequences"`
 	Tools         []struct {
-		Type string `json:"type"`
-		Name string `json:"name"`
+		Type        string          `json:"type"`
+		Name        string          `json:"name"`
+		InputSchema json.RawMessage `json:"input_schema"`
 	} `json:"tools"`
 	ToolChoice *struct {
 		Type string `json:"type"`
 		Name string `json:"name"`
 	} `json:"tool_choice"`
+	OutputConfig json.RawMessage `json:"output_config"`
+	OutputFormat json.RawMessage `json:"output_format"` // the beta spelling of output_config.format
 }
 
 type anthropicMessage struct {
@@ -96,6 +99,12 @@ func (s *Simulator) decodeMessages(w http.ResponseWriter, r *http.Request, rt Ro
 			in.forced = tc.Name
 		}
 	}
+	for _, t := range req.Tools {
+		if in.forced != "" && t.Name == in.forced && (t.Type == "" || t.Type == "custom") {
+			in.forcedSchema = t.InputSchema
+		}
+	}
+	in.format = messagesOutputFormat(req.OutputConfig, req.OutputFormat)
 	return c.tokens(), true
 }
 
@@ -283,7 +292,7 @@ func (t *messagesTurn) content(o *sse, i int) {
 	}
 	o.start("content_block_delta")
 	o.buf = append(o.buf, `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"`...)
-	o.buf = appendToken(o.buf, t.seed, i)
+	o.buf = t.appendToken(o.buf, i)
 	o.buf = append(o.buf, `"}}`...)
 	o.end()
 }

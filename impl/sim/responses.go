@@ -117,10 +117,12 @@ func (s *Simulator) serveResponses(w http.ResponseWriter, r *http.Request, body 
 			}
 		}
 	}
+	schemas := map[string]json.RawMessage{}
 	if !isNull(req.Tools) {
 		var tools []struct {
-			Type string `json:"type"`
-			Name string `json:"name"`
+			Type       string          `json:"type"`
+			Name       string          `json:"name"`
+			Parameters json.RawMessage `json:"parameters"`
 		}
 		if json.Unmarshal(req.Tools, &tools) != nil {
 			s.writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error",
@@ -130,6 +132,7 @@ func (s *Simulator) serveResponses(w http.ResponseWriter, r *http.Request, body 
 		for _, t := range tools {
 			if t.Type == "function" {
 				in.tools = append(in.tools, t.Name)
+				schemas[t.Name] = t.Parameters
 			}
 		}
 	}
@@ -143,8 +146,10 @@ func (s *Simulator) serveResponses(w http.ResponseWriter, r *http.Request, body 
 		}
 		if json.Unmarshal(req.ToolChoice, &tc) == nil && tc.Type == "function" {
 			in.forced = tc.Name
+			in.forcedSchema = schemas[tc.Name]
 		}
 	}
+	in.format = responsesOutputFormat(req.Text)
 
 	t := &responsesTurn{turn: s.plan(RouteResponses, req.Model, req.Stream, c.tokens(), in), req: req}
 	status := func(st int) { s.openAIStatus(w, st, req.Model) }
@@ -363,7 +368,7 @@ func (t *responsesTurn) content(o *sse, i int) {
 		t.event(o, "response.output_text.delta")
 		t.itemRef(o)
 		o.buf = append(o.buf, `,"delta":"`...)
-		o.buf = appendToken(o.buf, t.seed, i)
+		o.buf = t.appendToken(o.buf, i)
 		o.buf = append(o.buf, `","logprobs":[]`...)
 	}
 	if t.obfuscate {

@@ -2,10 +2,13 @@ package sim
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tollgate/tollgate/impl/jsontext"
 )
 
 // finish is why a reply ended.
@@ -29,13 +32,17 @@ type turn struct {
 	finish  finish
 	stopSeq string
 	tool    string // the called tool's name, when finish == finishTool
+	// frags, when set, are the reply's content events in place of vocabulary words: the
+	// tokens of the tool call's arguments when finish == finishTool, else the tokens of the
+	// JSON text of a structured answer (see structured.go).
+	frags   []string
 	fault   Fault
 	first   time.Duration
 	every   time.Duration // between content events
 	created int64
 }
 
-// toolFragments is the number of pieces tool-call arguments stream in.
+// toolFragments is the number of pieces the default tool-call arguments stream in.
 const toolFragments = 3
 
 // planInput is what a format's decoder extracts for planning a turn.
@@ -48,6 +55,10 @@ type planInput struct {
 	choiceNone   bool     // tool_choice forbids tool calls
 	forced       string   // tool_choice names this tool
 	anyTool      bool     // tool_choice requires some tool call
+	// forcedSchema is the parameters schema of the tool that tool_choice names, if any.
+	forcedSchema json.RawMessage
+	// format is the structured output the request asks for, nil for free text.
+	format *outputFormat
 }
 
 // plan builds the turn for a decoded request. It consumes a queued or directed fault.
@@ -81,10 +92,14 @@ func (s *Simulator) plan(rt Route, model string, stream bool, input int, in plan
 	if tps > 0 {
 		t.every = time.Duration(float64(time.Second) / tps)
 	}
+	if in.format != nil {
+		t.frags = in.format.fragments(mix(t.seed ^ structuredSalt))
+		n = len(t.frags)
+	}
 	if in.maxTokens > 0 && in.maxTokens < n {
 		n, t.finish = in.maxTokens, finishLength
 	}
-	if len(in.stops) > 0 {
+	if len(in.stops) > 0 && t.frags == nil {
 	words:
 		for i := 0; i < n; i++ {
 			w := word(t.seed, i)
@@ -107,6 +122,7 @@ func (s *Simulator) plan(rt Route, model string, stream bool, input int, in plan
 		}
 		if name != "" {
 			t.tool, t.finish, t.stopSeq = name, finishTool, ""
+			t.frags = in.toolArguments(name, mix(t.seed))
 		}
 	}
 	if hasDirective {
@@ -131,7 +147,7 @@ func mentionedTool(prompt string, tools []string) string {
 // contentEvents is the number of content events of the reply.
 func (t *turn) contentEvents() int {
 	if t.finish == finishTool {
-		return toolFragments
+		return len(t.frags)
 	}
 	return t.words
 }
@@ -139,31 +155,27 @@ func (t *turn) contentEvents() int {
 // outputTokens is the reply's output token count.
 func (t *turn) outputTokens() int { return t.contentEvents() }
 
-// toolWord is the word in a tool call's arguments.
-func (t *turn) toolWord() string { return word(mix(t.seed), 0) }
-
 // toolFragment returns piece i of the tool call's arguments.
-func (t *turn) toolFragment(i int) string {
-	switch i {
-	case 0:
-		return `{"q":"`
-	case 1:
-		return t.toolWord()
-	default:
-		return `"}`
-	}
-}
+func (t *turn) toolFragment(i int) string { return t.frags[i] }
 
 // toolArgs returns the tool call's complete arguments.
-func (t *turn) toolArgs() string { return `{"q":"` + t.toolWord() + `"}` }
+func (t *turn) toolArgs() string { return strings.Join(t.frags, "") }
 
-// appendText appends the first n tokens of the reply text (no quotes; the words need no
-// escaping).
+// appendText appends the first n tokens of the reply text, escaped for a JSON string (the
+// vocabulary words need no escaping; the JSON text of a structured answer does).
 func (t *turn) appendText(b []byte, n int) []byte {
 	for i := 0; i < n; i++ {
-		b = appendToken(b, t.seed, i)
+		b = t.appendToken(b, i)
 	}
 	return b
+}
+
+// appendToken appends token i of the reply text, escaped for a JSON string.
+func (t *turn) appendToken(b []byte, i int) []byte {
+	if t.frags != nil {
+		return jsontext.AppendEscaped(b, t.frags[i])
+	}
+	return appendToken(b, t.seed, i)
 }
 
 // pacer waits for the content events of one stream with a single timer.

@@ -68,19 +68,25 @@ var messagesTextKeys = setOf("type", "text")
 
 // messagesSystem decodes system: a string or an array of text blocks.
 func (d *decoder) messagesSystem(raw json.RawMessage) error {
+	return d.systemText(raw, "system")
+}
+
+// systemText decodes system text at param (the top-level system, or the content of a system
+// message): a string or an array of text blocks, added to the request's system text.
+func (d *decoder) systemText(raw json.RawMessage, param string) error {
 	if firstByte(raw) == '"' {
-		s, _ := parseString(raw, "system")
+		s, _ := parseString(raw, param)
 		if s != "" {
 			d.system = append(d.system, s)
 		}
 		return nil
 	}
-	arr, err := parseArray(raw, "system")
+	arr, err := parseArray(raw, param)
 	if err != nil {
-		return typeError("system", "a string or an array of text blocks")
+		return typeError(param, "a string or an array of text blocks")
 	}
 	for i, e := range arr {
-		p := idx("system", i)
+		p := idx(param, i)
 		m, err := parseObject(e, p)
 		if err != nil {
 			return err
@@ -90,7 +96,7 @@ func (d *decoder) messagesSystem(raw json.RawMessage) error {
 			return err
 		}
 		if kind != "text" {
-			return apierror.Invalid(p+".type", "system: Input tag '%s' found using 'type' does not match the expected tag 'text'", kind)
+			return apierror.Invalid(p+".type", "%s: Input tag '%s' found using 'type' does not match the expected tag 'text'", param, kind)
 		}
 		text, err := parseString(m.get("text"), p+".text")
 		if err != nil {
@@ -121,10 +127,17 @@ func (d *decoder) messagesMessage(i int, raw json.RawMessage) error {
 	if err != nil {
 		return err
 	}
-	if role != "user" && role != "assistant" {
-		return apierror.Invalid(p+".role", "messages.%d.role: Input should be 'user' or 'assistant'", i)
-	}
 	d.noteKeys(p, m, messagesMessageKeys, nil)
+	switch role {
+	case "user", "assistant":
+	case "system":
+		// Claude Code puts its environment notes in a system message inside messages, which
+		// the Messages API takes as more system text; other formats get it with the system
+		// prompt, where their own system messages go too.
+		return d.systemText(m.get("content"), p+".content")
+	default:
+		return apierror.Invalid(p+".role", "messages.%d.role: Input should be 'user', 'assistant' or 'system'", i)
+	}
 	cp := p + ".content"
 	c := m.get("content")
 	if firstByte(c) == '"' {

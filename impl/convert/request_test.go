@@ -378,7 +378,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"function_call without call_id", llm.FormatResponses, `{"model":"m","input":[{"type":"function_call","name":"f","arguments":"{}"}]}`, "input[0].call_id"},
 		{"instructions not a string", llm.FormatResponses, `{"model":"m","input":"x","instructions":["a"]}`, "instructions"},
 		{"messages without max_tokens", llm.FormatMessages, `{"model":"m","messages":[{"role":"user","content":"a"}]}`, "max_tokens"},
-		{"messages system role", llm.FormatMessages, `{"model":"m","max_tokens":1,"messages":[{"role":"system","content":"a"}]}`, "messages[0].role"},
+		{"messages tool role", llm.FormatMessages, `{"model":"m","max_tokens":1,"messages":[{"role":"tool","content":"a"}]}`, "messages[0].role"},
 		{"messages tool_use input", llm.FormatMessages, `{"model":"m","max_tokens":1,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":"x"}]}]}`, "messages[0].content[0].input"},
 		{"messages system block", llm.FormatMessages, `{"model":"m","max_tokens":1,"system":[{"type":"image"}],"messages":[{"role":"user","content":"a"}]}`, "system[0].type"},
 		{"messages tool_choice", llm.FormatMessages, `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"a"}],"tool_choice":{"type":"required"}}`, "tool_choice.type"},
@@ -529,5 +529,23 @@ func TestDecodeCountTokensRequest(t *testing.T) {
 	}
 	if ir, err := DecodeCountTokensRequest([]byte(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"x"}]}`)); err != nil || ir.MaxTokens != 5 {
 		t.Errorf("with a bound: %+v, %v", ir, err)
+	}
+}
+
+// TestMessagesSystemMessage: a system message among the turns (Claude Code sends its
+// environment notes as one) is more system text, after the top-level system prompt, and is
+// given to another format with the system prompt.
+func TestMessagesSystemMessage(t *testing.T) {
+	body := `{"model":"m","max_tokens":5,"system":[{"type":"text","text":"top","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":"hi"},{"role":"system","content":[{"type":"text","text":"# Environment"}]},{"role":"user","content":"more"}]}`
+	req := mustDecode(t, llm.FormatMessages, []byte(body))
+	if req.System != "top\n\n# Environment" || len(req.Messages) != 2 {
+		t.Fatalf("system %q, %d messages", req.System, len(req.Messages))
+	}
+	out, _, err := EncodeRequest(llm.FormatChat, req, "up")
+	if err != nil || !strings.Contains(string(out), `{"role":"system","content":"top\n\n# Environment"}`) {
+		t.Errorf("to chat: %s %v", out, err)
+	}
+	if _, err := DecodeRequest(llm.FormatMessages, []byte(`{"model":"m","max_tokens":1,"messages":[{"role":"system","content":[{"type":"image","source":{}}]}]}`)); err == nil {
+		t.Errorf("an image in a system message was accepted")
 	}
 }

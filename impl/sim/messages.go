@@ -63,8 +63,9 @@ func (s *Simulator) decodeMessages(w http.ResponseWriter, r *http.Request, rt Ro
 		return bad("max_tokens: Input should be greater than or equal to 1")
 	}
 	for _, m := range req.Messages {
-		if m.Role != "user" && m.Role != "assistant" {
-			return bad("messages: Input tag '" + m.Role + "' found using 'role' does not match any of the expected tags: 'user', 'assistant'")
+		// A system message among the turns is more system text (Claude Code sends one).
+		if m.Role != "user" && m.Role != "assistant" && m.Role != "system" {
+			return bad("messages: Input tag '" + m.Role + "' found using 'role' does not match any of the expected tags: 'user', 'assistant', 'system'")
 		}
 	}
 	if rt == RouteMessages {
@@ -76,11 +77,15 @@ func (s *Simulator) decodeMessages(w http.ResponseWriter, r *http.Request, rt Ro
 	} else if !isNull(req.System) {
 		c.add(contentText(req.System))
 	}
+	last := len(req.Messages) - 1 // the last turn: system messages are not turns
+	for last >= 0 && req.Messages[last].Role == "system" {
+		last--
+	}
 	for i, m := range req.Messages {
 		text, hasResult := anthropicContent(m.Content, &c)
 		if m.Role == "user" {
 			in.prompt = text
-			in.endsWithUser = i == len(req.Messages)-1 && !hasResult
+			in.endsWithUser = i == last && !hasResult
 		}
 	}
 	in.stops = req.StopSequences

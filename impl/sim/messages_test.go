@@ -208,7 +208,7 @@ func TestMessagesValidation(t *testing.T) {
 		{"max_tokens 0", `{"model":"m","max_tokens":0,"messages":[{"role":"user","content":"x"}]}`, "max_tokens"},
 		{"no model", `{"max_tokens":5,"messages":[{"role":"user","content":"x"}]}`, "model"},
 		{"no messages", `{"model":"m","max_tokens":5}`, "messages"},
-		{"system role", `{"model":"m","max_tokens":5,"messages":[{"role":"system","content":"x"}]}`, "messages"},
+		{"tool role", `{"model":"m","max_tokens":5,"messages":[{"role":"tool","content":"x"}]}`, "messages"},
 		{"bad json", `{"model"`, "JSON"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

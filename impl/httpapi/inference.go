@@ -281,7 +281,15 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 	refusalSameFormat := false
 	order := s.router.Order(m, features)
 	if maxTokens > 0 {
-		order = byOutputLimit(order, outBound)
+		// A request is clamped to an expert's lower limit only when no expert can produce
+		// what it asked for.
+		order = firstWhere(order, func(e routing.Expert) bool { return e.MaxOutputTokens == 0 || e.MaxOutputTokens >= outBound })
+	}
+	if ir != nil && hasUntranslatableTools(ir) {
+		// Tools only the client's format can express (a Responses namespace, a custom tool,
+		// a server tool) would be dropped by a translation: an expert of that format serves
+		// the request whole, so it goes first.
+		order = firstWhere(order, func(e routing.Expert) bool { return e.Kind == client })
 	}
 	for _, e := range order {
 		if onlySameFormat && e.Kind != client {
@@ -346,23 +354,33 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 	return nil, lastErr
 }
 
-// byOutputLimit orders experts so that those able to produce bound tokens come first, each
-// group in the router's order: a request is clamped to an expert's lower limit only when no
-// expert can produce what it asked for. The router's slice is returned as it is when every
-// expert can.
-func byOutputLimit(order []routing.Expert, bound int) []routing.Expert {
-	short := func(e routing.Expert) bool { return e.MaxOutputTokens > 0 && e.MaxOutputTokens < bound }
-	if !slices.ContainsFunc(order, short) {
+// hasUntranslatableTools reports whether a request offers tools that a translation to
+// another format would leave out.
+func hasUntranslatableTools(ir *llm.Request) bool {
+	for _, u := range ir.Unmodelled {
+		if strings.HasPrefix(u.Name, "tools[].") {
+			return true
+		}
+	}
+	return false
+}
+
+// firstWhere orders experts so that those for which first holds come before the others,
+// each group in the given order. The slice is returned as it is when that is already so; the
+// router's slice is never modified.
+func firstWhere(order []routing.Expert, first func(routing.Expert) bool) []routing.Expert {
+	i := slices.IndexFunc(order, func(e routing.Expert) bool { return !first(e) })
+	if i < 0 || !slices.ContainsFunc(order[i:], first) {
 		return order
 	}
 	out := make([]routing.Expert, 0, len(order))
 	for _, e := range order {
-		if !short(e) {
+		if first(e) {
 			out = append(out, e)
 		}
 	}
 	for _, e := range order {
-		if short(e) {
+		if !first(e) {
 			out = append(out, e)
 		}
 	}

@@ -164,3 +164,28 @@ func TestHostedToolsDroppedWhereNotPriced(t *testing.T) {
 		}
 	}
 }
+
+// TestUntranslatableToolsPreferOwnFormat: a request offering tools that only its own format
+// can express (Codex's namespace of MCP tools) goes to a fusion expert of that format, which
+// gets them whole, whatever the router would rank first; a request without such tools is
+// routed as before.
+func TestUntranslatableToolsPreferOwnFormat(t *testing.T) {
+	s := sim.New(sim.Options{})
+	g := apitest.Start(t, apitest.Options{Sim: s})
+	tenant := g.NewTenant(t, "acme", 0, 50_000_000)
+	c := g.Client(t)
+	bearer := map[string]string{"Authorization": "Bearer " + tenant.Key}
+	// "tools" and code in the prompt would rank sim-coder (Messages) first.
+	codex := `{"model":"service-flint","input":"fix this func main() {}","tools":[{"type":"function","name":"shell","parameters":{"type":"object"}},{"type":"namespace","name":"mcp__tollgate","description":"d","tools":[{"type":"function","name":"query_data","parameters":{"type":"object"}}]}]}`
+	status, h, body := do(t, c, g.URL, request{"POST", "/v1/responses", codex}, bearer)
+	if status != 200 || h.Get("x-tollgate-expert") != "sim-openai-responses/sim-reasoner" || h.Get("x-tollgate-dropped-fields") != "" {
+		t.Fatalf("%d expert %q dropped %q: %s", status, h.Get("x-tollgate-expert"), h.Get("x-tollgate-dropped-fields"), body)
+	}
+	if sent := string(s.LastRequest().Body); !strings.Contains(sent, `"type":"namespace"`) || !strings.Contains(sent, `"name":"query_data"`) {
+		t.Errorf("the upstream was sent %s", sent)
+	}
+	plain := `{"model":"service-flint","input":"fix this func main() {}","tools":[{"type":"function","name":"shell","parameters":{"type":"object"}}]}`
+	if status, h, body := do(t, c, g.URL, request{"POST", "/v1/responses", plain}, bearer); status != 200 || h.Get("x-tollgate-expert") != "sim-anthropic/sim-coder" {
+		t.Errorf("function tools only: %d expert %q: %s", status, h.Get("x-tollgate-expert"), body)
+	}
+}

@@ -76,6 +76,7 @@
 //	[[sim fault=drop after=2]]         close the connection abruptly after 2 content events
 //	[[sim fault=drop_before]]          close the connection before sending a byte
 //	[[sim fault=429 times=2]]          fault the first 2 requests carrying this exact text
+//	[[sim web_search=2]]               run 2 hosted web searches before the reply (see below)
 //
 // Other keys: status= (the error type of a midstream fault: 429, 500, 503, 529),
 // should_retry=true|false (an x-should-retry header on a status fault), tps= and first_ms=
@@ -84,6 +85,38 @@
 // so tests that must not share a counter add an unused key such as tag=name. Tests with
 // access to the Simulator use Enqueue instead, which injects the same faults (see Fault) by
 // model id, and read Requests, LastRequest and AnthropicHeaders to see what arrived.
+//
+// # Hosted web search
+//
+// web_search=N (N >= 1, at most 100) makes the provider run web searches, so that the
+// metering of hosted tools can be tested end to end. It takes effect only on the Responses and
+// Messages routes, when the request offers a hosted web search tool (Responses tools[] of a
+// type starting with web_search: web_search, web_search_preview, web_search_2025_08_26, ...;
+// Messages tools[] of a type starting with web_search_, such as web_search_20250305) and its
+// tool choice is not "none"; otherwise it is ignored, as it is on chat (whose
+// web_search_options is not such a tool). The number of searches is min(N, cap), where cap is
+// the Responses max_tool_calls or the max_uses of the Messages web search tool, when given.
+// The reply opens with the searches, in order, before its text (or tool call):
+//
+//   - Responses: one output item {"id":"ws_…","type":"web_search_call","status":"completed",
+//     "action":{"type":"search","query":q,"queries":[q]}} per search, then the reply's item.
+//     Streamed, each search is response.output_item.added (status in_progress, action
+//     {"type":"search"}), response.web_search_call.in_progress, .searching and .completed
+//     (with output_index and item_id), then response.output_item.done; the reply's item
+//     follows at output_index N.
+//   - Messages: per search a server_tool_use block {"type":"server_tool_use","id":"srvtoolu_…",
+//     "name":"web_search","input":{"query":q}} and a web_search_tool_result block whose content
+//     is two web_search_result entries (https://example.com/ URLs, titles and
+//     encrypted_content drawn from the hash, page_age null); the reply's block is at index 2N,
+//     and usage carries "server_tool_use":{"web_search_requests":N}, in the message and in the
+//     stream's message_delta. Streamed, server_tool_use opens with an empty input and receives
+//     its input as input_json_delta fragments (an empty one first, as for tool_use); the result
+//     block comes whole in its content_block_start; each block has its content_block_stop.
+//
+// A query is three vocabulary words drawn from the request's hash, so the same request gets
+// the same searches. Searches cost no output tokens (the usage counts the reply's text or
+// tool call as without them), are not content events (faults' after= and pacing count only
+// the reply's deltas, so a midstream fault strikes after them), and are not cut by max tokens.
 //
 // # Fidelity
 //

@@ -90,6 +90,8 @@ type directive struct {
 	tpsOK bool
 	first time.Duration
 	fOK   bool
+	// webSearch is the number of hosted web searches asked for; 0 = none.
+	webSearch int
 }
 
 // parseDirectives reads every [[sim key=value ...]] in text. Unknown keys and malformed values
@@ -191,6 +193,10 @@ func (d *directive) set(k, v string) {
 	case "tps":
 		if f, ok := num(); ok {
 			d.tps, d.tpsOK = f, true
+		}
+	case "web_search":
+		if n, err := strconv.Atoi(v); err == nil && n >= 1 {
+			d.webSearch = n
 		}
 	case "first_ms":
 		if f, ok := num(); ok {

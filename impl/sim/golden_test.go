@@ -40,6 +40,9 @@ func goldenCases() []goldenCase {
 	anthFormat := map[string]any{"output_config": map[string]any{"format": map[string]any{"type": "json_schema", "schema": customer()}}}
 	anthForced := map[string]any{"tools": []any{anthropicWeatherTool, map[string]any{"name": "save_customer", "input_schema": customer()}},
 		"tool_choice": map[string]any{"type": "tool", "name": "save_customer"}}
+	const search = "What is new in Go? [[sim web_search=2]]"
+	respSearch := map[string]any{"tools": []any{map[string]any{"type": "web_search"}}, "max_tool_calls": 3}
+	anthSearch := map[string]any{"tools": []any{map[string]any{"type": "web_search_20250305", "name": "web_search", "max_uses": 3}}}
 	return []goldenCase{
 		{"chat_text.sse", chatPath, chatBody(text, map[string]any{"stream": true, "stream_options": usage})},
 		{"chat_tool.sse", chatPath, chatBody(tool, with(chatTools, "stream", true, "stream_options", usage))},
@@ -70,6 +73,11 @@ func goldenCases() []goldenCase {
 		{"messages_json_schema.json", messagesPath, messagesBody(record, anthFormat)},
 		{"messages_tool_forced.sse", messagesPath, messagesBody(record, with(anthForced, "stream", true))},
 		{"messages_tool_forced.json", messagesPath, messagesBody(record, anthForced)},
+
+		{"websearch/responses_web_search.sse", responsesPath, responsesBody(search, with(respSearch, "stream", true))},
+		{"websearch/responses_web_search.json", responsesPath, responsesBody(search, respSearch)},
+		{"websearch/messages_web_search.sse", messagesPath, messagesBody(search, with(anthSearch, "stream", true))},
+		{"websearch/messages_web_search.json", messagesPath, messagesBody(search, anthSearch)},
 	}
 }
 
@@ -141,6 +149,8 @@ func TestParseDirectives(t *testing.T) {
 		{"[[sim fault=drop_before]]", true, directive{raw: "[[sim fault=drop_before]]", fault: Fault{Kind: FaultDropBefore}}},
 		{"[[sim fault=999 words=x should_retry=false tps=5 first_ms=20]]", true, directive{raw: "[[sim fault=999 words=x should_retry=false tps=5 first_ms=20]]",
 			fault: Fault{ShouldRetry: "false"}, tps: 5, tpsOK: true, first: 20 * time.Millisecond, fOK: true}},
+		{"[[sim web_search=3]]", true, directive{raw: "[[sim web_search=3]]", webSearch: 3}},
+		{"[[sim web_search=0 words=2]] [[sim web_search=x]]", true, directive{raw: "[[sim web_search=0 words=2]]\n[[sim web_search=x]]", words: 2}},
 		{"[[sim words=5]] and [[sim fault=502]]", true, directive{raw: "[[sim words=5]]\n[[sim fault=502]]", words: 5, fault: Fault{Kind: FaultStatus, Status: 502}}},
 	} {
 		got, ok := parseDirectives(c.text)

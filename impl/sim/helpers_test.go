@@ -178,7 +178,7 @@ func stream(t *testing.T, srv *httptest.Server, path string, body any, header ..
 }
 
 var (
-	idPattern   = regexp.MustCompile(`"(chatcmpl-|resp_|msg_|fc_|call_|toolu_|req_)[A-Za-z0-9]{8,}"`)
+	idPattern   = regexp.MustCompile(`"(chatcmpl-|resp_|msg_|fc_|call_|toolu_|srvtoolu_|ws_|req_)[A-Za-z0-9]{8,}"`)
 	timePattern = regexp.MustCompile(`"(created|created_at)":[0-9]+`)
 )
 

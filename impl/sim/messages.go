@@ -3,6 +3,7 @@ package sim
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 )
 
 // messagesRequest is the part of an Anthropic Messages request the simulator reads.
@@ -17,6 +18,7 @@ type messagesRequest struct {
 		Type        string          `json:"type"`
 		Name        string          `json:"name"`
 		InputSchema json.RawMessage `json:"input_schema"`
+		MaxUses     *int            `json:"max_uses"`
 	} `json:"tools"`
 	ToolChoice *struct {
 		Type string `json:"type"`
@@ -34,8 +36,9 @@ type anthropicMessage struct {
 // messagesTurn is a planned Messages reply.
 type messagesTurn struct {
 	*turn
-	id     string
-	toolID string
+	id        string
+	toolID    string
+	searchIDs []string // srvtoolu_… of the server_tool_use blocks
 }
 
 // decodeMessages decodes and checks a Messages (or count_tokens) request and counts its input
@@ -90,8 +93,14 @@ func (s *Simulator) decodeMessages(w http.ResponseWriter, r *http.Request, rt Ro
 	}
 	in.stops = req.StopSequences
 	for _, t := range req.Tools {
-		if t.Type == "" || t.Type == "custom" {
+		switch {
+		case t.Type == "" || t.Type == "custom":
 			in.tools = append(in.tools, t.Name)
+		case strings.HasPrefix(t.Type, "web_search_") && !in.webSearch:
+			in.webSearch = true
+			if t.MaxUses != nil {
+				in.searchCap, in.searchCapped = *t.MaxUses, true
+			}
 		}
 	}
 	if tc := req.ToolChoice; tc != nil {
@@ -168,6 +177,9 @@ func (s *Simulator) serveMessages(w http.ResponseWriter, r *http.Request, body [
 	if t.finish == finishTool {
 		t.toolID = s.newID("toolu_01", 22, false)
 	}
+	for range t.searches {
+		t.searchIDs = append(t.searchIDs, s.newID("srvtoolu_01", 22, false))
+	}
 	if !req.Stream {
 		if !t.wait(r.Context()) {
 			return
@@ -225,13 +237,101 @@ func (t *messagesTurn) appendMessageHead(b []byte) []byte {
 	return append(b, `,"content":`...)
 }
 
-// appendUsage appends the usage object with output output tokens.
-func (t *messagesTurn) appendUsage(b []byte, output int) []byte {
+// appendUsage appends the usage object with output output tokens; final adds the web search
+// count when the turn searched.
+func (t *messagesTurn) appendUsage(b []byte, output int, final bool) []byte {
 	b = append(b, `{"input_tokens":`...)
 	b = appendInt(b, t.input)
 	b = append(b, `,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":`...)
 	b = appendInt(b, output)
+	if final {
+		b = t.appendServerToolUse(b)
+	}
 	return append(b, '}')
+}
+
+// appendServerToolUse appends ,"server_tool_use":{…} when the turn searched.
+func (t *messagesTurn) appendServerToolUse(b []byte) []byte {
+	if t.searches == 0 {
+		return b
+	}
+	b = append(b, `,"server_tool_use":{"web_search_requests":`...)
+	b = appendInt(b, t.searches)
+	return append(b, '}')
+}
+
+// appendSearchUse appends the server_tool_use block of search i, with its input when withInput
+// is set and with an empty input (as content_block_start opens it) otherwise.
+func (t *messagesTurn) appendSearchUse(b []byte, i int, withInput bool) []byte {
+	b = append(b, `{"type":"server_tool_use","id":`...)
+	b = appendString(b, t.searchIDs[i])
+	b = append(b, `,"name":"web_search","input":`...)
+	if withInput {
+		b = append(b, `{"query":"`...)
+		b = t.appendQuery(b, i)
+		b = append(b, `"}`...)
+	} else {
+		b = append(b, `{}`...)
+	}
+	return append(b, '}')
+}
+
+// appendSearchResult appends the web_search_tool_result block of search i.
+func (t *messagesTurn) appendSearchResult(b []byte, i int) []byte {
+	b = append(b, `{"type":"web_search_tool_result","tool_use_id":`...)
+	b = appendString(b, t.searchIDs[i])
+	b = append(b, `,"content":[`...)
+	for r := range searchResults {
+		if r > 0 {
+			b = append(b, ',')
+		}
+		b = t.turn.appendSearchResult(b, i, r)
+	}
+	return append(b, "]}"...)
+}
+
+// mainIndex is the index of the reply's text or tool_use block, after the search blocks.
+func (t *messagesTurn) mainIndex() int { return 2 * t.searches }
+
+// blockStart writes a content_block_start of block index, its content_block appended by
+// block, followed by the ping when it is the stream's first block.
+func (t *messagesTurn) blockStart(o *sse, index int, block func(b []byte) []byte) {
+	o.start("content_block_start")
+	o.buf = append(o.buf, `{"type":"content_block_start","index":`...)
+	o.buf = appendInt(o.buf, index)
+	o.buf = append(o.buf, `,"content_block":`...)
+	o.buf = block(o.buf)
+	o.buf = append(o.buf, '}')
+	o.end()
+	if index == 0 {
+		o.start("ping")
+		o.buf = append(o.buf, `{"type":"ping"}`...)
+		o.end()
+	}
+}
+
+// blockStop writes the content_block_stop of block index.
+func (t *messagesTurn) blockStop(o *sse, index int) {
+	o.start("content_block_stop")
+	o.buf = append(o.buf, `{"type":"content_block_stop","index":`...)
+	o.buf = appendInt(o.buf, index)
+	o.buf = append(o.buf, '}')
+	o.end()
+}
+
+// search writes the blocks of web search i: the server_tool_use block, its input streamed as
+// input_json_delta (an empty one first, as for tool_use), then the web_search_tool_result
+// block given whole in its content_block_start, as Anthropic sends it.
+func (t *messagesTurn) search(o *sse, i int) {
+	use := 2 * i
+	t.blockStart(o, use, func(b []byte) []byte { return t.appendSearchUse(b, i, false) })
+	t.jsonDelta(o, use, "")
+	t.jsonDelta(o, use, `{"query":"`)
+	t.jsonDelta(o, use, t.query(i))
+	t.jsonDelta(o, use, `"}`)
+	t.blockStop(o, use)
+	t.blockStart(o, use+1, func(b []byte) []byte { return t.appendSearchResult(b, i) })
+	t.blockStop(o, use+1)
 }
 
 // body is the non-streaming message object.
@@ -239,13 +339,19 @@ func (t *messagesTurn) body() []byte {
 	b := make([]byte, 0, 512)
 	b = t.appendMessageHead(b)
 	b = append(b, '[')
+	for i := range t.searches {
+		b = t.appendSearchUse(b, i, true)
+		b = append(b, ',')
+		b = t.appendSearchResult(b, i)
+		b = append(b, ',')
+	}
 	b = t.appendBlock(b)
 	b = append(b, `],"stop_reason":"`...)
 	b = append(b, t.stopReason()...)
 	b = append(b, `","stop_sequence":`...)
 	b = t.appendStopSequence(b)
 	b = append(b, `,"usage":`...)
-	b = t.appendUsage(b, t.outputTokens())
+	b = t.appendUsage(b, t.outputTokens(), true)
 	return append(b, "}\n"...)
 }
 
@@ -254,37 +360,37 @@ func (t *messagesTurn) open(o *sse) {
 	o.buf = append(o.buf, `{"type":"message_start","message":`...)
 	o.buf = t.appendMessageHead(o.buf)
 	o.buf = append(o.buf, `[],"stop_reason":null,"stop_sequence":null,"usage":`...)
-	o.buf = t.appendUsage(o.buf, 1)
+	o.buf = t.appendUsage(o.buf, 1, false)
 	o.buf = append(o.buf, "}}"...)
 	o.end()
 
-	o.start("content_block_start")
-	o.buf = append(o.buf, `{"type":"content_block_start","index":0,"content_block":`...)
-	if t.finish == finishTool {
-		o.buf = append(o.buf, `{"type":"tool_use","id":`...)
-		o.buf = appendString(o.buf, t.toolID)
-		o.buf = append(o.buf, `,"name":`...)
-		o.buf = appendString(o.buf, t.tool)
-		o.buf = append(o.buf, `,"input":{}}}`...)
-	} else {
-		o.buf = append(o.buf, `{"type":"text","text":""}}`...)
+	for i := range t.searches {
+		t.search(o, i)
 	}
-	o.end()
 
-	o.start("ping")
-	o.buf = append(o.buf, `{"type":"ping"}`...)
-	o.end()
+	t.blockStart(o, t.mainIndex(), func(b []byte) []byte {
+		if t.finish == finishTool {
+			b = append(b, `{"type":"tool_use","id":`...)
+			b = appendString(b, t.toolID)
+			b = append(b, `,"name":`...)
+			b = appendString(b, t.tool)
+			return append(b, `,"input":{}}`...)
+		}
+		return append(b, `{"type":"text","text":""}`...)
+	})
 
 	if t.finish == finishTool {
 		// Anthropic opens a tool_use block with an empty partial_json.
-		t.jsonDelta(o, "")
+		t.jsonDelta(o, t.mainIndex(), "")
 	}
 }
 
-// jsonDelta writes an input_json_delta.
-func (t *messagesTurn) jsonDelta(o *sse, partial string) {
+// jsonDelta writes an input_json_delta of block index.
+func (t *messagesTurn) jsonDelta(o *sse, index int, partial string) {
 	o.start("content_block_delta")
-	o.buf = append(o.buf, `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":`...)
+	o.buf = append(o.buf, `{"type":"content_block_delta","index":`...)
+	o.buf = appendInt(o.buf, index)
+	o.buf = append(o.buf, `,"delta":{"type":"input_json_delta","partial_json":`...)
 	o.buf = appendString(o.buf, partial)
 	o.buf = append(o.buf, "}}"...)
 	o.end()
@@ -292,20 +398,20 @@ func (t *messagesTurn) jsonDelta(o *sse, partial string) {
 
 func (t *messagesTurn) content(o *sse, i int) {
 	if t.finish == finishTool {
-		t.jsonDelta(o, t.toolFragment(i))
+		t.jsonDelta(o, t.mainIndex(), t.toolFragment(i))
 		return
 	}
 	o.start("content_block_delta")
-	o.buf = append(o.buf, `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"`...)
+	o.buf = append(o.buf, `{"type":"content_block_delta","index":`...)
+	o.buf = appendInt(o.buf, t.mainIndex())
+	o.buf = append(o.buf, `,"delta":{"type":"text_delta","text":"`...)
 	o.buf = t.appendToken(o.buf, i)
 	o.buf = append(o.buf, `"}}`...)
 	o.end()
 }
 
 func (t *messagesTurn) close(o *sse) {
-	o.start("content_block_stop")
-	o.buf = append(o.buf, `{"type":"content_block_stop","index":0}`...)
-	o.end()
+	t.blockStop(o, t.mainIndex())
 
 	o.start("message_delta")
 	o.buf = append(o.buf, `{"type":"message_delta","delta":{"stop_reason":"`...)
@@ -314,6 +420,7 @@ func (t *messagesTurn) close(o *sse) {
 	o.buf = t.appendStopSequence(o.buf)
 	o.buf = append(o.buf, `},"usage":{"output_tokens":`...)
 	o.buf = appendInt(o.buf, t.outputTokens())
+	o.buf = t.appendServerToolUse(o.buf)
 	o.buf = append(o.buf, "}}"...)
 	o.end()
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // responsesRequest is the part of a Responses request the simulator reads or echoes.
@@ -14,6 +15,7 @@ type responsesRequest struct {
 	Stream             bool            `json:"stream"`
 	StreamOptions      json.RawMessage `json:"stream_options"`
 	MaxOutputTokens    *int            `json:"max_output_tokens"`
+	MaxToolCalls       *int            `json:"max_tool_calls"`
 	Tools              json.RawMessage `json:"tools"`
 	ToolChoice         json.RawMessage `json:"tool_choice"`
 	Temperature        json.RawMessage `json:"temperature"`
@@ -43,6 +45,7 @@ type responsesTurn struct {
 	id        string
 	itemID    string // msg_… or fc_…
 	callID    string
+	searchIDs []string // ws_… of the web_search_call items
 	obfuscate bool
 	seq       int
 }
@@ -130,9 +133,12 @@ func (s *Simulator) serveResponses(w http.ResponseWriter, r *http.Request, body 
 			return
 		}
 		for _, t := range tools {
-			if t.Type == "function" {
+			switch {
+			case t.Type == "function":
 				in.tools = append(in.tools, t.Name)
 				schemas[t.Name] = t.Parameters
+			case strings.HasPrefix(t.Type, "web_search"):
+				in.webSearch = true
 			}
 		}
 	}
@@ -150,6 +156,9 @@ func (s *Simulator) serveResponses(w http.ResponseWriter, r *http.Request, body 
 		}
 	}
 	in.format = responsesOutputFormat(req.Text)
+	if req.MaxToolCalls != nil {
+		in.searchCap, in.searchCapped = *req.MaxToolCalls, true
+	}
 
 	t := &responsesTurn{turn: s.plan(RouteResponses, req.Model, req.Stream, c.tokens(), in), req: req}
 	status := func(st int) { s.openAIStatus(w, st, req.Model) }
@@ -157,6 +166,9 @@ func (s *Simulator) serveResponses(w http.ResponseWriter, r *http.Request, body 
 		return
 	}
 	t.id = s.newID("resp_", 50, true)
+	for range t.searches {
+		t.searchIDs = append(t.searchIDs, s.newID("ws_", 50, true))
+	}
 	if t.finish == finishTool {
 		t.itemID = s.newID("fc_", 50, true)
 		t.callID = s.newID("call_", 24, false)
@@ -220,6 +232,29 @@ func (t *responsesTurn) appendItem(b []byte, n int, status string) []byte {
 	return append(b, `],"role":"assistant"}`...)
 }
 
+// appendSearchItem appends the web_search_call item of search i: in progress (as
+// response.output_item.added shows it, the query not yet known) or completed.
+func (t *responsesTurn) appendSearchItem(b []byte, i int, done bool) []byte {
+	b = append(b, `{"id":`...)
+	b = appendString(b, t.searchIDs[i])
+	if !done {
+		return append(b, `,"type":"web_search_call","status":"in_progress","action":{"type":"search"}}`...)
+	}
+	b = append(b, `,"type":"web_search_call","status":"completed","action":{"type":"search","query":"`...)
+	b = t.appendQuery(b, i)
+	b = append(b, `","queries":["`...)
+	b = t.appendQuery(b, i)
+	return append(b, `"]}}`...)
+}
+
+// appendSearchItems appends the completed web_search_call items, each followed by a comma.
+func (t *responsesTurn) appendSearchItems(b []byte) []byte {
+	for i := range t.searches {
+		b = append(t.appendSearchItem(b, i, true), ',')
+	}
+	return b
+}
+
 // appendPart appends the output_text part holding the first n tokens.
 func (t *responsesTurn) appendPart(b []byte, n int) []byte {
 	b = append(b, `{"type":"output_text","annotations":[],"logprobs":[],"text":"`...)
@@ -275,8 +310,10 @@ func (t *responsesTurn) appendResponse(b []byte, phase respPhase, n int) []byte 
 	switch phase {
 	case respFinal:
 		itemStatus := t.status()
+		b = t.appendSearchItems(b)
 		b = t.appendItem(b, t.contentEvents(), itemStatus)
 	case respFailed:
+		b = t.appendSearchItems(b)
 		b = t.appendItem(b, n, "incomplete")
 	}
 	b = append(b, `],"parallel_tool_calls":`...)
@@ -329,7 +366,8 @@ func (t *responsesTurn) event(o *sse, typ string) {
 func (t *responsesTurn) itemRef(o *sse) {
 	o.buf = append(o.buf, `,"item_id":`...)
 	o.buf = appendString(o.buf, t.itemID)
-	o.buf = append(o.buf, `,"output_index":0`...)
+	o.buf = append(o.buf, `,"output_index":`...)
+	o.buf = appendInt(o.buf, t.searches)
 	if t.finish != finishTool {
 		o.buf = append(o.buf, `,"content_index":0`...)
 	}
@@ -343,8 +381,13 @@ func (t *responsesTurn) open(o *sse) {
 		o.buf = append(o.buf, '}')
 		o.end()
 	}
+	for i := range t.searches {
+		t.search(o, i)
+	}
 	t.event(o, "response.output_item.added")
-	o.buf = append(o.buf, `,"output_index":0,"item":`...)
+	o.buf = append(o.buf, `,"output_index":`...)
+	o.buf = appendInt(o.buf, t.searches)
+	o.buf = append(o.buf, `,"item":`...)
 	o.buf = t.appendItem(o.buf, 0, "in_progress")
 	o.buf = append(o.buf, '}')
 	o.end()
@@ -356,6 +399,31 @@ func (t *responsesTurn) open(o *sse) {
 		o.buf = append(o.buf, '}')
 		o.end()
 	}
+}
+
+// search writes the events of web search i: its item added, in progress, searching,
+// completed, and its item done.
+func (t *responsesTurn) search(o *sse, i int) {
+	item := func(typ string, done bool) {
+		t.event(o, typ)
+		o.buf = append(o.buf, `,"output_index":`...)
+		o.buf = appendInt(o.buf, i)
+		o.buf = append(o.buf, `,"item":`...)
+		o.buf = t.appendSearchItem(o.buf, i, done)
+		o.buf = append(o.buf, '}')
+		o.end()
+	}
+	item("response.output_item.added", false)
+	for _, typ := range [...]string{"response.web_search_call.in_progress", "response.web_search_call.searching", "response.web_search_call.completed"} {
+		t.event(o, typ)
+		o.buf = append(o.buf, `,"output_index":`...)
+		o.buf = appendInt(o.buf, i)
+		o.buf = append(o.buf, `,"item_id":`...)
+		o.buf = appendString(o.buf, t.searchIDs[i])
+		o.buf = append(o.buf, '}')
+		o.end()
+	}
+	item("response.output_item.done", true)
 }
 
 func (t *responsesTurn) content(o *sse, i int) {
@@ -406,7 +474,9 @@ func (t *responsesTurn) close(o *sse) {
 		o.end()
 	}
 	t.event(o, "response.output_item.done")
-	o.buf = append(o.buf, `,"output_index":0,"item":`...)
+	o.buf = append(o.buf, `,"output_index":`...)
+	o.buf = appendInt(o.buf, t.searches)
+	o.buf = append(o.buf, `,"item":`...)
 	o.buf = t.appendItem(o.buf, n, itemStatus)
 	o.buf = append(o.buf, '}')
 	o.end()

@@ -32,6 +32,8 @@ type turn struct {
 	finish  finish
 	stopSeq string
 	tool    string // the called tool's name, when finish == finishTool
+	// searches is the number of hosted web searches that open the reply (see websearch.go).
+	searches int
 	// frags, when set, are the reply's content events in place of vocabulary words: the
 	// tokens of the tool call's arguments when finish == finishTool, else the tokens of the
 	// JSON text of a structured answer (see structured.go).
@@ -59,6 +61,11 @@ type planInput struct {
 	forcedSchema json.RawMessage
 	// format is the structured output the request asks for, nil for free text.
 	format *outputFormat
+	// webSearch reports a hosted web search tool on offer; searchCap, when searchCapped, is
+	// the most searches the request allows (Messages max_uses, Responses max_tool_calls).
+	webSearch    bool
+	searchCap    int
+	searchCapped bool
 }
 
 // plan builds the turn for a decoded request. It consumes a queued or directed fault.
@@ -88,6 +95,7 @@ func (s *Simulator) plan(rt Route, model string, stream bool, input int, in plan
 		if d.fOK {
 			t.first = d.first
 		}
+		t.searches = planSearches(d.webSearch, &in)
 	}
 	if tps > 0 {
 		t.every = time.Duration(float64(time.Second) / tps)

@@ -87,8 +87,12 @@ func (m *Model) HostedWorst(f llm.Format, present [llm.NumHostedTools]bool) int6
 		}
 		var cost int64
 		for t, on := range present {
+			calls := int64(e.Hosted[t].MaxCalls)
+			if f == llm.FormatChat {
+				calls = min(calls, 1) // web_search_options: one search an answer
+			}
 			if on {
-				cost += int64(e.Hosted[t].MaxCalls) * e.Hosted[t].PricePerCallMicros
+				cost += calls * e.Hosted[t].PricePerCallMicros
 			}
 		}
 		worst = max(worst, cost)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/llm"
 )
 
 func keys(es []Expert) []string {
@@ -71,5 +72,46 @@ func TestFusionPolicy(t *testing.T) {
 	r2.Observe("sim-openai-chat/sim-general", 3*time.Second, false)
 	if got := keys(r2.Order(flint, Features{InputTokens: 2000, OutputTokens: 2000}))[0]; got == "sim-openai-chat/sim-general" {
 		t.Errorf("a 3 s expert should lose on a tie")
+	}
+}
+
+// TestHostedPrices: the worst case of the hosted tools a request asks for is the dearest
+// same-format expert's bound times its price (one call for chat's web_search_options), and
+// calls are billed up to the bound only.
+func TestHostedPrices(t *testing.T) {
+	cfg := config.Default()
+	cfg.Providers = append(cfg.Providers, config.Provider{Name: "dear-responses", Kind: config.KindOpenAIResponses, BaseURL: config.SimulatorURL,
+		HostedTools: map[string]config.HostedTool{"web_search": {PricePerCallMicros: 30_000, MaxCalls: 2}, "file_search": {PricePerCallMicros: 2_500, MaxCalls: 4}}})
+	cfg.Providers[0].HostedTools = map[string]config.HostedTool{"web_search": {PricePerCallMicros: 10_000, MaxCalls: 5}} // sim-openai-chat
+	cfg.Models = append(cfg.Models, config.Model{ID: "m", Family: config.FamilyChat, Price: config.Price{InputPerMTok: 1, OutputPerMTok: 1}, MaxOutputTokens: 100,
+		Experts: []config.Upstream{{Provider: "sim-openai-responses", Model: "a"}, {Provider: "dear-responses", Model: "b"}, {Provider: "sim-openai-chat", Model: "c"}}})
+	cfg.Plans[0].Models = append(cfg.Plans[0].Models, "m")
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := NewRegistry(cfg).Model("m")
+	if !m.HostedPriced {
+		t.Fatal("not HostedPriced")
+	}
+	web := [llm.NumHostedTools]bool{llm.HostedWebSearch: true}
+	both := [llm.NumHostedTools]bool{llm.HostedWebSearch: true, llm.HostedFileSearch: true}
+	for _, c := range []struct {
+		f       llm.Format
+		present [llm.NumHostedTools]bool
+		want    int64
+	}{
+		{llm.FormatResponses, web, 60_000},  // dear: 2 × 30,000 beats sim: 5 × 10,000
+		{llm.FormatResponses, both, 70_000}, // + 4 × 2,500
+		{llm.FormatChat, web, 10_000},       // one search an answer
+		{llm.FormatMessages, web, 0},        // no Messages expert
+		{llm.FormatResponses, [llm.NumHostedTools]bool{}, 0},
+	} {
+		if got := m.HostedWorst(c.f, c.present); got != c.want {
+			t.Errorf("%s %v: worst %d, want %d", c.f, c.present, got, c.want)
+		}
+	}
+	dear := m.Experts[1]
+	if got := dear.HostedCost(llm.HostedCalls{llm.HostedWebSearch: 3, llm.HostedFileSearch: 1}, llm.HostedCalls{llm.HostedWebSearch: 2, llm.HostedFileSearch: 4}); got != 62_500 {
+		t.Errorf("cost %d, want 62500 (2 searches billed of 3, and one file search)", got)
 	}
 }

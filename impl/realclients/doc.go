@@ -2,10 +2,14 @@
 // the upstream simulator: Claude Code (one turn, and once with the gateway's MCP endpoint
 // configured and a tool called through it), the Codex CLI (a custom Responses provider, once
 // with the MCP endpoint as well, and its built-in provider pointed at the gateway), the MCP
-// TypeScript SDK client (npm/mcp-client.mjs) and the MCP Inspector CLI. The clients, and the
-// Node.js 22 the Node-based ones run on, are npm packages pinned in npm/package.json and
-// npm/package-lock.json; `make test` installs them with `npm ci` (no install scripts: the tests
-// run the platform binaries npm unpacks), and nothing is downloaded while the tests run.
+// TypeScript SDK client (npm/mcp-client.mjs), the MCP Inspector CLI, and the official OpenAI
+// and Anthropic TypeScript SDKs (npm/openai-sdk.mjs: chat completions and Responses, streamed
+// and not, structured output, tool round trips, models; npm/anthropic-sdk.mjs: Messages
+// streamed and not, a clamped max_tokens, a tool round trip, count_tokens, models; both with
+// the key as a bearer token only). The clients, and the Node.js 22 the Node-based ones run on,
+// are npm packages pinned in npm/package.json and npm/package-lock.json; `make test` installs
+// them with `npm ci` (no install scripts: the tests run the platform binaries npm unpacks), and
+// nothing is downloaded while the tests run.
 //
 // Every client runs isolated: an explicit environment (the equivalent of env -i), a throwaway
 // HOME, standard input from /dev/null, a timeout, its update checks, telemetry and other

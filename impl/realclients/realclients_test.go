@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,6 +30,8 @@ func TestRealClients(t *testing.T) {
 		{"CodexBuiltinProvider", testCodexBuiltinProvider},
 		{"MCPTypeScriptSDK", testMCPTypeScriptSDK},
 		{"MCPInspectorCLI", testMCPInspectorCLI},
+		{"OpenAITypeScriptSDK", testOpenAISDK},
+		{"AnthropicTypeScriptSDK", testAnthropicSDK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -485,4 +488,431 @@ func testMCPInspectorCLI(t *testing.T, c clients, fx fixture) {
 	res.expect(t, "list_storage_datasets", "sales")
 	checkMCP(t, rec, "tools/call:list_storage_datasets")
 	rec.checkEgress(t)
+}
+
+// sdkSandbox is the environment of our scripts on the official SDKs: the key in
+// TOLLGATE_API_KEY and no provider variable at all (ANTHROPIC_API_KEY, OPENAI_API_KEY,
+// OPENAI_BASE_URL and the like stay unset, so only what the script passes counts), and Node's
+// fetch told to honour the proxy variables, so a request for anywhere but the gateway goes to
+// the recorder and is refused and reported instead of failing unseen.
+func sdkSandbox(t *testing.T, c clients, fx fixture, rec *recorder) sandbox {
+	sb := newSandbox(t, c, rec)
+	sb.env["TOLLGATE_API_KEY"] = fx.key
+	sb.env["NODE_USE_ENV_PROXY"] = "1"
+	// Node 22 warns on stderr that the proxy agent this uses is experimental.
+	sb.env["NODE_OPTIONS"] = "--disable-warning=UNDICI-EHPA"
+	return sb
+}
+
+// sdkOutput decodes the one JSON object a script printed into out. It fails the test and
+// reports false when the script failed (with what it said) or printed something else; what
+// went over the wire is checked in any case, the output only when there is one.
+func sdkOutput(t *testing.T, r clientRun, out any) bool {
+	t.Helper()
+	if r.err != nil {
+		t.Errorf("%s exited with %v: %s", clientName(r.args), r.err, shorten(r.stderr, 2000))
+		return false
+	}
+	if err := json.Unmarshal(r.stdout, out); err != nil {
+		t.Errorf("%s's output is not one JSON object: %v", clientName(r.args), err)
+		return false
+	}
+	return true
+}
+
+// usage is a usage object in any of the three formats.
+type usage map[string]any
+
+// positive checks that each of fields is a number above zero.
+func (u usage) positive(t *testing.T, what string, fields ...string) {
+	t.Helper()
+	for _, f := range fields {
+		if n, ok := u[f].(float64); !ok || n <= 0 {
+			t.Errorf("%s: usage.%s is %v, want a number above 0 (usage %v)", what, f, u[f], map[string]any(u))
+		}
+	}
+}
+
+// nonEmpty checks that a text the client got is not blank.
+func nonEmpty(t *testing.T, what, text string) {
+	t.Helper()
+	if strings.TrimSpace(text) == "" {
+		t.Errorf("%s: the text is empty", what)
+	}
+}
+
+// checkRoutes checks that the client sent each of routes ("METHOD /path") at least once and
+// that every request it sent to one of them was answered 200 (checkInference does this for
+// the inference routes, with their models).
+func checkRoutes(t *testing.T, rec *recorder, routes ...string) {
+	t.Helper()
+	seen := map[string]int{}
+	for _, ex := range rec.snapshot() {
+		route := ex.Method + " " + ex.Path()
+		if !contains(routes, route) {
+			continue
+		}
+		seen[route]++
+		if ex.Status != http.StatusOK {
+			t.Errorf("%s got %d: %s", route, ex.Status, errorMessage(ex.ResponseBody))
+		}
+	}
+	for _, route := range routes {
+		if seen[route] == 0 {
+			t.Errorf("the client never sent %s", route)
+		}
+	}
+}
+
+// checkBearerOnly checks that every request carried the key as a bearer token and none an
+// x-api-key header: the gateway takes bearer keys only, and an SDK that also sends x-api-key
+// (the Anthropic SDK does when ANTHROPIC_API_KEY is set or apiKey is passed) is configured
+// differently from what the README tells users.
+func checkBearerOnly(t *testing.T, rec *recorder, key string) {
+	t.Helper()
+	var withAPIKey, notBearer []string
+	list := rec.snapshot()
+	for _, ex := range list {
+		if len(ex.RequestHeader.Values("X-Api-Key")) > 0 {
+			withAPIKey = append(withAPIKey, ex.Method+" "+ex.Path())
+		}
+		if got := ex.RequestHeader.Get("Authorization"); got != "Bearer "+key {
+			scheme, _, _ := strings.Cut(got, " ")
+			notBearer = append(notBearer, fmt.Sprintf("%s %s (Authorization %q …)", ex.Method, ex.Path(), scheme))
+		}
+	}
+	if len(withAPIKey) > 0 {
+		t.Errorf("%d of %d requests carried an x-api-key header: %s", len(withAPIKey), len(list), strings.Join(withAPIKey, ", "))
+	}
+	if len(notBearer) > 0 {
+		t.Errorf("%d of %d requests did not carry the key as Authorization: Bearer: %s", len(notBearer), len(list), strings.Join(notBearer, ", "))
+	}
+}
+
+// requestsTo decodes the JSON body of each POST to path.
+func requestsTo(rec *recorder, path string) []map[string]any {
+	var out []map[string]any
+	for _, ex := range rec.snapshot() {
+		if ex.Method != http.MethodPost || ex.Path() != path {
+			continue
+		}
+		var m map[string]any
+		if json.Unmarshal(ex.RequestBody, &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// checkModels checks that a models list names every model the tenant's plan offers.
+func checkModels(t *testing.T, what string, got []string) {
+	t.Helper()
+	for _, id := range []string{"service-flint", "service-flint-base", "service-sonnet"} {
+		if !contains(got, id) {
+			t.Errorf("%s: models.list() lacks %s: %v", what, id, got)
+		}
+	}
+}
+
+// testOpenAISDK: the official OpenAI TypeScript SDK (npm/openai-sdk.mjs) with the gateway as
+// its base URL: chat completions and Responses, streamed and not, structured output parsed
+// with zod and a function-tool round trip on each, and the models list.
+func testOpenAISDK(t *testing.T, c clients, fx fixture) {
+	rec := newRecorder(t, fx.gw.URL, fx.key)
+	sb := sdkSandbox(t, c, fx, rec)
+	r := run(t, rec, sb, append(c.script("openai-sdk.mjs"), rec.URL+"/v1")...)
+	type chatOut struct {
+		ID, Text, FinishReason string
+		Usage                  usage
+	}
+	var out struct {
+		Chat       chatOut
+		ChatStream struct {
+			chatOut
+			Chunks int
+		}
+		Response struct {
+			ID, Status, Text string
+			Usage            usage
+		}
+		ResponseStream struct {
+			ID, Status, Text, Deltas string
+			Events                   int
+			EventTypes               []string
+			Usage                    usage
+		}
+		Structured struct {
+			ID, FinishReason, Content string
+			Refusal                   *string
+			Parsed                    map[string]any
+			Usage                     usage
+		}
+		StructuredResponse struct {
+			ID, Status, Text string
+			Parsed           map[string]any
+			Usage            usage
+		}
+		Tools struct {
+			FinishReason string
+			Call         struct {
+				ID, Type, Name string
+				Arguments      map[string]any
+			}
+			FinalFinishReason, FinalText string
+			FinalToolCalls               int
+		}
+		ResponseTools struct {
+			Call struct {
+				CallID, Name string
+				Arguments    map[string]any
+			}
+			FinalStatus, FinalText string
+			FinalCalls             int
+		}
+		Models []string
+	}
+	ok := sdkOutput(t, r, &out)
+
+	// What went over the wire: every inference request for its model and answered 200, the
+	// models listed, the key as a bearer token only, and nothing sent anywhere else.
+	checkInference(t, rec, "/v1/chat/completions", "service-flint-base")
+	checkInference(t, rec, "/v1/responses", "service-flint")
+	checkRoutes(t, rec, "GET /v1/models")
+	checkBearerOnly(t, rec, fx.key)
+	rec.checkEgress(t)
+	if !ok {
+		return
+	}
+
+	const chatUsage, respUsage = "prompt_tokens completion_tokens total_tokens", "input_tokens output_tokens total_tokens"
+
+	// (a), (b): chat completions.
+	nonEmpty(t, "chat", out.Chat.Text)
+	out.Chat.Usage.positive(t, "chat", strings.Fields(chatUsage)...)
+	if out.Chat.FinishReason != "stop" || !strings.HasPrefix(out.Chat.ID, "chatcmpl") {
+		t.Errorf("chat: finish_reason %q, id %q; want stop and a chatcmpl id", out.Chat.FinishReason, out.Chat.ID)
+	}
+	nonEmpty(t, "streamed chat", out.ChatStream.Text)
+	out.ChatStream.Usage.positive(t, "streamed chat (stream_options.include_usage)", strings.Fields(chatUsage)...)
+	if out.ChatStream.Chunks < 3 || out.ChatStream.FinishReason != "stop" {
+		t.Errorf("streamed chat: %d chunks, finish_reason %q; want several and stop", out.ChatStream.Chunks, out.ChatStream.FinishReason)
+	}
+
+	// (c), (d): Responses.
+	nonEmpty(t, "response", out.Response.Text)
+	out.Response.Usage.positive(t, "response", strings.Fields(respUsage)...)
+	if out.Response.Status != "completed" || !strings.HasPrefix(out.Response.ID, "resp") {
+		t.Errorf("response: status %q, id %q; want completed and a resp id", out.Response.Status, out.Response.ID)
+	}
+	rs := out.ResponseStream
+	nonEmpty(t, "streamed response", rs.Text)
+	rs.Usage.positive(t, "streamed response", strings.Fields(respUsage)...)
+	if rs.Status != "completed" || rs.Deltas != rs.Text {
+		t.Errorf("streamed response: status %q, deltas %q, final output_text %q; want completed and the deltas adding up to the text", rs.Status, rs.Deltas, rs.Text)
+	}
+	for _, ev := range []string{"response.created", "response.output_text.delta", "response.completed"} {
+		if !contains(rs.EventTypes, ev) {
+			t.Errorf("streamed response: no %s event among %v", ev, rs.EventTypes)
+		}
+	}
+
+	// (e): structured output, parsed and validated by the SDK with the zod schema.
+	st := out.Structured
+	st.Usage.positive(t, "structured", strings.Fields(chatUsage)...)
+	if st.Refusal != nil || st.FinishReason != "stop" {
+		t.Errorf("structured: finish_reason %q, refusal %v; want stop and none", st.FinishReason, st.Refusal)
+	}
+	var fromContent map[string]any
+	if err := json.Unmarshal([]byte(st.Content), &fromContent); err != nil {
+		t.Errorf("structured: the content is not JSON: %v: %q", err, st.Content)
+	}
+	checkCity(t, st.Parsed)
+	if fromContent != nil && !reflect.DeepEqual(fromContent, st.Parsed) {
+		t.Errorf("structured: parsed %v differs from the content %q", st.Parsed, st.Content)
+	}
+	// The same on Responses (responses.parse with zodTextFormat).
+	sr := out.StructuredResponse
+	sr.Usage.positive(t, "structured response", strings.Fields(respUsage)...)
+	if sr.Status != "completed" {
+		t.Errorf("structured response: status %q, want completed", sr.Status)
+	}
+	checkCity(t, sr.Parsed)
+
+	// (f): the function-tool round trips.
+	tl := out.Tools
+	if tl.FinishReason != "tool_calls" || tl.Call.Name != "get_weather" || tl.Call.Type != "function" || tl.Call.ID == "" {
+		t.Errorf("tool call: finish_reason %q, call %+v; want tool_calls and a function call of get_weather with an id", tl.FinishReason, tl.Call)
+	}
+	if city, ok := tl.Call.Arguments["city"].(string); !ok || len(tl.Call.Arguments) != 1 {
+		t.Errorf("tool call: arguments %v, want {\"city\": <string>} (%q) as the strict schema says", tl.Call.Arguments, city)
+	}
+	nonEmpty(t, "the answer to the tool result", tl.FinalText)
+	if tl.FinalFinishReason != "stop" || tl.FinalToolCalls != 0 {
+		t.Errorf("the answer to the tool result: finish_reason %q with %d tool calls; want stop and text", tl.FinalFinishReason, tl.FinalToolCalls)
+	}
+	rt := out.ResponseTools
+	if city, ok := rt.Call.Arguments["city"].(string); !ok || len(rt.Call.Arguments) != 1 || rt.Call.Name != "get_weather" || rt.Call.CallID == "" {
+		t.Errorf("Responses tool call: %+v (city %q); want a get_weather function_call with a call_id and arguments {\"city\": <string>}", rt.Call, city)
+	}
+	nonEmpty(t, "the Responses answer to the function_call_output", rt.FinalText)
+	if rt.FinalStatus != "completed" || rt.FinalCalls != 0 {
+		t.Errorf("the Responses answer to the function_call_output: status %q with %d function calls; want completed and text", rt.FinalStatus, rt.FinalCalls)
+	}
+
+	// (g): the models list.
+	checkModels(t, "OpenAI SDK", out.Models)
+
+	// The requests as the SDK built them.
+	var sawStructured, sawForced, sawUsageStream bool
+	for _, body := range requestsTo(rec, "/v1/chat/completions") {
+		if rf, _ := body["response_format"].(map[string]any); rf["type"] == "json_schema" {
+			js, _ := rf["json_schema"].(map[string]any)
+			sawStructured = sawStructured || js["name"] == "city" && js["strict"] == true && js["schema"] != nil
+		}
+		if tc, _ := body["tool_choice"].(map[string]any); tc["type"] == "function" {
+			sawForced = true
+		}
+		if so, _ := body["stream_options"].(map[string]any); body["stream"] == true && so["include_usage"] == true {
+			sawUsageStream = true
+		}
+	}
+	if !sawStructured || !sawForced || !sawUsageStream {
+		t.Errorf("the chat requests lack a strict json_schema response_format named city (%v), a forced tool_choice (%v) or a stream with include_usage (%v)", sawStructured, sawForced, sawUsageStream)
+	}
+}
+
+// checkCity checks the structured object against the script's zod schema: name a string,
+// population an integer, coastal a boolean, districts an array of strings, nothing else.
+func checkCity(t *testing.T, obj map[string]any) {
+	t.Helper()
+	if obj == nil {
+		t.Errorf("structured: no parsed object")
+		return
+	}
+	if len(obj) != 4 {
+		t.Errorf("structured: %d fields, want the schema's 4: %v", len(obj), obj)
+	}
+	if _, ok := obj["name"].(string); !ok {
+		t.Errorf("structured: name is %T %v, want a string", obj["name"], obj["name"])
+	}
+	if n, ok := obj["population"].(float64); !ok || n != float64(int64(n)) {
+		t.Errorf("structured: population is %T %v, want an integer", obj["population"], obj["population"])
+	}
+	if _, ok := obj["coastal"].(bool); !ok {
+		t.Errorf("structured: coastal is %T %v, want a boolean", obj["coastal"], obj["coastal"])
+	}
+	list, ok := obj["districts"].([]any)
+	if !ok {
+		t.Errorf("structured: districts is %T %v, want an array of strings", obj["districts"], obj["districts"])
+	}
+	for _, d := range list {
+		if _, ok := d.(string); !ok {
+			t.Errorf("structured: districts holds %T %v, want strings only", d, d)
+		}
+	}
+}
+
+// testAnthropicSDK: the official Anthropic TypeScript SDK (npm/anthropic-sdk.mjs) with the
+// gateway as its base URL and the key as its auth token: Messages streamed and not at a coding
+// agent's max_tokens, one bound above the model's limit clamped (and said so in a header), a
+// forced tool call and its result, count_tokens and the models list.
+func testAnthropicSDK(t *testing.T, c clients, fx fixture) {
+	rec := newRecorder(t, fx.gw.URL, fx.key)
+	sb := sdkSandbox(t, c, fx, rec)
+	r := run(t, rec, sb, append(c.script("anthropic-sdk.mjs"), rec.URL)...)
+	type msgOut struct {
+		ID, Model, StopReason, Text string
+		Usage                       usage
+	}
+	var out struct {
+		Message msgOut
+		Stream  struct {
+			msgOut
+			Deltas string
+		}
+		Clamped struct {
+			msgOut
+			Header, Expert string
+		}
+		Tool struct {
+			StopReason string
+			Call       struct {
+				ID, Name string
+				Input    map[string]any
+			}
+			Final         msgOut
+			FinalToolUses int
+		}
+		CountTokens struct {
+			InputTokens int `json:"input_tokens"`
+		}
+		Models []string
+	}
+	ok := sdkOutput(t, r, &out)
+
+	// What went over the wire: every Messages request for service-sonnet and answered 200,
+	// the clamp header on the one above the limit only, and the key as a bearer token only.
+	checkInference(t, rec, "/v1/messages", "service-sonnet")
+	checkRoutes(t, rec, "POST /v1/messages/count_tokens", "GET /v1/models")
+	var bounds []string
+	for _, ex := range rec.snapshot() {
+		if ex.Method != http.MethodPost || ex.Path() != "/v1/messages" {
+			continue
+		}
+		var body struct {
+			MaxTokens int `json:"max_tokens"`
+		}
+		_ = json.Unmarshal(ex.RequestBody, &body)
+		bounds = append(bounds, strconv.Itoa(body.MaxTokens))
+		clamped := ex.ResponseHeader.Get("X-Tollgate-Clamped-Fields")
+		switch {
+		case body.MaxTokens > 64000 && clamped != "max_tokens=64000":
+			t.Errorf("POST /v1/messages with max_tokens %d: x-tollgate-clamped-fields %q, want max_tokens=64000", body.MaxTokens, clamped)
+		case body.MaxTokens <= 64000 && clamped != "":
+			t.Errorf("POST /v1/messages with max_tokens %d (within the limit): x-tollgate-clamped-fields %q, want none", body.MaxTokens, clamped)
+		}
+		if ex.RequestHeader.Get("Anthropic-Version") == "" {
+			t.Errorf("POST /v1/messages without anthropic-version: the SDK always sends it")
+		}
+	}
+	checkBearerOnly(t, rec, fx.key)
+	rec.checkEgress(t)
+	if !ok {
+		return
+	}
+
+	msgUsage := []string{"input_tokens", "output_tokens"}
+	check := func(what string, m msgOut) {
+		t.Helper()
+		nonEmpty(t, what, m.Text)
+		m.Usage.positive(t, what, msgUsage...)
+		if m.StopReason != "end_turn" || !strings.HasPrefix(m.ID, "msg_") || m.Model != "service-sonnet" {
+			t.Errorf("%s: stop_reason %q, id %q, model %q; want end_turn, a msg_ id and service-sonnet", what, m.StopReason, m.ID, m.Model)
+		}
+	}
+	check("message", out.Message)
+	check("streamed message", out.Stream.msgOut)
+	if out.Stream.Deltas != out.Stream.Text {
+		t.Errorf("streamed message: the text events %q do not add up to the final text %q", out.Stream.Deltas, out.Stream.Text)
+	}
+	check("clamped message", out.Clamped.msgOut)
+	if out.Clamped.Header != "max_tokens=64000" {
+		t.Errorf("max_tokens 100000: x-tollgate-clamped-fields is %q, want \"max_tokens=64000\"", out.Clamped.Header)
+	}
+
+	tl := out.Tool
+	if city, ok := tl.Call.Input["city"].(string); tl.StopReason != "tool_use" || tl.Call.Name != "get_weather" || !strings.HasPrefix(tl.Call.ID, "toolu_") || !ok {
+		t.Errorf("forced tool call: stop_reason %q, call %+v (city %q); want tool_use and a get_weather call with a toolu_ id and a string city", tl.StopReason, tl.Call, city)
+	}
+	check("the answer to the tool result", tl.Final)
+	if tl.FinalToolUses != 0 {
+		t.Errorf("the answer to the tool result has %d tool_use blocks, want text only", tl.FinalToolUses)
+	}
+	if out.CountTokens.InputTokens <= 0 {
+		t.Errorf("countTokens: input_tokens %d, want above 0", out.CountTokens.InputTokens)
+	}
+	checkModels(t, "Anthropic SDK", out.Models)
+	if want := "32000 32000 100000 32000 32000"; strings.Join(bounds, " ") != want {
+		t.Errorf("max_tokens of the Messages requests: %s, want %s", strings.Join(bounds, " "), want)
+	}
 }

@@ -151,7 +151,7 @@ func (rec *recorder) snapshot() []recorded {
 	for i, ex := range list {
 		ex.mu.Lock()
 		out[i] = recorded{Method: ex.method, URI: ex.uri, RequestHeader: ex.reqHead, RequestBody: ex.reqBody,
-			Status: ex.code, ResponseBody: ex.respBody.Bytes(), Err: ex.err}
+			Status: ex.code, ResponseHeader: ex.respHead, ResponseBody: ex.respBody.Bytes(), Err: ex.err}
 		ex.mu.Unlock()
 	}
 	return out
@@ -159,13 +159,14 @@ func (rec *recorder) snapshot() []recorded {
 
 // recorded is one exchange as the checks see it.
 type recorded struct {
-	Method        string
-	URI           string
-	RequestHeader http.Header
-	RequestBody   []byte
-	Status        int
-	ResponseBody  []byte
-	Err           error
+	Method         string
+	URI            string
+	RequestHeader  http.Header
+	RequestBody    []byte
+	Status         int
+	ResponseHeader http.Header // nil when no response came
+	ResponseBody   []byte
+	Err            error
 }
 
 // Path is the request's path without its query.

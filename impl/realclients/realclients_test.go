@@ -330,11 +330,7 @@ func testCodex(t *testing.T, c clients, fx fixture) {
 // knownGaps names what the gateway does not do yet that a check below depends on, with why.
 // A check whose gap is listed is skipped (visibly, with the reason) instead of failing; once
 // the gap is closed the check fails until its entry is removed, so the list cannot go stale.
-var knownGaps = map[string]string{
-	"codex-mcp-tool-call": "Codex offers its MCP tools as one Responses tool {\"type\":\"namespace\",\"name\":\"mcp__tollgate\",\"tools\":[...]}; " +
-		"service-flint routes Codex's requests to a non-Responses expert, and the gateway drops namespace tools in translation " +
-		"(X-Tollgate-Dropped-Fields: tools[].namespace), so the model is never offered list_storage_datasets",
-}
+var knownGaps = map[string]string{}
 
 // knownGap runs check as a subtest: with gap listed in knownGaps, a failing check is skipped
 // with the reason and a passing one fails to say the entry must go.

@@ -134,7 +134,7 @@ func (s *Simulator) serveChat(w http.ResponseWriter, r *http.Request, body []byt
 	}
 	for _, t := range req.Tools {
 		if t.Type == "function" || t.Type == "" {
-			in.tools = append(in.tools, t.Function.Name)
+			in.tools = append(in.tools, toolDef{name: t.Function.Name, schema: t.Function.Parameters})
 		}
 	}
 	if choice, ok := rawString(req.ToolChoice); ok {
@@ -149,11 +149,6 @@ func (s *Simulator) serveChat(w http.ResponseWriter, r *http.Request, body []byt
 		}
 		if json.Unmarshal(req.ToolChoice, &tc) == nil && tc.Type == "function" {
 			in.forced = tc.Function.Name
-		}
-	}
-	for _, t := range req.Tools {
-		if in.forced != "" && t.Function.Name == in.forced {
-			in.forcedSchema = t.Function.Parameters
 		}
 	}
 	in.format = chatOutputFormat(req.ResponseFormat)

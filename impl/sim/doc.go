@@ -23,13 +23,27 @@
 //
 // When the request offers function tools, its tool choice is not "none", and either the tool
 // choice forces a tool or the last user message contains "call <toolname>", the reply is one
-// call to that tool with arguments {"q":"<word>"} (streamed as three fragments, counted as
-// three output tokens), and the finish reason is "tool_calls" or "tool_use". A tool that the
-// tool choice forces by name and that declares a schema (parameters, input_schema) gets
-// arguments generated from it instead, as under Structured output. A tool call is
-// triggered by text only while the conversation ends with that user message, so a tool loop
-// ends after the tool result is sent back. Stop sequences are honoured when the next word
-// equals one of them.
+// call to that tool (the longest name mentioned wins; tool choice "required" or "any" without a
+// mention calls the first tool), and the finish reason is "tool_calls" or "tool_use". Its
+// arguments are generated from the tool's schema (parameters, input_schema), as under
+// Structured output, when that schema declares properties, required or
+// additionalProperties: false, so that a tool which names its arguments or refuses others
+// gets arguments it accepts; a tool that the tool choice forces by name gets them from any
+// schema it declares. A tool without such a schema gets {"q":"<word>"}, streamed as three
+// fragments and counted as three output tokens; generated arguments stream one output token
+// per fragment. A tool call is triggered by text only while the conversation ends with that
+// user message, so a tool loop ends after the tool result is sent back. Stop sequences are
+// honoured when the next word equals one of them.
+//
+// On the Responses route the functions of a namespace tool ({"type":"namespace","name":ns,
+// "tools":[{"type":"function","name":f,"parameters":…},…]}, as Codex CLI offers its MCP tools)
+// are callable too: "call <ns>__<f>" (Codex's own spelling, mcp__server__tool) or "call <f>"
+// triggers the call, and a tool choice {"type":"function","name":f} forces it, with an
+// optional "namespace":ns, or with the name <ns>__<f>; without a namespace a top-level
+// function of that name wins. The function_call item then carries "name":f and
+// "namespace":ns, in the response and in the stream (response.output_item.added and .done,
+// response.function_call_arguments.done). Custom tools inside a namespace are not called.
+// Chat completions and Messages have no namespaces.
 //
 // # Structured output
 //

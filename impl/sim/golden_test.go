@@ -43,6 +43,8 @@ func goldenCases() []goldenCase {
 	const search = "What is new in Go? [[sim web_search=2]]"
 	respSearch := map[string]any{"tools": []any{map[string]any{"type": "web_search"}}, "max_tool_calls": 3}
 	anthSearch := map[string]any{"tools": []any{map[string]any{"type": "web_search_20250305", "name": "web_search", "max_uses": 3}}}
+	const mcpCall = "Which datasets have I got? call mcp__tollgate__query_data"
+	respNamespace := map[string]any{"tools": codexTools()}
 	return []goldenCase{
 		{"chat_text.sse", chatPath, chatBody(text, map[string]any{"stream": true, "stream_options": usage})},
 		{"chat_tool.sse", chatPath, chatBody(tool, with(chatTools, "stream", true, "stream_options", usage))},
@@ -73,6 +75,9 @@ func goldenCases() []goldenCase {
 		{"messages_json_schema.json", messagesPath, messagesBody(record, anthFormat)},
 		{"messages_tool_forced.sse", messagesPath, messagesBody(record, with(anthForced, "stream", true))},
 		{"messages_tool_forced.json", messagesPath, messagesBody(record, anthForced)},
+
+		{"namespace/responses_namespace_tool.sse", responsesPath, responsesBody(mcpCall, with(respNamespace, "stream", true))},
+		{"namespace/responses_namespace_tool.json", responsesPath, responsesBody(mcpCall, respNamespace)},
 
 		{"websearch/responses_web_search.sse", responsesPath, responsesBody(search, with(respSearch, "stream", true))},
 		{"websearch/responses_web_search.json", responsesPath, responsesBody(search, respSearch)},

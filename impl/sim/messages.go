@@ -95,7 +95,7 @@ func (s *Simulator) decodeMessages(w http.ResponseWriter, r *http.Request, rt Ro
 	for _, t := range req.Tools {
 		switch {
 		case t.Type == "" || t.Type == "custom":
-			in.tools = append(in.tools, t.Name)
+			in.tools = append(in.tools, toolDef{name: t.Name, schema: t.InputSchema})
 		case strings.HasPrefix(t.Type, "web_search_") && !in.webSearch:
 			in.webSearch = true
 			if t.MaxUses != nil {
@@ -111,11 +111,6 @@ func (s *Simulator) decodeMessages(w http.ResponseWriter, r *http.Request, rt Ro
 			in.anyTool = true
 		case "tool":
 			in.forced = tc.Name
-		}
-	}
-	for _, t := range req.Tools {
-		if in.forced != "" && t.Name == in.forced && (t.Type == "" || t.Type == "custom") {
-			in.forcedSchema = t.InputSchema
 		}
 	}
 	in.format = messagesOutputFormat(req.OutputConfig, req.OutputFormat)

@@ -38,6 +38,19 @@ type responsesItem struct {
 	Output    json.RawMessage `json:"output"`
 }
 
+// responsesTool is a tool of a Responses request: a function, a namespace of functions (and
+// custom tools, which the simulator does not call), a hosted tool.
+type responsesTool struct {
+	Type       string          `json:"type"`
+	Name       string          `json:"name"`
+	Parameters json.RawMessage `json:"parameters"`
+	Tools      []struct {
+		Type       string          `json:"type"`
+		Name       string          `json:"name"`
+		Parameters json.RawMessage `json:"parameters"`
+	} `json:"tools"`
+}
+
 // responsesTurn is a planned Responses reply.
 type responsesTurn struct {
 	*turn
@@ -120,13 +133,8 @@ func (s *Simulator) serveResponses(w http.ResponseWriter, r *http.Request, body 
 			}
 		}
 	}
-	schemas := map[string]json.RawMessage{}
 	if !isNull(req.Tools) {
-		var tools []struct {
-			Type       string          `json:"type"`
-			Name       string          `json:"name"`
-			Parameters json.RawMessage `json:"parameters"`
-		}
+		var tools []responsesTool
 		if json.Unmarshal(req.Tools, &tools) != nil {
 			s.writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error",
 				"Invalid type for 'tools': expected an array of tools.", "tools", "invalid_type")
@@ -135,8 +143,13 @@ func (s *Simulator) serveResponses(w http.ResponseWriter, r *http.Request, body 
 		for _, t := range tools {
 			switch {
 			case t.Type == "function":
-				in.tools = append(in.tools, t.Name)
-				schemas[t.Name] = t.Parameters
+				in.tools = append(in.tools, toolDef{name: t.Name, schema: t.Parameters})
+			case t.Type == "namespace":
+				for _, f := range t.Tools {
+					if f.Type == "function" {
+						in.tools = append(in.tools, toolDef{name: f.Name, namespace: t.Name, schema: f.Parameters})
+					}
+				}
 			case strings.HasPrefix(t.Type, "web_search"):
 				in.webSearch = true
 			}
@@ -147,12 +160,12 @@ func (s *Simulator) serveResponses(w http.ResponseWriter, r *http.Request, body 
 		in.anyTool = choice == "required"
 	} else if !isNull(req.ToolChoice) {
 		var tc struct {
-			Type string `json:"type"`
-			Name string `json:"name"`
+			Type      string `json:"type"`
+			Name      string `json:"name"`
+			Namespace string `json:"namespace"`
 		}
 		if json.Unmarshal(req.ToolChoice, &tc) == nil && tc.Type == "function" {
-			in.forced = tc.Name
-			in.forcedSchema = schemas[tc.Name]
+			in.forced, in.forcedNS = tc.Name, tc.Namespace
 		}
 	}
 	in.format = responsesOutputFormat(req.Text)
@@ -221,6 +234,7 @@ func (t *responsesTurn) appendItem(b []byte, n int, status string) []byte {
 		b = appendString(b, t.callID)
 		b = append(b, `,"name":`...)
 		b = appendString(b, t.tool)
+		b = t.appendNamespace(b)
 		return append(b, '}')
 	}
 	b = append(b, `,"type":"message","status":"`...)
@@ -230,6 +244,15 @@ func (t *responsesTurn) appendItem(b []byte, n int, status string) []byte {
 		b = t.appendPart(b, n)
 	}
 	return append(b, `],"role":"assistant"}`...)
+}
+
+// appendNamespace appends the "namespace" of a call to a function of a namespace tool.
+func (t *responsesTurn) appendNamespace(b []byte) []byte {
+	if t.namespace == "" {
+		return b
+	}
+	b = append(b, `,"namespace":`...)
+	return appendString(b, t.namespace)
 }
 
 // appendSearchItem appends the web_search_call item of search i: in progress (as
@@ -455,6 +478,7 @@ func (t *responsesTurn) close(o *sse) {
 		t.itemRef(o)
 		o.buf = append(o.buf, `,"name":`...)
 		o.buf = appendString(o.buf, t.tool)
+		o.buf = t.appendNamespace(o.buf)
 		o.buf = append(o.buf, `,"arguments":`...)
 		o.buf = appendString(o.buf, t.toolArgs())
 		o.buf = append(o.buf, '}')

@@ -96,14 +96,33 @@ func messagesOutputFormat(outputConfig, outputFormat json.RawMessage) *outputFor
 	return spec.outputFormat()
 }
 
-// toolArguments returns the tokens of the arguments of a call to tool name: a value generated
-// from the tool's parameters schema when tool_choice forces that tool by name, else the
-// default {"q":"<word>"} in toolFragments pieces.
-func (in *planInput) toolArguments(name string, seed uint64) []string {
-	if name == in.forced && !isNull(in.forcedSchema) {
-		if frags, err := generateJSON(in.forcedSchema, seed); err == nil {
+// toolFragments is the number of pieces the default tool-call arguments stream in.
+const toolFragments = 3
+
+// arguments returns the tokens of the arguments of a call to the tool: a value generated from
+// its schema when the schema describes its arguments (see describesArguments) or, for a tool
+// that tool_choice forces by name, whenever it has one; else the default {"q":"<word>"} in
+// toolFragments pieces, as for a schema that is not JSON.
+func (d *toolDef) arguments(forced bool, seed uint64) []string {
+	if !isNull(d.schema) && (forced || describesArguments(d.schema)) {
+		if frags, err := generateJSON(d.schema, seed); err == nil {
 			return frags
 		}
 	}
 	return []string{`{"q":"`, word(seed, 0), `"}`}
+}
+
+// describesArguments reports whether a tool's schema says what its arguments are, so that
+// {"q":"<word>"} could be refused: it declares properties, required properties or
+// additionalProperties: false.
+func describesArguments(schema json.RawMessage) bool {
+	var s struct {
+		Properties           json.RawMessage `json:"properties"`
+		Required             json.RawMessage `json:"required"`
+		AdditionalProperties json.RawMessage `json:"additionalProperties"`
+	}
+	if json.Unmarshal(schema, &s) != nil {
+		return false
+	}
+	return !isNull(s.Properties) || !isNull(s.Required) || string(s.AdditionalProperties) == "false"
 }

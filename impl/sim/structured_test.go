@@ -276,10 +276,14 @@ func TestStructuredMessages(t *testing.T) {
 			t.Errorf("stream: text %q, partial %q (%d), %v; non-stream %d tokens %s", text, partial, len(frags), delta, tokens, input)
 		}
 
-		// A tool call that tool_choice does not force by name keeps the default arguments.
+		// A tool call that tool_choice does not force by name gets arguments from the tool's
+		// schema too, since get_weather's declares its properties.
 		extra["tool_choice"] = map[string]any{"type": "any"}
 		m = decode(t, readAll(t, post(t, srv, messagesPath, messagesBody(structuredPrompt, extra))))
-		if q, ok := path(t, m, "content.0.input.q").(string); !ok || q == "" || num(t, path(t, m, "usage.output_tokens")) != toolFragments {
+		weather, _ := json.Marshal(anthropicWeatherTool["input_schema"])
+		input, _ = json.Marshal(path(t, m, "content.0.input"))
+		validateJSON(t, compileSchema(t, string(weather)), string(input))
+		if q, ok := path(t, m, "content.0.input.q").(string); !ok || q == "" || path(t, m, "content.0.name") != "get_weather" {
 			t.Errorf("get_weather %v", m)
 		}
 	})

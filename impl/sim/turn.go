@@ -32,6 +32,8 @@ type turn struct {
 	finish  finish
 	stopSeq string
 	tool    string // the called tool's name, when finish == finishTool
+	// namespace is the Responses namespace of the called function, "" for a top-level tool.
+	namespace string
 	// searches is the number of hosted web searches that open the reply (see websearch.go).
 	searches int
 	// frags, when set, are the reply's content events in place of vocabulary words: the
@@ -44,21 +46,17 @@ type turn struct {
 	created int64
 }
 
-// toolFragments is the number of pieces the default tool-call arguments stream in.
-const toolFragments = 3
-
 // planInput is what a format's decoder extracts for planning a turn.
 type planInput struct {
-	prompt       string   // the text of the last user message
-	endsWithUser bool     // the conversation ends with that message (no tool result after it)
-	maxTokens    int      // 0 = no bound
-	stops        []string // stop sequences
-	tools        []string // names of callable function tools
-	choiceNone   bool     // tool_choice forbids tool calls
-	forced       string   // tool_choice names this tool
-	anyTool      bool     // tool_choice requires some tool call
-	// forcedSchema is the parameters schema of the tool that tool_choice names, if any.
-	forcedSchema json.RawMessage
+	prompt       string    // the text of the last user message
+	endsWithUser bool      // the conversation ends with that message (no tool result after it)
+	maxTokens    int       // 0 = no bound
+	stops        []string  // stop sequences
+	tools        []toolDef // callable function tools
+	choiceNone   bool      // tool_choice forbids tool calls
+	forced       string    // tool_choice names this tool
+	forcedNS     string    // and this Responses namespace (tool_choice's namespace field)
+	anyTool      bool      // tool_choice requires some tool call
 	// format is the structured output the request asks for, nil for free text.
 	format *outputFormat
 	// webSearch reports a hosted web search tool on offer; searchCap, when searchCapped, is
@@ -121,16 +119,20 @@ func (s *Simulator) plan(rt Route, model string, stream bool, input int, in plan
 	}
 	t.words = n
 	if len(in.tools) > 0 && !in.choiceNone {
-		name := in.forced
-		if name == "" && (in.anyTool || in.endsWithUser) {
-			name = mentionedTool(in.prompt, in.tools)
-			if name == "" && in.anyTool {
-				name = in.tools[0]
+		var call *toolDef
+		switch {
+		case in.forced != "":
+			if call = in.forcedTool(); call == nil {
+				call = &toolDef{name: in.forced, namespace: in.forcedNS}
+			}
+		case in.anyTool || in.endsWithUser:
+			if call = mentionedTool(in.prompt, in.tools); call == nil && in.anyTool {
+				call = &in.tools[0]
 			}
 		}
-		if name != "" {
-			t.tool, t.finish, t.stopSeq = name, finishTool, ""
-			t.frags = in.toolArguments(name, mix(t.seed))
+		if call != nil {
+			t.tool, t.namespace, t.finish, t.stopSeq = call.name, call.namespace, finishTool, ""
+			t.frags = call.arguments(in.forced != "", mix(t.seed))
 		}
 	}
 	if hasDirective {
@@ -141,12 +143,60 @@ func (s *Simulator) plan(rt Route, model string, stream bool, input int, in plan
 	return t
 }
 
-// mentionedTool returns the longest tool name that appears in prompt as "call <name>".
-func mentionedTool(prompt string, tools []string) string {
-	best := ""
-	for _, name := range tools {
-		if name != "" && len(name) > len(best) && strings.Contains(prompt, "call "+name) {
-			best = name
+// toolDef is a callable function tool.
+type toolDef struct {
+	name string
+	// namespace is the name of the Responses namespace tool that holds the function, "" for a
+	// top-level tool. The function is mentioned as "call <namespace>__<name>" or "call <name>".
+	namespace string
+	// schema is its parameters (input_schema) JSON Schema, nil when not given.
+	schema json.RawMessage
+}
+
+// qualified is the name with its namespace, as Codex spells an MCP tool: mcp__server__tool.
+func (d *toolDef) qualified() string {
+	if d.namespace == "" {
+		return d.name
+	}
+	return d.namespace + "__" + d.name
+}
+
+// forcedTool returns the tool that tool_choice names, or nil. Without a namespace in
+// tool_choice, a top-level function wins over one of that name in a namespace, and the name
+// may also be a qualified <namespace>__<name>.
+func (in *planInput) forcedTool() *toolDef {
+	for i := range in.tools {
+		if d := &in.tools[i]; d.name == in.forced && d.namespace == in.forcedNS {
+			return d
+		}
+	}
+	if in.forcedNS != "" {
+		return nil
+	}
+	for i := range in.tools {
+		if d := &in.tools[i]; d.name == in.forced {
+			return d
+		}
+	}
+	for i := range in.tools {
+		if d := &in.tools[i]; d.namespace != "" && d.qualified() == in.forced {
+			return d
+		}
+	}
+	return nil
+}
+
+// mentionedTool returns the tool whose name, or qualified name, is the longest to appear in
+// prompt as "call <name>"; nil when none does.
+func mentionedTool(prompt string, tools []toolDef) *toolDef {
+	var best *toolDef
+	n := 0
+	for i := range tools {
+		d := &tools[i]
+		for _, name := range [...]string{d.name, d.qualified()} {
+			if name != "" && len(name) > n && strings.Contains(prompt, "call "+name) {
+				best, n = d, len(name)
+			}
 		}
 	}
 	return best

@@ -6,7 +6,7 @@ OAPI := $(GO) tool oapi-codegen
 OPENAPI_SPEC ?= openapi/openapi.yaml
 GOTESTFLAGS ?= -race -count=1 -timeout 30m
 
-.PHONY: all build generate check-generated test run bench vet
+.PHONY: all build generate check-generated test run bench chaos vet
 
 all: build
 
@@ -62,3 +62,9 @@ run:
 bench:
 	$(GO) build -o bin/tollgate ./cmd/tollgate
 	./bin/tollgate bench -out bench-results.json
+
+## chaos: replicas on their own PostgreSQL and Redis under steady traffic while the database, Redis
+## and a replica fail; prints the faults, the outcomes and the books (impl/chaos).
+chaos:
+	$(GO) build -o bin/tollgate ./cmd/tollgate
+	./bin/tollgate chaos $(ARGS)

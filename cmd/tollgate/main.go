@@ -34,6 +34,9 @@ Usage:
   tollgate relay   [-listen ADDR] [-upstream URL] [-bytes]
                                     a bare HTTP relay, the bench's reference for one process hop
                                     (-bytes: a hand-framed byte relay, the floor of any relay)
+  tollgate chaos   [-replicas N] [-rate R]
+                                    fault injection: replicas on their own PostgreSQL and Redis,
+                                    steady traffic, outages and a SIGKILL; checks the books (make chaos)
 
 Environment:
   DATABASE_URL        PostgreSQL connection string. When unset, dev and admin use the local
@@ -70,6 +73,8 @@ func main() {
 		err = runBench(ctx, os.Args[2:])
 	case "relay":
 		err = runRelay(ctx, os.Args[2:])
+	case "chaos":
+		err = runChaos(ctx, os.Args[2:])
 	case "help", "-h", "-help", "--help":
 		fmt.Print(usage)
 		return

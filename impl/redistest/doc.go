@@ -17,4 +17,8 @@
 // Linux the server is also killed if the test process dies first. Where
 // redis-server is not installed, tests that need it are skipped, or fail
 // when the CI environment variable is "true".
+//
+// A test that plays a Redis outage starts a server of its own with
+// NewServer, which it can stop and start again on the same port (Stop,
+// Start) or freeze (Freeze, Thaw); that server never comes from REDIS_URL.
 package redistest

@@ -76,13 +76,7 @@ func URL(t testing.TB) string {
 	if u := os.Getenv("REDIS_URL"); u != "" {
 		return u
 	}
-	path, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("redistest: redis-server is not installed and REDIS_URL is not set: %v", err)
-		}
-		t.Skipf("redistest: redis-server is not installed and REDIS_URL is not set: %v", err)
-	}
+	path := serverPath(t, "and REDIS_URL is not set")
 
 	mu.Lock()
 	defer mu.Unlock()
@@ -96,6 +90,21 @@ func URL(t testing.TB) string {
 		t.Fatalf("redistest: %v", srvErr)
 	}
 	return srv.url
+}
+
+// serverPath returns the path of redis-server. It skips t if redis-server
+// is not installed, or fails it if so and the CI environment variable is
+// "true"; why completes the message.
+func serverPath(t testing.TB, why string) string {
+	t.Helper()
+	path, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("redistest: redis-server is not installed %s: %v", why, err)
+		}
+		t.Skipf("redistest: redis-server is not installed %s: %v", why, err)
+	}
+	return path
 }
 
 // Prefix returns a key prefix unique to t within this test process and
@@ -120,6 +129,7 @@ func NewClient(t testing.TB) *redis.Client {
 // server is a redis-server process started by this package.
 type server struct {
 	url  string
+	port int
 	dir  string
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the process has exited
@@ -131,7 +141,11 @@ type server struct {
 func startServer(path string) (*server, error) {
 	var errs []error
 	for range 5 {
-		s, err := tryStart(path)
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		s, err := tryStart(path, port)
 		if err == nil {
 			return s, nil
 		}
@@ -140,11 +154,9 @@ func startServer(path string) (*server, error) {
 	return nil, fmt.Errorf("start redis-server: %w", errors.Join(errs...))
 }
 
-func tryStart(path string) (*server, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
+// tryStart starts redis-server from path on port and waits until it
+// answers PING.
+func tryStart(path string, port int) (*server, error) {
 	dir, err := os.MkdirTemp("", "redistest-")
 	if err != nil {
 		return nil, err
@@ -152,6 +164,7 @@ func tryStart(path string) (*server, error) {
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	s := &server{
 		url:  "redis://" + addr + "/0",
+		port: port,
 		dir:  dir,
 		done: make(chan struct{}),
 		out:  &syncBuffer{},

@@ -4,6 +4,9 @@ import (
 	"context"
 	"os"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/tollgate/tollgate/impl/redistest"
 )
@@ -61,5 +64,41 @@ func TestShutdownThenURLRestarts(t *testing.T) {
 	c := redistest.NewClient(t)
 	if err := c.Ping(context.Background()).Err(); err != nil {
 		t.Fatalf("PING after Shutdown and a new URL: %v", err)
+	}
+}
+
+func TestServerStopStart(t *testing.T) {
+	s := redistest.NewServer(t)
+	c := s.NewClient(t, func(o *redis.Options) { o.MaxRetries = -1 })
+	ctx := context.Background()
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatalf("SET: %v", err)
+	}
+	s.Stop(t)
+	if err := c.Ping(ctx).Err(); err == nil {
+		t.Fatal("PING answered by a stopped server")
+	}
+	s.Start(t)
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("PING after Start on the same port: %v", err)
+	}
+	// The server keeps nothing on disk: it restarts empty.
+	if err := c.Get(ctx, "k").Err(); err != redis.Nil {
+		t.Fatalf("GET after restart = %v, want redis.Nil", err)
+	}
+}
+
+func TestServerFreezeThaw(t *testing.T) {
+	s := redistest.NewServer(t)
+	c := s.NewClient(t, func(o *redis.Options) { o.MaxRetries = -1; o.ContextTimeoutEnabled = true })
+	s.Freeze(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err == nil {
+		t.Fatal("PING answered by a frozen server")
+	}
+	s.Thaw(t)
+	if err := c.Ping(context.Background()).Err(); err != nil {
+		t.Fatalf("PING after Thaw: %v", err)
 	}
 }

@@ -24,6 +24,9 @@ type Metrics struct {
 	RateLimited prometheus.Counter
 	// RateLimiterErrors counts requests let through because the limiter failed.
 	RateLimiterErrors prometheus.Counter
+	// RateLimiterFallback is 1 while per-key caps are enforced per process, shared out by
+	// replica count, because Redis is unreachable, and 0 otherwise.
+	RateLimiterFallback prometheus.Gauge
 
 	// children caches, per route and status, the collectors ObserveRequest updates.
 	children sync.Map // routeStatus → *requestChildren
@@ -77,6 +80,11 @@ func New() *Metrics {
 	}
 	reg.MustRegister(m.Requests, m.Duration, m.RateLimited, m.RateLimiterErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.RateLimiterFallback = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "tollgate_rate_limiter_fallback",
+		Help: "1 while per-key caps are enforced per process (each cap shared out by replica count) because Redis is unreachable, else 0.",
+	})
+	reg.MustRegister(m.RateLimiterFallback)
 	return m
 }
 

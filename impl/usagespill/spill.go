@@ -1,0 +1,551 @@
+package usagespill
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tollgate/tollgate/impl/store"
+)
+
+// DefaultMaxBytes bounds a spill file when Options.MaxBytes is zero: 256 MiB, some 550,000
+// usage records (a record takes 400 to 500 bytes).
+const DefaultMaxBytes = 256 << 20
+
+// header is the first line of every spill file.
+const header = "tollgate usage spill 1\n"
+
+// frameHead is the length and checksum before each payload; maxPayload bounds a payload.
+const (
+	frameHead  = 8
+	maxPayload = 1 << 20
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+var (
+	// ErrFull is returned by Append for the records that would take the file beyond its
+	// bound.
+	ErrFull = errors.New("usagespill: the spill file is full")
+	// ErrInUse is returned by Open for a file that another live process holds.
+	ErrInUse = errors.New("usagespill: the spill file is held by another process")
+	// ErrNotSpill is returned by Open for a file that does not start with a spill file's
+	// header: it is left alone.
+	ErrNotSpill = errors.New("usagespill: not a usage spill file")
+	// ErrClosed is returned by the methods of a closed Spill.
+	ErrClosed = errors.New("usagespill: the spill file is closed")
+)
+
+// Entry is one usage record in the spill, with the credit holder (the process, see
+// impl/billing) that settled it: its cost is drawn from that holder's credit hold when the
+// hold still exists.
+type Entry struct {
+	Holder string
+	Record store.UsageRecord
+}
+
+// Cursor is a position in a spill: Offset is in bytes from the start of the file, Index counts
+// the records before it. Start is the first record; Read returns the cursor after each record
+// it reads. Reset makes every earlier cursor meaningless.
+type Cursor struct {
+	Offset int64
+	Index  int64
+}
+
+// Options configure Open.
+type Options struct {
+	// MaxBytes bounds the file, header included (default DefaultMaxBytes).
+	MaxBytes int64
+	// Now stamps the name of the file a torn tail is saved to (default time.Now).
+	Now func() time.Time
+}
+
+// Report is what Open found in the file.
+type Report struct {
+	// Path is the spill file.
+	Path string
+	// Records is how many whole records it holds, left by an earlier process.
+	Records int64
+	// Created reports that the file did not exist (or was empty) and was created.
+	Created bool
+	// TornBytes counts the bytes after the last whole record, from TornOffset on, that were
+	// dropped from the file (a torn last write); 0 when there were none. They were copied to
+	// TornSaved, unless that failed (SaveErr).
+	TornBytes  int64
+	TornOffset int64
+	TornSaved  string
+	SaveErr    error
+}
+
+// Spill is an open spill file. Its methods are safe for concurrent use.
+type Spill struct {
+	path   string
+	max    int64
+	report Report
+
+	mu     sync.Mutex
+	f      *os.File
+	closed bool
+	// size is the end of the last whole record; records the number of records before it.
+	size    atomic.Int64
+	records atomic.Int64
+}
+
+// Open opens (creating it when missing) the spill file at path and takes its lock: it fails
+// with ErrInUse when another live process holds it, and with ErrNotSpill when the file is
+// something else. A torn tail is dropped and reported (see the package documentation).
+func Open(path string, o Options) (*Spill, error) {
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = DefaultMaxBytes
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("usagespill: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s", ErrInUse, path)
+		}
+		return nil, fmt.Errorf("usagespill: lock %s: %w", path, err)
+	}
+	s := &Spill{path: path, max: o.MaxBytes, f: f, report: Report{Path: path}}
+	if err := s.load(o.Now); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// load checks the header (writing it into an empty file), finds the whole records and drops a
+// torn tail.
+func (s *Spill) load(now func() time.Time) error {
+	info, err := s.f.Stat()
+	if err != nil {
+		return fmt.Errorf("usagespill: %w", err)
+	}
+	n := info.Size()
+	if n < int64(len(header)) {
+		got := make([]byte, n)
+		if _, err := s.f.ReadAt(got, 0); err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("usagespill: %w", err)
+		}
+		if !strings.HasPrefix(header, string(got)) {
+			return fmt.Errorf("%w: %s", ErrNotSpill, s.path)
+		}
+		// Empty, or the header's own write was torn: start the file afresh.
+		if err := s.truncate(0); err != nil {
+			return err
+		}
+		if _, err := s.f.WriteAt([]byte(header), 0); err != nil {
+			return fmt.Errorf("usagespill: %w", err)
+		}
+		if err := s.f.Sync(); err != nil {
+			return fmt.Errorf("usagespill: %w", err)
+		}
+		if err := syncDir(filepath.Dir(s.path)); err != nil {
+			return err
+		}
+		s.report.Created = true
+		s.size.Store(int64(len(header)))
+		return nil
+	}
+	got := make([]byte, len(header))
+	if _, err := s.f.ReadAt(got, 0); err != nil {
+		return fmt.Errorf("usagespill: %w", err)
+	}
+	if string(got) != header {
+		return fmt.Errorf("%w: %s", ErrNotSpill, s.path)
+	}
+	end, records, err := scan(s.f, int64(len(header)), n)
+	if err != nil {
+		return err
+	}
+	s.size.Store(end)
+	s.records.Store(records)
+	s.report.Records = records
+	if end < n {
+		s.report.TornOffset, s.report.TornBytes = end, n-end
+		s.report.TornSaved, s.report.SaveErr = s.saveTorn(end, n, now())
+		if err := s.truncate(end); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scan reads the frames from off to n and returns the end of the last whole one and how many
+// there are. A frame that is short, too long, fails its checksum or does not decode ends the
+// readable part.
+func scan(f *os.File, off, n int64) (end, records int64, err error) {
+	r := bufio.NewReaderSize(io.NewSectionReader(f, off, n-off), 1<<16)
+	end = off
+	for {
+		payload, size, err := nextFrame(r)
+		if err == io.EOF || errors.Is(err, errBadFrame) {
+			return end, records, nil
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("usagespill: read %s: %w", f.Name(), err)
+		}
+		if _, err := decode(payload); err != nil {
+			return end, records, nil
+		}
+		end += size
+		records++
+	}
+}
+
+// errBadFrame marks a frame that is torn or damaged.
+var errBadFrame = errors.New("usagespill: bad frame")
+
+// nextFrame reads one frame: its payload and its size in the file. It returns io.EOF at a clean
+// end, errBadFrame for a frame cut short or damaged, and other errors as they come.
+func nextFrame(r *bufio.Reader) ([]byte, int64, error) {
+	var head [frameHead]byte
+	if _, err := io.ReadFull(r, head[:]); err != nil {
+		if err == io.EOF {
+			return nil, 0, io.EOF
+		}
+		if err == io.ErrUnexpectedEOF {
+			return nil, 0, errBadFrame
+		}
+		return nil, 0, err
+	}
+	n := binary.LittleEndian.Uint32(head[:4])
+	if n > maxPayload {
+		return nil, 0, errBadFrame
+	}
+	payload := make([]byte, n)
+	if _, err := io.ReadFull(r, payload); err != nil {
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return nil, 0, errBadFrame
+		}
+		return nil, 0, err
+	}
+	if crc32.Update(crc32.Checksum(head[:4], castagnoli), castagnoli, payload) != binary.LittleEndian.Uint32(head[4:]) {
+		return nil, 0, errBadFrame
+	}
+	return payload, frameHead + int64(n), nil
+}
+
+// saveTorn copies the bytes from off to n to a file beside the spill and returns its name.
+func (s *Spill) saveTorn(off, n int64, now time.Time) (string, error) {
+	name := s.path + ".torn-" + strconv.FormatInt(now.UnixNano(), 10)
+	out, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", err
+	}
+	_, err = io.Copy(out, io.NewSectionReader(s.f, off, n-off))
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(name)
+		return "", err
+	}
+	return name, nil
+}
+
+// truncate cuts the file at n and makes that durable.
+func (s *Spill) truncate(n int64) error {
+	if err := s.f.Truncate(n); err != nil {
+		return fmt.Errorf("usagespill: truncate %s: %w", s.path, err)
+	}
+	if err := s.f.Sync(); err != nil {
+		return fmt.Errorf("usagespill: sync %s: %w", s.path, err)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("usagespill: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("usagespill: sync %s: %w", dir, err)
+	}
+	return nil
+}
+
+// OpenDir opens a spill file in dir (created when missing) that no live process holds: among
+// the files usage-<n>.spill there, the first that holds records, else the first free one, else
+// a new one with the lowest free number. So a restarted process takes the file its predecessor
+// left, and any starting process takes the records of one that is gone.
+func OpenDir(dir string, o Options) (*Spill, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("usagespill: %w", err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("usagespill: %w", err)
+	}
+	var taken []int
+	for _, e := range entries {
+		if n, ok := slotOf(e.Name()); ok && e.Type().IsRegular() {
+			taken = append(taken, n)
+		}
+	}
+	slices.Sort(taken)
+	var spare *Spill
+	for _, n := range taken {
+		s, err := Open(filepath.Join(dir, slotName(n)), o)
+		if errors.Is(err, ErrInUse) {
+			continue
+		}
+		if err != nil {
+			if spare != nil {
+				spare.Close()
+			}
+			return nil, err
+		}
+		if s.Records() > 0 {
+			if spare != nil {
+				spare.Close()
+			}
+			return s, nil
+		}
+		if spare == nil {
+			spare = s
+		} else {
+			s.Close()
+		}
+	}
+	if spare != nil {
+		return spare, nil
+	}
+	for n := 0; n < 1<<16; n++ {
+		if slices.Contains(taken, n) {
+			continue
+		}
+		s, err := Open(filepath.Join(dir, slotName(n)), o)
+		if errors.Is(err, ErrInUse) {
+			// Another process created it just now.
+			continue
+		}
+		return s, err
+	}
+	return nil, fmt.Errorf("usagespill: no free spill file in %s", dir)
+}
+
+func slotName(n int) string { return "usage-" + strconv.Itoa(n) + ".spill" }
+
+func slotOf(name string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, "usage-")
+	if !ok {
+		return 0, false
+	}
+	digits, ok := strings.CutSuffix(rest, ".spill")
+	if !ok || digits == "" || (len(digits) > 1 && digits[0] == '0') {
+		return 0, false
+	}
+	n, err := strconv.Atoi(digits)
+	return n, err == nil && n >= 0
+}
+
+// Path is the file's name.
+func (s *Spill) Path() string { return s.path }
+
+// MaxBytes is the file's bound.
+func (s *Spill) MaxBytes() int64 { return s.max }
+
+// Report is what Open found in the file.
+func (s *Spill) Report() Report { return s.report }
+
+// Size is the file's size in bytes, header included.
+func (s *Spill) Size() int64 { return s.size.Load() }
+
+// Records is how many records the file holds.
+func (s *Spill) Records() int64 { return s.records.Load() }
+
+// Start is the cursor of the first record.
+func (s *Spill) Start() Cursor { return Cursor{Offset: int64(len(header))} }
+
+// End is the cursor after the last record.
+func (s *Spill) End() Cursor { return Cursor{Offset: s.size.Load(), Index: s.records.Load()} }
+
+// Append adds entries at the end of the file, in order, with one write and one fsync, and
+// returns how many it added. When the rest would take the file beyond its bound, it adds the
+// entries that fit and returns ErrFull. On any other error it adds none: the file is cut back
+// to where it was.
+func (s *Spill) Append(entries []Entry) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, ErrClosed
+	}
+	at := s.size.Load()
+	var buf bytes.Buffer
+	n := 0
+	var full error
+	for _, e := range entries {
+		payload, err := encode(e)
+		if err != nil {
+			return 0, err
+		}
+		if at+int64(buf.Len())+frameHead+int64(len(payload)) > s.max {
+			full = ErrFull
+			break
+		}
+		var head [frameHead]byte
+		binary.LittleEndian.PutUint32(head[:4], uint32(len(payload)))
+		binary.LittleEndian.PutUint32(head[4:], crc32.Update(crc32.Checksum(head[:4], castagnoli), castagnoli, payload))
+		buf.Write(head[:])
+		buf.Write(payload)
+		n++
+	}
+	if n == 0 {
+		return 0, full
+	}
+	_, err := s.f.WriteAt(buf.Bytes(), at)
+	if err == nil {
+		err = s.f.Sync()
+	}
+	if err != nil {
+		// Cut back whatever part of the group reached the file; if even that fails, the torn
+		// group is dropped by the next Open.
+		_ = s.f.Truncate(at)
+		return 0, fmt.Errorf("usagespill: append to %s: %w", s.path, err)
+	}
+	s.size.Store(at + int64(buf.Len()))
+	s.records.Add(int64(n))
+	return n, full
+}
+
+// Read returns up to limit entries from the cursor from on, with the cursor after each, up to
+// the end of the file when it is called.
+func (s *Spill) Read(from Cursor, limit int) ([]Entry, []Cursor, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, nil, ErrClosed
+	}
+	end := s.size.Load()
+	if from.Offset < int64(len(header)) || from.Offset > end {
+		return nil, nil, fmt.Errorf("usagespill: cursor %d outside the file (%d bytes)", from.Offset, end)
+	}
+	r := bufio.NewReaderSize(io.NewSectionReader(s.f, from.Offset, end-from.Offset), 1<<16)
+	var entries []Entry
+	var after []Cursor
+	at := from
+	for len(entries) < limit && at.Offset < end {
+		payload, size, err := nextFrame(r)
+		if err != nil {
+			if err == io.EOF || errors.Is(err, errBadFrame) {
+				err = fmt.Errorf("usagespill: %s: damaged record at offset %d", s.path, at.Offset)
+			}
+			return nil, nil, err
+		}
+		e, err := decode(payload)
+		if err != nil {
+			return nil, nil, fmt.Errorf("usagespill: %s: record at offset %d: %w", s.path, at.Offset, err)
+		}
+		at = Cursor{Offset: at.Offset + size, Index: at.Index + 1}
+		entries = append(entries, e)
+		after = append(after, at)
+	}
+	return entries, after, nil
+}
+
+// Reset empties the file: it is cut back to its header, durably. Call it only once the
+// database has every record in it.
+func (s *Spill) Reset() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if err := s.truncate(int64(len(header))); err != nil {
+		return err
+	}
+	s.size.Store(int64(len(header)))
+	s.records.Store(0)
+	return nil
+}
+
+// Close releases the file and its lock; the records stay in it for the next Open.
+func (s *Spill) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	return s.f.Close()
+}
+
+// record is an Entry as stored: one JSON object.
+type record struct {
+	Holder        string           `json:"holder"`
+	AccountID     uuid.UUID        `json:"account_id"`
+	RequestID     string           `json:"request_id"`
+	APIKeyID      uuid.UUID        `json:"api_key_id"`
+	Model         string           `json:"model"`
+	Route         string           `json:"route"`
+	Provider      string           `json:"provider"`
+	UpstreamModel string           `json:"upstream_model"`
+	InputTokens   int64            `json:"input_tokens"`
+	OutputTokens  int64            `json:"output_tokens"`
+	CostMicros    int64            `json:"cost_micros"`
+	HostedCalls   map[string]int64 `json:"hosted_calls,omitempty"`
+	HostedMicros  int64            `json:"hosted_micros,omitempty"`
+	Status        string           `json:"status"`
+	StartedAt     time.Time        `json:"started_at"`
+	FinishedAt    time.Time        `json:"finished_at"`
+}
+
+func encode(e Entry) ([]byte, error) {
+	r := e.Record
+	b, err := json.Marshal(record{
+		Holder: e.Holder, AccountID: r.AccountID, RequestID: r.RequestID, APIKeyID: r.APIKeyID,
+		Model: r.Model, Route: r.Route, Provider: r.Provider, UpstreamModel: r.UpstreamModel,
+		InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CostMicros: r.CostMicros,
+		HostedCalls: r.HostedCalls, HostedMicros: r.HostedMicros, Status: r.Status,
+		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("usagespill: encode the record of request %q: %w", r.RequestID, err)
+	}
+	if len(b) > maxPayload {
+		return nil, fmt.Errorf("usagespill: the record of request %q takes %d bytes, more than %d", r.RequestID, len(b), maxPayload)
+	}
+	return b, nil
+}
+
+func decode(payload []byte) (Entry, error) {
+	var r record
+	if err := json.Unmarshal(payload, &r); err != nil {
+		return Entry{}, err
+	}
+	return Entry{Holder: r.Holder, Record: store.UsageRecord{
+		AccountID: r.AccountID, RequestID: r.RequestID, APIKeyID: r.APIKeyID,
+		Model: r.Model, Route: r.Route, Provider: r.Provider, UpstreamModel: r.UpstreamModel,
+		InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CostMicros: r.CostMicros,
+		HostedCalls: r.HostedCalls, HostedMicros: r.HostedMicros, Status: r.Status,
+		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
+	}}, nil
+}

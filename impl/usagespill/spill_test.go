@@ -1,0 +1,328 @@
+package usagespill
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tollgate/tollgate/impl/store"
+)
+
+// entry is a usage record with every field set.
+func entry(i int) Entry {
+	at := time.Date(2025, 11, 25, 12, 0, i, 123456789, time.UTC)
+	return Entry{Holder: "host/1/abcd", Record: store.UsageRecord{
+		AccountID: uuid.New(), RequestID: fmt.Sprintf("req_%04d", i), APIKeyID: uuid.New(),
+		Model: "service-sonnet", Route: "/v1/messages", Provider: "sim-anthropic", UpstreamModel: "sim-sonnet",
+		InputTokens: int64(100 + i), OutputTokens: int64(20 + i), CostMicros: int64(1_000 + i),
+		HostedCalls: map[string]int64{"web_search": 2}, HostedMicros: 500, Status: "completed",
+		StartedAt: at, FinishedAt: at.Add(time.Second),
+	}}
+}
+
+func entries(from, n int) []Entry {
+	var out []Entry
+	for i := range n {
+		out = append(out, entry(from+i))
+	}
+	return out
+}
+
+func open(t *testing.T, path string, o Options) *Spill {
+	t.Helper()
+	s, err := Open(path, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// readAll reads every record of s, a few at a time.
+func readAll(t *testing.T, s *Spill) []Entry {
+	t.Helper()
+	var all []Entry
+	at := s.Start()
+	for {
+		got, after, err := s.Read(at, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(after) {
+			t.Fatalf("%d entries, %d cursors", len(got), len(after))
+		}
+		if len(got) == 0 {
+			if at != s.End() {
+				t.Fatalf("read stopped at %+v, the end is %+v", at, s.End())
+			}
+			return all
+		}
+		all = append(all, got...)
+		at = after[len(after)-1]
+		if at.Index != int64(len(all)) {
+			t.Fatalf("cursor index %d after %d records", at.Index, len(all))
+		}
+	}
+}
+
+// TestAppendReadReopen: records come back whole and in order, from the same Spill and after a
+// reopen, and the file starts with its header line.
+func TestAppendReadReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "u.spill")
+	s := open(t, path, Options{})
+	if r := s.Report(); !r.Created || r.Records != 0 || r.TornBytes != 0 {
+		t.Fatalf("fresh file: %+v", r)
+	}
+	want := entries(0, 7)
+	for _, group := range [][]Entry{want[:1], want[1:5], want[5:]} {
+		if n, err := s.Append(group); err != nil || n != len(group) {
+			t.Fatalf("append %d: %d, %v", len(group), n, err)
+		}
+	}
+	if got := readAll(t, s); !reflect.DeepEqual(got, want) {
+		t.Fatalf("read back:\n%+v\nwant\n%+v", got, want)
+	}
+	if s.Records() != 7 {
+		t.Fatalf("records %d", s.Records())
+	}
+	size := s.Size()
+	s.Close()
+	if _, _, err := s.Read(s.Start(), 1); !errors.Is(err, ErrClosed) {
+		t.Fatalf("read after close: %v", err)
+	}
+
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(data), "tollgate usage spill 1\n") || int64(len(data)) != size {
+		t.Fatalf("file of %d bytes (size %d) starts %q", len(data), size, data[:min(len(data), 30)])
+	}
+	t.Logf("7 records take %d bytes: %d a record", size-int64(len(header)), (size-int64(len(header)))/7)
+
+	s = open(t, path, Options{})
+	if r := s.Report(); r.Created || r.Records != 7 || r.TornBytes != 0 {
+		t.Fatalf("reopened: %+v", r)
+	}
+	if got := readAll(t, s); !reflect.DeepEqual(got, want) {
+		t.Fatal("records differ after reopening")
+	}
+	if err := s.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	if s.Records() != 0 || s.Size() != int64(len(header)) || len(readAll(t, s)) != 0 {
+		t.Fatalf("after reset: %d records, %d bytes", s.Records(), s.Size())
+	}
+	s.Close()
+	if s = open(t, path, Options{}); s.Report().Records != 0 || s.Size() != int64(len(header)) {
+		t.Fatalf("reopened after reset: %+v", s.Report())
+	}
+}
+
+// TestTornTail: a crash in the middle of a write leaves part of a frame at the end; Open keeps
+// the whole records before it, saves the torn bytes beside the file, cuts the file after the
+// last whole record, and appends go on from there. Every way of cutting the last frame short
+// is tried.
+func TestTornTail(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "u.spill")
+	s := open(t, path, Options{})
+	if _, err := s.Append(entries(0, 3)); err != nil {
+		t.Fatal(err)
+	}
+	whole := s.Size()
+	if _, err := s.Append(entries(3, 1)); err != nil {
+		t.Fatal(err)
+	}
+	full := s.Size()
+	s.Close()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for cut := whole + 1; cut < full; cut += max(1, (full-whole)/17) {
+		if err := os.WriteFile(path, data[:cut], 0o600); err != nil {
+			t.Fatal(err)
+		}
+		now := time.Unix(0, cut)
+		s, err := Open(path, Options{Now: func() time.Time { return now }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := s.Report()
+		if r.Records != 3 || r.TornOffset != whole || r.TornBytes != cut-whole || r.SaveErr != nil {
+			t.Fatalf("cut at %d: %+v", cut, r)
+		}
+		saved, err := os.ReadFile(r.TornSaved)
+		if err != nil || !bytes.Equal(saved, data[whole:cut]) {
+			t.Fatalf("cut at %d: saved %q (%v)", cut, saved, err)
+		}
+		if s.Size() != whole {
+			t.Fatalf("cut at %d: size %d, want %d", cut, s.Size(), whole)
+		}
+		if _, err := s.Append(entries(10, 1)); err != nil {
+			t.Fatal(err)
+		}
+		got := readAll(t, s)
+		if len(got) != 4 || got[3].Record.RequestID != "req_0010" || got[2].Record.RequestID != "req_0002" {
+			t.Fatalf("cut at %d: records after the append: %d", cut, len(got))
+		}
+		s.Close()
+	}
+}
+
+// TestDamagedRecord: a record whose bytes changed after it was written (its checksum fails),
+// or whose length is absurd, ends the readable part of the file there.
+func TestDamagedRecord(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "u.spill")
+	s := open(t, path, Options{})
+	if _, err := s.Append(entries(0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	second := s.Size()
+	if _, err := s.Append(entries(1, 2)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, damage := range map[string]func([]byte){
+		"payload byte": func(b []byte) { b[second+frameHead+5] ^= 0x20 },
+		"checksum":     func(b []byte) { b[second+5]++ },
+		"length":       func(b []byte) { b[second+3] = 0x7f },
+	} {
+		b := bytes.Clone(data)
+		damage(b)
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s, err := Open(path, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := s.Report(); r.Records != 1 || r.TornOffset != second || r.TornBytes != int64(len(data))-second {
+			t.Errorf("%s: %+v", name, r)
+		}
+		s.Close()
+	}
+}
+
+// TestFull: Append takes what fits in MaxBytes and refuses the rest with ErrFull; Reset makes
+// room again.
+func TestFull(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "u.spill")
+	probe := open(t, filepath.Join(t.TempDir(), "probe"), Options{})
+	if _, err := probe.Append(entries(0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	one := probe.Size() - int64(len(header))
+	s := open(t, path, Options{MaxBytes: int64(len(header)) + 3*one + one/2})
+	n, err := s.Append(entries(0, 5))
+	if n != 3 || !errors.Is(err, ErrFull) {
+		t.Fatalf("append 5 into room for 3: %d, %v", n, err)
+	}
+	if n, err := s.Append(entries(5, 1)); n != 0 || !errors.Is(err, ErrFull) {
+		t.Fatalf("append into a full file: %d, %v", n, err)
+	}
+	if s.Records() != 3 {
+		t.Fatalf("records %d", s.Records())
+	}
+	if err := s.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Append(entries(5, 2)); n != 2 || err != nil {
+		t.Fatalf("append after reset: %d, %v", n, err)
+	}
+}
+
+// TestOneProcessPerFile: a file held open cannot be opened again (the lock is per open file,
+// so this holds within one process too); a file that is not a spill file is left alone; a
+// torn header is started afresh.
+func TestOneProcessPerFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "u.spill")
+	s := open(t, path, Options{})
+	if _, err := Open(path, Options{}); !errors.Is(err, ErrInUse) {
+		t.Fatalf("second open: %v", err)
+	}
+	s.Close()
+	open(t, path, Options{}).Close()
+
+	other := filepath.Join(dir, "other")
+	if err := os.WriteFile(other, []byte("something else entirely\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(other, Options{}); !errors.Is(err, ErrNotSpill) {
+		t.Fatalf("open a foreign file: %v", err)
+	}
+	if b, _ := os.ReadFile(other); string(b) != "something else entirely\n" {
+		t.Fatalf("the foreign file changed: %q", b)
+	}
+
+	torn := filepath.Join(dir, "torn")
+	if err := os.WriteFile(torn, []byte(header[:7]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, torn, Options{})
+	if !s.Report().Created || s.Size() != int64(len(header)) {
+		t.Fatalf("torn header: %+v", s.Report())
+	}
+}
+
+// TestOpenDir: processes sharing a directory each get their own file; a starting process takes
+// a file with records over an empty one, so records left by a process that is gone are picked
+// up.
+func TestOpenDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "spill")
+	a, err := OpenDir(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := OpenDir(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Base(a.Path()) != "usage-0.spill" || filepath.Base(b.Path()) != "usage-1.spill" {
+		t.Fatalf("files %s and %s", a.Path(), b.Path())
+	}
+	if _, err := b.Append(entries(0, 2)); err != nil {
+		t.Fatal(err)
+	}
+	b.Close() // b's process is gone, leaving two records
+	a.Close() // a's is gone too, leaving none
+
+	c, err := OpenDir(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.Path() != b.Path() || c.Report().Records != 2 {
+		t.Fatalf("took %s with %d records, want %s with 2", c.Path(), c.Report().Records, b.Path())
+	}
+	d, err := OpenDir(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if d.Path() != a.Path() {
+		t.Fatalf("took %s, want the free %s", d.Path(), a.Path())
+	}
+	e, err := OpenDir(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if filepath.Base(e.Path()) != "usage-2.spill" {
+		t.Fatalf("took %s, want a new usage-2.spill", e.Path())
+	}
+}

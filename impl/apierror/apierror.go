@@ -29,6 +29,7 @@ const (
 	KindOverloaded                     // 529
 	KindMethodNotAllowed               // 405
 	KindRequestTooLarge                // 413
+	KindUnavailable                    // 503: a dependency of the gateway (its database) is unreachable
 )
 
 // Status is the HTTP status of a kind.
@@ -56,6 +57,8 @@ func (k Kind) Status() int {
 		return http.StatusMethodNotAllowed
 	case KindRequestTooLarge:
 		return http.StatusRequestEntityTooLarge
+	case KindUnavailable:
+		return http.StatusServiceUnavailable
 	default:
 		return http.StatusInternalServerError
 	}
@@ -137,6 +140,40 @@ func NotImplemented(what string) *Error {
 	return &Error{Kind: KindNotImplemented, Message: fmt.Sprintf(
 		"not implemented: %s is pending in this version of tollgate (see the README)", what)}
 }
+
+// DependencyRetryAfter is the Retry-After of a dependency failure: long enough not to hammer a
+// database that is coming back, short enough that a client's retry lands soon after it is.
+const DependencyRetryAfter = 2 * time.Second
+
+// Unavailable is the 503 for a request that needs a dependency of the gateway (what names it:
+// "the database") which cannot be reached now. cause is the dependency's own error: its text
+// goes to the logs only (Error gives it), while errors.As and As find the client's error, which
+// says only that the request can be retried.
+func Unavailable(what string, cause error) error {
+	client := &Error{Kind: KindUnavailable, RetryAfter: DependencyRetryAfter, Message: fmt.Sprintf(
+		"the gateway cannot reach %s right now; retry in %d seconds", what, Seconds(DependencyRetryAfter))}
+	if cause == nil {
+		return client
+	}
+	return &dependencyFailure{client: client, cause: cause}
+}
+
+// IsUnavailable reports whether err is (or wraps) a dependency failure made by Unavailable.
+func IsUnavailable(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Kind == KindUnavailable
+}
+
+// dependencyFailure is a dependency's error carried for the logs behind the client's 503.
+type dependencyFailure struct {
+	client *Error
+	cause  error
+}
+
+func (d *dependencyFailure) Error() string { return d.client.Message + " (" + d.cause.Error() + ")" }
+
+// Unwrap exposes the client's error (for errors.As and As) and the cause (for errors.Is).
+func (d *dependencyFailure) Unwrap() []error { return []error{d.client, d.cause} }
 
 // Seconds rounds d up to whole seconds, at least 1.
 func Seconds(d time.Duration) int {

@@ -2,6 +2,7 @@ package apierror
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,15 +11,21 @@ import (
 
 func TestWireNamesRoundTrip(t *testing.T) {
 	// Every kind's wire names classify back to the kind (the in-band and envelope paths agree).
-	for k := KindInternal; k <= KindOverloaded; k++ {
+	for k := KindInternal; k <= KindUnavailable; k++ {
 		typ, code := k.OpenAITypeCode()
 		got := KindOfType(code)
 		if code == "" || code == "not_found" || code == "forbidden" || code == "upstream_error" || code == "not_implemented" {
 			got = KindOfType(typ)
 		}
 		switch k {
-		case KindNotFound, KindForbidden, KindUpstream, KindNotImplemented, KindInvalidRequest:
+		case KindNotFound, KindForbidden, KindUpstream, KindNotImplemented, KindInvalidRequest,
+			KindMethodNotAllowed, KindRequestTooLarge:
 			// The chat-completions type of these is shared or tollgate's own.
+		case KindUnavailable:
+			// Said by an upstream, it means the upstream cannot take the request now.
+			if got != KindOverloaded {
+				t.Errorf("%v: OpenAI %q/%q classifies as %v, want overloaded", k, typ, code, got)
+			}
 		default:
 			if got != k {
 				t.Errorf("%v: OpenAI %q/%q classifies as %v", k, typ, code, got)
@@ -83,5 +90,34 @@ func TestWithUpstreamWords(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "org-x") {
 		t.Errorf("the log text %q lost the upstream's words", err.Error())
+	}
+}
+
+// A dependency failure is a 503 with Retry-After whose client text never quotes the cause; the
+// cause stays reachable for the logs and errors.Is.
+func TestUnavailable(t *testing.T) {
+	cause := errors.New("failed to connect to `host=/tmp/pgs123 user=postgres database=tollgate`: dial error")
+	err := Unavailable("the database", cause)
+	e := As(err)
+	if e.Kind != KindUnavailable || e.Kind.Status() != 503 || e.RetryAfter != DependencyRetryAfter {
+		t.Fatalf("%+v", e)
+	}
+	if strings.Contains(e.Message, "host=") || !strings.Contains(e.Message, "the database") || !strings.Contains(e.Message, "retry in 2 seconds") {
+		t.Errorf("client message %q", e.Message)
+	}
+	if !strings.Contains(err.Error(), "dial error") || !errors.Is(err, cause) {
+		t.Errorf("the cause is lost for the logs: %q", err.Error())
+	}
+	if !IsUnavailable(err) || !IsUnavailable(fmt.Errorf("authenticating: %w", err)) || IsUnavailable(cause) || IsUnavailable(nil) {
+		t.Error("IsUnavailable")
+	}
+	if typ, code := e.OpenAITypeCode(); typ != "service_unavailable_error" || code != "dependency_unavailable" {
+		t.Errorf("OpenAI %q %q", typ, code)
+	}
+	if KindUnavailable.AnthropicType() != "api_error" {
+		t.Errorf("Messages %q", KindUnavailable.AnthropicType())
+	}
+	if As(Unavailable("the database", nil)).Kind != KindUnavailable {
+		t.Error("without a cause")
 	}
 }

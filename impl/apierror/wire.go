@@ -33,6 +33,10 @@ func (k Kind) OpenAITypeCode() (typ, code string) {
 		return "invalid_request_error", "method_not_allowed"
 	case KindRequestTooLarge:
 		return "invalid_request_error", "request_too_large"
+	case KindUnavailable:
+		// Not server_error, which is tollgate's own fault (500): a dependency is down, and the
+		// request can be retried as it is.
+		return "service_unavailable_error", "dependency_unavailable"
 	default:
 		return "server_error", ""
 	}
@@ -68,6 +72,9 @@ func (k Kind) AnthropicType() string {
 	case KindRequestTooLarge:
 		return "request_too_large"
 	default:
+		// KindUnavailable too: the Messages API has no 503 type of its own (overloaded_error is
+		// its 529) and answers api_error for its other server-side failures; clients decide to
+		// retry on the status.
 		return "api_error"
 	}
 }
@@ -91,7 +98,10 @@ func KindOfType(t string) Kind {
 		return KindModelNotFound
 	case "rate_limit_error", "rate_limit_exceeded", "too_many_requests", "tokens", "requests", "429":
 		return KindRateLimited
-	case "overloaded_error", "overloaded", "server_is_overloaded", "slow_down", "503", "529":
+	case "overloaded_error", "overloaded", "server_is_overloaded", "slow_down", "503", "529",
+		// An upstream (another tollgate, say) whose own dependency is down cannot take the
+		// request now: for this gateway it is overloaded.
+		"service_unavailable_error", "dependency_unavailable":
 		return KindOverloaded
 	case "server_error", "api_error", "internal_error", "internalservererror", "500":
 		return KindInternal

@@ -27,6 +27,13 @@ type Metrics struct {
 	// RateLimiterFallback is 1 while per-key caps are enforced per process, shared out by
 	// replica count, because Redis is unreachable, and 0 otherwise.
 	RateLimiterFallback prometheus.Gauge
+	// Degraded is 1 while the process is in degraded mode: its database change notifications
+	// are lost, so it authenticates and checks model access from what it already knows, for a
+	// bounded staleness; 0 otherwise.
+	Degraded prometheus.Gauge
+	// StaleServed counts lookups answered from a cache entry that could not be re-checked with
+	// the database, by cache ("api_key", "model_access").
+	StaleServed *prometheus.CounterVec
 
 	// children caches, per route and status, the collectors ObserveRequest updates.
 	children sync.Map // routeStatus → *requestChildren
@@ -77,8 +84,14 @@ func New() *Metrics {
 		RateLimiterErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tollgate_rate_limiter_errors_total", Help: "Requests let through because the rate limiter failed.",
 		}),
+		Degraded: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tollgate_degraded", Help: "1 while database change notifications are lost and keys and model access are served from memory, for a bounded staleness.",
+		}),
+		StaleServed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_stale_cache_served_total", Help: "Lookups answered from a cache entry that could not be re-checked with the database, by cache.",
+		}, []string{"cache"}),
 	}
-	reg.MustRegister(m.Requests, m.Duration, m.RateLimited, m.RateLimiterErrors,
+	reg.MustRegister(m.Requests, m.Duration, m.RateLimited, m.RateLimiterErrors, m.Degraded, m.StaleServed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.RateLimiterFallback = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "tollgate_rate_limiter_fallback",

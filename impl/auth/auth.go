@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/apikey"
 	"github.com/tollgate/tollgate/impl/changefeed"
 	"github.com/tollgate/tollgate/impl/store"
@@ -42,7 +43,9 @@ func (p Principal) AccountText() string {
 	return p.AccountID.String()
 }
 
-// Errors of Authenticate; all of them mean 401.
+// Errors of Authenticate that mean 401. Authenticate's other errors are dependency failures
+// (apierror.Unavailable, 503): the key is not in memory, or not usable from it, and the
+// database cannot be asked.
 var (
 	ErrMissing   = errors.New("missing bearer credential")
 	ErrMalformed = errors.New("malformed API key")
@@ -52,11 +55,12 @@ var (
 
 // Options tune an Authenticator.
 type Options struct {
-	// TTL bounds how long a cached key is trusted even with no notification (default 5 minutes).
+	// TTL bounds how long a cached key is trusted while notifications are live, even with no
+	// notification (default 5 minutes). While they are lost the feed's MaxStale applies.
 	TTL time.Duration
 	// TouchInterval is how often last-use times are written (default 10 seconds).
 	TouchInterval time.Duration
-	// Now is the clock (default time.Now).
+	// Now is the clock of last-use times (default time.Now); the cache uses the feed's.
 	Now    func() time.Time
 	Logger *slog.Logger
 }
@@ -70,10 +74,13 @@ type Authenticator struct {
 
 	touchMu sync.Mutex
 	touched map[uuid.UUID]struct{}
+	// touchFailing is whether the last write of last-use times failed; guarded by touchMu.
+	touchFailing bool
 }
 
-// New returns an Authenticator over st that drops cached keys when feed says they changed. It
-// caches nothing while the feed is not live.
+// New returns an Authenticator over st that drops cached keys when feed says they changed, and
+// keeps authenticating the keys it knows, within the feed's MaxStale, while the feed is lost
+// (see changefeed.Cache).
 func New(st *store.Store, feed *changefeed.Feed, opts Options) *Authenticator {
 	if opts.TTL <= 0 {
 		opts.TTL = 5 * time.Minute
@@ -88,7 +95,7 @@ func New(st *store.Store, feed *changefeed.Feed, opts Options) *Authenticator {
 		opts.Logger = slog.Default()
 	}
 	a := &Authenticator{store: st, opts: opts, touched: map[uuid.UUID]struct{}{},
-		cache: changefeed.NewCache[apikey.Hash, Principal](feed, opts.TTL, 1_000_000, opts.Now)}
+		cache: changefeed.NewCache[apikey.Hash, Principal](feed, "api_key", opts.TTL, 1_000_000)}
 	feed.Subscribe(changefeed.Handlers{
 		KeyChanged: func(h [32]byte) { a.cache.Invalidate(h) },
 		Reset:      a.cache.Reset,
@@ -128,13 +135,14 @@ func (a *Authenticator) Authenticate(ctx context.Context, authorization string) 
 	if err != nil {
 		return Principal{}, ErrMalformed
 	}
-	p, err := a.cache.Get(hash, func() (Principal, error) {
+	p, err := a.cache.Get(ctx, hash, func(ctx context.Context) (Principal, error) {
 		k, err := a.store.ActiveAPIKeyByHash(ctx, hash[:])
 		if errors.Is(err, store.ErrNotFound) {
 			return Principal{}, ErrUnknown
 		}
 		if err != nil {
-			return Principal{}, err
+			// A lookup by primary key fails only when the database cannot answer.
+			return Principal{}, apierror.Unavailable("the database", err)
 		}
 		return Principal{AccountID: k.AccountID, KeyID: k.ID, RPMLimit: k.RPMLimit,
 			keyText: k.ID.String(), accountText: k.AccountID.String()}, nil
@@ -164,8 +172,23 @@ func (a *Authenticator) writeTouches(ctx context.Context) {
 	}
 	clear(a.touched)
 	a.touchMu.Unlock()
-	if err := a.store.TouchAPIKeys(ctx, ids, a.opts.Now()); err != nil {
-		a.opts.Logger.Warn("recording key last-use times", "keys", len(ids), "err", err)
+	err := a.store.TouchAPIKeys(ctx, ids, a.opts.Now())
+	a.touchMu.Lock()
+	failing := a.touchFailing
+	a.touchFailing = err != nil
+	if err != nil {
+		// Kept for the next write (then stamped with its time: an outage delays them); logged
+		// once when the writes start failing, not every interval of an outage.
+		for _, id := range ids {
+			a.touched[id] = struct{}{}
+		}
+	}
+	a.touchMu.Unlock()
+	switch {
+	case err != nil && !failing:
+		a.opts.Logger.Warn("recording key last-use times failed; retrying every interval", "keys", len(ids), "err", err)
+	case err == nil && failing:
+		a.opts.Logger.Info("recording key last-use times again")
 	}
 }
 

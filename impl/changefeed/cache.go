@@ -1,69 +1,148 @@
 package changefeed
 
 import (
+	"context"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tollgate/tollgate/impl/apierror"
 )
 
-// Cache is an in-memory cache that trusts its entries only while the feed is live: while
-// notifications may be missed it serves nothing from memory. Its owner subscribes to the feed
-// and calls Invalidate or Reset on the notifications that concern it. A lookup that raced with
-// an invalidation is not stored, so a change announced while a value was being read from the
-// database is never hidden by that stale value.
+// Cache is an in-memory cache of what a gateway process reads from the database, kept current
+// by the feed. Its owner subscribes to the feed and calls Invalidate or Reset on the
+// notifications that concern it.
+//
+// While the feed is live an entry is answered from memory until its TTL (a bound on a missed
+// notification). While the feed is lost (degraded mode) an entry is answered from memory as
+// long as it was known to be current less than the feed's MaxStale ago; an entry of an earlier
+// connection is re-checked with the database before it is trusted again. A lookup whose load
+// fails with a dependency error (apierror.Unavailable) falls back to the entry when it is within
+// MaxStale; any other failure (a revoked key, a deleted account) drops the entry. A lookup that
+// raced with an invalidation is not stored, so a change announced while a value was being read
+// from the database is never hidden by that stale value.
 type Cache[K comparable, V any] struct {
 	feed  *Feed
 	ttl   time.Duration
 	max   int
-	now   func() time.Time
+	stale prometheus.Counter // nil without metrics
 	mu    sync.RWMutex
 	items map[K]cacheItem[V]
 	epoch uint64 // grows on every invalidation
 }
 
 type cacheItem[V any] struct {
-	value   V
-	expires time.Time
+	value V
+	// loaded is when the value was read from the database (when the read began).
+	loaded time.Time
+	// gen is the feed's generation when it was read.
+	gen uint64
 }
 
-// NewCache returns a cache over feed whose entries live at most ttl (a bound for missed
-// notifications) and which holds at most max entries (it empties itself beyond that); now is
-// the clock (nil: time.Now).
-func NewCache[K comparable, V any](feed *Feed, ttl time.Duration, max int, now func() time.Time) *Cache[K, V] {
-	if now == nil {
-		now = time.Now
+// NewCache returns a cache over feed whose entries are trusted while the feed is live for at
+// most ttl, and which holds at most max entries (it empties itself beyond that); name labels
+// its answers from memory in tollgate_stale_cache_served_total. With a nil feed nothing is
+// cached: every lookup loads.
+func NewCache[K comparable, V any](feed *Feed, name string, ttl time.Duration, max int) *Cache[K, V] {
+	c := &Cache[K, V]{feed: feed, ttl: ttl, max: max, items: map[K]cacheItem[V]{}}
+	if feed != nil && feed.opts.Metrics != nil {
+		c.stale = feed.opts.Metrics.StaleServed.WithLabelValues(name)
 	}
-	return &Cache[K, V]{feed: feed, ttl: ttl, max: max, now: now, items: map[K]cacheItem[V]{}}
+	return c
 }
 
-// Get returns the cached value of k, or calls load and caches what it returns (errors are not
-// cached).
-func (c *Cache[K, V]) Get(k K, load func() (V, error)) (V, error) {
-	now := c.now()
-	live := c.feed != nil && c.feed.Live()
-	if live {
-		c.mu.RLock()
-		it, ok := c.items[k]
-		c.mu.RUnlock()
-		if ok && now.Before(it.expires) {
-			return it.value, nil
-		}
+// Get returns the value of k: from memory when the entry may be trusted, else from load
+// (called with ctx bounded by the feed's LookupTimeout), whose value is cached and whose
+// errors are not. See Cache for when an entry is trusted.
+func (c *Cache[K, V]) Get(ctx context.Context, k K, load func(context.Context) (V, error)) (V, error) {
+	if c.feed == nil {
+		return load(ctx)
 	}
+	st := c.feed.state.Load()
+	now := c.feed.now()
 	c.mu.RLock()
+	it, ok := c.items[k]
 	epoch := c.epoch
 	c.mu.RUnlock()
-	v, err := load()
-	if err != nil || !live {
-		return v, err
+	if ok && st.live && it.gen == st.gen && now.Before(it.loaded.Add(c.ttl)) {
+		return it.value, nil
 	}
-	c.mu.Lock()
-	if c.epoch == epoch {
-		if len(c.items) >= c.max {
-			clear(c.items)
+	usable := ok && c.withinMaxStale(st, it, now)
+	if usable && !st.live {
+		// Degraded: changes may be missed whether or not the database answers a lookup now,
+		// so the entry answers without one; the feed's reconnection re-checks it.
+		c.servedStale()
+		return it.value, nil
+	}
+	lctx, cancel := context.WithTimeout(ctx, c.feed.opts.LookupTimeout)
+	v, err := load(lctx)
+	cancel()
+	if err == nil {
+		c.mu.Lock()
+		if c.epoch == epoch {
+			if len(c.items) >= c.max {
+				clear(c.items)
+			}
+			c.items[k] = cacheItem[V]{value: v, loaded: now, gen: st.gen}
 		}
-		c.items[k] = cacheItem[V]{value: v, expires: now.Add(c.ttl)}
+		c.mu.Unlock()
+		return v, nil
 	}
-	c.mu.Unlock()
-	return v, nil
+	if apierror.IsUnavailable(err) {
+		if usable {
+			c.servedStale()
+			return it.value, nil
+		}
+		var zero V
+		return zero, err
+	}
+	// The database answered that the entry is wrong now: it must never be answered again.
+	if ok {
+		c.mu.Lock()
+		c.epoch++
+		delete(c.items, k)
+		c.mu.Unlock()
+	}
+	var zero V
+	return zero, err
+}
+
+// withinMaxStale reports whether the entry was known to be current less than MaxStale ago.
+// An entry is known current while the feed of its generation is live (but never beyond its
+// TTL), and, once that feed is lost, until the last moment the notifications were known to
+// flow, or until it was read if it was read later.
+func (c *Cache[K, V]) withinMaxStale(st *state, it cacheItem[V], now time.Time) bool {
+	var current time.Time
+	switch {
+	case it.gen == st.gen && st.live:
+		current = now
+	case it.gen == st.gen:
+		current = later(it.loaded, st.knownUntil)
+	default:
+		known, ok := st.knownUntilOf(it.gen)
+		if !ok {
+			return false // its generation ended more than MaxStale ago
+		}
+		current = later(it.loaded, known)
+	}
+	if expires := it.loaded.Add(c.ttl); current.After(expires) {
+		current = expires
+	}
+	return now.Sub(current) <= c.feed.opts.MaxStale
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func (c *Cache[K, V]) servedStale() {
+	if c.stale != nil {
+		c.stale.Inc()
+	}
 }
 
 // Invalidate drops k.

@@ -1,39 +1,247 @@
 package changefeed
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http/httptest"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/metrics"
 )
 
-func TestCache(t *testing.T) {
-	f := &Feed{}
-	c := NewCache[string, int](f, time.Minute, 10, nil)
-	loads := 0
-	load := func() (int, error) { loads++; return loads, nil }
+// clock is the real clock moved forward by the test.
+type clock struct{ skew atomic.Int64 }
 
-	// Not live: nothing is served from memory.
-	c.Get("a", load)
-	c.Get("a", load)
-	if loads != 2 {
-		t.Fatalf("served from memory while not live: %d loads", loads)
+func (c *clock) now() time.Time          { return time.Now().Add(time.Duration(c.skew.Load())) }
+func (c *clock) advance(d time.Duration) { c.skew.Add(int64(d)) }
+
+// logBuffer collects log lines for the test to read.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) lines() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.Split(strings.TrimSpace(b.buf.String()), "\n")
+}
+
+// newTestFeed returns a feed with no store (the test drives its state changes), its clock, its
+// metrics and its log.
+func newTestFeed(maxStale time.Duration) (*Feed, *clock, *metrics.Metrics, *logBuffer) {
+	clk := &clock{}
+	m := metrics.New()
+	logs := &logBuffer{}
+	f := NewWithOptions(nil, Options{MaxStale: maxStale, Now: clk.now, Metrics: m,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	return f, clk, m, logs
+}
+
+// metric reads one series (name with its labels, as the exposition writes it) from the
+// metrics handler, as a scrape would; absent means 0.
+func metric(t *testing.T, m *metrics.Metrics, series string) float64 {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	match := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindStringSubmatch(rec.Body.String())
+	if match == nil {
+		return 0
 	}
-	f.live.Store(true)
-	v1, _ := c.Get("a", load)
-	v2, _ := c.Get("a", load)
-	if v1 != v2 || loads != 3 {
-		t.Fatalf("live: %d %d after %d loads", v1, v2, loads)
+	v, err := strconv.ParseFloat(match[1], 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+var errDown = apierror.Unavailable("the database", errors.New("connection refused"))
+
+// counter is a load function that counts its calls and answers what the test sets.
+type counter struct {
+	calls int
+	value int
+	err   error
+}
+
+func (c *counter) load(context.Context) (int, error) {
+	c.calls++
+	return c.value, c.err
+}
+
+// TestCacheLive: while the feed is live an entry is answered from memory until its TTL or an
+// invalidation; a load that raced with an invalidation is not stored.
+func TestCacheLive(t *testing.T) {
+	f, clk, _, _ := newTestFeed(time.Minute)
+	c := NewCache[string, int](f, "test", time.Minute, 10)
+	ld := &counter{value: 1}
+	ctx := context.Background()
+
+	// Not live yet (never connected): every lookup of an unknown key loads.
+	c.Get(ctx, "x", ld.load)
+	f.connected()
+	if v, _ := c.Get(ctx, "a", ld.load); v != 1 || ld.calls != 2 {
+		t.Fatalf("first lookup: %d after %d loads", v, ld.calls)
+	}
+	ld.value = 2
+	if v, _ := c.Get(ctx, "a", ld.load); v != 1 || ld.calls != 2 {
+		t.Fatalf("live: %d after %d loads", v, ld.calls)
 	}
 	c.Invalidate("a")
-	if v, _ := c.Get("a", load); v != 4 {
+	if v, _ := c.Get(ctx, "a", ld.load); v != 2 {
 		t.Fatalf("after Invalidate: %d", v)
 	}
+	clk.advance(time.Minute + time.Second)
+	ld.value = 3
+	if v, _ := c.Get(ctx, "a", ld.load); v != 3 {
+		t.Fatalf("after the TTL: %d", v)
+	}
 	// A value loaded while an invalidation happened is not stored.
-	c.Get("b", func() (int, error) { c.Invalidate("b"); return 100, nil })
-	if v, _ := c.Get("b", func() (int, error) { return 200, nil }); v != 200 {
+	c.Get(ctx, "b", func(context.Context) (int, error) { c.Invalidate("b"); return 100, nil })
+	if v, _ := c.Get(ctx, "b", func(context.Context) (int, error) { return 200, nil }); v != 200 {
 		t.Fatalf("a raced load was cached: %d", v)
 	}
 	c.Reset()
-	if v, _ := c.Get("a", load); v != 5 {
+	ld.value = 4
+	if v, _ := c.Get(ctx, "a", ld.load); v != 4 {
 		t.Fatalf("after Reset: %d", v)
+	}
+	// A nil feed caches nothing.
+	n := NewCache[string, int](nil, "test", time.Minute, 10)
+	ld.calls = 0
+	n.Get(ctx, "a", ld.load)
+	n.Get(ctx, "a", ld.load)
+	if ld.calls != 2 {
+		t.Fatalf("a cache without a feed served from memory")
+	}
+}
+
+// TestCacheDegraded: once the feed is lost, a known entry answers from memory without a lookup
+// until MaxStale after the notifications were last known to flow, then gets the dependency
+// error; an unknown key gets it at once. The state, the counter of answers from memory and one
+// log line per change show it.
+func TestCacheDegraded(t *testing.T) {
+	f, clk, m, logs := newTestFeed(5 * time.Minute)
+	c := NewCache[string, int](f, "test", time.Minute, 10)
+	ctx := context.Background()
+	f.connected()
+	if d, _ := f.Degraded(); d || metric(t, m, "tollgate_degraded") != 0 {
+		t.Fatal("degraded while live")
+	}
+	ld := &counter{value: 7}
+	c.Get(ctx, "known", ld.load)
+	clk.advance(30 * time.Second)
+	f.confirm(clk.now()) // a heartbeat: the notifications flowed until now
+	knownUntil := clk.now()
+	clk.advance(2 * time.Second)
+	f.lost(f.state.Load().gen, errors.New("connection lost"))
+	f.lost(f.state.Load().gen, errors.New("lost again")) // no second transition
+	if d, since := f.Degraded(); !d || since.Before(knownUntil) || metric(t, m, "tollgate_degraded") != 1 {
+		t.Fatalf("not degraded after the loss: %v %v", d, since)
+	}
+
+	ld.err = errDown
+	// Past the entry's TTL (a minute after it was read) but within MaxStale of the last
+	// heartbeat: the entry answers, with no lookup.
+	clk.advance(4 * time.Minute)
+	if v, err := c.Get(ctx, "known", ld.load); v != 7 || err != nil || ld.calls != 1 {
+		t.Fatalf("known key while degraded: %d %v after %d loads", v, err, ld.calls)
+	}
+	if got := metric(t, m, `tollgate_stale_cache_served_total{cache="test"}`); got != 1 {
+		t.Fatalf("stale answers counted: %v", got)
+	}
+	if _, err := c.Get(ctx, "unknown", ld.load); !apierror.IsUnavailable(err) {
+		t.Fatalf("unknown key while degraded: %v", err)
+	}
+	// The entry was read 32 s before the heartbeat, and its TTL is a minute: it was known
+	// current until the heartbeat, and answers until MaxStale after it.
+	clk.advance(knownUntil.Add(5*time.Minute - time.Second).Sub(clk.now()))
+	if _, err := c.Get(ctx, "known", ld.load); err != nil {
+		t.Fatalf("known key a second before MaxStale: %v", err)
+	}
+	clk.advance(2 * time.Second)
+	if _, err := c.Get(ctx, "known", ld.load); !apierror.IsUnavailable(err) {
+		t.Fatalf("known key beyond MaxStale: %v", err)
+	}
+
+	f.connected()
+	if d, _ := f.Degraded(); d || metric(t, m, "tollgate_degraded") != 0 {
+		t.Fatal("still degraded after reconnecting")
+	}
+	var transitions []string
+	for _, l := range logs.lines() {
+		if strings.Contains(l, "change notifications") {
+			transitions = append(transitions, l)
+		}
+	}
+	if len(transitions) != 3 || !strings.Contains(transitions[0], "live") || !strings.Contains(transitions[1], "level=WARN") ||
+		!strings.Contains(transitions[1], "max_stale=5m0s") || !strings.Contains(transitions[2], "restored") || !strings.Contains(transitions[2], "degraded_for=") {
+		t.Fatalf("log lines of the changes of state:\n%s", strings.Join(transitions, "\n"))
+	}
+}
+
+// TestCacheReconnect: after a reconnection an entry of the earlier connection is re-checked
+// before it is trusted; a key revoked meanwhile is refused and forgotten; when the re-check
+// cannot reach the database the entry still answers within MaxStale, including across a second
+// loss before it could be re-checked.
+func TestCacheReconnect(t *testing.T) {
+	f, clk, _, _ := newTestFeed(5 * time.Minute)
+	c := NewCache[string, int](f, "test", 5*time.Minute, 10)
+	ctx := context.Background()
+	errRevoked := errors.New("revoked")
+	f.connected()
+	for _, k := range []string{"kept", "revoked", "flapping"} {
+		c.Get(ctx, k, func(context.Context) (int, error) { return 1, nil })
+	}
+	f.lost(f.state.Load().gen, errors.New("connection lost"))
+	clk.advance(time.Minute)
+	f.connected()
+
+	// Re-checked: the database says the key was revoked while this process could not hear.
+	ld := &counter{err: errRevoked}
+	if _, err := c.Get(ctx, "revoked", ld.load); !errors.Is(err, errRevoked) || ld.calls != 1 {
+		t.Fatalf("revoked key after reconnection: %v after %d loads", err, ld.calls)
+	}
+	ld.err = errDown
+	if _, err := c.Get(ctx, "revoked", ld.load); !apierror.IsUnavailable(err) {
+		t.Fatalf("a revoked key answered from memory: %v", err)
+	}
+	// Re-checked: the database answers with the current value, which is trusted again.
+	ld = &counter{value: 2}
+	if v, _ := c.Get(ctx, "kept", ld.load); v != 2 || ld.calls != 1 {
+		t.Fatalf("re-check: %d after %d loads", v, ld.calls)
+	}
+	if v, _ := c.Get(ctx, "kept", ld.load); v != 2 || ld.calls != 1 {
+		t.Fatalf("after the re-check: %d after %d loads", v, ld.calls)
+	}
+	// The re-check cannot reach the database: the entry answers within MaxStale of the first
+	// loss, and keeps doing so through a second loss before any re-check succeeded.
+	ld = &counter{err: errDown}
+	if v, err := c.Get(ctx, "flapping", ld.load); v != 1 || err != nil || ld.calls != 1 {
+		t.Fatalf("failed re-check: %d %v after %d loads", v, err, ld.calls)
+	}
+	f.lost(f.state.Load().gen, errors.New("lost again"))
+	clk.advance(3 * time.Minute)
+	if v, err := c.Get(ctx, "flapping", ld.load); v != 1 || err != nil || ld.calls != 1 {
+		t.Fatalf("second loss: %d %v after %d loads", v, err, ld.calls)
+	}
+	clk.advance(time.Minute + time.Second)
+	if _, err := c.Get(ctx, "flapping", ld.load); !apierror.IsUnavailable(err) {
+		t.Fatalf("beyond MaxStale of the first loss: %v", err)
 	}
 }

@@ -1,7 +1,19 @@
 // Package changefeed delivers the database's change notifications to the in-memory caches of a
-// gateway process: revoked or re-capped API keys, and changed model lists of accounts. It holds
-// one LISTEN connection (reconnecting when lost) and tells subscribers when it is live, so a
-// cache can stop trusting itself while changes might be missed.
+// gateway process (revoked or re-capped API keys, changed model lists of accounts), and owns
+// the process's degraded mode: what those caches may still answer while the notifications are
+// lost.
+//
+// The feed holds one LISTEN connection, reconnecting when it is lost, and checks every
+// Heartbeat that the database still answers, so that a process cut off from the database
+// without a broken connection to show it (a network partition) notices too. While the feed is
+// live a cache trusts its entries (a change is pushed to it within a notification's delay).
+// When the feed is lost the process is degraded: a cache answers from an entry it already holds
+// as long as that entry was known to be current less than MaxStale ago, and only what it has
+// never seen (or has held too long) goes to the database, whose failure the caller answers with
+// 503. Each (re)connection starts a new generation: an entry from an earlier one may have missed
+// a change, so it is re-checked with the database on its next use (and still answered, within
+// MaxStale, when that check cannot reach the database). The feed logs one line per change of
+// state, shows the state in tollgate_degraded and reports it with Degraded for readiness.
 package changefeed
 
 import (
@@ -10,11 +22,62 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/tollgate/tollgate/impl/metrics"
 	"github.com/tollgate/tollgate/impl/store"
 )
+
+// Defaults of Options.
+const (
+	DefaultMaxStale      = 5 * time.Minute
+	DefaultHeartbeat     = 5 * time.Second
+	DefaultLookupTimeout = 5 * time.Second
+)
+
+// Options tune a Feed; the zero value of each field means its default.
+type Options struct {
+	// MaxStale bounds how long a cache keeps answering from an entry it cannot re-check with
+	// the database (default 5 minutes): while the notifications are lost, an entry answers
+	// until MaxStale after the last moment it was known to be current; after that, and for
+	// anything the process has never seen, a lookup fails with a dependency error (503).
+	MaxStale time.Duration
+	// Heartbeat is how often the feed checks, while it listens, that the database answers
+	// (default 5 seconds; the check itself may take as long). A failed check counts as the
+	// notifications lost: the process goes degraded and listens again on a new connection.
+	Heartbeat time.Duration
+	// LookupTimeout bounds a cache's database lookup (default 5 seconds), so that a database
+	// that does not answer at all costs a request a 503, not a hang.
+	LookupTimeout time.Duration
+	// Logger receives one line per change of state (nil: slog.Default()).
+	Logger *slog.Logger
+	// Metrics, when set, shows the state (tollgate_degraded) and counts the answers given
+	// from memory while degraded (tollgate_stale_cache_served_total).
+	Metrics *metrics.Metrics
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxStale <= 0 {
+		o.MaxStale = DefaultMaxStale
+	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = DefaultHeartbeat
+	}
+	if o.LookupTimeout <= 0 {
+		o.LookupTimeout = DefaultLookupTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
 
 // Handlers are a subscriber's callbacks; any may be nil. They run on the feed's goroutine and
 // must not block.
@@ -23,26 +86,72 @@ type Handlers struct {
 	KeyChanged func(hash [32]byte)
 	// ModelAccessChanged receives an account whose model list changed.
 	ModelAccessChanged func(account uuid.UUID)
-	// Reset says that changes may have been missed (the feed (re)connected or was lost): drop
-	// everything cached.
+	// Reset says that a notification could not be read: drop everything cached. (A lost or
+	// new connection is not a reset: the caches see it in the feed's state.)
 	Reset func()
 }
 
-// Feed fans notifications out to subscribers.
+// Feed fans notifications out to subscribers and keeps the state of the notifications.
 type Feed struct {
 	store *store.Store
-	log   *slog.Logger
-	live  atomic.Bool
-	mu    sync.RWMutex
-	subs  []Handlers
+	opts  Options
+
+	// state is the current state; it is replaced whole (under transition), never changed.
+	state atomic.Pointer[state]
+	// confirmed is the last moment (Unix nanoseconds) the notifications were known to flow:
+	// the connection, a notification, a successful heartbeat.
+	confirmed  atomic.Int64
+	transition sync.Mutex
+
+	mu   sync.RWMutex
+	subs []Handlers
 }
 
-// New returns a feed over st; Run starts it.
-func New(st *store.Store, log *slog.Logger) *Feed {
-	if log == nil {
-		log = slog.Default()
+// state is one situation of the feed.
+type state struct {
+	live bool
+	// gen grows at every connection: a cached entry of an older generation may have missed a
+	// change and is re-checked before it is trusted again.
+	gen uint64
+	// since is when this state began: connected, or the loss was noticed.
+	since time.Time
+	// knownUntil, while not live, is the last moment the notifications were known to flow.
+	knownUntil time.Time
+	// past holds the earlier generations that still matter (one reconnected less than MaxStale
+	// ago), oldest first.
+	past []pastGen
+}
+
+// pastGen is a generation that was lost: its entries were known current until knownUntil.
+type pastGen struct {
+	gen                  uint64
+	knownUntil, replaced time.Time
+}
+
+// knownUntilOf returns when the entries of the past generation gen were last known current.
+func (s *state) knownUntilOf(gen uint64) (time.Time, bool) {
+	for _, p := range s.past {
+		if p.gen == gen {
+			return p.knownUntil, true
+		}
 	}
-	return &Feed{store: st, log: log}
+	return time.Time{}, false
+}
+
+// New returns a feed over st with the default options; Run starts it.
+func New(st *store.Store, log *slog.Logger) *Feed {
+	return NewWithOptions(st, Options{Logger: log})
+}
+
+// NewWithOptions returns a feed over st; Run starts it. Until it first connects the process
+// knows nothing, so it reports itself degraded.
+func NewWithOptions(st *store.Store, opts Options) *Feed {
+	f := &Feed{store: st, opts: opts.withDefaults()}
+	f.state.Store(&state{since: f.opts.Now()})
+	if f.opts.Metrics != nil {
+		f.opts.Metrics.Degraded.Set(1)
+	}
+	return f
 }
 
 // Subscribe registers handlers; call it before Run.
@@ -52,38 +161,143 @@ func (f *Feed) Subscribe(h Handlers) {
 	f.mu.Unlock()
 }
 
-// Live reports whether notifications are being received now. Caches must not serve from memory
-// while it is false.
-func (f *Feed) Live() bool { return f.live.Load() }
+// Live reports whether notifications are being received now.
+func (f *Feed) Live() bool { return f.state.Load().live }
+
+// Degraded reports whether the process is degraded (its notifications are lost, or were never
+// received yet), and since when. Readiness shows it: a degraded process still serves.
+func (f *Feed) Degraded() (bool, time.Time) {
+	s := f.state.Load()
+	return !s.live, s.since
+}
+
+// MaxStale is the bound on how long a cache answers from an entry it cannot re-check.
+func (f *Feed) MaxStale() time.Duration { return f.opts.MaxStale }
+
+func (f *Feed) now() time.Time { return f.opts.Now() }
 
 // Run listens until ctx ends. It blocks; its owner cancels ctx and waits for it.
 func (f *Feed) Run(ctx context.Context) {
-	f.store.Listen(ctx, store.Subscription{
-		Connected: func() {
-			f.reset()
-			f.live.Store(true)
-		},
-		Disconnected: func(err error) {
-			f.live.Store(false)
-			f.reset()
-			f.log.Warn("change notifications lost; caches are bypassed until they reconnect", "err", err)
-		},
-		Notify: f.notify,
-	})
-	f.live.Store(false)
+	for ctx.Err() == nil {
+		// One listening session: the listener reconnects by itself when its connection
+		// breaks; the heartbeat ends the session when the database stops answering without
+		// the connection showing it, and the next session listens on a new connection.
+		session, end := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			f.store.Listen(session, store.Subscription{
+				Connected:    f.connected,
+				Disconnected: func(err error) { f.lost(f.state.Load().gen, err) },
+				Notify:       f.notify,
+			})
+		}()
+		f.heartbeat(session, end)
+		end()
+		<-done
+	}
+	f.transition.Lock()
+	old := f.state.Load()
+	f.state.Store(&state{gen: old.gen, since: f.now(), knownUntil: f.knownUntil(old), past: old.past})
+	f.transition.Unlock()
 }
 
-func (f *Feed) reset() {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	for _, s := range f.subs {
-		if s.Reset != nil {
-			s.Reset()
+// heartbeat checks every Heartbeat, while the feed is live, that the database answers; when it
+// does not, the feed is lost and the session ended. It returns when session ends.
+func (f *Feed) heartbeat(session context.Context, end context.CancelFunc) {
+	t := time.NewTicker(f.opts.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-session.Done():
+			return
+		case <-t.C:
+		}
+		s := f.state.Load()
+		if !s.live {
+			continue // the listener is reconnecting
+		}
+		began := f.now()
+		ctx, cancel := context.WithTimeout(session, f.opts.Heartbeat)
+		err := f.store.Ping(ctx)
+		cancel()
+		if session.Err() != nil {
+			return
+		}
+		if err == nil {
+			f.confirm(began)
+			continue
+		}
+		f.lost(s.gen, err)
+		end()
+		return
+	}
+}
+
+// confirm records that the notifications were known to flow at t.
+func (f *Feed) confirm(t time.Time) {
+	n := t.UnixNano()
+	for {
+		old := f.confirmed.Load()
+		if n <= old || f.confirmed.CompareAndSwap(old, n) {
+			return
 		}
 	}
 }
 
+// knownUntil is the last moment the notifications of state s were known to flow.
+func (f *Feed) knownUntil(s *state) time.Time {
+	if !s.live {
+		return s.knownUntil
+	}
+	return time.Unix(0, f.confirmed.Load())
+}
+
+// connected starts a new generation: entries cached before it are re-checked on their next use.
+func (f *Feed) connected() {
+	f.transition.Lock()
+	defer f.transition.Unlock()
+	old := f.state.Load()
+	now := f.now()
+	past := make([]pastGen, 0, len(old.past)+1)
+	for _, p := range old.past {
+		if now.Sub(p.replaced) <= f.opts.MaxStale {
+			past = append(past, p)
+		}
+	}
+	past = append(past, pastGen{gen: old.gen, knownUntil: f.knownUntil(old), replaced: now})
+	f.confirmed.Store(now.UnixNano())
+	f.state.Store(&state{live: true, gen: old.gen + 1, since: now, past: past})
+	if f.opts.Metrics != nil {
+		f.opts.Metrics.Degraded.Set(0)
+	}
+	if old.gen == 0 {
+		f.opts.Logger.Info("change notifications live")
+		return
+	}
+	f.opts.Logger.Info("change notifications restored: degraded mode over; keys and model access cached before are re-checked with the database on their next use",
+		"degraded_for", now.Sub(old.since).Round(time.Millisecond).String())
+}
+
+// lost ends generation gen's live state, if it is still the current one.
+func (f *Feed) lost(gen uint64, err error) {
+	f.transition.Lock()
+	defer f.transition.Unlock()
+	old := f.state.Load()
+	if !old.live || old.gen != gen {
+		return
+	}
+	now := f.now()
+	f.state.Store(&state{gen: old.gen, since: now, knownUntil: f.knownUntil(old), past: old.past})
+	if f.opts.Metrics != nil {
+		f.opts.Metrics.Degraded.Set(1)
+	}
+	f.opts.Logger.Warn("change notifications lost: degraded mode; keys and model access already known are served from memory for up to max_stale, anything else gets 503 until the database is back",
+		"max_stale", f.opts.MaxStale.String(), "err", err)
+}
+
 func (f *Feed) notify(channel, payload string) {
+	f.confirm(f.now())
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	switch channel {
@@ -91,7 +305,7 @@ func (f *Feed) notify(channel, payload string) {
 		var h [32]byte
 		b, err := hex.DecodeString(payload)
 		if err != nil || len(b) != len(h) {
-			f.log.Warn("unreadable key notification; resetting caches", "payload", payload)
+			f.opts.Logger.Warn("unreadable key notification; resetting caches", "payload", payload)
 			for _, s := range f.subs {
 				if s.Reset != nil {
 					s.Reset()

@@ -15,6 +15,12 @@
 //   - Redis keeps the log in a Redis sorted set per key and runs one Lua
 //     script per call, so several gateway processes sharing one Redis
 //     server share one cap.
+//   - Fallback decides through a Redis limiter while Redis answers, and
+//     through a Local one, against each key's cap shared out by replica
+//     count, while it does not: no request fails or waits because Redis is
+//     down. It probes Redis with backoff, returns to it when it is back and
+//     writes the requests it allowed meanwhile into it; see Fallback for the
+//     bounds this gives across the switches.
 //
 // A limit of zero or less means unlimited: the request is allowed and
 // nothing is recorded.

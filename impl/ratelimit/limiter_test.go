@@ -47,6 +47,33 @@ var impls = []impl{
 	{"Redis", func(t *testing.T, now func() time.Time) Limiter {
 		return NewRedis(redistest.NewClient(t), redistest.Prefix(t), now)
 	}},
+	// Fallback with Redis up decides through Redis.
+	{"Fallback", func(t *testing.T, now func() time.Time) Limiter {
+		return newFallback(t, redistest.NewClient(t), redistest.Prefix(t), FallbackOptions{Now: now})
+	}},
+	// Fallback with Redis unreachable and one replica is exactly Local.
+	{"FallbackRedisDown", func(t *testing.T, now func() time.Time) Limiter {
+		return newFallback(t, unreachableClient(t), "p:", FallbackOptions{Now: now})
+	}},
+}
+
+// newFallback returns a Fallback closed when t ends.
+func newFallback(t testing.TB, client redis.UniversalClient, prefix string, o FallbackOptions) *Fallback {
+	f := NewFallback(client, prefix, o)
+	t.Cleanup(func() { _ = f.Close() })
+	return f
+}
+
+// unreachableClient returns a client of a port nothing listens on.
+func unreachableClient(t testing.TB) *redis.Client {
+	client := redis.NewClient(&redis.Options{
+		Addr:                  "127.0.0.1:1", // nothing listens on port 1
+		MaxRetries:            -1,
+		DialTimeout:           200 * time.Millisecond,
+		ContextTimeoutEnabled: true,
+	})
+	t.Cleanup(func() { _ = client.Close() })
+	return client
 }
 
 // forEachImpl runs f as a subtest for every implementation.
@@ -317,13 +344,7 @@ func TestRedisKeyExpires(t *testing.T) {
 }
 
 func TestRedisError(t *testing.T) {
-	client := redis.NewClient(&redis.Options{
-		Addr:        "127.0.0.1:1", // nothing listens on port 1
-		MaxRetries:  -1,
-		DialTimeout: 200 * time.Millisecond,
-	})
-	t.Cleanup(func() { _ = client.Close() })
-	l := NewRedis(client, "p:", nil)
+	l := NewRedis(unreachableClient(t), "p:", nil)
 	d, err := l.Allow(context.Background(), "k", 3)
 	if err == nil {
 		t.Fatalf("Allow with an unreachable server = %+v, nil; want an error", d)

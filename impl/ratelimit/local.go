@@ -269,3 +269,43 @@ func (e *entry) resize(c int) {
 	}
 	e.ring, e.head = r, 0
 }
+
+// clock returns the limiter's current time in nanoseconds since its epoch,
+// the unit of the recorded times.
+func (l *Local) clock() int64 { return int64(l.now().Sub(l.epoch)) }
+
+// unixMicros converts a recorded time to microseconds since the Unix epoch,
+// the unit of the Redis limiter's scores.
+func (l *Local) unixMicros(ts int64) int64 {
+	return l.epoch.Add(time.Duration(ts)).UnixMicro()
+}
+
+// recorded calls fn for every key that has recorded times in (from, to],
+// with those times oldest first. fn runs with no lock held and owns ts.
+func (l *Local) recorded(from, to int64, fn func(key string, ts []int64)) {
+	type found struct {
+		key string
+		ts  []int64
+	}
+	var batch []found
+	for i := range l.shards {
+		s := &l.shards[i]
+		s.mu.Lock()
+		for key, e := range s.keys {
+			var ts []int64
+			for j := range e.n {
+				if t := e.at(j); t > from && t <= to {
+					ts = append(ts, t)
+				}
+			}
+			if len(ts) > 0 {
+				batch = append(batch, found{key, ts})
+			}
+		}
+		s.mu.Unlock()
+		for _, f := range batch {
+			fn(f.key, f.ts)
+		}
+		batch = batch[:0]
+	}
+}

@@ -83,15 +83,8 @@ func (r *Redis) Allow(ctx context.Context, key string, limit int) (Decision, err
 	now := r.now().UnixMicro()
 	const window = int64(Window / time.Microsecond)
 
-	b := make([]byte, 0, 48)
-	b = strconv.AppendInt(b, now, 10)
-	b = append(b, '-')
-	b = append(b, r.id...)
-	b = append(b, '-')
-	b = strconv.AppendUint(b, r.seq.Add(1), 10)
-
 	res, err := allowScript.Run(ctx, r.client, []string{r.prefix + key},
-		now, window, limit, string(b), Window.Milliseconds()).Int64Slice()
+		now, window, limit, r.member(now), Window.Milliseconds()).Int64Slice()
 	if err != nil {
 		return Decision{Limit: limit}, fmt.Errorf("ratelimit: redis allow %q: %w", key, err)
 	}
@@ -110,4 +103,16 @@ func (r *Redis) Allow(ctx context.Context, key string, limit int) (Decision, err
 	// is positive; the guard only protects the contract.
 	d.RetryAfter = max(micros(res[3]-cut), time.Microsecond)
 	return d, nil
+}
+
+// member returns a sorted-set member for a request at now (µs) unique
+// across the processes sharing the server.
+func (r *Redis) member(now int64) string {
+	b := make([]byte, 0, 48)
+	b = strconv.AppendInt(b, now, 10)
+	b = append(b, '-')
+	b = append(b, r.id...)
+	b = append(b, '-')
+	b = strconv.AppendUint(b, r.seq.Add(1), 10)
+	return string(b)
 }

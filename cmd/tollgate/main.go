@@ -46,6 +46,8 @@ Environment:
   TOLLGATE_DATASETS_DIR  the dataset storage root (default $TOLLGATE_DATA_DIR/datasets)
   TOLLGATE_CONFIG     config file (same as -config); default: the built-in configuration
   REDIS_URL           share per-key rate limits between gateway processes through Redis
+  TOLLGATE_REPLICAS   with REDIS_URL, while Redis is down: how many gateway processes each
+                      key's cap is shared out by, until learnt from Redis (default 1)
   LOG_FORMAT          json (default for serve) or text (default for dev)
   LOG_LEVEL           debug, info (default), warn, error
 `

@@ -11,6 +11,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -89,18 +90,36 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 		}
 	}
 
+	m := metrics.New()
 	var limiter ratelimit.Limiter = ratelimit.NewLocal(nil)
 	if url := os.Getenv("REDIS_URL"); url != "" {
 		opt, err := redis.ParseURL(url)
 		if err != nil {
 			return fmt.Errorf("REDIS_URL: %w", err)
 		}
+		replicas := 1
+		if v := os.Getenv("TOLLGATE_REPLICAS"); v != "" {
+			if replicas, err = strconv.Atoi(v); err != nil || replicas < 1 {
+				return fmt.Errorf("TOLLGATE_REPLICAS: %q is not a positive integer", v)
+			}
+		}
+		ratelimit.TuneClientOptions(opt)
 		rdb := redis.NewClient(opt)
 		defer rdb.Close()
-		if err := rdb.Ping(ctx).Err(); err != nil {
-			return fmt.Errorf("redis: %w", err)
-		}
-		limiter = ratelimit.NewRedis(rdb, "tollgate:rpm:", nil)
+		// A Redis that is down, at start-up as later, is an outage: the limiter limits per
+		// process, each cap shared out by replica count, until Redis answers again.
+		fallback := ratelimit.NewFallback(rdb, "tollgate:rpm:", ratelimit.FallbackOptions{
+			Replicas: replicas, Logger: log,
+			OnChange: func(down bool) {
+				if down {
+					m.RateLimiterFallback.Set(1)
+				} else {
+					m.RateLimiterFallback.Set(0)
+				}
+			},
+		})
+		defer fallback.Close()
+		limiter = fallback
 		log.Info("per-key rate limits are shared through Redis")
 	}
 
@@ -125,7 +144,6 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	if err != nil {
 		return fmt.Errorf("dataset storage: %w", err)
 	}
-	m := metrics.New()
 	gw, err := gateway.New(gateway.Options{Store: d.Store, Config: cfg, Logger: log, Limiter: limiter, Metrics: m,
 		SimulatorURL: upstreamURL, DatasetStorage: storage})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tollgate/tollgate/impl/auth"
@@ -16,6 +17,7 @@ import (
 	"github.com/tollgate/tollgate/impl/changefeed"
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/dataset"
+	"github.com/tollgate/tollgate/impl/health"
 	"github.com/tollgate/tollgate/impl/httpapi"
 	"github.com/tollgate/tollgate/impl/mcp"
 	"github.com/tollgate/tollgate/impl/metrics"
@@ -42,16 +44,23 @@ type Options struct {
 	DatasetStorage dataset.Storage
 	// Heartbeat overrides the stream heartbeat interval (0: the default).
 	Heartbeat time.Duration
+	// Readiness holds the process's readiness conditions, for the parts to register theirs
+	// (nil: a private one).
+	Readiness *health.Readiness
 }
 
 // Gateway is one assembled gateway process.
 type Gateway struct {
 	// Handler serves the whole HTTP surface.
-	Handler  http.Handler
-	Feed     *changefeed.Feed
-	Auth     *auth.Authenticator
-	Meter    *billing.Meter
-	Datasets *dataset.Service
+	Handler   http.Handler
+	Feed      *changefeed.Feed
+	Auth      *auth.Authenticator
+	Meter     *billing.Meter
+	Datasets  *dataset.Service
+	Readiness *health.Readiness
+
+	api      *httpapi.Server
+	inFlight inFlight
 }
 
 // New assembles a gateway; Run starts its background work.
@@ -61,6 +70,9 @@ func New(o Options) (*Gateway, error) {
 	}
 	if o.Limiter == nil {
 		o.Limiter = ratelimit.NewLocal(nil)
+	}
+	if o.Readiness == nil {
+		o.Readiness = health.New(o.Logger)
 	}
 	upstreams := provider.FromConfig(o.Config, o.SimulatorURL, provider.NewTransport())
 	if o.Retry != nil {
@@ -82,20 +94,67 @@ func New(o Options) (*Gateway, error) {
 		_ = datasets.Close()
 		return nil, err
 	}
-	return &Gateway{Handler: srv.Handler(), Feed: feed, Auth: authn, Meter: meter, Datasets: datasets}, nil
+	g := &Gateway{Feed: feed, Auth: authn, Meter: meter, Datasets: datasets, Readiness: o.Readiness, api: srv}
+	g.inFlight.next = srv.Handler()
+	g.Handler = &g.inFlight
+	return g, nil
 }
 
 // Run runs the background work until ctx ends: change notifications, last-use times of keys,
-// and the meter. Then the meter drains the usage of the last requests (so end ctx after the
-// HTTP server has finished its requests), the rest stops, and Run returns.
-func (g *Gateway) Run(ctx context.Context) {
+// and the meter. Then the meter drains: it writes every usage record still queued and returns
+// every credit hold of the process to its account (so end ctx once the HTTP server has
+// finished its requests: see WaitIdle). The rest stops, and Run returns the drain's error
+// (usage not written or holds not returned, which the reaper of another process then returns
+// when their lease expires).
+func (g *Gateway) Run(ctx context.Context) error {
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Go(func() { g.Feed.Run(bg) })
 	wg.Go(func() { g.Auth.Run(bg) })
-	_ = g.Meter.Run(ctx)
+	err := g.Meter.Run(ctx)
 	stop()
 	wg.Wait()
+	return err
+}
+
+// EndStreams ends every stream still in flight with its format's in-band error, billing what
+// each produced: a shutdown calls it when its grace period is over.
+func (g *Gateway) EndStreams() { g.api.EndStreams() }
+
+// InFlight is the number of requests the Handler is serving.
+func (g *Gateway) InFlight() int64 { return g.inFlight.n.Load() }
+
+// WaitIdle waits until the Handler serves no request, or ctx ends (then it returns ctx's
+// error). After the HTTP server has shut down, a request may still be running: one whose
+// connection was closed under it finishes (and settles its cost) only when its handler notices.
+func (g *Gateway) WaitIdle(ctx context.Context) error {
+	const pollMax = 100 * time.Millisecond
+	wait := time.Millisecond
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for g.inFlight.n.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timer.C:
+			wait = min(2*wait, pollMax)
+			timer.Reset(wait)
+		}
+	}
+	return nil
+}
+
+// inFlight counts the requests its handler is serving: two atomic additions a request, so that
+// a shutdown can wait for the last settlement before the meter drains.
+type inFlight struct {
+	n    atomic.Int64
+	next http.Handler
+}
+
+func (f *inFlight) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.n.Add(1)
+	defer f.n.Add(-1)
+	f.next.ServeHTTP(w, r)
 }
 
 // Close releases the dataset engine; call it after Run has returned.

@@ -683,6 +683,9 @@ func (x *exchange) respondStream(w http.ResponseWriter) error {
 	// context, which interrupts the upstream read, or fails the next flush.
 	sw.startHeartbeat()
 	defer sw.close()
+	// When a shutdown's grace period is over (EndStreams), the upstream read is interrupted and
+	// the stream ends with the in-band error below: set up once a stream, nothing per event.
+	defer context.AfterFunc(x.s.streamsEnd, func() { _ = x.res.Body.Close() })()
 	var (
 		upstream  = &flushBeforeRead{r: x.res.Body, sw: sw}
 		r         = sse.NewReader(upstream)
@@ -704,6 +707,9 @@ loop:
 			switch {
 			case x.ctx.Err() != nil || upstream.flushErr != nil:
 				status = "client_disconnected"
+			case x.s.streamsEnd.Err() != nil:
+				status = "shutdown"
+				fail("overloaded_error", "the gateway is shutting down; retry the request")
 			case sw.silenced():
 				status = "upstream_stalled"
 				x.s.logger(x.ctx).Warn("upstream stream silent for too long; cut off", "expert", x.expert.Key, "silence", sw.every*maxSilentHeartbeats)

@@ -40,6 +40,10 @@ type Server struct {
 	heartbeat time.Duration
 	mcp       http.Handler
 	methods   routeMethods
+	// streamsEnd ends when EndStreams is called: every stream still in flight then ends with
+	// its format's in-band error (see respondStream).
+	streamsEnd context.Context
+	endStreams context.CancelFunc
 }
 
 var _ api.StrictServerInterface = (*Server)(nil)
@@ -92,13 +96,20 @@ func New(o Options) (*Server, error) {
 	if o.MCP == nil {
 		o.MCP = mcp.NewHandler(mcp.Options{Logger: o.Logger})
 	}
+	streamsEnd, endStreams := context.WithCancel(context.Background())
 	return &Server{
+		streamsEnd: streamsEnd, endStreams: endStreams,
 		store: o.Store, config: o.Config, auth: o.Auth, limiter: o.Limiter, metrics: o.Metrics,
 		log: o.Logger, validate: validate, registry: routing.NewRegistry(o.Config), router: o.Router,
 		upstreams: o.Upstreams, meter: o.Meter, access: newModelAccess(o.Store, o.Feed), heartbeat: o.Heartbeat, mcp: o.MCP,
 		methods: newRouteMethods(doc),
 	}, nil
 }
+
+// EndStreams ends every stream in flight, and any that starts later, with its format's in-band
+// error (the gateway is shutting down; retry), billing what each produced. A shutdown calls it
+// when its grace period is over.
+func (s *Server) EndStreams() { s.endStreams() }
 
 // Handler returns the whole HTTP surface.
 func (s *Server) Handler() http.Handler {

@@ -1,9 +1,21 @@
 package main
 
 import (
+	"fmt"
+	"os"
 	"testing"
 
 	"github.com/tollgate/tollgate/impl/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) {
+	code := m.Run()
+	removeTestBinary()
+	if err := pgtest.Shutdown(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}

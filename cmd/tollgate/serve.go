@@ -10,9 +10,11 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"os/signal"
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -22,6 +24,7 @@ import (
 	"github.com/tollgate/tollgate/impl/dataset"
 	"github.com/tollgate/tollgate/impl/gateway"
 	"github.com/tollgate/tollgate/impl/h1server"
+	"github.com/tollgate/tollgate/impl/health"
 	"github.com/tollgate/tollgate/impl/metrics"
 	"github.com/tollgate/tollgate/impl/pgcluster"
 	"github.com/tollgate/tollgate/impl/provider"
@@ -30,8 +33,30 @@ import (
 	"github.com/tollgate/tollgate/impl/store"
 )
 
-// runServe serves the API until ctx ends (SIGINT/SIGTERM), then shuts down gracefully:
-// in-flight requests finish, background writers drain.
+// The defaults of the shutdown (see runServe and the README): the grace period in-flight
+// requests and streams get after SIGTERM, and how long the shutdown then waits for the streams
+// it ended, and for requests whose connection it closed, to finish and settle.
+const (
+	defaultShutdownGrace = 20 * time.Second
+	endStreamsWait       = 5 * time.Second
+	settleWait           = 5 * time.Second
+)
+
+// runServe serves the API until ctx ends (SIGINT/SIGTERM), then shuts down gracefully.
+//
+// Start-up: the API address is taken first, then the metrics listener serves /healthz
+// (liveness) and /readyz (readiness, 503 until the process can serve). When the database is
+// unreachable, start-up waits for it with backoff (-database-wait, default for ever) instead of
+// exiting. The API is served once the gateway is assembled.
+//
+// Shutdown: readiness goes not ready at once ("shutting down"); after -shutdown-delay (default
+// 0) the API listener closes (new connections are refused) and idle connections are closed.
+// In-flight requests and streams get -shutdown-grace (default 20 s) to finish; then the streams
+// still running end with their format's in-band error (billed for what they produced), and
+// after a further endStreamsWait the connections still open are closed. Once no request is
+// running (or settleWait has passed), the meter writes every usage record and returns every
+// credit hold, and the process exits. A second SIGINT or SIGTERM ends the delay and the grace
+// period at once.
 func runServe(ctx context.Context, args []string, dev bool) error {
 	name := "serve"
 	if dev {
@@ -41,8 +66,14 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	configPath := fs.String("config", "", "config file (default: TOLLGATE_CONFIG or the built-in configuration)")
 	listen := fs.String("listen", "", "API listen address (overrides the config)")
 	metricsListen := fs.String("metrics-listen", "", "metrics listen address (overrides the config; \"off\" disables it)")
+	grace := fs.Duration("shutdown-grace", defaultShutdownGrace, "after SIGTERM, how long in-flight requests and streams may run before the streams are ended with an in-band error")
+	delay := fs.Duration("shutdown-delay", 0, "after SIGTERM, how long to keep accepting requests while /readyz says not ready, for load balancers to notice")
+	dbWait := fs.Duration("database-wait", 0, "how long start-up waits for an unreachable database before giving up (0: for ever)")
 	if err := fs.Parse(args); err != nil {
 		return usageError(err.Error())
+	}
+	if *grace < 0 || *delay < 0 || *dbWait < 0 {
+		return usageError("-shutdown-grace, -shutdown-delay and -database-wait take durations of 0 or more")
 	}
 	format := "json"
 	if dev {
@@ -77,8 +108,29 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 		return err
 	}
 	defer apiLn.Close()
-	d, err := openDatabase(ctx, dev, log)
+
+	// Readiness: not ready until the gateway serves, and again from the first signal on.
+	ready := health.New(log)
+	startup := ready.Condition("startup", health.Down, "starting")
+	shutdown := ready.Condition("shutdown", health.OK, "")
+	m := metrics.New()
+	errc := make(chan error, 2)
+	// The probes answer from the start, while the database is awaited, until the very end.
+	metricsSrv := serveMetrics(cfg.Server.MetricsListen, m, ready, log, errc)
+	if metricsSrv != nil {
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			_ = metricsSrv.Shutdown(sctx)
+		}()
+	}
+
+	d, err := openDatabaseWaiting(ctx, dev, log, *dbWait, startup)
 	if err != nil {
+		if ctx.Err() != nil {
+			log.Info("shutting down before the database was reached")
+			return nil
+		}
 		return err
 	}
 	defer d.Close()
@@ -90,7 +142,6 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 		}
 	}
 
-	m := metrics.New()
 	var limiter ratelimit.Limiter = ratelimit.NewLocal(nil)
 	if url := os.Getenv("REDIS_URL"); url != "" {
 		opt, err := redis.ParseURL(url)
@@ -145,46 +196,23 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 		return fmt.Errorf("dataset storage: %w", err)
 	}
 	gw, err := gateway.New(gateway.Options{Store: d.Store, Config: cfg, Logger: log, Limiter: limiter, Metrics: m,
-		SimulatorURL: upstreamURL, DatasetStorage: storage})
+		SimulatorURL: upstreamURL, DatasetStorage: storage, Readiness: ready})
 	if err != nil {
 		return err
 	}
 	defer gw.Close()
 	// The background work outlives the HTTP server: the meter drains the last requests' usage.
 	bg, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
-	bgDone := make(chan struct{})
-	go func() { defer close(bgDone); gw.Run(bg) }()
+	defer stopBackground()
+	bgDone := make(chan error, 1)
+	go func() { bgDone <- gw.Run(bg) }()
 
 	// The API listener is served by h1server: plain HTTP/1.1 requests on its lean path, every
 	// other connection by net/http (see impl/h1server).
 	httpSrv := &h1server.Server{Handler: gw.Handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	errc := make(chan error, 2)
 	go func() { errc <- httpSrv.Serve(apiLn) }()
-	var metricsSrv *http.Server
-	if cfg.Server.MetricsListen != "" {
-		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", m.Handler())
-		// Profiles for operators, on the metrics listener only (never on the API listener).
-		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
-		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-			if err := d.Store.Ping(r.Context()); err != nil {
-				http.Error(w, "database unavailable", http.StatusServiceUnavailable)
-				return
-			}
-			fmt.Fprintln(w, "ok")
-		})
-		metricsLn, err := net.Listen("tcp", cfg.Server.MetricsListen)
-		if err != nil {
-			log.Warn("metrics listener not started", "addr", cfg.Server.MetricsListen, "err", err)
-		} else {
-			metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-			go func() { errc <- metricsSrv.Serve(metricsLn) }()
-			log.Info("metrics listening", "addr", metricsLn.Addr().String())
-		}
-	}
+	startup.Set(health.OK, "")
 	log.Info("tollgate listening", "addr", apiLn.Addr().String())
 	if dev {
 		printDevBanner(apiLn.Addr().String(), demoKey, d.where)
@@ -193,23 +221,99 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	var serveErr error
 	select {
 	case <-ctx.Done():
-		log.Info("shutting down: finishing in-flight requests")
 	case serveErr = <-errc:
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := httpSrv.Shutdown(shutdownCtx); err != nil {
-		log.Warn("graceful shutdown incomplete", "err", err)
-	}
-	if metricsSrv != nil {
-		_ = metricsSrv.Shutdown(shutdownCtx)
-	}
+	shutdown.Set(health.Down, "shutting down")
+	log.Info("shutting down: finishing in-flight requests", "grace", grace.String(), "delay", delay.String(), "in_flight", gw.InFlight())
+	drainAPI(httpSrv, gw, *delay, *grace, log)
+
+	// Every request has settled (or settleWait is over): the meter writes the last usage records
+	// and returns the process's credit holds.
 	stopBackground()
-	<-bgDone
+	if err := <-bgDone; err != nil {
+		log.Error("shutdown: usage or credit holds not drained (holds return when their lease expires)", "err", err)
+	} else {
+		log.Info("shutdown: usage written, credit holds returned")
+	}
 	if errors.Is(serveErr, http.ErrServerClosed) {
 		serveErr = nil
 	}
 	return serveErr
+}
+
+// drainAPI stops the API server as runServe's doc describes, and returns once no request is
+// running or settleWait has passed after the connections were closed.
+func drainAPI(srv *h1server.Server, gw *gateway.Gateway, delay, grace time.Duration, log *slog.Logger) {
+	// A second signal cuts the delay and the grace period short. Its goroutine ends with the
+	// grace period.
+	hurry, hurried := context.WithCancel(context.Background())
+	defer hurried()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	go func() {
+		select {
+		case <-sig:
+			log.Warn("second signal: ending the shutdown's grace period now")
+			hurried()
+		case <-hurry.Done():
+		}
+	}()
+	if delay > 0 {
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-hurry.Done():
+			t.Stop()
+		}
+	}
+	graceCtx, cancel := context.WithTimeout(hurry, grace)
+	defer cancel()
+	if err := srv.Shutdown(graceCtx); err != nil {
+		log.Warn("shutdown: grace period over; ending the streams still in flight with an error", "in_flight", gw.InFlight())
+		gw.EndStreams()
+		endCtx, cancel := context.WithTimeout(context.Background(), endStreamsWait)
+		defer cancel()
+		if err := srv.Shutdown(endCtx); err != nil {
+			log.Warn("shutdown: closing the connections still open", "in_flight", gw.InFlight())
+			_ = srv.Close()
+		}
+	}
+	settleCtx, cancel := context.WithTimeout(context.Background(), settleWait)
+	defer cancel()
+	if err := gw.WaitIdle(settleCtx); err != nil {
+		log.Error("shutdown: requests still running; their usage may not be written", "in_flight", gw.InFlight())
+	}
+}
+
+// serveMetrics serves the metrics listener at addr, when set: Prometheus /metrics, the
+// liveness probe /healthz (the process runs: it says nothing of the database, so that an
+// outage does not get every gateway restarted), the readiness probe /readyz (health), and
+// profiles for operators. It returns the server (nil when addr is empty or cannot be listened
+// on, which is logged); its Serve error goes to errc.
+func serveMetrics(addr string, m *metrics.Metrics, ready *health.Readiness, log *slog.Logger, errc chan<- error) *http.Server {
+	if addr == "" {
+		return nil
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	// Profiles for operators, on the metrics listener only (never on the API listener).
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.Handle("GET /readyz", ready.Handler())
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		log.Warn("metrics listener not started", "addr", addr, "err", err)
+		return nil
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("metrics listening", "addr", ln.Addr().String())
+	return srv
 }
 
 // seedDemo creates the demo account and its key on first run and returns the key (empty when

@@ -60,14 +60,46 @@
 // usage entry exactly when it has a usage record. Close (or the end of Run's context) writes
 // everything and returns every hold.
 //
+// # When the database does not take usage
+//
+// A batch whose write fails (the database is down, or the write takes longer than
+// WriteTimeout, 5 s) is not dropped: it goes to the backlog, and so does every record settled
+// after it, at every flush tick, until the backlog has been written: records reach the
+// database in the order they were settled. The backlog is the spill file (Options.Spill, see
+// impl/usagespill: an append-only file on local disk, one write and one fsync per tick) or,
+// without one, memory (up to MaxBacklog records, 100,000). A second goroutine of Run, the
+// replayer, writes the backlog in batches from its start, retrying with exponential backoff
+// (from FlushInterval up to RetryMax, 5 s, with jitter) while the writes fail, and once it has
+// written the last record it empties the backlog (truncates the file) and new records go
+// straight to the database again. A batch that committed although its write reported a failure
+// (the connection broke before the answer came) is written again and skipped by the unique
+// index: billed once. The meter logs the start of an outage (the first failed write) and its
+// end (the backlog written), not every retry; WriterStats reports the queue, the backlog, the
+// failed writes and the refusals for the metrics.
+//
+// The spill file outlives the process. A process that stops while the database is away (its
+// drain cannot write) leaves its records there; the next process that opens the file writes
+// them first, billed to the hold of the process that settled them (the holder is kept with
+// each record) while that hold is still there, or else to the account's free credit, and
+// without touching its own view of its holds. So neither a long outage nor a restart during
+// one loses usage.
+//
+// When the backlog is full (the file has reached its bound, 256 MiB by default, or cannot be
+// written), the records settled meanwhile wait in memory, and Reserve refuses every new
+// request with a 503 and Retry-After (apierror.Unavailable, wrapping ErrBacklogFull) rather
+// than serve requests it could not bill. It serves again once the backlog has been written.
+//
 // # Leases and crashes
 //
 // A hold has a lease that its process renews; a hold that has not been used for 5 s is
 // returned. Every process reaps the holds whose lease expired (their process is gone), which
-// returns their credit to the account. Usage that a crashed process had settled but not yet
-// written is not billed: in the customer's favour, bounded by one flush interval of one
-// process. A process that lost its hold (it could not renew it for a whole lease) bills
-// later writes from the account's free credit as far as it goes, and says in the ledger
+// returns their credit to the account. A process killed without a drain (SIGKILL, a crash, a
+// power cut) loses the usage it had settled but not yet written or spilled: the records of at
+// most the last flush interval (200 ms), or, while a write is in flight, of that write's
+// duration (at most WriteTimeout, when the database hangs instead of refusing); in the spill
+// file a torn last write is dropped at the next start. That usage is never billed: in the
+// customer's favour. A process that lost its hold (it could not renew it for a whole lease)
+// bills later writes from the account's free credit as far as it goes, and says in the ledger
 // entry's note what it could not bill.
 //
 // # Balance

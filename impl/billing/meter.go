@@ -17,6 +17,7 @@ import (
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/llm"
 	"github.com/tollgate/tollgate/impl/store"
+	"github.com/tollgate/tollgate/impl/usagespill"
 )
 
 // ErrClosed is returned by Reserve once the meter is closed.
@@ -66,6 +67,17 @@ type Options struct {
 	// request needs it, more than half of what it has left.
 	ChunkMultiplier int64
 	ChunkCapMicros  int64
+	// Spill keeps, on disk, the usage records the database does not take (a batch write failed)
+	// until it does, and hands the records left there by an earlier process to this one: see
+	// the package documentation. The meter does not close it. Without one (nil) those records
+	// wait in memory, up to MaxBacklog records, and are lost with the process.
+	Spill *usagespill.Spill
+	// MaxBacklog bounds the records waiting in memory without a Spill (default 100,000).
+	MaxBacklog int
+	// WriteTimeout bounds one batch write (default 5 s); RetryMax the wait between two attempts
+	// to write the backlog, which starts at FlushInterval and doubles (default 5 s).
+	WriteTimeout time.Duration
+	RetryMax     time.Duration
 	// DrainTimeout bounds the final flush and hold release when Run's context ends, the
 	// synchronous write of a settlement that arrives after Close, and each grant drawn ahead of
 	// need in the background (default 10 s).
@@ -107,6 +119,15 @@ func (o Options) withDefaults() Options {
 	}
 	if o.DrainTimeout <= 0 {
 		o.DrainTimeout = 10 * time.Second
+	}
+	if o.MaxBacklog <= 0 {
+		o.MaxBacklog = 100_000
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 5 * time.Second
+	}
+	if o.RetryMax <= 0 {
+		o.RetryMax = 5 * time.Second
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -150,11 +171,34 @@ type Meter struct {
 
 	shards [shardCount]shard
 
+	// The usage writer (writer.go). Lock order: flushMu, replayMu, spillMu, qmu.
 	qmu   sync.Mutex
 	queue []store.UsageRecord
 	kick  chan struct{}
-	// flushMu serialises writes of batches.
+	// flushMu serialises the moves of queued records to the database or the backlog.
 	flushMu sync.Mutex
+	// backlog keeps the records the database has not taken, in order: the spill file, or
+	// memory. backlogged (guarded by spillMu) is set while new records must go behind them:
+	// from the first failed write until the replayer has written the whole backlog.
+	backlog    backlog
+	spillMu    sync.Mutex
+	backlogged bool
+	// replayMu guards the replay cursor (the first record of the backlog not written yet) and
+	// inherited (how many records at the head of the backlog an earlier process settled).
+	replayMu  sync.Mutex
+	cursor    usagespill.Cursor
+	inherited int64
+	wake      chan struct{}
+	// full is set while the backlog cannot take records: Reserve refuses.
+	full           atomic.Bool
+	backlogRecords atomic.Int64
+	writeFailures  atomic.Int64
+	refused        atomic.Int64
+	// failingSince is when the writes began to fail (zero: the last write succeeded), for the
+	// log lines of the writer's state changes.
+	wmu          sync.Mutex
+	failingSince time.Time
+	failedWrites int64
 
 	// refillMu orders the start of a background grant against Close, which waits for the grants
 	// in flight (refills) before it returns the holds.
@@ -255,12 +299,14 @@ func (a *account) observe(exists bool, amount, version int64) bool {
 
 // New returns a meter drawing credit from and writing usage to st. It starts nothing: call Run
 // for the background work (writing usage, renewing and returning holds, reaping the holds of
-// dead processes), and Close (or end Run's context) to drain.
+// dead processes), and Close (or end Run's context) to drain. Records that an earlier process
+// left in opts.Spill are written first, once Run runs.
 func New(st *store.Store, opts Options) *Meter {
 	m := &Meter{
 		st:       st,
 		opts:     opts.withDefaults(),
 		kick:     make(chan struct{}, 1),
+		wake:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 		loopDone: make(chan struct{}),
 	}
@@ -268,6 +314,7 @@ func New(st *store.Store, opts Options) *Meter {
 	for i := range m.shards {
 		m.shards[i].accounts = make(map[uuid.UUID]*account)
 	}
+	m.openBacklog()
 	return m
 }
 
@@ -440,13 +487,20 @@ func (r *Reservation) AccountID() uuid.UUID { return r.accountID }
 // Reserve waits for the grant in flight or draws a larger hold in one round trip. When the
 // account cannot cover the amount the error is an *InsufficientError (a 402 through
 // apierror.As); an unknown account is store.ErrNotFound. Every reservation must end in exactly
-// one Settle or Release.
+// one Settle or Release. While the usage backlog is full (the database has not taken usage for
+// long; see the package documentation), Reserve refuses every request with a 503 (an
+// apierror.Unavailable wrapping ErrBacklogFull) rather than serve it unbilled.
 func (m *Meter) Reserve(ctx context.Context, accountID uuid.UUID, requestID string, worstCaseMicros int64) (*Reservation, error) {
 	if requestID == "" || len(requestID) > maxRequestID {
 		return nil, fmt.Errorf("billing: a reservation needs a request id of 1 to %d bytes", maxRequestID)
 	}
 	if m.closed.Load() {
 		return nil, ErrClosed
+	}
+	if m.full.Load() {
+		// The request's usage could be recorded nowhere: it is not served.
+		m.refused.Add(1)
+		return nil, apierror.Unavailable("the database", ErrBacklogFull)
 	}
 	worst := max(worstCaseMicros, 0)
 	delayed := false
@@ -636,125 +690,27 @@ func (m *Meter) Balance(ctx context.Context, accountID uuid.UUID) (int64, error)
 	return m.st.Balance(ctx, accountID)
 }
 
-func (m *Meter) enqueue(rec store.UsageRecord) {
-	m.qmu.Lock()
-	m.queue = append(m.queue, rec)
-	n := len(m.queue)
-	m.qmu.Unlock()
-	if n >= m.opts.BatchSize {
-		select {
-		case m.kick <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// flushAll writes queued usage in batches until the queue is empty or a write fails; the
-// records of a failed write go back to the head of the queue.
-func (m *Meter) flushAll(ctx context.Context) error { return m.flush(ctx, -1) }
-
-// flushQueued writes the records queued when it is called (in batches; the same on failure
-// as flushAll). Records settled while it writes wait for the next tick: with a steady stream
-// of settlements, chasing them would turn one batch per interval into a chain of tiny batches,
-// each a statement and a commit in PostgreSQL.
-func (m *Meter) flushQueued(ctx context.Context) error {
-	m.qmu.Lock()
-	n := len(m.queue)
-	m.qmu.Unlock()
-	if n == 0 {
-		return nil
-	}
-	return m.flush(ctx, n)
-}
-
-// flush writes up to limit queued records (all of them, new ones included, when limit < 0).
-func (m *Meter) flush(ctx context.Context, limit int) error {
-	m.flushMu.Lock()
-	defer m.flushMu.Unlock()
-	for written := 0; limit < 0 || written < limit; {
-		m.qmu.Lock()
-		if len(m.queue) == 0 {
-			m.qmu.Unlock()
-			return nil
-		}
-		n := min(len(m.queue), m.opts.BatchSize)
-		if limit >= 0 {
-			n = min(n, limit-written)
-		}
-		batch := m.queue[:n:n]
-		m.queue = m.queue[n:]
-		if len(m.queue) == 0 {
-			m.queue = nil
-		}
-		m.qmu.Unlock()
-		if err := m.writeBatch(ctx, batch); err != nil {
-			m.qmu.Lock()
-			m.queue = append(batch, m.queue...)
-			m.qmu.Unlock()
-			return err
-		}
-		written += n
-	}
-	return nil
-}
-
-// writeBatch writes one batch and applies the outcome to the accounts' states.
-func (m *Meter) writeBatch(ctx context.Context, batch []store.UsageRecord) error {
-	res, err := m.st.WriteUsage(ctx, m.opts.Holder, batch)
-	if err != nil {
-		return err
-	}
-	type sum struct {
-		cost int64
-		n    int
-	}
-	sums := make(map[uuid.UUID]*sum)
-	for _, r := range batch {
-		s := sums[r.AccountID]
-		if s == nil {
-			s = &sum{}
-			sums[r.AccountID] = s
-		}
-		s.cost += r.CostMicros
-		s.n++
-	}
-	charges := make(map[uuid.UUID]store.UsageCharge, len(res.Charges))
-	for _, c := range res.Charges {
-		charges[c.AccountID] = c
-		if c.BilledMicros < c.TotalMicros {
-			m.opts.Logger.Warn("billing: usage not billed in full: the credit hold had been released",
-				"account", c.AccountID, "cost_micros", c.TotalMicros, "billed_micros", c.BilledMicros)
-		}
-	}
-	if res.Dropped > 0 {
-		m.opts.Logger.Warn("billing: usage of unknown accounts dropped", "records", res.Dropped)
-	}
-	for id, s := range sums {
-		a := m.account(id, false)
-		if a == nil {
-			continue
-		}
-		a.mu.Lock()
-		a.pending -= s.cost
-		a.pendingRecords -= s.n
-		if c, ok := charges[id]; ok {
-			a.observe(c.HasHold, c.HoldMicros, c.HoldVersion)
-		}
-		a.mu.Unlock()
-	}
-	return nil
-}
-
 // Run does the meter's background work until ctx ends or Close is called: it writes settled
-// usage every FlushInterval (at once when BatchSize records wait), renews the process's holds,
-// returns idle holds, and reaps the expired holds of dead processes. When ctx ends it drains
-// (writes everything, releases every hold; bounded by DrainTimeout) and returns the drain's
-// error. Run may be called once.
+// usage every FlushInterval (at once when BatchSize records wait), keeps what the database
+// refuses in the backlog and writes it back with backoff (see the package documentation),
+// renews the process's holds, returns idle holds, and reaps the expired holds of dead
+// processes. When ctx ends it drains (writes everything, or keeps it in the spill file, and
+// releases every hold; bounded by DrainTimeout) and returns the drain's error. Run may be
+// called once.
 func (m *Meter) Run(ctx context.Context) error {
 	if !m.running.CompareAndSwap(false, true) {
 		return errors.New("billing: Run called twice")
 	}
+	rctx, stopReplay := context.WithCancel(ctx)
+	replayDone := make(chan struct{})
+	go func() {
+		defer close(replayDone)
+		m.replayLoop(rctx)
+	}()
+	m.wakeReplayer()
 	m.loop(ctx)
+	stopReplay()
+	<-replayDone
 	close(m.loopDone)
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.opts.DrainTimeout)
 	defer cancel()
@@ -774,18 +730,12 @@ func (m *Meter) loop(ctx context.Context) {
 		case <-m.stop:
 			return
 		case <-flush.C:
-			m.flushLogged(ctx)
+			_ = m.flushQueued(ctx)
 		case <-m.kick:
-			m.flushLogged(ctx)
+			_ = m.flushQueued(ctx)
 		case <-maintain.C:
 			m.maintain(ctx)
 		}
-	}
-}
-
-func (m *Meter) flushLogged(ctx context.Context) {
-	if err := m.flushQueued(ctx); err != nil && ctx.Err() == nil {
-		m.opts.Logger.Error("billing: write usage (will retry)", "err", err)
 	}
 }
 

@@ -1,0 +1,208 @@
+package billing
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// dbRelay is a TCP relay between a store and the PostgreSQL server of a test database, which a
+// test cuts to make the database go away for its client in a real way: Cut closes every relayed
+// connection, and until Restore every new connection is accepted and closed at once, so the
+// client's queries fail as they do when the server is gone (connection reset, unexpected EOF,
+// failed to connect). LoseCommitAck makes the next COMMIT's answer go missing: the server
+// commits, the relay drops its answer and closes the client's connection, as when a connection
+// breaks at the worst moment.
+type dbRelay struct {
+	t      *testing.T
+	ln     net.Listener
+	dial   func() (net.Conn, error)
+	connCS string
+
+	mu       sync.Mutex
+	cut      bool
+	conns    map[net.Conn]struct{}
+	loseAck  bool
+	lostAcks int
+	wg       sync.WaitGroup
+}
+
+// newRelay starts a relay to the database of connection string cs and returns it; ConnString
+// reaches the database through it. It stops when the test ends.
+func newRelay(t *testing.T, cs string) *dbRelay {
+	t.Helper()
+	cfg, err := pgconn.ParseConfig(cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dial func() (net.Conn, error)
+	if strings.HasPrefix(cfg.Host, "/") {
+		sock := filepath.Join(cfg.Host, ".s.PGSQL."+strconv.Itoa(int(cfg.Port)))
+		dial = func() (net.Conn, error) { return net.Dial("unix", sock) }
+	} else {
+		addr := net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
+		dial = func() (net.Conn, error) { return net.Dial("tcp", addr) }
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &dbRelay{t: t, ln: ln, dial: dial, conns: make(map[net.Conn]struct{})}
+	port := ln.Addr().(*net.TCPAddr).Port
+	// The relay passes bytes through untouched, but TLS would hide the server's answers from
+	// LoseCommitAck: the test connection goes in the clear.
+	if strings.HasPrefix(cs, "postgres://") || strings.HasPrefix(cs, "postgresql://") {
+		u, err := url.Parse(cs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.Host = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		q := u.Query()
+		q.Set("sslmode", "disable")
+		u.RawQuery = q.Encode()
+		r.connCS = u.String()
+	} else {
+		r.connCS = fmt.Sprintf("%s host=127.0.0.1 port=%d sslmode=disable", cs, port)
+	}
+	r.wg.Add(1)
+	go r.accept()
+	t.Cleanup(r.close)
+	return r
+}
+
+// ConnString reaches the database through the relay.
+func (r *dbRelay) ConnString() string { return r.connCS }
+
+// Cut makes the database unreachable: relayed connections are closed and new ones refused.
+func (r *dbRelay) Cut() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cut = true
+	for c := range r.conns {
+		c.Close()
+	}
+}
+
+// Restore makes the database reachable again.
+func (r *dbRelay) Restore() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cut = false
+}
+
+// LoseCommitAck makes the relay drop the answer to the next COMMIT the server acknowledges,
+// and close that client connection.
+func (r *dbRelay) LoseCommitAck() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.loseAck = true
+}
+
+// LostAcks is how many COMMIT answers the relay dropped.
+func (r *dbRelay) LostAcks() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lostAcks
+}
+
+func (r *dbRelay) close() {
+	r.ln.Close()
+	r.Cut()
+	r.wg.Wait()
+}
+
+func (r *dbRelay) accept() {
+	defer r.wg.Done()
+	for {
+		client, err := r.ln.Accept()
+		if err != nil {
+			return
+		}
+		r.mu.Lock()
+		cut := r.cut
+		r.mu.Unlock()
+		if cut {
+			client.Close()
+			continue
+		}
+		server, err := r.dial()
+		if err != nil {
+			client.Close()
+			continue
+		}
+		r.mu.Lock()
+		if r.cut {
+			r.mu.Unlock()
+			client.Close()
+			server.Close()
+			continue
+		}
+		r.conns[client] = struct{}{}
+		r.conns[server] = struct{}{}
+		r.mu.Unlock()
+		r.wg.Add(2)
+		go func() {
+			defer r.wg.Done()
+			_, _ = io.Copy(server, client)
+			r.drop(client, server)
+		}()
+		go func() {
+			defer r.wg.Done()
+			r.answers(client, server)
+			r.drop(client, server)
+		}()
+	}
+}
+
+func (r *dbRelay) drop(conns ...net.Conn) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+		delete(r.conns, c)
+	}
+}
+
+// answers relays the server's messages to the client one by one (every message after the
+// start-up is a type byte and a length that counts itself), dropping a COMMIT's
+// CommandComplete when LoseCommitAck asked for it.
+func (r *dbRelay) answers(client, server net.Conn) {
+	var head [5]byte
+	for {
+		if _, err := io.ReadFull(server, head[:]); err != nil {
+			return
+		}
+		n := int(binary.BigEndian.Uint32(head[1:]))
+		if n < 4 {
+			return
+		}
+		body := make([]byte, n-4)
+		if _, err := io.ReadFull(server, body); err != nil {
+			return
+		}
+		if head[0] == 'C' && string(body) == "COMMIT\x00" {
+			r.mu.Lock()
+			lose := r.loseAck
+			if lose {
+				r.loseAck = false
+				r.lostAcks++
+			}
+			r.mu.Unlock()
+			if lose {
+				return
+			}
+		}
+		if _, err := client.Write(append(head[:], body...)); err != nil {
+			return
+		}
+	}
+}

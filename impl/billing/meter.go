@@ -74,8 +74,9 @@ type Options struct {
 	Spill *usagespill.Spill
 	// MaxBacklog bounds the records waiting in memory without a Spill (default 100,000).
 	MaxBacklog int
-	// WriteTimeout bounds one batch write (default 5 s); RetryMax the wait between two attempts
-	// to write the backlog, which starts at FlushInterval and doubles (default 5 s).
+	// WriteTimeout bounds one batch write, and each database call of the maintenance of holds
+	// (default 5 s); RetryMax the wait between two attempts to write the backlog, which starts at
+	// FlushInterval and doubles (default 5 s).
 	WriteTimeout time.Duration
 	RetryMax     time.Duration
 	// DrainTimeout bounds the final flush and hold release when Run's context ends, the
@@ -215,7 +216,7 @@ type Meter struct {
 	loopDone chan struct{}
 	drainMu  sync.Mutex
 
-	// lastRenew and lastReap belong to the loop goroutine.
+	// lastRenew and lastReap belong to the maintenance goroutine.
 	lastRenew, lastReap time.Time
 }
 
@@ -701,28 +702,35 @@ func (m *Meter) Run(ctx context.Context) error {
 	if !m.running.CompareAndSwap(false, true) {
 		return errors.New("billing: Run called twice")
 	}
-	rctx, stopReplay := context.WithCancel(ctx)
-	replayDone := make(chan struct{})
+	// Three goroutines: this one moves settled records every tick; the replayer writes the
+	// backlog; the maintenance renews, returns and reaps holds. A database that hangs holds up
+	// neither the ticks nor the replayer for longer than WriteTimeout.
+	bg, stopBackground := context.WithCancel(ctx)
+	replayDone, maintainDone := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(replayDone)
-		m.replayLoop(rctx)
+		m.replayLoop(bg)
+	}()
+	go func() {
+		defer close(maintainDone)
+		m.maintainLoop(bg)
 	}()
 	m.wakeReplayer()
 	m.loop(ctx)
-	stopReplay()
+	stopBackground()
 	<-replayDone
+	<-maintainDone
 	close(m.loopDone)
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.opts.DrainTimeout)
 	defer cancel()
 	return m.Close(dctx)
 }
 
+// loop moves the settled records to the database (or the backlog) every FlushInterval, and at
+// once when BatchSize records wait, until ctx ends or Close is called.
 func (m *Meter) loop(ctx context.Context) {
 	flush := time.NewTicker(m.opts.FlushInterval)
 	defer flush.Stop()
-	every := min(time.Second, m.opts.IdleRelease/4, m.opts.Lease/6, m.opts.ReapInterval)
-	maintain := time.NewTicker(max(every, 10*time.Millisecond))
-	defer maintain.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -733,25 +741,46 @@ func (m *Meter) loop(ctx context.Context) {
 			_ = m.flushQueued(ctx)
 		case <-m.kick:
 			_ = m.flushQueued(ctx)
-		case <-maintain.C:
+		}
+	}
+}
+
+// maintainLoop renews the process's holds, returns the idle ones and reaps the expired holds of
+// every process, until ctx ends.
+func (m *Meter) maintainLoop(ctx context.Context) {
+	every := min(time.Second, m.opts.IdleRelease/4, m.opts.Lease/6, m.opts.ReapInterval)
+	tick := time.NewTicker(max(every, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
 			m.maintain(ctx)
 		}
 	}
 }
 
+// maintain does what is due of the maintenance, each database call bounded by WriteTimeout.
 func (m *Meter) maintain(ctx context.Context) {
 	now := m.now()
 	if now.Sub(m.lastRenew) >= m.opts.Lease/3 {
 		m.lastRenew = now
-		m.renew(ctx)
+		cctx, cancel := context.WithTimeout(ctx, m.opts.WriteTimeout)
+		m.renew(cctx)
+		cancel()
 	}
 	if now.Sub(m.lastReap) >= m.opts.ReapInterval {
 		m.lastReap = now
-		if _, err := m.ReapExpiredHolds(ctx); err != nil && ctx.Err() == nil {
+		cctx, cancel := context.WithTimeout(ctx, m.opts.WriteTimeout)
+		if _, err := m.ReapExpiredHolds(cctx); err != nil && ctx.Err() == nil {
 			m.opts.Logger.Error("billing: reap expired credit holds", "err", err)
 		}
+		cancel()
 	}
-	m.releaseIdle(ctx, now)
+	cctx, cancel := context.WithTimeout(ctx, m.opts.WriteTimeout)
+	m.releaseIdle(cctx, now)
+	cancel()
 }
 
 // renew extends the leases of the process's holds. A hold that is gone (reaped while this
@@ -770,7 +799,7 @@ func (m *Meter) renew(ctx context.Context) {
 	sent := m.now()
 	holds, err := m.st.RenewCreditHolds(ctx, m.opts.Holder, m.opts.Lease)
 	if err != nil {
-		if ctx.Err() == nil {
+		if !errors.Is(ctx.Err(), context.Canceled) {
 			m.opts.Logger.Error("billing: renew credit holds", "err", err)
 		}
 		return
@@ -812,7 +841,7 @@ func (m *Meter) releaseIdle(ctx context.Context, now time.Time) {
 	}
 	if len(idle) > 0 {
 		released, err := m.st.ReleaseCreditHolds(ctx, m.opts.Holder, ids)
-		if err != nil && ctx.Err() == nil {
+		if err != nil && !errors.Is(ctx.Err(), context.Canceled) {
 			m.opts.Logger.Error("billing: release idle credit holds", "err", err)
 		}
 		versions := make(map[uuid.UUID]int64, len(released))

@@ -15,7 +15,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/tollgate/tollgate/impl/pgcluster"
 	"github.com/tollgate/tollgate/impl/pgtest"
 )
 
@@ -36,15 +35,25 @@ type answer struct {
 
 // paced are requests of every route whose answers the simulator paces: the text holds
 // directive, e.g. [[sim words=300 tps=50]]. Chat and Messages streams are relayed (the upstream
-// speaks the client's format); the Responses stream is translated from a chat upstream.
-func paced(directive string) []call {
+// speaks the client's format); the Responses stream is translated from a chat upstream. With
+// nonStreamed, a non-streamed chat request comes first.
+//
+// The order matters to a test that waits for each to start before the next: a non-streamed
+// request is known to be started only once it is sent, and its connection may still wait in
+// the listener's backlog (where closing the listener resets it); connections are accepted in
+// the order they came, so once a later stream has its first bytes, the earlier connection has
+// been accepted too, and a shutdown does not close it before its request is read.
+func paced(directive string, nonStreamed bool) []call {
 	msg := `[{"role":"user","content":"tell me a story ` + directive + `"}]`
-	return []call{
+	calls := []call{
 		{"chat stream", "/v1/chat/completions", `{"model":"service-flint-base","stream":true,"messages":` + msg + `}`, true},
 		{"responses stream", "/v1/responses", `{"model":"service-flint-base","stream":true,"input":` + msg + `}`, true},
 		{"messages stream", "/v1/messages", `{"model":"service-sonnet","max_tokens":4096,"stream":true,"messages":` + msg + `}`, true},
-		{"chat", "/v1/chat/completions", `{"model":"service-flint-base","messages":` + msg + `}`, false},
 	}
+	if nonStreamed {
+		calls = append([]call{{"chat", "/v1/chat/completions", `{"model":"service-flint-base","messages":` + msg + `}`, false}}, calls...)
+	}
+	return calls
 }
 
 // send starts c on p with key; started is closed once the request is in flight (a stream's
@@ -198,7 +207,7 @@ func TestServeSIGTERMDrains(t *testing.T) {
 	}
 
 	// Each answer takes about 6 s: 300 words at 50 a second.
-	calls := paced("[[sim words=300 tps=50]]")
+	calls := paced("[[sim words=300 tps=50]]", true)
 	var dones []chan answer
 	for _, c := range calls {
 		started, done := send(p, key, c)
@@ -277,7 +286,7 @@ func TestServeShutdownGraceEndsStreams(t *testing.T) {
 
 	// A minute of words at 50 a second: far beyond the grace period.
 	var dones []chan answer
-	for _, c := range paced("[[sim words=3000 tps=50]]")[:3] {
+	for _, c := range paced("[[sim words=3000 tps=50]]", false) {
 		started, done := send(p, key, c)
 		<-started
 		dones = append(dones, done)
@@ -328,29 +337,10 @@ func TestServeShutdownGraceEndsStreams(t *testing.T) {
 // comes up and serves.
 func TestServeWaitsForDatabase(t *testing.T) {
 	testBinary(t)
-	ctx := context.Background()
-	// A cluster of the test's own, which it can stop and start; the socket directory is fixed so
-	// that the connection string stays the same.
-	opts := pgcluster.Options{DataDir: tempDir(t, "tgwait-"), SocketDir: unusedDir(t, "tgs-"), Port: 5433}
-	c, err := pgcluster.Start(ctx, opts)
-	if err != nil {
-		t.Skipf("PostgreSQL: %v", err)
-	}
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			_ = c.Stop(context.Background())
-		}
-	})
-	if err := c.CreateDatabase(ctx, "tollgate"); err != nil {
-		t.Fatal(err)
-	}
-	db := c.ConnString("tollgate")
+	pg := pgtest.NewOutage(t) // a cluster of the test's own, which it can stop and start
+	db := pg.ConnString()
 	key := setupAccount(t, db)
-	if err := c.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
-	stopped = true
+	pg.Stop()
 
 	p := startServe(t, serveEnv(t, db))
 	body := p.waitReadyz(t, http.StatusServiceUnavailable, 30*time.Second)
@@ -369,11 +359,7 @@ func TestServeWaitsForDatabase(t *testing.T) {
 	if !strings.Contains(logs, `"attempt":2`) || !strings.Contains(logs, "failed to connect") {
 		t.Errorf("the attempts are not logged with their reason:\n%s", logs)
 	}
-	c, err = pgcluster.Start(ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopped = false
+	pg.Start()
 
 	p.waitReadyz(t, http.StatusOK, 60*time.Second)
 	req, _ := http.NewRequest("GET", p.base+"/v1/models", nil)
@@ -407,18 +393,6 @@ func TestServeGivesUpWaitingForDatabase(t *testing.T) {
 		!strings.Contains(p.logs(), `"msg":"database not reachable; retrying"`) {
 		t.Fatalf("exit: %v\n%s", err, p.logs())
 	}
-}
-
-// tempDir is a fresh directory under the system's temporary directory (reachable by the
-// postgres OS user, unlike t.TempDir's when the test runs as root), removed after the test.
-func tempDir(t *testing.T, prefix string) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return dir
 }
 
 // unusedDir is a short path under /tmp that does not exist yet (pgcluster creates a socket

@@ -66,12 +66,13 @@ func newFallback(t testing.TB, client redis.UniversalClient, prefix string, o Fa
 
 // unreachableClient returns a client of a port nothing listens on.
 func unreachableClient(t testing.TB) *redis.Client {
-	client := redis.NewClient(&redis.Options{
-		Addr:                  "127.0.0.1:1", // nothing listens on port 1
-		MaxRetries:            -1,
-		DialTimeout:           200 * time.Millisecond,
-		ContextTimeoutEnabled: true,
-	})
+	o := &redis.Options{
+		Addr:        "127.0.0.1:1", // nothing listens on port 1
+		MaxRetries:  -1,
+		DialTimeout: 200 * time.Millisecond,
+	}
+	TuneClientOptions(o)
+	client := redis.NewClient(o)
 	t.Cleanup(func() { _ = client.Close() })
 	return client
 }

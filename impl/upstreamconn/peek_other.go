@@ -6,5 +6,6 @@ package upstreamconn
 type socketPeek struct{}
 
 // peerSpoke reports nothing on this platform: the socket is not inspected (putIdle already
-// refuses a connection with bytes buffered).
+// refuses a connection with bytes buffered, and an early answer is found only once the
+// upstream reads the body or closes the connection).
 func (c *conn) peerSpoke() bool { return false }

@@ -4,12 +4,14 @@ package upstreamconn
 
 import "syscall"
 
-// peerSpoke reports whether the upstream has sent anything on the idle connection since its
-// last response was read: data, or the end of the stream (it closed the connection). It peeks
-// at the socket without blocking and without consuming; a connection it cannot inspect is
-// reported as having spoken, so it is not reused.
+// peerSpoke reports whether the upstream has sent anything that was not read yet: on an idle
+// connection, since its last response was read; while a request body is written, the start of
+// an early answer. Data and the end of the stream (it closed the connection) both count. It
+// peeks at the socket without blocking and without consuming; a connection it cannot inspect
+// is reported as having spoken, so it is not reused.
 func (c *conn) peerSpoke() bool {
-	// Bytes already buffered cannot be here: putIdle does not pool such a connection.
+	// Bytes already buffered cannot be here: putIdle does not pool such a connection, and
+	// nothing is read while the request is written.
 	if c.peek == nil {
 		sc, ok := c.nc.(syscall.Conn)
 		if !ok {

@@ -3,13 +3,18 @@ package upstreamconn
 import (
 	"bufio"
 	"context"
+	"errors"
+	"io"
+	"math"
 	"net"
 	"time"
 )
 
 // conn is one TCP connection to an upstream with its buffers.
 type conn struct {
-	nc   net.Conn
+	nc net.Conn
+	// lr is what br reads from: the connection, limited while a response head is read.
+	lr   headLimit
 	br   *bufio.Reader
 	bw   *bufio.Writer
 	addr string
@@ -25,12 +30,41 @@ type conn struct {
 }
 
 func newConn(nc net.Conn, addr string) *conn {
-	c := &conn{nc: nc, br: bufio.NewReaderSize(nc, connBufferSize), bw: bufio.NewWriterSize(nc, connBufferSize), addr: addr}
+	c := &conn{nc: nc, lr: headLimit{r: nc, n: unlimited}, bw: bufio.NewWriterSize(nc, connBufferSize), addr: addr}
+	c.br = bufio.NewReaderSize(&c.lr, connBufferSize)
 	c.interrupt = c.close
 	return c
 }
 
 func (c *conn) close() { _ = c.nc.Close() }
+
+// unlimited is headLimit's budget outside response heads.
+const unlimited = math.MaxInt64
+
+// errHeadLimit is what headLimit's reads return once its budget is spent; exchange reports it
+// as ErrResponseHeaderTooLarge.
+var errHeadLimit = errors.New("upstreamconn: response head limit reached")
+
+// headLimit reads from r at most n more bytes, then fails with errHeadLimit. It sits under the
+// connection's buffered reader, so that the limit counts every byte taken from the connection
+// while a response head is read, 1xx responses and read-ahead included, as net/http's
+// Transport counts MaxResponseHeaderBytes.
+type headLimit struct {
+	r io.Reader
+	n int64
+}
+
+func (l *headLimit) Read(p []byte) (int, error) {
+	if l.n <= 0 {
+		return 0, errHeadLimit
+	}
+	if int64(len(p)) > l.n {
+		p = p[:l.n]
+	}
+	n, err := l.r.Read(p)
+	l.n -= int64(n)
+	return n, err
+}
 
 // getConn returns the most recently used idle connection to addr, or a new one. reused reports
 // whether it came from the pool.

@@ -6,7 +6,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
+	"sync"
+	"time"
 
 	"golang.org/x/net/http/httpguts"
 )
@@ -136,7 +139,8 @@ func writeRequest(c *conn, req *http.Request, host string, body io.Reader) error
 
 // writeBody sends exactly length bytes of body after the buffered header and fails when body
 // holds fewer or more. A body that fits in the write buffer is read straight into it, so the
-// whole request leaves in one write; a larger one is copied to the connection in large writes.
+// whole request leaves in one write; a larger one is copied to the connection in large writes
+// by copyBody, which stops early (errEarlyAnswer) when the upstream answers before reading it.
 func writeBody(c *conn, body io.Reader, length int64) error {
 	w := c.bw
 	if length <= int64(w.Available())-1 { // one spare byte to check that the body ends
@@ -163,15 +167,46 @@ func writeBody(c *conn, body io.Reader, length int64) error {
 	if err := w.Flush(); err != nil {
 		return &connWriteError{err: err}
 	}
-	src := &errorRecordingReader{r: body}
-	n, err := io.Copy(c.nc, io.LimitReader(src, length))
-	switch {
-	case src.err != nil && src.err != io.EOF:
-		return fmt.Errorf("upstreamconn: reading the request body: %w", src.err)
-	case err != nil:
-		return &connWriteError{err: err}
-	case n < length:
-		return bodyReadError(io.EOF, n, length)
+	return copyBody(c, body, length)
+}
+
+// earlyAnswerPoll is how long a write of a request body may stay blocked before writeBody
+// looks whether the upstream has begun to answer. An upstream that refuses a large body (a
+// 413 after its head, say) may stop reading it and keep the connection open: the write then
+// blocks for ever, while net/http's Transport, which reads in another goroutine, returns the
+// answer at once. Looking costs a non-blocking peek at the socket, and only while a write is
+// blocked; a body that the upstream reads as fast as it is written is never interrupted.
+const earlyAnswerPoll = 10 * time.Millisecond
+
+// copyBuffers holds the buffers through which copyBody sends bodies larger than the write
+// buffer.
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// copyBody sends exactly length bytes of body to the connection in large writes, and fails
+// when body holds fewer or more. When the upstream begins to answer while a write is blocked,
+// it stops and returns errEarlyAnswer: the rest of the body is not sent, and the connection
+// must not be reused.
+func copyBody(c *conn, body io.Reader, length int64) error {
+	bp := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(bp)
+	buf := *bp
+	_ = c.nc.SetWriteDeadline(time.Now().Add(earlyAnswerPoll))
+	defer func() { _ = c.nc.SetWriteDeadline(time.Time{}) }()
+	var sent int64
+	for sent < length {
+		n, err := body.Read(buf[:min(int64(len(buf)), length-sent)])
+		if n > 0 {
+			if werr := c.writeWatchingForAnswer(buf[:n]); werr != nil {
+				return werr
+			}
+			sent += int64(n)
+		}
+		if err != nil {
+			if err == io.EOF && sent == length {
+				break
+			}
+			return bodyReadError(err, sent, length)
+		}
 	}
 	var one [1]byte
 	if m, err := body.Read(one[:]); m > 0 {
@@ -182,27 +217,37 @@ func writeBody(c *conn, body io.Reader, length int64) error {
 	return nil
 }
 
+// writeWatchingForAnswer writes p under the write deadline copyBody set. Each time the deadline
+// passes with the write blocked, it looks at the socket: when the upstream has sent something
+// (or closed it), it returns errEarlyAnswer; otherwise it extends the deadline and goes on.
+func (c *conn) writeWatchingForAnswer(p []byte) error {
+	for len(p) > 0 {
+		n, err := c.nc.Write(p)
+		p = p[n:]
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			return &connWriteError{err: err}
+		}
+		if c.peerSpoke() {
+			return errEarlyAnswer
+		}
+		_ = c.nc.SetWriteDeadline(time.Now().Add(earlyAnswerPoll))
+	}
+	return nil
+}
+
+// errEarlyAnswer is copyBody's report that the upstream began to answer before it had read the
+// whole request body.
+var errEarlyAnswer = errors.New("upstreamconn: the upstream answered before reading the whole request body")
+
 // bodyReadError describes a request body that failed or ended after n of its length bytes.
 func bodyReadError(err error, n, length int64) error {
 	if err == io.EOF || err == io.ErrUnexpectedEOF {
 		return fmt.Errorf("upstreamconn: request body has %d bytes, fewer than its ContentLength %d", n, length)
 	}
 	return fmt.Errorf("upstreamconn: reading the request body: %w", err)
-}
-
-// errorRecordingReader remembers the error of the reader it wraps, to tell a failing request body
-// from a failing connection when both are behind one io.Copy.
-type errorRecordingReader struct {
-	r   io.Reader
-	err error
-}
-
-func (c *errorRecordingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	if err != nil {
-		c.err = err
-	}
-	return n, err
 }
 
 // validHostHeader reports whether h can be sent as the Host header.

@@ -113,7 +113,7 @@ func errString(err error) string {
 // observe reads a response to a method request from src, as exchange does (after a first
 // Peek), with read (readFinalResponse or referenceFinalResponse). It then reads the body with
 // readSizes until it fails and once more, or, when closeEarly, reads once and closes it.
-func observe(src *piecewiseReader, method string, closeEarly bool,
+func observe(src io.Reader, method string, closeEarly bool,
 	read func(*bufio.Reader, *http.Request) (*http.Response, error)) responseOutcome {
 	br := bufio.NewReaderSize(src, connBufferSize)
 	req := &http.Request{Method: method}
@@ -400,6 +400,97 @@ func FuzzResponseHead(f *testing.F) {
 			end = errReset
 		}
 		checkSameResponse(t, data, sizes, end, method, closeEarly)
+	})
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// joinReads folds an outcome's body reads into the bytes read and the last error, which do
+// not depend on how the bytes arrived, and clears them from the outcome.
+func joinReads(o *responseOutcome) (body, lastErr string) {
+	var b strings.Builder
+	for _, r := range o.Reads {
+		b.WriteString(r.Data)
+		lastErr = r.Err
+	}
+	o.Reads = nil
+	return b.String(), lastErr
+}
+
+// FuzzResponseHeadLimit holds the response head limit to its promise on arbitrary bytes. With
+// the connection limited to limit bytes as exchange limits it (from before the first Peek
+// until the final head is read), readFinalResponse never takes more than limit bytes from it;
+// when the heads, 1xx responses included, end within limit bytes it gives exactly what the
+// unlimited reference gives, body and trailer included; when they do not, it fails with the
+// limit spent. limit is where the reference's heads end (or where it failed) plus slack.
+func FuzzResponseHeadLimit(f *testing.F) {
+	for _, c := range responseCases {
+		if len(c.data) <= 2*connBufferSize {
+			for _, slack := range []int16{-1, 0, 1, -100} {
+				f.Add([]byte(c.data), uint16(0), slack, false)
+			}
+		}
+	}
+	f.Add([]byte("HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"), uint16(5), int16(-3), false)
+	f.Add([]byte("HTTP/1.1 100 Continue\n\nHTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\n2\nok\n0\nX-T: 1\n\n"), uint16(0), int16(0), true)
+	for _, seed := range fuzzSeeds {
+		f.Add([]byte(seed), uint16(0), int16(0), true)
+	}
+	f.Fuzz(func(t *testing.T, data []byte, first uint16, slack int16, crlf bool) {
+		if crlf {
+			data = bareLFToCRLF(data)
+		}
+		var sizes []int
+		if first > 0 {
+			sizes = []int{int(first), 1 + int(first%13)}
+		}
+		const method = http.MethodGet
+		counted := &countingReader{r: &piecewiseReader{data: data, sizes: sizes}}
+		br := bufio.NewReaderSize(counted, connBufferSize)
+		_, _ = br.Peek(1)
+		_, refErr := referenceFinalResponse(br, &http.Request{Method: method})
+		headEnd := counted.n - int64(br.Buffered())
+		limit := max(1, headEnd+int64(slack))
+
+		lim := &headLimit{r: &piecewiseReader{data: data, sizes: sizes}, n: limit}
+		var taken int64
+		spent := false
+		got := observe(lim, method, false, func(br *bufio.Reader, req *http.Request) (*http.Response, error) {
+			res, err := readFinalResponse(br, req)
+			taken, spent = limit-lim.n, lim.n <= 0
+			lim.n = unlimited
+			return res, err
+		})
+		want := observe(&piecewiseReader{data: data, sizes: sizes}, method, false, referenceFinalResponse)
+		if taken > limit {
+			t.Fatalf("took %d bytes from the connection, over the limit of %d", taken, limit)
+		}
+		switch {
+		case refErr != nil:
+			if got.Err == "" {
+				t.Fatalf("limit %d: succeeded where the reference failed (%v) on %q", limit, refErr, data)
+			}
+		case headEnd <= limit:
+			gotBody, gotErr := joinReads(&got)
+			wantBody, wantErr := joinReads(&want)
+			if !reflect.DeepEqual(got, want) || gotBody != wantBody || gotErr != wantErr {
+				t.Fatalf("heads end at %d, limit %d, on %q:\ngot  %+v body %q (%s)\nwant %+v body %q (%s)", headEnd, limit, data, got, gotBody, gotErr, want, wantBody, wantErr)
+			}
+		default:
+			if got.Err == "" || !spent {
+				t.Fatalf("heads end at %d, over the limit of %d, yet: %+v (limit spent: %v) on %q", headEnd, limit, got, spent, data)
+			}
+		}
 	})
 }
 

@@ -23,8 +23,22 @@
 // a new connection. Cancelling the request's context interrupts a blocked write or read, and
 // the connection is then discarded.
 //
+// Against a hostile or broken upstream it holds the limits net/http's Transport holds by
+// default. A response head may take at most MaxResponseHeaderBytes (10 MiB by default, as in
+// net/http) from the connection, counted across any 1xx responses before the final one; past
+// that the round trip fails with ErrResponseHeaderTooLarge and the connection is closed, so an
+// upstream sending endless header lines costs at most that much memory. An upstream may
+// answer before it has read the whole request body (a 413 after the head of a large body) and
+// then neither read on nor close the connection; net/http's reader goroutine returns such an
+// answer at once, and here, where the caller's goroutine writes the body itself, a write that
+// stays blocked for 10 ms looks at the socket without blocking (one peek, only while the
+// upstream is not reading) and, when the answer has begun, stops writing and returns it. The
+// connection is never reused after an answer that came before the whole request was sent.
+//
 // It does not speak TLS or HTTP/2, use proxies, send chunked request bodies or trailers, add
 // Accept-Encoding or decompress responses; RoundTrip refuses requests that would need those.
+// On platforms other than Linux, macOS and the BSDs the socket is not inspected, so an early
+// answer is found only once the upstream reads the body or closes the connection.
 package upstreamconn
 
 import (
@@ -47,6 +61,8 @@ const (
 	DefaultKeepAlive      = 30 * time.Second
 	DefaultMaxIdlePerHost = 100
 	DefaultIdleTimeout    = 90 * time.Second
+	// DefaultMaxResponseHeaderBytes is net/http's Transport's default for the same limit.
+	DefaultMaxResponseHeaderBytes = 10 << 20
 )
 
 // connBufferSize is the size of each connection's read and write buffers.
@@ -58,6 +74,10 @@ const max1xxResponses = 5
 // ErrResponseHeaderTimeout is returned when the response headers did not arrive within
 // Transport.ResponseHeaderTimeout after the request was written.
 var ErrResponseHeaderTimeout = errors.New("upstreamconn: timeout awaiting response headers")
+
+// ErrResponseHeaderTooLarge is returned when the response head, 1xx responses included, went
+// on past Transport.MaxResponseHeaderBytes; the connection is closed.
+var ErrResponseHeaderTooLarge = errors.New("upstreamconn: the response head is too large")
 
 // Transport is an http.RoundTripper for http:// URLs that performs each round trip in the
 // calling goroutine over a pool of keep-alive connections. The zero value is ready to use; a
@@ -76,6 +96,11 @@ type Transport struct {
 	// ResponseHeaderTimeout, when positive, bounds the wait for the response headers after the
 	// request has been written. It does not bound reading the body.
 	ResponseHeaderTimeout time.Duration
+	// MaxResponseHeaderBytes bounds what is read from the connection until the final response
+	// head has been read, informational (1xx) responses and bytes read ahead included, as
+	// net/http's Transport counts its field of the same name (DefaultMaxResponseHeaderBytes
+	// when 0 or negative). Beyond it the round trip fails with ErrResponseHeaderTooLarge.
+	MaxResponseHeaderBytes int64
 
 	mu sync.Mutex
 	// idle holds, per host:port, the idle connections, the most recently used last.
@@ -182,18 +207,23 @@ func (t *Transport) exchange(ctx context.Context, c *conn, req *http.Request, ho
 	writeErr := writeRequest(c, req, host, body)
 	closeRequestBody(body)
 	if writeErr != nil {
-		if _, ok := writeErr.(*connWriteError); !ok {
+		if _, ok := writeErr.(*connWriteError); !ok && writeErr != errEarlyAnswer {
 			return fail(writeErr) // the request body failed: nothing to read
 		}
-		// The server may have answered before reading the whole request (an early 413, say)
-		// and closed the connection; that answer tells more than the write error, so look for
-		// it below. A connection the server had closed while idle yields nothing at once.
+		// The server may have answered before reading the whole request (an early 413, say),
+		// and then closed the connection (the write failed) or stopped reading it (writeBody
+		// saw the answer begin and stopped writing); that answer tells more than the write
+		// error, so look for it below, and never reuse the connection. A connection the server
+		// had closed while idle yields nothing at once.
 	}
 
 	headerDeadline := t.ResponseHeaderTimeout > 0
 	if headerDeadline {
 		_ = c.nc.SetReadDeadline(time.Now().Add(t.ResponseHeaderTimeout))
 	}
+	// Every byte read from now until the final head is parsed counts against the limit.
+	limit := t.maxResponseHeaderBytes()
+	c.lr.n = limit
 	if _, err := c.br.Peek(1); err != nil {
 		switch {
 		case headerDeadline && isTimeout(err) && ctx.Err() == nil:
@@ -206,11 +236,15 @@ func (t *Transport) exchange(ctx context.Context, c *conn, req *http.Request, ho
 	}
 	res, err := readFinalResponse(c.br, req)
 	if err != nil {
-		if headerDeadline && isTimeout(err) && ctx.Err() == nil {
+		switch {
+		case c.lr.n <= 0:
+			return fail(fmt.Errorf("%w: more than %d bytes", ErrResponseHeaderTooLarge, limit))
+		case headerDeadline && isTimeout(err) && ctx.Err() == nil:
 			return fail(ErrResponseHeaderTimeout)
 		}
 		return fail(err)
 	}
+	c.lr.n = unlimited
 	if headerDeadline {
 		_ = c.nc.SetReadDeadline(time.Time{})
 	}
@@ -296,6 +330,13 @@ func (t *Transport) maxIdlePerHost() int {
 		return t.MaxIdlePerHost
 	}
 	return DefaultMaxIdlePerHost
+}
+
+func (t *Transport) maxResponseHeaderBytes() int64 {
+	if t.MaxResponseHeaderBytes > 0 {
+		return t.MaxResponseHeaderBytes
+	}
+	return DefaultMaxResponseHeaderBytes
 }
 
 func (t *Transport) idleTimeout() time.Duration {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // conformanceHandler answers by path with the behaviours the differential test compares. The
@@ -505,6 +506,39 @@ func conformanceCases() []conformanceCase {
 			{send: "\n", methods: []string{"GET"}, closeWrite: true},
 		}},
 		{name: "one byte first", handoff: true, steps: []step{{send: "G", methods: []string{"GET"}, closeWrite: true}}},
+
+		// The header timeout holds for the whole head, from the start of the request, also when
+		// the head is handed off half-way: a head trickled in past it is never served (the
+		// connection ends at the timeout, 1 s, before the last bytes at 1.4 s; a timeout
+		// restarted at the hand-off, at 0.7 s, would serve it).
+		{name: "head trickled past the header timeout", configure: trickleTimeouts, steps: trickledHead("X-Late: 1\r\n", endEmpty)},
+		{name: "head trickled past the header timeout, handed off", handoff: true, configure: trickleTimeouts, steps: trickledHead("Transfer-Encoding: chunked\r\n", endChunked)},
+		{name: "head trickled past the header timeout, over the lean buffer", handoff: true, configure: trickleTimeouts, steps: trickledHead(tooLongForLean, endEmpty)},
+		{name: "head trickled within the header timeout, handed off", handoff: true, configure: func(s *Server) { s.ReadHeaderTimeout = guard }, steps: trickledHead("Transfer-Encoding: chunked\r\n", endChunked)},
+		{name: "second head trickled past the header timeout, handed off", handoff: true, configure: trickleTimeouts, steps: append([]step{{send: get("/echo"), methods: []string{"GET"}}}, trickledHead("Transfer-Encoding: chunked\r\n", endChunked)...)},
+		{name: "request trickled past the read timeout, handed off", handoff: true, configure: func(s *Server) { s.ReadTimeout = time.Second },
+			steps: trickledHead("Transfer-Encoding: chunked\r\n", endChunked)},
+	}
+}
+
+// trickleTimeouts sets the header timeout the trickled-head cases run against.
+func trickleTimeouts(s *Server) { s.ReadHeaderTimeout = time.Second }
+
+// The ends of trickled heads: with an empty body, and with an empty chunked body.
+const (
+	endEmpty   = "Content-Length: 0\r\n\r\n"
+	endChunked = "\r\n0\r\n\r\n"
+)
+
+// trickledHead sends a POST request in three parts: the request line and Host at once, the line
+// extra after 0.7 s and end (the rest of the head and the body) after 0.7 s more. The margins
+// (0.3 s before the timeout, 0.4 s after it) are only there to be safe from a busy machine; no
+// test asserts how long anything takes.
+func trickledHead(extra, end string) []step {
+	return []step{
+		{send: "POST /echo HTTP/1.1\r\nHost: x\r\n"},
+		{pause: 700 * time.Millisecond, send: extra},
+		{pause: 700 * time.Millisecond, send: end, methods: []string{"POST"}},
 	}
 }
 

@@ -171,6 +171,7 @@ func (c *conn) readHead(first bool) verdict {
 					return v
 				}
 				if c.r == 0 && c.w == len(b) {
+					c.reqStart = start
 					return handOff // larger than the lean path's buffer
 				}
 			}
@@ -218,6 +219,7 @@ func (c *conn) readHead(first bool) verdict {
 			continue
 		}
 		if err == io.EOF && c.w > c.r && !waiting {
+			c.reqStart = start
 			return handOff // net/http answers a truncated head its own way
 		}
 		return connEnded
@@ -388,13 +390,27 @@ func (c *conn) discardBody(limit int64) (int, error) {
 	return n, nil
 }
 
-// prepareHandlerRead sets the read deadline for reads while the handler runs, unless the
-// handler set its own. It is done lazily, only when such a read reaches the connection, so that
-// a request whose body arrived with its head costs no deadline change.
+// prepareHandlerRead sets the read deadline for a read of the request body, unless the handler
+// set its own: the earlier of ReadTimeout's (counted from the start of the request) and
+// BodyReadTimeout's (counted from now). It is done lazily, only when such a read reaches the
+// connection, so that a request whose body arrived with its head costs no deadline change.
 func (c *conn) prepareHandlerRead() {
-	if !c.userRDL {
-		c.setReadDeadline(c.bodyDL)
+	if c.userRDL {
+		return
 	}
+	dl := c.bodyDL
+	if d := c.srv.bodyReadTimeout(); d > 0 {
+		dl = earliest(dl, time.Now().Add(d))
+	}
+	c.setReadDeadline(dl)
+}
+
+// earliest returns the earlier of two deadlines, where the zero time means none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || !b.IsZero() && b.Before(a) {
+		return b
+	}
+	return a
 }
 
 func (c *conn) readFailed(err error) {
@@ -423,9 +439,21 @@ func (c *conn) handOff() bool {
 	c.disarmWatch()
 	pending := bytes.Clone(c.bufs.rbuf[c.r:c.w])
 	c.releaseBuffers()
-	_ = c.rwc.SetReadDeadline(time.Time{}) // net/http sets its own, or none
+	// The request's head and whole-request deadlines run from where the lean path started
+	// them, not from the hand-off: replayConn holds net/http's own to them.
+	var headDL, reqDL time.Time
+	if !c.reqStart.IsZero() {
+		if d := c.srv.readHeaderTimeout(); d > 0 {
+			headDL = c.reqStart.Add(d)
+		}
+		if d := c.srv.ReadTimeout; d > 0 {
+			reqDL = c.reqStart.Add(d)
+		}
+	}
+	_ = c.rwc.SetReadDeadline(headDL)
 	c.srv.trackConn(c, false)
-	if !c.srv.handoff.hand(&replayConn{Conn: c.rwc, pending: pending}) {
+	rc := &replayConn{Conn: c.rwc, pending: pending, headDL: headDL, reqDL: reqDL, asked: headDL}
+	if !c.srv.handoff.hand(rc) {
 		_ = c.rwc.Close()
 	}
 	return true

@@ -45,6 +45,24 @@
 // going away, and the request's context is cancelled when that read fails. Bytes it reads are kept
 // as the start of the next, pipelined request. Fast requests never pay for it.
 //
+// # Deadlines across both paths
+//
+// A request's deadlines run from its start wherever it is served. The header timeout
+// (ReadHeaderTimeout, or ReadTimeout) starts when the connection is accepted, or for a later
+// request when its first bytes arrive, as in net/http, and a hand-off does not restart it: the
+// handed-off connection holds net/http's header and whole-request deadlines to the ones the lean
+// path started, so a head trickled in byte by byte is cut off at the timeout however late it
+// shows the line that sends it to net/http.
+//
+// BodyReadTimeout (DefaultBodyReadTimeout, 60 s, when zero), which net/http does not have,
+// bounds each wait for request body bytes on both paths: the handler's reads, and the reads by
+// which the server discards what a handler left unread. A client that announces a body and
+// stalls gets the handler's answer to a failed read at the timeout and then loses its
+// connection, instead of holding the handler, its buffers and the connection for ever. The
+// deadline applies to each wait, not to the whole transfer, so a slow client that keeps sending
+// is not cut off; it is not in force once the body has ended, so the read that watches for the
+// client going away during a long streamed answer is not bounded by it.
+//
 // # What it does not do
 //
 // It does not speak TLS or HTTP/2 (unencrypted HTTP/2 reaches net/http, which refuses it unless

@@ -1,8 +1,14 @@
 package h1server
 
 import (
+	"context"
+	"errors"
+	"io"
 	"net"
+	"net/http"
+	"os"
 	"sync"
+	"time"
 )
 
 // handoffListener is the in-memory net.Listener through which connections reach the internal
@@ -56,9 +62,31 @@ func (handoffAddr) String() string  { return "h1server-handoff" }
 // replayConn is a handed-off connection: reads return the bytes the lean path had already read
 // (the start of the request it did not serve, and anything after it) before reading the
 // connection again, so net/http sees the byte stream exactly as the client sent it.
+//
+// It also keeps the lean path's deadlines. net/http starts its header timeout when it takes the
+// connection, which would give a head trickled in until the lean path handed it off a second
+// timeout; so the first read deadline net/http sets (its header deadline) is held to headDL,
+// and the second (its whole-request deadline, set once the head is read) to reqDL, both
+// counted from the request's start as the lean path counted it. And a handoffBody adds the
+// body read deadline to whatever net/http asked for.
 type replayConn struct {
 	net.Conn
 	pending []byte
+
+	mu sync.Mutex
+	// headDL and reqDL are the lean path's head and whole-request deadlines of the handed-off
+	// request (zero: none).
+	headDL, reqDL time.Time
+	// sets counts net/http's SetReadDeadline calls, up to 2.
+	sets int
+	// asked is the read deadline net/http asked for last, as held to headDL or reqDL.
+	asked time.Time
+	// bodyDL is the body read deadline in force (zero: none); clearOnSet ends it at net/http's
+	// next SetReadDeadline, and stuck keeps it (it has passed) until the connection ends.
+	bodyDL            time.Time
+	clearOnSet, stuck bool
+	// detached is set once a handler hijacked the connection: deadlines are its own from then.
+	detached bool
 }
 
 func (c *replayConn) Read(p []byte) (int, error) {
@@ -70,6 +98,65 @@ func (c *replayConn) Read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
 
+// SetReadDeadline is net/http's (or a hijacking handler's) read deadline, held to the lean
+// path's deadlines for the handed-off request and to the body read deadline in force.
+func (c *replayConn) SetReadDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.detached {
+		return c.Conn.SetReadDeadline(t)
+	}
+	switch c.sets {
+	case 0:
+		t = earliest(t, c.headDL)
+	case 1:
+		t = earliest(t, c.reqDL)
+	}
+	c.sets = min(c.sets+1, 2)
+	if c.clearOnSet && !c.stuck {
+		// net/http is done discarding what the handler left of the body. If the deadline
+		// passed meanwhile, the discarding most likely failed on it: keep it, so that the
+		// connection ends instead of waiting for a next request amid the rest of the body.
+		c.clearOnSet = false
+		if time.Now().Before(c.bodyDL) {
+			c.bodyDL = time.Time{}
+		} else {
+			c.stuck = true
+		}
+	}
+	c.asked = t
+	return c.Conn.SetReadDeadline(earliest(t, c.bodyDL))
+}
+
+// setBodyDeadline puts the body read deadline in force (or ends it, for the zero time), unless
+// an earlier one expired; untilSet ends it at net/http's next SetReadDeadline instead.
+func (c *replayConn) setBodyDeadline(t time.Time, untilSet bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stuck || c.detached {
+		return
+	}
+	c.bodyDL, c.clearOnSet = t, untilSet
+	_ = c.Conn.SetReadDeadline(earliest(c.asked, t))
+}
+
+// bodyStalled keeps the expired body read deadline until the connection ends, so that no later
+// read (net/http discarding the rest of the body, or waiting for a next request) waits again.
+func (c *replayConn) bodyStalled() {
+	c.mu.Lock()
+	c.stuck = true
+	c.mu.Unlock()
+}
+
+// SetDeadline is called on the connection only once a handler hijacked it (net/http clears
+// both deadlines then): from that point on the handler's deadlines are passed on as they are.
+func (c *replayConn) SetDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.detached, c.bodyDL, c.clearOnSet, c.stuck = true, time.Time{}, false, false
+	return c.Conn.SetDeadline(t)
+}
+
 // CloseWrite half-closes a TCP connection; net/http uses it (when present) to let the client read
 // an error response before the connection is reset.
 func (c *replayConn) CloseWrite() error {
@@ -77,4 +164,86 @@ func (c *replayConn) CloseWrite() error {
 		return cw.CloseWrite()
 	}
 	return nil
+}
+
+// replayConnKey is the context key under which withReplayConn stores a handed-off connection.
+type replayConnKey struct{}
+
+// withReplayConn is the internal server's ConnContext: it lets handoffHandler find the
+// connection of a request.
+func withReplayConn(ctx context.Context, c net.Conn) context.Context {
+	if rc, ok := c.(*replayConn); ok {
+		return context.WithValue(ctx, replayConnKey{}, rc)
+	}
+	return ctx
+}
+
+// handoffHandler is the internal server's Handler when there is a body read timeout: it gives
+// the Server's handler the request with its body read under that timeout (handoffBody), and
+// bounds net/http's own reads of the body too (discarding what the handler left unread, before
+// the answer's head or after the handler).
+//
+// The body read deadline is in force from the handler's start until the body ends (or fails),
+// moved on by each Read of the handler, and again from the handler's return until net/http sets
+// the next request's deadline. Only reads of the body happen in that time (net/http watches for
+// the client going away only once the body has ended), so nothing else is cut short by it.
+type handoffHandler struct {
+	s       *Server
+	timeout time.Duration
+}
+
+func (h *handoffHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rc, ok := r.Context().Value(replayConnKey{}).(*replayConn)
+	if !ok || r.Body == nil || r.Body == http.NoBody {
+		h.s.handler().ServeHTTP(w, r)
+		return
+	}
+	// A shallow copy: net/http keeps its own request, whose Body it inspects afterwards.
+	hr := r.WithContext(r.Context())
+	b := &handoffBody{ReadCloser: r.Body, c: rc, timeout: h.timeout}
+	hr.Body = b
+	rc.setBodyDeadline(time.Now().Add(h.timeout), false)
+	h.s.handler().ServeHTTP(w, hr)
+	if hr.MultipartForm != nil && hr.MultipartForm != r.MultipartForm {
+		_ = hr.MultipartForm.RemoveAll() // net/http removes only its own request's
+	}
+	if b.mu.TryLock() { // a handler that left a Read running on its own has the body still
+		if !b.ended {
+			// net/http reads up to 256 KiB of what is left after the handler returns (to keep
+			// the connection), then sets the next request's deadline.
+			rc.setBodyDeadline(time.Now().Add(h.timeout), true)
+		}
+		b.mu.Unlock()
+	}
+}
+
+// handoffBody is a handed-off request's Body: each Read moves the body read deadline to the
+// timeout from its start, and its end (or failure) ends the deadline, so that net/http's read
+// watching for the client going away (started when the body ends) is not bounded by it.
+type handoffBody struct {
+	io.ReadCloser
+	c       *replayConn
+	timeout time.Duration
+
+	mu    sync.Mutex
+	ended bool // the body reached its end or failed
+}
+
+func (b *handoffBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ended {
+		return b.ReadCloser.Read(p)
+	}
+	b.c.setBodyDeadline(time.Now().Add(b.timeout), false)
+	n, err := b.ReadCloser.Read(p)
+	switch {
+	case err == nil:
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		b.c.bodyStalled()
+	default:
+		b.c.setBodyDeadline(time.Time{}, false)
+	}
+	b.ended = err != nil
+	return n, err
 }

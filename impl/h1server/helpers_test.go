@@ -152,6 +152,7 @@ func normaliseError(err error) string {
 
 // step is one write of raw bytes followed by reading one response per method listed.
 type step struct {
+	pause      time.Duration // waited before sending, to trickle a request in over time
 	send       string
 	methods    []string
 	closeWrite bool // half-close after sending (no probe follows)
@@ -177,6 +178,7 @@ func transcript(t testing.TB, addr string, steps []step) []string {
 		return true
 	}
 	for _, st := range steps {
+		time.Sleep(st.pause)
 		if _, err := io.WriteString(c, st.send); err != nil {
 			out = append(out, "write failed")
 			return out

@@ -18,6 +18,10 @@ import (
 // request is noticed while the upstream call can still be cancelled usefully.
 const DefaultWatchDelay = 20 * time.Millisecond
 
+// DefaultBodyReadTimeout is Server.BodyReadTimeout when that is zero: how long a read of a
+// request body may wait for the client's next bytes (nginx's client_body_timeout default).
+const DefaultBodyReadTimeout = 60 * time.Second
+
 // Server serves HTTP/1.1 over plain TCP connections: common requests on its lean path and every
 // other connection through an internal net/http server (see the package comment). Its fields have
 // the meanings of net/http.Server's fields of the same names, and the internal server is built
@@ -36,6 +40,15 @@ type Server struct {
 	// IdleTimeout bounds the wait for the next request on a keep-alive connection (ReadTimeout
 	// when zero), like net/http's.
 	IdleTimeout time.Duration
+	// BodyReadTimeout bounds each wait for request body bytes, on both paths: a read of the
+	// body (the handler's, or the server's discarding what the handler left) fails with a
+	// timeout when the client sends nothing for this long, and the connection is closed after
+	// the response. It bounds how long a stalled upload holds its handler, not the whole body's
+	// transfer: a client that keeps sending is never cut off, unlike with ReadTimeout (which,
+	// as in net/http, also cancels the context of a long streamed answer). A read deadline the
+	// handler sets itself (http.ResponseController) takes its place. DefaultBodyReadTimeout
+	// when zero; negative means none. net/http has no such setting.
+	BodyReadTimeout time.Duration
 	// MaxHeaderBytes limits request heads as in net/http, where heads up to MaxHeaderBytes plus
 	// 4096 bytes are accepted (http.DefaultMaxHeaderBytes when zero). The lean path serves heads
 	// up to its 4 KiB read buffer, which is always within that limit, and hands larger ones to the
@@ -82,6 +95,11 @@ func (s *Server) setup() {
 			IdleTimeout:       s.IdleTimeout,
 			MaxHeaderBytes:    s.MaxHeaderBytes,
 			ErrorLog:          s.ErrorLog,
+		}
+		if d := s.bodyReadTimeout(); d > 0 {
+			// Handed-off requests read their bodies under BodyReadTimeout too (handoff.go).
+			s.inner.Handler = &handoffHandler{s: s, timeout: d}
+			s.inner.ConnContext = withReplayConn
 		}
 		if s.disableKeepAlives.Load() {
 			s.inner.SetKeepAlivesEnabled(false)
@@ -226,6 +244,13 @@ func (s *Server) idleTimeout() time.Duration {
 		return s.IdleTimeout
 	}
 	return s.ReadTimeout
+}
+
+func (s *Server) bodyReadTimeout() time.Duration {
+	if s.BodyReadTimeout == 0 {
+		return DefaultBodyReadTimeout
+	}
+	return s.BodyReadTimeout
 }
 
 func (s *Server) watchDelay() time.Duration {

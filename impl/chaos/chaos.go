@@ -202,7 +202,7 @@ func tollgateOutput(ctx context.Context, bin string, env []string, args ...strin
 	return stdout.String(), nil
 }
 
-// accounts creates n accounts with $50 of credit each and a key without a rate cap for each,
+// accounts creates n accounts with $50 of credit each and a key on the plan's default cap for each,
 // and returns the keys.
 func accounts(ctx context.Context, bin string, env []string, n int) ([]string, error) {
 	keys := make([]string, n)
@@ -214,7 +214,7 @@ func accounts(ctx context.Context, bin string, env []string, n int) ([]string, e
 		if err := tollgate(ctx, bin, env, "admin", "credit", "grant", name, "50000000", "-note", "chaos run"); err != nil {
 			return nil, err
 		}
-		key, err := tollgateOutput(ctx, bin, env, "admin", "key", "create", name, "-rpm", "0", "-quiet")
+		key, err := tollgateOutput(ctx, bin, env, "admin", "key", "create", name, "-quiet")
 		if err != nil {
 			return nil, err
 		}

@@ -6,6 +6,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -25,6 +26,7 @@ import (
 	"github.com/tollgate/tollgate/impl/ratelimit"
 	"github.com/tollgate/tollgate/impl/store"
 	"github.com/tollgate/tollgate/impl/tenanttools"
+	"github.com/tollgate/tollgate/impl/usagespill"
 )
 
 // Options are what a gateway is built from.
@@ -47,6 +49,12 @@ type Options struct {
 	// Readiness holds the process's readiness conditions, for the parts to register theirs
 	// (nil: a private one).
 	Readiness *health.Readiness
+	// UsageSpillDir is the directory of the usage spill files (impl/usagespill): the meter
+	// keeps the usage records the database does not take in the process's file there, and
+	// first writes those a process that stopped during an outage left. Empty: they wait in
+	// memory only. UsageSpillMaxBytes bounds the file (0: usagespill.DefaultMaxBytes).
+	UsageSpillDir      string
+	UsageSpillMaxBytes int64
 }
 
 // Gateway is one assembled gateway process.
@@ -61,6 +69,7 @@ type Gateway struct {
 
 	api      *httpapi.Server
 	inFlight inFlight
+	spill    *usagespill.Spill
 }
 
 // New assembles a gateway; Run starts its background work.
@@ -82,8 +91,18 @@ func New(o Options) (*Gateway, error) {
 	}
 	feed := changefeed.New(o.Store, o.Logger)
 	authn := auth.New(o.Store, feed, auth.Options{Logger: o.Logger})
+	var spill *usagespill.Spill
+	if o.UsageSpillDir != "" {
+		var err error
+		if spill, err = usagespill.OpenDir(o.UsageSpillDir, usagespill.Options{MaxBytes: o.UsageSpillMaxBytes}); err != nil {
+			return nil, err
+		}
+	}
 	// Holds of up to 100 worst cases keep the database off the hot path at high request rates.
-	meter := billing.New(o.Store, billing.Options{Logger: o.Logger, ChunkMultiplier: 100})
+	meter := billing.New(o.Store, billing.Options{Logger: o.Logger, ChunkMultiplier: 100, Spill: spill})
+	if o.Metrics != nil {
+		o.Metrics.WatchUsageWriter(func() metrics.UsageWriterStats { return metrics.UsageWriterStats(meter.WriterStats()) })
+	}
 	datasets := dataset.New(o.Store, o.DatasetStorage, dataset.Options{Logger: o.Logger})
 	srv, err := httpapi.New(httpapi.Options{
 		Store: o.Store, Config: o.Config, Auth: authn, Limiter: o.Limiter, Metrics: o.Metrics, Logger: o.Logger,
@@ -92,9 +111,12 @@ func New(o Options) (*Gateway, error) {
 	})
 	if err != nil {
 		_ = datasets.Close()
+		if spill != nil {
+			_ = spill.Close()
+		}
 		return nil, err
 	}
-	g := &Gateway{Feed: feed, Auth: authn, Meter: meter, Datasets: datasets, Readiness: o.Readiness, api: srv}
+	g := &Gateway{Feed: feed, Auth: authn, Meter: meter, Datasets: datasets, Readiness: o.Readiness, api: srv, spill: spill}
 	g.inFlight.next = srv.Handler()
 	g.Handler = &g.inFlight
 	return g, nil
@@ -157,5 +179,11 @@ func (f *inFlight) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.next.ServeHTTP(w, r)
 }
 
-// Close releases the dataset engine; call it after Run has returned.
-func (g *Gateway) Close() error { return g.Datasets.Close() }
+// Close releases the dataset engine and the usage spill file; call it after Run has returned.
+func (g *Gateway) Close() error {
+	err := g.Datasets.Close()
+	if g.spill != nil {
+		err = errors.Join(err, g.spill.Close())
+	}
+	return err
+}

@@ -31,6 +31,7 @@ import (
 	"github.com/tollgate/tollgate/impl/ratelimit"
 	"github.com/tollgate/tollgate/impl/sim"
 	"github.com/tollgate/tollgate/impl/store"
+	"github.com/tollgate/tollgate/impl/usagespill"
 )
 
 // The defaults of the shutdown (see runServe and the README): the grace period in-flight
@@ -69,11 +70,19 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	grace := fs.Duration("shutdown-grace", defaultShutdownGrace, "after SIGTERM, how long in-flight requests and streams may run before the streams are ended with an in-band error")
 	delay := fs.Duration("shutdown-delay", 0, "after SIGTERM, how long to keep accepting requests while /readyz says not ready, for load balancers to notice")
 	dbWait := fs.Duration("database-wait", 0, "how long start-up waits for an unreachable database before giving up (0: for ever)")
+	spillDir := fs.String("usage-spill", usageSpillDir(), "directory of the usage spill files, which keep the usage records the database does not take until it does (\"off\": in memory only, lost with the process)")
+	spillMB := fs.Int64("usage-spill-max-mb", usagespill.DefaultMaxBytes>>20, "bound of the process's usage spill file in MiB; when it is full, new requests get 503")
 	if err := fs.Parse(args); err != nil {
 		return usageError(err.Error())
 	}
 	if *grace < 0 || *delay < 0 || *dbWait < 0 {
 		return usageError("-shutdown-grace, -shutdown-delay and -database-wait take durations of 0 or more")
+	}
+	if *spillMB <= 0 || *spillMB > 1<<20 {
+		return usageError("-usage-spill-max-mb takes a size of 1 to 1048576 MiB")
+	}
+	if *spillDir == "off" {
+		*spillDir = ""
 	}
 	format := "json"
 	if dev {
@@ -196,7 +205,8 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 		return fmt.Errorf("dataset storage: %w", err)
 	}
 	gw, err := gateway.New(gateway.Options{Store: d.Store, Config: cfg, Logger: log, Limiter: limiter, Metrics: m,
-		SimulatorURL: upstreamURL, DatasetStorage: storage, Readiness: ready})
+		SimulatorURL: upstreamURL, DatasetStorage: storage, Readiness: ready,
+		UsageSpillDir: *spillDir, UsageSpillMaxBytes: *spillMB << 20})
 	if err != nil {
 		return err
 	}

@@ -39,3 +39,55 @@ func TestParseContentLength(t *testing.T) {
 		}
 	}
 }
+
+// FuzzIsToken holds IsToken to httpguts.ValidHeaderFieldName, net/http's rule for field names,
+// on arbitrary bytes.
+func FuzzIsToken(f *testing.F) {
+	for _, s := range []string{"", "Content-Length", "X-A", "a b", "é", "~!#$%&'*+.^_`|", "\x00", "A:"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := IsToken(b), httpguts.ValidHeaderFieldName(string(b)); got != want {
+			t.Fatalf("%q: %v, want %v", b, got, want)
+		}
+	})
+}
+
+// FuzzValidValueByte holds ValidValueByte, applied to every byte of a value, to
+// httpguts.ValidHeaderFieldValue, net/http's rule for field values, on arbitrary bytes.
+func FuzzValidValueByte(f *testing.F) {
+	for _, s := range []string{"", "text/plain; charset=utf-8", "a\tb", "a\rb", "a\nb", "\x7f", "caf\xc3\xa9 \xff"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got := true
+		for _, c := range b {
+			got = got && ValidValueByte(c)
+		}
+		if want := httpguts.ValidHeaderFieldValue(string(b)); got != want {
+			t.Fatalf("%q: %v, want %v", b, got, want)
+		}
+	})
+}
+
+// FuzzParseContentLength holds ParseContentLength to strconv.ParseUint(v, 10, 63), the parse
+// net/http applies to a Content-Length, on arbitrary strings: whatever it accepts, net/http
+// accepts with the same value; it refuses only what net/http refuses, or what is longer than
+// 18 digits (left to net/http by its callers).
+func FuzzParseContentLength(f *testing.F) {
+	for _, s := range []string{"", "0", "007", "123456789012345678", "1234567890123456789", "9223372036854775807", "9223372036854775808", "-1", "+1", " 1", "1 ", "1_0", "0x10", "１"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		got, ok := ParseContentLength(v)
+		want, err := strconv.ParseUint(v, 10, 63)
+		switch {
+		case ok && (err != nil || uint64(got) != want):
+			t.Fatalf("%q: accepted as %d, net/http says %d, %v", v, got, want, err)
+		case !ok && err == nil && len(v) <= 18:
+			t.Fatalf("%q: refused, net/http accepts %d", v, want)
+		case ok && got < 0:
+			t.Fatalf("%q: negative %d", v, got)
+		}
+	})
+}

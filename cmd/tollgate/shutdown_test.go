@@ -214,6 +214,10 @@ func TestServeSIGTERMDrains(t *testing.T) {
 		<-started
 		dones = append(dones, done)
 	}
+	// The requests in flight hold credit (so that its absence at the end means it was returned).
+	if b := readBooks(t, db); b.holds == 0 || b.held == 0 {
+		t.Fatalf("no credit held while requests are in flight: %d holds, held_micros %d", b.holds, b.held)
+	}
 	p.signal(t, syscall.SIGTERM)
 
 	body := p.waitReadyz(t, http.StatusServiceUnavailable, 10*time.Second)

@@ -58,11 +58,13 @@ func removeTestBinary() {
 }
 
 // serveEnv is the environment of a tollgate process on the database db: the built-in
-// simulator configuration (no provider keys, no config file), no Redis, JSON logs, datasets in
-// a directory of the test.
+// simulator configuration (no provider keys, no config file), no Redis, JSON logs, its data
+// (datasets, usage spill) in a directory of the test.
 func serveEnv(t *testing.T, db string) []string {
+	data := t.TempDir()
 	return append(os.Environ(), "DATABASE_URL="+db, "LOG_FORMAT=json", "LOG_LEVEL=info", "OPENAI_API_KEY=",
-		"ANTHROPIC_API_KEY=", "TOLLGATE_CONFIG=", "REDIS_URL=", "TOLLGATE_DATASETS_DIR="+t.TempDir())
+		"ANTHROPIC_API_KEY=", "TOLLGATE_CONFIG=", "REDIS_URL=", "TOLLGATE_DATA_DIR="+data,
+		"TOLLGATE_DATASETS_DIR="+filepath.Join(data, "datasets"))
 }
 
 // serveProc is a running `tollgate serve` process: its API and metrics base URLs, and its log.

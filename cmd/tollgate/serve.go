@@ -233,9 +233,14 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	case <-ctx.Done():
 	case serveErr = <-errc:
 	}
+	// A second signal cuts the delay and the grace period short; it is listened for before
+	// readiness says the shutdown has begun.
+	again := make(chan os.Signal, 1)
+	signal.Notify(again, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(again)
 	shutdown.Set(health.Down, "shutting down")
 	log.Info("shutting down: finishing in-flight requests", "grace", grace.String(), "delay", delay.String(), "in_flight", gw.InFlight())
-	drainAPI(httpSrv, gw, *delay, *grace, log)
+	drainAPI(httpSrv, gw, *delay, *grace, again, log)
 
 	// Every request has settled (or settleWait is over): the meter writes the last usage records
 	// and returns the process's credit holds.
@@ -252,18 +257,15 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 }
 
 // drainAPI stops the API server as runServe's doc describes, and returns once no request is
-// running or settleWait has passed after the connections were closed.
-func drainAPI(srv *h1server.Server, gw *gateway.Gateway, delay, grace time.Duration, log *slog.Logger) {
-	// A second signal cuts the delay and the grace period short. Its goroutine ends with the
-	// grace period.
+// running or settleWait has passed after the connections were closed. A signal on again cuts
+// the delay and the grace period short.
+func drainAPI(srv *h1server.Server, gw *gateway.Gateway, delay, grace time.Duration, again <-chan os.Signal, log *slog.Logger) {
+	// The goroutine that listens for the second signal ends with drainAPI.
 	hurry, hurried := context.WithCancel(context.Background())
 	defer hurried()
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sig)
 	go func() {
 		select {
-		case <-sig:
+		case <-again:
 			log.Warn("second signal: ending the shutdown's grace period now")
 			hurried()
 		case <-hurry.Done():

@@ -336,6 +336,33 @@ func TestServeShutdownGraceEndsStreams(t *testing.T) {
 	checkBilled(t, readBooks(t, db), answers, func(answer) string { return "shutdown" })
 }
 
+// TestServeSecondSignalEndsGrace: a second SIGTERM during a long grace period ends the streams
+// in flight at once, with the in-band error, and they are billed.
+func TestServeSecondSignalEndsGrace(t *testing.T) {
+	db := pgtest.ConnString(t)
+	key := setupAccount(t, db)
+	p := startServe(t, serveEnv(t, db), "-shutdown-grace", "10m")
+	p.waitReadyz(t, http.StatusOK, 30*time.Second)
+	c := paced("[[sim words=3000 tps=50]]", false)[2] // a Messages stream of a minute
+	started, done := send(p, key, c)
+	<-started
+	p.signal(t, syscall.SIGTERM)
+	// Readiness turns once the second signal is listened for.
+	p.waitReadyz(t, http.StatusServiceUnavailable, 10*time.Second)
+	p.signal(t, syscall.SIGTERM)
+	a := <-done
+	if a.err != nil || a.status != 200 || !strings.Contains(a.body, `"type":"overloaded_error"`) {
+		t.Errorf("%s: %d %v\n%s", a.name, a.status, a.err, tail(a.body))
+	}
+	if err := p.wait(t, 60*time.Second); err != nil {
+		t.Fatalf("exit after SIGTERM: %v\n%s", err, p.logs())
+	}
+	if logs := p.logs(); !strings.Contains(logs, "second signal") {
+		t.Errorf("logs:\n%s", logs)
+	}
+	checkBilled(t, readBooks(t, db), []answer{a}, func(answer) string { return "shutdown" })
+}
+
 // TestServeWaitsForDatabase starts serve while its database server is stopped: it does not
 // exit, logs each attempt with the reason, and says not ready; once the server is started it
 // comes up and serves.

@@ -57,6 +57,9 @@ type Options struct {
 	Heartbeat time.Duration
 	// DatasetsDir is the dataset storage root; empty means a fresh directory for this test.
 	DatasetsDir string
+	// UsageSpillDir and UsageSpillMaxBytes are the gateway's (none: usage waits in memory).
+	UsageSpillDir      string
+	UsageSpillMaxBytes int64
 }
 
 // Gateway is one running gateway instance.
@@ -118,6 +121,7 @@ func Start(t testing.TB, o Options) *Gateway {
 		t.Fatal(err)
 	}
 	gw, err := gateway.New(gateway.Options{Store: st, Config: o.Config, Logger: log, Limiter: o.Limiter,
+		UsageSpillDir: o.UsageSpillDir, UsageSpillMaxBytes: o.UsageSpillMaxBytes,
 		SimulatorURL: simServer.URL, Retry: &retry, DatasetStorage: storage, Heartbeat: o.Heartbeat})
 	if err != nil {
 		t.Fatal(err)

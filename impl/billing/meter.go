@@ -624,7 +624,8 @@ type UsageRecord struct {
 // written by the batching writer within the flush interval. It returns the amount charged.
 // Settling again, or after Release, does nothing and returns 0; a request id whose usage is
 // already in the ledger is not billed again (the writer skips it and the credit returns).
-// After Close, Settle writes the record before it returns.
+// After Close, Settle writes the record (or, when the database does not take it, keeps it in
+// the backlog) before it returns.
 func (r *Reservation) Settle(actualMicros int64, usage UsageRecord) int64 {
 	if r == nil || !r.done.CompareAndSwap(false, true) {
 		return 0
@@ -902,10 +903,13 @@ func (m *Meter) ReapExpiredHolds(ctx context.Context) (int, error) {
 	return len(holds), err
 }
 
-// Close stops Run, writes every settled usage record, and returns every hold of this process
-// to its account. Reserve fails with ErrClosed afterwards; a reservation still open settles by
-// writing its record at once, billed from the account's free credit. Call it once requests
-// have drained (after the HTTP server's Shutdown). Closing again does no harm.
+// Close stops Run, writes every settled usage record (the backlog first), and returns every
+// hold of this process to its account. What the database does not take stays in the backlog,
+// and the error says how much: in the spill file it waits for the next process that opens the
+// file; in memory it is lost with the process. Reserve fails with ErrClosed afterwards; a
+// reservation still open settles by writing its record at once, billed from the account's
+// free credit. Call it once requests have drained (after the HTTP server's Shutdown). Closing
+// again does no harm.
 func (m *Meter) Close(ctx context.Context) error {
 	m.refillMu.Lock()
 	m.closed.Store(true)

@@ -587,3 +587,56 @@ func TestBacklogFullRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestKillLosesOnlyTheLastTick: a process killed without a drain (SIGKILL) during an outage
+// loses only what it settled after its last flush tick: every tick puts the records settled
+// before it into the spill file, durably (fsync), so the next process writes them; the records
+// of the last tick were only in memory and are never billed (in the customer's favour).
+func TestKillLosesOnlyTheLastTick(t *testing.T) {
+	ctx := context.Background()
+	cs, st0 := newDB(t)
+	const granted = 10_000_000
+	acct := newAccount(t, st0, granted)
+	relay := newRelay(t, cs)
+	stA, stB := openStore(t, relay.ConnString()), openStore(t, relay.ConnString())
+	path := filepath.Join(t.TempDir(), "usage.spill")
+	spA := openSpill(t, path, usagespill.Options{})
+	a := New(stA, Options{Spill: spA, ChunkMultiplier: 1000})
+	var kept, lost settled
+	kept.serveUntil(t, a, acct, "before", 1_000, 10)
+	flushUntil(t, a)
+	relay.Cut()
+	// Two ticks of the outage go to the spill file; the third tick never comes.
+	for tick := range 2 {
+		for i := range 10 {
+			if !kept.serve(ctx, a, acct, fmt.Sprintf("tick-%d-%d", tick, i), 1_000, int64(100+i)) {
+				t.Fatal("reserve from the hold")
+			}
+		}
+		_ = a.flushQueued(ctx)
+	}
+	for i := range 7 {
+		if !lost.serve(ctx, a, acct, fmt.Sprintf("last-tick-%d", i), 1_000, 500) {
+			t.Fatal("reserve from the hold")
+		}
+	}
+	// SIGKILL: no drain; the kernel closes the file and drops its lock.
+	spA.Close()
+	if got := spA.Records(); got != 20 {
+		t.Fatalf("%d records in the spill file at the kill, want 20", got)
+	}
+
+	relay.Restore()
+	spB := openSpill(t, path, usagespill.Options{})
+	b := New(stB, Options{Spill: spB})
+	flushUntil(t, b)
+	if err := b.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The killed process's hold is reaped once its lease expires; here at once.
+	if _, err := st0.ReleaseCreditHolds(ctx, a.Holder(), nil); err != nil {
+		t.Fatal(err)
+	}
+	checkBilledOnce(t, st0, acct, granted, kept.costs[acct])
+	t.Logf("billed the %d records settled before the last tick; lost the %d of the last tick", kept.count(), lost.count())
+}

@@ -346,7 +346,7 @@ type OpenAIError struct {
 		// Param The offending request field, when there is one.
 		Param *string `json:"param,omitempty"`
 
-		// Type e.g. invalid_request_error, authentication_error, insufficient_quota, not_found_error, rate_limit_error, permission_error, server_error, upstream_error, overloaded_error, not_implemented
+		// Type e.g. invalid_request_error, authentication_error, insufficient_quota, not_found_error, rate_limit_error, permission_error, server_error, service_unavailable_error, upstream_error, overloaded_error, not_implemented
 		Type string `json:"type"`
 	} `json:"error"`
 }
@@ -427,6 +427,9 @@ type AnthropicTooManyRequests = AnthropicError
 // AnthropicUnauthorized The Messages-format error envelope.
 type AnthropicUnauthorized = AnthropicError
 
+// AnthropicUnavailable The Messages-format error envelope.
+type AnthropicUnavailable = AnthropicError
+
 // OpenAIBadGateway The chat-completions-compatible error envelope.
 type OpenAIBadGateway = OpenAIError
 
@@ -459,6 +462,9 @@ type OpenAITooManyRequests = OpenAIError
 
 // OpenAIUnauthorized The chat-completions-compatible error envelope.
 type OpenAIUnauthorized = OpenAIError
+
+// OpenAIUnavailable The chat-completions-compatible error envelope.
+type OpenAIUnavailable = OpenAIError
 
 // CreateMessageParams defines parameters for CreateMessage.
 type CreateMessageParams struct {
@@ -2946,6 +2952,11 @@ type SpawnAgentResponse429Headers struct {
 	RetryAfter *int
 }
 
+// SpawnAgentResponse503Headers the declared response headers of an HTTP 503 response for SpawnAgent
+type SpawnAgentResponse503Headers struct {
+	RetryAfter *int
+}
+
 type SpawnAgentResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2965,10 +2976,14 @@ type SpawnAgentResponse struct {
 	JSON500 *OpenAIInternal
 	// JSON501 the response for an HTTP 501 `application/json` response
 	JSON501 *OpenAINotImplemented
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *OpenAIUnavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *SpawnAgentResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *SpawnAgentResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SpawnAgentResponse503Headers
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -3011,6 +3026,11 @@ func (r SpawnAgentResponse) GetJSON501() *OpenAINotImplemented {
 	return r.JSON501
 }
 
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r SpawnAgentResponse) GetJSON503() *OpenAIUnavailable {
+	return r.JSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r SpawnAgentResponse) GetBody() []byte {
 	return r.Body
@@ -3050,6 +3070,11 @@ type StopAgentResponse429Headers struct {
 	RetryAfter *int
 }
 
+// StopAgentResponse503Headers the declared response headers of an HTTP 503 response for StopAgent
+type StopAgentResponse503Headers struct {
+	RetryAfter *int
+}
+
 type StopAgentResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3065,10 +3090,14 @@ type StopAgentResponse struct {
 	JSON500 *OpenAIInternal
 	// JSON501 the response for an HTTP 501 `application/json` response
 	JSON501 *OpenAINotImplemented
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *OpenAIUnavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *StopAgentResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *StopAgentResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *StopAgentResponse503Headers
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -3099,6 +3128,11 @@ func (r StopAgentResponse) GetJSON500() *OpenAIInternal {
 // GetJSON501 returns the response for an HTTP 501 `application/json` response
 func (r StopAgentResponse) GetJSON501() *OpenAINotImplemented {
 	return r.JSON501
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r StopAgentResponse) GetJSON503() *OpenAIUnavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -3140,6 +3174,11 @@ type SendAgentMessageResponse429Headers struct {
 	RetryAfter *int
 }
 
+// SendAgentMessageResponse503Headers the declared response headers of an HTTP 503 response for SendAgentMessage
+type SendAgentMessageResponse503Headers struct {
+	RetryAfter *int
+}
+
 type SendAgentMessageResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3159,10 +3198,14 @@ type SendAgentMessageResponse struct {
 	JSON500 *OpenAIInternal
 	// JSON501 the response for an HTTP 501 `application/json` response
 	JSON501 *OpenAINotImplemented
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *OpenAIUnavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *SendAgentMessageResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *SendAgentMessageResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SendAgentMessageResponse503Headers
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -3203,6 +3246,11 @@ func (r SendAgentMessageResponse) GetJSON500() *OpenAIInternal {
 // GetJSON501 returns the response for an HTTP 501 `application/json` response
 func (r SendAgentMessageResponse) GetJSON501() *OpenAINotImplemented {
 	return r.JSON501
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r SendAgentMessageResponse) GetJSON503() *OpenAIUnavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -3257,6 +3305,11 @@ type CreateChatCompletionResponse429Headers struct {
 	RetryAfter *int
 }
 
+// CreateChatCompletionResponse503Headers the declared response headers of an HTTP 503 response for CreateChatCompletion
+type CreateChatCompletionResponse503Headers struct {
+	RetryAfter *int
+}
+
 type CreateChatCompletionResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3278,6 +3331,8 @@ type CreateChatCompletionResponse struct {
 	JSON500 *OpenAIInternal
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *OpenAIBadGateway
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *OpenAIUnavailable
 	// JSON529 the response for an HTTP 529 `application/json` response
 	JSON529 *OpenAIOverloaded
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -3288,6 +3343,8 @@ type CreateChatCompletionResponse struct {
 	Headers402 *CreateChatCompletionResponse402Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateChatCompletionResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateChatCompletionResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -3333,6 +3390,11 @@ func (r CreateChatCompletionResponse) GetJSON500() *OpenAIInternal {
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
 func (r CreateChatCompletionResponse) GetJSON502() *OpenAIBadGateway {
 	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CreateChatCompletionResponse) GetJSON503() *OpenAIUnavailable {
+	return r.JSON503
 }
 
 // GetJSON529 returns the response for an HTTP 529 `application/json` response
@@ -3384,6 +3446,11 @@ type GetCreditsResponse429Headers struct {
 	RetryAfter *int
 }
 
+// GetCreditsResponse503Headers the declared response headers of an HTTP 503 response for GetCredits
+type GetCreditsResponse503Headers struct {
+	RetryAfter *int
+}
+
 type GetCreditsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3395,12 +3462,16 @@ type GetCreditsResponse struct {
 	JSON429 *OpenAITooManyRequests
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *OpenAIInternal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *OpenAIUnavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *GetCreditsResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetCreditsResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetCreditsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetCreditsResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -3421,6 +3492,11 @@ func (r GetCreditsResponse) GetJSON429() *OpenAITooManyRequests {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r GetCreditsResponse) GetJSON500() *OpenAIInternal {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetCreditsResponse) GetJSON503() *OpenAIUnavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -3475,6 +3551,11 @@ type CreateMessageResponse429Headers struct {
 	RetryAfter *int
 }
 
+// CreateMessageResponse503Headers the declared response headers of an HTTP 503 response for CreateMessage
+type CreateMessageResponse503Headers struct {
+	RetryAfter *int
+}
+
 type CreateMessageResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3496,6 +3577,8 @@ type CreateMessageResponse struct {
 	JSON500 *AnthropicInternal
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *AnthropicBadGateway
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *AnthropicUnavailable
 	// JSON529 the response for an HTTP 529 `application/json` response
 	JSON529 *AnthropicOverloaded
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -3506,6 +3589,8 @@ type CreateMessageResponse struct {
 	Headers402 *CreateMessageResponse402Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateMessageResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateMessageResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -3553,6 +3638,11 @@ func (r CreateMessageResponse) GetJSON502() *AnthropicBadGateway {
 	return r.JSON502
 }
 
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CreateMessageResponse) GetJSON503() *AnthropicUnavailable {
+	return r.JSON503
+}
+
 // GetJSON529 returns the response for an HTTP 529 `application/json` response
 func (r CreateMessageResponse) GetJSON529() *AnthropicOverloaded {
 	return r.JSON529
@@ -3597,6 +3687,11 @@ type CountMessageTokensResponse429Headers struct {
 	RetryAfter *int
 }
 
+// CountMessageTokensResponse503Headers the declared response headers of an HTTP 503 response for CountMessageTokens
+type CountMessageTokensResponse503Headers struct {
+	RetryAfter *int
+}
+
 type CountMessageTokensResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3614,10 +3709,14 @@ type CountMessageTokensResponse struct {
 	JSON429 *AnthropicTooManyRequests
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *AnthropicInternal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *AnthropicUnavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CountMessageTokensResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CountMessageTokensResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CountMessageTokensResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -3653,6 +3752,11 @@ func (r CountMessageTokensResponse) GetJSON429() *AnthropicTooManyRequests {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r CountMessageTokensResponse) GetJSON500() *AnthropicInternal {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CountMessageTokensResponse) GetJSON503() *AnthropicUnavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -3699,6 +3803,11 @@ type ListModelsResponse429Headers struct {
 	RetryAfter *int
 }
 
+// ListModelsResponse503Headers the declared response headers of an HTTP 503 response for ListModels
+type ListModelsResponse503Headers struct {
+	RetryAfter *int
+}
+
 type ListModelsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3710,12 +3819,16 @@ type ListModelsResponse struct {
 	JSON429 *OpenAITooManyRequests
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *OpenAIInternal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *OpenAIUnavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *ListModelsResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ListModelsResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListModelsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListModelsResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -3736,6 +3849,11 @@ func (r ListModelsResponse) GetJSON429() *OpenAITooManyRequests {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r ListModelsResponse) GetJSON500() *OpenAIInternal {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListModelsResponse) GetJSON503() *OpenAIUnavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -3782,6 +3900,11 @@ type RetrieveModelResponse429Headers struct {
 	RetryAfter *int
 }
 
+// RetrieveModelResponse503Headers the declared response headers of an HTTP 503 response for RetrieveModel
+type RetrieveModelResponse503Headers struct {
+	RetryAfter *int
+}
+
 type RetrieveModelResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3795,12 +3918,16 @@ type RetrieveModelResponse struct {
 	JSON429 *OpenAITooManyRequests
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *OpenAIInternal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *OpenAIUnavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *RetrieveModelResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *RetrieveModelResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RetrieveModelResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RetrieveModelResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -3826,6 +3953,11 @@ func (r RetrieveModelResponse) GetJSON429() *OpenAITooManyRequests {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r RetrieveModelResponse) GetJSON500() *OpenAIInternal {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RetrieveModelResponse) GetJSON503() *OpenAIUnavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -3880,6 +4012,11 @@ type CreateResponseResponse429Headers struct {
 	RetryAfter *int
 }
 
+// CreateResponseResponse503Headers the declared response headers of an HTTP 503 response for CreateResponse
+type CreateResponseResponse503Headers struct {
+	RetryAfter *int
+}
+
 type CreateResponseResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3901,6 +4038,8 @@ type CreateResponseResponse struct {
 	JSON500 *OpenAIInternal
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *OpenAIBadGateway
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *OpenAIUnavailable
 	// JSON529 the response for an HTTP 529 `application/json` response
 	JSON529 *OpenAIOverloaded
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -3911,6 +4050,8 @@ type CreateResponseResponse struct {
 	Headers402 *CreateResponseResponse402Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateResponseResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateResponseResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -3956,6 +4097,11 @@ func (r CreateResponseResponse) GetJSON500() *OpenAIInternal {
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
 func (r CreateResponseResponse) GetJSON502() *OpenAIBadGateway {
 	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CreateResponseResponse) GetJSON503() *OpenAIUnavailable {
+	return r.JSON503
 }
 
 // GetJSON529 returns the response for an HTTP 529 `application/json` response
@@ -4316,6 +4462,13 @@ func ParseSpawnAgentResponse(rsp *http.Response) (*SpawnAgentResponse, error) {
 		}
 		response.JSON501 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest OpenAIUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
@@ -4339,6 +4492,16 @@ func ParseSpawnAgentResponse(rsp *http.Response) (*SpawnAgentResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers SpawnAgentResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -4400,6 +4563,13 @@ func ParseStopAgentResponse(rsp *http.Response) (*StopAgentResponse, error) {
 		}
 		response.JSON501 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest OpenAIUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
@@ -4423,6 +4593,16 @@ func ParseStopAgentResponse(rsp *http.Response) (*StopAgentResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers StopAgentResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -4498,6 +4678,13 @@ func ParseSendAgentMessageResponse(rsp *http.Response) (*SendAgentMessageRespons
 		}
 		response.JSON501 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest OpenAIUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
@@ -4521,6 +4708,16 @@ func ParseSendAgentMessageResponse(rsp *http.Response) (*SendAgentMessageRespons
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers SendAgentMessageResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -4603,6 +4800,13 @@ func ParseCreateChatCompletionResponse(rsp *http.Response) (*CreateChatCompletio
 		}
 		response.JSON502 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest OpenAIUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 529:
 		var dest OpenAIOverloaded
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -4677,6 +4881,16 @@ func ParseCreateChatCompletionResponse(rsp *http.Response) (*CreateChatCompletio
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateChatCompletionResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -4724,6 +4938,13 @@ func ParseGetCreditsResponse(rsp *http.Response) (*GetCreditsResponse, error) {
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest OpenAIUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
@@ -4757,6 +4978,16 @@ func ParseGetCreditsResponse(rsp *http.Response) (*GetCreditsResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetCreditsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -4839,6 +5070,13 @@ func ParseCreateMessageResponse(rsp *http.Response) (*CreateMessageResponse, err
 		}
 		response.JSON502 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AnthropicUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 529:
 		var dest AnthropicOverloaded
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -4913,6 +5151,16 @@ func ParseCreateMessageResponse(rsp *http.Response) (*CreateMessageResponse, err
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateMessageResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -4981,6 +5229,13 @@ func ParseCountMessageTokensResponse(rsp *http.Response) (*CountMessageTokensRes
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AnthropicUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
@@ -5004,6 +5259,16 @@ func ParseCountMessageTokensResponse(rsp *http.Response) (*CountMessageTokensRes
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers CountMessageTokensResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -5051,6 +5316,13 @@ func ParseListModelsResponse(rsp *http.Response) (*ListModelsResponse, error) {
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest OpenAIUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
@@ -5084,6 +5356,16 @@ func ParseListModelsResponse(rsp *http.Response) (*ListModelsResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListModelsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -5138,6 +5420,13 @@ func ParseRetrieveModelResponse(rsp *http.Response) (*RetrieveModelResponse, err
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest OpenAIUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	}
 
 	switch {
@@ -5171,6 +5460,16 @@ func ParseRetrieveModelResponse(rsp *http.Response) (*RetrieveModelResponse, err
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RetrieveModelResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -5253,6 +5552,13 @@ func ParseCreateResponseResponse(rsp *http.Response) (*CreateResponseResponse, e
 		}
 		response.JSON502 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest OpenAIUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 529:
 		var dest OpenAIOverloaded
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -5327,6 +5633,16 @@ func ParseCreateResponseResponse(rsp *http.Response) (*CreateResponseResponse, e
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateResponseResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -5816,6 +6132,15 @@ type AnthropicUnauthorizedJSONResponse struct {
 	Headers AnthropicUnauthorizedResponseHeaders
 }
 
+type AnthropicUnavailableResponseHeaders struct {
+	RetryAfter *int
+}
+type AnthropicUnavailableJSONResponse struct {
+	Body AnthropicError
+
+	Headers AnthropicUnavailableResponseHeaders
+}
+
 type OpenAIBadGatewayJSONResponse OpenAIError
 
 type OpenAIBadRequestJSONResponse OpenAIError
@@ -5857,6 +6182,15 @@ type OpenAIUnauthorizedJSONResponse struct {
 	Body OpenAIError
 
 	Headers OpenAIUnauthorizedResponseHeaders
+}
+
+type OpenAIUnavailableResponseHeaders struct {
+	RetryAfter *int
+}
+type OpenAIUnavailableJSONResponse struct {
+	Body OpenAIError
+
+	Headers OpenAIUnavailableResponseHeaders
 }
 
 type SpawnAgentRequestObject struct {
@@ -5991,6 +6325,23 @@ func (response SpawnAgent501JSONResponse) VisitSpawnAgentResponse(w http.Respons
 	return err
 }
 
+type SpawnAgent503JSONResponse struct{ OpenAIUnavailableJSONResponse }
+
+func (response SpawnAgent503JSONResponse) VisitSpawnAgentResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type StopAgentRequestObject struct {
 	Slot string `json:"slot"`
 }
@@ -6089,6 +6440,23 @@ func (response StopAgent501JSONResponse) VisitStopAgentResponse(w http.ResponseW
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(501)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StopAgent503JSONResponse struct{ OpenAIUnavailableJSONResponse }
+
+func (response StopAgent503JSONResponse) VisitStopAgentResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6222,6 +6590,23 @@ func (response SendAgentMessage501JSONResponse) VisitSendAgentMessageResponse(w 
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(501)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SendAgentMessage503JSONResponse struct{ OpenAIUnavailableJSONResponse }
+
+func (response SendAgentMessage503JSONResponse) VisitSendAgentMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6453,6 +6838,23 @@ func (response CreateChatCompletion502JSONResponse) VisitCreateChatCompletionRes
 	return err
 }
 
+type CreateChatCompletion503JSONResponse struct{ OpenAIUnavailableJSONResponse }
+
+func (response CreateChatCompletion503JSONResponse) VisitCreateChatCompletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreateChatCompletion529JSONResponse struct{ OpenAIOverloadedJSONResponse }
 
 func (response CreateChatCompletion529JSONResponse) VisitCreateChatCompletionResponse(w http.ResponseWriter) error {
@@ -6544,6 +6946,23 @@ func (response GetCredits500JSONResponse) VisitGetCreditsResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetCredits503JSONResponse struct{ OpenAIUnavailableJSONResponse }
+
+func (response GetCredits503JSONResponse) VisitGetCreditsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6782,6 +7201,25 @@ func (response CreateMessage502JSONResponse) VisitCreateMessageResponse(w http.R
 	return err
 }
 
+type CreateMessage503JSONResponse struct {
+	AnthropicUnavailableJSONResponse
+}
+
+func (response CreateMessage503JSONResponse) VisitCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreateMessage529JSONResponse struct {
 	AnthropicOverloadedJSONResponse
 }
@@ -6919,6 +7357,25 @@ func (response CountMessageTokens500JSONResponse) VisitCountMessageTokensRespons
 	return err
 }
 
+type CountMessageTokens503JSONResponse struct {
+	AnthropicUnavailableJSONResponse
+}
+
+func (response CountMessageTokens503JSONResponse) VisitCountMessageTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListModelsRequestObject struct {
 }
 
@@ -6996,6 +7453,23 @@ func (response ListModels500JSONResponse) VisitListModelsResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListModels503JSONResponse struct{ OpenAIUnavailableJSONResponse }
+
+func (response ListModels503JSONResponse) VisitListModelsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7092,6 +7566,23 @@ func (response RetrieveModel500JSONResponse) VisitRetrieveModelResponse(w http.R
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetrieveModel503JSONResponse struct{ OpenAIUnavailableJSONResponse }
+
+func (response RetrieveModel503JSONResponse) VisitRetrieveModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7319,6 +7810,23 @@ func (response CreateResponse502JSONResponse) VisitCreateResponseResponse(w http
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateResponse503JSONResponse struct{ OpenAIUnavailableJSONResponse }
+
+func (response CreateResponse503JSONResponse) VisitCreateResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }

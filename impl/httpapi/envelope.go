@@ -92,6 +92,8 @@ func writeErrorFamily(w http.ResponseWriter, fam family, err error) {
 			h.Set("WWW-Authenticate", `Bearer realm="tollgate"`)
 		case apierror.KindRateLimited:
 			code = mcp.CodeRateLimited
+		case apierror.KindUnavailable:
+			code = mcp.CodeUnavailable
 		}
 		mcp.WriteError(w, status, code, message)
 		return

@@ -159,7 +159,13 @@ func (s *Server) Handler() http.Handler {
 // respondError answers an error returned by a handler, logging internal ones.
 func (s *Server) respondError(w http.ResponseWriter, r *http.Request, err error) {
 	var e *apierror.Error
-	if !errors.As(err, &e) {
+	switch {
+	case errors.As(err, &e):
+	case store.Unavailable(err):
+		// The database cannot serve now: 503 with Retry-After, not a fault of ours.
+		s.logger(r.Context()).Warn("the database is unavailable", "err", err)
+		err = apierror.Unavailable("the database", err)
+	default:
 		s.logger(r.Context()).Error("handler failed", "err", err)
 	}
 	writeError(w, r, err)

@@ -24,6 +24,9 @@ const (
 	CodeUnauthenticated = -32001
 	// CodeRateLimited answers a request over its key's requests-per-minute cap.
 	CodeRateLimited = -32029
+	// CodeUnavailable answers a request the gateway cannot serve now because a dependency (its
+	// database) cannot be reached (HTTP 503 with Retry-After).
+	CodeUnavailable = -32003
 	// CodeInternal answers an internal failure.
 	CodeInternal = -32603
 )

@@ -16,10 +16,12 @@ import (
 	"github.com/tollgate/tollgate/impl/accounts"
 	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/billing"
+	"github.com/tollgate/tollgate/impl/changefeed"
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/dataset"
 	"github.com/tollgate/tollgate/impl/gateway"
 	"github.com/tollgate/tollgate/impl/h1server"
+	"github.com/tollgate/tollgate/impl/health"
 	"github.com/tollgate/tollgate/impl/pgtest"
 	"github.com/tollgate/tollgate/impl/provider"
 	"github.com/tollgate/tollgate/impl/ratelimit"
@@ -60,6 +62,11 @@ type Options struct {
 	// UsageSpillDir and UsageSpillMaxBytes are the gateway's (none: usage waits in memory).
 	UsageSpillDir      string
 	UsageSpillMaxBytes int64
+	// BodyReadTimeout is the server's h1server.Server.BodyReadTimeout (its default when zero).
+	BodyReadTimeout time.Duration
+	// ChangeFeed tunes the change feed and degraded mode (its Logger defaults to the test's
+	// log, its Metrics to none).
+	ChangeFeed changefeed.Options
 }
 
 // Gateway is one running gateway instance.
@@ -74,6 +81,8 @@ type Gateway struct {
 	Config     *config.Config
 	Accounts   *accounts.Service
 	Auth       *auth.Authenticator
+	// Readiness holds the gateway's readiness conditions.
+	Readiness *health.Readiness
 
 	upstreamConns *atomic.Int64
 }
@@ -122,7 +131,7 @@ func Start(t testing.TB, o Options) *Gateway {
 	}
 	gw, err := gateway.New(gateway.Options{Store: st, Config: o.Config, Logger: log, Limiter: o.Limiter,
 		UsageSpillDir: o.UsageSpillDir, UsageSpillMaxBytes: o.UsageSpillMaxBytes,
-		SimulatorURL: simServer.URL, Retry: &retry, DatasetStorage: storage, Heartbeat: o.Heartbeat})
+		SimulatorURL: simServer.URL, Retry: &retry, DatasetStorage: storage, Heartbeat: o.Heartbeat, ChangeFeed: o.ChangeFeed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +143,7 @@ func Start(t testing.TB, o Options) *Gateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &h1server.Server{Handler: gw.Handler, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	srv := &h1server.Server{Handler: gw.Handler, BodyReadTimeout: o.BodyReadTimeout, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	served := make(chan struct{})
 	go func() { defer close(served); _ = srv.Serve(ln) }()
 	// Cleanups run last-in first-out: the server shuts down (in-flight requests finish), then
@@ -159,7 +168,7 @@ func Start(t testing.TB, o Options) *Gateway {
 	}
 	return &Gateway{
 		URL: "http://" + ln.Addr().String(), Datasets: gw.Datasets, Sim: o.Sim, SimURL: simServer.URL, Meter: gw.Meter, ConnString: o.ConnString, Store: st, Config: o.Config,
-		Accounts: &accounts.Service{Store: st, Config: o.Config}, Auth: gw.Auth, upstreamConns: upstreamConns,
+		Accounts: &accounts.Service{Store: st, Config: o.Config}, Auth: gw.Auth, Readiness: gw.Readiness, upstreamConns: upstreamConns,
 	}
 }
 

@@ -34,6 +34,7 @@ import (
 const (
 	DefaultMaxStale      = 5 * time.Minute
 	DefaultHeartbeat     = 5 * time.Second
+	DefaultHeartbeatWait = 5 * time.Second
 	DefaultLookupTimeout = 5 * time.Second
 )
 
@@ -45,9 +46,11 @@ type Options struct {
 	// anything the process has never seen, a lookup fails with a dependency error (503).
 	MaxStale time.Duration
 	// Heartbeat is how often the feed checks, while it listens, that the database answers
-	// (default 5 seconds; the check itself may take as long). A failed check counts as the
-	// notifications lost: the process goes degraded and listens again on a new connection.
-	Heartbeat time.Duration
+	// (default 5 seconds). A check that fails, or gets no answer within HeartbeatWait (default
+	// 5 seconds), counts as the notifications lost: the process goes degraded and listens
+	// again on a new connection.
+	Heartbeat     time.Duration
+	HeartbeatWait time.Duration
 	// LookupTimeout bounds a cache's database lookup (default 5 seconds), so that a database
 	// that does not answer at all costs a request a 503, not a hang.
 	LookupTimeout time.Duration
@@ -66,6 +69,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Heartbeat <= 0 {
 		o.Heartbeat = DefaultHeartbeat
+	}
+	if o.HeartbeatWait <= 0 {
+		o.HeartbeatWait = DefaultHeartbeatWait
 	}
 	if o.LookupTimeout <= 0 {
 		o.LookupTimeout = DefaultLookupTimeout
@@ -218,7 +224,7 @@ func (f *Feed) heartbeat(session context.Context, end context.CancelFunc) {
 			continue // the listener is reconnecting
 		}
 		began := f.now()
-		ctx, cancel := context.WithTimeout(session, f.opts.Heartbeat)
+		ctx, cancel := context.WithTimeout(session, f.opts.HeartbeatWait)
 		err := f.store.Ping(ctx)
 		cancel()
 		if session.Err() != nil {

@@ -41,7 +41,7 @@ func TestFeedThroughOutages(t *testing.T) {
 	defer st.Close()
 	m := metrics.New()
 	logs := &logBuffer{}
-	f := NewWithOptions(st, Options{Heartbeat: 200 * time.Millisecond, Metrics: m,
+	f := NewWithOptions(st, Options{Heartbeat: 200 * time.Millisecond, HeartbeatWait: 2 * time.Second, Metrics: m,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if d, _ := f.Degraded(); !d || metric(t, m, "tollgate_degraded") != 1 {
 		t.Fatal("a feed that never connected is not degraded")

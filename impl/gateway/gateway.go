@@ -46,6 +46,9 @@ type Options struct {
 	DatasetStorage dataset.Storage
 	// Heartbeat overrides the stream heartbeat interval (0: the default).
 	Heartbeat time.Duration
+	// ChangeFeed tunes the change feed and the degraded mode it drives (MaxStale, its
+	// heartbeat); its Logger and Metrics default to the gateway's.
+	ChangeFeed changefeed.Options
 	// Readiness holds the process's readiness conditions, for the parts to register theirs
 	// (nil: a private one).
 	Readiness *health.Readiness
@@ -89,7 +92,20 @@ func New(o Options) (*Gateway, error) {
 			u.Retry = *o.Retry
 		}
 	}
-	feed := changefeed.New(o.Store, o.Logger)
+	if o.ChangeFeed.Logger == nil {
+		o.ChangeFeed.Logger = o.Logger
+	}
+	if o.ChangeFeed.Metrics == nil {
+		o.ChangeFeed.Metrics = o.Metrics
+	}
+	feed := changefeed.NewWithOptions(o.Store, o.ChangeFeed)
+	// Degraded, not down: a process cut off from its database still serves what it knows.
+	o.Readiness.Check("change_feed", func() (health.State, string) {
+		if degraded, _ := feed.Degraded(); degraded {
+			return health.Degraded, "database notifications lost: known keys served from memory"
+		}
+		return health.OK, ""
+	})
 	authn := auth.New(o.Store, feed, auth.Options{Logger: o.Logger})
 	var spill *usagespill.Spill
 	if o.UsageSpillDir != "" {
@@ -103,6 +119,17 @@ func New(o Options) (*Gateway, error) {
 	if o.Metrics != nil {
 		o.Metrics.WatchUsageWriter(func() metrics.UsageWriterStats { return metrics.UsageWriterStats(meter.WriterStats()) })
 	}
+	// Usage waiting for the database leaves the process serving; a full backlog does not (the
+	// meter refuses every request), so other replicas should take the traffic.
+	o.Readiness.Check("usage_writer", func() (health.State, string) {
+		switch s := meter.WriterStats(); {
+		case s.Full:
+			return health.Down, "usage backlog full: requests refused"
+		case s.Backlog > 0:
+			return health.Degraded, "usage waiting for the database"
+		}
+		return health.OK, ""
+	})
 	datasets := dataset.New(o.Store, o.DatasetStorage, dataset.Options{Logger: o.Logger})
 	srv, err := httpapi.New(httpapi.Options{
 		Store: o.Store, Config: o.Config, Auth: authn, Limiter: o.Limiter, Metrics: o.Metrics, Logger: o.Logger,

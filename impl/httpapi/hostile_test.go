@@ -1,0 +1,202 @@
+package httpapi_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/impl/apitest"
+	"github.com/tollgate/tollgate/impl/config"
+)
+
+// TestUpstreamHeadTooLarge: an upstream whose answer has a head of over 10 MiB (net/http's
+// Transport's limit) gets the client a 502 in the gateway's words, with none of the transport's,
+// and the gateway closes every connection on which such a head came.
+func TestUpstreamHeadTooLarge(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var accepted, closedByGateway atomic.Int64
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			wg.Go(func() {
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(10 * time.Second)) // a guard, not a measurement
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err != nil {
+					return
+				}
+				_, _ = io.Copy(io.Discard, req.Body)
+				// A good answer, but for its head: net/http's Transport refuses it.
+				const completion = `{"id":"c1","object":"chat.completion","created":1,"model":"up","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}`
+				filler := "X-Filler: " + strings.Repeat("f", 8<<10) + "\r\n"
+				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"+strings.Repeat(filler, (11<<20)/len(filler))+fmt.Sprintf("Content-Length: %d\r\n\r\n%s", len(completion), completion))
+				if _, err := io.Copy(io.Discard, c); !os.IsTimeout(err) {
+					closedByGateway.Add(1) // the gateway ended (or reset) the connection, not the guard
+				}
+			})
+		}
+	})
+	t.Cleanup(func() { _ = ln.Close(); wg.Wait() })
+
+	cfg := config.Default()
+	cfg.Providers = append(cfg.Providers, config.Provider{Name: "hostile", Kind: "openai-chat", BaseURL: "http://" + ln.Addr().String()})
+	cfg.Models = append(cfg.Models, config.Model{ID: "hostile-chat", Family: config.FamilyChat, OwnedBy: "test",
+		Price: config.Price{InputPerMTok: 1_000_000, OutputPerMTok: 2_000_000}, MaxOutputTokens: 4096,
+		Backend: &config.Upstream{Provider: "hostile", Model: "up"}})
+	cfg.Plans[0].Models = append(cfg.Plans[0].Models, "hostile-chat")
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	g := apitest.Start(t, apitest.Options{Config: cfg})
+	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // a guard
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", g.URL+"/v1/chat/completions",
+		strings.NewReader(`{"model":"hostile-chat","messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Authorization", "Bearer "+tenant.Key)
+	res, err := g.Client(t).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusBadGateway {
+		t.Fatalf("status %d, want 502: %s", res.StatusCode, body)
+	}
+	for _, internal := range []string{"upstreamconn", "head", "bytes", "X-Filler"} {
+		if strings.Contains(string(body), internal) {
+			t.Errorf("the answer shows internal text (%q): %s", internal, body)
+		}
+	}
+	t.Logf("the client got %d %s", res.StatusCode, body)
+	_ = ln.Close()
+	wg.Wait()
+	if n, c := accepted.Load(), closedByGateway.Load(); n == 0 || c != n {
+		t.Errorf("the gateway closed %d of the %d connections that sent an oversized head", c, n)
+	}
+}
+
+// TestStalledUploadsHoldLittleMemory: 100 authenticated requests announce 32 MiB bodies (the
+// largest accepted), send 4 KiB of them and stall. While they stall, the gateway's heap holds
+// about what arrived, not what was announced: its peak grows by far less than one announced
+// body, let alone 100 (3.2 GiB when buffers were sized by Content-Length). At the body read
+// deadline each gets its answer and its connection is closed. The heap is the Go runtime's own
+// count (HeapAlloc, sampled during the stall); the bound is generous, as other work of the test
+// process also allocates.
+func TestStalledUploadsHoldLittleMemory(t *testing.T) {
+	const (
+		uploads   = 100
+		announced = 32 << 20
+		sent      = 4 << 10
+		deadline  = 3 * time.Second
+		bound     = 256 << 20
+	)
+	g := apitest.Start(t, apitest.Options{BodyReadTimeout: deadline})
+	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	addr := strings.TrimPrefix(g.URL, "http://")
+	prefix := `{"model":"service-flint-base","messages":[{"role":"user","content":"`
+	part := prefix + strings.Repeat("a", sent-len(prefix))
+
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	base, baseRSS := ms.HeapAlloc, rss()
+
+	conns := make([]net.Conn, uploads)
+	for i := range conns {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		_ = c.SetDeadline(time.Now().Add(deadline + 20*time.Second)) // a guard
+		fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", tenant.Key, announced, part)
+		conns[i] = c
+	}
+
+	// Sample the heap while the uploads stall, until the first answer comes (at the deadline).
+	answered := make(chan struct{})
+	var peak, peakRSS uint64
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			peak, peakRSS = max(peak, ms.HeapAlloc), max(peakRSS, rss())
+			select {
+			case <-answered:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+
+	statuses := map[string]int{}
+	var once sync.Once
+	for _, c := range conns {
+		br := bufio.NewReader(c)
+		res, err := http.ReadResponse(br, nil)
+		once.Do(func() { close(answered) })
+		if err != nil {
+			statuses[fmt.Sprintf("no answer (timed out: %v)", os.IsTimeout(err))]++
+			continue
+		}
+		body, _ := io.ReadAll(res.Body)
+		_, err = br.ReadByte()
+		closed := err == io.EOF || err != nil && !os.IsTimeout(err)
+		statuses[fmt.Sprintf("%d %s, connection closed: %v", res.StatusCode, strings.TrimSpace(string(body)), closed)]++
+	}
+	<-sampled
+	growth := int64(peak) - int64(base)
+	t.Logf("%d uploads announcing %d MiB, %d bytes sent each: heap %d MiB before, peak %d MiB during the stall (growth %d MiB); RSS %d MiB before, peak %d MiB",
+		uploads, announced>>20, sent, base>>20, peak>>20, growth>>20, baseRSS>>20, peakRSS>>20)
+	t.Logf("at the deadline: %v", statuses)
+	if growth > bound {
+		t.Errorf("the heap grew by %d MiB during the stall, over the bound of %d MiB", growth>>20, bound>>20)
+	}
+	if len(statuses) != 1 {
+		t.Fatalf("the uploads ended in different ways: %v", statuses)
+	}
+	for s := range statuses {
+		if !strings.HasPrefix(s, "400 ") || !strings.HasSuffix(s, "connection closed: true") {
+			t.Errorf("at the deadline: %s, want a 400 and the connection closed", s)
+		}
+	}
+}
+
+// rss is the process's resident set size, in bytes (0 where /proc is not there).
+func rss() uint64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}

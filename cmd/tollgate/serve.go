@@ -219,8 +219,9 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 
 	// The API listener is served by h1server: plain HTTP/1.1 requests on its lean path, every
 	// other connection by net/http (see impl/h1server).
+	// A stalled upload loses its connection after BodyReadTimeout without a byte.
 	httpSrv := &h1server.Server{Handler: gw.Handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		BodyReadTimeout: 60 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	go func() { errc <- httpSrv.Serve(apiLn) }()
 	startup.Set(health.OK, "")
 	log.Info("tollgate listening", "addr", apiLn.Addr().String())

@@ -200,6 +200,7 @@ type Meter struct {
 	wmu          sync.Mutex
 	failingSince time.Time
 	failedWrites int64
+	readFailing  bool
 
 	// refillMu orders the start of a background grant against Close, which waits for the grants
 	// in flight (refills) before it returns the holds.

@@ -338,6 +338,7 @@ func (m *Meter) replay(ctx context.Context) error {
 			return err
 		}
 		entries, after, err := m.backlog.Read(m.cursor, m.opts.BatchSize)
+		m.noteRead(err)
 		if err != nil {
 			return err
 		}
@@ -493,6 +494,20 @@ func (m *Meter) clearFailing() (since time.Time, failed int64, was bool) {
 	since, failed, was = m.failingSince, m.failedWrites, !m.failingSince.IsZero()
 	m.failingSince, m.failedWrites = time.Time{}, 0
 	return since, failed, was
+}
+
+// noteRead logs the first failure to read the backlog, and the first success after it.
+func (m *Meter) noteRead(err error) {
+	m.wmu.Lock()
+	defer m.wmu.Unlock()
+	switch {
+	case err != nil && !m.readFailing:
+		m.readFailing = true
+		m.opts.Logger.Error("billing: the usage backlog cannot be read; retrying", "backlog", m.backlogName(), "err", err)
+	case err == nil && m.readFailing:
+		m.readFailing = false
+		m.opts.Logger.Info("billing: the usage backlog can be read again", "backlog", m.backlogName())
+	}
 }
 
 func (m *Meter) failing() bool {

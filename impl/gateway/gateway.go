@@ -46,6 +46,9 @@ type Options struct {
 	DatasetStorage dataset.Storage
 	// Heartbeat overrides the stream heartbeat interval (0: the default).
 	Heartbeat time.Duration
+	// ChangeFeed tunes the change feed and the degraded mode it drives (MaxStale, its
+	// heartbeat); its Logger and Metrics default to the gateway's.
+	ChangeFeed changefeed.Options
 	// Readiness holds the process's readiness conditions, for the parts to register theirs
 	// (nil: a private one).
 	Readiness *health.Readiness
@@ -89,7 +92,20 @@ func New(o Options) (*Gateway, error) {
 			u.Retry = *o.Retry
 		}
 	}
-	feed := changefeed.New(o.Store, o.Logger)
+	if o.ChangeFeed.Logger == nil {
+		o.ChangeFeed.Logger = o.Logger
+	}
+	if o.ChangeFeed.Metrics == nil {
+		o.ChangeFeed.Metrics = o.Metrics
+	}
+	feed := changefeed.NewWithOptions(o.Store, o.ChangeFeed)
+	// Degraded, not down: a process cut off from its database still serves what it knows.
+	o.Readiness.Check("change_feed", func() (health.State, string) {
+		if degraded, _ := feed.Degraded(); degraded {
+			return health.Degraded, "database notifications lost: known keys served from memory"
+		}
+		return health.OK, ""
+	})
 	authn := auth.New(o.Store, feed, auth.Options{Logger: o.Logger})
 	var spill *usagespill.Spill
 	if o.UsageSpillDir != "" {

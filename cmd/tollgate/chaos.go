@@ -29,8 +29,10 @@ func runChaos(ctx context.Context, args []string) error {
 	start := time.Now()
 	err = chaos.Run(ctx, chaos.Options{
 		Binary: bin, Replicas: *replicas, Rate: *rate, FaultEvery: *faultEvery, Scale: *scale, Keep: *keep,
-		Env:  []string{"PATH=" + os.Getenv("PATH"), "LOG_LEVEL=warn"},
-		Logf: func(format string, a ...any) { fmt.Fprintf(os.Stderr, "chaos %5.1fs: "+format+"\n", append([]any{time.Since(start).Seconds()}, a...)...) },
+		Env: []string{"PATH=" + os.Getenv("PATH"), "LOG_LEVEL=warn"},
+		Logf: func(format string, a ...any) {
+			fmt.Fprintf(os.Stderr, "chaos %5.1fs: "+format+"\n", append([]any{time.Since(start).Seconds()}, a...)...)
+		},
 	}, os.Stdout)
 	if err != nil {
 		return fmt.Errorf("chaos: the invariants do not hold: %w", err)

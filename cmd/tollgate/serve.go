@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tollgate/tollgate/impl/accounts"
+	"github.com/tollgate/tollgate/impl/changefeed"
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/dataset"
 	"github.com/tollgate/tollgate/impl/gateway"
@@ -72,6 +73,7 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	dbWait := fs.Duration("database-wait", 0, "how long start-up waits for an unreachable database before giving up (0: for ever)")
 	spillDir := fs.String("usage-spill", usageSpillDir(), "directory of the usage spill files, which keep the usage records the database does not take until it does (\"off\": in memory only, lost with the process)")
 	spillMB := fs.Int64("usage-spill-max-mb", usagespill.DefaultMaxBytes>>20, "bound of the process's usage spill file in MiB; when it is full, new requests get 503")
+	maxStale := fs.Duration("max-stale", changefeed.DefaultMaxStale, "how long keys, caps and model grants already known keep serving while the database is unreachable")
 	if err := fs.Parse(args); err != nil {
 		return usageError(err.Error())
 	}
@@ -206,7 +208,7 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	}
 	gw, err := gateway.New(gateway.Options{Store: d.Store, Config: cfg, Logger: log, Limiter: limiter, Metrics: m,
 		SimulatorURL: upstreamURL, DatasetStorage: storage, Readiness: ready,
-		UsageSpillDir: *spillDir, UsageSpillMaxBytes: *spillMB << 20})
+		UsageSpillDir: *spillDir, UsageSpillMaxBytes: *spillMB << 20, ChangeFeed: changefeed.Options{MaxStale: *maxStale}})
 	if err != nil {
 		return err
 	}

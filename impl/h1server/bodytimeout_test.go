@@ -193,3 +193,30 @@ func TestBodyReadTimeoutNegativeMeansNone(t *testing.T) {
 		t.Errorf("the read ended at a deadline")
 	}
 }
+
+// TestBodyReadTimeoutMatchesNetHTTPAtAStall: at a body that stalls right after the head,
+// BodyReadTimeout ends the exchange as net/http's ReadTimeout of the same length does (net/http
+// has no body read timeout of its own): the same answer, the same closing of the connection,
+// whether the handler reads the body or leaves it to the server, on both paths.
+func TestBodyReadTimeoutMatchesNetHTTPAtAStall(t *testing.T) {
+	h := conformanceHandler()
+	heads := map[string]string{
+		"lean":    "POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789",
+		"chunked": "POST %s HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\na\r\n0123456789\r\n",
+	}
+	for name, head := range heads {
+		for _, path := range []string{"/read-all", "/ignore-body", "/big"} {
+			t.Run(name+path, func(t *testing.T) {
+				t.Parallel()
+				steps := one(fmt.Sprintf(head, path))
+				stdAddr, _ := startNetHTTP(t, h, func(s *Server) { s.ReadTimeout = bodyTimeout })
+				_, h1Addr, _ := startH1(t, h, func(s *Server) { s.BodyReadTimeout = bodyTimeout })
+				want := transcript(t, stdAddr, steps)
+				got := transcript(t, h1Addr, steps)
+				if strings.Join(got, "\n") != strings.Join(want, "\n") {
+					t.Errorf("responses differ\nnet/http (ReadTimeout):\n%s\nh1server (BodyReadTimeout):\n%s", strings.Join(want, "\n---\n"), strings.Join(got, "\n---\n"))
+				}
+			})
+		}
+	}
+}

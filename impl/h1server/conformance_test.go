@@ -1,10 +1,12 @@
 package h1server
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -18,6 +20,10 @@ func conformanceHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/echo", echo)
 	mux.HandleFunc("/probe", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "probe") })
+	mux.HandleFunc("/read-all", func(w http.ResponseWriter, r *http.Request) {
+		n, err := io.Copy(io.Discard, r.Body)
+		fmt.Fprintf(w, "read=%d deadline=%v ctxerr=%v", n, errors.Is(err, os.ErrDeadlineExceeded), r.Context().Err())
+	})
 	mux.HandleFunc("/hello", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = io.WriteString(w, "hello")
@@ -518,8 +524,24 @@ func conformanceCases() []conformanceCase {
 		{name: "second head trickled past the header timeout, handed off", handoff: true, configure: trickleTimeouts, steps: append([]step{{send: get("/echo"), methods: []string{"GET"}}}, trickledHead("Transfer-Encoding: chunked\r\n", endChunked)...)},
 		{name: "request trickled past the read timeout, handed off", handoff: true, configure: func(s *Server) { s.ReadTimeout = time.Second },
 			steps: trickledHead("Transfer-Encoding: chunked\r\n", endChunked)},
+
+		// A body that stalls ends at ReadTimeout on both paths, as in net/http, with the body read
+		// deadline (60 s by default) in force as well.
+		{name: "body stalled past the read timeout", configure: stallTimeouts, steps: []step{
+			{send: "POST /read-all HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789", methods: []string{"POST"}},
+		}},
+		{name: "body stalled past the read timeout, handed off", handoff: true, configure: stallTimeouts, steps: []step{
+			{send: "POST /read-all HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\na\r\n0123456789\r\n", methods: []string{"POST"}},
+		}},
+		{name: "body in time under the read timeout, handed off", handoff: true, configure: stallTimeouts, steps: []step{
+			{send: "POST /read-all HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\na\r\n0123456789\r\n"},
+			{pause: 100 * time.Millisecond, send: "0\r\n\r\n", methods: []string{"POST"}},
+		}},
 	}
 }
+
+// stallTimeouts sets the read timeout the stalled-body cases run against.
+func stallTimeouts(s *Server) { s.ReadTimeout = 500 * time.Millisecond }
 
 // trickleTimeouts sets the header timeout the trickled-head cases run against.
 func trickleTimeouts(s *Server) { s.ReadHeaderTimeout = time.Second }

@@ -93,6 +93,9 @@ type upstreamCall struct {
 var upstreamCalls = []upstreamCall{
 	{name: "json", body: []byte(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Say hello to the gateway benchmark in a few words, please."}],"max_tokens":64}`)},
 	{name: "sse", stream: true, body: []byte(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Say hello to the gateway benchmark in a few words, please."}],"max_tokens":64,"stream":true}`)},
+	// A long conversation: a body larger than the write buffer, copied to the connection while
+	// watching for an early answer.
+	{name: "json-64KiB", body: []byte(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"` + strings.Repeat("Say hello to the gateway benchmark. ", 64<<10/36) + `"}],"max_tokens":64}`)},
 }
 
 // transportUnderTest builds one of the compared transports.

@@ -17,8 +17,8 @@ type report struct {
 	faults   []fault
 	requests int
 	byKind   map[string]int
-	// inWindow counts the refusals during a fault window, asked counts those of requests that
-	// asked the simulator for a fault, wrong those of neither (with examples).
+	// asked counts the requests not answered whole that asked the simulator for a fault,
+	// inWindow the others that overlapped a fault window, wrong those of neither (with examples).
 	inWindow, asked int
 	wrong           []outcome
 	// lost are 200 answers without their usage record or ledger entry; lostToKill those of
@@ -54,10 +54,10 @@ func check(outcomes []outcome, faults []fault, b *books, victim int, killedAt ti
 		}
 		if !o.ok() {
 			switch {
-			case inFaultWindow(o, faults):
-				r.inWindow++
 			case o.fault != "":
 				r.asked++
+			case inFaultWindow(o, faults):
+				r.inWindow++
 			default:
 				r.wrong = append(r.wrong, o)
 			}
@@ -139,8 +139,8 @@ func (r *report) write(w io.Writer) {
 	for _, k := range sortedKeys(r.byKind) {
 		fmt.Fprintf(w, "| answered %s | %d |\n", k, r.byKind[k])
 	}
-	fmt.Fprintf(w, "| not answered whole, during a fault window | %d |\n", r.inWindow)
-	fmt.Fprintf(w, "| not answered whole, asked of the simulator | %d |\n", r.asked)
+	fmt.Fprintf(w, "| not answered whole, as asked of the simulator | %d |\n", r.asked)
+	fmt.Fprintf(w, "| not answered whole otherwise, during a fault window | %d |\n", r.inWindow)
 	fmt.Fprintf(w, "| **wrongly refused** (neither) | **%d** |\n", len(r.wrong))
 	fmt.Fprintf(w, "\n| books | count |\n|---|---|\n")
 	fmt.Fprintf(w, "| **200 answers without usage record or ledger entry** | **%d** |\n", len(r.lost))

@@ -29,7 +29,8 @@ type report struct {
 	badBalances []string
 	holds       int
 	heldMicros  int64
-	// perFault counts, per fault, the requests that overlapped it by outcome.
+	// perFault counts, per fault, the requests that overlapped it and asked the simulator for
+	// no fault, by outcome.
 	perFault map[string]map[string]int
 	// internal counts 500 answers: a dependency failure must be a 503, never a 500.
 	internal int
@@ -45,7 +46,7 @@ func check(outcomes []outcome, faults []fault, b *books, victim int, killedAt ti
 			r.internal++
 		}
 		for _, f := range faults {
-			if hits(f, o) {
+			if hits(f, o) && o.fault == "" {
 				if r.perFault[f.name] == nil {
 					r.perFault[f.name] = map[string]int{}
 				}
@@ -127,7 +128,7 @@ func (r *report) write(w io.Writer) {
 		fmt.Fprintf(w, "| %s | %s |\n", f.name, f.till.Sub(f.from).Round(100*time.Millisecond))
 	}
 	fmt.Fprintf(w, "| simulator faults asked by requests (429, 502, 529, retried 502, mid-stream error, drops, stall) | throughout |\n")
-	fmt.Fprintf(w, "\n| requests overlapping the fault (or the %s after it) | outcomes |\n|---|---|\n", recovery)
+	fmt.Fprintf(w, "\n| requests asking no simulator fault that overlapped the fault (or the %s after it) | outcomes |\n|---|---|\n", recovery)
 	for _, f := range r.faults {
 		var parts []string
 		for _, k := range sortedKeys(r.perFault[f.name]) {

@@ -13,7 +13,10 @@
 --
 -- The cost is drawn from that hold; only when the hold no longer covers it (it expired and was
 -- released) from the free credit of the account (balance - held); whatever neither covers is
--- not billed, and the note of the entry says so, so the statement never fails a check. Returns
+-- not billed, and the note of the entry says so, so the statement never fails a check. A record
+-- served on credit during a database outage (on_credit) was backed by no hold: its cost comes
+-- from the free credit only, after the records drawn from the hold, and its ledger entry's note
+-- says that it was served on credit (and what was not billed, if anything). Returns
 -- one row per account of the batch with the number of records written, the hold of the holder
 -- after the batch and a fresh version (a new value from credit_hold_version when the holder has
 -- no hold).
@@ -21,12 +24,12 @@ WITH new_usage AS (
     INSERT INTO usage_records (
         account_id, request_id, api_key_id, model, route, provider, upstream_model,
         input_tokens, output_tokens, cost_micros, status, started_at, finished_at,
-        hosted_tool_calls, hosted_tool_micros
+        hosted_tool_calls, hosted_tool_micros, on_credit
     )
     SELECT r.account_id, r.request_id, NULLIF(r.api_key_id, '00000000-0000-0000-0000-000000000000'::uuid),
            r.model, r.route, r.provider, r.upstream_model,
            r.input_tokens, r.output_tokens, r.cost_micros, r.status, r.started_at, r.finished_at,
-           r.hosted_tool_calls, r.hosted_tool_micros
+           r.hosted_tool_calls, r.hosted_tool_micros, r.on_credit
     FROM (
         SELECT unnest(@record_account_ids::uuid[]) AS account_id, unnest(@request_ids::text[]) AS request_id,
                unnest(@api_key_ids::uuid[]) AS api_key_id, unnest(@models::text[]) AS model,
@@ -36,38 +39,46 @@ WITH new_usage AS (
                unnest(@statuses::text[]) AS status, unnest(@started_at::timestamptz[]) AS started_at,
                unnest(@finished_at::timestamptz[]) AS finished_at,
                unnest(@hosted_tool_calls::jsonb[]) AS hosted_tool_calls,
-               unnest(@hosted_tool_micros::bigint[]) AS hosted_tool_micros
+               unnest(@hosted_tool_micros::bigint[]) AS hosted_tool_micros,
+               unnest(@on_credit::boolean[]) AS on_credit
     ) AS r
     ON CONFLICT (account_id, request_id) DO NOTHING
-    RETURNING usage_records.id, usage_records.account_id, usage_records.request_id, usage_records.cost_micros
+    RETURNING usage_records.id, usage_records.account_id, usage_records.request_id, usage_records.cost_micros,
+              usage_records.on_credit
 ), totals AS (
-    SELECT new_usage.account_id, SUM(new_usage.cost_micros)::bigint AS total, COUNT(*)::bigint AS records
+    SELECT new_usage.account_id, SUM(new_usage.cost_micros)::bigint AS total, COUNT(*)::bigint AS records,
+           COALESCE(SUM(new_usage.cost_micros) FILTER (WHERE NOT new_usage.on_credit), 0)::bigint AS hold_total
     FROM new_usage GROUP BY new_usage.account_id
 ), caps AS (
     SELECT a.id AS account_id, a.balance_micros,
            COALESCE(t.total, 0)::bigint AS total,
            COALESCE(t.records, 0)::bigint AS records,
-           LEAST(COALESCE(t.total, 0), COALESCE(h.amount_micros, 0))::bigint AS from_hold,
+           (COALESCE(t.total, 0) - COALESCE(t.hold_total, 0))::bigint AS credit_total,
+           LEAST(COALESCE(t.hold_total, 0), COALESCE(h.amount_micros, 0))::bigint AS from_hold,
            (a.balance_micros - a.held_micros)::bigint AS free
     FROM accounts a
     LEFT JOIN totals t ON t.account_id = a.id
     LEFT JOIN credit_holds h ON h.account_id = a.id AND h.holder = @holder::text
     WHERE a.id = ANY(@account_ids::uuid[])
 ), plan AS (
-    SELECT caps.account_id, caps.balance_micros, caps.total, caps.records, caps.from_hold,
+    SELECT caps.account_id, caps.balance_micros, caps.total, caps.records, caps.credit_total, caps.from_hold,
            (caps.from_hold + LEAST(caps.total - caps.from_hold, caps.free))::bigint AS billed
     FROM caps
 ), charged AS (
-    SELECT n.id, n.account_id, n.request_id, n.cost_micros, p.balance_micros,
+    SELECT n.id, n.account_id, n.request_id, n.cost_micros, n.on_credit, p.balance_micros,
            GREATEST(0, LEAST(n.cost_micros,
-               p.billed - (SUM(n.cost_micros) OVER (PARTITION BY n.account_id ORDER BY n.id) - n.cost_micros)))::bigint AS amount
+               p.billed - (SUM(n.cost_micros) OVER (PARTITION BY n.account_id ORDER BY n.on_credit, n.id) - n.cost_micros)))::bigint AS amount
     FROM new_usage n JOIN plan p ON p.account_id = n.account_id
 ), ledger AS (
     INSERT INTO credit_ledger (account_id, amount_micros, balance_after_micros, reason, idempotency_key, note)
     SELECT c.account_id, -c.amount,
            c.balance_micros - SUM(c.amount) OVER (PARTITION BY c.account_id ORDER BY c.id),
            'usage', 'usage:' || c.request_id,
-           CASE WHEN c.amount < c.cost_micros
+           CASE WHEN c.on_credit AND c.amount < c.cost_micros
+                THEN format('served on credit during a database outage: cost %s micro-units, %s not billed: the account''s free credit did not cover it', c.cost_micros, c.cost_micros - c.amount)
+                WHEN c.on_credit
+                THEN 'served on credit during a database outage'
+                WHEN c.amount < c.cost_micros
                 THEN format('cost %s micro-units, %s not billed: the credit hold had been released', c.cost_micros, c.cost_micros - c.amount)
                 ELSE '' END
     FROM charged c
@@ -90,6 +101,7 @@ SELECT plan.account_id,
        plan.records::bigint AS written_records,
        plan.total::bigint AS total_micros,
        plan.billed::bigint AS billed_micros,
+       plan.credit_total::bigint AS credit_micros,
        (held.account_id IS NOT NULL)::boolean AS has_hold,
        COALESCE(held.amount_micros, 0)::bigint AS hold_micros,
        COALESCE(held.version, nextval('credit_hold_version'))::bigint AS hold_version

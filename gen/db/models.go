@@ -100,6 +100,7 @@ type UsageRecord struct {
 	RecordedAt       time.Time
 	HostedToolCalls  []byte
 	HostedToolMicros int64
+	OnCredit         bool
 }
 
 type User struct {

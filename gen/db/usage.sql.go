@@ -13,7 +13,7 @@ import (
 )
 
 const listUsageRecords = `-- name: ListUsageRecords :many
-SELECT id, account_id, request_id, api_key_id, model, route, provider, upstream_model, input_tokens, output_tokens, cost_micros, status, started_at, finished_at, recorded_at, hosted_tool_calls, hosted_tool_micros FROM usage_records WHERE account_id = $1 ORDER BY id DESC LIMIT $2
+SELECT id, account_id, request_id, api_key_id, model, route, provider, upstream_model, input_tokens, output_tokens, cost_micros, status, started_at, finished_at, recorded_at, hosted_tool_calls, hosted_tool_micros, on_credit FROM usage_records WHERE account_id = $1 ORDER BY id DESC LIMIT $2
 `
 
 type ListUsageRecordsParams struct {
@@ -49,6 +49,7 @@ func (q *Queries) ListUsageRecords(ctx context.Context, arg ListUsageRecordsPara
 			&i.RecordedAt,
 			&i.HostedToolCalls,
 			&i.HostedToolMicros,
+			&i.OnCredit,
 		); err != nil {
 			return nil, err
 		}
@@ -82,12 +83,12 @@ WITH new_usage AS (
     INSERT INTO usage_records (
         account_id, request_id, api_key_id, model, route, provider, upstream_model,
         input_tokens, output_tokens, cost_micros, status, started_at, finished_at,
-        hosted_tool_calls, hosted_tool_micros
+        hosted_tool_calls, hosted_tool_micros, on_credit
     )
     SELECT r.account_id, r.request_id, NULLIF(r.api_key_id, '00000000-0000-0000-0000-000000000000'::uuid),
            r.model, r.route, r.provider, r.upstream_model,
            r.input_tokens, r.output_tokens, r.cost_micros, r.status, r.started_at, r.finished_at,
-           r.hosted_tool_calls, r.hosted_tool_micros
+           r.hosted_tool_calls, r.hosted_tool_micros, r.on_credit
     FROM (
         SELECT unnest($1::uuid[]) AS account_id, unnest($2::text[]) AS request_id,
                unnest($3::uuid[]) AS api_key_id, unnest($4::text[]) AS model,
@@ -97,38 +98,46 @@ WITH new_usage AS (
                unnest($11::text[]) AS status, unnest($12::timestamptz[]) AS started_at,
                unnest($13::timestamptz[]) AS finished_at,
                unnest($14::jsonb[]) AS hosted_tool_calls,
-               unnest($15::bigint[]) AS hosted_tool_micros
+               unnest($15::bigint[]) AS hosted_tool_micros,
+               unnest($16::boolean[]) AS on_credit
     ) AS r
     ON CONFLICT (account_id, request_id) DO NOTHING
-    RETURNING usage_records.id, usage_records.account_id, usage_records.request_id, usage_records.cost_micros
+    RETURNING usage_records.id, usage_records.account_id, usage_records.request_id, usage_records.cost_micros,
+              usage_records.on_credit
 ), totals AS (
-    SELECT new_usage.account_id, SUM(new_usage.cost_micros)::bigint AS total, COUNT(*)::bigint AS records
+    SELECT new_usage.account_id, SUM(new_usage.cost_micros)::bigint AS total, COUNT(*)::bigint AS records,
+           COALESCE(SUM(new_usage.cost_micros) FILTER (WHERE NOT new_usage.on_credit), 0)::bigint AS hold_total
     FROM new_usage GROUP BY new_usage.account_id
 ), caps AS (
     SELECT a.id AS account_id, a.balance_micros,
            COALESCE(t.total, 0)::bigint AS total,
            COALESCE(t.records, 0)::bigint AS records,
-           LEAST(COALESCE(t.total, 0), COALESCE(h.amount_micros, 0))::bigint AS from_hold,
+           (COALESCE(t.total, 0) - COALESCE(t.hold_total, 0))::bigint AS credit_total,
+           LEAST(COALESCE(t.hold_total, 0), COALESCE(h.amount_micros, 0))::bigint AS from_hold,
            (a.balance_micros - a.held_micros)::bigint AS free
     FROM accounts a
     LEFT JOIN totals t ON t.account_id = a.id
-    LEFT JOIN credit_holds h ON h.account_id = a.id AND h.holder = $16::text
-    WHERE a.id = ANY($17::uuid[])
+    LEFT JOIN credit_holds h ON h.account_id = a.id AND h.holder = $17::text
+    WHERE a.id = ANY($18::uuid[])
 ), plan AS (
-    SELECT caps.account_id, caps.balance_micros, caps.total, caps.records, caps.from_hold,
+    SELECT caps.account_id, caps.balance_micros, caps.total, caps.records, caps.credit_total, caps.from_hold,
            (caps.from_hold + LEAST(caps.total - caps.from_hold, caps.free))::bigint AS billed
     FROM caps
 ), charged AS (
-    SELECT n.id, n.account_id, n.request_id, n.cost_micros, p.balance_micros,
+    SELECT n.id, n.account_id, n.request_id, n.cost_micros, n.on_credit, p.balance_micros,
            GREATEST(0, LEAST(n.cost_micros,
-               p.billed - (SUM(n.cost_micros) OVER (PARTITION BY n.account_id ORDER BY n.id) - n.cost_micros)))::bigint AS amount
+               p.billed - (SUM(n.cost_micros) OVER (PARTITION BY n.account_id ORDER BY n.on_credit, n.id) - n.cost_micros)))::bigint AS amount
     FROM new_usage n JOIN plan p ON p.account_id = n.account_id
 ), ledger AS (
     INSERT INTO credit_ledger (account_id, amount_micros, balance_after_micros, reason, idempotency_key, note)
     SELECT c.account_id, -c.amount,
            c.balance_micros - SUM(c.amount) OVER (PARTITION BY c.account_id ORDER BY c.id),
            'usage', 'usage:' || c.request_id,
-           CASE WHEN c.amount < c.cost_micros
+           CASE WHEN c.on_credit AND c.amount < c.cost_micros
+                THEN format('served on credit during a database outage: cost %s micro-units, %s not billed: the account''s free credit did not cover it', c.cost_micros, c.cost_micros - c.amount)
+                WHEN c.on_credit
+                THEN 'served on credit during a database outage'
+                WHEN c.amount < c.cost_micros
                 THEN format('cost %s micro-units, %s not billed: the credit hold had been released', c.cost_micros, c.cost_micros - c.amount)
                 ELSE '' END
     FROM charged c
@@ -144,13 +153,14 @@ WITH new_usage AS (
     UPDATE credit_holds
     SET amount_micros = credit_holds.amount_micros - plan.from_hold,
         version = nextval('credit_hold_version')
-    FROM plan WHERE credit_holds.account_id = plan.account_id AND credit_holds.holder = $16::text
+    FROM plan WHERE credit_holds.account_id = plan.account_id AND credit_holds.holder = $17::text
     RETURNING credit_holds.account_id, credit_holds.amount_micros, credit_holds.version
 )
 SELECT plan.account_id,
        plan.records::bigint AS written_records,
        plan.total::bigint AS total_micros,
        plan.billed::bigint AS billed_micros,
+       plan.credit_total::bigint AS credit_micros,
        (held.account_id IS NOT NULL)::boolean AS has_hold,
        COALESCE(held.amount_micros, 0)::bigint AS hold_micros,
        COALESCE(held.version, nextval('credit_hold_version'))::bigint AS hold_version
@@ -174,6 +184,7 @@ type WriteUsageBatchParams struct {
 	FinishedAt       []time.Time
 	HostedToolCalls  [][]byte
 	HostedToolMicros []int64
+	OnCredit         []bool
 	Holder           string
 	AccountIds       []uuid.UUID
 }
@@ -183,6 +194,7 @@ type WriteUsageBatchRow struct {
 	WrittenRecords int64
 	TotalMicros    int64
 	BilledMicros   int64
+	CreditMicros   int64
 	HasHold        bool
 	HoldMicros     int64
 	HoldVersion    int64
@@ -202,7 +214,10 @@ type WriteUsageBatchRow struct {
 //
 // The cost is drawn from that hold; only when the hold no longer covers it (it expired and was
 // released) from the free credit of the account (balance - held); whatever neither covers is
-// not billed, and the note of the entry says so, so the statement never fails a check. Returns
+// not billed, and the note of the entry says so, so the statement never fails a check. A record
+// served on credit during a database outage (on_credit) was backed by no hold: its cost comes
+// from the free credit only, after the records drawn from the hold, and its ledger entry's note
+// says that it was served on credit (and what was not billed, if anything). Returns
 // one row per account of the batch with the number of records written, the hold of the holder
 // after the batch and a fresh version (a new value from credit_hold_version when the holder has
 // no hold).
@@ -223,6 +238,7 @@ func (q *Queries) WriteUsageBatch(ctx context.Context, arg WriteUsageBatchParams
 		arg.FinishedAt,
 		arg.HostedToolCalls,
 		arg.HostedToolMicros,
+		arg.OnCredit,
 		arg.Holder,
 		arg.AccountIds,
 	)
@@ -238,6 +254,7 @@ func (q *Queries) WriteUsageBatch(ctx context.Context, arg WriteUsageBatchParams
 			&i.WrittenRecords,
 			&i.TotalMicros,
 			&i.BilledMicros,
+			&i.CreditMicros,
 			&i.HasHold,
 			&i.HoldMicros,
 			&i.HoldVersion,

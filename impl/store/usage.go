@@ -37,6 +37,10 @@ type UsageRecord struct {
 	Status     string
 	StartedAt  time.Time
 	FinishedAt time.Time
+	// OnCredit marks a request served on credit during a database outage: no credit hold
+	// backed it, so WriteUsage bills it from the account's free credit only, and its ledger
+	// entry's note says that it was served on credit.
+	OnCredit bool
 	// RecordedAt is when the row was written (read back only).
 	RecordedAt time.Time
 }
@@ -45,10 +49,12 @@ type UsageRecord struct {
 type UsageCharge struct {
 	AccountID uuid.UUID
 	// TotalMicros is the cost of the batch's new records on the account; BilledMicros the part
-	// of it taken from the balance. They differ only when the holder's hold had been released
-	// and the account's free credit could not cover the rest.
+	// of it taken from the balance. They differ only when the holder's hold had been released,
+	// or records were served on credit, and the account's free credit could not cover the rest.
+	// CreditMicros is the part of TotalMicros served on credit (records with OnCredit).
 	TotalMicros  int64
 	BilledMicros int64
+	CreditMicros int64
 	// HasHold reports whether the holder still has a hold on the account; HoldMicros is its
 	// amount after the batch. HoldVersion orders this answer against other answers about the
 	// holder's hold on the account (it is fresh even when there is no hold).
@@ -75,8 +81,9 @@ func UsageLedgerKey(requestID string) string { return "usage:" + requestID }
 // writers never deadlock), then one statement inserts the records, skipping those whose
 // (account, request id) is already in usage_records (so that a batch written twice bills
 // once), and for the records it inserted appends their usage ledger entries and moves balance,
-// held credit and the holder's hold, set-based. The cost comes out of the holder's hold; see
-// UsageCharge for when it cannot.
+// held credit and the holder's hold, set-based. The cost comes out of the holder's hold (that of
+// records served on credit out of the account's free credit); see UsageCharge for when it
+// cannot.
 func (s *Store) WriteUsage(ctx context.Context, holder string, records []UsageRecord) (UsageBatch, error) {
 	var out UsageBatch
 	if len(records) == 0 {
@@ -131,7 +138,7 @@ func (s *Store) WriteUsage(ctx context.Context, holder string, records []UsageRe
 		out.Charges = make([]UsageCharge, len(charges))
 		for i, c := range charges {
 			out.Charges[i] = UsageCharge{
-				AccountID: c.AccountID, TotalMicros: c.TotalMicros, BilledMicros: c.BilledMicros,
+				AccountID: c.AccountID, TotalMicros: c.TotalMicros, BilledMicros: c.BilledMicros, CreditMicros: c.CreditMicros,
 				HasHold: c.HasHold, HoldMicros: c.HoldMicros, HoldVersion: c.HoldVersion,
 			}
 			out.Written += int(c.WrittenRecords)
@@ -173,6 +180,7 @@ func appendUsage(p *db.WriteUsageBatchParams, r UsageRecord) {
 	}
 	p.HostedToolCalls = append(p.HostedToolCalls, calls)
 	p.HostedToolMicros = append(p.HostedToolMicros, min(max(r.HostedMicros, 0), max(r.CostMicros, 0)))
+	p.OnCredit = append(p.OnCredit, r.OnCredit)
 }
 
 func clean(s string) string {
@@ -192,7 +200,7 @@ func (s *Store) UsageRecords(ctx context.Context, accountID uuid.UUID, limit int
 			Model: r.Model, Route: r.Route, Provider: r.Provider, UpstreamModel: r.UpstreamModel,
 			InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CostMicros: r.CostMicros, Status: r.Status,
 			StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, RecordedAt: r.RecordedAt,
-			HostedMicros: r.HostedToolMicros,
+			HostedMicros: r.HostedToolMicros, OnCredit: r.OnCredit,
 		}
 		if len(r.HostedToolCalls) > 0 {
 			if err := json.Unmarshal(r.HostedToolCalls, &out[i].HostedCalls); err != nil {

@@ -516,6 +516,7 @@ type record struct {
 	Status        string           `json:"status"`
 	StartedAt     time.Time        `json:"started_at"`
 	FinishedAt    time.Time        `json:"finished_at"`
+	OnCredit      bool             `json:"on_credit,omitempty"`
 }
 
 func encode(e Entry) ([]byte, error) {
@@ -525,7 +526,7 @@ func encode(e Entry) ([]byte, error) {
 		Model: r.Model, Route: r.Route, Provider: r.Provider, UpstreamModel: r.UpstreamModel,
 		InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CostMicros: r.CostMicros,
 		HostedCalls: r.HostedCalls, HostedMicros: r.HostedMicros, Status: r.Status,
-		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
+		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, OnCredit: r.OnCredit,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("usagespill: encode the record of request %q: %w", r.RequestID, err)
@@ -546,6 +547,6 @@ func decode(payload []byte) (Entry, error) {
 		Model: r.Model, Route: r.Route, Provider: r.Provider, UpstreamModel: r.UpstreamModel,
 		InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CostMicros: r.CostMicros,
 		HostedCalls: r.HostedCalls, HostedMicros: r.HostedMicros, Status: r.Status,
-		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
+		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, OnCredit: r.OnCredit,
 	}}, nil
 }

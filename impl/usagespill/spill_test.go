@@ -24,7 +24,7 @@ func entry(i int) Entry {
 		Model: "service-sonnet", Route: "/v1/messages", Provider: "sim-anthropic", UpstreamModel: "sim-sonnet",
 		InputTokens: int64(100 + i), OutputTokens: int64(20 + i), CostMicros: int64(1_000 + i),
 		HostedCalls: map[string]int64{"web_search": 2}, HostedMicros: 500, Status: "completed",
-		StartedAt: at, FinishedAt: at.Add(time.Second),
+		StartedAt: at, FinishedAt: at.Add(time.Second), OnCredit: i%2 == 1,
 	}}
 }
 

@@ -91,9 +91,12 @@
 //
 // # Leases and crashes
 //
-// A hold has a lease that its process renews; a hold that has not been used for 5 s is
-// returned. Every process reaps the holds whose lease expired (their process is gone), which
-// returns their credit to the account. A process killed without a drain (SIGKILL, a crash, a
+// A hold has a lease (Lease, 40 s by default: 4/3 of the outage cover below, at least 30 s)
+// that its process renews every Lease/6; the process uses the hold only until Lease - Lease/20
+// after it sent the last renewal (or grant) that the database answered, a bound that ends
+// before the lease can end in the database, whose clock starts later. A hold that has not been
+// used for 5 s is returned. Every process reaps the holds whose lease expired (their process
+// is gone), which returns their credit to the account. A process killed without a drain (SIGKILL, a crash, a
 // power cut) loses the usage it had settled but not yet written or spilled: the records of at
 // most the last flush interval (200 ms), or, while a write is in flight, of that write's
 // duration (at most WriteTimeout, when the database hangs instead of refusing); in the spill
@@ -101,6 +104,73 @@
 // customer's favour. A process that lost its hold (it could not renew it for a whole lease)
 // bills later writes from the account's free credit as far as it goes, and says in the ledger
 // entry's note what it could not bill.
+//
+// # Database outages: credit
+//
+// A process that cannot reach the database keeps serving the requests its holds cover, and
+// decides what to do with the others, as the Credit-Control-Failure-Handling of telecom online
+// charging (RFC 4006) does. Options.Outage sets the policy; `tollgate serve` exposes it as
+// -credit-outage-cover, -credit-failure-handling and -credit-risk-micros.
+//
+// The outage reserve. Each account keeps a moving average of what it spends: the costs it
+// settled (not the worst cases it reserved), each weighted by exp(-age / 10 s), divided by what
+// a steady rate would have added up to over the account's history (at least 2 s), so the rate
+// is right from an account's first seconds. The hold's free credit (what its open reservations
+// and unwritten costs leave) is kept at the low-water mark plus the reserve, OutagePolicy.Cover
+// (30 s) of that rate: when a reservation leaves it below, the meter draws, ahead of need, a
+// chunk or the shortfall if larger. The chunk cap (ChunkCapMicros, 1 USD) still bounds every
+// grant drawn ahead of need, so a reserve above it is built in several grants, one at a time,
+// as the account keeps spending; and a grant for the reserve never leaves the hold with more
+// than half of what the account has left (the hold plus the account's available credit at the
+// last grant), as the chunks never take more than half of the available credit, so that the
+// reserve never strands an account's last credit in one process. So the hold of an active
+// account (one that reserved within the idle release, 5 s) covers what its open reservations
+// hold plus about Cover of its recent spending, as far as half of its credit goes; an account
+// that idles longer has no hold, and one that spends faster during the outage than before runs
+// out sooner.
+//
+// During an outage. A database call that fails because the database cannot be reached
+// (store.Unavailable: a refused or lost connection, a timeout) marks the database down, with
+// one log line, until a call succeeds (one more). Meanwhile reservations draw from the holds
+// in memory as always; no grant is drawn ahead of need; the maintenance only pings the
+// database, once a tick; and a reservation that its hold does not cover (spent, never drawn,
+// or past its lease) goes to the failure handling at once, except one at a time that asks the
+// database for credit (so the first request after the database returns finds it), each such
+// call bounded by WriteTimeout so that a database that hangs costs one request at a time 5 s,
+// not every request. The failure handling is FailureRefuse (the default): 503 with Retry-After
+// (apierror.Unavailable wrapping ErrHoldSpent), and nothing is ever served beyond the credit
+// held for it; or FailureContinue: the request is served on credit while the credit served so
+// on the account (the worst cases of such requests in flight and the costs of those settled
+// and not yet written) stays within OutagePolicy.RiskMicros (1 USD) and within what the
+// account had available at the last grant this process drew, then refused as under refuse.
+// The bound is per process: N processes cut off together may serve N times it.
+//
+// The lease during an outage. A process that cannot reach the database cannot renew its holds,
+// and cannot tell a database that is down for everyone from one that only it cannot reach,
+// while other processes still do and will reap its hold when the lease ends and hand the
+// credit out again. So it uses a hold only while its own view of the lease lasts (above), which
+// ends before anyone can reap it: no credit is ever reserved by two processes. The default
+// lease leaves that view at least Cover after the last renewal before an outage (40 - 2 - 6.7
+// s > 30 s), so the lease never cuts the reserve short; past it, the account's requests go to
+// the failure handling. When the database is back, the maintenance renews every hold at once
+// (a hold whose lease ended but that nobody reaped is renewed and used again) and its reaper
+// waits a reap interval before reaping anyone's hold, so the other processes, back too, renew
+// theirs first; the usage settled during the outage is then written (the replayer is woken),
+// billed from the hold it was reserved against. If the hold was reaped meanwhile (the database
+// stayed away from this process longer than the lease), the usage is billed from the account's
+// free credit, where the reaped hold's credit went; what that no longer covers (another
+// process has drawn the credit since) is not billed and the ledger entry's note says so. This
+// is the one way a request served under refuse can go unbilled: a process cut off from a
+// database others still reach, for longer than its lease, while they spend the account's
+// credit; it is bounded by the hold.
+//
+// Reconciliation. A request served on credit is settled as any other, and its usage record
+// carries OnCredit: the writer bills it from the account's free credit, never from the hold
+// (which backs the other requests), after the records of the hold in the same batch; the usage
+// record's on_credit column and the ledger entry's note ("served on credit during a database
+// outage", with what was not billed, if the free credit did not cover it) show it as such. The
+// balance never goes below zero. CreditStats reports the database's state, the refusals, and
+// the requests and credit served on credit, for the metrics (tollgate_credit_*).
 //
 // # Balance
 //

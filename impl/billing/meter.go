@@ -56,11 +56,16 @@ type Options struct {
 	// IdleRelease is how long a hold stays with no reservation before its credit is returned
 	// to the account (default 5 s).
 	IdleRelease time.Duration
-	// Lease is how long a hold outlives its last renewal (default 30 s); the meter renews its
-	// holds every Lease/3. ReapInterval is how often the meter releases the expired holds of
-	// every process (default 10 s).
+	// Lease is how long a hold outlives its last renewal (default: 4/3 of Outage.Cover, at least
+	// 30 s; 40 s with the default cover); the meter renews its holds every Lease/6 and uses a
+	// hold only until Lease - Lease/20 after the last renewal was sent, so that after a renewal
+	// a hold stays usable for at least Outage.Cover when the database goes away. ReapInterval
+	// is how often the meter releases the expired holds of every process (default 10 s).
 	Lease        time.Duration
 	ReapInterval time.Duration
+	// Outage is how the meter rides out a database outage: the size of the holds' outage
+	// reserve, and what it does with the requests they do not cover.
+	Outage OutagePolicy
 	// A hold is drawn in chunks of max(worst case, min(max(ChunkMultiplier × worst case, two
 	// seconds of the account's recent reservations), ChunkCapMicros)) (defaults 10 and
 	// 1,000,000 micro-units, 1 USD), never more than the account can cover nor, unless the
@@ -74,14 +79,14 @@ type Options struct {
 	Spill *usagespill.Spill
 	// MaxBacklog bounds the records waiting in memory without a Spill (default 100,000).
 	MaxBacklog int
-	// WriteTimeout bounds one batch write, and each database call of the maintenance of holds
-	// (default 5 s); RetryMax the wait between two attempts to write the backlog, which starts at
+	// WriteTimeout bounds one batch write, each grant of credit and each database call of the
+	// maintenance of holds (default 5 s); RetryMax the wait between two attempts to write the backlog, which starts at
 	// FlushInterval and doubles (default 5 s).
 	WriteTimeout time.Duration
 	RetryMax     time.Duration
-	// DrainTimeout bounds the final flush and hold release when Run's context ends, the
-	// synchronous write of a settlement that arrives after Close, and each grant drawn ahead of
-	// need in the background (default 10 s).
+	// DrainTimeout bounds the final flush and hold release when Run's context ends, and the
+	// synchronous write of a settlement that arrives after Close (default 10 s). A grant drawn
+	// ahead of need, or by a reservation, is bounded by WriteTimeout.
 	DrainTimeout time.Duration
 	// Now is the clock of the in-memory bookkeeping: idle times, the local view of leases and
 	// the default times of usage records (default time.Now). Leases themselves are timed by
@@ -106,8 +111,14 @@ func (o Options) withDefaults() Options {
 	if o.IdleRelease <= 0 {
 		o.IdleRelease = 5 * time.Second
 	}
+	if o.Outage.Cover == 0 {
+		o.Outage.Cover = DefaultOutageCover
+	}
 	if o.Lease <= 0 {
-		o.Lease = 30 * time.Second
+		o.Lease = max(minLease, o.Outage.Cover*4/3)
+	}
+	if o.Outage.RiskMicros <= 0 {
+		o.Outage.RiskMicros = DefaultRiskMicros
 	}
 	if o.ReapInterval <= 0 {
 		o.ReapInterval = 10 * time.Second
@@ -219,6 +230,9 @@ type Meter struct {
 
 	// lastRenew and lastReap belong to the maintenance goroutine.
 	lastRenew, lastReap time.Time
+
+	// The database's state and the counters of credit through outages (credit.go).
+	creditCounters
 }
 
 type shard struct {
@@ -260,6 +274,22 @@ type account struct {
 	// this process asked for, when knowsLeft.
 	accountLeft int64
 	knowsLeft   bool
+	// recentSpent is the moving sum of the costs settled, as of spentAt (see spendWindow), since
+	// spendSince: the account's spend rate, which sizes the outage reserve.
+	recentSpent float64
+	spentAt     time.Time
+	spendSince  time.Time
+	// credit is what requests served on credit (FailureContinue) hold: the worst cases of those
+	// in flight (creditOpen) and the costs settled but not yet written (creditRecords).
+	credit        int64
+	creditOpen    int
+	creditRecords int
+}
+
+// idle reports, with a.mu held, whether nothing of the account is in flight or waits to be
+// written.
+func (a *account) idle() bool {
+	return a.busy == nil && a.open == 0 && a.pendingRecords == 0 && a.creditOpen == 0 && a.creditRecords == 0
 }
 
 func (a *account) free() int64 { return a.dbAmount - a.outstanding - a.pending }
@@ -312,7 +342,7 @@ func New(st *store.Store, opts Options) *Meter {
 		stop:     make(chan struct{}),
 		loopDone: make(chan struct{}),
 	}
-	m.leaseMargin = m.opts.Lease / 5
+	m.leaseMargin = m.opts.Lease / 20
 	for i := range m.shards {
 		m.shards[i].accounts = make(map[uuid.UUID]*account)
 	}
@@ -393,23 +423,31 @@ func lowWater(chunk int64, rate float64) int64 {
 }
 
 // planRefill decides, with a.mu held, right after a reservation of worst at now, whether to draw
-// the account's next chunk in the background. It does when the meter is running, no database
-// call is in flight for the account, the hold is usable and its free credit is below the low
-// water mark, unless the account had too little left at the last grant for half of it to cover
-// one more such request. It then marks the grant in flight (a.busy) and returns the channel to
-// close and the amount to ask for; the caller starts refill once it has released a.mu.
+// credit for the account in the background. It does when the meter is running, the database is
+// not known to be down, no database call is in flight for the account and the hold is usable,
+// and either the hold's free credit is below the low water mark (it draws the next chunk),
+// unless the account had too little left at the last grant for half of it to cover one more
+// such request, or it is below the low water mark plus the outage reserve (see reserveTopUp)
+// and that grant would cover at least one such request. It then marks the grant in flight
+// (a.busy) and returns the channel to close and the amount to ask for; the caller starts refill
+// once it has released a.mu.
 func (m *Meter) planRefill(a *account, now time.Time, worst int64) (done chan struct{}, want int64) {
-	if !m.running.Load() || a.busy != nil || a.releasing || !a.usable(now) {
+	if !m.running.Load() || a.busy != nil || a.releasing || !a.usable(now) || m.dbDown() {
 		return nil, 0
 	}
 	rate := a.reserveRate(now)
 	chunk := m.chunkAtRate(worst, rate)
-	if a.free() >= lowWater(chunk, rate) {
-		return nil, 0
+	low := lowWater(chunk, rate)
+	free := a.free()
+	// A grant ahead of need takes at most half of what the account has left; when that would
+	// not cover one more request, the rest is better left to whichever process needs it.
+	if free < low && !(a.knowsLeft && a.accountLeft/2 < worst) {
+		want = chunk
 	}
-	if a.knowsLeft && a.accountLeft/2 < worst {
-		// A grant ahead of need takes at most half of what the account has left; that would
-		// not cover one more request, and the rest is better left to whichever process needs it.
+	if top := m.reserveTopUp(a, now, free, low, chunk); top > want && top >= worst {
+		want = top
+	}
+	if want <= 0 {
 		return nil, 0
 	}
 	m.refillMu.Lock()
@@ -420,7 +458,7 @@ func (m *Meter) planRefill(a *account, now time.Time, worst int64) (done chan st
 	m.refills.Add(1)
 	done = make(chan struct{})
 	a.busy = done
-	return done, chunk
+	return done, want
 }
 
 // refill grows the process's hold on the account by up to want in the background, and by no
@@ -429,7 +467,7 @@ func (m *Meter) planRefill(a *account, now time.Time, worst int64) (done chan st
 // is the account's busy channel, closed once the answer is applied.
 func (m *Meter) refill(a *account, done chan struct{}, want int64) {
 	defer m.refills.Done()
-	ctx, cancel := context.WithTimeout(context.Background(), m.opts.DrainTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), m.opts.WriteTimeout)
 	defer cancel()
 	sent := m.now()
 	g, err := m.st.TakeCreditHold(ctx, store.HoldRequest{
@@ -442,9 +480,12 @@ func (m *Meter) refill(a *account, done chan struct{}, want int64) {
 	if err != nil {
 		// Had the grant committed after all, the hold holds more than this process believes,
 		// which is safe; the next grant's answer corrects it.
-		m.opts.Logger.Error("billing: draw credit ahead of need (a reservation will draw it)", "account", a.id, "err", err)
+		if !m.noteDBError(err) {
+			m.opts.Logger.Error("billing: draw credit ahead of need (a reservation will draw it)", "account", a.id, "err", err)
+		}
 		return
 	}
+	m.noteDBUp()
 	m.applyGrant(a, g, sent)
 }
 
@@ -471,11 +512,18 @@ type Reservation struct {
 	requestID string
 	amount    int64
 	startedAt time.Time
-	done      atomic.Bool
+	// onCredit marks a reservation served on credit (FailureContinue) during a database
+	// outage: it holds none of the hold's credit but the account's risk bound.
+	onCredit bool
+	done     atomic.Bool
 }
 
 // Amount is the credit reserved, in micro-units.
 func (r *Reservation) Amount() int64 { return r.amount }
+
+// OnCredit reports whether the request is served on credit: beyond the process's hold, while
+// the database could not be reached (FailureContinue).
+func (r *Reservation) OnCredit() bool { return r.onCredit }
 
 // RequestID is the request the reservation is for.
 func (r *Reservation) RequestID() string { return r.requestID }
@@ -491,7 +539,10 @@ func (r *Reservation) AccountID() uuid.UUID { return r.accountID }
 // apierror.As); an unknown account is store.ErrNotFound. Every reservation must end in exactly
 // one Settle or Release. While the usage backlog is full (the database has not taken usage for
 // long; see the package documentation), Reserve refuses every request with a 503 (an
-// apierror.Unavailable wrapping ErrBacklogFull) rather than serve it unbilled.
+// apierror.Unavailable wrapping ErrBacklogFull) rather than serve it unbilled. While the
+// database cannot be reached, a request that the hold does not cover goes to the failure
+// handling: a 503 (an apierror.Unavailable wrapping ErrHoldSpent), or under FailureContinue a
+// reservation on credit (OnCredit) while the account's risk bound allows.
 func (m *Meter) Reserve(ctx context.Context, accountID uuid.UUID, requestID string, worstCaseMicros int64) (*Reservation, error) {
 	if requestID == "" || len(requestID) > maxRequestID {
 		return nil, fmt.Errorf("billing: a reservation needs a request id of 1 to %d bytes", maxRequestID)
@@ -549,6 +600,13 @@ func (m *Meter) Reserve(ctx context.Context, accountID uuid.UUID, requestID stri
 			a.mu.Unlock()
 			return nil, &InsufficientError{NeededMicros: worst, AvailableMicros: max(free, 0)}
 		}
+		// While the database is down one reservation at a time asks it for credit (it tells
+		// when the database is back as soon as it is); the others go to the failure handling
+		// at once rather than each wait for a database that may hang.
+		probe := m.dbDown()
+		if probe && !m.probing.CompareAndSwap(false, true) {
+			return m.onOutage(a, accountID, requestID, worst, now, errDatabaseDown)
+		}
 		trips++
 		// The hold must grow by what it lacks; outstanding and pending costs stay covered.
 		need := worst
@@ -563,9 +621,14 @@ func (m *Meter) Reserve(ctx context.Context, accountID uuid.UUID, requestID stri
 		a.mu.Unlock()
 
 		sent := m.now()
-		g, err := m.st.TakeCreditHold(ctx, store.HoldRequest{
+		gctx, cancel := context.WithTimeout(ctx, m.opts.WriteTimeout)
+		g, err := m.st.TakeCreditHold(gctx, store.HoldRequest{
 			AccountID: accountID, Holder: m.opts.Holder, NeedMicros: need, WantMicros: want, Lease: m.opts.Lease,
 		})
+		cancel()
+		if probe {
+			m.probing.Store(false)
+		}
 
 		a.mu.Lock()
 		a.busy = nil
@@ -573,9 +636,13 @@ func (m *Meter) Reserve(ctx context.Context, accountID uuid.UUID, requestID stri
 		if err != nil {
 			// Had the grant committed after all, the hold holds more than this process
 			// believes, which is safe; the next grant's answer corrects it.
+			if ctx.Err() == nil && m.noteDBError(err) {
+				return m.onOutage(a, accountID, requestID, worst, m.now(), err)
+			}
 			a.mu.Unlock()
 			return nil, fmt.Errorf("billing: draw credit: %w", err)
 		}
+		m.noteDBUp()
 		if !g.Granted {
 			m.applyGrant(a, g, sent)
 			available := g.AvailableMicros
@@ -635,12 +702,24 @@ func (r *Reservation) Settle(actualMicros int64, usage UsageRecord) int64 {
 	cost := min(max(actualMicros, 0), r.amount)
 	now := m.now()
 	a.mu.Lock()
-	a.outstanding -= r.amount
-	a.open--
-	a.pending += cost
-	a.pendingRecords++
+	if r.onCredit {
+		a.credit -= r.amount - cost
+		a.creditOpen--
+		a.creditRecords++
+	} else {
+		a.outstanding -= r.amount
+		a.open--
+		a.pending += cost
+		a.pendingRecords++
+	}
+	a.noteSpend(now, cost)
 	a.lastUsed = now
 	a.mu.Unlock()
+	if r.onCredit {
+		m.atRisk.Add(cost - r.amount)
+		m.onCreditRequests.Add(1)
+		m.onCreditMicros.Add(cost)
+	}
 
 	rec := store.UsageRecord{
 		AccountID: r.accountID, RequestID: r.requestID, APIKeyID: usage.KeyID,
@@ -648,6 +727,7 @@ func (r *Reservation) Settle(actualMicros int64, usage UsageRecord) int64 {
 		InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens, CostMicros: cost,
 		Status: usage.Status, StartedAt: usage.StartedAt, FinishedAt: usage.FinishedAt,
 		HostedCalls: hostedCallsByName(usage.HostedCalls), HostedMicros: min(usage.HostedMicros, cost),
+		OnCredit: r.onCredit,
 	}
 	if rec.Status == "" {
 		rec.Status = "completed"
@@ -678,10 +758,18 @@ func (r *Reservation) Release() {
 	a := r.acct
 	now := r.m.now()
 	a.mu.Lock()
-	a.outstanding -= r.amount
-	a.open--
+	if r.onCredit {
+		a.credit -= r.amount
+		a.creditOpen--
+	} else {
+		a.outstanding -= r.amount
+		a.open--
+	}
 	a.lastUsed = now
 	a.mu.Unlock()
+	if r.onCredit {
+		r.m.atRisk.Add(-r.amount)
+	}
 }
 
 // Balance is the account's balance for GET /v1/credits: the settled balance in the database,
@@ -750,7 +838,7 @@ func (m *Meter) loop(ctx context.Context) {
 // maintainLoop renews the process's holds, returns the idle ones and reaps the expired holds of
 // every process, until ctx ends.
 func (m *Meter) maintainLoop(ctx context.Context) {
-	every := min(time.Second, m.opts.IdleRelease/4, m.opts.Lease/6, m.opts.ReapInterval)
+	every := min(time.Second, m.opts.IdleRelease/4, m.opts.Lease/12, m.opts.ReapInterval)
 	tick := time.NewTicker(max(every, 10*time.Millisecond))
 	defer tick.Stop()
 	for {
@@ -764,25 +852,44 @@ func (m *Meter) maintainLoop(ctx context.Context) {
 }
 
 // maintain does what is due of the maintenance, each database call bounded by WriteTimeout.
+// While the database is known to be down it only asks whether it is back. Once it is, the
+// holds are renewed at once (a hold whose local lease ran out during the outage is usable
+// again if nobody reaped it), and this process reaps nobody's hold for a reap interval: the
+// other processes, back too, renew theirs first.
 func (m *Meter) maintain(ctx context.Context) {
+	if m.dbDown() {
+		cctx, cancel := context.WithTimeout(ctx, m.opts.WriteTimeout)
+		err := m.st.Ping(cctx)
+		cancel()
+		if err != nil {
+			return
+		}
+		m.noteDBUp()
+	}
 	now := m.now()
-	if now.Sub(m.lastRenew) >= m.opts.Lease/3 {
+	if m.recovered.Swap(false) {
+		m.lastRenew = time.Time{}
+		m.lastReap = now
+	}
+	if now.Sub(m.lastRenew) >= m.opts.Lease/6 {
 		m.lastRenew = now
 		cctx, cancel := context.WithTimeout(ctx, m.opts.WriteTimeout)
 		m.renew(cctx)
 		cancel()
 	}
-	if now.Sub(m.lastReap) >= m.opts.ReapInterval {
+	if now.Sub(m.lastReap) >= m.opts.ReapInterval && !m.dbDown() {
 		m.lastReap = now
 		cctx, cancel := context.WithTimeout(ctx, m.opts.WriteTimeout)
-		if _, err := m.ReapExpiredHolds(cctx); err != nil && ctx.Err() == nil {
+		if _, err := m.ReapExpiredHolds(cctx); err != nil && ctx.Err() == nil && !m.noteDBError(err) {
 			m.opts.Logger.Error("billing: reap expired credit holds", "err", err)
 		}
 		cancel()
 	}
-	cctx, cancel := context.WithTimeout(ctx, m.opts.WriteTimeout)
-	m.releaseIdle(cctx, now)
-	cancel()
+	if !m.dbDown() {
+		cctx, cancel := context.WithTimeout(ctx, m.opts.WriteTimeout)
+		m.releaseIdle(cctx, now)
+		cancel()
+	}
 }
 
 // renew extends the leases of the process's holds. A hold that is gone (reaped while this
@@ -801,11 +908,12 @@ func (m *Meter) renew(ctx context.Context) {
 	sent := m.now()
 	holds, err := m.st.RenewCreditHolds(ctx, m.opts.Holder, m.opts.Lease)
 	if err != nil {
-		if !errors.Is(ctx.Err(), context.Canceled) {
+		if !errors.Is(ctx.Err(), context.Canceled) && !m.noteDBError(err) {
 			m.opts.Logger.Error("billing: renew credit holds", "err", err)
 		}
 		return
 	}
+	m.noteDBUp()
 	alive := make(map[uuid.UUID]bool, len(holds))
 	for _, h := range holds {
 		alive[h.AccountID] = true
@@ -833,7 +941,7 @@ func (m *Meter) releaseIdle(ctx context.Context, now time.Time) {
 	var ids []uuid.UUID
 	for _, a := range m.accounts() {
 		a.mu.Lock()
-		if a.hasHold && a.busy == nil && a.open == 0 && a.pendingRecords == 0 && now.Sub(a.lastUsed) >= m.opts.IdleRelease {
+		if a.hasHold && a.idle() && now.Sub(a.lastUsed) >= m.opts.IdleRelease {
 			a.busy = make(chan struct{})
 			a.releasing = true
 			idle = append(idle, a)
@@ -843,7 +951,7 @@ func (m *Meter) releaseIdle(ctx context.Context, now time.Time) {
 	}
 	if len(idle) > 0 {
 		released, err := m.st.ReleaseCreditHolds(ctx, m.opts.Holder, ids)
-		if err != nil && !errors.Is(ctx.Err(), context.Canceled) {
+		if err != nil && !errors.Is(ctx.Err(), context.Canceled) && !m.noteDBError(err) {
 			m.opts.Logger.Error("billing: release idle credit holds", "err", err)
 		}
 		versions := make(map[uuid.UUID]int64, len(released))
@@ -870,7 +978,7 @@ func (m *Meter) releaseIdle(ctx context.Context, now time.Time) {
 		s.mu.Lock()
 		for id, a := range s.accounts {
 			a.mu.Lock()
-			if !a.hasHold && a.busy == nil && a.open == 0 && a.pendingRecords == 0 && now.Sub(a.lastUsed) >= m.opts.IdleRelease {
+			if !a.hasHold && a.idle() && now.Sub(a.lastUsed) >= m.opts.IdleRelease {
 				a.evicted = true
 				delete(s.accounts, id)
 			}

@@ -358,6 +358,7 @@ func (m *Meter) replay(ctx context.Context) error {
 				if err != nil {
 					return err
 				}
+				m.noteDBUp()
 			}
 			m.spillMu.Lock()
 			if m.cursor != m.backlog.End() {
@@ -415,17 +416,27 @@ func (m *Meter) replay(ctx context.Context) error {
 }
 
 // writeBatch writes one batch for holder, within WriteTimeout. For the process's own records
-// (own) it applies the outcome to the accounts' states: their costs are no longer pending, and
-// the database's report of the hold is observed.
+// (own) it applies the outcome to the accounts' states: their costs are no longer pending (or,
+// for those served on credit, no longer at risk), and the database's report of the hold is
+// observed.
 func (m *Meter) writeBatch(ctx context.Context, holder string, own bool, batch []store.UsageRecord) error {
 	wctx, cancel := context.WithTimeout(ctx, m.opts.WriteTimeout)
 	defer cancel()
 	res, err := m.st.WriteUsage(wctx, holder, batch)
 	if err != nil {
+		if ctx.Err() == nil {
+			m.noteDBError(err)
+		}
 		return err
 	}
+	m.noteDBUp()
 	for _, c := range res.Charges {
-		if c.BilledMicros < c.TotalMicros {
+		switch {
+		case c.BilledMicros >= c.TotalMicros:
+		case c.CreditMicros > 0:
+			m.opts.Logger.Warn("billing: usage not billed in full: served on credit during a database outage beyond the account's free credit, or the credit hold had been released",
+				"account", c.AccountID, "cost_micros", c.TotalMicros, "billed_micros", c.BilledMicros, "on_credit_micros", c.CreditMicros, "holder", holder)
+		default:
 			m.opts.Logger.Warn("billing: usage not billed in full: the credit hold had been released",
 				"account", c.AccountID, "cost_micros", c.TotalMicros, "billed_micros", c.BilledMicros, "holder", holder)
 		}
@@ -437,19 +448,27 @@ func (m *Meter) writeBatch(ctx context.Context, holder string, own bool, batch [
 		return nil
 	}
 	type sum struct {
-		cost int64
-		n    int
+		cost, credit int64
+		n, nCredit   int
 	}
 	sums := make(map[uuid.UUID]*sum)
+	var credit int64
 	for _, r := range batch {
 		s := sums[r.AccountID]
 		if s == nil {
 			s = &sum{}
 			sums[r.AccountID] = s
 		}
-		s.cost += r.CostMicros
-		s.n++
+		if r.OnCredit {
+			s.credit += r.CostMicros
+			s.nCredit++
+			credit += r.CostMicros
+		} else {
+			s.cost += r.CostMicros
+			s.n++
+		}
 	}
+	m.atRisk.Add(-credit)
 	charges := make(map[uuid.UUID]store.UsageCharge, len(res.Charges))
 	for _, c := range res.Charges {
 		charges[c.AccountID] = c
@@ -462,6 +481,8 @@ func (m *Meter) writeBatch(ctx context.Context, holder string, own bool, batch [
 		a.mu.Lock()
 		a.pending -= s.cost
 		a.pendingRecords -= s.n
+		a.credit -= s.credit
+		a.creditRecords -= s.nCredit
 		if c, ok := charges[id]; ok {
 			a.observe(c.HasHold, c.HoldMicros, c.HoldVersion)
 		}

@@ -17,9 +17,10 @@ import (
 )
 
 // realLease makes TestKilledProcessHoldIsReapedAndOthersKeepServing wait for the killed
-// process's lease to run out on its own (30 s, the meter's default, which no setting of
-// `tollgate serve` changes) instead of ending it in the database.
-var realLease = flag.Bool("replicas.real-lease", false, "wait for the killed process's credit-hold lease to expire on its own (up to 40 s)")
+// process's lease to run out on its own (40 s, the meter's default with the default outage
+// cover, which no setting of `tollgate serve` changes directly) instead of ending it in the
+// database.
+var realLease = flag.Bool("replicas.real-lease", false, "wait for the killed process's credit-hold lease to expire on its own (up to 50 s)")
 
 // inference is one of the four kinds of inference request the tests send: Messages and chat
 // completions, each streamed and not. A Messages request costs about 3,000 micro-units
@@ -282,11 +283,11 @@ func TestRPMCapHoldsAcrossProcesses(t *testing.T) {
 // books are consistent: the balance is the sum of the ledger and not below zero, held credit
 // is the sum of the live holds, and every 200 has exactly one usage record and ledger entry.
 //
-// The lease is the meter's default of 30 s, renewed every 10 s, and the reapers run every
-// 10 s; `tollgate serve` has no setting for them (billing.Options.Lease and ReapInterval are
+// The lease is the meter's default of 40 s (4/3 of the 30 s outage cover), renewed every 6.7 s,
+// and the reapers run every 10 s; `tollgate serve` has no setting for them (billing.Options.Lease and ReapInterval are
 // not reachable from the configuration or gateway.Options). To keep the test short, once the
 // test has checked that the dead process's hold expires within a lease of the kill, it ends
-// the lease in the database (expires_at = now(), what 30 s would do) and waits for a surviving
+// the lease in the database (expires_at = now(), what 40 s would do) and waits for a surviving
 // process's reaper. With -replicas.real-lease it waits for the lease to expire on its own.
 func TestKilledProcessHoldIsReapedAndOthersKeepServing(t *testing.T) {
 	c := startCluster(t, 3)
@@ -415,7 +416,7 @@ func TestKilledProcessHoldIsReapedAndOthersKeepServing(t *testing.T) {
 		t.Logf("a grant of %d micro-units sent before the kill landed after it", hold.amount-atKill)
 	}
 	t.Logf("the killed process holds %d micro-units; its lease expires in %v", hold.amount, hold.expiresIn.Round(time.Millisecond))
-	const lease = 30 * time.Second // billing.Options.Lease's default
+	const lease = 40 * time.Second // billing.Options.Lease's default (4/3 of the default outage cover)
 	if hold.expiresIn > lease {
 		t.Errorf("the killed process's lease runs for %v more, beyond a lease of %v", hold.expiresIn, lease)
 	}

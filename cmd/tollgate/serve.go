@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tollgate/tollgate/impl/accounts"
+	"github.com/tollgate/tollgate/impl/billing"
 	"github.com/tollgate/tollgate/impl/changefeed"
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/dataset"
@@ -74,6 +75,9 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	spillDir := fs.String("usage-spill", usageSpillDir(), "directory of the usage spill files, which keep the usage records the database does not take until it does (\"off\": in memory only, lost with the process)")
 	spillMB := fs.Int64("usage-spill-max-mb", usagespill.DefaultMaxBytes>>20, "bound of the process's usage spill file in MiB; when it is full, new requests get 503")
 	maxStale := fs.Duration("max-stale", changefeed.DefaultMaxStale, "how long keys, caps and model grants already known keep serving while the database is unreachable")
+	outageCover := fs.Duration("credit-outage-cover", billing.DefaultOutageCover, "how long a database outage the credit holds of active accounts are sized to ride out, at each account's recent spend rate (0: no outage reserve)")
+	failureHandling := fs.String("credit-failure-handling", billing.FailureRefuse.String(), "what a request gets when its account's credit hold is spent while the database is unreachable: refuse (503) or continue (served on credit up to -credit-risk-micros, billed when the database is back)")
+	riskMicros := fs.Int64("credit-risk-micros", billing.DefaultRiskMicros, "under -credit-failure-handling continue, the most credit served on credit per account and process before the ledger takes it (1 USD = 1000000)")
 	if err := fs.Parse(args); err != nil {
 		return usageError(err.Error())
 	}
@@ -85,6 +89,17 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	}
 	if *spillDir == "off" {
 		*spillDir = ""
+	}
+	handling, err := billing.ParseFailureHandling(*failureHandling)
+	if err != nil {
+		return usageError("-credit-failure-handling takes refuse or continue")
+	}
+	if *outageCover < 0 || *riskMicros <= 0 {
+		return usageError("-credit-outage-cover takes a duration of 0 or more, -credit-risk-micros a positive amount")
+	}
+	creditOutage := billing.OutagePolicy{Cover: *outageCover, FailureHandling: handling, RiskMicros: *riskMicros}
+	if *outageCover == 0 {
+		creditOutage.Cover = -1 // no outage reserve
 	}
 	format := "json"
 	if dev {
@@ -208,7 +223,8 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	}
 	gw, err := gateway.New(gateway.Options{Store: d.Store, Config: cfg, Logger: log, Limiter: limiter, Metrics: m,
 		SimulatorURL: upstreamURL, DatasetStorage: storage, Readiness: ready,
-		UsageSpillDir: *spillDir, UsageSpillMaxBytes: *spillMB << 20, ChangeFeed: changefeed.Options{MaxStale: *maxStale}})
+		UsageSpillDir: *spillDir, UsageSpillMaxBytes: *spillMB << 20, ChangeFeed: changefeed.Options{MaxStale: *maxStale},
+		CreditOutage: creditOutage})
 	if err != nil {
 		return err
 	}

@@ -67,6 +67,8 @@ type Options struct {
 	// ChangeFeed tunes the change feed and degraded mode (its Logger defaults to the test's
 	// log, its Metrics to none).
 	ChangeFeed changefeed.Options
+	// CreditOutage is the gateway's (the zero value: the meter's defaults).
+	CreditOutage billing.OutagePolicy
 }
 
 // Gateway is one running gateway instance.
@@ -131,7 +133,8 @@ func Start(t testing.TB, o Options) *Gateway {
 	}
 	gw, err := gateway.New(gateway.Options{Store: st, Config: o.Config, Logger: log, Limiter: o.Limiter,
 		UsageSpillDir: o.UsageSpillDir, UsageSpillMaxBytes: o.UsageSpillMaxBytes,
-		SimulatorURL: simServer.URL, Retry: &retry, DatasetStorage: storage, Heartbeat: o.Heartbeat, ChangeFeed: o.ChangeFeed})
+		SimulatorURL: simServer.URL, Retry: &retry, DatasetStorage: storage, Heartbeat: o.Heartbeat, ChangeFeed: o.ChangeFeed,
+		CreditOutage: o.CreditOutage})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,6 +58,10 @@ type Options struct {
 	// memory only. UsageSpillMaxBytes bounds the file (0: usagespill.DefaultMaxBytes).
 	UsageSpillDir      string
 	UsageSpillMaxBytes int64
+	// CreditOutage is how the meter rides out a database outage: the credit holds' outage
+	// reserve, and what it does with the requests they do not cover (the zero value: holds
+	// sized for 30 s, the rest refused with 503; see impl/billing).
+	CreditOutage billing.OutagePolicy
 }
 
 // Gateway is one assembled gateway process.
@@ -115,9 +119,10 @@ func New(o Options) (*Gateway, error) {
 		}
 	}
 	// Holds of up to 100 worst cases keep the database off the hot path at high request rates.
-	meter := billing.New(o.Store, billing.Options{Logger: o.Logger, ChunkMultiplier: 100, Spill: spill})
+	meter := billing.New(o.Store, billing.Options{Logger: o.Logger, ChunkMultiplier: 100, Spill: spill, Outage: o.CreditOutage})
 	if o.Metrics != nil {
 		o.Metrics.WatchUsageWriter(func() metrics.UsageWriterStats { return metrics.UsageWriterStats(meter.WriterStats()) })
+		o.Metrics.WatchCredit(func() metrics.CreditStats { return metrics.CreditStats(meter.CreditStats()) })
 	}
 	// Usage waiting for the database leaves the process serving; a full backlog does not (the
 	// meter refuses every request), so other replicas should take the traffic.

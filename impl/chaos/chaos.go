@@ -152,10 +152,11 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	wg.Wait()
 	logf("traffic stopped: %d requests", len(outcomes))
 
-	// The killed replica's hold is released by another replica once its lease expires.
+	// The killed replica's hold is released by another replica once its lease expires (40 s,
+	// billing's default lease with the default outage cover).
 	deadline := time.Now().Add(90 * time.Second)
 	for time.Now().Before(deadline) {
-		if n, err := expiredHolds(ctx, pg.url()); err == nil && n == 0 && time.Since(killedAt) > 35*time.Second {
+		if n, err := expiredHolds(ctx, pg.url()); err == nil && n == 0 && time.Since(killedAt) > 45*time.Second {
 			break
 		}
 		sleep(ctx, time.Second)

@@ -194,6 +194,9 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return fail(fmt.Errorf("pgcluster: %w", err))
 	}
 
+	if err := c.pinSettings(); err != nil {
+		return fail(err)
+	}
 	if err := c.startServer(serverArgs(c, opts)); err != nil {
 		return fail(err)
 	}
@@ -645,6 +648,46 @@ func (c *Cluster) initdb(ctx context.Context, fsync bool) error {
 	}
 	c.logf("pgcluster: initialised a new cluster in %s in %s", c.dataDir, time.Since(began).Round(time.Millisecond))
 	return nil
+}
+
+// pinnedConf is the configuration file, included by postgresql.conf, where the cluster keeps
+// the settings that must hold however the server is started.
+const pinnedConf = "tollgate.conf"
+
+// pinSettings writes the settings that keep the cluster private into the cluster's own
+// configuration, not only its command line: no TCP listener (initdb's pg_hba.conf trusts every
+// local TCP connection as any user, superuser included) and this cluster's socket. A server
+// started by hand (pg_ctl start on the data directory) then listens where the gateway looks,
+// and on no TCP port.
+func (c *Cluster) pinSettings() error {
+	conf := filepath.Join(c.dataDir, "postgresql.conf")
+	main, err := os.ReadFile(conf)
+	if err != nil {
+		return fmt.Errorf("pgcluster: %w", err)
+	}
+	include := "include_if_exists '" + pinnedConf + "'"
+	if !strings.Contains(string(main), include) {
+		f, err := os.OpenFile(conf, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			return fmt.Errorf("pgcluster: %w", err)
+		}
+		_, err = f.WriteString("\n# Written by tollgate's pgcluster: the settings that keep this cluster private.\n" + include + "\n")
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("pgcluster: %w", err)
+		}
+	}
+	pinned := filepath.Join(c.dataDir, pinnedConf)
+	body := "# Rewritten by tollgate's pgcluster at every start.\n" +
+		"listen_addresses = ''\n" +
+		"unix_socket_directories = '" + strings.ReplaceAll(c.socketDir, "'", "''") + "'\n" +
+		"port = " + strconv.Itoa(c.port) + "\n"
+	if err := os.WriteFile(pinned, []byte(body), 0o600); err != nil {
+		return fmt.Errorf("pgcluster: %w", err)
+	}
+	return c.acct.chown(pinned)
 }
 
 // serverArgs builds the postgres command line for a new server.

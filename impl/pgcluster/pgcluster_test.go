@@ -322,3 +322,28 @@ func TestStalePidFileOfOtherProcess(t *testing.T) {
 	}
 	query(t, c2.ConnString("postgres"), "SELECT '1'")
 }
+
+// TestSettingsPinnedInTheCluster: the settings that keep a cluster private are in its own
+// configuration, not only on the command line, so that a server started by hand on the data
+// directory (as an operator restarting the development cluster would) listens on the same
+// socket and on no TCP port.
+func TestSettingsPinnedInTheCluster(t *testing.T) {
+	c := start(t, Options{DataDir: filepath.Join(testDir(t), "data")})
+	pinned, err := os.ReadFile(filepath.Join(c.DataDir(), pinnedConf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"listen_addresses = ''", "unix_socket_directories = '" + c.SocketDir() + "'"} {
+		if !strings.Contains(string(pinned), want) {
+			t.Errorf("%s lacks %q:\n%s", pinnedConf, want, pinned)
+		}
+	}
+	main, err := os.ReadFile(filepath.Join(c.DataDir(), "postgresql.conf"))
+	if err != nil || strings.Count(string(main), "include_if_exists '"+pinnedConf+"'") != 1 {
+		t.Errorf("postgresql.conf does not include %s once (%v)", pinnedConf, err)
+	}
+	// What the server itself reads from its files, whatever its command line says.
+	if got := query(t, c.ConnString("postgres"), "SELECT COALESCE((SELECT setting FROM pg_file_settings WHERE name = 'listen_addresses' AND sourcefile LIKE '%/"+pinnedConf+"' LIMIT 1), 'missing')"); got != "" {
+		t.Errorf("listen_addresses from the files: %q, want ''", got)
+	}
+}

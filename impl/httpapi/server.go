@@ -162,8 +162,9 @@ func (s *Server) respondError(w http.ResponseWriter, r *http.Request, err error)
 	switch {
 	case errors.As(err, &e):
 	case store.Unavailable(err):
-		// The database cannot serve now: 503 with Retry-After, not a fault of ours.
-		s.logger(r.Context()).Warn("the database is unavailable", "err", err)
+		// The database cannot serve now: 503 with Retry-After, not a fault of ours. The access
+		// log has the request; the outage itself is logged once, when it starts and ends.
+		s.logger(r.Context()).Debug("the database is unavailable", "err", err)
 		err = apierror.Unavailable("the database", err)
 	default:
 		s.logger(r.Context()).Error("handler failed", "err", err)

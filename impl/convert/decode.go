@@ -308,11 +308,16 @@ func parseInt(raw json.RawMessage, param string) (int, error) {
 	t := string(bytes.TrimSpace(raw))
 	n, err := strconv.ParseInt(t, 10, 64)
 	if err != nil {
+		// 16.0 is an integer; so is a literal too large for int64, which counts as the
+		// largest bound (an output bound beyond a model's limit is clamped, not refused).
 		f, ferr := strconv.ParseFloat(t, 64)
-		if ferr != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+		if ferr != nil || f != math.Trunc(f) {
 			return 0, typeError(param, "an integer")
 		}
-		n = int64(f)
+		if f < 0 {
+			return 0, apierror.Invalid(param, "Invalid '%s': expected a value >= 0, but got %s instead.", param, bytes.TrimSpace(raw))
+		}
+		n = int64(min(f, math.MaxInt32))
 	}
 	if n < 0 {
 		return 0, apierror.Invalid(param, "Invalid '%s': expected a value >= 0, but got %d instead.", param, n)

@@ -3,6 +3,7 @@ package convert
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 
@@ -223,6 +224,26 @@ func TestEstimateInputTokens(t *testing.T) {
 		req := mustDecode(t, fm.f, body)
 		if est := EstimateInputTokens(req); est < len(body)/8 || est < ImageTokens {
 			t.Errorf("%s: estimate %d for %d bytes", fm.name, est, len(body))
+		}
+	}
+}
+
+// TestPeekHugeBound: an output bound too large for any integer type is the largest bound
+// (clamped later to the model's limit), not a type error; a fraction still is one.
+func TestPeekHugeBound(t *testing.T) {
+	for body, want := range map[string]int{
+		`{"model":"m","max_tokens":99999999999999999999}`: math.MaxInt32,
+		`{"model":"m","max_tokens":1e30}`:                 math.MaxInt32,
+		`{"model":"m","max_tokens":16.0}`:                 16,
+	} {
+		p, err := PeekRequest(llm.FormatMessages, []byte(body))
+		if err != nil || p.MaxTokens != want {
+			t.Errorf("%s: %d %v, want %d", body, p.MaxTokens, err, want)
+		}
+	}
+	for _, body := range []string{`{"model":"m","max_tokens":16.5}`, `{"model":"m","max_tokens":-1e30}`} {
+		if _, err := PeekRequest(llm.FormatMessages, []byte(body)); err == nil {
+			t.Errorf("%s: accepted", body)
 		}
 	}
 }

@@ -53,3 +53,26 @@ func FitThinking(body []byte, bound int) (out []byte, dropped string, err error)
 	}
 	return edits.apply(body), dropped, nil
 }
+
+// FittedThinkingBudget says what FitThinking does to a Messages request's thinking budget at
+// bound: lowered reports a budget lowered to budget (bound-1); a budget left out or kept is
+// not lowered.
+func FittedThinkingBudget(body []byte, bound int) (budget int, lowered bool) {
+	if !bytes.Contains(body, []byte(`"budget_tokens"`)) {
+		return 0, false
+	}
+	_ = scanTop(body, func(key, value []byte) error {
+		if string(key) != "thinking" || firstByte(value) != '{' {
+			return nil
+		}
+		obj, err := parseObject(value, "thinking")
+		if err != nil || isNull(obj.get("budget_tokens")) {
+			return nil
+		}
+		if n, err := parseInt(obj.get("budget_tokens"), "thinking.budget_tokens"); err == nil && n >= bound && bound-1 >= minThinkingBudget {
+			budget, lowered = bound-1, true
+		}
+		return nil
+	})
+	return budget, lowered
+}

@@ -91,8 +91,15 @@ func TestOutputBoundIsClamped(t *testing.T) {
 		} `json:"thinking"`
 	}
 	_ = json.Unmarshal(g.Sim.LastRequest().Body, &sentThinking)
-	if status != 200 || hdr.Get("x-tollgate-clamped-fields") != "max_tokens=64000" || sentThinking.MaxTokens != 64000 || sentThinking.Thinking.BudgetTokens != 63999 {
+	if status != 200 || hdr.Get("x-tollgate-clamped-fields") != "max_tokens=64000, thinking.budget_tokens=63999" || sentThinking.MaxTokens != 64000 || sentThinking.Thinking.BudgetTokens != 63999 {
 		t.Errorf("thinking budget: %d %q, sent %s: %s", status, hdr.Get("x-tollgate-clamped-fields"), g.Sim.LastRequest().Body, body)
+	}
+
+	// A bound too large for any integer type is clamped too.
+	status, hdr, body = do(t, c, g.URL, request{"POST", "/v1/messages", `{"model":"service-sonnet","max_tokens":99999999999999999999,"messages":[{"role":"user","content":"hi"}]}`},
+		map[string]string{"Authorization": "Bearer " + thinker.Key})
+	if status != 200 || hdr.Get("x-tollgate-clamped-fields") != "max_tokens=64000" {
+		t.Errorf("a huge bound: %d %q: %s", status, hdr.Get("x-tollgate-clamped-fields"), body)
 	}
 
 	// A bound within the limit is sent as it is, with no header.

@@ -322,6 +322,9 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 				x.askedOutput = int64(min(maxTokens, bound)) * int64(choices)
 				if maxTokens > bound {
 					x.clamped = maxTokensField(client, body) + "=" + strconv.Itoa(bound)
+					if budget, lowered := convert.FittedThinkingBudget(body, bound); lowered && client == llm.FormatMessages && e.Kind == client {
+						x.clamped += ", thinking.budget_tokens=" + strconv.Itoa(budget)
+					}
 				}
 			}
 			return x, nil

@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -31,6 +33,8 @@ local development cluster when unset); it needs no API key.
   credit grant ACCOUNT MICROS [-note T] [-idempotency-key K]
                                             add credit as a ledger entry (1 USD = 1000000 micros)
   credit show ACCOUNT [-n N]                balance and the newest ledger entries
+  usage list ACCOUNT [-n N]                 the newest usage records: model, upstream, tokens, hosted
+                                            tool calls, cost, status (on credit: served in an outage)
   model grant ACCOUNT MODEL                 let the account use a configured model
   model revoke ACCOUNT MODEL                withdraw a model from the account
   model list ACCOUNT                        the account's models
@@ -92,6 +96,8 @@ func (a *admin) run(ctx context.Context, noun, verb string, args []string) error
 		return a.creditGrant(ctx, args)
 	case "credit show":
 		return a.creditShow(ctx, args)
+	case "usage list":
+		return a.usageList(ctx, args)
 	case "model grant", "model revoke", "model list":
 		return a.model(ctx, verb, args)
 	case "dataset put", "dataset list", "dataset delete":
@@ -314,6 +320,43 @@ func (a *admin) creditShow(ctx context.Context, args []string) error {
 	fmt.Fprintln(tw, "ID\tAT\tREASON\tAMOUNT_MICROS\tBALANCE_AFTER\tKEY\tNOTE")
 	for _, e := range entries {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%+d\t%d\t%s\t%s\n", e.ID, e.CreatedAt.Format(time.RFC3339), e.Reason, e.AmountMicros, e.BalanceAfterMicros, e.IdempotencyKey, e.Note)
+	}
+	return tw.Flush()
+}
+
+// usageList prints the account's newest usage records: what each request used and cost.
+func (a *admin) usageList(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("usage list", flag.ContinueOnError)
+	n := fs.Int("n", 20, "how many usage records")
+	pos, err := parse(fs, args, 1)
+	if err != nil {
+		return err
+	}
+	acct, err := a.account(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	records, err := a.svc.Store.UsageRecords(ctx, acct.ID, *n)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "FINISHED	REQUEST	MODEL	UPSTREAM	IN	OUT	HOSTED_CALLS	COST_MICROS	STATUS")
+	for _, r := range records {
+		hosted := "-"
+		if len(r.HostedCalls) > 0 {
+			var parts []string
+			for _, name := range slices.Sorted(maps.Keys(r.HostedCalls)) {
+				parts = append(parts, fmt.Sprintf("%s=%d", name, r.HostedCalls[name]))
+			}
+			hosted = fmt.Sprintf("%s (%d micros)", strings.Join(parts, ","), r.HostedMicros)
+		}
+		status := r.Status
+		if r.OnCredit {
+			status += " (on credit)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s/%s\t%d\t%d\t%s\t%d\t%s\n", r.FinishedAt.Format(time.RFC3339), r.RequestID, r.Model,
+			r.Provider, r.UpstreamModel, r.InputTokens, r.OutputTokens, hosted, r.CostMicros, status)
 	}
 	return tw.Flush()
 }

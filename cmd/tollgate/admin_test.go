@@ -7,9 +7,11 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tollgate/tollgate/impl/apikey"
 	"github.com/tollgate/tollgate/impl/pgtest"
+	"github.com/tollgate/tollgate/impl/store"
 )
 
 // admin runs one admin command line against the test database and returns its output.
@@ -126,5 +128,40 @@ func TestDevWithABusyPortCreatesNothing(t *testing.T) {
 	}
 	if strings.Contains(out, "demo") {
 		t.Errorf("the demo account was created although dev could not listen:\n%s", out)
+	}
+}
+
+// TestAdminUsageList: usage list shows what each request used and cost, hosted tool calls and
+// requests served on credit during an outage included.
+func TestAdminUsageList(t *testing.T) {
+	url := pgtest.ConnString(t)
+	t.Setenv("DATABASE_URL", url)
+	t.Setenv("LOG_LEVEL", "error")
+	mustAdmin(t, "account create acme -plan demo")
+	ctx := context.Background()
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	acct, err := st.GetAccountByName(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	_, err = st.WriteUsage(ctx, "test", []store.UsageRecord{
+		{AccountID: acct.ID, RequestID: "req_search", Model: "service-sonnet", Route: "/v1/messages", Provider: "sim-anthropic", UpstreamModel: "sim-sonnet",
+			InputTokens: 10, OutputTokens: 20, CostMicros: 20_330, HostedCalls: map[string]int64{"web_search": 2}, HostedMicros: 20_000, Status: "ok", StartedAt: now, FinishedAt: now},
+		{AccountID: acct.ID, RequestID: "req_outage", Model: "service-flint", Route: "/v1/chat/completions", Provider: "sim-openai-chat", UpstreamModel: "sim-general",
+			InputTokens: 5, OutputTokens: 7, CostMicros: 70, Status: "ok", OnCredit: true, StartedAt: now, FinishedAt: now},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := mustAdmin(t, "usage list acme")
+	for _, want := range []string{"req_search", "sim-anthropic/sim-sonnet", "web_search=2 (20000 micros)", "20330", "req_outage", "ok (on credit)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("usage list lacks %q:\n%s", want, out)
+		}
 	}
 }

@@ -300,18 +300,25 @@ func (a *admin) creditGrant(ctx context.Context, args []string) error {
 	return nil
 }
 
-func (a *admin) creditShow(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("credit show", flag.ContinueOnError)
-	n := fs.Int("n", 20, "how many ledger entries")
+// accountAndCount reads the arguments of a command that lists an account's newest rows of
+// what: ACCOUNT [-n N].
+func (a *admin) accountAndCount(ctx context.Context, command, what string, args []string) (store.Account, int, error) {
+	fs := flag.NewFlagSet(command, flag.ContinueOnError)
+	n := fs.Int("n", 20, "how many "+what)
 	pos, err := parse(fs, args, 1)
 	if err != nil {
-		return err
+		return store.Account{}, 0, err
 	}
 	acct, err := a.account(ctx, pos[0])
+	return acct, *n, err
+}
+
+func (a *admin) creditShow(ctx context.Context, args []string) error {
+	acct, n, err := a.accountAndCount(ctx, "credit show", "ledger entries", args)
 	if err != nil {
 		return err
 	}
-	entries, err := a.svc.Store.LedgerEntries(ctx, acct.ID, *n)
+	entries, err := a.svc.Store.LedgerEntries(ctx, acct.ID, n)
 	if err != nil {
 		return err
 	}
@@ -326,17 +333,11 @@ func (a *admin) creditShow(ctx context.Context, args []string) error {
 
 // usageList prints the account's newest usage records: what each request used and cost.
 func (a *admin) usageList(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("usage list", flag.ContinueOnError)
-	n := fs.Int("n", 20, "how many usage records")
-	pos, err := parse(fs, args, 1)
+	acct, n, err := a.accountAndCount(ctx, "usage list", "usage records", args)
 	if err != nil {
 		return err
 	}
-	acct, err := a.account(ctx, pos[0])
-	if err != nil {
-		return err
-	}
-	records, err := a.svc.Store.UsageRecords(ctx, acct.ID, *n)
+	records, err := a.svc.Store.UsageRecords(ctx, acct.ID, n)
 	if err != nil {
 		return err
 	}

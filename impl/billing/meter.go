@@ -645,13 +645,19 @@ func (m *Meter) Reserve(ctx context.Context, accountID uuid.UUID, requestID stri
 		m.noteDBUp()
 		if !g.Granted {
 			m.applyGrant(a, g, sent)
-			available := g.AvailableMicros
+			local := int64(0)
 			if a.usable(m.now()) && !a.releasing {
-				available = saturatingAdd(available, max(a.free(), 0))
+				local = max(a.free(), 0)
 			}
+			available := saturatingAdd(g.AvailableMicros, local)
 			a.mu.Unlock()
+			if local >= worst {
+				// Settlements returned enough credit to the hold during the round trip: the
+				// hold covers the request now, with no further trip to the database.
+				continue
+			}
 			if available >= worst && trips < maxTrips {
-				// Settlements returned credit to the hold during the round trip: look again.
+				// The hold and the account's free credit together cover it: draw again.
 				continue
 			}
 			return nil, &InsufficientError{NeededMicros: worst, AvailableMicros: available}

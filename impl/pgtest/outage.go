@@ -5,11 +5,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/tollgate/tollgate/impl/pgcluster"
 )
@@ -140,11 +142,41 @@ func (o *Outage) Freeze() {
 		o.t.Fatalf("pgtest: freeze the postmaster %d: %v", pids[0], err)
 	}
 	o.frozen = pids
-	for _, pid := range childrenOf(pids[0]) {
-		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil && !errors.Is(err, syscall.ESRCH) {
-			o.t.Fatalf("pgtest: freeze server process %d: %v", pid, err)
+	// A signal is delivered after kill returns: until the postmaster has really stopped it may
+	// still fork a backend, which the listing below would miss and which would go on
+	// answering. Wait for it to stop, then stop every child, and list again until no child is
+	// left running.
+	waitStopped(pids[0])
+	for {
+		stopped := 0
+		for _, pid := range childrenOf(pids[0]) {
+			if slices.Contains(o.frozen, pid) {
+				continue
+			}
+			if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil && !errors.Is(err, syscall.ESRCH) {
+				o.t.Fatalf("pgtest: freeze server process %d: %v", pid, err)
+			}
+			o.frozen = append(o.frozen, pid)
+			stopped++
 		}
-		o.frozen = append(o.frozen, pid)
+		if stopped == 0 {
+			return
+		}
+	}
+}
+
+// waitStopped waits, at most a few seconds, until process pid is in the stopped state.
+func waitStopped(pid int) {
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			return
+		}
+		if fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:])); len(fields) > 0 && (fields[0] == "T" || fields[0] == "t") {
+			return
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 

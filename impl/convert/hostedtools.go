@@ -146,12 +146,7 @@ func planTools(f llm.Format, value []byte, policy HostedPolicy, plan *HostedPlan
 	changed := false
 	kept := make([][]byte, 0, len(tools))
 	for _, raw := range tools {
-		tool, err := parseObject(raw, "tools")
-		if err != nil {
-			kept = append(kept, raw)
-			continue
-		}
-		kind, _ := optString(tool.get("type"), "tools.type")
+		kind, _ := typeAndName(raw)
 		t, hosted := HostedToolOf(f, kind)
 		if !hosted {
 			kept = append(kept, raw)
@@ -359,17 +354,9 @@ func hostedItems(output []byte) llm.HostedCalls {
 	}
 	items, _ := scanArray(output)
 	for _, item := range items {
-		var kind []byte
-		_ = scanTop(item, func(key, value []byte) error {
-			if string(key) == "type" {
-				kind = value
-			}
-			return nil
-		})
-		if k, ok := stringValue(kind); ok {
-			if t, hosted := HostedItemTool(k); hosted {
-				calls[t]++
-			}
+		kind, _ := typeAndName(item)
+		if t, hosted := HostedItemTool(kind); hosted {
+			calls[t]++
 		}
 	}
 	return calls
@@ -384,23 +371,27 @@ func serverToolBlocks(content []byte) llm.HostedCalls {
 	}
 	blocks, _ := scanArray(content)
 	for _, block := range blocks {
-		var kind, name []byte
-		_ = scanTop(block, func(key, value []byte) error {
-			switch string(key) {
-			case "type":
-				kind = value
-			case "name":
-				name = value
-			}
-			return nil
-		})
-		k, _ := stringValue(kind)
-		n, _ := stringValue(name)
-		if t, hosted := ServerToolCall(n); hosted && k == "server_tool_use" {
+		kind, name := typeAndName(block)
+		if t, hosted := ServerToolCall(name); hosted && kind == "server_tool_use" {
 			calls[t]++
 		}
 	}
 	return calls
+}
+
+// typeAndName reads the string members type and name of a JSON object (empty for what it
+// lacks, or for what is not an object), the two members that say what a tool, item or block is.
+func typeAndName(obj []byte) (kind, name string) {
+	_ = scanTop(obj, func(key, value []byte) error {
+		switch string(key) {
+		case "type":
+			kind, _ = stringValue(value)
+		case "name":
+			name, _ = stringValue(value)
+		}
+		return nil
+	})
+	return kind, name
 }
 
 // HostedToolsIn says which hosted tools a request of format f asks for (chat's
@@ -417,11 +408,7 @@ func HostedToolsIn(f llm.Format, body []byte) (present [llm.NumHostedTools]bool)
 		case f != llm.FormatChat && string(key) == "tools":
 			tools, _ := scanArray(value)
 			for _, raw := range tools {
-				tool, err := parseObject(raw, "tools")
-				if err != nil {
-					continue
-				}
-				kind, _ := optString(tool.get("type"), "tools.type")
+				kind, _ := typeAndName(raw)
 				if t, ok := HostedToolOf(f, kind); ok {
 					present[t] = true
 				}

@@ -10,11 +10,11 @@ const minThinkingBudget = 1024
 
 // FitThinking fits a Messages request's extended thinking to an output bound it was clamped
 // to: the API requires thinking.budget_tokens to be below max_tokens, so a budget at or above
-// bound is lowered to bound-1, or, when that is below the API's minimum of 1024, thinking is
-// left out and dropped says so ("thinking"). A body without a budget is returned as it is.
-func FitThinking(body []byte, bound int) (out []byte, dropped string, err error) {
+// bound is lowered to bound-1 (lowered says to what), or, when that is below the API's minimum
+// of 1024, thinking is left out (dropped). A body without a budget is returned as it is.
+func FitThinking(body []byte, bound int) (out []byte, lowered int, dropped bool, err error) {
 	if !bytes.Contains(body, []byte(`"budget_tokens"`)) {
-		return body, "", nil
+		return body, 0, false, nil
 	}
 	var edits memberEdits
 	err = scanTopSpans(body, func(key []byte, start, end int) error {
@@ -35,9 +35,10 @@ func FitThinking(body []byte, bound int) (out []byte, dropped string, err error)
 		}
 		if bound-1 < minThinkingBudget {
 			edits.remove(start, end)
-			dropped = "thinking"
+			dropped = true
 			return nil
 		}
+		lowered = bound - 1
 		var inner memberEdits
 		_ = scanTopSpans(body[start:end], func(k []byte, s, e int) error {
 			if string(k) == "budget_tokens" {
@@ -49,30 +50,7 @@ func FitThinking(body []byte, bound int) (out []byte, dropped string, err error)
 		return nil
 	})
 	if err != nil || len(edits.spans) == 0 {
-		return body, "", err
+		return body, 0, false, err
 	}
-	return edits.apply(body), dropped, nil
-}
-
-// FittedThinkingBudget says what FitThinking does to a Messages request's thinking budget at
-// bound: lowered reports a budget lowered to budget (bound-1); a budget left out or kept is
-// not lowered.
-func FittedThinkingBudget(body []byte, bound int) (budget int, lowered bool) {
-	if !bytes.Contains(body, []byte(`"budget_tokens"`)) {
-		return 0, false
-	}
-	_ = scanTop(body, func(key, value []byte) error {
-		if string(key) != "thinking" || firstByte(value) != '{' {
-			return nil
-		}
-		obj, err := parseObject(value, "thinking")
-		if err != nil || isNull(obj.get("budget_tokens")) {
-			return nil
-		}
-		if n, err := parseInt(obj.get("budget_tokens"), "thinking.budget_tokens"); err == nil && n >= bound && bound-1 >= minThinkingBudget {
-			budget, lowered = bound-1, true
-		}
-		return nil
-	})
-	return budget, lowered
+	return edits.apply(body), lowered, dropped, nil
 }

@@ -15,7 +15,11 @@ func TestFitThinking(t *testing.T) {
 		{`{"model":"m","thinking":{"type":"adaptive"}}`, "", "", 100},
 	}
 	for _, c := range cases {
-		got, dropped, err := FitThinking([]byte(c.body), c.bound)
+		got, _, left, err := FitThinking([]byte(c.body), c.bound)
+		dropped := ""
+		if left {
+			dropped = "thinking"
+		}
 		want := c.want
 		if want == "" {
 			want = c.body

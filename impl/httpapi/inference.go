@@ -305,7 +305,7 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 		if e.MaxOutputTokens > 0 {
 			bound = min(bound, e.MaxOutputTokens)
 		}
-		upBody, dropped, hosted, err := s.upstreamBody(client, body, ir, e, stream, bound, maxTokens)
+		ur, err := s.upstreamBody(client, body, ir, e, stream, bound, maxTokens)
 		if err != nil {
 			if refusal == nil || (e.Kind == client && !refusalSameFormat) {
 				refusal, refusalSameFormat = err, e.Kind == client
@@ -313,17 +313,17 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 			continue
 		}
 		t0 := time.Now()
-		res, _, err := up.Call(ctx, upBody, stream, forward)
+		res, _, err := up.Call(ctx, ur.body, stream, forward)
 		if err == nil {
 			s.router.Observe(e.Key, time.Since(t0), false)
-			x.expert, x.res, x.dropped, x.hostedBounds = e, res, dropped, hosted
+			x.expert, x.res, x.dropped, x.hostedBounds = e, res, ur.dropped, ur.hosted
 			if maxTokens > 0 {
 				// The client is billed for at most the bound it asked for, or the clamp.
 				x.askedOutput = int64(min(maxTokens, bound)) * int64(choices)
 				if maxTokens > bound {
 					x.clamped = maxTokensField(client, body) + "=" + strconv.Itoa(bound)
-					if budget, lowered := convert.FittedThinkingBudget(body, bound); lowered && client == llm.FormatMessages && e.Kind == client {
-						x.clamped += ", thinking.budget_tokens=" + strconv.Itoa(budget)
+					if ur.thinkingBudget > 0 {
+						x.clamped += ", thinking.budget_tokens=" + strconv.Itoa(ur.thinkingBudget)
 					}
 				}
 			}
@@ -430,36 +430,47 @@ func inPublicWords(said, upstreamModel, modelID string) string {
 	return strings.ReplaceAll(said, upstreamModel, modelID)
 }
 
+// upstreamRequest is a request body made for one expert, and what making it changed.
+type upstreamRequest struct {
+	body []byte
+	// dropped names the advisory fields and tools left out.
+	dropped []string
+	// thinkingBudget is the Messages thinking budget lowered with a clamped bound (0: none).
+	thinkingBudget int
+	// hosted holds the bounds of the hosted tools passed through.
+	hosted llm.HostedCalls
+}
+
 // upstreamBody is the request body for expert e: the client's bytes with the model replaced
 // when the formats agree, else a translation. bound is the expert's output bound: the client's
 // (asked, 0 when it gave none) lowered to the limit of the model and of the expert, or that
 // limit when the client gave none, which the upstream is always sent: the reservation, and
 // what the model's card promises, hold only for answers within it.
-func (s *Server) upstreamBody(client llm.Format, body []byte, ir *llm.Request, e routing.Expert, stream bool, bound, asked int) ([]byte, []string, llm.HostedCalls, error) {
-	bounded := asked > 0
-	var hosted llm.HostedCalls
+func (s *Server) upstreamBody(client llm.Format, body []byte, ir *llm.Request, e routing.Expert, stream bool, bound, asked int) (upstreamRequest, error) {
+	var ur upstreamRequest
 	if e.Kind == client {
 		// Provider-kept state is refused or turned off: every tenant reaches the provider
 		// through one account. Usage is what the gateway bills: a streamed chat request asks
 		// for it whatever the client asked (the usage chunk reaches only clients that asked).
 		dropped, err := convert.SharedStateFields(client, body)
 		if err != nil {
-			return nil, nil, hosted, err
+			return ur, err
 		}
 		// Tools the provider runs and bills per call go only where they are priced.
 		plan, err := convert.PlanHostedTools(client, body, e.HostedPolicy)
 		if err != nil {
-			return nil, nil, hosted, err
+			return ur, err
 		}
-		body, dropped, hosted = plan.Body, append(dropped, plan.Dropped...), plan.Bounds
+		body, ur.dropped, ur.hosted = plan.Body, append(dropped, plan.Dropped...), plan.Bounds
 		if client == llm.FormatMessages && asked > bound {
 			// A thinking budget must stay below the clamped max_tokens.
-			fitted, droppedThinking, err := convert.FitThinking(body, bound)
+			fitted, lowered, left, err := convert.FitThinking(body, bound)
 			if err != nil {
-				return nil, nil, hosted, err
+				return ur, err
 			}
-			if body = fitted; droppedThinking != "" {
-				dropped = append(dropped, droppedThinking)
+			body, ur.thinkingBudget = fitted, lowered
+			if left {
+				ur.dropped = append(ur.dropped, "thinking")
 			}
 		}
 		ed := convert.UpstreamEdits{IncludeUsage: stream && client == llm.FormatChat, NoStore: client == llm.FormatResponses,
@@ -472,12 +483,12 @@ func (s *Server) upstreamBody(client llm.Format, body []byte, ir *llm.Request, e
 		case llm.FormatChat:
 			ed.BoundKey = "max_completion_tokens"
 		}
-		if !bounded && ed.BoundKey != "" {
+		if asked <= 0 && ed.BoundKey != "" {
 			// Messages requests always carry max_tokens.
 			ed.DefaultBound = bound
 		}
-		b, err := convert.ForUpstream(nil, body, e.Model, ed)
-		return b, dropped, hosted, err
+		ur.body, err = convert.ForUpstream(nil, body, e.Model, ed)
+		return ur, err
 	}
 	req := *ir
 	if req.MaxTokens <= 0 || req.MaxTokens > bound {
@@ -490,8 +501,9 @@ func (s *Server) upstreamBody(client llm.Format, body []byte, ir *llm.Request, e
 	}
 	req.Stream = stream
 	req.IncludeUsage = true
-	b, dropped, err := convert.EncodeRequest(e.Kind, &req, e.Model)
-	return b, dropped, hosted, err
+	var err error
+	ur.body, ur.dropped, err = convert.EncodeRequest(e.Kind, &req, e.Model)
+	return ur, err
 }
 
 // hasExpertOfKind reports whether one of the model's upstreams speaks format f.

@@ -38,7 +38,7 @@ local development cluster when unset); it needs no API key.
   model grant ACCOUNT MODEL                 let the account use a configured model
   model revoke ACCOUNT MODEL                withdraw a model from the account
   model list ACCOUNT                        the account's models
-` + datasetUsage + `
+` + datasetUsage + agentAdminUsage + memberAdminUsage + `
 ACCOUNT is an account id or name. Global flag: -config FILE (models and plans).
 `
 
@@ -102,6 +102,12 @@ func (a *admin) run(ctx context.Context, noun, verb string, args []string) error
 		return a.model(ctx, verb, args)
 	case "dataset put", "dataset list", "dataset delete":
 		return a.dataset(ctx, verb, args)
+	}
+	switch noun {
+	case "slot", "ticket", "approval":
+		return a.agentAdmin(ctx, noun, verb, args)
+	case "member":
+		return a.memberAdmin(ctx, verb, args)
 	}
 	fmt.Fprint(a.out, adminUsage)
 	return usageError(fmt.Sprintf("unknown admin command %q", noun+" "+verb))

@@ -20,16 +20,128 @@ type Account struct {
 	HeldMicros    int64
 }
 
-type ApiKey struct {
+type AgentApproval struct {
 	ID            uuid.UUID
 	AccountID     uuid.UUID
-	Name          string
-	KeyHash       []byte
-	DisplayPrefix string
-	RpmLimit      int32
+	KeyID         pgtype.UUID
+	Action        string
+	Arguments     []byte
+	ArgumentsHash string
+	State         string
+	ActionStatus  *string
+	SessionID     pgtype.UUID
+	MessageID     pgtype.UUID
+	Failure       *string
 	CreatedAt     time.Time
-	LastUsedAt    *time.Time
-	RevokedAt     *time.Time
+	ExpiresAt     time.Time
+	ResolvedAt    *time.Time
+	ResolvedBy    string
+}
+
+type AgentCommand struct {
+	ID             uuid.UUID
+	AccountID      uuid.UUID
+	SlotID         pgtype.UUID
+	SessionID      pgtype.UUID
+	Kind           string
+	Status         string
+	IdempotencyKey *string
+	RequestHash    string
+	Answer         []byte
+	CreatedAt      time.Time
+}
+
+type AgentEvent struct {
+	SessionID uuid.UUID
+	Seq       int64
+	AccountID uuid.UUID
+	Kind      string
+	Data      []byte
+	CreatedAt time.Time
+}
+
+type AgentMessage struct {
+	ID        uuid.UUID
+	AccountID uuid.UUID
+	SessionID uuid.UUID
+	Text      string
+	State     string
+	CreatedAt time.Time
+	TakenTurn *int32
+}
+
+type AgentSession struct {
+	ID                 uuid.UUID
+	AccountID          uuid.UUID
+	SlotID             pgtype.UUID
+	SlotName           string
+	Model              string
+	Purpose            string
+	AgentName          string
+	TargetEnvironment  string
+	ResourceProfile    string
+	MaxTurns           int32
+	MaxSpendMicros     int64
+	MaxDurationSeconds int32
+	State              string
+	EndReason          string
+	Turns              int32
+	SpentMicros        int64
+	Step               int64
+	KeyID              pgtype.UUID
+	NextSeq            int64
+	CreatedAt          time.Time
+	ReadyAt            *time.Time
+	EndedAt            *time.Time
+}
+
+type AgentSlot struct {
+	ID        uuid.UUID
+	AccountID uuid.UUID
+	Name      string
+	CreatedAt time.Time
+}
+
+type AgentTicket struct {
+	ID        uuid.UUID
+	AccountID uuid.UUID
+	SessionID pgtype.UUID
+	Title     string
+	Body      string
+	State     string
+	OpenedBy  string
+	CreatedAt time.Time
+	ClosedAt  *time.Time
+}
+
+type ApiKey struct {
+	ID              uuid.UUID
+	AccountID       uuid.UUID
+	Name            string
+	KeyHash         []byte
+	DisplayPrefix   string
+	RpmLimit        int32
+	CreatedAt       time.Time
+	LastUsedAt      *time.Time
+	RevokedAt       *time.Time
+	ExpiresAt       *time.Time
+	DisabledAt      *time.Time
+	CreditCapMicros *int64
+	CapPeriod       string
+	Models          []string
+	CreatedBy       string
+}
+
+type AuditLog struct {
+	ID          int64
+	AccountID   uuid.UUID
+	Actor       string
+	ActorUserID pgtype.UUID
+	Action      string
+	Target      string
+	Before      []byte
+	After       []byte
+	At          time.Time
 }
 
 type CreditHold struct {
@@ -51,6 +163,23 @@ type CreditLedger struct {
 	IdempotencyKey     string
 	Note               string
 	CreatedAt          time.Time
+}
+
+type KeyBudget struct {
+	KeyID          uuid.UUID
+	PeriodStart    time.Time
+	SpentMicros    int64
+	ReservedMicros int64
+}
+
+type KeyReservation struct {
+	KeyID        uuid.UUID
+	RequestID    string
+	PeriodStart  time.Time
+	AmountMicros int64
+	Holder       string
+	ExpiresAt    time.Time
+	Reaped       bool
 }
 
 type LoadedDataset struct {
@@ -101,12 +230,26 @@ type UsageRecord struct {
 	HostedToolCalls  []byte
 	HostedToolMicros int64
 	OnCredit         bool
+	AgentSessionID   pgtype.UUID
 }
 
 type User struct {
-	ID          uuid.UUID
-	OidcIssuer  string
-	OidcSubject string
-	Email       string
-	CreatedAt   time.Time
+	ID           uuid.UUID
+	OidcIssuer   *string
+	OidcSubject  *string
+	Email        string
+	CreatedAt    time.Time
+	Name         string
+	LastSignInAt *time.Time
+}
+
+type WebSession struct {
+	ID         int64
+	TokenHash  []byte
+	Data       []byte
+	Expiry     time.Time
+	UserID     pgtype.UUID
+	UserAgent  string
+	CreatedAt  time.Time
+	LastSeenAt time.Time
 }

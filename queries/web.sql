@@ -1,0 +1,91 @@
+-- The web application's queries (issue 14): users, memberships, web sessions, the audit log.
+
+-- name: GetUserBySubject :one
+SELECT * FROM users WHERE oidc_issuer = $1 AND oidc_subject = $2;
+
+-- name: GetUserByEmail :one
+SELECT * FROM users WHERE lower(email) = lower(@email::text) AND email <> '';
+
+-- name: GetUser :one
+SELECT * FROM users WHERE id = $1;
+
+-- name: CreateUserByEmail :one
+-- A user the operator adds by e-mail, before any sign-in.
+INSERT INTO users (email) VALUES (@email::text) RETURNING *;
+
+-- name: CreateUserBySubject :one
+INSERT INTO users (oidc_issuer, oidc_subject, email, name) VALUES ($1, $2, $3, $4) RETURNING *;
+
+-- name: ClaimUser :one
+-- Binds a user added by e-mail to the OpenID subject that signed in with that verified e-mail.
+UPDATE users SET oidc_issuer = $2, oidc_subject = $3
+WHERE id = $1 AND oidc_subject IS NULL
+RETURNING *;
+
+-- name: RecordSignIn :one
+UPDATE users SET email = $2, name = $3, last_sign_in_at = now() WHERE id = $1 RETURNING *;
+
+-- name: UpsertMembership :one
+INSERT INTO memberships (account_id, user_id, role) VALUES ($1, $2, $3)
+ON CONFLICT (account_id, user_id) DO UPDATE SET role = EXCLUDED.role
+RETURNING *;
+
+-- name: DeleteMembership :execrows
+DELETE FROM memberships WHERE account_id = $1 AND user_id = $2;
+
+-- name: ListAccountMembers :many
+SELECT m.role, m.created_at, u.id AS user_id, u.email, u.name, u.last_sign_in_at
+FROM memberships m JOIN users u ON u.id = m.user_id
+WHERE m.account_id = $1
+ORDER BY u.email;
+
+-- name: ListUserMemberships :many
+SELECT m.role, a.id AS account_id, a.name AS account_name, a.plan
+FROM memberships m JOIN accounts a ON a.id = m.account_id
+WHERE m.user_id = $1
+ORDER BY a.name;
+
+-- name: GetMembership :one
+SELECT m.role, a.id AS account_id, a.name AS account_name, a.plan
+FROM memberships m JOIN accounts a ON a.id = m.account_id
+WHERE m.user_id = $1 AND m.account_id = $2;
+
+-- name: FindWebSession :one
+SELECT data FROM web_sessions WHERE token_hash = $1 AND expiry > now();
+
+-- name: CommitWebSession :exec
+INSERT INTO web_sessions (token_hash, data, expiry, user_id, user_agent)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (token_hash) DO UPDATE
+SET data = EXCLUDED.data, expiry = EXCLUDED.expiry, user_id = EXCLUDED.user_id,
+    user_agent = EXCLUDED.user_agent, last_seen_at = now();
+
+-- name: DeleteWebSession :exec
+DELETE FROM web_sessions WHERE token_hash = $1;
+
+-- name: DeleteExpiredWebSessions :execrows
+DELETE FROM web_sessions WHERE expiry <= now();
+
+-- name: ListUserWebSessions :many
+SELECT id, token_hash, expiry, user_agent, created_at, last_seen_at
+FROM web_sessions
+WHERE user_id = @user_id::uuid AND expiry > now()
+ORDER BY last_seen_at DESC, id DESC;
+
+-- name: DeleteUserWebSession :execrows
+DELETE FROM web_sessions WHERE id = @id AND user_id = @user_id::uuid;
+
+-- name: DeleteUserWebSessions :execrows
+DELETE FROM web_sessions WHERE user_id = @user_id::uuid;
+
+-- name: InsertAudit :one
+INSERT INTO audit_log (account_id, actor, actor_user_id, action, target, before, after)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+RETURNING *;
+
+-- name: ListAudit :many
+-- Newest first, a page at a time: before_id is the last id of the previous page (0: the first).
+SELECT * FROM audit_log
+WHERE account_id = @account_id AND (@before_id::bigint = 0 OR id < @before_id::bigint)
+ORDER BY id DESC
+LIMIT @row_limit;

@@ -42,6 +42,8 @@ type Config struct {
 	Providers []Provider `yaml:"providers"`
 	Models    []Model    `yaml:"models"`
 	Plans     []Plan     `yaml:"plans"`
+	// Agents configures hosted agents (see Agents; every field has a default).
+	Agents Agents `yaml:"agents"`
 }
 
 // Server holds the listeners.

@@ -1,0 +1,163 @@
+-- Agents (issue 13): slots, sessions, events, messages, commands, tickets and approvals. The
+-- service impl/agent runs these, most of them inside its own transactions.
+
+-- name: InsertAgentSlot :one
+INSERT INTO agent_slots (account_id, name) VALUES ($1, $2) RETURNING *;
+
+-- name: DeleteAgentSlot :execrows
+DELETE FROM agent_slots WHERE id = $1;
+
+-- name: GetAgentSlot :one
+SELECT * FROM agent_slots WHERE account_id = $1 AND name = $2;
+
+-- name: GetAgentSlotForUpdate :one
+SELECT * FROM agent_slots WHERE account_id = $1 AND name = $2 FOR UPDATE;
+
+-- name: ListAgentSlots :many
+-- Slots with their account's name and their live session, if any: of one account, or of every
+-- account when account_id is NULL.
+SELECT s.id, s.account_id, s.name, s.created_at, a.name AS account_name,
+       l.id AS session_id, COALESCE(l.state, '')::text AS session_state
+FROM agent_slots s
+JOIN accounts a ON a.id = s.account_id
+LEFT JOIN agent_sessions l ON l.slot_id = s.id AND l.state NOT IN ('stopped', 'failed')
+WHERE sqlc.narg('account_id')::uuid IS NULL OR s.account_id = sqlc.narg('account_id')::uuid
+ORDER BY a.name, s.name;
+
+-- name: FreeAgentSlots :many
+-- The account's slots without a live session, by name, locked for the caller's transaction.
+SELECT s.* FROM agent_slots s
+WHERE s.account_id = $1
+  AND NOT EXISTS (SELECT 1 FROM agent_sessions l WHERE l.slot_id = s.id AND l.state NOT IN ('stopped', 'failed'))
+ORDER BY s.name
+FOR UPDATE OF s;
+
+-- name: InsertAgentSession :one
+INSERT INTO agent_sessions (
+    id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile,
+    max_turns, max_spend_micros, max_duration_seconds, state, key_id
+) VALUES (
+    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'provisioning', $13
+) RETURNING *;
+
+-- name: GetAgentSession :one
+SELECT * FROM agent_sessions WHERE id = $1;
+
+-- name: GetAgentSessionForUpdate :one
+SELECT * FROM agent_sessions WHERE id = $1 FOR UPDATE;
+
+-- name: GetAccountAgentSession :one
+SELECT * FROM agent_sessions WHERE account_id = $1 AND id = $2;
+
+-- name: LatestSlotSession :one
+SELECT * FROM agent_sessions WHERE slot_id = $1 ORDER BY created_at DESC LIMIT 1;
+
+-- name: LiveSlotSessionForUpdate :one
+SELECT * FROM agent_sessions WHERE slot_id = $1 AND state NOT IN ('stopped', 'failed') FOR UPDATE;
+
+-- name: ListAccountAgentSessions :many
+SELECT * FROM agent_sessions WHERE account_id = $1 ORDER BY created_at DESC LIMIT $2;
+
+-- name: UpdateAgentSession :exec
+-- Writes the session's mutable columns (the caller holds its row lock).
+UPDATE agent_sessions
+SET state = $2, end_reason = $3, turns = $4, spent_micros = $5, step = $6, next_seq = $7,
+    ready_at = $8, ended_at = $9
+WHERE id = $1;
+
+-- name: InsertAgentEvent :exec
+INSERT INTO agent_events (session_id, seq, account_id, kind, data) VALUES ($1, $2, $3, $4, $5);
+
+-- name: ListAgentEvents :many
+SELECT * FROM agent_events WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3;
+
+-- name: ListAgentEventsTail :many
+-- The newest events of a session, newest first.
+SELECT * FROM agent_events WHERE session_id = $1 ORDER BY seq DESC LIMIT $2;
+
+-- name: AllAgentEvents :many
+SELECT * FROM agent_events WHERE session_id = $1 ORDER BY seq;
+
+-- name: LastAgentEventSeq :one
+SELECT COALESCE(MAX(seq), 0)::bigint FROM agent_events WHERE session_id = $1;
+
+-- name: InsertAgentMessage :exec
+INSERT INTO agent_messages (id, account_id, session_id, text) VALUES ($1, $2, $3, $4);
+
+-- name: ListQueuedAgentMessages :many
+SELECT * FROM agent_messages WHERE session_id = $1 AND state = 'queued' ORDER BY created_at, id;
+
+-- name: TakeAgentMessages :execrows
+UPDATE agent_messages SET state = 'taken', taken_turn = @turn::integer WHERE id = ANY(@ids::uuid[]) AND state = 'queued';
+
+-- name: InsertAgentCommand :exec
+INSERT INTO agent_commands (id, account_id, slot_id, session_id, kind, status, idempotency_key, request_hash, answer)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9);
+
+-- name: GetAgentCommandByKey :one
+SELECT * FROM agent_commands WHERE account_id = $1 AND idempotency_key = $2;
+
+-- name: ForgetOldAgentCommandKey :execrows
+-- Frees an Idempotency-Key used more than 24 hours ago.
+UPDATE agent_commands SET idempotency_key = NULL
+WHERE account_id = $1 AND idempotency_key = $2 AND created_at < now() - interval '24 hours';
+
+-- name: SetAgentCommandStatus :exec
+UPDATE agent_commands SET status = $2 WHERE id = $1;
+
+-- name: InsertAgentTicket :one
+INSERT INTO agent_tickets (id, account_id, session_id, title, body, opened_by)
+VALUES ($1, $2, $3, $4, $5, $6) RETURNING *;
+
+-- name: GetAgentTicket :one
+SELECT * FROM agent_tickets WHERE id = $1;
+
+-- name: CloseAgentTicket :one
+UPDATE agent_tickets SET state = 'closed', closed_at = now()
+WHERE id = $1 AND state = 'open' RETURNING *;
+
+-- name: ListAgentTickets :many
+SELECT * FROM agent_tickets
+WHERE (sqlc.narg('account_id')::uuid IS NULL OR account_id = sqlc.narg('account_id')::uuid)
+  AND (sqlc.arg('state')::text = '' OR state = sqlc.arg('state')::text)
+ORDER BY created_at DESC LIMIT sqlc.arg('max');
+
+-- name: InsertAgentApproval :one
+INSERT INTO agent_approvals (id, account_id, key_id, action, arguments, arguments_hash, expires_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING *;
+
+-- name: GetAgentApproval :one
+SELECT * FROM agent_approvals WHERE id = $1;
+
+-- name: ResolveAgentApproval :one
+-- Resolves a pending, unexpired approval: the one conditional update that makes resolution
+-- happen exactly once under any concurrency. An approved one's action is queued.
+UPDATE agent_approvals
+SET state = sqlc.arg('state')::text, resolved_at = now(), resolved_by = sqlc.arg('resolved_by')::text,
+    action_status = CASE WHEN sqlc.arg('state')::text = 'approved' THEN 'queued' END
+WHERE id = sqlc.arg('id') AND state = 'pending' AND expires_at > now()
+RETURNING *;
+
+-- name: ExpireAgentApprovals :many
+-- Marks every pending approval past its expiry expired.
+UPDATE agent_approvals SET state = 'expired', resolved_at = now(), resolved_by = 'expiry'
+WHERE state = 'pending' AND expires_at <= now()
+RETURNING id;
+
+-- name: ExpireAgentApproval :execrows
+UPDATE agent_approvals SET state = 'expired', resolved_at = now(), resolved_by = 'expiry'
+WHERE id = $1 AND state = 'pending' AND expires_at <= now();
+
+-- name: SetAgentApprovalAction :exec
+UPDATE agent_approvals SET action_status = $2, session_id = $3, message_id = $4, failure = $5 WHERE id = $1;
+
+-- name: ListAgentApprovals :many
+SELECT * FROM agent_approvals
+WHERE (sqlc.narg('account_id')::uuid IS NULL OR account_id = sqlc.narg('account_id')::uuid)
+  AND (sqlc.arg('state')::text = '' OR state = sqlc.arg('state')::text)
+ORDER BY created_at DESC LIMIT sqlc.arg('max');
+
+-- name: AgentSessionUsage :one
+-- The usage records of an agent session: how many, and their cost.
+SELECT COUNT(*)::bigint AS records, COALESCE(SUM(cost_micros), 0)::bigint AS cost_micros
+FROM usage_records WHERE agent_session_id = $1;

@@ -44,6 +44,8 @@ type Config struct {
 	Plans     []Plan     `yaml:"plans"`
 	// Agents configures hosted agents (see Agents; every field has a default).
 	Agents Agents `yaml:"agents"`
+	// Web configures the signed-in web application (see Web).
+	Web Web `yaml:"web"`
 }
 
 // Server holds the listeners.
@@ -197,6 +199,7 @@ func Parse(b []byte) (*Config, error) {
 	if c.Server.GCPercent == 0 {
 		c.Server.GCPercent = 400
 	}
+	c.Web.ApplyDefaults()
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -288,6 +291,7 @@ func (c *Config) Validate() error {
 			bad("plan %q: negative starting credit or rpm", p.Name)
 		}
 	}
+	errs = append(errs, c.Web.validate(c))
 	return errors.Join(errs...)
 }
 

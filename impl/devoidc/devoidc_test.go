@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -112,6 +114,7 @@ type page struct {
 	status   int
 	body     string
 	redirect *url.URL
+	cookies  []*http.Cookie
 }
 
 func (r *rp) get(u string) page {
@@ -130,7 +133,7 @@ func (r *rp) read(resp *http.Response) page {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	pg := page{status: resp.StatusCode, body: string(b)}
+	pg := page{status: resp.StatusCode, body: string(b), cookies: resp.Cookies()}
 	if resp.StatusCode/100 == 3 {
 		pg.redirect, err = resp.Location()
 		if err != nil {
@@ -163,13 +166,23 @@ func (r *rp) login(pg page, email, password string) page {
 		r.t.Fatalf("expected the login form, got %d %v\n%s", pg.status, pg.redirect, pg.body)
 	}
 	id := requestIDField.FindStringSubmatch(pg.body)[1]
-	resp, err := r.browser.PostForm(r.p.Issuer()+"/login", url.Values{
+	// The post itself does not follow the redirect, so that the page keeps the cookies it
+	// set; the browser then follows the redirect as usual.
+	once := *r.browser
+	once.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := once.PostForm(r.p.Issuer()+"/login", url.Values{
 		"authRequestID": {id}, "email": {email}, "password": {password},
 	})
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	return r.read(resp)
+	posted := r.read(resp)
+	if posted.redirect == nil || strings.HasPrefix(posted.redirect.String(), rpOrigin) {
+		return posted
+	}
+	next := r.get(posted.redirect.String())
+	next.cookies = posted.cookies
+	return next
 }
 
 // code checks that pg is the redirect to the relying party's callback with a code and the
@@ -281,7 +294,12 @@ func TestCodeFlow(t *testing.T) {
 	if form.status != http.StatusOK || !isForm(form) {
 		t.Fatalf("expected the login form, got %d\n%s", form.status, form.body)
 	}
-	tok, _, c := r.exchange(r.code(r.login(form, demo.Email, demo.Password), f), f)
+	signedIn := r.login(form, demo.Email, demo.Password)
+	if len(signedIn.cookies) != 1 || !signedIn.cookies[0].HttpOnly || signedIn.cookies[0].SameSite != http.SameSiteLaxMode ||
+		signedIn.cookies[0].Path != "/" {
+		t.Fatalf("provider session cookie: %+v", signedIn.cookies)
+	}
+	tok, _, c := r.exchange(r.code(signedIn, f), f)
 	if c.AuthTime < before || c.AuthTime > time.Now().Unix()+1 {
 		t.Fatalf("auth_time %d is not the sign-in's", c.AuthTime)
 	}
@@ -372,6 +390,27 @@ func TestReplayedCode(t *testing.T) {
 	}
 }
 
+// TestConcurrentExchanges races ten exchanges of one code: exactly one gets tokens.
+func TestConcurrentExchanges(t *testing.T) {
+	r := start(t)
+	f := newFlow()
+	code := r.code(r.login(r.authorize(f), demo.Email, demo.Password), f)
+	const n = 10
+	var wg sync.WaitGroup
+	var won atomic.Int32
+	for range n {
+		wg.Go(func() {
+			if _, err := r.conf.Exchange(context.Background(), code, oauth2.VerifierOption(f.verifier)); err == nil {
+				won.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if won.Load() != 1 {
+		t.Fatalf("%d of %d concurrent exchanges of one code succeeded, want 1", won.Load(), n)
+	}
+}
+
 // TestSingleSignOn: a second flow from the same browser skips the form and keeps the first
 // sign-in's auth_time and sid; another browser gets the form.
 func TestSingleSignOn(t *testing.T) {
@@ -454,6 +493,20 @@ func TestEndSession(t *testing.T) {
 	if pg := r.authorize(newFlow()); !isForm(pg) {
 		t.Fatalf("after logout the form was skipped: %d %v", pg.status, pg.redirect)
 	}
+
+	// Without a hint or a post-logout URI the browser's cookie names the session, and the
+	// provider's own page says it is signed out.
+	r.signIn()
+	if n := r.p.Sessions(demo.Subject); n != 1 {
+		t.Fatalf("Sessions = %d, want 1", n)
+	}
+	pg = r.get(end)
+	if pg.status != http.StatusOK || !strings.Contains(pg.body, "You are signed out") {
+		t.Fatalf("logout without a hint: got %d %v\n%s", pg.status, pg.redirect, pg.body)
+	}
+	if n := r.p.Sessions(demo.Subject); n != 0 {
+		t.Fatalf("Sessions = %d after logout by cookie, want 0", n)
+	}
 }
 
 // TestUnregisteredRedirectURI refuses an authorization request for a redirect URI the
@@ -492,5 +545,33 @@ func TestClientAuthentication(t *testing.T) {
 		t.Fatal("a wrong client secret was accepted")
 	} else if e := oauthError(t, err); e != "unauthorized_client" && e != "invalid_client" {
 		t.Fatalf("wrong secret: error %q", e)
+	}
+}
+
+// TestOptionsChecked refuses a listener off loopback and incomplete users and clients.
+func TestOptionsChecked(t *testing.T) {
+	ok := devoidc.Options{Users: []devoidc.User{demo}, Clients: []devoidc.Client{{ID: "c", RedirectURIs: []string{redirectURI}}}}
+	if ln, err := net.Listen("tcp", "0.0.0.0:0"); err == nil {
+		if p, err := devoidc.Serve(ln, ok); err == nil {
+			p.Close()
+			t.Error("Serve accepted a listener on every interface")
+		}
+		ln.Close()
+	}
+	for name, o := range map[string]devoidc.Options{
+		"client without redirect URI": {Clients: []devoidc.Client{{ID: "c"}}},
+		"client twice":                {Clients: []devoidc.Client{ok.Clients[0], ok.Clients[0]}},
+		"user without subject":        {Users: []devoidc.User{{Email: "a@example.com"}}},
+		"user twice":                  {Users: []devoidc.User{demo, demo}},
+	} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p, err := devoidc.Serve(ln, o); err == nil {
+			p.Close()
+			t.Errorf("%s: accepted", name)
+		}
+		ln.Close()
 	}
 }

@@ -8,9 +8,9 @@
 // a restart. `tollgate serve` never starts it; its login page carries a visible "development
 // provider — not for production" banner.
 //
-// Serve starts a provider on a listener; its issuer is "http://" followed by the listener's
-// address, so a listener on 127.0.0.1:0 gives an issuer such as http://127.0.0.1:41234. It
-// supports:
+// Serve starts a provider on a listener, which must be on a loopback address; its issuer is
+// "http://" followed by the listener's address, so a listener on 127.0.0.1:0 gives an issuer
+// such as http://127.0.0.1:41234. It supports:
 //
 //   - discovery (/.well-known/openid-configuration) and the key set (/keys), one RS256 key;
 //   - the authorization code flow, for the registered clients and redirect URIs only, with
@@ -22,7 +22,8 @@
 //   - the token endpoint with client_secret_basic or client_secret_post (a client registered
 //     without a secret is public and authenticates with PKCE alone), and userinfo;
 //   - a plain HTML login form (e-mail and password; no JavaScript) and a provider session kept
-//     in a cookie, so that a second sign-in from the same browser skips the form unless the
+//     in a cookie (devoidc_session_<port>, HttpOnly, SameSite=Lax, renewed at every password
+//     sign-in; the port in the name keeps two providers on one host apart), so that a second sign-in from the same browser skips the form unless the
 //     request carries prompt=login or a max_age the session is older than (then the form is
 //     shown again, and auth_time moves to the new sign-in); prompt=none answers
 //     login_required when the form would be needed;

@@ -51,7 +51,14 @@ type Provider struct {
 // Serve builds the provider for the listener's address (issuer "http://<ln.Addr()>") and
 // serves it on ln until Close. The issuer is what the relying party configures. Serve owns
 // ln from then on: Close closes it.
+//
+// The listener must be on a loopback address: the provider serves plain http and is for a
+// developer's machine and tests only.
 func Serve(ln net.Listener, o Options) (*Provider, error) {
+	addr, ok := ln.Addr().(*net.TCPAddr)
+	if !ok || !addr.IP.IsLoopback() {
+		return nil, fmt.Errorf("devoidc: the development provider listens on loopback addresses only, not %s", ln.Addr())
+	}
 	p, err := newProvider("http://"+ln.Addr().String(), o)
 	if err != nil {
 		return nil, err
@@ -98,7 +105,7 @@ func newProvider(issuer string, o Options) (*Provider, error) {
 		}
 		clients[c.ID] = &client{Client: c, loginURL: p.loginURL}
 	}
-	p.store, err = newStorage(users, clients)
+	p.store, err = newStorage(users, clients, log)
 	if err != nil {
 		return nil, err
 	}
@@ -202,5 +209,4 @@ func (p *Provider) endSession(w http.ResponseWriter, r *http.Request) {
 		lc.cookieToken = c.Value
 	}
 	p.op.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), logoutKey{}, lc)))
-	p.log.Info("devoidc: end session requested")
 }

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -125,6 +126,7 @@ type storage struct {
 	keyID   string
 	users   []User // fixed after start
 	clients map[string]*client
+	log     *slog.Logger
 
 	mu       sync.Mutex
 	requests map[string]*authRequest // by request id
@@ -140,7 +142,7 @@ var (
 	_ op.CanTerminateSessionFromRequest = (*storage)(nil)
 )
 
-func newStorage(users []User, clients map[string]*client) (*storage, error) {
+func newStorage(users []User, clients map[string]*client, log *slog.Logger) (*storage, error) {
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		return nil, err
@@ -150,6 +152,7 @@ func newStorage(users []User, clients map[string]*client) (*storage, error) {
 		keyID:    rand.Text(),
 		users:    users,
 		clients:  clients,
+		log:      log,
 		requests: make(map[string]*authRequest),
 		codes:    make(map[string]string),
 		spent:    make(map[string]string),
@@ -376,13 +379,16 @@ func (s *storage) TerminateSessionFromRequest(ctx context.Context, req *op.EndSe
 			sid, _ = req.IDTokenHintClaims.Claims["sid"].(string)
 		}
 	}
+	ended := 0
 	s.mu.Lock()
 	for token, ss := range s.sessions {
 		if (lc != nil && token == lc.cookieToken) || (sid != "" && ss.sid == sid) {
 			delete(s.sessions, token)
+			ended++
 		}
 	}
 	s.mu.Unlock()
+	s.log.Info("devoidc: signed out", "subject", req.UserID, "client", req.ClientID, "sessions_ended", ended)
 	if lc != nil {
 		lc.clearCookie()
 	}

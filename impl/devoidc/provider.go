@@ -49,8 +49,8 @@ type Provider struct {
 }
 
 // Serve builds the provider for the listener's address (issuer "http://<ln.Addr()>") and
-// serves it on ln until Close. The issuer is what the relying party configures. Serve owns
-// ln from then on: Close closes it.
+// serves it on ln until Close. The issuer is what the relying party configures. Once Serve
+// succeeds it owns ln (Close closes it); when it fails, ln is left to the caller.
 //
 // The listener must be on a loopback address: the provider serves plain http and is for a
 // developer's machine and tests only.

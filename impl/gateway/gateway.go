@@ -27,6 +27,7 @@ import (
 	"github.com/tollgate/tollgate/impl/store"
 	"github.com/tollgate/tollgate/impl/tenanttools"
 	"github.com/tollgate/tollgate/impl/usagespill"
+	"github.com/tollgate/tollgate/impl/web"
 )
 
 // Options are what a gateway is built from.
@@ -62,6 +63,9 @@ type Options struct {
 	// reserve, and what it does with the requests they do not cover (the zero value: holds
 	// sized for 30 s, the rest refused with 503; see impl/billing).
 	CreditOutage billing.OutagePolicy
+	// WebHTTPClient is the web application's client to its OpenID provider (nil: the
+	// default); the application is served when Config.Web is enabled.
+	WebHTTPClient *http.Client
 }
 
 // Gateway is one assembled gateway process.
@@ -150,6 +154,15 @@ func New(o Options) (*Gateway, error) {
 	}
 	g := &Gateway{Feed: feed, Auth: authn, Meter: meter, Datasets: datasets, Readiness: o.Readiness, api: srv, spill: spill}
 	g.inFlight.next = srv.Handler()
+	// The web application (when configured) serves its own paths; the rest stay the API's.
+	if o.Config.Web.Enabled() {
+		app, err := web.New(web.Options{Store: o.Store, Config: o.Config, Logger: o.Logger, HTTPClient: o.WebHTTPClient})
+		if err != nil {
+			_ = g.Close()
+			return nil, err
+		}
+		g.inFlight.next = web.Mount(app, g.inFlight.next)
+	}
 	g.Handler = &g.inFlight
 	return g, nil
 }

@@ -223,3 +223,13 @@ func (s *Service) Membership(ctx context.Context, userID, accountID uuid.UUID) (
 	}
 	return Membership{AccountID: r.AccountID, AccountName: r.AccountName, Plan: r.Plan, Role: r.Role}, nil
 }
+
+// AddUser makes the user a member of the account with role (self-service sign-up makes its
+// creator the owner).
+func (s *Service) AddUser(ctx context.Context, accountID, userID uuid.UUID, role string) error {
+	if !ValidRole(role) {
+		return fmt.Errorf("role %q: want owner or member", role)
+	}
+	_, err := s.q().UpsertMembership(ctx, db.UpsertMembershipParams{AccountID: accountID, UserID: userID, Role: role})
+	return err
+}

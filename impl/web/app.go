@@ -1,0 +1,170 @@
+package web
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/alexedwards/scs/v2"
+
+	"github.com/tollgate/tollgate/gen/db"
+	"github.com/tollgate/tollgate/impl/accounts"
+	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/store"
+	"github.com/tollgate/tollgate/impl/web/audit"
+	"github.com/tollgate/tollgate/impl/web/members"
+	"github.com/tollgate/tollgate/impl/web/session"
+	"github.com/tollgate/tollgate/impl/web/signin"
+)
+
+// CookieName is the session cookie. The __Host- prefix makes browsers insist on Secure,
+// Path=/ and no Domain (browsers take Secure cookies over http://localhost and 127.0.0.1).
+const CookieName = "__Host-tollgate_session"
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Options are what the web application is built from.
+type Options struct {
+	Store  *store.Store
+	Config *config.Config
+	Logger *slog.Logger
+	// HTTPClient talks to the OpenID provider (nil: a client with a 10 s timeout).
+	HTTPClient *http.Client
+}
+
+// App is the web application: an http.Handler for the paths Owns reports.
+type App struct {
+	cfg      *config.Config
+	web      config.Web
+	log      *slog.Logger
+	store    *store.Store
+	accounts *accounts.Service
+	members  *members.Service
+	audit    *audit.Log
+	sessions *session.Store
+	sm       *scs.SessionManager
+	rp       *signin.RP
+	pages    map[string]*template.Template
+	nav      []page
+	handler  http.Handler
+}
+
+// New builds the application from o.Config.Web (which must be enabled).
+func New(o Options) (*App, error) {
+	if o.Config == nil || !o.Config.Web.Enabled() {
+		return nil, errors.New("web: the configuration has no web.issuer")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	w := o.Config.Web
+	pool := o.Store.Pool()
+	a := &App{
+		cfg: o.Config, web: w, log: o.Logger, store: o.Store,
+		accounts: &accounts.Service{Store: o.Store, Config: o.Config},
+		members:  &members.Service{DB: pool},
+		audit:    &audit.Log{DB: pool},
+		sessions: session.New(db.New(pool), nil),
+		rp: signin.New(signin.Config{Issuer: w.Issuer, ClientID: w.ClientID, ClientSecret: w.ClientSecret,
+			RedirectURL: w.RedirectURL, HTTPClient: o.HTTPClient}),
+	}
+	sm := scs.New()
+	sm.Store = a.sessions
+	sm.Lifetime = w.SessionAbsoluteTimeout
+	sm.IdleTimeout = w.SessionIdleTimeout
+	sm.Cookie = scs.SessionCookie{Name: CookieName, HttpOnly: true, Path: "/", SameSite: http.SameSiteLaxMode,
+		Secure: true, Persist: false}
+	sm.ErrorFunc = func(w http.ResponseWriter, r *http.Request, err error) {
+		a.log.Warn("web: session store", "err", err)
+		a.unavailable(w)
+	}
+	a.sm = sm
+	a.nav = navigation()
+	var err error
+	if a.pages, err = parseTemplates(); err != nil {
+		return nil, err
+	}
+
+	mux := http.NewServeMux()
+	a.routes(mux)
+	static, _ := fs.Sub(staticFS, "static")
+	outer := http.NewServeMux()
+	outer.Handle("GET /static/", http.StripPrefix("/static/", cacheStatic(http.FileServerFS(static))))
+	outer.Handle("/", sm.LoadAndSave(noStore(mux)))
+	// Every state-changing request is checked for a cross-origin source (Sec-Fetch-Site, or
+	// Origin against Host); there are no bypass patterns.
+	cop := http.NewCrossOriginProtection()
+	a.handler = refuseAPIKeys(a.securityHeaders(cop.Handler(outer)))
+	return a, nil
+}
+
+// ServeHTTP serves the web application's paths.
+func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.handler.ServeHTTP(w, r) }
+
+// ownedPrefixes are the path trees of the web application (besides "/" itself).
+var ownedPrefixes = []string{"/signin", "/auth/callback", "/signout", "/keys", "/usage", "/plan", "/approvals",
+	"/agents", "/datasets", "/audit", "/sessions", "/static"}
+
+// Owns reports whether path is the web application's: "/" and the trees of ownedPrefixes
+// ("/keys" and "/keys/…", never "/keysx"). Everything else (/v1/…, /api/…, unknown paths)
+// is the API's.
+func Owns(path string) bool {
+	if path == "/" {
+		return true
+	}
+	for _, p := range ownedPrefixes {
+		if path == p || strings.HasPrefix(path, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// Mount returns a handler that sends the web application's paths to app and every other
+// request to api. The API never sees the session cookie's paths, and the application never
+// sees the API's.
+func Mount(app http.Handler, api http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if Owns(r.URL.Path) {
+			app.ServeHTTP(w, r)
+			return
+		}
+		api.ServeHTTP(w, r)
+	})
+}
+
+// noStore keeps pages out of every cache: they show account data, and a new key once.
+func noStore(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		next.ServeHTTP(w, r)
+	})
+}
+
+func cacheStatic(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "public, max-age=3600")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// unavailable answers a dependency failure (the database, the provider) without its detail.
+func (a *App) unavailable(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "5")
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_, _ = fmt.Fprintln(w, "The service is unavailable for a moment. Try again shortly.")
+}
+
+// now is the application's clock.
+func now() time.Time { return time.Now() }

@@ -1,0 +1,393 @@
+package web
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tollgate/tollgate/impl/web/audit"
+	"github.com/tollgate/tollgate/impl/web/members"
+	"github.com/tollgate/tollgate/impl/web/session"
+	"github.com/tollgate/tollgate/impl/web/signin"
+)
+
+// Session data keys (besides session.UserIDKey and session.UserAgentKey).
+const (
+	keySignin    = "signin"     // the sign-in in progress (signin.Request, encoded)
+	keyAuthTime  = "auth_time"  // when the provider last authenticated the user (Unix seconds)
+	keyIDToken   = "id_token"   // the raw ID token, for the logout's id_token_hint
+	keyAccountID = "account_id" // the account the user works in
+)
+
+// Visitor is who makes a request: nobody (User nil), a signed-in user without an account
+// chosen (Account nil), or a member of Account.
+type Visitor struct {
+	User     *members.User
+	Account  *members.Membership
+	AuthTime time.Time
+}
+
+// Owner reports whether the visitor is an owner of the account.
+func (v *Visitor) Owner() bool {
+	return v != nil && v.Account != nil && v.Account.Role == members.RoleOwner
+}
+
+// handlerFunc is a page handler: it gets the request's visitor.
+type handlerFunc func(w http.ResponseWriter, r *http.Request, v *Visitor)
+
+// visitor loads the request's visitor from its session.
+func (a *App) visitor(r *http.Request) (*Visitor, error) {
+	ctx := r.Context()
+	v := &Visitor{}
+	id, err := uuid.Parse(a.sm.GetString(ctx, session.UserIDKey))
+	if err != nil {
+		return v, nil
+	}
+	u, err := a.members.User(ctx, id)
+	if errors.Is(err, members.ErrNotFound) {
+		return v, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	v.User = &u
+	v.AuthTime = time.Unix(a.sm.GetInt64(ctx, keyAuthTime), 0)
+	if acct, err := uuid.Parse(a.sm.GetString(ctx, keyAccountID)); err == nil {
+		m, err := a.members.Membership(ctx, u.ID, acct)
+		switch {
+		case errors.Is(err, members.ErrNotFound): // the membership was removed
+			a.sm.Remove(ctx, keyAccountID)
+		case err != nil:
+			return nil, err
+		default:
+			v.Account = &m
+		}
+	}
+	return v, nil
+}
+
+// anyone serves h to every visitor, signed in or not.
+func (a *App) anyone(h handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		v, err := a.visitor(r)
+		if err != nil {
+			a.failInternal(w, r, nil, "load visitor", err)
+			return
+		}
+		h(w, r, v)
+	})
+}
+
+// signedIn serves h to signed-in users; others are sent to sign in (and back here after).
+func (a *App) signedIn(h handlerFunc) http.Handler {
+	return a.anyone(func(w http.ResponseWriter, r *http.Request, v *Visitor) {
+		if v.User == nil {
+			next := ""
+			if r.Method == http.MethodGet {
+				next = r.URL.RequestURI()
+			}
+			http.Redirect(w, r, signinURL(false, next), http.StatusSeeOther)
+			return
+		}
+		h(w, r, v)
+	})
+}
+
+// member serves h to members of an account; a signed-in user without one chooses it first.
+func (a *App) member(h handlerFunc) http.Handler {
+	return a.signedIn(func(w http.ResponseWriter, r *http.Request, v *Visitor) {
+		if v.Account == nil {
+			http.Redirect(w, r, "/signin/account", http.StatusSeeOther)
+			return
+		}
+		h(w, r, v)
+	})
+}
+
+// owner serves h to owners of the account; members get 403.
+func (a *App) owner(h handlerFunc) http.Handler {
+	return a.member(func(w http.ResponseWriter, r *http.Request, v *Visitor) {
+		if !v.Owner() {
+			a.fail(w, r, v, http.StatusForbidden, "Only the account's owners may do this.")
+			return
+		}
+		h(w, r, v)
+	})
+}
+
+// fresh reports whether the visitor signed in at the provider within reauth_after.
+func (a *App) fresh(v *Visitor) bool {
+	return v != nil && !v.AuthTime.IsZero() && now().Sub(v.AuthTime) <= a.web.ReauthAfter
+}
+
+// signinURL is the application's sign-in path (re-authentication when reauth), returning to
+// next (a local path) afterwards.
+func signinURL(reauth bool, next string) string {
+	q := url.Values{}
+	if reauth {
+		q.Set("reauth", "1")
+	}
+	if localPath(next) {
+		q.Set("next", next)
+	}
+	if len(q) == 0 {
+		return "/signin"
+	}
+	return "/signin?" + q.Encode()
+}
+
+// localPath reports whether next is a path of this application (never another host: no
+// "//host", no backslashes, no scheme).
+func localPath(next string) bool {
+	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+		return false
+	}
+	u, err := url.Parse(next)
+	return err == nil && u.Scheme == "" && u.Host == "" && Owns(u.Path)
+}
+
+func (a *App) authRoutes(mux *http.ServeMux) {
+	mux.Handle("GET /signin", a.anyone(a.signinStart))
+	mux.Handle("GET /auth/callback", a.anyone(a.callback))
+	mux.Handle("POST /signout", a.anyone(a.signout))
+	mux.Handle("GET /signin/account", a.signedIn(a.chooseAccountPage))
+	mux.Handle("POST /signin/account", a.signedIn(a.chooseAccount))
+	mux.Handle("POST /signin/signup", a.signedIn(a.signup))
+}
+
+// signinStart sends the browser to the provider, keeping the sign-in's state, nonce and PKCE
+// verifier in the session.
+func (a *App) signinStart(w http.ResponseWriter, r *http.Request, v *Visitor) {
+	q := r.URL.Query()
+	reauth := q.Get("reauth") == "1"
+	next := q.Get("next")
+	if !localPath(next) {
+		next = ""
+	}
+	if v.User != nil && !reauth {
+		if next == "" {
+			next = "/"
+		}
+		http.Redirect(w, r, next, http.StatusSeeOther)
+		return
+	}
+	req, authURL, err := a.rp.Start(r.Context(), reauth, next)
+	if err != nil {
+		a.failInternal(w, r, v, "sign-in start", err)
+		return
+	}
+	a.sm.Put(r.Context(), keySignin, req.Encode())
+	http.Redirect(w, r, authURL, http.StatusFound)
+}
+
+// callback completes a sign-in: the state, the code (with the PKCE verifier) and the ID token
+// (signature, issuer, audience, expiry, nonce) are checked; the session token is renewed.
+func (a *App) callback(w http.ResponseWriter, r *http.Request, v *Visitor) {
+	ctx := r.Context()
+	req, ok := signin.DecodeRequest(a.sm.PopString(ctx, keySignin))
+	if !ok {
+		a.fail(w, r, v, http.StatusBadRequest, "This sign-in is no longer valid (it was used, or it expired). Sign in again.")
+		return
+	}
+	res, err := a.rp.Finish(ctx, req, r.URL.Query())
+	if err != nil {
+		if errors.Is(err, signin.ErrState) || errors.Is(err, signin.ErrNonce) || errors.Is(err, signin.ErrNotReauthed) || errors.Is(err, signin.ErrProvider) {
+			a.log.Info("web: sign-in refused", "err", err)
+			a.fail(w, r, v, http.StatusBadRequest, "The sign-in failed. Sign in again.")
+			return
+		}
+		a.failInternal(w, r, v, "sign-in", err)
+		return
+	}
+	u, err := a.members.SignIn(ctx, members.Identity{Issuer: res.Issuer, Subject: res.Subject, Email: res.Email,
+		EmailVerified: res.EmailVerified, Name: res.Name})
+	if err != nil {
+		a.failInternal(w, r, v, "sign-in user", err)
+		return
+	}
+	// A new token for the signed-in session (no fixation), and a new absolute deadline.
+	keepAccount := ""
+	if v.User != nil && v.User.ID == u.ID {
+		keepAccount = a.sm.GetString(ctx, keyAccountID)
+	}
+	if err := a.sm.RenewToken(ctx); err != nil {
+		a.failInternal(w, r, v, "renew session", err)
+		return
+	}
+	a.sm.SetDeadline(ctx, now().Add(a.web.SessionAbsoluteTimeout))
+	a.sm.Put(ctx, session.UserIDKey, u.ID.String())
+	a.sm.Put(ctx, session.UserAgentKey, truncate(r.UserAgent(), 300))
+	a.sm.Put(ctx, keyAuthTime, res.AuthTime.Unix())
+	a.sm.Put(ctx, keyIDToken, res.IDToken)
+	a.sm.Remove(ctx, keyAccountID)
+	if _, err := a.sessions.DeleteExpired(ctx); err != nil {
+		a.log.Warn("web: delete expired sessions", "err", err)
+	}
+	next := req.Next
+	if next == "" {
+		next = "/"
+	}
+	if keepAccount != "" {
+		if id, err := uuid.Parse(keepAccount); err == nil {
+			if m, err := a.members.Membership(ctx, u.ID, id); err == nil {
+				a.enterAccount(r, &u, m, req.Reauth)
+				http.Redirect(w, r, next, http.StatusSeeOther)
+				return
+			}
+		}
+	}
+	ms, err := a.members.Memberships(ctx, u.ID)
+	if err != nil {
+		a.failInternal(w, r, v, "memberships", err)
+		return
+	}
+	if len(ms) == 1 {
+		a.enterAccount(r, &u, ms[0], req.Reauth)
+		http.Redirect(w, r, next, http.StatusSeeOther)
+		return
+	}
+	http.Redirect(w, r, "/signin/account?"+url.Values{"next": {next}}.Encode(), http.StatusSeeOther)
+}
+
+// enterAccount makes m the session's account, and audits the sign-in into it.
+func (a *App) enterAccount(r *http.Request, u *members.User, m members.Membership, reauth bool) {
+	a.sm.Put(r.Context(), keyAccountID, m.AccountID.String())
+	after := map[string]any{"role": m.Role, "user_agent": truncate(r.UserAgent(), 300)}
+	if reauth {
+		after["reauthenticated"] = true
+	}
+	if err := a.audit.Record(r.Context(), audit.Entry{AccountID: m.AccountID, Actor: actorName(u), ActorUserID: u.ID,
+		Action: audit.ActionSignIn, Target: "user " + actorName(u), After: after}); err != nil {
+		a.log.Warn("web: audit sign-in", "err", err)
+	}
+}
+
+func actorName(u *members.User) string {
+	if u.Email != "" {
+		return u.Email
+	}
+	return "user " + u.ID.String()
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+type accountChoice struct {
+	Memberships []members.Membership
+	Next        string
+	Signup      string // the sign-up plan, when self-service sign-up is on
+	Current     string
+}
+
+// chooseAccountPage lists the user's accounts to choose from; with none it says so (and offers
+// sign-up when it is on).
+func (a *App) chooseAccountPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
+	ms, err := a.members.Memberships(r.Context(), v.User.ID)
+	if err != nil {
+		a.failInternal(w, r, v, "memberships", err)
+		return
+	}
+	d := accountChoice{Memberships: ms, Signup: a.web.SignupPlan}
+	if next := r.URL.Query().Get("next"); localPath(next) {
+		d.Next = next
+	}
+	if v.Account != nil {
+		d.Current = v.Account.AccountID.String()
+	}
+	if len(ms) == 0 {
+		status := http.StatusForbidden
+		if d.Signup != "" {
+			status = http.StatusOK
+		}
+		a.render(w, r, v, status, "noaccount", "No account", d)
+		return
+	}
+	a.render(w, r, v, http.StatusOK, "account", "Choose an account", d)
+}
+
+func (a *App) chooseAccount(w http.ResponseWriter, r *http.Request, v *Visitor) {
+	id, err := uuid.Parse(r.PostFormValue("account_id"))
+	if err != nil {
+		a.fail(w, r, v, http.StatusNotFound, "There is no such account.")
+		return
+	}
+	m, err := a.members.Membership(r.Context(), v.User.ID, id)
+	if errors.Is(err, members.ErrNotFound) {
+		a.fail(w, r, v, http.StatusNotFound, "There is no such account.")
+		return
+	}
+	if err != nil {
+		a.failInternal(w, r, v, "membership", err)
+		return
+	}
+	a.enterAccount(r, v.User, m, false)
+	next := r.PostFormValue("next")
+	if !localPath(next) {
+		next = "/"
+	}
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// signup creates an account on the sign-up plan with the user as its owner (self-service
+// sign-up, when configured, for a user with no account yet).
+func (a *App) signup(w http.ResponseWriter, r *http.Request, v *Visitor) {
+	if a.web.SignupPlan == "" {
+		a.fail(w, r, v, http.StatusNotFound, "Self-service sign-up is off. Ask the operator to add you to an account.")
+		return
+	}
+	ctx := r.Context()
+	ms, err := a.members.Memberships(ctx, v.User.ID)
+	if err != nil {
+		a.failInternal(w, r, v, "memberships", err)
+		return
+	}
+	if len(ms) > 0 {
+		http.Redirect(w, r, "/signin/account", http.StatusSeeOther)
+		return
+	}
+	suffix := make([]byte, 4)
+	_, _ = rand.Read(suffix)
+	base := "user"
+	if at := strings.IndexByte(v.User.Email, '@'); at > 0 {
+		base = v.User.Email[:at]
+	}
+	acct, err := a.accounts.CreateAccount(ctx, truncate(base, 40)+"-"+hex.EncodeToString(suffix), a.web.SignupPlan)
+	if err != nil {
+		a.failInternal(w, r, v, "sign-up account", err)
+		return
+	}
+	if err := a.members.AddUser(ctx, acct.ID, v.User.ID, members.RoleOwner); err != nil {
+		a.failInternal(w, r, v, "sign-up membership", err)
+		return
+	}
+	a.enterAccount(r, v.User, members.Membership{AccountID: acct.ID, AccountName: acct.Name, Plan: acct.Plan, Role: members.RoleOwner}, false)
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+// signout ends the session here and sends the browser to the provider's end_session_endpoint
+// (RP-initiated logout) with the ID token as hint, coming back to the public URL.
+func (a *App) signout(w http.ResponseWriter, r *http.Request, v *Visitor) {
+	ctx := r.Context()
+	idToken := a.sm.GetString(ctx, keyIDToken)
+	if err := a.sm.Destroy(ctx); err != nil {
+		a.failInternal(w, r, v, "sign out", err)
+		return
+	}
+	target := "/"
+	if v.User != nil {
+		if u := a.rp.LogoutURL(ctx, idToken, a.web.PublicURL); u != "" {
+			target = u
+		}
+	}
+	http.Redirect(w, r, target, http.StatusSeeOther)
+}

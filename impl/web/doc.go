@@ -1,0 +1,57 @@
+// Package web owns the signed-in web application (issue 14): the account console served on
+// the API listener for the paths Owns reports ("/", /signin…, /auth/callback, /signout,
+// /keys…, /usage…, /plan, /approvals…, /agents…, /datasets…, /audit, /sessions…, /static/…).
+// Every other path stays the API's (Mount routes between the two).
+//
+// Sign-in is OpenID Connect (package signin): the authorization code flow with PKCE, state and
+// nonce checked here, the ID token verified, auth_time kept. Users are linked to accounts by
+// memberships (package members), found by the verified e-mail; with web.signup_plan set, a user
+// without one may create an account of their own. Sessions are server-side in PostgreSQL
+// (package session, through alexedwards/scs), in the cookie __Host-tollgate_session (Secure,
+// HttpOnly, SameSite=Lax, Path=/), renewed at sign-in, with idle and absolute timeouts. Sign
+// out destroys the session and ends the provider's session too (RP-initiated logout).
+//
+// Security, by construction: a request carrying Authorization (or x-api-key) is refused with
+// 400 before anything else, so an API key never reaches a page, and the API never reads the
+// cookie; every state-changing request passes net/http.CrossOriginProtection (no bypass); every
+// response has a nonce-based Content-Security-Policy (frame-ancestors 'none'; form-action
+// 'self' and the provider's origins, which Chromium checks on the redirects after a form),
+// X-Content-Type-Options, Referrer-Policy and Cache-Control: no-store. Creating a key needs a
+// sign-in younger than web.reauth_after: an older one goes through the provider again with
+// max_age=0 and prompt=login, and back to the form. A key is shown once, in the response that
+// created it. Changes are recorded in the account's audit log (package audit).
+//
+// # Adding a page
+//
+// Pages are server-rendered with html/template, usable without JavaScript. A page is one
+// handler file and one template:
+//
+//  1. In navigation() (pages.go), give the page's entry a Routes function instead of nil
+//     (nil shows the "coming soon" placeholder and marks the entry pending):
+//     {"/usage", "Usage", (*App).usageRoutes}.
+//  2. Write usage.go with the routes and handlers:
+//
+//     func (a *App) usageRoutes(mux *http.ServeMux) {
+//         mux.Handle("GET /usage", a.member(a.usagePage))       // members of the account
+//         mux.Handle("POST /usage/x", a.owner(a.usageAction))   // owners only
+//     }
+//     func (a *App) usagePage(w http.ResponseWriter, r *http.Request, v *Visitor) {
+//         rows, err := ... v.Account.AccountID ...               // always scope to the account
+//         if err != nil { a.failInternal(w, r, v, "usage", err); return }
+//         a.render(w, r, v, http.StatusOK, "usage", "Usage", rows)
+//     }
+//
+//     The wrappers are anyone, signedIn, member and owner; the Visitor holds the user, the
+//     account membership (AccountID, AccountName, Plan, Role) and the sign-in's time. An id
+//     in a path that belongs to another account must answer a.fail(…, 404, …), exactly as an
+//     unknown id. a.record(r, v, action, target, before, after) writes the audit log.
+//  3. Write templates/usage.html defining {{define "content"}}…{{end}}: the layout gives it
+//     .Title, .Visitor, .Nonce (for <script nonce="{{.Nonce}}" src="/static/…">: inline
+//     scripts without the nonce are blocked, inline style attributes too) and the handler's
+//     data as .Data. Use <table> with <caption> and <th scope>, <label for> on every input,
+//     and POST forms for every change (they pass the cross-origin check as they are).
+//  4. Static files (scripts, the chart library) go under static/, embedded and served at
+//     /static/; nothing comes from a CDN.
+//
+// A new top-level path must also be added to ownedPrefixes (app.go), or the API answers it.
+package web

@@ -1,0 +1,164 @@
+package web
+
+import (
+	"bytes"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/tollgate/tollgate/impl/apierror"
+)
+
+// page is one entry of the navigation. Routes registers the page's handlers (nil: the page is
+// not built yet; it shows a "coming soon" placeholder and the navigation marks it pending).
+// See doc.go for how to add a page.
+type page struct {
+	Path   string
+	Title  string
+	Routes func(a *App, mux *http.ServeMux)
+}
+
+// navigation is the navigation, in order. Sign out follows it (a form, not a link).
+func navigation() []page {
+	return []page{
+		{"/keys", "Keys", (*App).keysRoutes},
+		{"/usage", "Usage", nil},
+		{"/plan", "Plan & limits", (*App).planRoutes},
+		{"/approvals", "Approvals", nil},
+		{"/agents", "Agents", nil},
+		{"/datasets", "Datasets", nil},
+		{"/audit", "Audit log", (*App).auditRoutes},
+		{"/sessions", "Sessions", (*App).sessionsRoutes},
+	}
+}
+
+// routes registers every route of the application on mux.
+func (a *App) routes(mux *http.ServeMux) {
+	mux.Handle("GET /{$}", a.anyone(a.home))
+	a.authRoutes(mux)
+	for _, p := range a.nav {
+		if p.Routes != nil {
+			p.Routes(a, mux)
+			continue
+		}
+		title := p.Title
+		mux.Handle("GET "+p.Path, a.member(func(w http.ResponseWriter, r *http.Request, v *Visitor) {
+			a.render(w, r, v, http.StatusOK, "pending", title, nil)
+		}))
+	}
+	mux.Handle("/", a.anyone(func(w http.ResponseWriter, r *http.Request, v *Visitor) {
+		a.fail(w, r, v, http.StatusNotFound, "There is no such page.")
+	}))
+}
+
+// navItem is a rendered navigation entry.
+type navItem struct {
+	Path, Title string
+	Current     bool
+	Pending     bool
+}
+
+// view is what the layout renders: the page's own data is in Data.
+type view struct {
+	Title   string
+	Nonce   string
+	Visitor *Visitor
+	Nav     []navItem
+	Data    any
+}
+
+var funcs = template.FuncMap{
+	"usd": apierror.USD,
+	"time": func(t any) string {
+		switch t := t.(type) {
+		case time.Time:
+			if t.IsZero() {
+				return "—"
+			}
+			return t.UTC().Format("2006-01-02 15:04 UTC")
+		case *time.Time:
+			if t == nil || t.IsZero() {
+				return "—"
+			}
+			return t.UTC().Format("2006-01-02 15:04 UTC")
+		}
+		return "—"
+	},
+	"datetime": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"deref": func(p *int64) int64 {
+		if p == nil {
+			return 0
+		}
+		return *p
+	},
+}
+
+// parseTemplates parses layout.html with each page's template: the layout renders the page's
+// "content" block. A page template is templates/<name>.html, rendered as <name>.
+func parseTemplates() (map[string]*template.Template, error) {
+	base, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html")
+	if err != nil {
+		return nil, err
+	}
+	files, err := fs.Glob(templateFS, "templates/*.html")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*template.Template{}
+	for _, f := range files {
+		name := strings.TrimSuffix(strings.TrimPrefix(f, "templates/"), ".html")
+		if name == "layout" {
+			continue
+		}
+		t, err := template.Must(base.Clone()).ParseFS(templateFS, f)
+		if err != nil {
+			return nil, fmt.Errorf("web: template %s: %w", f, err)
+		}
+		out[name] = t
+	}
+	return out, nil
+}
+
+// render writes the page tmpl inside the layout, with the status.
+func (a *App) render(w http.ResponseWriter, r *http.Request, v *Visitor, status int, tmpl, title string, data any) {
+	t, ok := a.pages[tmpl]
+	if !ok {
+		a.log.Error("web: no such template", "template", tmpl)
+		a.unavailable(w)
+		return
+	}
+	vw := view{Title: title, Nonce: cspNonce(r), Visitor: v, Data: data}
+	if v != nil && v.Account != nil {
+		for _, p := range a.nav {
+			vw.Nav = append(vw.Nav, navItem{Path: p.Path, Title: p.Title, Pending: p.Routes == nil,
+				Current: r.URL.Path == p.Path || strings.HasPrefix(r.URL.Path, p.Path+"/")})
+		}
+	}
+	var buf bytes.Buffer
+	if err := t.ExecuteTemplate(&buf, "layout.html", vw); err != nil {
+		a.log.Error("web: render", "template", tmpl, "err", err)
+		a.unavailable(w)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// fail renders a plain error page with status and a message for people (never an internal
+// error's text).
+func (a *App) fail(w http.ResponseWriter, r *http.Request, v *Visitor, status int, message string) {
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "5")
+	}
+	a.render(w, r, v, status, "error", http.StatusText(status), message)
+}
+
+// failInternal logs err and renders 503 (a dependency failed; the error is not shown).
+func (a *App) failInternal(w http.ResponseWriter, r *http.Request, v *Visitor, what string, err error) {
+	a.log.Warn("web: "+what, "err", err, "path", r.URL.Path)
+	a.fail(w, r, v, http.StatusServiceUnavailable, "Something we depend on did not answer. Try again in a moment.")
+}

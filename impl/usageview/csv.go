@@ -1,0 +1,124 @@
+package usageview
+
+import (
+	"context"
+	"encoding/csv"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// exportPageSize is how many rows ExportCSV reads per query: one short query per page, so that
+// a slow download holds no database connection between pages.
+const exportPageSize = 1000
+
+// CSVHeader is the header row of ExportCSV.
+var CSVHeader = []string{
+	"started_at", "request_id", "route", "model", "provider", "expert", "key_id", "key_name",
+	"input_tokens", "output_tokens", "cost_micros", "cost_usd", "hosted_tool_calls",
+	"hosted_tool_micros", "status", "latency_ms", "on_credit",
+}
+
+// ExportCSV writes the account's requests that match f, newest first, to w as CSV: the header
+// row, then every row of every page, read page by page (keyset pages, as RequestLog) and
+// written as it is read. Cells are quoted as RFC 4180 says, and a text cell that a spreadsheet
+// would take for a formula (one starting with = + - @, a tab or a carriage return) is prefixed
+// with a single quote. It returns how many rows it wrote; on an error (a failed write, the
+// context done) the output stops where it was.
+func (s *Service) ExportCSV(ctx context.Context, accountID uuid.UUID, f Filter, w io.Writer) (int, error) {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(CSVHeader); err != nil {
+		return 0, err
+	}
+	written := 0
+	after := Cursor{}
+	record := make([]string, len(CSVHeader))
+	for {
+		rows, err := s.logPage(ctx, accountID, f, after, exportPageSize)
+		if err != nil {
+			cw.Flush()
+			return written, err
+		}
+		for _, r := range rows {
+			if err := cw.Write(csvRecord(record, r)); err != nil {
+				return written, err
+			}
+			written++
+		}
+		cw.Flush()
+		if err := cw.Error(); err != nil {
+			return written, err
+		}
+		if len(rows) < exportPageSize {
+			return written, nil
+		}
+		after = rows[len(rows)-1].Cursor()
+	}
+}
+
+// csvRecord fills record with r's cells.
+func csvRecord(record []string, r Request) []string {
+	key := ""
+	if r.KeyID != uuid.Nil {
+		key = r.KeyID.String()
+	}
+	record[0] = r.StartedAt.UTC().Format(time.RFC3339Nano)
+	record[1] = SafeCell(r.RequestID)
+	record[2] = SafeCell(r.Route)
+	record[3] = SafeCell(r.Model)
+	record[4] = SafeCell(r.Provider)
+	record[5] = SafeCell(r.UpstreamModel)
+	record[6] = key
+	record[7] = SafeCell(KeyLabel(r.KeyName, r.KeyPrefix))
+	record[8] = strconv.FormatInt(r.InputTokens, 10)
+	record[9] = strconv.FormatInt(r.OutputTokens, 10)
+	record[10] = strconv.FormatInt(r.CostMicros, 10)
+	record[11] = USD(r.CostMicros)
+	record[12] = SafeCell(HostedCallsText(r.HostedCalls))
+	record[13] = strconv.FormatInt(r.HostedMicros, 10)
+	record[14] = SafeCell(r.Status)
+	record[15] = strconv.FormatFloat(float64(r.Latency().Microseconds())/1000, 'f', 3, 64)
+	record[16] = strconv.FormatBool(r.OnCredit)
+	return record
+}
+
+// SafeCell is a text cell that no spreadsheet evaluates: one starting with = + - @ (a formula),
+// a tab or a carriage return is prefixed with a single quote (OWASP's advice on CSV injection).
+func SafeCell(s string) string {
+	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+		return "'" + s
+	}
+	return s
+}
+
+// USD is micro-units as dollars with six decimals and no currency sign, e.g. "1.250000".
+func USD(micros int64) string {
+	sign := ""
+	if micros < 0 {
+		sign, micros = "-", -micros
+	}
+	frac := strconv.FormatInt(micros%1_000_000, 10)
+	return sign + strconv.FormatInt(micros/1_000_000, 10) + "." + strings.Repeat("0", 6-len(frac)) + frac
+}
+
+// HostedCallsText is hosted tool calls as "name=count" pairs in name order, separated by
+// spaces ("" for none).
+func HostedCallsText(calls map[string]int64) string {
+	names := make([]string, 0, len(calls))
+	for n := range calls {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	var b strings.Builder
+	for i, n := range names {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(n + "=" + strconv.FormatInt(calls[n], 10))
+	}
+	return b.String()
+}

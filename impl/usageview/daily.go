@@ -1,0 +1,228 @@
+package usageview
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tollgate/tollgate/gen/db"
+)
+
+// GroupBy is what the daily spend is stacked by.
+type GroupBy string
+
+// The groupings of the daily spend.
+const (
+	GroupByModel GroupBy = "model"
+	GroupByKey   GroupBy = "key"
+)
+
+// MaxDays bounds the days of one daily spend query.
+const MaxDays = 366
+
+// DailyQuery asks for an account's spend per day.
+type DailyQuery struct {
+	// From is the first day and To the day after the last, each a midnight in Location (a
+	// time within a day stands for that day's midnight).
+	From, To time.Time
+	GroupBy  GroupBy
+	// Location is the time zone whose midnights divide the days: a named IANA zone (nil: UTC).
+	Location *time.Location
+	// MaxGroups, when above zero, keeps the MaxGroups-1 groups that cost the most and adds up
+	// the rest into one group marked Other, so that a stacked chart stays readable.
+	MaxGroups int
+}
+
+// LastDays is the query for the n days up to and including now's day in loc (nil: UTC).
+func LastDays(n int, now time.Time, loc *time.Location, by GroupBy) DailyQuery {
+	if loc == nil {
+		loc = time.UTC
+	}
+	today := midnight(now, loc)
+	return DailyQuery{From: today.AddDate(0, 0, 1-n), To: today.AddDate(0, 0, 1), GroupBy: by, Location: loc}
+}
+
+// Daily is the spend per day and group of DailyQuery's days.
+type Daily struct {
+	// Days are the midnights of the days, in Location, oldest first, one per day of the query
+	// (days without spend too).
+	Days     []time.Time
+	Location *time.Location
+	GroupBy  GroupBy
+	// Groups are the models or keys that had requests, the most costly first; each one's
+	// Micros is aligned with Days.
+	Groups []Group
+	// DayMicros is each day's spend (aligned with Days); TotalMicros and Requests are the
+	// whole range's.
+	DayMicros   []int64
+	TotalMicros int64
+	Requests    int64
+}
+
+// Group is one model's or one key's spend per day.
+type Group struct {
+	// Key is the model name, or the key id ("" for requests that came with no key, and for
+	// Other). Label is what a person reads: the model name, or the key's name and prefix.
+	Key   string
+	Label string
+	// KeyID is the key's id when grouped by key (uuid.Nil: no key).
+	KeyID uuid.UUID
+	// Other marks the group that adds up the groups beyond MaxGroups.
+	Other       bool
+	Micros      []int64
+	TotalMicros int64
+	Requests    int64
+}
+
+// DailySpend returns the account's spend per day and model or key over the query's days.
+func (s *Service) DailySpend(ctx context.Context, accountID uuid.UUID, q DailyQuery) (Daily, error) {
+	loc := q.Location
+	if loc == nil {
+		loc = time.UTC
+	}
+	if loc.String() == "Local" {
+		return Daily{}, errors.New("usageview: the daily spend needs a named time zone, not Local")
+	}
+	from, to := midnight(q.From, loc), midnight(q.To, loc)
+	days := []time.Time{}
+	for d := from; d.Before(to); d = d.AddDate(0, 0, 1) {
+		if len(days) == MaxDays {
+			return Daily{}, fmt.Errorf("usageview: at most %d days at once", MaxDays)
+		}
+		days = append(days, d)
+	}
+	out := Daily{Days: days, Location: loc, GroupBy: q.GroupBy, DayMicros: make([]int64, len(days))}
+	if len(days) == 0 {
+		return out, nil
+	}
+	index := make(map[[3]int]int, len(days))
+	for i, d := range days {
+		index[dateOf(d)] = i
+	}
+	groups := map[string]*Group{}
+	add := func(day time.Time, key string, keyID uuid.UUID, micros, requests int64) {
+		i, ok := index[dateOf(day.In(loc))]
+		if !ok {
+			return
+		}
+		g := groups[key]
+		if g == nil {
+			g = &Group{Key: key, Label: key, KeyID: keyID, Micros: make([]int64, len(days))}
+			groups[key] = g
+		}
+		g.Micros[i] += micros
+		g.TotalMicros += micros
+		g.Requests += requests
+		out.DayMicros[i] += micros
+		out.TotalMicros += micros
+		out.Requests += requests
+	}
+	switch q.GroupBy {
+	case GroupByModel:
+		rows, err := s.q.UsageViewDailyByModel(ctx, db.UsageViewDailyByModelParams{
+			Tz: loc.String(), AccountID: accountID, FromTime: from, ToTime: to})
+		if err != nil {
+			return Daily{}, err
+		}
+		for _, r := range rows {
+			add(r.Day, r.GroupKey, uuid.Nil, r.CostMicros, r.Requests)
+		}
+	case GroupByKey:
+		rows, err := s.q.UsageViewDailyByKey(ctx, db.UsageViewDailyByKeyParams{
+			Tz: loc.String(), AccountID: accountID, FromTime: from, ToTime: to})
+		if err != nil {
+			return Daily{}, err
+		}
+		var ids []uuid.UUID
+		for _, r := range rows {
+			key := ""
+			if r.GroupKey != uuid.Nil {
+				key = r.GroupKey.String()
+				if groups[key] == nil {
+					ids = append(ids, r.GroupKey)
+				}
+			}
+			add(r.Day, key, r.GroupKey, r.CostMicros, r.Requests)
+		}
+		if err := s.labelKeys(ctx, accountID, ids, groups); err != nil {
+			return Daily{}, err
+		}
+	default:
+		return Daily{}, fmt.Errorf("usageview: unknown grouping %q", q.GroupBy)
+	}
+	for _, g := range groups {
+		out.Groups = append(out.Groups, *g)
+	}
+	slices.SortFunc(out.Groups, func(a, b Group) int {
+		if c := cmp.Compare(b.TotalMicros, a.TotalMicros); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Key, b.Key)
+	})
+	if q.MaxGroups > 0 && len(out.Groups) > q.MaxGroups {
+		other := Group{Other: true, Micros: make([]int64, len(days))}
+		for _, g := range out.Groups[q.MaxGroups-1:] {
+			for i, m := range g.Micros {
+				other.Micros[i] += m
+			}
+			other.TotalMicros += g.TotalMicros
+			other.Requests += g.Requests
+		}
+		other.Label = fmt.Sprintf("%d others", len(out.Groups)-(q.MaxGroups-1))
+		out.Groups = append(out.Groups[:q.MaxGroups-1:q.MaxGroups-1], other)
+	}
+	return out, nil
+}
+
+// labelKeys sets the labels of the key groups: the key's name and prefix, "no key" for the
+// requests that came without one, and the id's first characters for a key that is gone.
+func (s *Service) labelKeys(ctx context.Context, accountID uuid.UUID, ids []uuid.UUID, groups map[string]*Group) error {
+	if g := groups[""]; g != nil {
+		g.Label = "no key"
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	rows, err := s.q.UsageViewKeyLabels(ctx, db.UsageViewKeyLabelsParams{AccountID: accountID, Ids: ids})
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		groups[id.String()].Label = "key " + id.String()[:8]
+	}
+	for _, r := range rows {
+		groups[r.ID.String()].Label = KeyLabel(r.Name, r.DisplayPrefix)
+	}
+	return nil
+}
+
+// KeyLabel is how the page names a key: its name and its prefix ("ci (tgk_ab12…)"), or one of
+// them when the other is empty.
+func KeyLabel(name, prefix string) string {
+	switch {
+	case name == "" && prefix == "":
+		return ""
+	case name == "":
+		return prefix + "…"
+	case prefix == "":
+		return name
+	}
+	return name + " (" + prefix + "…)"
+}
+
+// midnight is the start of t's day in loc.
+func midnight(t time.Time, loc *time.Location) time.Time {
+	y, m, d := t.In(loc).Date()
+	return time.Date(y, m, d, 0, 0, 0, 0, loc)
+}
+
+// dateOf is t's calendar date in its own location.
+func dateOf(t time.Time) [3]int {
+	y, m, d := t.Date()
+	return [3]int{y, int(m), d}
+}

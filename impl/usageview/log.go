@@ -1,0 +1,211 @@
+package usageview
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/tollgate/tollgate/gen/db"
+)
+
+// The sizes of a request log page.
+const (
+	DefaultPageSize = 50
+	MaxPageSize     = 500
+)
+
+// Filter narrows the request log (and its CSV export). Its zero value is every request.
+type Filter struct {
+	// From and To bound the requests' start times: From <= started_at < To (zero: open).
+	From, To time.Time
+	// Model, Route and Status, when not empty, are the exact values to keep.
+	Model, Route, Status string
+	// KeyID, when not uuid.Nil, keeps the requests that came with that key.
+	KeyID uuid.UUID
+}
+
+// Cursor is where a request log page starts: after the row with that start time and id (the
+// last row of the previous page). The zero Cursor is the first page.
+type Cursor struct {
+	StartedAt time.Time
+	ID        int64
+}
+
+// IsZero reports whether c is the first page's cursor.
+func (c Cursor) IsZero() bool { return c.ID == 0 && c.StartedAt.IsZero() }
+
+// String is the cursor as a URL parameter ("" for the first page): the start time in
+// microseconds since 1970 (PostgreSQL's precision) and the id.
+func (c Cursor) String() string {
+	if c.IsZero() {
+		return ""
+	}
+	return strconv.FormatInt(c.StartedAt.UnixMicro(), 10) + "-" + strconv.FormatInt(c.ID, 10)
+}
+
+// ParseCursor reads a cursor written by Cursor.String ("" is the first page).
+func ParseCursor(s string) (Cursor, error) {
+	if s == "" {
+		return Cursor{}, nil
+	}
+	us, id, ok := strings.Cut(s, "-")
+	micros, err1 := strconv.ParseInt(us, 10, 64)
+	n, err2 := strconv.ParseInt(id, 10, 64)
+	if !ok || err1 != nil || err2 != nil || n <= 0 || us == "" || us[0] == '+' || id[0] == '+' {
+		return Cursor{}, fmt.Errorf("not a page cursor")
+	}
+	return Cursor{StartedAt: time.UnixMicro(micros).UTC(), ID: n}, nil
+}
+
+// Request is one row of the request log: one settled request.
+type Request struct {
+	ID        int64
+	RequestID string
+	// StartedAt and FinishedAt bound the request; Latency is their difference.
+	StartedAt, FinishedAt time.Time
+	Route                 string
+	Model                 string
+	// Provider and UpstreamModel are the upstream that served the request: for a fusion
+	// model, the expert the router chose.
+	Provider, UpstreamModel string
+	// KeyID is the key the request came with (uuid.Nil: none); KeyName and KeyPrefix name it
+	// while the key exists.
+	KeyID              uuid.UUID
+	KeyName, KeyPrefix string
+	InputTokens        int64
+	OutputTokens       int64
+	CostMicros         int64
+	// HostedCalls counts the billed calls of the provider's hosted tools by name (nil: none);
+	// HostedMicros is their part of CostMicros.
+	HostedCalls  map[string]int64
+	HostedMicros int64
+	Status       string
+	// OnCredit marks a request served on credit during a database outage.
+	OnCredit bool
+}
+
+// Latency is how long the request took.
+func (r Request) Latency() time.Duration { return r.FinishedAt.Sub(r.StartedAt) }
+
+// Cursor is the cursor of the page that follows this row.
+func (r Request) Cursor() Cursor { return Cursor{StartedAt: r.StartedAt, ID: r.ID} }
+
+// Page is one page of the request log, newest first.
+type Page struct {
+	Requests []Request
+	// Next is the cursor of the next (older) page; zero when this is the last page.
+	Next Cursor
+}
+
+// farFuture and farPast stand for open bounds: PostgreSQL's timestamptz holds both.
+var (
+	farFuture = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+	farPast   = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
+// RequestLog returns the page of the account's requests that match f and come after the
+// cursor, newest first (by start time, then id), at most limit rows (DefaultPageSize when
+// limit <= 0, at most MaxPageSize). Pages are keyset pages: each is one index range scan
+// however deep, and rows written while a person pages never make a row appear twice or go
+// missing from the pages that follow.
+func (s *Service) RequestLog(ctx context.Context, accountID uuid.UUID, f Filter, after Cursor, limit int) (Page, error) {
+	if limit <= 0 {
+		limit = DefaultPageSize
+	}
+	limit = min(limit, MaxPageSize)
+	rows, err := s.logPage(ctx, accountID, f, after, limit+1)
+	if err != nil {
+		return Page{}, err
+	}
+	var p Page
+	if len(rows) > limit {
+		rows = rows[:limit]
+		p.Next = rows[limit-1].Cursor()
+	}
+	p.Requests = rows
+	return p, nil
+}
+
+// logPage reads up to n rows after the cursor, through the query whose index fits f.
+func (s *Service) logPage(ctx context.Context, accountID uuid.UUID, f Filter, after Cursor, n int) ([]Request, error) {
+	from, to := f.From, f.To
+	if from.IsZero() {
+		from = farPast
+	}
+	if to.IsZero() {
+		to = farFuture
+	}
+	before := after
+	if before.IsZero() {
+		before = Cursor{StartedAt: farFuture, ID: math.MaxInt64}
+	}
+	lim := int32(min(n, math.MaxInt32))
+	var rows []db.UsageViewLogPageRow
+	switch {
+	case f.KeyID != uuid.Nil:
+		got, err := s.q.UsageViewLogPageByKey(ctx, db.UsageViewLogPageByKeyParams{
+			AccountID: accountID, ApiKeyID: f.KeyID, FromTime: from, ToTime: to,
+			BeforeStarted: before.StartedAt, BeforeID: before.ID,
+			Model: f.Model, Route: f.Route, Status: f.Status, Lim: lim,
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range got {
+			rows = append(rows, db.UsageViewLogPageRow(r))
+		}
+	case f.Model != "":
+		got, err := s.q.UsageViewLogPageByModel(ctx, db.UsageViewLogPageByModelParams{
+			AccountID: accountID, Model: f.Model, FromTime: from, ToTime: to,
+			BeforeStarted: before.StartedAt, BeforeID: before.ID,
+			Route: f.Route, Status: f.Status, Lim: lim,
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range got {
+			rows = append(rows, db.UsageViewLogPageRow(r))
+		}
+	default:
+		got, err := s.q.UsageViewLogPage(ctx, db.UsageViewLogPageParams{
+			AccountID: accountID, FromTime: from, ToTime: to,
+			BeforeStarted: before.StartedAt, BeforeID: before.ID,
+			Route: f.Route, Status: f.Status, Lim: lim,
+		})
+		if err != nil {
+			return nil, err
+		}
+		rows = got
+	}
+	out := make([]Request, len(rows))
+	for i, r := range rows {
+		out[i] = Request{
+			ID: r.ID, RequestID: r.RequestID, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
+			Route: r.Route, Model: r.Model, Provider: r.Provider, UpstreamModel: r.UpstreamModel,
+			KeyID: keyID(r.ApiKeyID), KeyName: r.KeyName, KeyPrefix: r.KeyPrefix,
+			InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CostMicros: r.CostMicros,
+			HostedMicros: r.HostedToolMicros, Status: r.Status, OnCredit: r.OnCredit,
+		}
+		if len(r.HostedToolCalls) > 0 && string(r.HostedToolCalls) != "null" {
+			if err := json.Unmarshal(r.HostedToolCalls, &out[i].HostedCalls); err != nil {
+				return nil, fmt.Errorf("usage record %d: hosted tool calls: %w", r.ID, err)
+			}
+		}
+	}
+	return out, nil
+}
+
+// keyID is a nullable key id as a uuid.UUID (uuid.Nil for NULL).
+func keyID(id pgtype.UUID) uuid.UUID {
+	if !id.Valid {
+		return uuid.Nil
+	}
+	return uuid.UUID(id.Bytes)
+}

@@ -1,0 +1,95 @@
+package usageview_test
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tollgate/tollgate/impl/usageview"
+)
+
+// TestQueryPlansUseTheIndexes loads 90,000 rows (60,000 of one account) and shows, with
+// EXPLAIN ANALYZE of exactly what each call sent, that the request log's pages (first, deep,
+// filtered by key, model, route and status, as the generic plan of a prepared statement and as
+// a custom plan) and the daily chart read migration 0009's indexes and never scan
+// usage_records whole; the chart and the burn rate read the index alone.
+func TestQueryPlansUseTheIndexes(t *testing.T) {
+	end := time.Date(2025, 6, 30, 12, 0, 0, 0, time.UTC)
+	f := newFixture(t, end)
+	main, other := f.account("main"), f.account("other")
+	keys := f.bulkLoad(bulkSpec{Main: main, Other: other, Rows: 90_000, Keys: 20, End: end, Span: 365 * 24 * time.Hour})
+	ts := f.traced()
+
+	deep, err := ts.svc.RequestLog(f.ctx, main, usageview.Filter{}, usageview.Cursor{}, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 100 {
+		deep, err = ts.svc.RequestLog(f.ctx, main, usageview.Filter{}, deep.Next, 500)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	const mainIdx, keyIdx, modelIdx = "usage_records_account_started_idx", "usage_records_account_key_started_idx", "usage_records_account_model_started_idx"
+	cases := []struct {
+		name  string
+		run   func() error
+		index string
+		only  bool // an index-only scan
+	}{
+		{"first page", func() error {
+			_, err := ts.svc.RequestLog(f.ctx, main, usageview.Filter{}, usageview.Cursor{}, 50)
+			return err
+		}, mainIdx, false},
+		{"deep page", func() error {
+			_, err := ts.svc.RequestLog(f.ctx, main, usageview.Filter{}, deep.Next, 50)
+			return err
+		}, mainIdx, false},
+		{"by key", func() error {
+			_, err := ts.svc.RequestLog(f.ctx, main, usageview.Filter{KeyID: keys[3]}, usageview.Cursor{}, 50)
+			return err
+		}, keyIdx, false},
+		{"by rare model", func() error {
+			_, err := ts.svc.RequestLog(f.ctx, main, usageview.Filter{Model: rareModel}, usageview.Cursor{}, 50)
+			return err
+		}, modelIdx, false},
+		{"by status and route in a week", func() error {
+			_, err := ts.svc.RequestLog(f.ctx, main, usageview.Filter{Status: "failed", Route: "/v1/messages",
+				From: end.AddDate(0, 0, -14), To: end.AddDate(0, 0, -7)}, usageview.Cursor{}, 50)
+			return err
+		}, mainIdx, false},
+		{"daily by model", func() error {
+			_, err := ts.svc.DailySpend(f.ctx, main, usageview.LastDays(30, end, time.UTC, usageview.GroupByModel))
+			return err
+		}, mainIdx, true},
+		{"daily by key", func() error {
+			_, err := ts.svc.DailySpend(f.ctx, main, usageview.LastDays(30, end, time.UTC, usageview.GroupByKey))
+			return err
+		}, mainIdx, true},
+		{"burn rate", func() error {
+			_, err := ts.svc.BurnRate(f.ctx, main)
+			return err
+		}, mainIdx, true},
+	}
+	seq := regexp.MustCompile(`Seq Scan on usage_records`)
+	for _, c := range cases {
+		ts.last = nil
+		if err := c.run(); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		q := ts.last[0]
+		for _, generic := range []bool{false, true} {
+			plan := explain(f.ctx, t, f.pool, q, generic)
+			if seq.MatchString(plan) || !strings.Contains(plan, c.index) ||
+				(c.only && !strings.Contains(plan, "Index Only Scan using "+c.index)) {
+				t.Errorf("%s (generic plan %v): want %s (index only: %v), got\n%s", c.name, generic, c.index, c.only, plan)
+			} else if testing.Verbose() {
+				t.Logf("%s (generic plan %v):\n%s", c.name, generic, plan)
+			}
+		}
+	}
+	_ = uuid.Nil
+}

@@ -1,0 +1,117 @@
+package usageview
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tollgate/tollgate/gen/db"
+)
+
+// ErrNotFound reports that the account does not exist.
+var ErrNotFound = errors.New("account not found")
+
+// BurnWindow is the span the burn rate averages over: the last seven days (7 × 24 hours up to
+// now).
+const BurnWindow = 7 * 24 * time.Hour
+
+// Service answers the Usage page's questions about one account at a time. It is safe for
+// concurrent use.
+type Service struct {
+	q   *db.Queries
+	now func() time.Time
+}
+
+// Options tune a Service.
+type Options struct {
+	// Now is the clock (time.Now when nil); tests set it to place the burn rate's window.
+	Now func() time.Time
+}
+
+// New returns a Service reading through pool (the store's pool: store.Store.Pool).
+func New(pool *pgxpool.Pool, o Options) *Service {
+	now := o.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Service{q: db.New(pool), now: now}
+}
+
+// Balance is the account's credit.
+type Balance struct {
+	// BalanceMicros is the account's balance; HeldMicros the part of it that gateway processes
+	// hold to reserve requests in flight against (it is still the account's).
+	BalanceMicros int64
+	HeldMicros    int64
+}
+
+// Balance returns the account's balance, or ErrNotFound.
+func (s *Service) Balance(ctx context.Context, accountID uuid.UUID) (Balance, error) {
+	row, err := s.q.UsageViewAccountBalance(ctx, accountID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Balance{}, ErrNotFound
+	}
+	if err != nil {
+		return Balance{}, err
+	}
+	return Balance{BalanceMicros: row.BalanceMicros, HeldMicros: row.HeldMicros}, nil
+}
+
+// Burn is the account's recent spend.
+type Burn struct {
+	// Since is the start of the window (BurnWindow before now); SpentMicros what the requests
+	// started since then cost, Requests how many there were.
+	Since       time.Time
+	SpentMicros int64
+	Requests    int64
+}
+
+// PerDayMicros is the average daily spend over the window, rounded down.
+func (b Burn) PerDayMicros() int64 { return b.SpentMicros * int64(24*time.Hour) / int64(BurnWindow) }
+
+// BurnRate returns the account's spend over the last BurnWindow.
+func (s *Service) BurnRate(ctx context.Context, accountID uuid.UUID) (Burn, error) {
+	since := s.now().Add(-BurnWindow)
+	row, err := s.q.UsageViewSpendSince(ctx, db.UsageViewSpendSinceParams{AccountID: accountID, Since: since})
+	if err != nil {
+		return Burn{}, err
+	}
+	return Burn{Since: since, SpentMicros: row.CostMicros, Requests: row.Requests}, nil
+}
+
+// DaysLeft is how many days the balance lasts at the burn rate; ok is false when there was no
+// spend in the window ("no recent spend": the estimate would be infinite).
+func DaysLeft(balanceMicros int64, b Burn) (days float64, ok bool) {
+	if b.SpentMicros <= 0 {
+		return 0, false
+	}
+	return float64(balanceMicros) / (float64(b.SpentMicros) * float64(24*time.Hour) / float64(BurnWindow)), true
+}
+
+// Summary is the head of the Usage page: balance, burn rate and the days left.
+type Summary struct {
+	Balance
+	Burn
+	// DaysLeft is DaysLeft of the balance and the burn; NoRecentSpend is true (and DaysLeft 0)
+	// when nothing was spent in the window.
+	DaysLeft      float64
+	NoRecentSpend bool
+}
+
+// Summary returns the account's balance, burn rate and days left, or ErrNotFound.
+func (s *Service) Summary(ctx context.Context, accountID uuid.UUID) (Summary, error) {
+	bal, err := s.Balance(ctx, accountID)
+	if err != nil {
+		return Summary{}, err
+	}
+	burn, err := s.BurnRate(ctx, accountID)
+	if err != nil {
+		return Summary{}, err
+	}
+	days, ok := DaysLeft(bal.BalanceMicros, burn)
+	return Summary{Balance: bal, Burn: burn, DaysLeft: days, NoRecentSpend: !ok}, nil
+}

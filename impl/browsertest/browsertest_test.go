@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"html/template"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -128,6 +129,16 @@ func (s *sites) serveApp(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		render(w, http.StatusOK, pageData{Title: "Home", Message: "Signed in as " + strings.TrimPrefix(c.Value, "user=")})
+	case "/settings":
+		if r.Method == http.MethodPost {
+			_ = r.ParseForm()
+			render(w, http.StatusOK, pageData{Title: "Saved", Message: fmt.Sprintf("reset=%s models=%s",
+				r.PostForm.Get("reset"), strings.Join(r.PostForm["model"], ","))})
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Header().Set("Content-Security-Policy", "default-src 'none'; form-action 'self'")
+		_, _ = io.WriteString(w, settingsPage)
 	case "/unsafe":
 		render(w, http.StatusOK, pageData{Title: "Unsafe", Unsafe: true})
 	default:
@@ -285,5 +296,37 @@ func TestCSPViolation(t *testing.T) {
 	defer r.mu.Unlock()
 	if len(r.errors) != 1 || !strings.Contains(r.errors[0], "Content-Security-Policy") || !strings.Contains(r.errors[0], "script-src-elem") {
 		t.Errorf("closing a page with an untaken violation reported %q, want one CSP failure", r.errors)
+	}
+}
+
+// settingsPage is a form with a list, checkboxes and a button named by
+// aria-label, as the Keys page has.
+const settingsPage = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Settings</title></head><body>
+<form method="post" action="/settings">
+  <label for="reset">Reset period</label>
+  <select id="reset" name="reset"><option value="none">None</option><option value="daily">Daily</option><option value="monthly">Monthly</option></select>
+  <fieldset><legend>Models</legend>
+    <label><input type="checkbox" name="model" value="small" checked> Small model</label>
+    <label><input type="checkbox" name="model" value="large"> Large model</label>
+  </fieldset>
+  <button type="submit" aria-label="Save the settings">Save</button>
+</form></body></html>`
+
+// TestFormControls chooses in a list, sets checkboxes and submits with a
+// button named by aria-label.
+func TestFormControls(t *testing.T) {
+	s := newSites(t)
+	p := browsertest.New(t)
+	p.Navigate(s.app + "/settings")
+	p.Select("Reset period", "Monthly")
+	p.Check("Small model", false)
+	p.Check("Large model", true)
+	p.Check("Large model", true)
+	if status := p.Submit("Save the settings"); status != http.StatusOK {
+		t.Fatalf("save: status %d", status)
+	}
+	if got := p.Text("#message"); got != "reset=monthly models=large" {
+		t.Errorf("saved %q, want reset=monthly models=large", got)
 	}
 }

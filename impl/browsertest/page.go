@@ -231,6 +231,52 @@ func (p *Page) Fill(label, value string) {
 	}
 }
 
+// Select chooses, in the <select> whose accessible name is label, the option
+// whose text, label or value is option, and fires the input and change events
+// a person's choice fires.
+func (p *Page) Select(label, option string) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, ActionTimeout)
+	defer cancel()
+	const choose = `function(option) {
+		const o = [...this.options].find((o) => o.text.trim() === option || o.label === option || o.value === option);
+		if (!o) throw new Error("no option " + JSON.stringify(option) + " among " + JSON.stringify([...this.options].map((o) => o.text.trim())));
+		this.value = o.value;
+		this.dispatchEvent(new Event("input", {bubbles: true}));
+		this.dispatchEvent(new Event("change", {bubbles: true}));
+		return true;
+	}`
+	by := byAccessibleName(label, []string{"combobox", "listbox"})
+	if _, err := chromedp.Run(ctx, chromedp.QueryAfter("select "+label, func(ctx context.Context, t *chromedp.Target, nodes []*chromedp.Node) (chromedp.Void, error) {
+		obj, err := cdp.Call(ctx, t, dom.ResolveNode, dom.ResolveNodeParams{NodeID: nodes[0].NodeID})
+		if err != nil {
+			return chromedp.Void{}, err
+		}
+		_, err = chromedp.CallFunctionOn[bool](choose, func(c *runtime.CallFunctionOnParams) {
+			c.ObjectID = obj.Object.ObjectID
+		}, option)(ctx, t)
+		return chromedp.Void{}, err
+	}, by, chromedp.NodeVisible)); err != nil {
+		p.t.Fatalf("browsertest: choose %q in the list labelled %q: %v", option, label, err)
+	}
+}
+
+// Check sets the checkbox, radio button or switch whose accessible name is
+// label to checked (on) or not, by clicking it when it is not so already.
+func (p *Page) Check(label string, on bool) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, ActionTimeout)
+	defer cancel()
+	by := byAccessibleName(label, []string{"checkbox", "radio", "switch"})
+	checked, err := chromedp.Run(ctx, chromedp.JavascriptAttribute[bool]("checkbox "+label, "checked", by))
+	if err == nil && checked != on {
+		err = chromedp.Do(ctx, chromedp.Click("checkbox "+label, by))
+	}
+	if err != nil {
+		p.t.Fatalf("browsertest: set the checkbox labelled %q to %v: %v", label, on, err)
+	}
+}
+
 // Click clicks the button (a <button>, an <input type=submit> or an element
 // with role=button) whose accessible name is name. It does not wait for a
 // navigation; use Submit when the click submits a form.

@@ -27,6 +27,15 @@
 //	p.Screenshot("key-created")
 //	c := p.RequireHostCookie(app.URL, "__Host-tollgate")
 //
+// The helpers: Navigate, Submit (click a button and wait for the page it
+// leads to, through redirects to other sites), Follow (a link), Click (a
+// button, no navigation), Fill (a field by its label), Select (an option of a
+// list), Check (a checkbox or radio), Text, Title, URL, WaitVisible, Cookies,
+// Cookie, RequireHostCookie, Screenshot, ConsoleErrors, TakeCSPViolations,
+// and Do for any other chromedp action. Buttons, links and fields are found
+// by their accessible name, through Chromium's accessibility tree, so a test
+// that finds them shows that a screen reader can too.
+//
 // Every helper fails the test (t.Fatalf) when the browser cannot do what it
 // asks, naming the label, the name or the selector it looked for.
 //

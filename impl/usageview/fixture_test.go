@@ -43,9 +43,14 @@ func newFixture(t testing.TB, now time.Time) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Close)
-	migrate(ctx, t, st.Pool())
-	f := &fixture{t: t, ctx: ctx, url: url, st: st, pool: st.Pool(), now: now}
-	f.svc = usageview.New(st.Pool(), usageview.Options{Now: func() time.Time { return f.now }})
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	migrate(ctx, t, pool)
+	f := &fixture{t: t, ctx: ctx, url: url, st: st, pool: pool, now: now}
+	f.svc = usageview.New(pool, usageview.Options{Now: func() time.Time { return f.now }})
 	return f
 }
 

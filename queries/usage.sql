@@ -24,12 +24,13 @@ WITH new_usage AS (
     INSERT INTO usage_records (
         account_id, request_id, api_key_id, model, route, provider, upstream_model,
         input_tokens, output_tokens, cost_micros, status, started_at, finished_at,
-        hosted_tool_calls, hosted_tool_micros, on_credit
+        hosted_tool_calls, hosted_tool_micros, on_credit, agent_session_id
     )
     SELECT r.account_id, r.request_id, NULLIF(r.api_key_id, '00000000-0000-0000-0000-000000000000'::uuid),
            r.model, r.route, r.provider, r.upstream_model,
            r.input_tokens, r.output_tokens, r.cost_micros, r.status, r.started_at, r.finished_at,
-           r.hosted_tool_calls, r.hosted_tool_micros, r.on_credit
+           r.hosted_tool_calls, r.hosted_tool_micros, r.on_credit,
+           NULLIF(r.agent_session_id, '00000000-0000-0000-0000-000000000000'::uuid)
     FROM (
         SELECT unnest(@record_account_ids::uuid[]) AS account_id, unnest(@request_ids::text[]) AS request_id,
                unnest(@api_key_ids::uuid[]) AS api_key_id, unnest(@models::text[]) AS model,
@@ -40,7 +41,8 @@ WITH new_usage AS (
                unnest(@finished_at::timestamptz[]) AS finished_at,
                unnest(@hosted_tool_calls::jsonb[]) AS hosted_tool_calls,
                unnest(@hosted_tool_micros::bigint[]) AS hosted_tool_micros,
-               unnest(@on_credit::boolean[]) AS on_credit
+               unnest(@on_credit::boolean[]) AS on_credit,
+               unnest(@agent_session_ids::uuid[]) AS agent_session_id
     ) AS r
     ON CONFLICT (account_id, request_id) DO NOTHING
     RETURNING usage_records.id, usage_records.account_id, usage_records.request_id, usage_records.cost_micros,

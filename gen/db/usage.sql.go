@@ -13,7 +13,7 @@ import (
 )
 
 const listUsageRecords = `-- name: ListUsageRecords :many
-SELECT id, account_id, request_id, api_key_id, model, route, provider, upstream_model, input_tokens, output_tokens, cost_micros, status, started_at, finished_at, recorded_at, hosted_tool_calls, hosted_tool_micros, on_credit FROM usage_records WHERE account_id = $1 ORDER BY id DESC LIMIT $2
+SELECT id, account_id, request_id, api_key_id, model, route, provider, upstream_model, input_tokens, output_tokens, cost_micros, status, started_at, finished_at, recorded_at, hosted_tool_calls, hosted_tool_micros, on_credit, agent_session_id FROM usage_records WHERE account_id = $1 ORDER BY id DESC LIMIT $2
 `
 
 type ListUsageRecordsParams struct {
@@ -50,6 +50,7 @@ func (q *Queries) ListUsageRecords(ctx context.Context, arg ListUsageRecordsPara
 			&i.HostedToolCalls,
 			&i.HostedToolMicros,
 			&i.OnCredit,
+			&i.AgentSessionID,
 		); err != nil {
 			return nil, err
 		}
@@ -83,12 +84,13 @@ WITH new_usage AS (
     INSERT INTO usage_records (
         account_id, request_id, api_key_id, model, route, provider, upstream_model,
         input_tokens, output_tokens, cost_micros, status, started_at, finished_at,
-        hosted_tool_calls, hosted_tool_micros, on_credit
+        hosted_tool_calls, hosted_tool_micros, on_credit, agent_session_id
     )
     SELECT r.account_id, r.request_id, NULLIF(r.api_key_id, '00000000-0000-0000-0000-000000000000'::uuid),
            r.model, r.route, r.provider, r.upstream_model,
            r.input_tokens, r.output_tokens, r.cost_micros, r.status, r.started_at, r.finished_at,
-           r.hosted_tool_calls, r.hosted_tool_micros, r.on_credit
+           r.hosted_tool_calls, r.hosted_tool_micros, r.on_credit,
+           NULLIF(r.agent_session_id, '00000000-0000-0000-0000-000000000000'::uuid)
     FROM (
         SELECT unnest($1::uuid[]) AS account_id, unnest($2::text[]) AS request_id,
                unnest($3::uuid[]) AS api_key_id, unnest($4::text[]) AS model,
@@ -99,7 +101,8 @@ WITH new_usage AS (
                unnest($13::timestamptz[]) AS finished_at,
                unnest($14::jsonb[]) AS hosted_tool_calls,
                unnest($15::bigint[]) AS hosted_tool_micros,
-               unnest($16::boolean[]) AS on_credit
+               unnest($16::boolean[]) AS on_credit,
+               unnest($17::uuid[]) AS agent_session_id
     ) AS r
     ON CONFLICT (account_id, request_id) DO NOTHING
     RETURNING usage_records.id, usage_records.account_id, usage_records.request_id, usage_records.cost_micros,
@@ -117,8 +120,8 @@ WITH new_usage AS (
            (a.balance_micros - a.held_micros)::bigint AS free
     FROM accounts a
     LEFT JOIN totals t ON t.account_id = a.id
-    LEFT JOIN credit_holds h ON h.account_id = a.id AND h.holder = $17::text
-    WHERE a.id = ANY($18::uuid[])
+    LEFT JOIN credit_holds h ON h.account_id = a.id AND h.holder = $18::text
+    WHERE a.id = ANY($19::uuid[])
 ), plan AS (
     SELECT caps.account_id, caps.balance_micros, caps.total, caps.records, caps.credit_total, caps.from_hold,
            (caps.from_hold + LEAST(caps.total - caps.from_hold, caps.free))::bigint AS billed
@@ -153,7 +156,7 @@ WITH new_usage AS (
     UPDATE credit_holds
     SET amount_micros = credit_holds.amount_micros - plan.from_hold,
         version = nextval('credit_hold_version')
-    FROM plan WHERE credit_holds.account_id = plan.account_id AND credit_holds.holder = $17::text
+    FROM plan WHERE credit_holds.account_id = plan.account_id AND credit_holds.holder = $18::text
     RETURNING credit_holds.account_id, credit_holds.amount_micros, credit_holds.version
 )
 SELECT plan.account_id,
@@ -185,6 +188,7 @@ type WriteUsageBatchParams struct {
 	HostedToolCalls  [][]byte
 	HostedToolMicros []int64
 	OnCredit         []bool
+	AgentSessionIds  []uuid.UUID
 	Holder           string
 	AccountIds       []uuid.UUID
 }
@@ -239,6 +243,7 @@ func (q *Queries) WriteUsageBatch(ctx context.Context, arg WriteUsageBatchParams
 		arg.HostedToolCalls,
 		arg.HostedToolMicros,
 		arg.OnCredit,
+		arg.AgentSessionIds,
 		arg.Holder,
 		arg.AccountIds,
 	)

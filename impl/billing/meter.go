@@ -690,6 +690,8 @@ type UsageRecord struct {
 	// StartedAt defaults to the time of the reservation, FinishedAt to the time of Settle.
 	StartedAt  time.Time
 	FinishedAt time.Time
+	// AgentSessionID tags the model call of an agent session (uuid.Nil: none).
+	AgentSessionID uuid.UUID
 }
 
 // Settle ends the reservation with the request's real cost: actualMicros, clamped to the
@@ -733,7 +735,7 @@ func (r *Reservation) Settle(actualMicros int64, usage UsageRecord) int64 {
 		InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens, CostMicros: cost,
 		Status: usage.Status, StartedAt: usage.StartedAt, FinishedAt: usage.FinishedAt,
 		HostedCalls: hostedCallsByName(usage.HostedCalls), HostedMicros: min(usage.HostedMicros, cost),
-		OnCredit: r.onCredit,
+		OnCredit: r.onCredit, AgentSessionID: usage.AgentSessionID,
 	}
 	if rec.Status == "" {
 		rec.Status = "completed"

@@ -53,7 +53,7 @@ const maxResponseBytes = 64 << 20
 
 // CreateChatCompletion serves POST /v1/chat/completions.
 func (s *Server) CreateChatCompletion(ctx context.Context, req api.CreateChatCompletionRequestObject) (api.CreateChatCompletionResponseObject, error) {
-	x, err := s.startExchange(ctx, llm.FormatChat, *req.Body, nil)
+	x, err := s.startExchange(ctx, llm.FormatChat, *req.Body, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +62,7 @@ func (s *Server) CreateChatCompletion(ctx context.Context, req api.CreateChatCom
 
 // CreateResponse serves POST /v1/responses.
 func (s *Server) CreateResponse(ctx context.Context, req api.CreateResponseRequestObject) (api.CreateResponseResponseObject, error) {
-	x, err := s.startExchange(ctx, llm.FormatResponses, *req.Body, nil)
+	x, err := s.startExchange(ctx, llm.FormatResponses, *req.Body, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +78,7 @@ func (s *Server) CreateMessage(ctx context.Context, req api.CreateMessageRequest
 	if v := req.Params.AnthropicBeta; v != nil {
 		forward.Set("anthropic-beta", *v)
 	}
-	x, err := s.startExchange(ctx, llm.FormatMessages, *req.Body, forward)
+	x, err := s.startExchange(ctx, llm.FormatMessages, *req.Body, forward, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -126,6 +126,7 @@ type exchange struct {
 	ir          *llm.Request
 	reserve     *billing.Reservation
 	started     time.Time
+	opts        *exchangeOptions // an in-process call's (agentcall.go); nil on the HTTP routes
 }
 
 // resolveModel is the model id names for principal p on a route of format client: model
@@ -169,8 +170,9 @@ func familyFor(f llm.Format) string {
 
 // startExchange does everything that can still fail with an HTTP status: it resolves the
 // model, reserves the worst-case cost, and calls upstreams (with retries and failover) until
-// one answers. The returned exchange owns the reservation and the upstream response.
-func (s *Server) startExchange(ctx context.Context, client llm.Format, body []byte, forward http.Header) (*exchange, error) {
+// one answers. The returned exchange owns the reservation and the upstream response. o is nil
+// on the HTTP routes (see exchangeOptions).
+func (s *Server) startExchange(ctx context.Context, client llm.Format, body []byte, forward http.Header, o *exchangeOptions) (*exchange, error) {
 	p, err := principal(ctx)
 	if err != nil {
 		return nil, err
@@ -248,6 +250,12 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 		inputEst = min(inputEst, int64(m.ContextTokens))
 	}
 	features.InputTokens = int(inputEst)
+	if o != nil && o.ceiling > 0 {
+		if outBound, err = o.fit(m, inputEst, outBound, choices); err != nil {
+			return nil, err
+		}
+		maxTokens = outBound
+	}
 
 	requestID := requestIDFrom(ctx)
 	// n choices may each be as long as the bound (the upstream's usage counts them all); hosted
@@ -261,7 +269,7 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 		return nil, err
 	}
 	x := &exchange{s: s, ctx: ctx, client: client, principal: p, requestID: requestID, model: m, stream: stream,
-		inputEst: inputEst, ir: ir, reserve: reservation, started: time.Now()}
+		inputEst: inputEst, ir: ir, reserve: reservation, started: time.Now(), opts: o}
 	if client == llm.FormatChat && stream {
 		x.include = convert.IncludeUsage(body)
 	}
@@ -983,10 +991,10 @@ func (x *exchange) drainUpstream() {
 	cut.Stop()
 }
 
-// settle bills what the upstream produced at the chosen expert's price. When the upstream
-// reported no usage (a stream cut short), the output is estimated from the characters produced
-// and the input from the request.
-func (x *exchange) settle(u llm.Usage, producedChars int, status string) {
+// settle bills what the upstream produced at the chosen expert's price, and returns the amount
+// charged. When the upstream reported no usage (a stream cut short), the output is estimated
+// from the characters produced and the input from the request.
+func (x *exchange) settle(u llm.Usage, producedChars int, status string) int64 {
 	in, out := u.InputTokens, u.OutputTokens
 	if in == 0 {
 		in = x.inputEst
@@ -1001,7 +1009,7 @@ func (x *exchange) settle(u llm.Usage, producedChars int, status string) {
 	rec := x.usageRecord(in, out, status)
 	rec.HostedCalls = x.hostedCalls(u)
 	rec.HostedMicros = x.expert.HostedCost(rec.HostedCalls, x.hostedBounds)
-	x.reserve.Settle(billing.SaturatingAdd(billing.Cost(in, out, x.expert.Price), rec.HostedMicros), rec)
+	return x.reserve.Settle(billing.SaturatingAdd(billing.Cost(in, out, x.expert.Price), rec.HostedMicros), rec)
 }
 
 // hostedCalls are the hosted-tool calls billed for an answer with usage u: those the upstream
@@ -1027,9 +1035,13 @@ func (x *exchange) settleUndelivered(u llm.Usage, status string) {
 
 // usageRecord is the exchange's usage record, finished now.
 func (x *exchange) usageRecord(in, out int64, status string) billing.UsageRecord {
-	return billing.UsageRecord{
+	rec := billing.UsageRecord{
 		KeyID: x.principal.KeyID, Model: x.model.ID, Route: routeOf(x.client),
 		Provider: x.expert.Provider, UpstreamModel: x.expert.Model,
 		InputTokens: in, OutputTokens: out, Status: status, StartedAt: x.started, FinishedAt: time.Now(),
 	}
+	if x.opts != nil {
+		rec.Route, rec.AgentSessionID = x.opts.route, x.opts.sessionID
+	}
+	return rec
 }

@@ -13,7 +13,8 @@ import (
 )
 
 // Migrate applies every embedded migration that the database has not applied yet, each in its
-// own transaction, in file-name order, and returns the versions it applied. Concurrent callers
+// own transaction, in file-name order, then River's (see migrateRiver), and returns the
+// versions it applied. Concurrent callers
 // (several gateway processes starting together) are serialised by an advisory lock.
 func (s *Store) Migrate(ctx context.Context) ([]string, error) {
 	files, err := fs.Glob(queries.Migrations, "migrations/*.sql")
@@ -36,7 +37,9 @@ func (s *Store) Migrate(ctx context.Context) ([]string, error) {
 			applied = append(applied, version)
 		}
 	}
-	return applied, nil
+	// River's tables (the agents' job queue) come with ours, so every process has them.
+	river, err := s.migrateRiver(ctx)
+	return append(applied, river...), err
 }
 
 // applyMigration runs one migration script unless it is recorded as applied, and records it.

@@ -41,6 +41,8 @@ type UsageRecord struct {
 	// backed it, so WriteUsage bills it from the account's free credit only, and its ledger
 	// entry's note says that it was served on credit.
 	OnCredit bool
+	// AgentSessionID is the agent session whose model call this was (uuid.Nil: none).
+	AgentSessionID uuid.UUID
 	// RecordedAt is when the row was written (read back only).
 	RecordedAt time.Time
 }
@@ -154,8 +156,8 @@ func (s *Store) WriteUsage(ctx context.Context, holder string, records []UsageRe
 
 // appendUsage adds a record to the columns of a batch, made safe for PostgreSQL: text without
 // NUL bytes or invalid UTF-8, no negative counts, and a status, so that one odd record can
-// never make every retry of its batch fail. A record without an API key has uuid.Nil, which
-// the statement stores as NULL.
+// never make every retry of its batch fail. A record without an API key (or agent session) has
+// uuid.Nil, which the statement stores as NULL.
 func appendUsage(p *db.WriteUsageBatchParams, r UsageRecord) {
 	status := clean(r.Status)
 	if status == "" {
@@ -181,6 +183,7 @@ func appendUsage(p *db.WriteUsageBatchParams, r UsageRecord) {
 	p.HostedToolCalls = append(p.HostedToolCalls, calls)
 	p.HostedToolMicros = append(p.HostedToolMicros, min(max(r.HostedMicros, 0), max(r.CostMicros, 0)))
 	p.OnCredit = append(p.OnCredit, r.OnCredit)
+	p.AgentSessionIds = append(p.AgentSessionIds, r.AgentSessionID)
 }
 
 func clean(s string) string {
@@ -201,6 +204,9 @@ func (s *Store) UsageRecords(ctx context.Context, accountID uuid.UUID, limit int
 			InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CostMicros: r.CostMicros, Status: r.Status,
 			StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, RecordedAt: r.RecordedAt,
 			HostedMicros: r.HostedToolMicros, OnCredit: r.OnCredit,
+		}
+		if r.AgentSessionID.Valid {
+			out[i].AgentSessionID = uuid.UUID(r.AgentSessionID.Bytes)
 		}
 		if len(r.HostedToolCalls) > 0 {
 			if err := json.Unmarshal(r.HostedToolCalls, &out[i].HostedCalls); err != nil {

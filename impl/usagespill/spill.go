@@ -517,6 +517,7 @@ type record struct {
 	StartedAt     time.Time        `json:"started_at"`
 	FinishedAt    time.Time        `json:"finished_at"`
 	OnCredit      bool             `json:"on_credit,omitempty"`
+	AgentSession  *uuid.UUID       `json:"agent_session_id,omitempty"`
 }
 
 func encode(e Entry) ([]byte, error) {
@@ -527,6 +528,7 @@ func encode(e Entry) ([]byte, error) {
 		InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CostMicros: r.CostMicros,
 		HostedCalls: r.HostedCalls, HostedMicros: r.HostedMicros, Status: r.Status,
 		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, OnCredit: r.OnCredit,
+		AgentSession: agentSession(r.AgentSessionID),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("usagespill: encode the record of request %q: %w", r.RequestID, err)
@@ -542,11 +544,23 @@ func decode(payload []byte) (Entry, error) {
 	if err := json.Unmarshal(payload, &r); err != nil {
 		return Entry{}, err
 	}
-	return Entry{Holder: r.Holder, Record: store.UsageRecord{
+	e := Entry{Holder: r.Holder, Record: store.UsageRecord{
 		AccountID: r.AccountID, RequestID: r.RequestID, APIKeyID: r.APIKeyID,
 		Model: r.Model, Route: r.Route, Provider: r.Provider, UpstreamModel: r.UpstreamModel,
 		InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CostMicros: r.CostMicros,
 		HostedCalls: r.HostedCalls, HostedMicros: r.HostedMicros, Status: r.Status,
 		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, OnCredit: r.OnCredit,
-	}}, nil
+	}}
+	if r.AgentSession != nil {
+		e.Record.AgentSessionID = *r.AgentSession
+	}
+	return e, nil
+}
+
+// agentSession is the agent session of a record as stored (nil: none).
+func agentSession(id uuid.UUID) *uuid.UUID {
+	if id == uuid.Nil {
+		return nil
+	}
+	return &id
 }

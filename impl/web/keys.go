@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -22,40 +21,6 @@ func (a *App) keysRoutes(mux *http.ServeMux) {
 	mux.Handle("POST /keys/{id}/rpm", a.member(a.keyAction(a.setKeyRPM)))
 }
 
-// keyRow is one key as the Keys page shows it.
-type keyRow struct {
-	store.APIKey
-	Status string
-}
-
-func keyStatus(k store.APIKey, at time.Time) string {
-	switch {
-	case k.RevokedAt != nil:
-		return "revoked"
-	case k.DisabledAt != nil:
-		return "disabled"
-	case k.ExpiresAt != nil && !k.ExpiresAt.After(at):
-		return "expired"
-	}
-	return "active"
-}
-
-// keyState is what the audit log keeps of a key before and after a change.
-func keyState(k store.APIKey) map[string]any {
-	m := map[string]any{"name": k.Name, "prefix": k.DisplayPrefix, "rpm_limit": k.RPMLimit, "status": keyStatus(k, now())}
-	if k.ExpiresAt != nil {
-		m["expires_at"] = k.ExpiresAt.UTC().Format(time.RFC3339)
-	}
-	if k.CreditCapMicros != nil {
-		m["credit_cap_micros"] = *k.CreditCapMicros
-		m["cap_period"] = string(k.CapPeriod)
-	}
-	if k.Models != nil {
-		m["models"] = k.Models
-	}
-	return m
-}
-
 type keysData struct {
 	Keys   []keyRow
 	Active int
@@ -70,7 +35,7 @@ func (a *App) keysPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	d := keysData{}
 	t := now()
 	for i := len(keys) - 1; i >= 0; i-- { // newest first
-		row := keyRow{APIKey: keys[i], Status: keyStatus(keys[i], t)}
+		row := newKeyRow(keys[i], t)
 		if row.Status == "active" {
 			d.Active++
 		}

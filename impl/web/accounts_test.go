@@ -1,0 +1,126 @@
+package web_test
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/tollgate/tollgate/impl/config"
+)
+
+// TestNoMembershipNoAccount: a user nobody added sees the "no account" page, and no page.
+func TestNoMembershipNoAccount(t *testing.T) {
+	e := start(t, nil)
+	b := e.browser(t)
+	p := b.signIn(e, aliceEmail, alicePass)
+	if p.Status != http.StatusForbidden || !strings.Contains(p.Body, "not a member of any account") {
+		t.Fatalf("no membership: %d %.300s", p.Status, p.Body)
+	}
+	if p := b.get("/keys"); p.Status != http.StatusSeeOther || p.Location != e.URL+"/signin/account" {
+		t.Fatalf("GET /keys without an account: %d %s", p.Status, p.Location)
+	}
+	if p := b.post("/signin/signup", nil); p.Status != http.StatusNotFound {
+		t.Fatalf("sign-up while off: %d", p.Status)
+	}
+}
+
+// TestSelfServiceSignup: with signup_plan set, a user with no account creates one on that
+// plan, as its owner.
+func TestSelfServiceSignup(t *testing.T) {
+	e := start(t, func(w *config.Web) { w.SignupPlan = "demo" })
+	b := e.browser(t)
+	p := b.signIn(e, aliceEmail, alicePass)
+	if p.Status != http.StatusOK || !strings.Contains(p.Body, "Create my account") {
+		t.Fatalf("sign-up offer: %d %.300s", p.Status, p.Body)
+	}
+	if p := b.post("/signin/signup", nil); p.Status != http.StatusSeeOther {
+		t.Fatalf("sign-up: %d %.200s", p.Status, p.Body)
+	}
+	home := b.get("/")
+	if home.Status != http.StatusOK || !strings.Contains(home.Body, "(owner)") || !strings.Contains(home.Body, "$10.00") {
+		t.Fatalf("home after sign-up: %d %.400s", home.Status, home.Body)
+	}
+}
+
+var accountFormRe = regexp.MustCompile(`name="account_id" value="([^"]+)"`)
+
+// TestAccountSwitch: a member of two accounts chooses one, and may switch; a forged account id
+// is not found.
+func TestAccountSwitch(t *testing.T) {
+	e := start(t, nil)
+	a := e.account(t, "acme", aliceEmail, "owner")
+	g := e.account(t, "globex", aliceEmail, "member")
+	other := e.account(t, "initech", bobEmail, "owner")
+	b := e.browser(t)
+	p := b.signIn(e, aliceEmail, alicePass)
+	ids := accountFormRe.FindAllStringSubmatch(p.Body, -1)
+	if p.Status != http.StatusOK || len(ids) != 2 {
+		t.Fatalf("account choice: %d %d %.300s", p.Status, len(ids), p.Body)
+	}
+	if r := b.post("/signin/account", url.Values{"account_id": {g.ID.String()}}); r.Status != http.StatusSeeOther {
+		t.Fatalf("choose globex: %d", r.Status)
+	}
+	if h := b.get("/"); !strings.Contains(h.Body, "globex (member)") {
+		t.Fatalf("home: %.300s", h.Body)
+	}
+	if r := b.post("/signin/account", url.Values{"account_id": {other.ID.String()}}); r.Status != http.StatusNotFound {
+		t.Fatalf("choose another's account: %d", r.Status)
+	}
+	b.post("/signin/account", url.Values{"account_id": {a.ID.String()}})
+	if h := b.get("/"); !strings.Contains(h.Body, "acme (owner)") {
+		t.Fatalf("home after switch: %.300s", h.Body)
+	}
+	// A membership removed takes effect at the next request.
+	if err := e.Members.Remove(context.Background(), a.ID, aliceEmail); err != nil {
+		t.Fatal(err)
+	}
+	if r := b.get("/keys"); r.Status != http.StatusSeeOther || r.Location != e.URL+"/signin/account" {
+		t.Fatalf("after removal: %d %s", r.Status, r.Location)
+	}
+}
+
+// TestSessionsPage: the page lists the user's sessions; ending another one signs that browser
+// out; another user's session id is not found.
+func TestSessionsPage(t *testing.T) {
+	e := start(t, nil)
+	e.account(t, "acme", aliceEmail, "owner")
+	e.account(t, "globex", bobEmail, "owner")
+	laptop, phone, bob := e.browser(t), e.browser(t), e.browser(t)
+	laptop.signIn(e, aliceEmail, alicePass)
+	phone.signIn(e, aliceEmail, alicePass)
+	bob.signIn(e, bobEmail, bobPass)
+	p := laptop.get("/sessions")
+	ends := regexp.MustCompile(`action="/sessions/(\d+)/end"`).FindAllStringSubmatch(p.Body, -1)
+	if len(ends) != 2 || strings.Count(p.Body, "(this session)") != 1 {
+		t.Fatalf("sessions page: %d sessions %.600s", len(ends), p.Body)
+	}
+	var bobID string
+	if err := e.Store.Pool().QueryRow(context.Background(), `SELECT s.id::text FROM web_sessions s JOIN users u ON u.id = s.user_id WHERE u.email = $1`, bobEmail).Scan(&bobID); err != nil {
+		t.Fatal(err)
+	}
+	if r := laptop.post("/sessions/"+bobID+"/end", nil); r.Status != http.StatusNotFound {
+		t.Fatalf("ending another user's session: %d", r.Status)
+	}
+	if !signedIn(bob) {
+		t.Fatal("bob was signed out")
+	}
+	// The phone's session is the one not marked current: the first listed is the most recent.
+	var phoneID string
+	for _, m := range ends {
+		if !strings.Contains(p.Body, `action="/sessions/`+m[1]+`/end"><button type="submit">End (signs you out)`) {
+			phoneID = m[1]
+		}
+	}
+	if r := laptop.post("/sessions/"+phoneID+"/end", nil); r.Status != http.StatusSeeOther {
+		t.Fatalf("end the phone's session: %d", r.Status)
+	}
+	if signedIn(phone) {
+		t.Fatal("the ended session still works")
+	}
+	if !signedIn(laptop) {
+		t.Fatal("the laptop was signed out")
+	}
+}

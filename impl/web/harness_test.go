@@ -1,0 +1,263 @@
+package web_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/impl/accounts"
+	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/dataset"
+	"github.com/tollgate/tollgate/impl/devoidc"
+	"github.com/tollgate/tollgate/impl/gateway"
+	"github.com/tollgate/tollgate/impl/h1server"
+	"github.com/tollgate/tollgate/impl/pgtest"
+	"github.com/tollgate/tollgate/impl/store"
+	"github.com/tollgate/tollgate/impl/web/members"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+const (
+	aliceEmail = "alice@example.com"
+	alicePass  = "alice-password"
+	bobEmail   = "bob@example.com"
+	bobPass    = "bob-password"
+)
+
+// env is a gateway with the web application, at http://localhost:<port> (its own site), and the
+// development OpenID provider at http://127.0.0.1:<port> (another site), on a fresh database.
+type env struct {
+	URL      string
+	Store    *store.Store
+	Accounts *accounts.Service
+	Members  *members.Service
+	IdP      *devoidc.Provider
+	Config   *config.Config
+}
+
+// start runs the environment for the rest of the test; tune adjusts the web configuration.
+func start(t *testing.T, tune func(*config.Web)) *env {
+	t.Helper()
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	appLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(appLn.Addr().String())
+	appURL := "http://localhost:" + port
+	idpLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	idp, err := devoidc.Serve(idpLn, devoidc.Options{
+		Users: []devoidc.User{
+			{Subject: "alice", Email: aliceEmail, Name: "Alice", Password: alicePass},
+			{Subject: "bob", Email: bobEmail, Name: "Bob", Password: bobPass},
+		},
+		Clients: []devoidc.Client{{ID: "tollgate", Secret: "client-secret",
+			RedirectURIs: []string{appURL + "/auth/callback"}, PostLogoutRedirectURIs: []string{appURL + "/"}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = idp.Close() })
+
+	cfg := config.Default()
+	cfg.Web = config.Web{Issuer: idp.Issuer(), ClientID: "tollgate", ClientSecret: "client-secret", PublicURL: appURL + "/"}
+	if tune != nil {
+		tune(&cfg.Web)
+	}
+	cfg.Web.ApplyDefaults()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(ctx, pgtest.ConnString(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	storage, err := dataset.NewDirStorage(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := gateway.New(gateway.Options{Store: st, Config: cfg, Logger: log, DatasetStorage: storage, SimulatorURL: "http://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = gw.Run(runCtx) }()
+	srv := &h1server.Server{Handler: gw.Handler}
+	served := make(chan struct{})
+	go func() { defer close(served); _ = srv.Serve(appLn) }()
+	t.Cleanup(func() { _ = gw.Close() })
+	t.Cleanup(func() { stop(); <-done })
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-served
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for !gw.Feed.Live() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return &env{URL: appURL, Store: st, Accounts: &accounts.Service{Store: st, Config: cfg},
+		Members: &members.Service{DB: st.Pool()}, IdP: idp, Config: cfg}
+}
+
+// account creates an account with the e-mail as a member in role.
+func (e *env) account(t *testing.T, name, email, role string) store.Account {
+	t.Helper()
+	acct, err := e.Accounts.CreateAccount(context.Background(), name, "demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if email != "" {
+		if _, err := e.Members.Add(context.Background(), acct.ID, email, role); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return acct
+}
+
+// browser is a plain HTTP client with a cookie jar that does not follow redirects by itself.
+type browser struct {
+	t   *testing.T
+	c   *http.Client
+	app string
+}
+
+func (e *env) browser(t *testing.T) *browser {
+	jar, _ := cookiejar.New(nil)
+	return &browser{t: t, app: e.URL, c: &http.Client{Jar: jar, Timeout: 10 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+// page is a response read whole.
+type page struct {
+	Status   int
+	Location string
+	Body     string
+	Header   http.Header
+}
+
+func (b *browser) do(method, u string, form url.Values, hdr map[string]string) page {
+	b.t.Helper()
+	if strings.HasPrefix(u, "/") {
+		u = b.app + u
+	}
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, u, body)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	req.Header.Set("User-Agent", "web-test")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := b.c.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	loc := resp.Header.Get("Location")
+	if loc != "" {
+		if l, err := resp.Request.URL.Parse(loc); err == nil {
+			loc = l.String()
+		}
+	}
+	return page{Status: resp.StatusCode, Location: loc, Body: string(raw), Header: resp.Header}
+}
+
+func (b *browser) get(u string) page { return b.do(http.MethodGet, u, nil, nil) }
+
+// post submits a form as a same-origin browser does (Origin and Sec-Fetch-Site).
+func (b *browser) post(u string, form url.Values) page {
+	if form == nil {
+		form = url.Values{}
+	}
+	return b.do(http.MethodPost, u, form, map[string]string{"Origin": b.app, "Sec-Fetch-Site": "same-origin"})
+}
+
+// follow follows redirects from p until stop says so or a page is not a redirect.
+func (b *browser) follow(p page, stop func(string) bool) page {
+	b.t.Helper()
+	for i := 0; i < 20 && p.Location != ""; i++ {
+		if stop != nil && stop(p.Location) {
+			return p
+		}
+		p = b.get(p.Location)
+	}
+	return p
+}
+
+var authRequestRe = regexp.MustCompile(`name="authRequestID" value="([^"]+)"`)
+
+// login answers the provider's login form shown in p, and returns the provider's answer.
+func (b *browser) login(p page, issuer, email, password string) page {
+	b.t.Helper()
+	m := authRequestRe.FindStringSubmatch(p.Body)
+	if m == nil {
+		b.t.Fatalf("no login form (status %d): %.300s", p.Status, p.Body)
+	}
+	return b.do(http.MethodPost, issuer+"/login", url.Values{"authRequestID": {m[1]}, "email": {email}, "password": {password}},
+		map[string]string{"Origin": issuer})
+}
+
+// toCallback goes from the provider's authorization URL to the application's callback URL
+// (not requested), signing in at the provider when it asks.
+func (b *browser) toCallback(authURL, issuer, email, password string) string {
+	b.t.Helper()
+	isCallback := func(u string) bool { return strings.HasPrefix(u, b.app+"/auth/callback") }
+	p := b.follow(b.get(authURL), isCallback)
+	if !isCallback(p.Location) {
+		p = b.follow(b.login(p, issuer, email, password), isCallback)
+	}
+	if !isCallback(p.Location) {
+		b.t.Fatalf("the provider did not send us back: %d %s %.300s", p.Status, p.Location, p.Body)
+	}
+	return p.Location
+}
+
+// signIn signs in through the provider and returns the page the application lands on.
+func (b *browser) signIn(e *env, email, password string) page {
+	b.t.Helper()
+	p := b.get("/signin")
+	if p.Status != http.StatusFound || !strings.HasPrefix(p.Location, e.IdP.Issuer()) {
+		b.t.Fatalf("GET /signin: %d %s", p.Status, p.Location)
+	}
+	cb := b.toCallback(p.Location, e.IdP.Issuer(), email, password)
+	return b.follow(b.get(cb), nil)
+}
+
+// cookie is the browser's session cookie for the application ("" when none).
+func (b *browser) cookie() string {
+	u, _ := url.Parse(b.app)
+	for _, c := range b.c.Jar.Cookies(u) {
+		if c.Name == "__Host-tollgate_session" {
+			return c.Value
+		}
+	}
+	return ""
+}

@@ -1,0 +1,174 @@
+package web_test
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/impl/config"
+)
+
+var plainKeyRe = regexp.MustCompile(`value="(tgk_[^"]+)"`)
+
+// createKey creates a key on the page and returns the plain key shown.
+func createKey(t *testing.T, b *browser, name string) string {
+	t.Helper()
+	if p := b.get("/keys/new"); p.Status != http.StatusOK {
+		t.Fatalf("GET /keys/new: %d %s", p.Status, p.Location)
+	}
+	p := b.post("/keys", url.Values{"name": {name}, "rpm": {"30"}})
+	if p.Status != http.StatusCreated {
+		t.Fatalf("POST /keys: %d %s %.300s", p.Status, p.Location, p.Body)
+	}
+	m := plainKeyRe.FindStringSubmatch(p.Body)
+	if m == nil {
+		t.Fatalf("no key shown: %.500s", p.Body)
+	}
+	return m[1]
+}
+
+// TestKeyShownOnce: a key created on the page is shown in that response only: it works on the
+// API, the Keys page lists its prefix but never the key, only its hash is stored, and the
+// creation is audited with its creator.
+func TestKeyShownOnce(t *testing.T) {
+	e := start(t, nil)
+	acct := e.account(t, "acme", aliceEmail, "member")
+	b := e.browser(t)
+	b.signIn(e, aliceEmail, alicePass)
+	plain := createKey(t, b, "laptop")
+
+	api := e.browser(t)
+	if p := api.do("GET", "/v1/models", nil, map[string]string{"Authorization": "Bearer " + plain}); p.Status != http.StatusOK {
+		t.Fatalf("the new key on /v1/models: %d %.200s", p.Status, p.Body)
+	}
+	for _, path := range []string{"/keys", "/", "/audit", "/sessions", "/keys/new"} {
+		if p := b.get(path); strings.Contains(p.Body, plain) || strings.Contains(p.Body, plain[len(plain)-12:]) {
+			t.Errorf("GET %s shows the key again", path)
+		}
+	}
+	keys := b.get("/keys")
+	if !strings.Contains(keys.Body, "laptop") || !strings.Contains(keys.Body, ">active<") {
+		t.Errorf("keys page: %.600s", keys.Body)
+	}
+	var n int
+	pool := e.Store.Pool()
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM web_sessions WHERE position($1::bytea in data) > 0`, []byte(plain)).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("the key is in a session: %d %v", n, err)
+	}
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM audit_log WHERE account_id = $1 AND action = 'key.created' AND actor = $2 AND after->>'name' = 'laptop' AND after->>'rpm_limit' = '30'`, acct.ID, aliceEmail).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("key.created audited: %d %v", n, err)
+	}
+	if p := b.get("/audit"); !strings.Contains(p.Body, "key.created") {
+		t.Errorf("the audit page does not show the creation")
+	}
+}
+
+// TestStaleSignInCreatingKeyReauthenticates: with a sign-in older than reauth_after, creating a
+// key creates nothing and sends the browser through the provider with max_age=0 and
+// prompt=login (which shows its login form again although its session is alive); afterwards
+// the form comes back and the key is created.
+func TestStaleSignInCreatingKeyReauthenticates(t *testing.T) {
+	e := start(t, func(w *config.Web) { w.ReauthAfter = time.Second })
+	acct := e.account(t, "acme", aliceEmail, "owner")
+	b := e.browser(t)
+	b.signIn(e, aliceEmail, alicePass)
+	time.Sleep(1100 * time.Millisecond)
+	p := b.post("/keys", url.Values{"name": {"stale"}})
+	if p.Status != http.StatusSeeOther || !strings.HasPrefix(p.Location, e.URL+"/signin?") || !strings.Contains(p.Location, "reauth=1") {
+		t.Fatalf("stale POST /keys: %d %s", p.Status, p.Location)
+	}
+	if keys, _ := e.Store.ListAPIKeys(context.Background(), acct.ID); len(keys) != 0 {
+		t.Fatalf("a stale sign-in created %d keys", len(keys))
+	}
+	if g := b.get("/keys/new"); g.Status != http.StatusSeeOther || !strings.Contains(g.Location, "reauth=1") {
+		t.Fatalf("stale GET /keys/new: %d %s", g.Status, g.Location)
+	}
+	authz := b.get(p.Location)
+	if authz.Status != http.StatusFound || !strings.Contains(authz.Location, "prompt=login") || !strings.Contains(authz.Location, "max_age=0") {
+		t.Fatalf("re-authentication request: %d %s", authz.Status, authz.Location)
+	}
+	form := b.follow(b.get(authz.Location), func(u string) bool { return strings.HasPrefix(u, e.URL) })
+	if !authRequestRe.MatchString(form.Body) {
+		t.Fatalf("the provider did not ask for the password again: %d %s", form.Status, form.Location)
+	}
+	back := b.follow(b.login(form, e.IdP.Issuer(), aliceEmail, alicePass), func(u string) bool { return strings.HasPrefix(u, e.URL+"/keys/new") })
+	if back.Location != e.URL+"/keys/new" {
+		t.Fatalf("after re-authentication: %d %s %.200s", back.Status, back.Location, back.Body)
+	}
+	createKey(t, b, "fresh")
+}
+
+// TestOtherAccountKeyNotFound: every key action with another account's key id answers 404,
+// exactly as an unknown id, and leaves the key alone.
+func TestOtherAccountKeyNotFound(t *testing.T) {
+	e := start(t, nil)
+	e.account(t, "acme", aliceEmail, "owner")
+	other := e.account(t, "globex", bobEmail, "owner")
+	theirs, err := e.Accounts.CreateKey(context.Background(), other.ID, "theirs", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := e.browser(t)
+	b.signIn(e, aliceEmail, alicePass)
+	for _, action := range []string{"revoke", "rpm"} {
+		for _, id := range []string{theirs.Key.ID.String(), "7b0c2f2e-0000-4000-8000-000000000000", "not-a-uuid"} {
+			p := b.post("/keys/"+id+"/"+action, url.Values{"rpm": {"1"}})
+			if p.Status != http.StatusNotFound {
+				t.Errorf("POST /keys/%s/%s: %d", id, action, p.Status)
+			}
+		}
+	}
+	// Revoke all revokes only the account's own keys.
+	if p := b.post("/keys/revoke-all", nil); p.Status != http.StatusSeeOther {
+		t.Fatalf("revoke all: %d", p.Status)
+	}
+	got, err := e.Store.GetAPIKey(context.Background(), theirs.Key.ID)
+	if err != nil || got.RevokedAt != nil || got.RPMLimit != 10 {
+		t.Fatalf("the other account's key changed: %+v %v", got, err)
+	}
+	if p := b.get("/keys"); strings.Contains(p.Body, "theirs") {
+		t.Fatal("the other account's key is listed")
+	}
+}
+
+// TestKeyRevokeAndRevokeAll: revoking on the page makes the key refused by the API (401);
+// revoke all is for owners.
+func TestKeyRevokeAndRevokeAll(t *testing.T) {
+	e := start(t, nil)
+	acct := e.account(t, "acme", aliceEmail, "owner")
+	e.Members.Add(context.Background(), acct.ID, bobEmail, "member")
+	b := e.browser(t)
+	b.signIn(e, aliceEmail, alicePass)
+	plain := createKey(t, b, "one")
+	createKey(t, b, "two")
+	keys, _ := e.Store.ListAPIKeys(context.Background(), acct.ID)
+	if p := b.post("/keys/"+keys[0].ID.String()+"/revoke", nil); p.Status != http.StatusSeeOther {
+		t.Fatalf("revoke: %d", p.Status)
+	}
+	api := e.browser(t)
+	deadline := time.Now().Add(5 * time.Second)
+	for api.do("GET", "/v1/models", nil, map[string]string{"Authorization": "Bearer " + plain}).Status != http.StatusUnauthorized {
+		if time.Now().After(deadline) {
+			t.Fatal("the revoked key still works")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	member := e.browser(t)
+	member.signIn(e, bobEmail, bobPass)
+	if p := member.post("/keys/revoke-all", nil); p.Status != http.StatusForbidden {
+		t.Fatalf("revoke all by a member: %d", p.Status)
+	}
+	if p := b.post("/keys/revoke-all", nil); p.Status != http.StatusSeeOther {
+		t.Fatalf("revoke all by the owner: %d", p.Status)
+	}
+	keys, _ = e.Store.ListAPIKeys(context.Background(), acct.ID)
+	for _, k := range keys {
+		if k.RevokedAt == nil {
+			t.Errorf("key %s not revoked", k.Name)
+		}
+	}
+}

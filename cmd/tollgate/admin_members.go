@@ -2,13 +2,97 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/tollgate/tollgate/impl/web/audit"
+	"github.com/tollgate/tollgate/impl/web/members"
 )
 
 // memberAdminUsage documents the operator's membership commands (the web application's users).
-const memberAdminUsage = ``
+const memberAdminUsage = `  member add ACCOUNT EMAIL [-role owner|member]
+                                            let the person with EMAIL sign in to the account's web
+                                            pages (default role member; the address must be the
+                                            verified e-mail their OpenID provider reports)
+  member list ACCOUNT                       the account's members, roles and last sign-in
+  member remove ACCOUNT EMAIL               end a membership
+`
 
-// memberAdmin runs the member commands. Pending: issue 14.
-func (a *admin) memberAdmin(_ context.Context, verb string, _ []string) error {
-	return usageError(fmt.Sprintf("admin member %s: the member commands are not implemented yet", verb))
+// memberAdmin runs the member commands.
+func (a *admin) memberAdmin(ctx context.Context, verb string, args []string) error {
+	svc := &members.Service{DB: a.svc.Store.Pool()}
+	log := &audit.Log{DB: a.svc.Store.Pool()}
+	switch verb {
+	case "add":
+		fs := flag.NewFlagSet("member add", flag.ContinueOnError)
+		role := fs.String("role", members.RoleMember, "owner or member")
+		pos, err := parse(fs, args, 2)
+		if err != nil {
+			return err
+		}
+		if !members.ValidRole(*role) {
+			return usageError(fmt.Sprintf("-role %q: want owner or member", *role))
+		}
+		acct, err := a.account(ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		u, err := svc.Add(ctx, acct.ID, pos[1], *role)
+		if err != nil {
+			return err
+		}
+		if err := log.Record(ctx, audit.Entry{AccountID: acct.ID, Actor: "operator", Action: "member.added",
+			Target: "user " + u.Email, After: map[string]string{"email": u.Email, "role": *role}}); err != nil {
+			return err
+		}
+		fmt.Fprintf(a.out, "%s is a%s %s of account %s\n", u.Email, map[bool]string{true: "n", false: ""}[*role == members.RoleOwner], *role, acct.Name)
+		return nil
+	case "list":
+		pos, err := parse(flag.NewFlagSet("member list", flag.ContinueOnError), args, 1)
+		if err != nil {
+			return err
+		}
+		acct, err := a.account(ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		list, err := svc.List(ctx, acct.ID)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "EMAIL\tROLE\tADDED\tLAST_SIGN_IN")
+		for _, m := range list {
+			last := "never"
+			if m.LastSignIn != nil {
+				last = m.LastSignIn.Format(time.RFC3339)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.Email, m.Role, m.Added.Format(time.RFC3339), last)
+		}
+		return tw.Flush()
+	case "remove":
+		pos, err := parse(flag.NewFlagSet("member remove", flag.ContinueOnError), args, 2)
+		if err != nil {
+			return err
+		}
+		acct, err := a.account(ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		if err := svc.Remove(ctx, acct.ID, pos[1]); errors.Is(err, members.ErrNotFound) {
+			return fmt.Errorf("%s is not a member of account %s", pos[1], acct.Name)
+		} else if err != nil {
+			return err
+		}
+		if err := log.Record(ctx, audit.Entry{AccountID: acct.ID, Actor: "operator", Action: "member.removed",
+			Target: "user " + pos[1], Before: map[string]string{"email": pos[1]}}); err != nil {
+			return err
+		}
+		fmt.Fprintf(a.out, "%s is no longer a member of account %s\n", pos[1], acct.Name)
+		return nil
+	}
+	return usageError(fmt.Sprintf("unknown admin command %q", "member "+verb))
 }

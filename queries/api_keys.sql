@@ -1,10 +1,13 @@
 -- name: CreateAPIKey :one
-INSERT INTO api_keys (account_id, name, key_hash, display_prefix, rpm_limit)
-VALUES ($1, $2, $3, $4, $5)
+INSERT INTO api_keys (account_id, name, key_hash, display_prefix, rpm_limit, expires_at,
+                      credit_cap_micros, cap_period, models, created_by)
+VALUES (@account_id, @name, @key_hash, @display_prefix, @rpm_limit, sqlc.narg(expires_at),
+        sqlc.narg(credit_cap_micros), @cap_period, sqlc.narg(models)::text[], @created_by)
 RETURNING *;
 
 -- name: GetActiveAPIKeyByHash :one
--- The authentication lookup: only keys that are not revoked.
+-- The authentication lookup: only keys that are not revoked (disabled and expired ones come
+-- back: the caller says why it refuses them).
 SELECT * FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL;
 
 -- name: GetAPIKey :one
@@ -25,3 +28,138 @@ UPDATE api_keys SET rpm_limit = $2 WHERE id = $1 RETURNING *;
 -- Records the last use of many keys at once (written in batches, off the request path).
 UPDATE api_keys SET last_used_at = @used_at::timestamptz
 WHERE id = ANY(@ids::uuid[]) AND (last_used_at IS NULL OR last_used_at < @used_at::timestamptz);
+
+-- name: GetAccountAPIKey :one
+-- A key of the account (revoked or not); another account's key is not found.
+SELECT * FROM api_keys WHERE id = @id AND account_id = @account_id;
+
+-- name: ListAPIKeysWithSpend :many
+-- The account's keys, oldest first, each with what it spent in its current cap period
+-- (period_start, computed at @now: the UTC day, the UTC month, or since the epoch for the
+-- period 'none') and when it was last used (the epoch: never), both read from usage_records (a request counts in
+-- the period in which it started), so the list needs no write per request.
+SELECT k.*,
+       p.period_start::timestamptz AS period_start,
+       COALESCE((SELECT SUM(u.cost_micros) FROM usage_records u
+                 WHERE u.api_key_id = k.id AND u.started_at >= p.period_start), 0)::bigint AS period_spent_micros,
+       COALESCE((SELECT MAX(u.started_at) FROM usage_records u WHERE u.api_key_id = k.id), 'epoch')::timestamptz AS last_request_at
+FROM api_keys k
+CROSS JOIN LATERAL (
+    SELECT CASE k.cap_period
+               WHEN 'daily' THEN date_trunc('day', @now::timestamptz, 'UTC')
+               WHEN 'monthly' THEN date_trunc('month', @now::timestamptz, 'UTC')
+               ELSE 'epoch'::timestamptz
+           END AS period_start
+) p
+WHERE k.account_id = @account_id
+ORDER BY k.created_at, k.id;
+
+-- name: RevokeAccountAPIKey :one
+-- Revokes a key of the account, for ever; nothing comes back for another account's key or a
+-- key revoked already.
+UPDATE api_keys SET revoked_at = now()
+WHERE id = @id AND account_id = @account_id AND revoked_at IS NULL
+RETURNING *;
+
+-- name: RevokeAccountAPIKeys :many
+-- Revokes every key of the account that is not revoked yet.
+UPDATE api_keys SET revoked_at = now()
+WHERE account_id = @account_id AND revoked_at IS NULL
+RETURNING *;
+
+-- name: SetAPIKeyDisabled :one
+-- Disables (disabled true) or enables a key of the account that is not revoked. Disabling a
+-- disabled key keeps its first time.
+UPDATE api_keys
+SET disabled_at = CASE WHEN @disabled::boolean THEN COALESCE(disabled_at, now()) ELSE NULL END
+WHERE id = @id AND account_id = @account_id AND revoked_at IS NULL
+RETURNING *;
+
+-- name: SetAPIKeyLimits :one
+-- Sets every limit of a key of the account that is not revoked.
+UPDATE api_keys
+SET rpm_limit = @rpm_limit, expires_at = sqlc.narg(expires_at), credit_cap_micros = sqlc.narg(credit_cap_micros),
+    cap_period = @cap_period, models = sqlc.narg(models)::text[]
+WHERE id = @id AND account_id = @account_id AND revoked_at IS NULL
+RETURNING *;
+
+-- name: ReserveKeyBudget :one
+-- Reserves amount_micros of a capped key's budget for a request, in one statement: the
+-- budget row of (key, period) is created or updated only while its spent + reserved +
+-- amount stays within cap_micros (the row is locked and re-read, so concurrent reservations,
+-- from any process, never pass the cap together), and the reservation row, held by holder
+-- with a lease, is written with it. reserved is false when the cap would be passed; spent
+-- and held are then the budget's as this statement saw them.
+WITH budget AS (
+    INSERT INTO key_budgets AS b (key_id, period_start, reserved_micros)
+    SELECT @key_id::uuid, @period_start::timestamptz, @amount_micros::bigint
+    WHERE @amount_micros::bigint <= @cap_micros::bigint
+    ON CONFLICT (key_id, period_start) DO UPDATE
+        SET reserved_micros = b.reserved_micros + EXCLUDED.reserved_micros
+        WHERE b.spent_micros + b.reserved_micros + EXCLUDED.reserved_micros <= @cap_micros::bigint
+    RETURNING b.key_id, b.period_start
+), held AS (
+    INSERT INTO key_reservations (key_id, request_id, period_start, amount_micros, holder, expires_at)
+    SELECT budget.key_id, @request_id::text, budget.period_start, @amount_micros::bigint, @holder::text,
+           now() + sqlc.arg(lease_millis)::bigint * interval '1 millisecond'
+    FROM budget
+    RETURNING key_reservations.key_id
+)
+SELECT EXISTS (SELECT 1 FROM held)::boolean AS reserved,
+       COALESCE(kb.spent_micros, 0)::bigint AS spent_micros,
+       COALESCE(kb.reserved_micros, 0)::bigint AS held_micros
+FROM (SELECT 1) AS one
+LEFT JOIN key_budgets kb ON kb.key_id = @key_id::uuid AND kb.period_start = @period_start::timestamptz;
+
+-- name: SettleKeyReservation :execrows
+-- Ends a key reservation: its row is deleted, its amount (0 if it was reaped) leaves the
+-- budget's reserved_micros, and cost_micros (what the request's usage record charges; 0 for a
+-- release) joins spent_micros. A reservation settled already is not found (0 rows): settling is
+-- idempotent, so a settlement retried after an unknown outcome counts once.
+WITH gone AS (
+    DELETE FROM key_reservations
+    WHERE key_reservations.key_id = @key_id AND key_reservations.request_id = @request_id
+    RETURNING key_reservations.period_start, key_reservations.amount_micros
+)
+UPDATE key_budgets b
+SET spent_micros = b.spent_micros + @cost_micros::bigint,
+    reserved_micros = b.reserved_micros - gone.amount_micros
+FROM gone
+WHERE b.key_id = @key_id AND b.period_start = gone.period_start;
+
+-- name: RenewKeyReservations :execrows
+-- Extends the lease of every live reservation of the holder.
+UPDATE key_reservations SET expires_at = now() + sqlc.arg(lease_millis)::bigint * interval '1 millisecond'
+WHERE holder = @holder AND NOT reaped;
+
+-- name: ReapKeyReservations :execrows
+-- Returns the reservations whose lease has expired (their process is gone) to their budgets:
+-- of one key (key_id) or, when key_id is the nil uuid, of every key. A reaped reservation keeps its row,
+-- with amount 0, until its request settles, so that a late settlement still counts its cost.
+WITH expired AS (
+    SELECT r.key_id, r.request_id, r.period_start, r.amount_micros
+    FROM key_reservations r
+    WHERE NOT r.reaped AND r.expires_at < now()
+      AND (@key_id::uuid = '00000000-0000-0000-0000-000000000000'::uuid OR r.key_id = @key_id::uuid)
+    ORDER BY r.key_id, r.request_id
+    FOR UPDATE SKIP LOCKED
+), marked AS (
+    UPDATE key_reservations r SET amount_micros = 0, reaped = true
+    FROM expired
+    WHERE r.key_id = expired.key_id AND r.request_id = expired.request_id
+    RETURNING r.key_id
+), per_budget AS (
+    SELECT expired.key_id, expired.period_start, SUM(expired.amount_micros)::bigint AS amount
+    FROM expired GROUP BY expired.key_id, expired.period_start
+)
+UPDATE key_budgets b SET reserved_micros = b.reserved_micros - per_budget.amount
+FROM per_budget
+WHERE b.key_id = per_budget.key_id AND b.period_start = per_budget.period_start;
+
+-- name: DeleteStaleKeyReservations :execrows
+-- Deletes the reaped reservations whose process has been gone for a day: they will never settle.
+DELETE FROM key_reservations WHERE reaped AND expires_at < now() - interval '1 day';
+
+-- name: GetKeyBudget :one
+-- A key's budget in a period (for tests and the operator).
+SELECT * FROM key_budgets WHERE key_id = @key_id AND period_start = @period_start;

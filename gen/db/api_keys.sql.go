@@ -13,17 +13,24 @@ import (
 )
 
 const createAPIKey = `-- name: CreateAPIKey :one
-INSERT INTO api_keys (account_id, name, key_hash, display_prefix, rpm_limit)
-VALUES ($1, $2, $3, $4, $5)
-RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at
+INSERT INTO api_keys (account_id, name, key_hash, display_prefix, rpm_limit, expires_at,
+                      credit_cap_micros, cap_period, models, created_by)
+VALUES ($1, $2, $3, $4, $5, $6,
+        $7, $8, $9::text[], $10)
+RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by
 `
 
 type CreateAPIKeyParams struct {
-	AccountID     uuid.UUID
-	Name          string
-	KeyHash       []byte
-	DisplayPrefix string
-	RpmLimit      int32
+	AccountID       uuid.UUID
+	Name            string
+	KeyHash         []byte
+	DisplayPrefix   string
+	RpmLimit        int32
+	ExpiresAt       *time.Time
+	CreditCapMicros *int64
+	CapPeriod       string
+	Models          []string
+	CreatedBy       string
 }
 
 func (q *Queries) CreateAPIKey(ctx context.Context, arg CreateAPIKeyParams) (ApiKey, error) {
@@ -33,6 +40,11 @@ func (q *Queries) CreateAPIKey(ctx context.Context, arg CreateAPIKeyParams) (Api
 		arg.KeyHash,
 		arg.DisplayPrefix,
 		arg.RpmLimit,
+		arg.ExpiresAt,
+		arg.CreditCapMicros,
+		arg.CapPeriod,
+		arg.Models,
+		arg.CreatedBy,
 	)
 	var i ApiKey
 	err := row.Scan(
@@ -45,12 +57,31 @@ func (q *Queries) CreateAPIKey(ctx context.Context, arg CreateAPIKeyParams) (Api
 		&i.CreatedAt,
 		&i.LastUsedAt,
 		&i.RevokedAt,
+		&i.ExpiresAt,
+		&i.DisabledAt,
+		&i.CreditCapMicros,
+		&i.CapPeriod,
+		&i.Models,
+		&i.CreatedBy,
 	)
 	return i, err
 }
 
+const deleteStaleKeyReservations = `-- name: DeleteStaleKeyReservations :execrows
+DELETE FROM key_reservations WHERE reaped AND expires_at < now() - interval '1 day'
+`
+
+// Deletes the reaped reservations whose process has been gone for a day: they will never settle.
+func (q *Queries) DeleteStaleKeyReservations(ctx context.Context) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteStaleKeyReservations)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const getAPIKey = `-- name: GetAPIKey :one
-SELECT id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at FROM api_keys WHERE id = $1
+SELECT id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by FROM api_keys WHERE id = $1
 `
 
 func (q *Queries) GetAPIKey(ctx context.Context, id uuid.UUID) (ApiKey, error) {
@@ -66,15 +97,55 @@ func (q *Queries) GetAPIKey(ctx context.Context, id uuid.UUID) (ApiKey, error) {
 		&i.CreatedAt,
 		&i.LastUsedAt,
 		&i.RevokedAt,
+		&i.ExpiresAt,
+		&i.DisabledAt,
+		&i.CreditCapMicros,
+		&i.CapPeriod,
+		&i.Models,
+		&i.CreatedBy,
+	)
+	return i, err
+}
+
+const getAccountAPIKey = `-- name: GetAccountAPIKey :one
+SELECT id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by FROM api_keys WHERE id = $1 AND account_id = $2
+`
+
+type GetAccountAPIKeyParams struct {
+	ID        uuid.UUID
+	AccountID uuid.UUID
+}
+
+// A key of the account (revoked or not); another account's key is not found.
+func (q *Queries) GetAccountAPIKey(ctx context.Context, arg GetAccountAPIKeyParams) (ApiKey, error) {
+	row := q.db.QueryRow(ctx, getAccountAPIKey, arg.ID, arg.AccountID)
+	var i ApiKey
+	err := row.Scan(
+		&i.ID,
+		&i.AccountID,
+		&i.Name,
+		&i.KeyHash,
+		&i.DisplayPrefix,
+		&i.RpmLimit,
+		&i.CreatedAt,
+		&i.LastUsedAt,
+		&i.RevokedAt,
+		&i.ExpiresAt,
+		&i.DisabledAt,
+		&i.CreditCapMicros,
+		&i.CapPeriod,
+		&i.Models,
+		&i.CreatedBy,
 	)
 	return i, err
 }
 
 const getActiveAPIKeyByHash = `-- name: GetActiveAPIKeyByHash :one
-SELECT id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL
+SELECT id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL
 `
 
-// The authentication lookup: only keys that are not revoked.
+// The authentication lookup: only keys that are not revoked (disabled and expired ones come
+// back: the caller says why it refuses them).
 func (q *Queries) GetActiveAPIKeyByHash(ctx context.Context, keyHash []byte) (ApiKey, error) {
 	row := q.db.QueryRow(ctx, getActiveAPIKeyByHash, keyHash)
 	var i ApiKey
@@ -88,12 +159,40 @@ func (q *Queries) GetActiveAPIKeyByHash(ctx context.Context, keyHash []byte) (Ap
 		&i.CreatedAt,
 		&i.LastUsedAt,
 		&i.RevokedAt,
+		&i.ExpiresAt,
+		&i.DisabledAt,
+		&i.CreditCapMicros,
+		&i.CapPeriod,
+		&i.Models,
+		&i.CreatedBy,
+	)
+	return i, err
+}
+
+const getKeyBudget = `-- name: GetKeyBudget :one
+SELECT key_id, period_start, spent_micros, reserved_micros FROM key_budgets WHERE key_id = $1 AND period_start = $2
+`
+
+type GetKeyBudgetParams struct {
+	KeyID       uuid.UUID
+	PeriodStart time.Time
+}
+
+// A key's budget in a period (for tests and the operator).
+func (q *Queries) GetKeyBudget(ctx context.Context, arg GetKeyBudgetParams) (KeyBudget, error) {
+	row := q.db.QueryRow(ctx, getKeyBudget, arg.KeyID, arg.PeriodStart)
+	var i KeyBudget
+	err := row.Scan(
+		&i.KeyID,
+		&i.PeriodStart,
+		&i.SpentMicros,
+		&i.ReservedMicros,
 	)
 	return i, err
 }
 
 const listAPIKeys = `-- name: ListAPIKeys :many
-SELECT id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at FROM api_keys WHERE account_id = $1 ORDER BY created_at, id
+SELECT id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by FROM api_keys WHERE account_id = $1 ORDER BY created_at, id
 `
 
 func (q *Queries) ListAPIKeys(ctx context.Context, accountID uuid.UUID) ([]ApiKey, error) {
@@ -115,6 +214,12 @@ func (q *Queries) ListAPIKeys(ctx context.Context, accountID uuid.UUID) ([]ApiKe
 			&i.CreatedAt,
 			&i.LastUsedAt,
 			&i.RevokedAt,
+			&i.ExpiresAt,
+			&i.DisabledAt,
+			&i.CreditCapMicros,
+			&i.CapPeriod,
+			&i.Models,
+			&i.CreatedBy,
 		); err != nil {
 			return nil, err
 		}
@@ -126,10 +231,209 @@ func (q *Queries) ListAPIKeys(ctx context.Context, accountID uuid.UUID) ([]ApiKe
 	return items, nil
 }
 
+const listAPIKeysWithSpend = `-- name: ListAPIKeysWithSpend :many
+SELECT k.id, k.account_id, k.name, k.key_hash, k.display_prefix, k.rpm_limit, k.created_at, k.last_used_at, k.revoked_at, k.expires_at, k.disabled_at, k.credit_cap_micros, k.cap_period, k.models, k.created_by,
+       p.period_start::timestamptz AS period_start,
+       COALESCE((SELECT SUM(u.cost_micros) FROM usage_records u
+                 WHERE u.api_key_id = k.id AND u.started_at >= p.period_start), 0)::bigint AS period_spent_micros,
+       COALESCE((SELECT MAX(u.started_at) FROM usage_records u WHERE u.api_key_id = k.id), 'epoch')::timestamptz AS last_request_at
+FROM api_keys k
+CROSS JOIN LATERAL (
+    SELECT CASE k.cap_period
+               WHEN 'daily' THEN date_trunc('day', $1::timestamptz, 'UTC')
+               WHEN 'monthly' THEN date_trunc('month', $1::timestamptz, 'UTC')
+               ELSE 'epoch'::timestamptz
+           END AS period_start
+) p
+WHERE k.account_id = $2
+ORDER BY k.created_at, k.id
+`
+
+type ListAPIKeysWithSpendParams struct {
+	Now       time.Time
+	AccountID uuid.UUID
+}
+
+type ListAPIKeysWithSpendRow struct {
+	ID                uuid.UUID
+	AccountID         uuid.UUID
+	Name              string
+	KeyHash           []byte
+	DisplayPrefix     string
+	RpmLimit          int32
+	CreatedAt         time.Time
+	LastUsedAt        *time.Time
+	RevokedAt         *time.Time
+	ExpiresAt         *time.Time
+	DisabledAt        *time.Time
+	CreditCapMicros   *int64
+	CapPeriod         string
+	Models            []string
+	CreatedBy         string
+	PeriodStart       time.Time
+	PeriodSpentMicros int64
+	LastRequestAt     time.Time
+}
+
+// The account's keys, oldest first, each with what it spent in its current cap period
+// (period_start, computed at @now: the UTC day, the UTC month, or since the epoch for the
+// period 'none') and when it was last used (the epoch: never), both read from usage_records (a request counts in
+// the period in which it started), so the list needs no write per request.
+func (q *Queries) ListAPIKeysWithSpend(ctx context.Context, arg ListAPIKeysWithSpendParams) ([]ListAPIKeysWithSpendRow, error) {
+	rows, err := q.db.Query(ctx, listAPIKeysWithSpend, arg.Now, arg.AccountID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ListAPIKeysWithSpendRow{}
+	for rows.Next() {
+		var i ListAPIKeysWithSpendRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.AccountID,
+			&i.Name,
+			&i.KeyHash,
+			&i.DisplayPrefix,
+			&i.RpmLimit,
+			&i.CreatedAt,
+			&i.LastUsedAt,
+			&i.RevokedAt,
+			&i.ExpiresAt,
+			&i.DisabledAt,
+			&i.CreditCapMicros,
+			&i.CapPeriod,
+			&i.Models,
+			&i.CreatedBy,
+			&i.PeriodStart,
+			&i.PeriodSpentMicros,
+			&i.LastRequestAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const reapKeyReservations = `-- name: ReapKeyReservations :execrows
+WITH expired AS (
+    SELECT r.key_id, r.request_id, r.period_start, r.amount_micros
+    FROM key_reservations r
+    WHERE NOT r.reaped AND r.expires_at < now()
+      AND ($1::uuid = '00000000-0000-0000-0000-000000000000'::uuid OR r.key_id = $1::uuid)
+    ORDER BY r.key_id, r.request_id
+    FOR UPDATE SKIP LOCKED
+), marked AS (
+    UPDATE key_reservations r SET amount_micros = 0, reaped = true
+    FROM expired
+    WHERE r.key_id = expired.key_id AND r.request_id = expired.request_id
+    RETURNING r.key_id
+), per_budget AS (
+    SELECT expired.key_id, expired.period_start, SUM(expired.amount_micros)::bigint AS amount
+    FROM expired GROUP BY expired.key_id, expired.period_start
+)
+UPDATE key_budgets b SET reserved_micros = b.reserved_micros - per_budget.amount
+FROM per_budget
+WHERE b.key_id = per_budget.key_id AND b.period_start = per_budget.period_start
+`
+
+// Returns the reservations whose lease has expired (their process is gone) to their budgets:
+// of one key (key_id) or, when key_id is the nil uuid, of every key. A reaped reservation keeps its row,
+// with amount 0, until its request settles, so that a late settlement still counts its cost.
+func (q *Queries) ReapKeyReservations(ctx context.Context, keyID uuid.UUID) (int64, error) {
+	result, err := q.db.Exec(ctx, reapKeyReservations, keyID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const renewKeyReservations = `-- name: RenewKeyReservations :execrows
+UPDATE key_reservations SET expires_at = now() + $1::bigint * interval '1 millisecond'
+WHERE holder = $2 AND NOT reaped
+`
+
+type RenewKeyReservationsParams struct {
+	LeaseMillis int64
+	Holder      string
+}
+
+// Extends the lease of every live reservation of the holder.
+func (q *Queries) RenewKeyReservations(ctx context.Context, arg RenewKeyReservationsParams) (int64, error) {
+	result, err := q.db.Exec(ctx, renewKeyReservations, arg.LeaseMillis, arg.Holder)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const reserveKeyBudget = `-- name: ReserveKeyBudget :one
+WITH budget AS (
+    INSERT INTO key_budgets AS b (key_id, period_start, reserved_micros)
+    SELECT $1::uuid, $2::timestamptz, $3::bigint
+    WHERE $3::bigint <= $4::bigint
+    ON CONFLICT (key_id, period_start) DO UPDATE
+        SET reserved_micros = b.reserved_micros + EXCLUDED.reserved_micros
+        WHERE b.spent_micros + b.reserved_micros + EXCLUDED.reserved_micros <= $4::bigint
+    RETURNING b.key_id, b.period_start
+), held AS (
+    INSERT INTO key_reservations (key_id, request_id, period_start, amount_micros, holder, expires_at)
+    SELECT budget.key_id, $5::text, budget.period_start, $3::bigint, $6::text,
+           now() + $7::bigint * interval '1 millisecond'
+    FROM budget
+    RETURNING key_reservations.key_id
+)
+SELECT EXISTS (SELECT 1 FROM held)::boolean AS reserved,
+       COALESCE(kb.spent_micros, 0)::bigint AS spent_micros,
+       COALESCE(kb.reserved_micros, 0)::bigint AS held_micros
+FROM (SELECT 1) AS one
+LEFT JOIN key_budgets kb ON kb.key_id = $1::uuid AND kb.period_start = $2::timestamptz
+`
+
+type ReserveKeyBudgetParams struct {
+	KeyID        uuid.UUID
+	PeriodStart  time.Time
+	AmountMicros int64
+	CapMicros    int64
+	RequestID    string
+	Holder       string
+	LeaseMillis  int64
+}
+
+type ReserveKeyBudgetRow struct {
+	Reserved    bool
+	SpentMicros int64
+	HeldMicros  int64
+}
+
+// Reserves amount_micros of a capped key's budget for a request, in one statement: the
+// budget row of (key, period) is created or updated only while its spent + reserved +
+// amount stays within cap_micros (the row is locked and re-read, so concurrent reservations,
+// from any process, never pass the cap together), and the reservation row, held by holder
+// with a lease, is written with it. reserved is false when the cap would be passed; spent
+// and held are then the budget's as this statement saw them.
+func (q *Queries) ReserveKeyBudget(ctx context.Context, arg ReserveKeyBudgetParams) (ReserveKeyBudgetRow, error) {
+	row := q.db.QueryRow(ctx, reserveKeyBudget,
+		arg.KeyID,
+		arg.PeriodStart,
+		arg.AmountMicros,
+		arg.CapMicros,
+		arg.RequestID,
+		arg.Holder,
+		arg.LeaseMillis,
+	)
+	var i ReserveKeyBudgetRow
+	err := row.Scan(&i.Reserved, &i.SpentMicros, &i.HeldMicros)
+	return i, err
+}
+
 const revokeAPIKey = `-- name: RevokeAPIKey :one
 UPDATE api_keys SET revoked_at = now()
 WHERE id = $1 AND revoked_at IS NULL
-RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at
+RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by
 `
 
 func (q *Queries) RevokeAPIKey(ctx context.Context, id uuid.UUID) (ApiKey, error) {
@@ -145,12 +449,185 @@ func (q *Queries) RevokeAPIKey(ctx context.Context, id uuid.UUID) (ApiKey, error
 		&i.CreatedAt,
 		&i.LastUsedAt,
 		&i.RevokedAt,
+		&i.ExpiresAt,
+		&i.DisabledAt,
+		&i.CreditCapMicros,
+		&i.CapPeriod,
+		&i.Models,
+		&i.CreatedBy,
+	)
+	return i, err
+}
+
+const revokeAccountAPIKey = `-- name: RevokeAccountAPIKey :one
+UPDATE api_keys SET revoked_at = now()
+WHERE id = $1 AND account_id = $2 AND revoked_at IS NULL
+RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by
+`
+
+type RevokeAccountAPIKeyParams struct {
+	ID        uuid.UUID
+	AccountID uuid.UUID
+}
+
+// Revokes a key of the account, for ever; nothing comes back for another account's key or a
+// key revoked already.
+func (q *Queries) RevokeAccountAPIKey(ctx context.Context, arg RevokeAccountAPIKeyParams) (ApiKey, error) {
+	row := q.db.QueryRow(ctx, revokeAccountAPIKey, arg.ID, arg.AccountID)
+	var i ApiKey
+	err := row.Scan(
+		&i.ID,
+		&i.AccountID,
+		&i.Name,
+		&i.KeyHash,
+		&i.DisplayPrefix,
+		&i.RpmLimit,
+		&i.CreatedAt,
+		&i.LastUsedAt,
+		&i.RevokedAt,
+		&i.ExpiresAt,
+		&i.DisabledAt,
+		&i.CreditCapMicros,
+		&i.CapPeriod,
+		&i.Models,
+		&i.CreatedBy,
+	)
+	return i, err
+}
+
+const revokeAccountAPIKeys = `-- name: RevokeAccountAPIKeys :many
+UPDATE api_keys SET revoked_at = now()
+WHERE account_id = $1 AND revoked_at IS NULL
+RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by
+`
+
+// Revokes every key of the account that is not revoked yet.
+func (q *Queries) RevokeAccountAPIKeys(ctx context.Context, accountID uuid.UUID) ([]ApiKey, error) {
+	rows, err := q.db.Query(ctx, revokeAccountAPIKeys, accountID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ApiKey{}
+	for rows.Next() {
+		var i ApiKey
+		if err := rows.Scan(
+			&i.ID,
+			&i.AccountID,
+			&i.Name,
+			&i.KeyHash,
+			&i.DisplayPrefix,
+			&i.RpmLimit,
+			&i.CreatedAt,
+			&i.LastUsedAt,
+			&i.RevokedAt,
+			&i.ExpiresAt,
+			&i.DisabledAt,
+			&i.CreditCapMicros,
+			&i.CapPeriod,
+			&i.Models,
+			&i.CreatedBy,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const setAPIKeyDisabled = `-- name: SetAPIKeyDisabled :one
+UPDATE api_keys
+SET disabled_at = CASE WHEN $1::boolean THEN COALESCE(disabled_at, now()) ELSE NULL END
+WHERE id = $2 AND account_id = $3 AND revoked_at IS NULL
+RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by
+`
+
+type SetAPIKeyDisabledParams struct {
+	Disabled  bool
+	ID        uuid.UUID
+	AccountID uuid.UUID
+}
+
+// Disables (disabled true) or enables a key of the account that is not revoked. Disabling a
+// disabled key keeps its first time.
+func (q *Queries) SetAPIKeyDisabled(ctx context.Context, arg SetAPIKeyDisabledParams) (ApiKey, error) {
+	row := q.db.QueryRow(ctx, setAPIKeyDisabled, arg.Disabled, arg.ID, arg.AccountID)
+	var i ApiKey
+	err := row.Scan(
+		&i.ID,
+		&i.AccountID,
+		&i.Name,
+		&i.KeyHash,
+		&i.DisplayPrefix,
+		&i.RpmLimit,
+		&i.CreatedAt,
+		&i.LastUsedAt,
+		&i.RevokedAt,
+		&i.ExpiresAt,
+		&i.DisabledAt,
+		&i.CreditCapMicros,
+		&i.CapPeriod,
+		&i.Models,
+		&i.CreatedBy,
+	)
+	return i, err
+}
+
+const setAPIKeyLimits = `-- name: SetAPIKeyLimits :one
+UPDATE api_keys
+SET rpm_limit = $1, expires_at = $2, credit_cap_micros = $3,
+    cap_period = $4, models = $5::text[]
+WHERE id = $6 AND account_id = $7 AND revoked_at IS NULL
+RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by
+`
+
+type SetAPIKeyLimitsParams struct {
+	RpmLimit        int32
+	ExpiresAt       *time.Time
+	CreditCapMicros *int64
+	CapPeriod       string
+	Models          []string
+	ID              uuid.UUID
+	AccountID       uuid.UUID
+}
+
+// Sets every limit of a key of the account that is not revoked.
+func (q *Queries) SetAPIKeyLimits(ctx context.Context, arg SetAPIKeyLimitsParams) (ApiKey, error) {
+	row := q.db.QueryRow(ctx, setAPIKeyLimits,
+		arg.RpmLimit,
+		arg.ExpiresAt,
+		arg.CreditCapMicros,
+		arg.CapPeriod,
+		arg.Models,
+		arg.ID,
+		arg.AccountID,
+	)
+	var i ApiKey
+	err := row.Scan(
+		&i.ID,
+		&i.AccountID,
+		&i.Name,
+		&i.KeyHash,
+		&i.DisplayPrefix,
+		&i.RpmLimit,
+		&i.CreatedAt,
+		&i.LastUsedAt,
+		&i.RevokedAt,
+		&i.ExpiresAt,
+		&i.DisabledAt,
+		&i.CreditCapMicros,
+		&i.CapPeriod,
+		&i.Models,
+		&i.CreatedBy,
 	)
 	return i, err
 }
 
 const setAPIKeyRPMLimit = `-- name: SetAPIKeyRPMLimit :one
-UPDATE api_keys SET rpm_limit = $2 WHERE id = $1 RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at
+UPDATE api_keys SET rpm_limit = $2 WHERE id = $1 RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by
 `
 
 type SetAPIKeyRPMLimitParams struct {
@@ -171,8 +648,45 @@ func (q *Queries) SetAPIKeyRPMLimit(ctx context.Context, arg SetAPIKeyRPMLimitPa
 		&i.CreatedAt,
 		&i.LastUsedAt,
 		&i.RevokedAt,
+		&i.ExpiresAt,
+		&i.DisabledAt,
+		&i.CreditCapMicros,
+		&i.CapPeriod,
+		&i.Models,
+		&i.CreatedBy,
 	)
 	return i, err
+}
+
+const settleKeyReservation = `-- name: SettleKeyReservation :execrows
+WITH gone AS (
+    DELETE FROM key_reservations
+    WHERE key_reservations.key_id = $2 AND key_reservations.request_id = $3
+    RETURNING key_reservations.period_start, key_reservations.amount_micros
+)
+UPDATE key_budgets b
+SET spent_micros = b.spent_micros + $1::bigint,
+    reserved_micros = b.reserved_micros - gone.amount_micros
+FROM gone
+WHERE b.key_id = $2 AND b.period_start = gone.period_start
+`
+
+type SettleKeyReservationParams struct {
+	CostMicros int64
+	KeyID      uuid.UUID
+	RequestID  string
+}
+
+// Ends a key reservation: its row is deleted, its amount (0 if it was reaped) leaves the
+// budget's reserved_micros, and cost_micros (what the request's usage record charges; 0 for a
+// release) joins spent_micros. A reservation settled already is not found (0 rows): settling is
+// idempotent, so a settlement retried after an unknown outcome counts once.
+func (q *Queries) SettleKeyReservation(ctx context.Context, arg SettleKeyReservationParams) (int64, error) {
+	result, err := q.db.Exec(ctx, settleKeyReservation, arg.CostMicros, arg.KeyID, arg.RequestID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const touchAPIKeys = `-- name: TouchAPIKeys :exec

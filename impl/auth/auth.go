@@ -22,9 +22,36 @@ type Principal struct {
 	KeyID     uuid.UUID
 	// RPMLimit is the key's requests-per-minute cap; 0 means none.
 	RPMLimit int
+	// Limits are the key's other limits (expiry, credit cap, model subset); nil when it has
+	// none, so that a key without them costs nothing more per request.
+	Limits *KeyLimits
+	// disabled is set for a disabled key, which is cached as such and refused.
+	disabled bool
 	// keyText and accountText are the ids as text, made once when the key is looked up rather
 	// than on every request (the rate limiter and the access log use them).
 	keyText, accountText string
+}
+
+// KeyLimits are the limits of a key beyond its requests-per-minute cap.
+type KeyLimits struct {
+	// ExpiresAt is when the key stops working (zero: never).
+	ExpiresAt time.Time
+	// HasCap says the key has a credit cap: at most CapMicros in each CapPeriod.
+	HasCap    bool
+	CapMicros int64
+	CapPeriod store.CapPeriod
+	// Models are the models the key may use (nil: every model of its account).
+	Models map[string]struct{}
+}
+
+// AllowsModel reports whether the key may use the model (as far as the key's own subset goes:
+// the account must have it too).
+func (p Principal) AllowsModel(id string) bool {
+	if p.Limits == nil || p.Limits.Models == nil {
+		return true
+	}
+	_, ok := p.Limits.Models[id]
+	return ok
 }
 
 // KeyText is the key's id as text.
@@ -51,7 +78,16 @@ var (
 	ErrMalformed = errors.New("malformed API key")
 	ErrScheme    = errors.New("not the Bearer scheme")
 	ErrUnknown   = errors.New("unknown or revoked API key")
+	ErrDisabled  = errors.New("the API key is disabled")
 )
+
+// ExpiredError is the 401 of a key whose expiry has passed.
+type ExpiredError struct{ At time.Time }
+
+// Error implements error.
+func (e *ExpiredError) Error() string {
+	return "the key expired at " + e.At.UTC().Format(time.RFC3339)
+}
 
 // Options tune an Authenticator.
 type Options struct {
@@ -144,14 +180,43 @@ func (a *Authenticator) Authenticate(ctx context.Context, authorization string) 
 			// A lookup by primary key fails only when the database cannot answer.
 			return Principal{}, apierror.Unavailable("the database", err)
 		}
-		return Principal{AccountID: k.AccountID, KeyID: k.ID, RPMLimit: k.RPMLimit,
-			keyText: k.ID.String(), accountText: k.AccountID.String()}, nil
+		return principalOf(k), nil
 	})
 	if err != nil {
 		return Principal{}, err
 	}
+	if p.disabled {
+		return Principal{}, ErrDisabled
+	}
+	if p.Limits != nil && !p.Limits.ExpiresAt.IsZero() && !a.opts.Now().Before(p.Limits.ExpiresAt) {
+		return Principal{}, &ExpiredError{At: p.Limits.ExpiresAt}
+	}
 	a.touch(p.KeyID)
 	return p, nil
+}
+
+// principalOf is the cached form of a stored key.
+func principalOf(k store.APIKey) Principal {
+	p := Principal{AccountID: k.AccountID, KeyID: k.ID, RPMLimit: k.RPMLimit, disabled: k.DisabledAt != nil,
+		keyText: k.ID.String(), accountText: k.AccountID.String()}
+	if k.ExpiresAt == nil && k.CreditCapMicros == nil && k.Models == nil {
+		return p
+	}
+	l := &KeyLimits{CapPeriod: k.CapPeriod}
+	if k.ExpiresAt != nil {
+		l.ExpiresAt = *k.ExpiresAt
+	}
+	if k.CreditCapMicros != nil {
+		l.HasCap, l.CapMicros = true, *k.CreditCapMicros
+	}
+	if k.Models != nil {
+		l.Models = make(map[string]struct{}, len(k.Models))
+		for _, m := range k.Models {
+			l.Models[m] = struct{}{}
+		}
+	}
+	p.Limits = l
+	return p
 }
 
 func (a *Authenticator) touch(id uuid.UUID) {

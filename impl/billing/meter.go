@@ -183,6 +183,9 @@ type Meter struct {
 
 	shards [shardCount]shard
 
+	// keys are the reservations against keys' credit caps (keycap.go).
+	keys keyCaps
+
 	// The usage writer (writer.go). Lock order: flushMu, replayMu, spillMu, qmu.
 	qmu   sync.Mutex
 	queue []store.UsageRecord
@@ -516,6 +519,8 @@ type Reservation struct {
 	// outage: it holds none of the hold's credit but the account's risk bound.
 	onCredit bool
 	done     atomic.Bool
+	// key is the part held against the key's credit cap (ReserveForKey), or nil.
+	key *keyHold
 }
 
 // Amount is the credit reserved, in micro-units.
@@ -746,6 +751,13 @@ func (r *Reservation) Settle(actualMicros int64, usage UsageRecord) int64 {
 	if rec.FinishedAt.IsZero() {
 		rec.FinishedAt = now
 	}
+	if r.key != nil {
+		if r.key.kind.Start(rec.StartedAt) != r.key.period {
+			// The key's spend in a period is read from the records that started in it.
+			rec.StartedAt = r.startedAt
+		}
+		m.settleKey(r, cost)
+	}
 	m.enqueue(rec)
 	if m.closed.Load() {
 		ctx, cancel := context.WithTimeout(context.Background(), m.opts.DrainTimeout)
@@ -777,6 +789,9 @@ func (r *Reservation) Release() {
 	a.mu.Unlock()
 	if r.onCredit {
 		r.m.atRisk.Add(-r.amount)
+	}
+	if r.key != nil {
+		r.m.settleKey(r, 0)
 	}
 }
 
@@ -897,6 +912,7 @@ func (m *Meter) maintain(ctx context.Context) {
 		cctx, cancel := context.WithTimeout(ctx, m.opts.WriteTimeout)
 		m.releaseIdle(cctx, now)
 		cancel()
+		m.maintainKeys(ctx, now)
 	}
 }
 
@@ -1056,6 +1072,9 @@ func (m *Meter) Close(ctx context.Context) error {
 	var errs []error
 	if err := m.flushAll(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("billing: write usage: %w", err))
+	}
+	if err := m.retryKeySettlements(ctx); err != nil {
+		errs = append(errs, err)
 	}
 	released, err := m.st.ReleaseCreditHolds(ctx, m.opts.Holder, nil)
 	if err != nil {

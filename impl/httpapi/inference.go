@@ -135,7 +135,8 @@ type exchange struct {
 // (a model the caller may not use is not even said to exist).
 func (s *Server) resolveModel(ctx context.Context, p auth.Principal, id string, client llm.Format) (*routing.Model, error) {
 	m, ok := s.registry.Model(id)
-	if !ok {
+	if !ok || !p.AllowsModel(id) {
+		// A model outside the key's subset is answered as one that does not exist.
 		return nil, apierror.ModelNotFound(id)
 	}
 	allowed, err := s.access.allowed(ctx, p.AccountID, id)
@@ -149,6 +150,14 @@ func (s *Server) resolveModel(ctx context.Context, p auth.Principal, id string, 
 		return nil, apierror.ModelOnOtherRoute(id, familyRoute(m.Family))
 	}
 	return m, nil
+}
+
+// keyCap is the credit cap of the caller's key, or nil: a key without one pays nothing for it.
+func keyCap(p auth.Principal) *billing.KeyCap {
+	if p.Limits == nil || !p.Limits.HasCap {
+		return nil
+	}
+	return &billing.KeyCap{KeyID: p.KeyID, CapMicros: p.Limits.CapMicros, Period: p.Limits.CapPeriod}
 }
 
 // familyRoute is the route that serves a model family (chat models also answer on
@@ -264,7 +273,7 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 	if m.HostedPriced {
 		worst = billing.SaturatingAdd(worst, m.HostedWorst(client, convert.HostedToolsIn(client, body)))
 	}
-	reservation, err := s.meter.Reserve(ctx, p.AccountID, requestID, worst)
+	reservation, err := s.meter.ReserveForKey(ctx, p.AccountID, requestID, worst, keyCap(p))
 	if err != nil {
 		return nil, err
 	}

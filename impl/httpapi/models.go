@@ -37,6 +37,9 @@ func (s *Server) ListModels(ctx context.Context, _ api.ListModelsRequestObject) 
 	}
 	list := api.ModelList{Object: api.List, Data: make([]api.Model, 0, len(grants))}
 	for _, g := range grants {
+		if !p.AllowsModel(g.ModelID) {
+			continue
+		}
 		if m, ok := s.config.Model(g.ModelID); ok {
 			list.Data = append(list.Data, apiModel(m, g))
 		}
@@ -56,7 +59,7 @@ func (s *Server) RetrieveModel(ctx context.Context, req api.RetrieveModelRequest
 		return nil, err
 	}
 	m, ok := s.config.Model(req.Model)
-	if !ok {
+	if !ok || !p.AllowsModel(req.Model) {
 		return nil, apierror.ModelNotFound(req.Model)
 	}
 	g, err := s.store.AccountModel(ctx, p.AccountID, req.Model)

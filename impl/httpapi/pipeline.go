@@ -159,6 +159,10 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 				e = apierror.Unauthenticated("malformed API key: tollgate keys look like 'tgk_…' and are sent as 'Authorization: Bearer <key>'")
 			case errors.Is(err, auth.ErrUnknown):
 				e = apierror.Unauthenticated("invalid API key: the key is unknown or has been revoked")
+			case errors.Is(err, auth.ErrDisabled):
+				e = apierror.Unauthenticated("the key is disabled")
+			case errors.As(err, new(*auth.ExpiredError)):
+				e = apierror.Unauthenticated(err.Error())
 			case apierror.IsUnavailable(err):
 				s.logger(r.Context()).Warn("authenticating: the database is unavailable", "err", err)
 				writeError(w, r, err)

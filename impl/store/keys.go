@@ -21,6 +21,17 @@ type APIKey struct {
 	CreatedAt  time.Time
 	LastUsedAt *time.Time
 	RevokedAt  *time.Time
+	// ExpiresAt is when the key stops working (nil: never); DisabledAt when it was disabled
+	// (nil: enabled).
+	ExpiresAt  *time.Time
+	DisabledAt *time.Time
+	// CreditCapMicros is the most the key may spend in a CapPeriod (nil: no cap).
+	CreditCapMicros *int64
+	CapPeriod       CapPeriod
+	// Models are the models the key may use (nil: every model of its account).
+	Models []string
+	// CreatedBy is who made the key: "operator" or a web user's e-mail.
+	CreatedBy string
 }
 
 // NewAPIKey is what CreateAPIKey stores.
@@ -30,19 +41,36 @@ type NewAPIKey struct {
 	Hash          []byte
 	DisplayPrefix string
 	RPMLimit      int
+	// ExpiresAt, CreditCapMicros, CapPeriod (default none), Models and CreatedBy (default
+	// "operator") are as in APIKey.
+	ExpiresAt       *time.Time
+	CreditCapMicros *int64
+	CapPeriod       CapPeriod
+	Models          []string
+	CreatedBy       string
 }
 
 func keyFromRow(r db.ApiKey) APIKey {
 	return APIKey{
 		ID: r.ID, AccountID: r.AccountID, Name: r.Name, Hash: r.KeyHash, DisplayPrefix: r.DisplayPrefix,
 		RPMLimit: int(r.RpmLimit), CreatedAt: r.CreatedAt, LastUsedAt: r.LastUsedAt, RevokedAt: r.RevokedAt,
+		ExpiresAt: r.ExpiresAt, DisabledAt: r.DisabledAt, CreditCapMicros: r.CreditCapMicros,
+		CapPeriod: CapPeriod(r.CapPeriod), Models: r.Models, CreatedBy: r.CreatedBy,
 	}
 }
 
 // CreateAPIKey stores a new key for an account.
 func (s *Store) CreateAPIKey(ctx context.Context, k NewAPIKey) (APIKey, error) {
+	if k.CapPeriod == "" {
+		k.CapPeriod = CapPeriodNone
+	}
+	if k.CreatedBy == "" {
+		k.CreatedBy = "operator"
+	}
 	row, err := s.q.CreateAPIKey(ctx, db.CreateAPIKeyParams{
 		AccountID: k.AccountID, Name: k.Name, KeyHash: k.Hash, DisplayPrefix: k.DisplayPrefix, RpmLimit: int32(k.RPMLimit),
+		ExpiresAt: k.ExpiresAt, CreditCapMicros: k.CreditCapMicros, CapPeriod: string(k.CapPeriod), Models: k.Models,
+		CreatedBy: k.CreatedBy,
 	})
 	if isUniqueViolation(err) {
 		return APIKey{}, ErrConflict
@@ -53,7 +81,8 @@ func (s *Store) CreateAPIKey(ctx context.Context, k NewAPIKey) (APIKey, error) {
 	return keyFromRow(row), nil
 }
 
-// ActiveAPIKeyByHash returns the unrevoked key with this hash, or ErrNotFound.
+// ActiveAPIKeyByHash returns the unrevoked key with this hash, or ErrNotFound. A disabled or
+// expired key is returned: the caller says why it refuses it.
 func (s *Store) ActiveAPIKeyByHash(ctx context.Context, hash []byte) (APIKey, error) {
 	row, err := s.q.GetActiveAPIKeyByHash(ctx, hash)
 	if err != nil {

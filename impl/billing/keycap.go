@@ -1,0 +1,227 @@
+package billing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/store"
+)
+
+// KeyCap is an API key's credit cap: the most the key may spend in each Period.
+type KeyCap struct {
+	KeyID     uuid.UUID
+	CapMicros int64
+	Period    store.CapPeriod
+}
+
+// ErrKeyCapUnavailable is wrapped by the 503 of a capped key's reservation while the database
+// cannot be reached: a key's cap is kept only in the database.
+var ErrKeyCapUnavailable = errors.New("billing: a capped key's budget is kept in the database, which cannot be reached")
+
+// KeyCapError reports that a request would take its key past the key's credit cap: the request
+// needs up to NeededMicros and AvailableMicros are left of the cap in the period (what the key
+// spent and what its requests in flight reserved are taken off). It unwraps to a 402
+// (apierror.KindInsufficientCredit), so the HTTP edge answers it in the route's envelope.
+type KeyCapError struct {
+	NeededMicros, AvailableMicros, CapMicros int64
+	Period                                   store.CapPeriod
+}
+
+// Error implements error.
+func (e *KeyCapError) Error() string {
+	return fmt.Sprintf("billing: the key's credit cap: the request needs up to %d micro-units and %d of the cap are left",
+		e.NeededMicros, e.AvailableMicros)
+}
+
+// Unwrap exposes the client-facing 402.
+func (e *KeyCapError) Unwrap() error {
+	period := ""
+	switch e.Period {
+	case store.CapPeriodDaily:
+		period = " a day (UTC)"
+	case store.CapPeriodMonthly:
+		period = " a month (UTC)"
+	}
+	return &apierror.Error{Kind: apierror.KindInsufficientCredit, Message: fmt.Sprintf(
+		"the API key's credit cap is reached: this request needs up to %d micro-units (%s) and %d (%s) of the key's cap of %d (%s)%s are left",
+		e.NeededMicros, apierror.USD(e.NeededMicros), e.AvailableMicros, apierror.USD(e.AvailableMicros),
+		e.CapMicros, apierror.USD(e.CapMicros), period)}
+}
+
+// keyHold is the part of a Reservation held against its key's cap: a row of key_reservations.
+type keyHold struct {
+	id     uuid.UUID
+	period time.Time
+	kind   store.CapPeriod
+}
+
+// keyCaps is the meter's state of key reservations: how many of this process's are in the
+// database (the maintenance renews their leases while there are any), and the settlements the
+// database did not take, retried by the maintenance.
+type keyCaps struct {
+	live atomic.Int64
+
+	mu      sync.Mutex
+	pending []keySettlement
+
+	// lastRenew and lastReap belong to the maintenance goroutine.
+	lastRenew, lastReap time.Time
+}
+
+type keySettlement struct {
+	keyID     uuid.UUID
+	requestID string
+	cost      int64
+}
+
+// ReserveForKey is Reserve for a request made with a key that has a credit cap (nil: none, and
+// it is Reserve): the worst case is reserved against the account's credit as Reserve does and,
+// in one more database round trip, against the key's budget in the cap period that holds now.
+// When the key's spend in the period, the reservations of its requests in flight (from every
+// process) and the worst case would pass the cap, nothing is reserved and the error is a
+// *KeyCapError (a 402). Settle adds the real cost to the key's spend and Release returns the
+// worst case, each in a round trip; a reservation whose process dies returns to the budget when
+// its lease expires. While the database cannot be reached a capped key's request is refused with
+// a 503 (apierror.Unavailable wrapping ErrKeyCapUnavailable).
+func (m *Meter) ReserveForKey(ctx context.Context, accountID uuid.UUID, requestID string, worstCaseMicros int64, cap *KeyCap) (*Reservation, error) {
+	if cap == nil {
+		return m.Reserve(ctx, accountID, requestID, worstCaseMicros)
+	}
+	if m.dbDown() {
+		return nil, apierror.Unavailable("the database", ErrKeyCapUnavailable)
+	}
+	r, err := m.Reserve(ctx, accountID, requestID, worstCaseMicros)
+	if err != nil || r.amount == 0 {
+		// A request that can cost nothing needs nothing of the cap.
+		return r, err
+	}
+	if r.onCredit {
+		// Served on credit: the database is away, and so is the key's budget.
+		r.Release()
+		return nil, apierror.Unavailable("the database", ErrKeyCapUnavailable)
+	}
+	h := &keyHold{id: cap.KeyID, period: cap.Period.Start(r.startedAt), kind: cap.Period}
+	req := store.KeyReservationRequest{KeyID: cap.KeyID, PeriodStart: h.period, CapMicros: cap.CapMicros,
+		AmountMicros: r.amount, RequestID: requestID, Holder: m.opts.Holder, Lease: m.opts.Lease}
+	for attempt := 0; ; attempt++ {
+		cctx, cancel := context.WithTimeout(ctx, m.opts.WriteTimeout)
+		kr, err := m.st.ReserveKeyBudget(cctx, req)
+		cancel()
+		if err != nil {
+			r.Release()
+			if m.noteDBError(err) {
+				return nil, apierror.Unavailable("the database", errors.Join(ErrKeyCapUnavailable, err))
+			}
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, fmt.Errorf("billing: reserve against the key's cap: %w", err)
+		}
+		m.noteDBUp()
+		if kr.Reserved {
+			m.keys.live.Add(1)
+			r.key = h
+			return r, nil
+		}
+		if attempt == 0 {
+			// Reservations of a process that is gone may hold the rest of the cap: return the
+			// expired ones of this key, and try once more if there were any.
+			cctx, cancel := context.WithTimeout(ctx, m.opts.WriteTimeout)
+			n, err := m.st.ReapKeyReservations(cctx, cap.KeyID)
+			cancel()
+			if err == nil && n > 0 {
+				continue
+			}
+		}
+		r.Release()
+		return nil, &KeyCapError{NeededMicros: r.amount, AvailableMicros: max(cap.CapMicros-kr.SpentMicros-kr.HeldMicros, 0),
+			CapMicros: cap.CapMicros, Period: cap.Period}
+	}
+}
+
+// settleKey ends the key part of a reservation, adding cost to the key's spend (0 for a
+// release). A settlement the database does not take is kept and retried by the maintenance
+// (the reservation's lease is renewed meanwhile), so what the key's budget counts is what the
+// usage records charge. It never waits on the request's context: a client that went away is
+// billed all the same.
+func (m *Meter) settleKey(r *Reservation, cost int64) {
+	s := keySettlement{keyID: r.key.id, requestID: r.requestID, cost: cost}
+	ctx, cancel := context.WithTimeout(context.Background(), m.opts.WriteTimeout)
+	_, err := m.st.SettleKeyReservation(ctx, s.keyID, s.requestID, s.cost)
+	cancel()
+	if err == nil {
+		m.keys.live.Add(-1)
+		return
+	}
+	m.noteDBError(err)
+	m.keys.mu.Lock()
+	m.keys.pending = append(m.keys.pending, s)
+	m.keys.mu.Unlock()
+}
+
+// retryKeySettlements writes the key settlements the database did not take, in order, until
+// one fails.
+func (m *Meter) retryKeySettlements(ctx context.Context) error {
+	m.keys.mu.Lock()
+	defer m.keys.mu.Unlock()
+	for len(m.keys.pending) > 0 {
+		s := m.keys.pending[0]
+		cctx, cancel := context.WithTimeout(ctx, m.opts.WriteTimeout)
+		_, err := m.st.SettleKeyReservation(cctx, s.keyID, s.requestID, s.cost)
+		cancel()
+		if err != nil {
+			m.noteDBError(err)
+			return fmt.Errorf("billing: settle key reservations: %w (%d waiting)", err, len(m.keys.pending))
+		}
+		m.keys.pending = m.keys.pending[1:]
+		m.keys.live.Add(-1)
+	}
+	m.keys.pending = nil
+	return nil
+}
+
+// maintainKeys is the key reservations' part of the maintenance: it retries the settlements the
+// database did not take, renews the leases of this process's reservations every Lease/6 while
+// it has any, and every ReapInterval returns the expired reservations of every process (and
+// deletes those gone for a day).
+func (m *Meter) maintainKeys(ctx context.Context, now time.Time) {
+	if err := m.retryKeySettlements(ctx); err != nil && ctx.Err() == nil {
+		m.opts.Logger.Debug("billing: settle key reservations", "err", err)
+	}
+	if m.keys.live.Load() > 0 && now.Sub(m.keys.lastRenew) >= m.opts.Lease/6 {
+		m.keys.lastRenew = now
+		cctx, cancel := context.WithTimeout(ctx, m.opts.WriteTimeout)
+		_, err := m.st.RenewKeyReservations(cctx, m.opts.Holder, m.opts.Lease)
+		cancel()
+		if err != nil && ctx.Err() == nil && !m.noteDBError(err) {
+			m.opts.Logger.Error("billing: renew key reservations", "err", err)
+		}
+	}
+	if now.Sub(m.keys.lastReap) >= m.opts.ReapInterval {
+		m.keys.lastReap = now
+		cctx, cancel := context.WithTimeout(ctx, m.opts.WriteTimeout)
+		_, err := m.st.ReapKeyReservations(cctx, uuid.Nil)
+		if err == nil {
+			_, err = m.st.DeleteStaleKeyReservations(cctx)
+		}
+		cancel()
+		if err != nil && ctx.Err() == nil && !m.noteDBError(err) {
+			// Two processes reaping reservations of the same budgets may deadlock; PostgreSQL
+			// ends one, which reaps at its next interval.
+			m.opts.Logger.Warn("billing: reap key reservations", "err", err)
+		}
+	}
+}
+
+// ReapExpiredKeyReservations returns the key reservations, of any process, whose lease has
+// expired to their keys' budgets (the maintenance does it every ReapInterval).
+func (m *Meter) ReapExpiredKeyReservations(ctx context.Context) (int64, error) {
+	return m.st.ReapKeyReservations(ctx, uuid.Nil)
+}

@@ -69,6 +69,9 @@ type Options struct {
 	ChangeFeed changefeed.Options
 	// CreditOutage is the gateway's (the zero value: the meter's defaults).
 	CreditOutage billing.OutagePolicy
+	// Listener is where the gateway is served (nil: a new one on 127.0.0.1); a test that must
+	// know the address before the configuration (the web application's public URL) makes it.
+	Listener net.Listener
 }
 
 // Gateway is one running gateway instance.
@@ -142,9 +145,11 @@ func Start(t testing.TB, o Options) *Gateway {
 	done := make(chan struct{})
 	go func() { defer close(done); gw.Run(runCtx) }()
 	// The gateway is served as tollgate serve serves it: by h1server.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	ln := o.Listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	srv := &h1server.Server{Handler: gw.Handler, BodyReadTimeout: o.BodyReadTimeout, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	served := make(chan struct{})

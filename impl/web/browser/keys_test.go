@@ -1,0 +1,92 @@
+package browser_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/tollgate/tollgate/impl/apikey"
+)
+
+// createKey creates a key named name on the Keys page, starting from any signed-in page, and
+// returns its full value as the page shows it (once). fill sets more fields of the form.
+func (s *site) createKey(p *tour, name string, fill func()) string {
+	p.t.Helper()
+	p.at(p.Follow("Keys"), http.StatusOK, s.URL+"/keys")
+	p.shot("keys")
+	p.at(p.Follow("Create a key"), http.StatusOK, s.URL+"/keys/new")
+	p.Fill("Name", name)
+	if fill != nil {
+		fill()
+	}
+	p.shot("key-form")
+	p.at(p.Submit("Create key"), http.StatusCreated, s.URL+"/keys")
+	p.shot("key-created")
+	key := p.value("#key")
+	if _, err := apikey.Parse(key); err != nil {
+		p.t.Fatalf("the page shows %q as the new key: %v", key, err)
+	}
+	return key
+}
+
+// TestKeyShownOnceUsedAndRevoked creates a key on the Keys page: its full value is shown in
+// the page that created it and never again (not on the Keys page, which shows its prefix and
+// last four characters, nor when the browser goes back); it works on /v1/models; revoked
+// with its row's button, it is refused (401) within a second.
+func TestKeyShownOnceUsedAndRevoked(t *testing.T) {
+	s := start(t)
+	p := newTour(t)
+	s.signIn(p)
+	key := s.createKey(p, "ci", nil)
+	prefix, lastFour := key[:apikey.DisplayLen], key[len(key)-4:]
+
+	p.at(p.Follow("Back to the keys"), http.StatusOK, s.URL+"/keys")
+	p.shot("keys-after-create")
+	if strings.Contains(p.html(), key) {
+		t.Fatal("the Keys page shows the full key again")
+	}
+	row := p.Text("tbody tr")
+	if !strings.Contains(row, prefix+"…") {
+		t.Errorf("the key's row does not show its prefix %s…: %q", prefix, row)
+	}
+	if !strings.Contains(row, "…"+lastFour) {
+		t.Errorf("the key's row does not show its last four characters as %s…%s: %q "+
+			"(impl/web/templates/keys.html shows only the prefix, and api_keys keeps no last four)", prefix, lastFour, row)
+	}
+
+	// Back in the browser's history: no cache shows the key again. (Chromium replaced the
+	// entry of the page that showed it, at /keys, with the Keys page at the same address, so
+	// this is the form.)
+	p.Do(chromedp.NavigateBack())
+	p.shot("back-to-created")
+	if strings.Contains(p.html(), key) {
+		t.Error("going back in the browser's history shows the full key again")
+	}
+	p.at(p.Navigate(s.URL+"/keys"), http.StatusOK, s.URL+"/keys")
+
+	if status, body := s.api(t, http.MethodGet, "/v1/models", key, ""); status != http.StatusOK {
+		t.Fatalf("GET /v1/models with the new key: %d %s", status, body)
+	}
+
+	p.at(p.Submit("Revoke key ci "+prefix), http.StatusOK, s.URL+"/keys")
+	p.shot("key-revoked")
+	if row := p.Text("tbody tr"); !strings.Contains(row, "revoked") {
+		t.Errorf("the revoked key's row says %q", row)
+	}
+	// Revocation reaches every gateway process through the database's notification; the
+	// specification allows it a second.
+	deadline := time.Now().Add(time.Second)
+	for {
+		status, body := s.api(t, http.MethodGet, "/v1/models", key, "")
+		if status == http.StatusUnauthorized {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET /v1/models with the revoked key a second after revoking it: %d %s", status, body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -13,6 +13,8 @@ const (
 	DefaultSessionIdleTimeout     = 2 * time.Hour
 	DefaultSessionAbsoluteTimeout = 24 * time.Hour
 	DefaultReauthAfter            = 10 * time.Minute
+	// DefaultDatasetUploadMaxBytes bounds a dataset uploaded on the Datasets page (100 MiB).
+	DefaultDatasetUploadMaxBytes = 100 << 20
 )
 
 // Web configures the signed-in web application (impl/web): sign-in through an OpenID Connect
@@ -42,6 +44,9 @@ type Web struct {
 	// ReauthAfter is how recent a sign-in must be for sensitive actions (creating a key);
 	// older sign-ins go through the provider again (default 10 min).
 	ReauthAfter time.Duration `yaml:"reauth_after"`
+	// DatasetUploadMaxBytes is the largest dataset file the Datasets page accepts (default
+	// 100 MiB; `tollgate admin dataset put` has no limit).
+	DatasetUploadMaxBytes int64 `yaml:"dataset_upload_max_bytes"`
 }
 
 // Enabled reports whether the web application is configured.
@@ -58,6 +63,9 @@ func (w *Web) ApplyDefaults() {
 	}
 	if w.ReauthAfter == 0 {
 		w.ReauthAfter = DefaultReauthAfter
+	}
+	if w.DatasetUploadMaxBytes <= 0 {
+		w.DatasetUploadMaxBytes = DefaultDatasetUploadMaxBytes
 	}
 	if w.RedirectURL == "" && w.PublicURL != "" {
 		w.RedirectURL = strings.TrimSuffix(w.PublicURL, "/") + "/auth/callback"

@@ -79,6 +79,7 @@ type Gateway struct {
 	Readiness *health.Readiness
 
 	api      *httpapi.Server
+	web      *web.App // nil when the web application is not configured
 	inFlight inFlight
 	spill    *usagespill.Spill
 }
@@ -156,11 +157,13 @@ func New(o Options) (*Gateway, error) {
 	g.inFlight.next = srv.Handler()
 	// The web application (when configured) serves its own paths; the rest stay the API's.
 	if o.Config.Web.Enabled() {
-		app, err := web.New(web.Options{Store: o.Store, Config: o.Config, Logger: o.Logger, HTTPClient: o.WebHTTPClient})
+		app, err := web.New(web.Options{Store: o.Store, Config: o.Config, Logger: o.Logger, HTTPClient: o.WebHTTPClient,
+			Datasets: datasets})
 		if err != nil {
 			_ = g.Close()
 			return nil, err
 		}
+		g.web = app
 		g.inFlight.next = web.Mount(app, g.inFlight.next)
 	}
 	g.Handler = &g.inFlight
@@ -186,7 +189,13 @@ func (g *Gateway) Run(ctx context.Context) error {
 
 // EndStreams ends every stream still in flight with its format's in-band error, billing what
 // each produced: a shutdown calls it when its grace period is over.
-func (g *Gateway) EndStreams() { g.api.EndStreams() }
+// The web application's live tails of agent sessions end too (their browsers reconnect).
+func (g *Gateway) EndStreams() {
+	g.api.EndStreams()
+	if g.web != nil {
+		g.web.EndStreams()
+	}
+}
 
 // InFlight is the number of requests the Handler is serving.
 func (g *Gateway) InFlight() int64 { return g.inFlight.n.Load() }

@@ -15,7 +15,9 @@ import (
 
 	"github.com/tollgate/tollgate/gen/db"
 	"github.com/tollgate/tollgate/impl/accounts"
+	"github.com/tollgate/tollgate/impl/agent"
 	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/dataset"
 	"github.com/tollgate/tollgate/impl/store"
 	"github.com/tollgate/tollgate/impl/web/audit"
 	"github.com/tollgate/tollgate/impl/web/members"
@@ -40,6 +42,10 @@ type Options struct {
 	Logger *slog.Logger
 	// HTTPClient talks to the OpenID provider (nil: a client with a 10 s timeout).
 	HTTPClient *http.Client
+	// Datasets serves the Datasets page (nil: the page says datasets are not available).
+	Datasets *dataset.Service
+	// Agents serves the Approvals and Agents pages (nil: they say agents are not available).
+	Agents *agent.Service
 }
 
 // App is the web application: an http.Handler for the paths Owns reports.
@@ -57,6 +63,9 @@ type App struct {
 	pages    map[string]*template.Template
 	nav      []page
 	handler  http.Handler
+	datasets *dataset.Service // the Datasets page (datasets.go)
+	agents   *agent.Service   // the Approvals and Agents pages (approvals.go, agents.go)
+	tails    tails            // the live tails of agent sessions (agents.go)
 }
 
 // New builds the application from o.Config.Web (which must be enabled).
@@ -77,6 +86,7 @@ func New(o Options) (*App, error) {
 		sessions: session.New(db.New(pool), nil),
 		rp: signin.New(signin.Config{Issuer: w.Issuer, ClientID: w.ClientID, ClientSecret: w.ClientSecret,
 			RedirectURL: w.RedirectURL, HTTPClient: o.HTTPClient}),
+		datasets: o.Datasets, agents: o.Agents, tails: newTails(),
 	}
 	sm := scs.New()
 	sm.Store = a.sessions

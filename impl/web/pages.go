@@ -27,9 +27,9 @@ func navigation() []page {
 		{"/keys", "Keys", (*App).keysRoutes},
 		{"/usage", "Usage", nil},
 		{"/plan", "Plan & limits", (*App).planRoutes},
-		{"/approvals", "Approvals", nil},
-		{"/agents", "Agents", nil},
-		{"/datasets", "Datasets", nil},
+		{"/approvals", "Approvals", (*App).approvalsRoutes},
+		{"/agents", "Agents", (*App).agentsRoutes},
+		{"/datasets", "Datasets", (*App).datasetsRoutes},
 		{"/audit", "Audit log", (*App).auditRoutes},
 		{"/sessions", "Sessions", (*App).sessionsRoutes},
 	}

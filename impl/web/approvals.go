@@ -1,0 +1,160 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+
+	"github.com/google/uuid"
+
+	"github.com/tollgate/tollgate/impl/agent"
+	"github.com/tollgate/tollgate/impl/web/audit"
+)
+
+// The Approvals page: the account's agent actions waiting for a person (agent_spawn and
+// agent_prompt requested by an API key through MCP), each with its exact arguments, and the
+// ones already resolved. Owners approve or deny them; each decision is made exactly once by
+// agent.Service.Resolve (one conditional update), and only the decision that won is audited.
+
+func (a *App) approvalsRoutes(mux *http.ServeMux) {
+	mux.Handle("GET /approvals", a.member(a.approvalsPage))
+	mux.Handle("POST /approvals/{id}/approve", a.owner(a.decide(true)))
+	mux.Handle("POST /approvals/{id}/deny", a.owner(a.decide(false)))
+}
+
+// approvalsShown bounds the approvals the page lists (pending and resolved together).
+const approvalsShown = 200
+
+// approvalRow is one approval as the page shows it.
+type approvalRow struct {
+	agent.Approval
+	// Pretty is the arguments, indented.
+	Pretty string
+	// Requester names the key that asked (its name and prefix, or its id).
+	Requester string
+}
+
+type approvalsData struct {
+	Available bool
+	Pending   []approvalRow
+	Resolved  []approvalRow
+	// Notice is the result of the decision just made (from the redirect's query).
+	Notice string
+}
+
+func (a *App) approvalsPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
+	d := approvalsData{Available: a.agents != nil}
+	if a.agents != nil {
+		acct := v.Account.AccountID
+		list, err := a.agents.ListApprovals(r.Context(), &acct, "", approvalsShown)
+		if err != nil {
+			a.failInternal(w, r, v, "list approvals", err)
+			return
+		}
+		keys, err := a.keyNames(r, acct)
+		if err != nil {
+			a.failInternal(w, r, v, "list keys", err)
+			return
+		}
+		for _, ap := range list {
+			row := approvalRow{Approval: ap, Pretty: prettyJSON(ap.Arguments), Requester: keys.name(requesterKey(ap))}
+			if ap.State == "pending" {
+				d.Pending = append(d.Pending, row)
+			} else {
+				d.Resolved = append(d.Resolved, row)
+			}
+		}
+	}
+	switch r.URL.Query().Get("decided") {
+	case "approved":
+		d.Notice = "Approved: the action is queued."
+	case "denied":
+		d.Notice = "Denied: the action will not run."
+	}
+	a.render(w, r, v, http.StatusOK, "approvals", "Approvals", d)
+}
+
+// decide approves or denies the {id} approval of the visitor's account. Resolve makes the
+// decision exactly once: of two decisions at the same time one wins, the other is told the
+// approval is already resolved (409). Another account's id is not found, as an unknown id.
+func (a *App) decide(approve bool) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, v *Visitor) {
+		if a.agents == nil {
+			a.fail(w, r, v, http.StatusNotFound, "There is no such approval.")
+			return
+		}
+		id := r.PathValue("id")
+		if _, err := uuid.Parse(id); err != nil {
+			a.fail(w, r, v, http.StatusNotFound, "There is no such approval.")
+			return
+		}
+		acct := v.Account.AccountID
+		ap, err := a.agents.Resolve(r.Context(), &acct, id, approve, actorName(v.User))
+		var conflict *agent.ConflictError
+		switch {
+		case errors.Is(err, agent.ErrNotFound):
+			a.fail(w, r, v, http.StatusNotFound, "There is no such approval.")
+			return
+		case errors.As(err, &conflict):
+			a.fail(w, r, v, http.StatusConflict, conflict.Message+". Nothing was changed.")
+			return
+		case err != nil:
+			a.failInternal(w, r, v, "resolve approval", err)
+			return
+		}
+		before := map[string]any{"state": "pending", "action": ap.Action, "arguments_hash": ap.ArgumentsHash}
+		after := map[string]any{"state": ap.State, "action": ap.Action, "arguments_hash": ap.ArgumentsHash,
+			"resolved_by": ap.ResolvedBy}
+		if ap.ActionStatus != "" {
+			after["action_status"] = ap.ActionStatus
+		}
+		a.record(r, v, audit.ActionApproval, "approval "+ap.ID, before, after)
+		http.Redirect(w, r, "/approvals?"+url.Values{"decided": {ap.State}}.Encode(), http.StatusSeeOther)
+	}
+}
+
+// keyNamer names the account's keys for the pages that show who did something.
+type keyNamer map[string]string
+
+// keyNames loads the names of the account's keys.
+func (a *App) keyNames(r *http.Request, account uuid.UUID) (keyNamer, error) {
+	keys, err := a.store.ListAPIKeys(r.Context(), account)
+	if err != nil {
+		return nil, err
+	}
+	n := keyNamer{}
+	for _, k := range keys {
+		label := k.DisplayPrefix + "…"
+		if k.Name != "" {
+			label = k.Name + " (" + label + ")"
+		}
+		n[k.ID.String()] = label
+	}
+	return n, nil
+}
+
+// name is the key's label, its id when it is not one of the account's keys any more, or "—".
+func (n keyNamer) name(id string) string {
+	if id == "" {
+		return "—"
+	}
+	if label, ok := n[id]; ok {
+		return label
+	}
+	return "key " + id
+}
+
+// prettyJSON indents raw JSON for reading (raw as it is when it is not JSON).
+func prettyJSON(raw json.RawMessage) string {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, raw, "", "  "); err != nil {
+		return string(raw)
+	}
+	return buf.String()
+}
+
+// requesterKey is the id of the key that requested the approval ("" until agent.Approval
+// carries it: requested from the agent engineer in /tmp/agent-api.md).
+func requesterKey(agent.Approval) string { return "" }

@@ -1,0 +1,357 @@
+package web
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/dataset"
+)
+
+// The Datasets page: the account's dataset files (the ones the MCP tools load and query),
+// uploaded here (CSV, Parquet or JSON lines, up to web.dataset_upload_max_bytes) and deleted
+// by owners, through the same dataset.Service as the tools and `tollgate admin dataset`.
+// An upload is read into a temporary file, checked to be a readable file of its format (as
+// the admin command checks it), then stored; members upload new datasets, owners also
+// replace and delete them. Uploads, replacements and deletions are audited.
+
+func (a *App) datasetsRoutes(mux *http.ServeMux) {
+	mux.Handle("GET /datasets", a.member(a.datasetsPage))
+	mux.Handle("POST /datasets", a.member(a.uploadDataset))
+	mux.Handle("POST /datasets/{name}/delete", a.owner(a.deleteDataset))
+}
+
+// Audit actions of the Datasets page.
+const (
+	actionDatasetUploaded = "dataset.uploaded"
+	actionDatasetDeleted  = "dataset.deleted"
+)
+
+// uploadFormOverhead is what a multipart form may add to the file it carries (boundaries,
+// headers, the name and format fields).
+const uploadFormOverhead = 64 << 10
+
+type datasetRow struct {
+	dataset.StoredDataset
+	Size   string
+	Loaded string
+}
+
+type datasetsData struct {
+	Available bool
+	Datasets  []datasetRow
+	// MaxSize is the upload limit, for people.
+	MaxSize string
+	// Error is what was wrong with an upload; Name and Format what was typed.
+	Error, Name, Format string
+	// Notice is the result of the change just made.
+	Notice string
+}
+
+func (a *App) uploadLimit() int64 {
+	if n := a.web.DatasetUploadMaxBytes; n > 0 {
+		return n
+	}
+	return config.DefaultDatasetUploadMaxBytes
+}
+
+func (a *App) datasetsPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
+	d := datasetsData{}
+	q := r.URL.Query()
+	if n := q.Get("uploaded"); n != "" && dataset.ValidName(n) {
+		d.Notice = "Dataset " + n + " stored."
+	}
+	if n := q.Get("deleted"); n != "" && dataset.ValidName(n) {
+		d.Notice = "Dataset " + n + " deleted."
+	}
+	a.renderDatasets(w, r, v, http.StatusOK, d)
+}
+
+// renderDatasets lists the account's datasets into d and renders the page.
+func (a *App) renderDatasets(w http.ResponseWriter, r *http.Request, v *Visitor, status int, d datasetsData) {
+	d.Available = a.datasets != nil
+	d.MaxSize = humanBytes(a.uploadLimit())
+	if a.datasets != nil {
+		acct := v.Account.AccountID
+		stored, err := a.datasets.ListStorage(r.Context(), acct)
+		if err != nil {
+			a.failInternal(w, r, v, "list datasets", err)
+			return
+		}
+		loaded, err := a.datasets.Loaded(r.Context(), acct)
+		if err != nil {
+			a.failInternal(w, r, v, "loaded datasets", err)
+			return
+		}
+		byName := map[string]dataset.LoadedDataset{}
+		for _, l := range loaded {
+			byName[l.Name] = l
+		}
+		for _, s := range stored {
+			row := datasetRow{StoredDataset: s, Size: humanBytes(s.SizeBytes), Loaded: "no"}
+			if l, ok := byName[s.Name]; ok {
+				row.Loaded = fmt.Sprintf("%d rows, %s", l.Rows, l.LoadedAt.UTC().Format("2006-01-02 15:04 UTC"))
+			}
+			d.Datasets = append(d.Datasets, row)
+		}
+	}
+	a.render(w, r, v, status, "datasets", "Datasets", d)
+}
+
+// upload is an upload form as read: the file is in a temporary file.
+type upload struct {
+	name, format, fileName string
+	file                   *os.File
+	size                   int64
+}
+
+func (u *upload) close() {
+	if u.file != nil {
+		_ = u.file.Close()
+		_ = os.Remove(u.file.Name())
+	}
+}
+
+// errTooLarge is an upload beyond the limit.
+var errTooLarge = errors.New("upload too large")
+
+// readUpload reads the multipart form: the name and format fields (small) and the file
+// (into a temporary file, at most limit bytes).
+func readUpload(r *http.Request, limit int64) (*upload, error) {
+	mr, err := r.MultipartReader()
+	if err != nil {
+		return nil, err
+	}
+	u := &upload{}
+	for {
+		part, err := mr.NextPart()
+		if err == io.EOF {
+			return u, nil
+		}
+		if err != nil {
+			u.close()
+			return nil, err
+		}
+		if err := u.readPart(part, limit); err != nil {
+			u.close()
+			return nil, err
+		}
+	}
+}
+
+func (u *upload) readPart(part *multipart.Part, limit int64) error {
+	defer part.Close()
+	field := func() (string, error) {
+		b, err := io.ReadAll(io.LimitReader(part, 256))
+		return strings.TrimSpace(string(b)), err
+	}
+	var err error
+	switch part.FormName() {
+	case "name":
+		u.name, err = field()
+	case "format":
+		u.format, err = field()
+	case "file":
+		if u.file != nil || part.FileName() == "" {
+			_, err = io.Copy(io.Discard, part)
+			return err
+		}
+		u.fileName = path.Base(strings.ReplaceAll(part.FileName(), "\\", "/"))
+		if u.file, err = os.CreateTemp("", "tollgate-upload-*"); err != nil {
+			return err
+		}
+		u.size, err = io.Copy(u.file, io.LimitReader(part, limit+1))
+		if err == nil && u.size > limit {
+			err = errTooLarge
+		}
+	default:
+		_, err = io.Copy(io.Discard, part)
+	}
+	return err
+}
+
+// formatOf is the format chosen in the form, or the one of the file's extension.
+func formatOf(chosen, fileName string) (dataset.Format, bool) {
+	if chosen != "" && chosen != "auto" {
+		return dataset.ParseFormat(chosen)
+	}
+	ext := strings.ToLower(strings.TrimPrefix(path.Ext(fileName), "."))
+	if ext == "ndjson" {
+		ext = "jsonl"
+	}
+	return dataset.ParseFormat(ext)
+}
+
+// uploadDataset stores the uploaded file as the account's dataset.
+func (a *App) uploadDataset(w http.ResponseWriter, r *http.Request, v *Visitor) {
+	if a.datasets == nil {
+		a.fail(w, r, v, http.StatusNotFound, "Datasets are not available on this gateway.")
+		return
+	}
+	ctx := r.Context()
+	acct := v.Account.AccountID
+	limit := a.uploadLimit()
+	tooLarge := datasetsData{Error: "The file is larger than the upload limit of " + humanBytes(limit) +
+		". Nothing was stored. Ask the operator to store larger files (tollgate admin dataset put)."}
+	if r.ContentLength > limit+uploadFormOverhead {
+		w.Header().Set("Connection", "close")
+		a.renderDatasets(w, r, v, http.StatusRequestEntityTooLarge, tooLarge)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, limit+uploadFormOverhead)
+	u, err := readUpload(r, limit)
+	var maxErr *http.MaxBytesError
+	switch {
+	case errors.Is(err, errTooLarge) || errors.As(err, &maxErr):
+		w.Header().Set("Connection", "close")
+		a.renderDatasets(w, r, v, http.StatusRequestEntityTooLarge, tooLarge)
+		return
+	case err != nil && ctx.Err() != nil:
+		return
+	case err != nil:
+		a.log.Info("web: dataset upload unreadable", "err", err)
+		a.renderDatasets(w, r, v, http.StatusBadRequest, datasetsData{Error: "The upload could not be read. Choose the file again and upload it."})
+		return
+	}
+	defer u.close()
+	d := datasetsData{Name: u.name, Format: u.format}
+	bad := func(format string, args ...any) {
+		d.Error = fmt.Sprintf(format, args...)
+		a.renderDatasets(w, r, v, http.StatusUnprocessableEntity, d)
+	}
+	if u.file == nil {
+		bad("Choose a file to upload.")
+		return
+	}
+	name := u.name
+	if name == "" {
+		name = strings.TrimSuffix(u.fileName, path.Ext(u.fileName))
+	}
+	if !dataset.ValidName(name) {
+		bad("The name %q is not a dataset name: use letters, digits, '_' and '-', at most 64, starting with a letter or a digit.", name)
+		return
+	}
+	f, ok := formatOf(u.format, u.fileName)
+	if !ok {
+		bad("Cannot tell the format of %q: choose CSV, Parquet or JSON lines, or name the file .csv, .parquet or .jsonl.", u.fileName)
+		return
+	}
+	if u.size == 0 {
+		bad("The file %q is empty.", u.fileName)
+		return
+	}
+	stored, err := a.datasets.ListStorage(ctx, acct)
+	if err != nil {
+		a.failInternal(w, r, v, "list datasets", err)
+		return
+	}
+	var before any
+	for _, s := range stored {
+		if s.Name == name {
+			if !v.Owner() {
+				bad("A dataset named %s exists; only the account's owners may replace it. Choose another name.", name)
+				return
+			}
+			before = datasetState(s)
+		}
+	}
+	if _, err := dataset.DescribeFile(ctx, u.file.Name(), f); err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		msg := strings.ReplaceAll(err.Error(), u.file.Name(), u.fileName)
+		bad("The file is not usable: %s", firstLine(msg))
+		return
+	}
+	if _, err := u.file.Seek(0, io.SeekStart); err != nil {
+		a.failInternal(w, r, v, "dataset upload", err)
+		return
+	}
+	saved, err := a.datasets.Put(ctx, acct, name, f, u.file)
+	if err != nil {
+		if msg, ok := dataset.CallerMessage(err); ok {
+			bad("%s", msg)
+			return
+		}
+		a.failInternal(w, r, v, "store dataset", err)
+		return
+	}
+	a.record(r, v, actionDatasetUploaded, "dataset "+name, before, datasetState(saved))
+	http.Redirect(w, r, "/datasets?"+url.Values{"uploaded": {name}}.Encode(), http.StatusSeeOther)
+}
+
+// deleteDataset deletes the account's {name} dataset; a name that is not one of them (another
+// account's full name among them) is not found.
+func (a *App) deleteDataset(w http.ResponseWriter, r *http.Request, v *Visitor) {
+	name := r.PathValue("name")
+	if a.datasets == nil || !dataset.ValidName(name) {
+		a.fail(w, r, v, http.StatusNotFound, "There is no such dataset.")
+		return
+	}
+	ctx := r.Context()
+	acct := v.Account.AccountID
+	stored, err := a.datasets.ListStorage(ctx, acct)
+	if err != nil {
+		a.failInternal(w, r, v, "list datasets", err)
+		return
+	}
+	var before any
+	for _, s := range stored {
+		if s.Name == name {
+			before = datasetState(s)
+		}
+	}
+	if before == nil {
+		a.fail(w, r, v, http.StatusNotFound, "There is no such dataset.")
+		return
+	}
+	err = a.datasets.Delete(ctx, acct, name)
+	if errors.Is(err, dataset.ErrNotOwned) { // deleted meanwhile
+		a.fail(w, r, v, http.StatusNotFound, "There is no such dataset.")
+		return
+	}
+	if err != nil {
+		a.failInternal(w, r, v, "delete dataset", err)
+		return
+	}
+	a.record(r, v, actionDatasetDeleted, "dataset "+name, before, nil)
+	http.Redirect(w, r, "/datasets?"+url.Values{"deleted": {name}}.Encode(), http.StatusSeeOther)
+}
+
+// datasetState is what the audit log keeps of a dataset.
+func datasetState(s dataset.StoredDataset) map[string]any {
+	return map[string]any{"name": s.Name, "format": string(s.Format), "size_bytes": s.SizeBytes,
+		"updated": s.Updated.UTC().Format(time.RFC3339)}
+}
+
+// humanBytes is n in B, KiB, MiB or GiB.
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 2; m /= unit {
+		div *= unit
+		exp++
+	}
+	s := fmt.Sprintf("%.1f", float64(n)/float64(div))
+	s = strings.TrimSuffix(s, ".0")
+	return s + " " + []string{"KiB", "MiB", "GiB"}[exp]
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return strings.TrimSpace(s[:i])
+	}
+	return s
+}

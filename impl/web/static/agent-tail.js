@@ -1,0 +1,70 @@
+// agent-tail.js follows an agent session's live tail on the session page (progressive
+// enhancement: without it, the page's "Refresh" link shows new events). The list #events
+// names its stream in data-tail (/agents/{session}/events?after=N); each server-sent event is
+// {seq, kind, at, summary} with the sequence number as its id, so the browser's reconnection
+// resumes after the last event received (Last-Event-ID). "end" says the session has ended.
+(function () {
+  "use strict";
+  var list = document.getElementById("events");
+  var status = document.getElementById("tail-status");
+  if (!list || !list.dataset.tail || typeof EventSource === "undefined") {
+    return;
+  }
+  var last = 0;
+  list.querySelectorAll("li[value]").forEach(function (li) {
+    last = Math.max(last, Number(li.getAttribute("value")));
+  });
+  function say(text) {
+    if (status) {
+      status.textContent = text;
+    }
+  }
+  function when(iso) {
+    // As the server writes it: 2006-01-02 15:04 UTC.
+    return iso.slice(0, 10) + " " + iso.slice(11, 16) + " UTC";
+  }
+  var source = new EventSource(list.dataset.tail);
+  source.onopen = function () {
+    say("Following live.");
+  };
+  source.onmessage = function (msg) {
+    var e;
+    try {
+      e = JSON.parse(msg.data);
+    } catch (err) {
+      return;
+    }
+    if (typeof e.seq !== "number" || e.seq <= last) {
+      return; // already shown
+    }
+    last = e.seq;
+    var none = list.querySelector("li.none");
+    if (none) {
+      none.remove();
+    }
+    var li = document.createElement("li");
+    li.value = e.seq;
+    var time = document.createElement("time");
+    time.dateTime = e.at;
+    time.textContent = when(e.at);
+    var kind = document.createElement("span");
+    kind.className = "kind";
+    kind.textContent = e.kind;
+    var summary = document.createElement("span");
+    summary.className = "summary";
+    summary.textContent = e.summary;
+    li.append(time, " ", kind, " ", summary);
+    list.append(li);
+  };
+  source.addEventListener("end", function () {
+    source.close();
+    say("The session has ended. Refresh for its final state.");
+  });
+  source.onerror = function () {
+    if (source.readyState === EventSource.CONNECTING) {
+      say("Reconnecting…");
+    } else {
+      say("Live updates stopped. Use Refresh.");
+    }
+  };
+})();

@@ -161,3 +161,8 @@ ORDER BY created_at DESC LIMIT sqlc.arg('max');
 -- The usage records of an agent session: how many, and their cost.
 SELECT COUNT(*)::bigint AS records, COALESCE(SUM(cost_micros), 0)::bigint AS cost_micros
 FROM usage_records WHERE agent_session_id = $1;
+
+-- name: LockAgentKey :exec
+-- Serialises the requests of one account that carry the same Idempotency-Key, for the rest of
+-- the transaction.
+SELECT pg_advisory_xact_lock(hashtextextended(sqlc.arg('lock_key')::text, 7318204918));

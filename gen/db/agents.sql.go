@@ -1045,6 +1045,17 @@ func (q *Queries) LiveSlotSessionForUpdate(ctx context.Context, slotID pgtype.UU
 	return i, err
 }
 
+const lockAgentKey = `-- name: LockAgentKey :exec
+SELECT pg_advisory_xact_lock(hashtextextended($1::text, 7318204918))
+`
+
+// Serialises the requests of one account that carry the same Idempotency-Key, for the rest of
+// the transaction.
+func (q *Queries) LockAgentKey(ctx context.Context, lockKey string) error {
+	_, err := q.db.Exec(ctx, lockAgentKey, lockKey)
+	return err
+}
+
 const resolveAgentApproval = `-- name: ResolveAgentApproval :one
 UPDATE agent_approvals
 SET state = $1::text, resolved_at = now(), resolved_by = $2::text,

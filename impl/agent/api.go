@@ -114,9 +114,11 @@ type SpawnAction struct {
 	MaxSpend          *int64 `json:"max_spend,omitempty"`
 }
 
-// Approval is an approval-gated action and its outcome.
+// Approval is an approval-gated action and its outcome. KeyID is the API key that requested it
+// ("" when none); SessionID is the spawned session (spawn) or the prompted one (prompt).
 type Approval struct {
 	ID, Action, State, ActionStatus, SessionID, MessageID, Failure, ResolvedBy string
+	KeyID                                                                      string
 	AccountID                                                                  uuid.UUID
 	Arguments                                                                  json.RawMessage
 	ArgumentsHash                                                              string

@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
+	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
 
 	"github.com/tollgate/tollgate/gen/db"
 	"github.com/tollgate/tollgate/impl/auth"
@@ -63,13 +67,16 @@ type Options struct {
 
 // Service is the agents service. It is safe for concurrent use.
 type Service struct {
-	pool   *pgxpool.Pool
-	q      *db.Queries
-	cfg    config.Agents
-	models *config.Config
-	tools  map[string]mcp.Tool
-	call   ModelCaller
-	log    *slog.Logger
+	pool     *pgxpool.Pool
+	q        *db.Queries
+	cfg      config.Agents
+	models   *config.Config
+	tools    map[string]mcp.Tool
+	call     ModelCaller
+	log      *slog.Logger
+	riverLog *slog.Logger
+	river    *river.Client[pgx.Tx]
+	waiters  waiters
 }
 
 // New builds the service; it starts nothing (Run does).
@@ -86,17 +93,68 @@ func New(o Options) (*Service, error) {
 		o.Logger = slog.Default()
 	}
 	s := &Service{pool: o.Store.Pool(), q: db.New(o.Store.Pool()), cfg: cfg, models: o.Config,
-		tools: map[string]mcp.Tool{}, call: o.Call, log: o.Logger}
+		tools: map[string]mcp.Tool{}, call: o.Call, log: o.Logger,
+		// River reports every start and stop at info; its warnings and errors are what matter.
+		riverLog: slog.New(minLevel{o.Logger.Handler(), slog.LevelWarn})}
 	for _, t := range o.Tools {
-		if t.Annotations.ReadOnly {
+		if t.Annotations.ReadOnly && t.Name != ToolOpenTicket {
 			s.tools[t.Name] = t
 		}
+	}
+	var err error
+	if s.river, err = s.newRiver(); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
 
-// Run runs the job runner, the LISTEN fan-out and the approval expiry until ctx ends.
+// Run runs the job runner (River: any process runs any session's jobs), the LISTEN fan-out of
+// events and the approval expiry until ctx ends. Then the running jobs get config
+// agents.stop_grace to finish before they are cancelled; a cancelled step runs again, on
+// any process, and its model call is billed once.
 func (s *Service) Run(ctx context.Context) error {
+	if s.call == nil {
+		return errors.New("agent: Run needs Options.Call")
+	}
+	work, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	if err := s.river.Start(work); err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { s.listen(work) })
+	wg.Go(func() { s.sweepApprovals(work) })
 	<-ctx.Done()
-	return nil
+	var err error
+	if s.cfg.StopGrace > 0 {
+		grace, done := context.WithTimeout(context.Background(), s.cfg.StopGrace)
+		err = s.river.Stop(grace)
+		done()
+	}
+	if s.cfg.StopGrace <= 0 || err != nil {
+		hard, done := context.WithTimeout(context.Background(), 30*time.Second)
+		err = s.river.StopAndCancel(hard)
+		done()
+	}
+	cancel()
+	wg.Wait()
+	return err
+}
+
+// minLevel is a slog handler that drops records below a level.
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(a []slog.Attr) slog.Handler {
+	return minLevel{h.Handler.WithAttrs(a), h.min}
+}
+
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{h.Handler.WithGroup(name), h.min}
 }

@@ -22,6 +22,7 @@ const (
 	DefaultAgentMaxTurns       = 20
 	DefaultAgentMaxSpendMicros = 2_000_000
 	DefaultAgentMaxDuration    = time.Hour
+	DefaultAgentStopGrace      = 10 * time.Second
 )
 
 // Agents configures hosted agents (impl/agent): the resource profiles that bound a session, the
@@ -54,6 +55,9 @@ type Agents struct {
 	StepAttempts int `yaml:"step_attempts"`
 	// Workers is how many jobs one process runs at once (default 20).
 	Workers int `yaml:"workers"`
+	// StopGrace is how long a stopping process lets its running jobs finish before it cancels
+	// them (default 10 s); a cancelled step runs again, on any process.
+	StopGrace time.Duration `yaml:"stop_grace"`
 }
 
 // AgentProfile bounds a session: model calls, spend and wall-clock time.
@@ -125,6 +129,9 @@ func (a *Agents) ApplyDefaults() {
 	}
 	if a.Workers == 0 {
 		a.Workers = DefaultAgentWorkers
+	}
+	if a.StopGrace == 0 {
+		a.StopGrace = DefaultAgentStopGrace
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate/tollgate/impl/agent"
 	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/billing"
 	"github.com/tollgate/tollgate/impl/changefeed"
@@ -77,7 +78,10 @@ type Gateway struct {
 	Meter     *billing.Meter
 	Datasets  *dataset.Service
 	Readiness *health.Readiness
+	// Agents is the agents service (impl/agent); Run runs its jobs.
+	Agents *agent.Service
 
+	agentLog *slog.Logger
 	api      *httpapi.Server
 	web      *web.App // nil when the web application is not configured
 	inFlight inFlight
@@ -141,7 +145,17 @@ func New(o Options) (*Gateway, error) {
 		return health.OK, ""
 	})
 	datasets := dataset.New(o.Store, o.DatasetStorage, dataset.Options{Logger: o.Logger})
-	srv, err := httpapi.New(httpapi.Options{
+	var srv *httpapi.Server
+	agents, err := agent.New(agent.Options{Store: o.Store, Config: o.Config, Tools: tenanttools.Tools(datasets),
+		Call: agentCaller(&srv), Logger: o.Logger})
+	if err != nil {
+		_ = datasets.Close()
+		if spill != nil {
+			_ = spill.Close()
+		}
+		return nil, err
+	}
+	srv, err = httpapi.New(httpapi.Options{
 		Store: o.Store, Config: o.Config, Auth: authn, Limiter: o.Limiter, Metrics: o.Metrics, Logger: o.Logger,
 		Upstreams: upstreams, Meter: meter, Feed: feed, Heartbeat: o.Heartbeat,
 		MCP: mcp.NewHandler(mcp.Options{Tools: tenanttools.Tools(datasets), Logger: o.Logger}),
@@ -153,12 +167,13 @@ func New(o Options) (*Gateway, error) {
 		}
 		return nil, err
 	}
-	g := &Gateway{Feed: feed, Auth: authn, Meter: meter, Datasets: datasets, Readiness: o.Readiness, api: srv, spill: spill}
+	g := &Gateway{Feed: feed, Auth: authn, Meter: meter, Datasets: datasets, Readiness: o.Readiness, api: srv, spill: spill,
+		Agents: agents, agentLog: o.Logger}
 	g.inFlight.next = srv.Handler()
 	// The web application (when configured) serves its own paths; the rest stay the API's.
 	if o.Config.Web.Enabled() {
 		app, err := web.New(web.Options{Store: o.Store, Config: o.Config, Logger: o.Logger, HTTPClient: o.WebHTTPClient,
-			Datasets: datasets})
+			Datasets: datasets, Agents: agents})
 		if err != nil {
 			_ = g.Close()
 			return nil, err
@@ -171,7 +186,8 @@ func New(o Options) (*Gateway, error) {
 }
 
 // Run runs the background work until ctx ends: change notifications, last-use times of keys,
-// and the meter. Then the meter drains: it writes every usage record still queued and returns
+// the agents' jobs and the meter. Then the agents' running jobs finish (or are cancelled, to
+// run again on another process), and the meter drains: it writes every usage record still queued and returns
 // every credit hold of the process to its account (so end ctx once the HTTP server has
 // finished its requests: see WaitIdle). The rest stops, and Run returns the drain's error
 // (usage not written or holds not returned, which the reaper of another process then returns
@@ -181,7 +197,11 @@ func (g *Gateway) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { g.Feed.Run(bg) })
 	wg.Go(func() { g.Auth.Run(bg) })
-	err := g.Meter.Run(ctx)
+	// The agents' jobs stop first (see runAgents); then the meter drains.
+	meterCtx, endMeter := context.WithCancel(context.WithoutCancel(ctx))
+	defer endMeter()
+	wg.Go(func() { g.runAgents(ctx, endMeter) })
+	err := g.Meter.Run(meterCtx)
 	stop()
 	wg.Wait()
 	return err

@@ -1,0 +1,323 @@
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/riverqueue/river"
+
+	"github.com/tollgate/tollgate/gen/db"
+	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/auth"
+)
+
+// promptAction is the arguments of agent_prompt.
+type promptAction struct {
+	SessionID string `json:"session_id"`
+	Prompt    string `json:"prompt"`
+}
+
+func approvalView(a db.AgentApproval) Approval {
+	out := Approval{ID: a.ID.String(), AccountID: a.AccountID, KeyID: idText(a.KeyID), Action: a.Action, State: a.State,
+		SessionID: idText(a.SessionID), MessageID: idText(a.MessageID), ResolvedBy: a.ResolvedBy,
+		Arguments: a.Arguments, ArgumentsHash: a.ArgumentsHash, CreatedAt: a.CreatedAt, ExpiresAt: a.ExpiresAt, ResolvedAt: a.ResolvedAt}
+	if a.ActionStatus != nil {
+		out.ActionStatus = *a.ActionStatus
+	}
+	if a.Failure != nil {
+		out.Failure = *a.Failure
+	}
+	return out
+}
+
+// request records a pending approval of an action with its exact arguments.
+func (s *Service) request(ctx context.Context, p auth.Principal, action string, args any) (Approval, error) {
+	b, err := json.Marshal(args)
+	if err != nil {
+		return Approval{}, err
+	}
+	sum := sha256.Sum256(append([]byte(action+"\n"), b...))
+	a, err := s.q.InsertAgentApproval(ctx, db.InsertAgentApprovalParams{ID: uuid.New(), AccountID: p.AccountID, KeyID: pgUUID(p.KeyID),
+		Action: action, Arguments: b, ArgumentsHash: hex.EncodeToString(sum[:]), ExpiresAt: time.Now().Add(s.cfg.ApprovalTTL)})
+	if err != nil {
+		return Approval{}, err
+	}
+	return approvalView(a), nil
+}
+
+// RequestSpawn records an approval for agent_spawn and returns it at once; nothing runs until a
+// person approves it. The arguments are checked now (a clear refusal rather than an approval
+// bound to fail).
+func (s *Service) RequestSpawn(ctx context.Context, p auth.Principal, a SpawnAction) (Approval, error) {
+	a.Purpose = strings.TrimSpace(a.Purpose)
+	if a.Purpose == "" {
+		return Approval{}, apierror.Invalid("purpose", "'purpose' is required: what the agent is to do")
+	}
+	if _, err := s.resolveSpawn(ctx, s.q, p.AccountID, a); err != nil {
+		return Approval{}, err
+	}
+	return s.request(ctx, p, "spawn", a)
+}
+
+// RequestPrompt records an approval for agent_prompt (a message to the caller's session).
+func (s *Service) RequestPrompt(ctx context.Context, p auth.Principal, sessionID, prompt string) (Approval, error) {
+	if strings.TrimSpace(prompt) == "" {
+		return Approval{}, apierror.Invalid("prompt", "'prompt' is required: the message for the agent")
+	}
+	row, err := s.session(ctx, p, sessionID)
+	if err != nil {
+		return Approval{}, err
+	}
+	return s.request(ctx, p, "prompt", promptAction{SessionID: row.ID.String(), Prompt: prompt})
+}
+
+// approval reads an approval, expiring it first when it is pending past its expiry; accountID
+// nil reads any account's.
+func (s *Service) approval(ctx context.Context, accountID *uuid.UUID, approvalID string) (db.AgentApproval, error) {
+	id, err := parseID(approvalID)
+	if err != nil {
+		return db.AgentApproval{}, err
+	}
+	if _, err := s.q.ExpireAgentApproval(ctx, id); err != nil {
+		return db.AgentApproval{}, err
+	}
+	a, err := s.q.GetAgentApproval(ctx, id)
+	if err != nil {
+		return a, notFound(err)
+	}
+	if accountID != nil && a.AccountID != *accountID {
+		return a, ErrNotFound
+	}
+	return a, nil
+}
+
+// ApprovalStatus is the caller's approval (agent_action_status).
+func (s *Service) ApprovalStatus(ctx context.Context, p auth.Principal, approvalID string) (Approval, error) {
+	a, err := s.approval(ctx, &p.AccountID, approvalID)
+	if err != nil {
+		return Approval{}, err
+	}
+	return approvalView(a), nil
+}
+
+// ListApprovals lists approvals (accountID nil: every account's) in state ("" or "all": any),
+// newest first, at most limit (1 to 500; 0: 50).
+func (s *Service) ListApprovals(ctx context.Context, accountID *uuid.UUID, state string, limit int) ([]Approval, error) {
+	if _, err := s.q.ExpireAgentApprovals(ctx); err != nil {
+		return nil, err
+	}
+	if state == "all" {
+		state = ""
+	}
+	rows, err := s.q.ListAgentApprovals(ctx, db.ListAgentApprovalsParams{AccountID: optUUID(accountID), State: state, Max: int32(listLimit(limit))})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Approval, len(rows))
+	for i, a := range rows {
+		out[i] = approvalView(a)
+	}
+	return out, nil
+}
+
+// Resolve approves or denies a pending approval, exactly once under any concurrency (one
+// conditional update); an approved action's job is inserted in the same transaction. It is
+// never reachable with an API key: the operator's CLI and the signed-in web application call
+// it. ErrNotFound for an approval not of accountID (when given); a conflict when it is no
+// longer pending (naming its state, expired included).
+func (s *Service) Resolve(ctx context.Context, accountID *uuid.UUID, approvalID string, approve bool, by string) (Approval, error) {
+	cur, err := s.approval(ctx, accountID, approvalID)
+	if err != nil {
+		return Approval{}, err
+	}
+	state := ApprovalDenied
+	if approve {
+		state = ApprovalApproved
+	}
+	var out db.AgentApproval
+	err = s.inTx(ctx, func(tx pgx.Tx, q *db.Queries) error {
+		a, err := q.ResolveAgentApproval(ctx, db.ResolveAgentApprovalParams{State: state, ResolvedBy: by, ID: cur.ID})
+		if errors.Is(err, pgx.ErrNoRows) {
+			if _, err := q.ExpireAgentApproval(ctx, cur.ID); err != nil {
+				return err
+			}
+			now, err := q.GetAgentApproval(ctx, cur.ID)
+			if err != nil {
+				return err
+			}
+			return conflictf("approval %s is already %s", cur.ID, now.State)
+		}
+		if err != nil {
+			return err
+		}
+		out = a
+		if approve {
+			return s.insert(ctx, tx, actionArgs{ApprovalID: a.ID}, nil)
+		}
+		return nil
+	})
+	if err != nil {
+		return Approval{}, err
+	}
+	return approvalView(out), nil
+}
+
+// sweepApprovals expires pending approvals past their expiry every ApprovalSweep, until ctx
+// ends.
+func (s *Service) sweepApprovals(ctx context.Context) {
+	t := time.NewTicker(s.cfg.ApprovalSweep)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if ids, err := s.q.ExpireAgentApprovals(ctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("agent: expiring approvals failed", "err", err)
+			} else if len(ids) > 0 {
+				s.log.Info("agent: approvals expired", "count", len(ids))
+			}
+		}
+	}
+}
+
+type actionWorker struct {
+	river.WorkerDefaults[actionArgs]
+	s *Service
+}
+
+func (w *actionWorker) NextRetry(job *river.Job[actionArgs]) time.Time { return retryDelay(job.Attempt) }
+
+// Work runs an approved action: its status goes running, then done (with the session or
+// message it made) or failed (with why), in the transaction that completes the job.
+func (w *actionWorker) Work(ctx context.Context, job *river.Job[actionArgs]) error {
+	s := w.s
+	return s.inTx(ctx, func(tx pgx.Tx, q *db.Queries) error {
+		a, err := q.GetAgentApproval(ctx, job.Args.ApprovalID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return complete(ctx, tx, job)
+		}
+		if err != nil {
+			return err
+		}
+		if a.State != ApprovalApproved || a.ActionStatus == nil || (*a.ActionStatus != ActionQueued && *a.ActionStatus != ActionRunning) {
+			return complete(ctx, tx, job) // already run
+		}
+		set := func(status string, session, message uuid.UUID, failure string) error {
+			p := db.SetAgentApprovalActionParams{ID: a.ID, ActionStatus: &status, SessionID: pgUUID(session), MessageID: pgUUID(message)}
+			if failure != "" {
+				p.Failure = &failure
+			}
+			return q.SetAgentApprovalAction(ctx, p)
+		}
+		if err := set(ActionRunning, uuid.Nil, uuid.Nil, ""); err != nil {
+			return err
+		}
+		// The action runs in a savepoint: a refusal rolls its writes back and is recorded.
+		var session, message uuid.UUID
+		sp, err := tx.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		switch a.Action {
+		case "spawn":
+			session, err = s.spawnApproved(ctx, sp, q.WithTx(sp), a)
+		case "prompt":
+			session, message, err = s.promptApproved(ctx, sp, q.WithTx(sp), a)
+		default:
+			err = conflictf("unknown action %q", a.Action)
+		}
+		var ce *ConflictError
+		var ae *apierror.Error
+		switch {
+		case err == nil:
+			if err := sp.Commit(ctx); err != nil {
+				return err
+			}
+			if err := set(ActionDone, session, message, ""); err != nil {
+				return err
+			}
+		case errors.As(err, &ce) || errors.As(err, &ae) || errors.Is(err, ErrNotFound):
+			if rerr := sp.Rollback(ctx); rerr != nil {
+				return rerr
+			}
+			failure := err.Error()
+			if errors.Is(err, ErrNotFound) {
+				failure = "the session does not exist any more"
+			}
+			if err := set(ActionFailed, session, uuid.Nil, failure); err != nil {
+				return err
+			}
+		default:
+			return err // the database: the job runs again
+		}
+		return complete(ctx, tx, job)
+	})
+}
+
+// spawnApproved starts an approved agent_spawn in the account's first free slot (by name).
+func (s *Service) spawnApproved(ctx context.Context, tx pgx.Tx, q *db.Queries, a db.AgentApproval) (uuid.UUID, error) {
+	var args SpawnAction
+	if err := json.Unmarshal(a.Arguments, &args); err != nil {
+		return uuid.Nil, err
+	}
+	free, err := q.FreeAgentSlots(ctx, a.AccountID)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	if len(free) == 0 {
+		return uuid.Nil, conflictf("no free slot: every agent slot of the account runs a session")
+	}
+	params, err := s.resolveSpawn(ctx, q, a.AccountID, args)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	row, err := s.createSession(ctx, tx, q, a.AccountID, fromPG(a.KeyID), free[0], params, args.Purpose, uuid.Nil)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	return row.ID, nil
+}
+
+// promptApproved sends an approved agent_prompt to its session.
+func (s *Service) promptApproved(ctx context.Context, tx pgx.Tx, q *db.Queries, a db.AgentApproval) (uuid.UUID, uuid.UUID, error) {
+	var args promptAction
+	if err := json.Unmarshal(a.Arguments, &args); err != nil {
+		return uuid.Nil, uuid.Nil, err
+	}
+	id, err := uuid.Parse(args.SessionID)
+	if err != nil {
+		return uuid.Nil, uuid.Nil, ErrNotFound
+	}
+	st, err := lockSession(ctx, tx, q, id)
+	if err != nil {
+		return uuid.Nil, uuid.Nil, err
+	}
+	if st.row.AccountID != a.AccountID {
+		return uuid.Nil, uuid.Nil, ErrNotFound
+	}
+	msg, _, err := s.send(st, args.Prompt)
+	return id, msg, err
+}
+
+func optUUID(id *uuid.UUID) (out pgtype.UUID) {
+	if id != nil {
+		out = pgUUID(*id)
+	}
+	return out
+}
+
+func listLimit(limit int) int {
+	if limit <= 0 {
+		return 50
+	}
+	return min(limit, 500)
+}

@@ -1,0 +1,150 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/tollgate/tollgate/gen/db"
+	"github.com/tollgate/tollgate/impl/apierror"
+)
+
+// AssignSlot assigns a slot called name to the account (the operator's `tollgate admin slot
+// assign`). ErrNotFound when the account does not exist; a conflict when it has the slot.
+func (s *Service) AssignSlot(ctx context.Context, accountID uuid.UUID, name string) error {
+	name = strings.TrimSpace(name)
+	if name == "" || strings.ContainsAny(name, "/ \t\n") || len(name) > 64 {
+		return apierror.Invalid("slot", "a slot name is 1 to 64 characters without '/' or spaces")
+	}
+	_, err := s.q.InsertAgentSlot(ctx, db.InsertAgentSlotParams{AccountID: accountID, Name: name})
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "23505":
+			return conflictf("the account already has slot '%s'", name)
+		case "23503":
+			return ErrNotFound
+		}
+	}
+	return err
+}
+
+// UnassignSlot takes a slot from the account; a live session in it stops (slot_unassigned: at
+// once when ready, at its next step boundary when busy). The slot's sessions stay, under
+// their slot name.
+func (s *Service) UnassignSlot(ctx context.Context, accountID uuid.UUID, name string) error {
+	return s.inTx(ctx, func(tx pgx.Tx, q *db.Queries) error {
+		sl, err := slotFor(ctx, q, accountID, name)
+		if err != nil {
+			return err
+		}
+		st, ok, err := liveSession(ctx, tx, q, sl.ID)
+		if err != nil {
+			return err
+		}
+		if ok {
+			if err := s.stopSession(st, ReasonSlotUnassigned, uuid.Nil); err != nil {
+				return err
+			}
+		}
+		_, err = q.DeleteAgentSlot(ctx, sl.ID)
+		return err
+	})
+}
+
+// ListSlots lists the slots of an account (nil: of every account) with their live sessions.
+func (s *Service) ListSlots(ctx context.Context, accountID *uuid.UUID) ([]SlotAssignment, error) {
+	rows, err := s.q.ListAgentSlots(ctx, optUUID(accountID))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]SlotAssignment, len(rows))
+	for i, r := range rows {
+		out[i] = SlotAssignment{AccountID: r.AccountID, Account: r.AccountName, Slot: r.Name, SessionID: idText(r.SessionID),
+			SessionState: r.SessionState, CreatedAt: r.CreatedAt}
+	}
+	return out, nil
+}
+
+func ticketView(t db.AgentTicket) Ticket {
+	return Ticket{ID: t.ID.String(), AccountID: t.AccountID, SessionID: idText(t.SessionID), Title: t.Title, Body: t.Body,
+		State: t.State, OpenedBy: t.OpenedBy, CreatedAt: t.CreatedAt, ClosedAt: t.ClosedAt}
+}
+
+// OpenTicket opens a ticket of the account (an operator's, or an agent's through
+// open_ticket), optionally about one of its sessions.
+func (s *Service) OpenTicket(ctx context.Context, accountID uuid.UUID, sessionID *uuid.UUID, title, body, openedBy string) (Ticket, error) {
+	title = strings.TrimSpace(title)
+	if title == "" {
+		return Ticket{}, apierror.Invalid("title", "a ticket needs a title")
+	}
+	p := db.InsertAgentTicketParams{ID: uuid.New(), AccountID: accountID, Title: truncate(title, 200), Body: body, OpenedBy: openedBy}
+	if sessionID != nil {
+		row, err := s.q.GetAgentSession(ctx, *sessionID)
+		if err != nil || row.AccountID != accountID {
+			if err == nil || errors.Is(err, pgx.ErrNoRows) {
+				return Ticket{}, ErrNotFound
+			}
+			return Ticket{}, err
+		}
+		p.SessionID = pgUUID(*sessionID)
+	}
+	t, err := s.q.InsertAgentTicket(ctx, p)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23503" {
+		return Ticket{}, ErrNotFound
+	}
+	if err != nil {
+		return Ticket{}, err
+	}
+	return ticketView(t), nil
+}
+
+// CloseTicket closes an open ticket (accountID nil: of any account). ErrNotFound for a ticket
+// not of the account; a conflict when it is already closed.
+func (s *Service) CloseTicket(ctx context.Context, accountID *uuid.UUID, ticketID string) (Ticket, error) {
+	id, err := parseID(ticketID)
+	if err != nil {
+		return Ticket{}, err
+	}
+	t, err := s.q.GetAgentTicket(ctx, id)
+	if err != nil {
+		return Ticket{}, notFound(err)
+	}
+	if accountID != nil && t.AccountID != *accountID {
+		return Ticket{}, ErrNotFound
+	}
+	closed, err := s.q.CloseAgentTicket(ctx, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Ticket{}, conflictf("ticket %s is already closed", id)
+	}
+	if err != nil {
+		return Ticket{}, err
+	}
+	return ticketView(closed), nil
+}
+
+// ListTickets lists tickets (accountID nil: of every account) in state (open, closed; "" or
+// "all": any), newest first, at most limit (1 to 500; 0: 50).
+func (s *Service) ListTickets(ctx context.Context, accountID *uuid.UUID, state string, limit int) ([]Ticket, error) {
+	switch state {
+	case "all":
+		state = ""
+	case "", "open", "closed":
+	default:
+		return nil, apierror.Invalid("state", "'state' is open, closed or all")
+	}
+	rows, err := s.q.ListAgentTickets(ctx, db.ListAgentTicketsParams{AccountID: optUUID(accountID), State: state, Max: int32(listLimit(limit))})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Ticket, len(rows))
+	for i, t := range rows {
+		out[i] = ticketView(t)
+	}
+	return out, nil
+}

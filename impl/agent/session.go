@@ -1,0 +1,161 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/tollgate/tollgate/gen/db"
+)
+
+// inTx runs fn in one transaction, committing when it returns nil.
+func (s *Service) inTx(ctx context.Context, fn func(tx pgx.Tx, q *db.Queries) error) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return fn(tx, s.q.WithTx(tx)) })
+}
+
+// sessionTx is a session row locked in a transaction, and the events appended to it there.
+// Every change of a session goes through one: it numbers the events from the row's next_seq,
+// checks each state change against SessionMachine, and save writes the row back.
+type sessionTx struct {
+	ctx context.Context
+	tx  pgx.Tx
+	q   *db.Queries
+	row db.AgentSession
+	now time.Time
+}
+
+// lockSession locks the session's row for the rest of the transaction.
+func lockSession(ctx context.Context, tx pgx.Tx, q *db.Queries, id uuid.UUID) (*sessionTx, error) {
+	row, err := q.GetAgentSessionForUpdate(ctx, id)
+	if err != nil {
+		return nil, notFound(err)
+	}
+	return &sessionTx{ctx: ctx, tx: tx, q: q, row: row, now: time.Now()}, nil
+}
+
+// event appends an event to the session's log.
+func (st *sessionTx) event(kind string, data any) error {
+	b, err := json.Marshal(data)
+	if err != nil {
+		return err
+	}
+	seq := st.row.NextSeq
+	st.row.NextSeq++
+	return st.q.InsertAgentEvent(st.ctx, db.InsertAgentEventParams{SessionID: st.row.ID, Seq: seq, AccountID: st.row.AccountID, Kind: kind, Data: b})
+}
+
+// move changes the session's state (reason: the end reason, kept while stopping), with its
+// state event.
+func (st *sessionTx) move(to, reason string) error {
+	from := st.row.State
+	if err := SessionMachine.Check(from, to); err != nil {
+		return err
+	}
+	st.row.State = to
+	if reason != "" {
+		st.row.EndReason = reason
+	}
+	switch to {
+	case StateReady:
+		if st.row.ReadyAt == nil {
+			t := st.now
+			st.row.ReadyAt = &t
+		}
+	case StateStopped, StateFailed:
+		t := st.now
+		st.row.EndedAt = &t
+	}
+	data := map[string]string{"from": from, "to": to}
+	if reason != "" {
+		data["reason"] = reason
+	}
+	return st.event("state", data)
+}
+
+// end ends a live session with reason: through stopping to stopped, or to failed.
+func (st *sessionTx) end(to, reason string) error {
+	if to == StateStopped && st.row.State != StateStopping {
+		if err := st.move(StateStopping, reason); err != nil {
+			return err
+		}
+	}
+	if to == StateStopped && reason == "" {
+		reason = st.row.EndReason
+	}
+	return st.move(to, reason)
+}
+
+// save writes the row back.
+func (st *sessionTx) save() error {
+	r := st.row
+	return st.q.UpdateAgentSession(st.ctx, db.UpdateAgentSessionParams{
+		ID: r.ID, State: r.State, EndReason: r.EndReason, Turns: r.Turns, SpentMicros: r.SpentMicros,
+		Step: r.Step, NextSeq: r.NextSeq, ReadyAt: r.ReadyAt, EndedAt: r.EndedAt,
+	})
+}
+
+// deadline is when the session's wall-clock bound ends it (zero before it is ready).
+func deadline(r db.AgentSession) time.Time {
+	if r.ReadyAt == nil {
+		return time.Time{}
+	}
+	return r.ReadyAt.Add(time.Duration(r.MaxDurationSeconds) * time.Second)
+}
+
+// notFound maps pgx's no-rows error to ErrNotFound.
+func notFound(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
+	return err
+}
+
+func pgUUID(id uuid.UUID) pgtype.UUID { return pgtype.UUID{Bytes: id, Valid: id != uuid.Nil} }
+
+func fromPG(id pgtype.UUID) uuid.UUID {
+	if !id.Valid {
+		return uuid.Nil
+	}
+	return uuid.UUID(id.Bytes)
+}
+
+func idText(id pgtype.UUID) string {
+	if !id.Valid {
+		return ""
+	}
+	return uuid.UUID(id.Bytes).String()
+}
+
+// parseID reads an id the caller gave; anything unreadable is a thing that does not exist.
+func parseID(s string) (uuid.UUID, error) {
+	id, err := uuid.Parse(s)
+	if err != nil {
+		return uuid.Nil, ErrNotFound
+	}
+	return id, nil
+}
+
+// view is the session as its account sees it.
+func view(r db.AgentSession) SessionView {
+	return SessionView{
+		ID: r.ID.String(), Slot: r.SlotName, Model: r.Model, Purpose: r.Purpose, AgentName: r.AgentName,
+		State: r.State, EndReason: r.EndReason, TargetEnvironment: r.TargetEnvironment, ResourceProfile: r.ResourceProfile,
+		Turns: int(r.Turns), MaxTurns: int(r.MaxTurns), SpentMicros: r.SpentMicros, MaxSpendMicros: r.MaxSpendMicros,
+		MaxDurationSeconds: int(r.MaxDurationSeconds), CreatedAt: r.CreatedAt, ReadyAt: r.ReadyAt, EndedAt: r.EndedAt,
+		LastSeq: r.NextSeq - 1,
+	}
+}
+
+// endedText names an ended session's state and reason, e.g. "stopped: max_turns".
+func endedText(r db.AgentSession) string {
+	if r.EndReason == "" {
+		return r.State
+	}
+	return fmt.Sprintf("%s: %s", r.State, r.EndReason)
+}

@@ -1,0 +1,485 @@
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/tollgate/tollgate/gen/db"
+	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/config"
+)
+
+// requestHash identifies a request for its Idempotency-Key: the operation and its arguments.
+func requestHash(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		fmt.Fprintf(h, "%d:%s\n", len(p), p)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// idempotent runs a command in one transaction under its Idempotency-Key: the same key with
+// the same request within 24 hours gets the first answer again (into out), the same key with
+// another request a conflict naming the key. Requests with one key are serialised.
+func (s *Service) idempotent(ctx context.Context, account uuid.UUID, key, hash string, out any, fn func(tx pgx.Tx, q *db.Queries) (*db.InsertAgentCommandParams, error)) error {
+	return s.inTx(ctx, func(tx pgx.Tx, q *db.Queries) error {
+		if key != "" {
+			if err := q.LockAgentKey(ctx, account.String()+"\x00"+key); err != nil {
+				return err
+			}
+			if _, err := q.ForgetOldAgentCommandKey(ctx, db.ForgetOldAgentCommandKeyParams{AccountID: account, IdempotencyKey: &key}); err != nil {
+				return err
+			}
+			c, err := q.GetAgentCommandByKey(ctx, db.GetAgentCommandByKeyParams{AccountID: account, IdempotencyKey: &key})
+			if err == nil {
+				if c.RequestHash != hash {
+					return conflictf("the Idempotency-Key '%s' was already used with a different request", key)
+				}
+				return json.Unmarshal(c.Answer, out)
+			}
+			if !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+		}
+		cmd, err := fn(tx, q)
+		if err != nil {
+			return err
+		}
+		if cmd.Answer, err = json.Marshal(out); err != nil {
+			return err
+		}
+		cmd.AccountID, cmd.RequestHash = account, hash
+		if key != "" {
+			cmd.IdempotencyKey = &key
+		}
+		return q.InsertAgentCommand(ctx, *cmd)
+	})
+}
+
+// slotFor is the caller's slot called name, locked; ErrNotFound when the account has none.
+func slotFor(ctx context.Context, q *db.Queries, account uuid.UUID, name string) (db.AgentSlot, error) {
+	sl, err := q.GetAgentSlotForUpdate(ctx, db.GetAgentSlotForUpdateParams{AccountID: account, Name: name})
+	return sl, notFound(err)
+}
+
+// liveSession is the slot's live session, locked (ok false when it has none).
+func liveSession(ctx context.Context, tx pgx.Tx, q *db.Queries, slot uuid.UUID) (*sessionTx, bool, error) {
+	row, err := q.LiveSlotSessionForUpdate(ctx, pgUUID(slot))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return &sessionTx{ctx: ctx, tx: tx, q: q, row: row, now: time.Now()}, true, nil
+}
+
+// noLiveSession is the conflict of a message or stop for a slot whose session has ended (or
+// that never had one).
+func noLiveSession(ctx context.Context, q *db.Queries, slot db.AgentSlot) error {
+	last, err := q.LatestSlotSession(ctx, pgUUID(slot.ID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return conflictf("slot '%s' has no session; start one with POST /v1/agents", slot.Name)
+	}
+	if err != nil {
+		return err
+	}
+	return conflictf("the session in slot '%s' has ended (%s); start a new one with POST /v1/agents", slot.Name, endedText(last))
+}
+
+// spawnParams are a new session's settings, resolved against the configuration.
+type spawnParams struct {
+	model, purpose, agentName, environment, profile string
+	maxTurns                                        int
+	maxSpend                                        int64
+	maxDuration                                     time.Duration
+}
+
+// resolveSpawn fills a spawn's defaults from the configuration and checks what it names.
+func (s *Service) resolveSpawn(ctx context.Context, q *db.Queries, account uuid.UUID, a SpawnAction) (spawnParams, error) {
+	p := spawnParams{model: a.Model, purpose: strings.TrimSpace(a.Purpose), agentName: a.AgentName,
+		environment: a.TargetEnvironment, profile: a.ResourceProfile}
+	if p.profile == "" {
+		p.profile = s.cfg.DefaultProfile
+	}
+	prof, ok := s.cfg.Profiles[p.profile]
+	if !ok {
+		return p, apierror.Invalid("resource_profile", "unknown resource profile '%s' (configured: %s)", p.profile, names(s.cfg.Profiles))
+	}
+	if p.environment == "" {
+		p.environment = s.cfg.DefaultEnvironment
+	}
+	if _, ok := s.cfg.Environments[p.environment]; !ok {
+		return p, apierror.Invalid("target_environment", "unknown target environment '%s' (configured: %s)", p.environment, names(s.cfg.Environments))
+	}
+	if p.model == "" {
+		p.model = s.cfg.DefaultModel
+	}
+	m, ok := s.models.Model(p.model)
+	if ok {
+		_, err := q.GetAccountModel(ctx, db.GetAccountModelParams{AccountID: account, ModelID: p.model})
+		if errors.Is(err, pgx.ErrNoRows) {
+			ok = false
+		} else if err != nil {
+			return p, err
+		}
+	}
+	if !ok {
+		return p, apierror.Invalid("model", "model '%s' is not available to this account", p.model)
+	}
+	if m.Family != config.FamilyChat {
+		return p, apierror.Invalid("model", "model '%s' is a Messages model; agents run on chat models", p.model)
+	}
+	p.maxTurns, p.maxSpend, p.maxDuration = prof.MaxTurns, prof.MaxSpendMicros, prof.MaxDuration
+	if a.MaxTurns != nil {
+		if *a.MaxTurns < 1 {
+			return p, apierror.Invalid("max_turns", "'max_turns' must be at least 1")
+		}
+		p.maxTurns = *a.MaxTurns
+	}
+	if a.MaxSpend != nil {
+		if *a.MaxSpend < 1 {
+			return p, apierror.Invalid("max_spend", "'max_spend' must be at least 1 micro-unit")
+		}
+		p.maxSpend = *a.MaxSpend
+	}
+	return p, nil
+}
+
+func names[V any](m map[string]V) string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return strings.Join(out, ", ")
+}
+
+// createSession creates a session in the slot, with the prompt as its first message, and the
+// job that provisions it.
+func (s *Service) createSession(ctx context.Context, tx pgx.Tx, q *db.Queries, account, key uuid.UUID, slot db.AgentSlot, p spawnParams, prompt string, command uuid.UUID) (db.AgentSession, error) {
+	row, err := q.InsertAgentSession(ctx, db.InsertAgentSessionParams{
+		ID: uuid.New(), AccountID: account, SlotID: pgUUID(slot.ID), SlotName: slot.Name, Model: p.model,
+		Purpose: p.purpose, AgentName: p.agentName, TargetEnvironment: p.environment, ResourceProfile: p.profile,
+		MaxTurns: int32(p.maxTurns), MaxSpendMicros: p.maxSpend, MaxDurationSeconds: int32(max(p.maxDuration/time.Second, 1)),
+		KeyID: pgUUID(key),
+	})
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+			return row, conflictf("slot '%s' already runs a session", slot.Name)
+		}
+		return row, err
+	}
+	st := &sessionTx{ctx: ctx, tx: tx, q: q, row: row, now: time.Now()}
+	if err := st.event("state", map[string]string{"from": "", "to": StateProvisioning}); err != nil {
+		return row, err
+	}
+	if strings.TrimSpace(prompt) != "" {
+		if err := q.InsertAgentMessage(ctx, db.InsertAgentMessageParams{ID: uuid.New(), AccountID: account, SessionID: row.ID, Text: prompt}); err != nil {
+			return row, err
+		}
+	}
+	if err := st.save(); err != nil {
+		return row, err
+	}
+	return st.row, s.insert(ctx, tx, startArgs{SessionID: row.ID, CommandID: command}, nil)
+}
+
+// Spawn starts a session in the caller's slot with prompt as its first message (POST
+// /v1/agents). The slot must have no live session (a conflict naming it otherwise).
+func (s *Service) Spawn(ctx context.Context, p auth.Principal, slot, prompt, idempotencyKey string) (SpawnResult, error) {
+	if strings.TrimSpace(slot) == "" {
+		return SpawnResult{}, apierror.Invalid("slot", "'slot' is required: the name of one of your agent slots")
+	}
+	var out SpawnResult
+	err := s.idempotent(ctx, p.AccountID, idempotencyKey, requestHash("spawn", slot, prompt), &out, func(tx pgx.Tx, q *db.Queries) (*db.InsertAgentCommandParams, error) {
+		sl, err := slotFor(ctx, q, p.AccountID, slot)
+		if err != nil {
+			return nil, err
+		}
+		if live, ok, err := liveSession(ctx, tx, q, sl.ID); err != nil {
+			return nil, err
+		} else if ok {
+			return nil, conflictf("slot '%s' already runs session %s (%s); stop it first with DELETE /v1/agents/%s", slot, live.row.ID, live.row.State, slot)
+		}
+		params, err := s.resolveSpawn(ctx, q, p.AccountID, SpawnAction{Purpose: firstLine(prompt)})
+		if err != nil {
+			return nil, err
+		}
+		cmd := uuid.New()
+		row, err := s.createSession(ctx, tx, q, p.AccountID, p.KeyID, sl, params, prompt, cmd)
+		if err != nil {
+			return nil, err
+		}
+		out = SpawnResult{CommandID: cmd.String(), Slot: slot, SessionID: row.ID.String(), Status: StateProvisioning}
+		return &db.InsertAgentCommandParams{ID: cmd, SlotID: pgUUID(sl.ID), SessionID: pgUUID(row.ID), Kind: "spawn", Status: CommandAccepted}, nil
+	})
+	return out, err
+}
+
+// firstLine is a prompt's first line, at most 200 bytes: the purpose of a session spawned by
+// POST /v1/agents.
+func firstLine(prompt string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(prompt), "\n")
+	return truncate(line, 200)
+}
+
+// send queues a message for a live session, making a ready one busy.
+func (s *Service) send(st *sessionTx, text string) (uuid.UUID, bool, error) {
+	switch st.row.State {
+	case StateStopping:
+		return uuid.Nil, false, conflictf("the session in slot '%s' is stopping (%s)", st.row.SlotName, st.row.EndReason)
+	case StateStopped, StateFailed:
+		return uuid.Nil, false, conflictf("the session in slot '%s' has ended (%s); start a new one with POST /v1/agents", st.row.SlotName, endedText(st.row))
+	}
+	id := uuid.New()
+	if err := st.q.InsertAgentMessage(st.ctx, db.InsertAgentMessageParams{ID: id, AccountID: st.row.AccountID, SessionID: st.row.ID, Text: text}); err != nil {
+		return uuid.Nil, false, err
+	}
+	if st.row.State != StateReady {
+		return id, true, nil // taken at the next turn (provisioning: at the first)
+	}
+	if err := st.move(StateBusy, ""); err != nil {
+		return uuid.Nil, false, err
+	}
+	if err := s.enqueueStep(st); err != nil {
+		return uuid.Nil, false, err
+	}
+	return id, false, st.save()
+}
+
+// SendMessage sends text to the live session of the caller's slot (POST
+// /v1/agents/{slot}/messages): a ready session starts a turn; a busy one takes it at its next
+// turn (Queued). A slot whose session has ended answers a conflict naming the end.
+func (s *Service) SendMessage(ctx context.Context, p auth.Principal, slot, text, idempotencyKey string) (MessageResult, error) {
+	if strings.TrimSpace(text) == "" {
+		return MessageResult{}, apierror.Invalid("text", "'text' is required: the message for the agent")
+	}
+	var out MessageResult
+	err := s.idempotent(ctx, p.AccountID, idempotencyKey, requestHash("message", slot, text), &out, func(tx pgx.Tx, q *db.Queries) (*db.InsertAgentCommandParams, error) {
+		sl, err := slotFor(ctx, q, p.AccountID, slot)
+		if err != nil {
+			return nil, err
+		}
+		st, ok, err := liveSession(ctx, tx, q, sl.ID)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, noLiveSession(ctx, q, sl)
+		}
+		id, queued, err := s.send(st, text)
+		if err != nil {
+			return nil, err
+		}
+		out = MessageResult{MessageID: id.String(), Slot: slot, SessionID: st.row.ID.String(), Queued: queued}
+		return &db.InsertAgentCommandParams{ID: id, SlotID: pgUUID(sl.ID), SessionID: pgUUID(st.row.ID), Kind: "message", Status: MessageQueued}, nil
+	})
+	return out, err
+}
+
+// stopSession asks a live session to stop with reason: a provisioning or ready one stops at
+// once (its stop job), a busy one at its next step boundary.
+func (s *Service) stopSession(st *sessionTx, reason string, command uuid.UUID) error {
+	finish := st.row.State == StateReady || st.row.State == StateProvisioning
+	if st.row.State != StateStopping {
+		if err := st.move(StateStopping, reason); err != nil {
+			return err
+		}
+		if err := st.save(); err != nil {
+			return err
+		}
+	}
+	return s.insert(st.ctx, st.tx, stopArgs{SessionID: st.row.ID, CommandID: command, Finish: finish}, nil)
+}
+
+// Stop stops the live session of the caller's slot (DELETE /v1/agents/{slot}), asynchronously:
+// the answer's status is "stopping".
+func (s *Service) Stop(ctx context.Context, p auth.Principal, slot, idempotencyKey string) (StopResult, error) {
+	var out StopResult
+	err := s.idempotent(ctx, p.AccountID, idempotencyKey, requestHash("stop", slot), &out, func(tx pgx.Tx, q *db.Queries) (*db.InsertAgentCommandParams, error) {
+		sl, err := slotFor(ctx, q, p.AccountID, slot)
+		if err != nil {
+			return nil, err
+		}
+		st, ok, err := liveSession(ctx, tx, q, sl.ID)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, noLiveSession(ctx, q, sl)
+		}
+		cmd := uuid.New()
+		if err := s.stopSession(st, ReasonUserStop, cmd); err != nil {
+			return nil, err
+		}
+		out = StopResult{CommandID: cmd.String(), Slot: slot, SessionID: st.row.ID.String(), Status: StateStopping}
+		return &db.InsertAgentCommandParams{ID: cmd, SlotID: pgUUID(sl.ID), SessionID: pgUUID(st.row.ID), Kind: "stop", Status: CommandAccepted}, nil
+	})
+	return out, err
+}
+
+// Overview is every slot of the caller's account with its current (or last) session (GET
+// /v1/agents).
+func (s *Service) Overview(ctx context.Context, p auth.Principal) ([]SlotView, error) {
+	slots, err := s.q.ListAgentSlots(ctx, pgUUID(p.AccountID))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]SlotView, len(slots))
+	for i, sl := range slots {
+		out[i].Slot = sl.Name
+		row, err := s.q.LatestSlotSession(ctx, pgUUID(sl.ID))
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		v := view(row)
+		out[i].Session = &v
+	}
+	return out, nil
+}
+
+// SlotSession is the current (or last) session of the caller's slot: ErrNotFound for a slot
+// that is not the caller's, a conflict for one that never had a session.
+func (s *Service) SlotSession(ctx context.Context, p auth.Principal, slot string) (SessionView, error) {
+	sl, err := s.q.GetAgentSlot(ctx, db.GetAgentSlotParams{AccountID: p.AccountID, Name: slot})
+	if err != nil {
+		return SessionView{}, notFound(err)
+	}
+	row, err := s.q.LatestSlotSession(ctx, pgUUID(sl.ID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return SessionView{}, conflictf("slot '%s' has no session; start one with POST /v1/agents", slot)
+	}
+	if err != nil {
+		return SessionView{}, err
+	}
+	return view(row), nil
+}
+
+// session is the caller's session with id.
+func (s *Service) session(ctx context.Context, p auth.Principal, sessionID string) (db.AgentSession, error) {
+	id, err := parseID(sessionID)
+	if err != nil {
+		return db.AgentSession{}, err
+	}
+	row, err := s.q.GetAccountAgentSession(ctx, db.GetAccountAgentSessionParams{AccountID: p.AccountID, ID: id})
+	return row, notFound(err)
+}
+
+// Events are the caller's session's events after afterSeq, in order, at most limit (1 to 500).
+func (s *Service) Events(ctx context.Context, p auth.Principal, sessionID string, afterSeq int64, limit int) ([]Event, error) {
+	row, err := s.session(ctx, p, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	return s.events(ctx, row.ID, afterSeq, limit)
+}
+
+func (s *Service) events(ctx context.Context, id uuid.UUID, afterSeq int64, limit int) ([]Event, error) {
+	limit = min(max(limit, 1), MaxTailLines)
+	rows, err := s.q.ListAgentEvents(ctx, db.ListAgentEventsParams{SessionID: id, Seq: max(afterSeq, 0), Limit: int32(limit)})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Event, len(rows))
+	for i, e := range rows {
+		out[i] = Event{Seq: e.Seq, Kind: e.Kind, Data: e.Data, At: e.CreatedAt}
+	}
+	return out, nil
+}
+
+// Sessions are the caller's sessions, newest first (at most 100).
+func (s *Service) Sessions(ctx context.Context, p auth.Principal) ([]SessionView, error) {
+	rows, err := s.q.ListAccountAgentSessions(ctx, db.ListAccountAgentSessionsParams{AccountID: p.AccountID, Limit: 100})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]SessionView, len(rows))
+	for i, r := range rows {
+		out[i] = view(r)
+	}
+	return out, nil
+}
+
+// Tail answers tail_agent_session. With cursor 0 it returns the session's newest maxLines
+// events; with a cursor (the seq of the last event seen) the events after it. When there are
+// none it waits up to maxWait for new ones. maxLines is clamped to 1..500 (0: 100), maxWait
+// to 0..30 s. The answer's Cursor continues after its last event.
+func (s *Service) Tail(ctx context.Context, p auth.Principal, sessionID string, cursor int64, maxLines int, maxWait time.Duration) (Tail, error) {
+	if maxLines <= 0 {
+		maxLines = 100
+	}
+	maxLines = min(maxLines, MaxTailLines)
+	maxWait = min(max(maxWait, 0), MaxTailWait)
+	row, err := s.session(ctx, p, sessionID)
+	if err != nil {
+		return Tail{}, err
+	}
+	start := time.Now()
+	read := func() ([]Event, error) {
+		if cursor <= 0 {
+			rows, err := s.q.ListAgentEventsTail(ctx, db.ListAgentEventsTailParams{SessionID: row.ID, Limit: int32(maxLines)})
+			if err != nil {
+				return nil, err
+			}
+			out := make([]Event, len(rows))
+			for i, e := range rows {
+				out[len(rows)-1-i] = Event{Seq: e.Seq, Kind: e.Kind, Data: e.Data, At: e.CreatedAt}
+			}
+			return out, nil
+		}
+		return s.events(ctx, row.ID, cursor, maxLines)
+	}
+	evs, err := read()
+	if err != nil {
+		return Tail{}, err
+	}
+	if len(evs) == 0 && maxWait > 0 {
+		wctx, cancel := context.WithTimeout(ctx, maxWait)
+		select {
+		case <-s.Wait(wctx, row.ID.String(), max(cursor, 0)):
+		case <-wctx.Done():
+		}
+		cancel()
+		if ctx.Err() != nil {
+			return Tail{}, ctx.Err()
+		}
+		if evs, err = read(); err != nil {
+			return Tail{}, err
+		}
+	}
+	if row, err = s.q.GetAgentSession(ctx, row.ID); err != nil {
+		return Tail{}, err
+	}
+	t := Tail{Session: view(row), Events: evs, Cursor: max(cursor, 0), Waited: time.Since(start)}
+	if len(evs) > 0 {
+		t.Cursor = evs[len(evs)-1].Seq
+	}
+	return t, nil
+}
+
+// Tickets are the caller's tickets in state (default open; "all" for every state), newest
+// first, at most limit (1 to 500; 0: 50).
+func (s *Service) Tickets(ctx context.Context, p auth.Principal, state string, limit int) ([]Ticket, error) {
+	if state == "" {
+		state = "open"
+	}
+	return s.ListTickets(ctx, &p.AccountID, state, limit)
+}
+

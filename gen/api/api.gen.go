@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,6 +19,66 @@ import (
 
 	"github.com/oapi-codegen/runtime"
 )
+
+// Defines values for AgentSessionState.
+const (
+	AgentSessionStateBusy         AgentSessionState = "busy"
+	AgentSessionStateFailed       AgentSessionState = "failed"
+	AgentSessionStateProvisioning AgentSessionState = "provisioning"
+	AgentSessionStateReady        AgentSessionState = "ready"
+	AgentSessionStateStopped      AgentSessionState = "stopped"
+	AgentSessionStateStopping     AgentSessionState = "stopping"
+)
+
+// Valid indicates whether the value is a known member of the AgentSessionState enum.
+func (e AgentSessionState) Valid() bool {
+	switch e {
+	case AgentSessionStateBusy:
+		return true
+	case AgentSessionStateFailed:
+		return true
+	case AgentSessionStateProvisioning:
+		return true
+	case AgentSessionStateReady:
+		return true
+	case AgentSessionStateStopped:
+		return true
+	case AgentSessionStateStopping:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AgentSpawnResponseStatus.
+const (
+	AgentSpawnResponseStatusProvisioning AgentSpawnResponseStatus = "provisioning"
+)
+
+// Valid indicates whether the value is a known member of the AgentSpawnResponseStatus enum.
+func (e AgentSpawnResponseStatus) Valid() bool {
+	switch e {
+	case AgentSpawnResponseStatusProvisioning:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AgentStopResponseStatus.
+const (
+	AgentStopResponseStatusStopping AgentStopResponseStatus = "stopping"
+)
+
+// Valid indicates whether the value is a known member of the AgentStopResponseStatus enum.
+func (e AgentStopResponseStatus) Valid() bool {
+	switch e {
+	case AgentStopResponseStatusStopping:
+		return true
+	default:
+		return false
+	}
+}
 
 // Defines values for AnthropicErrorType.
 const (
@@ -139,6 +200,14 @@ func (e ResponseObject) Valid() bool {
 	}
 }
 
+// AgentList defines model for AgentList.
+type AgentList struct {
+	Data []AgentSlot `json:"data"`
+
+	// Object Always `list`.
+	Object string `json:"object"`
+}
+
 // AgentMessageRequest defines model for AgentMessageRequest.
 type AgentMessageRequest struct {
 	Text                 string                 `json:"text"`
@@ -148,11 +217,57 @@ type AgentMessageRequest struct {
 // AgentMessageResponse defines model for AgentMessageResponse.
 type AgentMessageResponse struct {
 	MessageId string `json:"messageId"`
-	Slot      string `json:"slot"`
+
+	// Queued True when the agent was busy (or still provisioning) and the message waits for its next turn.
+	Queued *bool `json:"queued,omitempty"`
+
+	// SessionId The session the message joins.
+	SessionId *string `json:"sessionId,omitempty"`
+	Slot      string  `json:"slot"`
+}
+
+// AgentSession defines model for AgentSession.
+type AgentSession struct {
+	AgentName *string   `json:"agentName,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+
+	// EndReason Why the session ended (`user_stop`, `max_turns`, `max_spend`, `max_duration`, `error`, `environment_ended`, `slot_unassigned`); null while it runs.
+	EndReason *string    `json:"endReason,omitempty"`
+	EndedAt   *time.Time `json:"endedAt,omitempty"`
+	Id        string     `json:"id"`
+
+	// MaxSpendMicros The bound on the session's spend, in micro-units; never exceeded.
+	MaxSpendMicros int64 `json:"maxSpendMicros"`
+
+	// MaxTurns The bound on model calls.
+	MaxTurns int     `json:"maxTurns"`
+	Model    string  `json:"model"`
+	Purpose  *string `json:"purpose,omitempty"`
+	Slot     string  `json:"slot"`
+
+	// SpentMicros What the session's model calls cost so far, in micro-units.
+	SpentMicros int64             `json:"spentMicros"`
+	State       AgentSessionState `json:"state"`
+
+	// Turns Model calls made so far.
+	Turns int `json:"turns"`
+}
+
+// AgentSessionState defines model for AgentSession.State.
+type AgentSessionState string
+
+// AgentSlot defines model for AgentSlot.
+type AgentSlot struct {
+	// Session The session running in the slot, or the last one that ran; null when none ever did.
+	Session *AgentSession `json:"session"`
+
+	// Slot The slot's name.
+	Slot string `json:"slot"`
 }
 
 // AgentSpawnRequest defines model for AgentSpawnRequest.
 type AgentSpawnRequest struct {
+	// Prompt The session's first message; without it the session waits `ready` for one.
 	Prompt *string `json:"prompt,omitempty"`
 
 	// Slot A slot already assigned to the caller's account.
@@ -162,21 +277,35 @@ type AgentSpawnRequest struct {
 
 // AgentSpawnResponse defines model for AgentSpawnResponse.
 type AgentSpawnResponse struct {
+	// AllocatedSlot The slot the session runs in (the request's `slot`; spawn never allocates another).
 	AllocatedSlot string `json:"allocatedSlot"`
 	CommandId     string `json:"commandId"`
-	Ok            bool   `json:"ok"`
 
-	// Status `provisioning` when accepted.
-	Status string `json:"status"`
+	// Ok Always true on a 202.
+	Ok bool `json:"ok"`
+
+	// SessionId The new session's id (for `GET /v1/agents`, the events route and the MCP tools).
+	SessionId *string `json:"sessionId,omitempty"`
+
+	// Status `provisioning`: the session starts asynchronously.
+	Status AgentSpawnResponseStatus `json:"status"`
 }
+
+// AgentSpawnResponseStatus `provisioning`: the session starts asynchronously.
+type AgentSpawnResponseStatus string
 
 // AgentStopResponse defines model for AgentStopResponse.
 type AgentStopResponse struct {
-	CommandId string `json:"commandId"`
+	CommandId string  `json:"commandId"`
+	SessionId *string `json:"sessionId,omitempty"`
+	Slot      *string `json:"slot,omitempty"`
 
-	// Status `stopping` when accepted.
-	Status string `json:"status"`
+	// Status `stopping`: the session ends `stopped` at its next step boundary.
+	Status AgentStopResponseStatus `json:"status"`
 }
+
+// AgentStopResponseStatus `stopping`: the session ends `stopped` at its next step boundary.
+type AgentStopResponseStatus string
 
 // AnthropicError The Messages-format error envelope.
 type AnthropicError struct {
@@ -400,6 +529,12 @@ type Response_Usage struct {
 // ResponsesRequest The Responses request. Only `model` and `input` are required; other fields pass through.
 type ResponsesRequest = json.RawMessage
 
+// IdempotencyKey defines model for IdempotencyKey.
+type IdempotencyKey = string
+
+// SlotName defines model for SlotName.
+type SlotName = string
+
 // AnthropicBadGateway The Messages-format error envelope.
 type AnthropicBadGateway = AnthropicError
 
@@ -436,6 +571,9 @@ type OpenAIBadGateway = OpenAIError
 // OpenAIBadRequest The chat-completions-compatible error envelope.
 type OpenAIBadRequest = OpenAIError
 
+// OpenAIConflict The chat-completions-compatible error envelope.
+type OpenAIConflict = OpenAIError
+
 // OpenAIForbidden The chat-completions-compatible error envelope.
 type OpenAIForbidden = OpenAIError
 
@@ -465,6 +603,39 @@ type OpenAIUnauthorized = OpenAIError
 
 // OpenAIUnavailable The chat-completions-compatible error envelope.
 type OpenAIUnavailable = OpenAIError
+
+// SpawnAgentParams defines parameters for SpawnAgent.
+type SpawnAgentParams struct {
+	// IdempotencyKey Up to 255 printable ASCII characters chosen by the client (a UUID, say). The same key
+	// with the same request within 24 hours gets the first answer again and does nothing
+	// more; the same key with a different request is a 409. Keys are per account.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// StopAgentParams defines parameters for StopAgent.
+type StopAgentParams struct {
+	// IdempotencyKey Up to 255 printable ASCII characters chosen by the client (a UUID, say). The same key
+	// with the same request within 24 hours gets the first answer again and does nothing
+	// more; the same key with a different request is a 409. Keys are per account.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// StreamAgentEventsParams defines parameters for StreamAgentEvents.
+type StreamAgentEventsParams struct {
+	// After A non-negative integer, the same as `Last-Event-ID` (for clients that cannot set headers).
+	After *string `form:"after,omitempty" json:"after,omitempty"`
+
+	// LastEventID The `id` (sequence number) of the last event received; the stream continues after it.
+	LastEventID *string `json:"Last-Event-ID,omitempty"`
+}
+
+// SendAgentMessageParams defines parameters for SendAgentMessage.
+type SendAgentMessageParams struct {
+	// IdempotencyKey Up to 255 printable ASCII characters chosen by the client (a UUID, say). The same key
+	// with the same request within 24 hours gets the first answer again and does nothing
+	// more; the same key with a different request is a 409. Keys are per account.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
 
 // CreateMessageParams defines parameters for CreateMessage.
 type CreateMessageParams struct {
@@ -1857,42 +2028,132 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
-	// SpawnAgentWithBody Spawn an agent in a slot already assigned to the account (preview).
+	// ListAgents The caller's agent slots, each with its current or last session (preview).
 	//
-	// Spawn does not allocate capacity or a new slot; an accepted spawn only means the command was accepted.
+	// Every slot the operator assigned to the caller's account, by name, with the session that
+	// runs in it now or, when none runs, the last one that ran (with its end state and reason);
+	// `session` is null for a slot that never ran one. Slots and sessions of other accounts are
+	// never listed.
+	//
+	// Corresponds with GET /v1/agents (the `ListAgents` operationId).
+	ListAgents(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SpawnAgentWithBody Spawn an agent session in a slot already assigned to the account (preview).
+	//
+	// Starts a new session in the slot, with the account's default model (`service-flint`) and
+	// the default resource profile's bounds, and `prompt` (when given) as its first message.
+	// Spawn never allocates capacity or a slot: the slot must already be assigned to the
+	// caller's account (`tollgate admin slot assign`). 202 means the command was accepted and
+	// the session is `provisioning`; it becomes `ready` (or `busy`, working on the prompt)
+	// asynchronously: watch it with `GET /v1/agents`, `GET /v1/agents/{slot}/events` or the
+	// MCP tool `list_agent_sessions`.
+	//
+	// A slot runs at most one session: spawning on a slot whose session is still live
+	// (`provisioning`, `ready`, `busy` or `stopping`) is a 409 naming that session and its
+	// state. A slot that is not the caller's is a 403 `permission_error`, whether another
+	// account has a slot of that name or none does. With `Idempotency-Key`, a repeated
+	// request gets the first answer again (the same `commandId` and `sessionId`); the key
+	// reused for a different request is a 409.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/agents (the `SpawnAgent` operationId).
-	SpawnAgentWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	SpawnAgentWithBody(ctx context.Context, params *SpawnAgentParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// SpawnAgent Spawn an agent in a slot already assigned to the account (preview).
+	// SpawnAgent Spawn an agent session in a slot already assigned to the account (preview).
 	//
-	// Spawn does not allocate capacity or a new slot; an accepted spawn only means the command was accepted.
+	// Starts a new session in the slot, with the account's default model (`service-flint`) and
+	// the default resource profile's bounds, and `prompt` (when given) as its first message.
+	// Spawn never allocates capacity or a slot: the slot must already be assigned to the
+	// caller's account (`tollgate admin slot assign`). 202 means the command was accepted and
+	// the session is `provisioning`; it becomes `ready` (or `busy`, working on the prompt)
+	// asynchronously: watch it with `GET /v1/agents`, `GET /v1/agents/{slot}/events` or the
+	// MCP tool `list_agent_sessions`.
+	//
+	// A slot runs at most one session: spawning on a slot whose session is still live
+	// (`provisioning`, `ready`, `busy` or `stopping`) is a 409 naming that session and its
+	// state. A slot that is not the caller's is a 403 `permission_error`, whether another
+	// account has a slot of that name or none does. With `Idempotency-Key`, a repeated
+	// request gets the first answer again (the same `commandId` and `sessionId`); the key
+	// reused for a different request is a 409.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/agents (the `SpawnAgent` operationId).
-	SpawnAgent(ctx context.Context, body SpawnAgentJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	SpawnAgent(ctx context.Context, params *SpawnAgentParams, body SpawnAgentJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// StopAgent Stop the agent in a slot owned by the account (preview, asynchronous).
+	// StopAgent Stop the session running in a slot owned by the account (preview, asynchronous).
+	//
+	// 202 means the stop was accepted: the session is `stopping` and ends `stopped` (end
+	// reason `user_stop`) at its next step boundary; a model call in flight finishes and is
+	// billed, nothing after it runs. Stopping a slot whose session has already ended, or
+	// that never ran one, is a 409 naming the state; a second stop while the session is
+	// `stopping` answers the first stop's command again. A slot that is not the caller's is
+	// a 403 `permission_error`. With `Idempotency-Key`, a repeated request gets the first
+	// answer again.
 	//
 	// Corresponds with DELETE /v1/agents/{slot} (the `StopAgent` operationId).
-	StopAgent(ctx context.Context, slot string, reqEditors ...RequestEditorFn) (*http.Response, error)
+	StopAgent(ctx context.Context, slot SlotName, params *StopAgentParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// SendAgentMessageWithBody Send a message to the agent in a slot owned by the account (preview).
+	// StreamAgentEvents The event log of the session in a slot, as server-sent events (preview).
+	//
+	// Streams the events of the slot's current session (or of its last one, when none runs)
+	// in order, from the beginning or after a cursor, then waits for new ones; events
+	// written by any gateway process reach every stream at once. Each event is
+	//
+	// ```
+	// id: <seq>
+	// event: <kind>
+	// data: <AgentEvent JSON>
+	// ```
+	//
+	// where `seq` is the event's sequence number in its session (1, 2, 3, ... without gaps)
+	// and `kind` one of `state`, `message_in`, `model_call`, `tool_call`, `tool_result`,
+	// `message_out`, `error`. To resume after a disconnect, send the last `id` seen as
+	// `Last-Event-ID` (what browsers' EventSource does by itself) or as the `after` query
+	// parameter (for clients that cannot set headers; the header wins when both are sent):
+	// the stream continues with the next event, with no gap and no duplicate. While nothing
+	// happens a comment line (`: heartbeat`) is sent every 15 seconds. The stream ends after
+	// the session's final `state` event (to `stopped` or `failed`); for a session that has
+	// already ended it sends what follows the cursor and ends. A slot that never ran a
+	// session is a 409; a slot that is not the caller's a 403 `permission_error`.
+	//
+	// Corresponds with GET /v1/agents/{slot}/events (the `StreamAgentEvents` operationId).
+	StreamAgentEvents(ctx context.Context, slot SlotName, params *StreamAgentEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SendAgentMessageWithBody Send a message to the session running in a slot owned by the account (preview).
+	//
+	// The message joins the running session's context. Messages are taken in the order they
+	// were accepted: one sent while the agent is `ready` starts its next turn; one sent while
+	// it is `busy` (or still `provisioning`) is queued (`queued: true`) and taken at the start
+	// of its next turn, with every other message queued by then. A message to a slot whose
+	// session has ended (`stopping`, `stopped`, `failed`), or that never ran one, is a 409
+	// naming the state and the end reason; it never starts a session by itself: spawn a new
+	// one with `POST /v1/agents`. A slot that is not the caller's is a 403 `permission_error`.
+	// With `Idempotency-Key`, a repeated request gets the first answer again (the same
+	// `messageId`) and the message is taken once.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/agents/{slot}/messages (the `SendAgentMessage` operationId).
-	SendAgentMessageWithBody(ctx context.Context, slot string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	SendAgentMessageWithBody(ctx context.Context, slot SlotName, params *SendAgentMessageParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// SendAgentMessage Send a message to the agent in a slot owned by the account (preview).
+	// SendAgentMessage Send a message to the session running in a slot owned by the account (preview).
+	//
+	// The message joins the running session's context. Messages are taken in the order they
+	// were accepted: one sent while the agent is `ready` starts its next turn; one sent while
+	// it is `busy` (or still `provisioning`) is queued (`queued: true`) and taken at the start
+	// of its next turn, with every other message queued by then. A message to a slot whose
+	// session has ended (`stopping`, `stopped`, `failed`), or that never ran one, is a 409
+	// naming the state and the end reason; it never starts a session by itself: spawn a new
+	// one with `POST /v1/agents`. A slot that is not the caller's is a 403 `permission_error`.
+	// With `Idempotency-Key`, a repeated request gets the first answer again (the same
+	// `messageId`) and the message is taken once.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/agents/{slot}/messages (the `SendAgentMessage` operationId).
-	SendAgentMessage(ctx context.Context, slot string, body SendAgentMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	SendAgentMessage(ctx context.Context, slot SlotName, params *SendAgentMessageParams, body SendAgentMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateChatCompletionWithBody Create a chat completion (JSON or SSE).
 	//
@@ -2008,15 +2269,48 @@ type ClientInterface interface {
 	CreateResponse(ctx context.Context, body CreateResponseJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
-// SpawnAgentWithBody Spawn an agent in a slot already assigned to the account (preview).
+// ListAgents The caller's agent slots, each with its current or last session (preview).
 //
-// Spawn does not allocate capacity or a new slot; an accepted spawn only means the command was accepted.
+// Every slot the operator assigned to the caller's account, by name, with the session that
+// runs in it now or, when none runs, the last one that ran (with its end state and reason);
+// `session` is null for a slot that never ran one. Slots and sessions of other accounts are
+// never listed.
+//
+// Corresponds with GET /v1/agents (the `ListAgents` operationId).
+func (c *Client) ListAgents(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListAgentsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SpawnAgentWithBody Spawn an agent session in a slot already assigned to the account (preview).
+//
+// Starts a new session in the slot, with the account's default model (`service-flint`) and
+// the default resource profile's bounds, and `prompt` (when given) as its first message.
+// Spawn never allocates capacity or a slot: the slot must already be assigned to the
+// caller's account (`tollgate admin slot assign`). 202 means the command was accepted and
+// the session is `provisioning`; it becomes `ready` (or `busy`, working on the prompt)
+// asynchronously: watch it with `GET /v1/agents`, `GET /v1/agents/{slot}/events` or the
+// MCP tool `list_agent_sessions`.
+//
+// A slot runs at most one session: spawning on a slot whose session is still live
+// (`provisioning`, `ready`, `busy` or `stopping`) is a 409 naming that session and its
+// state. A slot that is not the caller's is a 403 `permission_error`, whether another
+// account has a slot of that name or none does. With `Idempotency-Key`, a repeated
+// request gets the first answer again (the same `commandId` and `sessionId`); the key
+// reused for a different request is a 409.
 //
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/agents (the `SpawnAgent` operationId).
-func (c *Client) SpawnAgentWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewSpawnAgentRequestWithBody(c.Server, contentType, body)
+func (c *Client) SpawnAgentWithBody(ctx context.Context, params *SpawnAgentParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSpawnAgentRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2027,15 +2321,28 @@ func (c *Client) SpawnAgentWithBody(ctx context.Context, contentType string, bod
 	return c.Client.Do(req)
 }
 
-// SpawnAgent Spawn an agent in a slot already assigned to the account (preview).
+// SpawnAgent Spawn an agent session in a slot already assigned to the account (preview).
 //
-// Spawn does not allocate capacity or a new slot; an accepted spawn only means the command was accepted.
+// Starts a new session in the slot, with the account's default model (`service-flint`) and
+// the default resource profile's bounds, and `prompt` (when given) as its first message.
+// Spawn never allocates capacity or a slot: the slot must already be assigned to the
+// caller's account (`tollgate admin slot assign`). 202 means the command was accepted and
+// the session is `provisioning`; it becomes `ready` (or `busy`, working on the prompt)
+// asynchronously: watch it with `GET /v1/agents`, `GET /v1/agents/{slot}/events` or the
+// MCP tool `list_agent_sessions`.
+//
+// A slot runs at most one session: spawning on a slot whose session is still live
+// (`provisioning`, `ready`, `busy` or `stopping`) is a 409 naming that session and its
+// state. A slot that is not the caller's is a 403 `permission_error`, whether another
+// account has a slot of that name or none does. With `Idempotency-Key`, a repeated
+// request gets the first answer again (the same `commandId` and `sessionId`); the key
+// reused for a different request is a 409.
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/agents (the `SpawnAgent` operationId).
-func (c *Client) SpawnAgent(ctx context.Context, body SpawnAgentJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewSpawnAgentRequest(c.Server, body)
+func (c *Client) SpawnAgent(ctx context.Context, params *SpawnAgentParams, body SpawnAgentJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSpawnAgentRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2046,11 +2353,19 @@ func (c *Client) SpawnAgent(ctx context.Context, body SpawnAgentJSONRequestBody,
 	return c.Client.Do(req)
 }
 
-// StopAgent Stop the agent in a slot owned by the account (preview, asynchronous).
+// StopAgent Stop the session running in a slot owned by the account (preview, asynchronous).
+//
+// 202 means the stop was accepted: the session is `stopping` and ends `stopped` (end
+// reason `user_stop`) at its next step boundary; a model call in flight finishes and is
+// billed, nothing after it runs. Stopping a slot whose session has already ended, or
+// that never ran one, is a 409 naming the state; a second stop while the session is
+// `stopping` answers the first stop's command again. A slot that is not the caller's is
+// a 403 `permission_error`. With `Idempotency-Key`, a repeated request gets the first
+// answer again.
 //
 // Corresponds with DELETE /v1/agents/{slot} (the `StopAgent` operationId).
-func (c *Client) StopAgent(ctx context.Context, slot string, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewStopAgentRequest(c.Server, slot)
+func (c *Client) StopAgent(ctx context.Context, slot SlotName, params *StopAgentParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStopAgentRequest(c.Server, slot, params)
 	if err != nil {
 		return nil, err
 	}
@@ -2061,13 +2376,59 @@ func (c *Client) StopAgent(ctx context.Context, slot string, reqEditors ...Reque
 	return c.Client.Do(req)
 }
 
-// SendAgentMessageWithBody Send a message to the agent in a slot owned by the account (preview).
+// StreamAgentEvents The event log of the session in a slot, as server-sent events (preview).
+//
+// Streams the events of the slot's current session (or of its last one, when none runs)
+// in order, from the beginning or after a cursor, then waits for new ones; events
+// written by any gateway process reach every stream at once. Each event is
+//
+// ```
+// id: <seq>
+// event: <kind>
+// data: <AgentEvent JSON>
+// ```
+//
+// where `seq` is the event's sequence number in its session (1, 2, 3, ... without gaps)
+// and `kind` one of `state`, `message_in`, `model_call`, `tool_call`, `tool_result`,
+// `message_out`, `error`. To resume after a disconnect, send the last `id` seen as
+// `Last-Event-ID` (what browsers' EventSource does by itself) or as the `after` query
+// parameter (for clients that cannot set headers; the header wins when both are sent):
+// the stream continues with the next event, with no gap and no duplicate. While nothing
+// happens a comment line (`: heartbeat`) is sent every 15 seconds. The stream ends after
+// the session's final `state` event (to `stopped` or `failed`); for a session that has
+// already ended it sends what follows the cursor and ends. A slot that never ran a
+// session is a 409; a slot that is not the caller's a 403 `permission_error`.
+//
+// Corresponds with GET /v1/agents/{slot}/events (the `StreamAgentEvents` operationId).
+func (c *Client) StreamAgentEvents(ctx context.Context, slot SlotName, params *StreamAgentEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStreamAgentEventsRequest(c.Server, slot, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SendAgentMessageWithBody Send a message to the session running in a slot owned by the account (preview).
+//
+// The message joins the running session's context. Messages are taken in the order they
+// were accepted: one sent while the agent is `ready` starts its next turn; one sent while
+// it is `busy` (or still `provisioning`) is queued (`queued: true`) and taken at the start
+// of its next turn, with every other message queued by then. A message to a slot whose
+// session has ended (`stopping`, `stopped`, `failed`), or that never ran one, is a 409
+// naming the state and the end reason; it never starts a session by itself: spawn a new
+// one with `POST /v1/agents`. A slot that is not the caller's is a 403 `permission_error`.
+// With `Idempotency-Key`, a repeated request gets the first answer again (the same
+// `messageId`) and the message is taken once.
 //
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/agents/{slot}/messages (the `SendAgentMessage` operationId).
-func (c *Client) SendAgentMessageWithBody(ctx context.Context, slot string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewSendAgentMessageRequestWithBody(c.Server, slot, contentType, body)
+func (c *Client) SendAgentMessageWithBody(ctx context.Context, slot SlotName, params *SendAgentMessageParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSendAgentMessageRequestWithBody(c.Server, slot, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2078,13 +2439,23 @@ func (c *Client) SendAgentMessageWithBody(ctx context.Context, slot string, cont
 	return c.Client.Do(req)
 }
 
-// SendAgentMessage Send a message to the agent in a slot owned by the account (preview).
+// SendAgentMessage Send a message to the session running in a slot owned by the account (preview).
+//
+// The message joins the running session's context. Messages are taken in the order they
+// were accepted: one sent while the agent is `ready` starts its next turn; one sent while
+// it is `busy` (or still `provisioning`) is queued (`queued: true`) and taken at the start
+// of its next turn, with every other message queued by then. A message to a slot whose
+// session has ended (`stopping`, `stopped`, `failed`), or that never ran one, is a 409
+// naming the state and the end reason; it never starts a session by itself: spawn a new
+// one with `POST /v1/agents`. A slot that is not the caller's is a 403 `permission_error`.
+// With `Idempotency-Key`, a repeated request gets the first answer again (the same
+// `messageId`) and the message is taken once.
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/agents/{slot}/messages (the `SendAgentMessage` operationId).
-func (c *Client) SendAgentMessage(ctx context.Context, slot string, body SendAgentMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewSendAgentMessageRequest(c.Server, slot, body)
+func (c *Client) SendAgentMessage(ctx context.Context, slot SlotName, params *SendAgentMessageParams, body SendAgentMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSendAgentMessageRequest(c.Server, slot, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2318,19 +2689,46 @@ func (c *Client) CreateResponse(ctx context.Context, body CreateResponseJSONRequ
 	return c.Client.Do(req)
 }
 
+// NewListAgentsRequest constructs an http.Request for the ListAgents method
+func NewListAgentsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/agents")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewSpawnAgentRequest calls the generic SpawnAgent builder with application/json body
-func NewSpawnAgentRequest(server string, body SpawnAgentJSONRequestBody) (*http.Request, error) {
+func NewSpawnAgentRequest(server string, params *SpawnAgentParams, body SpawnAgentJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewSpawnAgentRequestWithBody(server, "application/json", bodyReader)
+	return NewSpawnAgentRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewSpawnAgentRequestWithBody constructs an http.Request for the SpawnAgent method, with any body, and a specified content type
-func NewSpawnAgentRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewSpawnAgentRequestWithBody(server string, params *SpawnAgentParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -2355,11 +2753,26 @@ func NewSpawnAgentRequestWithBody(server string, contentType string, body io.Rea
 
 	req.Header.Add("Content-Type", contentType)
 
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewStopAgentRequest constructs an http.Request for the StopAgent method
-func NewStopAgentRequest(server string, slot string) (*http.Request, error) {
+func NewStopAgentRequest(server string, slot SlotName, params *StopAgentParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -2389,22 +2802,113 @@ func NewStopAgentRequest(server string, slot string) (*http.Request, error) {
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewStreamAgentEventsRequest constructs an http.Request for the StreamAgentEvents method
+func NewStreamAgentEventsRequest(server string, slot SlotName, params *StreamAgentEventsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "slot", slot, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/agents/%s/events", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.LastEventID != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Last-Event-ID", *params.LastEventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Last-Event-ID", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewSendAgentMessageRequest calls the generic SendAgentMessage builder with application/json body
-func NewSendAgentMessageRequest(server string, slot string, body SendAgentMessageJSONRequestBody) (*http.Request, error) {
+func NewSendAgentMessageRequest(server string, slot SlotName, params *SendAgentMessageParams, body SendAgentMessageJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewSendAgentMessageRequestWithBody(server, slot, "application/json", bodyReader)
+	return NewSendAgentMessageRequestWithBody(server, slot, params, "application/json", bodyReader)
 }
 
 // NewSendAgentMessageRequestWithBody constructs an http.Request for the SendAgentMessage method, with any body, and a specified content type
-func NewSendAgentMessageRequestWithBody(server string, slot string, contentType string, body io.Reader) (*http.Request, error) {
+func NewSendAgentMessageRequestWithBody(server string, slot SlotName, params *SendAgentMessageParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -2435,6 +2939,21 @@ func NewSendAgentMessageRequestWithBody(server string, slot string, contentType 
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -2783,44 +3302,138 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
-	// SpawnAgentWithBodyWithResponse Spawn an agent in a slot already assigned to the account (preview).
+	// ListAgentsWithResponse The caller's agent slots, each with its current or last session (preview).
 	//
-	// Spawn does not allocate capacity or a new slot; an accepted spawn only means the command was accepted.
+	// Every slot the operator assigned to the caller's account, by name, with the session that
+	// runs in it now or, when none runs, the last one that ran (with its end state and reason);
+	// `session` is null for a slot that never ran one. Slots and sessions of other accounts are
+	// never listed.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/agents (the `ListAgents` operationId).
+	ListAgentsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListAgentsResponse, error)
+
+	// SpawnAgentWithBodyWithResponse Spawn an agent session in a slot already assigned to the account (preview).
+	//
+	// Starts a new session in the slot, with the account's default model (`service-flint`) and
+	// the default resource profile's bounds, and `prompt` (when given) as its first message.
+	// Spawn never allocates capacity or a slot: the slot must already be assigned to the
+	// caller's account (`tollgate admin slot assign`). 202 means the command was accepted and
+	// the session is `provisioning`; it becomes `ready` (or `busy`, working on the prompt)
+	// asynchronously: watch it with `GET /v1/agents`, `GET /v1/agents/{slot}/events` or the
+	// MCP tool `list_agent_sessions`.
+	//
+	// A slot runs at most one session: spawning on a slot whose session is still live
+	// (`provisioning`, `ready`, `busy` or `stopping`) is a 409 naming that session and its
+	// state. A slot that is not the caller's is a 403 `permission_error`, whether another
+	// account has a slot of that name or none does. With `Idempotency-Key`, a repeated
+	// request gets the first answer again (the same `commandId` and `sessionId`); the key
+	// reused for a different request is a 409.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/agents (the `SpawnAgent` operationId).
-	SpawnAgentWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SpawnAgentResponse, error)
+	SpawnAgentWithBodyWithResponse(ctx context.Context, params *SpawnAgentParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SpawnAgentResponse, error)
 
-	// SpawnAgentWithResponse Spawn an agent in a slot already assigned to the account (preview).
+	// SpawnAgentWithResponse Spawn an agent session in a slot already assigned to the account (preview).
 	//
-	// Spawn does not allocate capacity or a new slot; an accepted spawn only means the command was accepted.
+	// Starts a new session in the slot, with the account's default model (`service-flint`) and
+	// the default resource profile's bounds, and `prompt` (when given) as its first message.
+	// Spawn never allocates capacity or a slot: the slot must already be assigned to the
+	// caller's account (`tollgate admin slot assign`). 202 means the command was accepted and
+	// the session is `provisioning`; it becomes `ready` (or `busy`, working on the prompt)
+	// asynchronously: watch it with `GET /v1/agents`, `GET /v1/agents/{slot}/events` or the
+	// MCP tool `list_agent_sessions`.
+	//
+	// A slot runs at most one session: spawning on a slot whose session is still live
+	// (`provisioning`, `ready`, `busy` or `stopping`) is a 409 naming that session and its
+	// state. A slot that is not the caller's is a 403 `permission_error`, whether another
+	// account has a slot of that name or none does. With `Idempotency-Key`, a repeated
+	// request gets the first answer again (the same `commandId` and `sessionId`); the key
+	// reused for a different request is a 409.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/agents (the `SpawnAgent` operationId).
-	SpawnAgentWithResponse(ctx context.Context, body SpawnAgentJSONRequestBody, reqEditors ...RequestEditorFn) (*SpawnAgentResponse, error)
+	SpawnAgentWithResponse(ctx context.Context, params *SpawnAgentParams, body SpawnAgentJSONRequestBody, reqEditors ...RequestEditorFn) (*SpawnAgentResponse, error)
 
-	// StopAgentWithResponse Stop the agent in a slot owned by the account (preview, asynchronous).
+	// StopAgentWithResponse Stop the session running in a slot owned by the account (preview, asynchronous).
+	//
+	// 202 means the stop was accepted: the session is `stopping` and ends `stopped` (end
+	// reason `user_stop`) at its next step boundary; a model call in flight finishes and is
+	// billed, nothing after it runs. Stopping a slot whose session has already ended, or
+	// that never ran one, is a 409 naming the state; a second stop while the session is
+	// `stopping` answers the first stop's command again. A slot that is not the caller's is
+	// a 403 `permission_error`. With `Idempotency-Key`, a repeated request gets the first
+	// answer again.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /v1/agents/{slot} (the `StopAgent` operationId).
-	StopAgentWithResponse(ctx context.Context, slot string, reqEditors ...RequestEditorFn) (*StopAgentResponse, error)
+	StopAgentWithResponse(ctx context.Context, slot SlotName, params *StopAgentParams, reqEditors ...RequestEditorFn) (*StopAgentResponse, error)
 
-	// SendAgentMessageWithBodyWithResponse Send a message to the agent in a slot owned by the account (preview).
+	// StreamAgentEventsWithResponse The event log of the session in a slot, as server-sent events (preview).
+	//
+	// Streams the events of the slot's current session (or of its last one, when none runs)
+	// in order, from the beginning or after a cursor, then waits for new ones; events
+	// written by any gateway process reach every stream at once. Each event is
+	//
+	// ```
+	// id: <seq>
+	// event: <kind>
+	// data: <AgentEvent JSON>
+	// ```
+	//
+	// where `seq` is the event's sequence number in its session (1, 2, 3, ... without gaps)
+	// and `kind` one of `state`, `message_in`, `model_call`, `tool_call`, `tool_result`,
+	// `message_out`, `error`. To resume after a disconnect, send the last `id` seen as
+	// `Last-Event-ID` (what browsers' EventSource does by itself) or as the `after` query
+	// parameter (for clients that cannot set headers; the header wins when both are sent):
+	// the stream continues with the next event, with no gap and no duplicate. While nothing
+	// happens a comment line (`: heartbeat`) is sent every 15 seconds. The stream ends after
+	// the session's final `state` event (to `stopped` or `failed`); for a session that has
+	// already ended it sends what follows the cursor and ends. A slot that never ran a
+	// session is a 409; a slot that is not the caller's a 403 `permission_error`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/agents/{slot}/events (the `StreamAgentEvents` operationId).
+	StreamAgentEventsWithResponse(ctx context.Context, slot SlotName, params *StreamAgentEventsParams, reqEditors ...RequestEditorFn) (*StreamAgentEventsResponse, error)
+
+	// SendAgentMessageWithBodyWithResponse Send a message to the session running in a slot owned by the account (preview).
+	//
+	// The message joins the running session's context. Messages are taken in the order they
+	// were accepted: one sent while the agent is `ready` starts its next turn; one sent while
+	// it is `busy` (or still `provisioning`) is queued (`queued: true`) and taken at the start
+	// of its next turn, with every other message queued by then. A message to a slot whose
+	// session has ended (`stopping`, `stopped`, `failed`), or that never ran one, is a 409
+	// naming the state and the end reason; it never starts a session by itself: spawn a new
+	// one with `POST /v1/agents`. A slot that is not the caller's is a 403 `permission_error`.
+	// With `Idempotency-Key`, a repeated request gets the first answer again (the same
+	// `messageId`) and the message is taken once.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/agents/{slot}/messages (the `SendAgentMessage` operationId).
-	SendAgentMessageWithBodyWithResponse(ctx context.Context, slot string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SendAgentMessageResponse, error)
+	SendAgentMessageWithBodyWithResponse(ctx context.Context, slot SlotName, params *SendAgentMessageParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SendAgentMessageResponse, error)
 
-	// SendAgentMessageWithResponse Send a message to the agent in a slot owned by the account (preview).
+	// SendAgentMessageWithResponse Send a message to the session running in a slot owned by the account (preview).
+	//
+	// The message joins the running session's context. Messages are taken in the order they
+	// were accepted: one sent while the agent is `ready` starts its next turn; one sent while
+	// it is `busy` (or still `provisioning`) is queued (`queued: true`) and taken at the start
+	// of its next turn, with every other message queued by then. A message to a slot whose
+	// session has ended (`stopping`, `stopped`, `failed`), or that never ran one, is a 409
+	// naming the state and the end reason; it never starts a session by itself: spawn a new
+	// one with `POST /v1/agents`. A slot that is not the caller's is a 403 `permission_error`.
+	// With `Idempotency-Key`, a repeated request gets the first answer again (the same
+	// `messageId`) and the message is taken once.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/agents/{slot}/messages (the `SendAgentMessage` operationId).
-	SendAgentMessageWithResponse(ctx context.Context, slot string, body SendAgentMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*SendAgentMessageResponse, error)
+	SendAgentMessageWithResponse(ctx context.Context, slot SlotName, params *SendAgentMessageParams, body SendAgentMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*SendAgentMessageResponse, error)
 
 	// CreateChatCompletionWithBodyWithResponse Create a chat completion (JSON or SSE).
 	//
@@ -2942,6 +3555,115 @@ type ClientWithResponsesInterface interface {
 	CreateResponseWithResponse(ctx context.Context, body CreateResponseJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateResponseResponse, error)
 }
 
+// ListAgentsResponse200Headers the declared response headers of an HTTP 200 response for ListAgents
+type ListAgentsResponse200Headers struct {
+	XRequestId *string
+}
+
+// ListAgentsResponse401Headers the declared response headers of an HTTP 401 response for ListAgents
+type ListAgentsResponse401Headers struct {
+	XShouldRetry *string
+}
+
+// ListAgentsResponse429Headers the declared response headers of an HTTP 429 response for ListAgents
+type ListAgentsResponse429Headers struct {
+	RetryAfter *int
+}
+
+// ListAgentsResponse503Headers the declared response headers of an HTTP 503 response for ListAgents
+type ListAgentsResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ListAgentsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AgentList
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *OpenAIUnauthorized
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *OpenAITooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *OpenAIInternal
+	// JSON501 the response for an HTTP 501 `application/json` response
+	JSON501 *OpenAINotImplemented
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *OpenAIUnavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListAgentsResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListAgentsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListAgentsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListAgentsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListAgentsResponse) GetJSON200() *AgentList {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListAgentsResponse) GetJSON401() *OpenAIUnauthorized {
+	return r.JSON401
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListAgentsResponse) GetJSON429() *OpenAITooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListAgentsResponse) GetJSON500() *OpenAIInternal {
+	return r.JSON500
+}
+
+// GetJSON501 returns the response for an HTTP 501 `application/json` response
+func (r ListAgentsResponse) GetJSON501() *OpenAINotImplemented {
+	return r.JSON501
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListAgentsResponse) GetJSON503() *OpenAIUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListAgentsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListAgentsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListAgentsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListAgentsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SpawnAgentResponse202Headers the declared response headers of an HTTP 202 response for SpawnAgent
+type SpawnAgentResponse202Headers struct {
+	XRequestId *string
+}
+
 // SpawnAgentResponse401Headers the declared response headers of an HTTP 401 response for SpawnAgent
 type SpawnAgentResponse401Headers struct {
 	XShouldRetry *string
@@ -2968,6 +3690,8 @@ type SpawnAgentResponse struct {
 	JSON401 *OpenAIUnauthorized
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *OpenAIForbidden
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *OpenAIConflict
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *OpenAIRequestTooLarge
 	// JSON429 the response for an HTTP 429 `application/json` response
@@ -2978,6 +3702,8 @@ type SpawnAgentResponse struct {
 	JSON501 *OpenAINotImplemented
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *OpenAIUnavailable
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *SpawnAgentResponse202Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *SpawnAgentResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -3004,6 +3730,11 @@ func (r SpawnAgentResponse) GetJSON401() *OpenAIUnauthorized {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r SpawnAgentResponse) GetJSON403() *OpenAIForbidden {
 	return r.JSON403
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r SpawnAgentResponse) GetJSON409() *OpenAIConflict {
+	return r.JSON409
 }
 
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
@@ -3060,6 +3791,11 @@ func (r SpawnAgentResponse) ContentType() string {
 	return ""
 }
 
+// StopAgentResponse202Headers the declared response headers of an HTTP 202 response for StopAgent
+type StopAgentResponse202Headers struct {
+	XRequestId *string
+}
+
 // StopAgentResponse401Headers the declared response headers of an HTTP 401 response for StopAgent
 type StopAgentResponse401Headers struct {
 	XShouldRetry *string
@@ -3080,10 +3816,14 @@ type StopAgentResponse struct {
 	HTTPResponse *http.Response
 	// JSON202 the response for an HTTP 202 `application/json` response
 	JSON202 *AgentStopResponse
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *OpenAIBadRequest
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *OpenAIUnauthorized
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *OpenAIForbidden
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *OpenAIConflict
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *OpenAITooManyRequests
 	// JSON500 the response for an HTTP 500 `application/json` response
@@ -3092,6 +3832,8 @@ type StopAgentResponse struct {
 	JSON501 *OpenAINotImplemented
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *OpenAIUnavailable
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *StopAgentResponse202Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *StopAgentResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -3105,6 +3847,11 @@ func (r StopAgentResponse) GetJSON202() *AgentStopResponse {
 	return r.JSON202
 }
 
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r StopAgentResponse) GetJSON400() *OpenAIBadRequest {
+	return r.JSON400
+}
+
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r StopAgentResponse) GetJSON401() *OpenAIUnauthorized {
 	return r.JSON401
@@ -3113,6 +3860,11 @@ func (r StopAgentResponse) GetJSON401() *OpenAIUnauthorized {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r StopAgentResponse) GetJSON403() *OpenAIForbidden {
 	return r.JSON403
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r StopAgentResponse) GetJSON409() *OpenAIConflict {
+	return r.JSON409
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -3164,6 +3916,129 @@ func (r StopAgentResponse) ContentType() string {
 	return ""
 }
 
+// StreamAgentEventsResponse200Headers the declared response headers of an HTTP 200 response for StreamAgentEvents
+type StreamAgentEventsResponse200Headers struct {
+	XRequestId *string
+}
+
+// StreamAgentEventsResponse401Headers the declared response headers of an HTTP 401 response for StreamAgentEvents
+type StreamAgentEventsResponse401Headers struct {
+	XShouldRetry *string
+}
+
+// StreamAgentEventsResponse429Headers the declared response headers of an HTTP 429 response for StreamAgentEvents
+type StreamAgentEventsResponse429Headers struct {
+	RetryAfter *int
+}
+
+// StreamAgentEventsResponse503Headers the declared response headers of an HTTP 503 response for StreamAgentEvents
+type StreamAgentEventsResponse503Headers struct {
+	RetryAfter *int
+}
+
+type StreamAgentEventsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *OpenAIBadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *OpenAIUnauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *OpenAIForbidden
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *OpenAIConflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *OpenAITooManyRequests
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *OpenAIInternal
+	// JSON501 the response for an HTTP 501 `application/json` response
+	JSON501 *OpenAINotImplemented
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *OpenAIUnavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *StreamAgentEventsResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *StreamAgentEventsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *StreamAgentEventsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *StreamAgentEventsResponse503Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r StreamAgentEventsResponse) GetJSON400() *OpenAIBadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r StreamAgentEventsResponse) GetJSON401() *OpenAIUnauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r StreamAgentEventsResponse) GetJSON403() *OpenAIForbidden {
+	return r.JSON403
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r StreamAgentEventsResponse) GetJSON409() *OpenAIConflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r StreamAgentEventsResponse) GetJSON429() *OpenAITooManyRequests {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r StreamAgentEventsResponse) GetJSON500() *OpenAIInternal {
+	return r.JSON500
+}
+
+// GetJSON501 returns the response for an HTTP 501 `application/json` response
+func (r StreamAgentEventsResponse) GetJSON501() *OpenAINotImplemented {
+	return r.JSON501
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r StreamAgentEventsResponse) GetJSON503() *OpenAIUnavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r StreamAgentEventsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r StreamAgentEventsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r StreamAgentEventsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r StreamAgentEventsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SendAgentMessageResponse202Headers the declared response headers of an HTTP 202 response for SendAgentMessage
+type SendAgentMessageResponse202Headers struct {
+	XRequestId *string
+}
+
 // SendAgentMessageResponse401Headers the declared response headers of an HTTP 401 response for SendAgentMessage
 type SendAgentMessageResponse401Headers struct {
 	XShouldRetry *string
@@ -3190,6 +4065,8 @@ type SendAgentMessageResponse struct {
 	JSON401 *OpenAIUnauthorized
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *OpenAIForbidden
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *OpenAIConflict
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *OpenAIRequestTooLarge
 	// JSON429 the response for an HTTP 429 `application/json` response
@@ -3200,6 +4077,8 @@ type SendAgentMessageResponse struct {
 	JSON501 *OpenAINotImplemented
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *OpenAIUnavailable
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *SendAgentMessageResponse202Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *SendAgentMessageResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -3226,6 +4105,11 @@ func (r SendAgentMessageResponse) GetJSON401() *OpenAIUnauthorized {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r SendAgentMessageResponse) GetJSON403() *OpenAIForbidden {
 	return r.JSON403
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r SendAgentMessageResponse) GetJSON409() *OpenAIConflict {
+	return r.JSON409
 }
 
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
@@ -4138,69 +5022,175 @@ func (r CreateResponseResponse) ContentType() string {
 	return ""
 }
 
-// SpawnAgentWithBodyWithResponse Spawn an agent in a slot already assigned to the account (preview).
+// ListAgentsWithResponse The caller's agent slots, each with its current or last session (preview).
 //
-// Spawn does not allocate capacity or a new slot; an accepted spawn only means the command was accepted.
+// Every slot the operator assigned to the caller's account, by name, with the session that
+// runs in it now or, when none runs, the last one that ran (with its end state and reason);
+// `session` is null for a slot that never ran one. Slots and sessions of other accounts are
+// never listed.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/agents (the `ListAgents` operationId).
+func (c *ClientWithResponses) ListAgentsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListAgentsResponse, error) {
+	rsp, err := c.ListAgents(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListAgentsResponse(rsp)
+}
+
+// SpawnAgentWithBodyWithResponse Spawn an agent session in a slot already assigned to the account (preview).
+//
+// Starts a new session in the slot, with the account's default model (`service-flint`) and
+// the default resource profile's bounds, and `prompt` (when given) as its first message.
+// Spawn never allocates capacity or a slot: the slot must already be assigned to the
+// caller's account (`tollgate admin slot assign`). 202 means the command was accepted and
+// the session is `provisioning`; it becomes `ready` (or `busy`, working on the prompt)
+// asynchronously: watch it with `GET /v1/agents`, `GET /v1/agents/{slot}/events` or the
+// MCP tool `list_agent_sessions`.
+//
+// A slot runs at most one session: spawning on a slot whose session is still live
+// (`provisioning`, `ready`, `busy` or `stopping`) is a 409 naming that session and its
+// state. A slot that is not the caller's is a 403 `permission_error`, whether another
+// account has a slot of that name or none does. With `Idempotency-Key`, a repeated
+// request gets the first answer again (the same `commandId` and `sessionId`); the key
+// reused for a different request is a 409.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/agents (the `SpawnAgent` operationId).
-func (c *ClientWithResponses) SpawnAgentWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SpawnAgentResponse, error) {
-	rsp, err := c.SpawnAgentWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) SpawnAgentWithBodyWithResponse(ctx context.Context, params *SpawnAgentParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SpawnAgentResponse, error) {
+	rsp, err := c.SpawnAgentWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
 	return ParseSpawnAgentResponse(rsp)
 }
 
-// SpawnAgentWithResponse Spawn an agent in a slot already assigned to the account (preview).
+// SpawnAgentWithResponse Spawn an agent session in a slot already assigned to the account (preview).
 //
-// Spawn does not allocate capacity or a new slot; an accepted spawn only means the command was accepted.
+// Starts a new session in the slot, with the account's default model (`service-flint`) and
+// the default resource profile's bounds, and `prompt` (when given) as its first message.
+// Spawn never allocates capacity or a slot: the slot must already be assigned to the
+// caller's account (`tollgate admin slot assign`). 202 means the command was accepted and
+// the session is `provisioning`; it becomes `ready` (or `busy`, working on the prompt)
+// asynchronously: watch it with `GET /v1/agents`, `GET /v1/agents/{slot}/events` or the
+// MCP tool `list_agent_sessions`.
+//
+// A slot runs at most one session: spawning on a slot whose session is still live
+// (`provisioning`, `ready`, `busy` or `stopping`) is a 409 naming that session and its
+// state. A slot that is not the caller's is a 403 `permission_error`, whether another
+// account has a slot of that name or none does. With `Idempotency-Key`, a repeated
+// request gets the first answer again (the same `commandId` and `sessionId`); the key
+// reused for a different request is a 409.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/agents (the `SpawnAgent` operationId).
-func (c *ClientWithResponses) SpawnAgentWithResponse(ctx context.Context, body SpawnAgentJSONRequestBody, reqEditors ...RequestEditorFn) (*SpawnAgentResponse, error) {
-	rsp, err := c.SpawnAgent(ctx, body, reqEditors...)
+func (c *ClientWithResponses) SpawnAgentWithResponse(ctx context.Context, params *SpawnAgentParams, body SpawnAgentJSONRequestBody, reqEditors ...RequestEditorFn) (*SpawnAgentResponse, error) {
+	rsp, err := c.SpawnAgent(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
 	return ParseSpawnAgentResponse(rsp)
 }
 
-// StopAgentWithResponse Stop the agent in a slot owned by the account (preview, asynchronous).
+// StopAgentWithResponse Stop the session running in a slot owned by the account (preview, asynchronous).
+//
+// 202 means the stop was accepted: the session is `stopping` and ends `stopped` (end
+// reason `user_stop`) at its next step boundary; a model call in flight finishes and is
+// billed, nothing after it runs. Stopping a slot whose session has already ended, or
+// that never ran one, is a 409 naming the state; a second stop while the session is
+// `stopping` answers the first stop's command again. A slot that is not the caller's is
+// a 403 `permission_error`. With `Idempotency-Key`, a repeated request gets the first
+// answer again.
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /v1/agents/{slot} (the `StopAgent` operationId).
-func (c *ClientWithResponses) StopAgentWithResponse(ctx context.Context, slot string, reqEditors ...RequestEditorFn) (*StopAgentResponse, error) {
-	rsp, err := c.StopAgent(ctx, slot, reqEditors...)
+func (c *ClientWithResponses) StopAgentWithResponse(ctx context.Context, slot SlotName, params *StopAgentParams, reqEditors ...RequestEditorFn) (*StopAgentResponse, error) {
+	rsp, err := c.StopAgent(ctx, slot, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
 	return ParseStopAgentResponse(rsp)
 }
 
-// SendAgentMessageWithBodyWithResponse Send a message to the agent in a slot owned by the account (preview).
+// StreamAgentEventsWithResponse The event log of the session in a slot, as server-sent events (preview).
+//
+// Streams the events of the slot's current session (or of its last one, when none runs)
+// in order, from the beginning or after a cursor, then waits for new ones; events
+// written by any gateway process reach every stream at once. Each event is
+//
+// ```
+// id: <seq>
+// event: <kind>
+// data: <AgentEvent JSON>
+// ```
+//
+// where `seq` is the event's sequence number in its session (1, 2, 3, ... without gaps)
+// and `kind` one of `state`, `message_in`, `model_call`, `tool_call`, `tool_result`,
+// `message_out`, `error`. To resume after a disconnect, send the last `id` seen as
+// `Last-Event-ID` (what browsers' EventSource does by itself) or as the `after` query
+// parameter (for clients that cannot set headers; the header wins when both are sent):
+// the stream continues with the next event, with no gap and no duplicate. While nothing
+// happens a comment line (`: heartbeat`) is sent every 15 seconds. The stream ends after
+// the session's final `state` event (to `stopped` or `failed`); for a session that has
+// already ended it sends what follows the cursor and ends. A slot that never ran a
+// session is a 409; a slot that is not the caller's a 403 `permission_error`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/agents/{slot}/events (the `StreamAgentEvents` operationId).
+func (c *ClientWithResponses) StreamAgentEventsWithResponse(ctx context.Context, slot SlotName, params *StreamAgentEventsParams, reqEditors ...RequestEditorFn) (*StreamAgentEventsResponse, error) {
+	rsp, err := c.StreamAgentEvents(ctx, slot, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseStreamAgentEventsResponse(rsp)
+}
+
+// SendAgentMessageWithBodyWithResponse Send a message to the session running in a slot owned by the account (preview).
+//
+// The message joins the running session's context. Messages are taken in the order they
+// were accepted: one sent while the agent is `ready` starts its next turn; one sent while
+// it is `busy` (or still `provisioning`) is queued (`queued: true`) and taken at the start
+// of its next turn, with every other message queued by then. A message to a slot whose
+// session has ended (`stopping`, `stopped`, `failed`), or that never ran one, is a 409
+// naming the state and the end reason; it never starts a session by itself: spawn a new
+// one with `POST /v1/agents`. A slot that is not the caller's is a 403 `permission_error`.
+// With `Idempotency-Key`, a repeated request gets the first answer again (the same
+// `messageId`) and the message is taken once.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/agents/{slot}/messages (the `SendAgentMessage` operationId).
-func (c *ClientWithResponses) SendAgentMessageWithBodyWithResponse(ctx context.Context, slot string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SendAgentMessageResponse, error) {
-	rsp, err := c.SendAgentMessageWithBody(ctx, slot, contentType, body, reqEditors...)
+func (c *ClientWithResponses) SendAgentMessageWithBodyWithResponse(ctx context.Context, slot SlotName, params *SendAgentMessageParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SendAgentMessageResponse, error) {
+	rsp, err := c.SendAgentMessageWithBody(ctx, slot, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
 	return ParseSendAgentMessageResponse(rsp)
 }
 
-// SendAgentMessageWithResponse Send a message to the agent in a slot owned by the account (preview).
+// SendAgentMessageWithResponse Send a message to the session running in a slot owned by the account (preview).
+//
+// The message joins the running session's context. Messages are taken in the order they
+// were accepted: one sent while the agent is `ready` starts its next turn; one sent while
+// it is `busy` (or still `provisioning`) is queued (`queued: true`) and taken at the start
+// of its next turn, with every other message queued by then. A message to a slot whose
+// session has ended (`stopping`, `stopped`, `failed`), or that never ran one, is a 409
+// naming the state and the end reason; it never starts a session by itself: spawn a new
+// one with `POST /v1/agents`. A slot that is not the caller's is a 403 `permission_error`.
+// With `Idempotency-Key`, a repeated request gets the first answer again (the same
+// `messageId`) and the message is taken once.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/agents/{slot}/messages (the `SendAgentMessage` operationId).
-func (c *ClientWithResponses) SendAgentMessageWithResponse(ctx context.Context, slot string, body SendAgentMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*SendAgentMessageResponse, error) {
-	rsp, err := c.SendAgentMessage(ctx, slot, body, reqEditors...)
+func (c *ClientWithResponses) SendAgentMessageWithResponse(ctx context.Context, slot SlotName, params *SendAgentMessageParams, body SendAgentMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*SendAgentMessageResponse, error) {
+	rsp, err := c.SendAgentMessage(ctx, slot, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -4392,6 +5382,110 @@ func (c *ClientWithResponses) CreateResponseWithResponse(ctx context.Context, bo
 	return ParseCreateResponseResponse(rsp)
 }
 
+// ParseListAgentsResponse parses an HTTP response from a ListAgentsWithResponse call
+func ParseListAgentsResponse(rsp *http.Response) (*ListAgentsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListAgentsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AgentList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest OpenAIUnauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest OpenAITooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest OpenAIInternal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 501:
+		var dest OpenAINotImplemented
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON501 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest OpenAIUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListAgentsResponse200Headers
+		if values := rsp.Header.Values("x-request-id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-request-id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListAgentsResponse401Headers
+		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-should-retry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XShouldRetry = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListAgentsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListAgentsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseSpawnAgentResponse parses an HTTP response from a SpawnAgentWithResponse call
 func ParseSpawnAgentResponse(rsp *http.Response) (*SpawnAgentResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -4434,6 +5528,13 @@ func ParseSpawnAgentResponse(rsp *http.Response) (*SpawnAgentResponse, error) {
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest OpenAIConflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest OpenAIRequestTooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -4472,6 +5573,16 @@ func ParseSpawnAgentResponse(rsp *http.Response) (*SpawnAgentResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 202:
+		var headers SpawnAgentResponse202Headers
+		if values := rsp.Header.Values("x-request-id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-request-id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers202 = &headers
 	case rsp.StatusCode == 401:
 		var headers SpawnAgentResponse401Headers
 		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
@@ -4528,6 +5639,13 @@ func ParseStopAgentResponse(rsp *http.Response) (*StopAgentResponse, error) {
 		}
 		response.JSON202 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest OpenAIBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest OpenAIUnauthorized
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -4541,6 +5659,13 @@ func ParseStopAgentResponse(rsp *http.Response) (*StopAgentResponse, error) {
 			return nil, err
 		}
 		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest OpenAIConflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest OpenAITooManyRequests
@@ -4573,6 +5698,16 @@ func ParseStopAgentResponse(rsp *http.Response) (*StopAgentResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 202:
+		var headers StopAgentResponse202Headers
+		if values := rsp.Header.Values("x-request-id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-request-id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers202 = &headers
 	case rsp.StatusCode == 401:
 		var headers StopAgentResponse401Headers
 		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
@@ -4595,6 +5730,124 @@ func ParseStopAgentResponse(rsp *http.Response) (*StopAgentResponse, error) {
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers StopAgentResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseStreamAgentEventsResponse parses an HTTP response from a StreamAgentEventsWithResponse call
+func ParseStreamAgentEventsResponse(rsp *http.Response) (*StreamAgentEventsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &StreamAgentEventsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest OpenAIBadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest OpenAIUnauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest OpenAIForbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest OpenAIConflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest OpenAITooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest OpenAIInternal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 501:
+		var dest OpenAINotImplemented
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON501 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest OpenAIUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers StreamAgentEventsResponse200Headers
+		if values := rsp.Header.Values("x-request-id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-request-id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers StreamAgentEventsResponse401Headers
+		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-should-retry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XShouldRetry = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers StreamAgentEventsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers StreamAgentEventsResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -4650,6 +5903,13 @@ func ParseSendAgentMessageResponse(rsp *http.Response) (*SendAgentMessageRespons
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest OpenAIConflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest OpenAIRequestTooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -4688,6 +5948,16 @@ func ParseSendAgentMessageResponse(rsp *http.Response) (*SendAgentMessageRespons
 	}
 
 	switch {
+	case rsp.StatusCode == 202:
+		var headers SendAgentMessageResponse202Headers
+		if values := rsp.Header.Values("x-request-id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-request-id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers202 = &headers
 	case rsp.StatusCode == 401:
 		var headers SendAgentMessageResponse401Headers
 		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
@@ -5650,15 +6920,21 @@ func ParseCreateResponseResponse(rsp *http.Response) (*CreateResponseResponse, e
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
-	// SpawnAgent Spawn an agent in a slot already assigned to the account (preview).
+	// ListAgents The caller's agent slots, each with its current or last session (preview).
+	// (GET /v1/agents)
+	ListAgents(w http.ResponseWriter, r *http.Request)
+	// SpawnAgent Spawn an agent session in a slot already assigned to the account (preview).
 	// (POST /v1/agents)
-	SpawnAgent(w http.ResponseWriter, r *http.Request)
-	// StopAgent Stop the agent in a slot owned by the account (preview, asynchronous).
+	SpawnAgent(w http.ResponseWriter, r *http.Request, params SpawnAgentParams)
+	// StopAgent Stop the session running in a slot owned by the account (preview, asynchronous).
 	// (DELETE /v1/agents/{slot})
-	StopAgent(w http.ResponseWriter, r *http.Request, slot string)
-	// SendAgentMessage Send a message to the agent in a slot owned by the account (preview).
+	StopAgent(w http.ResponseWriter, r *http.Request, slot SlotName, params StopAgentParams)
+	// StreamAgentEvents The event log of the session in a slot, as server-sent events (preview).
+	// (GET /v1/agents/{slot}/events)
+	StreamAgentEvents(w http.ResponseWriter, r *http.Request, slot SlotName, params StreamAgentEventsParams)
+	// SendAgentMessage Send a message to the session running in a slot owned by the account (preview).
 	// (POST /v1/agents/{slot}/messages)
-	SendAgentMessage(w http.ResponseWriter, r *http.Request, slot string)
+	SendAgentMessage(w http.ResponseWriter, r *http.Request, slot SlotName, params SendAgentMessageParams)
 	// CreateChatCompletion Create a chat completion (JSON or SSE).
 	// (POST /v1/chat/completions)
 	CreateChatCompletion(w http.ResponseWriter, r *http.Request)
@@ -5691,11 +6967,52 @@ type ServerInterfaceWrapper struct {
 
 type MiddlewareFunc func(http.Handler) http.Handler
 
+// ListAgents operation middleware
+func (siw *ServerInterfaceWrapper) ListAgents(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListAgents(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // SpawnAgent operation middleware
 func (siw *ServerInterfaceWrapper) SpawnAgent(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SpawnAgentParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.SpawnAgent(w, r)
+		siw.Handler.SpawnAgent(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -5712,7 +7029,7 @@ func (siw *ServerInterfaceWrapper) StopAgent(w http.ResponseWriter, r *http.Requ
 	_ = err
 
 	// ------------- Path parameter "slot" -------------
-	var slot string
+	var slot SlotName
 
 	err = runtime.BindStyledParameterWithOptions("simple", "slot", r.PathValue("slot"), &slot, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
 	if err != nil {
@@ -5720,8 +7037,95 @@ func (siw *ServerInterfaceWrapper) StopAgent(w http.ResponseWriter, r *http.Requ
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params StopAgentParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.StopAgent(w, r, slot)
+		siw.Handler.StopAgent(w, r, slot, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// StreamAgentEvents operation middleware
+func (siw *ServerInterfaceWrapper) StreamAgentEvents(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "slot" -------------
+	var slot SlotName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "slot", r.PathValue("slot"), &slot, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "slot", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params StreamAgentEventsParams
+
+	// ------------- Optional query parameter "after" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", r.URL.Query(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "after"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "after", Err: err})
+		}
+		return
+	}
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Last-Event-ID" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Last-Event-ID")]; found {
+		var LastEventID string
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Last-Event-ID", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Last-Event-ID", valueList[0], &LastEventID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Last-Event-ID", Err: err})
+			return
+		}
+
+		params.LastEventID = &LastEventID
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.StreamAgentEvents(w, r, slot, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -5738,7 +7142,7 @@ func (siw *ServerInterfaceWrapper) SendAgentMessage(w http.ResponseWriter, r *ht
 	_ = err
 
 	// ------------- Path parameter "slot" -------------
-	var slot string
+	var slot SlotName
 
 	err = runtime.BindStyledParameterWithOptions("simple", "slot", r.PathValue("slot"), &slot, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
 	if err != nil {
@@ -5746,8 +7150,32 @@ func (siw *ServerInterfaceWrapper) SendAgentMessage(w http.ResponseWriter, r *ht
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SendAgentMessageParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.SendAgentMessage(w, r, slot)
+		siw.Handler.SendAgentMessage(w, r, slot, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -6086,9 +7514,11 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/models", wrapper.ListModels)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/models/{model}", wrapper.RetrieveModel)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/credits", wrapper.GetCredits)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/agents", wrapper.ListAgents)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/agents", wrapper.SpawnAgent)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/v1/agents/{slot}/messages", wrapper.SendAgentMessage)
 	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/v1/agents/{slot}", wrapper.StopAgent)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/v1/agents/{slot}/events", wrapper.StreamAgentEvents)
 
 	return m
 }
@@ -6145,6 +7575,8 @@ type OpenAIBadGatewayJSONResponse OpenAIError
 
 type OpenAIBadRequestJSONResponse OpenAIError
 
+type OpenAIConflictJSONResponse OpenAIError
+
 type OpenAIForbiddenJSONResponse OpenAIError
 
 type OpenAIInternalJSONResponse OpenAIError
@@ -6193,23 +7625,148 @@ type OpenAIUnavailableJSONResponse struct {
 	Headers OpenAIUnavailableResponseHeaders
 }
 
-type SpawnAgentRequestObject struct {
-	Body *SpawnAgentJSONRequestBody
+type ListAgentsRequestObject struct {
 }
 
-type SpawnAgentResponseObject interface {
-	VisitSpawnAgentResponse(w http.ResponseWriter) error
+type ListAgentsResponseObject interface {
+	VisitListAgentsResponse(w http.ResponseWriter) error
 }
 
-type SpawnAgent202JSONResponse AgentSpawnResponse
+type ListAgents200ResponseHeaders struct {
+	XRequestId *string
+}
 
-func (response SpawnAgent202JSONResponse) VisitSpawnAgentResponse(w http.ResponseWriter) error {
+type ListAgents200JSONResponse struct {
+	Body    AgentList
+	Headers ListAgents200ResponseHeaders
+}
+
+func (response ListAgents200JSONResponse) VisitListAgentsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("x-request-id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAgents401JSONResponse struct{ OpenAIUnauthorizedJSONResponse }
+
+func (response ListAgents401JSONResponse) VisitListAgentsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XShouldRetry != nil {
+		w.Header().Set("x-should-retry", fmt.Sprint(*response.Headers.XShouldRetry))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAgents429JSONResponse struct {
+	OpenAITooManyRequestsJSONResponse
+}
+
+func (response ListAgents429JSONResponse) VisitListAgentsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAgents500JSONResponse struct{ OpenAIInternalJSONResponse }
+
+func (response ListAgents500JSONResponse) VisitListAgentsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAgents501JSONResponse struct {
+	OpenAINotImplementedJSONResponse
+}
+
+func (response ListAgents501JSONResponse) VisitListAgentsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(501)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAgents503JSONResponse struct{ OpenAIUnavailableJSONResponse }
+
+func (response ListAgents503JSONResponse) VisitListAgentsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SpawnAgentRequestObject struct {
+	Params SpawnAgentParams
+	Body   *SpawnAgentJSONRequestBody
+}
+
+type SpawnAgentResponseObject interface {
+	VisitSpawnAgentResponse(w http.ResponseWriter) error
+}
+
+type SpawnAgent202ResponseHeaders struct {
+	XRequestId *string
+}
+
+type SpawnAgent202JSONResponse struct {
+	Body    AgentSpawnResponse
+	Headers SpawnAgent202ResponseHeaders
+}
+
+func (response SpawnAgent202JSONResponse) VisitSpawnAgentResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("x-request-id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(202)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6256,6 +7813,20 @@ func (response SpawnAgent403JSONResponse) VisitSpawnAgentResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SpawnAgent409JSONResponse struct{ OpenAIConflictJSONResponse }
+
+func (response SpawnAgent409JSONResponse) VisitSpawnAgentResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6343,23 +7914,48 @@ func (response SpawnAgent503JSONResponse) VisitSpawnAgentResponse(w http.Respons
 }
 
 type StopAgentRequestObject struct {
-	Slot string `json:"slot"`
+	Slot   SlotName `json:"slot"`
+	Params StopAgentParams
 }
 
 type StopAgentResponseObject interface {
 	VisitStopAgentResponse(w http.ResponseWriter) error
 }
 
-type StopAgent202JSONResponse AgentStopResponse
+type StopAgent202ResponseHeaders struct {
+	XRequestId *string
+}
+
+type StopAgent202JSONResponse struct {
+	Body    AgentStopResponse
+	Headers StopAgent202ResponseHeaders
+}
 
 func (response StopAgent202JSONResponse) VisitStopAgentResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("x-request-id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(202)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StopAgent400JSONResponse struct{ OpenAIBadRequestJSONResponse }
+
+func (response StopAgent400JSONResponse) VisitStopAgentResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(202)
+	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6391,6 +7987,20 @@ func (response StopAgent403JSONResponse) VisitStopAgentResponse(w http.ResponseW
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StopAgent409JSONResponse struct{ OpenAIConflictJSONResponse }
+
+func (response StopAgent409JSONResponse) VisitStopAgentResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6461,24 +8071,220 @@ func (response StopAgent503JSONResponse) VisitStopAgentResponse(w http.ResponseW
 	return err
 }
 
-type SendAgentMessageRequestObject struct {
-	Slot string `json:"slot"`
-	Body *SendAgentMessageJSONRequestBody
+type StreamAgentEventsRequestObject struct {
+	Slot   SlotName `json:"slot"`
+	Params StreamAgentEventsParams
 }
 
-type SendAgentMessageResponseObject interface {
-	VisitSendAgentMessageResponse(w http.ResponseWriter) error
+type StreamAgentEventsResponseObject interface {
+	VisitStreamAgentEventsResponse(w http.ResponseWriter) error
 }
 
-type SendAgentMessage202JSONResponse AgentMessageResponse
+type StreamAgentEvents200ResponseHeaders struct {
+	XRequestId *string
+}
 
-func (response SendAgentMessage202JSONResponse) VisitSendAgentMessageResponse(w http.ResponseWriter) error {
+type StreamAgentEvents200TexteventStreamResponse struct {
+	Body          io.Reader
+	Headers       StreamAgentEvents200ResponseHeaders
+	ContentLength int64
+}
+
+func (response StreamAgentEvents200TexteventStreamResponse) VisitStreamAgentEventsResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("x-request-id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		// If w doesn't support flushing, fall back to io.Copy.
+		_, err := io.Copy(w, response.Body)
+		return err
+	}
+	// text/event-stream messages are typically small; use a
+	// modest buffer and flush after each chunk so clients see
+	// events immediately instead of waiting on OS buffering.
+	buf := make([]byte, 4096)
+	for {
+		n, err := response.Body.Read(buf)
+		if n > 0 {
+			if _, writeErr := w.Write(buf[:n]); writeErr != nil {
+				return writeErr
+			}
+			flusher.Flush()
+		}
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+type StreamAgentEvents400JSONResponse struct{ OpenAIBadRequestJSONResponse }
+
+func (response StreamAgentEvents400JSONResponse) VisitStreamAgentEventsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamAgentEvents401JSONResponse struct{ OpenAIUnauthorizedJSONResponse }
+
+func (response StreamAgentEvents401JSONResponse) VisitStreamAgentEventsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XShouldRetry != nil {
+		w.Header().Set("x-should-retry", fmt.Sprint(*response.Headers.XShouldRetry))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamAgentEvents403JSONResponse struct{ OpenAIForbiddenJSONResponse }
+
+func (response StreamAgentEvents403JSONResponse) VisitStreamAgentEventsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamAgentEvents409JSONResponse struct{ OpenAIConflictJSONResponse }
+
+func (response StreamAgentEvents409JSONResponse) VisitStreamAgentEventsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamAgentEvents429JSONResponse struct {
+	OpenAITooManyRequestsJSONResponse
+}
+
+func (response StreamAgentEvents429JSONResponse) VisitStreamAgentEventsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamAgentEvents500JSONResponse struct{ OpenAIInternalJSONResponse }
+
+func (response StreamAgentEvents500JSONResponse) VisitStreamAgentEventsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamAgentEvents501JSONResponse struct {
+	OpenAINotImplementedJSONResponse
+}
+
+func (response StreamAgentEvents501JSONResponse) VisitStreamAgentEventsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(501)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StreamAgentEvents503JSONResponse struct{ OpenAIUnavailableJSONResponse }
+
+func (response StreamAgentEvents503JSONResponse) VisitStreamAgentEventsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SendAgentMessageRequestObject struct {
+	Slot   SlotName `json:"slot"`
+	Params SendAgentMessageParams
+	Body   *SendAgentMessageJSONRequestBody
+}
+
+type SendAgentMessageResponseObject interface {
+	VisitSendAgentMessageResponse(w http.ResponseWriter) error
+}
+
+type SendAgentMessage202ResponseHeaders struct {
+	XRequestId *string
+}
+
+type SendAgentMessage202JSONResponse struct {
+	Body    AgentMessageResponse
+	Headers SendAgentMessage202ResponseHeaders
+}
+
+func (response SendAgentMessage202JSONResponse) VisitSendAgentMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("x-request-id", fmt.Sprint(*response.Headers.XRequestId))
+	}
 	w.WriteHeader(202)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6525,6 +8331,20 @@ func (response SendAgentMessage403JSONResponse) VisitSendAgentMessageResponse(w 
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SendAgentMessage409JSONResponse struct{ OpenAIConflictJSONResponse }
+
+func (response SendAgentMessage409JSONResponse) VisitSendAgentMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7847,13 +9667,19 @@ func (response CreateResponse529JSONResponse) VisitCreateResponseResponse(w http
 
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
-	// SpawnAgent Spawn an agent in a slot already assigned to the account (preview).
+	// ListAgents The caller's agent slots, each with its current or last session (preview).
+	// (GET /v1/agents)
+	ListAgents(ctx context.Context, request ListAgentsRequestObject) (ListAgentsResponseObject, error)
+	// SpawnAgent Spawn an agent session in a slot already assigned to the account (preview).
 	// (POST /v1/agents)
 	SpawnAgent(ctx context.Context, request SpawnAgentRequestObject) (SpawnAgentResponseObject, error)
-	// StopAgent Stop the agent in a slot owned by the account (preview, asynchronous).
+	// StopAgent Stop the session running in a slot owned by the account (preview, asynchronous).
 	// (DELETE /v1/agents/{slot})
 	StopAgent(ctx context.Context, request StopAgentRequestObject) (StopAgentResponseObject, error)
-	// SendAgentMessage Send a message to the agent in a slot owned by the account (preview).
+	// StreamAgentEvents The event log of the session in a slot, as server-sent events (preview).
+	// (GET /v1/agents/{slot}/events)
+	StreamAgentEvents(ctx context.Context, request StreamAgentEventsRequestObject) (StreamAgentEventsResponseObject, error)
+	// SendAgentMessage Send a message to the session running in a slot owned by the account (preview).
 	// (POST /v1/agents/{slot}/messages)
 	SendAgentMessage(ctx context.Context, request SendAgentMessageRequestObject) (SendAgentMessageResponseObject, error)
 	// CreateChatCompletion Create a chat completion (JSON or SSE).
@@ -7918,9 +9744,35 @@ type strictHandler struct {
 	options     StrictHTTPServerOptions
 }
 
+// ListAgents operation middleware
+func (sh *strictHandler) ListAgents(w http.ResponseWriter, r *http.Request) {
+	var request ListAgentsRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListAgents(ctx, request.(ListAgentsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListAgents")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListAgentsResponseObject); ok {
+		if err := validResponse.VisitListAgentsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // SpawnAgent operation middleware
-func (sh *strictHandler) SpawnAgent(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) SpawnAgent(w http.ResponseWriter, r *http.Request, params SpawnAgentParams) {
 	var request SpawnAgentRequestObject
+
+	request.Params = params
 
 	var body SpawnAgentJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -7950,10 +9802,11 @@ func (sh *strictHandler) SpawnAgent(w http.ResponseWriter, r *http.Request) {
 }
 
 // StopAgent operation middleware
-func (sh *strictHandler) StopAgent(w http.ResponseWriter, r *http.Request, slot string) {
+func (sh *strictHandler) StopAgent(w http.ResponseWriter, r *http.Request, slot SlotName, params StopAgentParams) {
 	var request StopAgentRequestObject
 
 	request.Slot = slot
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.StopAgent(ctx, request.(StopAgentRequestObject))
@@ -7975,11 +9828,39 @@ func (sh *strictHandler) StopAgent(w http.ResponseWriter, r *http.Request, slot 
 	}
 }
 
+// StreamAgentEvents operation middleware
+func (sh *strictHandler) StreamAgentEvents(w http.ResponseWriter, r *http.Request, slot SlotName, params StreamAgentEventsParams) {
+	var request StreamAgentEventsRequestObject
+
+	request.Slot = slot
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.StreamAgentEvents(ctx, request.(StreamAgentEventsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "StreamAgentEvents")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(StreamAgentEventsResponseObject); ok {
+		if err := validResponse.VisitStreamAgentEventsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // SendAgentMessage operation middleware
-func (sh *strictHandler) SendAgentMessage(w http.ResponseWriter, r *http.Request, slot string) {
+func (sh *strictHandler) SendAgentMessage(w http.ResponseWriter, r *http.Request, slot SlotName, params SendAgentMessageParams) {
 	var request SendAgentMessageRequestObject
 
 	request.Slot = slot
+	request.Params = params
 
 	var body SendAgentMessageJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {

@@ -30,6 +30,7 @@ const (
 	KindMethodNotAllowed               // 405
 	KindRequestTooLarge                // 413
 	KindUnavailable                    // 503: a dependency of the gateway (its database) is unreachable
+	KindConflict                       // 409: the request conflicts with the state of what it names
 )
 
 // Status is the HTTP status of a kind.
@@ -59,6 +60,8 @@ func (k Kind) Status() int {
 		return http.StatusRequestEntityTooLarge
 	case KindUnavailable:
 		return http.StatusServiceUnavailable
+	case KindConflict:
+		return http.StatusConflict
 	default:
 		return http.StatusInternalServerError
 	}
@@ -111,6 +114,12 @@ func InsufficientCredit(neededMicros, availableMicros int64) *Error {
 // Forbidden is a 403.
 func Forbidden(format string, args ...any) *Error {
 	return &Error{Kind: KindForbidden, Message: fmt.Sprintf(format, args...)}
+}
+
+// Conflict is a 409: the request conflicts with the state of what it names (an agent session
+// that has ended, an idempotency key used for another request); the message names the state.
+func Conflict(format string, args ...any) *Error {
+	return &Error{Kind: KindConflict, Message: fmt.Sprintf(format, args...)}
 }
 
 // ModelNotFound is the 404 for a model id that is unknown, not available to the account, or

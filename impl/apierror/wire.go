@@ -33,6 +33,8 @@ func (k Kind) OpenAITypeCode() (typ, code string) {
 		return "invalid_request_error", "method_not_allowed"
 	case KindRequestTooLarge:
 		return "invalid_request_error", "request_too_large"
+	case KindConflict:
+		return "conflict", "conflict"
 	case KindUnavailable:
 		// Not server_error, which is tollgate's own fault (500): a dependency is down, and the
 		// request can be retried as it is.
@@ -65,6 +67,8 @@ func (k Kind) AnthropicType() string {
 		return "permission_error"
 	case KindNotFound, KindModelNotFound:
 		return "not_found_error"
+	case KindConflict:
+		return "invalid_request_error"
 	case KindRateLimited:
 		return "rate_limit_error"
 	case KindOverloaded:

@@ -85,8 +85,9 @@ func TestAuthMatrix(t *testing.T) {
 	validStatus := map[string]int{
 		"GET /v1/models": 200, "GET /v1/models/{model}": 200, "GET /v1/credits": 200,
 		"POST /v1/chat/completions": 200, "POST /v1/responses": 200, "POST /v1/messages": 200, "POST /v1/messages/count_tokens": 200,
-		"POST /v1/agents": 501, "POST /v1/agents/{slot}/messages": 501, "DELETE /v1/agents/{slot}": 501,
-		"POST /api/mcp": 200, "GET /api/mcp": 405,
+		"GET /v1/agents": 501, "POST /v1/agents": 501, "POST /v1/agents/{slot}/messages": 501, "DELETE /v1/agents/{slot}": 501,
+		"GET /v1/agents/{slot}/events": 501,
+		"POST /api/mcp":                200, "GET /api/mcp": 405,
 	}
 	ops := apitest.Operations(t)
 	sort.Strings(ops)

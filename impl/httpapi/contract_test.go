@@ -25,9 +25,11 @@ var validRequests = map[string]request{
 	"GET /v1/models":                  {"GET", "/v1/models", ""},
 	"GET /v1/models/{model}":          {"GET", "/v1/models/service-flint", ""},
 	"GET /v1/credits":                 {"GET", "/v1/credits", ""},
+	"GET /v1/agents":                  {"GET", "/v1/agents", ""},
 	"POST /v1/agents":                 {"POST", "/v1/agents", `{"slot":"slot-1","prompt":"hello"}`},
 	"POST /v1/agents/{slot}/messages": {"POST", "/v1/agents/slot-1/messages", `{"text":"hello"}`},
 	"DELETE /v1/agents/{slot}":        {"DELETE", "/v1/agents/slot-1", ""},
+	"GET /v1/agents/{slot}/events":    {"GET", "/v1/agents/slot-1/events", ""},
 	"POST /api/mcp":                   {"POST", "/api/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`},
 	"GET /api/mcp":                    {"GET", "/api/mcp", ""},
 }

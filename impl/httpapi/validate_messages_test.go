@@ -80,6 +80,11 @@ func TestValidationMessagesMatchKin(t *testing.T) {
 		{"GET /v1/models/{model}", "/v1/models/service-flint", "", "", nil},
 		{"GET /v1/models", "/v1/models", "", "", nil},
 		{"DELETE /v1/agents/{slot}", "/v1/agents/slot-1", "", "", nil},
+		{"DELETE /v1/agents/{slot}", "/v1/agents/slot-1", "", "", map[string]string{"Idempotency-Key": "k-1"}},
+		{"GET /v1/agents/{slot}/events", "/v1/agents/slot-1/events", "", "", nil},
+		{"GET /v1/agents/{slot}/events", "/v1/agents/slot-1/events?after=3", "", "", map[string]string{"Last-Event-ID": "2"}},
+		{"GET /v1/agents/{slot}/events", "/v1/agents/slot-1/events?after=", "", "", nil},
+		{"GET /v1/agents/{slot}/events", "/v1/agents/slot-1/events?after", "", "", nil},
 		{"GET /not/an/operation", "/not/an/operation", "", "", nil},
 	}
 	for _, c := range calls {

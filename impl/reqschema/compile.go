@@ -185,8 +185,8 @@ func (c *compiler) parameter(ref *openapi3.ParameterRef) (parameter, error) {
 		return parameter{}, fmt.Errorf("parameter: unresolved $ref %q", ref.Ref)
 	}
 	where := fmt.Sprintf("%s parameter %q", p.In, p.Name)
-	if p.In != openapi3.ParameterInPath && p.In != openapi3.ParameterInHeader {
-		return parameter{}, fmt.Errorf("%s: only path and header parameters are supported", where)
+	if p.In != openapi3.ParameterInPath && p.In != openapi3.ParameterInHeader && p.In != openapi3.ParameterInQuery {
+		return parameter{}, fmt.Errorf("%s: only path, query and header parameters are supported", where)
 	}
 	if p.Content != nil || p.Schema == nil {
 		return parameter{}, fmt.Errorf("%s: only a parameter with a schema (not content) is supported", where)
@@ -205,6 +205,7 @@ func (c *compiler) parameter(ref *openapi3.ParameterRef) (parameter, error) {
 	if p.In == openapi3.ParameterInHeader {
 		out.header = http.CanonicalHeaderKey(p.Name)
 	}
+	out.query = p.In == openapi3.ParameterInQuery
 	return out, nil
 }
 

@@ -144,8 +144,8 @@ paths:
 	}
 	json := "          application/json: {schema: {type: object}}\n"
 	cases := []struct{ document, want string }{
-		{operation("        - {name: q, in: query, schema: {type: string}}\n", json), "only path and header parameters"},
-		{operation("        - {name: c, in: cookie, schema: {type: string}}\n", json), "only path and header parameters"},
+		{operation("        - {name: q, in: query, schema: {type: integer}}\n", json), "{type: string}"},
+		{operation("        - {name: c, in: cookie, schema: {type: string}}\n", json), "only path, query and header parameters"},
 		{operation("        - {name: h, in: header, schema: {type: integer}}\n", json), "{type: string}"},
 		{operation("        - {name: h, in: header, schema: {type: string, minLength: 1}}\n", json), "{type: string}"},
 		{operation("        - {name: h, in: header, content: {application/json: {schema: {type: string}}}}\n", json), "not content"},

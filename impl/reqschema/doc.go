@@ -34,9 +34,9 @@
 // maximum, minLength, minItems, items, properties, required and additionalProperties: true (the
 // default); title, description, example, examples, externalDocs, deprecated, xml, $comment and
 // extensions are accepted as annotations. A request body must be declared as application/json
-// only. Parameters may be declared in the path or in a header, with the default style and a plain
+// only. Parameters may be declared in the path, the query or a header, with the default style and a plain
 // string schema. Compile fails, naming the schema and the keyword, on anything else (format,
-// oneOf, pattern, additionalProperties: false, default, readOnly, a query parameter, an OpenAPI
+// oneOf, pattern, additionalProperties: false, default, readOnly, a cookie parameter, an OpenAPI
 // 3.1 document, ...), so that an edit to the document can never quietly go unvalidated:
 // supporting a new keyword means adding it here, with kin-openapi's semantics.
 package reqschema

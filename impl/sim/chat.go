@@ -115,6 +115,7 @@ func (s *Simulator) serveChat(w http.ResponseWriter, r *http.Request, body []byt
 	}
 
 	var c counter
+	var sc scriptScan
 	for i, m := range req.Messages {
 		text := contentText(m.Content)
 		c.add(text)
@@ -122,10 +123,18 @@ func (s *Simulator) serveChat(w http.ResponseWriter, r *http.Request, body []byt
 			c.add(tc.Function.Name)
 			c.add(tc.Function.Arguments)
 		}
-		if m.Role == "user" {
+		switch m.Role {
+		case "user":
 			in.prompt = text
 			in.endsWithUser = i == len(req.Messages)-1
+			sc.user(text)
+		case "tool", "function":
+			sc.result(text)
 		}
+	}
+	if in.script = sc.script(); in.script != nil && in.script.err != nil {
+		s.writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", in.script.errorMessage(), "messages", "invalid_sim_script")
+		return
 	}
 	if s, ok := rawString(req.Stop); ok {
 		in.stops = []string{s}

@@ -21,8 +21,9 @@
 // message text, tool results, and the names and JSON arguments of earlier tool calls (tool
 // definitions are not counted).
 //
-// When the request offers function tools, its tool choice is not "none", and either the tool
-// choice forces a tool or the last user message contains "call <toolname>", the reply is one
+// Unless a script plays (see Scripts), when the request offers function tools, its tool
+// choice is not "none", and either the tool choice forces a tool or the last user message
+// contains "call <toolname>", the reply is one
 // call to that tool (the longest name mentioned wins; tool choice "required" or "any" without a
 // mention calls the first tool), and the finish reason is "tool_calls" or "tool_use". Its
 // arguments are generated from the tool's schema (parameters, input_schema), as under
@@ -91,6 +92,7 @@
 //	[[sim fault=drop_before]]          close the connection before sending a byte
 //	[[sim fault=429 times=2]]          fault the first 2 requests carrying this exact text
 //	[[sim web_search=2]]               run 2 hosted web searches before the reply (see below)
+//	[[sim script: call t {"a":1}]]     play an agent's model, one call a turn (see Scripts)
 //
 // Other keys: status= (the error type of a midstream fault: 429, 500, 503, 529),
 // should_retry=true|false (an x-should-retry header on a status fault), tps= and first_ms=
@@ -99,6 +101,55 @@
 // so tests that must not share a counter add an unused key such as tag=name. Tests with
 // access to the Simulator use Enqueue instead, which injects the same faults (see Fault) by
 // model id, and read Requests, LastRequest and AnthropicHeaders to see what arrived.
+//
+// # Scripts: playing an agent's model
+//
+// A script directive in a user message makes the simulator play a tool-using agent's model,
+// one call per model turn, so that an agent loop runs a real multi-step session:
+//
+//	Which region sold most? [[sim script: call list_datasets; call query_data {"dataset":"sales","sql":"select region, sum(amount) from orders group by region"}]]
+//
+// The grammar (blanks, newlines included, are allowed between the parts):
+//
+//	script = "[[sim" blank+ "script:" call (";" call)* [";"] "]]"
+//	call   = "call" blank+ name [JSON object]
+//	name   = one or more of A-Z a-z 0-9 _ - .
+//
+// The arguments are read as one JSON value (so they may hold "]]", "=" or ";") and must be an
+// object; a call without them has {}. The script read is that of the last user message that
+// holds one (a message holds at most one); user messages after it without a script do not
+// stop it, and a later message with a script starts that one. Let k be the number of tool
+// results after that message (chat role "tool" messages, Responses function_call_output
+// items, Messages tool_result blocks). Then:
+//
+//   - While k is less than the number of calls, the reply is call k+1 (counting from 1) with
+//     exactly the scripted arguments, byte for byte (Messages embeds them as the tool_use
+//     input), whatever the tool's schema would generate and whatever tool_choice forces; the
+//     finish reason is "tool_calls" or "tool_use". The tool is found by name as tool_choice
+//     finds it: a top-level function first, then a function of a Responses namespace by its
+//     name or by <namespace>__<name>. The arguments count one output token per object key or
+//     scalar value, with the punctuation and blanks that follow it ({} is one token), and
+//     stream one content event per token.
+//   - When call k+1 names a tool the request does not offer (or the request has tool_choice
+//     "none"), the reply is the text `Script step <k+1> calls <tool>, which this request does
+//     not offer.` (or `..., which tool_choice "none" forbids.`), so that an agent loop ends.
+//   - Once the script is exhausted, the reply is the text `Answer from <tool>: <quote>`, where
+//     tool is the last scripted call's and quote the first 400 characters (code points) of
+//     the last tool result's text, blanks kept (ScriptAnswer builds it, ScriptQuoteRunes is
+//     400), so that a test can check that the answer carries the data.
+//
+// A scripted text counts one output token per word, its blanks travelling with the word, is
+// cut by max tokens with the usual finish reasons, and ignores stop sequences, words= and
+// structured output formats. Input tokens are counted as for any request. Other directives
+// are read as always, from the last user message (on Messages a message of tool results is
+// one, so a fault=429 beside the script strikes only its first turn there, and every turn on
+// the OpenAI routes unless times= bounds it), and the "call <toolname>" trigger keeps working in
+// messages without a script. A script that cannot be parsed is answered 400 in the route's
+// envelope (invalid_request_error; code invalid_sim_script on the OpenAI routes), with a
+// message that quotes the directive and says what is wrong; count_tokens ignores scripts. The
+// simulator keeps no state: the script must be in the request's conversation (a Responses
+// request that continues with previous_response_id alone carries none). Script builds a
+// directive from Go.
 //
 // # Hosted web search
 //

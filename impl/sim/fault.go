@@ -109,6 +109,12 @@ func parseDirectives(text string) (d directive, ok bool) {
 		if end < 0 {
 			break
 		}
+		if scriptHead(rest[i:]) > 0 {
+			// A script (see script.go) is no key=value directive; its JSON may hold "]]".
+			n, _, _ := parseScript(rest[i:])
+			rest = rest[i+n:]
+			continue
+		}
 		inner := body[:end]
 		rest = body[end+2:]
 		if inner != "" && inner[0] != ' ' && inner[0] != '\t' && inner[0] != '\n' {
@@ -130,6 +136,14 @@ func parseDirectives(text string) (d directive, ok bool) {
 		}
 	}
 	return d, ok
+}
+
+// orNil returns d when ok, else nil.
+func (d *directive) orNil(ok bool) *directive {
+	if !ok {
+		return nil
+	}
+	return d
 }
 
 // set applies one key=value of a directive.

@@ -84,11 +84,18 @@ func (s *Simulator) decodeMessages(w http.ResponseWriter, r *http.Request, rt Ro
 	for last >= 0 && req.Messages[last].Role == "system" {
 		last--
 	}
+	var sc scriptScan
 	for i, m := range req.Messages {
-		text, hasResult := anthropicContent(m.Content, &c)
+		text, hasResult := anthropicContent(m.Content, &c, &sc)
 		if m.Role == "user" {
 			in.prompt = text
 			in.endsWithUser = i == last && !hasResult
+			sc.user(text)
+		}
+	}
+	if rt == RouteMessages {
+		if in.script = sc.script(); in.script != nil && in.script.err != nil {
+			return bad(in.script.errorMessage())
 		}
 	}
 	in.stops = req.StopSequences
@@ -118,8 +125,8 @@ func (s *Simulator) decodeMessages(w http.ResponseWriter, r *http.Request, rt Ro
 }
 
 // anthropicContent returns the text of a message's content and counts all of its text;
-// hasResult reports a tool_result block.
-func anthropicContent(raw json.RawMessage, c *counter) (text string, hasResult bool) {
+// hasResult reports a tool_result block. Each tool_result block is noted in sc.
+func anthropicContent(raw json.RawMessage, c *counter, sc *scriptScan) (text string, hasResult bool) {
 	if s, ok := rawString(raw); ok {
 		c.add(s)
 		return s, false
@@ -140,7 +147,9 @@ func anthropicContent(raw json.RawMessage, c *counter) (text string, hasResult b
 			c.addRaw(b.Input)
 		case "tool_result":
 			hasResult = true
-			c.add(contentText(b.Content))
+			out := contentText(b.Content)
+			c.add(out)
+			sc.result(out)
 		}
 	}
 	return text, hasResult

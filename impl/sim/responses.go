@@ -103,12 +103,14 @@ func (s *Simulator) serveResponses(w http.ResponseWriter, r *http.Request, body 
 	}
 
 	var c counter
+	var sc scriptScan
 	if ins, ok := rawString(req.Instructions); ok {
 		c.add(ins)
 	}
 	if text, ok := rawString(req.Input); ok {
 		c.add(text)
 		in.prompt, in.endsWithUser = text, true
+		sc.user(text)
 	} else if !isNull(req.Input) {
 		var items []responsesItem
 		if json.Unmarshal(req.Input, &items) != nil {
@@ -124,14 +126,21 @@ func (s *Simulator) serveResponses(w http.ResponseWriter, r *http.Request, body 
 				if it.Role == "user" {
 					in.prompt = text
 					in.endsWithUser = i == len(items)-1
+					sc.user(text)
 				}
 			case "function_call":
 				c.add(it.Name)
 				c.add(it.Arguments)
 			case "function_call_output":
-				c.add(contentText(it.Output))
+				out := contentText(it.Output)
+				c.add(out)
+				sc.result(out)
 			}
 		}
+	}
+	if in.script = sc.script(); in.script != nil && in.script.err != nil {
+		s.writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", in.script.errorMessage(), "input", "invalid_sim_script")
+		return
 	}
 	if !isNull(req.Tools) {
 		var tools []responsesTool

@@ -59,6 +59,8 @@ type planInput struct {
 	anyTool      bool      // tool_choice requires some tool call
 	// format is the structured output the request asks for, nil for free text.
 	format *outputFormat
+	// script is the script the conversation plays (see script.go), nil when none.
+	script *script
 	// webSearch reports a hosted web search tool on offer; searchCap, when searchCapped, is
 	// the most searches the request allows (Messages max_uses, Responses max_tool_calls).
 	webSearch    bool
@@ -98,6 +100,11 @@ func (s *Simulator) plan(rt Route, model string, stream bool, input int, in plan
 	if tps > 0 {
 		t.every = time.Duration(float64(time.Second) / tps)
 	}
+	if in.script != nil {
+		t.playScript(in.script, &in)
+		t.fault = s.takeFault(model, d.orNil(hasDirective))
+		return t
+	}
 	if in.format != nil {
 		t.frags = in.format.fragments(mix(t.seed ^ structuredSalt))
 		n = len(t.frags)
@@ -135,11 +142,7 @@ func (s *Simulator) plan(rt Route, model string, stream bool, input int, in plan
 			t.frags = call.arguments(in.forced != "", mix(t.seed))
 		}
 	}
-	if hasDirective {
-		t.fault = s.takeFault(model, &d)
-	} else {
-		t.fault = s.takeFault(model, nil)
-	}
+	t.fault = s.takeFault(model, d.orNil(hasDirective))
 	return t
 }
 
@@ -164,22 +167,27 @@ func (d *toolDef) qualified() string {
 // forcedTool returns the tool that tool_choice names, or nil. Without a namespace in
 // tool_choice, a top-level function wins over one of that name in a namespace, and the name
 // may also be a qualified <namespace>__<name>.
-func (in *planInput) forcedTool() *toolDef {
-	for i := range in.tools {
-		if d := &in.tools[i]; d.name == in.forced && d.namespace == in.forcedNS {
+func (in *planInput) forcedTool() *toolDef { return findTool(in.tools, in.forced, in.forcedNS) }
+
+// findTool returns the tool called name in namespace ns, or nil. Without a namespace, a
+// top-level function wins over one of that name in a namespace, and the name may also be a
+// qualified <namespace>__<name>.
+func findTool(tools []toolDef, name, ns string) *toolDef {
+	for i := range tools {
+		if d := &tools[i]; d.name == name && d.namespace == ns {
 			return d
 		}
 	}
-	if in.forcedNS != "" {
+	if ns != "" {
 		return nil
 	}
-	for i := range in.tools {
-		if d := &in.tools[i]; d.name == in.forced {
+	for i := range tools {
+		if d := &tools[i]; d.name == name {
 			return d
 		}
 	}
-	for i := range in.tools {
-		if d := &in.tools[i]; d.namespace != "" && d.qualified() == in.forced {
+	for i := range tools {
+		if d := &tools[i]; d.namespace != "" && d.qualified() == name {
 			return d
 		}
 	}

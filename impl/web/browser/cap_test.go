@@ -1,0 +1,146 @@
+package browser_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/tollgate/tollgate/impl/browsertest"
+)
+
+// The credit cap fields of the key form, by their labels.
+const (
+	capLabel    = "Credit cap in USD (empty: none)"
+	periodLabel = "The cap resets"
+)
+
+// keyCap is the cap the test sets: a cent, a few of the requests below.
+const (
+	keyCap       = "0.01"
+	keyCapMicros = 10_000
+)
+
+// capRequest asks for about 2,000 words with room for 4,000 tokens: at service-flint-base's
+// prices its worst case is about 6,000 micro-dollars and its cost some 3,000, so a cent of cap
+// answers a few of them and then 402.
+const capRequest = `{"model":"service-flint-base","max_tokens":4000,` +
+	`"messages":[{"role":"user","content":"Write at length. [[sim words=2000]]"}]}`
+
+// TestKeyCreditCap creates a key with a credit cap of one cent on the Keys page, spends with
+// it on /v1/chat/completions (the upstream simulator answering) until the gateway answers
+// 402, and checks that the spend the Keys page shows for the key is more than nothing and not
+// more than the cap.
+func TestKeyCreditCap(t *testing.T) {
+	s := start(t)
+	p := newTour(t)
+	s.signIn(p)
+	key := s.createKey(p, "capped", func() {
+		requireLabels(t, p, "the per-key credit cap (impl/web/templates/keynew.html, impl/web/keys.go)", capLabel, periodLabel)
+		p.Fill(capLabel, keyCap)
+		p.Select(periodLabel, "none")
+	})
+	p.at(p.Follow("Back to the keys"), http.StatusOK, s.URL+"/keys")
+	if got := keyCell(t, p, "capped", "Credit cap"); !strings.Contains(got, "$0.010000") {
+		t.Fatalf("the key's row shows the credit cap %q, want $0.010000", got)
+	}
+
+	var answered int
+	for {
+		status, body := s.api(t, http.MethodPost, "/v1/chat/completions", key, capRequest)
+		if status == http.StatusPaymentRequired {
+			if !strings.Contains(string(body), "credit cap") {
+				t.Errorf("the 402 does not say the key's credit cap is reached: %s", body)
+			}
+			break
+		}
+		if status != http.StatusOK {
+			t.Fatalf("request %d with the capped key: %d %s", answered+1, status, body)
+		}
+		answered++
+		if answered > 20 {
+			t.Fatalf("%d requests answered under a cap of %s: no 402", answered, keyCap)
+		}
+	}
+	if answered == 0 {
+		t.Fatal("the cap refused the first request: the test's requests are too dear for its cap")
+	}
+
+	// The usage of the answered requests is written in the background: wait until it is all
+	// in the database (a bound against a hang only), then read the page. The key is the
+	// account's only spender, so the page must show what the account's usage records cost.
+	var records, cost int64
+	for deadline := time.Now().Add(20 * time.Second); records < int64(answered); {
+		var err error
+		if records, cost, err = s.GW.Store.UsageTotals(context.Background(), s.Account.ID); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d usage records written for %d answered requests", records, answered)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	p.at(p.Navigate(s.URL+"/keys"), http.StatusOK, s.URL+"/keys")
+	spent := usdMicros(t, keyCell(t, p, "capped", "Spent this period"))
+	p.shot("keys-capped-spend")
+	t.Logf("%d requests answered, then 402; the Keys page shows %d micro-dollars spent of a %d cap", answered, spent, keyCapMicros)
+	if spent != cost {
+		t.Errorf("the Keys page shows %d micro-dollars spent, the key's usage records cost %d", spent, cost)
+	}
+	if spent > keyCapMicros {
+		t.Errorf("the Keys page shows %d micro-dollars spent, past the key's cap of %d", spent, keyCapMicros)
+	}
+}
+
+// requireLabels fails the test, naming what is missing, unless the page has every label.
+func requireLabels(t *testing.T, p *tour, what string, labels ...string) {
+	t.Helper()
+	have := p.labels()
+	for _, want := range labels {
+		found := false
+		for _, l := range have {
+			found = found || l == want
+		}
+		if !found {
+			p.shot("missing-" + strings.ReplaceAll(strings.ToLower(want), " ", "-"))
+			t.Fatalf("%s is missing: the page %s has no field labelled %q (its labels: %q)", what, p.URL(), want, have)
+		}
+	}
+}
+
+// keyCell is the text of the column headed column in the Keys page's row of the key named name.
+func keyCell(t *testing.T, p *tour, name, column string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(p.Context(), browsertest.ActionTimeout)
+	defer cancel()
+	js := fmt.Sprintf(`(() => {
+		const heads = [...document.querySelectorAll("thead th")].map((h) => h.textContent.trim());
+		const col = heads.indexOf(%q);
+		if (col < 0) return "no column " + %q + " among " + JSON.stringify(heads);
+		const row = [...document.querySelectorAll("tbody tr")].find((r) => r.children[0].textContent.trim() === %q);
+		if (!row) return "no row for the key " + %q;
+		return row.children[col].textContent.trim();
+	})()`, column, column, name, name)
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
+	if err != nil {
+		t.Fatalf("read the %s of key %s: %v", column, name, err)
+	}
+	return s
+}
+
+// usdMicros reads an amount as the pages print it ("$0.012345") in micro-dollars.
+func usdMicros(t *testing.T, s string) int64 {
+	t.Helper()
+	whole, frac, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(s), "$"), ".")
+	w, err1 := strconv.ParseInt(whole, 10, 64)
+	f, err2 := strconv.ParseInt(frac, 10, 64)
+	if !ok || len(frac) != 6 || err1 != nil || err2 != nil {
+		t.Fatalf("%q is not an amount in dollars", s)
+	}
+	return w*1_000_000 + f
+}

@@ -37,6 +37,8 @@
 // tool name, arguments that are not an object) and an unknown tool are JSON-RPC -32602 errors.
 // Tool failures are always results with isError true and text "Error: ...", with HTTP 200.
 //
-// [DatasetTools] builds the five read-only dataset tools over a [DatasetService]; the agent tools
-// of the tenant profile are not listed yet.
+// [DatasetTools] builds the five read-only dataset tools over a [DatasetService]; [AgentTools]
+// the six agent tools over an [AgentService]: four read-only views of the caller's sessions,
+// tickets and approvals, and agent_spawn and agent_prompt, which only create an approval that a
+// person resolves elsewhere (no tool resolves one).
 package mcp

@@ -1,0 +1,98 @@
+package mcp
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestAgentInputSchemasComeFromTheContract checks that each agent tool's input schema is the
+// OpenAPI component of the same contract, converted, that only agent_spawn and agent_prompt are
+// not read-only, and that the tail bounds (500 lines, 30 seconds) are in the schema.
+func TestAgentInputSchemasComeFromTheContract(t *testing.T) {
+	components := map[string]string{
+		ToolListAgentSessions: "ListAgentSessionsInput",
+		ToolTailAgentSession:  "TailAgentSessionInput",
+		ToolListAgentTickets:  "ListAgentTicketsInput",
+		ToolAgentActionStatus: "AgentActionStatusInput",
+		ToolAgentSpawn:        "AgentSpawnInput",
+		ToolAgentPrompt:       "AgentPromptInput",
+	}
+	tools := AgentTools(nil)
+	if len(tools) != len(components) {
+		t.Fatalf("%d agent tools, want %d", len(tools), len(components))
+	}
+	for _, tool := range tools {
+		name, ok := components[tool.Name]
+		if !ok {
+			t.Errorf("unexpected tool %q", tool.Name)
+			continue
+		}
+		want, err := ComponentSchema(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(tool.InputSchema) != string(want) {
+			t.Errorf("%s: input schema %s is not component %s %s", tool.Name, tool.InputSchema, name, want)
+		}
+		if _, err := newRegisteredTool(tool); err != nil {
+			t.Errorf("%s: %v", tool.Name, err)
+		}
+		acts := tool.Name == ToolAgentSpawn || tool.Name == ToolAgentPrompt
+		if tool.Annotations.ReadOnly == acts {
+			t.Errorf("%s: read-only %v", tool.Name, tool.Annotations.ReadOnly)
+		}
+		if acts && (tool.Annotations.Destructive || tool.Annotations.Idempotent || tool.Annotations.OpenWorld) {
+			t.Errorf("%s: annotations %+v", tool.Name, tool.Annotations)
+		}
+	}
+
+	var tail struct {
+		Required   []string                  `json:"required"`
+		Properties map[string]map[string]any `json:"properties"`
+	}
+	if err := json.Unmarshal(mustComponentSchema("TailAgentSessionInput"), &tail); err != nil {
+		t.Fatal(err)
+	}
+	if len(tail.Required) != 1 || tail.Required[0] != "session_id" {
+		t.Errorf("tail required %v", tail.Required)
+	}
+	for prop, bounds := range map[string][2]float64{"max_lines": {1, TailMaxLines}, "max_seconds": {0, TailMaxSeconds}} {
+		p := tail.Properties[prop]
+		if p["type"] != "integer" || p["minimum"] != bounds[0] || p["maximum"] != bounds[1] {
+			t.Errorf("%s = %v, want an integer in %v", prop, p, bounds)
+		}
+	}
+	if c := tail.Properties["cursor"]; c["type"] != "integer" || c["minimum"] != 0.0 {
+		t.Errorf("cursor = %v", c)
+	}
+}
+
+// TestAgentToolArgumentsOutsideTheBoundsAreRefused: a tail above 500 lines or 30 seconds, a
+// ticket state outside open|closed|all, and a missing required argument are refused by the
+// schema, as tool errors naming the argument, before the service is asked (it is nil here).
+func TestAgentToolArgumentsOutsideTheBoundsAreRefused(t *testing.T) {
+	url := newTestServer(t, nil, Options{Tools: AgentTools(nil)})
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+		want string
+	}{
+		{ToolTailAgentSession, map[string]any{"session_id": "s", "max_lines": 501}, "max_lines: maximum: got 501, want 500"},
+		{ToolTailAgentSession, map[string]any{"session_id": "s", "max_lines": 0}, "max_lines: minimum: got 0, want 1"},
+		{ToolTailAgentSession, map[string]any{"session_id": "s", "max_seconds": 31}, "max_seconds: maximum: got 31, want 30"},
+		{ToolTailAgentSession, map[string]any{"session_id": "s", "cursor": -1}, "cursor: minimum: got -1, want 0"},
+		{ToolTailAgentSession, map[string]any{}, "missing property 'session_id'"},
+		{ToolListAgentTickets, map[string]any{"state": "pending"}, "state: value must be one of"},
+		{ToolAgentActionStatus, map[string]any{}, "missing property 'approval_id'"},
+		{ToolAgentSpawn, map[string]any{"model": "service-flint"}, "missing property 'purpose'"},
+		{ToolAgentSpawn, map[string]any{"purpose": "x", "max_spend": 0}, "max_spend: minimum: got 0, want 1"},
+		{ToolAgentPrompt, map[string]any{"session_id": "s"}, "missing property 'prompt'"},
+		{ToolAgentPrompt, map[string]any{"session_id": "s", "prompt": "p", "approve": true}, "additional properties 'approve' not allowed"},
+	} {
+		text, isError := callTool(t, url, "x", c.tool, c.args)
+		if !isError || !strings.HasPrefix(text, "Error: invalid arguments for tool '"+c.tool+"'") || !strings.Contains(text, c.want) {
+			t.Errorf("%s %v: %q (isError %v), want a refusal mentioning %q", c.tool, c.args, text, isError, c.want)
+		}
+	}
+}

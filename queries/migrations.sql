@@ -10,3 +10,10 @@ SELECT version FROM schema_migrations ORDER BY version;
 
 -- name: RecordMigration :exec
 INSERT INTO schema_migrations (version) VALUES ($1);
+
+-- name: LockMigrationsSession :exec
+-- LockMigrations for a whole session (River's migrations run in transactions of their own).
+SELECT pg_advisory_lock(7318204917);
+
+-- name: UnlockMigrationsSession :exec
+SELECT pg_advisory_unlock(7318204917);

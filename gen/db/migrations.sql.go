@@ -43,6 +43,16 @@ func (q *Queries) LockMigrations(ctx context.Context) error {
 	return err
 }
 
+const lockMigrationsSession = `-- name: LockMigrationsSession :exec
+SELECT pg_advisory_lock(7318204917)
+`
+
+// LockMigrations for a whole session (River's migrations run in transactions of their own).
+func (q *Queries) LockMigrationsSession(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, lockMigrationsSession)
+	return err
+}
+
 const recordMigration = `-- name: RecordMigration :exec
 INSERT INTO schema_migrations (version) VALUES ($1)
 `
@@ -61,4 +71,13 @@ func (q *Queries) SchemaMigrationsTableExists(ctx context.Context) (bool, error)
 	var present bool
 	err := row.Scan(&present)
 	return present, err
+}
+
+const unlockMigrationsSession = `-- name: UnlockMigrationsSession :exec
+SELECT pg_advisory_unlock(7318204917)
+`
+
+func (q *Queries) UnlockMigrationsSession(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, unlockMigrationsSession)
+	return err
 }

@@ -4,35 +4,44 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/tollgate/tollgate/gen/db"
 )
 
 // migrateRiver applies the migrations of River (github.com/riverqueue/river), the job queue
-// the agents run on (impl/agent), in one transaction under the lock that serialises our own
-// migrators, and returns the versions it applied as "river-<n>".
+// the agents run on (impl/agent), each in a transaction of its own (one of them adds an enum
+// value that the next statements use), under the lock that serialises our own migrators, held
+// for the session of one connection; it returns the versions it applied as "river-<n>".
 func (s *Store) migrateRiver(ctx context.Context) ([]string, error) {
 	m, err := rivermigrate.New(riverpgxv5.New(s.pool), nil)
 	if err != nil {
 		return nil, err
 	}
-	var applied []string
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := s.q.WithTx(tx).LockMigrations(ctx); err != nil {
-			return err
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Release()
+	q := db.New(conn)
+	if err := q.LockMigrationsSession(ctx); err != nil {
+		return nil, err
+	}
+	// The lock goes with the session: unlocked here, or closed with the connection when the
+	// unlock fails.
+	defer func() {
+		if err := q.UnlockMigrationsSession(context.WithoutCancel(ctx)); err != nil {
+			_ = conn.Conn().Close(context.Background())
 		}
-		res, err := m.MigrateTx(ctx, tx, rivermigrate.DirectionUp, nil)
-		if err != nil {
-			return err
-		}
-		for _, v := range res.Versions {
-			applied = append(applied, fmt.Sprintf("river-%03d", v.Version))
-		}
-		return nil
-	})
+	}()
+	res, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil)
 	if err != nil {
 		return nil, fmt.Errorf("river migrations: %w", err)
+	}
+	var applied []string
+	for _, v := range res.Versions {
+		applied = append(applied, fmt.Sprintf("river-%03d", v.Version))
 	}
 	return applied, nil
 }

@@ -48,8 +48,9 @@ type datasetRow struct {
 type datasetsData struct {
 	Available bool
 	Datasets  []datasetRow
-	// MaxSize is the upload limit, for people.
-	MaxSize string
+	// MaxSize is the upload limit, for people; MaxBytes for the page's script.
+	MaxSize  string
+	MaxBytes int64
 	// Error is what was wrong with an upload; Name and Format what was typed.
 	Error, Name, Format string
 	// Notice is the result of the change just made.
@@ -78,7 +79,7 @@ func (a *App) datasetsPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
 // renderDatasets lists the account's datasets into d and renders the page.
 func (a *App) renderDatasets(w http.ResponseWriter, r *http.Request, v *Visitor, status int, d datasetsData) {
 	d.Available = a.datasets != nil
-	d.MaxSize = humanBytes(a.uploadLimit())
+	d.MaxSize, d.MaxBytes = humanBytes(a.uploadLimit()), a.uploadLimit()
 	if a.datasets != nil {
 		acct := v.Account.AccountID
 		stored, err := a.datasets.ListStorage(r.Context(), acct)

@@ -66,8 +66,12 @@ func TestDatasetsUploadListDelete(t *testing.T) {
 	alice := e.browser(t)
 	alice.signIn(e, aliceEmail, alicePass)
 
-	if p := alice.get("/datasets"); p.Status != http.StatusOK || !strings.Contains(p.Body, "No datasets yet") || !strings.Contains(p.Body, "at most 4 KiB") {
+	if p := alice.get("/datasets"); p.Status != http.StatusOK || !strings.Contains(p.Body, "No datasets yet") || !strings.Contains(p.Body, "at most 4 KiB") ||
+		!strings.Contains(p.Body, `data-max-bytes="4096"`) || !strings.Contains(p.Body, `src="/static/dataset-upload.js"`) {
 		t.Fatalf("empty datasets page: %d %.500s", p.Status, p.Body)
+	}
+	if p := alice.get("/static/dataset-upload.js"); p.Status != http.StatusOK || !strings.Contains(p.Body, "maxBytes") {
+		t.Fatalf("the upload script: %d", p.Status)
 	}
 	p := alice.upload(map[string]string{"format": "auto"}, "sales.csv", []byte(salesCSV))
 	if p.Status != http.StatusSeeOther || !strings.Contains(p.Location, "/datasets?uploaded=sales") {

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tollgate/tollgate/impl/accounts"
+	"github.com/tollgate/tollgate/impl/agent"
 	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/billing"
 	"github.com/tollgate/tollgate/impl/changefeed"
@@ -88,6 +89,8 @@ type Gateway struct {
 	Auth       *auth.Authenticator
 	// Readiness holds the gateway's readiness conditions.
 	Readiness *health.Readiness
+	// Agents is the gateway's agent service (impl/agent).
+	Agents *agent.Service
 
 	upstreamConns *atomic.Int64
 }
@@ -176,7 +179,7 @@ func Start(t testing.TB, o Options) *Gateway {
 	}
 	return &Gateway{
 		URL: "http://" + ln.Addr().String(), Datasets: gw.Datasets, Sim: o.Sim, SimURL: simServer.URL, Meter: gw.Meter, ConnString: o.ConnString, Store: st, Config: o.Config,
-		Accounts: &accounts.Service{Store: st, Config: o.Config}, Auth: gw.Auth, Readiness: gw.Readiness, upstreamConns: upstreamConns,
+		Accounts: &accounts.Service{Store: st, Config: o.Config}, Auth: gw.Auth, Readiness: gw.Readiness, Agents: gw.Agents, upstreamConns: upstreamConns,
 	}
 }
 
@@ -212,6 +215,14 @@ func (g *Gateway) NewTenant(t testing.TB, name string, rpm int, creditMicros int
 		t.Fatal(err)
 	}
 	return Tenant{Account: acct, Key: k.Plain, KeyID: k.Key.ID}
+}
+
+// AssignSlot assigns the agent slot name to the account, as `tollgate admin slot assign` does.
+func (g *Gateway) AssignSlot(t testing.TB, accountID uuid.UUID, name string) {
+	t.Helper()
+	if err := g.Agents.AssignSlot(context.Background(), accountID, name); err != nil {
+		t.Fatalf("assign slot %s: %v", name, err)
+	}
 }
 
 // NewKey mints another key for the tenant's account.

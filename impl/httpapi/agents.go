@@ -2,34 +2,334 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/tollgate/tollgate/gen/api"
+	"github.com/tollgate/tollgate/impl/agent"
 	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/sse"
 )
 
-// The agent routes answer 501 in their route's envelope until the agent service is wired in.
+// The /v1/agents routes are thin adapters to the agent service (impl/agent), which owns every
+// rule: ownership, states, idempotency. Without a service they answer 501 in their envelope.
 
-// ListAgents is pending.
-func (s *Server) ListAgents(context.Context, api.ListAgentsRequestObject) (api.ListAgentsResponseObject, error) {
-	return nil, apierror.NotImplemented("GET /v1/agents")
+// maxIdempotencyKeyLen bounds an Idempotency-Key header.
+const maxIdempotencyKeyLen = 255
+
+// agentEventsPage is how many events the events route reads from the log at a time.
+const agentEventsPage = 200
+
+// agentError maps the agent service's errors onto the contract: a slot that is not the caller's
+// (or does not exist) is 403 permission_error, a conflict with the state 409 with the service's
+// message, a validation error 400 as the service wrote it; anything else goes to respondError
+// (503 for a database outage, 500 otherwise).
+func agentError(slot string, err error) error {
+	if errors.Is(err, agent.ErrNotFound) {
+		return apierror.Forbidden("slot '%s' is not assigned to this account", slot)
+	}
+	if c, ok := errors.AsType[*agent.ConflictError](err); ok {
+		return apierror.Conflict("%s", c.Message)
+	}
+	return err
 }
 
-// SpawnAgent is pending.
-func (s *Server) SpawnAgent(context.Context, api.SpawnAgentRequestObject) (api.SpawnAgentResponseObject, error) {
-	return nil, apierror.NotImplemented("POST /v1/agents")
+// idempotencyKey checks an Idempotency-Key header: "" when absent.
+func idempotencyKey(h *api.IdempotencyKey) (string, error) {
+	if h == nil {
+		return "", nil
+	}
+	k := *h
+	if k == "" || len(k) > maxIdempotencyKeyLen {
+		return "", apierror.Invalid("Idempotency-Key", "'Idempotency-Key' must be 1 to %d printable ASCII characters", maxIdempotencyKeyLen)
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x20 || k[i] > 0x7e {
+			return "", apierror.Invalid("Idempotency-Key", "'Idempotency-Key' must be 1 to %d printable ASCII characters", maxIdempotencyKeyLen)
+		}
+	}
+	return k, nil
 }
 
-// SendAgentMessage is pending.
-func (s *Server) SendAgentMessage(context.Context, api.SendAgentMessageRequestObject) (api.SendAgentMessageResponseObject, error) {
-	return nil, apierror.NotImplemented("POST /v1/agents/{slot}/messages")
+// ListAgents answers GET /v1/agents: the caller's slots with their current or last session.
+func (s *Server) ListAgents(ctx context.Context, _ api.ListAgentsRequestObject) (api.ListAgentsResponseObject, error) {
+	if s.agents == nil {
+		return nil, apierror.NotImplemented("GET /v1/agents")
+	}
+	p, err := principal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	slots, err := s.agents.Overview(ctx, p)
+	if err != nil {
+		return nil, agentError("", err)
+	}
+	out := api.AgentList{Object: "list", Data: make([]api.AgentSlot, len(slots))}
+	for i, sl := range slots {
+		out.Data[i] = api.AgentSlot{Slot: sl.Slot}
+		if sl.Session != nil {
+			v := sessionJSON(*sl.Session)
+			out.Data[i].Session = &v
+		}
+	}
+	return api.ListAgents200JSONResponse{Body: out}, nil
 }
 
-// StopAgent is pending.
-func (s *Server) StopAgent(context.Context, api.StopAgentRequestObject) (api.StopAgentResponseObject, error) {
-	return nil, apierror.NotImplemented("DELETE /v1/agents/{slot}")
+// sessionJSON is a session in the contract's shape.
+func sessionJSON(v agent.SessionView) api.AgentSession {
+	out := api.AgentSession{Id: v.ID, Slot: v.Slot, Model: v.Model, State: api.AgentSessionState(v.State),
+		Turns: v.Turns, MaxTurns: v.MaxTurns, SpentMicros: v.SpentMicros, MaxSpendMicros: v.MaxSpendMicros,
+		CreatedAt: v.CreatedAt, EndedAt: v.EndedAt}
+	if v.Purpose != "" {
+		out.Purpose = &v.Purpose
+	}
+	if v.AgentName != "" {
+		out.AgentName = &v.AgentName
+	}
+	if v.EndReason != "" {
+		out.EndReason = &v.EndReason
+	}
+	return out
 }
 
-// StreamAgentEvents is pending.
+// SpawnAgent answers POST /v1/agents: 202 once the spawn command is accepted.
+func (s *Server) SpawnAgent(ctx context.Context, req api.SpawnAgentRequestObject) (api.SpawnAgentResponseObject, error) {
+	if s.agents == nil {
+		return nil, apierror.NotImplemented("POST /v1/agents")
+	}
+	p, err := principal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	key, err := idempotencyKey(req.Params.IdempotencyKey)
+	if err != nil {
+		return nil, err
+	}
+	var slot, prompt string
+	if req.Body != nil {
+		slot = req.Body.Slot
+		if req.Body.Prompt != nil {
+			prompt = *req.Body.Prompt
+		}
+	}
+	res, err := s.agents.Spawn(ctx, p, slot, prompt, key)
+	if err != nil {
+		return nil, agentError(slot, err)
+	}
+	return api.SpawnAgent202JSONResponse{Body: api.AgentSpawnResponse{Ok: true, CommandId: res.CommandID, AllocatedSlot: res.Slot,
+		Status: api.AgentSpawnResponseStatus(res.Status), SessionId: &res.SessionID}}, nil
+}
+
+// SendAgentMessage answers POST /v1/agents/{slot}/messages: 202 once the message is accepted.
+func (s *Server) SendAgentMessage(ctx context.Context, req api.SendAgentMessageRequestObject) (api.SendAgentMessageResponseObject, error) {
+	if s.agents == nil {
+		return nil, apierror.NotImplemented("POST /v1/agents/{slot}/messages")
+	}
+	p, err := principal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	key, err := idempotencyKey(req.Params.IdempotencyKey)
+	if err != nil {
+		return nil, err
+	}
+	var text string
+	if req.Body != nil {
+		text = req.Body.Text
+	}
+	res, err := s.agents.SendMessage(ctx, p, req.Slot, text, key)
+	if err != nil {
+		return nil, agentError(req.Slot, err)
+	}
+	return api.SendAgentMessage202JSONResponse{Body: api.AgentMessageResponse{MessageId: res.MessageID, Slot: res.Slot,
+		SessionId: &res.SessionID, Queued: &res.Queued}}, nil
+}
+
+// StopAgent answers DELETE /v1/agents/{slot}: 202 once the stop is accepted.
+func (s *Server) StopAgent(ctx context.Context, req api.StopAgentRequestObject) (api.StopAgentResponseObject, error) {
+	if s.agents == nil {
+		return nil, apierror.NotImplemented("DELETE /v1/agents/{slot}")
+	}
+	p, err := principal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	key, err := idempotencyKey(req.Params.IdempotencyKey)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.agents.Stop(ctx, p, req.Slot, key)
+	if err != nil {
+		return nil, agentError(req.Slot, err)
+	}
+	return api.StopAgent202JSONResponse{Body: api.AgentStopResponse{CommandId: res.CommandID, Status: api.AgentStopResponseStatus(res.Status),
+		Slot: &res.Slot, SessionId: &res.SessionID}}, nil
+}
+
+// StreamAgentEvents is never called: the events route is served by inferenceBinding's
+// StreamAgentEvents, outside the strict server, as the inference streams are.
 func (s *Server) StreamAgentEvents(context.Context, api.StreamAgentEventsRequestObject) (api.StreamAgentEventsResponseObject, error) {
-	return nil, apierror.NotImplemented("GET /v1/agents/{slot}/events")
+	return nil, errors.New("GET /v1/agents/{slot}/events is served outside the strict server")
+}
+
+// StreamAgentEvents serves GET /v1/agents/{slot}/events.
+func (b inferenceBinding) StreamAgentEvents(w http.ResponseWriter, r *http.Request, slot api.SlotName, params api.StreamAgentEventsParams) {
+	if err := b.s.streamAgentEvents(w, r, slot, params); err != nil {
+		b.s.respondError(w, r, err)
+	}
+}
+
+// agentEventCursor reads where the stream resumes: Last-Event-ID, else ?after, else 0.
+func agentEventCursor(params api.StreamAgentEventsParams) (int64, error) {
+	name, raw := "", ""
+	switch {
+	case params.LastEventID != nil:
+		name, raw = "Last-Event-ID", *params.LastEventID
+	case params.After != nil:
+		name, raw = "after", *params.After
+	default:
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(raw), 10, 64)
+	if err != nil || n < 0 {
+		return 0, apierror.Invalid(name, "'%s' must be the id of an event: a non-negative integer", name)
+	}
+	return n, nil
+}
+
+// agentEvent is an event's data: line.
+type agentEvent struct {
+	Seq       int64           `json:"seq"`
+	Kind      string          `json:"kind"`
+	At        time.Time       `json:"at"`
+	SessionID string          `json:"sessionId"`
+	Data      json.RawMessage `json:"data"`
+}
+
+// finalState reports whether e is the state event that ends a session.
+func finalState(e agent.Event) bool {
+	if e.Kind != "state" {
+		return false
+	}
+	var d struct {
+		To string `json:"to"`
+	}
+	_ = json.Unmarshal(e.Data, &d)
+	return d.To == agent.StateStopped || d.To == agent.StateFailed
+}
+
+// streamAgentEvents writes the events of the slot's session after the cursor, then follows the
+// log (Service.Wait wakes it when any gateway process appends an event) until the session's
+// final state event, the client leaves, or the gateway ends its streams. An error returned
+// before the first byte is answered in the envelope; after it the stream just ends, and the
+// client resumes with Last-Event-ID.
+func (s *Server) streamAgentEvents(w http.ResponseWriter, r *http.Request, slot string, params api.StreamAgentEventsParams) error {
+	if s.agents == nil {
+		return apierror.NotImplemented("GET /v1/agents/{slot}/events")
+	}
+	ctx := r.Context()
+	p, err := principal(ctx)
+	if err != nil {
+		return err
+	}
+	cursor, err := agentEventCursor(params)
+	if err != nil {
+		return err
+	}
+	sess, err := s.agents.SlotSession(ctx, p, slot)
+	if err != nil {
+		return agentError(slot, err)
+	}
+	ended := sess.State == agent.StateStopped || sess.State == agent.StateFailed
+	// The first page before the headers, so that a failure still gets its envelope.
+	evs, err := s.agents.Events(ctx, p, sess.ID, cursor, agentEventsPage)
+	if err != nil {
+		return agentError(slot, err)
+	}
+	sw := sse.NewWriter(w)
+	sw.WriteHeader()
+	if err := sw.Flush(); err != nil {
+		return nil
+	}
+	heartbeat := time.NewTimer(s.heartbeat)
+	defer heartbeat.Stop()
+	for {
+		for _, e := range evs {
+			data, err := json.Marshal(agentEvent{Seq: e.Seq, Kind: e.Kind, At: e.At.UTC(), SessionID: sess.ID, Data: rawOrEmpty(e.Data)})
+			if err != nil {
+				s.logger(ctx).Error("agent event: encode", "session", sess.ID, "seq", e.Seq, "err", err)
+				return nil
+			}
+			if err := writeAgentEvent(sw, e, data); err != nil {
+				return nil
+			}
+			cursor = e.Seq
+			if finalState(e) {
+				_ = sw.Flush()
+				return nil
+			}
+		}
+		if len(evs) > 0 {
+			if err := sw.Flush(); err != nil {
+				return nil
+			}
+			heartbeat.Reset(s.heartbeat)
+		}
+		switch {
+		case len(evs) == agentEventsPage:
+			// More are waiting in the log.
+		case ended:
+			// The session had ended when the stream began, and its log is read to the end.
+			return nil
+		case !s.waitAgentEvent(ctx, sw, heartbeat, sess.ID, cursor):
+			return nil
+		}
+		if evs, err = s.agents.Events(ctx, p, sess.ID, cursor, agentEventsPage); err != nil {
+			if ctx.Err() == nil {
+				s.logger(ctx).Debug("agent events: read", "session", sess.ID, "err", err)
+			}
+			return nil
+		}
+	}
+}
+
+// waitAgentEvent waits until the session has an event after cursor, sending a heartbeat comment
+// whenever the heartbeat timer fires. It returns false when the stream must end: the client
+// left, the gateway is ending its streams, or a heartbeat could not be written.
+func (s *Server) waitAgentEvent(ctx context.Context, sw *sse.Writer, heartbeat *time.Timer, sessionID string, cursor int64) bool {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	woken := s.agents.Wait(wctx, sessionID, cursor)
+	for {
+		select {
+		case <-woken:
+			return true
+		case <-heartbeat.C:
+			if err := sw.Comment("heartbeat"); err != nil {
+				return false
+			}
+			heartbeat.Reset(s.heartbeat)
+		case <-ctx.Done():
+			return false
+		case <-s.streamsEnd.Done():
+			return false
+		}
+	}
+}
+
+// writeAgentEvent frames one event: id, event and data fields.
+func writeAgentEvent(sw *sse.Writer, e agent.Event, data []byte) error {
+	return sw.Write(sse.Event{ID: strconv.FormatInt(e.Seq, 10), Name: e.Kind, Data: data})
+}
+
+// rawOrEmpty is data, or an empty object when the event has none.
+func rawOrEmpty(data json.RawMessage) json.RawMessage {
+	if len(data) == 0 {
+		return json.RawMessage("{}")
+	}
+	return data
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/gen/api"
+	"github.com/tollgate/tollgate/impl/agent"
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/billing"
@@ -39,6 +40,7 @@ type Server struct {
 	access    *modelAccess
 	heartbeat time.Duration
 	mcp       http.Handler
+	agents    *agent.Service
 	methods   routeMethods
 	// streamsEnd ends when EndStreams is called: every stream still in flight then ends with
 	// its format's in-band error (see respondStream).
@@ -71,6 +73,8 @@ type Options struct {
 	// MCP serves /api/mcp behind authentication and the rate limit; nil means an MCP endpoint
 	// with no tools.
 	MCP http.Handler
+	// Agents serves the /v1/agents routes; nil answers them 501.
+	Agents *agent.Service
 }
 
 // New builds the Server. It fails only if the embedded OpenAPI document cannot be loaded or
@@ -102,7 +106,7 @@ func New(o Options) (*Server, error) {
 		store: o.Store, config: o.Config, auth: o.Auth, limiter: o.Limiter, metrics: o.Metrics,
 		log: o.Logger, validate: validate, registry: routing.NewRegistry(o.Config), router: o.Router,
 		upstreams: o.Upstreams, meter: o.Meter, access: newModelAccess(o.Store, o.Feed), heartbeat: o.Heartbeat, mcp: o.MCP,
-		methods: newRouteMethods(doc),
+		agents: o.Agents, methods: newRouteMethods(doc),
 	}, nil
 }
 

@@ -13,10 +13,12 @@ import (
 )
 
 // Event is one server-sent event. Name is the `event:` field ("" for none); Data is the payload
-// (several data lines joined by "\n").
+// (several data lines joined by "\n"); ID, when not empty, is the `id:` field, which a client
+// sends back as Last-Event-ID to resume (it must not contain a line break).
 type Event struct {
 	Name string
 	Data []byte
+	ID   string
 }
 
 // Writer frames events onto an HTTP response. Write adds an event to what the response has
@@ -77,6 +79,9 @@ func (s *Writer) Comment(text string) error {
 
 // AppendEvent appends the framing of ev to dst.
 func AppendEvent(dst []byte, ev Event) []byte {
+	if ev.ID != "" {
+		dst = append(append(append(dst, "id: "...), ev.ID...), '\n')
+	}
 	if ev.Name != "" {
 		dst = append(append(append(dst, "event: "...), ev.Name...), '\n')
 	}
@@ -102,6 +107,7 @@ type Reader struct {
 	maxLine int
 	name    []byte
 	data    []byte
+	id      string
 	hasData bool
 }
 
@@ -118,7 +124,7 @@ func NewReader(r io.Reader) *Reader {
 // io.EOF; an event without its closing blank line at EOF is discarded, as the spec says, and
 // reported as io.ErrUnexpectedEOF.
 func (s *Reader) Next() (Event, error) {
-	s.name, s.data, s.hasData = s.name[:0], s.data[:0], false
+	s.name, s.data, s.hasData, s.id = s.name[:0], s.data[:0], false, ""
 	pending := false
 	for {
 		line, err := s.readLine()
@@ -136,7 +142,7 @@ func (s *Reader) Next() (Event, error) {
 				pending = false
 				continue
 			}
-			return Event{Name: string(s.name), Data: s.data}, nil
+			return Event{Name: string(s.name), Data: s.data, ID: s.id}, nil
 		}
 		if line[0] == ':' {
 			continue
@@ -152,6 +158,8 @@ func (s *Reader) Next() (Event, error) {
 		switch string(field) {
 		case "event":
 			s.name = append(s.name[:0], value...)
+		case "id":
+			s.id = string(value)
 		case "data":
 			if s.hasData {
 				s.data = append(s.data, '\n')

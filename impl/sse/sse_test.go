@@ -135,3 +135,22 @@ func BenchmarkReader(b *testing.B) {
 		}
 	}
 }
+
+// TestEventIDRoundTrip: an event's id is written as the id: field before the others and read
+// back, and an event without one reads back without one.
+func TestEventIDRoundTrip(t *testing.T) {
+	raw := AppendEvent(nil, Event{ID: "42", Name: "state", Data: []byte(`{"to":"ready"}`)})
+	if string(raw) != "id: 42\nevent: state\ndata: {\"to\":\"ready\"}\n\n" {
+		t.Fatalf("framed %q", raw)
+	}
+	raw = AppendEvent(raw, Event{Data: []byte("x")})
+	r := NewReader(strings.NewReader(string(raw)))
+	ev, err := r.Next()
+	if err != nil || ev.ID != "42" || ev.Name != "state" || string(ev.Data) != `{"to":"ready"}` {
+		t.Fatalf("first: %+v %v", ev, err)
+	}
+	ev, err = r.Next()
+	if err != nil || ev.ID != "" || string(ev.Data) != "x" {
+		t.Fatalf("second: %+v %v", ev, err)
+	}
+}

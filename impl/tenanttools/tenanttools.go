@@ -3,7 +3,9 @@
 // errors (not-owned names to the exact refusal, caller mistakes to readable tool errors,
 // anything else to an internal error the MCP layer logs). The dataset service names each
 // dataset for the tools by its short name and its full name tenant/<account-id>/<name>
-// (dataset.FullName), and takes either back. The agent tools will join it.
+// (dataset.FullName), and takes either back. It adapts the agent service (impl/agent) to the
+// agent tools the same way (AgentTools): a session or approval id of another account, or of
+// none, answers the same not-owned refusal.
 package tenanttools
 
 import (

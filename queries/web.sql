@@ -17,9 +17,10 @@ INSERT INTO users (email) VALUES (@email::text) RETURNING *;
 INSERT INTO users (oidc_issuer, oidc_subject, email, name) VALUES ($1, $2, $3, $4) RETURNING *;
 
 -- name: ClaimUser :one
--- Binds a user added by e-mail to the OpenID subject that signed in with that verified e-mail.
+-- Binds a user added by e-mail (or bound to an issuer no longer configured) to the OpenID
+-- subject that signed in with that verified e-mail.
 UPDATE users SET oidc_issuer = $2, oidc_subject = $3
-WHERE id = $1 AND oidc_subject IS NULL
+WHERE id = $1 AND (oidc_subject IS NULL OR oidc_issuer IS DISTINCT FROM $2)
 RETURNING *;
 
 -- name: RecordSignIn :one

@@ -48,6 +48,8 @@ Environment:
   REDIS_URL           share per-key rate limits between gateway processes through Redis
   TOLLGATE_REPLICAS   with REDIS_URL, while Redis is down: how many gateway processes each
                       key's cap is shared out by, until learnt from Redis (default 1)
+  TOLLGATE_OIDC_CLIENT_SECRET  the web application's client secret at its OpenID provider
+                      (config web:); dev without one starts a development provider
   LOG_FORMAT          json (default for serve) or text (default for dev)
   LOG_LEVEL           debug, info (default), warn, error
 `

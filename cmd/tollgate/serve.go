@@ -114,6 +114,7 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	if *listen != "" {
 		cfg.Server.Listen = *listen
 	}
+	cfg.Web.ClientSecret = os.Getenv("TOLLGATE_OIDC_CLIENT_SECRET")
 	switch *metricsListen {
 	case "":
 	case "off":
@@ -166,6 +167,15 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 		if demoKey, err = seedDemo(ctx, &accounts.Service{Store: d.Store, Config: cfg}); err != nil {
 			return fmt.Errorf("seed demo account: %w", err)
 		}
+	}
+
+	// dev signs in through its own development OpenID provider unless one is configured.
+	var devSignIn *devWeb
+	if dev {
+		if devSignIn, err = startDevWeb(ctx, cfg, d.Store, apiLn.Addr().String(), log); err != nil {
+			return err
+		}
+		defer devSignIn.Close()
 	}
 
 	var limiter ratelimit.Limiter = ratelimit.NewLocal(nil)
@@ -245,6 +255,7 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	log.Info("tollgate listening", "addr", apiLn.Addr().String())
 	if dev {
 		printDevBanner(apiLn.Addr().String(), demoKey, d.where)
+		fmt.Fprint(os.Stdout, devSignIn.banner())
 	}
 
 	var serveErr error

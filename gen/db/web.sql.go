@@ -15,7 +15,7 @@ import (
 
 const claimUser = `-- name: ClaimUser :one
 UPDATE users SET oidc_issuer = $2, oidc_subject = $3
-WHERE id = $1 AND oidc_subject IS NULL
+WHERE id = $1 AND (oidc_subject IS NULL OR oidc_issuer IS DISTINCT FROM $2)
 RETURNING id, oidc_issuer, oidc_subject, email, created_at, name, last_sign_in_at
 `
 
@@ -25,7 +25,8 @@ type ClaimUserParams struct {
 	OidcSubject *string
 }
 
-// Binds a user added by e-mail to the OpenID subject that signed in with that verified e-mail.
+// Binds a user added by e-mail (or bound to an issuer no longer configured) to the OpenID
+// subject that signed in with that verified e-mail.
 func (q *Queries) ClaimUser(ctx context.Context, arg ClaimUserParams) (User, error) {
 	row := q.db.QueryRow(ctx, claimUser, arg.ID, arg.OidcIssuer, arg.OidcSubject)
 	var i User

@@ -147,7 +147,8 @@ func (s *Service) List(ctx context.Context, accountID uuid.UUID) ([]Member, erro
 }
 
 // SignIn finds the user an identity belongs to: by issuer and subject; else, when the e-mail is
-// verified, the user the operator added with that address (which the subject then claims);
+// verified, the user the operator added with that address, or one bound to another issuer
+// (which the subject then claims);
 // else a new user (whose e-mail is kept only when verified). It records the sign-in.
 func (s *Service) SignIn(ctx context.Context, id Identity) (User, error) {
 	if id.Issuer == "" || id.Subject == "" {
@@ -162,7 +163,10 @@ func (s *Service) SignIn(ctx context.Context, id Identity) (User, error) {
 	if errors.Is(err, pgx.ErrNoRows) && email != "" {
 		var byEmail db.User
 		if byEmail, err = q.GetUserByEmail(ctx, email); err == nil {
-			if byEmail.OidcSubject == nil {
+			// Unclaimed (added by the operator), or bound to an issuer that is no longer the
+			// configured one (the provider was replaced: its identities can no longer sign in,
+			// and the configured issuer has verified the address).
+			if byEmail.OidcSubject == nil || byEmail.OidcIssuer == nil || *byEmail.OidcIssuer != id.Issuer {
 				r, err = q.ClaimUser(ctx, db.ClaimUserParams{ID: byEmail.ID, OidcIssuer: &id.Issuer, OidcSubject: &id.Subject})
 			} else {
 				// The address belongs to another identity: this one gets a user of its own,

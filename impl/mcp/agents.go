@@ -20,8 +20,8 @@ import (
 type AgentService interface {
 	// Sessions returns the caller's sessions, newest first.
 	Sessions(ctx context.Context, p auth.Principal) ([]AgentSession, error)
-	// Tail returns events of one of the caller's sessions: with a negative Cursor its newest
-	// MaxLines events at once; otherwise at most MaxLines events after Cursor, waiting up to
+	// Tail returns events of one of the caller's sessions: with a Cursor of 0 or less its newest
+	// MaxLines events, otherwise at most MaxLines events after Cursor; either way it waits up to
 	// MaxWait for the first one when there is none yet. The answer's Cursor is the sequence
 	// number of the last event returned, or the request's cursor when none came.
 	Tail(ctx context.Context, p auth.Principal, req TailRequest) (AgentTail, error)
@@ -67,7 +67,7 @@ type AgentEvent struct {
 // TailRequest is the arguments of tail_agent_session, with its defaults applied.
 type TailRequest struct {
 	SessionID string
-	// Cursor is the cursor to continue after; negative for none (the newest events).
+	// Cursor is the cursor to continue after; 0 or less for none (the newest events).
 	Cursor   int64
 	MaxLines int
 	MaxWait  time.Duration
@@ -152,7 +152,7 @@ func AgentTools(svc AgentService) []Tool {
 		{
 			Name:        ToolTailAgentSession,
 			Title:       "Tail an agent session",
-			Description: fmt.Sprintf("Events of one of the caller's agent sessions (messages in and out, model calls with tokens and cost, tool calls and results, state changes). Without cursor: the newest max_lines events (default %d) at once. With the cursor of an earlier answer: the events after it, waiting up to max_seconds (0 to %d, default 0) for the first new one. max_lines is 1 to %d; larger values are refused. The first line describes the session; each further line is one event as JSON {seq, kind, at, data}; the last line is 'cursor: <n>': pass n back as cursor to continue without gap or duplicate (it is unchanged when no event came).", TailDefaultLines, TailMaxSeconds, TailMaxLines),
+			Description: fmt.Sprintf("Events of one of the caller's agent sessions (messages in and out, model calls with tokens and cost, tool calls and results, state changes). Without cursor: the newest max_lines events (default %d). With the cursor of an earlier answer: the events after it. When there is none yet, it waits up to max_seconds (0 to %d, default 0) for the first one. max_lines is 1 to %d; larger values are refused. The first line describes the session; each further line is one event as JSON {seq, kind, at, data}; the last line is 'cursor: <n>': pass n back as cursor to continue without gap or duplicate (it is unchanged when no event came).", TailDefaultLines, TailMaxSeconds, TailMaxLines),
 			InputSchema: mustComponentSchema("TailAgentSessionInput"),
 			Annotations: ReadOnlyAnnotations("Tail an agent session"),
 			Handler:     a.tail,
@@ -291,12 +291,13 @@ func (a agentTools) tail(ctx context.Context, p auth.Principal, raw json.RawMess
 	}
 	var b strings.Builder
 	b.WriteString(describeSession(t.Session))
+	newest := req.Cursor <= 0
 	switch {
-	case len(t.Events) == 0 && req.Cursor < 0:
+	case len(t.Events) == 0 && newest:
 		b.WriteString(". No events yet.\n")
 	case len(t.Events) == 0:
 		fmt.Fprintf(&b, ". No events after cursor %d.\n", req.Cursor)
-	case req.Cursor < 0:
+	case newest:
 		fmt.Fprintf(&b, ". The newest %d %s:\n", len(t.Events), plural(len(t.Events), "event", "events"))
 	default:
 		fmt.Fprintf(&b, ". %d %s after cursor %d:\n", len(t.Events), plural(len(t.Events), "event", "events"), req.Cursor)

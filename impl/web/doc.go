@@ -24,34 +24,41 @@
 // # Adding a page
 //
 // Pages are server-rendered with html/template, usable without JavaScript. A page is one
-// handler file and one template:
+// handler file and one template.
 //
-//  1. In navigation() (pages.go), give the page's entry a Routes function instead of nil
-//     (nil shows the "coming soon" placeholder and marks the entry pending):
-//     {"/usage", "Usage", (*App).usageRoutes}.
-//  2. Write usage.go with the routes and handlers:
+// First, in navigation() (pages.go), give the page's entry a Routes function instead of nil
+// (nil shows the "coming soon" placeholder and marks the entry pending):
 //
-//     func (a *App) usageRoutes(mux *http.ServeMux) {
-//         mux.Handle("GET /usage", a.member(a.usagePage))       // members of the account
-//         mux.Handle("POST /usage/x", a.owner(a.usageAction))   // owners only
-//     }
-//     func (a *App) usagePage(w http.ResponseWriter, r *http.Request, v *Visitor) {
-//         rows, err := ... v.Account.AccountID ...               // always scope to the account
-//         if err != nil { a.failInternal(w, r, v, "usage", err); return }
-//         a.render(w, r, v, http.StatusOK, "usage", "Usage", rows)
-//     }
+//	{"/usage", "Usage", (*App).usageRoutes},
 //
-//     The wrappers are anyone, signedIn, member and owner; the Visitor holds the user, the
-//     account membership (AccountID, AccountName, Plan, Role) and the sign-in's time. An id
-//     in a path that belongs to another account must answer a.fail(…, 404, …), exactly as an
-//     unknown id. a.record(r, v, action, target, before, after) writes the audit log.
-//  3. Write templates/usage.html defining {{define "content"}}…{{end}}: the layout gives it
-//     .Title, .Visitor, .Nonce (for <script nonce="{{.Nonce}}" src="/static/…">: inline
-//     scripts without the nonce are blocked, inline style attributes too) and the handler's
-//     data as .Data. Use <table> with <caption> and <th scope>, <label for> on every input,
-//     and POST forms for every change (they pass the cross-origin check as they are).
-//  4. Static files (scripts, the chart library) go under static/, embedded and served at
-//     /static/; nothing comes from a CDN.
+// Then write usage.go with the routes and handlers:
+//
+//	func (a *App) usageRoutes(mux *http.ServeMux) {
+//		mux.Handle("GET /usage", a.member(a.usagePage))     // members of the account
+//		mux.Handle("POST /usage/x", a.owner(a.usageAction)) // owners only
+//	}
+//
+//	func (a *App) usagePage(w http.ResponseWriter, r *http.Request, v *Visitor) {
+//		rows, err := ... v.Account.AccountID ... // always scope to the account
+//		if err != nil {
+//			a.failInternal(w, r, v, "usage", err) // 503, the error is logged, not shown
+//			return
+//		}
+//		a.render(w, r, v, http.StatusOK, "usage", "Usage", rows)
+//	}
+//
+// The wrappers are anyone, signedIn, member and owner; the Visitor holds the user, the
+// account membership (AccountID, AccountName, Plan, Role) and the sign-in's time (a.fresh(v)
+// says whether it is younger than reauth_after). An id in a path that belongs to another
+// account must answer a.fail(w, r, v, 404, …), exactly as an unknown id.
+// a.record(r, v, action, target, before, after) writes the audit log.
+//
+// Then write templates/usage.html defining {{define "content"}}…{{end}}: the layout gives it
+// .Title, .Visitor, .Nonce (for <script nonce="{{.Nonce}}" src="/static/…">: scripts without
+// the nonce are blocked, and so are inline style attributes) and the handler's data as .Data.
+// Use <table> with <caption> and <th scope>, <label for> on every input, and POST forms for
+// every change (they pass the cross-origin check as they are). Static files (scripts, the
+// chart library) go under static/, embedded and served at /static/; nothing comes from a CDN.
 //
 // A new top-level path must also be added to ownedPrefixes (app.go), or the API answers it.
 package web

@@ -25,11 +25,22 @@ local development cluster when unset); it needs no API key.
 
   account create NAME [-plan PLAN]          create an account (grants the plan's models and credit)
   account list                              list accounts with their balances
-  key create ACCOUNT [-name N] [-rpm N] [-quiet]
-                                            mint a key; it is printed once (-rpm -1: the plan's default)
-  key list ACCOUNT                          list the account's keys (never the keys themselves)
-  key revoke KEY_ID                         revoke a key (every gateway refuses it within a second)
+  key create ACCOUNT [-name N] [-rpm N] [-expires 30d|2027-01-01] [-credit-cap MICROS
+             [-cap-period none|daily|monthly]] [-models a,b] [-quiet]
+                                            mint a key; it is printed once (-rpm -1: the plan's default,
+                                            at most the plan's max_rpm; -credit-cap: the most the key may
+                                            spend a period, UTC days or months; -models: a subset of the
+                                            account's models, the others answer as unknown)
+  key list ACCOUNT                          list the account's keys (never the keys themselves): status,
+                                            caps, expiry, spend this cap period, last use
+  key revoke KEY_ID                         revoke a key for ever (every gateway refuses it within a second)
+  key revoke-all ACCOUNT                    revoke every key of the account
+  key disable KEY_ID                        refuse a key until it is enabled again (within a second)
+  key enable KEY_ID                         let a disabled key work again
   key set-rpm KEY_ID N                      set a key's requests-per-minute cap (0: no cap)
+  key set-cap KEY_ID MICROS [-cap-period none|daily|monthly]
+                                            set a key's credit cap (-1: no cap; the period defaults to the
+                                            key's current one)
   credit grant ACCOUNT MICROS [-note T] [-idempotency-key K]
                                             add credit as a ledger entry (1 USD = 1000000 micros)
   credit show ACCOUNT [-n N]                balance and the newest ledger entries
@@ -92,6 +103,12 @@ func (a *admin) run(ctx context.Context, noun, verb string, args []string) error
 		return a.keyRevoke(ctx, args)
 	case "key set-rpm":
 		return a.keySetRPM(ctx, args)
+	case "key revoke-all":
+		return a.keyRevokeAll(ctx, args)
+	case "key disable", "key enable":
+		return a.keyDisable(ctx, verb == "disable", args)
+	case "key set-cap":
+		return a.keySetCap(ctx, args)
 	case "credit grant":
 		return a.creditGrant(ctx, args)
 	case "credit show":
@@ -183,6 +200,10 @@ func (a *admin) keyCreate(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("key create", flag.ContinueOnError)
 	name := fs.String("name", "", "a name for the key")
 	rpm := fs.Int("rpm", -1, "requests-per-minute cap (0: none, -1: the plan's default)")
+	expires := fs.String("expires", "", "when the key stops working: a duration (30d, 12h) or a date (2027-01-01, RFC 3339)")
+	creditCap := fs.Int64("credit-cap", -1, "the most the key may spend a cap period, in micro-units (-1: no cap)")
+	capPeriod := fs.String("cap-period", "none", "how often the credit cap starts again: none, daily or monthly (UTC)")
+	models := fs.String("models", "", "comma-separated models the key may use (default: every model of the account)")
 	quiet := fs.Bool("quiet", false, "print only the key")
 	pos, err := parse(fs, args, 1)
 	if err != nil {
@@ -192,17 +213,86 @@ func (a *admin) keyCreate(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	k, err := a.svc.CreateKey(ctx, acct.ID, *name, *rpm)
+	o := accounts.KeyOptions{Name: *name, RPM: *rpm, CapPeriod: store.CapPeriod(*capPeriod), CreatedBy: "operator"}
+	if *expires != "" {
+		at, err := parseExpiry(*expires, time.Now())
+		if err != nil {
+			return err
+		}
+		o.ExpiresAt = &at
+	}
+	if *creditCap >= 0 {
+		o.CreditCapMicros = creditCap
+	}
+	if *models != "" {
+		o.Models = strings.Split(*models, ",")
+	}
+	k, err := a.svc.CreateKeyWith(ctx, acct.ID, o)
 	if err != nil {
-		return err
+		return keyError(err)
 	}
 	if *quiet {
 		fmt.Fprintln(a.out, k.Plain)
 		return nil
 	}
-	fmt.Fprintf(a.out, "key %s created for account %s (rpm cap %d). It is shown once; only its hash is stored:\n\n%s\n",
-		k.Key.ID, acct.Name, k.Key.RPMLimit, k.Plain)
+	fmt.Fprintf(a.out, "key %s created for account %s (%s). It is shown once; only its hash is stored:\n\n%s\n",
+		k.Key.ID, acct.Name, describeLimits(k.Key), k.Plain)
 	return nil
+}
+
+// keyError turns an invalid key option into a usage error naming the flag.
+func keyError(err error) error {
+	var inv *accounts.InvalidError
+	if errors.As(err, &inv) {
+		flagName := strings.ReplaceAll(inv.Field, "_", "-")
+		return usageError(fmt.Sprintf("-%s: %s", flagName, inv.Message))
+	}
+	return err
+}
+
+// parseExpiry reads -expires: a duration from now (30d, 12h, 90m) or a time (2027-01-01, taken
+// as the start of that UTC day, or RFC 3339).
+func parseExpiry(s string, now time.Time) (time.Time, error) {
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		if days, err := strconv.Atoi(n); err == nil && days > 0 {
+			return now.Add(time.Duration(days) * 24 * time.Hour), nil
+		}
+	}
+	if d, err := time.ParseDuration(s); err == nil && d > 0 {
+		return now.Add(d), nil
+	}
+	if t, err := time.Parse("2006-01-02", s); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	return time.Time{}, usageError(fmt.Sprintf("-expires %q: want a duration (30d, 12h) or a date (2027-01-01, or RFC 3339)", s))
+}
+
+// describeLimits says a key's limits in a few words.
+func describeLimits(k store.APIKey) string {
+	parts := []string{fmt.Sprintf("rpm cap %d", k.RPMLimit)}
+	if k.ExpiresAt != nil {
+		parts = append(parts, "expires "+k.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	if k.CreditCapMicros != nil {
+		parts = append(parts, fmt.Sprintf("credit cap %d micros %s", *k.CreditCapMicros, capPeriodText(k.CapPeriod)))
+	}
+	if k.Models != nil {
+		parts = append(parts, "models "+strings.Join(k.Models, ","))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func capPeriodText(p store.CapPeriod) string {
+	switch p {
+	case store.CapPeriodDaily:
+		return "a day"
+	case store.CapPeriodMonthly:
+		return "a month"
+	}
+	return "in all"
 }
 
 func (a *admin) keyList(ctx context.Context, args []string) error {
@@ -214,20 +304,33 @@ func (a *admin) keyList(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	keys, err := a.svc.Store.ListAPIKeys(ctx, acct.ID)
+	keys, err := a.svc.ListKeys(ctx, acct.ID)
 	if err != nil {
 		return err
 	}
 	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tPREFIX\tNAME\tRPM\tCREATED\tLAST_USED\tREVOKED")
+	fmt.Fprintln(tw, "ID\tPREFIX\tNAME\tSTATUS\tRPM\tEXPIRES\tCREDIT_CAP\tPERIOD\tSPENT_THIS_PERIOD\tMODELS\tCREATED_BY\tCREATED\tLAST_USED")
 	stamp := func(t *time.Time) string {
 		if t == nil {
 			return "-"
 		}
-		return t.Format(time.RFC3339)
+		return t.UTC().Format(time.RFC3339)
 	}
 	for _, k := range keys {
-		fmt.Fprintf(tw, "%s\t%s…\t%s\t%d\t%s\t%s\t%s\n", k.ID, k.DisplayPrefix, k.Name, k.RPMLimit, k.CreatedAt.Format(time.RFC3339), stamp(k.LastUsedAt), stamp(k.RevokedAt))
+		capText, models := "-", "all"
+		if k.CreditCapMicros != nil {
+			capText = strconv.FormatInt(*k.CreditCapMicros, 10)
+		}
+		if k.Models != nil {
+			models = strings.Join(k.Models, ",")
+		}
+		last := k.LastRequestAt
+		if last == nil || (k.LastUsedAt != nil && k.LastUsedAt.After(*last)) {
+			last = k.LastUsedAt
+		}
+		fmt.Fprintf(tw, "%s\t%s…\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", k.ID, k.DisplayPrefix, k.Name, k.Status,
+			k.RPMLimit, stamp(k.ExpiresAt), capText, k.CapPeriod, k.PeriodSpentMicros, models, k.CreatedBy,
+			k.CreatedAt.UTC().Format(time.RFC3339), stamp(last))
 	}
 	return tw.Flush()
 }
@@ -240,20 +343,73 @@ func keyID(s string) (uuid.UUID, error) {
 	return id, nil
 }
 
+// keyArg reads the KEY_ID argument and the key's account, for the account-scoped operations of
+// accounts.Service (the operator may act on any account).
+func (a *admin) keyArg(ctx context.Context, arg string) (store.APIKey, error) {
+	id, err := keyID(arg)
+	if err != nil {
+		return store.APIKey{}, err
+	}
+	k, err := a.svc.Store.GetAPIKey(ctx, id)
+	if err != nil {
+		return store.APIKey{}, fmt.Errorf("key %s: %w", id, err)
+	}
+	return k, nil
+}
+
 func (a *admin) keyRevoke(ctx context.Context, args []string) error {
 	pos, err := parse(flag.NewFlagSet("key revoke", flag.ContinueOnError), args, 1)
 	if err != nil {
 		return err
 	}
-	id, err := keyID(pos[0])
+	k, err := a.keyArg(ctx, pos[0])
 	if err != nil {
 		return err
 	}
-	k, err := a.svc.Store.RevokeAPIKey(ctx, id)
+	k, err = a.svc.Revoke(ctx, k.AccountID, k.ID)
 	if err != nil {
-		return fmt.Errorf("revoke key %s: %w (unknown or already revoked)", id, err)
+		return fmt.Errorf("revoke key %s: %w (unknown or already revoked)", pos[0], err)
 	}
 	fmt.Fprintf(a.out, "key %s (%s…) revoked at %s\n", k.ID, k.DisplayPrefix, k.RevokedAt.Format(time.RFC3339))
+	return nil
+}
+
+func (a *admin) keyRevokeAll(ctx context.Context, args []string) error {
+	pos, err := parse(flag.NewFlagSet("key revoke-all", flag.ContinueOnError), args, 1)
+	if err != nil {
+		return err
+	}
+	acct, err := a.account(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	keys, err := a.svc.RevokeAll(ctx, acct.ID)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.out, "%d key(s) of account %s revoked\n", len(keys), acct.Name)
+	return nil
+}
+
+func (a *admin) keyDisable(ctx context.Context, disable bool, args []string) error {
+	verb := map[bool]string{true: "disable", false: "enable"}[disable]
+	pos, err := parse(flag.NewFlagSet("key "+verb, flag.ContinueOnError), args, 1)
+	if err != nil {
+		return err
+	}
+	k, err := a.keyArg(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	if disable {
+		k, err = a.svc.Disable(ctx, k.AccountID, k.ID)
+	} else {
+		k, err = a.svc.Enable(ctx, k.AccountID, k.ID)
+	}
+	if err != nil {
+		return fmt.Errorf("%s key %s: %w (revoked keys cannot be changed)", verb, pos[0], err)
+	}
+	fmt.Fprintf(a.out, "key %s (%s…) %sd\n", k.ID, k.DisplayPrefix, verb)
 	return nil
 }
 
@@ -262,7 +418,7 @@ func (a *admin) keySetRPM(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	id, err := keyID(pos[0])
+	k, err := a.keyArg(ctx, pos[0])
 	if err != nil {
 		return err
 	}
@@ -270,11 +426,48 @@ func (a *admin) keySetRPM(ctx context.Context, args []string) error {
 	if err != nil || n < 0 {
 		return usageError("the cap must be a non-negative integer")
 	}
-	k, err := a.svc.Store.SetAPIKeyRPMLimit(ctx, id, n)
+	l := accounts.LimitsOf(k)
+	l.RPMLimit = n
+	k, err = a.svc.SetLimits(ctx, k.AccountID, k.ID, l)
 	if err != nil {
-		return fmt.Errorf("key %s: %w", id, err)
+		return keyError(fmt.Errorf("key %s: %w", pos[0], err))
 	}
 	fmt.Fprintf(a.out, "key %s: requests-per-minute cap %d\n", k.ID, k.RPMLimit)
+	return nil
+}
+
+func (a *admin) keySetCap(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("key set-cap", flag.ContinueOnError)
+	capPeriod := fs.String("cap-period", "", "none, daily or monthly (default: the key's current period)")
+	pos, err := parse(fs, args, 2)
+	if err != nil {
+		return err
+	}
+	k, err := a.keyArg(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	micros, err := strconv.ParseInt(strings.ReplaceAll(pos[1], "_", ""), 10, 64)
+	if err != nil || micros < -1 {
+		return usageError("the cap must be a non-negative number of micro-units, or -1 for none")
+	}
+	period := k.CapPeriod
+	if *capPeriod != "" {
+		period = store.CapPeriod(*capPeriod)
+	}
+	var capMicros *int64
+	if micros >= 0 {
+		capMicros = &micros
+	}
+	k, err = a.svc.SetCreditCap(ctx, k.AccountID, k.ID, capMicros, period)
+	if err != nil {
+		return keyError(fmt.Errorf("key %s: %w", pos[0], err))
+	}
+	if k.CreditCapMicros == nil {
+		fmt.Fprintf(a.out, "key %s: no credit cap\n", k.ID)
+		return nil
+	}
+	fmt.Fprintf(a.out, "key %s: credit cap %d micros %s\n", k.ID, *k.CreditCapMicros, capPeriodText(k.CapPeriod))
 	return nil
 }
 

@@ -1,15 +1,24 @@
 // Package accounts holds the operations that manage tenants: creating accounts on a plan,
 // minting and revoking API keys, granting credit and model access. The operator's CLI and the
 // web application call it; request handling never does.
+//
+// The key operations (keys.go) are scoped to an account: a key id of another account is
+// store.ErrNotFound, whoever asks. A key is made with options (CreateKeyWith: name, expiry, an
+// RPM cap within the plan's max_rpm, a credit cap with its reset period, a subset of the
+// account's models, who made it), listed with its spend in its current cap period and its last
+// use (ListKeys, both read from the usage records), revoked (Revoke, RevokeAll), disabled and
+// enabled again (Disable, Enable), and its limits changed (SetLimits, SetCreditCap). Every
+// change reaches every gateway within a second (a database trigger announces it). Options that
+// cannot be used are an *InvalidError naming the field.
 package accounts
 
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 
-	"github.com/tollgate/tollgate/impl/apikey"
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/store"
 )
@@ -18,6 +27,8 @@ import (
 type Service struct {
 	Store  *store.Store
 	Config *config.Config
+	// Now is the clock of expiry checks and cap periods (default time.Now).
+	Now func() time.Time
 }
 
 // NewKey is a freshly minted key: Plain is shown once and never stored.
@@ -49,29 +60,10 @@ func (s *Service) CreateAccount(ctx context.Context, name, plan string) (store.A
 	return s.Store.GetAccount(ctx, acct.ID)
 }
 
-// CreateKey mints a key for the account. rpm < 0 means the plan's default cap.
+// CreateKey mints a key for the account with a name and an RPM cap (rpm < 0: the plan's
+// default) and no other limit; see CreateKeyWith.
 func (s *Service) CreateKey(ctx context.Context, accountID uuid.UUID, name string, rpm int) (NewKey, error) {
-	acct, err := s.Store.GetAccount(ctx, accountID)
-	if err != nil {
-		return NewKey{}, err
-	}
-	if rpm < 0 {
-		rpm = 0
-		if p, ok := s.Config.Plan(acct.Plan); ok {
-			rpm = p.DefaultRPM
-		}
-	}
-	g, err := apikey.Generate()
-	if err != nil {
-		return NewKey{}, err
-	}
-	k, err := s.Store.CreateAPIKey(ctx, store.NewAPIKey{
-		AccountID: accountID, Name: name, Hash: g.Hash[:], DisplayPrefix: g.DisplayPrefix, RPMLimit: rpm,
-	})
-	if err != nil {
-		return NewKey{}, err
-	}
-	return NewKey{Plain: g.Plain, Key: k}, nil
+	return s.CreateKeyWith(ctx, accountID, KeyOptions{Name: name, RPM: rpm})
 }
 
 // GrantCredit adds micros to the account's balance as a ledger entry, once per idempotency key:

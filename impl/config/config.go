@@ -145,6 +145,9 @@ type Plan struct {
 	StartingCreditMicros int64 `yaml:"starting_credit_micros"`
 	// DefaultRPM is the requests-per-minute cap of keys created for the plan's accounts (0: none).
 	DefaultRPM int `yaml:"default_rpm"`
+	// MaxRPM is the highest requests-per-minute cap a key of the plan's accounts may be given
+	// (0: no maximum, and a key may have no cap). With a maximum every key has a cap.
+	MaxRPM int `yaml:"max_rpm"`
 }
 
 //go:embed default.yaml
@@ -287,8 +290,11 @@ func (c *Config) Validate() error {
 				bad("plan %q: unknown model %q", p.Name, id)
 			}
 		}
-		if p.StartingCreditMicros < 0 || p.DefaultRPM < 0 {
+		if p.StartingCreditMicros < 0 || p.DefaultRPM < 0 || p.MaxRPM < 0 {
 			bad("plan %q: negative starting credit or rpm", p.Name)
+		}
+		if p.MaxRPM > 0 && (p.DefaultRPM == 0 || p.DefaultRPM > p.MaxRPM) {
+			bad("plan %q: default_rpm %d is not within max_rpm %d", p.Name, p.DefaultRPM, p.MaxRPM)
 		}
 	}
 	errs = append(errs, c.Web.validate(c))

@@ -1,0 +1,257 @@
+package accounts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tollgate/tollgate/impl/apikey"
+	"github.com/tollgate/tollgate/impl/store"
+)
+
+// InvalidError is a key option or limit that cannot be used; Field names it (as the CLI's flag
+// and the web form's field: "rpm", "expires", "credit_cap", "cap_period", "models") and the
+// message says why, in words fit to show the user.
+type InvalidError struct {
+	Field   string
+	Message string
+}
+
+// Error implements error.
+func (e *InvalidError) Error() string { return e.Message }
+
+func invalid(field, format string, args ...any) error {
+	return &InvalidError{Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// KeyOptions are what a new key is made with. The zero value is a key with the plan's default
+// RPM cap only when RPM is negative; see each field.
+type KeyOptions struct {
+	Name string
+	// RPM is the requests-per-minute cap: negative for the plan's default, 0 for none (refused
+	// when the plan has a maximum), else at most the plan's max_rpm.
+	RPM int
+	// ExpiresAt is when the key stops working (nil: never); it must be in the future.
+	ExpiresAt *time.Time
+	// CreditCapMicros is the most the key may spend in each CapPeriod (nil: no cap).
+	CreditCapMicros *int64
+	CapPeriod       store.CapPeriod
+	// Models are the models the key may use, each one the account has (nil: all of them).
+	Models []string
+	// CreatedBy is who makes the key: "operator" (the default) or the web user's e-mail.
+	CreatedBy string
+}
+
+// KeyInfo is a key as the Keys page and `admin key list` show it.
+type KeyInfo struct {
+	store.KeyWithSpend
+	// Status is "active", "disabled", "expired" or "revoked".
+	Status string
+}
+
+// KeyStatus is the state of a key at t: revoked, disabled, expired or active, the first that
+// applies.
+func KeyStatus(k store.APIKey, t time.Time) string {
+	switch {
+	case k.RevokedAt != nil:
+		return "revoked"
+	case k.DisabledAt != nil:
+		return "disabled"
+	case k.ExpiresAt != nil && !t.Before(*k.ExpiresAt):
+		return "expired"
+	}
+	return "active"
+}
+
+func (s *Service) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// CreateKeyWith mints a key for the account with the options o, checked against the account's
+// plan (the RPM cap within its max_rpm) and models (the subset within the account's). The key is
+// in NewKey.Plain, shown once: only its hash is stored.
+func (s *Service) CreateKeyWith(ctx context.Context, accountID uuid.UUID, o KeyOptions) (NewKey, error) {
+	acct, err := s.Store.GetAccount(ctx, accountID)
+	if err != nil {
+		return NewKey{}, err
+	}
+	rpm, err := s.checkRPM(acct.Plan, o.RPM)
+	if err != nil {
+		return NewKey{}, err
+	}
+	if o.ExpiresAt != nil && !o.ExpiresAt.After(s.now()) {
+		return NewKey{}, invalid("expires", "the expiry %s is not in the future", o.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	period, models, err := s.checkCapAndModels(ctx, accountID, o.CreditCapMicros, o.CapPeriod, o.Models)
+	if err != nil {
+		return NewKey{}, err
+	}
+	g, err := apikey.Generate()
+	if err != nil {
+		return NewKey{}, err
+	}
+	k, err := s.Store.CreateAPIKey(ctx, store.NewAPIKey{
+		AccountID: accountID, Name: o.Name, Hash: g.Hash[:], DisplayPrefix: g.DisplayPrefix, RPMLimit: rpm,
+		ExpiresAt: o.ExpiresAt, CreditCapMicros: o.CreditCapMicros, CapPeriod: period, Models: models,
+		CreatedBy: o.CreatedBy,
+	})
+	if err != nil {
+		return NewKey{}, err
+	}
+	return NewKey{Plain: g.Plain, Key: k}, nil
+}
+
+// checkRPM resolves a requested RPM cap (negative: the plan's default) against the plan's
+// maximum.
+func (s *Service) checkRPM(plan string, rpm int) (int, error) {
+	p, ok := s.Config.Plan(plan)
+	if rpm < 0 {
+		if !ok {
+			return 0, nil
+		}
+		return p.DefaultRPM, nil
+	}
+	if ok && p.MaxRPM > 0 && (rpm == 0 || rpm > p.MaxRPM) {
+		return 0, invalid("rpm", "the plan %s allows keys at most %d requests a minute", plan, p.MaxRPM)
+	}
+	return rpm, nil
+}
+
+// checkCapAndModels checks a credit cap, its period and a model subset (which must name models
+// the account has, at least one; nil means every model), and returns the period and the subset
+// sorted without repeats.
+func (s *Service) checkCapAndModels(ctx context.Context, accountID uuid.UUID, capMicros *int64, period store.CapPeriod, models []string) (store.CapPeriod, []string, error) {
+	p, err := store.ParseCapPeriod(string(period))
+	if err != nil {
+		return "", nil, invalid("cap_period", "the cap period %q is not none, daily or monthly", period)
+	}
+	if capMicros != nil && *capMicros < 0 {
+		return "", nil, invalid("credit_cap", "a credit cap cannot be negative")
+	}
+	if capMicros == nil && p != store.CapPeriodNone {
+		return "", nil, invalid("cap_period", "a cap period needs a credit cap")
+	}
+	if models == nil {
+		return p, nil, nil
+	}
+	if len(models) == 0 {
+		return "", nil, invalid("models", "a model subset needs at least one model (leave it out for every model of the account)")
+	}
+	grants, err := s.Store.AccountModels(ctx, accountID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return "", nil, err
+	}
+	has := make(map[string]bool, len(grants))
+	for _, g := range grants {
+		has[g.ModelID] = true
+	}
+	out := slices.Clone(models)
+	slices.Sort(out)
+	out = slices.Compact(out)
+	for _, m := range out {
+		if !has[m] {
+			return "", nil, invalid("models", "the account has no model %q", m)
+		}
+	}
+	return p, out, nil
+}
+
+// ListKeys returns the account's keys, oldest first, revoked ones included, each with its
+// status, its spend in its current cap period and its last use (both from the usage records).
+func (s *Service) ListKeys(ctx context.Context, accountID uuid.UUID) ([]KeyInfo, error) {
+	now := s.now()
+	keys, err := s.Store.ListAPIKeysWithSpend(ctx, accountID, now)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]KeyInfo, len(keys))
+	for i, k := range keys {
+		out[i] = KeyInfo{KeyWithSpend: k, Status: KeyStatus(k.APIKey, now)}
+	}
+	return out, nil
+}
+
+// GetKey returns the account's key with id; another account's is store.ErrNotFound.
+func (s *Service) GetKey(ctx context.Context, accountID, keyID uuid.UUID) (store.APIKey, error) {
+	return s.Store.GetAccountAPIKey(ctx, accountID, keyID)
+}
+
+// Revoke revokes the account's key for ever; every gateway refuses it within a second. Another
+// account's key, or one revoked already, is store.ErrNotFound.
+func (s *Service) Revoke(ctx context.Context, accountID, keyID uuid.UUID) (store.APIKey, error) {
+	return s.Store.RevokeAccountAPIKey(ctx, accountID, keyID)
+}
+
+// RevokeAll revokes every key of the account and returns them.
+func (s *Service) RevokeAll(ctx context.Context, accountID uuid.UUID) ([]store.APIKey, error) {
+	return s.Store.RevokeAccountAPIKeys(ctx, accountID)
+}
+
+// Disable stops the account's key until Enable; every gateway refuses it within a second with
+// 401 "the key is disabled". Another account's key, or a revoked one, is store.ErrNotFound.
+func (s *Service) Disable(ctx context.Context, accountID, keyID uuid.UUID) (store.APIKey, error) {
+	return s.Store.SetAPIKeyDisabled(ctx, accountID, keyID, true)
+}
+
+// Enable lets a disabled key of the account work again.
+func (s *Service) Enable(ctx context.Context, accountID, keyID uuid.UUID) (store.APIKey, error) {
+	return s.Store.SetAPIKeyDisabled(ctx, accountID, keyID, false)
+}
+
+// SetLimits sets every limit of the account's key at once (l.RPMLimit as KeyOptions.RPM, but
+// not negative), checked as at creation (the RPM cap when it changes); an expiry must be in the future unless it is the key's
+// current one. Every gateway applies the new limits within a second. Another account's key, or
+// a revoked one, is store.ErrNotFound.
+func (s *Service) SetLimits(ctx context.Context, accountID, keyID uuid.UUID, l store.KeyLimits) (store.APIKey, error) {
+	k, err := s.Store.GetAccountAPIKey(ctx, accountID, keyID)
+	if err != nil {
+		return store.APIKey{}, err
+	}
+	acct, err := s.Store.GetAccount(ctx, accountID)
+	if err != nil {
+		return store.APIKey{}, err
+	}
+	if l.RPMLimit < 0 {
+		return store.APIKey{}, invalid("rpm", "an RPM cap cannot be negative")
+	}
+	if l.RPMLimit != k.RPMLimit {
+		if _, err := s.checkRPM(acct.Plan, l.RPMLimit); err != nil {
+			return store.APIKey{}, err
+		}
+	}
+	if l.ExpiresAt != nil && !l.ExpiresAt.After(s.now()) && (k.ExpiresAt == nil || !k.ExpiresAt.Equal(*l.ExpiresAt)) {
+		return store.APIKey{}, invalid("expires", "the expiry %s is not in the future", l.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	if l.CapPeriod, l.Models, err = s.checkCapAndModels(ctx, accountID, l.CreditCapMicros, l.CapPeriod, l.Models); err != nil {
+		return store.APIKey{}, err
+	}
+	return s.Store.SetAPIKeyLimits(ctx, accountID, keyID, l)
+}
+
+// LimitsOf are the key's limits as they are, for a change of some of them through SetLimits.
+func LimitsOf(k store.APIKey) store.KeyLimits {
+	return store.KeyLimits{RPMLimit: k.RPMLimit, ExpiresAt: k.ExpiresAt, CreditCapMicros: k.CreditCapMicros,
+		CapPeriod: k.CapPeriod, Models: k.Models}
+}
+
+// SetCreditCap sets (capMicros non-nil) or removes the key's credit cap and its period, keeping
+// its other limits.
+func (s *Service) SetCreditCap(ctx context.Context, accountID, keyID uuid.UUID, capMicros *int64, period store.CapPeriod) (store.APIKey, error) {
+	k, err := s.Store.GetAccountAPIKey(ctx, accountID, keyID)
+	if err != nil {
+		return store.APIKey{}, err
+	}
+	l := LimitsOf(k)
+	l.CreditCapMicros, l.CapPeriod = capMicros, period
+	if capMicros == nil {
+		l.CapPeriod = store.CapPeriodNone
+	}
+	return s.SetLimits(ctx, accountID, keyID, l)
+}

@@ -36,7 +36,7 @@ func requestHash(parts ...string) string {
 func (s *Service) idempotent(ctx context.Context, account uuid.UUID, key, hash string, out any, fn func(tx pgx.Tx, q *db.Queries) (*db.InsertAgentCommandParams, error)) error {
 	return s.inTx(ctx, func(tx pgx.Tx, q *db.Queries) error {
 		if key != "" {
-			if err := q.LockAgentKey(ctx, account.String()+"\x00"+key); err != nil {
+			if err := q.LockAgentKey(ctx, account.String()+":"+key); err != nil {
 				return err
 			}
 			if _, err := q.ForgetOldAgentCommandKey(ctx, db.ForgetOldAgentCommandKeyParams{AccountID: account, IdempotencyKey: &key}); err != nil {

@@ -1,14 +1,312 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
+	"log/slog"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tollgate/tollgate/impl/agent"
+	"github.com/tollgate/tollgate/impl/apierror"
 )
 
 // agentAdminUsage documents the operator's agent commands: slots, tickets and approvals.
-const agentAdminUsage = ``
+const agentAdminUsage = `  slot assign ACCOUNT NAME                  give the account an agent slot called NAME (spawn never makes one)
+  slot unassign ACCOUNT NAME                take the slot away; a session running in it stops (slot_unassigned)
+  slot list [ACCOUNT]                       slots (of every account, or of ACCOUNT) with their live sessions
+  ticket open ACCOUNT TITLE [-body B]       open a ticket for the account (quote a TITLE of several words)
+  ticket close TICKET_ID                    close a ticket
+  ticket list [ACCOUNT] [-state open|closed|all] [-n N]
+                                            tickets, newest first (default: open ones)
+  approval list [ACCOUNT] [-state pending|approved|denied|expired|cancelled|all] [-n N]
+                                            approvals requested by agent_spawn and agent_prompt, with the
+                                            exact action and its arguments (default: pending ones)
+  approval approve APPROVAL_ID              approve: the action runs once, on a running gateway
+  approval deny APPROVAL_ID                 deny: the action never runs
+`
 
-// agentAdmin runs the slot, ticket and approval commands. Pending: issue 13.
-func (a *admin) agentAdmin(_ context.Context, noun, verb string, _ []string) error {
-	return usageError(fmt.Sprintf("admin %s %s: the agent commands are not implemented yet", noun, verb))
+// agentAdmin runs the slot, ticket and approval commands.
+func (a *admin) agentAdmin(ctx context.Context, noun, verb string, args []string) error {
+	svc, err := agent.New(agent.Options{Store: a.svc.Store, Config: a.svc.Config,
+		Logger: slog.New(slog.NewTextHandler(a.out, &slog.HandlerOptions{Level: slog.LevelError}))})
+	if err != nil {
+		return err
+	}
+	switch noun + " " + verb {
+	case "slot assign", "slot unassign":
+		return a.slotAssign(ctx, svc, verb, args)
+	case "slot list":
+		return a.slotList(ctx, svc, args)
+	case "ticket open":
+		return a.ticketOpen(ctx, svc, args)
+	case "ticket close":
+		return a.ticketClose(ctx, svc, args)
+	case "ticket list":
+		return a.ticketList(ctx, svc, args)
+	case "approval list":
+		return a.approvalList(ctx, svc, args)
+	case "approval approve", "approval deny":
+		return a.approvalResolve(ctx, svc, verb, args)
+	}
+	fmt.Fprint(a.out, agentAdminUsage)
+	return usageError(fmt.Sprintf("unknown admin command %q", noun+" "+verb))
+}
+
+// agentErr words an agent service error for the operator.
+func agentErr(what string, err error) error {
+	if errors.Is(err, agent.ErrNotFound) {
+		return fmt.Errorf("%s: not found", what)
+	}
+	if c, ok := errors.AsType[*agent.ConflictError](err); ok {
+		return fmt.Errorf("%s: %s", what, c.Message)
+	}
+	if e, ok := errors.AsType[*apierror.Error](err); ok && e.Kind != apierror.KindInternal {
+		return fmt.Errorf("%s: %s", what, e.Message)
+	}
+	return err
+}
+
+// parseOptional parses flags and at most max positional arguments, which may come in any order.
+func parseOptional(fs *flag.FlagSet, args []string, max int) ([]string, error) {
+	for n := 0; n <= max; n++ {
+		probe := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
+		probe.SetOutput(&bytes.Buffer{})
+		fs.VisitAll(func(f *flag.Flag) { probe.Var(f.Value, f.Name, f.Usage) })
+		if pos, err := parse(probe, args, n); err == nil {
+			return pos, nil
+		}
+	}
+	return parse(fs, args, max)
+}
+
+// optionalAccount resolves the account named by pos[0], if any: nil for every account.
+func (a *admin) optionalAccount(ctx context.Context, pos []string) (*uuid.UUID, error) {
+	if len(pos) == 0 {
+		return nil, nil
+	}
+	acct, err := a.account(ctx, pos[0])
+	if err != nil {
+		return nil, err
+	}
+	return &acct.ID, nil
+}
+
+// accountNames maps account ids to names for listings across accounts.
+func (a *admin) accountNames(ctx context.Context) (map[uuid.UUID]string, error) {
+	accts, err := a.svc.Store.ListAccounts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[uuid.UUID]string, len(accts))
+	for _, ac := range accts {
+		out[ac.ID] = ac.Name
+	}
+	return out, nil
+}
+
+func (a *admin) slotAssign(ctx context.Context, svc *agent.Service, verb string, args []string) error {
+	pos, err := parse(flag.NewFlagSet("slot "+verb, flag.ContinueOnError), args, 2)
+	if err != nil {
+		return err
+	}
+	acct, err := a.account(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	what := fmt.Sprintf("slot '%s' of %s", pos[1], acct.Name)
+	if verb == "assign" {
+		if err := svc.AssignSlot(ctx, acct.ID, pos[1]); err != nil {
+			return agentErr(what, err)
+		}
+		fmt.Fprintf(a.out, "account %s has agent slot '%s'\n", acct.Name, pos[1])
+		return nil
+	}
+	if err := svc.UnassignSlot(ctx, acct.ID, pos[1]); err != nil {
+		return agentErr(what, err)
+	}
+	fmt.Fprintf(a.out, "account %s no longer has agent slot '%s' (a session running in it stops: slot_unassigned)\n", acct.Name, pos[1])
+	return nil
+}
+
+func (a *admin) slotList(ctx context.Context, svc *agent.Service, args []string) error {
+	pos, err := parseOptional(flag.NewFlagSet("slot list", flag.ContinueOnError), args, 1)
+	if err != nil {
+		return err
+	}
+	acct, err := a.optionalAccount(ctx, pos)
+	if err != nil {
+		return err
+	}
+	slots, err := svc.ListSlots(ctx, acct)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ACCOUNT\tSLOT\tSESSION\tSTATE\tASSIGNED")
+	for _, s := range slots {
+		session, state := orDash(s.SessionID), orDash(s.SessionState)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Account, s.Slot, session, state, s.CreatedAt.Format(time.RFC3339))
+	}
+	return tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func timeOrDash(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.Format(time.RFC3339)
+}
+
+func (a *admin) ticketOpen(ctx context.Context, svc *agent.Service, args []string) error {
+	fs := flag.NewFlagSet("ticket open", flag.ContinueOnError)
+	body := fs.String("body", "", "the ticket's text")
+	pos, err := parse(fs, args, 2)
+	if err != nil {
+		return err
+	}
+	acct, err := a.account(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	t, err := svc.OpenTicket(ctx, acct.ID, nil, pos[1], *body, "operator")
+	if err != nil {
+		return agentErr("ticket", err)
+	}
+	fmt.Fprintf(a.out, "ticket %s opened for %s: %s\n", t.ID, acct.Name, t.Title)
+	return nil
+}
+
+func (a *admin) ticketClose(ctx context.Context, svc *agent.Service, args []string) error {
+	pos, err := parse(flag.NewFlagSet("ticket close", flag.ContinueOnError), args, 1)
+	if err != nil {
+		return err
+	}
+	t, err := svc.CloseTicket(ctx, nil, pos[0])
+	if err != nil {
+		return agentErr("ticket "+pos[0], err)
+	}
+	fmt.Fprintf(a.out, "ticket %s closed at %s\n", t.ID, timeOrDash(t.ClosedAt))
+	return nil
+}
+
+func (a *admin) ticketList(ctx context.Context, svc *agent.Service, args []string) error {
+	fs := flag.NewFlagSet("ticket list", flag.ContinueOnError)
+	state := fs.String("state", "open", "open, closed or all")
+	n := fs.Int("n", 50, "how many tickets")
+	pos, err := parseOptional(fs, args, 1)
+	if err != nil {
+		return err
+	}
+	acct, err := a.optionalAccount(ctx, pos)
+	if err != nil {
+		return err
+	}
+	tickets, err := svc.ListTickets(ctx, acct, *state, *n)
+	if err != nil {
+		return agentErr("tickets", err)
+	}
+	names, err := a.accountNames(ctx)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tACCOUNT\tSTATE\tOPENED_BY\tSESSION\tOPENED\tCLOSED\tTITLE")
+	for _, t := range tickets {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, names[t.AccountID], t.State, t.OpenedBy, orDash(t.SessionID),
+			t.CreatedAt.Format(time.RFC3339), timeOrDash(t.ClosedAt), t.Title)
+	}
+	return tw.Flush()
+}
+
+// approvalList prints each approval as a block: what it is, then the exact action it is bound
+// to, with its arguments indented and their hash.
+func (a *admin) approvalList(ctx context.Context, svc *agent.Service, args []string) error {
+	fs := flag.NewFlagSet("approval list", flag.ContinueOnError)
+	state := fs.String("state", "pending", "pending, approved, denied, expired, cancelled or all")
+	n := fs.Int("n", 50, "how many approvals")
+	pos, err := parseOptional(fs, args, 1)
+	if err != nil {
+		return err
+	}
+	acct, err := a.optionalAccount(ctx, pos)
+	if err != nil {
+		return err
+	}
+	list, err := svc.ListApprovals(ctx, acct, *state, *n)
+	if err != nil {
+		return agentErr("approvals", err)
+	}
+	names, err := a.accountNames(ctx)
+	if err != nil {
+		return err
+	}
+	if len(list) == 0 {
+		fmt.Fprintf(a.out, "no %s approvals\n", strings.TrimPrefix(*state, "all"))
+		return nil
+	}
+	for i, ap := range list {
+		if i > 0 {
+			fmt.Fprintln(a.out)
+		}
+		fmt.Fprintf(a.out, "approval %s  account %s  %s\n", ap.ID, names[ap.AccountID], ap.State)
+		fmt.Fprintf(a.out, "  action:    agent_%s\n", ap.Action)
+		var args bytes.Buffer
+		if err := json.Indent(&args, ap.Arguments, "    ", "  "); err != nil {
+			args.Reset()
+			args.Write(ap.Arguments)
+		}
+		fmt.Fprintf(a.out, "  arguments: %s\n", args.String())
+		fmt.Fprintf(a.out, "  hash:      %s\n", ap.ArgumentsHash)
+		fmt.Fprintf(a.out, "  key:       %s\n", orDash(ap.KeyID))
+		fmt.Fprintf(a.out, "  requested: %s  expires: %s\n", ap.CreatedAt.Format(time.RFC3339), ap.ExpiresAt.Format(time.RFC3339))
+		if ap.ResolvedAt != nil {
+			fmt.Fprintf(a.out, "  resolved:  %s by %s\n", timeOrDash(ap.ResolvedAt), orDash(ap.ResolvedBy))
+		}
+		if ap.ActionStatus != "" {
+			outcome := ap.ActionStatus
+			switch {
+			case ap.Action == "spawn" && ap.SessionID != "":
+				outcome += ", session " + ap.SessionID
+			case ap.MessageID != "":
+				outcome += ", message " + ap.MessageID
+			}
+			if ap.Failure != "" {
+				outcome += ": " + ap.Failure
+			}
+			fmt.Fprintf(a.out, "  outcome:   %s\n", outcome)
+		}
+	}
+	return nil
+}
+
+func (a *admin) approvalResolve(ctx context.Context, svc *agent.Service, verb string, args []string) error {
+	pos, err := parse(flag.NewFlagSet("approval "+verb, flag.ContinueOnError), args, 1)
+	if err != nil {
+		return err
+	}
+	ap, err := svc.Resolve(ctx, nil, pos[0], verb == "approve", "operator")
+	if err != nil {
+		return agentErr("approval "+pos[0], err)
+	}
+	if ap.State == agent.ApprovalApproved {
+		fmt.Fprintf(a.out, "approval %s approved: agent_%s runs once, on a running gateway ('approval list -state approved' shows its outcome)\n", ap.ID, ap.Action)
+		return nil
+	}
+	fmt.Fprintf(a.out, "approval %s %s: agent_%s will never run\n", ap.ID, ap.State, ap.Action)
+	return nil
 }

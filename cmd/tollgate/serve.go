@@ -239,6 +239,11 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 		return err
 	}
 	defer gw.Close()
+	if dev {
+		if err := seedDemoAgents(ctx, d.Store, gw.Agents, gw.Datasets); err != nil {
+			return fmt.Errorf("seed demo agent slot and dataset: %w", err)
+		}
+	}
 	// The background work outlives the HTTP server: the meter drains the last requests' usage.
 	bg, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBackground()
@@ -255,6 +260,7 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	log.Info("tollgate listening", "addr", apiLn.Addr().String())
 	if dev {
 		printDevBanner(apiLn.Addr().String(), demoKey, d.where)
+		fmt.Fprint(os.Stdout, demoAgentBanner(apiLn.Addr().String()))
 		fmt.Fprint(os.Stdout, devSignIn.banner())
 	}
 

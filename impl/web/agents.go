@@ -197,21 +197,17 @@ func endsTail(e agent.Event) bool {
 	return sessionEnded(d.To)
 }
 
-// findSession is the account's session id (ErrNotFound when it is not one of them).
+// findSession is the account's session id (ErrNotFound when it is not one of them, as an
+// unknown or malformed id): Tail with no cursor and no wait reads the session.
 func (a *App) findSession(ctx context.Context, p auth.Principal, id string) (agent.SessionView, error) {
 	if _, err := uuid.Parse(id); err != nil {
 		return agent.SessionView{}, agent.ErrNotFound
 	}
-	list, err := a.agents.Sessions(ctx, p)
+	t, err := a.agents.Tail(ctx, p, id, 0, 1, 0)
 	if err != nil {
 		return agent.SessionView{}, err
 	}
-	for _, s := range list {
-		if s.ID == id {
-			return s, nil
-		}
-	}
-	return agent.SessionView{}, agent.ErrNotFound
+	return t.Session, nil
 }
 
 type sessionData struct {

@@ -59,7 +59,7 @@ func (a *App) approvalsPage(w http.ResponseWriter, r *http.Request, v *Visitor) 
 			return
 		}
 		for _, ap := range list {
-			row := approvalRow{Approval: ap, Pretty: prettyJSON(ap.Arguments), Requester: keys.name(requesterKey(ap))}
+			row := approvalRow{Approval: ap, Pretty: prettyJSON(ap.Arguments), Requester: keys.name(ap.KeyID)}
 			if ap.State == "pending" {
 				d.Pending = append(d.Pending, row)
 			} else {
@@ -154,7 +154,3 @@ func prettyJSON(raw json.RawMessage) string {
 	}
 	return buf.String()
 }
-
-// requesterKey is the id of the key that requested the approval ("" until agent.Approval
-// carries it: requested from the agent engineer in /tmp/agent-api.md).
-func requesterKey(agent.Approval) string { return "" }

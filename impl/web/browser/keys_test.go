@@ -53,8 +53,8 @@ func TestKeyShownOnceUsedAndRevoked(t *testing.T) {
 		t.Errorf("the key's row does not show its prefix %s…: %q", prefix, row)
 	}
 	if !strings.Contains(row, "…"+lastFour) {
-		t.Errorf("the key's row does not show its last four characters as %s…%s: %q "+
-			"(impl/web/templates/keys.html shows only the prefix, and api_keys keeps no last four)", prefix, lastFour, row)
+		t.Errorf("the key's row does not show its last four characters as %s…%s (impl/web/templates/keys.html): %q",
+			prefix, lastFour, row)
 	}
 
 	// Back in the browser's history: no cache shows the key again. (Chromium replaced the

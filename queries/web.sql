@@ -90,3 +90,10 @@ SELECT * FROM audit_log
 WHERE account_id = @account_id AND (@before_id::bigint = 0 OR id < @before_id::bigint)
 ORDER BY id DESC
 LIMIT @row_limit;
+
+-- name: SetAPIKeySuffix :exec
+-- Keeps a new key's last four characters for the Keys page.
+UPDATE api_keys SET display_suffix = $3 WHERE id = $1 AND account_id = $2;
+
+-- name: ListAPIKeySuffixes :many
+SELECT id, display_suffix FROM api_keys WHERE account_id = $1 AND display_suffix <> '';

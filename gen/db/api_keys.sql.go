@@ -17,7 +17,7 @@ INSERT INTO api_keys (account_id, name, key_hash, display_prefix, rpm_limit, exp
                       credit_cap_micros, cap_period, models, created_by)
 VALUES ($1, $2, $3, $4, $5, $6,
         $7, $8, $9::text[], $10)
-RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by
+RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by, display_suffix
 `
 
 type CreateAPIKeyParams struct {
@@ -63,6 +63,7 @@ func (q *Queries) CreateAPIKey(ctx context.Context, arg CreateAPIKeyParams) (Api
 		&i.CapPeriod,
 		&i.Models,
 		&i.CreatedBy,
+		&i.DisplaySuffix,
 	)
 	return i, err
 }
@@ -81,7 +82,7 @@ func (q *Queries) DeleteStaleKeyReservations(ctx context.Context) (int64, error)
 }
 
 const getAPIKey = `-- name: GetAPIKey :one
-SELECT id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by FROM api_keys WHERE id = $1
+SELECT id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by, display_suffix FROM api_keys WHERE id = $1
 `
 
 func (q *Queries) GetAPIKey(ctx context.Context, id uuid.UUID) (ApiKey, error) {
@@ -103,12 +104,13 @@ func (q *Queries) GetAPIKey(ctx context.Context, id uuid.UUID) (ApiKey, error) {
 		&i.CapPeriod,
 		&i.Models,
 		&i.CreatedBy,
+		&i.DisplaySuffix,
 	)
 	return i, err
 }
 
 const getAccountAPIKey = `-- name: GetAccountAPIKey :one
-SELECT id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by FROM api_keys WHERE id = $1 AND account_id = $2
+SELECT id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by, display_suffix FROM api_keys WHERE id = $1 AND account_id = $2
 `
 
 type GetAccountAPIKeyParams struct {
@@ -136,12 +138,13 @@ func (q *Queries) GetAccountAPIKey(ctx context.Context, arg GetAccountAPIKeyPara
 		&i.CapPeriod,
 		&i.Models,
 		&i.CreatedBy,
+		&i.DisplaySuffix,
 	)
 	return i, err
 }
 
 const getActiveAPIKeyByHash = `-- name: GetActiveAPIKeyByHash :one
-SELECT id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL
+SELECT id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by, display_suffix FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL
 `
 
 // The authentication lookup: only keys that are not revoked (disabled and expired ones come
@@ -165,6 +168,7 @@ func (q *Queries) GetActiveAPIKeyByHash(ctx context.Context, keyHash []byte) (Ap
 		&i.CapPeriod,
 		&i.Models,
 		&i.CreatedBy,
+		&i.DisplaySuffix,
 	)
 	return i, err
 }
@@ -192,7 +196,7 @@ func (q *Queries) GetKeyBudget(ctx context.Context, arg GetKeyBudgetParams) (Key
 }
 
 const listAPIKeys = `-- name: ListAPIKeys :many
-SELECT id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by FROM api_keys WHERE account_id = $1 ORDER BY created_at, id
+SELECT id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by, display_suffix FROM api_keys WHERE account_id = $1 ORDER BY created_at, id
 `
 
 func (q *Queries) ListAPIKeys(ctx context.Context, accountID uuid.UUID) ([]ApiKey, error) {
@@ -220,6 +224,7 @@ func (q *Queries) ListAPIKeys(ctx context.Context, accountID uuid.UUID) ([]ApiKe
 			&i.CapPeriod,
 			&i.Models,
 			&i.CreatedBy,
+			&i.DisplaySuffix,
 		); err != nil {
 			return nil, err
 		}
@@ -232,7 +237,7 @@ func (q *Queries) ListAPIKeys(ctx context.Context, accountID uuid.UUID) ([]ApiKe
 }
 
 const listAPIKeysWithSpend = `-- name: ListAPIKeysWithSpend :many
-SELECT k.id, k.account_id, k.name, k.key_hash, k.display_prefix, k.rpm_limit, k.created_at, k.last_used_at, k.revoked_at, k.expires_at, k.disabled_at, k.credit_cap_micros, k.cap_period, k.models, k.created_by,
+SELECT k.id, k.account_id, k.name, k.key_hash, k.display_prefix, k.rpm_limit, k.created_at, k.last_used_at, k.revoked_at, k.expires_at, k.disabled_at, k.credit_cap_micros, k.cap_period, k.models, k.created_by, k.display_suffix,
        p.period_start::timestamptz AS period_start,
        COALESCE((SELECT SUM(u.cost_micros) FROM usage_records u
                  WHERE u.api_key_id = k.id AND u.started_at >= p.period_start), 0)::bigint AS period_spent_micros,
@@ -270,6 +275,7 @@ type ListAPIKeysWithSpendRow struct {
 	CapPeriod         string
 	Models            []string
 	CreatedBy         string
+	DisplaySuffix     string
 	PeriodStart       time.Time
 	PeriodSpentMicros int64
 	LastRequestAt     time.Time
@@ -304,6 +310,7 @@ func (q *Queries) ListAPIKeysWithSpend(ctx context.Context, arg ListAPIKeysWithS
 			&i.CapPeriod,
 			&i.Models,
 			&i.CreatedBy,
+			&i.DisplaySuffix,
 			&i.PeriodStart,
 			&i.PeriodSpentMicros,
 			&i.LastRequestAt,
@@ -433,7 +440,7 @@ func (q *Queries) ReserveKeyBudget(ctx context.Context, arg ReserveKeyBudgetPara
 const revokeAPIKey = `-- name: RevokeAPIKey :one
 UPDATE api_keys SET revoked_at = now()
 WHERE id = $1 AND revoked_at IS NULL
-RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by
+RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by, display_suffix
 `
 
 func (q *Queries) RevokeAPIKey(ctx context.Context, id uuid.UUID) (ApiKey, error) {
@@ -455,6 +462,7 @@ func (q *Queries) RevokeAPIKey(ctx context.Context, id uuid.UUID) (ApiKey, error
 		&i.CapPeriod,
 		&i.Models,
 		&i.CreatedBy,
+		&i.DisplaySuffix,
 	)
 	return i, err
 }
@@ -462,7 +470,7 @@ func (q *Queries) RevokeAPIKey(ctx context.Context, id uuid.UUID) (ApiKey, error
 const revokeAccountAPIKey = `-- name: RevokeAccountAPIKey :one
 UPDATE api_keys SET revoked_at = now()
 WHERE id = $1 AND account_id = $2 AND revoked_at IS NULL
-RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by
+RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by, display_suffix
 `
 
 type RevokeAccountAPIKeyParams struct {
@@ -491,6 +499,7 @@ func (q *Queries) RevokeAccountAPIKey(ctx context.Context, arg RevokeAccountAPIK
 		&i.CapPeriod,
 		&i.Models,
 		&i.CreatedBy,
+		&i.DisplaySuffix,
 	)
 	return i, err
 }
@@ -498,7 +507,7 @@ func (q *Queries) RevokeAccountAPIKey(ctx context.Context, arg RevokeAccountAPIK
 const revokeAccountAPIKeys = `-- name: RevokeAccountAPIKeys :many
 UPDATE api_keys SET revoked_at = now()
 WHERE account_id = $1 AND revoked_at IS NULL
-RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by
+RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by, display_suffix
 `
 
 // Revokes every key of the account that is not revoked yet.
@@ -527,6 +536,7 @@ func (q *Queries) RevokeAccountAPIKeys(ctx context.Context, accountID uuid.UUID)
 			&i.CapPeriod,
 			&i.Models,
 			&i.CreatedBy,
+			&i.DisplaySuffix,
 		); err != nil {
 			return nil, err
 		}
@@ -542,7 +552,7 @@ const setAPIKeyDisabled = `-- name: SetAPIKeyDisabled :one
 UPDATE api_keys
 SET disabled_at = CASE WHEN $1::boolean THEN COALESCE(disabled_at, now()) ELSE NULL END
 WHERE id = $2 AND account_id = $3 AND revoked_at IS NULL
-RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by
+RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by, display_suffix
 `
 
 type SetAPIKeyDisabledParams struct {
@@ -572,6 +582,7 @@ func (q *Queries) SetAPIKeyDisabled(ctx context.Context, arg SetAPIKeyDisabledPa
 		&i.CapPeriod,
 		&i.Models,
 		&i.CreatedBy,
+		&i.DisplaySuffix,
 	)
 	return i, err
 }
@@ -581,7 +592,7 @@ UPDATE api_keys
 SET rpm_limit = $1, expires_at = $2, credit_cap_micros = $3,
     cap_period = $4, models = $5::text[]
 WHERE id = $6 AND account_id = $7 AND revoked_at IS NULL
-RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by
+RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by, display_suffix
 `
 
 type SetAPIKeyLimitsParams struct {
@@ -622,12 +633,13 @@ func (q *Queries) SetAPIKeyLimits(ctx context.Context, arg SetAPIKeyLimitsParams
 		&i.CapPeriod,
 		&i.Models,
 		&i.CreatedBy,
+		&i.DisplaySuffix,
 	)
 	return i, err
 }
 
 const setAPIKeyRPMLimit = `-- name: SetAPIKeyRPMLimit :one
-UPDATE api_keys SET rpm_limit = $2 WHERE id = $1 RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by
+UPDATE api_keys SET rpm_limit = $2 WHERE id = $1 RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by, display_suffix
 `
 
 type SetAPIKeyRPMLimitParams struct {
@@ -654,6 +666,7 @@ func (q *Queries) SetAPIKeyRPMLimit(ctx context.Context, arg SetAPIKeyRPMLimitPa
 		&i.CapPeriod,
 		&i.Models,
 		&i.CreatedBy,
+		&i.DisplaySuffix,
 	)
 	return i, err
 }

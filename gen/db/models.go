@@ -130,6 +130,7 @@ type ApiKey struct {
 	CapPeriod       string
 	Models          []string
 	CreatedBy       string
+	DisplaySuffix   string
 }
 
 type AuditLog struct {

@@ -333,6 +333,35 @@ func (q *Queries) InsertAudit(ctx context.Context, arg InsertAuditParams) (Audit
 	return i, err
 }
 
+const listAPIKeySuffixes = `-- name: ListAPIKeySuffixes :many
+SELECT id, display_suffix FROM api_keys WHERE account_id = $1 AND display_suffix <> ''
+`
+
+type ListAPIKeySuffixesRow struct {
+	ID            uuid.UUID
+	DisplaySuffix string
+}
+
+func (q *Queries) ListAPIKeySuffixes(ctx context.Context, accountID uuid.UUID) ([]ListAPIKeySuffixesRow, error) {
+	rows, err := q.db.Query(ctx, listAPIKeySuffixes, accountID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ListAPIKeySuffixesRow{}
+	for rows.Next() {
+		var i ListAPIKeySuffixesRow
+		if err := rows.Scan(&i.ID, &i.DisplaySuffix); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listAccountMembers = `-- name: ListAccountMembers :many
 SELECT m.role, m.created_at, u.id AS user_id, u.email, u.name, u.last_sign_in_at
 FROM memberships m JOIN users u ON u.id = m.user_id
@@ -525,6 +554,22 @@ func (q *Queries) RecordSignIn(ctx context.Context, arg RecordSignInParams) (Use
 		&i.LastSignInAt,
 	)
 	return i, err
+}
+
+const setAPIKeySuffix = `-- name: SetAPIKeySuffix :exec
+UPDATE api_keys SET display_suffix = $3 WHERE id = $1 AND account_id = $2
+`
+
+type SetAPIKeySuffixParams struct {
+	ID            uuid.UUID
+	AccountID     uuid.UUID
+	DisplaySuffix string
+}
+
+// Keeps a new key's last four characters for the Keys page.
+func (q *Queries) SetAPIKeySuffix(ctx context.Context, arg SetAPIKeySuffixParams) error {
+	_, err := q.db.Exec(ctx, setAPIKeySuffix, arg.ID, arg.AccountID, arg.DisplaySuffix)
+	return err
 }
 
 const upsertMembership = `-- name: UpsertMembership :one

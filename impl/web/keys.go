@@ -5,9 +5,12 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/tollgate/tollgate/gen/db"
+	"github.com/tollgate/tollgate/impl/accounts"
 	"github.com/tollgate/tollgate/impl/store"
 	"github.com/tollgate/tollgate/impl/web/audit"
 )
@@ -18,7 +21,32 @@ func (a *App) keysRoutes(mux *http.ServeMux) {
 	mux.Handle("POST /keys", a.member(a.createKey))
 	mux.Handle("POST /keys/revoke-all", a.owner(a.revokeAllKeys))
 	mux.Handle("POST /keys/{id}/revoke", a.member(a.keyAction(a.revokeKey)))
-	mux.Handle("POST /keys/{id}/rpm", a.member(a.keyAction(a.setKeyRPM)))
+	mux.Handle("POST /keys/{id}/disable", a.member(a.keyAction(a.disableKey)))
+	mux.Handle("POST /keys/{id}/enable", a.member(a.keyAction(a.enableKey)))
+	mux.Handle("POST /keys/{id}/limits", a.member(a.keyAction(a.setKeyLimits)))
+}
+
+// keyState is what the audit log keeps of a key before and after a change.
+func keyState(k store.APIKey) map[string]any {
+	m := map[string]any{"name": k.Name, "prefix": k.DisplayPrefix, "rpm_limit": k.RPMLimit,
+		"status": accounts.KeyStatus(k, now())}
+	if k.ExpiresAt != nil {
+		m["expires_at"] = k.ExpiresAt.UTC().Format(time.RFC3339)
+	}
+	if k.CreditCapMicros != nil {
+		m["credit_cap_micros"] = *k.CreditCapMicros
+		m["cap_period"] = string(k.CapPeriod)
+	}
+	if k.Models != nil {
+		m["models"] = k.Models
+	}
+	return m
+}
+
+// keyRow is one key on the Keys page: its LastFour are kept for keys made on the page.
+type keyRow struct {
+	accounts.KeyInfo
+	LastFour string
 }
 
 type keysData struct {
@@ -27,36 +55,57 @@ type keysData struct {
 }
 
 func (a *App) keysPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
-	keys, err := a.store.ListAPIKeys(r.Context(), v.Account.AccountID)
+	keys, err := a.accounts.ListKeys(r.Context(), v.Account.AccountID)
 	if err != nil {
 		a.failInternal(w, r, v, "list keys", err)
 		return
 	}
+	suffixes, err := db.New(a.store.Pool()).ListAPIKeySuffixes(r.Context(), v.Account.AccountID)
+	if err != nil {
+		a.failInternal(w, r, v, "key suffixes", err)
+		return
+	}
+	last := make(map[uuid.UUID]string, len(suffixes))
+	for _, s := range suffixes {
+		last[s.ID] = s.DisplaySuffix
+	}
 	d := keysData{}
-	t := now()
 	for i := len(keys) - 1; i >= 0; i-- { // newest first
-		row := newKeyRow(keys[i], t)
-		if row.Status == "active" {
+		if keys[i].Status == "active" {
 			d.Active++
 		}
-		d.Keys = append(d.Keys, row)
+		d.Keys = append(d.Keys, keyRow{KeyInfo: keys[i], LastFour: last[keys[i].ID]})
 	}
 	a.render(w, r, v, http.StatusOK, "keys", "Keys", d)
 }
 
-// newKeyForm is the key creation form, with what was typed and what was wrong.
-type newKeyForm struct {
-	Name       string
-	RPM        string
-	DefaultRPM int
-	Error      string
+// modelChoice is one model of the account on the key form.
+type modelChoice struct {
+	ID      string
+	Checked bool
 }
 
-func (a *App) defaultRPM(plan string) int {
-	if p, ok := a.cfg.Plan(plan); ok {
-		return p.DefaultRPM
+// newKeyForm is the key creation form, with what was typed and what was wrong.
+type newKeyForm struct {
+	Name, RPM, Expires, CreditCap, CapPeriod string
+	Models                                   []modelChoice
+	DefaultRPM, MaxRPM                       int
+	Error, Field                             string
+}
+
+func (a *App) keyForm(r *http.Request, v *Visitor) (newKeyForm, error) {
+	f := newKeyForm{CapPeriod: string(store.CapPeriodNone)}
+	if p, ok := a.cfg.Plan(v.Account.Plan); ok {
+		f.DefaultRPM, f.MaxRPM = p.DefaultRPM, p.MaxRPM
 	}
-	return 0
+	grants, err := a.store.AccountModels(r.Context(), v.Account.AccountID)
+	if err != nil {
+		return f, err
+	}
+	for _, g := range grants {
+		f.Models = append(f.Models, modelChoice{ID: g.ModelID})
+	}
+	return f, nil
 }
 
 // newKeyPage shows the form; a sign-in older than reauth_after goes through the provider first.
@@ -65,7 +114,70 @@ func (a *App) newKeyPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
 		http.Redirect(w, r, signinURL(true, "/keys/new"), http.StatusSeeOther)
 		return
 	}
-	a.render(w, r, v, http.StatusOK, "keynew", "Create a key", newKeyForm{DefaultRPM: a.defaultRPM(v.Account.Plan)})
+	f, err := a.keyForm(r, v)
+	if err != nil {
+		a.failInternal(w, r, v, "key form", err)
+		return
+	}
+	a.render(w, r, v, http.StatusOK, "keynew", "Create a key", f)
+}
+
+// parseUSD reads an amount of dollars ("5", "0.25") as micros.
+func parseUSD(s string) (int64, bool) {
+	s = strings.TrimPrefix(strings.TrimSpace(s), "$")
+	whole, frac, _ := strings.Cut(s, ".")
+	if whole == "" {
+		whole = "0"
+	}
+	if len(frac) > 6 || strings.ContainsAny(whole+frac, "+-") {
+		return 0, false
+	}
+	w, err := strconv.ParseInt(whole, 10, 64)
+	if err != nil || w > 1<<40 {
+		return 0, false
+	}
+	f := int64(0)
+	if frac != "" {
+		if f, err = strconv.ParseInt((frac + "000000")[:6], 10, 64); err != nil {
+			return 0, false
+		}
+	}
+	return w*1_000_000 + f, true
+}
+
+// limitsFromForm reads the limit fields shared by the creation and the limits forms: rpm
+// (empty: def), expires (a date: the key stops at 00:00 UTC that day; empty: never),
+// credit_cap in dollars with cap_period (empty: no cap), and the models checked (none: all).
+func limitsFromForm(r *http.Request, def int) (store.KeyLimits, *accounts.InvalidError) {
+	l := store.KeyLimits{RPMLimit: def, CapPeriod: store.CapPeriodNone}
+	if s := strings.TrimSpace(r.PostFormValue("rpm")); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return l, &accounts.InvalidError{Field: "rpm", Message: "The requests-per-minute cap must be a whole number, 0 or more."}
+		}
+		l.RPMLimit = n
+	}
+	if s := strings.TrimSpace(r.PostFormValue("expires")); s != "" {
+		t, err := time.Parse("2006-01-02", s)
+		if err != nil {
+			return l, &accounts.InvalidError{Field: "expires", Message: "The expiry must be a date (YYYY-MM-DD)."}
+		}
+		l.ExpiresAt = &t
+	}
+	if s := strings.TrimSpace(r.PostFormValue("credit_cap")); s != "" {
+		m, ok := parseUSD(s)
+		if !ok {
+			return l, &accounts.InvalidError{Field: "credit_cap", Message: "The credit cap must be an amount of dollars, such as 5 or 2.50."}
+		}
+		l.CreditCapMicros = &m
+		if p := r.PostFormValue("cap_period"); p != "" {
+			l.CapPeriod = store.CapPeriod(p)
+		}
+	}
+	if ms := r.PostForm["models"]; len(ms) > 0 {
+		l.Models = ms
+	}
+	return l, nil
 }
 
 // createKey mints a key and shows it, once, in this response (never stored, never shown
@@ -75,27 +187,48 @@ func (a *App) createKey(w http.ResponseWriter, r *http.Request, v *Visitor) {
 		http.Redirect(w, r, signinURL(true, "/keys/new"), http.StatusSeeOther)
 		return
 	}
-	form := newKeyForm{Name: strings.TrimSpace(r.PostFormValue("name")), RPM: strings.TrimSpace(r.PostFormValue("rpm")),
-		DefaultRPM: a.defaultRPM(v.Account.Plan)}
-	rpm := -1
-	if form.RPM != "" {
-		n, err := strconv.Atoi(form.RPM)
-		if err != nil || n < 0 {
-			form.Error = "The requests-per-minute cap must be a whole number, 0 or more."
-		}
-		rpm = n
-	}
-	if len(form.Name) > 100 {
-		form.Error = "The name is longer than 100 characters."
-	}
-	if form.Error != "" {
-		a.render(w, r, v, http.StatusUnprocessableEntity, "keynew", "Create a key", form)
+	f, err := a.keyForm(r, v)
+	if err != nil {
+		a.failInternal(w, r, v, "key form", err)
 		return
 	}
-	k, err := a.accounts.CreateKey(r.Context(), v.Account.AccountID, form.Name, rpm)
+	_ = r.ParseForm()
+	f.Name = strings.TrimSpace(r.PostFormValue("name"))
+	f.RPM, f.Expires = r.PostFormValue("rpm"), r.PostFormValue("expires")
+	f.CreditCap, f.CapPeriod = r.PostFormValue("credit_cap"), r.PostFormValue("cap_period")
+	for i := range f.Models {
+		for _, m := range r.PostForm["models"] {
+			f.Models[i].Checked = f.Models[i].Checked || m == f.Models[i].ID
+		}
+	}
+	refuse := func(e *accounts.InvalidError) {
+		f.Error, f.Field = e.Message, e.Field
+		a.render(w, r, v, http.StatusUnprocessableEntity, "keynew", "Create a key", f)
+	}
+	if len(f.Name) > 100 {
+		refuse(&accounts.InvalidError{Field: "name", Message: "The name is longer than 100 characters."})
+		return
+	}
+	l, bad := limitsFromForm(r, -1)
+	if bad != nil {
+		refuse(bad)
+		return
+	}
+	k, err := a.accounts.CreateKeyWith(r.Context(), v.Account.AccountID, accounts.KeyOptions{Name: f.Name, RPM: l.RPMLimit,
+		ExpiresAt: l.ExpiresAt, CreditCapMicros: l.CreditCapMicros, CapPeriod: l.CapPeriod, Models: l.Models,
+		CreatedBy: actorName(v.User)})
+	var inv *accounts.InvalidError
+	if errors.As(err, &inv) {
+		refuse(inv)
+		return
+	}
 	if err != nil {
 		a.failInternal(w, r, v, "create key", err)
 		return
+	}
+	if err := db.New(a.store.Pool()).SetAPIKeySuffix(r.Context(), db.SetAPIKeySuffixParams{ID: k.Key.ID,
+		AccountID: v.Account.AccountID, DisplaySuffix: k.Plain[len(k.Plain)-4:]}); err != nil {
+		a.log.Warn("web: keep the key's last four", "err", err) // the key works; the page shows its prefix only
 	}
 	a.record(r, v, audit.ActionKeyCreated, "key "+k.Key.ID.String(), nil, keyState(k.Key))
 	a.render(w, r, v, http.StatusCreated, "keycreated", "Key created", k)
@@ -109,8 +242,8 @@ func (a *App) keyAction(h func(w http.ResponseWriter, r *http.Request, v *Visito
 			a.fail(w, r, v, http.StatusNotFound, "There is no such key.")
 			return
 		}
-		k, err := a.store.GetAPIKey(r.Context(), id)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && k.AccountID != v.Account.AccountID) {
+		k, err := a.accounts.GetKey(r.Context(), v.Account.AccountID, id)
+		if errors.Is(err, store.ErrNotFound) {
 			a.fail(w, r, v, http.StatusNotFound, "There is no such key.")
 			return
 		}
@@ -122,55 +255,68 @@ func (a *App) keyAction(h func(w http.ResponseWriter, r *http.Request, v *Visito
 	}
 }
 
-func (a *App) revokeKey(w http.ResponseWriter, r *http.Request, v *Visitor, k store.APIKey) {
-	if k.RevokedAt == nil {
-		after, err := a.store.RevokeAPIKey(r.Context(), k.ID)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			a.failInternal(w, r, v, "revoke key", err)
-			return
-		}
-		if err == nil {
-			a.record(r, v, audit.ActionKeyRevoked, "key "+k.ID.String(), keyState(k), keyState(after))
-		}
+// changed finishes a key change: audited, back to the list; a key revoked meanwhile is not
+// found; an invalid limit is shown.
+func (a *App) changed(w http.ResponseWriter, r *http.Request, v *Visitor, action string, before, after store.APIKey, err error) {
+	var inv *accounts.InvalidError
+	switch {
+	case errors.As(err, &inv):
+		a.fail(w, r, v, http.StatusUnprocessableEntity, inv.Message)
+	case errors.Is(err, store.ErrNotFound):
+		a.fail(w, r, v, http.StatusNotFound, "There is no such key (or it is revoked).")
+	case err != nil:
+		a.failInternal(w, r, v, action, err)
+	default:
+		a.record(r, v, action, "key "+before.ID.String(), keyState(before), keyState(after))
+		http.Redirect(w, r, "/keys", http.StatusSeeOther)
 	}
-	http.Redirect(w, r, "/keys", http.StatusSeeOther)
 }
 
-func (a *App) setKeyRPM(w http.ResponseWriter, r *http.Request, v *Visitor, k store.APIKey) {
-	n, err := strconv.Atoi(strings.TrimSpace(r.PostFormValue("rpm")))
-	if err != nil || n < 0 {
-		a.fail(w, r, v, http.StatusUnprocessableEntity, "The requests-per-minute cap must be a whole number, 0 or more.")
+func (a *App) revokeKey(w http.ResponseWriter, r *http.Request, v *Visitor, k store.APIKey) {
+	after, err := a.accounts.Revoke(r.Context(), v.Account.AccountID, k.ID)
+	a.changed(w, r, v, audit.ActionKeyRevoked, k, after, err)
+}
+
+func (a *App) disableKey(w http.ResponseWriter, r *http.Request, v *Visitor, k store.APIKey) {
+	after, err := a.accounts.Disable(r.Context(), v.Account.AccountID, k.ID)
+	a.changed(w, r, v, audit.ActionKeyChanged, k, after, err)
+}
+
+func (a *App) enableKey(w http.ResponseWriter, r *http.Request, v *Visitor, k store.APIKey) {
+	after, err := a.accounts.Enable(r.Context(), v.Account.AccountID, k.ID)
+	a.changed(w, r, v, audit.ActionKeyChanged, k, after, err)
+}
+
+// setKeyLimits sets the key's RPM cap and credit cap (with its period) from the row's form;
+// the expiry and the model subset are kept unless the form sends them (expires, models).
+func (a *App) setKeyLimits(w http.ResponseWriter, r *http.Request, v *Visitor, k store.APIKey) {
+	_ = r.ParseForm()
+	l, bad := limitsFromForm(r, k.RPMLimit)
+	if bad != nil {
+		a.fail(w, r, v, http.StatusUnprocessableEntity, bad.Message)
 		return
 	}
-	after, err := a.store.SetAPIKeyRPMLimit(r.Context(), k.ID, n)
-	if err != nil {
-		a.failInternal(w, r, v, "set key rpm", err)
-		return
+	if _, sent := r.PostForm["expires"]; !sent {
+		l.ExpiresAt = k.ExpiresAt
 	}
-	a.record(r, v, audit.ActionKeyChanged, "key "+k.ID.String(), keyState(k), keyState(after))
-	http.Redirect(w, r, "/keys", http.StatusSeeOther)
+	if _, sent := r.PostForm["models"]; !sent {
+		l.Models = k.Models
+	}
+	after, err := a.accounts.SetLimits(r.Context(), v.Account.AccountID, k.ID, l)
+	a.changed(w, r, v, audit.ActionLimitChanged, k, after, err)
 }
 
 // revokeAllKeys revokes every key of the account that is not revoked yet.
 func (a *App) revokeAllKeys(w http.ResponseWriter, r *http.Request, v *Visitor) {
-	keys, err := a.store.ListAPIKeys(r.Context(), v.Account.AccountID)
+	keys, err := a.accounts.RevokeAll(r.Context(), v.Account.AccountID)
 	if err != nil {
-		a.failInternal(w, r, v, "list keys", err)
+		a.failInternal(w, r, v, "revoke all keys", err)
 		return
 	}
 	for _, k := range keys {
-		if k.RevokedAt != nil {
-			continue
-		}
-		after, err := a.store.RevokeAPIKey(r.Context(), k.ID)
-		if errors.Is(err, store.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			a.failInternal(w, r, v, "revoke key", err)
-			return
-		}
-		a.record(r, v, audit.ActionKeyRevoked, "key "+k.ID.String(), keyState(k), keyState(after))
+		before := k
+		before.RevokedAt = nil
+		a.record(r, v, audit.ActionKeyRevoked, "key "+k.ID.String()+" (revoke all)", keyState(before), keyState(k))
 	}
 	http.Redirect(w, r, "/keys", http.StatusSeeOther)
 }

@@ -51,7 +51,8 @@ func TestKeyShownOnce(t *testing.T) {
 		}
 	}
 	keys := b.get("/keys")
-	if !strings.Contains(keys.Body, "laptop") || !strings.Contains(keys.Body, ">active<") {
+	if !strings.Contains(keys.Body, "laptop") || !strings.Contains(keys.Body, ">active<") ||
+		!strings.Contains(keys.Body, "…"+plain[len(plain)-4:]+"</code>") {
 		t.Errorf("keys page: %.600s", keys.Body)
 	}
 	var n int
@@ -114,7 +115,7 @@ func TestOtherAccountKeyNotFound(t *testing.T) {
 	}
 	b := e.browser(t)
 	b.signIn(e, aliceEmail, alicePass)
-	for _, action := range []string{"revoke", "rpm"} {
+	for _, action := range []string{"revoke", "limits", "disable", "enable"} {
 		for _, id := range []string{theirs.Key.ID.String(), "7b0c2f2e-0000-4000-8000-000000000000", "not-a-uuid"} {
 			p := b.post("/keys/"+id+"/"+action, url.Values{"rpm": {"1"}})
 			if p.Status != http.StatusNotFound {
@@ -130,7 +131,7 @@ func TestOtherAccountKeyNotFound(t *testing.T) {
 	if err != nil || got.RevokedAt != nil || got.RPMLimit != 10 {
 		t.Fatalf("the other account's key changed: %+v %v", got, err)
 	}
-	if p := b.get("/keys"); strings.Contains(p.Body, "theirs") {
+	if p := b.get("/keys"); strings.Contains(p.Body, "theirs") || strings.Contains(p.Body, theirs.Key.ID.String()) {
 		t.Fatal("the other account's key is listed")
 	}
 }
@@ -169,6 +170,84 @@ func TestKeyRevokeAndRevokeAll(t *testing.T) {
 	for _, k := range keys {
 		if k.RevokedAt == nil {
 			t.Errorf("key %s not revoked", k.Name)
+		}
+	}
+}
+
+// TestKeyLimitsOnThePage: a key made with a credit cap, a period, an expiry and a model subset
+// shows them; disabling it makes the API refuse it (401) until it is enabled; limits changed
+// on the page apply and are audited with before and after; invalid limits are refused on the
+// form (422, with an alert).
+func TestKeyLimitsOnThePage(t *testing.T) {
+	e := start(t, nil)
+	acct := e.account(t, "acme", aliceEmail, "owner")
+	b := e.browser(t)
+	b.signIn(e, aliceEmail, alicePass)
+	expires := time.Now().AddDate(0, 1, 0).UTC().Format("2006-01-02")
+	p := b.post("/keys", url.Values{"name": {"capped"}, "rpm": {"60"}, "credit_cap": {"2.50"}, "cap_period": {"daily"},
+		"expires": {expires}, "models": {"service-sonnet"}})
+	if p.Status != http.StatusCreated {
+		t.Fatalf("create: %d %.400s", p.Status, p.Body)
+	}
+	plain := plainKeyRe.FindStringSubmatch(p.Body)[1]
+	keys, _ := e.Store.ListAPIKeys(context.Background(), acct.ID)
+	k := keys[0]
+	if k.CreditCapMicros == nil || *k.CreditCapMicros != 2_500_000 || k.CapPeriod != "daily" || k.ExpiresAt == nil ||
+		len(k.Models) != 1 || k.Models[0] != "service-sonnet" || k.RPMLimit != 60 || k.CreatedBy != aliceEmail {
+		t.Fatalf("key as stored: %+v", k)
+	}
+	list := b.get("/keys").Body
+	for _, want := range []string{"$2.50", "(daily)", "service-sonnet", aliceEmail, expires} {
+		if !strings.Contains(list, want) {
+			t.Errorf("keys page lacks %q", want)
+		}
+	}
+	bearer := map[string]string{"Authorization": "Bearer " + plain}
+	api := e.browser(t)
+	waitStatus := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			got := api.do("GET", "/v1/models", nil, bearer).Status
+			if got == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("/v1/models: %d, want %d", got, want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitStatus(http.StatusOK)
+	if p := b.post("/keys/"+k.ID.String()+"/disable", nil); p.Status != http.StatusSeeOther {
+		t.Fatalf("disable: %d", p.Status)
+	}
+	waitStatus(http.StatusUnauthorized)
+	if !strings.Contains(b.get("/keys").Body, ">disabled<") {
+		t.Error("the page does not show the key disabled")
+	}
+	if p := b.post("/keys/"+k.ID.String()+"/enable", nil); p.Status != http.StatusSeeOther {
+		t.Fatalf("enable: %d", p.Status)
+	}
+	waitStatus(http.StatusOK)
+	if p := b.post("/keys/"+k.ID.String()+"/limits", url.Values{"rpm": {"90"}, "credit_cap": {""}, "cap_period": {"none"}}); p.Status != http.StatusSeeOther {
+		t.Fatalf("limits: %d %.300s", p.Status, p.Body)
+	}
+	k2, _ := e.Store.GetAPIKey(context.Background(), k.ID)
+	if k2.RPMLimit != 90 || k2.CreditCapMicros != nil || k2.ExpiresAt == nil || len(k2.Models) != 1 {
+		t.Fatalf("after the limits change: %+v", k2)
+	}
+	var n int
+	if err := e.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM audit_log WHERE action = 'limits.changed'
+		AND before->>'rpm_limit' = '60' AND after->>'rpm_limit' = '90' AND before ? 'credit_cap_micros' AND NOT after ? 'credit_cap_micros'`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("limits change audited: %d %v", n, err)
+	}
+	for _, form := range []url.Values{
+		{"rpm": {"-1"}}, {"credit_cap": {"lots"}}, {"expires": {"yesterday"}}, {"models": {"no-such-model"}},
+		{"expires": {"2001-01-01"}}, {"credit_cap": {"-1"}}, {"credit_cap": {"1.0000001"}},
+	} {
+		if p := b.post("/keys", form); p.Status != http.StatusUnprocessableEntity || !strings.Contains(p.Body, `role="alert"`) {
+			t.Errorf("create with %v: %d", form, p.Status)
 		}
 	}
 }

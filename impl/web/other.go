@@ -31,15 +31,16 @@ func (a *App) home(w http.ResponseWriter, r *http.Request, v *Visitor) {
 func (a *App) planRoutes(mux *http.ServeMux) { mux.Handle("GET /plan", a.member(a.planPage)) }
 
 type planData struct {
-	Plan    config.Plan
-	Known   bool
-	Models  []store.ModelGrant
-	Credit  store.Credit
-	KeyRows int
+	Plan       config.Plan
+	Known      bool
+	Models     []store.ModelGrant
+	Credit     store.Credit
+	ActiveKeys int
 }
 
-// planPage shows the plan's limits: its models, the default requests-per-minute cap of new
-// keys, its starting credit; and what the account has now (models granted, balance).
+// planPage shows the plan's limits: its models, the default and highest requests-per-minute
+// cap of keys, its starting credit; and what the account has now (models granted, balance,
+// active keys).
 func (a *App) planPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	ctx := r.Context()
 	d := planData{}
@@ -52,6 +53,16 @@ func (a *App) planPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	if d.Credit, err = a.store.AccountCredit(ctx, v.Account.AccountID); err != nil {
 		a.failInternal(w, r, v, "account credit", err)
 		return
+	}
+	keys, err := a.accounts.ListKeys(ctx, v.Account.AccountID)
+	if err != nil {
+		a.failInternal(w, r, v, "list keys", err)
+		return
+	}
+	for _, k := range keys {
+		if k.Status == "active" {
+			d.ActiveKeys++
+		}
 	}
 	a.render(w, r, v, http.StatusOK, "plan", "Plan & limits", d)
 }

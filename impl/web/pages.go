@@ -87,7 +87,11 @@ var funcs = template.FuncMap{
 		}
 		return "—"
 	},
-	"datetime": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"datetime":   func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"capPeriods": func() []string { return []string{"none", "daily", "monthly"} },
+	"dollars": func(micros int64) string {
+		return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%d.%06d", micros/1_000_000, micros%1_000_000), "0"), ".")
+	},
 	"deref": func(p *int64) int64 {
 		if p == nil {
 			return 0

@@ -45,3 +45,7 @@ CREATE TABLE audit_log (
     at            timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX audit_log_account_idx ON audit_log (account_id, id DESC);
+
+-- The Keys page shows a key as its prefix and its last four characters ("tgk_AbCd…wxyz"): the
+-- last four are kept when the web application creates the key (the key itself never is).
+ALTER TABLE api_keys ADD COLUMN display_suffix text NOT NULL DEFAULT '' CHECK (length(display_suffix) <= 4);

@@ -86,6 +86,7 @@ func New(o Options) (*Service, error) {
 	}
 	cfg := o.Config.Agents
 	cfg.ApplyDefaults()
+	cfg.DefaultModel = cfg.Model(o.Config)
 	if err := cfg.Validate(o.Config); err != nil {
 		return nil, err
 	}

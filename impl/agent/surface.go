@@ -127,6 +127,9 @@ func (s *Service) resolveSpawn(ctx context.Context, q *db.Queries, account uuid.
 	if p.model == "" {
 		p.model = s.cfg.DefaultModel
 	}
+	if p.model == "" {
+		return p, apierror.Invalid("model", "no chat model is configured for agents")
+	}
 	m, ok := s.models.Model(p.model)
 	if ok {
 		_, err := q.GetAccountModel(ctx, db.GetAccountModelParams{AccountID: account, ModelID: p.model})

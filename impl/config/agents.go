@@ -29,7 +29,8 @@ const (
 // target environments that name its tools, how long approvals wait, and the job runner's tuning.
 // Every field has a default (ApplyDefaults), so the section may be left out.
 type Agents struct {
-	// DefaultModel is a session's model when the spawn names none (default service-flint).
+	// DefaultModel is a session's model when the spawn names none (default: service-flint when
+	// configured, else the first chat model; see Model).
 	DefaultModel string `yaml:"default_model"`
 	// DefaultProfile names the profile of a spawn that names none (default "standard").
 	DefaultProfile string `yaml:"default_profile"`
@@ -79,9 +80,6 @@ var AgentTools = []string{"list_storage_datasets", "load_storage_dataset", "quer
 // ApplyDefaults fills the unset fields, and the "standard" profile and "datasets" environment
 // when none is configured.
 func (a *Agents) ApplyDefaults() {
-	if a.DefaultModel == "" {
-		a.DefaultModel = DefaultAgentModel
-	}
 	if a.DefaultProfile == "" {
 		a.DefaultProfile = DefaultAgentProfile
 	}
@@ -135,12 +133,29 @@ func (a *Agents) ApplyDefaults() {
 	}
 }
 
+// Model is a session's model when the spawn names none: DefaultModel, else service-flint when
+// it is configured, else the first chat model ("" when there is none).
+func (a Agents) Model(c *Config) string {
+	if a.DefaultModel != "" {
+		return a.DefaultModel
+	}
+	if m, ok := c.Model(DefaultAgentModel); ok && m.Family == FamilyChat {
+		return DefaultAgentModel
+	}
+	for _, m := range c.Models {
+		if m.Family == FamilyChat {
+			return m.ID
+		}
+	}
+	return ""
+}
+
 // Validate checks the section (after ApplyDefaults) against the configuration's models.
 func (a Agents) Validate(c *Config) error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("agents: "+format, args...)) }
-	if _, ok := c.Model(a.DefaultModel); !ok {
-		bad("default_model %q is not a configured model", a.DefaultModel)
+	if m, ok := c.Model(a.DefaultModel); a.DefaultModel != "" && (!ok || m.Family != FamilyChat) {
+		bad("default_model %q is not a configured chat model", a.DefaultModel)
 	}
 	if _, ok := a.Profiles[a.DefaultProfile]; !ok {
 		bad("default_profile %q is not a configured profile", a.DefaultProfile)

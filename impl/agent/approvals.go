@@ -61,7 +61,7 @@ func (s *Service) RequestSpawn(ctx context.Context, p auth.Principal, a SpawnAct
 	if a.Purpose == "" {
 		return Approval{}, apierror.Invalid("purpose", "'purpose' is required: what the agent is to do")
 	}
-	if _, err := s.resolveSpawn(ctx, s.q, p.AccountID, a); err != nil {
+	if _, err := s.resolveSpawn(ctx, s.q, p.AccountID, a, p.AllowsModel); err != nil {
 		return Approval{}, err
 	}
 	return s.request(ctx, p, "spawn", a)
@@ -276,7 +276,7 @@ func (s *Service) spawnApproved(ctx context.Context, tx pgx.Tx, q *db.Queries, a
 	if len(free) == 0 {
 		return uuid.Nil, conflictf("no free slot: every agent slot of the account runs a session")
 	}
-	params, err := s.resolveSpawn(ctx, q, a.AccountID, args)
+	params, err := s.resolveSpawn(ctx, q, a.AccountID, args, nil)
 	if err != nil {
 		return uuid.Nil, err
 	}

@@ -107,8 +107,9 @@ type spawnParams struct {
 	maxDuration                                     time.Duration
 }
 
-// resolveSpawn fills a spawn's defaults from the configuration and checks what it names.
-func (s *Service) resolveSpawn(ctx context.Context, q *db.Queries, account uuid.UUID, a SpawnAction) (spawnParams, error) {
+// resolveSpawn fills a spawn's defaults from the configuration and checks what it names;
+// allows is the requesting key's model subset (nil: checked when the action was requested).
+func (s *Service) resolveSpawn(ctx context.Context, q *db.Queries, account uuid.UUID, a SpawnAction, allows func(string) bool) (spawnParams, error) {
 	p := spawnParams{model: a.Model, purpose: strings.TrimSpace(a.Purpose), agentName: a.AgentName,
 		environment: a.TargetEnvironment, profile: a.ResourceProfile}
 	if p.profile == "" {
@@ -131,6 +132,9 @@ func (s *Service) resolveSpawn(ctx context.Context, q *db.Queries, account uuid.
 		return p, apierror.Invalid("model", "no chat model is configured for agents")
 	}
 	m, ok := s.models.Model(p.model)
+	if ok && allows != nil {
+		ok = allows(p.model)
+	}
 	if ok {
 		_, err := q.GetAccountModel(ctx, db.GetAccountModelParams{AccountID: account, ModelID: p.model})
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -218,7 +222,7 @@ func (s *Service) Spawn(ctx context.Context, p auth.Principal, slot, prompt, ide
 		} else if ok {
 			return nil, conflictf("slot '%s' already runs session %s (%s); stop it first with DELETE /v1/agents/%s", slot, live.row.ID, live.row.State, slot)
 		}
-		params, err := s.resolveSpawn(ctx, q, p.AccountID, SpawnAction{Purpose: firstLine(prompt)})
+		params, err := s.resolveSpawn(ctx, q, p.AccountID, SpawnAction{Purpose: firstLine(prompt)}, p.AllowsModel)
 		if err != nil {
 			return nil, err
 		}

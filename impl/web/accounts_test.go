@@ -123,4 +123,17 @@ func TestSessionsPage(t *testing.T) {
 	if !signedIn(laptop) {
 		t.Fatal("the laptop was signed out")
 	}
+	// End all: every session of the user ends, here and at the provider.
+	phone.signIn(e, aliceEmail, alicePass)
+	end := laptop.post("/sessions/end-all", nil)
+	if end.Status != http.StatusSeeOther || !strings.HasPrefix(end.Location, e.IdP.Issuer()) {
+		t.Fatalf("end all: %d %s", end.Status, end.Location)
+	}
+	laptop.follow(end, func(u string) bool { return strings.HasPrefix(u, e.URL) })
+	if signedIn(laptop) || signedIn(phone) {
+		t.Fatal("a session outlived end all")
+	}
+	if !signedIn(bob) {
+		t.Fatal("end all ended another user's session")
+	}
 }

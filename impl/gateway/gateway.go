@@ -157,8 +157,8 @@ func New(o Options) (*Gateway, error) {
 	}
 	srv, err = httpapi.New(httpapi.Options{
 		Store: o.Store, Config: o.Config, Auth: authn, Limiter: o.Limiter, Metrics: o.Metrics, Logger: o.Logger,
-		Upstreams: upstreams, Meter: meter, Feed: feed, Heartbeat: o.Heartbeat,
-		MCP: mcp.NewHandler(mcp.Options{Tools: tenanttools.Tools(datasets), Logger: o.Logger}),
+		Upstreams: upstreams, Meter: meter, Feed: feed, Heartbeat: o.Heartbeat, Agents: agents,
+		MCP: mcp.NewHandler(mcp.Options{Tools: append(tenanttools.Tools(datasets), tenanttools.AgentTools(agents)...), Logger: o.Logger}),
 	})
 	if err != nil {
 		_ = datasets.Close()

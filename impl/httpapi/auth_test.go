@@ -81,12 +81,12 @@ func TestAuthMatrix(t *testing.T) {
 		{"unknown", map[string]string{"Authorization": "Bearer " + unknown.Plain}},
 		{"revoked", map[string]string{"Authorization": "Bearer " + revoked}},
 	}
-	// What a valid key gets on each route while the agents are pending.
+	// What a valid key gets on each route (the tenant has no agent slot: slot-1 is not its).
 	validStatus := map[string]int{
 		"GET /v1/models": 200, "GET /v1/models/{model}": 200, "GET /v1/credits": 200,
 		"POST /v1/chat/completions": 200, "POST /v1/responses": 200, "POST /v1/messages": 200, "POST /v1/messages/count_tokens": 200,
-		"GET /v1/agents": 501, "POST /v1/agents": 501, "POST /v1/agents/{slot}/messages": 501, "DELETE /v1/agents/{slot}": 501,
-		"GET /v1/agents/{slot}/events": 501,
+		"GET /v1/agents": 200, "POST /v1/agents": 403, "POST /v1/agents/{slot}/messages": 403, "DELETE /v1/agents/{slot}": 403,
+		"GET /v1/agents/{slot}/events": 403,
 		"POST /api/mcp":                200, "GET /api/mcp": 405,
 	}
 	ops := apitest.Operations(t)

@@ -1,0 +1,633 @@
+package httpapi_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/google/uuid"
+
+	"github.com/tollgate/tollgate/impl/agent"
+	"github.com/tollgate/tollgate/impl/apitest"
+	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/sim"
+	"github.com/tollgate/tollgate/impl/sse"
+)
+
+// agentsClient calls the agent routes with one tenant's key through the validating transport:
+// every answer is checked against the OpenAPI document.
+type agentsClient struct {
+	t   *testing.T
+	g   *apitest.Gateway
+	c   *http.Client
+	key string
+}
+
+func newAgentsClient(t *testing.T, g *apitest.Gateway, key string) *agentsClient {
+	return &agentsClient{t: t, g: g, c: g.Client(t), key: key}
+}
+
+// do sends one request and returns its status, headers and body.
+func (a *agentsClient) do(method, path, body string, header map[string]string) (int, http.Header, []byte) {
+	a.t.Helper()
+	h := map[string]string{"Authorization": "Bearer " + a.key}
+	for k, v := range header {
+		h[k] = v
+	}
+	return do(a.t, a.c, a.g.URL, request{method, path, body}, h)
+}
+
+// json sends one request and decodes a 2xx answer into out.
+func (a *agentsClient) json(method, path, body string, want int, out any) {
+	a.t.Helper()
+	status, _, b := a.do(method, path, body, nil)
+	if status != want {
+		a.t.Fatalf("%s %s: %d, want %d: %s", method, path, status, want, b)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			a.t.Fatalf("%s %s: %v: %s", method, path, err, b)
+		}
+	}
+}
+
+type spawned struct {
+	Ok            bool   `json:"ok"`
+	CommandID     string `json:"commandId"`
+	AllocatedSlot string `json:"allocatedSlot"`
+	Status        string `json:"status"`
+	SessionID     string `json:"sessionId"`
+}
+
+func (a *agentsClient) spawn(slot, prompt string) spawned {
+	a.t.Helper()
+	body, _ := json.Marshal(map[string]string{"slot": slot, "prompt": prompt})
+	var s spawned
+	a.json("POST", "/v1/agents", string(body), http.StatusAccepted, &s)
+	if !s.Ok || s.Status != "provisioning" || s.AllocatedSlot != slot || s.SessionID == "" || s.CommandID == "" {
+		a.t.Fatalf("spawn answer %+v", s)
+	}
+	return s
+}
+
+type slotView struct {
+	Slot    string `json:"slot"`
+	Session *struct {
+		ID        string  `json:"id"`
+		State     string  `json:"state"`
+		EndReason *string `json:"endReason"`
+		Turns     int     `json:"turns"`
+	} `json:"session"`
+}
+
+// slots is GET /v1/agents.
+func (a *agentsClient) slots() []slotView {
+	a.t.Helper()
+	var out struct {
+		Object string     `json:"object"`
+		Data   []slotView `json:"data"`
+	}
+	a.json("GET", "/v1/agents", "", http.StatusOK, &out)
+	return out.Data
+}
+
+// waitState polls GET /v1/agents until the slot's session is in one of states.
+func (a *agentsClient) waitState(slot string, states ...string) slotView {
+	a.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		for _, s := range a.slots() {
+			if s.Slot == slot && s.Session != nil {
+				for _, st := range states {
+					if s.Session.State == st {
+						return s
+					}
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			a.t.Fatalf("slot %s never reached %v: %+v", slot, states, a.slots())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// streamedEvent is one event of the events route.
+type streamedEvent struct {
+	ID   string
+	Name string
+	Seq  int64           `json:"seq"`
+	Kind string          `json:"kind"`
+	Data json.RawMessage `json:"data"`
+}
+
+// openEvents opens GET /v1/agents/{slot}/events with the given query and headers.
+func (a *agentsClient) openEvents(ctx context.Context, slot, query string, header map[string]string) *http.Response {
+	a.t.Helper()
+	req, err := http.NewRequestWithContext(ctx, "GET", a.g.URL+"/v1/agents/"+slot+"/events"+query, nil)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+a.key)
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	res, err := a.c.Do(req)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	if res.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		a.t.Fatalf("events: %d %s", res.StatusCode, b)
+	}
+	return res
+}
+
+// readEvents reads n events (n < 0: until the stream ends) and checks each event's id and
+// name against its data.
+func readEvents(t *testing.T, r *sse.Reader, n int) ([]streamedEvent, error) {
+	t.Helper()
+	var out []streamedEvent
+	for n < 0 || len(out) < n {
+		ev, err := r.Next()
+		if err != nil {
+			return out, err
+		}
+		var e streamedEvent
+		if err := json.Unmarshal(ev.Data, &e); err != nil {
+			t.Fatalf("event data %s: %v", ev.Data, err)
+		}
+		e.ID, e.Name = ev.ID, ev.Name
+		if e.ID != strconv.FormatInt(e.Seq, 10) || e.Name != e.Kind {
+			t.Errorf("event id %q / name %q do not match its data seq %d / kind %q", e.ID, e.Name, e.Seq, e.Kind)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// scriptPrompt is a prompt the simulator plays as an agent's model: two query_datasets calls,
+// then an answer.
+var scriptPrompt = "List my datasets. " + sim.Script(sim.ScriptStep{Tool: "query_datasets"}, sim.ScriptStep{Tool: "query_datasets"})
+
+// TestAgentRoutesStatuses walks the decided statuses of the agent routes: 202 for spawn,
+// message and stop; 400 naming slot or text; 409 for a spawn on a live slot, a message or stop
+// after the session ended, an Idempotency-Key reused for another request; the same key and
+// request answered again with the same ids; a malformed key or Last-Event-ID 400; a slot that
+// never ran a session 409 on the events route.
+func TestAgentRoutesStatuses(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{})
+	tn := g.NewTenant(t, "acme", 0, 5_000_000)
+	g.AssignSlot(t, tn.Account.ID, "main")
+	g.AssignSlot(t, tn.Account.ID, "idle")
+	a := newAgentsClient(t, g, tn.Key)
+
+	if got := a.slots(); len(got) != 2 || got[0].Session != nil || got[1].Session != nil {
+		t.Fatalf("slots before any session: %+v", got)
+	}
+	for _, c := range []struct{ method, path, body, param string }{
+		{"POST", "/v1/agents", `{"prompt":"hi"}`, "slot"},
+		{"POST", "/v1/agents", `{"slot":""}`, "slot"},
+		{"POST", "/v1/agents/main/messages", `{}`, "text"},
+		{"POST", "/v1/agents/main/messages", `{"text":""}`, "text"},
+	} {
+		status, _, body := a.do(c.method, c.path, c.body, nil)
+		env := errorEnvelopeOf(body)
+		if status != http.StatusBadRequest || env.Error.Param == nil || *env.Error.Param != c.param || env.Error.Type != "invalid_request_error" {
+			t.Errorf("%s %s %s: %d %s, want 400 naming %s", c.method, c.path, c.body, status, body, c.param)
+		}
+	}
+	status, _, body := a.do("GET", "/v1/agents/idle/events", "", nil)
+	if env := errorEnvelopeOf(body); status != http.StatusConflict || env.Error.Type != "conflict" || !strings.Contains(env.Error.Message, "has no session") {
+		t.Errorf("events of a slot without a session: %d %s", status, body)
+	}
+	status, _, body = a.do("POST", "/v1/agents/idle/messages", `{"text":"hello"}`, nil)
+	if status != http.StatusConflict {
+		t.Errorf("a message to a slot without a session: %d %s", status, body)
+	}
+
+	// Idempotency: the same key and request, the same answer; another request, 409.
+	key := map[string]string{"Idempotency-Key": "spawn-1"}
+	status, _, first := a.do("POST", "/v1/agents", `{"slot":"main","prompt":"`+scriptPrompt+`"}`, key)
+	if status != http.StatusAccepted {
+		t.Fatalf("spawn: %d %s", status, first)
+	}
+	status, _, again := a.do("POST", "/v1/agents", `{"slot":"main","prompt":"`+scriptPrompt+`"}`, key)
+	if status != http.StatusAccepted || string(again) != string(first) {
+		t.Errorf("the same Idempotency-Key and request: %d %s, want the first answer %s", status, again, first)
+	}
+	status, _, body = a.do("POST", "/v1/agents", `{"slot":"main","prompt":"something else"}`, key)
+	if env := errorEnvelopeOf(body); status != http.StatusConflict || !strings.Contains(env.Error.Message, "spawn-1") {
+		t.Errorf("the key reused for another request: %d %s", status, body)
+	}
+	for _, bad := range []string{strings.Repeat("k", 256), "tab\there"} {
+		status, _, body = a.do("DELETE", "/v1/agents/main", "", map[string]string{"Idempotency-Key": bad})
+		if env := errorEnvelopeOf(body); status != http.StatusBadRequest || env.Error.Param == nil || *env.Error.Param != "Idempotency-Key" {
+			t.Errorf("Idempotency-Key %q: %d %s", bad, status, body)
+		}
+	}
+	var sp spawned
+	_ = json.Unmarshal(first, &sp)
+
+	// A spawn on the live slot is a 409 naming the session.
+	status, _, body = a.do("POST", "/v1/agents", `{"slot":"main"}`, nil)
+	if env := errorEnvelopeOf(body); status != http.StatusConflict || !strings.Contains(env.Error.Message, sp.SessionID) {
+		t.Errorf("spawn on a live slot: %d %s", status, body)
+	}
+	a.waitState("main", "ready")
+	var msg struct {
+		MessageID string `json:"messageId"`
+		Slot      string `json:"slot"`
+		SessionID string `json:"sessionId"`
+	}
+	mkey := map[string]string{"Idempotency-Key": "msg-1"}
+	status, _, m1 := a.do("POST", "/v1/agents/main/messages", `{"text":"and again?"}`, mkey)
+	_ = json.Unmarshal(m1, &msg)
+	if status != http.StatusAccepted || msg.MessageID == "" || msg.Slot != "main" || msg.SessionID != sp.SessionID {
+		t.Fatalf("message: %d %s", status, m1)
+	}
+	if status, _, m2 := a.do("POST", "/v1/agents/main/messages", `{"text":"and again?"}`, mkey); status != http.StatusAccepted || string(m2) != string(m1) {
+		t.Errorf("the same message key: %d %s, want %s", status, m2, m1)
+	}
+	var stop struct {
+		CommandID string `json:"commandId"`
+		Status    string `json:"status"`
+	}
+	a.json("DELETE", "/v1/agents/main", "", http.StatusAccepted, &stop)
+	if stop.Status != "stopping" || stop.CommandID == "" {
+		t.Errorf("stop: %+v", stop)
+	}
+	ended := a.waitState("main", "stopped", "failed")
+	if ended.Session.State != "stopped" || ended.Session.EndReason == nil || *ended.Session.EndReason != "user_stop" {
+		t.Errorf("after stop: %+v", *ended.Session)
+	}
+	status, _, body = a.do("POST", "/v1/agents/main/messages", `{"text":"still there?"}`, nil)
+	if env := errorEnvelopeOf(body); status != http.StatusConflict || env.Error.Type != "conflict" || !strings.Contains(env.Error.Message, "stopped") {
+		t.Errorf("a message after the session ended: %d %s", status, body)
+	}
+	if status, _, body = a.do("DELETE", "/v1/agents/main", "", nil); status != http.StatusConflict {
+		t.Errorf("stop after the session ended: %d %s", status, body)
+	}
+	for _, bad := range []string{"x", "-1"} {
+		status, _, body = a.do("GET", "/v1/agents/main/events", "", map[string]string{"Last-Event-ID": bad})
+		if env := errorEnvelopeOf(body); status != http.StatusBadRequest || env.Error.Param == nil || *env.Error.Param != "Last-Event-ID" {
+			t.Errorf("Last-Event-ID %q: %d %s", bad, status, body)
+		}
+	}
+	// A new session on the same slot after the end.
+	a.spawn("main", "")
+}
+
+// TestAgentEventsResume reads some events of a live session, disconnects, and reconnects with
+// Last-Event-ID (and once with ?after): the union is every event of the session exactly once,
+// in order, and the stream ends by itself after the final state event. While the session is
+// idle the stream sends heartbeat comments.
+func TestAgentEventsResume(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Heartbeat: 50 * time.Millisecond})
+	tn := g.NewTenant(t, "acme", 0, 5_000_000)
+	g.AssignSlot(t, tn.Account.ID, "main")
+	a := newAgentsClient(t, g, tn.Key)
+	sp := a.spawn("main", scriptPrompt)
+	a.waitState("main", "ready")
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// First connection: three events, then the client goes away.
+	res := a.openEvents(ctx, "main", "", nil)
+	got, err := readEvents(t, sse.NewReader(res.Body), 3)
+	res.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Second connection, resumed with ?after: two more.
+	res = a.openEvents(ctx, "main", "?after="+got[len(got)-1].ID, nil)
+	more, err := readEvents(t, sse.NewReader(res.Body), 2)
+	res.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, more...)
+
+	// Third connection, resumed with Last-Event-ID (which wins over ?after=0): it follows the
+	// session while it is idle (heartbeats), through a stop, to the end of the stream.
+	res = a.openEvents(ctx, "main", "?after=0", map[string]string{"Last-Event-ID": got[len(got)-1].ID})
+	defer res.Body.Close()
+	br := bufio.NewReader(res.Body)
+	var pending strings.Builder
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("before a heartbeat: %v", err)
+		}
+		if strings.HasPrefix(line, ": heartbeat") {
+			break
+		}
+		pending.WriteString(line)
+	}
+	a.json("DELETE", "/v1/agents/main", "", http.StatusAccepted, nil)
+	rest, err := readEvents(t, sse.NewReader(io.MultiReader(strings.NewReader(pending.String()), br)), -1)
+	if !errors.Is(err, io.EOF) {
+		t.Fatalf("the stream did not end cleanly after the final state: %v", err)
+	}
+	got = append(got, rest...)
+
+	want, err := g.Agents.Events(ctx, auth.Principal{AccountID: tn.Account.ID}, sp.SessionID, 0, 500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d events streamed over three connections, the log has %d", len(got), len(want))
+	}
+	for i, e := range got {
+		if e.Seq != int64(i+1) || e.Seq != want[i].Seq || e.Kind != want[i].Kind {
+			t.Errorf("event %d: seq %d kind %s, want seq %d kind %s", i, e.Seq, e.Kind, want[i].Seq, want[i].Kind)
+		}
+	}
+	last := got[len(got)-1]
+	if last.Kind != "state" || !strings.Contains(string(last.Data), `"to":"stopped"`) {
+		t.Errorf("the stream's last event %s %s is not the final state", last.Kind, last.Data)
+	}
+	// An ended session's stream sends what follows the cursor and ends.
+	res2 := a.openEvents(ctx, "main", "?after="+strconv.Itoa(len(want)-2), nil)
+	tail, err := readEvents(t, sse.NewReader(res2.Body), -1)
+	res2.Body.Close()
+	if !errors.Is(err, io.EOF) || len(tail) != 2 || tail[1].Seq != int64(len(want)) {
+		t.Errorf("the ended session's tail: %d events, %v", len(tail), err)
+	}
+}
+
+// mcpText calls a tool and returns its text and isError.
+func mcpText(t *testing.T, cs *sdk.ClientSession, tool string, args map[string]any) (string, bool) {
+	t.Helper()
+	return callTool(t, cs, tool, args)
+}
+
+var cursorLine = regexp.MustCompile(`(?m)^cursor: (\d+)$`)
+
+// tailEvents reads the events and the cursor of a tail_agent_session answer.
+func tailEvents(t *testing.T, text string) ([]int64, int64) {
+	t.Helper()
+	lines := strings.Split(text, "\n")
+	m := cursorLine.FindStringSubmatch(lines[len(lines)-1])
+	if m == nil {
+		t.Fatalf("no cursor line at the end of %q", text)
+	}
+	cursor, _ := strconv.ParseInt(m[1], 10, 64)
+	var seqs []int64
+	for _, l := range lines[1 : len(lines)-1] {
+		var e struct {
+			Seq int64 `json:"seq"`
+		}
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("event line %q: %v", l, err)
+		}
+		seqs = append(seqs, e.Seq)
+	}
+	return seqs, cursor
+}
+
+// TestTailAgentSessionBounds: max_lines above 500 and max_seconds above 30 are refused by the
+// schema; without a cursor the newest max_lines events come back; the cursor continues without
+// gap or duplicate to the session's last event; a tail with nothing new returns after
+// max_seconds with the cursor unchanged.
+func TestTailAgentSessionBounds(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{})
+	tn := g.NewTenant(t, "acme", 0, 5_000_000)
+	g.AssignSlot(t, tn.Account.ID, "main")
+	a := newAgentsClient(t, g, tn.Key)
+	sp := a.spawn("main", scriptPrompt)
+	a.waitState("main", "ready")
+	a.json("DELETE", "/v1/agents/main", "", http.StatusAccepted, nil)
+	a.waitState("main", "stopped")
+	all, err := g.Agents.Events(context.Background(), auth.Principal{AccountID: tn.Account.ID}, sp.SessionID, 0, 500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := int64(len(all))
+	if n < 8 {
+		t.Fatalf("only %d events", n)
+	}
+	cs := mcpSession(t, g, tn.Key)
+
+	for _, args := range []map[string]any{
+		{"session_id": sp.SessionID, "max_lines": 501},
+		{"session_id": sp.SessionID, "max_seconds": 31},
+	} {
+		if text, isErr := mcpText(t, cs, "tail_agent_session", args); !isErr || !strings.Contains(text, "maximum") {
+			t.Errorf("tail %v: %q (isError %v), want a refusal", args, text, isErr)
+		}
+	}
+	text, isErr := mcpText(t, cs, "tail_agent_session", map[string]any{"session_id": sp.SessionID, "max_lines": 3})
+	seqs, cursor := tailEvents(t, text)
+	if isErr || len(seqs) != 3 || seqs[0] != n-2 || seqs[2] != n || cursor != n || !strings.Contains(text, "stopped (user_stop)") {
+		t.Fatalf("the newest 3 events: %v cursor %d (isError %v)\n%s", seqs, cursor, isErr, text)
+	}
+	// From the first event on, two at a time.
+	var union []int64
+	cursor = 1
+	union = append(union, 1)
+	for cursor < n {
+		text, isErr = mcpText(t, cs, "tail_agent_session", map[string]any{"session_id": sp.SessionID, "cursor": cursor, "max_lines": 2})
+		var page []int64
+		page, next := tailEvents(t, text)
+		if isErr || len(page) == 0 || len(page) > 2 || next != page[len(page)-1] {
+			t.Fatalf("tail after %d: %v next %d\n%s", cursor, page, next, text)
+		}
+		union, cursor = append(union, page...), next
+	}
+	for i, s := range union {
+		if s != int64(i+1) {
+			t.Fatalf("tail pages %v have a gap or a duplicate", union)
+		}
+	}
+	start := time.Now()
+	text, isErr = mcpText(t, cs, "tail_agent_session", map[string]any{"session_id": sp.SessionID, "cursor": n, "max_seconds": 1})
+	seqs, cursor = tailEvents(t, text)
+	if isErr || len(seqs) != 0 || cursor != n || !strings.Contains(text, "No events after cursor") {
+		t.Errorf("a tail with nothing new: %v cursor %d\n%s", seqs, cursor, text)
+	}
+	if waited := time.Since(start); waited < 900*time.Millisecond {
+		t.Errorf("a tail with nothing new returned after %v, before its max_seconds", waited)
+	}
+}
+
+// TestAgentOwnershipMatrix: two tenants; every agent route and tool given the other tenant's
+// slot, session or approval id answers exactly as for an id that does not exist, and changes
+// nothing; the listings show only the caller's own sessions, tickets and approvals.
+func TestAgentOwnershipMatrix(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{})
+	ctx := context.Background()
+	owner := g.NewTenant(t, "owner", 0, 5_000_000)
+	intruder := g.NewTenant(t, "intruder", 0, 5_000_000)
+	g.AssignSlot(t, owner.Account.ID, "secret")
+	g.AssignSlot(t, intruder.Account.ID, "mine")
+	oa := newAgentsClient(t, g, owner.Key)
+	sp := oa.spawn("secret", scriptPrompt)
+	oa.waitState("secret", "ready")
+	ocs := mcpSession(t, g, owner.Key)
+	text, _ := mcpText(t, ocs, "agent_spawn", map[string]any{"purpose": "owner's plan"})
+	approvalID := regexp.MustCompile(`^Approval (\S+) created`).FindStringSubmatch(text)
+	if approvalID == nil {
+		t.Fatalf("agent_spawn: %s", text)
+	}
+	ticket, err := g.Agents.OpenTicket(ctx, owner.Account.ID, nil, "owner's ticket", "", "operator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := auth.Principal{AccountID: owner.Account.ID}
+	before, err := g.Agents.Events(ctx, p, sp.SessionID, 0, 500)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ia := newAgentsClient(t, g, intruder.Key)
+	// REST: the owner's slot name and a name nobody has get the same answer, but for the name.
+	for _, r := range []struct{ method, path, body string }{
+		{"POST", "/v1/agents", `{"slot":"%s","prompt":"hi"}`},
+		{"POST", "/v1/agents/%s/messages", `{"text":"hi"}`},
+		{"DELETE", "/v1/agents/%s", ""},
+		{"GET", "/v1/agents/%s/events", ""},
+	} {
+		answer := func(slot string) (int, string) {
+			path, body := r.path, r.body
+			if strings.Contains(path, "%s") {
+				path = strings.Replace(path, "%s", slot, 1)
+			} else {
+				body = strings.Replace(body, "%s", slot, 1)
+			}
+			status, _, b := ia.do(r.method, path, body, map[string]string{"Idempotency-Key": "k-" + slot + r.method + r.path})
+			return status, strings.ReplaceAll(string(b), slot, "SLOT")
+		}
+		fs, fb := answer("secret")
+		ms, mb := answer("nowhere")
+		env := errorEnvelopeOf([]byte(fb))
+		if fs != http.StatusForbidden || env.Error.Type != "permission_error" || fs != ms || fb != mb {
+			t.Errorf("%s %s: the owner's slot %d %s; a missing slot %d %s", r.method, r.path, fs, fb, ms, mb)
+		}
+	}
+	if got := ia.slots(); len(got) != 1 || got[0].Slot != "mine" {
+		t.Errorf("the intruder's GET /v1/agents: %+v", got)
+	}
+
+	// MCP: the owner's session and approval ids, a random id and a malformed one, the same text
+	// but for the id.
+	ics := mcpSession(t, g, intruder.Key)
+	missing := uuid.NewString()
+	for _, c := range []struct {
+		tool string
+		args func(id string) map[string]any
+		id   string
+	}{
+		{"tail_agent_session", func(id string) map[string]any { return map[string]any{"session_id": id} }, sp.SessionID},
+		{"tail_agent_session", func(id string) map[string]any { return map[string]any{"session_id": id, "cursor": 1, "max_seconds": 1} }, sp.SessionID},
+		{"agent_prompt", func(id string) map[string]any { return map[string]any{"session_id": id, "prompt": "hi"} }, sp.SessionID},
+		{"agent_action_status", func(id string) map[string]any { return map[string]any{"approval_id": id} }, approvalID[1]},
+	} {
+		foreign, fErr := mcpText(t, ics, c.tool, c.args(c.id))
+		for _, other := range []string{missing, "not-an-id"} {
+			text, isErr := mcpText(t, ics, c.tool, c.args(other))
+			if !fErr || !isErr || strings.ReplaceAll(foreign, c.id, "ID") != strings.ReplaceAll(text, other, "ID") || !strings.Contains(text, "is not owned by the caller") {
+				t.Errorf("%s: the owner's id %q; id %s %q", c.tool, foreign, other, text)
+			}
+		}
+	}
+	for tool, hidden := range map[string]string{"list_agent_sessions": sp.SessionID, "list_agent_tickets": ticket.ID} {
+		if text, isErr := mcpText(t, ics, tool, map[string]any{}); isErr || strings.Contains(text, hidden) {
+			t.Errorf("%s of the intruder shows the owner's %s: %s", tool, hidden, text)
+		}
+		if text, _ := mcpText(t, ocs, tool, map[string]any{}); !strings.Contains(text, hidden) {
+			t.Errorf("%s of the owner lacks %s: %s", tool, hidden, text)
+		}
+	}
+	if text, _ := mcpText(t, ics, "list_agent_tickets", map[string]any{"state": "all"}); strings.Contains(text, ticket.ID) {
+		t.Errorf("the intruder's tickets (all) show the owner's: %s", text)
+	}
+
+	// Nothing changed: the owner's session has the same events and state, its approval is
+	// pending, and no approval was made for the owner by the intruder's agent_prompt.
+	after, err := g.Agents.Events(ctx, p, sp.SessionID, 0, 500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != len(before) {
+		t.Errorf("the owner's session has %d events, had %d", len(after), len(before))
+	}
+	if s := oa.waitState("secret", "ready"); s.Session.ID != sp.SessionID {
+		t.Errorf("the owner's slot now runs %+v", *s.Session)
+	}
+	aps, err := g.Agents.ListApprovals(ctx, &owner.Account.ID, "all", 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(aps) != 1 || aps[0].State != agent.ApprovalPending {
+		t.Errorf("the owner's approvals: %+v", aps)
+	}
+	mine, err := g.Agents.ListApprovals(ctx, &intruder.Account.ID, "all", 50)
+	if err != nil || len(mine) != 0 {
+		t.Errorf("the intruder's refused calls made approvals: %+v %v", mine, err)
+	}
+}
+
+// TestAPIKeyCannotResolveApprovals: an approval made by agent_spawn stays pending whatever an
+// API key tries: no MCP tool resolves one (tools/list has none; calling a made-up one is an
+// unknown tool), and no route does (every path that could is 404 or 405).
+func TestAPIKeyCannotResolveApprovals(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{})
+	tn := g.NewTenant(t, "acme", 0, 5_000_000)
+	g.AssignSlot(t, tn.Account.ID, "main")
+	cs := mcpSession(t, g, tn.Key)
+	text, isErr := mcpText(t, cs, "agent_spawn", map[string]any{"purpose": "count the rows"})
+	m := regexp.MustCompile(`^Approval (\S+) created`).FindStringSubmatch(text)
+	if isErr || m == nil {
+		t.Fatalf("agent_spawn: %s", text)
+	}
+	id := m[1]
+	tools, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range tools.Tools {
+		for _, word := range []string{"approve", "resolve", "deny"} {
+			if strings.Contains(tool.Name, word) {
+				t.Errorf("tool %s looks like it resolves approvals", tool.Name)
+			}
+		}
+	}
+	for _, name := range []string{"approve", "approve_agent_action", "resolve_approval", "agent_approve"} {
+		_, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: name, Arguments: map[string]any{"approval_id": id}})
+		if err == nil || !strings.Contains(err.Error(), "unknown tool") {
+			t.Errorf("tools/call %s: %v, want an unknown tool", name, err)
+		}
+	}
+	// Routes: none of these exists (the transport only validates documented operations, so
+	// they go out through a plain client).
+	for _, r := range []request{
+		{"POST", "/v1/approvals/" + id + "/approve", ""},
+		{"POST", "/v1/agents/approvals/" + id, `{"approve":true}`},
+		{"PATCH", "/v1/agents/main", `{"approval_id":"` + id + `"}`},
+		{"PUT", "/v1/agents", `{"approval_id":"` + id + `","state":"approved"}`},
+	} {
+		status, _, body := do(t, http.DefaultClient, g.URL, r, map[string]string{"Authorization": "Bearer " + tn.Key})
+		if status != http.StatusNotFound && status != http.StatusMethodNotAllowed {
+			t.Errorf("%s %s: %d %s", r.method, r.path, status, body)
+		}
+	}
+	text, _ = mcpText(t, cs, "agent_action_status", map[string]any{"approval_id": id})
+	if !strings.Contains(text, "is pending") || !strings.Contains(text, `"state":"pending"`) {
+		t.Errorf("after every attempt: %s", text)
+	}
+	if got := newAgentsClient(t, g, tn.Key).slots(); len(got) != 1 || got[0].Session != nil {
+		t.Errorf("a session started without approval: %+v", got)
+	}
+}

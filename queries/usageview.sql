@@ -9,7 +9,7 @@ SELECT balance_micros, held_micros FROM accounts WHERE id = @account_id;
 -- keyset pages on (started_at, id), newest first: @before_started/@before_id is the last row
 -- of the previous page (or a bound above every row for the first page), and @lim is the page
 -- size plus one, so the caller knows whether there is a next page. The three page queries
--- differ only in the index they can use (migration 0009): a literal condition on api_key_id or
+-- differ only in the index they can use (migrations 0009 and 0007): a literal condition on api_key_id or
 -- model, not an optional one, is what lets a prepared statement's generic plan use the key or
 -- the model index. Route and status, and the other of key and model, are optional filters
 -- ('' or the nil uuid: any).
@@ -62,7 +62,8 @@ LIMIT @lim;
 
 -- name: UsageViewDailyByModel :many
 -- The account's spend per day (midnight to midnight in the time zone @tz) and model, between
--- @from_time and @to_time: an index-only scan of those days of usage_records_account_started_idx.
+-- @from_time and @to_time, from usage_records: for a time zone other than UTC, whose days
+-- usage_daily cannot give (it reads every request of those days).
 SELECT date_trunc('day', started_at, @tz::text)::timestamptz AS day, model AS group_key,
        SUM(cost_micros)::bigint AS cost_micros, COUNT(*)::bigint AS requests
 FROM usage_records
@@ -82,8 +83,28 @@ GROUP BY 1, 2;
 -- The names and prefixes of the account's keys among @ids (another account's id finds nothing).
 SELECT id, name, display_prefix FROM api_keys WHERE account_id = @account_id AND id = ANY(@ids::uuid[]);
 
+-- name: UsageViewRollupByModel :many
+-- The account's spend per UTC day and model from usage_daily, for the days from @from_day
+-- to the day before @to_day.
+SELECT (day::timestamp AT TIME ZONE 'UTC')::timestamptz AS day, model AS group_key,
+       SUM(cost_micros)::bigint AS cost_micros, SUM(requests)::bigint AS requests
+FROM usage_daily
+WHERE account_id = @account_id
+  AND day >= @from_day::date AND day < @to_day::date
+GROUP BY 1, 2;
+
+-- name: UsageViewRollupByKey :many
+-- UsageViewRollupByModel per key (the nil uuid for requests that came with none).
+SELECT (day::timestamp AT TIME ZONE 'UTC')::timestamptz AS day, api_key_id AS group_key,
+       SUM(cost_micros)::bigint AS cost_micros, SUM(requests)::bigint AS requests
+FROM usage_daily
+WHERE account_id = @account_id
+  AND day >= @from_day::date AND day < @to_day::date
+GROUP BY 1, 2;
+
 -- name: UsageViewSpendSince :one
--- What the account's requests started since @since cost (the burn rate's window).
-SELECT COALESCE(SUM(cost_micros), 0)::bigint AS cost_micros, COUNT(*)::bigint AS requests
-FROM usage_records
-WHERE account_id = @account_id AND started_at >= @since::timestamptz;
+-- What the account's requests cost from the UTC day @since_day on (the burn rate's window),
+-- from usage_daily.
+SELECT COALESCE(SUM(cost_micros), 0)::bigint AS cost_micros, COALESCE(SUM(requests), 0)::bigint AS requests
+FROM usage_daily
+WHERE account_id = @account_id AND day >= @since_day::date;

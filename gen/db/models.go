@@ -212,6 +212,15 @@ type SchemaMigration struct {
 	AppliedAt time.Time
 }
 
+type UsageDaily struct {
+	AccountID  uuid.UUID
+	Day        pgtype.Date
+	Model      string
+	ApiKeyID   uuid.UUID
+	Requests   int64
+	CostMicros int64
+}
+
 type UsageRecord struct {
 	ID               int64
 	AccountID        uuid.UUID

@@ -108,7 +108,8 @@ type UsageViewDailyByModelRow struct {
 }
 
 // The account's spend per day (midnight to midnight in the time zone @tz) and model, between
-// @from_time and @to_time: an index-only scan of those days of usage_records_account_started_idx.
+// @from_time and @to_time, from usage_records: for a time zone other than UTC, whose days
+// usage_daily cannot give (it reads every request of those days).
 func (q *Queries) UsageViewDailyByModel(ctx context.Context, arg UsageViewDailyByModelParams) ([]UsageViewDailyByModelRow, error) {
 	rows, err := q.db.Query(ctx, usageViewDailyByModel,
 		arg.Tz,
@@ -232,7 +233,7 @@ type UsageViewLogPageRow struct {
 // keyset pages on (started_at, id), newest first: @before_started/@before_id is the last row
 // of the previous page (or a bound above every row for the first page), and @lim is the page
 // size plus one, so the caller knows whether there is a next page. The three page queries
-// differ only in the index they can use (migration 0009): a literal condition on api_key_id or
+// differ only in the index they can use (migrations 0009 and 0007): a literal condition on api_key_id or
 // model, not an optional one, is what lets a prepared statement's generic plan use the key or
 // the model index. Route and status, and the other of key and model, are optional filters
 // (” or the nil uuid: any).
@@ -485,15 +486,112 @@ func (q *Queries) UsageViewLogPageByModel(ctx context.Context, arg UsageViewLogP
 	return items, nil
 }
 
+const usageViewRollupByKey = `-- name: UsageViewRollupByKey :many
+SELECT (day::timestamp AT TIME ZONE 'UTC')::timestamptz AS day, api_key_id AS group_key,
+       SUM(cost_micros)::bigint AS cost_micros, SUM(requests)::bigint AS requests
+FROM usage_daily
+WHERE account_id = $1
+  AND day >= $2::date AND day < $3::date
+GROUP BY 1, 2
+`
+
+type UsageViewRollupByKeyParams struct {
+	AccountID uuid.UUID
+	FromDay   pgtype.Date
+	ToDay     pgtype.Date
+}
+
+type UsageViewRollupByKeyRow struct {
+	Day        time.Time
+	GroupKey   uuid.UUID
+	CostMicros int64
+	Requests   int64
+}
+
+// UsageViewRollupByModel per key (the nil uuid for requests that came with none).
+func (q *Queries) UsageViewRollupByKey(ctx context.Context, arg UsageViewRollupByKeyParams) ([]UsageViewRollupByKeyRow, error) {
+	rows, err := q.db.Query(ctx, usageViewRollupByKey, arg.AccountID, arg.FromDay, arg.ToDay)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []UsageViewRollupByKeyRow{}
+	for rows.Next() {
+		var i UsageViewRollupByKeyRow
+		if err := rows.Scan(
+			&i.Day,
+			&i.GroupKey,
+			&i.CostMicros,
+			&i.Requests,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const usageViewRollupByModel = `-- name: UsageViewRollupByModel :many
+SELECT (day::timestamp AT TIME ZONE 'UTC')::timestamptz AS day, model AS group_key,
+       SUM(cost_micros)::bigint AS cost_micros, SUM(requests)::bigint AS requests
+FROM usage_daily
+WHERE account_id = $1
+  AND day >= $2::date AND day < $3::date
+GROUP BY 1, 2
+`
+
+type UsageViewRollupByModelParams struct {
+	AccountID uuid.UUID
+	FromDay   pgtype.Date
+	ToDay     pgtype.Date
+}
+
+type UsageViewRollupByModelRow struct {
+	Day        time.Time
+	GroupKey   string
+	CostMicros int64
+	Requests   int64
+}
+
+// The account's spend per UTC day and model from usage_daily, for the days from @from_day
+// to the day before @to_day.
+func (q *Queries) UsageViewRollupByModel(ctx context.Context, arg UsageViewRollupByModelParams) ([]UsageViewRollupByModelRow, error) {
+	rows, err := q.db.Query(ctx, usageViewRollupByModel, arg.AccountID, arg.FromDay, arg.ToDay)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []UsageViewRollupByModelRow{}
+	for rows.Next() {
+		var i UsageViewRollupByModelRow
+		if err := rows.Scan(
+			&i.Day,
+			&i.GroupKey,
+			&i.CostMicros,
+			&i.Requests,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const usageViewSpendSince = `-- name: UsageViewSpendSince :one
-SELECT COALESCE(SUM(cost_micros), 0)::bigint AS cost_micros, COUNT(*)::bigint AS requests
-FROM usage_records
-WHERE account_id = $1 AND started_at >= $2::timestamptz
+SELECT COALESCE(SUM(cost_micros), 0)::bigint AS cost_micros, COALESCE(SUM(requests), 0)::bigint AS requests
+FROM usage_daily
+WHERE account_id = $1 AND day >= $2::date
 `
 
 type UsageViewSpendSinceParams struct {
 	AccountID uuid.UUID
-	Since     time.Time
+	SinceDay  pgtype.Date
 }
 
 type UsageViewSpendSinceRow struct {
@@ -501,9 +599,10 @@ type UsageViewSpendSinceRow struct {
 	Requests   int64
 }
 
-// What the account's requests started since @since cost (the burn rate's window).
+// What the account's requests cost from the UTC day @since_day on (the burn rate's window),
+// from usage_daily.
 func (q *Queries) UsageViewSpendSince(ctx context.Context, arg UsageViewSpendSinceParams) (UsageViewSpendSinceRow, error) {
-	row := q.db.QueryRow(ctx, usageViewSpendSince, arg.AccountID, arg.Since)
+	row := q.db.QueryRow(ctx, usageViewSpendSince, arg.AccountID, arg.SinceDay)
 	var i UsageViewSpendSinceRow
 	err := row.Scan(&i.CostMicros, &i.Requests)
 	return i, err

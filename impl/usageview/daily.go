@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/tollgate/tollgate/gen/db"
 )
@@ -122,10 +123,23 @@ func (s *Service) DailySpend(ctx context.Context, accountID uuid.UUID, q DailyQu
 		out.TotalMicros += micros
 		out.Requests += requests
 	}
+	// UTC days come from the daily rollup (usage_daily); another time zone's days are added
+	// up from the requests themselves.
+	utc := loc.String() == "UTC"
 	switch q.GroupBy {
 	case GroupByModel:
-		rows, err := s.q.UsageViewDailyByModel(ctx, db.UsageViewDailyByModelParams{
-			Tz: loc.String(), AccountID: accountID, FromTime: from, ToTime: to})
+		var rows []db.UsageViewDailyByModelRow
+		var err error
+		if utc {
+			var got []db.UsageViewRollupByModelRow
+			got, err = s.q.UsageViewRollupByModel(ctx, db.UsageViewRollupByModelParams{AccountID: accountID, FromDay: utcDate(from), ToDay: utcDate(to)})
+			for _, r := range got {
+				rows = append(rows, db.UsageViewDailyByModelRow(r))
+			}
+		} else {
+			rows, err = s.q.UsageViewDailyByModel(ctx, db.UsageViewDailyByModelParams{
+				Tz: loc.String(), AccountID: accountID, FromTime: from, ToTime: to})
+		}
 		if err != nil {
 			return Daily{}, err
 		}
@@ -133,8 +147,18 @@ func (s *Service) DailySpend(ctx context.Context, accountID uuid.UUID, q DailyQu
 			add(r.Day, r.GroupKey, uuid.Nil, r.CostMicros, r.Requests)
 		}
 	case GroupByKey:
-		rows, err := s.q.UsageViewDailyByKey(ctx, db.UsageViewDailyByKeyParams{
-			Tz: loc.String(), AccountID: accountID, FromTime: from, ToTime: to})
+		var rows []db.UsageViewDailyByKeyRow
+		var err error
+		if utc {
+			var got []db.UsageViewRollupByKeyRow
+			got, err = s.q.UsageViewRollupByKey(ctx, db.UsageViewRollupByKeyParams{AccountID: accountID, FromDay: utcDate(from), ToDay: utcDate(to)})
+			for _, r := range got {
+				rows = append(rows, db.UsageViewDailyByKeyRow(r))
+			}
+		} else {
+			rows, err = s.q.UsageViewDailyByKey(ctx, db.UsageViewDailyByKeyParams{
+				Tz: loc.String(), AccountID: accountID, FromTime: from, ToTime: to})
+		}
 		if err != nil {
 			return Daily{}, err
 		}
@@ -219,6 +243,12 @@ func KeyLabel(name, prefix string) string {
 func midnight(t time.Time, loc *time.Location) time.Time {
 	y, m, d := t.In(loc).Date()
 	return time.Date(y, m, d, 0, 0, 0, 0, loc)
+}
+
+// utcDate is t's UTC calendar date as a date parameter.
+func utcDate(t time.Time) pgtype.Date {
+	y, m, d := t.UTC().Date()
+	return pgtype.Date{Time: time.Date(y, m, d, 0, 0, 0, 0, time.UTC), Valid: true}
 }
 
 // dateOf is t's calendar date in its own location.

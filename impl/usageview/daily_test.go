@@ -2,7 +2,9 @@ package usageview_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -107,6 +109,25 @@ func TestDailySpend(t *testing.T) {
 		t.Errorf("folded %+v, want %+v", got, want)
 	}
 
+	// UTC days come from the rollup (usage_daily); the same requests, other days.
+	utc, err := f.svc.DailySpend(f.ctx, a, usageview.LastDays(5, now, time.UTC, usageview.GroupByModel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []group{{"m-x", []int64{1000, 0, 0, 0, 0}, 1000}, {"m-a", []int64{0, 100, 300, 0, 50}, 450}, {"m-b", []int64{0, 200, 0, 0, 0}, 200}}
+	if got := groups(utc); !same(got, want) || utc.Days[0] != time.Date(2025, 3, 8, 0, 0, 0, 0, time.UTC) {
+		t.Errorf("UTC by model %+v, want %+v", got, want)
+	}
+	utcKeys, err := f.svc.DailySpend(f.ctx, a, usageview.LastDays(5, now, time.UTC, usageview.GroupByKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []group{{"alpha (tgk_alph…)", []int64{1000, 100, 0, 0, 50}, 1150}, {"beta (tgk_beta…)", []int64{0, 0, 300, 0, 0}, 300},
+		{"no key", []int64{0, 200, 0, 0, 0}, 200}}
+	if got := groups(utcKeys); !same(got, want) {
+		t.Errorf("UTC by key %+v, want %+v", got, want)
+	}
+
 	// The other account sees only its own.
 	other, err := f.svc.DailySpend(f.ctx, b, usageview.LastDays(5, now, ny, usageview.GroupByModel))
 	if err != nil {
@@ -123,8 +144,9 @@ func TestDailySpend(t *testing.T) {
 	}
 }
 
-// TestSummary: the burn rate is the last seven days' spend over seven, older spend does not
-// count, the days left are the balance over it, and an account without recent spend says so.
+// TestSummary: the burn rate is the spend of the last seven UTC days (today so far included)
+// over the time they span, older spend does not count, the days left are the balance over it,
+// and an account without recent spend says so.
 func TestSummary(t *testing.T) {
 	now := time.Date(2025, 5, 20, 12, 0, 0, 0, time.UTC)
 	f := newFixture(t, now)
@@ -139,10 +161,12 @@ func TestSummary(t *testing.T) {
 		t.Fatal(err)
 	}
 	const granted = 1 << 40
-	if s.BalanceMicros != granted-107_000 || s.SpentMicros != 7000 || s.Requests != 2 || s.PerDayMicros() != 1000 || s.NoRecentSpend {
+	// The window starts at the UTC midnight six days before today's: 6.5 days before now.
+	if s.BalanceMicros != granted-107_000 || s.SpentMicros != 7000 || s.Requests != 2 || s.PerDayMicros() != 1076 ||
+		s.NoRecentSpend || !s.Since.Equal(time.Date(2025, 5, 14, 0, 0, 0, 0, time.UTC)) {
 		t.Fatalf("summary %+v (per day %d)", s, s.PerDayMicros())
 	}
-	if want := float64(granted-107_000) / 1000; s.DaysLeft != want {
+	if want := float64(granted-107_000) / (7000 / 6.5); s.DaysLeft != want {
 		t.Fatalf("days left %v, want %v", s.DaysLeft, want)
 	}
 	s, err = f.svc.Summary(f.ctx, idle)
@@ -154,5 +178,76 @@ func TestSummary(t *testing.T) {
 	}
 	if _, err := f.svc.Summary(f.ctx, uuid.New()); !errors.Is(err, usageview.ErrNotFound) {
 		t.Fatalf("unknown account: %v", err)
+	}
+}
+
+// TestDailyRollupMatchesTheRecords: usage_daily, kept by the trigger in the usage writer's
+// transaction, is at every moment the sum of usage_records per UTC day, model and key: after
+// concurrent writers on two accounts, a batch written twice (its records skipped the second
+// time) and records without a key.
+func TestDailyRollupMatchesTheRecords(t *testing.T) {
+	now := time.Date(2025, 5, 20, 12, 0, 0, 0, time.UTC)
+	f := newFixture(t, now)
+	a, b := f.account("a"), f.account("b")
+	ka, kb := f.key(a, "alpha"), f.key(b, "beta")
+	batch := func(w, n int) []store.UsageRecord {
+		var out []store.UsageRecord
+		for i := range 40 {
+			acct, key := a, ka
+			if i%2 == 1 {
+				acct, key = b, kb
+			}
+			if i%5 == 0 {
+				key = uuid.Nil
+			}
+			at := now.Add(-time.Duration(i*w+n) * 97 * time.Minute)
+			out = append(out, store.UsageRecord{AccountID: acct, RequestID: fmt.Sprintf("w%d-%d-%d", w, n, i), APIKeyID: key,
+				Model: []string{"m1", "m2", "m3"}[i%3], Route: "/r", Provider: "p", UpstreamModel: "e",
+				CostMicros: int64(i*7 + w), Status: "completed", StartedAt: at, FinishedAt: at.Add(time.Second)})
+		}
+		return out
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for w := range 4 {
+		wg.Add(1)
+		go func() { // waited for below
+			defer wg.Done()
+			for n := range 10 {
+				if _, err := f.st.WriteUsage(f.ctx, fmt.Sprintf("writer-%d", w), batch(w, n)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	res, err := f.st.WriteUsage(f.ctx, "writer-0", batch(0, 0))
+	if err != nil || res.Written != 0 {
+		t.Fatalf("the batch again: %+v, %v", res, err)
+	}
+	var diff int
+	if err := f.pool.QueryRow(f.ctx, `
+		WITH records AS (
+			SELECT account_id, (started_at AT TIME ZONE 'UTC')::date AS day, model,
+			       COALESCE(api_key_id, '00000000-0000-0000-0000-000000000000'::uuid) AS api_key_id,
+			       count(*)::bigint AS requests, sum(cost_micros)::bigint AS cost_micros
+			FROM usage_records GROUP BY 1, 2, 3, 4)
+		SELECT count(*) FROM (
+			(SELECT * FROM records EXCEPT SELECT account_id, day, model, api_key_id, requests, cost_micros FROM usage_daily)
+			UNION ALL
+			(SELECT account_id, day, model, api_key_id, requests, cost_micros FROM usage_daily EXCEPT SELECT * FROM records)) d`).Scan(&diff); err != nil {
+		t.Fatal(err)
+	}
+	var rows int
+	if err := f.pool.QueryRow(f.ctx, `SELECT count(*) FROM usage_daily`).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if diff != 0 || rows < 10 {
+		t.Fatalf("usage_daily differs from usage_records in %d rows (of %d)", diff, rows)
 	}
 }

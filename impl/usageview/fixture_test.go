@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tollgate/tollgate/impl/pgtest"
@@ -308,6 +309,8 @@ func literal(t testing.TB, arg any) string {
 		return quote(v.String())
 	case time.Time:
 		return quote(v.Format(time.RFC3339Nano))
+	case pgtype.Date:
+		return quote(v.Time.Format(time.DateOnly))
 	case string:
 		return quote(v)
 	case int64, int32, int:

@@ -15,9 +15,9 @@ import (
 // ErrNotFound reports that the account does not exist.
 var ErrNotFound = errors.New("account not found")
 
-// BurnWindow is the span the burn rate averages over: the last seven days (7 × 24 hours up to
-// now).
-const BurnWindow = 7 * 24 * time.Hour
+// BurnDays is how many UTC days the burn rate averages over: today so far and the six days
+// before it.
+const BurnDays = 7
 
 // Service answers the Usage page's questions about one account at a time. It is safe for
 // concurrent use.
@@ -61,35 +61,46 @@ func (s *Service) Balance(ctx context.Context, accountID uuid.UUID) (Balance, er
 	return Balance{BalanceMicros: row.BalanceMicros, HeldMicros: row.HeldMicros}, nil
 }
 
-// Burn is the account's recent spend.
+// Burn is the account's recent spend: what its requests cost from Since (the UTC midnight
+// that starts the first of the BurnDays days) until Until (now).
 type Burn struct {
-	// Since is the start of the window (BurnWindow before now); SpentMicros what the requests
-	// started since then cost, Requests how many there were.
-	Since       time.Time
-	SpentMicros int64
-	Requests    int64
+	Since, Until time.Time
+	SpentMicros  int64
+	Requests     int64
+}
+
+// perDay is the average daily spend over the window, in micro-units.
+func (b Burn) perDay() float64 {
+	days := b.Until.Sub(b.Since).Hours() / 24
+	if days <= 0 {
+		return 0
+	}
+	return float64(b.SpentMicros) / days
 }
 
 // PerDayMicros is the average daily spend over the window, rounded down.
-func (b Burn) PerDayMicros() int64 { return b.SpentMicros * int64(24*time.Hour) / int64(BurnWindow) }
+func (b Burn) PerDayMicros() int64 { return int64(b.perDay()) }
 
-// BurnRate returns the account's spend over the last BurnWindow.
+// BurnRate returns the account's spend over the last BurnDays UTC days (today so far
+// included), read from the daily rollup.
 func (s *Service) BurnRate(ctx context.Context, accountID uuid.UUID) (Burn, error) {
-	since := s.now().Add(-BurnWindow)
-	row, err := s.q.UsageViewSpendSince(ctx, db.UsageViewSpendSinceParams{AccountID: accountID, Since: since})
+	now := s.now()
+	since := midnight(now, time.UTC).AddDate(0, 0, 1-BurnDays)
+	row, err := s.q.UsageViewSpendSince(ctx, db.UsageViewSpendSinceParams{AccountID: accountID, SinceDay: utcDate(since)})
 	if err != nil {
 		return Burn{}, err
 	}
-	return Burn{Since: since, SpentMicros: row.CostMicros, Requests: row.Requests}, nil
+	return Burn{Since: since, Until: now, SpentMicros: row.CostMicros, Requests: row.Requests}, nil
 }
 
 // DaysLeft is how many days the balance lasts at the burn rate; ok is false when there was no
 // spend in the window ("no recent spend": the estimate would be infinite).
 func DaysLeft(balanceMicros int64, b Burn) (days float64, ok bool) {
-	if b.SpentMicros <= 0 {
+	rate := b.perDay()
+	if b.SpentMicros <= 0 || rate <= 0 {
 		return 0, false
 	}
-	return float64(balanceMicros) / (float64(b.SpentMicros) * float64(24*time.Hour) / float64(BurnWindow)), true
+	return float64(balanceMicros) / rate, true
 }
 
 // Summary is the head of the Usage page: balance, burn rate and the days left.

@@ -25,7 +25,7 @@ type page struct {
 func navigation() []page {
 	return []page{
 		{"/keys", "Keys", (*App).keysRoutes},
-		{"/usage", "Usage", nil},
+		{"/usage", "Usage", (*App).usageRoutes},
 		{"/plan", "Plan & limits", (*App).planRoutes},
 		{"/approvals", "Approvals", (*App).approvalsRoutes},
 		{"/agents", "Agents", (*App).agentsRoutes},

@@ -1,0 +1,235 @@
+package web
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/usageview"
+)
+
+// The Usage page (the data comes from impl/usageview): balance, burn rate and days left, spend
+// per day stacked by model or key (a table, drawn as a chart by static/usage-chart.js with the
+// vendored uPlot when scripts run), and the request log with its filters in the URL, keyset
+// pages and a CSV export. Times are UTC, as everywhere in the application.
+
+// usageChartGroups is how many groups the chart and its table show (the rest are added up).
+const usageChartGroups = 8
+
+func (a *App) usageRoutes(mux *http.ServeMux) {
+	svc := usageview.New(a.store.Pool(), usageview.Options{})
+	mux.Handle("GET /usage", a.member(func(w http.ResponseWriter, r *http.Request, v *Visitor) { a.usagePage(w, r, v, svc) }))
+	mux.Handle("GET /usage/export.csv", a.member(func(w http.ResponseWriter, r *http.Request, v *Visitor) { a.usageExport(w, r, v, svc) }))
+}
+
+// usageData is what templates/usage.html renders.
+type usageData struct {
+	Balance, Held, PerDay string
+	DaysLeft              string // "" when there was no recent spend
+	Chart                 usageChart
+	Form                  usageForm
+	Keys                  []usageKeyOption
+	Problems              []usageview.Problem
+	Rows                  []usageRow
+	NewestURL, OlderURL   string // "" when not applicable
+	CSVURL                string
+}
+
+type usageChart struct {
+	Group              string // model or key
+	Days               int
+	Series             []string
+	Rows               []usageChartRow
+	Totals             []usageTotal
+	Total              string
+	Requests           int64
+	ByModelURL         string
+	ByKeyURL           string
+	Days7, Days30, D90 string
+}
+
+type usageChartRow struct {
+	Day    time.Time
+	Cells  []usageCell
+	Total  string
+	Micros int64
+}
+
+type usageCell struct {
+	Micros int64
+	USD    string
+}
+
+type usageTotal struct {
+	Label    string
+	Requests int64
+	USD      string
+}
+
+// usageForm holds the filter form's values as the URL gave them.
+type usageForm struct {
+	From, To, Model, Key, Route, Status, Limit, Group, Days string
+}
+
+type usageKeyOption struct {
+	ID, Label string
+	Selected  bool
+}
+
+type usageRow struct {
+	Time                      time.Time
+	Route, Model, Expert, Key string
+	InputTokens, OutputTokens int64
+	Cost, Status, Latency     string
+	OnCredit                  bool
+}
+
+func (a *App) usagePage(w http.ResponseWriter, r *http.Request, v *Visitor, svc *usageview.Service) {
+	ctx, acct := r.Context(), v.Account.AccountID
+	q := r.URL.Query()
+	status := http.StatusOK
+	d := usageData{Form: usageForm{From: q.Get("from"), To: q.Get("to"), Model: q.Get("model"), Key: q.Get("key"),
+		Route: q.Get("route"), Status: q.Get("status"), Limit: q.Get("limit"), Group: q.Get("group"), Days: q.Get("days")}}
+	var qe *usageview.QueryError
+
+	sum, err := svc.Summary(ctx, acct)
+	if err != nil {
+		a.failInternal(w, r, v, "usage summary", err)
+		return
+	}
+	d.Balance, d.Held, d.PerDay = apierror.USD(sum.BalanceMicros), apierror.USD(sum.HeldMicros), apierror.USD(sum.PerDayMicros())
+	if !sum.NoRecentSpend {
+		d.DaysLeft = strconv.FormatFloat(sum.DaysLeft, 'f', 1, 64)
+	}
+
+	dq, err := usageview.ParseDailyQuery(q, time.Now(), time.UTC)
+	if errors.As(err, &qe) {
+		d.Problems = append(d.Problems, qe.Problems...)
+		status = http.StatusBadRequest
+		dq = usageview.LastDays(usageview.DefaultDays, time.Now(), time.UTC, usageview.GroupByModel)
+	}
+	dq.MaxGroups = usageChartGroups
+	daily, err := svc.DailySpend(ctx, acct, dq)
+	if err != nil {
+		a.failInternal(w, r, v, "usage per day", err)
+		return
+	}
+	d.Chart = chartData(daily, q)
+
+	keys, err := a.store.ListAPIKeys(ctx, acct)
+	if err != nil {
+		a.failInternal(w, r, v, "usage keys", err)
+		return
+	}
+	for _, k := range keys {
+		d.Keys = append(d.Keys, usageKeyOption{ID: k.ID.String(), Label: usageview.KeyLabel(k.Name, k.DisplayPrefix), Selected: k.ID.String() == d.Form.Key})
+	}
+
+	lq, err := usageview.ParseLogQuery(q, time.UTC)
+	if errors.As(err, &qe) {
+		d.Problems = append(d.Problems, qe.Problems...)
+		status = http.StatusBadRequest
+	} else if err != nil {
+		a.failInternal(w, r, v, "usage query", err)
+		return
+	} else {
+		page, err := svc.RequestLog(ctx, acct, lq.Filter, lq.After, lq.Limit)
+		if err != nil {
+			a.failInternal(w, r, v, "request log", err)
+			return
+		}
+		for _, req := range page.Requests {
+			d.Rows = append(d.Rows, logRow(req))
+		}
+		keep := lq.Values(time.UTC)
+		for _, p := range []string{usageview.ParamGroup, usageview.ParamDays} {
+			if s := q.Get(p); s != "" {
+				keep.Set(p, s)
+			}
+		}
+		if !lq.After.IsZero() {
+			d.NewestURL = "/usage?" + keep.Encode()
+		}
+		if !page.Next.IsZero() {
+			next := cloneValues(keep)
+			next.Set(usageview.ParamAfter, page.Next.String())
+			d.OlderURL = "/usage?" + next.Encode()
+		}
+		d.CSVURL = "/usage/export.csv?" + lq.Values(time.UTC).Encode()
+	}
+	a.render(w, r, v, status, "usage", "Usage", d)
+}
+
+// chartData lays the daily spend out as the table the chart is drawn from.
+func chartData(daily usageview.Daily, q url.Values) usageChart {
+	c := usageChart{Group: string(daily.GroupBy), Days: len(daily.Days), Total: apierror.USD(daily.TotalMicros), Requests: daily.Requests}
+	for _, g := range daily.Groups {
+		c.Series = append(c.Series, g.Label)
+		c.Totals = append(c.Totals, usageTotal{Label: g.Label, Requests: g.Requests, USD: apierror.USD(g.TotalMicros)})
+	}
+	for i, day := range daily.Days {
+		row := usageChartRow{Day: day, Total: apierror.USD(daily.DayMicros[i]), Micros: daily.DayMicros[i]}
+		for _, g := range daily.Groups {
+			row.Cells = append(row.Cells, usageCell{Micros: g.Micros[i], USD: apierror.USD(g.Micros[i])})
+		}
+		c.Rows = append(c.Rows, row)
+	}
+	link := func(param, value string) string {
+		v := cloneValues(q)
+		v.Del(usageview.ParamAfter)
+		v.Set(param, value)
+		return "/usage?" + v.Encode()
+	}
+	c.ByModelURL, c.ByKeyURL = link(usageview.ParamGroup, "model"), link(usageview.ParamGroup, "key")
+	c.Days7, c.Days30, c.D90 = link(usageview.ParamDays, "7"), link(usageview.ParamDays, "30"), link(usageview.ParamDays, "90")
+	return c
+}
+
+// logRow formats one request for the log table.
+func logRow(r usageview.Request) usageRow {
+	expert := r.UpstreamModel
+	if r.Provider != "" {
+		expert = r.Provider + " / " + r.UpstreamModel
+	}
+	key := usageview.KeyLabel(r.KeyName, r.KeyPrefix)
+	if key == "" && r.KeyID != uuid.Nil {
+		key = "key " + r.KeyID.String()[:8]
+	}
+	if key == "" {
+		key = "—"
+	}
+	return usageRow{Time: r.StartedAt, Route: r.Route, Model: r.Model, Expert: expert, Key: key,
+		InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, Cost: apierror.USD(r.CostMicros), Status: r.Status,
+		Latency: fmt.Sprintf("%.2f s", r.Latency().Seconds()), OnCredit: r.OnCredit}
+}
+
+// usageExport streams the filtered request log as CSV. A filter it cannot read is a 400
+// page; a failure once rows have been sent aborts the response, so that a cut download is
+// never taken for a whole one.
+func (a *App) usageExport(w http.ResponseWriter, r *http.Request, v *Visitor, svc *usageview.Service) {
+	lq, err := usageview.ParseLogQuery(r.URL.Query(), time.UTC)
+	if err != nil {
+		a.fail(w, r, v, http.StatusBadRequest, "The export's filters could not be read: "+err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	w.Header().Set("Content-Disposition", `attachment; filename="usage-`+time.Now().UTC().Format("20060102-150405")+`.csv"`)
+	if _, err := svc.ExportCSV(r.Context(), v.Account.AccountID, lq.Filter, w); err != nil {
+		a.log.Warn("web: usage export", "err", err, "path", r.URL.Path)
+		panic(http.ErrAbortHandler)
+	}
+}
+
+func cloneValues(v url.Values) url.Values {
+	out := make(url.Values, len(v))
+	for k, vs := range v {
+		out[k] = append([]string(nil), vs...)
+	}
+	return out
+}

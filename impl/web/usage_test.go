@@ -1,0 +1,119 @@
+package web_test
+
+import (
+	"context"
+	"encoding/csv"
+	"html"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/impl/store"
+)
+
+// TestUsagePage: the Usage page shows the balance, the burn rate, the spend per day (the
+// table the chart is drawn from) and the request log of the visitor's account only; a filter
+// in the URL narrows the log, next-page links walk it one row at a time without repeating a
+// row, a bad filter is a 400 that names it, the CSV export streams the same rows, and the
+// chart's scripts are served from the application itself.
+func TestUsagePage(t *testing.T) {
+	e := start(t, nil)
+	ctx := context.Background()
+	acme := e.account(t, "acme", aliceEmail, "member")
+	other := e.account(t, "other", bobEmail, "member")
+	key, err := e.Accounts.CreateKey(ctx, acme.ID, "ci-runner", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	rec := func(acct store.Account, id, model string, ago time.Duration, cost int64) store.UsageRecord {
+		r := store.UsageRecord{AccountID: acct.ID, RequestID: id, Model: model, Route: "/v1/chat/completions",
+			Provider: "sim", UpstreamModel: "expert-" + model, InputTokens: 10, OutputTokens: 20, CostMicros: cost,
+			Status: "completed", StartedAt: now.Add(-ago), FinishedAt: now.Add(-ago + 1200*time.Millisecond)}
+		if acct.ID == acme.ID && id != "r3" {
+			r.APIKeyID = key.Key.ID
+		}
+		return r
+	}
+	if _, err := e.Store.WriteUsage(ctx, "web-test", []store.UsageRecord{
+		rec(acme, "r1", "service-flint", 3*time.Hour, 1500), rec(acme, "r2", "service-sonnet", 2*time.Hour, 2500),
+		rec(acme, "r3", "service-flint", time.Hour, 500), rec(other, "o1", "secret-model", time.Hour, 9999),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b := e.browser(t)
+	b.signIn(e, aliceEmail, alicePass)
+
+	p := b.get("/usage")
+	if p.Status != http.StatusOK {
+		t.Fatalf("GET /usage: %d %.300s", p.Status, p.Body)
+	}
+	body := html.UnescapeString(p.Body)
+	for _, want := range []string{"Balance", "Days left</dt><dd>about ", " a day <span", "service-flint", "service-sonnet",
+		"expert-service-sonnet", "ci-runner", "$0.004500", `data-micros="2500"`, `src="/static/uplot/uPlot.iife.min.js"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	if strings.Contains(body, "secret-model") || strings.Contains(body, "9999") {
+		t.Error("the page shows another account's usage")
+	}
+
+	// One row a page: r3, r2, r1, each once, then no older link.
+	var seen []string
+	next := "/usage?limit=1"
+	older := regexp.MustCompile(`href="([^"]+)" rel="next"`)
+	for i := 0; next != "" && i < 10; i++ {
+		p := b.get(next)
+		if p.Status != http.StatusOK {
+			t.Fatalf("GET %s: %d", next, p.Status)
+		}
+		body := logTable(p.Body)
+		for _, m := range []string{"service-flint", "service-sonnet"} {
+			if strings.Count(body, "<th scope=\"row\">"+m+"</th>") > 0 {
+				seen = append(seen, m)
+			}
+		}
+		next = ""
+		if m := older.FindStringSubmatch(p.Body); m != nil {
+			next = html.UnescapeString(m[1])
+		}
+	}
+	if strings.Join(seen, ",") != "service-flint,service-sonnet,service-flint" {
+		t.Errorf("pages showed %v", seen)
+	}
+
+	p = b.get("/usage?model=service-sonnet")
+	if log := logTable(p.Body); !strings.Contains(log, "<th scope=\"row\">service-sonnet</th>") || strings.Contains(log, "<th scope=\"row\">service-flint</th>") {
+		t.Errorf("model filter: %.2000s", p.Body)
+	}
+	p = b.get("/usage?key=nope&limit=0")
+	if p.Status != http.StatusBadRequest || !strings.Contains(p.Body, "<strong>key</strong>") || !strings.Contains(p.Body, "<strong>limit</strong>") {
+		t.Errorf("bad filter: %d %.2000s", p.Status, p.Body)
+	}
+
+	p = b.get("/usage/export.csv?key=" + key.Key.ID.String())
+	if p.Status != http.StatusOK || !strings.HasPrefix(p.Header.Get("Content-Type"), "text/csv") ||
+		!strings.Contains(p.Header.Get("Content-Disposition"), "attachment") {
+		t.Fatalf("export: %d %v", p.Status, p.Header)
+	}
+	rows, err := csv.NewReader(strings.NewReader(p.Body)).ReadAll()
+	if err != nil || len(rows) != 3 || rows[0][0] != "started_at" || rows[1][1] != "r2" || rows[2][1] != "r1" {
+		t.Fatalf("export rows %v, %v", rows, err)
+	}
+	for _, asset := range []string{"/static/uplot/uPlot.iife.min.js", "/static/uplot/uPlot.min.css", "/static/usage-chart.js"} {
+		if p := b.get(asset); p.Status != http.StatusOK || len(p.Body) < 500 {
+			t.Errorf("GET %s: %d, %d bytes", asset, p.Status, len(p.Body))
+		}
+	}
+	_ = other
+}
+
+// logTable is the request log table of a Usage page.
+func logTable(body string) string {
+	_, log, _ := strings.Cut(body, `id="usage-requests"`)
+	log, _, _ = strings.Cut(log, "</table>")
+	return log
+}

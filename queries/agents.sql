@@ -166,3 +166,7 @@ FROM usage_records WHERE agent_session_id = $1;
 -- Serialises the requests of one account that carry the same Idempotency-Key, for the rest of
 -- the transaction.
 SELECT pg_advisory_xact_lock(hashtextextended(sqlc.arg('lock_key')::text, 7318204918));
+
+-- name: FinishAgentStopCommands :exec
+-- The stop commands of a session that has ended are done.
+UPDATE agent_commands SET status = 'done' WHERE session_id = $1 AND kind = 'stop' AND status = 'running';

@@ -136,6 +136,16 @@ func (q *Queries) ExpireAgentApprovals(ctx context.Context) ([]uuid.UUID, error)
 	return items, nil
 }
 
+const finishAgentStopCommands = `-- name: FinishAgentStopCommands :exec
+UPDATE agent_commands SET status = 'done' WHERE session_id = $1 AND kind = 'stop' AND status = 'running'
+`
+
+// The stop commands of a session that has ended are done.
+func (q *Queries) FinishAgentStopCommands(ctx context.Context, sessionID pgtype.UUID) error {
+	_, err := q.db.Exec(ctx, finishAgentStopCommands, sessionID)
+	return err
+}
+
 const forgetOldAgentCommandKey = `-- name: ForgetOldAgentCommandKey :execrows
 UPDATE agent_commands SET idempotency_key = NULL
 WHERE account_id = $1 AND idempotency_key = $2 AND created_at < now() - interval '24 hours'

@@ -194,7 +194,9 @@ type actionWorker struct {
 	s *Service
 }
 
-func (w *actionWorker) NextRetry(job *river.Job[actionArgs]) time.Time { return retryDelay(job.Attempt) }
+func (w *actionWorker) NextRetry(job *river.Job[actionArgs]) time.Time {
+	return retryDelay(job.Attempt)
+}
 
 // Work runs an approved action: its status goes running, then done (with the session or
 // message it made) or failed (with why), in the transaction that completes the job.

@@ -75,6 +75,9 @@ func TestCommands(t *testing.T) {
 	if s.EndReason != agent.ReasonUserStop || s.Turns != 1 {
 		t.Fatalf("stopped busy session: %+v", s)
 	}
+	for _, c := range []string{first.CommandID, stop.CommandID} {
+		waitCommand(t, w, c, agent.CommandDone)
+	}
 	evs := allEvents(t, svc, acme.p, first.SessionID)
 	checkSeq(t, evs)
 	if k := kinds(evs); k[len(k)-1] != "state" || field(t, evs[len(evs)-1], "reason") != agent.ReasonUserStop {
@@ -123,5 +126,24 @@ func TestCommands(t *testing.T) {
 	}
 	if _, err := svc.Tail(ctx, other.p, first.SessionID, 0, 10, 0); !errors.Is(err, agent.ErrNotFound) {
 		t.Fatalf("another tenant's tail: %v", err)
+	}
+}
+
+// waitCommand waits until a command has the status.
+func waitCommand(t *testing.T, w *world, id, status string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var got string
+		if err := w.store.Pool().QueryRow(context.Background(), "SELECT status FROM agent_commands WHERE id = $1", id).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got == status {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("command %s is %s, not %s", id, got, status)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

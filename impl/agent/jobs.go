@@ -132,6 +132,19 @@ func withSession[T river.JobArgs](ctx context.Context, s *Service, job *river.Jo
 	})
 }
 
+// setCommand moves a command (none: uuid.Nil) through statuses, in order.
+func setCommand(st *sessionTx, id uuid.UUID, statuses ...string) error {
+	if id == uuid.Nil {
+		return nil
+	}
+	for _, status := range statuses {
+		if err := st.q.SetAgentCommandStatus(st.ctx, db.SetAgentCommandStatusParams{ID: id, Status: status}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 type startWorker struct {
 	river.WorkerDefaults[startArgs]
 	s *Service
@@ -142,10 +155,8 @@ func (w *startWorker) NextRetry(job *river.Job[startArgs]) time.Time { return re
 func (w *startWorker) Work(ctx context.Context, job *river.Job[startArgs]) error {
 	s := w.s
 	return withSession(ctx, s, job, job.Args.SessionID, func(st *sessionTx) error {
-		if job.Args.CommandID != uuid.Nil {
-			if err := st.q.SetAgentCommandStatus(ctx, db.SetAgentCommandStatusParams{ID: job.Args.CommandID, Status: CommandDone}); err != nil {
-				return err
-			}
+		if err := setCommand(st, job.Args.CommandID, CommandRunning, CommandDone); err != nil {
+			return err
 		}
 		if st.row.State != StateProvisioning {
 			return nil // stopped before it started
@@ -169,15 +180,18 @@ func (w *stopWorker) NextRetry(job *river.Job[stopArgs]) time.Time { return retr
 
 func (w *stopWorker) Work(ctx context.Context, job *river.Job[stopArgs]) error {
 	return withSession(ctx, w.s, job, job.Args.SessionID, func(st *sessionTx) error {
-		if job.Args.CommandID != uuid.Nil {
-			if err := st.q.SetAgentCommandStatus(ctx, db.SetAgentCommandStatusParams{ID: job.Args.CommandID, Status: CommandDone}); err != nil {
-				return err
-			}
+		// The command runs until the session has ended: at once for a session that was ready,
+		// at the step boundary for a busy one (sessionTx.end marks it done).
+		if err := setCommand(st, job.Args.CommandID, CommandRunning); err != nil {
+			return err
 		}
 		if job.Args.Finish && st.row.State == StateStopping {
 			return st.end(StateStopped, "")
 		}
-		return nil // the step in flight ends it at its boundary
+		if !live(st.row.State) {
+			return setCommand(st, job.Args.CommandID, CommandDone)
+		}
+		return nil
 	})
 }
 

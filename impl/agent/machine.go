@@ -93,7 +93,7 @@ var (
 	CommandMachine = newMachine("command",
 		[]string{CommandAccepted, CommandRunning, CommandDone, CommandFailed},
 		[2]string{CommandAccepted, CommandRunning}, [2]string{CommandRunning, CommandDone}, [2]string{CommandRunning, CommandFailed})
-	MessageMachine = newMachine("message", []string{MessageQueued, MessageTaken}, [2]string{MessageQueued, MessageTaken})
+	MessageMachine  = newMachine("message", []string{MessageQueued, MessageTaken}, [2]string{MessageQueued, MessageTaken})
 	ApprovalMachine = newMachine("approval",
 		[]string{ApprovalPending, ApprovalApproved, ApprovalDenied, ApprovalExpired, ApprovalCancelled},
 		[2]string{ApprovalPending, ApprovalApproved}, [2]string{ApprovalPending, ApprovalDenied},

@@ -70,6 +70,9 @@ func (st *sessionTx) move(to, reason string) error {
 	case StateStopped, StateFailed:
 		t := st.now
 		st.row.EndedAt = &t
+		if err := st.q.FinishAgentStopCommands(st.ctx, pgUUID(st.row.ID)); err != nil {
+			return err
+		}
 	}
 	data := map[string]string{"from": from, "to": to}
 	if reason != "" {

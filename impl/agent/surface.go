@@ -489,4 +489,3 @@ func (s *Service) Tickets(ctx context.Context, p auth.Principal, state string, l
 	}
 	return s.ListTickets(ctx, &p.AccountID, state, limit)
 }
-

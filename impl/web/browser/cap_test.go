@@ -46,6 +46,7 @@ func TestKeyCreditCap(t *testing.T) {
 		p.Select(periodLabel, "none")
 	})
 	p.at(p.Follow("Back to the keys"), http.StatusOK, s.URL+"/keys")
+	p.shot("keys-capped")
 	if got := keyCell(t, p, "capped", "Credit cap"); !strings.Contains(got, "$0.010000") {
 		t.Fatalf("the key's row shows the credit cap %q, want $0.010000", got)
 	}

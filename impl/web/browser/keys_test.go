@@ -66,6 +66,7 @@ func TestKeyShownOnceUsedAndRevoked(t *testing.T) {
 		t.Error("going back in the browser's history shows the full key again")
 	}
 	p.at(p.Navigate(s.URL+"/keys"), http.StatusOK, s.URL+"/keys")
+	p.shot("keys")
 
 	if status, body := s.api(t, http.MethodGet, "/v1/models", key, ""); status != http.StatusOK {
 		t.Fatalf("GET /v1/models with the new key: %d %s", status, body)

@@ -60,7 +60,7 @@ func TestSignOut(t *testing.T) {
 // cookie, replayed, no longer opens /keys; its home page asks it to sign in).
 func TestSessionsEndTheOther(t *testing.T) {
 	s := start(t)
-	first, second := newTour(t), newTour(t)
+	first, second := newNamedTour(t, "first"), newNamedTour(t, "second")
 	s.signIn(first)
 	otherCookie := s.signIn(second)
 

@@ -94,17 +94,24 @@ func start(t *testing.T) *site {
 type tour struct {
 	t *testing.T
 	*browsertest.Page
-	n int
+	who string // the screenshots' prefix, telling the browsers of one test apart
+	n   int
 }
 
 // newTour opens a page (a browser context of its own) for t.
 func newTour(t *testing.T) *tour { return &tour{t: t, Page: browsertest.New(t)} }
 
-// shot writes a screenshot of the page now shown, as NN-name.png.
+// newNamedTour opens a page for t whose screenshots are named after who, for a test that uses
+// two browsers.
+func newNamedTour(t *testing.T, who string) *tour {
+	return &tour{t: t, Page: browsertest.New(t), who: who + "-"}
+}
+
+// shot writes a screenshot of the page now shown, as [who-]NN-name.png.
 func (p *tour) shot(name string) {
 	p.t.Helper()
 	p.n++
-	p.Screenshot(fmt.Sprintf("%02d-%s", p.n, name))
+	p.Screenshot(fmt.Sprintf("%s%02d-%s", p.who, p.n, name))
 }
 
 // at fails the test unless the page shown is url (ignoring a query) with the wanted status.

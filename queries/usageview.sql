@@ -9,7 +9,7 @@ SELECT balance_micros, held_micros FROM accounts WHERE id = @account_id;
 -- keyset pages on (started_at, id), newest first: @before_started/@before_id is the last row
 -- of the previous page (or a bound above every row for the first page), and @lim is the page
 -- size plus one, so the caller knows whether there is a next page. The three page queries
--- differ only in the index they can use (migrations 0009 and 0007): a literal condition on api_key_id or
+-- differ only in the index they can use (migration 0009): a literal condition on api_key_id or
 -- model, not an optional one, is what lets a prepared statement's generic plan use the key or
 -- the model index. Route and status, and the other of key and model, are optional filters
 -- ('' or the nil uuid: any).

@@ -12,8 +12,8 @@ import (
 // TestQueryPlansUseTheIndexes loads 45,000 rows (30,000 of one account) and shows, with
 // EXPLAIN ANALYZE of exactly what each call sent, that the request log's pages (first, deep,
 // filtered by key, model, route and status, as the generic plan of a prepared statement and as
-// a custom plan) read migration 0009's indexes (0007's by key) and never scan usage_records
-// whole, and that the daily chart and the burn rate read the rollup usage_daily only.
+// a custom plan) read migration 0009's indexes (a generic plan in their order, with no sort) and never scan
+// usage_records whole, and that the daily chart and the burn rate read the rollup usage_daily only.
 func TestQueryPlansUseTheIndexes(t *testing.T) {
 	end := time.Date(2025, 6, 30, 12, 0, 0, 0, time.UTC)
 	f := newFixture(t, end)
@@ -31,7 +31,7 @@ func TestQueryPlansUseTheIndexes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	const mainIdx, keyIdx, modelIdx = "usage_records_account_started_idx", "usage_records_key_started_idx", "usage_records_account_model_started_idx"
+	const mainIdx, keyIdx, modelIdx = "usage_records_account_started_idx", "usage_records_account_key_started_idx", "usage_records_account_model_started_idx"
 	const rollup = "usage_daily"
 	cases := []struct {
 		name  string
@@ -82,7 +82,11 @@ func TestQueryPlansUseTheIndexes(t *testing.T) {
 		q := ts.last[0]
 		for _, generic := range []bool{false, true} {
 			plan := explain(f.ctx, t, f.pool, q, generic)
-			if seq.MatchString(plan) || !strings.Contains(plan, c.index) ||
+			// As a generic plan (which knows no selectivity), a log page reads its rows in the
+			// index's order and stops: no sort of all the rows that match. A custom plan may sort
+			// the few rows it knows a rare filter finds.
+			sorted := generic && !c.only && strings.Contains(plan, "Sort Key: u.started_at")
+			if seq.MatchString(plan) || !strings.Contains(plan, c.index) || sorted ||
 				(c.only && strings.Contains(plan, "usage_records")) {
 				t.Errorf("%s (generic plan %v): want %s (rollup only: %v), got\n%s", c.name, generic, c.index, c.only, plan)
 			} else if testing.Verbose() {

@@ -10,10 +10,16 @@
 LOCK TABLE usage_records IN SHARE ROW EXCLUSIVE MODE;
 
 -- The request log, newest first, and its keyset cursor (started_at, id): a page is one index
--- range scan that stops after the page's rows, however deep the cursor. (Filtered by key, the
--- log reads usage_records_key_started_idx of migration 0007.)
+-- range scan that stops after the page's rows, however deep the cursor.
 CREATE INDEX IF NOT EXISTS usage_records_account_started_idx
     ON usage_records (account_id, started_at DESC, id DESC);
+
+-- The request log filtered by key: an account may have many keys, each a small share of its
+-- rows. (0007's usage_records_key_started_idx has no id to break ties: the generic plan of a
+-- prepared statement then read all of a key's rows and sorted them, 0.27 s for 40,000 rows.)
+CREATE INDEX IF NOT EXISTS usage_records_account_key_started_idx
+    ON usage_records (account_id, api_key_id, started_at DESC, id DESC)
+    WHERE api_key_id IS NOT NULL;
 
 -- The request log filtered by model: a rarely used model would otherwise be found by walking
 -- the account's whole log.

@@ -136,10 +136,14 @@ WHERE holder = @holder AND NOT reaped;
 -- Returns the reservations whose lease has expired (their process is gone) to their budgets:
 -- of one key (key_id) or, when key_id is the nil uuid, of every key. A reaped reservation keeps its row,
 -- with amount 0, until its request settles, so that a late settlement still counts its cost.
+-- One reaper at a time (a transaction-level advisory lock, tried once: a reaper that does not
+-- get it reaps nothing, the one that has it is at work), so that two reapers never lock the
+-- same budgets in different orders and deadlock.
 WITH expired AS (
     SELECT r.key_id, r.request_id, r.period_start, r.amount_micros
     FROM key_reservations r
-    WHERE NOT r.reaped AND r.expires_at < now()
+    WHERE (SELECT pg_try_advisory_xact_lock(7310514401))
+      AND NOT r.reaped AND r.expires_at < now()
       AND (@key_id::uuid = '00000000-0000-0000-0000-000000000000'::uuid OR r.key_id = @key_id::uuid)
     ORDER BY r.key_id, r.request_id
     FOR UPDATE SKIP LOCKED

@@ -195,6 +195,32 @@ func (a *Authenticator) Authenticate(ctx context.Context, authorization string) 
 	return p, nil
 }
 
+// KeyPrincipal returns the caller that the key with id stands for, as Authenticate would: its
+// account, RPM cap and limits (the credit cap and the model subset that the metering and the
+// routes apply to a Principal). It is for work done later on a key's behalf, such as an agent
+// session's model calls, which must keep to the key's limits as its requests do: a revoked or
+// unknown key is ErrUnknown, a disabled one ErrDisabled, an expired one an *ExpiredError. It
+// reads the database on every call (no cache); its other errors are dependency failures.
+func (a *Authenticator) KeyPrincipal(ctx context.Context, id uuid.UUID) (Principal, error) {
+	k, err := a.store.GetAPIKey(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return Principal{}, ErrUnknown
+	}
+	if err != nil {
+		return Principal{}, apierror.Unavailable("the database", err)
+	}
+	p := principalOf(k)
+	switch {
+	case k.RevokedAt != nil:
+		return Principal{}, ErrUnknown
+	case p.disabled:
+		return Principal{}, ErrDisabled
+	case p.Limits != nil && !p.Limits.ExpiresAt.IsZero() && !a.opts.Now().Before(p.Limits.ExpiresAt):
+		return Principal{}, &ExpiredError{At: p.Limits.ExpiresAt}
+	}
+	return p, nil
+}
+
 // principalOf is the cached form of a stored key.
 func principalOf(k store.APIKey) Principal {
 	p := Principal{AccountID: k.AccountID, KeyID: k.ID, RPMLimit: k.RPMLimit, disabled: k.DisabledAt != nil,

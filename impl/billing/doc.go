@@ -172,6 +172,58 @@
 // balance never goes below zero. CreditStats reports the database's state, the refusals, and
 // the requests and credit served on credit, for the metrics (tollgate_credit_*).
 //
+// # Key credit caps
+//
+// An API key may carry a credit cap: the most it may spend in a period, none (one period for
+// ever), daily or monthly (UTC calendar days and months). ReserveForKey enforces it with the
+// same guarantee as the account's credit, across every process: no request is served whose
+// worst case, added to what the key spent in the period and to what its requests in flight
+// reserved, would pass the cap. It reserves the worst case against the account's credit (as
+// Reserve does, usually in memory) and then against the key's budget, a row of key_budgets per
+// (key, period) holding spent_micros and reserved_micros, in one statement: an INSERT ... ON
+// CONFLICT DO UPDATE whose WHERE adds the worst case only while spent + reserved + worst stays
+// within the cap (the row is locked and re-read, so concurrent reservations of any processes
+// never pass it together), and which writes in the same statement the request's row of
+// key_reservations, held by this process with a lease. A refusal is a *KeyCapError, a 402 in
+// the route's envelope that names the key's cap; the account's reservation is released.
+//
+// Settle ends the key's reservation in one more statement: the reservation row is deleted, its
+// amount leaves reserved_micros and the real cost (the same clamped cost as the usage record's)
+// joins spent_micros; Release does the same with a cost of 0. Settling is idempotent (the row
+// is gone after the first), so a settlement retried after an unknown outcome counts once. The
+// settlement is written synchronously, after the answer has reached the client and without the
+// request's context (a client that went away is billed all the same); one that the database
+// does not take is kept in memory and retried by the maintenance, whose lease renewals keep
+// the reservation meanwhile. A request counts in the period its reservation was made in, and
+// its usage record's started_at is kept in that period, so the spend the key list shows (the
+// sum of the key's usage records since the period start) is what the budget counts.
+//
+// Leases. The maintenance renews the leases of this process's key reservations every Lease/6
+// while it has any (one UPDATE for all of them), and every ReapInterval returns the expired
+// reservations of every process (whose process is gone) to their budgets; a reservation that
+// its budget would refuse also returns the expired reservations of its key first, and tries
+// once more. A reaped reservation keeps its row, with amount 0, so that the settlement of a
+// request whose process was cut off from the database for longer than the lease (but not
+// dead) still counts its cost: the one way a key can pass its cap, by at most such requests'
+// worst cases. Reaped rows of processes gone for a day are deleted.
+//
+// What it costs. A key without a cap costs nothing: no database call, no allocation (the
+// principal's limits are nil), and the one branch that skips the cap. A capped key's request
+// costs two database round trips on the request path (the reservation before the upstream call,
+// the settlement after the answer has been written), each a single statement on one budget row
+// and one reservation row, plus its share of one lease renewal every Lease/6 per process. All
+// the requests of one capped key, from every process, take the lock of the same budget row in
+// turn, for the few microseconds of one statement each.
+//
+// During a database outage a capped key's request is refused with a 503 and Retry-After
+// (apierror.Unavailable wrapping ErrKeyCapUnavailable): the key's budget is kept only in the
+// database, so no process can tell what another has served against it. Uncapped keys of the
+// same account are served from the holds as before. The spend of a key is what its usage
+// records charge, except in the cases where the usage writer bills less than a record's cost
+// (a hold lost to a long partition: the ledger note says so) and where a process is killed
+// after a settlement but before its usage record is written (the record is lost, in the
+// customer's favour, and the key's budget counts a little more than its records show).
+//
 // # Balance
 //
 // Balance, for GET /v1/credits, is the settled balance: settlements show within the flush

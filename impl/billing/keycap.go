@@ -116,11 +116,11 @@ func (m *Meter) ReserveForKey(ctx context.Context, accountID uuid.UUID, requestI
 		cancel()
 		if err != nil {
 			r.Release()
-			if m.noteDBError(err) {
-				return nil, apierror.Unavailable("the database", errors.Join(ErrKeyCapUnavailable, err))
-			}
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
+			}
+			if m.noteDBError(err) {
+				return nil, apierror.Unavailable("the database", errors.Join(ErrKeyCapUnavailable, err))
 			}
 			return nil, fmt.Errorf("billing: reserve against the key's cap: %w", err)
 		}
@@ -213,9 +213,7 @@ func (m *Meter) maintainKeys(ctx context.Context, now time.Time) {
 		}
 		cancel()
 		if err != nil && ctx.Err() == nil && !m.noteDBError(err) {
-			// Two processes reaping reservations of the same budgets may deadlock; PostgreSQL
-			// ends one, which reaps at its next interval.
-			m.opts.Logger.Warn("billing: reap key reservations", "err", err)
+			m.opts.Logger.Error("billing: reap key reservations", "err", err)
 		}
 	}
 }

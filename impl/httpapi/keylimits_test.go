@@ -18,6 +18,7 @@ import (
 
 	"github.com/tollgate/tollgate/impl/accounts"
 	"github.com/tollgate/tollgate/impl/apitest"
+	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/pgtest"
 	"github.com/tollgate/tollgate/impl/store"
 )
@@ -490,5 +491,43 @@ func TestCappedKeyDuringDatabaseOutage(t *testing.T) {
 			t.Fatalf("a capped key after the outage: %d %s", status, body)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestKeyPrincipalForLaterWork: the principal of a key looked up by id (for work done later on
+// its behalf, such as an agent's model calls) carries the key's limits, and a disabled,
+// expired or revoked key has none.
+func TestKeyPrincipalForLaterWork(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{})
+	ctx := context.Background()
+	tenant := g.NewTenant(t, "acme", 0, 1_000_000)
+	capMicros := int64(1234)
+	_, id := keyWith(t, g, tenant.Account.ID, accounts.KeyOptions{CreditCapMicros: &capMicros, CapPeriod: store.CapPeriodDaily, Models: []string{"service-flint"}})
+	p, err := g.Auth.KeyPrincipal(ctx, id)
+	if err != nil || p.AccountID != tenant.Account.ID || p.Limits == nil || !p.Limits.HasCap || p.Limits.CapMicros != capMicros ||
+		p.Limits.CapPeriod != store.CapPeriodDaily || !p.AllowsModel("service-flint") || p.AllowsModel("service-sonnet") {
+		t.Fatalf("the principal of a capped, confined key: %+v %+v, %v", p, p.Limits, err)
+	}
+	if p, err := g.Auth.KeyPrincipal(ctx, tenant.KeyID); err != nil || p.Limits != nil || !p.AllowsModel("service-sonnet") {
+		t.Fatalf("the principal of a key without limits: %+v, %v", p, err)
+	}
+	if _, err := g.Accounts.Disable(ctx, tenant.Account.ID, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Auth.KeyPrincipal(ctx, id); !errors.Is(err, auth.ErrDisabled) {
+		t.Fatalf("a disabled key: %v", err)
+	}
+	past := time.Now().Add(-time.Second)
+	if _, err := g.Store.SetAPIKeyLimits(ctx, tenant.Account.ID, tenant.KeyID, store.KeyLimits{ExpiresAt: &past}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Auth.KeyPrincipal(ctx, tenant.KeyID); !errors.As(err, new(*auth.ExpiredError)) {
+		t.Fatalf("an expired key: %v", err)
+	}
+	if _, err := g.Accounts.RevokeAll(ctx, tenant.Account.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Auth.KeyPrincipal(ctx, id); !errors.Is(err, auth.ErrUnknown) {
+		t.Fatalf("a revoked key: %v", err)
 	}
 }

@@ -12,13 +12,13 @@ SELECT balance_micros, held_micros FROM accounts WHERE id = @account_id;
 -- differ only in the index they can use (migration 0009): a literal condition on api_key_id or
 -- model, not an optional one, is what lets a prepared statement's generic plan use the key or
 -- the model index. Route and status, and the other of key and model, are optional filters
--- ('' or the nil uuid: any).
+-- ('' or the nil uuid: any). The keys' names are looked up once per page
+-- (UsageViewKeyLabels), not joined row by row.
 SELECT u.id, u.request_id, u.started_at, u.finished_at, u.route, u.model, u.provider, u.upstream_model,
-       u.api_key_id, COALESCE(k.name, '')::text AS key_name, COALESCE(k.display_prefix, '')::text AS key_prefix,
+       u.api_key_id,
        u.input_tokens, u.output_tokens, u.cost_micros, u.hosted_tool_calls, u.hosted_tool_micros,
        u.status, u.on_credit
 FROM usage_records u
-LEFT JOIN api_keys k ON k.id = u.api_key_id AND k.account_id = u.account_id
 WHERE u.account_id = @account_id
   AND u.started_at >= @from_time::timestamptz AND u.started_at < @to_time::timestamptz
   AND (u.started_at, u.id) < (@before_started::timestamptz, @before_id::bigint)
@@ -31,11 +31,10 @@ LIMIT @lim;
 
 -- name: UsageViewLogPageByKey :many
 SELECT u.id, u.request_id, u.started_at, u.finished_at, u.route, u.model, u.provider, u.upstream_model,
-       u.api_key_id, COALESCE(k.name, '')::text AS key_name, COALESCE(k.display_prefix, '')::text AS key_prefix,
+       u.api_key_id,
        u.input_tokens, u.output_tokens, u.cost_micros, u.hosted_tool_calls, u.hosted_tool_micros,
        u.status, u.on_credit
 FROM usage_records u
-LEFT JOIN api_keys k ON k.id = u.api_key_id AND k.account_id = u.account_id
 WHERE u.account_id = @account_id AND u.api_key_id = @api_key_id::uuid
   AND u.started_at >= @from_time::timestamptz AND u.started_at < @to_time::timestamptz
   AND (u.started_at, u.id) < (@before_started::timestamptz, @before_id::bigint)
@@ -47,11 +46,10 @@ LIMIT @lim;
 
 -- name: UsageViewLogPageByModel :many
 SELECT u.id, u.request_id, u.started_at, u.finished_at, u.route, u.model, u.provider, u.upstream_model,
-       u.api_key_id, COALESCE(k.name, '')::text AS key_name, COALESCE(k.display_prefix, '')::text AS key_prefix,
+       u.api_key_id,
        u.input_tokens, u.output_tokens, u.cost_micros, u.hosted_tool_calls, u.hosted_tool_micros,
        u.status, u.on_credit
 FROM usage_records u
-LEFT JOIN api_keys k ON k.id = u.api_key_id AND k.account_id = u.account_id
 WHERE u.account_id = @account_id AND u.model = @model::text
   AND u.started_at >= @from_time::timestamptz AND u.started_at < @to_time::timestamptz
   AND (u.started_at, u.id) < (@before_started::timestamptz, @before_id::bigint)

@@ -178,11 +178,10 @@ func (q *Queries) UsageViewKeyLabels(ctx context.Context, arg UsageViewKeyLabels
 
 const usageViewLogPage = `-- name: UsageViewLogPage :many
 SELECT u.id, u.request_id, u.started_at, u.finished_at, u.route, u.model, u.provider, u.upstream_model,
-       u.api_key_id, COALESCE(k.name, '')::text AS key_name, COALESCE(k.display_prefix, '')::text AS key_prefix,
+       u.api_key_id,
        u.input_tokens, u.output_tokens, u.cost_micros, u.hosted_tool_calls, u.hosted_tool_micros,
        u.status, u.on_credit
 FROM usage_records u
-LEFT JOIN api_keys k ON k.id = u.api_key_id AND k.account_id = u.account_id
 WHERE u.account_id = $1
   AND u.started_at >= $2::timestamptz AND u.started_at < $3::timestamptz
   AND (u.started_at, u.id) < ($4::timestamptz, $5::bigint)
@@ -217,8 +216,6 @@ type UsageViewLogPageRow struct {
 	Provider         string
 	UpstreamModel    string
 	ApiKeyID         pgtype.UUID
-	KeyName          string
-	KeyPrefix        string
 	InputTokens      int64
 	OutputTokens     int64
 	CostMicros       int64
@@ -236,7 +233,8 @@ type UsageViewLogPageRow struct {
 // differ only in the index they can use (migration 0009): a literal condition on api_key_id or
 // model, not an optional one, is what lets a prepared statement's generic plan use the key or
 // the model index. Route and status, and the other of key and model, are optional filters
-// (” or the nil uuid: any).
+// (” or the nil uuid: any). The keys' names are looked up once per page
+// (UsageViewKeyLabels), not joined row by row.
 func (q *Queries) UsageViewLogPage(ctx context.Context, arg UsageViewLogPageParams) ([]UsageViewLogPageRow, error) {
 	rows, err := q.db.Query(ctx, usageViewLogPage,
 		arg.AccountID,
@@ -267,8 +265,6 @@ func (q *Queries) UsageViewLogPage(ctx context.Context, arg UsageViewLogPagePara
 			&i.Provider,
 			&i.UpstreamModel,
 			&i.ApiKeyID,
-			&i.KeyName,
-			&i.KeyPrefix,
 			&i.InputTokens,
 			&i.OutputTokens,
 			&i.CostMicros,
@@ -289,11 +285,10 @@ func (q *Queries) UsageViewLogPage(ctx context.Context, arg UsageViewLogPagePara
 
 const usageViewLogPageByKey = `-- name: UsageViewLogPageByKey :many
 SELECT u.id, u.request_id, u.started_at, u.finished_at, u.route, u.model, u.provider, u.upstream_model,
-       u.api_key_id, COALESCE(k.name, '')::text AS key_name, COALESCE(k.display_prefix, '')::text AS key_prefix,
+       u.api_key_id,
        u.input_tokens, u.output_tokens, u.cost_micros, u.hosted_tool_calls, u.hosted_tool_micros,
        u.status, u.on_credit
 FROM usage_records u
-LEFT JOIN api_keys k ON k.id = u.api_key_id AND k.account_id = u.account_id
 WHERE u.account_id = $1 AND u.api_key_id = $2::uuid
   AND u.started_at >= $3::timestamptz AND u.started_at < $4::timestamptz
   AND (u.started_at, u.id) < ($5::timestamptz, $6::bigint)
@@ -327,8 +322,6 @@ type UsageViewLogPageByKeyRow struct {
 	Provider         string
 	UpstreamModel    string
 	ApiKeyID         pgtype.UUID
-	KeyName          string
-	KeyPrefix        string
 	InputTokens      int64
 	OutputTokens     int64
 	CostMicros       int64
@@ -368,8 +361,6 @@ func (q *Queries) UsageViewLogPageByKey(ctx context.Context, arg UsageViewLogPag
 			&i.Provider,
 			&i.UpstreamModel,
 			&i.ApiKeyID,
-			&i.KeyName,
-			&i.KeyPrefix,
 			&i.InputTokens,
 			&i.OutputTokens,
 			&i.CostMicros,
@@ -390,11 +381,10 @@ func (q *Queries) UsageViewLogPageByKey(ctx context.Context, arg UsageViewLogPag
 
 const usageViewLogPageByModel = `-- name: UsageViewLogPageByModel :many
 SELECT u.id, u.request_id, u.started_at, u.finished_at, u.route, u.model, u.provider, u.upstream_model,
-       u.api_key_id, COALESCE(k.name, '')::text AS key_name, COALESCE(k.display_prefix, '')::text AS key_prefix,
+       u.api_key_id,
        u.input_tokens, u.output_tokens, u.cost_micros, u.hosted_tool_calls, u.hosted_tool_micros,
        u.status, u.on_credit
 FROM usage_records u
-LEFT JOIN api_keys k ON k.id = u.api_key_id AND k.account_id = u.account_id
 WHERE u.account_id = $1 AND u.model = $2::text
   AND u.started_at >= $3::timestamptz AND u.started_at < $4::timestamptz
   AND (u.started_at, u.id) < ($5::timestamptz, $6::bigint)
@@ -426,8 +416,6 @@ type UsageViewLogPageByModelRow struct {
 	Provider         string
 	UpstreamModel    string
 	ApiKeyID         pgtype.UUID
-	KeyName          string
-	KeyPrefix        string
 	InputTokens      int64
 	OutputTokens     int64
 	CostMicros       int64
@@ -466,8 +454,6 @@ func (q *Queries) UsageViewLogPageByModel(ctx context.Context, arg UsageViewLogP
 			&i.Provider,
 			&i.UpstreamModel,
 			&i.ApiKeyID,
-			&i.KeyName,
-			&i.KeyPrefix,
 			&i.InputTokens,
 			&i.OutputTokens,
 			&i.CostMicros,

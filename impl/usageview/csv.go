@@ -28,7 +28,8 @@ var CSVHeader = []string{
 // written as it is read. Cells are quoted as RFC 4180 says, and a text cell that a spreadsheet
 // would take for a formula (one starting with = + - @, a tab or a carriage return) is prefixed
 // with a single quote. It returns how many rows it wrote; on an error (a failed write, the
-// context done) the output stops where it was.
+// context done, the database) the output stops after the last whole page written, and when
+// the first page fails nothing has been written to w at all.
 func (s *Service) ExportCSV(ctx context.Context, accountID uuid.UUID, f Filter, w io.Writer) (int, error) {
 	cw := csv.NewWriter(w)
 	if err := cw.Write(CSVHeader); err != nil {
@@ -40,7 +41,8 @@ func (s *Service) ExportCSV(ctx context.Context, accountID uuid.UUID, f Filter, 
 	for {
 		rows, err := s.logPage(ctx, accountID, f, after, exportPageSize)
 		if err != nil {
-			cw.Flush()
+			// Rows already written were flushed; a failure before the first page leaves
+			// nothing written, not even the header, so the caller can still answer an error.
 			return written, err
 		}
 		for _, r := range rows {

@@ -2,6 +2,7 @@ package usageview_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/csv"
 	"errors"
 	"slices"
@@ -86,7 +87,8 @@ func TestExportCSV(t *testing.T) {
 	}
 }
 
-// TestExportCSVStopsOnAWriteError: a download that goes away stops the export with the error.
+// TestExportCSVStopsOnAWriteError: a download that goes away stops the export with the error,
+// and an export whose first page cannot be read writes nothing.
 func TestExportCSVStopsOnAWriteError(t *testing.T) {
 	f := newFixture(t, time.Now())
 	a := f.account("a")
@@ -96,6 +98,14 @@ func TestExportCSVStopsOnAWriteError(t *testing.T) {
 			Status: "completed", StartedAt: f.now.Add(-time.Duration(i) * time.Second)})
 	}
 	f.write(recs...)
+	// A failure before the first page (here the request's context is gone) writes nothing,
+	// not even the header, so the page can still answer with an error.
+	cancelled, cancel := context.WithCancel(f.ctx)
+	cancel()
+	var nothing bytes.Buffer
+	if n, err := f.svc.ExportCSV(cancelled, a, usageview.Filter{}, &nothing); err == nil || n != 0 || nothing.Len() != 0 {
+		t.Fatalf("export on a cancelled context: %d rows, %d bytes, %v", n, nothing.Len(), err)
+	}
 	gone := errors.New("client went away")
 	n, err := f.svc.ExportCSV(f.ctx, a, usageview.Filter{}, &failAfter{left: 10_000, err: gone})
 	if !errors.Is(err, gone) || n >= 1500 {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -185,17 +186,36 @@ func (s *Service) logPage(ctx context.Context, accountID uuid.UUID, f Filter, af
 		rows = got
 	}
 	out := make([]Request, len(rows))
+	var ids []uuid.UUID
 	for i, r := range rows {
 		out[i] = Request{
 			ID: r.ID, RequestID: r.RequestID, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
 			Route: r.Route, Model: r.Model, Provider: r.Provider, UpstreamModel: r.UpstreamModel,
-			KeyID: keyID(r.ApiKeyID), KeyName: r.KeyName, KeyPrefix: r.KeyPrefix,
+			KeyID:       keyID(r.ApiKeyID),
 			InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CostMicros: r.CostMicros,
 			HostedMicros: r.HostedToolMicros, Status: r.Status, OnCredit: r.OnCredit,
 		}
 		if len(r.HostedToolCalls) > 0 && string(r.HostedToolCalls) != "null" {
 			if err := json.Unmarshal(r.HostedToolCalls, &out[i].HostedCalls); err != nil {
 				return nil, fmt.Errorf("usage record %d: hosted tool calls: %w", r.ID, err)
+			}
+		}
+		if id := out[i].KeyID; id != uuid.Nil && !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	// The page's keys' names, in one query (a join would look them up row by row).
+	labels, err := s.q.UsageViewKeyLabels(ctx, db.UsageViewKeyLabelsParams{AccountID: accountID, Ids: ids})
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range labels {
+		for i := range out {
+			if out[i].KeyID == l.ID {
+				out[i].KeyName, out[i].KeyPrefix = l.Name, l.DisplayPrefix
 			}
 		}
 	}

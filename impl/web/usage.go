@@ -3,6 +3,7 @@ package web
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -210,8 +211,8 @@ func logRow(r usageview.Request) usageRow {
 }
 
 // usageExport streams the filtered request log as CSV. A filter it cannot read is a 400
-// page; a failure once rows have been sent aborts the response, so that a cut download is
-// never taken for a whole one.
+// page, a failure before anything was sent a 503 page; a failure once rows have been sent
+// aborts the response, so that a cut download is never taken for a whole one.
 func (a *App) usageExport(w http.ResponseWriter, r *http.Request, v *Visitor, svc *usageview.Service) {
 	lq, err := usageview.ParseLogQuery(r.URL.Query(), time.UTC)
 	if err != nil {
@@ -220,10 +221,29 @@ func (a *App) usageExport(w http.ResponseWriter, r *http.Request, v *Visitor, sv
 	}
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
 	w.Header().Set("Content-Disposition", `attachment; filename="usage-`+time.Now().UTC().Format("20060102-150405")+`.csv"`)
-	if _, err := svc.ExportCSV(r.Context(), v.Account.AccountID, lq.Filter, w); err != nil {
+	cw := &countingWriter{w: w}
+	if _, err := svc.ExportCSV(r.Context(), v.Account.AccountID, lq.Filter, cw); err != nil {
+		if cw.n == 0 {
+			// Nothing sent yet: an error page (503) instead of the file.
+			w.Header().Del("Content-Disposition")
+			a.failInternal(w, r, v, "usage export", err)
+			return
+		}
 		a.log.Warn("web: usage export", "err", err, "path", r.URL.Path)
 		panic(http.ErrAbortHandler)
 	}
+}
+
+// countingWriter counts what went through it.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 func cloneValues(v url.Values) url.Values {

@@ -55,17 +55,26 @@ WHERE m.user_id = $1 AND m.account_id = $2;
 SELECT data FROM web_sessions WHERE token_hash = $1 AND expiry > now();
 
 -- name: CommitWebSession :exec
+-- Saves a session. A session that has ended (signed out, ended on the Sessions page, expired)
+-- stays ended: a request that loaded it just before it ended saves it when it answers, and
+-- that save must not bring it back, so an ended session's row is kept (a tombstone, see
+-- DeleteWebSession) and the update applies to live rows only.
 INSERT INTO web_sessions (token_hash, data, expiry, user_id, user_agent)
 VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (token_hash) DO UPDATE
 SET data = EXCLUDED.data, expiry = EXCLUDED.expiry, user_id = EXCLUDED.user_id,
-    user_agent = EXCLUDED.user_agent, last_seen_at = now();
+    user_agent = EXCLUDED.user_agent, last_seen_at = now()
+WHERE web_sessions.expiry > now();
 
 -- name: DeleteWebSession :exec
-DELETE FROM web_sessions WHERE token_hash = $1;
+-- Ends a session: its row stays as a tombstone (no data, no user, expired now) until
+-- DeleteExpiredWebSessions removes it, so that a save in flight cannot re-insert it.
+UPDATE web_sessions SET data = '', user_id = NULL, expiry = now() WHERE token_hash = $1;
 
 -- name: DeleteExpiredWebSessions :execrows
-DELETE FROM web_sessions WHERE expiry <= now();
+-- Removes sessions (and tombstones) that ended more than a day ago: far longer than any
+-- request that loaded one before it ended takes to save it.
+DELETE FROM web_sessions WHERE expiry <= now() - interval '1 day';
 
 -- name: ListUserWebSessions :many
 SELECT id, token_hash, expiry, user_agent, created_at, last_seen_at
@@ -74,10 +83,14 @@ WHERE user_id = @user_id::uuid AND expiry > now()
 ORDER BY last_seen_at DESC, id DESC;
 
 -- name: DeleteUserWebSession :execrows
-DELETE FROM web_sessions WHERE id = @id AND user_id = @user_id::uuid;
+-- Ends one of the user's live sessions (a tombstone, as DeleteWebSession).
+UPDATE web_sessions SET data = '', user_id = NULL, expiry = now()
+WHERE id = @id AND user_id = @user_id::uuid AND expiry > now();
 
 -- name: DeleteUserWebSessions :execrows
-DELETE FROM web_sessions WHERE user_id = @user_id::uuid;
+-- Ends every live session of the user (tombstones, as DeleteWebSession).
+UPDATE web_sessions SET data = '', user_id = NULL, expiry = now()
+WHERE user_id = @user_id::uuid AND expiry > now();
 
 -- name: InsertAudit :one
 INSERT INTO audit_log (account_id, actor, actor_user_id, action, target, before, after)

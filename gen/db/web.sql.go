@@ -48,6 +48,7 @@ VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (token_hash) DO UPDATE
 SET data = EXCLUDED.data, expiry = EXCLUDED.expiry, user_id = EXCLUDED.user_id,
     user_agent = EXCLUDED.user_agent, last_seen_at = now()
+WHERE web_sessions.expiry > now()
 `
 
 type CommitWebSessionParams struct {
@@ -58,6 +59,10 @@ type CommitWebSessionParams struct {
 	UserAgent string
 }
 
+// Saves a session. A session that has ended (signed out, ended on the Sessions page, expired)
+// stays ended: a request that loaded it just before it ended saves it when it answers, and
+// that save must not bring it back, so an ended session's row is kept (a tombstone, see
+// DeleteWebSession) and the update applies to live rows only.
 func (q *Queries) CommitWebSession(ctx context.Context, arg CommitWebSessionParams) error {
 	_, err := q.db.Exec(ctx, commitWebSession,
 		arg.TokenHash,
@@ -121,9 +126,11 @@ func (q *Queries) CreateUserBySubject(ctx context.Context, arg CreateUserBySubje
 }
 
 const deleteExpiredWebSessions = `-- name: DeleteExpiredWebSessions :execrows
-DELETE FROM web_sessions WHERE expiry <= now()
+DELETE FROM web_sessions WHERE expiry <= now() - interval '1 day'
 `
 
+// Removes sessions (and tombstones) that ended more than a day ago: far longer than any
+// request that loaded one before it ended takes to save it.
 func (q *Queries) DeleteExpiredWebSessions(ctx context.Context) (int64, error) {
 	result, err := q.db.Exec(ctx, deleteExpiredWebSessions)
 	if err != nil {
@@ -150,7 +157,8 @@ func (q *Queries) DeleteMembership(ctx context.Context, arg DeleteMembershipPara
 }
 
 const deleteUserWebSession = `-- name: DeleteUserWebSession :execrows
-DELETE FROM web_sessions WHERE id = $1 AND user_id = $2::uuid
+UPDATE web_sessions SET data = '', user_id = NULL, expiry = now()
+WHERE id = $1 AND user_id = $2::uuid AND expiry > now()
 `
 
 type DeleteUserWebSessionParams struct {
@@ -158,6 +166,7 @@ type DeleteUserWebSessionParams struct {
 	UserID uuid.UUID
 }
 
+// Ends one of the user's live sessions (a tombstone, as DeleteWebSession).
 func (q *Queries) DeleteUserWebSession(ctx context.Context, arg DeleteUserWebSessionParams) (int64, error) {
 	result, err := q.db.Exec(ctx, deleteUserWebSession, arg.ID, arg.UserID)
 	if err != nil {
@@ -167,9 +176,11 @@ func (q *Queries) DeleteUserWebSession(ctx context.Context, arg DeleteUserWebSes
 }
 
 const deleteUserWebSessions = `-- name: DeleteUserWebSessions :execrows
-DELETE FROM web_sessions WHERE user_id = $1::uuid
+UPDATE web_sessions SET data = '', user_id = NULL, expiry = now()
+WHERE user_id = $1::uuid AND expiry > now()
 `
 
+// Ends every live session of the user (tombstones, as DeleteWebSession).
 func (q *Queries) DeleteUserWebSessions(ctx context.Context, userID uuid.UUID) (int64, error) {
 	result, err := q.db.Exec(ctx, deleteUserWebSessions, userID)
 	if err != nil {
@@ -179,9 +190,11 @@ func (q *Queries) DeleteUserWebSessions(ctx context.Context, userID uuid.UUID) (
 }
 
 const deleteWebSession = `-- name: DeleteWebSession :exec
-DELETE FROM web_sessions WHERE token_hash = $1
+UPDATE web_sessions SET data = '', user_id = NULL, expiry = now() WHERE token_hash = $1
 `
 
+// Ends a session: its row stays as a tombstone (no data, no user, expired now) until
+// DeleteExpiredWebSessions removes it, so that a save in flight cannot re-insert it.
 func (q *Queries) DeleteWebSession(ctx context.Context, tokenHash []byte) error {
 	_, err := q.db.Exec(ctx, deleteWebSession, tokenHash)
 	return err

@@ -110,6 +110,12 @@ func New(o Options) (*App, error) {
 	static, _ := fs.Sub(staticFS, "static")
 	outer := http.NewServeMux()
 	outer.Handle("GET /static/", http.StripPrefix("/static/", cacheStatic(http.FileServerFS(static))))
+	// Browsers ask for /favicon.ico where a response names no icon (the pages link
+	// /static/favicon.svg): the same icon, rather than a 404 in the console.
+	outer.Handle("GET /favicon.ico", cacheStatic(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "image/svg+xml")
+		http.ServeFileFS(w, r, static, "favicon.svg")
+	})))
 	outer.Handle("/", sm.LoadAndSave(noStore(mux)))
 	// Every state-changing request is checked for a cross-origin source (Sec-Fetch-Site, or
 	// Origin against Host); there are no bypass patterns.
@@ -123,7 +129,7 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.handler.Serv
 
 // ownedPrefixes are the path trees of the web application (besides "/" itself).
 var ownedPrefixes = []string{"/signin", "/auth/callback", "/signout", "/keys", "/usage", "/plan", "/approvals",
-	"/agents", "/datasets", "/audit", "/sessions", "/static"}
+	"/agents", "/datasets", "/audit", "/sessions", "/static", "/favicon.ico"}
 
 // Owns reports whether path is the web application's: "/" and the trees of ownedPrefixes
 // ("/keys" and "/keys/…", never "/keysx"). Everything else (/v1/…, /api/…, unknown paths)

@@ -84,8 +84,10 @@ func TestSignInEndToEnd(t *testing.T) {
 			t.Errorf("GET %s: %d %.200s", path, p.Status, p.Body)
 		}
 	}
-	if p := b.get("/usage"); !strings.Contains(p.Body, "not built yet") {
-		t.Errorf("/usage is not the placeholder: %.300s", p.Body)
+	for _, path := range []string{"/keys", "/plan", "/audit", "/sessions", "/usage", "/approvals", "/agents", "/datasets"} {
+		if p := b.get(path); strings.Contains(p.Body, "not built yet") {
+			t.Errorf("%s is still the placeholder", path)
+		}
 	}
 }
 

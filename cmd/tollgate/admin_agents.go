@@ -16,6 +16,7 @@ import (
 
 	"github.com/tollgate/tollgate/impl/agent"
 	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/web/audit"
 )
 
 // agentAdminUsage documents the operator's agent commands: slots, tickets and approvals.
@@ -302,6 +303,18 @@ func (a *admin) approvalResolve(ctx context.Context, svc *agent.Service, verb st
 	ap, err := svc.Resolve(ctx, nil, pos[0], verb == "approve", "operator")
 	if err != nil {
 		return agentErr("approval "+pos[0], err)
+	}
+	// The decision goes into the account's audit log, as the web application's do: it is made
+	// (the conditional update won), so a failure to record it is reported, not undone.
+	after := map[string]any{"state": ap.State, "action": ap.Action, "arguments_hash": ap.ArgumentsHash, "resolved_by": ap.ResolvedBy}
+	if ap.ActionStatus != "" {
+		after["action_status"] = ap.ActionStatus
+	}
+	if err := (&audit.Log{DB: a.svc.Store.Pool()}).Record(ctx, audit.Entry{AccountID: ap.AccountID, Actor: "operator",
+		Action: audit.ActionApproval, Target: "approval " + ap.ID,
+		Before: map[string]any{"state": agent.ApprovalPending, "action": ap.Action, "arguments_hash": ap.ArgumentsHash},
+		After:  after}); err != nil {
+		return fmt.Errorf("approval %s is %s, but recording it in the audit log failed: %w", ap.ID, ap.State, err)
 	}
 	if ap.State == agent.ApprovalApproved {
 		fmt.Fprintf(a.out, "approval %s approved: agent_%s runs once, on a running gateway ('approval list -state approved' shows its outcome)\n", ap.ID, ap.Action)

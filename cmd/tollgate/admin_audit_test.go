@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/tollgate/tollgate/impl/agent"
+	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/pgtest"
+	"github.com/tollgate/tollgate/impl/store"
+	"github.com/tollgate/tollgate/impl/web/audit"
+)
+
+// TestAdminApprovalDecisionsAudited: an approval the operator approves or denies with the CLI is
+// in the account's audit log (the Audit log page), as one decided on the web page is: actor
+// operator, the approval, its state before and after and the hash of its arguments; a refused
+// second decision adds nothing.
+func TestAdminApprovalDecisionsAudited(t *testing.T) {
+	url := pgtest.ConnString(t)
+	t.Setenv("DATABASE_URL", url)
+	t.Setenv("LOG_LEVEL", "error")
+	mustAdmin(t, "account create acme -plan demo")
+	ctx := context.Background()
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	acct, err := st.GetAccountByName(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := agent.New(agent.Options{Store: st, Config: config.Default()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := auth.Principal{AccountID: acct.ID}
+	approved, err := svc.RequestSpawn(ctx, p, agent.SpawnAction{Purpose: "count the sales"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	denied, err := svc.RequestSpawn(ctx, p, agent.SpawnAction{Purpose: "something else"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAdmin(t, "approval approve "+approved.ID)
+	mustAdmin(t, "approval deny "+denied.ID)
+	if _, err := adminRun(t, "approval deny "+approved.ID); err == nil {
+		t.Fatal("a second decision was accepted")
+	}
+	entries, err := (&audit.Log{DB: st.Pool()}).List(ctx, acct.ID, 0, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, e := range entries {
+		if e.Action != audit.ActionApproval {
+			continue
+		}
+		var after map[string]any
+		switch raw := e.After.(type) {
+		case []byte:
+			_ = json.Unmarshal(raw, &after)
+		case json.RawMessage:
+			_ = json.Unmarshal(raw, &after)
+		}
+		if e.Actor != "operator" || after["arguments_hash"] == nil {
+			t.Errorf("audit entry %+v", e)
+		}
+		if _, dup := got[e.Target]; dup {
+			t.Errorf("%s audited twice", e.Target)
+		}
+		got[e.Target], _ = after["state"].(string)
+	}
+	if got["approval "+approved.ID] != "approved" || got["approval "+denied.ID] != "denied" || len(got) != 2 {
+		t.Fatalf("the audit log's approval decisions: %v", got)
+	}
+}

@@ -8,7 +8,8 @@
 //
 // A session moves through provisioning → ready ⇄ busy → stopping → stopped | failed (see
 // SessionTransitions for the exact set; nothing else is allowed). It ends with a reason:
-// user_stop, max_turns, max_spend, max_duration, error, environment_ended or slot_unassigned.
+// user_stop, max_turns, max_spend, max_duration, error, environment_ended, slot_unassigned,
+// key_limit or key_revoked.
 // A command (spawn, stop) moves accepted → running → done | failed; a message queued → taken.
 // An approval moves pending → approved | denied | expired | cancelled, and an approved one's
 // action queued → running → done | failed.
@@ -29,6 +30,21 @@
 // call fits, the session stops with max_spend), so the spend never exceeds it. max_duration is
 // wall-clock time from ready: a job scheduled at the deadline stops a ready session, and every
 // step checks it.
+//
+// # Keys
+//
+// A session acts for the API key that started it (its spawn's, or the key that requested the
+// approved agent_spawn; agent_sessions.key_id), and keeps to that key's limits as its HTTP
+// requests do. Every step reads the key again through the gateway's own lookup
+// (Options.KeyPrincipal, auth.Authenticator.KeyPrincipal): a key revoked, disabled or expired
+// since the last step ends the session (key_revoked) before any further model call; a model
+// taken out of the key's model subset ends it with key_limit. A key's credit cap is reserved
+// against as on the HTTP routes (billing.Meter.ReserveForKey): the call's output bound is
+// lowered to fit what is left of the cap in the period as well as of max_spend, and when not
+// even a minimal call fits, or the reservation is refused (the 402 of an HTTP request), the
+// session stops with key_limit; so the key's spend never passes its cap. The key's RPM cap
+// counts HTTP requests only: a session's model calls are not requests and do not count. A
+// session without a key (none is made so today) acts for its account alone.
 //
 // # Crashes
 //

@@ -21,6 +21,11 @@ const (
 	ReasonError            = "error"
 	ReasonEnvironmentEnded = "environment_ended"
 	ReasonSlotUnassigned   = "slot_unassigned"
+	// ReasonKeyLimit: the key that started the session refused a model call by its limits
+	// (its credit cap reached in the period, or the session's model taken out of its subset).
+	ReasonKeyLimit = "key_limit"
+	// ReasonKeyRevoked: the key that started the session was revoked, disabled or expired.
+	ReasonKeyRevoked = "key_revoked"
 )
 
 // Command statuses (spawn and stop) and message states.

@@ -61,8 +61,14 @@ type Options struct {
 	Tools []mcp.Tool
 	// Call runs model calls; nil for a Service that only reads and records (the operator's
 	// commands), whose Run must not be called.
-	Call   ModelCaller
-	Logger *slog.Logger
+	Call ModelCaller
+	// KeyPrincipal returns the API key with id as the gateway's authentication sees it, with
+	// its limits (auth.Authenticator.KeyPrincipal): auth.ErrUnknown for a revoked or unknown
+	// key, auth.ErrDisabled for a disabled one, an *auth.ExpiredError for an expired one. Every
+	// step of a session started with a key calls it, so that the session's model calls keep to
+	// the key's limits; required with Call.
+	KeyPrincipal func(ctx context.Context, id uuid.UUID) (auth.Principal, error)
+	Logger       *slog.Logger
 }
 
 // Service is the agents service. It is safe for concurrent use.
@@ -73,6 +79,7 @@ type Service struct {
 	models   *config.Config
 	tools    map[string]mcp.Tool
 	call     ModelCaller
+	key      func(ctx context.Context, id uuid.UUID) (auth.Principal, error)
 	log      *slog.Logger
 	riverLog *slog.Logger
 	river    *river.Client[pgx.Tx]
@@ -94,7 +101,7 @@ func New(o Options) (*Service, error) {
 		o.Logger = slog.Default()
 	}
 	s := &Service{pool: o.Store.Pool(), q: db.New(o.Store.Pool()), cfg: cfg, models: o.Config,
-		tools: map[string]mcp.Tool{}, call: o.Call, log: o.Logger,
+		tools: map[string]mcp.Tool{}, call: o.Call, key: o.KeyPrincipal, log: o.Logger,
 		// River reports every start and stop at info; its warnings and errors are what matter.
 		riverLog: slog.New(minLevel{o.Logger.Handler(), slog.LevelWarn})}
 	for _, t := range o.Tools {
@@ -114,8 +121,8 @@ func New(o Options) (*Service, error) {
 // agents.stop_grace to finish before they are cancelled; a cancelled step runs again, on
 // any process, and its model call is billed once.
 func (s *Service) Run(ctx context.Context) error {
-	if s.call == nil {
-		return errors.New("agent: Run needs Options.Call")
+	if s.call == nil || s.key == nil {
+		return errors.New("agent: Run needs Options.Call and Options.KeyPrincipal")
 	}
 	work, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()

@@ -11,11 +11,13 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
 	"github.com/tollgate/tollgate/gen/db"
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/billing"
 	"github.com/tollgate/tollgate/impl/mcp"
 	"github.com/tollgate/tollgate/impl/store"
 )
@@ -96,6 +98,13 @@ func (w *stepWorker) Work(ctx context.Context, job *river.Job[stepArgs]) error {
 	if reason != "" {
 		return s.finishStep(ctx, job, func(st *sessionTx) error { return st.end(StateStopped, reason) })
 	}
+	p, reason, err := s.principal(ctx, row)
+	if err != nil {
+		return err
+	}
+	if reason != "" {
+		return s.finishStep(ctx, job, func(st *sessionTx) error { return st.end(StateStopped, reason) })
+	}
 
 	queued, err := s.q.ListQueuedAgentMessages(ctx, row.ID)
 	if err != nil {
@@ -111,11 +120,23 @@ func (w *stepWorker) Work(ctx context.Context, job *river.Job[stepArgs]) error {
 		return err
 	}
 	turn := int(row.Turns) + 1
-	p := auth.Principal{AccountID: row.AccountID, KeyID: fromPG(row.KeyID)}
-	ans, err := s.call(ctx, ModelCall{Principal: p, RequestID: RequestID(row.ID, turn), SessionID: row.ID, Body: body,
-		CeilingMicros: row.MaxSpendMicros - row.SpentMicros})
+	// The call's worst case must fit what is left of the session's max_spend and of the key's
+	// credit cap in its period: its output bound is lowered to fit the smaller.
+	ceiling, bound := row.MaxSpendMicros-row.SpentMicros, ReasonMaxSpend
+	room, err := s.keyRoom(ctx, p)
 	if err != nil {
-		return s.callFailed(ctx, job, err)
+		return err
+	}
+	if room >= 0 && room < ceiling {
+		ceiling, bound = room, ReasonKeyLimit
+	}
+	if ceiling <= 0 {
+		return s.finishStep(ctx, job, func(st *sessionTx) error { return st.end(StateStopped, bound) })
+	}
+	ans, err := s.call(ctx, ModelCall{Principal: p, RequestID: RequestID(row.ID, turn), SessionID: row.ID, Body: body,
+		CeilingMicros: ceiling})
+	if err != nil {
+		return s.callFailed(ctx, job, bound, err)
 	}
 	var answer chatAnswer
 	if err := json.Unmarshal(ans.Body, &answer); err != nil || len(answer.Choices) == 0 {
@@ -214,6 +235,52 @@ func (w *stepWorker) Work(ctx context.Context, job *river.Job[stepArgs]) error {
 	})
 }
 
+// principal is the caller a step acts for: the key that started the session (its spawn, or
+// the approved agent_spawn's request), read again at every step through the gateway's own
+// lookup (Options.KeyPrincipal), with the limits the metering and the routes apply to it; a
+// session without a key acts for its account alone. A reason instead ends the session:
+// key_revoked when the key was revoked, disabled or has expired, key_limit when its model
+// subset no longer holds the session's model. Its errors are dependency failures.
+func (s *Service) principal(ctx context.Context, row db.AgentSession) (auth.Principal, string, error) {
+	id := fromPG(row.KeyID)
+	if id == uuid.Nil {
+		return auth.Principal{AccountID: row.AccountID}, "", nil
+	}
+	p, err := s.key(ctx, id)
+	if errors.Is(err, auth.ErrUnknown) || errors.Is(err, auth.ErrDisabled) || errors.As(err, new(*auth.ExpiredError)) {
+		return auth.Principal{}, ReasonKeyRevoked, nil
+	}
+	if err != nil {
+		return auth.Principal{}, "", err
+	}
+	if p.AccountID != row.AccountID {
+		// Keys never change accounts; a session acts for its own account or not at all.
+		return auth.Principal{}, "", fmt.Errorf("agent: session %s: key %s belongs to another account", row.ID, id)
+	}
+	if !p.AllowsModel(row.Model) {
+		return auth.Principal{}, ReasonKeyLimit, nil
+	}
+	return p, "", nil
+}
+
+// keyRoom is what is left of the credit cap of the principal's key in the current period (its
+// spend and the reservations of its requests in flight taken off), or -1 when the key has no
+// cap. It only sets a call's ceiling: the call's reservation against the key's budget
+// (billing.Meter.ReserveForKey, as on the HTTP routes) is what keeps the key within its cap.
+func (s *Service) keyRoom(ctx context.Context, p auth.Principal) (int64, error) {
+	if p.Limits == nil || !p.Limits.HasCap {
+		return -1, nil
+	}
+	b, err := s.q.GetKeyBudget(ctx, db.GetKeyBudgetParams{KeyID: p.KeyID, PeriodStart: p.Limits.CapPeriod.Start(time.Now())})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return p.Limits.CapMicros, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return max(p.Limits.CapMicros-b.SpentMicros-b.ReservedMicros, 0), nil
+}
+
 // finishStep runs fn on the step's session, locked, unless another run of the step has
 // finished it, then saves the session and completes the job, in one transaction.
 func (s *Service) finishStep(ctx context.Context, job *river.Job[stepArgs], fn func(st *sessionTx) error) error {
@@ -225,13 +292,18 @@ func (s *Service) finishStep(ctx context.Context, job *river.Job[stepArgs], fn f
 	})
 }
 
-// callFailed decides what a failed model call does: a call that does not fit the remaining
-// spend stops the session (max_spend); a passing failure (the process stopping, an upstream
+// callFailed decides what a failed model call does: a call that does not fit its ceiling stops
+// the session with the bound that set it (max_spend, or key_limit for the key's credit cap),
+// and one that the key's credit cap refuses (its 402: requests of the key elsewhere took the
+// rest) with key_limit; a passing failure (the process stopping, an upstream
 // outage, the database away) runs the step again, up to config agents.step_attempts for the
 // upstream's; anything else (insufficient credit, a refused request) fails the session.
-func (s *Service) callFailed(ctx context.Context, job *river.Job[stepArgs], err error) error {
+func (s *Service) callFailed(ctx context.Context, job *river.Job[stepArgs], bound string, err error) error {
 	if errors.Is(err, ErrSpendCeiling) {
-		return s.finishStep(ctx, job, func(st *sessionTx) error { return st.end(StateStopped, ReasonMaxSpend) })
+		return s.finishStep(ctx, job, func(st *sessionTx) error { return st.end(StateStopped, bound) })
+	}
+	if errors.As(err, new(*billing.KeyCapError)) {
+		return s.finishStep(ctx, job, func(st *sessionTx) error { return st.end(StateStopped, ReasonKeyLimit) })
 	}
 	if ctx.Err() != nil {
 		return err

@@ -147,7 +147,7 @@ func New(o Options) (*Gateway, error) {
 	datasets := dataset.New(o.Store, o.DatasetStorage, dataset.Options{Logger: o.Logger})
 	var srv *httpapi.Server
 	agents, err := agent.New(agent.Options{Store: o.Store, Config: o.Config, Tools: tenanttools.Tools(datasets),
-		Call: agentCaller(&srv), Logger: o.Logger})
+		Call: agentCaller(&srv), KeyPrincipal: authn.KeyPrincipal, Logger: o.Logger})
 	if err != nil {
 		_ = datasets.Close()
 		if spill != nil {

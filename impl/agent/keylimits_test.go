@@ -1,0 +1,213 @@
+package agent_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tollgate/tollgate/impl/accounts"
+	"github.com/tollgate/tollgate/impl/agent"
+	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/store"
+)
+
+// keyed makes a key of the tenant's account with o, and returns its principal as the gateway's
+// authentication reads it (with its limits), which is what a spawn through the API acts for.
+func keyed(t *testing.T, w *world, n *node, tn tenant, o accounts.KeyOptions) auth.Principal {
+	t.Helper()
+	ctx := context.Background()
+	o.RPM = 0
+	k, err := w.accts.CreateKeyWith(ctx, tn.p.AccountID, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := n.gw.Auth.KeyPrincipal(ctx, k.Key.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestAgentKeyCreditCap: a session started with a key that has a small credit cap, whose script
+// needs more than the cap, ends with key_limit when the key's cap refuses a call's worst case
+// (as the key's HTTP requests get 402); the key's spend in the period, the session's spend and
+// its usage records never pass the cap, although the session's own max_spend is far above it.
+// A session spawned by an approved agent_spawn of the key keeps to the cap the same way.
+func TestAgentKeyCreditCap(t *testing.T) {
+	w := newWorld(t, func(c *config.Config) {
+		c.Agents.Profiles = map[string]config.AgentProfile{
+			"standard": {MaxTurns: 50, MaxSpendMicros: 1_000_000, MaxDuration: time.Hour},
+		}
+	})
+	n := w.start()
+	svc := n.gw.Agents
+	ctx := context.Background()
+	many := script(querySales, querySales, querySales, querySales, querySales, querySales, querySales, querySales,
+		querySales, querySales, querySales, querySales)
+	const capMicros = 12_000
+
+	check := func(t *testing.T, p auth.Principal, sessionID string) {
+		t.Helper()
+		s := waitSession(t, svc, p, sessionID, agent.StateStopped, agent.StateFailed)
+		if s.State != agent.StateStopped || s.EndReason != agent.ReasonKeyLimit || s.Turns < 1 || s.SpentMicros > capMicros {
+			t.Fatalf("session %+v", s)
+		}
+		evs := allEvents(t, svc, p, sessionID)
+		checkSeq(t, evs)
+		if last := evs[len(evs)-1]; field(t, last, "to") != agent.StateStopped || field(t, last, "reason") != agent.ReasonKeyLimit {
+			t.Fatalf("last event %s %s", last.Kind, last.Data)
+		}
+		usage := usageOf(t, w, p, sessionID, s.SpentMicros)
+		if len(usage) != s.Turns {
+			t.Fatalf("%d usage records for %d turns", len(usage), s.Turns)
+		}
+		for _, r := range usage {
+			if r.APIKeyID != p.KeyID {
+				t.Fatalf("usage record %s of key %s, want %s", r.RequestID, r.APIKeyID, p.KeyID)
+			}
+		}
+		checkLedger(t, w, p, usage)
+		budget, err := w.store.GetKeyBudget(ctx, p.KeyID, store.CapPeriodDaily.Start(time.Now()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if budget.SpentMicros != s.SpentMicros || budget.SpentMicros > capMicros || budget.ReservedMicros != 0 {
+			t.Fatalf("the key's budget %+v, the session spent %d, the cap is %d", budget, s.SpentMicros, capMicros)
+		}
+		t.Logf("%d turns, %d of the key's cap of %d spent", s.Turns, s.SpentMicros, capMicros)
+	}
+
+	t.Run("spawn", func(t *testing.T) {
+		tn := w.tenant(n, "capped", 5_000_000)
+		p := keyed(t, w, n, tn, accounts.KeyOptions{Name: "capped", CreditCapMicros: new(int64(capMicros)), CapPeriod: store.CapPeriodDaily})
+		res, err := svc.Spawn(ctx, p, "main", "Query again and again. "+many, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, p, res.SessionID)
+	})
+
+	t.Run("approved agent_spawn", func(t *testing.T) {
+		tn := w.tenant(n, "capped-mcp", 5_000_000)
+		p := keyed(t, w, n, tn, accounts.KeyOptions{Name: "capped", CreditCapMicros: new(int64(capMicros)), CapPeriod: store.CapPeriodDaily})
+		ap, err := svc.RequestSpawn(ctx, p, agent.SpawnAction{Purpose: "Query again and again. " + many})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.Resolve(ctx, nil, ap.ID, true, "operator"); err != nil {
+			t.Fatal(err)
+		}
+		ap = waitAction(t, svc, p, ap.ID)
+		if ap.ActionStatus != agent.ActionDone {
+			t.Fatalf("approved spawn %+v", ap)
+		}
+		check(t, p, ap.SessionID)
+	})
+}
+
+// TestAgentKeyRevokedMidSession: the key that started a session is revoked (disabled, expired,
+// or its model subset loses the session's model) while the session's first model call is in
+// flight; that call is billed, and the next step ends the session (key_revoked, or key_limit
+// for the model subset) before any further model call: the simulator sees no other request,
+// and the session has one turn and one usage record.
+func TestAgentKeyRevokedMidSession(t *testing.T) {
+	w := newWorld(t, nil)
+	n := w.start()
+	svc := n.gw.Agents
+	ctx := context.Background()
+	cases := []struct {
+		name   string
+		reason string
+		change func(t *testing.T, account, key uuid.UUID)
+	}{
+		{"revoked", agent.ReasonKeyRevoked, func(t *testing.T, account, key uuid.UUID) {
+			if _, err := w.accts.Revoke(ctx, account, key); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"disabled", agent.ReasonKeyRevoked, func(t *testing.T, account, key uuid.UUID) {
+			if _, err := w.accts.Disable(ctx, account, key); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"expired", agent.ReasonKeyRevoked, func(t *testing.T, account, key uuid.UUID) {
+			past := time.Now().Add(-time.Second)
+			if _, err := w.store.SetAPIKeyLimits(ctx, account, key, store.KeyLimits{ExpiresAt: &past}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"model subset", agent.ReasonKeyLimit, func(t *testing.T, account, key uuid.UUID) {
+			if _, err := w.store.SetAPIKeyLimits(ctx, account, key, store.KeyLimits{Models: []string{"another-model"}}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tn := w.tenant(n, "acme-"+c.name, 5_000_000)
+			p := keyed(t, w, n, tn, accounts.KeyOptions{Name: c.name})
+			before := w.sim.TotalRequests()
+			// Every turn's call is held 600 ms by the simulator: the key changes during the first.
+			res, err := svc.Spawn(ctx, p, "main", "Sum the sales, again and again. [[sim fault=stall_before ms=600]] "+
+				script(querySales, querySales, querySales, querySales), "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for w.sim.TotalRequests() == before {
+				if time.Now().After(deadline) {
+					t.Fatal("the first step's model call never reached the simulator")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			c.change(t, tn.p.AccountID, p.KeyID)
+			s := waitSession(t, svc, p, res.SessionID, agent.StateStopped, agent.StateFailed)
+			if s.State != agent.StateStopped || s.EndReason != c.reason || s.Turns != 1 {
+				t.Fatalf("session %+v", s)
+			}
+			if got := w.sim.TotalRequests() - before; got != 1 {
+				t.Fatalf("the simulator saw %d calls, want the one in flight", got)
+			}
+			evs := allEvents(t, svc, p, res.SessionID)
+			checkSeq(t, evs)
+			if last := evs[len(evs)-1]; field(t, last, "to") != agent.StateStopped || field(t, last, "reason") != c.reason {
+				t.Fatalf("last event %s %s", last.Kind, last.Data)
+			}
+			usage := usageOf(t, w, p, res.SessionID, s.SpentMicros)
+			if len(usage) != 1 || s.SpentMicros <= 0 {
+				t.Fatalf("%d usage records (spent %d) for the one call", len(usage), s.SpentMicros)
+			}
+			checkLedger(t, w, p, usage)
+		})
+	}
+}
+
+// TestAgentSessionWithoutKey: a session started for an account without a key (the web app's
+// principal carries none) runs on the account alone: it answers, and its usage records carry
+// no key.
+func TestAgentSessionWithoutKey(t *testing.T) {
+	w := newWorld(t, nil)
+	n := w.start()
+	svc := n.gw.Agents
+	ctx := context.Background()
+	tn := w.tenant(n, "keyless", 5_000_000)
+	p := auth.Principal{AccountID: tn.p.AccountID}
+	res, err := svc.Spawn(ctx, p, "main", "What is the total of the sales? "+script(querySales), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := waitSession(t, svc, p, res.SessionID, agent.StateReady, agent.StateStopped, agent.StateFailed)
+	if s.State != agent.StateReady || s.Turns != 2 || s.SpentMicros <= 0 {
+		t.Fatalf("session %+v", s)
+	}
+	usage := usageOf(t, w, p, res.SessionID, s.SpentMicros)
+	for _, r := range usage {
+		if r.APIKeyID != uuid.Nil {
+			t.Fatalf("usage record %s of key %s", r.RequestID, r.APIKeyID)
+		}
+	}
+	checkLedger(t, w, p, usage)
+}

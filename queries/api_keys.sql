@@ -5,6 +5,17 @@ VALUES (@account_id, @name, @key_hash, @display_prefix, @rpm_limit, sqlc.narg(ex
         sqlc.narg(credit_cap_micros), @cap_period, sqlc.narg(models)::text[], @created_by)
 RETURNING *;
 
+-- name: LockAccountKeys :one
+-- Serializes the key creations of one account (the key quota): the account row is locked FOR NO
+-- KEY UPDATE until the transaction ends, which excludes another creation's lock but not the
+-- foreign-key checks of the account's usage, ledger and hold rows.
+SELECT id FROM accounts WHERE id = $1 FOR NO KEY UPDATE;
+
+-- name: CountUnrevokedAPIKeys :one
+-- The keys that count against the plan's key quota: every key of the account not revoked
+-- (disabled and expired ones too, since they can work again).
+SELECT count(*) FROM api_keys WHERE account_id = $1 AND revoked_at IS NULL;
+
 -- name: GetActiveAPIKeyByHash :one
 -- The authentication lookup: only keys that are not revoked (disabled and expired ones come
 -- back: the caller says why it refuses them).

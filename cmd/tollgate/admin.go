@@ -240,9 +240,13 @@ func (a *admin) keyCreate(ctx context.Context, args []string) error {
 	return nil
 }
 
-// keyError turns an invalid key option into a usage error naming the flag.
+// keyError turns an invalid key option into a usage error naming the flag; the plan's key quota
+// (no flag) is an error naming max_keys.
 func keyError(err error) error {
 	var inv *accounts.InvalidError
+	if errors.As(err, &inv) && inv.Field == "max_keys" {
+		return fmt.Errorf("max_keys: %s", inv.Message)
+	}
 	if errors.As(err, &inv) {
 		flagName := strings.ReplaceAll(inv.Field, "_", "-")
 		return usageError(fmt.Sprintf("-%s: %s", flagName, inv.Message))
@@ -332,7 +336,21 @@ func (a *admin) keyList(ctx context.Context, args []string) error {
 			k.RPMLimit, stamp(k.ExpiresAt), capText, k.CapPeriod, k.PeriodSpentMicros, models, k.CreatedBy,
 			k.CreatedAt.UTC().Format(time.RFC3339), stamp(last))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	held := 0
+	for _, k := range keys {
+		if k.Status != "revoked" {
+			held++
+		}
+	}
+	if quota := a.svc.KeyQuota(acct.Plan); quota > 0 {
+		_, err = fmt.Fprintf(a.out, "\nkeys: %d of %d (max_keys of plan %s; revoked keys do not count)\n", held, quota, acct.Plan)
+	} else {
+		_, err = fmt.Fprintf(a.out, "\nkeys: %d (plan %s has no key quota)\n", held, acct.Plan)
+	}
+	return err
 }
 
 func keyID(s string) (uuid.UUID, error) {

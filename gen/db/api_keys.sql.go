@@ -12,6 +12,19 @@ import (
 	"github.com/google/uuid"
 )
 
+const countUnrevokedAPIKeys = `-- name: CountUnrevokedAPIKeys :one
+SELECT count(*) FROM api_keys WHERE account_id = $1 AND revoked_at IS NULL
+`
+
+// The keys that count against the plan's key quota: every key of the account not revoked
+// (disabled and expired ones too, since they can work again).
+func (q *Queries) CountUnrevokedAPIKeys(ctx context.Context, accountID uuid.UUID) (int64, error) {
+	row := q.db.QueryRow(ctx, countUnrevokedAPIKeys, accountID)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const createAPIKey = `-- name: CreateAPIKey :one
 INSERT INTO api_keys (account_id, name, key_hash, display_prefix, rpm_limit, expires_at,
                       credit_cap_micros, cap_period, models, created_by)
@@ -323,6 +336,20 @@ func (q *Queries) ListAPIKeysWithSpend(ctx context.Context, arg ListAPIKeysWithS
 		return nil, err
 	}
 	return items, nil
+}
+
+const lockAccountKeys = `-- name: LockAccountKeys :one
+SELECT id FROM accounts WHERE id = $1 FOR NO KEY UPDATE
+`
+
+// Serializes the key creations of one account (the key quota): the account row is locked FOR NO
+// KEY UPDATE until the transaction ends, which excludes another creation's lock but not the
+// foreign-key checks of the account's usage, ledger and hold rows.
+func (q *Queries) LockAccountKeys(ctx context.Context, id uuid.UUID) (uuid.UUID, error) {
+	row := q.db.QueryRow(ctx, lockAccountKeys, id)
+	var id_2 uuid.UUID
+	err := row.Scan(&id_2)
+	return id_2, err
 }
 
 const reapKeyReservations = `-- name: ReapKeyReservations :execrows

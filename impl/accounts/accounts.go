@@ -5,7 +5,7 @@
 // The key operations (keys.go) are scoped to an account: a key id of another account is
 // store.ErrNotFound, whoever asks. A key is made with options (CreateKeyWith: name, expiry, an
 // RPM cap within the plan's max_rpm, a credit cap with its reset period, a subset of the
-// account's models, who made it), listed with its spend in its current cap period and its last
+// account's models, who made it), within the plan's key quota (max_keys: keys not revoked), listed with its spend in its current cap period and its last
 // use (ListKeys, both read from the usage records), revoked (Revoke, RevokeAll), disabled and
 // enabled again (Disable, Enable), and its limits changed (SetLimits, SetCreditCap). Every
 // change reaches every gateway within a second (a database trigger announces it). Options that

@@ -14,8 +14,9 @@ import (
 )
 
 // InvalidError is a key option or limit that cannot be used; Field names it (as the CLI's flag
-// and the web form's field: "rpm", "expires", "credit_cap", "cap_period", "models") and the
-// message says why, in words fit to show the user.
+// and the web form's field: "rpm", "expires", "credit_cap", "cap_period", "models"; "max_keys"
+// is the plan's key quota, no field of the form) and the message says why, in words fit to show
+// the user.
 type InvalidError struct {
 	Field   string
 	Message string
@@ -75,8 +76,9 @@ func (s *Service) now() time.Time {
 }
 
 // CreateKeyWith mints a key for the account with the options o, checked against the account's
-// plan (the RPM cap within its max_rpm) and models (the subset within the account's). The key is
-// in NewKey.Plain, shown once: only its hash is stored.
+// plan (the RPM cap within its max_rpm; its key quota max_keys, counted atomically with the
+// creation, so that concurrent creations never pass it together) and models (the subset within
+// the account's). The key is in NewKey.Plain, shown once: only its hash is stored.
 func (s *Service) CreateKeyWith(ctx context.Context, accountID uuid.UUID, o KeyOptions) (NewKey, error) {
 	acct, err := s.Store.GetAccount(ctx, accountID)
 	if err != nil {
@@ -97,15 +99,27 @@ func (s *Service) CreateKeyWith(ctx context.Context, accountID uuid.UUID, o KeyO
 	if err != nil {
 		return NewKey{}, err
 	}
+	quota := s.KeyQuota(acct.Plan)
 	k, err := s.Store.CreateAPIKey(ctx, store.NewAPIKey{
 		AccountID: accountID, Name: o.Name, Hash: g.Hash[:], DisplayPrefix: g.DisplayPrefix, RPMLimit: rpm,
 		ExpiresAt: o.ExpiresAt, CreditCapMicros: o.CreditCapMicros, CapPeriod: period, Models: models,
-		CreatedBy: o.CreatedBy,
+		CreatedBy: o.CreatedBy, MaxKeys: quota,
 	})
+	if errors.Is(err, store.ErrKeyQuota) {
+		return NewKey{}, invalid("max_keys", "the plan %s allows an account at most %d keys that are not revoked (disabled and expired ones count): revoke one to make room",
+			acct.Plan, quota)
+	}
 	if err != nil {
 		return NewKey{}, err
 	}
 	return NewKey{Plain: g.Plain, Key: k}, nil
+}
+
+// KeyQuota is the most keys that are not revoked an account on the plan may hold (0: no quota,
+// as for a plan missing from the configuration).
+func (s *Service) KeyQuota(plan string) int {
+	p, _ := s.Config.Plan(plan)
+	return p.MaxKeys
 }
 
 // checkRPM resolves a requested RPM cap (negative: the plan's default) against the plan's

@@ -148,6 +148,9 @@ type Plan struct {
 	// MaxRPM is the highest requests-per-minute cap a key of the plan's accounts may be given
 	// (0: no maximum, and a key may have no cap). With a maximum every key has a cap.
 	MaxRPM int `yaml:"max_rpm"`
+	// MaxKeys is the key quota: the most keys an account of the plan may hold that are not
+	// revoked (disabled and expired ones count, since they can work again). 0: no quota.
+	MaxKeys int `yaml:"max_keys"`
 }
 
 //go:embed default.yaml
@@ -292,6 +295,9 @@ func (c *Config) Validate() error {
 		}
 		if p.StartingCreditMicros < 0 || p.DefaultRPM < 0 || p.MaxRPM < 0 {
 			bad("plan %q: negative starting credit or rpm", p.Name)
+		}
+		if p.MaxKeys < 0 {
+			bad("plan %q: negative max_keys %d (0 is no quota)", p.Name, p.MaxKeys)
 		}
 		if p.MaxRPM > 0 && (p.DefaultRPM == 0 || p.DefaultRPM > p.MaxRPM) {
 			bad("plan %q: default_rpm %d is not within max_rpm %d", p.Name, p.DefaultRPM, p.MaxRPM)

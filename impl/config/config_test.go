@@ -64,3 +64,31 @@ func TestResolveSecrets(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanKeyQuota: the built-in and example plans have a key quota of 20, a negative one is
+// refused, and an absent one is 0 (no quota).
+func TestPlanKeyQuota(t *testing.T) {
+	for _, name := range []string{"default", "demo"} {
+		if p, ok := Default().Plan(name); !ok || p.MaxKeys != 20 {
+			t.Errorf("default config: plan %s max_keys = %d (found %v), want 20", name, p.MaxKeys, ok)
+		}
+	}
+	ex, err := Load("example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := ex.Plan("default"); p.MaxKeys != 20 {
+		t.Errorf("example.yaml: plan default max_keys = %d, want 20", p.MaxKeys)
+	}
+	const models = "models:\n  - {id: a, family: chat, max_output_tokens: 5, backend: {provider: p, model: m}}\nproviders:\n  - {name: p, kind: openai-chat, base_url: http://x}\n"
+	if _, err := Parse([]byte(models + "plans:\n  - {name: default, max_keys: -1}\n")); err == nil || !strings.Contains(err.Error(), "max_keys") {
+		t.Errorf("a negative max_keys: error %v, want one naming max_keys", err)
+	}
+	c, err := Parse([]byte(models + "plans:\n  - {name: default}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := c.Plan("default"); p.MaxKeys != 0 {
+		t.Errorf("an absent max_keys = %d, want 0 (no quota)", p.MaxKeys)
+	}
+}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/google/uuid"
@@ -48,7 +49,14 @@ type NewAPIKey struct {
 	CapPeriod       CapPeriod
 	Models          []string
 	CreatedBy       string
+	// MaxKeys is the account's key quota: the key is not stored (ErrKeyQuota) when the account
+	// holds this many keys that are not revoked already. 0: no quota.
+	MaxKeys int
 }
+
+// ErrKeyQuota is a key refused because its account holds its plan's quota of keys that are not
+// revoked.
+var ErrKeyQuota = errors.New("key quota reached")
 
 func keyFromRow(r db.ApiKey) APIKey {
 	return APIKey{
@@ -59,7 +67,10 @@ func keyFromRow(r db.ApiKey) APIKey {
 	}
 }
 
-// CreateAPIKey stores a new key for an account.
+// CreateAPIKey stores a new key for an account. With a quota (k.MaxKeys > 0) the account's key
+// creations are serialized in a transaction (its account row locked, the keys not revoked
+// counted, the key inserted), so that concurrent creations never pass the quota together; a
+// creation at the quota is ErrKeyQuota. An unknown account is ErrNotFound.
 func (s *Store) CreateAPIKey(ctx context.Context, k NewAPIKey) (APIKey, error) {
 	if k.CapPeriod == "" {
 		k.CapPeriod = CapPeriodNone
@@ -67,10 +78,28 @@ func (s *Store) CreateAPIKey(ctx context.Context, k NewAPIKey) (APIKey, error) {
 	if k.CreatedBy == "" {
 		k.CreatedBy = "operator"
 	}
-	row, err := s.q.CreateAPIKey(ctx, db.CreateAPIKeyParams{
+	params := db.CreateAPIKeyParams{
 		AccountID: k.AccountID, Name: k.Name, KeyHash: k.Hash, DisplayPrefix: k.DisplayPrefix, RpmLimit: int32(k.RPMLimit),
 		ExpiresAt: k.ExpiresAt, CreditCapMicros: k.CreditCapMicros, CapPeriod: string(k.CapPeriod), Models: k.Models,
 		CreatedBy: k.CreatedBy,
+	}
+	var row db.ApiKey
+	err := s.inTx(ctx, func(q *db.Queries) error {
+		if k.MaxKeys > 0 {
+			if _, err := q.LockAccountKeys(ctx, k.AccountID); err != nil {
+				return notFound(err)
+			}
+			n, err := q.CountUnrevokedAPIKeys(ctx, k.AccountID)
+			if err != nil {
+				return err
+			}
+			if n >= int64(k.MaxKeys) {
+				return ErrKeyQuota
+			}
+		}
+		var err error
+		row, err = q.CreateAPIKey(ctx, params)
+		return err
 	})
 	if isUniqueViolation(err) {
 		return APIKey{}, ErrConflict
@@ -79,6 +108,13 @@ func (s *Store) CreateAPIKey(ctx context.Context, k NewAPIKey) (APIKey, error) {
 		return APIKey{}, notFound(err)
 	}
 	return keyFromRow(row), nil
+}
+
+// CountUnrevokedAPIKeys returns how many keys of the account are not revoked: what counts
+// against its plan's key quota.
+func (s *Store) CountUnrevokedAPIKeys(ctx context.Context, accountID uuid.UUID) (int, error) {
+	n, err := s.q.CountUnrevokedAPIKeys(ctx, accountID)
+	return int(n), err
 }
 
 // ActiveAPIKeyByHash returns the unrevoked key with this hash, or ErrNotFound. A disabled or

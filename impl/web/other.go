@@ -36,11 +36,14 @@ type planData struct {
 	Models     []store.ModelGrant
 	Credit     store.Credit
 	ActiveKeys int
+	// HeldKeys are the keys that count against the plan's key quota (Plan.MaxKeys, 0: none):
+	// every key not revoked.
+	HeldKeys int
 }
 
 // planPage shows the plan's limits: its models, the default and highest requests-per-minute
-// cap of keys, its starting credit; and what the account has now (models granted, balance,
-// active keys).
+// cap of keys, its key quota, its starting credit; and what the account has now (models
+// granted, balance, keys held against the quota, active keys).
 func (a *App) planPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	ctx := r.Context()
 	d := planData{}
@@ -62,6 +65,9 @@ func (a *App) planPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	for _, k := range keys {
 		if k.Status == "active" {
 			d.ActiveKeys++
+		}
+		if k.Status != "revoked" {
+			d.HeldKeys++
 		}
 	}
 	a.render(w, r, v, http.StatusOK, "plan", "Plan & limits", d)

@@ -1,0 +1,166 @@
+package accounts_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/tollgate/tollgate/impl/accounts"
+	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/pgtest"
+	"github.com/tollgate/tollgate/impl/store"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// newService returns the key service over a migrated database of the test's own, with the
+// built-in configuration whose plan "default" has the key quota maxKeys.
+func newService(t *testing.T, maxKeys int) *accounts.Service {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, pgtest.ConnString(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	for i := range cfg.Plans {
+		if cfg.Plans[i].Name == "default" {
+			cfg.Plans[i].MaxKeys = maxKeys
+		}
+	}
+	return &accounts.Service{Store: st, Config: cfg}
+}
+
+func newAccount(t *testing.T, svc *accounts.Service, name string) uuid.UUID {
+	t.Helper()
+	acct, err := svc.CreateAccount(context.Background(), name, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return acct.ID
+}
+
+// quotaRefusal says whether err is the key quota's refusal, on the field max_keys.
+func quotaRefusal(err error) bool {
+	var inv *accounts.InvalidError
+	return errors.As(err, &inv) && inv.Field == "max_keys"
+}
+
+// TestKeyQuota: at the plan's max_keys a creation is refused as invalid on max_keys; disabled
+// and expired keys count, revoked ones do not; another account has a quota of its own.
+func TestKeyQuota(t *testing.T) {
+	ctx := context.Background()
+	svc := newService(t, 3)
+	acme, globex := newAccount(t, svc, "acme"), newAccount(t, svc, "globex")
+	var ids []uuid.UUID
+	for range 3 {
+		k, err := svc.CreateKey(ctx, acme, "k", -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, k.Key.ID)
+	}
+	if _, err := svc.Disable(ctx, acme, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	_, err := svc.CreateKey(ctx, acme, "fourth", -1)
+	if !quotaRefusal(err) {
+		t.Fatalf("the fourth key of a quota of 3 (one disabled): err %v, want an InvalidError on max_keys", err)
+	}
+	if want := "at most 3 keys"; !strings.Contains(err.Error(), want) {
+		t.Errorf("refusal %q does not say %q", err, want)
+	}
+	if _, err := svc.CreateKey(ctx, globex, "theirs", -1); err != nil {
+		t.Fatalf("another account's first key: %v", err)
+	}
+	if _, err := svc.Revoke(ctx, acme, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.CreateKey(ctx, acme, "after-revoke", -1); err != nil {
+		t.Fatalf("a key after one was revoked: %v", err)
+	}
+	if _, err := svc.CreateKey(ctx, acme, "fifth", -1); !quotaRefusal(err) {
+		t.Fatalf("at the quota again: err %v, want the quota's refusal", err)
+	}
+	n, err := svc.Store.CountUnrevokedAPIKeys(ctx, acme)
+	if err != nil || n != 3 {
+		t.Fatalf("unrevoked keys = %d, %v; want 3", n, err)
+	}
+}
+
+// TestNoKeyQuota: max_keys 0 sets no quota.
+func TestNoKeyQuota(t *testing.T) {
+	ctx := context.Background()
+	svc := newService(t, 0)
+	acme := newAccount(t, svc, "acme")
+	for i := range 25 {
+		if _, err := svc.CreateKey(ctx, acme, "k", -1); err != nil {
+			t.Fatalf("key %d without a quota: %v", i+1, err)
+		}
+	}
+}
+
+// TestKeyQuotaRace: ten creations racing at one below the quota, from separate connections:
+// exactly one is made and the nine others are refused by the quota, in each of five rounds (the
+// winner is revoked before the next); the account ends at the quota.
+func TestKeyQuotaRace(t *testing.T) {
+	ctx := context.Background()
+	const quota, racers, rounds = 10, 10, 5
+	svc := newService(t, quota)
+	acme := newAccount(t, svc, "acme")
+	for range quota - 1 {
+		if _, err := svc.CreateKey(ctx, acme, "k", -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for round := range rounds {
+		var (
+			wg         sync.WaitGroup
+			start      = make(chan struct{})
+			mu         sync.Mutex
+			made       []uuid.UUID
+			refused    int
+			unexpected []error
+		)
+		for range racers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				k, err := svc.CreateKey(ctx, acme, "racer", -1)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					made = append(made, k.Key.ID)
+				case quotaRefusal(err):
+					refused++
+				default:
+					unexpected = append(unexpected, err)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		if len(unexpected) > 0 || len(made) != 1 || refused != racers-1 {
+			t.Fatalf("round %d: made %d, refused %d, other errors %v; want 1 made and %d refused", round, len(made), refused, unexpected, racers-1)
+		}
+		n, err := svc.Store.CountUnrevokedAPIKeys(ctx, acme)
+		if err != nil || n != quota {
+			t.Fatalf("round %d: unrevoked keys = %d, %v; want %d", round, n, err, quota)
+		}
+		if round < rounds-1 {
+			if _, err := svc.Revoke(ctx, acme, made[0]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}

@@ -1,7 +1,8 @@
 -- name: CreateAPIKey :one
-INSERT INTO api_keys (account_id, name, key_hash, display_prefix, rpm_limit, expires_at,
+-- display_suffix is the key's last four characters, for lists (prefix…last four).
+INSERT INTO api_keys (account_id, name, key_hash, display_prefix, display_suffix, rpm_limit, expires_at,
                       credit_cap_micros, cap_period, models, created_by)
-VALUES (@account_id, @name, @key_hash, @display_prefix, @rpm_limit, sqlc.narg(expires_at),
+VALUES (@account_id, @name, @key_hash, @display_prefix, @display_suffix, @rpm_limit, sqlc.narg(expires_at),
         sqlc.narg(credit_cap_micros), @cap_period, sqlc.narg(models)::text[], @created_by)
 RETURNING *;
 

@@ -313,7 +313,7 @@ func (a *admin) keyList(ctx context.Context, args []string) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tPREFIX\tNAME\tSTATUS\tRPM\tEXPIRES\tCREDIT_CAP\tPERIOD\tSPENT_THIS_PERIOD\tMODELS\tCREATED_BY\tCREATED\tLAST_USED")
+	fmt.Fprintln(tw, "ID\tPREFIX…LAST4\tNAME\tSTATUS\tRPM\tEXPIRES\tCREDIT_CAP\tPERIOD\tSPENT_THIS_PERIOD\tMODELS\tCREATED_BY\tCREATED\tLAST_USED")
 	stamp := func(t *time.Time) string {
 		if t == nil {
 			return "-"
@@ -332,7 +332,7 @@ func (a *admin) keyList(ctx context.Context, args []string) error {
 		if last == nil || (k.LastUsedAt != nil && k.LastUsedAt.After(*last)) {
 			last = k.LastUsedAt
 		}
-		fmt.Fprintf(tw, "%s\t%s…\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", k.ID, k.DisplayPrefix, k.Name, k.Status,
+		fmt.Fprintf(tw, "%s\t%s…%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", k.ID, k.DisplayPrefix, k.DisplaySuffix, k.Name, k.Status,
 			k.RPMLimit, stamp(k.ExpiresAt), capText, k.CapPeriod, k.PeriodSpentMicros, models, k.CreatedBy,
 			k.CreatedAt.UTC().Format(time.RFC3339), stamp(last))
 	}
@@ -388,7 +388,7 @@ func (a *admin) keyRevoke(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("revoke key %s: %w (unknown or already revoked)", pos[0], err)
 	}
-	fmt.Fprintf(a.out, "key %s (%s…) revoked at %s\n", k.ID, k.DisplayPrefix, k.RevokedAt.Format(time.RFC3339))
+	fmt.Fprintf(a.out, "key %s (%s…%s) revoked at %s\n", k.ID, k.DisplayPrefix, k.DisplaySuffix, k.RevokedAt.Format(time.RFC3339))
 	return nil
 }
 

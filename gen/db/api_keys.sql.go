@@ -26,10 +26,10 @@ func (q *Queries) CountUnrevokedAPIKeys(ctx context.Context, accountID uuid.UUID
 }
 
 const createAPIKey = `-- name: CreateAPIKey :one
-INSERT INTO api_keys (account_id, name, key_hash, display_prefix, rpm_limit, expires_at,
+INSERT INTO api_keys (account_id, name, key_hash, display_prefix, display_suffix, rpm_limit, expires_at,
                       credit_cap_micros, cap_period, models, created_by)
-VALUES ($1, $2, $3, $4, $5, $6,
-        $7, $8, $9::text[], $10)
+VALUES ($1, $2, $3, $4, $5, $6, $7,
+        $8, $9, $10::text[], $11)
 RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by, display_suffix
 `
 
@@ -38,6 +38,7 @@ type CreateAPIKeyParams struct {
 	Name            string
 	KeyHash         []byte
 	DisplayPrefix   string
+	DisplaySuffix   string
 	RpmLimit        int32
 	ExpiresAt       *time.Time
 	CreditCapMicros *int64
@@ -46,12 +47,14 @@ type CreateAPIKeyParams struct {
 	CreatedBy       string
 }
 
+// display_suffix is the key's last four characters, for lists (prefix…last four).
 func (q *Queries) CreateAPIKey(ctx context.Context, arg CreateAPIKeyParams) (ApiKey, error) {
 	row := q.db.QueryRow(ctx, createAPIKey,
 		arg.AccountID,
 		arg.Name,
 		arg.KeyHash,
 		arg.DisplayPrefix,
+		arg.DisplaySuffix,
 		arg.RpmLimit,
 		arg.ExpiresAt,
 		arg.CreditCapMicros,

@@ -78,7 +78,8 @@ func (s *Service) now() time.Time {
 // CreateKeyWith mints a key for the account with the options o, checked against the account's
 // plan (the RPM cap within its max_rpm; its key quota max_keys, counted atomically with the
 // creation, so that concurrent creations never pass it together) and models (the subset within
-// the account's). The key is in NewKey.Plain, shown once: only its hash is stored.
+// the account's). The key is in NewKey.Plain, shown once: only its hash is stored, with its first
+// characters and its last four for lists.
 func (s *Service) CreateKeyWith(ctx context.Context, accountID uuid.UUID, o KeyOptions) (NewKey, error) {
 	acct, err := s.Store.GetAccount(ctx, accountID)
 	if err != nil {
@@ -101,7 +102,8 @@ func (s *Service) CreateKeyWith(ctx context.Context, accountID uuid.UUID, o KeyO
 	}
 	quota := s.KeyQuota(acct.Plan)
 	k, err := s.Store.CreateAPIKey(ctx, store.NewAPIKey{
-		AccountID: accountID, Name: o.Name, Hash: g.Hash[:], DisplayPrefix: g.DisplayPrefix, RPMLimit: rpm,
+		AccountID: accountID, Name: o.Name, Hash: g.Hash[:], DisplayPrefix: g.DisplayPrefix,
+		DisplaySuffix: g.Plain[len(g.Plain)-4:], RPMLimit: rpm,
 		ExpiresAt: o.ExpiresAt, CreditCapMicros: o.CreditCapMicros, CapPeriod: period, Models: models,
 		CreatedBy: o.CreatedBy, MaxKeys: quota,
 	})

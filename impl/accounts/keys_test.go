@@ -164,3 +164,27 @@ func TestKeyQuotaRace(t *testing.T) {
 		}
 	}
 }
+
+// TestKeysKeepTheirLastFour: every key the service makes is stored with its last four
+// characters (never more of it than its prefix and those), as created, read back and listed.
+func TestKeysKeepTheirLastFour(t *testing.T) {
+	ctx := context.Background()
+	svc := newService(t, 0)
+	acme := newAccount(t, svc, "acme")
+	k, err := svc.CreateKeyWith(ctx, acme, accounts.KeyOptions{Name: "ci", RPM: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last4 := k.Plain[len(k.Plain)-4:]
+	if k.Key.DisplaySuffix != last4 {
+		t.Fatalf("created with the last four %q, want %q", k.Key.DisplaySuffix, last4)
+	}
+	got, err := svc.GetKey(ctx, acme, k.Key.ID)
+	if err != nil || got.DisplaySuffix != last4 {
+		t.Fatalf("read back: %q, %v; want %q", got.DisplaySuffix, err, last4)
+	}
+	list, err := svc.ListKeys(ctx, acme)
+	if err != nil || len(list) != 1 || list[0].DisplaySuffix != last4 || list[0].DisplayPrefix != k.Plain[:len(list[0].DisplayPrefix)] {
+		t.Fatalf("listed: %+v, %v; want the last four %q", list, err, last4)
+	}
+}

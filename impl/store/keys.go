@@ -17,6 +17,9 @@ type APIKey struct {
 	Name          string
 	Hash          []byte
 	DisplayPrefix string
+	// DisplaySuffix is the key's last four characters (empty for keys made before they were
+	// kept): lists show a key as DisplayPrefix…DisplaySuffix.
+	DisplaySuffix string
 	// RPMLimit is the key's requests-per-minute cap; 0 means no cap.
 	RPMLimit   int
 	CreatedAt  time.Time
@@ -41,6 +44,8 @@ type NewAPIKey struct {
 	Name          string
 	Hash          []byte
 	DisplayPrefix string
+	// DisplaySuffix is the key's last four characters (at most four: the column's check).
+	DisplaySuffix string
 	RPMLimit      int
 	// ExpiresAt, CreditCapMicros, CapPeriod (default none), Models and CreatedBy (default
 	// "operator") are as in APIKey.
@@ -61,7 +66,7 @@ var ErrKeyQuota = errors.New("key quota reached")
 func keyFromRow(r db.ApiKey) APIKey {
 	return APIKey{
 		ID: r.ID, AccountID: r.AccountID, Name: r.Name, Hash: r.KeyHash, DisplayPrefix: r.DisplayPrefix,
-		RPMLimit: int(r.RpmLimit), CreatedAt: r.CreatedAt, LastUsedAt: r.LastUsedAt, RevokedAt: r.RevokedAt,
+		DisplaySuffix: r.DisplaySuffix, RPMLimit: int(r.RpmLimit), CreatedAt: r.CreatedAt, LastUsedAt: r.LastUsedAt, RevokedAt: r.RevokedAt,
 		ExpiresAt: r.ExpiresAt, DisabledAt: r.DisabledAt, CreditCapMicros: r.CreditCapMicros,
 		CapPeriod: CapPeriod(r.CapPeriod), Models: r.Models, CreatedBy: r.CreatedBy,
 	}
@@ -79,9 +84,9 @@ func (s *Store) CreateAPIKey(ctx context.Context, k NewAPIKey) (APIKey, error) {
 		k.CreatedBy = "operator"
 	}
 	params := db.CreateAPIKeyParams{
-		AccountID: k.AccountID, Name: k.Name, KeyHash: k.Hash, DisplayPrefix: k.DisplayPrefix, RpmLimit: int32(k.RPMLimit),
-		ExpiresAt: k.ExpiresAt, CreditCapMicros: k.CreditCapMicros, CapPeriod: string(k.CapPeriod), Models: k.Models,
-		CreatedBy: k.CreatedBy,
+		AccountID: k.AccountID, Name: k.Name, KeyHash: k.Hash, DisplayPrefix: k.DisplayPrefix, DisplaySuffix: k.DisplaySuffix,
+		RpmLimit: int32(k.RPMLimit), ExpiresAt: k.ExpiresAt, CreditCapMicros: k.CreditCapMicros,
+		CapPeriod: string(k.CapPeriod), Models: k.Models, CreatedBy: k.CreatedBy,
 	}
 	var row db.ApiKey
 	err := s.inTx(ctx, func(q *db.Queries) error {

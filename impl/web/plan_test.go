@@ -28,6 +28,10 @@ func TestPlanPageKeyQuota(t *testing.T) {
 			t.Fatal(err)
 		}
 		ids = append(ids, k.Key.ID.String())
+		// A key made off the page (as by the CLI) shows its last four on the Keys page too.
+		if p := b.get("/keys"); !strings.Contains(p.Body, "…"+k.Plain[len(k.Plain)-4:]+"</code>") {
+			t.Errorf("the Keys page does not show the last four of a key made by the service")
+		}
 	}
 	if p := b.post("/keys/"+ids[0]+"/revoke", nil); p.Status != http.StatusSeeOther {
 		t.Fatalf("revoke: %d", p.Status)

@@ -54,6 +54,17 @@
 // once. A step's effects (events, the session row, the ticket an open_ticket call opens, the
 // next job) commit together with the job's completion, or not at all.
 //
+// A step job has config agents.step_attempts attempts (River's MaxAttempts; the other jobs
+// 25): whatever makes a step fail — an upstream outage, the database, a fault of ours, a
+// crash — its last failed attempt fails the session (error) with an error event, in one
+// transaction with the job's completion (a stop of the process is not a failure: River gives
+// the attempt back). A job River discards all the same (its process died on the last attempt,
+// the job timeout cut it, or failing the session could not be written) is found by a sweep of
+// River's discarded start, step and stop jobs (every config agents.approval_sweep), which
+// deletes the job and ends the session it held, so that no session stays busy for ever. A
+// step given up after its model call was billed keeps the charge in the usage records (and
+// the ledger); the session's spent counts only the steps that committed.
+//
 // # Fan-out
 //
 // Every event insert notifies tollgate_agent_events ('<session>:<seq>') at commit; Run holds

@@ -55,9 +55,20 @@ type actionArgs struct {
 
 func (actionArgs) Kind() string { return "agent_action" }
 
-// jobAttempts is River's bound on a job's attempts; a step fails its session itself after
-// config agents.step_attempts failed model calls, so this only bounds rescues.
+// jobAttempts is River's bound on the attempts of the agents' jobs other than steps (start,
+// stop, deadline, approved actions: database work only, retried through a database outage of
+// a few minutes: the waits add up to 300 s). A step job has config agents.step_attempts (see
+// attempts): its last failed attempt fails the session (stepWorker.Work), and a job River
+// discards all the same (a process that died on the last attempt) is swept (sweepDiscarded).
 const jobAttempts = 25
+
+// attempts is the explicit MaxAttempts of a job of the agents.
+func (s *Service) attempts(args river.JobArgs) int {
+	if _, ok := args.(stepArgs); ok {
+		return s.cfg.StepAttempts
+	}
+	return jobAttempts
+}
 
 // retryDelay is the wait before a failed job runs again: a second per attempt so far.
 func retryDelay(attempt int) time.Time { return time.Now().Add(time.Duration(attempt) * time.Second) }
@@ -86,9 +97,14 @@ func complete[T river.JobArgs](ctx context.Context, tx pgx.Tx, job *river.Job[T]
 	return err
 }
 
-// insert inserts a job in tx.
+// insert inserts a job in tx, with its explicit MaxAttempts.
 func (s *Service) insert(ctx context.Context, tx pgx.Tx, args river.JobArgs, opts *river.InsertOpts) error {
-	_, err := s.river.InsertTx(ctx, tx, args, opts)
+	o := river.InsertOpts{}
+	if opts != nil {
+		o = *opts
+	}
+	o.MaxAttempts = s.attempts(args)
+	_, err := s.river.InsertTx(ctx, tx, args, &o)
 	return err
 }
 

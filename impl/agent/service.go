@@ -117,9 +117,9 @@ func New(o Options) (*Service, error) {
 }
 
 // Run runs the job runner (River: any process runs any session's jobs), the LISTEN fan-out of
-// events and the approval expiry until ctx ends. Then the running jobs get config
-// agents.stop_grace to finish before they are cancelled; a cancelled step runs again, on
-// any process, and its model call is billed once.
+// events, the approval expiry and the sweep of discarded jobs until ctx ends. Then the running
+// jobs get config agents.stop_grace to finish before they are cancelled; a cancelled step runs
+// again, on any process, and its model call is billed once.
 func (s *Service) Run(ctx context.Context) error {
 	if s.call == nil || s.key == nil {
 		return errors.New("agent: Run needs Options.Call and Options.KeyPrincipal")
@@ -132,6 +132,7 @@ func (s *Service) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { s.listen(work) })
 	wg.Go(func() { s.sweepApprovals(work) })
+	wg.Go(func() { s.sweepDiscarded(work) })
 	<-ctx.Done()
 	var err error
 	if s.cfg.StopGrace > 0 {

@@ -19,7 +19,6 @@ import (
 	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/billing"
 	"github.com/tollgate/tollgate/impl/mcp"
-	"github.com/tollgate/tollgate/impl/store"
 )
 
 // ToolOpenTicket is the agents' own tool: it opens a ticket of the session's account.
@@ -71,7 +70,8 @@ type chatAnswer struct {
 	} `json:"choices"`
 }
 
-func (w *stepWorker) Work(ctx context.Context, job *river.Job[stepArgs]) error {
+// work runs one attempt of a step (Work wraps it).
+func (w *stepWorker) work(ctx context.Context, job *river.Job[stepArgs]) error {
 	s := w.s
 	row, err := s.q.GetAgentSession(ctx, job.Args.SessionID)
 	if err != nil {
@@ -295,9 +295,9 @@ func (s *Service) finishStep(ctx context.Context, job *river.Job[stepArgs], fn f
 // callFailed decides what a failed model call does: a call that does not fit its ceiling stops
 // the session with the bound that set it (max_spend, or key_limit for the key's credit cap),
 // and one that the key's credit cap refuses (its 402: requests of the key elsewhere took the
-// rest) with key_limit; a passing failure (the process stopping, an upstream
-// outage, the database away) runs the step again, up to config agents.step_attempts for the
-// upstream's; anything else (insufficient credit, a refused request) fails the session.
+// rest) with key_limit; a passing failure (the process stopping, an upstream outage, the
+// database away) runs the step again, up to the job's attempts (config agents.step_attempts);
+// anything else (insufficient credit, a refused request) fails the session.
 func (s *Service) callFailed(ctx context.Context, job *river.Job[stepArgs], bound string, err error) error {
 	if errors.Is(err, ErrSpendCeiling) {
 		return s.finishStep(ctx, job, func(st *sessionTx) error { return st.end(StateStopped, bound) })
@@ -308,28 +308,19 @@ func (s *Service) callFailed(ctx context.Context, job *river.Job[stepArgs], boun
 	if ctx.Err() != nil {
 		return err
 	}
-	public := "internal error"
 	retry := true
 	if ae := apierror.As(err); ae != nil {
-		public = ae.Message
 		switch ae.Kind {
 		case apierror.KindUpstream, apierror.KindOverloaded, apierror.KindRateLimited, apierror.KindUnavailable, apierror.KindInternal:
 		default:
 			retry = false
 		}
-	} else if store.Unavailable(err) {
-		public = "the database is unavailable"
 	}
-	if retry && job.Attempt < s.cfg.StepAttempts {
+	if retry && job.Attempt < job.MaxAttempts {
 		return err
 	}
 	s.log.Warn("agent: a session's model call failed; the session fails", "session", job.Args.SessionID, "err", err)
-	return s.finishStep(ctx, job, func(st *sessionTx) error {
-		if err := st.event("error", map[string]any{"text": public}); err != nil {
-			return err
-		}
-		return st.end(StateFailed, ReasonError)
-	})
+	return s.finishStep(ctx, job, func(st *sessionTx) error { return fail(st, publicText(err)) })
 }
 
 // environment is the set of tools an environment names (the default one's when it is not

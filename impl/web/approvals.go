@@ -4,8 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -146,11 +151,33 @@ func (n keyNamer) name(id string) string {
 	return "key " + id
 }
 
-// prettyJSON indents raw JSON for reading (raw as it is when it is not JSON).
+// prettyJSON indents raw JSON for reading (raw as it is when it is not JSON), with every
+// character that does not show itself (bidirectional overrides, zero-width and other format
+// characters, C1 controls, spaces other than ' ') written as its \u escape: the arguments
+// are an API key holder's text, and an approver must see exactly what will run, not text
+// reordered or hidden by such characters. The escaped JSON is the same JSON.
 func prettyJSON(raw json.RawMessage) string {
 	var buf bytes.Buffer
 	if err := json.Indent(&buf, raw, "", "  "); err != nil {
-		return string(raw)
+		return visible(string(raw))
 	}
-	return buf.String()
+	return visible(buf.String())
+}
+
+// visible writes every rune of s that is neither printable nor a newline as a JSON \u escape
+// (a surrogate pair beyond the Basic Multilingual Plane).
+func visible(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\n' || (unicode.IsPrint(r) && r != utf8.RuneError):
+			b.WriteRune(r)
+		case r > 0xFFFF:
+			hi, lo := utf16.EncodeRune(r)
+			fmt.Fprintf(&b, "\\u%04x\\u%04x", hi, lo)
+		default:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		}
+	}
+	return b.String()
 }

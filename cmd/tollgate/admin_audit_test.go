@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/tollgate/tollgate/impl/agent"
@@ -76,5 +77,48 @@ func TestAdminApprovalDecisionsAudited(t *testing.T) {
 	}
 	if got["approval "+approved.ID] != "approved" || got["approval "+denied.ID] != "denied" || len(got) != 2 {
 		t.Fatalf("the audit log's approval decisions: %v", got)
+	}
+}
+
+// TestAdminShowsAgentTextSafely: a ticket title an agent wrote and an approval's arguments an
+// API key holder wrote reach the operator's terminal with their control and format characters
+// (ESC starting an escape sequence, a C1 CSI, a right-to-left override, a newline splitting the
+// table's row) written as \u escapes.
+func TestAdminShowsAgentTextSafely(t *testing.T) {
+	url := pgtest.ConnString(t)
+	t.Setenv("DATABASE_URL", url)
+	t.Setenv("LOG_LEVEL", "error")
+	mustAdmin(t, "account create acme -plan demo")
+	ctx := context.Background()
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	acct, err := st.GetAccountByName(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := agent.New(agent.Options{Store: st, Config: config.Default()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostile := "ok\x1b[2J\x1b]0;pwned\x07\u009b31m\u202eevil\nrow"
+	if _, err := svc.OpenTicket(ctx, acct.ID, nil, "title "+hostile, "body", "agent:x"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.RequestSpawn(ctx, auth.Principal{AccountID: acct.ID}, agent.SpawnAction{Purpose: "purpose " + hostile}); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range []string{"ticket list acme", "approval list acme"} {
+		out := mustAdmin(t, cmd)
+		for _, raw := range []string{"\x1b", "\x07", "\u009b", "\u202e", "evil\nrow"} {
+			if strings.Contains(out, raw) {
+				t.Errorf("%s prints %q raw:\n%s", cmd, raw, out)
+			}
+		}
+		if !strings.Contains(out, `ok\u001b[2J`) || !strings.Contains(out, `\u202eevil`) {
+			t.Errorf("%s does not show the escaped text:\n%s", cmd, out)
+		}
 	}
 }

@@ -51,8 +51,8 @@ type Agents struct {
 	// RescueAfter is how long a job may stay running before another process takes it over, as
 	// the job of a process that died (default 10 min; longer than JobTimeout).
 	RescueAfter time.Duration `yaml:"rescue_after"`
-	// StepAttempts is how often a step failing for a passing reason (an upstream outage) is
-	// tried before the session fails (default 3).
+	// StepAttempts is how often a failing step (an upstream outage, a database error) is tried
+	// before its session fails with the reason error (default 3).
 	StepAttempts int `yaml:"step_attempts"`
 	// Workers is how many jobs one process runs at once (default 20).
 	Workers int `yaml:"workers"`

@@ -2,7 +2,6 @@ package web
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -31,6 +30,8 @@ func (a *App) usageRoutes(mux *http.ServeMux) {
 
 // usageData is what templates/usage.html renders.
 type usageData struct {
+	// Held is the part of the balance that gateway processes hold as credit holds (see
+	// impl/billing): still the account's, and returned when its requests stop.
 	Balance, Held, PerDay string
 	DaysLeft              string // "" when there was no recent spend
 	Chart                 usageChart
@@ -207,7 +208,23 @@ func logRow(r usageview.Request) usageRow {
 	}
 	return usageRow{Time: r.StartedAt, Route: r.Route, Model: r.Model, Expert: expert, Key: key,
 		InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, Cost: apierror.USD(r.CostMicros), Status: r.Status,
-		Latency: fmt.Sprintf("%.2f s", r.Latency().Seconds()), OnCredit: r.OnCredit}
+		Latency: latencyText(r.Latency(), r.FinishedAt.IsZero()), OnCredit: r.OnCredit}
+}
+
+// latencyText is a request's latency as a person reads it: whole milliseconds below a
+// second ("12 ms", "<1 ms"), seconds with one decimal above ("1.4 s"), and "—" when the
+// request has no end time (or an end before its start).
+func latencyText(d time.Duration, unfinished bool) string {
+	switch {
+	case unfinished || d < 0:
+		return "—"
+	case d < time.Millisecond:
+		return "<1 ms"
+	case d < time.Second:
+		return strconv.FormatInt(d.Milliseconds(), 10) + " ms"
+	default:
+		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + " s"
+	}
 }
 
 // usageExport streams the filtered request log as CSV. A filter it cannot read is a 400

@@ -43,6 +43,16 @@ func TestUsagePage(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// r3 took 12 ms: the log shows milliseconds below a second and seconds above.
+	if _, err := e.Store.Pool().Exec(ctx, `UPDATE usage_records SET finished_at = started_at + interval '12 milliseconds'
+		WHERE account_id = $1 AND request_id = 'r3'`, acme.ID); err != nil {
+		t.Fatal(err)
+	}
+	// A gateway process holds credit of acme's: the page names it for what it is.
+	if g, err := e.Store.TakeCreditHold(ctx, store.HoldRequest{AccountID: acme.ID, Holder: "web-test", NeedMicros: 250_000,
+		WantMicros: 250_000, Lease: time.Minute}); err != nil || !g.Granted {
+		t.Fatalf("credit hold: %+v, %v", g, err)
+	}
 	b := e.browser(t)
 	b.signIn(e, aliceEmail, alicePass)
 
@@ -56,6 +66,12 @@ func TestUsagePage(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("the page lacks %q", want)
 		}
+	}
+	if !strings.Contains(body, "Reserved by the gateway</dt><dd>$0.250000 ") || strings.Contains(body, "in flight</dt>") {
+		t.Errorf("the credit holds are not shown as reserved by the gateway: %.1500s", body)
+	}
+	if log := logTable(p.Body); !strings.Contains(log, "<td>12 ms</td>") || !strings.Contains(log, "<td>1.2 s</td>") {
+		t.Errorf("latencies: %.3000s", log)
 	}
 	if strings.Contains(body, "secret-model") || strings.Contains(body, "9999") {
 		t.Error("the page shows another account's usage")

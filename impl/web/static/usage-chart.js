@@ -40,12 +40,12 @@
   // Days are UTC midnights (seconds); labels are the UTC date, "MM-DD" on the axis and
   // "YYYY-MM-DD" in the legend, whatever the browser's time zone.
   function isoDay(t) { return new Date(t * 1000).toISOString().slice(0, 10); }
-  // Dollars with as many decimals as the step between ticks needs (at least two): "$0.004",
-  // "$0.0015", "$1.50", "$20.00".
+  // Dollars with as many decimals as the step between ticks needs (at least two): "$0",
+  // "$0.004", "$0.0015", "$1.50", "$20.00".
   function dollars(ticks) {
     var step = ticks.length > 1 ? Math.abs(ticks[1] - ticks[0]) : Math.abs(ticks[0] || 1);
     var decimals = step > 0 ? Math.min(6, Math.max(2, Math.ceil(-Math.log10(step) - 1e-9))) : 2;
-    return ticks.map(function (t) { return "$" + t.toFixed(decimals); });
+    return ticks.map(function (t) { return t === 0 ? "$0" : "$" + t.toFixed(decimals); });
   }
 
   var palette = ["#0b5cad", "#d9822b", "#2e8540", "#a11", "#6f42c1", "#17a2b8", "#8c6d1f", "#777"];

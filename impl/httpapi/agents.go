@@ -12,6 +12,7 @@ import (
 	"github.com/tollgate/tollgate/gen/api"
 	"github.com/tollgate/tollgate/impl/agent"
 	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/sse"
 )
 
@@ -257,6 +258,13 @@ func (s *Server) streamAgentEvents(w http.ResponseWriter, r *http.Request, slot 
 	}
 	heartbeat := time.NewTimer(s.heartbeat)
 	defer heartbeat.Stop()
+	// The key is checked again whenever the stream wakes (an event or a heartbeat): a key
+	// revoked, disabled or expired meanwhile ends the stream, as its next request would get 401.
+	authorization := r.Header.Get("Authorization")
+	keyValid := func() bool {
+		_, err := s.auth.Authenticate(ctx, authorization)
+		return !errors.Is(err, auth.ErrUnknown) && !errors.Is(err, auth.ErrDisabled) && !errors.As(err, new(*auth.ExpiredError))
+	}
 	for {
 		for _, e := range evs {
 			data, err := json.Marshal(agentEvent{Seq: e.Seq, Kind: e.Kind, At: e.At.UTC(), SessionID: sess.ID, Data: rawOrEmpty(e.Data)})
@@ -285,7 +293,10 @@ func (s *Server) streamAgentEvents(w http.ResponseWriter, r *http.Request, slot 
 		case ended:
 			// The session had ended when the stream began, and its log is read to the end.
 			return nil
-		case !s.waitAgentEvent(ctx, sw, heartbeat, sess.ID, cursor):
+		case !s.waitAgentEvent(ctx, sw, heartbeat, sess.ID, cursor, keyValid):
+			return nil
+		}
+		if !keyValid() {
 			return nil
 		}
 		if evs, err = s.agents.Events(ctx, p, sess.ID, cursor, agentEventsPage); err != nil {
@@ -298,9 +309,10 @@ func (s *Server) streamAgentEvents(w http.ResponseWriter, r *http.Request, slot 
 }
 
 // waitAgentEvent waits until the session has an event after cursor, sending a heartbeat comment
-// whenever the heartbeat timer fires. It returns false when the stream must end: the client
-// left, the gateway is ending its streams, or a heartbeat could not be written.
-func (s *Server) waitAgentEvent(ctx context.Context, sw *sse.Writer, heartbeat *time.Timer, sessionID string, cursor int64) bool {
+// whenever the heartbeat timer fires while keyValid holds. It returns false when the stream
+// must end: the client left, the gateway is ending its streams, the caller's key is no longer
+// valid, or a heartbeat could not be written.
+func (s *Server) waitAgentEvent(ctx context.Context, sw *sse.Writer, heartbeat *time.Timer, sessionID string, cursor int64, keyValid func() bool) bool {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	woken := s.agents.Wait(wctx, sessionID, cursor)
@@ -309,6 +321,9 @@ func (s *Server) waitAgentEvent(ctx context.Context, sw *sse.Writer, heartbeat *
 		case <-woken:
 			return true
 		case <-heartbeat.C:
+			if !keyValid() {
+				return false
+			}
 			if err := sw.Comment("heartbeat"); err != nil {
 				return false
 			}

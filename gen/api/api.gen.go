@@ -2115,8 +2115,10 @@ type ClientInterface interface {
 	// the stream continues with the next event, with no gap and no duplicate. While nothing
 	// happens a comment line (`: heartbeat`) is sent every 15 seconds. The stream ends after
 	// the session's final `state` event (to `stopped` or `failed`); for a session that has
-	// already ended it sends what follows the cursor and ends. A slot that never ran a
-	// session is a 409; a slot that is not the caller's a 403 `permission_error`.
+	// already ended it sends what follows the cursor and ends. It also ends, at its next
+	// event or heartbeat, once the key that opened it is revoked, disabled or expired. A slot
+	// that never ran a session is a 409; a slot that is not the caller's a 403
+	// `permission_error`.
 	//
 	// Corresponds with GET /v1/agents/{slot}/events (the `StreamAgentEvents` operationId).
 	StreamAgentEvents(ctx context.Context, slot SlotName, params *StreamAgentEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2396,8 +2398,10 @@ func (c *Client) StopAgent(ctx context.Context, slot SlotName, params *StopAgent
 // the stream continues with the next event, with no gap and no duplicate. While nothing
 // happens a comment line (`: heartbeat`) is sent every 15 seconds. The stream ends after
 // the session's final `state` event (to `stopped` or `failed`); for a session that has
-// already ended it sends what follows the cursor and ends. A slot that never ran a
-// session is a 409; a slot that is not the caller's a 403 `permission_error`.
+// already ended it sends what follows the cursor and ends. It also ends, at its next
+// event or heartbeat, once the key that opened it is revoked, disabled or expired. A slot
+// that never ran a session is a 409; a slot that is not the caller's a 403
+// `permission_error`.
 //
 // Corresponds with GET /v1/agents/{slot}/events (the `StreamAgentEvents` operationId).
 func (c *Client) StreamAgentEvents(ctx context.Context, slot SlotName, params *StreamAgentEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3393,8 +3397,10 @@ type ClientWithResponsesInterface interface {
 	// the stream continues with the next event, with no gap and no duplicate. While nothing
 	// happens a comment line (`: heartbeat`) is sent every 15 seconds. The stream ends after
 	// the session's final `state` event (to `stopped` or `failed`); for a session that has
-	// already ended it sends what follows the cursor and ends. A slot that never ran a
-	// session is a 409; a slot that is not the caller's a 403 `permission_error`.
+	// already ended it sends what follows the cursor and ends. It also ends, at its next
+	// event or heartbeat, once the key that opened it is revoked, disabled or expired. A slot
+	// that never ran a session is a 409; a slot that is not the caller's a 403
+	// `permission_error`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -5137,8 +5143,10 @@ func (c *ClientWithResponses) StopAgentWithResponse(ctx context.Context, slot Sl
 // the stream continues with the next event, with no gap and no duplicate. While nothing
 // happens a comment line (`: heartbeat`) is sent every 15 seconds. The stream ends after
 // the session's final `state` event (to `stopped` or `failed`); for a session that has
-// already ended it sends what follows the cursor and ends. A slot that never ran a
-// session is a 409; a slot that is not the caller's a 403 `permission_error`.
+// already ended it sends what follows the cursor and ends. It also ends, at its next
+// event or heartbeat, once the key that opened it is revoked, disabled or expired. A slot
+// that never ran a session is a 409; a slot that is not the caller's a 403
+// `permission_error`.
 //
 // Returns a wrapper object for the known response body format(s).
 //

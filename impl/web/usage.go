@@ -3,9 +3,11 @@ package web
 import (
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -107,7 +109,7 @@ func (a *App) usagePage(w http.ResponseWriter, r *http.Request, v *Visitor, svc 
 	}
 	d.Balance, d.Held, d.PerDay = apierror.USD(sum.BalanceMicros), apierror.USD(sum.HeldMicros), apierror.USD(sum.PerDayMicros())
 	if !sum.NoRecentSpend {
-		d.DaysLeft = strconv.FormatFloat(sum.DaysLeft, 'f', 1, 64)
+		d.DaysLeft = formatDaysLeft(sum.DaysLeft)
 	}
 
 	dq, err := usageview.ParseDailyQuery(q, time.Now(), time.UTC)
@@ -269,4 +271,21 @@ func cloneValues(v url.Values) url.Values {
 		out[k] = append([]string(nil), vs...)
 	}
 	return out
+}
+
+// formatDaysLeft writes the "days left" estimate as a person reads it: a tenth of a day below
+// ten days, whole days with thousands separators above ("15,648", not "15648.3").
+func formatDaysLeft(days float64) string {
+	if days < 10 {
+		return strconv.FormatFloat(days, 'f', 1, 64)
+	}
+	digits := strconv.FormatFloat(math.Round(days), 'f', 0, 64)
+	var b strings.Builder
+	for i, c := range digits {
+		if i > 0 && (len(digits)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
 }

@@ -270,7 +270,8 @@ func (a *App) agentSessionPage(w http.ResponseWriter, r *http.Request, v *Visito
 // tailHeartbeat, and "event: end" once the session has ended (after its final state event,
 // or at once when it had ended before the cursor). Woken by agent.Service.Wait (LISTEN/NOTIFY
 // on any replica); each wake-up and heartbeat reads the events after the last one sent, so
-// nothing is skipped or sent twice.
+// nothing is skipped or sent twice, once it has checked that the visitor is still signed in
+// and a member of the account.
 func (a *App) agentTail(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	if a.agents == nil {
 		a.fail(w, r, v, http.StatusNotFound, "There is no such agent session.")
@@ -323,6 +324,17 @@ func (a *App) agentTail(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	if !send("retry: 3000\n\n") {
 		return
 	}
+	// The visitor's web session and membership are checked again whenever the tail wakes (an
+	// event or a heartbeat): signing out, ending the session on the Sessions page or losing the
+	// membership ends the tail before it sends anything more.
+	token := a.sm.Token(ctx)
+	allowed := func() bool {
+		if _, ok, err := a.sessions.FindCtx(ctx, token); err != nil || !ok {
+			return false
+		}
+		_, err := a.members.Membership(ctx, v.User.ID, v.Account.AccountID)
+		return err == nil
+	}
 	heartbeat := time.NewTicker(tailHeartbeat)
 	defer heartbeat.Stop()
 	deadline := time.NewTimer(tailMaxDuration)
@@ -354,7 +366,7 @@ func (a *App) agentTail(w http.ResponseWriter, r *http.Request, v *Visitor) {
 			select {
 			case <-woken:
 			case <-heartbeat.C:
-				stop = !send(": heartbeat\n\n")
+				stop = !allowed() || !send(": heartbeat\n\n")
 			case <-ctx.Done():
 				stop = true
 			case <-a.tails.done:
@@ -363,7 +375,7 @@ func (a *App) agentTail(w http.ResponseWriter, r *http.Request, v *Visitor) {
 				stop = true
 			}
 			cancel()
-			if stop {
+			if stop || !allowed() {
 				return
 			}
 		}

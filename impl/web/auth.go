@@ -192,7 +192,14 @@ func (a *App) callback(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	ctx := r.Context()
 	req, ok := signin.DecodeRequest(a.sm.PopString(ctx, keySignin))
 	if !ok {
-		a.fail(w, r, v, http.StatusBadRequest, "This sign-in is no longer valid (it was used, or it expired). Sign in again.")
+		// The usual newcomer's case of a missing sign-in is not reuse or expiry but a sign-in
+		// begun at another host name (127.0.0.1 for localhost), whose cookie this one never got.
+		msg := "This sign-in is no longer valid (it was used, or it expired). Sign in again."
+		if pub := a.web.PublicURL; pub != "" {
+			msg = "This sign-in is no longer valid: it was used, it expired, or it began at another address than " + pub +
+				". Sign in again from " + pub + "."
+		}
+		a.fail(w, r, v, http.StatusBadRequest, msg)
 		return
 	}
 	res, err := a.rp.Finish(ctx, req, r.URL.Query())

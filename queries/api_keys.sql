@@ -101,11 +101,17 @@ RETURNING *;
 -- amount stays within cap_micros (the row is locked and re-read, so concurrent reservations,
 -- from any process, never pass the cap together), and the reservation row, held by holder
 -- with a lease, is written with it. reserved is false when the cap would be passed; spent
--- and held are then the budget's as this statement saw them.
+-- and held are then the budget's as this statement saw them. A request id that has a
+-- reservation row of the key already (live, reaped or settled: a retry) changes nothing here:
+-- existing is true and the caller takes the row over (LockKeyReservation and what follows, in
+-- one transaction). A row written by a concurrent statement after this one's snapshot makes
+-- the insert fail with a unique violation, which undoes the whole statement.
 WITH budget AS (
     INSERT INTO key_budgets AS b (key_id, period_start, reserved_micros)
     SELECT @key_id::uuid, @period_start::timestamptz, @amount_micros::bigint
     WHERE @amount_micros::bigint <= @cap_micros::bigint
+      AND NOT EXISTS (SELECT 1 FROM key_reservations r
+                      WHERE r.key_id = @key_id::uuid AND r.request_id = @request_id::text)
     ON CONFLICT (key_id, period_start) DO UPDATE
         SET reserved_micros = b.reserved_micros + EXCLUDED.reserved_micros
         WHERE b.spent_micros + b.reserved_micros + EXCLUDED.reserved_micros <= @cap_micros::bigint
@@ -118,31 +124,68 @@ WITH budget AS (
     RETURNING key_reservations.key_id
 )
 SELECT EXISTS (SELECT 1 FROM held)::boolean AS reserved,
+       EXISTS (SELECT 1 FROM key_reservations r
+               WHERE r.key_id = @key_id::uuid AND r.request_id = @request_id::text)::boolean AS existing,
        COALESCE(kb.spent_micros, 0)::bigint AS spent_micros,
        COALESCE(kb.reserved_micros, 0)::bigint AS held_micros
 FROM (SELECT 1) AS one
 LEFT JOIN key_budgets kb ON kb.key_id = @key_id::uuid AND kb.period_start = @period_start::timestamptz;
 
+-- name: LockKeyReservation :one
+-- The reservation row of a request id, locked until the transaction ends (a retry takes it
+-- over): the reservations and settlements of that request id, from any process, wait for it.
+SELECT period_start, amount_micros, reaped, settled_at FROM key_reservations
+WHERE key_id = @key_id AND request_id = @request_id
+FOR UPDATE;
+
+-- name: ReturnKeyBudgetReservation :exec
+-- Takes amount_micros off the reservations of a key's budget in a period (a reservation taken
+-- over into another period).
+UPDATE key_budgets SET reserved_micros = reserved_micros - @amount_micros::bigint
+WHERE key_id = @key_id AND period_start = @period_start;
+
+-- name: AdjustKeyBudgetReservation :execrows
+-- Replaces old_micros of a key budget's reservations with new_micros (a reservation taken
+-- over), creating the budget row if needed, only while spent + reserved - old + new stays
+-- within cap_micros; no row changed means the cap would be passed.
+INSERT INTO key_budgets AS b (key_id, period_start, reserved_micros)
+SELECT @key_id::uuid, @period_start::timestamptz, @new_micros::bigint
+WHERE @new_micros::bigint <= @cap_micros::bigint
+ON CONFLICT (key_id, period_start) DO UPDATE
+    SET reserved_micros = b.reserved_micros + (EXCLUDED.reserved_micros - sqlc.arg(old_micros)::bigint)
+    WHERE b.spent_micros + b.reserved_micros + (EXCLUDED.reserved_micros - sqlc.arg(old_micros)::bigint) <= @cap_micros::bigint;
+
+-- name: TakeOverKeyReservation :exec
+-- A retry's takeover of its request id's live or reaped reservation: the row is the holder's
+-- now, with a fresh lease, its new amount and period, and not reaped any more.
+UPDATE key_reservations
+SET period_start = @period_start, amount_micros = @amount_micros, holder = @holder, reaped = false,
+    expires_at = now() + sqlc.arg(lease_millis)::bigint * interval '1 millisecond'
+WHERE key_id = @key_id AND request_id = @request_id;
+
 -- name: SettleKeyReservation :execrows
--- Ends a key reservation: its row is deleted, its amount (0 if it was reaped) leaves the
--- budget's reserved_micros, and cost_micros (what the request's usage record charges; 0 for a
--- release) joins spent_micros. A reservation settled already is not found (0 rows): settling is
--- idempotent, so a settlement retried after an unknown outcome counts once.
-WITH gone AS (
-    DELETE FROM key_reservations
+-- Ends a key reservation: its row is marked settled (and kept, as the marker that the request
+-- id was counted), its amount (0 if it was reaped) leaves the budget's reserved_micros, and
+-- cost_micros (what the request's usage record charges; 0 for a release) joins spent_micros. A
+-- reservation settled already is not found (0 rows; a concurrent settlement waits for the row
+-- and then finds it settled): settling is idempotent, so a settlement retried after an unknown
+-- outcome, or a retry's settlement of a request id counted already, counts once.
+WITH done AS (
+    UPDATE key_reservations SET settled_at = now()
     WHERE key_reservations.key_id = @key_id AND key_reservations.request_id = @request_id
+      AND key_reservations.settled_at IS NULL
     RETURNING key_reservations.period_start, key_reservations.amount_micros
 )
 UPDATE key_budgets b
 SET spent_micros = b.spent_micros + @cost_micros::bigint,
-    reserved_micros = b.reserved_micros - gone.amount_micros
-FROM gone
-WHERE b.key_id = @key_id AND b.period_start = gone.period_start;
+    reserved_micros = b.reserved_micros - done.amount_micros
+FROM done
+WHERE b.key_id = @key_id AND b.period_start = done.period_start;
 
 -- name: RenewKeyReservations :execrows
 -- Extends the lease of every live reservation of the holder.
 UPDATE key_reservations SET expires_at = now() + sqlc.arg(lease_millis)::bigint * interval '1 millisecond'
-WHERE holder = @holder AND NOT reaped;
+WHERE holder = @holder AND NOT reaped AND settled_at IS NULL;
 
 -- name: ReapKeyReservations :execrows
 -- Returns the reservations whose lease has expired (their process is gone) to their budgets:
@@ -155,7 +198,7 @@ WITH expired AS (
     SELECT r.key_id, r.request_id, r.period_start, r.amount_micros
     FROM key_reservations r
     WHERE (SELECT pg_try_advisory_xact_lock(7310514401))
-      AND NOT r.reaped AND r.expires_at < now()
+      AND NOT r.reaped AND r.settled_at IS NULL AND r.expires_at < now()
       AND (@key_id::uuid = '00000000-0000-0000-0000-000000000000'::uuid OR r.key_id = @key_id::uuid)
     ORDER BY r.key_id, r.request_id
     FOR UPDATE SKIP LOCKED
@@ -172,9 +215,20 @@ UPDATE key_budgets b SET reserved_micros = b.reserved_micros - per_budget.amount
 FROM per_budget
 WHERE b.key_id = per_budget.key_id AND b.period_start = per_budget.period_start;
 
--- name: DeleteStaleKeyReservations :execrows
--- Deletes the reaped reservations whose process has been gone for a day: they will never settle.
-DELETE FROM key_reservations WHERE reaped AND expires_at < now() - interval '1 day';
+-- name: DeleteStaleKeyReservations :one
+-- Deletes the reaped reservations whose process has been gone for a day (they will never
+-- settle) and the settled ones settled more than retention_millis ago (no retry of their request id can
+-- come any more).
+WITH reaped AS (
+    DELETE FROM key_reservations
+    WHERE reaped AND settled_at IS NULL AND expires_at < now() - interval '1 day'
+    RETURNING 1
+), settled AS (
+    DELETE FROM key_reservations
+    WHERE settled_at < now() - sqlc.arg(retention_millis)::bigint * interval '1 millisecond'
+    RETURNING 1
+)
+SELECT ((SELECT count(*) FROM reaped) + (SELECT count(*) FROM settled))::bigint AS deleted;
 
 -- name: GetKeyBudget :one
 -- A key's budget in a period (for tests and the operator).

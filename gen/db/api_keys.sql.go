@@ -12,6 +12,40 @@ import (
 	"github.com/google/uuid"
 )
 
+const adjustKeyBudgetReservation = `-- name: AdjustKeyBudgetReservation :execrows
+INSERT INTO key_budgets AS b (key_id, period_start, reserved_micros)
+SELECT $1::uuid, $2::timestamptz, $3::bigint
+WHERE $3::bigint <= $4::bigint
+ON CONFLICT (key_id, period_start) DO UPDATE
+    SET reserved_micros = b.reserved_micros + (EXCLUDED.reserved_micros - $5::bigint)
+    WHERE b.spent_micros + b.reserved_micros + (EXCLUDED.reserved_micros - $5::bigint) <= $4::bigint
+`
+
+type AdjustKeyBudgetReservationParams struct {
+	KeyID       uuid.UUID
+	PeriodStart time.Time
+	NewMicros   int64
+	CapMicros   int64
+	OldMicros   int64
+}
+
+// Replaces old_micros of a key budget's reservations with new_micros (a reservation taken
+// over), creating the budget row if needed, only while spent + reserved - old + new stays
+// within cap_micros; no row changed means the cap would be passed.
+func (q *Queries) AdjustKeyBudgetReservation(ctx context.Context, arg AdjustKeyBudgetReservationParams) (int64, error) {
+	result, err := q.db.Exec(ctx, adjustKeyBudgetReservation,
+		arg.KeyID,
+		arg.PeriodStart,
+		arg.NewMicros,
+		arg.CapMicros,
+		arg.OldMicros,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const countUnrevokedAPIKeys = `-- name: CountUnrevokedAPIKeys :one
 SELECT count(*) FROM api_keys WHERE account_id = $1 AND revoked_at IS NULL
 `
@@ -84,17 +118,27 @@ func (q *Queries) CreateAPIKey(ctx context.Context, arg CreateAPIKeyParams) (Api
 	return i, err
 }
 
-const deleteStaleKeyReservations = `-- name: DeleteStaleKeyReservations :execrows
-DELETE FROM key_reservations WHERE reaped AND expires_at < now() - interval '1 day'
+const deleteStaleKeyReservations = `-- name: DeleteStaleKeyReservations :one
+WITH reaped AS (
+    DELETE FROM key_reservations
+    WHERE reaped AND settled_at IS NULL AND expires_at < now() - interval '1 day'
+    RETURNING 1
+), settled AS (
+    DELETE FROM key_reservations
+    WHERE settled_at < now() - $1::bigint * interval '1 millisecond'
+    RETURNING 1
+)
+SELECT ((SELECT count(*) FROM reaped) + (SELECT count(*) FROM settled))::bigint AS deleted
 `
 
-// Deletes the reaped reservations whose process has been gone for a day: they will never settle.
-func (q *Queries) DeleteStaleKeyReservations(ctx context.Context) (int64, error) {
-	result, err := q.db.Exec(ctx, deleteStaleKeyReservations)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+// Deletes the reaped reservations whose process has been gone for a day (they will never
+// settle) and the settled ones settled more than retention_millis ago (no retry of their request id can
+// come any more).
+func (q *Queries) DeleteStaleKeyReservations(ctx context.Context, retentionMillis int64) (int64, error) {
+	row := q.db.QueryRow(ctx, deleteStaleKeyReservations, retentionMillis)
+	var deleted int64
+	err := row.Scan(&deleted)
+	return deleted, err
 }
 
 const getAPIKey = `-- name: GetAPIKey :one
@@ -355,12 +399,44 @@ func (q *Queries) LockAccountKeys(ctx context.Context, id uuid.UUID) (uuid.UUID,
 	return id_2, err
 }
 
+const lockKeyReservation = `-- name: LockKeyReservation :one
+SELECT period_start, amount_micros, reaped, settled_at FROM key_reservations
+WHERE key_id = $1 AND request_id = $2
+FOR UPDATE
+`
+
+type LockKeyReservationParams struct {
+	KeyID     uuid.UUID
+	RequestID string
+}
+
+type LockKeyReservationRow struct {
+	PeriodStart  time.Time
+	AmountMicros int64
+	Reaped       bool
+	SettledAt    *time.Time
+}
+
+// The reservation row of a request id, locked until the transaction ends (a retry takes it
+// over): the reservations and settlements of that request id, from any process, wait for it.
+func (q *Queries) LockKeyReservation(ctx context.Context, arg LockKeyReservationParams) (LockKeyReservationRow, error) {
+	row := q.db.QueryRow(ctx, lockKeyReservation, arg.KeyID, arg.RequestID)
+	var i LockKeyReservationRow
+	err := row.Scan(
+		&i.PeriodStart,
+		&i.AmountMicros,
+		&i.Reaped,
+		&i.SettledAt,
+	)
+	return i, err
+}
+
 const reapKeyReservations = `-- name: ReapKeyReservations :execrows
 WITH expired AS (
     SELECT r.key_id, r.request_id, r.period_start, r.amount_micros
     FROM key_reservations r
     WHERE (SELECT pg_try_advisory_xact_lock(7310514401))
-      AND NOT r.reaped AND r.expires_at < now()
+      AND NOT r.reaped AND r.settled_at IS NULL AND r.expires_at < now()
       AND ($1::uuid = '00000000-0000-0000-0000-000000000000'::uuid OR r.key_id = $1::uuid)
     ORDER BY r.key_id, r.request_id
     FOR UPDATE SKIP LOCKED
@@ -394,7 +470,7 @@ func (q *Queries) ReapKeyReservations(ctx context.Context, keyID uuid.UUID) (int
 
 const renewKeyReservations = `-- name: RenewKeyReservations :execrows
 UPDATE key_reservations SET expires_at = now() + $1::bigint * interval '1 millisecond'
-WHERE holder = $2 AND NOT reaped
+WHERE holder = $2 AND NOT reaped AND settled_at IS NULL
 `
 
 type RenewKeyReservationsParams struct {
@@ -414,38 +490,43 @@ func (q *Queries) RenewKeyReservations(ctx context.Context, arg RenewKeyReservat
 const reserveKeyBudget = `-- name: ReserveKeyBudget :one
 WITH budget AS (
     INSERT INTO key_budgets AS b (key_id, period_start, reserved_micros)
-    SELECT $1::uuid, $2::timestamptz, $3::bigint
-    WHERE $3::bigint <= $4::bigint
+    SELECT $1::uuid, $3::timestamptz, $4::bigint
+    WHERE $4::bigint <= $5::bigint
+      AND NOT EXISTS (SELECT 1 FROM key_reservations r
+                      WHERE r.key_id = $1::uuid AND r.request_id = $2::text)
     ON CONFLICT (key_id, period_start) DO UPDATE
         SET reserved_micros = b.reserved_micros + EXCLUDED.reserved_micros
-        WHERE b.spent_micros + b.reserved_micros + EXCLUDED.reserved_micros <= $4::bigint
+        WHERE b.spent_micros + b.reserved_micros + EXCLUDED.reserved_micros <= $5::bigint
     RETURNING b.key_id, b.period_start
 ), held AS (
     INSERT INTO key_reservations (key_id, request_id, period_start, amount_micros, holder, expires_at)
-    SELECT budget.key_id, $5::text, budget.period_start, $3::bigint, $6::text,
+    SELECT budget.key_id, $2::text, budget.period_start, $4::bigint, $6::text,
            now() + $7::bigint * interval '1 millisecond'
     FROM budget
     RETURNING key_reservations.key_id
 )
 SELECT EXISTS (SELECT 1 FROM held)::boolean AS reserved,
+       EXISTS (SELECT 1 FROM key_reservations r
+               WHERE r.key_id = $1::uuid AND r.request_id = $2::text)::boolean AS existing,
        COALESCE(kb.spent_micros, 0)::bigint AS spent_micros,
        COALESCE(kb.reserved_micros, 0)::bigint AS held_micros
 FROM (SELECT 1) AS one
-LEFT JOIN key_budgets kb ON kb.key_id = $1::uuid AND kb.period_start = $2::timestamptz
+LEFT JOIN key_budgets kb ON kb.key_id = $1::uuid AND kb.period_start = $3::timestamptz
 `
 
 type ReserveKeyBudgetParams struct {
 	KeyID        uuid.UUID
+	RequestID    string
 	PeriodStart  time.Time
 	AmountMicros int64
 	CapMicros    int64
-	RequestID    string
 	Holder       string
 	LeaseMillis  int64
 }
 
 type ReserveKeyBudgetRow struct {
 	Reserved    bool
+	Existing    bool
 	SpentMicros int64
 	HeldMicros  int64
 }
@@ -455,20 +536,47 @@ type ReserveKeyBudgetRow struct {
 // amount stays within cap_micros (the row is locked and re-read, so concurrent reservations,
 // from any process, never pass the cap together), and the reservation row, held by holder
 // with a lease, is written with it. reserved is false when the cap would be passed; spent
-// and held are then the budget's as this statement saw them.
+// and held are then the budget's as this statement saw them. A request id that has a
+// reservation row of the key already (live, reaped or settled: a retry) changes nothing here:
+// existing is true and the caller takes the row over (LockKeyReservation and what follows, in
+// one transaction). A row written by a concurrent statement after this one's snapshot makes
+// the insert fail with a unique violation, which undoes the whole statement.
 func (q *Queries) ReserveKeyBudget(ctx context.Context, arg ReserveKeyBudgetParams) (ReserveKeyBudgetRow, error) {
 	row := q.db.QueryRow(ctx, reserveKeyBudget,
 		arg.KeyID,
+		arg.RequestID,
 		arg.PeriodStart,
 		arg.AmountMicros,
 		arg.CapMicros,
-		arg.RequestID,
 		arg.Holder,
 		arg.LeaseMillis,
 	)
 	var i ReserveKeyBudgetRow
-	err := row.Scan(&i.Reserved, &i.SpentMicros, &i.HeldMicros)
+	err := row.Scan(
+		&i.Reserved,
+		&i.Existing,
+		&i.SpentMicros,
+		&i.HeldMicros,
+	)
 	return i, err
+}
+
+const returnKeyBudgetReservation = `-- name: ReturnKeyBudgetReservation :exec
+UPDATE key_budgets SET reserved_micros = reserved_micros - $1::bigint
+WHERE key_id = $2 AND period_start = $3
+`
+
+type ReturnKeyBudgetReservationParams struct {
+	AmountMicros int64
+	KeyID        uuid.UUID
+	PeriodStart  time.Time
+}
+
+// Takes amount_micros off the reservations of a key's budget in a period (a reservation taken
+// over into another period).
+func (q *Queries) ReturnKeyBudgetReservation(ctx context.Context, arg ReturnKeyBudgetReservationParams) error {
+	_, err := q.db.Exec(ctx, returnKeyBudgetReservation, arg.AmountMicros, arg.KeyID, arg.PeriodStart)
+	return err
 }
 
 const revokeAPIKey = `-- name: RevokeAPIKey :one
@@ -706,16 +814,17 @@ func (q *Queries) SetAPIKeyRPMLimit(ctx context.Context, arg SetAPIKeyRPMLimitPa
 }
 
 const settleKeyReservation = `-- name: SettleKeyReservation :execrows
-WITH gone AS (
-    DELETE FROM key_reservations
+WITH done AS (
+    UPDATE key_reservations SET settled_at = now()
     WHERE key_reservations.key_id = $2 AND key_reservations.request_id = $3
+      AND key_reservations.settled_at IS NULL
     RETURNING key_reservations.period_start, key_reservations.amount_micros
 )
 UPDATE key_budgets b
 SET spent_micros = b.spent_micros + $1::bigint,
-    reserved_micros = b.reserved_micros - gone.amount_micros
-FROM gone
-WHERE b.key_id = $2 AND b.period_start = gone.period_start
+    reserved_micros = b.reserved_micros - done.amount_micros
+FROM done
+WHERE b.key_id = $2 AND b.period_start = done.period_start
 `
 
 type SettleKeyReservationParams struct {
@@ -724,16 +833,48 @@ type SettleKeyReservationParams struct {
 	RequestID  string
 }
 
-// Ends a key reservation: its row is deleted, its amount (0 if it was reaped) leaves the
-// budget's reserved_micros, and cost_micros (what the request's usage record charges; 0 for a
-// release) joins spent_micros. A reservation settled already is not found (0 rows): settling is
-// idempotent, so a settlement retried after an unknown outcome counts once.
+// Ends a key reservation: its row is marked settled (and kept, as the marker that the request
+// id was counted), its amount (0 if it was reaped) leaves the budget's reserved_micros, and
+// cost_micros (what the request's usage record charges; 0 for a release) joins spent_micros. A
+// reservation settled already is not found (0 rows; a concurrent settlement waits for the row
+// and then finds it settled): settling is idempotent, so a settlement retried after an unknown
+// outcome, or a retry's settlement of a request id counted already, counts once.
 func (q *Queries) SettleKeyReservation(ctx context.Context, arg SettleKeyReservationParams) (int64, error) {
 	result, err := q.db.Exec(ctx, settleKeyReservation, arg.CostMicros, arg.KeyID, arg.RequestID)
 	if err != nil {
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const takeOverKeyReservation = `-- name: TakeOverKeyReservation :exec
+UPDATE key_reservations
+SET period_start = $1, amount_micros = $2, holder = $3, reaped = false,
+    expires_at = now() + $4::bigint * interval '1 millisecond'
+WHERE key_id = $5 AND request_id = $6
+`
+
+type TakeOverKeyReservationParams struct {
+	PeriodStart  time.Time
+	AmountMicros int64
+	Holder       string
+	LeaseMillis  int64
+	KeyID        uuid.UUID
+	RequestID    string
+}
+
+// A retry's takeover of its request id's live or reaped reservation: the row is the holder's
+// now, with a fresh lease, its new amount and period, and not reaped any more.
+func (q *Queries) TakeOverKeyReservation(ctx context.Context, arg TakeOverKeyReservationParams) error {
+	_, err := q.db.Exec(ctx, takeOverKeyReservation,
+		arg.PeriodStart,
+		arg.AmountMicros,
+		arg.Holder,
+		arg.LeaseMillis,
+		arg.KeyID,
+		arg.RequestID,
+	)
+	return err
 }
 
 const touchAPIKeys = `-- name: TouchAPIKeys :exec

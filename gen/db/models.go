@@ -181,6 +181,7 @@ type KeyReservation struct {
 	Holder       string
 	ExpiresAt    time.Time
 	Reaped       bool
+	SettledAt    *time.Time
 }
 
 type LoadedDataset struct {

@@ -187,16 +187,40 @@
 // key_reservations, held by this process with a lease. A refusal is a *KeyCapError, a 402 in
 // the route's envelope that names the key's cap; the account's reservation is released.
 //
-// Settle ends the key's reservation in one more statement: the reservation row is deleted, its
-// amount leaves reserved_micros and the real cost (the same clamped cost as the usage record's)
-// joins spent_micros; Release does the same with a cost of 0. Settling is idempotent (the row
-// is gone after the first), so a settlement retried after an unknown outcome counts once. The
+// Settle ends the key's reservation in one more statement: the reservation row is marked
+// settled, its amount leaves reserved_micros and the real cost (the same clamped cost as the
+// usage record's) joins spent_micros; Release does the same with a cost of 0. Settling is
+// idempotent (only a row not settled yet is settled), so a settlement retried after an unknown
+// outcome counts once. The
 // settlement is written synchronously, after the answer has reached the client and without the
 // request's context (a client that went away is billed all the same); one that the database
 // does not take is kept in memory and retried by the maintenance, whose lease renewals keep
 // the reservation meanwhile. A request counts in the period its reservation was made in, and
 // its usage record's started_at is kept in that period, so the spend the key list shows (the
 // sum of the key's usage records since the period start) is what the budget counts.
+//
+// A request id once. The ledger bills a request id once, and an agent retries a step with the
+// same request id (after a failure, or a crash of its process) so that its model call is billed
+// once; the key's budget counts a request id once too. A settled reservation keeps its row (the
+// settled marker) for 7 days (keySettledRetention), far longer than a retry can come: an
+// agent's steps are retried within its session's max_duration (an hour by default), a crashed
+// step's job after agents.rescue_after (10 minutes). The reservation statement writes nothing
+// when the key has a row for the request id, and says so; then, in one transaction, the row is
+// locked (FOR UPDATE: the reservations and settlements of that request id, from every process,
+// wait for it) and taken over. A settled row reserves nothing and needs no settlement: the
+// retry is served (the account's credit is reserved as usual, and its usage record is skipped
+// by the writer), and nothing is added to the key's spend, even when what is left of the cap
+// would not cover its worst case. A live row (the first attempt's process is gone, or still at
+// work) or a reaped one becomes this process's, with a fresh lease and the retry's worst case,
+// which replaces the row's amount in reserved_micros only while spent + reserved stays within
+// the cap (the old amount counts no more; a retry in a later period moves the reservation
+// there); past the cap the retry gets the 402 and the row stays as it was. Two attempts in
+// flight at once share the row: the first settlement counts its cost, the other adds nothing,
+// as the ledger keeps the first usage record written. A reservation that races with another of
+// the same request id (neither saw the other's row) fails on the primary key, which undoes its
+// whole statement, and takes the row over as above. The budget's locks are taken after the
+// reservation row's, as the settlement and the reaper take them, and a deadlock PostgreSQL
+// breaks anyway is retried.
 //
 // Leases. The maintenance renews the leases of this process's key reservations every Lease/6
 // while it has any (one UPDATE for all of them), and every ReapInterval returns the expired
@@ -205,13 +229,18 @@
 // once more. A reaped reservation keeps its row, with amount 0, so that the settlement of a
 // request whose process was cut off from the database for longer than the lease (but not
 // dead) still counts its cost: the one way a key can pass its cap, by at most such requests'
-// worst cases. Reaped rows of processes gone for a day are deleted.
+// worst cases. Reaped rows of processes gone for a day are deleted, and settled rows once
+// they are 7 days old. The indexes of the renewal and of the reaper hold live rows only, so
+// the settled markers a process keeps cost them nothing.
 //
 // What it costs. A key without a cap costs nothing: no database call, no allocation (the
 // principal's limits are nil), and the one branch that skips the cap. A capped key's request
 // costs two database round trips on the request path (the reservation before the upstream call,
 // the settlement after the answer has been written), each a single statement on one budget row
-// and one reservation row, plus its share of one lease renewal every Lease/6 per process. All
+// and one reservation row (the reservation also probes the reservation's primary key for a row
+// of its request id, the settlement updates the row instead of deleting it), plus its share of
+// one lease renewal every Lease/6 per process. A retry of a request id the key has a row for
+// costs a transaction of up to four statements more. All
 // the requests of one capped key, from every process, take the lock of the same budget row in
 // turn, for the few microseconds of one statement each.
 //

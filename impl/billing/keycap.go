@@ -81,6 +81,12 @@ type keySettlement struct {
 	cost      int64
 }
 
+// keySettledRetention is how long a settled key reservation is kept as the marker that its
+// request id was counted: longer than any retry of a request id can come (an agent's step is
+// retried within its session's max_duration, an hour by default, and a crashed step's job is
+// rescued after agents.rescue_after, 10 minutes by default).
+const keySettledRetention = 7 * 24 * time.Hour
+
 // ReserveForKey is Reserve for a request made with a key that has a credit cap (nil: none, and
 // it is Reserve): the worst case is reserved against the account's credit as Reserve does and,
 // in one more database round trip, against the key's budget in the cap period that holds now.
@@ -90,6 +96,11 @@ type keySettlement struct {
 // worst case, each in a round trip; a reservation whose process dies returns to the budget when
 // its lease expires. While the database cannot be reached a capped key's request is refused with
 // a 503 (apierror.Unavailable wrapping ErrKeyCapUnavailable).
+//
+// The key's budget counts a request id once, as the ledger does: a retry with the request id of
+// a request in flight or of one whose process died takes its reservation over (the amount is
+// reserved anew within the cap, the old one no longer counting), and a retry of a request
+// settled already reserves nothing against the key and adds nothing to its spend.
 func (m *Meter) ReserveForKey(ctx context.Context, accountID uuid.UUID, requestID string, worstCaseMicros int64, cap *KeyCap) (*Reservation, error) {
 	if cap == nil {
 		return m.Reserve(ctx, accountID, requestID, worstCaseMicros)
@@ -125,6 +136,11 @@ func (m *Meter) ReserveForKey(ctx context.Context, accountID uuid.UUID, requestI
 			return nil, fmt.Errorf("billing: reserve against the key's cap: %w", err)
 		}
 		m.noteDBUp()
+		if kr.Settled {
+			// A retry of a request whose cost the key's budget counted already (the ledger
+			// bills it once too): nothing is reserved and there is nothing to settle.
+			return r, nil
+		}
 		if kr.Reserved {
 			m.keys.live.Add(1)
 			r.key = h
@@ -209,7 +225,7 @@ func (m *Meter) maintainKeys(ctx context.Context, now time.Time) {
 		cctx, cancel := context.WithTimeout(ctx, m.opts.WriteTimeout)
 		_, err := m.st.ReapKeyReservations(cctx, uuid.Nil)
 		if err == nil {
-			_, err = m.st.DeleteStaleKeyReservations(cctx)
+			_, err = m.st.DeleteStaleKeyReservations(cctx, keySettledRetention)
 		}
 		cancel()
 		if err != nil && ctx.Err() == nil && !m.noteDBError(err) {

@@ -2,10 +2,13 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tollgate/tollgate/gen/db"
 )
@@ -172,25 +175,125 @@ type KeyReservationRequest struct {
 type KeyReservation struct {
 	Reserved                bool
 	SpentMicros, HeldMicros int64
+	// Settled says that the request id was settled for the key already (a retry of a request
+	// counted once): Reserved is true, nothing was reserved, and the request needs no settlement.
+	Settled bool
 }
+
+// keyReservationAttempts bounds the rounds of ReserveKeyBudget between its fast path and the
+// takeover (a row that comes and goes between them, a deadlock PostgreSQL broke).
+const keyReservationAttempts = 3
+
+// errKeyCapRefused rolls a takeover that the cap refuses back.
+var errKeyCapRefused = errors.New("store: the key's cap refuses the takeover")
 
 // ReserveKeyBudget reserves a request's worst case against its key's cap, in one statement that
 // refuses (Reserved false) when the key's spend in the period plus its reservations plus the
 // amount would pass the cap. Concurrent reservations, from any process, never pass it together.
+//
+// A key's budget counts a request id once, as the ledger does: a request id that has a
+// reservation row of the key already (a retry of the request, from this process or another)
+// takes that row over, in one transaction that locks it: a live or reaped reservation becomes
+// the holder's, with a fresh lease, the new amount (within the cap, its old amount no longer
+// counting) and the new period; a settled one reserves nothing (Settled).
 func (s *Store) ReserveKeyBudget(ctx context.Context, r KeyReservationRequest) (KeyReservation, error) {
-	row, err := s.q.ReserveKeyBudget(ctx, db.ReserveKeyBudgetParams{
-		KeyID: r.KeyID, PeriodStart: r.PeriodStart, AmountMicros: r.AmountMicros, CapMicros: r.CapMicros,
-		RequestID: r.RequestID, Holder: r.Holder, LeaseMillis: leaseMillis(r.Lease),
-	})
-	if err != nil {
-		return KeyReservation{}, err
+	for attempt := 1; ; attempt++ {
+		row, err := s.q.ReserveKeyBudget(ctx, db.ReserveKeyBudgetParams{
+			KeyID: r.KeyID, PeriodStart: r.PeriodStart, AmountMicros: r.AmountMicros, CapMicros: r.CapMicros,
+			RequestID: r.RequestID, Holder: r.Holder, LeaseMillis: leaseMillis(r.Lease),
+		})
+		switch {
+		case err == nil && !row.Existing:
+			return KeyReservation{Reserved: row.Reserved, SpentMicros: row.SpentMicros, HeldMicros: row.HeldMicros}, nil
+		case err == nil, isUniqueViolation(err):
+			// The request id has a row: take it over.
+			kr, found, err := s.takeOverKeyReservation(ctx, r)
+			if err == nil && found {
+				return kr, nil
+			}
+			if err != nil && (!isDeadlock(err) || attempt >= keyReservationAttempts) {
+				return KeyReservation{}, err
+			}
+		case !isDeadlock(err):
+			return KeyReservation{}, err
+		}
+		if attempt >= keyReservationAttempts {
+			if err == nil {
+				err = errors.New("the reservation row keeps changing")
+			}
+			return KeyReservation{}, fmt.Errorf("store: reserve against the key's cap: %w", err)
+		}
 	}
-	return KeyReservation{Reserved: row.Reserved, SpentMicros: row.SpentMicros, HeldMicros: row.HeldMicros}, nil
+}
+
+// takeOverKeyReservation is ReserveKeyBudget for a request id that has a row of the key: found
+// is false when the row is gone (the caller tries the fast path again).
+func (s *Store) takeOverKeyReservation(ctx context.Context, r KeyReservationRequest) (kr KeyReservation, found bool, err error) {
+	err = s.inTx(ctx, func(q *db.Queries) error {
+		kr, found = KeyReservation{}, false
+		row, err := q.LockKeyReservation(ctx, db.LockKeyReservationParams{KeyID: r.KeyID, RequestID: r.RequestID})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		found = true
+		if row.SettledAt != nil {
+			kr = KeyReservation{Reserved: true, Settled: true}
+			return nil
+		}
+		// The row's amount (0 once reaped) is in its period's reserved_micros: it is replaced by
+		// the new amount, or taken out there when the retry counts in another period.
+		old := row.AmountMicros
+		if !row.PeriodStart.Equal(r.PeriodStart) {
+			if old > 0 {
+				if err := q.ReturnKeyBudgetReservation(ctx, db.ReturnKeyBudgetReservationParams{
+					AmountMicros: old, KeyID: r.KeyID, PeriodStart: row.PeriodStart}); err != nil {
+					return err
+				}
+			}
+			old = 0
+		}
+		n, err := q.AdjustKeyBudgetReservation(ctx, db.AdjustKeyBudgetReservationParams{
+			KeyID: r.KeyID, PeriodStart: r.PeriodStart, NewMicros: r.AmountMicros, CapMicros: r.CapMicros, OldMicros: old})
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			b, err := q.GetKeyBudget(ctx, db.GetKeyBudgetParams{KeyID: r.KeyID, PeriodStart: r.PeriodStart})
+			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+			// What the request's own reservation holds is not in the way of its retry.
+			kr = KeyReservation{SpentMicros: b.SpentMicros, HeldMicros: max(b.ReservedMicros-old, 0)}
+			return errKeyCapRefused
+		}
+		kr = KeyReservation{Reserved: true}
+		return q.TakeOverKeyReservation(ctx, db.TakeOverKeyReservationParams{
+			PeriodStart: r.PeriodStart, AmountMicros: r.AmountMicros, Holder: r.Holder, LeaseMillis: leaseMillis(r.Lease),
+			KeyID: r.KeyID, RequestID: r.RequestID})
+	})
+	if errors.Is(err, errKeyCapRefused) {
+		return kr, true, nil
+	}
+	if err != nil {
+		return KeyReservation{}, false, err
+	}
+	return kr, found, nil
+}
+
+// isDeadlock reports whether err is PostgreSQL's deadlock_detected (the transaction was rolled
+// back to break a deadlock; a retry succeeds).
+func isDeadlock(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "40P01"
 }
 
 // SettleKeyReservation ends a key reservation: what it held (nothing if it was reaped) leaves the
-// budget and costMicros (0 for a release) is added to the budget's spend. It reports whether the
-// reservation was still there: settling twice counts once.
+// budget and costMicros (0 for a release) is added to the budget's spend. The row stays, marked
+// settled, until DeleteStaleKeyReservations. It reports whether the reservation was still
+// unsettled: settling twice, or settling a retry of a request id counted already, counts once.
 func (s *Store) SettleKeyReservation(ctx context.Context, keyID uuid.UUID, requestID string, costMicros int64) (bool, error) {
 	n, err := s.q.SettleKeyReservation(ctx, db.SettleKeyReservationParams{KeyID: keyID, RequestID: requestID, CostMicros: costMicros})
 	return n > 0, err
@@ -209,9 +312,10 @@ func (s *Store) ReapKeyReservations(ctx context.Context, keyID uuid.UUID) (int64
 }
 
 // DeleteStaleKeyReservations deletes the reaped key reservations whose process has been gone for
-// a day.
-func (s *Store) DeleteStaleKeyReservations(ctx context.Context) (int64, error) {
-	return s.q.DeleteStaleKeyReservations(ctx)
+// a day and the settled ones (the markers that their request ids were counted) settled longer
+// than retention ago, by the database's clock. It says how many rows it deleted.
+func (s *Store) DeleteStaleKeyReservations(ctx context.Context, retention time.Duration) (int64, error) {
+	return s.q.DeleteStaleKeyReservations(ctx, leaseMillis(retention))
 }
 
 // KeyBudget is a key's budget in one cap period.

@@ -117,7 +117,7 @@ func (d *devWeb) banner() string {
 	var b strings.Builder
 	b.WriteString("  Web application: " + d.appURL + "/\n")
 	b.WriteString("    (open it at exactly this address: its cookies belong to this host name, so a\n")
-	b.WriteString("     sign-in begun at another one, such as the IP address above, fails)\n")
+	b.WriteString("     sign-in begun at another one, 127.0.0.1 for instance, fails)\n")
 	b.WriteString("    sign in as " + devUserEmail + " with the password " + d.password + "\n")
 	b.WriteString("    (at the development OpenID provider " + d.provider.Issuer() + ": development only,\n")
 	b.WriteString("     a new password each run; tollgate serve never starts it)\n\n")

@@ -109,6 +109,12 @@ func startDevWeb(ctx context.Context, cfg *config.Config, st *store.Store, apiAd
 	return d, nil
 }
 
+// redirectsToPublicURL says whether the web application sends a visit to "/" or /signin… at
+// another host (127.0.0.1 for localhost) to its public URL: with the development provider,
+// whose client knows only that URL's callback; never in serve, where a proxy that rewrites
+// Host would make it loop.
+func (d *devWeb) redirectsToPublicURL() bool { return d != nil }
+
 // banner is the web application's part of the dev banner.
 func (d *devWeb) banner() string {
 	if d == nil {

@@ -234,7 +234,7 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	gw, err := gateway.New(gateway.Options{Store: d.Store, Config: cfg, Logger: log, Limiter: limiter, Metrics: m,
 		SimulatorURL: upstreamURL, DatasetStorage: storage, Readiness: ready,
 		UsageSpillDir: *spillDir, UsageSpillMaxBytes: *spillMB << 20, ChangeFeed: changefeed.Options{MaxStale: *maxStale},
-		CreditOutage: creditOutage})
+		CreditOutage: creditOutage, WebRedirectToPublicURL: devSignIn.redirectsToPublicURL()})
 	if err != nil {
 		return err
 	}

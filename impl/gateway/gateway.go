@@ -67,6 +67,8 @@ type Options struct {
 	// WebHTTPClient is the web application's client to its OpenID provider (nil: the
 	// default); the application is served when Config.Web is enabled.
 	WebHTTPClient *http.Client
+	// WebRedirectToPublicURL is web.Options.RedirectToPublicURL (`tollgate dev` only).
+	WebRedirectToPublicURL bool
 }
 
 // Gateway is one assembled gateway process.
@@ -173,7 +175,7 @@ func New(o Options) (*Gateway, error) {
 	// The web application (when configured) serves its own paths; the rest stay the API's.
 	if o.Config.Web.Enabled() {
 		app, err := web.New(web.Options{Store: o.Store, Config: o.Config, Logger: o.Logger, HTTPClient: o.WebHTTPClient,
-			Datasets: datasets, Agents: agents})
+			Datasets: datasets, Agents: agents, RedirectToPublicURL: o.WebRedirectToPublicURL})
 		if err != nil {
 			_ = g.Close()
 			return nil, err

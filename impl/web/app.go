@@ -46,6 +46,10 @@ type Options struct {
 	Datasets *dataset.Service
 	// Agents serves the Approvals and Agents pages (nil: they say agents are not available).
 	Agents *agent.Service
+	// RedirectToPublicURL sends a GET of "/" or /signin… whose Host is not web.public_url's
+	// to the same path there (303), so that a sign-in begins on the host its cookies and
+	// callback belong to. For `tollgate dev` only: behind a proxy that rewrites Host it loops.
+	RedirectToPublicURL bool
 }
 
 // App is the web application: an http.Handler for the paths Owns reports.
@@ -121,6 +125,11 @@ func New(o Options) (*App, error) {
 	// Origin against Host); there are no bypass patterns.
 	cop := http.NewCrossOriginProtection()
 	a.handler = refuseAPIKeys(a.securityHeaders(cop.Handler(outer)))
+	if o.RedirectToPublicURL {
+		if a.handler, err = toPublicHost(w.PublicURL, a.handler); err != nil {
+			return nil, err
+		}
+	}
 	return a, nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tollgate/tollgate/impl/agent"
+	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/web/audit"
 )
 
@@ -39,6 +40,8 @@ type approvalRow struct {
 	Pretty string
 	// Requester names the key that asked (its name and prefix, or its id).
 	Requester string
+	// Summary says in words what the arguments ask for ("" when they cannot be read).
+	Summary string
 }
 
 type approvalsData struct {
@@ -64,7 +67,8 @@ func (a *App) approvalsPage(w http.ResponseWriter, r *http.Request, v *Visitor) 
 			return
 		}
 		for _, ap := range list {
-			row := approvalRow{Approval: ap, Pretty: prettyJSON(ap.Arguments), Requester: keys.name(ap.KeyID)}
+			row := approvalRow{Approval: ap, Pretty: prettyJSON(ap.Arguments), Requester: keys.name(ap.KeyID),
+				Summary: actionSummary(ap.Action, ap.Arguments)}
 			if ap.State == "pending" {
 				d.Pending = append(d.Pending, row)
 			} else {
@@ -149,6 +153,63 @@ func (n keyNamer) name(id string) string {
 		return label
 	}
 	return "key " + id
+}
+
+// actionSummary says in plain words what an approval's arguments ask for, beside the exact
+// JSON: max_spend is in micro-units of a dollar, and an approver reading 100000 as dollars
+// would approve ten thousand times what was asked ("max spend $0.10"). Limits that are absent
+// are the resource profile's. Text from the arguments goes through visible, as in the JSON.
+// Arguments that cannot be read give "" (the JSON alone is shown).
+func actionSummary(action string, raw json.RawMessage) string {
+	switch action {
+	case "spawn":
+		var a agent.SpawnAction
+		if err := json.Unmarshal(raw, &a); err != nil {
+			return ""
+		}
+		parts := []string{"max spend the resource profile's", "max turns the resource profile's", "the default model"}
+		if a.MaxSpend != nil {
+			parts[0] = "max spend " + plainUSD(*a.MaxSpend)
+		}
+		if a.MaxTurns != nil {
+			parts[1] = fmt.Sprintf("max turns %d", *a.MaxTurns)
+		}
+		if a.Model != "" {
+			parts[2] = "model " + visible(a.Model)
+		}
+		for _, f := range []struct{ name, value string }{{"resource profile", a.ResourceProfile},
+			{"environment", a.TargetEnvironment}, {"agent name", a.AgentName}} {
+			if f.value != "" {
+				parts = append(parts, f.name+" "+visible(f.value))
+			}
+		}
+		return "Start a session: " + strings.Join(parts, ", ") + "."
+	case "prompt":
+		var p struct {
+			SessionID string `json:"session_id"`
+			Prompt    string `json:"prompt"`
+		}
+		if err := json.Unmarshal(raw, &p); err != nil {
+			return ""
+		}
+		n := utf8.RuneCountInString(p.Prompt)
+		unit := "characters"
+		if n == 1 {
+			unit = "character"
+		}
+		return fmt.Sprintf("Send session %s a prompt of %d %s.", visible(p.SessionID), n, unit)
+	}
+	return ""
+}
+
+// plainUSD shows micro-units as dollars with cents and as many further digits as the amount
+// has ("$0.10", "$5.00", "$0.000125").
+func plainUSD(micros int64) string {
+	s := strings.TrimRight(apierror.USD(micros), "0")
+	if i := strings.IndexByte(s, '.'); len(s)-i-1 < 2 {
+		s += strings.Repeat("0", 2-(len(s)-i-1))
+	}
+	return s
 }
 
 // prettyJSON indents raw JSON for reading (raw as it is when it is not JSON), with every

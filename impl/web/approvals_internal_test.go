@@ -30,3 +30,24 @@ func TestApprovalArgumentsShowHiddenCharacters(t *testing.T) {
 		t.Fatalf("the arguments shown are not the same JSON: %v %q", err, back["purpose"])
 	}
 }
+
+// TestApprovalSummary: beside the exact JSON, an approval says in words what it asks for, with
+// max_spend in dollars (100000 micro-units is $0.10, not 100000 dollars), the limits left out
+// named as the resource profile's, and a prompt by its session and length.
+func TestApprovalSummary(t *testing.T) {
+	for _, c := range []struct{ action, args, want string }{
+		{"spawn", `{"purpose":"p","model":"small","max_turns":5,"max_spend":100000}`,
+			"Start a session: max spend $0.10, max turns 5, model small."},
+		{"spawn", `{"purpose":"p","max_spend":5000000,"resource_profile":"large","agent_name":"a\u202eb"}`,
+			`Start a session: max spend $5.00, max turns the resource profile's, the default model, resource profile large, agent name a\u202eb.`},
+		{"spawn", `{"purpose":"p","max_spend":125}`,
+			"Start a session: max spend $0.000125, max turns the resource profile's, the default model."},
+		{"prompt", `{"session_id":"s1","prompt":"héllo"}`, "Send session s1 a prompt of 5 characters."},
+		{"spawn", `not json`, ""},
+		{"other", `{}`, ""},
+	} {
+		if got := actionSummary(c.action, json.RawMessage(c.args)); got != c.want {
+			t.Errorf("actionSummary(%s, %s) = %q, want %q", c.action, c.args, got, c.want)
+		}
+	}
+}

@@ -110,3 +110,20 @@ UPDATE api_keys SET display_suffix = $3 WHERE id = $1 AND account_id = $2;
 
 -- name: ListAPIKeySuffixes :many
 SELECT id, display_suffix FROM api_keys WHERE account_id = $1 AND display_suffix <> '';
+
+-- name: ClaimSignup :execrows
+-- Claims the user's self-service sign-up: 1 row for the one request that may create the
+-- account, 0 for every other (concurrent or later) one.
+UPDATE users SET signup_claimed_at = now() WHERE id = $1 AND signup_claimed_at IS NULL;
+
+-- name: SetSignupAccount :exec
+-- Records the account the user's sign-up made.
+UPDATE users SET signup_account_id = @account_id::uuid WHERE id = @id;
+
+-- name: ReleaseSignup :exec
+-- Gives the claim back when the sign-up made no account, so that the user may try again.
+UPDATE users SET signup_claimed_at = NULL WHERE id = $1 AND signup_account_id IS NULL;
+
+-- name: GetSignupAccount :one
+-- The account the user's sign-up made (NULL while it is being made, or when it made none).
+SELECT signup_account_id FROM users WHERE id = $1;

@@ -245,13 +245,15 @@ type UsageRecord struct {
 }
 
 type User struct {
-	ID           uuid.UUID
-	OidcIssuer   *string
-	OidcSubject  *string
-	Email        string
-	CreatedAt    time.Time
-	Name         string
-	LastSignInAt *time.Time
+	ID              uuid.UUID
+	OidcIssuer      *string
+	OidcSubject     *string
+	Email           string
+	CreatedAt       time.Time
+	Name            string
+	LastSignInAt    *time.Time
+	SignupClaimedAt *time.Time
+	SignupAccountID pgtype.UUID
 }
 
 type WebSession struct {

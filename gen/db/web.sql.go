@@ -13,10 +13,24 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const claimSignup = `-- name: ClaimSignup :execrows
+UPDATE users SET signup_claimed_at = now() WHERE id = $1 AND signup_claimed_at IS NULL
+`
+
+// Claims the user's self-service sign-up: 1 row for the one request that may create the
+// account, 0 for every other (concurrent or later) one.
+func (q *Queries) ClaimSignup(ctx context.Context, id uuid.UUID) (int64, error) {
+	result, err := q.db.Exec(ctx, claimSignup, id)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const claimUser = `-- name: ClaimUser :one
 UPDATE users SET oidc_issuer = $2, oidc_subject = $3
 WHERE id = $1 AND (oidc_subject IS NULL OR oidc_issuer IS DISTINCT FROM $2)
-RETURNING id, oidc_issuer, oidc_subject, email, created_at, name, last_sign_in_at
+RETURNING id, oidc_issuer, oidc_subject, email, created_at, name, last_sign_in_at, signup_claimed_at, signup_account_id
 `
 
 type ClaimUserParams struct {
@@ -38,6 +52,8 @@ func (q *Queries) ClaimUser(ctx context.Context, arg ClaimUserParams) (User, err
 		&i.CreatedAt,
 		&i.Name,
 		&i.LastSignInAt,
+		&i.SignupClaimedAt,
+		&i.SignupAccountID,
 	)
 	return i, err
 }
@@ -75,7 +91,7 @@ func (q *Queries) CommitWebSession(ctx context.Context, arg CommitWebSessionPara
 }
 
 const createUserByEmail = `-- name: CreateUserByEmail :one
-INSERT INTO users (email) VALUES ($1::text) RETURNING id, oidc_issuer, oidc_subject, email, created_at, name, last_sign_in_at
+INSERT INTO users (email) VALUES ($1::text) RETURNING id, oidc_issuer, oidc_subject, email, created_at, name, last_sign_in_at, signup_claimed_at, signup_account_id
 `
 
 // A user the operator adds by e-mail, before any sign-in.
@@ -90,12 +106,14 @@ func (q *Queries) CreateUserByEmail(ctx context.Context, email string) (User, er
 		&i.CreatedAt,
 		&i.Name,
 		&i.LastSignInAt,
+		&i.SignupClaimedAt,
+		&i.SignupAccountID,
 	)
 	return i, err
 }
 
 const createUserBySubject = `-- name: CreateUserBySubject :one
-INSERT INTO users (oidc_issuer, oidc_subject, email, name) VALUES ($1, $2, $3, $4) RETURNING id, oidc_issuer, oidc_subject, email, created_at, name, last_sign_in_at
+INSERT INTO users (oidc_issuer, oidc_subject, email, name) VALUES ($1, $2, $3, $4) RETURNING id, oidc_issuer, oidc_subject, email, created_at, name, last_sign_in_at, signup_claimed_at, signup_account_id
 `
 
 type CreateUserBySubjectParams struct {
@@ -121,6 +139,8 @@ func (q *Queries) CreateUserBySubject(ctx context.Context, arg CreateUserBySubje
 		&i.CreatedAt,
 		&i.Name,
 		&i.LastSignInAt,
+		&i.SignupClaimedAt,
+		&i.SignupAccountID,
 	)
 	return i, err
 }
@@ -241,8 +261,20 @@ func (q *Queries) GetMembership(ctx context.Context, arg GetMembershipParams) (G
 	return i, err
 }
 
+const getSignupAccount = `-- name: GetSignupAccount :one
+SELECT signup_account_id FROM users WHERE id = $1
+`
+
+// The account the user's sign-up made (NULL while it is being made, or when it made none).
+func (q *Queries) GetSignupAccount(ctx context.Context, id uuid.UUID) (pgtype.UUID, error) {
+	row := q.db.QueryRow(ctx, getSignupAccount, id)
+	var signup_account_id pgtype.UUID
+	err := row.Scan(&signup_account_id)
+	return signup_account_id, err
+}
+
 const getUser = `-- name: GetUser :one
-SELECT id, oidc_issuer, oidc_subject, email, created_at, name, last_sign_in_at FROM users WHERE id = $1
+SELECT id, oidc_issuer, oidc_subject, email, created_at, name, last_sign_in_at, signup_claimed_at, signup_account_id FROM users WHERE id = $1
 `
 
 func (q *Queries) GetUser(ctx context.Context, id uuid.UUID) (User, error) {
@@ -256,12 +288,14 @@ func (q *Queries) GetUser(ctx context.Context, id uuid.UUID) (User, error) {
 		&i.CreatedAt,
 		&i.Name,
 		&i.LastSignInAt,
+		&i.SignupClaimedAt,
+		&i.SignupAccountID,
 	)
 	return i, err
 }
 
 const getUserByEmail = `-- name: GetUserByEmail :one
-SELECT id, oidc_issuer, oidc_subject, email, created_at, name, last_sign_in_at FROM users WHERE lower(email) = lower($1::text) AND email <> ''
+SELECT id, oidc_issuer, oidc_subject, email, created_at, name, last_sign_in_at, signup_claimed_at, signup_account_id FROM users WHERE lower(email) = lower($1::text) AND email <> ''
 `
 
 func (q *Queries) GetUserByEmail(ctx context.Context, email string) (User, error) {
@@ -275,13 +309,15 @@ func (q *Queries) GetUserByEmail(ctx context.Context, email string) (User, error
 		&i.CreatedAt,
 		&i.Name,
 		&i.LastSignInAt,
+		&i.SignupClaimedAt,
+		&i.SignupAccountID,
 	)
 	return i, err
 }
 
 const getUserBySubject = `-- name: GetUserBySubject :one
 
-SELECT id, oidc_issuer, oidc_subject, email, created_at, name, last_sign_in_at FROM users WHERE oidc_issuer = $1 AND oidc_subject = $2
+SELECT id, oidc_issuer, oidc_subject, email, created_at, name, last_sign_in_at, signup_claimed_at, signup_account_id FROM users WHERE oidc_issuer = $1 AND oidc_subject = $2
 `
 
 type GetUserBySubjectParams struct {
@@ -301,6 +337,8 @@ func (q *Queries) GetUserBySubject(ctx context.Context, arg GetUserBySubjectPara
 		&i.CreatedAt,
 		&i.Name,
 		&i.LastSignInAt,
+		&i.SignupClaimedAt,
+		&i.SignupAccountID,
 	)
 	return i, err
 }
@@ -545,7 +583,7 @@ func (q *Queries) ListUserWebSessions(ctx context.Context, userID uuid.UUID) ([]
 }
 
 const recordSignIn = `-- name: RecordSignIn :one
-UPDATE users SET email = $2, name = $3, last_sign_in_at = now() WHERE id = $1 RETURNING id, oidc_issuer, oidc_subject, email, created_at, name, last_sign_in_at
+UPDATE users SET email = $2, name = $3, last_sign_in_at = now() WHERE id = $1 RETURNING id, oidc_issuer, oidc_subject, email, created_at, name, last_sign_in_at, signup_claimed_at, signup_account_id
 `
 
 type RecordSignInParams struct {
@@ -565,8 +603,20 @@ func (q *Queries) RecordSignIn(ctx context.Context, arg RecordSignInParams) (Use
 		&i.CreatedAt,
 		&i.Name,
 		&i.LastSignInAt,
+		&i.SignupClaimedAt,
+		&i.SignupAccountID,
 	)
 	return i, err
+}
+
+const releaseSignup = `-- name: ReleaseSignup :exec
+UPDATE users SET signup_claimed_at = NULL WHERE id = $1 AND signup_account_id IS NULL
+`
+
+// Gives the claim back when the sign-up made no account, so that the user may try again.
+func (q *Queries) ReleaseSignup(ctx context.Context, id uuid.UUID) error {
+	_, err := q.db.Exec(ctx, releaseSignup, id)
+	return err
 }
 
 const setAPIKeySuffix = `-- name: SetAPIKeySuffix :exec
@@ -582,6 +632,21 @@ type SetAPIKeySuffixParams struct {
 // Keeps a new key's last four characters for the Keys page.
 func (q *Queries) SetAPIKeySuffix(ctx context.Context, arg SetAPIKeySuffixParams) error {
 	_, err := q.db.Exec(ctx, setAPIKeySuffix, arg.ID, arg.AccountID, arg.DisplaySuffix)
+	return err
+}
+
+const setSignupAccount = `-- name: SetSignupAccount :exec
+UPDATE users SET signup_account_id = $1::uuid WHERE id = $2
+`
+
+type SetSignupAccountParams struct {
+	AccountID uuid.UUID
+	ID        uuid.UUID
+}
+
+// Records the account the user's sign-up made.
+func (q *Queries) SetSignupAccount(ctx context.Context, arg SetSignupAccountParams) error {
+	_, err := q.db.Exec(ctx, setSignupAccount, arg.AccountID, arg.ID)
 	return err
 }
 

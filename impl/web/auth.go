@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tollgate/tollgate/gen/db"
 	"github.com/tollgate/tollgate/impl/web/audit"
 	"github.com/tollgate/tollgate/impl/web/members"
 	"github.com/tollgate/tollgate/impl/web/session"
@@ -346,7 +348,12 @@ func (a *App) chooseAccount(w http.ResponseWriter, r *http.Request, v *Visitor) 
 }
 
 // signup creates an account on the sign-up plan with the user as its owner (self-service
-// sign-up, when configured, for a user with no account yet).
+// sign-up, when configured, for a user with no account yet). A user gets at most one such
+// account, however many sign-ups are sent at once (each account gets the plan's starting
+// credit): the sign-up is claimed first with one conditional statement (ClaimSignup), and
+// only the request that claimed it creates the account; every other one is sent to that
+// account. No transaction or lock is held across the request, so the session's save at the
+// end of it always finds a connection.
 func (a *App) signup(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	if a.web.SignupPlan == "" {
 		a.fail(w, r, v, http.StatusNotFound, "Self-service sign-up is off. Ask the operator to add you to an account.")
@@ -362,6 +369,16 @@ func (a *App) signup(w http.ResponseWriter, r *http.Request, v *Visitor) {
 		http.Redirect(w, r, "/signin/account", http.StatusSeeOther)
 		return
 	}
+	q := db.New(a.store.Pool())
+	claimed, err := q.ClaimSignup(ctx, v.User.ID)
+	if err != nil {
+		a.failInternal(w, r, v, "sign-up claim", err)
+		return
+	}
+	if claimed == 0 {
+		a.signedUpBefore(w, r, v)
+		return
+	}
 	suffix := make([]byte, 4)
 	_, _ = rand.Read(suffix)
 	base := "user"
@@ -369,16 +386,53 @@ func (a *App) signup(w http.ResponseWriter, r *http.Request, v *Visitor) {
 		base = v.User.Email[:at]
 	}
 	acct, err := a.accounts.CreateAccount(ctx, truncate(base, 40)+"-"+hex.EncodeToString(suffix), a.web.SignupPlan)
-	if err != nil {
+	if err != nil && acct.ID == uuid.Nil {
+		// No account was made: the claim is given back, so that the user may try again.
+		if rerr := q.ReleaseSignup(context.WithoutCancel(ctx), v.User.ID); rerr != nil {
+			a.log.Error("web: release the sign-up claim", "user", v.User.ID, "err", rerr)
+		}
 		a.failInternal(w, r, v, "sign-up account", err)
 		return
 	}
-	if err := a.members.AddUser(ctx, acct.ID, v.User.ID, members.RoleOwner); err != nil {
+	// The account exists (perhaps without all of its plan's set-up, then logged): it is the
+	// user's sign-up account, and the claim stays, so that no second one is made.
+	if serr := q.SetSignupAccount(context.WithoutCancel(ctx), db.SetSignupAccountParams{ID: v.User.ID, AccountID: acct.ID}); serr != nil {
+		a.log.Error("web: record the sign-up account", "user", v.User.ID, "account", acct.ID, "err", serr)
+	}
+	if err != nil {
+		a.log.Error("web: sign-up account set-up", "account", acct.ID, "err", err)
+	}
+	if err := a.members.AddUser(context.WithoutCancel(ctx), acct.ID, v.User.ID, members.RoleOwner); err != nil {
 		a.failInternal(w, r, v, "sign-up membership", err)
 		return
 	}
 	a.enterAccount(r, v.User, members.Membership{AccountID: acct.ID, AccountName: acct.Name, Plan: acct.Plan, Role: members.RoleOwner}, false)
 	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+// signedUpBefore answers a sign-up of a user whose sign-up was claimed already (by a request
+// sent at the same time, or earlier): the user goes to the account it made, or, while it is
+// still being made (or when it is gone), to the account choice.
+func (a *App) signedUpBefore(w http.ResponseWriter, r *http.Request, v *Visitor) {
+	ctx := r.Context()
+	id, err := db.New(a.store.Pool()).GetSignupAccount(ctx, v.User.ID)
+	if err != nil {
+		a.failInternal(w, r, v, "sign-up account", err)
+		return
+	}
+	if id.Valid {
+		m, err := a.members.Membership(ctx, v.User.ID, uuid.UUID(id.Bytes))
+		switch {
+		case err == nil:
+			a.enterAccount(r, v.User, m, false)
+			http.Redirect(w, r, "/", http.StatusSeeOther)
+			return
+		case !errors.Is(err, members.ErrNotFound):
+			a.failInternal(w, r, v, "membership", err)
+			return
+		}
+	}
+	http.Redirect(w, r, "/signin/account", http.StatusSeeOther)
 }
 
 // signout ends the session here and sends the browser to the provider's end_session_endpoint

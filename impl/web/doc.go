@@ -6,10 +6,13 @@
 // Sign-in is OpenID Connect (package signin): the authorization code flow with PKCE, state and
 // nonce checked here, the ID token verified, auth_time kept. Users are linked to accounts by
 // memberships (package members), found by the verified e-mail; with web.signup_plan set, a user
-// without one may create an account of their own. Sessions are server-side in PostgreSQL
-// (package session, through alexedwards/scs), in the cookie __Host-tollgate_session (Secure,
-// HttpOnly, SameSite=Lax, Path=/), renewed at sign-in, with idle and absolute timeouts. Sign
-// out destroys the session and ends the provider's session too (RP-initiated logout).
+// without one may create an account of their own, once: the sign-up is claimed with one
+// conditional statement (users.signup_claimed_at), so parallel or later sign-ups of the same
+// user are sent to the account the first one made, and no second starting credit is granted.
+// Sessions are server-side in PostgreSQL (package session, through alexedwards/scs), in the
+// cookie __Host-tollgate_session (Secure, HttpOnly, SameSite=Lax, Path=/), renewed at sign-in,
+// with idle and absolute timeouts. Sign out destroys the session and ends the provider's
+// session too (RP-initiated logout).
 //
 // Security, by construction: a request carrying Authorization (or x-api-key) is refused with
 // 400 before anything else, so an API key never reaches a page, and the API never reads the

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -119,6 +120,10 @@ func TestAgentsPages(t *testing.T) {
 	}
 	if p.Status != http.StatusOK {
 		t.Fatalf("session page: %d %.3000s", p.Status, p.Body)
+	}
+	// Events that follow each other within a minute are told apart: their times have seconds.
+	if !regexp.MustCompile(`<li value="1"><time datetime="[^"]+">\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC</time>`).MatchString(p.Body) {
+		t.Errorf("the event's time lacks seconds: %.2000s", p.Body)
 	}
 	// The after= cursor pages the log without JavaScript.
 	if p := b.get("/agents/" + sess.String() + "?after=2"); strings.Contains(p.Body, `<li value="2">`) || !strings.Contains(p.Body, `<li value="3">`) {

@@ -87,6 +87,14 @@ var funcs = template.FuncMap{
 		}
 		return "—"
 	},
+	// timeSeconds is time to the second, for events that follow each other within a minute
+	// (an agent session's log).
+	"timeSeconds": func(t time.Time) string {
+		if t.IsZero() {
+			return "—"
+		}
+		return t.UTC().Format("2006-01-02 15:04:05 UTC")
+	},
 	"datetime":   func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"capPeriods": func() []string { return []string{"none", "daily", "monthly"} },
 	"dollars": func(micros int64) string {

@@ -20,8 +20,8 @@
     }
   }
   function when(iso) {
-    // As the server writes it: 2006-01-02 15:04 UTC.
-    return iso.slice(0, 10) + " " + iso.slice(11, 16) + " UTC";
+    // As the server writes it: 2006-01-02 15:04:05 UTC.
+    return iso.slice(0, 10) + " " + iso.slice(11, 19) + " UTC";
   }
   var source = new EventSource(list.dataset.tail);
   source.onopen = function () {

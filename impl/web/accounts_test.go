@@ -82,6 +82,21 @@ func TestAccountSwitch(t *testing.T) {
 	}
 }
 
+// TestSwitchAccountLink: "Switch account" is offered to a member of several accounts only; a
+// user with one account does not see it, and sees it once a second membership is added.
+func TestSwitchAccountLink(t *testing.T) {
+	e := start(t, nil)
+	e.account(t, "acme", aliceEmail, "owner")
+	b := e.browser(t)
+	if p := b.signIn(e, aliceEmail, alicePass); p.Status != http.StatusOK || strings.Contains(p.Body, "Switch account") {
+		t.Fatalf("one account: %d, the link shown: %v", p.Status, strings.Contains(p.Body, "Switch account"))
+	}
+	e.account(t, "globex", aliceEmail, "member")
+	if p := b.get("/"); p.Status != http.StatusOK || !strings.Contains(p.Body, `<a href="/signin/account">Switch account</a>`) {
+		t.Fatalf("two accounts: %d, the link missing: %.1500s", p.Status, p.Body)
+	}
+}
+
 // TestSessionsPage: the page lists the user's sessions; ending another one signs that browser
 // out; another user's session id is not found.
 func TestSessionsPage(t *testing.T) {

@@ -67,7 +67,9 @@ type view struct {
 	Nonce   string
 	Visitor *Visitor
 	Nav     []navItem
-	Data    any
+	// SwitchAccount shows "Switch account": the visitor belongs to more than one account.
+	SwitchAccount bool
+	Data          any
 }
 
 var funcs = template.FuncMap{
@@ -148,6 +150,7 @@ func (a *App) render(w http.ResponseWriter, r *http.Request, v *Visitor, status 
 			vw.Nav = append(vw.Nav, navItem{Path: p.Path, Title: p.Title, Pending: p.Routes == nil,
 				Current: r.URL.Path == p.Path || strings.HasPrefix(r.URL.Path, p.Path+"/")})
 		}
+		vw.SwitchAccount = a.belongsToSeveral(r, v)
 	}
 	var buf bytes.Buffer
 	if err := t.ExecuteTemplate(&buf, "layout.html", vw); err != nil {
@@ -158,6 +161,20 @@ func (a *App) render(w http.ResponseWriter, r *http.Request, v *Visitor, status 
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
+}
+
+// belongsToSeveral reports whether the signed-in visitor is a member of more than one account
+// (when the memberships cannot be read, the link is shown: the page it leads to says why).
+func (a *App) belongsToSeveral(r *http.Request, v *Visitor) bool {
+	if v.User == nil {
+		return false
+	}
+	ms, err := a.members.Memberships(r.Context(), v.User.ID)
+	if err != nil {
+		a.log.Warn("web: memberships for the layout", "err", err)
+		return true
+	}
+	return len(ms) > 1
 }
 
 // fail renders a plain error page with status and a message for people (never an internal

@@ -24,6 +24,13 @@
 // max_age=0 and prompt=login, and back to the form. A key is shown once, in the response that
 // created it. Changes are recorded in the account's audit log (package audit).
 //
+// Roles: members see every page, create keys, and revoke or disable the keys they created
+// themselves (created_by is their e-mail); changing a key's limits, enabling a disabled key,
+// acting on keys others created, revoking all keys, deciding approvals and deleting or
+// replacing datasets are the owners' (mayStop in keys.go, the owner wrapper): a member's
+// attempt answers 403 with the reason and changes nothing, and the page shows those buttons
+// disabled with the reason beside them.
+//
 // # Adding a page
 //
 // Pages are server-rendered with html/template, usable without JavaScript. A page is one

@@ -20,10 +20,41 @@ func (a *App) keysRoutes(mux *http.ServeMux) {
 	mux.Handle("GET /keys/new", a.member(a.newKeyPage))
 	mux.Handle("POST /keys", a.member(a.createKey))
 	mux.Handle("POST /keys/revoke-all", a.owner(a.revokeAllKeys))
+	// Members may revoke or disable the keys they created; the rest is the owners' (mayStop).
 	mux.Handle("POST /keys/{id}/revoke", a.member(a.keyAction(a.revokeKey)))
 	mux.Handle("POST /keys/{id}/disable", a.member(a.keyAction(a.disableKey)))
-	mux.Handle("POST /keys/{id}/enable", a.member(a.keyAction(a.enableKey)))
-	mux.Handle("POST /keys/{id}/limits", a.member(a.keyAction(a.setKeyLimits)))
+	mux.Handle("POST /keys/{id}/enable", a.member(a.keyAction(a.ownersOnly(a.enableKey))))
+	mux.Handle("POST /keys/{id}/limits", a.member(a.keyAction(a.ownersOnly(a.setKeyLimits))))
+}
+
+// createdBy reports whether k was created by the visitor (on this application: created_by is
+// the creator's e-mail).
+func createdBy(k store.APIKey, v *Visitor) bool {
+	return v != nil && v.User != nil && k.CreatedBy != "" && k.CreatedBy != "operator" &&
+		strings.EqualFold(k.CreatedBy, actorName(v.User))
+}
+
+// mayStop reports whether the visitor may revoke or disable k: owners any key of the account,
+// members the keys they created themselves. Changing limits and enabling a disabled key are
+// the owners' only, so that a member cannot lift a limit an owner set.
+func mayStop(k store.APIKey, v *Visitor) bool {
+	return v.Owner() || createdBy(k, v)
+}
+
+// ownersOnly serves h, a change of a key's limits or status, to owners; a member gets 403.
+func (a *App) ownersOnly(h func(w http.ResponseWriter, r *http.Request, v *Visitor, k store.APIKey)) func(w http.ResponseWriter, r *http.Request, v *Visitor, k store.APIKey) {
+	return func(w http.ResponseWriter, r *http.Request, v *Visitor, k store.APIKey) {
+		if !v.Owner() {
+			a.fail(w, r, v, http.StatusForbidden, "Only the account's owners may change a key's limits or enable a disabled key.")
+			return
+		}
+		h(w, r, v, k)
+	}
+}
+
+// refuseOthersKey answers a member's attempt to stop a key someone else created.
+func (a *App) refuseOthersKey(w http.ResponseWriter, r *http.Request, v *Visitor) {
+	a.fail(w, r, v, http.StatusForbidden, "Members may revoke or disable only the keys they created; ask an owner of the account for this one.")
 }
 
 // keyState is what the audit log keeps of a key before and after a change.
@@ -47,6 +78,7 @@ func keyState(k store.APIKey) map[string]any {
 type keyRow struct {
 	accounts.KeyInfo
 	LastFour string
+	MayStop  bool // the visitor may revoke or disable it (see mayStop)
 }
 
 type keysData struct {
@@ -74,7 +106,7 @@ func (a *App) keysPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
 		if keys[i].Status == "active" {
 			d.Active++
 		}
-		d.Keys = append(d.Keys, keyRow{KeyInfo: keys[i], LastFour: last[keys[i].ID]})
+		d.Keys = append(d.Keys, keyRow{KeyInfo: keys[i], LastFour: last[keys[i].ID], MayStop: mayStop(keys[i].APIKey, v)})
 	}
 	a.render(w, r, v, http.StatusOK, "keys", "Keys", d)
 }
@@ -273,11 +305,19 @@ func (a *App) changed(w http.ResponseWriter, r *http.Request, v *Visitor, action
 }
 
 func (a *App) revokeKey(w http.ResponseWriter, r *http.Request, v *Visitor, k store.APIKey) {
+	if !mayStop(k, v) {
+		a.refuseOthersKey(w, r, v)
+		return
+	}
 	after, err := a.accounts.Revoke(r.Context(), v.Account.AccountID, k.ID)
 	a.changed(w, r, v, audit.ActionKeyRevoked, k, after, err)
 }
 
 func (a *App) disableKey(w http.ResponseWriter, r *http.Request, v *Visitor, k store.APIKey) {
+	if !mayStop(k, v) {
+		a.refuseOthersKey(w, r, v)
+		return
+	}
 	after, err := a.accounts.Disable(r.Context(), v.Account.AccountID, k.ID)
 	a.changed(w, r, v, audit.ActionKeyChanged, k, after, err)
 }

@@ -78,8 +78,9 @@ WHERE account_id = @account_id AND started_at >= @from_time::timestamptz AND sta
 GROUP BY 1, 2;
 
 -- name: UsageViewKeyLabels :many
--- The names and prefixes of the account's keys among @ids (another account's id finds nothing).
-SELECT id, name, display_prefix FROM api_keys WHERE account_id = @account_id AND id = ANY(@ids::uuid[]);
+-- The names, prefixes and last four characters (display_suffix, empty for keys made before it
+-- was kept) of the account's keys among @ids (another account's id finds nothing).
+SELECT id, name, display_prefix, display_suffix FROM api_keys WHERE account_id = @account_id AND id = ANY(@ids::uuid[]);
 
 -- name: UsageViewRollupByModel :many
 -- The account's spend per UTC day and model from usage_daily, for the days from @from_day

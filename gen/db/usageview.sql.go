@@ -141,7 +141,7 @@ func (q *Queries) UsageViewDailyByModel(ctx context.Context, arg UsageViewDailyB
 }
 
 const usageViewKeyLabels = `-- name: UsageViewKeyLabels :many
-SELECT id, name, display_prefix FROM api_keys WHERE account_id = $1 AND id = ANY($2::uuid[])
+SELECT id, name, display_prefix, display_suffix FROM api_keys WHERE account_id = $1 AND id = ANY($2::uuid[])
 `
 
 type UsageViewKeyLabelsParams struct {
@@ -153,9 +153,11 @@ type UsageViewKeyLabelsRow struct {
 	ID            uuid.UUID
 	Name          string
 	DisplayPrefix string
+	DisplaySuffix string
 }
 
-// The names and prefixes of the account's keys among @ids (another account's id finds nothing).
+// The names, prefixes and last four characters (display_suffix, empty for keys made before it
+// was kept) of the account's keys among @ids (another account's id finds nothing).
 func (q *Queries) UsageViewKeyLabels(ctx context.Context, arg UsageViewKeyLabelsParams) ([]UsageViewKeyLabelsRow, error) {
 	rows, err := q.db.Query(ctx, usageViewKeyLabels, arg.AccountID, arg.Ids)
 	if err != nil {
@@ -165,7 +167,12 @@ func (q *Queries) UsageViewKeyLabels(ctx context.Context, arg UsageViewKeyLabels
 	items := []UsageViewKeyLabelsRow{}
 	for rows.Next() {
 		var i UsageViewKeyLabelsRow
-		if err := rows.Scan(&i.ID, &i.Name, &i.DisplayPrefix); err != nil {
+		if err := rows.Scan(
+			&i.ID,
+			&i.Name,
+			&i.DisplayPrefix,
+			&i.DisplaySuffix,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -239,6 +239,18 @@ func KeyLabel(name, prefix string) string {
 	return name + " (" + prefix + "…)"
 }
 
+// KeyLabelLastFour names a key as the Keys page shows it, by its prefix and last four
+// characters ("ci (tgk_ab12…wxyz)"); without the last four it is KeyLabel.
+func KeyLabelLastFour(name, prefix, lastFour string) string {
+	if prefix == "" || lastFour == "" {
+		return KeyLabel(name, prefix)
+	}
+	if name == "" {
+		return prefix + "…" + lastFour
+	}
+	return name + " (" + prefix + "…" + lastFour + ")"
+}
+
 // midnight is the start of t's day in loc.
 func midnight(t time.Time, loc *time.Location) time.Time {
 	y, m, d := t.In(loc).Date()

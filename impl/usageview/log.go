@@ -76,13 +76,14 @@ type Request struct {
 	// Provider and UpstreamModel are the upstream that served the request: for a fusion
 	// model, the expert the router chose.
 	Provider, UpstreamModel string
-	// KeyID is the key the request came with (uuid.Nil: none); KeyName and KeyPrefix name it
+	// KeyID is the key the request came with (uuid.Nil: none); KeyName, KeyPrefix and
+	// KeySuffix (its last four characters, "" for keys made before they were kept) name it
 	// while the key exists.
-	KeyID              uuid.UUID
-	KeyName, KeyPrefix string
-	InputTokens        int64
-	OutputTokens       int64
-	CostMicros         int64
+	KeyID                         uuid.UUID
+	KeyName, KeyPrefix, KeySuffix string
+	InputTokens                   int64
+	OutputTokens                  int64
+	CostMicros                    int64
 	// HostedCalls counts the billed calls of the provider's hosted tools by name (nil: none);
 	// HostedMicros is their part of CostMicros.
 	HostedCalls  map[string]int64
@@ -215,7 +216,7 @@ func (s *Service) logPage(ctx context.Context, accountID uuid.UUID, f Filter, af
 	for _, l := range labels {
 		for i := range out {
 			if out[i].KeyID == l.ID {
-				out[i].KeyName, out[i].KeyPrefix = l.Name, l.DisplayPrefix
+				out[i].KeyName, out[i].KeyPrefix, out[i].KeySuffix = l.Name, l.DisplayPrefix, l.DisplaySuffix
 			}
 		}
 	}

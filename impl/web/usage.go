@@ -201,7 +201,7 @@ func logRow(r usageview.Request) usageRow {
 	if r.Provider != "" {
 		expert = r.Provider + " / " + r.UpstreamModel
 	}
-	key := usageview.KeyLabel(r.KeyName, r.KeyPrefix)
+	key := usageview.KeyLabelLastFour(r.KeyName, r.KeyPrefix, r.KeySuffix)
 	if key == "" && r.KeyID != uuid.Nil {
 		key = "key " + r.KeyID.String()[:8]
 	}

@@ -70,6 +70,10 @@ func TestUsagePage(t *testing.T) {
 	if !strings.Contains(body, "Reserved by the gateway</dt><dd>$0.250000 ") || strings.Contains(body, "in flight</dt>") {
 		t.Errorf("the credit holds are not shown as reserved by the gateway: %.1500s", body)
 	}
+	// The Key column names the key as the Keys page does: prefix…last four.
+	if log, want := html.UnescapeString(logTable(p.Body)), "ci-runner ("+key.Key.DisplayPrefix+"…"+key.Key.DisplaySuffix+")"; key.Key.DisplaySuffix == "" || !strings.Contains(log, "<td>"+want+"</td>") {
+		t.Errorf("the log's Key column lacks %q: %.3000s", want, log)
+	}
 	if log := logTable(p.Body); !strings.Contains(log, "<td>12 ms</td>") || !strings.Contains(log, "<td>1.2 s</td>") {
 		t.Errorf("latencies: %.3000s", log)
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/riverqueue/river"
 
 	"github.com/tollgate/tollgate/gen/db"
@@ -40,6 +39,9 @@ func approvalView(a db.AgentApproval) Approval {
 
 // request records a pending approval of an action with its exact arguments.
 func (s *Service) request(ctx context.Context, p auth.Principal, action string, args any) (Approval, error) {
+	if _, err := tenantOf(p); err != nil {
+		return Approval{}, err
+	}
 	b, err := json.Marshal(args)
 	if err != nil {
 		return Approval{}, err
@@ -57,6 +59,9 @@ func (s *Service) request(ctx context.Context, p auth.Principal, action string, 
 // person approves it. The arguments are checked now (a clear refusal rather than an approval
 // bound to fail).
 func (s *Service) RequestSpawn(ctx context.Context, p auth.Principal, a SpawnAction) (Approval, error) {
+	if _, err := tenantOf(p); err != nil {
+		return Approval{}, err
+	}
 	a.Purpose = strings.TrimSpace(a.Purpose)
 	if a.Purpose == "" {
 		return Approval{}, apierror.Invalid("purpose", "'purpose' is required: what the agent is to do")
@@ -80,8 +85,11 @@ func (s *Service) RequestPrompt(ctx context.Context, p auth.Principal, sessionID
 }
 
 // approval reads an approval, expiring it first when it is pending past its expiry; accountID
-// nil reads any account's.
+// nil reads any account's (a zero id: ErrNotFound).
 func (s *Service) approval(ctx context.Context, accountID *uuid.UUID, approvalID string) (db.AgentApproval, error) {
+	if _, err := scope(accountID); err != nil {
+		return db.AgentApproval{}, err
+	}
 	id, err := parseID(approvalID)
 	if err != nil {
 		return db.AgentApproval{}, err
@@ -108,16 +116,20 @@ func (s *Service) ApprovalStatus(ctx context.Context, p auth.Principal, approval
 	return approvalView(a), nil
 }
 
-// ListApprovals lists approvals (accountID nil: every account's) in state ("" or "all": any),
+// ListApprovals lists approvals (accountID nil: every account's; a zero id: ErrNotFound) in state ("" or "all": any),
 // newest first, at most limit (1 to 500; 0: 50).
 func (s *Service) ListApprovals(ctx context.Context, accountID *uuid.UUID, state string, limit int) ([]Approval, error) {
+	acct, err := scope(accountID)
+	if err != nil {
+		return nil, err
+	}
 	if _, err := s.q.ExpireAgentApprovals(ctx); err != nil {
 		return nil, err
 	}
 	if state == "all" {
 		state = ""
 	}
-	rows, err := s.q.ListAgentApprovals(ctx, db.ListAgentApprovalsParams{AccountID: optUUID(accountID), State: state, Max: int32(listLimit(limit))})
+	rows, err := s.q.ListAgentApprovals(ctx, db.ListAgentApprovalsParams{AccountID: acct, State: state, Max: int32(listLimit(limit))})
 	if err != nil {
 		return nil, err
 	}
@@ -308,13 +320,6 @@ func (s *Service) promptApproved(ctx context.Context, tx pgx.Tx, q *db.Queries, 
 	}
 	msg, _, err := s.send(st, args.Prompt)
 	return id, msg, err
-}
-
-func optUUID(id *uuid.UUID) (out pgtype.UUID) {
-	if id != nil {
-		out = pgUUID(*id)
-	}
-	return out
 }
 
 func listLimit(limit int) int {

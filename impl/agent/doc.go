@@ -4,6 +4,13 @@
 // drives sessions as River jobs (github.com/riverqueue/river), so that any process can continue
 // any session.
 //
+// # Accounts
+//
+// Every method that takes a principal or an account refuses a zero account id as ErrNotFound
+// (a caller that forgot to set the account reaches nothing). The operator's listings and
+// resolutions (ListSlots, ListTickets, ListApprovals, CloseTicket, Resolve) take the account as
+// a pointer: nil, and only nil, means every account.
+//
 // # States
 //
 // A session moves through provisioning → ready ⇄ busy → stopping → stopped | failed (see

@@ -16,6 +16,9 @@ import (
 // AssignSlot assigns a slot called name to the account (the operator's `tollgate admin slot
 // assign`). ErrNotFound when the account does not exist; a conflict when it has the slot.
 func (s *Service) AssignSlot(ctx context.Context, accountID uuid.UUID, name string) error {
+	if _, err := tenantID(accountID); err != nil {
+		return err
+	}
 	name = strings.TrimSpace(name)
 	if name == "" || strings.ContainsAny(name, "/ \t\n") || len(name) > 64 {
 		return apierror.Invalid("slot", "a slot name is 1 to 64 characters without '/' or spaces")
@@ -37,6 +40,9 @@ func (s *Service) AssignSlot(ctx context.Context, accountID uuid.UUID, name stri
 // once when ready, at its next step boundary when busy). The slot's sessions stay, under
 // their slot name.
 func (s *Service) UnassignSlot(ctx context.Context, accountID uuid.UUID, name string) error {
+	if _, err := tenantID(accountID); err != nil {
+		return err
+	}
 	return s.inTx(ctx, func(tx pgx.Tx, q *db.Queries) error {
 		sl, err := slotFor(ctx, q, accountID, name)
 		if err != nil {
@@ -56,9 +62,14 @@ func (s *Service) UnassignSlot(ctx context.Context, accountID uuid.UUID, name st
 	})
 }
 
-// ListSlots lists the slots of an account (nil: of every account) with their live sessions.
+// ListSlots lists the slots of an account (nil: of every account; a zero id: ErrNotFound) with
+// their live sessions.
 func (s *Service) ListSlots(ctx context.Context, accountID *uuid.UUID) ([]SlotAssignment, error) {
-	rows, err := s.q.ListAgentSlots(ctx, optUUID(accountID))
+	acct, err := scope(accountID)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.q.ListAgentSlots(ctx, acct)
 	if err != nil {
 		return nil, err
 	}
@@ -78,6 +89,9 @@ func ticketView(t db.AgentTicket) Ticket {
 // OpenTicket opens a ticket of the account (an operator's, or an agent's through
 // open_ticket), optionally about one of its sessions.
 func (s *Service) OpenTicket(ctx context.Context, accountID uuid.UUID, sessionID *uuid.UUID, title, body, openedBy string) (Ticket, error) {
+	if _, err := tenantID(accountID); err != nil {
+		return Ticket{}, err
+	}
 	title = strings.TrimSpace(title)
 	if title == "" {
 		return Ticket{}, apierror.Invalid("title", "a ticket needs a title")
@@ -105,8 +119,11 @@ func (s *Service) OpenTicket(ctx context.Context, accountID uuid.UUID, sessionID
 }
 
 // CloseTicket closes an open ticket (accountID nil: of any account). ErrNotFound for a ticket
-// not of the account; a conflict when it is already closed.
+// not of the account (and for a zero account id); a conflict when it is already closed.
 func (s *Service) CloseTicket(ctx context.Context, accountID *uuid.UUID, ticketID string) (Ticket, error) {
+	if _, err := scope(accountID); err != nil {
+		return Ticket{}, err
+	}
 	id, err := parseID(ticketID)
 	if err != nil {
 		return Ticket{}, err
@@ -128,7 +145,7 @@ func (s *Service) CloseTicket(ctx context.Context, accountID *uuid.UUID, ticketI
 	return ticketView(closed), nil
 }
 
-// ListTickets lists tickets (accountID nil: of every account) in state (open, closed; "" or
+// ListTickets lists tickets (accountID nil: of every account; a zero id: ErrNotFound) in state (open, closed; "" or
 // "all": any), newest first, at most limit (1 to 500; 0: 50).
 func (s *Service) ListTickets(ctx context.Context, accountID *uuid.UUID, state string, limit int) ([]Ticket, error) {
 	switch state {
@@ -138,7 +155,11 @@ func (s *Service) ListTickets(ctx context.Context, accountID *uuid.UUID, state s
 	default:
 		return nil, apierror.Invalid("state", "'state' is open, closed or all")
 	}
-	rows, err := s.q.ListAgentTickets(ctx, db.ListAgentTicketsParams{AccountID: optUUID(accountID), State: state, Max: int32(listLimit(limit))})
+	acct, err := scope(accountID)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.q.ListAgentTickets(ctx, db.ListAgentTicketsParams{AccountID: acct, State: state, Max: int32(listLimit(limit))})
 	if err != nil {
 		return nil, err
 	}

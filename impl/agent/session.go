@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/tollgate/tollgate/gen/db"
+	"github.com/tollgate/tollgate/impl/auth"
 )
 
 // inTx runs fn in one transaction, committing when it returns nil.
@@ -117,6 +118,33 @@ func notFound(err error) error {
 		return ErrNotFound
 	}
 	return err
+}
+
+// tenantOf is the account a tenant-facing call acts for: ErrNotFound for a zero account id (a
+// caller that forgot to set it), which must never read as "every account".
+func tenantOf(p auth.Principal) (uuid.UUID, error) {
+	return tenantID(p.AccountID)
+}
+
+// tenantID refuses a zero account id as not found (see tenantOf).
+func tenantID(id uuid.UUID) (uuid.UUID, error) {
+	if id == uuid.Nil {
+		return uuid.Nil, ErrNotFound
+	}
+	return id, nil
+}
+
+// scope is the account filter of an operator's listing: nil is every account (the operator's
+// explicit "all accounts"), a pointer to an account that account alone, and a pointer to the
+// zero id ErrNotFound (never every account).
+func scope(accountID *uuid.UUID) (pgtype.UUID, error) {
+	if accountID == nil {
+		return pgtype.UUID{}, nil
+	}
+	if _, err := tenantID(*accountID); err != nil {
+		return pgtype.UUID{}, err
+	}
+	return pgtype.UUID{Bytes: *accountID, Valid: true}, nil
 }
 
 func pgUUID(id uuid.UUID) pgtype.UUID { return pgtype.UUID{Bytes: id, Valid: id != uuid.Nil} }

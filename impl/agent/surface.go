@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/tollgate/tollgate/gen/db"
 	"github.com/tollgate/tollgate/impl/apierror"
@@ -211,6 +212,9 @@ func (s *Service) Spawn(ctx context.Context, p auth.Principal, slot, prompt, ide
 	if strings.TrimSpace(slot) == "" {
 		return SpawnResult{}, apierror.Invalid("slot", "'slot' is required: the name of one of your agent slots")
 	}
+	if _, err := tenantOf(p); err != nil {
+		return SpawnResult{}, err
+	}
 	var out SpawnResult
 	err := s.idempotent(ctx, p.AccountID, idempotencyKey, requestHash("spawn", slot, prompt), &out, func(tx pgx.Tx, q *db.Queries) (*db.InsertAgentCommandParams, error) {
 		sl, err := slotFor(ctx, q, p.AccountID, slot)
@@ -275,6 +279,9 @@ func (s *Service) SendMessage(ctx context.Context, p auth.Principal, slot, text,
 	if strings.TrimSpace(text) == "" {
 		return MessageResult{}, apierror.Invalid("text", "'text' is required: the message for the agent")
 	}
+	if _, err := tenantOf(p); err != nil {
+		return MessageResult{}, err
+	}
 	var out MessageResult
 	err := s.idempotent(ctx, p.AccountID, idempotencyKey, requestHash("message", slot, text), &out, func(tx pgx.Tx, q *db.Queries) (*db.InsertAgentCommandParams, error) {
 		sl, err := slotFor(ctx, q, p.AccountID, slot)
@@ -316,6 +323,9 @@ func (s *Service) stopSession(st *sessionTx, reason string, command uuid.UUID) e
 // Stop stops the live session of the caller's slot (DELETE /v1/agents/{slot}), asynchronously:
 // the answer's status is "stopping".
 func (s *Service) Stop(ctx context.Context, p auth.Principal, slot, idempotencyKey string) (StopResult, error) {
+	if _, err := tenantOf(p); err != nil {
+		return StopResult{}, err
+	}
 	var out StopResult
 	err := s.idempotent(ctx, p.AccountID, idempotencyKey, requestHash("stop", slot), &out, func(tx pgx.Tx, q *db.Queries) (*db.InsertAgentCommandParams, error) {
 		sl, err := slotFor(ctx, q, p.AccountID, slot)
@@ -340,9 +350,13 @@ func (s *Service) Stop(ctx context.Context, p auth.Principal, slot, idempotencyK
 }
 
 // Overview is every slot of the caller's account with its current (or last) session (GET
-// /v1/agents).
+// /v1/agents). ErrNotFound for a principal without an account.
 func (s *Service) Overview(ctx context.Context, p auth.Principal) ([]SlotView, error) {
-	slots, err := s.q.ListAgentSlots(ctx, pgUUID(p.AccountID))
+	acct, err := tenantOf(p)
+	if err != nil {
+		return nil, err
+	}
+	slots, err := s.q.ListAgentSlots(ctx, pgtype.UUID{Bytes: acct, Valid: true})
 	if err != nil {
 		return nil, err
 	}
@@ -365,6 +379,9 @@ func (s *Service) Overview(ctx context.Context, p auth.Principal) ([]SlotView, e
 // SlotSession is the current (or last) session of the caller's slot: ErrNotFound for a slot
 // that is not the caller's, a conflict for one that never had a session.
 func (s *Service) SlotSession(ctx context.Context, p auth.Principal, slot string) (SessionView, error) {
+	if _, err := tenantOf(p); err != nil {
+		return SessionView{}, err
+	}
 	sl, err := s.q.GetAgentSlot(ctx, db.GetAgentSlotParams{AccountID: p.AccountID, Name: slot})
 	if err != nil {
 		return SessionView{}, notFound(err)
@@ -381,6 +398,9 @@ func (s *Service) SlotSession(ctx context.Context, p auth.Principal, slot string
 
 // session is the caller's session with id.
 func (s *Service) session(ctx context.Context, p auth.Principal, sessionID string) (db.AgentSession, error) {
+	if _, err := tenantOf(p); err != nil {
+		return db.AgentSession{}, err
+	}
 	id, err := parseID(sessionID)
 	if err != nil {
 		return db.AgentSession{}, err
@@ -413,6 +433,9 @@ func (s *Service) events(ctx context.Context, id uuid.UUID, afterSeq int64, limi
 
 // Sessions are the caller's sessions, newest first (at most 100).
 func (s *Service) Sessions(ctx context.Context, p auth.Principal) ([]SessionView, error) {
+	if _, err := tenantOf(p); err != nil {
+		return nil, err
+	}
 	rows, err := s.q.ListAccountAgentSessions(ctx, db.ListAccountAgentSessionsParams{AccountID: p.AccountID, Limit: 100})
 	if err != nil {
 		return nil, err
@@ -482,8 +505,11 @@ func (s *Service) Tail(ctx context.Context, p auth.Principal, sessionID string, 
 }
 
 // Tickets are the caller's tickets in state (default open; "all" for every state), newest
-// first, at most limit (1 to 500; 0: 50).
+// first, at most limit (1 to 500; 0: 50). ErrNotFound for a principal without an account.
 func (s *Service) Tickets(ctx context.Context, p auth.Principal, state string, limit int) ([]Ticket, error) {
+	if _, err := tenantOf(p); err != nil {
+		return nil, err
+	}
 	if state == "" {
 		state = "open"
 	}

@@ -70,6 +70,12 @@ func TestUsagePage(t *testing.T) {
 	if !strings.Contains(body, "Reserved by the gateway</dt><dd>$0.250000 ") || strings.Contains(body, "in flight</dt>") {
 		t.Errorf("the credit holds are not shown as reserved by the gateway: %.1500s", body)
 	}
+	// Each filter's label and field are one unit (style.css keeps it on one line).
+	for _, f := range []string{"from", "to", "model", "key", "route", "status"} {
+		if !strings.Contains(p.Body, `<span class="field"><label for="f-`+f+`">`) {
+			t.Errorf("the %s filter's label is not kept with its field", f)
+		}
+	}
 	// The Key column names the key as the Keys page does: prefix…last four.
 	if log, want := html.UnescapeString(logTable(p.Body)), "ci-runner ("+key.Key.DisplayPrefix+"…"+key.Key.DisplaySuffix+")"; key.Key.DisplaySuffix == "" || !strings.Contains(log, "<td>"+want+"</td>") {
 		t.Errorf("the log's Key column lacks %q: %.3000s", want, log)

@@ -33,7 +33,10 @@ type UsageRecord struct {
 	// provider ran and bills per call (nil: none); HostedMicros is their part of CostMicros.
 	HostedCalls  map[string]int64
 	HostedMicros int64
-	// Status is how the request ended, e.g. "completed", "incomplete", "failed".
+	// Status is how the request ended, as the HTTP API settles it (impl/httpapi/inference.go):
+	// "ok", "client_disconnected", "shutdown", or an upstream failure ("upstream_error",
+	// "upstream_stalled", "upstream_cut_off", "upstream_malformed", "upstream_read_failed");
+	// "completed" when the meter is given none (billing), "unknown" when written empty.
 	Status     string
 	StartedAt  time.Time
 	FinishedAt time.Time

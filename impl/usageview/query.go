@@ -19,7 +19,7 @@ const (
 	ParamModel  = "model"  // a model name
 	ParamKey    = "key"    // a key id
 	ParamRoute  = "route"  // an API route, e.g. /v1/chat/completions
-	ParamStatus = "status" // completed, incomplete, failed, ...
+	ParamStatus = "status" // a usage record's status: ok, client_disconnected, upstream_error, ... (store.UsageRecord.Status)
 	ParamAfter  = "after"  // the page cursor
 	ParamLimit  = "limit"  // rows per page
 	ParamGroup  = "group"  // the chart's grouping: model or key

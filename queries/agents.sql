@@ -148,8 +148,18 @@ RETURNING id;
 UPDATE agent_approvals SET state = 'expired', resolved_at = now(), resolved_by = 'expiry'
 WHERE id = $1 AND state = 'pending' AND expires_at <= now();
 
--- name: SetAgentApprovalAction :exec
-UPDATE agent_approvals SET action_status = $2, session_id = $3, message_id = $4, failure = $5 WHERE id = $1;
+-- name: GetAgentApprovalForUpdate :one
+-- An approval, locked until the transaction ends: the worker of an approved action holds it
+-- while the action runs, so a second run of the job waits and then finds it done.
+SELECT * FROM agent_approvals WHERE id = $1 FOR UPDATE;
+
+-- name: SetAgentApprovalAction :execrows
+-- Moves an approved action's status on from the given one only (queued → running → done |
+-- failed): no row when another run has moved it already.
+UPDATE agent_approvals
+SET action_status = sqlc.arg('action_status')::text, session_id = sqlc.narg('session_id'),
+    message_id = sqlc.narg('message_id'), failure = sqlc.narg('failure')
+WHERE id = sqlc.arg('id') AND state = 'approved' AND action_status = sqlc.arg('from')::text;
 
 -- name: ListAgentApprovals :many
 SELECT * FROM agent_approvals

@@ -265,6 +265,35 @@ func (q *Queries) GetAgentApproval(ctx context.Context, id uuid.UUID) (AgentAppr
 	return i, err
 }
 
+const getAgentApprovalForUpdate = `-- name: GetAgentApprovalForUpdate :one
+SELECT id, account_id, key_id, action, arguments, arguments_hash, state, action_status, session_id, message_id, failure, created_at, expires_at, resolved_at, resolved_by FROM agent_approvals WHERE id = $1 FOR UPDATE
+`
+
+// An approval, locked until the transaction ends: the worker of an approved action holds it
+// while the action runs, so a second run of the job waits and then finds it done.
+func (q *Queries) GetAgentApprovalForUpdate(ctx context.Context, id uuid.UUID) (AgentApproval, error) {
+	row := q.db.QueryRow(ctx, getAgentApprovalForUpdate, id)
+	var i AgentApproval
+	err := row.Scan(
+		&i.ID,
+		&i.AccountID,
+		&i.KeyID,
+		&i.Action,
+		&i.Arguments,
+		&i.ArgumentsHash,
+		&i.State,
+		&i.ActionStatus,
+		&i.SessionID,
+		&i.MessageID,
+		&i.Failure,
+		&i.CreatedAt,
+		&i.ExpiresAt,
+		&i.ResolvedAt,
+		&i.ResolvedBy,
+	)
+	return i, err
+}
+
 const getAgentCommandByKey = `-- name: GetAgentCommandByKey :one
 SELECT id, account_id, slot_id, session_id, kind, status, idempotency_key, request_hash, answer, created_at FROM agent_commands WHERE account_id = $1 AND idempotency_key = $2
 `
@@ -1105,27 +1134,37 @@ func (q *Queries) ResolveAgentApproval(ctx context.Context, arg ResolveAgentAppr
 	return i, err
 }
 
-const setAgentApprovalAction = `-- name: SetAgentApprovalAction :exec
-UPDATE agent_approvals SET action_status = $2, session_id = $3, message_id = $4, failure = $5 WHERE id = $1
+const setAgentApprovalAction = `-- name: SetAgentApprovalAction :execrows
+UPDATE agent_approvals
+SET action_status = $1::text, session_id = $2,
+    message_id = $3, failure = $4
+WHERE id = $5 AND state = 'approved' AND action_status = $6::text
 `
 
 type SetAgentApprovalActionParams struct {
-	ID           uuid.UUID
-	ActionStatus *string
+	ActionStatus string
 	SessionID    pgtype.UUID
 	MessageID    pgtype.UUID
 	Failure      *string
+	ID           uuid.UUID
+	From         string
 }
 
-func (q *Queries) SetAgentApprovalAction(ctx context.Context, arg SetAgentApprovalActionParams) error {
-	_, err := q.db.Exec(ctx, setAgentApprovalAction,
-		arg.ID,
+// Moves an approved action's status on from the given one only (queued → running → done |
+// failed): no row when another run has moved it already.
+func (q *Queries) SetAgentApprovalAction(ctx context.Context, arg SetAgentApprovalActionParams) (int64, error) {
+	result, err := q.db.Exec(ctx, setAgentApprovalAction,
 		arg.ActionStatus,
 		arg.SessionID,
 		arg.MessageID,
 		arg.Failure,
+		arg.ID,
+		arg.From,
 	)
-	return err
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const setAgentCommandStatus = `-- name: SetAgentCommandStatus :exec

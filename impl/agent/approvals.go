@@ -201,6 +201,9 @@ func (s *Service) sweepApprovals(ctx context.Context) {
 	}
 }
 
+// errActionMoved reports an approved action whose status another run has moved on.
+var errActionMoved = errors.New("agent: the approved action was moved on by another run")
+
 type actionWorker struct {
 	river.WorkerDefaults[actionArgs]
 	s *Service
@@ -211,11 +214,16 @@ func (w *actionWorker) NextRetry(job *river.Job[actionArgs]) time.Time {
 }
 
 // Work runs an approved action: its status goes running, then done (with the session or
-// message it made) or failed (with why), in the transaction that completes the job.
+// message it made) or failed (with why), in the transaction that completes the job. The
+// approval row is locked for the whole transaction and each move is conditional on the status
+// before it, so the action runs once even when River runs the job again while a first run is
+// still alive: the second run waits for the lock and then finds the action done (or failed)
+// and only completes its job. A status committed as running (none is: the moves commit
+// together) would be a run that is gone, and runs again under the lock.
 func (w *actionWorker) Work(ctx context.Context, job *river.Job[actionArgs]) error {
 	s := w.s
 	return s.inTx(ctx, func(tx pgx.Tx, q *db.Queries) error {
-		a, err := q.GetAgentApproval(ctx, job.Args.ApprovalID)
+		a, err := q.GetAgentApprovalForUpdate(ctx, job.Args.ApprovalID)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return complete(ctx, tx, job)
 		}
@@ -225,14 +233,27 @@ func (w *actionWorker) Work(ctx context.Context, job *river.Job[actionArgs]) err
 		if a.State != ApprovalApproved || a.ActionStatus == nil || (*a.ActionStatus != ActionQueued && *a.ActionStatus != ActionRunning) {
 			return complete(ctx, tx, job) // already run
 		}
-		set := func(status string, session, message uuid.UUID, failure string) error {
-			p := db.SetAgentApprovalActionParams{ID: a.ID, ActionStatus: &status, SessionID: pgUUID(session), MessageID: pgUUID(message)}
+		status := *a.ActionStatus
+		set := func(to string, session, message uuid.UUID, failure string) error {
+			p := db.SetAgentApprovalActionParams{ID: a.ID, From: status, ActionStatus: to, SessionID: pgUUID(session), MessageID: pgUUID(message)}
 			if failure != "" {
 				p.Failure = &failure
 			}
-			return q.SetAgentApprovalAction(ctx, p)
+			n, err := q.SetAgentApprovalAction(ctx, p)
+			if err != nil {
+				return err
+			}
+			if n != 1 {
+				// Not reachable while the row is locked; a run that finds it anyway must not
+				// run the action a second time.
+				return errActionMoved
+			}
+			status = to
+			return nil
 		}
-		if err := set(ActionRunning, uuid.Nil, uuid.Nil, ""); err != nil {
+		if err := set(ActionRunning, uuid.Nil, uuid.Nil, ""); errors.Is(err, errActionMoved) {
+			return complete(ctx, tx, job)
+		} else if err != nil {
 			return err
 		}
 		// The action runs in a savepoint: a refusal rolls its writes back and is recorded.

@@ -1,0 +1,31 @@
+package agent
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tollgate/tollgate/gen/db"
+)
+
+// ApproveWithJobs approves a pending approval as Resolve does, but inserts its action's job
+// runs times in the same transaction, bypassing the one job per resolution: River running the
+// job again while its first run is still alive. For tests only.
+func (s *Service) ApproveWithJobs(ctx context.Context, approvalID string, runs int) error {
+	id, err := parseID(approvalID)
+	if err != nil {
+		return err
+	}
+	return s.inTx(ctx, func(tx pgx.Tx, q *db.Queries) error {
+		a, err := q.ResolveAgentApproval(ctx, db.ResolveAgentApprovalParams{State: ApprovalApproved, ResolvedBy: "operator", ID: id})
+		if err != nil {
+			return err
+		}
+		for range runs {
+			if err := s.insert(ctx, tx, actionArgs{ApprovalID: a.ID}, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

@@ -167,7 +167,7 @@ func actionSummary(action string, raw json.RawMessage) string {
 		if err := json.Unmarshal(raw, &a); err != nil {
 			return ""
 		}
-		parts := []string{"max spend the resource profile's", "max turns the resource profile's", "the default model"}
+		parts := []string{"the resource profile's max spend", "the resource profile's max turns", "the default model"}
 		if a.MaxSpend != nil {
 			parts[0] = "max spend " + plainUSD(*a.MaxSpend)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +33,7 @@ func TestApproveAgentAction(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	requested := s.mcpTool(t, key, "agent_spawn", map[string]any{"purpose": spawnPurpose})
+	requested := s.mcpTool(t, key, "agent_spawn", map[string]any{"purpose": spawnPurpose, "max_turns": 5, "max_spend": 100000})
 	if requested.State != "pending" || requested.ID == "" {
 		t.Fatalf("agent_spawn answered the approval %+v, want a pending one", requested)
 	}
@@ -42,7 +43,8 @@ func TestApproveAgentAction(t *testing.T) {
 	p.at(p.Follow("Approvals"), http.StatusOK, s.URL+"/approvals")
 	p.shot("approvals-pending")
 	pending := p.Text("main")
-	for _, want := range []string{requested.ID, spawnPurpose} {
+	// max_spend is micro-units: the page says it in dollars beside the exact JSON.
+	for _, want := range []string{requested.ID, spawnPurpose, "max spend $0.10, max turns 5", `"max_spend": 100000`} {
 		if !strings.Contains(pending, want) {
 			t.Errorf("the Approvals page does not show %q:\n%s", want, pending)
 		}
@@ -83,7 +85,34 @@ func TestApproveAgentAction(t *testing.T) {
 	}
 	p.at(p.Navigate(s.URL+"/approvals"), http.StatusOK, s.URL+"/approvals")
 	p.shot("approvals-outcome")
+
+	// The session's page follows it live; its events show the time to the second.
+	if status.SessionID == "" {
+		return
+	}
+	p.at(p.Follow(status.SessionID), http.StatusOK, s.URL+"/agents/"+status.SessionID)
+	var events string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if events = p.Text("#events"); strings.Contains(events, "message_out") {
+			break
+		}
+	}
+	if !strings.Contains(events, "message_out") {
+		t.Errorf("the session's page shows no answer:\n%s", events)
+	}
+	if !timeWithSeconds.MatchString(events) {
+		t.Errorf("the session's events, as the live tail wrote them, have no seconds:\n%s", events)
+	}
+	// Loaded again, the page writes the same events itself (and the session's state now).
+	p.at(p.Navigate(s.URL+"/agents/"+status.SessionID), http.StatusOK, s.URL+"/agents/"+status.SessionID)
+	if events = p.Text("#events"); !strings.Contains(events, "message_out") || !timeWithSeconds.MatchString(events) {
+		t.Errorf("the session's events, as the page wrote them, lack the answer or seconds:\n%s", events)
+	}
+	p.shot("agent-session")
 }
+
+// timeWithSeconds matches an event's time as the session page shows it.
+var timeWithSeconds = regexp.MustCompile(`\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC`)
 
 // mcpApproval is the JSON line of an approval in the answers of the agent tools.
 type mcpApproval struct {

@@ -18,6 +18,7 @@ import (
 	"github.com/tollgate/tollgate/impl/accounts"
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/store"
+	"github.com/tollgate/tollgate/impl/web/audit"
 )
 
 const adminUsage = `tollgate admin: the operator's CLI. It works on the database directly (DATABASE_URL, or the
@@ -231,6 +232,9 @@ func (a *admin) keyCreate(ctx context.Context, args []string) error {
 	if err != nil {
 		return keyError(err)
 	}
+	if err := a.auditKey(ctx, audit.ActionKeyCreated, "", nil, &k.Key); err != nil {
+		return err
+	}
 	if *quiet {
 		fmt.Fprintln(a.out, k.Plain)
 		return nil
@@ -353,6 +357,40 @@ func (a *admin) keyList(ctx context.Context, args []string) error {
 	return err
 }
 
+// auditKey records a key change the operator made in the key's account's audit log, as the
+// web application's Keys page records its own: actor operator, the key as it was (before; nil
+// for a new key) and as it is (after), described as the page describes it. The change is made
+// already, so a failure to record it is reported, not undone.
+func (a *admin) auditKey(ctx context.Context, action, note string, before, after *store.APIKey) error {
+	e := audit.Entry{AccountID: after.AccountID, Actor: "operator", Action: action, Target: "key " + after.ID.String() + note,
+		After: auditedKey(*after)}
+	if before != nil {
+		e.Before = auditedKey(*before)
+	}
+	if err := (&audit.Log{DB: a.svc.Store.Pool()}).Record(ctx, e); err != nil {
+		return fmt.Errorf("key %s: the change is made, but recording it in the audit log failed: %w", after.ID, err)
+	}
+	return nil
+}
+
+// auditedKey is a key's state in the audit log: the fields the web application records
+// (impl/web's keyState), never the key itself.
+func auditedKey(k store.APIKey) map[string]any {
+	m := map[string]any{"name": k.Name, "prefix": k.DisplayPrefix, "rpm_limit": k.RPMLimit,
+		"status": accounts.KeyStatus(k, time.Now())}
+	if k.ExpiresAt != nil {
+		m["expires_at"] = k.ExpiresAt.UTC().Format(time.RFC3339)
+	}
+	if k.CreditCapMicros != nil {
+		m["credit_cap_micros"] = *k.CreditCapMicros
+		m["cap_period"] = string(k.CapPeriod)
+	}
+	if k.Models != nil {
+		m["models"] = k.Models
+	}
+	return m
+}
+
 func keyID(s string) (uuid.UUID, error) {
 	id, err := uuid.Parse(s)
 	if err != nil {
@@ -384,9 +422,13 @@ func (a *admin) keyRevoke(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	before := k
 	k, err = a.svc.Revoke(ctx, k.AccountID, k.ID)
 	if err != nil {
 		return fmt.Errorf("revoke key %s: %w (unknown or already revoked)", pos[0], err)
+	}
+	if err := a.auditKey(ctx, audit.ActionKeyRevoked, "", &before, &k); err != nil {
+		return err
 	}
 	fmt.Fprintf(a.out, "key %s (%s…%s) revoked at %s\n", k.ID, k.DisplayPrefix, k.DisplaySuffix, k.RevokedAt.Format(time.RFC3339))
 	return nil
@@ -405,6 +447,13 @@ func (a *admin) keyRevokeAll(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	for _, k := range keys {
+		before := k
+		before.RevokedAt = nil
+		if err := a.auditKey(ctx, audit.ActionKeyRevoked, " (revoke all)", &before, &k); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(a.out, "%d key(s) of account %s revoked\n", len(keys), acct.Name)
 	return nil
 }
@@ -419,6 +468,7 @@ func (a *admin) keyDisable(ctx context.Context, disable bool, args []string) err
 	if err != nil {
 		return err
 	}
+	before := k
 	if disable {
 		k, err = a.svc.Disable(ctx, k.AccountID, k.ID)
 	} else {
@@ -426,6 +476,9 @@ func (a *admin) keyDisable(ctx context.Context, disable bool, args []string) err
 	}
 	if err != nil {
 		return fmt.Errorf("%s key %s: %w (revoked keys cannot be changed)", verb, pos[0], err)
+	}
+	if err := a.auditKey(ctx, audit.ActionKeyChanged, "", &before, &k); err != nil {
+		return err
 	}
 	fmt.Fprintf(a.out, "key %s (%s…) %sd\n", k.ID, k.DisplayPrefix, verb)
 	return nil
@@ -446,9 +499,13 @@ func (a *admin) keySetRPM(ctx context.Context, args []string) error {
 	}
 	l := accounts.LimitsOf(k)
 	l.RPMLimit = n
+	before := k
 	k, err = a.svc.SetLimits(ctx, k.AccountID, k.ID, l)
 	if err != nil {
 		return keyError(fmt.Errorf("key %s: %w", pos[0], err))
+	}
+	if err := a.auditKey(ctx, audit.ActionLimitChanged, "", &before, &k); err != nil {
+		return err
 	}
 	fmt.Fprintf(a.out, "key %s: requests-per-minute cap %d\n", k.ID, k.RPMLimit)
 	return nil
@@ -477,9 +534,13 @@ func (a *admin) keySetCap(ctx context.Context, args []string) error {
 	if micros >= 0 {
 		capMicros = &micros
 	}
+	before := k
 	k, err = a.svc.SetCreditCap(ctx, k.AccountID, k.ID, capMicros, period)
 	if err != nil {
 		return keyError(fmt.Errorf("key %s: %w", pos[0], err))
+	}
+	if err := a.auditKey(ctx, audit.ActionLimitChanged, "", &before, &k); err != nil {
+		return err
 	}
 	if k.CreditCapMicros == nil {
 		fmt.Fprintf(a.out, "key %s: no credit cap\n", k.ID)

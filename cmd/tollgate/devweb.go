@@ -122,8 +122,8 @@ func (d *devWeb) banner() string {
 	}
 	var b strings.Builder
 	b.WriteString("  Web application: " + d.appURL + "/\n")
-	b.WriteString("    (open it at exactly this address: its cookies belong to this host name, so a\n")
-	b.WriteString("     sign-in begun at another one, 127.0.0.1 for instance, fails)\n")
+	b.WriteString("    (its cookies belong to this host name: a visit to / or /signin at another one,\n")
+	b.WriteString("     127.0.0.1 for instance, is sent here; other pages must be opened here)\n")
 	b.WriteString("    sign in as " + devUserEmail + " with the password " + d.password + "\n")
 	b.WriteString("    (at the development OpenID provider " + d.provider.Issuer() + ": development only,\n")
 	b.WriteString("     a new password each run; tollgate serve never starts it)\n\n")

@@ -11,7 +11,10 @@ DELETE FROM agent_slots WHERE id = $1;
 SELECT * FROM agent_slots WHERE account_id = $1 AND name = $2;
 
 -- name: GetAgentSlotForUpdate :one
-SELECT * FROM agent_slots WHERE account_id = $1 AND name = $2 FOR UPDATE;
+-- NO KEY UPDATE: it serialises the slot's commands without blocking the FOR KEY SHARE locks that
+-- rows referring to the slot take (a step inserting a command or a session), which FOR UPDATE
+-- would block, deadlocking a spawn that waits for the session such a step holds.
+SELECT * FROM agent_slots WHERE account_id = $1 AND name = $2 FOR NO KEY UPDATE;
 
 -- name: ListAgentSlots :many
 -- Slots with their account's name and their live session, if any: of one account, or of every
@@ -30,7 +33,7 @@ SELECT s.* FROM agent_slots s
 WHERE s.account_id = $1
   AND NOT EXISTS (SELECT 1 FROM agent_sessions l WHERE l.slot_id = s.id AND l.state NOT IN ('stopped', 'failed'))
 ORDER BY s.name
-FOR UPDATE OF s;
+FOR NO KEY UPDATE OF s;
 
 -- name: InsertAgentSession :one
 INSERT INTO agent_sessions (

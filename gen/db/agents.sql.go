@@ -170,7 +170,7 @@ SELECT s.id, s.account_id, s.name, s.created_at FROM agent_slots s
 WHERE s.account_id = $1
   AND NOT EXISTS (SELECT 1 FROM agent_sessions l WHERE l.slot_id = s.id AND l.state NOT IN ('stopped', 'failed'))
 ORDER BY s.name
-FOR UPDATE OF s
+FOR NO KEY UPDATE OF s
 `
 
 // The account's slots without a live session, by name, locked for the caller's transaction.
@@ -411,7 +411,7 @@ func (q *Queries) GetAgentSlot(ctx context.Context, arg GetAgentSlotParams) (Age
 }
 
 const getAgentSlotForUpdate = `-- name: GetAgentSlotForUpdate :one
-SELECT id, account_id, name, created_at FROM agent_slots WHERE account_id = $1 AND name = $2 FOR UPDATE
+SELECT id, account_id, name, created_at FROM agent_slots WHERE account_id = $1 AND name = $2 FOR NO KEY UPDATE
 `
 
 type GetAgentSlotForUpdateParams struct {
@@ -419,6 +419,9 @@ type GetAgentSlotForUpdateParams struct {
 	Name      string
 }
 
+// NO KEY UPDATE: it serialises the slot's commands without blocking the FOR KEY SHARE locks that
+// rows referring to the slot take (a step inserting a command or a session), which FOR UPDATE
+// would block, deadlocking a spawn that waits for the session such a step holds.
 func (q *Queries) GetAgentSlotForUpdate(ctx context.Context, arg GetAgentSlotForUpdateParams) (AgentSlot, error) {
 	row := q.db.QueryRow(ctx, getAgentSlotForUpdate, arg.AccountID, arg.Name)
 	var i AgentSlot

@@ -363,32 +363,14 @@ func (a *admin) keyList(ctx context.Context, args []string) error {
 // already, so a failure to record it is reported, not undone.
 func (a *admin) auditKey(ctx context.Context, action, note string, before, after *store.APIKey) error {
 	e := audit.Entry{AccountID: after.AccountID, Actor: "operator", Action: action, Target: "key " + after.ID.String() + note,
-		After: auditedKey(*after)}
+		After: accounts.AuditState(*after, time.Now())}
 	if before != nil {
-		e.Before = auditedKey(*before)
+		e.Before = accounts.AuditState(*before, time.Now())
 	}
 	if err := (&audit.Log{DB: a.svc.Store.Pool()}).Record(ctx, e); err != nil {
 		return fmt.Errorf("key %s: the change is made, but recording it in the audit log failed: %w", after.ID, err)
 	}
 	return nil
-}
-
-// auditedKey is a key's state in the audit log: the fields the web application records
-// (impl/web's keyState), never the key itself.
-func auditedKey(k store.APIKey) map[string]any {
-	m := map[string]any{"name": k.Name, "prefix": k.DisplayPrefix, "rpm_limit": k.RPMLimit,
-		"status": accounts.KeyStatus(k, time.Now())}
-	if k.ExpiresAt != nil {
-		m["expires_at"] = k.ExpiresAt.UTC().Format(time.RFC3339)
-	}
-	if k.CreditCapMicros != nil {
-		m["credit_cap_micros"] = *k.CreditCapMicros
-		m["cap_period"] = string(k.CapPeriod)
-	}
-	if k.Models != nil {
-		m["models"] = k.Models
-	}
-	return m
 }
 
 func keyID(s string) (uuid.UUID, error) {

@@ -68,6 +68,25 @@ func KeyStatus(k store.APIKey, t time.Time) string {
 	return "active"
 }
 
+// AuditState is what an audit log entry keeps of a key before or after a change, at t: its
+// name, prefix, RPM cap, status and the limits it has. The web application's Keys page and
+// `tollgate admin key` record the same shape.
+func AuditState(k store.APIKey, t time.Time) map[string]any {
+	m := map[string]any{"name": k.Name, "prefix": k.DisplayPrefix, "rpm_limit": k.RPMLimit,
+		"status": KeyStatus(k, t)}
+	if k.ExpiresAt != nil {
+		m["expires_at"] = k.ExpiresAt.UTC().Format(time.RFC3339)
+	}
+	if k.CreditCapMicros != nil {
+		m["credit_cap_micros"] = *k.CreditCapMicros
+		m["cap_period"] = string(k.CapPeriod)
+	}
+	if k.Models != nil {
+		m["models"] = k.Models
+	}
+	return m
+}
+
 func (s *Service) now() time.Time {
 	if s.Now != nil {
 		return s.Now()

@@ -50,7 +50,7 @@ SELECT * FROM api_keys WHERE id = @id AND account_id = @account_id;
 -- (period_start, computed at @now: the UTC day, the UTC month, or since the epoch for the
 -- period 'none') and when it was last used (the epoch: never), both read from usage_records (a request counts in
 -- the period in which it started), so the list needs no write per request.
-SELECT k.*,
+SELECT sqlc.embed(k),
        p.period_start::timestamptz AS period_start,
        COALESCE((SELECT SUM(u.cost_micros) FROM usage_records u
                  WHERE u.api_key_id = k.id AND u.started_at >= p.period_start), 0)::bigint AS period_spent_micros,

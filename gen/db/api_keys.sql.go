@@ -320,22 +320,7 @@ type ListAPIKeysWithSpendParams struct {
 }
 
 type ListAPIKeysWithSpendRow struct {
-	ID                uuid.UUID
-	AccountID         uuid.UUID
-	Name              string
-	KeyHash           []byte
-	DisplayPrefix     string
-	RpmLimit          int32
-	CreatedAt         time.Time
-	LastUsedAt        *time.Time
-	RevokedAt         *time.Time
-	ExpiresAt         *time.Time
-	DisabledAt        *time.Time
-	CreditCapMicros   *int64
-	CapPeriod         string
-	Models            []string
-	CreatedBy         string
-	DisplaySuffix     string
+	ApiKey            ApiKey
 	PeriodStart       time.Time
 	PeriodSpentMicros int64
 	LastRequestAt     time.Time
@@ -355,22 +340,22 @@ func (q *Queries) ListAPIKeysWithSpend(ctx context.Context, arg ListAPIKeysWithS
 	for rows.Next() {
 		var i ListAPIKeysWithSpendRow
 		if err := rows.Scan(
-			&i.ID,
-			&i.AccountID,
-			&i.Name,
-			&i.KeyHash,
-			&i.DisplayPrefix,
-			&i.RpmLimit,
-			&i.CreatedAt,
-			&i.LastUsedAt,
-			&i.RevokedAt,
-			&i.ExpiresAt,
-			&i.DisabledAt,
-			&i.CreditCapMicros,
-			&i.CapPeriod,
-			&i.Models,
-			&i.CreatedBy,
-			&i.DisplaySuffix,
+			&i.ApiKey.ID,
+			&i.ApiKey.AccountID,
+			&i.ApiKey.Name,
+			&i.ApiKey.KeyHash,
+			&i.ApiKey.DisplayPrefix,
+			&i.ApiKey.RpmLimit,
+			&i.ApiKey.CreatedAt,
+			&i.ApiKey.LastUsedAt,
+			&i.ApiKey.RevokedAt,
+			&i.ApiKey.ExpiresAt,
+			&i.ApiKey.DisabledAt,
+			&i.ApiKey.CreditCapMicros,
+			&i.ApiKey.CapPeriod,
+			&i.ApiKey.Models,
+			&i.ApiKey.CreatedBy,
+			&i.ApiKey.DisplaySuffix,
 			&i.PeriodStart,
 			&i.PeriodSpentMicros,
 			&i.LastRequestAt,

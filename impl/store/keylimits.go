@@ -91,12 +91,7 @@ func (s *Store) ListAPIKeysWithSpend(ctx context.Context, accountID uuid.UUID, n
 	out := make([]KeyWithSpend, len(rows))
 	for i, r := range rows {
 		out[i] = KeyWithSpend{
-			APIKey: keyFromRow(db.ApiKey{
-				ID: r.ID, AccountID: r.AccountID, Name: r.Name, KeyHash: r.KeyHash, DisplayPrefix: r.DisplayPrefix,
-				DisplaySuffix: r.DisplaySuffix, RpmLimit: r.RpmLimit, CreatedAt: r.CreatedAt, LastUsedAt: r.LastUsedAt, RevokedAt: r.RevokedAt,
-				ExpiresAt: r.ExpiresAt, DisabledAt: r.DisabledAt, CreditCapMicros: r.CreditCapMicros,
-				CapPeriod: r.CapPeriod, Models: r.Models, CreatedBy: r.CreatedBy,
-			}),
+			APIKey:      keyFromRow(r.ApiKey),
 			PeriodStart: r.PeriodStart, PeriodSpentMicros: r.PeriodSpentMicros,
 		}
 		if r.LastRequestAt.Unix() > 0 {

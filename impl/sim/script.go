@@ -215,7 +215,14 @@ func parseScript(s string) (n int, calls []scriptCall, err error) {
 			dec := json.NewDecoder(strings.NewReader(s[i:]))
 			var raw json.RawMessage
 			if err := dec.Decode(&raw); err != nil {
-				return fail("the arguments of step " + step + " (" + c.tool + ") are not a JSON object: " + err.Error())
+				// The decoder's own text is not quoted: the byte offset says where, and a
+				// decoder that ran out of input says the object never closed.
+				why := "it ends before the object closes"
+				var se *json.SyntaxError
+				if errors.As(err, &se) {
+					why = "invalid JSON at byte " + strconv.FormatInt(se.Offset, 10) + " of them"
+				}
+				return fail("the arguments of step " + step + " (" + c.tool + ") are not a JSON object: " + why)
 			}
 			c.args = string(raw)
 			i += int(dec.InputOffset())

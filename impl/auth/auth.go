@@ -185,11 +185,8 @@ func (a *Authenticator) Authenticate(ctx context.Context, authorization string) 
 	if err != nil {
 		return Principal{}, err
 	}
-	if p.disabled {
-		return Principal{}, ErrDisabled
-	}
-	if p.Limits != nil && !p.Limits.ExpiresAt.IsZero() && !a.opts.Now().Before(p.Limits.ExpiresAt) {
-		return Principal{}, &ExpiredError{At: p.Limits.ExpiresAt}
+	if err := a.refusal(p); err != nil {
+		return Principal{}, err
 	}
 	a.touch(p.KeyID)
 	return p, nil
@@ -209,16 +206,26 @@ func (a *Authenticator) KeyPrincipal(ctx context.Context, id uuid.UUID) (Princip
 	if err != nil {
 		return Principal{}, apierror.Unavailable("the database", err)
 	}
-	p := principalOf(k)
-	switch {
-	case k.RevokedAt != nil:
+	if k.RevokedAt != nil {
 		return Principal{}, ErrUnknown
-	case p.disabled:
-		return Principal{}, ErrDisabled
-	case p.Limits != nil && !p.Limits.ExpiresAt.IsZero() && !a.opts.Now().Before(p.Limits.ExpiresAt):
-		return Principal{}, &ExpiredError{At: p.Limits.ExpiresAt}
+	}
+	p := principalOf(k)
+	if err := a.refusal(p); err != nil {
+		return Principal{}, err
 	}
 	return p, nil
+}
+
+// refusal is why a key known to the database is refused now: ErrDisabled, an *ExpiredError, or
+// nil. A key without limits is not even given the clock.
+func (a *Authenticator) refusal(p Principal) error {
+	if p.disabled {
+		return ErrDisabled
+	}
+	if p.Limits != nil && !p.Limits.ExpiresAt.IsZero() && !a.opts.Now().Before(p.Limits.ExpiresAt) {
+		return &ExpiredError{At: p.Limits.ExpiresAt}
+	}
+	return nil
 }
 
 // principalOf is the cached form of a stored key.

@@ -80,9 +80,7 @@ var AgentTools = []string{"list_storage_datasets", "load_storage_dataset", "quer
 // ApplyDefaults fills the unset fields, and the "standard" profile and "datasets" environment
 // when none is configured.
 func (a *Agents) ApplyDefaults() {
-	if a.DefaultProfile == "" {
-		a.DefaultProfile = DefaultAgentProfile
-	}
+	orDefault(&a.DefaultProfile, DefaultAgentProfile)
 	if a.Profiles == nil {
 		a.Profiles = map[string]AgentProfile{}
 	}
@@ -90,47 +88,25 @@ func (a *Agents) ApplyDefaults() {
 		a.Profiles[DefaultAgentProfile] = AgentProfile{}
 	}
 	for name, p := range a.Profiles {
-		if p.MaxTurns == 0 {
-			p.MaxTurns = DefaultAgentMaxTurns
-		}
-		if p.MaxSpendMicros == 0 {
-			p.MaxSpendMicros = DefaultAgentMaxSpendMicros
-		}
-		if p.MaxDuration == 0 {
-			p.MaxDuration = DefaultAgentMaxDuration
-		}
+		orDefault(&p.MaxTurns, DefaultAgentMaxTurns)
+		orDefault(&p.MaxSpendMicros, DefaultAgentMaxSpendMicros)
+		orDefault(&p.MaxDuration, DefaultAgentMaxDuration)
 		a.Profiles[name] = p
 	}
-	if a.DefaultEnvironment == "" {
-		a.DefaultEnvironment = DefaultAgentEnvironment
-	}
+	orDefault(&a.DefaultEnvironment, DefaultAgentEnvironment)
 	if a.Environments == nil {
 		a.Environments = map[string]AgentEnvironment{}
 	}
 	if len(a.Environments) == 0 {
 		a.Environments[DefaultAgentEnvironment] = AgentEnvironment{Tools: slices.Clone(AgentTools)}
 	}
-	if a.ApprovalTTL == 0 {
-		a.ApprovalTTL = DefaultApprovalTTL
-	}
-	if a.ApprovalSweep == 0 {
-		a.ApprovalSweep = DefaultApprovalSweep
-	}
-	if a.JobTimeout == 0 {
-		a.JobTimeout = DefaultAgentJobTimeout
-	}
-	if a.RescueAfter == 0 {
-		a.RescueAfter = DefaultAgentRescueAfter
-	}
-	if a.StepAttempts == 0 {
-		a.StepAttempts = DefaultAgentStepAttempts
-	}
-	if a.Workers == 0 {
-		a.Workers = DefaultAgentWorkers
-	}
-	if a.StopGrace == 0 {
-		a.StopGrace = DefaultAgentStopGrace
-	}
+	orDefault(&a.ApprovalTTL, DefaultApprovalTTL)
+	orDefault(&a.ApprovalSweep, DefaultApprovalSweep)
+	orDefault(&a.JobTimeout, DefaultAgentJobTimeout)
+	orDefault(&a.RescueAfter, DefaultAgentRescueAfter)
+	orDefault(&a.StepAttempts, DefaultAgentStepAttempts)
+	orDefault(&a.Workers, DefaultAgentWorkers)
+	orDefault(&a.StopGrace, DefaultAgentStopGrace)
 }
 
 // Model is a session's model when the spawn names none: DefaultModel, else service-flint when
@@ -183,4 +159,12 @@ func (a Agents) Validate(c *Config) error {
 		bad("approval_ttl, approval_sweep, step_attempts and workers must be positive")
 	}
 	return errors.Join(errs...)
+}
+
+// orDefault sets *v to d when *v is its type's zero value (the field was not configured).
+func orDefault[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
 }

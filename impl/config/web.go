@@ -55,15 +55,9 @@ func (w Web) Enabled() bool { return w.Issuer != "" }
 // ApplyDefaults fills the defaults of the unset fields (Parse calls it; so does cmd/ after
 // setting the section in code).
 func (w *Web) ApplyDefaults() {
-	if w.SessionIdleTimeout == 0 {
-		w.SessionIdleTimeout = DefaultSessionIdleTimeout
-	}
-	if w.SessionAbsoluteTimeout == 0 {
-		w.SessionAbsoluteTimeout = DefaultSessionAbsoluteTimeout
-	}
-	if w.ReauthAfter == 0 {
-		w.ReauthAfter = DefaultReauthAfter
-	}
+	orDefault(&w.SessionIdleTimeout, DefaultSessionIdleTimeout)
+	orDefault(&w.SessionAbsoluteTimeout, DefaultSessionAbsoluteTimeout)
+	orDefault(&w.ReauthAfter, DefaultReauthAfter)
 	if w.DatasetUploadMaxBytes <= 0 {
 		w.DatasetUploadMaxBytes = DefaultDatasetUploadMaxBytes
 	}

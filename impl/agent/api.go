@@ -75,6 +75,19 @@ type Event struct {
 	At   time.Time
 }
 
+// Final reports whether e is the state event that ends its session: the last one of its log,
+// after which a follower of the log stops.
+func (e Event) Final() bool {
+	if e.Kind != "state" {
+		return false
+	}
+	var d struct {
+		To string `json:"to"`
+	}
+	_ = json.Unmarshal(e.Data, &d)
+	return Ended(d.To)
+}
+
 // Tail answers tail_agent_session: the session, its events after the cursor (or its newest
 // ones), and the cursor to continue from.
 type Tail struct {

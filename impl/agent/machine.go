@@ -110,3 +110,6 @@ var (
 
 // live reports whether a session state is not an end state.
 func live(state string) bool { return state != StateStopped && state != StateFailed }
+
+// Ended reports whether a session state is an end state (stopped or failed).
+func Ended(state string) bool { return !live(state) }

@@ -211,18 +211,6 @@ type agentEvent struct {
 	Data      json.RawMessage `json:"data"`
 }
 
-// finalState reports whether e is the state event that ends a session.
-func finalState(e agent.Event) bool {
-	if e.Kind != "state" {
-		return false
-	}
-	var d struct {
-		To string `json:"to"`
-	}
-	_ = json.Unmarshal(e.Data, &d)
-	return d.To == agent.StateStopped || d.To == agent.StateFailed
-}
-
 // streamAgentEvents writes the events of the slot's session after the cursor, then follows the
 // log (Service.Wait wakes it when any gateway process appends an event) until the session's
 // final state event, the client leaves, or the gateway ends its streams. An error returned
@@ -245,7 +233,7 @@ func (s *Server) streamAgentEvents(w http.ResponseWriter, r *http.Request, slot 
 	if err != nil {
 		return agentError(slot, err)
 	}
-	ended := sess.State == agent.StateStopped || sess.State == agent.StateFailed
+	ended := agent.Ended(sess.State)
 	// The first page before the headers, so that a failure still gets its envelope.
 	evs, err := s.agents.Events(ctx, p, sess.ID, cursor, agentEventsPage)
 	if err != nil {
@@ -276,7 +264,7 @@ func (s *Server) streamAgentEvents(w http.ResponseWriter, r *http.Request, slot 
 				return nil
 			}
 			cursor = e.Seq
-			if finalState(e) {
+			if e.Final() {
 				_ = sw.Flush()
 				return nil
 			}

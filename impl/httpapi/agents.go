@@ -56,6 +56,23 @@ func idempotencyKey(h *api.IdempotencyKey) (string, error) {
 	return k, nil
 }
 
+// agentCommand is the preamble of the routes that send the agent service a command: 501 for
+// a route without a service, the caller's principal, and its checked Idempotency-Key.
+func (s *Server) agentCommand(ctx context.Context, route string, h *api.IdempotencyKey) (auth.Principal, string, error) {
+	if s.agents == nil {
+		return auth.Principal{}, "", apierror.NotImplemented(route)
+	}
+	p, err := principal(ctx)
+	if err != nil {
+		return auth.Principal{}, "", err
+	}
+	key, err := idempotencyKey(h)
+	if err != nil {
+		return auth.Principal{}, "", err
+	}
+	return p, key, nil
+}
+
 // ListAgents answers GET /v1/agents: the caller's slots with their current or last session.
 func (s *Server) ListAgents(ctx context.Context, _ api.ListAgentsRequestObject) (api.ListAgentsResponseObject, error) {
 	if s.agents == nil {
@@ -99,14 +116,7 @@ func sessionJSON(v agent.SessionView) api.AgentSession {
 
 // SpawnAgent answers POST /v1/agents: 202 once the spawn command is accepted.
 func (s *Server) SpawnAgent(ctx context.Context, req api.SpawnAgentRequestObject) (api.SpawnAgentResponseObject, error) {
-	if s.agents == nil {
-		return nil, apierror.NotImplemented("POST /v1/agents")
-	}
-	p, err := principal(ctx)
-	if err != nil {
-		return nil, err
-	}
-	key, err := idempotencyKey(req.Params.IdempotencyKey)
+	p, key, err := s.agentCommand(ctx, "POST /v1/agents", req.Params.IdempotencyKey)
 	if err != nil {
 		return nil, err
 	}
@@ -127,14 +137,7 @@ func (s *Server) SpawnAgent(ctx context.Context, req api.SpawnAgentRequestObject
 
 // SendAgentMessage answers POST /v1/agents/{slot}/messages: 202 once the message is accepted.
 func (s *Server) SendAgentMessage(ctx context.Context, req api.SendAgentMessageRequestObject) (api.SendAgentMessageResponseObject, error) {
-	if s.agents == nil {
-		return nil, apierror.NotImplemented("POST /v1/agents/{slot}/messages")
-	}
-	p, err := principal(ctx)
-	if err != nil {
-		return nil, err
-	}
-	key, err := idempotencyKey(req.Params.IdempotencyKey)
+	p, key, err := s.agentCommand(ctx, "POST /v1/agents/{slot}/messages", req.Params.IdempotencyKey)
 	if err != nil {
 		return nil, err
 	}
@@ -152,14 +155,7 @@ func (s *Server) SendAgentMessage(ctx context.Context, req api.SendAgentMessageR
 
 // StopAgent answers DELETE /v1/agents/{slot}: 202 once the stop is accepted.
 func (s *Server) StopAgent(ctx context.Context, req api.StopAgentRequestObject) (api.StopAgentResponseObject, error) {
-	if s.agents == nil {
-		return nil, apierror.NotImplemented("DELETE /v1/agents/{slot}")
-	}
-	p, err := principal(ctx)
-	if err != nil {
-		return nil, err
-	}
-	key, err := idempotencyKey(req.Params.IdempotencyKey)
+	p, key, err := s.agentCommand(ctx, "DELETE /v1/agents/{slot}", req.Params.IdempotencyKey)
 	if err != nil {
 		return nil, err
 	}

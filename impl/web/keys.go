@@ -57,22 +57,9 @@ func (a *App) refuseOthersKey(w http.ResponseWriter, r *http.Request, v *Visitor
 	a.fail(w, r, v, http.StatusForbidden, "Members may revoke or disable only the keys they created; ask an owner of the account for this one.")
 }
 
-// keyState is what the audit log keeps of a key before and after a change.
-func keyState(k store.APIKey) map[string]any {
-	m := map[string]any{"name": k.Name, "prefix": k.DisplayPrefix, "rpm_limit": k.RPMLimit,
-		"status": accounts.KeyStatus(k, now())}
-	if k.ExpiresAt != nil {
-		m["expires_at"] = k.ExpiresAt.UTC().Format(time.RFC3339)
-	}
-	if k.CreditCapMicros != nil {
-		m["credit_cap_micros"] = *k.CreditCapMicros
-		m["cap_period"] = string(k.CapPeriod)
-	}
-	if k.Models != nil {
-		m["models"] = k.Models
-	}
-	return m
-}
+// keyState is what the audit log keeps of a key before and after a change (accounts.AuditState,
+// which the admin commands use too).
+func keyState(k store.APIKey) map[string]any { return accounts.AuditState(k, now()) }
 
 // keyRow is one key on the Keys page: its LastFour are kept for keys made on the page.
 type keyRow struct {

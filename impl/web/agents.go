@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/tollgate/tollgate/impl/agent"
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/sse"
 )
 
 // The Agents page: the account's slots and sessions (state, model, turns, spend, end reason),
@@ -70,11 +72,7 @@ type sessionRow struct {
 
 func newSessionRow(s agent.SessionView) sessionRow {
 	return sessionRow{SessionView: s, Spent: formatUSD(s.SpentMicros), MaxSpend: formatUSD(s.MaxSpendMicros),
-		Ended: sessionEnded(s.State)}
-}
-
-func sessionEnded(state string) bool {
-	return state == agent.StateStopped || state == agent.StateFailed
+		Ended: agent.Ended(s.State)}
 }
 
 type slotRow struct {
@@ -187,16 +185,6 @@ func eventSummary(e agent.Event) string {
 	return s
 }
 
-// endsTail reports whether e is the session's final state event.
-func endsTail(e agent.Event) bool {
-	if e.Kind != "state" {
-		return false
-	}
-	var d eventData
-	_ = json.Unmarshal(e.Data, &d)
-	return sessionEnded(d.To)
-}
-
 // findSession is the account's session id (ErrNotFound when it is not one of them, as an
 // unknown or malformed id): Tail with no cursor and no wait reads the session.
 func (a *App) findSession(ctx context.Context, p auth.Principal, id string) (agent.SessionView, error) {
@@ -307,21 +295,14 @@ func (a *App) agentTail(w http.ResponseWriter, r *http.Request, v *Visitor) {
 			a.failInternal(w, r, v, "agent session", err)
 			return
 		}
-		ended = err != nil || sessionEnded(s.State)
+		ended = err != nil || agent.Ended(s.State)
 	}
 
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	send := func(s string) bool {
-		if _, err := fmt.Fprint(w, s); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
-	}
-	if !send("retry: 3000\n\n") {
+	out := sse.NewWriter(w)
+	out.WriteHeader()
+	// The reconnection delay is a field sse.Event has no place for: it is written as it is and
+	// flushed with the headers.
+	if _, err := io.WriteString(w, "retry: 3000\n\n"); err != nil || http.NewResponseController(w).Flush() != nil {
 		return
 	}
 	// The visitor's web session and membership are checked again whenever the tail wakes (an
@@ -340,20 +321,21 @@ func (a *App) agentTail(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	deadline := time.NewTimer(tailMaxDuration)
 	defer deadline.Stop()
 	for {
-		var out strings.Builder
 		for _, e := range events {
 			b, _ := json.Marshal(newEventRow(e))
-			fmt.Fprintf(&out, "id: %d\ndata: %s\n\n", e.Seq, b)
+			if out.Write(sse.Event{ID: strconv.FormatInt(e.Seq, 10), Data: b}) != nil {
+				return
+			}
 			cursor = e.Seq
-			if endsTail(e) {
+			if e.Final() {
 				ended = true
 				break
 			}
 		}
-		if ended {
-			out.WriteString("event: end\ndata: {}\n\n")
+		if ended && out.Write(sse.Event{Name: "end", Data: []byte("{}")}) != nil {
+			return
 		}
-		if out.Len() > 0 && !send(out.String()) {
+		if out.Flush() != nil {
 			return
 		}
 		if ended {
@@ -366,7 +348,7 @@ func (a *App) agentTail(w http.ResponseWriter, r *http.Request, v *Visitor) {
 			select {
 			case <-woken:
 			case <-heartbeat.C:
-				stop = !allowed() || !send(": heartbeat\n\n")
+				stop = !allowed() || out.Comment("heartbeat") != nil
 			case <-ctx.Done():
 				stop = true
 			case <-a.tails.done:

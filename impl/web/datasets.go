@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/dataset"
@@ -249,20 +252,14 @@ func (a *App) uploadDataset(w http.ResponseWriter, r *http.Request, v *Visitor) 
 		bad("The file %q is empty.", u.fileName)
 		return
 	}
-	stored, err := a.datasets.ListStorage(ctx, acct)
+	before, err := a.storedState(ctx, acct, name)
 	if err != nil {
 		a.failInternal(w, r, v, "list datasets", err)
 		return
 	}
-	var before any
-	for _, s := range stored {
-		if s.Name == name {
-			if !v.Owner() {
-				bad("A dataset named %s exists; only the account's owners may replace it. Choose another name.", name)
-				return
-			}
-			before = datasetState(s)
-		}
+	if before != nil && !v.Owner() {
+		bad("A dataset named %s exists; only the account's owners may replace it. Choose another name.", name)
+		return
 	}
 	if _, err := dataset.DescribeFile(ctx, u.file.Name(), f); err != nil {
 		if ctx.Err() != nil {
@@ -299,16 +296,10 @@ func (a *App) deleteDataset(w http.ResponseWriter, r *http.Request, v *Visitor) 
 	}
 	ctx := r.Context()
 	acct := v.Account.AccountID
-	stored, err := a.datasets.ListStorage(ctx, acct)
+	before, err := a.storedState(ctx, acct, name)
 	if err != nil {
 		a.failInternal(w, r, v, "list datasets", err)
 		return
-	}
-	var before any
-	for _, s := range stored {
-		if s.Name == name {
-			before = datasetState(s)
-		}
 	}
 	if before == nil {
 		a.fail(w, r, v, http.StatusNotFound, "There is no such dataset.")
@@ -325,6 +316,21 @@ func (a *App) deleteDataset(w http.ResponseWriter, r *http.Request, v *Visitor) 
 	}
 	a.record(r, v, actionDatasetDeleted, "dataset "+name, before, nil)
 	http.Redirect(w, r, "/datasets?"+url.Values{"deleted": {name}}.Encode(), http.StatusSeeOther)
+}
+
+// storedState is the audit log's description (datasetState) of the account's stored dataset
+// name, or nil when the account has none by that name.
+func (a *App) storedState(ctx context.Context, acct uuid.UUID, name string) (any, error) {
+	stored, err := a.datasets.ListStorage(ctx, acct)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range stored {
+		if s.Name == name {
+			return datasetState(s), nil
+		}
+	}
+	return nil, nil
 }
 
 // datasetState is what the audit log keeps of a dataset.

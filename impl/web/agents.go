@@ -207,21 +207,32 @@ type sessionData struct {
 	More                   bool
 }
 
+// noSession answers that the visitor's account has no such agent session.
+func (a *App) noSession(w http.ResponseWriter, r *http.Request, v *Visitor) {
+	a.fail(w, r, v, http.StatusNotFound, "There is no such agent session.")
+}
+
+// failAgent answers an error of the agent service: agent.ErrNotFound is noSession, anything
+// else an internal failure of what.
+func (a *App) failAgent(w http.ResponseWriter, r *http.Request, v *Visitor, what string, err error) {
+	if errors.Is(err, agent.ErrNotFound) {
+		a.noSession(w, r, v)
+		return
+	}
+	a.failInternal(w, r, v, what, err)
+}
+
 // agentSessionPage lists the session's events after ?after= (default: its newest
 // eventsShown), with links to the earlier and newer ones.
 func (a *App) agentSessionPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	if a.agents == nil {
-		a.fail(w, r, v, http.StatusNotFound, "There is no such agent session.")
+		a.noSession(w, r, v)
 		return
 	}
 	p := principal(v)
 	s, err := a.findSession(r.Context(), p, r.PathValue("session"))
-	if errors.Is(err, agent.ErrNotFound) {
-		a.fail(w, r, v, http.StatusNotFound, "There is no such agent session.")
-		return
-	}
 	if err != nil {
-		a.failInternal(w, r, v, "agent session", err)
+		a.failAgent(w, r, v, "agent session", err)
 		return
 	}
 	after := max(s.LastSeq-eventsShown, 0)
@@ -231,12 +242,8 @@ func (a *App) agentSessionPage(w http.ResponseWriter, r *http.Request, v *Visito
 		}
 	}
 	events, err := a.agents.Events(r.Context(), p, s.ID, after, eventsShown+1)
-	if errors.Is(err, agent.ErrNotFound) {
-		a.fail(w, r, v, http.StatusNotFound, "There is no such agent session.")
-		return
-	}
 	if err != nil {
-		a.failInternal(w, r, v, "agent events", err)
+		a.failAgent(w, r, v, "agent events", err)
 		return
 	}
 	d := sessionData{Session: newSessionRow(s), After: after, Cursor: after, Earlier: -1}
@@ -262,14 +269,14 @@ func (a *App) agentSessionPage(w http.ResponseWriter, r *http.Request, v *Visito
 // and a member of the account.
 func (a *App) agentTail(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	if a.agents == nil {
-		a.fail(w, r, v, http.StatusNotFound, "There is no such agent session.")
+		a.noSession(w, r, v)
 		return
 	}
 	ctx := r.Context()
 	p := principal(v)
 	id := r.PathValue("session")
 	if _, err := uuid.Parse(id); err != nil {
-		a.fail(w, r, v, http.StatusNotFound, "There is no such agent session.")
+		a.noSession(w, r, v)
 		return
 	}
 	cursor := int64(0)
@@ -280,12 +287,8 @@ func (a *App) agentTail(w http.ResponseWriter, r *http.Request, v *Visitor) {
 		}
 	}
 	events, err := a.agents.Events(ctx, p, id, cursor, tailBatch)
-	if errors.Is(err, agent.ErrNotFound) {
-		a.fail(w, r, v, http.StatusNotFound, "There is no such agent session.")
-		return
-	}
 	if err != nil {
-		a.failInternal(w, r, v, "agent events", err)
+		a.failAgent(w, r, v, "agent events", err)
 		return
 	}
 	ended := false

@@ -127,15 +127,26 @@ func (a *App) keyForm(r *http.Request, v *Visitor) (newKeyForm, error) {
 	return f, nil
 }
 
-// newKeyPage shows the form; a sign-in older than reauth_after goes through the provider first.
-func (a *App) newKeyPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
+// freshKeyForm is the creation form for a visitor whose sign-in is recent enough to create a
+// key; it has answered the request (sent an older sign-in to re-authenticate, or failed) when
+// it returns false.
+func (a *App) freshKeyForm(w http.ResponseWriter, r *http.Request, v *Visitor) (newKeyForm, bool) {
 	if !a.fresh(v) {
 		http.Redirect(w, r, signinURL(true, "/keys/new"), http.StatusSeeOther)
-		return
+		return newKeyForm{}, false
 	}
 	f, err := a.keyForm(r, v)
 	if err != nil {
 		a.failInternal(w, r, v, "key form", err)
+		return f, false
+	}
+	return f, true
+}
+
+// newKeyPage shows the form; a sign-in older than reauth_after goes through the provider first.
+func (a *App) newKeyPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
+	f, ok := a.freshKeyForm(w, r, v)
+	if !ok {
 		return
 	}
 	a.render(w, r, v, http.StatusOK, "keynew", "Create a key", f)
@@ -202,13 +213,8 @@ func limitsFromForm(r *http.Request, def int) (store.KeyLimits, *accounts.Invali
 // createKey mints a key and shows it, once, in this response (never stored, never shown
 // again). A stale sign-in creates nothing and is sent to re-authenticate.
 func (a *App) createKey(w http.ResponseWriter, r *http.Request, v *Visitor) {
-	if !a.fresh(v) {
-		http.Redirect(w, r, signinURL(true, "/keys/new"), http.StatusSeeOther)
-		return
-	}
-	f, err := a.keyForm(r, v)
-	if err != nil {
-		a.failInternal(w, r, v, "key form", err)
+	f, ok := a.freshKeyForm(w, r, v)
+	if !ok {
 		return
 	}
 	_ = r.ParseForm()

@@ -169,11 +169,11 @@ func (o *Outage) Freeze() {
 func waitStopped(pid int) {
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
-		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if err != nil {
+		fields, ok := procStat(strconv.Itoa(pid))
+		if !ok {
 			return
 		}
-		if fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:])); len(fields) > 0 && (fields[0] == "T" || fields[0] == "t") {
+		if len(fields) > 0 && (fields[0] == "T" || fields[0] == "t") {
 			return
 		}
 		time.Sleep(time.Millisecond)
@@ -206,15 +206,21 @@ func childrenOf(pid int) []int {
 		if err != nil {
 			continue
 		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces, so read after its closing paren.
-		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
+		fields, ok := procStat(e.Name())
+		if ok && len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
 			out = append(out, child)
 		}
 	}
 	return out
+}
+
+// procStat returns the fields of /proc/<pid>/stat after the command name (state, ppid, ...),
+// and false when the process is gone. The line is "pid (comm) state ppid ...": comm may hold
+// spaces and parentheses, so the fields are read after its last closing paren.
+func procStat(pid string) ([]string, bool) {
+	stat, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return nil, false
+	}
+	return strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:])), true
 }

@@ -6,7 +6,11 @@
 // others lack are classified by the converters (carried, dropped and named, or refused).
 package llm
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/tollgate/tollgate/impl/price"
+)
 
 // Format is a wire format. The values equal the provider kinds of the configuration.
 type Format string
@@ -189,13 +193,21 @@ const (
 // Usage counts tokens. InputTokens counts every input token, those read from or written to a
 // prompt cache included (OpenAI's prompt_tokens / input_tokens; Anthropic's input_tokens +
 // cache_read_input_tokens + cache_creation_input_tokens); CachedInputTokens is the part of them
-// read from a cache. OutputTokens counts every output token, reasoning included;
+// read from a cache, CacheWrite5mTokens and CacheWrite1hTokens the parts written to it for five
+// minutes and for one hour (Anthropic's cache_creation.ephemeral_5m_input_tokens and
+// ephemeral_1h_input_tokens; a cache_creation_input_tokens without that breakdown is five-minute
+// writes, Anthropic's default). OutputTokens counts every output token, reasoning included;
 // ReasoningTokens is the part of them spent on reasoning, when the upstream says.
 type Usage struct {
-	InputTokens       int64
-	OutputTokens      int64
-	CachedInputTokens int64
-	ReasoningTokens   int64
+	InputTokens        int64
+	OutputTokens       int64
+	CachedInputTokens  int64
+	CacheWrite5mTokens int64
+	CacheWrite1hTokens int64
+	ReasoningTokens    int64
+	// ServiceTier is the service tier the upstream reported serving the request on
+	// (OpenAI's service_tier, Anthropic's usage.service_tier), "" when it did not say.
+	ServiceTier string
 	// HostedCalls counts the calls of tools the provider ran itself (a web search, say), as
 	// the upstream reported them.
 	HostedCalls HostedCalls
@@ -306,4 +318,22 @@ func (c HostedCalls) Any() bool {
 		}
 	}
 	return false
+}
+
+// CacheWriteTokens is every input token written to the prompt cache, for any time.
+func (u Usage) CacheWriteTokens() int64 { return u.CacheWrite5mTokens + u.CacheWrite1hTokens }
+
+// Tokens are the counts by the kinds they are priced at: the input tokens neither read from
+// nor written to the cache are the uncached ones (never below zero, whatever an upstream
+// reports).
+func (u Usage) Tokens() price.Tokens {
+	read, w5, w1 := max(u.CachedInputTokens, 0), max(u.CacheWrite5mTokens, 0), max(u.CacheWrite1hTokens, 0)
+	return price.Tokens{
+		Uncached:     max(u.InputTokens-read-w5-w1, 0),
+		CacheRead:    read,
+		CacheWrite5m: w5,
+		CacheWrite1h: w1,
+		Output:       max(u.OutputTokens, 0),
+		Reasoning:    min(max(u.ReasoningTokens, 0), max(u.OutputTokens, 0)),
+	}
 }

@@ -1,0 +1,117 @@
+// Package pricecatalog knows the published prices of models, so that a configuration can name a
+// model's price instead of typing its numbers. A Catalog holds entries by name, each with the
+// dates from which its prices hold; Builtin is the catalog that ships with the gateway (the
+// providers' list prices, each entry naming the page it was read from), and LoadLiteLLM reads
+// the community-maintained price list most gateway operators already keep (LiteLLM's
+// model_prices_and_context_window.json), mapping its per-token dollar amounts exactly onto
+// integer micro-units per million tokens.
+package pricecatalog
+
+import (
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/tollgate/tollgate/impl/price"
+)
+
+// Entry is one model's price from one date on.
+type Entry struct {
+	// Name is the catalog name a configuration uses ("claude-sonnet-4-5", "gpt-4.1-mini").
+	Name string
+	// Provider is who publishes the price ("anthropic", "openai").
+	Provider string
+	// Effective is the first day (YYYY-MM-DD) the price holds; "" for a price of unknown date
+	// (a LiteLLM file's), which holds from the beginning.
+	Effective string
+	// Source names where the numbers were read: a provider's pricing page, or a file.
+	Source string
+	// Price is the price; its Catalog and Effective fields name this entry.
+	Price price.Price
+}
+
+// Catalog is a set of entries by name.
+type Catalog struct {
+	entries map[string][]Entry // by name, sorted by Effective
+}
+
+// New returns a catalog of the entries. Entries of one name are kept by effective date; a
+// later entry with the same name and date replaces an earlier one.
+func New(entries ...Entry) *Catalog {
+	c := &Catalog{entries: map[string][]Entry{}}
+	for _, e := range entries {
+		c.add(e)
+	}
+	return c
+}
+
+func (c *Catalog) add(e Entry) {
+	e.Price.Catalog, e.Price.Effective = e.Name, e.Effective
+	list := c.entries[e.Name]
+	i := sort.Search(len(list), func(i int) bool { return list[i].Effective >= e.Effective })
+	if i < len(list) && list[i].Effective == e.Effective {
+		list[i] = e
+	} else {
+		list = slices.Insert(list, i, e)
+	}
+	c.entries[e.Name] = list
+}
+
+// Overlay returns a catalog with the entries of c and of top; where both have an entry of the
+// same name and date, top's wins.
+func (c *Catalog) Overlay(top *Catalog) *Catalog {
+	out := New()
+	for _, cat := range []*Catalog{c, top} {
+		if cat == nil {
+			continue
+		}
+		for _, list := range cat.entries {
+			for _, e := range list {
+				out.add(e)
+			}
+		}
+	}
+	return out
+}
+
+// Lookup returns the entry of name in force on day (YYYY-MM-DD): the one with the latest
+// effective date not after day. Names are matched as given, then without a provider prefix
+// ("anthropic/claude-sonnet-4-5" finds "claude-sonnet-4-5").
+func (c *Catalog) Lookup(name, day string) (Entry, bool) {
+	if c == nil {
+		return Entry{}, false
+	}
+	list, ok := c.entries[name]
+	if !ok {
+		if _, rest, cut := strings.Cut(name, "/"); cut {
+			list = c.entries[rest]
+		}
+	}
+	for i := len(list) - 1; i >= 0; i-- {
+		if list[i].Effective <= day {
+			return list[i], true
+		}
+	}
+	return Entry{}, false
+}
+
+// Names lists the catalog's names, sorted.
+func (c *Catalog) Names() []string {
+	if c == nil {
+		return nil
+	}
+	names := make([]string, 0, len(c.entries))
+	for n := range c.entries {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Entries returns every entry of name, oldest first.
+func (c *Catalog) Entries(name string) []Entry {
+	if c == nil {
+		return nil
+	}
+	return slices.Clone(c.entries[name])
+}

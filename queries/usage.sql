@@ -24,13 +24,19 @@ WITH new_usage AS (
     INSERT INTO usage_records (
         account_id, request_id, api_key_id, model, route, provider, upstream_model,
         input_tokens, output_tokens, cost_micros, status, started_at, finished_at,
-        hosted_tool_calls, hosted_tool_micros, on_credit, agent_session_id
+        hosted_tool_calls, hosted_tool_micros, on_credit, agent_session_id,
+        cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, reasoning_tokens, service_tier, price,
+        input_cost_micros, cache_read_cost_micros, cache_write_5m_cost_micros, cache_write_1h_cost_micros,
+        output_cost_micros, waived_micros, cache_savings_micros
     )
     SELECT r.account_id, r.request_id, NULLIF(r.api_key_id, '00000000-0000-0000-0000-000000000000'::uuid),
            r.model, r.route, r.provider, r.upstream_model,
            r.input_tokens, r.output_tokens, r.cost_micros, r.status, r.started_at, r.finished_at,
            r.hosted_tool_calls, r.hosted_tool_micros, r.on_credit,
-           NULLIF(r.agent_session_id, '00000000-0000-0000-0000-000000000000'::uuid)
+           NULLIF(r.agent_session_id, '00000000-0000-0000-0000-000000000000'::uuid),
+           r.cache_read_tokens, r.cache_write_5m_tokens, r.cache_write_1h_tokens, r.reasoning_tokens, r.service_tier,
+           r.price, r.input_cost_micros, r.cache_read_cost_micros, r.cache_write_5m_cost_micros,
+           r.cache_write_1h_cost_micros, r.output_cost_micros, r.waived_micros, r.cache_savings_micros
     FROM (
         SELECT unnest(@record_account_ids::uuid[]) AS account_id, unnest(@request_ids::text[]) AS request_id,
                unnest(@api_key_ids::uuid[]) AS api_key_id, unnest(@models::text[]) AS model,
@@ -42,7 +48,20 @@ WITH new_usage AS (
                unnest(@hosted_tool_calls::jsonb[]) AS hosted_tool_calls,
                unnest(@hosted_tool_micros::bigint[]) AS hosted_tool_micros,
                unnest(@on_credit::boolean[]) AS on_credit,
-               unnest(@agent_session_ids::uuid[]) AS agent_session_id
+               unnest(@agent_session_ids::uuid[]) AS agent_session_id,
+               unnest(@cache_read_tokens::bigint[]) AS cache_read_tokens,
+               unnest(@cache_write_5m_tokens::bigint[]) AS cache_write_5m_tokens,
+               unnest(@cache_write_1h_tokens::bigint[]) AS cache_write_1h_tokens,
+               unnest(@reasoning_tokens::bigint[]) AS reasoning_tokens,
+               unnest(@service_tiers::text[]) AS service_tier,
+               unnest(@prices::jsonb[]) AS price,
+               unnest(@input_cost_micros::bigint[]) AS input_cost_micros,
+               unnest(@cache_read_cost_micros::bigint[]) AS cache_read_cost_micros,
+               unnest(@cache_write_5m_cost_micros::bigint[]) AS cache_write_5m_cost_micros,
+               unnest(@cache_write_1h_cost_micros::bigint[]) AS cache_write_1h_cost_micros,
+               unnest(@output_cost_micros::bigint[]) AS output_cost_micros,
+               unnest(@waived_micros::bigint[]) AS waived_micros,
+               unnest(@cache_savings_micros::bigint[]) AS cache_savings_micros
     ) AS r
     ON CONFLICT (account_id, request_id) DO NOTHING
     RETURNING usage_records.id, usage_records.account_id, usage_records.request_id, usage_records.cost_micros,

@@ -214,34 +214,52 @@ type SchemaMigration struct {
 }
 
 type UsageDaily struct {
-	AccountID  uuid.UUID
-	Day        pgtype.Date
-	Model      string
-	ApiKeyID   uuid.UUID
-	Requests   int64
-	CostMicros int64
+	AccountID          uuid.UUID
+	Day                pgtype.Date
+	Model              string
+	ApiKeyID           uuid.UUID
+	Requests           int64
+	CostMicros         int64
+	InputTokens        int64
+	CacheReadTokens    int64
+	CacheWriteTokens   int64
+	OutputTokens       int64
+	CacheSavingsMicros int64
 }
 
 type UsageRecord struct {
-	ID               int64
-	AccountID        uuid.UUID
-	RequestID        string
-	ApiKeyID         pgtype.UUID
-	Model            string
-	Route            string
-	Provider         string
-	UpstreamModel    string
-	InputTokens      int64
-	OutputTokens     int64
-	CostMicros       int64
-	Status           string
-	StartedAt        time.Time
-	FinishedAt       time.Time
-	RecordedAt       time.Time
-	HostedToolCalls  []byte
-	HostedToolMicros int64
-	OnCredit         bool
-	AgentSessionID   pgtype.UUID
+	ID                     int64
+	AccountID              uuid.UUID
+	RequestID              string
+	ApiKeyID               pgtype.UUID
+	Model                  string
+	Route                  string
+	Provider               string
+	UpstreamModel          string
+	InputTokens            int64
+	OutputTokens           int64
+	CostMicros             int64
+	Status                 string
+	StartedAt              time.Time
+	FinishedAt             time.Time
+	RecordedAt             time.Time
+	HostedToolCalls        []byte
+	HostedToolMicros       int64
+	OnCredit               bool
+	AgentSessionID         pgtype.UUID
+	CacheReadTokens        int64
+	CacheWrite5mTokens     int64
+	CacheWrite1hTokens     int64
+	ReasoningTokens        int64
+	ServiceTier            string
+	Price                  []byte
+	InputCostMicros        int64
+	CacheReadCostMicros    int64
+	CacheWrite5mCostMicros int64
+	CacheWrite1hCostMicros int64
+	OutputCostMicros       int64
+	WaivedMicros           int64
+	CacheSavingsMicros     int64
 }
 
 type User struct {

@@ -13,7 +13,7 @@ import (
 )
 
 const listUsageRecords = `-- name: ListUsageRecords :many
-SELECT id, account_id, request_id, api_key_id, model, route, provider, upstream_model, input_tokens, output_tokens, cost_micros, status, started_at, finished_at, recorded_at, hosted_tool_calls, hosted_tool_micros, on_credit, agent_session_id FROM usage_records WHERE account_id = $1 ORDER BY id DESC LIMIT $2
+SELECT id, account_id, request_id, api_key_id, model, route, provider, upstream_model, input_tokens, output_tokens, cost_micros, status, started_at, finished_at, recorded_at, hosted_tool_calls, hosted_tool_micros, on_credit, agent_session_id, cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, reasoning_tokens, service_tier, price, input_cost_micros, cache_read_cost_micros, cache_write_5m_cost_micros, cache_write_1h_cost_micros, output_cost_micros, waived_micros, cache_savings_micros FROM usage_records WHERE account_id = $1 ORDER BY id DESC LIMIT $2
 `
 
 type ListUsageRecordsParams struct {
@@ -51,6 +51,19 @@ func (q *Queries) ListUsageRecords(ctx context.Context, arg ListUsageRecordsPara
 			&i.HostedToolMicros,
 			&i.OnCredit,
 			&i.AgentSessionID,
+			&i.CacheReadTokens,
+			&i.CacheWrite5mTokens,
+			&i.CacheWrite1hTokens,
+			&i.ReasoningTokens,
+			&i.ServiceTier,
+			&i.Price,
+			&i.InputCostMicros,
+			&i.CacheReadCostMicros,
+			&i.CacheWrite5mCostMicros,
+			&i.CacheWrite1hCostMicros,
+			&i.OutputCostMicros,
+			&i.WaivedMicros,
+			&i.CacheSavingsMicros,
 		); err != nil {
 			return nil, err
 		}
@@ -84,13 +97,19 @@ WITH new_usage AS (
     INSERT INTO usage_records (
         account_id, request_id, api_key_id, model, route, provider, upstream_model,
         input_tokens, output_tokens, cost_micros, status, started_at, finished_at,
-        hosted_tool_calls, hosted_tool_micros, on_credit, agent_session_id
+        hosted_tool_calls, hosted_tool_micros, on_credit, agent_session_id,
+        cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, reasoning_tokens, service_tier, price,
+        input_cost_micros, cache_read_cost_micros, cache_write_5m_cost_micros, cache_write_1h_cost_micros,
+        output_cost_micros, waived_micros, cache_savings_micros
     )
     SELECT r.account_id, r.request_id, NULLIF(r.api_key_id, '00000000-0000-0000-0000-000000000000'::uuid),
            r.model, r.route, r.provider, r.upstream_model,
            r.input_tokens, r.output_tokens, r.cost_micros, r.status, r.started_at, r.finished_at,
            r.hosted_tool_calls, r.hosted_tool_micros, r.on_credit,
-           NULLIF(r.agent_session_id, '00000000-0000-0000-0000-000000000000'::uuid)
+           NULLIF(r.agent_session_id, '00000000-0000-0000-0000-000000000000'::uuid),
+           r.cache_read_tokens, r.cache_write_5m_tokens, r.cache_write_1h_tokens, r.reasoning_tokens, r.service_tier,
+           r.price, r.input_cost_micros, r.cache_read_cost_micros, r.cache_write_5m_cost_micros,
+           r.cache_write_1h_cost_micros, r.output_cost_micros, r.waived_micros, r.cache_savings_micros
     FROM (
         SELECT unnest($1::uuid[]) AS account_id, unnest($2::text[]) AS request_id,
                unnest($3::uuid[]) AS api_key_id, unnest($4::text[]) AS model,
@@ -102,7 +121,20 @@ WITH new_usage AS (
                unnest($14::jsonb[]) AS hosted_tool_calls,
                unnest($15::bigint[]) AS hosted_tool_micros,
                unnest($16::boolean[]) AS on_credit,
-               unnest($17::uuid[]) AS agent_session_id
+               unnest($17::uuid[]) AS agent_session_id,
+               unnest($18::bigint[]) AS cache_read_tokens,
+               unnest($19::bigint[]) AS cache_write_5m_tokens,
+               unnest($20::bigint[]) AS cache_write_1h_tokens,
+               unnest($21::bigint[]) AS reasoning_tokens,
+               unnest($22::text[]) AS service_tier,
+               unnest($23::jsonb[]) AS price,
+               unnest($24::bigint[]) AS input_cost_micros,
+               unnest($25::bigint[]) AS cache_read_cost_micros,
+               unnest($26::bigint[]) AS cache_write_5m_cost_micros,
+               unnest($27::bigint[]) AS cache_write_1h_cost_micros,
+               unnest($28::bigint[]) AS output_cost_micros,
+               unnest($29::bigint[]) AS waived_micros,
+               unnest($30::bigint[]) AS cache_savings_micros
     ) AS r
     ON CONFLICT (account_id, request_id) DO NOTHING
     RETURNING usage_records.id, usage_records.account_id, usage_records.request_id, usage_records.cost_micros,
@@ -120,8 +152,8 @@ WITH new_usage AS (
            (a.balance_micros - a.held_micros)::bigint AS free
     FROM accounts a
     LEFT JOIN totals t ON t.account_id = a.id
-    LEFT JOIN credit_holds h ON h.account_id = a.id AND h.holder = $18::text
-    WHERE a.id = ANY($19::uuid[])
+    LEFT JOIN credit_holds h ON h.account_id = a.id AND h.holder = $31::text
+    WHERE a.id = ANY($32::uuid[])
 ), plan AS (
     SELECT caps.account_id, caps.balance_micros, caps.total, caps.records, caps.credit_total, caps.from_hold,
            (caps.from_hold + LEAST(caps.total - caps.from_hold, caps.free))::bigint AS billed
@@ -156,7 +188,7 @@ WITH new_usage AS (
     UPDATE credit_holds
     SET amount_micros = credit_holds.amount_micros - plan.from_hold,
         version = nextval('credit_hold_version')
-    FROM plan WHERE credit_holds.account_id = plan.account_id AND credit_holds.holder = $18::text
+    FROM plan WHERE credit_holds.account_id = plan.account_id AND credit_holds.holder = $31::text
     RETURNING credit_holds.account_id, credit_holds.amount_micros, credit_holds.version
 )
 SELECT plan.account_id,
@@ -172,25 +204,38 @@ LEFT JOIN held ON held.account_id = plan.account_id
 `
 
 type WriteUsageBatchParams struct {
-	RecordAccountIds []uuid.UUID
-	RequestIds       []string
-	ApiKeyIds        []uuid.UUID
-	Models           []string
-	Routes           []string
-	Providers        []string
-	UpstreamModels   []string
-	InputTokens      []int64
-	OutputTokens     []int64
-	CostMicros       []int64
-	Statuses         []string
-	StartedAt        []time.Time
-	FinishedAt       []time.Time
-	HostedToolCalls  [][]byte
-	HostedToolMicros []int64
-	OnCredit         []bool
-	AgentSessionIds  []uuid.UUID
-	Holder           string
-	AccountIds       []uuid.UUID
+	RecordAccountIds       []uuid.UUID
+	RequestIds             []string
+	ApiKeyIds              []uuid.UUID
+	Models                 []string
+	Routes                 []string
+	Providers              []string
+	UpstreamModels         []string
+	InputTokens            []int64
+	OutputTokens           []int64
+	CostMicros             []int64
+	Statuses               []string
+	StartedAt              []time.Time
+	FinishedAt             []time.Time
+	HostedToolCalls        [][]byte
+	HostedToolMicros       []int64
+	OnCredit               []bool
+	AgentSessionIds        []uuid.UUID
+	CacheReadTokens        []int64
+	CacheWrite5mTokens     []int64
+	CacheWrite1hTokens     []int64
+	ReasoningTokens        []int64
+	ServiceTiers           []string
+	Prices                 [][]byte
+	InputCostMicros        []int64
+	CacheReadCostMicros    []int64
+	CacheWrite5mCostMicros []int64
+	CacheWrite1hCostMicros []int64
+	OutputCostMicros       []int64
+	WaivedMicros           []int64
+	CacheSavingsMicros     []int64
+	Holder                 string
+	AccountIds             []uuid.UUID
 }
 
 type WriteUsageBatchRow struct {
@@ -244,6 +289,19 @@ func (q *Queries) WriteUsageBatch(ctx context.Context, arg WriteUsageBatchParams
 		arg.HostedToolMicros,
 		arg.OnCredit,
 		arg.AgentSessionIds,
+		arg.CacheReadTokens,
+		arg.CacheWrite5mTokens,
+		arg.CacheWrite1hTokens,
+		arg.ReasoningTokens,
+		arg.ServiceTiers,
+		arg.Prices,
+		arg.InputCostMicros,
+		arg.CacheReadCostMicros,
+		arg.CacheWrite5mCostMicros,
+		arg.CacheWrite1hCostMicros,
+		arg.OutputCostMicros,
+		arg.WaivedMicros,
+		arg.CacheSavingsMicros,
 		arg.Holder,
 		arg.AccountIds,
 	)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/llm"
+	"github.com/tollgate/tollgate/impl/price"
 	"github.com/tollgate/tollgate/impl/store"
 	"github.com/tollgate/tollgate/impl/usagespill"
 )
@@ -684,8 +685,16 @@ type UsageRecord struct {
 	// model, the expert the router chose.
 	Provider      string
 	UpstreamModel string
-	InputTokens   int64
-	OutputTokens  int64
+	// InputTokens and OutputTokens are the counts of a record settled by amount alone (Price
+	// nil). A priced record has its counts per kind in Tokens instead, and Price is the price
+	// they are billed at: Settle records each kind's cost, what caching saved, and the part of
+	// the cost it did not bill.
+	InputTokens  int64
+	OutputTokens int64
+	Tokens       price.Tokens
+	Price        *price.Price
+	// ServiceTier is the service tier the upstream reported ("" when it did not say).
+	ServiceTier string
 	// HostedCalls are the billed calls of tools the provider ran and bills per call (a web
 	// search), by llm.HostedTool; HostedMicros their part of the cost.
 	HostedCalls  llm.HostedCalls
@@ -701,7 +710,9 @@ type UsageRecord struct {
 
 // Settle ends the reservation with the request's real cost: actualMicros, clamped to the
 // reserved amount (a request is never charged more than was reserved for it), is charged and
-// the rest returns to the process's hold at once; the usage record and its ledger entry are
+// the rest returns to the process's hold at once. A priced record (usage.Price set) is also
+// never charged more than its tokens and hosted calls cost at its price; its record keeps the
+// cost of each token kind and, as waived, the part of that cost not charged. The usage record and its ledger entry are
 // written by the batching writer within the flush interval. It returns the amount charged.
 // Settling again, or after Release, does nothing and returns 0; a request id whose usage is
 // already in the ledger is not billed again (the writer skips it and the credit returns).
@@ -713,6 +724,15 @@ func (r *Reservation) Settle(actualMicros int64, usage UsageRecord) int64 {
 	}
 	m, a := r.m, r.acct
 	cost := min(max(actualMicros, 0), r.amount)
+	var costs price.Breakdown
+	var hosted, full int64
+	if usage.Price != nil {
+		// A priced record is never billed more than its tokens and hosted calls cost.
+		costs = price.Cost(usage.Tokens, *usage.Price)
+		hosted = max(usage.HostedMicros, 0)
+		full = price.SaturatingAdd(costs.Total(), hosted)
+		cost = min(cost, full)
+	}
 	now := m.now()
 	a.mu.Lock()
 	if r.onCredit {
@@ -742,6 +762,16 @@ func (r *Reservation) Settle(actualMicros int64, usage UsageRecord) int64 {
 		HostedCalls: hostedCallsByName(usage.HostedCalls), HostedMicros: min(usage.HostedMicros, cost),
 		OnCredit: r.onCredit, AgentSessionID: usage.AgentSessionID,
 	}
+	if usage.Price != nil {
+		t := usage.Tokens
+		rec.InputTokens, rec.OutputTokens = t.Input(), t.Output
+		rec.CacheReadTokens, rec.CacheWrite5mTokens, rec.CacheWrite1hTokens = t.CacheRead, t.CacheWrite5m, t.CacheWrite1h
+		rec.ReasoningTokens = t.Reasoning
+		rec.Price, rec.Costs = usage.Price, costs
+		rec.CacheSavingsMicros = price.CacheSavings(t, *usage.Price)
+		rec.HostedMicros, rec.WaivedMicros = hosted, full-cost
+	}
+	rec.ServiceTier = usage.ServiceTier
 	if rec.Status == "" {
 		rec.Status = "completed"
 	}

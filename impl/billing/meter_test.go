@@ -18,32 +18,6 @@ import (
 	"github.com/tollgate/tollgate/impl/store"
 )
 
-func TestCost(t *testing.T) {
-	for _, c := range []struct {
-		in, out int64
-		p       Price
-		want    int64
-	}{
-		{0, 0, Price{InputPerMTok: 3_000_000, OutputPerMTok: 15_000_000}, 0},
-		{1000, 500, Price{InputPerMTok: 3_000_000, OutputPerMTok: 15_000_000}, 3_000 + 7_500}, // exact
-		{1, 0, Price{InputPerMTok: 1}, 1},                                                     // 1e-6 of a micro-unit rounds up to 1
-		{1_000_000, 0, Price{InputPerMTok: 1}, 1},                                             // exactly 1
-		{1_000_001, 0, Price{InputPerMTok: 1}, 2},                                             // just over 1
-		{999_999, 1, Price{InputPerMTok: 1, OutputPerMTok: 1}, 1},                             // the sum is rounded, not each part
-		{3, 7, Price{InputPerMTok: 250_000, OutputPerMTok: 1_250_000}, 10},                    // 0.75 + 8.75 = 9.5 -> 10
-		{-5, 10, Price{InputPerMTok: 1_000_000, OutputPerMTok: 1_000_000}, 10},                // negative counts are zero
-		{10, 10, Price{InputPerMTok: -1_000_000, OutputPerMTok: 1_000_000}, 10},
-		{math.MaxInt64, 0, Price{InputPerMTok: 1_000_000}, math.MaxInt64},                                               // exact, at the limit
-		{math.MaxInt64, math.MaxInt64, Price{InputPerMTok: math.MaxInt64, OutputPerMTok: math.MaxInt64}, math.MaxInt64}, // saturates
-		{math.MaxInt64, 0, Price{InputPerMTok: 2_000_000}, math.MaxInt64},                                               // saturates
-		{1 << 40, 1 << 40, Price{InputPerMTok: 1 << 30, OutputPerMTok: 1 << 30}, 2_361_183_241_434_823},
-	} {
-		if got := Cost(c.in, c.out, c.p); got != c.want {
-			t.Errorf("Cost(%d, %d, %+v) = %d, want %d", c.in, c.out, c.p, got, c.want)
-		}
-	}
-}
-
 func TestChunk(t *testing.T) {
 	m := New(nil, Options{})
 	for _, c := range []struct{ worst, want int64 }{

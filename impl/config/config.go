@@ -12,9 +12,12 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"path/filepath"
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/tollgate/tollgate/impl/pricecatalog"
 )
 
 // Model families: which inference routes serve a model.
@@ -46,6 +49,15 @@ type Config struct {
 	Agents Agents `yaml:"agents"`
 	// Web configures the signed-in web application (see Web).
 	Web Web `yaml:"web"`
+	// PriceCatalog adds price lists to the built-in catalog that prices may name (see
+	// PriceCatalog).
+	PriceCatalog PriceCatalog `yaml:"price_catalog"`
+
+	// catalog is the catalog prices were resolved against (built by Validate).
+	catalog *pricecatalog.Catalog
+	// dir is the directory of the file the configuration was loaded from, against which
+	// relative paths in it are resolved ("" for the current directory).
+	dir string
 }
 
 // Server holds the listeners.
@@ -98,12 +110,6 @@ var HostedToolKinds = map[string][]string{
 	KindOpenAIChat:        {"web_search"},
 	KindOpenAIResponses:   {"web_search", "file_search", "code_execution", "image_generation"},
 	KindAnthropicMessages: {"web_search", "code_execution"},
-}
-
-// Price is a model's price in integer micro-units (1 USD = 1,000,000) per million tokens.
-type Price struct {
-	InputPerMTok  int64 `yaml:"input_micros_per_mtok"`
-	OutputPerMTok int64 `yaml:"output_micros_per_mtok"`
 }
 
 // Upstream is one model at one provider.
@@ -184,16 +190,19 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := Parse(b)
+	c, err := parse(b, filepath.Dir(path))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return c, nil
 }
 
-// Parse decodes and validates a configuration; unknown keys are errors.
-func Parse(b []byte) (*Config, error) {
-	var c Config
+// Parse decodes and validates a configuration; unknown keys are errors. Relative paths in it
+// are relative to the current directory.
+func Parse(b []byte) (*Config, error) { return parse(b, "") }
+
+func parse(b []byte, dir string) (*Config, error) {
+	c := Config{dir: dir}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil {
@@ -216,6 +225,13 @@ func Parse(b []byte) (*Config, error) {
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.catalog == nil {
+		cat, err := c.PriceCatalog.load(c.dir)
+		if err != nil {
+			return err
+		}
+		c.catalog = cat
+	}
 	providers := map[string]bool{}
 	for i, p := range c.Providers {
 		switch {
@@ -250,8 +266,10 @@ func (c *Config) Validate() error {
 		if u.Model == "" {
 			bad("model %q: an upstream needs the provider's model id", model)
 		}
-		if u.Price != nil && (u.Price.InputPerMTok < 0 || u.Price.OutputPerMTok < 0) {
-			bad("model %q: negative price", model)
+		if u.Price != nil {
+			if err := c.resolvePrice(u.Price); err != nil {
+				bad("model %q: upstream %s/%s: %v", model, u.Provider, u.Model, err)
+			}
 		}
 	}
 	models := map[string]bool{}
@@ -266,8 +284,8 @@ func (c *Config) Validate() error {
 		if m.Family != FamilyChat && m.Family != FamilyMessages {
 			bad("model %q: family must be chat or messages", m.ID)
 		}
-		if m.Price.InputPerMTok < 0 || m.Price.OutputPerMTok < 0 {
-			bad("model %q: negative price", m.ID)
+		if err := c.resolvePrice(&c.Models[i].Price); err != nil {
+			bad("model %q: %v", m.ID, err)
 		}
 		if m.MaxOutputTokens <= 0 {
 			bad("model %q: max_output_tokens must be positive", m.ID)

@@ -8,9 +8,9 @@ import (
 
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/auth"
-	"github.com/tollgate/tollgate/impl/billing"
 	"github.com/tollgate/tollgate/impl/convert"
 	"github.com/tollgate/tollgate/impl/llm"
+	"github.com/tollgate/tollgate/impl/price"
 	"github.com/tollgate/tollgate/impl/routing"
 )
 
@@ -63,8 +63,8 @@ type exchangeOptions struct {
 // fit is the largest output bound, at most outBound, whose worst case fits the ceiling; or
 // ErrSpendCeiling when not even minAgentOutput tokens fit.
 func (o *exchangeOptions) fit(m *routing.Model, inputEst int64, outBound, choices int) (int, error) {
-	price := m.MaxPrice()
-	worst := func(out int) int64 { return billing.Cost(inputEst, int64(out)*int64(choices), price) }
+	p := m.MaxPrice()
+	worst := func(out int) int64 { return price.Worst(inputEst, int64(out)*int64(choices), p) }
 	if worst(outBound) <= o.ceiling {
 		return outBound, nil
 	}

@@ -4,21 +4,24 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/tollgate/tollgate/impl/billing"
-	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/price"
 	"github.com/tollgate/tollgate/impl/routing"
 )
 
 // TestAgentCallFit: an in-process call's output bound is lowered to the largest one whose
-// worst case (at the model's highest expert price) fits the ceiling; below 16 tokens the call
+// worst case (at the model's highest expert price, every input token at the dearest input kind:
+// here a one-hour cache write) fits the ceiling; below 16 tokens the call
 // does not fit (ErrSpendCeiling).
 func TestAgentCallFit(t *testing.T) {
 	m := &routing.Model{ID: "m", MaxOutputTokens: 4096, Experts: []routing.Expert{
-		{Price: config.Price{InputPerMTok: 1_000_000, OutputPerMTok: 4_000_000}},
-		{Price: config.Price{InputPerMTok: 2_000_000, OutputPerMTok: 8_000_000}},
+		{Price: price.Price{Rates: price.Rates{Input: 1_000_000, CacheRead: 100_000, CacheWrite5m: 1_250_000, CacheWrite1h: 2_000_000, Output: 4_000_000}}},
+		{Price: price.Price{Rates: price.Rates{Input: 2_000_000, CacheRead: 200_000, CacheWrite5m: 2_500_000, CacheWrite1h: 4_000_000, Output: 8_000_000}}},
 	}}
 	const input = 1000
-	worst := func(out int) int64 { return billing.Cost(input, int64(out), m.MaxPrice()) }
+	worst := func(out int) int64 { return price.Part(input, 4_000_000) + price.Part(int64(out), 8_000_000) }
+	if got, want := price.Worst(input, 4096, m.MaxPrice()), worst(4096); got != want {
+		t.Fatalf("worst case %d, want %d (input at the dearer expert's one-hour cache-write price)", got, want)
+	}
 	for _, c := range []struct {
 		name    string
 		ceiling int64

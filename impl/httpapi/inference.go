@@ -20,6 +20,7 @@ import (
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/convert"
 	"github.com/tollgate/tollgate/impl/llm"
+	"github.com/tollgate/tollgate/impl/price"
 	"github.com/tollgate/tollgate/impl/provider"
 	"github.com/tollgate/tollgate/impl/routing"
 	"github.com/tollgate/tollgate/impl/sse"
@@ -269,7 +270,9 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 	requestID := requestIDFrom(ctx)
 	// n choices may each be as long as the bound (the upstream's usage counts them all); hosted
 	// tools (a web search) may each be called up to their configured bound.
-	worst := billing.Cost(inputEst, int64(outBound)*int64(choices), m.MaxPrice())
+	// Every input token is reserved at the dearest input kind (a one-hour cache write is twice
+	// the input price at Anthropic) and at the long-context tier when the input may reach it.
+	worst := price.Worst(inputEst, int64(outBound)*int64(choices), m.MaxPrice())
 	if m.HostedPriced {
 		worst = billing.SaturatingAdd(worst, m.HostedWorst(client, convert.HostedToolsIn(client, body)))
 	}
@@ -1000,25 +1003,35 @@ func (x *exchange) drainUpstream() {
 	cut.Stop()
 }
 
-// settle bills what the upstream produced at the chosen expert's price, and returns the amount
-// charged. When the upstream reported no usage (a stream cut short), the output is estimated
-// from the characters produced and the input from the request.
+// settle bills what the upstream produced at the chosen expert's price, each token kind (uncached
+// input, cache reads, cache writes, output) at its own rate, and returns the amount charged.
+// When the upstream reported no usage (a stream cut short), the output is estimated from the
+// characters produced and the input from the request (as uncached input: the dearest kind an
+// upstream that said nothing can be assumed to have billed, short of cache writes).
 func (x *exchange) settle(u llm.Usage, producedChars int, status string) int64 {
-	in, out := u.InputTokens, u.OutputTokens
-	if in == 0 {
-		in = x.inputEst
-	}
-	if out == 0 && producedChars > 0 {
-		out = int64((producedChars + 3) / 4)
-	}
-	if x.askedOutput > 0 && out > x.askedOutput {
-		// More than asked: the Responses API's minimum bound, say. The excess is not billed.
-		out = x.askedOutput
-	}
-	rec := x.usageRecord(in, out, status)
+	t := x.tokens(u, producedChars)
+	rec := x.usageRecord(t, u.ServiceTier, status)
 	rec.HostedCalls = x.hostedCalls(u)
 	rec.HostedMicros = x.expert.HostedCost(rec.HostedCalls, x.hostedBounds)
-	return x.reserve.Settle(billing.SaturatingAdd(billing.Cost(in, out, x.expert.Price), rec.HostedMicros), rec)
+	return x.reserve.Settle(price.SaturatingAdd(price.Cost(t, x.expert.Price).Total(), rec.HostedMicros), rec)
+}
+
+// tokens are the counts per kind billed for an answer with usage u of which producedChars
+// characters were produced.
+func (x *exchange) tokens(u llm.Usage, producedChars int) price.Tokens {
+	t := u.Tokens()
+	if u.InputTokens == 0 {
+		t.Uncached = x.inputEst
+	}
+	if t.Output == 0 && producedChars > 0 {
+		t.Output = int64((producedChars + 3) / 4)
+	}
+	if x.askedOutput > 0 && t.Output > x.askedOutput {
+		// More than asked: the Responses API's minimum bound, say. The excess is not billed.
+		t.Output = x.askedOutput
+		t.Reasoning = min(t.Reasoning, t.Output)
+	}
+	return t
 }
 
 // hostedCalls are the hosted-tool calls billed for an answer with usage u: those the upstream
@@ -1039,15 +1052,17 @@ func (x *exchange) hostedCalls(u llm.Usage) llm.HostedCalls {
 // in its place: nothing is billed (a client retrying such a request would otherwise pay for
 // every failed try). The usage record keeps what the upstream reported, for the operator.
 func (x *exchange) settleUndelivered(u llm.Usage, status string) {
-	x.reserve.Settle(0, x.usageRecord(u.InputTokens, u.OutputTokens, status))
+	x.reserve.Settle(0, x.usageRecord(u.Tokens(), u.ServiceTier, status))
 }
 
-// usageRecord is the exchange's usage record, finished now.
-func (x *exchange) usageRecord(in, out int64, status string) billing.UsageRecord {
+// usageRecord is the exchange's usage record, finished now: the counts per kind and the price
+// of the expert that served it.
+func (x *exchange) usageRecord(t price.Tokens, tier, status string) billing.UsageRecord {
+	p := x.expert.Price
 	rec := billing.UsageRecord{
 		KeyID: x.principal.KeyID, Model: x.model.ID, Route: routeOf(x.client),
 		Provider: x.expert.Provider, UpstreamModel: x.expert.Model,
-		InputTokens: in, OutputTokens: out, Status: status, StartedAt: x.started, FinishedAt: time.Now(),
+		Tokens: t, Price: &p, ServiceTier: tier, Status: status, StartedAt: x.started, FinishedAt: time.Now(),
 	}
 	if x.opts != nil {
 		rec.Route, rec.AgentSessionID = x.opts.route, x.opts.sessionID

@@ -8,6 +8,8 @@
 package pricecatalog
 
 import (
+	"errors"
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -28,6 +30,11 @@ type Entry struct {
 	Source string
 	// Price is the price; its Catalog and Effective fields name this entry.
 	Price price.Price
+	// Err is why the entry's price was refused (a LiteLLM price that is not a whole number of
+	// micro-units per million tokens, say), naming the model and the field; nil for a usable
+	// entry. A refused entry is kept so that looking its name up says why it has no price
+	// instead of finding nothing or an older entry; its Price is zero and must not be billed.
+	Err error
 }
 
 // Catalog is a set of entries by name.
@@ -77,6 +84,9 @@ func (c *Catalog) Overlay(top *Catalog) *Catalog {
 // Lookup returns the entry of name in force on day (YYYY-MM-DD): the one with the latest
 // effective date not after day. Names are matched as given, then without a provider prefix
 // ("anthropic/claude-sonnet-4-5" finds "claude-sonnet-4-5").
+//
+// The entry found may be a refused one: callers must check its Err and bill nothing at its
+// Price when Err is not nil. Price does both steps and returns the error.
 func (c *Catalog) Lookup(name, day string) (Entry, bool) {
 	if c == nil {
 		return Entry{}, false
@@ -93,6 +103,22 @@ func (c *Catalog) Lookup(name, day string) (Entry, bool) {
 		}
 	}
 	return Entry{}, false
+}
+
+// ErrNotFound is what Price wraps when the catalog has no entry of a name in force on a day.
+var ErrNotFound = errors.New("no catalog entry")
+
+// Price is the price of name in force on day, as Lookup finds it, or an error: one wrapping
+// ErrNotFound when there is no such entry, or the entry's Err when its price was refused.
+func (c *Catalog) Price(name, day string) (price.Price, error) {
+	e, ok := c.Lookup(name, day)
+	if !ok {
+		return price.Price{}, fmt.Errorf("price catalog: model %q on %s: %w", name, day, ErrNotFound)
+	}
+	if e.Err != nil {
+		return price.Price{}, e.Err
+	}
+	return e.Price, nil
 }
 
 // Names lists the catalog's names, sorted.

@@ -27,6 +27,7 @@ import (
 
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/llm"
+	"github.com/tollgate/tollgate/impl/price"
 )
 
 // Expert is one upstream that can serve a model, with its price and limit.
@@ -35,9 +36,10 @@ type Expert struct {
 	Key      string
 	Provider string
 	// Model is the provider's model id.
-	Model           string
-	Kind            llm.Format
-	Price           config.Price
+	Model string
+	Kind  llm.Format
+	// Price is what the expert's tokens cost, per kind.
+	Price           price.Price
 	MaxOutputTokens int
 	Strengths       []string
 	// Hosted prices the hosted tools the expert's provider runs for the gateway's tenants, by
@@ -100,13 +102,12 @@ func (m *Model) HostedWorst(f llm.Format, present [llm.NumHostedTools]bool) int6
 	return worst
 }
 
-// MaxPrice is the highest input and output price among the model's experts, for the
-// worst-case reservation.
-func (m *Model) MaxPrice() config.Price {
-	var p config.Price
+// MaxPrice is, kind by kind, the highest price among the model's experts (and the lowest
+// long-context threshold), for the worst-case reservation.
+func (m *Model) MaxPrice() price.Price {
+	var p price.Price
 	for _, e := range m.Experts {
-		p.InputPerMTok = max(p.InputPerMTok, e.Price.InputPerMTok)
-		p.OutputPerMTok = max(p.OutputPerMTok, e.Price.OutputPerMTok)
+		p = price.Max(p, e.Price)
 	}
 	return p
 }
@@ -139,12 +140,12 @@ func NewRegistry(cfg *config.Config) *Registry {
 		}
 		for _, u := range ups {
 			e := Expert{Key: u.Provider + "/" + u.Model, Provider: u.Provider, Model: u.Model, Kind: kinds[u.Provider],
-				Price: m.Price, MaxOutputTokens: m.MaxOutputTokens, Strengths: u.Strengths, Hosted: hosted[u.Provider]}
+				Price: m.Price.Resolved(), MaxOutputTokens: m.MaxOutputTokens, Strengths: u.Strengths, Hosted: hosted[u.Provider]}
 			for _, h := range e.Hosted {
 				rm.HostedPriced = rm.HostedPriced || h.MaxCalls > 0
 			}
 			if u.Price != nil {
-				e.Price = *u.Price
+				e.Price = u.Price.Resolved()
 			}
 			if u.MaxOutputTokens > 0 {
 				e.MaxOutputTokens = min(u.MaxOutputTokens, m.MaxOutputTokens)

@@ -27,10 +27,10 @@ func TestRegistryFromDefaultConfig(t *testing.T) {
 		t.Fatalf("service-flint-base: %+v", base)
 	}
 	p := flint.MaxPrice()
-	if p.InputPerMTok != 3_000_000 || p.OutputPerMTok != 15_000_000 {
+	if p.Input != 3_000_000 || p.Output != 15_000_000 {
 		t.Fatalf("max price %+v", p)
 	}
-	if flint.Experts[1].Price.OutputPerMTok != 15_000_000 || flint.Experts[0].Price.OutputPerMTok != 8_000_000 {
+	if flint.Experts[1].Price.Output != 15_000_000 || flint.Experts[0].Price.Output != 8_000_000 {
 		t.Fatal("an expert's own price overrides the model's, and falls back to it")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tollgate/tollgate/gen/db"
+	"github.com/tollgate/tollgate/impl/price"
 )
 
 // UsageRecord is what one settled request used and cost.
@@ -26,9 +28,31 @@ type UsageRecord struct {
 	// the expert the router chose).
 	Provider      string
 	UpstreamModel string
-	InputTokens   int64
-	OutputTokens  int64
-	CostMicros    int64
+	// InputTokens counts every input token, those read from and written to the provider's
+	// prompt cache included; CacheReadTokens, CacheWrite5mTokens and CacheWrite1hTokens are
+	// those parts of it (the rest is uncached input: Tokens().Uncached). OutputTokens counts
+	// every output token; ReasoningTokens is the part of it spent on reasoning.
+	InputTokens        int64
+	OutputTokens       int64
+	CacheReadTokens    int64
+	CacheWrite5mTokens int64
+	CacheWrite1hTokens int64
+	ReasoningTokens    int64
+	// ServiceTier is the service tier the upstream reported ("" when it did not say).
+	ServiceTier string
+	// CostMicros is what the request is billed: Costs.Total() + HostedMicros - WaivedMicros
+	// for a priced record.
+	CostMicros int64
+	// Price is the price the tokens were billed at; nil for a record not priced per kind (one
+	// written before migration 0012, or settled by an amount alone).
+	Price *price.Price
+	// Costs is the cost of each token kind at Price; WaivedMicros the part of the full cost
+	// that was not billed (above the reservation, or all of it for an answer that never
+	// reached its client); CacheSavingsMicros what caching saved against the uncached input
+	// price (negative when writes cost more than reads saved).
+	Costs              price.Breakdown
+	WaivedMicros       int64
+	CacheSavingsMicros int64
 	// HostedCalls counts, by tool name (web_search, ...), the billed calls of tools the
 	// provider ran and bills per call (nil: none); HostedMicros is their part of CostMicros.
 	HostedCalls  map[string]int64
@@ -184,9 +208,51 @@ func appendUsage(p *db.WriteUsageBatchParams, r UsageRecord) {
 		calls, _ = json.Marshal(r.HostedCalls) // a map of strings to integers always marshals
 	}
 	p.HostedToolCalls = append(p.HostedToolCalls, calls)
-	p.HostedToolMicros = append(p.HostedToolMicros, min(max(r.HostedMicros, 0), max(r.CostMicros, 0)))
 	p.OnCredit = append(p.OnCredit, r.OnCredit)
 	p.AgentSessionIds = append(p.AgentSessionIds, r.AgentSessionID)
+	// The database refuses a record whose cache counts exceed its input or whose reasoning
+	// exceeds its output; an upstream that reports so is clamped, not allowed to stop the batch.
+	in := max(r.InputTokens, 0)
+	read := min(max(r.CacheReadTokens, 0), in)
+	w5 := min(max(r.CacheWrite5mTokens, 0), in-read)
+	w1 := min(max(r.CacheWrite1hTokens, 0), in-read-w5)
+	p.CacheReadTokens = append(p.CacheReadTokens, read)
+	p.CacheWrite5mTokens = append(p.CacheWrite5mTokens, w5)
+	p.CacheWrite1hTokens = append(p.CacheWrite1hTokens, w1)
+	p.ReasoningTokens = append(p.ReasoningTokens, min(max(r.ReasoningTokens, 0), max(r.OutputTokens, 0)))
+	p.ServiceTiers = append(p.ServiceTiers, clean(r.ServiceTier))
+	var priceJSON []byte // NULL for a record not priced per kind
+	c, waived := r.Costs, max(r.WaivedMicros, 0)
+	if r.Price != nil && consistent(r) {
+		priceJSON, _ = json.Marshal(r.Price) // integers and strings always marshal
+	} else {
+		c, waived = price.Breakdown{}, 0
+	}
+	hosted := min(max(r.HostedMicros, 0), max(r.CostMicros, 0))
+	if priceJSON != nil {
+		hosted = r.HostedMicros // part of the identity; the waived amount covers what was not billed
+	}
+	p.HostedToolMicros = append(p.HostedToolMicros, hosted)
+	p.Prices = append(p.Prices, priceJSON)
+	p.InputCostMicros = append(p.InputCostMicros, c.Input)
+	p.CacheReadCostMicros = append(p.CacheReadCostMicros, c.CacheRead)
+	p.CacheWrite5mCostMicros = append(p.CacheWrite5mCostMicros, c.CacheWrite5m)
+	p.CacheWrite1hCostMicros = append(p.CacheWrite1hCostMicros, c.CacheWrite1h)
+	p.OutputCostMicros = append(p.OutputCostMicros, c.Output)
+	p.WaivedMicros = append(p.WaivedMicros, waived)
+	p.CacheSavingsMicros = append(p.CacheSavingsMicros, r.CacheSavingsMicros)
+}
+
+// consistent reports whether a priced record's parts add up to its cost (the database's
+// usage_records_cost_reproducible check) with every part non-negative; a record that does not
+// is written unpriced rather than refused, so one bad record never stops its batch.
+func consistent(r UsageRecord) bool {
+	c := r.Costs
+	if c.Input < 0 || c.CacheRead < 0 || c.CacheWrite5m < 0 || c.CacheWrite1h < 0 || c.Output < 0 || r.WaivedMicros < 0 ||
+		r.HostedMicros < 0 || r.CacheReadTokens+r.CacheWrite5mTokens+r.CacheWrite1hTokens > r.InputTokens {
+		return false
+	}
+	return c.Total() != math.MaxInt64 && price.SaturatingAdd(c.Total(), r.HostedMicros)-r.WaivedMicros == r.CostMicros
 }
 
 func clean(s string) string {
@@ -207,6 +273,19 @@ func (s *Store) UsageRecords(ctx context.Context, accountID uuid.UUID, limit int
 			InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CostMicros: r.CostMicros, Status: r.Status,
 			StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, RecordedAt: r.RecordedAt,
 			HostedMicros: r.HostedToolMicros, OnCredit: r.OnCredit,
+			CacheReadTokens: r.CacheReadTokens, CacheWrite5mTokens: r.CacheWrite5mTokens,
+			CacheWrite1hTokens: r.CacheWrite1hTokens, ReasoningTokens: r.ReasoningTokens, ServiceTier: r.ServiceTier,
+			Costs: price.Breakdown{Input: r.InputCostMicros, CacheRead: r.CacheReadCostMicros,
+				CacheWrite5m: r.CacheWrite5mCostMicros, CacheWrite1h: r.CacheWrite1hCostMicros, Output: r.OutputCostMicros},
+			WaivedMicros: r.WaivedMicros, CacheSavingsMicros: r.CacheSavingsMicros,
+		}
+		if len(r.Price) > 0 {
+			var p price.Price
+			if err := json.Unmarshal(r.Price, &p); err != nil {
+				return nil, err
+			}
+			out[i].Price = &p
+			out[i].Costs.LongContext = p.LongContext != nil && r.InputTokens > p.LongContext.AboveInputTokens
 		}
 		if r.AgentSessionID.Valid {
 			out[i].AgentSessionID = uuid.UUID(r.AgentSessionID.Bytes)
@@ -227,4 +306,11 @@ func (s *Store) UsageTotals(ctx context.Context, accountID uuid.UUID) (records, 
 		return 0, 0, err
 	}
 	return row.Records, row.CostMicros, nil
+}
+
+// Tokens are the record's counts by the kinds they are priced at.
+func (r UsageRecord) Tokens() price.Tokens {
+	return price.Tokens{Uncached: max(r.InputTokens-r.CacheReadTokens-r.CacheWrite5mTokens-r.CacheWrite1hTokens, 0),
+		CacheRead: r.CacheReadTokens, CacheWrite5m: r.CacheWrite5mTokens, CacheWrite1h: r.CacheWrite1hTokens,
+		Output: r.OutputTokens, Reasoning: r.ReasoningTokens}
 }

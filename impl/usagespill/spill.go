@@ -21,6 +21,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tollgate/tollgate/impl/price"
 	"github.com/tollgate/tollgate/impl/store"
 )
 
@@ -518,6 +519,22 @@ type record struct {
 	FinishedAt    time.Time        `json:"finished_at"`
 	OnCredit      bool             `json:"on_credit,omitempty"`
 	AgentSession  *uuid.UUID       `json:"agent_session_id,omitempty"`
+	// The counts per kind, the price and the cost per kind of a priced record (absent from the
+	// records of a spill file written before they existed, which decode as unpriced).
+	CacheReadTokens    int64        `json:"cache_read_tokens,omitempty"`
+	CacheWrite5mTokens int64        `json:"cache_write_5m_tokens,omitempty"`
+	CacheWrite1hTokens int64        `json:"cache_write_1h_tokens,omitempty"`
+	ReasoningTokens    int64        `json:"reasoning_tokens,omitempty"`
+	ServiceTier        string       `json:"service_tier,omitempty"`
+	Price              *price.Price `json:"price,omitempty"`
+	InputCost          int64        `json:"input_cost_micros,omitempty"`
+	CacheReadCost      int64        `json:"cache_read_cost_micros,omitempty"`
+	CacheWrite5mCost   int64        `json:"cache_write_5m_cost_micros,omitempty"`
+	CacheWrite1hCost   int64        `json:"cache_write_1h_cost_micros,omitempty"`
+	OutputCost         int64        `json:"output_cost_micros,omitempty"`
+	LongContext        bool         `json:"long_context,omitempty"`
+	WaivedMicros       int64        `json:"waived_micros,omitempty"`
+	CacheSavingsMicros int64        `json:"cache_savings_micros,omitempty"`
 }
 
 func encode(e Entry) ([]byte, error) {
@@ -528,7 +545,12 @@ func encode(e Entry) ([]byte, error) {
 		InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CostMicros: r.CostMicros,
 		HostedCalls: r.HostedCalls, HostedMicros: r.HostedMicros, Status: r.Status,
 		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, OnCredit: r.OnCredit,
-		AgentSession: agentSession(r.AgentSessionID),
+		AgentSession:    agentSession(r.AgentSessionID),
+		CacheReadTokens: r.CacheReadTokens, CacheWrite5mTokens: r.CacheWrite5mTokens, CacheWrite1hTokens: r.CacheWrite1hTokens,
+		ReasoningTokens: r.ReasoningTokens, ServiceTier: r.ServiceTier, Price: r.Price,
+		InputCost: r.Costs.Input, CacheReadCost: r.Costs.CacheRead, CacheWrite5mCost: r.Costs.CacheWrite5m,
+		CacheWrite1hCost: r.Costs.CacheWrite1h, OutputCost: r.Costs.Output, LongContext: r.Costs.LongContext,
+		WaivedMicros: r.WaivedMicros, CacheSavingsMicros: r.CacheSavingsMicros,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("usagespill: encode the record of request %q: %w", r.RequestID, err)
@@ -550,6 +572,11 @@ func decode(payload []byte) (Entry, error) {
 		InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CostMicros: r.CostMicros,
 		HostedCalls: r.HostedCalls, HostedMicros: r.HostedMicros, Status: r.Status,
 		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, OnCredit: r.OnCredit,
+		CacheReadTokens: r.CacheReadTokens, CacheWrite5mTokens: r.CacheWrite5mTokens, CacheWrite1hTokens: r.CacheWrite1hTokens,
+		ReasoningTokens: r.ReasoningTokens, ServiceTier: r.ServiceTier, Price: r.Price,
+		Costs: price.Breakdown{Input: r.InputCost, CacheRead: r.CacheReadCost, CacheWrite5m: r.CacheWrite5mCost,
+			CacheWrite1h: r.CacheWrite1hCost, Output: r.OutputCost, LongContext: r.LongContext},
+		WaivedMicros: r.WaivedMicros, CacheSavingsMicros: r.CacheSavingsMicros,
 	}}
 	if r.AgentSession != nil {
 		e.Record.AgentSessionID = *r.AgentSession

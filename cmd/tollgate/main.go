@@ -30,6 +30,9 @@ Usage:
   tollgate migrate                  apply pending schema migrations
   tollgate admin ...                the operator's CLI (run 'tollgate admin' for its commands)
   tollgate sim     [-listen ADDR]   the upstream simulator (OpenAI chat, Responses, Anthropic Messages)
+  tollgate prices  [-config FILE] [-litellm FILE] [NAME...]
+                                    the price catalog (USD per million tokens of each kind), and
+                                    the price each configured model and expert is billed at
   tollgate bench                    measure what the gateway adds over the simulator (make bench)
   tollgate relay   [-listen ADDR] [-upstream URL] [-bytes]
                                     a bare HTTP relay, the bench's reference for one process hop
@@ -79,6 +82,8 @@ func main() {
 		err = runRelay(ctx, os.Args[2:])
 	case "chaos":
 		err = runChaos(ctx, os.Args[2:])
+	case "prices":
+		err = runPrices(os.Args[2:], os.Stdout)
 	case "help", "-h", "-help", "--help":
 		fmt.Print(usage)
 		return

@@ -335,7 +335,16 @@ type ChatCompletion struct {
 	Model             string               `json:"model"`
 	Object            ChatCompletionObject `json:"object"`
 	SystemFingerprint *string              `json:"system_fingerprint,omitempty"`
-	Usage             *ChatUsage           `json:"usage,omitempty"`
+
+	// Usage The tokens of the answer, as the upstream reported them (translated from its format when
+	// it speaks another). Each kind is billed at its own price, as the providers publish them:
+	// uncached input, input read from the provider's prompt cache (`cached_tokens`), input
+	// written to it (Anthropic upstreams; reported in this format only as part of
+	// `prompt_tokens`), and output. Reasoning tokens are output tokens: they are part of
+	// `completion_tokens` and billed at the output price. The usage record of the request (the
+	// console's request log, the usage statement) carries every count, the price and each
+	// kind's cost.
+	Usage *ChatUsage `json:"usage,omitempty"`
 }
 
 // ChatCompletion_Choices_Message defines model for ChatCompletion.Choices.Message.
@@ -367,11 +376,37 @@ type ChatMessage struct {
 	AdditionalProperties map[string]interface{}    `json:"-"`
 }
 
-// ChatUsage defines model for ChatUsage.
+// ChatUsage The tokens of the answer, as the upstream reported them (translated from its format when
+// it speaks another). Each kind is billed at its own price, as the providers publish them:
+// uncached input, input read from the provider's prompt cache (`cached_tokens`), input
+// written to it (Anthropic upstreams; reported in this format only as part of
+// `prompt_tokens`), and output. Reasoning tokens are output tokens: they are part of
+// `completion_tokens` and billed at the output price. The usage record of the request (the
+// console's request log, the usage statement) carries every count, the price and each
+// kind's cost.
 type ChatUsage struct {
-	CompletionTokens     int                    `json:"completion_tokens"`
-	PromptTokens         int                    `json:"prompt_tokens"`
-	TotalTokens          int                    `json:"total_tokens"`
+	// CompletionTokens Every output token, reasoning included.
+	CompletionTokens        int                                `json:"completion_tokens"`
+	CompletionTokensDetails *ChatUsage_CompletionTokensDetails `json:"completion_tokens_details,omitempty"`
+
+	// PromptTokens Every input token, those read from or written to the prompt cache included.
+	PromptTokens         int                            `json:"prompt_tokens"`
+	PromptTokensDetails  *ChatUsage_PromptTokensDetails `json:"prompt_tokens_details,omitempty"`
+	TotalTokens          int                            `json:"total_tokens"`
+	AdditionalProperties map[string]interface{}         `json:"-"`
+}
+
+// ChatUsage_CompletionTokensDetails defines model for ChatUsage.CompletionTokensDetails.
+type ChatUsage_CompletionTokensDetails struct {
+	// ReasoningTokens The part of completion_tokens spent on reasoning (billed as output).
+	ReasoningTokens      *int                   `json:"reasoning_tokens,omitempty"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
+// ChatUsage_PromptTokensDetails defines model for ChatUsage.PromptTokensDetails.
+type ChatUsage_PromptTokensDetails struct {
+	// CachedTokens The part of prompt_tokens read from the provider's prompt cache, billed at the cache-read price.
+	CachedTokens         *int                   `json:"cached_tokens,omitempty"`
 	AdditionalProperties map[string]interface{} `json:"-"`
 }
 
@@ -386,13 +421,19 @@ type CreditBalance struct {
 
 // Message defines model for Message.
 type Message struct {
-	Content              []Message_Content_Item `json:"content"`
-	Id                   string                 `json:"id"`
-	Model                string                 `json:"model"`
-	Role                 MessageRole            `json:"role"`
-	StopReason           *string                `json:"stop_reason"`
-	StopSequence         *string                `json:"stop_sequence,omitempty"`
-	Type                 MessageType            `json:"type"`
+	Content      []Message_Content_Item `json:"content"`
+	Id           string                 `json:"id"`
+	Model        string                 `json:"model"`
+	Role         MessageRole            `json:"role"`
+	StopReason   *string                `json:"stop_reason"`
+	StopSequence *string                `json:"stop_sequence,omitempty"`
+	Type         MessageType            `json:"type"`
+
+	// Usage The tokens of the answer in Anthropic's convention (translated from the upstream's
+	// format when it speaks another): `input_tokens` is the uncached input only; the input
+	// read from and written to the prompt cache are apart, and each kind is billed at its
+	// own price (a five-minute write at 1.25× and a one-hour write at 2× the input price at
+	// Anthropic, a read at 0.1×). Output includes any thinking tokens, billed as output.
 	Usage                Message_Usage          `json:"usage"`
 	AdditionalProperties map[string]interface{} `json:"-"`
 }
@@ -410,10 +451,38 @@ type MessageRole string
 // MessageType defines model for Message.Type.
 type MessageType string
 
-// Message_Usage defines model for Message.Usage.
+// Message_Usage_CacheCreation defines model for Message.Usage.CacheCreation.
+type Message_Usage_CacheCreation struct {
+	// Ephemeral1hInputTokens Input tokens written to the cache for one hour.
+	Ephemeral1hInputTokens *int `json:"ephemeral_1h_input_tokens,omitempty"`
+
+	// Ephemeral5mInputTokens Input tokens written to the cache for five minutes.
+	Ephemeral5mInputTokens *int                   `json:"ephemeral_5m_input_tokens,omitempty"`
+	AdditionalProperties   map[string]interface{} `json:"-"`
+}
+
+// Message_Usage The tokens of the answer in Anthropic's convention (translated from the upstream's
+// format when it speaks another): `input_tokens` is the uncached input only; the input
+// read from and written to the prompt cache are apart, and each kind is billed at its
+// own price (a five-minute write at 1.25× and a one-hour write at 2× the input price at
+// Anthropic, a read at 0.1×). Output includes any thinking tokens, billed as output.
 type Message_Usage struct {
-	InputTokens          int                    `json:"input_tokens"`
-	OutputTokens         int                    `json:"output_tokens"`
+	CacheCreation *Message_Usage_CacheCreation `json:"cache_creation,omitempty"`
+
+	// CacheCreationInputTokens Input tokens written to the prompt cache, for any time.
+	CacheCreationInputTokens *int `json:"cache_creation_input_tokens,omitempty"`
+
+	// CacheReadInputTokens Input tokens read from the prompt cache.
+	CacheReadInputTokens *int `json:"cache_read_input_tokens,omitempty"`
+
+	// InputTokens Input tokens neither read from nor written to the prompt cache.
+	InputTokens int `json:"input_tokens"`
+
+	// OutputTokens Every output token, thinking included.
+	OutputTokens int `json:"output_tokens"`
+
+	// ServiceTier The service tier the upstream reported, when it did.
+	ServiceTier          *string                `json:"service_tier,omitempty"`
 	AdditionalProperties map[string]interface{} `json:"-"`
 }
 
@@ -516,14 +585,31 @@ type Response_Output_Item struct {
 	AdditionalProperties map[string]interface{}          `json:"-"`
 }
 
+// Response_Usage_InputTokensDetails defines model for Response.Usage.InputTokensDetails.
+type Response_Usage_InputTokensDetails struct {
+	// CachedTokens The part of input_tokens read from the provider's prompt cache, billed at the cache-read price.
+	CachedTokens         *int                   `json:"cached_tokens,omitempty"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
+// Response_Usage_OutputTokensDetails defines model for Response.Usage.OutputTokensDetails.
+type Response_Usage_OutputTokensDetails struct {
+	// ReasoningTokens The part of output_tokens spent on reasoning: output tokens, billed at the output price.
+	ReasoningTokens      *int                   `json:"reasoning_tokens,omitempty"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
 // Response_Usage defines model for Response.Usage.
 type Response_Usage struct {
-	InputTokens          int                    `json:"input_tokens"`
-	InputTokensDetails   map[string]interface{} `json:"input_tokens_details"`
-	OutputTokens         int                    `json:"output_tokens"`
-	OutputTokensDetails  map[string]interface{} `json:"output_tokens_details"`
-	TotalTokens          int                    `json:"total_tokens"`
-	AdditionalProperties map[string]interface{} `json:"-"`
+	// InputTokens Every input token, those read from or written to the prompt cache included.
+	InputTokens        int                               `json:"input_tokens"`
+	InputTokensDetails Response_Usage_InputTokensDetails `json:"input_tokens_details"`
+
+	// OutputTokens Every output token, reasoning included (billed at the output price).
+	OutputTokens         int                                `json:"output_tokens"`
+	OutputTokensDetails  Response_Usage_OutputTokensDetails `json:"output_tokens_details"`
+	TotalTokens          int                                `json:"total_tokens"`
+	AdditionalProperties map[string]interface{}             `json:"-"`
 }
 
 // ResponsesRequest The Responses request. Only `model` and `input` are required; other fields pass through.
@@ -1067,12 +1153,28 @@ func (a *ChatUsage) UnmarshalJSON(b []byte) error {
 		delete(object, "completion_tokens")
 	}
 
+	if raw, found := object["completion_tokens_details"]; found {
+		err = json.Unmarshal(raw, &a.CompletionTokensDetails)
+		if err != nil {
+			return fmt.Errorf("error reading 'completion_tokens_details': %w", err)
+		}
+		delete(object, "completion_tokens_details")
+	}
+
 	if raw, found := object["prompt_tokens"]; found {
 		err = json.Unmarshal(raw, &a.PromptTokens)
 		if err != nil {
 			return fmt.Errorf("error reading 'prompt_tokens': %w", err)
 		}
 		delete(object, "prompt_tokens")
+	}
+
+	if raw, found := object["prompt_tokens_details"]; found {
+		err = json.Unmarshal(raw, &a.PromptTokensDetails)
+		if err != nil {
+			return fmt.Errorf("error reading 'prompt_tokens_details': %w", err)
+		}
+		delete(object, "prompt_tokens_details")
 	}
 
 	if raw, found := object["total_tokens"]; found {
@@ -1107,14 +1209,164 @@ func (a ChatUsage) MarshalJSON() ([]byte, error) {
 		return nil, fmt.Errorf("error marshaling 'completion_tokens': %w", err)
 	}
 
+	if a.CompletionTokensDetails != nil {
+		object["completion_tokens_details"], err = json.Marshal(a.CompletionTokensDetails)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'completion_tokens_details': %w", err)
+		}
+	}
+
 	object["prompt_tokens"], err = json.Marshal(a.PromptTokens)
 	if err != nil {
 		return nil, fmt.Errorf("error marshaling 'prompt_tokens': %w", err)
 	}
 
+	if a.PromptTokensDetails != nil {
+		object["prompt_tokens_details"], err = json.Marshal(a.PromptTokensDetails)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'prompt_tokens_details': %w", err)
+		}
+	}
+
 	object["total_tokens"], err = json.Marshal(a.TotalTokens)
 	if err != nil {
 		return nil, fmt.Errorf("error marshaling 'total_tokens': %w", err)
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
+
+// Getter for additional properties for ChatUsage_CompletionTokensDetails. Returns the specified
+// element and whether it was found
+func (a ChatUsage_CompletionTokensDetails) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for ChatUsage_CompletionTokensDetails
+func (a *ChatUsage_CompletionTokensDetails) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for ChatUsage_CompletionTokensDetails to handle AdditionalProperties
+func (a *ChatUsage_CompletionTokensDetails) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["reasoning_tokens"]; found {
+		err = json.Unmarshal(raw, &a.ReasoningTokens)
+		if err != nil {
+			return fmt.Errorf("error reading 'reasoning_tokens': %w", err)
+		}
+		delete(object, "reasoning_tokens")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for ChatUsage_CompletionTokensDetails to handle AdditionalProperties
+func (a ChatUsage_CompletionTokensDetails) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.ReasoningTokens != nil {
+		object["reasoning_tokens"], err = json.Marshal(a.ReasoningTokens)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'reasoning_tokens': %w", err)
+		}
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
+
+// Getter for additional properties for ChatUsage_PromptTokensDetails. Returns the specified
+// element and whether it was found
+func (a ChatUsage_PromptTokensDetails) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for ChatUsage_PromptTokensDetails
+func (a *ChatUsage_PromptTokensDetails) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for ChatUsage_PromptTokensDetails to handle AdditionalProperties
+func (a *ChatUsage_PromptTokensDetails) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["cached_tokens"]; found {
+		err = json.Unmarshal(raw, &a.CachedTokens)
+		if err != nil {
+			return fmt.Errorf("error reading 'cached_tokens': %w", err)
+		}
+		delete(object, "cached_tokens")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for ChatUsage_PromptTokensDetails to handle AdditionalProperties
+func (a ChatUsage_PromptTokensDetails) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.CachedTokens != nil {
+		object["cached_tokens"], err = json.Marshal(a.CachedTokens)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'cached_tokens': %w", err)
+		}
 	}
 
 	for fieldName, field := range a.AdditionalProperties {
@@ -1368,6 +1620,89 @@ func (a Message_Content_Item) MarshalJSON() ([]byte, error) {
 	return json.Marshal(object)
 }
 
+// Getter for additional properties for Message_Usage_CacheCreation. Returns the specified
+// element and whether it was found
+func (a Message_Usage_CacheCreation) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for Message_Usage_CacheCreation
+func (a *Message_Usage_CacheCreation) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for Message_Usage_CacheCreation to handle AdditionalProperties
+func (a *Message_Usage_CacheCreation) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["ephemeral_1h_input_tokens"]; found {
+		err = json.Unmarshal(raw, &a.Ephemeral1hInputTokens)
+		if err != nil {
+			return fmt.Errorf("error reading 'ephemeral_1h_input_tokens': %w", err)
+		}
+		delete(object, "ephemeral_1h_input_tokens")
+	}
+
+	if raw, found := object["ephemeral_5m_input_tokens"]; found {
+		err = json.Unmarshal(raw, &a.Ephemeral5mInputTokens)
+		if err != nil {
+			return fmt.Errorf("error reading 'ephemeral_5m_input_tokens': %w", err)
+		}
+		delete(object, "ephemeral_5m_input_tokens")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for Message_Usage_CacheCreation to handle AdditionalProperties
+func (a Message_Usage_CacheCreation) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.Ephemeral1hInputTokens != nil {
+		object["ephemeral_1h_input_tokens"], err = json.Marshal(a.Ephemeral1hInputTokens)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'ephemeral_1h_input_tokens': %w", err)
+		}
+	}
+
+	if a.Ephemeral5mInputTokens != nil {
+		object["ephemeral_5m_input_tokens"], err = json.Marshal(a.Ephemeral5mInputTokens)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'ephemeral_5m_input_tokens': %w", err)
+		}
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
+
 // Getter for additional properties for Message_Usage. Returns the specified
 // element and whether it was found
 func (a Message_Usage) Get(fieldName string) (value interface{}, found bool) {
@@ -1393,6 +1728,30 @@ func (a *Message_Usage) UnmarshalJSON(b []byte) error {
 		return err
 	}
 
+	if raw, found := object["cache_creation"]; found {
+		err = json.Unmarshal(raw, &a.CacheCreation)
+		if err != nil {
+			return fmt.Errorf("error reading 'cache_creation': %w", err)
+		}
+		delete(object, "cache_creation")
+	}
+
+	if raw, found := object["cache_creation_input_tokens"]; found {
+		err = json.Unmarshal(raw, &a.CacheCreationInputTokens)
+		if err != nil {
+			return fmt.Errorf("error reading 'cache_creation_input_tokens': %w", err)
+		}
+		delete(object, "cache_creation_input_tokens")
+	}
+
+	if raw, found := object["cache_read_input_tokens"]; found {
+		err = json.Unmarshal(raw, &a.CacheReadInputTokens)
+		if err != nil {
+			return fmt.Errorf("error reading 'cache_read_input_tokens': %w", err)
+		}
+		delete(object, "cache_read_input_tokens")
+	}
+
 	if raw, found := object["input_tokens"]; found {
 		err = json.Unmarshal(raw, &a.InputTokens)
 		if err != nil {
@@ -1407,6 +1766,14 @@ func (a *Message_Usage) UnmarshalJSON(b []byte) error {
 			return fmt.Errorf("error reading 'output_tokens': %w", err)
 		}
 		delete(object, "output_tokens")
+	}
+
+	if raw, found := object["service_tier"]; found {
+		err = json.Unmarshal(raw, &a.ServiceTier)
+		if err != nil {
+			return fmt.Errorf("error reading 'service_tier': %w", err)
+		}
+		delete(object, "service_tier")
 	}
 
 	if len(object) != 0 {
@@ -1428,6 +1795,27 @@ func (a Message_Usage) MarshalJSON() ([]byte, error) {
 	var err error
 	object := make(map[string]json.RawMessage)
 
+	if a.CacheCreation != nil {
+		object["cache_creation"], err = json.Marshal(a.CacheCreation)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'cache_creation': %w", err)
+		}
+	}
+
+	if a.CacheCreationInputTokens != nil {
+		object["cache_creation_input_tokens"], err = json.Marshal(a.CacheCreationInputTokens)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'cache_creation_input_tokens': %w", err)
+		}
+	}
+
+	if a.CacheReadInputTokens != nil {
+		object["cache_read_input_tokens"], err = json.Marshal(a.CacheReadInputTokens)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'cache_read_input_tokens': %w", err)
+		}
+	}
+
 	object["input_tokens"], err = json.Marshal(a.InputTokens)
 	if err != nil {
 		return nil, fmt.Errorf("error marshaling 'input_tokens': %w", err)
@@ -1436,6 +1824,13 @@ func (a Message_Usage) MarshalJSON() ([]byte, error) {
 	object["output_tokens"], err = json.Marshal(a.OutputTokens)
 	if err != nil {
 		return nil, fmt.Errorf("error marshaling 'output_tokens': %w", err)
+	}
+
+	if a.ServiceTier != nil {
+		object["service_tier"], err = json.Marshal(a.ServiceTier)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'service_tier': %w", err)
+		}
 	}
 
 	for fieldName, field := range a.AdditionalProperties {
@@ -1832,6 +2227,142 @@ func (a Response_Output_Item) MarshalJSON() ([]byte, error) {
 	return json.Marshal(object)
 }
 
+// Getter for additional properties for Response_Usage_InputTokensDetails. Returns the specified
+// element and whether it was found
+func (a Response_Usage_InputTokensDetails) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for Response_Usage_InputTokensDetails
+func (a *Response_Usage_InputTokensDetails) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for Response_Usage_InputTokensDetails to handle AdditionalProperties
+func (a *Response_Usage_InputTokensDetails) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["cached_tokens"]; found {
+		err = json.Unmarshal(raw, &a.CachedTokens)
+		if err != nil {
+			return fmt.Errorf("error reading 'cached_tokens': %w", err)
+		}
+		delete(object, "cached_tokens")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for Response_Usage_InputTokensDetails to handle AdditionalProperties
+func (a Response_Usage_InputTokensDetails) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.CachedTokens != nil {
+		object["cached_tokens"], err = json.Marshal(a.CachedTokens)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'cached_tokens': %w", err)
+		}
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
+
+// Getter for additional properties for Response_Usage_OutputTokensDetails. Returns the specified
+// element and whether it was found
+func (a Response_Usage_OutputTokensDetails) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for Response_Usage_OutputTokensDetails
+func (a *Response_Usage_OutputTokensDetails) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for Response_Usage_OutputTokensDetails to handle AdditionalProperties
+func (a *Response_Usage_OutputTokensDetails) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["reasoning_tokens"]; found {
+		err = json.Unmarshal(raw, &a.ReasoningTokens)
+		if err != nil {
+			return fmt.Errorf("error reading 'reasoning_tokens': %w", err)
+		}
+		delete(object, "reasoning_tokens")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for Response_Usage_OutputTokensDetails to handle AdditionalProperties
+func (a Response_Usage_OutputTokensDetails) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.ReasoningTokens != nil {
+		object["reasoning_tokens"], err = json.Marshal(a.ReasoningTokens)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'reasoning_tokens': %w", err)
+		}
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
+
 // Getter for additional properties for Response_Usage. Returns the specified
 // element and whether it was found
 func (a Response_Usage) Get(fieldName string) (value interface{}, found bool) {
@@ -1921,11 +2452,9 @@ func (a Response_Usage) MarshalJSON() ([]byte, error) {
 		return nil, fmt.Errorf("error marshaling 'input_tokens': %w", err)
 	}
 
-	if a.InputTokensDetails != nil {
-		object["input_tokens_details"], err = json.Marshal(a.InputTokensDetails)
-		if err != nil {
-			return nil, fmt.Errorf("error marshaling 'input_tokens_details': %w", err)
-		}
+	object["input_tokens_details"], err = json.Marshal(a.InputTokensDetails)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'input_tokens_details': %w", err)
 	}
 
 	object["output_tokens"], err = json.Marshal(a.OutputTokens)
@@ -1933,11 +2462,9 @@ func (a Response_Usage) MarshalJSON() ([]byte, error) {
 		return nil, fmt.Errorf("error marshaling 'output_tokens': %w", err)
 	}
 
-	if a.OutputTokensDetails != nil {
-		object["output_tokens_details"], err = json.Marshal(a.OutputTokensDetails)
-		if err != nil {
-			return nil, fmt.Errorf("error marshaling 'output_tokens_details': %w", err)
-		}
+	object["output_tokens_details"], err = json.Marshal(a.OutputTokensDetails)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'output_tokens_details': %w", err)
 	}
 
 	object["total_tokens"], err = json.Marshal(a.TotalTokens)

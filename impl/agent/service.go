@@ -39,7 +39,11 @@ type ModelAnswer struct {
 	Expert       string
 	InputTokens  int64
 	OutputTokens int64
-	CostMicros   int64
+	// CacheReadTokens and CacheWriteTokens are the parts of InputTokens read from and written
+	// to the provider's prompt cache.
+	CacheReadTokens  int64
+	CacheWriteTokens int64
+	CostMicros       int64
 }
 
 // ModelCaller runs model calls. It returns ErrSpendCeiling when not even a minimal call fits

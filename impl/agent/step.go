@@ -179,6 +179,9 @@ func (w *stepWorker) work(ctx context.Context, job *river.Job[stepArgs]) error {
 		}
 		call := map[string]any{"turn": turn, "model": r.Model, "expert": ans.Expert, "input_tokens": ans.InputTokens,
 			"output_tokens": ans.OutputTokens, "cost_micros": ans.CostMicros, "request_id": RequestID(r.ID, turn)}
+		if ans.CacheReadTokens > 0 || ans.CacheWriteTokens > 0 {
+			call["cache_read_tokens"], call["cache_write_tokens"] = ans.CacheReadTokens, ans.CacheWriteTokens
+		}
 		if text != "" && len(calls) > 0 {
 			call["text"] = text
 		}

@@ -18,7 +18,7 @@ func agentCaller(srv **httpapi.Server) agent.ModelCaller {
 			err = agent.ErrSpendCeiling
 		}
 		return agent.ModelAnswer{Body: a.Body, Expert: a.Expert, InputTokens: a.InputTokens, OutputTokens: a.OutputTokens,
-			CostMicros: a.CostMicros}, err
+			CacheReadTokens: a.CacheReadTokens, CacheWriteTokens: a.CacheWriteTokens, CostMicros: a.CostMicros}, err
 	}
 }
 

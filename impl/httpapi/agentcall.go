@@ -47,6 +47,9 @@ type AgentAnswer struct {
 	// Expert names the upstream that served the call ("provider/model").
 	Expert                    string
 	InputTokens, OutputTokens int64
+	// CacheReadTokens and CacheWriteTokens are the parts of InputTokens read from and written
+	// to the provider's prompt cache (each billed at its own price).
+	CacheReadTokens, CacheWriteTokens int64
 	// CostMicros is what was charged (never more than the reservation, so never more than the
 	// ceiling).
 	CostMicros int64
@@ -124,5 +127,6 @@ func (s *Server) AgentCall(ctx context.Context, c AgentCall) (AgentAnswer, error
 		return AgentAnswer{}, &apierror.Error{Kind: apierror.KindUpstream, Message: "the upstream answer could not be read"}
 	}
 	cost := x.settle(usage, 0, "ok")
-	return AgentAnswer{Body: out, Expert: x.expert.Key, InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens, CostMicros: cost}, nil
+	return AgentAnswer{Body: out, Expert: x.expert.Key, InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens,
+		CacheReadTokens: usage.CachedInputTokens, CacheWriteTokens: usage.CacheWriteTokens(), CostMicros: cost}, nil
 }

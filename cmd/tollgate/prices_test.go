@@ -1,0 +1,33 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestPricesCommand: `tollgate prices` lists catalog entries with their dates and rates per
+// kind, and with -config the price of each configured upstream.
+func TestPricesCommand(t *testing.T) {
+	var out bytes.Buffer
+	if err := runPrices([]string{"-date", "2026-12-01", "claude-sonnet-4-5", "gpt-4.1-mini", "no-such"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	for _, want := range []string{"$3.00", "$0.30", "$3.75", "$6.00", "$15.00", "above 200000 tokens", "$0.40", "$0.10", "$1.60", "no-such", "no entry in force"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("the listing lacks %q:\n%s", want, s)
+		}
+	}
+	t.Setenv("TOLLGATE_CONFIG", "")
+	out.Reset()
+	if err := runPrices([]string{"-config", "../../impl/config/example.yaml", "gpt-5"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if s := out.String(); !strings.Contains(s, "service-sonnet") || !strings.Contains(s, "anthropic/claude-sonnet-4-5") || !strings.Contains(s, "claude-sonnet-4-5 20") {
+		t.Errorf("the configuration's prices are missing:\n%s", s)
+	}
+	if dollars(25_000) != "$0.025" || dollars(300_000) != "$0.30" || dollars(0) != "$0.00" {
+		t.Errorf("dollars: %s %s %s", dollars(25_000), dollars(300_000), dollars(0))
+	}
+}

@@ -1,0 +1,146 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tollgate/tollgate/impl/price"
+)
+
+// priceConfig is a configuration with one model whose price is the YAML given.
+func priceConfig(priceYAML, extra string) string {
+	return `
+providers:
+  - {name: p, kind: anthropic-messages, base_url: builtin:simulator}
+models:
+  - id: m
+    family: messages
+    price: ` + priceYAML + `
+    max_output_tokens: 100
+    backend: {provider: p, model: x}
+` + extra
+}
+
+// TestPriceFromCatalog: a model's price can name a catalog entry; a typed number wins over the
+// entry's, kind by kind; the price keeps the entry's name and date.
+func TestPriceFromCatalog(t *testing.T) {
+	c, err := Parse([]byte(priceConfig(`{catalog: claude-sonnet-4-5}`, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := c.Models[0].Price.Resolved()
+	want := price.Rates{Input: 3_000_000, CacheRead: 300_000, CacheWrite5m: 3_750_000, CacheWrite1h: 6_000_000, Output: 15_000_000}
+	if got.Rates != want || got.LongContext == nil || got.LongContext.AboveInputTokens != 200_000 {
+		t.Fatalf("claude-sonnet-4-5 resolved to %+v", got)
+	}
+	if got.Catalog != "claude-sonnet-4-5" || got.Effective == "" {
+		t.Errorf("the price does not name its entry and date: %q %q", got.Catalog, got.Effective)
+	}
+
+	c, err = Parse([]byte(priceConfig(`{catalog: claude-sonnet-4-5, output_micros_per_mtok: 14000000, cache_read_micros_per_mtok: 250000}`, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = c.Models[0].Price.Resolved()
+	if got.Output != 14_000_000 || got.CacheRead != 250_000 || got.Input != 3_000_000 || got.CacheWrite1h != 6_000_000 {
+		t.Errorf("typed numbers over the catalog: %+v", got.Rates)
+	}
+	if !strings.Contains(got.Catalog, "typed") {
+		t.Errorf("a price with typed overrides does not say so: %q", got.Catalog)
+	}
+}
+
+// TestTypedPriceDefaults: without a catalog entry, the cache kinds not typed cost what input
+// costs (never less than the provider may charge), and a typed tier fills its kinds from the
+// base rates.
+func TestTypedPriceDefaults(t *testing.T) {
+	c, err := Parse([]byte(priceConfig(`{input_micros_per_mtok: 1000000, output_micros_per_mtok: 4000000, cache_read_micros_per_mtok: 100000,
+      long_context: {above_input_tokens: 128000, input_micros_per_mtok: 2000000}}`, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := c.Models[0].Price.Resolved()
+	if got.Rates != (price.Rates{Input: 1_000_000, CacheRead: 100_000, CacheWrite5m: 1_000_000, CacheWrite1h: 1_000_000, Output: 4_000_000}) {
+		t.Errorf("typed price: %+v", got.Rates)
+	}
+	if got.LongContext == nil || got.LongContext.Input != 2_000_000 || got.LongContext.Output != 4_000_000 || got.LongContext.AboveInputTokens != 128_000 {
+		t.Errorf("typed tier: %+v", got.LongContext)
+	}
+	if got.Catalog != "" {
+		t.Errorf("a typed price names a catalog entry: %q", got.Catalog)
+	}
+}
+
+// TestPriceRefusals: an unknown entry, a negative price and a tier without a threshold are
+// refused with the model named.
+func TestPriceRefusals(t *testing.T) {
+	for _, c := range []struct{ yaml, want string }{
+		{`{catalog: no-such-model}`, `model "m": price: no catalog entry "no-such-model"`},
+		{`{input_micros_per_mtok: -1}`, `model "m": price: negative price`},
+		{`{input_micros_per_mtok: 1, long_context: {input_micros_per_mtok: 2}}`, `above_input_tokens must be positive`},
+	} {
+		_, err := Parse([]byte(priceConfig(c.yaml, "")))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error containing %q", c.yaml, err, c.want)
+		}
+	}
+}
+
+// TestPriceFromLiteLLMFile: price_catalog.litellm_file (relative to the configuration file)
+// adds LiteLLM's entries; a model naming one whose price cannot be represented exactly in
+// micro-units is refused with the model and the field named.
+func TestPriceFromLiteLLMFile(t *testing.T) {
+	dir := t.TempDir()
+	prices := `{
+  "sample_spec": {"input_cost_per_token": 0},
+  "my-model": {"litellm_provider": "openai", "mode": "chat", "input_cost_per_token": 1.5e-06, "output_cost_per_token": 6e-06, "cache_read_input_token_cost": 3.75e-07},
+  "odd-model": {"litellm_provider": "openai", "mode": "chat", "input_cost_per_token": 1.2345678901234e-07, "output_cost_per_token": 1e-06}
+}`
+	if err := os.WriteFile(filepath.Join(dir, "prices.json"), []byte(prices), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	write := func(priceYAML string) string {
+		path := filepath.Join(dir, "tollgate.yaml")
+		if err := os.WriteFile(path, []byte(priceConfig(priceYAML, "price_catalog: {litellm_file: prices.json}\n")), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	c, err := Load(write(`{catalog: my-model}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := c.Models[0].Price.Resolved()
+	if got.Rates != (price.Rates{Input: 1_500_000, CacheRead: 375_000, CacheWrite5m: 1_500_000, CacheWrite1h: 1_500_000, Output: 6_000_000}) {
+		t.Errorf("my-model: %+v", got.Rates)
+	}
+	_, err = Load(write(`{catalog: odd-model}`))
+	if err == nil || !strings.Contains(err.Error(), `"odd-model"`) || !strings.Contains(err.Error(), "input_cost_per_token") {
+		t.Errorf("an inexact price: %v, want an error naming odd-model and input_cost_per_token", err)
+	}
+}
+
+// TestShippedConfigurationsUseTheCatalog: the example configuration prices its models from the
+// catalog, so that claude-sonnet-4-5's cache writes and gpt-4.1-mini's cached input are priced
+// as published.
+func TestShippedConfigurationsUseTheCatalog(t *testing.T) {
+	ex := Example()
+	sonnet, _ := ex.Model("service-sonnet")
+	if p := sonnet.Backend.Price; p != nil {
+		t.Fatalf("service-sonnet's backend has its own price %+v", p)
+	}
+	if got := sonnet.Price.Resolved(); got.CacheWrite1h != 6_000_000 || got.CacheRead != 300_000 {
+		t.Errorf("service-sonnet: %+v", got)
+	}
+	base, _ := ex.Model("service-flint-base")
+	if got := base.Price.Resolved(); got.CacheRead != 100_000 || got.Input != 400_000 {
+		t.Errorf("service-flint-base: %+v", got)
+	}
+	def := Default()
+	ds, _ := def.Model("service-sonnet")
+	if got := ds.Price.Resolved(); got.CacheWrite5m != 3_750_000 {
+		t.Errorf("the default service-sonnet: %+v", got)
+	}
+}

@@ -19,6 +19,10 @@ type chatRequest struct {
 	Stop                json.RawMessage `json:"stop"`
 	N                   *int            `json:"n"`
 	ResponseFormat      json.RawMessage `json:"response_format"`
+	// PromptCacheKey partitions the prompt cache; PromptCacheRetention "24h" extends the
+	// lifetime of the cached prefixes.
+	PromptCacheKey       string `json:"prompt_cache_key"`
+	PromptCacheRetention string `json:"prompt_cache_retention"`
 }
 
 type chatMessage struct {
@@ -35,8 +39,9 @@ type chatMessage struct {
 type chatTool struct {
 	Type     string `json:"type"`
 	Function struct {
-		Name       string          `json:"name"`
-		Parameters json.RawMessage `json:"parameters"`
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Parameters  json.RawMessage `json:"parameters"`
 	} `json:"function"`
 }
 
@@ -115,11 +120,23 @@ func (s *Simulator) serveChat(w http.ResponseWriter, r *http.Request, body []byt
 	}
 
 	var c counter
+	if len(body) >= stepChars { // a shorter body cannot reach a cache checkpoint
+		c.startHash(s.cacheSeed, stepChars, len(body), string(RouteChat), req.Model, account(r, RouteChat), req.PromptCacheKey)
+		for _, t := range req.Tools {
+			c.mark(t.Type)
+			c.mark(t.Function.Name)
+			c.mark(t.Function.Description)
+			c.markRaw(t.Function.Parameters)
+		}
+		c.markRaw(req.ResponseFormat)
+	}
 	var sc scriptScan
 	for i, m := range req.Messages {
+		c.mark(m.Role)
 		text := contentText(m.Content)
 		c.add(text)
 		for _, tc := range m.ToolCalls {
+			c.mark("tool_call")
 			c.add(tc.Function.Name)
 			c.add(tc.Function.Arguments)
 		}
@@ -175,6 +192,7 @@ func (s *Simulator) serveChat(w http.ResponseWriter, r *http.Request, body []byt
 	if s.preFault(w, r, t.turn, status) {
 		return
 	}
+	s.cacheOpenAI(t.turn, c.points, openAIRetentionOf(req.PromptCacheRetention))
 	t.id = s.newID("chatcmpl-", 29, false)
 	if t.finish == finishTool {
 		t.callID = s.newID("call_", 24, false)
@@ -204,7 +222,8 @@ func (t *chatTurn) finishReason() string {
 	}
 }
 
-// appendUsage appends the usage object.
+// appendUsage appends the usage object: prompt_tokens counts every input token, the
+// cached_tokens read from the prompt cache included.
 func (t *chatTurn) appendUsage(b []byte) []byte {
 	out := t.outputTokens() * max(t.choices, 1)
 	b = append(b, `{"prompt_tokens":`...)
@@ -213,7 +232,9 @@ func (t *chatTurn) appendUsage(b []byte) []byte {
 	b = appendInt(b, out)
 	b = append(b, `,"total_tokens":`...)
 	b = appendInt(b, t.input+out)
-	b = append(b, `,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}`...)
+	b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
+	b = appendInt(b, t.cacheRead)
+	b = append(b, `,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}`...)
 	return b
 }
 

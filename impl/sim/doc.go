@@ -9,7 +9,8 @@
 //
 // # Determinism
 //
-// A reply depends only on the request. Its words are drawn from a fixed vocabulary by a hash
+// A reply depends only on the request, apart from the prompt-cache counts of its usage, which
+// depend on the requests before it (see Prompt caching). Its words are drawn from a fixed vocabulary by a hash
 // of the request's model id and the text of its last user message; one output token is one
 // word (every word after the first carries its leading space), so the output token count is
 // the number of words emitted. The reply has Options.DefaultWords words (12 unless set),
@@ -92,6 +93,7 @@
 //	[[sim fault=drop_before]]          close the connection before sending a byte
 //	[[sim fault=429 times=2]]          fault the first 2 requests carrying this exact text
 //	[[sim web_search=2]]               run 2 hosted web searches before the reply (see below)
+//	[[sim cache_min=256]]              cache prompt prefixes from 256 tokens on (see Prompt caching)
 //	[[sim script: call t {"a":1}]]     play an agent's model, one call a turn (see Scripts)
 //
 // Other keys: status= (the error type of a midstream fault: 429, 500, 503, 529),
@@ -147,7 +149,7 @@
 // messages without a script. A script that cannot be parsed is answered 400 in the route's
 // envelope (invalid_request_error; code invalid_sim_script on the OpenAI routes), with a
 // message that quotes the directive and says what is wrong; count_tokens ignores scripts. The
-// simulator keeps no state: the script must be in the request's conversation (a Responses
+// simulator keeps no conversation state: the script must be in the request's conversation (a Responses
 // request that continues with previous_response_id alone carries none). Script builds a
 // directive from Go.
 //
@@ -183,6 +185,74 @@
 // tool call as without them), are not content events (faults' after= and pacing count only
 // the reply's deltas, so a midstream fault strikes after them), and are not cut by max tokens.
 //
+// # Prompt caching
+//
+// The usage reports prompt-cache reads and writes as each provider does, from a cache kept in
+// the Simulator, so that cache-priced bills can be tested end to end. Positions in a prompt
+// use the simulator's token estimate: the prefix that ends after c counted characters has
+// ceil(c/4) tokens, where the characters are those that the input token count counts, read
+// in the provider's prefix order. Tool definitions, response formats, roles and block types
+// count no tokens but are part of the prefix, so that a change to them misses the cache.
+// A cached prefix is known by a hash of its content, the route, the model, the account (the
+// request's x-api-key on Messages, else its Authorization header) and, on the OpenAI routes,
+// its prompt_cache_key; cache_control markers are not part of it, so a breakpoint that moves
+// to the newest message each turn still finds the prefix that the turn before cached. The
+// cache holds at most 8,192 prefixes and forgets the least recently used first; Reset
+// empties it and Options.Now is the clock of its lifetimes. A request answered with an error
+// status (a fault before the reply) neither reads nor writes it. The directive cache_min=N
+// sets the shortest cacheable prefix to N tokens (at least 1) for its request, on every
+// route, so that short test prompts can be cached; on the OpenAI routes the cached counts
+// stay multiples of 128.
+//
+// Messages follows https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching. A
+// breakpoint is a cache_control {"type":"ephemeral"} with an optional "ttl": "5m" (the
+// default) or "1h", on a tool, a system block or a top-level block of a message's content (a
+// string system prompt or content is one text block); a top-level cache_control puts one on
+// the last block (automatic caching). Blocks are ordered tools, system, messages; as tool
+// definitions count no tokens, a breakpoint on a tool caches nothing by itself. For each
+// breakpoint whose prefix (up to and including its block) has at least the minimum (1,024
+// tokens, or 2,048 when the model id contains "haiku"), the longest cached prefix that ends
+// at its block or at one of the 20 blocks before it is looked up; the longest one found is
+// read (cache_read_input_tokens). The tokens from there to the last such breakpoint are
+// written (cache_creation_input_tokens): those up to the last breakpoint with ttl "1h" as
+// ephemeral_1h_input_tokens, the rest as ephemeral_5m_input_tokens. input_tokens counts only
+// the others, so that input_tokens + cache_creation_input_tokens + cache_read_input_tokens
+// is the whole prompt's count (as count_tokens returns it). Every such breakpoint's prefix is
+// then cached for its ttl from now, and the prefix read is refreshed for its own. The limit
+// of four breakpoints and the rule that "1h" breakpoints come before "5m" ones are not
+// enforced. The message and message_start carry (message_start with output_tokens 1, and
+// the message with server_tool_use before service_tier when the turn searched)
+//
+//	"usage":{"input_tokens":7,"cache_creation_input_tokens":1000,"cache_read_input_tokens":1500,
+//	  "cache_creation":{"ephemeral_5m_input_tokens":1000,"ephemeral_1h_input_tokens":0},
+//	  "output_tokens":12,"service_tier":"standard"}
+//
+// and message_delta repeats the input counts, cumulatively, as the API does:
+//
+//	"usage":{"input_tokens":7,"cache_creation_input_tokens":1000,"cache_read_input_tokens":1500,
+//	  "output_tokens":12}
+//
+// The OpenAI routes follow https://platform.openai.com/docs/guides/prompt-caching: caching is
+// automatic for prompts of at least 1,024 tokens, and the cached part of a prompt is its
+// longest prefix seen before, a multiple of 128 tokens (1,024, 1,152, ...): after a request,
+// its prefixes of every multiple of 128 tokens from the minimum on are cached, and a later
+// request reads the longest unbroken run of them from the minimum on. The prefix
+// order is tools, response_format (text.format), then the messages (instructions, then the
+// input items). A prefix lives for 5 minutes after its last use, or 24 hours with
+// prompt_cache_retention "24h". Cache writes are free and not reported. The cached tokens are
+// part of the prompt tokens, as before:
+//
+//	chat:      "usage":{"prompt_tokens":1507,"completion_tokens":12,"total_tokens":1519,
+//	             "prompt_tokens_details":{"cached_tokens":1408,"audio_tokens":0},
+//	             "completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,
+//	             "accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}
+//	Responses: "usage":{"input_tokens":1507,"input_tokens_details":{"cached_tokens":1408},
+//	             "output_tokens":12,"output_tokens_details":{"reasoning_tokens":0},
+//	             "total_tokens":1519}
+//
+// and the answers carry "service_tier":"default" at the top level (in every chat chunk, and
+// in the Responses object).
+//
 // # Fidelity
 //
 // Bodies and events follow ../shared/reference/wire-protocols.md: chat chunks carry no event:
@@ -193,6 +263,6 @@
 // with an empty input_json_delta. Stream deltas of the OpenAI routes carry a deterministic
 // obfuscation field unless stream_options.include_obfuscation is false. Request checks mirror
 // the real APIs where a gateway could trip on them: stream_options without stream is a 400,
-// Responses max_output_tokens must be at least 16, Messages requires max_tokens. Ids and
-// timestamps vary; everything else is a function of the request.
+// Responses max_output_tokens must be at least 16, Messages requires max_tokens. Ids,
+// timestamps and the prompt-cache counts vary; everything else is a function of the request.
 package sim

@@ -92,6 +92,9 @@ type directive struct {
 	fOK   bool
 	// webSearch is the number of hosted web searches asked for; 0 = none.
 	webSearch int
+	// cacheMin is the shortest cacheable prompt prefix asked for, in tokens (at least 1);
+	// 0 = the model's own.
+	cacheMin int
 }
 
 // parseDirectives reads every [[sim key=value ...]] in text. Unknown keys and malformed values
@@ -211,6 +214,10 @@ func (d *directive) set(k, v string) {
 	case "web_search":
 		if n, err := strconv.Atoi(v); err == nil && n >= 1 {
 			d.webSearch = n
+		}
+	case "cache_min":
+		if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+			d.cacheMin = max(n, 1)
 		}
 	case "first_ms":
 		if f, ok := num(); ok {

@@ -155,6 +155,8 @@ func TestParseDirectives(t *testing.T) {
 		{"[[sim fault=999 words=x should_retry=false tps=5 first_ms=20]]", true, directive{raw: "[[sim fault=999 words=x should_retry=false tps=5 first_ms=20]]",
 			fault: Fault{ShouldRetry: "false"}, tps: 5, tpsOK: true, first: 20 * time.Millisecond, fOK: true}},
 		{"[[sim web_search=3]]", true, directive{raw: "[[sim web_search=3]]", webSearch: 3}},
+		{"[[sim cache_min=256]]", true, directive{raw: "[[sim cache_min=256]]", cacheMin: 256}},
+		{"[[sim cache_min=0]] [[sim cache_min=-3]]", true, directive{raw: "[[sim cache_min=0]]\n[[sim cache_min=-3]]", cacheMin: 1}},
 		{"[[sim web_search=0 words=2]] [[sim web_search=x]]", true, directive{raw: "[[sim web_search=0 words=2]]\n[[sim web_search=x]]", words: 2}},
 		{"[[sim words=5]] and [[sim fault=502]]", true, directive{raw: "[[sim words=5]]\n[[sim fault=502]]", words: 5, fault: Fault{Kind: FaultStatus, Status: 502}}},
 	} {

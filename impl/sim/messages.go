@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -15,10 +16,12 @@ type messagesRequest struct {
 	Stream        bool               `json:"stream"`
 	StopSequences []string           `json:"stop_sequences"`
 	Tools         []struct {
-		Type        string          `json:"type"`
-		Name        string          `json:"name"`
-		InputSchema json.RawMessage `json:"input_schema"`
-		MaxUses     *int            `json:"max_uses"`
+		Type         string          `json:"type"`
+		Name         string          `json:"name"`
+		Description  string          `json:"description"`
+		InputSchema  json.RawMessage `json:"input_schema"`
+		MaxUses      *int            `json:"max_uses"`
+		CacheControl *cacheControl   `json:"cache_control"`
 	} `json:"tools"`
 	ToolChoice *struct {
 		Type string `json:"type"`
@@ -26,11 +29,27 @@ type messagesRequest struct {
 	} `json:"tool_choice"`
 	OutputConfig json.RawMessage `json:"output_config"`
 	OutputFormat json.RawMessage `json:"output_format"` // the beta spelling of output_config.format
+	// CacheControl asks for automatic caching: a breakpoint on the last block.
+	CacheControl *cacheControl `json:"cache_control"`
 }
 
 type anthropicMessage struct {
 	Role    string          `json:"role"`
 	Content json.RawMessage `json:"content"`
+}
+
+// anthropicBlock is a content block of a message or of the system prompt, as far as the
+// simulator counts and hashes it.
+type anthropicBlock struct {
+	Type         string          `json:"type"`
+	Text         string          `json:"text"`
+	ID           string          `json:"id"`          // tool_use
+	Name         string          `json:"name"`        // tool_use
+	Input        json.RawMessage `json:"input"`       // tool_use
+	ToolUseID    string          `json:"tool_use_id"` // tool_result
+	Content      json.RawMessage `json:"content"`     // tool_result
+	Source       json.RawMessage `json:"source"`      // image, document
+	CacheControl *cacheControl   `json:"cache_control"`
 }
 
 // messagesTurn is a planned Messages reply.
@@ -42,16 +61,18 @@ type messagesTurn struct {
 }
 
 // decodeMessages decodes and checks a Messages (or count_tokens) request and counts its input
-// tokens. It answers the client and returns false when the request is refused.
-func (s *Simulator) decodeMessages(w http.ResponseWriter, r *http.Request, rt Route, body []byte, req *messagesRequest, in *planInput) (input int, ok bool) {
+// tokens in c; on the Messages route, when the request mentions cache_control, c also hashes
+// its prompt and records its block boundaries in prefix order: tools, system, messages. It
+// answers the client and returns false when the request is refused.
+func (s *Simulator) decodeMessages(w http.ResponseWriter, r *http.Request, rt Route, body []byte, req *messagesRequest, in *planInput, c *counter) bool {
 	decodeErr := json.Unmarshal(body, req)
 	s.record(rt, r, req.Model, body)
 	if !s.authorized(w, r, rt) {
-		return 0, false
+		return false
 	}
-	bad := func(msg string) (int, bool) {
+	bad := func(msg string) bool {
 		s.writeAnthropicError(w, http.StatusBadRequest, "invalid_request_error", msg)
-		return 0, false
+		return false
 	}
 	switch {
 	case decodeErr != nil:
@@ -74,11 +95,23 @@ func (s *Simulator) decodeMessages(w http.ResponseWriter, r *http.Request, rt Ro
 	if rt == RouteMessages {
 		in.maxTokens = *req.MaxTokens
 	}
-	var c counter
+	if rt == RouteMessages && bytes.Contains(body, []byte("cache_control")) {
+		c.startHash(s.cacheSeed, 0, len(body), string(RouteMessages), req.Model, account(r, rt))
+		c.blocks = make([]boundary, 0, len(req.Tools)+len(req.Messages)+4)
+		for _, t := range req.Tools {
+			c.mark(t.Type)
+			c.mark(t.Name)
+			c.mark(t.Description)
+			c.markRaw(t.InputSchema)
+			c.boundary(t.CacheControl.life())
+		}
+	}
 	if sys, ok := rawString(req.System); ok {
+		c.mark("text")
 		c.add(sys)
+		c.boundary(0)
 	} else if !isNull(req.System) {
-		c.add(contentText(req.System))
+		systemBlocks(req.System, c)
 	}
 	last := len(req.Messages) - 1 // the last turn: system messages are not turns
 	for last >= 0 && req.Messages[last].Role == "system" {
@@ -86,7 +119,8 @@ func (s *Simulator) decodeMessages(w http.ResponseWriter, r *http.Request, rt Ro
 	}
 	var sc scriptScan
 	for i, m := range req.Messages {
-		text, hasResult := anthropicContent(m.Content, &c, &sc)
+		c.mark(m.Role)
+		text, hasResult := anthropicContent(m.Content, c, &sc)
 		if m.Role == "user" {
 			in.prompt = text
 			in.endsWithUser = i == last && !hasResult
@@ -121,21 +155,51 @@ func (s *Simulator) decodeMessages(w http.ResponseWriter, r *http.Request, rt Ro
 		}
 	}
 	in.format = messagesOutputFormat(req.OutputConfig, req.OutputFormat)
-	return c.tokens(), true
+	if n := len(c.blocks); n > 0 {
+		// Automatic caching puts a breakpoint on the last block.
+		c.blocks[n-1].ttl = max(c.blocks[n-1].ttl, req.CacheControl.life())
+	}
+	return true
 }
 
-// anthropicContent returns the text of a message's content and counts all of its text;
-// hasResult reports a tool_result block. Each tool_result block is noted in sc.
+// systemBlocks counts the text of the blocks of a system prompt given as an array, as
+// contentText joins it, and records their boundaries.
+func systemBlocks(raw json.RawMessage, c *counter) {
+	var blocks []anthropicBlock
+	if json.Unmarshal(raw, &blocks) != nil {
+		return
+	}
+	joined := false // some text so far, so that the next one follows a newline
+	for _, b := range blocks {
+		c.mark(b.Type)
+		switch b.Type {
+		case "text", "input_text", "output_text":
+			if joined {
+				c.add("\n")
+			}
+			c.add(b.Text)
+			joined = joined || b.Text != ""
+		}
+		c.boundary(b.CacheControl.life())
+	}
+}
+
+// anthropicContent returns the text of a message's content, counts all of its text and
+// records its block boundaries (a string is one text block); hasResult reports a tool_result
+// block. Each tool_result block is noted in sc.
 func anthropicContent(raw json.RawMessage, c *counter, sc *scriptScan) (text string, hasResult bool) {
 	if s, ok := rawString(raw); ok {
+		c.mark("text")
 		c.add(s)
+		c.boundary(0)
 		return s, false
 	}
-	var blocks []textPart
+	var blocks []anthropicBlock
 	if json.Unmarshal(raw, &blocks) != nil {
 		return "", false
 	}
 	for _, b := range blocks {
+		c.mark(b.Type)
 		switch b.Type {
 		case "text":
 			c.add(b.Text)
@@ -144,13 +208,19 @@ func anthropicContent(raw json.RawMessage, c *counter, sc *scriptScan) (text str
 			}
 			text += b.Text
 		case "tool_use":
+			c.mark(b.ID)
+			c.mark(b.Name)
 			c.addRaw(b.Input)
 		case "tool_result":
 			hasResult = true
 			out := contentText(b.Content)
+			c.mark(b.ToolUseID)
 			c.add(out)
 			sc.result(out)
+		default:
+			c.markRaw(b.Source)
 		}
+		c.boundary(b.CacheControl.life())
 	}
 	return text, hasResult
 }
@@ -158,25 +228,26 @@ func anthropicContent(raw json.RawMessage, c *counter, sc *scriptScan) (text str
 func (s *Simulator) serveCountTokens(w http.ResponseWriter, r *http.Request, body []byte) {
 	var req messagesRequest
 	var in planInput
-	input, ok := s.decodeMessages(w, r, RouteCountTokens, body, &req, &in)
-	if !ok {
+	var c counter
+	if !s.decodeMessages(w, r, RouteCountTokens, body, &req, &in, &c) {
 		return
 	}
-	b := append(appendInt([]byte(`{"input_tokens":`), input), "}\n"...)
+	b := append(appendInt([]byte(`{"input_tokens":`), c.tokens()), "}\n"...)
 	writeJSON(w, http.StatusOK, b)
 }
 
 func (s *Simulator) serveMessages(w http.ResponseWriter, r *http.Request, body []byte) {
 	var req messagesRequest
 	var in planInput
-	input, ok := s.decodeMessages(w, r, RouteMessages, body, &req, &in)
-	if !ok {
+	var c counter
+	if !s.decodeMessages(w, r, RouteMessages, body, &req, &in, &c) {
 		return
 	}
-	t := &messagesTurn{turn: s.plan(RouteMessages, req.Model, req.Stream, input, in)}
+	t := &messagesTurn{turn: s.plan(RouteMessages, req.Model, req.Stream, c.tokens(), in)}
 	if s.preFault(w, r, t.turn, func(st int) { s.anthropicStatus(w, st) }) {
 		return
 	}
+	s.cacheAnthropic(t.turn, c.blocks)
 	t.id = s.newID("msg_01", 22, false)
 	if t.finish == finishTool {
 		t.toolID = s.newID("toolu_01", 22, false)
@@ -241,17 +312,34 @@ func (t *messagesTurn) appendMessageHead(b []byte) []byte {
 	return append(b, `,"content":`...)
 }
 
-// appendUsage appends the usage object with output output tokens; final adds the web search
-// count when the turn searched.
+// appendUsage appends the usage object of the message with output output tokens; final adds
+// the web search count when the turn searched. input_tokens counts only the input tokens
+// neither read from nor written to the prompt cache.
 func (t *messagesTurn) appendUsage(b []byte, output int, final bool) []byte {
-	b = append(b, `{"input_tokens":`...)
-	b = appendInt(b, t.input)
-	b = append(b, `,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":`...)
+	b = t.appendInputUsage(b)
+	b = append(b, `,"cache_creation":{"ephemeral_5m_input_tokens":`...)
+	b = appendInt(b, t.cacheWrite5m)
+	b = append(b, `,"ephemeral_1h_input_tokens":`...)
+	b = appendInt(b, t.cacheWrite1h)
+	b = append(b, `},"output_tokens":`...)
 	b = appendInt(b, output)
 	if final {
 		b = t.appendServerToolUse(b)
 	}
-	return append(b, '}')
+	return append(b, `,"service_tier":"standard"}`...)
+}
+
+// appendInputUsage appends {"input_tokens":…,"cache_creation_input_tokens":…,
+// "cache_read_input_tokens":… (the object left open), as the message's usage and the stream's
+// message_delta begin.
+func (t *messagesTurn) appendInputUsage(b []byte) []byte {
+	written := t.cacheWrite5m + t.cacheWrite1h
+	b = append(b, `{"input_tokens":`...)
+	b = appendInt(b, t.input-t.cacheRead-written)
+	b = append(b, `,"cache_creation_input_tokens":`...)
+	b = appendInt(b, written)
+	b = append(b, `,"cache_read_input_tokens":`...)
+	return appendInt(b, t.cacheRead)
 }
 
 // appendServerToolUse appends ,"server_tool_use":{…} when the turn searched.
@@ -422,7 +510,10 @@ func (t *messagesTurn) close(o *sse) {
 	o.buf = append(o.buf, t.stopReason()...)
 	o.buf = append(o.buf, `","stop_sequence":`...)
 	o.buf = t.appendStopSequence(o.buf)
-	o.buf = append(o.buf, `},"usage":{"output_tokens":`...)
+	// The usage is cumulative: the input counts of message_start again, and the output.
+	o.buf = append(o.buf, `},"usage":`...)
+	o.buf = t.appendInputUsage(o.buf)
+	o.buf = append(o.buf, `,"output_tokens":`...)
 	o.buf = appendInt(o.buf, t.outputTokens())
 	o.buf = t.appendServerToolUse(o.buf)
 	o.buf = append(o.buf, "}}"...)

@@ -46,7 +46,11 @@ func TestMessagesNonStreaming(t *testing.T) {
 	if path(t, block, "type") != "text" || words(path(t, block, "text").(string)) != DefaultWords {
 		t.Errorf("block %v", block)
 	}
-	keys(t, "usage", m["usage"], "input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+	keys(t, "usage", m["usage"], "input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "cache_creation", "service_tier")
+	keys(t, "usage.cache_creation", path(t, m, "usage.cache_creation"), "ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens")
+	if path(t, m, "usage.service_tier") != "standard" {
+		t.Errorf("usage %v", m["usage"])
+	}
 	// 14 + 25 = 39 characters: 10 tokens.
 	if num(t, path(t, m, "usage.input_tokens")) != 10 || num(t, path(t, m, "usage.output_tokens")) != DefaultWords {
 		t.Errorf("usage %v", m["usage"])

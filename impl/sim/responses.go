@@ -26,6 +26,10 @@ type responsesRequest struct {
 	PreviousResponseID json.RawMessage `json:"previous_response_id"`
 	Text               json.RawMessage `json:"text"`
 	Truncation         json.RawMessage `json:"truncation"`
+	// PromptCacheKey partitions the prompt cache; PromptCacheRetention "24h" extends the
+	// lifetime of the cached prefixes. They are not echoed.
+	PromptCacheKey       string `json:"prompt_cache_key"`
+	PromptCacheRetention string `json:"prompt_cache_retention"`
 }
 
 // responsesItem is an input item.
@@ -103,11 +107,18 @@ func (s *Simulator) serveResponses(w http.ResponseWriter, r *http.Request, body 
 	}
 
 	var c counter
+	if len(body) >= stepChars { // a shorter body cannot reach a cache checkpoint
+		c.startHash(s.cacheSeed, stepChars, len(body), string(RouteResponses), req.Model, account(r, RouteResponses), req.PromptCacheKey)
+		c.markRaw(req.Tools)
+		c.markRaw(req.Text)
+	}
 	var sc scriptScan
 	if ins, ok := rawString(req.Instructions); ok {
+		c.mark("instructions")
 		c.add(ins)
 	}
 	if text, ok := rawString(req.Input); ok {
+		c.mark("user")
 		c.add(text)
 		in.prompt, in.endsWithUser = text, true
 		sc.user(text)
@@ -122,6 +133,7 @@ func (s *Simulator) serveResponses(w http.ResponseWriter, r *http.Request, body 
 			switch it.Type {
 			case "", "message":
 				text := contentText(it.Content)
+				c.mark(it.Role)
 				c.add(text)
 				if it.Role == "user" {
 					in.prompt = text
@@ -129,10 +141,12 @@ func (s *Simulator) serveResponses(w http.ResponseWriter, r *http.Request, body 
 					sc.user(text)
 				}
 			case "function_call":
+				c.mark(it.Type)
 				c.add(it.Name)
 				c.add(it.Arguments)
 			case "function_call_output":
 				out := contentText(it.Output)
+				c.mark(it.Type)
 				c.add(out)
 				sc.result(out)
 			}
@@ -187,6 +201,7 @@ func (s *Simulator) serveResponses(w http.ResponseWriter, r *http.Request, body 
 	if s.preFault(w, r, t.turn, status) {
 		return
 	}
+	s.cacheOpenAI(t.turn, c.points, openAIRetentionOf(req.PromptCacheRetention))
 	t.id = s.newID("resp_", 50, true)
 	for range t.searches {
 		t.searchIDs = append(t.searchIDs, s.newID("ws_", 50, true))
@@ -371,7 +386,9 @@ func (t *responsesTurn) appendResponse(b []byte, phase respPhase, n int) []byte 
 		out := t.outputTokens()
 		b = append(b, `{"input_tokens":`...)
 		b = appendInt(b, t.input)
-		b = append(b, `,"input_tokens_details":{"cached_tokens":0},"output_tokens":`...)
+		b = append(b, `,"input_tokens_details":{"cached_tokens":`...)
+		b = appendInt(b, t.cacheRead)
+		b = append(b, `},"output_tokens":`...)
 		b = appendInt(b, out)
 		b = append(b, `,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":`...)
 		b = appendInt(b, t.input+out)

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"hash/maphash"
 	"io"
 	"net/http"
 	"strings"
@@ -29,6 +30,10 @@ type Options struct {
 	TokensPerSecond float64
 	// DefaultWords is the reply length in words when the request asks for none; 0 means 12.
 	DefaultWords int
+	// Now, when set, is the clock by which cached prompt prefixes expire (see Prompt caching
+	// in the package documentation); nil means time.Now. Tests set it to step over a cache's
+	// lifetime.
+	Now func() time.Time
 }
 
 // Route names one of the simulator's routes.
@@ -65,6 +70,10 @@ type Simulator struct {
 	idSeed uint64
 	idSeq  atomic.Uint64
 
+	// cache holds the cached prompt prefixes, keyed by their hash under cacheSeed.
+	cache     *promptCache
+	cacheSeed maphash.Seed
+
 	mu          sync.Mutex
 	requests    map[string]int
 	total       int
@@ -86,6 +95,8 @@ func New(o Options) *Simulator {
 	return &Simulator{
 		opts:       o,
 		idSeed:     mix(uint64(time.Now().UnixNano())),
+		cache:      newPromptCache(),
+		cacheSeed:  maphash.MakeSeed(),
 		requests:   make(map[string]int),
 		queues:     make(map[string][]Fault),
 		directives: make(map[string]int),
@@ -139,9 +150,10 @@ func (s *Simulator) AnthropicHeaders() (version, beta string) {
 	return s.anthVersion, s.anthBeta
 }
 
-// Reset forgets the request counts, the queued faults, the times= counters of directives and
-// the last request.
+// Reset forgets the request counts, the queued faults, the times= counters of directives, the
+// last request and the cached prompt prefixes.
 func (s *Simulator) Reset() {
+	s.cache.reset()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	clear(s.requests)

@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"encoding/json"
+	"hash/maphash"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -74,12 +75,42 @@ func appendObfuscation(b []byte, seed uint64, i int) []byte {
 	return append(b, '"')
 }
 
-// counter accumulates the characters of a request's conversation text.
-type counter struct{ chars int }
+// counter accumulates the characters of a request's conversation text and, once startHash
+// has been called, the prompt-cache hash of the prompt read so far (see cache.go).
+type counter struct {
+	chars int
 
-func (c *counter) add(s string) { c.chars += utf8.RuneCountInString(s) }
+	hashing bool
+	h       maphash.Hash
+	// step is the distance between checkpoints in characters (stepChars on the OpenAI
+	// routes, 0 on Messages); next is the characters at the next checkpoint.
+	step, next int
+	// points holds the hash at every checkpoint reached (OpenAI).
+	points []uint64
+	// blocks holds the content block boundaries (Messages).
+	blocks []boundary
+}
 
-func (c *counter) addRaw(b json.RawMessage) { c.chars += utf8.RuneCount(b) }
+// add counts (and hashes) the text s.
+func (c *counter) add(s string) {
+	n := utf8.RuneCountInString(s)
+	if c.hashing {
+		c.hashText(s, n)
+	}
+	c.chars += n
+}
+
+// addRaw counts (and hashes) the JSON text b.
+func (c *counter) addRaw(b json.RawMessage) {
+	if c.hashing && c.step > 0 {
+		c.add(string(b))
+		return
+	}
+	if c.hashing {
+		_, _ = c.h.Write(b)
+	}
+	c.chars += utf8.RuneCount(b)
+}
 
 // tokens is ceil(chars/4), at least 1.
 func (c *counter) tokens() int {
@@ -111,10 +142,8 @@ func isNull(b json.RawMessage) bool {
 
 // textPart is a content part or block; only its text matters to the simulator.
 type textPart struct {
-	Type    string          `json:"type"`
-	Text    string          `json:"text"`
-	Input   json.RawMessage `json:"input"`   // Anthropic tool_use
-	Content json.RawMessage `json:"content"` // Anthropic tool_result
+	Type string `json:"type"`
+	Text string `json:"text"`
 }
 
 // contentText returns the text of a content value that is a string or an array of parts

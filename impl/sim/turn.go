@@ -27,7 +27,7 @@ type turn struct {
 	model   string
 	stream  bool
 	seed    uint64
-	input   int // input tokens
+	input   int // input tokens, those read from or written to the prompt cache included
 	words   int // text tokens of the reply
 	finish  finish
 	stopSeq string
@@ -44,6 +44,13 @@ type turn struct {
 	first   time.Duration
 	every   time.Duration // between content events
 	created int64
+
+	// cacheRead is the part of the input tokens read from the prompt cache; cacheWrite5m and
+	// cacheWrite1h are the parts written to it for five minutes and for an hour (Messages).
+	cacheRead, cacheWrite5m, cacheWrite1h int
+	// cacheMin is the shortest cacheable prefix a cache_min directive asks for, in tokens; 0
+	// means the route's and model's own (see cacheMinimum).
+	cacheMin int
 }
 
 // planInput is what a format's decoder extracts for planning a turn.
@@ -96,6 +103,7 @@ func (s *Simulator) plan(rt Route, model string, stream bool, input int, in plan
 			t.first = d.first
 		}
 		t.searches = planSearches(d.webSearch, &in)
+		t.cacheMin = d.cacheMin
 	}
 	if tps > 0 {
 		t.every = time.Duration(float64(time.Second) / tps)

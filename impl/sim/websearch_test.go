@@ -340,7 +340,7 @@ func TestWebSearchMessagesStreaming(t *testing.T) {
 	if path(t, blocks[0], "type") != "server_tool_use" || len(path(t, blocks[0], "input").(map[string]any)) == 0 {
 		t.Errorf("first block %v", blocks[0])
 	}
-	keys(t, "message_delta.usage", delta["usage"], "output_tokens", "server_tool_use")
+	keys(t, "message_delta.usage", delta["usage"], "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens", "server_tool_use")
 	if num(t, path(t, delta, "usage.output_tokens")) != DefaultWords || num(t, path(t, delta, "usage.server_tool_use.web_search_requests")) != 2 {
 		t.Errorf("message_delta %v", delta)
 	}

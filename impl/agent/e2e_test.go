@@ -134,7 +134,9 @@ func TestAgentBounds(t *testing.T) {
 	w := newWorld(t, func(c *config.Config) {
 		c.Agents.Profiles = map[string]config.AgentProfile{
 			"standard": {MaxTurns: 2, MaxSpendMicros: 1_000_000, MaxDuration: time.Hour},
-			"thrifty":  {MaxTurns: 50, MaxSpendMicros: 12_000, MaxDuration: time.Hour},
+			// A few turns: a turn reserves its input at the dearest input kind (service-flint's
+			// sim-coder expert is priced as claude-sonnet-4-5, whose one-hour cache write is $6).
+			"thrifty": {MaxTurns: 50, MaxSpendMicros: 30_000, MaxDuration: time.Hour},
 		}
 	})
 	n := w.start()

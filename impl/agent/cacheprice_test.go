@@ -1,0 +1,98 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	"github.com/tollgate/tollgate/impl/agent"
+	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/price"
+)
+
+// TestAgentTurnsBilledPerKind: an agent's model calls are billed per token kind like any
+// request. service-flint's one expert here is a stand-in OpenAI chat upstream priced from the
+// catalog as gpt-4.1-mini ($0.40 input, $0.10 cached input, $1.60 output per million,
+// https://platform.openai.com/docs/pricing) that reports, in the documented chat usage shape
+// (https://platform.openai.com/docs/api-reference/chat/object), three quarters of each
+// prompt as read from its cache. Each turn's usage record carries the cache reads and costs
+// them at the cached-input price, the model_call event shows them, and the session's spend is
+// the sum of the records.
+func TestAgentTurnsBilledPerKind(t *testing.T) {
+	type reported struct{ prompt, cached, output int64 }
+	var mu sync.Mutex
+	var calls []reported
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		rep := reported{prompt: int64(len(body) / 4), output: 7}
+		rep.cached = rep.prompt * 3 / 4
+		mu.Lock()
+		calls = append(calls, rep)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"gpt-4.1-mini-2025-04-14","choices":[{"index":0,"message":{"role":"assistant","content":"The cache says hello."},"finish_reason":"stop"}],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d,"prompt_tokens_details":{"cached_tokens":%d},"completion_tokens_details":{"reasoning_tokens":0}},"service_tier":"default"}`,
+			rep.prompt, rep.output, rep.prompt+rep.output, rep.cached)
+	}))
+	t.Cleanup(upstream.Close)
+	w := newWorld(t, func(c *config.Config) {
+		c.Providers = append(c.Providers, config.Provider{Name: "standin", Kind: config.KindOpenAIChat, BaseURL: upstream.URL})
+		for i, m := range c.Models {
+			if m.ID == "service-flint" {
+				c.Models[i].Experts = []config.Upstream{{Provider: "standin", Model: "gpt-4.1-mini", Price: &config.Price{Catalog: "gpt-4.1-mini"}}}
+			}
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	n := w.start()
+	svc := n.gw.Agents
+	acme := w.tenant(n, "acme", 5_000_000)
+	ctx := context.Background()
+	res, err := svc.Spawn(ctx, acme.p, "main", "Say hello from the cache.", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := waitSession(t, svc, acme.p, res.SessionID, agent.StateReady)
+	if _, err := svc.SendMessage(ctx, acme.p, "main", "Once more.", ""); err != nil {
+		t.Fatal(err)
+	}
+	s = waitSession(t, svc, acme.p, res.SessionID, agent.StateReady)
+	for s.Turns < 2 {
+		s = waitSession(t, svc, acme.p, res.SessionID, agent.StateReady)
+	}
+	usage := usageOf(t, w, acme.p, res.SessionID, s.SpentMicros)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(usage) != 2 || len(calls) != 2 {
+		t.Fatalf("%d usage records and %d upstream calls for 2 turns", len(usage), len(calls))
+	}
+	gpt41mini := price.Rates{Input: 400_000, CacheRead: 100_000, CacheWrite5m: 400_000, CacheWrite1h: 400_000, Output: 1_600_000}
+	var modelCalls []agent.Event
+	for _, e := range allEvents(t, svc, acme.p, res.SessionID) {
+		if e.Kind == "model_call" {
+			modelCalls = append(modelCalls, e)
+		}
+	}
+	for turn := 1; turn <= 2; turn++ {
+		r := usage[agent.RequestID(uuidOf(res.SessionID), turn)]
+		c := calls[turn-1]
+		want := price.Cost(price.Tokens{Uncached: c.prompt - c.cached, CacheRead: c.cached, Output: c.output}, price.Price{Rates: gpt41mini})
+		if r.Price == nil || r.Price.Rates != gpt41mini || r.CacheReadTokens != c.cached || r.InputTokens != c.prompt ||
+			r.Costs != want || r.CostMicros != want.Total() || r.WaivedMicros != 0 {
+			t.Errorf("turn %d: record %+v (price %+v), want %d cached of %d at %+v = %d", turn, r, r.Price, c.cached, c.prompt, want, want.Total())
+		}
+		var data map[string]any
+		if err := json.Unmarshal(modelCalls[turn-1].Data, &data); err != nil {
+			t.Fatal(err)
+		}
+		if data["cache_read_tokens"] != float64(c.cached) || data["cost_micros"] != float64(want.Total()) {
+			t.Errorf("turn %d: model_call event %v, want cache_read_tokens %d and cost %d", turn, data, c.cached, want.Total())
+		}
+	}
+}

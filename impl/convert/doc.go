@@ -4,11 +4,12 @@
 // request bodies (EncodeRequest), complete upstream answers to llm.Response (DecodeResponse)
 // and llm.Response to the complete answer a client expects (EncodeResponse). It also owns the
 // stop-reason mappings shared with the stream converters (StopReasonFor, StopReasonFrom,
-// ResponsesStopReason), the usage objects of each format (ChatUsage, ResponsesUsage,
-// MessagesUsage), a fast peek at a body's model, stream flag and output bound
-// (PeekRequest), the rewrite of a same-format body's model (SetModel), and the input-token
-// estimate used to reserve credit (EstimateInputTokens). Every function is pure: no I/O, no
-// state.
+// ResponsesStopReason), the usage objects of each format (AppendChatUsage, AppendResponsesUsage,
+// AppendMessagesUsage, AppendMessagesDeltaUsage), the reading of usage counts and service tiers
+// (ResponseUsage, AnthropicCounts, ServiceTierOf, ServiceTierFor, OpenAIServiceTier), a fast peek
+// at a body's model, stream flag and output bound (PeekRequest), the rewrite of a same-format
+// body's model (SetModel), and the input-token estimate used to reserve credit
+// (EstimateInputTokens). Every function is pure: no I/O, no state.
 //
 // # Same format
 //
@@ -47,6 +48,10 @@
 //	ResponseFormat        response_format                  text.format                        (text only; JSON refused)
 //	Stream                stream (+ stream_options)        stream                             stream
 //
+// Carried as they are between chat and Responses, which share them (name and meaning), and
+// dropped and named for Messages: the prompt-cache hints prompt_cache_key and
+// prompt_cache_retention.
+//
 // Refused with a 400 naming the client's field (they change what the answer must be):
 //
 //	chat         n > 1 (to Responses, Messages); response_format json_object/json_schema (to
@@ -81,18 +86,21 @@
 // Dropped, and named in the dropped list (advisory: leaving them out cannot change what the
 // answer must be):
 //
-//	chat         user, safety_identifier, prompt_cache_key, metadata, store, service_tier,
-//	             seed, presence_penalty, frequency_penalty, reasoning_effort, verbosity,
-//	             prediction; modalities ["text"] and the refused fields above when unset
+//	chat         user, safety_identifier, metadata, store, service_tier, seed,
+//	             presence_penalty, frequency_penalty, reasoning_effort, verbosity,
+//	             prediction; prompt_cache_key and prompt_cache_retention (to Messages);
+//	             modalities ["text"] and the refused fields above when unset
 //	             (false, 0, "", []); messages[].name, messages[].refusal and refusal parts;
 //	             image detail low/high and tools[].function.strict: true (to Messages)
 //	Responses    reasoning, include, store, metadata, service_tier, user, safety_identifier,
-//	             prompt_cache_key, truncation, context_management, text.verbosity; reasoning
-//	             items; refusal parts; image detail low/high and tools[].strict (to Messages;
-//	             a Responses function tool is strict unless it says strict: false)
+//	             truncation, context_management, text.verbosity; prompt_cache_key and
+//	             prompt_cache_retention (to Messages); reasoning items; refusal parts; image
+//	             detail low/high and tools[].strict (to Messages; a Responses function tool is
+//	             strict unless it says strict: false)
 //	Messages     metadata, service_tier, thinking, top_k, context_management, output_config
-//	             without a format; cache_control (system, blocks, tools); citations; thinking
-//	             and redacted_thinking blocks; tool_result is_error (to chat, Responses)
+//	             without a format; cache_control (top-level, system, blocks, tools: the OpenAI
+//	             formats cache prompts by themselves); citations; thinking and
+//	             redacted_thinking blocks; tool_result is_error (to chat, Responses)
 //	any          a field this table does not know (unknown fields are dropped and named, never
 //	             passed to another format and never silently lost); an unknown key inside a
 //	             message, part or tool
@@ -114,6 +122,28 @@
 // incomplete_details, a message item with output_text parts and function_call items with fc_
 // ids, usage with both details objects, and the echo fields, taken from Meta.Request when
 // given); a Messages message (text then tool_use blocks, stop_reason, stop_sequence, usage with
-// the cache fields). Usage follows the convention of llm.Usage: input tokens include cached
-// ones; a Messages answer reports the cached part as cache_read_input_tokens.
+// the cache fields).
+//
+// # Usage
+//
+// Usage follows the convention of llm.Usage: input tokens include those read from and written
+// to a prompt cache. Read from an answer:
+//
+//	chat         usage.prompt_tokens (all input), prompt_tokens_details.cached_tokens (reads),
+//	             completion_tokens, completion_tokens_details.reasoning_tokens; service_tier
+//	Responses    usage.input_tokens (all input), input_tokens_details.cached_tokens (reads),
+//	             output_tokens, output_tokens_details.reasoning_tokens; service_tier
+//	Messages     usage.input_tokens (uncached only) + cache_read_input_tokens (reads) +
+//	             cache_creation_input_tokens (writes; one-hour ones are
+//	             cache_creation.ephemeral_1h_input_tokens, the rest five-minute ones, all of
+//	             them when there is no breakdown), output_tokens,
+//	             output_tokens_details.thinking_tokens; usage.service_tier
+//
+// Written for a client, in its format: chat and Responses report every input token as input and
+// the reads as cached tokens (they have no place for writes, which are input to them), and the
+// reasoning tokens; Messages reports the uncached input as input_tokens, the reads, the writes
+// with their breakdown, and the reasoning as output_tokens_details.thinking_tokens when there is
+// any. The service tier is reported in the client's words where it has one (Anthropic's standard
+// is OpenAI's default; OpenAI answers say default when the upstream's tier has no OpenAI name,
+// Messages answers leave it out).
 package convert

@@ -66,7 +66,12 @@ func EncodeRequest(f llm.Format, req *llm.Request, upstreamModel string) (body [
 				o.set(k, req.Extra[k])
 			}
 		}
-	} else if f == llm.FormatResponses {
+	} else {
+		for _, k := range w.carried {
+			o.set(k, req.Extra[k])
+		}
+	}
+	if !w.same && f == llm.FormatResponses {
 		// Chat and Messages clients do not expect the upstream to keep their conversation.
 		o.set("store", false)
 	}
@@ -98,6 +103,9 @@ type writer struct {
 	// same is true when the target is the request's own format: nothing is refused then.
 	same    bool
 	dropped map[string]bool
+	// carried are the Extra fields passed to the other format as they are (see openAIShared),
+	// in name order.
+	carried []string
 	// fault is a caller's mistake found while writing, reported once every field is written.
 	fault error
 }
@@ -175,6 +183,9 @@ const (
 	decisive
 	// gatewaySide: configures the gateway's own answer to the client; consumed, not named.
 	gatewaySide
+	// openAIShared: a field the two OpenAI formats share, with the same name and meaning:
+	// carried as it is between them, dropped and named (advisory) for Messages.
+	openAIShared
 )
 
 // extraFields classify, per source format, the top-level fields that are not modelled. A field
@@ -198,28 +209,31 @@ var extraFields = map[llm.Format]map[string]fieldClass{
 		"service_tier":       advisory,
 		"user":               advisory,
 		"safety_identifier":  advisory,
-		"prompt_cache_key":   advisory,
-		"reasoning_effort":   advisory,
-		"verbosity":          advisory,
+		// Prompt-cache hints (https://platform.openai.com/docs/guides/prompt-caching).
+		"prompt_cache_key":       openAIShared,
+		"prompt_cache_retention": openAIShared,
+		"reasoning_effort":       advisory,
+		"verbosity":              advisory,
 	},
 	llm.FormatResponses: {
-		"previous_response_id": decisive,
-		"conversation":         decisive,
-		"prompt":               decisive,
-		"background":           decisive,
-		"max_tool_calls":       advisory, // bounds hosted-tool calls, which other formats do not get
-		"top_logprobs":         decisive,
-		"stream_options":       gatewaySide,
-		"include":              advisory,
-		"reasoning":            advisory,
-		"store":                advisory,
-		"metadata":             advisory,
-		"service_tier":         advisory,
-		"user":                 advisory,
-		"safety_identifier":    advisory,
-		"prompt_cache_key":     advisory,
-		"truncation":           advisory,
-		"context_management":   advisory,
+		"previous_response_id":   decisive,
+		"conversation":           decisive,
+		"prompt":                 decisive,
+		"background":             decisive,
+		"max_tool_calls":         advisory, // bounds hosted-tool calls, which other formats do not get
+		"top_logprobs":           decisive,
+		"stream_options":         gatewaySide,
+		"include":                advisory,
+		"reasoning":              advisory,
+		"store":                  advisory,
+		"metadata":               advisory,
+		"service_tier":           advisory,
+		"user":                   advisory,
+		"safety_identifier":      advisory,
+		"prompt_cache_key":       openAIShared,
+		"prompt_cache_retention": openAIShared,
+		"truncation":             advisory,
+		"context_management":     advisory,
 	},
 	llm.FormatMessages: {
 		"container":          decisive,
@@ -230,6 +244,7 @@ var extraFields = map[llm.Format]map[string]fieldClass{
 		"service_tier":       advisory,
 		"thinking":           advisory,
 		"top_k":              advisory,
+		"cache_control":      advisory, // automatic prompt caching; OpenAI caches by itself
 		"context_management": advisory,
 	},
 }
@@ -291,6 +306,12 @@ func (w *writer) foreign() error {
 		}
 		switch classify(w.src, k, v) {
 		case gatewaySide:
+		case openAIShared:
+			if w.dst == llm.FormatMessages {
+				w.drop(k)
+			} else {
+				w.carried = append(w.carried, k)
+			}
 		case decisive:
 			return w.refuse(k, "`"+k+"`")
 		default:

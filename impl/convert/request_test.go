@@ -323,7 +323,7 @@ func TestDropped(t *testing.T) {
 		{"chat detail and strict kept by responses", llm.FormatChat, `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x/a.png","detail":"low"}}]}],"tools":[{"type":"function","function":{"name":"f","strict":true}}]}`,
 			llm.FormatResponses, nil},
 		{"responses advisory fields", llm.FormatResponses, `{"model":"m","input":[{"type":"reasoning","id":"rs","summary":[]},{"role":"user","content":"hi"},{"type":"message","role":"assistant","id":"msg_1","status":"completed","phase":"final_answer","content":[{"type":"output_text","text":"x","annotations":[]},{"type":"refusal","refusal":"no"}]}],"store":true,"metadata":{},"reasoning":{"effort":"high"},"include":["reasoning.encrypted_content"],"truncation":"auto","service_tier":"auto","user":"u","safety_identifier":"s","prompt_cache_key":"k","text":{"verbosity":"low"},"stream_options":{"include_obfuscation":false},"max_tool_calls":null}`,
-			llm.FormatChat, []string{"include", "input[].content[].refusal", "input[].phase", "input[].reasoning", "metadata", "prompt_cache_key", "reasoning", "safety_identifier", "service_tier", "store", "text.verbosity", "truncation", "user"}},
+			llm.FormatChat, []string{"include", "input[].content[].refusal", "input[].phase", "input[].reasoning", "metadata", "reasoning", "safety_identifier", "service_tier", "store", "text.verbosity", "truncation", "user"}},
 		{"responses default strict to messages", llm.FormatResponses, `{"model":"m","input":"hi","tools":[{"type":"function","name":"f","parameters":{"type":"object"}},{"type":"function","name":"g","parameters":{"type":"object"},"strict":false}]}`,
 			llm.FormatMessages, []string{"tools[].strict"}},
 		{"messages advisory fields", llm.FormatMessages, `{"model":"m","max_tokens":9,"system":[{"type":"text","text":"s","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral","ttl":"1h"}}]},{"role":"assistant","content":[{"type":"thinking","thinking":"t","signature":"s"},{"type":"redacted_thinking","data":"d"},{"type":"text","text":"x","citations":[{"type":"char_location"}]},{"type":"tool_use","id":"t1","name":"f","input":{},"cache_control":{"type":"ephemeral"}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"bad","is_error":true}]}],"tools":[{"name":"f","input_schema":{"type":"object"},"cache_control":{"type":"ephemeral"}}],"metadata":{"user_id":"u"},"thinking":{"type":"enabled","budget_tokens":100},"top_k":5,"service_tier":"auto","context_management":{"edits":[]},"output_config":{"effort":"low"}}`,
@@ -547,5 +547,67 @@ func TestMessagesSystemMessage(t *testing.T) {
 	}
 	if _, err := DecodeRequest(llm.FormatMessages, []byte(`{"model":"m","max_tokens":1,"messages":[{"role":"system","content":[{"type":"image","source":{}}]}]}`)); err == nil {
 		t.Errorf("an image in a system message was accepted")
+	}
+}
+
+// TestPromptCacheHints: the prompt-cache hints of
+// https://platform.openai.com/docs/guides/prompt-caching (prompt_cache_key,
+// prompt_cache_retention) go as they are between chat and Responses, which name them alike, and
+// are dropped and named for Messages; Anthropic's cache_control
+// (https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching), on blocks, system text,
+// tools or the whole request, reaches a Messages upstream byte for byte and is dropped and named
+// for the OpenAI formats, which cache by themselves.
+func TestPromptCacheHints(t *testing.T) {
+	hints := `,"prompt_cache_key":"tenant-7/agent","prompt_cache_retention":"24h"`
+	chat := `{"model":"m","messages":[{"role":"user","content":"hi"}]` + hints + `}`
+	resp := `{"model":"m","input":"hi"` + hints + `}`
+	for _, c := range []struct {
+		src  llm.Format
+		body string
+		dst  llm.Format
+	}{{llm.FormatChat, chat, llm.FormatResponses}, {llm.FormatResponses, resp, llm.FormatChat}} {
+		out, dropped, err := EncodeRequest(c.dst, mustDecode(t, c.src, []byte(c.body)), "up")
+		if err != nil {
+			t.Fatal(err)
+		}
+		top := topLevel(t, out)
+		if string(top["prompt_cache_key"]) != `"tenant-7/agent"` || string(top["prompt_cache_retention"]) != `"24h"` || len(dropped) != 0 {
+			t.Errorf("%s to %s: %s, dropped %q", c.src, c.dst, out, dropped)
+		}
+	}
+	for _, body := range []struct {
+		src  llm.Format
+		body string
+	}{{llm.FormatChat, chat}, {llm.FormatResponses, resp}} {
+		req := mustDecode(t, body.src, []byte(body.body))
+		req.MaxTokens = 100
+		out, dropped, err := EncodeRequest(llm.FormatMessages, req, "up")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if top := topLevel(t, out); top["prompt_cache_key"] != nil || top["prompt_cache_retention"] != nil ||
+			!reflect.DeepEqual(dropped, []string{"prompt_cache_key", "prompt_cache_retention"}) {
+			t.Errorf("%s to Messages: %s, dropped %q", body.src, out, dropped)
+		}
+	}
+
+	msgs := `{"model":"m","max_tokens":9,"cache_control":{"type":"ephemeral"},` +
+		`"system":[{"type":"text","text":"long rules","cache_control":{"type":"ephemeral","ttl":"1h"}}],` +
+		`"tools":[{"name":"f","input_schema":{"type":"object"},"cache_control":{"type":"ephemeral"}}],` +
+		`"messages":[{"role":"user","content":[{"type":"text","text":"doc","cache_control":{"type":"ephemeral","ttl":"5m"}},{"type":"text","text":"question"}]}]}`
+	req := mustDecode(t, llm.FormatMessages, []byte(msgs))
+	out, dropped, err := EncodeRequest(llm.FormatMessages, req, "m")
+	if err != nil || len(dropped) != 0 || !reflect.DeepEqual(topLevel(t, out), topLevel(t, []byte(msgs))) {
+		t.Errorf("Messages to Messages: %s, dropped %q, %v; want every member as sent", out, dropped, err)
+	}
+	for _, dst := range []llm.Format{llm.FormatChat, llm.FormatResponses} {
+		out, dropped, err := EncodeRequest(dst, req, "up")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"cache_control", "messages[].content[].cache_control", "system[].cache_control", "tools[].cache_control"}
+		if !reflect.DeepEqual(dropped, want) || bytes.Contains(out, []byte("cache_control")) {
+			t.Errorf("Messages to %s: %s, dropped %q, want %q", dst, out, dropped, want)
+		}
 	}
 }

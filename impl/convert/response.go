@@ -3,10 +3,13 @@ package convert
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/jsontext"
 	"github.com/tollgate/tollgate/impl/llm"
+	"github.com/tollgate/tollgate/impl/price"
 )
 
 // Meta is what a client-facing answer carries that the upstream's answer does not decide.
@@ -70,6 +73,7 @@ type chatResponseWire struct {
 			ReasoningTokens int64 `json:"reasoning_tokens"`
 		} `json:"completion_tokens_details"`
 	} `json:"usage"`
+	ServiceTier ServiceTier `json:"service_tier"`
 }
 
 func decodeChatResponse(body []byte) (*llm.Response, error) {
@@ -114,6 +118,7 @@ func decodeChatResponse(body []byte) (*llm.Response, error) {
 			r.Usage.ReasoningTokens = u.CompletionTokensDetails.ReasoningTokens
 		}
 	}
+	r.Usage.ServiceTier = string(w.ServiceTier)
 	return r, nil
 }
 
@@ -159,6 +164,7 @@ type responsesResponseWire struct {
 			ReasoningTokens int64 `json:"reasoning_tokens"`
 		} `json:"output_tokens_details"`
 	} `json:"usage"`
+	ServiceTier ServiceTier `json:"service_tier"`
 }
 
 func decodeResponsesResponse(body []byte) (*llm.Response, error) {
@@ -208,6 +214,7 @@ func decodeResponsesResponse(body []byte) (*llm.Response, error) {
 			r.Usage.ReasoningTokens = u.OutputTokensDetails.ReasoningTokens
 		}
 	}
+	r.Usage.ServiceTier = string(w.ServiceTier)
 	return r, nil
 }
 
@@ -229,6 +236,14 @@ type messagesResponseWire struct {
 		OutputTokens             int64 `json:"output_tokens"`
 		CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
 		CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+		CacheCreation            *struct {
+			Ephemeral5mInputTokens int64 `json:"ephemeral_5m_input_tokens"`
+			Ephemeral1hInputTokens int64 `json:"ephemeral_1h_input_tokens"`
+		} `json:"cache_creation"`
+		OutputTokensDetails *struct {
+			ThinkingTokens int64 `json:"thinking_tokens"`
+		} `json:"output_tokens_details"`
+		ServiceTier ServiceTier `json:"service_tier"`
 	} `json:"usage"`
 }
 
@@ -255,11 +270,15 @@ func decodeMessagesResponse(body []byte) (*llm.Response, error) {
 	}
 	r.Stop = calledTools(r)
 	u := w.Usage
-	r.Usage = llm.Usage{
-		InputTokens:       u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens,
-		OutputTokens:      u.OutputTokens,
-		CachedInputTokens: u.CacheReadInputTokens,
+	c := AnthropicCounts{Input: u.InputTokens, CacheRead: u.CacheReadInputTokens, CacheWrite: u.CacheCreationInputTokens,
+		Output: u.OutputTokens, ServiceTier: string(u.ServiceTier)}
+	if u.CacheCreation != nil {
+		c.CacheWrite5m, c.CacheWrite1h = u.CacheCreation.Ephemeral5mInputTokens, u.CacheCreation.Ephemeral1hInputTokens
 	}
+	if u.OutputTokensDetails != nil {
+		c.Thinking = u.OutputTokensDetails.ThinkingTokens
+	}
+	r.Usage = c.Usage()
 	return r, nil
 }
 
@@ -314,49 +333,114 @@ func chatResponse(resp *llm.Response, meta Meta) object {
 			{"logprobs", nil},
 			{"finish_reason", StopReasonFor(llm.FormatChat, resp.Stop)},
 		}}},
-		{"usage", ChatUsage(resp.Usage)},
+		{"usage", json.RawMessage(AppendChatUsage(nil, resp.Usage))},
 		{"system_fingerprint", nil},
-		{"service_tier", "default"},
+		{"service_tier", OpenAIServiceTier(resp.Usage.ServiceTier)},
 	}
 }
 
-// ChatUsage is the usage object of a chat completion (and of the final chunk of a chat stream).
-func ChatUsage(u llm.Usage) json.RawMessage {
-	return mustMarshal(object{
-		{"prompt_tokens", u.InputTokens},
-		{"completion_tokens", u.OutputTokens},
-		{"total_tokens", u.InputTokens + u.OutputTokens},
-		{"prompt_tokens_details", object{{"cached_tokens", u.CachedInputTokens}, {"audio_tokens", 0}}},
-		{"completion_tokens_details", object{{"reasoning_tokens", u.ReasoningTokens}, {"audio_tokens", 0},
-			{"accepted_prediction_tokens", 0}, {"rejected_prediction_tokens", 0}}},
-	})
+// AppendChatUsage appends the usage object of a chat completion (and of the final chunk of a chat
+// stream) to dst, as https://platform.openai.com/docs/api-reference/chat/object has it:
+// prompt_tokens counts every input token, prompt_tokens_details.cached_tokens those read from
+// the prompt cache, completion_tokens_details.reasoning_tokens the output spent on reasoning.
+// Cache writes have no place of their own; they are in prompt_tokens.
+func AppendChatUsage(dst []byte, u llm.Usage) []byte {
+	dst = append(dst, `{"prompt_tokens":`...)
+	dst = strconv.AppendInt(dst, u.InputTokens, 10)
+	dst = append(dst, `,"completion_tokens":`...)
+	dst = strconv.AppendInt(dst, u.OutputTokens, 10)
+	dst = append(dst, `,"total_tokens":`...)
+	dst = strconv.AppendInt(dst, u.InputTokens+u.OutputTokens, 10)
+	dst = append(dst, `,"prompt_tokens_details":{"cached_tokens":`...)
+	dst = strconv.AppendInt(dst, u.CachedInputTokens, 10)
+	dst = append(dst, `,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":`...)
+	dst = strconv.AppendInt(dst, u.ReasoningTokens, 10)
+	return append(dst, `,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}`...)
 }
 
-// ResponsesUsage is the usage object of a Responses answer.
-func ResponsesUsage(u llm.Usage) json.RawMessage {
-	return mustMarshal(object{
-		{"input_tokens", u.InputTokens},
-		{"input_tokens_details", object{{"cached_tokens", u.CachedInputTokens}}},
-		{"output_tokens", u.OutputTokens},
-		{"output_tokens_details", object{{"reasoning_tokens", u.ReasoningTokens}}},
-		{"total_tokens", u.InputTokens + u.OutputTokens},
-	})
+// AppendResponsesUsage appends the usage object of a Responses answer to dst, as
+// https://platform.openai.com/docs/api-reference/responses/object has it: input_tokens counts
+// every input token, input_tokens_details.cached_tokens those read from the prompt cache,
+// output_tokens_details.reasoning_tokens the output spent on reasoning. Cache writes have no
+// place of their own; they are in input_tokens.
+func AppendResponsesUsage(dst []byte, u llm.Usage) []byte {
+	dst = append(dst, `{"input_tokens":`...)
+	dst = strconv.AppendInt(dst, u.InputTokens, 10)
+	dst = append(dst, `,"input_tokens_details":{"cached_tokens":`...)
+	dst = strconv.AppendInt(dst, u.CachedInputTokens, 10)
+	dst = append(dst, `},"output_tokens":`...)
+	dst = strconv.AppendInt(dst, u.OutputTokens, 10)
+	dst = append(dst, `,"output_tokens_details":{"reasoning_tokens":`...)
+	dst = strconv.AppendInt(dst, u.ReasoningTokens, 10)
+	dst = append(dst, `},"total_tokens":`...)
+	dst = strconv.AppendInt(dst, u.InputTokens+u.OutputTokens, 10)
+	return append(dst, '}')
 }
 
-// MessagesUsage is the usage object of a Messages answer: input_tokens excludes the tokens read
-// from a cache, which are cache_read_input_tokens; cache writes are not known across formats
-// and are reported as 0.
-func MessagesUsage(u llm.Usage) json.RawMessage {
-	in := u.InputTokens - u.CachedInputTokens
-	if in < 0 {
-		in = 0
+// AppendMessagesUsage appends the usage object of a Messages answer (and of a stream's
+// message_start) to dst, as https://docs.anthropic.com/en/api/messages and
+// https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching have it: input_tokens
+// counts only the input tokens neither read from nor written to the cache,
+// cache_read_input_tokens those read, cache_creation_input_tokens those written, and
+// cache_creation breaks the writes down into five-minute and one-hour ones. The output spent on
+// thinking is output_tokens_details.thinking_tokens when there is any, and the service tier is
+// service_tier when the upstream's has a Messages name (see ServiceTierFor).
+func AppendMessagesUsage(dst []byte, u llm.Usage) []byte {
+	t := u.Tokens()
+	dst = appendMessagesCounts(dst, t)
+	dst = append(dst, `,"cache_creation":{"ephemeral_5m_input_tokens":`...)
+	dst = strconv.AppendInt(dst, t.CacheWrite5m, 10)
+	dst = append(dst, `,"ephemeral_1h_input_tokens":`...)
+	dst = strconv.AppendInt(dst, t.CacheWrite1h, 10)
+	dst = append(dst, '}')
+	dst = appendMessagesOutput(dst, t)
+	if tier := ServiceTierFor(llm.FormatMessages, u.ServiceTier); tier != "" {
+		dst = append(dst, `,"service_tier":`...)
+		dst = jsontext.AppendString(dst, tier)
 	}
-	return mustMarshal(object{
-		{"input_tokens", in},
-		{"cache_creation_input_tokens", 0},
-		{"cache_read_input_tokens", u.CachedInputTokens},
-		{"output_tokens", u.OutputTokens},
-	})
+	return append(dst, '}')
+}
+
+// AppendMessagesDeltaUsage appends the cumulative usage of a Messages stream's message_delta to
+// dst: the counts of AppendMessagesUsage, without the breakdown of the cache writes and the
+// service tier, which message_start carries.
+func AppendMessagesDeltaUsage(dst []byte, u llm.Usage) []byte {
+	t := u.Tokens()
+	dst = appendMessagesCounts(dst, t)
+	dst = appendMessagesOutput(dst, t)
+	return append(dst, '}')
+}
+
+// appendMessagesCounts opens a Messages usage object with its input counts.
+func appendMessagesCounts(dst []byte, t price.Tokens) []byte {
+	dst = append(dst, `{"input_tokens":`...)
+	dst = strconv.AppendInt(dst, t.Uncached, 10)
+	dst = append(dst, `,"cache_creation_input_tokens":`...)
+	dst = strconv.AppendInt(dst, t.CacheWrite5m+t.CacheWrite1h, 10)
+	dst = append(dst, `,"cache_read_input_tokens":`...)
+	return strconv.AppendInt(dst, t.CacheRead, 10)
+}
+
+// appendMessagesOutput appends the output counts of a Messages usage object.
+func appendMessagesOutput(dst []byte, t price.Tokens) []byte {
+	dst = append(dst, `,"output_tokens":`...)
+	dst = strconv.AppendInt(dst, t.Output, 10)
+	if t.Reasoning > 0 {
+		dst = append(dst, `,"output_tokens_details":{"thinking_tokens":`...)
+		dst = strconv.AppendInt(dst, t.Reasoning, 10)
+		dst = append(dst, '}')
+	}
+	return dst
+}
+
+// OpenAIServiceTier is the service_tier of an OpenAI answer (chat or Responses) served on tier,
+// in any format's words: its OpenAI name, or default when it has none or the upstream did not
+// say.
+func OpenAIServiceTier(tier string) string {
+	if t := ServiceTierFor(llm.FormatChat, tier); t != "" {
+		return t
+	}
+	return "default"
 }
 
 // mustMarshal writes an object made only of strings, numbers, booleans and nested objects,
@@ -405,11 +489,11 @@ func responsesResponse(resp *llm.Response, meta Meta) object {
 		{"error", nil},
 		{"incomplete_details", incomplete},
 	}
-	o = append(o, responsesEcho(meta.Request)...)
+	o = append(o, responsesEcho(meta.Request, OpenAIServiceTier(resp.Usage.ServiceTier))...)
 	o = append(o, object{
 		{"model", meta.Model},
 		{"output", output},
-		{"usage", ResponsesUsage(resp.Usage)},
+		{"usage", json.RawMessage(AppendResponsesUsage(nil, resp.Usage))},
 	}...)
 	return o
 }
@@ -427,16 +511,17 @@ func ResponsesInProgress(meta Meta) []byte {
 		{"error", nil},
 		{"incomplete_details", nil},
 	}
-	o = append(o, responsesEcho(meta.Request)...)
+	o = append(o, responsesEcho(meta.Request, "default")...)
 	o = append(o, object{{"model", meta.Model}, {"output", []any{}}, {"usage", nil}}...)
 	return mustMarshal(o)
 }
 
 // ResponsesEchoMembers is the members of a Responses answer that echo req (see responsesEcho),
 // as JSON object members each preceded by a comma, ready to be appended before an object's
-// closing brace: a streamed answer's response objects carry them as the whole answer does.
+// closing brace: a streamed answer's response objects carry them as the whole answer does. The
+// service_tier is not among them: it is the upstream's, which the stream says at its end.
 func ResponsesEchoMembers(req *llm.Request) []byte {
-	b := mustMarshal(responsesEcho(req))
+	b := mustMarshal(responsesEcho(req, ""))
 	if len(b) <= 2 {
 		return nil
 	}
@@ -445,8 +530,9 @@ func ResponsesEchoMembers(req *llm.Request) []byte {
 
 // responsesEcho is the members of a Responses answer that echo the request (instructions,
 // max_output_tokens, parallel_tool_calls, temperature, text, tool_choice, tools, top_p, and
-// the defaults of the others), from req when known.
-func responsesEcho(req *llm.Request) object {
+// the defaults of the others), from req when known, with service_tier set to tier (left out
+// when tier is "").
+func responsesEcho(req *llm.Request, tier string) object {
 	if req == nil {
 		req = &llm.Request{}
 	}
@@ -485,14 +571,18 @@ func responsesEcho(req *llm.Request) object {
 		_ = w.responsesText(&t)
 		text = t[0].value.(object)
 	}
-	return object{
+	o := object{
 		{"instructions", instructions},
 		{"max_output_tokens", maxOut},
 		{"metadata", object{}},
 		{"parallel_tool_calls", parallel},
 		{"previous_response_id", nil},
 		{"reasoning", object{{"effort", nil}, {"summary", nil}}},
-		{"service_tier", "default"},
+	}
+	if tier != "" {
+		o.set("service_tier", tier)
+	}
+	return append(o, object{
 		{"store", false},
 		{"temperature", temperature},
 		{"text", text},
@@ -501,7 +591,7 @@ func responsesEcho(req *llm.Request) object {
 		{"top_p", topP},
 		{"truncation", "disabled"},
 		{"user", nil},
-	}
+	}...)
 }
 
 func messagesResponse(resp *llm.Response, meta Meta) (object, error) {
@@ -531,6 +621,6 @@ func messagesResponse(resp *llm.Response, meta Meta) (object, error) {
 		{"content", content},
 		{"stop_reason", StopReasonFor(llm.FormatMessages, resp.Stop)},
 		{"stop_sequence", seq},
-		{"usage", MessagesUsage(resp.Usage)},
+		{"usage", json.RawMessage(AppendMessagesUsage(nil, resp.Usage))},
 	}, nil
 }

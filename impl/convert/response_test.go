@@ -26,12 +26,12 @@ func metaFor(f llm.Format) Meta {
 // wantResponses are the neutral answers the upstream fixtures decode to.
 var wantResponses = map[string]llm.Response{
 	"chat-text": {ID: "chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT", Model: "gpt-4.1-mini-2025-04-14",
-		Text: "Hello! How can I help you today?", Stop: llm.StopEnd, Usage: llm.Usage{InputTokens: 19, OutputTokens: 10}},
+		Text: "Hello! How can I help you today?", Stop: llm.StopEnd, Usage: llm.Usage{InputTokens: 19, OutputTokens: 10, ServiceTier: "default"}},
 	"chat-tool": {ID: "chatcmpl-CA1x2y3z", Model: "gpt-4.1-mini-2025-04-14", Stop: llm.StopToolCalls,
 		ToolCalls: []llm.ToolCall{{ID: "call_Xy12AbC", Name: "get_weather", Arguments: `{"city":"Paris","unit":"c"}`}},
-		Usage:     llm.Usage{InputTokens: 82, OutputTokens: 18}},
+		Usage:     llm.Usage{InputTokens: 82, OutputTokens: 18, ServiceTier: "default"}},
 	"chat-length": {ID: "chatcmpl-CB9q", Model: "gpt-5-mini-2025-08-07", Text: "Once upon a time, in a land far", Stop: llm.StopLength,
-		Usage: llm.Usage{InputTokens: 1200, OutputTokens: 64, CachedInputTokens: 1024, ReasoningTokens: 48}},
+		Usage: llm.Usage{InputTokens: 1200, OutputTokens: 64, CachedInputTokens: 1024, ReasoningTokens: 48, ServiceTier: "default"}},
 	"responses-text": {ID: "resp_68ff1a2b3c", Model: "gpt-4.1-mini-2025-04-14",
 		Text: "Hello! How can I help you today?", Stop: llm.StopEnd, Usage: llm.Usage{InputTokens: 19, OutputTokens: 10}},
 	"responses-tool": {ID: "resp_68ff2000", Model: "gpt-5-mini-2025-08-07", Stop: llm.StopToolCalls,
@@ -40,12 +40,13 @@ var wantResponses = map[string]llm.Response{
 	"responses-length": {ID: "resp_68ff3000", Model: "gpt-5-mini-2025-08-07", Text: "Once upon a time, in a land far", Stop: llm.StopLength,
 		Usage: llm.Usage{InputTokens: 1200, OutputTokens: 64, CachedInputTokens: 1024, ReasoningTokens: 48}},
 	"messages-text": {ID: "msg_01XFDUDYJgAACzvnptvVoYEL", Model: "claude-sonnet-4-5-20250929",
-		Text: "Hello! How can I help you today?", Stop: llm.StopEnd, Usage: llm.Usage{InputTokens: 19, OutputTokens: 10}},
+		Text: "Hello! How can I help you today?", Stop: llm.StopEnd, Usage: llm.Usage{InputTokens: 19, OutputTokens: 10, ServiceTier: "standard"}},
 	"messages-tool": {ID: "msg_01Aq9w938a90dw8q", Model: "claude-sonnet-4-5-20250929", Text: "Let me check the weather.", Stop: llm.StopToolCalls,
 		ToolCalls: []llm.ToolCall{{ID: "toolu_01A09q90qw90lq917835lq9", Name: "get_weather", Arguments: `{"city":"Paris","unit":"c"}`}},
 		Usage:     llm.Usage{InputTokens: 82, OutputTokens: 18}},
 	"messages-length": {ID: "msg_01Bz7Lq", Model: "claude-sonnet-4-5-20250929", Text: "Once upon a time, in a land far", Stop: llm.StopLength,
-		Usage: llm.Usage{InputTokens: 1200, OutputTokens: 64, CachedInputTokens: 1024}},
+		// 156 uncached + 20 written to the cache (no breakdown: five-minute writes) + 1024 read.
+		Usage: llm.Usage{InputTokens: 1200, OutputTokens: 64, CachedInputTokens: 1024, CacheWrite5mTokens: 20}},
 }
 
 // TestResponsesGolden decodes each upstream answer and encodes it for each client format,
@@ -120,6 +121,9 @@ func checkWithSDK(t *testing.T, f llm.Format, out []byte, resp *llm.Response) {
 		if !cc.Usage.JSON.PromptTokensDetails.Valid() || !cc.Usage.JSON.CompletionTokensDetails.Valid() {
 			t.Error("usage details missing")
 		}
+		if want := OpenAIServiceTier(u.ServiceTier); string(cc.ServiceTier) != want {
+			t.Errorf("service_tier %q, want %q", cc.ServiceTier, want)
+		}
 	case llm.FormatResponses:
 		var r responses.Response
 		if err := json.Unmarshal(out, &r); err != nil {
@@ -168,6 +172,9 @@ func checkWithSDK(t *testing.T, f llm.Format, out []byte, resp *llm.Response) {
 			r.Usage.OutputTokensDetails.ReasoningTokens != u.ReasoningTokens {
 			t.Errorf("usage %+v", r.Usage)
 		}
+		if want := OpenAIServiceTier(u.ServiceTier); string(r.ServiceTier) != want {
+			t.Errorf("service_tier %q, want %q", r.ServiceTier, want)
+		}
 		for name, field := range map[string]bool{
 			"error": r.JSON.Error.Raw() == "null", "instructions": r.JSON.Instructions.Raw() != "",
 			"metadata": r.JSON.Metadata.Valid(), "parallel_tool_calls": r.JSON.ParallelToolCalls.Valid(),
@@ -215,9 +222,15 @@ func checkWithSDK(t *testing.T, f llm.Format, out []byte, resp *llm.Response) {
 				t.Errorf("tool_use %d: %+v", i, c)
 			}
 		}
-		if m.Usage.InputTokens+m.Usage.CacheReadInputTokens != u.InputTokens || m.Usage.OutputTokens != u.OutputTokens ||
-			m.Usage.CacheReadInputTokens != u.CachedInputTokens || m.Usage.CacheCreationInputTokens != 0 {
-			t.Errorf("usage %+v", m.Usage)
+		mu := m.Usage
+		if mu.InputTokens+mu.CacheReadInputTokens+mu.CacheCreationInputTokens != u.InputTokens || mu.OutputTokens != u.OutputTokens ||
+			mu.CacheReadInputTokens != u.CachedInputTokens || mu.CacheCreationInputTokens != u.CacheWriteTokens() ||
+			mu.CacheCreation.Ephemeral5mInputTokens != u.CacheWrite5mTokens || mu.CacheCreation.Ephemeral1hInputTokens != u.CacheWrite1hTokens ||
+			mu.OutputTokensDetails.ThinkingTokens != u.ReasoningTokens || !mu.JSON.CacheCreation.Valid() {
+			t.Errorf("usage %+v", mu)
+		}
+		if want := ServiceTierFor(llm.FormatMessages, u.ServiceTier); string(mu.ServiceTier) != want {
+			t.Errorf("service_tier %q, want %q", mu.ServiceTier, want)
 		}
 		if !m.JSON.StopSequence.Valid() && m.JSON.StopSequence.Raw() != "null" {
 			t.Error("stop_sequence missing")

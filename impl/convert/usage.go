@@ -2,18 +2,21 @@ package convert
 
 import (
 	"bytes"
-	"github.com/tollgate/tollgate/impl/apierror"
 	"math"
+	"unicode/utf8"
 
+	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/jsontext"
 	"github.com/tollgate/tollgate/impl/llm"
 )
 
 // ResponseUsage reads only the usage of a complete upstream answer of format f, for answers
 // passed to a client of the same format untouched: it scans the top level and reads only the
-// usage's counts (and the status or type that says the answer is one), without reflection. The
-// counts follow DecodeResponse's convention (input includes cached tokens).
+// usage's counts, the service tier (and the status or type that says the answer is one), without
+// reflection. The counts follow DecodeResponse's convention (input includes cached tokens and
+// cache writes; see AnthropicCounts for Messages).
 func ResponseUsage(f llm.Format, body []byte) (llm.Usage, error) {
-	var usage, status, typ, choices, errValue, output, content []byte
+	var usage, status, typ, choices, errValue, output, content, tier []byte
 	err := scanTop(body, func(key, value []byte) error {
 		switch string(key) {
 		case "usage":
@@ -30,6 +33,8 @@ func ResponseUsage(f llm.Format, body []byte) (llm.Usage, error) {
 			output = value
 		case "content":
 			content = value
+		case "service_tier":
+			tier = value
 		}
 		return nil
 	})
@@ -62,8 +67,9 @@ func ResponseUsage(f llm.Format, body []byte) (llm.Usage, error) {
 		if err != nil {
 			return llm.Usage{}, upstreamError("not a chat completion")
 		}
+		u.ServiceTier = ServiceTierOf(tier)
 	case llm.FormatResponses:
-		st, ok := stringValue(status)
+		st, ok := rawString(status)
 		if ok {
 			err = eachMember(usage, func(key, v []byte) error {
 				switch {
@@ -79,40 +85,163 @@ func ResponseUsage(f llm.Format, body []byte) (llm.Usage, error) {
 				return nil
 			})
 		}
-		if !ok || st == "" || err != nil {
+		if !ok || len(st) == 0 || err != nil {
 			return llm.Usage{}, upstreamError("not a response object")
 		}
-		if st == "failed" {
+		if string(st) == "failed" {
 			return llm.Usage{}, answerFailed(errValue)
 		}
+		u.ServiceTier = ServiceTierOf(tier)
 		u.HostedCalls = hostedItems(output)
 	case llm.FormatMessages:
-		var in, out, created, read, searches int64
-		t, ok := stringValue(typ)
+		var c AnthropicCounts
+		var searches int64
+		t, ok := rawString(typ)
 		if ok {
 			err = eachMember(usage, func(key, v []byte) error {
 				switch {
 				case fold(key, "input_tokens"):
-					return readCount(v, &in)
+					return readCount(v, &c.Input)
 				case fold(key, "output_tokens"):
-					return readCount(v, &out)
+					return readCount(v, &c.Output)
 				case fold(key, "cache_creation_input_tokens"):
-					return readCount(v, &created)
+					return readCount(v, &c.CacheWrite)
 				case fold(key, "cache_read_input_tokens"):
-					return readCount(v, &read)
+					return readCount(v, &c.CacheRead)
+				case fold(key, "cache_creation"):
+					return eachMember(v, func(key, v []byte) error {
+						switch {
+						case fold(key, "ephemeral_5m_input_tokens"):
+							return readCount(v, &c.CacheWrite5m)
+						case fold(key, "ephemeral_1h_input_tokens"):
+							return readCount(v, &c.CacheWrite1h)
+						}
+						return nil
+					})
+				case fold(key, "output_tokens_details"):
+					return eachMember(v, func(key, v []byte) error { return countIf(key, "thinking_tokens", v, &c.Thinking) })
+				case fold(key, "service_tier"):
+					c.ServiceTier = ServiceTierOf(v)
 				case fold(key, "server_tool_use"):
 					return eachMember(v, func(key, v []byte) error { return countIf(key, "web_search_requests", v, &searches) })
 				}
 				return nil
 			})
 		}
-		if !ok || t != "message" || err != nil {
+		if !ok || string(t) != "message" || err != nil {
 			return llm.Usage{}, upstreamError("not a message")
 		}
-		u = llm.Usage{InputTokens: in + created + read, OutputTokens: out, CachedInputTokens: read, HostedCalls: serverToolBlocks(content)}
+		u = c.Usage()
+		u.HostedCalls = serverToolBlocks(content)
 		u.HostedCalls[llm.HostedWebSearch] = max(u.HostedCalls[llm.HostedWebSearch], searches)
 	}
 	return u, nil
+}
+
+// AnthropicCounts are the counts of an Anthropic Messages usage object
+// (https://docs.anthropic.com/en/api/messages, https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching),
+// whose input_tokens are only the input tokens neither read from nor written to the cache.
+type AnthropicCounts struct {
+	// Input is input_tokens.
+	Input int64
+	// CacheRead is cache_read_input_tokens.
+	CacheRead int64
+	// CacheWrite is cache_creation_input_tokens: every input token written to the cache.
+	CacheWrite int64
+	// CacheWrite5m and CacheWrite1h are its breakdown by time to live,
+	// cache_creation.ephemeral_5m_input_tokens and ephemeral_1h_input_tokens (0 when absent).
+	CacheWrite5m, CacheWrite1h int64
+	// Output is output_tokens, and Thinking the part of it output_tokens_details.thinking_tokens
+	// says was spent on thinking.
+	Output, Thinking int64
+	// ServiceTier is usage.service_tier.
+	ServiceTier string
+}
+
+// Usage is the neutral usage of the counts: InputTokens adds the cache reads and writes to
+// input_tokens. The writes are split by the breakdown: the one-hour writes are its one-hour
+// count and the five-minute writes the rest of cache_creation_input_tokens, so that without a
+// breakdown every write is a five-minute one (Anthropic's default time to live). A breakdown
+// that adds up to more than cache_creation_input_tokens counts in its place.
+func (c AnthropicCounts) Usage() llm.Usage {
+	w1h := max(c.CacheWrite1h, 0)
+	written := max(c.CacheWrite, max(c.CacheWrite5m, 0)+w1h)
+	return llm.Usage{
+		InputTokens:        c.Input + c.CacheRead + written,
+		OutputTokens:       c.Output,
+		CachedInputTokens:  c.CacheRead,
+		CacheWrite5mTokens: written - w1h,
+		CacheWrite1hTokens: w1h,
+		ReasoningTokens:    c.Thinking,
+		ServiceTier:        c.ServiceTier,
+	}
+}
+
+// ServiceTierOf is the service tier a JSON value names: the text of a string, as encoding/json
+// decodes it, and "" for null, absence or a value of another type (an odd tier never fails an
+// answer). The tiers the providers name are returned without allocating.
+func ServiceTierOf(v []byte) string {
+	switch string(v) {
+	case `"default"`:
+		return "default"
+	case `"auto"`:
+		return "auto"
+	case `"flex"`:
+		return "flex"
+	case `"priority"`:
+		return "priority"
+	case `"scale"`:
+		return "scale"
+	case `"standard"`:
+		return "standard"
+	case `"batch"`:
+		return "batch"
+	}
+	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
+		return ""
+	}
+	inner := v[1 : len(v)-1]
+	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return string(inner)
+	}
+	s, ok := jsontext.AppendUnquoted(nil, inner)
+	if !ok {
+		return ""
+	}
+	return string(s)
+}
+
+// ServiceTier is a service_tier member as the full decoders read it: ServiceTierOf of its value.
+// Decoding it never fails.
+type ServiceTier string
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (t *ServiceTier) UnmarshalJSON(b []byte) error {
+	*t = ServiceTier(ServiceTierOf(b))
+	return nil
+}
+
+// ServiceTierFor is tier, the service tier an upstream of any format reported, in the words of
+// format f, or "" when f has none for it. The OpenAI formats share their tiers (auto, default,
+// flex, scale, priority); Anthropic's standard is OpenAI's default and the reverse, priority is
+// priority in both, and the other tiers of either side have no equivalent on the other.
+func ServiceTierFor(f llm.Format, tier string) string {
+	if f == llm.FormatMessages {
+		switch tier {
+		case "default":
+			return "standard"
+		case "standard", "priority", "batch":
+			return tier
+		}
+		return ""
+	}
+	switch tier {
+	case "standard":
+		return "default"
+	case "batch":
+		return ""
+	}
+	return tier
 }
 
 // eachMember calls fn for each member of the JSON object value v; an absent value (nil) or null
@@ -169,6 +298,18 @@ func readCount(v []byte, dst *int64) error {
 		return errSyntax
 	}
 	return nil
+}
+
+// rawString is the text of the JSON string value v, as stringValue has it, without a copy when
+// it has no escapes (the bytes then alias v); ok is false when v is absent or not a string.
+func rawString(v []byte) (s []byte, ok bool) {
+	if len(v) < 2 || v[0] != '"' {
+		return nil, false
+	}
+	if inner := v[1 : len(v)-1]; bytes.IndexByte(inner, '\\') < 0 {
+		return inner, true
+	}
+	return []byte(unquote(v)), true
 }
 
 // stringValue is the JSON string value v unquoted; ok is false when v is absent or not a

@@ -11,14 +11,14 @@ import (
 )
 
 // referenceResponseUsage is ResponseUsage as it was written with encoding/json: the members
-// usage, status, type, choices and error decoded into structs. The reflection-free reader must
-// agree with it.
+// usage, status, type, choices, error and service_tier decoded into structs. The
+// reflection-free reader must agree with it.
 func referenceResponseUsage(f llm.Format, body []byte) (llm.Usage, bool) {
 	var u llm.Usage
 	slim := []byte{'{'}
 	if scanTop(body, func(key, value []byte) error {
 		switch string(key) {
-		case "usage", "status", "type", "choices", "error":
+		case "usage", "status", "type", "choices", "error", "service_tier":
 			if len(slim) > 1 {
 				slim = append(slim, ',')
 			}
@@ -33,6 +33,14 @@ func referenceResponseUsage(f llm.Format, body []byte) (llm.Usage, bool) {
 		CachedTokens    int64 `json:"cached_tokens"`
 		ReasoningTokens int64 `json:"reasoning_tokens"`
 	}
+	// A service tier is a string; anything else is no tier, and never an error.
+	tier := func(raw json.RawMessage) string {
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return ""
+		}
+		return s
+	}
 	switch f {
 	case llm.FormatChat:
 		var w struct {
@@ -44,6 +52,7 @@ func referenceResponseUsage(f llm.Format, body []byte) (llm.Usage, bool) {
 				PromptTokensDetails     *details `json:"prompt_tokens_details"`
 				CompletionTokensDetails *details `json:"completion_tokens_details"`
 			} `json:"usage"`
+			ServiceTier json.RawMessage `json:"service_tier"`
 		}
 		// A chat completion has choices, and a body with an error is a failure, not an answer.
 		if json.Unmarshal(slim, &w) != nil || len(w.Choices) == 0 || w.Choices[0] != '[' || (w.Error != nil && string(w.Error) != "null") {
@@ -58,6 +67,7 @@ func referenceResponseUsage(f llm.Format, body []byte) (llm.Usage, bool) {
 				u.ReasoningTokens = d.ReasoningTokens
 			}
 		}
+		u.ServiceTier = tier(w.ServiceTier)
 	case llm.FormatResponses:
 		var w struct {
 			Status string `json:"status"`
@@ -67,6 +77,7 @@ func referenceResponseUsage(f llm.Format, body []byte) (llm.Usage, bool) {
 				InputTokensDetails  *details `json:"input_tokens_details"`
 				OutputTokensDetails *details `json:"output_tokens_details"`
 			} `json:"usage"`
+			ServiceTier json.RawMessage `json:"service_tier"`
 		}
 		if json.Unmarshal(slim, &w) != nil || w.Status == "" || w.Status == "failed" {
 			return u, false
@@ -80,6 +91,7 @@ func referenceResponseUsage(f llm.Format, body []byte) (llm.Usage, bool) {
 				u.ReasoningTokens = d.ReasoningTokens
 			}
 		}
+		u.ServiceTier = tier(w.ServiceTier)
 	case llm.FormatMessages:
 		var w struct {
 			Type  string `json:"type"`
@@ -88,14 +100,24 @@ func referenceResponseUsage(f llm.Format, body []byte) (llm.Usage, bool) {
 				OutputTokens             int64 `json:"output_tokens"`
 				CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
 				CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+				// Not pointers: a null leaves the counts as they are, as the reader does.
+				CacheCreation struct {
+					Ephemeral5mInputTokens int64 `json:"ephemeral_5m_input_tokens"`
+					Ephemeral1hInputTokens int64 `json:"ephemeral_1h_input_tokens"`
+				} `json:"cache_creation"`
+				OutputTokensDetails struct {
+					ThinkingTokens int64 `json:"thinking_tokens"`
+				} `json:"output_tokens_details"`
+				ServiceTier json.RawMessage `json:"service_tier"`
 			} `json:"usage"`
 		}
 		if json.Unmarshal(slim, &w) != nil || w.Type != "message" {
 			return u, false
 		}
 		x := w.Usage
-		u = llm.Usage{InputTokens: x.InputTokens + x.CacheCreationInputTokens + x.CacheReadInputTokens,
-			OutputTokens: x.OutputTokens, CachedInputTokens: x.CacheReadInputTokens}
+		u = AnthropicCounts{Input: x.InputTokens, CacheRead: x.CacheReadInputTokens, CacheWrite: x.CacheCreationInputTokens,
+			CacheWrite5m: x.CacheCreation.Ephemeral5mInputTokens, CacheWrite1h: x.CacheCreation.Ephemeral1hInputTokens,
+			Output: x.OutputTokens, Thinking: x.OutputTokensDetails.ThinkingTokens, ServiceTier: tier(x.ServiceTier)}.Usage()
 	}
 	return u, true
 }
@@ -119,6 +141,20 @@ func usageSeeds(t testing.TB) []string {
 		`{"choices":[],"usage":{"prompt_tokens":2}}`, `{"choices":{},"usage":{"prompt_tokens":2}}`, `{"choices":[],"error":null}`,
 		`{"choices":[],"error":{"message":"quota of org-x","code":502}}`, `{"error":{"message":"m"}}`,
 		`{"status":"failed","error":{"code":"server_error","message":"org-x"},"usage":null}`,
+		// Cache writes by time to live and service tiers
+		// (https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching,
+		// https://platform.openai.com/docs/api-reference/chat/object).
+		`{"type":"message","usage":{"input_tokens":2000,"cache_creation_input_tokens":10000,"cache_read_input_tokens":50000,"cache_creation":{"ephemeral_5m_input_tokens":0,"ephemeral_1h_input_tokens":10000},"output_tokens":500,"service_tier":"standard"}}`,
+		`{"type":"message","usage":{"input_tokens":1,"cache_creation_input_tokens":9,"cache_creation":{"ephemeral_1h_input_tokens":4},"Cache_Creation":{"EPHEMERAL_5M_INPUT_TOKENS":5}}}`,
+		`{"type":"message","usage":{"cache_creation_input_tokens":3,"cache_creation":{"ephemeral_5m_input_tokens":4,"ephemeral_1h_input_tokens":5}}}`,
+		`{"type":"message","usage":{"cache_creation":{"ephemeral_1h_input_tokens":5},"cache_creation":null}}`,
+		`{"type":"message","usage":{"cache_creation":7}}`, `{"type":"message","usage":{"cache_creation":{"ephemeral_1h_input_tokens":1.5}}}`,
+		`{"type":"message","usage":{"output_tokens":9,"output_tokens_details":{"thinking_tokens":4}}}`,
+		`{"type":"message","usage":{"service_tier":"priority","SERVICE_TIER":null}}`, `{"type":"message","usage":{"service_tier":7}}`,
+		`{"type":"message","usage":{"service_tier":"pri\u006frity"}}`, `{"type":"message","service_tier":"top-level is not Anthropic's"}`,
+		`{"choices":[],"service_tier":"flex"}`, `{"choices":[],"service_tier":"flex","service_tier":null}`, `{"choices":[],"Service_Tier":"flex"}`,
+		`{"choices":[],"service_tier":["default"]}`, `{"choices":[],"service_tier":"caf\u00e9 \ud800"}`, "{\"choices\":[],\"service_tier\":\"\xff\"}",
+		`{"status":"completed","service_tier":"priority","usage":{"input_tokens":52000,"input_tokens_details":{"cached_tokens":50000},"output_tokens":500,"output_tokens_details":{"reasoning_tokens":128}}}`,
 	}
 	for _, prefix := range []string{"chat", "responses", "messages"} {
 		matches, _ := filepath.Glob(filepath.Join("..", "sim", "testdata", prefix+"*.json"))

@@ -23,6 +23,9 @@ type chatChunk struct {
 	Choices []chatChoice `json:"choices"`
 	Usage   *chatUsage   `json:"usage"`
 	Error   *wireError   `json:"error"`
+	// ServiceTier is read from the chunk that carries the usage (OpenAI repeats the tier on
+	// every chunk), so that the fast path, which takes no usage chunk, need not read it.
+	ServiceTier convert.ServiceTier `json:"service_tier"`
 }
 
 type chatChoice struct {
@@ -130,6 +133,7 @@ func (d *chatDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, bool, 
 			OutputTokens:      u.CompletionTokens,
 			CachedInputTokens: u.PromptTokensDetails.CachedTokens,
 			ReasoningTokens:   u.CompletionTokensDetails.ReasoningTokens,
+			ServiceTier:       string(c.ServiceTier),
 		}})
 	}
 	return out, false, nil

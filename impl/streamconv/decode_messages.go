@@ -11,10 +11,14 @@ import (
 
 // messagesDecoder decodes Anthropic Messages stream events (wire-protocols.md §3.4, §3.5).
 //
-// Usage: the neutral InputTokens count all input tokens, as OpenAI's prompt_tokens do, and
-// CachedInputTokens the part of them read from the cache. Anthropic's input_tokens exclude the
-// cache reads and writes, so InputTokens is input_tokens + cache_read_input_tokens +
-// cache_creation_input_tokens, and CachedInputTokens is cache_read_input_tokens.
+// Usage: the neutral InputTokens count all input tokens, as OpenAI's prompt_tokens do,
+// CachedInputTokens the part of them read from the cache and CacheWrite5mTokens and
+// CacheWrite1hTokens the parts written to it. Anthropic's input_tokens exclude the cache reads
+// and writes, so InputTokens is input_tokens + cache_read_input_tokens +
+// cache_creation_input_tokens (convert.AnthropicCounts). message_start carries the input, cache
+// and tier counts, message_delta the cumulative output and, in newer API versions, the input and
+// cache counts again: each count is the latest non-zero one reported, so that a stream cut short
+// keeps message_start's.
 type messagesDecoder struct {
 	started bool
 	stopped bool
@@ -25,9 +29,10 @@ type messagesDecoder struct {
 	blocks []int
 	// argsSeen is indexed by neutral tool index.
 	argsSeen []bool
-	// The Anthropic usage counts so far.
-	in, cacheRead, cacheWrite, out, thinking int64
-	inputKnown                               bool
+	// counts are the Anthropic usage counts so far; inputKnown says whether any input count
+	// was reported.
+	counts     convert.AnthropicCounts
+	inputKnown bool
 	// searches is the web searches usage.server_tool_use reported; blockCalls the hosted-tool
 	// calls among the server_tool_use blocks seen.
 	searches   int64
@@ -71,7 +76,12 @@ type msgUsage struct {
 	OutputTokens             *int64 `json:"output_tokens"`
 	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
 	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
-	OutputTokensDetails      *struct {
+	CacheCreation            *struct {
+		Ephemeral5mInputTokens int64 `json:"ephemeral_5m_input_tokens"`
+		Ephemeral1hInputTokens int64 `json:"ephemeral_1h_input_tokens"`
+	} `json:"cache_creation"`
+	ServiceTier         convert.ServiceTier `json:"service_tier"`
+	OutputTokensDetails *struct {
 		ThinkingTokens int64 `json:"thinking_tokens"`
 	} `json:"output_tokens_details"`
 	ServerToolUse *struct {
@@ -79,19 +89,30 @@ type msgUsage struct {
 	} `json:"server_tool_use"`
 }
 
-// take records the counts present in an Anthropic usage report (they are cumulative, and a
-// later report may repeat only some of them). message_start's output_tokens is a placeholder,
-// so output counts are taken only when output is set.
+// take records the counts present in an Anthropic usage report. They are cumulative, and a
+// later report may repeat only some of them, or repeat them as zeros: an input or cache count
+// is the latest non-zero one. message_start's output_tokens is a placeholder, so output counts
+// are taken only when output is set.
 func (d *messagesDecoder) take(m *msgUsage, output bool) {
+	c := &d.counts
 	set := func(dst *int64, p *int64) {
 		if p != nil {
-			*dst = *p
 			d.inputKnown = true
+			if *p != 0 {
+				*dst = *p
+			}
 		}
 	}
-	set(&d.in, m.InputTokens)
-	set(&d.cacheRead, m.CacheReadInputTokens)
-	set(&d.cacheWrite, m.CacheCreationInputTokens)
+	set(&c.Input, m.InputTokens)
+	set(&c.CacheRead, m.CacheReadInputTokens)
+	set(&c.CacheWrite, m.CacheCreationInputTokens)
+	if b := m.CacheCreation; b != nil {
+		set(&c.CacheWrite5m, &b.Ephemeral5mInputTokens)
+		set(&c.CacheWrite1h, &b.Ephemeral1hInputTokens)
+	}
+	if m.ServiceTier != "" {
+		c.ServiceTier = string(m.ServiceTier)
+	}
 	if m.ServerToolUse != nil {
 		d.searches = max(d.searches, m.ServerToolUse.WebSearchRequests)
 	}
@@ -99,22 +120,17 @@ func (d *messagesDecoder) take(m *msgUsage, output bool) {
 		return
 	}
 	if m.OutputTokens != nil {
-		d.out = *m.OutputTokens
+		c.Output = *m.OutputTokens
 	}
 	if m.OutputTokensDetails != nil {
-		d.thinking = m.OutputTokensDetails.ThinkingTokens
+		c.Thinking = m.OutputTokensDetails.ThinkingTokens
 	}
 }
 
 // usage is the neutral usage of the counts recorded so far.
 func (d *messagesDecoder) usage() llm.Usage {
-	u := llm.Usage{
-		InputTokens:       d.in + d.cacheRead + d.cacheWrite,
-		OutputTokens:      d.out,
-		CachedInputTokens: d.cacheRead,
-		ReasoningTokens:   d.thinking,
-		HostedCalls:       d.blockCalls,
-	}
+	u := d.counts.Usage()
+	u.HostedCalls = d.blockCalls
 	u.HostedCalls[llm.HostedWebSearch] = max(u.HostedCalls[llm.HostedWebSearch], d.searches)
 	return u
 }

@@ -59,6 +59,9 @@ type respObject struct {
 		Type string `json:"type"`
 	} `json:"output"`
 	Usage *respUsage `json:"usage"`
+	// ServiceTier is the tier that served the response; only a terminal event's says so (the
+	// earlier ones repeat the tier asked for).
+	ServiceTier convert.ServiceTier `json:"service_tier"`
 }
 
 type respItem struct {
@@ -96,12 +99,15 @@ func (d *responsesDecoder) hostedIn(r *respObject) llm.HostedCalls {
 	return calls
 }
 
-func (u *respUsage) usage() llm.Usage {
+// usage is the neutral usage of a terminal response object, which has a usage.
+func (r *respObject) usage() llm.Usage {
+	u := r.Usage
 	return llm.Usage{
 		InputTokens:       u.InputTokens,
 		OutputTokens:      u.OutputTokens,
 		CachedInputTokens: u.InputTokensDetails.CachedTokens,
 		ReasoningTokens:   u.OutputTokensDetails.ReasoningTokens,
+		ServiceTier:       string(r.ServiceTier),
 	}
 }
 
@@ -210,7 +216,7 @@ func (d *responsesDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, b
 		stop := convert.ResponsesStopReason(status, reason, len(d.tools) > 0 || (e.Response != nil && hasFunctionCall(e.Response)))
 		out = append(out, llm.Event{Kind: llm.EventStop, Stop: stop})
 		if e.Response != nil && e.Response.Usage != nil {
-			u := e.Response.Usage.usage()
+			u := e.Response.usage()
 			u.HostedCalls = d.hostedIn(e.Response)
 			out = append(out, llm.Event{Kind: llm.EventUsage, Usage: u})
 		}
@@ -218,7 +224,7 @@ func (d *responsesDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, b
 	case "response.failed":
 		d.failed = true
 		if e.Response != nil && e.Response.Usage != nil {
-			out = append(out, llm.Event{Kind: llm.EventUsage, Usage: e.Response.Usage.usage()})
+			out = append(out, llm.Event{Kind: llm.EventUsage, Usage: e.Response.usage()})
 		}
 		se := newStreamError("", "", "")
 		if e.Response != nil && e.Response.Error != nil {

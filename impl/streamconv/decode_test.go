@@ -158,7 +158,8 @@ func TestMessagesDecoderQuirks(t *testing.T) {
 		if !done || r.Text != "prefix" || !reflect.DeepEqual(r.Tools, want) || r.Stop != llm.StopSequence {
 			t.Fatalf("%+v done=%v", r, done)
 		}
-		if u := (llm.Usage{InputTokens: 18, CachedInputTokens: 5, OutputTokens: 9}); r.Usage != u {
+		// 11 uncached (message_delta's), 5 read, 2 written (no breakdown: for five minutes).
+		if u := (llm.Usage{InputTokens: 18, CachedInputTokens: 5, CacheWrite5mTokens: 2, OutputTokens: 9}); r.Usage != u {
 			t.Fatalf("usage %+v, want %+v", r.Usage, u)
 		}
 		for _, e := range evs {

@@ -28,11 +28,18 @@
 // so Usage is right for metering). The events an Encoder returns share one buffer that the
 // next call reuses: write them before calling the Encoder again.
 //
-// Usage follows the convention of llm.Usage that the converters share: input tokens include the
-// cached ones (Anthropic's cache reads and writes are added to its input_tokens when decoding,
-// and the cache reads reported as cache_read_input_tokens when encoding); stop reasons and the
-// usage objects are the converters' (package convert), so that a streamed and a complete answer
-// say the same.
+// Usage follows the convention of llm.Usage that the converters share: input tokens include
+// those read from and written to a prompt cache (Anthropic's cache reads and writes are added to
+// its input_tokens when decoding, and reported as cache_read_input_tokens and
+// cache_creation_input_tokens, with the breakdown of the writes, when encoding); stop reasons, the
+// usage objects and the service tiers are the converters' (package convert), so that a streamed
+// and a complete answer say the same. Where each format carries its usage in a stream: chat in
+// the chunk that stream_options.include_usage adds (with the service tier), Responses in its
+// terminal response object (with the tier that served it), Messages in message_start (input,
+// cache counts and tier) and, cumulatively, in message_delta (output, and in newer API versions
+// the input and cache counts again; the latest non-zero count wins). A stream cut short keeps the
+// counts it had seen, so message_start's input and cache counts are metered even when the stream
+// never ends.
 //
 // The decoders read the hot events (text and argument deltas) with a small scanner and hand
 // every other event, or any delta of an unusual shape, to encoding/json; the encoders append

@@ -20,13 +20,22 @@ type chatEncoder struct {
 	stop  llm.StopReason
 	usage llm.Usage
 	// prefix is the start of every chunk: {"id":…,"object":…,"created":…,"model":…,
+	// "system_fingerprint":null,"service_tier":…, with the tier of tier.
 	prefix []byte
+	// model is the model every chunk names, and tier the service tier they name: default until
+	// the upstream says which served the answer.
+	model, tier string
 }
 
 // Encode implements Encoder.
 func (c *chatEncoder) Encode(ev llm.Event, out []sse.Event) []sse.Event {
 	if ev.Kind == llm.EventUsage {
 		c.usage = mergeUsage(c.usage, ev.Usage)
+		if c.started && convert.OpenAIServiceTier(c.usage.ServiceTier) != c.tier {
+			// The chunks from now on name the tier that serves the answer, as OpenAI's do; the
+			// SDK accumulators keep the last one.
+			c.setPrefix()
+		}
 		return out
 	}
 	if c.ended {
@@ -114,7 +123,7 @@ func (c *chatEncoder) Finish(out []sse.Event) []sse.Event {
 		s := c.em.begin()
 		c.em.buf = append(c.em.buf, c.prefix...)
 		c.em.buf = append(c.em.buf, `"choices":[],"usage":`...)
-		c.em.buf = append(c.em.buf, convert.ChatUsage(c.usage)...)
+		c.em.buf = convert.AppendChatUsage(c.em.buf, c.usage)
 		c.em.buf = append(c.em.buf, '}')
 		c.em.end("", s)
 	}
@@ -158,17 +167,25 @@ func (c *chatEncoder) start(id, model string) {
 	if c.meta.Model != "" {
 		model = c.meta.Model
 	}
-	c.id = id
+	c.id, c.model = id, model
+	c.setPrefix()
+	s := c.chunkStart()
+	c.chunkEnd(s, `{"role":"assistant","content":"","refusal":null}`)
+}
+
+// setPrefix writes the start every chunk shares.
+func (c *chatEncoder) setPrefix() {
+	c.tier = convert.OpenAIServiceTier(c.usage.ServiceTier)
 	c.prefix = append(c.prefix[:0], `{"id":`...)
-	c.prefix = appendString(c.prefix, id)
+	c.prefix = appendString(c.prefix, c.id)
 	c.prefix = append(c.prefix, `,"object":"chat.completion.chunk","created":`...)
 	c.prefix = appendInt(c.prefix, c.meta.Created)
 	c.prefix = append(c.prefix, `,"model":`...)
-	c.prefix = appendString(c.prefix, model)
+	c.prefix = appendString(c.prefix, c.model)
 	// As api.openai.com sends every chunk: the fingerprint (none) and the tier.
-	c.prefix = append(c.prefix, `,"system_fingerprint":null,"service_tier":"default",`...)
-	s := c.chunkStart()
-	c.chunkEnd(s, `{"role":"assistant","content":"","refusal":null}`)
+	c.prefix = append(c.prefix, `,"system_fingerprint":null,"service_tier":`...)
+	c.prefix = appendString(c.prefix, c.tier)
+	c.prefix = append(c.prefix, ',')
 }
 
 // chunkStart begins a chunk with one choice, up to its delta.

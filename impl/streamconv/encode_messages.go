@@ -17,8 +17,10 @@ import (
 // one; otherwise Meta.InputTokensEstimate stands in, and message_delta repeats the real count
 // once known.
 //
-// Usage: Anthropic's input_tokens exclude the tokens read from the cache, which are reported as
-// cache_read_input_tokens; the neutral InputTokens include them.
+// Usage: Anthropic's input_tokens exclude the tokens read from and written to the cache, which
+// are reported as cache_read_input_tokens and cache_creation_input_tokens (message_start also
+// breaks the writes down by time to live and names the service tier); the neutral InputTokens
+// include them (convert.AppendMessagesUsage).
 type messagesEncoder struct {
 	meta      Meta
 	em        emitter
@@ -152,7 +154,7 @@ func (m *messagesEncoder) Finish(out []sse.Event) []sse.Event {
 	if m.usage.InputTokens > 0 {
 		// The cumulative counts, input included: message_start had only an estimate when
 		// the upstream tells its input count at the end.
-		m.em.buf = append(m.em.buf, convert.MessagesUsage(m.usage)...)
+		m.em.buf = convert.AppendMessagesDeltaUsage(m.em.buf, m.usage)
 	} else {
 		m.em.buf = append(m.em.buf, `{"output_tokens":`...)
 		m.em.buf = appendInt(m.em.buf, m.usage.OutputTokens)
@@ -201,20 +203,21 @@ func (m *messagesEncoder) start() {
 	if m.meta.Model != "" {
 		m.model = m.meta.Model
 	}
-	in, cached := m.meta.InputTokensEstimate, int64(0)
+	// The counts known by now, or the estimate; the output is a placeholder, as Anthropic's.
+	u := llm.Usage{InputTokens: m.meta.InputTokensEstimate, ServiceTier: m.usage.ServiceTier}
 	if m.usage.InputTokens > 0 {
-		in, cached = m.usage.InputTokens-m.usage.CachedInputTokens, m.usage.CachedInputTokens
+		u = m.usage
+		u.ReasoningTokens = 0
 	}
+	u.OutputTokens = 1
 	s := m.em.begin()
 	m.em.buf = append(m.em.buf, `{"type":"message_start","message":{"id":`...)
 	m.em.buf = appendString(m.em.buf, m.id)
 	m.em.buf = append(m.em.buf, `,"type":"message","role":"assistant","content":[],"model":`...)
 	m.em.buf = appendString(m.em.buf, m.model)
-	m.em.buf = append(m.em.buf, `,"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":`...)
-	m.em.buf = appendInt(m.em.buf, in)
-	m.em.buf = append(m.em.buf, `,"output_tokens":1,"cache_creation_input_tokens":0,"cache_read_input_tokens":`...)
-	m.em.buf = appendInt(m.em.buf, cached)
-	m.em.buf = append(m.em.buf, "}}}"...)
+	m.em.buf = append(m.em.buf, `,"stop_reason":null,"stop_sequence":null,"usage":`...)
+	m.em.buf = convert.AppendMessagesUsage(m.em.buf, u)
+	m.em.buf = append(m.em.buf, "}}"...)
 	m.em.end("message_start", s)
 }
 

@@ -395,10 +395,18 @@ func (r *responsesEncoder) appendResponse(status, incompleteReason, errCode, err
 	}
 	b = append(r.em.buf, `],"usage":`...)
 	if withUsage {
-		b = append(b, convert.ResponsesUsage(r.usage)...)
+		b = convert.AppendResponsesUsage(b, r.usage)
 	} else {
 		b = append(b, "null"...)
 	}
+	// The tier asked for is not known here: default until the end, then the one the upstream
+	// says served the answer.
+	tier := "default"
+	if status != "in_progress" {
+		tier = convert.OpenAIServiceTier(r.usage.ServiceTier)
+	}
+	b = append(b, `,"service_tier":`...)
+	b = appendString(b, tier)
 	b = append(b, r.meta.ResponsesEcho...)
 	r.em.buf = append(b, '}')
 }

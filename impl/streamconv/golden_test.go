@@ -27,7 +27,7 @@ func TestDecoders(t *testing.T) {
 				checkNeutralOrder(t, evs)
 				got := accumulate(evs)
 				want := expected[name]
-				compareResult(t, "decoded", llm.FormatResponses, Meta{}, got, want)
+				compareResult(t, "decoded", "", Meta{}, got, want)
 				if want.HasError && got.ErrType != want.ErrType {
 					t.Errorf("error type %q, want %q", got.ErrType, want.ErrType)
 				}

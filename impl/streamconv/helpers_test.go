@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tollgate/tollgate/impl/convert"
 	"github.com/tollgate/tollgate/impl/llm"
 	"github.com/tollgate/tollgate/impl/sse"
 )
@@ -69,25 +70,26 @@ const (
 // expected is what each recorded upstream stream amounts to, written by hand from the files.
 var expected = map[string]result{
 	"chat_text": {Text: wantText, Stop: llm.StopEnd,
-		Usage: llm.Usage{InputTokens: 19, OutputTokens: 14, CachedInputTokens: 3}},
+		Usage: llm.Usage{InputTokens: 19, OutputTokens: 14, CachedInputTokens: 3, ServiceTier: "default"}},
 	"chat_tools": {Stop: llm.StopToolCalls,
 		Tools: []toolCall{{"call_Wx1", "get_weather", weatherArgs}, {"call_Tm2", "get_time", timeArgs}},
-		Usage: llm.Usage{InputTokens: 88, OutputTokens: 41}},
+		Usage: llm.Usage{InputTokens: 88, OutputTokens: 41, ServiceTier: "default"}},
 	"chat_length": {Text: lengthCutText, Stop: llm.StopLength, Usage: llm.Usage{InputTokens: 12, OutputTokens: 5}},
 	"chat_error":  {Text: "Partial answer", HasError: true, ErrType: "server_error", ErrMsg: serverErrMsg},
 	"responses_text": {Text: wantText, Stop: llm.StopEnd,
-		Usage: llm.Usage{InputTokens: 19, OutputTokens: 14, CachedInputTokens: 3}},
+		Usage: llm.Usage{InputTokens: 19, OutputTokens: 14, CachedInputTokens: 3, ServiceTier: "auto"}},
 	"responses_tools": {Stop: llm.StopToolCalls,
 		Tools: []toolCall{{"call_Wx1", "get_weather", weatherArgs}, {"call_Tm2", "get_time", timeArgs}},
-		Usage: llm.Usage{InputTokens: 88, OutputTokens: 41, ReasoningTokens: 16}},
-	"responses_length": {Text: lengthCutText, Stop: llm.StopLength, Usage: llm.Usage{InputTokens: 12, OutputTokens: 5}},
+		Usage: llm.Usage{InputTokens: 88, OutputTokens: 41, ReasoningTokens: 16, ServiceTier: "auto"}},
+	"responses_length": {Text: lengthCutText, Stop: llm.StopLength, Usage: llm.Usage{InputTokens: 12, OutputTokens: 5, ServiceTier: "auto"}},
 	"responses_error":  {Text: "Partial answer", HasError: true, ErrType: "server_error", ErrMsg: serverErrMsg},
 	"messages_text": {Text: wantText, Stop: llm.StopEnd,
-		Usage: llm.Usage{InputTokens: 19, OutputTokens: 14, CachedInputTokens: 3}},
+		Usage: llm.Usage{InputTokens: 19, OutputTokens: 14, CachedInputTokens: 3, ServiceTier: "standard"}},
 	"messages_tools": {Text: "I'll check both.", Stop: llm.StopToolCalls,
 		Tools: []toolCall{{"toolu_01T1x1fJ34qAmk2tNTrN7Up6", "get_weather", weatherArgs}, {"toolu_01AbCdEfGhIjKlMnOpQrStUv", "get_time", timeArgs}},
-		Usage: llm.Usage{InputTokens: 88, OutputTokens: 41, ReasoningTokens: 16}},
-	"messages_length": {Text: lengthCutText, Stop: llm.StopLength, Usage: llm.Usage{InputTokens: 12, OutputTokens: 5}},
+		// 80 uncached and 8 written to the cache for five minutes.
+		Usage: llm.Usage{InputTokens: 88, OutputTokens: 41, CacheWrite5mTokens: 8, ReasoningTokens: 16, ServiceTier: "standard"}},
+	"messages_length": {Text: lengthCutText, Stop: llm.StopLength, Usage: llm.Usage{InputTokens: 12, OutputTokens: 5, ServiceTier: "standard"}},
 	"messages_error":  {Text: "Partial answer", HasError: true, ErrType: "overloaded_error", ErrMsg: "Overloaded"},
 }
 
@@ -222,16 +224,53 @@ func compareResult(t testing.TB, who string, client llm.Format, meta Meta, got, 
 	if got.Stop != want.Stop {
 		t.Errorf("%s: stop %q, want %q", who, got.Stop, want.Stop)
 	}
-	wantUsage := want.Usage
+	wantUsage := clientView(client, want.Usage)
 	switch {
 	case client == llm.FormatChat && !meta.IncludeUsage:
-		wantUsage = llm.Usage{}
-	case client == llm.FormatMessages:
-		// Messages usage has no reasoning count (as in convert.MessagesUsage).
-		wantUsage.ReasoningTokens = 0
+		// Only the tier, which every chunk names.
+		wantUsage = llm.Usage{ServiceTier: wantUsage.ServiceTier}
+	case client == llm.FormatMessages && got.Usage.ServiceTier == "":
+		// A Messages stream names the tier in message_start: an upstream that says it only at
+		// the end (the OpenAI formats) cannot have it there.
+		wantUsage.ServiceTier = ""
 	}
 	if got.Usage != wantUsage {
 		t.Errorf("%s: usage %+v, want %+v", who, got.Usage, wantUsage)
+	}
+}
+
+// clientView is the usage u as a client of format client reads it: an OpenAI client sees the
+// cache writes only as input (its usage has no place for them) and the tier in OpenAI's words,
+// default when there is none; a Messages client sees the tier in its own words, if any.
+// Any other client (""): the neutral usage itself.
+func clientView(client llm.Format, u llm.Usage) llm.Usage {
+	switch client {
+	case llm.FormatMessages:
+		u.ServiceTier = convert.ServiceTierFor(client, u.ServiceTier)
+	case llm.FormatChat, llm.FormatResponses:
+		u.CacheWrite5mTokens, u.CacheWrite1hTokens = 0, 0
+		u.ServiceTier = convert.OpenAIServiceTier(u.ServiceTier)
+	}
+	return u
+}
+
+// messagesUsage reads a Messages usage object (decoded into m) into counts, as
+// anthropic-sdk-go's Accumulate does: only the counts present replace the ones before.
+func messagesUsage(c *convert.AnthropicCounts, m map[string]any) {
+	for k, dst := range map[string]*int64{"input_tokens": &c.Input, "cache_read_input_tokens": &c.CacheRead,
+		"cache_creation_input_tokens": &c.CacheWrite, "output_tokens": &c.Output} {
+		if v, ok := m[k]; ok {
+			*dst = num(v)
+		}
+	}
+	if b, ok := m["cache_creation"].(map[string]any); ok {
+		c.CacheWrite5m, c.CacheWrite1h = num(b["ephemeral_5m_input_tokens"]), num(b["ephemeral_1h_input_tokens"])
+	}
+	if d, ok := m["output_tokens_details"].(map[string]any); ok {
+		c.Thinking = num(d["thinking_tokens"])
+	}
+	if tier, ok := m["service_tier"]; ok {
+		c.ServiceTier = str(tier)
 	}
 }
 
@@ -296,7 +335,7 @@ func checkChat(t testing.TB, raw []byte, meta Meta) result {
 		t.Fatalf("chat stream does not end with exactly data: [DONE]")
 	}
 	var r result
-	finished, sawUsage := false, false
+	finished, sawUsage, tier := false, false, ""
 	toolArgsStarted := map[int64]bool{}
 	for i, ev := range evs[:len(evs)-1] {
 		if string(ev.Data) == "[DONE]" {
@@ -325,6 +364,7 @@ func checkChat(t testing.TB, raw []byte, meta Meta) result {
 		if fp, ok := m["system_fingerprint"]; !ok || fp != nil || str(m["service_tier"]) == "" {
 			t.Fatalf("chunk without system_fingerprint (null) and service_tier: %s", ev.Data)
 		}
+		tier = str(m["service_tier"]) // the last one counts, as for the SDK accumulators
 		u, hasUsage := m["usage"]
 		if !meta.IncludeUsage && hasUsage {
 			t.Fatalf("usage key without include_usage: %s", ev.Data)
@@ -411,6 +451,7 @@ func checkChat(t testing.TB, raw []byte, meta Meta) result {
 	if !r.HasError && meta.IncludeUsage && !sawUsage {
 		t.Fatalf("no usage chunk under include_usage")
 	}
+	r.Usage.ServiceTier = tier
 	return r
 }
 
@@ -612,6 +653,7 @@ func checkResponses(t testing.TB, raw []byte, meta Meta) result {
 		OutputTokens:      num(u["output_tokens"]),
 		CachedInputTokens: num(field(u, "input_tokens_details", "cached_tokens")),
 		ReasoningTokens:   num(field(u, "output_tokens_details", "reasoning_tokens")),
+		ServiceTier:       str(resp["service_tier"]),
 	}
 	switch {
 	case status == "incomplete":
@@ -641,6 +683,7 @@ func checkMessages(t testing.TB, raw []byte, meta Meta) result {
 		tools   = map[int]int{} // block index → index in r.Tools
 		sawStop bool
 		msgDone bool
+		counts  convert.AnthropicCounts
 	)
 	for i, ev := range evs {
 		m := obj(t, ev.Data)
@@ -663,13 +706,14 @@ func checkMessages(t testing.TB, raw []byte, meta Meta) result {
 				t.Fatalf("message_start: %s", ev.Data)
 			}
 			u, _ := msg["usage"].(map[string]any)
-			for _, k := range []string{"input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"} {
+			for _, k := range []string{"input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "cache_creation"} {
 				if _, ok := u[k]; !ok {
 					t.Fatalf("message_start usage lacks %s", k)
 				}
 			}
-			r.Usage.InputTokens = num(u["input_tokens"]) + num(u["cache_read_input_tokens"])
-			r.Usage.CachedInputTokens = num(u["cache_read_input_tokens"])
+			messagesUsage(&counts, u)
+			counts.Output = 0 // a placeholder
+			r.Usage = counts.Usage()
 		case "content_block_start":
 			if idx != len(blocks) || sawStop {
 				t.Fatalf("content_block_start index %d, want %d", idx, len(blocks))
@@ -734,12 +778,8 @@ func checkMessages(t testing.TB, raw []byte, meta Meta) result {
 			if _, ok := u["output_tokens"]; !ok {
 				t.Fatalf("message_delta usage lacks output_tokens")
 			}
-			r.Usage.OutputTokens = num(u["output_tokens"])
-			if _, ok := u["input_tokens"]; ok {
-				r.Usage.InputTokens = num(u["input_tokens"]) + num(u["cache_read_input_tokens"])
-				r.Usage.CachedInputTokens = num(u["cache_read_input_tokens"])
-			}
-			r.Usage.ReasoningTokens = num(field(u, "output_tokens_details", "thinking_tokens"))
+			messagesUsage(&counts, u)
+			r.Usage = counts.Usage()
 		case "message_stop":
 			if !sawStop || i != len(evs)-1 {
 				t.Fatalf("message_stop misplaced")

@@ -15,6 +15,7 @@ import (
 	oassestream "github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/responses"
 
+	"github.com/tollgate/tollgate/impl/convert"
 	"github.com/tollgate/tollgate/impl/llm"
 )
 
@@ -78,6 +79,7 @@ func sdkChat(t testing.TB, transcript []byte) result {
 		OutputTokens:      acc.Usage.CompletionTokens,
 		CachedInputTokens: acc.Usage.PromptTokensDetails.CachedTokens,
 		ReasoningTokens:   acc.Usage.CompletionTokensDetails.ReasoningTokens,
+		ServiceTier:       string(acc.ServiceTier),
 	}
 	if acc.Usage.TotalTokens != r.Usage.InputTokens+r.Usage.OutputTokens {
 		t.Errorf("openai-go total_tokens %d", acc.Usage.TotalTokens)
@@ -155,6 +157,7 @@ func sdkResponses(t testing.TB, transcript []byte) result {
 		OutputTokens:      final.Usage.OutputTokens,
 		CachedInputTokens: final.Usage.InputTokensDetails.CachedTokens,
 		ReasoningTokens:   final.Usage.OutputTokensDetails.ReasoningTokens,
+		ServiceTier:       string(final.ServiceTier),
 	}
 	return r
 }
@@ -201,12 +204,10 @@ func sdkMessages(t testing.TB, transcript []byte) result {
 	if msg.StopReason != "" {
 		r.Stop = messagesStop(string(msg.StopReason))
 	}
-	r.Usage = llm.Usage{
-		InputTokens:       msg.Usage.InputTokens + msg.Usage.CacheReadInputTokens,
-		OutputTokens:      msg.Usage.OutputTokens,
-		CachedInputTokens: msg.Usage.CacheReadInputTokens,
-		ReasoningTokens:   msg.Usage.OutputTokensDetails.ThinkingTokens,
-	}
+	u := msg.Usage
+	r.Usage = convert.AnthropicCounts{Input: u.InputTokens, CacheRead: u.CacheReadInputTokens, CacheWrite: u.CacheCreationInputTokens,
+		CacheWrite5m: u.CacheCreation.Ephemeral5mInputTokens, CacheWrite1h: u.CacheCreation.Ephemeral1hInputTokens,
+		Output: u.OutputTokens, Thinking: u.OutputTokensDetails.ThinkingTokens, ServiceTier: string(u.ServiceTier)}.Usage()
 	return r
 }
 

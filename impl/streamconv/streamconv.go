@@ -95,12 +95,21 @@ func NewEncoder(f llm.Format, m Meta) Encoder {
 }
 
 // mergeUsage folds a cumulative usage report into what is known: counts only grow, so the
-// larger value of each field wins, and a report that lacks a field does not erase it.
+// larger value of each field wins, and a report that lacks a field does not erase it. The cache
+// writes are one count split by time to live, and a later report may split it anew (Anthropic's
+// breakdown): the split of the report with the most writes wins, the later one on a tie. The
+// service tier is the last one reported.
 func mergeUsage(have, u llm.Usage) llm.Usage {
 	have.InputTokens = max(have.InputTokens, u.InputTokens)
 	have.OutputTokens = max(have.OutputTokens, u.OutputTokens)
 	have.CachedInputTokens = max(have.CachedInputTokens, u.CachedInputTokens)
 	have.ReasoningTokens = max(have.ReasoningTokens, u.ReasoningTokens)
+	if w := u.CacheWriteTokens(); w > 0 && w >= have.CacheWriteTokens() {
+		have.CacheWrite5mTokens, have.CacheWrite1hTokens = u.CacheWrite5mTokens, u.CacheWrite1hTokens
+	}
+	if u.ServiceTier != "" {
+		have.ServiceTier = u.ServiceTier
+	}
 	for i := range have.HostedCalls {
 		have.HostedCalls[i] = max(have.HostedCalls[i], u.HostedCalls[i])
 	}

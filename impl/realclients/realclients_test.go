@@ -1,6 +1,7 @@
 package realclients_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -9,6 +10,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tollgate/tollgate/impl/apitest"
+	"github.com/tollgate/tollgate/impl/price"
+	"github.com/tollgate/tollgate/impl/store"
 )
 
 // The tools the gateway's MCP endpoint lists today.
@@ -24,6 +32,7 @@ func TestRealClients(t *testing.T) {
 		test func(*testing.T, clients, fixture)
 	}{
 		{"ClaudeCode", testClaudeCode},
+		{"ClaudeCodeCachedTurns", testClaudeCodeCachedTurns},
 		{"ClaudeCodeMCP", testClaudeCodeMCP},
 		{"Codex", testCodex},
 		{"CodexMCP", testCodexMCP},
@@ -160,6 +169,79 @@ func testClaudeCode(t *testing.T, c clients, fx fixture) {
 	claudeResult(t, r, jsonLines(r.stdout))
 	checkInference(t, rec, "/v1/messages", "service-sonnet")
 	rec.checkEgress(t)
+}
+
+// testClaudeCodeCachedTurns: two turns of one Claude Code conversation (the second with
+// --continue) on a tenant of their own. Claude Code marks its system prompt and the latest
+// message with cache_control, so the simulator (like Anthropic) writes the prompt's prefix to
+// its cache on the first turn and reads it on the second; the second turn's usage record shows
+// the cache reads, billed at claude-sonnet-4-5's cache-read price (service-sonnet's catalog
+// entry), and the bill is the record's kinds at its price.
+func testClaudeCodeCachedTurns(t *testing.T, c clients, fx fixture) {
+	tenant := fx.gw.NewTenant(t, "claude-cache", 0, 100_000_000)
+	own := fixture{gw: fx.gw, key: tenant.Key}
+	rec := newRecorder(t, own.gw.URL, own.key)
+	sb := claudeSandbox(t, c, own, rec)
+	r := run(t, rec, sb, c.claude(), "-p", "Say hi", "--output-format", "json")
+	claudeResult(t, r, jsonLines(r.stdout))
+	first := len(usageRecords(t, own.gw, tenant.Account.ID, messagesCalls(rec)))
+	r = run(t, rec, sb, c.claude(), "-p", "--continue", "Say more", "--output-format", "json")
+	claudeResult(t, r, jsonLines(r.stdout))
+	checkInference(t, rec, "/v1/messages", "service-sonnet")
+	records := usageRecords(t, own.gw, tenant.Account.ID, messagesCalls(rec))
+	var writes, reads int64
+	for _, u := range records {
+		if u.Price == nil {
+			t.Fatalf("an unpriced usage record: %+v", u)
+		}
+		if again := price.Cost(u.Tokens(), *u.Price); again != u.Costs || u.CostMicros != again.Total()+u.HostedMicros-u.WaivedMicros {
+			t.Errorf("record %s: cost %d as %+v is not its counts %+v at its price (%+v)", u.RequestID, u.CostMicros, u.Costs, u.Tokens(), again)
+		}
+		writes += u.CacheWrite5mTokens + u.CacheWrite1hTokens
+	}
+	for _, u := range records[:len(records)-first] { // the second turn's, newest first
+		reads += u.CacheReadTokens
+		if u.CacheReadTokens > 0 && (u.Price.CacheRead != 300_000 || u.Costs.CacheRead != price.Part(u.CacheReadTokens, 300_000)) {
+			t.Errorf("record %s: %d cache reads cost %d at %d per million, want claude-sonnet-4-5's 300,000",
+				u.RequestID, u.CacheReadTokens, u.Costs.CacheRead, u.Price.CacheRead)
+		}
+	}
+	if writes == 0 || reads == 0 {
+		t.Errorf("cache writes %d (both turns), reads %d (second turn): want both", writes, reads)
+	}
+	t.Logf("%d records; cache writes %d, second-turn reads %d", len(records), writes, reads)
+}
+
+// messagesCalls counts the POST /v1/messages the recorder saw answered 200: each is one usage
+// record.
+func messagesCalls(rec *recorder) int {
+	n := 0
+	for _, ex := range rec.snapshot() {
+		if ex.Path() == "/v1/messages" && ex.Method == http.MethodPost && ex.Status == http.StatusOK {
+			n++
+		}
+	}
+	return n
+}
+
+// usageRecords waits until the account has at least n usage records (the meter writes them in
+// batches) and returns them, newest first.
+func usageRecords(t *testing.T, gw *apitest.Gateway, account uuid.UUID, n int) []store.UsageRecord {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		recs, err := gw.Store.UsageRecords(context.Background(), account, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) >= n {
+			return recs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d usage records, want at least %d", len(recs), n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // claudeMCPConfig is the --mcp-config file that points Claude Code at the gateway's MCP

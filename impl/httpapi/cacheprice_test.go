@@ -1,0 +1,456 @@
+package httpapi_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tollgate/tollgate/impl/apitest"
+	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/price"
+	"github.com/tollgate/tollgate/impl/store"
+)
+
+// The usage a stand-in provider reports, in each provider's documented shape:
+//
+//   - Anthropic Messages, a prompt-cached turn: 2,000 uncached input tokens, 10,000 written to
+//     the cache for one hour, 50,000 read from it, 500 output
+//     (https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching, "Tracking cache
+//     performance": input_tokens counts only the tokens after the last cache breakpoint;
+//     cache_creation splits the writes by TTL; https://docs.anthropic.com/en/api/messages for
+//     message_start / message_delta). At claude-sonnet-4-5's published prices ($3 input, $6
+//     one-hour write, $0.30 read, $15 output per million) that is 6,000 + 60,000 + 15,000 +
+//     7,500 = 88,500 micro-units.
+//   - OpenAI chat completions and Responses: 52,000 prompt tokens of which 50,000 cached, 500
+//     output (https://platform.openai.com/docs/api-reference/chat/object usage.
+//     prompt_tokens_details.cached_tokens; https://platform.openai.com/docs/api-reference/responses/object
+//     usage.input_tokens_details.cached_tokens; https://platform.openai.com/docs/guides/prompt-caching).
+//     At gpt-4.1-mini's ($0.40 input, $0.10 cached input, $1.60 output) that is 800 + 5,000 +
+//     800 = 6,600 micro-units.
+const (
+	anthropicUsage = `{"input_tokens":2000,"cache_creation_input_tokens":10000,"cache_read_input_tokens":50000,"cache_creation":{"ephemeral_5m_input_tokens":0,"ephemeral_1h_input_tokens":10000},"output_tokens":500,"service_tier":"standard"}`
+	chatUsage      = `{"prompt_tokens":52000,"completion_tokens":500,"total_tokens":52500,"prompt_tokens_details":{"cached_tokens":50000,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}`
+	responsesUsage = `{"input_tokens":52000,"input_tokens_details":{"cached_tokens":50000},"output_tokens":500,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":52500}`
+
+	anthropicCost = 88_500
+	openAICost    = 6_600
+)
+
+var (
+	anthropicCosts = price.Breakdown{Input: 6_000, CacheWrite1h: 60_000, CacheRead: 15_000, Output: 7_500}
+	openAICosts    = price.Breakdown{Input: 800, CacheRead: 5_000, Output: 800}
+)
+
+// standIn answers every request as a provider of kind would, with the usage above; usage, when
+// not empty, replaces it (the race test's stand-in reports what each request sent).
+func standIn(kind string, usage func(body []byte) string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var req struct {
+			Stream bool `json:"stream"`
+		}
+		_ = json.Unmarshal(body, &req)
+		var u string
+		if usage != nil {
+			u = usage(body)
+		}
+		if req.Stream {
+			w.Header().Set("Content-Type", "text/event-stream")
+		} else {
+			w.Header().Set("Content-Type", "application/json")
+		}
+		switch {
+		case kind == config.KindAnthropicMessages && !req.Stream:
+			fmt.Fprintf(w, `{"id":"msg_01","type":"message","role":"assistant","model":"claude-sonnet-4-5-20250929","content":[{"type":"text","text":"Cached."}],"stop_reason":"end_turn","stop_sequence":null,"usage":%s}`, or(u, anthropicUsage))
+		case kind == config.KindAnthropicMessages:
+			start := or(u, anthropicUsage)
+			fmt.Fprintf(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_01\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-5-20250929\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":%s}}\n\n", strings.Replace(start, `"output_tokens":500`, `"output_tokens":1`, 1))
+			fmt.Fprint(w, "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n")
+			fmt.Fprint(w, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Cached.\"}}\n\n")
+			fmt.Fprint(w, "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n")
+			fmt.Fprint(w, "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":500}}\n\n")
+			fmt.Fprint(w, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+		case kind == config.KindOpenAIChat && !req.Stream:
+			fmt.Fprintf(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"gpt-4.1-mini-2025-04-14","choices":[{"index":0,"message":{"role":"assistant","content":"Cached.","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"stop"}],"usage":%s,"service_tier":"default","system_fingerprint":null}`, or(u, chatUsage))
+		case kind == config.KindOpenAIChat:
+			chunk := `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4.1-mini-2025-04-14","service_tier":"default","system_fingerprint":null,"choices":%s,"usage":%s}` + "\n\n"
+			fmt.Fprintf(w, chunk, `[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}]`, "null")
+			fmt.Fprintf(w, chunk, `[{"index":0,"delta":{"content":"Cached."},"logprobs":null,"finish_reason":null}]`, "null")
+			fmt.Fprintf(w, chunk, `[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}]`, "null")
+			fmt.Fprintf(w, chunk, `[]`, or(u, chatUsage))
+			fmt.Fprint(w, "data: [DONE]\n\n")
+		case kind == config.KindOpenAIResponses:
+			done := fmt.Sprintf(`{"id":"resp_1","object":"response","created_at":1700000000,"status":"completed","error":null,"incomplete_details":null,"model":"gpt-4.1-mini-2025-04-14","output":[{"id":"msg_1","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":"Cached.","annotations":[]}]}],"parallel_tool_calls":true,"service_tier":"default","tool_choice":"auto","tools":[],"usage":%s}`, or(u, responsesUsage))
+			if !req.Stream {
+				fmt.Fprint(w, done)
+				return
+			}
+			created := `{"id":"resp_1","object":"response","created_at":1700000000,"status":"in_progress","model":"gpt-4.1-mini-2025-04-14","output":[],"usage":null}`
+			events := []string{
+				`{"type":"response.created","sequence_number":0,"response":` + created + `}`,
+				`{"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":{"id":"msg_1","type":"message","status":"in_progress","role":"assistant","content":[]}}`,
+				`{"type":"response.content_part.added","sequence_number":2,"item_id":"msg_1","output_index":0,"content_index":0,"part":{"type":"output_text","text":"","annotations":[]}}`,
+				`{"type":"response.output_text.delta","sequence_number":3,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"Cached."}`,
+				`{"type":"response.output_text.done","sequence_number":4,"item_id":"msg_1","output_index":0,"content_index":0,"text":"Cached."}`,
+				`{"type":"response.content_part.done","sequence_number":5,"item_id":"msg_1","output_index":0,"content_index":0,"part":{"type":"output_text","text":"Cached.","annotations":[]}}`,
+				`{"type":"response.output_item.done","sequence_number":6,"output_index":0,"item":{"id":"msg_1","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":"Cached.","annotations":[]}]}}`,
+				`{"type":"response.completed","sequence_number":7,"response":` + done + `}`,
+			}
+			for _, e := range events {
+				var typ struct{ Type string }
+				_ = json.Unmarshal([]byte(e), &typ)
+				fmt.Fprintf(w, "event: %s\ndata: %s\n\n", typ.Type, e)
+			}
+		}
+	}
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// standInConfig puts, for each upstream kind, a chat-family and a Messages-family model on a
+// stand-in provider of that kind: "cached-<kind>-chat" and "cached-<kind>-messages", priced from
+// the built-in catalog as claude-sonnet-4-5 (the Anthropic kind) or gpt-4.1-mini (the OpenAI
+// kinds).
+func standInConfig(t *testing.T, usage func([]byte) string) *config.Config {
+	t.Helper()
+	cfg := config.Default()
+	for _, kind := range []string{config.KindOpenAIChat, config.KindOpenAIResponses, config.KindAnthropicMessages} {
+		srv := httptest.NewServer(standIn(kind, usage))
+		t.Cleanup(srv.Close)
+		cfg.Providers = append(cfg.Providers, config.Provider{Name: "standin-" + kind, Kind: kind, BaseURL: srv.URL})
+		entry, upstream := "gpt-4.1-mini", "gpt-4.1-mini"
+		if kind == config.KindAnthropicMessages {
+			entry, upstream = "claude-sonnet-4-5", "claude-sonnet-4-5"
+		}
+		for _, family := range []string{config.FamilyChat, config.FamilyMessages} {
+			id := "cached-" + kind + "-" + family
+			cfg.Models = append(cfg.Models, config.Model{ID: id, Family: family, OwnedBy: "test",
+				Price: config.Price{Catalog: entry}, MaxOutputTokens: 1000, ContextTokens: 200_000,
+				Backend: &config.Upstream{Provider: "standin-" + kind, Model: upstream}})
+			cfg.Plans[0].Models = append(cfg.Plans[0].Models, id)
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// longPrompt is a prompt of about n tokens by the gateway's estimate, so that the reservation
+// covers what the stand-in reports.
+func longPrompt(n int) string { return strings.Repeat("cache me ", n/2) }
+
+// inferenceBody is a request of the route's format for model.
+func inferenceBody(route, model, prompt string, stream bool) string {
+	switch route {
+	case "/v1/messages":
+		return fmt.Sprintf(`{"model":%q,"max_tokens":1000,"stream":%t,"messages":[{"role":"user","content":%q}]}`, model, stream, prompt)
+	case "/v1/responses":
+		return fmt.Sprintf(`{"model":%q,"max_output_tokens":1000,"stream":%t,"input":%q}`, model, stream, prompt)
+	default:
+		return fmt.Sprintf(`{"model":%q,"max_tokens":1000,"stream":%t,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":%q}]}`, model, stream, prompt)
+	}
+}
+
+// post sends body to route with key and returns the status and the whole answer.
+func post(t *testing.T, g *apitest.Gateway, key, route, body string) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", g.URL+route, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := g.Client(t).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, b
+}
+
+// checkReproducible asserts that the record's cost is the sum of its per-kind costs and that
+// those are what its counts cost at the price it carries: the bill from the row alone.
+func checkReproducible(t *testing.T, rec store.UsageRecord) {
+	t.Helper()
+	if rec.Price == nil {
+		t.Fatalf("the record carries no price: %+v", rec)
+	}
+	if again := price.Cost(rec.Tokens(), *rec.Price); again != rec.Costs {
+		t.Errorf("the row's costs %+v are not its counts %+v at its price %+v (%+v)", rec.Costs, rec.Tokens(), rec.Price.Rates, again)
+	}
+	if rec.CostMicros != rec.Costs.Total()+rec.HostedMicros-rec.WaivedMicros {
+		t.Errorf("cost %d is not the sum of its parts %+v + hosted %d - waived %d", rec.CostMicros, rec.Costs, rec.HostedMicros, rec.WaivedMicros)
+	}
+}
+
+// clientUsage is the usage object of a complete answer or the last usage of a stream, as the
+// client received it.
+func clientUsage(t *testing.T, route string, stream bool, body []byte) map[string]any {
+	t.Helper()
+	var last map[string]any
+	visit := func(obj map[string]any) {
+		if u, ok := obj["usage"].(map[string]any); ok {
+			if last == nil {
+				last = map[string]any{}
+			}
+			for k, v := range u { // Messages streams spread usage over message_start and message_delta
+				last[k] = v
+			}
+		}
+		for _, k := range []string{"message", "response"} {
+			if inner, ok := obj[k].(map[string]any); ok {
+				if u, ok := inner["usage"].(map[string]any); ok {
+					if last == nil {
+						last = map[string]any{}
+					}
+					for k, v := range u {
+						last[k] = v
+					}
+				}
+			}
+		}
+	}
+	if !stream {
+		var obj map[string]any
+		if err := json.Unmarshal(body, &obj); err != nil {
+			t.Fatalf("answer: %v: %s", err, body)
+		}
+		visit(obj)
+		return last
+	}
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok || line == "[DONE]" {
+			continue
+		}
+		var obj map[string]any
+		if json.Unmarshal([]byte(line), &obj) == nil {
+			visit(obj)
+		}
+	}
+	return last
+}
+
+// num reads a number at a path of nested objects.
+func num(m map[string]any, path ...string) int64 {
+	var v any = m
+	for _, p := range path {
+		o, ok := v.(map[string]any)
+		if !ok {
+			return -1
+		}
+		v = o[p]
+	}
+	f, ok := v.(float64)
+	if !ok {
+		return -1
+	}
+	return int64(f)
+}
+
+// TestCachePricedOnEveryRoute: for every upstream format and every client route, JSON and
+// stream, same-format and translated, a prompt-cached answer is billed kind by kind at the
+// published prices to the micro-unit, the usage record explains the bill (counts per kind, the
+// price and its catalog entry, each kind's cost, which add up to the cost), and the client sees
+// the cache counts in its own format.
+func TestCachePricedOnEveryRoute(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: standInConfig(t, nil)})
+	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	prompt := longPrompt(70_000) // the reservation covers the 62,000 input tokens reported
+	n := int64(0)
+	for _, kind := range []string{config.KindAnthropicMessages, config.KindOpenAIChat, config.KindOpenAIResponses} {
+		for _, route := range []string{"/v1/messages", "/v1/chat/completions", "/v1/responses"} {
+			family := config.FamilyChat
+			if route == "/v1/messages" {
+				family = config.FamilyMessages
+			}
+			model := "cached-" + kind + "-" + family
+			for _, stream := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s upstream, %s, stream %t", kind, route, stream), func(t *testing.T) {
+					status, body := post(t, g, tenant.Key, route, inferenceBody(route, model, prompt, stream))
+					if status != 200 {
+						t.Fatalf("status %d: %.300s", status, body)
+					}
+					n++
+					rec := latestUsage(t, g, tenant.Account, n)
+					checkReproducible(t, rec)
+					wantCost, wantCosts := int64(openAICost), openAICosts
+					wantRead, wantWrite1h, wantIn := int64(50_000), int64(0), int64(52_000)
+					if kind == config.KindAnthropicMessages {
+						wantCost, wantCosts, wantWrite1h, wantIn = anthropicCost, anthropicCosts, 10_000, 62_000
+					}
+					if rec.CostMicros != wantCost || rec.Costs != wantCosts || rec.WaivedMicros != 0 {
+						t.Errorf("billed %d as %+v (waived %d), want %d as %+v", rec.CostMicros, rec.Costs, rec.WaivedMicros, wantCost, wantCosts)
+					}
+					if rec.InputTokens != wantIn || rec.CacheReadTokens != wantRead || rec.CacheWrite1hTokens != wantWrite1h ||
+						rec.CacheWrite5mTokens != 0 || rec.OutputTokens != 500 {
+						t.Errorf("record counts: input %d, read %d, write 5m %d, write 1h %d, output %d",
+							rec.InputTokens, rec.CacheReadTokens, rec.CacheWrite5mTokens, rec.CacheWrite1hTokens, rec.OutputTokens)
+					}
+					if rec.Price.Catalog == "" || rec.Price.Effective == "" {
+						t.Errorf("the record's price names no catalog entry and date: %+v", rec.Price)
+					}
+					// An answer of the old arithmetic (every prompt token at the input price) fails here.
+					if old := price.Part(wantIn, rec.Price.Input) + price.Part(500, rec.Price.Output); old == rec.CostMicros {
+						t.Errorf("billed %d, the all-input arithmetic", rec.CostMicros)
+					}
+					u := clientUsage(t, route, stream, body)
+					switch route {
+					case "/v1/messages":
+						if num(u, "cache_read_input_tokens") != wantRead || num(u, "input_tokens") != wantIn-wantRead-wantWrite1h ||
+							num(u, "cache_creation_input_tokens") != wantWrite1h || num(u, "output_tokens") != 500 {
+							t.Errorf("the Messages client's usage: %v", u)
+						}
+					case "/v1/chat/completions":
+						if num(u, "prompt_tokens") != wantIn || num(u, "prompt_tokens_details", "cached_tokens") != wantRead || num(u, "completion_tokens") != 500 {
+							t.Errorf("the chat client's usage: %v", u)
+						}
+					case "/v1/responses":
+						if num(u, "input_tokens") != wantIn || num(u, "input_tokens_details", "cached_tokens") != wantRead || num(u, "output_tokens") != 500 {
+							t.Errorf("the Responses client's usage: %v", u)
+						}
+					}
+				})
+			}
+		}
+	}
+	checkBooks(t, g, tenant.Account, 100_000_000)
+}
+
+// TestExampleConfigurationCachePrices: the example configuration's service-sonnet and
+// service-flint-base behind stand-ins of their providers are billed what the providers charge
+// for the issue's two turns: 88,500 and 6,600 micro-units (not 193,500 and 21,600, every prompt
+// token at the input price).
+func TestExampleConfigurationCachePrices(t *testing.T) {
+	cfg := config.Example()
+	for i, p := range cfg.Providers {
+		srv := httptest.NewServer(standIn(p.Kind, nil))
+		t.Cleanup(srv.Close)
+		cfg.Providers[i].BaseURL = srv.URL
+	}
+	cfg.Plans[0].StartingCreditMicros = 0
+	g := apitest.Start(t, apitest.Options{Config: cfg})
+	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	prompt := longPrompt(70_000)
+	for i, c := range []struct {
+		route, model string
+		want         int64
+	}{
+		{"/v1/messages", "service-sonnet", anthropicCost},
+		{"/v1/chat/completions", "service-flint-base", openAICost},
+		{"/v1/responses", "service-flint-base", openAICost},
+	} {
+		status, body := post(t, g, tenant.Key, c.route, inferenceBody(c.route, c.model, prompt, false))
+		if status != 200 {
+			t.Fatalf("%s %s: %d %.300s", c.route, c.model, status, body)
+		}
+		rec := latestUsage(t, g, tenant.Account, int64(i+1))
+		checkReproducible(t, rec)
+		if rec.CostMicros != c.want {
+			t.Errorf("%s on %s billed %d micro-units, want %d", c.model, c.route, rec.CostMicros, c.want)
+		}
+	}
+}
+
+// TestCacheWritesNeverOverspend: 200 concurrent requests whose every input token is written to
+// the cache for an hour (twice the input price at Anthropic), on an account whose balance covers
+// only some of them: the balance never goes below zero, the ledger sums to it, and no request's
+// cost was above its reservation (nothing waived: the reservation takes input at the dearest
+// kind).
+func TestCacheWritesNeverOverspend(t *testing.T) {
+	// The stand-in reports each request's prompt (a quarter of its bytes, the gateway estimating
+	// a third) as one-hour cache writes.
+	usage := func(body []byte) string {
+		n := len(body) / 4
+		return fmt.Sprintf(`{"input_tokens":0,"cache_creation_input_tokens":%d,"cache_read_input_tokens":0,"cache_creation":{"ephemeral_5m_input_tokens":0,"ephemeral_1h_input_tokens":%d},"output_tokens":500}`, n, n)
+	}
+	g := apitest.Start(t, apitest.Options{Config: standInConfig(t, usage)})
+	const granted = 3_000_000
+	tenant := g.NewTenant(t, "acme", 0, granted)
+	prompt := longPrompt(6_000)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	statuses := map[int]int{}
+	for i := range 200 {
+		wg.Go(func() {
+			status, body := post(t, g, tenant.Key, "/v1/messages", inferenceBody("/v1/messages", "cached-"+config.KindAnthropicMessages+"-messages", prompt, i%2 == 0))
+			if status != 200 && status != 402 {
+				t.Errorf("status %d: %.200s", status, body)
+			}
+			mu.Lock()
+			statuses[status]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if statuses[200] == 0 || statuses[402] == 0 {
+		t.Fatalf("statuses %v: want both served and refused requests", statuses)
+	}
+	waitSettled(t, g, tenant.Account, int64(statuses[200]))
+	balance, _ := checkBooks(t, g, tenant.Account, granted)
+	recs, err := g.Store.UsageRecords(context.Background(), tenant.Account.ID, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rec := range recs {
+		checkReproducible(t, rec)
+		if rec.WaivedMicros != 0 || rec.CacheWrite1hTokens == 0 || rec.Costs.CacheWrite1h == 0 {
+			t.Fatalf("record %+v: waived %d (the reservation was below the cost) or no one-hour writes", rec, rec.WaivedMicros)
+		}
+	}
+	t.Logf("%v; balance left %d", statuses, balance)
+}
+
+// TestCutStreamKeepsCacheCounts: a Messages stream that the upstream cuts after some text is
+// billed for what it had reported: message_start's cache reads and one-hour writes at their
+// prices (the documented shape: https://docs.anthropic.com/en/api/messages-streaming), and the
+// output so far; the client gets the in-band error.
+func TestCutStreamKeepsCacheCounts(t *testing.T) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_01\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-5\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":%s}}\n\n",
+			strings.Replace(anthropicUsage, `"output_tokens":500`, `"output_tokens":1`, 1))
+		fmt.Fprint(w, "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n")
+		fmt.Fprint(w, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Cached words before the cut.\"}}\n\n")
+		// The connection ends here: no message_delta, no message_stop.
+	}))
+	t.Cleanup(upstream.Close)
+	cfg := config.Default()
+	cfg.Providers = append(cfg.Providers, config.Provider{Name: "cut", Kind: config.KindAnthropicMessages, BaseURL: upstream.URL})
+	cfg.Models = append(cfg.Models, config.Model{ID: "cut-sonnet", Family: config.FamilyMessages, OwnedBy: "test",
+		Price: config.Price{Catalog: "claude-sonnet-4-5"}, MaxOutputTokens: 1000, ContextTokens: 200_000,
+		Backend: &config.Upstream{Provider: "cut", Model: "claude-sonnet-4-5"}})
+	cfg.Plans[0].Models = append(cfg.Plans[0].Models, "cut-sonnet")
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	g := apitest.Start(t, apitest.Options{Config: cfg})
+	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	status, body := post(t, g, tenant.Key, "/v1/messages", inferenceBody("/v1/messages", "cut-sonnet", longPrompt(70_000), true))
+	if status != 200 || !strings.Contains(string(body), "event: error") {
+		t.Fatalf("status %d, want 200 and an in-band error: %.500s", status, body)
+	}
+	rec := latestUsage(t, g, tenant.Account, 1)
+	checkReproducible(t, rec)
+	if rec.CacheReadTokens != 50_000 || rec.CacheWrite1hTokens != 10_000 || rec.InputTokens != 62_000 ||
+		rec.Costs.Input != 6_000 || rec.Costs.CacheWrite1h != 60_000 || rec.Costs.CacheRead != 15_000 || rec.OutputTokens < 1 {
+		t.Errorf("cut stream record: status %s, input %d, read %d, write 1h %d, output %d, costs %+v",
+			rec.Status, rec.InputTokens, rec.CacheReadTokens, rec.CacheWrite1hTokens, rec.OutputTokens, rec.Costs)
+	}
+	t.Logf("status %s, cost %d (%+v)", rec.Status, rec.CostMicros, rec.Costs)
+}

@@ -34,7 +34,10 @@ func (q *Queries) UsageViewAccountBalance(ctx context.Context, accountID uuid.UU
 const usageViewDailyByKey = `-- name: UsageViewDailyByKey :many
 SELECT date_trunc('day', started_at, $1::text)::timestamptz AS day,
        COALESCE(api_key_id, '00000000-0000-0000-0000-000000000000'::uuid)::uuid AS group_key,
-       SUM(cost_micros)::bigint AS cost_micros, COUNT(*)::bigint AS requests
+       SUM(cost_micros)::bigint AS cost_micros, COUNT(*)::bigint AS requests,
+       SUM(input_tokens)::bigint AS input_tokens, SUM(cache_read_tokens)::bigint AS cache_read_tokens,
+       SUM(cache_write_5m_tokens + cache_write_1h_tokens)::bigint AS cache_write_tokens,
+       SUM(output_tokens)::bigint AS output_tokens, SUM(cache_savings_micros)::bigint AS cache_savings_micros
 FROM usage_records
 WHERE account_id = $2 AND started_at >= $3::timestamptz AND started_at < $4::timestamptz
 GROUP BY 1, 2
@@ -48,10 +51,15 @@ type UsageViewDailyByKeyParams struct {
 }
 
 type UsageViewDailyByKeyRow struct {
-	Day        time.Time
-	GroupKey   uuid.UUID
-	CostMicros int64
-	Requests   int64
+	Day                time.Time
+	GroupKey           uuid.UUID
+	CostMicros         int64
+	Requests           int64
+	InputTokens        int64
+	CacheReadTokens    int64
+	CacheWriteTokens   int64
+	OutputTokens       int64
+	CacheSavingsMicros int64
 }
 
 // UsageViewDailyByModel per key (the nil uuid for requests that came with none).
@@ -74,6 +82,11 @@ func (q *Queries) UsageViewDailyByKey(ctx context.Context, arg UsageViewDailyByK
 			&i.GroupKey,
 			&i.CostMicros,
 			&i.Requests,
+			&i.InputTokens,
+			&i.CacheReadTokens,
+			&i.CacheWriteTokens,
+			&i.OutputTokens,
+			&i.CacheSavingsMicros,
 		); err != nil {
 			return nil, err
 		}
@@ -87,7 +100,10 @@ func (q *Queries) UsageViewDailyByKey(ctx context.Context, arg UsageViewDailyByK
 
 const usageViewDailyByModel = `-- name: UsageViewDailyByModel :many
 SELECT date_trunc('day', started_at, $1::text)::timestamptz AS day, model AS group_key,
-       SUM(cost_micros)::bigint AS cost_micros, COUNT(*)::bigint AS requests
+       SUM(cost_micros)::bigint AS cost_micros, COUNT(*)::bigint AS requests,
+       SUM(input_tokens)::bigint AS input_tokens, SUM(cache_read_tokens)::bigint AS cache_read_tokens,
+       SUM(cache_write_5m_tokens + cache_write_1h_tokens)::bigint AS cache_write_tokens,
+       SUM(output_tokens)::bigint AS output_tokens, SUM(cache_savings_micros)::bigint AS cache_savings_micros
 FROM usage_records
 WHERE account_id = $2 AND started_at >= $3::timestamptz AND started_at < $4::timestamptz
 GROUP BY 1, 2
@@ -101,15 +117,22 @@ type UsageViewDailyByModelParams struct {
 }
 
 type UsageViewDailyByModelRow struct {
-	Day        time.Time
-	GroupKey   string
-	CostMicros int64
-	Requests   int64
+	Day                time.Time
+	GroupKey           string
+	CostMicros         int64
+	Requests           int64
+	InputTokens        int64
+	CacheReadTokens    int64
+	CacheWriteTokens   int64
+	OutputTokens       int64
+	CacheSavingsMicros int64
 }
 
 // The account's spend per day (midnight to midnight in the time zone @tz) and model, between
 // @from_time and @to_time, from usage_records: for a time zone other than UTC, whose days
-// usage_daily cannot give (it reads every request of those days).
+// usage_daily cannot give (it reads every request of those days). With the spend come the tokens
+// per kind (input_tokens is every input token; cache_write_tokens both cache writes) and what
+// prompt caching saved, as usage_daily keeps them.
 func (q *Queries) UsageViewDailyByModel(ctx context.Context, arg UsageViewDailyByModelParams) ([]UsageViewDailyByModelRow, error) {
 	rows, err := q.db.Query(ctx, usageViewDailyByModel,
 		arg.Tz,
@@ -129,6 +152,11 @@ func (q *Queries) UsageViewDailyByModel(ctx context.Context, arg UsageViewDailyB
 			&i.GroupKey,
 			&i.CostMicros,
 			&i.Requests,
+			&i.InputTokens,
+			&i.CacheReadTokens,
+			&i.CacheWriteTokens,
+			&i.OutputTokens,
+			&i.CacheSavingsMicros,
 		); err != nil {
 			return nil, err
 		}
@@ -187,7 +215,10 @@ const usageViewLogPage = `-- name: UsageViewLogPage :many
 SELECT u.id, u.request_id, u.started_at, u.finished_at, u.route, u.model, u.provider, u.upstream_model,
        u.api_key_id,
        u.input_tokens, u.output_tokens, u.cost_micros, u.hosted_tool_calls, u.hosted_tool_micros,
-       u.status, u.on_credit
+       u.status, u.on_credit,
+       u.cache_read_tokens, u.cache_write_5m_tokens, u.cache_write_1h_tokens, u.reasoning_tokens,
+       u.service_tier, u.price, u.input_cost_micros, u.cache_read_cost_micros, u.cache_write_5m_cost_micros,
+       u.cache_write_1h_cost_micros, u.output_cost_micros, u.waived_micros, u.cache_savings_micros
 FROM usage_records u
 WHERE u.account_id = $1
   AND u.started_at >= $2::timestamptz AND u.started_at < $3::timestamptz
@@ -214,22 +245,35 @@ type UsageViewLogPageParams struct {
 }
 
 type UsageViewLogPageRow struct {
-	ID               int64
-	RequestID        string
-	StartedAt        time.Time
-	FinishedAt       time.Time
-	Route            string
-	Model            string
-	Provider         string
-	UpstreamModel    string
-	ApiKeyID         pgtype.UUID
-	InputTokens      int64
-	OutputTokens     int64
-	CostMicros       int64
-	HostedToolCalls  []byte
-	HostedToolMicros int64
-	Status           string
-	OnCredit         bool
+	ID                     int64
+	RequestID              string
+	StartedAt              time.Time
+	FinishedAt             time.Time
+	Route                  string
+	Model                  string
+	Provider               string
+	UpstreamModel          string
+	ApiKeyID               pgtype.UUID
+	InputTokens            int64
+	OutputTokens           int64
+	CostMicros             int64
+	HostedToolCalls        []byte
+	HostedToolMicros       int64
+	Status                 string
+	OnCredit               bool
+	CacheReadTokens        int64
+	CacheWrite5mTokens     int64
+	CacheWrite1hTokens     int64
+	ReasoningTokens        int64
+	ServiceTier            string
+	Price                  []byte
+	InputCostMicros        int64
+	CacheReadCostMicros    int64
+	CacheWrite5mCostMicros int64
+	CacheWrite1hCostMicros int64
+	OutputCostMicros       int64
+	WaivedMicros           int64
+	CacheSavingsMicros     int64
 }
 
 // One keyset page of the request log, newest first. Every query of the Usage page is scoped by
@@ -241,7 +285,9 @@ type UsageViewLogPageRow struct {
 // model, not an optional one, is what lets a prepared statement's generic plan use the key or
 // the model index. Route and status, and the other of key and model, are optional filters
 // (” or the nil uuid: any). The keys' names are looked up once per page
-// (UsageViewKeyLabels), not joined row by row.
+// (UsageViewKeyLabels), not joined row by row. Each row carries what explains its cost (migration
+// 0012): the tokens per kind, the price (jsonb, a few hundred bytes kept in the row) and each
+// kind's cost, so the page shows how a cost was made without a query per row.
 func (q *Queries) UsageViewLogPage(ctx context.Context, arg UsageViewLogPageParams) ([]UsageViewLogPageRow, error) {
 	rows, err := q.db.Query(ctx, usageViewLogPage,
 		arg.AccountID,
@@ -279,6 +325,19 @@ func (q *Queries) UsageViewLogPage(ctx context.Context, arg UsageViewLogPagePara
 			&i.HostedToolMicros,
 			&i.Status,
 			&i.OnCredit,
+			&i.CacheReadTokens,
+			&i.CacheWrite5mTokens,
+			&i.CacheWrite1hTokens,
+			&i.ReasoningTokens,
+			&i.ServiceTier,
+			&i.Price,
+			&i.InputCostMicros,
+			&i.CacheReadCostMicros,
+			&i.CacheWrite5mCostMicros,
+			&i.CacheWrite1hCostMicros,
+			&i.OutputCostMicros,
+			&i.WaivedMicros,
+			&i.CacheSavingsMicros,
 		); err != nil {
 			return nil, err
 		}
@@ -294,7 +353,10 @@ const usageViewLogPageByKey = `-- name: UsageViewLogPageByKey :many
 SELECT u.id, u.request_id, u.started_at, u.finished_at, u.route, u.model, u.provider, u.upstream_model,
        u.api_key_id,
        u.input_tokens, u.output_tokens, u.cost_micros, u.hosted_tool_calls, u.hosted_tool_micros,
-       u.status, u.on_credit
+       u.status, u.on_credit,
+       u.cache_read_tokens, u.cache_write_5m_tokens, u.cache_write_1h_tokens, u.reasoning_tokens,
+       u.service_tier, u.price, u.input_cost_micros, u.cache_read_cost_micros, u.cache_write_5m_cost_micros,
+       u.cache_write_1h_cost_micros, u.output_cost_micros, u.waived_micros, u.cache_savings_micros
 FROM usage_records u
 WHERE u.account_id = $1 AND u.api_key_id = $2::uuid
   AND u.started_at >= $3::timestamptz AND u.started_at < $4::timestamptz
@@ -320,22 +382,35 @@ type UsageViewLogPageByKeyParams struct {
 }
 
 type UsageViewLogPageByKeyRow struct {
-	ID               int64
-	RequestID        string
-	StartedAt        time.Time
-	FinishedAt       time.Time
-	Route            string
-	Model            string
-	Provider         string
-	UpstreamModel    string
-	ApiKeyID         pgtype.UUID
-	InputTokens      int64
-	OutputTokens     int64
-	CostMicros       int64
-	HostedToolCalls  []byte
-	HostedToolMicros int64
-	Status           string
-	OnCredit         bool
+	ID                     int64
+	RequestID              string
+	StartedAt              time.Time
+	FinishedAt             time.Time
+	Route                  string
+	Model                  string
+	Provider               string
+	UpstreamModel          string
+	ApiKeyID               pgtype.UUID
+	InputTokens            int64
+	OutputTokens           int64
+	CostMicros             int64
+	HostedToolCalls        []byte
+	HostedToolMicros       int64
+	Status                 string
+	OnCredit               bool
+	CacheReadTokens        int64
+	CacheWrite5mTokens     int64
+	CacheWrite1hTokens     int64
+	ReasoningTokens        int64
+	ServiceTier            string
+	Price                  []byte
+	InputCostMicros        int64
+	CacheReadCostMicros    int64
+	CacheWrite5mCostMicros int64
+	CacheWrite1hCostMicros int64
+	OutputCostMicros       int64
+	WaivedMicros           int64
+	CacheSavingsMicros     int64
 }
 
 func (q *Queries) UsageViewLogPageByKey(ctx context.Context, arg UsageViewLogPageByKeyParams) ([]UsageViewLogPageByKeyRow, error) {
@@ -375,6 +450,19 @@ func (q *Queries) UsageViewLogPageByKey(ctx context.Context, arg UsageViewLogPag
 			&i.HostedToolMicros,
 			&i.Status,
 			&i.OnCredit,
+			&i.CacheReadTokens,
+			&i.CacheWrite5mTokens,
+			&i.CacheWrite1hTokens,
+			&i.ReasoningTokens,
+			&i.ServiceTier,
+			&i.Price,
+			&i.InputCostMicros,
+			&i.CacheReadCostMicros,
+			&i.CacheWrite5mCostMicros,
+			&i.CacheWrite1hCostMicros,
+			&i.OutputCostMicros,
+			&i.WaivedMicros,
+			&i.CacheSavingsMicros,
 		); err != nil {
 			return nil, err
 		}
@@ -390,7 +478,10 @@ const usageViewLogPageByModel = `-- name: UsageViewLogPageByModel :many
 SELECT u.id, u.request_id, u.started_at, u.finished_at, u.route, u.model, u.provider, u.upstream_model,
        u.api_key_id,
        u.input_tokens, u.output_tokens, u.cost_micros, u.hosted_tool_calls, u.hosted_tool_micros,
-       u.status, u.on_credit
+       u.status, u.on_credit,
+       u.cache_read_tokens, u.cache_write_5m_tokens, u.cache_write_1h_tokens, u.reasoning_tokens,
+       u.service_tier, u.price, u.input_cost_micros, u.cache_read_cost_micros, u.cache_write_5m_cost_micros,
+       u.cache_write_1h_cost_micros, u.output_cost_micros, u.waived_micros, u.cache_savings_micros
 FROM usage_records u
 WHERE u.account_id = $1 AND u.model = $2::text
   AND u.started_at >= $3::timestamptz AND u.started_at < $4::timestamptz
@@ -414,22 +505,35 @@ type UsageViewLogPageByModelParams struct {
 }
 
 type UsageViewLogPageByModelRow struct {
-	ID               int64
-	RequestID        string
-	StartedAt        time.Time
-	FinishedAt       time.Time
-	Route            string
-	Model            string
-	Provider         string
-	UpstreamModel    string
-	ApiKeyID         pgtype.UUID
-	InputTokens      int64
-	OutputTokens     int64
-	CostMicros       int64
-	HostedToolCalls  []byte
-	HostedToolMicros int64
-	Status           string
-	OnCredit         bool
+	ID                     int64
+	RequestID              string
+	StartedAt              time.Time
+	FinishedAt             time.Time
+	Route                  string
+	Model                  string
+	Provider               string
+	UpstreamModel          string
+	ApiKeyID               pgtype.UUID
+	InputTokens            int64
+	OutputTokens           int64
+	CostMicros             int64
+	HostedToolCalls        []byte
+	HostedToolMicros       int64
+	Status                 string
+	OnCredit               bool
+	CacheReadTokens        int64
+	CacheWrite5mTokens     int64
+	CacheWrite1hTokens     int64
+	ReasoningTokens        int64
+	ServiceTier            string
+	Price                  []byte
+	InputCostMicros        int64
+	CacheReadCostMicros    int64
+	CacheWrite5mCostMicros int64
+	CacheWrite1hCostMicros int64
+	OutputCostMicros       int64
+	WaivedMicros           int64
+	CacheSavingsMicros     int64
 }
 
 func (q *Queries) UsageViewLogPageByModel(ctx context.Context, arg UsageViewLogPageByModelParams) ([]UsageViewLogPageByModelRow, error) {
@@ -468,6 +572,19 @@ func (q *Queries) UsageViewLogPageByModel(ctx context.Context, arg UsageViewLogP
 			&i.HostedToolMicros,
 			&i.Status,
 			&i.OnCredit,
+			&i.CacheReadTokens,
+			&i.CacheWrite5mTokens,
+			&i.CacheWrite1hTokens,
+			&i.ReasoningTokens,
+			&i.ServiceTier,
+			&i.Price,
+			&i.InputCostMicros,
+			&i.CacheReadCostMicros,
+			&i.CacheWrite5mCostMicros,
+			&i.CacheWrite1hCostMicros,
+			&i.OutputCostMicros,
+			&i.WaivedMicros,
+			&i.CacheSavingsMicros,
 		); err != nil {
 			return nil, err
 		}
@@ -481,7 +598,10 @@ func (q *Queries) UsageViewLogPageByModel(ctx context.Context, arg UsageViewLogP
 
 const usageViewRollupByKey = `-- name: UsageViewRollupByKey :many
 SELECT (day::timestamp AT TIME ZONE 'UTC')::timestamptz AS day, api_key_id AS group_key,
-       SUM(cost_micros)::bigint AS cost_micros, SUM(requests)::bigint AS requests
+       SUM(cost_micros)::bigint AS cost_micros, SUM(requests)::bigint AS requests,
+       SUM(input_tokens)::bigint AS input_tokens, SUM(cache_read_tokens)::bigint AS cache_read_tokens,
+       SUM(cache_write_tokens)::bigint AS cache_write_tokens,
+       SUM(output_tokens)::bigint AS output_tokens, SUM(cache_savings_micros)::bigint AS cache_savings_micros
 FROM usage_daily
 WHERE account_id = $1
   AND day >= $2::date AND day < $3::date
@@ -495,10 +615,15 @@ type UsageViewRollupByKeyParams struct {
 }
 
 type UsageViewRollupByKeyRow struct {
-	Day        time.Time
-	GroupKey   uuid.UUID
-	CostMicros int64
-	Requests   int64
+	Day                time.Time
+	GroupKey           uuid.UUID
+	CostMicros         int64
+	Requests           int64
+	InputTokens        int64
+	CacheReadTokens    int64
+	CacheWriteTokens   int64
+	OutputTokens       int64
+	CacheSavingsMicros int64
 }
 
 // UsageViewRollupByModel per key (the nil uuid for requests that came with none).
@@ -516,6 +641,11 @@ func (q *Queries) UsageViewRollupByKey(ctx context.Context, arg UsageViewRollupB
 			&i.GroupKey,
 			&i.CostMicros,
 			&i.Requests,
+			&i.InputTokens,
+			&i.CacheReadTokens,
+			&i.CacheWriteTokens,
+			&i.OutputTokens,
+			&i.CacheSavingsMicros,
 		); err != nil {
 			return nil, err
 		}
@@ -529,7 +659,10 @@ func (q *Queries) UsageViewRollupByKey(ctx context.Context, arg UsageViewRollupB
 
 const usageViewRollupByModel = `-- name: UsageViewRollupByModel :many
 SELECT (day::timestamp AT TIME ZONE 'UTC')::timestamptz AS day, model AS group_key,
-       SUM(cost_micros)::bigint AS cost_micros, SUM(requests)::bigint AS requests
+       SUM(cost_micros)::bigint AS cost_micros, SUM(requests)::bigint AS requests,
+       SUM(input_tokens)::bigint AS input_tokens, SUM(cache_read_tokens)::bigint AS cache_read_tokens,
+       SUM(cache_write_tokens)::bigint AS cache_write_tokens,
+       SUM(output_tokens)::bigint AS output_tokens, SUM(cache_savings_micros)::bigint AS cache_savings_micros
 FROM usage_daily
 WHERE account_id = $1
   AND day >= $2::date AND day < $3::date
@@ -543,14 +676,19 @@ type UsageViewRollupByModelParams struct {
 }
 
 type UsageViewRollupByModelRow struct {
-	Day        time.Time
-	GroupKey   string
-	CostMicros int64
-	Requests   int64
+	Day                time.Time
+	GroupKey           string
+	CostMicros         int64
+	Requests           int64
+	InputTokens        int64
+	CacheReadTokens    int64
+	CacheWriteTokens   int64
+	OutputTokens       int64
+	CacheSavingsMicros int64
 }
 
-// The account's spend per UTC day and model from usage_daily, for the days from @from_day
-// to the day before @to_day.
+// The account's spend, tokens per kind and savings from caching per UTC day and model from
+// usage_daily, for the days from @from_day to the day before @to_day.
 func (q *Queries) UsageViewRollupByModel(ctx context.Context, arg UsageViewRollupByModelParams) ([]UsageViewRollupByModelRow, error) {
 	rows, err := q.db.Query(ctx, usageViewRollupByModel, arg.AccountID, arg.FromDay, arg.ToDay)
 	if err != nil {
@@ -565,6 +703,11 @@ func (q *Queries) UsageViewRollupByModel(ctx context.Context, arg UsageViewRollu
 			&i.GroupKey,
 			&i.CostMicros,
 			&i.Requests,
+			&i.InputTokens,
+			&i.CacheReadTokens,
+			&i.CacheWriteTokens,
+			&i.OutputTokens,
+			&i.CacheSavingsMicros,
 		); err != nil {
 			return nil, err
 		}
@@ -599,4 +742,202 @@ func (q *Queries) UsageViewSpendSince(ctx context.Context, arg UsageViewSpendSin
 	var i UsageViewSpendSinceRow
 	err := row.Scan(&i.CostMicros, &i.Requests)
 	return i, err
+}
+
+const usageViewStatementBounds = `-- name: UsageViewStatementBounds :one
+SELECT COALESCE(o.id, 0)::bigint AS opening_id, COALESCE(o.balance_after_micros, 0)::bigint AS opening_micros,
+       COALESCE(c.id, 0)::bigint AS closing_id, COALESCE(c.balance_after_micros, 0)::bigint AS closing_micros
+FROM (SELECT 1) AS one
+LEFT JOIN LATERAL (
+    SELECT l.id, l.balance_after_micros FROM credit_ledger l
+    WHERE l.account_id = $1 AND l.created_at < $2::timestamptz
+    ORDER BY l.id DESC LIMIT 1
+) AS o ON true
+LEFT JOIN LATERAL (
+    SELECT l.id, l.balance_after_micros FROM credit_ledger l
+    WHERE l.account_id = $1 AND l.created_at < $3::timestamptz
+    ORDER BY l.id DESC LIMIT 1
+) AS c ON true
+`
+
+type UsageViewStatementBoundsParams struct {
+	AccountID uuid.UUID
+	FromTime  time.Time
+	ToTime    time.Time
+}
+
+type UsageViewStatementBoundsRow struct {
+	OpeningID     int64
+	OpeningMicros int64
+	ClosingID     int64
+	ClosingMicros int64
+}
+
+// The ledger entries of the account's statement for the period [@from_time, @to_time): those
+// after the last entry written before @from_time (opening_id, 0 when none) up to the last entry
+// written before @to_time (closing_id), with the balances after each (0 when there is none: an
+// account starts at 0 and every change of its balance is an entry). Entries of one account
+// are numbered in the order they moved its balance (each takes the account's row lock first),
+// so the entries between the two ids add up exactly to closing - opening. Their time is
+// when their transaction began, which may lag the order by the time spent waiting for that
+// lock: an entry stamped just after a boundary but numbered before an entry stamped just
+// before it belongs to the earlier period, so that the periods never overlap nor leave a gap.
+// Each bound is the first match of a walk down the ledger's ids from the newest, which reads
+// the entries written since the bound (credit_ledger has no index on its time).
+func (q *Queries) UsageViewStatementBounds(ctx context.Context, arg UsageViewStatementBoundsParams) (UsageViewStatementBoundsRow, error) {
+	row := q.db.QueryRow(ctx, usageViewStatementBounds, arg.AccountID, arg.FromTime, arg.ToTime)
+	var i UsageViewStatementBoundsRow
+	err := row.Scan(
+		&i.OpeningID,
+		&i.OpeningMicros,
+		&i.ClosingID,
+		&i.ClosingMicros,
+	)
+	return i, err
+}
+
+const usageViewStatementLines = `-- name: UsageViewStatementLines :many
+SELECT l.id, l.amount_micros, l.balance_after_micros, l.reason, l.idempotency_key, l.note, l.created_at,
+       (u.id IS NOT NULL)::boolean AS has_record,
+       COALESCE(u.request_id, '')::text AS request_id,
+       COALESCE(u.started_at, l.created_at)::timestamptz AS started_at,
+       COALESCE(u.model, '')::text AS model, COALESCE(u.route, '')::text AS route,
+       COALESCE(u.provider, '')::text AS provider, COALESCE(u.upstream_model, '')::text AS upstream_model,
+       COALESCE(u.api_key_id, '00000000-0000-0000-0000-000000000000'::uuid)::uuid AS api_key_id,
+       COALESCE(u.input_tokens, 0)::bigint AS input_tokens, COALESCE(u.output_tokens, 0)::bigint AS output_tokens,
+       COALESCE(u.cache_read_tokens, 0)::bigint AS cache_read_tokens,
+       COALESCE(u.cache_write_5m_tokens, 0)::bigint AS cache_write_5m_tokens,
+       COALESCE(u.cache_write_1h_tokens, 0)::bigint AS cache_write_1h_tokens,
+       COALESCE(u.reasoning_tokens, 0)::bigint AS reasoning_tokens,
+       COALESCE(u.service_tier, '')::text AS service_tier, u.price,
+       COALESCE(u.input_cost_micros, 0)::bigint AS input_cost_micros,
+       COALESCE(u.cache_read_cost_micros, 0)::bigint AS cache_read_cost_micros,
+       COALESCE(u.cache_write_5m_cost_micros, 0)::bigint AS cache_write_5m_cost_micros,
+       COALESCE(u.cache_write_1h_cost_micros, 0)::bigint AS cache_write_1h_cost_micros,
+       COALESCE(u.output_cost_micros, 0)::bigint AS output_cost_micros,
+       COALESCE(u.hosted_tool_micros, 0)::bigint AS hosted_tool_micros, u.hosted_tool_calls,
+       COALESCE(u.waived_micros, 0)::bigint AS waived_micros,
+       COALESCE(u.cache_savings_micros, 0)::bigint AS cache_savings_micros,
+       COALESCE(u.cost_micros, 0)::bigint AS cost_micros,
+       COALESCE(u.on_credit, false)::boolean AS on_credit
+FROM (
+    SELECT e.id, e.account_id, e.amount_micros, e.balance_after_micros, e.reason, e.idempotency_key, e.note, e.created_at
+    FROM credit_ledger e
+    WHERE e.account_id = $1 AND e.id > $2::bigint AND e.id <= $3::bigint
+    ORDER BY e.id
+    LIMIT $4
+) AS l
+LEFT JOIN usage_records u
+       ON l.reason = 'usage' AND u.account_id = l.account_id AND u.request_id = substr(l.idempotency_key, 7)
+ORDER BY l.id
+`
+
+type UsageViewStatementLinesParams struct {
+	AccountID uuid.UUID
+	AfterID   int64
+	ClosingID int64
+	Lim       int32
+}
+
+type UsageViewStatementLinesRow struct {
+	ID                     int64
+	AmountMicros           int64
+	BalanceAfterMicros     int64
+	Reason                 string
+	IdempotencyKey         string
+	Note                   string
+	CreatedAt              time.Time
+	HasRecord              bool
+	RequestID              string
+	StartedAt              time.Time
+	Model                  string
+	Route                  string
+	Provider               string
+	UpstreamModel          string
+	ApiKeyID               uuid.UUID
+	InputTokens            int64
+	OutputTokens           int64
+	CacheReadTokens        int64
+	CacheWrite5mTokens     int64
+	CacheWrite1hTokens     int64
+	ReasoningTokens        int64
+	ServiceTier            string
+	Price                  []byte
+	InputCostMicros        int64
+	CacheReadCostMicros    int64
+	CacheWrite5mCostMicros int64
+	CacheWrite1hCostMicros int64
+	OutputCostMicros       int64
+	HostedToolMicros       int64
+	HostedToolCalls        []byte
+	WaivedMicros           int64
+	CacheSavingsMicros     int64
+	CostMicros             int64
+	OnCredit               bool
+}
+
+// One page of a statement's lines: the account's ledger entries after @after_id up to
+// @closing_id, in ledger order, each usage entry (idempotency key 'usage:' || request id) with
+// the account's usage record of that request id, which explains its cost (has_record false when
+// the record is gone, or for other entries). The page of entries is taken first, then joined:
+// one index lookup of usage_records per usage line of the page (which also keeps the planner
+// from a parallel plan for what is at most a page).
+func (q *Queries) UsageViewStatementLines(ctx context.Context, arg UsageViewStatementLinesParams) ([]UsageViewStatementLinesRow, error) {
+	rows, err := q.db.Query(ctx, usageViewStatementLines,
+		arg.AccountID,
+		arg.AfterID,
+		arg.ClosingID,
+		arg.Lim,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []UsageViewStatementLinesRow{}
+	for rows.Next() {
+		var i UsageViewStatementLinesRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.AmountMicros,
+			&i.BalanceAfterMicros,
+			&i.Reason,
+			&i.IdempotencyKey,
+			&i.Note,
+			&i.CreatedAt,
+			&i.HasRecord,
+			&i.RequestID,
+			&i.StartedAt,
+			&i.Model,
+			&i.Route,
+			&i.Provider,
+			&i.UpstreamModel,
+			&i.ApiKeyID,
+			&i.InputTokens,
+			&i.OutputTokens,
+			&i.CacheReadTokens,
+			&i.CacheWrite5mTokens,
+			&i.CacheWrite1hTokens,
+			&i.ReasoningTokens,
+			&i.ServiceTier,
+			&i.Price,
+			&i.InputCostMicros,
+			&i.CacheReadCostMicros,
+			&i.CacheWrite5mCostMicros,
+			&i.CacheWrite1hCostMicros,
+			&i.OutputCostMicros,
+			&i.HostedToolMicros,
+			&i.HostedToolCalls,
+			&i.WaivedMicros,
+			&i.CacheSavingsMicros,
+			&i.CostMicros,
+			&i.OnCredit,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

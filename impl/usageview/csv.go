@@ -16,11 +16,29 @@ import (
 // a slow download holds no database connection between pages.
 const exportPageSize = 1000
 
-// CSVHeader is the header row of ExportCSV.
-var CSVHeader = []string{
+// CSVHeader is the header row of ExportCSV: the columns of the first export, then KindsHeader
+// (added with per-kind prices, after the others so that a reader of the old columns by
+// position still reads them).
+var CSVHeader = append([]string{
 	"started_at", "request_id", "route", "model", "provider", "expert", "key_id", "key_name",
 	"input_tokens", "output_tokens", "cost_micros", "cost_usd", "hosted_tool_calls",
 	"hosted_tool_micros", "status", "latency_ms", "on_credit",
+}, KindsHeader...)
+
+// KindsHeader names the columns that explain a request's cost, in the request log's export and
+// in a statement's usage lines: the tokens per kind (uncached_input_tokens plus the three cache
+// counts is input_tokens; reasoning_tokens is part of output_tokens), the service tier, the
+// price (its catalog entry, the date from which that entry holds, whether its long-context
+// tier applied, and the rate of each kind in micro-units per million tokens), each kind's cost,
+// what was waived and what prompt caching saved, in micro-units. A request billed before
+// per-kind prices has empty price, rate and kind cost cells.
+var KindsHeader = []string{
+	"uncached_input_tokens", "cache_read_tokens", "cache_write_5m_tokens", "cache_write_1h_tokens", "reasoning_tokens",
+	"service_tier", "price_catalog", "price_effective", "long_context",
+	"uncached_input_rate_micros_per_mtok", "cache_read_rate_micros_per_mtok", "cache_write_5m_rate_micros_per_mtok",
+	"cache_write_1h_rate_micros_per_mtok", "output_rate_micros_per_mtok",
+	"uncached_input_cost_micros", "cache_read_cost_micros", "cache_write_5m_cost_micros", "cache_write_1h_cost_micros",
+	"output_cost_micros", "waived_micros", "cache_savings_micros",
 }
 
 // ExportCSV writes the account's requests that match f, newest first, to w as CSV: the header
@@ -85,7 +103,35 @@ func csvRecord(record []string, r Request) []string {
 	record[14] = SafeCell(r.Status)
 	record[15] = strconv.FormatFloat(float64(r.Latency().Microseconds())/1000, 'f', 3, 64)
 	record[16] = strconv.FormatBool(r.OnCredit)
+	kindCells(record[17:], r)
 	return record
+}
+
+// kindCells fills cells (len(KindsHeader) of them) with the columns of KindsHeader.
+func kindCells(cells []string, r Request) {
+	n := strconv.FormatInt
+	cells[0] = n(r.UncachedTokens(), 10)
+	cells[1] = n(r.CacheReadTokens, 10)
+	cells[2] = n(r.CacheWrite5mTokens, 10)
+	cells[3] = n(r.CacheWrite1hTokens, 10)
+	cells[4] = n(r.ReasoningTokens, 10)
+	cells[5] = SafeCell(r.ServiceTier)
+	rates, priced := r.Rates()
+	if !priced {
+		for i := 6; i <= 18; i++ {
+			cells[i] = ""
+		}
+	} else {
+		cells[6] = SafeCell(r.Price.Catalog)
+		cells[7] = SafeCell(r.Price.Effective)
+		cells[8] = strconv.FormatBool(r.Costs.LongContext)
+		for i, v := range []int64{rates.Input, rates.CacheRead, rates.CacheWrite5m, rates.CacheWrite1h, rates.Output,
+			r.Costs.Input, r.Costs.CacheRead, r.Costs.CacheWrite5m, r.Costs.CacheWrite1h, r.Costs.Output} {
+			cells[9+i] = n(v, 10)
+		}
+	}
+	cells[19] = n(r.WaivedMicros, 10)
+	cells[20] = n(r.CacheSavingsMicros, 10)
 }
 
 // SafeCell is a text cell that no spreadsheet evaluates: one starting with = + - @ (a formula),

@@ -63,6 +63,40 @@ type Daily struct {
 	DayMicros   []int64
 	TotalMicros int64
 	Requests    int64
+	// Tokens are the whole range's tokens per kind and what prompt caching saved.
+	Tokens Tokens
+}
+
+// Tokens are the tokens of a set of requests by the kinds they are priced at, and what prompt
+// caching saved them. Requests billed before per-kind prices (migration 0012) count all their
+// input as uncached and saved nothing, as they were billed.
+type Tokens struct {
+	// Input is every input token; Uncached the part neither read from nor written to the
+	// provider's prompt cache; CacheRead the part read from it; CacheWrite the part written to
+	// it (for five minutes or for an hour).
+	Input, Uncached, CacheRead, CacheWrite int64
+	// Output is every output token (reasoning included).
+	Output int64
+	// CacheSavingsMicros is what the cache reads saved against the uncached input price, less
+	// what the cache writes cost above it (negative when writing cost more than reading saved).
+	CacheSavingsMicros int64
+}
+
+// add adds the sums of one row of a daily query.
+func (t *Tokens) add(input, cacheRead, cacheWrite, output, savings int64) {
+	t.Input += input
+	t.CacheRead += cacheRead
+	t.CacheWrite += cacheWrite
+	t.Uncached += max(input-cacheRead-cacheWrite, 0)
+	t.Output += output
+	t.CacheSavingsMicros += savings
+}
+
+// plus is the sum of t and o.
+func (t Tokens) plus(o Tokens) Tokens {
+	return Tokens{Input: t.Input + o.Input, Uncached: t.Uncached + o.Uncached, CacheRead: t.CacheRead + o.CacheRead,
+		CacheWrite: t.CacheWrite + o.CacheWrite, Output: t.Output + o.Output,
+		CacheSavingsMicros: t.CacheSavingsMicros + o.CacheSavingsMicros}
 }
 
 // Group is one model's or one key's spend per day.
@@ -78,6 +112,8 @@ type Group struct {
 	Micros      []int64
 	TotalMicros int64
 	Requests    int64
+	// Tokens are the group's tokens per kind and savings over the whole range.
+	Tokens Tokens
 }
 
 // DailySpend returns the account's spend per day and model or key over the query's days.
@@ -106,7 +142,7 @@ func (s *Service) DailySpend(ctx context.Context, accountID uuid.UUID, q DailyQu
 		index[dateOf(d)] = i
 	}
 	groups := map[string]*Group{}
-	add := func(day time.Time, key string, keyID uuid.UUID, micros, requests int64) {
+	add := func(day time.Time, key string, keyID uuid.UUID, r dailySums) {
 		i, ok := index[dateOf(day.In(loc))]
 		if !ok {
 			return
@@ -116,12 +152,14 @@ func (s *Service) DailySpend(ctx context.Context, accountID uuid.UUID, q DailyQu
 			g = &Group{Key: key, Label: key, KeyID: keyID, Micros: make([]int64, len(days))}
 			groups[key] = g
 		}
-		g.Micros[i] += micros
-		g.TotalMicros += micros
-		g.Requests += requests
-		out.DayMicros[i] += micros
-		out.TotalMicros += micros
-		out.Requests += requests
+		g.Micros[i] += r.CostMicros
+		g.TotalMicros += r.CostMicros
+		g.Requests += r.Requests
+		g.Tokens.add(r.InputTokens, r.CacheReadTokens, r.CacheWriteTokens, r.OutputTokens, r.CacheSavingsMicros)
+		out.DayMicros[i] += r.CostMicros
+		out.TotalMicros += r.CostMicros
+		out.Requests += r.Requests
+		out.Tokens.add(r.InputTokens, r.CacheReadTokens, r.CacheWriteTokens, r.OutputTokens, r.CacheSavingsMicros)
 	}
 	// UTC days come from the daily rollup (usage_daily); another time zone's days are added
 	// up from the requests themselves.
@@ -144,7 +182,7 @@ func (s *Service) DailySpend(ctx context.Context, accountID uuid.UUID, q DailyQu
 			return Daily{}, err
 		}
 		for _, r := range rows {
-			add(r.Day, r.GroupKey, uuid.Nil, r.CostMicros, r.Requests)
+			add(r.Day, r.GroupKey, uuid.Nil, sumsOfModelRow(r))
 		}
 	case GroupByKey:
 		var rows []db.UsageViewDailyByKeyRow
@@ -171,7 +209,7 @@ func (s *Service) DailySpend(ctx context.Context, accountID uuid.UUID, q DailyQu
 					ids = append(ids, r.GroupKey)
 				}
 			}
-			add(r.Day, key, r.GroupKey, r.CostMicros, r.Requests)
+			add(r.Day, key, r.GroupKey, sumsOfKeyRow(r))
 		}
 		if err := s.labelKeys(ctx, accountID, ids, groups); err != nil {
 			return Daily{}, err
@@ -196,11 +234,33 @@ func (s *Service) DailySpend(ctx context.Context, accountID uuid.UUID, q DailyQu
 			}
 			other.TotalMicros += g.TotalMicros
 			other.Requests += g.Requests
+			other.Tokens = other.Tokens.plus(g.Tokens)
 		}
 		other.Label = fmt.Sprintf("%d others", len(out.Groups)-(q.MaxGroups-1))
 		out.Groups = append(out.Groups[:q.MaxGroups-1:q.MaxGroups-1], other)
 	}
 	return out, nil
+}
+
+// dailySums are the sums of one row of a daily query (per day and model, or per day and key).
+type dailySums struct {
+	CostMicros, Requests                                         int64
+	InputTokens, CacheReadTokens, CacheWriteTokens, OutputTokens int64
+	CacheSavingsMicros                                           int64
+}
+
+// sumsOfModelRow is the sums of a row per day and model.
+func sumsOfModelRow(r db.UsageViewDailyByModelRow) dailySums {
+	return dailySums{CostMicros: r.CostMicros, Requests: r.Requests, InputTokens: r.InputTokens,
+		CacheReadTokens: r.CacheReadTokens, CacheWriteTokens: r.CacheWriteTokens, OutputTokens: r.OutputTokens,
+		CacheSavingsMicros: r.CacheSavingsMicros}
+}
+
+// sumsOfKeyRow is the sums of a row per day and key.
+func sumsOfKeyRow(r db.UsageViewDailyByKeyRow) dailySums {
+	return dailySums{CostMicros: r.CostMicros, Requests: r.Requests, InputTokens: r.InputTokens,
+		CacheReadTokens: r.CacheReadTokens, CacheWriteTokens: r.CacheWriteTokens, OutputTokens: r.OutputTokens,
+		CacheSavingsMicros: r.CacheSavingsMicros}
 }
 
 // labelKeys sets the labels of the key groups: the key's name and prefix, "no key" for the

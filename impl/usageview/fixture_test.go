@@ -139,6 +139,12 @@ type bulkSpec struct {
 	Keys        int
 	End         time.Time
 	Span        time.Duration
+	// Priced gives every row what a record billed per kind carries (migration 0012): cache
+	// counts, a price of about 250 bytes and the cost of each kind (bulkPrice).
+	Priced bool
+	// Ledger writes each account's credit ledger as the usage writer would have: a grant
+	// before the first request, then one usage entry per row, stamped with its start time.
+	Ledger bool
 }
 
 // bulkModels are the models of bulk rows, after rareModel.
@@ -169,7 +175,9 @@ func (f *fixture) bulkLoad(s bulkSpec) []uuid.UUID {
 	stepMicros := s.Span.Microseconds() / int64(s.Rows)
 	_, err := f.pool.Exec(ctx, `
 		INSERT INTO usage_records (account_id, request_id, api_key_id, model, route, provider, upstream_model,
-		                           input_tokens, output_tokens, cost_micros, status, started_at, finished_at)
+		                           input_tokens, output_tokens, cost_micros, status, started_at, finished_at,
+		                           cache_read_tokens, cache_write_5m_tokens, reasoning_tokens, service_tier, price,
+		                           input_cost_micros, cache_savings_micros)
 		SELECT CASE WHEN g % 3 = 0 THEN $2::uuid ELSE $1::uuid END,
 		       'bulk-' || g,
 		       CASE WHEN g % 20 = 0 THEN NULL
@@ -181,11 +189,18 @@ func (f *fixture) bulkLoad(s bulkSpec) []uuid.UUID {
 		       500 + g % 1000, 100 + g % 300, 100 + (g * 13) % 5000,
 		       CASE WHEN g % 100 = 0 THEN 'failed' WHEN g % 50 = 1 THEN 'incomplete' ELSE 'completed' END,
 		       $7::timestamptz - ($8::bigint - g) * $9::bigint * interval '1 microsecond',
-		       $7::timestamptz - ($8::bigint - g) * $9::bigint * interval '1 microsecond' + (50 + g % 2000) * interval '1 millisecond'
+		       $7::timestamptz - ($8::bigint - g) * $9::bigint * interval '1 microsecond' + (50 + g % 2000) * interval '1 millisecond',
+		       CASE WHEN $10 THEN (500 + g % 1000) / 5 ELSE 0 END, CASE WHEN $10 THEN (500 + g % 1000) / 10 ELSE 0 END,
+		       CASE WHEN $10 THEN (100 + g % 300) / 4 ELSE 0 END, CASE WHEN $10 THEN 'standard' ELSE '' END,
+		       CASE WHEN $10 THEN $11::jsonb END, CASE WHEN $10 THEN 100 + (g * 13) % 5000 ELSE 0 END,
+		       CASE WHEN $10 THEN (500 + g % 1000) / 5 * 27 / 10 ELSE 0 END
 		FROM generate_series(1, $8::bigint) g`,
-		s.Main, s.Other, mainKeys, otherKeys, rareModel, bulkModels, s.End, int64(s.Rows), stepMicros)
+		s.Main, s.Other, mainKeys, otherKeys, rareModel, bulkModels, s.End, int64(s.Rows), stepMicros, s.Priced, bulkPrice)
 	if err != nil {
 		f.t.Fatal(err)
+	}
+	if s.Ledger {
+		f.ledgerBulk(s.End.Add(-s.Span - time.Hour))
 	}
 	// An autovacuum worker's ANALYZE of the fresh rows holds a snapshot that keeps VACUUM from
 	// marking their pages all-visible (which index-only scans need): vacuum until it could.
@@ -202,10 +217,40 @@ func (f *fixture) bulkLoad(s bulkSpec) []uuid.UUID {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if _, err := f.pool.Exec(ctx, `ANALYZE api_keys`); err != nil {
+	if _, err := f.pool.Exec(ctx, `ANALYZE api_keys; ANALYZE credit_ledger`); err != nil {
 		f.t.Fatal(err)
 	}
 	return mainKeys
+}
+
+// bulkPrice is the price of priced bulk rows: Sonnet 4.5's, as a record keeps it. A priced
+// bulk row has a fifth of its input read from the cache and a tenth written to it, and its
+// whole cost as the uncached input's (which keeps usage_records_cost_reproducible true).
+const bulkPrice = `{"input":3000000,"cache_read":300000,"cache_write_5m":3750000,"cache_write_1h":6000000,"output":15000000,` +
+	`"long_context":{"above_input_tokens":200000,"input":6000000,"cache_read":600000,"cache_write_5m":7500000,` +
+	`"cache_write_1h":12000000,"output":22500000},"catalog":"claude-sonnet-4-5","effective":"2025-09-29"}`
+
+// ledgerBulk writes every account's credit ledger for the loaded rows: a grant stamped at
+// granted, then one usage entry per row in the order of the rows' start times, each stamped
+// with its start time, with the running balance.
+func (f *fixture) ledgerBulk(granted time.Time) {
+	f.t.Helper()
+	_, err := f.pool.Exec(f.ctx, `
+		INSERT INTO credit_ledger (account_id, amount_micros, balance_after_micros, reason, idempotency_key, note, created_at)
+		SELECT account_id, $2::bigint, $2::bigint, 'grant', 'bulk-grant', '', $1::timestamptz
+		FROM (SELECT DISTINCT account_id FROM usage_records) a ORDER BY account_id`, granted, int64(1)<<50)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	_, err = f.pool.Exec(f.ctx, `
+		INSERT INTO credit_ledger (account_id, amount_micros, balance_after_micros, reason, idempotency_key, note, created_at)
+		SELECT account_id, -cost_micros,
+		       $1::bigint - SUM(cost_micros) OVER (PARTITION BY account_id ORDER BY started_at, id),
+		       'usage', 'usage:' || request_id, '', started_at
+		FROM usage_records ORDER BY started_at, id`, int64(1)<<50)
+	if err != nil {
+		f.t.Fatal(err)
+	}
 }
 
 // tracedService is a Service on a pool of its own that hands every statement it sends, with

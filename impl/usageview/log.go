@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/tollgate/tollgate/gen/db"
+	"github.com/tollgate/tollgate/impl/price"
 )
 
 // The sizes of a request log page.
@@ -81,9 +81,30 @@ type Request struct {
 	// while the key exists.
 	KeyID                         uuid.UUID
 	KeyName, KeyPrefix, KeySuffix string
-	InputTokens                   int64
-	OutputTokens                  int64
-	CostMicros                    int64
+	// InputTokens counts every input token; CacheReadTokens, CacheWrite5mTokens and
+	// CacheWrite1hTokens are the parts read from and written to the provider's prompt cache
+	// (UncachedTokens is the rest). OutputTokens counts every output token; ReasoningTokens is
+	// the part spent on reasoning (billed as output).
+	InputTokens        int64
+	OutputTokens       int64
+	CacheReadTokens    int64
+	CacheWrite5mTokens int64
+	CacheWrite1hTokens int64
+	ReasoningTokens    int64
+	// ServiceTier is the service tier the upstream reported ("" when it did not say).
+	ServiceTier string
+	// CostMicros is what the request was billed. For a priced request (Price not nil) it is
+	// Costs.Total() + HostedMicros - WaivedMicros; a request billed before per-kind prices
+	// (migration 0012) has no Price and no Costs. The requests of one page billed at the same
+	// price share their Price: read it, never change it.
+	CostMicros int64
+	Price      *price.Price
+	Costs      price.Breakdown
+	// WaivedMicros is the part of the full cost that was not billed (above the request's
+	// reservation, or all of it for an answer that never reached its client);
+	// CacheSavingsMicros what prompt caching saved against the uncached input price.
+	WaivedMicros       int64
+	CacheSavingsMicros int64
 	// HostedCalls counts the billed calls of the provider's hosted tools by name (nil: none);
 	// HostedMicros is their part of CostMicros.
 	HostedCalls  map[string]int64
@@ -92,6 +113,14 @@ type Request struct {
 	// OnCredit marks a request served on credit during a database outage.
 	OnCredit bool
 }
+
+// UncachedTokens is the input neither read from nor written to the prompt cache.
+func (r Request) UncachedTokens() int64 {
+	return max(r.InputTokens-r.CacheReadTokens-r.CacheWrite5mTokens-r.CacheWrite1hTokens, 0)
+}
+
+// CacheWriteTokens is the input written to the prompt cache, for five minutes and for an hour.
+func (r Request) CacheWriteTokens() int64 { return r.CacheWrite5mTokens + r.CacheWrite1hTokens }
 
 // Latency is how long the request took.
 func (r Request) Latency() time.Duration { return r.FinishedAt.Sub(r.StartedAt) }
@@ -187,40 +216,79 @@ func (s *Service) logPage(ctx context.Context, accountID uuid.UUID, f Filter, af
 		rows = got
 	}
 	out := make([]Request, len(rows))
-	var ids []uuid.UUID
+	named := make([]*Request, len(rows))
+	prices := priceCache{}
 	for i, r := range rows {
-		out[i] = Request{
-			ID: r.ID, RequestID: r.RequestID, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
-			Route: r.Route, Model: r.Model, Provider: r.Provider, UpstreamModel: r.UpstreamModel,
-			KeyID:       keyID(r.ApiKeyID),
-			InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CostMicros: r.CostMicros,
-			HostedMicros: r.HostedToolMicros, Status: r.Status, OnCredit: r.OnCredit,
+		req, err := requestOf(r, prices)
+		if err != nil {
+			return nil, err
 		}
-		if len(r.HostedToolCalls) > 0 && string(r.HostedToolCalls) != "null" {
-			if err := json.Unmarshal(r.HostedToolCalls, &out[i].HostedCalls); err != nil {
-				return nil, fmt.Errorf("usage record %d: hosted tool calls: %w", r.ID, err)
-			}
-		}
-		if id := out[i].KeyID; id != uuid.Nil && !slices.Contains(ids, id) {
-			ids = append(ids, id)
-		}
-	}
-	if len(ids) == 0 {
-		return out, nil
+		out[i], named[i] = req, &out[i]
 	}
 	// The page's keys' names, in one query (a join would look them up row by row).
-	labels, err := s.q.UsageViewKeyLabels(ctx, db.UsageViewKeyLabelsParams{AccountID: accountID, Ids: ids})
-	if err != nil {
+	if err := s.nameKeys(ctx, accountID, named); err != nil {
 		return nil, err
 	}
-	for _, l := range labels {
-		for i := range out {
-			if out[i].KeyID == l.ID {
-				out[i].KeyName, out[i].KeyPrefix, out[i].KeySuffix = l.Name, l.DisplayPrefix, l.DisplaySuffix
-			}
-		}
-	}
 	return out, nil
+}
+
+// requestOf is a row of the request log as a Request (without its key's name), its price read
+// through prices.
+func requestOf(r db.UsageViewLogPageRow, prices priceCache) (Request, error) {
+	req := Request{
+		ID: r.ID, RequestID: r.RequestID, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
+		Route: r.Route, Model: r.Model, Provider: r.Provider, UpstreamModel: r.UpstreamModel,
+		KeyID:       keyID(r.ApiKeyID),
+		InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CostMicros: r.CostMicros,
+		CacheReadTokens: r.CacheReadTokens, CacheWrite5mTokens: r.CacheWrite5mTokens,
+		CacheWrite1hTokens: r.CacheWrite1hTokens, ReasoningTokens: r.ReasoningTokens, ServiceTier: r.ServiceTier,
+		Costs: price.Breakdown{Input: r.InputCostMicros, CacheRead: r.CacheReadCostMicros,
+			CacheWrite5m: r.CacheWrite5mCostMicros, CacheWrite1h: r.CacheWrite1hCostMicros, Output: r.OutputCostMicros},
+		WaivedMicros: r.WaivedMicros, CacheSavingsMicros: r.CacheSavingsMicros,
+		HostedMicros: r.HostedToolMicros, Status: r.Status, OnCredit: r.OnCredit,
+	}
+	var err error
+	if req.HostedCalls, err = hostedCalls(r.HostedToolCalls); err != nil {
+		return Request{}, fmt.Errorf("usage record %d: hosted tool calls: %w", r.ID, err)
+	}
+	if req.Price, err = prices.read(r.Price); err != nil {
+		return Request{}, fmt.Errorf("usage record %d: price: %w", r.ID, err)
+	}
+	if req.Price != nil {
+		_, req.Costs.LongContext = req.Price.RatesFor(req.InputTokens)
+	}
+	return req, nil
+}
+
+// hostedCalls reads a usage record's hosted tool calls (nil for none).
+func hostedCalls(raw []byte) (map[string]int64, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var calls map[string]int64
+	err := json.Unmarshal(raw, &calls)
+	return calls, err
+}
+
+// priceCache holds the prices read from usage records by their JSON text: the requests of a
+// page or a statement are billed at a few prices, each read once (reading them row by row was
+// a third of a statement's CPU time). Requests read through one cache share their Price.
+type priceCache map[string]*price.Price
+
+// read reads a usage record's price (nil for a record billed before per-kind prices).
+func (c priceCache) read(raw []byte) (*price.Price, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	if p, ok := c[string(raw)]; ok {
+		return p, nil
+	}
+	var p price.Price
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return nil, err
+	}
+	c[string(raw)] = &p
+	return &p, nil
 }
 
 // keyID is a nullable key id as a uuid.UUID (uuid.Nil for NULL).

@@ -1,6 +1,7 @@
 package usageview_test
 
 import (
+	"io"
 	"regexp"
 	"strings"
 	"testing"
@@ -13,12 +14,15 @@ import (
 // EXPLAIN ANALYZE of exactly what each call sent, that the request log's pages (first, deep,
 // filtered by key, model, route and status, as the generic plan of a prepared statement and as
 // a custom plan) read migration 0009's indexes (a generic plan in their order, with no sort) and never scan
-// usage_records whole, and that the daily chart and the burn rate read the rollup usage_daily only.
+// usage_records whole, that the daily chart and the burn rate read the rollup usage_daily only,
+// and that a statement's lines find their usage records through the unique index of
+// (account_id, request_id), one lookup per line.
 func TestQueryPlansUseTheIndexes(t *testing.T) {
 	end := time.Date(2025, 6, 30, 12, 0, 0, 0, time.UTC)
 	f := newFixture(t, end)
-	main, other := f.account("main"), f.account("other")
-	keys := f.bulkLoad(bulkSpec{Main: main, Other: other, Rows: 45_000, Keys: 20, End: end, Span: 365 * 24 * time.Hour})
+	main, other := f.bareAccount("main"), f.bareAccount("other")
+	keys := f.bulkLoad(bulkSpec{Main: main, Other: other, Rows: 45_000, Keys: 20, End: end, Span: 365 * 24 * time.Hour,
+		Priced: true, Ledger: true})
 	ts := f.traced()
 
 	deep, err := ts.svc.RequestLog(f.ctx, main, usageview.Filter{}, usageview.Cursor{}, 50)
@@ -32,46 +36,51 @@ func TestQueryPlansUseTheIndexes(t *testing.T) {
 		}
 	}
 	const mainIdx, keyIdx, modelIdx = "usage_records_account_started_idx", "usage_records_account_key_started_idx", "usage_records_account_model_started_idx"
-	const rollup = "usage_daily"
+	const rollup, recordByRequest = "usage_daily", "usage_records_account_id_request_id_key"
 	cases := []struct {
 		name  string
 		run   func() error
 		index string
 		only  bool // the rollup, never usage_records
+		stmt  int  // which of the call's statements to explain
 	}{
 		{"first page", func() error {
 			_, err := ts.svc.RequestLog(f.ctx, main, usageview.Filter{}, usageview.Cursor{}, 50)
 			return err
-		}, mainIdx, false},
+		}, mainIdx, false, 0},
 		{"deep page", func() error {
 			_, err := ts.svc.RequestLog(f.ctx, main, usageview.Filter{}, deep.Next, 50)
 			return err
-		}, mainIdx, false},
+		}, mainIdx, false, 0},
 		{"by key", func() error {
 			_, err := ts.svc.RequestLog(f.ctx, main, usageview.Filter{KeyID: keys[3]}, usageview.Cursor{}, 50)
 			return err
-		}, keyIdx, false},
+		}, keyIdx, false, 0},
 		{"by rare model", func() error {
 			_, err := ts.svc.RequestLog(f.ctx, main, usageview.Filter{Model: rareModel}, usageview.Cursor{}, 50)
 			return err
-		}, modelIdx, false},
+		}, modelIdx, false, 0},
 		{"by status and route in a week", func() error {
 			_, err := ts.svc.RequestLog(f.ctx, main, usageview.Filter{Status: "failed", Route: "/v1/messages",
 				From: end.AddDate(0, 0, -14), To: end.AddDate(0, 0, -7)}, usageview.Cursor{}, 50)
 			return err
-		}, mainIdx, false},
+		}, mainIdx, false, 0},
 		{"daily by model", func() error {
 			_, err := ts.svc.DailySpend(f.ctx, main, usageview.LastDays(30, end, time.UTC, usageview.GroupByModel))
 			return err
-		}, rollup, true},
+		}, rollup, true, 0},
 		{"daily by key", func() error {
 			_, err := ts.svc.DailySpend(f.ctx, main, usageview.LastDays(30, end, time.UTC, usageview.GroupByKey))
 			return err
-		}, rollup, true},
+		}, rollup, true, 0},
 		{"burn rate", func() error {
 			_, err := ts.svc.BurnRate(f.ctx, main)
 			return err
-		}, rollup, true},
+		}, rollup, true, 0},
+		{"statement lines", func() error {
+			_, err := ts.svc.WriteStatement(f.ctx, main, end.AddDate(0, 0, -7), end, io.Discard)
+			return err
+		}, recordByRequest, false, 1},
 	}
 	seq := regexp.MustCompile(`Seq Scan on usage_records`)
 	for _, c := range cases {
@@ -79,7 +88,7 @@ func TestQueryPlansUseTheIndexes(t *testing.T) {
 		if err := c.run(); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		q := ts.last[0]
+		q := ts.last[c.stmt]
 		for _, generic := range []bool{false, true} {
 			plan := explain(f.ctx, t, f.pool, q, generic)
 			// As a generic plan (which knows no selectivity), a log page reads its rows in the

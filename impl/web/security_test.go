@@ -19,7 +19,7 @@ func webRoutes(keyID string) [][2]string {
 		{"GET", "/keys"}, {"GET", "/keys/new"}, {"POST", "/keys"}, {"POST", "/keys/revoke-all"},
 		{"POST", "/keys/" + keyID + "/revoke"}, {"POST", "/keys/" + keyID + "/rpm"},
 		{"GET", "/plan"}, {"GET", "/audit"}, {"GET", "/sessions"}, {"POST", "/sessions/1/end"}, {"POST", "/sessions/end-all"},
-		{"GET", "/usage"}, {"GET", "/approvals"}, {"GET", "/agents"}, {"GET", "/datasets"}, {"GET", "/static/style.css"},
+		{"GET", "/usage"}, {"GET", "/usage/statement.csv"}, {"GET", "/approvals"}, {"GET", "/agents"}, {"GET", "/datasets"}, {"GET", "/static/style.css"},
 		{"GET", "/keys/does-not-exist"},
 	}
 }

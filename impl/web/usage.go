@@ -16,10 +16,12 @@ import (
 	"github.com/tollgate/tollgate/impl/usageview"
 )
 
-// The Usage page (the data comes from impl/usageview): balance, burn rate and days left, spend
-// per day stacked by model or key (a table, drawn as a chart by static/usage-chart.js with the
-// vendored uPlot when scripts run), and the request log with its filters in the URL, keyset
-// pages and a CSV export. Times are UTC, as everywhere in the application.
+// The Usage page (the data comes from impl/usageview): balance, burn rate and days left, the
+// statement of a period (a CSV of the credit ledger), spend per day stacked by model or key (a
+// table, drawn as a chart by static/usage-chart.js with the vendored uPlot when scripts run)
+// with the tokens per kind and what prompt caching saved, and the request log with each
+// request's tokens per kind and how its cost was made, its filters in the URL, keyset pages and
+// a CSV export. Times are UTC, as everywhere in the application.
 
 // usageChartGroups is how many groups the chart and its table show (the rest are added up).
 const usageChartGroups = 8
@@ -28,6 +30,7 @@ func (a *App) usageRoutes(mux *http.ServeMux) {
 	svc := usageview.New(a.store.Pool(), usageview.Options{})
 	mux.Handle("GET /usage", a.member(func(w http.ResponseWriter, r *http.Request, v *Visitor) { a.usagePage(w, r, v, svc) }))
 	mux.Handle("GET /usage/export.csv", a.member(func(w http.ResponseWriter, r *http.Request, v *Visitor) { a.usageExport(w, r, v, svc) }))
+	mux.Handle("GET /usage/statement.csv", a.member(func(w http.ResponseWriter, r *http.Request, v *Visitor) { a.usageStatement(w, r, v, svc) }))
 }
 
 // usageData is what templates/usage.html renders.
@@ -43,6 +46,8 @@ type usageData struct {
 	Rows                  []usageRow
 	NewestURL, OlderURL   string // "" when not applicable
 	CSVURL                string
+	// StatementFrom and StatementTo are the statement form's days (to included): this month.
+	StatementFrom, StatementTo string
 }
 
 type usageChart struct {
@@ -53,6 +58,7 @@ type usageChart struct {
 	Totals             []usageTotal
 	Total              string
 	Requests           int64
+	Tokens             usageTokens
 	ByModelURL         string
 	ByKeyURL           string
 	Days7, Days30, D90 string
@@ -74,6 +80,27 @@ type usageTotal struct {
 	Label    string
 	Requests int64
 	USD      string
+	Tokens   usageTokens
+}
+
+// usageTokens are tokens per kind and the savings from caching, as the page writes them.
+type usageTokens struct {
+	Uncached, CacheRead, CacheWrite, Output string
+	// Saved is what prompt caching saved ("$0.105000"); CostMore is set instead when cache
+	// writes cost more than the reads saved.
+	Saved, CostMore string
+}
+
+// tokensText writes tokens per kind with thousands separators and the savings in dollars.
+func tokensText(t usageview.Tokens) usageTokens {
+	out := usageTokens{Uncached: usageview.Thousands(t.Uncached), CacheRead: usageview.Thousands(t.CacheRead),
+		CacheWrite: usageview.Thousands(t.CacheWrite), Output: usageview.Thousands(t.Output)}
+	if t.CacheSavingsMicros < 0 {
+		out.CostMore = apierror.USD(-t.CacheSavingsMicros)
+	} else {
+		out.Saved = apierror.USD(t.CacheSavingsMicros)
+	}
+	return out
 }
 
 // usageForm holds the filter form's values as the URL gave them.
@@ -89,9 +116,31 @@ type usageKeyOption struct {
 type usageRow struct {
 	Time                      time.Time
 	Route, Model, Expert, Key string
-	InputTokens, OutputTokens int64
-	Cost, Status, Latency     string
-	OnCredit                  bool
+	// Uncached, CacheRead, CacheWrite and Output are the request's tokens per kind; Reasoning
+	// the part of the output spent on reasoning ("" when none).
+	Uncached, CacheRead, CacheWrite, Output, Reasoning string
+	Cost, Status, Latency                              string
+	OnCredit                                           bool
+	// Bill is how the cost was made; nil for a request billed before per-kind prices.
+	Bill *usageBill
+}
+
+// usageBill is how a request's cost was made, as the request log's details show it.
+type usageBill struct {
+	Parts []usageBillPart
+	// Hosted is the hosted tools' calls ("web_search=1") and HostedCost their cost ("" when
+	// none); Waived is what was not billed ("" when nothing).
+	Hosted, HostedCost, Waived string
+	// Price names the price: its catalog entry and the date it holds from, or that it was set
+	// in the configuration; LongContext the tier's threshold when its rates applied.
+	Price, LongContext string
+	ServiceTier        string
+}
+
+type usageBillPart struct {
+	Kind, Tokens, Rate, Cost string
+	// Note qualifies the count: how much of the output was reasoning.
+	Note string
 }
 
 func (a *App) usagePage(w http.ResponseWriter, r *http.Request, v *Visitor, svc *usageview.Service) {
@@ -167,15 +216,19 @@ func (a *App) usagePage(w http.ResponseWriter, r *http.Request, v *Visitor, svc 
 		}
 		d.CSVURL = "/usage/export.csv?" + lq.Values(time.UTC).Encode()
 	}
+	period := usageview.ThisMonth(time.Now(), time.UTC).Values(time.UTC)
+	d.StatementFrom, d.StatementTo = period.Get(usageview.ParamFrom), period.Get(usageview.ParamTo)
 	a.render(w, r, v, status, "usage", "Usage", d)
 }
 
 // chartData lays the daily spend out as the table the chart is drawn from.
 func chartData(daily usageview.Daily, q url.Values) usageChart {
-	c := usageChart{Group: string(daily.GroupBy), Days: len(daily.Days), Total: apierror.USD(daily.TotalMicros), Requests: daily.Requests}
+	c := usageChart{Group: string(daily.GroupBy), Days: len(daily.Days), Total: apierror.USD(daily.TotalMicros),
+		Requests: daily.Requests, Tokens: tokensText(daily.Tokens)}
 	for _, g := range daily.Groups {
 		c.Series = append(c.Series, g.Label)
-		c.Totals = append(c.Totals, usageTotal{Label: g.Label, Requests: g.Requests, USD: apierror.USD(g.TotalMicros)})
+		c.Totals = append(c.Totals, usageTotal{Label: g.Label, Requests: g.Requests, USD: apierror.USD(g.TotalMicros),
+			Tokens: tokensText(g.Tokens)})
 	}
 	for i, day := range daily.Days {
 		row := usageChartRow{Day: day, Total: apierror.USD(daily.DayMicros[i]), Micros: daily.DayMicros[i]}
@@ -208,9 +261,52 @@ func logRow(r usageview.Request) usageRow {
 	if key == "" {
 		key = "—"
 	}
-	return usageRow{Time: r.StartedAt, Route: r.Route, Model: r.Model, Expert: expert, Key: key,
-		InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, Cost: apierror.USD(r.CostMicros), Status: r.Status,
-		Latency: latencyText(r.Latency(), r.FinishedAt.IsZero()), OnCredit: r.OnCredit}
+	row := usageRow{Time: r.StartedAt, Route: r.Route, Model: r.Model, Expert: expert, Key: key,
+		Uncached: usageview.Thousands(r.UncachedTokens()), CacheRead: usageview.Thousands(r.CacheReadTokens),
+		CacheWrite: usageview.Thousands(r.CacheWriteTokens()), Output: usageview.Thousands(r.OutputTokens),
+		Cost: apierror.USD(r.CostMicros), Status: r.Status,
+		Latency: latencyText(r.Latency(), r.FinishedAt.IsZero()), OnCredit: r.OnCredit, Bill: billOf(r)}
+	if r.ReasoningTokens > 0 {
+		row.Reasoning = usageview.Thousands(r.ReasoningTokens)
+	}
+	return row
+}
+
+// billOf is how a request's cost was made: each token kind's count at its rate, the hosted
+// tools, what was waived, and the price it was billed at; nil for a request billed before
+// per-kind prices.
+func billOf(r usageview.Request) *usageBill {
+	parts := r.Bill()
+	if parts == nil {
+		return nil
+	}
+	b := &usageBill{ServiceTier: r.ServiceTier}
+	for _, p := range parts {
+		part := usageBillPart{Kind: p.Kind, Tokens: usageview.Thousands(p.Tokens),
+			Rate: "$" + usageview.RateUSD(p.RateMicros), Cost: apierror.USD(p.CostMicros)}
+		if p.Kind == usageview.KindOutput && r.ReasoningTokens > 0 {
+			part.Note = usageview.Thousands(r.ReasoningTokens) + " of them reasoning"
+		}
+		b.Parts = append(b.Parts, part)
+	}
+	if r.HostedMicros != 0 || len(r.HostedCalls) > 0 {
+		b.Hosted, b.HostedCost = usageview.HostedCallsText(r.HostedCalls), apierror.USD(r.HostedMicros)
+	}
+	if r.WaivedMicros != 0 {
+		b.Waived = apierror.USD(r.WaivedMicros)
+	}
+	switch p := r.Price; {
+	case p.Catalog != "" && p.Effective != "":
+		b.Price = p.Catalog + " (prices from " + p.Effective + ")"
+	case p.Catalog != "":
+		b.Price = p.Catalog
+	default:
+		b.Price = "set in the gateway's configuration"
+	}
+	if r.Costs.LongContext && r.Price.LongContext != nil {
+		b.LongContext = usageview.Thousands(r.Price.LongContext.AboveInputTokens)
+	}
+	return b
 }
 
 // latencyText is a request's latency as a person reads it: whole milliseconds below a
@@ -249,6 +345,32 @@ func (a *App) usageExport(w http.ResponseWriter, r *http.Request, v *Visitor, sv
 			return
 		}
 		a.log.Warn("web: usage export", "err", err, "path", r.URL.Path)
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// usageStatement streams the statement of the chosen period (the form's days, to included;
+// this month when none are given) as CSV: the opening balance, every ledger entry of the
+// period, and the closing balance (usageview.WriteStatement). Errors are answered as
+// usageExport answers them.
+func (a *App) usageStatement(w http.ResponseWriter, r *http.Request, v *Visitor, svc *usageview.Service) {
+	period, err := usageview.ParseStatementQuery(r.URL.Query(), time.Now(), time.UTC)
+	if err != nil {
+		a.fail(w, r, v, http.StatusBadRequest, "The statement's period could not be read: "+err.Error())
+		return
+	}
+	days := period.Values(time.UTC)
+	name := "statement-" + days.Get(usageview.ParamFrom) + "-to-" + days.Get(usageview.ParamTo) + ".csv"
+	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	w.Header().Set("Content-Disposition", `attachment; filename="`+strings.NewReplacer(":", "", `"`, "").Replace(name)+`"`)
+	cw := &countingWriter{w: w}
+	if _, err := svc.WriteStatement(r.Context(), v.Account.AccountID, period.From, period.To, cw); err != nil {
+		if cw.n == 0 {
+			w.Header().Del("Content-Disposition")
+			a.failInternal(w, r, v, "usage statement", err)
+			return
+		}
+		a.log.Warn("web: usage statement", "err", err, "path", r.URL.Path)
 		panic(http.ErrAbortHandler)
 	}
 }

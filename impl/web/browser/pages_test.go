@@ -1,9 +1,18 @@
 package browser_test
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/google/uuid"
+
+	"github.com/tollgate/tollgate/impl/price"
+	"github.com/tollgate/tollgate/impl/pricecatalog"
+	"github.com/tollgate/tollgate/impl/store"
 )
 
 // navigation is every entry of the application's navigation, by its link's accessible name,
@@ -20,20 +29,27 @@ var navigation = []struct{ name, path string }{
 }
 
 // TestEveryPage follows every link of the navigation, after a request has made some usage to
-// show: each page answers 200 under its own heading, is built (not the "coming soon"
-// placeholder), and loads its scripts and styles within its Content-Security-Policy (a
-// violation fails the test when the page closes). A screenshot of each is written.
+// show (and two requests billed with prompt caching were recorded): each page answers 200
+// under its own heading, is built (not the "coming soon" placeholder), and loads its scripts
+// and styles within its Content-Security-Policy (a violation fails the test when the page
+// closes). A screenshot of each is written; the Usage page's is taken with the newest
+// request's cost opened into how it was made (docs/screenshots/usage.png).
 func TestEveryPage(t *testing.T) {
 	s := start(t)
-	key, _ := s.GW.NewKey(t, s.Account.ID, 0)
+	key, keyID := s.GW.NewKey(t, s.Account.ID, 0)
 	if status, body := s.api(t, http.MethodPost, "/v1/chat/completions", key,
 		`{"model":"service-flint-base","max_tokens":64,"messages":[{"role":"user","content":"Hello. [[sim words=20]]"}]}`); status != http.StatusOK {
 		t.Fatalf("a request to make usage: %d %s", status, body)
 	}
+	s.cachedUsage(t, keyID)
 	p := newTour(t)
 	s.signIn(p)
 	for _, n := range navigation {
 		p.at(p.Follow(n.name), http.StatusOK, s.URL+n.path)
+		if n.path == "/usage" {
+			p.Do(chromedp.Click(chromedp.CSS("#usage-requests details.bill > summary")))
+			p.WaitVisible("#usage-requests details.bill[open] .bill-body")
+		}
 		p.shot(strings.TrimPrefix(n.path, "/"))
 		if got := p.Text("main h1"); got != n.name {
 			t.Errorf("%s: the heading is %q, want %q", n.path, got, n.name)
@@ -41,5 +57,35 @@ func TestEveryPage(t *testing.T) {
 		if strings.Contains(strings.ToLower(p.Text("main")), "coming soon") {
 			t.Errorf("%s is still the \"coming soon\" placeholder", n.path)
 		}
+	}
+}
+
+// cachedUsage records three requests of a conversation with a cached prompt, billed at Claude
+// Sonnet 4.5's published price (Anthropic's pricing page, through the built-in catalog), as the
+// billing meter records them: the first writes 20,000 tokens to the cache for an hour, the
+// next two read them back (the newest with 120 reasoning tokens in its output). They are the
+// newest requests of the log.
+func (s *site) cachedUsage(t *testing.T, keyID uuid.UUID) {
+	t.Helper()
+	sonnet, err := pricecatalog.Builtin().Price("claude-sonnet-4-5", "2025-10-01")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	turn := func(id string, at time.Duration, tok price.Tokens) store.UsageRecord {
+		c := price.Cost(tok, sonnet)
+		return store.UsageRecord{AccountID: s.Account.ID, RequestID: id, APIKeyID: keyID, Model: "service-sonnet",
+			Route: "/v1/messages", Provider: "anthropic", UpstreamModel: "claude-sonnet-4-5", Status: "ok",
+			StartedAt: now.Add(at), FinishedAt: now.Add(at + 2300*time.Millisecond), ServiceTier: "standard",
+			InputTokens: tok.Input(), OutputTokens: tok.Output, CacheReadTokens: tok.CacheRead,
+			CacheWrite1hTokens: tok.CacheWrite1h, ReasoningTokens: tok.Reasoning, Price: &sonnet, Costs: c,
+			CacheSavingsMicros: price.CacheSavings(tok, sonnet), CostMicros: c.Total()}
+	}
+	if _, err := s.GW.Store.WriteUsage(context.Background(), "browser-test", []store.UsageRecord{
+		turn("cache-write", time.Millisecond, price.Tokens{Uncached: 1_200, CacheWrite1h: 20_000, Output: 400}),
+		turn("cache-read-1", 2*time.Millisecond, price.Tokens{Uncached: 800, CacheRead: 20_000, Output: 350}),
+		turn("cache-read-2", 3*time.Millisecond, price.Tokens{Uncached: 2_000, CacheRead: 20_000, Output: 500, Reasoning: 120}),
+	}); err != nil {
+		t.Fatal(err)
 	}
 }

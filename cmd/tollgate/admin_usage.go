@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/usageview"
+)
+
+// usageExportUsage documents the statement command.
+const usageExportUsage = `  usage export ACCOUNT -from DATE -to DATE [-out FILE]
+                                            the account's statement as CSV: the opening balance, one
+                                            line per credit ledger entry recorded from -from up to
+                                            (not including) -to (usage lines with their tokens per
+                                            kind, prices, costs and what was billed; grants and
+                                            adjustments), and the closing balance; amounts in micros
+                                            and dollars. DATE: a UTC day (2025-01-01) or an RFC 3339
+                                            time. -out: write FILE (whole or not at all) and print a
+                                            summary instead of writing to standard output
+`
+
+// usageExport writes the statement of an account and a period (usageview.WriteStatement).
+func (a *admin) usageExport(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("usage export", flag.ContinueOnError)
+	fromFlag := fs.String("from", "", "the period's first day (UTC) or time, included")
+	toFlag := fs.String("to", "", "the period's end: a day (UTC) or time, not included")
+	outPath := fs.String("out", "", "the file to write (default: standard output)")
+	pos, err := parse(fs, args, 1)
+	if err != nil {
+		return err
+	}
+	from, to, err := statementPeriod(*fromFlag, *toFlag)
+	if err != nil {
+		return err
+	}
+	acct, err := a.account(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	svc := usageview.New(a.svc.Store.Pool(), usageview.Options{})
+	if *outPath == "" {
+		_, err := svc.WriteStatement(ctx, acct.ID, from, to, a.out)
+		return err
+	}
+	var st usageview.Statement
+	err = writeFileWhole(*outPath, func(w io.Writer) error {
+		st, err = svc.WriteStatement(ctx, acct.ID, from, to, w)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("statement of %s: %w", acct.Name, err)
+	}
+	fmt.Fprintf(a.out, "statement of account %s from %s to %s (not included): %d lines; opening balance %d micros (%s), "+
+		"usage %d micros (%s), credit %+d micros (%s), closing balance %d micros (%s); written to %s\n",
+		acct.Name, periodBound(from), periodBound(to), st.Lines, st.OpeningMicros, apierror.USD(st.OpeningMicros),
+		st.UsageMicros, apierror.USD(st.UsageMicros), st.CreditMicros, apierror.USD(st.CreditMicros),
+		st.ClosingMicros, apierror.USD(st.ClosingMicros), *outPath)
+	return nil
+}
+
+// statementPeriod reads -from and -to: both required, each a UTC day or an RFC 3339 time, -to
+// after -from.
+func statementPeriod(fromText, toText string) (from, to time.Time, err error) {
+	if fromText == "" || toText == "" {
+		return from, to, usageError("usage export needs -from and -to (a UTC day such as 2025-01-01, or an RFC 3339 time)")
+	}
+	if from, err = statementTime("-from", fromText); err != nil {
+		return from, to, err
+	}
+	if to, err = statementTime("-to", toText); err != nil {
+		return from, to, err
+	}
+	if !to.After(from) {
+		return from, to, usageError(fmt.Sprintf("-to %s is not after -from %s (-to is the first moment not included)", toText, fromText))
+	}
+	return from, to, nil
+}
+
+// statementTime reads a UTC day (its midnight) or an RFC 3339 time.
+func statementTime(name, s string) (time.Time, error) {
+	if t, err := time.Parse(time.DateOnly, s); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	return time.Time{}, usageError(fmt.Sprintf("%s %q: want a UTC day (2025-01-01) or an RFC 3339 time", name, s))
+}
+
+// periodBound writes a period's bound as a day when it is a UTC midnight, else as an RFC 3339 time.
+func periodBound(t time.Time) string {
+	if t.UTC().Truncate(24 * time.Hour).Equal(t) {
+		return t.UTC().Format(time.DateOnly)
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// writeFileWhole writes path through write: into a temporary file beside it, renamed to path
+// only when write succeeded, so that a failed statement leaves no file that looks whole.
+func writeFileWhole(path string, write func(io.Writer) error) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // after a successful rename there is nothing left to remove
+	err = write(tmp)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

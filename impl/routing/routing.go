@@ -8,7 +8,8 @@
 //
 //   - strengths: +3 when the expert lists "tools" and the request offers tools; +3 for "code"
 //     when the request looks like code (fenced blocks, or common keywords of programming
-//     languages); +2 for "long" when the input estimate exceeds 8,000 tokens or the requested
+//     languages, looked for in the first and last 16 KiB of the last user message only: see
+//     LooksLikeCode); +2 for "long" when the input estimate exceeds 8,000 tokens or the requested
 //     output exceeds 4,000; +1 for "fast" when the input is under 1,000 tokens and the output
 //     under 1,000; +1 for "general" always (the tie-breaker of last resort is the configured
 //     order);
@@ -17,11 +18,17 @@
 //     so traffic moves away from it but comes back to probe;
 //   - latency: minus one point per 500 ms of the expert's smoothed time to first byte, so a
 //     slower expert wins only on strengths.
+//
+// Reading the request for these signals is bounded: the code test is a plain substring search
+// for each marker over at most 32 KiB, whatever the request's size, so a prompt of tens of
+// megabytes costs the router microseconds, not the seconds a regular expression over the
+// whole text took (BenchmarkLooksLikeCode; issue 23). A request's size is judged against the
+// context window before the router reads it at all.
 package routing
 
 import (
-	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -171,10 +178,62 @@ type Features struct {
 	Code         bool
 }
 
-var codeRE = regexp.MustCompile("```|\\bfunc |\\bdef |\\bclass |\\bimport |\\breturn |#include|\\bfn |=>|\\bconst |\\bSELECT ")
+// CodeWindow is how much of each end of a text LooksLikeCode reads: a text longer than twice
+// this is judged by its first and its last CodeWindow bytes.
+const CodeWindow = 16 << 10
 
-// LooksLikeCode reports whether text reads like source code.
-func LooksLikeCode(text string) bool { return codeRE.MatchString(text) }
+// codeMarkers are what LooksLikeCode looks for; a marker with word set must not follow a word
+// character (an ASCII letter, digit or '_'), as the regular expression's \b would say.
+var codeMarkers = []struct {
+	text string
+	word bool
+}{
+	{"```", false}, {"func ", true}, {"def ", true}, {"class ", true}, {"import ", true},
+	{"return ", true}, {"#include", false}, {"fn ", true}, {"=>", false}, {"const ", true},
+	{"SELECT ", true},
+}
+
+// LooksLikeCode reports whether text reads like source code: whether its first or last
+// CodeWindow bytes hold a fenced block or a common keyword of a programming language (see
+// codeMarkers). It reads at most 2*CodeWindow bytes, with one substring search a marker, so
+// its cost does not grow with the text.
+func LooksLikeCode(text string) bool {
+	if len(text) <= 2*CodeWindow {
+		return hasCodeMarker(text)
+	}
+	return hasCodeMarker(text[:CodeWindow]) || hasCodeMarker(text[len(text)-CodeWindow:])
+}
+
+// LooksLikeCodeBytes is LooksLikeCode of b, without copying more than the windows it reads.
+func LooksLikeCodeBytes(b []byte) bool {
+	if len(b) <= 2*CodeWindow {
+		return hasCodeMarker(string(b))
+	}
+	return hasCodeMarker(string(b[:CodeWindow])) || hasCodeMarker(string(b[len(b)-CodeWindow:]))
+}
+
+// hasCodeMarker reports whether text holds one of codeMarkers where it may stand.
+func hasCodeMarker(text string) bool {
+	for _, m := range codeMarkers {
+		for from := 0; from < len(text); {
+			i := strings.Index(text[from:], m.text)
+			if i < 0 {
+				break
+			}
+			at := from + i
+			if !m.word || at == 0 || !isWordByte(text[at-1]) {
+				return true
+			}
+			from = at + 1
+		}
+	}
+	return false
+}
+
+// isWordByte reports whether c is an ASCII word character, as regexp's \b reads them.
+func isWordByte(c byte) bool {
+	return c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+}
 
 // Router orders a model's experts per request and learns their health and latency.
 type Router struct {

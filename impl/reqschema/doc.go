@@ -24,7 +24,9 @@
 // are judged on their float64 value, so 1e2, 1.0 and -0 are integers and a number beyond the
 // float64 range is refused where a schema applies to it. Strings are measured in characters after
 // decoding, with each invalid UTF-8 byte counted as one replacement character, and invalid UTF-8
-// is otherwise accepted. Nesting deeper than 10000 arrays and objects is a syntax error, as in
+// is otherwise accepted by ValidateBody, as kin-openapi accepts it; ValidateBodyStrict, which the
+// gateway uses, refuses it, pointing at the first such string, for the cost of one utf8.Valid
+// over each string that has bytes above 0x7F (nothing more for ASCII text). Nesting deeper than 10000 arrays and objects is a syntax error, as in
 // encoding/json, and the walk does not recurse on values the schema does not describe. The one
 // deliberate difference: text after the JSON value (other than white space) makes the body
 // invalid JSON, where kin-openapi's decoder reads the first value and ignores the rest.

@@ -26,6 +26,11 @@ type walker struct {
 	objects uint64
 	// scratch holds the decoded text of a string that has escapes or invalid UTF-8.
 	scratch []byte
+
+	// strictUTF8 makes scanString note, in badUTF8, the offset of the first string whose bytes
+	// are not valid UTF-8 (-1: none yet); see Operation.ValidateBodyStrict.
+	strictUTF8 bool
+	badUTF8    int
 }
 
 func (w *walker) fail() {
@@ -87,7 +92,12 @@ func (w *walker) scanString() (escaped, nonASCII bool) {
 		}
 		switch c {
 		case '"':
+			start := w.pos
 			w.pos = i + 1
+			if seen >= utf8.RuneSelf && w.strictUTF8 && w.badUTF8 < 0 && !utf8.Valid(data[start+1:i]) {
+				// Only strings with bytes above 0x7F are read twice, and only those.
+				w.badUTF8 = start
+			}
 			return escaped, seen >= utf8.RuneSelf
 		case '\\':
 			escaped = true

@@ -55,6 +55,20 @@ var walkers = sync.Pool{New: func() any { return new(walker) }}
 // (parameters allowed). It returns nil when the operation declares no body or the body passes,
 // otherwise an *Error of kind ContentType, BodySyntax (an empty body included) or BodySchema.
 func (o *Operation) ValidateBody(contentType string, body []byte) error {
+	return o.validateBody(contentType, body, false)
+}
+
+// ValidateBodyStrict is ValidateBody, and it also refuses a body, valid by the schema, in which
+// a string (a value or a member name) is not valid UTF-8, where encoding/json and kin-openapi
+// would quietly replace each invalid byte with U+FFFD: the Error is a BodySchema one with
+// Keyword "utf8", pointing at the first such string (a member name's own object). Only strings
+// with bytes above 0x7F cost a second look (utf8.Valid over that string), so a body in ASCII
+// costs nothing more.
+func (o *Operation) ValidateBodyStrict(contentType string, body []byte) error {
+	return o.validateBody(contentType, body, true)
+}
+
+func (o *Operation) validateBody(contentType string, body []byte, strictUTF8 bool) error {
 	if o.body == nil {
 		return nil
 	}
@@ -62,7 +76,10 @@ func (o *Operation) ValidateBody(contentType string, body []byte) error {
 		return &Error{Kind: ContentType, Reason: fmt.Sprintf("header Content-Type has unexpected value %q", contentType)}
 	}
 	w := walkers.Get().(*walker)
+	w.strictUTF8, w.badUTF8 = strictUTF8, -1
 	f, valid := w.walk(o.body, body)
+	badUTF8 := w.badUTF8
+	w.strictUTF8 = false
 	// A pooled walker keeps what a usual body needs, not what an outlandish one grew.
 	if cap(w.scratch) > 64<<10 {
 		w.scratch = nil
@@ -74,10 +91,12 @@ func (o *Operation) ValidateBody(contentType string, body []byte) error {
 	switch {
 	case !valid:
 		return &Error{Kind: BodySyntax, Reason: "the request body is not valid JSON"}
-	case f.reason == passed:
-		return nil
+	case f.reason != passed:
+		return f.report(body, o.nodes)
+	case badUTF8 >= 0:
+		return &Error{Kind: BodySchema, Pointer: pointerTo(body, badUTF8), Keyword: "utf8", Reason: "string is not valid UTF-8"}
 	}
-	return f.report(body, o.nodes)
+	return nil
 }
 
 // isJSON reports whether a Content-Type header selects the application/json media type, as

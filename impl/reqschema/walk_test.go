@@ -223,3 +223,78 @@ func BenchmarkValidateChatBody(b *testing.B) {
 		}
 	}
 }
+
+// TestValidateBodyStrict: the strict validation refuses the first string (value or member name)
+// that is not valid UTF-8, pointing at it, after any syntax or schema fault; valid UTF-8, escapes
+// included (a lone surrogate escape is valid JSON), passes as with ValidateBody.
+func TestValidateBodyStrict(t *testing.T) {
+	chat := operation(t, "POST /v1/chat/completions")
+	for _, tc := range []struct {
+		body    string
+		keyword string // "": accepted
+		pointer string
+	}{
+		{`{"model":"m","messages":[{"role":"user","content":"héllo 😀 \ud83d\ude00 \ud800"}]}`, "", ""},
+		{"{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"caf\xe9\"}]}", "utf8", "messages/0/content"},
+		{"{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"\xed\xa0\x80\"}]}]}", "utf8", "messages/0/content/0/text"},
+		{"{\"model\":\"\xff\",\"messages\":[{\"role\":\"user\",\"content\":\"\xc3\"}]}", "utf8", "model"},
+		{"{\"model\":\"m\",\"messages\":[{\"role\":\"user\"}],\"metadata\":{\"k\":\"\xc3(\"}}", "utf8", "metadata/k"},
+		// A schema fault is reported first.
+		{"{\"model\":1,\"messages\":[{\"role\":\"user\",\"content\":\"\xff\"}]}", "type", "model"},
+	} {
+		err := chat.ValidateBodyStrict("application/json", []byte(tc.body))
+		var e *Error
+		if err != nil && !errors.As(err, &e) {
+			t.Fatalf("%T is not an *Error", err)
+		}
+		var keyword, pointer string
+		if e != nil {
+			keyword, pointer = e.Keyword, strings.Join(e.Pointer, "/")
+		}
+		if keyword != tc.keyword || pointer != tc.pointer {
+			t.Errorf("%q: got %+v, want %q at %q", tc.body, e, tc.keyword, tc.pointer)
+		}
+		if lenient := bodyError(t, chat, tc.body); tc.keyword == "utf8" && lenient != nil {
+			t.Errorf("%q: ValidateBody refused it: %+v", tc.body, lenient)
+		}
+	}
+}
+
+// BenchmarkValidateBodyStrict compares ValidateBody and ValidateBodyStrict on a small chat body
+// and on 1 MB prompts of ASCII and of accented text: the strict check reads again only the
+// strings that have bytes above 0x7F.
+func BenchmarkValidateBodyStrict(b *testing.B) {
+	doc, err := api.GetSwagger()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ops, err := Compile(doc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	chat := find(ops, "POST", "/v1/chat/completions")
+	bodies := []struct{ name, body string }{
+		{"small", `{"model":"service-flint-base","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Say hello to the benchmark."}],"max_tokens":16,"temperature":0.2}`},
+		{"ascii-1MB", `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("lorem ipsum ", 1<<20/12) + `"}]}`},
+		{"accented-1MB", `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("café à ", 1<<20/9) + `"}]}`},
+	}
+	for _, c := range bodies {
+		body := []byte(c.body)
+		for _, strict := range []bool{false, true} {
+			name := c.name + "/lenient"
+			validate := chat.ValidateBody
+			if strict {
+				name, validate = c.name+"/strict", chat.ValidateBodyStrict
+			}
+			b.Run(name, func(b *testing.B) {
+				b.SetBytes(int64(len(body)))
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := validate("application/json", body); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

@@ -452,7 +452,7 @@ func (c *conn) handOff() bool {
 	}
 	_ = c.rwc.SetReadDeadline(headDL)
 	c.srv.trackConn(c, false)
-	rc := &replayConn{Conn: c.rwc, pending: pending, headDL: headDL, reqDL: reqDL, asked: headDL}
+	rc := &replayConn{Conn: c.rwc, pending: pending, headDL: headDL, reqDL: reqDL, asked: headDL, headTooLarge: c.srv.headTooLarge}
 	if !c.srv.handoff.hand(rc) {
 		_ = c.rwc.Close()
 	}

@@ -72,6 +72,8 @@ func (handoffAddr) String() string  { return "h1server-handoff" }
 type replayConn struct {
 	net.Conn
 	pending []byte
+	// headTooLarge replaces net/http's 431 answer to an oversized head (nil: it is kept).
+	headTooLarge []byte
 
 	mu sync.Mutex
 	// headDL and reqDL are the lean path's head and whole-request deadlines of the handed-off
@@ -87,6 +89,22 @@ type replayConn struct {
 	clearOnSet, stuck bool
 	// detached is set once a handler hijacked the connection: deadlines are its own from then.
 	detached bool
+}
+
+// netHTTPHeadTooLarge is what net/http writes, in one write straight to the connection, when a
+// request's head exceeds its limit.
+const netHTTPHeadTooLarge = "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n431 Request Header Fields Too Large"
+
+// Write writes p, or the Server's own 431 response in place of net/http's (which a handler's
+// response, with its Date header and buffered through bufio, never equals).
+func (c *replayConn) Write(p []byte) (int, error) {
+	if c.headTooLarge != nil && string(p) == netHTTPHeadTooLarge {
+		if _, err := c.Conn.Write(c.headTooLarge); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
+	return c.Conn.Write(p)
 }
 
 func (c *replayConn) Read(p []byte) (int, error) {

@@ -3,6 +3,7 @@ package h1server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log"
 	"math/rand/v2"
 	"net"
@@ -54,6 +55,11 @@ type Server struct {
 	// up to its 4 KiB read buffer, which is always within that limit, and hands larger ones to the
 	// internal net/http server, which enforces MaxHeaderBytes and answers 431 beyond it.
 	MaxHeaderBytes int
+	// HeadTooLargeContentType and HeadTooLargeBody, when the body is set, replace net/http's
+	// plain-text body of the 431 answered to a head beyond MaxHeaderBytes (an API server answers
+	// its own error envelope); the status line and Connection: close stay net/http's.
+	HeadTooLargeContentType string
+	HeadTooLargeBody        []byte
 	// ErrorLog receives the server's error messages (the log package's standard logger when nil),
 	// for both paths.
 	ErrorLog *log.Logger
@@ -64,9 +70,11 @@ type Server struct {
 	WatchDelay time.Duration
 
 	setupOnce sync.Once
-	inner     *http.Server     // serves handed-off connections; also the http.ServerContextKey value
-	handoff   *handoffListener // how connections reach inner
-	baseCtx   context.Context  // carries http.ServerContextKey
+	// headTooLarge is the whole 431 response written instead of net/http's (nil: net/http's).
+	headTooLarge []byte
+	inner        *http.Server     // serves handed-off connections; also the http.ServerContextKey value
+	handoff      *handoffListener // how connections reach inner
+	baseCtx      context.Context  // carries http.ServerContextKey
 
 	mu            sync.Mutex
 	listeners     map[*onceCloseListener]struct{}
@@ -103,6 +111,10 @@ func (s *Server) setup() {
 		}
 		if s.disableKeepAlives.Load() {
 			s.inner.SetKeepAlivesEnabled(false)
+		}
+		if s.HeadTooLargeBody != nil {
+			s.headTooLarge = fmt.Appendf(nil, "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+				s.HeadTooLargeContentType, len(s.HeadTooLargeBody), s.HeadTooLargeBody)
 		}
 		s.handoff = newHandoffListener()
 		s.baseCtx = context.WithValue(context.Background(), http.ServerContextKey, s.inner)

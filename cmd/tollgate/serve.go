@@ -254,7 +254,8 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	// other connection by net/http (see impl/h1server).
 	// A stalled upload loses its connection after BodyReadTimeout without a byte.
 	httpSrv := &h1server.Server{Handler: gw.Handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
-		BodyReadTimeout: 60 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		BodyReadTimeout: 60 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		HeadTooLargeBody: gateway.HeadTooLargeBody, HeadTooLargeContentType: gateway.HeadTooLargeContentType}
 	go func() { errc <- httpSrv.Serve(apiLn) }()
 	startup.Set(health.OK, "")
 	log.Info("tollgate listening", "addr", apiLn.Addr().String())

@@ -412,11 +412,19 @@ type ChatUsage_PromptTokensDetails struct {
 
 // CreditBalance defines model for CreditBalance.
 type CreditBalance struct {
+	// AsOf When a stale balance was read from the database; present only with `stale`.
+	AsOf *time.Time `json:"as_of,omitempty"`
+
 	// BalanceMicros Available balance in integer micro-units (1 USD = 1,000,000).
 	BalanceMicros int64 `json:"balance_micros"`
 
 	// BalanceUsd The same balance in US dollars, derived from `balance_micros`.
 	BalanceUsd float64 `json:"balance_usd"`
+
+	// Stale Present and true when the database could not be read (an outage) and the balance is
+	// the last one this gateway process read, as of `as_of`: settlements since then are not
+	// in it. Absent when the balance was read just now.
+	Stale *bool `json:"stale,omitempty"`
 }
 
 // Message defines model for Message.
@@ -2706,6 +2714,9 @@ type ClientInterface interface {
 
 	// GetCredits The account's available credit balance.
 	//
+	// The settled balance. During a database outage a key this process already knows gets the
+	// last balance it read, marked `stale` with its `as_of` time, rather than a 503.
+	//
 	// Corresponds with GET /v1/credits (the `GetCredits` operationId).
 	GetCredits(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -3038,6 +3049,9 @@ func (c *Client) CreateChatCompletion(ctx context.Context, body CreateChatComple
 }
 
 // GetCredits The account's available credit balance.
+//
+// The settled balance. During a database outage a key this process already knows gets the
+// last balance it read, marked `stale` with its `as_of` time, rather than a 503.
 //
 // Corresponds with GET /v1/credits (the `GetCredits` operationId).
 func (c *Client) GetCredits(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3989,6 +4003,9 @@ type ClientWithResponsesInterface interface {
 	CreateChatCompletionWithResponse(ctx context.Context, body CreateChatCompletionJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateChatCompletionResponse, error)
 
 	// GetCreditsWithResponse The account's available credit balance.
+	//
+	// The settled balance. During a database outage a key this process already knows gets the
+	// last balance it read, marked `stale` with its `as_of` time, rather than a 503.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -5765,6 +5782,9 @@ func (c *ClientWithResponses) CreateChatCompletionWithResponse(ctx context.Conte
 }
 
 // GetCreditsWithResponse The account's available credit balance.
+//
+// The settled balance. During a database outage a key this process already knows gets the
+// last balance it read, marked `stale` with its `as_of` time, rather than a 503.
 //
 // Returns a wrapper object for the known response body format(s).
 //

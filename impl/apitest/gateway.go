@@ -23,6 +23,7 @@ import (
 	"github.com/tollgate/tollgate/impl/gateway"
 	"github.com/tollgate/tollgate/impl/h1server"
 	"github.com/tollgate/tollgate/impl/health"
+	"github.com/tollgate/tollgate/impl/metrics"
 	"github.com/tollgate/tollgate/impl/pgtest"
 	"github.com/tollgate/tollgate/impl/provider"
 	"github.com/tollgate/tollgate/impl/ratelimit"
@@ -70,6 +71,11 @@ type Options struct {
 	ChangeFeed changefeed.Options
 	// CreditOutage is the gateway's (the zero value: the meter's defaults).
 	CreditOutage billing.OutagePolicy
+	// Metrics are the gateway's collectors (nil: none).
+	Metrics *metrics.Metrics
+	// LogHandler also receives the gateway's log records of every level, beside the test's
+	// log (which shows warnings and errors); nil: none.
+	LogHandler slog.Handler
 	// Listener is where the gateway is served (nil: a new one on 127.0.0.1); a test that must
 	// know the address before the configuration (the web application's public URL) makes it.
 	Listener net.Listener
@@ -114,6 +120,9 @@ func Start(t testing.TB, o Options) *Gateway {
 		t.Fatalf("migrate: %v", err)
 	}
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if o.LogHandler != nil {
+		log = slog.New(teeHandler{log.Handler(), o.LogHandler})
+	}
 	if o.Sim == nil {
 		o.Sim = sim.New(sim.Options{})
 	}
@@ -140,7 +149,7 @@ func Start(t testing.TB, o Options) *Gateway {
 	gw, err := gateway.New(gateway.Options{Store: st, Config: o.Config, Logger: log, Limiter: o.Limiter,
 		UsageSpillDir: o.UsageSpillDir, UsageSpillMaxBytes: o.UsageSpillMaxBytes,
 		SimulatorURL: simServer.URL, Retry: &retry, DatasetStorage: storage, Heartbeat: o.Heartbeat, ChangeFeed: o.ChangeFeed,
-		CreditOutage: o.CreditOutage})
+		CreditOutage: o.CreditOutage, Metrics: o.Metrics})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +163,8 @@ func Start(t testing.TB, o Options) *Gateway {
 			t.Fatal(err)
 		}
 	}
-	srv := &h1server.Server{Handler: gw.Handler, BodyReadTimeout: o.BodyReadTimeout, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	srv := &h1server.Server{Handler: gw.Handler, BodyReadTimeout: o.BodyReadTimeout, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		HeadTooLargeBody: gateway.HeadTooLargeBody, HeadTooLargeContentType: gateway.HeadTooLargeContentType}
 	served := make(chan struct{})
 	go func() { defer close(served); _ = srv.Serve(ln) }()
 	// Cleanups run last-in first-out: the server shuts down (in-flight requests finish), then
@@ -245,4 +255,30 @@ type testWriter struct{ t testing.TB }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(p))
 	return len(p), nil
+}
+
+// teeHandler hands each record to both handlers, each at its own level.
+type teeHandler [2]slog.Handler
+
+func (h teeHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return h[0].Enabled(ctx, l) || h[1].Enabled(ctx, l)
+}
+
+func (h teeHandler) Handle(ctx context.Context, r slog.Record) error {
+	for _, x := range h {
+		if x.Enabled(ctx, r.Level) {
+			if err := x.Handle(ctx, r.Clone()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (h teeHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return teeHandler{h[0].WithAttrs(as), h[1].WithAttrs(as)}
+}
+
+func (h teeHandler) WithGroup(name string) slog.Handler {
+	return teeHandler{h[0].WithGroup(name), h[1].WithGroup(name)}
 }

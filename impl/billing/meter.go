@@ -187,6 +187,10 @@ type Meter struct {
 	// keys are the reservations against keys' credit caps (keycap.go).
 	keys keyCaps
 
+	// lastBalances holds, by account id, the last balance read from the database
+	// (a lastBalance), for GET /v1/credits during an outage.
+	lastBalances sync.Map
+
 	// The usage writer (writer.go). Lock order: flushMu, replayMu, spillMu, qmu.
 	qmu   sync.Mutex
 	queue []store.UsageRecord
@@ -495,6 +499,7 @@ func (m *Meter) refill(a *account, done chan struct{}, want int64) {
 
 // applyGrant applies, with a.mu held, the answer to a grant sent at sent.
 func (m *Meter) applyGrant(a *account, g store.HoldGrant, sent time.Time) {
+	m.noteBalance(a.id, g.BalanceMicros, sent)
 	a.knowsLeft = true
 	a.accountLeft = g.AvailableMicros
 	if !g.Granted {
@@ -712,8 +717,8 @@ type UsageRecord struct {
 // reserved amount (a request is never charged more than was reserved for it), is charged and
 // the rest returns to the process's hold at once. A priced record (usage.Price set) is also
 // never charged more than its tokens and hosted calls cost at its price; its record keeps the
-// cost of each token kind and, as waived, the part of that cost not charged. The usage record and its ledger entry are
-// written by the batching writer within the flush interval. It returns the amount charged.
+// cost of each token kind and, as waived, the part of that cost not charged. The usage record
+// and its ledger entry are written by the batching writer within the flush interval. It returns the amount charged.
 // Settling again, or after Release, does nothing and returns 0; a request id whose usage is
 // already in the ledger is not billed again (the writer skips it and the credit returns).
 // After Close, Settle writes the record (or, when the database does not take it, keeps it in
@@ -832,6 +837,53 @@ func (r *Reservation) Release() {
 // spent either. An unknown account is store.ErrNotFound.
 func (m *Meter) Balance(ctx context.Context, accountID uuid.UUID) (int64, error) {
 	return m.st.Balance(ctx, accountID)
+}
+
+// BalanceReading is an account's balance as GET /v1/credits shows it.
+type BalanceReading struct {
+	Micros int64
+	// Stale is set when the database could not be read and Micros is the last balance this
+	// process read (by GET /v1/credits or with a credit grant), at AsOf.
+	Stale bool
+	AsOf  time.Time
+}
+
+// lastBalance is a balance read from the database and when.
+type lastBalance struct {
+	micros int64
+	at     time.Time
+}
+
+// noteBalance remembers micros as the account's balance read at at, unless a later one is known.
+func (m *Meter) noteBalance(id uuid.UUID, micros int64, at time.Time) {
+	for {
+		old, loaded := m.lastBalances.LoadOrStore(id, lastBalance{micros, at})
+		if !loaded {
+			return
+		}
+		if prev := old.(lastBalance); !at.After(prev.at) || m.lastBalances.CompareAndSwap(id, prev, lastBalance{micros, at}) {
+			return
+		}
+	}
+}
+
+// BalanceOrLastKnown is Balance, and during a database outage (an error for which
+// store.Unavailable holds) the last balance this process read for the account, marked stale,
+// when it read one; without one the outage's error is returned.
+func (m *Meter) BalanceOrLastKnown(ctx context.Context, accountID uuid.UUID) (BalanceReading, error) {
+	at := m.now()
+	micros, err := m.st.Balance(ctx, accountID)
+	if err == nil {
+		m.noteBalance(accountID, micros, at)
+		return BalanceReading{Micros: micros, AsOf: at}, nil
+	}
+	if store.Unavailable(err) {
+		if v, ok := m.lastBalances.Load(accountID); ok {
+			last := v.(lastBalance)
+			return BalanceReading{Micros: last.micros, Stale: true, AsOf: last.at}, nil
+		}
+	}
+	return BalanceReading{}, err
 }
 
 // Run does the meter's background work until ctx ends or Close is called: it writes settled

@@ -31,6 +31,14 @@ import (
 	"github.com/tollgate/tollgate/impl/web"
 )
 
+// HeadTooLargeBody and HeadTooLargeContentType are the 431 answer to an oversized request
+// head, in the API's error envelope, for the server that serves Handler
+// (h1server.Server.HeadTooLargeBody).
+var (
+	HeadTooLargeBody        = httpapi.HeadTooLargeBody
+	HeadTooLargeContentType = httpapi.HeadTooLargeContentType
+)
+
 // Options are what a gateway is built from.
 type Options struct {
 	Store  *store.Store

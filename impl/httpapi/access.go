@@ -23,35 +23,57 @@ const accessTTL = 5 * time.Minute
 // dependency error (503); see changefeed.Cache.
 type modelAccess struct {
 	store *store.Store
-	cache *changefeed.Cache[uuid.UUID, map[string]struct{}]
+	cache *changefeed.Cache[uuid.UUID, *accountGrants]
+}
+
+// accountGrants are an account's model grants, in the database's order, and by model id.
+type accountGrants struct {
+	list  []store.ModelGrant
+	index map[string]int
 }
 
 func newModelAccess(st *store.Store, feed *changefeed.Feed) *modelAccess {
-	a := &modelAccess{store: st, cache: changefeed.NewCache[uuid.UUID, map[string]struct{}](feed, "model_access", accessTTL, 100_000)}
+	a := &modelAccess{store: st, cache: changefeed.NewCache[uuid.UUID, *accountGrants](feed, "model_access", accessTTL, 100_000)}
 	if feed != nil {
 		feed.Subscribe(changefeed.Handlers{ModelAccessChanged: a.cache.Invalidate, Reset: a.cache.Reset})
 	}
 	return a
 }
 
-// allowed reports whether the account may use the model. Its error is a dependency failure
-// (apierror.Unavailable).
-func (a *modelAccess) allowed(ctx context.Context, account uuid.UUID, model string) (bool, error) {
-	models, err := a.cache.Get(ctx, account, func(ctx context.Context) (map[string]struct{}, error) {
-		grants, err := a.store.AccountModels(ctx, account)
+// grants returns the account's model grants: from memory while the cache may answer (during a
+// database outage, within the feed's staleness bound), else from the database. Its error is a
+// dependency failure (apierror.Unavailable).
+func (a *modelAccess) grants(ctx context.Context, account uuid.UUID) (*accountGrants, error) {
+	return a.cache.Get(ctx, account, func(ctx context.Context) (*accountGrants, error) {
+		list, err := a.store.AccountModels(ctx, account)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			// A read of one account's grants fails only when the database cannot answer.
 			return nil, apierror.Unavailable("the database", err)
 		}
-		set := make(map[string]struct{}, len(grants))
-		for _, g := range grants {
-			set[g.ModelID] = struct{}{}
+		g := &accountGrants{list: list, index: make(map[string]int, len(list))}
+		for i, m := range list {
+			g.index[m.ModelID] = i
 		}
-		return set, nil
+		return g, nil
 	})
+}
+
+// grant returns the account's grant of model, and whether there is one.
+func (g *accountGrants) grant(model string) (store.ModelGrant, bool) {
+	i, ok := g.index[model]
+	if !ok {
+		return store.ModelGrant{}, false
+	}
+	return g.list[i], true
+}
+
+// allowed reports whether the account may use the model. Its error is a dependency failure
+// (apierror.Unavailable).
+func (a *modelAccess) allowed(ctx context.Context, account uuid.UUID, model string) (bool, error) {
+	g, err := a.grants(ctx, account)
 	if err != nil {
 		return false, err
 	}
-	_, ok := models[model]
+	_, ok := g.index[model]
 	return ok, nil
 }

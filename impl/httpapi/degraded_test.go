@@ -125,8 +125,8 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // TestDatabaseOutageDegradedMode stops the gateway's PostgreSQL and starts it again. While it is
 // down, keys the process already knows keep getting 200 on the simulator (chat, Messages
 // streamed and not, MCP), with their caps; a key it has never seen gets 503 with Retry-After in
-// each route's envelope, as do routes that read the database on every request (the model list,
-// the balance); once the staleness bound has passed, known keys get 503 too. The degraded gauge,
+// each route's envelope; a known key still lists its models (from the grants cache) and reads
+// its last known balance, marked stale; once the staleness bound has passed, known keys get 503 too. The degraded gauge,
 // the counter of answers from memory, the readiness condition and one log line per change of
 // state show it. After the
 // restart everything is served again, and a key revoked in the database while this process
@@ -205,17 +205,37 @@ func TestDatabaseOutageDegradedMode(t *testing.T) {
 		status, h, body := do(t, c, g.URL, r, bearer(unseen))
 		checkUnavailable(t, "unseen key on "+r.path, r.path, status, h, body)
 	}
-	// Routes that read the database on every request answer 503 even for a known key.
-	for _, op := range []string{"GET /v1/models", "GET /v1/credits"} {
-		r := validRequests[op]
-		status, h, body := do(t, c, g.URL, r, bearer(known.Key))
-		checkUnavailable(t, "known key on "+op, r.path, status, h, body)
+	// A known key lists its models and reads its balance (issue 23, item 6): the models from
+	// the grants cache inference uses, the balance as last read (here with the credit grant
+	// of its requests before the outage), marked stale with the time it was read.
+	expectModels := func(phase string) {
+		t.Helper()
+		_, body := expect(phase, known.Key, validRequests["GET /v1/models"], 200)
+		if !strings.Contains(string(body), `"id":"service-flint"`) || !strings.Contains(string(body), `"id":"service-sonnet"`) {
+			t.Fatalf("%s: the model list %s", phase, body)
+		}
+		_, body = expect(phase, known.Key, request{"GET", "/v1/models/service-flint", ""}, 200)
+		if !strings.Contains(string(body), `"id":"service-flint"`) {
+			t.Fatalf("%s: the model %s", phase, body)
+		}
+		expect(phase, known.Key, request{"GET", "/v1/models/no-such-model", ""}, 404)
+	}
+	expectModels("database down")
+	_, credits := expect("database down", known.Key, validRequests["GET /v1/credits"], 200)
+	var balance struct {
+		BalanceMicros int64     `json:"balance_micros"`
+		Stale         *bool     `json:"stale"`
+		AsOf          time.Time `json:"as_of"`
+	}
+	if err := json.Unmarshal(credits, &balance); err != nil || balance.Stale == nil || !*balance.Stale ||
+		balance.AsOf.IsZero() || balance.AsOf.After(outageStart) || balance.BalanceMicros <= 0 || balance.BalanceMicros > 5_000_000 {
+		t.Fatalf("the balance during the outage: %s (%v)", credits, err)
 	}
 	t.Logf("served known keys for %v of outage", time.Since(outageStart).Round(time.Millisecond))
 
 	// Beyond the staleness bound even a known key cannot be vouched for.
 	clk.advance(changefeed.DefaultMaxStale + time.Second)
-	for _, r := range []request{chat, messages, mcpList} {
+	for _, r := range []request{chat, messages, mcpList, validRequests["GET /v1/models"], validRequests["GET /v1/credits"]} {
 		status, h, body := do(t, c, g.URL, r, bearer(known.Key))
 		checkUnavailable(t, "known key beyond the staleness bound on "+r.path, r.path, status, h, body)
 	}
@@ -237,8 +257,10 @@ func TestDatabaseOutageDegradedMode(t *testing.T) {
 		status, h, body := do(t, c, g.URL, r, bearer(victim.Key))
 		checkUnauthenticated(t, r.method+" "+r.path+" [revoked while cut off]", status, h, body)
 	}
-	expect("after", known.Key, validRequests["GET /v1/models"], 200)
-	expect("after", known.Key, validRequests["GET /v1/credits"], 200)
+	expectModels("after")
+	if _, credits := expect("after", known.Key, validRequests["GET /v1/credits"], 200); strings.Contains(string(credits), "stale") {
+		t.Errorf("a fresh balance marked stale: %s", credits)
+	}
 
 	// Credit is another part's (impl/billing); what it did with the answers given during the
 	// outage is reported, not judged, here.

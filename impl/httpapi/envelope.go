@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -56,11 +57,26 @@ type anthropicErrorDetail struct {
 	Message string `json:"message"`
 }
 
+// StatusClientClosedRequest is the status recorded (in the access log and in
+// tollgate_http_requests_total) for a request whose client went away before its answer: nginx's
+// 499 "client closed request". Nothing is sent; there is no one to send it to.
+const StatusClientClosedRequest = 499
+
 // writeError answers err in the envelope of the request's route family. Internal errors are
-// logged by the caller; the client sees only the request id.
+// logged by the caller; the client sees only the request id. When the client has already
+// gone (the request's context ended), the request is recorded as 499 and nothing is written.
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if clientClosed(r) && !errors.As(err, new(clientStillThere)) {
+		w.WriteHeader(StatusClientClosedRequest)
+		return
+	}
 	writeErrorFamily(w, familyOf(r.URL.Path), err)
 }
+
+// clientClosed reports whether r's client has gone: the server ends the request's context
+// when the client closes the connection (or a read from it fails), so any error answered after
+// that is the client's doing, not a fault of the gateway.
+func clientClosed(r *http.Request) bool { return r.Context().Err() != nil }
 
 // writeErrorFamily answers err in the given envelope.
 func writeErrorFamily(w http.ResponseWriter, fam family, err error) {
@@ -113,3 +129,12 @@ func writeErrorFamily(w http.ResponseWriter, fam family, err error) {
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(body)
 }
+
+// HeadTooLargeBody is the body of the 431 answered to a request whose head (request line and
+// headers) exceeds the server's limit, in the chat-completions error envelope: the head was not
+// read, so the route, and with it the route's own envelope, is unknown. The API server
+// (h1server.Server.HeadTooLargeBody) sends it with HeadTooLargeContentType.
+var HeadTooLargeBody = []byte(`{"error":{"message":"the request head (request line and headers) is larger than the server accepts (1 MiB): send fewer or shorter headers","type":"invalid_request_error","param":null,"code":"request_header_fields_too_large"}}` + "\n")
+
+// HeadTooLargeContentType is the Content-Type of HeadTooLargeBody.
+const HeadTooLargeContentType = "application/json"

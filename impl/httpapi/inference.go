@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/tollgate/tollgate/gen/api"
 	"github.com/tollgate/tollgate/impl/apierror"
@@ -227,11 +229,6 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 				return nil, err
 			}
 			ir, onlySameFormat = nil, true
-			features.Tools = bytes.Contains(body, []byte(`"tools"`))
-			features.Code = routing.LooksLikeCode(string(body))
-		} else {
-			features.Tools = len(ir.Tools) > 0
-			features.Code = routing.LooksLikeCode(lastUserText(ir))
 		}
 	}
 	// parsed is the request's neutral form where it was read (nil when it cannot be: it holds
@@ -260,6 +257,17 @@ func (s *Server) startExchange(ctx context.Context, client llm.Format, body []by
 		inputEst = min(inputEst, int64(m.ContextTokens))
 	}
 	features.InputTokens = int(inputEst)
+	if m.Fusion && len(m.Experts) > 1 {
+		// Only the fusion router reads the request's features, and only once the request is
+		// known to fit the context window; the code test reads a bounded window of the text.
+		if ir != nil {
+			features.Tools = len(ir.Tools) > 0
+			features.Code = routing.LooksLikeCode(lastUserText(ir))
+		} else {
+			features.Tools = bytes.Contains(body, []byte(`"tools"`))
+			features.Code = routing.LooksLikeCodeBytes(body)
+		}
+	}
 	if o != nil && o.ceiling > 0 {
 		if outBound, err = o.fit(m, inputEst, outBound, choices); err != nil {
 			return nil, err
@@ -442,13 +450,65 @@ func sizeEstimate(size int) int {
 }
 
 // inPublicWords is what an upstream said, as the client may read it: the upstream's model id,
-// which the gateway does not show, becomes the client's.
+// which the gateway does not show, becomes the client's. Only whole tokens are replaced: an
+// occurrence counts when no identifier character touches it on either side (a letter, a digit,
+// '_' or '-'; '.', '/' and ':' count only between identifier characters, so "gpt-4.1." at the
+// end of a sentence is the model, "gpt-4.1.5" is not), so that a model named "h" leaves "the"
+// alone.
 func inPublicWords(said, upstreamModel, modelID string) string {
-	if upstreamModel == "" {
+	if upstreamModel == "" || !strings.Contains(said, upstreamModel) {
 		return said
 	}
-	return strings.ReplaceAll(said, upstreamModel, modelID)
+	var b strings.Builder
+	written, from := 0, 0 // said[:written] is in b; the search goes on from said[from:]
+	for {
+		i := strings.Index(said[from:], upstreamModel)
+		if i < 0 {
+			b.WriteString(said[written:])
+			return b.String()
+		}
+		start, end := from+i, from+i+len(upstreamModel)
+		if tokenBoundary(said[:start], false) && tokenBoundary(said[end:], true) {
+			b.WriteString(said[written:start])
+			b.WriteString(modelID)
+			written, from = end, end
+			continue
+		}
+		_, n := utf8.DecodeRuneInString(said[start:])
+		from = start + n
+	}
 }
+
+// tokenBoundary reports whether side (the text before a match, or after it when after is set)
+// ends (or starts) where a token may: with nothing, or with a character that is neither an
+// identifier character nor inner punctuation next to one.
+func tokenBoundary(side string, after bool) bool {
+	r, n, next := rune(-1), 0, rune(-1)
+	if after {
+		r, n = utf8.DecodeRuneInString(side)
+		if n < len(side) {
+			next, _ = utf8.DecodeRuneInString(side[n:])
+		}
+	} else {
+		r, n = utf8.DecodeLastRuneInString(side)
+		if n < len(side) {
+			next, _ = utf8.DecodeLastRuneInString(side[:len(side)-n])
+		}
+	}
+	if n == 0 {
+		return true
+	}
+	return !identRune(r) && !(innerPunct(r) && next >= 0 && identRune(next))
+}
+
+// identRune reports whether r may be part of a model id token: a letter, a digit, '_' or '-'.
+func identRune(r rune) bool {
+	return r == '_' || r == '-' || unicode.IsLetter(r) || unicode.IsDigit(r)
+}
+
+// innerPunct reports whether r joins a model id's parts ("gpt-4.1", "models/x", "a:b") when an
+// identifier character follows or precedes it.
+func innerPunct(r rune) bool { return r == '.' || r == '/' || r == ':' }
 
 // upstreamRequest is a request body made for one expert, and what making it changed.
 type upstreamRequest struct {
@@ -555,14 +615,48 @@ func maxTokensField(f llm.Format, body []byte) string {
 	return "max_tokens"
 }
 
+// lastUserText is the text of the last user message, for the router's code test: whole when
+// it is short, else its first and last routing.CodeWindow bytes (all the test reads), so that
+// a long prompt is not copied whole.
 func lastUserText(r *llm.Request) string {
 	for i := len(r.Messages) - 1; i >= 0; i-- {
 		if r.Messages[i].Role != llm.RoleUser {
 			continue
 		}
+		parts := r.Messages[i].Parts
+		if len(parts) == 1 {
+			return parts[0].Text // no copy: the code test reads its own window of it
+		}
+		total := 0
+		for _, p := range parts {
+			total += len(p.Text)
+		}
 		var b strings.Builder
-		for _, p := range r.Messages[i].Parts {
-			b.WriteString(p.Text)
+		if total <= 2*routing.CodeWindow {
+			for _, p := range parts {
+				b.WriteString(p.Text)
+			}
+			return b.String()
+		}
+		// A long message: only the ends the code test reads are copied, a window each,
+		// joined by a line break.
+		b.Grow(2*routing.CodeWindow + 1)
+		for _, p := range parts {
+			if b.Len() >= routing.CodeWindow {
+				break
+			}
+			b.WriteString(p.Text[:min(len(p.Text), routing.CodeWindow-b.Len())])
+		}
+		b.WriteByte('\n')
+		var tail []string
+		for j, need := len(parts)-1, routing.CodeWindow; j >= 0 && need > 0; j-- {
+			t := parts[j].Text
+			t = t[max(0, len(t)-need):]
+			tail = append(tail, t)
+			need -= len(t)
+		}
+		for j := len(tail) - 1; j >= 0; j-- {
+			b.WriteString(tail[j])
 		}
 		return b.String()
 	}
@@ -602,6 +696,11 @@ func (x *exchange) respondJSON(w http.ResponseWriter) error {
 	*rawBuf = raw
 	if err != nil {
 		x.settleUndelivered(llm.Usage{}, "upstream_read_failed")
+		if x.ctx.Err() != nil {
+			// The client went away, which cut the upstream call short: recorded as 499.
+			w.WriteHeader(StatusClientClosedRequest)
+			return nil
+		}
 		writeErrorFamily(w, x.family(), &apierror.Error{Kind: apierror.KindUpstream, Message: "the upstream answer was cut off"})
 		return nil
 	}

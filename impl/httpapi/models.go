@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 
 	"github.com/tollgate/tollgate/gen/api"
 	"github.com/tollgate/tollgate/impl/apierror"
@@ -25,18 +24,20 @@ func apiModel(m config.Model, g store.ModelGrant) api.Model {
 	}
 }
 
-// ListModels lists the configured models granted to the caller's account.
+// ListModels lists the configured models granted to the caller's account, read through the
+// same cache of grants as inference uses (kept current by the change feed), so that during a
+// database outage a key in use lists what it may call, within the feed's staleness bound.
 func (s *Server) ListModels(ctx context.Context, _ api.ListModelsRequestObject) (api.ListModelsResponseObject, error) {
 	p, err := principal(ctx)
 	if err != nil {
 		return nil, err
 	}
-	grants, err := s.store.AccountModels(ctx, p.AccountID)
+	grants, err := s.access.grants(ctx, p.AccountID)
 	if err != nil {
 		return nil, err
 	}
-	list := api.ModelList{Object: api.List, Data: make([]api.Model, 0, len(grants))}
-	for _, g := range grants {
+	list := api.ModelList{Object: api.List, Data: make([]api.Model, 0, len(grants.list))}
+	for _, g := range grants.list {
 		if !p.AllowsModel(g.ModelID) {
 			continue
 		}
@@ -52,7 +53,7 @@ func (s *Server) ListModels(ctx context.Context, _ api.ListModelsRequestObject) 
 	return api.ListModels200JSONResponse{Body: list}, nil
 }
 
-// RetrieveModel returns one model granted to the caller's account, or 404.
+// RetrieveModel returns one model granted to the caller's account, or 404; read as ListModels.
 func (s *Server) RetrieveModel(ctx context.Context, req api.RetrieveModelRequestObject) (api.RetrieveModelResponseObject, error) {
 	p, err := principal(ctx)
 	if err != nil {
@@ -62,25 +63,33 @@ func (s *Server) RetrieveModel(ctx context.Context, req api.RetrieveModelRequest
 	if !ok || !p.AllowsModel(req.Model) {
 		return nil, apierror.ModelNotFound(req.Model)
 	}
-	g, err := s.store.AccountModel(ctx, p.AccountID, req.Model)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, apierror.ModelNotFound(req.Model)
-	}
+	grants, err := s.access.grants(ctx, p.AccountID)
 	if err != nil {
 		return nil, err
+	}
+	g, ok := grants.grant(req.Model)
+	if !ok {
+		return nil, apierror.ModelNotFound(req.Model)
 	}
 	return api.RetrieveModel200JSONResponse{Body: apiModel(m, g)}, nil
 }
 
-// GetCredits returns the caller's account balance.
+// GetCredits returns the caller's account balance. During a database outage it is the last
+// balance this process read for the account, marked stale with the time it was read (the
+// key's own check during the outage is the auth cache's, as for inference).
 func (s *Server) GetCredits(ctx context.Context, _ api.GetCreditsRequestObject) (api.GetCreditsResponseObject, error) {
 	p, err := principal(ctx)
 	if err != nil {
 		return nil, err
 	}
-	micros, err := s.store.Balance(ctx, p.AccountID)
+	b, err := s.meter.BalanceOrLastKnown(ctx, p.AccountID)
 	if err != nil {
 		return nil, err
 	}
-	return api.GetCredits200JSONResponse{Body: api.CreditBalance{BalanceMicros: micros, BalanceUsd: float64(micros) / 1e6}}, nil
+	body := api.CreditBalance{BalanceMicros: b.Micros, BalanceUsd: float64(b.Micros) / 1e6}
+	if b.Stale {
+		stale, asOf := true, b.AsOf.UTC()
+		body.Stale, body.AsOf = &stale, &asOf
+	}
+	return api.GetCredits200JSONResponse{Body: body}, nil
 }

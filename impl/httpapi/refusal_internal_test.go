@@ -34,3 +34,24 @@ func TestPublicRefusal(t *testing.T) {
 		t.Errorf("an expert without a model id: %v", err)
 	}
 }
+
+// TestInPublicWordsReplacesWholeTokens: the upstream's model id is replaced only where it
+// stands as a whole token (issue 23, item 6): a one-letter id "h" leaves "the" alone, and an
+// id with dots is found at the end of a sentence but not inside a longer version.
+func TestInPublicWordsReplacesWholeTokens(t *testing.T) {
+	for _, c := range []struct{ said, upstream, want string }{
+		{"the model h is overloaded", "h", "the model hostile-413e is overloaded"},
+		{"h: the request has the wrong shape", "h", "hostile-413e: the request has the wrong shape"},
+		{"'h' refused; see h.", "h", "'hostile-413e' refused; see hostile-413e."},
+		{"hhh h-2 h_x ah h", "h", "hhh h-2 h_x ah hostile-413e"},
+		{"gpt-4.1 does not support this; gpt-4.1.", "gpt-4.1", "hostile-413e does not support this; hostile-413e."},
+		{"gpt-4.1-mini and gpt-4.1.5 are not gpt-4.1", "gpt-4.1", "gpt-4.1-mini and gpt-4.1.5 are not hostile-413e"},
+		{"models/gpt-4.1 (gpt-4.1)", "gpt-4.1", "models/gpt-4.1 (hostile-413e)"},
+		{"héh h", "h", "héh hostile-413e"},
+		{"nothing here", "h", "nothing here"},
+	} {
+		if got := inPublicWords(c.said, c.upstream, "hostile-413e"); got != c.want {
+			t.Errorf("inPublicWords(%q, %q) = %q, want %q", c.said, c.upstream, got, c.want)
+		}
+	}
+}

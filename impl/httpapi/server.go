@@ -164,6 +164,9 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) respondError(w http.ResponseWriter, r *http.Request, err error) {
 	var e *apierror.Error
 	switch {
+	case clientClosed(r):
+		// The client went away (it is recorded as 499): worth a debug line, not an alert.
+		s.logger(r.Context()).Debug("the client closed the request", "err", err)
 	case errors.As(err, &e):
 	case store.Unavailable(err):
 		// The database cannot serve now: 503 with Retry-After, not a fault of ours. The access

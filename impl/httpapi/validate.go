@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 
@@ -65,6 +66,11 @@ func (v *validator) validate(r *http.Request) error {
 			if errors.As(err, &tooBig) {
 				return &apierror.Error{Kind: apierror.KindRequestTooLarge, Message: fmt.Sprintf("the request body exceeds %d bytes (32 MiB)", maxBodyBytes)}
 			}
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				// A stalled upload: the client is still there (the failed read ended the
+				// request's context, but the client did not close), and gets its 400.
+				return clientStillThere{apierror.Invalid("", "could not read the request body: it stalled")}
+			}
 			return apierror.Invalid("", "could not read the request body")
 		}
 		// The handler reads the body again; validation only reads the bytes.
@@ -84,11 +90,20 @@ func (v *validator) validate(r *http.Request) error {
 	if err := op.ValidateParameters(r); err != nil {
 		return describe(err)
 	}
-	if err := op.ValidateBody(r.Header.Get("Content-Type"), body); err != nil {
+	// Strict: a string that is not valid UTF-8 is refused naming its field, not quietly
+	// served with U+FFFD in place of its bytes (what strict SDKs expect; issue 23).
+	if err := op.ValidateBodyStrict(r.Header.Get("Content-Type"), body); err != nil {
 		return describe(err)
 	}
 	return nil
 }
+
+// clientStillThere marks an error answered although the request's context has ended: the read
+// that ended it timed out, and the client is waiting for its answer (see writeError).
+type clientStillThere struct{ error }
+
+// Unwrap returns the error answered.
+func (e clientStillThere) Unwrap() error { return e.error }
 
 // readBody reads the request body, at most maxBodyBytes (beyond that the error is an
 // *http.MaxBytesError).
@@ -109,6 +124,12 @@ func describe(err error) *apierror.Error {
 		param := jsonPath(e.Pointer)
 		if e.Required {
 			return apierror.Invalid(param, "'%s' is required", param)
+		}
+		if e.Keyword == "utf8" {
+			if param == "" {
+				return apierror.Invalid("", "the request body holds a string that is not valid UTF-8: send text encoded as UTF-8")
+			}
+			return apierror.Invalid(param, "invalid '%s': the string is not valid UTF-8: send text encoded as UTF-8", param)
 		}
 		if param == "" {
 			return apierror.Invalid("", "invalid request body: %s", e.Reason)

@@ -1,0 +1,174 @@
+package httpapi_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/impl/apitest"
+	"github.com/tollgate/tollgate/impl/metrics"
+)
+
+// recordingHandler keeps every log record's level and message.
+type recordingHandler struct {
+	mu      sync.Mutex
+	records []slog.Record
+}
+
+func (h *recordingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *recordingHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.records = append(h.records, r.Clone())
+	return nil
+}
+func (h *recordingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *recordingHandler) WithGroup(string) slog.Handler      { return h }
+
+// atLeast returns the messages of the records at level l or above.
+func (h *recordingHandler) atLeast(l slog.Level) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, r := range h.records {
+		if r.Level >= l {
+			out = append(out, r.Message)
+		}
+	}
+	return out
+}
+
+// TestClientClosedRequestIs499: a client that goes away before its answer (here while the
+// upstream is still thinking) is counted as 499 "client closed request" in
+// tollgate_http_requests_total, not as a 500, and is not logged as an error (issue 23, item 6).
+func TestClientClosedRequestIs499(t *testing.T) {
+	m := metrics.New()
+	logs := &recordingHandler{}
+	g := apitest.Start(t, apitest.Options{Metrics: m, LogHandler: logs})
+	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	for _, r := range []struct{ path, body string }{
+		{"/v1/chat/completions", `{"model":"service-flint-base","max_tokens":16,"messages":[{"role":"user","content":"hi [[sim fault=stall_before ms=3000 tag=chat]]"}]}`},
+		{"/v1/messages", `{"model":"service-sonnet","max_tokens":16,"messages":[{"role":"user","content":"hi [[sim fault=stall_before ms=3000 tag=messages]]"}]}`},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		req, _ := http.NewRequestWithContext(ctx, "POST", g.URL+r.path, strings.NewReader(r.body))
+		req.Header.Set("Authorization", "Bearer "+tenant.Key)
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			t.Fatalf("%s: answered %d before the client gave up", r.path, res.StatusCode)
+		}
+		cancel()
+	}
+	series := func(route, status string) string {
+		return `tollgate_http_requests_total{route="POST ` + route + `",status="` + status + `"}`
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for scrape(t, m, series("/v1/chat/completions", "499")) != 1 || scrape(t, m, series("/v1/messages", "499")) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("no 499 counted for each route")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, route := range []string{"/v1/chat/completions", "/v1/messages"} {
+		for _, status := range []string{"500", "502", "400"} {
+			if n := scrape(t, m, series(route, status)); n != 0 {
+				t.Errorf("%s: a closed request was counted as %s", route, status)
+			}
+		}
+	}
+	if errs := logs.atLeast(slog.LevelError); len(errs) > 0 {
+		t.Errorf("a closed request was logged as an error: %q", errs)
+	}
+}
+
+// TestHugeHeadGetsTheJSONEnvelope: a request head over the server's limit (1 MiB) is answered
+// 431 in the chat-completions error envelope, not net/http's plain text (issue 23, item 6),
+// and the connection is closed.
+func TestHugeHeadGetsTheJSONEnvelope(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{})
+	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	for _, path := range []string{"/v1/chat/completions", "/v1/messages"} {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(g.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(20 * time.Second)) // a guard
+		body := `{"model":"service-flint-base","messages":[{"role":"user","content":"hi"}]}`
+		head := "POST " + path + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + tenant.Key +
+			"\r\nContent-Type: application/json\r\nX-Filler: " + strings.Repeat("f", 2<<20) +
+			"\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n"
+		go func() { _, _ = io.WriteString(conn, head+body) }() // the server may stop reading early
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		answer, _ := io.ReadAll(res.Body)
+		conn.Close()
+		var env struct {
+			Error struct {
+				Message, Type string
+				Code          *string
+			}
+		}
+		if res.StatusCode != http.StatusRequestHeaderFieldsTooLarge || res.Header.Get("Content-Type") != "application/json" ||
+			json.Unmarshal(answer, &env) != nil || env.Error.Type != "invalid_request_error" || env.Error.Message == "" ||
+			env.Error.Code == nil || *env.Error.Code != "request_header_fields_too_large" || !res.Close {
+			t.Errorf("%s: %d %q %s (close %v)", path, res.StatusCode, res.Header.Get("Content-Type"), answer, res.Close)
+		}
+	}
+}
+
+// TestInvalidUTF8IsRefused: a request string that is not valid UTF-8 is refused with 400
+// invalid_request_error naming its field, in each route's envelope, before any upstream is
+// called, instead of being served with U+FFFD in place of its bytes (issue 23, item 6).
+func TestInvalidUTF8IsRefused(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{})
+	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	c := g.Client(t)
+	bearer := map[string]string{"Authorization": "Bearer " + tenant.Key}
+	calls := g.Sim.TotalRequests()
+	for _, r := range []struct{ path, body, param string }{
+		{"/v1/chat/completions", "{\"model\":\"service-flint\",\"messages\":[{\"role\":\"user\",\"content\":\"caf\xe9\"}]}", "messages[0].content"},
+		{"/v1/responses", "{\"model\":\"service-flint-base\",\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_text\",\"text\":\"\xff\"}]}]}", "input[0].content[0].text"},
+		{"/v1/messages", "{\"model\":\"service-sonnet\",\"max_tokens\":16,\"system\":\"\xc3(\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", "system"},
+	} {
+		status, _, answer := do(t, c, g.URL, request{"POST", r.path, r.body}, bearer)
+		var env struct {
+			Type  string
+			Error struct {
+				Type, Message string
+				Param         *string
+			}
+		}
+		if status != 400 || json.Unmarshal(answer, &env) != nil || env.Error.Type != "invalid_request_error" || !strings.Contains(env.Error.Message, "'"+r.param+"'") || !strings.Contains(env.Error.Message, "UTF-8") {
+			t.Errorf("%s: %d %s", r.path, status, answer)
+			continue
+		}
+		if r.path == "/v1/messages" {
+			if env.Type != "error" {
+				t.Errorf("%s: not the Messages envelope: %s", r.path, answer)
+			}
+		} else if env.Error.Param == nil || *env.Error.Param != r.param {
+			t.Errorf("%s: param %v, want %q: %s", r.path, env.Error.Param, r.param, answer)
+		}
+	}
+	// Valid UTF-8, escapes and all, is served.
+	if status, _, answer := do(t, c, g.URL, request{"POST", "/v1/chat/completions", `{"model":"service-flint-base","max_tokens":16,"messages":[{"role":"user","content":"café 😀 \u00e9"}]}`}, bearer); status != 200 {
+		t.Errorf("valid UTF-8: %d %s", status, answer)
+	}
+	if g.Sim.TotalRequests() != calls+1 {
+		t.Errorf("%d upstream calls, want only the valid request's", g.Sim.TotalRequests()-calls)
+	}
+}

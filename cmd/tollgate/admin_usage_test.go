@@ -60,7 +60,7 @@ func TestAdminUsageExport(t *testing.T) {
 		return store.UsageRecord{AccountID: acct.ID, RequestID: id, Model: "service-sonnet", Route: "/v1/messages",
 			Provider: "anthropic", UpstreamModel: "claude-sonnet-4-5", Status: "ok", StartedAt: time.Now(), FinishedAt: time.Now(),
 			InputTokens: turn.Input(), OutputTokens: turn.Output, CacheReadTokens: turn.CacheRead, CacheWrite1hTokens: turn.CacheWrite1h,
-			ReasoningTokens: turn.Reasoning, Price: &p, Costs: c, CacheSavingsMicros: price.CacheSavings(turn, p), CostMicros: c.Total()}
+			ReasoningTokens: turn.Reasoning, Price: &p, Costs: c, CacheSavingsMicros: price.CacheSavings(turn, p, c), CostMicros: c.Total()}
 	}
 	if _, err := st.WriteUsage(ctx, "admin-test", []store.UsageRecord{record(acme, "req-1"), record(rival, "req-rival")}); err != nil {
 		t.Fatal(err)

@@ -773,7 +773,7 @@ func (r *Reservation) Settle(actualMicros int64, usage UsageRecord) int64 {
 		rec.CacheReadTokens, rec.CacheWrite5mTokens, rec.CacheWrite1hTokens = t.CacheRead, t.CacheWrite5m, t.CacheWrite1h
 		rec.ReasoningTokens = t.Reasoning
 		rec.Price, rec.Costs = usage.Price, costs
-		rec.CacheSavingsMicros = price.CacheSavings(t, *usage.Price)
+		rec.CacheSavingsMicros = price.CacheSavings(t, *usage.Price, costs)
 		rec.HostedMicros, rec.WaivedMicros = hosted, full-cost
 	}
 	rec.ServiceTier = usage.ServiceTier
@@ -802,6 +802,13 @@ func (r *Reservation) Settle(actualMicros int64, usage UsageRecord) int64 {
 		}
 	}
 	return cost
+}
+
+// SettleUsage settles a priced record (usage.Price set) at what its tokens and hosted calls
+// cost at its price, never more than the reservation: the caller does not compute the cost,
+// Settle does, once.
+func (r *Reservation) SettleUsage(usage UsageRecord) int64 {
+	return r.Settle(math.MaxInt64, usage)
 }
 
 // Release ends a reservation whose request never reached an upstream: the whole amount returns

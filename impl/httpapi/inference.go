@@ -1112,7 +1112,7 @@ func (x *exchange) settle(u llm.Usage, producedChars int, status string) int64 {
 	rec := x.usageRecord(t, u.ServiceTier, status)
 	rec.HostedCalls = x.hostedCalls(u)
 	rec.HostedMicros = x.expert.HostedCost(rec.HostedCalls, x.hostedBounds)
-	return x.reserve.Settle(price.SaturatingAdd(price.Cost(t, x.expert.Price).Total(), rec.HostedMicros), rec)
+	return x.reserve.SettleUsage(rec)
 }
 
 // tokens are the counts per kind billed for an answer with usage u of which producedChars

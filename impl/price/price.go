@@ -182,12 +182,11 @@ func nonNeg(v int64) int64 {
 	return v
 }
 
-// CacheSavings is what the prompt cache saved on t at p: what its cached tokens (read and
-// written) would have cost as uncached input, less what they cost; negative when cache writes
-// cost more than the reads saved.
-func CacheSavings(t Tokens, p Price) int64 {
+// CacheSavings is what the prompt cache saved on t at p, whose cost is b (Cost(t, p)): what its
+// cached tokens (read and written) would have cost as uncached input, less what they cost;
+// negative when cache writes cost more than the reads saved.
+func CacheSavings(t Tokens, p Price, b Breakdown) int64 {
 	r, _ := p.RatesFor(t.Input())
-	b := Cost(t, p)
 	cached := SaturatingAdd(SaturatingAdd(nonNeg(t.CacheRead), nonNeg(t.CacheWrite5m)), nonNeg(t.CacheWrite1h))
 	return Part(cached, r.Input) - (b.CacheRead + b.CacheWrite5m + b.CacheWrite1h)
 }

@@ -117,10 +117,12 @@ func TestMax(t *testing.T) {
 func TestCacheSavings(t *testing.T) {
 	// 50,000 reads save 50,000×(3-0.30) = 135,000; 10,000 one-hour writes cost 10,000×(6-3) =
 	// 30,000 more than input.
-	if got := CacheSavings(Tokens{Uncached: 2_000, CacheWrite1h: 10_000, CacheRead: 50_000, Output: 500}, sonnet); got != 105_000 {
+	cached := Tokens{Uncached: 2_000, CacheWrite1h: 10_000, CacheRead: 50_000, Output: 500}
+	if got := CacheSavings(cached, sonnet, Cost(cached, sonnet)); got != 105_000 {
 		t.Errorf("savings %d, want 105,000", got)
 	}
-	if got := CacheSavings(Tokens{Uncached: 2_000, Output: 500}, sonnet); got != 0 {
+	uncached := Tokens{Uncached: 2_000, Output: 500}
+	if got := CacheSavings(uncached, sonnet, Cost(uncached, sonnet)); got != 0 {
 		t.Errorf("savings without cache %d", got)
 	}
 }

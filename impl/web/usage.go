@@ -334,17 +334,26 @@ func (a *App) usageExport(w http.ResponseWriter, r *http.Request, v *Visitor, sv
 		a.fail(w, r, v, http.StatusBadRequest, "The export's filters could not be read: "+err.Error())
 		return
 	}
+	a.streamCSV(w, r, v, "usage-"+time.Now().UTC().Format("20060102-150405")+".csv", "usage export", func(out io.Writer) error {
+		_, err := svc.ExportCSV(r.Context(), v.Account.AccountID, lq.Filter, out)
+		return err
+	})
+}
+
+// streamCSV sends what write writes as the CSV file name. An error before anything was sent is
+// answered with an error page (503) instead of the file; one after that aborts the download, so
+// that a cut file is never taken for a whole one. what names the export in the log.
+func (a *App) streamCSV(w http.ResponseWriter, r *http.Request, v *Visitor, name, what string, write func(io.Writer) error) {
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
-	w.Header().Set("Content-Disposition", `attachment; filename="usage-`+time.Now().UTC().Format("20060102-150405")+`.csv"`)
+	w.Header().Set("Content-Disposition", `attachment; filename="`+strings.NewReplacer(":", "", `"`, "").Replace(name)+`"`)
 	cw := &countingWriter{w: w}
-	if _, err := svc.ExportCSV(r.Context(), v.Account.AccountID, lq.Filter, cw); err != nil {
+	if err := write(cw); err != nil {
 		if cw.n == 0 {
-			// Nothing sent yet: an error page (503) instead of the file.
 			w.Header().Del("Content-Disposition")
-			a.failInternal(w, r, v, "usage export", err)
+			a.failInternal(w, r, v, what, err)
 			return
 		}
-		a.log.Warn("web: usage export", "err", err, "path", r.URL.Path)
+		a.log.Warn("web: "+what, "err", err, "path", r.URL.Path)
 		panic(http.ErrAbortHandler)
 	}
 }
@@ -361,18 +370,10 @@ func (a *App) usageStatement(w http.ResponseWriter, r *http.Request, v *Visitor,
 	}
 	days := period.Values(time.UTC)
 	name := "statement-" + days.Get(usageview.ParamFrom) + "-to-" + days.Get(usageview.ParamTo) + ".csv"
-	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
-	w.Header().Set("Content-Disposition", `attachment; filename="`+strings.NewReplacer(":", "", `"`, "").Replace(name)+`"`)
-	cw := &countingWriter{w: w}
-	if _, err := svc.WriteStatement(r.Context(), v.Account.AccountID, period.From, period.To, cw); err != nil {
-		if cw.n == 0 {
-			w.Header().Del("Content-Disposition")
-			a.failInternal(w, r, v, "usage statement", err)
-			return
-		}
-		a.log.Warn("web: usage statement", "err", err, "path", r.URL.Path)
-		panic(http.ErrAbortHandler)
-	}
+	a.streamCSV(w, r, v, name, "usage statement", func(out io.Writer) error {
+		_, err := svc.WriteStatement(r.Context(), v.Account.AccountID, period.From, period.To, out)
+		return err
+	})
 }
 
 // countingWriter counts what went through it.

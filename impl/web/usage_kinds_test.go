@@ -23,7 +23,7 @@ func pricedUsage(r store.UsageRecord, p price.Price, t price.Tokens, hostedMicro
 	r.CacheReadTokens, r.CacheWrite5mTokens, r.CacheWrite1hTokens = t.CacheRead, t.CacheWrite5m, t.CacheWrite1h
 	r.ReasoningTokens = t.Reasoning
 	r.Price, r.Costs = &p, price.Cost(t, p)
-	r.CacheSavingsMicros = price.CacheSavings(t, p)
+	r.CacheSavingsMicros = price.CacheSavings(t, p, r.Costs)
 	r.HostedMicros, r.WaivedMicros = hostedMicros, waivedMicros
 	r.CostMicros = r.Costs.Total() + hostedMicros - waivedMicros
 	return r

@@ -79,7 +79,7 @@ func (s *site) cachedUsage(t *testing.T, keyID uuid.UUID) {
 			StartedAt: now.Add(at), FinishedAt: now.Add(at + 2300*time.Millisecond), ServiceTier: "standard",
 			InputTokens: tok.Input(), OutputTokens: tok.Output, CacheReadTokens: tok.CacheRead,
 			CacheWrite1hTokens: tok.CacheWrite1h, ReasoningTokens: tok.Reasoning, Price: &sonnet, Costs: c,
-			CacheSavingsMicros: price.CacheSavings(tok, sonnet), CostMicros: c.Total()}
+			CacheSavingsMicros: price.CacheSavings(tok, sonnet, c), CostMicros: c.Total()}
 	}
 	if _, err := s.GW.Store.WriteUsage(context.Background(), "browser-test", []store.UsageRecord{
 		turn("cache-write", time.Millisecond, price.Tokens{Uncached: 1_200, CacheWrite1h: 20_000, Output: 400}),

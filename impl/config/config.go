@@ -11,8 +11,8 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"slices"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"

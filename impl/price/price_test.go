@@ -51,13 +51,13 @@ func TestCostPerKind(t *testing.T) {
 func TestPartRounding(t *testing.T) {
 	for _, c := range []struct{ tokens, rate, want int64 }{
 		{0, 3_000_000, 0},
-		{1, 1, 1},                 // a millionth of a micro-unit rounds up to one
-		{1_000_000, 1, 1},         // exactly one
-		{1_000_001, 1, 2},         // just over
-		{3, 250_000, 1},           // 0.75
-		{7, 1_250_000, 9},         // 8.75
-		{-5, 1_000_000, 0},        // negative counts are zero
-		{10, -1_000_000, 0},       // negative rates are zero
+		{1, 1, 1},           // a millionth of a micro-unit rounds up to one
+		{1_000_000, 1, 1},   // exactly one
+		{1_000_001, 1, 2},   // just over
+		{3, 250_000, 1},     // 0.75
+		{7, 1_250_000, 9},   // 8.75
+		{-5, 1_000_000, 0},  // negative counts are zero
+		{10, -1_000_000, 0}, // negative rates are zero
 		{math.MaxInt64, 1_000_000, math.MaxInt64},
 		{math.MaxInt64, 2_000_000, math.MaxInt64}, // saturates
 		{1 << 40, 1 << 30, 1_180_591_620_717_412},

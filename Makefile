@@ -4,14 +4,19 @@ GO ?= go
 SQLC := $(GO) tool -modfile=tools/sqlc/go.mod sqlc
 OAPI := $(GO) tool oapi-codegen
 OPENAPI_SPEC ?= openapi/openapi.yaml
-GOTESTFLAGS ?= -race -count=1 -timeout 30m
+GOTESTFLAGS ?= -race -count=1 -timeout 30m -tags dev
 
-.PHONY: all build generate check-generated test run bench chaos vet
+.PHONY: all build generate check-generated check-tidy test run bench chaos hostile vet weed
 
 all: build
 
+## build: the production binary (serve, migrate, admin, connect, prices, sim). The development
+## commands (dev, bench, relay, chaos, hostile) are in the build with -tags dev, bin/tollgate-dev,
+## which make run, bench, chaos and hostile build.
 build:
 	$(GO) build -o bin/tollgate ./cmd/tollgate
+
+DEVBUILD := $(GO) build -tags dev -o bin/tollgate-dev ./cmd/tollgate
 
 ## generate: regenerate gen/api (oapi-codegen) and gen/db (sqlc) from the contract and the queries.
 generate:
@@ -35,6 +40,12 @@ check-generated:
 
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags dev ./...
+
+## check-tidy: fail when go.mod or go.sum differ from what `go mod tidy` makes of them (a module
+## imported directly but marked indirect, one no longer used, a missing checksum).
+check-tidy:
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'go mod tidy' and commit the result"; exit 1; }
 
 ## test: the whole suite. PostgreSQL: TEST_DATABASE_URL, else a throwaway cluster from the
 ## installed binaries. Redis: REDIS_URL, else a throwaway redis-server when installed. The real
@@ -42,7 +53,7 @@ vet:
 ## $(REALCLIENTS_NPM)/package-lock.json) are installed with npm ci when that lock changed; without
 ## npm their tests skip, and under CI=true they fail.
 REALCLIENTS_NPM := impl/realclients/npm
-test: check-generated vet
+test: check-generated check-tidy vet weed
 	@lock=$(REALCLIENTS_NPM)/package-lock.json; stamp=$(REALCLIENTS_NPM)/node_modules/.tollgate-installed-lock; \
 	if ! cmp -s "$$lock" "$$stamp"; then \
 	  if command -v npm >/dev/null 2>&1; then \
@@ -53,18 +64,29 @@ test: check-generated vet
 	fi
 	$(GO) test $(GOTESTFLAGS) ./...
 
+## weed: build the SeaweedFS server pinned in tools/weed/go.mod that the object-store tests start
+## (impl/devkit/s3test), once: it is cached in the Go build cache's directory and reused.
+weed:
+	$(GO) test -count=1 -timeout 60m -run '^TestWeedBinary$$' ./impl/devkit/s3test/
+
 ## run: start the gateway on the embedded defaults (local PostgreSQL, demo account, simulator).
 run:
-	$(GO) build -o bin/tollgate ./cmd/tollgate
-	./bin/tollgate dev $(ARGS)
+	$(DEVBUILD)
+	./bin/tollgate-dev dev $(ARGS)
 
 ## bench: drive the simulator directly and through the gateway; prints and writes bench-results.json.
 bench:
-	$(GO) build -o bin/tollgate ./cmd/tollgate
-	./bin/tollgate bench -out bench-results.json
+	$(DEVBUILD)
+	./bin/tollgate-dev bench -out bench-results.json
 
 ## chaos: replicas on their own PostgreSQL and Redis under steady traffic while the database, Redis
-## and a replica fail; prints the faults, the outcomes and the books (impl/chaos).
+## and a replica fail; prints the faults, the outcomes and the books (impl/devkit/chaos).
 chaos:
-	$(GO) build -o bin/tollgate ./cmd/tollgate
-	./bin/tollgate chaos $(ARGS)
+	$(DEVBUILD)
+	./bin/tollgate-dev chaos $(ARGS)
+
+## hostile: 1,000 bad requests (huge bodies and heads, deep nesting, invalid UTF-8, cut and slow
+## bodies) beside normal traffic against one gateway; its latency and memory against the bounds.
+hostile:
+	$(DEVBUILD)
+	./bin/tollgate-dev hostile $(ARGS)

@@ -38,9 +38,9 @@ FOR NO KEY UPDATE OF s;
 -- name: InsertAgentSession :one
 INSERT INTO agent_sessions (
     id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile,
-    max_turns, max_spend_micros, max_duration_seconds, state, key_id
+    max_turns, max_spend_micros, max_duration_seconds, state, key_id, trace_parent
 ) VALUES (
-    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'provisioning', $13
+    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'provisioning', $13, $14
 ) RETURNING *;
 
 -- name: GetAgentSession :one

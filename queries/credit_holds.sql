@@ -94,3 +94,17 @@ SELECT gone.account_id, gone.holder, gone.amount_micros, gone.version, gone.expi
 
 -- name: ListCreditHolds :many
 SELECT * FROM credit_holds WHERE account_id = $1 ORDER BY holder;
+
+-- name: ShrinkHolderHold :one
+-- Gives back amount_micros of the holder's hold on the account (locked by the caller) when the
+-- hold has at least that much; no row comes back otherwise, and nothing changes. The caller
+-- then lowers the account's held_micros by the same amount (ReturnHeldCredit).
+UPDATE credit_holds
+SET amount_micros = amount_micros - @amount_micros::bigint,
+    version = nextval('credit_hold_version')
+WHERE account_id = @account_id AND holder = @holder AND amount_micros >= @amount_micros::bigint
+RETURNING account_id, holder, amount_micros, version, expires_at;
+
+-- name: ReturnHeldCredit :exec
+-- Lowers the account's held credit by what a holder gave back of its hold (ShrinkHolderHold).
+UPDATE accounts SET held_micros = held_micros - @amount_micros::bigint WHERE id = @account_id;

@@ -3,13 +3,18 @@
 -- (account_ids, locked by the caller in this transaction; every record's account is one of
 -- them). The records come as parallel arrays of equal length, one element per record.
 --
--- The first step inserts the records; a record whose (account, request id) is already in
--- usage_records (billed by an earlier batch, or repeated in this one) conflicts on the unique
--- index and is skipped, so a batch written twice bills once. Only the records inserted now
--- go on: one usage ledger entry each (amount -cost, key usage:<request id>, balance_after
--- running in record order), and per account one decrement of the balance, of held_micros and
--- of the hold of the holder. Usage ledger entries are written nowhere else, so the unique
--- index of usage_records is also the idempotency check of the ledger.
+-- The first step inserts the records; a record whose request was already billed (its usage
+-- ledger entry, key usage:<request id>, exists: billed by an earlier batch, whatever start time
+-- that record had and even when its month has since been archived and dropped) is skipped, and
+-- so is one repeated in this batch (it conflicts on the unique index of (account, request id,
+-- start time)), so a batch written twice bills once. Only the records inserted now go on: one
+-- usage ledger entry each (amount -cost, key usage:<request id>, balance_after running in record
+-- order), and per account one decrement of the balance, of held_micros and of the hold of the
+-- holder. Usage ledger entries are written nowhere else, and the writer locks the batch's
+-- accounts before this statement (whose snapshot therefore sees every earlier batch of them),
+-- so the ledger's unique key is the idempotency check of usage_records (which, partitioned by
+-- month since migration 0014, cannot have a unique index without the start time). trace_ids
+-- are 16-byte trace ids, NULL for a request that was not traced.
 --
 -- The cost is drawn from that hold; only when the hold no longer covers it (it expired and was
 -- released) from the free credit of the account (balance - held); whatever neither covers is
@@ -27,7 +32,7 @@ WITH new_usage AS (
         hosted_tool_calls, hosted_tool_micros, on_credit, agent_session_id,
         cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, reasoning_tokens, service_tier, price,
         input_cost_micros, cache_read_cost_micros, cache_write_5m_cost_micros, cache_write_1h_cost_micros,
-        output_cost_micros, waived_micros, cache_savings_micros
+        output_cost_micros, waived_micros, cache_savings_micros, trace_id
     )
     SELECT r.account_id, r.request_id, NULLIF(r.api_key_id, '00000000-0000-0000-0000-000000000000'::uuid),
            r.model, r.route, r.provider, r.upstream_model,
@@ -36,7 +41,7 @@ WITH new_usage AS (
            NULLIF(r.agent_session_id, '00000000-0000-0000-0000-000000000000'::uuid),
            r.cache_read_tokens, r.cache_write_5m_tokens, r.cache_write_1h_tokens, r.reasoning_tokens, r.service_tier,
            r.price, r.input_cost_micros, r.cache_read_cost_micros, r.cache_write_5m_cost_micros,
-           r.cache_write_1h_cost_micros, r.output_cost_micros, r.waived_micros, r.cache_savings_micros
+           r.cache_write_1h_cost_micros, r.output_cost_micros, r.waived_micros, r.cache_savings_micros, r.trace_id
     FROM (
         SELECT unnest(@record_account_ids::uuid[]) AS account_id, unnest(@request_ids::text[]) AS request_id,
                unnest(@api_key_ids::uuid[]) AS api_key_id, unnest(@models::text[]) AS model,
@@ -61,9 +66,12 @@ WITH new_usage AS (
                unnest(@cache_write_1h_cost_micros::bigint[]) AS cache_write_1h_cost_micros,
                unnest(@output_cost_micros::bigint[]) AS output_cost_micros,
                unnest(@waived_micros::bigint[]) AS waived_micros,
-               unnest(@cache_savings_micros::bigint[]) AS cache_savings_micros
+               unnest(@cache_savings_micros::bigint[]) AS cache_savings_micros,
+               unnest(@trace_ids::bytea[]) AS trace_id
     ) AS r
-    ON CONFLICT (account_id, request_id) DO NOTHING
+    WHERE NOT EXISTS (SELECT 1 FROM credit_ledger b
+                      WHERE b.account_id = r.account_id AND b.idempotency_key = 'usage:' || r.request_id)
+    ON CONFLICT (account_id, request_id, started_at) DO NOTHING
     RETURNING usage_records.id, usage_records.account_id, usage_records.request_id, usage_records.cost_micros,
               usage_records.on_credit
 ), totals AS (

@@ -22,7 +22,7 @@ SELECT u.id, u.request_id, u.started_at, u.finished_at, u.route, u.model, u.prov
        u.status, u.on_credit,
        u.cache_read_tokens, u.cache_write_5m_tokens, u.cache_write_1h_tokens, u.reasoning_tokens,
        u.service_tier, u.price, u.input_cost_micros, u.cache_read_cost_micros, u.cache_write_5m_cost_micros,
-       u.cache_write_1h_cost_micros, u.output_cost_micros, u.waived_micros, u.cache_savings_micros
+       u.cache_write_1h_cost_micros, u.output_cost_micros, u.waived_micros, u.cache_savings_micros, u.trace_id
 FROM usage_records u
 WHERE u.account_id = @account_id
   AND u.started_at >= @from_time::timestamptz AND u.started_at < @to_time::timestamptz
@@ -41,7 +41,7 @@ SELECT u.id, u.request_id, u.started_at, u.finished_at, u.route, u.model, u.prov
        u.status, u.on_credit,
        u.cache_read_tokens, u.cache_write_5m_tokens, u.cache_write_1h_tokens, u.reasoning_tokens,
        u.service_tier, u.price, u.input_cost_micros, u.cache_read_cost_micros, u.cache_write_5m_cost_micros,
-       u.cache_write_1h_cost_micros, u.output_cost_micros, u.waived_micros, u.cache_savings_micros
+       u.cache_write_1h_cost_micros, u.output_cost_micros, u.waived_micros, u.cache_savings_micros, u.trace_id
 FROM usage_records u
 WHERE u.account_id = @account_id AND u.api_key_id = @api_key_id::uuid
   AND u.started_at >= @from_time::timestamptz AND u.started_at < @to_time::timestamptz
@@ -59,7 +59,7 @@ SELECT u.id, u.request_id, u.started_at, u.finished_at, u.route, u.model, u.prov
        u.status, u.on_credit,
        u.cache_read_tokens, u.cache_write_5m_tokens, u.cache_write_1h_tokens, u.reasoning_tokens,
        u.service_tier, u.price, u.input_cost_micros, u.cache_read_cost_micros, u.cache_write_5m_cost_micros,
-       u.cache_write_1h_cost_micros, u.output_cost_micros, u.waived_micros, u.cache_savings_micros
+       u.cache_write_1h_cost_micros, u.output_cost_micros, u.waived_micros, u.cache_savings_micros, u.trace_id
 FROM usage_records u
 WHERE u.account_id = @account_id AND u.model = @model::text
   AND u.started_at >= @from_time::timestamptz AND u.started_at < @to_time::timestamptz
@@ -164,8 +164,11 @@ LEFT JOIN LATERAL (
 -- @closing_id, in ledger order, each usage entry (idempotency key 'usage:' || request id) with
 -- the account's usage record of that request id, which explains its cost (has_record false when
 -- the record is gone, or for other entries). The page of entries is taken first, then joined:
--- one index lookup of usage_records per usage line of the page (which also keeps the planner
--- from a parallel plan for what is at most a page).
+-- one index lookup of usage_records per usage line of the page (a lateral lookup: with monthly
+-- partitions the planner would otherwise hash every partition whole for a custom plan). A request starts before its usage entry is
+-- written (the bound allows a day of clocks disagreeing), which lets PostgreSQL skip the monthly
+-- partitions after the entry's (migration 0014); a record whose month was archived is not
+-- here (has_record false), and impl/usageview reads it from the month's archive.
 SELECT l.id, l.amount_micros, l.balance_after_micros, l.reason, l.idempotency_key, l.note, l.created_at,
        (u.id IS NOT NULL)::boolean AS has_record,
        COALESCE(u.request_id, '')::text AS request_id,
@@ -196,6 +199,61 @@ FROM (
     ORDER BY e.id
     LIMIT @lim
 ) AS l
-LEFT JOIN usage_records u
-       ON l.reason = 'usage' AND u.account_id = l.account_id AND u.request_id = substr(l.idempotency_key, 7)
+LEFT JOIN LATERAL (
+    SELECT r.* FROM usage_records r
+    WHERE l.reason = 'usage' AND r.account_id = l.account_id AND r.request_id = substr(l.idempotency_key, 7)
+      AND r.started_at <= l.created_at + interval '1 day'
+    LIMIT 1
+) AS u ON true
 ORDER BY l.id;
+
+-- name: UsageArchivedMonths :many
+-- The months of usage_records archived to Parquet (migration 0014), oldest first: every read
+-- of a period that covers one of them reads it from its object as well.
+SELECT month, object_key, records, cost_micros, object_bytes, archived_at FROM usage_archives ORDER BY month;
+
+-- name: UsageCreatePartition :one
+-- Makes the partition of the UTC month that starts at @month unless it exists or the month is
+-- archived; true when it made it (usage_partition_create, migration 0014).
+SELECT usage_partition_create(@month::date)::boolean AS created;
+
+-- name: UsagePartitionMonths :many
+-- The months that have a partition of usage_records (usage_partition_months, migration 0014),
+-- oldest first.
+SELECT m::date AS month FROM usage_partition_months() AS m ORDER BY 1;
+
+-- name: UsageMonthTotals :one
+-- The number of usage records that started in [@from_time, @to_time) and their cost, of every
+-- account (the archiver's check of a month).
+SELECT COUNT(*)::bigint AS records, COALESCE(SUM(cost_micros), 0)::bigint AS cost_micros
+FROM usage_records
+WHERE started_at >= @from_time::timestamptz AND started_at < @to_time::timestamptz;
+
+-- name: UsageMonthRows :many
+-- One batch of the usage records of every account that started in [@from_time, @to_time), in
+-- id order after @after_id: the archiver reads a month in batches (one index range scan of the
+-- month's partition each).
+SELECT id, account_id, request_id, api_key_id, model, route, provider, upstream_model, input_tokens, output_tokens,
+       cost_micros, status, started_at, finished_at, recorded_at, hosted_tool_calls, hosted_tool_micros, on_credit,
+       agent_session_id, cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, reasoning_tokens,
+       service_tier, price, input_cost_micros, cache_read_cost_micros, cache_write_5m_cost_micros,
+       cache_write_1h_cost_micros, output_cost_micros, waived_micros, cache_savings_micros, trace_id
+FROM usage_records
+WHERE started_at >= @from_time::timestamptz AND started_at < @to_time::timestamptz AND id > @after_id::bigint
+ORDER BY id
+LIMIT @lim;
+
+-- name: UsageRetirePartition :one
+-- Records the month's archive and drops its partition when the partition holds exactly
+-- @records rows costing @cost_micros (usage_partition_retire, migration 0014): false, and
+-- nothing dropped, when it does not.
+SELECT usage_partition_retire(@month::date, @object_key::text, @records::bigint, @cost_micros::bigint, @object_bytes::bigint)::boolean AS retired;
+
+-- name: UsageTryArchiveLock :one
+-- Takes the session-level advisory lock of usage archival if no other session holds it: one
+-- gateway process archives at a time (impl/usagearchive).
+SELECT pg_try_advisory_lock(hashtext('usage_records archive'))::boolean AS locked;
+
+-- name: UsageArchiveUnlock :one
+-- Releases the lock UsageTryArchiveLock took, on the same session.
+SELECT pg_advisory_unlock(hashtext('usage_records archive'))::boolean AS unlocked;

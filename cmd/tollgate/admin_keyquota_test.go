@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tollgate/tollgate/impl/pgtest"
+	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 )
 
 // TestAdminKeyQuota: with the built-in plan's key quota of 20, key create makes 20 keys and

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/impl/apikey"
-	"github.com/tollgate/tollgate/impl/pgtest"
+	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 )
 
 // TestAdminKeyLimits: key create with every limit, key list showing them, disable and enable,

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tollgate/tollgate/impl/pgtest"
+	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 )
 
 // TestAdminMembers: the operator adds members by e-mail (before they ever sign in), lists

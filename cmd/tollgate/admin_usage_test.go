@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/tollgate/impl/pgtest"
+	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 	"github.com/tollgate/tollgate/impl/price"
 	"github.com/tollgate/tollgate/impl/pricecatalog"
 	"github.com/tollgate/tollgate/impl/store"

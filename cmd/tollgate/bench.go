@@ -1,3 +1,5 @@
+//go:build dev
+
 package main
 
 import (
@@ -7,22 +9,22 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
-	"github.com/tollgate/tollgate/impl/bench"
+	"github.com/tollgate/tollgate/impl/devkit/bench"
 	"github.com/tollgate/tollgate/impl/pgcluster"
 )
 
 // runBench starts two simulators (fast, and slowly streaming), a throwaway PostgreSQL cluster
 // (unless DATABASE_URL is set), a gateway and the two reference relays (bare and byte) in
-// processes of their own, then drives them with impl/bench and prints and writes the report.
+// processes of their own, then drives them with impl/devkit/bench and prints and writes the report.
 func runBench(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	out := fs.String("out", "bench-results.json", "where to write the JSON report")
@@ -31,6 +33,8 @@ func runBench(ctx context.Context, args []string) error {
 	rounds := fs.Int("rounds", 4, "direct/gateway alternations (the order alternates: direct first, then gateway first)")
 	streams := fs.Int("streams", 1000, "concurrent streams held open")
 	profile := fs.String("cpuprofile", "", "write the gateway's CPU profile, taken while it runs flat out, to this file")
+	tracing := fs.String("tracing", "off", "the gateway's tracing: off; sink (exported over OTLP/HTTP to a local sink that discards the spans); or an OTLP/HTTP endpoint URL (a local collector or Jaeger)")
+	sampling := fs.Float64("sampling", 1, "with -tracing, the share of requests traced (1: every one, always_on; below 1: parentbased_traceidratio with that ratio)")
 	if err := fs.Parse(args); err != nil {
 		return usageError(err.Error())
 	}
@@ -129,6 +133,34 @@ func runBench(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("create key: %v: %s", err, key)
 	}
+	// Tracing, when asked for, applies to the gateway alone (the environment of the processes
+	// started after this point).
+	switch *tracing {
+	case "off":
+	case "sink":
+		sink, err := bench.StartOTLPSink()
+		if err != nil {
+			return err
+		}
+		defer func() { sink.Close(); logf("trace sink took %s", sink) }()
+		env = append(env, "OTEL_EXPORTER_OTLP_ENDPOINT="+sink.URL)
+	default:
+		if !strings.HasPrefix(*tracing, "http://") && !strings.HasPrefix(*tracing, "https://") {
+			return usageError("-tracing takes off, sink or an OTLP/HTTP endpoint URL")
+		}
+		env = append(env, "OTEL_EXPORTER_OTLP_ENDPOINT="+*tracing)
+	}
+	if *tracing != "off" {
+		env = append(env, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf")
+		switch {
+		case *sampling >= 1:
+			env = append(env, "OTEL_TRACES_SAMPLER=always_on")
+		case *sampling > 0:
+			env = append(env, "OTEL_TRACES_SAMPLER=parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG="+strconv.FormatFloat(*sampling, 'f', -1, 64))
+		default:
+			return usageError("-sampling takes a ratio above 0 and at most 1")
+		}
+	}
 	gwCmd, err := start("gateway", "serve", "-listen", gw)
 	if err != nil {
 		return err
@@ -154,6 +186,10 @@ func runBench(ctx context.Context, args []string) error {
 		return err
 	}
 	report.Machine = machine()
+	report.Tracing = *tracing
+	if *tracing != "off" && *sampling < 1 {
+		report.Tracing += " at " + strconv.FormatFloat(*sampling*100, 'f', -1, 64) + " % sampling"
+	}
 	b, _ := json.MarshalIndent(report, "", "  ")
 	if err := os.WriteFile(*out, append(b, '\n'), 0o644); err != nil {
 		return err
@@ -167,6 +203,7 @@ byte relay, the floor       added p50 %.0f µs p99 %.0f µs | streaming first by
 added p50 per round         gateway / bare relay / byte relay: %s
 highest sustained rate      direct %.0f req/s | gateway %.0f req/s | ratio %.2f
 %d concurrent streams       completed %d | gateway RSS %.1f MB before, %.1f MB peak (%.1f KB per stream)
+gateway CPU per request     %.0f µs (non-streaming latency phases) | tracing %s
 report written to %s
 `, report.Machine["cpu"], report.StealPercent, report.Rate,
 		report.DirectP50us, report.DirectP99us, report.GatewayP50us, report.GatewayP99us, report.AddedP50us, report.AddedP99us, report.DirectSuccess, report.GatewaySuccess,
@@ -175,7 +212,8 @@ report written to %s
 		report.RelayAddedP50us, report.RelayAddedP99us, report.RelayAddedTTFBP50us, report.RelayAddedTTFBP99us,
 		report.FloorAddedP50us, report.FloorAddedP99us, report.FloorAddedTTFBP50us, report.FloorAddedTTFBP99us, roundAdded(report.Rounds),
 		report.MaxDirectRPS, report.MaxGatewayRPS, report.MaxRPSRatio,
-		report.Streams, report.StreamsCompleted, report.RSSBeforeMB, report.RSSPeakMB, report.RSSPerStreamKB, *out)
+		report.Streams, report.StreamsCompleted, report.RSSBeforeMB, report.RSSPeakMB, report.RSSPerStreamKB,
+		report.GatewayCPUPerRequestUs, report.Tracing, *out)
 	return nil
 }
 
@@ -220,30 +258,6 @@ models:
 plans:
   - {name: default, models: [service-flint-base, bench-slow], default_rpm: 0}
 `, gw, metrics, fast, slow)
-}
-
-func freeAddr() string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// waitListening waits until something accepts connections on addr.
-func waitListening(addr string, within time.Duration) error {
-	deadline := time.Now().Add(within)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			return c.Close()
-		}
-		if time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func waitReady(url, key string, within time.Duration) error {

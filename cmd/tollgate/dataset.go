@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +15,9 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/dataset"
+	"github.com/tollgate/tollgate/impl/objectstore"
 )
 
 // datasetUsage documents the dataset commands and where their storage is.
@@ -25,8 +29,11 @@ const datasetUsage = `  dataset put ACCOUNT FILE [-name N] [-format F] [-dir DIR
   dataset list ACCOUNT [-dir DIR]           the account's datasets in storage, and which are loaded
   dataset delete ACCOUNT NAME [-dir DIR]    delete a dataset and forget its load
 
-Dataset storage is the directory -dir, else $TOLLGATE_DATASETS_DIR, else $TOLLGATE_DATA_DIR/datasets
-(default ./.data/datasets); an account's datasets are its files tenant/<account-id>/<name>.<format>.
+Dataset storage is the directory -dir when given, else the configured store (the config file's
+datasets section, or TOLLGATE_DATASET_STORE=s3 with TOLLGATE_S3_BUCKET and the other variables of
+docs/operations.md), else $TOLLGATE_DATASETS_DIR, else $TOLLGATE_DATA_DIR/datasets (default
+./.data/datasets); an account's datasets are its objects tenant/<account-id>/<name>.<format>. A put
+returns once the store holds the object, so every replica sees it at once.
 `
 
 // datasetsDir returns the dataset storage root from the environment: TOLLGATE_DATASETS_DIR,
@@ -35,17 +42,66 @@ func datasetsDir() string {
 	if d := os.Getenv("TOLLGATE_DATASETS_DIR"); d != "" {
 		return d
 	}
-	dataDir := os.Getenv("TOLLGATE_DATA_DIR")
-	if dataDir == "" {
-		dataDir = ".data"
+	return filepath.Join(dataDir(), "datasets")
+}
+
+// dataDir returns TOLLGATE_DATA_DIR, else .data.
+func dataDir() string {
+	if d := os.Getenv("TOLLGATE_DATA_DIR"); d != "" {
+		return d
 	}
-	return filepath.Join(dataDir, "datasets")
+	return ".data"
+}
+
+// openDatasetStorage opens the dataset store the configuration's datasets section and the
+// environment select (config.Datasets.ApplyEnv): a local directory (default, or dir when
+// not empty) or an S3-compatible object store read through a local cache, whose credentials
+// come from the standard AWS environment. The returned function releases it.
+func openDatasetStorage(ctx context.Context, cfg *config.Config, dir string, log *slog.Logger) (dataset.Storage, func(), error) {
+	ds := cfg.Datasets
+	if err := ds.ApplyEnv(os.LookupEnv); err != nil {
+		return nil, nil, err
+	}
+	if ds.Store != config.DatasetStoreS3 || dir != "" {
+		if dir == "" {
+			dir = ds.Dir
+		}
+		if dir == "" {
+			dir = datasetsDir()
+		}
+		st, err := dataset.NewDirStorage(dir)
+		if err != nil {
+			return nil, nil, err
+		}
+		return st, func() { _ = st.Close() }, nil
+	}
+	s3 := ds.S3
+	st, err := objectstore.New(objectstore.Config{Endpoint: s3.Endpoint, Bucket: s3.Bucket, Region: s3.Region,
+		Prefix: s3.Prefix, PathStyle: s3.PathStyle, RequestTimeout: s3.RequestTimeout, TransferIdleTimeout: s3.TransferIdleTimeout,
+		Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := st.Check(ctx); err != nil {
+		// The store may come back later: datasets fail meanwhile, and nothing else does.
+		log.Warn("dataset store not reachable at start", "endpoint", s3.Endpoint, "bucket", s3.Bucket, "err", err)
+	}
+	cacheDir := s3.CacheDir
+	if cacheDir == "" {
+		cacheDir = filepath.Join(dataDir(), "dataset-cache")
+	}
+	cache, err := objectstore.NewCache(st, objectstore.CacheOptions{Dir: cacheDir, MaxBytes: s3.CacheMaxMB << 20, Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	log.Info("datasets in the object store", "endpoint", s3.Endpoint, "bucket", s3.Bucket, "prefix", s3.Prefix, "cache", cache.Dir())
+	return cache, func() {}, nil
 }
 
 // dataset runs "admin dataset put|list|delete".
 func (a *admin) dataset(ctx context.Context, verb string, args []string) error {
 	fs := flag.NewFlagSet("dataset "+verb, flag.ContinueOnError)
-	dir := fs.String("dir", datasetsDir(), "dataset storage directory")
+	dir := fs.String("dir", "", "dataset storage directory (default: the configured store)")
 	var name, format *string
 	want := 1
 	switch verb {
@@ -68,11 +124,11 @@ func (a *admin) dataset(ctx context.Context, verb string, args []string) error {
 	if err != nil {
 		return err
 	}
-	storage, err := dataset.NewDirStorage(*dir)
+	storage, closeStorage, err := openDatasetStorage(ctx, a.svc.Config, *dir, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		return err
 	}
-	defer storage.Close()
+	defer closeStorage()
 	svc := dataset.New(a.svc.Store, storage, dataset.Options{})
 	defer svc.Close()
 

@@ -5,14 +5,21 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/backoff"
+	"github.com/tollgate/tollgate/impl/h1server"
 	"github.com/tollgate/tollgate/impl/health"
+	"github.com/tollgate/tollgate/impl/httpapi"
+	"github.com/tollgate/tollgate/impl/metrics"
 	"github.com/tollgate/tollgate/impl/store"
+	"github.com/tollgate/tollgate/impl/web"
 )
 
 // The timing of start-up's wait for the database: attempts backing off exponentially from
@@ -91,4 +98,101 @@ func reachDatabase(ctx context.Context, url string) error {
 	}
 	st.Close()
 	return nil
+}
+
+// startingRetryAfter is the Retry-After of the answers the API listener gives before the gateway
+// serves: apierror.DependencyRetryAfter (2 s), what a running gateway answers while its database
+// is unreachable, so that a client sees one value whichever replica it reaches. Answers are
+// immediate and cost nothing, so a client retrying that often does no harm; the SDKs' two
+// retries then span about 4 s, and their callers' own retries whatever they choose. A longer
+// value would keep clients waiting after a restart with the database up, where the gateway
+// is assembled within a second or two (docs/operations.md, "Starting during a database
+// outage").
+const startingRetryAfter = apierror.DependencyRetryAfter
+
+// startingMetricsRoute is the route label of the answers given before the handover in
+// tollgate_http_requests_total.
+const startingMetricsRoute = "starting"
+
+// apiHandover is the API listener's handler for the whole life of the process. Until handOver
+// gives it the gateway's handler it answers every request at once, reading nothing of it but its
+// path: 503 with Retry-After (startingRetryAfter) in the route's own envelope
+// (httpapi.WriteUnavailable), or a short plain-text 503 on the web console's pages. So a client
+// never waits on a process that cannot serve yet, and no request is kept to be run later, when
+// its client may have gone. From the handover on, every request (on the connections already
+// open as on new ones) goes to the gateway's handler: one atomic load a request.
+type apiHandover struct {
+	gateway atomic.Pointer[http.Handler]
+	// startup is the readiness condition whose reason says what the process is waiting for
+	// ("starting", "waiting for the database"); the answers quote it.
+	startup *health.Condition
+	// pages is whether the web console will be served (its paths then get the page answer).
+	pages   bool
+	metrics *metrics.Metrics // may be nil
+	// answered counts the requests answered 503 before the handover.
+	answered atomic.Int64
+}
+
+// newAPIHandover returns the handler that answers 503 until handOver; pages tells whether the
+// web console's paths are pages (the console will be mounted).
+func newAPIHandover(startup *health.Condition, m *metrics.Metrics, pages bool) *apiHandover {
+	return &apiHandover{startup: startup, pages: pages, metrics: m}
+}
+
+// handOver makes gateway serve every request from now on, and returns how many requests were
+// answered 503 before.
+func (a *apiHandover) handOver(gateway http.Handler) int64 {
+	a.gateway.Store(&gateway)
+	return a.answered.Load()
+}
+
+// ServeHTTP implements http.Handler.
+func (a *apiHandover) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if gw := a.gateway.Load(); gw != nil {
+		(*gw).ServeHTTP(w, r)
+		return
+	}
+	start := time.Now()
+	a.answered.Add(1)
+	status := http.StatusServiceUnavailable
+	// "the gateway is starting", and what it waits for when that is more ("waiting for the
+	// database").
+	what := "the gateway is starting"
+	if _, reason := a.startup.State(); reason != "" && reason != "starting" {
+		what += " (" + reason + ")"
+	}
+	if a.pages && web.Owns(r.URL.Path) {
+		answerStartingPage(w, what)
+	} else {
+		httpapi.WriteUnavailable(w, r, fmt.Sprintf("%s and cannot serve requests yet; retry in %d seconds",
+			what, apierror.Seconds(startingRetryAfter)), startingRetryAfter)
+		if r.Context().Err() != nil {
+			status = httpapi.StatusClientClosedRequest // nothing was sent: the client had gone
+		}
+	}
+	if a.metrics != nil {
+		a.metrics.ObserveRequest(startingMetricsRoute, status, time.Since(start))
+	}
+}
+
+// answerStartingPage is the web console's answer before the handover: a short plain-text 503
+// with Retry-After, kept out of caches, saying what (the gateway is starting...).
+func answerStartingPage(w http.ResponseWriter, what string) {
+	h := w.Header()
+	h.Set("Retry-After", fmt.Sprint(apierror.Seconds(startingRetryAfter)))
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_, _ = fmt.Fprintf(w, "%s. Try again in a few seconds.\n", what)
+}
+
+// stopBeforeHandover ends the API server of a process that stops before its gateway served (a
+// signal, or a start-up failure): every request it has is answered at once, so a short
+// graceful shutdown finishes them; connections still open after it are closed.
+func stopBeforeHandover(srv *h1server.Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		_ = srv.Close()
+	}
 }

@@ -1,3 +1,5 @@
+//go:build dev
+
 package main
 
 import (
@@ -10,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/tollgate/tollgate/impl/config"
-	"github.com/tollgate/tollgate/impl/devoidc"
+	"github.com/tollgate/tollgate/impl/devkit/devoidc"
 	"github.com/tollgate/tollgate/impl/store"
 	"github.com/tollgate/tollgate/impl/web/members"
 )

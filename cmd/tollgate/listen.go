@@ -35,3 +35,28 @@ func serveUntilDone(ctx context.Context, srv server, ln net.Listener, grace time
 	}
 	return nil
 }
+
+// freeAddr is a loopback address with a port free when it was asked for.
+func freeAddr() string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// waitListening waits until something accepts connections on addr.
+func waitListening(addr string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			return c.Close()
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,5 +1,6 @@
-// Command tollgate is the one binary of the gateway: serve, migrate, dev (what `make run`
-// starts), and admin, the operator's CLI. Configuration is read here, once: flags, the
+// Command tollgate is the gateway's binary: serve, migrate, admin (the operator's CLI), connect,
+// prices and sim. Built with -tags dev it also has the development commands: dev (what `make
+// run` starts), bench, relay, chaos and hostile (devtools.go). Configuration is read here, once: flags, the
 // environment and the config file; nothing under impl/ reads the environment.
 package main
 
@@ -12,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -21,25 +23,20 @@ import (
 	"github.com/tollgate/tollgate/impl/store"
 )
 
-const usage = `tollgate: a metered multi-tenant gateway to hosted language models.
+// usage is `tollgate help`; a build with -tags dev adds its commands (devtools.go).
+var usage = `tollgate: a metered multi-tenant gateway to hosted language models.
 
 Usage:
   tollgate serve   [-config FILE]   serve the API (needs DATABASE_URL; REDIS_URL optional)
-  tollgate dev     [-config FILE]   serve on embedded defaults: a local PostgreSQL cluster when
-                                    DATABASE_URL is unset, a demo account and key (what make run does)
   tollgate migrate                  apply pending schema migrations
   tollgate admin ...                the operator's CLI (run 'tollgate admin' for its commands)
+  tollgate connect [-url URL] [-key KEY] CLIENT
+                                    the settings for claude-code, codex, opencode, openai-sdk,
+                                    anthropic-sdk, mcp or all, checked against the gateway
   tollgate sim     [-listen ADDR]   the upstream simulator (OpenAI chat, Responses, Anthropic Messages)
   tollgate prices  [-config FILE] [-litellm FILE] [NAME...]
                                     the price catalog (USD per million tokens of each kind), and
                                     the price each configured model and expert is billed at
-  tollgate bench                    measure what the gateway adds over the simulator (make bench)
-  tollgate relay   [-listen ADDR] [-upstream URL] [-bytes]
-                                    a bare HTTP relay, the bench's reference for one process hop
-                                    (-bytes: a hand-framed byte relay, the floor of any relay)
-  tollgate chaos   [-replicas N] [-rate R]
-                                    fault injection: replicas on their own PostgreSQL and Redis,
-                                    steady traffic, outages and a SIGKILL; checks the books (make chaos)
 
 Environment:
   DATABASE_URL        PostgreSQL connection string. When unset, dev and admin use the local
@@ -47,15 +44,39 @@ Environment:
                       as root, under /var/tmp when the postgres OS user cannot reach that.
   TOLLGATE_DATA_DIR   where dev keeps its local PostgreSQL cluster (default ./.data)
   TOLLGATE_DATASETS_DIR  the dataset storage root (default $TOLLGATE_DATA_DIR/datasets)
+  TOLLGATE_DATASET_STORE  dir (default) or s3: datasets in an S3-compatible bucket, set by
+                      TOLLGATE_S3_ENDPOINT, TOLLGATE_S3_BUCKET, TOLLGATE_S3_REGION (or the
+                      config's datasets section), credentials from AWS_ACCESS_KEY_ID and
+                      AWS_SECRET_ACCESS_KEY
+  OTEL_EXPORTER_OTLP_ENDPOINT  turns traces on (and the other OTEL_* variables; config
+                      telemetry:); off by default
   TOLLGATE_CONFIG     config file (same as -config); default: the built-in configuration
   REDIS_URL           share per-key rate limits between gateway processes through Redis
-  TOLLGATE_REPLICAS   with REDIS_URL, while Redis is down: how many gateway processes each
-                      key's cap is shared out by, until learnt from Redis (default 1)
+  TOLLGATE_REPLICAS   how many gateway processes share the database and Redis (default 1;
+                      learnt from Redis heartbeats with REDIS_URL): each key's rate cap is
+                      shared out by it while Redis is down, and each account's last-known
+                      available credit while the database is (-credit-failure-handling share)
   TOLLGATE_OIDC_CLIENT_SECRET  the web application's client secret at its OpenID provider
                       (config web:); dev without one starts a development provider
   LOG_FORMAT          json (default for serve) or text (default for dev)
   LOG_LEVEL           debug, info (default), warn, error
 `
+
+// commands are the commands of this binary, by name. A build with -tags dev adds the
+// development commands (devtools.go), so that the production binary links none of the tools
+// they use (the benchmark's load generator, the development OpenID provider, the chaos and
+// hostile-load harnesses: impl/archtest checks it).
+var commands = map[string]func(ctx context.Context, args []string) error{
+	"serve":   func(ctx context.Context, args []string) error { return runServe(ctx, args, false) },
+	"migrate": runMigrate,
+	"admin":   func(ctx context.Context, args []string) error { return runAdmin(ctx, args, os.Stdout) },
+	"connect": func(ctx context.Context, args []string) error { return runConnect(ctx, args, os.Stdout) },
+	"sim":     runSim,
+	"prices":  func(_ context.Context, args []string) error { return runPrices(args, os.Stdout) },
+}
+
+// developmentCommands are the commands only a build with -tags dev has.
+var developmentCommands = []string{"dev", "bench", "relay", "chaos", "hostile"}
 
 func main() {
 	if len(os.Args) < 2 {
@@ -65,30 +86,17 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	var err error
-	switch os.Args[1] {
-	case "serve":
-		err = runServe(ctx, os.Args[2:], false)
-	case "dev":
-		err = runServe(ctx, os.Args[2:], true)
-	case "migrate":
-		err = runMigrate(ctx, os.Args[2:])
-	case "admin":
-		err = runAdmin(ctx, os.Args[2:], os.Stdout)
-	case "sim":
-		err = runSim(ctx, os.Args[2:])
-	case "bench":
-		err = runBench(ctx, os.Args[2:])
-	case "relay":
-		err = runRelay(ctx, os.Args[2:])
-	case "chaos":
-		err = runChaos(ctx, os.Args[2:])
-	case "prices":
-		err = runPrices(os.Args[2:], os.Stdout)
-	case "help", "-h", "-help", "--help":
+	switch cmd := os.Args[1]; {
+	case cmd == "help" || cmd == "-h" || cmd == "-help" || cmd == "--help":
 		fmt.Print(usage)
 		return
+	case commands[cmd] != nil:
+		err = commands[cmd](ctx, os.Args[2:])
+	case slices.Contains(developmentCommands, cmd):
+		fmt.Fprintf(os.Stderr, "tollgate: %q is a development command, left out of this build: build with `go build -tags dev ./cmd/tollgate` (make run, make bench, make chaos and make hostile do)\n", cmd)
+		os.Exit(2)
 	default:
-		fmt.Fprintf(os.Stderr, "tollgate: unknown command %q\n\n%s", os.Args[1], usage)
+		fmt.Fprintf(os.Stderr, "tollgate: unknown command %q\n\n%s", cmd, usage)
 		os.Exit(2)
 	}
 	if err != nil {

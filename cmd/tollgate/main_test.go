@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/tollgate/tollgate/impl/pgtest"
+	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 )
 
 func TestMain(m *testing.M) {

@@ -1,3 +1,5 @@
+//go:build dev
+
 package main
 
 import (
@@ -10,7 +12,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/tollgate/tollgate/impl/bench"
+	"github.com/tollgate/tollgate/impl/devkit/bench"
 	"github.com/tollgate/tollgate/impl/h1server"
 )
 

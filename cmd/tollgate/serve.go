@@ -23,7 +23,6 @@ import (
 	"github.com/tollgate/tollgate/impl/billing"
 	"github.com/tollgate/tollgate/impl/changefeed"
 	"github.com/tollgate/tollgate/impl/config"
-	"github.com/tollgate/tollgate/impl/dataset"
 	"github.com/tollgate/tollgate/impl/gateway"
 	"github.com/tollgate/tollgate/impl/h1server"
 	"github.com/tollgate/tollgate/impl/health"
@@ -33,7 +32,9 @@ import (
 	"github.com/tollgate/tollgate/impl/ratelimit"
 	"github.com/tollgate/tollgate/impl/sim"
 	"github.com/tollgate/tollgate/impl/store"
+	"github.com/tollgate/tollgate/impl/usagearchive"
 	"github.com/tollgate/tollgate/impl/usagespill"
+	"github.com/tollgate/tollgate/impl/usageview"
 )
 
 // The defaults of the shutdown (see runServe and the README): the grace period in-flight
@@ -50,7 +51,9 @@ const (
 // Start-up: the API address is taken first, then the metrics listener serves /healthz
 // (liveness) and /readyz (readiness, 503 until the process can serve). When the database is
 // unreachable, start-up waits for it with backoff (-database-wait, default for ever) instead of
-// exiting. The API is served once the gateway is assembled.
+// exiting. The API listener answers from the start: every request at once 503 with
+// Retry-After, in its route's envelope, until the gateway is assembled and takes over
+// (apiHandover).
 //
 // Shutdown: readiness goes not ready at once ("shutting down"); after -shutdown-delay (default
 // 0) the API listener closes (new connections are refused) and idle connections are closed.
@@ -76,7 +79,7 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	spillMB := fs.Int64("usage-spill-max-mb", usagespill.DefaultMaxBytes>>20, "bound of the process's usage spill file in MiB; when it is full, new requests get 503")
 	maxStale := fs.Duration("max-stale", changefeed.DefaultMaxStale, "how long keys, caps and model grants already known keep serving while the database is unreachable")
 	outageCover := fs.Duration("credit-outage-cover", billing.DefaultOutageCover, "how long a database outage the credit holds of active accounts are sized to ride out, at each account's recent spend rate (0: no outage reserve)")
-	failureHandling := fs.String("credit-failure-handling", billing.FailureRefuse.String(), "what a request gets when its account's credit hold is spent while the database is unreachable: refuse (503) or continue (served on credit up to -credit-risk-micros, billed when the database is back)")
+	failureHandling := fs.String("credit-failure-handling", billing.FailureShare.String(), "what a request gets when its account's credit hold is spent while the database is unreachable: share (served on credit up to this process's share, 1/replicas, of the account's last-known available credit, billed when the database is back), refuse (503) or continue (served on credit up to -credit-risk-micros)")
 	riskMicros := fs.Int64("credit-risk-micros", billing.DefaultRiskMicros, "under -credit-failure-handling continue, the most credit served on credit per account and process before the ledger takes it (1 USD = 1000000)")
 	if err := fs.Parse(args); err != nil {
 		return usageError(err.Error())
@@ -92,12 +95,16 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	}
 	handling, err := billing.ParseFailureHandling(*failureHandling)
 	if err != nil {
-		return usageError("-credit-failure-handling takes refuse or continue")
+		return usageError("-credit-failure-handling takes share, refuse or continue")
 	}
 	if *outageCover < 0 || *riskMicros <= 0 {
 		return usageError("-credit-outage-cover takes a duration of 0 or more, -credit-risk-micros a positive amount")
 	}
 	creditOutage := billing.OutagePolicy{Cover: *outageCover, FailureHandling: handling, RiskMicros: *riskMicros}
+	meterTiming, err := meterTestTimings()
+	if err != nil {
+		return err
+	}
 	if *outageCover == 0 {
 		creditOutage.Cover = -1 // no outage reserve
 	}
@@ -125,9 +132,7 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(cfg.Server.GCPercent)
 	}
-	if _, set := os.LookupEnv("GOMEMLIMIT"); !set && cfg.Server.MemoryLimitMB > 0 {
-		debug.SetMemoryLimit(int64(cfg.Server.MemoryLimitMB) << 20)
-	}
+	applyMemoryLimit(cfg, log)
 	// The API address is taken first: when it is busy, nothing else has happened yet (dev has
 	// not created its demo account, whose key is shown only once).
 	apiLn, err := net.Listen("tcp", cfg.Server.Listen)
@@ -141,7 +146,31 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	startup := ready.Condition("startup", health.Down, "starting")
 	shutdown := ready.Condition("shutdown", health.OK, "")
 	m := metrics.New()
+	// Traces, when an OTLP endpoint is configured (the telemetry section or OTEL_*): spans the
+	// backend cannot take are dropped and counted, never waited for; the rest are flushed at
+	// exit, for at most traceFlushWait.
+	tracing, err := startTracing(ctx, cfg, m, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing(tracing, log)
 	errc := make(chan error, 2)
+	// The API answers from the start, while the database is awaited: every request at once 503
+	// with Retry-After in its route's envelope, until the gateway's handler takes over
+	// (apiHandover, dbwait.go). The API listener is served by h1server: plain HTTP/1.1 requests
+	// on its lean path, every other connection by net/http (see impl/h1server). A stalled upload
+	// loses its connection after BodyReadTimeout without a byte.
+	api := newAPIHandover(startup, m, dev || cfg.Web.Enabled())
+	httpSrv := &h1server.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
+		BodyReadTimeout: 60 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		HeadTooLargeBody: gateway.HeadTooLargeBody, HeadTooLargeContentType: gateway.HeadTooLargeContentType}
+	go func() { errc <- httpSrv.Serve(apiLn) }()
+	handedOver := false
+	defer func() {
+		if !handedOver {
+			stopBeforeHandover(httpSrv)
+		}
+	}()
 	// The probes answer from the start, while the database is awaited, until the very end.
 	metricsSrv := serveMetrics(cfg.Server.MetricsListen, m, ready, log, errc)
 	if metricsSrv != nil {
@@ -178,17 +207,21 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 		defer devSignIn.Close()
 	}
 
+	// The replica count shares out each key's rate cap while Redis is down and each account's
+	// last-known available credit while the database is (-credit-failure-handling share): the
+	// count the Redis limiter learns from its heartbeats, or TOLLGATE_REPLICAS.
+	replicas := 1
+	if v := os.Getenv("TOLLGATE_REPLICAS"); v != "" {
+		if replicas, err = strconv.Atoi(v); err != nil || replicas < 1 {
+			return fmt.Errorf("TOLLGATE_REPLICAS: %q is not a positive integer", v)
+		}
+	}
+	creditOutage.Replicas = func() int { return replicas }
 	var limiter ratelimit.Limiter = ratelimit.NewLocal(nil)
 	if url := os.Getenv("REDIS_URL"); url != "" {
 		opt, err := redis.ParseURL(url)
 		if err != nil {
 			return fmt.Errorf("REDIS_URL: %w", err)
-		}
-		replicas := 1
-		if v := os.Getenv("TOLLGATE_REPLICAS"); v != "" {
-			if replicas, err = strconv.Atoi(v); err != nil || replicas < 1 {
-				return fmt.Errorf("TOLLGATE_REPLICAS: %q is not a positive integer", v)
-			}
 		}
 		ratelimit.TuneClientOptions(opt)
 		rdb := redis.NewClient(opt)
@@ -207,6 +240,7 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 		})
 		defer fallback.Close()
 		limiter = fallback
+		creditOutage.Replicas = fallback.Replicas
 		log.Info("per-key rate limits are shared through Redis")
 	}
 
@@ -227,14 +261,15 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 			log.Warn("provider has no API key", "provider", p.Name, "env", p.APIKeyEnv)
 		}
 	}
-	storage, err := dataset.NewDirStorage(datasetsDir())
+	storage, closeStorage, err := openDatasetStorage(ctx, cfg, "", log)
 	if err != nil {
 		return fmt.Errorf("dataset storage: %w", err)
 	}
+	defer closeStorage()
 	gw, err := gateway.New(gateway.Options{Store: d.Store, Config: cfg, Logger: log, Limiter: limiter, Metrics: m,
 		SimulatorURL: upstreamURL, DatasetStorage: storage, Readiness: ready,
 		UsageSpillDir: *spillDir, UsageSpillMaxBytes: *spillMB << 20, ChangeFeed: changefeed.Options{MaxStale: *maxStale},
-		CreditOutage: creditOutage, WebRedirectToPublicURL: devSignIn.redirectsToPublicURL()})
+		CreditOutage: creditOutage, WebRedirectToPublicURL: devSignIn.redirectsToPublicURL(), MeterOptions: meterTiming})
 	if err != nil {
 		return err
 	}
@@ -249,14 +284,17 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	defer stopBackground()
 	bgDone := make(chan error, 1)
 	go func() { bgDone <- gw.Run(bg) }()
+	// The usage table's partitions ahead and its retention (impl/usagearchive), on every
+	// replica: each step is safe to run on several at once.
+	uc := cfg.Usage.WithDefaults()
+	go usagearchive.New(usagearchive.Options{Usage: usageview.New(d.Store.Pool(), usageview.Options{}), Storage: storage,
+		RetentionMonths: uc.RetentionMonths, AheadMonths: uc.PartitionsAhead, Logger: log}).Run(bg, uc.CheckInterval)
 
-	// The API listener is served by h1server: plain HTTP/1.1 requests on its lean path, every
-	// other connection by net/http (see impl/h1server).
-	// A stalled upload loses its connection after BodyReadTimeout without a byte.
-	httpSrv := &h1server.Server{Handler: gw.Handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
-		BodyReadTimeout: 60 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		HeadTooLargeBody: gateway.HeadTooLargeBody, HeadTooLargeContentType: gateway.HeadTooLargeContentType}
-	go func() { errc <- httpSrv.Serve(apiLn) }()
+	// The gateway serves every request from here on, on the connections already open too.
+	if refused := api.handOver(gw.Handler); refused > 0 {
+		log.Info("requests answered 503 while starting", "requests", refused)
+	}
+	handedOver = true
 	startup.Set(health.OK, "")
 	log.Info("tollgate listening", "addr", apiLn.Addr().String())
 	if dev {
@@ -318,7 +356,15 @@ func drainAPI(srv *h1server.Server, gw *gateway.Gateway, delay, grace time.Durat
 	}
 	graceCtx, cancel := context.WithTimeout(hurry, grace)
 	defer cancel()
-	if err := srv.Shutdown(graceCtx); err != nil {
+	err := srv.Shutdown(graceCtx)
+	if err == nil {
+		// Connections their handler took over (the Responses WebSocket mode) are not the
+		// server's any more: its Shutdown closed the idle ones and does not wait for the busy
+		// ones, whose requests are still in flight. They get the rest of the grace period too,
+		// and then end as the streams do.
+		err = gw.WaitIdle(graceCtx)
+	}
+	if err != nil {
 		log.Warn("shutdown: grace period over; ending the streams still in flight with an error", "in_flight", gw.InFlight())
 		gw.EndStreams()
 		endCtx, cancel := context.WithTimeout(context.Background(), endStreamsWait)
@@ -423,4 +469,35 @@ func devBanner(addr, key string, where pgcluster.Location) string {
 	b.WriteString("  curl -sN " + base + "/v1/messages -H \"Authorization: Bearer $TOLLGATE_API_KEY\" \\\n")
 	b.WriteString("    -d '{\"model\":\"service-sonnet\",\"max_tokens\":64,\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"Hello!\"}]}'\n\n")
 	return b.String()
+}
+
+// meterTestTimings reads the meter's lease, reap interval and stream checkpoint interval from
+// TOLLGATE_TEST_BILLING_LEASE, TOLLGATE_TEST_BILLING_REAP_INTERVAL and
+// TOLLGATE_TEST_BILLING_CHECKPOINT_INTERVAL (Go durations), for process-level tests that kill a
+// process and wait for another to reap and bill what it left (impl/replicas). Deliberately no
+// flags: operators keep the defaults (see impl/billing). Nil when none is set.
+func meterTestTimings() (func(*billing.Options), error) {
+	var lease, reap, checkpoint time.Duration
+	for _, v := range []struct {
+		name string
+		to   *time.Duration
+	}{
+		{"TOLLGATE_TEST_BILLING_LEASE", &lease},
+		{"TOLLGATE_TEST_BILLING_REAP_INTERVAL", &reap},
+		{"TOLLGATE_TEST_BILLING_CHECKPOINT_INTERVAL", &checkpoint},
+	} {
+		if s := os.Getenv(v.name); s != "" {
+			d, err := time.ParseDuration(s)
+			if err != nil || d <= 0 {
+				return nil, fmt.Errorf("%s: %q is not a positive duration", v.name, s)
+			}
+			*v.to = d
+		}
+	}
+	if lease == 0 && reap == 0 && checkpoint == 0 {
+		return nil, nil
+	}
+	return func(o *billing.Options) {
+		o.Lease, o.ReapInterval, o.CheckpointInterval = lease, reap, checkpoint
+	}, nil
 }

@@ -2655,6 +2655,14 @@ type ClientInterface interface {
 	// that never ran a session is a 409; a slot that is not the caller's a 403
 	// `permission_error`.
 	//
+	// The stream begins with `retry: 2000`. When it cannot go on (the database unreachable,
+	// the gateway shutting down) it ends with an `error` event without `id:` (so the client's
+	// `Last-Event-ID` stays the last session event), whose data is an error object
+	// (`{"error": {...}}`: `service_unavailable_error` / `dependency_unavailable`, or
+	// `overloaded_error` at a shutdown), then `retry: 2000`, and closes: reconnect with
+	// `Last-Event-ID` to continue without gap. A session's own `error` events always carry an
+	// `id:` and an AgentEvent.
+	//
 	// Corresponds with GET /v1/agents/{slot}/events (the `StreamAgentEvents` operationId).
 	StreamAgentEvents(ctx context.Context, slot SlotName, params *StreamAgentEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -2782,12 +2790,20 @@ type ClientInterface interface {
 
 	// CreateResponseWithBody Create a model response (OpenAI Responses format, JSON or SSE).
 	//
-	// The Responses WebSocket mode is not served. A WebSocket upgrade request on this path
-	// (`GET /v1/responses` with `Connection: Upgrade` and `Upgrade: websocket`) is answered
-	// `426 Upgrade Required`, before authentication and whatever the key, with an error
-	// envelope whose code is `websocket_not_supported`; clients that try the WebSocket first,
-	// such as Codex CLI, then send their requests to this operation at once. A `GET` without
-	// the upgrade is a `405`.
+	// The same path serves the Responses API's WebSocket mode (what Codex CLI's built-in
+	// provider uses): `GET /v1/responses` with `Upgrade: websocket` and the bearer key (a bad
+	// key is refused 401 in this envelope, a key over its requests-per-minute cap 429). Each
+	// text message `{"type":"response.create", ...request body fields...}` runs one streamed
+	// response, reserved, metered and billed as this operation with `"stream": true` is, and
+	// its events come back one JSON text message each. A refusal before the stream arrives as
+	// `{"type":"error","status":<HTTP status>,"error":{...}}`. `previous_response_id`
+	// continues one of the connection's own recent responses (the last four) with only the new
+	// input, whatever the upstream's format (an unknown id: the error code
+	// `previous_response_not_found`, and the client resends the whole input).
+	// `"generate": false` warms the connection without an answer and is not billed. One
+	// response runs at a time (the next one is queued). The socket closes after 5 minutes
+	// idle (1000) and at shutdown (1001). See docs/inference.md. A `GET` without the upgrade
+	// is a `405`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2796,12 +2812,20 @@ type ClientInterface interface {
 
 	// CreateResponse Create a model response (OpenAI Responses format, JSON or SSE).
 	//
-	// The Responses WebSocket mode is not served. A WebSocket upgrade request on this path
-	// (`GET /v1/responses` with `Connection: Upgrade` and `Upgrade: websocket`) is answered
-	// `426 Upgrade Required`, before authentication and whatever the key, with an error
-	// envelope whose code is `websocket_not_supported`; clients that try the WebSocket first,
-	// such as Codex CLI, then send their requests to this operation at once. A `GET` without
-	// the upgrade is a `405`.
+	// The same path serves the Responses API's WebSocket mode (what Codex CLI's built-in
+	// provider uses): `GET /v1/responses` with `Upgrade: websocket` and the bearer key (a bad
+	// key is refused 401 in this envelope, a key over its requests-per-minute cap 429). Each
+	// text message `{"type":"response.create", ...request body fields...}` runs one streamed
+	// response, reserved, metered and billed as this operation with `"stream": true` is, and
+	// its events come back one JSON text message each. A refusal before the stream arrives as
+	// `{"type":"error","status":<HTTP status>,"error":{...}}`. `previous_response_id`
+	// continues one of the connection's own recent responses (the last four) with only the new
+	// input, whatever the upstream's format (an unknown id: the error code
+	// `previous_response_not_found`, and the client resends the whole input).
+	// `"generate": false` warms the connection without an answer and is not billed. One
+	// response runs at a time (the next one is queued). The socket closes after 5 minutes
+	// idle (1000) and at shutdown (1001). See docs/inference.md. A `GET` without the upgrade
+	// is a `405`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2940,6 +2964,14 @@ func (c *Client) StopAgent(ctx context.Context, slot SlotName, params *StopAgent
 // event or heartbeat, once the key that opened it is revoked, disabled or expired. A slot
 // that never ran a session is a 409; a slot that is not the caller's a 403
 // `permission_error`.
+//
+// The stream begins with `retry: 2000`. When it cannot go on (the database unreachable,
+// the gateway shutting down) it ends with an `error` event without `id:` (so the client's
+// `Last-Event-ID` stays the last session event), whose data is an error object
+// (`{"error": {...}}`: `service_unavailable_error` / `dependency_unavailable`, or
+// `overloaded_error` at a shutdown), then `retry: 2000`, and closes: reconnect with
+// `Last-Event-ID` to continue without gap. A session's own `error` events always carry an
+// `id:` and an AgentEvent.
 //
 // Corresponds with GET /v1/agents/{slot}/events (the `StreamAgentEvents` operationId).
 func (c *Client) StreamAgentEvents(ctx context.Context, slot SlotName, params *StreamAgentEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3188,12 +3220,20 @@ func (c *Client) RetrieveModel(ctx context.Context, model string, reqEditors ...
 
 // CreateResponseWithBody Create a model response (OpenAI Responses format, JSON or SSE).
 //
-// The Responses WebSocket mode is not served. A WebSocket upgrade request on this path
-// (`GET /v1/responses` with `Connection: Upgrade` and `Upgrade: websocket`) is answered
-// `426 Upgrade Required`, before authentication and whatever the key, with an error
-// envelope whose code is `websocket_not_supported`; clients that try the WebSocket first,
-// such as Codex CLI, then send their requests to this operation at once. A `GET` without
-// the upgrade is a `405`.
+// The same path serves the Responses API's WebSocket mode (what Codex CLI's built-in
+// provider uses): `GET /v1/responses` with `Upgrade: websocket` and the bearer key (a bad
+// key is refused 401 in this envelope, a key over its requests-per-minute cap 429). Each
+// text message `{"type":"response.create", ...request body fields...}` runs one streamed
+// response, reserved, metered and billed as this operation with `"stream": true` is, and
+// its events come back one JSON text message each. A refusal before the stream arrives as
+// `{"type":"error","status":<HTTP status>,"error":{...}}`. `previous_response_id`
+// continues one of the connection's own recent responses (the last four) with only the new
+// input, whatever the upstream's format (an unknown id: the error code
+// `previous_response_not_found`, and the client resends the whole input).
+// `"generate": false` warms the connection without an answer and is not billed. One
+// response runs at a time (the next one is queued). The socket closes after 5 minutes
+// idle (1000) and at shutdown (1001). See docs/inference.md. A `GET` without the upgrade
+// is a `405`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3212,12 +3252,20 @@ func (c *Client) CreateResponseWithBody(ctx context.Context, contentType string,
 
 // CreateResponse Create a model response (OpenAI Responses format, JSON or SSE).
 //
-// The Responses WebSocket mode is not served. A WebSocket upgrade request on this path
-// (`GET /v1/responses` with `Connection: Upgrade` and `Upgrade: websocket`) is answered
-// `426 Upgrade Required`, before authentication and whatever the key, with an error
-// envelope whose code is `websocket_not_supported`; clients that try the WebSocket first,
-// such as Codex CLI, then send their requests to this operation at once. A `GET` without
-// the upgrade is a `405`.
+// The same path serves the Responses API's WebSocket mode (what Codex CLI's built-in
+// provider uses): `GET /v1/responses` with `Upgrade: websocket` and the bearer key (a bad
+// key is refused 401 in this envelope, a key over its requests-per-minute cap 429). Each
+// text message `{"type":"response.create", ...request body fields...}` runs one streamed
+// response, reserved, metered and billed as this operation with `"stream": true` is, and
+// its events come back one JSON text message each. A refusal before the stream arrives as
+// `{"type":"error","status":<HTTP status>,"error":{...}}`. `previous_response_id`
+// continues one of the connection's own recent responses (the last four) with only the new
+// input, whatever the upstream's format (an unknown id: the error code
+// `previous_response_not_found`, and the client resends the whole input).
+// `"generate": false` warms the connection without an answer and is not billed. One
+// response runs at a time (the next one is queued). The socket closes after 5 minutes
+// idle (1000) and at shutdown (1001). See docs/inference.md. A `GET` without the upgrade
+// is a `405`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3943,6 +3991,14 @@ type ClientWithResponsesInterface interface {
 	// that never ran a session is a 409; a slot that is not the caller's a 403
 	// `permission_error`.
 	//
+	// The stream begins with `retry: 2000`. When it cannot go on (the database unreachable,
+	// the gateway shutting down) it ends with an `error` event without `id:` (so the client's
+	// `Last-Event-ID` stays the last session event), whose data is an error object
+	// (`{"error": {...}}`: `service_unavailable_error` / `dependency_unavailable`, or
+	// `overloaded_error` at a shutdown), then `retry: 2000`, and closes: reconnect with
+	// `Last-Event-ID` to continue without gap. A session's own `error` events always carry an
+	// `id:` and an AgentEvent.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/agents/{slot}/events (the `StreamAgentEvents` operationId).
@@ -4078,12 +4134,20 @@ type ClientWithResponsesInterface interface {
 
 	// CreateResponseWithBodyWithResponse Create a model response (OpenAI Responses format, JSON or SSE).
 	//
-	// The Responses WebSocket mode is not served. A WebSocket upgrade request on this path
-	// (`GET /v1/responses` with `Connection: Upgrade` and `Upgrade: websocket`) is answered
-	// `426 Upgrade Required`, before authentication and whatever the key, with an error
-	// envelope whose code is `websocket_not_supported`; clients that try the WebSocket first,
-	// such as Codex CLI, then send their requests to this operation at once. A `GET` without
-	// the upgrade is a `405`.
+	// The same path serves the Responses API's WebSocket mode (what Codex CLI's built-in
+	// provider uses): `GET /v1/responses` with `Upgrade: websocket` and the bearer key (a bad
+	// key is refused 401 in this envelope, a key over its requests-per-minute cap 429). Each
+	// text message `{"type":"response.create", ...request body fields...}` runs one streamed
+	// response, reserved, metered and billed as this operation with `"stream": true` is, and
+	// its events come back one JSON text message each. A refusal before the stream arrives as
+	// `{"type":"error","status":<HTTP status>,"error":{...}}`. `previous_response_id`
+	// continues one of the connection's own recent responses (the last four) with only the new
+	// input, whatever the upstream's format (an unknown id: the error code
+	// `previous_response_not_found`, and the client resends the whole input).
+	// `"generate": false` warms the connection without an answer and is not billed. One
+	// response runs at a time (the next one is queued). The socket closes after 5 minutes
+	// idle (1000) and at shutdown (1001). See docs/inference.md. A `GET` without the upgrade
+	// is a `405`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4092,12 +4156,20 @@ type ClientWithResponsesInterface interface {
 
 	// CreateResponseWithResponse Create a model response (OpenAI Responses format, JSON or SSE).
 	//
-	// The Responses WebSocket mode is not served. A WebSocket upgrade request on this path
-	// (`GET /v1/responses` with `Connection: Upgrade` and `Upgrade: websocket`) is answered
-	// `426 Upgrade Required`, before authentication and whatever the key, with an error
-	// envelope whose code is `websocket_not_supported`; clients that try the WebSocket first,
-	// such as Codex CLI, then send their requests to this operation at once. A `GET` without
-	// the upgrade is a `405`.
+	// The same path serves the Responses API's WebSocket mode (what Codex CLI's built-in
+	// provider uses): `GET /v1/responses` with `Upgrade: websocket` and the bearer key (a bad
+	// key is refused 401 in this envelope, a key over its requests-per-minute cap 429). Each
+	// text message `{"type":"response.create", ...request body fields...}` runs one streamed
+	// response, reserved, metered and billed as this operation with `"stream": true` is, and
+	// its events come back one JSON text message each. A refusal before the stream arrives as
+	// `{"type":"error","status":<HTTP status>,"error":{...}}`. `previous_response_id`
+	// continues one of the connection's own recent responses (the last four) with only the new
+	// input, whatever the upstream's format (an unknown id: the error code
+	// `previous_response_not_found`, and the client resends the whole input).
+	// `"generate": false` warms the connection without an answer and is not billed. One
+	// response runs at a time (the next one is queued). The socket closes after 5 minutes
+	// idle (1000) and at shutdown (1001). See docs/inference.md. A `GET` without the upgrade
+	// is a `405`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4107,7 +4179,8 @@ type ClientWithResponsesInterface interface {
 
 // ListAgentsResponse200Headers the declared response headers of an HTTP 200 response for ListAgents
 type ListAgentsResponse200Headers struct {
-	XRequestId *string
+	Traceresponse *string
+	XRequestId    *string
 }
 
 // ListAgentsResponse401Headers the declared response headers of an HTTP 401 response for ListAgents
@@ -4211,7 +4284,8 @@ func (r ListAgentsResponse) ContentType() string {
 
 // SpawnAgentResponse202Headers the declared response headers of an HTTP 202 response for SpawnAgent
 type SpawnAgentResponse202Headers struct {
-	XRequestId *string
+	Traceresponse *string
+	XRequestId    *string
 }
 
 // SpawnAgentResponse401Headers the declared response headers of an HTTP 401 response for SpawnAgent
@@ -4343,7 +4417,8 @@ func (r SpawnAgentResponse) ContentType() string {
 
 // StopAgentResponse202Headers the declared response headers of an HTTP 202 response for StopAgent
 type StopAgentResponse202Headers struct {
-	XRequestId *string
+	Traceresponse *string
+	XRequestId    *string
 }
 
 // StopAgentResponse401Headers the declared response headers of an HTTP 401 response for StopAgent
@@ -4468,7 +4543,8 @@ func (r StopAgentResponse) ContentType() string {
 
 // StreamAgentEventsResponse200Headers the declared response headers of an HTTP 200 response for StreamAgentEvents
 type StreamAgentEventsResponse200Headers struct {
-	XRequestId *string
+	Traceresponse *string
+	XRequestId    *string
 }
 
 // StreamAgentEventsResponse401Headers the declared response headers of an HTTP 401 response for StreamAgentEvents
@@ -4586,7 +4662,8 @@ func (r StreamAgentEventsResponse) ContentType() string {
 
 // SendAgentMessageResponse202Headers the declared response headers of an HTTP 202 response for SendAgentMessage
 type SendAgentMessageResponse202Headers struct {
-	XRequestId *string
+	Traceresponse *string
+	XRequestId    *string
 }
 
 // SendAgentMessageResponse401Headers the declared response headers of an HTTP 401 response for SendAgentMessage
@@ -4718,6 +4795,7 @@ func (r SendAgentMessageResponse) ContentType() string {
 
 // CreateChatCompletionResponse200Headers the declared response headers of an HTTP 200 response for CreateChatCompletion
 type CreateChatCompletionResponse200Headers struct {
+	Traceresponse          *string
 	XRequestId             *string
 	XTollgateClampedFields *string
 	XTollgateDroppedFields *string
@@ -4867,7 +4945,8 @@ func (r CreateChatCompletionResponse) ContentType() string {
 
 // GetCreditsResponse200Headers the declared response headers of an HTTP 200 response for GetCredits
 type GetCreditsResponse200Headers struct {
-	XRequestId *string
+	Traceresponse *string
+	XRequestId    *string
 }
 
 // GetCreditsResponse401Headers the declared response headers of an HTTP 401 response for GetCredits
@@ -4964,6 +5043,7 @@ func (r GetCreditsResponse) ContentType() string {
 
 // CreateMessageResponse200Headers the declared response headers of an HTTP 200 response for CreateMessage
 type CreateMessageResponse200Headers struct {
+	Traceresponse          *string
 	XRequestId             *string
 	XTollgateClampedFields *string
 	XTollgateDroppedFields *string
@@ -5224,7 +5304,8 @@ func (r CountMessageTokensResponse) ContentType() string {
 
 // ListModelsResponse200Headers the declared response headers of an HTTP 200 response for ListModels
 type ListModelsResponse200Headers struct {
-	XRequestId *string
+	Traceresponse *string
+	XRequestId    *string
 }
 
 // ListModelsResponse401Headers the declared response headers of an HTTP 401 response for ListModels
@@ -5321,7 +5402,8 @@ func (r ListModelsResponse) ContentType() string {
 
 // RetrieveModelResponse200Headers the declared response headers of an HTTP 200 response for RetrieveModel
 type RetrieveModelResponse200Headers struct {
-	XRequestId *string
+	Traceresponse *string
+	XRequestId    *string
 }
 
 // RetrieveModelResponse401Headers the declared response headers of an HTTP 401 response for RetrieveModel
@@ -5425,6 +5507,7 @@ func (r RetrieveModelResponse) ContentType() string {
 
 // CreateResponseResponse200Headers the declared response headers of an HTTP 200 response for CreateResponse
 type CreateResponseResponse200Headers struct {
+	Traceresponse          *string
 	XRequestId             *string
 	XTollgateClampedFields *string
 	XTollgateDroppedFields *string
@@ -5692,6 +5775,14 @@ func (c *ClientWithResponses) StopAgentWithResponse(ctx context.Context, slot Sl
 // that never ran a session is a 409; a slot that is not the caller's a 403
 // `permission_error`.
 //
+// The stream begins with `retry: 2000`. When it cannot go on (the database unreachable,
+// the gateway shutting down) it ends with an `error` event without `id:` (so the client's
+// `Last-Event-ID` stays the last session event), whose data is an error object
+// (`{"error": {...}}`: `service_unavailable_error` / `dependency_unavailable`, or
+// `overloaded_error` at a shutdown), then `retry: 2000`, and closes: reconnect with
+// `Last-Event-ID` to continue without gap. A session's own `error` events always carry an
+// `id:` and an AgentEvent.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/agents/{slot}/events (the `StreamAgentEvents` operationId).
@@ -5899,12 +5990,20 @@ func (c *ClientWithResponses) RetrieveModelWithResponse(ctx context.Context, mod
 
 // CreateResponseWithBodyWithResponse Create a model response (OpenAI Responses format, JSON or SSE).
 //
-// The Responses WebSocket mode is not served. A WebSocket upgrade request on this path
-// (`GET /v1/responses` with `Connection: Upgrade` and `Upgrade: websocket`) is answered
-// `426 Upgrade Required`, before authentication and whatever the key, with an error
-// envelope whose code is `websocket_not_supported`; clients that try the WebSocket first,
-// such as Codex CLI, then send their requests to this operation at once. A `GET` without
-// the upgrade is a `405`.
+// The same path serves the Responses API's WebSocket mode (what Codex CLI's built-in
+// provider uses): `GET /v1/responses` with `Upgrade: websocket` and the bearer key (a bad
+// key is refused 401 in this envelope, a key over its requests-per-minute cap 429). Each
+// text message `{"type":"response.create", ...request body fields...}` runs one streamed
+// response, reserved, metered and billed as this operation with `"stream": true` is, and
+// its events come back one JSON text message each. A refusal before the stream arrives as
+// `{"type":"error","status":<HTTP status>,"error":{...}}`. `previous_response_id`
+// continues one of the connection's own recent responses (the last four) with only the new
+// input, whatever the upstream's format (an unknown id: the error code
+// `previous_response_not_found`, and the client resends the whole input).
+// `"generate": false` warms the connection without an answer and is not billed. One
+// response runs at a time (the next one is queued). The socket closes after 5 minutes
+// idle (1000) and at shutdown (1001). See docs/inference.md. A `GET` without the upgrade
+// is a `405`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5919,12 +6018,20 @@ func (c *ClientWithResponses) CreateResponseWithBodyWithResponse(ctx context.Con
 
 // CreateResponseWithResponse Create a model response (OpenAI Responses format, JSON or SSE).
 //
-// The Responses WebSocket mode is not served. A WebSocket upgrade request on this path
-// (`GET /v1/responses` with `Connection: Upgrade` and `Upgrade: websocket`) is answered
-// `426 Upgrade Required`, before authentication and whatever the key, with an error
-// envelope whose code is `websocket_not_supported`; clients that try the WebSocket first,
-// such as Codex CLI, then send their requests to this operation at once. A `GET` without
-// the upgrade is a `405`.
+// The same path serves the Responses API's WebSocket mode (what Codex CLI's built-in
+// provider uses): `GET /v1/responses` with `Upgrade: websocket` and the bearer key (a bad
+// key is refused 401 in this envelope, a key over its requests-per-minute cap 429). Each
+// text message `{"type":"response.create", ...request body fields...}` runs one streamed
+// response, reserved, metered and billed as this operation with `"stream": true` is, and
+// its events come back one JSON text message each. A refusal before the stream arrives as
+// `{"type":"error","status":<HTTP status>,"error":{...}}`. `previous_response_id`
+// continues one of the connection's own recent responses (the last four) with only the new
+// input, whatever the upstream's format (an unknown id: the error code
+// `previous_response_not_found`, and the client resends the whole input).
+// `"generate": false` warms the connection without an answer and is not billed. One
+// response runs at a time (the next one is queued). The socket closes after 5 minutes
+// idle (1000) and at shutdown (1001). See docs/inference.md. A `GET` without the upgrade
+// is a `405`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5998,6 +6105,13 @@ func ParseListAgentsResponse(rsp *http.Response) (*ListAgentsResponse, error) {
 	switch {
 	case rsp.StatusCode == 200:
 		var headers ListAgentsResponse200Headers
+		if values := rsp.Header.Values("traceresponse"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "traceresponse", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Traceresponse = &value
+		}
 		if values := rsp.Header.Values("x-request-id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "x-request-id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -6130,6 +6244,13 @@ func ParseSpawnAgentResponse(rsp *http.Response) (*SpawnAgentResponse, error) {
 	switch {
 	case rsp.StatusCode == 202:
 		var headers SpawnAgentResponse202Headers
+		if values := rsp.Header.Values("traceresponse"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "traceresponse", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Traceresponse = &value
+		}
 		if values := rsp.Header.Values("x-request-id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "x-request-id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -6255,6 +6376,13 @@ func ParseStopAgentResponse(rsp *http.Response) (*StopAgentResponse, error) {
 	switch {
 	case rsp.StatusCode == 202:
 		var headers StopAgentResponse202Headers
+		if values := rsp.Header.Values("traceresponse"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "traceresponse", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Traceresponse = &value
+		}
 		if values := rsp.Header.Values("x-request-id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "x-request-id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -6373,6 +6501,13 @@ func ParseStreamAgentEventsResponse(rsp *http.Response) (*StreamAgentEventsRespo
 	switch {
 	case rsp.StatusCode == 200:
 		var headers StreamAgentEventsResponse200Headers
+		if values := rsp.Header.Values("traceresponse"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "traceresponse", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Traceresponse = &value
+		}
 		if values := rsp.Header.Values("x-request-id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "x-request-id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -6505,6 +6640,13 @@ func ParseSendAgentMessageResponse(rsp *http.Response) (*SendAgentMessageRespons
 	switch {
 	case rsp.StatusCode == 202:
 		var headers SendAgentMessageResponse202Headers
+		if values := rsp.Header.Values("traceresponse"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "traceresponse", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Traceresponse = &value
+		}
 		if values := rsp.Header.Values("x-request-id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "x-request-id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -6647,6 +6789,13 @@ func ParseCreateChatCompletionResponse(rsp *http.Response) (*CreateChatCompletio
 	switch {
 	case rsp.StatusCode == 200:
 		var headers CreateChatCompletionResponse200Headers
+		if values := rsp.Header.Values("traceresponse"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "traceresponse", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Traceresponse = &value
+		}
 		if values := rsp.Header.Values("x-request-id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "x-request-id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -6775,6 +6924,13 @@ func ParseGetCreditsResponse(rsp *http.Response) (*GetCreditsResponse, error) {
 	switch {
 	case rsp.StatusCode == 200:
 		var headers GetCreditsResponse200Headers
+		if values := rsp.Header.Values("traceresponse"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "traceresponse", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Traceresponse = &value
+		}
 		if values := rsp.Header.Values("x-request-id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "x-request-id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -6917,6 +7073,13 @@ func ParseCreateMessageResponse(rsp *http.Response) (*CreateMessageResponse, err
 	switch {
 	case rsp.StatusCode == 200:
 		var headers CreateMessageResponse200Headers
+		if values := rsp.Header.Values("traceresponse"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "traceresponse", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Traceresponse = &value
+		}
 		if values := rsp.Header.Values("x-request-id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "x-request-id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -7153,6 +7316,13 @@ func ParseListModelsResponse(rsp *http.Response) (*ListModelsResponse, error) {
 	switch {
 	case rsp.StatusCode == 200:
 		var headers ListModelsResponse200Headers
+		if values := rsp.Header.Values("traceresponse"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "traceresponse", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Traceresponse = &value
+		}
 		if values := rsp.Header.Values("x-request-id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "x-request-id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -7257,6 +7427,13 @@ func ParseRetrieveModelResponse(rsp *http.Response) (*RetrieveModelResponse, err
 	switch {
 	case rsp.StatusCode == 200:
 		var headers RetrieveModelResponse200Headers
+		if values := rsp.Header.Values("traceresponse"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "traceresponse", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Traceresponse = &value
+		}
 		if values := rsp.Header.Values("x-request-id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "x-request-id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -7399,6 +7576,13 @@ func ParseCreateResponseResponse(rsp *http.Response) (*CreateResponseResponse, e
 	switch {
 	case rsp.StatusCode == 200:
 		var headers CreateResponseResponse200Headers
+		if values := rsp.Header.Values("traceresponse"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "traceresponse", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Traceresponse = &value
+		}
 		if values := rsp.Header.Values("x-request-id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "x-request-id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -8188,7 +8372,8 @@ type ListAgentsResponseObject interface {
 }
 
 type ListAgents200ResponseHeaders struct {
-	XRequestId *string
+	Traceresponse *string
+	XRequestId    *string
 }
 
 type ListAgents200JSONResponse struct {
@@ -8203,6 +8388,9 @@ func (response ListAgents200JSONResponse) VisitListAgentsResponse(w http.Respons
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.Traceresponse != nil {
+		w.Header().Set("traceresponse", fmt.Sprint(*response.Headers.Traceresponse))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("x-request-id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -8304,7 +8492,8 @@ type SpawnAgentResponseObject interface {
 }
 
 type SpawnAgent202ResponseHeaders struct {
-	XRequestId *string
+	Traceresponse *string
+	XRequestId    *string
 }
 
 type SpawnAgent202JSONResponse struct {
@@ -8319,6 +8508,9 @@ func (response SpawnAgent202JSONResponse) VisitSpawnAgentResponse(w http.Respons
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.Traceresponse != nil {
+		w.Header().Set("traceresponse", fmt.Sprint(*response.Headers.Traceresponse))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("x-request-id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -8478,7 +8670,8 @@ type StopAgentResponseObject interface {
 }
 
 type StopAgent202ResponseHeaders struct {
-	XRequestId *string
+	Traceresponse *string
+	XRequestId    *string
 }
 
 type StopAgent202JSONResponse struct {
@@ -8493,6 +8686,9 @@ func (response StopAgent202JSONResponse) VisitStopAgentResponse(w http.ResponseW
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.Traceresponse != nil {
+		w.Header().Set("traceresponse", fmt.Sprint(*response.Headers.Traceresponse))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("x-request-id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -8636,7 +8832,8 @@ type StreamAgentEventsResponseObject interface {
 }
 
 type StreamAgentEvents200ResponseHeaders struct {
-	XRequestId *string
+	Traceresponse *string
+	XRequestId    *string
 }
 
 type StreamAgentEvents200TexteventStreamResponse struct {
@@ -8650,6 +8847,9 @@ func (response StreamAgentEvents200TexteventStreamResponse) VisitStreamAgentEven
 	w.Header().Set("Content-Type", "text/event-stream")
 	if response.ContentLength != 0 {
 		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	if response.Headers.Traceresponse != nil {
+		w.Header().Set("traceresponse", fmt.Sprint(*response.Headers.Traceresponse))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("x-request-id", fmt.Sprint(*response.Headers.XRequestId))
@@ -8822,7 +9022,8 @@ type SendAgentMessageResponseObject interface {
 }
 
 type SendAgentMessage202ResponseHeaders struct {
-	XRequestId *string
+	Traceresponse *string
+	XRequestId    *string
 }
 
 type SendAgentMessage202JSONResponse struct {
@@ -8837,6 +9038,9 @@ func (response SendAgentMessage202JSONResponse) VisitSendAgentMessageResponse(w 
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.Traceresponse != nil {
+		w.Header().Set("traceresponse", fmt.Sprint(*response.Headers.Traceresponse))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("x-request-id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -8995,6 +9199,7 @@ type CreateChatCompletionResponseObject interface {
 }
 
 type CreateChatCompletion200ResponseHeaders struct {
+	Traceresponse          *string
 	XRequestId             *string
 	XTollgateClampedFields *string
 	XTollgateDroppedFields *string
@@ -9013,6 +9218,9 @@ func (response CreateChatCompletion200JSONResponse) VisitCreateChatCompletionRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.Traceresponse != nil {
+		w.Header().Set("traceresponse", fmt.Sprint(*response.Headers.Traceresponse))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("x-request-id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -9041,6 +9249,9 @@ func (response CreateChatCompletion200TexteventStreamResponse) VisitCreateChatCo
 	w.Header().Set("Content-Type", "text/event-stream")
 	if response.ContentLength != 0 {
 		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	if response.Headers.Traceresponse != nil {
+		w.Header().Set("traceresponse", fmt.Sprint(*response.Headers.Traceresponse))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("x-request-id", fmt.Sprint(*response.Headers.XRequestId))
@@ -9252,7 +9463,8 @@ type GetCreditsResponseObject interface {
 }
 
 type GetCredits200ResponseHeaders struct {
-	XRequestId *string
+	Traceresponse *string
+	XRequestId    *string
 }
 
 type GetCredits200JSONResponse struct {
@@ -9267,6 +9479,9 @@ func (response GetCredits200JSONResponse) VisitGetCreditsResponse(w http.Respons
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.Traceresponse != nil {
+		w.Header().Set("traceresponse", fmt.Sprint(*response.Headers.Traceresponse))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("x-request-id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -9352,6 +9567,7 @@ type CreateMessageResponseObject interface {
 }
 
 type CreateMessage200ResponseHeaders struct {
+	Traceresponse          *string
 	XRequestId             *string
 	XTollgateClampedFields *string
 	XTollgateDroppedFields *string
@@ -9370,6 +9586,9 @@ func (response CreateMessage200JSONResponse) VisitCreateMessageResponse(w http.R
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.Traceresponse != nil {
+		w.Header().Set("traceresponse", fmt.Sprint(*response.Headers.Traceresponse))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("x-request-id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -9398,6 +9617,9 @@ func (response CreateMessage200TexteventStreamResponse) VisitCreateMessageRespon
 	w.Header().Set("Content-Type", "text/event-stream")
 	if response.ContentLength != 0 {
 		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	if response.Headers.Traceresponse != nil {
+		w.Header().Set("traceresponse", fmt.Sprint(*response.Headers.Traceresponse))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("x-request-id", fmt.Sprint(*response.Headers.XRequestId))
@@ -9759,7 +9981,8 @@ type ListModelsResponseObject interface {
 }
 
 type ListModels200ResponseHeaders struct {
-	XRequestId *string
+	Traceresponse *string
+	XRequestId    *string
 }
 
 type ListModels200JSONResponse struct {
@@ -9774,6 +9997,9 @@ func (response ListModels200JSONResponse) VisitListModelsResponse(w http.Respons
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.Traceresponse != nil {
+		w.Header().Set("traceresponse", fmt.Sprint(*response.Headers.Traceresponse))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("x-request-id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -9858,7 +10084,8 @@ type RetrieveModelResponseObject interface {
 }
 
 type RetrieveModel200ResponseHeaders struct {
-	XRequestId *string
+	Traceresponse *string
+	XRequestId    *string
 }
 
 type RetrieveModel200JSONResponse struct {
@@ -9873,6 +10100,9 @@ func (response RetrieveModel200JSONResponse) VisitRetrieveModelResponse(w http.R
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.Traceresponse != nil {
+		w.Header().Set("traceresponse", fmt.Sprint(*response.Headers.Traceresponse))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("x-request-id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -9971,6 +10201,7 @@ type CreateResponseResponseObject interface {
 }
 
 type CreateResponse200ResponseHeaders struct {
+	Traceresponse          *string
 	XRequestId             *string
 	XTollgateClampedFields *string
 	XTollgateDroppedFields *string
@@ -9989,6 +10220,9 @@ func (response CreateResponse200JSONResponse) VisitCreateResponseResponse(w http
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.Traceresponse != nil {
+		w.Header().Set("traceresponse", fmt.Sprint(*response.Headers.Traceresponse))
+	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("x-request-id", fmt.Sprint(*response.Headers.XRequestId))
 	}
@@ -10017,6 +10251,9 @@ func (response CreateResponse200TexteventStreamResponse) VisitCreateResponseResp
 	w.Header().Set("Content-Type", "text/event-stream")
 	if response.ContentLength != 0 {
 		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	if response.Headers.Traceresponse != nil {
+		w.Header().Set("traceresponse", fmt.Sprint(*response.Headers.Traceresponse))
 	}
 	if response.Headers.XRequestId != nil {
 		w.Header().Set("x-request-id", fmt.Sprint(*response.Headers.XRequestId))

@@ -200,7 +200,7 @@ func (q *Queries) FreeAgentSlots(ctx context.Context, accountID uuid.UUID) ([]Ag
 }
 
 const getAccountAgentSession = `-- name: GetAccountAgentSession :one
-SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at FROM agent_sessions WHERE account_id = $1 AND id = $2
+SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent FROM agent_sessions WHERE account_id = $1 AND id = $2
 `
 
 type GetAccountAgentSessionParams struct {
@@ -234,6 +234,7 @@ func (q *Queries) GetAccountAgentSession(ctx context.Context, arg GetAccountAgen
 		&i.CreatedAt,
 		&i.ReadyAt,
 		&i.EndedAt,
+		&i.TraceParent,
 	)
 	return i, err
 }
@@ -322,7 +323,7 @@ func (q *Queries) GetAgentCommandByKey(ctx context.Context, arg GetAgentCommandB
 }
 
 const getAgentSession = `-- name: GetAgentSession :one
-SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at FROM agent_sessions WHERE id = $1
+SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent FROM agent_sessions WHERE id = $1
 `
 
 func (q *Queries) GetAgentSession(ctx context.Context, id uuid.UUID) (AgentSession, error) {
@@ -351,12 +352,13 @@ func (q *Queries) GetAgentSession(ctx context.Context, id uuid.UUID) (AgentSessi
 		&i.CreatedAt,
 		&i.ReadyAt,
 		&i.EndedAt,
+		&i.TraceParent,
 	)
 	return i, err
 }
 
 const getAgentSessionForUpdate = `-- name: GetAgentSessionForUpdate :one
-SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at FROM agent_sessions WHERE id = $1 FOR UPDATE
+SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent FROM agent_sessions WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) GetAgentSessionForUpdate(ctx context.Context, id uuid.UUID) (AgentSession, error) {
@@ -385,6 +387,7 @@ func (q *Queries) GetAgentSessionForUpdate(ctx context.Context, id uuid.UUID) (A
 		&i.CreatedAt,
 		&i.ReadyAt,
 		&i.EndedAt,
+		&i.TraceParent,
 	)
 	return i, err
 }
@@ -580,10 +583,10 @@ func (q *Queries) InsertAgentMessage(ctx context.Context, arg InsertAgentMessage
 const insertAgentSession = `-- name: InsertAgentSession :one
 INSERT INTO agent_sessions (
     id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile,
-    max_turns, max_spend_micros, max_duration_seconds, state, key_id
+    max_turns, max_spend_micros, max_duration_seconds, state, key_id, trace_parent
 ) VALUES (
-    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'provisioning', $13
-) RETURNING id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at
+    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'provisioning', $13, $14
+) RETURNING id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent
 `
 
 type InsertAgentSessionParams struct {
@@ -600,6 +603,7 @@ type InsertAgentSessionParams struct {
 	MaxSpendMicros     int64
 	MaxDurationSeconds int32
 	KeyID              pgtype.UUID
+	TraceParent        string
 }
 
 func (q *Queries) InsertAgentSession(ctx context.Context, arg InsertAgentSessionParams) (AgentSession, error) {
@@ -617,6 +621,7 @@ func (q *Queries) InsertAgentSession(ctx context.Context, arg InsertAgentSession
 		arg.MaxSpendMicros,
 		arg.MaxDurationSeconds,
 		arg.KeyID,
+		arg.TraceParent,
 	)
 	var i AgentSession
 	err := row.Scan(
@@ -642,6 +647,7 @@ func (q *Queries) InsertAgentSession(ctx context.Context, arg InsertAgentSession
 		&i.CreatedAt,
 		&i.ReadyAt,
 		&i.EndedAt,
+		&i.TraceParent,
 	)
 	return i, err
 }
@@ -720,7 +726,7 @@ func (q *Queries) LastAgentEventSeq(ctx context.Context, sessionID uuid.UUID) (i
 }
 
 const latestSlotSession = `-- name: LatestSlotSession :one
-SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at FROM agent_sessions WHERE slot_id = $1 ORDER BY created_at DESC LIMIT 1
+SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent FROM agent_sessions WHERE slot_id = $1 ORDER BY created_at DESC LIMIT 1
 `
 
 func (q *Queries) LatestSlotSession(ctx context.Context, slotID pgtype.UUID) (AgentSession, error) {
@@ -749,12 +755,13 @@ func (q *Queries) LatestSlotSession(ctx context.Context, slotID pgtype.UUID) (Ag
 		&i.CreatedAt,
 		&i.ReadyAt,
 		&i.EndedAt,
+		&i.TraceParent,
 	)
 	return i, err
 }
 
 const listAccountAgentSessions = `-- name: ListAccountAgentSessions :many
-SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at FROM agent_sessions WHERE account_id = $1 ORDER BY created_at DESC LIMIT $2
+SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent FROM agent_sessions WHERE account_id = $1 ORDER BY created_at DESC LIMIT $2
 `
 
 type ListAccountAgentSessionsParams struct {
@@ -794,6 +801,7 @@ func (q *Queries) ListAccountAgentSessions(ctx context.Context, arg ListAccountA
 			&i.CreatedAt,
 			&i.ReadyAt,
 			&i.EndedAt,
+			&i.TraceParent,
 		); err != nil {
 			return nil, err
 		}
@@ -1054,7 +1062,7 @@ func (q *Queries) ListQueuedAgentMessages(ctx context.Context, sessionID uuid.UU
 }
 
 const liveSlotSessionForUpdate = `-- name: LiveSlotSessionForUpdate :one
-SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at FROM agent_sessions WHERE slot_id = $1 AND state NOT IN ('stopped', 'failed') FOR UPDATE
+SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent FROM agent_sessions WHERE slot_id = $1 AND state NOT IN ('stopped', 'failed') FOR UPDATE
 `
 
 func (q *Queries) LiveSlotSessionForUpdate(ctx context.Context, slotID pgtype.UUID) (AgentSession, error) {
@@ -1083,6 +1091,7 @@ func (q *Queries) LiveSlotSessionForUpdate(ctx context.Context, slotID pgtype.UU
 		&i.CreatedAt,
 		&i.ReadyAt,
 		&i.EndedAt,
+		&i.TraceParent,
 	)
 	return i, err
 }

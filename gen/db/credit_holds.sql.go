@@ -242,6 +242,59 @@ func (q *Queries) RenewCreditHolds(ctx context.Context, arg RenewCreditHoldsPara
 	return items, nil
 }
 
+const returnHeldCredit = `-- name: ReturnHeldCredit :exec
+UPDATE accounts SET held_micros = held_micros - $1::bigint WHERE id = $2
+`
+
+type ReturnHeldCreditParams struct {
+	AmountMicros int64
+	AccountID    uuid.UUID
+}
+
+// Lowers the account's held credit by what a holder gave back of its hold (ShrinkHolderHold).
+func (q *Queries) ReturnHeldCredit(ctx context.Context, arg ReturnHeldCreditParams) error {
+	_, err := q.db.Exec(ctx, returnHeldCredit, arg.AmountMicros, arg.AccountID)
+	return err
+}
+
+const shrinkHolderHold = `-- name: ShrinkHolderHold :one
+UPDATE credit_holds
+SET amount_micros = amount_micros - $1::bigint,
+    version = nextval('credit_hold_version')
+WHERE account_id = $2 AND holder = $3 AND amount_micros >= $1::bigint
+RETURNING account_id, holder, amount_micros, version, expires_at
+`
+
+type ShrinkHolderHoldParams struct {
+	AmountMicros int64
+	AccountID    uuid.UUID
+	Holder       string
+}
+
+type ShrinkHolderHoldRow struct {
+	AccountID    uuid.UUID
+	Holder       string
+	AmountMicros int64
+	Version      int64
+	ExpiresAt    time.Time
+}
+
+// Gives back amount_micros of the holder's hold on the account (locked by the caller) when the
+// hold has at least that much; no row comes back otherwise, and nothing changes. The caller
+// then lowers the account's held_micros by the same amount (ReturnHeldCredit).
+func (q *Queries) ShrinkHolderHold(ctx context.Context, arg ShrinkHolderHoldParams) (ShrinkHolderHoldRow, error) {
+	row := q.db.QueryRow(ctx, shrinkHolderHold, arg.AmountMicros, arg.AccountID, arg.Holder)
+	var i ShrinkHolderHoldRow
+	err := row.Scan(
+		&i.AccountID,
+		&i.Holder,
+		&i.AmountMicros,
+		&i.Version,
+		&i.ExpiresAt,
+	)
+	return i, err
+}
+
 const takeCreditHold = `-- name: TakeCreditHold :one
 WITH acct AS (
     SELECT a.id, a.balance_micros, a.held_micros, a.balance_micros - a.held_micros AS available

@@ -93,6 +93,7 @@ type AgentSession struct {
 	CreatedAt          time.Time
 	ReadyAt            *time.Time
 	EndedAt            *time.Time
+	TraceParent        string
 }
 
 type AgentSlot struct {
@@ -208,9 +209,73 @@ type ModelAccess struct {
 	GrantedAt time.Time
 }
 
+type OauthClient struct {
+	ID           string
+	Name         string
+	RedirectUris []string
+	ClientUri    string
+	CreatedAt    time.Time
+}
+
+type OauthCode struct {
+	CodeHash      []byte
+	ClientID      string
+	AccountID     uuid.UUID
+	UserID        uuid.UUID
+	Role          string
+	RedirectUri   string
+	CodeChallenge string
+	Resource      string
+	Scope         string
+	ExpiresAt     time.Time
+	UsedAt        *time.Time
+	GrantID       pgtype.UUID
+}
+
+type OauthGrant struct {
+	ID         uuid.UUID
+	AccountID  uuid.UUID
+	UserID     uuid.UUID
+	ClientID   string
+	Role       string
+	Resource   string
+	Scope      string
+	CreatedAt  time.Time
+	LastUsedAt *time.Time
+	RevokedAt  *time.Time
+	RevokedWhy string
+}
+
+type OauthToken struct {
+	TokenHash []byte
+	GrantID   uuid.UUID
+	Kind      string
+	ExpiresAt time.Time
+	UsedAt    *time.Time
+	CreatedAt time.Time
+}
+
 type SchemaMigration struct {
 	Version   string
 	AppliedAt time.Time
+}
+
+type StreamCheckpoint struct {
+	AccountID uuid.UUID
+	RequestID string
+	Holder    string
+	Record    []byte
+	UpdatedAt time.Time
+	ExpiresAt time.Time
+}
+
+type UsageArchive struct {
+	Month       pgtype.Date
+	ObjectKey   string
+	Records     int64
+	CostMicros  int64
+	ObjectBytes int64
+	ArchivedAt  time.Time
 }
 
 type UsageDaily struct {
@@ -260,6 +325,43 @@ type UsageRecord struct {
 	OutputCostMicros       int64
 	WaivedMicros           int64
 	CacheSavingsMicros     int64
+	TraceID                []byte
+}
+
+type UsageRecordsDefault struct {
+	ID                     int64
+	AccountID              uuid.UUID
+	RequestID              string
+	ApiKeyID               pgtype.UUID
+	Model                  string
+	Route                  string
+	Provider               string
+	UpstreamModel          string
+	InputTokens            int64
+	OutputTokens           int64
+	CostMicros             int64
+	Status                 string
+	StartedAt              time.Time
+	FinishedAt             time.Time
+	RecordedAt             time.Time
+	HostedToolCalls        []byte
+	HostedToolMicros       int64
+	OnCredit               bool
+	AgentSessionID         pgtype.UUID
+	CacheReadTokens        int64
+	CacheWrite5mTokens     int64
+	CacheWrite1hTokens     int64
+	ReasoningTokens        int64
+	ServiceTier            string
+	Price                  []byte
+	InputCostMicros        int64
+	CacheReadCostMicros    int64
+	CacheWrite5mCostMicros int64
+	CacheWrite1hCostMicros int64
+	OutputCostMicros       int64
+	WaivedMicros           int64
+	CacheSavingsMicros     int64
+	TraceID                []byte
 }
 
 type User struct {

@@ -19,6 +19,17 @@ func (q *Queries) ListenAPIKeyChanged(ctx context.Context) error {
 	return err
 }
 
+const listenCreditRelease = `-- name: ListenCreditRelease :exec
+LISTEN tollgate_credit_release
+`
+
+// Subscribes the connection to the gateway processes' requests to release idle credit holds
+// of an account, and to their answers (impl/billing).
+func (q *Queries) ListenCreditRelease(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, listenCreditRelease)
+	return err
+}
+
 const listenModelAccessChanged = `-- name: ListenModelAccessChanged :exec
 LISTEN tollgate_model_access_changed
 `
@@ -26,5 +37,15 @@ LISTEN tollgate_model_access_changed
 // Subscribes the connection to changes of accounts' model lists.
 func (q *Queries) ListenModelAccessChanged(ctx context.Context) error {
 	_, err := q.db.Exec(ctx, listenModelAccessChanged)
+	return err
+}
+
+const notifyCreditRelease = `-- name: NotifyCreditRelease :exec
+SELECT pg_notify('tollgate_credit_release', $1::text)
+`
+
+// Sends a message to every gateway process listening on tollgate_credit_release.
+func (q *Queries) NotifyCreditRelease(ctx context.Context, payload string) error {
+	_, err := q.db.Exec(ctx, notifyCreditRelease, payload)
 	return err
 }

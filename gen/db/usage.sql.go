@@ -13,7 +13,7 @@ import (
 )
 
 const listUsageRecords = `-- name: ListUsageRecords :many
-SELECT id, account_id, request_id, api_key_id, model, route, provider, upstream_model, input_tokens, output_tokens, cost_micros, status, started_at, finished_at, recorded_at, hosted_tool_calls, hosted_tool_micros, on_credit, agent_session_id, cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, reasoning_tokens, service_tier, price, input_cost_micros, cache_read_cost_micros, cache_write_5m_cost_micros, cache_write_1h_cost_micros, output_cost_micros, waived_micros, cache_savings_micros FROM usage_records WHERE account_id = $1 ORDER BY id DESC LIMIT $2
+SELECT id, account_id, request_id, api_key_id, model, route, provider, upstream_model, input_tokens, output_tokens, cost_micros, status, started_at, finished_at, recorded_at, hosted_tool_calls, hosted_tool_micros, on_credit, agent_session_id, cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, reasoning_tokens, service_tier, price, input_cost_micros, cache_read_cost_micros, cache_write_5m_cost_micros, cache_write_1h_cost_micros, output_cost_micros, waived_micros, cache_savings_micros, trace_id FROM usage_records WHERE account_id = $1 ORDER BY id DESC LIMIT $2
 `
 
 type ListUsageRecordsParams struct {
@@ -64,6 +64,7 @@ func (q *Queries) ListUsageRecords(ctx context.Context, arg ListUsageRecordsPara
 			&i.OutputCostMicros,
 			&i.WaivedMicros,
 			&i.CacheSavingsMicros,
+			&i.TraceID,
 		); err != nil {
 			return nil, err
 		}
@@ -100,7 +101,7 @@ WITH new_usage AS (
         hosted_tool_calls, hosted_tool_micros, on_credit, agent_session_id,
         cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, reasoning_tokens, service_tier, price,
         input_cost_micros, cache_read_cost_micros, cache_write_5m_cost_micros, cache_write_1h_cost_micros,
-        output_cost_micros, waived_micros, cache_savings_micros
+        output_cost_micros, waived_micros, cache_savings_micros, trace_id
     )
     SELECT r.account_id, r.request_id, NULLIF(r.api_key_id, '00000000-0000-0000-0000-000000000000'::uuid),
            r.model, r.route, r.provider, r.upstream_model,
@@ -109,7 +110,7 @@ WITH new_usage AS (
            NULLIF(r.agent_session_id, '00000000-0000-0000-0000-000000000000'::uuid),
            r.cache_read_tokens, r.cache_write_5m_tokens, r.cache_write_1h_tokens, r.reasoning_tokens, r.service_tier,
            r.price, r.input_cost_micros, r.cache_read_cost_micros, r.cache_write_5m_cost_micros,
-           r.cache_write_1h_cost_micros, r.output_cost_micros, r.waived_micros, r.cache_savings_micros
+           r.cache_write_1h_cost_micros, r.output_cost_micros, r.waived_micros, r.cache_savings_micros, r.trace_id
     FROM (
         SELECT unnest($1::uuid[]) AS account_id, unnest($2::text[]) AS request_id,
                unnest($3::uuid[]) AS api_key_id, unnest($4::text[]) AS model,
@@ -134,9 +135,12 @@ WITH new_usage AS (
                unnest($27::bigint[]) AS cache_write_1h_cost_micros,
                unnest($28::bigint[]) AS output_cost_micros,
                unnest($29::bigint[]) AS waived_micros,
-               unnest($30::bigint[]) AS cache_savings_micros
+               unnest($30::bigint[]) AS cache_savings_micros,
+               unnest($31::bytea[]) AS trace_id
     ) AS r
-    ON CONFLICT (account_id, request_id) DO NOTHING
+    WHERE NOT EXISTS (SELECT 1 FROM credit_ledger b
+                      WHERE b.account_id = r.account_id AND b.idempotency_key = 'usage:' || r.request_id)
+    ON CONFLICT (account_id, request_id, started_at) DO NOTHING
     RETURNING usage_records.id, usage_records.account_id, usage_records.request_id, usage_records.cost_micros,
               usage_records.on_credit
 ), totals AS (
@@ -152,8 +156,8 @@ WITH new_usage AS (
            (a.balance_micros - a.held_micros)::bigint AS free
     FROM accounts a
     LEFT JOIN totals t ON t.account_id = a.id
-    LEFT JOIN credit_holds h ON h.account_id = a.id AND h.holder = $31::text
-    WHERE a.id = ANY($32::uuid[])
+    LEFT JOIN credit_holds h ON h.account_id = a.id AND h.holder = $32::text
+    WHERE a.id = ANY($33::uuid[])
 ), plan AS (
     SELECT caps.account_id, caps.balance_micros, caps.total, caps.records, caps.credit_total, caps.from_hold,
            (caps.from_hold + LEAST(caps.total - caps.from_hold, caps.free))::bigint AS billed
@@ -188,7 +192,7 @@ WITH new_usage AS (
     UPDATE credit_holds
     SET amount_micros = credit_holds.amount_micros - plan.from_hold,
         version = nextval('credit_hold_version')
-    FROM plan WHERE credit_holds.account_id = plan.account_id AND credit_holds.holder = $31::text
+    FROM plan WHERE credit_holds.account_id = plan.account_id AND credit_holds.holder = $32::text
     RETURNING credit_holds.account_id, credit_holds.amount_micros, credit_holds.version
 )
 SELECT plan.account_id,
@@ -234,6 +238,7 @@ type WriteUsageBatchParams struct {
 	OutputCostMicros       []int64
 	WaivedMicros           []int64
 	CacheSavingsMicros     []int64
+	TraceIds               [][]byte
 	Holder                 string
 	AccountIds             []uuid.UUID
 }
@@ -253,13 +258,18 @@ type WriteUsageBatchRow struct {
 // (account_ids, locked by the caller in this transaction; every record's account is one of
 // them). The records come as parallel arrays of equal length, one element per record.
 //
-// The first step inserts the records; a record whose (account, request id) is already in
-// usage_records (billed by an earlier batch, or repeated in this one) conflicts on the unique
-// index and is skipped, so a batch written twice bills once. Only the records inserted now
-// go on: one usage ledger entry each (amount -cost, key usage:<request id>, balance_after
-// running in record order), and per account one decrement of the balance, of held_micros and
-// of the hold of the holder. Usage ledger entries are written nowhere else, so the unique
-// index of usage_records is also the idempotency check of the ledger.
+// The first step inserts the records; a record whose request was already billed (its usage
+// ledger entry, key usage:<request id>, exists: billed by an earlier batch, whatever start time
+// that record had and even when its month has since been archived and dropped) is skipped, and
+// so is one repeated in this batch (it conflicts on the unique index of (account, request id,
+// start time)), so a batch written twice bills once. Only the records inserted now go on: one
+// usage ledger entry each (amount -cost, key usage:<request id>, balance_after running in record
+// order), and per account one decrement of the balance, of held_micros and of the hold of the
+// holder. Usage ledger entries are written nowhere else, and the writer locks the batch's
+// accounts before this statement (whose snapshot therefore sees every earlier batch of them),
+// so the ledger's unique key is the idempotency check of usage_records (which, partitioned by
+// month since migration 0014, cannot have a unique index without the start time). trace_ids
+// are 16-byte trace ids, NULL for a request that was not traced.
 //
 // The cost is drawn from that hold; only when the hold no longer covers it (it expired and was
 // released) from the free credit of the account (balance - held); whatever neither covers is
@@ -302,6 +312,7 @@ func (q *Queries) WriteUsageBatch(ctx context.Context, arg WriteUsageBatchParams
 		arg.OutputCostMicros,
 		arg.WaivedMicros,
 		arg.CacheSavingsMicros,
+		arg.TraceIds,
 		arg.Holder,
 		arg.AccountIds,
 	)

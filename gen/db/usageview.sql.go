@@ -13,6 +13,237 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const usageArchiveUnlock = `-- name: UsageArchiveUnlock :one
+SELECT pg_advisory_unlock(hashtext('usage_records archive'))::boolean AS unlocked
+`
+
+// Releases the lock UsageTryArchiveLock took, on the same session.
+func (q *Queries) UsageArchiveUnlock(ctx context.Context) (bool, error) {
+	row := q.db.QueryRow(ctx, usageArchiveUnlock)
+	var unlocked bool
+	err := row.Scan(&unlocked)
+	return unlocked, err
+}
+
+const usageArchivedMonths = `-- name: UsageArchivedMonths :many
+SELECT month, object_key, records, cost_micros, object_bytes, archived_at FROM usage_archives ORDER BY month
+`
+
+// The months of usage_records archived to Parquet (migration 0014), oldest first: every read
+// of a period that covers one of them reads it from its object as well.
+func (q *Queries) UsageArchivedMonths(ctx context.Context) ([]UsageArchive, error) {
+	rows, err := q.db.Query(ctx, usageArchivedMonths)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []UsageArchive{}
+	for rows.Next() {
+		var i UsageArchive
+		if err := rows.Scan(
+			&i.Month,
+			&i.ObjectKey,
+			&i.Records,
+			&i.CostMicros,
+			&i.ObjectBytes,
+			&i.ArchivedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const usageCreatePartition = `-- name: UsageCreatePartition :one
+SELECT usage_partition_create($1::date)::boolean AS created
+`
+
+// Makes the partition of the UTC month that starts at @month unless it exists or the month is
+// archived; true when it made it (usage_partition_create, migration 0014).
+func (q *Queries) UsageCreatePartition(ctx context.Context, month pgtype.Date) (bool, error) {
+	row := q.db.QueryRow(ctx, usageCreatePartition, month)
+	var created bool
+	err := row.Scan(&created)
+	return created, err
+}
+
+const usageMonthRows = `-- name: UsageMonthRows :many
+SELECT id, account_id, request_id, api_key_id, model, route, provider, upstream_model, input_tokens, output_tokens,
+       cost_micros, status, started_at, finished_at, recorded_at, hosted_tool_calls, hosted_tool_micros, on_credit,
+       agent_session_id, cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, reasoning_tokens,
+       service_tier, price, input_cost_micros, cache_read_cost_micros, cache_write_5m_cost_micros,
+       cache_write_1h_cost_micros, output_cost_micros, waived_micros, cache_savings_micros, trace_id
+FROM usage_records
+WHERE started_at >= $1::timestamptz AND started_at < $2::timestamptz AND id > $3::bigint
+ORDER BY id
+LIMIT $4
+`
+
+type UsageMonthRowsParams struct {
+	FromTime time.Time
+	ToTime   time.Time
+	AfterID  int64
+	Lim      int32
+}
+
+// One batch of the usage records of every account that started in [@from_time, @to_time), in
+// id order after @after_id: the archiver reads a month in batches (one index range scan of the
+// month's partition each).
+func (q *Queries) UsageMonthRows(ctx context.Context, arg UsageMonthRowsParams) ([]UsageRecord, error) {
+	rows, err := q.db.Query(ctx, usageMonthRows,
+		arg.FromTime,
+		arg.ToTime,
+		arg.AfterID,
+		arg.Lim,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []UsageRecord{}
+	for rows.Next() {
+		var i UsageRecord
+		if err := rows.Scan(
+			&i.ID,
+			&i.AccountID,
+			&i.RequestID,
+			&i.ApiKeyID,
+			&i.Model,
+			&i.Route,
+			&i.Provider,
+			&i.UpstreamModel,
+			&i.InputTokens,
+			&i.OutputTokens,
+			&i.CostMicros,
+			&i.Status,
+			&i.StartedAt,
+			&i.FinishedAt,
+			&i.RecordedAt,
+			&i.HostedToolCalls,
+			&i.HostedToolMicros,
+			&i.OnCredit,
+			&i.AgentSessionID,
+			&i.CacheReadTokens,
+			&i.CacheWrite5mTokens,
+			&i.CacheWrite1hTokens,
+			&i.ReasoningTokens,
+			&i.ServiceTier,
+			&i.Price,
+			&i.InputCostMicros,
+			&i.CacheReadCostMicros,
+			&i.CacheWrite5mCostMicros,
+			&i.CacheWrite1hCostMicros,
+			&i.OutputCostMicros,
+			&i.WaivedMicros,
+			&i.CacheSavingsMicros,
+			&i.TraceID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const usageMonthTotals = `-- name: UsageMonthTotals :one
+SELECT COUNT(*)::bigint AS records, COALESCE(SUM(cost_micros), 0)::bigint AS cost_micros
+FROM usage_records
+WHERE started_at >= $1::timestamptz AND started_at < $2::timestamptz
+`
+
+type UsageMonthTotalsParams struct {
+	FromTime time.Time
+	ToTime   time.Time
+}
+
+type UsageMonthTotalsRow struct {
+	Records    int64
+	CostMicros int64
+}
+
+// The number of usage records that started in [@from_time, @to_time) and their cost, of every
+// account (the archiver's check of a month).
+func (q *Queries) UsageMonthTotals(ctx context.Context, arg UsageMonthTotalsParams) (UsageMonthTotalsRow, error) {
+	row := q.db.QueryRow(ctx, usageMonthTotals, arg.FromTime, arg.ToTime)
+	var i UsageMonthTotalsRow
+	err := row.Scan(&i.Records, &i.CostMicros)
+	return i, err
+}
+
+const usagePartitionMonths = `-- name: UsagePartitionMonths :many
+SELECT m::date AS month FROM usage_partition_months() AS m ORDER BY 1
+`
+
+// The months that have a partition of usage_records (usage_partition_months, migration 0014),
+// oldest first.
+func (q *Queries) UsagePartitionMonths(ctx context.Context) ([]pgtype.Date, error) {
+	rows, err := q.db.Query(ctx, usagePartitionMonths)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []pgtype.Date{}
+	for rows.Next() {
+		var month pgtype.Date
+		if err := rows.Scan(&month); err != nil {
+			return nil, err
+		}
+		items = append(items, month)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const usageRetirePartition = `-- name: UsageRetirePartition :one
+SELECT usage_partition_retire($1::date, $2::text, $3::bigint, $4::bigint, $5::bigint)::boolean AS retired
+`
+
+type UsageRetirePartitionParams struct {
+	Month       pgtype.Date
+	ObjectKey   string
+	Records     int64
+	CostMicros  int64
+	ObjectBytes int64
+}
+
+// Records the month's archive and drops its partition when the partition holds exactly
+// @records rows costing @cost_micros (usage_partition_retire, migration 0014): false, and
+// nothing dropped, when it does not.
+func (q *Queries) UsageRetirePartition(ctx context.Context, arg UsageRetirePartitionParams) (bool, error) {
+	row := q.db.QueryRow(ctx, usageRetirePartition,
+		arg.Month,
+		arg.ObjectKey,
+		arg.Records,
+		arg.CostMicros,
+		arg.ObjectBytes,
+	)
+	var retired bool
+	err := row.Scan(&retired)
+	return retired, err
+}
+
+const usageTryArchiveLock = `-- name: UsageTryArchiveLock :one
+SELECT pg_try_advisory_lock(hashtext('usage_records archive'))::boolean AS locked
+`
+
+// Takes the session-level advisory lock of usage archival if no other session holds it: one
+// gateway process archives at a time (impl/usagearchive).
+func (q *Queries) UsageTryArchiveLock(ctx context.Context) (bool, error) {
+	row := q.db.QueryRow(ctx, usageTryArchiveLock)
+	var locked bool
+	err := row.Scan(&locked)
+	return locked, err
+}
+
 const usageViewAccountBalance = `-- name: UsageViewAccountBalance :one
 SELECT balance_micros, held_micros FROM accounts WHERE id = $1
 `
@@ -218,7 +449,7 @@ SELECT u.id, u.request_id, u.started_at, u.finished_at, u.route, u.model, u.prov
        u.status, u.on_credit,
        u.cache_read_tokens, u.cache_write_5m_tokens, u.cache_write_1h_tokens, u.reasoning_tokens,
        u.service_tier, u.price, u.input_cost_micros, u.cache_read_cost_micros, u.cache_write_5m_cost_micros,
-       u.cache_write_1h_cost_micros, u.output_cost_micros, u.waived_micros, u.cache_savings_micros
+       u.cache_write_1h_cost_micros, u.output_cost_micros, u.waived_micros, u.cache_savings_micros, u.trace_id
 FROM usage_records u
 WHERE u.account_id = $1
   AND u.started_at >= $2::timestamptz AND u.started_at < $3::timestamptz
@@ -274,6 +505,7 @@ type UsageViewLogPageRow struct {
 	OutputCostMicros       int64
 	WaivedMicros           int64
 	CacheSavingsMicros     int64
+	TraceID                []byte
 }
 
 // One keyset page of the request log, newest first. Every query of the Usage page is scoped by
@@ -338,6 +570,7 @@ func (q *Queries) UsageViewLogPage(ctx context.Context, arg UsageViewLogPagePara
 			&i.OutputCostMicros,
 			&i.WaivedMicros,
 			&i.CacheSavingsMicros,
+			&i.TraceID,
 		); err != nil {
 			return nil, err
 		}
@@ -356,7 +589,7 @@ SELECT u.id, u.request_id, u.started_at, u.finished_at, u.route, u.model, u.prov
        u.status, u.on_credit,
        u.cache_read_tokens, u.cache_write_5m_tokens, u.cache_write_1h_tokens, u.reasoning_tokens,
        u.service_tier, u.price, u.input_cost_micros, u.cache_read_cost_micros, u.cache_write_5m_cost_micros,
-       u.cache_write_1h_cost_micros, u.output_cost_micros, u.waived_micros, u.cache_savings_micros
+       u.cache_write_1h_cost_micros, u.output_cost_micros, u.waived_micros, u.cache_savings_micros, u.trace_id
 FROM usage_records u
 WHERE u.account_id = $1 AND u.api_key_id = $2::uuid
   AND u.started_at >= $3::timestamptz AND u.started_at < $4::timestamptz
@@ -411,6 +644,7 @@ type UsageViewLogPageByKeyRow struct {
 	OutputCostMicros       int64
 	WaivedMicros           int64
 	CacheSavingsMicros     int64
+	TraceID                []byte
 }
 
 func (q *Queries) UsageViewLogPageByKey(ctx context.Context, arg UsageViewLogPageByKeyParams) ([]UsageViewLogPageByKeyRow, error) {
@@ -463,6 +697,7 @@ func (q *Queries) UsageViewLogPageByKey(ctx context.Context, arg UsageViewLogPag
 			&i.OutputCostMicros,
 			&i.WaivedMicros,
 			&i.CacheSavingsMicros,
+			&i.TraceID,
 		); err != nil {
 			return nil, err
 		}
@@ -481,7 +716,7 @@ SELECT u.id, u.request_id, u.started_at, u.finished_at, u.route, u.model, u.prov
        u.status, u.on_credit,
        u.cache_read_tokens, u.cache_write_5m_tokens, u.cache_write_1h_tokens, u.reasoning_tokens,
        u.service_tier, u.price, u.input_cost_micros, u.cache_read_cost_micros, u.cache_write_5m_cost_micros,
-       u.cache_write_1h_cost_micros, u.output_cost_micros, u.waived_micros, u.cache_savings_micros
+       u.cache_write_1h_cost_micros, u.output_cost_micros, u.waived_micros, u.cache_savings_micros, u.trace_id
 FROM usage_records u
 WHERE u.account_id = $1 AND u.model = $2::text
   AND u.started_at >= $3::timestamptz AND u.started_at < $4::timestamptz
@@ -534,6 +769,7 @@ type UsageViewLogPageByModelRow struct {
 	OutputCostMicros       int64
 	WaivedMicros           int64
 	CacheSavingsMicros     int64
+	TraceID                []byte
 }
 
 func (q *Queries) UsageViewLogPageByModel(ctx context.Context, arg UsageViewLogPageByModelParams) ([]UsageViewLogPageByModelRow, error) {
@@ -585,6 +821,7 @@ func (q *Queries) UsageViewLogPageByModel(ctx context.Context, arg UsageViewLogP
 			&i.OutputCostMicros,
 			&i.WaivedMicros,
 			&i.CacheSavingsMicros,
+			&i.TraceID,
 		); err != nil {
 			return nil, err
 		}
@@ -827,8 +1064,12 @@ FROM (
     ORDER BY e.id
     LIMIT $4
 ) AS l
-LEFT JOIN usage_records u
-       ON l.reason = 'usage' AND u.account_id = l.account_id AND u.request_id = substr(l.idempotency_key, 7)
+LEFT JOIN LATERAL (
+    SELECT r.id, r.account_id, r.request_id, r.api_key_id, r.model, r.route, r.provider, r.upstream_model, r.input_tokens, r.output_tokens, r.cost_micros, r.status, r.started_at, r.finished_at, r.recorded_at, r.hosted_tool_calls, r.hosted_tool_micros, r.on_credit, r.agent_session_id, r.cache_read_tokens, r.cache_write_5m_tokens, r.cache_write_1h_tokens, r.reasoning_tokens, r.service_tier, r.price, r.input_cost_micros, r.cache_read_cost_micros, r.cache_write_5m_cost_micros, r.cache_write_1h_cost_micros, r.output_cost_micros, r.waived_micros, r.cache_savings_micros, r.trace_id FROM usage_records r
+    WHERE l.reason = 'usage' AND r.account_id = l.account_id AND r.request_id = substr(l.idempotency_key, 7)
+      AND r.started_at <= l.created_at + interval '1 day'
+    LIMIT 1
+) AS u ON true
 ORDER BY l.id
 `
 
@@ -880,8 +1121,11 @@ type UsageViewStatementLinesRow struct {
 // @closing_id, in ledger order, each usage entry (idempotency key 'usage:' || request id) with
 // the account's usage record of that request id, which explains its cost (has_record false when
 // the record is gone, or for other entries). The page of entries is taken first, then joined:
-// one index lookup of usage_records per usage line of the page (which also keeps the planner
-// from a parallel plan for what is at most a page).
+// one index lookup of usage_records per usage line of the page (a lateral lookup: with monthly
+// partitions the planner would otherwise hash every partition whole for a custom plan). A request starts before its usage entry is
+// written (the bound allows a day of clocks disagreeing), which lets PostgreSQL skip the monthly
+// partitions after the entry's (migration 0014); a record whose month was archived is not
+// here (has_record false), and impl/usageview reads it from the month's archive.
 func (q *Queries) UsageViewStatementLines(ctx context.Context, arg UsageViewStatementLinesParams) ([]UsageViewStatementLinesRow, error) {
 	rows, err := q.db.Query(ctx, usageViewStatementLines,
 		arg.AccountID,

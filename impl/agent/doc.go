@@ -24,9 +24,12 @@
 // # Steps
 //
 // A step is one River job, unique per (session, step number). It takes the session's queued
-// messages, checks the stop request and the bounds, makes one model call (a turn) through the
-// gateway's own routing, reservation and metering (Options.Call), with the environment's
-// tools offered as chat-completions function tools, runs the tool calls the model answered,
+// messages, checks the stop request and the bounds, makes one model call (a turn) by calling
+// the gateway's one exchange directly with the neutral request (exchange.Engine.Call with an
+// llm.Request; the answer comes back as an llm.Response: the same routing, reservation,
+// upstream attempts and metering as every HTTP request, with no HTTP request around it and no
+// JSON in between; this package does not import impl/httpapi), with the environment's
+// tools offered as functions, runs the tool calls the model answered,
 // and then, in ONE transaction, appends the step's events, updates the session row, inserts
 // the next job (another step after tool calls; none after a text answer, when the session goes
 // back to ready) and completes the current job. The model sees the conversation rebuilt from

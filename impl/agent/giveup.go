@@ -35,6 +35,8 @@ const sweepBatch = 100
 // error) rather than leaving it busy. An attempt cut short because the process is stopping is
 // not a failure: River gives it back and the step runs again, on any process.
 func (w *stepWorker) Work(ctx context.Context, job *river.Job[stepArgs]) (err error) {
+	ctx, span := startStep(ctx, job.JobRow, job.Args)
+	defer func() { endSpan(span, err) }()
 	defer func() {
 		if v := recover(); v != nil {
 			w.s.log.Error("agent: a step panicked", "session", job.Args.SessionID, "panic", v, "stack", string(debug.Stack()))

@@ -112,7 +112,7 @@ func (s *Service) insert(ctx context.Context, tx pgx.Tx, args river.JobArgs, opt
 func (s *Service) enqueueStep(st *sessionTx) error {
 	st.row.Step++
 	return s.insert(st.ctx, st.tx, stepArgs{SessionID: st.row.ID, Step: st.row.Step},
-		&river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}})
+		&river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}, Metadata: jobMetadata(st.ctx, st.row.TraceParent)})
 }
 
 // kick makes a ready session busy when a message waits for it.

@@ -15,43 +15,14 @@ import (
 	"github.com/tollgate/tollgate/gen/db"
 	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/config"
-	"github.com/tollgate/tollgate/impl/mcp"
+	"github.com/tollgate/tollgate/impl/exchange"
 	"github.com/tollgate/tollgate/impl/store"
+	"github.com/tollgate/tollgate/impl/tool"
 )
 
-// ModelCall is one model call of a session: a chat-completions request (non-streamed) for the
-// session's account, run through the gateway's routing, reservation and metering.
-type ModelCall struct {
-	Principal auth.Principal
-	// RequestID is the call's request id (agt_<session>_<turn>): its usage record's, which the
-	// ledger bills once.
-	RequestID string
-	SessionID uuid.UUID
-	// Body is the chat-completions request.
-	Body []byte
-	// CeilingMicros bounds the call's worst-case cost: its output bound is lowered to fit.
-	CeilingMicros int64
-}
-
-// ModelAnswer is a model call's answer: the chat-completions response and what it cost.
-type ModelAnswer struct {
-	Body         []byte
-	Expert       string
-	InputTokens  int64
-	OutputTokens int64
-	// CacheReadTokens and CacheWriteTokens are the parts of InputTokens read from and written
-	// to the provider's prompt cache.
-	CacheReadTokens  int64
-	CacheWriteTokens int64
-	CostMicros       int64
-}
-
-// ModelCaller runs model calls. It returns ErrSpendCeiling when not even a minimal call fits
-// the ceiling, an *apierror.Error for a refusal or an upstream failure.
-type ModelCaller func(ctx context.Context, c ModelCall) (ModelAnswer, error)
-
-// ErrSpendCeiling reports a model call whose smallest worst case does not fit its ceiling.
-var ErrSpendCeiling = errors.New("the model call does not fit the session's remaining spend")
+// ErrSpendCeiling reports a model call whose smallest worst case does not fit its ceiling
+// (the exchange's exchange.ErrSpendCeiling).
+var ErrSpendCeiling = exchange.ErrSpendCeiling
 
 // Options are what a Service is built from.
 type Options struct {
@@ -62,15 +33,17 @@ type Options struct {
 	Config *config.Config
 	// Tools are the MCP tenant tools; a session is offered the read-only ones its environment
 	// names, and open_ticket.
-	Tools []mcp.Tool
-	// Call runs model calls; nil for a Service that only reads and records (the operator's
-	// commands), whose Run must not be called.
-	Call ModelCaller
+	Tools []tool.Tool
+	// Exchange runs the sessions' model calls, each a neutral request (llm.Request) for the
+	// session's principal, through the gateway's one exchange (routing, reservation, upstream
+	// attempts, metering) called directly; nil for a Service that only reads and records (the
+	// operator's commands), whose Run must not be called.
+	Exchange *exchange.Engine
 	// KeyPrincipal returns the API key with id as the gateway's authentication sees it, with
 	// its limits (auth.Authenticator.KeyPrincipal): auth.ErrUnknown for a revoked or unknown
 	// key, auth.ErrDisabled for a disabled one, an *auth.ExpiredError for an expired one. Every
 	// step of a session started with a key calls it, so that the session's model calls keep to
-	// the key's limits; required with Call.
+	// the key's limits; required with Exchange.
 	KeyPrincipal func(ctx context.Context, id uuid.UUID) (auth.Principal, error)
 	Logger       *slog.Logger
 }
@@ -81,8 +54,8 @@ type Service struct {
 	q        *db.Queries
 	cfg      config.Agents
 	models   *config.Config
-	tools    map[string]mcp.Tool
-	call     ModelCaller
+	tools    map[string]tool.Tool
+	exchange *exchange.Engine
 	key      func(ctx context.Context, id uuid.UUID) (auth.Principal, error)
 	log      *slog.Logger
 	riverLog *slog.Logger
@@ -105,7 +78,7 @@ func New(o Options) (*Service, error) {
 		o.Logger = slog.Default()
 	}
 	s := &Service{pool: o.Store.Pool(), q: db.New(o.Store.Pool()), cfg: cfg, models: o.Config,
-		tools: map[string]mcp.Tool{}, call: o.Call, key: o.KeyPrincipal, log: o.Logger,
+		tools: map[string]tool.Tool{}, exchange: o.Exchange, key: o.KeyPrincipal, log: o.Logger,
 		// River reports every start and stop at info; its warnings and errors are what matter.
 		riverLog: slog.New(minLevel{o.Logger.Handler(), slog.LevelWarn})}
 	for _, t := range o.Tools {
@@ -125,8 +98,8 @@ func New(o Options) (*Service, error) {
 // jobs get config agents.stop_grace to finish before they are cancelled; a cancelled step runs
 // again, on any process, and its model call is billed once.
 func (s *Service) Run(ctx context.Context) error {
-	if s.call == nil || s.key == nil {
-		return errors.New("agent: Run needs Options.Call and Options.KeyPrincipal")
+	if s.exchange == nil || s.key == nil {
+		return errors.New("agent: Run needs Options.Exchange and Options.KeyPrincipal")
 	}
 	work, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()

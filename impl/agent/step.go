@@ -13,12 +13,15 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tollgate/tollgate/gen/db"
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/billing"
-	"github.com/tollgate/tollgate/impl/mcp"
+	"github.com/tollgate/tollgate/impl/exchange"
+	"github.com/tollgate/tollgate/impl/llm"
+	"github.com/tollgate/tollgate/impl/tool"
 )
 
 // ToolOpenTicket is the agents' own tool: it opens a ticket of the session's account.
@@ -52,22 +55,6 @@ type toolCall struct {
 	Result              string
 	Truncated, IsError  bool
 	ticket              *db.InsertAgentTicketParams
-}
-
-// chatAnswer is what a step reads of a chat completion.
-type chatAnswer struct {
-	Choices []struct {
-		Message struct {
-			Content   *string `json:"content"`
-			ToolCalls []struct {
-				ID       string `json:"id"`
-				Function struct {
-					Name      string `json:"name"`
-					Arguments string `json:"arguments"`
-				} `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"message"`
-	} `json:"choices"`
 }
 
 // work runs one attempt of a step (Work wraps it).
@@ -115,11 +102,12 @@ func (w *stepWorker) work(ctx context.Context, job *river.Job[stepArgs]) error {
 		return err
 	}
 	env := s.environment(row.TargetEnvironment)
-	body, err := s.requestBody(row, events, queued, env)
+	req, err := s.modelRequest(row, events, queued, env)
 	if err != nil {
 		return err
 	}
 	turn := int(row.Turns) + 1
+	describeStep(trace.SpanFromContext(ctx), row, p, turn)
 	// The call's worst case must fit what is left of the session's max_spend and of the key's
 	// credit cap in its period: its output bound is lowered to fit the smaller.
 	ceiling, bound := row.MaxSpendMicros-row.SpentMicros, ReasonMaxSpend
@@ -133,25 +121,19 @@ func (w *stepWorker) work(ctx context.Context, job *river.Job[stepArgs]) error {
 	if ceiling <= 0 {
 		return s.finishStep(ctx, job, func(st *sessionTx) error { return st.end(StateStopped, bound) })
 	}
-	ans, err := s.call(ctx, ModelCall{Principal: p, RequestID: RequestID(row.ID, turn), SessionID: row.ID, Body: body,
+	// The call goes straight into the exchange: no HTTP request, no request context.
+	ans, err := s.exchange.Call(ctx, exchange.Call{Principal: p, RequestID: RequestID(row.ID, turn), SessionID: row.ID, Request: req,
 		CeilingMicros: ceiling})
 	if err != nil {
 		return s.callFailed(ctx, job, bound, err)
 	}
-	var answer chatAnswer
-	if err := json.Unmarshal(ans.Body, &answer); err != nil || len(answer.Choices) == 0 {
-		// The gateway made the answer; this is a fault of ours, not of the model.
-		return fmt.Errorf("agent: unreadable answer to %s: %v", RequestID(row.ID, turn), err)
-	}
-	msg := answer.Choices[0].Message
-	text := ""
-	if msg.Content != nil {
-		text = *msg.Content
-	}
-	calls := make([]toolCall, len(msg.ToolCalls))
-	for i, c := range msg.ToolCalls {
-		calls[i] = toolCall{ID: c.ID, Name: c.Function.Name, Arguments: c.Function.Arguments}
-		s.runTool(ctx, p, row, env, &calls[i])
+	// The answer comes back in the neutral form: its text and its tool calls.
+	text := ans.Response.Text
+	calls := make([]toolCall, len(ans.Response.ToolCalls))
+	for i, c := range ans.Response.ToolCalls {
+		calls[i] = toolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments}
+		tctx, span := startToolSpan(ctx, row, &calls[i])
+		endToolSpan(span, &calls[i], s.runTool(tctx, p, row, env, &calls[i]))
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -342,17 +324,26 @@ func (s *Service) environment(name string) []string {
 	return out
 }
 
-// requestBody is the chat-completions request of a step: the system prompt, the conversation
-// rebuilt from the session's events, the queued messages, and the environment's tools.
-func (s *Service) requestBody(row db.AgentSession, events []db.AgentEvent, queued []db.AgentMessage, env []string) ([]byte, error) {
+// modelRequest is the model request of a step, in the neutral form the exchange takes: the system
+// prompt, the conversation rebuilt from the session's events, the queued messages, and the
+// environment's tools as functions. It is the neutral form of the chat-completions request a
+// step sent before the exchange took neutral requests (step_internal_test.go holds that
+// request and checks that the two agree), so the upstreams are asked the same.
+func (s *Service) modelRequest(row db.AgentSession, events []db.AgentEvent, queued []db.AgentMessage, env []string) (*llm.Request, error) {
 	name := row.AgentName
 	if name == "" {
 		name = "an agent"
 	}
-	system := fmt.Sprintf("You are %s, running inside tollgate for one account. Your purpose: %s. "+
+	req := &llm.Request{Source: llm.FormatChat, Model: row.Model, System: fmt.Sprintf("You are %s, running inside tollgate for one account. Your purpose: %s. "+
 		"Use the tools to read the account's datasets; open a ticket with open_ticket when a person must act. "+
-		"When you are done, answer in plain text.", name, row.Purpose)
-	msgs := []map[string]any{{"role": "system", "content": system}}
+		"When you are done, answer in plain text.", name, row.Purpose)}
+	// turnOf is the turn of each assistant message that a model call made (0 for an answer in
+	// plain text), so that a turn's tool calls join its message.
+	var turnOf []int
+	add := func(m llm.Message, turn int) {
+		req.Messages = append(req.Messages, m)
+		turnOf = append(turnOf, turn)
+	}
 	for _, e := range events {
 		var d struct {
 			Text      string `json:"text"`
@@ -366,56 +357,54 @@ func (s *Service) requestBody(row db.AgentSession, events []db.AgentEvent, queue
 		}
 		switch e.Kind {
 		case "message_in":
-			msgs = append(msgs, map[string]any{"role": "user", "content": d.Text})
+			add(llm.Message{Role: llm.RoleUser, Parts: textParts(d.Text, true)}, 0)
 		case "model_call":
 			if d.Text != "" {
-				msgs = append(msgs, map[string]any{"role": "assistant", "content": d.Text, "tool_calls": []any{}, "turn": d.Turn})
+				add(llm.Message{Role: llm.RoleAssistant, Parts: textParts(d.Text, false)}, d.Turn)
 			}
 		case "tool_call":
-			call := map[string]any{"id": d.CallID, "type": "function", "function": map[string]any{"name": d.Name, "arguments": d.Arguments}}
-			last := msgs[len(msgs)-1]
-			if last["role"] == "assistant" && last["turn"] == d.Turn {
-				last["tool_calls"] = append(last["tool_calls"].([]any), call)
+			call := llm.ToolCall{ID: d.CallID, Name: d.Name, Arguments: d.Arguments}
+			if last := len(req.Messages) - 1; last >= 0 && req.Messages[last].Role == llm.RoleAssistant && turnOf[last] == d.Turn {
+				req.Messages[last].ToolCalls = append(req.Messages[last].ToolCalls, call)
 			} else {
-				msgs = append(msgs, map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{call}, "turn": d.Turn})
+				add(llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{call}}, d.Turn)
 			}
 		case "tool_result":
-			msgs = append(msgs, map[string]any{"role": "tool", "tool_call_id": d.CallID, "content": d.Text})
+			add(llm.Message{Role: llm.RoleTool, ToolCallID: d.CallID, Parts: textParts(d.Text, true)}, 0)
 		case "message_out":
-			msgs = append(msgs, map[string]any{"role": "assistant", "content": d.Text})
+			add(llm.Message{Role: llm.RoleAssistant, Parts: textParts(d.Text, false)}, 0)
 		}
 	}
 	for _, m := range queued {
-		msgs = append(msgs, map[string]any{"role": "user", "content": m.Text})
+		add(llm.Message{Role: llm.RoleUser, Parts: textParts(m.Text, true)}, 0)
 	}
-	for _, m := range msgs {
-		delete(m, "turn")
-		if tc, ok := m["tool_calls"].([]any); ok && len(tc) == 0 {
-			delete(m, "tool_calls")
-		}
-	}
-	req := map[string]any{"model": row.Model, "messages": msgs}
-	var tools []any
 	for _, name := range env {
 		if name == ToolOpenTicket {
-			tools = append(tools, map[string]any{"type": "function", "function": map[string]any{"name": ToolOpenTicket,
-				"description": "Open a ticket of the account for a person to look at: a title and the details.",
-				"parameters":  json.RawMessage(openTicketSchema)}})
+			req.Tools = append(req.Tools, llm.Tool{Name: ToolOpenTicket,
+				Description: "Open a ticket of the account for a person to look at: a title and the details.",
+				Parameters:  json.RawMessage(openTicketSchema)})
 			continue
 		}
 		t := s.tools[name]
-		tools = append(tools, map[string]any{"type": "function", "function": map[string]any{"name": t.Name,
-			"description": t.Description, "parameters": t.InputSchema}})
+		req.Tools = append(req.Tools, llm.Tool{Name: t.Name, Description: t.Description, Parameters: t.InputSchema})
 	}
-	if len(tools) > 0 {
-		req["tools"] = tools
+	return req, nil
+}
+
+// textParts is a message's content of text: one part, or none for an assistant's empty text
+// (as a chat request's empty assistant content reads: "tool calls only"). keepEmpty keeps an
+// empty text of a user or a tool as one empty part.
+func textParts(text string, keepEmpty bool) []llm.Part {
+	if text == "" && !keepEmpty {
+		return nil
 	}
-	return json.Marshal(req)
+	return []llm.Part{{Kind: llm.PartText, Text: text}}
 }
 
 // runTool runs one tool call of the model for the session's account, and bounds its result.
-// An open_ticket call is only prepared: its ticket is inserted with the step's events.
-func (s *Service) runTool(ctx context.Context, p auth.Principal, row db.AgentSession, env []string, c *toolCall) {
+// An open_ticket call is only prepared: its ticket is inserted with the step's events. It
+// returns toolErrorInternal for a tool that failed on a fault of ours (its span's error.type).
+func (s *Service) runTool(ctx context.Context, p auth.Principal, row db.AgentSession, env []string, c *toolCall) (errType string) {
 	fail := func(format string, args ...any) {
 		c.Result, c.IsError = "Error: "+fmt.Sprintf(format, args...), true
 	}
@@ -423,6 +412,7 @@ func (s *Service) runTool(ctx context.Context, p auth.Principal, row db.AgentSes
 		if v := recover(); v != nil {
 			s.log.Error("agent: a tool panicked", "tool", c.Name, "panic", v)
 			fail("the tool failed (internal error)")
+			errType = toolErrorInternal
 		}
 		c.Result, c.Truncated = bound(c.Result, MaxToolResult)
 	}()
@@ -458,16 +448,17 @@ func (s *Service) runTool(ctx context.Context, p auth.Principal, row db.AgentSes
 	}
 	res, err := s.tools[c.Name].Handler(ctx, p, args)
 	if err != nil {
-		var pe *mcp.PublicError
+		var pe *tool.PublicError
 		if errors.As(err, &pe) {
 			fail("%s", pe.Message)
 			return
 		}
 		s.log.Error("agent: a tool failed", "tool", c.Name, "session", row.ID, "err", err)
 		fail("the tool failed (internal error)")
-		return
+		return toolErrorInternal
 	}
 	c.Result, c.IsError = res.Text, res.IsError
+	return ""
 }
 
 // bound cuts text to at most n bytes on a character boundary, and says whether it did.

@@ -177,13 +177,18 @@ func names[V any](m map[string]V) string {
 
 // createSession creates a session in the slot, with the prompt as its first message, and the
 // job that provisions it.
-func (s *Service) createSession(ctx context.Context, tx pgx.Tx, q *db.Queries, account, key uuid.UUID, slot db.AgentSlot, p spawnParams, prompt string, command uuid.UUID) (db.AgentSession, error) {
-	row, err := q.InsertAgentSession(ctx, db.InsertAgentSessionParams{
+func (s *Service) createSession(ctx context.Context, tx pgx.Tx, q *db.Queries, account, key uuid.UUID, slot db.AgentSlot, p spawnParams, prompt string, command uuid.UUID) (_ db.AgentSession, err error) {
+	params := db.InsertAgentSessionParams{
 		ID: uuid.New(), AccountID: account, SlotID: pgUUID(slot.ID), SlotName: slot.Name, Model: p.model,
 		Purpose: p.purpose, AgentName: p.agentName, TargetEnvironment: p.environment, ResourceProfile: p.profile,
 		MaxTurns: int32(p.maxTurns), MaxSpendMicros: p.maxSpend, MaxDurationSeconds: int32(max(p.maxDuration/time.Second, 1)),
 		KeyID: pgUUID(key),
-	})
+	}
+	// The session's trace starts here (trace.go); its steps continue it from the row.
+	spanCtx, span := startInvokeAgent(ctx, params)
+	defer func() { endSpan(span, err) }()
+	params.TraceParent = traceparent(spanCtx)
+	row, err := q.InsertAgentSession(ctx, params)
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "23505" {

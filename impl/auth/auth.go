@@ -25,11 +25,28 @@ type Principal struct {
 	// Limits are the key's other limits (expiry, credit cap, model subset); nil when it has
 	// none, so that a key without them costs nothing more per request.
 	Limits *KeyLimits
+	// OAuth is set when the caller is an MCP client signed in with OAuth (impl/mcpauth) rather
+	// than an API key: the grant, the member who approved it and the client it was issued to.
+	// It is nil for API keys.
+	OAuth *OAuthActor
 	// disabled is set for a disabled key, which is cached as such and refused.
 	disabled bool
 	// keyText and accountText are the ids as text, made once when the key is looked up rather
 	// than on every request (the rate limiter and the access log use them).
 	keyText, accountText string
+}
+
+// OAuthActor is who an OAuth access token acts for: the grant, its member and its client.
+type OAuthActor struct {
+	// GrantID is the grant the access token belongs to; the rate limit is kept per grant.
+	GrantID uuid.UUID
+	// UserID and UserEmail name the member who approved the grant.
+	UserID    uuid.UUID
+	UserEmail string
+	// ClientID and ClientName name the client (the app) the grant was issued to; ClientName
+	// is empty when the client registered none.
+	ClientID   string
+	ClientName string
 }
 
 // KeyLimits are the limits of a key beyond its requests-per-minute cap.
@@ -54,10 +71,14 @@ func (p Principal) AllowsModel(id string) bool {
 	return ok
 }
 
-// KeyText is the key's id as text.
+// KeyText is the key's id as text; for an OAuth caller, which has no key, it is
+// "oauth-grant:" and the grant's id (so the rate limiter keeps one bucket per grant).
 func (p Principal) KeyText() string {
 	if p.keyText != "" {
 		return p.keyText
+	}
+	if p.KeyID == uuid.Nil && p.OAuth != nil {
+		return "oauth-grant:" + p.OAuth.GrantID.String()
 	}
 	return p.KeyID.String()
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,12 +23,26 @@ type OutagePolicy struct {
 	// (default DefaultOutageCover, 30 s; negative: no such reserve).
 	Cover time.Duration
 	// FailureHandling decides what Reserve does with a request that the process's hold does not
-	// cover while the database cannot be reached: FailureRefuse (the default) answers 503;
-	// FailureContinue serves it on credit, up to RiskMicros per account.
+	// cover while the database cannot be reached: FailureRefuse (the zero value) answers 503;
+	// FailureContinue serves it on credit, up to RiskMicros per account; FailureShare serves it
+	// on credit up to the process's share of the account's last-known available credit.
 	FailureHandling FailureHandling
 	// RiskMicros bounds, per account and process, the credit served on credit under
 	// FailureContinue that the ledger has not taken yet (default DefaultRiskMicros, 1 USD).
 	RiskMicros int64
+	// Replicas reports how many gateway processes share the database, for FailureShare: each
+	// process serves on credit at most 1/Replicas of an account's last-known available credit.
+	// `tollgate serve` passes the count the Redis rate limiter learns from its heartbeats (or
+	// TOLLGATE_REPLICAS); nil, or a result below 1, counts as 1.
+	Replicas func() int
+}
+
+// replicas is the process count FailureShare divides by: Replicas(), at least 1.
+func (p OutagePolicy) replicas() int64 {
+	if p.Replicas == nil {
+		return 1
+	}
+	return int64(max(p.Replicas(), 1))
 }
 
 // DefaultOutageCover is OutagePolicy.Cover's default: the holds of active accounts are sized
@@ -70,28 +85,40 @@ const (
 	// its usage is billed from the account's free credit once the database takes it, and its
 	// usage record and ledger entry say that it was served on credit.
 	FailureContinue
+	// FailureShare serves such a request on credit while the credit served so on the account
+	// (not yet written) stays within this process's share of what the account had available
+	// (balance - held, by every process) at the last grant this process drew: that amount
+	// divided by OutagePolicy.Replicas. The processes cut off together thus serve at most what
+	// the account had available, besides their holds, however long the outage lasts; it is
+	// billed, as under FailureContinue, when the database takes it. An account this process has
+	// never drawn credit for is refused as under FailureRefuse.
+	FailureShare
 )
 
-// String is the handling's name in the configuration: "refuse" or "continue".
+// String is the handling's name in the configuration: "refuse", "continue" or "share".
 func (f FailureHandling) String() string {
 	switch f {
 	case FailureRefuse:
 		return "refuse"
 	case FailureContinue:
 		return "continue"
+	case FailureShare:
+		return "share"
 	}
 	return fmt.Sprintf("FailureHandling(%d)", int(f))
 }
 
-// ParseFailureHandling reads "refuse" or "continue".
+// ParseFailureHandling reads "refuse", "continue" or "share".
 func ParseFailureHandling(s string) (FailureHandling, error) {
 	switch s {
 	case "refuse":
 		return FailureRefuse, nil
 	case "continue":
 		return FailureContinue, nil
+	case "share":
+		return FailureShare, nil
 	}
-	return 0, fmt.Errorf("billing: credit failure handling %q: want refuse or continue", s)
+	return 0, fmt.Errorf("billing: credit failure handling %q: want refuse, continue or share", s)
 }
 
 // noteSpend adds a settled cost at now to the moving average of the account's spending.
@@ -199,26 +226,65 @@ func (m *Meter) noteDBUp() {
 // not cover while the database cannot be reached (cause says why), with a.mu held; it unlocks
 // it. Under FailureContinue the request is served on credit while the account's credit served
 // so and not yet written, with this request, stays within RiskMicros and within what the
-// account had free at the last grant this process drew (when it drew one); otherwise, and
-// under FailureRefuse, it is refused with a 503.
+// account had free at the last grant this process drew (when it drew one); under FailureShare
+// while it stays within this process's share of that (when the process ever drew a grant for
+// the account); otherwise, and under FailureRefuse, it is refused with a 503.
 func (m *Meter) onOutage(a *account, accountID uuid.UUID, requestID string, worst int64, now time.Time, cause error) (*Reservation, error) {
-	if m.opts.Outage.FailureHandling == FailureContinue {
+	serve := false
+	switch m.opts.Outage.FailureHandling {
+	case FailureContinue:
 		room := m.opts.Outage.RiskMicros - a.credit
 		if a.knowsLeft {
 			room = min(room, a.accountLeft-a.credit)
 		}
-		if worst <= room {
-			a.credit += worst
-			a.creditOpen++
-			a.lastUsed = now
-			a.mu.Unlock()
-			m.atRisk.Add(worst)
-			return &Reservation{m: m, acct: a, accountID: accountID, requestID: requestID, amount: worst, startedAt: now, onCredit: true}, nil
+		serve = worst <= room
+	case FailureShare:
+		if left, known := m.lastAvailable(a); known {
+			serve = worst <= left/m.opts.Outage.replicas()-a.credit
 		}
+	}
+	if serve {
+		a.credit += worst
+		a.creditOpen++
+		a.lastUsed = now
+		a.mu.Unlock()
+		m.atRisk.Add(worst)
+		return &Reservation{m: m, acct: a, accountID: accountID, requestID: requestID, amount: worst, startedAt: now, onCredit: true}, nil
 	}
 	a.mu.Unlock()
 	m.outageRefused.Add(1)
 	return nil, apierror.Unavailable("the database", fmt.Errorf("%w: %w", ErrHoldSpent, cause))
+}
+
+// maxAvailableAge bounds how old, at the start of a database outage, the account's available
+// credit read with a grant may be for FailureShare to serve on it: an account this process has
+// not drawn credit for in the last five minutes before the outage (the change feed's default
+// MaxStale, beyond which its keys stop being served anyway) is refused.
+const maxAvailableAge = 5 * time.Minute
+
+// lastAvailable is, with a.mu held, what the account had available (balance - held) at the last
+// grant this process drew for it: from a's state, or, when the account has been forgotten since
+// (its hold returned after idling), from what the meter kept of it, unless that was read more
+// than maxAvailableAge before the database went down.
+func (m *Meter) lastAvailable(a *account) (int64, bool) {
+	if a.knowsLeft {
+		return a.accountLeft, true
+	}
+	v, ok := m.availables.Load(a.id)
+	if !ok {
+		return 0, false
+	}
+	last := v.(lastBalance)
+	if since := m.downSince.Load(); since != 0 && time.Unix(0, since).Sub(last.at) > maxAvailableAge {
+		return 0, false
+	}
+	return last.micros, true
+}
+
+// noteAvailable remembers, with a.mu held, what the account had available after a grant sent at
+// at, for lastAvailable once the account's state has been forgotten.
+func (m *Meter) noteAvailable(a *account, at time.Time) {
+	m.availables.Store(a.id, lastBalance{micros: a.accountLeft, at: at})
 }
 
 // errDatabaseDown is the cause of a refusal while the database is known to be down (no call
@@ -238,6 +304,10 @@ type CreditStats struct {
 	OnCreditRequests int64
 	OnCreditMicros   int64
 	AtRiskMicros     int64
+	// ReleaseAsks counts the times this process asked the others to release their idle holds of
+	// an account before answering 402; ReleasedOnAsk the holds it released when asked.
+	ReleaseAsks   int64
+	ReleasedOnAsk int64
 }
 
 // CreditStats reports what the meter did with credit through database outages.
@@ -245,11 +315,15 @@ func (m *Meter) CreditStats() CreditStats {
 	return CreditStats{
 		DatabaseDown: m.dbDown(), OutageRefused: m.outageRefused.Load(),
 		OnCreditRequests: m.onCreditRequests.Load(), OnCreditMicros: m.onCreditMicros.Load(), AtRiskMicros: m.atRisk.Load(),
+		ReleaseAsks: m.releaseAsks.Load(), ReleasedOnAsk: m.releasedOnAsk.Load(),
 	}
 }
 
 // creditCounters are the meter's atomics for CreditStats and the database's state.
 type creditCounters struct {
+	// availables maps an account's id to what it had available after this process's last grant
+	// on it (a lastBalance), for FailureShare once the account's state has been forgotten.
+	availables sync.Map
 	// downSince is when the database was found unreachable (Unix nanoseconds; 0: reachable).
 	downSince atomic.Int64
 	// recovered is set when the database is found reachable again, for the maintenance to

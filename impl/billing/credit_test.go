@@ -19,7 +19,7 @@ import (
 const noteOnCredit = "served on credit during a database outage"
 
 func TestParseFailureHandling(t *testing.T) {
-	for _, f := range []FailureHandling{FailureRefuse, FailureContinue} {
+	for _, f := range []FailureHandling{FailureRefuse, FailureContinue, FailureShare} {
 		got, err := ParseFailureHandling(f.String())
 		if err != nil || got != f {
 			t.Errorf("ParseFailureHandling(%q) = %v, %v", f.String(), got, err)

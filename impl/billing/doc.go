@@ -25,6 +25,32 @@
 // another refuses requests. When the account cannot cover the worst case, Reserve returns an
 // *InsufficientError.
 //
+// # Holds of other processes
+//
+// A hold is returned once it has not been used for IdleRelease (5 s), so an account spread
+// over several processes could be refused by one of them while another sat on its unused
+// credit. So before Reserve answers 402 for a request that the account's balance would cover
+// were it not for the other processes' holds (the grant's answer tells the balance and what is
+// held; this process knows its own hold), it asks them to release their idle holds of the
+// account: a NOTIFY on tollgate_credit_release ("want <account> <holder>"), which every meter
+// LISTENs to while Run runs, on a connection of its own (release.go). It then waits until they
+// say they returned what the request lacks ("released <account> <amount> <holder>"), or for
+// ReleaseWait (500 ms) at most, and draws once more, asking again (up to maxReleaseAsks, 3,
+// asks) while the others still hold what would cover it: what one process gave back may be
+// drawn by a third before the asker draws. What the account still cannot cover is refused.
+// One ask per account is in flight per process at a time, shared by the reservations that wait
+// for it. A process so asked releases its hold of the account by the path of the idle release
+// (the account marked releasing with the call in flight, the answer's version applied as
+// there) at once when nothing of the account is in flight. While requests of the account are in
+// flight it gives back at once the hold's free part, what no open reservation and no settled
+// cost waiting to be written uses (store.ShrinkCreditHold, under the account's lock; the free
+// part is taken out as outstanding while the call is in flight, and the answer's version is
+// applied like a grant's), and again whenever some of it becomes free, for ReleaseWait from the
+// last ask; it draws no credit ahead of need meanwhile, and has its settled records written at
+// once so that the hold goes whole when it becomes idle. A request that the hold covers pays
+// nothing for any of this: the ask is made only on the way to a 402, and the listener is one more connection per
+// process.
+//
 // # Drawing ahead of need
 //
 // A request that has to draw credit waits for the database, and so does every other request of
@@ -58,7 +84,9 @@
 // their cost out of the balance, out of held_micros and out of the process's hold. Usage
 // ledger entries are written nowhere else (store.Append refuses them), so a request has a
 // usage entry exactly when it has a usage record. Close (or the end of Run's context) writes
-// everything and returns every hold.
+// everything and returns every hold. A batch with records of checkpointed streams (see Leases
+// and crashes) deletes their checkpoints in the same transaction, one statement more; other
+// batches pay nothing.
 //
 // # When the database does not take usage
 //
@@ -95,7 +123,8 @@
 // that its process renews every Lease/6; the process uses the hold only until Lease - Lease/20
 // after it sent the last renewal (or grant) that the database answered, a bound that ends
 // before the lease can end in the database, whose clock starts later. A hold that has not been
-// used for 5 s is returned. Every process reaps the holds whose lease expired (their process
+// used for 5 s is returned (or at once, when another process needs the credit: see Holds of
+// other processes). Every process reaps the holds whose lease expired (their process
 // is gone), which returns their credit to the account. A process killed without a drain (SIGKILL, a crash, a
 // power cut) loses the usage it had settled but not yet written or spilled: the records of at
 // most the last flush interval (200 ms), or, while a write is in flight, of that write's
@@ -104,6 +133,45 @@
 // customer's favour. A process that lost its hold (it could not renew it for a whole lease)
 // bills later writes from the account's free credit as far as it goes, and says in the ledger
 // entry's note what it could not bill.
+//
+// Streams in flight. A stream's answer reaches its client long before the stream is settled,
+// so a crash must not take the stream out of the books, as it would the settled records above.
+// The HTTP edge registers each stream (TrackStream: one lock of one of 64 shards, at its start
+// and at its settlement) and, after each event it sends, hands over its progress (Progress:
+// the usage the upstream reported so far and the text produced, under a lock of the stream's
+// own, no allocation). Every CheckpointInterval (2 s) the meter turns the progress of every
+// stream in flight that has delivered something into the usage record the stream would be
+// settled with if it were cut now (the record the edge bills a stream cut short with, priced
+// and costed as Settle does, status process_lost), and writes them all in one statement to
+// stream_checkpoints, keyed by (account, request id), with the process as holder and a lease
+// (Lease) that each write renews. A stream that settles deletes its checkpoint in the
+// transaction that writes its usage record; a checkpoint that raced past its stream's
+// settlement is not saved (its record is there) or is deleted by the process's next write;
+// Close deletes the process's checkpoints once its records are written.
+//
+// When a process is gone, ReapExpiredHolds bills its checkpoints before it reaps its holds:
+// every checkpoint of another holder that has an expired hold, or whose own lease expired,
+// becomes a usage record through the writer's path for another process's records (as the
+// backlog replay writes those an earlier process left): from the dead process's hold while it
+// is there, else from the account's free credit, never below zero (the note says what was not
+// billed); in the same transaction the checkpoints are deleted and the key reservations of
+// those streams settled at their cost (so a capped key counts what its lost streams delivered,
+// and its reservation no longer holds the worst case). The unique index of usage_records bills
+// a request id once: reapers racing, a checkpoint whose stream's record was written already,
+// and a record that arrives later (a spilled one) bill nothing twice. After reaping, the
+// checkpoints of the holders it reaped are billed again, should another reaper have taken a
+// hold in between.
+//
+// So a SIGKILL loses, of each stream in flight, at most what it delivered after the last
+// checkpoint write that committed: at most one CheckpointInterval of output plus the duration
+// of one write (the write that would have carried it). During a database outage checkpoints
+// are not written (the streams are served on), so the bound is then the outage's start. A
+// stream whose process is cut off from the database for longer than a lease, while others
+// reach it, is billed from its checkpoint by them and its own settlement is then skipped by the
+// unique index: under-billed by what it delivered since, as in the case of a lost hold above.
+// A stream of an on-credit request is checkpointed too and billed from the free credit. Cost:
+// per stream two shard locks and one record built per interval; per process one statement per
+// interval while it streams; per reap one query that finds the lost checkpoints.
 //
 // # Database outages: credit
 //
@@ -143,7 +211,17 @@
 // on the account (the worst cases of such requests in flight and the costs of those settled
 // and not yet written) stays within OutagePolicy.RiskMicros (1 USD) and within what the
 // account had available at the last grant this process drew, then refused as under refuse.
-// The bound is per process: N processes cut off together may serve N times it.
+// The bound is per process: N processes cut off together may serve N times it. Or
+// FailureShare (what `tollgate serve` uses unless told otherwise): the request is served on
+// credit while the credit served so on the account stays within the process's share of the
+// account's last-known available credit, what the account had available at the last grant this
+// process drew (kept for five minutes after the account's state is forgotten) divided by
+// OutagePolicy.Replicas, the replica count; then refused. With the right count the processes
+// together serve on credit at most what the account had available besides their holds, however
+// long the outage lasts, except that a process's view is that of its last grant: the holds the
+// others drew after it, divided by the count, may be served twice. The writer bills all of it
+// from the account's free credit as below, so the balance never goes below zero; what it no
+// longer covers goes unbilled and is noted.
 //
 // The lease during an outage. A process that cannot reach the database cannot renew its holds,
 // and cannot tell a database that is down for everyone from one that only it cannot reach,

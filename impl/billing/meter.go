@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,6 +58,11 @@ type Options struct {
 	// IdleRelease is how long a hold stays with no reservation before its credit is returned
 	// to the account (default 5 s).
 	IdleRelease time.Duration
+	// ReleaseWait is how long a reservation that the account's balance would cover, were it
+	// not for the holds of other processes, waits for them to release their idle holds before
+	// it is refused (default DefaultReleaseWait, 500 ms; negative: it is refused at once, and
+	// nobody is asked). See release.go.
+	ReleaseWait time.Duration
 	// Lease is how long a hold outlives its last renewal (default: 4/3 of Outage.Cover, at least
 	// 30 s; 40 s with the default cover); the meter renews its holds every Lease/6 and uses a
 	// hold only until Lease - Lease/20 after the last renewal was sent, so that after a renewal
@@ -67,6 +73,10 @@ type Options struct {
 	// Outage is how the meter rides out a database outage: the size of the holds' outage
 	// reserve, and what it does with the requests they do not cover.
 	Outage OutagePolicy
+	// CheckpointInterval is how often the meter writes the checkpoints of its streams in
+	// flight (TrackStream), so that a stream survives a crash of the process in the books
+	// (default DefaultCheckpointInterval, 2 s; negative: no checkpoints). See checkpoint.go.
+	CheckpointInterval time.Duration
 	// A hold is drawn in chunks of max(worst case, min(max(ChunkMultiplier × worst case, two
 	// seconds of the account's recent reservations), ChunkCapMicros)) (defaults 10 and
 	// 1,000,000 micro-units, 1 USD), never more than the account can cover nor, unless the
@@ -112,6 +122,9 @@ func (o Options) withDefaults() Options {
 	if o.IdleRelease <= 0 {
 		o.IdleRelease = 5 * time.Second
 	}
+	if o.ReleaseWait == 0 {
+		o.ReleaseWait = DefaultReleaseWait
+	}
 	if o.Outage.Cover == 0 {
 		o.Outage.Cover = DefaultOutageCover
 	}
@@ -123,6 +136,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ReapInterval <= 0 {
 		o.ReapInterval = 10 * time.Second
+	}
+	if o.CheckpointInterval == 0 {
+		o.CheckpointInterval = DefaultCheckpointInterval
 	}
 	if o.ChunkMultiplier <= 0 {
 		o.ChunkMultiplier = 10
@@ -241,6 +257,18 @@ type Meter struct {
 
 	// The database's state and the counters of credit through outages (credit.go).
 	creditCounters
+
+	// The checkpoints of the streams in flight (checkpoint.go).
+	checkpoints
+
+	// The requests to release idle holds across processes (release.go): this process's asks
+	// in flight, the releases it runs for the others, and how many of each it made;
+	// releaseListening is set while its listener is subscribed.
+	asks             releaseAsks
+	releasers        sync.WaitGroup
+	releaseAsks      atomic.Int64
+	releasedOnAsk    atomic.Int64
+	releaseListening atomic.Bool
 }
 
 type shard struct {
@@ -275,6 +303,12 @@ type account struct {
 	busy      chan struct{}
 	releasing bool
 	evicted   bool
+	// releaseWanted is set while this process tries to release its hold because another
+	// process asked it to (release.go).
+	releaseWanted bool
+	// releaseAskedAgain is set when another ask arrives while that release runs: it then
+	// goes on for ReleaseWait from the new ask.
+	releaseAskedAgain bool
 	// recentReserved is the moving sum of the amounts reserved, as of recentAt (see rateWindow).
 	recentReserved float64
 	recentAt       time.Time
@@ -440,7 +474,9 @@ func lowWater(chunk int64, rate float64) int64 {
 // (a.busy) and returns the channel to close and the amount to ask for; the caller starts refill
 // once it has released a.mu.
 func (m *Meter) planRefill(a *account, now time.Time, worst int64) (done chan struct{}, want int64) {
-	if !m.running.Load() || a.busy != nil || a.releasing || !a.usable(now) || m.dbDown() {
+	if !m.running.Load() || a.busy != nil || a.releasing || a.releaseWanted || !a.usable(now) || m.dbDown() {
+		// (While another process asks for the account's credit, this one draws only what its
+		// requests need: a grant ahead of need would take back what it just gave.)
 		return nil, 0
 	}
 	rate := a.reserveRate(now)
@@ -502,10 +538,13 @@ func (m *Meter) applyGrant(a *account, g store.HoldGrant, sent time.Time) {
 	m.noteBalance(a.id, g.BalanceMicros, sent)
 	a.knowsLeft = true
 	a.accountLeft = g.AvailableMicros
+	if g.Granted {
+		a.accountLeft = g.AvailableMicros - g.GrantedMicros
+	}
+	m.noteAvailable(a, sent)
 	if !g.Granted {
 		return
 	}
-	a.accountLeft = g.AvailableMicros - g.GrantedMicros
 	a.observe(true, g.Hold.AmountMicros, g.Hold.Version)
 	if until := sent.Add(m.opts.Lease - m.leaseMargin); a.hasHold && until.After(a.leaseUntil) {
 		// The grant renewed the lease even when a newer answer already set the amount.
@@ -527,6 +566,9 @@ type Reservation struct {
 	done     atomic.Bool
 	// key is the part held against the key's credit cap (ReserveForKey), or nil.
 	key *keyHold
+	// stream is the progress of a stream in flight that TrackStream registered for
+	// checkpoints (checkpoint.go), or nil.
+	stream *streamState
 }
 
 // Amount is the credit reserved, in micro-units.
@@ -567,7 +609,7 @@ func (m *Meter) Reserve(ctx context.Context, accountID uuid.UUID, requestID stri
 		return nil, apierror.Unavailable("the database", ErrBacklogFull)
 	}
 	worst := max(worstCaseMicros, 0)
-	delayed := false
+	delayed, asks := false, 0
 	for trips := 0; ; {
 		a := m.account(accountID, true)
 		a.mu.Lock()
@@ -627,6 +669,9 @@ func (m *Meter) Reserve(ctx context.Context, accountID uuid.UUID, requestID stri
 			need = max(worst-free, 0)
 		}
 		want := max(need, m.chunkAtRate(worst, a.reserveRate(now)))
+		if a.releaseWanted {
+			want = need
+		}
 		wait := make(chan struct{})
 		a.busy = wait
 		a.mu.Unlock()
@@ -661,6 +706,12 @@ func (m *Meter) Reserve(ctx context.Context, accountID uuid.UUID, requestID stri
 				local = max(a.free(), 0)
 			}
 			available := saturatingAdd(g.AvailableMicros, local)
+			// What the other processes hold of the account (as far as this process knows its
+			// own hold): the credit they might give back.
+			othersHeld := g.BalanceMicros - g.AvailableMicros
+			if a.hasHold {
+				othersHeld -= a.dbAmount
+			}
 			a.mu.Unlock()
 			if local >= worst {
 				// Settlements returned enough credit to the hold during the round trip: the
@@ -669,6 +720,19 @@ func (m *Meter) Reserve(ctx context.Context, accountID uuid.UUID, requestID stri
 			}
 			if available >= worst && trips < maxTrips {
 				// The hold and the account's free credit together cover it: draw again.
+				continue
+			}
+			if asks < maxReleaseAsks && m.opts.ReleaseWait > 0 && othersHeld > 0 && saturatingAdd(available, othersHeld) >= worst {
+				// The balance would cover the request but for other processes' holds: ask them
+				// to release the idle ones, wait a little, and draw once more.
+				asks++
+				if m.askRelease(ctx, accountID, worst-available, asks > 1) == 0 {
+					asks = maxReleaseAsks // nobody gave anything back: no use asking again
+				}
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+				trips = min(trips, maxTrips-1)
 				continue
 			}
 			return nil, &InsufficientError{NeededMicros: worst, AvailableMicros: available}
@@ -711,6 +775,9 @@ type UsageRecord struct {
 	FinishedAt time.Time
 	// AgentSessionID tags the model call of an agent session (uuid.Nil: none).
 	AgentSessionID uuid.UUID
+	// TraceID is the W3C trace id of the request's trace (all zero: not traced); the usage
+	// record keeps it, so that a request in the usage log leads to its trace.
+	TraceID [16]byte
 }
 
 // Settle ends the reservation with the request's real cost: actualMicros, clamped to the
@@ -728,17 +795,10 @@ func (r *Reservation) Settle(actualMicros int64, usage UsageRecord) int64 {
 		return 0
 	}
 	m, a := r.m, r.acct
-	cost := min(max(actualMicros, 0), r.amount)
-	var costs price.Breakdown
-	var hosted, full int64
-	if usage.Price != nil {
-		// A priced record is never billed more than its tokens and hosted calls cost.
-		costs = price.Cost(usage.Tokens, *usage.Price)
-		hosted = max(usage.HostedMicros, 0)
-		full = price.SaturatingAdd(costs.Total(), hosted)
-		cost = min(cost, full)
-	}
+	r.untrackStream()
 	now := m.now()
+	rec := r.usageRecord(actualMicros, usage, now)
+	cost := rec.CostMicros
 	a.mu.Lock()
 	if r.onCredit {
 		a.credit -= r.amount - cost
@@ -758,14 +818,45 @@ func (r *Reservation) Settle(actualMicros int64, usage UsageRecord) int64 {
 		m.onCreditRequests.Add(1)
 		m.onCreditMicros.Add(cost)
 	}
+	if r.key != nil {
+		m.settleKey(r, cost)
+	}
+	// The writer deletes the stream's checkpoint with the record, if one may have been written.
+	rec.Checkpointed = r.checkpointed()
+	m.enqueue(rec)
+	if m.closed.Load() {
+		ctx, cancel := context.WithTimeout(context.Background(), m.opts.DrainTimeout)
+		defer cancel()
+		if err := m.flushAll(ctx); err != nil {
+			m.opts.Logger.Error("billing: write usage after close", "request_id", r.requestID, "err", err)
+		}
+	}
+	return cost
+}
 
+// usageRecord is the usage record of the reservation's request for usage at actualMicros,
+// finished at now unless usage says when: the one Settle queues, and a stream's checkpoint
+// (the record it would be settled with if it were cut now). The cost is actualMicros clamped
+// to the reservation and, for a priced record, to what its tokens and hosted calls cost at its
+// price. It changes no state.
+func (r *Reservation) usageRecord(actualMicros int64, usage UsageRecord, now time.Time) store.UsageRecord {
+	cost := min(max(actualMicros, 0), r.amount)
+	var costs price.Breakdown
+	var hosted, full int64
+	if usage.Price != nil {
+		// A priced record is never billed more than its tokens and hosted calls cost.
+		costs = price.Cost(usage.Tokens, *usage.Price)
+		hosted = max(usage.HostedMicros, 0)
+		full = price.SaturatingAdd(costs.Total(), hosted)
+		cost = min(cost, full)
+	}
 	rec := store.UsageRecord{
 		AccountID: r.accountID, RequestID: r.requestID, APIKeyID: usage.KeyID,
 		Model: usage.Model, Route: usage.Route, Provider: usage.Provider, UpstreamModel: usage.UpstreamModel,
 		InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens, CostMicros: cost,
 		Status: usage.Status, StartedAt: usage.StartedAt, FinishedAt: usage.FinishedAt,
 		HostedCalls: hostedCallsByName(usage.HostedCalls), HostedMicros: min(usage.HostedMicros, cost),
-		OnCredit: r.onCredit, AgentSessionID: usage.AgentSessionID,
+		OnCredit: r.onCredit, AgentSessionID: usage.AgentSessionID, TraceID: usage.TraceID,
 	}
 	if usage.Price != nil {
 		t := usage.Tokens
@@ -786,22 +877,11 @@ func (r *Reservation) Settle(actualMicros int64, usage UsageRecord) int64 {
 	if rec.FinishedAt.IsZero() {
 		rec.FinishedAt = now
 	}
-	if r.key != nil {
-		if r.key.kind.Start(rec.StartedAt) != r.key.period {
-			// The key's spend in a period is read from the records that started in it.
-			rec.StartedAt = r.startedAt
-		}
-		m.settleKey(r, cost)
+	if r.key != nil && r.key.kind.Start(rec.StartedAt) != r.key.period {
+		// The key's spend in a period is read from the records that started in it.
+		rec.StartedAt = r.startedAt
 	}
-	m.enqueue(rec)
-	if m.closed.Load() {
-		ctx, cancel := context.WithTimeout(context.Background(), m.opts.DrainTimeout)
-		defer cancel()
-		if err := m.flushAll(ctx); err != nil {
-			m.opts.Logger.Error("billing: write usage after close", "request_id", r.requestID, "err", err)
-		}
-	}
-	return cost
+	return rec
 }
 
 // SettleUsage settles a priced record (usage.Price set) at what its tokens and hosted calls
@@ -817,6 +897,7 @@ func (r *Reservation) Release() {
 	if r == nil || !r.done.CompareAndSwap(false, true) {
 		return
 	}
+	r.untrackStream()
 	a := r.acct
 	now := r.m.now()
 	a.mu.Lock()
@@ -904,11 +985,22 @@ func (m *Meter) Run(ctx context.Context) error {
 	if !m.running.CompareAndSwap(false, true) {
 		return errors.New("billing: Run called twice")
 	}
-	// Three goroutines: this one moves settled records every tick; the replayer writes the
-	// backlog; the maintenance renews, returns and reaps holds. A database that hangs holds up
-	// neither the ticks nor the replayer for longer than WriteTimeout.
+	// Five goroutines: this one moves settled records every tick; the replayer writes the
+	// backlog; the maintenance renews, returns and reaps holds; the checkpointer writes the
+	// checkpoints of the streams in flight; the release listener returns idle holds that other
+	// processes ask for (release.go). A database that hangs holds up neither the ticks
+	// nor the replayer for longer than WriteTimeout.
 	bg, stopBackground := context.WithCancel(ctx)
-	replayDone, maintainDone := make(chan struct{}), make(chan struct{})
+	replayDone, maintainDone, checkpointDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	releaseDone := make(chan struct{})
+	go func() {
+		defer close(releaseDone)
+		m.listenForReleases(bg)
+	}()
+	go func() {
+		defer close(checkpointDone)
+		m.checkpointLoop(bg)
+	}()
 	go func() {
 		defer close(replayDone)
 		m.replayLoop(bg)
@@ -922,6 +1014,8 @@ func (m *Meter) Run(ctx context.Context) error {
 	stopBackground()
 	<-replayDone
 	<-maintainDone
+	<-checkpointDone
+	<-releaseDone
 	close(m.loopDone)
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.opts.DrainTimeout)
 	defer cancel()
@@ -1051,40 +1145,17 @@ func (m *Meter) renew(ctx context.Context) {
 // transaction, and forgets accounts with nothing left to track.
 func (m *Meter) releaseIdle(ctx context.Context, now time.Time) {
 	var idle []*account
-	var ids []uuid.UUID
 	for _, a := range m.accounts() {
 		a.mu.Lock()
 		if a.hasHold && a.idle() && now.Sub(a.lastUsed) >= m.opts.IdleRelease {
 			a.busy = make(chan struct{})
 			a.releasing = true
 			idle = append(idle, a)
-			ids = append(ids, a.id)
 		}
 		a.mu.Unlock()
 	}
 	if len(idle) > 0 {
-		released, err := m.st.ReleaseCreditHolds(ctx, m.opts.Holder, ids)
-		if err != nil && !errors.Is(ctx.Err(), context.Canceled) && !m.noteDBError(err) {
-			m.opts.Logger.Error("billing: release idle credit holds", "err", err)
-		}
-		versions := make(map[uuid.UUID]int64, len(released))
-		for _, h := range released {
-			versions[h.AccountID] = h.Version
-		}
-		for _, a := range idle {
-			a.mu.Lock()
-			if err != nil {
-				// The release may or may not have happened: ask the database next time.
-				a.leaseUntil = time.Time{}
-			} else {
-				a.hasHold, a.dbAmount = false, 0
-				a.dbVersion = max(a.dbVersion, versions[a.id])
-			}
-			a.releasing = false
-			close(a.busy)
-			a.busy = nil
-			a.mu.Unlock()
-		}
+		m.releaseHolds(ctx, idle)
 	}
 	for i := range m.shards {
 		s := &m.shards[i]
@@ -1101,16 +1172,72 @@ func (m *Meter) releaseIdle(ctx context.Context, now time.Time) {
 	}
 }
 
+// releaseHolds returns the process's holds of accts, in one transaction, and returns the
+// amounts released by account. The caller has marked each account, with its a.mu held and the
+// account idle, as releasing with a database call in flight (a.busy), so that no reservation
+// uses the hold meanwhile; releaseHolds ends both. When the outcome is unknown (the call
+// failed) the next reservation of each account asks the database.
+func (m *Meter) releaseHolds(ctx context.Context, accts []*account) map[uuid.UUID]int64 {
+	ids := make([]uuid.UUID, len(accts))
+	for i, a := range accts {
+		ids[i] = a.id
+	}
+	released, err := m.st.ReleaseCreditHolds(ctx, m.opts.Holder, ids)
+	if err != nil && !errors.Is(ctx.Err(), context.Canceled) && !m.noteDBError(err) {
+		m.opts.Logger.Error("billing: release idle credit holds", "err", err)
+	}
+	versions := make(map[uuid.UUID]int64, len(released))
+	amounts := make(map[uuid.UUID]int64, len(released))
+	for _, h := range released {
+		versions[h.AccountID] = h.Version
+		amounts[h.AccountID] = h.AmountMicros
+	}
+	for _, a := range accts {
+		a.mu.Lock()
+		if err != nil {
+			// The release may or may not have happened: ask the database next time.
+			a.leaseUntil = time.Time{}
+		} else {
+			a.hasHold, a.dbAmount = false, 0
+			a.dbVersion = max(a.dbVersion, versions[a.id])
+		}
+		a.releasing = false
+		close(a.busy)
+		a.busy = nil
+		a.mu.Unlock()
+	}
+	if err != nil {
+		return nil
+	}
+	return amounts
+}
+
 // ReapExpiredHolds releases the holds, of any process, whose lease has expired: their process
 // is gone (it crashed, or lost the database for longer than a lease), so their unspent credit
 // returns to the accounts. Run calls it every ReapInterval; every process runs it, and
 // concurrent reapers are harmless. It returns how many holds it released.
 //
+// Before the holds go, the streams that such a process had in flight are billed from their
+// last checkpoints (billLostStreams), from the dead hold while it is there; then again for the
+// holders of the holds reaped, should a concurrent reaper have taken their holds first.
+//
 // Usage that a crashed process had settled but not yet written is lost with it and never
 // billed: in the customer's favour, and bounded by what one process settles in a flush
 // interval.
 func (m *Meter) ReapExpiredHolds(ctx context.Context) (int, error) {
+	lostErr := m.billLostStreams(ctx, nil)
 	holds, err := m.st.ReapExpiredCreditHolds(ctx)
+	if len(holds) > 0 {
+		var gone []string
+		for _, h := range holds {
+			if h.Holder != m.opts.Holder && !slices.Contains(gone, h.Holder) {
+				gone = append(gone, h.Holder)
+			}
+		}
+		if len(gone) > 0 {
+			lostErr = errors.Join(lostErr, m.billLostStreams(ctx, gone))
+		}
+	}
 	for _, h := range holds {
 		if h.Holder != m.opts.Holder {
 			continue
@@ -1122,13 +1249,15 @@ func (m *Meter) ReapExpiredHolds(ctx context.Context) (int, error) {
 			a.mu.Unlock()
 		}
 	}
-	return len(holds), err
+	return len(holds), errors.Join(err, lostErr)
 }
 
 // Close stops Run, writes every settled usage record (the backlog first), and returns every
-// hold of this process to its account. What the database does not take stays in the backlog,
-// and the error says how much: in the spill file it waits for the next process that opens the
-// file; in memory it is lost with the process. Reserve fails with ErrClosed afterwards; a
+// hold of this process to its account. Once every record is written it deletes this process's
+// stream checkpoints (none is left to be billed again). What the database does not take stays
+// in the backlog, and the error says how much: in the spill file it waits for the next process
+// that opens the file (the checkpoints stay too, and whichever reaches the database first is
+// billed); in memory it is lost with the process. Reserve fails with ErrClosed afterwards; a
 // reservation still open settles by writing its record at once, billed from the account's
 // free credit. Call it once requests have drained (after the HTTP server's Shutdown). Closing
 // again does no harm.
@@ -1161,6 +1290,9 @@ func (m *Meter) Close(ctx context.Context) error {
 	var errs []error
 	if err := m.flushAll(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("billing: write usage: %w", err))
+	} else if err := m.dropCheckpoints(ctx); err != nil {
+		// Every record is written: the checkpoints of this process's streams are of no use.
+		errs = append(errs, err)
 	}
 	if err := m.retryKeySettlements(ctx); err != nil {
 		errs = append(errs, err)

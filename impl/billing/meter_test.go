@@ -35,7 +35,8 @@ func TestChunk(t *testing.T) {
 }
 
 // TestConcurrentReservationsAcrossTwoMeters: 200 concurrent requests at an account that covers
-// only some of them, through two meters (two processes) on one database.
+// only some of them, through two meters (two processes) on one database. Their actual costs add
+// up to more than the balance, so the test sees both outcomes under any scheduling.
 func TestConcurrentReservationsAcrossTwoMeters(t *testing.T) {
 	cs, st1 := newDB(t)
 	st2 := openStore(t, cs)
@@ -93,7 +94,10 @@ func TestConcurrentReservationsAcrossTwoMeters(t *testing.T) {
 				return
 			}
 			time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond) // the upstream call
-			actual := 1 + rand.Int64N(worst)
+			// At least half the worst case each: 200 of them cost more than the balance
+			// whatever the scheduling, so some must be refused even when the race detector
+			// runs the requests one after another.
+			actual := worst/2 + 1 + rand.Int64N(worst/2)
 			charged := r.Settle(actual, UsageRecord{
 				Model: "service-flint", Route: "/v1/chat/completions", Provider: "sim", UpstreamModel: fmt.Sprintf("expert-%d", i%3),
 				InputTokens: int64(i), OutputTokens: actual,
@@ -362,7 +366,9 @@ func TestCrashedHolderReaped(t *testing.T) {
 	}
 	r.Settle(1_000, UsageRecord{}) // queued, never written: the process dies now
 
-	survivor := New(st, Options{Lease: lease})
+	// The survivor asks nobody to release credit (ReleaseWait -1): its wait would outlast
+	// the short lease this test reaps.
+	survivor := New(st, Options{Lease: lease, ReleaseWait: -1})
 	_, err = survivor.Reserve(ctx, acct, "too-much", 50_000)
 	var ie *InsufficientError
 	if !errors.As(err, &ie) || ie.NeededMicros != 50_000 || ie.AvailableMicros != 40_000 {

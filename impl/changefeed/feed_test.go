@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 	"github.com/tollgate/tollgate/impl/metrics"
-	"github.com/tollgate/tollgate/impl/pgtest"
 	"github.com/tollgate/tollgate/impl/store"
 )
 

@@ -52,6 +52,14 @@ type Config struct {
 	// PriceCatalog adds price lists to the built-in catalog that prices may name (see
 	// PriceCatalog).
 	PriceCatalog PriceCatalog `yaml:"price_catalog"`
+	// Datasets selects where tenant datasets are stored (see Datasets; default: a local
+	// directory).
+	Datasets Datasets `yaml:"datasets"`
+	// Telemetry configures traces (see Telemetry; off unless an endpoint is named).
+	Telemetry Telemetry `yaml:"telemetry"`
+	// Usage configures the usage table's partitions and retention (see Usage; default: keep
+	// everything).
+	Usage Usage `yaml:"usage"`
 
 	// catalog is the catalog prices were resolved against (built by Validate).
 	catalog *pricecatalog.Catalog
@@ -70,9 +78,60 @@ type Server struct {
 	// small and short-lived, and collecting less often halves the latency it adds). The GOGC
 	// environment variable, when set, wins.
 	GCPercent int `yaml:"gc_percent"`
-	// MemoryLimitMB is a soft memory limit for the process (Go's GOMEMLIMIT; 0: none), which
-	// makes the collector work harder before the limit is reached whatever GCPercent says.
+	// MemoryLimitMB is a soft memory limit for the process (Go's GOMEMLIMIT), which makes the
+	// collector work harder as the heap nears it, whatever GCPercent says. 0 (the default):
+	// tollgate serve derives it from the machine (see DefaultMemoryLimitMB); -1: none. The
+	// GOMEMLIMIT environment variable, when set, wins.
 	MemoryLimitMB int `yaml:"memory_limit_mb"`
+	// BodyBudgetMB bounds the bytes of large request bodies (over 1 MiB) held at once: each is
+	// admitted for its Content-Length (or, without one, as its bytes arrive) and holds its
+	// share until its request is done; one that finds the budget spent waits up to two
+	// seconds for room, then gets 503 with Retry-After. 0 (the default): a quarter of the
+	// memory limit, at least 32 MiB (512 MiB when there is no memory limit), which keeps the
+	// body, its decoded text and the upstream's copy of every admitted body within the limit;
+	// -1: no budget. At least 32 (the largest body) when set.
+	BodyBudgetMB int `yaml:"body_budget_mb"`
+}
+
+// The bounds of the memory defaults (see DefaultMemoryLimitMB and Server.BodyBudgetBytes).
+const (
+	// MinMemoryLimitMB and MaxMemoryLimitMB bound the memory limit derived from the host's
+	// physical memory (not one derived from a cgroup limit, which the operator chose).
+	MinMemoryLimitMB = 256
+	MaxMemoryLimitMB = 1024
+	// MinBodyBudgetMB is the smallest body budget: the largest request body (32 MiB).
+	MinBodyBudgetMB = 32
+	// NoLimitBodyBudgetMB is the default body budget of a process without a memory limit.
+	NoLimitBodyBudgetMB = 512
+)
+
+// DefaultMemoryLimitMB is the memory limit tollgate serve applies when memory_limit_mb is 0,
+// from what it learnt of the machine: three quarters of the process's cgroup memory limit when
+// it has one (cgroupBytes > 0; the rest is for memory outside Go's heap, such as DuckDB's),
+// else a quarter of the physical memory (physicalBytes) between MinMemoryLimitMB and
+// MaxMemoryLimitMB, since a gateway shares its host; 0 (none) when neither is known.
+func DefaultMemoryLimitMB(cgroupBytes, physicalBytes int64) int {
+	switch {
+	case cgroupBytes > 0:
+		return int(max(cgroupBytes/4*3>>20, 1))
+	case physicalBytes > 0:
+		return int(min(max(physicalBytes/4>>20, MinMemoryLimitMB), MaxMemoryLimitMB))
+	}
+	return 0
+}
+
+// BodyBudgetBytes is the in-flight budget of large request bodies in bytes (see BodyBudgetMB):
+// 0 when there is none.
+func (s Server) BodyBudgetBytes() int64 {
+	switch {
+	case s.BodyBudgetMB < 0:
+		return 0
+	case s.BodyBudgetMB > 0:
+		return int64(s.BodyBudgetMB) << 20
+	case s.MemoryLimitMB > 0:
+		return int64(max(s.MemoryLimitMB/4, MinBodyBudgetMB)) << 20
+	}
+	return NoLimitBodyBudgetMB << 20
 }
 
 // Provider is one upstream endpoint.
@@ -232,6 +291,15 @@ func (c *Config) Validate() error {
 		}
 		c.catalog = cat
 	}
+	if err := c.Telemetry.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Server.MemoryLimitMB < -1 {
+		bad("server.memory_limit_mb must be -1 (none), 0 (derived from the machine) or a size in MiB")
+	}
+	if c.Server.BodyBudgetMB < -1 || (c.Server.BodyBudgetMB > 0 && c.Server.BodyBudgetMB < MinBodyBudgetMB) {
+		bad("server.body_budget_mb must be -1 (none), 0 (a quarter of the memory limit) or at least %d (the largest request body)", MinBodyBudgetMB)
+	}
 	providers := map[string]bool{}
 	for i, p := range c.Providers {
 		switch {
@@ -322,6 +390,8 @@ func (c *Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.Web.validate(c))
+	errs = append(errs, c.Datasets.Validate())
+	errs = append(errs, c.Usage.Validate())
 	return errors.Join(errs...)
 }
 

@@ -16,7 +16,9 @@ import (
 // the modelled top-level fields are decoded (and kept as sent in Raw); every other top-level
 // field is kept, as sent, in Extra. What a modelled field holds that the neutral form cannot
 // (cache hints, audio parts, built-in tools, ...) is listed in Unmodelled. A body that is not
-// a valid request of the format gives a 400 *apierror.Error naming the field.
+// a valid request of the format gives a 400 *apierror.Error naming the field. The request's
+// raw values (Raw, Extra, and the JSON it keeps of tools and schemas) are slices of body,
+// which the caller must not modify while it uses the request.
 func DecodeRequest(f llm.Format, body []byte) (*llm.Request, error) {
 	return decodeRequest(f, body, decoder{})
 }
@@ -158,12 +160,13 @@ func genericPath(p string) string {
 func idx(param string, i int) string { return param + "[" + strconv.Itoa(i) + "]" }
 
 // parseBody checks the body is valid JSON (once: the scans below rely on it) and splits its
-// top-level object into members. The values are slices of a private copy of body.
+// top-level object into members. The values are slices of body, not of a copy: a request body
+// is never written once read, and a copy of it (up to 32 MiB) would live as long as the
+// request, beside the body itself.
 func parseBody(body []byte) (map[string]json.RawMessage, error) {
 	if !json.Valid(body) {
 		return nil, errSyntax
 	}
-	body = bytes.Clone(body)
 	top := make(map[string]json.RawMessage, 16)
 	err := scanTopSpans(body, func(key []byte, start, end int) error {
 		top[string(key)] = body[start:end:end]

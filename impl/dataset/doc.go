@@ -2,8 +2,10 @@
 // isolated query engine that loads and queries them.
 //
 // Storage. An account's datasets live under the key prefix tenant/<account-id>/ of a Storage
-// (a local directory by default, DirStorage; the interface is shaped so that an
-// S3-compatible store can take its place). A dataset is one file, <name>.csv,
+// (a local directory by default, DirStorage, fit for one host; or an S3-compatible object store
+// that every replica shares, impl/objectstore, read through a local cache that implements
+// LeasingStorage). A store that does not answer in time is a *StoreUnavailableError, whose text
+// the tools show. A dataset is one file, <name>.csv,
 // <name>.parquet or <name>.jsonl, and dataset names match ^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$.
 //
 // Name resolution is the security boundary. A caller names a dataset by its short name

@@ -55,12 +55,41 @@ func userErr(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
 }
 
+// ErrStoreUnavailable matches every *StoreUnavailableError under errors.Is.
+var ErrStoreUnavailable = errors.New("the dataset store is unavailable")
+
+// StoreUnavailableError reports that the dataset store (an object store, say) did not answer
+// in time or could not be reached. It is nobody's mistake and it passes: callers see its text,
+// which names the store and the operation but never an address, a key or a credential.
+type StoreUnavailableError struct {
+	// Op is what was being done: "list", "read", "write", "delete" or "stat".
+	Op string
+	// Err is the underlying failure (a timeout, a refused connection, a 5xx answer), for logs.
+	Err error
+}
+
+// Error returns "the dataset store is unavailable (<op> failed): try again later".
+func (e *StoreUnavailableError) Error() string {
+	return fmt.Sprintf("the dataset store is unavailable (%s failed): try again later", e.Op)
+}
+
+// Unwrap returns the underlying failure.
+func (e *StoreUnavailableError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrStoreUnavailable.
+func (e *StoreUnavailableError) Is(target error) bool { return target == ErrStoreUnavailable }
+
 // CallerMessage returns the text to show the caller for err and true when err is a
-// *NotOwnedError or an *Error; otherwise it returns "", false and err is internal.
+// *NotOwnedError, a *StoreUnavailableError or an *Error; otherwise it returns "", false and err
+// is internal.
 func CallerMessage(err error) (string, bool) {
 	var no *NotOwnedError
 	if errors.As(err, &no) {
 		return no.Error(), true
+	}
+	var su *StoreUnavailableError
+	if errors.As(err, &su) {
+		return su.Error(), true
 	}
 	var e *Error
 	if errors.As(err, &e) {

@@ -85,7 +85,8 @@ type resolved struct {
 }
 
 // resolve finds the caller's dataset file for ref. A reference that is malformed, outside the
-// caller's namespace or names no existing file is a *NotOwnedError.
+// caller's namespace or names no existing file is a *NotOwnedError; a store that does not
+// answer is a *StoreUnavailableError.
 func (s *Service) resolve(ctx context.Context, account uuid.UUID, ref string) (resolved, error) {
 	name, pinned, err := cleanName(account, ref)
 	if err != nil {
@@ -99,6 +100,10 @@ func (s *Service) resolve(ctx context.Context, account uuid.UUID, ref string) (r
 		obj, err := s.storage.Stat(ctx, datasetKey(account, name, f))
 		if err == nil {
 			return resolved{Name: name, Format: f, Object: obj}, nil
+		}
+		if errors.Is(err, ErrStoreUnavailable) {
+			// Nothing can be said of the name while the store does not answer.
+			return resolved{}, err
 		}
 		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrInvalid) {
 			// Refuse what cannot be checked (a link that escapes, an I/O error), and say why

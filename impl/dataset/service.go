@@ -450,7 +450,17 @@ func (s *Service) materialize(ctx context.Context, account uuid.UUID, r resolved
 	key := datasetKey(account, r.Name, r.Format)
 	var path string
 	if ls, ok := s.storage.(LocalStorage); ok {
-		p, err := ls.LocalPath(ctx, key)
+		var p string
+		var err error
+		if lease, ok := s.storage.(LeasingStorage); ok {
+			var release func()
+			p, release, err = lease.LeasePath(ctx, key)
+			if err == nil {
+				defer release()
+			}
+		} else {
+			p, err = ls.LocalPath(ctx, key)
+		}
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil, opts, &NotOwnedError{Name: r.Name}

@@ -51,6 +51,18 @@ type LocalStorage interface {
 	LocalPath(ctx context.Context, key string) (string, error)
 }
 
+// LeasingStorage is a LocalStorage whose local files may go away once nobody holds them, such as
+// a read-through cache of an object store that evicts the least recently used files. LocalPath
+// of such a storage returns a path that stays valid only until the file is evicted; a reader
+// that opens the file later holds a lease instead, which keeps it in place until released.
+type LeasingStorage interface {
+	LocalStorage
+	// LeasePath returns the absolute path of an up-to-date local copy of the object and a
+	// function that gives the lease back. The file is neither evicted nor replaced before
+	// release is called; release may be called more than once.
+	LeasePath(ctx context.Context, key string) (path string, release func(), err error)
+}
+
 // ValidKey reports whether key is a well-formed storage key: non-empty, valid UTF-8,
 // '/'-separated segments that are neither empty, "." nor "..", and no backslash, NUL or other
 // control character.

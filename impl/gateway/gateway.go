@@ -19,15 +19,18 @@ import (
 	"github.com/tollgate/tollgate/impl/changefeed"
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/dataset"
+	"github.com/tollgate/tollgate/impl/exchange"
 	"github.com/tollgate/tollgate/impl/health"
 	"github.com/tollgate/tollgate/impl/httpapi"
 	"github.com/tollgate/tollgate/impl/mcp"
+	"github.com/tollgate/tollgate/impl/mcpauth"
 	"github.com/tollgate/tollgate/impl/metrics"
 	"github.com/tollgate/tollgate/impl/provider"
 	"github.com/tollgate/tollgate/impl/ratelimit"
 	"github.com/tollgate/tollgate/impl/store"
 	"github.com/tollgate/tollgate/impl/tenanttools"
 	"github.com/tollgate/tollgate/impl/usagespill"
+	"github.com/tollgate/tollgate/impl/usageview"
 	"github.com/tollgate/tollgate/impl/web"
 )
 
@@ -72,6 +75,9 @@ type Options struct {
 	// reserve, and what it does with the requests they do not cover (the zero value: holds
 	// sized for 30 s, the rest refused with 503; see impl/billing).
 	CreditOutage billing.OutagePolicy
+	// MeterOptions, when set, adjusts the meter's options before the meter is made (`tollgate
+	// serve` shortens its lease and intervals for process-level tests: meterTestTimings).
+	MeterOptions func(*billing.Options)
 	// WebHTTPClient is the web application's client to its OpenID provider (nil: the
 	// default); the application is served when Config.Web is enabled.
 	WebHTTPClient *http.Client
@@ -138,7 +144,11 @@ func New(o Options) (*Gateway, error) {
 		}
 	}
 	// Holds of up to 100 worst cases keep the database off the hot path at high request rates.
-	meter := billing.New(o.Store, billing.Options{Logger: o.Logger, ChunkMultiplier: 100, Spill: spill, Outage: o.CreditOutage})
+	meterOpts := billing.Options{Logger: o.Logger, ChunkMultiplier: 100, Spill: spill, Outage: o.CreditOutage}
+	if o.MeterOptions != nil {
+		o.MeterOptions(&meterOpts)
+	}
+	meter := billing.New(o.Store, meterOpts)
 	if o.Metrics != nil {
 		o.Metrics.WatchUsageWriter(func() metrics.UsageWriterStats { return metrics.UsageWriterStats(meter.WriterStats()) })
 		o.Metrics.WatchCredit(func() metrics.CreditStats { return metrics.CreditStats(meter.CreditStats()) })
@@ -155,9 +165,11 @@ func New(o Options) (*Gateway, error) {
 		return health.OK, ""
 	})
 	datasets := dataset.New(o.Store, o.DatasetStorage, dataset.Options{Logger: o.Logger})
-	var srv *httpapi.Server
+	// The one exchange: the HTTP routes and the agents' steps both call it.
+	exch := exchange.New(exchange.Options{Config: o.Config, Store: o.Store, Feed: feed, Upstreams: upstreams, Meter: meter,
+		Metrics: o.Metrics, Logger: o.Logger, Heartbeat: o.Heartbeat})
 	agents, err := agent.New(agent.Options{Store: o.Store, Config: o.Config, Tools: tenanttools.Tools(datasets),
-		Call: agentCaller(&srv), KeyPrincipal: authn.KeyPrincipal, Logger: o.Logger})
+		Exchange: exch, KeyPrincipal: authn.KeyPrincipal, Logger: o.Logger})
 	if err != nil {
 		_ = datasets.Close()
 		if spill != nil {
@@ -165,9 +177,21 @@ func New(o Options) (*Gateway, error) {
 		}
 		return nil, err
 	}
-	srv, err = httpapi.New(httpapi.Options{
+	// With the web console, MCP clients may sign in with OAuth: the console is the
+	// authorization server of /api/mcp (impl/mcpauth).
+	var oauth *mcpauth.Server
+	if o.Config.Web.Enabled() {
+		if oauth, err = mcpauth.New(mcpauth.Options{Store: o.Store, PublicURL: o.Config.Web.PublicURL, Logger: o.Logger}); err != nil {
+			_ = datasets.Close()
+			if spill != nil {
+				_ = spill.Close()
+			}
+			return nil, err
+		}
+	}
+	srv, err := httpapi.New(httpapi.Options{
 		Store: o.Store, Config: o.Config, Auth: authn, Limiter: o.Limiter, Metrics: o.Metrics, Logger: o.Logger,
-		Upstreams: upstreams, Meter: meter, Feed: feed, Heartbeat: o.Heartbeat, Agents: agents,
+		Exchange: exch, Meter: meter, Agents: agents, OAuth: oauth,
 		MCP: mcp.NewHandler(mcp.Options{Tools: append(tenanttools.Tools(datasets), tenanttools.AgentTools(agents)...), Logger: o.Logger}),
 	})
 	if err != nil {
@@ -183,7 +207,8 @@ func New(o Options) (*Gateway, error) {
 	// The web application (when configured) serves its own paths; the rest stay the API's.
 	if o.Config.Web.Enabled() {
 		app, err := web.New(web.Options{Store: o.Store, Config: o.Config, Logger: o.Logger, HTTPClient: o.WebHTTPClient,
-			Datasets: datasets, Agents: agents, RedirectToPublicURL: o.WebRedirectToPublicURL})
+			Datasets: datasets, Agents: agents, OAuth: oauth, RedirectToPublicURL: o.WebRedirectToPublicURL,
+			UsageArchive: usageArchiveFiles(o.DatasetStorage)})
 		if err != nil {
 			_ = g.Close()
 			return nil, err
@@ -270,4 +295,13 @@ func (g *Gateway) Close() error {
 		err = errors.Join(err, g.spill.Close())
 	}
 	return err
+}
+
+// usageArchiveFiles is the dataset store as the files of archived usage months (the Usage
+// page reads them through DuckDB): nil when the store has no local files to read.
+func usageArchiveFiles(s dataset.Storage) usageview.ArchiveFiles {
+	if ls, ok := s.(dataset.LocalStorage); ok {
+		return ls
+	}
+	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/sse"
+	"github.com/tollgate/tollgate/impl/store"
 )
 
 // The /v1/agents routes are thin adapters to the agent service (impl/agent), which owns every
@@ -24,6 +25,16 @@ const maxIdempotencyKeyLen = 255
 
 // agentEventsPage is how many events the events route reads from the log at a time.
 const agentEventsPage = 200
+
+// agentEventsRetry is the reconnection delay the events route tells clients (the `retry:`
+// field, at the stream's start and with its in-band error): apierror.DependencyRetryAfter, as
+// the 503 of a database outage says.
+const agentEventsRetry = apierror.DependencyRetryAfter
+
+// agentEventsReadTimeout bounds one read of the log while a stream follows it: a database that
+// does not answer within it ends the stream with the in-band 503 rather than holding it
+// silent (no heartbeat goes out while a read waits).
+const agentEventsReadTimeout = 10 * time.Second
 
 // agentError maps the agent service's errors onto the contract: a slot that is not the caller's
 // (or does not exist) is 403 permission_error, a conflict with the state 409 with the service's
@@ -210,8 +221,12 @@ type agentEvent struct {
 // streamAgentEvents writes the events of the slot's session after the cursor, then follows the
 // log (Service.Wait wakes it when any gateway process appends an event) until the session's
 // final state event, the client leaves, or the gateway ends its streams. An error returned
-// before the first byte is answered in the envelope; after it the stream just ends, and the
-// client resumes with Last-Event-ID.
+// before the first byte is answered in the envelope. The stream starts with a `retry:` field
+// (agentEventsRetry); when it cannot go on (the log cannot be read: the database is
+// unreachable; the gateway is ending its streams), it ends with an `error` event without an
+// id, whose data is the error in the chat-completions envelope, and the `retry:` field again,
+// so that the client reconnects with Last-Event-ID and loses nothing. A key that is no longer
+// valid ends the stream without a word (its reconnection gets the 401).
 func (s *Server) streamAgentEvents(w http.ResponseWriter, r *http.Request, slot string, params api.StreamAgentEventsParams) error {
 	if s.agents == nil {
 		return apierror.NotImplemented("GET /v1/agents/{slot}/events")
@@ -237,6 +252,9 @@ func (s *Server) streamAgentEvents(w http.ResponseWriter, r *http.Request, slot 
 	}
 	sw := sse.NewWriter(w)
 	sw.WriteHeader()
+	if err := sw.Retry(agentEventsRetry); err != nil {
+		return nil
+	}
 	if err := sw.Flush(); err != nil {
 		return nil
 	}
@@ -254,6 +272,7 @@ func (s *Server) streamAgentEvents(w http.ResponseWriter, r *http.Request, slot 
 			data, err := json.Marshal(agentEvent{Seq: e.Seq, Kind: e.Kind, At: e.At.UTC(), SessionID: sess.ID, Data: rawOrEmpty(e.Data)})
 			if err != nil {
 				s.logger(ctx).Error("agent event: encode", "session", sess.ID, "seq", e.Seq, "err", err)
+				endAgentEvents(sw, w, err)
 				return nil
 			}
 			if err := writeAgentEvent(sw, e, data); err != nil {
@@ -277,45 +296,82 @@ func (s *Server) streamAgentEvents(w http.ResponseWriter, r *http.Request, slot 
 		case ended:
 			// The session had ended when the stream began, and its log is read to the end.
 			return nil
-		case !s.waitAgentEvent(ctx, sw, heartbeat, sess.ID, cursor, keyValid):
-			return nil
+		default:
+			if woken, endErr := s.waitAgentEvent(ctx, sw, heartbeat, sess.ID, cursor, keyValid); !woken {
+				if endErr != nil {
+					endAgentEvents(sw, w, endErr)
+				}
+				return nil
+			}
 		}
 		if !keyValid() {
 			return nil
 		}
-		if evs, err = s.agents.Events(ctx, p, sess.ID, cursor, agentEventsPage); err != nil {
-			if ctx.Err() == nil {
-				s.logger(ctx).Debug("agent events: read", "session", sess.ID, "err", err)
+		if evs, err = s.readAgentEvents(ctx, p, sess.ID, cursor); err != nil {
+			if ctx.Err() != nil {
+				return nil // the client left
 			}
+			if err = agentError(slot, err); store.Unavailable(err) {
+				s.logger(ctx).Debug("agent events: the database is unavailable", "session", sess.ID, "err", err)
+				err = apierror.Unavailable("the database", err)
+			} else if !errors.As(err, new(*apierror.Error)) {
+				s.logger(ctx).Error("agent events: read", "session", sess.ID, "err", err)
+			}
+			endAgentEvents(sw, w, err)
 			return nil
 		}
 	}
 }
 
+// readAgentEvents reads the next page of the log after cursor within agentEventsReadTimeout.
+func (s *Server) readAgentEvents(ctx context.Context, p auth.Principal, sessionID string, cursor int64) ([]agent.Event, error) {
+	rctx, cancel := context.WithTimeout(ctx, agentEventsReadTimeout)
+	defer cancel()
+	return s.agents.Events(rctx, p, sessionID, cursor, agentEventsPage)
+}
+
+// agentEventsShuttingDown is the in-band error of the events streams the gateway ends at a
+// shutdown (EndStreams): the client reconnects, to another process, with Last-Event-ID.
+var agentEventsShuttingDown = &apierror.Error{Kind: apierror.KindOverloaded,
+	Message: "the gateway is shutting down; reconnect with Last-Event-ID to continue"}
+
+// endAgentEvents ends an events stream that cannot go on with err: an `error` event without an
+// id (the client's Last-Event-ID stays the last event it got), whose data is err in the
+// chat-completions envelope (an internal error names only the request id), and the `retry:`
+// field, flushed. The stream may be gone already; then nothing more can be done.
+func endAgentEvents(sw *sse.Writer, w http.ResponseWriter, err error) {
+	data, _ := json.Marshal(openAIErrorBody{Error: openAIErrorOf(apierror.As(err), w.Header().Get(headerRequestID))})
+	if sw.Write(sse.Event{Name: "error", Data: data}) != nil || sw.Retry(agentEventsRetry) != nil {
+		return
+	}
+	_ = sw.Flush()
+}
+
 // waitAgentEvent waits until the session has an event after cursor, sending a heartbeat comment
-// whenever the heartbeat timer fires while keyValid holds. It returns false when the stream
-// must end: the client left, the gateway is ending its streams, the caller's key is no longer
-// valid, or a heartbeat could not be written.
-func (s *Server) waitAgentEvent(ctx context.Context, sw *sse.Writer, heartbeat *time.Timer, sessionID string, cursor int64, keyValid func() bool) bool {
+// whenever the heartbeat timer fires while keyValid holds. It returns woken true when an event
+// may be there; false when the stream must end, with the error to send in-band when there is
+// one (the gateway is ending its streams), or none (the client left, the caller's key is no
+// longer valid, a heartbeat could not be written).
+func (s *Server) waitAgentEvent(ctx context.Context, sw *sse.Writer, heartbeat *time.Timer, sessionID string, cursor int64, keyValid func() bool) (woken bool, endErr error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	woken := s.agents.Wait(wctx, sessionID, cursor)
+	wake := s.agents.Wait(wctx, sessionID, cursor)
 	for {
 		select {
-		case <-woken:
-			return true
+		case <-wake:
+			return true, nil
 		case <-heartbeat.C:
 			if !keyValid() {
-				return false
+				return false, nil
 			}
 			if err := sw.Comment("heartbeat"); err != nil {
-				return false
+				return false, nil
 			}
 			heartbeat.Reset(s.heartbeat)
 		case <-ctx.Done():
-			return false
+			return false, nil
 		case <-s.streamsEnd.Done():
-			return false
+			return false, agentEventsShuttingDown
 		}
 	}
 }

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/impl/agent"
-	"github.com/tollgate/tollgate/impl/apitest"
 	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/devkit/apitest"
 )
 
 // TestPromptApprovalForAnEndedSession: an agent_prompt approved after its session ended runs

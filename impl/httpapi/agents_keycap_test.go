@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/tollgate/tollgate/impl/accounts"
-	"github.com/tollgate/tollgate/impl/apitest"
 	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/devkit/apitest"
 	"github.com/tollgate/tollgate/impl/store"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/tollgate/impl/apitest"
+	"github.com/tollgate/tollgate/impl/devkit/apitest"
 	"github.com/tollgate/tollgate/impl/sse"
 )
 

@@ -18,8 +18,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tollgate/tollgate/impl/agent"
-	"github.com/tollgate/tollgate/impl/apitest"
 	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/devkit/apitest"
 	"github.com/tollgate/tollgate/impl/sim"
 	"github.com/tollgate/tollgate/impl/sse"
 )

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tollgate/tollgate/impl/apitest"
+	"github.com/tollgate/tollgate/impl/devkit/apitest"
 )
 
 // BenchmarkChatDirectVsGateway measures a non-streamed chat request sent straight to the

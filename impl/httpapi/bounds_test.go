@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tollgate/tollgate/impl/apitest"
 	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/devkit/apitest"
 )
 
 // TestResponsesBoundBelowTheUpstreamMinimum: the gateway accepts a max_output_tokens under 16,

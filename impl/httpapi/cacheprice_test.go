@@ -13,8 +13,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/tollgate/tollgate/impl/apitest"
 	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/devkit/apitest"
 	"github.com/tollgate/tollgate/impl/price"
 	"github.com/tollgate/tollgate/impl/store"
 )

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/tollgate/tollgate/impl/apitest"
 	"github.com/tollgate/tollgate/impl/client"
+	"github.com/tollgate/tollgate/impl/devkit/apitest"
 )
 
 // TestConsumerClientAgainstGateway drives the hand-written consumer client (around the

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tollgate/tollgate/impl/apitest"
+	"github.com/tollgate/tollgate/impl/devkit/apitest"
 )
 
 // TestUpstreamConnectionsAreReused sends requests one after another, streamed and not, on

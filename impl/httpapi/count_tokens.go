@@ -5,6 +5,7 @@ import (
 
 	"github.com/tollgate/tollgate/gen/api"
 	"github.com/tollgate/tollgate/impl/convert"
+	"github.com/tollgate/tollgate/impl/exchange"
 	"github.com/tollgate/tollgate/impl/llm"
 )
 
@@ -23,17 +24,17 @@ func (s *Server) CountMessageTokens(ctx context.Context, req api.CountMessageTok
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.resolveModel(ctx, p, peek.Model, llm.FormatMessages); err != nil {
+	if _, err := s.exchange.ResolveModel(ctx, p, peek.Model, llm.FormatMessages); err != nil {
 		return nil, err
 	}
 	return api.CountMessageTokens200JSONResponse{InputTokens: int64(estimateMessagesInput(body))}, nil
 }
 
 // estimateMessagesInput estimates the input tokens of a count_tokens body. A body the converter
-// cannot put in the neutral form is estimated from its size, as startExchange does.
+// cannot put in the neutral form is estimated from its size, as the exchange does.
 func estimateMessagesInput(body []byte) int {
 	if ir, err := convert.DecodeCountTokensRequest(body); err == nil {
 		return convert.EstimateInputTokens(ir)
 	}
-	return sizeEstimate(unescapedSize(body))
+	return exchange.EstimateBySize(body)
 }

@@ -78,16 +78,37 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 // that is the client's doing, not a fault of the gateway.
 func clientClosed(r *http.Request) bool { return r.Context().Err() != nil }
 
+// publicMessage is e's message as a client may read it: an internal error says only which
+// request id to quote.
+func publicMessage(e *apierror.Error, requestID string) string {
+	if e.Kind == apierror.KindInternal {
+		return "internal error; quote request id " + requestID + " when reporting it"
+	}
+	return e.Message
+}
+
+// openAIErrorOf is e as the OpenAI error object (the chat-completions envelope's "error"), for
+// the request requestID: the one place that builds it for answers, stream error events and
+// WebSocket error events alike.
+func openAIErrorOf(e *apierror.Error, requestID string) openAIErrorDetail {
+	typ, code := e.OpenAITypeCode()
+	d := openAIErrorDetail{Message: publicMessage(e, requestID), Type: typ}
+	if e.Param != "" {
+		d.Param = &e.Param
+	}
+	if code != "" {
+		d.Code = &code
+	}
+	return d
+}
+
 // writeErrorFamily answers err in the given envelope.
 func writeErrorFamily(w http.ResponseWriter, fam family, err error) {
 	e := apierror.As(err)
 	status := e.Kind.Status()
 	h := w.Header()
 	reqID := h.Get(headerRequestID)
-	message := e.Message
-	if e.Kind == apierror.KindInternal {
-		message = "internal error; quote request id " + reqID + " when reporting it"
-	}
+	message := publicMessage(e, reqID)
 	if status == http.StatusUnauthorized || status == http.StatusPaymentRequired {
 		h.Set("x-should-retry", "false")
 	}
@@ -114,15 +135,7 @@ func writeErrorFamily(w http.ResponseWriter, fam family, err error) {
 		mcp.WriteError(w, status, code, message)
 		return
 	default:
-		typ, code := e.OpenAITypeCode()
-		d := openAIErrorDetail{Message: message, Type: typ}
-		if e.Param != "" {
-			d.Param = &e.Param
-		}
-		if code != "" {
-			d.Code = &code
-		}
-		body = openAIErrorBody{Error: d}
+		body = openAIErrorBody{Error: openAIErrorOf(e, reqID)}
 	}
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)

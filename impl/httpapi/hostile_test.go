@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/tollgate/impl/apitest"
 	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/devkit/apitest"
 )
 
 // TestUpstreamHeadTooLarge: an upstream whose answer has a head of over 10 MiB (net/http's

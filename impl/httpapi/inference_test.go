@@ -16,8 +16,8 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/openai/openai-go/v3/shared"
 
-	"github.com/tollgate/tollgate/impl/apitest"
 	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/devkit/apitest"
 )
 
 // contractConfig has, for every route, a model on a same-format upstream and one on an upstream

@@ -17,9 +17,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tollgate/tollgate/impl/accounts"
-	"github.com/tollgate/tollgate/impl/apitest"
 	"github.com/tollgate/tollgate/impl/auth"
-	"github.com/tollgate/tollgate/impl/pgtest"
+	"github.com/tollgate/tollgate/impl/devkit/apitest"
+	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 	"github.com/tollgate/tollgate/impl/store"
 )
 

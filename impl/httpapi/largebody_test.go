@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tollgate/tollgate/impl/apitest"
+	"github.com/tollgate/tollgate/impl/devkit/apitest"
 )
 
 // largePrompt is n bytes of prose with no code in it: the worst case for a scan that looks
@@ -79,16 +79,19 @@ func BenchmarkLargePrompt(b *testing.B) {
 	g := apitest.Start(b, apitest.Options{})
 	tenant := g.NewTenant(b, "bench", 1_000_000_000, 1_000_000_000_000)
 	c := &http.Client{}
-	for _, r := range largeBodies(5 << 20) {
-		b.Run(r.name, func(b *testing.B) {
-			b.SetBytes(int64(len(r.body)))
-			for b.Loop() {
-				status, answer, err := postLarge(c, g.URL+r.path, tenant.Key, r.body)
-				if err != nil || status != 400 {
-					b.Fatal(fmt.Sprintf("%d %.200s %v", status, answer, err))
+	// 5 MB, and 30 MB: about the largest prompt a body within the 32 MiB limit can carry.
+	for _, size := range []int{5 << 20, 30 << 20} {
+		for _, r := range largeBodies(size) {
+			b.Run(fmt.Sprintf("%dMB/%s", size>>20, r.name), func(b *testing.B) {
+				b.SetBytes(int64(len(r.body)))
+				for b.Loop() {
+					status, answer, err := postLarge(c, g.URL+r.path, tenant.Key, r.body)
+					if err != nil || status != 400 {
+						b.Fatal(fmt.Sprintf("%d %.200s %v", status, answer, err))
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 	// A legitimate 400 KB prompt (about 100,000 tokens, within both windows) is served.
 	prompt, _ := json.Marshal(largePrompt(400 << 10))

@@ -32,12 +32,12 @@ func (s *Server) ListModels(ctx context.Context, _ api.ListModelsRequestObject) 
 	if err != nil {
 		return nil, err
 	}
-	grants, err := s.access.grants(ctx, p.AccountID)
+	grants, err := s.exchange.Grants(ctx, p.AccountID)
 	if err != nil {
 		return nil, err
 	}
-	list := api.ModelList{Object: api.List, Data: make([]api.Model, 0, len(grants.list))}
-	for _, g := range grants.list {
+	list := api.ModelList{Object: api.List, Data: make([]api.Model, 0, len(grants.List()))}
+	for _, g := range grants.List() {
 		if !p.AllowsModel(g.ModelID) {
 			continue
 		}
@@ -63,11 +63,11 @@ func (s *Server) RetrieveModel(ctx context.Context, req api.RetrieveModelRequest
 	if !ok || !p.AllowsModel(req.Model) {
 		return nil, apierror.ModelNotFound(req.Model)
 	}
-	grants, err := s.access.grants(ctx, p.AccountID)
+	grants, err := s.exchange.Grants(ctx, p.AccountID)
 	if err != nil {
 		return nil, err
 	}
-	g, ok := grants.grant(req.Model)
+	g, ok := grants.Grant(req.Model)
 	if !ok {
 		return nil, apierror.ModelNotFound(req.Model)
 	}

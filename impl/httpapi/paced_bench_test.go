@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/tollgate/impl/apitest"
-	"github.com/tollgate/tollgate/impl/bench"
+	"github.com/tollgate/tollgate/impl/devkit/apitest"
+	"github.com/tollgate/tollgate/impl/devkit/bench"
 	"github.com/tollgate/tollgate/impl/h1server"
 )
 

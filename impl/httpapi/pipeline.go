@@ -12,10 +12,14 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/telemetry"
 )
 
 // headerRequestID carries the request id; set through the canonical key (X-Request-Id) on
@@ -44,6 +48,8 @@ type recorder struct {
 	http.ResponseWriter
 	status int
 	bytes  int64
+	// upstreamWait is the time the request waited for upstreams (tollgate_added_seconds).
+	upstreamWait time.Duration
 }
 
 func (r *recorder) WriteHeader(code int) {
@@ -89,8 +95,17 @@ func (s *Server) edge(next http.Handler) http.Handler {
 			h[canonicalAnthropicRequestID] = []string{id}
 		}
 		rec := &recorder{ResponseWriter: w}
+		// With tracing on, the request's SERVER span (tracing.go), continuing the caller's
+		// traceparent; its trace goes back in the traceresponse header.
+		ctx := r.Context()
+		var span trace.Span
+		if telemetry.Enabled() {
+			ctx, span = telemetry.StartServer(r)
+			h[headerTraceResponse] = []string{traceResponse(span.SpanContext())}
+			span.SetAttributes(telemetry.AttrRequestID.String(id))
+		}
 		// One copy of the request carries the id and a slot that authentication fills in.
-		ctx, _ := auth.WithSlot(r.Context())
+		ctx, _ = auth.WithSlot(ctx)
 		r = r.WithContext(context.WithValue(ctx, requestIDKey{}, id))
 		defer func() {
 			if v := recover(); v != nil {
@@ -113,6 +128,17 @@ func (s *Server) edge(next http.Handler) http.Handler {
 			elapsed := time.Since(start)
 			if s.metrics != nil {
 				s.metrics.ObserveRequest(route, status, elapsed)
+				traceID := ""
+				if span != nil {
+					traceID = telemetry.SampledTraceID(r.Context())
+				}
+				s.metrics.ObserveAdded(route, elapsed-rec.upstreamWait, traceID)
+			}
+			if span != nil {
+				if p, ok := auth.FromContext(r.Context()); ok {
+					span.SetAttributes(telemetry.AttrAccount.String(p.AccountText()), telemetry.AttrKey.String(p.KeyText()))
+				}
+				telemetry.EndServer(span, r.Method, strings.TrimPrefix(r.Pattern, r.Method+" "), status)
 			}
 			if !s.log.Enabled(r.Context(), slog.LevelInfo) {
 				return
@@ -145,7 +171,18 @@ func (s *Server) logger(ctx context.Context) *slog.Logger {
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		header := r.Header.Get("Authorization")
+		var span trace.Span
+		if telemetry.Enabled() {
+			_, span = startSpan(r.Context(), "authenticate")
+		}
 		p, err := s.auth.Authenticate(r.Context(), header)
+		if span != nil {
+			span.SetAttributes(telemetry.AttrAuthOutcome.String(authOutcome(err)))
+			if err != nil {
+				telemetry.Fail(span, "401", "authentication failed")
+			}
+			span.End()
+		}
 		if err != nil {
 			var e *apierror.Error
 			switch {

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/tollgate/impl/apitest"
+	"github.com/tollgate/tollgate/impl/devkit/apitest"
+	"github.com/tollgate/tollgate/impl/devkit/redistest"
 	"github.com/tollgate/tollgate/impl/ratelimit"
-	"github.com/tollgate/tollgate/impl/redistest"
 )
 
 // fakeClock is a clock tests move by hand.

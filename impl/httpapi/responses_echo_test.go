@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tollgate/tollgate/impl/apitest"
+	"github.com/tollgate/tollgate/impl/devkit/apitest"
 )
 
 // TestResponsesStreamEchoesTheRequest: every response object of a Responses stream echoes the

@@ -14,13 +14,12 @@ import (
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/billing"
-	"github.com/tollgate/tollgate/impl/changefeed"
 	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/exchange"
 	"github.com/tollgate/tollgate/impl/mcp"
+	"github.com/tollgate/tollgate/impl/mcpauth"
 	"github.com/tollgate/tollgate/impl/metrics"
-	"github.com/tollgate/tollgate/impl/provider"
 	"github.com/tollgate/tollgate/impl/ratelimit"
-	"github.com/tollgate/tollgate/impl/routing"
 	"github.com/tollgate/tollgate/impl/store"
 )
 
@@ -33,19 +32,16 @@ type Server struct {
 	metrics   *metrics.Metrics
 	log       *slog.Logger
 	validate  *validator
-	registry  *routing.Registry
-	router    *routing.Router
-	upstreams map[string]*provider.Upstream
+	exchange  *exchange.Engine
 	meter     *billing.Meter
-	access    *modelAccess
 	heartbeat time.Duration
 	mcp       http.Handler
+	oauth     *mcpauth.Server
 	agents    *agent.Service
 	methods   routeMethods
-	// streamsEnd ends when EndStreams is called: every stream still in flight then ends with
-	// its format's in-band error (see respondStream).
+	// streamsEnd ends when EndStreams is called: every stream still in flight then ends (an
+	// inference stream with its format's in-band error: exchange.Engine.EndStreams).
 	streamsEnd context.Context
-	endStreams context.CancelFunc
 }
 
 var _ api.StrictServerInterface = (*Server)(nil)
@@ -60,26 +56,27 @@ type Options struct {
 	// Metrics may be nil.
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
-	// Upstreams are the configured providers by name, ready to call.
-	Upstreams map[string]*provider.Upstream
-	// Meter reserves and settles the cost of inference requests.
+	// Exchange runs the inference routes' exchanges (routing, admission, upstream attempts,
+	// metering); its heartbeat paces every stream of the surface, and its EndStreams ends them.
+	Exchange *exchange.Engine
+	// Meter answers the credits route.
 	Meter *billing.Meter
-	// Router orders a fusion model's experts; nil means a fresh one.
-	Router *routing.Router
-	// Feed pushes model-access changes to the inference routes' cache.
-	Feed *changefeed.Feed
-	// Heartbeat is how long a stream may stay silent before a comment is sent (default 15 s).
-	Heartbeat time.Duration
 	// MCP serves /api/mcp behind authentication and the rate limit; nil means an MCP endpoint
 	// with no tools.
 	MCP http.Handler
 	// Agents serves the /v1/agents routes; nil answers them 501.
 	Agents *agent.Service
+	// OAuth is the MCP endpoint's OAuth authorization server (its metadata, registration and
+	// token endpoints, and its access tokens on /api/mcp); nil: API keys only.
+	OAuth *mcpauth.Server
 }
 
-// New builds the Server. It fails only if the embedded OpenAPI document cannot be loaded or
-// its request schemas compiled.
+// New builds the Server. It fails only if Options.Exchange is missing, or the embedded OpenAPI
+// document cannot be loaded or its request schemas compiled.
 func New(o Options) (*Server, error) {
+	if o.Exchange == nil {
+		return nil, errors.New("httpapi: Options.Exchange is required")
+	}
 	doc, err := api.GetSwagger()
 	if err != nil {
 		return nil, fmt.Errorf("load embedded OpenAPI document: %w", err)
@@ -88,32 +85,30 @@ func New(o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	validate.budget = newBodyBudget(o.Config.Server.BodyBudgetBytes())
+	if o.Metrics != nil && validate.budget != nil {
+		o.Metrics.WatchBodyBudget(validate.budget.stats)
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
-	}
-	if o.Router == nil {
-		o.Router = routing.NewRouter(nil)
-	}
-	if o.Heartbeat <= 0 {
-		o.Heartbeat = defaultHeartbeat
 	}
 	if o.MCP == nil {
 		o.MCP = mcp.NewHandler(mcp.Options{Logger: o.Logger})
 	}
-	streamsEnd, endStreams := context.WithCancel(context.Background())
 	return &Server{
-		streamsEnd: streamsEnd, endStreams: endStreams,
-		store: o.Store, config: o.Config, auth: o.Auth, limiter: o.Limiter, metrics: o.Metrics,
-		log: o.Logger, validate: validate, registry: routing.NewRegistry(o.Config), router: o.Router,
-		upstreams: o.Upstreams, meter: o.Meter, access: newModelAccess(o.Store, o.Feed), heartbeat: o.Heartbeat, mcp: o.MCP,
-		agents: o.Agents, methods: newRouteMethods(doc),
+		streamsEnd: o.Exchange.StreamsEnd(),
+		store:      o.Store, config: o.Config, auth: o.Auth, limiter: o.Limiter, metrics: o.Metrics,
+		log: o.Logger, validate: validate, exchange: o.Exchange, meter: o.Meter, heartbeat: o.Exchange.Heartbeat(), mcp: o.MCP,
+		agents: o.Agents, methods: newRouteMethods(doc), oauth: o.OAuth,
 	}, nil
 }
 
 // EndStreams ends every stream in flight, and any that starts later, with its format's in-band
 // error (the gateway is shutting down; retry), billing what each produced. A shutdown calls it
 // when its grace period is over.
-func (s *Server) EndStreams() { s.endStreams() }
+// The exchange's streams end with it, and so do the surface's own (agent event tails, Responses
+// WebSockets), which watch the same signal.
+func (s *Server) EndStreams() { s.exchange.EndStreams() }
 
 // Handler returns the whole HTTP surface.
 func (s *Server) Handler() http.Handler {
@@ -134,10 +129,13 @@ func (s *Server) Handler() http.Handler {
 		},
 	})
 	// Every method: the MCP handler answers GET with 405 itself.
-	mux.Handle("/api/mcp", s.authenticate(s.limitRate(s.mcp)))
+	mux.Handle("/api/mcp", s.authenticateMCP(s.limitRate(s.mcp)))
+	if s.oauth != nil {
+		s.oauth.Routes(mux)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		// Before the 405: the Responses WebSocket handshake is refused with 426 (upgrade.go).
-		if refuseResponsesUpgrade(w, r) {
+		// Before the 405: the Responses WebSocket mode (upgrade.go, responsesws.go).
+		if s.serveResponsesUpgrade(w, r) {
 			return
 		}
 		if methods := s.methods.allowed(r.URL.Path); len(methods) > 0 {
@@ -159,6 +157,82 @@ func (s *Server) Handler() http.Handler {
 	})
 	return s.edge(mux)
 }
+
+// authenticateMCP authenticates a request of the MCP endpoint: an OAuth access token of
+// s.oauth (checked against the database on every request), else an API key exactly as on the
+// other routes. With OAuth on, a 401 of a request with no credential names the
+// protected-resource metadata in its WWW-Authenticate header (RFC 9728), which is how MCP
+// clients find the sign-in; a refused OAuth token gets the same with error="invalid_token"
+// (RFC 6750 section 3.1); a refused API key gets the plain challenge it always got.
+func (s *Server) authenticateMCP(next http.Handler) http.Handler {
+	keys := s.authenticate(next)
+	if s.oauth == nil {
+		return keys
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, ok := mcpauth.BearerToken(r.Header.Get("Authorization"))
+		if !ok {
+			if presentsCredential(r) {
+				// An API key (well-formed or not) or another credential: refused exactly as
+				// before OAuth existed, with the envelope's plain challenge, so that a client
+				// with a revoked or mistyped key reports the key rather than starting a
+				// browser sign-in.
+				keys.ServeHTTP(w, r)
+				return
+			}
+			keys.ServeHTTP(&challengeOn401{ResponseWriter: w, challenge: s.oauth.Challenge("", "")}, r)
+			return
+		}
+		p, _, err := s.oauth.Verify(r.Context(), token)
+		if invalid, ok := errors.AsType[*mcpauth.InvalidTokenError](err); ok {
+			w = &challengeOn401{ResponseWriter: w, challenge: s.oauth.Challenge("invalid_token", invalid.Reason)}
+			writeError(w, r, apierror.Unauthenticated(invalid.Error()))
+			return
+		}
+		if err != nil {
+			s.logger(r.Context()).Warn("authenticating an OAuth token: the database is unavailable", "err", err)
+			writeError(w, r, err)
+			return
+		}
+		if slot := auth.SlotFrom(r.Context()); slot != nil {
+			slot.Set(p)
+		} else {
+			r = r.WithContext(auth.WithPrincipal(r.Context(), p))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// presentsCredential reports whether the request carries a credential at all: an
+// Authorization header with something in it, or an x-api-key header.
+func presentsCredential(r *http.Request) bool {
+	a := strings.TrimSpace(r.Header.Get("Authorization"))
+	if scheme, rest, _ := strings.Cut(a, " "); strings.EqualFold(scheme, "Bearer") && strings.TrimSpace(rest) == "" {
+		a = ""
+	}
+	return a != "" || strings.TrimSpace(r.Header.Get("x-api-key")) != ""
+}
+
+// challengeOn401 sets the OAuth challenge as the WWW-Authenticate header of a 401 (replacing
+// the envelope's plain one).
+type challengeOn401 struct {
+	http.ResponseWriter
+	challenge string
+}
+
+// WriteHeader implements http.ResponseWriter.
+func (c *challengeOn401) WriteHeader(status int) {
+	if status == http.StatusUnauthorized {
+		c.Header().Set("WWW-Authenticate", c.challenge)
+	}
+	c.ResponseWriter.WriteHeader(status)
+}
+
+// Flush implements http.Flusher.
+func (c *challengeOn401) Flush() { _ = http.NewResponseController(c.ResponseWriter).Flush() }
+
+// Unwrap is for http.ResponseController.
+func (c *challengeOn401) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 // respondError answers an error returned by a handler, logging internal ones.
 func (s *Server) respondError(w http.ResponseWriter, r *http.Request, err error) {

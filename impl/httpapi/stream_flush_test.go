@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/tollgate/impl/apitest"
 	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/devkit/apitest"
 )
 
 // TestStreamEventsAreNotHeldBack: each event reaches the client before the upstream sends the

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/tollgate/tollgate/impl/apitest"
+	"github.com/tollgate/tollgate/impl/devkit/apitest"
 )
 
 // TestTenantIsolation: account B's key never sees A's models-only entries, balance or keys,

@@ -1,35 +1,26 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"net/http"
 
 	"golang.org/x/net/http/httpguts"
 )
 
-// The Responses API has a WebSocket mode (GET /v1/responses with Upgrade: websocket, then
-// response.create messages on the socket), which the gateway does not serve: its metering,
-// rate limits and streaming relay are built around one HTTP request per response.
+// The Responses API has a WebSocket mode: GET /v1/responses with Upgrade: websocket, then
+// response.create messages on the socket. The gateway serves it (responsesws.go) with the same
+// authentication, rate limit, admission and metering per response as POST /v1/responses.
 //
 // Codex CLI (the built-in openai provider, and any provider with supports_websockets) opens
-// that socket before its first request and falls back to POST /v1/responses for the rest of
-// the session at once only when the handshake is refused with 426 Upgrade Required. Any other
-// refusal (the 405 the path gives a plain GET, a 401, a 404) counts as a failed stream and is
-// retried with backoff: seven handshakes and about six seconds before the first POST.
-//
-// So an upgrade request on /v1/responses, and only that, is answered 426 in the OpenAI error
-// envelope. It is answered before authentication: the answer is the same for every caller, so
-// it says nothing about the key, and a 401 here would only cost the caller the retries; a bad
-// key is refused by the POST that follows. The Upgrade header RFC 9110 asks of a 426 is left
-// out: the protocol to use is the one the request came with (HTTP/1.1, POST), and an Upgrade
-// header would read as an invitation to try another upgrade.
+// that socket before its first request and uses it for every turn, sending only the new input
+// with previous_response_id. It falls back to POST /v1/responses for the rest of the session at
+// once only when the handshake is refused with 426 Upgrade Required; any other refusal (a 401,
+// a 429, a 404) counts as a failed stream and is retried with backoff: seven handshakes and
+// about six seconds before the first POST. So a bad key costs Codex those retries before it
+// reports the 401 the POST then answers; a good key never meets a refusal here. The handshake's
+// 401 and 429 come in the OpenAI error envelope, as the POST's do.
 
-// responsesPath is the one path whose upgrade requests are refused this way.
+// responsesPath is the one path whose upgrade requests are served as the WebSocket mode.
 const responsesPath = "/v1/responses"
-
-// websocketUnsupportedMessage tells the caller what to do instead.
-const websocketUnsupportedMessage = "The Responses WebSocket mode is not supported by this gateway: " +
-	"send each request as POST /v1/responses (with \"stream\": true for server-sent events)."
 
 // isWebSocketUpgrade reports whether r asks to switch the connection to WebSocket (RFC 6455
 // section 4.1: a GET with Upgrade: websocket and Connection: Upgrade).
@@ -39,19 +30,13 @@ func isWebSocketUpgrade(r *http.Request) bool {
 		httpguts.HeaderValuesContainsToken(r.Header["Connection"], "upgrade")
 }
 
-// refuseResponsesUpgrade answers a WebSocket upgrade request on /v1/responses with 426 and
-// reports whether it did; every other request is left to the caller.
-func refuseResponsesUpgrade(w http.ResponseWriter, r *http.Request) bool {
+// serveResponsesUpgrade serves a WebSocket upgrade request on /v1/responses (authenticated and
+// rate limited as the POST is) and reports whether it did; every other request is left to the
+// caller.
+func (s *Server) serveResponsesUpgrade(w http.ResponseWriter, r *http.Request) bool {
 	if r.URL.Path != responsesPath || !isWebSocketUpgrade(r) {
 		return false
 	}
-	code := "websocket_not_supported"
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusUpgradeRequired)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(openAIErrorBody{Error: openAIErrorDetail{
-		Message: websocketUnsupportedMessage, Type: "invalid_request_error", Code: &code}})
+	s.authenticate(s.limitRate(http.HandlerFunc(s.serveResponsesSocket))).ServeHTTP(w, r)
 	return true
 }

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/tollgate/impl/apitest"
+	"github.com/tollgate/tollgate/impl/devkit/apitest"
 )
 
 // rawExchange writes raw requests on one TCP connection to the gateway, as a WebSocket client
@@ -70,25 +70,25 @@ func wsHandshake(path, authorization string) string {
 	return strings.Join(lines, "\r\n")
 }
 
-// TestResponsesWebSocketUpgradeIsRefusedWith426: the WebSocket handshake on /v1/responses is
-// answered 426 Upgrade Required in the OpenAI envelope (the one answer that makes Codex CLI use
-// HTTP at once), the same answer whatever the key, and the connection stays usable for the
-// POST that follows.
-func TestResponsesWebSocketUpgradeIsRefusedWith426(t *testing.T) {
+// TestResponsesWebSocketHandshake: the WebSocket handshake on /v1/responses is authenticated as
+// the POST is: without a key or with an unknown one it is refused 401 in the OpenAI envelope,
+// naming nothing of any account, and the connection stays usable for the POST that follows;
+// with a valid key it switches protocols (101). The code before the WebSocket mode answered
+// every handshake 426.
+func TestResponsesWebSocketHandshake(t *testing.T) {
 	g := apitest.Start(t, apitest.Options{})
 	tenant := g.NewTenant(t, "ws-probe", 0, 1_000_000)
 	for _, c := range []struct{ name, authorization string }{
 		{"no key", ""},
-		{"valid key", "Bearer " + tenant.Key},
 		{"unknown key", "Bearer tgk_notakeynotakeynotakeynotakeynotakeynotakeynotake"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			x := dialRaw(t, g)
 			res, body := x.roundTrip("GET", wsHandshake("/v1/responses", c.authorization))
-			if res.StatusCode != http.StatusUpgradeRequired {
-				t.Fatalf("status %d, want 426: %s", res.StatusCode, body)
+			if res.StatusCode != http.StatusUnauthorized {
+				t.Fatalf("status %d, want 401: %s", res.StatusCode, body)
 			}
-			for _, h := range []string{"Upgrade", "Sec-WebSocket-Accept", "Allow", "WWW-Authenticate"} {
+			for _, h := range []string{"Upgrade", "Sec-WebSocket-Accept"} {
 				if v := res.Header.Get(h); v != "" {
 					t.Errorf("header %s: %q, want none", h, v)
 				}
@@ -103,23 +103,20 @@ func TestResponsesWebSocketUpgradeIsRefusedWith426(t *testing.T) {
 				Error struct {
 					Message string  `json:"message"`
 					Type    string  `json:"type"`
-					Param   *string `json:"param"`
 					Code    *string `json:"code"`
 				} `json:"error"`
 			}
 			if err := json.Unmarshal(body, &env); err != nil {
 				t.Fatalf("body is not JSON: %v: %s", err, body)
 			}
-			e := env.Error
-			if e.Type != "invalid_request_error" || e.Param != nil || e.Code == nil || *e.Code != "websocket_not_supported" ||
-				!strings.Contains(e.Message, "WebSocket mode is not supported") || !strings.Contains(e.Message, "POST /v1/responses") {
+			if env.Error.Type != "authentication_error" || env.Error.Code == nil || *env.Error.Code != "invalid_api_key" {
 				t.Errorf("envelope: %s", body)
 			}
 			if strings.Contains(string(body), "ws-probe") || strings.Contains(string(body), tenant.Account.ID.String()) {
 				t.Errorf("the refusal names the account: %s", body)
 			}
 
-			// The client falls back on the same connection: the POST is served as usual (here
+			// A client falling back uses the same connection: the POST is served as usual (here
 			// without a key, so by the operation's own 401).
 			res, body = x.roundTrip("POST", "POST /v1/responses HTTP/1.1\r\nHost: 127.0.0.1\r\n"+
 				"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
@@ -128,11 +125,18 @@ func TestResponsesWebSocketUpgradeIsRefusedWith426(t *testing.T) {
 			}
 		})
 	}
+	t.Run("valid key", func(t *testing.T) {
+		res, body := dialRaw(t, g).roundTrip("GET", wsHandshake("/v1/responses", "Bearer "+tenant.Key))
+		if res.StatusCode != http.StatusSwitchingProtocols || !strings.EqualFold(res.Header.Get("Upgrade"), "websocket") ||
+			res.Header.Get("Sec-WebSocket-Accept") == "" {
+			t.Fatalf("status %d, headers %v: %s; want 101 with the WebSocket accept", res.StatusCode, res.Header, body)
+		}
+	})
 }
 
-// TestOnlyTheResponsesUpgradeIsRefusedWith426: a plain GET on /v1/responses is still a 405, and
-// an upgrade request elsewhere is answered as that path answers a GET.
-func TestOnlyTheResponsesUpgradeIsRefusedWith426(t *testing.T) {
+// TestOnlyTheResponsesUpgradeIsServed: a plain GET on /v1/responses is still a 405, and an
+// upgrade request elsewhere is answered as that path answers a GET.
+func TestOnlyTheResponsesUpgradeIsServed(t *testing.T) {
 	g := apitest.Start(t, apitest.Options{})
 	for _, c := range []struct {
 		name, head string

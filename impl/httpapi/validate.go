@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 
 	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/readbody"
 	"github.com/tollgate/tollgate/impl/reqschema"
 )
 
@@ -23,6 +25,8 @@ const maxBodyBytes = 32 << 20
 // looked up by the ServeMux pattern that matched, so no second router runs.
 type validator struct {
 	operations map[string]*reqschema.Operation
+	// budget bounds the large bodies read at once (nil: no bound; see bodyBudget).
+	budget *bodyBudget
 }
 
 // newValidator compiles the document's operations and indexes them by "METHOD /path" patterns.
@@ -41,43 +45,58 @@ func newValidator(doc *openapi3.T) (*validator, error) {
 }
 
 // middleware validates the request of the matched operation; violations answer 400 naming the
-// offending field. Unknown body fields, query parameters and enum-free values pass.
+// offending field. Unknown body fields, query parameters and enum-free values pass. A large
+// body holds its share of the body budget until the request is done.
 func (v *validator) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := v.validate(r); err != nil {
+		lease, err := v.validate(r)
+		if err != nil {
+			lease.release()
 			writeError(w, r, err)
 			return
 		}
+		if lease == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		// The body, what was decoded from it and the upstream's copy of it live until the
+		// handler returns (the transport keeps the upstream request until its answer is read).
+		defer lease.release()
 		next.ServeHTTP(w, r)
 	})
 }
 
-func (v *validator) validate(r *http.Request) error {
+// validate checks r; a large body's share of the budget is returned (nil for a small body),
+// even with an error, and the caller releases it.
+func (v *validator) validate(r *http.Request) (*bodyLease, error) {
 	op, ok := v.operations[r.Pattern]
 	if !ok {
-		return nil
+		return nil, nil
 	}
 	var body []byte
+	var lease *bodyLease
 	if op.HasBody() {
 		var err error
-		body, err = readBody(r)
+		body, lease, err = v.readBody(r)
 		if err != nil {
 			var tooBig *http.MaxBytesError
-			if errors.As(err, &tooBig) {
-				return &apierror.Error{Kind: apierror.KindRequestTooLarge, Message: fmt.Sprintf("the request body exceeds %d bytes (32 MiB)", maxBodyBytes)}
-			}
-			if errors.Is(err, os.ErrDeadlineExceeded) {
+			switch {
+			case errors.As(err, &tooBig):
+				return lease, &apierror.Error{Kind: apierror.KindRequestTooLarge, Message: fmt.Sprintf("the request body exceeds %d bytes (32 MiB)", maxBodyBytes)}
+			case errors.As(err, new(budgetSpent)):
+				return lease, v.budget.refusal()
+			case errors.Is(err, os.ErrDeadlineExceeded):
 				// A stalled upload: the client is still there (the failed read ended the
 				// request's context, but the client did not close), and gets its 400.
-				return clientStillThere{apierror.Invalid("", "could not read the request body: it stalled")}
+				return lease, clientStillThere{apierror.Invalid("", "could not read the request body: it stalled")}
 			}
-			return apierror.Invalid("", "could not read the request body")
+			return lease, apierror.Invalid("", "could not read the request body")
 		}
 		// The handler reads the body again; validation only reads the bytes.
 		r.Body = newCheckedBody(body)
 		r.ContentLength = int64(len(body))
 		if len(bytes.TrimSpace(body)) == 0 {
-			return apierror.Invalid("", "a JSON request body is required")
+			return lease, apierror.Invalid("", "a JSON request body is required")
 		}
 		// curl -d, browsers' fetch with a string body and some clients send JSON without, or with
 		// a form or text content type.
@@ -88,14 +107,14 @@ func (v *validator) validate(r *http.Request) error {
 	// Parameters first, then the body, as kin-openapi (the reference the messages come from)
 	// checks them.
 	if err := op.ValidateParameters(r); err != nil {
-		return describe(err)
+		return lease, describe(err)
 	}
 	// Strict: a string that is not valid UTF-8 is refused naming its field, not quietly
 	// served with U+FFFD in place of its bytes (what strict SDKs expect; issue 23).
 	if err := op.ValidateBodyStrict(r.Header.Get("Content-Type"), body); err != nil {
-		return describe(err)
+		return lease, describe(err)
 	}
-	return nil
+	return lease, nil
 }
 
 // clientStillThere marks an error answered although the request's context has ended: the read
@@ -106,9 +125,40 @@ type clientStillThere struct{ error }
 func (e clientStillThere) Unwrap() error { return e.error }
 
 // readBody reads the request body, at most maxBodyBytes (beyond that the error is an
-// *http.MaxBytesError).
-func readBody(r *http.Request) ([]byte, error) {
-	return appendBody(nil, http.MaxBytesReader(nil, r.Body, maxBodyBytes), r.ContentLength, maxBodyBytes)
+// *http.MaxBytesError). A body of more than largeBodyBytes is admitted against the budget: one
+// with a Content-Length once its first largeBodyBytes have arrived (until then its buffer grows
+// with what arrives, so a stalled upload holds little and none of the budget), for the whole
+// length at once, and the rest is read in place into one buffer of that length; one without a
+// Content-Length (or announcing more than is accepted) as its bytes arrive beyond
+// largeBodyBytes. When the budget stays spent the error is a budgetSpent. The lease is returned
+// whenever it holds something, with or without an error; nil for a small body.
+func (v *validator) readBody(r *http.Request) ([]byte, *bodyLease, error) {
+	br := &bodyReader{r: r.Body, limit: maxBodyBytes}
+	n := r.ContentLength
+	if v.budget == nil || (n >= 0 && n <= largeBodyBytes) {
+		body, err := readbody.Append(nil, br, n, maxBodyBytes)
+		return body, nil, err
+	}
+	br.lease = bodyLease{budget: v.budget, ctx: r.Context()}
+	lease := &br.lease
+	if n < 0 || n > maxBodyBytes {
+		body, err := readbody.Append(nil, br, n, maxBodyBytes)
+		if lease.held == 0 {
+			lease = nil
+		}
+		return body, lease, err
+	}
+	head, err := readbody.Append(nil, io.LimitReader(br, largeBodyBytes), largeBodyBytes, largeBodyBytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !lease.admit(n) {
+		return nil, nil, budgetSpent{}
+	}
+	// One more byte of room holds readbody.Append's probe for the body's end.
+	body := append(make([]byte, 0, n+1), head...)
+	body, err = readbody.Append(body, br, n-int64(len(head)), maxBodyBytes)
+	return body, lease, err
 }
 
 // describe turns a reqschema error into a 400 naming the offending field.

@@ -25,7 +25,7 @@ func BenchmarkValidateChat(b *testing.B) {
 		r, _ := http.NewRequest("POST", "/v1/chat/completions", strings.NewReader(body))
 		r.Header.Set("Content-Type", "application/json")
 		r.Pattern = "POST /v1/chat/completions"
-		if err := v.validate(r); err != nil {
+		if _, err := v.validate(r); err != nil {
 			b.Fatal(err)
 		}
 	}

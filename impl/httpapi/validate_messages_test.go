@@ -114,7 +114,7 @@ func TestValidationMessagesMatchKin(t *testing.T) {
 			return r
 		}
 		r := request()
-		got := ours.validate(r)
+		_, got := ours.validate(r)
 		want := reference.validate(request())
 		if !sameError(got, want) {
 			t.Errorf("%s %.80q (%s): got %v, want %v", c.pattern, c.body, c.contentType, describeForTest(got), describeForTest(want))
@@ -131,7 +131,7 @@ func TestValidationMessagesMatchKin(t *testing.T) {
 	r, _ := http.NewRequest("POST", "http://gateway/v1/chat/completions", strings.NewReader(chat+` {"x":1}`))
 	r.Pattern = "POST /v1/chat/completions"
 	r.Header.Set("Content-Type", "application/json")
-	if err := ours.validate(r); !sameError(err, apierror.Invalid("", "the request body is not valid JSON")) {
+	if _, err := ours.validate(r); !sameError(err, apierror.Invalid("", "the request body is not valid JSON")) {
 		t.Errorf("trailing text: %v", describeForTest(err))
 	}
 }

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tollgate/tollgate/impl/apitest"
 	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/devkit/apitest"
 )
 
 // TestValidationAcceptsWhatRealClientsSend: unknown body fields, unknown query parameters, roles,

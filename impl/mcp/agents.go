@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/tool"
 )
 
 // AgentService is what the agent tools need from the agent service. Every method acts for the
 // verified caller p and must see only p's account: a session or approval of another account is
 // reported exactly like one that does not exist, by an error wrapping [ErrAgentNotOwned] (the
 // tools answer both with the same text). An expected failure the caller should read (no free
-// slot, a session that has ended, an unknown model) is a [*PublicError]; any other error is
+// slot, a session that has ended, an unknown model) is a [*tool.PublicError]; any other error is
 // logged and reported as internal.
 type AgentService interface {
 	// Sessions returns the caller's sessions, newest first.
@@ -138,15 +139,15 @@ const (
 //
 // AgentTools panics if the embedded OpenAPI document lacks one of the schemas, which this
 // package's tests rule out.
-func AgentTools(svc AgentService) []Tool {
+func AgentTools(svc AgentService) []tool.Tool {
 	a := agentTools{svc: svc}
-	return []Tool{
+	return []tool.Tool{
 		{
 			Name:        ToolListAgentSessions,
 			Title:       "List agent sessions",
 			Description: "List the caller's agent sessions, newest first. The first line counts them; each further line is one session as JSON: id, slot, state (provisioning, ready, busy, stopping, stopped, failed), end_reason once ended, model, purpose, agent_name, turns and max_turns (model calls), spent_micros and max_spend_micros (1 USD = 1000000), created_at, ended_at.",
 			InputSchema: mustComponentSchema("ListAgentSessionsInput"),
-			Annotations: ReadOnlyAnnotations("List agent sessions"),
+			Annotations: tool.ReadOnlyAnnotations("List agent sessions"),
 			Handler:     a.sessions,
 		},
 		{
@@ -154,7 +155,7 @@ func AgentTools(svc AgentService) []Tool {
 			Title:       "Tail an agent session",
 			Description: fmt.Sprintf("Events of one of the caller's agent sessions (messages in and out, model calls with tokens and cost, tool calls and results, state changes). Without cursor: the newest max_lines events (default %d). With the cursor of an earlier answer: the events after it. When there is none yet, it waits up to max_seconds (0 to %d, default 0) for the first one. max_lines is 1 to %d; larger values are refused. The first line describes the session; each further line is one event as JSON {seq, kind, at, data}; the last line is 'cursor: <n>': pass n back as cursor to continue without gap or duplicate (it is unchanged when no event came).", TailDefaultLines, TailMaxSeconds, TailMaxLines),
 			InputSchema: mustComponentSchema("TailAgentSessionInput"),
-			Annotations: ReadOnlyAnnotations("Tail an agent session"),
+			Annotations: tool.ReadOnlyAnnotations("Tail an agent session"),
 			Handler:     a.tail,
 		},
 		{
@@ -162,7 +163,7 @@ func AgentTools(svc AgentService) []Tool {
 			Title:       "List agent tickets",
 			Description: fmt.Sprintf("List the caller's tickets (opened by the caller's agents or the operator), newest first: state open (default), closed or all; at most limit (default %d). The first line counts them; each further line is one ticket as JSON: id, state, title, body, opened_by, session_id, created_at, closed_at.", TicketsDefaultLimit),
 			InputSchema: mustComponentSchema("ListAgentTicketsInput"),
-			Annotations: ReadOnlyAnnotations("List agent tickets"),
+			Annotations: tool.ReadOnlyAnnotations("List agent tickets"),
 			Handler:     a.tickets,
 		},
 		{
@@ -170,7 +171,7 @@ func AgentTools(svc AgentService) []Tool {
 			Title:       "Agent action status",
 			Description: "The status of an approval that the caller's agent_spawn or agent_prompt created: the approval's state (pending, approved, denied, expired, cancelled) and, once approved, the action's status (queued, running, done, failed) with the resulting session_id or message_id, or the failure. The first line says it in words; the second is the approval as JSON: id, action, arguments, state, action_status, session_id, message_id, failure, created_at, expires_at, resolved_at.",
 			InputSchema: mustComponentSchema("AgentActionStatusInput"),
-			Annotations: ReadOnlyAnnotations("Agent action status"),
+			Annotations: tool.ReadOnlyAnnotations("Agent action status"),
 			Handler:     a.status,
 		},
 		{
@@ -178,7 +179,7 @@ func AgentTools(svc AgentService) []Tool {
 			Title:       "Request an agent session",
 			Description: "Ask for a new agent session in one of the caller's own free slots, with purpose as its first message. This needs a person's approval: the tool only creates a pending approval bound to exactly these arguments and returns its id at once (the first line in words, the second the approval as JSON). Nothing runs until a person approves it; then the session starts in a free slot of the caller's (or the action fails if none is free). Poll agent_action_status with the approval id for the outcome and the session id.",
 			InputSchema: mustComponentSchema("AgentSpawnInput"),
-			Annotations: Annotations{Title: "Request an agent session"},
+			Annotations: tool.Annotations{Title: "Request an agent session"},
 			Handler:     a.spawn,
 		},
 		{
@@ -186,7 +187,7 @@ func AgentTools(svc AgentService) []Tool {
 			Title:       "Request a prompt to an agent",
 			Description: "Ask to send a prompt to one of the caller's running agent sessions. This needs a person's approval: the tool only creates a pending approval bound to exactly this session and prompt and returns its id at once (the first line in words, the second the approval as JSON). Nothing is sent until a person approves it. Poll agent_action_status with the approval id for the outcome and the message id.",
 			InputSchema: mustComponentSchema("AgentPromptInput"),
-			Annotations: Annotations{Title: "Request a prompt to an agent"},
+			Annotations: tool.Annotations{Title: "Request a prompt to an agent"},
 			Handler:     a.prompt,
 		},
 	}
@@ -200,16 +201,16 @@ type agentTools struct {
 // NotOwnedAgentResult is the answer for a session or approval id that is not the caller's:
 // "Error: <what> '<id>' is not owned by the caller", the same for another account's id and for
 // one that does not exist.
-func NotOwnedAgentResult(what, id string) Result {
-	return ErrorResult("%s '%s' is not owned by the caller", what, id)
+func NotOwnedAgentResult(what, id string) tool.Result {
+	return tool.ErrorResult("%s '%s' is not owned by the caller", what, id)
 }
 
 // agentFailed turns a service error about the id into a result or an error for runTool.
-func agentFailed(what, id string, err error) (Result, error) {
+func agentFailed(what, id string, err error) (tool.Result, error) {
 	if errors.Is(err, ErrAgentNotOwned) {
 		return NotOwnedAgentResult(what, id), nil
 	}
-	return Result{}, err
+	return tool.Result{}, err
 }
 
 // sessionLine is a session as one JSON line.
@@ -239,20 +240,20 @@ func newSessionLine(s AgentSession) sessionLine {
 	return l
 }
 
-func (a agentTools) sessions(ctx context.Context, p auth.Principal, _ json.RawMessage) (Result, error) {
+func (a agentTools) sessions(ctx context.Context, p auth.Principal, _ json.RawMessage) (tool.Result, error) {
 	list, err := a.svc.Sessions(ctx, p)
 	if err != nil {
-		return Result{}, err
+		return tool.Result{}, err
 	}
 	if len(list) == 0 {
-		return TextResult("No agent sessions. Ask for one with agent_spawn."), nil
+		return tool.TextResult("No agent sessions. Ask for one with agent_spawn."), nil
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d agent %s:\n", len(list), plural(len(list), "session", "sessions"))
 	for _, s := range list {
 		writeJSONLine(&b, newSessionLine(s))
 	}
-	return TextResult(strings.TrimSuffix(b.String(), "\n")), nil
+	return tool.TextResult(strings.TrimSuffix(b.String(), "\n")), nil
 }
 
 // describeSession is one sentence on a session's state, turns and spend.
@@ -265,7 +266,7 @@ func describeSession(s AgentSession) string {
 		s.ID, s.Slot, state, s.Model, s.Turns, s.MaxTurns, s.SpentMicros, s.MaxSpend)
 }
 
-func (a agentTools) tail(ctx context.Context, p auth.Principal, raw json.RawMessage) (Result, error) {
+func (a agentTools) tail(ctx context.Context, p auth.Principal, raw json.RawMessage) (tool.Result, error) {
 	var args struct {
 		SessionID  string `json:"session_id"`
 		MaxLines   *int   `json:"max_lines"`
@@ -273,7 +274,7 @@ func (a agentTools) tail(ctx context.Context, p auth.Principal, raw json.RawMess
 		Cursor     *int64 `json:"cursor"`
 	}
 	if err := json.Unmarshal(raw, &args); err != nil {
-		return ErrorResult("invalid arguments for tool '%s': %v", ToolTailAgentSession, err), nil
+		return tool.ErrorResult("invalid arguments for tool '%s': %v", ToolTailAgentSession, err), nil
 	}
 	req := TailRequest{SessionID: args.SessionID, Cursor: -1, MaxLines: TailDefaultLines}
 	if args.MaxLines != nil {
@@ -311,7 +312,7 @@ func (a agentTools) tail(ctx context.Context, p auth.Principal, raw json.RawMess
 		}{e.Seq, e.Kind, formatTime(e.At), rawOrNull(e.Data)})
 	}
 	fmt.Fprintf(&b, "cursor: %d", t.Cursor)
-	return TextResult(b.String()), nil
+	return tool.TextResult(b.String()), nil
 }
 
 // rawOrNull is data, or JSON null when it is empty.
@@ -322,13 +323,13 @@ func rawOrNull(data json.RawMessage) json.RawMessage {
 	return data
 }
 
-func (a agentTools) tickets(ctx context.Context, p auth.Principal, raw json.RawMessage) (Result, error) {
+func (a agentTools) tickets(ctx context.Context, p auth.Principal, raw json.RawMessage) (tool.Result, error) {
 	var args struct {
 		State string `json:"state"`
 		Limit *int   `json:"limit"`
 	}
 	if err := json.Unmarshal(raw, &args); err != nil {
-		return ErrorResult("invalid arguments for tool '%s': %v", ToolListAgentTickets, err), nil
+		return tool.ErrorResult("invalid arguments for tool '%s': %v", ToolListAgentTickets, err), nil
 	}
 	if args.State == "" {
 		args.State = "open"
@@ -339,14 +340,14 @@ func (a agentTools) tickets(ctx context.Context, p auth.Principal, raw json.RawM
 	}
 	list, err := a.svc.Tickets(ctx, p, args.State, limit)
 	if err != nil {
-		return Result{}, err
+		return tool.Result{}, err
 	}
 	which := args.State + " "
 	if args.State == "all" {
 		which = ""
 	}
 	if len(list) == 0 {
-		return TextResult(fmt.Sprintf("No %stickets.", which)), nil
+		return tool.TextResult(fmt.Sprintf("No %stickets.", which)), nil
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d %s%s:\n", len(list), which, plural(len(list), "ticket", "tickets"))
@@ -366,7 +367,7 @@ func (a agentTools) tickets(ctx context.Context, p auth.Principal, raw json.RawM
 		}
 		writeJSONLine(&b, l)
 	}
-	return TextResult(strings.TrimSuffix(b.String(), "\n")), nil
+	return tool.TextResult(strings.TrimSuffix(b.String(), "\n")), nil
 }
 
 // approvalText is an approval in words, then as one JSON line.
@@ -416,21 +417,21 @@ func approvalText(ap AgentApproval, created bool) string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
-func (a agentTools) status(ctx context.Context, p auth.Principal, raw json.RawMessage) (Result, error) {
+func (a agentTools) status(ctx context.Context, p auth.Principal, raw json.RawMessage) (tool.Result, error) {
 	var args struct {
 		ApprovalID string `json:"approval_id"`
 	}
 	if err := json.Unmarshal(raw, &args); err != nil {
-		return ErrorResult("invalid arguments for tool '%s': %v", ToolAgentActionStatus, err), nil
+		return tool.ErrorResult("invalid arguments for tool '%s': %v", ToolAgentActionStatus, err), nil
 	}
 	ap, err := a.svc.ApprovalStatus(ctx, p, args.ApprovalID)
 	if err != nil {
 		return agentFailed("approval", args.ApprovalID, err)
 	}
-	return TextResult(approvalText(ap, false)), nil
+	return tool.TextResult(approvalText(ap, false)), nil
 }
 
-func (a agentTools) spawn(ctx context.Context, p auth.Principal, raw json.RawMessage) (Result, error) {
+func (a agentTools) spawn(ctx context.Context, p auth.Principal, raw json.RawMessage) (tool.Result, error) {
 	var args struct {
 		Purpose           string `json:"purpose"`
 		Model             string `json:"model"`
@@ -441,27 +442,27 @@ func (a agentTools) spawn(ctx context.Context, p auth.Principal, raw json.RawMes
 		MaxSpend          *int64 `json:"max_spend"`
 	}
 	if err := json.Unmarshal(raw, &args); err != nil {
-		return ErrorResult("invalid arguments for tool '%s': %v", ToolAgentSpawn, err), nil
+		return tool.ErrorResult("invalid arguments for tool '%s': %v", ToolAgentSpawn, err), nil
 	}
 	ap, err := a.svc.RequestSpawn(ctx, p, SpawnRequest{Purpose: args.Purpose, Model: args.Model, TargetEnvironment: args.TargetEnvironment,
 		ResourceProfile: args.ResourceProfile, AgentName: args.AgentName, MaxTurns: args.MaxTurns, MaxSpend: args.MaxSpend})
 	if err != nil {
-		return Result{}, err
+		return tool.Result{}, err
 	}
-	return TextResult(approvalText(ap, true)), nil
+	return tool.TextResult(approvalText(ap, true)), nil
 }
 
-func (a agentTools) prompt(ctx context.Context, p auth.Principal, raw json.RawMessage) (Result, error) {
+func (a agentTools) prompt(ctx context.Context, p auth.Principal, raw json.RawMessage) (tool.Result, error) {
 	var args struct {
 		SessionID string `json:"session_id"`
 		Prompt    string `json:"prompt"`
 	}
 	if err := json.Unmarshal(raw, &args); err != nil {
-		return ErrorResult("invalid arguments for tool '%s': %v", ToolAgentPrompt, err), nil
+		return tool.ErrorResult("invalid arguments for tool '%s': %v", ToolAgentPrompt, err), nil
 	}
 	ap, err := a.svc.RequestPrompt(ctx, p, args.SessionID, args.Prompt)
 	if err != nil {
 		return agentFailed("session", args.SessionID, err)
 	}
-	return TextResult(approvalText(ap, true)), nil
+	return tool.TextResult(approvalText(ap, true)), nil
 }

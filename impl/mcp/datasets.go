@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/tool"
 )
 
 // DatasetService is what the dataset tools need from the dataset engine. Every method acts for
@@ -25,7 +26,7 @@ import (
 // [ErrNotOwned]; the tools answer it with the exact text
 // "Error: dataset '<name>' is not owned by the caller". An expected failure the caller should read
 // (a dataset that is not loaded, a refused or timed-out statement, an invalid filter) is a
-// [*PublicError] (see [Errorf]); any other error is logged and reported as internal.
+// [*tool.PublicError] (see [tool.Errorf]); any other error is logged and reported as internal.
 type DatasetService interface {
 	// ListStorage returns the account's datasets in storage.
 	ListStorage(ctx context.Context, account uuid.UUID) ([]StoredDataset, error)
@@ -142,15 +143,15 @@ const (
 //
 // DatasetTools panics if the embedded OpenAPI document lacks one of the schemas, which this
 // package's tests rule out.
-func DatasetTools(svc DatasetService) []Tool {
+func DatasetTools(svc DatasetService) []tool.Tool {
 	d := datasetTools{svc: svc}
-	return []Tool{
+	return []tool.Tool{
 		{
 			Name:        ToolListStorageDatasets,
 			Title:       "List stored datasets",
 			Description: "List the caller's datasets in storage: for each, its short name, its full name tenant/<account-id>/<name>, format (csv, parquet or jsonl), size in bytes and last update. The other dataset tools take either name. Load one with load_storage_dataset before querying it.",
 			InputSchema: mustComponentSchema("ListStorageDatasetsInput"),
-			Annotations: ReadOnlyAnnotations("List stored datasets"),
+			Annotations: tool.ReadOnlyAnnotations("List stored datasets"),
 			Handler:     d.listStorage,
 		},
 		{
@@ -158,7 +159,7 @@ func DatasetTools(svc DatasetService) []Tool {
 			Title:       "Load a dataset",
 			Description: "Load one of the caller's stored datasets into the query engine, optionally projecting columns, limiting rows and filtering them with a SQL predicate; reports the rows and columns loaded. Loading again replaces the earlier load. " + namesSentence,
 			InputSchema: mustComponentSchema("LoadStorageDatasetInput"),
-			Annotations: ReadOnlyAnnotations("Load a dataset"),
+			Annotations: tool.ReadOnlyAnnotations("Load a dataset"),
 			Handler:     d.load,
 		},
 		{
@@ -166,7 +167,7 @@ func DatasetTools(svc DatasetService) []Tool {
 			Title:       "List loaded datasets",
 			Description: "List the caller's datasets loaded into the query engine: for each, its short name, its full name tenant/<account-id>/<name>, rows, columns, load parameters and load time. query_schema and query_data take either name.",
 			InputSchema: mustComponentSchema("QueryDatasetsInput"),
-			Annotations: ReadOnlyAnnotations("List loaded datasets"),
+			Annotations: tool.ReadOnlyAnnotations("List loaded datasets"),
 			Handler:     d.loaded,
 		},
 		{
@@ -174,7 +175,7 @@ func DatasetTools(svc DatasetService) []Tool {
 			Title:       "Dataset schema",
 			Description: "Column names and types of one of the caller's loaded datasets. " + namesSentence,
 			InputSchema: mustComponentSchema("QuerySchemaInput"),
-			Annotations: ReadOnlyAnnotations("Dataset schema"),
+			Annotations: tool.ReadOnlyAnnotations("Dataset schema"),
 			Handler:     d.schema,
 		},
 		{
@@ -182,7 +183,7 @@ func DatasetTools(svc DatasetService) []Tool {
 			Title:       "Query a dataset",
 			Description: "Run one read-only SQL statement (SELECT or WITH) against one of the caller's loaded datasets. " + namesSentence + " The statement sees that dataset only, as the one table, which it always calls by the dataset's short name, whichever name the dataset argument has: for tenant/<account-id>/sales or sales, write SELECT ... FROM sales (double-quote a name that is not a plain identifier, such as \"sales-2024\"); the full name is not a table name. Rows come back as JSON arrays, one per line, after a line naming the columns; results are cut off at the engine's row and byte caps, and the answer says so.",
 			InputSchema: mustComponentSchema("QueryDataInput"),
-			Annotations: ReadOnlyAnnotations("Query a dataset"),
+			Annotations: tool.ReadOnlyAnnotations("Query a dataset"),
 			Handler:     d.query,
 		},
 	}
@@ -198,8 +199,8 @@ type datasetTools struct {
 
 // NotOwnedResult is the refusal of a dataset name that does not resolve under the caller's
 // namespace: "Error: dataset '<name>' is not owned by the caller".
-func NotOwnedResult(name string) Result {
-	return ErrorResult("dataset '%s' is not owned by the caller", name)
+func NotOwnedResult(name string) tool.Result {
+	return tool.ErrorResult("dataset '%s' is not owned by the caller", name)
 }
 
 // inNamespace reports whether name could name a dataset in the account's namespace: a short
@@ -226,20 +227,20 @@ func plainName(name string) bool {
 }
 
 // failed turns a service error about the dataset name into a result or an error for runTool.
-func failed(name string, err error) (Result, error) {
+func failed(name string, err error) (tool.Result, error) {
 	if errors.Is(err, ErrNotOwned) {
 		return NotOwnedResult(name), nil
 	}
-	return Result{}, err
+	return tool.Result{}, err
 }
 
-func (d datasetTools) listStorage(ctx context.Context, p auth.Principal, _ json.RawMessage) (Result, error) {
+func (d datasetTools) listStorage(ctx context.Context, p auth.Principal, _ json.RawMessage) (tool.Result, error) {
 	list, err := d.svc.ListStorage(ctx, p.AccountID)
 	if err != nil {
-		return Result{}, err
+		return tool.Result{}, err
 	}
 	if len(list) == 0 {
-		return TextResult("No datasets in storage."), nil
+		return tool.TextResult("No datasets in storage."), nil
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d %s in storage:\n", len(list), plural(len(list), "dataset", "datasets"))
@@ -252,10 +253,10 @@ func (d datasetTools) listStorage(ctx context.Context, p auth.Principal, _ json.
 			Updated  string `json:"updated"`
 		}{s.Name, s.FullName, s.Format, s.Size, formatTime(s.Updated)})
 	}
-	return TextResult(strings.TrimSuffix(b.String(), "\n")), nil
+	return tool.TextResult(strings.TrimSuffix(b.String(), "\n")), nil
 }
 
-func (d datasetTools) load(ctx context.Context, p auth.Principal, raw json.RawMessage) (Result, error) {
+func (d datasetTools) load(ctx context.Context, p auth.Principal, raw json.RawMessage) (tool.Result, error) {
 	var args struct {
 		Name    string   `json:"name"`
 		Columns []string `json:"columns"`
@@ -263,7 +264,7 @@ func (d datasetTools) load(ctx context.Context, p auth.Principal, raw json.RawMe
 		Filter  string   `json:"filter"`
 	}
 	if err := json.Unmarshal(raw, &args); err != nil {
-		return ErrorResult("invalid arguments for tool '%s': %v", ToolLoadStorageDataset, err), nil
+		return tool.ErrorResult("invalid arguments for tool '%s': %v", ToolLoadStorageDataset, err), nil
 	}
 	if !inNamespace(p.AccountID, args.Name) {
 		return NotOwnedResult(args.Name), nil
@@ -280,16 +281,16 @@ func (d datasetTools) load(ctx context.Context, p auth.Principal, raw json.RawMe
 	fmt.Fprintf(&b, ": %d %s, %d %s.\n", ld.Rows, plural(int(ld.Rows), "row", "rows"),
 		len(ld.Columns), plural(len(ld.Columns), "column", "columns"))
 	writeColumns(&b, ld.Columns)
-	return TextResult(strings.TrimSuffix(b.String(), "\n")), nil
+	return tool.TextResult(strings.TrimSuffix(b.String(), "\n")), nil
 }
 
-func (d datasetTools) loaded(ctx context.Context, p auth.Principal, _ json.RawMessage) (Result, error) {
+func (d datasetTools) loaded(ctx context.Context, p auth.Principal, _ json.RawMessage) (tool.Result, error) {
 	list, err := d.svc.Loaded(ctx, p.AccountID)
 	if err != nil {
-		return Result{}, err
+		return tool.Result{}, err
 	}
 	if len(list) == 0 {
-		return TextResult("No datasets loaded. Load one with load_storage_dataset."), nil
+		return tool.TextResult("No datasets loaded. Load one with load_storage_dataset."), nil
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d %s loaded:\n", len(list), plural(len(list), "dataset", "datasets"))
@@ -308,15 +309,15 @@ func (d datasetTools) loaded(ctx context.Context, p auth.Principal, _ json.RawMe
 			LoadedAt string   `json:"loaded_at"`
 		}{l.Name, l.FullName, l.Rows, cols, l.Limit, l.Filter, formatTime(l.LoadedAt)})
 	}
-	return TextResult(strings.TrimSuffix(b.String(), "\n")), nil
+	return tool.TextResult(strings.TrimSuffix(b.String(), "\n")), nil
 }
 
-func (d datasetTools) schema(ctx context.Context, p auth.Principal, raw json.RawMessage) (Result, error) {
+func (d datasetTools) schema(ctx context.Context, p auth.Principal, raw json.RawMessage) (tool.Result, error) {
 	var args struct {
 		Dataset string `json:"dataset"`
 	}
 	if err := json.Unmarshal(raw, &args); err != nil {
-		return ErrorResult("invalid arguments for tool '%s': %v", ToolQuerySchema, err), nil
+		return tool.ErrorResult("invalid arguments for tool '%s': %v", ToolQuerySchema, err), nil
 	}
 	if !inNamespace(p.AccountID, args.Dataset) {
 		return NotOwnedResult(args.Dataset), nil
@@ -328,16 +329,16 @@ func (d datasetTools) schema(ctx context.Context, p auth.Principal, raw json.Raw
 	var b strings.Builder
 	fmt.Fprintf(&b, "Dataset '%s': %d %s.\n", args.Dataset, len(cols), plural(len(cols), "column", "columns"))
 	writeColumns(&b, cols)
-	return TextResult(strings.TrimSuffix(b.String(), "\n")), nil
+	return tool.TextResult(strings.TrimSuffix(b.String(), "\n")), nil
 }
 
-func (d datasetTools) query(ctx context.Context, p auth.Principal, raw json.RawMessage) (Result, error) {
+func (d datasetTools) query(ctx context.Context, p auth.Principal, raw json.RawMessage) (tool.Result, error) {
 	var args struct {
 		SQL     string `json:"sql"`
 		Dataset string `json:"dataset"`
 	}
 	if err := json.Unmarshal(raw, &args); err != nil {
-		return ErrorResult("invalid arguments for tool '%s': %v", ToolQueryData, err), nil
+		return tool.ErrorResult("invalid arguments for tool '%s': %v", ToolQueryData, err), nil
 	}
 	if !inNamespace(p.AccountID, args.Dataset) {
 		return NotOwnedResult(args.Dataset), nil
@@ -346,7 +347,7 @@ func (d datasetTools) query(ctx context.Context, p auth.Principal, raw json.RawM
 	if err != nil {
 		return failed(args.Dataset, err)
 	}
-	return TextResult(formatRows(res)), nil
+	return tool.TextResult(formatRows(res)), nil
 }
 
 // formatRows writes a query result as a compact table in JSON: the column names as an array,

@@ -29,7 +29,7 @@
 //
 // # Tools
 //
-// A [Tool] has a name, a description, an input JSON Schema, annotations and a [Handler]. Input
+// A [tool.Tool] has a name, a description, an input JSON Schema, annotations and a [tool.Handler]. Input
 // schemas come from the components of the embedded OpenAPI document ([ComponentSchema]), so the
 // contract has one source. Arguments are validated against the schema before the handler runs;
 // following the 2025-11-25 guidance, a validation failure is a tool result with isError true (so a

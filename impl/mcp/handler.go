@@ -16,6 +16,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/tool"
 )
 
 // LatestProtocolVersion is the newest MCP protocol version the endpoint speaks; initialize answers
@@ -41,7 +42,7 @@ const headerRequestID = "x-request-id"
 // Options configure the handler.
 type Options struct {
 	// Tools are the tools listed (in name order) and callable. Their names must be unique.
-	Tools []Tool
+	Tools []tool.Tool
 	// Name and Version are the serverInfo of the initialize result; they default to "tollgate" and
 	// "dev".
 	Name, Version string
@@ -89,7 +90,7 @@ type handler struct {
 // carrying 2026-07-28 metadata with -32020/-32022, and refuses POSTs whose Accept header lacks
 // text/event-stream. The SDK server still runs the protocol behind this front.
 //
-// NewHandler panics if a tool is invalid (see [Tool]), as registering a malformed tool is a
+// NewHandler panics if a tool is invalid (see [tool.Tool]), as registering a malformed tool is a
 // programming error.
 func NewHandler(opts Options) http.Handler {
 	if opts.Name == "" {
@@ -232,6 +233,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		version = "2025-03-26"
 	}
 	ctx := context.WithValue(r.Context(), requestIDKey{}, w.Header().Get(headerRequestID))
+	ctx = context.WithValue(ctx, rpcIDKey{}, rpcIDText(id))
 	resp, err := h.dispatch(ctx, method, params, version)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/tool"
 )
 
 // The two tenants of the tests: the key "x" is account A's, the key "y" account B's.
@@ -141,7 +142,7 @@ func (f *fakeDatasets) Load(_ context.Context, account uuid.UUID, req LoadReques
 		return LoadedDataset{}, ErrNotOwned
 	}
 	if req.Filter == "DROP TABLE" {
-		return LoadedDataset{}, Errorf("invalid filter: not a boolean expression")
+		return LoadedDataset{}, tool.Errorf("invalid filter: not a boolean expression")
 	}
 	cols := s.columns
 	if len(req.Columns) > 0 {
@@ -149,7 +150,7 @@ func (f *fakeDatasets) Load(_ context.Context, account uuid.UUID, req LoadReques
 		for _, col := range req.Columns {
 			i := slices.IndexFunc(s.columns, func(c Column) bool { return c.Name == col })
 			if i < 0 {
-				return LoadedDataset{}, Errorf("dataset '%s' has no column '%s'", name, col)
+				return LoadedDataset{}, tool.Errorf("dataset '%s' has no column '%s'", name, col)
 			}
 			cols = append(cols, s.columns[i])
 		}
@@ -189,7 +190,7 @@ func (f *fakeDatasets) lookup(account uuid.UUID, name string) (LoadedDataset, fa
 	}
 	l, ok := f.loaded[account][name]
 	if !ok {
-		return LoadedDataset{}, fakeStored{}, Errorf("dataset '%s' is not loaded: load it with load_storage_dataset", name)
+		return LoadedDataset{}, fakeStored{}, tool.Errorf("dataset '%s' is not loaded: load it with load_storage_dataset", name)
 	}
 	return l, s, nil
 }
@@ -217,7 +218,7 @@ func (f *fakeDatasets) Query(_ context.Context, account uuid.UUID, dataset, sql 
 	}
 	head := strings.ToUpper(strings.TrimSpace(sql))
 	if !strings.HasPrefix(head, "SELECT") && !strings.HasPrefix(head, "WITH") || strings.Contains(strings.TrimSuffix(strings.TrimSpace(sql), ";"), ";") {
-		return QueryResult{}, Errorf("only one SELECT or WITH statement is allowed")
+		return QueryResult{}, tool.Errorf("only one SELECT or WITH statement is allowed")
 	}
 	res := QueryResult{Columns: l.Columns}
 	for i, row := range s.rows[:l.Rows] {

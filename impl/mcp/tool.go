@@ -16,97 +16,21 @@ import (
 	textmessage "golang.org/x/text/message"
 
 	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/tool"
 )
-
-// Handler runs a tool for the verified caller p with arguments that have already been validated
-// against the tool's input schema (a JSON object; {} when the client sent none).
-//
-// A Result with IsError true is a failure the caller should see, such as a refused dataset. A
-// returned error is a failure too: a [*PublicError] is shown to the caller as "Error: <message>";
-// any other error is logged and the caller is told only that an internal error happened, with the
-// request id. Panics are recovered the same way.
-type Handler func(ctx context.Context, p auth.Principal, args json.RawMessage) (Result, error)
-
-// Result is a tool's answer: text content, and whether it reports a failure.
-type Result struct {
-	Text    string
-	IsError bool
-}
-
-// TextResult is a successful result with the given text.
-func TextResult(text string) Result { return Result{Text: text} }
-
-// ErrorResult is a failed result whose text is "Error: " followed by the formatted message.
-func ErrorResult(format string, args ...any) Result {
-	return Result{Text: "Error: " + fmt.Sprintf(format, args...), IsError: true}
-}
-
-// PublicError is a tool failure whose message the caller may read. Handlers, and the services
-// they call, return it for expected refusals ("dataset 'x' is not loaded", "query timed out");
-// any other error is treated as internal.
-type PublicError struct {
-	Message string
-}
-
-// Error returns the message.
-func (e *PublicError) Error() string { return e.Message }
-
-// Errorf returns a [*PublicError] with the formatted message.
-func Errorf(format string, args ...any) error {
-	return &PublicError{Message: fmt.Sprintf(format, args...)}
-}
-
-// Annotations are a tool's behaviour hints (untrusted by clients, but shown to them). Every hint
-// is sent explicitly.
-type Annotations struct {
-	// Title is a human-readable title for the tool.
-	Title string
-	// ReadOnly says the tool does not modify its environment.
-	ReadOnly bool
-	// Destructive says the tool may destroy data; meaningful only when ReadOnly is false.
-	Destructive bool
-	// Idempotent says calling the tool again with the same arguments has no further effect.
-	Idempotent bool
-	// OpenWorld says the tool reaches entities outside a closed domain (such as the web).
-	OpenWorld bool
-}
-
-// ReadOnlyAnnotations are the hints of a tool that only reads the caller's own data: read-only,
-// not destructive, idempotent, closed-world.
-func ReadOnlyAnnotations(title string) Annotations {
-	return Annotations{Title: title, ReadOnly: true, Idempotent: true}
-}
-
-// Tool is one MCP tool.
-type Tool struct {
-	// Name is the tool's name: 1 to 64 characters of [A-Za-z0-9_-], so that clients can pass it on
-	// to any LLM API.
-	Name string
-	// Title is a short human-readable name; optional.
-	Title string
-	// Description tells a model what the tool does; required.
-	Description string
-	// InputSchema is the JSON Schema of the arguments: an object schema ("type": "object", with
-	// "required", if any, an array). Take it from the OpenAPI components with [ComponentSchema].
-	InputSchema json.RawMessage
-	// Annotations are the tool's behaviour hints.
-	Annotations Annotations
-	// Handler runs the tool.
-	Handler Handler
-}
 
 // toolNamePattern is the name rule: what Anthropic's and OpenAI's APIs accept for a function name
 // (with the mcp__server__ prefix clients add in mind), without dots or spaces.
 var toolNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
-// registeredTool is a Tool with its schema compiled for validation.
+// registeredTool is a tool.Tool with its schema compiled for validation.
 type registeredTool struct {
-	Tool
+	tool.Tool
 	schema *jsonschema.Schema
 }
 
 // newRegisteredTool checks t and prepares its schema.
-func newRegisteredTool(t Tool) (*registeredTool, error) {
+func newRegisteredTool(t tool.Tool) (*registeredTool, error) {
 	if !toolNamePattern.MatchString(t.Name) {
 		return nil, fmt.Errorf("tool name %q must be 1 to 64 characters of [A-Za-z0-9_-]", t.Name)
 	}
@@ -182,45 +106,48 @@ func (t *registeredTool) sdkTool() *sdk.Tool {
 // arguments, runs the handler and turns every failure into an isError result.
 func (h *handler) toolHandler(t *registeredTool) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-		res := h.runTool(ctx, t, req.Params.Arguments)
+		ctx, span := startToolSpan(ctx, t.Name)
+		res, errType := h.runTool(ctx, t, req.Params.Arguments)
+		endToolSpan(span, res, errType)
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: res.Text}}, IsError: res.IsError}, nil
 	}
 }
 
-// runTool runs t for the caller in ctx.
-func (h *handler) runTool(ctx context.Context, t *registeredTool, raw json.RawMessage) (res Result) {
+// runTool runs t for the caller in ctx. errType says what kind of failure an error result is
+// (the span's error.type; empty for the tool's own isError results).
+func (h *handler) runTool(ctx context.Context, t *registeredTool, raw json.RawMessage) (res tool.Result, errType string) {
 	p, ok := auth.FromContext(ctx)
 	if !ok {
-		return ErrorResult("unauthenticated: no verified caller")
+		return tool.ErrorResult("unauthenticated: no verified caller"), errorUnauthorized
 	}
 	if isAbsent(raw) {
 		raw = json.RawMessage("{}")
 	}
 	args, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
-		return ErrorResult("invalid arguments for tool '%s': %v", t.Name, err)
+		return tool.ErrorResult("invalid arguments for tool '%s': %v", t.Name, err), errorInvalidArgs
 	}
 	if err := t.schema.Validate(args); err != nil {
-		return ErrorResult("invalid arguments for tool '%s': %s", t.Name, validationMessage(err))
+		return tool.ErrorResult("invalid arguments for tool '%s': %s", t.Name, validationMessage(err)), errorInvalidArgs
 	}
 	defer func() {
 		if v := recover(); v != nil {
 			h.log.ErrorContext(ctx, "mcp: tool panicked", "tool", t.Name, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-			res = ErrorResult("%s", internalMessage(ctx))
+			res, errType = tool.ErrorResult("%s", internalMessage(ctx)), errorInternal
 		}
 	}()
 	out, err := t.Handler(ctx, p, raw)
 	if err != nil {
-		if pe, ok := errors.AsType[*PublicError](err); ok {
-			return ErrorResult("%s", pe.Message)
+		if pe, ok := errors.AsType[*tool.PublicError](err); ok {
+			return tool.ErrorResult("%s", pe.Message), errorToolError
 		}
 		if ctx.Err() != nil {
-			return ErrorResult("the call was cancelled")
+			return tool.ErrorResult("the call was cancelled"), errorCancelled
 		}
 		h.log.ErrorContext(ctx, "mcp: tool failed", "tool", t.Name, "account", p.AccountID, "err", err)
-		return ErrorResult("%s", internalMessage(ctx))
+		return tool.ErrorResult("%s", internalMessage(ctx)), errorInternal
 	}
-	return out
+	return out, ""
 }
 
 // printer renders validation messages.

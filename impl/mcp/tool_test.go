@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/tool"
 )
 
 // post sends one JSON-RPC message with the bearer key and returns the status and body.
@@ -57,9 +58,11 @@ func callTool(t *testing.T, url, key, tool string, args any) (string, bool) {
 var emptyObject = json.RawMessage(`{"type":"object","properties":{}}`)
 
 func TestNewHandlerRefusesMalformedTools(t *testing.T) {
-	ok := func(context.Context, auth.Principal, json.RawMessage) (Result, error) { return TextResult("ok"), nil }
-	valid := Tool{Name: "good_tool", Description: "d", InputSchema: emptyObject, Handler: ok}
-	cases := map[string][]Tool{
+	ok := func(context.Context, auth.Principal, json.RawMessage) (tool.Result, error) {
+		return tool.TextResult("ok"), nil
+	}
+	valid := tool.Tool{Name: "good_tool", Description: "d", InputSchema: emptyObject, Handler: ok}
+	cases := map[string][]tool.Tool{
 		"dotted name":         {{Name: "bad.name", Description: "d", InputSchema: emptyObject, Handler: ok}},
 		"space in name":       {{Name: "bad name", Description: "d", InputSchema: emptyObject, Handler: ok}},
 		"long name":           {{Name: strings.Repeat("a", 65), Description: "d", InputSchema: emptyObject, Handler: ok}},
@@ -82,7 +85,7 @@ func TestNewHandlerRefusesMalformedTools(t *testing.T) {
 			NewHandler(Options{Tools: tools})
 		})
 	}
-	NewHandler(Options{Tools: []Tool{valid}})
+	NewHandler(Options{Tools: []tool.Tool{valid}})
 }
 
 // TestToolHandlerOutcomes checks what the caller sees for each way a handler ends, and that the
@@ -92,29 +95,29 @@ func TestToolHandlerOutcomes(t *testing.T) {
 	var mu sync.Mutex
 	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &mu}, nil))
 	schema := json.RawMessage(`{"type":"object","properties":{"mode":{"type":"string"}},"required":["mode"],"additionalProperties":false}`)
-	tool := Tool{
-		Name: "outcome", Description: "Ends in the way its mode says.", InputSchema: schema, Annotations: ReadOnlyAnnotations("Outcome"),
-		Handler: func(ctx context.Context, p auth.Principal, args json.RawMessage) (Result, error) {
+	outcome := tool.Tool{
+		Name: "outcome", Description: "Ends in the way its mode says.", InputSchema: schema, Annotations: tool.ReadOnlyAnnotations("Outcome"),
+		Handler: func(ctx context.Context, p auth.Principal, args json.RawMessage) (tool.Result, error) {
 			var a struct{ Mode string }
 			if err := json.Unmarshal(args, &a); err != nil {
-				return Result{}, err
+				return tool.Result{}, err
 			}
 			switch a.Mode {
 			case "whoami":
-				return TextResult(p.AccountID.String()), nil
+				return tool.TextResult(p.AccountID.String()), nil
 			case "public":
-				return Result{}, fmt.Errorf("wrapped: %w", Errorf("the engine is busy"))
+				return tool.Result{}, fmt.Errorf("wrapped: %w", tool.Errorf("the engine is busy"))
 			case "internal":
-				return Result{}, errors.New("pq: connection refused to 10.0.0.7")
+				return tool.Result{}, errors.New("pq: connection refused to 10.0.0.7")
 			case "panic":
 				panic("boom")
 			case "refuse":
-				return ErrorResult("no %s", "way"), nil
+				return tool.ErrorResult("no %s", "way"), nil
 			}
-			return TextResult("mode " + a.Mode), nil
+			return tool.TextResult("mode " + a.Mode), nil
 		},
 	}
-	url := newTestServer(t, nil, Options{Tools: []Tool{tool}, Logger: logger})
+	url := newTestServer(t, nil, Options{Tools: []tool.Tool{outcome}, Logger: logger})
 
 	for _, c := range []struct {
 		key, mode, want string

@@ -14,12 +14,15 @@ type CreditStats struct {
 	OnCreditRequests int64
 	OnCreditMicros   int64
 	AtRiskMicros     int64
+	ReleaseAsks      int64
+	ReleasedOnAsk    int64
 }
 
 // WatchCredit registers the meter's collectors of credit through database outages, read from
 // stats at each scrape: tollgate_credit_database_down, tollgate_credit_outage_refused_total,
-// tollgate_credit_on_credit_requests_total, tollgate_credit_on_credit_micros_total and
-// tollgate_credit_at_risk_micros. Call it once.
+// tollgate_credit_on_credit_requests_total, tollgate_credit_on_credit_micros_total,
+// tollgate_credit_at_risk_micros, tollgate_credit_release_asks_total and
+// tollgate_credit_released_on_ask_total. Call it once.
 func (m *Metrics) WatchCredit(stats func() CreditStats) {
 	gauge := func(name, help string, v func(CreditStats) float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return v(stats()) })
@@ -43,5 +46,9 @@ func (m *Metrics) WatchCredit(stats func() CreditStats) {
 			func(s CreditStats) float64 { return float64(s.OnCreditMicros) }),
 		gauge("tollgate_credit_at_risk_micros", "Credit, in micro-units, served on credit (settled or in flight) that the ledger has not taken yet.",
 			func(s CreditStats) float64 { return float64(s.AtRiskMicros) }),
+		counter("tollgate_credit_release_asks_total", "Times this process asked the others to release their idle credit holds of an account before answering 402.",
+			func(s CreditStats) float64 { return float64(s.ReleaseAsks) }),
+		counter("tollgate_credit_released_on_ask_total", "Credit holds this process released because another process asked for them.",
+			func(s CreditStats) float64 { return float64(s.ReleasedOnAsk) }),
 	)
 }

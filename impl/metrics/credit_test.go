@@ -10,7 +10,7 @@ import (
 // TestWatchCredit: the meter's credit through outages is read at each scrape.
 func TestWatchCredit(t *testing.T) {
 	m := New()
-	s := CreditStats{DatabaseDown: true, OutageRefused: 4, OnCreditRequests: 3, OnCreditMicros: 1500, AtRiskMicros: 900}
+	s := CreditStats{DatabaseDown: true, OutageRefused: 4, OnCreditRequests: 3, OnCreditMicros: 1500, AtRiskMicros: 900, ReleaseAsks: 2, ReleasedOnAsk: 1}
 	m.WatchCredit(func() CreditStats { return s })
 	scrape := func() string {
 		rec := httptest.NewRecorder()
@@ -22,7 +22,8 @@ func TestWatchCredit(t *testing.T) {
 	for _, want := range []string{
 		"tollgate_credit_database_down 1\n", "tollgate_credit_outage_refused_total 4\n",
 		"tollgate_credit_on_credit_requests_total 3\n", "tollgate_credit_on_credit_micros_total 1500\n",
-		"tollgate_credit_at_risk_micros 900\n",
+		"tollgate_credit_at_risk_micros 900\n", "tollgate_credit_release_asks_total 2\n",
+		"tollgate_credit_released_on_ask_total 1\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("scrape lacks %q", want)

@@ -37,6 +37,8 @@ type Metrics struct {
 
 	// children caches, per route and status, the collectors ObserveRequest updates.
 	children sync.Map // routeStatus → *requestChildren
+	// genAI holds the GenAI, added-time and trace-drop collectors (genai.go).
+	genAI *genAI
 }
 
 type routeStatus struct {
@@ -98,10 +100,12 @@ func New() *Metrics {
 		Help: "1 while per-key caps are enforced per process (each cap shared out by replica count) because Redis is unreachable, else 0.",
 	})
 	reg.MustRegister(m.RateLimiterFallback)
+	m.genAI = newGenAI(reg)
 	return m
 }
 
-// Handler serves the registry in the Prometheus text format.
+// Handler serves the registry in the Prometheus text format, or in the OpenMetrics format to
+// a scraper that asks for it (which carries the exemplars' trace ids).
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry, EnableOpenMetrics: true})
 }

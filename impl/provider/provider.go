@@ -26,10 +26,13 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/backoff"
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/llm"
+	"github.com/tollgate/tollgate/impl/telemetry"
 	"github.com/tollgate/tollgate/impl/upstreamconn"
 )
 
@@ -146,13 +149,38 @@ func (u *Upstream) Endpoint() string {
 // own Error text, for logs, quotes the upstream); Retryable reports whether another
 // upstream may be tried.
 func (u *Upstream) Call(ctx context.Context, body []byte, stream bool, forward http.Header) (res *http.Response, attempts int, err error) {
+	return u.CallObserved(ctx, body, stream, forward, nil)
+}
+
+// TryObserver is told of each try of a call (CallObserved): a call retries an upstream that
+// failed before its first byte, and a tracer shows each try as a span of its own.
+type TryObserver interface {
+	// StartTry is called before try n (from 1) and returns the context the try runs in.
+	StartTry(ctx context.Context, n int) context.Context
+	// EndTry is called when try n ended: err is nil for an answer with a 2xx status, else the
+	// try's failure as the client would see it (an *apierror.Error for errors.As).
+	EndTry(ctx context.Context, n int, err error)
+}
+
+// CallObserved is Call with obs told of each try; a nil obs costs nothing.
+func (u *Upstream) CallObserved(ctx context.Context, body []byte, stream bool, forward http.Header, obs TryObserver) (res *http.Response, attempts int, err error) {
 	p := u.Retry.withDefaults()
 	transport := u.Transport
 	if transport == nil {
 		transport = http.DefaultTransport
 	}
 	for attempt := 1; ; attempt++ {
-		res, err = u.once(ctx, transport, body, stream, forward)
+		if obs != nil {
+			tctx := obs.StartTry(ctx, attempt)
+			res, err = u.once(tctx, transport, body, stream, forward)
+			if err != nil {
+				obs.EndTry(tctx, attempt, u.describe(err))
+			} else {
+				obs.EndTry(tctx, attempt, nil)
+			}
+		} else {
+			res, err = u.once(ctx, transport, body, stream, forward)
+		}
 		if err == nil {
 			return res, attempt, nil
 		}
@@ -209,6 +237,13 @@ func (u *Upstream) once(ctx context.Context, transport http.RoundTripper, body [
 		if beta := forward.Values("anthropic-beta"); len(beta) > 0 {
 			header["Anthropic-Beta"] = beta
 		}
+	}
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		// Traced: the upstream continues the attempt's trace (W3C traceparent and
+		// tracestate), whatever transport carries the request (impl/upstreamconn writes the
+		// same header itself, and leaves one already set).
+		header = header.Clone()
+		telemetry.Inject(ctx, header)
 	}
 	// The request is built here rather than by http.NewRequestWithContext, which would parse
 	// the endpoint and build the same headers again on every call.

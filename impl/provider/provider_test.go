@@ -6,10 +6,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/config"
@@ -238,5 +241,36 @@ func TestUpstreamErrorsReachingTheClient(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTraceContextReachesEveryTransport: a traced call carries the attempt span's traceparent
+// to the upstream through net/http too (an https:// upstream's transport), not only through
+// impl/upstreamconn, which writes the header itself; an untraced call carries none, and the
+// configured headers are not changed for the next call.
+func TestTraceContextReachesEveryTransport(t *testing.T) {
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Header.Get("Traceparent"))
+		io.WriteString(w, "{}")
+	}))
+	defer srv.Close()
+	up := &Upstream{Kind: llm.FormatChat, BaseURL: srv.URL, APIKey: "sk", Transport: http.DefaultTransport}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID:    trace.TraceID{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36},
+		SpanID:     trace.SpanID{0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7},
+		TraceFlags: trace.FlagsSampled,
+	})
+	traced := trace.ContextWithSpanContext(context.Background(), sc)
+	for _, ctx := range []context.Context{traced, context.Background()} {
+		res, _, err := up.Call(ctx, []byte(`{}`), false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+	}
+	want := []string{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", ""}
+	if !slices.Equal(got, want) {
+		t.Errorf("the upstream got traceparents %q, want %q", got, want)
 	}
 }

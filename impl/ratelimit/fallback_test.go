@@ -14,8 +14,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tollgate/tollgate/impl/devkit/redistest"
 	"github.com/tollgate/tollgate/impl/metrics"
-	"github.com/tollgate/tollgate/impl/redistest"
 )
 
 // logBuffer collects a logger's lines; it is safe for concurrent writes.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tollgate/tollgate/impl/redistest"
+	"github.com/tollgate/tollgate/impl/devkit/redistest"
 )
 
 // t0 is the fake clocks' starting time.
@@ -322,6 +322,28 @@ func TestRedisInstancesShareCap(t *testing.T) {
 	// A limiter with another prefix does not share the cap.
 	c := NewRedis(redistest.NewClient(t), redistest.Prefix(t), clock.Now)
 	allow("another prefix", c, ok(5, 4, 60*s))
+}
+
+// TestRedisWaitNeverExceedsTheWindow: a request another process recorded with a clock read a
+// little later (it ran its script first) sits in this call's future; the waits told to the
+// refused client are still at most one Window (seen in make test as a Retry-After of 61).
+func TestRedisWaitNeverExceedsTheWindow(t *testing.T) {
+	early, late := newFakeClock(), newFakeClock()
+	late.Set(3 * time.Millisecond)
+	prefix := redistest.Prefix(t)
+	a := NewRedis(redistest.NewClient(t), prefix, late.Now)
+	b := NewRedis(redistest.NewClient(t), prefix, early.Now)
+	ctx := context.Background()
+	if d, err := a.Allow(ctx, "skew", 1); err != nil || !d.Allowed {
+		t.Fatalf("the first request: %+v, %v", d, err)
+	}
+	d, err := b.Allow(ctx, "skew", 1)
+	if err != nil || d.Allowed {
+		t.Fatalf("the second request: %+v, %v; want refused", d, err)
+	}
+	if d.RetryAfter > Window || d.ResetAfter > Window || d.RetryAfter < Window-time.Millisecond {
+		t.Errorf("RetryAfter %v, ResetAfter %v: want at most %v (and about that)", d.RetryAfter, d.ResetAfter, Window)
+	}
 }
 
 func TestRedisKeyExpires(t *testing.T) {

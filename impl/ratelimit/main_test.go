@@ -6,7 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tollgate/tollgate/impl/redistest"
+	"github.com/tollgate/tollgate/impl/devkit/redistest"
 )
 
 func TestMain(m *testing.M) {

@@ -92,7 +92,11 @@ func (r *Redis) Allow(ctx context.Context, key string, limit int) (Decision, err
 		return Decision{Limit: limit}, fmt.Errorf("ratelimit: redis allow %q: unexpected reply %v", key, res)
 	}
 	cut := now - window
-	micros := func(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
+	// A request another process recorded between this call's reading of the clock and its
+	// script can have a score a little after now (its clock was read later), which would make
+	// the waits below exceed the window by that gap; they are capped at one Window, the most a
+	// client can have to wait for a per-minute cap.
+	micros := func(us int64) time.Duration { return min(time.Duration(us)*time.Microsecond, Window) }
 	d := Decision{Limit: limit, ResetAfter: micros(res[2] - cut)}
 	if res[0] == 1 {
 		d.Allowed = true

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/tollgate/tollgate/impl/redistest"
+	"github.com/tollgate/tollgate/impl/devkit/redistest"
 )
 
 // BenchmarkRedisAllow measures one Allow round trip to the test Redis.

@@ -17,7 +17,10 @@
 // recorder is both the client's reverse proxy to the gateway, writing every request and
 // response (streamed bodies included) to a transcript that a failing test prints, and its only
 // way out: any other destination, asked for as a forward proxy or with CONNECT, is refused and
-// fails the test. TOLLGATE_REALCLIENTS_OUT=<dir> keeps the transcripts of a run.
+// fails the test. TOLLGATE_REALCLIENTS_OUT=<dir> keeps the transcripts of a run. The frames of
+// an upgraded connection (Codex's Responses WebSocket) are kept with their times too, so that
+// TestCodexSocketAgainstHTTP can measure what Codex sends per turn on the socket and over HTTP
+// (docs/speed.md).
 //
 // The package has no code outside its tests. Under CI=true a missing client fails the tests
 // instead of skipping them.

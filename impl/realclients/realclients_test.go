@@ -14,7 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/tollgate/tollgate/impl/apitest"
+	"github.com/tollgate/tollgate/impl/devkit/apitest"
 	"github.com/tollgate/tollgate/impl/price"
 	"github.com/tollgate/tollgate/impl/store"
 )
@@ -37,10 +37,12 @@ func TestRealClients(t *testing.T) {
 		{"Codex", testCodex},
 		{"CodexMCP", testCodexMCP},
 		{"CodexBuiltinProvider", testCodexBuiltinProvider},
+		{"CodexWebSocketTurns", testCodexWebSocketTurns},
 		{"MCPTypeScriptSDK", testMCPTypeScriptSDK},
 		{"MCPInspectorCLI", testMCPInspectorCLI},
 		{"OpenAITypeScriptSDK", testOpenAISDK},
 		{"AnthropicTypeScriptSDK", testAnthropicSDK},
+		{"Opencode", testOpencode},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -451,24 +453,60 @@ func testCodexMCP(t *testing.T, c clients, fx fixture) {
 }
 
 // testCodexBuiltinProvider: codex exec on its built-in openai provider with the base URL
-// pointed at the gateway and the key as the OpenAI API key.
+// pointed at the gateway and the key as the OpenAI API key. The built-in provider asks for the
+// Responses WebSocket mode first; the gateway serves it, so the one handshake is a 101 and the
+// turn never falls back to POST /v1/responses (see testCodexWebSocketTurns for three turns).
 func testCodexBuiltinProvider(t *testing.T, c clients, fx fixture) {
 	rec := newRecorder(t, fx.gw.URL, fx.key)
 	sb := codexSandbox(t, c, fx, rec, true, false)
 	r := run(t, rec, sb, append(c.codex(), "exec", "--json", "--strict-config", "--skip-git-repo-check", "Say hi")...)
 	codexTurn(t, r)
-	checkInference(t, rec, "/v1/responses", "service-flint")
-	// The built-in provider first asks for the Responses WebSocket mode. The gateway serves
-	// HTTP only; its answer must make Codex fall back at once, not retry the upgrade (with a
-	// 404 or 405 it tries five times more, about six seconds, before every turn).
 	var probes []string
 	for _, ex := range rec.snapshot() {
 		if ex.Method == http.MethodGet && strings.EqualFold(ex.RequestHeader.Get("Upgrade"), "websocket") {
 			probes = append(probes, fmt.Sprintf("%d", ex.Status))
 		}
+		if ex.Method == http.MethodPost && ex.Path() == "/v1/responses" {
+			t.Errorf("Codex fell back to POST /v1/responses (answered %d)", ex.Status)
+		}
 	}
-	if len(probes) > 1 {
-		t.Errorf("Codex tried the WebSocket upgrade on GET /v1/responses %d times (answers %s) before falling back to POST", len(probes), strings.Join(probes, ", "))
+	if len(probes) != 1 || probes[0] != "101" {
+		t.Errorf("Codex's WebSocket handshakes on GET /v1/responses were answered %s; want one 101", strings.Join(probes, ", "))
+	}
+	rec.checkEgress(t)
+}
+
+// testCodexWebSocketTurns: three turns of codex exec (then exec resume --last twice) on the
+// built-in openai provider, with no provider configured: every turn goes over the Responses
+// WebSocket (a 101 handshake), none falls back to POST /v1/responses, and none meets a 426.
+func testCodexWebSocketTurns(t *testing.T, c clients, fx fixture) {
+	rec := newRecorder(t, fx.gw.URL, fx.key)
+	sb := codexSandbox(t, c, fx, rec, true, false)
+	flags := []string{"--json", "--strict-config", "--skip-git-repo-check"}
+	turns := [][]string{
+		append(append([]string{"exec"}, flags...), "Say hi"),
+		append(append([]string{"exec", "resume", "--last"}, flags...), "Say hi again"),
+		append(append([]string{"exec", "resume", "--last"}, flags...), "And once more"),
+	}
+	for _, args := range turns {
+		codexTurn(t, run(t, rec, sb, append(c.codex(), args...)...))
+	}
+	upgrades := 0
+	for _, ex := range rec.snapshot() {
+		if ex.Path() != "/v1/responses" {
+			continue
+		}
+		switch {
+		case ex.Method == http.MethodGet && ex.Status == http.StatusSwitchingProtocols:
+			upgrades++
+		case ex.Method == http.MethodPost:
+			t.Errorf("Codex fell back to POST /v1/responses (answered %d)", ex.Status)
+		default:
+			t.Errorf("%s /v1/responses answered %d: %s", ex.Method, ex.Status, errorMessage(ex.ResponseBody))
+		}
+	}
+	if upgrades < len(turns) {
+		t.Errorf("%d WebSocket handshakes for %d turns", upgrades, len(turns))
 	}
 	rec.checkEgress(t)
 }

@@ -62,6 +62,18 @@ type exchange struct {
 	took     time.Duration
 	err      error
 	complete bool
+	// socket holds what went through an upgraded connection (a WebSocket's frames), in the
+	// order and at the times the recorder relayed it.
+	socket []socketChunk
+}
+
+// socketChunk is one read or write of an upgraded connection as the recorder relayed it.
+type socketChunk struct {
+	// at is when the recorder relayed it, from the recorder's start.
+	at time.Duration
+	// fromClient is true for bytes the client sent, false for the gateway's.
+	fromClient bool
+	data       []byte
 }
 
 // newRecorder starts a recorder in front of the gateway at target for the rest of the test.
@@ -151,7 +163,8 @@ func (rec *recorder) snapshot() []recorded {
 	for i, ex := range list {
 		ex.mu.Lock()
 		out[i] = recorded{Method: ex.method, URI: ex.uri, RequestHeader: ex.reqHead, RequestBody: ex.reqBody,
-			Status: ex.code, ResponseHeader: ex.respHead, ResponseBody: ex.respBody.Bytes(), Err: ex.err}
+			Status: ex.code, ResponseHeader: ex.respHead, ResponseBody: ex.respBody.Bytes(), Err: ex.err,
+			At: ex.at, Took: ex.took, Socket: append([]socketChunk(nil), ex.socket...)}
 		ex.mu.Unlock()
 	}
 	return out
@@ -167,6 +180,11 @@ type recorded struct {
 	ResponseHeader http.Header // nil when no response came
 	ResponseBody   []byte
 	Err            error
+	// At is when the request reached the recorder and Took how long its response took to its
+	// end (for an upgrade, to the handshake's answer).
+	At, Took time.Duration
+	// Socket is what went through an upgraded connection, both ways.
+	Socket []socketChunk
 }
 
 // Path is the request's path without its query.
@@ -399,8 +417,12 @@ func (rt recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 	ex.status, ex.code, ex.respHead = resp.Status, resp.StatusCode, resp.Header.Clone()
 	ex.took = time.Since(began)
 	if resp.StatusCode == http.StatusSwitchingProtocols {
-		// An upgraded connection keeps its writable body; only the handshake is recorded.
+		// An upgraded connection keeps its writable body; the handshake is recorded, and the
+		// bytes relayed through the connection each way are kept with their times.
 		ex.complete = true
+		if conn, ok := resp.Body.(io.ReadWriteCloser); ok {
+			resp.Body = &socketTap{conn: conn, ex: ex, start: rt.rec.start}
+		}
 		return resp, nil
 	}
 	resp.Body = &teeBody{body: resp.Body, ex: ex, began: began}
@@ -439,6 +461,37 @@ func (tb *teeBody) Close() error {
 	tb.ex.mu.Unlock()
 	return tb.body.Close()
 }
+
+// socketTap is the gateway's side of an upgraded connection as the reverse proxy relays it:
+// what the proxy writes to it is the client's, what it reads from it the gateway's; both are
+// appended to the exchange with their times.
+type socketTap struct {
+	conn  io.ReadWriteCloser
+	ex    *exchange
+	start time.Time
+}
+
+func (st *socketTap) note(fromClient bool, p []byte) {
+	if len(p) == 0 {
+		return
+	}
+	st.ex.mu.Lock()
+	st.ex.socket = append(st.ex.socket, socketChunk{at: time.Since(st.start), fromClient: fromClient, data: bytes.Clone(p)})
+	st.ex.mu.Unlock()
+}
+
+func (st *socketTap) Read(p []byte) (int, error) {
+	n, err := st.conn.Read(p)
+	st.note(false, p[:n])
+	return n, err
+}
+
+func (st *socketTap) Write(p []byte) (int, error) {
+	st.note(true, p)
+	return st.conn.Write(p)
+}
+
+func (st *socketTap) Close() error { return st.conn.Close() }
 
 type viaProxyKey struct{}
 

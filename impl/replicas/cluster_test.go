@@ -24,10 +24,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tollgate/tollgate/impl/accounts"
-	"github.com/tollgate/tollgate/impl/apitest"
 	"github.com/tollgate/tollgate/impl/config"
-	"github.com/tollgate/tollgate/impl/pgtest"
-	"github.com/tollgate/tollgate/impl/redistest"
+	"github.com/tollgate/tollgate/impl/devkit/apitest"
+	"github.com/tollgate/tollgate/impl/devkit/pgtest"
+	"github.com/tollgate/tollgate/impl/devkit/redistest"
 	"github.com/tollgate/tollgate/impl/store"
 )
 
@@ -99,6 +99,8 @@ type cluster struct {
 	accounts *accounts.Service
 	http     *http.Client
 	next     atomic.Uint64
+	// procEnv is added to the environment of every gateway process (startClusterEnv).
+	procEnv []string
 }
 
 // startCluster starts n gateway processes (`tollgate serve` on the built-in configuration,
@@ -106,35 +108,17 @@ type cluster struct {
 // Redis, and returns once every one of them listens.
 func startCluster(t *testing.T, n int) *cluster {
 	t.Helper()
+	return startClusterEnv(t, n)
+}
+
+// startClusterEnv is startCluster with env (NAME=value) added to every process's environment.
+func startClusterEnv(t *testing.T, n int, env ...string) *cluster {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the binary and runs several gateway processes")
 	}
-	c := &cluster{t: t, bin: binary(t), dbURL: pgtest.ConnString(t), redisURL: redistest.URL(t)}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	st, err := store.Open(ctx, c.dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	// Migrated here, once, rather than by the processes racing for the advisory lock.
-	if _, err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(ctx, c.dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	c.store, c.pool = st, pool
-	c.accounts = &accounts.Service{Store: st, Config: config.Default()}
-
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 512, 256
-	tr.DisableCompression = true
-	// Every answer is also checked against the contract: statuses, envelopes, stream events.
-	c.http = &http.Client{Transport: apitest.NewValidatingTransport(t, tr)}
-	t.Cleanup(tr.CloseIdleConnections)
+	c := &cluster{t: t, bin: binary(t), dbURL: pgtest.ConnString(t), redisURL: redistest.URL(t), procEnv: env}
+	c.connect()
 
 	procs := make([]*gatewayProcess, n)
 	var wg sync.WaitGroup
@@ -226,6 +210,37 @@ type gatewayProcess struct {
 	waitErr error
 }
 
+// connect migrates the cluster's database (here, once, rather than by the processes racing
+// for the advisory lock) and opens the test's own ways in: the store, a pool, the accounts
+// service, and an HTTP client that checks every answer against the contract (statuses,
+// envelopes, stream events).
+func (c *cluster) connect() {
+	t := c.t
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st, err := store.Open(ctx, c.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, c.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	c.store, c.pool = st, pool
+	c.accounts = &accounts.Service{Store: st, Config: config.Default()}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 512, 256
+	tr.DisableCompression = true
+	c.http = &http.Client{Transport: apitest.NewValidatingTransport(t, tr)}
+	t.Cleanup(tr.CloseIdleConnections)
+}
+
 // launch starts one gateway process, stopped (SIGTERM, then SIGKILL) when the test ends. On
 // Linux the kernel also kills it if the test binary dies first.
 func (c *cluster) launch(name string) *gatewayProcess {
@@ -233,7 +248,7 @@ func (c *cluster) launch(name string) *gatewayProcess {
 	dir := c.t.TempDir()
 	p := &gatewayProcess{t: c.t, name: name, log: newProcessLog(), exited: make(chan struct{})}
 	p.cmd = exec.Command(c.bin, "serve", "-listen", "127.0.0.1:0", "-metrics-listen", "off")
-	p.cmd.Dir, p.cmd.Env = dir, c.env(name, dir)
+	p.cmd.Dir, p.cmd.Env = dir, append(c.env(name, dir), c.procEnv...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	setParentDeathSignal(p.cmd)
 	// The parent death signal fires when the thread that started the child exits, so the child

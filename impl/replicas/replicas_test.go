@@ -281,7 +281,9 @@ func TestRPMCapHoldsAcrossProcesses(t *testing.T) {
 // killed process's credit hold stays until its lease expires and is then reaped by the
 // others; the other processes answer 200 to every request throughout; and afterwards the
 // books are consistent: the balance is the sum of the ledger and not below zero, held credit
-// is the sum of the live holds, and every 200 has exactly one usage record and ledger entry.
+// is the sum of the live holds, and every 200 has exactly one usage record and ledger entry,
+// the killed stream too (which delivered its first words and then went silent): a reaper
+// billed it from the checkpoint of what it had delivered.
 //
 // The lease is the meter's default of 40 s (4/3 of the 30 s outage cover), renewed every 6.7 s,
 // and the reapers run every 10 s; `tollgate serve` has no setting for them (billing.Options.Lease and ReapInterval are
@@ -395,6 +397,27 @@ func TestKilledProcessHoldIsReapedAndOthersKeepServing(t *testing.T) {
 	if !victimHold() {
 		t.Fatalf("the victim (pid %d) holds no credit of the account while it streams", victim.cmd.Process.Pid)
 	}
+	// The stream delivered its first words and went silent: the victim checkpoints what it
+	// delivered (every 2 s), and a reaper bills that once the victim is gone.
+	var checkpointed int64
+	waitCheckpoint := time.Now().Add(10 * time.Second)
+	for {
+		err := c.pool.QueryRow(ctx, `SELECT (record->>'OutputTokens')::bigint FROM stream_checkpoints
+			WHERE account_id = $1 AND request_id = $2`, acct, streamID).Scan(&checkpointed)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			t.Fatal(err)
+		}
+		if time.Now().After(waitCheckpoint) {
+			t.Fatal("the stalled stream's progress was not checkpointed within 10 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !victimHold() {
+		t.Fatal("the victim's hold went while it streamed")
+	}
 
 	atKill := hold.amount
 
@@ -446,11 +469,17 @@ func TestKilledProcessHoldIsReapedAndOthersKeepServing(t *testing.T) {
 		t.Error("no traffic reached the survivors")
 	}
 
-	// The killed stream was settled by nobody: it is not billed (in the customer's favour).
-	c.checkUsageExactlyOnce(acct, served)
+	// The killed stream was settled by nobody: the reaper billed it from its checkpoint, once.
+	c.checkUsageExactlyOnce(acct, append(served, streamID))
 	b := c.checkBooks(acct)
 	t.Logf("books: balance %d (spent %d in %d usage records), held %d by the survivors", b.balance, b.usageCost, b.usageRecords, b.held)
-	if n := c.usageCounts(acct)[streamID]; n != 0 {
-		t.Errorf("the killed stream %s has %d usage records", streamID, n)
+	var status string
+	var output int64
+	if err := c.pool.QueryRow(ctx, `SELECT status, output_tokens FROM usage_records WHERE account_id = $1 AND request_id = $2`,
+		acct, streamID).Scan(&status, &output); err != nil {
+		t.Fatalf("the killed stream %s: %v", streamID, err)
+	}
+	if status != "process_lost" || output != checkpointed || output == 0 {
+		t.Errorf("the killed stream's record: status %q, %d output tokens; want process_lost and the %d of its checkpoint", status, output, checkpointed)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
+	"time"
 )
 
 // Event is one server-sent event. Name is the `event:` field ("" for none); Data is the payload
@@ -75,6 +77,17 @@ func (s *Writer) Comment(text string) error {
 	}
 	s.unflushed = false
 	return s.rc.Flush()
+}
+
+// Retry writes a `retry:` field alone, without flushing it: it sets how long an EventSource
+// client waits before it reconnects when the stream ends (whole milliseconds, at least 1), and
+// dispatches no event, so every parser that ignores unknown fields passes over it. It is not
+// for OpenAI-format streams, whose Python SDK dispatches at every blank line after a field.
+func (s *Writer) Retry(d time.Duration) error {
+	s.buf = append(strconv.AppendInt(append(s.buf[:0], "retry: "...), max(d.Milliseconds(), 1), 10), "\n\n"...)
+	s.unflushed = true
+	_, err := s.w.Write(s.buf)
+	return err
 }
 
 // AppendEvent appends the framing of ev to dst.

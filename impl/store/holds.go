@@ -2,9 +2,11 @@ package store
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/tollgate/tollgate/gen/db"
 )
@@ -125,6 +127,38 @@ func (s *Store) ReleaseCreditHolds(ctx context.Context, holder string, accountID
 		return nil
 	})
 	return out, err
+}
+
+// ShrinkCreditHold gives back amount micro-units of the holder's hold on the account, in one
+// transaction that locks the account first (as every writer of its holds does): the hold and
+// the account's held credit go down by amount. It returns the hold after it (amount and
+// version) and true, or false when the holder has no hold of at least amount on the account,
+// in which case nothing changed.
+func (s *Store) ShrinkCreditHold(ctx context.Context, holder string, accountID uuid.UUID, amount int64) (CreditHold, bool, error) {
+	var out CreditHold
+	shrunk := false
+	err := s.inTx(ctx, func(q *db.Queries) error {
+		if _, err := q.LockAccounts(ctx, []uuid.UUID{accountID}); err != nil {
+			return err
+		}
+		r, err := q.ShrinkHolderHold(ctx, db.ShrinkHolderHoldParams{AmountMicros: amount, AccountID: accountID, Holder: holder})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := q.ReturnHeldCredit(ctx, db.ReturnHeldCreditParams{AmountMicros: amount, AccountID: accountID}); err != nil {
+			return err
+		}
+		out = CreditHold{AccountID: r.AccountID, Holder: r.Holder, AmountMicros: r.AmountMicros, Version: r.Version, ExpiresAt: r.ExpiresAt}
+		shrunk = true
+		return nil
+	})
+	if err != nil {
+		return CreditHold{}, false, err
+	}
+	return out, shrunk, nil
 }
 
 // ReapExpiredCreditHolds releases every hold, of any holder, whose lease has expired (by the

@@ -13,6 +13,9 @@ const (
 	ChannelAPIKeyChanged = "tollgate_api_key_changed"
 	// ChannelModelAccessChanged carries the id of an account whose model list changed.
 	ChannelModelAccessChanged = "tollgate_model_access_changed"
+	// ChannelCreditRelease carries the gateway processes' requests to release their idle
+	// credit holds of an account, and the answers (impl/billing); no trigger sends on it.
+	ChannelCreditRelease = "tollgate_credit_release"
 )
 
 // Subscription receives notifications; see Listen.
@@ -30,9 +33,30 @@ type Subscription struct {
 // Listen holds one connection that listens on both notification channels and reconnects when it
 // is lost, until ctx ends. It blocks; run it on a goroutine whose owner cancels ctx.
 func (s *Store) Listen(ctx context.Context, sub Subscription) {
+	s.listen(ctx, sub, func(ctx context.Context, q *db.Queries) error {
+		if err := q.ListenAPIKeyChanged(ctx); err != nil {
+			return err
+		}
+		return q.ListenModelAccessChanged(ctx)
+	})
+}
+
+// ListenCreditRelease is Listen for ChannelCreditRelease alone, on a connection of its own.
+func (s *Store) ListenCreditRelease(ctx context.Context, sub Subscription) {
+	s.listen(ctx, sub, func(ctx context.Context, q *db.Queries) error { return q.ListenCreditRelease(ctx) })
+}
+
+// NotifyCreditRelease sends payload on ChannelCreditRelease to every listening process.
+func (s *Store) NotifyCreditRelease(ctx context.Context, payload string) error {
+	return s.q.NotifyCreditRelease(ctx, payload)
+}
+
+// listen holds one connection that subscribes with subscribe and reconnects when it is lost,
+// until ctx ends.
+func (s *Store) listen(ctx context.Context, sub Subscription, subscribe func(context.Context, *db.Queries) error) {
 	backoff := 50 * time.Millisecond
 	for ctx.Err() == nil {
-		err := s.listenOnce(ctx, sub)
+		err := s.listenOnce(ctx, sub, subscribe)
 		if ctx.Err() != nil {
 			return
 		}
@@ -50,7 +74,7 @@ func (s *Store) Listen(ctx context.Context, sub Subscription) {
 	}
 }
 
-func (s *Store) listenOnce(ctx context.Context, sub Subscription) error {
+func (s *Store) listenOnce(ctx context.Context, sub Subscription, subscribe func(context.Context, *db.Queries) error) error {
 	pooled, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return err
@@ -58,11 +82,7 @@ func (s *Store) listenOnce(ctx context.Context, sub Subscription) error {
 	// A listening connection is never handed back to the pool: it carries LISTEN state.
 	conn := pooled.Hijack()
 	defer conn.Close(context.Background())
-	q := db.New(conn)
-	if err := q.ListenAPIKeyChanged(ctx); err != nil {
-		return err
-	}
-	if err := q.ListenModelAccessChanged(ctx); err != nil {
+	if err := subscribe(ctx, db.New(conn)); err != nil {
 		return err
 	}
 	if sub.Connected != nil {

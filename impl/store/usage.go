@@ -57,10 +57,12 @@ type UsageRecord struct {
 	// provider ran and bills per call (nil: none); HostedMicros is their part of CostMicros.
 	HostedCalls  map[string]int64
 	HostedMicros int64
-	// Status is how the request ended, as the HTTP API settles it (impl/httpapi/inference.go):
+	// Status is how the request ended, as the exchange settles it (impl/exchange):
 	// "ok", "client_disconnected", "shutdown", or an upstream failure ("upstream_error",
 	// "upstream_stalled", "upstream_cut_off", "upstream_malformed", "upstream_read_failed");
-	// "completed" when the meter is given none (billing), "unknown" when written empty.
+	// "completed" when the meter is given none (billing), "process_lost" for a stream whose
+	// gateway process was lost (billed from its last checkpoint: StreamCheckpoint), "unknown"
+	// when written empty.
 	Status     string
 	StartedAt  time.Time
 	FinishedAt time.Time
@@ -70,8 +72,19 @@ type UsageRecord struct {
 	OnCredit bool
 	// AgentSessionID is the agent session whose model call this was (uuid.Nil: none).
 	AgentSessionID uuid.UUID
+	// TraceID is the W3C trace id of the request's trace (all zero: not traced, stored as
+	// NULL).
+	TraceID [16]byte
 	// RecordedAt is when the row was written (read back only).
 	RecordedAt time.Time
+	// Checkpointed says that the request's stream had a checkpoint (StreamCheckpoint):
+	// WriteUsage deletes it in the transaction that writes the record. Not stored.
+	Checkpointed bool `json:"-"`
+	// SettleKey marks the record of a stream whose process was lost, billed from its
+	// checkpoint: nobody settled the request's reservation against its key's credit cap, so
+	// WriteUsage settles it at CostMicros in the same transaction (when the key has one), and
+	// deletes the checkpoint. Not stored.
+	SettleKey bool `json:"-"`
 }
 
 // UsageCharge is what WriteUsage did to one account of a batch.
@@ -108,11 +121,13 @@ func UsageLedgerKey(requestID string) string { return "usage:" + requestID }
 // WriteUsage writes a batch of usage records and bills them, in one transaction of two
 // statements whatever the batch size: it locks the batch's accounts (in id order, so that
 // writers never deadlock), then one statement inserts the records, skipping those whose
-// (account, request id) is already in usage_records (so that a batch written twice bills
-// once), and for the records it inserted appends their usage ledger entries and moves balance,
+// request already has its usage entry in the ledger (so that a batch written twice bills
+// once, even after the month of the first write was archived), and for the records it inserted appends their usage ledger entries and moves balance,
 // held credit and the holder's hold, set-based. The cost comes out of the holder's hold (that of
 // records served on credit out of the account's free credit); see UsageCharge for when it
-// cannot.
+// cannot. When the batch has records of checkpointed streams (Checkpointed, SettleKey), their
+// checkpoints are deleted in the same transaction, and the key reservations of SettleKey
+// records settled, whether the records were written now or before.
 func (s *Store) WriteUsage(ctx context.Context, holder string, records []UsageRecord) (UsageBatch, error) {
 	var out UsageBatch
 	if len(records) == 0 {
@@ -158,7 +173,8 @@ func (s *Store) WriteUsage(ctx context.Context, holder string, records []UsageRe
 			}
 		}
 		if len(existing) == 0 {
-			return nil
+			// Nothing to bill; the checkpoints of deleted accounts go all the same.
+			return endStreamCheckpoints(ctx, q, unique)
 		}
 		charges, err := q.WriteUsageBatch(ctx, params)
 		if err != nil {
@@ -173,7 +189,7 @@ func (s *Store) WriteUsage(ctx context.Context, holder string, records []UsageRe
 			out.Written += int(c.WrittenRecords)
 		}
 		out.Skipped += len(params.RequestIds) - out.Written
-		return nil
+		return endStreamCheckpoints(ctx, q, unique)
 	})
 	if err != nil {
 		return UsageBatch{}, err
@@ -241,6 +257,11 @@ func appendUsage(p *db.WriteUsageBatchParams, r UsageRecord) {
 	p.OutputCostMicros = append(p.OutputCostMicros, c.Output)
 	p.WaivedMicros = append(p.WaivedMicros, waived)
 	p.CacheSavingsMicros = append(p.CacheSavingsMicros, r.CacheSavingsMicros)
+	var trace []byte // NULL when the request was not traced
+	if r.TraceID != ([16]byte{}) {
+		trace = r.TraceID[:]
+	}
+	p.TraceIds = append(p.TraceIds, trace)
 }
 
 // consistent reports whether a priced record's parts add up to its cost (the database's
@@ -289,6 +310,9 @@ func (s *Store) UsageRecords(ctx context.Context, accountID uuid.UUID, limit int
 		}
 		if r.AgentSessionID.Valid {
 			out[i].AgentSessionID = uuid.UUID(r.AgentSessionID.Bytes)
+		}
+		if len(r.TraceID) == 16 {
+			out[i].TraceID = [16]byte(r.TraceID)
 		}
 		if len(r.HostedToolCalls) > 0 {
 			if err := json.Unmarshal(r.HostedToolCalls, &out[i].HostedCalls); err != nil {

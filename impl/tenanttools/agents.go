@@ -8,11 +8,12 @@ import (
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/mcp"
+	"github.com/tollgate/tollgate/impl/tool"
 )
 
 // AgentTools returns the tenant profile's six agent tools over the agent service; none when svc
 // is nil. The gateway appends them to Tools.
-func AgentTools(svc *agent.Service) []mcp.Tool {
+func AgentTools(svc *agent.Service) []tool.Tool {
 	if svc == nil {
 		return nil
 	}
@@ -35,10 +36,10 @@ func mapAgentError(err error) error {
 		return errors.Join(mcp.ErrAgentNotOwned, err)
 	}
 	if c, ok := errors.AsType[*agent.ConflictError](err); ok {
-		return &mcp.PublicError{Message: c.Message}
+		return &tool.PublicError{Message: c.Message}
 	}
 	if msg, ok := callerMessage(err); ok {
-		return &mcp.PublicError{Message: msg}
+		return &tool.PublicError{Message: msg}
 	}
 	return err
 }

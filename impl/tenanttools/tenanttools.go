@@ -16,10 +16,11 @@ import (
 
 	"github.com/tollgate/tollgate/impl/dataset"
 	"github.com/tollgate/tollgate/impl/mcp"
+	"github.com/tollgate/tollgate/impl/tool"
 )
 
 // Tools returns the tenant profile's tools over the dataset service.
-func Tools(ds *dataset.Service) []mcp.Tool {
+func Tools(ds *dataset.Service) []tool.Tool {
 	return mcp.DatasetTools(datasets{ds})
 }
 
@@ -37,7 +38,7 @@ func mapError(err error) error {
 		return errors.Join(mcp.ErrNotOwned, err)
 	}
 	if msg, ok := dataset.CallerMessage(err); ok {
-		return &mcp.PublicError{Message: msg}
+		return &tool.PublicError{Message: msg}
 	}
 	return err
 }

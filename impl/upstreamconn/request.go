@@ -115,6 +115,7 @@ func writeRequest(c *conn, req *http.Request, host string, body io.Reader) error
 			_, _ = w.WriteString("\r\n")
 		}
 	}
+	writeTraceContext(w, req)
 	if req.Close && !httpguts.HeaderValuesContainsToken(req.Header["Connection"], "close") {
 		_, _ = w.WriteString("Connection: close\r\n")
 	}

@@ -161,8 +161,9 @@ func (s *Service) DailySpend(ctx context.Context, accountID uuid.UUID, q DailyQu
 		out.Requests += r.Requests
 		out.Tokens.add(r.InputTokens, r.CacheReadTokens, r.CacheWriteTokens, r.OutputTokens, r.CacheSavingsMicros)
 	}
-	// UTC days come from the daily rollup (usage_daily); another time zone's days are added
-	// up from the requests themselves.
+	// UTC days come from the daily rollup (usage_daily), which keeps archived months; another
+	// time zone's days are added up from the requests themselves, in PostgreSQL and in the
+	// archives of the months archived (archivedDaily).
 	utc := loc.String() == "UTC"
 	switch q.GroupBy {
 	case GroupByModel:
@@ -183,6 +184,13 @@ func (s *Service) DailySpend(ctx context.Context, accountID uuid.UUID, q DailyQu
 		}
 		for _, r := range rows {
 			add(r.Day, r.GroupKey, uuid.Nil, sumsOfModelRow(r))
+		}
+		if !utc {
+			if err := s.archivedDaily(ctx, accountID, from, to, GroupByModel, func(at time.Time, key string, r dailySums) {
+				add(midnight(at, loc), key, uuid.Nil, r)
+			}); err != nil {
+				return Daily{}, err
+			}
 		}
 	case GroupByKey:
 		var rows []db.UsageViewDailyByKeyRow
@@ -210,6 +218,20 @@ func (s *Service) DailySpend(ctx context.Context, accountID uuid.UUID, q DailyQu
 				}
 			}
 			add(r.Day, key, r.GroupKey, sumsOfKeyRow(r))
+		}
+		if !utc {
+			if err := s.archivedDaily(ctx, accountID, from, to, GroupByKey, func(at time.Time, key string, r dailySums) {
+				id := uuid.Nil
+				if key != "" {
+					id = uuid.MustParse(key)
+					if groups[key] == nil {
+						ids = append(ids, id)
+					}
+				}
+				add(midnight(at, loc), key, id, r)
+			}); err != nil {
+				return Daily{}, err
+			}
 		}
 		if err := s.labelKeys(ctx, accountID, ids, groups); err != nil {
 			return Daily{}, err

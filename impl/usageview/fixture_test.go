@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/tollgate/tollgate/impl/pgtest"
+	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 	"github.com/tollgate/tollgate/impl/store"
 	"github.com/tollgate/tollgate/impl/usageview"
 	"github.com/tollgate/tollgate/queries"
@@ -172,6 +172,13 @@ func (f *fixture) bulkLoad(s bulkSpec) []uuid.UUID {
 		return ids
 	}
 	mainKeys, otherKeys := keys(s.Main), keys(s.Other)
+	// The months of the span get their partitions first, as a deployment that ran through them
+	// has them (the gateway makes each month's ahead of time).
+	for m := s.End.Add(-s.Span).UTC().AddDate(0, -1, 0); !m.After(s.End.AddDate(0, 1, 0)); m = m.AddDate(0, 1, 0) {
+		if _, err := f.svc.CreatePartition(ctx, time.Date(m.Year(), m.Month(), 1, 0, 0, 0, 0, time.UTC)); err != nil {
+			f.t.Fatal(err)
+		}
+	}
 	stepMicros := s.Span.Microseconds() / int64(s.Rows)
 	_, err := f.pool.Exec(ctx, `
 		INSERT INTO usage_records (account_id, request_id, api_key_id, model, route, provider, upstream_model,

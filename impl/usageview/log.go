@@ -112,6 +112,8 @@ type Request struct {
 	Status       string
 	// OnCredit marks a request served on credit during a database outage.
 	OnCredit bool
+	// TraceID is the W3C trace id of the request's trace (all zero: not traced).
+	TraceID [16]byte
 }
 
 // UncachedTokens is the input neither read from nor written to the prompt cache.
@@ -178,6 +180,66 @@ func (s *Service) logPage(ctx context.Context, accountID uuid.UUID, f Filter, af
 		before = Cursor{StartedAt: farFuture, ID: math.MaxInt64}
 	}
 	lim := int32(min(n, math.MaxInt32))
+	// usage_records is partitioned by month (migration 0014): a page is first read from the
+	// months since the start of the month before the newest row it may hold, a query that
+	// touches one or two partitions; only when they do not fill it is the whole span read
+	// (the same rows: every row of the recent months is newer than every older one).
+	var rows []db.UsageViewLogPageRow
+	newest := before.StartedAt
+	if now := s.now(); newest.After(now) {
+		newest = now
+	}
+	if to.Before(newest) {
+		newest = to
+	}
+	nu := newest.UTC()
+	recent := time.Date(nu.Year(), nu.Month()-1, 1, 0, 0, 0, 0, time.UTC)
+	if recent.After(from) {
+		got, err := s.logRows(ctx, accountID, f, recent, to, before, lim)
+		if err != nil {
+			return nil, err
+		}
+		if len(got) == int(lim) {
+			rows = got
+		}
+	}
+	if rows == nil {
+		got, err := s.logRows(ctx, accountID, f, from, to, before, lim)
+		if err != nil {
+			return nil, err
+		}
+		rows = got
+	}
+	// Archived months (archive.go) are read when this page may reach into one: when
+	// PostgreSQL's rows did not fill it, or its last row is older than the end of the newest
+	// archived month.
+	if s.archive != nil && (len(rows) < int(lim) || rows[len(rows)-1].StartedAt.Before(s.archivedUntil(ctx))) {
+		old, err := s.archivedLogPage(ctx, accountID, f, from, to, before, int(lim))
+		if err != nil {
+			return nil, err
+		}
+		rows = mergeLogRows(rows, old, int(lim))
+	}
+	out := make([]Request, len(rows))
+	named := make([]*Request, len(rows))
+	prices := priceCache{}
+	for i, r := range rows {
+		req, err := requestOf(r, prices)
+		if err != nil {
+			return nil, err
+		}
+		out[i], named[i] = req, &out[i]
+	}
+	// The page's keys' names, in one query (a join would look them up row by row).
+	if err := s.nameKeys(ctx, accountID, named); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// logRows reads up to lim of the account's rows that match f in [from, to) before the cursor,
+// newest first, from PostgreSQL, through the query whose index fits f.
+func (s *Service) logRows(ctx context.Context, accountID uuid.UUID, f Filter, from, to time.Time, before Cursor, lim int32) ([]db.UsageViewLogPageRow, error) {
 	var rows []db.UsageViewLogPageRow
 	switch {
 	case f.KeyID != uuid.Nil:
@@ -215,21 +277,7 @@ func (s *Service) logPage(ctx context.Context, accountID uuid.UUID, f Filter, af
 		}
 		rows = got
 	}
-	out := make([]Request, len(rows))
-	named := make([]*Request, len(rows))
-	prices := priceCache{}
-	for i, r := range rows {
-		req, err := requestOf(r, prices)
-		if err != nil {
-			return nil, err
-		}
-		out[i], named[i] = req, &out[i]
-	}
-	// The page's keys' names, in one query (a join would look them up row by row).
-	if err := s.nameKeys(ctx, accountID, named); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return rows, nil
 }
 
 // requestOf is a row of the request log as a Request (without its key's name), its price read
@@ -246,6 +294,9 @@ func requestOf(r db.UsageViewLogPageRow, prices priceCache) (Request, error) {
 			CacheWrite5m: r.CacheWrite5mCostMicros, CacheWrite1h: r.CacheWrite1hCostMicros, Output: r.OutputCostMicros},
 		WaivedMicros: r.WaivedMicros, CacheSavingsMicros: r.CacheSavingsMicros,
 		HostedMicros: r.HostedToolMicros, Status: r.Status, OnCredit: r.OnCredit,
+	}
+	if len(r.TraceID) == 16 {
+		req.TraceID = [16]byte(r.TraceID)
 	}
 	var err error
 	if req.HostedCalls, err = hostedCalls(r.HostedToolCalls); err != nil {

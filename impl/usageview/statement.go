@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -182,9 +183,33 @@ func (s *Service) statementPage(ctx context.Context, accountID uuid.UUID, after,
 	}
 	lines := make([]StatementLine, len(rows))
 	var usage []*Request
+	// The records of usage entries whose months were archived come from the archives.
+	var missing []string
+	var until time.Time
+	if s.archive != nil {
+		for _, r := range rows {
+			if r.Reason == usageReason && !r.HasRecord && strings.HasPrefix(r.IdempotencyKey, "usage:") {
+				missing = append(missing, strings.TrimPrefix(r.IdempotencyKey, "usage:"))
+				until = r.CreatedAt
+			}
+		}
+	}
+	archived, err := s.archivedStatementRecords(ctx, accountID, missing, until)
+	if err != nil {
+		return nil, err
+	}
 	for i, r := range rows {
 		lines[i] = StatementLine{EntryID: r.ID, RecordedAt: r.CreatedAt, Reason: r.Reason, Reference: r.IdempotencyKey,
 			Note: r.Note, AmountMicros: r.AmountMicros, BalanceAfterMicros: r.BalanceAfterMicros}
+		if a, ok := archived[strings.TrimPrefix(r.IdempotencyKey, "usage:")]; ok && r.Reason == usageReason && !r.HasRecord {
+			req, err := archivedStatementUsage(a, prices)
+			if err != nil {
+				return nil, fmt.Errorf("ledger entry %d: %w", r.ID, err)
+			}
+			lines[i].Usage = &req
+			usage = append(usage, lines[i].Usage)
+			continue
+		}
 		if !r.HasRecord {
 			continue
 		}
@@ -220,6 +245,13 @@ func statementUsage(r db.UsageViewStatementLinesRow, prices priceCache) (Request
 		return Request{}, fmt.Errorf("ledger entry %d: %w", r.ID, err)
 	}
 	return req, nil
+}
+
+// archivedStatementUsage is an archived usage record as a statement's line reads it: with
+// what the statement's query gives (statementUsage), nothing more.
+func archivedStatementUsage(r db.UsageViewLogPageRow, prices priceCache) (Request, error) {
+	r.ID, r.FinishedAt, r.TraceID, r.Status = 0, time.Time{}, nil, ""
+	return requestOf(r, prices)
 }
 
 // balanceRecord fills record with an opening or closing balance row.

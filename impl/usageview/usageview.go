@@ -22,14 +22,21 @@ const BurnDays = 7
 // Service answers the Usage page's questions about one account at a time. It is safe for
 // concurrent use.
 type Service struct {
-	q   *db.Queries
-	now func() time.Time
+	q    *db.Queries
+	pool *pgxpool.Pool
+	now  func() time.Time
+	// archive reads archived months (nil: Options.Archive was nil, and no month is read from
+	// an archive).
+	archive *archiveReader
 }
 
 // Options tune a Service.
 type Options struct {
 	// Now is the clock (time.Now when nil); tests set it to place the burn rate's window.
 	Now func() time.Time
+	// Archive gives the local files of archived months' objects (archive.go); nil when usage
+	// is never archived.
+	Archive ArchiveFiles
 }
 
 // New returns a Service reading through pool (the store's pool: store.Store.Pool).
@@ -38,7 +45,11 @@ func New(pool *pgxpool.Pool, o Options) *Service {
 	if now == nil {
 		now = time.Now
 	}
-	return &Service{q: db.New(pool), now: now}
+	s := &Service{q: db.New(pool), pool: pool, now: now}
+	if o.Archive != nil {
+		s.archive = &archiveReader{files: o.Archive}
+	}
+	return s
 }
 
 // Balance is the account's credit.

@@ -66,13 +66,11 @@ func principal(v *Visitor) auth.Principal { return auth.Principal{AccountID: v.A
 // sessionRow is a session as the pages show it.
 type sessionRow struct {
 	agent.SessionView
-	Spent, MaxSpend string
-	Ended           bool
+	Ended bool
 }
 
 func newSessionRow(s agent.SessionView) sessionRow {
-	return sessionRow{SessionView: s, Spent: formatUSD(s.SpentMicros), MaxSpend: formatUSD(s.MaxSpendMicros),
-		Ended: agent.Ended(s.State)}
+	return sessionRow{SessionView: s, Ended: agent.Ended(s.State)}
 }
 
 type slotRow struct {

@@ -102,7 +102,7 @@ func TestAgentsPages(t *testing.T) {
 	b.signIn(e, aliceEmail, alicePass)
 	p := b.get("/agents")
 	for _, want := range []string{`<th scope="row">main</th>`, `href="/agents/` + sess.String() + `"`, "<td>ready</td>", "<td>sim-small</td>",
-		"<td>1 / 10</td>", "<td>$0.001500 / $2.000000</td>", "tidy the docs"} {
+		"<td>1 / 10</td>", `<td><span class="money" title="$0.001500">&lt; $0.01</span> / <span class="money">$2.00</span></td>`, "tidy the docs"} {
 		if !strings.Contains(p.Body, want) {
 			t.Errorf("agents page lacks %q", want)
 		}

@@ -18,7 +18,9 @@ import (
 	"github.com/tollgate/tollgate/impl/agent"
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/dataset"
+	"github.com/tollgate/tollgate/impl/mcpauth"
 	"github.com/tollgate/tollgate/impl/store"
+	"github.com/tollgate/tollgate/impl/usageview"
 	"github.com/tollgate/tollgate/impl/web/audit"
 	"github.com/tollgate/tollgate/impl/web/members"
 	"github.com/tollgate/tollgate/impl/web/session"
@@ -44,8 +46,14 @@ type Options struct {
 	HTTPClient *http.Client
 	// Datasets serves the Datasets page (nil: the page says datasets are not available).
 	Datasets *dataset.Service
+	// UsageArchive holds the archived months of usage the Usage page reads (nil: none is read;
+	// impl/usagearchive).
+	UsageArchive usageview.ArchiveFiles
 	// Agents serves the Approvals and Agents pages (nil: they say agents are not available).
 	Agents *agent.Service
+	// OAuth is the MCP endpoint's authorization server, whose consent page and grants the
+	// console serves (oauth.go); nil: the pages say OAuth is not available.
+	OAuth *mcpauth.Server
 	// RedirectToPublicURL sends a GET of "/" or /signin… whose Host is not web.public_url's
 	// to the same path there (303), so that a sign-in begins on the host its cookies and
 	// callback belong to. For `tollgate dev` only: behind a proxy that rewrites Host it loops.
@@ -67,9 +75,11 @@ type App struct {
 	pages    map[string]*template.Template
 	nav      []page
 	handler  http.Handler
-	datasets *dataset.Service // the Datasets page (datasets.go)
-	agents   *agent.Service   // the Approvals and Agents pages (approvals.go, agents.go)
-	tails    tails            // the live tails of agent sessions (agents.go)
+	datasets *dataset.Service   // the Datasets page (datasets.go)
+	agents   *agent.Service     // the Approvals and Agents pages (approvals.go, agents.go)
+	tails    tails              // the live tails of agent sessions (agents.go)
+	usage    *usageview.Service // the Usage page and the home page's spend (usage.go, other.go)
+	oauth    *mcpauth.Server    // the consent page and Connected apps (oauth.go); nil: none
 }
 
 // New builds the application from o.Config.Web (which must be enabled).
@@ -91,6 +101,7 @@ func New(o Options) (*App, error) {
 		rp: signin.New(signin.Config{Issuer: w.Issuer, ClientID: w.ClientID, ClientSecret: w.ClientSecret,
 			RedirectURL: w.RedirectURL, HTTPClient: o.HTTPClient}),
 		datasets: o.Datasets, agents: o.Agents, tails: newTails(),
+		usage: usageview.New(pool, usageview.Options{Archive: o.UsageArchive}), oauth: o.OAuth,
 	}
 	sm := scs.New()
 	sm.Store = a.sessions
@@ -138,7 +149,8 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.handler.Serv
 
 // ownedPrefixes are the path trees of the web application (besides "/" itself).
 var ownedPrefixes = []string{"/signin", "/auth/callback", "/signout", "/keys", "/usage", "/plan", "/approvals",
-	"/agents", "/datasets", "/audit", "/sessions", "/static", "/favicon.ico"}
+	"/agents", "/datasets", "/audit", "/sessions", "/static", "/favicon.ico",
+	"/oauth/authorize", "/oauth/grants"}
 
 // Owns reports whether path is the web application's: "/" and the trees of ownedPrefixes
 // ("/keys" and "/keys/…", never "/keysx"). Everything else (/v1/…, /api/…, unknown paths)

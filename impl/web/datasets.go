@@ -112,9 +112,10 @@ func (a *App) renderDatasets(w http.ResponseWriter, r *http.Request, v *Visitor,
 
 // upload is an upload form as read: the file is in a temporary file.
 type upload struct {
-	name, format, fileName string
-	file                   *os.File
-	size                   int64
+	// replace is the form's "replace" field: "yes" confirms replacing a dataset of that name.
+	name, format, fileName, replace string
+	file                            *os.File
+	size                            int64
 }
 
 func (u *upload) close() {
@@ -163,6 +164,8 @@ func (u *upload) readPart(part *multipart.Part, limit int64) error {
 		u.name, err = field()
 	case "format":
 		u.format, err = field()
+	case "replace":
+		u.replace, err = field()
 	case "file":
 		if u.file != nil || part.FileName() == "" {
 			_, err = io.Copy(io.Discard, part)
@@ -237,10 +240,11 @@ func (a *App) uploadDataset(w http.ResponseWriter, r *http.Request, v *Visitor) 
 	}
 	name := u.name
 	if name == "" {
-		name = strings.TrimSuffix(u.fileName, path.Ext(u.fileName))
+		name = datasetNameFor(u.fileName)
 	}
 	if !dataset.ValidName(name) {
-		bad("The name %q is not a dataset name: use letters, digits, '_' and '-', at most 64, starting with a letter or a digit.", name)
+		bad("The name %q is not a dataset name: use letters, digits, '_' and '-', at most 64, starting with a letter or a digit (such as %s).",
+			name, datasetNameFor(name))
 		return
 	}
 	f, ok := formatOf(u.format, u.fileName)
@@ -259,6 +263,16 @@ func (a *App) uploadDataset(w http.ResponseWriter, r *http.Request, v *Visitor) 
 	}
 	if before != nil && !v.Owner() {
 		bad("A dataset named %s exists; only the account's owners may replace it. Choose another name.", name)
+		return
+	}
+	if before != nil && u.replace != confirmYes {
+		// Replacing is destructive: the form must say so (its "replace" box), so that an
+		// everyday upload never overwrites a dataset by its name.
+		d.Error = "A dataset named " + name + " exists (" + describeStored(before) + "). Uploading this file in its place " +
+			"replaces it for every key and agent that queries it, and forgets its load. To replace it, tick " +
+			"“Replace the dataset of that name” and choose the file again; or give the upload another name."
+		d.Name = name
+		a.renderDatasets(w, r, v, http.StatusConflict, d)
 		return
 	}
 	if _, err := dataset.DescribeFile(ctx, u.file.Name(), f); err != nil {
@@ -305,6 +319,21 @@ func (a *App) deleteDataset(w http.ResponseWriter, r *http.Request, v *Visitor) 
 		a.fail(w, r, v, http.StatusNotFound, "There is no such dataset.")
 		return
 	}
+	c := confirmation{Title: "Delete dataset " + name + "?", Action: "/datasets/" + name + "/delete",
+		Button: "Delete dataset " + name, Back: "/datasets", Consequences: []string{
+			"Deleting dataset “" + name + "” (" + describeStored(before) + ") removes its file for good: the account's keys and " +
+				"agents can no longer load or query it (load_storage_dataset and query_data answer that there is no such dataset).",
+		}}
+	if l, err := a.loadedState(ctx, acct, name); err != nil {
+		a.failInternal(w, r, v, "loaded datasets", err)
+		return
+	} else if l != "" {
+		c.Consequences = append(c.Consequences, "Its loaded copy ("+l+") is forgotten too.")
+	}
+	c.Consequences = append(c.Consequences, "It cannot be undone: to have it again, upload the file again.")
+	if !a.confirmed(w, r, v, c) {
+		return
+	}
 	err = a.datasets.Delete(ctx, acct, name)
 	if errors.Is(err, dataset.ErrNotOwned) { // deleted meanwhile
 		a.fail(w, r, v, http.StatusNotFound, "There is no such dataset.")
@@ -331,6 +360,38 @@ func (a *App) storedState(ctx context.Context, acct uuid.UUID, name string) (any
 		}
 	}
 	return nil, nil
+}
+
+// describeStored says what a stored dataset is, from its datasetState: "CSV, 30 B, stored
+// 2026-01-02 10:00 UTC".
+func describeStored(state any) string {
+	m, _ := state.(map[string]any)
+	format, _ := m["format"].(string)
+	size, _ := m["size_bytes"].(int64)
+	s := map[string]string{"csv": "CSV", "parquet": "Parquet", "jsonl": "JSON lines"}[format]
+	if s == "" {
+		s = format
+	}
+	s += ", " + humanBytes(size)
+	if t, err := time.Parse(time.RFC3339, fmt.Sprint(m["updated"])); err == nil {
+		s += ", stored " + t.UTC().Format("2006-01-02 15:04 UTC")
+	}
+	return s
+}
+
+// loadedState describes the account's loaded copy of dataset name ("3 rows, loaded
+// 2026-01-02 10:00 UTC"), or "" when it is not loaded.
+func (a *App) loadedState(ctx context.Context, acct uuid.UUID, name string) (string, error) {
+	loaded, err := a.datasets.Loaded(ctx, acct)
+	if err != nil {
+		return "", err
+	}
+	for _, l := range loaded {
+		if l.Name == name {
+			return fmt.Sprintf("%d rows, loaded %s", l.Rows, l.LoadedAt.UTC().Format("2006-01-02 15:04 UTC")), nil
+		}
+	}
+	return "", nil
 }
 
 // datasetState is what the audit log keeps of a dataset.

@@ -125,7 +125,7 @@ func TestDatasetsUploadListDelete(t *testing.T) {
 	if mp.Status != http.StatusOK || !strings.Contains(mp.Body, `<th scope="row">sales</th>`) || !strings.Contains(mp.Body, `disabled aria-describedby="datasets-owners-only"`) {
 		t.Fatalf("member's datasets page: %d %.1500s", mp.Status, mp.Body)
 	}
-	if p := bob.post("/datasets/sales/delete", nil); p.Status != http.StatusForbidden {
+	if p := bob.post("/datasets/sales/delete", confirmed); p.Status != http.StatusForbidden {
 		t.Errorf("member delete: %d", p.Status)
 	}
 	if p := bob.upload(nil, "sales.csv", []byte("x\n1\n")); p.Status != http.StatusUnprocessableEntity || !strings.Contains(p.Body, "only the account&#39;s owners may replace it") {
@@ -135,15 +135,24 @@ func TestDatasetsUploadListDelete(t *testing.T) {
 		t.Errorf("member upload of a new dataset: %d %.600s", p.Status, p.Body)
 	}
 
-	// The owner deletes; deleting again is not found.
-	del := alice.post("/datasets/sales/delete", nil)
+	// The owner deletes, once she has confirmed it (the first post says what stops working and
+	// deletes nothing); deleting again is not found.
+	ask := alice.post("/datasets/sales/delete", nil)
+	if ask.Status != http.StatusOK || !strings.Contains(ask.Body, "Deleting dataset “sales” (CSV, 30 B, stored ") ||
+		!strings.Contains(ask.Body, "can no longer load or query it") {
+		t.Fatalf("delete without confirmation: %d %.1500s", ask.Status, ask.Body)
+	}
+	if p := alice.get("/datasets"); !strings.Contains(p.Body, `<th scope="row">sales</th>`) {
+		t.Fatal("the dataset was deleted before the deletion was confirmed")
+	}
+	del := alice.post("/datasets/sales/delete", confirmed)
 	if del.Status != http.StatusSeeOther {
 		t.Fatalf("delete: %d %.300s", del.Status, del.Body)
 	}
 	if p := alice.follow(del, nil); strings.Contains(p.Body, `<th scope="row">sales</th>`) || !strings.Contains(p.Body, "Dataset sales deleted.") {
 		t.Errorf("after delete: %.1000s", p.Body)
 	}
-	if p := alice.post("/datasets/sales/delete", nil); p.Status != http.StatusNotFound {
+	if p := alice.post("/datasets/sales/delete", confirmed); p.Status != http.StatusNotFound {
 		t.Errorf("delete again: %d", p.Status)
 	}
 	var n int
@@ -173,7 +182,7 @@ func TestDatasetsOtherAccountNotFound(t *testing.T) {
 	}
 	full := url.PathEscape("tenant/" + globex.ID.String() + "/secret")
 	for _, name := range []string{"secret", full, "nosuch", "..%2F" + globex.ID.String()} {
-		if p := alice.post("/datasets/"+name+"/delete", nil); p.Status != http.StatusNotFound {
+		if p := alice.post("/datasets/"+name+"/delete", confirmed); p.Status != http.StatusNotFound {
 			t.Errorf("delete %s: %d", name, p.Status)
 		}
 	}

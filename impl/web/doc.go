@@ -31,6 +31,18 @@
 // attempt answers 403 with the reason and changes nothing, and the page shows those buttons
 // disabled with the reason beside them.
 //
+// What a person reads: amounts are written to the cent by one rule (money.go: "< $0.01" for a
+// sub-cent amount, the exact amount in the title of any rounded one), projections only from
+// enough history (usage.go, projectionText), runs of days without spend as one row, keys and
+// people by their names rather than their ids (auditview.go), browsers as "Chrome on Linux"
+// (useragent.go). A key's page shows, once, the key with a copy button (static/copy.js) and
+// each client's settings filled with it and web.public_url (package connect, which a terminal
+// command may print too). Destructive actions (revoking or disabling a key, revoking every
+// key, deleting or replacing a dataset) are confirmed on the server (confirm.go): the first
+// post answers with what will stop working and changes nothing; only the confirmation's form
+// (confirm=yes, and the account's name typed for revoking every key) acts, so the
+// confirmation holds without JavaScript.
+//
 // # Adding a page
 //
 // Pages are server-rendered with html/template, usable without JavaScript. A page is one

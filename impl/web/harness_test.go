@@ -16,10 +16,10 @@ import (
 	"github.com/tollgate/tollgate/impl/accounts"
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/dataset"
-	"github.com/tollgate/tollgate/impl/devoidc"
+	"github.com/tollgate/tollgate/impl/devkit/devoidc"
+	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 	"github.com/tollgate/tollgate/impl/gateway"
 	"github.com/tollgate/tollgate/impl/h1server"
-	"github.com/tollgate/tollgate/impl/pgtest"
 	"github.com/tollgate/tollgate/impl/store"
 	"github.com/tollgate/tollgate/impl/web/members"
 )
@@ -46,6 +46,16 @@ type env struct {
 
 // start runs the environment for the rest of the test; tune adjusts the web configuration.
 func start(t *testing.T, tune func(*config.Web)) *env {
+	t.Helper()
+	return startConfig(t, func(c *config.Config) {
+		if tune != nil {
+			tune(&c.Web)
+		}
+	})
+}
+
+// startConfig is start with tune adjusting the whole configuration.
+func startConfig(t *testing.T, tune func(*config.Config)) *env {
 	t.Helper()
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -74,9 +84,7 @@ func start(t *testing.T, tune func(*config.Web)) *env {
 
 	cfg := config.Default()
 	cfg.Web = config.Web{Issuer: idp.Issuer(), ClientID: "tollgate", ClientSecret: "client-secret", PublicURL: appURL + "/"}
-	if tune != nil {
-		tune(&cfg.Web)
-	}
+	tune(cfg)
 	cfg.Web.ApplyDefaults()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -139,6 +147,8 @@ type browser struct {
 	t   *testing.T
 	c   *http.Client
 	app string
+	// userAgent is the User-Agent header sent ("web-test" when empty).
+	userAgent string
 }
 
 func (e *env) browser(t *testing.T) *browser {
@@ -171,7 +181,11 @@ func (b *browser) do(method, u string, form url.Values, hdr map[string]string) p
 	if form != nil {
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	}
-	req.Header.Set("User-Agent", "web-test")
+	ua := b.userAgent
+	if ua == "" {
+		ua = "web-test"
+	}
+	req.Header.Set("User-Agent", ua)
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}

@@ -2,6 +2,7 @@ package web
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/tollgate/tollgate/impl/accounts"
 	"github.com/tollgate/tollgate/impl/store"
 	"github.com/tollgate/tollgate/impl/web/audit"
+	"github.com/tollgate/tollgate/impl/web/connect"
 )
 
 func (a *App) keysRoutes(mux *http.ServeMux) {
@@ -256,7 +258,23 @@ func (a *App) createKey(w http.ResponseWriter, r *http.Request, v *Visitor) {
 		a.log.Warn("web: keep the key's last four", "err", err) // the key works; the page shows its prefix only
 	}
 	a.record(r, v, audit.ActionKeyCreated, "key "+k.Key.ID.String(), nil, keyState(k.Key))
-	a.render(w, r, v, http.StatusCreated, "keycreated", "Key created", k)
+	models := k.Key.Models
+	if len(models) == 0 {
+		for _, m := range f.Models {
+			models = append(models, m.ID)
+		}
+	}
+	t := connect.Target{BaseURL: strings.TrimSuffix(a.web.PublicURL, "/"), Key: k.Plain}
+	t.ChatModel, t.MessagesModel = connect.ChooseModels(a.cfg, models)
+	a.render(w, r, v, http.StatusCreated, "keycreated", "Key created", keyCreated{Key: k.Key, Plain: k.Plain, Setups: connect.All(t)})
+}
+
+// keyCreated is the page that shows a new key, once, with the settings of each client filled
+// with it and the gateway's public URL (package connect).
+type keyCreated struct {
+	Key    store.APIKey
+	Plain  string
+	Setups []connect.Setup
 }
 
 // keyAction loads the {id} key of the visitor's account for h; any other id is not found.
@@ -297,22 +315,84 @@ func (a *App) changed(w http.ResponseWriter, r *http.Request, v *Visitor, action
 	}
 }
 
+// revokeKey revokes the key once the visitor has confirmed it (confirm.go): the first post
+// answers with what revoking it stops.
 func (a *App) revokeKey(w http.ResponseWriter, r *http.Request, v *Visitor, k store.APIKey) {
 	if !mayStop(k, v) {
 		a.refuseOthersKey(w, r, v)
+		return
+	}
+	if k.RevokedAt != nil {
+		a.fail(w, r, v, http.StatusNotFound, "There is no such key (or it is revoked).")
+		return
+	}
+	label := keyLabel(k)
+	c := confirmation{Title: "Revoke key " + keyName(k) + "?", Action: "/keys/" + k.ID.String() + "/revoke",
+		Button: "Revoke key " + keyName(k), Back: "/keys", Consequences: []string{
+			"Revoking key " + label + " stops every client that uses it, at once: from within a second every gateway " +
+				"refuses its requests (401), and the agent sessions it started end before their next model call.",
+			lastUsedText(k),
+			"A revoked key cannot be brought back: its clients will need a new key.",
+		}}
+	if k.DisabledAt == nil {
+		c.Consequences[2] += " To stop it for a while instead, disable it."
+	}
+	if !a.confirmed(w, r, v, c) {
 		return
 	}
 	after, err := a.accounts.Revoke(r.Context(), v.Account.AccountID, k.ID)
 	a.changed(w, r, v, audit.ActionKeyRevoked, k, after, err)
 }
 
+// disableKey disables the key once the visitor has confirmed it, as revokeKey does.
 func (a *App) disableKey(w http.ResponseWriter, r *http.Request, v *Visitor, k store.APIKey) {
 	if !mayStop(k, v) {
 		a.refuseOthersKey(w, r, v)
 		return
 	}
+	if k.RevokedAt != nil {
+		a.fail(w, r, v, http.StatusNotFound, "There is no such key (or it is revoked).")
+		return
+	}
+	again := "An owner of the account can enable it again on the Keys page; its clients then work again within a second."
+	if v.Owner() {
+		again = "You can enable it again on the Keys page; its clients then work again within a second."
+	}
+	if !a.confirmed(w, r, v, confirmation{Title: "Disable key " + keyName(k) + "?", Action: "/keys/" + k.ID.String() + "/disable",
+		Button: "Disable key " + keyName(k), Back: "/keys", Consequences: []string{
+			"Disabling key " + keyLabel(k) + " stops every client that uses it: from within a second every gateway " +
+				"refuses its requests (401), and the agent sessions it started end before their next model call.",
+			lastUsedText(k), again,
+		}}) {
+		return
+	}
 	after, err := a.accounts.Disable(r.Context(), v.Account.AccountID, k.ID)
 	a.changed(w, r, v, audit.ActionKeyChanged, k, after, err)
+}
+
+// keyName is the key's name for a sentence or a button: its name in quotes, or its prefix.
+func keyName(k store.APIKey) string {
+	if k.Name == "" {
+		return k.DisplayPrefix + "…"
+	}
+	return "“" + k.Name + "”"
+}
+
+// keyLabel names the key as the Keys page shows it: its name and its prefix…last four.
+func keyLabel(k store.APIKey) string {
+	shown := k.DisplayPrefix + "…" + k.DisplaySuffix
+	if k.Name == "" {
+		return shown
+	}
+	return "“" + k.Name + "” (" + shown + ")"
+}
+
+// lastUsedText says when the key was last used.
+func lastUsedText(k store.APIKey) string {
+	if k.LastUsedAt == nil {
+		return "It has not been used yet."
+	}
+	return "It was last used " + k.LastUsedAt.UTC().Format("2006-01-02 15:04 UTC") + "."
 }
 
 func (a *App) enableKey(w http.ResponseWriter, r *http.Request, v *Visitor, k store.APIKey) {
@@ -339,8 +419,38 @@ func (a *App) setKeyLimits(w http.ResponseWriter, r *http.Request, v *Visitor, k
 	a.changed(w, r, v, audit.ActionLimitChanged, k, after, err)
 }
 
-// revokeAllKeys revokes every key of the account that is not revoked yet.
+// revokeAllKeys revokes every key of the account that is not revoked yet, once the visitor
+// has confirmed it by typing the account's name.
 func (a *App) revokeAllKeys(w http.ResponseWriter, r *http.Request, v *Visitor) {
+	list, err := a.store.ListAPIKeys(r.Context(), v.Account.AccountID)
+	if err != nil {
+		a.failInternal(w, r, v, "list keys", err)
+		return
+	}
+	c := confirmation{Title: "Revoke all keys of " + v.Account.AccountName + "?", Action: "/keys/revoke-all",
+		Button: "Revoke all keys of " + v.Account.AccountName, Back: "/keys", TypeToConfirm: v.Account.AccountName}
+	for _, k := range list {
+		if k.RevokedAt == nil {
+			used := "never used"
+			if k.LastUsedAt != nil {
+				used = "last used " + k.LastUsedAt.UTC().Format("2006-01-02 15:04 UTC")
+			}
+			c.Items = append(c.Items, keyLabel(k)+": "+accounts.KeyStatus(k, now())+", "+used)
+		}
+	}
+	if len(c.Items) == 0 {
+		http.Redirect(w, r, "/keys", http.StatusSeeOther)
+		return
+	}
+	c.Consequences = []string{
+		fmt.Sprintf("Revoking all keys of %s stops every client and agent that uses any of its %d keys, at once: from within a second "+
+			"every gateway refuses their requests (401), and the agent sessions they started end before their next model call.",
+			v.Account.AccountName, len(c.Items)),
+		"Revoked keys cannot be brought back: every client will need a new key. The keys:",
+	}
+	if !a.confirmed(w, r, v, c) {
+		return
+	}
 	keys, err := a.accounts.RevokeAll(r.Context(), v.Account.AccountID)
 	if err != nil {
 		a.failInternal(w, r, v, "revoke all keys", err)

@@ -45,9 +45,9 @@ func TestMemberCannotLiftOwnersLimits(t *testing.T) {
 	}{
 		{"/keys/" + id + "/limits", url.Values{"rpm": {"0"}, "credit_cap": {""}}, "owners"},
 		{"/keys/" + id + "/enable", nil, "owners"},
-		{"/keys/" + id + "/revoke", nil, "only the keys they created"},
-		{"/keys/" + active.Key.ID.String() + "/disable", nil, "only the keys they created"},
-		{"/keys/" + active.Key.ID.String() + "/revoke", nil, "only the keys they created"},
+		{"/keys/" + id + "/revoke", confirmed, "only the keys they created"},
+		{"/keys/" + active.Key.ID.String() + "/disable", confirmed, "only the keys they created"},
+		{"/keys/" + active.Key.ID.String() + "/revoke", confirmed, "only the keys they created"},
 	} {
 		if p := bob.post(try.path, try.form); p.Status != http.StatusForbidden || !strings.Contains(p.Body, try.want) {
 			t.Errorf("member POST %s: %d, want 403 saying %q: %.300s", try.path, p.Status, try.want, p.Body)
@@ -90,7 +90,10 @@ func TestMemberStopsOwnKey(t *testing.T) {
 	if page := bob.get("/keys"); !strings.Contains(page.Body, `action="/keys/`+id+`/disable"`) || !strings.Contains(page.Body, `action="/keys/`+id+`/revoke"`) {
 		t.Fatalf("the member's own key has no disable or revoke: %.2000s", page.Body)
 	}
-	if p := bob.post("/keys/"+id+"/disable", nil); p.Status != http.StatusSeeOther {
+	if p := bob.post("/keys/"+id+"/disable", nil); p.Status != http.StatusOK || !strings.Contains(p.Body, "An owner of the account can enable it again") {
+		t.Fatalf("member disables own key, unconfirmed: %d %.1000s", p.Status, p.Body)
+	}
+	if p := bob.post("/keys/"+id+"/disable", confirmed); p.Status != http.StatusSeeOther {
 		t.Fatalf("member disables own key: %d %.300s", p.Status, p.Body)
 	}
 	if p := bob.post("/keys/"+id+"/enable", nil); p.Status != http.StatusForbidden {
@@ -107,7 +110,7 @@ func TestMemberStopsOwnKey(t *testing.T) {
 	if p := alice.post("/keys/"+id+"/enable", nil); p.Status != http.StatusSeeOther {
 		t.Fatalf("owner enables the member's key: %d", p.Status)
 	}
-	if p := bob.post("/keys/"+id+"/revoke", nil); p.Status != http.StatusSeeOther {
+	if p := bob.post("/keys/"+id+"/revoke", confirmed); p.Status != http.StatusSeeOther {
 		t.Fatalf("member revokes own key: %d %.300s", p.Status, p.Body)
 	}
 	if got, err := e.Store.GetAPIKey(ctx, mine.Key.ID); err != nil || got.RevokedAt == nil {

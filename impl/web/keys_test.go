@@ -14,6 +14,9 @@ import (
 
 var plainKeyRe = regexp.MustCompile(`value="(tgk_[^"]+)"`)
 
+// confirmed is the form field that confirms a destructive action (impl/web/confirm.go).
+var confirmed = url.Values{"confirm": {"yes"}}
+
 // createKey creates a key on the page and returns the plain key shown.
 func createKey(t *testing.T, b *browser, name string) string {
 	t.Helper()
@@ -124,7 +127,7 @@ func TestOtherAccountKeyNotFound(t *testing.T) {
 		}
 	}
 	// Revoke all revokes only the account's own keys.
-	if p := b.post("/keys/revoke-all", nil); p.Status != http.StatusSeeOther {
+	if p := b.post("/keys/revoke-all", url.Values{"confirm": {"yes"}, "confirm_text": {"acme"}}); p.Status != http.StatusSeeOther {
 		t.Fatalf("revoke all: %d", p.Status)
 	}
 	got, err := e.Store.GetAPIKey(context.Background(), theirs.Key.ID)
@@ -137,7 +140,10 @@ func TestOtherAccountKeyNotFound(t *testing.T) {
 }
 
 // TestKeyRevokeAndRevokeAll: revoking on the page makes the key refused by the API (401);
-// revoke all is for owners.
+// revoke all is for owners. Each is confirmed first, on the server: the row's form answers with
+// a page that names the key and what stops working, and changes nothing (as it would without
+// JavaScript); only the confirmation's form revokes. Revoke all also asks for the account's
+// name to be typed.
 func TestKeyRevokeAndRevokeAll(t *testing.T) {
 	e := start(t, nil)
 	acct := e.account(t, "acme", aliceEmail, "owner")
@@ -147,7 +153,19 @@ func TestKeyRevokeAndRevokeAll(t *testing.T) {
 	plain := createKey(t, b, "one")
 	createKey(t, b, "two")
 	keys, _ := e.Store.ListAPIKeys(context.Background(), acct.ID)
-	if p := b.post("/keys/"+keys[0].ID.String()+"/revoke", nil); p.Status != http.StatusSeeOther {
+	one := keys[0]
+	if one.Name != "one" {
+		t.Fatalf("the first key is %q", one.Name)
+	}
+	ask := b.post("/keys/"+one.ID.String()+"/revoke", nil)
+	if ask.Status != http.StatusOK || !strings.Contains(ask.Body, "Revoking key “one” ("+one.DisplayPrefix+"…"+one.DisplaySuffix+") stops every client that uses it, at once") ||
+		!strings.Contains(ask.Body, `<input type="hidden" name="confirm" value="yes">`) || !strings.Contains(ask.Body, `action="/keys/`+one.ID.String()+`/revoke"`) {
+		t.Fatalf("revoke without confirmation: %d %.2000s", ask.Status, ask.Body)
+	}
+	if k, _ := e.Store.GetAPIKey(context.Background(), one.ID); k.RevokedAt != nil {
+		t.Fatal("the key was revoked before the revocation was confirmed")
+	}
+	if p := b.post("/keys/"+one.ID.String()+"/revoke", url.Values{"confirm": {"yes"}}); p.Status != http.StatusSeeOther {
 		t.Fatalf("revoke: %d", p.Status)
 	}
 	api := e.browser(t)
@@ -160,10 +178,22 @@ func TestKeyRevokeAndRevokeAll(t *testing.T) {
 	}
 	member := e.browser(t)
 	member.signIn(e, bobEmail, bobPass)
-	if p := member.post("/keys/revoke-all", nil); p.Status != http.StatusForbidden {
+	if p := member.post("/keys/revoke-all", url.Values{"confirm": {"yes"}, "confirm_text": {"acme"}}); p.Status != http.StatusForbidden {
 		t.Fatalf("revoke all by a member: %d", p.Status)
 	}
-	if p := b.post("/keys/revoke-all", nil); p.Status != http.StatusSeeOther {
+	ask = b.post("/keys/revoke-all", nil)
+	if ask.Status != http.StatusOK || !strings.Contains(ask.Body, "Revoking all keys of acme stops every client and agent that uses any of its 1 keys") ||
+		!strings.Contains(ask.Body, "<li>“two” (") || strings.Contains(ask.Body, "<li>“one” (") || !strings.Contains(ask.Body, `name="confirm_text"`) {
+		t.Fatalf("revoke all without confirmation: %d %.2000s", ask.Status, ask.Body)
+	}
+	if p := b.post("/keys/revoke-all", url.Values{"confirm": {"yes"}, "confirm_text": {"acm"}}); p.Status != http.StatusUnprocessableEntity ||
+		!strings.Contains(p.Body, "Type acme exactly to confirm. Nothing was changed.") {
+		t.Fatalf("revoke all with the account's name mistyped: %d %.1000s", p.Status, p.Body)
+	}
+	if n, _ := e.Store.CountUnrevokedAPIKeys(context.Background(), acct.ID); n != 1 {
+		t.Fatalf("%d keys left after unconfirmed revocations, want 1", n)
+	}
+	if p := b.post("/keys/revoke-all", url.Values{"confirm": {"yes"}, "confirm_text": {"acme"}}); p.Status != http.StatusSeeOther {
 		t.Fatalf("revoke all by the owner: %d", p.Status)
 	}
 	keys, _ = e.Store.ListAPIKeys(context.Background(), acct.ID)
@@ -197,7 +227,7 @@ func TestKeyLimitsOnThePage(t *testing.T) {
 		t.Fatalf("key as stored: %+v", k)
 	}
 	list := b.get("/keys").Body
-	for _, want := range []string{"$2.50", "(daily)", "service-sonnet", aliceEmail, expires} {
+	for _, want := range []string{`<span class="money">$2.50</span>`, "(daily)", "service-sonnet", aliceEmail, expires} {
 		if !strings.Contains(list, want) {
 			t.Errorf("keys page lacks %q", want)
 		}
@@ -219,7 +249,11 @@ func TestKeyLimitsOnThePage(t *testing.T) {
 		}
 	}
 	waitStatus(http.StatusOK)
-	if p := b.post("/keys/"+k.ID.String()+"/disable", nil); p.Status != http.StatusSeeOther {
+	if p := b.post("/keys/"+k.ID.String()+"/disable", nil); p.Status != http.StatusOK || !strings.Contains(p.Body, "Disabling key “capped”") {
+		t.Fatalf("disable without confirmation: %d %.1000s", p.Status, p.Body)
+	}
+	waitStatus(http.StatusOK)
+	if p := b.post("/keys/"+k.ID.String()+"/disable", url.Values{"confirm": {"yes"}}); p.Status != http.StatusSeeOther {
 		t.Fatalf("disable: %d", p.Status)
 	}
 	waitStatus(http.StatusUnauthorized)

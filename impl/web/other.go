@@ -3,10 +3,12 @@ package web
 import (
 	"net/http"
 	"strconv"
+	"time"
 
+	"github.com/tollgate/tollgate/impl/agent"
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/store"
-	"github.com/tollgate/tollgate/impl/web/audit"
+	"github.com/tollgate/tollgate/impl/usageview"
 	"github.com/tollgate/tollgate/impl/web/session"
 )
 
@@ -20,12 +22,85 @@ func (a *App) home(w http.ResponseWriter, r *http.Request, v *Visitor) {
 		http.Redirect(w, r, "/signin/account", http.StatusSeeOther)
 		return
 	}
-	credit, err := a.store.AccountCredit(r.Context(), v.Account.AccountID)
+	d, err := a.homeData(r, v)
 	if err != nil {
-		a.failInternal(w, r, v, "account credit", err)
+		a.failInternal(w, r, v, "home page", err)
 		return
 	}
-	a.render(w, r, v, http.StatusOK, "home", v.Account.AccountName, credit)
+	a.render(w, r, v, http.StatusOK, "home", v.Account.AccountName, d)
+}
+
+// homeData is the home page's summary of the account, each part linking to its page: the
+// balance, the spend this month (UTC), the keys in use, the approvals waiting for a decision
+// and the agents running.
+type homeData struct {
+	Credit store.Credit
+	// MonthSpent is the spend since MonthStart (the first day of this UTC month), MonthRequests
+	// its requests.
+	MonthSpent, MonthRequests int64
+	MonthStart                time.Time
+	// ActiveKeys are the keys that work now; UsedKeys those of them used in the last 24 hours.
+	ActiveKeys, UsedKeys int
+	// AgentsAvailable says whether the gateway runs agents (the last four fields are zero
+	// when it does not).
+	AgentsAvailable bool
+	// PendingApprovals counts the approvals waiting for a decision (at most approvalsShown:
+	// MorePending says there are more).
+	PendingApprovals int
+	MorePending      bool
+	// RunningAgents counts the slots whose session has not ended, of Slots.
+	RunningAgents, Slots int
+}
+
+func (a *App) homeData(r *http.Request, v *Visitor) (homeData, error) {
+	ctx, acct := r.Context(), v.Account.AccountID
+	var d homeData
+	var err error
+	if d.Credit, err = a.store.AccountCredit(ctx, acct); err != nil {
+		return d, err
+	}
+	month := usageview.ThisMonth(now(), time.UTC)
+	d.MonthStart = month.From
+	daily, err := a.usage.DailySpend(ctx, acct, usageview.DailyQuery{From: month.From, To: month.To,
+		GroupBy: usageview.GroupByModel, Location: time.UTC, MaxGroups: 1})
+	if err != nil {
+		return d, err
+	}
+	d.MonthSpent, d.MonthRequests = daily.TotalMicros, daily.Requests
+	keys, err := a.accounts.ListKeys(ctx, acct)
+	if err != nil {
+		return d, err
+	}
+	dayAgo := now().Add(-24 * time.Hour)
+	for _, k := range keys {
+		if k.Status != "active" {
+			continue
+		}
+		d.ActiveKeys++
+		if (k.LastRequestAt != nil && k.LastRequestAt.After(dayAgo)) || (k.LastUsedAt != nil && k.LastUsedAt.After(dayAgo)) {
+			d.UsedKeys++
+		}
+	}
+	if a.agents == nil {
+		return d, nil
+	}
+	d.AgentsAvailable = true
+	pending, err := a.agents.ListApprovals(ctx, &acct, "pending", approvalsShown)
+	if err != nil {
+		return d, err
+	}
+	d.PendingApprovals, d.MorePending = len(pending), len(pending) == approvalsShown
+	slots, err := a.agents.Overview(ctx, principal(v))
+	if err != nil {
+		return d, err
+	}
+	d.Slots = len(slots)
+	for _, s := range slots {
+		if s.Session != nil && !agent.Ended(s.Session.State) {
+			d.RunningAgents++
+		}
+	}
+	return d, nil
 }
 
 func (a *App) planRoutes(mux *http.ServeMux) { mux.Handle("GET /plan", a.member(a.planPage)) }
@@ -76,7 +151,7 @@ func (a *App) planPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
 func (a *App) auditRoutes(mux *http.ServeMux) { mux.Handle("GET /audit", a.member(a.auditPage)) }
 
 type auditData struct {
-	Entries []audit.Entry
+	Entries []auditRow
 	Older   int64 // the before= of the next page (0: none)
 }
 
@@ -89,10 +164,14 @@ func (a *App) auditPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
 		a.failInternal(w, r, v, "audit log", err)
 		return
 	}
-	d := auditData{Entries: entries}
+	d := auditData{}
 	if len(entries) > auditPageSize {
-		d.Entries = entries[:auditPageSize]
-		d.Older = d.Entries[auditPageSize-1].ID
+		entries = entries[:auditPageSize]
+		d.Older = entries[auditPageSize-1].ID
+	}
+	if d.Entries, err = a.auditRows(r.Context(), v.Account.AccountID, entries); err != nil {
+		a.failInternal(w, r, v, "audit log names", err)
+		return
 	}
 	a.render(w, r, v, http.StatusOK, "audit", "Audit log", d)
 }
@@ -103,13 +182,24 @@ func (a *App) sessionsRoutes(mux *http.ServeMux) {
 	mux.Handle("POST /sessions/end-all", a.signedIn(a.endAllSessions))
 }
 
+// signInRow is one of the visitor's sessions as the Sessions page shows it: the browser
+// named as a person names it (browserSummary), the User-Agent header in its title.
+type signInRow struct {
+	session.Info
+	Browser string
+}
+
 func (a *App) sessionsPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	list, err := a.sessions.List(r.Context(), v.User.ID, a.sm.Token(r.Context()))
 	if err != nil {
 		a.failInternal(w, r, v, "list sessions", err)
 		return
 	}
-	a.render(w, r, v, http.StatusOK, "sessions", "Sessions", list)
+	rows := make([]signInRow, 0, len(list))
+	for _, s := range list {
+		rows = append(rows, signInRow{Info: s, Browser: browserSummary(s.UserAgent)})
+	}
+	a.render(w, r, v, http.StatusOK, "sessions", "Sessions", rows)
 }
 
 // endSession ends one of the user's sessions (another user's id is not found); ending the
@@ -156,5 +246,3 @@ func (a *App) endAllSessions(w http.ResponseWriter, r *http.Request, v *Visitor)
 	}
 	a.signout(w, r, v)
 }
-
-var _ = session.UserIDKey

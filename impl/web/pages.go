@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-
-	"github.com/tollgate/tollgate/impl/apierror"
 )
 
 // page is one entry of the navigation. Routes registers the page's handlers (nil: the page is
@@ -30,6 +28,7 @@ func navigation() []page {
 		{"/approvals", "Approvals", (*App).approvalsRoutes},
 		{"/agents", "Agents", (*App).agentsRoutes},
 		{"/datasets", "Datasets", (*App).datasetsRoutes},
+		{"/oauth/grants", "Connected apps", (*App).oauthRoutes},
 		{"/audit", "Audit log", (*App).auditRoutes},
 		{"/sessions", "Sessions", (*App).sessionsRoutes},
 	}
@@ -73,7 +72,10 @@ type view struct {
 }
 
 var funcs = template.FuncMap{
-	"usd": apierror.USD,
+	// money writes an amount to the cent, with the exact amount in its title (money.go).
+	"money": moneyHTML,
+	// exact writes an amount to the micro-dollar, for arithmetic a person checks.
+	"exact": moneyExact,
 	"time": func(t any) string {
 		switch t := t.(type) {
 		case time.Time:
@@ -102,6 +104,16 @@ var funcs = template.FuncMap{
 	"dollars": func(micros int64) string {
 		return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%d.%06d", micros/1_000_000, micros%1_000_000), "0"), ".")
 	},
+	"add": func(a, b int) int { return a + b },
+	// shortID is an id as a person reads it in a list: its first eight characters and "…"
+	// (the whole id goes in the link's title).
+	"shortID": func(id string) string {
+		if len(id) <= 9 {
+			return id
+		}
+		return id[:8] + "…"
+	},
+	"neg": func(n int64) int64 { return -n },
 	"deref": func(p *int64) int64 {
 		if p == nil {
 			return 0

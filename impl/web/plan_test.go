@@ -33,10 +33,10 @@ func TestPlanPageKeyQuota(t *testing.T) {
 			t.Errorf("the Keys page does not show the last four of a key made by the service")
 		}
 	}
-	if p := b.post("/keys/"+ids[0]+"/revoke", nil); p.Status != http.StatusSeeOther {
+	if p := b.post("/keys/"+ids[0]+"/revoke", confirmed); p.Status != http.StatusSeeOther {
 		t.Fatalf("revoke: %d", p.Status)
 	}
-	if p := b.post("/keys/"+ids[1]+"/disable", nil); p.Status != http.StatusSeeOther {
+	if p := b.post("/keys/"+ids[1]+"/disable", confirmed); p.Status != http.StatusSeeOther {
 		t.Fatalf("disable: %d", p.Status)
 	}
 	if p := b.get("/plan"); !strings.Contains(p.Body, "<dt>Keys</dt><dd>2 of 20 ") || !strings.Contains(p.Body, "<dt>Active keys</dt><dd>1</dd>") {

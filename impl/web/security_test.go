@@ -81,19 +81,21 @@ func TestCrossOriginPostForbidden(t *testing.T) {
 		{"Sec-Fetch-Site": "cross-site"},
 		{"Origin": e.IdP.Issuer()},
 	} {
-		if p := b.do("POST", path, url.Values{}, h); p.Status != http.StatusForbidden {
+		// Confirmed, as the confirmation page's form sends it: only the origin stops it.
+		if p := b.do("POST", path, confirmed, h); p.Status != http.StatusForbidden {
 			t.Errorf("cross-origin POST with %v: %d", h, p.Status)
 		}
 	}
 	for _, p := range []string{"/signout", "/keys/revoke-all", "/sessions/end-all"} {
-		if r := b.do("POST", p, url.Values{}, map[string]string{"Origin": "http://evil.example"}); r.Status != http.StatusForbidden {
+		form := url.Values{"confirm": {"yes"}, "confirm_text": {"acme"}}
+		if r := b.do("POST", p, form, map[string]string{"Origin": "http://evil.example"}); r.Status != http.StatusForbidden {
 			t.Errorf("cross-origin POST %s: %d", p, r.Status)
 		}
 	}
 	if got, _ := e.Store.GetAPIKey(context.Background(), k.Key.ID); got.RevokedAt != nil {
 		t.Fatal("a cross-origin POST revoked the key")
 	}
-	if p := b.post(path, nil); p.Status != http.StatusSeeOther {
+	if p := b.post(path, confirmed); p.Status != http.StatusSeeOther {
 		t.Fatalf("same-origin revoke: %d %.200s", p.Status, p.Body)
 	}
 	if got, _ := e.Store.GetAPIKey(context.Background(), k.Key.ID); got.RevokedAt == nil {

@@ -1,6 +1,8 @@
 package web
 
 import (
+	"context"
+	"encoding/hex"
 	"errors"
 	"io"
 	"math"
@@ -12,7 +14,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/usageview"
 )
 
@@ -27,36 +28,42 @@ import (
 const usageChartGroups = 8
 
 func (a *App) usageRoutes(mux *http.ServeMux) {
-	svc := usageview.New(a.store.Pool(), usageview.Options{})
+	svc := a.usage
 	mux.Handle("GET /usage", a.member(func(w http.ResponseWriter, r *http.Request, v *Visitor) { a.usagePage(w, r, v, svc) }))
 	mux.Handle("GET /usage/export.csv", a.member(func(w http.ResponseWriter, r *http.Request, v *Visitor) { a.usageExport(w, r, v, svc) }))
 	mux.Handle("GET /usage/statement.csv", a.member(func(w http.ResponseWriter, r *http.Request, v *Visitor) { a.usageStatement(w, r, v, svc) }))
 }
 
-// usageData is what templates/usage.html renders.
+// usageData is what templates/usage.html renders. Amounts are micro-dollars, written by the
+// template's money function (money.go).
 type usageData struct {
 	// Held is the part of the balance that gateway processes hold as credit holds (see
 	// impl/billing): still the account's, and returned when its requests stop.
-	Balance, Held, PerDay string
-	DaysLeft              string // "" when there was no recent spend
-	Chart                 usageChart
-	Form                  usageForm
-	Keys                  []usageKeyOption
-	Problems              []usageview.Problem
-	Rows                  []usageRow
-	NewestURL, OlderURL   string // "" when not applicable
-	CSVURL                string
+	Balance, Held, PerDay int64
+	// Projection says how long the balance lasts at the burn rate, or why the page does not
+	// say (projectionText).
+	Projection          string
+	Chart               usageChart
+	Form                usageForm
+	Keys                []usageKeyOption
+	Problems            []usageview.Problem
+	Rows                []usageRow
+	NewestURL, OlderURL string // "" when not applicable
+	CSVURL              string
 	// StatementFrom and StatementTo are the statement form's days (to included): this month.
 	StatementFrom, StatementTo string
 }
 
 type usageChart struct {
-	Group              string // model or key
-	Days               int
-	Series             []string
+	Group  string // model or key
+	Days   int
+	Series []string
+	// Rows are the table's rows, oldest first: a day with spend each, and one row for each
+	// run of days without (usageChartRow.Empty), so that a quiet month is not thirty rows of
+	// $0.00.
 	Rows               []usageChartRow
 	Totals             []usageTotal
-	Total              string
+	Total              int64
 	Requests           int64
 	Tokens             usageTokens
 	ByModelURL         string
@@ -64,31 +71,30 @@ type usageChart struct {
 	Days7, Days30, D90 string
 }
 
+// usageChartRow is a day with spend, or a run of EmptyDays days without any from Day to Last.
 type usageChartRow struct {
 	Day    time.Time
-	Cells  []usageCell
-	Total  string
+	Cells  []int64
 	Micros int64
-}
-
-type usageCell struct {
-	Micros int64
-	USD    string
+	// EmptyDays is how many days without spend the row stands for (0: a day with spend);
+	// Last is the last of them.
+	EmptyDays int
+	Last      time.Time
 }
 
 type usageTotal struct {
 	Label    string
 	Requests int64
-	USD      string
+	Micros   int64
 	Tokens   usageTokens
 }
 
 // usageTokens are tokens per kind and the savings from caching, as the page writes them.
 type usageTokens struct {
 	Uncached, CacheRead, CacheWrite, Output string
-	// Saved is what prompt caching saved ("$0.105000"); CostMore is set instead when cache
-	// writes cost more than the reads saved.
-	Saved, CostMore string
+	// Saved is what prompt caching saved, in micro-dollars; CostMore is set instead (to what
+	// it cost beyond what it saved) when cache writes cost more than the reads saved.
+	Saved, CostMore int64
 }
 
 // tokensText writes tokens per kind with thousands separators and the savings in dollars.
@@ -96,9 +102,9 @@ func tokensText(t usageview.Tokens) usageTokens {
 	out := usageTokens{Uncached: usageview.Thousands(t.Uncached), CacheRead: usageview.Thousands(t.CacheRead),
 		CacheWrite: usageview.Thousands(t.CacheWrite), Output: usageview.Thousands(t.Output)}
 	if t.CacheSavingsMicros < 0 {
-		out.CostMore = apierror.USD(-t.CacheSavingsMicros)
+		out.CostMore = -t.CacheSavingsMicros
 	} else {
-		out.Saved = apierror.USD(t.CacheSavingsMicros)
+		out.Saved = t.CacheSavingsMicros
 	}
 	return out
 }
@@ -119,10 +125,18 @@ type usageRow struct {
 	// Uncached, CacheRead, CacheWrite and Output are the request's tokens per kind; Reasoning
 	// the part of the output spent on reasoning ("" when none).
 	Uncached, CacheRead, CacheWrite, Output, Reasoning string
-	Cost, Status, Latency                              string
-	OnCredit                                           bool
+	// Cost is the request's cost in micro-dollars (written to the cent), CostExact to the
+	// micro-dollar (in how it was made).
+	Cost            int64
+	CostExact       string
+	Status, Latency string
+	OnCredit        bool
 	// Bill is how the cost was made; nil for a request billed before per-kind prices.
 	Bill *usageBill
+	// TraceID is the request's trace id (32 hex digits; "" when it was not traced), and
+	// TraceURL its address in the trace viewer of config telemetry.trace_url ("" when none is
+	// configured: the log shows the id to copy).
+	TraceID, TraceURL string
 }
 
 // usageBill is how a request's cost was made, as the request log's details show it.
@@ -156,10 +170,13 @@ func (a *App) usagePage(w http.ResponseWriter, r *http.Request, v *Visitor, svc 
 		a.failInternal(w, r, v, "usage summary", err)
 		return
 	}
-	d.Balance, d.Held, d.PerDay = apierror.USD(sum.BalanceMicros), apierror.USD(sum.HeldMicros), apierror.USD(sum.PerDayMicros())
-	if !sum.NoRecentSpend {
-		d.DaysLeft = formatDaysLeft(sum.DaysLeft)
+	d.Balance, d.Held, d.PerDay = sum.BalanceMicros, sum.HeldMicros, sum.PerDayMicros()
+	spendDays, err := daysWithSpend(ctx, svc, acct)
+	if err != nil {
+		a.failInternal(w, r, v, "usage days with spend", err)
+		return
 	}
+	d.Projection = projectionText(sum, spendDays)
 
 	dq, err := usageview.ParseDailyQuery(q, time.Now(), time.UTC)
 	if errors.As(err, &qe) {
@@ -198,7 +215,9 @@ func (a *App) usagePage(w http.ResponseWriter, r *http.Request, v *Visitor, svc 
 			return
 		}
 		for _, req := range page.Requests {
-			d.Rows = append(d.Rows, logRow(req))
+			row := logRow(req)
+			row.TraceID, row.TraceURL = a.traceOf(req.TraceID)
+			d.Rows = append(d.Rows, row)
 		}
 		keep := lq.Values(time.UTC)
 		for _, p := range []string{usageview.ParamGroup, usageview.ParamDays} {
@@ -223,20 +242,14 @@ func (a *App) usagePage(w http.ResponseWriter, r *http.Request, v *Visitor, svc 
 
 // chartData lays the daily spend out as the table the chart is drawn from.
 func chartData(daily usageview.Daily, q url.Values) usageChart {
-	c := usageChart{Group: string(daily.GroupBy), Days: len(daily.Days), Total: apierror.USD(daily.TotalMicros),
+	c := usageChart{Group: string(daily.GroupBy), Days: len(daily.Days), Total: daily.TotalMicros,
 		Requests: daily.Requests, Tokens: tokensText(daily.Tokens)}
 	for _, g := range daily.Groups {
 		c.Series = append(c.Series, g.Label)
-		c.Totals = append(c.Totals, usageTotal{Label: g.Label, Requests: g.Requests, USD: apierror.USD(g.TotalMicros),
+		c.Totals = append(c.Totals, usageTotal{Label: g.Label, Requests: g.Requests, Micros: g.TotalMicros,
 			Tokens: tokensText(g.Tokens)})
 	}
-	for i, day := range daily.Days {
-		row := usageChartRow{Day: day, Total: apierror.USD(daily.DayMicros[i]), Micros: daily.DayMicros[i]}
-		for _, g := range daily.Groups {
-			row.Cells = append(row.Cells, usageCell{Micros: g.Micros[i], USD: apierror.USD(g.Micros[i])})
-		}
-		c.Rows = append(c.Rows, row)
-	}
+	c.Rows = dayRows(daily)
 	link := func(param, value string) string {
 		v := cloneValues(q)
 		v.Del(usageview.ParamAfter)
@@ -264,12 +277,22 @@ func logRow(r usageview.Request) usageRow {
 	row := usageRow{Time: r.StartedAt, Route: r.Route, Model: r.Model, Expert: expert, Key: key,
 		Uncached: usageview.Thousands(r.UncachedTokens()), CacheRead: usageview.Thousands(r.CacheReadTokens),
 		CacheWrite: usageview.Thousands(r.CacheWriteTokens()), Output: usageview.Thousands(r.OutputTokens),
-		Cost: apierror.USD(r.CostMicros), Status: r.Status,
+		Cost: r.CostMicros, CostExact: moneyExact(r.CostMicros), Status: r.Status,
 		Latency: latencyText(r.Latency(), r.FinishedAt.IsZero()), OnCredit: r.OnCredit, Bill: billOf(r)}
 	if r.ReasoningTokens > 0 {
 		row.Reasoning = usageview.Thousands(r.ReasoningTokens)
 	}
 	return row
+}
+
+// traceOf is a request's trace id as the log shows it, and its link in the configured trace
+// viewer; both "" for a request that was not traced (an all-zero id).
+func (a *App) traceOf(id [16]byte) (string, string) {
+	if id == ([16]byte{}) {
+		return "", ""
+	}
+	text := hex.EncodeToString(id[:])
+	return text, a.cfg.Telemetry.TraceUI.Link(text)
 }
 
 // billOf is how a request's cost was made: each token kind's count at its rate, the hosted
@@ -283,17 +306,17 @@ func billOf(r usageview.Request) *usageBill {
 	b := &usageBill{ServiceTier: r.ServiceTier}
 	for _, p := range parts {
 		part := usageBillPart{Kind: p.Kind, Tokens: usageview.Thousands(p.Tokens),
-			Rate: "$" + usageview.RateUSD(p.RateMicros), Cost: apierror.USD(p.CostMicros)}
+			Rate: "$" + usageview.RateUSD(p.RateMicros), Cost: moneyExact(p.CostMicros)}
 		if p.Kind == usageview.KindOutput && r.ReasoningTokens > 0 {
 			part.Note = usageview.Thousands(r.ReasoningTokens) + " of them reasoning"
 		}
 		b.Parts = append(b.Parts, part)
 	}
 	if r.HostedMicros != 0 || len(r.HostedCalls) > 0 {
-		b.Hosted, b.HostedCost = usageview.HostedCallsText(r.HostedCalls), apierror.USD(r.HostedMicros)
+		b.Hosted, b.HostedCost = usageview.HostedCallsText(r.HostedCalls), moneyExact(r.HostedMicros)
 	}
 	if r.WaivedMicros != 0 {
-		b.Waived = apierror.USD(r.WaivedMicros)
+		b.Waived = moneyExact(r.WaivedMicros)
 	}
 	switch p := r.Price; {
 	case p.Catalog != "" && p.Effective != "":
@@ -402,13 +425,80 @@ func formatDaysLeft(days float64) string {
 	if days < 10 {
 		return strconv.FormatFloat(days, 'f', 1, 64)
 	}
-	digits := strconv.FormatFloat(math.Round(days), 'f', 0, 64)
-	var b strings.Builder
-	for i, c := range digits {
-		if i > 0 && (len(digits)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
+	return thousands(int64(math.Round(days)))
+}
+
+// The projection's bounds: the page says how many days the balance lasts only when the
+// account spent on at least projectionMinDays of the usageview.BurnDays days the burn rate
+// averages (fewer is not a rate yet: one request on a fresh account would project hundreds of
+// thousands of days), and says "more than a year" beyond projectionMaxDays.
+const (
+	projectionMinDays = 3
+	projectionMaxDays = 365
+)
+
+// projectionText is the Usage page's "Days left": how long the balance lasts at the burn rate,
+// or why the page does not say.
+func projectionText(sum usageview.Summary, spendDays int) string {
+	switch {
+	case sum.NoRecentSpend:
+		return "no spend in the last " + strconv.Itoa(usageview.BurnDays) + " days"
+	case spendDays < projectionMinDays:
+		return "not enough history yet: spend on " + strconv.Itoa(spendDays) + " of the last " +
+			strconv.Itoa(usageview.BurnDays) + " days (a projection needs " + strconv.Itoa(projectionMinDays) + ")"
+	case sum.DaysLeft > projectionMaxDays:
+		return "more than a year at that rate"
+	default:
+		return "about " + formatDaysLeft(sum.DaysLeft) + " days at that rate"
 	}
-	return b.String()
+}
+
+// daysWithSpend counts the days, of the usageview.BurnDays the burn rate averages, on which
+// the account spent anything.
+func daysWithSpend(ctx context.Context, svc *usageview.Service, acct uuid.UUID) (int, error) {
+	daily, err := svc.DailySpend(ctx, acct, usageview.LastDays(usageview.BurnDays, time.Now(), time.UTC, usageview.GroupByModel))
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, m := range daily.DayMicros {
+		if m > 0 {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// dayRows lays the daily spend out as the per-day table's rows: a row for each day with spend
+// and one for each run of days without.
+func dayRows(daily usageview.Daily) []usageChartRow {
+	var rows []usageChartRow
+	for i, day := range daily.Days {
+		if daily.DayMicros[i] == 0 && !groupsSpent(daily.Groups, i) {
+			if n := len(rows); n > 0 && rows[n-1].EmptyDays > 0 {
+				rows[n-1].EmptyDays++
+				rows[n-1].Last = day
+				continue
+			}
+			rows = append(rows, usageChartRow{Day: day, Last: day, EmptyDays: 1})
+			continue
+		}
+		row := usageChartRow{Day: day, Micros: daily.DayMicros[i]}
+		for _, g := range daily.Groups {
+			row.Cells = append(row.Cells, g.Micros[i])
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// groupsSpent reports whether any group spent on day i (a day's total may be 0 with spend in a
+// group only if amounts were negative; the row is kept then).
+func groupsSpent(groups []usageview.Group, i int) bool {
+	for _, g := range groups {
+		if g.Micros[i] != 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -79,11 +79,11 @@ func TestUsagePageTokenKindsAndStatement(t *testing.T) {
 	// read, 14,000 written; saved 105,000 by the read turn, less 3,000 for the 5-minute write
 	// ($0.75 a million above the input price).
 	for _, want := range []string{
-		"Saved $0.102000 by prompt caching",
+		`Saved <span class="money" title="$0.102000">$0.10</span> by prompt caching`,
 		"<dt>Uncached input</dt><dd>10,000 tokens</dd>", "<dt>Cache reads</dt><dd>50,000 tokens</dd>",
 		"<dt>Cache writes</dt><dd>14,000 tokens</dd>", "<dt>Output</dt><dd>1,000 tokens</dd>",
 		// The totals per model.
-		`<th scope="row">service-sonnet</th><td>2</td><td class="num">3,000</td><td class="num">50,000</td><td class="num">14,000</td><td class="num">700</td><td class="num">$0.102000</td>`,
+		`<th scope="row">service-sonnet</th><td>2</td><td class="num">3,000</td><td class="num">50,000</td><td class="num">14,000</td><td class="num">700</td><td class="num"><span class="money" title="$0.102000">$0.10</span></td>`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the page lacks %q", want)
@@ -103,8 +103,10 @@ func TestUsagePageTokenKindsAndStatement(t *testing.T) {
 		"<li>4,000 cache write (5 min) × $3.75/MTok = $0.015000</li>",
 		"<li>hosted tools web_search=1: $0.010000</li>", "<li>waived (not billed): −$0.000500</li>",
 		"<li><strong>cost $0.030500</strong></li>",
-		// The old request: its cost alone.
-		`<td class="num">7,000</td><td class="num">0</td><td class="num">0</td><td class="num">300</td><td class="num cost">$0.004321</td>`,
+		// The old request: its cost alone, under a cent, with the exact amount in its title.
+		`<td class="num">7,000</td><td class="num">0</td><td class="num">0</td><td class="num">300</td><td class="num cost"><span class="money" title="$0.004321">< $0.01</span></td>`,
+		// The cached turn's cost, rounded to the cent where the log lists it.
+		`<summary><span class="money" title="$0.088500">$0.09</span><span class="visually-hidden">: how this cost was made</span></summary>`,
 	} {
 		if !strings.Contains(log, want) {
 			t.Errorf("the request log lacks %q", want)

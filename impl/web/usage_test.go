@@ -61,13 +61,16 @@ func TestUsagePage(t *testing.T) {
 		t.Fatalf("GET /usage: %d %.300s", p.Status, p.Body)
 	}
 	body := html.UnescapeString(p.Body)
-	for _, want := range []string{"Balance", "Days left</dt><dd>about ", " a day <span", "service-flint", "service-sonnet",
-		"expert-service-sonnet", "ci-runner", "$0.004500", `data-micros="2500"`, `src="/static/uplot/uPlot.iife.min.js"`} {
+	// Three requests of today (or of yesterday and today) are not a burn rate to project from;
+	// the total of the chart's days is under a cent, written as such with its exact amount.
+	for _, want := range []string{"Balance", `Days left</dt><dd id="usage-projection">not enough history yet: spend on `, " a day <span",
+		"service-flint", "service-sonnet", "expert-service-sonnet", "ci-runner", `<span class="money" title="$0.004500">< $0.01</span> over 3 requests`,
+		`data-micros="2500"`, `src="/static/uplot/uPlot.iife.min.js"`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the page lacks %q", want)
 		}
 	}
-	if !strings.Contains(body, "Reserved by the gateway</dt><dd>$0.250000 ") || strings.Contains(body, "in flight</dt>") {
+	if !strings.Contains(body, `Reserved by the gateway</dt><dd><span class="money">$0.25</span> `) || strings.Contains(body, "in flight</dt>") {
 		t.Errorf("the credit holds are not shown as reserved by the gateway: %.1500s", body)
 	}
 	// Each filter's label and field are one unit (style.css keeps it on one line).
@@ -85,6 +88,13 @@ func TestUsagePage(t *testing.T) {
 	}
 	if strings.Contains(body, "secret-model") || strings.Contains(body, "9999") {
 		t.Error("the page shows another account's usage")
+	}
+	// The days without spend are one row (or two, around the requests' days), not a row of
+	// $0.00 each.
+	perDay := perDayTable(p.Body)
+	if n := strings.Count(perDay, "<tr"); n > 5 || !strings.Contains(perDay, `class="no-spend" data-empty-days="`) ||
+		!regexp.MustCompile(`No spend in these (28|29) days`).MatchString(perDay) || strings.Contains(html.UnescapeString(perDay), ">$0.00<") {
+		t.Errorf("the per-day table of 30 days with spend on one or two: %d rows:\n%s", n, perDay)
 	}
 
 	// One row a page: r3, r2, r1, each once, then no older link.
@@ -135,6 +145,13 @@ func TestUsagePage(t *testing.T) {
 		}
 	}
 	_ = other
+}
+
+// perDayTable is the spend-per-day table of a Usage page.
+func perDayTable(body string) string {
+	_, t, _ := strings.Cut(body, `id="usage-per-day"`)
+	t, _, _ = strings.Cut(t, "</table>")
+	return t
 }
 
 // logTable is the request log table of a Usage page.

@@ -90,7 +90,8 @@ func TestApproveAgentAction(t *testing.T) {
 	if status.SessionID == "" {
 		return
 	}
-	p.at(p.Follow(status.SessionID), http.StatusOK, s.URL+"/agents/"+status.SessionID)
+	// The session is linked by the start of its id (the whole id is the link's title).
+	p.at(p.Follow(status.SessionID[:8]+"…"), http.StatusOK, s.URL+"/agents/"+status.SessionID)
 	var events string
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		if events = p.Text("#events"); strings.Contains(events, "message_out") {
@@ -109,6 +110,12 @@ func TestApproveAgentAction(t *testing.T) {
 		t.Errorf("the session's events, as the page wrote them, lack the answer or seconds:\n%s", events)
 	}
 	p.shot("agent-session")
+	// The Agents page lists the session with its spend to the cent (docs/screenshots/agents.png).
+	p.at(p.Follow("Agents"), http.StatusOK, s.URL+"/agents")
+	if got := p.Text("main"); !strings.Contains(got, spawnPurpose) || !strings.Contains(got, "/ $0.10") {
+		t.Errorf("the Agents page does not list the session with its max spend of $0.10:\n%s", got)
+	}
+	p.shot("agents")
 }
 
 // timeWithSeconds matches an event's time as the session page shows it.

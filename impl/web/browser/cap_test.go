@@ -11,7 +11,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/tollgate/tollgate/impl/browsertest"
+	"github.com/tollgate/tollgate/impl/devkit/browsertest"
 )
 
 // The credit cap fields of the key form, by their labels.
@@ -47,8 +47,8 @@ func TestKeyCreditCap(t *testing.T) {
 	})
 	p.at(p.Follow("Back to the keys"), http.StatusOK, s.URL+"/keys")
 	p.shot("keys-capped")
-	if got := keyCell(t, p, "capped", "Credit cap"); !strings.Contains(got, "$0.010000") {
-		t.Fatalf("the key's row shows the credit cap %q, want $0.010000", got)
+	if got := keyCell(t, p, "capped", "Credit cap"); !strings.Contains(got, "$0.01 (none)") {
+		t.Fatalf("the key's row shows the credit cap %q, want $0.01 (none)", got)
 	}
 
 	var answered int
@@ -87,7 +87,7 @@ func TestKeyCreditCap(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	p.at(p.Navigate(s.URL+"/keys"), http.StatusOK, s.URL+"/keys")
-	spent := usdMicros(t, keyCell(t, p, "capped", "Spent this period"))
+	spent := usdMicros(t, keyMoney(t, p, "capped", "Spent this period"))
 	p.shot("keys-capped-spend")
 	t.Logf("%d requests answered, then 402; the Keys page shows %d micro-dollars spent of a %d cap", answered, spent, keyCapMicros)
 	if spent != cost {
@@ -134,10 +134,31 @@ func keyCell(t *testing.T, p *tour, name, column string) string {
 	return s
 }
 
+// keyMoney is the exact amount of the column headed column in the Keys page's row of the key
+// named name: the title of its amount when it was rounded to the cent (impl/web/money.go),
+// else the amount itself with its micro-dollars ("$0.01" is "$0.010000").
+func keyMoney(t *testing.T, p *tour, name, column string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(p.Context(), browsertest.ActionTimeout)
+	defer cancel()
+	js := fmt.Sprintf(`(() => {
+		const heads = [...document.querySelectorAll("thead th")].map((h) => h.textContent.trim());
+		const row = [...document.querySelectorAll("tbody tr")].find((r) => r.children[0].textContent.trim() === %q);
+		const money = row && row.children[heads.indexOf(%q)].querySelector(".money");
+		if (!money) return "no amount";
+		return money.title || money.textContent.trim() + "0000";
+	})()`, name, column)
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
+	if err != nil {
+		t.Fatalf("read the %s of key %s: %v", column, name, err)
+	}
+	return s
+}
+
 // usdMicros reads an amount as the pages print it ("$0.012345") in micro-dollars.
 func usdMicros(t *testing.T, s string) int64 {
 	t.Helper()
-	whole, frac, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(s), "$"), ".")
+	whole, frac, ok := strings.Cut(strings.ReplaceAll(strings.TrimPrefix(strings.TrimSpace(s), "$"), ",", ""), ".")
 	w, err1 := strconv.ParseInt(whole, 10, 64)
 	f, err2 := strconv.ParseInt(frac, 10, 64)
 	if !ok || len(frac) != 6 || err1 != nil || err2 != nil {

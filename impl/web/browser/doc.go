@@ -1,7 +1,7 @@
 // Package browser holds the browser tests of the signed-in web application (issue 14, "must
-// show" 1): Debian's Chromium, driven through impl/browsertest, signs in at the development
-// OpenID provider (impl/devoidc) and uses the pages of impl/web served by a real gateway
-// (impl/apitest, with the upstream simulator and a throwaway PostgreSQL).
+// show" 1): Debian's Chromium, driven through impl/devkit/browsertest, signs in at the development
+// OpenID provider (impl/devkit/devoidc) and uses the pages of impl/web served by a real gateway
+// (impl/devkit/apitest, with the upstream simulator and a throwaway PostgreSQL).
 //
 // The application is addressed as http://localhost:PORT and the provider as
 // http://127.0.0.1:PORT: two sites, so that a cookie that would not survive the cross-site

@@ -1,6 +1,7 @@
 package browser_test
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,6 +11,22 @@ import (
 
 	"github.com/tollgate/tollgate/impl/apikey"
 )
+
+// keyID is the id of the account's key named name.
+func (s *site) keyID(t *testing.T, name string) string {
+	t.Helper()
+	keys, err := s.GW.Store.ListAPIKeys(context.Background(), s.Account.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if k.Name == name {
+			return k.ID.String()
+		}
+	}
+	t.Fatalf("the account has no key named %q", name)
+	return ""
+}
 
 // createKey creates a key named name on the Keys page, starting from any signed-in page, and
 // returns its full value as the page shows it (once). fill sets more fields of the form.
@@ -34,8 +51,9 @@ func (s *site) createKey(p *tour, name string, fill func()) string {
 
 // TestKeyShownOnceUsedAndRevoked creates a key on the Keys page: its full value is shown in
 // the page that created it and never again (not on the Keys page, which shows its prefix and
-// last four characters, nor when the browser goes back); it works on /v1/models; revoked
-// with its row's button, it is refused (401) within a second.
+// last four characters, nor when the browser goes back); it works on /v1/models; its row's
+// Revoke asks for a confirmation that names it (and Cancel leaves it working); revoked from
+// the confirmation, it is refused (401) within a second.
 func TestKeyShownOnceUsedAndRevoked(t *testing.T) {
 	s := start(t)
 	p := newTour(t)
@@ -72,7 +90,20 @@ func TestKeyShownOnceUsedAndRevoked(t *testing.T) {
 		t.Fatalf("GET /v1/models with the new key: %d %s", status, body)
 	}
 
-	p.at(p.Submit("Revoke key ci "+prefix), http.StatusOK, s.URL+"/keys")
+	// The row's Revoke asks first, on a page of its own that names the key and what stops
+	// working; Cancel leaves the key working.
+	keyID := s.keyID(t, "ci")
+	p.at(p.Submit("Revoke key ci "+prefix), http.StatusOK, s.URL+"/keys/"+keyID+"/revoke")
+	p.shot("revoke-confirm")
+	if got, want := p.Text("#confirm-what"), "Revoking key “ci” ("+prefix+"…"+lastFour+") stops every client that uses it, at once"; !strings.Contains(got, want) {
+		t.Errorf("the confirmation says %q, want it to say %q", got, want)
+	}
+	p.at(p.Follow("Cancel"), http.StatusOK, s.URL+"/keys")
+	if status, body := s.api(t, http.MethodGet, "/v1/models", key, ""); status != http.StatusOK {
+		t.Fatalf("GET /v1/models with the key after cancelling its revocation: %d %s", status, body)
+	}
+	p.at(p.Submit("Revoke key ci "+prefix), http.StatusOK, s.URL+"/keys/"+keyID+"/revoke")
+	p.at(p.Submit("Revoke key “ci”"), http.StatusOK, s.URL+"/keys")
 	p.shot("key-revoked")
 	if row := p.Text("tbody tr"); !strings.Contains(row, "revoked") {
 		t.Errorf("the revoked key's row says %q", row)

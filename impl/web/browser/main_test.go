@@ -4,8 +4,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/tollgate/tollgate/impl/browsertest"
-	"github.com/tollgate/tollgate/impl/pgtest"
+	"github.com/tollgate/tollgate/impl/devkit/browsertest"
+	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 )
 
 // TestMain shares one browser between the tests and stops it, and the throwaway PostgreSQL

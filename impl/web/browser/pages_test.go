@@ -29,7 +29,7 @@ var navigation = []struct{ name, path string }{
 }
 
 // TestEveryPage follows every link of the navigation, after a request has made some usage to
-// show (and two requests billed with prompt caching were recorded): each page answers 200
+// show (and three requests billed with prompt caching were recorded): each page answers 200
 // under its own heading, is built (not the "coming soon" placeholder), and loads its scripts
 // and styles within its Content-Security-Policy (a violation fails the test when the page
 // closes). A screenshot of each is written; the Usage page's is taken with the newest
@@ -49,6 +49,14 @@ func TestEveryPage(t *testing.T) {
 		if n.path == "/usage" {
 			p.Do(chromedp.Click(chromedp.CSS("#usage-requests details.bill > summary")))
 			p.WaitVisible("#usage-requests details.bill[open] .bill-body")
+			// A fresh account's few requests are no burn rate to project from, and its days
+			// without spend are one row of the table, not a row of $0.00 each.
+			if got := p.Text("#usage-projection"); !strings.HasPrefix(got, "not enough history yet") {
+				t.Errorf("the Usage page's projection for a fresh account: %q", got)
+			}
+			if got := p.Text("#usage-per-day tr.no-spend"); !strings.Contains(got, "No spend in these") {
+				t.Errorf("the Usage page's days without spend: %q", got)
+			}
 		}
 		p.shot(strings.TrimPrefix(n.path, "/"))
 		if got := p.Text("main h1"); got != n.name {

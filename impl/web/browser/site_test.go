@@ -12,10 +12,10 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/tollgate/tollgate/impl/apitest"
-	"github.com/tollgate/tollgate/impl/browsertest"
 	"github.com/tollgate/tollgate/impl/config"
-	"github.com/tollgate/tollgate/impl/devoidc"
+	"github.com/tollgate/tollgate/impl/devkit/apitest"
+	"github.com/tollgate/tollgate/impl/devkit/browsertest"
+	"github.com/tollgate/tollgate/impl/devkit/devoidc"
 	"github.com/tollgate/tollgate/impl/store"
 	"github.com/tollgate/tollgate/impl/web/members"
 )

@@ -2,7 +2,9 @@
 // vendored uPlot (static/uplot). The table stays the source of the numbers and stays on the
 // page (for screen readers and without JavaScript); the chart is hidden from assistive
 // technology. Each column th[data-series] is a group (model or key); each row is a day
-// (time[datetime]) whose cells carry the exact amount in micro-units (data-micros).
+// (time[datetime]) whose cells carry the exact amount in micro-units (data-micros), or a run of
+// days without spend (data-empty-days, from its first time[datetime]), drawn as that many days
+// of nothing.
 (function () {
   "use strict";
   var table = document.querySelector("table[data-chart]");
@@ -20,8 +22,16 @@
   var days = [];
   var raw = names.map(function () { return []; });
   rows.forEach(function (tr) {
-    var when = tr.querySelector("time").getAttribute("datetime");
-    days.push(Date.parse(when + "T00:00:00Z") / 1000);
+    var first = Date.parse(tr.querySelector("time").getAttribute("datetime") + "T00:00:00Z") / 1000;
+    var empty = Number(tr.dataset.emptyDays || 0);
+    if (empty > 0) {
+      for (var d = 0; d < empty; d++) {
+        days.push(first + d * 86400);
+        raw.forEach(function (values) { values.push(0); });
+      }
+      return;
+    }
+    days.push(first);
     tr.querySelectorAll("td[data-micros]").forEach(function (td, i) {
       raw[i].push(Number(td.dataset.micros) / 1e6);
     });
@@ -48,6 +58,14 @@
     return ticks.map(function (t) { return t === 0 ? "$0" : "$" + t.toFixed(decimals); });
   }
 
+  // An amount as the page writes it (impl/web/money.go): to the cent, "< $0.01" under a cent.
+  function cents(dollars) {
+    if (dollars > 0 && dollars < 0.01) {
+      return "< $0.01";
+    }
+    return "$" + dollars.toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 2 });
+  }
+
   var palette = ["#0b5cad", "#d9822b", "#2e8540", "#a11", "#6f42c1", "#17a2b8", "#8c6d1f", "#777"];
   var series = [{ label: "Day", value: function (u, v) { return v == null ? "\u2014" : isoDay(v); } }];
   var data = [days];
@@ -59,7 +77,7 @@
         stroke: palette[i % palette.length],
         paths: uPlot.paths.bars({ size: [0.7, 40], align: 0 }),
         points: { show: false },
-        value: function (u, v, s, idx) { return idx == null ? "\u2014" : "$" + raw[i][idx].toFixed(6); },
+        value: function (u, v, s, idx) { return idx == null ? "\u2014" : cents(raw[i][idx]); },
       });
       data.push(stacked[i]);
     })(i);

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/tollgate/tollgate/impl/client"
+	"github.com/tollgate/tollgate/impl/web/connect"
+)
+
+// connectUsage is `tollgate connect -h`.
+const connectUsage = `usage: tollgate connect [-url URL] [-key KEY] CLIENT
+
+Prints the settings that point CLIENT at a tollgate gateway with an API key, the same the web
+console shows when a key is created: CLIENT is claude-code (or claude), codex, opencode,
+openai-sdk, anthropic-sdk, mcp, or all. The key is checked against the gateway first
+(GET /v1/models), and the settings name the first model of each family the key may use.
+
+  -url URL   the gateway's public URL (default $TOLLGATE_URL, else http://localhost:8080)
+  -key KEY   the API key (default $TOLLGATE_API_KEY)
+`
+
+// connectAliases are the other names a client is known by on the command line.
+var connectAliases = map[string]string{"claude": "claude-code", "claudecode": "claude-code", "openai": "openai-sdk", "anthropic": "anthropic-sdk"}
+
+// runConnect is `tollgate connect`: it asks the gateway which models the key may use, then
+// prints the chosen client's settings (impl/web/connect) to out.
+func runConnect(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("connect", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	baseURL := fs.String("url", "", "")
+	key := fs.String("key", "", "")
+	// The client may come before the flags (`tollgate connect codex -url ...`) or after them.
+	var named []string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		named, args = args[:1], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(out, connectUsage)
+			return nil
+		}
+		return usageError(err.Error() + "\n\n" + connectUsage)
+	}
+	named = append(named, fs.Args()...)
+	if len(named) != 1 {
+		return usageError("tollgate connect takes one client\n\n" + connectUsage)
+	}
+	which := strings.ToLower(named[0])
+	if alias, ok := connectAliases[which]; ok {
+		which = alias
+	}
+	if *baseURL == "" {
+		*baseURL = os.Getenv("TOLLGATE_URL")
+	}
+	if *baseURL == "" {
+		*baseURL = "http://localhost:8080"
+	}
+	*baseURL = strings.TrimSuffix(strings.TrimSuffix(*baseURL, "/"), "/v1")
+	if *key == "" {
+		*key = os.Getenv(connect.KeyVariable)
+	}
+	if *key == "" {
+		return usageError("tollgate connect needs an API key: -key, or $" + connect.KeyVariable + " (create one on the web console's Keys page or with `tollgate admin key create ACCOUNT`)")
+	}
+
+	c, err := client.New(*baseURL, *key, client.WithMaxRetries(1))
+	if err != nil {
+		return usageError(fmt.Sprintf("-url %q: %v", *baseURL, err))
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	models, err := c.Models(ctx)
+	if err != nil {
+		return fmt.Errorf("the gateway at %s did not list the key's models: %w", *baseURL, err)
+	}
+	ids := make([]string, 0, len(models))
+	family := make(map[string]string, len(models))
+	for _, m := range models {
+		ids = append(ids, m.Id)
+		if m.Family != nil {
+			family[m.Id] = *m.Family
+		}
+	}
+	target := connect.Target{BaseURL: *baseURL, Key: *key}
+	target.ChatModel, target.MessagesModel = connect.ChooseByFamily(ids, func(id string) string { return family[id] })
+
+	var chosen []connect.Setup
+	for _, s := range connect.All(target) {
+		if which == "all" || s.ID == which {
+			chosen = append(chosen, s)
+		}
+	}
+	if len(chosen) == 0 {
+		return usageError(fmt.Sprintf("tollgate connect: unknown client %q\n\n%s", named[0], connectUsage))
+	}
+	for i, s := range chosen {
+		if i > 0 {
+			fmt.Fprintln(out)
+		}
+		fmt.Fprint(out, s.Text())
+	}
+	return nil
+}

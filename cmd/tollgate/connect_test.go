@@ -1,0 +1,74 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/impl/devkit/pgtest"
+	"github.com/tollgate/tollgate/impl/web/connect"
+)
+
+// TestConnectCommand runs `tollgate connect` against a real `tollgate serve`: with a key of an
+// account on the default plan it prints exactly the settings the console shows (the first chat
+// and Messages models the key may use, the gateway's URL, the key), with the client named before
+// or after the flags; `all` prints every client;
+// a key the gateway refuses, a missing key and an unknown client are errors that say so, and
+// print nothing.
+func TestConnectCommand(t *testing.T) {
+	db := pgtest.ConnString(t)
+	key := setupAccount(t, db)
+	p := startServe(t, serveEnv(t, db))
+	p.waitReadyz(t, http.StatusOK, 30*time.Second)
+	ctx := context.Background()
+
+	var out bytes.Buffer
+	if err := runConnect(ctx, []string{"codex", "-url", p.base + "/", "-key", key}, &out); err != nil {
+		t.Fatal(err)
+	}
+	want := connect.Codex(connect.Target{BaseURL: p.base, Key: key, ChatModel: "service-flint", MessagesModel: "service-sonnet"}).Text()
+	if out.String() != want {
+		t.Errorf("connect codex printed:\n%s\nwant:\n%s", out.String(), want)
+	}
+	out.Reset()
+	t.Setenv("TOLLGATE_URL", p.base+"/v1")
+	t.Setenv(connect.KeyVariable, key)
+	if err := runConnect(ctx, []string{"claude"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "ANTHROPIC_BASE_URL="+p.base+"\n") || !strings.Contains(out.String(), key) ||
+		!strings.Contains(out.String(), "service-sonnet") {
+		t.Errorf("connect claude (from the environment) printed:\n%s", out.String())
+	}
+	out.Reset()
+	if err := runConnect(ctx, []string{"-url", p.base, "all"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range connect.All(connect.Target{BaseURL: p.base, Key: key, ChatModel: "service-flint", MessagesModel: "service-sonnet"}) {
+		if !strings.Contains(out.String(), s.Text()) {
+			t.Errorf("connect all lacks %s's settings", s.Client)
+		}
+	}
+
+	for _, c := range []struct {
+		args []string
+		env  string
+		want string
+	}{
+		{[]string{"-key", "tgk_not_a_key", "codex"}, key, "did not list the key's models"},
+		{[]string{"codex"}, "", "needs an API key"},
+		{[]string{"vim"}, key, `unknown client "vim"`},
+		{[]string{}, key, "takes one client"},
+		{[]string{"codex", "claude"}, key, "takes one client"},
+	} {
+		t.Setenv(connect.KeyVariable, c.env)
+		out.Reset()
+		err := runConnect(ctx, c.args, &out)
+		if err == nil || !strings.Contains(err.Error(), c.want) || out.Len() != 0 {
+			t.Errorf("connect %v: %v, printed %q; want an error containing %q", c.args, err, out.String(), c.want)
+		}
+	}
+}

@@ -1,0 +1,56 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestDefaultMemoryLimit: three quarters of a cgroup limit; else a quarter of the physical
+// memory between 256 MiB and 1 GiB; none when nothing is known.
+func TestDefaultMemoryLimit(t *testing.T) {
+	const mib, gib = 1 << 20, 1 << 30
+	for _, c := range []struct {
+		cgroup, physical int64
+		want             int
+	}{
+		{2 * gib, 64 * gib, 1536},
+		{512 * mib, 0, 384},
+		{0, 24 * gib, 1024},
+		{0, 2 * gib, 512},
+		{0, 512 * mib, 256},
+		{0, 0, 0},
+	} {
+		if got := DefaultMemoryLimitMB(c.cgroup, c.physical); got != c.want {
+			t.Errorf("cgroup %d MiB, physical %d MiB: %d MiB, want %d", c.cgroup/mib, c.physical/mib, got, c.want)
+		}
+	}
+}
+
+// TestBodyBudget: the budget is what is set, else a quarter of the memory limit (at least 32
+// MiB), else 512 MiB; -1 is none; a budget below the largest body is refused.
+func TestBodyBudget(t *testing.T) {
+	for _, c := range []struct {
+		budget, limit int
+		want          int64
+	}{
+		{0, 1024, 256 << 20},
+		{0, 100, 32 << 20},
+		{0, 0, 512 << 20},
+		{0, -1, 512 << 20},
+		{64, 1024, 64 << 20},
+		{-1, 1024, 0},
+	} {
+		s := Server{BodyBudgetMB: c.budget, MemoryLimitMB: c.limit}
+		if got := s.BodyBudgetBytes(); got != c.want {
+			t.Errorf("body_budget_mb %d, memory_limit_mb %d: %d bytes, want %d", c.budget, c.limit, got, c.want)
+		}
+	}
+	for _, bad := range []string{"body_budget_mb: 16", "body_budget_mb: -2", "memory_limit_mb: -5"} {
+		if _, err := Parse([]byte("server:\n  " + bad + "\n")); err == nil || !strings.Contains(err.Error(), strings.Split(bad, ":")[0]) {
+			t.Errorf("%s: %v, want an error naming it", bad, err)
+		}
+	}
+	if c, err := Parse([]byte("server:\n  body_budget_mb: 32\n  memory_limit_mb: -1\n")); err != nil || c.Server.BodyBudgetBytes() != 32<<20 {
+		t.Errorf("body_budget_mb 32: %v", err)
+	}
+}

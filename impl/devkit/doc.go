@@ -1,0 +1,9 @@
+// Package devkit is the development and test kit, kept apart so that the packages beside it
+// read as the product: throwaway PostgreSQL clusters and Redis servers for tests (pgtest,
+// redistest), a whole gateway in a test (apitest), Chromium through chromedp (browsertest), a
+// pinned S3-compatible server (s3test, SeaweedFS) and trace backend (jaegertest, Jaeger), both
+// built once per version from tools/ (toolbuild), hosts
+// in network namespaces (netns), the development OpenID provider of `tollgate dev` (devoidc),
+// and the measuring and fault-injection runs (bench, chaos, hostile). Nothing here is linked into the production binary
+// (impl/archtest checks it); the package itself has no code.
+package devkit

@@ -1,0 +1,109 @@
+package exchange
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tollgate/tollgate/impl/billing"
+	"github.com/tollgate/tollgate/impl/changefeed"
+	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/metrics"
+	"github.com/tollgate/tollgate/impl/provider"
+	"github.com/tollgate/tollgate/impl/routing"
+	"github.com/tollgate/tollgate/impl/store"
+)
+
+// DefaultHeartbeat is how long a stream may stay silent before its caller sends a keep-alive
+// when Options.Heartbeat is not set.
+const DefaultHeartbeat = 15 * time.Second
+
+// Options are what an Engine is built from.
+type Options struct {
+	// Config holds the models the gateway offers (the registry is built from it).
+	Config *config.Config
+	// Store and Feed back the cache of which models each account may use: the store reads an
+	// account's grants, the feed pushes their changes. Feed may be nil (the cache then trusts an
+	// entry for its TTL).
+	Store *store.Store
+	Feed  *changefeed.Feed
+	// Upstreams are the configured providers by name, ready to call.
+	Upstreams map[string]*provider.Upstream
+	// Meter reserves and settles the cost of every exchange.
+	Meter *billing.Meter
+	// Router orders a fusion model's experts; nil means a fresh one.
+	Router *routing.Router
+	// Metrics may be nil.
+	Metrics *metrics.Metrics
+	// Logger may be nil (slog.Default).
+	Logger *slog.Logger
+	// Heartbeat is the keep-alive interval of streamed answers (DefaultHeartbeat when not
+	// set): a caller writing a stream sends a keep-alive after this long without an event, and
+	// an upstream silent for MaxSilentHeartbeats of them in a row is cut off.
+	Heartbeat time.Duration
+}
+
+// Engine runs inference exchanges for every caller: the HTTP routes, the Responses WebSocket
+// and the agents. It is safe for concurrent use.
+type Engine struct {
+	registry  *routing.Registry
+	router    *routing.Router
+	upstreams map[string]*provider.Upstream
+	meter     *billing.Meter
+	access    *modelAccess
+	metrics   *metrics.Metrics
+	log       *slog.Logger
+	heartbeat time.Duration
+	// streamsEnd ends when EndStreams is called: every stream still in flight then ends with
+	// its format's in-band error (see Stream).
+	streamsEnd context.Context
+	endStreams context.CancelFunc
+}
+
+// New builds an Engine; it starts nothing.
+func New(o Options) *Engine {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Router == nil {
+		o.Router = routing.NewRouter(nil)
+	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = DefaultHeartbeat
+	}
+	streamsEnd, endStreams := context.WithCancel(context.Background())
+	return &Engine{
+		registry: routing.NewRegistry(o.Config), router: o.Router, upstreams: o.Upstreams, meter: o.Meter,
+		access: newModelAccess(o.Store, o.Feed), metrics: o.Metrics, log: o.Logger, heartbeat: o.Heartbeat,
+		streamsEnd: streamsEnd, endStreams: endStreams,
+	}
+}
+
+// EndStreams ends every stream in flight, and any that starts later, with its format's in-band
+// error (the gateway is shutting down; retry), billing what each produced. A shutdown calls it
+// when its grace period is over.
+func (eng *Engine) EndStreams() { eng.endStreams() }
+
+// StreamsEnd is done once EndStreams has been called: the callers' own long-lived streams end
+// with it too.
+func (eng *Engine) StreamsEnd() context.Context { return eng.streamsEnd }
+
+// Heartbeat is the keep-alive interval of streamed answers (Options.Heartbeat).
+func (eng *Engine) Heartbeat() time.Duration { return eng.heartbeat }
+
+// Grants returns the account's model grants from the cache every exchange reads (kept current
+// by the change feed): during a database outage, an account's list already in memory answers
+// within the feed's staleness bound. Its error is a dependency failure (apierror.Unavailable).
+func (eng *Engine) Grants(ctx context.Context, account uuid.UUID) (*Grants, error) {
+	return eng.access.grants(ctx, account)
+}
+
+// logger returns a logger carrying the request id (built only when something is logged).
+func (eng *Engine) logger(requestID string) *slog.Logger {
+	if requestID == "" {
+		return eng.log
+	}
+	return eng.log.With("request_id", requestID)
+}

@@ -1,0 +1,695 @@
+package exchange
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/billing"
+	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/convert"
+	"github.com/tollgate/tollgate/impl/llm"
+	"github.com/tollgate/tollgate/impl/price"
+	"github.com/tollgate/tollgate/impl/provider"
+	"github.com/tollgate/tollgate/impl/routing"
+	"github.com/tollgate/tollgate/impl/telemetry"
+)
+
+// minResponsesOutput is the smallest max_output_tokens the Responses API accepts.
+const minResponsesOutput = 16
+
+// largeBody is the body size above which the input is estimated from the request's neutral
+// form, whatever the upstream: images and files, counted by the byte, would look far larger
+// than they are.
+const largeBody = 64 << 10
+
+// Request is one inference request as its caller hands it to the exchange: the body in the
+// caller's wire format, and who asks.
+type Request struct {
+	// Client is the wire format of Body, and of the answer.
+	Client llm.Format
+	// Body is the request as the client sent it; it is read, never changed.
+	Body []byte
+	// Forward holds the headers passed to an upstream of the client's format as they came
+	// (anthropic-version, anthropic-beta); nil for none.
+	Forward http.Header
+	// Principal is the verified caller.
+	Principal auth.Principal
+	// RequestID is the request's id: its reservation's and its usage record's, which the
+	// ledger bills once.
+	RequestID string
+	// neutral is the request in the neutral form, given in place of Body by an in-process
+	// caller (Engine.Call): nothing is parsed, and every expert is sent an encoding of it.
+	neutral *llm.Request
+}
+
+// Exchange is one inference request from the moment an upstream accepted it. It owns the
+// request's reservation and the upstream's response until it is settled: exactly one of
+// Answer, Stream or SettleUndelivered settles it, and Close releases the upstream response.
+type Exchange struct {
+	eng       *Engine
+	ctx       context.Context
+	client    llm.Format
+	principal auth.Principal
+	requestID string
+	model     *routing.Model
+	expert    routing.Expert
+	res       *http.Response
+	stream    bool
+	include   bool   // chat stream_options.include_usage
+	echo      []byte // what a Responses stream's response objects echo from the request
+	dropped   []string
+	clamped   string // the clamped output bound, "field=limit", or ""
+	// hostedBounds are the calls of each hosted tool passed to the upstream that the
+	// reservation covers: the most that are billed.
+	hostedBounds llm.HostedCalls
+	inputEst     int64
+	// askedOutput is the output bound the client asked for (or the limit it was clamped to),
+	// times the choices it asked for (0 when it gave no bound): the most output it is billed
+	// for, even when an upstream's own minimum made the gateway ask for more.
+	askedOutput int64
+	ir          *llm.Request
+	reserve     *billing.Reservation
+	started     time.Time
+	opts        *callOptions // an in-process call's (call.go); nil for a Request from an edge
+	// attemptStart is when the answering upstream attempt began; upstreamWait the time spent
+	// waiting for upstreams (calls, answer reads); ttft a stream's time to its first event;
+	// usage what the settlement read (tracing.go).
+	attemptStart time.Time
+	upstreamWait time.Duration
+	ttft         time.Duration
+	usage        llm.Usage
+	// tr is the exchange's tracing state; nil while tracing is off (tracing.go).
+	tr *exchangeTrace
+}
+
+// ResolveModel is the model id names for principal p on a route of format client: model
+// not found when the id is unknown or the account may not use it, and, for a model of the
+// caller's sent to the other family's route, model not found naming the route that serves it
+// (a model the caller may not use is not even said to exist).
+func (eng *Engine) ResolveModel(ctx context.Context, p auth.Principal, id string, client llm.Format) (*routing.Model, error) {
+	m, ok := eng.registry.Model(id)
+	if !ok || !p.AllowsModel(id) {
+		// A model outside the key's subset is answered as one that does not exist.
+		return nil, apierror.ModelNotFound(id)
+	}
+	allowed, err := eng.access.allowed(ctx, p.AccountID, id)
+	if err != nil {
+		return nil, err
+	}
+	if !allowed {
+		return nil, apierror.ModelNotFound(id)
+	}
+	if m.Family != familyFor(client) {
+		return nil, apierror.ModelOnOtherRoute(id, familyRoute(m.Family))
+	}
+	return m, nil
+}
+
+// keyCap is the credit cap of the caller's key, or nil: a key without one pays nothing for it.
+func keyCap(p auth.Principal) *billing.KeyCap {
+	if p.Limits == nil || !p.Limits.HasCap {
+		return nil
+	}
+	return &billing.KeyCap{KeyID: p.KeyID, CapMicros: p.Limits.CapMicros, Period: p.Limits.CapPeriod}
+}
+
+// familyRoute is the route that serves a model family (chat models also answer on
+// /v1/responses).
+func familyRoute(family string) string {
+	if family == config.FamilyMessages {
+		return "/v1/messages"
+	}
+	return "/v1/chat/completions or POST /v1/responses"
+}
+
+// familyFor says which model family serves a client format.
+func familyFor(f llm.Format) string {
+	if f == llm.FormatMessages {
+		return config.FamilyMessages
+	}
+	return config.FamilyChat
+}
+
+// Start does everything that can still fail before the answer: it resolves the model,
+// reserves the worst-case cost, and calls upstreams (with retries and failover) until one
+// answers. Its errors are the apierror vocabulary (a refused model, insufficient credit, an
+// upstream failure) or the context's; nothing is reserved when it fails. The returned Exchange
+// owns the reservation and the upstream response.
+func (eng *Engine) Start(ctx context.Context, r Request) (*Exchange, error) {
+	return eng.start(ctx, r, nil)
+}
+
+// start is Start with an in-process call's options (nil for a Request from an edge).
+func (eng *Engine) start(ctx context.Context, r Request, o *callOptions) (*Exchange, error) {
+	p, client, body, forward := r.Principal, r.Client, r.Body, r.Forward
+	var (
+		modelID            string
+		stream             bool
+		maxTokens, choices int
+		err                error
+	)
+	if r.neutral != nil {
+		modelID, stream, maxTokens, choices = r.neutral.Model, r.neutral.Stream, r.neutral.MaxTokens, max(r.neutral.N, 1)
+	} else {
+		peek, err := convert.PeekRequest(client, body)
+		if err != nil {
+			return nil, err
+		}
+		modelID, stream, maxTokens, choices = peek.Model, peek.Stream, peek.MaxTokens, peek.Choices
+	}
+	if choices > 1 && stream {
+		// A stream cut short is billed from the text it carried, which the decoders read for
+		// the first choice only; and only a chat upstream could stream several.
+		return nil, apierror.Invalid("n", "'n' is %d, but a streamed answer through tollgate has one choice: set 'n' to 1 or 'stream' to false", choices)
+	}
+	m, err := eng.ResolveModel(ctx, p, modelID, client)
+	if err != nil {
+		return nil, err
+	}
+	// A bound beyond the model's limit is clamped to it, not refused (coding agents ask for
+	// 32000 of any model they do not know); the reservation and the bill follow the clamp.
+	outBound := min(maxTokens, m.MaxOutputTokens)
+	if outBound <= 0 {
+		outBound = m.MaxOutputTokens
+	}
+
+	// The neutral form is needed to translate and to read the fusion router's features; a base
+	// model on a same-format upstream passes the bytes through without it.
+	var ir *llm.Request
+	needIR := m.Fusion
+	for _, e := range m.Experts {
+		needIR = needIR || e.Kind != client
+	}
+	size := unescapedSize(body)
+	inputEst := int64(sizeEstimate(size))
+	features := routing.Features{OutputTokens: maxTokens} // what the client asked for; 0 when it did not say
+	// onlySameFormat is set when the request cannot be put in the neutral form (it holds what
+	// only its own format knows): it may still go, untouched, to an upstream of its format.
+	onlySameFormat := false
+	if r.neutral != nil {
+		ir, needIR = r.neutral, true
+	} else if needIR {
+		if ir, err = convert.DecodeRequest(client, body); err != nil {
+			if !hasExpertOfKind(m, client) {
+				return nil, err
+			}
+			ir, onlySameFormat = nil, true
+		}
+	}
+	// parsed is the request's neutral form where it was read (nil when it cannot be: it holds
+	// what only its own format knows), and read says whether reading it was tried. A large body
+	// is read even when its bytes go through untouched: it is mostly images or files, which
+	// providers count by the picture, not by the byte, and the neutral form's estimate counts
+	// an image at a fixed cost.
+	parsed, read := ir, needIR
+	if !read && size > largeBody {
+		parsed, _ = convert.DecodeRequest(client, body)
+		read = true
+	}
+	// The context check uses a lenient count (four bytes a token; three quarters of the neutral
+	// estimate, which counts three) so that a request near the limit is not refused on an
+	// estimate; the reservation keeps the cautious one, capped at the context window.
+	contextEst := size / 4
+	if parsed != nil {
+		inputEst = int64(convert.EstimateInputTokens(parsed))
+		contextEst = int(inputEst) * 3 / 4
+	}
+	if m.ContextTokens > 0 && contextEst > m.ContextTokens {
+		return nil, &apierror.Error{Kind: apierror.KindInvalidRequest, Param: inputField(client), Code: "context_length_exceeded", Message: fmt.Sprintf(
+			"the input is about %d tokens, more than the %d-token context window of %s", contextEst, m.ContextTokens, modelID)}
+	}
+	if m.ContextTokens > 0 {
+		inputEst = min(inputEst, int64(m.ContextTokens))
+	}
+	features.InputTokens = int(inputEst)
+	if m.Fusion && len(m.Experts) > 1 {
+		// Only the fusion router reads the request's features, and only once the request is
+		// known to fit the context window; the code test reads a bounded window of the text.
+		if ir != nil {
+			features.Tools = len(ir.Tools) > 0
+			features.Code = routing.LooksLikeCode(lastUserText(ir))
+		} else {
+			features.Tools = bytes.Contains(body, []byte(`"tools"`))
+			features.Code = routing.LooksLikeCodeBytes(body)
+		}
+	}
+	if o != nil && o.ceiling > 0 {
+		if outBound, err = o.fit(m, inputEst, outBound, choices); err != nil {
+			return nil, err
+		}
+		maxTokens = outBound
+	}
+
+	requestID := r.RequestID
+	// n choices may each be as long as the bound (the upstream's usage counts them all); hosted
+	// tools (a web search) may each be called up to their configured bound.
+	// Every input token is reserved at the dearest input kind (a one-hour cache write is twice
+	// the input price at Anthropic) and at the long-context tier when the input may reach it.
+	worst := price.Worst(inputEst, int64(outBound)*int64(choices), m.MaxPrice())
+	if m.HostedPriced && body != nil {
+		worst = billing.SaturatingAdd(worst, m.HostedWorst(client, convert.HostedToolsIn(client, body)))
+	}
+	var admission trace.Span
+	if telemetry.Enabled() {
+		_, admission = startSpan(ctx, "admission", telemetry.AttrReservationMicros.Int64(worst))
+	}
+	reservation, err := eng.meter.ReserveForKey(ctx, p.AccountID, requestID, worst, keyCap(p))
+	endAdmission(admission, reservation, err)
+	if err != nil {
+		return nil, err
+	}
+	x := &Exchange{eng: eng, ctx: ctx, client: client, principal: p, requestID: requestID, model: m, stream: stream,
+		inputEst: inputEst, ir: ir, reserve: reservation, started: time.Now(), opts: o}
+	if admission != nil {
+		x.tr = &exchangeTrace{capture: telemetry.CaptureContent(p.AccountID)}
+	}
+	if client == llm.FormatChat && stream {
+		x.include = convert.IncludeUsage(body)
+	}
+	if client == llm.FormatResponses && stream {
+		// A stream's response objects echo the request as the whole answer does; a request
+		// that only its own format can read echoes the defaults.
+		if !read {
+			parsed, _ = convert.DecodeRequest(client, body)
+		}
+		x.echo = convert.ResponsesEchoMembers(parsed)
+	}
+	// lastErr is the last upstream failure; refusal why an expert could not take the request
+	// as it is (a field it cannot honour), which another expert may still serve: the first
+	// expert's reason, or a same-format expert's, which names what the gateway itself refuses
+	// rather than what a translation lacks.
+	var lastErr, refusal error
+	refusalSameFormat := false
+	order := eng.router.Order(m, features)
+	if maxTokens > 0 {
+		// A request is clamped to an expert's lower limit only when no expert can produce
+		// what it asked for.
+		order = firstWhere(order, func(e routing.Expert) bool { return e.MaxOutputTokens == 0 || e.MaxOutputTokens >= outBound })
+	}
+	if ir != nil && hasUntranslatableTools(ir) {
+		// Tools only the client's format can express (a Responses namespace, a custom tool,
+		// a server tool) would be dropped by a translation: an expert of that format serves
+		// the request whole, so it goes first.
+		order = firstWhere(order, func(e routing.Expert) bool { return e.Kind == client })
+	}
+	for _, e := range order {
+		if onlySameFormat && e.Kind != client {
+			continue
+		}
+		up, ok := eng.upstreams[e.Provider]
+		if !ok {
+			lastErr = fmt.Errorf("no upstream %q", e.Provider)
+			continue
+		}
+		// The expert's bound: the model's, or its own limit when that is lower.
+		bound := outBound
+		if e.MaxOutputTokens > 0 {
+			bound = min(bound, e.MaxOutputTokens)
+		}
+		ur, err := upstreamBody(client, body, ir, e, stream, bound, maxTokens)
+		if err != nil {
+			if refusal == nil || (e.Kind == client && !refusalSameFormat) {
+				refusal, refusalSameFormat = err, e.Kind == client
+			}
+			continue
+		}
+		t0 := time.Now()
+		input := body
+		if input == nil {
+			input = ur.body // a neutral request: what the upstream is sent
+		}
+		tries := x.observeTries(e, bound, input)
+		var res *http.Response
+		if tries != nil {
+			res, _, err = up.CallObserved(ctx, ur.body, stream, forward, tries)
+		} else {
+			res, _, err = up.Call(ctx, ur.body, stream, forward)
+		}
+		x.upstreamWait += time.Since(t0)
+		if err == nil {
+			eng.router.Observe(e.Key, time.Since(t0), false)
+			x.expert, x.res, x.dropped, x.hostedBounds = e, res, ur.dropped, ur.hosted
+			x.attemptStart = t0
+			if tries != nil {
+				x.tr.attempt = tries.span
+			}
+			if maxTokens > 0 {
+				// The client is billed for at most the bound it asked for, or the clamp.
+				x.askedOutput = int64(min(maxTokens, bound)) * int64(choices)
+				if maxTokens > bound {
+					x.clamped = maxTokensField(client, body) + "=" + strconv.Itoa(bound)
+					if ur.thinkingBudget > 0 {
+						x.clamped += ", thinking.budget_tokens=" + strconv.Itoa(ur.thinkingBudget)
+					}
+				}
+			}
+			return x, nil
+		}
+		x.failAttempt(e, err, t0)
+		lastErr = publicRefusal(err, e, modelID, client)
+		if ctx.Err() != nil {
+			break
+		}
+		if !provider.Retryable(err) {
+			// The upstream refused this request (a 400, say): the caller's doing, which says
+			// nothing about the expert's health and must not move other callers' traffic.
+			break
+		}
+		eng.router.Observe(e.Key, time.Since(t0), true)
+		eng.logger(requestID).Warn("upstream failed; trying the next expert", "expert", e.Key, "err", err)
+	}
+	reservation.Release()
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if lastErr == nil && refusal != nil {
+		// No expert could take the request as it is.
+		return nil, refusal
+	}
+	var e *apierror.Error
+	if !errors.As(lastErr, &e) {
+		eng.logger(requestID).Error("no upstream could serve the request", "err", lastErr)
+		return nil, &apierror.Error{Kind: apierror.KindUpstream, Message: "no upstream could serve the request"}
+	}
+	return nil, lastErr
+}
+
+// hasUntranslatableTools reports whether a request offers tools that a translation to
+
+// another format would leave out.
+func hasUntranslatableTools(ir *llm.Request) bool {
+	for _, u := range ir.Unmodelled {
+		if strings.HasPrefix(u.Name, "tools[].") {
+			return true
+		}
+	}
+	return false
+}
+
+// firstWhere orders experts so that those for which first holds come before the others,
+// each group in the given order. The slice is returned as it is when that is already so; the
+// router's slice is never modified.
+func firstWhere(order []routing.Expert, first func(routing.Expert) bool) []routing.Expert {
+	i := slices.IndexFunc(order, func(e routing.Expert) bool { return !first(e) })
+	if i < 0 || !slices.ContainsFunc(order[i:], first) {
+		return order
+	}
+	out := make([]routing.Expert, 0, len(order))
+	for _, e := range order {
+		if first(e) {
+			out = append(out, e)
+		}
+	}
+	for _, e := range order {
+		if !first(e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// publicRefusal is err as the client sees it when expert e refused the request (a 400 with the
+// upstream's words): the upstream's model id, which the gateway does not show, becomes the
+// client's model id; and after a translation the upstream's param names a field of another
+// format, which the client never sent, so it is left out. Any other error is returned as it is.
+func publicRefusal(err error, e routing.Expert, modelID string, client llm.Format) error {
+	var ae *apierror.Error
+	if !errors.As(err, &ae) || ae.Kind != apierror.KindInvalidRequest {
+		return err
+	}
+	c := *ae
+	c.Message = inPublicWords(c.Message, e.Model, modelID)
+	if e.Kind != client {
+		c.Param = ""
+	}
+	return &c
+}
+
+// unescapedSize is the size of a request body with each \uXXXX escape counted as the one
+// character it stands for: a client that escapes all non-ASCII text (Python's json.dumps does)
+// sends six bytes a character, which must not count six times against the context window or
+// the credit.
+func unescapedSize(body []byte) int {
+	return len(body) - 5*bytes.Count(body, []byte(`\u`))
+}
+
+// EstimateBySize is the cautious input estimate, in tokens, of a request body known only by
+// its size (one the neutral form cannot hold), as the reservation makes it.
+func EstimateBySize(body []byte) int { return sizeEstimate(unescapedSize(body)) }
+
+// sizeEstimate is the cautious input estimate of a request known only by its (unescaped)
+// size, for one that cannot be put in the neutral form.
+func sizeEstimate(size int) int {
+	return size/convert.BytesPerToken + 16
+}
+
+// inPublicWords is what an upstream said, as the client may read it: the upstream's model id,
+// which the gateway does not show, becomes the client's. Only whole tokens are replaced: an
+// occurrence counts when no identifier character touches it on either side (a letter, a digit,
+// '_' or '-'; '.', '/' and ':' count only between identifier characters, so "gpt-4.1." at the
+// end of a sentence is the model, "gpt-4.1.5" is not), so that a model named "h" leaves "the"
+// alone.
+func inPublicWords(said, upstreamModel, modelID string) string {
+	if upstreamModel == "" || !strings.Contains(said, upstreamModel) {
+		return said
+	}
+	var b strings.Builder
+	written, from := 0, 0 // said[:written] is in b; the search goes on from said[from:]
+	for {
+		i := strings.Index(said[from:], upstreamModel)
+		if i < 0 {
+			b.WriteString(said[written:])
+			return b.String()
+		}
+		start, end := from+i, from+i+len(upstreamModel)
+		if tokenBoundary(said[:start], false) && tokenBoundary(said[end:], true) {
+			b.WriteString(said[written:start])
+			b.WriteString(modelID)
+			written, from = end, end
+			continue
+		}
+		_, n := utf8.DecodeRuneInString(said[start:])
+		from = start + n
+	}
+}
+
+// tokenBoundary reports whether side (the text before a match, or after it when after is set)
+// ends (or starts) where a token may: with nothing, or with a character that is neither an
+// identifier character nor inner punctuation next to one.
+func tokenBoundary(side string, after bool) bool {
+	r, n, next := rune(-1), 0, rune(-1)
+	if after {
+		r, n = utf8.DecodeRuneInString(side)
+		if n < len(side) {
+			next, _ = utf8.DecodeRuneInString(side[n:])
+		}
+	} else {
+		r, n = utf8.DecodeLastRuneInString(side)
+		if n < len(side) {
+			next, _ = utf8.DecodeLastRuneInString(side[:len(side)-n])
+		}
+	}
+	if n == 0 {
+		return true
+	}
+	return !identRune(r) && !(innerPunct(r) && next >= 0 && identRune(next))
+}
+
+// identRune reports whether r may be part of a model id token: a letter, a digit, '_' or '-'.
+func identRune(r rune) bool {
+	return r == '_' || r == '-' || unicode.IsLetter(r) || unicode.IsDigit(r)
+}
+
+// innerPunct reports whether r joins a model id's parts ("gpt-4.1", "models/x", "a:b") when an
+// identifier character follows or precedes it.
+func innerPunct(r rune) bool { return r == '.' || r == '/' || r == ':' }
+
+// upstreamRequest is a request body made for one expert, and what making it changed.
+type upstreamRequest struct {
+	body []byte
+	// dropped names the advisory fields and tools left out.
+	dropped []string
+	// thinkingBudget is the Messages thinking budget lowered with a clamped bound (0: none).
+	thinkingBudget int
+	// hosted holds the bounds of the hosted tools passed through.
+	hosted llm.HostedCalls
+}
+
+// upstreamBody is the request body for expert e: the client's bytes with the model replaced
+// when the formats agree, else a translation. bound is the expert's output bound: the client's
+// (asked, 0 when it gave none) lowered to the limit of the model and of the expert, or that
+// limit when the client gave none, which the upstream is always sent: the reservation, and
+// what the model's card promises, hold only for answers within it.
+func upstreamBody(client llm.Format, body []byte, ir *llm.Request, e routing.Expert, stream bool, bound, asked int) (upstreamRequest, error) {
+	var ur upstreamRequest
+	if e.Kind == client && body != nil {
+		// Provider-kept state is refused or turned off: every tenant reaches the provider
+		// through one account. Usage is what the gateway bills: a streamed chat request asks
+		// for it whatever the client asked (the usage chunk reaches only clients that asked).
+		dropped, err := convert.SharedStateFields(client, body)
+		if err != nil {
+			return ur, err
+		}
+		// Tools the provider runs and bills per call go only where they are priced.
+		plan, err := convert.PlanHostedTools(client, body, e.HostedPolicy)
+		if err != nil {
+			return ur, err
+		}
+		body, ur.dropped, ur.hosted = plan.Body, append(dropped, plan.Dropped...), plan.Bounds
+		if client == llm.FormatMessages && asked > bound {
+			// A thinking budget must stay below the clamped max_tokens.
+			fitted, lowered, left, err := convert.FitThinking(body, bound)
+			if err != nil {
+				return ur, err
+			}
+			body, ur.thinkingBudget = fitted, lowered
+			if left {
+				ur.dropped = append(ur.dropped, "thinking")
+			}
+		}
+		ed := convert.UpstreamEdits{IncludeUsage: stream && client == llm.FormatChat, NoStore: client == llm.FormatResponses,
+			MaxBound: bound, ClampKeys: convert.BoundKeys(client)}
+		switch client {
+		case llm.FormatResponses:
+			// The Responses API refuses bounds under 16; the gateway accepts them (a chat or
+			// Messages expert may serve the same request), and bills at most what was asked.
+			ed.BoundKey, ed.MinBound = "max_output_tokens", minResponsesOutput
+		case llm.FormatChat:
+			ed.BoundKey = "max_completion_tokens"
+		}
+		if asked <= 0 && ed.BoundKey != "" {
+			// Messages requests always carry max_tokens.
+			ed.DefaultBound = bound
+		}
+		ur.body, err = convert.ForUpstream(nil, body, e.Model, ed)
+		return ur, err
+	}
+	req := *ir
+	if req.MaxTokens <= 0 || req.MaxTokens > bound {
+		req.MaxTokens = bound
+	}
+	if e.Kind == llm.FormatResponses && req.MaxTokens < minResponsesOutput {
+		// The Responses API refuses smaller bounds. The answer may be longer than asked; the
+		// client is billed for at most what it asked for (settle caps the output).
+		req.MaxTokens = minResponsesOutput
+	}
+	req.Stream = stream
+	req.IncludeUsage = true
+	var err error
+	ur.body, ur.dropped, err = convert.EncodeRequest(e.Kind, &req, e.Model)
+	return ur, err
+}
+
+// hasExpertOfKind reports whether one of the model's upstreams speaks format f.
+func hasExpertOfKind(m *routing.Model, f llm.Format) bool {
+	for _, e := range m.Experts {
+		if e.Kind == f {
+			return true
+		}
+	}
+	return false
+}
+
+// inputField names the request field that holds the conversation.
+func inputField(f llm.Format) string {
+	if f == llm.FormatResponses {
+		return "input"
+	}
+	return "messages"
+}
+
+// maxTokensField names the request field that bounds the output.
+func maxTokensField(f llm.Format, body []byte) string {
+	switch {
+	case f == llm.FormatResponses:
+		return "max_output_tokens"
+	case f == llm.FormatChat && bytes.Contains(body, []byte(`"max_completion_tokens"`)):
+		return "max_completion_tokens"
+	}
+	return "max_tokens"
+}
+
+// lastUserText is the text of the last user message, for the router's code test: whole when
+// it is short, else its first and last routing.CodeWindow bytes (all the test reads), so that
+// a long prompt is not copied whole.
+func lastUserText(r *llm.Request) string {
+	for i := len(r.Messages) - 1; i >= 0; i-- {
+		if r.Messages[i].Role != llm.RoleUser {
+			continue
+		}
+		parts := r.Messages[i].Parts
+		if len(parts) == 1 {
+			return parts[0].Text // no copy: the code test reads its own window of it
+		}
+		total := 0
+		for _, p := range parts {
+			total += len(p.Text)
+		}
+		var b strings.Builder
+		if total <= 2*routing.CodeWindow {
+			for _, p := range parts {
+				b.WriteString(p.Text)
+			}
+			return b.String()
+		}
+		// A long message: only the ends the code test reads are copied, a window each,
+		// joined by a line break.
+		b.Grow(2*routing.CodeWindow + 1)
+		for _, p := range parts {
+			if b.Len() >= routing.CodeWindow {
+				break
+			}
+			b.WriteString(p.Text[:min(len(p.Text), routing.CodeWindow-b.Len())])
+		}
+		b.WriteByte('\n')
+		var tail []string
+		for j, need := len(parts)-1, routing.CodeWindow; j >= 0 && need > 0; j-- {
+			t := parts[j].Text
+			t = t[max(0, len(t)-need):]
+			tail = append(tail, t)
+			need -= len(t)
+		}
+		for j := len(tail) - 1; j >= 0; j-- {
+			b.WriteString(tail[j])
+		}
+		return b.String()
+	}
+	return ""
+}
+
+// Route is the API route of a client format, as usage records name it.
+func Route(f llm.Format) string {
+	switch f {
+	case llm.FormatResponses:
+		return "/v1/responses"
+	case llm.FormatMessages:
+		return "/v1/messages"
+	}
+	return "/v1/chat/completions"
+}
+
+// ResponseID is the id of the answer to request requestID in format f: the request id's
+// random part after the format's prefix.
+func ResponseID(f llm.Format, requestID string) string {
+	suffix := strings.TrimPrefix(requestID, "req_")
+	switch f {
+	case llm.FormatResponses:
+		return "resp_" + suffix
+	case llm.FormatMessages:
+		return "msg_" + suffix
+	}
+	return "chatcmpl-" + suffix
+}

@@ -1,0 +1,106 @@
+package exchange
+
+import (
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tollgate/tollgate/impl/billing"
+	"github.com/tollgate/tollgate/impl/llm"
+	"github.com/tollgate/tollgate/impl/price"
+)
+
+// Settle bills what the upstream produced at the chosen expert's price, each token kind (uncached
+// input, cache reads, cache writes, output) at its own rate, and returns the amount charged.
+// When the upstream reported no usage (a stream cut short), the output is estimated from the
+// characters produced and the input from the request (as uncached input: the dearest kind an
+// upstream that said nothing can be assumed to have billed, short of cache writes).
+func (x *Exchange) Settle(u llm.Usage, producedChars int, status string) int64 {
+	x.usage = u
+	cost := x.reserve.SettleUsage(x.billedRecord(u, producedChars, status))
+	x.traceSettlement(cost, status)
+	x.finishAttempt(status)
+	return cost
+}
+
+// billedRecord is the usage record Settle bills an answer with usage u of which producedChars
+// characters were produced, ended with status.
+func (x *Exchange) billedRecord(u llm.Usage, producedChars int, status string) billing.UsageRecord {
+	t := x.tokens(u, producedChars)
+	rec := x.usageRecord(t, u.ServiceTier, status)
+	rec.HostedCalls = x.hostedCalls(u)
+	rec.HostedMicros = x.expert.HostedCost(rec.HostedCalls, x.hostedBounds)
+	return rec
+}
+
+// checkpointRecord is the stream's billing.CheckpointFunc: the record a stream with usage u and
+// producedChars characters produced would be settled with if it were cut now by the gateway
+// (as EndStreams cuts it): what it delivered, and nothing when it delivered nothing yet. The
+// meter calls it from its own goroutine; it reads only what the exchange fixed before the
+// stream began.
+func (x *Exchange) checkpointRecord(u llm.Usage, producedChars int) (billing.UsageRecord, bool) {
+	if producedChars == 0 && u.OutputTokens == 0 {
+		return billing.UsageRecord{}, false
+	}
+	return x.billedRecord(u, producedChars, billing.StatusProcessLost), true
+}
+
+// tokens are the counts per kind billed for an answer with usage u of which producedChars
+// characters were produced.
+func (x *Exchange) tokens(u llm.Usage, producedChars int) price.Tokens {
+	t := u.Tokens()
+	if u.InputTokens == 0 {
+		t.Uncached = x.inputEst
+	}
+	if t.Output == 0 && producedChars > 0 {
+		t.Output = int64((producedChars + 3) / 4)
+	}
+	if x.askedOutput > 0 && t.Output > x.askedOutput {
+		// More than asked: the Responses API's minimum bound, say. The excess is not billed.
+		t.Output = x.askedOutput
+		t.Reasoning = min(t.Reasoning, t.Output)
+	}
+	return t
+}
+
+// hostedCalls are the hosted-tool calls billed for an answer with usage u: those the upstream
+// reported, each capped at the bound the reservation covered. A chat completion reports no
+// count: its web_search_options is one search an answer.
+func (x *Exchange) hostedCalls(u llm.Usage) llm.HostedCalls {
+	calls := u.HostedCalls
+	if x.client == llm.FormatChat && x.hostedBounds[llm.HostedWebSearch] > 0 {
+		calls[llm.HostedWebSearch] = 1
+	}
+	for t := range calls {
+		calls[t] = min(calls[t], x.hostedBounds[t])
+	}
+	return calls
+}
+
+// SettleUndelivered settles an exchange whose answer never reached the client, which got a 502
+// in its place: nothing is billed (a client retrying such a request would otherwise pay for
+// every failed try). The usage record keeps what the upstream reported, for the operator.
+func (x *Exchange) SettleUndelivered(u llm.Usage, status string) {
+	x.usage = u
+	x.reserve.Settle(0, x.usageRecord(u.Tokens(), u.ServiceTier, status))
+	x.traceSettlement(0, status)
+	x.finishAttempt(status)
+}
+
+// usageRecord is the exchange's usage record, finished now: the counts per kind and the price
+// of the expert that served it.
+func (x *Exchange) usageRecord(t price.Tokens, tier, status string) billing.UsageRecord {
+	p := x.expert.Price
+	rec := billing.UsageRecord{
+		KeyID: x.principal.KeyID, Model: x.model.ID, Route: Route(x.client),
+		Provider: x.expert.Provider, UpstreamModel: x.expert.Model,
+		Tokens: t, Price: &p, ServiceTier: tier, Status: status, StartedAt: x.started, FinishedAt: time.Now(),
+	}
+	if x.opts != nil {
+		rec.Route, rec.AgentSessionID = x.opts.route, x.opts.sessionID
+	}
+	if x.tr != nil {
+		rec.TraceID = trace.SpanContextFromContext(x.ctx).TraceID()
+	}
+	return rec
+}

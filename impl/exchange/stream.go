@@ -1,0 +1,280 @@
+package exchange
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/llm"
+	"github.com/tollgate/tollgate/impl/sse"
+	"github.com/tollgate/tollgate/impl/streamconv"
+)
+
+// MaxSilentHeartbeats is how many heartbeat intervals in a row an upstream stream may stay
+// silent (10 minutes at the default 15 s) before the gateway cuts it off with an in-band error,
+// so that a hung upstream does not hold the request, its connection and its reservation for
+// ever.
+const MaxSilentHeartbeats = 40
+
+// StreamWriter is where Stream writes a streamed answer's events, framed by the caller (SSE
+// on the HTTP routes, WebSocket messages on the Responses socket). The caller may write
+// keep-alives of its own between Stream's writes, and cut a silent upstream off with
+// CloseUpstream; its writer then reports Silenced.
+type StreamWriter interface {
+	// Write frames events onto the stream, unflushed.
+	Write(evs []sse.Event) error
+	// Flush sends what was written and not yet flushed.
+	Flush() error
+	// Silenced reports whether the writer cut the upstream off for silence.
+	Silenced() bool
+	// Close ends the stream: nothing is written after it.
+	Close()
+}
+
+// CloseUpstream interrupts the upstream stream's read (a silent upstream, a shutdown): Stream
+// then ends the stream with its format's in-band error.
+func (x *Exchange) CloseUpstream() { _ = x.res.Body.Close() }
+
+// Stream relays the upstream's streamed answer to w in the client's format and settles the
+// exchange: what the upstream produced is billed, also when the client goes away; nothing when
+// the upstream failed before producing anything. It returns once the stream has ended; w is
+// closed by then.
+func (x *Exchange) Stream(w StreamWriter) error {
+	sw := streamWriter{w}
+	dec := streamconv.NewDecoder(x.expert.Kind)
+	meta := streamconv.Meta{
+		ID: ResponseID(x.client, x.requestID), Created: x.started.Unix(), Model: x.model.ID,
+		IncludeUsage: x.include, InputTokensEstimate: x.inputEst, ResponsesEcho: x.echo,
+	}
+	// An upstream of the client's format is relayed event by event (streamconv.Relay): the
+	// encoder follows it only to end the stream in the format should it fail, with the
+	// upstream's own id.
+	meta.Relayed = x.expert.Kind == x.client
+	enc := streamconv.NewEncoder(x.client, meta)
+	var relay *streamconv.Relay
+	if meta.Relayed {
+		relay = streamconv.NewRelay(x.client, x.model.ID, x.include, enc)
+	}
+	// The upstream is read in this goroutine: an event goes out as soon as it is read, with no
+	// hand-off between goroutines. The first events are flushed as soon as they are written;
+	// after them, events are flushed before every read from the upstream, the only place the
+	// gateway can wait: events that arrived together leave together, and none waits for the
+	// upstream's next one. While the upstream is silent, the caller's writer sends keep-alives
+	// of its own. A client that goes away ends the request's context, which interrupts the
+	// upstream read, or fails the next flush.
+	// When a shutdown's grace period is over (EndStreams), the upstream read is interrupted and
+	// the stream ends with the in-band error below: set up once a stream, nothing per event.
+	defer context.AfterFunc(x.eng.streamsEnd, func() { _ = x.res.Body.Close() })()
+	var (
+		upstream  = &flushBeforeRead{r: x.res.Body, sw: sw}
+		r         = sse.NewReader(upstream)
+		neutral   []llm.Event
+		out       []sse.Event
+		text      int // output characters seen, for billing when no usage arrives
+		status    = "ok"
+		wrote     bool // an event was written
+		sentFirst bool // the first events were flushed
+	)
+	fail := func(errType, message string) {
+		out = enc.Fail(errType, message, out[:0])
+		_ = sw.send(out)
+	}
+	// The meter checkpoints the stream's progress, so that a crash of this process (SIGKILL)
+	// does not take what the stream delivered out of the books (impl/billing, "Leases and
+	// crashes"): after each event, one lock of the stream's own, no allocation.
+	x.reserve.TrackStream(x.checkpointRecord)
+loop:
+	for {
+		ev, err := r.Next()
+		if err != nil {
+			switch {
+			case x.ctx.Err() != nil || upstream.flushErr != nil:
+				status = "client_disconnected"
+			case x.eng.streamsEnd.Err() != nil:
+				status = "shutdown"
+				fail("overloaded_error", "the gateway is shutting down; retry the request")
+			case sw.silenced():
+				status = "upstream_stalled"
+				x.Logger().Warn("upstream stream silent for too long; cut off", "expert", x.expert.Key, "silence", x.eng.heartbeat*MaxSilentHeartbeats)
+				fail("api_error", "the upstream sent nothing for too long")
+			default:
+				status = "upstream_cut_off"
+				x.Logger().Warn("upstream stream ended early", "expert", x.expert.Key, "err", err)
+				fail("api_error", "the upstream stream ended unexpectedly")
+			}
+			break
+		}
+		var done bool
+		neutral, done, err = dec.Decode(ev, neutral[:0])
+		if err != nil {
+			status = "upstream_malformed"
+			x.Logger().Warn("malformed upstream event", "expert", x.expert.Key, "err", err)
+			fail("api_error", "the upstream stream could not be read")
+			break
+		}
+		// The encoder reuses its buffer on every call: write each call's events at once.
+		failed := false
+		for _, n := range neutral {
+			if x.tr != nil {
+				x.noteEvent(&n)
+			}
+			switch n.Kind {
+			case llm.EventTextDelta:
+				text += len(n.Text)
+			case llm.EventToolCallDelta:
+				text += len(n.Arguments)
+			case llm.EventError:
+				failed = true
+				status = "upstream_error"
+				n = x.inBandError(n)
+			}
+			out = enc.Encode(n, out[:0])
+			if relay != nil && n.Kind != llm.EventError {
+				continue // the upstream's own event goes out instead, below
+			}
+			if err := sw.write(out); err != nil {
+				status = "client_disconnected"
+				break loop
+			}
+			wrote = wrote || len(out) > 0
+		}
+		if relay != nil && !failed {
+			out = relay.Event(ev, out[:0])
+			if err := sw.write(out); err != nil {
+				status = "client_disconnected"
+				break
+			}
+			wrote = wrote || len(out) > 0
+		}
+		if relay != nil {
+			x.reserve.Progress(enc.Usage(), text+relay.Unmodelled())
+		} else {
+			x.reserve.Progress(enc.Usage(), text)
+		}
+		if wrote && !sentFirst {
+			// The first events leave at once, with the response head: the time to the first
+			// byte does not wait for events already buffered behind them.
+			sentFirst = true
+			x.ttft = time.Since(x.started)
+			if err := sw.flush(); err != nil {
+				status = "client_disconnected"
+				break
+			}
+		}
+		if failed {
+			_ = sw.flush()
+			break
+		}
+		if done {
+			if relay == nil {
+				out = enc.Finish(out[:0])
+			} else {
+				out = out[:0] // the upstream's terminal event has been relayed
+			}
+			if err := sw.send(out); err != nil {
+				status = "client_disconnected"
+				break
+			}
+			x.drainUpstream()
+			break
+		}
+	}
+	sw.close()
+	x.upstreamWait += upstream.wait
+	if relay != nil {
+		text += relay.Unmodelled() // thinking and the like: output the client has, if no usage says so
+	}
+	usage := enc.Usage()
+	if status != "ok" && status != "client_disconnected" && text == 0 && usage.OutputTokens == 0 {
+		// The upstream failed before producing anything: the client got only the error event,
+		// which costs it nothing, as a non-streamed answer's 502 does not.
+		x.SettleUndelivered(usage, status)
+		return nil
+	}
+	x.Settle(usage, text, status)
+	return nil
+}
+
+// inBandError is the error event the client gets for an upstream's in-band error: the
+// upstream's type, and the gateway's own words unless the caller's request is at fault. What
+// an upstream says of a rate limit or an outage can name the operator's organisation, the
+// hidden upstream model and every tenant's combined usage; it goes to the log only.
+func (x *Exchange) inBandError(ev llm.Event) llm.Event {
+	if ev.Err == nil {
+		ev.Err = &llm.StreamError{}
+	}
+	kind := apierror.KindOfType(ev.Err.Type)
+	e := *ev.Err
+	ev.Err = &e
+	if kind == apierror.KindInvalidRequest {
+		e.Message = apierror.Excerpt(inPublicWords(e.Message, x.expert.Model, x.model.ID), apierror.MaxQuotedLen)
+		return ev
+	}
+	x.Logger().Warn("upstream error in the stream", "expert", x.expert.Key, "type", e.Type, "message", e.Message)
+	switch kind {
+	case apierror.KindRateLimited:
+		e.Message = "the upstream is rate limited"
+	case apierror.KindOverloaded:
+		e.Message = "the upstream is overloaded"
+	case apierror.KindUnauthenticated, apierror.KindInsufficientCredit, apierror.KindForbidden:
+		// The gateway's own credentials or credit at the provider, not the client's.
+		e.Type, e.Message = "upstream_error", "the upstream failed while streaming the answer"
+	default:
+		e.Message = "the upstream failed while streaming the answer"
+	}
+	return ev
+}
+
+// flushBeforeRead reads the upstream stream and, before each read, flushes the events written
+// so far: a read is where the gateway may wait for the upstream. A failed flush (the client is
+// gone) ends the stream and is kept in flushErr.
+type flushBeforeRead struct {
+	r        io.Reader
+	sw       streamWriter
+	flushErr error
+	// wait is the time spent in the upstream's reads (tollgate_added_seconds leaves it out).
+	wait time.Duration
+}
+
+func (f *flushBeforeRead) Read(p []byte) (int, error) {
+	if err := f.sw.flush(); err != nil {
+		f.flushErr = err
+		return 0, err
+	}
+	t0 := time.Now()
+	n, err := f.r.Read(p)
+	f.wait += time.Since(t0)
+	return n, err
+}
+
+// streamEndWait bounds the wait, after an upstream stream's terminal event, for the end of its
+// body.
+const streamEndWait = 20 * time.Millisecond
+
+// drainUpstream reads, briefly, the rest of the upstream stream after its terminal event. An
+// upstream ends its body right after that event; read to the end, the connection goes back to
+// the pool instead of being closed when the request's context ends, and the next stream does
+// not pay for a new connection. An upstream that keeps the stream open is cut after
+// streamEndWait.
+func (x *Exchange) drainUpstream() {
+	cut := time.AfterFunc(streamEndWait, func() { _ = x.res.Body.Close() })
+	_, _ = io.Copy(io.Discard, io.LimitReader(x.res.Body, 64<<10))
+	cut.Stop()
+}
+
+// streamWriter is Stream's view of its StreamWriter, with a send that writes and flushes.
+type streamWriter struct{ w StreamWriter }
+
+func (s streamWriter) write(evs []sse.Event) error { return s.w.Write(evs) }
+func (s streamWriter) flush() error                { return s.w.Flush() }
+func (s streamWriter) silenced() bool              { return s.w.Silenced() }
+func (s streamWriter) close()                      { s.w.Close() }
+
+// send writes events and flushes them.
+func (s streamWriter) send(evs []sse.Event) error {
+	if err := s.w.Write(evs); err != nil {
+		return err
+	}
+	return s.w.Flush()
+}

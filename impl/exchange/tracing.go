@@ -1,0 +1,239 @@
+package exchange
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/billing"
+	"github.com/tollgate/tollgate/impl/convert"
+	"github.com/tollgate/tollgate/impl/llm"
+	"github.com/tollgate/tollgate/impl/metrics"
+	"github.com/tollgate/tollgate/impl/routing"
+	"github.com/tollgate/tollgate/impl/telemetry"
+)
+
+// The exchange's tracing glue: the spans of one exchange (admission, each upstream attempt,
+// settlement) and the GenAI metrics. While tracing is off
+// (telemetry.Enabled false) none of it makes a span or allocates (the exchange's trace is
+// nil); the metrics are observed either way, without allocating.
+
+// exchangeTrace is what an exchange's spans need beyond the exchange itself.
+type exchangeTrace struct {
+	// attempt is the CLIENT span of the upstream attempt that answered, ended with the answer.
+	attempt trace.Span
+	// capture: the account opted in to its prompts and answers in span events.
+	capture bool
+	// finish, responseID and responseModel are read from the answer.
+	finish                    llm.StopReason
+	responseID, responseModel string
+	// output collects a stream's text when capture is set.
+	output strings.Builder
+}
+
+// providerName is gen_ai.provider.name for an upstream kind.
+func providerName(k llm.Format) string {
+	if k == llm.FormatMessages {
+		return "anthropic"
+	}
+	return "openai"
+}
+
+// startSpan begins an INTERNAL child span of ctx's; call it only when tracing is on.
+func startSpan(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	return telemetry.Tracer().Start(ctx, name, trace.WithAttributes(attrs...))
+}
+
+// endAdmission ends the admission span with the reservation's outcome: admitted, degraded
+// (served on credit while the database is unreachable), refused or unavailable.
+func endAdmission(span trace.Span, r *billing.Reservation, err error) {
+	if span == nil {
+		return
+	}
+	switch {
+	case err == nil && r != nil && r.OnCredit():
+		span.SetAttributes(telemetry.AttrAdmission.String(telemetry.AdmissionDegraded))
+	case err == nil:
+		span.SetAttributes(telemetry.AttrAdmission.String(telemetry.AdmissionAdmitted))
+	case apierror.IsUnavailable(err):
+		span.SetAttributes(telemetry.AttrAdmission.String(telemetry.AdmissionUnavailable))
+		telemetry.Fail(span, "unavailable", "the credit could not be reserved")
+	default:
+		span.SetAttributes(telemetry.AttrAdmission.String(telemetry.AdmissionRefused))
+		telemetry.Fail(span, errorType(err), "the credit could not be reserved")
+	}
+	span.End()
+}
+
+// errorType is error.type for a failure: the HTTP status the client would get, or "canceled",
+// "timeout", "_OTHER".
+func errorType(err error) string {
+	switch {
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	}
+	if e := apierror.As(err); e != nil {
+		return strconv.Itoa(e.Kind.Status())
+	}
+	return "_OTHER"
+}
+
+// tryObserver makes each try of an upstream call a CLIENT span of its own (named after the
+// GenAI conventions: "chat <model>"), children of the request's span and siblings of one
+// another: an expert's retries and the failover to the next expert read alike, each failed
+// one with its error.type. span is the last try's, which carries the answer's attributes when
+// it succeeded.
+type tryObserver struct {
+	x     *Exchange
+	e     routing.Expert
+	bound int
+	body  []byte
+	span  trace.Span
+}
+
+// observeTries returns the observer of expert e's tries, or nil while tracing is off (the
+// call then goes unobserved and costs nothing more).
+func (x *Exchange) observeTries(e routing.Expert, bound int, body []byte) *tryObserver {
+	if x.tr == nil {
+		return nil
+	}
+	return &tryObserver{x: x, e: e, bound: bound, body: body}
+}
+
+// StartTry begins try n's span; the try's request carries its traceparent.
+func (o *tryObserver) StartTry(ctx context.Context, n int) context.Context {
+	tctx, span := telemetry.Tracer().Start(ctx, telemetry.OperationChat+" "+o.e.Model, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(
+			telemetry.GenAIOperationName.String(telemetry.OperationChat),
+			telemetry.GenAIProviderName.String(providerName(o.e.Kind)),
+			telemetry.GenAIRequestModel.String(o.e.Model),
+			telemetry.GenAIRequestMaxTokens.Int(o.bound),
+			telemetry.AttrExpert.String(o.e.Key),
+			telemetry.AttrModel.String(o.x.model.ID),
+			telemetry.AttrUpstreamAttempts.Int(n),
+		))
+	if o.x.tr.capture {
+		span.AddEvent(telemetry.EventInput, trace.WithAttributes(telemetry.AttrInput.String(string(o.body))))
+	}
+	o.span = span
+	return tctx
+}
+
+// EndTry ends a failed try's span with the reason; a successful try's span stays open for the
+// answer's attributes (finishAttempt ends it).
+func (o *tryObserver) EndTry(_ context.Context, _ int, err error) {
+	if err == nil {
+		return
+	}
+	telemetry.Fail(o.span, errorType(err), "the upstream try failed")
+	o.span.End()
+}
+
+// failAttempt counts a failed expert's operation (its tries' spans are ended already).
+func (x *Exchange) failAttempt(e routing.Expert, err error, t0 time.Time) {
+	et := errorType(err)
+	if x.eng.metrics != nil {
+		x.eng.metrics.ObserveGenAI(metrics.GenAIOperation{Operation: telemetry.OperationChat, Provider: providerName(e.Kind),
+			Model: x.model.ID, Duration: time.Since(t0), ErrorType: et, TraceID: telemetry.SampledTraceID(x.ctx)})
+	}
+}
+
+// noteEvent reads what the attempt span reports from a stream's neutral event: the
+// upstream's id and model, the finish reason, and (when captured) the text.
+func (x *Exchange) noteEvent(ev *llm.Event) {
+	switch ev.Kind {
+	case llm.EventStart:
+		x.tr.responseID, x.tr.responseModel = ev.ID, ev.Model
+	case llm.EventStop:
+		x.tr.finish = ev.Stop
+	case llm.EventTextDelta:
+		if x.tr.capture {
+			x.tr.output.WriteString(ev.Text)
+		}
+	}
+}
+
+// noteAnswer reads what the attempt span reports from a complete answer (raw, in the
+// upstream's format; resp when it was decoded already).
+func (x *Exchange) noteAnswer(raw []byte, resp *llm.Response) {
+	if resp == nil {
+		resp, _ = convert.DecodeResponse(x.expert.Kind, raw)
+	}
+	if resp != nil {
+		x.tr.responseID, x.tr.responseModel, x.tr.finish = resp.ID, resp.Model, resp.Stop
+		if x.tr.capture {
+			x.tr.output.WriteString(resp.Text)
+		}
+	}
+}
+
+// finishAttempt ends the answering attempt's span with the usage and the answer's details,
+// and counts the operation in the GenAI metrics; status is the settlement's.
+func (x *Exchange) finishAttempt(status string) {
+	u := x.usage
+	traceID := ""
+	if x.tr != nil && x.tr.attempt != nil {
+		span := x.tr.attempt
+		attrs := make([]attribute.KeyValue, 0, 9)
+		attrs = append(attrs, telemetry.GenAIUsageInputTokens.Int64(u.InputTokens), telemetry.GenAIUsageOutputTokens.Int64(u.OutputTokens))
+		// The cache counts only when the upstream reported some (each attribute costs every
+		// export).
+		if u.CachedInputTokens > 0 {
+			attrs = append(attrs, telemetry.GenAIUsageCacheRead.Int64(u.CachedInputTokens))
+		}
+		if w := u.CacheWrite5mTokens + u.CacheWrite1hTokens; w > 0 {
+			attrs = append(attrs, telemetry.GenAIUsageCacheCreation.Int64(w))
+		}
+		if x.tr.finish != "" {
+			// As the upstream says it ("stop", "end_turn", "completed"...).
+			attrs = append(attrs, telemetry.GenAIResponseFinishReason.StringSlice([]string{convert.StopReasonFor(x.expert.Kind, x.tr.finish)}))
+		}
+		if x.tr.responseID != "" {
+			attrs = append(attrs, telemetry.GenAIResponseID.String(x.tr.responseID))
+		}
+		model := x.tr.responseModel
+		if model == "" {
+			model = x.expert.Model
+		}
+		attrs = append(attrs, telemetry.GenAIResponseModel.String(model))
+		if x.ttft > 0 {
+			attrs = append(attrs, telemetry.AttrTimeToFirstToken.Float64(x.ttft.Seconds()))
+			span.AddEvent("gen_ai.first_token")
+		}
+		if x.tr.capture {
+			span.AddEvent(telemetry.EventOutput, trace.WithAttributes(telemetry.AttrOutput.String(x.tr.output.String())))
+		}
+		span.SetAttributes(attrs...)
+		if status != "ok" {
+			telemetry.Fail(span, status, "the answer did not complete")
+		}
+		span.End()
+		traceID = telemetry.SampledTraceID(x.ctx)
+	}
+	if x.eng.metrics != nil {
+		op := metrics.GenAIOperation{Operation: telemetry.OperationChat, Provider: providerName(x.expert.Kind), Model: x.model.ID,
+			InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Duration: time.Since(x.attemptStart),
+			TimeToFirstToken: x.ttft, TraceID: traceID}
+		if status != "ok" {
+			op.ErrorType = status
+		}
+		x.eng.metrics.ObserveGenAI(op)
+	}
+}
+
+// traceSettlement records the settlement (cost, status) as a span of the request's trace.
+func (x *Exchange) traceSettlement(cost int64, status string) {
+	if x.tr == nil {
+		return
+	}
+	_, span := startSpan(x.ctx, "settle", telemetry.AttrCostMicros.Int64(cost), telemetry.AttrSettlementStatus.String(status))
+	span.End()
+}

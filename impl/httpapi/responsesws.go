@@ -1,0 +1,529 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/exchange"
+	"github.com/tollgate/tollgate/impl/llm"
+	"github.com/tollgate/tollgate/impl/sse"
+)
+
+// The Responses API's WebSocket mode (GET /v1/responses with Upgrade: websocket), as Codex CLI's
+// built-in provider uses it. The handshake is authenticated and rate limited as a POST is; then
+// every response.create message on the socket is one Responses request with "stream": true,
+// served by the same exchange as POST /v1/responses (routing, reservation, key caps, metering,
+// settlement, one usage record per response), and each event of its stream goes back as one
+// text message: the event's JSON, with its type. A request refused before its stream starts
+// gets the error event of the WebSocket mode, {"type":"error","status":S,"error":{...}} with
+// the HTTP status and the OpenAI error object the POST would have answered.
+//
+// One response runs at a time on a connection: a response.create sent while one runs waits for
+// it and is served next; one more while one waits closes the socket (1008).
+//
+// "generate": false (Codex's prewarm, sent before each turn's request) is answered at once with
+// response.created and response.completed, no output, nothing upstream and nothing billed; its
+// input is remembered like a response's.
+//
+// previous_response_id names a response of the same connection: the gateway keeps, for the
+// last few responses that completed on it (responsesSocketMemory, bounded in count and bytes),
+// the request's whole input and the response's output items, and a request that sends only
+// the new input with the previous response's id is expanded to the whole conversation before
+// the exchange, so any upstream kind (chat, Messages, Responses) serves it. An id the
+// connection does not know is refused with previous_response_not_found, on which Codex resends
+// the whole input.
+//
+// Close codes: 1000 when the client closes (echoed) and when the socket has been idle for
+// responsesSocketIdle; 1008 when the key stops being valid; 1009 for a message over 32 MiB;
+// 1011 for an internal failure; 1001 when the gateway shuts down (when the HTTP server starts
+// its shutdown an idle socket closes at once and a busy one after its response; EndStreams ends
+// the response in flight with the stream's in-band error first). A client that leaves during a
+// response ends the exchange as a client that leaves an SSE stream does: what was produced is
+// billed, with status client_disconnected.
+
+// responsesSocketIdle is how long a socket may stay without a message (and without a response
+// running) before the gateway closes it: a time.Duration, atomic because a test changes it
+// while other tests' sockets still run.
+var responsesSocketIdle atomic.Int64
+
+func init() { responsesSocketIdle.Store(int64(5 * time.Minute)) }
+
+// responsesSocketWriteWait bounds the wait for the client to take one flush of events.
+const responsesSocketWriteWait = time.Minute
+
+// Bounds of what a socket remembers for previous_response_id.
+const (
+	responsesSocketMemory      = 4
+	responsesSocketMemoryBytes = 64 << 20
+)
+
+// codeResponseNotFound is the error code of an unknown previous_response_id (the OpenAI API's,
+// which Codex answers by resending the whole input).
+const codeResponseNotFound = "previous_response_not_found"
+
+// serveResponsesSocket serves the WebSocket upgrade of /v1/responses. It runs behind the
+// authentication and the rate limit of the handshake.
+func (s *Server) serveResponsesSocket(w http.ResponseWriter, r *http.Request) {
+	conn, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		// Accept has answered the handshake itself (a 400 or 403 for a malformed one).
+		return
+	}
+	conn.SetReadLimit(maxBodyBytes)
+	sock := &responsesSocket{s: s, conn: conn, authorization: r.Header.Get("Authorization"), draining: serverDraining(r)}
+	defer func() {
+		if v := recover(); v != nil {
+			s.logger(r.Context()).Error("panic serving a Responses WebSocket", "panic", fmt.Sprint(v))
+			_ = conn.Close(websocket.StatusInternalError, "internal error")
+		}
+	}()
+	sock.run(r.Context())
+}
+
+// responsesSocket is one Responses WebSocket connection.
+type responsesSocket struct {
+	s             *Server
+	conn          *websocket.Conn
+	authorization string
+	draining      <-chan struct{}
+	memory        []rememberedResponse
+	memoryBytes   int
+}
+
+// rememberedResponse is what a later request on the socket needs of a completed response: the
+// whole input it answered and its output items, as input items of the next request.
+type rememberedResponse struct {
+	id    string
+	items []json.RawMessage
+	size  int
+}
+
+// run reads messages until the socket closes. A goroutine reads (so that control frames and the
+// client's close are seen while a response streams); the messages are served here, in order.
+func (sock *responsesSocket) run(parent context.Context) {
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	messages := make(chan []byte, 1)
+	readDone := make(chan error, 1)
+	go func() {
+		for {
+			typ, data, err := sock.conn.Read(ctx)
+			if err == nil && typ != websocket.MessageText {
+				err = errors.New("binary message")
+				_ = sock.conn.Close(websocket.StatusUnsupportedData, "send each response.create as a JSON text message")
+			}
+			if err != nil {
+				readDone <- err
+				// The client left (or broke the protocol): a response in flight ends as a
+				// stream whose client left.
+				cancel()
+				return
+			}
+			select {
+			case messages <- data:
+			default:
+				_ = sock.conn.Close(websocket.StatusPolicyViolation, "one response at a time: wait for response.completed before sending another response.create")
+				readDone <- errors.New("too many waiting messages")
+				cancel()
+				return
+			}
+		}
+	}()
+	idle := time.NewTimer(time.Duration(responsesSocketIdle.Load()))
+	defer idle.Stop()
+	for {
+		select {
+		case data := <-messages:
+			idle.Stop()
+			if !sock.serve(ctx, data) {
+				return
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			if sock.s.streamsEnd.Err() != nil || closed(sock.draining) {
+				_ = sock.conn.Close(websocket.StatusGoingAway, "the gateway is shutting down; reconnect")
+				return
+			}
+			idle.Reset(time.Duration(responsesSocketIdle.Load()))
+		case <-readDone:
+			// A close frame has been answered by the library; anything else ends the socket.
+			sock.conn.CloseNow()
+			return
+		case <-idle.C:
+			_ = sock.conn.Close(websocket.StatusNormalClosure, "idle for too long; reconnect to continue")
+			return
+		case <-sock.s.streamsEnd.Done():
+			_ = sock.conn.Close(websocket.StatusGoingAway, "the gateway is shutting down; reconnect")
+			return
+		case <-sock.draining:
+			_ = sock.conn.Close(websocket.StatusGoingAway, "the gateway is shutting down; reconnect")
+			return
+		}
+	}
+}
+
+// closed reports whether ch (nil: never) is closed.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// serve runs one message; it reports false when the socket was closed.
+func (sock *responsesSocket) serve(ctx context.Context, data []byte) bool {
+	s := sock.s
+	requestID := newRequestID()
+	ctx = context.WithValue(ctx, requestIDKey{}, requestID)
+	// The key is checked again for every response, as every POST checks it: a key revoked
+	// while the socket is open serves nothing more.
+	p, err := s.auth.Authenticate(ctx, sock.authorization)
+	if err != nil {
+		if apierror.IsUnavailable(err) || ctx.Err() != nil {
+			return sock.sendError(ctx, requestID, err)
+		}
+		sock.sendError(ctx, requestID, apierror.Unauthenticated("invalid API key: the key is unknown, revoked, disabled or expired"))
+		_ = sock.conn.Close(websocket.StatusPolicyViolation, "the API key is no longer valid")
+		return false
+	}
+	ctx = auth.WithPrincipal(ctx, p)
+	if p.RPMLimit > 0 && s.limiter != nil {
+		d, err := s.limiter.Allow(ctx, p.KeyText(), p.RPMLimit)
+		switch {
+		case err != nil:
+			s.logger(ctx).Error("rate limiter failed; letting the request through", "err", err)
+			if s.metrics != nil {
+				s.metrics.RateLimiterErrors.Inc()
+			}
+		case !d.Allowed:
+			if s.metrics != nil {
+				s.metrics.RateLimited.Inc()
+			}
+			return sock.sendError(ctx, requestID, apierror.RateLimited(d.Limit, d.RetryAfter))
+		}
+	}
+	body, input, warmup, err := sock.request(data)
+	if err == nil {
+		err = s.validate.checkResponsesBody(body)
+	}
+	if err != nil {
+		return sock.sendError(ctx, requestID, err)
+	}
+	if warmup {
+		return sock.warmUp(ctx, p, requestID, body, input)
+	}
+	x, err := s.exchange.Start(ctx, exchange.Request{Client: llm.FormatResponses, Body: body, Principal: p, RequestID: requestID})
+	if err != nil {
+		var e *apierror.Error
+		if !errors.As(err, &e) && ctx.Err() == nil {
+			s.logger(ctx).Error("handler failed", "err", err)
+		}
+		return sock.sendError(ctx, requestID, err)
+	}
+	w := &socketEvents{ctx: ctx, conn: sock.conn, header: http.Header{}}
+	_ = respond(x, w)
+	if w.completedID != "" {
+		sock.remember(w.completedID, append(input, w.completedOutput...))
+	}
+	return true
+}
+
+// request turns a response.create message into the body of a POST /v1/responses with stream
+// true, its input expanded from the previous response when it names one. It also returns the
+// expanded input's items.
+func (sock *responsesSocket) request(data []byte) (body json.RawMessage, input []json.RawMessage, warmup bool, err error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil || fields == nil {
+		return nil, nil, false, apierror.Invalid("", "a message must be a JSON object: {\"type\":\"response.create\", ...the body of POST /v1/responses}")
+	}
+	var typ string
+	_ = json.Unmarshal(fields["type"], &typ)
+	if typ != "response.create" {
+		return nil, nil, false, apierror.Invalid("type", "unsupported message type %q: this socket serves \"response.create\"", typ)
+	}
+	delete(fields, "type")
+	// "generate": false (Codex's prewarm) asks for no answer: the input is kept for the next
+	// request, which continues from it with previous_response_id.
+	warmup = string(fields["generate"]) == "false"
+	delete(fields, "generate")
+	body, input, err = sock.expand(fields)
+	return body, input, warmup, err
+}
+
+// expand is request's body once the message's own fields are gone.
+func (sock *responsesSocket) expand(fields map[string]json.RawMessage) (json.RawMessage, []json.RawMessage, error) {
+	// Transport fields of the HTTP API: a response on the socket is always streamed.
+	delete(fields, "background")
+	fields["stream"] = json.RawMessage("true")
+	input, err := inputItems(fields["input"])
+	if err != nil {
+		return nil, nil, err
+	}
+	if raw, ok := fields["previous_response_id"]; ok && string(raw) != "null" {
+		var id string
+		if json.Unmarshal(raw, &id) != nil {
+			return nil, nil, apierror.Invalid("previous_response_id", "previous_response_id must be a string")
+		}
+		prev, ok := sock.recall(id)
+		if !ok {
+			return nil, nil, &apierror.Error{Kind: apierror.KindInvalidRequest, Param: "previous_response_id", Code: codeResponseNotFound,
+				Message: fmt.Sprintf("Previous response with id '%s' not found: this connection continues only its own recent responses; send the whole input", id)}
+		}
+		input = append(append(make([]json.RawMessage, 0, len(prev.items)+len(input)), prev.items...), input...)
+	}
+	delete(fields, "previous_response_id")
+	items, err := json.Marshal(input)
+	if err != nil {
+		return nil, nil, err
+	}
+	fields["input"] = items
+	body, err := json.Marshal(fields)
+	return body, input, err
+}
+
+// inputItems are the items of a request's input: a string is one user message.
+func inputItems(raw json.RawMessage) ([]json.RawMessage, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var text string
+	if json.Unmarshal(raw, &text) == nil {
+		item, err := json.Marshal(map[string]string{"type": "message", "role": "user", "content": text})
+		return []json.RawMessage{item}, err
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, apierror.Invalid("input", "input must be a string or an array of input items")
+	}
+	return items, nil
+}
+
+// recall returns the remembered response with the id.
+func (sock *responsesSocket) recall(id string) (rememberedResponse, bool) {
+	for i := len(sock.memory) - 1; i >= 0; i-- {
+		if sock.memory[i].id == id {
+			return sock.memory[i], true
+		}
+	}
+	return rememberedResponse{}, false
+}
+
+// remember keeps a completed response for previous_response_id, dropping the oldest beyond the
+// bounds. A conversation larger than the byte bound is not kept: its next turn gets
+// previous_response_not_found and resends the whole input.
+func (sock *responsesSocket) remember(id string, items []json.RawMessage) {
+	size := 0
+	for _, it := range items {
+		size += len(it)
+	}
+	if size > responsesSocketMemoryBytes {
+		return
+	}
+	sock.memory = append(sock.memory, rememberedResponse{id: id, items: items, size: size})
+	sock.memoryBytes += size
+	for len(sock.memory) > responsesSocketMemory || sock.memoryBytes > responsesSocketMemoryBytes {
+		sock.memoryBytes -= sock.memory[0].size
+		sock.memory[0] = rememberedResponse{}
+		sock.memory = sock.memory[1:]
+	}
+}
+
+// socketErrorEvent is the error event of the WebSocket mode for a request refused before its
+// stream: the HTTP status the POST would have answered and its OpenAI error object.
+type socketErrorEvent struct {
+	Type   string            `json:"type"`
+	Status int               `json:"status"`
+	Error  openAIErrorDetail `json:"error"`
+}
+
+// sendError sends err as an error event; it reports false when the socket is gone.
+func (sock *responsesSocket) sendError(ctx context.Context, requestID string, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	e := apierror.As(err)
+	msg, _ := json.Marshal(socketErrorEvent{Type: "error", Status: e.Kind.Status(), Error: openAIErrorOf(e, requestID)})
+	wctx, cancel := context.WithTimeout(ctx, responsesSocketWriteWait)
+	defer cancel()
+	return sock.conn.Write(wctx, websocket.MessageText, msg) == nil
+}
+
+// socketEvents is the http.ResponseWriter the exchange streams into on a socket: it takes the
+// server-sent events the stream writes and, at each flush, sends each event's data as one text
+// message (comment heartbeats are dropped: the socket has its own liveness). It notes the
+// terminal response.completed, for previous_response_id.
+type socketEvents struct {
+	ctx    context.Context
+	conn   *websocket.Conn
+	header http.Header
+	buf    []byte
+	err    error
+
+	completedID     string
+	completedOutput []json.RawMessage
+}
+
+// Header implements http.ResponseWriter; the headers are not sent.
+func (w *socketEvents) Header() http.Header { return w.header }
+
+// WriteHeader implements http.ResponseWriter; the status is not sent.
+func (w *socketEvents) WriteHeader(int) {}
+
+// Write implements http.ResponseWriter: it buffers event-stream bytes until the next flush.
+func (w *socketEvents) Write(b []byte) (int, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	w.buf = append(w.buf, b...)
+	return len(b), nil
+}
+
+// FlushError sends the complete events written since the last flush (http.ResponseController
+// calls it).
+func (w *socketEvents) FlushError() error {
+	if w.err != nil {
+		return w.err
+	}
+	// The complete events are those up to the last blank line; impl/sse reads them.
+	end := bytes.LastIndex(w.buf, []byte("\n\n"))
+	if end < 0 {
+		return nil
+	}
+	events := sse.NewReader(bytes.NewReader(w.buf[:end+2]))
+	for {
+		ev, err := events.Next()
+		if err != nil {
+			break // io.EOF: every complete event was read
+		}
+		if len(ev.Data) == 0 {
+			continue
+		}
+		if ev.Name == "response.completed" {
+			w.noteCompleted(ev.Data)
+		}
+		ctx, cancel := context.WithTimeout(w.ctx, responsesSocketWriteWait)
+		err = w.conn.Write(ctx, websocket.MessageText, ev.Data)
+		cancel()
+		if err != nil {
+			w.err = err
+			return err
+		}
+	}
+	w.buf = append(w.buf[:0], w.buf[end+2:]...)
+	return nil
+}
+
+// Flush implements http.Flusher.
+func (w *socketEvents) Flush() { _ = w.FlushError() }
+
+// noteCompleted keeps the id and output items of a response.completed event.
+func (w *socketEvents) noteCompleted(data []byte) {
+	var ev struct {
+		Response struct {
+			ID     string            `json:"id"`
+			Output []json.RawMessage `json:"output"`
+		} `json:"response"`
+	}
+	if json.Unmarshal(data, &ev) == nil && ev.Response.ID != "" {
+		w.completedID, w.completedOutput = ev.Response.ID, ev.Response.Output
+	}
+}
+
+// drainSignals maps each *http.Server serving sockets to a channel closed when its shutdown
+// begins (http.Server.RegisterOnShutdown): sockets are hijacked connections, which a shutdown
+// neither closes nor waits for.
+var drainSignals sync.Map
+
+// serverDraining returns the channel closed when the shutdown of r's server begins (nil when r
+// carries no *http.Server).
+func serverDraining(r *http.Request) <-chan struct{} {
+	srv, ok := r.Context().Value(http.ServerContextKey).(*http.Server)
+	if !ok || srv == nil {
+		return nil
+	}
+	if ch, ok := drainSignals.Load(srv); ok {
+		return ch.(chan struct{})
+	}
+	ch := make(chan struct{})
+	actual, loaded := drainSignals.LoadOrStore(srv, ch)
+	if !loaded {
+		srv.RegisterOnShutdown(func() { close(ch) })
+	}
+	return actual.(chan struct{})
+}
+
+// checkResponsesBody validates a body of POST /v1/responses as the route's validator does.
+func (v *validator) checkResponsesBody(body []byte) error {
+	op, ok := v.operations["POST "+responsesPath]
+	if !ok {
+		return nil
+	}
+	if err := op.ValidateBodyStrict("application/json", body); err != nil {
+		return describe(err)
+	}
+	return nil
+}
+
+// warmUp answers a response.create with "generate": false: the model is checked as for any
+// request, nothing goes upstream and nothing is billed (no usage record), and the response
+// completes at once with no output; its input is remembered, so the next request sends only
+// what follows it with this response's id.
+func (sock *responsesSocket) warmUp(ctx context.Context, p auth.Principal, requestID string, body []byte, input []json.RawMessage) bool {
+	var req struct {
+		Model string `json:"model"`
+	}
+	_ = json.Unmarshal(body, &req)
+	if _, err := sock.s.exchange.ResolveModel(ctx, p, req.Model, llm.FormatResponses); err != nil {
+		return sock.sendError(ctx, requestID, err)
+	}
+	id := exchange.ResponseID(llm.FormatResponses, requestID)
+	type usage struct {
+		InputTokens         int64          `json:"input_tokens"`
+		InputTokensDetails  map[string]int `json:"input_tokens_details"`
+		OutputTokens        int64          `json:"output_tokens"`
+		OutputTokensDetails map[string]int `json:"output_tokens_details"`
+		TotalTokens         int64          `json:"total_tokens"`
+	}
+	type response struct {
+		ID        string            `json:"id"`
+		Object    string            `json:"object"`
+		CreatedAt int64             `json:"created_at"`
+		Status    string            `json:"status"`
+		Model     string            `json:"model"`
+		Output    []json.RawMessage `json:"output"`
+		Usage     *usage            `json:"usage"`
+	}
+	type event struct {
+		Type           string   `json:"type"`
+		SequenceNumber int      `json:"sequence_number"`
+		Response       response `json:"response"`
+	}
+	r := response{ID: id, Object: "response", CreatedAt: time.Now().Unix(), Status: "in_progress", Model: req.Model, Output: []json.RawMessage{}}
+	created, _ := json.Marshal(event{Type: "response.created", Response: r})
+	r.Status = "completed"
+	r.Usage = &usage{InputTokensDetails: map[string]int{"cached_tokens": 0}, OutputTokensDetails: map[string]int{"reasoning_tokens": 0}}
+	completed, _ := json.Marshal(event{Type: "response.completed", SequenceNumber: 1, Response: r})
+	wctx, cancel := context.WithTimeout(ctx, responsesSocketWriteWait)
+	defer cancel()
+	for _, msg := range [][]byte{created, completed} {
+		if sock.conn.Write(wctx, websocket.MessageText, msg) != nil {
+			return false
+		}
+	}
+	sock.remember(id, input)
+	return true
+}

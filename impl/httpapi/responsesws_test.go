@@ -1,0 +1,401 @@
+package httpapi_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/devkit/apitest"
+	"github.com/tollgate/tollgate/impl/httpapi"
+	"github.com/tollgate/tollgate/impl/sim"
+)
+
+// dialResponses opens the Responses WebSocket with key, as Codex CLI does.
+func dialResponses(t *testing.T, g *apitest.Gateway, key string) (*websocket.Conn, *http.Response, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	h := http.Header{}
+	h.Set("Authorization", "Bearer "+key)
+	h.Set("OpenAI-Beta", "responses_websockets=2026-02-06")
+	c, res, err := websocket.Dial(ctx, "ws://"+strings.TrimPrefix(g.URL, "http://")+"/v1/responses", &websocket.DialOptions{HTTPHeader: h})
+	if c != nil {
+		c.SetReadLimit(64 << 20)
+		t.Cleanup(func() { c.CloseNow() })
+	}
+	return c, res, err
+}
+
+// socketEvent is one message the gateway sent on the socket.
+type socketEvent struct {
+	Type     string `json:"type"`
+	Status   int    `json:"status"`
+	Response struct {
+		ID     string            `json:"id"`
+		Output []json.RawMessage `json:"output"`
+	} `json:"response"`
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+	raw []byte
+}
+
+// terminal reports whether ev ends a response on the socket.
+func (ev socketEvent) terminal() bool {
+	switch ev.Type {
+	case "response.completed", "response.failed", "response.incomplete", "error":
+		return true
+	}
+	return false
+}
+
+// sendCreate sends a response.create message with the fields of body.
+func sendCreate(t *testing.T, c *websocket.Conn, body map[string]any) {
+	t.Helper()
+	body["type"] = "response.create"
+	msg, _ := json.Marshal(body)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Write(ctx, websocket.MessageText, msg); err != nil {
+		t.Fatalf("send response.create: %v", err)
+	}
+}
+
+// readResponse reads the socket's messages up to and including the terminal one of a response.
+func readResponse(t *testing.T, c *websocket.Conn) []socketEvent {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var evs []socketEvent
+	for {
+		typ, data, err := c.Read(ctx)
+		if err != nil {
+			t.Fatalf("read after %d events: %v", len(evs), err)
+		}
+		if typ != websocket.MessageText {
+			t.Fatalf("a %v message", typ)
+		}
+		var ev socketEvent
+		if err := json.Unmarshal(data, &ev); err != nil || ev.Type == "" {
+			t.Fatalf("a message that is not an event with a type (%v): %s", err, data)
+		}
+		ev.raw = data
+		evs = append(evs, ev)
+		if ev.terminal() {
+			return evs
+		}
+	}
+}
+
+func typesOf(evs []socketEvent) []string {
+	out := make([]string, len(evs))
+	for i, ev := range evs {
+		out[i] = ev.Type
+	}
+	return out
+}
+
+// sseTypes posts body to /v1/responses and returns the types of the stream's events.
+func sseTypes(t *testing.T, g *apitest.Gateway, key string, body map[string]any) []string {
+	t.Helper()
+	body["stream"] = true
+	raw, _ := json.Marshal(body)
+	req, _ := http.NewRequest("POST", g.URL+"/v1/responses", strings.NewReader(string(raw)))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(res.Body)
+		t.Fatalf("POST /v1/responses: %d: %s", res.StatusCode, b)
+	}
+	var types []string
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(nil, 64<<20)
+	for sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			var ev socketEvent
+			if err := json.Unmarshal([]byte(data), &ev); err != nil {
+				t.Fatalf("SSE data is not JSON: %s", data)
+			}
+			types = append(types, ev.Type)
+		}
+	}
+	return types
+}
+
+// userMessage is an input item of a user's text.
+func userMessage(text string) map[string]any {
+	return map[string]any{"type": "message", "role": "user", "content": text}
+}
+
+// chatFlintConfig is the default configuration with service-flint served by its chat expert
+// only.
+func chatFlintConfig(t *testing.T) *config.Config {
+	t.Helper()
+	cfg := passthroughConfig(t)
+	for i := range cfg.Models {
+		if cfg.Models[i].ID == "service-flint" {
+			cfg.Models[i].Experts = cfg.Models[i].Experts[:1]
+			if cfg.Models[i].Experts[0].Provider != "sim-openai-chat" {
+				t.Fatalf("service-flint's first expert is %s", cfg.Models[i].Experts[0].Provider)
+			}
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// TestResponsesWebSocketThreeTurns: three turns on one socket, each sending only its new input
+// with the previous response's id, on a Responses upstream and on a chat upstream behind
+// service-flint. Each turn's events are the ones the SSE stream gives for the same whole
+// request, the upstream receives the whole conversation, and each response is billed once.
+// On the code before the WebSocket mode the handshake is answered 426 and the dial fails.
+func TestResponsesWebSocketThreeTurns(t *testing.T) {
+	for _, c := range []struct {
+		name, model   string
+		upstreamRoute sim.Route
+		cfg           func(*testing.T) *config.Config
+	}{
+		{"responses upstream", "test-responses", sim.RouteResponses, passthroughConfig},
+		{"chat upstream behind service-flint", "service-flint", sim.RouteChat, chatFlintConfig},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := apitest.Start(t, apitest.Options{Config: c.cfg(t)})
+			tenant := g.NewTenant(t, "ws-turns", 0, 100_000_000)
+			other := g.NewTenant(t, "sse-turns", 0, 100_000_000)
+			conn, res, err := dialResponses(t, g, tenant.Key)
+			if err != nil {
+				status := 0
+				if res != nil {
+					status = res.StatusCode
+				}
+				t.Fatalf("dial: %v (status %d)", err, status)
+			}
+			var whole []any // the conversation so far, as the POST would send it
+			prev := ""
+			texts := []string{"first turn about apples", "second turn about pears", "third turn about plums"}
+			for i, text := range texts {
+				msg := map[string]any{"model": c.model, "instructions": "be brief", "store": false,
+					"input": []any{userMessage(text)}, "max_output_tokens": 64}
+				if prev != "" {
+					msg["previous_response_id"] = prev
+				}
+				sendCreate(t, conn, msg)
+				evs := readResponse(t, conn)
+				last := evs[len(evs)-1]
+				if last.Type != "response.completed" {
+					t.Fatalf("turn %d ended with %s: %s", i+1, last.Type, last.raw)
+				}
+				if last.Response.ID == "" || last.Response.ID == prev || len(last.Response.Output) == 0 {
+					t.Fatalf("turn %d: response id %q (previous %q), %d output items", i+1, last.Response.ID, prev, len(last.Response.Output))
+				}
+				// What the upstream got is the whole conversation.
+				rec := g.Sim.LastRequest()
+				if rec.Route != c.upstreamRoute {
+					t.Errorf("turn %d went to the %q upstream route", i+1, rec.Route)
+				}
+				for _, earlier := range texts[:i+1] {
+					if !strings.Contains(string(rec.Body), earlier) {
+						t.Errorf("turn %d: the upstream request lacks %q: %s", i+1, earlier, rec.Body)
+					}
+				}
+				// The same whole request as a POST streams the same events.
+				whole = append(whole, userMessage(text))
+				want := sseTypes(t, g, other.Key, map[string]any{"model": c.model, "instructions": "be brief", "store": false,
+					"input": whole, "max_output_tokens": 64})
+				if got := typesOf(evs); strings.Join(got, " ") != strings.Join(want, " ") {
+					t.Errorf("turn %d: socket events\n%v\nSSE events\n%v", i+1, got, want)
+				}
+				for _, item := range last.Response.Output {
+					whole = append(whole, item)
+				}
+				prev = last.Response.ID
+			}
+			if err := conn.Close(websocket.StatusNormalClosure, ""); err != nil {
+				t.Errorf("close: %v", err)
+			}
+			waitSettled(t, g, tenant.Account, 3)
+			recs, err := g.Store.UsageRecords(context.Background(), tenant.Account.ID, 10)
+			if err != nil || len(recs) != 3 {
+				t.Fatalf("usage records %d (%v), want 3", len(recs), err)
+			}
+			for _, r := range recs {
+				if r.Route != "/v1/responses" || r.Status != "ok" || r.Model != c.model || r.OutputTokens <= 0 || r.CostMicros <= 0 {
+					t.Errorf("usage record %+v", r)
+				}
+			}
+		})
+	}
+}
+
+// TestResponsesWebSocketBadKey: a handshake with an unknown key is refused 401 in the OpenAI
+// envelope, as the POST is (the code before the WebSocket mode answered every key 426).
+func TestResponsesWebSocketBadKey(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{})
+	_, res, err := dialResponses(t, g, "tgk_notakeynotakeynotakeynotakeynotakeynotakeynotake")
+	if err == nil || res == nil || res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("dial with a bad key: %v, %+v; want a 401", err, res)
+	}
+	var env struct {
+		Error struct {
+			Type string `json:"type"`
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	b, _ := io.ReadAll(res.Body)
+	if json.Unmarshal(b, &env) != nil || env.Error.Type != "invalid_request_error" && env.Error.Type != "authentication_error" {
+		t.Errorf("body %s", b)
+	}
+}
+
+// TestResponsesWebSocketUnknownPreviousResponse: an id the connection does not know gets the
+// error event Codex answers by resending the whole input, and the socket serves on.
+func TestResponsesWebSocketUnknownPreviousResponse(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{})
+	tenant := g.NewTenant(t, "ws-unknown", 0, 100_000_000)
+	conn, _, err := dialResponses(t, g, tenant.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendCreate(t, conn, map[string]any{"model": "service-flint", "input": "hi", "previous_response_id": "resp_elsewhere"})
+	evs := readResponse(t, conn)
+	if len(evs) != 1 || evs[0].Type != "error" || evs[0].Status != http.StatusBadRequest || evs[0].Error.Code != "previous_response_not_found" {
+		t.Fatalf("events %v: %s", typesOf(evs), evs[len(evs)-1].raw)
+	}
+	sendCreate(t, conn, map[string]any{"model": "service-flint", "input": "hi"})
+	if evs := readResponse(t, conn); evs[len(evs)-1].Type != "response.completed" {
+		t.Fatalf("after the refusal: %v", typesOf(evs))
+	}
+}
+
+// TestResponsesWebSocketClientLeavesMidStream: a client that closes the socket during a
+// response is billed for what was produced, once, as a client leaving an SSE stream is.
+func TestResponsesWebSocketClientLeavesMidStream(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{})
+	tenant := g.NewTenant(t, "ws-leaves", 0, 100_000_000)
+	conn, _, err := dialResponses(t, g, tenant.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendCreate(t, conn, map[string]any{"model": "service-flint-base", "max_output_tokens": 2000, "input": "tell a long story [[sim words=1000 tps=50]]"})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	deltas := 0
+	for deltas < 3 {
+		_, data, err := conn.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(data), `"response.output_text.delta"`) {
+			deltas++
+		}
+	}
+	if err := conn.Close(websocket.StatusNormalClosure, "bye"); err != nil && websocket.CloseStatus(err) != websocket.StatusNormalClosure {
+		t.Logf("close: %v", err)
+	}
+	waitSettled(t, g, tenant.Account, 1)
+	recs, err := g.Store.UsageRecords(context.Background(), tenant.Account.ID, 10)
+	if err != nil || len(recs) != 1 || recs[0].Status != "client_disconnected" || recs[0].OutputTokens <= 0 || recs[0].OutputTokens >= 1000 {
+		t.Fatalf("usage records %+v (%v), want one client_disconnected record with the output produced", recs, err)
+	}
+}
+
+// TestResponsesWebSocketIdleClose: a socket without a message for the idle time is closed
+// with 1000.
+func TestResponsesWebSocketIdleClose(t *testing.T) {
+	defer httpapi.SetResponsesSocketIdle(300 * time.Millisecond)()
+	g := apitest.Start(t, apitest.Options{})
+	tenant := g.NewTenant(t, "ws-idle", 0, 100_000_000)
+	conn, _, err := dialResponses(t, g, tenant.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, _, err = conn.Read(ctx)
+	var ce websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != websocket.StatusNormalClosure {
+		t.Fatalf("read: %v, want a 1000 close", err)
+	}
+	if d := time.Since(start); d < 250*time.Millisecond || d > 5*time.Second {
+		t.Errorf("closed after %v", d)
+	}
+}
+
+// TestResponsesWebSocketRevokedKey: a key revoked while the socket is open serves no more
+// responses: the next response.create gets a 401 error event and the socket closes with 1008.
+func TestResponsesWebSocketRevokedKey(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{})
+	tenant := g.NewTenant(t, "ws-revoked", 0, 100_000_000)
+	conn, _, err := dialResponses(t, g, tenant.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Store.RevokeAPIKey(context.Background(), tenant.KeyID); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		sendCreate(t, conn, map[string]any{"model": "service-flint", "input": "hi"})
+		evs := readResponse(t, conn)
+		if evs[0].Type == "error" && evs[0].Status == http.StatusUnauthorized {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the revoked key still serves: %v", typesOf(evs))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _, err = conn.Read(ctx)
+	if websocket.CloseStatus(err) != websocket.StatusPolicyViolation {
+		t.Fatalf("after the 401: %v, want a 1008 close", err)
+	}
+}
+
+// TestResponsesWebSocketWarmup: a response.create with "generate": false (Codex's prewarm)
+// completes at once with no output and no usage record, and the next request continues from
+// it with only its new input.
+func TestResponsesWebSocketWarmup(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{})
+	tenant := g.NewTenant(t, "ws-warmup", 0, 100_000_000)
+	conn, _, err := dialResponses(t, g, tenant.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendCreate(t, conn, map[string]any{"model": "service-flint", "generate": false, "input": []any{userMessage("context from the warmup")}})
+	evs := readResponse(t, conn)
+	if got := strings.Join(typesOf(evs), " "); got != "response.created response.completed" || len(evs[1].Response.Output) != 0 {
+		t.Fatalf("warmup events %s: %s", got, evs[len(evs)-1].raw)
+	}
+	requests := g.Sim.TotalRequests()
+	if requests != 0 {
+		t.Errorf("the warmup went upstream (%d requests)", requests)
+	}
+	sendCreate(t, conn, map[string]any{"model": "service-flint", "previous_response_id": evs[1].Response.ID, "input": []any{userMessage("the real question")}})
+	if evs := readResponse(t, conn); evs[len(evs)-1].Type != "response.completed" {
+		t.Fatalf("after the warmup: %v: %s", typesOf(evs), evs[len(evs)-1].raw)
+	}
+	if body := string(g.Sim.LastRequest().Body); !strings.Contains(body, "context from the warmup") || !strings.Contains(body, "the real question") {
+		t.Errorf("the upstream request lacks the warmup's input: %s", body)
+	}
+	waitSettled(t, g, tenant.Account, 1)
+}

@@ -1,0 +1,71 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/telemetry"
+)
+
+// The HTTP edge's tracing glue: the request's SERVER span is made by the edge (pipeline.go),
+// authentication's span here; the exchange's own spans (admission, each upstream attempt,
+// settlement) and the GenAI metrics are impl/exchange's.
+
+// headerTraceResponse carries the request's trace (W3C Trace Context Level 2 traceresponse:
+// "00-<trace id>-<server span id>-<flags>") while tracing is on.
+const headerTraceResponse = "Traceresponse"
+
+// traceResponse is the traceresponse header's value for the span context sc.
+func traceResponse(sc trace.SpanContext) string {
+	return "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-" + sc.TraceFlags().String()
+}
+
+// startSpan begins an INTERNAL child span of ctx's; call it only when tracing is on.
+func startSpan(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	return telemetry.Tracer().Start(ctx, name, trace.WithAttributes(attrs...))
+}
+
+// authOutcome names an authentication's refusal for the span ("ok" when it passed).
+func authOutcome(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	switch {
+	case errors.Is(err, auth.ErrMissing):
+		return "missing"
+	case errors.Is(err, auth.ErrScheme), errors.Is(err, auth.ErrMalformed):
+		return "malformed"
+	case errors.Is(err, auth.ErrUnknown):
+		return "unknown"
+	case errors.Is(err, auth.ErrDisabled):
+		return "disabled"
+	case errors.As(err, new(*auth.ExpiredError)):
+		return "expired"
+	case apierror.IsUnavailable(err):
+		return "unavailable"
+	}
+	return "error"
+}
+
+// addUpstreamWait adds d to the time the request waited for the upstream, which the edge
+// takes from its duration for tollgate_added_seconds.
+func addUpstreamWait(w http.ResponseWriter, d time.Duration) {
+	for {
+		switch v := w.(type) {
+		case *recorder:
+			v.upstreamWait += d
+			return
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = v.Unwrap()
+		default:
+			return
+		}
+	}
+}

@@ -1,0 +1,81 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/google/uuid"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/telemetry"
+	"github.com/tollgate/tollgate/impl/tool"
+)
+
+// Tracing of tool calls (issue 20). Every tools/call is an INTERNAL span named
+// "execute_tool {tool}" following the OpenTelemetry GenAI conventions, a child of the span in
+// the request's context (the gateway's server span for POST /api/mcp). A call whose result is
+// an error (isError) records why in error.type and ends the span with an error status. The
+// arguments and the result are never recorded.
+
+// tracerName is the instrumentation scope of the MCP endpoint's spans.
+const tracerName = "github.com/tollgate/tollgate/impl/mcp"
+
+// The attributes of an execute_tool span.
+const (
+	attrRPCMethod     = attribute.Key("mcp.method.name")
+	attrRPCRequestID  = attribute.Key("jsonrpc.request.id")
+	methodToolsCall   = "tools/call"
+	errorToolError    = "tool_error"
+	errorInvalidArgs  = "invalid_arguments"
+	errorInternal     = "internal"
+	errorCancelled    = "cancelled"
+	errorUnauthorized = "unauthenticated"
+)
+
+// rpcIDKey carries the JSON-RPC id of the request being answered (as its JSON text).
+type rpcIDKey struct{}
+
+// rpcIDText is a JSON-RPC id as span attributes carry it: a string id's text, a number's digits.
+func rpcIDText(id json.RawMessage) string {
+	var text string
+	if json.Unmarshal(id, &text) == nil {
+		return text
+	}
+	return string(id)
+}
+
+// startToolSpan starts the execute_tool span of a call of the tool named name.
+func startToolSpan(ctx context.Context, name string) (context.Context, trace.Span) {
+	attrs := []attribute.KeyValue{
+		telemetry.GenAIOperationName.String(telemetry.OperationExecuteTool), telemetry.GenAIToolName.String(name), telemetry.GenAIToolType.String(telemetry.ToolTypeFunction),
+		attrRPCMethod.String(methodToolsCall),
+	}
+	if id, ok := ctx.Value(rpcIDKey{}).(string); ok && id != "" {
+		attrs = append(attrs, attrRPCRequestID.String(id))
+	}
+	if p, ok := auth.FromContext(ctx); ok {
+		attrs = append(attrs, telemetry.AttrAccount.String(p.AccountID.String()))
+		if p.KeyID != uuid.Nil {
+			attrs = append(attrs, telemetry.AttrKey.String(p.KeyID.String()))
+		}
+	}
+	return otel.Tracer(tracerName).Start(ctx, telemetry.OperationExecuteTool+" "+name,
+		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+}
+
+// endToolSpan ends a tool call's span with its outcome: errType is empty for a result that is
+// not an error, else what kind of failure it was (error.type).
+func endToolSpan(span trace.Span, res tool.Result, errType string) {
+	if res.IsError {
+		if errType == "" {
+			errType = errorToolError
+		}
+		span.SetAttributes(telemetry.ErrorType.String(errType))
+		span.SetStatus(codes.Error, errType)
+	}
+	span.End()
+}

@@ -1,0 +1,284 @@
+package mcpauth_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/tollgate/tollgate/impl/mcpauth"
+	"github.com/tollgate/tollgate/impl/store"
+	"github.com/tollgate/tollgate/impl/web/members"
+)
+
+// TestKeyRefusalKeepsPlainChallenge: on /api/mcp a refused API key (malformed, or well-formed
+// but unknown) or an x-api-key header gets the plain challenge it got before OAuth existed, never
+// the resource_metadata one (which would start a browser sign-in in MCP clients); no
+// credential gets the resource_metadata challenge, and a refused OAuth token gets it with
+// error="invalid_token".
+func TestKeyRefusalKeepsPlainChallenge(t *testing.T) {
+	s := startSite(t)
+	unknown := s.Acme.Key[:len(s.Acme.Key)-4] + "AAAA"
+	if unknown == s.Acme.Key {
+		unknown = s.Acme.Key[:len(s.Acme.Key)-4] + "BBBB"
+	}
+	for name, key := range map[string]string{"a malformed key": "tgk_nope", "an unknown key": unknown, "a foreign token": "sk-ant-xyz"} {
+		r := s.call(t, key, "list_storage_datasets", nil)
+		if r.Status != http.StatusUnauthorized || r.Challenge != `Bearer realm="tollgate"` {
+			t.Errorf("%s: %d %q, want 401 with the plain challenge Bearer realm=\"tollgate\"", name, r.Status, r.Challenge)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodPost, s.URL+"/api/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("x-api-key", s.Acme.Key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != `Bearer realm="tollgate"` {
+		t.Errorf("an x-api-key header: %d %q, want the plain challenge", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+	if r := s.call(t, "", "list_storage_datasets", nil); r.Status != http.StatusUnauthorized || !strings.Contains(r.Challenge, "resource_metadata=") ||
+		strings.Contains(r.Challenge, "error=") {
+		t.Errorf("no credential: %d %q, want the resource_metadata challenge without an error", r.Status, r.Challenge)
+	}
+	r := s.call(t, "tgoa_unknown", "list_storage_datasets", nil)
+	refused(t, r, "an unknown OAuth token")
+	if !strings.Contains(r.Challenge, "resource_metadata=") {
+		t.Errorf("an unknown OAuth token: %q, want the resource_metadata challenge", r.Challenge)
+	}
+}
+
+// TestGrantPrincipalAndRateLimit: a verified access token's principal names the grant, the
+// member and the client, and carries the per-grant rate limit, which the gateway's limiter
+// enforces per grant: one grant's requests beyond it are refused (429) while another grant
+// and the account's API key are still served.
+func TestGrantPrincipalAndRateLimit(t *testing.T) {
+	s := startSite(t)
+	redirect := "https://app.example/cb"
+	client := s.register(t, "Limited App", redirect)
+	access, _ := s.tokens(t, client, redirect, s.Acme.Account.ID, s.Alice, members.RoleOwner)
+	other, _ := s.tokens(t, client, redirect, s.Acme.Account.ID, s.Alice, members.RoleOwner)
+	p, g, err := s.OAuth.Verify(context.Background(), access)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.OAuth == nil || p.OAuth.GrantID != g.ID || p.OAuth.UserID != s.Alice.ID || p.OAuth.UserEmail != "alice@example.com" ||
+		p.OAuth.ClientID != client || p.OAuth.ClientName != "Limited App" {
+		t.Fatalf("the principal's OAuth actor is %+v, want the grant %s, alice and the client %s", p.OAuth, g.ID, client)
+	}
+	if p.RPMLimit != mcpauth.DefaultGrantRPM || p.KeyText() != "oauth-grant:"+g.ID.String() {
+		t.Fatalf("the principal's limit is %d keyed %q, want %d per grant", p.RPMLimit, p.KeyText(), mcpauth.DefaultGrantRPM)
+	}
+	limited := -1
+	for i := 0; i < mcpauth.DefaultGrantRPM*2; i++ {
+		if r := s.call(t, access, "list_storage_datasets", nil); r.Status == http.StatusTooManyRequests {
+			limited = i
+			break
+		} else if r.Status != http.StatusOK {
+			t.Fatalf("call %d: %+v", i, r)
+		}
+	}
+	if limited < mcpauth.DefaultGrantRPM/2 {
+		t.Fatalf("the grant was limited after %d calls, want a 429 after about %d", limited, mcpauth.DefaultGrantRPM)
+	}
+	if r := s.call(t, other, "list_storage_datasets", nil); r.Status != http.StatusOK {
+		t.Errorf("another grant of the same member after the first one's limit: %+v, want it served", r)
+	}
+	if r := s.call(t, s.Acme.Key, "list_storage_datasets", nil); r.Status != http.StatusOK {
+		t.Errorf("the account's API key after the grant's limit: %+v, want it served", r)
+	}
+}
+
+// TestDocumentFetchFailuresLookAlike: a client ID metadata document that cannot be fetched is
+// refused with one message whatever the cause (an address the gateway does not reach, a 404, a
+// 500, a body over 5 KiB), so that client IDs cannot probe what the gateway's network reaches
+// or answers.
+func TestDocumentFetchFailuresLookAlike(t *testing.T) {
+	s := startSite(t)
+	redirect := "http://127.0.0.1:40010/callback"
+	docs := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/500.json":
+			w.WriteHeader(http.StatusInternalServerError)
+		case "/big.json":
+			_, _ = w.Write([]byte(strings.Repeat(" ", 6<<10)))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(docs.Close)
+	fetching, err := mcpauth.New(mcpauth.Options{Store: s.GW.Store, PublicURL: s.URL + "/", DocumentClient: docs.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	guarded, err := mcpauth.New(mcpauth.Options{Store: s.GW.Store, PublicURL: s.URL + "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, challenge := pkce()
+	message := func(srv *mcpauth.Server, path string) string {
+		t.Helper()
+		client := docs.URL + path
+		_, err := srv.CheckAuthorize(context.Background(), s.request(client, redirect, challenge))
+		var refusal *mcpauth.AuthorizeError
+		if !errors.As(err, &refusal) {
+			t.Fatalf("%s: %v, want a refusal", path, err)
+		}
+		return strings.ReplaceAll(refusal.Message, client, "<client>")
+	}
+	want := message(guarded, "/client.json") // a loopback address: refused by the dialer
+	for _, path := range []string{"/404.json", "/500.json", "/big.json"} {
+		if got := message(fetching, path); got != want {
+			t.Errorf("%s: %q, want the same refusal as an unreachable address: %q", path, got, want)
+		}
+	}
+}
+
+// TestConcurrentRefresh: two refreshes with the same refresh token at once get one new pair
+// and one invalid_grant, and the grant stays in force (its newest tokens work).
+func TestConcurrentRefresh(t *testing.T) {
+	s := startSite(t)
+	redirect := "https://app.example/cb"
+	client := s.register(t, "concurrent", redirect)
+	_, refresh := s.tokens(t, client, redirect, s.Acme.Account.ID, s.Alice, members.RoleOwner)
+	form := url.Values{"grant_type": {"refresh_token"}, "client_id": {client}, "refresh_token": {refresh}, "resource": {s.URL + "/api/mcp"}}
+	type answer struct {
+		status int
+		out    map[string]any
+	}
+	answers := make(chan answer, 2)
+	for range 2 {
+		go func() {
+			resp, err := http.Post(s.URL+"/oauth/token", "application/x-www-form-urlencoded", strings.NewReader(form.Encode()))
+			if err != nil {
+				answers <- answer{status: -1}
+				return
+			}
+			defer resp.Body.Close()
+			var out map[string]any
+			_ = json.NewDecoder(resp.Body).Decode(&out)
+			answers <- answer{resp.StatusCode, out}
+		}()
+	}
+	var fresh string
+	statuses := map[int]int{}
+	for range 2 {
+		a := <-answers
+		statuses[a.status]++
+		if a.status == http.StatusOK {
+			fresh, _ = a.out["access_token"].(string)
+		} else if a.out["error"] != "invalid_grant" {
+			t.Errorf("the refused refresh: %d %v, want invalid_grant", a.status, a.out)
+		}
+	}
+	if statuses[http.StatusOK] != 1 || statuses[http.StatusBadRequest] != 1 {
+		t.Fatalf("two concurrent refreshes answered %v, want one 200 and one 400", statuses)
+	}
+	if r := s.call(t, fresh, "list_storage_datasets", nil); r.Status != http.StatusOK {
+		t.Errorf("the winner's access token: %+v, want the grant still in force", r)
+	}
+}
+
+// TestGrantLifetime: a refresh near the end of a grant's absolute lifetime issues tokens that
+// expire with the grant, and after it the refresh token and the access token are refused.
+func TestGrantLifetime(t *testing.T) {
+	s := startSite(t)
+	ctx := context.Background()
+	redirect := "https://app.example/cb"
+	client := s.register(t, "lifetime", redirect)
+	_, refresh := s.tokens(t, client, redirect, s.Acme.Account.ID, s.Alice, members.RoleOwner)
+	var grant string
+	if err := s.GW.Store.Pool().QueryRow(ctx, `UPDATE oauth_grants SET created_at = now() - $1::interval + interval '1 hour' RETURNING id::text`,
+		fmt.Sprintf("%d seconds", int(mcpauth.DefaultGrantLifetime.Seconds()))).Scan(&grant); err != nil {
+		t.Fatal(err)
+	}
+	status, out := s.token(t, url.Values{"grant_type": {"refresh_token"}, "client_id": {client}, "refresh_token": {refresh}})
+	if status != http.StatusOK {
+		t.Fatalf("refresh within the lifetime: %d %v", status, out)
+	}
+	var beyond int
+	if err := s.GW.Store.Pool().QueryRow(ctx, `SELECT count(*) FROM oauth_tokens t JOIN oauth_grants g ON g.id = t.grant_id
+		WHERE g.id = $1 AND t.used_at IS NULL AND t.expires_at > g.created_at + $2::interval`, grant, fmt.Sprintf("%d seconds", int(mcpauth.DefaultGrantLifetime.Seconds()))).Scan(&beyond); err != nil || beyond != 0 {
+		t.Fatalf("%d tokens outlive the grant's lifetime (%v), want none", beyond, err)
+	}
+	access, renew := out["access_token"].(string), out["refresh_token"].(string)
+	if r := s.call(t, access, "list_storage_datasets", nil); r.Status != http.StatusOK {
+		t.Fatalf("within the lifetime: %+v", r)
+	}
+	if _, err := s.GW.Store.Pool().Exec(ctx, `UPDATE oauth_grants SET created_at = created_at - interval '2 hours'`); err != nil {
+		t.Fatal(err)
+	}
+	refused(t, s.call(t, access, "list_storage_datasets", nil), "an access token past its grant's lifetime")
+	if status, out := s.token(t, url.Values{"grant_type": {"refresh_token"}, "client_id": {client}, "refresh_token": {renew}}); status != http.StatusBadRequest || out["error"] != "invalid_grant" {
+		t.Errorf("a refresh past the grant's lifetime: %d %v, want invalid_grant", status, out)
+	}
+}
+
+// TestEndpointBounds: a registration's redirect URIs are at most 10 of at most 2 KiB each; the
+// first registration of the process deletes the registered clients older than a day that never
+// got a grant (and keeps those that did); registration, token and revocation requests beyond
+// an address's rate are answered 429 with Retry-After in the OAuth error shape.
+func TestEndpointBounds(t *testing.T) {
+	s := startSite(t)
+	ctx := context.Background()
+	redirect := "https://app.example/cb"
+	// Registered before, by someone: one client never used, one with a grant.
+	unused, err := s.GW.Store.CreateOAuthClient(ctx, store.OAuthClient{ID: "tgc_unused", Name: "abandoned", RedirectURIs: []string{redirect}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	used, err := s.GW.Store.CreateOAuthClient(ctx, store.OAuthClient{ID: "tgc_used", Name: "in use", RedirectURIs: []string{redirect}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.tokens(t, used.ID, redirect, s.Acme.Account.ID, s.Alice, members.RoleOwner)
+	if _, err := s.GW.Store.Pool().Exec(ctx, `UPDATE oauth_clients SET created_at = now() - interval '2 days'`); err != nil {
+		t.Fatal(err)
+	}
+	long := "https://app.example/" + strings.Repeat("a", 2<<10)
+	many := make([]string, 11)
+	for i := range many {
+		many[i] = fmt.Sprintf("%q", fmt.Sprintf("https://app.example/cb%d", i))
+	}
+	for name, body := range map[string]string{
+		"a redirect URI over 2 KiB": `{"redirect_uris":["` + long + `"]}`,
+		"11 redirect URIs":          `{"redirect_uris":[` + strings.Join(many, ",") + `]}`,
+	} {
+		if resp, raw := s.do(t, http.MethodPost, "/oauth/register", "application/json", body, ""); resp.StatusCode != http.StatusBadRequest ||
+			!strings.Contains(string(raw), `"error":"invalid_redirect_uri"`) {
+			t.Errorf("%s: %d %.200s, want 400 invalid_redirect_uri", name, resp.StatusCode, raw)
+		}
+	}
+	s.register(t, "fresh", redirect)
+	if _, err := s.GW.Store.GetOAuthClient(ctx, unused.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the client unused for two days: %v, want it deleted", err)
+	}
+	if _, err := s.GW.Store.GetOAuthClient(ctx, used.ID); err != nil {
+		t.Errorf("the client with a grant: %v, want it kept", err)
+	}
+	limitedAfter := func(path, contentType, body string) {
+		t.Helper()
+		for i := 0; i < 200; i++ {
+			resp, raw := s.do(t, http.MethodPost, path, contentType, body, "")
+			if resp.StatusCode != http.StatusTooManyRequests {
+				continue
+			}
+			if resp.Header.Get("Retry-After") == "" || !strings.Contains(string(raw), `"error":"temporarily_unavailable"`) {
+				t.Errorf("%s: 429 with Retry-After %q and %s, want Retry-After and the OAuth error shape", path, resp.Header.Get("Retry-After"), raw)
+			}
+			return
+		}
+		t.Errorf("%s: 200 requests from one address were all served, want a 429", path)
+	}
+	limitedAfter("/oauth/register", "application/json", `{"redirect_uris":["`+redirect+`"]}`)
+	limitedAfter("/oauth/token", "application/x-www-form-urlencoded", "grant_type=refresh_token&client_id=tgc_x&refresh_token=tgor_x")
+	limitedAfter("/oauth/revoke", "application/x-www-form-urlencoded", "client_id=tgc_x&token=tgor_x")
+}

@@ -1,0 +1,137 @@
+package metrics
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// genAI holds the GenAI semantic conventions' client metrics, the gateway's added time and
+// the trace export's drops, and caches their children per label set.
+type genAI struct {
+	tokens   *prometheus.HistogramVec
+	duration *prometheus.HistogramVec
+	ttft     *prometheus.HistogramVec
+	added    *prometheus.HistogramVec
+	dropped  *prometheus.CounterVec
+
+	children sync.Map // genAIKey → *genAIChildren
+	added1   sync.Map // route string → prometheus.Observer
+}
+
+type genAIKey struct {
+	operation, provider, model, errorType string
+}
+
+type genAIChildren struct {
+	input, output, duration, ttft prometheus.Observer
+}
+
+// GenAIOperation is one upstream operation as the GenAI metrics see it. Model must be the
+// gateway's model id from the catalog (never free text from a request), so that the label
+// sets stay bounded.
+type GenAIOperation struct {
+	// Operation is gen_ai.operation.name ("chat"); Provider gen_ai.provider.name ("openai",
+	// "anthropic"); Model gen_ai.request.model (the gateway model id).
+	Operation, Provider, Model string
+	// InputTokens and OutputTokens are the usage the upstream reported (not observed when
+	// both are 0, as for a failed operation).
+	InputTokens, OutputTokens int64
+	// Duration is the operation's duration; TimeToFirstToken a stream's time to its first
+	// event (0: not a stream, or nothing came).
+	Duration, TimeToFirstToken time.Duration
+	// ErrorType is error.type for a failed operation ("" when it succeeded).
+	ErrorType string
+	// TraceID, when set (a sampled trace), is the exemplar of the duration and time to first
+	// token observations.
+	TraceID string
+}
+
+// Buckets after the GenAI semantic conventions' advice.
+var (
+	tokenBuckets    = []float64{1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864}
+	durationBuckets = []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}
+	ttftBuckets     = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0}
+	addedBuckets    = []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}
+)
+
+func newGenAI(reg *prometheus.Registry) *genAI {
+	labels := []string{"gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model"}
+	g := &genAI{
+		tokens: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "gen_ai_client_token_usage", Help: "Tokens used per upstream operation (gen_ai.client.token.usage), by token type (input, output).",
+			Buckets: tokenBuckets,
+		}, append([]string{"gen_ai_token_type"}, labels...)),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "gen_ai_client_operation_duration_seconds", Help: "Duration of upstream operations (gen_ai.client.operation.duration), from the request to the end of the answer.",
+			Buckets: durationBuckets,
+		}, append(labels, "error_type")),
+		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "gen_ai_server_time_to_first_token_seconds", Help: "Time from the start of a streamed request to its first event sent to the client (gen_ai.server.time_to_first_token).",
+			Buckets: ttftBuckets,
+		}, labels),
+		added: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "tollgate_added_seconds", Help: "The gateway's own time per request: the request's duration minus the time spent waiting for the upstream, by route.",
+			Buckets: addedBuckets,
+		}, []string{"route"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_trace_spans_dropped_total", Help: "Trace spans dropped instead of exported, by reason (queue_full, export_failed, shutdown).",
+		}, []string{"reason"}),
+	}
+	reg.MustRegister(g.tokens, g.duration, g.ttft, g.added, g.dropped)
+	return g
+}
+
+// observe records v on o, with the trace id as its exemplar when there is one.
+func observe(o prometheus.Observer, v float64, traceID string) {
+	if traceID != "" {
+		if eo, ok := o.(prometheus.ExemplarObserver); ok {
+			eo.ObserveWithExemplar(v, prometheus.Labels{"trace_id": traceID})
+			return
+		}
+	}
+	o.Observe(v)
+}
+
+// ObserveGenAI records one upstream operation in the GenAI metrics.
+func (m *Metrics) ObserveGenAI(op GenAIOperation) {
+	g := m.genAI
+	key := genAIKey{op.Operation, op.Provider, op.Model, op.ErrorType}
+	c, ok := g.children.Load(key)
+	if !ok {
+		c, _ = g.children.LoadOrStore(key, &genAIChildren{
+			input:    g.tokens.WithLabelValues("input", op.Operation, op.Provider, op.Model),
+			output:   g.tokens.WithLabelValues("output", op.Operation, op.Provider, op.Model),
+			duration: g.duration.WithLabelValues(op.Operation, op.Provider, op.Model, op.ErrorType),
+			ttft:     g.ttft.WithLabelValues(op.Operation, op.Provider, op.Model),
+		})
+	}
+	ch := c.(*genAIChildren)
+	if op.InputTokens > 0 || op.OutputTokens > 0 {
+		// No exemplars on the token counts: the duration's exemplar links the same trace, and
+		// each exemplar costs the request a few allocations.
+		ch.input.Observe(float64(op.InputTokens))
+		ch.output.Observe(float64(op.OutputTokens))
+	}
+	observe(ch.duration, op.Duration.Seconds(), op.TraceID)
+	if op.TimeToFirstToken > 0 {
+		observe(ch.ttft, op.TimeToFirstToken.Seconds(), op.TraceID)
+	}
+}
+
+// ObserveAdded records the gateway's own time for a request of route: its duration minus the
+// time spent waiting for the upstream.
+func (m *Metrics) ObserveAdded(route string, added time.Duration, traceID string) {
+	o, ok := m.genAI.added1.Load(route)
+	if !ok {
+		o, _ = m.genAI.added1.LoadOrStore(route, m.genAI.added.WithLabelValues(route))
+	}
+	observe(o.(prometheus.Observer), max(added, 0).Seconds(), traceID)
+}
+
+// TraceSpansDropped counts n trace spans dropped for reason (impl/telemetry's Drop* reasons);
+// it is telemetry.Options.OnDrop.
+func (m *Metrics) TraceSpansDropped(reason string, n int) {
+	m.genAI.dropped.WithLabelValues(reason).Add(float64(n))
+}

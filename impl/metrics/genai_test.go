@@ -1,0 +1,61 @@
+package metrics
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestGenAIMetrics: the GenAI histograms, the added time and the dropped spans are exposed
+// with their labels, and a sampled trace's id rides as an exemplar in the OpenMetrics format.
+func TestGenAIMetrics(t *testing.T) {
+	m := New()
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	m.ObserveGenAI(GenAIOperation{Operation: "chat", Provider: "openai", Model: "service-flint", InputTokens: 12, OutputTokens: 30,
+		Duration: 40 * time.Millisecond, TimeToFirstToken: 5 * time.Millisecond, TraceID: traceID})
+	m.ObserveGenAI(GenAIOperation{Operation: "chat", Provider: "openai", Model: "service-flint", Duration: time.Millisecond, ErrorType: "502"})
+	m.ObserveAdded("POST /v1/chat/completions", 150*time.Microsecond, "")
+	m.ObserveAdded("POST /v1/chat/completions", -time.Microsecond, "") // clock skew: counted as 0
+	m.TraceSpansDropped("queue_full", 3)
+
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	req.Header.Set("Accept", "application/openmetrics-text; version=1.0.0")
+	w := httptest.NewRecorder()
+	m.Handler().ServeHTTP(w, req)
+	text := w.Body.String()
+	for _, want := range []string{
+		`gen_ai_client_token_usage_sum{gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="service-flint",gen_ai_token_type="input"} 12`,
+		`gen_ai_client_token_usage_sum{gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="service-flint",gen_ai_token_type="output"} 30`,
+		`gen_ai_client_operation_duration_seconds_count{error_type="502",gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="service-flint"} 1`,
+		`gen_ai_server_time_to_first_token_seconds_count{gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="service-flint"} 1`,
+		`tollgate_added_seconds_count{route="POST /v1/chat/completions"} 2`,
+		`tollgate_trace_spans_dropped_total{reason="queue_full"} 3`,
+		`# {trace_id="` + traceID + `"}`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the exposition lacks %s", want)
+		}
+	}
+	// The failed operation's tokens are not observed (it reported none).
+	if strings.Contains(text, `gen_ai_client_token_usage_count{gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="service-flint",gen_ai_token_type="input"} 2`) {
+		t.Error("a failed operation's (absent) tokens were observed")
+	}
+}
+
+// TestGenAIObservationsAllocateNothing: the per-request observations (made whether or not
+// tracing is on) cost no allocation once a label set has been seen.
+func TestGenAIObservationsAllocateNothing(t *testing.T) {
+	m := New()
+	op := GenAIOperation{Operation: "chat", Provider: "openai", Model: "service-flint", InputTokens: 1, OutputTokens: 2,
+		Duration: time.Millisecond, TimeToFirstToken: time.Millisecond}
+	m.ObserveGenAI(op)
+	m.ObserveAdded("POST /v1/chat/completions", time.Millisecond, "")
+	if n := testing.AllocsPerRun(100, func() { m.ObserveGenAI(op) }); n != 0 {
+		t.Errorf("ObserveGenAI: %v allocations", n)
+	}
+	if n := testing.AllocsPerRun(100, func() { m.ObserveAdded("POST /v1/chat/completions", time.Millisecond, "") }); n != 0 {
+		t.Errorf("ObserveAdded: %v allocations", n)
+	}
+}

@@ -1,0 +1,396 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/tollgate/tollgate/gen/db"
+)
+
+// The OAuth 2.1 authorization server of /api/mcp (impl/mcpauth) keeps its clients, codes,
+// grants and tokens here. Codes and tokens are stored as their SHA-256 only.
+
+// ErrOAuthReplay reports an authorization code or a refresh token presented after it was
+// used: the grant it produced has been revoked.
+var ErrOAuthReplay = errors.New("the code or refresh token was already used; its grant is revoked")
+
+// ErrOAuthRefreshRaced reports a refresh token presented again within OAuthRefreshGrace of its
+// rotation: most likely two requests of the same client refreshing at once. It is refused, and
+// the grant is left in force (the other request got the new tokens).
+var ErrOAuthRefreshRaced = errors.New("the refresh token was rotated moments ago by another request")
+
+// OAuthRefreshGrace is how long after its rotation a refresh token presented again counts as a
+// concurrent refresh (ErrOAuthRefreshRaced) rather than a reuse (ErrOAuthReplay, which revokes
+// the grant).
+const OAuthRefreshGrace = 10 * time.Second
+
+// OAuthClient is a registered OAuth client (a public client: it has no secret).
+type OAuthClient struct {
+	ID           string
+	Name         string
+	RedirectURIs []string
+	ClientURI    string
+	CreatedAt    time.Time
+}
+
+// OAuthCode is an authorization code as issued on the consent page: Hash is the SHA-256 of
+// the code, and the code is bound to the client, redirect URI, PKCE challenge and resource.
+type OAuthCode struct {
+	Hash          []byte
+	ClientID      string
+	AccountID     uuid.UUID
+	UserID        uuid.UUID
+	Role          string
+	RedirectURI   string
+	CodeChallenge string
+	Resource      string
+	Scope         string
+	ExpiresAt     time.Time
+}
+
+// OAuthTokens are the hashes and expiries of an access token and a refresh token to store
+// for a grant.
+type OAuthTokens struct {
+	AccessHash     []byte
+	AccessExpires  time.Time
+	RefreshHash    []byte
+	RefreshExpires time.Time
+	// GrantLifetime, when positive, is the grant's absolute lifetime from its creation: no token
+	// expires after it (the expiries above are shortened to it), and a refresh after it is
+	// refused as an expired refresh token would be.
+	GrantLifetime time.Duration
+}
+
+// capTo shortens the tokens' expiries to end, the end of their grant's lifetime.
+func (t OAuthTokens) capTo(end time.Time) OAuthTokens {
+	if t.AccessExpires.After(end) {
+		t.AccessExpires = end
+	}
+	if t.RefreshExpires.After(end) {
+		t.RefreshExpires = end
+	}
+	return t
+}
+
+// OAuthGrant is a member's approval of a client, as the console lists it.
+type OAuthGrant struct {
+	ID         uuid.UUID
+	AccountID  uuid.UUID
+	UserID     uuid.UUID
+	ClientID   string
+	Role       string
+	Resource   string
+	Scope      string
+	CreatedAt  time.Time
+	LastUsedAt *time.Time
+	RevokedAt  *time.Time
+	// ClientName and ClientRedirectURIs describe the client; UserEmail and UserName the member
+	// (set by the listing queries only).
+	ClientName         string
+	ClientRedirectURIs []string
+	UserEmail          string
+	UserName           string
+	// MemberRole is the member's role in the account now (set by RefreshOAuthTokens only).
+	MemberRole string
+}
+
+// OAuthAccess is what an access token stands for when it still works: its grant, and the role
+// the member has in the account now (MemberRole) beside the one they had when they approved
+// (GrantedRole).
+type OAuthAccess struct {
+	GrantID     uuid.UUID
+	AccountID   uuid.UUID
+	UserID      uuid.UUID
+	ClientID    string
+	Resource    string
+	Scope       string
+	GrantedRole string
+	MemberRole  string
+	ExpiresAt   time.Time
+	// UserEmail is the member's e-mail address and ClientName the client's registered name
+	// (empty when it gave none).
+	UserEmail  string
+	ClientName string
+	// GrantedAt is when the grant was made (its absolute lifetime runs from it).
+	GrantedAt time.Time
+}
+
+// CreateOAuthClient stores a registered client.
+func (s *Store) CreateOAuthClient(ctx context.Context, c OAuthClient) (OAuthClient, error) {
+	row, err := s.q.InsertOAuthClient(ctx, db.InsertOAuthClientParams{ID: c.ID, Name: c.Name, RedirectUris: c.RedirectURIs, ClientUri: c.ClientURI})
+	if err != nil {
+		return OAuthClient{}, err
+	}
+	return oauthClientOf(row), nil
+}
+
+// SaveOAuthClient stores a client identified by a client ID metadata document (its ID is the
+// document's URL), replacing what an earlier fetch of the document stored.
+func (s *Store) SaveOAuthClient(ctx context.Context, c OAuthClient) (OAuthClient, error) {
+	row, err := s.q.UpsertOAuthClient(ctx, db.UpsertOAuthClientParams{ID: c.ID, Name: c.Name, RedirectUris: c.RedirectURIs, ClientUri: c.ClientURI})
+	if err != nil {
+		return OAuthClient{}, err
+	}
+	return oauthClientOf(row), nil
+}
+
+// DeleteUnusedOAuthClients deletes the registered clients older than a day that never got a
+// grant and have no code pending (registrations nobody completed), and returns how many.
+func (s *Store) DeleteUnusedOAuthClients(ctx context.Context) (int64, error) {
+	return s.q.DeleteUnusedOAuthClients(ctx)
+}
+
+// GetOAuthClient returns the registered client id, or ErrNotFound.
+func (s *Store) GetOAuthClient(ctx context.Context, id string) (OAuthClient, error) {
+	row, err := s.q.GetOAuthClient(ctx, id)
+	if err != nil {
+		return OAuthClient{}, notFound(err)
+	}
+	return oauthClientOf(row), nil
+}
+
+func oauthClientOf(r db.OauthClient) OAuthClient {
+	return OAuthClient{ID: r.ID, Name: r.Name, RedirectURIs: r.RedirectUris, ClientURI: r.ClientUri, CreatedAt: r.CreatedAt}
+}
+
+// CreateOAuthCode stores an authorization code issued on the consent page (and deletes the
+// codes that expired a day ago or more).
+func (s *Store) CreateOAuthCode(ctx context.Context, c OAuthCode) error {
+	if _, err := s.q.DeleteStaleOAuthCodes(ctx); err != nil {
+		return err
+	}
+	return s.q.InsertOAuthCode(ctx, db.InsertOAuthCodeParams{CodeHash: c.Hash, ClientID: c.ClientID, AccountID: c.AccountID,
+		UserID: c.UserID, Role: c.Role, RedirectUri: c.RedirectURI, CodeChallenge: c.CodeChallenge, Resource: c.Resource,
+		Scope: c.Scope, ExpiresAt: c.ExpiresAt})
+}
+
+// RedeemOAuthCode exchanges the code whose hash is given for a new grant and its first tokens,
+// in one transaction. The code is marked used first; check then judges it (client, redirect
+// URI, PKCE verifier, resource, expiry): when check fails, the code stays used and check's
+// error is returned. A code that was used already is ErrOAuthReplay, and the grant it produced
+// is revoked; an unknown code is ErrNotFound.
+func (s *Store) RedeemOAuthCode(ctx context.Context, hash []byte, check func(OAuthCode) error, tokens OAuthTokens) (OAuthGrant, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return OAuthGrant{}, err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	q := s.q.WithTx(tx)
+	row, err := q.RedeemOAuthCode(ctx, hash)
+	if errors.Is(err, pgx.ErrNoRows) {
+		used, err := q.GetOAuthCode(ctx, hash)
+		if err != nil {
+			return OAuthGrant{}, notFound(err)
+		}
+		if !used.GrantID.Valid {
+			// Used, but no grant came of it (its verifier was wrong): nothing to revoke.
+			return OAuthGrant{}, ErrOAuthReplay
+		}
+		return OAuthGrant{}, revokeReplayed(ctx, tx, q, used.GrantID.Bytes, "authorization code replayed")
+	}
+	if err != nil {
+		return OAuthGrant{}, err
+	}
+	code := OAuthCode{Hash: row.CodeHash, ClientID: row.ClientID, AccountID: row.AccountID, UserID: row.UserID, Role: row.Role,
+		RedirectURI: row.RedirectUri, CodeChallenge: row.CodeChallenge, Resource: row.Resource, Scope: row.Scope, ExpiresAt: row.ExpiresAt}
+	if err := check(code); err != nil {
+		// The code stays used: a wrong verifier is not given a second try.
+		if cerr := tx.Commit(ctx); cerr != nil {
+			return OAuthGrant{}, cerr
+		}
+		return OAuthGrant{}, err
+	}
+	g, err := q.InsertOAuthGrant(ctx, db.InsertOAuthGrantParams{AccountID: code.AccountID, UserID: code.UserID, ClientID: code.ClientID,
+		Role: code.Role, Resource: code.Resource, Scope: code.Scope})
+	if err != nil {
+		return OAuthGrant{}, err
+	}
+	if err := q.SetOAuthCodeGrant(ctx, db.SetOAuthCodeGrantParams{CodeHash: hash, GrantID: pgtype.UUID{Bytes: g.ID, Valid: true}}); err != nil {
+		return OAuthGrant{}, err
+	}
+	if tokens.GrantLifetime > 0 {
+		tokens = tokens.capTo(g.CreatedAt.Add(tokens.GrantLifetime))
+	}
+	if err := insertOAuthTokens(ctx, q, g.ID, tokens); err != nil {
+		return OAuthGrant{}, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return OAuthGrant{}, err
+	}
+	return oauthGrantOf(g), nil
+}
+
+// RefreshOAuthTokens rotates the refresh token whose hash is given: in one transaction it is
+// marked used and the new tokens are stored for its grant. check judges the grant the token
+// belongs to (client, resource; the grant is still in force and its member still in the
+// account when check is called) before anything is issued. A refresh token used already is
+// ErrOAuthRefreshRaced when it was rotated less than OAuthRefreshGrace ago (the grant stays in
+// force), else ErrOAuthReplay, and its grant is revoked; an unknown, expired or revoked one, or
+// one whose grant is past tokens.GrantLifetime, is ErrNotFound. The new tokens never outlive
+// the grant's lifetime.
+func (s *Store) RefreshOAuthTokens(ctx context.Context, hash []byte, now time.Time, check func(OAuthGrant) error, tokens OAuthTokens) (OAuthGrant, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return OAuthGrant{}, err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	q := s.q.WithTx(tx)
+	t, err := q.UseOAuthRefreshToken(ctx, hash)
+	if errors.Is(err, pgx.ErrNoRows) {
+		old, err := q.GetOAuthToken(ctx, hash)
+		if err != nil || old.Kind != "refresh" {
+			return OAuthGrant{}, ErrNotFound
+		}
+		recent, err := q.OAuthRefreshRotatedWithin(ctx, db.OAuthRefreshRotatedWithinParams{GraceSeconds: OAuthRefreshGrace.Seconds(), TokenHash: hash})
+		if err != nil {
+			return OAuthGrant{}, err
+		}
+		if recent {
+			return OAuthGrant{}, ErrOAuthRefreshRaced
+		}
+		return OAuthGrant{}, revokeReplayed(ctx, tx, q, old.GrantID, "rotated refresh token reused")
+	}
+	if err != nil {
+		return OAuthGrant{}, err
+	}
+	if !now.Before(t.ExpiresAt) {
+		return OAuthGrant{}, ErrNotFound
+	}
+	g, err := q.OAuthGrantActive(ctx, t.GrantID)
+	if err != nil {
+		return OAuthGrant{}, notFound(err)
+	}
+	out := OAuthGrant{ID: g.ID, AccountID: g.AccountID, UserID: g.UserID, ClientID: g.ClientID, Role: g.Role, Resource: g.Resource,
+		Scope: g.Scope, CreatedAt: g.CreatedAt, LastUsedAt: g.LastUsedAt, MemberRole: g.MemberRole}
+	if tokens.GrantLifetime > 0 {
+		end := g.CreatedAt.Add(tokens.GrantLifetime)
+		if !now.Before(end) {
+			return OAuthGrant{}, ErrNotFound
+		}
+		tokens = tokens.capTo(end)
+	}
+	if err := check(out); err != nil {
+		return OAuthGrant{}, err
+	}
+	if err := insertOAuthTokens(ctx, q, g.ID, tokens); err != nil {
+		return OAuthGrant{}, err
+	}
+	// Each refresh leaves an expired access token behind: the grant's are deleted here.
+	if _, err := q.DeleteExpiredOAuthGrantTokens(ctx, g.ID); err != nil {
+		return OAuthGrant{}, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return OAuthGrant{}, err
+	}
+	return out, nil
+}
+
+func insertOAuthTokens(ctx context.Context, q *db.Queries, grant uuid.UUID, t OAuthTokens) error {
+	if err := q.InsertOAuthToken(ctx, db.InsertOAuthTokenParams{TokenHash: t.AccessHash, GrantID: grant, Kind: "access", ExpiresAt: t.AccessExpires}); err != nil {
+		return fmt.Errorf("store access token: %w", err)
+	}
+	if err := q.InsertOAuthToken(ctx, db.InsertOAuthTokenParams{TokenHash: t.RefreshHash, GrantID: grant, Kind: "refresh", ExpiresAt: t.RefreshExpires}); err != nil {
+		return fmt.Errorf("store refresh token: %w", err)
+	}
+	return nil
+}
+
+// OAuthAccessByHash returns what the access token whose hash is given stands for, read from
+// the database on every call (so a revocation anywhere takes effect at the next request). An
+// unknown token, a token of a revoked grant, or one whose member has left the account is
+// ErrNotFound; the caller judges expiry and resource.
+func (s *Store) OAuthAccessByHash(ctx context.Context, hash []byte) (OAuthAccess, error) {
+	r, err := s.q.OAuthAccessTokenGrant(ctx, hash)
+	if err != nil {
+		return OAuthAccess{}, notFound(err)
+	}
+	return OAuthAccess{GrantID: r.GrantID, AccountID: r.AccountID, UserID: r.UserID, ClientID: r.ClientID, Resource: r.Resource,
+		Scope: r.Scope, GrantedRole: r.GrantedRole, MemberRole: r.MemberRole, ExpiresAt: r.ExpiresAt, UserEmail: r.UserEmail,
+		ClientName: r.ClientName, GrantedAt: r.GrantedAt}, nil
+}
+
+// TouchOAuthGrant records that the grant was used at at (written at most once a minute).
+func (s *Store) TouchOAuthGrant(ctx context.Context, id uuid.UUID, at time.Time) error {
+	return s.q.TouchOAuthGrant(ctx, db.TouchOAuthGrantParams{ID: id, UsedAt: at})
+}
+
+// OAuthTokenGrant returns the grant id of a stored token (access or refresh) and the client
+// it was issued to, or ErrNotFound.
+func (s *Store) OAuthTokenGrant(ctx context.Context, hash []byte) (grant uuid.UUID, clientID string, err error) {
+	t, err := s.q.GetOAuthToken(ctx, hash)
+	if err != nil {
+		return uuid.Nil, "", notFound(err)
+	}
+	g, err := s.q.OAuthGrantActive(ctx, t.GrantID)
+	if err != nil {
+		return uuid.Nil, "", notFound(err)
+	}
+	return g.ID, g.ClientID, nil
+}
+
+// RevokeOAuthGrantByID revokes a grant whatever its account (the token endpoint's revocation,
+// RFC 7009, which has checked the client); revoking a revoked grant does nothing.
+func (s *Store) RevokeOAuthGrantByID(ctx context.Context, id uuid.UUID, why string) error {
+	_, err := s.q.RevokeOAuthGrant(ctx, db.RevokeOAuthGrantParams{ID: id, RevokedWhy: why})
+	return err
+}
+
+// ListOAuthGrants returns the account's grants that are in force, newest first (at most 500).
+func (s *Store) ListOAuthGrants(ctx context.Context, accountID uuid.UUID) ([]OAuthGrant, error) {
+	rows, err := s.q.ListAccountOAuthGrants(ctx, accountID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]OAuthGrant, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, OAuthGrant{ID: r.ID, AccountID: r.AccountID, UserID: r.UserID, ClientID: r.ClientID, Role: r.Role,
+			Resource: r.Resource, Scope: r.Scope, CreatedAt: r.CreatedAt, LastUsedAt: r.LastUsedAt, RevokedAt: r.RevokedAt,
+			ClientName: r.ClientName, ClientRedirectURIs: r.RedirectUris, UserEmail: r.UserEmail, UserName: r.UserName})
+	}
+	return out, nil
+}
+
+// GetOAuthGrant returns one grant of the account (revoked or not), or ErrNotFound.
+func (s *Store) GetOAuthGrant(ctx context.Context, accountID, id uuid.UUID) (OAuthGrant, error) {
+	r, err := s.q.GetAccountOAuthGrant(ctx, db.GetAccountOAuthGrantParams{ID: id, AccountID: accountID})
+	if err != nil {
+		return OAuthGrant{}, notFound(err)
+	}
+	return OAuthGrant{ID: r.ID, AccountID: r.AccountID, UserID: r.UserID, ClientID: r.ClientID, Role: r.Role,
+		Resource: r.Resource, Scope: r.Scope, CreatedAt: r.CreatedAt, LastUsedAt: r.LastUsedAt, RevokedAt: r.RevokedAt,
+		ClientName: r.ClientName, ClientRedirectURIs: r.RedirectUris, UserEmail: r.UserEmail, UserName: r.UserName}, nil
+}
+
+// RevokeOAuthGrant revokes one grant of the account; ErrNotFound when the account has no such
+// grant in force. Its tokens are refused from the next request on, on every replica (tokens
+// are checked against the database on each use).
+func (s *Store) RevokeOAuthGrant(ctx context.Context, accountID, id uuid.UUID, why string) (OAuthGrant, error) {
+	g, err := s.q.RevokeAccountOAuthGrant(ctx, db.RevokeAccountOAuthGrantParams{ID: id, AccountID: accountID, RevokedWhy: why})
+	if err != nil {
+		return OAuthGrant{}, notFound(err)
+	}
+	return oauthGrantOf(g), nil
+}
+
+func oauthGrantOf(g db.OauthGrant) OAuthGrant {
+	return OAuthGrant{ID: g.ID, AccountID: g.AccountID, UserID: g.UserID, ClientID: g.ClientID, Role: g.Role, Resource: g.Resource,
+		Scope: g.Scope, CreatedAt: g.CreatedAt, LastUsedAt: g.LastUsedAt, RevokedAt: g.RevokedAt}
+}
+
+// revokeReplayed revokes the grant of a replayed code or refresh token, saying why, and commits
+// tx; it returns ErrOAuthReplay, or the error that kept the revocation from being stored.
+func revokeReplayed(ctx context.Context, tx pgx.Tx, q *db.Queries, grant uuid.UUID, why string) error {
+	if _, err := q.RevokeOAuthGrant(ctx, db.RevokeOAuthGrantParams{ID: grant, RevokedWhy: why}); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return err
+	}
+	return ErrOAuthReplay
+}

@@ -1,0 +1,82 @@
+package telemetry
+
+import "go.opentelemetry.io/otel/attribute"
+
+// Attribute keys of the GenAI semantic conventions that tollgate's spans carry.
+const (
+	GenAIOperationName        = attribute.Key("gen_ai.operation.name")
+	GenAIProviderName         = attribute.Key("gen_ai.provider.name")
+	GenAIRequestModel         = attribute.Key("gen_ai.request.model")
+	GenAIResponseModel        = attribute.Key("gen_ai.response.model")
+	GenAIRequestMaxTokens     = attribute.Key("gen_ai.request.max_tokens")
+	GenAIUsageInputTokens     = attribute.Key("gen_ai.usage.input_tokens")
+	GenAIUsageOutputTokens    = attribute.Key("gen_ai.usage.output_tokens")
+	GenAIUsageCacheRead       = attribute.Key("gen_ai.usage.cache_read.input_tokens")
+	GenAIUsageCacheCreation   = attribute.Key("gen_ai.usage.cache_creation.input_tokens")
+	GenAIResponseFinishReason = attribute.Key("gen_ai.response.finish_reasons")
+	GenAIResponseID           = attribute.Key("gen_ai.response.id")
+	GenAIToolName             = attribute.Key("gen_ai.tool.name")
+	GenAIToolType             = attribute.Key("gen_ai.tool.type")
+	GenAIToolCallID           = attribute.Key("gen_ai.tool.call.id")
+	GenAIAgentID              = attribute.Key("gen_ai.agent.id")
+	GenAIAgentName            = attribute.Key("gen_ai.agent.name")
+	GenAIConversationID       = attribute.Key("gen_ai.conversation.id")
+	ErrorType                 = attribute.Key("error.type")
+)
+
+// Values of gen_ai.operation.name.
+const (
+	OperationChat        = "chat"
+	OperationExecuteTool = "execute_tool"
+	OperationInvokeAgent = "invoke_agent"
+)
+
+// ToolTypeFunction is the gen_ai.tool.type of the tools tollgate runs (MCP tools and the
+// agents' tools alike: functions the model calls with JSON arguments).
+const ToolTypeFunction = "function"
+
+// Attribute keys of tollgate's own (tollgate.*).
+const (
+	// AttrAccount is the caller's account id; AttrKey its API key's id (never the secret).
+	AttrAccount = attribute.Key("tollgate.account.id")
+	AttrKey     = attribute.Key("tollgate.key.id")
+	// AttrRequestID is the request's x-request-id.
+	AttrRequestID = attribute.Key("tollgate.request.id")
+	// AttrModel is the gateway model asked for (from the catalog).
+	AttrModel = attribute.Key("tollgate.model")
+	// AttrExpert names the upstream of an attempt ("provider/model").
+	AttrExpert = attribute.Key("tollgate.expert")
+	// AttrUpstreamAttempts counts the tries of one expert (its retries included).
+	AttrUpstreamAttempts = attribute.Key("tollgate.upstream.attempts")
+	// AttrReservationMicros is the worst-case cost reserved before the upstream call, in
+	// micro-units; AttrAdmission the outcome (AdmissionAdmitted, AdmissionRefused, ...).
+	AttrReservationMicros = attribute.Key("tollgate.reservation.micros")
+	AttrAdmission         = attribute.Key("tollgate.admission.outcome")
+	// AttrCostMicros is the settled cost in micro-units; AttrSettlementStatus the usage
+	// record's status ("ok", "client_disconnected", ...).
+	AttrCostMicros       = attribute.Key("tollgate.cost.micros")
+	AttrSettlementStatus = attribute.Key("tollgate.settlement.status")
+	// AttrTimeToFirstToken is a stream's time from the start of the request to its first
+	// event sent to the client, in seconds.
+	AttrTimeToFirstToken = attribute.Key("tollgate.time_to_first_token_s")
+	// AttrAuthOutcome is the authentication's outcome ("ok" or the refusal's reason).
+	AttrAuthOutcome = attribute.Key("tollgate.auth.outcome")
+)
+
+// Admission outcomes (AttrAdmission): admitted; degraded, served on credit while the
+// database is unreachable; refused (402, or the key's cap); unavailable (503).
+const (
+	AdmissionAdmitted    = "admitted"
+	AdmissionDegraded    = "degraded"
+	AdmissionRefused     = "refused"
+	AdmissionUnavailable = "unavailable"
+)
+
+// Span event names and attributes for captured content (only for accounts that opted in),
+// after the GenAI conventions' event names.
+const (
+	EventInput  = "gen_ai.client.inference.operation.details"
+	AttrInput   = attribute.Key("gen_ai.input.messages")
+	AttrOutput  = attribute.Key("gen_ai.output.messages")
+	EventOutput = "gen_ai.output"
+)

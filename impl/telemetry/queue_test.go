@@ -1,0 +1,148 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/tollgate/tollgate/impl/config"
+)
+
+// stuckExporter stands for a backend that takes no batch until released, or refuses them.
+type stuckExporter struct {
+	release chan struct{}
+	refuse  bool
+	mu      sync.Mutex
+	got     int
+}
+
+func (e *stuckExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	if e.refuse {
+		return errors.New("backend refused")
+	}
+	select {
+	case <-e.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	e.mu.Lock()
+	e.got += len(spans)
+	e.mu.Unlock()
+	return nil
+}
+
+func (e *stuckExporter) Shutdown(context.Context) error { return nil }
+
+type drops struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (d *drops) add(reason string, n int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.n[reason] += n
+}
+
+func (d *drops) get(reason string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.n[reason]
+}
+
+// endSpans makes n sampled spans end through a provider whose only processor is q.
+func endSpans(q *queue, n int) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(q), sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	tr := tp.Tracer("test")
+	for range n {
+		_, s := tr.Start(context.Background(), "s")
+		s.End()
+	}
+}
+
+// TestQueueNeverBlocks: while the exporter is stuck, ending spans never waits; the spans
+// beyond the queue are dropped and counted; once the backend answers, the queued ones go out.
+func TestQueueNeverBlocks(t *testing.T) {
+	exp := &stuckExporter{release: make(chan struct{})}
+	d := &drops{n: map[string]int{}}
+	q := newQueue(exp, Settings{QueueSize: 4, BatchSize: 2, BatchTimeout: time.Hour, ExportTimeout: time.Hour}, d.add)
+	// 2 spans fill the first batch, whose export hangs; 4 wait in the queue; the other 94 are
+	// dropped. Ending them returns (this test would hang otherwise).
+	endSpans(q, 100)
+	deadline := time.Now().Add(10 * time.Second)
+	for d.get(DropQueueFull) < 94 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if got := d.get(DropQueueFull); got < 94 || got > 96 {
+		t.Errorf("dropped (queue full) %d, want 94 to 96", got)
+	}
+	close(exp.release)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := q.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if exp.got+d.get(DropQueueFull) != 100 {
+		t.Errorf("exported %d + dropped %d, want 100", exp.got, d.get(DropQueueFull))
+	}
+}
+
+// TestQueueCountsFailedExports: a batch the backend refuses is counted as dropped.
+func TestQueueCountsFailedExports(t *testing.T) {
+	d := &drops{n: map[string]int{}}
+	q := newQueue(&stuckExporter{refuse: true}, Settings{QueueSize: 64, BatchSize: 8, BatchTimeout: time.Hour, ExportTimeout: time.Second}, d.add)
+	endSpans(q, 20)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := q.ForceFlush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.get(DropExportFailed); got != 20 {
+		t.Errorf("dropped (export failed) %d, want 20", got)
+	}
+	_ = q.Shutdown(ctx)
+	endSpans(q, 3)
+	if got := d.get(DropShutdown); got != 3 {
+		t.Errorf("dropped after shutdown %d, want 3", got)
+	}
+}
+
+// TestShutdownKeepsItsDeadline: a backend that never answers does not hold the shutdown past
+// its deadline.
+func TestShutdownKeepsItsDeadline(t *testing.T) {
+	exp := &stuckExporter{release: make(chan struct{})}
+	defer close(exp.release)
+	q := newQueue(exp, Settings{QueueSize: 8, BatchSize: 8, BatchTimeout: time.Hour, ExportTimeout: time.Hour}, nil)
+	endSpans(q, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	done := make(chan struct{})
+	go func() { _ = q.Shutdown(ctx); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Shutdown did not return after its deadline")
+	}
+}
+
+// TestOffByDefault: with nothing configured, Start does nothing and the helpers are no-ops.
+func TestOffByDefault(t *testing.T) {
+	s, err := Resolve(config.Telemetry{}, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := Start(context.Background(), s, Options{})
+	if err != nil || tr != nil {
+		t.Fatalf("Start with nothing configured: %v, %v", tr, err)
+	}
+	if Enabled() || Tracer() != noopTracer || TraceID(context.Background()) != "" {
+		t.Error("tracing is on with nothing configured")
+	}
+	if tr.Shutdown(context.Background()) != nil || tr.Flush(context.Background()) != nil {
+		t.Error("a nil Tracing's Shutdown or Flush failed")
+	}
+}

@@ -1,0 +1,218 @@
+package telemetry
+
+import (
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/tollgate/tollgate/impl/config"
+)
+
+// Protocols of the OTLP exporter.
+const (
+	ProtocolHTTP = "http/protobuf"
+	ProtocolGRPC = "grpc"
+)
+
+// Defaults of the export queue.
+const (
+	DefaultQueueSize     = 8192
+	DefaultBatchSize     = 512
+	DefaultBatchTimeout  = time.Second
+	DefaultExportTimeout = 10 * time.Second
+)
+
+// Settings are the resolved tracing settings: the configuration file's telemetry section with
+// the standard environment variables applied over it (see Resolve).
+type Settings struct {
+	// Enabled is set when an endpoint is named and OTEL_SDK_DISABLED is not true.
+	Enabled bool
+	// Protocol is ProtocolHTTP or ProtocolGRPC; EndpointURL the full URL spans go to (for
+	// http/protobuf, with its /v1/traces path).
+	Protocol    string
+	EndpointURL string
+	Headers     map[string]string
+	// Sampler decides which traces are recorded; SamplerName is what was asked for.
+	Sampler     sdktrace.Sampler
+	SamplerName string
+	// ServiceName and ResourceAttributes describe the process in every trace.
+	ServiceName        string
+	ResourceAttributes map[string]string
+	// QueueSize, BatchSize, BatchTimeout and ExportTimeout shape the export queue.
+	QueueSize     int
+	BatchSize     int
+	BatchTimeout  time.Duration
+	ExportTimeout time.Duration
+	// CaptureContent holds the accounts whose prompts and answers go into span events.
+	CaptureContent map[uuid.UUID]struct{}
+}
+
+// Resolve applies the standard OpenTelemetry environment (read through getenv, which cmd/
+// passes: nothing under impl/ reads the environment) over the configuration file's section:
+// OTEL_SDK_DISABLED, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (a full URL) or
+// OTEL_EXPORTER_OTLP_ENDPOINT (a base URL), OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL,
+// OTEL_EXPORTER_OTLP_(TRACES_)HEADERS, OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG,
+// OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_BSP_MAX_QUEUE_SIZE and OTEL_BSP_SCHEDULE_DELAY
+// (the milliseconds between exports, default 1000).
+func Resolve(file config.Telemetry, getenv func(string) string) (Settings, error) {
+	env := func(names ...string) string {
+		for _, n := range names {
+			if v := strings.TrimSpace(getenv(n)); v != "" {
+				return v
+			}
+		}
+		return ""
+	}
+	s := Settings{
+		Protocol: file.Protocol, ServiceName: file.ServiceName, QueueSize: file.QueueSize,
+		BatchSize: DefaultBatchSize, BatchTimeout: DefaultBatchTimeout, ExportTimeout: file.ExportTimeout,
+		Headers: map[string]string{}, ResourceAttributes: map[string]string{}, CaptureContent: map[uuid.UUID]struct{}{},
+	}
+	for k, v := range file.Headers {
+		s.Headers[k] = v
+	}
+	for k, v := range file.ResourceAttributes {
+		s.ResourceAttributes[k] = v
+	}
+	for _, a := range file.CaptureContentAccounts {
+		id, err := uuid.Parse(strings.TrimSpace(a))
+		if err != nil {
+			return Settings{}, fmt.Errorf("telemetry.capture_content_accounts: %q is not an account id", a)
+		}
+		s.CaptureContent[id] = struct{}{}
+	}
+	if v := env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"); v != "" {
+		s.Protocol = v
+	}
+	if s.Protocol == "" {
+		s.Protocol = ProtocolHTTP
+	}
+	if s.Protocol != ProtocolHTTP && s.Protocol != ProtocolGRPC {
+		return Settings{}, fmt.Errorf("OTLP protocol %q: tollgate exports over http/protobuf or grpc", s.Protocol)
+	}
+	base, full := file.Endpoint, ""
+	if v := env("OTEL_EXPORTER_OTLP_ENDPOINT"); v != "" {
+		base = v
+	}
+	full = env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+	switch {
+	case full != "":
+		s.EndpointURL = full
+	case base != "":
+		s.EndpointURL = base
+		if s.Protocol == ProtocolHTTP {
+			s.EndpointURL = strings.TrimSuffix(base, "/") + "/v1/traces"
+		}
+	}
+	if s.EndpointURL != "" {
+		u, err := url.Parse(s.EndpointURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return Settings{}, fmt.Errorf("OTLP endpoint %q: want a URL such as http://localhost:4318", s.EndpointURL)
+		}
+	}
+	for _, h := range []string{env("OTEL_EXPORTER_OTLP_HEADERS"), env("OTEL_EXPORTER_OTLP_TRACES_HEADERS")} {
+		for k, v := range parsePairs(h) {
+			s.Headers[k] = v
+		}
+	}
+	for k, v := range parsePairs(env("OTEL_RESOURCE_ATTRIBUTES")) {
+		s.ResourceAttributes[k] = v
+	}
+	if v := env("OTEL_SERVICE_NAME"); v != "" {
+		s.ServiceName = v
+	}
+	if s.ServiceName == "" {
+		if v, ok := s.ResourceAttributes["service.name"]; ok {
+			s.ServiceName = v
+		} else {
+			s.ServiceName = "tollgate"
+		}
+	}
+	if v := env("OTEL_BSP_MAX_QUEUE_SIZE"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return Settings{}, fmt.Errorf("OTEL_BSP_MAX_QUEUE_SIZE: %q is not a positive integer", v)
+		}
+		s.QueueSize = n
+	}
+	if s.QueueSize <= 0 {
+		s.QueueSize = DefaultQueueSize
+	}
+	if v := env("OTEL_BSP_SCHEDULE_DELAY"); v != "" {
+		ms, err := strconv.Atoi(v)
+		if err != nil || ms <= 0 {
+			return Settings{}, fmt.Errorf("OTEL_BSP_SCHEDULE_DELAY: %q is not a positive number of milliseconds", v)
+		}
+		s.BatchTimeout = time.Duration(ms) * time.Millisecond
+	}
+	s.BatchSize = min(s.BatchSize, s.QueueSize)
+	if s.ExportTimeout <= 0 {
+		s.ExportTimeout = DefaultExportTimeout
+	}
+	name, arg := file.Sampler, file.SamplerArg
+	if v := env("OTEL_TRACES_SAMPLER"); v != "" {
+		name, arg = v, env("OTEL_TRACES_SAMPLER_ARG")
+	}
+	sampler, err := parseSampler(name, arg)
+	if err != nil {
+		return Settings{}, err
+	}
+	s.Sampler, s.SamplerName = sampler, name
+	disabled := strings.EqualFold(env("OTEL_SDK_DISABLED"), "true")
+	s.Enabled = s.EndpointURL != "" && !disabled
+	return s, nil
+}
+
+// parseSampler reads an OTEL_TRACES_SAMPLER value and its argument.
+func parseSampler(name, arg string) (sdktrace.Sampler, error) {
+	ratio := func() (float64, error) {
+		if arg == "" {
+			return 1, nil
+		}
+		f, err := strconv.ParseFloat(arg, 64)
+		if err != nil || f < 0 || f > 1 {
+			return 0, fmt.Errorf("OTEL_TRACES_SAMPLER_ARG: %q is not a ratio between 0 and 1", arg)
+		}
+		return f, nil
+	}
+	switch strings.ToLower(name) {
+	case "", "parentbased_always_on":
+		return sdktrace.ParentBased(sdktrace.AlwaysSample()), nil
+	case "always_on":
+		return sdktrace.AlwaysSample(), nil
+	case "always_off":
+		return sdktrace.NeverSample(), nil
+	case "parentbased_always_off":
+		return sdktrace.ParentBased(sdktrace.NeverSample()), nil
+	case "traceidratio":
+		f, err := ratio()
+		return sdktrace.TraceIDRatioBased(f), err
+	case "parentbased_traceidratio":
+		f, err := ratio()
+		return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(f)), err
+	}
+	return nil, fmt.Errorf("OTEL_TRACES_SAMPLER: %q is not a sampler tollgate knows (always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, parentbased_traceidratio)", name)
+}
+
+// parsePairs reads "k1=v1,k2=v2" (W3C baggage-like, values URL-encoded), as the OTEL_*
+// headers and resource attributes are written.
+func parsePairs(s string) map[string]string {
+	out := map[string]string{}
+	for _, p := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(p, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			continue
+		}
+		if u, err := url.QueryUnescape(strings.TrimSpace(v)); err == nil {
+			v = u
+		}
+		out[k] = strings.TrimSpace(v)
+	}
+	return out
+}

@@ -1,0 +1,215 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+
+	"github.com/google/uuid"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// instrumentation is the name of tollgate's tracer.
+const instrumentation = "github.com/tollgate/tollgate"
+
+// Options are Start's collaborators.
+type Options struct {
+	// OnDrop is told of every span dropped and why (DropQueueFull, DropExportFailed,
+	// DropShutdown); nil: drops are not reported. It must not block.
+	OnDrop func(reason string, n int)
+	// Version is the service.version resource attribute ("" leaves it out).
+	Version string
+}
+
+// Tracing is the process's tracing while it is on.
+type Tracing struct {
+	provider *sdktrace.TracerProvider
+	previous *state
+}
+
+// state is what the package-level helpers read: swapped as a whole by Start and Shutdown.
+type state struct {
+	tracer  trace.Tracer
+	capture map[uuid.UUID]struct{}
+}
+
+var (
+	// current is nil while tracing is off.
+	current atomic.Pointer[state]
+	// propagator reads and writes W3C traceparent and tracestate.
+	propagator = propagation.TraceContext{}
+	noopTracer = noop.NewTracerProvider().Tracer(instrumentation)
+)
+
+// Start turns tracing on as s says, for the whole process (the OpenTelemetry global tracer
+// provider and W3C propagator too, for libraries that use them), and returns it; with
+// s.Enabled unset it does nothing and returns nil. Call Shutdown on the result when the
+// process ends.
+func Start(ctx context.Context, s Settings, o Options) (*Tracing, error) {
+	if !s.Enabled {
+		return nil, nil
+	}
+	var (
+		client otlptrace.Client
+	)
+	switch s.Protocol {
+	case ProtocolGRPC:
+		opts := []otlptracegrpc.Option{otlptracegrpc.WithEndpointURL(s.EndpointURL), otlptracegrpc.WithTimeout(s.ExportTimeout),
+			otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: false})}
+		if len(s.Headers) > 0 {
+			opts = append(opts, otlptracegrpc.WithHeaders(s.Headers))
+		}
+		client = otlptracegrpc.NewClient(opts...)
+	default:
+		opts := []otlptracehttp.Option{otlptracehttp.WithEndpointURL(s.EndpointURL), otlptracehttp.WithTimeout(s.ExportTimeout),
+			otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: false})}
+		if len(s.Headers) > 0 {
+			opts = append(opts, otlptracehttp.WithHeaders(s.Headers))
+		}
+		client = otlptracehttp.NewClient(opts...)
+	}
+	exp, err := otlptrace.New(ctx, client)
+	if err != nil {
+		return nil, fmt.Errorf("OTLP exporter: %w", err)
+	}
+	attrs := []attribute.KeyValue{semconv.ServiceName(s.ServiceName)}
+	if o.Version != "" {
+		attrs = append(attrs, semconv.ServiceVersion(o.Version))
+	}
+	for k, v := range s.ResourceAttributes {
+		if k != "service.name" {
+			attrs = append(attrs, attribute.String(k, v))
+		}
+	}
+	res, err := resource.Merge(resource.Default(), resource.NewWithAttributes(semconv.SchemaURL, attrs...))
+	if err != nil {
+		res = resource.NewWithAttributes(semconv.SchemaURL, attrs...)
+	}
+	tp := sdktrace.NewTracerProvider(
+		sdktrace.WithSampler(s.Sampler),
+		sdktrace.WithResource(res),
+		sdktrace.WithSpanProcessor(newQueue(exp, s, o.OnDrop)),
+	)
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	t := &Tracing{provider: tp, previous: current.Load()}
+	current.Store(&state{tracer: tp.Tracer(instrumentation), capture: s.CaptureContent})
+	return t, nil
+}
+
+// Flush exports every span ended so far, or gives up when ctx ends.
+func (t *Tracing) Flush(ctx context.Context) error {
+	if t == nil {
+		return nil
+	}
+	return t.provider.ForceFlush(ctx)
+}
+
+// Shutdown turns tracing off (the helpers go back to doing nothing) and exports the spans
+// still queued, within ctx's deadline: those it cannot are dropped and counted.
+func (t *Tracing) Shutdown(ctx context.Context) error {
+	if t == nil {
+		return nil
+	}
+	current.Store(t.previous)
+	err := t.provider.Shutdown(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("traces not all exported before the deadline: %w", err)
+	}
+	return err
+}
+
+// Enabled reports whether tracing is on: one atomic load, for the request path to check
+// before it makes a span.
+func Enabled() bool { return current.Load() != nil }
+
+// Tracer is tollgate's tracer: a no-op one while tracing is off.
+func Tracer() trace.Tracer {
+	if st := current.Load(); st != nil {
+		return st.tracer
+	}
+	return noopTracer
+}
+
+// CaptureContent reports whether the account opted in (telemetry.capture_content_accounts)
+// to its prompts and answers being recorded in span events. Never while tracing is off.
+func CaptureContent(account uuid.UUID) bool {
+	st := current.Load()
+	if st == nil || len(st.capture) == 0 {
+		return false
+	}
+	_, ok := st.capture[account]
+	return ok
+}
+
+// StartServer begins the SERVER span of an HTTP request, continuing the trace of an incoming
+// W3C traceparent (its tracestate kept). It is named by the method until the route is known
+// (SetRoute). Call it only when Enabled.
+func StartServer(r *http.Request) (context.Context, trace.Span) {
+	ctx := propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	return Tracer().Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(semconv.HTTPRequestMethodKey.String(r.Method), semconv.URLPath(r.URL.Path)))
+}
+
+// EndServer names the server span after its route ("POST /v1/chat/completions", after the
+// HTTP conventions), records the status and ends it; a 5xx is an error.
+func EndServer(span trace.Span, method, route string, status int) {
+	if route != "" {
+		span.SetName(method + " " + route)
+		span.SetAttributes(semconv.HTTPRouteKey.String(route))
+	}
+	span.SetAttributes(semconv.HTTPResponseStatusCodeKey.Int(status))
+	if status >= 500 {
+		span.SetStatus(codesError, http.StatusText(status))
+		span.SetAttributes(ErrorType.String(fmt.Sprint(status)))
+	}
+	span.End()
+}
+
+// Inject writes the trace context of ctx's span (traceparent, tracestate) into h: what the
+// upstream, or a job, continues.
+func Inject(ctx context.Context, h http.Header) {
+	propagator.Inject(ctx, propagation.HeaderCarrier(h))
+}
+
+// InjectInto writes the trace context of ctx's span into any carrier: a job's metadata
+// (propagation.MapCarrier), say, for the replica that runs it to continue the trace.
+func InjectInto(ctx context.Context, carrier propagation.TextMapCarrier) {
+	propagator.Inject(ctx, carrier)
+}
+
+// Extract returns ctx carrying the remote span context found in carrier (a traceparent and
+// tracestate), for a job or message that continues a trace.
+func Extract(ctx context.Context, carrier propagation.TextMapCarrier) context.Context {
+	return propagator.Extract(ctx, carrier)
+}
+
+// TraceID is the id of ctx's trace as 32 hex digits, "" when ctx has no valid span context.
+func TraceID(ctx context.Context) string {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.TraceID().IsValid() {
+		return ""
+	}
+	return sc.TraceID().String()
+}
+
+// SampledTraceID is TraceID for a sampled span only ("" otherwise): what an exemplar links.
+func SampledTraceID(ctx context.Context) string {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsSampled() {
+		return ""
+	}
+	return sc.TraceID().String()
+}

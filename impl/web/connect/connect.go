@@ -1,0 +1,311 @@
+// Package connect writes the settings that point a client at a tollgate gateway with a key:
+// Claude Code, the Codex CLI, opencode, the OpenAI and Anthropic SDKs and MCP clients. The web
+// console's key-created page shows them, filled with the gateway's public URL and the new key;
+// a command for a person at a terminal can print the same (Setup.Text).
+//
+// The settings are the ones the test suite runs the real clients with (impl/realclients:
+// Claude Code's environment, Codex's config.toml with a custom Responses provider, the MCP
+// configurations of Claude Code and Codex, opencode's opencode.json, the MCP TypeScript SDK and
+// Inspector, and the OpenAI and Anthropic TypeScript SDKs), except where a Setup's Note says
+// otherwise (the Python lines of the SDKs, which follow those clients' documentation). Changing a setting here
+// without the test that runs it is inventing one: keep them in step with impl/realclients.
+//
+// Every function is pure: the same Target gives the same text, byte for byte.
+package connect
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/tollgate/tollgate/impl/config"
+)
+
+// KeyVariable is the environment variable the settings keep the key in, for the clients that
+// read it from one (Codex, opencode, the SDK lines, Codex's MCP server).
+const KeyVariable = "TOLLGATE_API_KEY"
+
+// Target is the gateway and the key a client is pointed at, and the models it asks for.
+type Target struct {
+	// BaseURL is the gateway's public URL, without a trailing slash and without /v1
+	// ("https://gateway.example.com").
+	BaseURL string
+	// Key is the API key (tgk_…).
+	Key string
+	// ChatModel is a model served on chat completions and Responses (Codex, opencode, the
+	// OpenAI SDKs); "" when the key may use none.
+	ChatModel string
+	// MessagesModel is a model served on Anthropic Messages (Claude Code, the Anthropic SDKs);
+	// "" when the key may use none.
+	MessagesModel string
+}
+
+// Block is one piece of text to paste somewhere.
+type Block struct {
+	// Where says where the text goes: "Your shell", "~/.codex/config.toml".
+	Where string
+	// Lang is the text's language: "sh", "toml", "json", "python", "typescript" or "text".
+	Lang string
+	// Text is the text itself, ending with a newline.
+	Text string
+}
+
+// Setup is what one client needs to use the gateway.
+type Setup struct {
+	// ID names the client in a URL fragment or a command's argument: "claude-code", "codex",
+	// "opencode", "openai-sdk", "anthropic-sdk", "mcp".
+	ID string
+	// Client is the client's name for people.
+	Client string
+	// Blocks are the texts to paste, in order.
+	Blocks []Block
+	// Note says how the settings are known to work, and what to run once they are in place.
+	Note string
+	// Unavailable says why there is nothing to paste (the key may use no model the client
+	// speaks to); Blocks is then empty.
+	Unavailable string
+}
+
+// Text is the setup as plain text for a terminal: each block under a "# <where>" line, the
+// note (or why there is nothing to paste) first.
+func (s Setup) Text() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s\n", s.Client)
+	if s.Unavailable != "" {
+		fmt.Fprintf(&b, "# %s\n", s.Unavailable)
+		return b.String()
+	}
+	if s.Note != "" {
+		fmt.Fprintf(&b, "# %s\n", s.Note)
+	}
+	for _, bl := range s.Blocks {
+		fmt.Fprintf(&b, "\n# %s\n%s", bl.Where, bl.Text)
+	}
+	return b.String()
+}
+
+// All is the setup of every client, in the order the console shows them.
+func All(t Target) []Setup {
+	return []Setup{ClaudeCode(t), Codex(t), Opencode(t), OpenAISDK(t), AnthropicSDK(t), MCP(t)}
+}
+
+// ChooseModels picks, among the model ids a key may use (in the account's order), the first
+// one served on chat completions and Responses and the first one served on Messages, as the
+// configuration's model families say; "" for a family the key has none of.
+func ChooseModels(cfg *config.Config, ids []string) (chat, messages string) {
+	return ChooseByFamily(ids, func(id string) string {
+		m, ok := cfg.Model(id)
+		if !ok {
+			return ""
+		}
+		return m.Family
+	})
+}
+
+// ChooseByFamily is ChooseModels for a caller that learns each model's family elsewhere than
+// from the configuration (from GET /v1/models, whose models carry their family): family
+// returns config.FamilyChat, config.FamilyMessages or "" (unknown) for an id.
+func ChooseByFamily(ids []string, family func(id string) string) (chat, messages string) {
+	for _, id := range ids {
+		switch f := family(id); {
+		case f == config.FamilyChat && chat == "":
+			chat = id
+		case f == config.FamilyMessages && messages == "":
+			messages = id
+		}
+	}
+	return chat, messages
+}
+
+// noModel is the Unavailable text of a client the key has no model for.
+func noModel(route string) string {
+	return "This key may use no model served on " + route + ", which this client needs: create a key with one."
+}
+
+// exportKey is the shell line that keeps the key in KeyVariable.
+func exportKey(t Target) string { return "export " + KeyVariable + "=" + shellWord(t.Key) + "\n" }
+
+// ClaudeCode is Claude Code's environment: the gateway as its Anthropic base URL (without
+// /v1), the key as a bearer token (ANTHROPIC_AUTH_TOKEN: ANTHROPIC_API_KEY would send
+// x-api-key, which the gateway refuses), the Messages model for every model slot, and its
+// calls to api.anthropic.com off.
+func ClaudeCode(t Target) Setup {
+	s := Setup{ID: "claude-code", Client: "Claude Code"}
+	if t.MessagesModel == "" {
+		s.Unavailable = noModel("Anthropic Messages")
+		return s
+	}
+	m := shellWord(t.MessagesModel)
+	s.Blocks = []Block{{Where: "Your shell (or your shell's profile)", Lang: "sh", Text: "" +
+		"export ANTHROPIC_BASE_URL=" + shellWord(t.BaseURL) + "\n" +
+		"export ANTHROPIC_AUTH_TOKEN=" + shellWord(t.Key) + "\n" +
+		"export ANTHROPIC_MODEL=" + m + " ANTHROPIC_DEFAULT_SONNET_MODEL=" + m + " \\\n" +
+		"       ANTHROPIC_DEFAULT_OPUS_MODEL=" + m + " ANTHROPIC_DEFAULT_HAIKU_MODEL=" + m + "\n" +
+		"export CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1\n" +
+		"claude\n"}}
+	s.Note = "Run by the test suite (impl/realclients) with these settings. The base URL has no /v1, " +
+		"and the key goes in ANTHROPIC_AUTH_TOKEN (sent as Authorization: Bearer), not ANTHROPIC_API_KEY."
+	return s
+}
+
+// Codex is the Codex CLI's config.toml with the gateway as a custom provider on the Responses
+// API, the key read from KeyVariable, and its calls to github.com and chatgpt.com off.
+func Codex(t Target) Setup {
+	s := Setup{ID: "codex", Client: "Codex CLI"}
+	if t.ChatModel == "" {
+		s.Unavailable = noModel("OpenAI Responses")
+		return s
+	}
+	s.Blocks = []Block{
+		{Where: "~/.codex/config.toml (or $CODEX_HOME/config.toml)", Lang: "toml", Text: "" +
+			"model = " + tomlString(t.ChatModel) + "\n" +
+			"model_provider = \"tollgate\"\n" +
+			"# These four keep Codex from calling github.com and chatgpt.com.\n" +
+			"check_for_update_on_startup = false\n" +
+			"[analytics]\n" +
+			"enabled = false\n" +
+			"[feedback]\n" +
+			"enabled = false\n" +
+			"[features]\n" +
+			"plugins = false\n" +
+			"\n" +
+			"[model_providers.tollgate]\n" +
+			"name = \"tollgate\"\n" +
+			"base_url = " + tomlString(t.BaseURL+"/v1") + "\n" +
+			"env_key = " + tomlString(KeyVariable) + "\n" +
+			"wire_api = \"responses\"\n"},
+		{Where: "Your shell", Lang: "sh", Text: exportKey(t) + "codex\n"},
+	}
+	s.Note = "Run by the test suite (impl/realclients) with these settings. Outside a git repository, " +
+		"codex exec needs --skip-git-repo-check."
+	return s
+}
+
+// Opencode is opencode's configuration with the gateway as an OpenAI-compatible provider (chat
+// completions), the key read from KeyVariable.
+func Opencode(t Target) Setup {
+	s := Setup{ID: "opencode", Client: "opencode"}
+	if t.ChatModel == "" {
+		s.Unavailable = noModel("OpenAI chat completions")
+		return s
+	}
+	cfg := map[string]any{
+		"$schema": "https://opencode.ai/config.json",
+		"provider": map[string]any{"tollgate": map[string]any{
+			"npm":     "@ai-sdk/openai-compatible",
+			"name":    "tollgate",
+			"options": map[string]any{"baseURL": t.BaseURL + "/v1", "apiKey": "{env:" + KeyVariable + "}"},
+			"models":  map[string]any{t.ChatModel: map[string]any{"name": t.ChatModel}},
+		}},
+		"model": "tollgate/" + t.ChatModel,
+	}
+	s.Blocks = []Block{
+		{Where: "opencode.json in your project (or ~/.config/opencode/opencode.json)", Lang: "json", Text: jsonText(cfg)},
+		{Where: "Your shell", Lang: "sh", Text: exportKey(t) + "opencode\n"},
+	}
+	s.Note = "Run by the test suite (impl/realclients, opencode 1.18.33) with these settings: " +
+		"opencode streams from /v1/chat/completions and reports the tokens the gateway bills."
+	return s
+}
+
+// OpenAISDK is the OpenAI SDKs' base URL (with /v1) and key, in TypeScript and Python.
+func OpenAISDK(t Target) Setup {
+	s := Setup{ID: "openai-sdk", Client: "OpenAI SDKs"}
+	if t.ChatModel == "" {
+		s.Unavailable = noModel("OpenAI chat completions and Responses")
+		return s
+	}
+	base := t.BaseURL + "/v1"
+	s.Blocks = []Block{
+		{Where: "Your shell", Lang: "sh", Text: exportKey(t)},
+		{Where: "TypeScript (openai)", Lang: "typescript", Text: "" +
+			"import OpenAI from \"openai\";\n" +
+			"const client = new OpenAI({ baseURL: " + jsString(base) + ", apiKey: process.env." + KeyVariable + " });\n" +
+			"// model: " + jsString(t.ChatModel) + "\n"},
+		{Where: "Python (openai)", Lang: "python", Text: "" +
+			"import os\n" +
+			"from openai import OpenAI\n" +
+			"client = OpenAI(base_url=" + pyString(base) + ", api_key=os.environ[" + pyString(KeyVariable) + "])\n" +
+			"# model: " + pyString(t.ChatModel) + "\n"},
+	}
+	s.Note = "The TypeScript line is run by the test suite (impl/realclients); the Python line follows the SDK's documentation."
+	return s
+}
+
+// AnthropicSDK is the Anthropic SDKs' base URL (without /v1) and key, sent as a bearer token
+// (authToken), in TypeScript and Python.
+func AnthropicSDK(t Target) Setup {
+	s := Setup{ID: "anthropic-sdk", Client: "Anthropic SDKs"}
+	if t.MessagesModel == "" {
+		s.Unavailable = noModel("Anthropic Messages")
+		return s
+	}
+	s.Blocks = []Block{
+		{Where: "Your shell", Lang: "sh", Text: exportKey(t)},
+		{Where: "TypeScript (@anthropic-ai/sdk)", Lang: "typescript", Text: "" +
+			"import Anthropic from \"@anthropic-ai/sdk\";\n" +
+			"const client = new Anthropic({ baseURL: " + jsString(t.BaseURL) + ", authToken: process.env." + KeyVariable + ", apiKey: null });\n" +
+			"// model: " + jsString(t.MessagesModel) + "\n"},
+		{Where: "Python (anthropic)", Lang: "python", Text: "" +
+			"import os\n" +
+			"from anthropic import Anthropic\n" +
+			"client = Anthropic(base_url=" + pyString(t.BaseURL) + ", auth_token=os.environ[" + pyString(KeyVariable) + "])\n" +
+			"# model: " + pyString(t.MessagesModel) + "\n"},
+	}
+	s.Note = "The key is an auth token (Authorization: Bearer), not an API key: an x-api-key header alone is refused. " +
+		"The TypeScript line is run by the test suite (impl/realclients); the Python line follows the SDK's documentation."
+	return s
+}
+
+// MCP is the gateway's MCP endpoint (streamable HTTP, /api/mcp) with the key as a bearer
+// header, as a URL and header, Claude Code's --mcp-config file and Codex's config.toml section.
+func MCP(t Target) Setup {
+	url := t.BaseURL + "/api/mcp"
+	claude := map[string]any{"mcpServers": map[string]any{"tollgate": map[string]any{
+		"type": "http", "url": url, "headers": map[string]string{"Authorization": "Bearer " + t.Key},
+	}}}
+	return Setup{ID: "mcp", Client: "MCP clients", Blocks: []Block{
+		{Where: "Any MCP client (streamable HTTP)", Lang: "text", Text: "" +
+			"URL: " + url + "\n" +
+			"Header: Authorization: Bearer " + t.Key + "\n"},
+		{Where: "Claude Code: tollgate-mcp.json, then claude --mcp-config tollgate-mcp.json", Lang: "json", Text: jsonText(claude)},
+		{Where: "Codex: add to ~/.codex/config.toml (the key in " + KeyVariable + ", as above)", Lang: "toml", Text: "" +
+			"[mcp_servers.tollgate]\n" +
+			"url = " + tomlString(url) + "\n" +
+			"bearer_token_env_var = " + tomlString(KeyVariable) + "\n"},
+	}, Note: "Run by the test suite (impl/realclients) with Claude Code, Codex, the MCP TypeScript SDK and the MCP Inspector."}
+}
+
+// shellWord is s as one shell word: as it is when it holds only characters the shell takes
+// literally, else in single quotes.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.,:/@%+=") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// jsonText is v as indented JSON with a final newline (keys sorted, as encoding/json writes
+// maps).
+func jsonText(v any) string {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+	return b.String()
+}
+
+// tomlString, jsString and pyString are s as a string literal of TOML, JavaScript and Python:
+// a JSON string is one in each of them.
+func tomlString(s string) string { return jsonString(s) }
+func jsString(s string) string   { return jsonString(s) }
+func pyString(s string) string   { return jsonString(s) }
+
+func jsonString(s string) string {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	return strings.TrimSuffix(b.String(), "\n")
+}

@@ -1,0 +1,220 @@
+package web_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/tollgate/tollgate/impl/mcpauth"
+	"github.com/tollgate/tollgate/impl/web/members"
+)
+
+// oauthGrant runs a whole authorization for the member (the consent page's Approve, then the
+// token endpoint) and returns the access token.
+func (e *env) oauthGrant(t *testing.T, srv *mcpauth.Server, clientID, redirect string, account uuid.UUID, user members.User, role string) string {
+	t.Helper()
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	verifier := base64.RawURLEncoding.EncodeToString(b)
+	sum := sha256.Sum256([]byte(verifier))
+	c, err := srv.CheckAuthorize(context.Background(), mcpauth.AuthorizeRequest{ResponseType: "code", ClientID: clientID, RedirectURI: redirect,
+		CodeChallenge: base64.RawURLEncoding.EncodeToString(sum[:]), CodeChallengeMethod: "S256", Resource: e.URL + "/api/mcp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	to, err := srv.Approve(context.Background(), c, account, user.ID, role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(to)
+	resp, err := http.PostForm(e.URL+"/oauth/token", url.Values{"grant_type": {"authorization_code"}, "client_id": {clientID},
+		"code": {u.Query().Get("code")}, "code_verifier": {verifier}, "redirect_uri": {redirect}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		AccessToken string `json:"access_token"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || out.AccessToken == "" {
+		t.Fatalf("token: %d %v", resp.StatusCode, err)
+	}
+	return out.AccessToken
+}
+
+// TestOAuthGrantsByRole: on Connected apps a member sees the account's grants but may revoke
+// only those they approved (an owner's is offered disabled, and refused 403 when posted); an
+// owner may revoke any. The consent page names the member's own role, and a cross-site post of
+// the consent form is refused.
+func TestOAuthGrantsByRole(t *testing.T) {
+	e := start(t, nil)
+	ctx := context.Background()
+	acme := e.account(t, "acme", aliceEmail, "owner")
+	bobUser, err := e.Members.Add(ctx, acme.ID, bobEmail, "member")
+	if err != nil {
+		t.Fatal(err)
+	}
+	aliceUser, err := e.Members.Add(ctx, acme.ID, aliceEmail, "owner")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := mcpauth.New(mcpauth.Options{Store: e.Store, PublicURL: e.Config.Web.PublicURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	redirect := "https://agent.example/cb"
+	resp, err := http.Post(e.URL+"/oauth/register", "application/json", strings.NewReader(`{"client_name":"Agent","redirect_uris":["`+redirect+`"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reg struct {
+		ClientID string `json:"client_id"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&reg); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	e.oauthGrant(t, srv, reg.ClientID, redirect, acme.ID, aliceUser, "owner")
+	e.oauthGrant(t, srv, reg.ClientID, redirect, acme.ID, bobUser, "member")
+	grants, err := srv.Grants(ctx, acme.ID)
+	if err != nil || len(grants) != 2 {
+		t.Fatalf("grants: %+v %v", grants, err)
+	}
+	var alices, bobs uuid.UUID
+	for _, g := range grants {
+		if g.UserID == aliceUser.ID {
+			alices = g.ID
+		} else {
+			bobs = g.ID
+		}
+	}
+
+	bob := e.browser(t)
+	bob.signIn(e, bobEmail, bobPass)
+	page := bob.get("/oauth/grants")
+	if page.Status != http.StatusOK || strings.Contains(page.Body, `action="/oauth/grants/`+alices.String()+`/revoke"`) ||
+		!strings.Contains(page.Body, `action="/oauth/grants/`+bobs.String()+`/revoke"`) || !strings.Contains(page.Body, `disabled aria-describedby="owners-only"`) {
+		t.Fatalf("the member's Connected apps page: %d %.3000s", page.Status, page.Body)
+	}
+	if p := bob.post("/oauth/grants/"+alices.String()+"/revoke", confirmed); p.Status != http.StatusForbidden {
+		t.Errorf("member revokes the owner's grant: %d, want 403", p.Status)
+	}
+	if p := bob.post("/oauth/grants/"+bobs.String()+"/revoke", nil); p.Status != http.StatusOK || !strings.Contains(p.Body, "stops it at once") {
+		t.Errorf("member revokes own grant, unconfirmed: %d %.500s", p.Status, p.Body)
+	}
+	if gs, _ := srv.Grants(ctx, acme.ID); len(gs) != 2 {
+		t.Fatalf("an unconfirmed revocation revoked: %d grants left", len(gs))
+	}
+	if p := bob.post("/oauth/grants/"+bobs.String()+"/revoke", confirmed); p.Status != http.StatusOK || !strings.Contains(p.Body, "Revoked the access of “Agent”") {
+		t.Errorf("member revokes own grant: %d %.500s", p.Status, p.Body)
+	}
+	if gs, _ := srv.Grants(ctx, acme.ID); len(gs) != 1 || gs[0].ID != alices {
+		t.Fatalf("after the member's revocation the grants are %+v, want the owner's only", gs)
+	}
+
+	// The consent page names the member's own role; a cross-site post of its form is refused.
+	q := url.Values{"response_type": {"code"}, "client_id": {reg.ClientID}, "redirect_uri": {redirect},
+		"code_challenge": {strings.Repeat("A", 43)}, "code_challenge_method": {"S256"}, "resource": {e.URL + "/api/mcp"}}
+	if p := bob.get("/oauth/authorize?" + q.Encode()); p.Status != http.StatusOK || !strings.Contains(p.Body, bobEmail+", member") ||
+		!strings.Contains(p.Header.Get("Content-Security-Policy"), "form-action https://agent.example 'self'") {
+		t.Fatalf("the member's consent page: %d %v %.2000s", p.Status, p.Header.Get("Content-Security-Policy"), p.Body)
+	}
+	form := url.Values{"decision": {"allow"}, "account_id": {acme.ID.String()}}
+	for k, v := range q {
+		form[k] = v
+	}
+	if p := bob.do(http.MethodPost, "/oauth/authorize", form, map[string]string{"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}); p.Status != http.StatusForbidden {
+		t.Errorf("a cross-site post of the consent form: %d, want 403", p.Status)
+	}
+	if p := bob.post("/oauth/authorize", form); p.Status != http.StatusSeeOther || !strings.HasPrefix(p.Location, redirect+"?code=") {
+		t.Errorf("the member's allow: %d %q, want the redirect with a code", p.Status, p.Location)
+	}
+}
+
+// TestConsentRefusalsStayOnConsole: a GET of the consent page that is refused (bad PKCE, no or
+// another resource, a wrong response_type, an unregistered redirect URI, an unknown client) is
+// answered with a page on the console, never a redirect, even to the client's registered
+// redirect URI (which anyone can register: a redirect there would be an open redirector);
+// after the member acts on a valid request, Deny sends the browser back with access_denied.
+// And a decision posted after the visitor switched to another account is refused with a page,
+// issuing nothing.
+func TestConsentRefusalsStayOnConsole(t *testing.T) {
+	e := start(t, nil)
+	acme := e.account(t, "acme", aliceEmail, "owner")
+	globex := e.account(t, "globex", aliceEmail, "owner")
+	redirect := "https://evil.example/landing"
+	resp, err := http.Post(e.URL+"/oauth/register", "application/json", strings.NewReader(`{"client_name":"Redirector","redirect_uris":["`+redirect+`"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reg struct {
+		ClientID string `json:"client_id"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&reg); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	valid := url.Values{"response_type": {"code"}, "client_id": {reg.ClientID}, "redirect_uri": {redirect},
+		"code_challenge": {strings.Repeat("A", 43)}, "code_challenge_method": {"S256"}, "resource": {e.URL + "/api/mcp"}, "state": {"s1"}}
+	alice := e.browser(t)
+	alice.signIn(e, aliceEmail, alicePass)
+	alice.chooseAccount(acme.ID.String())
+	for name, edit := range map[string]func(url.Values){
+		"plain PKCE":            func(q url.Values) { q.Set("code_challenge_method", "plain") },
+		"no PKCE":               func(q url.Values) { q.Del("code_challenge"); q.Del("code_challenge_method") },
+		"no resource":           func(q url.Values) { q.Del("resource") },
+		"another resource":      func(q url.Values) { q.Set("resource", "https://other.example/api/mcp") },
+		"token response type":   func(q url.Values) { q.Set("response_type", "token") },
+		"no response type":      func(q url.Values) { q.Del("response_type") },
+		"unregistered redirect": func(q url.Values) { q.Set("redirect_uri", "https://elsewhere.example/cb") },
+		"unknown client":        func(q url.Values) { q.Set("client_id", "tgc_unknown") },
+	} {
+		q := url.Values{}
+		for k, v := range valid {
+			q[k] = append([]string(nil), v...)
+		}
+		edit(q)
+		p := alice.get("/oauth/authorize?" + q.Encode())
+		if p.Status != http.StatusBadRequest || p.Location != "" || strings.Contains(p.Body, `action="/oauth/authorize"`) {
+			t.Errorf("%s: %d Location %q, want a 400 page on the console and no redirect", name, p.Status, p.Location)
+		}
+	}
+	form := url.Values{"decision": {"deny"}, "account_id": {acme.ID.String()}}
+	for k, v := range valid {
+		form[k] = v
+	}
+	if p := alice.get("/oauth/authorize?" + valid.Encode()); p.Status != http.StatusOK || !strings.Contains(p.Body, `name="account_id" value="`+acme.ID.String()+`"`) {
+		t.Fatalf("the consent page: %d, want it to carry the account it shows %.2000s", p.Status, p.Body)
+	}
+	if p := alice.post("/oauth/authorize", form); p.Status != http.StatusSeeOther || !strings.HasPrefix(p.Location, redirect+"?") ||
+		!strings.Contains(p.Location, "error=access_denied") {
+		t.Errorf("Deny: %d %q, want the redirect with access_denied", p.Status, p.Location)
+	}
+	// The page was shown for acme; the visitor then switched to globex in another tab.
+	alice.chooseAccount(globex.ID.String())
+	form.Set("decision", "allow")
+	if p := alice.post("/oauth/authorize", form); p.Status != http.StatusConflict || p.Location != "" || !strings.Contains(p.Body, "switched accounts") {
+		t.Errorf("Allow after switching accounts: %d %q, want a 409 page", p.Status, p.Location)
+	}
+	srv, err := mcpauth.New(mcpauth.Options{Store: e.Store, PublicURL: e.Config.Web.PublicURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, acct := range []uuid.UUID{acme.ID, globex.ID} {
+		if gs, err := srv.Grants(context.Background(), acct); err != nil || len(gs) != 0 {
+			t.Errorf("grants of %s: %d %v, want none", acct, len(gs), err)
+		}
+	}
+	var codes int
+	if err := e.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM oauth_codes`).Scan(&codes); err != nil || codes != 0 {
+		t.Errorf("codes issued: %d %v, want none", codes, err)
+	}
+}

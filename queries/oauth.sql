@@ -1,0 +1,111 @@
+-- MCP sign-in with OAuth 2.1 (issue 22): clients, codes, grants and tokens (impl/store/oauth.go).
+
+-- name: InsertOAuthClient :one
+INSERT INTO oauth_clients (id, name, redirect_uris, client_uri) VALUES ($1, $2, $3, $4) RETURNING *;
+
+-- name: GetOAuthClient :one
+SELECT * FROM oauth_clients WHERE id = $1;
+
+-- name: InsertOAuthCode :exec
+INSERT INTO oauth_codes (code_hash, client_id, account_id, user_id, role, redirect_uri, code_challenge, resource, scope, expires_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10);
+
+-- name: RedeemOAuthCode :one
+-- Marks an unused code used (the row stays locked until the redemption commits, so a
+-- concurrent replay sees the grant it produced).
+UPDATE oauth_codes SET used_at = now() WHERE code_hash = $1 AND used_at IS NULL RETURNING *;
+
+-- name: GetOAuthCode :one
+SELECT * FROM oauth_codes WHERE code_hash = $1;
+
+-- name: SetOAuthCodeGrant :exec
+UPDATE oauth_codes SET grant_id = $2 WHERE code_hash = $1;
+
+-- name: InsertOAuthGrant :one
+INSERT INTO oauth_grants (account_id, user_id, client_id, role, resource, scope) VALUES ($1, $2, $3, $4, $5, $6) RETURNING *;
+
+-- name: RevokeOAuthGrant :execrows
+UPDATE oauth_grants SET revoked_at = now(), revoked_why = $2 WHERE id = $1 AND revoked_at IS NULL;
+
+-- name: RevokeAccountOAuthGrant :one
+UPDATE oauth_grants SET revoked_at = now(), revoked_why = $3
+WHERE id = $1 AND account_id = $2 AND revoked_at IS NULL
+RETURNING *;
+
+-- name: GetAccountOAuthGrant :one
+SELECT g.*, c.name AS client_name, c.redirect_uris, u.email AS user_email, u.name AS user_name
+FROM oauth_grants g JOIN oauth_clients c ON c.id = g.client_id JOIN users u ON u.id = g.user_id
+WHERE g.id = $1 AND g.account_id = $2;
+
+-- name: ListAccountOAuthGrants :many
+-- The account's grants that still work, newest first.
+SELECT g.*, c.name AS client_name, c.redirect_uris, u.email AS user_email, u.name AS user_name
+FROM oauth_grants g JOIN oauth_clients c ON c.id = g.client_id JOIN users u ON u.id = g.user_id
+WHERE g.account_id = $1 AND g.revoked_at IS NULL
+ORDER BY g.created_at DESC
+LIMIT 500;
+
+-- name: TouchOAuthGrant :exec
+-- Records a use, at most once a minute per grant.
+UPDATE oauth_grants SET last_used_at = sqlc.arg(used_at)::timestamptz
+WHERE id = sqlc.arg(id) AND (last_used_at IS NULL OR last_used_at < sqlc.arg(used_at)::timestamptz - interval '1 minute');
+
+-- name: InsertOAuthToken :exec
+INSERT INTO oauth_tokens (token_hash, grant_id, kind, expires_at) VALUES ($1, $2, $3, $4);
+
+-- name: UseOAuthRefreshToken :one
+-- Marks an unused refresh token used (a rotation); no row when it is unknown or already used.
+UPDATE oauth_tokens SET used_at = now() WHERE token_hash = $1 AND kind = 'refresh' AND used_at IS NULL RETURNING *;
+
+-- name: GetOAuthToken :one
+SELECT * FROM oauth_tokens WHERE token_hash = $1;
+
+-- name: OAuthAccessTokenGrant :one
+-- The grant an access token stands for, with the member's current role: no row when the
+-- token is unknown, not an access token, its grant revoked or the member no longer in the
+-- account.
+SELECT t.expires_at, g.id AS grant_id, g.account_id, g.user_id, g.client_id, g.role AS granted_role,
+       g.resource, g.scope, m.role AS member_role, u.email AS user_email, c.name AS client_name, g.created_at AS granted_at
+FROM oauth_tokens t
+JOIN oauth_grants g ON g.id = t.grant_id
+JOIN memberships m ON m.account_id = g.account_id AND m.user_id = g.user_id
+JOIN users u ON u.id = g.user_id
+JOIN oauth_clients c ON c.id = g.client_id
+WHERE t.token_hash = $1 AND t.kind = 'access' AND g.revoked_at IS NULL;
+
+-- name: OAuthGrantActive :one
+-- The grant with the member's current role, if the grant still works.
+SELECT g.*, m.role AS member_role
+FROM oauth_grants g JOIN memberships m ON m.account_id = g.account_id AND m.user_id = g.user_id
+WHERE g.id = $1 AND g.revoked_at IS NULL;
+
+-- name: DeleteExpiredOAuthGrantTokens :execrows
+-- A grant's expired tokens (used refresh tokens are kept until they expire: a reuse must still
+-- be recognised).
+DELETE FROM oauth_tokens WHERE grant_id = $1 AND expires_at < now();
+
+-- name: DeleteStaleOAuthCodes :execrows
+-- Codes expired a day ago or more (a replay of one is refused as unknown then).
+DELETE FROM oauth_codes WHERE expires_at < now() - interval '1 day';
+
+-- name: UpsertOAuthClient :one
+-- A client identified by its client ID metadata document (its id is the document's URL): the
+-- document as last fetched.
+INSERT INTO oauth_clients (id, name, redirect_uris, client_uri) VALUES ($1, $2, $3, $4)
+ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, redirect_uris = EXCLUDED.redirect_uris, client_uri = EXCLUDED.client_uri
+RETURNING *;
+
+-- name: OAuthRefreshRotatedWithin :one
+-- Whether a used refresh token was rotated less than grace_seconds ago (a concurrent refresh
+-- with the same token, which is refused without revoking the grant).
+SELECT COALESCE(used_at > now() - make_interval(secs => sqlc.arg(grace_seconds)::float8), false)::bool AS recent
+FROM oauth_tokens WHERE token_hash = sqlc.arg(token_hash) AND kind = 'refresh';
+
+-- name: DeleteUnusedOAuthClients :execrows
+-- Registered clients older than a day that never got a grant and have no code pending (a
+-- registration nobody completed). Clients of client ID metadata documents are stored again
+-- when they next ask.
+DELETE FROM oauth_clients c
+WHERE c.created_at < now() - interval '1 day'
+  AND NOT EXISTS (SELECT 1 FROM oauth_grants g WHERE g.client_id = c.id)
+  AND NOT EXISTS (SELECT 1 FROM oauth_codes o WHERE o.client_id = c.id AND o.expires_at > now());

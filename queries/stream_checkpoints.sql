@@ -1,0 +1,101 @@
+-- name: SaveStreamCheckpoints :one
+-- Writes the holder's checkpoints of its streams in flight in one statement (parallel arrays,
+-- one element per stream), each with a lease of lease_millis from now: a row per (account,
+-- request id) is inserted or replaced. A stream whose usage record is already written (it
+-- settled while this statement was on its way) gets no row, and the holder's rows whose
+-- usage record is written (a checkpoint that raced past its stream's settlement) are deleted:
+-- the holder's rows are those of its streams in flight, give or take one interval. A stream
+-- of an account that no longer exists is skipped. Rows are written in (account_id, request_id)
+-- order, as every statement on the table locks them, so that none deadlocks with the usage
+-- writer's deletes.
+WITH input AS (
+    SELECT unnest(@account_ids::uuid[]) AS account_id, unnest(@request_ids::text[]) AS request_id,
+           unnest(@records::jsonb[]) AS record
+), saved AS (
+    INSERT INTO stream_checkpoints (account_id, request_id, holder, record, updated_at, expires_at)
+    SELECT i.account_id, i.request_id, @holder::text, i.record, now(),
+           now() + sqlc.arg(lease_millis)::bigint * interval '1 millisecond'
+    FROM input i
+    WHERE EXISTS (SELECT 1 FROM accounts a WHERE a.id = i.account_id)
+      AND NOT EXISTS (SELECT 1 FROM usage_records u WHERE u.account_id = i.account_id AND u.request_id = i.request_id)
+    ORDER BY i.account_id, i.request_id
+    ON CONFLICT (account_id, request_id) DO UPDATE
+        SET holder = EXCLUDED.holder, record = EXCLUDED.record,
+            updated_at = EXCLUDED.updated_at, expires_at = EXCLUDED.expires_at
+    RETURNING 1
+), stale AS (
+    DELETE FROM stream_checkpoints c
+    WHERE (c.account_id, c.request_id) IN (
+        SELECT s.account_id, s.request_id FROM stream_checkpoints s
+        WHERE s.holder = @holder::text
+          AND EXISTS (SELECT 1 FROM usage_records u WHERE u.account_id = s.account_id AND u.request_id = s.request_id)
+        ORDER BY s.account_id, s.request_id
+        FOR UPDATE OF s)
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM saved)::bigint AS saved, (SELECT count(*) FROM stale)::bigint AS cleaned;
+
+-- name: ListLostStreamCheckpoints :many
+-- The checkpoints of processes that are gone, oldest holder first: not the caller's own
+-- (alive), and either past their own lease, or of a holder named in gone_holders (whose holds
+-- the caller has just reaped), or of a holder with a credit hold whose lease has expired.
+SELECT c.account_id, c.request_id, c.holder, c.record, c.updated_at, c.expires_at
+FROM stream_checkpoints c
+WHERE c.holder <> @alive::text
+  AND (c.expires_at < now()
+       OR c.holder = ANY(@gone_holders::text[])
+       OR EXISTS (SELECT 1 FROM credit_holds h WHERE h.holder = c.holder AND h.expires_at < now()))
+ORDER BY c.holder, c.account_id, c.request_id
+LIMIT @max_rows;
+
+-- name: DeleteStreamCheckpoints :execrows
+-- Deletes the checkpoints of the given requests (parallel arrays), locked in (account_id,
+-- request_id) order: their usage records are written in the same transaction.
+DELETE FROM stream_checkpoints c
+WHERE (c.account_id, c.request_id) IN (
+    SELECT s.account_id, s.request_id
+    FROM stream_checkpoints s
+    JOIN (SELECT unnest(@account_ids::uuid[]) AS account_id, unnest(@request_ids::text[]) AS request_id) AS d
+      ON s.account_id = d.account_id AND s.request_id = d.request_id
+    ORDER BY s.account_id, s.request_id
+    FOR UPDATE OF s);
+
+-- name: DeleteHolderStreamCheckpoints :execrows
+-- Deletes every checkpoint of the holder (a process that drained: its usage records are
+-- written), locked in (account_id, request_id) order.
+DELETE FROM stream_checkpoints c
+WHERE (c.account_id, c.request_id) IN (
+    SELECT s.account_id, s.request_id FROM stream_checkpoints s
+    WHERE s.holder = @holder
+    ORDER BY s.account_id, s.request_id
+    FOR UPDATE OF s);
+
+-- name: ListStreamCheckpoints :many
+-- The account's checkpoints (for tests and the operator).
+SELECT account_id, request_id, holder, record, updated_at, expires_at
+FROM stream_checkpoints WHERE account_id = @account_id ORDER BY request_id;
+
+-- name: SettleLostStreamKeyReservations :execrows
+-- Settles the key reservations of streams billed from their checkpoints after their process
+-- was lost (parallel arrays: key, request id, cost), as SettleKeyReservation does one: each
+-- reservation not settled yet (live or reaped) is marked settled, its amount leaves the
+-- budget's reserved_micros and the cost joins spent_micros. A request without a reservation
+-- of the key (an uncapped key), or one settled already, changes nothing.
+WITH input AS (
+    SELECT unnest(@key_ids::uuid[]) AS key_id, unnest(@request_ids::text[]) AS request_id,
+           unnest(@costs::bigint[]) AS cost_micros
+), done AS (
+    UPDATE key_reservations r SET settled_at = now()
+    FROM input
+    WHERE r.key_id = input.key_id AND r.request_id = input.request_id AND r.settled_at IS NULL
+    RETURNING r.key_id, r.period_start, r.amount_micros, input.cost_micros
+), per_budget AS (
+    SELECT done.key_id, done.period_start, SUM(done.amount_micros)::bigint AS amount,
+           SUM(done.cost_micros)::bigint AS cost_micros
+    FROM done GROUP BY done.key_id, done.period_start
+)
+UPDATE key_budgets b
+SET spent_micros = b.spent_micros + per_budget.cost_micros,
+    reserved_micros = b.reserved_micros - per_budget.amount
+FROM per_budget
+WHERE b.key_id = per_budget.key_id AND b.period_start = per_budget.period_start;

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/jsonview"
 	"github.com/tollgate/tollgate/impl/llm"
 )
 
@@ -20,22 +21,32 @@ import (
 // raw values (Raw, Extra, and the JSON it keeps of tools and schemas) are slices of body,
 // which the caller must not modify while it uses the request.
 func DecodeRequest(f llm.Format, body []byte) (*llm.Request, error) {
-	return decodeRequest(f, body, decoder{})
+	v, err := ReadRequest(body)
+	if err != nil {
+		return nil, err
+	}
+	return decodeRequest(f, v, decoder{})
+}
+
+// DecodeView is DecodeRequest of a request already read (its view): the top level is not
+// scanned again, nor the syntax checked again when the validator checked it.
+func DecodeView(f llm.Format, v *jsonview.View) (*llm.Request, error) {
+	return decodeRequest(f, v, decoder{})
 }
 
 // DecodeCountTokensRequest parses the body of a Messages count_tokens request, which is a
-// Messages request without max_tokens, as DecodeRequest parses a Messages request.
-func DecodeCountTokensRequest(body []byte) (*llm.Request, error) {
-	return decodeRequest(llm.FormatMessages, body, decoder{boundOptional: true})
+// Messages request without max_tokens, as DecodeView parses a Messages request.
+func DecodeCountTokensRequest(v *jsonview.View) (*llm.Request, error) {
+	return decodeRequest(llm.FormatMessages, v, decoder{boundOptional: true})
 }
 
-// decodeRequest is DecodeRequest with d's options.
-func decodeRequest(f llm.Format, body []byte, d decoder) (*llm.Request, error) {
+// decodeRequest is DecodeView with d's options.
+func decodeRequest(f llm.Format, v *jsonview.View, d decoder) (*llm.Request, error) {
 	modelled, ok := modelledKeys[f]
 	if !ok {
 		return nil, fmt.Errorf("convert: unknown format %q", f)
 	}
-	top, err := parseBody(body)
+	top, err := topMembers(v)
 	if err != nil {
 		return nil, err
 	}
@@ -159,21 +170,20 @@ func genericPath(p string) string {
 
 func idx(param string, i int) string { return param + "[" + strconv.Itoa(i) + "]" }
 
-// parseBody checks the body is valid JSON (once: the scans below rely on it) and splits its
-// top-level object into members. The values are slices of body, not of a copy: a request body
-// is never written once read, and a copy of it (up to 32 MiB) would live as long as the
-// request, beside the body itself.
-func parseBody(body []byte) (map[string]json.RawMessage, error) {
-	if !json.Valid(body) {
+// topMembers checks the body of v is valid JSON (unless the validator did: the scans of the
+// decoders rely on it) and maps its top-level members by name (the last one, when a name
+// repeats). The values are slices of the body, not of a copy: a request body is never written
+// once read, and a copy of it (up to 32 MiB) would live as long as the request, beside the body
+// itself.
+func topMembers(v *jsonview.View) (map[string]json.RawMessage, error) {
+	body := v.Body()
+	if !v.Valid() && !json.Valid(body) {
 		return nil, errSyntax
 	}
-	top := make(map[string]json.RawMessage, 16)
-	err := scanTopSpans(body, func(key []byte, start, end int) error {
-		top[string(key)] = body[start:end:end]
-		return nil
-	})
-	if err != nil {
-		return nil, errSyntax
+	ms := v.Members()
+	top := make(map[string]json.RawMessage, len(ms))
+	for _, m := range ms {
+		top[string(m.Key)] = body[m.Start:m.End:m.End]
 	}
 	return top, nil
 }
@@ -243,30 +253,30 @@ func parseArray(raw json.RawMessage, param string) ([]json.RawMessage, error) {
 
 // scanArray splits a JSON array into its elements.
 func scanArray(b []byte) ([]json.RawMessage, bool) {
-	i := skipSpace(b, 0)
+	i := jsonview.SkipSpace(b, 0)
 	if i >= len(b) || b[i] != '[' {
 		return nil, false
 	}
 	var out []json.RawMessage
-	i = skipSpace(b, i+1)
+	i = jsonview.SkipSpace(b, i+1)
 	if i < len(b) && b[i] == ']' {
-		return out, skipSpace(b, i+1) == len(b)
+		return out, jsonview.SkipSpace(b, i+1) == len(b)
 	}
 	for {
-		end, ok := skipValue(b, i)
+		end, ok := jsonview.SkipValue(b, i)
 		if !ok {
 			return nil, false
 		}
 		out = append(out, b[i:end:end])
-		i = skipSpace(b, end)
+		i = jsonview.SkipSpace(b, end)
 		if i >= len(b) {
 			return nil, false
 		}
 		switch b[i] {
 		case ',':
-			i = skipSpace(b, i+1)
+			i = jsonview.SkipSpace(b, i+1)
 		case ']':
-			return out, skipSpace(b, i+1) == len(b)
+			return out, jsonview.SkipSpace(b, i+1) == len(b)
 		default:
 			return nil, false
 		}

@@ -6,10 +6,15 @@
 // stop-reason mappings shared with the stream converters (StopReasonFor, StopReasonFrom,
 // ResponsesStopReason), the usage objects of each format (AppendChatUsage, AppendResponsesUsage,
 // AppendMessagesUsage, AppendMessagesDeltaUsage), the reading of usage counts and service tiers
-// (ResponseUsage, AnthropicCounts, ServiceTierOf, ServiceTierFor, OpenAIServiceTier), a fast peek
-// at a body's model, stream flag and output bound (PeekRequest), the rewrite of a same-format
-// body's model (SetModel), and the input-token estimate used to reserve credit
-// (EstimateInputTokens). Every function is pure: no I/O, no state.
+// (ResponseUsage, AnthropicCounts, ServiceTierOf, ServiceTierFor, OpenAIServiceTier), the reading
+// of a request's model, stream flag and output bound from its view (PeekRequest), the rewrite of a
+// same-format request for its upstream (ForUpstream, with PlanHostedTools and FitThinking adding
+// their edits) and of an answer's model (SetModel), and the input-token estimate used to reserve
+// credit (EstimateInputTokens). Every function is pure: no I/O, no state.
+//
+// A request is read once: the functions that look at a request take its view (impl/jsonview),
+// which the gateway's validator fills in its pass over the body (ReadRequest reads one from
+// bytes), and every change to a same-format body is an edit of that view, applied in one copy.
 //
 // # Same format
 //

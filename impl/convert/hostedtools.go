@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/jsonview"
 	"github.com/tollgate/tollgate/impl/llm"
 )
 
@@ -44,10 +45,9 @@ func HostedToolOf(f llm.Format, kind string) (llm.HostedTool, bool) {
 // most calls of it one request may make (ok false: the tool is dropped).
 type HostedPolicy func(t llm.HostedTool) (maxCalls int, ok bool)
 
-// HostedPlan is what PlanHostedTools decided for a request of an upstream's own format.
+// HostedPlan is what PlanHostedTools decided for a request of an upstream's own format (its
+// changes to the request are edits).
 type HostedPlan struct {
-	// Body is the request to send: the client's bytes when nothing changed.
-	Body []byte
 	// Dropped names the hosted tools removed, as the dropped-fields header lists them
 	// ("tools[].web_search", "web_search_options").
 	Dropped []string
@@ -57,32 +57,34 @@ type HostedPlan struct {
 }
 
 // mayHaveHostedTools is the cheap test that lets a request with no tools skip the plan.
-func mayHaveHostedTools(f llm.Format, body []byte) bool {
+func mayHaveHostedTools(f llm.Format, v *jsonview.View) bool {
 	if f == llm.FormatChat {
-		return bytes.Contains(body, []byte(`"web_search_options"`))
+		return v.Has("web_search_options")
 	}
-	return bytes.Contains(body, []byte(`"tools"`))
+	return v.Has("tools")
 }
 
-// PlanHostedTools prepares a request of format f for an upstream of the same format that runs
-// the hosted tools policy allows. Such a tool stays, with the upstream's own cap on its calls
-// set to the policy's bound (Messages max_uses, lowered or added; Responses max_tool_calls,
-// lowered or added, to the sum of the bounds); any other hosted tool is removed and named in
-// Dropped, as an advisory field is. Chat's web_search_options counts as one web search call.
-// A tool_choice that forces a removed tool is a 400 naming tool_choice: the answer it asks for
-// cannot be given. Every other byte stays as the client sent it.
-func PlanHostedTools(f llm.Format, body []byte, policy HostedPolicy) (HostedPlan, error) {
-	plan := HostedPlan{Body: body}
-	if !mayHaveHostedTools(f, body) {
+// PlanHostedTools prepares a request of format f (its view v) for an upstream of the same
+// format that runs the hosted tools policy allows, adding its changes to edits. Such a tool
+// stays, with the upstream's own cap on its calls set to the policy's bound (Messages max_uses,
+// lowered or added; Responses max_tool_calls, lowered or added, to the sum of the bounds); any
+// other hosted tool is removed and named in Dropped, as an advisory field is. Chat's
+// web_search_options counts as one web search call. A tool_choice that forces a removed tool is
+// a 400 naming tool_choice: the answer it asks for cannot be given. Every other byte stays as
+// the client sent it.
+func PlanHostedTools(f llm.Format, v *jsonview.View, policy HostedPolicy, edits *jsonview.Edits) (HostedPlan, error) {
+	var plan HostedPlan
+	if !mayHaveHostedTools(f, v) {
 		return plan, nil
 	}
 	var (
-		edits    memberEdits
 		removed  []llm.HostedTool
 		maxCalls = -1 // the client's Responses max_tool_calls, -1 when absent
+		calls    []jsonview.Member
 	)
-	err := scanTopSpans(body, func(key []byte, start, end int) error {
-		value := body[start:end]
+	body := v.Body()
+	for _, m := range v.Members() {
+		key, value := m.Key, body[m.Start:m.End]
 		switch {
 		case f == llm.FormatChat && string(key) == "web_search_options" && !isNull(value):
 			if n, ok := policy(llm.HostedWebSearch); ok && n > 0 {
@@ -90,30 +92,29 @@ func PlanHostedTools(f llm.Format, body []byte, policy HostedPolicy) (HostedPlan
 			} else {
 				plan.Dropped = append(plan.Dropped, "web_search_options")
 				removed = append(removed, llm.HostedWebSearch)
-				edits.remove(start, end)
+				edits.Remove(m)
 			}
 		case f != llm.FormatChat && string(key) == "tools":
 			out, err := planTools(f, value, policy, &plan, &removed)
-			if err != nil || out == nil {
-				return err
+			if err != nil {
+				return plan, err
 			}
-			edits.replace(start, end, out)
+			if out != nil {
+				edits.Replace(m, out)
+			}
 		case f == llm.FormatResponses && string(key) == "max_tool_calls" && !isNull(value):
 			n, err := parseInt(value, "max_tool_calls")
 			if err != nil {
-				return err
+				return plan, err
 			}
 			maxCalls = n
-			edits.replace(start, end, nil) // set below, once the bounds are known
+			calls = append(calls, m) // set below, once the bounds are known
 		}
-		return nil
-	})
-	if err != nil {
+	}
+	if err := forcedRemoved(f, v, removed); err != nil {
 		return plan, err
 	}
-	if err := forcedRemoved(f, body, removed); err != nil {
-		return plan, err
-	}
+	var value []byte
 	if f == llm.FormatResponses && plan.Bounds.Any() {
 		var sum int64
 		for _, n := range plan.Bounds {
@@ -122,17 +123,16 @@ func PlanHostedTools(f llm.Format, body []byte, policy HostedPolicy) (HostedPlan
 		if maxCalls >= 0 && int64(maxCalls) < sum {
 			sum = int64(maxCalls)
 		}
-		value := strconv.AppendInt(nil, sum, 10)
-		if !edits.fill(value) {
-			edits.add = append(edits.add, addedMember{"max_tool_calls", value})
+		value = strconv.AppendInt(nil, sum, 10)
+		if len(calls) == 0 {
+			edits.Add("max_tool_calls", value)
 		}
 	} else {
-		edits.fill(strconv.AppendInt(nil, int64(max(maxCalls, 0)), 10))
+		value = strconv.AppendInt(nil, int64(max(maxCalls, 0)), 10)
 	}
-	if len(edits.spans) == 0 && len(edits.add) == 0 {
-		return plan, nil
+	for _, m := range calls {
+		edits.Replace(m, value)
 	}
-	plan.Body = edits.apply(body)
 	return plan, nil
 }
 
@@ -180,48 +180,43 @@ func planTools(f llm.Format, value []byte, policy HostedPolicy, plan *HostedPlan
 // capMember returns the object obj with its integer member key lowered to n, or added as n
 // when absent.
 func capMember(obj []byte, key string, n int) ([]byte, error) {
-	var edits memberEdits
+	var v jsonview.View
+	if err := v.Parse(obj); err != nil {
+		return nil, errSyntax
+	}
+	var edits jsonview.Edits
 	found := false
-	err := scanTopSpans(obj, func(k []byte, start, end int) error {
-		if string(k) != key || isNull(obj[start:end]) {
-			return nil
+	for _, m := range v.Members() {
+		value := obj[m.Start:m.End]
+		if string(m.Key) != key || isNull(value) {
+			continue
 		}
 		found = true
-		v, err := parseInt(obj[start:end], key)
+		current, err := parseInt(value, key)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if v > n {
-			edits.replace(start, end, strconv.AppendInt(nil, int64(n), 10))
+		if current > n {
+			edits.Replace(m, strconv.AppendInt(nil, int64(n), 10))
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
 	}
 	if !found {
-		edits.add = append(edits.add, addedMember{key, strconv.AppendInt(nil, int64(n), 10)})
+		edits.Add(key, strconv.AppendInt(nil, int64(n), 10))
 	}
-	if len(edits.spans) == 0 && len(edits.add) == 0 {
+	if edits.Empty() {
 		return obj, nil
 	}
-	return edits.apply(obj), nil
+	return edits.AppendTo(nil, &v), nil
 }
 
 // forcedRemoved is the 400 for a tool_choice that forces a hosted tool that was removed: a
 // Responses tool_choice of the tool's type, a Messages tool_choice {type: tool} naming a server
 // tool (whose name is its stem: web_search, code_execution).
-func forcedRemoved(f llm.Format, body []byte, removed []llm.HostedTool) error {
+func forcedRemoved(f llm.Format, v *jsonview.View, removed []llm.HostedTool) error {
 	if len(removed) == 0 {
 		return nil
 	}
-	var choice []byte
-	_ = scanTop(body, func(key, value []byte) error {
-		if string(key) == "tool_choice" {
-			choice = value
-		}
-		return nil
-	})
+	choice, _ := v.Value("tool_choice")
 	if firstByte(choice) != '{' {
 		return nil
 	}
@@ -240,80 +235,6 @@ func forcedRemoved(f llm.Format, body []byte, removed []llm.HostedTool) error {
 		return apierror.Invalid("tool_choice", "tool_choice forces the tool '%s', which tollgate does not pass to this model's upstream: the provider bills it per call and the gateway's configuration gives it no price", kind)
 	}
 	return nil
-}
-
-// addedMember is a JSON object member to add: its name and value.
-type addedMember struct {
-	key   string
-	value []byte
-}
-
-// memberEdits are changes to the members of one JSON object, applied in one copy: value
-// spans replaced (with nil: a placeholder that fill sets), members removed, members added at
-// the front.
-type memberEdits struct {
-	spans []memberEdit
-	add   []addedMember
-}
-
-type memberEdit struct {
-	start, end int
-	with       []byte
-	remove     bool
-}
-
-func (e *memberEdits) replace(start, end int, with []byte) {
-	e.spans = append(e.spans, memberEdit{start: start, end: end, with: with})
-}
-
-func (e *memberEdits) remove(start, end int) {
-	e.spans = append(e.spans, memberEdit{start: start, end: end, remove: true})
-}
-
-// fill sets the value of every placeholder; it reports whether there was one.
-func (e *memberEdits) fill(value []byte) bool {
-	filled := false
-	for i := range e.spans {
-		if !e.spans[i].remove && e.spans[i].with == nil {
-			e.spans[i].with, filled = value, true
-		}
-	}
-	return filled
-}
-
-// apply returns obj with the edits made: the added members first, then every member in its
-// order, edited or removed. A member's key is copied as it was sent.
-func (e *memberEdits) apply(obj []byte) []byte {
-	out := make([]byte, 0, len(obj)+64)
-	out = append(out, '{')
-	n := 0
-	sep := func() {
-		if n > 0 {
-			out = append(out, ',')
-		}
-		n++
-	}
-	for _, m := range e.add {
-		sep()
-		out = append(out, '"')
-		out = append(out, m.key...)
-		out = append(out, `":`...)
-		out = append(out, m.value...)
-	}
-	_ = scanTopMembers(obj, func(keyStart int, _ []byte, start, end int) error {
-		i := slices.IndexFunc(e.spans, func(s memberEdit) bool { return s.start == start })
-		switch {
-		case i < 0:
-			sep()
-			out = append(out, obj[keyStart:end]...)
-		case !e.spans[i].remove:
-			sep()
-			out = append(out, obj[keyStart:start]...)
-			out = append(out, e.spans[i].with...)
-		}
-		return nil
-	})
-	return append(out, '}')
 }
 
 // HostedItemTool says whether a Responses output item of type kind records a call of a hosted
@@ -394,14 +315,16 @@ func typeAndName(obj []byte) (kind, name string) {
 	return kind, name
 }
 
-// HostedToolsIn says which hosted tools a request of format f asks for (chat's
+// HostedToolsIn says which hosted tools a request of format f (its view v) asks for (chat's
 // web_search_options, or a hosted tool in tools), for the reservation; a request with no tools
-// costs one byte search.
-func HostedToolsIn(f llm.Format, body []byte) (present [llm.NumHostedTools]bool) {
-	if !mayHaveHostedTools(f, body) {
+// costs a look-up.
+func HostedToolsIn(f llm.Format, v *jsonview.View) (present [llm.NumHostedTools]bool) {
+	if !mayHaveHostedTools(f, v) {
 		return present
 	}
-	_ = scanTop(body, func(key, value []byte) error {
+	body := v.Body()
+	for _, m := range v.Members() {
+		key, value := m.Key, body[m.Start:m.End]
 		switch {
 		case f == llm.FormatChat && string(key) == "web_search_options" && !isNull(value):
 			present[llm.HostedWebSearch] = true
@@ -414,7 +337,6 @@ func HostedToolsIn(f llm.Format, body []byte) (present [llm.NumHostedTools]bool)
 				}
 			}
 		}
-		return nil
-	})
+	}
 	return present
 }

@@ -80,7 +80,7 @@ func TestPlanHostedTools(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			plan, err := PlanHostedTools(c.f, []byte(c.body), c.policy)
+			plan, out, err := planHostedTools(c.f, []byte(c.body), c.policy)
 			if c.refused != "" {
 				invalid(t, err, c.refused)
 				return
@@ -92,11 +92,11 @@ func TestPlanHostedTools(t *testing.T) {
 			if want == "" {
 				want = c.body
 			}
-			if string(plan.Body) != want {
-				t.Errorf("body\n got %s\nwant %s", plan.Body, want)
+			if string(out) != want {
+				t.Errorf("body\n got %s\nwant %s", out, want)
 			}
-			if !json.Valid(plan.Body) {
-				t.Errorf("not JSON: %s", plan.Body)
+			if !json.Valid(out) {
+				t.Errorf("not JSON: %s", out)
 			}
 			if !slices.Equal(plan.Dropped, c.dropped) {
 				t.Errorf("dropped %v, want %v", plan.Dropped, c.dropped)

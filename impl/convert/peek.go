@@ -1,7 +1,6 @@
 package convert
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"slices"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/jsontext"
+	"github.com/tollgate/tollgate/impl/jsonview"
 	"github.com/tollgate/tollgate/impl/llm"
 )
 
@@ -35,13 +35,23 @@ type Peek struct {
 	Choices int
 }
 
-// PeekRequest peeks at a request body of format f without decoding it: the top-level model,
-// stream, output bound and number of choices. It scans the top-level members and skips every
-// other value without building it, so its cost is one pass over the bytes with no allocation
-// in the common case. It checks only the top level; DecodeRequest checks the rest. A missing
-// or non-string model, or a stream, bound or n of the wrong type, is a 400 *apierror.Error
-// naming the field; when a key repeats, the last one counts, as with encoding/json.
-func PeekRequest(f llm.Format, body []byte) (Peek, error) {
+// ReadRequest reads the top level of a request body, for a caller that has only the bytes (the
+// gateway's edge gets the view from the validator's pass): the 400 for a body whose top level is
+// not a JSON object.
+func ReadRequest(body []byte) (*jsonview.View, error) {
+	v, err := jsonview.Parse(body)
+	if err != nil {
+		return nil, errSyntax
+	}
+	return v, nil
+}
+
+// PeekRequest reads, from the view of a request of format f, the top-level model, stream,
+// output bound and number of choices: a look-up among the members, no scan of the bytes. It
+// checks only those members; DecodeRequest checks the rest. A missing or non-string model, or a
+// stream, bound or n of the wrong type, is a 400 *apierror.Error naming the field; when a key
+// repeats, the last one counts, as with encoding/json.
+func PeekRequest(f llm.Format, v *jsonview.View) (Peek, error) {
 	bounds, ok := maxTokensKeys[f]
 	if !ok {
 		return Peek{}, errors.New("convert: unknown format " + string(f))
@@ -49,30 +59,32 @@ func PeekRequest(f llm.Format, body []byte) (Peek, error) {
 	p := Peek{Choices: 1}
 	haveModel := false
 	bound := [2]int{-1, -1}
-	err := scanTop(body, func(key []byte, v []byte) error {
+	body := v.Body()
+	for _, m := range v.Members() {
+		key, val := m.Key, body[m.Start:m.End]
 		switch {
 		case string(key) == "model":
-			if v[0] != '"' {
-				return apierror.Invalid("model", "Invalid type for 'model': expected a string.")
+			if val[0] != '"' {
+				return Peek{}, apierror.Invalid("model", "Invalid type for 'model': expected a string.")
 			}
-			p.Model, haveModel = unquote(v), true
+			p.Model, haveModel = unquote(val), true
 		case string(key) == "stream":
-			switch string(v) {
+			switch string(val) {
 			case "true":
 				p.Stream = true
 			case "false", "null":
 				p.Stream = false
 			default:
-				return apierror.Invalid("stream", "Invalid type for 'stream': expected a boolean.")
+				return Peek{}, apierror.Invalid("stream", "Invalid type for 'stream': expected a boolean.")
 			}
 		case string(key) == "n" && f == llm.FormatChat:
-			if string(v) == "null" {
+			if string(val) == "null" {
 				p.Choices = 1
-				return nil
+				continue
 			}
-			n, err := parseInt(v, "n")
+			n, err := parseInt(val, "n")
 			if err != nil {
-				return err
+				return Peek{}, err
 			}
 			p.Choices = max(n, 1)
 		default:
@@ -80,21 +92,17 @@ func PeekRequest(f llm.Format, body []byte) (Peek, error) {
 				if string(key) != k {
 					continue
 				}
-				if string(v) == "null" {
+				if string(val) == "null" {
 					bound[i] = -1
-					return nil
+					continue
 				}
-				n, err := parseInt(v, k)
+				n, err := parseInt(val, k)
 				if err != nil {
-					return err
+					return Peek{}, err
 				}
 				bound[i] = n
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		return Peek{}, err
 	}
 	if !haveModel {
 		return Peek{}, apierror.Invalid("model", "you must provide a model parameter")
@@ -112,214 +120,76 @@ func PeekRequest(f llm.Format, body []byte) (Peek, error) {
 // message, a Responses event's response), every other byte as it was. A body without that
 // member, or whose member is not an object, is appended unchanged.
 func SetMemberModel(dst, body []byte, member, model string) ([]byte, error) {
-	start, end := -1, -1
-	err := scanTopSpans(body, func(key []byte, s, e int) error {
-		if string(key) == member {
-			start, end = s, e
-		}
-		return nil
-	})
+	var v jsonview.View
+	if err := v.Parse(body); err != nil {
+		return nil, errSyntax
+	}
+	m, ok := v.Lookup(member)
+	if !ok || body[m.Start] != '{' {
+		return append(dst, body...), nil
+	}
+	dst = append(dst, body[:m.Start]...)
+	dst, err := SetModel(dst, body[m.Start:m.End], model)
 	if err != nil {
 		return nil, err
 	}
-	if start < 0 || body[start] != '{' {
-		return append(dst, body...), nil
-	}
-	dst = append(dst, body[:start]...)
-	if dst, err = SetModel(dst, body[start:end], model); err != nil {
-		return nil, err
-	}
-	return append(dst, body[end:]...), nil
+	return append(dst, body[m.End:]...), nil
 }
 
 // SetModel appends body to dst with its top-level "model" rewritten to model (every
 // occurrence, when the key repeats), leaving every other byte as it was; when the body has no
 // top-level model, one is added as its first member. Nested "model" keys are not touched.
 func SetModel(dst, body []byte, model string) ([]byte, error) {
-	return ForUpstream(dst, body, model, UpstreamEdits{})
+	var v jsonview.View
+	if err := v.Parse(body); err != nil {
+		return nil, errSyntax
+	}
+	var edits jsonview.Edits
+	var quoted [64]byte
+	setModel(&v, &edits, jsontext.AppendString(quoted[:0], model))
+	return edits.AppendTo(dst, &v), nil
+}
+
+// setModel rewrites every top-level "model" of v to the quoted model, or adds one.
+func setModel(v *jsonview.View, edits *jsonview.Edits, quoted []byte) {
+	have := false
+	for _, m := range v.Members() {
+		if string(m.Key) == "model" {
+			edits.Replace(m, quoted)
+			have = true
+		}
+	}
+	if !have {
+		edits.Add("model", quoted)
+	}
 }
 
 // unquote returns the string a JSON string token denotes.
-func unquote(tok []byte) string {
-	if bytes.IndexByte(tok, '\\') < 0 {
-		return string(tok[1 : len(tok)-1])
-	}
-	s, _ := jsontext.AppendUnquoted(nil, tok[1:len(tok)-1]) // the token was scanned as a valid string
-	return string(s)
-}
+func unquote(tok []byte) string { return string(jsonview.Unquote(tok)) }
 
 // scanTop calls fn for each member of the top-level object of body with its key (unescaped)
-// and its value's bytes.
+// and its value's bytes; a body that is not an object is errSyntax.
 func scanTop(body []byte, fn func(key, value []byte) error) error {
 	return scanTopSpans(body, func(key []byte, start, end int) error { return fn(key, body[start:end]) })
 }
 
 // scanTopSpans calls fn for each member of the top-level object of body with its key
-// (unescaped) and the offsets of its value. It checks the object's own syntax and the nesting
-// of brackets; what is inside strings and nested values is left to encoding/json.
+// (unescaped) and the offsets of its value (see jsonview.EachMember).
 func scanTopSpans(body []byte, fn func(key []byte, start, end int) error) error {
-	return scanTopMembers(body, func(_ int, key []byte, start, end int) error { return fn(key, start, end) })
-}
-
-// scanTopMembers is scanTopSpans that also gives the offset of each member's key (its opening
-// quote), for rewrites that copy or leave out whole members.
-func scanTopMembers(body []byte, fn func(keyStart int, key []byte, start, end int) error) error {
-	i := skipSpace(body, 0)
-	if i >= len(body) || body[i] != '{' {
+	err := jsonview.EachMember(body, func(m jsonview.Member) error { return fn(m.Key, m.Start, m.End) })
+	if errors.Is(err, jsonview.ErrNotObject) {
 		return errSyntax
 	}
-	i = skipSpace(body, i+1)
-	if i < len(body) && body[i] == '}' {
-		if skipSpace(body, i+1) != len(body) {
-			return errSyntax
-		}
-		return nil
-	}
-	for {
-		if i >= len(body) || body[i] != '"' {
-			return errSyntax
-		}
-		ks := i
-		ke, ok := skipString(body, i)
-		if !ok {
-			return errSyntax
-		}
-		key := body[i+1 : ke-1]
-		if bytes.IndexByte(key, '\\') >= 0 {
-			key = []byte(unquote(body[i:ke]))
-		}
-		i = skipSpace(body, ke)
-		if i >= len(body) || body[i] != ':' {
-			return errSyntax
-		}
-		vs := skipSpace(body, i+1)
-		ve, ok := skipValue(body, vs)
-		if !ok {
-			return errSyntax
-		}
-		if err := fn(ks, key, vs, ve); err != nil {
-			return err
-		}
-		i = skipSpace(body, ve)
-		if i >= len(body) {
-			return errSyntax
-		}
-		switch body[i] {
-		case ',':
-			i = skipSpace(body, i+1)
-		case '}':
-			if skipSpace(body, i+1) != len(body) {
-				return errSyntax
-			}
-			return nil
-		default:
-			return errSyntax
-		}
-	}
+	return err
 }
 
-func skipSpace(b []byte, i int) int {
-	for i < len(b) {
-		switch b[i] {
-		case ' ', '\t', '\r', '\n':
-			i++
-		default:
-			return i
-		}
+// IncludeUsage reports a chat request's stream_options.include_usage, decoding only that member.
+func IncludeUsage(v *jsonview.View) bool {
+	value, ok := v.Value("stream_options")
+	if !ok {
+		return false
 	}
-	return i
-}
-
-// skipString returns the offset after the string starting at b[i] == '"'. It jumps from quote
-// to quote (bytes.IndexByte is vectorised) and does not check the string's content.
-func skipString(b []byte, i int) (int, bool) {
-	j := i + 1
-	for {
-		k := bytes.IndexByte(b[j:], '"')
-		if k < 0 {
-			return 0, false
-		}
-		j += k
-		escapes := 0
-		for m := j - 1; m > i && b[m] == '\\'; m-- {
-			escapes++
-		}
-		if escapes%2 == 0 {
-			return j + 1, true
-		}
-		j++
-	}
-}
-
-// skipValue returns the offset after the value starting at b[i]. Nested values are skipped by
-// matching brackets outside strings; their inner syntax is not checked.
-func skipValue(b []byte, i int) (int, bool) {
-	if i >= len(b) {
-		return 0, false
-	}
-	switch c := b[i]; {
-	case c == '"':
-		return skipString(b, i)
-	case c == '{' || c == '[':
-		var buf [64]byte
-		stack := buf[:0]
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				e, ok := skipString(b, j)
-				if !ok {
-					return 0, false
-				}
-				j = e - 1
-			case '{', '[':
-				stack = append(stack, b[j])
-			case '}', ']':
-				if len(stack) == 0 || (b[j] == '}') != (stack[len(stack)-1] == '{') {
-					return 0, false
-				}
-				stack = stack[:len(stack)-1]
-				if len(stack) == 0 {
-					return j + 1, true
-				}
-			}
-		}
-		return 0, false
-	case c == 't':
-		return literal(b, i, "true")
-	case c == 'f':
-		return literal(b, i, "false")
-	case c == 'n':
-		return literal(b, i, "null")
-	case c == '-' || (c >= '0' && c <= '9'):
-		j := i + 1
-		for j < len(b) && (b[j] >= '0' && b[j] <= '9' || b[j] == '.' || b[j] == 'e' || b[j] == 'E' || b[j] == '+' || b[j] == '-') {
-			j++
-		}
-		if _, err := strconv.ParseFloat(string(b[i:j]), 64); err != nil {
-			return 0, false
-		}
-		return j, true
-	}
-	return 0, false
-}
-
-func literal(b []byte, i int, lit string) (int, bool) {
-	if len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit {
-		return i + len(lit), true
-	}
-	return 0, false
-}
-
-// IncludeUsage reports a chat request's stream_options.include_usage, scanning only the top
-// level and decoding only that member.
-func IncludeUsage(body []byte) bool {
-	asked := false
-	_ = scanTop(body, func(key, value []byte) error {
-		if string(key) == "stream_options" {
-			asked, _, _ = streamOptions(value)
-		}
-		return nil
-	})
+	asked, _, _ := streamOptions(value)
 	return asked
 }
 
@@ -363,126 +233,74 @@ type UpstreamEdits struct {
 // BoundKeys are the top-level fields of a request of format f that bound its output.
 func BoundKeys(f llm.Format) []string { return maxTokensKeys[f] }
 
-// ForUpstream appends to dst a request body rewritten for an upstream of the same format, in
-// one pass: every top-level "model" becomes model, and the fields of ed are set. Every other
-// byte stays as the client sent it, copied once, with no intermediate buffer in the common case
-// (no stream_options to rewrite).
-func ForUpstream(dst, body []byte, model string, ed UpstreamEdits) ([]byte, error) {
-	type edit struct {
-		start, end int
-		with       []byte // nil: the quoted model
-	}
-	var (
-		quoted    = jsontext.AppendString(make([]byte, 0, 64), model)
-		editsBuf  [5]edit
-		edits     = editsBuf[:0]
-		haveModel bool
-		haveOpts  bool
-		haveStore bool
-		haveBound bool
-	)
-	err := scanTopSpans(body, func(key []byte, start, end int) error {
+// ForUpstream appends to dst the request of view v rewritten for an upstream of the same
+// format: every top-level "model" becomes model, and the fields of ed are set, together with the
+// edits already made (the hosted tools' plan, a lowered thinking budget), in one copy. Every
+// other byte stays as the client sent it.
+func ForUpstream(dst []byte, v *jsonview.View, model string, ed UpstreamEdits, edits *jsonview.Edits) ([]byte, error) {
+	var quotedBuf [64]byte
+	quoted := jsontext.AppendString(quotedBuf[:0], model)
+	body := v.Body()
+	setModel(v, edits, quoted)
+	haveOpts, haveStore, haveBound := false, false, false
+	for _, m := range v.Members() {
+		key, value := m.Key, body[m.Start:m.End]
 		switch {
-		case string(key) == "model":
-			haveModel = true
-			edits = append(edits, edit{start, end, nil})
 		case string(key) == "stream_options" && ed.IncludeUsage:
 			haveOpts = true
-			_, members, err := streamOptions(body[start:end])
+			_, members, err := streamOptions(value)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			members["include_usage"] = json.RawMessage("true")
 			b, err := json.Marshal(members)
 			if err != nil {
-				return err
+				return nil, err
 			}
-			edits = append(edits, edit{start, end, b})
+			edits.Replace(m, b)
 		case string(key) == "store" && ed.NoStore:
 			haveStore = true
-			edits = append(edits, edit{start, end, []byte("false")})
+			edits.Replace(m, []byte("false"))
 		case ed.MaxBound > 0 && string(key) != ed.BoundKey && slices.Contains(ed.ClampKeys, string(key)):
-			if string(body[start:end]) == "null" {
-				return nil
+			if string(value) == "null" {
+				continue
 			}
-			n, err := parseInt(body[start:end], string(key))
+			n, err := parseInt(value, string(key))
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if n > ed.MaxBound {
-				edits = append(edits, edit{start, end, strconv.AppendInt(nil, int64(ed.MaxBound), 10)})
+				edits.Replace(m, strconv.AppendInt(nil, int64(ed.MaxBound), 10))
 			}
 		case ed.BoundKey != "" && string(key) == ed.BoundKey:
-			if string(body[start:end]) == "null" {
+			if string(value) == "null" {
 				if ed.DefaultBound > 0 {
 					haveBound = true
-					edits = append(edits, edit{start, end, strconv.AppendInt(nil, int64(ed.DefaultBound), 10)})
+					edits.Replace(m, strconv.AppendInt(nil, int64(ed.DefaultBound), 10))
 				}
-				return nil
+				continue
 			}
 			haveBound = true
-			n, err := parseInt(body[start:end], ed.BoundKey)
+			n, err := parseInt(value, ed.BoundKey)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			switch {
 			case n < ed.MinBound:
-				edits = append(edits, edit{start, end, strconv.AppendInt(nil, int64(ed.MinBound), 10)})
+				edits.Replace(m, strconv.AppendInt(nil, int64(ed.MinBound), 10))
 			case ed.MaxBound > 0 && n > max(ed.MaxBound, ed.MinBound) && slices.Contains(ed.ClampKeys, ed.BoundKey):
-				edits = append(edits, edit{start, end, strconv.AppendInt(nil, int64(max(ed.MaxBound, ed.MinBound)), 10)})
+				edits.Replace(m, strconv.AppendInt(nil, int64(max(ed.MaxBound, ed.MinBound)), 10))
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
 	}
-	dst = slices.Grow(dst, len(body)+len(edits)*len(quoted)+len(quoted)+64)
-	prev := 0
-	addOpts, addStore := ed.IncludeUsage && !haveOpts, ed.NoStore && !haveStore
-	addBound := ed.DefaultBound > 0 && !haveBound
-	if !haveModel || addOpts || addStore || addBound {
-		// Added members go first: after the opening brace, separated by commas, and followed
-		// by one unless the object is empty.
-		open := bytes.IndexByte(body, '{')
-		empty := false
-		if rest := bytes.TrimLeft(body[open+1:], " \t\r\n"); len(rest) > 0 && rest[0] == '}' {
-			empty = true
-		}
-		dst = append(dst, body[:open+1]...)
-		added := 0
-		add := func(member string, value []byte) {
-			if added > 0 {
-				dst = append(dst, ',')
-			}
-			dst = append(append(dst, member...), value...)
-			added++
-		}
-		if !haveModel {
-			add(`"model":`, quoted)
-		}
-		if addOpts {
-			add(`"stream_options":`, []byte(`{"include_usage":true}`))
-		}
-		if addStore {
-			add(`"store":`, []byte("false"))
-		}
-		if addBound {
-			add(`"`+ed.BoundKey+`":`, strconv.AppendInt(nil, int64(ed.DefaultBound), 10))
-		}
-		if !empty {
-			dst = append(dst, ',')
-		}
-		prev = open + 1
+	if ed.IncludeUsage && !haveOpts {
+		edits.Add("stream_options", []byte(`{"include_usage":true}`))
 	}
-	for _, e := range edits {
-		dst = append(dst, body[prev:e.start]...)
-		if e.with == nil {
-			dst = append(dst, quoted...)
-		} else {
-			dst = append(dst, e.with...)
-		}
-		prev = e.end
+	if ed.NoStore && !haveStore {
+		edits.Add("store", []byte("false"))
 	}
-	return append(dst, body[prev:]...), nil
+	if ed.DefaultBound > 0 && !haveBound {
+		edits.Add(ed.BoundKey, strconv.AppendInt(nil, int64(ed.DefaultBound), 10))
+	}
+	return edits.AppendTo(dst, v), nil
 }

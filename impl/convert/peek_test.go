@@ -36,7 +36,7 @@ func TestPeekRequest(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			pk, err := PeekRequest(c.f, []byte(c.body))
+			pk, err := peek(c.f, []byte(c.body))
 			model, stream, max := pk.Model, pk.Stream, pk.MaxTokens
 			if err != nil {
 				t.Fatal(err)
@@ -70,12 +70,12 @@ func TestPeekRequestChoices(t *testing.T) {
 		{llm.FormatMessages, `{"model":"m","n":3}`, 1},
 	}
 	for _, c := range cases {
-		pk, err := PeekRequest(c.f, []byte(c.body))
+		pk, err := peek(c.f, []byte(c.body))
 		if err != nil || pk.Choices != c.want {
 			t.Errorf("%s %s: %d choices (%v), want %d", c.f, c.body, pk.Choices, err, c.want)
 		}
 	}
-	if _, err := PeekRequest(llm.FormatChat, []byte(`{"model":"m","n":"2"}`)); err == nil {
+	if _, err := peek(llm.FormatChat, []byte(`{"model":"m","n":"2"}`)); err == nil {
 		t.Error("a string n was accepted")
 	}
 }
@@ -102,7 +102,7 @@ func TestPeekRequestErrors(t *testing.T) {
 		{`{"model":"m","max_tokens":1.5}`, "max_tokens"},
 	}
 	for _, c := range cases {
-		_, err := PeekRequest(llm.FormatChat, []byte(c.body))
+		_, err := peek(llm.FormatChat, []byte(c.body))
 		invalid(t, err, c.param)
 	}
 }
@@ -156,16 +156,19 @@ func TestSetModelOnFixtures(t *testing.T) {
 				t.Errorf("%s: %s changed", fm.name, k)
 			}
 		}
-		if pk, _ := PeekRequest(fm.f, out); pk.Model != "upstream-x" {
+		if pk, _ := peek(fm.f, out); pk.Model != "upstream-x" {
 			t.Errorf("%s: model %q", fm.name, pk.Model)
 		}
 	}
 }
 
 func TestPeekRequestAllocations(t *testing.T) {
-	body := fixture(t, "requests", "chat.json")
+	v, err := ReadRequest(fixture(t, "requests", "chat.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	allocs := testing.AllocsPerRun(100, func() {
-		if _, err := PeekRequest(llm.FormatChat, body); err != nil {
+		if _, err := PeekRequest(llm.FormatChat, v); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -181,7 +184,7 @@ func BenchmarkPeekRequest(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := PeekRequest(llm.FormatChat, body); err != nil {
+		if _, err := peek(llm.FormatChat, body); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -236,13 +239,13 @@ func TestPeekHugeBound(t *testing.T) {
 		`{"model":"m","max_tokens":1e30}`:                 math.MaxInt32,
 		`{"model":"m","max_tokens":16.0}`:                 16,
 	} {
-		p, err := PeekRequest(llm.FormatMessages, []byte(body))
+		p, err := peek(llm.FormatMessages, []byte(body))
 		if err != nil || p.MaxTokens != want {
 			t.Errorf("%s: %d %v, want %d", body, p.MaxTokens, err, want)
 		}
 	}
 	for _, body := range []string{`{"model":"m","max_tokens":16.5}`, `{"model":"m","max_tokens":-1e30}`} {
-		if _, err := PeekRequest(llm.FormatMessages, []byte(body)); err == nil {
+		if _, err := peek(llm.FormatMessages, []byte(body)); err == nil {
 			t.Errorf("%s: accepted", body)
 		}
 	}

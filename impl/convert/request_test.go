@@ -520,14 +520,14 @@ func TestStreamUsage(t *testing.T) {
 // it.
 func TestDecodeCountTokensRequest(t *testing.T) {
 	body := []byte(`{"model":"m","system":"be brief","messages":[{"role":"user","content":"hello"}]}`)
-	ir, err := DecodeCountTokensRequest(body)
+	ir, err := decodeCountTokens(body)
 	if err != nil || ir.System != "be brief" || len(ir.Messages) != 1 || ir.MaxTokens != 0 {
 		t.Fatalf("%+v, %v", ir, err)
 	}
 	if _, err := DecodeRequest(llm.FormatMessages, body); err == nil {
 		t.Error("a Messages request without max_tokens was accepted")
 	}
-	if ir, err := DecodeCountTokensRequest([]byte(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"x"}]}`)); err != nil || ir.MaxTokens != 5 {
+	if ir, err := decodeCountTokens([]byte(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"x"}]}`)); err != nil || ir.MaxTokens != 5 {
 		t.Errorf("with a bound: %+v, %v", ir, err)
 	}
 }

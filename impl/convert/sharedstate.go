@@ -4,6 +4,7 @@ import (
 	"bytes"
 
 	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/jsonview"
 	"github.com/tollgate/tollgate/impl/llm"
 )
 
@@ -23,19 +24,19 @@ var sharedStateFields = map[llm.Format][]string{
 // (tools the provider runs and bills per call are PlanHostedTools' to decide). A Responses request asking the upstream to store its answer (store: true)
 // gets the names of what is dropped: ForUpstream with NoStore sends store: false, as the
 // provider would keep the answer where any tenant's later request could reach it.
-func SharedStateFields(f llm.Format, body []byte) (dropped []string, err error) {
+func SharedStateFields(f llm.Format, v *jsonview.View) (dropped []string, err error) {
 	refused := sharedStateFields[f]
-	err = scanTopSpans(body, func(key []byte, start, end int) error {
-		value := body[start:end]
+	body := v.Body()
+	for _, m := range v.Members() {
+		key, value := m.Key, body[m.Start:m.End]
 		for _, name := range refused {
 			if string(key) == name && !isNull(value) {
-				return apierror.Invalid(name, "'%s' is not supported: tollgate keeps no provider-side state for its tenants; send the whole conversation with every request.", name)
+				return nil, apierror.Invalid(name, "'%s' is not supported: tollgate keeps no provider-side state for its tenants; send the whole conversation with every request.", name)
 			}
 		}
 		if f == llm.FormatResponses && string(key) == "store" && !isNull(value) && !bytes.Equal(bytes.TrimSpace(value), []byte("false")) {
 			dropped = append(dropped, "store")
 		}
-		return nil
-	})
-	return dropped, err
+	}
+	return dropped, nil
 }

@@ -30,7 +30,7 @@ func TestSharedStateFields(t *testing.T) {
 		{llm.FormatChat, `{"model":"m","messages":[],"store":true}`, "", nil},
 	}
 	for _, c := range cases {
-		dropped, err := SharedStateFields(c.f, []byte(c.body))
+		dropped, err := sharedState(c.f, []byte(c.body))
 		var e *apierror.Error
 		switch {
 		case c.param != "" && (!errors.As(err, &e) || e.Param != c.param || e.Kind != apierror.KindInvalidRequest):
@@ -51,12 +51,12 @@ func TestForUpstreamNoStore(t *testing.T) {
 		`{}`:                                      `{"model":"up","store":false}`,
 	}
 	for in, want := range cases {
-		got, err := ForUpstream(nil, []byte(in), "up", UpstreamEdits{NoStore: true})
+		got, err := forUpstream(nil, []byte(in), "up", UpstreamEdits{NoStore: true})
 		if err != nil || string(got) != want {
 			t.Errorf("%s: %s, %v; want %s", in, got, err, want)
 		}
 	}
-	got, err := ForUpstream(nil, []byte(`{"input":"hi"}`), "up", UpstreamEdits{NoStore: true, IncludeUsage: true})
+	got, err := forUpstream(nil, []byte(`{"input":"hi"}`), "up", UpstreamEdits{NoStore: true, IncludeUsage: true})
 	if want := `{"model":"up","stream_options":{"include_usage":true},"store":false,"input":"hi"}`; err != nil || string(got) != want {
 		t.Errorf("all three added: %s, %v; want %s", got, err, want)
 	}
@@ -78,7 +78,7 @@ func TestClientToolsPass(t *testing.T) {
 		{llm.FormatChat, `{"model":"m","messages":[],"tools":[{"type":"web_search"}]}`},
 	}
 	for _, c := range cases {
-		if dropped, err := SharedStateFields(c.f, []byte(c.body)); err != nil || dropped != nil {
+		if dropped, err := sharedState(c.f, []byte(c.body)); err != nil || dropped != nil {
 			t.Errorf("%s: dropped %v, err %v; want it to pass", c.body, dropped, err)
 		}
 	}

@@ -1,56 +1,46 @@
 package convert
 
 import (
-	"bytes"
 	"strconv"
+
+	"github.com/tollgate/tollgate/impl/jsonview"
 )
 
 // minThinkingBudget is the smallest thinking budget the Messages API accepts.
 const minThinkingBudget = 1024
 
-// FitThinking fits a Messages request's extended thinking to an output bound it was clamped
-// to: the API requires thinking.budget_tokens to be below max_tokens, so a budget at or above
-// bound is lowered to bound-1 (lowered says to what), or, when that is below the API's minimum
-// of 1024, thinking is left out (dropped). A body without a budget is returned as it is.
-func FitThinking(body []byte, bound int) (out []byte, lowered int, dropped bool, err error) {
-	if !bytes.Contains(body, []byte(`"budget_tokens"`)) {
-		return body, 0, false, nil
+// FitThinking fits a Messages request's extended thinking (its view v) to an output bound it
+// was clamped to, adding its change to edits: the API requires thinking.budget_tokens to be
+// below max_tokens, so a budget at or above bound is lowered to bound-1 (lowered says to what),
+// or, when that is below the API's minimum of 1024, thinking is left out (dropped). A request
+// without a budget is left as it is.
+func FitThinking(v *jsonview.View, bound int, edits *jsonview.Edits) (lowered int, dropped bool, err error) {
+	m, ok := v.Lookup("thinking")
+	if !ok {
+		return 0, false, nil
 	}
-	var edits memberEdits
-	err = scanTopSpans(body, func(key []byte, start, end int) error {
-		if string(key) != "thinking" || firstByte(body[start:end]) != '{' {
-			return nil
-		}
-		obj, err := parseObject(body[start:end], "thinking")
-		if err != nil {
-			return err
-		}
-		raw := obj.get("budget_tokens")
-		if isNull(raw) {
-			return nil
-		}
-		budget, err := parseInt(raw, "thinking.budget_tokens")
-		if err != nil || budget < bound {
-			return err
-		}
-		if bound-1 < minThinkingBudget {
-			edits.remove(start, end)
-			dropped = true
-			return nil
-		}
-		lowered = bound - 1
-		var inner memberEdits
-		_ = scanTopSpans(body[start:end], func(k []byte, s, e int) error {
-			if string(k) == "budget_tokens" {
-				inner.replace(s, e, strconv.AppendInt(nil, int64(bound-1), 10))
-			}
-			return nil
-		})
-		edits.replace(start, end, inner.apply(body[start:end]))
-		return nil
-	})
-	if err != nil || len(edits.spans) == 0 {
-		return body, 0, false, err
+	thinking := v.ValueOf(m)
+	if firstByte(thinking) != '{' {
+		return 0, false, nil
 	}
-	return edits.apply(body), lowered, dropped, nil
+	var inner jsonview.View
+	if inner.Parse(thinking) != nil {
+		return 0, false, typeError("thinking", "an object")
+	}
+	budget, ok := inner.Lookup("budget_tokens")
+	if !ok || isNull(inner.ValueOf(budget)) {
+		return 0, false, nil
+	}
+	n, err := parseInt(inner.ValueOf(budget), "thinking.budget_tokens")
+	if err != nil || n < bound {
+		return 0, false, err
+	}
+	if bound-1 < minThinkingBudget {
+		edits.Remove(m)
+		return 0, true, nil
+	}
+	var change jsonview.Edits
+	change.Replace(budget, strconv.AppendInt(nil, int64(bound-1), 10))
+	edits.Replace(m, change.AppendTo(nil, &inner))
+	return bound - 1, false, nil
 }

@@ -15,7 +15,7 @@ func TestFitThinking(t *testing.T) {
 		{`{"model":"m","thinking":{"type":"adaptive"}}`, "", "", 100},
 	}
 	for _, c := range cases {
-		got, _, left, err := FitThinking([]byte(c.body), c.bound)
+		got, _, left, err := fitThinking([]byte(c.body), c.bound)
 		dropped := ""
 		if left {
 			dropped = "thinking"

@@ -53,22 +53,22 @@ func TestForUpstream(t *testing.T) {
 		{`{"model":"a","stream_options":null}`, true, `{"model":"up","stream_options":{"include_usage":true}}`},
 	}
 	for _, c := range cases {
-		got, err := ForUpstream(nil, []byte(c.in), "up", UpstreamEdits{IncludeUsage: c.forceUsage})
+		got, err := forUpstream(nil, []byte(c.in), "up", UpstreamEdits{IncludeUsage: c.forceUsage})
 		if err != nil || string(got) != c.want {
-			t.Errorf("ForUpstream(%s, %v) = %s, %v; want %s", c.in, c.forceUsage, got, err, c.want)
+			t.Errorf("forUpstream(%s, %v) = %s, %v; want %s", c.in, c.forceUsage, got, err, c.want)
 		}
 	}
 	for _, c := range cases { // appending to a buffer that holds something already
 		prefix := []byte("kept:")
-		got, err := ForUpstream(prefix[:len(prefix):len(prefix)], []byte(c.in), "up", UpstreamEdits{IncludeUsage: c.forceUsage})
+		got, err := forUpstream(prefix[:len(prefix):len(prefix)], []byte(c.in), "up", UpstreamEdits{IncludeUsage: c.forceUsage})
 		if err != nil || string(got) != "kept:"+c.want {
-			t.Errorf("ForUpstream(%s, %v) = %s, %v; want kept:%s", c.in, c.forceUsage, got, err, c.want)
+			t.Errorf("forUpstream(%s, %v) = %s, %v; want kept:%s", c.in, c.forceUsage, got, err, c.want)
 		}
 	}
-	if _, err := ForUpstream(nil, []byte(`{"model":"a","stream_options":7}`), "up", UpstreamEdits{IncludeUsage: true}); err == nil {
+	if _, err := forUpstream(nil, []byte(`{"model":"a","stream_options":7}`), "up", UpstreamEdits{IncludeUsage: true}); err == nil {
 		t.Error("a stream_options that is not an object must be refused")
 	}
-	if !IncludeUsage([]byte(`{"stream_options":{"include_usage":true}}`)) || IncludeUsage([]byte(`{"stream_options":{"include_usage":false}}`)) || IncludeUsage([]byte(`{"messages":[{"stream_options":{"include_usage":true}}]}`)) {
+	if !includeUsage([]byte(`{"stream_options":{"include_usage":true}}`)) || includeUsage([]byte(`{"stream_options":{"include_usage":false}}`)) || includeUsage([]byte(`{"messages":[{"stream_options":{"include_usage":true}}]}`)) {
 		t.Error("IncludeUsage")
 	}
 }
@@ -85,12 +85,12 @@ func TestForUpstreamMinBound(t *testing.T) {
 		{`{"max_output_tokens":2.0,"model":"a"}`, `{"max_output_tokens":16,"model":"up"}`},
 	}
 	for _, c := range cases {
-		got, err := ForUpstream(nil, []byte(c.in), "up", ed)
+		got, err := forUpstream(nil, []byte(c.in), "up", ed)
 		if err != nil || string(got) != c.want {
-			t.Errorf("ForUpstream(%s) = %s, %v; want %s", c.in, got, err, c.want)
+			t.Errorf("forUpstream(%s) = %s, %v; want %s", c.in, got, err, c.want)
 		}
 	}
-	if _, err := ForUpstream(nil, []byte(`{"model":"a","max_output_tokens":"3"}`), "up", ed); err == nil {
+	if _, err := forUpstream(nil, []byte(`{"model":"a","max_output_tokens":"3"}`), "up", ed); err == nil {
 		t.Error("a bound that is not a number must be refused")
 	}
 }
@@ -124,13 +124,13 @@ func TestForUpstreamDefaultBound(t *testing.T) {
 		{`{}`, `{"model":"up","max_completion_tokens":4096}`},
 	}
 	for _, c := range cases {
-		got, err := ForUpstream(nil, []byte(c.in), "up", ed)
+		got, err := forUpstream(nil, []byte(c.in), "up", ed)
 		if err != nil || string(got) != c.want {
-			t.Errorf("ForUpstream(%s) = %s, %v; want %s", c.in, got, err, c.want)
+			t.Errorf("forUpstream(%s) = %s, %v; want %s", c.in, got, err, c.want)
 		}
 	}
 	both := UpstreamEdits{BoundKey: "max_output_tokens", MinBound: 16, DefaultBound: 512, NoStore: true}
-	got, err := ForUpstream(nil, []byte(`{"model":"a","input":"hi"}`), "up", both)
+	got, err := forUpstream(nil, []byte(`{"model":"a","input":"hi"}`), "up", both)
 	if want := `{"store":false,"max_output_tokens":512,"model":"up","input":"hi"}`; err != nil || string(got) != want {
 		t.Errorf("Responses: %s, %v; want %s", got, err, want)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/tollgate/tollgate/impl/billing"
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/convert"
+	"github.com/tollgate/tollgate/impl/jsonview"
 	"github.com/tollgate/tollgate/impl/llm"
 	"github.com/tollgate/tollgate/impl/price"
 	"github.com/tollgate/tollgate/impl/provider"
@@ -42,6 +43,9 @@ type Request struct {
 	Client llm.Format
 	// Body is the request as the client sent it; it is read, never changed.
 	Body []byte
+	// View is Body read once (its top-level members), as the edge's validator read it; nil to
+	// have the exchange read it.
+	View *jsonview.View
 	// Forward holds the headers passed to an upstream of the client's format as they came
 	// (anthropic-version, anthropic-beta); nil for none.
 	Forward http.Header
@@ -154,7 +158,7 @@ func (eng *Engine) Start(ctx context.Context, r Request) (*Exchange, error) {
 
 // start is Start with an in-process call's options (nil for a Request from an edge).
 func (eng *Engine) start(ctx context.Context, r Request, o *callOptions) (*Exchange, error) {
-	p, client, body, forward := r.Principal, r.Client, r.Body, r.Forward
+	p, client, body, view, forward := r.Principal, r.Client, r.Body, r.View, r.Forward
 	var (
 		modelID            string
 		stream             bool
@@ -164,7 +168,12 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions) (*Excha
 	if r.neutral != nil {
 		modelID, stream, maxTokens, choices = r.neutral.Model, r.neutral.Stream, r.neutral.MaxTokens, max(r.neutral.N, 1)
 	} else {
-		peek, err := convert.PeekRequest(client, body)
+		if view == nil {
+			if view, err = convert.ReadRequest(body); err != nil {
+				return nil, err
+			}
+		}
+		peek, err := convert.PeekRequest(client, view)
 		if err != nil {
 			return nil, err
 		}
@@ -193,7 +202,10 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions) (*Excha
 	for _, e := range m.Experts {
 		needIR = needIR || e.Kind != client
 	}
-	size := unescapedSize(body)
+	size := 0
+	if view != nil {
+		size = len(body) - 5*view.UnicodeEscapes()
+	}
 	inputEst := int64(sizeEstimate(size))
 	features := routing.Features{OutputTokens: maxTokens} // what the client asked for; 0 when it did not say
 	// onlySameFormat is set when the request cannot be put in the neutral form (it holds what
@@ -202,7 +214,7 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions) (*Excha
 	if r.neutral != nil {
 		ir, needIR = r.neutral, true
 	} else if needIR {
-		if ir, err = convert.DecodeRequest(client, body); err != nil {
+		if ir, err = convert.DecodeView(client, view); err != nil {
 			if !hasExpertOfKind(m, client) {
 				return nil, err
 			}
@@ -216,7 +228,7 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions) (*Excha
 	// an image at a fixed cost.
 	parsed, read := ir, needIR
 	if !read && size > largeBody {
-		parsed, _ = convert.DecodeRequest(client, body)
+		parsed, _ = convert.DecodeView(client, view)
 		read = true
 	}
 	// The context check uses a lenient count (four bytes a token; three quarters of the neutral
@@ -242,7 +254,7 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions) (*Excha
 			features.Tools = len(ir.Tools) > 0
 			features.Code = routing.LooksLikeCode(lastUserText(ir))
 		} else {
-			features.Tools = bytes.Contains(body, []byte(`"tools"`))
+			features.Tools = view.Has("tools")
 			features.Code = routing.LooksLikeCodeBytes(body)
 		}
 	}
@@ -259,8 +271,8 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions) (*Excha
 	// Every input token is reserved at the dearest input kind (a one-hour cache write is twice
 	// the input price at Anthropic) and at the long-context tier when the input may reach it.
 	worst := price.Worst(inputEst, int64(outBound)*int64(choices), m.MaxPrice())
-	if m.HostedPriced && body != nil {
-		worst = billing.SaturatingAdd(worst, m.HostedWorst(client, convert.HostedToolsIn(client, body)))
+	if m.HostedPriced && view != nil {
+		worst = billing.SaturatingAdd(worst, m.HostedWorst(client, convert.HostedToolsIn(client, view)))
 	}
 	var admission trace.Span
 	if telemetry.Enabled() {
@@ -277,13 +289,13 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions) (*Excha
 		x.tr = &exchangeTrace{capture: telemetry.CaptureContent(p.AccountID)}
 	}
 	if client == llm.FormatChat && stream {
-		x.include = convert.IncludeUsage(body)
+		x.include = convert.IncludeUsage(view)
 	}
 	if client == llm.FormatResponses && stream {
 		// A stream's response objects echo the request as the whole answer does; a request
 		// that only its own format can read echoes the defaults.
 		if !read {
-			parsed, _ = convert.DecodeRequest(client, body)
+			parsed, _ = convert.DecodeView(client, view)
 		}
 		x.echo = convert.ResponsesEchoMembers(parsed)
 	}
@@ -319,7 +331,7 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions) (*Excha
 		if e.MaxOutputTokens > 0 {
 			bound = min(bound, e.MaxOutputTokens)
 		}
-		ur, err := upstreamBody(client, body, ir, e, stream, bound, maxTokens)
+		ur, err := upstreamBody(client, view, ir, e, stream, bound, maxTokens)
 		if err != nil {
 			if refusal == nil || (e.Kind == client && !refusalSameFormat) {
 				refusal, refusalSameFormat = err, e.Kind == client
@@ -350,7 +362,7 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions) (*Excha
 				// The client is billed for at most the bound it asked for, or the clamp.
 				x.askedOutput = int64(min(maxTokens, bound)) * int64(choices)
 				if maxTokens > bound {
-					x.clamped = maxTokensField(client, body) + "=" + strconv.Itoa(bound)
+					x.clamped = maxTokensField(client, view) + "=" + strconv.Itoa(bound)
 					if ur.thinkingBudget > 0 {
 						x.clamped += ", thinking.budget_tokens=" + strconv.Itoa(ur.thinkingBudget)
 					}
@@ -441,7 +453,7 @@ func publicRefusal(err error, e routing.Expert, modelID string, client llm.Forma
 // unescapedSize is the size of a request body with each \uXXXX escape counted as the one
 // character it stands for: a client that escapes all non-ASCII text (Python's json.dumps does)
 // sends six bytes a character, which must not count six times against the context window or
-// the credit.
+// the credit. (A request's view counts its escapes in the validator's pass.)
 func unescapedSize(body []byte) int {
 	return len(body) - 5*bytes.Count(body, []byte(`\u`))
 }
@@ -533,29 +545,31 @@ type upstreamRequest struct {
 // (asked, 0 when it gave none) lowered to the limit of the model and of the expert, or that
 // limit when the client gave none, which the upstream is always sent: the reservation, and
 // what the model's card promises, hold only for answers within it.
-func upstreamBody(client llm.Format, body []byte, ir *llm.Request, e routing.Expert, stream bool, bound, asked int) (upstreamRequest, error) {
+func upstreamBody(client llm.Format, view *jsonview.View, ir *llm.Request, e routing.Expert, stream bool, bound, asked int) (upstreamRequest, error) {
 	var ur upstreamRequest
-	if e.Kind == client && body != nil {
+	if e.Kind == client && view != nil {
 		// Provider-kept state is refused or turned off: every tenant reaches the provider
 		// through one account. Usage is what the gateway bills: a streamed chat request asks
 		// for it whatever the client asked (the usage chunk reaches only clients that asked).
-		dropped, err := convert.SharedStateFields(client, body)
+		dropped, err := convert.SharedStateFields(client, view)
 		if err != nil {
 			return ur, err
 		}
+		// Every change to the client's bytes is an edit of its view, made in one copy below.
+		var edits jsonview.Edits
 		// Tools the provider runs and bills per call go only where they are priced.
-		plan, err := convert.PlanHostedTools(client, body, e.HostedPolicy)
+		plan, err := convert.PlanHostedTools(client, view, e.HostedPolicy, &edits)
 		if err != nil {
 			return ur, err
 		}
-		body, ur.dropped, ur.hosted = plan.Body, append(dropped, plan.Dropped...), plan.Bounds
+		ur.dropped, ur.hosted = append(dropped, plan.Dropped...), plan.Bounds
 		if client == llm.FormatMessages && asked > bound {
 			// A thinking budget must stay below the clamped max_tokens.
-			fitted, lowered, left, err := convert.FitThinking(body, bound)
+			lowered, left, err := convert.FitThinking(view, bound, &edits)
 			if err != nil {
 				return ur, err
 			}
-			body, ur.thinkingBudget = fitted, lowered
+			ur.thinkingBudget = lowered
 			if left {
 				ur.dropped = append(ur.dropped, "thinking")
 			}
@@ -574,7 +588,7 @@ func upstreamBody(client llm.Format, body []byte, ir *llm.Request, e routing.Exp
 			// Messages requests always carry max_tokens.
 			ed.DefaultBound = bound
 		}
-		ur.body, err = convert.ForUpstream(nil, body, e.Model, ed)
+		ur.body, err = convert.ForUpstream(nil, view, e.Model, ed, &edits)
 		return ur, err
 	}
 	req := *ir
@@ -612,11 +626,11 @@ func inputField(f llm.Format) string {
 }
 
 // maxTokensField names the request field that bounds the output.
-func maxTokensField(f llm.Format, body []byte) string {
+func maxTokensField(f llm.Format, view *jsonview.View) string {
 	switch {
 	case f == llm.FormatResponses:
 		return "max_output_tokens"
-	case f == llm.FormatChat && bytes.Contains(body, []byte(`"max_completion_tokens"`)):
+	case f == llm.FormatChat && view != nil && view.Has("max_completion_tokens"):
 		return "max_completion_tokens"
 	}
 	return "max_tokens"

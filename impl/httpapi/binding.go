@@ -6,13 +6,17 @@ import (
 	"net/http"
 
 	"github.com/tollgate/tollgate/gen/api"
+	"github.com/tollgate/tollgate/impl/jsonview"
+	"github.com/tollgate/tollgate/impl/llm"
 )
 
 // checkedBody is the request body after the validator has read and checked it: handlers read
-// the same bytes again through the Reader, and inferenceBinding takes them as they are.
+// the same bytes again through the Reader, and inferenceBinding takes them as they are, with
+// the view of their top level the validator's pass read (the one parse of a request).
 type checkedBody struct {
 	*bytes.Reader
-	raw []byte
+	raw  []byte
+	view jsonview.View
 }
 
 func (*checkedBody) Close() error { return nil }
@@ -22,12 +26,16 @@ func newCheckedBody(raw []byte) *checkedBody {
 	return &checkedBody{Reader: bytes.NewReader(raw), raw: raw}
 }
 
-// checkedBytes returns the bytes of a body the validator has checked.
-func checkedBytes(r *http.Request) (json.RawMessage, bool) {
+// checkedBytes returns the bytes of a body the validator has checked, and their view (nil when
+// the validator read none).
+func checkedBytes(r *http.Request) (json.RawMessage, *jsonview.View, bool) {
 	if b, ok := r.Body.(*checkedBody); ok {
-		return b.raw, true
+		if b.view.Body() == nil {
+			return b.raw, nil, true
+		}
+		return b.raw, &b.view, true
 	}
-	return nil, false
+	return nil, nil, false
 }
 
 // inferenceBinding is the generated strict handler with the binding of the three inference
@@ -42,14 +50,14 @@ type inferenceBinding struct {
 }
 
 func (b inferenceBinding) CreateChatCompletion(w http.ResponseWriter, r *http.Request) {
-	body, ok := checkedBytes(r)
+	body, view, ok := checkedBytes(r)
 	if !ok {
 		b.ServerInterface.CreateChatCompletion(w, r)
 		return
 	}
-	res, err := b.s.CreateChatCompletion(r.Context(), api.CreateChatCompletionRequestObject{Body: &body})
+	x, err := b.s.startExchange(r.Context(), llm.FormatChat, body, view, nil)
 	if err == nil {
-		err = res.VisitCreateChatCompletionResponse(w)
+		err = chatAnswer{x}.VisitCreateChatCompletionResponse(w)
 	}
 	if err != nil {
 		b.s.respondError(w, r, err)
@@ -57,14 +65,14 @@ func (b inferenceBinding) CreateChatCompletion(w http.ResponseWriter, r *http.Re
 }
 
 func (b inferenceBinding) CreateResponse(w http.ResponseWriter, r *http.Request) {
-	body, ok := checkedBytes(r)
+	body, view, ok := checkedBytes(r)
 	if !ok {
 		b.ServerInterface.CreateResponse(w, r)
 		return
 	}
-	res, err := b.s.CreateResponse(r.Context(), api.CreateResponseRequestObject{Body: &body})
+	x, err := b.s.startExchange(r.Context(), llm.FormatResponses, body, view, nil)
 	if err == nil {
-		err = res.VisitCreateResponseResponse(w)
+		err = responsesAnswer{x}.VisitCreateResponseResponse(w)
 	}
 	if err != nil {
 		b.s.respondError(w, r, err)
@@ -72,14 +80,14 @@ func (b inferenceBinding) CreateResponse(w http.ResponseWriter, r *http.Request)
 }
 
 func (b inferenceBinding) CreateMessage(w http.ResponseWriter, r *http.Request, params api.CreateMessageParams) {
-	body, ok := checkedBytes(r)
+	body, view, ok := checkedBytes(r)
 	if !ok {
 		b.ServerInterface.CreateMessage(w, r, params)
 		return
 	}
-	res, err := b.s.CreateMessage(r.Context(), api.CreateMessageRequestObject{Params: params, Body: &body})
+	x, err := b.s.startExchange(r.Context(), llm.FormatMessages, body, view, messagesForward(params))
 	if err == nil {
-		err = res.VisitCreateMessageResponse(w)
+		err = messagesAnswer{x}.VisitCreateMessageResponse(w)
 	}
 	if err != nil {
 		b.s.respondError(w, r, err)

@@ -6,6 +6,7 @@ import (
 	"github.com/tollgate/tollgate/gen/api"
 	"github.com/tollgate/tollgate/impl/convert"
 	"github.com/tollgate/tollgate/impl/exchange"
+	"github.com/tollgate/tollgate/impl/jsonview"
 	"github.com/tollgate/tollgate/impl/llm"
 )
 
@@ -20,20 +21,25 @@ func (s *Server) CountMessageTokens(ctx context.Context, req api.CountMessageTok
 		return nil, err
 	}
 	body := []byte(*req.Body)
-	peek, err := convert.PeekRequest(llm.FormatMessages, body)
+	view, err := convert.ReadRequest(body)
+	if err != nil {
+		return nil, err
+	}
+	peek, err := convert.PeekRequest(llm.FormatMessages, view)
 	if err != nil {
 		return nil, err
 	}
 	if _, err := s.exchange.ResolveModel(ctx, p, peek.Model, llm.FormatMessages); err != nil {
 		return nil, err
 	}
-	return api.CountMessageTokens200JSONResponse{InputTokens: int64(estimateMessagesInput(body))}, nil
+	return api.CountMessageTokens200JSONResponse{InputTokens: int64(estimateMessagesInput(view))}, nil
 }
 
 // estimateMessagesInput estimates the input tokens of a count_tokens body. A body the converter
 // cannot put in the neutral form is estimated from its size, as the exchange does.
-func estimateMessagesInput(body []byte) int {
-	if ir, err := convert.DecodeCountTokensRequest(body); err == nil {
+func estimateMessagesInput(view *jsonview.View) int {
+	body := view.Body()
+	if ir, err := convert.DecodeCountTokensRequest(view); err == nil {
 		return convert.EstimateInputTokens(ir)
 	}
 	return exchange.EstimateBySize(body)

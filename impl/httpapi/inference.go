@@ -11,6 +11,7 @@ import (
 
 	"github.com/tollgate/tollgate/gen/api"
 	"github.com/tollgate/tollgate/impl/exchange"
+	"github.com/tollgate/tollgate/impl/jsonview"
 	"github.com/tollgate/tollgate/impl/llm"
 	"github.com/tollgate/tollgate/impl/sse"
 )
@@ -28,7 +29,7 @@ const (
 
 // CreateChatCompletion serves POST /v1/chat/completions.
 func (s *Server) CreateChatCompletion(ctx context.Context, req api.CreateChatCompletionRequestObject) (api.CreateChatCompletionResponseObject, error) {
-	x, err := s.startExchange(ctx, llm.FormatChat, *req.Body, nil)
+	x, err := s.startExchange(ctx, llm.FormatChat, *req.Body, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -37,7 +38,7 @@ func (s *Server) CreateChatCompletion(ctx context.Context, req api.CreateChatCom
 
 // CreateResponse serves POST /v1/responses.
 func (s *Server) CreateResponse(ctx context.Context, req api.CreateResponseRequestObject) (api.CreateResponseResponseObject, error) {
-	x, err := s.startExchange(ctx, llm.FormatResponses, *req.Body, nil)
+	x, err := s.startExchange(ctx, llm.FormatResponses, *req.Body, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -46,28 +47,34 @@ func (s *Server) CreateResponse(ctx context.Context, req api.CreateResponseReque
 
 // CreateMessage serves POST /v1/messages.
 func (s *Server) CreateMessage(ctx context.Context, req api.CreateMessageRequestObject) (api.CreateMessageResponseObject, error) {
-	forward := http.Header{}
-	if v := req.Params.AnthropicVersion; v != nil {
-		forward.Set("anthropic-version", *v)
-	}
-	if v := req.Params.AnthropicBeta; v != nil {
-		forward.Set("anthropic-beta", *v)
-	}
-	x, err := s.startExchange(ctx, llm.FormatMessages, *req.Body, forward)
+	x, err := s.startExchange(ctx, llm.FormatMessages, *req.Body, nil, messagesForward(req.Params))
 	if err != nil {
 		return nil, err
 	}
 	return messagesAnswer{x}, nil
 }
 
+// messagesForward holds the headers of a Messages request passed to a Messages upstream.
+func messagesForward(params api.CreateMessageParams) http.Header {
+	forward := http.Header{}
+	if v := params.AnthropicVersion; v != nil {
+		forward.Set("anthropic-version", *v)
+	}
+	if v := params.AnthropicBeta; v != nil {
+		forward.Set("anthropic-beta", *v)
+	}
+	return forward
+}
+
 // startExchange hands an inference route's request to the exchange (impl/exchange) with the
-// caller the edge authenticated and the request id it assigned.
-func (s *Server) startExchange(ctx context.Context, client llm.Format, body []byte, forward http.Header) (*exchange.Exchange, error) {
+// caller the edge authenticated, the request id it assigned and the view of the body its
+// validator read (nil: the exchange reads it).
+func (s *Server) startExchange(ctx context.Context, client llm.Format, body []byte, view *jsonview.View, forward http.Header) (*exchange.Exchange, error) {
 	p, err := principal(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return s.exchange.Start(ctx, exchange.Request{Client: client, Body: body, Forward: forward, Principal: p, RequestID: requestIDFrom(ctx)})
+	return s.exchange.Start(ctx, exchange.Request{Client: client, Body: body, View: view, Forward: forward, Principal: p, RequestID: requestIDFrom(ctx)})
 }
 
 // The answers implement the generated response interfaces; they write the upstream's answer.

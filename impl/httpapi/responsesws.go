@@ -16,6 +16,7 @@ import (
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/exchange"
+	"github.com/tollgate/tollgate/impl/jsonview"
 	"github.com/tollgate/tollgate/impl/llm"
 	"github.com/tollgate/tollgate/impl/sse"
 )
@@ -217,8 +218,9 @@ func (sock *responsesSocket) serve(ctx context.Context, data []byte) bool {
 		}
 	}
 	body, input, warmup, err := sock.request(data)
+	var view jsonview.View
 	if err == nil {
-		err = s.validate.checkResponsesBody(body)
+		err = s.validate.checkResponsesBody(body, &view)
 	}
 	if err != nil {
 		return sock.sendError(ctx, requestID, err)
@@ -226,7 +228,11 @@ func (sock *responsesSocket) serve(ctx context.Context, data []byte) bool {
 	if warmup {
 		return sock.warmUp(ctx, p, requestID, body, input)
 	}
-	x, err := s.exchange.Start(ctx, exchange.Request{Client: llm.FormatResponses, Body: body, Principal: p, RequestID: requestID})
+	req := exchange.Request{Client: llm.FormatResponses, Body: body, Principal: p, RequestID: requestID}
+	if view.Body() != nil {
+		req.View = &view
+	}
+	x, err := s.exchange.Start(ctx, req)
 	if err != nil {
 		var e *apierror.Error
 		if !errors.As(err, &e) && ctx.Err() == nil {
@@ -466,13 +472,14 @@ func serverDraining(r *http.Request) <-chan struct{} {
 	return actual.(chan struct{})
 }
 
-// checkResponsesBody validates a body of POST /v1/responses as the route's validator does.
-func (v *validator) checkResponsesBody(body []byte) error {
+// checkResponsesBody validates a body of POST /v1/responses as the route's validator does,
+// reading its view in the same pass.
+func (v *validator) checkResponsesBody(body []byte, view *jsonview.View) error {
 	op, ok := v.operations["POST "+responsesPath]
 	if !ok {
 		return nil
 	}
-	if err := op.ValidateBodyStrict("application/json", body); err != nil {
+	if err := op.ValidateBodyView("application/json", body, view); err != nil {
 		return describe(err)
 	}
 	return nil

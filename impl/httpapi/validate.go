@@ -75,6 +75,7 @@ func (v *validator) validate(r *http.Request) (*bodyLease, error) {
 	}
 	var body []byte
 	var lease *bodyLease
+	var checked *checkedBody
 	if op.HasBody() {
 		var err error
 		body, lease, err = v.readBody(r)
@@ -92,8 +93,10 @@ func (v *validator) validate(r *http.Request) (*bodyLease, error) {
 			}
 			return lease, apierror.Invalid("", "could not read the request body")
 		}
-		// The handler reads the body again; validation only reads the bytes.
-		r.Body = newCheckedBody(body)
+		// The handler reads the body again; validation only reads the bytes, and the view
+		// of their top level that it reads goes with them.
+		checked = newCheckedBody(body)
+		r.Body = checked
 		r.ContentLength = int64(len(body))
 		if len(bytes.TrimSpace(body)) == 0 {
 			return lease, apierror.Invalid("", "a JSON request body is required")
@@ -111,7 +114,10 @@ func (v *validator) validate(r *http.Request) (*bodyLease, error) {
 	}
 	// Strict: a string that is not valid UTF-8 is refused naming its field, not quietly
 	// served with U+FFFD in place of its bytes (what strict SDKs expect; issue 23).
-	if err := op.ValidateBodyStrict(r.Header.Get("Content-Type"), body); err != nil {
+	if checked == nil {
+		return lease, nil
+	}
+	if err := op.ValidateBodyView(r.Header.Get("Content-Type"), body, &checked.view); err != nil {
 		return lease, describe(err)
 	}
 	return lease, nil

@@ -4,6 +4,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tollgate/tollgate/impl/jsontext"
+	"github.com/tollgate/tollgate/impl/jsonview"
 )
 
 // maxDepth is encoding/json's limit on the nesting of arrays and objects: a value nested deeper
@@ -31,6 +32,12 @@ type walker struct {
 	// are not valid UTF-8 (-1: none yet); see Operation.ValidateBodyStrict.
 	strictUTF8 bool
 	badUTF8    int
+
+	// view, when set, receives the members of the top-level object as the walk meets them
+	// (indexed reports that it did), and uescapes counts the \u escapes of all strings.
+	view     *jsonview.View
+	indexed  bool
+	uescapes int
 }
 
 func (w *walker) fail() {
@@ -113,6 +120,7 @@ func (w *walker) scanString() (escaped, nonASCII bool) {
 					w.fail()
 					return
 				}
+				w.uescapes++
 				i += 6
 			default:
 				w.fail()

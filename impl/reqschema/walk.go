@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/tollgate/tollgate/impl/jsonview"
 )
 
 // reason is why a value failed its schema; passed when it did not.
@@ -68,7 +70,22 @@ func (o *Operation) ValidateBodyStrict(contentType string, body []byte) error {
 	return o.validateBody(contentType, body, true)
 }
 
+// ValidateBodyView is ValidateBodyStrict that also fills view with the body's top-level object
+// (its members and the count of its \u escapes), read in the same pass: the one parse of a
+// request (see impl/jsonview). When the body is valid and its top level is an object, view
+// holds it; otherwise view is left empty.
+func (o *Operation) ValidateBodyView(contentType string, body []byte, view *jsonview.View) error {
+	return o.validate(contentType, body, true, view)
+}
+
 func (o *Operation) validateBody(contentType string, body []byte, strictUTF8 bool) error {
+	return o.validate(contentType, body, strictUTF8, nil)
+}
+
+func (o *Operation) validate(contentType string, body []byte, strictUTF8 bool, view *jsonview.View) error {
+	if view != nil {
+		view.Reset(nil)
+	}
 	if o.body == nil {
 		return nil
 	}
@@ -77,9 +94,14 @@ func (o *Operation) validateBody(contentType string, body []byte, strictUTF8 boo
 	}
 	w := walkers.Get().(*walker)
 	w.strictUTF8, w.badUTF8 = strictUTF8, -1
+	if view != nil {
+		view.Reset(body)
+		w.view, w.indexed, w.uescapes = view, false, 0
+	}
 	f, valid := w.walk(o.body, body)
 	badUTF8 := w.badUTF8
-	w.strictUTF8 = false
+	indexed, uescapes := w.indexed, w.uescapes
+	w.strictUTF8, w.view = false, nil
 	// A pooled walker keeps what a usual body needs, not what an outlandish one grew.
 	if cap(w.scratch) > 64<<10 {
 		w.scratch = nil
@@ -88,6 +110,9 @@ func (o *Operation) validateBody(contentType string, body []byte, strictUTF8 boo
 		w.slots = nil
 	}
 	walkers.Put(w)
+	if view != nil && (!valid || f.reason != passed || badUTF8 >= 0) {
+		view.Reset(nil)
+	}
 	switch {
 	case !valid:
 		return &Error{Kind: BodySyntax, Reason: "the request body is not valid JSON"}
@@ -95,6 +120,15 @@ func (o *Operation) validateBody(contentType string, body []byte, strictUTF8 boo
 		return f.report(body, o.nodes)
 	case badUTF8 >= 0:
 		return &Error{Kind: BodySchema, Pointer: pointerTo(body, badUTF8), Keyword: "utf8", Reason: "string is not valid UTF-8"}
+	}
+	if view != nil {
+		if indexed {
+			view.CountEscapes(uescapes)
+			view.SetValid()
+		} else if view.Parse(body) == nil {
+			// The schema let the top level through unread: read here, and checked above.
+			view.SetValid()
+		}
 	}
 	return nil
 }
@@ -299,6 +333,9 @@ func (w *walker) object(n *node, at int) failure {
 	}
 	w.objects++
 	seen := w.objects
+	// The top-level object's members go to the view, when one was asked for.
+	index := w.view != nil && w.depth == 1
+	w.indexed = w.indexed || index
 	base := len(w.slots)
 	if end := base + len(n.names); end <= cap(w.slots) {
 		w.slots = w.slots[:end]
@@ -322,15 +359,27 @@ func (w *walker) object(n *node, at int) failure {
 			}
 			name := w.text(w.data[start+1:w.pos-1], escaped, nonASCII)
 			i, named := n.slot(name)
+			var key []byte
+			if index {
+				key = w.data[start+1 : w.pos-1]
+				if escaped {
+					key = jsonview.Unquote(w.data[start:w.pos])
+				}
+			}
 			w.expect(':')
 			if w.bad {
 				return failure{}
 			}
+			w.skipSpace()
+			valueStart := w.pos
 			if named {
 				f := w.value(n.properties[i])
 				w.slots[base+i] = slot{seen: seen, failure: f}
 			} else {
 				w.skipValue()
+			}
+			if index && !w.bad {
+				w.view.Add(jsonview.Member{Key: key, KeyStart: start, Start: valueStart, End: w.pos})
 			}
 			if w.endOf('}') {
 				break

@@ -275,7 +275,7 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions) (*Excha
 		worst = billing.SaturatingAdd(worst, m.HostedWorst(client, convert.HostedToolsIn(client, view)))
 	}
 	var admission trace.Span
-	if telemetry.Enabled() {
+	if telemetry.Enabled() && telemetry.Recording(ctx) {
 		_, admission = startSpan(ctx, "admission", telemetry.AttrReservationMicros.Int64(worst))
 	}
 	reservation, err := eng.meter.ReserveForKey(ctx, p.AccountID, requestID, worst, keyCap(p))

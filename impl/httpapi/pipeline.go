@@ -135,7 +135,7 @@ func (s *Server) edge(next http.Handler) http.Handler {
 				s.metrics.ObserveAdded(route, elapsed-rec.upstreamWait, traceID)
 			}
 			if span != nil {
-				if p, ok := auth.FromContext(r.Context()); ok {
+				if p, ok := auth.FromContext(r.Context()); ok && span.IsRecording() {
 					span.SetAttributes(telemetry.AttrAccount.String(p.AccountText()), telemetry.AttrKey.String(p.KeyText()))
 				}
 				telemetry.EndServer(span, r.Method, strings.TrimPrefix(r.Pattern, r.Method+" "), status)
@@ -174,7 +174,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		header := r.Header.Get("Authorization")
 		var span trace.Span
-		if telemetry.Enabled() {
+		if telemetry.Enabled() && telemetry.Recording(r.Context()) {
 			_, span = startSpan(r.Context(), "authenticate")
 		}
 		p, err := s.auth.Authenticate(r.Context(), header)

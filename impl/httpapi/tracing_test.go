@@ -409,6 +409,42 @@ func TestRequestTracesInJaeger(t *testing.T) {
 		}
 	})
 
+	t.Run("a caller's unsampled trace is continued, not recorded", func(t *testing.T) {
+		// The default sampler follows the caller: flags 00 leave the request out of the trace,
+		// and the gateway makes no span under it (telemetry.Recording), yet still hands the
+		// caller's trace on to the upstream, unsampled.
+		const callerTrace, callerSpan = "5bf92f3577b34da6a3ce929d0e0e4737", "10f067aa0ba902b8"
+		fresh := g.NewTenant(t, "unsampled", 0, 100_000_000)
+		status, h, body := tracedPost(t, g, fresh.Key, "/v1/chat/completions", chatBody("service-flint-base", "not traced", false, 16),
+			"traceparent", "00-"+callerTrace+"-"+callerSpan+"-00")
+		if status != 200 {
+			t.Fatalf("status %d: %s", status, body)
+		}
+		if got := h.Get("traceresponse"); !strings.HasPrefix(got, "00-"+callerTrace+"-") || !strings.HasSuffix(got, "-00") {
+			t.Errorf("traceresponse %q, want the caller's trace, unsampled", got)
+		}
+		found := false
+		for _, p := range upstream.parents() {
+			found = found || (strings.HasPrefix(p, "00-"+callerTrace+"-") && strings.HasSuffix(p, "-00"))
+		}
+		if !found {
+			t.Errorf("the upstream got traceparents %q, want the caller's trace %s, unsampled", upstream.parents(), callerTrace)
+		}
+		if rec := latestUsage(t, g, fresh.Account, 1); rec.TraceID != ([16]byte{}) {
+			t.Errorf("usage record of an unsampled request has trace id %x, which no backend holds", rec.TraceID)
+		}
+		// A sampled request after it reaches the backend; the unsampled one left nothing there.
+		status, h, body = tracedPost(t, g, fresh.Key, "/v1/chat/completions", chatBody("service-flint-base", "traced", false, 16))
+		if status != 200 {
+			t.Fatalf("status %d: %s", status, body)
+		}
+		marker, _ := traceOf(t, h)
+		j.WaitTrace(t, marker, 5)
+		if _, found, err := j.Trace(context.Background(), callerTrace); err != nil || found {
+			t.Errorf("the unsampled trace is in the backend (found %v, %v)", found, err)
+		}
+	})
+
 	t.Run("content only for an account that opted in", func(t *testing.T) {
 		status, h, body := tracedPost(t, g, opted.Key, "/v1/chat/completions", chatBody("service-flint-base", "my secret prompt", false, 16))
 		if status != 200 {

@@ -135,6 +135,11 @@ func (t *Tracing) Shutdown(ctx context.Context) error {
 // before it makes a span.
 func Enabled() bool { return current.Load() != nil }
 
+// Recording reports whether the span of ctx records: false for a request of a trace the
+// sampler left out, whose child spans would record nothing either, so the request path makes
+// none (their attributes, ids and contexts cost CPU on every request at a low sampling ratio).
+func Recording(ctx context.Context) bool { return trace.SpanFromContext(ctx).IsRecording() }
+
 // Tracer is tollgate's tracer: a no-op one while tracing is off.
 func Tracer() trace.Tracer {
 	if st := current.Load(); st != nil {

@@ -3,6 +3,7 @@ package usageview
 import (
 	"context"
 	"encoding/csv"
+	"encoding/hex"
 	"io"
 	"slices"
 	"strconv"
@@ -17,13 +18,14 @@ import (
 const exportPageSize = 1000
 
 // CSVHeader is the header row of ExportCSV: the columns of the first export, then KindsHeader
-// (added with per-kind prices, after the others so that a reader of the old columns by
-// position still reads them).
-var CSVHeader = append([]string{
+// (added with per-kind prices), then trace_id (the request's trace, hex, empty when it was not
+// traced), each addition after the others so that a reader of the old columns by position
+// still reads them.
+var CSVHeader = append(append([]string{
 	"started_at", "request_id", "route", "model", "provider", "expert", "key_id", "key_name",
 	"input_tokens", "output_tokens", "cost_micros", "cost_usd", "hosted_tool_calls",
 	"hosted_tool_micros", "status", "latency_ms", "on_credit",
-}, KindsHeader...)
+}, KindsHeader...), "trace_id")
 
 // KindsHeader names the columns that explain a request's cost, in the request log's export and
 // in a statement's usage lines: the tokens per kind (uncached_input_tokens plus the three cache
@@ -103,7 +105,11 @@ func csvRecord(record []string, r Request) []string {
 	record[14] = SafeCell(r.Status)
 	record[15] = strconv.FormatFloat(float64(r.Latency().Microseconds())/1000, 'f', 3, 64)
 	record[16] = strconv.FormatBool(r.OnCredit)
-	kindCells(record[17:], r)
+	kindCells(record[17:17+len(KindsHeader)], r)
+	record[17+len(KindsHeader)] = ""
+	if r.TraceID != ([16]byte{}) {
+		record[17+len(KindsHeader)] = hex.EncodeToString(r.TraceID[:])
+	}
 	return record
 }
 

@@ -433,3 +433,64 @@ func TestLargeBodyAllocations(t *testing.T) {
 		}
 	}
 }
+
+// TestBodyBudgetCountsResponsesSocketMessages: a large response.create on the Responses
+// WebSocket takes its bytes from the body budget as a POST body does. While two stalled 30 MiB
+// uploads hold most of a 64 MiB budget, a 6 MiB message waits, then gets the budget's 503 as
+// the socket's error event; the socket stays open and serves a small response next; once the
+// uploads end, the same message is admitted (and its 6 MiB prompt refused at the context
+// window, 400). Before, a socket message was read whole whatever the budget held.
+func TestBodyBudgetCountsResponsesSocketMessages(t *testing.T) {
+	cfg := config.Default()
+	cfg.Server.BodyBudgetMB = 64
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	g := apitest.Start(t, apitest.Options{Config: cfg})
+	tenant := g.NewTenant(t, "acme", 0, 1_000_000_000_000)
+	c := &http.Client{Timeout: 30 * time.Second}
+	const size = 6 << 20
+	holders := []net.Conn{holdBody(t, g, tenant.Key, 30<<20), holdBody(t, g, tenant.Key, 30<<20)}
+	// The holders are admitted once the gateway has read their heads and first MiB.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		a := largeRequests(size)[1].send(c, g.URL, tenant.Key, false)
+		if a.status == http.StatusServiceUnavailable {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a 6 MiB body while two 30 MiB uploads hold the 64 MiB budget: %s, want 503", a)
+		}
+	}
+
+	sock, _, err := dialResponses(t, g, tenant.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	large := map[string]any{"model": "service-flint", "max_output_tokens": 16, "input": strings.Repeat("lorem ipsum ", size/12)}
+	sendCreate(t, sock, large)
+	evs := readResponse(t, sock)
+	if last := evs[len(evs)-1]; last.Type != "error" || last.Status != http.StatusServiceUnavailable {
+		t.Fatalf("a 6 MiB message while the budget is spent: %s, want the 503 error event", last.raw)
+	}
+	sendCreate(t, sock, map[string]any{"model": "service-flint-base", "max_output_tokens": 16, "input": "Hello"})
+	if evs := readResponse(t, sock); evs[len(evs)-1].Type != "response.completed" {
+		t.Fatalf("a small message after the refusal: %v, want response.completed", typesOf(evs))
+	}
+
+	for _, h := range holders {
+		_ = h.Close()
+	}
+	deadline = time.Now().Add(15 * time.Second)
+	for {
+		sendCreate(t, sock, large)
+		evs := readResponse(t, sock)
+		last := evs[len(evs)-1]
+		if last.Type == "error" && last.Status == http.StatusBadRequest && last.Error.Code == "context_length_exceeded" {
+			break
+		}
+		if last.Status != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			t.Fatalf("the 6 MiB message once the uploads ended: %s, want it admitted (400 context_length_exceeded)", last.raw)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,7 @@ import (
 	"github.com/tollgate/tollgate/impl/exchange"
 	"github.com/tollgate/tollgate/impl/jsonview"
 	"github.com/tollgate/tollgate/impl/llm"
+	"github.com/tollgate/tollgate/impl/readbody"
 	"github.com/tollgate/tollgate/impl/sse"
 )
 
@@ -115,15 +117,11 @@ type rememberedResponse struct {
 func (sock *responsesSocket) run(parent context.Context) {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
-	messages := make(chan []byte, 1)
+	messages := make(chan socketMessage, 1)
 	readDone := make(chan error, 1)
 	go func() {
 		for {
-			typ, data, err := sock.conn.Read(ctx)
-			if err == nil && typ != websocket.MessageText {
-				err = errors.New("binary message")
-				_ = sock.conn.Close(websocket.StatusUnsupportedData, "send each response.create as a JSON text message")
-			}
+			msg, err := sock.read(ctx)
 			if err != nil {
 				readDone <- err
 				// The client left (or broke the protocol): a response in flight ends as a
@@ -132,8 +130,9 @@ func (sock *responsesSocket) run(parent context.Context) {
 				return
 			}
 			select {
-			case messages <- data:
+			case messages <- msg:
 			default:
+				msg.lease.release()
 				_ = sock.conn.Close(websocket.StatusPolicyViolation, "one response at a time: wait for response.completed before sending another response.create")
 				readDone <- errors.New("too many waiting messages")
 				cancel()
@@ -145,9 +144,16 @@ func (sock *responsesSocket) run(parent context.Context) {
 	defer idle.Stop()
 	for {
 		select {
-		case data := <-messages:
+		case msg := <-messages:
 			idle.Stop()
-			if !sock.serve(ctx, data) {
+			var served bool
+			if msg.refused != nil {
+				served = sock.sendError(ctx, newRequestID(), msg.refused)
+			} else {
+				served = sock.serve(ctx, msg.data)
+			}
+			msg.lease.release()
+			if !served {
 				return
 			}
 			if ctx.Err() != nil {
@@ -173,6 +179,52 @@ func (sock *responsesSocket) run(parent context.Context) {
 			return
 		}
 	}
+}
+
+// socketMessage is one message read from a socket: its bytes and what they hold of the body
+// budget (released once the message is served), or the refusal of a large message that the
+// spent budget did not admit (its bytes were read and dropped).
+type socketMessage struct {
+	data    []byte
+	lease   *bodyLease
+	refused error
+}
+
+// read reads the next text message as a request body is read (validator.readBody): at most
+// maxBodyBytes, and the bytes beyond the first largeBodyBytes admitted against the body budget
+// as they arrive, so that large messages on many sockets are bounded as large POST bodies are.
+// A message the budget does not admit is drained without being kept and answered with the
+// budget's refusal (503, retry later); the socket stays open.
+func (sock *responsesSocket) read(ctx context.Context) (socketMessage, error) {
+	typ, r, err := sock.conn.Reader(ctx)
+	if err != nil {
+		return socketMessage{}, err
+	}
+	if typ != websocket.MessageText {
+		_ = sock.conn.Close(websocket.StatusUnsupportedData, "send each response.create as a JSON text message")
+		return socketMessage{}, errors.New("binary message")
+	}
+	br := &bodyReader{r: r, limit: maxBodyBytes}
+	if budget := sock.s.validate.budget; budget != nil {
+		br.lease = bodyLease{budget: budget, ctx: ctx}
+	}
+	data, err := readbody.Append(nil, br, -1, maxBodyBytes)
+	var lease *bodyLease
+	if br.lease.held > 0 {
+		lease = &br.lease
+	}
+	if errors.As(err, new(budgetSpent)) {
+		lease.release()
+		if _, err := io.Copy(io.Discard, r); err != nil {
+			return socketMessage{}, err
+		}
+		return socketMessage{refused: sock.s.validate.budget.refusal()}, nil
+	}
+	if err != nil {
+		lease.release()
+		return socketMessage{}, err
+	}
+	return socketMessage{data: data, lease: lease}, nil
 }
 
 // closed reports whether ch (nil: never) is closed.

@@ -240,7 +240,7 @@ func (q *Queries) GetAccountAgentSession(ctx context.Context, arg GetAccountAgen
 }
 
 const getAgentApproval = `-- name: GetAgentApproval :one
-SELECT id, account_id, key_id, action, arguments, arguments_hash, state, action_status, session_id, message_id, failure, created_at, expires_at, resolved_at, resolved_by FROM agent_approvals WHERE id = $1
+SELECT id, account_id, key_id, action, arguments, arguments_hash, state, action_status, session_id, message_id, failure, created_at, expires_at, resolved_at, resolved_by, requested_by FROM agent_approvals WHERE id = $1
 `
 
 func (q *Queries) GetAgentApproval(ctx context.Context, id uuid.UUID) (AgentApproval, error) {
@@ -262,12 +262,13 @@ func (q *Queries) GetAgentApproval(ctx context.Context, id uuid.UUID) (AgentAppr
 		&i.ExpiresAt,
 		&i.ResolvedAt,
 		&i.ResolvedBy,
+		&i.RequestedBy,
 	)
 	return i, err
 }
 
 const getAgentApprovalForUpdate = `-- name: GetAgentApprovalForUpdate :one
-SELECT id, account_id, key_id, action, arguments, arguments_hash, state, action_status, session_id, message_id, failure, created_at, expires_at, resolved_at, resolved_by FROM agent_approvals WHERE id = $1 FOR UPDATE
+SELECT id, account_id, key_id, action, arguments, arguments_hash, state, action_status, session_id, message_id, failure, created_at, expires_at, resolved_at, resolved_by, requested_by FROM agent_approvals WHERE id = $1 FOR UPDATE
 `
 
 // An approval, locked until the transaction ends: the worker of an approved action holds it
@@ -291,6 +292,7 @@ func (q *Queries) GetAgentApprovalForUpdate(ctx context.Context, id uuid.UUID) (
 		&i.ExpiresAt,
 		&i.ResolvedAt,
 		&i.ResolvedBy,
+		&i.RequestedBy,
 	)
 	return i, err
 }
@@ -459,8 +461,8 @@ func (q *Queries) GetAgentTicket(ctx context.Context, id uuid.UUID) (AgentTicket
 }
 
 const insertAgentApproval = `-- name: InsertAgentApproval :one
-INSERT INTO agent_approvals (id, account_id, key_id, action, arguments, arguments_hash, expires_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id, account_id, key_id, action, arguments, arguments_hash, state, action_status, session_id, message_id, failure, created_at, expires_at, resolved_at, resolved_by
+INSERT INTO agent_approvals (id, account_id, key_id, action, arguments, arguments_hash, expires_at, requested_by)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id, account_id, key_id, action, arguments, arguments_hash, state, action_status, session_id, message_id, failure, created_at, expires_at, resolved_at, resolved_by, requested_by
 `
 
 type InsertAgentApprovalParams struct {
@@ -471,6 +473,7 @@ type InsertAgentApprovalParams struct {
 	Arguments     []byte
 	ArgumentsHash string
 	ExpiresAt     time.Time
+	RequestedBy   string
 }
 
 func (q *Queries) InsertAgentApproval(ctx context.Context, arg InsertAgentApprovalParams) (AgentApproval, error) {
@@ -482,6 +485,7 @@ func (q *Queries) InsertAgentApproval(ctx context.Context, arg InsertAgentApprov
 		arg.Arguments,
 		arg.ArgumentsHash,
 		arg.ExpiresAt,
+		arg.RequestedBy,
 	)
 	var i AgentApproval
 	err := row.Scan(
@@ -500,6 +504,7 @@ func (q *Queries) InsertAgentApproval(ctx context.Context, arg InsertAgentApprov
 		&i.ExpiresAt,
 		&i.ResolvedAt,
 		&i.ResolvedBy,
+		&i.RequestedBy,
 	)
 	return i, err
 }
@@ -814,7 +819,7 @@ func (q *Queries) ListAccountAgentSessions(ctx context.Context, arg ListAccountA
 }
 
 const listAgentApprovals = `-- name: ListAgentApprovals :many
-SELECT id, account_id, key_id, action, arguments, arguments_hash, state, action_status, session_id, message_id, failure, created_at, expires_at, resolved_at, resolved_by FROM agent_approvals
+SELECT id, account_id, key_id, action, arguments, arguments_hash, state, action_status, session_id, message_id, failure, created_at, expires_at, resolved_at, resolved_by, requested_by FROM agent_approvals
 WHERE ($1::uuid IS NULL OR account_id = $1::uuid)
   AND ($2::text = '' OR state = $2::text)
 ORDER BY created_at DESC LIMIT $3
@@ -851,6 +856,7 @@ func (q *Queries) ListAgentApprovals(ctx context.Context, arg ListAgentApprovals
 			&i.ExpiresAt,
 			&i.ResolvedAt,
 			&i.ResolvedBy,
+			&i.RequestedBy,
 		); err != nil {
 			return nil, err
 		}
@@ -1112,7 +1118,7 @@ UPDATE agent_approvals
 SET state = $1::text, resolved_at = now(), resolved_by = $2::text,
     action_status = CASE WHEN $1::text = 'approved' THEN 'queued' END
 WHERE id = $3 AND state = 'pending' AND expires_at > now()
-RETURNING id, account_id, key_id, action, arguments, arguments_hash, state, action_status, session_id, message_id, failure, created_at, expires_at, resolved_at, resolved_by
+RETURNING id, account_id, key_id, action, arguments, arguments_hash, state, action_status, session_id, message_id, failure, created_at, expires_at, resolved_at, resolved_by, requested_by
 `
 
 type ResolveAgentApprovalParams struct {
@@ -1142,6 +1148,7 @@ func (q *Queries) ResolveAgentApproval(ctx context.Context, arg ResolveAgentAppr
 		&i.ExpiresAt,
 		&i.ResolvedAt,
 		&i.ResolvedBy,
+		&i.RequestedBy,
 	)
 	return i, err
 }

@@ -36,6 +36,7 @@ type AgentApproval struct {
 	ExpiresAt     time.Time
 	ResolvedAt    *time.Time
 	ResolvedBy    string
+	RequestedBy   string
 }
 
 type AgentCommand struct {

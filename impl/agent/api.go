@@ -132,6 +132,9 @@ type SpawnAction struct {
 type Approval struct {
 	ID, Action, State, ActionStatus, SessionID, MessageID, Failure, ResolvedBy string
 	KeyID                                                                      string
+	// RequestedBy names the connected app (and member) of an OAuth grant that asked, when no
+	// key did; "" for a key's request.
+	RequestedBy string
 	AccountID                                                                  uuid.UUID
 	Arguments                                                                  json.RawMessage
 	ArgumentsHash                                                              string

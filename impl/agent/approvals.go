@@ -26,7 +26,7 @@ type promptAction struct {
 
 func approvalView(a db.AgentApproval) Approval {
 	out := Approval{ID: a.ID.String(), AccountID: a.AccountID, KeyID: idText(a.KeyID), Action: a.Action, State: a.State,
-		SessionID: idText(a.SessionID), MessageID: idText(a.MessageID), ResolvedBy: a.ResolvedBy,
+		SessionID: idText(a.SessionID), MessageID: idText(a.MessageID), ResolvedBy: a.ResolvedBy, RequestedBy: a.RequestedBy,
 		Arguments: a.Arguments, ArgumentsHash: a.ArgumentsHash, CreatedAt: a.CreatedAt, ExpiresAt: a.ExpiresAt, ResolvedAt: a.ResolvedAt}
 	if a.ActionStatus != nil {
 		out.ActionStatus = *a.ActionStatus
@@ -35,6 +35,23 @@ func approvalView(a db.AgentApproval) Approval {
 		out.Failure = *a.Failure
 	}
 	return out
+}
+
+// requester names who asks when no key does: the connected app of an OAuth grant and the
+// member who granted it ("Claude Code (alice@example.com)"); "" for a key's request.
+func requester(p auth.Principal) string {
+	o := p.OAuth
+	if o == nil {
+		return ""
+	}
+	app := o.ClientName
+	if app == "" {
+		app = o.ClientID
+	}
+	if o.UserEmail == "" {
+		return app
+	}
+	return app + " (" + o.UserEmail + ")"
 }
 
 // request records a pending approval of an action with its exact arguments.
@@ -48,7 +65,8 @@ func (s *Service) request(ctx context.Context, p auth.Principal, action string, 
 	}
 	sum := sha256.Sum256(append([]byte(action+"\n"), b...))
 	a, err := s.q.InsertAgentApproval(ctx, db.InsertAgentApprovalParams{ID: uuid.New(), AccountID: p.AccountID, KeyID: pgUUID(p.KeyID),
-		Action: action, Arguments: b, ArgumentsHash: hex.EncodeToString(sum[:]), ExpiresAt: time.Now().Add(s.cfg.ApprovalTTL)})
+		Action: action, Arguments: b, ArgumentsHash: hex.EncodeToString(sum[:]), ExpiresAt: time.Now().Add(s.cfg.ApprovalTTL),
+		RequestedBy: requester(p)})
 	if err != nil {
 		return Approval{}, err
 	}

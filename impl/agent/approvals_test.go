@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/tollgate/tollgate/impl/agent"
+	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/config"
 )
 
@@ -29,6 +32,31 @@ func TestApprovals(t *testing.T) {
 		}
 		return len(list)
 	}
+
+	t.Run("an OAuth grant's request names the connected app", func(t *testing.T) {
+		p := acme.p
+		p.KeyID = uuid.Nil
+		p.OAuth = &auth.OAuthActor{GrantID: uuid.New(), ClientID: "https://claude.ai/oauth/claude-code-client-metadata", ClientName: "Claude Code", UserEmail: "alice@example.com"}
+		ap, err := svc.RequestSpawn(ctx, p, agent.SpawnAction{Purpose: "named"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ap.KeyID != "" || ap.RequestedBy != "Claude Code (alice@example.com)" {
+			t.Fatalf("requested through OAuth: key %q, requested by %q", ap.KeyID, ap.RequestedBy)
+		}
+		list, err := svc.ListApprovals(ctx, &p.AccountID, agent.ApprovalPending, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range list {
+			if a.ID == ap.ID && a.RequestedBy != ap.RequestedBy {
+				t.Errorf("listed with requested by %q", a.RequestedBy)
+			}
+		}
+		if _, err := svc.Resolve(ctx, &p.AccountID, ap.ID, false, "test"); err != nil {
+			t.Fatal(err)
+		}
+	})
 
 	t.Run("spawn runs once under racing approvals", func(t *testing.T) {
 		ap, err := svc.RequestSpawn(ctx, acme.p, agent.SpawnAction{Purpose: "Sum the sales. " + script(querySales), AgentName: "summer"})

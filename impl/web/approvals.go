@@ -38,7 +38,8 @@ type approvalRow struct {
 	agent.Approval
 	// Pretty is the arguments, indented.
 	Pretty string
-	// Requester names the key that asked (its name and prefix, or its id).
+	// Requester names the key that asked (its name and prefix, or its id), or the connected
+	// app and member of the OAuth grant that did.
 	Requester string
 	// Summary says in words what the arguments ask for ("" when they cannot be read).
 	Summary string
@@ -69,6 +70,10 @@ func (a *App) approvalsPage(w http.ResponseWriter, r *http.Request, v *Visitor) 
 		for _, ap := range list {
 			row := approvalRow{Approval: ap, Pretty: prettyJSON(ap.Arguments), Requester: keys.name(ap.KeyID),
 				Summary: actionSummary(ap.Action, ap.Arguments)}
+			if ap.KeyID == "" && ap.RequestedBy != "" {
+				// Asked through a connected app's OAuth grant, which holds no key.
+				row.Requester = ap.RequestedBy + ", a connected app"
+			}
 			if ap.State == "pending" {
 				d.Pending = append(d.Pending, row)
 			} else {

@@ -182,3 +182,27 @@ func TestApprovalOtherAccountNotFound(t *testing.T) {
 		t.Fatalf("the other account's approval: %s", s)
 	}
 }
+
+// TestApprovalRequestedThroughOAuth: an approval asked for through a connected app's OAuth
+// grant (no key) names the app and the member who granted it on the Approvals page, not "—".
+func TestApprovalRequestedThroughOAuth(t *testing.T) {
+	e := start(t, nil)
+	acme := e.account(t, "acme", aliceEmail, "owner")
+	args := `{"purpose":"triage the backlog"}`
+	sum := sha256.Sum256([]byte(args))
+	ap, err := db.New(e.Store.Pool()).InsertAgentApproval(context.Background(), db.InsertAgentApprovalParams{
+		ID: uuid.New(), AccountID: acme.ID, Action: "spawn", Arguments: []byte(args), ArgumentsHash: hex.EncodeToString(sum[:]),
+		ExpiresAt: time.Now().Add(time.Hour), RequestedBy: "Claude Code (" + aliceEmail + ")"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := e.browser(t)
+	alice.signIn(e, aliceEmail, alicePass)
+	p := alice.get("/approvals")
+	if want := "<dt>Requested by</dt><dd>Claude Code (" + aliceEmail + "), a connected app</dd>"; p.Status != http.StatusOK || !strings.Contains(p.Body, want) {
+		t.Fatalf("approvals page (%d) lacks %q:\n%.3000s", p.Status, want, p.Body)
+	}
+	if strings.Contains(p.Body, "<dd>—</dd>") {
+		t.Errorf("the requester of %s is still a dash", ap.ID)
+	}
+}

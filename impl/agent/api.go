@@ -134,12 +134,12 @@ type Approval struct {
 	KeyID                                                                      string
 	// RequestedBy names the connected app (and member) of an OAuth grant that asked, when no
 	// key did; "" for a key's request.
-	RequestedBy string
-	AccountID                                                                  uuid.UUID
-	Arguments                                                                  json.RawMessage
-	ArgumentsHash                                                              string
-	CreatedAt, ExpiresAt                                                       time.Time
-	ResolvedAt                                                                 *time.Time
+	RequestedBy          string
+	AccountID            uuid.UUID
+	Arguments            json.RawMessage
+	ArgumentsHash        string
+	CreatedAt, ExpiresAt time.Time
+	ResolvedAt           *time.Time
 }
 
 // SlotAssignment is a slot as the operator sees it.

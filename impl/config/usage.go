@@ -17,7 +17,9 @@ type Usage struct {
 	// off.
 	RetentionMonths int `yaml:"retention_months"`
 	// PartitionsAhead is how many months after the current one get their partition ahead of
-	// time (default 2).
+	// time: 1 to 24; 0 (or unset) is the default, 2. (None ahead would still work: a new
+	// month's first rows go to the default partition until its partition is made, which takes
+	// them over; the default keeps that from happening.)
 	PartitionsAhead int `yaml:"partitions_ahead"`
 	// CheckInterval is how often each replica makes the partitions ahead and archives what is
 	// due (default 1 h).
@@ -42,7 +44,7 @@ func (u Usage) Validate() error {
 		errs = append(errs, errors.New("usage.retention_months must be 0 (keep everything) or a number of months"))
 	}
 	if u.PartitionsAhead < 0 || u.PartitionsAhead > 24 {
-		errs = append(errs, errors.New("usage.partitions_ahead must be from 0 to 24"))
+		errs = append(errs, errors.New("usage.partitions_ahead must be from 1 to 24 (0 or unset: the default, 2)"))
 	}
 	if u.CheckInterval < 0 || (u.CheckInterval > 0 && u.CheckInterval < time.Minute) {
 		errs = append(errs, errors.New("usage.check_interval must be at least 1m"))

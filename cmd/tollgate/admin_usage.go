@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/dataset"
 	"github.com/tollgate/tollgate/impl/usageview"
 )
 
@@ -43,7 +45,11 @@ func (a *admin) usageExport(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	svc := usageview.New(a.svc.Store.Pool(), usageview.Options{})
+	svc, closeStore, err := a.usageView(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
 	if *outPath == "" {
 		_, err := svc.WriteStatement(ctx, acct.ID, from, to, a.out)
 		return err
@@ -62,6 +68,29 @@ func (a *admin) usageExport(ctx context.Context, args []string) error {
 		st.UsageMicros, apierror.USD(st.UsageMicros), st.CreditMicros, apierror.USD(st.CreditMicros),
 		st.ClosingMicros, apierror.USD(st.ClosingMicros), *outPath)
 	return nil
+}
+
+// usageView is the usage reader of the console's: when months have been archived (usage
+// retention), it reads them from their Parquet objects in the dataset store, so that a
+// statement over them has its usage lines whole. The store is opened only then; close releases
+// it.
+func (a *admin) usageView(ctx context.Context) (*usageview.Service, func(), error) {
+	pool := a.svc.Store.Pool()
+	plain := usageview.New(pool, usageview.Options{})
+	months, err := plain.ArchivedMonths(ctx)
+	if err != nil || len(months) == 0 {
+		return plain, func() {}, err
+	}
+	storage, closeStorage, err := openDatasetStorage(ctx, a.svc.Config, "", newLogger("text"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("the dataset store, which holds the archived usage months: %w", err)
+	}
+	files, ok := storage.(dataset.LocalStorage)
+	if !ok {
+		closeStorage()
+		return nil, nil, errors.New("the dataset store gives no local files of the archived usage months")
+	}
+	return usageview.New(pool, usageview.Options{Archive: files}), closeStorage, nil
 }
 
 // statementPeriod reads -from and -to: both required, each a UTC day or an RFC 3339 time, -to

@@ -15,6 +15,7 @@ import (
 	"github.com/tollgate/tollgate/impl/price"
 	"github.com/tollgate/tollgate/impl/pricecatalog"
 	"github.com/tollgate/tollgate/impl/store"
+	"github.com/tollgate/tollgate/impl/usagearchive"
 	"github.com/tollgate/tollgate/impl/usageview"
 )
 
@@ -173,5 +174,92 @@ func TestAdminUsageExport(t *testing.T) {
 	}
 	if help, _ := adminRun(t, "-h"); !strings.Contains(help, "usage export ACCOUNT -from DATE -to DATE [-out FILE]") {
 		t.Errorf("admin -h lacks usage export:\n%s", help)
+	}
+}
+
+// TestAdminUsageExportReadsArchivedMonths: a statement over a month that usage retention has
+// archived (its usage rows moved to Parquet in the dataset store, its ledger kept) has its usage
+// lines whole, tokens and prices read from the archive, as the console's statement has. Before,
+// the admin command read PostgreSQL alone, and such a line had its amount and no usage.
+func TestAdminUsageExportReadsArchivedMonths(t *testing.T) {
+	url := pgtest.ConnString(t)
+	t.Setenv("DATABASE_URL", url)
+	t.Setenv("LOG_LEVEL", "error")
+	t.Setenv("TOLLGATE_DATASETS_DIR", t.TempDir())
+	ctx := context.Background()
+	mustAdmin(t, "account create acme -plan demo")
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	acme, err := st.GetAccountByName(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sonnet, err := pricecatalog.Builtin().Price("claude-sonnet-4-5", "2025-10-01")
+	if err != nil {
+		t.Fatal(err)
+	}
+	turn := price.Tokens{Uncached: 2_000, CacheWrite1h: 10_000, CacheRead: 50_000, Output: 500}
+	c := price.Cost(turn, sonnet)
+	start := time.Now().UTC()
+	if _, err := st.WriteUsage(ctx, "admin-test", []store.UsageRecord{{AccountID: acme.ID, RequestID: "req-archived",
+		Model: "service-sonnet", Route: "/v1/messages", Provider: "anthropic", UpstreamModel: "claude-sonnet-4-5", Status: "ok",
+		StartedAt: start, FinishedAt: start, InputTokens: turn.Input(), OutputTokens: turn.Output, CacheReadTokens: turn.CacheRead,
+		CacheWrite1hTokens: turn.CacheWrite1h, Price: &sonnet, Costs: c, CostMicros: c.Total()}}); err != nil {
+		t.Fatal(err)
+	}
+	var end time.Time
+	if err := st.Pool().QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&end); err != nil {
+		t.Fatal(err)
+	}
+
+	// Archive this month: the archiver's clock three months on, keeping one month.
+	cfg, err := loadConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	storage, closeStorage, err := openDatasetStorage(ctx, cfg, "", newLogger("text"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeStorage()
+	views := usageview.New(st.Pool(), usageview.Options{})
+	arch := usagearchive.New(usagearchive.Options{Usage: views, Storage: storage, RetentionMonths: 1, TempDir: t.TempDir(),
+		Now: func() time.Time { return start.AddDate(0, 3, 0) }})
+	if err := arch.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	archived, err := views.ArchivedMonths(ctx)
+	if err != nil || len(archived) == 0 || !archived[0].Month.Equal(time.Date(start.Year(), start.Month(), 1, 0, 0, 0, 0, time.UTC)) {
+		t.Fatalf("archived months %+v, %v: want this month's", archived, err)
+	}
+	if recs, err := st.UsageRecords(ctx, acme.ID, 10); err != nil || len(recs) != 0 {
+		t.Fatalf("PostgreSQL still holds %d of the month's records (%v)", len(recs), err)
+	}
+
+	out := mustAdmin(t, "usage export acme -from "+start.Format(time.DateOnly)+" -to "+end.Format(time.RFC3339Nano))
+	rows, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	if err != nil || len(rows) < 3 || !slices.Equal(rows[0], usageview.StatementHeader) {
+		t.Fatalf("the statement: %v\n%s", err, out)
+	}
+	col := map[string]int{}
+	for i, h := range rows[0] {
+		col[h] = i
+	}
+	found := false
+	for _, r := range rows[1:] {
+		if r[col["reference"]] != "usage:req-archived" {
+			continue
+		}
+		found = true
+		if r[col["cache_read_tokens"]] != "50000" || r[col["cache_write_1h_cost_micros"]] != "60000" ||
+			r[col["price_catalog"]] != "claude-sonnet-4-5" || r[col["model"]] != "service-sonnet" {
+			t.Errorf("the archived request's line lacks its usage: %q", r)
+		}
+	}
+	if !found {
+		t.Fatalf("no line for the archived request:\n%s", out)
 	}
 }

@@ -19,7 +19,6 @@ import (
 	"github.com/tollgate/tollgate/impl/exchange"
 	"github.com/tollgate/tollgate/impl/jsonview"
 	"github.com/tollgate/tollgate/impl/llm"
-	"github.com/tollgate/tollgate/impl/readbody"
 	"github.com/tollgate/tollgate/impl/sse"
 )
 
@@ -190,7 +189,7 @@ type socketMessage struct {
 	refused error
 }
 
-// read reads the next text message as a request body is read (validator.readBody): at most
+// read reads the next text message as a request body is read (validator.read): at most
 // maxBodyBytes, and the bytes beyond the first largeBodyBytes admitted against the body budget
 // as they arrive, so that large messages on many sockets are bounded as large POST bodies are.
 // A message the budget does not admit is drained without being kept and answered with the
@@ -204,15 +203,7 @@ func (sock *responsesSocket) read(ctx context.Context) (socketMessage, error) {
 		_ = sock.conn.Close(websocket.StatusUnsupportedData, "send each response.create as a JSON text message")
 		return socketMessage{}, errors.New("binary message")
 	}
-	br := &bodyReader{r: r, limit: maxBodyBytes}
-	if budget := sock.s.validate.budget; budget != nil {
-		br.lease = bodyLease{budget: budget, ctx: ctx}
-	}
-	data, err := readbody.Append(nil, br, -1, maxBodyBytes)
-	var lease *bodyLease
-	if br.lease.held > 0 {
-		lease = &br.lease
-	}
+	data, lease, err := sock.s.validate.read(ctx, r, -1)
 	if errors.As(err, new(budgetSpent)) {
 		lease.release()
 		if _, err := io.Copy(io.Discard, r); err != nil {

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -139,13 +140,18 @@ func (e clientStillThere) Unwrap() error { return e.error }
 // largeBodyBytes. When the budget stays spent the error is a budgetSpent. The lease is returned
 // whenever it holds something, with or without an error; nil for a small body.
 func (v *validator) readBody(r *http.Request) ([]byte, *bodyLease, error) {
-	br := &bodyReader{r: r.Body, limit: maxBodyBytes}
-	n := r.ContentLength
+	return v.read(r.Context(), r.Body, r.ContentLength)
+}
+
+// read is readBody of any body: n bytes long (-1: unknown, as a WebSocket message's), the
+// budget waited for until ctx ends.
+func (v *validator) read(ctx context.Context, r io.Reader, n int64) ([]byte, *bodyLease, error) {
+	br := &bodyReader{r: r, limit: maxBodyBytes}
 	if v.budget == nil || (n >= 0 && n <= largeBodyBytes) {
 		body, err := readbody.Append(nil, br, n, maxBodyBytes)
 		return body, nil, err
 	}
-	br.lease = bodyLease{budget: v.budget, ctx: r.Context()}
+	br.lease = bodyLease{budget: v.budget, ctx: ctx}
 	lease := &br.lease
 	if n < 0 || n > maxBodyBytes {
 		body, err := readbody.Append(nil, br, n, maxBodyBytes)

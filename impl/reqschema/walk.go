@@ -57,7 +57,7 @@ var walkers = sync.Pool{New: func() any { return new(walker) }}
 // (parameters allowed). It returns nil when the operation declares no body or the body passes,
 // otherwise an *Error of kind ContentType, BodySyntax (an empty body included) or BodySchema.
 func (o *Operation) ValidateBody(contentType string, body []byte) error {
-	return o.validateBody(contentType, body, false)
+	return o.validate(contentType, body, false, nil)
 }
 
 // ValidateBodyStrict is ValidateBody, and it also refuses a body, valid by the schema, in which
@@ -67,7 +67,7 @@ func (o *Operation) ValidateBody(contentType string, body []byte) error {
 // with bytes above 0x7F cost a second look (utf8.Valid over that string), so a body in ASCII
 // costs nothing more.
 func (o *Operation) ValidateBodyStrict(contentType string, body []byte) error {
-	return o.validateBody(contentType, body, true)
+	return o.validate(contentType, body, true, nil)
 }
 
 // ValidateBodyView is ValidateBodyStrict that also fills view with the body's top-level object
@@ -76,10 +76,6 @@ func (o *Operation) ValidateBodyStrict(contentType string, body []byte) error {
 // holds it; otherwise view is left empty.
 func (o *Operation) ValidateBodyView(contentType string, body []byte, view *jsonview.View) error {
 	return o.validate(contentType, body, true, view)
-}
-
-func (o *Operation) validateBody(contentType string, body []byte, strictUTF8 bool) error {
-	return o.validate(contentType, body, strictUTF8, nil)
 }
 
 func (o *Operation) validate(contentType string, body []byte, strictUTF8 bool, view *jsonview.View) error {

@@ -58,6 +58,9 @@ Environment:
                       available credit while the database is (-credit-failure-handling share)
   TOLLGATE_OIDC_CLIENT_SECRET  the web application's client secret at its OpenID provider
                       (config web:); dev without one starts a development provider
+  GODEBUG             serve and dev add schedtrace=2147483647, which keeps the Go runtime's
+                      monitor thread from a deep sleep that every request paid to wake it
+                      from (docs/operations.md); naming schedtrace yourself keeps your value
   LOG_FORMAT          json (default for serve) or text (default for dev)
   LOG_LEVEL           debug, info (default), warn, error
 `
@@ -82,6 +85,9 @@ func main() {
 	if len(os.Args) < 2 {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
+	}
+	if cmd := os.Args[1]; cmd == "serve" || cmd == "dev" {
+		keepMonitorAwake() // first: it may execute the binary again
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

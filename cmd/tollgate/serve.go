@@ -133,6 +133,7 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 		debug.SetGCPercent(cfg.Server.GCPercent)
 	}
 	applyMemoryLimit(cfg, log)
+	log.Info("runtime monitor", "state", monitorAwake)
 	// The API address is taken first: when it is busy, nothing else has happened yet (dev has
 	// not created its demo account, whose key is shown only once).
 	apiLn, err := net.Listen("tcp", cfg.Server.Listen)

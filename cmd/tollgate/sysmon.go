@@ -42,7 +42,7 @@ func withMonitorAwake(env []string) []string {
 	return append(out, "GODEBUG="+godebug+monitorAwakeSetting)
 }
 
-// keepMonitorAwake makes sure that serve and dev run with the Go runtime's monitor thread
+// keepMonitorAwake makes sure that serve and dev (and the bench's relays) run with the Go runtime's monitor thread
 // (sysmon) kept out of its deep sleep.
 //
 // The monitor sleeps deeply while every processor is idle, and the next system call of any

@@ -25,13 +25,16 @@ func godebugValue(godebug, key string) (value string, named bool) {
 	return value, named
 }
 
-// withMonitorAwake returns env with monitorAwakeSetting added to its GODEBUG.
+// withMonitorAwake returns env with monitorAwakeSetting added to its GODEBUG (the first
+// GODEBUG entry, the one os.Getenv reads; any later one is dropped).
 func withMonitorAwake(env []string) []string {
 	out := make([]string, 0, len(env)+1)
-	godebug := ""
+	godebug, seen := "", false
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "GODEBUG="); ok {
-			godebug = v
+			if !seen {
+				godebug, seen = v, true
+			}
 			continue
 		}
 		out = append(out, kv)
@@ -42,15 +45,15 @@ func withMonitorAwake(env []string) []string {
 	return append(out, "GODEBUG="+godebug+monitorAwakeSetting)
 }
 
-// keepMonitorAwake makes sure that serve and dev (and the bench's relays) run with the Go runtime's monitor thread
-// (sysmon) kept out of its deep sleep.
+// keepMonitorAwake makes sure that serve and dev (and the bench's relays) run with the Go
+// runtime's monitor thread (sysmon) kept out of its deep sleep.
 //
 // The monitor sleeps deeply while every processor is idle, and the next system call of any
 // goroutine wakes it with a futex call; it then polls every 20 µs until it finds the process
 // idle again. A gateway at a steady request rate goes idle between most requests, so each
 // request paid for that wake-up on its first system call and for the monitor's polling after it:
-// on the 2-core virtual machine of docs/speed.md, about a third of the gateway's CPU per request
-// and a fifth of the latency it adds (Go issue 18236 describes the cost). The runtime keeps the
+// on the 2-core virtual machine of docs/speed.md, about a quarter of the gateway's CPU per
+// request and a fifth of the latency it adds (Go issue 18236 describes the cost). The runtime keeps the
 // monitor out of the deep sleep only while its scheduler trace is on (GODEBUG schedtrace); with
 // the trace's period at its largest the monitor backs off to its 10 ms tick instead, about a
 // hundred wake-ups a second, and the trace prints one line to standard error only once the

@@ -39,6 +39,11 @@ func TestWithMonitorAwake(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("with GODEBUG: %q, want %q", got, want)
 	}
+	got = withMonitorAwake([]string{"GODEBUG=a=1", "A=1", "GODEBUG=b=2"})
+	want = []string{"A=1", "GODEBUG=a=1," + monitorAwakeSetting}
+	if !slices.Equal(got, want) {
+		t.Errorf("with two GODEBUG entries: %q, want %q", got, want)
+	}
 	got = withMonitorAwake([]string{"A=1"})
 	want = []string{"A=1", "GODEBUG=" + monitorAwakeSetting}
 	if !slices.Equal(got, want) {

@@ -53,8 +53,9 @@ func withMonitorAwake(env []string) []string {
 // idle again. A gateway at a steady request rate goes idle between most requests, so each
 // request paid for that wake-up on its first system call and for the monitor's polling after it:
 // on the 2-core virtual machine of docs/speed.md, about a quarter of the gateway's CPU per
-// request and a fifth of the latency it adds (Go issue 18236 describes the cost). The runtime keeps the
-// monitor out of the deep sleep only while its scheduler trace is on (GODEBUG schedtrace); with
+// request and a fifth of the latency it adds (Go issue 18236 describes the cost). The runtime
+// keeps the monitor out of the deep sleep only while its scheduler trace is on (GODEBUG
+// schedtrace); with
 // the trace's period at its largest the monitor backs off to its 10 ms tick instead, about a
 // hundred wake-ups a second, and the trace prints one line to standard error only once the
 // machine has been up for longer than that period (about 24.8 days), then once per period.

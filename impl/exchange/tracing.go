@@ -30,9 +30,9 @@ type exchangeTrace struct {
 	attempt trace.Span
 	// capture: the account opted in to its prompts and answers in span events.
 	capture bool
-	// finish, responseID and responseModel are read from the answer.
-	finish                    llm.StopReason
-	responseID, responseModel string
+	// finishReason (as the upstream's format writes it: "stop", "end_turn", "completed"...),
+	// responseID and responseModel are read from the answer.
+	finishReason, responseID, responseModel string
 	// output collects a stream's text when capture is set.
 	output strings.Builder
 }
@@ -153,7 +153,7 @@ func (x *Exchange) noteEvent(ev *llm.Event) {
 	case llm.EventStart:
 		x.tr.responseID, x.tr.responseModel = ev.ID, ev.Model
 	case llm.EventStop:
-		x.tr.finish = ev.Stop
+		x.tr.finishReason = convert.StopReasonFor(x.expert.Kind, ev.Stop)
 	case llm.EventTextDelta:
 		if x.tr.capture {
 			x.tr.output.WriteString(ev.Text)
@@ -162,16 +162,23 @@ func (x *Exchange) noteEvent(ev *llm.Event) {
 }
 
 // noteAnswer reads what the attempt span reports from a complete answer (raw, in the
-// upstream's format; resp when it was decoded already).
+// upstream's format; resp when it was decoded already). A relayed answer (resp nil) is not
+// decoded for it: its id, model and finish reason are read from the bytes as they are
+// (convert.ResponseFacts, about a twentieth of a full decode's CPU); its text only when the
+// account's content is captured.
 func (x *Exchange) noteAnswer(raw []byte, resp *llm.Response) {
-	if resp == nil {
+	if resp == nil && x.tr.capture {
 		resp, _ = convert.DecodeResponse(x.expert.Kind, raw)
 	}
-	if resp != nil {
-		x.tr.responseID, x.tr.responseModel, x.tr.finish = resp.ID, resp.Model, resp.Stop
-		if x.tr.capture {
-			x.tr.output.WriteString(resp.Text)
-		}
+	if resp == nil {
+		f := convert.ResponseFacts(x.expert.Kind, raw)
+		x.tr.responseID, x.tr.responseModel, x.tr.finishReason = f.ID, f.Model, f.FinishReason
+		return
+	}
+	x.tr.responseID, x.tr.responseModel = resp.ID, resp.Model
+	x.tr.finishReason = convert.StopReasonFor(x.expert.Kind, resp.Stop)
+	if x.tr.capture {
+		x.tr.output.WriteString(resp.Text)
 	}
 }
 
@@ -192,9 +199,8 @@ func (x *Exchange) finishAttempt(status string) {
 		if w := u.CacheWrite5mTokens + u.CacheWrite1hTokens; w > 0 {
 			attrs = append(attrs, telemetry.GenAIUsageCacheCreation.Int64(w))
 		}
-		if x.tr.finish != "" {
-			// As the upstream says it ("stop", "end_turn", "completed"...).
-			attrs = append(attrs, telemetry.GenAIResponseFinishReason.StringSlice([]string{convert.StopReasonFor(x.expert.Kind, x.tr.finish)}))
+		if x.tr.finishReason != "" {
+			attrs = append(attrs, telemetry.GenAIResponseFinishReason.StringSlice([]string{x.tr.finishReason}))
 		}
 		if x.tr.responseID != "" {
 			attrs = append(attrs, telemetry.GenAIResponseID.String(x.tr.responseID))

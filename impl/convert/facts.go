@@ -1,0 +1,61 @@
+package convert
+
+import (
+	"github.com/tollgate/tollgate/impl/jsonview"
+	"github.com/tollgate/tollgate/impl/llm"
+)
+
+// AnswerFacts are what a trace reports of a complete upstream answer beside its usage: the
+// upstream's id and model, and its finish reason as the upstream wrote it (chat's
+// choices[0].finish_reason, Messages' stop_reason, a Responses status).
+type AnswerFacts struct {
+	ID, Model, FinishReason string
+}
+
+// ResponseFacts reads the facts of body, a complete answer in format f, from its top-level
+// members (and chat's first choice) without decoding the rest: what a relayed answer's trace
+// needs, at a small part of DecodeResponse's cost. What is missing or not a string stays "".
+func ResponseFacts(f llm.Format, body []byte) AnswerFacts {
+	var a AnswerFacts
+	var choices []byte
+	_ = scanTop(body, func(key, value []byte) error {
+		switch {
+		case fold(key, "id"):
+			a.ID, _ = stringValue(value)
+		case fold(key, "model"):
+			a.Model, _ = stringValue(value)
+		case f == llm.FormatChat && fold(key, "choices"):
+			choices = value
+		case f == llm.FormatMessages && fold(key, "stop_reason"):
+			a.FinishReason, _ = stringValue(value)
+		case f == llm.FormatResponses && fold(key, "status"):
+			a.FinishReason, _ = stringValue(value)
+		}
+		return nil
+	})
+	if f == llm.FormatChat {
+		a.FinishReason = firstFinishReason(choices)
+	}
+	return a
+}
+
+// firstFinishReason is the finish_reason of the first choice in a chat answer's choices array
+// ("" when there is none).
+func firstFinishReason(choices []byte) string {
+	if len(choices) < 2 || choices[0] != '[' {
+		return ""
+	}
+	i := jsonview.SkipSpace(choices, 1)
+	end, ok := jsonview.SkipValue(choices, i)
+	if !ok {
+		return ""
+	}
+	var reason string
+	_ = eachMember(choices[i:end], func(key, value []byte) error {
+		if fold(key, "finish_reason") {
+			reason, _ = stringValue(value)
+		}
+		return nil
+	})
+	return reason
+}

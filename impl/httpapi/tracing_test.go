@@ -200,7 +200,8 @@ func TestRequestTracesInJaeger(t *testing.T) {
 		server := tr.One(t, "POST /v1/chat/completions")
 		if server.Kind != "server" || server.SpanID != serverSpanID || server.Attr("http.response.status_code") != "200" ||
 			server.Attr("tollgate.account.id") != tenant.Account.ID.String() || server.Attr("tollgate.key.id") != tenant.KeyID.String() ||
-			server.Attr("tollgate.request.id") != h.Get("x-request-id") {
+			server.Attr("tollgate.request.id") != h.Get("x-request-id") || server.Attr("http.request.method") != "POST" ||
+			server.Attr("url.path") != "/v1/chat/completions" || server.Attr("http.route") != "/v1/chat/completions" {
 			t.Errorf("server span:\n%s", tr)
 		}
 		for _, name := range []string{"authenticate", "admission", "settle"} {

@@ -162,15 +162,36 @@ func CaptureContent(account uuid.UUID) bool {
 // StartServer begins the SERVER span of an HTTP request, continuing the trace of an incoming
 // W3C traceparent (its tracestate kept). It is named by the method until the route is known
 // (SetRoute). Call it only when Enabled.
+//
+// A request the sampler leaves out pays only for its span context (the trace id the response
+// header and the upstream's traceparent carry): without an incoming traceparent the headers
+// are not searched, and the attributes are set only on a span that records.
 func StartServer(r *http.Request) (context.Context, trace.Span) {
-	ctx := propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	return Tracer().Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(semconv.HTTPRequestMethodKey.String(r.Method), semconv.URLPath(r.URL.Path)))
+	ctx := r.Context()
+	if _, ok := r.Header[headerTraceparent]; ok {
+		ctx = propagator.Extract(ctx, propagation.HeaderCarrier(r.Header))
+	}
+	ctx, span := Tracer().Start(ctx, r.Method, serverKind)
+	if span.IsRecording() {
+		span.SetAttributes(semconv.HTTPRequestMethodKey.String(r.Method), semconv.URLPath(r.URL.Path))
+	}
+	return ctx, span
 }
+
+// headerTraceparent is the canonical form of W3C's traceparent header, as net/http and
+// h1server store it.
+const headerTraceparent = "Traceparent"
+
+// serverKind is StartServer's one option, made once.
+var serverKind = trace.WithSpanKind(trace.SpanKindServer)
 
 // EndServer names the server span after its route ("POST /v1/chat/completions", after the
 // HTTP conventions), records the status and ends it; a 5xx is an error.
 func EndServer(span trace.Span, method, route string, status int) {
+	if !span.IsRecording() {
+		span.End()
+		return
+	}
 	if route != "" {
 		span.SetName(method + " " + route)
 		span.SetAttributes(semconv.HTTPRouteKey.String(route))

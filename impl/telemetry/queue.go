@@ -20,17 +20,26 @@ const (
 
 // queue is a span processor that batches ended, sampled spans for one exporter. Unlike the
 // SDK's batch processor it reports every span it drops (the SDK's keeps a count it does not
-// expose), which the gateway needs for tollgate_trace_spans_dropped_total. OnEnd never blocks:
-// a span that finds the queue full is dropped. One goroutine exports; it is the queue's own
-// and ends with Shutdown.
+// expose), which the gateway needs for tollgate_trace_spans_dropped_total. OnEnd never blocks
+// and never wakes the exporting goroutine for one span: it appends the span to a buffer under
+// a mutex, and only the span that fills a batch signals the exporter (the SDK's processor, and
+// this one before, sent every span over a channel to a goroutine that woke for each: five
+// wake-ups per traced request). A span that finds the buffer full is dropped. One goroutine
+// exports, a batch when one is full, the rest when the batch timeout passes, on ForceFlush and
+// at Shutdown; it is the queue's own and ends with Shutdown.
 type queue struct {
 	exporter      sdktrace.SpanExporter
-	spans         chan sdktrace.ReadOnlySpan
+	queueSize     int
 	batchSize     int
 	batchTimeout  time.Duration
 	exportTimeout time.Duration
 	onDrop        func(reason string, n int)
 
+	mu      sync.Mutex
+	waiting []sdktrace.ReadOnlySpan // ended spans not taken for export yet, at most queueSize
+	stopped bool                    // set by Shutdown: spans ending after it are dropped
+
+	full     chan struct{} // a batch is waiting (capacity 1: one signal stands for many)
 	flush    chan chan struct{}
 	stop     chan struct{}
 	done     chan struct{}
@@ -42,9 +51,9 @@ func newQueue(exp sdktrace.SpanExporter, s Settings, onDrop func(string, int)) *
 		onDrop = func(string, int) {}
 	}
 	q := &queue{
-		exporter: exp, spans: make(chan sdktrace.ReadOnlySpan, s.QueueSize),
-		batchSize: s.BatchSize, batchTimeout: s.BatchTimeout, exportTimeout: s.ExportTimeout, onDrop: onDrop,
-		flush: make(chan chan struct{}), stop: make(chan struct{}), done: make(chan struct{}),
+		exporter: exp, queueSize: s.QueueSize, batchSize: max(s.BatchSize, 1),
+		batchTimeout: s.BatchTimeout, exportTimeout: s.ExportTimeout, onDrop: onDrop,
+		full: make(chan struct{}, 1), flush: make(chan chan struct{}), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	go q.run()
 	return q
@@ -58,16 +67,25 @@ func (q *queue) OnEnd(s sdktrace.ReadOnlySpan) {
 	if !s.SpanContext().IsSampled() {
 		return
 	}
-	select {
-	case <-q.stop:
+	q.mu.Lock()
+	if q.stopped {
+		q.mu.Unlock()
 		q.onDrop(DropShutdown, 1)
 		return
-	default:
 	}
-	select {
-	case q.spans <- s:
-	default:
+	if len(q.waiting) >= q.queueSize {
+		q.mu.Unlock()
 		q.onDrop(DropQueueFull, 1)
+		return
+	}
+	q.waiting = append(q.waiting, s)
+	batchFull := len(q.waiting) == q.batchSize
+	q.mu.Unlock()
+	if batchFull {
+		select {
+		case q.full <- struct{}{}:
+		default: // signalled already
+		}
 	}
 }
 
@@ -90,9 +108,14 @@ func (q *queue) ForceFlush(ctx context.Context) error {
 }
 
 // Shutdown exports what is queued, within ctx's deadline, and shuts the exporter down; the
-// spans it could not export in time are counted as dropped.
+// spans ending from now on are counted as dropped.
 func (q *queue) Shutdown(ctx context.Context) error {
-	q.stopOnce.Do(func() { close(q.stop) })
+	q.stopOnce.Do(func() {
+		q.mu.Lock()
+		q.stopped = true
+		q.mu.Unlock()
+		close(q.stop)
+	})
 	select {
 	case <-q.done:
 	case <-ctx.Done():
@@ -100,55 +123,57 @@ func (q *queue) Shutdown(ctx context.Context) error {
 	return q.exporter.Shutdown(ctx)
 }
 
-// run batches queued spans and exports them, a batch when it is full, when the batch timeout
-// passes, on ForceFlush, and at Shutdown.
+// take moves up to one batch of the waiting spans into batch (empty) and returns it; with
+// whole set, only a whole batch (none when fewer spans wait).
+func (q *queue) take(batch []sdktrace.ReadOnlySpan, whole bool) []sdktrace.ReadOnlySpan {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if whole && len(q.waiting) < q.batchSize {
+		return batch
+	}
+	k := min(len(q.waiting), q.batchSize)
+	batch = append(batch, q.waiting[:k]...)
+	n := copy(q.waiting, q.waiting[k:])
+	clear(q.waiting[n:])
+	q.waiting = q.waiting[:n]
+	return batch
+}
+
+// run exports the queued spans: whole batches when signalled, everything waiting (in
+// batches) when the batch timeout passes, on ForceFlush and at Shutdown.
 func (q *queue) run() {
 	defer close(q.done)
 	batch := make([]sdktrace.ReadOnlySpan, 0, q.batchSize)
-	timer := time.NewTimer(q.batchTimeout)
-	defer timer.Stop()
-	export := func() {
-		if len(batch) == 0 {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), q.exportTimeout)
-		err := q.exporter.ExportSpans(ctx, batch)
-		cancel()
-		if err != nil {
-			q.onDrop(DropExportFailed, len(batch))
-		}
-		clear(batch)
-		batch = batch[:0]
-	}
-	drain := func() {
+	// exportEach exports batch after batch while take gives one (whole: whole ones only).
+	exportEach := func(whole bool) {
 		for {
-			select {
-			case s := <-q.spans:
-				batch = append(batch, s)
-				if len(batch) >= q.batchSize {
-					export()
-				}
-			default:
-				export()
+			if batch = q.take(batch, whole); len(batch) == 0 {
 				return
 			}
+			ctx, cancel := context.WithTimeout(context.Background(), q.exportTimeout)
+			err := q.exporter.ExportSpans(ctx, batch)
+			cancel()
+			if err != nil {
+				q.onDrop(DropExportFailed, len(batch))
+			}
+			clear(batch) // the spans are the exporter's no longer
+			batch = batch[:0]
 		}
 	}
+	timer := time.NewTimer(q.batchTimeout)
+	defer timer.Stop()
 	for {
 		select {
-		case s := <-q.spans:
-			batch = append(batch, s)
-			if len(batch) >= q.batchSize {
-				export()
-			}
+		case <-q.full:
+			exportEach(true)
 		case <-timer.C:
-			export()
+			exportEach(false)
 			timer.Reset(q.batchTimeout)
 		case ack := <-q.flush:
-			drain()
+			exportEach(false)
 			close(ack)
 		case <-q.stop:
-			drain()
+			exportEach(false)
 			return
 		}
 	}

@@ -146,3 +146,71 @@ func TestOffByDefault(t *testing.T) {
 		t.Error("a nil Tracing's Shutdown or Flush failed")
 	}
 }
+
+// countingExporter takes every batch and counts the spans and the calls.
+type countingExporter struct {
+	mu             sync.Mutex
+	spans, batches int
+}
+
+func (e *countingExporter) ExportSpans(_ context.Context, spans []sdktrace.ReadOnlySpan) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.spans += len(spans)
+	e.batches++
+	return nil
+}
+
+func (e *countingExporter) Shutdown(context.Context) error { return nil }
+
+func (e *countingExporter) counts() (spans, batches int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.spans, e.batches
+}
+
+// TestQueueExportsWholeBatchesAtOnce: whole batches go out as soon as they fill, a partial one
+// waits for the batch timeout (or ForceFlush), and every span is exported once.
+func TestQueueExportsWholeBatchesAtOnce(t *testing.T) {
+	exp := &countingExporter{}
+	q := newQueue(exp, Settings{QueueSize: 64, BatchSize: 4, BatchTimeout: time.Hour, ExportTimeout: time.Second}, nil)
+	endSpans(q, 10)
+	deadline := time.Now().Add(10 * time.Second)
+	for spans, _ := exp.counts(); spans < 8 && time.Now().Before(deadline); spans, _ = exp.counts() {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if spans, batches := exp.counts(); spans != 8 || batches != 2 {
+		t.Errorf("before the timeout: %d spans in %d batches exported, want the two whole batches (8 in 2)", spans, batches)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := q.ForceFlush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if spans, batches := exp.counts(); spans != 10 || batches != 3 {
+		t.Errorf("after ForceFlush: %d spans in %d batches, want 10 in 3", spans, batches)
+	}
+	endSpans(q, 3)
+	if err := q.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if spans, _ := exp.counts(); spans != 13 {
+		t.Errorf("after Shutdown: %d spans exported, want 13", spans)
+	}
+}
+
+// TestQueueExportsAPartialBatchOnTime: a partial batch goes out when the batch timeout passes.
+func TestQueueExportsAPartialBatchOnTime(t *testing.T) {
+	exp := &countingExporter{}
+	q := newQueue(exp, Settings{QueueSize: 64, BatchSize: 512, BatchTimeout: 20 * time.Millisecond, ExportTimeout: time.Second}, nil)
+	defer func() { _ = q.Shutdown(context.Background()) }()
+	endSpans(q, 5)
+	deadline := time.Now().Add(10 * time.Second)
+	for spans, _ := exp.counts(); spans < 5 && time.Now().Before(deadline); spans, _ = exp.counts() {
+		time.Sleep(time.Millisecond)
+	}
+	if spans, _ := exp.counts(); spans != 5 {
+		t.Errorf("%d spans exported after the batch timeout, want 5", spans)
+	}
+}

@@ -46,12 +46,14 @@ type queue struct {
 	stopOnce sync.Once
 }
 
+// newQueue starts the queue of exp. A batch is at most the queue's size (OTEL_BSP_MAX_QUEUE_SIZE
+// below the batch size would otherwise leave every batch partial, sent only by the timer).
 func newQueue(exp sdktrace.SpanExporter, s Settings, onDrop func(string, int)) *queue {
 	if onDrop == nil {
 		onDrop = func(string, int) {}
 	}
 	q := &queue{
-		exporter: exp, queueSize: s.QueueSize, batchSize: max(s.BatchSize, 1),
+		exporter: exp, queueSize: s.QueueSize, batchSize: max(min(s.BatchSize, s.QueueSize), 1),
 		batchTimeout: s.BatchTimeout, exportTimeout: s.ExportTimeout, onDrop: onDrop,
 		full: make(chan struct{}, 1), flush: make(chan chan struct{}), stop: make(chan struct{}), done: make(chan struct{}),
 	}

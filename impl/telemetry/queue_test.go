@@ -214,3 +214,19 @@ func TestQueueExportsAPartialBatchOnTime(t *testing.T) {
 		t.Errorf("%d spans exported after the batch timeout, want 5", spans)
 	}
 }
+
+// TestQueueSmallerThanABatch: with a queue smaller than the batch size, a batch is the whole
+// queue and goes out when it fills, not only when the timer passes.
+func TestQueueSmallerThanABatch(t *testing.T) {
+	exp := &countingExporter{}
+	q := newQueue(exp, Settings{QueueSize: 4, BatchSize: 512, BatchTimeout: time.Hour, ExportTimeout: time.Second}, nil)
+	defer func() { _ = q.Shutdown(context.Background()) }()
+	endSpans(q, 4)
+	deadline := time.Now().Add(10 * time.Second)
+	for spans, _ := exp.counts(); spans < 4 && time.Now().Before(deadline); spans, _ = exp.counts() {
+		time.Sleep(time.Millisecond)
+	}
+	if spans, batches := exp.counts(); spans != 4 || batches != 1 {
+		t.Errorf("%d spans in %d batches exported before the timeout, want 4 in 1", spans, batches)
+	}
+}

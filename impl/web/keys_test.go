@@ -75,12 +75,18 @@ func TestKeyShownOnce(t *testing.T) {
 // key creates nothing and sends the browser through the provider with max_age=0 and
 // prompt=login (which shows its login form again although its session is alive); afterwards
 // the form comes back and the key is created.
+//
+// The provider states when it authenticated in whole seconds (the ID token's auth_time), so a
+// sign-in can look up to a second older than it is: reauth_after is 3 s, which leaves the steps
+// after re-authenticating at least 2 s on a loaded machine (with 1 s, a CI run on a busy host
+// found the fresh sign-in already stale when the key was created).
 func TestStaleSignInCreatingKeyReauthenticates(t *testing.T) {
-	e := start(t, func(w *config.Web) { w.ReauthAfter = time.Second })
+	const reauthAfter = 3 * time.Second
+	e := start(t, func(w *config.Web) { w.ReauthAfter = reauthAfter })
 	acct := e.account(t, "acme", aliceEmail, "owner")
 	b := e.browser(t)
 	b.signIn(e, aliceEmail, alicePass)
-	time.Sleep(1100 * time.Millisecond)
+	time.Sleep(reauthAfter + 100*time.Millisecond)
 	p := b.post("/keys", url.Values{"name": {"stale"}})
 	if p.Status != http.StatusSeeOther || !strings.HasPrefix(p.Location, e.URL+"/signin?") || !strings.Contains(p.Location, "reauth=1") {
 		t.Fatalf("stale POST /keys: %d %s", p.Status, p.Location)

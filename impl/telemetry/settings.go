@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -37,6 +38,12 @@ type Settings struct {
 	Protocol    string
 	EndpointURL string
 	Headers     map[string]string
+	// Gzip compresses each batch (OTEL_EXPORTER_OTLP_COMPRESSION=gzip).
+	Gzip bool
+	// CertificateFile (PEM) holds the roots the backend's certificate is checked against
+	// instead of the system's; ClientCertificateFile and ClientKeyFile (PEM) the certificate
+	// tollgate shows it (mutual TLS). All three empty: the system's roots, no client certificate.
+	CertificateFile, ClientCertificateFile, ClientKeyFile string
 	// Sampler decides which traces are recorded; SamplerName is what was asked for.
 	Sampler     sdktrace.Sampler
 	SamplerName string
@@ -56,7 +63,9 @@ type Settings struct {
 // passes: nothing under impl/ reads the environment) over the configuration file's section:
 // OTEL_SDK_DISABLED, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (a full URL) or
 // OTEL_EXPORTER_OTLP_ENDPOINT (a base URL), OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL,
-// OTEL_EXPORTER_OTLP_(TRACES_)HEADERS, OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG,
+// OTEL_EXPORTER_OTLP_(TRACES_)HEADERS, OTEL_EXPORTER_OTLP_(TRACES_)COMPRESSION (gzip or none),
+// OTEL_EXPORTER_OTLP_(TRACES_)CERTIFICATE, _CLIENT_CERTIFICATE and _CLIENT_KEY (PEM files),
+// OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG,
 // OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_BSP_MAX_QUEUE_SIZE and OTEL_BSP_SCHEDULE_DELAY
 // (the milliseconds between exports, default 1000).
 func Resolve(file config.Telemetry, getenv func(string) string) (Settings, error) {
@@ -119,6 +128,19 @@ func Resolve(file config.Telemetry, getenv func(string) string) (Settings, error
 		for k, v := range parsePairs(h) {
 			s.Headers[k] = v
 		}
+	}
+	switch c := env("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "OTEL_EXPORTER_OTLP_COMPRESSION"); strings.ToLower(c) {
+	case "gzip":
+		s.Gzip = true
+	case "", "none":
+	default:
+		return Settings{}, fmt.Errorf("OTEL_EXPORTER_OTLP_COMPRESSION: %q is not gzip or none", c)
+	}
+	s.CertificateFile = env("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "OTEL_EXPORTER_OTLP_CERTIFICATE")
+	s.ClientCertificateFile = env("OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE", "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE")
+	s.ClientKeyFile = env("OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY", "OTEL_EXPORTER_OTLP_CLIENT_KEY")
+	if (s.ClientCertificateFile == "") != (s.ClientKeyFile == "") {
+		return Settings{}, errors.New("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE and OTEL_EXPORTER_OTLP_CLIENT_KEY go together: name both files or neither")
 	}
 	for k, v := range parsePairs(env("OTEL_RESOURCE_ATTRIBUTES")) {
 		s.ResourceAttributes[k] = v

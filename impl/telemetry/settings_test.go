@@ -46,6 +46,7 @@ func TestResolve(t *testing.T) {
 		{name: "an unknown sampler", env: map[string]string{"OTEL_TRACES_SAMPLER": "jaeger_remote"}, wantErrText: "jaeger_remote"},
 		{name: "a ratio out of range", env: map[string]string{"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "2"}, wantErrText: "ratio"},
 		{name: "an endpoint that is not a URL", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "localhost:4318"}, wantErrText: "URL"},
+		{name: "an unknown compression", env: map[string]string{"OTEL_EXPORTER_OTLP_COMPRESSION": "zstd"}, wantErrText: "zstd"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -71,6 +72,12 @@ func TestResolve(t *testing.T) {
 	}
 	if s.Headers["a"] != "1" || s.Headers["x-honeycomb-team"] != "k=1" || s.Headers["b"] != "2" || s.QueueSize != 16 || s.BatchSize != 16 {
 		t.Errorf("headers %v, queue %d, batch %d", s.Headers, s.QueueSize, s.BatchSize)
+	}
+	if s.Gzip {
+		t.Error("gzip without OTEL_EXPORTER_OTLP_COMPRESSION")
+	}
+	if s, _ := Resolve(file, envOf(map[string]string{"OTEL_EXPORTER_OTLP_COMPRESSION": "none", "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION": "GZIP"})); !s.Gzip {
+		t.Error("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION=GZIP did not turn gzip on over the general variable")
 	}
 	if _, ok := s.CaptureContent[account]; !ok || len(s.CaptureContent) != 1 {
 		t.Errorf("capture %v, want only %s", s.CaptureContent, account)

@@ -38,9 +38,9 @@ func BenchmarkUnsampledRequest(b *testing.B) {
 type discard struct{}
 
 func (discard) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
-func (discard) OnEnd(sdktrace.ReadOnlySpan)                      {}
-func (discard) Shutdown(context.Context) error                   { return nil }
-func (discard) ForceFlush(context.Context) error                 { return nil }
+func (discard) OnEnd(sdktrace.ReadOnlySpan)                     {}
+func (discard) Shutdown(context.Context) error                  { return nil }
+func (discard) ForceFlush(context.Context) error                { return nil }
 
 // BenchmarkSampledRequestSpans measures what the SDK costs a sampled request for its five
 // spans (server, authentication, admission, upstream attempt, settlement) and their

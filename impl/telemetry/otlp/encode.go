@@ -116,7 +116,7 @@ func (e *Encoder) Append(buf []byte, spans []sdktrace.ReadOnlySpan) []byte {
 		for end < len(e.groups) && sameResource(e.groups[end].res, res) {
 			end++
 		}
-		rs := begin(&buf, requestResourceSpans)
+		rs := beginSized(&buf, requestResourceSpans, 3)
 		if res != nil {
 			r := begin(&buf, resourceSpansResource)
 			for iter := res.Iter(); iter.Next(); {
@@ -126,7 +126,7 @@ func (e *Encoder) Append(buf []byte, spans []sdktrace.ReadOnlySpan) []byte {
 		}
 		for ; gi < end; gi++ {
 			g := &e.groups[gi]
-			ss := begin(&buf, resourceSpansScopeSpans)
+			ss := beginSized(&buf, resourceSpansScopeSpans, 3)
 			if g.scope != (instrumentation.Scope{}) {
 				sc := begin(&buf, scopeSpansScope)
 				buf = appendString(buf, scopeName, g.scope.Name)
@@ -209,7 +209,7 @@ func sameResource(a, b *resource.Resource) bool {
 
 // appendSpan appends one Span message (as a ScopeSpans' spans field).
 func appendSpan(buf []byte, s sdktrace.ReadOnlySpan) []byte {
-	m := begin(&buf, scopeSpansSpans)
+	m := beginSized(&buf, scopeSpansSpans, 2)
 	sc := s.SpanContext()
 	tid, sid := sc.TraceID(), sc.SpanID()
 	buf = appendBytes(buf, spanTraceID, tid[:])
@@ -306,6 +306,54 @@ func count(n int) uint32 {
 
 // appendKeyValue appends a KeyValue message as field num.
 func appendKeyValue(buf []byte, num protowire.Number, kv attribute.KeyValue) []byte {
+	// A scalar value's sizes are known before it is written: written at once, without the
+	// room and moves of begin and finish (most attributes are strings and integers).
+	var anyLen int
+	var str string
+	var bits uint64
+	switch kv.Value.Type() {
+	case attribute.STRING:
+		str = kv.Value.AsString()
+		anyLen = 1 + protowire.SizeVarint(uint64(len(str))) + len(str)
+	case attribute.INT64:
+		bits = uint64(kv.Value.AsInt64()) //nolint:gosec // int64 fields are written as their two's complement
+		anyLen = 1 + protowire.SizeVarint(bits)
+	case attribute.BOOL:
+		bits = protowire.EncodeBool(kv.Value.AsBool())
+		anyLen = 2
+	case attribute.FLOAT64:
+		bits = math.Float64bits(kv.Value.AsFloat64())
+		anyLen = 9
+	default:
+		return appendKeyValueOf(buf, num, kv)
+	}
+	keyLen := 0
+	if kv.Key != "" {
+		keyLen = 1 + protowire.SizeVarint(uint64(len(kv.Key))) + len(kv.Key)
+	}
+	buf = protowire.AppendTag(buf, num, protowire.BytesType)
+	buf = protowire.AppendVarint(buf, uint64(keyLen+1+protowire.SizeVarint(uint64(anyLen))+anyLen))
+	buf = appendString(buf, keyValueKey, string(kv.Key))
+	buf = append(buf, byte(keyValueValue<<3|protowire.BytesType))
+	buf = protowire.AppendVarint(buf, uint64(anyLen))
+	switch kv.Value.Type() {
+	case attribute.STRING:
+		buf = append(buf, byte(anyString<<3|protowire.BytesType))
+		buf = protowire.AppendVarint(buf, uint64(len(str)))
+		return append(buf, str...)
+	case attribute.FLOAT64:
+		buf = append(buf, byte(anyDouble<<3|protowire.Fixed64Type))
+		return protowire.AppendFixed64(buf, bits)
+	case attribute.BOOL:
+		return append(buf, byte(anyBool<<3|protowire.VarintType), byte(bits))
+	default: // INT64
+		buf = append(buf, byte(anyInt<<3|protowire.VarintType))
+		return protowire.AppendVarint(buf, bits)
+	}
+}
+
+// appendKeyValueOf is appendKeyValue for any value.
+func appendKeyValueOf(buf []byte, num protowire.Number, kv attribute.KeyValue) []byte {
 	m := begin(&buf, num)
 	buf = appendString(buf, keyValueKey, string(kv.Key))
 	buf = appendAnyValue(buf, keyValueValue, kv.Value)
@@ -385,27 +433,40 @@ func appendAnyValue(buf []byte, num protowire.Number, v attribute.Value) []byte 
 }
 
 // begin appends the tag of a length-delimited message field and one byte for its length,
-// and returns where that byte is, for finish.
-func begin(buf *[]byte, num protowire.Number) int {
-	*buf = protowire.AppendTag(*buf, num, protowire.BytesType)
-	*buf = append(*buf, 0)
-	return len(*buf) - 1
-}
+// and returns a mark for finish.
+func begin(buf *[]byte, num protowire.Number) mark { return beginSized(buf, num, 1) }
 
-// finish writes the length of the message begun at at (everything appended since), moving it
-// right when its length takes more than the one byte begin kept.
-func finish(buf *[]byte, at int) {
-	n := len(*buf) - at - 1
-	if n < 0x80 {
-		(*buf)[at] = byte(n)
-		return
-	}
-	k := protowire.SizeVarint(uint64(n))
-	for range k - 1 {
+// beginSized is begin keeping room bytes for the length: a message expected to be longer than
+// 127 bytes (a span, a whole batch) keeps the room its length is likely to need, so that
+// finish seldom moves it.
+func beginSized(buf *[]byte, num protowire.Number, room int) mark {
+	*buf = protowire.AppendTag(*buf, num, protowire.BytesType)
+	for range room {
 		*buf = append(*buf, 0)
 	}
-	copy((*buf)[at+k:], (*buf)[at+1:at+1+n])
-	protowire.AppendVarint((*buf)[at:at], uint64(n))
+	return mark{at: len(*buf) - room, room: room}
+}
+
+// mark is where a message's length goes and how many bytes were kept for it.
+type mark struct{ at, room int }
+
+// finish writes the length of the message begun at m (everything appended since), moving the
+// message when its length takes more or fewer bytes than were kept.
+func finish(buf *[]byte, m mark) {
+	start := m.at + m.room
+	n := len(*buf) - start
+	k := protowire.SizeVarint(uint64(n))
+	switch {
+	case k > m.room:
+		for range k - m.room {
+			*buf = append(*buf, 0)
+		}
+		copy((*buf)[m.at+k:], (*buf)[start:start+n])
+	case k < m.room:
+		copy((*buf)[m.at+k:], (*buf)[start:start+n])
+		*buf = (*buf)[:m.at+k+n]
+	}
+	protowire.AppendVarint((*buf)[m.at:m.at], uint64(n))
 }
 
 // The scalar fields below are left out at their zero value, as proto3 writes them.

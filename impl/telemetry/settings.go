@@ -44,7 +44,8 @@ type Settings struct {
 	// instead of the system's; ClientCertificateFile and ClientKeyFile (PEM) the certificate
 	// tollgate shows it (mutual TLS). All three empty: the system's roots, no client certificate.
 	CertificateFile, ClientCertificateFile, ClientKeyFile string
-	// Sampler decides which traces are recorded; SamplerName is what was asked for.
+	// Sampler decides which traces are recorded; SamplerName is what was asked for
+	// (parentbased_always_on when nothing was).
 	Sampler     sdktrace.Sampler
 	SamplerName string
 	// ServiceName and ResourceAttributes describe the process in every trace.
@@ -183,6 +184,9 @@ func Resolve(file config.Telemetry, getenv func(string) string) (Settings, error
 	sampler, err := parseSampler(name, arg)
 	if err != nil {
 		return Settings{}, err
+	}
+	if name == "" {
+		name = "parentbased_always_on"
 	}
 	s.Sampler, s.SamplerName = sampler, name
 	disabled := strings.EqualFold(env("OTEL_SDK_DISABLED"), "true")

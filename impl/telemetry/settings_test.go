@@ -76,6 +76,9 @@ func TestResolve(t *testing.T) {
 	if s.Gzip {
 		t.Error("gzip without OTEL_EXPORTER_OTLP_COMPRESSION")
 	}
+	if d, _ := Resolve(config.Telemetry{Endpoint: "http://file:4318"}, envOf(nil)); d.SamplerName != "parentbased_always_on" {
+		t.Errorf("the default sampler is named %q, want parentbased_always_on (the start-up log shows it)", d.SamplerName)
+	}
 	if s, _ := Resolve(file, envOf(map[string]string{"OTEL_EXPORTER_OTLP_COMPRESSION": "none", "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION": "GZIP"})); !s.Gzip {
 		t.Error("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION=GZIP did not turn gzip on over the general variable")
 	}

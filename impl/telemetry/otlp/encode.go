@@ -380,38 +380,16 @@ func appendAnyValue(buf []byte, num protowire.Number, v attribute.Value) []byte 
 		buf = protowire.AppendTag(buf, anyBytes, protowire.BytesType)
 		buf = protowire.AppendBytes(buf, v.AsByteSlice())
 	case attribute.BOOLSLICE:
-		a := begin(&buf, anyArray)
-		for _, x := range v.AsBoolSlice() {
-			e := begin(&buf, listValues)
-			buf = appendBool(buf, anyBool, x)
-			finish(&buf, e)
-		}
-		finish(&buf, a)
+		buf = appendArray(buf, v.AsBoolSlice(), func(b []byte, x bool) []byte { return appendBool(b, anyBool, x) })
 	case attribute.INT64SLICE:
-		a := begin(&buf, anyArray)
-		for _, x := range v.AsInt64Slice() {
-			e := begin(&buf, listValues)
-			buf = appendInt(buf, anyInt, x)
-			finish(&buf, e)
-		}
-		finish(&buf, a)
+		buf = appendArray(buf, v.AsInt64Slice(), func(b []byte, x int64) []byte { return appendInt(b, anyInt, x) })
 	case attribute.FLOAT64SLICE:
-		a := begin(&buf, anyArray)
-		for _, x := range v.AsFloat64Slice() {
-			e := begin(&buf, listValues)
-			buf = appendDouble(buf, anyDouble, x)
-			finish(&buf, e)
-		}
-		finish(&buf, a)
+		buf = appendArray(buf, v.AsFloat64Slice(), func(b []byte, x float64) []byte { return appendDouble(b, anyDouble, x) })
 	case attribute.STRINGSLICE:
-		a := begin(&buf, anyArray)
-		for _, x := range v.AsStringSlice() {
-			e := begin(&buf, listValues)
-			buf = protowire.AppendTag(buf, anyString, protowire.BytesType)
-			buf = protowire.AppendString(buf, x)
-			finish(&buf, e)
-		}
-		finish(&buf, a)
+		buf = appendArray(buf, v.AsStringSlice(), func(b []byte, x string) []byte {
+			b = protowire.AppendTag(b, anyString, protowire.BytesType)
+			return protowire.AppendString(b, x)
+		})
 	case attribute.SLICE:
 		a := begin(&buf, anyArray)
 		for _, x := range v.AsSlice() {
@@ -429,6 +407,19 @@ func appendAnyValue(buf []byte, num protowire.Number, v attribute.Value) []byte 
 		buf = protowire.AppendString(buf, "INVALID")
 	}
 	finish(&buf, m)
+	return buf
+}
+
+// appendArray appends AnyValue's array_value holding xs, each an AnyValue whose one field
+// write appends.
+func appendArray[T any](buf []byte, xs []T, write func([]byte, T) []byte) []byte {
+	a := begin(&buf, anyArray)
+	for _, x := range xs {
+		e := begin(&buf, listValues)
+		buf = write(buf, x)
+		finish(&buf, e)
+	}
+	finish(&buf, a)
 	return buf
 }
 

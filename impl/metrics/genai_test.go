@@ -45,7 +45,8 @@ func TestGenAIMetrics(t *testing.T) {
 }
 
 // TestGenAIObservationsAllocateNothing: the per-request observations (made whether or not
-// tracing is on) cost no allocation once a label set has been seen.
+// tracing is on) cost no allocation once a label set has been seen, nor do a sampled trace's
+// while its buckets' exemplars are fresh.
 func TestGenAIObservationsAllocateNothing(t *testing.T) {
 	m := New()
 	op := GenAIOperation{Operation: "chat", Provider: "openai", Model: "service-flint", InputTokens: 1, OutputTokens: 2,
@@ -57,5 +58,61 @@ func TestGenAIObservationsAllocateNothing(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { m.ObserveAdded("POST /v1/chat/completions", time.Millisecond, "") }); n != 0 {
 		t.Errorf("ObserveAdded: %v allocations", n)
+	}
+	// A sampled request's observation allocates nothing either once its bucket has an
+	// exemplar less than a second old.
+	op.TraceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	m.ObserveGenAI(op)
+	m.ObserveAdded("POST /v1/chat/completions", time.Millisecond, op.TraceID)
+	if n := testing.AllocsPerRun(100, func() { m.ObserveGenAI(op) }); n != 0 {
+		t.Errorf("ObserveGenAI of a sampled trace: %v allocations", n)
+	}
+	if n := testing.AllocsPerRun(100, func() { m.ObserveAdded("POST /v1/chat/completions", time.Millisecond, op.TraceID) }); n != 0 {
+		t.Errorf("ObserveAdded of a sampled trace: %v allocations", n)
+	}
+}
+
+// TestExemplarsOncePerBucketPerSecond: a histogram bucket takes a sampled trace's id as its
+// exemplar at most once a second (Prometheus keeps only the last one per bucket and scrapes
+// far less often), and a bucket's first exemplar is always taken, whatever the other buckets
+// took: the trace of a rare slow request is not crowded out by the common ones.
+func TestExemplarsOncePerBucketPerSecond(t *testing.T) {
+	now := time.Date(2026, 12, 3, 5, 0, 0, 0, time.UTC)
+	exemplarClock = func() time.Time { return now }
+	defer func() { exemplarClock = time.Now }()
+	m := New()
+	const route = "POST /v1/chat/completions"
+	exemplars := func() string {
+		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		req.Header.Set("Accept", "application/openmetrics-text; version=1.0.0")
+		w := httptest.NewRecorder()
+		m.Handler().ServeHTTP(w, req)
+		var out []string
+		for _, line := range strings.Split(w.Body.String(), "\n") {
+			if strings.HasPrefix(line, "tollgate_added_seconds_bucket") {
+				if _, ex, ok := strings.Cut(line, `# {trace_id="`); ok {
+					le := line[strings.Index(line, `le="`)+4:]
+					out = append(out, le[:strings.Index(le, `"`)]+"="+ex[:strings.Index(ex, `"`)])
+				}
+			}
+		}
+		return strings.Join(out, " ")
+	}
+	m.ObserveAdded(route, 150*time.Microsecond, "a")
+	m.ObserveAdded(route, 160*time.Microsecond, "b") // the same bucket, at once: a stays
+	m.ObserveAdded(route, 300*time.Millisecond, "slow")
+	if got, want := exemplars(), "0.00025=a 0.5=slow"; got != want {
+		t.Errorf("exemplars %q, want %q", got, want)
+	}
+	now = now.Add(999 * time.Millisecond)
+	m.ObserveAdded(route, 170*time.Microsecond, "c")
+	if got, want := exemplars(), "0.00025=a 0.5=slow"; got != want {
+		t.Errorf("within the second: exemplars %q, want %q", got, want)
+	}
+	now = now.Add(time.Millisecond)
+	m.ObserveAdded(route, 180*time.Microsecond, "d")
+	m.ObserveAdded(route, 2*time.Second, "inf") // above the last bound: the +Inf bucket
+	if got, want := exemplars(), "0.00025=d 0.5=slow +Inf=inf"; got != want {
+		t.Errorf("a second later: exemplars %q, want %q", got, want)
 	}
 }

@@ -79,7 +79,7 @@ func newGenAI(reg *prometheus.Registry) *genAI {
 			Buckets: addedBuckets,
 		}, []string{"route"}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tollgate_trace_spans_dropped_total", Help: "Trace spans dropped instead of exported, by reason (queue_full, export_failed, shutdown).",
+			Name: "tollgate_trace_spans_dropped_total", Help: "Trace spans dropped instead of exported, by reason (queue_full, export_failed, rejected, shutdown).",
 		}, []string{"reason"}),
 	}
 	reg.MustRegister(g.tokens, g.duration, g.ttft, g.added, g.dropped)

@@ -2,10 +2,13 @@ package telemetry
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/tollgate/tollgate/impl/telemetry/otlp"
 )
 
 // Reasons a span is dropped, as OnDrop is told them.
@@ -14,6 +17,9 @@ const (
 	DropQueueFull = "queue_full"
 	// DropExportFailed: the backend refused the batch, or did not take it in time.
 	DropExportFailed = "export_failed"
+	// DropRejected: the backend took the batch but rejected some of its spans (OTLP's
+	// partial success over http/protobuf; over gRPC the whole batch counts as export_failed).
+	DropRejected = "rejected"
 	// DropShutdown: the process ended before the span could be exported.
 	DropShutdown = "shutdown"
 )
@@ -155,7 +161,14 @@ func (q *queue) run() {
 			ctx, cancel := context.WithTimeout(context.Background(), q.exportTimeout)
 			err := q.exporter.ExportSpans(ctx, batch)
 			cancel()
-			if err != nil {
+			var partial *otlp.PartialSuccessError
+			switch {
+			case err == nil:
+			case errors.As(err, &partial):
+				if n := min(partial.Rejected, int64(len(batch))); n > 0 {
+					q.onDrop(DropRejected, int(n))
+				}
+			default:
 				q.onDrop(DropExportFailed, len(batch))
 			}
 			clear(batch) // the spans are the exporter's no longer

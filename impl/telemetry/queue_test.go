@@ -3,13 +3,19 @@ package telemetry
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/telemetry/otlp"
 )
 
 // stuckExporter stands for a backend that takes no batch until released, or refuses them.
@@ -229,4 +235,31 @@ func TestQueueSmallerThanABatch(t *testing.T) {
 	if spans, batches := exp.counts(); spans != 4 || batches != 1 {
 		t.Errorf("%d spans in %d batches exported before the timeout, want 4 in 1", spans, batches)
 	}
+}
+
+// TestQueueCountsRejectedSpans: spans a backend rejects out of a batch it took (OTLP's
+// partial success) are counted as rejected, the rest as exported, not the whole batch as
+// failed.
+func TestQueueCountsRejectedSpans(t *testing.T) {
+	answer, err := proto.Marshal(&coltracepb.ExportTraceServiceResponse{
+		PartialSuccess: &coltracepb.ExportTracePartialSuccess{RejectedSpans: 3, ErrorMessage: "spans older than the retention"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		_, _ = w.Write(answer)
+	}))
+	defer srv.Close()
+	d := &drops{n: map[string]int{}}
+	q := newQueue(otlp.NewHTTPExporter(otlp.HTTPOptions{URL: srv.URL}), Settings{QueueSize: 64, BatchSize: 64, BatchTimeout: time.Hour, ExportTimeout: 5 * time.Second}, d.add)
+	endSpans(q, 8)
+	if err := q.ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got, failed := d.get(DropRejected), d.get(DropExportFailed); got != 3 || failed != 0 {
+		t.Errorf("rejected %d, failed %d; want 3 rejected, none failed", got, failed)
+	}
+	_ = q.Shutdown(context.Background())
 }

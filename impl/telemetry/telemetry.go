@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync/atomic"
 
 	"github.com/google/uuid"
@@ -27,7 +28,7 @@ const instrumentation = "github.com/tollgate/tollgate"
 
 // Options are Start's collaborators.
 type Options struct {
-	// OnDrop is told of every span dropped and why (DropQueueFull, DropExportFailed,
+	// OnDrop is told of every span dropped and why (DropQueueFull, DropExportFailed, DropRejected,
 	// DropShutdown); nil: drops are not reported. It must not block.
 	OnDrop func(reason string, n int)
 	// Version is the service.version resource attribute ("" leaves it out).
@@ -111,6 +112,9 @@ func newExporter(ctx context.Context, s Settings, version string) (sdktrace.Span
 	tlsConfig, err := s.tlsConfig()
 	if err != nil {
 		return nil, err
+	}
+	if tlsConfig != nil && !strings.HasPrefix(s.EndpointURL, "https://") {
+		return nil, fmt.Errorf("OTLP endpoint %s: certificates are set (OTEL_EXPORTER_OTLP_CERTIFICATE or _CLIENT_CERTIFICATE) for an endpoint that is not https", s.EndpointURL)
 	}
 	agent := "tollgate"
 	if version != "" {

@@ -11,10 +11,14 @@
 // flat-out profile, this one 4.6 % (docs/speed.md).
 //
 // What it gives up: nothing the gateway used. The request is the library's, message for
-// message (TestEncoderMatchesTheLibrary and TestEncoderMatchesTheLibraryOnRandomSpans decode
-// both and compare them: every attribute type, events, links, statuses, dropped counts,
-// resources and scopes); retries stay off as they were (a failed batch is counted as
-// dropped); gzip, extra headers and TLS roots and client certificates are HTTPOptions, set
-// from the standard OTEL_EXPORTER_OTLP_* variables by impl/telemetry. OTLP over gRPC keeps the
-// library's exporter.
+// message (TestEncoderMatchesTheLibrary, TestEncoderMatchesTheLibraryOnRandomSpans and
+// TestEncoderMatchesTheLibraryOnOddSpans decode both and compare them: every attribute type,
+// events, links, statuses, dropped counts, resources and scopes, a batch over 2 MiB, and the
+// bytes as long as the decoded request re-encoded); retries stay off as they were (a failed
+// batch is counted as dropped); a partial success is a PartialSuccessError naming the spans
+// rejected (the library counted the whole batch); gzip, extra headers and TLS roots and client
+// certificates are HTTPOptions, set from the standard OTEL_EXPORTER_OTLP_* variables by
+// impl/telemetry. The body buffer is reused from batch to batch only once the transport has
+// closed it (a backend may answer before reading it all: TestExporterBackendAnsweringEarly,
+// under the race detector). OTLP over gRPC keeps the library's exporter.
 package otlp

@@ -196,15 +196,10 @@ func (e *Encoder) group(spans []sdktrace.ReadOnlySpan) {
 	e.groups = e.groups[:used]
 }
 
-// sameResource reports whether a and b describe the same resource.
+// sameResource reports whether a and b describe the same resource (nil is the empty one,
+// as the library exporter groups them).
 func sameResource(a, b *resource.Resource) bool {
-	if a == b {
-		return true
-	}
-	if a == nil || b == nil {
-		return false
-	}
-	return a.Equivalent() == b.Equivalent()
+	return a == b || a.Equivalent() == b.Equivalent()
 }
 
 // appendSpan appends one Span message (as a ScopeSpans' spans field).

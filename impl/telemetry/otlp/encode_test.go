@@ -1,6 +1,7 @@
 package otlp
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -103,6 +104,14 @@ func sameRequest(t *testing.T, spans []sdktrace.ReadOnlySpan) {
 	if n := spanCount(got); n != len(spans) {
 		t.Fatalf("%d spans posted, want %d", n, len(spans))
 	}
+	// Decoding merges a singular message written twice, which the comparison above cannot
+	// see: the bytes are as long as the decoded request re-encoded (fields once each, in order,
+	// shortest lengths).
+	var enc Encoder
+	raw := enc.Append(nil, spans)
+	if n := proto.Size(decode(t, raw)); n != len(raw) {
+		t.Fatalf("%d bytes encoded, %d when decoded and encoded again", len(raw), n)
+	}
 }
 
 func spanCount(r *coltracepb.ExportTraceServiceRequest) int {
@@ -197,10 +206,13 @@ func TestEncoderMatchesTheLibrary(t *testing.T) {
 }
 
 // TestEncoderMatchesTheLibraryOnRandomSpans: the same comparison over random spans (names,
-// attribute counts, types and lengths, events and links), from a fixed seed.
+// attribute counts, types and lengths, events and links), from a fixed seed; one Encoder,
+// reused across the rounds, writes what a new one writes.
 func TestEncoderMatchesTheLibraryOnRandomSpans(t *testing.T) {
 	r := rand.New(rand.NewPCG(20261203, 1))
 	values := everyValue()
+	var reused Encoder
+	var buf []byte
 	for round := range 20 {
 		rec := tracetest.NewSpanRecorder()
 		tps := []*sdktrace.TracerProvider{
@@ -228,6 +240,38 @@ func TestEncoderMatchesTheLibraryOnRandomSpans(t *testing.T) {
 			}
 			s.End()
 		}
-		sameRequest(t, rec.Ended())
+		spans := rec.Ended()
+		sameRequest(t, spans)
+		var fresh Encoder
+		if buf = reused.Append(buf[:0], spans); !bytes.Equal(buf, fresh.Append(nil, spans)) {
+			t.Fatalf("round %d: the reused encoder wrote other bytes than a new one", round)
+		}
 	}
+}
+
+// TestEncoderMatchesTheLibraryOnOddSpans: spans the SDK's own tracers do not make (a zero
+// instrumentation scope, no resource, an unknown kind and status code, an attribute with no
+// key) and a batch over 2 MiB (whose lengths take four bytes) come out as the library's.
+func TestEncoderMatchesTheLibraryOnOddSpans(t *testing.T) {
+	tid, sid := trace.TraceID{7}, trace.SpanID{7}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled})
+	stubs := tracetest.SpanStubs{
+		{Name: "zero scope, no resource", SpanContext: sc, SpanKind: trace.SpanKind(9), Status: sdktrace.Status{Code: codes.Code(7), Description: "odd"},
+			Attributes: []attribute.KeyValue{{Key: "", Value: attribute.StringValue("no key")}}, StartTime: time.Unix(1, 0), EndTime: time.Unix(2, 0)},
+		{Name: "empty resource", SpanContext: sc, Resource: resource.Empty(), StartTime: time.Unix(3, 0), EndTime: time.Unix(4, 0)},
+	}
+	sameRequest(t, stubs.Snapshots())
+
+	rec := tracetest.NewSpanRecorder()
+	tr := recorder(rec, resource.NewSchemaless(attribute.String("service.name", "big")), sdktrace.NewSpanLimits()).Tracer("big")
+	long := strings.Repeat("z", 20000)
+	for range 110 {
+		_, s := tr.Start(context.Background(), "long", trace.WithAttributes(attribute.String("payload", long)))
+		s.End()
+	}
+	var enc Encoder
+	if n := len(enc.Append(nil, rec.Ended())); n <= 2<<20 {
+		t.Fatalf("the batch is %d bytes, want over 2 MiB", n)
+	}
+	sameRequest(t, rec.Ended())
 }

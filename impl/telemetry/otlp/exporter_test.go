@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,8 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/protobuf/proto"
 )
 
 // someSpans returns n ended spans.
@@ -70,23 +73,33 @@ func TestExporterReportsWhatTheBackendRefused(t *testing.T) {
 		t.Errorf("refused: %v", err)
 	}
 
-	release := make(chan struct{})
-	stuck := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release }))
+	// A backend that takes the batch and never answers (it lets go when the client does: with
+	// the body read, the server sees the connection close).
+	never := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		<-r.Context().Done()
+	})
+	stuck := httptest.NewServer(never)
 	defer stuck.Close()
-	defer close(release)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	if err := NewHTTPExporter(HTTPOptions{URL: stuck.URL}).ExportSpans(ctx, someSpans(1)); err == nil {
 		t.Error("an export the backend never answered succeeded")
 	}
 
-	stuckExporter := NewHTTPExporter(HTTPOptions{URL: stuck.URL})
+	reached := make(chan struct{}, 1)
+	inFlight := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached <- struct{}{}
+		never(w, r)
+	}))
+	defer inFlight.Close()
+	stuckExporter := NewHTTPExporter(HTTPOptions{URL: inFlight.URL})
 	ended := make(chan error)
 	go func() { ended <- stuckExporter.ExportSpans(context.Background(), someSpans(1)) }()
-	time.Sleep(20 * time.Millisecond) // the post is in flight (or about to be: it is refused then)
+	<-reached // the post is in flight
 	_ = stuckExporter.Shutdown(context.Background())
-	if err := <-ended; err == nil {
-		t.Error("an export in flight at Shutdown succeeded")
+	if err := <-ended; err == nil || errors.Is(err, errStopped) {
+		t.Errorf("an export in flight at Shutdown: %v, want it cancelled", err)
 	}
 
 	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
@@ -114,5 +127,48 @@ func TestEncoderReusesItsBuffer(t *testing.T) {
 	var fresh Encoder
 	if want := fresh.Append(nil, small); !bytes.Equal(buf, want) {
 		t.Fatalf("reused: %d bytes, afresh: %d bytes", len(buf), len(want))
+	}
+}
+
+// TestExporterBackendAnsweringEarly: a backend that answers before reading the body (413
+// for a batch too large) leaves the transport still sending it when the answer comes; the
+// next batch is not written into the buffer being sent (the race detector watches), and each
+// batch is an error.
+func TestExporterBackendAnsweringEarly(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "too large", http.StatusRequestEntityTooLarge)
+	}))
+	defer srv.Close()
+	// Two batches of 8 MiB, alternated: each is written over the buffer the last was sent from.
+	batches := make([][]sdktrace.ReadOnlySpan, 2)
+	for i := range batches {
+		rec := tracetest.NewSpanRecorder()
+		tr := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)).Tracer("t")
+		for range 8 {
+			_, s := tr.Start(context.Background(), strings.Repeat(string(rune('a'+i)), 1<<20))
+			s.End()
+		}
+		batches[i] = rec.Ended()
+	}
+	x := NewHTTPExporter(HTTPOptions{URL: srv.URL})
+	for i := range 20 {
+		if err := x.ExportSpans(context.Background(), batches[i%2]); err == nil || !strings.Contains(err.Error(), "413") {
+			t.Fatalf("batch %d: %v, want the 413", i, err)
+		}
+	}
+}
+
+// TestPartialSuccess: the rejected spans and message of an OTLP answer's partial_success are
+// read; an answer without one, or not protobuf, reads as none.
+func TestPartialSuccess(t *testing.T) {
+	answer, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{PartialSuccess: &coltracepb.ExportTracePartialSuccess{RejectedSpans: 5, ErrorMessage: "quota"}})
+	if n, msg := partialSuccess(answer); n != 5 || msg != "quota" {
+		t.Errorf("partial success: %d %q", n, msg)
+	}
+	empty, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
+	for _, a := range [][]byte{empty, nil, []byte(`{"partialSuccess":{}}`), {0xff, 0xff}} {
+		if n, msg := partialSuccess(a); n != 0 || msg != "" {
+			t.Errorf("%q: %d %q, want none", a, n, msg)
+		}
 	}
 }

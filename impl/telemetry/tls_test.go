@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -118,5 +119,9 @@ func TestExportOverTLS(t *testing.T) {
 	s, _ := Resolve(config.Telemetry{}, envOf(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_EXPORTER_OTLP_CERTIFICATE": keyFile}))
 	if _, err := Start(context.Background(), s, Options{}); err == nil {
 		t.Error("a certificate file holding no certificate was accepted")
+	}
+	s, _ = Resolve(config.Telemetry{}, envOf(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", "OTEL_EXPORTER_OTLP_CERTIFICATE": serverCA}))
+	if _, err := Start(context.Background(), s, Options{}); err == nil || !strings.Contains(err.Error(), "not https") {
+		t.Errorf("certificates for an http endpoint: %v, want a refusal", err)
 	}
 }

@@ -190,9 +190,7 @@ func (e *Encoder) group(spans []sdktrace.ReadOnlySpan) {
 		}
 		e.groups[at].spans = append(e.groups[at].spans, i)
 	}
-	for i := used; i < len(e.groups); i++ {
-		e.groups[i].res, e.groups[i].scope = nil, instrumentation.Scope{}
-	}
+	clear(e.groups[used:]) // no resource kept alive by a group this batch did not use
 	e.groups = e.groups[:used]
 }
 

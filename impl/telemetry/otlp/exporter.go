@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -41,9 +40,8 @@ type HTTPExporter struct {
 	opts   HTTPOptions
 	client *http.Client
 
-	// stopped is set by Shutdown, which also cancels stopping: an export in flight ends at
-	// once, and the next is refused.
-	stopped  atomic.Bool
+	// stopping is cancelled by Shutdown: an export in flight ends at once, and the next is
+	// refused.
 	stopping context.Context
 	stop     context.CancelFunc
 
@@ -95,7 +93,7 @@ func (x *HTTPExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnl
 	if len(spans) == 0 {
 		return nil
 	}
-	if x.stopped.Load() {
+	if x.stopping.Err() != nil {
 		return errStopped
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -191,7 +189,6 @@ func (x *HTTPExporter) release(body *sentBody) {
 // Shutdown ends an export in flight (it returns an error: its spans are dropped), refuses
 // exports from now on and closes the idle connections, without waiting for the backend.
 func (x *HTTPExporter) Shutdown(context.Context) error {
-	x.stopped.Store(true)
 	x.stop()
 	x.client.CloseIdleConnections()
 	return nil

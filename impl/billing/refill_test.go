@@ -35,7 +35,8 @@ func (c *manualClock) advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// runMeter runs m until the test ends, then checks that Run drained without error.
+// runMeter runs m until the test ends, then checks that Run drained without error. It returns
+// once Run has begun.
 func runMeter(t *testing.T, m *Meter) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -47,6 +48,15 @@ func runMeter(t *testing.T, m *Meter) {
 			t.Errorf("Run: %v", err)
 		}
 	})
+	// Wait until Run has begun: before, the meter draws nothing ahead of need, and a test that
+	// counts the reservations that waited for the database would count those of a goroutine
+	// not yet scheduled (a busy CI host: TestRefillAheadOfNeed's "2 reservations waited").
+	for deadline := time.Now().Add(10 * time.Second); !m.running.Load(); {
+		if time.Now().After(deadline) {
+			t.Fatal("the meter's Run did not begin within 10 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // stopMeter ends Run (through Close) before the test checks the books.

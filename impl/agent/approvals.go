@@ -63,6 +63,7 @@ func (s *Service) request(ctx context.Context, p auth.Principal, action string, 
 	if err != nil {
 		return Approval{}, err
 	}
+	b = storableJSON(b)
 	sum := sha256.Sum256(append([]byte(action+"\n"), b...))
 	a, err := s.q.InsertAgentApproval(ctx, db.InsertAgentApprovalParams{ID: uuid.New(), AccountID: p.AccountID, KeyID: pgUUID(p.KeyID),
 		Action: action, Arguments: b, ArgumentsHash: hex.EncodeToString(sum[:]), ExpiresAt: time.Now().Add(s.cfg.ApprovalTTL),

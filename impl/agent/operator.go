@@ -96,7 +96,7 @@ func (s *Service) OpenTicket(ctx context.Context, accountID uuid.UUID, sessionID
 	if title == "" {
 		return Ticket{}, apierror.Invalid("title", "a ticket needs a title")
 	}
-	p := db.InsertAgentTicketParams{ID: uuid.New(), AccountID: accountID, Title: truncate(title, 200), Body: body, OpenedBy: openedBy}
+	p := db.InsertAgentTicketParams{ID: uuid.New(), AccountID: accountID, Title: truncate(storable(title), 200), Body: storable(body), OpenedBy: openedBy}
 	if sessionID != nil {
 		row, err := s.q.GetAgentSession(ctx, *sessionID)
 		if err != nil || row.AccountID != accountID {

@@ -48,7 +48,7 @@ func (st *sessionTx) event(kind string, data any) error {
 	}
 	seq := st.row.NextSeq
 	st.row.NextSeq++
-	return st.q.InsertAgentEvent(st.ctx, db.InsertAgentEventParams{SessionID: st.row.ID, Seq: seq, AccountID: st.row.AccountID, Kind: kind, Data: b})
+	return st.q.InsertAgentEvent(st.ctx, db.InsertAgentEventParams{SessionID: st.row.ID, Seq: seq, AccountID: st.row.AccountID, Kind: kind, Data: storableJSON(b)})
 }
 
 // move changes the session's state (reason: the end reason, kept while stopping), with its

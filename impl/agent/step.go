@@ -442,7 +442,7 @@ func (s *Service) runTool(ctx context.Context, p auth.Principal, row db.AgentSes
 		}
 		id := uuid.New()
 		c.ticket = &db.InsertAgentTicketParams{ID: id, AccountID: row.AccountID, SessionID: pgUUID(row.ID),
-			Title: truncate(t.Title, 200), Body: truncate(t.Body, 8000), OpenedBy: "agent:" + row.ID.String()}
+			Title: truncate(storable(t.Title), 200), Body: truncate(storable(t.Body), 8000), OpenedBy: "agent:" + row.ID.String()}
 		c.Result = fmt.Sprintf("ticket %s opened", id)
 		return
 	}

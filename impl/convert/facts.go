@@ -16,9 +16,20 @@ type AnswerFacts struct {
 // members (and chat's first choice) without decoding the rest: what a relayed answer's trace
 // needs, at a small part of DecodeResponse's cost. What is missing or not a string stays "".
 func ResponseFacts(f llm.Format, body []byte) AnswerFacts {
+	// A cut-off answer keeps what its members before the cut said.
+	return factsOf(f, func(fn func(key, value []byte) error) { _ = scanTop(body, fn) })
+}
+
+// ResponseFactsOf is ResponseFacts of an answer already read into v.
+func ResponseFactsOf(f llm.Format, v *jsonview.View) AnswerFacts {
+	return factsOf(f, func(fn func(key, value []byte) error) { _ = eachTop(v, fn) })
+}
+
+// factsOf reads the facts from the top-level members each calls its argument with.
+func factsOf(f llm.Format, each func(fn func(key, value []byte) error)) AnswerFacts {
 	var a AnswerFacts
 	var choices []byte
-	_ = scanTop(body, func(key, value []byte) error {
+	each(func(key, value []byte) error {
 		switch {
 		case fold(key, "id"):
 			a.ID, _ = stringValue(value)

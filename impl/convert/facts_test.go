@@ -3,9 +3,11 @@ package convert
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/tollgate/tollgate/impl/jsonview"
 	"github.com/tollgate/tollgate/impl/llm"
 )
 
@@ -60,6 +62,29 @@ func TestResponseFactsAgreeWithTheDecoder(t *testing.T) {
 			}
 			if got.ID == "" || got.Model == "" || got.FinishReason == "" {
 				t.Errorf("ResponseFacts = %+v: a fact is missing", got)
+			}
+			// The exchange reads a relayed answer once, into a view that the usage, these facts
+			// and the model's rewrite share: each agrees with its reading of the bytes.
+			var v jsonview.View
+			if err := v.Parse(a.body); err != nil {
+				t.Fatal(err)
+			}
+			if of := ResponseFactsOf(a.f, &v); of != got {
+				t.Errorf("ResponseFactsOf = %+v, ResponseFacts %+v", of, got)
+			}
+			u, err := ResponseUsage(a.f, a.body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if uOf, err := ResponseUsageOf(a.f, &v); err != nil || !reflect.DeepEqual(uOf, u) {
+				t.Errorf("ResponseUsageOf = %+v, %v; ResponseUsage %+v", uOf, err, u)
+			}
+			set, err := SetModel(nil, a.body, "service-flint")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if setOf := SetModelOf(nil, &v, "service-flint"); string(setOf) != string(set) {
+				t.Errorf("SetModelOf = %s, SetModel %s", setOf, set)
 			}
 		})
 	}

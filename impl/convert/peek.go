@@ -144,10 +144,15 @@ func SetModel(dst, body []byte, model string) ([]byte, error) {
 	if err := v.Parse(body); err != nil {
 		return nil, errSyntax
 	}
+	return SetModelOf(dst, &v, model), nil
+}
+
+// SetModelOf is SetModel of an object already read into v.
+func SetModelOf(dst []byte, v *jsonview.View, model string) []byte {
 	var edits jsonview.Edits
 	var quoted [64]byte
-	setModel(&v, &edits, jsontext.AppendString(quoted[:0], model))
-	return edits.AppendTo(dst, &v), nil
+	setModel(v, &edits, jsontext.AppendString(quoted[:0], model))
+	return edits.AppendTo(dst, v)
 }
 
 // setModel rewrites every top-level "model" of v to the quoted model, or adds one.
@@ -171,6 +176,17 @@ func unquote(tok []byte) string { return string(jsonview.Unquote(tok)) }
 // and its value's bytes; a body that is not an object is errSyntax.
 func scanTop(body []byte, fn func(key, value []byte) error) error {
 	return scanTopSpans(body, func(key []byte, start, end int) error { return fn(key, body[start:end]) })
+}
+
+// eachTop calls fn for each top-level member of v with its key (unescaped) and its value's
+// bytes, in order, as scanTop does for the bytes v was read from.
+func eachTop(v *jsonview.View, fn func(key, value []byte) error) error {
+	for _, m := range v.Members() {
+		if err := fn(m.Key, v.ValueOf(m)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // scanTopSpans calls fn for each member of the top-level object of body with its key

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/jsontext"
+	"github.com/tollgate/tollgate/impl/jsonview"
 	"github.com/tollgate/tollgate/impl/llm"
 )
 
@@ -16,8 +17,19 @@ import (
 // reflection. The counts follow DecodeResponse's convention (input includes cached tokens and
 // cache writes; see AnthropicCounts for Messages).
 func ResponseUsage(f llm.Format, body []byte) (llm.Usage, error) {
+	var v jsonview.View
+	if v.Parse(body) != nil {
+		return llm.Usage{}, upstreamError("the answer is not a JSON object")
+	}
+	return ResponseUsageOf(f, &v)
+}
+
+// ResponseUsageOf is ResponseUsage of an answer already read into v (jsonview's Parse), so that
+// the usage, the trace's facts (ResponseFactsOf) and the model's rewrite (SetModelOf) read one
+// pass over the answer's top level.
+func ResponseUsageOf(f llm.Format, v *jsonview.View) (llm.Usage, error) {
 	var usage, status, typ, choices, errValue, output, content, tier []byte
-	err := scanTop(body, func(key, value []byte) error {
+	_ = eachTop(v, func(key, value []byte) error {
 		switch string(key) {
 		case "usage":
 			usage = value
@@ -38,10 +50,8 @@ func ResponseUsage(f llm.Format, body []byte) (llm.Usage, error) {
 		}
 		return nil
 	})
-	if err != nil {
-		return llm.Usage{}, upstreamError("the answer is not a JSON object")
-	}
 	var u llm.Usage
+	var err error
 	switch f {
 	case llm.FormatChat:
 		if errValue != nil && string(errValue) != "null" {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/convert"
+	"github.com/tollgate/tollgate/impl/jsonview"
 	"github.com/tollgate/tollgate/impl/llm"
 	"github.com/tollgate/tollgate/impl/readbody"
 	"github.com/tollgate/tollgate/impl/routing"
@@ -73,11 +74,16 @@ func (x *Exchange) Answer(raw, out *[]byte) ([]byte, llm.Usage, error) {
 		ans   []byte
 	)
 	if x.expert.Kind == x.client {
-		if usage, err = convert.ResponseUsage(x.expert.Kind, r); err == nil {
+		// One pass over the answer's top level serves the usage, the trace's facts and the
+		// model's rewrite.
+		var view jsonview.View
+		if view.Parse(r) != nil {
+			usage, err = convert.ResponseUsage(x.expert.Kind, r) // its error for an answer that is no object
+		} else if usage, err = convert.ResponseUsageOf(x.expert.Kind, &view); err == nil {
 			if x.tr != nil {
-				x.noteAnswer(r, nil)
+				x.noteRelayedAnswer(&view)
 			}
-			ans, err = convert.SetModel((*out)[:0], r, x.model.ID)
+			ans = convert.SetModelOf((*out)[:0], &view, x.model.ID)
 			*out = ans
 		}
 	} else {

@@ -13,6 +13,7 @@ import (
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/billing"
 	"github.com/tollgate/tollgate/impl/convert"
+	"github.com/tollgate/tollgate/impl/jsonview"
 	"github.com/tollgate/tollgate/impl/llm"
 	"github.com/tollgate/tollgate/impl/metrics"
 	"github.com/tollgate/tollgate/impl/routing"
@@ -161,18 +162,16 @@ func (x *Exchange) noteEvent(ev *llm.Event) {
 	}
 }
 
-// noteAnswer reads what the attempt span reports from a complete answer (raw, in the
-// upstream's format; resp when it was decoded already). A relayed answer (resp nil) is not
-// decoded for it: its id, model and finish reason are read from the bytes as they are
-// (convert.ResponseFacts, about a twentieth of a full decode's CPU); its text only when the
-// account's content is captured.
+// noteAnswer reads what the attempt span reports from a complete answer decoded already
+// (raw, in the upstream's format, and resp): the upstream's id and model, the finish reason,
+// and the text when the account's content is captured.
 func (x *Exchange) noteAnswer(raw []byte, resp *llm.Response) {
-	if resp == nil && x.tr.capture {
-		resp, _ = convert.DecodeResponse(x.expert.Kind, raw)
-	}
 	if resp == nil {
-		f := convert.ResponseFacts(x.expert.Kind, raw)
-		x.tr.responseID, x.tr.responseModel, x.tr.finishReason = f.ID, f.Model, f.FinishReason
+		var v jsonview.View
+		if v.Parse(raw) != nil {
+			return
+		}
+		x.noteRelayedAnswer(&v)
 		return
 	}
 	x.tr.responseID, x.tr.responseModel = resp.ID, resp.Model
@@ -180,6 +179,21 @@ func (x *Exchange) noteAnswer(raw []byte, resp *llm.Response) {
 	if x.tr.capture {
 		x.tr.output.WriteString(resp.Text)
 	}
+}
+
+// noteRelayedAnswer is noteAnswer for an answer relayed in its own format, read into v (the
+// view its usage was read from): it is not decoded for the trace; its id, model and finish
+// reason are read from the view's members (convert.ResponseFactsOf, about a twentieth of a full
+// decode's CPU), and its text only when the account's content is captured.
+func (x *Exchange) noteRelayedAnswer(v *jsonview.View) {
+	if x.tr.capture {
+		if resp, err := convert.DecodeResponse(x.expert.Kind, v.Body()); err == nil {
+			x.noteAnswer(v.Body(), resp)
+			return
+		}
+	}
+	f := convert.ResponseFactsOf(x.expert.Kind, v)
+	x.tr.responseID, x.tr.responseModel, x.tr.finishReason = f.ID, f.Model, f.FinishReason
 }
 
 // finishAttempt ends the answering attempt's span with the usage and the answer's details,

@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"math/big"
 )
@@ -28,6 +29,11 @@ const alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz
 
 // ErrMalformed reports a string that is not a well-formed tollgate API key.
 var ErrMalformed = errors.New("malformed API key")
+
+// ErrChecksum reports a string of a key's form (prefix, length, alphabet) whose checksum does
+// not match its body: a key with a character changed, as by a typing or copying mistake. It is
+// an ErrMalformed.
+var ErrChecksum = fmt.Errorf("%w: its checksum does not match", ErrMalformed)
 
 // Hash is the SHA-256 of a key, the only form in which keys are stored.
 type Hash [sha256.Size]byte
@@ -63,7 +69,7 @@ func Parse(key string) (Hash, error) {
 	body := key[len(Prefix) : len(Prefix)+bodyLen]
 	var sum [checksumLen]byte
 	if string(appendChecksum(sum[:0], body)) != key[len(Prefix)+bodyLen:] {
-		return Hash{}, ErrMalformed
+		return Hash{}, ErrChecksum
 	}
 	// The key is copied to the stack: a conversion of the string would be a heap allocation on
 	// every authenticated request.

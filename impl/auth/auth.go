@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -97,9 +98,12 @@ func (p Principal) AccountText() string {
 var (
 	ErrMissing   = errors.New("missing bearer credential")
 	ErrMalformed = errors.New("malformed API key")
-	ErrScheme    = errors.New("not the Bearer scheme")
-	ErrUnknown   = errors.New("unknown or revoked API key")
-	ErrDisabled  = errors.New("the API key is disabled")
+	// ErrMistyped is an ErrMalformed: the key has a tollgate key's form but a character of it
+	// was changed (its checksum does not match).
+	ErrMistyped = fmt.Errorf("%w: a character of it was changed or mistyped", ErrMalformed)
+	ErrScheme   = errors.New("not the Bearer scheme")
+	ErrUnknown  = errors.New("unknown or revoked API key")
+	ErrDisabled = errors.New("the API key is disabled")
 )
 
 // ExpiredError is the 401 of a key whose expiry has passed.
@@ -189,6 +193,9 @@ func (a *Authenticator) Authenticate(ctx context.Context, authorization string) 
 		return Principal{}, ErrScheme
 	}
 	hash, err := apikey.Parse(strings.TrimSpace(key))
+	if errors.Is(err, apikey.ErrChecksum) {
+		return Principal{}, ErrMistyped
+	}
 	if err != nil {
 		return Principal{}, ErrMalformed
 	}

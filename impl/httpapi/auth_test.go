@@ -144,3 +144,29 @@ func TestRevocationReachesOtherInstanceWithinOneSecond(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestKeyErrorsSayWhatIsWrong: a key with one character mistyped is told so (its checksum does
+// not match), apart from a string that is not a tollgate key at all, on every route family.
+func TestKeyErrorsSayWhatIsWrong(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{})
+	c := g.Client(t)
+	tenant := g.NewTenant(t, "acme", 0, 5_000_000)
+	mistyped := []byte(tenant.Key)
+	if i := len(mistyped) - 10; mistyped[i] == 'a' {
+		mistyped[i] = 'b'
+	} else {
+		mistyped[i] = 'a'
+	}
+	for _, r := range []request{validRequests["POST /v1/chat/completions"], validRequests["POST /v1/messages"]} {
+		for _, tc := range []struct{ key, want string }{
+			{string(mistyped), "checksum does not match: a character was changed or mistyped"},
+			{"sk-not-a-tollgate-key", "tollgate keys look like 'tgk_…'"},
+		} {
+			status, h, body := do(t, c, g.URL, r, map[string]string{"Authorization": "Bearer " + tc.key})
+			checkUnauthenticated(t, r.method+" "+r.path, status, h, body)
+			if !strings.Contains(string(body), tc.want) {
+				t.Errorf("%s %s with %q: %s, want it to say %q", r.method, r.path, tc.key, body, tc.want)
+			}
+		}
+	}
+}

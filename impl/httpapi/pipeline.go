@@ -194,6 +194,8 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 				e = apierror.Unauthenticated("missing API key: send it as 'Authorization: Bearer <key>'")
 			case errors.Is(err, auth.ErrScheme):
 				e = apierror.Unauthenticated("the Authorization header must use the Bearer scheme: 'Authorization: Bearer <key>'")
+			case errors.Is(err, auth.ErrMistyped):
+				e = apierror.Unauthenticated("invalid API key: it has the form of a tollgate key, but its checksum does not match: a character was changed or mistyped (copy the whole key)")
 			case errors.Is(err, auth.ErrMalformed):
 				e = apierror.Unauthenticated("malformed API key: tollgate keys look like 'tgk_…' and are sent as 'Authorization: Bearer <key>'")
 			case errors.Is(err, auth.ErrUnknown):

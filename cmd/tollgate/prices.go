@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -15,13 +14,14 @@ import (
 )
 
 // runPrices prints the price catalog (the built-in one, with a LiteLLM file's entries over it
-// when -litellm names one) and, with -config or TOLLGATE_CONFIG, the price each configured
-// model and expert is billed at. Prices are US dollars per million tokens of each kind.
+// when -litellm names one) and the price each configured model and expert is billed at: of the
+// configuration serve and dev would run (-config, else TOLLGATE_CONFIG, else the built-in one
+// `make run` serves). Prices are US dollars per million tokens of each kind.
 func runPrices(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("prices", flag.ContinueOnError)
 	fs.SetOutput(out)
 	litellm := fs.String("litellm", "", "a LiteLLM model_prices_and_context_window.json to list over the built-in catalog")
-	configPath := fs.String("config", "", "also show the prices of this configuration's models (default: TOLLGATE_CONFIG)")
+	configPath := fs.String("config", "", "the configuration whose models' prices are shown (default: TOLLGATE_CONFIG, else the built-in one)")
 	day := fs.String("date", time.Now().UTC().Format(time.DateOnly), "the day whose prices are shown (YYYY-MM-DD)")
 	if err := fs.Parse(args); err != nil {
 		return usageError(err.Error())
@@ -53,9 +53,6 @@ func runPrices(args []string, out io.Writer) error {
 	}
 	if err := w.Flush(); err != nil {
 		return err
-	}
-	if *configPath == "" && os.Getenv("TOLLGATE_CONFIG") == "" {
-		return nil
 	}
 	cfg, err := loadConfig(*configPath)
 	if err != nil {

@@ -7,7 +7,8 @@ import (
 )
 
 // TestPricesCommand: `tollgate prices` lists catalog entries with their dates and rates per
-// kind, and with -config the price of each configured upstream.
+// kind, and the price of each configured upstream: of -config's file, else of the built-in
+// configuration.
 func TestPricesCommand(t *testing.T) {
 	var out bytes.Buffer
 	if err := runPrices([]string{"-date", "2026-12-01", "claude-sonnet-4-5", "gpt-4.1-mini", "no-such"}, &out); err != nil {
@@ -19,7 +20,17 @@ func TestPricesCommand(t *testing.T) {
 			t.Errorf("the listing lacks %q:\n%s", want, s)
 		}
 	}
+	// Without -config, the configuration `make run` serves: the simulator's models.
 	t.Setenv("TOLLGATE_CONFIG", "")
+	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("ANTHROPIC_API_KEY", "")
+	out.Reset()
+	if err := runPrices([]string{"gpt-5"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if s := out.String(); !strings.Contains(s, "service-flint-base") || !strings.Contains(s, "MODEL") {
+		t.Errorf("the built-in configuration's prices are missing:\n%s", s)
+	}
 	out.Reset()
 	if err := runPrices([]string{"-config", "../../impl/config/example.yaml", "gpt-5"}, &out); err != nil {
 		t.Fatal(err)

@@ -363,7 +363,7 @@ func (r *responsesEncoder) appendResponse(status, incompleteReason, errCode, err
 	b = appendInt(b, r.meta.Created)
 	b = append(b, `,"status":`...)
 	b = appendString(b, status)
-	b = append(b, `,"error":`...)
+	b = append(b, `,"background":false,"error":`...)
 	if errCode != "" {
 		b = append(b, `{"code":`...)
 		b = appendString(b, errCode)

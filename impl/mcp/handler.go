@@ -16,6 +16,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/jsonview"
 	"github.com/tollgate/tollgate/impl/tool"
 )
 
@@ -248,12 +249,38 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if resp.Error != nil {
 		out.Error = toRPCError(resp.Error)
 	} else {
-		out.Result = resp.Result
+		out.Result = stripModernResult(resp.Result)
 		if len(out.Result) == 0 {
 			out.Result = json.RawMessage("{}")
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// modernResultMembers are the members the SDK writes into list results for the 2026-07-28
+// protocol's caching (ttlMs, cacheScope), which the versions this server speaks do not have.
+var modernResultMembers = []string{"ttlMs", "cacheScope"}
+
+// stripModernResult removes modernResultMembers from the top level of a result, keeping every
+// other byte as it is.
+func stripModernResult(result json.RawMessage) json.RawMessage {
+	if !bytes.Contains(result, []byte(`"ttlMs"`)) && !bytes.Contains(result, []byte(`"cacheScope"`)) {
+		return result
+	}
+	var v jsonview.View
+	if v.Parse(result) != nil {
+		return result
+	}
+	var edits jsonview.Edits
+	for _, m := range v.Members() {
+		if slices.Contains(modernResultMembers, string(m.Key)) {
+			edits.Remove(m)
+		}
+	}
+	if edits.Empty() {
+		return result
+	}
+	return edits.AppendTo(nil, &v)
 }
 
 // checkParams checks the params of the methods handed to the SDK, so that a malformed call is a

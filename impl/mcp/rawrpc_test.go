@@ -295,6 +295,12 @@ func rawExchanges() []exchange {
 				if len(tools) != 5 {
 					t.Errorf("%d tools, want 5", len(tools))
 				}
+				// The SDK's 2026-07-28 caching hints are not in a 2024-11-05 answer.
+				for _, k := range []string{"ttlMs", "cacheScope"} {
+					if _, ok := res[k]; ok {
+						t.Errorf("the result has %s, a 2026-07-28 member: %s", k, body)
+					}
+				}
 			},
 		},
 		{

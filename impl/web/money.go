@@ -13,8 +13,9 @@ import (
 //   - a whole number of cents as it is, with thousands separators: "$1,234.50", "$0.00";
 //   - any other amount of a cent or more rounded to the nearest cent (half away from zero):
 //     "$0.012345" is "$0.01";
-//   - an amount under a cent that is not zero as "< $0.01" (a negative one as "> −$0.01"),
-//     never as "$0.00", which would say nothing was spent;
+//   - an amount under a cent that is not zero as "< $0.01" (a negative one, such as a saving by
+//     caching that cost more than it saved, as "−< $0.01"), never as "$0.00", which would say
+//     nothing was spent;
 //   - every amount that was rounded carries its exact value, to the micro-dollar, in the
 //     title attribute of its element ("$0.000116"), shown when the pointer rests on it.
 //
@@ -35,7 +36,7 @@ func moneyText(micros int64) string {
 	}
 	if abs > 0 && abs < microsPerCent {
 		if neg {
-			return "> −$0.01"
+			return "−< $0.01"
 		}
 		return "< $0.01"
 	}

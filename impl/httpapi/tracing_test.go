@@ -58,10 +58,18 @@ func startTracing(t *testing.T, endpoint string, m *metrics.Metrics, edit func(*
 	})
 }
 
-// upstreamRecorder serves the simulator and keeps the traceparent of every request it gets.
+// upstreamRecorder serves the simulator and keeps the traceparent and tracestate of every
+// request it gets.
 type upstreamRecorder struct {
 	mu     sync.Mutex
 	parent []string
+	state  []string
+}
+
+func (u *upstreamRecorder) states() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]string(nil), u.state...)
 }
 
 func (u *upstreamRecorder) parents() []string {
@@ -78,6 +86,9 @@ func tracedGateway(t *testing.T, m *metrics.Metrics) (*apitest.Gateway, *upstrea
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec.mu.Lock()
 		rec.parent = append(rec.parent, r.Header.Get("traceparent"))
+		if ts := r.Header.Get("tracestate"); ts != "" {
+			rec.state = append(rec.state, ts)
+		}
 		rec.mu.Unlock()
 		simulator.ServeHTTP(w, r)
 	}))
@@ -407,6 +418,11 @@ func TestRequestTracesInJaeger(t *testing.T) {
 		tr := j.WaitTrace(t, callerTrace, 5)
 		if server := tr.One(t, "POST /v1/chat/completions"); server.ParentID != callerSpan {
 			t.Errorf("server span's parent %q, want the caller's span %s:\n%s", server.ParentID, callerSpan, tr)
+		}
+		// The caller's tracestate (its tracing vendors' data) is not handed to the provider, a
+		// third party that gets only the traceparent.
+		if s := upstream.states(); len(s) != 0 {
+			t.Errorf("the upstream got tracestates %q", s)
 		}
 	})
 

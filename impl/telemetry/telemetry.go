@@ -219,10 +219,23 @@ func EndServer(span trace.Span, method, route string, status int) {
 	span.End()
 }
 
-// Inject writes the trace context of ctx's span (traceparent, tracestate) into h: what the
-// upstream, or a job, continues.
+// Inject writes the traceparent of ctx's span into h, the headers of a request to an upstream
+// provider, which continues the trace. The tracestate is not written: it holds what the
+// caller's tracing vendors put there for the caller's own systems, and the provider is a third
+// party called with the gateway's credentials (a job's carrier keeps it: InjectInto).
 func Inject(ctx context.Context, h http.Header) {
-	propagator.Inject(ctx, propagation.HeaderCarrier(h))
+	propagator.Inject(ctx, traceparentOnly(h))
+}
+
+// traceparentOnly is a header carrier that takes the traceparent and drops the tracestate.
+type traceparentOnly http.Header
+
+func (c traceparentOnly) Get(key string) string { return http.Header(c).Get(key) }
+func (c traceparentOnly) Keys() []string        { return propagation.HeaderCarrier(c).Keys() }
+func (c traceparentOnly) Set(key, value string) {
+	if !strings.EqualFold(key, "tracestate") {
+		http.Header(c).Set(key, value)
+	}
 }
 
 // InjectInto writes the trace context of ctx's span into any carrier: a job's metadata

@@ -45,7 +45,7 @@ local development cluster when unset); it needs no API key.
   credit grant ACCOUNT MICROS [-note T] [-idempotency-key K]
                                             add credit as a ledger entry (1 USD = 1000000 micros)
   credit show ACCOUNT [-n N]                balance and the newest ledger entries
-  usage list ACCOUNT [-n N]                 the newest usage records: model, upstream, tokens, hosted
+  usage list ACCOUNT [-n N]                 the newest usage records: model, upstream, tokens by kind, hosted
                                             tool calls, cost, status (on credit: served in an outage)
 ` + usageExportUsage + `  model grant ACCOUNT MODEL                 let the account use a configured model
   model revoke ACCOUNT MODEL                withdraw a model from the account
@@ -604,7 +604,9 @@ func (a *admin) usageList(ctx context.Context, args []string) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "FINISHED	REQUEST	MODEL	UPSTREAM	IN	OUT	HOSTED_CALLS	COST_MICROS	STATUS")
+	// IN is every input token; CACHE_READ, WRITE_5M and WRITE_1H are the parts of it read from
+	// and written to the provider's prompt cache, each billed at its own rate (docs/billing.md).
+	fmt.Fprintln(tw, "FINISHED	REQUEST	MODEL	UPSTREAM	IN	CACHE_READ	WRITE_5M	WRITE_1H	OUT	HOSTED_CALLS	COST_MICROS	STATUS")
 	for _, r := range records {
 		hosted := "-"
 		if len(r.HostedCalls) > 0 {
@@ -618,8 +620,9 @@ func (a *admin) usageList(ctx context.Context, args []string) error {
 		if r.OnCredit {
 			status += " (on credit)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s/%s\t%d\t%d\t%s\t%d\t%s\n", r.FinishedAt.Format(time.RFC3339), r.RequestID, r.Model,
-			r.Provider, r.UpstreamModel, r.InputTokens, r.OutputTokens, hosted, r.CostMicros, status)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s/%s\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%s\n", r.FinishedAt.Format(time.RFC3339), r.RequestID, r.Model,
+			r.Provider, r.UpstreamModel, r.InputTokens, r.CacheReadTokens, r.CacheWrite5mTokens, r.CacheWrite1hTokens, r.OutputTokens,
+			hosted, r.CostMicros, status)
 	}
 	return tw.Flush()
 }

@@ -131,8 +131,9 @@ func TestDevWithABusyPortCreatesNothing(t *testing.T) {
 	}
 }
 
-// TestAdminUsageList: usage list shows what each request used and cost, hosted tool calls and
-// requests served on credit during an outage included.
+// TestAdminUsageList: usage list shows what each request used, its input tokens by kind (cache
+// reads and writes apart), and cost, hosted tool calls and requests served on credit during an
+// outage included.
 func TestAdminUsageList(t *testing.T) {
 	url := pgtest.ConnString(t)
 	t.Setenv("DATABASE_URL", url)
@@ -151,7 +152,7 @@ func TestAdminUsageList(t *testing.T) {
 	now := time.Now()
 	_, err = st.WriteUsage(ctx, "test", []store.UsageRecord{
 		{AccountID: acct.ID, RequestID: "req_search", Model: "service-sonnet", Route: "/v1/messages", Provider: "sim-anthropic", UpstreamModel: "sim-sonnet",
-			InputTokens: 10, OutputTokens: 20, CostMicros: 20_330, HostedCalls: map[string]int64{"web_search": 2}, HostedMicros: 20_000, Status: "ok", StartedAt: now, FinishedAt: now},
+			InputTokens: 1910, CacheReadTokens: 900, CacheWrite1hTokens: 1000, OutputTokens: 20, CostMicros: 20_330, HostedCalls: map[string]int64{"web_search": 2}, HostedMicros: 20_000, Status: "ok", StartedAt: now, FinishedAt: now},
 		{AccountID: acct.ID, RequestID: "req_outage", Model: "service-flint", Route: "/v1/chat/completions", Provider: "sim-openai-chat", UpstreamModel: "sim-general",
 			InputTokens: 5, OutputTokens: 7, CostMicros: 70, Status: "ok", OnCredit: true, StartedAt: now, FinishedAt: now},
 	})
@@ -159,6 +160,9 @@ func TestAdminUsageList(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := mustAdmin(t, "usage list acme")
+	if !regexp.MustCompile(`req_search .* 1910 +900 +0 +1000 +20 `).MatchString(out) {
+		t.Errorf("usage list lacks req_search's tokens by kind (in 1910, cache read 900, write 5m 0, write 1h 1000, out 20):\n%s", out)
+	}
 	for _, want := range []string{"req_search", "sim-anthropic/sim-sonnet", "web_search=2 (20000 micros)", "20330", "req_outage", "ok (on credit)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("usage list lacks %q:\n%s", want, out)

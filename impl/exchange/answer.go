@@ -90,7 +90,7 @@ func (x *Exchange) Answer(raw, out *[]byte) ([]byte, llm.Usage, error) {
 		var resp *llm.Response
 		if resp, err = convert.DecodeResponse(x.expert.Kind, r); err == nil {
 			if x.tr != nil {
-				x.noteAnswer(r, resp)
+				x.noteAnswer(resp)
 			}
 			usage = resp.Usage
 			ans, err = convert.EncodeResponse(x.client, resp, convert.Meta{ID: ResponseID(x.client, x.requestID), Created: x.started.Unix(), Model: x.model.ID, Request: x.ir})
@@ -127,7 +127,7 @@ func (x *Exchange) neutralAnswer() (*llm.Response, error) {
 		return nil, &apierror.Error{Kind: apierror.KindUpstream, Message: "the upstream answer could not be read"}
 	}
 	if x.tr != nil {
-		x.noteAnswer(raw, resp)
+		x.noteAnswer(resp)
 	}
 	resp.ID, resp.Model = ResponseID(x.client, x.requestID), x.model.ID
 	return resp, nil

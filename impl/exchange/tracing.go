@@ -162,18 +162,10 @@ func (x *Exchange) noteEvent(ev *llm.Event) {
 	}
 }
 
-// noteAnswer reads what the attempt span reports from a complete answer decoded already
-// (raw, in the upstream's format, and resp): the upstream's id and model, the finish reason,
-// and the text when the account's content is captured.
-func (x *Exchange) noteAnswer(raw []byte, resp *llm.Response) {
-	if resp == nil {
-		var v jsonview.View
-		if v.Parse(raw) != nil {
-			return
-		}
-		x.noteRelayedAnswer(&v)
-		return
-	}
+// noteAnswer reads what the attempt span reports from a complete answer decoded already: the
+// upstream's id and model, the finish reason, and the text when the account's content is
+// captured.
+func (x *Exchange) noteAnswer(resp *llm.Response) {
 	x.tr.responseID, x.tr.responseModel = resp.ID, resp.Model
 	x.tr.finishReason = convert.StopReasonFor(x.expert.Kind, resp.Stop)
 	if x.tr.capture {
@@ -188,7 +180,7 @@ func (x *Exchange) noteAnswer(raw []byte, resp *llm.Response) {
 func (x *Exchange) noteRelayedAnswer(v *jsonview.View) {
 	if x.tr.capture {
 		if resp, err := convert.DecodeResponse(x.expert.Kind, v.Body()); err == nil {
-			x.noteAnswer(v.Body(), resp)
+			x.noteAnswer(resp)
 			return
 		}
 	}

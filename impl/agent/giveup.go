@@ -59,6 +59,12 @@ func (w *stepWorker) Work(ctx context.Context, job *river.Job[stepArgs]) (err er
 func (s *Service) giveUp(ctx context.Context, job *river.Job[stepArgs], err error) error {
 	s.log.Error("agent: a step failed on its last attempt; the session fails", "session", job.Args.SessionID,
 		"step", job.Args.Step, "attempts", job.Attempt, "err", err)
+	return s.failSession(ctx, job, err)
+}
+
+// failSession fails the session of the step with err's public text, and completes the job, in
+// one transaction; when that cannot be written it returns err.
+func (s *Service) failSession(ctx context.Context, job *river.Job[stepArgs], err error) error {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveUpTimeout)
 	defer cancel()
 	text := publicText(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
 	"go.opentelemetry.io/otel/trace"
 
@@ -139,7 +140,7 @@ func (w *stepWorker) work(ctx context.Context, job *river.Job[stepArgs]) error {
 		}
 	}
 
-	return s.finishStep(ctx, job, func(st *sessionTx) error {
+	err = s.finishStep(ctx, job, func(st *sessionTx) error {
 		r := &st.row
 		ids := make([]uuid.UUID, len(queued))
 		for i, m := range queued {
@@ -218,6 +219,24 @@ func (w *stepWorker) work(ctx context.Context, job *river.Job[stepArgs]) error {
 		}
 		return st.move(StateReady, "")
 	})
+	if refusedByDatabase(err) {
+		// The model call is billed under the turn's request id. Run again, the step would make
+		// it again, unbilled (a retry keeps the id), and be refused the same way: the session
+		// fails now instead.
+		s.log.Error("agent: the database refused a step's results; the session fails without another attempt",
+			"session", job.Args.SessionID, "step", job.Args.Step, "attempt", job.Attempt, "err", err)
+		return s.failSession(ctx, job, err)
+	}
+	return err
+}
+
+// refusedByDatabase reports whether err is PostgreSQL refusing the data itself (SQLSTATE
+// classes 22, data exception, and 23, integrity constraint violation), which the same data
+// meets again on a retry, rather than a passing failure (a lost connection, a serialization
+// failure, a timeout).
+func refusedByDatabase(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23"))
 }
 
 // principal is the caller a step acts for: the key that started the session (its spawn, or

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tollgate/tollgate/impl/agent"
+	"github.com/tollgate/tollgate/impl/store"
 )
 
 // TestNULInAStepIsStoredWithoutIt: a session whose model opens a ticket titled with U+0000,
@@ -76,5 +78,50 @@ func TestNULInAStepIsStoredWithoutIt(t *testing.T) {
 	}
 	if !sawResult {
 		t.Errorf("no tool_result holds the dataset's value without U+0000: %v", kinds(evs))
+	}
+}
+
+// TestStepRefusedByTheDatabaseFailsAtOnce: a step whose results the database refuses for
+// their data (here a CHECK constraint on tickets' titles, in the real database) fails the
+// session on its first attempt. Run again, it would call the model again under the turn's
+// request id, unbilled, and be refused the same way: before, three calls were made and one
+// billed.
+func TestStepRefusedByTheDatabaseFailsAtOnce(t *testing.T) {
+	w := newWorld(t, nil)
+	if _, err := w.store.Pool().Exec(context.Background(),
+		`ALTER TABLE agent_tickets ADD CONSTRAINT test_no_refused_title CHECK (title <> 'refused')`); err != nil {
+		t.Fatal(err)
+	}
+	n := w.start()
+	svc := n.gw.Agents
+	acme := w.tenant(n, "acme", 5_000_000)
+	ctx := context.Background()
+	before := w.sim.TotalRequests()
+	res, err := svc.Spawn(ctx, acme.p, "main", "File it. "+script(`call open_ticket {"title":"refused"}`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := waitSession(t, svc, acme.p, res.SessionID, agent.StateReady, agent.StateFailed, agent.StateStopped)
+	if s.State != agent.StateFailed {
+		t.Fatalf("session: %+v, want failed", s)
+	}
+	if calls := w.sim.TotalRequests() - before; calls != 1 {
+		t.Errorf("the simulator saw %d calls: the refused step ran again", calls)
+	}
+	// The one call is billed: its usage record and ledger entry exist.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		recs, err := w.store.UsageRecords(ctx, acme.p.AccountID, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) == 1 && recs[0].CostMicros > 0 {
+			checkLedger(t, w, acme.p, map[string]store.UsageRecord{recs[0].RequestID: recs[0]})
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("usage records: %+v, want the one call's", recs)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

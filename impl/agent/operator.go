@@ -11,6 +11,7 @@ import (
 
 	"github.com/tollgate/tollgate/gen/db"
 	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/store"
 )
 
 // AssignSlot assigns a slot called name to the account (the operator's `tollgate admin slot
@@ -96,7 +97,7 @@ func (s *Service) OpenTicket(ctx context.Context, accountID uuid.UUID, sessionID
 	if title == "" {
 		return Ticket{}, apierror.Invalid("title", "a ticket needs a title")
 	}
-	p := db.InsertAgentTicketParams{ID: uuid.New(), AccountID: accountID, Title: truncate(storable(title), 200), Body: storable(body), OpenedBy: openedBy}
+	p := db.InsertAgentTicketParams{ID: uuid.New(), AccountID: accountID, Title: truncate(store.CleanText(title), 200), Body: store.CleanText(body), OpenedBy: openedBy}
 	if sessionID != nil {
 		row, err := s.q.GetAgentSession(ctx, *sessionID)
 		if err != nil || row.AccountID != accountID {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
 	"go.opentelemetry.io/otel/trace"
 
@@ -22,6 +21,7 @@ import (
 	"github.com/tollgate/tollgate/impl/billing"
 	"github.com/tollgate/tollgate/impl/exchange"
 	"github.com/tollgate/tollgate/impl/llm"
+	"github.com/tollgate/tollgate/impl/store"
 	"github.com/tollgate/tollgate/impl/tool"
 )
 
@@ -219,7 +219,7 @@ func (w *stepWorker) work(ctx context.Context, job *river.Job[stepArgs]) error {
 		}
 		return st.move(StateReady, "")
 	})
-	if refusedByDatabase(err) {
+	if store.RefusedData(err) {
 		// The model call is billed under the turn's request id. Run again, the step would make
 		// it again, unbilled (a retry keeps the id), and be refused the same way: the session
 		// fails now instead.
@@ -228,15 +228,6 @@ func (w *stepWorker) work(ctx context.Context, job *river.Job[stepArgs]) error {
 		return s.failSession(ctx, job, err)
 	}
 	return err
-}
-
-// refusedByDatabase reports whether err is PostgreSQL refusing the data itself (SQLSTATE
-// classes 22, data exception, and 23, integrity constraint violation), which the same data
-// meets again on a retry, rather than a passing failure (a lost connection, a serialization
-// failure, a timeout).
-func refusedByDatabase(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23"))
 }
 
 // principal is the caller a step acts for: the key that started the session (its spawn, or
@@ -461,7 +452,7 @@ func (s *Service) runTool(ctx context.Context, p auth.Principal, row db.AgentSes
 		}
 		id := uuid.New()
 		c.ticket = &db.InsertAgentTicketParams{ID: id, AccountID: row.AccountID, SessionID: pgUUID(row.ID),
-			Title: truncate(storable(t.Title), 200), Body: truncate(storable(t.Body), 8000), OpenedBy: "agent:" + row.ID.String()}
+			Title: truncate(store.CleanText(t.Title), 200), Body: truncate(store.CleanText(t.Body), 8000), OpenedBy: "agent:" + row.ID.String()}
 		c.Result = fmt.Sprintf("ticket %s opened", id)
 		return
 	}

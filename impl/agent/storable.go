@@ -1,25 +1,13 @@
 package agent
 
-import (
-	"bytes"
-	"strings"
-)
+import "bytes"
 
 // What a session stores comes partly from outside (the caller's messages, the model's text and
 // tool arguments, tool results read from a tenant's dataset), and PostgreSQL refuses U+0000 in
 // text and jsonb alike. A step whose model call was billed and whose events then failed to
 // commit on such a character would be run again, each run's call unbilled (a retry keeps the
 // turn's request id, so that a crash is never billed twice): the character is dropped before
-// anything is written, as impl/store does for usage records.
-
-// storable returns s without U+0000 and with invalid UTF-8 replaced by U+FFFD: text PostgreSQL
-// stores.
-func storable(s string) string {
-	if strings.IndexByte(s, 0) < 0 {
-		return strings.ToValidUTF8(s, "\uFFFD")
-	}
-	return strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "\uFFFD")
-}
+// anything is written (store.CleanText for text, as for usage records; storableJSON for jsonb).
 
 // storableJSON returns the JSON document b without the \u0000 escapes in its strings, which
 // jsonb refuses (encoding/json writes U+0000 as one); b itself when it has none.

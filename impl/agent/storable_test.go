@@ -31,12 +31,3 @@ func TestStorableJSONDropsOnlyTheNULEscapes(t *testing.T) {
 		t.Errorf("round trip: %v, %v", back, err)
 	}
 }
-
-func TestStorable(t *testing.T) {
-	if got := storable("a\x00b\xffc"); got != "ab\uFFFDc" {
-		t.Errorf("storable = %q", got)
-	}
-	if got := storable("plain"); got != "plain" {
-		t.Errorf("storable = %q", got)
-	}
-}

@@ -20,6 +20,7 @@ import (
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/store"
 )
 
 // requestHash identifies a request for its Idempotency-Key: the operation and its arguments.
@@ -180,7 +181,7 @@ func names[V any](m map[string]V) string {
 func (s *Service) createSession(ctx context.Context, tx pgx.Tx, q *db.Queries, account, key uuid.UUID, slot db.AgentSlot, p spawnParams, prompt string, command uuid.UUID) (_ db.AgentSession, err error) {
 	params := db.InsertAgentSessionParams{
 		ID: uuid.New(), AccountID: account, SlotID: pgUUID(slot.ID), SlotName: slot.Name, Model: p.model,
-		Purpose: storable(p.purpose), AgentName: storable(p.agentName), TargetEnvironment: p.environment, ResourceProfile: p.profile,
+		Purpose: store.CleanText(p.purpose), AgentName: store.CleanText(p.agentName), TargetEnvironment: p.environment, ResourceProfile: p.profile,
 		MaxTurns: int32(p.maxTurns), MaxSpendMicros: p.maxSpend, MaxDurationSeconds: int32(max(p.maxDuration/time.Second, 1)),
 		KeyID: pgUUID(key),
 	}
@@ -201,7 +202,7 @@ func (s *Service) createSession(ctx context.Context, tx pgx.Tx, q *db.Queries, a
 		return row, err
 	}
 	if strings.TrimSpace(prompt) != "" {
-		if err := q.InsertAgentMessage(ctx, db.InsertAgentMessageParams{ID: uuid.New(), AccountID: account, SessionID: row.ID, Text: storable(prompt)}); err != nil {
+		if err := q.InsertAgentMessage(ctx, db.InsertAgentMessageParams{ID: uuid.New(), AccountID: account, SessionID: row.ID, Text: store.CleanText(prompt)}); err != nil {
 			return row, err
 		}
 	}
@@ -262,7 +263,7 @@ func (s *Service) send(st *sessionTx, text string) (uuid.UUID, bool, error) {
 		return uuid.Nil, false, conflictf("the session in slot '%s' has ended (%s); start a new one with POST /v1/agents", st.row.SlotName, endedText(st.row))
 	}
 	id := uuid.New()
-	if err := st.q.InsertAgentMessage(st.ctx, db.InsertAgentMessageParams{ID: id, AccountID: st.row.AccountID, SessionID: st.row.ID, Text: storable(text)}); err != nil {
+	if err := st.q.InsertAgentMessage(st.ctx, db.InsertAgentMessageParams{ID: id, AccountID: st.row.AccountID, SessionID: st.row.ID, Text: store.CleanText(text)}); err != nil {
 		return uuid.Nil, false, err
 	}
 	if st.row.State != StateReady {

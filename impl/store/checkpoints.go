@@ -48,10 +48,10 @@ func (s *Store) SaveStreamCheckpoints(ctx context.Context, holder string, lease 
 		if c := bytes.Compare(a.AccountID[:], b.AccountID[:]); c != 0 {
 			return c
 		}
-		return strings.Compare(clean(a.RequestID), clean(b.RequestID))
+		return strings.Compare(CleanText(a.RequestID), CleanText(b.RequestID))
 	})
 	for i, r := range sorted {
-		if i > 0 && r.AccountID == sorted[i-1].AccountID && clean(r.RequestID) == clean(sorted[i-1].RequestID) {
+		if i > 0 && r.AccountID == sorted[i-1].AccountID && CleanText(r.RequestID) == CleanText(sorted[i-1].RequestID) {
 			continue // one row per request: the statement cannot write a row twice
 		}
 		b, err := encodeCheckpoint(r)
@@ -59,7 +59,7 @@ func (s *Store) SaveStreamCheckpoints(ctx context.Context, holder string, lease 
 			return 0, 0, err
 		}
 		p.AccountIds = append(p.AccountIds, r.AccountID)
-		p.RequestIds = append(p.RequestIds, clean(r.RequestID))
+		p.RequestIds = append(p.RequestIds, CleanText(r.RequestID))
 		p.Records = append(p.Records, b)
 	}
 	row, err := s.q.SaveStreamCheckpoints(ctx, p)
@@ -111,7 +111,7 @@ func endStreamCheckpoints(ctx context.Context, q *db.Queries, records []UsageRec
 	for _, r := range records {
 		if r.Checkpointed || r.SettleKey {
 			del.AccountIds = append(del.AccountIds, r.AccountID)
-			del.RequestIds = append(del.RequestIds, clean(r.RequestID))
+			del.RequestIds = append(del.RequestIds, CleanText(r.RequestID))
 		}
 		if r.SettleKey && r.APIKeyID != uuid.Nil {
 			keys.KeyIds = append(keys.KeyIds, r.APIKeyID)
@@ -138,13 +138,13 @@ func endStreamCheckpoints(ctx context.Context, q *db.Queries, records []UsageRec
 // UsageRecord between two versions of the gateway costs at most the checkpoints in flight at
 // the upgrade (a field the reader does not know is ignored, one it misses is zero).
 func encodeCheckpoint(r UsageRecord) ([]byte, error) {
-	r.RequestID, r.Model, r.Route = clean(r.RequestID), clean(r.Model), clean(r.Route)
-	r.Provider, r.UpstreamModel = clean(r.Provider), clean(r.UpstreamModel)
-	r.Status, r.ServiceTier = clean(r.Status), clean(r.ServiceTier)
+	r.RequestID, r.Model, r.Route = CleanText(r.RequestID), CleanText(r.Model), CleanText(r.Route)
+	r.Provider, r.UpstreamModel = CleanText(r.Provider), CleanText(r.UpstreamModel)
+	r.Status, r.ServiceTier = CleanText(r.Status), CleanText(r.ServiceTier)
 	if len(r.HostedCalls) > 0 {
 		calls := make(map[string]int64, len(r.HostedCalls))
 		for name, n := range r.HostedCalls {
-			calls[clean(name)] = n
+			calls[CleanText(name)] = n
 		}
 		r.HostedCalls = calls
 	}

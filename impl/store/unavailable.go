@@ -40,3 +40,11 @@ func Unavailable(err error) bool {
 	return errors.As(err, &connectErr) || errors.As(err, &netErr) || pgconn.Timeout(err) || pgconn.SafeToRetry(err) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, context.DeadlineExceeded)
 }
+
+// RefusedData reports whether err is the server refusing the data of a statement (SQLSTATE
+// classes 22, data exception, and 23, integrity constraint violation): the same data is refused
+// again on a retry, unlike an Unavailable failure.
+func RefusedData(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23"))
+}

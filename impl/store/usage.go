@@ -202,17 +202,17 @@ func (s *Store) WriteUsage(ctx context.Context, holder string, records []UsageRe
 // never make every retry of its batch fail. A record without an API key (or agent session) has
 // uuid.Nil, which the statement stores as NULL.
 func appendUsage(p *db.WriteUsageBatchParams, r UsageRecord) {
-	status := clean(r.Status)
+	status := CleanText(r.Status)
 	if status == "" {
 		status = "unknown"
 	}
 	p.RecordAccountIds = append(p.RecordAccountIds, r.AccountID)
-	p.RequestIds = append(p.RequestIds, clean(r.RequestID))
+	p.RequestIds = append(p.RequestIds, CleanText(r.RequestID))
 	p.ApiKeyIds = append(p.ApiKeyIds, r.APIKeyID)
-	p.Models = append(p.Models, clean(r.Model))
-	p.Routes = append(p.Routes, clean(r.Route))
-	p.Providers = append(p.Providers, clean(r.Provider))
-	p.UpstreamModels = append(p.UpstreamModels, clean(r.UpstreamModel))
+	p.Models = append(p.Models, CleanText(r.Model))
+	p.Routes = append(p.Routes, CleanText(r.Route))
+	p.Providers = append(p.Providers, CleanText(r.Provider))
+	p.UpstreamModels = append(p.UpstreamModels, CleanText(r.UpstreamModel))
 	p.InputTokens = append(p.InputTokens, max(r.InputTokens, 0))
 	p.OutputTokens = append(p.OutputTokens, max(r.OutputTokens, 0))
 	p.CostMicros = append(p.CostMicros, max(r.CostMicros, 0))
@@ -236,7 +236,7 @@ func appendUsage(p *db.WriteUsageBatchParams, r UsageRecord) {
 	p.CacheWrite5mTokens = append(p.CacheWrite5mTokens, w5)
 	p.CacheWrite1hTokens = append(p.CacheWrite1hTokens, w1)
 	p.ReasoningTokens = append(p.ReasoningTokens, min(max(r.ReasoningTokens, 0), max(r.OutputTokens, 0)))
-	p.ServiceTiers = append(p.ServiceTiers, clean(r.ServiceTier))
+	p.ServiceTiers = append(p.ServiceTiers, CleanText(r.ServiceTier))
 	var priceJSON []byte // NULL for a record not priced per kind
 	c, waived := r.Costs, max(r.WaivedMicros, 0)
 	if r.Price != nil && consistent(r) {
@@ -276,7 +276,9 @@ func consistent(r UsageRecord) bool {
 	return c.Total() != math.MaxInt64 && price.SaturatingAdd(c.Total(), r.HostedMicros)-r.WaivedMicros == r.CostMicros
 }
 
-func clean(s string) string {
+// CleanText returns s as PostgreSQL's text and jsonb store it: without U+0000, which both
+// refuse, and with invalid UTF-8 replaced by U+FFFD.
+func CleanText(s string) string {
 	return strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "\uFFFD")
 }
 

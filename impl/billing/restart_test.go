@@ -44,8 +44,10 @@ func TestDatabaseFreezeStopRestart(t *testing.T) {
 
 	var books settled
 	var seq atomic.Int64
-	// traffic serves requests through *m until stopped; reservations that need the database
-	// while it is away fail, and are not counted.
+	// traffic serves requests through *m until stopped, a few hundred a second; reservations
+	// that need the database while it is away fail, and are not counted. (Flat out, on a busy
+	// CI host, the replay of a backlog could take longer than a minute to outpace the records
+	// appended behind it.)
 	traffic := func(m *Meter) (stop func()) {
 		done := make(chan struct{})
 		var wg sync.WaitGroup
@@ -59,7 +61,7 @@ func TestDatabaseFreezeStopRestart(t *testing.T) {
 					}
 					n := seq.Add(1)
 					books.serve(ctx, m, accts[g%2], fmt.Sprintf("req-%d", n), 1_000, 100+n%50)
-					time.Sleep(time.Millisecond)
+					time.Sleep(3 * time.Millisecond)
 				}
 			})
 		}

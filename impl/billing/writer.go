@@ -324,6 +324,13 @@ func (m *Meter) replayLoop(ctx context.Context) {
 	}
 }
 
+// catchUpBatches bounds, in batches of BatchSize, what a replay writes while the flusher waits
+// to append: once no more than this is left behind the cursor, the replay holds spillMu and
+// writes the rest (new records wait in the queue, in memory, meanwhile), and the backlog is
+// emptied. Without it, under steady traffic the replay chases the appends, and ends only when
+// one of its reads happens to find nothing new (a CI run gave up after a minute).
+const catchUpBatches = 4
+
 // replay writes the backlog to the database, in order, from the replay cursor on, in batches
 // of one holder, until a write fails (it returns the error) or the backlog is written: then it
 // empties the backlog and lets new records go straight to the database again. The records an
@@ -332,87 +339,122 @@ func (m *Meter) replayLoop(ctx context.Context) {
 func (m *Meter) replay(ctx context.Context) error {
 	m.replayMu.Lock()
 	defer m.replayMu.Unlock()
+	catchUp := int64(catchUpBatches * m.opts.BatchSize)
 	wrote := false
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		m.spillMu.Lock()
+		backlogged := m.backlogged
+		behind := m.backlog.End().Index - m.cursor.Index
+		m.spillMu.Unlock()
+		if !backlogged {
+			return nil
+		}
+		if behind > catchUp {
+			entries, after, err := m.backlog.Read(m.cursor, m.opts.BatchSize)
+			m.noteRead(err)
+			if err != nil {
+				return err
+			}
+			if err := m.replayEntries(ctx, entries, after); err != nil {
+				return err
+			}
+			wrote = true
+			continue
+		}
+		if behind == 0 && !wrote && m.failing() {
+			// Nothing this pass wrote says the database is back (the backlog could take
+			// nothing since it refused a write): ask it before sending records to it.
+			pctx, cancel := context.WithTimeout(ctx, m.opts.WriteTimeout)
+			err := m.st.Ping(pctx)
+			cancel()
+			if err != nil {
+				return err
+			}
+			m.noteDBUp()
+		}
+		m.spillMu.Lock()
+		if m.backlog.End().Index-m.cursor.Index > catchUp {
+			// Many were appended meanwhile: write them without holding up the flusher.
+			m.spillMu.Unlock()
+			continue
+		}
+		if err := m.replayRest(ctx); err != nil {
+			m.spillMu.Unlock()
+			return err
+		}
+		written := m.cursor.Index
+		if err := m.backlog.Reset(); err != nil {
+			m.spillMu.Unlock()
+			return err
+		}
+		m.cursor = m.backlog.Start()
+		m.inherited = 0
+		m.backlogged = false
+		m.backlogRecords.Store(0)
+		m.spillMu.Unlock()
+		m.noteAppend(nil)
+		attrs := []any{"records", written, "backlog", m.backlogName()}
+		if since, failed, was := m.clearFailing(); was {
+			attrs = append(attrs, "outage", m.now().Sub(since).Round(time.Millisecond).String(), "failed_writes", failed)
+		}
+		m.opts.Logger.Info("billing: usage backlog written to the database; new records go straight to it again", attrs...)
+		return nil
+	}
+}
+
+// replayRest writes the backlog from the cursor to its end, with spillMu held (nothing is
+// appended meanwhile).
+func (m *Meter) replayRest(ctx context.Context) error {
+	for m.cursor != m.backlog.End() {
 		entries, after, err := m.backlog.Read(m.cursor, m.opts.BatchSize)
 		m.noteRead(err)
 		if err != nil {
 			return err
 		}
 		if len(entries) == 0 {
-			m.spillMu.Lock()
-			backlogged := m.backlogged
-			m.spillMu.Unlock()
-			if !backlogged {
-				return nil
-			}
-			if !wrote && m.failing() {
-				// Nothing this pass wrote says the database is back (the backlog could take
-				// nothing since it refused a write): ask it before sending records to it.
-				pctx, cancel := context.WithTimeout(ctx, m.opts.WriteTimeout)
-				err := m.st.Ping(pctx)
-				cancel()
-				if err != nil {
-					return err
-				}
-				m.noteDBUp()
-			}
-			m.spillMu.Lock()
-			if m.cursor != m.backlog.End() {
-				// Records were appended meanwhile.
-				m.spillMu.Unlock()
-				continue
-			}
-			written := m.cursor.Index
-			if err := m.backlog.Reset(); err != nil {
-				m.spillMu.Unlock()
-				return err
-			}
-			m.cursor = m.backlog.Start()
-			m.inherited = 0
-			m.backlogged = false
-			m.backlogRecords.Store(0)
-			m.spillMu.Unlock()
-			m.noteAppend(nil)
-			attrs := []any{"records", written, "backlog", m.backlogName()}
-			if since, failed, was := m.clearFailing(); was {
-				attrs = append(attrs, "outage", m.now().Sub(since).Round(time.Millisecond).String(), "failed_writes", failed)
-			}
-			m.opts.Logger.Info("billing: usage backlog written to the database; new records go straight to it again", attrs...)
-			return nil
+			return fmt.Errorf("billing: the backlog ends at record %d, but reading it from record %d found nothing", m.backlog.End().Index, m.cursor.Index)
 		}
-		for i := 0; i < len(entries); {
-			own := after[i].Index-1 >= m.inherited
-			holder := entries[i].Holder
-			j := i + 1
-			for j < len(entries) && (after[j].Index-1 >= m.inherited) == own && entries[j].Holder == holder {
-				j++
-			}
-			if own {
-				holder = m.opts.Holder
-			} else if holder == m.opts.Holder {
-				// An earlier process of the same name: its hold is not this process's.
-				holder = ""
-			}
-			batch := make([]store.UsageRecord, j-i)
-			for k := range batch {
-				batch[k] = entries[i+k].Record
-			}
-			if err := m.writeBatch(ctx, holder, own, batch); err != nil {
-				if ctx.Err() == nil {
-					m.noteWriteFailed(err)
-				}
-				return err
-			}
-			wrote = true
-			m.cursor = after[j-1]
-			m.backlogRecords.Add(-int64(j - i))
-			i = j
+		if err := m.replayEntries(ctx, entries, after); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// replayEntries writes entries read from the backlog (after[i] is the cursor past entries[i]),
+// in batches of one holder, and moves the cursor past each batch written.
+func (m *Meter) replayEntries(ctx context.Context, entries []usagespill.Entry, after []usagespill.Cursor) error {
+	for i := 0; i < len(entries); {
+		own := after[i].Index-1 >= m.inherited
+		holder := entries[i].Holder
+		j := i + 1
+		for j < len(entries) && (after[j].Index-1 >= m.inherited) == own && entries[j].Holder == holder {
+			j++
+		}
+		if own {
+			holder = m.opts.Holder
+		} else if holder == m.opts.Holder {
+			// An earlier process of the same name: its hold is not this process's.
+			holder = ""
+		}
+		batch := make([]store.UsageRecord, j-i)
+		for k := range batch {
+			batch[k] = entries[i+k].Record
+		}
+		if err := m.writeBatch(ctx, holder, own, batch); err != nil {
+			if ctx.Err() == nil {
+				m.noteWriteFailed(err)
+			}
+			return err
+		}
+		m.cursor = after[j-1]
+		m.backlogRecords.Add(-int64(j - i))
+		i = j
+	}
+	return nil
 }
 
 // writeBatch writes one batch for holder, within WriteTimeout. For the process's own records

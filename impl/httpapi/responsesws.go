@@ -115,10 +115,23 @@ type rememberedResponse struct {
 // client's close are seen while a response streams); the messages are served here, in order.
 func (sock *responsesSocket) run(parent context.Context) {
 	ctx, cancel := context.WithCancel(parent)
-	defer cancel()
 	messages := make(chan socketMessage, 1)
 	readDone := make(chan error, 1)
+	readerExited := make(chan struct{})
+	defer func() {
+		// However the socket ends, a message left waiting gives back what it holds of the body
+		// budget: end the reader, then take what it queued.
+		cancel()
+		sock.conn.CloseNow()
+		<-readerExited
+		select {
+		case msg := <-messages:
+			msg.lease.release()
+		default:
+		}
+	}()
 	go func() {
+		defer close(readerExited)
 		for {
 			msg, err := sock.read(ctx)
 			if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/devkit/apitest"
 	"github.com/tollgate/tollgate/impl/httpapi"
+	"github.com/tollgate/tollgate/impl/metrics"
 	"github.com/tollgate/tollgate/impl/sim"
 )
 
@@ -398,4 +399,56 @@ func TestResponsesWebSocketWarmup(t *testing.T) {
 		t.Errorf("the upstream request lacks the warmup's input: %s", body)
 	}
 	waitSettled(t, g, tenant.Account, 1)
+}
+
+// TestResponsesWebSocketQueuedMessageGivesBackItsBudget: a large response.create waiting
+// behind a running response holds its share of the body budget; when the socket ends before it
+// is served (the client leaves; a third message closes the socket with 1008), the share is
+// given back. On the code before, each such socket kept 32 MiB of the budget until the process
+// ended, and after two of them another tenant's 2 MiB POST was refused 503.
+func TestResponsesWebSocketQueuedMessageGivesBackItsBudget(t *testing.T) {
+	cfg := config.Default()
+	cfg.Server.BodyBudgetMB = 64
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	m := metrics.New()
+	g := apitest.Start(t, apitest.Options{Config: cfg, Metrics: m})
+	tenant := g.NewTenant(t, "ws-queued", 0, 1_000_000_000_000)
+	inUse := func() float64 { return metricValue(scrapeOpenMetrics(t, m), "tollgate_body_budget_in_use_bytes ") }
+	large := map[string]any{"model": "service-flint-base", "max_output_tokens": 16, "input": strings.Repeat("lorem ipsum ", (20<<20)/12)}
+	for _, end := range []string{"the client leaves", "a third message"} {
+		conn, _, err := dialResponses(t, g, tenant.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sendCreate(t, conn, map[string]any{"model": "service-flint-base", "max_output_tokens": 2000, "input": "tell a long story [[sim words=1000 tps=50]]"})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if _, _, err := conn.Read(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		sendCreate(t, conn, large)
+		// Read whole: what it holds has stopped growing.
+		last := 0.0
+		waitUntil(t, end+": the queued message read whole, holding its budget", func() bool {
+			now := inUse()
+			settled := now >= 19<<20 && now == last
+			last = now
+			time.Sleep(100 * time.Millisecond)
+			return settled
+		})
+		if end == "the client leaves" {
+			conn.CloseNow()
+		} else {
+			sendCreate(t, conn, map[string]any{"model": "service-flint-base", "max_output_tokens": 16, "input": "one too many"})
+		}
+		waitUntil(t, end+": the budget given back", func() bool { return inUse() == 0 })
+	}
+	a := postJSON(t, &http.Client{Timeout: 30 * time.Second}, g.URL+"/v1/chat/completions", g.NewTenant(t, "ws-other", 0, 1_000_000_000_000).Key,
+		`{"model":"service-flint-base","max_tokens":16,"messages":[{"role":"user","content":"`+strings.Repeat("lorem ipsum ", (2<<20)/12)+`"}]}`)
+	// Its prompt is over the model's context window: the answer is 400, not the spent budget's 503.
+	if a.status == http.StatusServiceUnavailable {
+		t.Errorf("another tenant's 2 MiB POST afterwards: %d %s", a.status, a.body[:min(len(a.body), 300)])
+	}
 }

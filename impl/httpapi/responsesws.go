@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/google/uuid"
 
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/auth"
@@ -39,7 +40,8 @@ import (
 // input is remembered like a response's.
 //
 // previous_response_id names a response of the same connection: the gateway keeps, for the
-// last few responses that completed on it (responsesSocketMemory, bounded in count and bytes),
+// last few responses that completed on it (responsesSocketMemory, bounded in count and bytes,
+// and by socketMemory across the sockets of the process and of an account),
 // the request's whole input and the response's output items, and a request that sends only
 // the new input with the previous response's id is expanded to the whole conversation before
 // the exchange, so any upstream kind (chat, Messages, Responses) serves it. An id the
@@ -84,6 +86,10 @@ func (s *Server) serveResponsesSocket(w http.ResponseWriter, r *http.Request) {
 	}
 	conn.SetReadLimit(maxBodyBytes)
 	sock := &responsesSocket{s: s, conn: conn, authorization: r.Header.Get("Authorization"), draining: serverDraining(r)}
+	if p, ok := auth.FromContext(r.Context()); ok {
+		sock.account = p.AccountID
+	}
+	defer sock.forgetAll()
 	defer func() {
 		if v := recover(); v != nil {
 			s.logger(r.Context()).Error("panic serving a Responses WebSocket", "panic", fmt.Sprint(v))
@@ -99,8 +105,10 @@ type responsesSocket struct {
 	conn          *websocket.Conn
 	authorization string
 	draining      <-chan struct{}
-	memory        []rememberedResponse
-	memoryBytes   int
+	// account is the key's account, whose share of socketMemory the socket's memory takes.
+	account     uuid.UUID
+	memory      []rememberedResponse
+	memoryBytes int
 }
 
 // rememberedResponse is what a later request on the socket needs of a completed response: the
@@ -385,22 +393,46 @@ func (sock *responsesSocket) recall(id string) (rememberedResponse, bool) {
 }
 
 // remember keeps a completed response for previous_response_id, dropping the oldest beyond the
-// bounds. A conversation larger than the byte bound is not kept: its next turn gets
-// previous_response_not_found and resends the whole input.
+// socket's bounds, and, when the process's or the account's share of socketMemory has no room
+// for it, the oldest until it has. A conversation that does not fit is not kept: its next turn
+// gets previous_response_not_found and resends the whole input.
 func (sock *responsesSocket) remember(id string, items []json.RawMessage) {
 	size := 0
 	for _, it := range items {
 		size += len(it)
 	}
+	pool := sock.s.sockets
 	if size > responsesSocketMemoryBytes {
+		pool.noteForgotten()
 		return
+	}
+	for len(sock.memory) >= responsesSocketMemory || sock.memoryBytes+size > responsesSocketMemoryBytes {
+		sock.forgetOldest()
+	}
+	for !pool.take(sock.account, int64(size)) {
+		if len(sock.memory) == 0 {
+			pool.noteForgotten()
+			return
+		}
+		sock.forgetOldest()
 	}
 	sock.memory = append(sock.memory, rememberedResponse{id: id, items: items, size: size})
 	sock.memoryBytes += size
-	for len(sock.memory) > responsesSocketMemory || sock.memoryBytes > responsesSocketMemoryBytes {
-		sock.memoryBytes -= sock.memory[0].size
-		sock.memory[0] = rememberedResponse{}
-		sock.memory = sock.memory[1:]
+}
+
+// forgetOldest drops the oldest remembered response and gives back its room.
+func (sock *responsesSocket) forgetOldest() {
+	old := sock.memory[0]
+	sock.memory[0] = rememberedResponse{}
+	sock.memory = sock.memory[1:]
+	sock.memoryBytes -= old.size
+	sock.s.sockets.put(sock.account, int64(old.size))
+}
+
+// forgetAll drops everything the socket remembers, when it ends.
+func (sock *responsesSocket) forgetAll() {
+	for len(sock.memory) > 0 {
+		sock.forgetOldest()
 	}
 }
 

@@ -452,3 +452,87 @@ func TestResponsesWebSocketQueuedMessageGivesBackItsBudget(t *testing.T) {
 		t.Errorf("another tenant's 2 MiB POST afterwards: %d %s", a.status, a.body[:min(len(a.body), 300)])
 	}
 }
+
+// TestResponsesWebSocketMemoryIsBounded: what the sockets remember for previous_response_id is
+// bounded across sockets: an account's sockets together hold at most a quarter of the pool
+// (half the body budget: 32 MiB here, 8 MiB an account). A tenant that sends free warmups of
+// 3 MiB on three sockets keeps what fits, its sockets forgetting their oldest first; a warmup
+// that finds no room is not remembered, and a request naming it gets
+// previous_response_not_found. Another tenant's socket remembers as before, and everything is
+// given back when the sockets end. On the code before, every warmup was remembered (up to
+// 64 MiB a socket, on any number of sockets).
+func TestResponsesWebSocketMemoryIsBounded(t *testing.T) {
+	cfg := config.Default()
+	cfg.Server.BodyBudgetMB = 64
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	m := metrics.New()
+	g := apitest.Start(t, apitest.Options{Config: cfg, Metrics: m})
+	hoarder := g.NewTenant(t, "ws-hoarder", 0, 1_000_000_000)
+	other := g.NewTenant(t, "ws-neighbour", 0, 1_000_000_000)
+	inUse := func() float64 {
+		return metricValue(scrapeOpenMetrics(t, m), "tollgate_responses_socket_memory_in_use_bytes ")
+	}
+	warmUp := func(conn *websocket.Conn, previous, text string) string {
+		t.Helper()
+		body := map[string]any{"model": "service-flint-base", "generate": false, "input": []any{userMessage(text)}}
+		if previous != "" {
+			body["previous_response_id"] = previous
+		}
+		sendCreate(t, conn, body)
+		evs := readResponse(t, conn)
+		if evs[len(evs)-1].Type != "response.completed" {
+			t.Fatalf("warmup: %v: %s", typesOf(evs), evs[len(evs)-1].raw)
+		}
+		return evs[len(evs)-1].Response.ID
+	}
+	big := strings.Repeat("a", 3<<20)
+	var sockets []*websocket.Conn
+	var ids []string
+	for range 3 {
+		conn, _, err := dialResponses(t, g, hoarder.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sockets = append(sockets, conn)
+		ids = append(ids, warmUp(conn, "", big))
+	}
+	// Two of 3 MiB fit in 8 MiB: the third socket's warmup found no room and is not remembered.
+	if got := inUse(); got < 6<<20 || got > 8<<20 {
+		t.Errorf("the hoarder's sockets remember %.1f MiB, want 6 MiB of its 8", got/(1<<20))
+	}
+	if v := metricValue(scrapeOpenMetrics(t, m), "tollgate_responses_socket_memory_forgotten_total "); v != 1 {
+		t.Errorf("forgotten responses: %v, want 1", v)
+	}
+	sendCreate(t, sockets[2], map[string]any{"model": "service-flint-base", "max_output_tokens": 16, "previous_response_id": ids[2], "input": []any{userMessage("and now?")}})
+	if evs := readResponse(t, sockets[2]); evs[len(evs)-1].Type != "error" || evs[len(evs)-1].Error.Code != "previous_response_not_found" {
+		t.Errorf("a request naming the warmup not remembered: %v: %s", typesOf(evs), evs[len(evs)-1].raw)
+	}
+	// The first socket continues its own conversation (6 MiB with what it follows): it forgets
+	// its oldest to make room, and still finds none beside the second socket's 3 MiB.
+	warmUp(sockets[0], ids[0], big)
+	if got := inUse(); got < 3<<20 || got > 3<<20+1024 {
+		t.Errorf("after a chained warmup the hoarder's sockets remember %.1f MiB, want the second socket's 3", got/(1<<20))
+	}
+	if v := metricValue(scrapeOpenMetrics(t, m), "tollgate_responses_socket_memory_forgotten_total "); v != 2 {
+		t.Errorf("forgotten responses: %v, want 2", v)
+	}
+	// The neighbour is not crowded out.
+	conn, _, err := dialResponses(t, g, other.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := warmUp(conn, "", "the neighbour's context "+strings.Repeat("b", 200<<10))
+	sendCreate(t, conn, map[string]any{"model": "service-flint-base", "max_output_tokens": 16, "previous_response_id": id, "input": []any{userMessage("the neighbour's question")}})
+	if evs := readResponse(t, conn); evs[len(evs)-1].Type != "response.completed" {
+		t.Errorf("the neighbour's request after its warmup: %v: %s", typesOf(evs), evs[len(evs)-1].raw)
+	}
+	if body := string(g.Sim.LastRequest().Body); !strings.Contains(body, "the neighbour's context") {
+		t.Errorf("the neighbour's upstream request lacks its warmup's input")
+	}
+	for _, c := range append(sockets, conn) {
+		c.CloseNow()
+	}
+	waitUntil(t, "the sockets' memory given back", func() bool { return inUse() == 0 })
+}

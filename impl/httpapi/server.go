@@ -25,13 +25,15 @@ import (
 
 // Server implements the generated strict server interface.
 type Server struct {
-	store     *store.Store
-	config    *config.Config
-	auth      *auth.Authenticator
-	limiter   ratelimit.Limiter
-	metrics   *metrics.Metrics
-	log       *slog.Logger
-	validate  *validator
+	store    *store.Store
+	config   *config.Config
+	auth     *auth.Authenticator
+	limiter  ratelimit.Limiter
+	metrics  *metrics.Metrics
+	log      *slog.Logger
+	validate *validator
+	// sockets bounds what the Responses WebSockets remember (socketmemory.go).
+	sockets   *socketMemory
 	exchange  *exchange.Engine
 	meter     *billing.Meter
 	heartbeat time.Duration
@@ -89,6 +91,10 @@ func New(o Options) (*Server, error) {
 	if o.Metrics != nil && validate.budget != nil {
 		o.Metrics.WatchBodyBudget(validate.budget.stats)
 	}
+	sockets := newSocketMemory(o.Config.Server.BodyBudgetBytes())
+	if o.Metrics != nil && sockets != nil {
+		o.Metrics.WatchSocketMemory(sockets.stats)
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -98,7 +104,7 @@ func New(o Options) (*Server, error) {
 	return &Server{
 		streamsEnd: o.Exchange.StreamsEnd(),
 		store:      o.Store, config: o.Config, auth: o.Auth, limiter: o.Limiter, metrics: o.Metrics,
-		log: o.Logger, validate: validate, exchange: o.Exchange, meter: o.Meter, heartbeat: o.Exchange.Heartbeat(), mcp: o.MCP,
+		log: o.Logger, validate: validate, sockets: sockets, exchange: o.Exchange, meter: o.Meter, heartbeat: o.Exchange.Heartbeat(), mcp: o.MCP,
 		agents: o.Agents, methods: newRouteMethods(doc), oauth: o.OAuth,
 	}, nil
 }

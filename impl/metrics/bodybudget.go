@@ -27,3 +27,29 @@ func (m *Metrics) WatchBodyBudget(stats func() BodyBudgetStats) {
 			func() float64 { return float64(stats().Refused) }),
 	)
 }
+
+// SocketMemoryStats is what the Responses WebSockets remember for previous_response_id, all
+// together, against its bound (impl/httpapi), and the responses not remembered for want of room.
+type SocketMemoryStats struct {
+	LimitBytes int64
+	InUseBytes int64
+	Forgotten  int64
+}
+
+// WatchSocketMemory registers the collectors of the sockets' memory, read from stats at each
+// scrape: tollgate_responses_socket_memory_bytes (its bound),
+// tollgate_responses_socket_memory_in_use_bytes and
+// tollgate_responses_socket_memory_forgotten_total. Call it once.
+func (m *Metrics) WatchSocketMemory(stats func() SocketMemoryStats) {
+	m.registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tollgate_responses_socket_memory_bytes",
+			Help: "Bound of what the Responses WebSockets remember for previous_response_id, all together (half the body budget)."},
+			func() float64 { return float64(stats().LimitBytes) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tollgate_responses_socket_memory_in_use_bytes",
+			Help: "Bytes the Responses WebSockets remember now for previous_response_id."},
+			func() float64 { return float64(stats().InUseBytes) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tollgate_responses_socket_memory_forgotten_total",
+			Help: "Responses a WebSocket did not remember for want of room (the next request naming one resends the whole input)."},
+			func() float64 { return float64(stats().Forgotten) }),
+	)
+}

@@ -108,3 +108,8 @@ RETURNING account_id, holder, amount_micros, version, expires_at;
 -- name: ReturnHeldCredit :exec
 -- Lowers the account's held credit by what a holder gave back of its hold (ShrinkHolderHold).
 UPDATE accounts SET held_micros = held_micros - @amount_micros::bigint WHERE id = @account_id;
+
+-- name: CountLiveCreditHolders :one
+-- Counts the holders (gateway processes) with a live hold on any account: a process serves on
+-- credit during a database outage only accounts it held, so this is how many may do so at once.
+SELECT count(DISTINCT holder)::int AS holders FROM credit_holds WHERE expires_at > now();

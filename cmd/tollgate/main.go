@@ -55,7 +55,8 @@ Environment:
   TOLLGATE_REPLICAS   how many gateway processes share the database and Redis (default 1;
                       learnt from Redis heartbeats with REDIS_URL): each key's rate cap is
                       shared out by it while Redis is down, and each account's last-known
-                      available credit while the database is (-credit-failure-handling share)
+                      available credit while the database is (-credit-failure-handling share;
+                      there the processes seen holding credit in the database count too)
   TOLLGATE_OIDC_CLIENT_SECRET  the web application's client secret at its OpenID provider
                       (config web:); dev without one starts a development provider
   GODEBUG             serve and dev add schedtrace=2147483647, which keeps the Go runtime's

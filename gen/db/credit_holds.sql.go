@@ -12,6 +12,19 @@ import (
 	"github.com/google/uuid"
 )
 
+const countLiveCreditHolders = `-- name: CountLiveCreditHolders :one
+SELECT count(DISTINCT holder)::int AS holders FROM credit_holds WHERE expires_at > now()
+`
+
+// Counts the holders (gateway processes) with a live hold on any account: a process serves on
+// credit during a database outage only accounts it held, so this is how many may do so at once.
+func (q *Queries) CountLiveCreditHolders(ctx context.Context) (int32, error) {
+	row := q.db.QueryRow(ctx, countLiveCreditHolders)
+	var holders int32
+	err := row.Scan(&holders)
+	return holders, err
+}
+
 const deleteExpiredHolds = `-- name: DeleteExpiredHolds :many
 WITH gone AS (
     DELETE FROM credit_holds h

@@ -33,16 +33,27 @@ type OutagePolicy struct {
 	// Replicas reports how many gateway processes share the database, for FailureShare: each
 	// process serves on credit at most 1/Replicas of an account's last-known available credit.
 	// `tollgate serve` passes the count the Redis rate limiter learns from its heartbeats (or
-	// TOLLGATE_REPLICAS); nil, or a result below 1, counts as 1.
+	// TOLLGATE_REPLICAS); nil, or a result below 1, counts as 1. The meter divides by the
+	// larger of it and the number of processes it last saw holding credit in the database
+	// (Meter.shareDivisor), so that a count nobody configured does not let N processes each
+	// serve an account's whole available credit.
 	Replicas func() int
 }
 
-// replicas is the process count FailureShare divides by: Replicas(), at least 1.
+// replicas is the configured process count: Replicas(), at least 1.
 func (p OutagePolicy) replicas() int64 {
 	if p.Replicas == nil {
 		return 1
 	}
 	return int64(max(p.Replicas(), 1))
+}
+
+// shareDivisor is the process count FailureShare divides by: the configured one, or the number
+// of processes that held credit in the database at the last renewal of this process's holds
+// when that is larger (a process serves on credit only accounts it held; the ones that died
+// count until their leases end, which only makes the shares smaller).
+func (m *Meter) shareDivisor() int64 {
+	return max(m.opts.Outage.replicas(), m.liveHolders.Load())
 }
 
 // DefaultOutageCover is OutagePolicy.Cover's default: the holds of active accounts are sized
@@ -240,7 +251,7 @@ func (m *Meter) onOutage(a *account, accountID uuid.UUID, requestID string, wors
 		serve = worst <= room
 	case FailureShare:
 		if left, known := m.lastAvailable(a); known {
-			serve = worst <= left/m.opts.Outage.replicas()-a.credit
+			serve = worst <= left/m.shareDivisor()-a.credit
 		}
 	}
 	if serve {
@@ -335,4 +346,7 @@ type creditCounters struct {
 	onCreditRequests atomic.Int64
 	onCreditMicros   atomic.Int64
 	atRisk           atomic.Int64
+	// liveHolders is how many processes held credit in the database at the last renewal of this
+	// process's holds (countHolders), for FailureShare's divisor.
+	liveHolders atomic.Int64
 }

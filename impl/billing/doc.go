@@ -216,7 +216,8 @@
 // credit while the credit served so on the account stays within the process's share of the
 // account's last-known available credit, what the account had available at the last grant this
 // process drew (kept for five minutes after the account's state is forgotten) divided by
-// OutagePolicy.Replicas, the replica count; then refused. With the right count the processes
+// the replica count (OutagePolicy.Replicas, or the number of processes that held credit in the
+// database at this process's last renewal of its holds when that is larger); then refused. With the right count the processes
 // together serve on credit at most what the account had available besides their holds, however
 // long the outage lasts, except that a process's view is that of its last grant: the holds the
 // others drew after it, divided by the count, may be served twice. The writer bills all of it

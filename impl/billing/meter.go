@@ -1121,6 +1121,7 @@ func (m *Meter) renew(ctx context.Context) {
 		return
 	}
 	m.noteDBUp()
+	m.countHolders(ctx)
 	alive := make(map[uuid.UUID]bool, len(holds))
 	for _, h := range holds {
 		alive[h.AccountID] = true
@@ -1138,6 +1139,23 @@ func (m *Meter) renew(ctx context.Context) {
 			}
 		}
 		a.mu.Unlock()
+	}
+}
+
+// countHolders reads how many processes hold credit in the database now, for FailureShare's
+// divisor (shareDivisor), and logs when it first exceeds the configured replica count.
+func (m *Meter) countHolders(ctx context.Context) {
+	n, err := m.st.LiveCreditHolders(ctx)
+	if err != nil {
+		if !errors.Is(ctx.Err(), context.Canceled) && !m.noteDBError(err) {
+			m.opts.Logger.Error("billing: count the processes holding credit", "err", err)
+		}
+		return
+	}
+	was := m.liveHolders.Swap(int64(n))
+	if configured := m.opts.Outage.replicas(); m.opts.Outage.FailureHandling == FailureShare && int64(n) > configured && was <= configured {
+		m.opts.Logger.Warn("billing: more gateway processes hold credit in the database than the replica count says; during a database outage each serves on credit its share of an account's available credit by the larger count",
+			"processes", n, "replicas", configured)
 	}
 }
 

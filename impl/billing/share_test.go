@@ -23,7 +23,10 @@ import (
 // bound: a process's view of the available credit is that of its last grant, so the holds the
 // others drew after it, divided by the replica count, may be served twice (here the second
 // process's hold for the first, the third's for both). (Under FailureRefuse,
-// TestOutageFailureHandling, an account is refused as soon as its hold is spent.)
+// TestOutageFailureHandling, an account is refused as soon as its hold is spent.) Without a
+// configured replica count ("learned"), each process divides by the number of processes it saw
+// holding credit in the database at its last renewal: the same bounds hold (on the code before,
+// each process served on credit up to the account's whole available credit).
 func TestShareRidesOutLongOutage(t *testing.T) {
 	const (
 		worst    = 1_000
@@ -38,11 +41,15 @@ func TestShareRidesOutLongOutage(t *testing.T) {
 		balance int64
 		// all: every request of the outage is served.
 		all bool
+		// learned: no replica count is configured; the meters renew their holds before the
+		// outage, which counts the processes holding credit.
+		learned bool
 	}{
 		// 3,000 requests of 700 per process: 2.1 M, within a third of about 9 M.
-		{"funded", 9_000_000, true},
+		{"funded", 9_000_000, true, false},
 		// A third of about 1.5 M covers about 700 requests per process.
-		{"short", 1_500_000, false},
+		{"short", 1_500_000, false, false},
+		{"short, the count learned from the database", 1_500_000, false, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -51,6 +58,9 @@ func TestShareRidesOutLongOutage(t *testing.T) {
 			relay := newRelay(t, cs)
 			clock := newManualClock()
 			policy := OutagePolicy{Cover: -1, FailureHandling: FailureShare, Replicas: func() int { return replicas }}
+			if c.learned {
+				policy.Replicas = nil
+			}
 			var meters []*Meter
 			for range replicas {
 				meters = append(meters, New(openStore(t, relay.ConnString()),
@@ -70,6 +80,14 @@ func TestShareRidesOutLongOutage(t *testing.T) {
 				a.mu.Unlock()
 			}
 
+			if c.learned {
+				for i, m := range meters {
+					m.renew(ctx)
+					if got := m.shareDivisor(); got != replicas {
+						t.Fatalf("process %d divides by %d, want the %d processes holding credit", i, got, replicas)
+					}
+				}
+			}
 			relay.Cut()
 			served, refused, onCredit := 0, 0, 0
 			for s := range steps {

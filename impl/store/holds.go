@@ -100,6 +100,13 @@ func (s *Store) RenewCreditHolds(ctx context.Context, holder string, lease time.
 	return out, nil
 }
 
+// LiveCreditHolders counts the holders (gateway processes) with a live credit hold on any
+// account.
+func (s *Store) LiveCreditHolders(ctx context.Context) (int, error) {
+	n, err := s.q.CountLiveCreditHolders(ctx)
+	return int(n), err
+}
+
 // ReleaseCreditHolds returns the holder's holds on the given accounts, or on every account when
 // accountIDs is nil, to the accounts (held_micros goes down by their amounts, the hold rows go)
 // and returns the holds released, with their last amounts and versions.

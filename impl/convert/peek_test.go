@@ -250,3 +250,35 @@ func TestPeekHugeBound(t *testing.T) {
 		}
 	}
 }
+
+// TestBilledInputTokens: the input billed when the upstream never said it counts four bytes a
+// token, 3 tokens a message and 3 for the reply (OpenAI's rule of thumb and its cookbook's
+// message framing), and is below the reservation's cautious estimate of the same request.
+func TestBilledInputTokens(t *testing.T) {
+	req := &llm.Request{
+		System: "abcdef", // 6 bytes
+		Messages: []llm.Message{
+			{Role: llm.RoleUser, Parts: []llm.Part{{Kind: llm.PartText, Text: "hello"}, {Kind: llm.PartImage, ImageURL: "https://x"}}}, // 5 bytes, 1 image
+			{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{Name: "f", Arguments: `{}`}}},                                         // 3 bytes, 1 call
+			{Role: llm.RoleTool, ToolCallID: "c", Parts: []llm.Part{{Kind: llm.PartText, Text: "ok"}}},                                 // 3 bytes
+		},
+		Tools:      []llm.Tool{{Name: "f", Description: "d", Parameters: json.RawMessage(`{}`)}}, // 4 bytes
+		Unmodelled: []llm.Unmodelled{{Size: 9}},
+	}
+	// bytes = 30 -> 8; 3 messages -> 9; reply 3; image 2000; call + tool 20.
+	if got, want := BilledInputTokens(req), 8+9+3+2000+20; got != want {
+		t.Errorf("billed %d, want %d", got, want)
+	}
+	// OpenAI's cookbook counts a one-message chat "hello world" (2 tokens) as 2 + 3 + 3 = 8
+	// (num_tokens_from_messages); at four bytes a token: ceil(11/4) + 3 + 3 = 9.
+	hello := &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Parts: []llm.Part{{Kind: llm.PartText, Text: "hello world"}}}}}
+	if got := BilledInputTokens(hello); got != 9 {
+		t.Errorf("hello world billed %d, want 9", got)
+	}
+	for _, fm := range formats {
+		req := mustDecode(t, fm.f, fixture(t, "requests", fm.name+".json"))
+		if billed, cautious := BilledInputTokens(req), EstimateInputTokens(req); billed > cautious {
+			t.Errorf("%s: billed %d above the reservation's estimate %d", fm.name, billed, cautious)
+		}
+	}
+}

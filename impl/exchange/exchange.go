@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -85,9 +86,14 @@ type Exchange struct {
 	// for, even when an upstream's own minimum made the gateway ask for more.
 	askedOutput int64
 	ir          *llm.Request
-	reserve     *billing.Reservation
-	started     time.Time
-	opts        *callOptions // an in-process call's (call.go); nil for a Request from an edge
+	// view and parsed are the request's view and its neutral form where start read it (nil
+	// when it did not), for billedInput; billedIn is what billedInput found (0: not yet).
+	view     *jsonview.View
+	parsed   *llm.Request
+	billedIn atomic.Int64
+	reserve  *billing.Reservation
+	started  time.Time
+	opts     *callOptions // an in-process call's (call.go); nil for a Request from an edge
 	// attemptStart is when the answering upstream attempt began; upstreamWait the time spent
 	// waiting for upstreams (calls, answer reads); ttft a stream's time to its first event;
 	// usage what the settlement read (tracing.go).
@@ -284,7 +290,7 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions) (*Excha
 		return nil, err
 	}
 	x := &Exchange{eng: eng, ctx: ctx, client: client, principal: p, requestID: requestID, model: m, stream: stream,
-		inputEst: inputEst, ir: ir, reserve: reservation, started: time.Now(), opts: o}
+		inputEst: inputEst, ir: ir, view: view, parsed: parsed, reserve: reservation, started: time.Now(), opts: o}
 	if admission != nil {
 		x.tr = &exchangeTrace{capture: telemetry.CaptureContent(p.AccountID)}
 	}

@@ -6,6 +6,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tollgate/tollgate/impl/billing"
+	"github.com/tollgate/tollgate/impl/convert"
 	"github.com/tollgate/tollgate/impl/llm"
 	"github.com/tollgate/tollgate/impl/price"
 )
@@ -13,8 +14,9 @@ import (
 // Settle bills what the upstream produced at the chosen expert's price, each token kind (uncached
 // input, cache reads, cache writes, output) at its own rate, and returns the amount charged.
 // When the upstream reported no usage (a stream cut short), the output is estimated from the
-// characters produced and the input from the request (as uncached input: the dearest kind an
-// upstream that said nothing can be assumed to have billed, short of cache writes).
+// characters produced and the input from the request (billedInput, as uncached input: the
+// dearest kind an upstream that said nothing can be assumed to have billed, short of cache
+// writes).
 func (x *Exchange) Settle(u llm.Usage, producedChars int, status string) int64 {
 	x.usage = u
 	cost := x.reserve.SettleUsage(x.billedRecord(u, producedChars, status))
@@ -26,7 +28,17 @@ func (x *Exchange) Settle(u llm.Usage, producedChars int, status string) int64 {
 // billedRecord is the usage record Settle bills an answer with usage u of which producedChars
 // characters were produced, ended with status.
 func (x *Exchange) billedRecord(u llm.Usage, producedChars int, status string) billing.UsageRecord {
-	t := x.tokens(u, producedChars)
+	input := x.inputEst
+	if u.InputTokens == 0 {
+		input = x.billedInput()
+	}
+	return x.recordOf(u, producedChars, input, status)
+}
+
+// recordOf is the usage record of an answer with usage u of which producedChars characters
+// were produced, ended with status, billing input tokens when the upstream did not say.
+func (x *Exchange) recordOf(u llm.Usage, producedChars int, input int64, status string) billing.UsageRecord {
+	t := x.tokens(u, producedChars, input)
 	rec := x.usageRecord(t, u.ServiceTier, status)
 	rec.HostedCalls = x.hostedCalls(u)
 	rec.HostedMicros = x.expert.HostedCost(rec.HostedCalls, x.hostedBounds)
@@ -37,20 +49,54 @@ func (x *Exchange) billedRecord(u llm.Usage, producedChars int, status string) b
 // producedChars characters produced would be settled with if it were cut now by the gateway
 // (as EndStreams cuts it): what it delivered, and nothing when it delivered nothing yet. The
 // meter calls it from its own goroutine; it reads only what the exchange fixed before the
-// stream began.
+// stream began, and the input billedInput found once the stream has (the reservation's
+// estimate before then).
 func (x *Exchange) checkpointRecord(u llm.Usage, producedChars int) (billing.UsageRecord, bool) {
 	if producedChars == 0 && u.OutputTokens == 0 {
 		return billing.UsageRecord{}, false
 	}
-	return x.billedRecord(u, producedChars, billing.StatusProcessLost), true
+	input := x.billedIn.Load()
+	if input == 0 {
+		input = x.inputEst
+	}
+	return x.recordOf(u, producedChars, input, billing.StatusProcessLost), true
+}
+
+// billedInput is the input count billed when the upstream never said it (a chat or Responses
+// stream cut short before its usage): convert.BilledInputTokens of the request, a central
+// estimate, where the reservation took a cautious one (at most that). Only the exchange's own
+// goroutine may call it: it reads the request, which the edge may reuse once the exchange
+// has settled. It is worked out once.
+func (x *Exchange) billedInput() int64 {
+	if v := x.billedIn.Load(); v > 0 {
+		return v
+	}
+	req := x.ir
+	if req == nil {
+		req = x.parsed
+	}
+	if req == nil && x.view != nil {
+		req, _ = convert.DecodeView(x.client, x.view)
+	}
+	v := x.inputEst
+	switch {
+	case req != nil:
+		v = min(v, int64(convert.BilledInputTokens(req)))
+	case x.view != nil:
+		// A request only its own format can read: four bytes a token of the whole body.
+		v = min(v, int64(len(x.view.Body())+3)/4)
+	}
+	v = max(v, 1)
+	x.billedIn.Store(v)
+	return v
 }
 
 // tokens are the counts per kind billed for an answer with usage u of which producedChars
-// characters were produced.
-func (x *Exchange) tokens(u llm.Usage, producedChars int) price.Tokens {
+// characters were produced; input is the input billed when the upstream did not say.
+func (x *Exchange) tokens(u llm.Usage, producedChars int, input int64) price.Tokens {
 	t := u.Tokens()
 	if u.InputTokens == 0 {
-		t.Uncached = x.inputEst
+		t.Uncached = input
 	}
 	if t.Output == 0 && producedChars > 0 {
 		t.Output = int64((producedChars + 3) / 4)

@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/convert"
 	"github.com/tollgate/tollgate/impl/devkit/apitest"
+	"github.com/tollgate/tollgate/impl/llm"
 	"github.com/tollgate/tollgate/impl/sim"
 	"github.com/tollgate/tollgate/impl/store"
 )
@@ -235,6 +237,60 @@ func TestClientDisconnectIsBilled(t *testing.T) {
 		t.Fatalf("usage after a disconnect: %+v", r)
 	}
 	checkBooks(t, g, tenant.Account, 10_000_000)
+}
+
+// TestCutStreamBillsTheRequestsInput: a stream cut short before the upstream said its input
+// count (chat and Responses upstreams report usage with their last event) bills the input as
+// convert.BilledInputTokens counts the request (four bytes a token, 3 a message, 3 for the
+// reply: OpenAI's published rule of thumb and message framing), not the reservation's cautious
+// estimate: a chat client relayed to a chat upstream, and Messages clients translated to chat
+// and Responses upstreams. On the code before, each was billed the reservation's estimate
+// (for the relayed chat request, a third of its whole body's bytes).
+func TestCutStreamBillsTheRequestsInput(t *testing.T) {
+	s := sim.New(sim.Options{TokensPerSecond: 40})
+	g := apitest.Start(t, apitest.Options{Config: moneyConfig(t), Sim: s})
+	tenant := g.NewTenant(t, "acme", 0, 1_000_000_000)
+	prompt := strings.Repeat("pack my box with five dozen liquor jugs ", 70) + "[[sim words=300]]"
+	for i, c := range []struct {
+		path   string
+		format llm.Format
+		body   string
+	}{
+		{"/v1/chat/completions", llm.FormatChat, chatBody("service-flint-base", prompt, true, 400)},
+		{"/v1/messages", llm.FormatMessages, fmt.Sprintf(`{"model":"messages-via-chat","max_tokens":400,"stream":true,"messages":[{"role":"user","content":%q}]}`, prompt)},
+		{"/v1/messages", llm.FormatMessages, fmt.Sprintf(`{"model":"messages-via-responses","max_tokens":400,"stream":true,"messages":[{"role":"user","content":%q}]}`, prompt)},
+	} {
+		req, err := convert.DecodeRequest(c.format, []byte(c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := int64(convert.BilledInputTokens(req))
+		ctx, cancel := context.WithCancel(context.Background())
+		hr, _ := http.NewRequestWithContext(ctx, "POST", g.URL+c.path, strings.NewReader(c.body))
+		hr.Header.Set("Authorization", "Bearer "+tenant.Key)
+		hr.Header.Set("Content-Type", "application/json")
+		hr.Header.Set("anthropic-version", "2023-06-01")
+		res, err := http.DefaultClient.Do(hr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(res.Body)
+		for events := 0; events < 8 && sc.Scan(); {
+			if strings.HasPrefix(sc.Text(), "data: ") {
+				events++
+			}
+		}
+		cancel()
+		res.Body.Close()
+		rec := latestUsage(t, g, tenant.Account, int64(i+1))
+		if rec.Status != "client_disconnected" || rec.OutputTokens <= 0 || rec.OutputTokens >= 300 {
+			t.Errorf("%s %s: a cut stream's record %+v", c.path, req.Model, rec)
+		}
+		if rec.InputTokens != want {
+			t.Errorf("%s %s: billed %d input tokens, want %d (the cautious estimate is %d)", c.path, req.Model, rec.InputTokens, want, convert.EstimateInputTokens(req))
+		}
+	}
+	checkBooks(t, g, tenant.Account, 1_000_000_000)
 }
 
 // TestOutputBilledUpToWhatWasAsked: when the upstream's minimum bound makes the gateway ask for

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -87,13 +87,14 @@ type Exchange struct {
 	askedOutput int64
 	ir          *llm.Request
 	// view and parsed are the request's view and its neutral form where start read it (nil
-	// when it did not), for billedInput; billedIn is what billedInput found (0: not yet).
-	view     *jsonview.View
-	parsed   *llm.Request
-	billedIn atomic.Int64
-	reserve  *billing.Reservation
-	started  time.Time
-	opts     *callOptions // an in-process call's (call.go); nil for a Request from an edge
+	// when it did not), for billedInput; billedIn is what billedInput found, once.
+	view       *jsonview.View
+	parsed     *llm.Request
+	billedOnce sync.Once
+	billedIn   int64
+	reserve    *billing.Reservation
+	started    time.Time
+	opts       *callOptions // an in-process call's (call.go); nil for a Request from an edge
 	// attemptStart is when the answering upstream attempt began; upstreamWait the time spent
 	// waiting for upstreams (calls, answer reads); ttft a stream's time to its first event;
 	// usage what the settlement read (tracing.go).

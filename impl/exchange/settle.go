@@ -49,28 +49,27 @@ func (x *Exchange) recordOf(u llm.Usage, producedChars int, input int64, status 
 // producedChars characters produced would be settled with if it were cut now by the gateway
 // (as EndStreams cuts it): what it delivered, and nothing when it delivered nothing yet. The
 // meter calls it from its own goroutine; it reads only what the exchange fixed before the
-// stream began, and the input billedInput found once the stream has (the reservation's
-// estimate before then).
+// stream began, and the request (billedInput).
 func (x *Exchange) checkpointRecord(u llm.Usage, producedChars int) (billing.UsageRecord, bool) {
 	if producedChars == 0 && u.OutputTokens == 0 {
 		return billing.UsageRecord{}, false
 	}
-	input := x.billedIn.Load()
-	if input == 0 {
-		input = x.inputEst
-	}
-	return x.recordOf(u, producedChars, input, billing.StatusProcessLost), true
+	return x.billedRecord(u, producedChars, billing.StatusProcessLost), true
 }
 
 // billedInput is the input count billed when the upstream never said it (a chat or Responses
 // stream cut short before its usage): convert.BilledInputTokens of the request, a central
-// estimate, where the reservation took a cautious one (at most that). Only the exchange's own
-// goroutine may call it: it reads the request, which the edge may reuse once the exchange
-// has settled. It is worked out once.
+// estimate, where the reservation took a cautious one (at most that). It is worked out once,
+// by the first caller: the stream's settlement or the meter's checkpointer, in its own
+// goroutine; both only read the request, whose bytes and neutral form nothing changes once
+// the exchange has started.
 func (x *Exchange) billedInput() int64 {
-	if v := x.billedIn.Load(); v > 0 {
-		return v
-	}
+	x.billedOnce.Do(func() { x.billedIn = x.countBilledInput() })
+	return x.billedIn
+}
+
+// countBilledInput is billedInput's count.
+func (x *Exchange) countBilledInput() int64 {
 	req := x.ir
 	if req == nil {
 		req = x.parsed
@@ -86,9 +85,7 @@ func (x *Exchange) billedInput() int64 {
 		// A request only its own format can read: four bytes a token of the whole body.
 		v = min(v, int64(len(x.view.Body())+3)/4)
 	}
-	v = max(v, 1)
-	x.billedIn.Store(v)
-	return v
+	return max(v, 1)
 }
 
 // tokens are the counts per kind billed for an answer with usage u of which producedChars

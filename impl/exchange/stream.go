@@ -161,11 +161,6 @@ loop:
 				status = "client_disconnected"
 				break
 			}
-			if usage := enc.Usage(); usage.InputTokens == 0 {
-				// The input count comes with the upstream's last event (chat, Responses):
-				// worked out now, after the first byte, for the checkpoints and a cut.
-				x.billedInput()
-			}
 		}
 		if failed {
 			_ = sw.flush()

@@ -10,7 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/metrics"
 )
 
@@ -51,8 +54,14 @@ const (
 // again for giveBackQuiet, the memory the burst left behind is returned to the operating
 // system (debug.FreeOSMemory, at most once every giveBackEvery): Go's own scavenger would keep
 // most of it for minutes.
+//
+// One account holds at most half the budget (or the largest body, when that is more), so that
+// uploads of one tenant that announce large bodies and then stall cannot leave every other
+// tenant's large bodies waiting: they wait for room in their own account's half.
 type bodyBudget struct {
 	limit int64
+	// accountLimit is the most one account holds (unauthenticated bodies count as one account).
+	accountLimit int64
 	// wait, quiet and every are bodyBudgetWait, giveBackQuiet and giveBackEvery (tests
 	// shorten them).
 	wait, quiet, every time.Duration
@@ -62,8 +71,9 @@ type bodyBudget struct {
 	// refused counts the large bodies answered 503 because the budget stayed spent.
 	refused atomic.Int64
 
-	mu   sync.Mutex
-	used int64
+	mu        sync.Mutex
+	used      int64
+	byAccount map[uuid.UUID]int64
 	// room is closed, and replaced, whenever bytes are released: the admissions waiting for
 	// room try again.
 	room chan struct{}
@@ -79,7 +89,8 @@ func newBodyBudget(limit int64) *bodyBudget {
 	if limit <= 0 {
 		return nil
 	}
-	return &bodyBudget{limit: limit, wait: bodyBudgetWait, quiet: giveBackQuiet, every: giveBackEvery, giveBack: debug.FreeOSMemory}
+	return &bodyBudget{limit: limit, accountLimit: min(limit, max(limit/2, maxBodyBytes)), byAccount: map[uuid.UUID]int64{},
+		wait: bodyBudgetWait, quiet: giveBackQuiet, every: giveBackEvery, giveBack: debug.FreeOSMemory}
 }
 
 // bodyLease is what one request body holds of the budget. Its methods are called by the
@@ -87,13 +98,24 @@ func newBodyBudget(limit int64) *bodyBudget {
 type bodyLease struct {
 	budget *bodyBudget
 	ctx    context.Context
-	held   int64
+	// account is the caller's (from ctx), whose share the lease takes.
+	account uuid.UUID
+	held    int64
+}
+
+// newBodyLease returns an empty lease of the budget for the caller in ctx.
+func newBodyLease(b *bodyBudget, ctx context.Context) bodyLease {
+	l := bodyLease{budget: b, ctx: ctx}
+	if p, ok := auth.FromContext(ctx); ok {
+		l.account = p.AccountID
+	}
+	return l
 }
 
 // admit takes n more bytes of the budget for the lease, waiting up to the budget's wait for
 // room; it reports whether they were taken.
 func (l *bodyLease) admit(n int64) bool {
-	if l.budget.take(l.ctx, n) {
+	if l.budget.take(l.ctx, l.account, n) {
 		l.held += n
 		return true
 	}
@@ -105,22 +127,24 @@ func (l *bodyLease) release() {
 	if l == nil || l.held == 0 {
 		return
 	}
-	l.budget.put(l.held)
+	l.budget.put(l.account, l.held)
 	l.held = 0
 }
 
-// take takes n bytes, waiting for room until the budget's wait has passed or ctx has ended.
-func (b *bodyBudget) take(ctx context.Context, n int64) bool {
+// take takes n bytes for account, waiting for room (in the budget and in the account's share)
+// until the budget's wait has passed or ctx has ended.
+func (b *bodyBudget) take(ctx context.Context, account uuid.UUID, n int64) bool {
 	var timeout <-chan time.Time
 	for {
 		b.mu.Lock()
-		if b.used+n <= b.limit {
+		if b.used+n <= b.limit && b.byAccount[account]+n <= b.accountLimit {
 			b.used += n
+			b.byAccount[account] += n
 			b.peak = max(b.peak, b.used)
 			b.mu.Unlock()
 			return true
 		}
-		if n > b.limit {
+		if n > b.accountLimit {
 			b.mu.Unlock()
 			return false
 		}
@@ -144,11 +168,16 @@ func (b *bodyBudget) take(ctx context.Context, n int64) bool {
 	}
 }
 
-// put releases n bytes and wakes the admissions waiting for room. When the budget becomes
-// idle after a burst, a give-back is scheduled.
-func (b *bodyBudget) put(n int64) {
+// put releases n bytes of account's and wakes the admissions waiting for room. When the budget
+// becomes idle after a burst, a give-back is scheduled.
+func (b *bodyBudget) put(account uuid.UUID, n int64) {
 	b.mu.Lock()
 	b.used -= n
+	if left := b.byAccount[account] - n; left > 0 {
+		b.byAccount[account] = left
+	} else {
+		delete(b.byAccount, account)
+	}
 	room := b.room
 	b.room = nil
 	if b.used == 0 && b.peak >= min(giveBackFloor, b.limit) && !b.scheduled {

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/tollgate/tollgate/gen/api"
 )
 
@@ -36,18 +38,20 @@ func waitFor(cond func() bool) bool {
 
 // TestBodyBudgetTakesWaitsAndRefuses: bytes are taken while they fit; beyond, a taker waits
 // for a release (and gets its bytes), or is refused at the end of the wait or of its context.
+// Each lease is another account's (an account's share is the next test's subject).
 func TestBodyBudgetTakesWaitsAndRefuses(t *testing.T) {
 	var gaveBack atomic.Int64
 	b := testBudget(64<<20, &gaveBack)
 	ctx := context.Background()
-	first := &bodyLease{budget: b, ctx: ctx}
-	if !first.admit(40<<20) || b.inUse() != 40<<20 {
-		t.Fatalf("40 MiB of an empty 64 MiB budget: not taken (in use %d)", b.inUse())
+	lease := func(ctx context.Context) *bodyLease { return &bodyLease{budget: b, ctx: ctx, account: uuid.New()} }
+	first, beside := lease(ctx), lease(ctx)
+	if !first.admit(30<<20) || !beside.admit(30<<20) || b.inUse() != 60<<20 {
+		t.Fatalf("twice 30 MiB of an empty 64 MiB budget: not taken (in use %d)", b.inUse())
 	}
-	second := &bodyLease{budget: b, ctx: ctx}
+	second := lease(ctx)
 	start := time.Now()
 	if second.admit(30 << 20) {
-		t.Fatal("30 MiB with 24 MiB free: taken")
+		t.Fatal("30 MiB with 4 MiB free: taken")
 	}
 	if waited := time.Since(start); waited < b.wait {
 		t.Errorf("refused after %s, before the %s wait", waited, b.wait)
@@ -57,7 +61,7 @@ func TestBodyBudgetTakesWaitsAndRefuses(t *testing.T) {
 	}
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	if (&bodyLease{budget: b, ctx: cancelled}).admit(30 << 20) {
+	if lease(cancelled).admit(30 << 20) {
 		t.Error("taken for a request whose context has ended")
 	}
 	// A release wakes a waiting taker.
@@ -65,16 +69,53 @@ func TestBodyBudgetTakesWaitsAndRefuses(t *testing.T) {
 	released := make(chan struct{})
 	go func() { defer close(released); time.Sleep(20 * time.Millisecond); first.release() }()
 	if !second.admit(30 << 20) {
-		t.Fatal("30 MiB: still refused after the 40 MiB were released")
+		t.Fatal("30 MiB: still refused after 30 MiB were released")
 	}
 	<-released
 	first.release() // a second release gives nothing back
-	if b.inUse() != 30<<20 {
-		t.Errorf("in use %d, want the 30 MiB still held", b.inUse())
+	if b.inUse() != 60<<20 {
+		t.Errorf("in use %d, want the 60 MiB still held", b.inUse())
 	}
 	second.release()
+	beside.release()
 	if b.inUse() != 0 {
 		t.Errorf("in use %d after every lease was released", b.inUse())
+	}
+}
+
+// TestBodyBudgetSharesPerAccount: one account holds at most half the budget (here 32 MiB of
+// 64, the largest body): its second 30 MiB body waits and is refused while another account's
+// is taken; once the first is released the account's next one is taken. A budget no larger
+// than the largest body lets one account hold all of it.
+func TestBodyBudgetSharesPerAccount(t *testing.T) {
+	var gaveBack atomic.Int64
+	b := testBudget(64<<20, &gaveBack)
+	ctx := context.Background()
+	greedy, other := uuid.New(), uuid.New()
+	first := &bodyLease{budget: b, ctx: ctx, account: greedy}
+	if !first.admit(30 << 20) {
+		t.Fatal("an account's first 30 MiB: refused")
+	}
+	second := &bodyLease{budget: b, ctx: ctx, account: greedy}
+	if second.admit(30 << 20) {
+		t.Fatal("an account's second 30 MiB, beyond its half of the budget: taken")
+	}
+	neighbour := &bodyLease{budget: b, ctx: ctx, account: other}
+	if !neighbour.admit(30 << 20) {
+		t.Fatal("another account's 30 MiB beside the first one's: refused")
+	}
+	first.release()
+	if !second.admit(30 << 20) {
+		t.Fatal("the account's next 30 MiB once its first was released: refused")
+	}
+	second.release()
+	neighbour.release()
+	if b.inUse() != 0 || len(b.byAccount) != 0 {
+		t.Errorf("in use %d, %d accounts, after every lease was released", b.inUse(), len(b.byAccount))
+	}
+	small := testBudget(32<<20, &gaveBack)
+	if l := (&bodyLease{budget: small, ctx: ctx, account: greedy}); !l.admit(32 << 20) {
+		t.Error("the whole of a 32 MiB budget for one account's largest body: refused")
 	}
 }
 

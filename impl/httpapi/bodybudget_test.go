@@ -183,7 +183,7 @@ func checkBusy(t *testing.T, name, route string, a answer) {
 }
 
 // TestBodyBudgetRefusesLargeBodiesWhenSpent: with the 64 MiB body budget held by two 30 MiB
-// uploads that stall after 2 MiB, a large body on each inference route (announced, or chunked without a
+// uploads of two accounts (each may hold half) that stall after 2 MiB, a large body on each inference route (announced, or chunked without a
 // Content-Length) waits, then gets 503 with Retry-After in its route's envelope, while a small
 // request is served at once; once the uploads end, the budget is whole again: two large
 // bodies at a time are admitted (issue 23, item 2). Without a budget, every large body was
@@ -197,11 +197,12 @@ func TestBodyBudgetRefusesLargeBodiesWhenSpent(t *testing.T) {
 	collectors := tgmetrics.New()
 	g := apitest.Start(t, apitest.Options{Config: cfg, Metrics: collectors})
 	tenant := g.NewTenant(t, "acme", 0, 1_000_000_000_000)
+	other := g.NewTenant(t, "other", 0, 1_000_000_000_000)
 	c := &http.Client{Timeout: 30 * time.Second}
 	const size = 30 << 20
 	chat := largeRequests(size)[0]
 
-	holders := []net.Conn{holdBody(t, g, tenant.Key, size), holdBody(t, g, tenant.Key, size)}
+	holders := []net.Conn{holdBody(t, g, tenant.Key, size), holdBody(t, g, other.Key, size)}
 	// The holders are admitted as soon as the gateway reads their heads: until then a large
 	// body is still admitted (and refused as beyond the context window).
 	deadline := time.Now().Add(15 * time.Second)
@@ -257,13 +258,13 @@ func TestBodyBudgetRefusesLargeBodiesWhenSpent(t *testing.T) {
 		_ = h.Close()
 	}
 	// The gateway notices the closed uploads at its next read; then the whole budget is free
-	// again, and two large bodies fit in it at once.
+	// again, and two large bodies (of two accounts) fit in it at once.
 	deadline = time.Now().Add(15 * time.Second)
 	for {
 		var answers [2]answer
 		var pair sync.WaitGroup
-		for i := range answers {
-			pair.Go(func() { answers[i] = chat.send(c, g.URL, tenant.Key, false) })
+		for i, key := range []string{tenant.Key, other.Key} {
+			pair.Go(func() { answers[i] = chat.send(c, g.URL, key, false) })
 		}
 		pair.Wait()
 		if isContextRefusal("chat", answers[0]) && isContextRefusal("chat", answers[1]) {
@@ -271,6 +272,42 @@ func TestBodyBudgetRefusesLargeBodiesWhenSpent(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("after the uploads ended, two large bodies at once: %s; %s, want both admitted (400 context_length_exceeded)", answers[0], answers[1])
+		}
+	}
+}
+
+// TestBodyBudgetOneAccountHoldsHalf: one account's uploads that announce large bodies and
+// stall hold at most half the body budget (32 MiB of 64 here): its next large body waits and
+// gets 503, while another account's large bodies are still admitted (and refused as beyond the
+// context window, 400). Before, one key's three stalled uploads held the whole budget, and every
+// tenant's large bodies got 503 until they timed out (found by a helper's adversarial trial).
+func TestBodyBudgetOneAccountHoldsHalf(t *testing.T) {
+	cfg := config.Default()
+	cfg.Server.BodyBudgetMB = 64
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	collectors := tgmetrics.New()
+	g := apitest.Start(t, apitest.Options{Config: cfg, Metrics: collectors})
+	greedy := g.NewTenant(t, "greedy", 0, 1_000_000_000_000)
+	other := g.NewTenant(t, "other", 0, 1_000_000_000_000)
+	c := &http.Client{Timeout: 30 * time.Second}
+	const size = 30 << 20
+	chat := largeRequests(size)[0]
+	holdBody(t, g, greedy.Key, size)
+	inUse := func() float64 { return metricValue(scrapeOpenMetrics(t, collectors), "tollgate_body_budget_in_use_bytes ") }
+	waitUntil(t, "the first upload admitted", func() bool { return inUse() >= size })
+	// The greedy account's next uploads find its half spent.
+	for range 2 {
+		holdBody(t, g, greedy.Key, size)
+	}
+	checkBusy(t, "the greedy account's next large body", "chat", chat.send(c, g.URL, greedy.Key, false))
+	if got := inUse(); got > 32<<20 {
+		t.Errorf("the greedy account's uploads hold %.1f MiB of the budget, more than its half", got/(1<<20))
+	}
+	for i := range 2 {
+		if a := chat.send(c, g.URL, other.Key, false); !isContextRefusal("chat", a) {
+			t.Errorf("another account's large body %d while the greedy one's uploads stall: %s, want it admitted (400 context_length_exceeded)", i, a)
 		}
 	}
 }
@@ -317,7 +354,9 @@ func TestBodyBudgetBoundsPeakMemory(t *testing.T) {
 		t.Fatalf("the default budget of a %d MiB memory limit is %d bytes, want a quarter of it", limitMB, got)
 	}
 	g := apitest.Start(t, apitest.Options{Config: cfg})
-	tenant := g.NewTenant(t, "acme", 0, 1_000_000_000_000)
+	// Two accounts: one holds at most half the budget.
+	tenants := []apitest.Tenant{g.NewTenant(t, "acme", 0, 1_000_000_000_000), g.NewTenant(t, "other", 0, 1_000_000_000_000)}
+	tenant := tenants[0]
 	c := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxConnsPerHost: 16}}
 	chat := largeRequests(30 << 20)[0]
 	_ = chat.send(c, g.URL, tenant.Key, false) // warm up: connections, pools
@@ -347,7 +386,7 @@ func TestBodyBudgetBoundsPeakMemory(t *testing.T) {
 	answers := make([]answer, n)
 	var wg sync.WaitGroup
 	for i := range answers {
-		wg.Go(func() { answers[i] = chat.send(c, g.URL, tenant.Key, false) })
+		wg.Go(func() { answers[i] = chat.send(c, g.URL, tenants[i%2].Key, false) })
 	}
 	wg.Wait()
 	close(stop)

@@ -151,7 +151,7 @@ func (v *validator) read(ctx context.Context, r io.Reader, n int64) ([]byte, *bo
 		body, err := readbody.Append(nil, br, n, maxBodyBytes)
 		return body, nil, err
 	}
-	br.lease = bodyLease{budget: v.budget, ctx: ctx}
+	br.lease = newBodyLease(v.budget, ctx)
 	lease := &br.lease
 	if n < 0 || n > maxBodyBytes {
 		body, err := readbody.Append(nil, br, n, maxBodyBytes)

@@ -91,6 +91,12 @@ type Server struct {
 	// body, its decoded text and the upstream's copy of every admitted body within the limit;
 	// -1: no budget. At least 32 (the largest body) when set.
 	BodyBudgetMB int `yaml:"body_budget_mb"`
+	// MCPAllowedOrigins are the browser origins ("https://inspector.example.com", scheme, host
+	// and port as a browser sends them in Origin) whose pages may call /api/mcp, besides the
+	// gateway's own (the request's Host, or web.public_url). A request that sends another Origin
+	// is refused 403, the MCP transport's defence against DNS rebinding; one without Origin
+	// (command-line and desktop clients) is served.
+	MCPAllowedOrigins []string `yaml:"mcp_allowed_origins"`
 }
 
 // The bounds of the memory defaults (see DefaultMemoryLimitMB and Server.BodyBudgetBytes).

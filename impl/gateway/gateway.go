@@ -9,6 +9,8 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -192,7 +194,8 @@ func New(o Options) (*Gateway, error) {
 	srv, err := httpapi.New(httpapi.Options{
 		Store: o.Store, Config: o.Config, Auth: authn, Limiter: o.Limiter, Metrics: o.Metrics, Logger: o.Logger,
 		Exchange: exch, Meter: meter, Agents: agents, OAuth: oauth,
-		MCP: mcp.NewHandler(mcp.Options{Tools: append(tenanttools.Tools(datasets), tenanttools.AgentTools(agents)...), Logger: o.Logger}),
+		MCP: mcp.NewHandler(mcp.Options{Tools: append(tenanttools.Tools(datasets), tenanttools.AgentTools(agents)...), Logger: o.Logger,
+			AllowedOrigins: mcpOrigins(o.Config)}),
 	})
 	if err != nil {
 		_ = datasets.Close()
@@ -304,4 +307,15 @@ func usageArchiveFiles(s dataset.Storage) usageview.ArchiveFiles {
 		return ls
 	}
 	return nil
+}
+
+// mcpOrigins are the browser origins the MCP endpoint serves besides the request's own host:
+// server.mcp_allowed_origins, and web.public_url's origin (the gateway's address as browsers
+// see it, which a proxy in front may not pass on as the Host).
+func mcpOrigins(cfg *config.Config) []string {
+	origins := slices.Clone(cfg.Server.MCPAllowedOrigins)
+	if u, err := url.Parse(cfg.Web.PublicURL); err == nil && u.Scheme != "" && u.Host != "" {
+		origins = append(origins, u.Scheme+"://"+u.Host)
+	}
+	return origins
 }

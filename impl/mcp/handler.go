@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -55,6 +56,9 @@ type Options struct {
 	// MaxBodyBytes bounds a request body (DefaultMaxBodyBytes when zero); a larger body is
 	// answered 413.
 	MaxBodyBytes int64
+	// AllowedOrigins are the browser origins served besides the gateway's own (origin.go);
+	// a request with another Origin is answered 403.
+	AllowedOrigins []string
 }
 
 // handler is the MCP endpoint.
@@ -62,6 +66,7 @@ type handler struct {
 	server  *sdk.Server
 	log     *slog.Logger
 	maxBody int64
+	origins map[string]struct{}
 }
 
 // NewHandler returns the MCP endpoint. It assumes the authentication middleware has put the
@@ -78,7 +83,9 @@ type handler struct {
 //     and server/discover): 400 with -32600;
 //   - a method other than initialize, ping, tools/list and tools/call (server/discover included):
 //     -32601;
-//   - any other HTTP method, GET included: 405 with "Allow: POST", without content negotiation.
+//   - any other HTTP method, GET included: 405 with "Allow: POST", without content negotiation;
+//   - an Origin header that is neither the gateway's own nor an allowed one: 403 with -32600
+//     (origin.go).
 //
 // It is lenient where clients differ: Content-Type and Accept are not checked (the answer is always
 // application/json), the Mcp-Protocol-Version header may be absent (2025-03-26 is assumed, as the
@@ -106,7 +113,7 @@ func NewHandler(opts Options) http.Handler {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	h := &handler{log: opts.Logger, maxBody: opts.MaxBodyBytes}
+	h := &handler{log: opts.Logger, maxBody: opts.MaxBodyBytes, origins: originSet(opts.AllowedOrigins)}
 	h.server = sdk.NewServer(&sdk.Implementation{Name: opts.Name, Version: opts.Version}, &sdk.ServerOptions{
 		Instructions: opts.Instructions,
 		Logger:       slog.New(minLevel{Handler: opts.Logger.Handler(), min: slog.LevelWarn}),
@@ -131,6 +138,11 @@ func NewHandler(opts Options) http.Handler {
 
 // ServeHTTP answers one MCP message.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !h.originAllowed(r) {
+		writeError(w, http.StatusForbidden, nullID, codeInvalidRequest,
+			"origin "+strconv.Quote(r.Header.Get("Origin"))+" may not call this MCP endpoint: a browser page is served from the gateway's own origin or one listed in server.mcp_allowed_origins")
+		return
+	}
 	if _, ok := auth.FromContext(r.Context()); !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="tollgate"`)
 		w.Header().Set("x-should-retry", "false")

@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -295,7 +296,9 @@ func TestBodyBudgetOneAccountHoldsHalf(t *testing.T) {
 	const size = 30 << 20
 	chat := largeRequests(size)[0]
 	holdBody(t, g, greedy.Key, size)
-	inUse := func() float64 { return metricValue(scrapeOpenMetrics(t, collectors), "tollgate_body_budget_in_use_bytes ") }
+	inUse := func() float64 {
+		return metricValue(scrapeOpenMetrics(t, collectors), "tollgate_body_budget_in_use_bytes ")
+	}
 	waitUntil(t, "the first upload admitted", func() bool { return inUse() >= size })
 	// The greedy account's next uploads find its half spent.
 	for range 2 {
@@ -530,6 +533,41 @@ func TestBodyBudgetCountsResponsesSocketMessages(t *testing.T) {
 		}
 		if last.Status != http.StatusServiceUnavailable || time.Now().After(deadline) {
 			t.Fatalf("the 6 MiB message once the uploads ended: %s, want it admitted (400 context_length_exceeded)", last.raw)
+		}
+	}
+}
+
+// TestTruncatedBodyIsAnswered: a client that stops sending (a half-close) before the length its
+// Content-Length announced, and still reads, gets a 400 in its route's envelope saying so. On
+// the code before it got a bare "499" head with no body (found by a helper's adversarial trial).
+func TestTruncatedBodyIsAnswered(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{})
+	tenant := g.NewTenant(t, "acme", 0, 1_000_000_000)
+	for _, c := range []struct{ path, body, envelope string }{
+		{"/v1/chat/completions", `{"model":"service-flint-base","messages":[{"role":"user","content":"hi"}]}`, `"type":"invalid_request_error"`},
+		{"/v1/messages", `{"model":"service-sonnet","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`, `{"type":"error","error":{"type":"invalid_request_error"`},
+	} {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(g.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nanthropic-version: 2023-06-01\r\nContent-Length: %d\r\n\r\n%s",
+			c.path, tenant.Key, len(c.body)+100, c.body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", c.path, err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		_ = conn.Close()
+		if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), c.envelope) || !strings.Contains(string(body), "Content-Length") {
+			t.Errorf("%s: %d %s, want 400 in the route's envelope naming the Content-Length", c.path, res.StatusCode, body)
 		}
 	}
 }

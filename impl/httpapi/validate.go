@@ -91,6 +91,10 @@ func (v *validator) validate(r *http.Request) (*bodyLease, error) {
 				// A stalled upload: the client is still there (the failed read ended the
 				// request's context, but the client did not close), and gets its 400.
 				return lease, clientStillThere{apierror.Invalid("", "could not read the request body: it stalled")}
+			case r.ContentLength > 0 && (errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)):
+				// The client stopped sending (a half-close) before the length it announced:
+				// it may still be reading, and gets its 400.
+				return lease, clientStillThere{apierror.Invalid("", "could not read the request body: it ended before the %d bytes its Content-Length announced", r.ContentLength)}
 			}
 			return lease, apierror.Invalid("", "could not read the request body")
 		}

@@ -203,8 +203,11 @@ func BenchmarkDecodeRequest(b *testing.B) {
 	}
 }
 
-func TestEstimateInputTokens(t *testing.T) {
-	req := &llm.Request{
+// estimatedRequest is a request with a part of each kind the estimates count: 30 bytes of text
+// (system 6, text 5, a tool call 3, a tool result 3, a tool definition 4, unmodelled 9), three
+// messages, one image, one tool call and one tool definition.
+func estimatedRequest() *llm.Request {
+	return &llm.Request{
 		System: "abcdef", // 6 bytes
 		Messages: []llm.Message{
 			{Role: llm.RoleUser, Parts: []llm.Part{{Kind: llm.PartText, Text: "hello"}, {Kind: llm.PartImage, ImageURL: "https://x"}}}, // 5 bytes, 1 image
@@ -214,6 +217,10 @@ func TestEstimateInputTokens(t *testing.T) {
 		Tools:      []llm.Tool{{Name: "f", Description: "d", Parameters: json.RawMessage(`{}`)}}, // 4 bytes
 		Unmodelled: []llm.Unmodelled{{Size: 9}},
 	}
+}
+
+func TestEstimateInputTokens(t *testing.T) {
+	req := estimatedRequest()
 	// bytes = 6+5+3+3+4+9 = 30 -> 10; 3 messages -> 12; request 3; image 2000; call + tool 20.
 	if got, want := EstimateInputTokens(req), 10+12+3+2000+20; got != want {
 		t.Errorf("estimate %d, want %d", got, want)
@@ -255,16 +262,7 @@ func TestPeekHugeBound(t *testing.T) {
 // token, 3 tokens a message and 3 for the reply (OpenAI's rule of thumb and its cookbook's
 // message framing), and is below the reservation's cautious estimate of the same request.
 func TestBilledInputTokens(t *testing.T) {
-	req := &llm.Request{
-		System: "abcdef", // 6 bytes
-		Messages: []llm.Message{
-			{Role: llm.RoleUser, Parts: []llm.Part{{Kind: llm.PartText, Text: "hello"}, {Kind: llm.PartImage, ImageURL: "https://x"}}}, // 5 bytes, 1 image
-			{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{Name: "f", Arguments: `{}`}}},                                         // 3 bytes, 1 call
-			{Role: llm.RoleTool, ToolCallID: "c", Parts: []llm.Part{{Kind: llm.PartText, Text: "ok"}}},                                 // 3 bytes
-		},
-		Tools:      []llm.Tool{{Name: "f", Description: "d", Parameters: json.RawMessage(`{}`)}}, // 4 bytes
-		Unmodelled: []llm.Unmodelled{{Size: 9}},
-	}
+	req := estimatedRequest()
 	// bytes = 30 -> 8; 3 messages -> 9; reply 3; image 2000; call + tool 20.
 	if got, want := BilledInputTokens(req), 8+9+3+2000+20; got != want {
 		t.Errorf("billed %d, want %d", got, want)

@@ -190,13 +190,7 @@ func checkBusy(t *testing.T, name, route string, a answer) {
 // bodies at a time are admitted (issue 23, item 2). Without a budget, every large body was
 // read and answered, however many were in flight.
 func TestBodyBudgetRefusesLargeBodiesWhenSpent(t *testing.T) {
-	cfg := config.Default()
-	cfg.Server.BodyBudgetMB = 64
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	collectors := tgmetrics.New()
-	g := apitest.Start(t, apitest.Options{Config: cfg, Metrics: collectors})
+	g, collectors := budgetGateway(t, 64)
 	tenant := g.NewTenant(t, "acme", 0, 1_000_000_000_000)
 	other := g.NewTenant(t, "other", 0, 1_000_000_000_000)
 	c := &http.Client{Timeout: 30 * time.Second}
@@ -283,13 +277,7 @@ func TestBodyBudgetRefusesLargeBodiesWhenSpent(t *testing.T) {
 // context window, 400). Before, one key's three stalled uploads held the whole budget, and every
 // tenant's large bodies got 503 until they timed out (found by a helper's adversarial trial).
 func TestBodyBudgetOneAccountHoldsHalf(t *testing.T) {
-	cfg := config.Default()
-	cfg.Server.BodyBudgetMB = 64
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	collectors := tgmetrics.New()
-	g := apitest.Start(t, apitest.Options{Config: cfg, Metrics: collectors})
+	g, collectors := budgetGateway(t, 64)
 	greedy := g.NewTenant(t, "greedy", 0, 1_000_000_000_000)
 	other := g.NewTenant(t, "other", 0, 1_000_000_000_000)
 	c := &http.Client{Timeout: 30 * time.Second}
@@ -313,6 +301,18 @@ func TestBodyBudgetOneAccountHoldsHalf(t *testing.T) {
 			t.Errorf("another account's large body %d while the greedy one's uploads stall: %s, want it admitted (400 context_length_exceeded)", i, a)
 		}
 	}
+}
+
+// budgetGateway starts a gateway with a body budget of mb MiB, and returns it with its metrics.
+func budgetGateway(t *testing.T, mb int) (*apitest.Gateway, *tgmetrics.Metrics) {
+	t.Helper()
+	cfg := config.Default()
+	cfg.Server.BodyBudgetMB = mb
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	collectors := tgmetrics.New()
+	return apitest.Start(t, apitest.Options{Config: cfg, Metrics: collectors}), collectors
 }
 
 // postJSON posts a small body and returns the answer.

@@ -16,7 +16,6 @@ import (
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/devkit/apitest"
 	"github.com/tollgate/tollgate/impl/httpapi"
-	"github.com/tollgate/tollgate/impl/metrics"
 	"github.com/tollgate/tollgate/impl/sim"
 )
 
@@ -407,13 +406,7 @@ func TestResponsesWebSocketWarmup(t *testing.T) {
 // given back. On the code before, each such socket kept 32 MiB of the budget until the process
 // ended, and after two of them another tenant's 2 MiB POST was refused 503.
 func TestResponsesWebSocketQueuedMessageGivesBackItsBudget(t *testing.T) {
-	cfg := config.Default()
-	cfg.Server.BodyBudgetMB = 64
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	m := metrics.New()
-	g := apitest.Start(t, apitest.Options{Config: cfg, Metrics: m})
+	g, m := budgetGateway(t, 64)
 	tenant := g.NewTenant(t, "ws-queued", 0, 1_000_000_000_000)
 	inUse := func() float64 { return metricValue(scrapeOpenMetrics(t, m), "tollgate_body_budget_in_use_bytes ") }
 	large := map[string]any{"model": "service-flint-base", "max_output_tokens": 16, "input": strings.Repeat("lorem ipsum ", (20<<20)/12)}
@@ -462,13 +455,7 @@ func TestResponsesWebSocketQueuedMessageGivesBackItsBudget(t *testing.T) {
 // given back when the sockets end. On the code before, every warmup was remembered (up to
 // 64 MiB a socket, on any number of sockets).
 func TestResponsesWebSocketMemoryIsBounded(t *testing.T) {
-	cfg := config.Default()
-	cfg.Server.BodyBudgetMB = 64
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	m := metrics.New()
-	g := apitest.Start(t, apitest.Options{Config: cfg, Metrics: m})
+	g, m := budgetGateway(t, 64)
 	hoarder := g.NewTenant(t, "ws-hoarder", 0, 1_000_000_000)
 	other := g.NewTenant(t, "ws-neighbour", 0, 1_000_000_000)
 	inUse := func() float64 {

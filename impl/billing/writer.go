@@ -353,12 +353,7 @@ func (m *Meter) replay(ctx context.Context) error {
 			return nil
 		}
 		if behind > catchUp {
-			entries, after, err := m.backlog.Read(m.cursor, m.opts.BatchSize)
-			m.noteRead(err)
-			if err != nil {
-				return err
-			}
-			if err := m.replayEntries(ctx, entries, after); err != nil {
+			if err := m.replayBatch(ctx); err != nil {
 				return err
 			}
 			wrote = true
@@ -409,24 +404,25 @@ func (m *Meter) replay(ctx context.Context) error {
 // appended meanwhile).
 func (m *Meter) replayRest(ctx context.Context) error {
 	for m.cursor != m.backlog.End() {
-		entries, after, err := m.backlog.Read(m.cursor, m.opts.BatchSize)
-		m.noteRead(err)
-		if err != nil {
-			return err
-		}
-		if len(entries) == 0 {
-			return fmt.Errorf("billing: the backlog ends at record %d, but reading it from record %d found nothing", m.backlog.End().Index, m.cursor.Index)
-		}
-		if err := m.replayEntries(ctx, entries, after); err != nil {
+		if err := m.replayBatch(ctx); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// replayEntries writes entries read from the backlog (after[i] is the cursor past entries[i]),
-// in batches of one holder, and moves the cursor past each batch written.
-func (m *Meter) replayEntries(ctx context.Context, entries []usagespill.Entry, after []usagespill.Cursor) error {
+// replayBatch reads the next BatchSize records of the backlog from the cursor, which must be
+// short of its end, and writes them in batches of one holder, moving the cursor past each batch
+// written.
+func (m *Meter) replayBatch(ctx context.Context) error {
+	entries, after, err := m.backlog.Read(m.cursor, m.opts.BatchSize)
+	m.noteRead(err)
+	if err != nil {
+		return err
+	}
+	if len(entries) == 0 {
+		return fmt.Errorf("billing: the backlog ends at record %d, but reading it from record %d found nothing", m.backlog.End().Index, m.cursor.Index)
+	}
 	for i := 0; i < len(entries); {
 		own := after[i].Index-1 >= m.inherited
 		holder := entries[i].Holder

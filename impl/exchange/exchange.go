@@ -86,8 +86,9 @@ type Exchange struct {
 	// for, even when an upstream's own minimum made the gateway ask for more.
 	askedOutput int64
 	ir          *llm.Request
-	// view and parsed are the request's view and its neutral form where start read it (nil
-	// when it did not), for billedInput; billedIn is what billedInput found, once.
+	// view and parsed are the request's view and its neutral form where start read it (ir, or
+	// a large body's; nil when it did not), for billedInput; billedIn is what billedInput
+	// found, once.
 	view       *jsonview.View
 	parsed     *llm.Request
 	billedOnce sync.Once

@@ -70,10 +70,7 @@ func (x *Exchange) billedInput() int64 {
 
 // countBilledInput is billedInput's count.
 func (x *Exchange) countBilledInput() int64 {
-	req := x.ir
-	if req == nil {
-		req = x.parsed
-	}
+	req := x.parsed
 	if req == nil && x.view != nil {
 		req, _ = convert.DecodeView(x.client, x.view)
 	}

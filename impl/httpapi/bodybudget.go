@@ -59,9 +59,9 @@ const (
 // uploads of one tenant that announce large bodies and then stall cannot leave every other
 // tenant's large bodies waiting: they wait for room in their own account's half.
 type bodyBudget struct {
-	limit int64
-	// accountLimit is the most one account holds (unauthenticated bodies count as one account).
-	accountLimit int64
+	// accountShares (guarded by mu) bounds the bytes held: limit in all, accountLimit for one
+	// account (unauthenticated bodies count as one account).
+	accountShares
 	// wait, quiet and every are bodyBudgetWait, giveBackQuiet and giveBackEvery (tests
 	// shorten them).
 	wait, quiet, every time.Duration
@@ -71,9 +71,7 @@ type bodyBudget struct {
 	// refused counts the large bodies answered 503 because the budget stayed spent.
 	refused atomic.Int64
 
-	mu        sync.Mutex
-	used      int64
-	byAccount map[uuid.UUID]int64
+	mu sync.Mutex
 	// room is closed, and replaced, whenever bytes are released: the admissions waiting for
 	// room try again.
 	room chan struct{}
@@ -89,7 +87,7 @@ func newBodyBudget(limit int64) *bodyBudget {
 	if limit <= 0 {
 		return nil
 	}
-	return &bodyBudget{limit: limit, accountLimit: min(limit, max(limit/2, maxBodyBytes)), byAccount: map[uuid.UUID]int64{},
+	return &bodyBudget{accountShares: newAccountShares(limit, min(limit, max(limit/2, maxBodyBytes))),
 		wait: bodyBudgetWait, quiet: giveBackQuiet, every: giveBackEvery, giveBack: debug.FreeOSMemory}
 }
 
@@ -137,9 +135,7 @@ func (b *bodyBudget) take(ctx context.Context, account uuid.UUID, n int64) bool 
 	var timeout <-chan time.Time
 	for {
 		b.mu.Lock()
-		if b.used+n <= b.limit && b.byAccount[account]+n <= b.accountLimit {
-			b.used += n
-			b.byAccount[account] += n
+		if b.accountShares.take(account, n) {
 			b.peak = max(b.peak, b.used)
 			b.mu.Unlock()
 			return true
@@ -172,12 +168,7 @@ func (b *bodyBudget) take(ctx context.Context, account uuid.UUID, n int64) bool 
 // becomes idle after a burst, a give-back is scheduled.
 func (b *bodyBudget) put(account uuid.UUID, n int64) {
 	b.mu.Lock()
-	b.used -= n
-	if left := b.byAccount[account] - n; left > 0 {
-		b.byAccount[account] = left
-	} else {
-		delete(b.byAccount, account)
-	}
+	b.accountShares.put(account, n)
 	room := b.room
 	b.room = nil
 	if b.used == 0 && b.peak >= min(giveBackFloor, b.limit) && !b.scheduled {

@@ -17,11 +17,8 @@ import (
 // own oldest ones first, and if that is not enough it does not remember the response: the next
 // request naming it gets previous_response_not_found and resends the whole input, as Codex does.
 type socketMemory struct {
-	limit, accountLimit int64
-
-	mu        sync.Mutex
-	used      int64
-	byAccount map[uuid.UUID]int64
+	mu sync.Mutex
+	accountShares
 	// forgotten counts the responses not remembered for want of room.
 	forgotten int64
 }
@@ -33,7 +30,7 @@ func newSocketMemory(budget int64) *socketMemory {
 		return nil
 	}
 	limit := budget / 2
-	return &socketMemory{limit: limit, accountLimit: limit / 4, byAccount: map[uuid.UUID]int64{}}
+	return &socketMemory{accountShares: newAccountShares(limit, limit/4)}
 }
 
 // take takes n bytes for account; it reports whether they were taken.
@@ -43,12 +40,7 @@ func (m *socketMemory) take(account uuid.UUID, n int64) bool {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.used+n > m.limit || m.byAccount[account]+n > m.accountLimit {
-		return false
-	}
-	m.used += n
-	m.byAccount[account] += n
-	return true
+	return m.accountShares.take(account, n)
 }
 
 // put gives back n bytes of account's.
@@ -58,12 +50,7 @@ func (m *socketMemory) put(account uuid.UUID, n int64) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.used -= n
-	if left := m.byAccount[account] - n; left > 0 {
-		m.byAccount[account] = left
-	} else {
-		delete(m.byAccount, account)
-	}
+	m.accountShares.put(account, n)
 }
 
 // noteForgotten counts a response not remembered for want of room.

@@ -98,6 +98,11 @@ func (v *validator) validate(r *http.Request) (*bodyLease, error) {
 			}
 			return lease, apierror.Invalid("", "could not read the request body")
 		}
+		if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(strings.TrimSpace(ce), "identity") {
+			// The body is read (the connection stays usable) and refused: what arrived is
+			// compressed, and every route reads JSON as it is.
+			return lease, apierror.Invalid("", "the request body is encoded (Content-Encoding: %s): send it uncompressed, without Content-Encoding", ce)
+		}
 		// The handler reads the body again; validation only reads the bytes, and the view
 		// of their top level that it reads goes with them.
 		checked = newCheckedBody(body)
@@ -185,11 +190,18 @@ func describe(err error) *apierror.Error {
 	}
 	switch e.Kind {
 	case reqschema.BodySyntax:
-		return apierror.Invalid("", "the request body is not valid JSON")
+		return apierror.Invalid("", "%s", e.Reason)
 	case reqschema.BodySchema:
 		param := jsonPath(e.Pointer)
-		if e.Required {
+		switch {
+		case e.Required:
 			return apierror.Invalid(param, "'%s' is required", param)
+		case e.Keyword == "nullable" && param == "":
+			return apierror.Invalid("", "invalid request body: it must not be null")
+		case e.Keyword == "nullable":
+			return apierror.Invalid(param, "invalid '%s': must not be null (give a value, or leave an optional field out)", param)
+		case e.Keyword == "type" && e.Reason == reqschema.ReasonNumberOutOfRange:
+			return apierror.Invalid(param, "invalid '%s': the number is out of range", param)
 		}
 		if e.Keyword == "utf8" {
 			if param == "" {

@@ -1,6 +1,8 @@
 package httpapi_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"net/http"
 	"strings"
 	"testing"
@@ -70,7 +72,11 @@ func TestValidationRejectsWithFieldNamed(t *testing.T) {
 		{request{"POST", "/v1/chat/completions", `{"model":"service-flint","messages":[{"content":"hi"}]}`}, "messages[0].role", "'messages[0].role' is required"},
 		{request{"POST", "/v1/chat/completions", `{"model":"service-flint","messages":[{"role":"user","content":"hi"}],"temperature":7}`}, "temperature", "temperature"},
 		{request{"POST", "/v1/chat/completions", `{"model":"service-flint","messages":[{"role":"user","content":"hi"}],"max_tokens":"many"}`}, "max_tokens", "max_tokens"},
-		{request{"POST", "/v1/chat/completions", `{"model":`}, "", "not valid JSON"},
+		{request{"POST", "/v1/chat/completions", `{"model":`}, "", "not valid JSON: it ends early"},
+		{request{"POST", "/v1/chat/completions", "{\"model\":\"service-flint\",\n\"messages\":[],}"}, "", "not valid JSON: unexpected character '}' (line 2, column 15)"},
+		{request{"POST", "/v1/chat/completions", `{"model":"service-flint","messages":[{"role":"user","content":"hi"}],"temperature":1e400}`}, "temperature", "invalid 'temperature': the number is out of range"},
+		{request{"POST", "/v1/responses", `{"model":"service-flint","input":null}`}, "input", "invalid 'input': must not be null"},
+		{request{"POST", "/v1/messages", `{"model":"service-sonnet","max_tokens":9,"temperature":null,"messages":[{"role":"user","content":"hi"}]}`}, "temperature", "invalid 'temperature': must not be null"},
 		{request{"POST", "/v1/chat/completions", ` `}, "", "body is required"},
 		{request{"POST", "/v1/responses", `{"model":"service-flint"}`}, "input", "'input' is required"},
 		{request{"POST", "/v1/messages", `{"model":"service-sonnet","messages":[{"role":"user","content":"hi"}]}`}, "max_tokens", "'max_tokens' is required"},
@@ -101,6 +107,43 @@ func TestValidationRejectsWithFieldNamed(t *testing.T) {
 		if got != tc.wantParam {
 			t.Errorf("%s %s: param %q, want %q (%s)", tc.r.path, tc.r.body, got, tc.wantParam, body)
 		}
+	}
+}
+
+// TestCompressedBodyIsRefused: a body sent with a Content-Encoding (gzip, say) is refused with a
+// 400 that says so, in the route's envelope, and reaches no upstream; the same body sent plainly
+// is served on the same connection.
+func TestCompressedBodyIsRefused(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{})
+	tenant := g.NewTenant(t, "acme", 0, 1_000_000)
+	c := g.Client(t)
+	plain := `{"model":"service-flint","messages":[{"role":"user","content":"hi"}]}`
+	var zipped bytes.Buffer
+	zw := gzip.NewWriter(&zipped)
+	zw.Write([]byte(plain))
+	zw.Close()
+	before := g.Sim.TotalRequests()
+	for _, encoding := range []string{"gzip", "br, gzip"} {
+		status, _, body := do(t, c, g.URL, request{"POST", "/v1/chat/completions", zipped.String()},
+			map[string]string{"Authorization": "Bearer " + tenant.Key, "Content-Encoding": encoding})
+		env := errorEnvelopeOf(body)
+		if status != http.StatusBadRequest || env.Error.Type != "invalid_request_error" ||
+			env.Error.Message != "the request body is encoded (Content-Encoding: "+encoding+"): send it uncompressed, without Content-Encoding" {
+			t.Errorf("Content-Encoding %s: %d %s", encoding, status, body)
+		}
+	}
+	status, _, body := do(t, c, g.URL, request{"POST", "/v1/messages", zipped.String()},
+		map[string]string{"Authorization": "Bearer " + tenant.Key, "Content-Encoding": "gzip"})
+	if env := errorEnvelopeOf(body); status != http.StatusBadRequest || env.Type != "error" || !strings.Contains(env.Error.Message, "Content-Encoding: gzip") {
+		t.Errorf("Messages, gzip: %d %s", status, body)
+	}
+	if n := g.Sim.TotalRequests(); n != before {
+		t.Errorf("%d compressed requests reached the upstream", n-before)
+	}
+	status, _, body = do(t, c, g.URL, request{"POST", "/v1/chat/completions", plain},
+		map[string]string{"Authorization": "Bearer " + tenant.Key, "Content-Encoding": "identity"})
+	if status != http.StatusOK {
+		t.Errorf("Content-Encoding identity: %d %s", status, body)
 	}
 }
 

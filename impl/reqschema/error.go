@@ -1,6 +1,7 @@
 package reqschema
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 )
@@ -48,6 +49,9 @@ type Error struct {
 func (e *Error) Error() string {
 	switch e.Kind {
 	case BodySyntax:
+		if e.Reason != "" {
+			return e.Reason
+		}
 		return "the request body is not valid JSON"
 	case BodySchema:
 		if len(e.Pointer) == 0 {
@@ -65,4 +69,37 @@ func (e *Error) Error() string {
 	default:
 		return e.Reason
 	}
+}
+
+// syntaxReason says why body, which failed at offset at (len(body): it ended early), is not
+// one JSON value, and where: the line and column (of bytes, from 1) a client can look at.
+func syntaxReason(body []byte, at int, tooDeep bool) string {
+	const prefix = "the request body is not valid JSON: "
+	switch {
+	case len(bytes.TrimLeft(body, " \t\r\n")) == 0:
+		return "the request body is empty: send a JSON value"
+	case tooDeep:
+		return fmt.Sprintf(prefix+"its arrays and objects nest deeper than %d levels (%s)", maxDepth, position(body, at))
+	case at >= len(body):
+		return prefix + "it ends early, inside a value (was it cut short?)"
+	}
+	c := body[at]
+	what := fmt.Sprintf("byte 0x%02x", c)
+	switch {
+	case c >= 0x20 && c < 0x7f:
+		what = fmt.Sprintf("character %q", rune(c))
+	case c == 0x1f && at == 0 && len(body) > 1 && body[1] == 0x8b:
+		return prefix + "it starts like gzip-compressed data: send it uncompressed"
+	}
+	return fmt.Sprintf(prefix+"unexpected %s (%s)", what, position(body, at))
+}
+
+// position names offset at of body as its line and column, counted from 1.
+func position(body []byte, at int) string {
+	line := 1 + bytes.Count(body[:at], []byte{'\n'})
+	col := at + 1
+	if i := bytes.LastIndexByte(body[:at], '\n'); i >= 0 {
+		col = at - i
+	}
+	return fmt.Sprintf("line %d, column %d", line, col)
 }

@@ -5,6 +5,10 @@ import (
 	"strconv"
 )
 
+// ReasonNumberOutOfRange is the Reason of a number beyond float64's range (1e400, say), in
+// kin-openapi's words.
+const ReasonNumberOutOfRange = "cannot convert json.Number to float64"
+
 // report turns a failure in data into an Error, rebuilding the failing value's field path.
 func (f failure) report(data []byte, nodes []*node) *Error {
 	e := &Error{Kind: BodySchema, Pointer: pointerTo(data, f.at)}
@@ -13,7 +17,7 @@ func (f failure) report(data []byte, nodes []*node) *Error {
 	case reasonType:
 		e.Keyword, e.Reason = "type", n.typeReason
 	case reasonNotFloat64:
-		e.Keyword, e.Reason = "type", "cannot convert json.Number to float64"
+		e.Keyword, e.Reason = "type", ReasonNumberOutOfRange
 	case reasonNotInteger:
 		e.Keyword, e.Reason = "type", "value must be an integer"
 	case reasonMinimum:

@@ -18,6 +18,10 @@ type walker struct {
 	pos   int
 	depth int // arrays and objects open around pos
 	bad   bool
+	// badAt is where the first syntax error was met (the offset of the byte that broke it, or
+	// len(data) when the text ended early), and tooDeep says it was the nesting limit.
+	badAt   int
+	tooDeep bool
 
 	// skipped has bit d-1 set while the container skipValue opened at depth d is an object.
 	skipped [maxDepth/64 + 1]uint64
@@ -41,6 +45,9 @@ type walker struct {
 }
 
 func (w *walker) fail() {
+	if !w.bad {
+		w.badAt = w.pos
+	}
 	w.bad = true
 	w.pos = len(w.data)
 }
@@ -69,6 +76,11 @@ func (w *walker) expect(c byte) {
 // enter notes an opened array or object, failing beyond maxDepth.
 func (w *walker) enter() bool {
 	if w.depth == maxDepth {
+		if !w.bad {
+			// The error is the bracket just consumed.
+			w.tooDeep = true
+			w.pos--
+		}
 		w.fail()
 		return false
 	}

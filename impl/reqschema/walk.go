@@ -96,6 +96,7 @@ func (o *Operation) validate(contentType string, body []byte, strictUTF8 bool, v
 	}
 	f, valid := w.walk(o.body, body)
 	badUTF8 := w.badUTF8
+	badAt, tooDeep := w.badAt, w.tooDeep
 	indexed, uescapes := w.indexed, w.uescapes
 	w.strictUTF8, w.view = false, nil
 	// A pooled walker keeps what a usual body needs, not what an outlandish one grew.
@@ -111,7 +112,7 @@ func (o *Operation) validate(contentType string, body []byte, strictUTF8 bool, v
 	}
 	switch {
 	case !valid:
-		return &Error{Kind: BodySyntax, Reason: "the request body is not valid JSON"}
+		return &Error{Kind: BodySyntax, Reason: syntaxReason(body, badAt, tooDeep)}
 	case f.reason != passed:
 		return f.report(body, o.nodes)
 	case badUTF8 >= 0:
@@ -143,13 +144,13 @@ func isJSON(contentType string) bool {
 // walk validates data, which must be one JSON value, against root. valid is false when data is
 // not valid JSON.
 func (w *walker) walk(root *node, data []byte) (f failure, valid bool) {
-	w.data, w.pos, w.depth, w.bad = data, 0, 0, false
+	w.data, w.pos, w.depth, w.bad, w.badAt, w.tooDeep = data, 0, 0, false, 0, false
 	w.slots = w.slots[:0]
 	f = w.value(root)
 	if !w.bad {
 		w.skipSpace()
 		if w.pos != len(w.data) {
-			w.bad = true
+			w.fail()
 		}
 	}
 	w.data = nil

@@ -166,11 +166,17 @@ func TestErrorText(t *testing.T) {
 	for body, want := range map[string]string{
 		`{"name":"ab","count":1}`:                       `request body at /ghost: property "ghost" is missing`,
 		`{"name":"ab","count":1,"ghost":0,"a/b~c":1.5}`: "request body at /a~1b~0c: value must be an integer",
-		`[]`:  "request body: value must be an object",
-		`[1,`: "the request body is not valid JSON",
+		`[]`:                    "request body: value must be an object",
+		`[1,`:                   "the request body is not valid JSON: it ends early, inside a value (was it cut short?)",
+		"{\"name\":\n \"ab\",}": "the request body is not valid JSON: unexpected character '}' (line 2, column 7)",
+		`{"name":"ab"} {}`:      "the request body is not valid JSON: unexpected character '{' (line 1, column 15)",
+		"{\"name\":\x01}":       "the request body is not valid JSON: unexpected byte 0x01 (line 1, column 9)",
+		"\x1f\x8b\x08\x00":      "the request body is not valid JSON: it starts like gzip-compressed data: send it uncompressed",
+		" \n ":                  "the request body is empty: send a JSON value",
+		strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1): "the request body is not valid JSON: its arrays and objects nest deeper than 10000 levels (line 1, column 10001)",
 	} {
 		if e := bodyError(t, thing, body); e == nil || e.Error() != want {
-			t.Errorf("%s: %v, want %q", body, e, want)
+			t.Errorf("%.40q: %.200v, want %q", body, e, want)
 		}
 	}
 	if err := thing.ValidateBody("text/html", []byte(`{}`)); err == nil || err.Error() != `header Content-Type has unexpected value "text/html"` {

@@ -214,3 +214,42 @@ func TestDiscardedStepSwept(t *testing.T) {
 		t.Fatalf("step jobs after the sweep %v", jobs)
 	}
 }
+
+// TestCutAnswerRetriedIsBilled: a step whose model call's answer is cut off (the upstream drops
+// the connection mid-answer) runs again, and the call that delivers is billed under the turn's
+// request id: the undelivered attempt's record (nothing billed) is written under an id of its
+// own, so it does not take the id the ledger bills once. The session's spend, its usage records
+// and the ledger agree, and the spend is not zero.
+func TestCutAnswerRetriedIsBilled(t *testing.T) {
+	w := newWorld(t, twoAttempts)
+	n := w.start()
+	svc := n.gw.Agents
+	ctx := context.Background()
+	acme := w.tenant(n, "acme", 5_000_000)
+	res, err := svc.Spawn(ctx, acme.p, "main", "Tell a story. [[sim fault=drop after=2 times=1]] [[sim words=400]]", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := waitSession(t, svc, acme.p, res.SessionID, agent.StateReady, agent.StateFailed, agent.StateStopped)
+	if s.State != agent.StateReady || s.Turns != 1 || s.SpentMicros <= 0 {
+		t.Fatalf("session %+v", s)
+	}
+	if jobs := stepJobs(t, w, res.SessionID); fmt.Sprint(jobs) != "map[1:completed/2]" {
+		t.Fatalf("step jobs %v (want the turn's job completed on its second attempt)", jobs)
+	}
+	usage := usageOf(t, w, acme.p, res.SessionID, s.SpentMicros)
+	turn := agent.RequestID(uuidOf(res.SessionID), 1)
+	if r, ok := usage[turn]; !ok || r.CostMicros != s.SpentMicros || r.Status != "ok" || r.OutputTokens == 0 {
+		t.Fatalf("the turn's usage record %+v (in %v), want it to bill the session's spend %d", r, usage, s.SpentMicros)
+	}
+	undelivered := 0
+	for id, r := range usage {
+		if strings.HasPrefix(id, turn+"_undelivered_") && r.CostMicros == 0 && r.Status == "upstream_read_failed" {
+			undelivered++
+		}
+	}
+	if undelivered != 1 || len(usage) != 2 {
+		t.Fatalf("usage records %v, want the turn's and one undelivered attempt's", usage)
+	}
+	checkLedger(t, w, acme.p, usage)
+}

@@ -778,6 +778,10 @@ type UsageRecord struct {
 	// TraceID is the W3C trace id of the request's trace (all zero: not traced); the usage
 	// record keeps it, so that a request in the usage log leads to its trace.
 	TraceID [16]byte
+	// RequestID, when set, is the id the record is written under instead of the reservation's:
+	// an attempt that delivered nothing, of a call whose id must stay free for the attempt that
+	// delivers (the ledger bills an id once, and an agent's retried step reuses its call's id).
+	RequestID string
 }
 
 // Settle ends the reservation with the request's real cost: actualMicros, clamped to the
@@ -868,6 +872,9 @@ func (r *Reservation) usageRecord(actualMicros int64, usage UsageRecord, now tim
 		rec.HostedMicros, rec.WaivedMicros = hosted, full-cost
 	}
 	rec.ServiceTier = usage.ServiceTier
+	if usage.RequestID != "" {
+		rec.RequestID = usage.RequestID
+	}
 	if rec.Status == "" {
 		rec.Status = "completed"
 	}

@@ -1,6 +1,8 @@
 package exchange
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -119,10 +121,17 @@ func (x *Exchange) hostedCalls(u llm.Usage) llm.HostedCalls {
 
 // SettleUndelivered settles an exchange whose answer never reached the client, which got a 502
 // in its place: nothing is billed (a client retrying such a request would otherwise pay for
-// every failed try). The usage record keeps what the upstream reported, for the operator.
+// every failed try). The usage record keeps what the upstream reported, for the operator. An
+// in-process call's record is written under an id of its own (the call's id with
+// "_undelivered_" and a random suffix): the call's id stays free for the retry that delivers
+// (an agent's step retried reuses it, and the ledger bills an id once).
 func (x *Exchange) SettleUndelivered(u llm.Usage, status string) {
 	x.usage = u
-	x.reserve.Settle(0, x.usageRecord(u.Tokens(), u.ServiceTier, status))
+	rec := x.usageRecord(u.Tokens(), u.ServiceTier, status)
+	if x.opts != nil {
+		rec.RequestID = undeliveredID(x.requestID)
+	}
+	x.reserve.Settle(0, rec)
 	x.traceSettlement(0, status)
 	x.finishAttempt(status)
 }
@@ -143,4 +152,11 @@ func (x *Exchange) usageRecord(t price.Tokens, tier, status string) billing.Usag
 		rec.TraceID = trace.SpanContextFromContext(x.ctx).TraceID()
 	}
 	return rec
+}
+
+// undeliveredID is the id of the usage record of an undelivered attempt of the call requestID.
+func undeliveredID(requestID string) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails.
+	return requestID + "_undelivered_" + hex.EncodeToString(b[:])
 }

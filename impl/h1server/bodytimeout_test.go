@@ -220,3 +220,43 @@ func TestBodyReadTimeoutMatchesNetHTTPAtAStall(t *testing.T) {
 		}
 	}
 }
+
+// TestStalledUploadWaitsOneTimeout: once a stalled upload's read has failed at the timeout, the
+// connection is not read again: the handler's answer leaves at once (no second wait to discard
+// the rest of the body before its head) and the connection closes after it (no third wait to
+// drain it), on the lean path, as net/http's connection does once its deadline has passed. The
+// timeout is long against the bound, so that a busy host does not fail the test: before, each
+// of the two waits took the whole timeout.
+func TestStalledUploadWaitsOneTimeout(t *testing.T) {
+	const timeout = 2 * time.Second
+	failed := make(chan time.Time, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, err := io.Copy(io.Discard, r.Body)
+		failed <- time.Now()
+		fmt.Fprintf(w, "deadline=%v", errors.Is(err, os.ErrDeadlineExceeded))
+	})
+	_, addr, _ := startH1(t, h, func(s *Server) { s.BodyReadTimeout = timeout })
+	c := dial(t, addr)
+	io.WriteString(c, "POST /read HTTP/1.1\r\nHost: x\r\nContent-Length: 70\r\n\r\n{\"model\":")
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	answered := time.Now()
+	body, _ := io.ReadAll(resp.Body)
+	if string(body) != "deadline=true" {
+		t.Errorf("the handler saw %q", body)
+	}
+	if _, err := br.ReadByte(); normaliseError(err) != "ended" {
+		t.Errorf("after the answer the connection did not end: %v", err)
+	}
+	closed := time.Now()
+	readFailed := <-failed
+	if wait := answered.Sub(readFailed); wait > timeout/2 {
+		t.Errorf("the answer left %v after the handler's read failed: the server waited again", wait)
+	}
+	if wait := closed.Sub(answered); wait > timeout/2 {
+		t.Errorf("the connection closed %v after the answer: the server waited again", wait)
+	}
+}

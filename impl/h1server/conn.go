@@ -344,6 +344,11 @@ func (c *conn) readBody(p []byte) (int, error) {
 		c.r += n
 		return n, nil
 	}
+	if c.rerr != nil {
+		// The connection's reads failed already (a stalled client's deadline, say): the
+		// failure stands, rather than a new deadline for another wait.
+		return 0, c.rerr
+	}
 	if len(p) >= len(b) {
 		c.prepareHandlerRead()
 		n, err := c.rwc.Read(p)
@@ -363,8 +368,12 @@ func (c *conn) readBody(p []byte) (int, error) {
 }
 
 // fillBuffer reads from the connection into the empty buffer, under the handler's read
-// deadline. A read error cancels the request's context, as net/http's connReader does.
+// deadline. A read error cancels the request's context, as net/http's connReader does, and
+// is the answer to every later read of the connection.
 func (c *conn) fillBuffer() error {
+	if c.rerr != nil {
+		return c.rerr // as in readBody: a failed connection is not read again
+	}
 	c.prepareHandlerRead()
 	c.r, c.w = 0, 0
 	n, err := c.rwc.Read(c.bufs.rbuf[:])

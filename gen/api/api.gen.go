@@ -2674,7 +2674,10 @@ type ClientInterface interface {
 	// of its next turn, with every other message queued by then. A message to a slot whose
 	// session has ended (`stopping`, `stopped`, `failed`), or that never ran one, is a 409
 	// naming the state and the end reason; it never starts a session by itself: spawn a new
-	// one with `POST /v1/agents`. A slot that is not the caller's is a 403 `permission_error`.
+	// one with `POST /v1/agents`. A slot that is not the caller's is a 403 `permission_error`,
+	// and so is a session another key started when the caller's key has limits (a credit cap,
+	// a model subset or an expiry): the session's turns run under the limits of the key that
+	// started it and are billed to it.
 	// With `Idempotency-Key`, a repeated request gets the first answer again (the same
 	// `messageId`) and the message is taken once.
 	//
@@ -2691,7 +2694,10 @@ type ClientInterface interface {
 	// of its next turn, with every other message queued by then. A message to a slot whose
 	// session has ended (`stopping`, `stopped`, `failed`), or that never ran one, is a 409
 	// naming the state and the end reason; it never starts a session by itself: spawn a new
-	// one with `POST /v1/agents`. A slot that is not the caller's is a 403 `permission_error`.
+	// one with `POST /v1/agents`. A slot that is not the caller's is a 403 `permission_error`,
+	// and so is a session another key started when the caller's key has limits (a credit cap,
+	// a model subset or an expiry): the session's turns run under the limits of the key that
+	// started it and are billed to it.
 	// With `Idempotency-Key`, a repeated request gets the first answer again (the same
 	// `messageId`) and the message is taken once.
 	//
@@ -2994,7 +3000,10 @@ func (c *Client) StreamAgentEvents(ctx context.Context, slot SlotName, params *S
 // of its next turn, with every other message queued by then. A message to a slot whose
 // session has ended (`stopping`, `stopped`, `failed`), or that never ran one, is a 409
 // naming the state and the end reason; it never starts a session by itself: spawn a new
-// one with `POST /v1/agents`. A slot that is not the caller's is a 403 `permission_error`.
+// one with `POST /v1/agents`. A slot that is not the caller's is a 403 `permission_error`,
+// and so is a session another key started when the caller's key has limits (a credit cap,
+// a model subset or an expiry): the session's turns run under the limits of the key that
+// started it and are billed to it.
 // With `Idempotency-Key`, a repeated request gets the first answer again (the same
 // `messageId`) and the message is taken once.
 //
@@ -3021,7 +3030,10 @@ func (c *Client) SendAgentMessageWithBody(ctx context.Context, slot SlotName, pa
 // of its next turn, with every other message queued by then. A message to a slot whose
 // session has ended (`stopping`, `stopped`, `failed`), or that never ran one, is a 409
 // naming the state and the end reason; it never starts a session by itself: spawn a new
-// one with `POST /v1/agents`. A slot that is not the caller's is a 403 `permission_error`.
+// one with `POST /v1/agents`. A slot that is not the caller's is a 403 `permission_error`,
+// and so is a session another key started when the caller's key has limits (a credit cap,
+// a model subset or an expiry): the session's turns run under the limits of the key that
+// started it and are billed to it.
 // With `Idempotency-Key`, a repeated request gets the first answer again (the same
 // `messageId`) and the message is taken once.
 //
@@ -4012,7 +4024,10 @@ type ClientWithResponsesInterface interface {
 	// of its next turn, with every other message queued by then. A message to a slot whose
 	// session has ended (`stopping`, `stopped`, `failed`), or that never ran one, is a 409
 	// naming the state and the end reason; it never starts a session by itself: spawn a new
-	// one with `POST /v1/agents`. A slot that is not the caller's is a 403 `permission_error`.
+	// one with `POST /v1/agents`. A slot that is not the caller's is a 403 `permission_error`,
+	// and so is a session another key started when the caller's key has limits (a credit cap,
+	// a model subset or an expiry): the session's turns run under the limits of the key that
+	// started it and are billed to it.
 	// With `Idempotency-Key`, a repeated request gets the first answer again (the same
 	// `messageId`) and the message is taken once.
 	//
@@ -4029,7 +4044,10 @@ type ClientWithResponsesInterface interface {
 	// of its next turn, with every other message queued by then. A message to a slot whose
 	// session has ended (`stopping`, `stopped`, `failed`), or that never ran one, is a 409
 	// naming the state and the end reason; it never starts a session by itself: spawn a new
-	// one with `POST /v1/agents`. A slot that is not the caller's is a 403 `permission_error`.
+	// one with `POST /v1/agents`. A slot that is not the caller's is a 403 `permission_error`,
+	// and so is a session another key started when the caller's key has limits (a credit cap,
+	// a model subset or an expiry): the session's turns run under the limits of the key that
+	// started it and are billed to it.
 	// With `Idempotency-Key`, a repeated request gets the first answer again (the same
 	// `messageId`) and the message is taken once.
 	//
@@ -5802,7 +5820,10 @@ func (c *ClientWithResponses) StreamAgentEventsWithResponse(ctx context.Context,
 // of its next turn, with every other message queued by then. A message to a slot whose
 // session has ended (`stopping`, `stopped`, `failed`), or that never ran one, is a 409
 // naming the state and the end reason; it never starts a session by itself: spawn a new
-// one with `POST /v1/agents`. A slot that is not the caller's is a 403 `permission_error`.
+// one with `POST /v1/agents`. A slot that is not the caller's is a 403 `permission_error`,
+// and so is a session another key started when the caller's key has limits (a credit cap,
+// a model subset or an expiry): the session's turns run under the limits of the key that
+// started it and are billed to it.
 // With `Idempotency-Key`, a repeated request gets the first answer again (the same
 // `messageId`) and the message is taken once.
 //
@@ -5825,7 +5846,10 @@ func (c *ClientWithResponses) SendAgentMessageWithBodyWithResponse(ctx context.C
 // of its next turn, with every other message queued by then. A message to a slot whose
 // session has ended (`stopping`, `stopped`, `failed`), or that never ran one, is a 409
 // naming the state and the end reason; it never starts a session by itself: spawn a new
-// one with `POST /v1/agents`. A slot that is not the caller's is a 403 `permission_error`.
+// one with `POST /v1/agents`. A slot that is not the caller's is a 403 `permission_error`,
+// and so is a session another key started when the caller's key has limits (a credit cap,
+// a model subset or an expiry): the session's turns run under the limits of the key that
+// started it and are billed to it.
 // With `Idempotency-Key`, a repeated request gets the first answer again (the same
 // `messageId`) and the message is taken once.
 //

@@ -100,6 +100,9 @@ func (s *Service) RequestPrompt(ctx context.Context, p auth.Principal, sessionID
 	if err != nil {
 		return Approval{}, err
 	}
+	if err := mayDrive(p, row.KeyID); err != nil {
+		return Approval{}, err
+	}
 	return s.request(ctx, p, "prompt", promptAction{SessionID: row.ID.String(), Prompt: prompt})
 }
 

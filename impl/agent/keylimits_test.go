@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/tollgate/tollgate/impl/accounts"
 	"github.com/tollgate/tollgate/impl/agent"
+	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/store"
@@ -210,4 +212,50 @@ func TestAgentSessionWithoutKey(t *testing.T) {
 		}
 	}
 	checkLedger(t, w, p, usage)
+}
+
+// TestLimitedKeyDrivesOnlyItsOwnSessions: a key with limits (a credit cap, here)
+// cannot send messages, nor ask through MCP to prompt, a session another key of its account
+// started, whose turns run under that key's limits and are billed to it: it is refused with 403
+// and the session takes no turn. A key without limits may message any session of its account,
+// and the limited key may message the session it started itself.
+func TestLimitedKeyDrivesOnlyItsOwnSessions(t *testing.T) {
+	w := newWorld(t, nil)
+	n := w.start()
+	svc := n.gw.Agents
+	ctx := context.Background()
+	tn := w.tenant(n, "acme", 5_000_000)
+	if err := svc.AssignSlot(ctx, tn.p.AccountID, "second"); err != nil {
+		t.Fatal(err)
+	}
+	open := keyed(t, w, n, tn, accounts.KeyOptions{Name: "open"})
+	limited := keyed(t, w, n, tn, accounts.KeyOptions{Name: "limited", CreditCapMicros: new(int64(1_000_000)), CapPeriod: store.CapPeriodDaily})
+
+	res, err := svc.Spawn(ctx, open, "main", "Say hello.", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := waitSession(t, svc, open, res.SessionID, agent.StateReady)
+	_, err = svc.SendMessage(ctx, limited, "main", "Write a long story.", "")
+	if e := apierror.As(err); e == nil || e.Kind != apierror.KindForbidden || !strings.Contains(e.Message, "started by another key") {
+		t.Fatalf("the limited key's message to another key's session: %v", err)
+	}
+	if _, err := svc.RequestPrompt(ctx, limited, res.SessionID, "Write a long story."); apierror.As(err).Kind != apierror.KindForbidden {
+		t.Fatalf("the limited key's agent_prompt to another key's session: %v", err)
+	}
+	if after := waitSession(t, svc, open, res.SessionID, agent.StateReady); after.Turns != s.Turns {
+		t.Fatalf("the refused message started a turn: %+v", after)
+	}
+	if _, err := svc.SendMessage(ctx, tn.p, "main", "And goodbye.", ""); err != nil {
+		t.Fatalf("a key without limits messaging another key's session: %v", err)
+	}
+
+	own, err := svc.Spawn(ctx, limited, "second", "Say hello.", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitSession(t, svc, limited, own.SessionID, agent.StateReady)
+	if _, err := svc.SendMessage(ctx, limited, "second", "Again.", ""); err != nil {
+		t.Fatalf("the limited key messaging its own session: %v", err)
+	}
 }

@@ -301,6 +301,9 @@ func (s *Service) SendMessage(ctx context.Context, p auth.Principal, slot, text,
 		if !ok {
 			return nil, noLiveSession(ctx, q, sl)
 		}
+		if err := mayDrive(p, st.row.KeyID); err != nil {
+			return nil, err
+		}
 		id, queued, err := s.send(st, text)
 		if err != nil {
 			return nil, err
@@ -309,6 +312,18 @@ func (s *Service) SendMessage(ctx context.Context, p auth.Principal, slot, text,
 		return &db.InsertAgentCommandParams{ID: id, SlotID: pgUUID(sl.ID), SessionID: pgUUID(st.row.ID), Kind: "message", Status: MessageQueued}, nil
 	})
 	return out, err
+}
+
+// mayDrive refuses a key with limits (a credit cap, a model subset, an expiry) the messages to
+// a session that another key started: a session's turns run under the limits of the key that
+// started it and are billed to that key, so a limited key prompting another key's session would
+// spend past its own limits, on models outside its own. A key without limits may message any
+// session of its account (it could start one with the account's whole reach anyway).
+func mayDrive(p auth.Principal, sessionKey pgtype.UUID) error {
+	if p.Limits == nil || fromPG(sessionKey) == p.KeyID {
+		return nil
+	}
+	return apierror.Forbidden("this session was started by another key, and this key has limits (a credit cap, a model subset or an expiry): it may send messages only to the sessions it started")
 }
 
 // stopSession asks a live session to stop with reason: a provisioning or ready one stops at

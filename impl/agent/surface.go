@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -72,8 +73,19 @@ func (s *Service) idempotent(ctx context.Context, account uuid.UUID, key, hash s
 
 // slotFor is the caller's slot called name, locked; ErrNotFound when the account has none.
 func slotFor(ctx context.Context, q *db.Queries, account uuid.UUID, name string) (db.AgentSlot, error) {
+	if !slotNameStorable(name) {
+		return db.AgentSlot{}, ErrNotFound
+	}
 	sl, err := q.GetAgentSlotForUpdate(ctx, db.GetAgentSlotForUpdateParams{AccountID: account, Name: name})
 	return sl, notFound(err)
+}
+
+// slotNameStorable reports whether a slot could be named name: PostgreSQL's text holds neither
+// NUL nor bytes that are not UTF-8, so no slot is, and such a name (from a path or a body) is
+// nobody's slot, answered as any slot that is not the caller's rather than sent to the
+// database, which would refuse it with an error.
+func slotNameStorable(name string) bool {
+	return utf8.ValidString(name) && !strings.ContainsRune(name, 0)
 }
 
 // liveSession is the slot's live session, locked (ok false when it has none).
@@ -402,6 +414,9 @@ func (s *Service) Overview(ctx context.Context, p auth.Principal) ([]SlotView, e
 func (s *Service) SlotSession(ctx context.Context, p auth.Principal, slot string) (SessionView, error) {
 	if _, err := tenantOf(p); err != nil {
 		return SessionView{}, err
+	}
+	if !slotNameStorable(slot) {
+		return SessionView{}, ErrNotFound
 	}
 	sl, err := s.q.GetAgentSlot(ctx, db.GetAgentSlotParams{AccountID: p.AccountID, Name: slot})
 	if err != nil {

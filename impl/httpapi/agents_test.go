@@ -516,6 +516,20 @@ func TestAgentOwnershipMatrix(t *testing.T) {
 			t.Errorf("%s %s: the owner's slot %d %s; a missing slot %d %s", r.method, r.path, fs, fb, ms, mb)
 		}
 	}
+	// Names no slot can have (PostgreSQL's text holds no NUL and only UTF-8): nobody's slot, the
+	// same 403, not a database error.
+	for _, r := range []struct{ method, path, body string }{
+		{"POST", "/v1/agents", `{"slot":"ma\u0000in","prompt":"hi"}`},
+		{"POST", "/v1/agents/main%00/messages", `{"text":"hi"}`},
+		{"POST", "/v1/agents/%C0%AF/messages", `{"text":"hi"}`},
+		{"DELETE", "/v1/agents/%FF%FE", ""},
+		{"GET", "/v1/agents/main%00/events", ""},
+	} {
+		status, _, b := ia.do(r.method, r.path, r.body, nil)
+		if env := errorEnvelopeOf(b); status != http.StatusForbidden || env.Error.Type != "permission_error" {
+			t.Errorf("%s %s %s: %d %s", r.method, r.path, r.body, status, b)
+		}
+	}
 	if got := ia.slots(); len(got) != 1 || got[0].Slot != "mine" {
 		t.Errorf("the intruder's GET /v1/agents: %+v", got)
 	}

@@ -147,6 +147,12 @@ UPDATE agent_approvals SET state = 'expired', resolved_at = now(), resolved_by =
 WHERE state = 'pending' AND expires_at <= now()
 RETURNING id;
 
+-- name: CountPendingAgentApprovals :one
+-- The account's approvals pending and not past their expiry (the bound on how many it may ask
+-- for at once).
+SELECT count(*) FROM agent_approvals
+WHERE account_id = $1 AND state = 'pending' AND expires_at > now();
+
 -- name: ExpireAgentApproval :execrows
 UPDATE agent_approvals SET state = 'expired', resolved_at = now(), resolved_by = 'expiry'
 WHERE id = $1 AND state = 'pending' AND expires_at <= now();

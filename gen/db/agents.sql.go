@@ -84,6 +84,20 @@ func (q *Queries) CloseAgentTicket(ctx context.Context, id uuid.UUID) (AgentTick
 	return i, err
 }
 
+const countPendingAgentApprovals = `-- name: CountPendingAgentApprovals :one
+SELECT count(*) FROM agent_approvals
+WHERE account_id = $1 AND state = 'pending' AND expires_at > now()
+`
+
+// The account's approvals pending and not past their expiry (the bound on how many it may ask
+// for at once).
+func (q *Queries) CountPendingAgentApprovals(ctx context.Context, accountID uuid.UUID) (int64, error) {
+	row := q.db.QueryRow(ctx, countPendingAgentApprovals, accountID)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const deleteAgentSlot = `-- name: DeleteAgentSlot :execrows
 DELETE FROM agent_slots WHERE id = $1
 `

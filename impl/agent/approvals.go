@@ -16,6 +16,7 @@ import (
 	"github.com/tollgate/tollgate/gen/db"
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/store"
 )
 
 // promptAction is the arguments of agent_prompt.
@@ -54,10 +55,29 @@ func requester(p auth.Principal) string {
 	return app + " (" + o.UserEmail + ")"
 }
 
-// request records a pending approval of an action with its exact arguments.
+// Bounds of what an approval holds: a person reads the arguments before approving, and every
+// request to an agent tool made one, kept after it is resolved or expires.
+const (
+	// MaxApprovalText bounds a spawn's purpose and a prompt, in bytes.
+	MaxApprovalText = 32 << 10
+	// MaxApprovalName bounds a spawn's names (model, environment, profile, agent name).
+	MaxApprovalName = 200
+	// MaxPendingApprovals bounds the approvals an account has pending at once.
+	MaxPendingApprovals = 100
+)
+
+// request records a pending approval of an action with its exact arguments, unless the
+// account has MaxPendingApprovals pending already.
 func (s *Service) request(ctx context.Context, p auth.Principal, action string, args any) (Approval, error) {
 	if _, err := tenantOf(p); err != nil {
 		return Approval{}, err
+	}
+	pending, err := s.q.CountPendingAgentApprovals(ctx, p.AccountID)
+	if err != nil {
+		return Approval{}, err
+	}
+	if pending >= MaxPendingApprovals {
+		return Approval{}, conflictf("the account has %d approvals pending, the most it may: a person must approve or deny some (or let them expire) before more are asked for", pending)
 	}
 	b, err := json.Marshal(args)
 	if err != nil {
@@ -85,6 +105,15 @@ func (s *Service) RequestSpawn(ctx context.Context, p auth.Principal, a SpawnAct
 	if a.Purpose == "" {
 		return Approval{}, apierror.Invalid("purpose", "'purpose' is required: what the agent is to do")
 	}
+	if len(a.Purpose) > MaxApprovalText {
+		return Approval{}, apierror.Invalid("purpose", "'purpose' is %d bytes; it may be at most %d (a person reads it before approving)", len(a.Purpose), MaxApprovalText)
+	}
+	for field, v := range map[string]string{"model": a.Model, "target_environment": a.TargetEnvironment,
+		"resource_profile": a.ResourceProfile, "agent_name": a.AgentName} {
+		if len(v) > MaxApprovalName {
+			return Approval{}, apierror.Invalid(field, "'%s' is %d bytes; it may be at most %d", field, len(v), MaxApprovalName)
+		}
+	}
 	if _, err := s.resolveSpawn(ctx, s.q, p.AccountID, a, p.AllowsModel); err != nil {
 		return Approval{}, err
 	}
@@ -95,6 +124,9 @@ func (s *Service) RequestSpawn(ctx context.Context, p auth.Principal, a SpawnAct
 func (s *Service) RequestPrompt(ctx context.Context, p auth.Principal, sessionID, prompt string) (Approval, error) {
 	if strings.TrimSpace(prompt) == "" {
 		return Approval{}, apierror.Invalid("prompt", "'prompt' is required: the message for the agent")
+	}
+	if len(prompt) > MaxApprovalText {
+		return Approval{}, apierror.Invalid("prompt", "'prompt' is %d bytes; it may be at most %d (a person reads it before approving)", len(prompt), MaxApprovalText)
 	}
 	row, err := s.session(ctx, p, sessionID)
 	if err != nil {
@@ -311,6 +343,16 @@ func (w *actionWorker) Work(ctx context.Context, job *river.Job[actionArgs]) err
 				failure = "the session does not exist any more"
 			}
 			if err := set(ActionFailed, session, uuid.Nil, failure); err != nil {
+				return err
+			}
+		case store.RefusedData(err):
+			// The database refuses the action's data (a value out of a column's range, a
+			// check): it would on every run, so the action fails now, saying so.
+			if rerr := sp.Rollback(ctx); rerr != nil {
+				return rerr
+			}
+			s.log.Error("agent: the database refused an approved action's data; the action fails", "approval", a.ID, "err", err)
+			if err := set(ActionFailed, uuid.Nil, uuid.Nil, "the database refused the action's data"); err != nil {
 				return err
 			}
 		default:

@@ -164,15 +164,16 @@ func (s *Service) resolveSpawn(ctx context.Context, q *db.Queries, account uuid.
 		return p, apierror.Invalid("model", "model '%s' is a Messages model; agents run on chat models", p.model)
 	}
 	p.maxTurns, p.maxSpend, p.maxDuration = prof.MaxTurns, prof.MaxSpendMicros, prof.MaxDuration
+	// A spawn may lower its profile's bounds, never raise them: the profile is the operator's.
 	if a.MaxTurns != nil {
-		if *a.MaxTurns < 1 {
-			return p, apierror.Invalid("max_turns", "'max_turns' must be at least 1")
+		if *a.MaxTurns < 1 || *a.MaxTurns > prof.MaxTurns {
+			return p, apierror.Invalid("max_turns", "'max_turns' must be from 1 to %d (the '%s' profile's bound)", prof.MaxTurns, p.profile)
 		}
 		p.maxTurns = *a.MaxTurns
 	}
 	if a.MaxSpend != nil {
-		if *a.MaxSpend < 1 {
-			return p, apierror.Invalid("max_spend", "'max_spend' must be at least 1 micro-unit")
+		if *a.MaxSpend < 1 || *a.MaxSpend > prof.MaxSpendMicros {
+			return p, apierror.Invalid("max_spend", "'max_spend' must be from 1 to %d micro-units (the '%s' profile's bound)", prof.MaxSpendMicros, p.profile)
 		}
 		p.maxSpend = *a.MaxSpend
 	}

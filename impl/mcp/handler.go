@@ -305,6 +305,9 @@ func checkParams(method string, params json.RawMessage) (json.RawMessage, string
 		if !isObject(params) {
 			return nil, "initialize takes an object {protocolVersion, capabilities, clientInfo}"
 		}
+		if msg := checkInitialize(params); msg != "" {
+			return nil, msg
+		}
 	case "tools/call":
 		if !isObject(params) {
 			return nil, "tools/call takes an object {name, arguments}"
@@ -331,6 +334,47 @@ func checkParams(method string, params json.RawMessage) (json.RawMessage, string
 		return params, ""
 	}
 	return stripModernMeta(params), ""
+}
+
+// checkInitialize says what is wrong with the members of initialize's params, "" when nothing
+// is: each member the protocol defines has its type (protocolVersion a string, capabilities an
+// object, clientInfo an object whose name and version are strings), as the SDK decodes them;
+// otherwise the SDK's decoding error would be answered as an internal error.
+func checkInitialize(params json.RawMessage) string {
+	var p struct {
+		ProtocolVersion json.RawMessage `json:"protocolVersion"`
+		Capabilities    json.RawMessage `json:"capabilities"`
+		ClientInfo      json.RawMessage `json:"clientInfo"`
+	}
+	if err := json.Unmarshal(params, &p); err != nil {
+		return err.Error()
+	}
+	isString := func(raw json.RawMessage) bool {
+		var s string
+		return isAbsent(raw) || json.Unmarshal(raw, &s) == nil
+	}
+	switch {
+	case !isString(p.ProtocolVersion):
+		return `"protocolVersion" must be a string, such as "2025-06-18"`
+	case !isAbsent(p.Capabilities) && !isObject(p.Capabilities):
+		return `"capabilities" must be an object`
+	case !isAbsent(p.ClientInfo) && !isObject(p.ClientInfo):
+		return `"clientInfo" must be an object {name, version}`
+	}
+	if !isAbsent(p.ClientInfo) {
+		var info struct {
+			Name    json.RawMessage `json:"name"`
+			Version json.RawMessage `json:"version"`
+			Title   json.RawMessage `json:"title"`
+		}
+		if err := json.Unmarshal(p.ClientInfo, &info); err != nil {
+			return err.Error()
+		}
+		if !isString(info.Name) || !isString(info.Version) || !isString(info.Title) {
+			return `"clientInfo" must be an object {name, version} of strings`
+		}
+	}
+	return ""
 }
 
 // stripModernMeta removes _meta["io.modelcontextprotocol/protocolVersion"] from params: it

@@ -267,6 +267,24 @@ func rawExchanges() []exchange {
 				expectError(t, status, h, body, http.StatusOK, "1", codeInvalidParams)
 			},
 		},
+		{
+			name: "initialize_with_mistyped_params", body: `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":5}}`,
+			check: func(t *testing.T, status int, h http.Header, body []byte) {
+				expectError(t, status, h, body, http.StatusOK, "1", codeInvalidParams)
+			},
+		},
+		{
+			name: "initialize_with_mistyped_client_info", body: `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":7}}}`,
+			check: func(t *testing.T, status int, h http.Header, body []byte) {
+				expectError(t, status, h, body, http.StatusOK, "1", codeInvalidParams)
+			},
+		},
+		{
+			name: "initialize_with_mistyped_capabilities", body: `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":"x","clientInfo":{"name":"a","version":"1"}}}`,
+			check: func(t *testing.T, status int, h http.Header, body []byte) {
+				expectError(t, status, h, body, http.StatusOK, "1", codeInvalidParams)
+			},
+		},
 		{name: "notification_initialized", body: `{"jsonrpc":"2.0","method":"notifications/initialized"}`, check: expectEmpty202},
 		{name: "notification_cancelled", body: `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}}`, check: expectEmpty202},
 		{name: "client_response", body: `{"jsonrpc":"2.0","id":"s1","result":{}}`, check: expectEmpty202},

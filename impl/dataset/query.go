@@ -2,6 +2,7 @@ package dataset
 
 import (
 	"context"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -117,7 +118,11 @@ func (d *duck) query(ctx context.Context, stmt string, lim queryLimits) (QueryRe
 		}
 	}
 
-	rows, err := conn.QueryContext(qctx, wrapped)
+	capped, err := capWideValues(qctx, conn, wrapped, lim.bytes)
+	if err != nil {
+		return QueryResult{}, d.queryErr(ctx, qctx, lim, err)
+	}
+	rows, err := conn.QueryContext(qctx, capped)
 	if err != nil {
 		return QueryResult{}, d.queryErr(ctx, qctx, lim, err)
 	}
@@ -152,6 +157,65 @@ func (d *duck) query(ctx context.Context, stmt string, lim queryLimits) (QueryRe
 		return QueryResult{}, d.queryErr(ctx, qctx, lim, err)
 	}
 	return t.result(), nil
+}
+
+// capWideValues returns the statement wrapped (a checked SELECT) so that no value of a
+// variable-width type reaches Go larger than the result's byte cap, which no row holding it
+// could fit anyway: a string (VARCHAR, JSON) is cut to one character more than the cap (the
+// result table then stops at its byte cap, as it would have), and a value of another
+// variable-width type (BLOB, BIT, a list, array, struct, map or union) larger than the cap ends
+// the query with an error naming its column. Without it a query such as
+// SELECT repeat('x', 200000000) made the driver copy 200 MB into Go to show none of it, and a few
+// at once took gigabytes. The columns come from DuckDB's DESCRIBE of the statement (its names,
+// deduplicated, and types); the values of other types pass as they are.
+func capWideValues(ctx context.Context, conn *sql.Conn, wrapped string, limit int) (string, error) {
+	rows, err := conn.QueryContext(ctx, "DESCRIBE "+wrapped)
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return "", err
+	}
+	vals := make([]any, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	var exprs []string
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return "", err
+		}
+		name, _ := vals[0].(string)
+		typ, _ := vals[1].(string)
+		exprs = append(exprs, cappedColumn(name, typ, limit))
+	}
+	if err := rows.Err(); err != nil {
+		return "", err
+	}
+	if len(exprs) == 0 {
+		return wrapped, nil
+	}
+	return "SELECT " + strings.Join(exprs, ", ") + " FROM (\n" + wrapped + "\n) AS tollgate_capped", nil
+}
+
+// cappedColumn is the select-list expression of column name of type typ (as DESCRIBE names
+// it) for capWideValues.
+func cappedColumn(name, typ string, limit int) string {
+	c := quoteIdent(name)
+	tooLarge := quoteString(fmt.Sprintf("a value of column %s is larger than the result's cap of %d bytes: select a part of it", c, limit))
+	lim := strconv.Itoa(limit)
+	switch {
+	case typ == "VARCHAR" || typ == "JSON":
+		return "left(" + c + ", " + strconv.Itoa(limit+1) + ") AS " + c
+	case typ == "BLOB" || typ == "BIT":
+		return "CASE WHEN octet_length(" + c + ") > " + lim + " THEN error(" + tooLarge + ") ELSE " + c + " END AS " + c
+	case strings.HasSuffix(typ, "]") || strings.HasPrefix(typ, "STRUCT(") || strings.HasPrefix(typ, "MAP(") || strings.HasPrefix(typ, "UNION("):
+		return "CASE WHEN strlen(CAST(" + c + " AS VARCHAR)) > " + lim + " THEN error(" + tooLarge + ") ELSE " + c + " END AS " + c
+	}
+	return c
 }
 
 // queryErr turns an error of a query into what the caller may see: a timeout, the engine's

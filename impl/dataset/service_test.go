@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -784,6 +785,34 @@ func TestQueryEscapes(t *testing.T) {
 	r = mustQuery(t, s, f.a, "sales", "SELECT repeat('x', 1000000) AS huge")
 	if !r.Truncated || r.Rows != 0 {
 		t.Fatalf("huge cell: %+v", r.Rows)
+	}
+	// A value far larger than the result's cap is cut before it reaches Go (which would copy all
+	// of it to show none of it): a string to one character past the cap, what the caller sees
+	// being the same; a value of another variable-width type ends the query naming its column.
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	r = mustQuery(t, s, f.a, "sales", "SELECT 1 AS n, repeat('x', 200000000) AS vast")
+	runtime.ReadMemStats(&after)
+	if !r.Truncated || r.TruncatedBy != "bytes" || r.Rows != 0 {
+		t.Fatalf("vast string: %+v", r)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {
+		t.Errorf("a 200 MB value made the Go side allocate %d MB", grew>>20)
+	}
+	for _, q := range []string{
+		"SELECT list(repeat('x', 1000)) AS l FROM range(1000)",
+		"SELECT {'k': repeat('x', 300000)} AS l",
+		"SELECT repeat('x', 300000)::BLOB AS l",
+	} {
+		_, err := s.Query(ctx, f.a, "sales", q)
+		var e *dataset.Error
+		if !errors.As(err, &e) || e.Code != dataset.CodeFailed || !strings.Contains(e.Error(), `a value of column "l" is larger than the result's cap of 262144 bytes`) {
+			t.Errorf("query %q: %v, want the value refused naming its column", q, err)
+		}
+	}
+	r = mustQuery(t, s, f.a, "sales", "SELECT [1, 2] AS l, {'k': 'v'} AS m, 'ab'::BLOB AS b, 'a\"b' AS \"the \"\"col\"\"\"")
+	if r.Rows != 1 || !strings.Contains(r.Text, `[1,2]`) || !strings.Contains(r.Text, `{"k":"v"}`) || !strings.Contains(r.Text, `\x6162`) || !strings.Contains(r.Text, `the "col"`) {
+		t.Fatalf("small variable-width values:\n%s", r.Text)
 	}
 	r = mustQuery(t, s, f.a, "sales", "SELECT x, repeat('y', 100) AS pad FROM range(100000) t(x) ORDER BY x")
 	if !r.Truncated || len(r.Text) > 256<<10 {

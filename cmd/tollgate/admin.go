@@ -338,8 +338,8 @@ func (a *admin) keyList(ctx context.Context, args []string) error {
 		if last == nil || (k.LastUsedAt != nil && k.LastUsedAt.After(*last)) {
 			last = k.LastUsedAt
 		}
-		fmt.Fprintf(tw, "%s\t%s…%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", k.ID, k.DisplayPrefix, k.DisplaySuffix, k.Name, k.Status,
-			k.RPMLimit, stamp(k.ExpiresAt), capText, k.CapPeriod, k.PeriodSpentMicros, models, k.CreatedBy,
+		fmt.Fprintf(tw, "%s\t%s…%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", k.ID, k.DisplayPrefix, k.DisplaySuffix, terminalSafe(k.Name, false), k.Status,
+			k.RPMLimit, stamp(k.ExpiresAt), capText, k.CapPeriod, k.PeriodSpentMicros, models, terminalSafe(k.CreatedBy, false),
 			k.CreatedAt.UTC().Format(time.RFC3339), stamp(last))
 	}
 	if err := tw.Flush(); err != nil {

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -104,6 +107,9 @@ func (s *Service) CreateKeyWith(ctx context.Context, accountID uuid.UUID, o KeyO
 	if err != nil {
 		return NewKey{}, err
 	}
+	if err := checkKeyName(o.Name); err != nil {
+		return NewKey{}, err
+	}
 	rpm, err := s.checkRPM(acct.Plan, o.RPM)
 	if err != nil {
 		return NewKey{}, err
@@ -146,6 +152,9 @@ func (s *Service) KeyQuota(plan string) int {
 // checkRPM resolves a requested RPM cap (negative: the plan's default) against the plan's
 // maximum.
 func (s *Service) checkRPM(plan string, rpm int) (int, error) {
+	if rpm > math.MaxInt32 {
+		return 0, invalid("rpm", "the requests-per-minute cap is at most %d", math.MaxInt32)
+	}
 	p, ok := s.Config.Plan(plan)
 	if rpm < 0 {
 		if !ok {
@@ -157,6 +166,34 @@ func (s *Service) checkRPM(plan string, rpm int) (int, error) {
 		return 0, invalid("rpm", "the plan %s allows keys at most %d requests a minute", plan, p.MaxRPM)
 	}
 	return rpm, nil
+}
+
+// MaxKeyNameLength is the most characters a key's name has.
+const MaxKeyNameLength = 100
+
+// checkKeyName refuses a name that is longer than MaxKeyNameLength characters, is not UTF-8, or
+// holds a control character or a bidirectional control: a name is shown on the console's pages,
+// in audit entries and in the operator's terminal (admin key list), where such characters would
+// reorder what is shown around it (a key's prefix read backwards) or drive the terminal.
+func checkKeyName(name string) error {
+	if !utf8.ValidString(name) {
+		return invalid("name", "the name is not valid UTF-8 text")
+	}
+	if n := utf8.RuneCountInString(name); n > MaxKeyNameLength {
+		return invalid("name", "the name is %d characters long; it may be at most %d", n, MaxKeyNameLength)
+	}
+	for _, r := range name {
+		if unicode.IsControl(r) || isBidiControl(r) {
+			return invalid("name", "the name holds the control character U+%04X: use printable text", r)
+		}
+	}
+	return nil
+}
+
+// isBidiControl reports whether r is one of Unicode's bidirectional formatting characters
+// (marks, embeddings, overrides and isolates).
+func isBidiControl(r rune) bool {
+	return r == 0x061C || r == 0x200E || r == 0x200F || (r >= 0x202A && r <= 0x202E) || (r >= 0x2066 && r <= 0x2069)
 }
 
 // checkCapAndModels checks a credit cap, its period and a model subset (which must name models

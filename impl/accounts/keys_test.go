@@ -3,6 +3,7 @@ package accounts_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -186,5 +187,59 @@ func TestKeysKeepTheirLastFour(t *testing.T) {
 	list, err := svc.ListKeys(ctx, acme)
 	if err != nil || len(list) != 1 || list[0].DisplaySuffix != last4 || list[0].DisplayPrefix != k.Plain[:len(list[0].DisplayPrefix)] {
 		t.Fatalf("listed: %+v, %v; want the last four %q", list, err, last4)
+	}
+}
+
+// TestKeyNamesAndCapsAreChecked: a key's name is printable text of at most 100 characters (not
+// bytes: a name of 100 accented letters is taken), with no control character and no
+// bidirectional control, which would drive the operator's terminal or show a key's prefix
+// backwards beside it; and an RPM cap beyond the database's integer is refused, where it was
+// stored wrapped (2^32+1 became 1) or refused by the database as a dependency failure. Nothing
+// refused made a key.
+func TestKeyNamesAndCapsAreChecked(t *testing.T) {
+	ctx := context.Background()
+	svc := newService(t, 0)
+	acct := newAccount(t, svc, "acme")
+	field := func(err error) string {
+		var inv *accounts.InvalidError
+		if errors.As(err, &inv) {
+			return inv.Field
+		}
+		return fmt.Sprint(err)
+	}
+	for _, c := range []struct {
+		name string
+		o    accounts.KeyOptions
+		want string
+	}{
+		{"terminal escape", accounts.KeyOptions{Name: "x\x1b]0;owned\x07\x1b[2J", RPM: -1}, "name"},
+		{"NUL", accounts.KeyOptions{Name: "a\x00b", RPM: -1}, "name"},
+		{"not UTF-8", accounts.KeyOptions{Name: "a\xff\xfe", RPM: -1}, "name"},
+		{"C1 control", accounts.KeyOptions{Name: "a\u0085b", RPM: -1}, "name"},
+		{"right-to-left override", accounts.KeyOptions{Name: "ci \u202e", RPM: -1}, "name"},
+		{"isolate", accounts.KeyOptions{Name: "ci \u2067x\u2069", RPM: -1}, "name"},
+		{"101 characters", accounts.KeyOptions{Name: strings.Repeat("é", 101), RPM: -1}, "name"},
+		{"RPM past 2^31", accounts.KeyOptions{Name: "big", RPM: 1 << 31}, "rpm"},
+		{"RPM past 2^32", accounts.KeyOptions{Name: "big", RPM: 1<<32 + 1}, "rpm"},
+	} {
+		if _, err := svc.CreateKeyWith(ctx, acct, c.o); field(err) != c.want {
+			t.Errorf("%s: %v, want a refusal of %s", c.name, err, c.want)
+		}
+	}
+	keys, err := svc.Store.ListAPIKeys(ctx, acct)
+	if err != nil || len(keys) != 0 {
+		t.Fatalf("refused creations made keys: %d (%v)", len(keys), err)
+	}
+	k, err := svc.CreateKeyWith(ctx, acct, accounts.KeyOptions{Name: strings.Repeat("é", 100) + "", RPM: 60})
+	if err != nil {
+		t.Fatalf("a name of 100 accented letters: %v", err)
+	}
+	if _, err := svc.CreateKeyWith(ctx, acct, accounts.KeyOptions{Name: "emoji 👩‍💻 and 日本語", RPM: -1}); err != nil {
+		t.Fatalf("a name with an emoji sequence and CJK: %v", err)
+	}
+	l := accounts.LimitsOf(k.Key)
+	l.RPMLimit = 1<<32 + 1
+	if _, err := svc.SetLimits(ctx, acct, k.Key.ID, l); field(err) != "rpm" {
+		t.Errorf("SetLimits with an RPM cap past 2^32: %v", err)
 	}
 }

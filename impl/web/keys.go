@@ -232,10 +232,6 @@ func (a *App) createKey(w http.ResponseWriter, r *http.Request, v *Visitor) {
 		f.Error, f.Field = e.Message, e.Field
 		a.render(w, r, v, http.StatusUnprocessableEntity, "keynew", "Create a key", f)
 	}
-	if len(f.Name) > 100 {
-		refuse(&accounts.InvalidError{Field: "name", Message: "The name is longer than 100 characters."})
-		return
-	}
 	l, bad := limitsFromForm(r, -1)
 	if bad != nil {
 		refuse(bad)

@@ -73,6 +73,9 @@ func (a *App) consentPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	if !ok {
 		return
 	}
+	if a.reauthForGrant(w, r, v, c.Request) {
+		return
+	}
 	if originSyntax.MatchString(c.RedirectOrigin) {
 		h := w.Header()
 		h.Set("Content-Security-Policy", strings.Replace(h.Get("Content-Security-Policy"), "form-action ", "form-action "+c.RedirectOrigin+" ", 1))
@@ -103,6 +106,9 @@ func (a *App) consentDecision(w http.ResponseWriter, r *http.Request, v *Visitor
 	if !ok {
 		return
 	}
+	if r.PostFormValue("decision") == "allow" && a.reauthForGrant(w, r, v, c.Request) {
+		return
+	}
 	if r.PostFormValue("decision") != "allow" {
 		http.Redirect(w, r, a.oauth.Deny(c), http.StatusSeeOther)
 		return
@@ -114,6 +120,18 @@ func (a *App) consentDecision(w http.ResponseWriter, r *http.Request, v *Visitor
 	}
 	a.record(r, v, actionOAuthGranted, "client "+c.Client.ID, nil, map[string]string{"client": c.Client.Name, "redirect_host": c.RedirectHost, "role": v.Account.Role})
 	http.Redirect(w, r, to, http.StatusSeeOther)
+}
+
+// reauthForGrant sends a visitor whose sign-in is older than web.reauth_after to sign in again,
+// back to the consent page of req afterwards, and reports whether it did. A grant is a
+// credential like a key (an MCP client's, for 90 days), so it is issued, like a key, only to a
+// browser whose person signed in recently, never to one that was merely left signed in.
+func (a *App) reauthForGrant(w http.ResponseWriter, r *http.Request, v *Visitor, req mcpauth.AuthorizeRequest) bool {
+	if a.fresh(v) {
+		return false
+	}
+	http.Redirect(w, r, signinURL(true, "/oauth/authorize?"+req.Values().Encode()), http.StatusSeeOther)
+	return true
 }
 
 // checkConsent checks an authorization request; when it is refused it has answered with a

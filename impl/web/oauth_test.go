@@ -10,9 +10,11 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/mcpauth"
 	"github.com/tollgate/tollgate/impl/web/members"
 )
@@ -216,5 +218,62 @@ func TestConsentRefusalsStayOnConsole(t *testing.T) {
 	var codes int
 	if err := e.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM oauth_codes`).Scan(&codes); err != nil || codes != 0 {
 		t.Errorf("codes issued: %d %v, want none", codes, err)
+	}
+}
+
+// TestStaleSignInConsentReauthenticates: a grant is a credential like a key, so a browser whose
+// sign-in is older than web.reauth_after is sent to sign in again both when it opens the consent
+// page and when it posts Allow (with the request kept, to come back to the consent page), and
+// no code is issued meanwhile; Deny needs no fresh sign-in.
+func TestStaleSignInConsentReauthenticates(t *testing.T) {
+	const reauthAfter = 3 * time.Second
+	e := start(t, func(w *config.Web) { w.ReauthAfter = reauthAfter })
+	acme := e.account(t, "acme", aliceEmail, "owner")
+	redirect := "https://agent.example/cb"
+	resp, err := http.Post(e.URL+"/oauth/register", "application/json", strings.NewReader(`{"client_name":"Agent","redirect_uris":["`+redirect+`"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reg struct {
+		ClientID string `json:"client_id"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&reg); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	q := url.Values{"response_type": {"code"}, "client_id": {reg.ClientID}, "redirect_uri": {redirect},
+		"code_challenge": {strings.Repeat("A", 43)}, "code_challenge_method": {"S256"}, "resource": {e.URL + "/api/mcp"}}
+	b := e.browser(t)
+	b.signIn(e, aliceEmail, alicePass)
+	if p := b.get("/oauth/authorize?" + q.Encode()); p.Status != http.StatusOK {
+		t.Fatalf("the consent page of a fresh sign-in: %d", p.Status)
+	}
+	time.Sleep(reauthAfter + 100*time.Millisecond)
+
+	p := b.get("/oauth/authorize?" + q.Encode())
+	if p.Status != http.StatusSeeOther || !strings.HasPrefix(p.Location, e.URL+"/signin?") || !strings.Contains(p.Location, "reauth=1") {
+		t.Fatalf("a stale GET of the consent page: %d %s", p.Status, p.Location)
+	}
+	back, err := url.Parse(p.Location)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := url.Parse(back.Query().Get("next"))
+	if err != nil || next.Path != "/oauth/authorize" || next.Query().Get("client_id") != reg.ClientID || next.Query().Get("code_challenge") != q.Get("code_challenge") {
+		t.Fatalf("the sign-in does not come back to the consent page: %s", p.Location)
+	}
+	form := url.Values{"decision": {"allow"}, "account_id": {acme.ID.String()}}
+	for k, v := range q {
+		form[k] = v
+	}
+	if p := b.post("/oauth/authorize", form); p.Status != http.StatusSeeOther || !strings.Contains(p.Location, "reauth=1") {
+		t.Fatalf("a stale Allow: %d %s", p.Status, p.Location)
+	}
+	if grants, err := e.Store.ListOAuthGrants(context.Background(), acme.ID); err != nil || len(grants) != 0 {
+		t.Fatalf("a stale sign-in was granted: %d grants (%v)", len(grants), err)
+	}
+	form.Set("decision", "deny")
+	if p := b.post("/oauth/authorize", form); p.Status != http.StatusSeeOther || !strings.HasPrefix(p.Location, redirect+"?error=access_denied") {
+		t.Fatalf("a stale Deny: %d %s", p.Status, p.Location)
 	}
 }

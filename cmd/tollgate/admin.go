@@ -571,6 +571,9 @@ func (a *admin) accountAndCount(ctx context.Context, command, what string, args 
 	if err != nil {
 		return store.Account{}, 0, err
 	}
+	if *n < 1 {
+		return store.Account{}, 0, usageError("-n must be at least 1")
+	}
 	acct, err := a.account(ctx, pos[0])
 	return acct, *n, err
 }

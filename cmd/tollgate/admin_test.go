@@ -168,4 +168,10 @@ func TestAdminUsageList(t *testing.T) {
 			t.Errorf("usage list lacks %q:\n%s", want, out)
 		}
 	}
+	// A count below 1 is a usage error, not the database's words.
+	for _, line := range []string{"usage list acme -n -1", "credit show acme -n 0"} {
+		if out, err := adminRun(t, line); err == nil || !strings.Contains(err.Error(), "-n must be at least 1") || strings.Contains(out+err.Error(), "SQLSTATE") {
+			t.Errorf("admin %s: %v\n%s", line, err, out)
+		}
+	}
 }

@@ -153,6 +153,13 @@ RETURNING id;
 SELECT count(*) FROM agent_approvals
 WHERE account_id = $1 AND state = 'pending' AND expires_at > now();
 
+-- name: CancelSessionPromptApprovals :exec
+-- Cancels the pending agent_prompt approvals of a session that has ended: what they ask could
+-- never be sent.
+UPDATE agent_approvals SET state = 'cancelled', resolved_at = now(), resolved_by = 'the session ended'
+WHERE account_id = sqlc.arg('account_id') AND state = 'pending' AND action = 'prompt'
+  AND arguments->>'session_id' = sqlc.arg('session_id')::text;
+
 -- name: ExpireAgentApproval :execrows
 UPDATE agent_approvals SET state = 'expired', resolved_at = now(), resolved_by = 'expiry'
 WHERE id = $1 AND state = 'pending' AND expires_at <= now();

@@ -62,6 +62,24 @@ func (q *Queries) AllAgentEvents(ctx context.Context, sessionID uuid.UUID) ([]Ag
 	return items, nil
 }
 
+const cancelSessionPromptApprovals = `-- name: CancelSessionPromptApprovals :exec
+UPDATE agent_approvals SET state = 'cancelled', resolved_at = now(), resolved_by = 'the session ended'
+WHERE account_id = $1 AND state = 'pending' AND action = 'prompt'
+  AND arguments->>'session_id' = $2::text
+`
+
+type CancelSessionPromptApprovalsParams struct {
+	AccountID uuid.UUID
+	SessionID string
+}
+
+// Cancels the pending agent_prompt approvals of a session that has ended: what they ask could
+// never be sent.
+func (q *Queries) CancelSessionPromptApprovals(ctx context.Context, arg CancelSessionPromptApprovalsParams) error {
+	_, err := q.db.Exec(ctx, cancelSessionPromptApprovals, arg.AccountID, arg.SessionID)
+	return err
+}
+
 const closeAgentTicket = `-- name: CloseAgentTicket :one
 UPDATE agent_tickets SET state = 'closed', closed_at = now()
 WHERE id = $1 AND state = 'open' RETURNING id, account_id, session_id, title, body, state, opened_by, created_at, closed_at

@@ -135,6 +135,9 @@ func (s *Service) RequestPrompt(ctx context.Context, p auth.Principal, sessionID
 	if err := mayDrive(p, row.KeyID); err != nil {
 		return Approval{}, err
 	}
+	if row.State == StateStopping || row.State == StateStopped || row.State == StateFailed {
+		return Approval{}, conflictf("session %s has ended (%s): nothing can be sent to it; ask for a new one with agent_spawn", row.ID, endedText(row))
+	}
 	return s.request(ctx, p, "prompt", promptAction{SessionID: row.ID.String(), Prompt: prompt})
 }
 

@@ -74,6 +74,10 @@ func (st *sessionTx) move(to, reason string) error {
 		if err := st.q.FinishAgentStopCommands(st.ctx, pgUUID(st.row.ID)); err != nil {
 			return err
 		}
+		if err := st.q.CancelSessionPromptApprovals(st.ctx, db.CancelSessionPromptApprovalsParams{
+			AccountID: st.row.AccountID, SessionID: st.row.ID.String()}); err != nil {
+			return err
+		}
 	}
 	data := map[string]string{"from": from, "to": to}
 	if reason != "" {

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -11,9 +12,10 @@ import (
 	"github.com/tollgate/tollgate/impl/devkit/apitest"
 )
 
-// TestPromptApprovalForAnEndedSession: an agent_prompt approved after its session ended runs
-// nothing: its action fails with a reason naming the end, the session's log gains no message,
-// and the approval is not left queued or running.
+// TestPromptApprovalForAnEndedSession: a session's end cancels the agent_prompt approvals still
+// pending for it (what they ask could never be sent): the approval is cancelled, resolved by "the
+// session ended", and approving it afterwards is a conflict; a new agent_prompt for the ended
+// session is refused at once; the session's log gains no message.
 func TestPromptApprovalForAnEndedSession(t *testing.T) {
 	g := apitest.Start(t, apitest.Options{})
 	ctx := context.Background()
@@ -33,26 +35,18 @@ func TestPromptApprovalForAnEndedSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.Agents.Resolve(ctx, &tn.Account.ID, ap.ID, true, "owner@example.com"); err != nil {
-		t.Fatal(err)
+	st, err := g.Agents.ApprovalStatus(ctx, p, ap.ID)
+	if err != nil || st.State != agent.ApprovalCancelled || st.ActionStatus != "" {
+		t.Fatalf("the pending prompt of the ended session: %+v %v", st, err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		st, err := g.Agents.ApprovalStatus(ctx, p, ap.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.ActionStatus == agent.ActionFailed {
-			if !strings.Contains(st.Failure, "ended") || st.MessageID != "" {
-				t.Fatalf("the failed action: %+v", st)
-			}
-			break
-		}
-		if st.ActionStatus == agent.ActionDone || time.Now().After(deadline) {
-			t.Fatalf("a prompt approved after its session ended: %+v", st)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var ce *agent.ConflictError
+	if _, err := g.Agents.Resolve(ctx, &tn.Account.ID, ap.ID, true, "owner@example.com"); !errors.As(err, &ce) {
+		t.Fatalf("approving a cancelled approval: %v", err)
 	}
+	if _, err := g.Agents.RequestPrompt(ctx, p, sp.SessionID, "and another"); !errors.As(err, &ce) || !strings.Contains(err.Error(), "has ended") {
+		t.Fatalf("a prompt for the ended session: %v", err)
+	}
+	time.Sleep(200 * time.Millisecond) // a wrongly queued action would have run by now
 	after, err := g.Agents.Events(ctx, p, sp.SessionID, 0, 500)
 	if err != nil {
 		t.Fatal(err)

@@ -360,6 +360,11 @@ func ParseStatementQuery(v url.Values, now time.Time, loc *time.Location) (Perio
 	if len(probs) == 0 && !p.To.After(p.From) {
 		probs = append(probs, Problem{ParamTo, "must be after " + ParamFrom})
 	}
+	if len(probs) == 0 && p.To.Year() > 9999 {
+		// The statement's closing line is dated at its end, which RFC 3339 writes with four
+		// digits of year at most.
+		probs = append(probs, Problem{ParamTo, "must be before 9999-12-31"})
+	}
 	if len(probs) > 0 {
 		return Period{}, &QueryError{Problems: probs}
 	}

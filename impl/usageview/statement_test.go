@@ -354,7 +354,8 @@ func TestStatementStopsWhenTheLedgerDoesNotAddUp(t *testing.T) {
 }
 
 // TestParseStatementQuery: days (to included) or RFC 3339 times, this month by default, and a
-// period that ends before it starts refused naming the parameter.
+// period that ends before it starts, or after the last time RFC 3339 can write (its closing line
+// was dated 10000-01-01), refused naming the parameter.
 func TestParseStatementQuery(t *testing.T) {
 	now := time.Date(2025, 3, 14, 15, 9, 26, 0, time.UTC)
 	day := func(m time.Month, d int) time.Time { return time.Date(2025, m, d, 0, 0, 0, 0, time.UTC) }
@@ -376,7 +377,7 @@ func TestParseStatementQuery(t *testing.T) {
 	if got := (usageview.Period{From: day(2, 1), To: day(3, 1)}).Values(nil).Encode(); got != "from=2025-02-01&to=2025-02-28" {
 		t.Errorf("Values: %s", got)
 	}
-	for _, q := range []string{"from=2025-03-02&to=2025-03-01", "from=yesterday"} {
+	for _, q := range []string{"from=2025-03-02&to=2025-03-01", "from=yesterday", "from=0001-01-01&to=9999-12-31"} {
 		v, _ := url.ParseQuery(q)
 		var qe *usageview.QueryError
 		if _, err := usageview.ParseStatementQuery(v, now, nil); !errors.As(err, &qe) {

@@ -52,6 +52,24 @@ func (e *env) oauthGrant(t *testing.T, srv *mcpauth.Server, clientID, redirect s
 	return out.AccessToken
 }
 
+// registerClient registers an OAuth client named name with the one redirect URI, as an MCP
+// client does (dynamic client registration), and returns its client id.
+func (e *env) registerClient(t *testing.T, name, redirect string) string {
+	t.Helper()
+	resp, err := http.Post(e.URL+"/oauth/register", "application/json", strings.NewReader(`{"client_name":"`+name+`","redirect_uris":["`+redirect+`"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var reg struct {
+		ClientID string `json:"client_id"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&reg); err != nil {
+		t.Fatal(err)
+	}
+	return reg.ClientID
+}
+
 // TestOAuthGrantsByRole: on Connected apps a member sees the account's grants but may revoke
 // only those they approved (an owner's is offered disabled, and refused 403 when posted); an
 // owner may revoke any. The consent page names the member's own role, and a cross-site post of
@@ -73,19 +91,9 @@ func TestOAuthGrantsByRole(t *testing.T) {
 		t.Fatal(err)
 	}
 	redirect := "https://agent.example/cb"
-	resp, err := http.Post(e.URL+"/oauth/register", "application/json", strings.NewReader(`{"client_name":"Agent","redirect_uris":["`+redirect+`"]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var reg struct {
-		ClientID string `json:"client_id"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&reg); err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	e.oauthGrant(t, srv, reg.ClientID, redirect, acme.ID, aliceUser, "owner")
-	e.oauthGrant(t, srv, reg.ClientID, redirect, acme.ID, bobUser, "member")
+	clientID := e.registerClient(t, "Agent", redirect)
+	e.oauthGrant(t, srv, clientID, redirect, acme.ID, aliceUser, "owner")
+	e.oauthGrant(t, srv, clientID, redirect, acme.ID, bobUser, "member")
 	grants, err := srv.Grants(ctx, acme.ID)
 	if err != nil || len(grants) != 2 {
 		t.Fatalf("grants: %+v %v", grants, err)
@@ -123,7 +131,7 @@ func TestOAuthGrantsByRole(t *testing.T) {
 	}
 
 	// The consent page names the member's own role; a cross-site post of its form is refused.
-	q := url.Values{"response_type": {"code"}, "client_id": {reg.ClientID}, "redirect_uri": {redirect},
+	q := url.Values{"response_type": {"code"}, "client_id": {clientID}, "redirect_uri": {redirect},
 		"code_challenge": {strings.Repeat("A", 43)}, "code_challenge_method": {"S256"}, "resource": {e.URL + "/api/mcp"}}
 	if p := bob.get("/oauth/authorize?" + q.Encode()); p.Status != http.StatusOK || !strings.Contains(p.Body, bobEmail+", member") ||
 		!strings.Contains(p.Header.Get("Content-Security-Policy"), "form-action https://agent.example 'self'") {
@@ -153,18 +161,8 @@ func TestConsentRefusalsStayOnConsole(t *testing.T) {
 	acme := e.account(t, "acme", aliceEmail, "owner")
 	globex := e.account(t, "globex", aliceEmail, "owner")
 	redirect := "https://evil.example/landing"
-	resp, err := http.Post(e.URL+"/oauth/register", "application/json", strings.NewReader(`{"client_name":"Redirector","redirect_uris":["`+redirect+`"]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var reg struct {
-		ClientID string `json:"client_id"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&reg); err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	valid := url.Values{"response_type": {"code"}, "client_id": {reg.ClientID}, "redirect_uri": {redirect},
+	clientID := e.registerClient(t, "Redirector", redirect)
+	valid := url.Values{"response_type": {"code"}, "client_id": {clientID}, "redirect_uri": {redirect},
 		"code_challenge": {strings.Repeat("A", 43)}, "code_challenge_method": {"S256"}, "resource": {e.URL + "/api/mcp"}, "state": {"s1"}}
 	alice := e.browser(t)
 	alice.signIn(e, aliceEmail, alicePass)
@@ -230,18 +228,8 @@ func TestStaleSignInConsentReauthenticates(t *testing.T) {
 	e := start(t, func(w *config.Web) { w.ReauthAfter = reauthAfter })
 	acme := e.account(t, "acme", aliceEmail, "owner")
 	redirect := "https://agent.example/cb"
-	resp, err := http.Post(e.URL+"/oauth/register", "application/json", strings.NewReader(`{"client_name":"Agent","redirect_uris":["`+redirect+`"]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var reg struct {
-		ClientID string `json:"client_id"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&reg); err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	q := url.Values{"response_type": {"code"}, "client_id": {reg.ClientID}, "redirect_uri": {redirect},
+	clientID := e.registerClient(t, "Agent", redirect)
+	q := url.Values{"response_type": {"code"}, "client_id": {clientID}, "redirect_uri": {redirect},
 		"code_challenge": {strings.Repeat("A", 43)}, "code_challenge_method": {"S256"}, "resource": {e.URL + "/api/mcp"}}
 	b := e.browser(t)
 	b.signIn(e, aliceEmail, alicePass)
@@ -259,7 +247,7 @@ func TestStaleSignInConsentReauthenticates(t *testing.T) {
 		t.Fatal(err)
 	}
 	next, err := url.Parse(back.Query().Get("next"))
-	if err != nil || next.Path != "/oauth/authorize" || next.Query().Get("client_id") != reg.ClientID || next.Query().Get("code_challenge") != q.Get("code_challenge") {
+	if err != nil || next.Path != "/oauth/authorize" || next.Query().Get("client_id") != clientID || next.Query().Get("code_challenge") != q.Get("code_challenge") {
 		t.Fatalf("the sign-in does not come back to the consent page: %s", p.Location)
 	}
 	form := url.Values{"decision": {"allow"}, "account_id": {acme.ID.String()}}

@@ -612,6 +612,9 @@ func (sock *responsesSocket) warmUp(ctx context.Context, p auth.Principal, reque
 	r.Status = "completed"
 	r.Usage = &usage{InputTokensDetails: map[string]int{"cached_tokens": 0}, OutputTokensDetails: map[string]int{"reasoning_tokens": 0}}
 	completed, _ := json.Marshal(event{Type: "response.completed", SequenceNumber: 1, Response: r})
+	// Remembered before it is answered: once the client reads response.completed, what the
+	// socket remembers (and the memory metrics) already say so.
+	sock.remember(id, input)
 	wctx, cancel := context.WithTimeout(ctx, responsesSocketWriteWait)
 	defer cancel()
 	for _, msg := range [][]byte{created, completed} {
@@ -619,6 +622,5 @@ func (sock *responsesSocket) warmUp(ctx context.Context, p auth.Principal, reque
 			return false
 		}
 	}
-	sock.remember(id, input)
 	return true
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tollgate/tollgate/impl/accounts"
 	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/plaintext"
 	"github.com/tollgate/tollgate/impl/store"
 	"github.com/tollgate/tollgate/impl/web/audit"
 )
@@ -338,8 +339,8 @@ func (a *admin) keyList(ctx context.Context, args []string) error {
 		if last == nil || (k.LastUsedAt != nil && k.LastUsedAt.After(*last)) {
 			last = k.LastUsedAt
 		}
-		fmt.Fprintf(tw, "%s\t%s…%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", k.ID, k.DisplayPrefix, k.DisplaySuffix, terminalSafe(k.Name, false), k.Status,
-			k.RPMLimit, stamp(k.ExpiresAt), capText, k.CapPeriod, k.PeriodSpentMicros, models, terminalSafe(k.CreatedBy, false),
+		fmt.Fprintf(tw, "%s\t%s…%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", k.ID, k.DisplayPrefix, k.DisplaySuffix, plaintext.Visible(k.Name, false), k.Status,
+			k.RPMLimit, stamp(k.ExpiresAt), capText, k.CapPeriod, k.PeriodSpentMicros, models, plaintext.Visible(k.CreatedBy, false),
 			k.CreatedAt.UTC().Format(time.RFC3339), stamp(last))
 	}
 	if err := tw.Flush(); err != nil {

@@ -11,14 +11,12 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
-	"unicode/utf16"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
 	"github.com/tollgate/tollgate/impl/agent"
 	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/plaintext"
 	"github.com/tollgate/tollgate/impl/web/audit"
 )
 
@@ -191,7 +189,7 @@ func (a *admin) ticketOpen(ctx context.Context, svc *agent.Service, args []strin
 	if err != nil {
 		return agentErr("ticket", err)
 	}
-	fmt.Fprintf(a.out, "ticket %s opened for %s: %s\n", t.ID, acct.Name, terminalSafe(t.Title, false))
+	fmt.Fprintf(a.out, "ticket %s opened for %s: %s\n", t.ID, acct.Name, plaintext.Visible(t.Title, false))
 	return nil
 }
 
@@ -232,7 +230,7 @@ func (a *admin) ticketList(ctx context.Context, svc *agent.Service, args []strin
 	fmt.Fprintln(tw, "ID\tACCOUNT\tSTATE\tOPENED_BY\tSESSION\tOPENED\tCLOSED\tTITLE")
 	for _, t := range tickets {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, names[t.AccountID], t.State, t.OpenedBy, orDash(t.SessionID),
-			t.CreatedAt.Format(time.RFC3339), timeOrDash(t.ClosedAt), terminalSafe(t.Title, false))
+			t.CreatedAt.Format(time.RFC3339), timeOrDash(t.ClosedAt), plaintext.Visible(t.Title, false))
 	}
 	return tw.Flush()
 }
@@ -274,7 +272,7 @@ func (a *admin) approvalList(ctx context.Context, svc *agent.Service, args []str
 			args.Reset()
 			args.Write(ap.Arguments)
 		}
-		fmt.Fprintf(a.out, "  arguments: %s\n", terminalSafe(args.String(), true))
+		fmt.Fprintf(a.out, "  arguments: %s\n", plaintext.Visible(args.String(), true))
 		fmt.Fprintf(a.out, "  hash:      %s\n", ap.ArgumentsHash)
 		fmt.Fprintf(a.out, "  key:       %s\n", orDash(ap.KeyID))
 		fmt.Fprintf(a.out, "  requested: %s  expires: %s\n", ap.CreatedAt.Format(time.RFC3339), ap.ExpiresAt.Format(time.RFC3339))
@@ -325,25 +323,4 @@ func (a *admin) approvalResolve(ctx context.Context, svc *agent.Service, verb st
 	}
 	fmt.Fprintf(a.out, "approval %s %s: agent_%s will never run\n", ap.ID, ap.State, ap.Action)
 	return nil
-}
-
-// terminalSafe writes every rune of s that does not show itself on a terminal (C0 and C1
-// controls such as ESC, which start escape sequences, bidirectional overrides and other format
-// characters, non-ASCII spaces) as a \u escape, and newlines too unless keepNewlines. A
-// ticket's title is an agent's text, and an approval's arguments an API key holder's: neither
-// may drive the operator's terminal or reorder what it shows.
-func terminalSafe(s string, keepNewlines bool) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r == '\n' && keepNewlines, r != utf8.RuneError && unicode.IsPrint(r):
-			b.WriteRune(r)
-		case r > 0xFFFF:
-			hi, lo := utf16.EncodeRune(r)
-			fmt.Fprintf(&b, "\\u%04x\\u%04x", hi, lo)
-		default:
-			fmt.Fprintf(&b, "\\u%04x", r)
-		}
-	}
-	return b.String()
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/tollgate/tollgate/gen/db"
+	"github.com/tollgate/tollgate/impl/plaintext"
 )
 
 // GroupBy is what the daily spend is stacked by.
@@ -308,8 +309,10 @@ func (s *Service) labelKeys(ctx context.Context, accountID uuid.UUID, ids []uuid
 }
 
 // KeyLabel is how the page names a key: its name and its prefix ("ci (tgk_ab12…)"), or one of
-// them when the other is empty.
+// them when the other is empty. The name is a tenant's text, shown as itself
+// (plaintext.Visible): a bidirectional override in it cannot reverse the prefix beside it.
 func KeyLabel(name, prefix string) string {
+	name = plaintext.Visible(name, false)
 	switch {
 	case name == "" && prefix == "":
 		return ""
@@ -330,7 +333,7 @@ func KeyLabelLastFour(name, prefix, lastFour string) string {
 	if name == "" {
 		return prefix + "…" + lastFour
 	}
-	return name + " (" + prefix + "…" + lastFour + ")"
+	return plaintext.Visible(name, false) + " (" + prefix + "…" + lastFour + ")"
 }
 
 // midnight is the start of t's day in loc.

@@ -251,3 +251,20 @@ func TestDailyRollupMatchesTheRecords(t *testing.T) {
 		t.Fatalf("usage_daily differs from usage_records in %d rows (of %d)", diff, rows)
 	}
 }
+
+// TestKeyLabelShowsTheNameAsItself: a key's name is a tenant's text; in a label beside the key's
+// prefix its control and bidirectional characters are written as \u escapes, so that a name
+// made before names were checked cannot reverse the prefix shown after it ("ci ‮" showed
+// "ci (6tGs…nxQEsgoJ_kgt)" for tgk_JogsEQxn…sGt6).
+func TestKeyLabelShowsTheNameAsItself(t *testing.T) {
+	for _, c := range []struct{ got, want string }{
+		{usageview.KeyLabel("ci \u202e", "tgk_Jogs"), `ci \u202e (tgk_Jogs…)`},
+		{usageview.KeyLabelLastFour("ci \u202e", "tgk_Jogs", "sGt6"), `ci \u202e (tgk_Jogs…sGt6)`},
+		{usageview.KeyLabel("x\x1b[31m", ""), `x\u001b[31m`},
+		{usageview.KeyLabel("ci", "tgk_Jogs"), "ci (tgk_Jogs…)"},
+	} {
+		if c.got != c.want {
+			t.Errorf("label %q, want %q", c.got, c.want)
+		}
+	}
+}

@@ -8,14 +8,13 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"unicode"
-	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
 
 	"github.com/tollgate/tollgate/impl/agent"
 	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/plaintext"
 	"github.com/tollgate/tollgate/impl/web/audit"
 )
 
@@ -180,12 +179,12 @@ func actionSummary(action string, raw json.RawMessage) string {
 			parts[1] = fmt.Sprintf("max turns %d", *a.MaxTurns)
 		}
 		if a.Model != "" {
-			parts[2] = "model " + visible(a.Model)
+			parts[2] = "model " + plaintext.Visible(a.Model, true)
 		}
 		for _, f := range []struct{ name, value string }{{"resource profile", a.ResourceProfile},
 			{"environment", a.TargetEnvironment}, {"agent name", a.AgentName}} {
 			if f.value != "" {
-				parts = append(parts, f.name+" "+visible(f.value))
+				parts = append(parts, f.name+" "+plaintext.Visible(f.value, true))
 			}
 		}
 		return "Start a session: " + strings.Join(parts, ", ") + "."
@@ -202,7 +201,7 @@ func actionSummary(action string, raw json.RawMessage) string {
 		if n == 1 {
 			unit = "character"
 		}
-		return fmt.Sprintf("Send session %s a prompt of %d %s.", visible(p.SessionID), n, unit)
+		return fmt.Sprintf("Send session %s a prompt of %d %s.", plaintext.Visible(p.SessionID, true), n, unit)
 	}
 	return ""
 }
@@ -225,25 +224,7 @@ func plainUSD(micros int64) string {
 func prettyJSON(raw json.RawMessage) string {
 	var buf bytes.Buffer
 	if err := json.Indent(&buf, raw, "", "  "); err != nil {
-		return visible(string(raw))
+		return plaintext.Visible(string(raw), true)
 	}
-	return visible(buf.String())
-}
-
-// visible writes every rune of s that is neither printable nor a newline as a JSON \u escape
-// (a surrogate pair beyond the Basic Multilingual Plane).
-func visible(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r == '\n' || (unicode.IsPrint(r) && r != utf8.RuneError):
-			b.WriteRune(r)
-		case r > 0xFFFF:
-			hi, lo := utf16.EncodeRune(r)
-			fmt.Fprintf(&b, "\\u%04x\\u%04x", hi, lo)
-		default:
-			fmt.Fprintf(&b, "\\u%04x", r)
-		}
-	}
-	return b.String()
+	return plaintext.Visible(buf.String(), true)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tollgate/tollgate/impl/plaintext"
 	"github.com/tollgate/tollgate/impl/usageview"
 	"github.com/tollgate/tollgate/impl/web/audit"
 	"github.com/tollgate/tollgate/impl/web/members"
@@ -185,16 +186,16 @@ func auditFieldOf(name string, v any) auditField {
 	case nil:
 		f.Value = "—"
 	case string:
-		f.Value = visible(t)
+		f.Value = plaintext.Visible(t, true)
 	case []any:
 		parts := make([]string, len(t))
 		for i, p := range t {
 			parts[i] = fmt.Sprint(p)
 		}
-		f.Value = visible(strings.Join(parts, ", "))
+		f.Value = plaintext.Visible(strings.Join(parts, ", "), true)
 	case map[string]any:
 		b, _ := json.Marshal(t)
-		f.Value = visible(string(b))
+		f.Value = plaintext.Visible(string(b), true)
 	default:
 		f.Value = fmt.Sprint(t)
 	}

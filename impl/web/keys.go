@@ -12,6 +12,7 @@ import (
 
 	"github.com/tollgate/tollgate/gen/db"
 	"github.com/tollgate/tollgate/impl/accounts"
+	"github.com/tollgate/tollgate/impl/plaintext"
 	"github.com/tollgate/tollgate/impl/store"
 	"github.com/tollgate/tollgate/impl/web/audit"
 	"github.com/tollgate/tollgate/impl/web/connect"
@@ -380,7 +381,7 @@ func keyLabel(k store.APIKey) string {
 	if k.Name == "" {
 		return shown
 	}
-	return "“" + k.Name + "” (" + shown + ")"
+	return "“" + plaintext.Visible(k.Name, false) + "” (" + shown + ")"
 }
 
 // lastUsedText says when the key was last used.

@@ -53,16 +53,9 @@ func TestOriginIsValidated(t *testing.T) {
 			continue
 		}
 		if c.want == http.StatusForbidden {
-			var msg struct {
-				JSONRPC string          `json:"jsonrpc"`
-				ID      json.RawMessage `json:"id"`
-				Error   struct {
-					Code    int    `json:"code"`
-					Message string `json:"message"`
-				} `json:"error"`
-			}
-			if json.Unmarshal(body, &msg) != nil || msg.JSONRPC != "2.0" || string(msg.ID) != "null" || msg.Error.Code != codeInvalidRequest ||
-				!strings.Contains(msg.Error.Message, "mcp_allowed_origins") {
+			var msg rpcBody
+			if json.Unmarshal(body, &msg) != nil || msg.JSONRPC != "2.0" || string(msg.ID) != "null" || msg.Error == nil ||
+				msg.Error.Code != codeInvalidRequest || !strings.Contains(msg.Error.Message, "mcp_allowed_origins") {
 				t.Errorf("Origin %q: the refusal is not a JSON-RPC error naming the setting: %s", c.origin, body)
 			}
 		}

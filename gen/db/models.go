@@ -261,6 +261,12 @@ type SchemaMigration struct {
 	AppliedAt time.Time
 }
 
+type ServerSecret struct {
+	Name      string
+	Secret    []byte
+	CreatedAt time.Time
+}
+
 type StreamCheckpoint struct {
 	AccountID uuid.UUID
 	RequestID string

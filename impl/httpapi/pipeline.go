@@ -33,6 +33,10 @@ const (
 	canonicalLimitRequests      = "X-Ratelimit-Limit-Requests"
 	canonicalRemainingRequests  = "X-Ratelimit-Remaining-Requests"
 	canonicalResetRequests      = "X-Ratelimit-Reset-Requests"
+	// The same three on the Anthropic routes, in Anthropic's names.
+	canonicalAnthropicLimitRequests     = "Anthropic-Ratelimit-Requests-Limit"
+	canonicalAnthropicRemainingRequests = "Anthropic-Ratelimit-Requests-Remaining"
+	canonicalAnthropicResetRequests     = "Anthropic-Ratelimit-Requests-Reset"
 )
 
 // newRequestID returns "req_" and 24 random hex digits.
@@ -244,9 +248,16 @@ func (s *Server) limitRate(next http.Handler) http.Handler {
 			return
 		}
 		h := w.Header()
-		h[canonicalLimitRequests] = []string{strconv.Itoa(d.Limit)}
-		h[canonicalRemainingRequests] = []string{strconv.Itoa(d.Remaining)}
-		h[canonicalResetRequests] = []string{strconv.Itoa(apierror.Seconds(d.ResetAfter)) + "s"}
+		if familyOf(r.URL.Path) == familyAnthropic {
+			// Anthropic's own family (wire-protocols.md §3.1): the reset is a time, RFC 3339.
+			h[canonicalAnthropicLimitRequests] = []string{strconv.Itoa(d.Limit)}
+			h[canonicalAnthropicRemainingRequests] = []string{strconv.Itoa(d.Remaining)}
+			h[canonicalAnthropicResetRequests] = []string{time.Now().Add(time.Duration(apierror.Seconds(d.ResetAfter)) * time.Second).UTC().Format(time.RFC3339)}
+		} else {
+			h[canonicalLimitRequests] = []string{strconv.Itoa(d.Limit)}
+			h[canonicalRemainingRequests] = []string{strconv.Itoa(d.Remaining)}
+			h[canonicalResetRequests] = []string{strconv.Itoa(apierror.Seconds(d.ResetAfter)) + "s"}
+		}
 		if !d.Allowed {
 			if s.metrics != nil {
 				s.metrics.RateLimited.Inc()

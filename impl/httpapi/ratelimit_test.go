@@ -118,8 +118,21 @@ func TestRPMCapOnEveryRoute(t *testing.T) {
 		if status, _, body := do(t, c, g.URL, validRequests[op], bearer); status == http.StatusTooManyRequests {
 			t.Fatalf("%s: first request limited: %s", op, body)
 		}
+		before := time.Now()
 		status, h, body := do(t, c, g.URL, validRequests[op], bearer)
 		checkRateLimited(t, op, status, h, body, "60")
+		// The limit's headers, in the route's family: Anthropic's names and an RFC 3339 reset
+		// time on the Messages routes (wire-protocols.md §3.1), OpenAI's elsewhere.
+		if strings.HasPrefix(opPath(op), "/v1/messages") {
+			reset, err := time.Parse(time.RFC3339, h.Get("anthropic-ratelimit-requests-reset"))
+			if h.Get("anthropic-ratelimit-requests-limit") != "1" || h.Get("anthropic-ratelimit-requests-remaining") != "0" || err != nil ||
+				reset.Before(before.Truncate(time.Second)) || reset.After(time.Now().Add(61*time.Second)) || h.Get("x-ratelimit-limit-requests") != "" {
+				t.Errorf("%s: rate-limit headers %v", op, h)
+			}
+		} else if (h.Get("x-ratelimit-limit-requests") != "1" || h.Get("x-ratelimit-remaining-requests") != "0" ||
+			h.Get("x-ratelimit-reset-requests") != "60s" || h.Get("anthropic-ratelimit-requests-limit") != "") {
+			t.Errorf("%s: rate-limit headers %v", op, h)
+		}
 	}
 }
 

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/tollgate/tollgate/gen/db"
 	"github.com/tollgate/tollgate/impl/price"
+	"github.com/tollgate/tollgate/impl/sealedid"
 )
 
 // The sizes of a request log page.
@@ -42,27 +41,29 @@ type Cursor struct {
 // IsZero reports whether c is the first page's cursor.
 func (c Cursor) IsZero() bool { return c.ID == 0 && c.StartedAt.IsZero() }
 
-// String is the cursor as a URL parameter ("" for the first page): the start time in
-// microseconds since 1970 (PostgreSQL's precision) and the id.
-func (c Cursor) String() string {
+// Seal is the cursor as a URL parameter ("" for the first page): its start time in
+// microseconds since 1970 (PostgreSQL's precision) and its id, sealed (impl/sealedid), since
+// the id is usage_records' sequence, which counts every account's requests together.
+func (c Cursor) Seal(s *sealedid.Seal) string {
 	if c.IsZero() {
 		return ""
 	}
-	return strconv.FormatInt(c.StartedAt.UnixMicro(), 10) + "-" + strconv.FormatInt(c.ID, 10)
+	return s.Pair(c.StartedAt.UnixMicro(), c.ID)
 }
 
-// ParseCursor reads a cursor written by Cursor.String ("" is the first page).
-func ParseCursor(s string) (Cursor, error) {
-	if s == "" {
+// maxCursorMicros bounds the start time a cursor may hold: the year 10000.
+var maxCursorMicros = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
+
+// OpenCursor reads a cursor written by Cursor.Seal with the same key ("" is the first page).
+func OpenCursor(s *sealedid.Seal, token string) (Cursor, error) {
+	if token == "" {
 		return Cursor{}, nil
 	}
-	us, id, ok := strings.Cut(s, "-")
-	micros, err1 := strconv.ParseInt(us, 10, 64)
-	n, err2 := strconv.ParseInt(id, 10, 64)
-	if !ok || err1 != nil || err2 != nil || n <= 0 || us == "" || us[0] == '+' || id[0] == '+' {
+	micros, id, ok := s.OpenPair(token)
+	if !ok || id <= 0 || micros < 0 || micros >= maxCursorMicros {
 		return Cursor{}, fmt.Errorf("not a page cursor")
 	}
-	return Cursor{StartedAt: time.UnixMicro(micros).UTC(), ID: n}, nil
+	return Cursor{StartedAt: time.UnixMicro(micros).UTC(), ID: id}, nil
 }
 
 // Request is one row of the request log: one settled request.

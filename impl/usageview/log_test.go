@@ -37,7 +37,7 @@ func allPages(t *testing.T, f *fixture, acct uuid.UUID, filter usageview.Filter,
 			t.Fatal("the pages never end")
 		}
 		// The cursor goes through its URL form, as a next-page link carries it.
-		after, err = usageview.ParseCursor(p.Next.String())
+		after, err = usageview.OpenCursor(testSeal, p.Next.Seal(testSeal))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+
+	"github.com/tollgate/tollgate/impl/sealedid"
 )
 
 // The URL query parameters of the Usage page that ParseLogQuery and ParseDailyQuery read.
@@ -56,17 +58,20 @@ type LogQuery struct {
 	After  Cursor
 	// Limit is the page size (DefaultPageSize when the URL does not say).
 	Limit int
+
+	// seal writes the cursors of NextValues.
+	seal *sealedid.Seal
 }
 
-// ParseLogQuery reads the request log's filter, cursor and page size from URL query values
-// (the parameters Param...; others are ignored). Days are read in loc (nil: UTC): from=DAY
+// ParseLogQuery reads the request log's filter, cursor (sealed with seal) and page size from
+// URL query values (the parameters Param...; others are ignored). Days are read in loc (nil: UTC): from=DAY
 // starts at that day's midnight, to=DAY ends at the next midnight; RFC 3339 times are taken as
 // they are (to excluded). Every parameter that cannot be read is named in the *QueryError.
-func ParseLogQuery(v url.Values, loc *time.Location) (LogQuery, error) {
+func ParseLogQuery(v url.Values, loc *time.Location, seal *sealedid.Seal) (LogQuery, error) {
 	if loc == nil {
 		loc = time.UTC
 	}
-	q := LogQuery{Limit: DefaultPageSize}
+	q := LogQuery{Limit: DefaultPageSize, seal: seal}
 	var probs []Problem
 	bad := func(param, format string, args ...any) {
 		probs = append(probs, Problem{Param: param, Message: fmt.Sprintf(format, args...)})
@@ -108,7 +113,7 @@ func ParseLogQuery(v url.Values, loc *time.Location) (LogQuery, error) {
 		}
 	}
 	if s := v.Get(ParamAfter); s != "" {
-		c, err := ParseCursor(s)
+		c, err := OpenCursor(seal, s)
 		if err != nil {
 			bad(ParamAfter, "%s is not a page cursor: start again from the first page", quote(s))
 		}
@@ -160,7 +165,7 @@ func (q LogQuery) Values(loc *time.Location) url.Values {
 func (q LogQuery) NextValues(loc *time.Location, p Page) url.Values {
 	v := q.Values(loc)
 	if !p.Next.IsZero() {
-		v.Set(ParamAfter, p.Next.String())
+		v.Set(ParamAfter, p.Next.Seal(q.seal))
 	}
 	return v
 }

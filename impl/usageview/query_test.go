@@ -1,15 +1,18 @@
 package usageview_test
 
 import (
+	"bytes"
 	"errors"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/tollgate/tollgate/impl/sealedid"
 	"github.com/tollgate/tollgate/impl/usageview"
 )
 
@@ -24,8 +27,8 @@ func TestParseLogQuery(t *testing.T) {
 	key := uuid.New()
 	cursor := usageview.Cursor{StartedAt: time.Date(2025, 3, 1, 10, 0, 0, 123456000, time.UTC), ID: 42}
 	v := url.Values{"from": {"2025-03-01"}, "to": {"2025-03-02"}, "model": {" service-flint "}, "key": {key.String()},
-		"route": {"/v1/messages"}, "status": {"failed"}, "limit": {"20"}, "after": {cursor.String()}, "group": {"key"}}
-	q, err := usageview.ParseLogQuery(v, paris)
+		"route": {"/v1/messages"}, "status": {"failed"}, "limit": {"20"}, "after": {cursor.Seal(testSeal)}, "group": {"key"}}
+	q, err := usageview.ParseLogQuery(v, paris, testSeal)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,20 +43,20 @@ func TestParseLogQuery(t *testing.T) {
 		t.Errorf("values %s", back.Encode())
 	}
 	next := q.NextValues(paris, usageview.Page{Next: cursor})
-	if again, err := usageview.ParseLogQuery(next, paris); err != nil || again.After != cursor || again.Filter != q.Filter {
+	if again, err := usageview.ParseLogQuery(next, paris, testSeal); err != nil || again.After != cursor || again.Filter != q.Filter {
 		t.Errorf("next page %s read back as %+v, %v", next.Encode(), again, err)
 	}
-	exact, err := usageview.ParseLogQuery(url.Values{"from": {"2025-03-01T10:30:00+01:00"}, "to": {"2025-03-01T12:00:00Z"}}, nil)
+	exact, err := usageview.ParseLogQuery(url.Values{"from": {"2025-03-01T10:30:00+01:00"}, "to": {"2025-03-01T12:00:00Z"}}, nil, testSeal)
 	if err != nil || !exact.Filter.From.Equal(time.Date(2025, 3, 1, 9, 30, 0, 0, time.UTC)) || exact.Limit != usageview.DefaultPageSize {
 		t.Errorf("RFC 3339 bounds: %+v, %v", exact, err)
 	}
-	if empty, err := usageview.ParseLogQuery(url.Values{}, nil); err != nil || empty.Filter != (usageview.Filter{}) || !empty.After.IsZero() {
+	if empty, err := usageview.ParseLogQuery(url.Values{}, nil, testSeal); err != nil || empty.Filter != (usageview.Filter{}) || !empty.After.IsZero() {
 		t.Errorf("empty query: %+v, %v", empty, err)
 	}
 
 	bad := url.Values{"from": {"yesterday"}, "to": {"2020-01-01"}, "key": {"abc"}, "limit": {"9999"}, "after": {"x-1"},
 		"model": {"a\x00b"}, "status": {strings.Repeat("s", 300)}}
-	_, err = usageview.ParseLogQuery(bad, nil)
+	_, err = usageview.ParseLogQuery(bad, nil, testSeal)
 	var qe *usageview.QueryError
 	if !errors.As(err, &qe) {
 		t.Fatalf("error %v", err)
@@ -69,14 +72,48 @@ func TestParseLogQuery(t *testing.T) {
 		!strings.Contains(err.Error(), `limit: "9999" is not a whole number from 1 to 500`) {
 		t.Errorf("message: %v", err)
 	}
-	_, err = usageview.ParseLogQuery(url.Values{"from": {"2025-03-02"}, "to": {"2025-03-01"}}, nil)
+	_, err = usageview.ParseLogQuery(url.Values{"from": {"2025-03-02"}, "to": {"2025-03-01"}}, nil, testSeal)
 	if err == nil || err.Error() != "to: must be after from" {
 		t.Errorf("reversed bounds: %v", err)
 	}
-	for _, s := range []string{"", "-1", "1-0", "1-", "-", "1--2", "+1-2", "1-+2", "a-b"} {
-		if _, err := usageview.ParseCursor(s); (err == nil) != (s == "") {
-			t.Errorf("cursor %q: %v", s, err)
+}
+
+// testSeal seals the cursors of these tests.
+var testSeal = func() *sealedid.Seal {
+	s, err := sealedid.New(bytes.Repeat([]byte{3}, sealedid.KeySize))
+	if err != nil {
+		panic(err)
+	}
+	return s
+}()
+
+// TestCursorsAreSealed: a next-page cursor shows neither the row's id (usage_records' sequence,
+// shared by every account) nor its time; it opens under the key that sealed it and no other, and
+// what is not a cursor (the plain form of earlier builds, a forged token that opens to a time
+// or id out of range) is refused.
+func TestCursorsAreSealed(t *testing.T) {
+	c := usageview.Cursor{StartedAt: time.Date(2026, 12, 3, 10, 0, 0, 123456000, time.UTC), ID: 987654}
+	tok := c.Seal(testSeal)
+	if strings.Contains(tok, "987654") || strings.Contains(tok, strconv.FormatInt(c.StartedAt.UnixMicro(), 10)) {
+		t.Errorf("cursor %q shows its id or time", tok)
+	}
+	if back, err := usageview.OpenCursor(testSeal, tok); err != nil || back != c {
+		t.Errorf("OpenCursor = %+v, %v; want %+v", back, err, c)
+	}
+	other, _ := sealedid.New(bytes.Repeat([]byte{4}, sealedid.KeySize))
+	if back, err := usageview.OpenCursor(other, tok); err == nil && back == c {
+		t.Error("the cursor opened under another key")
+	}
+	if (usageview.Cursor{}).Seal(testSeal) != "" {
+		t.Error("the first page has a cursor")
+	}
+	for _, s := range []string{"-1", "1-0", "1764777600000000-41", "a-b", tok[:21], tok + "A", testSeal.Pair(-5, 10), testSeal.Pair(1, 0), testSeal.Pair(1<<62, 10)} {
+		if _, err := usageview.OpenCursor(testSeal, s); err == nil {
+			t.Errorf("%q opened", s)
 		}
+	}
+	if _, err := usageview.ParseLogQuery(url.Values{"after": {"1764777600000000-41"}}, nil, testSeal); err == nil {
+		t.Error("the plain cursor of earlier builds was taken")
 	}
 }
 

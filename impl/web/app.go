@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"embed"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/dataset"
 	"github.com/tollgate/tollgate/impl/mcpauth"
+	"github.com/tollgate/tollgate/impl/sealedid"
 	"github.com/tollgate/tollgate/impl/store"
 	"github.com/tollgate/tollgate/impl/usageview"
 	"github.com/tollgate/tollgate/impl/web/audit"
@@ -30,6 +32,9 @@ import (
 // CookieName is the session cookie. The __Host- prefix makes browsers insist on Secure,
 // Path=/ and no Domain (browsers take Secure cookies over http://localhost and 127.0.0.1).
 const CookieName = "__Host-tollgate_session"
+
+// sealedIDsSecret names the server secret (store.Secret) of the ids the console seals.
+const sealedIDsSecret = "sealed_ids"
 
 //go:embed templates/*.html
 var templateFS embed.FS
@@ -70,6 +75,9 @@ type App struct {
 	members  *members.Service
 	audit    *audit.Log
 	sessions *session.Store
+	// seals seals the ids a page would otherwise show from a sequence every account shares
+	// (the request log's cursor).
+	seals *sealedid.Loader
 	sm       *scs.SessionManager
 	rp       *signin.RP
 	pages    map[string]*template.Template
@@ -102,6 +110,7 @@ func New(o Options) (*App, error) {
 			RedirectURL: w.RedirectURL, HTTPClient: o.HTTPClient}),
 		datasets: o.Datasets, agents: o.Agents, tails: newTails(),
 		usage: usageview.New(pool, usageview.Options{Archive: o.UsageArchive}), oauth: o.OAuth,
+		seals: sealedid.NewLoader(func(ctx context.Context) ([]byte, error) { return o.Store.Secret(ctx, sealedIDsSecret) }),
 	}
 	sm := scs.New()
 	sm.Store = a.sessions

@@ -201,7 +201,12 @@ func (a *App) usagePage(w http.ResponseWriter, r *http.Request, v *Visitor, svc 
 		d.Keys = append(d.Keys, usageKeyOption{ID: k.ID.String(), Label: usageview.KeyLabel(k.Name, k.DisplayPrefix), Selected: k.ID.String() == d.Form.Key})
 	}
 
-	lq, err := usageview.ParseLogQuery(q, time.UTC)
+	seal, err := a.seals.Seal(ctx)
+	if err != nil {
+		a.failInternal(w, r, v, "usage cursor key", err)
+		return
+	}
+	lq, err := usageview.ParseLogQuery(q, time.UTC, seal)
 	if errors.As(err, &qe) {
 		d.Problems = append(d.Problems, qe.Problems...)
 		status = http.StatusBadRequest
@@ -230,7 +235,7 @@ func (a *App) usagePage(w http.ResponseWriter, r *http.Request, v *Visitor, svc 
 		}
 		if !page.Next.IsZero() {
 			next := cloneValues(keep)
-			next.Set(usageview.ParamAfter, page.Next.String())
+			next.Set(usageview.ParamAfter, page.Next.Seal(seal))
 			d.OlderURL = "/usage?" + next.Encode()
 		}
 		d.CSVURL = "/usage/export.csv?" + lq.Values(time.UTC).Encode()
@@ -352,7 +357,12 @@ func latencyText(d time.Duration, unfinished bool) string {
 // page, a failure before anything was sent a 503 page; a failure once rows have been sent
 // aborts the response, so that a cut download is never taken for a whole one.
 func (a *App) usageExport(w http.ResponseWriter, r *http.Request, v *Visitor, svc *usageview.Service) {
-	lq, err := usageview.ParseLogQuery(r.URL.Query(), time.UTC)
+	seal, err := a.seals.Seal(r.Context())
+	if err != nil {
+		a.failInternal(w, r, v, "usage cursor key", err)
+		return
+	}
+	lq, err := usageview.ParseLogQuery(r.URL.Query(), time.UTC, seal)
 	if err != nil {
 		a.fail(w, r, v, http.StatusBadRequest, "The export's filters could not be read: "+err.Error())
 		return

@@ -5,7 +5,9 @@ import (
 	"encoding/csv"
 	"html"
 	"net/http"
+	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -97,11 +99,32 @@ func TestUsagePage(t *testing.T) {
 		t.Errorf("the per-day table of 30 days with spend on one or two: %d rows:\n%s", n, perDay)
 	}
 
-	// One row a page: r3, r2, r1, each once, then no older link.
+	// One row a page: r3, r2, r1, each once, then no older link. The link's cursor is sealed:
+	// it carries neither the row's id, which is usage_records' sequence shared by every account,
+	// nor the plain "<microseconds>-<id>" of earlier builds.
+	var ids []string
+	idRows, err := e.Store.Pool().Query(ctx, `SELECT id::text FROM usage_records`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for idRows.Next() {
+		var id string
+		if err := idRows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	idRows.Close()
+	sealed := regexp.MustCompile(`^[A-Za-z0-9_-]{22}$`)
 	var seen []string
 	next := "/usage?limit=1"
 	older := regexp.MustCompile(`href="([^"]+)" rel="next"`)
 	for i := 0; next != "" && i < 10; i++ {
+		if u, err := url.Parse(next); err != nil {
+			t.Fatal(err)
+		} else if after := u.Query().Get("after"); after != "" && !sealed.MatchString(after) {
+			t.Errorf("the older link's cursor %q is not sealed (ids %v)", after, ids)
+		}
 		p := b.get(next)
 		if p.Status != http.StatusOK {
 			t.Fatalf("GET %s: %d", next, p.Status)
@@ -119,6 +142,12 @@ func TestUsagePage(t *testing.T) {
 	}
 	if strings.Join(seen, ",") != "service-flint,service-sonnet,service-flint" {
 		t.Errorf("pages showed %v", seen)
+	}
+
+	// A cursor in the plain form of earlier builds, which named a row by its id, is refused.
+	if p := b.get("/usage?after=" + strconv.FormatInt(now.UnixMicro(), 10) + "-" + ids[0]); p.Status != http.StatusBadRequest ||
+		!strings.Contains(p.Body, "is not a page cursor") {
+		t.Errorf("a plain cursor: %d %.1500s", p.Status, p.Body)
 	}
 
 	p = b.get("/usage?model=service-sonnet")

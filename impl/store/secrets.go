@@ -1,0 +1,30 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+
+	"github.com/tollgate/tollgate/gen/db"
+)
+
+// SecretSize is the length in bytes of every server secret.
+const SecretSize = 32
+
+// Secret is the server secret of that name, shared by every replica and kept across restarts:
+// the first call anywhere makes it (32 bytes from crypto/rand) and every later one reads the
+// same bytes.
+func (s *Store) Secret(ctx context.Context, name string) ([]byte, error) {
+	fresh := make([]byte, SecretSize)
+	if _, err := rand.Read(fresh); err != nil {
+		return nil, fmt.Errorf("server secret %s: %w", name, err)
+	}
+	if err := s.q.InsertServerSecret(ctx, db.InsertServerSecretParams{Name: name, Secret: fresh}); err != nil {
+		return nil, fmt.Errorf("server secret %s: %w", name, err)
+	}
+	secret, err := s.q.ServerSecret(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("server secret %s: %w", name, err)
+	}
+	return secret, nil
+}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -108,15 +109,28 @@ func TestSessionsPage(t *testing.T) {
 	phone.signIn(e, aliceEmail, alicePass)
 	bob.signIn(e, bobEmail, bobPass)
 	p := laptop.get("/sessions")
-	ends := regexp.MustCompile(`action="/sessions/(\d+)/end"`).FindAllStringSubmatch(p.Body, -1)
+	ends := regexp.MustCompile(`action="/sessions/([A-Za-z0-9_-]{22})/end"`).FindAllStringSubmatch(p.Body, -1)
 	if len(ends) != 2 || strings.Count(p.Body, "(this session)") != 1 {
 		t.Fatalf("sessions page: %d sessions %.600s", len(ends), p.Body)
 	}
-	var bobID string
-	if err := e.Store.Pool().QueryRow(context.Background(), `SELECT s.id::text FROM web_sessions s JOIN users u ON u.id = s.user_id WHERE u.email = $1`, bobEmail).Scan(&bobID); err != nil {
+	// The page names sessions by sealed tokens: web_sessions' ids count every account's
+	// sign-ins together, and the plain id (of earlier builds) names no session.
+	var bobID, aliceID int64
+	if err := e.Store.Pool().QueryRow(context.Background(), `SELECT s.id FROM web_sessions s JOIN users u ON u.id = s.user_id WHERE u.email = $1`, bobEmail).Scan(&bobID); err != nil {
 		t.Fatal(err)
 	}
-	if r := laptop.post("/sessions/"+bobID+"/end", nil); r.Status != http.StatusNotFound {
+	if err := e.Store.Pool().QueryRow(context.Background(), `SELECT max(s.id) FROM web_sessions s JOIN users u ON u.id = s.user_id WHERE u.email = $1`, aliceEmail).Scan(&aliceID); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ends {
+		if strings.Contains(m[1], strconv.FormatInt(aliceID, 10)) && aliceID > 9 {
+			t.Errorf("session token %s shows an id", m[1])
+		}
+	}
+	if r := laptop.post("/sessions/"+strconv.FormatInt(aliceID, 10)+"/end", nil); r.Status != http.StatusNotFound {
+		t.Fatalf("ending a session by its plain id: %d", r.Status)
+	}
+	if r := laptop.post("/sessions/"+sealedSessionID(t, e, bobID)+"/end", nil); r.Status != http.StatusNotFound {
 		t.Fatalf("ending another user's session: %d", r.Status)
 	}
 	if !signedIn(bob) {

@@ -76,8 +76,8 @@ type App struct {
 	audit    *audit.Log
 	sessions *session.Store
 	// seals seals the ids a page would otherwise show from a sequence every account shares
-	// (the request log's cursor).
-	seals *sealedid.Loader
+	// (the request log's cursor, the Sessions page's session ids).
+	seals    *sealedid.Loader
 	sm       *scs.SessionManager
 	rp       *signin.RP
 	pages    map[string]*template.Template

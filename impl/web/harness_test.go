@@ -20,7 +20,9 @@ import (
 	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 	"github.com/tollgate/tollgate/impl/gateway"
 	"github.com/tollgate/tollgate/impl/h1server"
+	"github.com/tollgate/tollgate/impl/sealedid"
 	"github.com/tollgate/tollgate/impl/store"
+	"github.com/tollgate/tollgate/impl/web"
 	"github.com/tollgate/tollgate/impl/web/members"
 )
 
@@ -274,4 +276,18 @@ func (b *browser) cookie() string {
 		}
 	}
 	return ""
+}
+
+// sealedSessionID is the token the Sessions page shows for the session with that id.
+func sealedSessionID(t *testing.T, e *env, id int64) string {
+	t.Helper()
+	key, err := e.Store.Secret(context.Background(), web.SealedIDsSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seal, err := sealedid.New(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return web.SessionToken(seal, id)
 }

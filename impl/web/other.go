@@ -7,6 +7,7 @@ import (
 
 	"github.com/tollgate/tollgate/impl/agent"
 	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/sealedid"
 	"github.com/tollgate/tollgate/impl/store"
 	"github.com/tollgate/tollgate/impl/usageview"
 	"github.com/tollgate/tollgate/impl/web/session"
@@ -187,9 +188,31 @@ func (a *App) sessionsRoutes(mux *http.ServeMux) {
 type signInRow struct {
 	session.Info
 	Browser string
+	// Token names the session in its End button's URL: its id sealed (sessionToken), since
+	// web_sessions' ids count every account's sign-ins together.
+	Token string
+}
+
+// sessionTag is the second half of a session's sealed token (sealedid.Seal.Pair): a token that
+// opens to any other pair (a page cursor, a forgery) names no session.
+const sessionTag = 0x7467_7365_7373_696f // "tgsessio"
+
+// sessionToken is the session id as the Sessions page shows it.
+func sessionToken(seal *sealedid.Seal, id int64) string { return seal.Pair(id, sessionTag) }
+
+// openSessionToken is the session id of a token from the Sessions page; ok is false when the
+// token names none.
+func openSessionToken(seal *sealedid.Seal, token string) (int64, bool) {
+	id, tag, ok := seal.OpenPair(token)
+	return id, ok && tag == sessionTag && id > 0
 }
 
 func (a *App) sessionsPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
+	seal, err := a.seals.Seal(r.Context())
+	if err != nil {
+		a.failInternal(w, r, v, "session id key", err)
+		return
+	}
 	list, err := a.sessions.List(r.Context(), v.User.ID, a.sm.Token(r.Context()))
 	if err != nil {
 		a.failInternal(w, r, v, "list sessions", err)
@@ -197,7 +220,7 @@ func (a *App) sessionsPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	}
 	rows := make([]signInRow, 0, len(list))
 	for _, s := range list {
-		rows = append(rows, signInRow{Info: s, Browser: browserSummary(s.UserAgent)})
+		rows = append(rows, signInRow{Info: s, Browser: browserSummary(s.UserAgent), Token: sessionToken(seal, s.ID)})
 	}
 	a.render(w, r, v, http.StatusOK, "sessions", "Sessions", rows)
 }
@@ -205,8 +228,13 @@ func (a *App) sessionsPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
 // endSession ends one of the user's sessions (another user's id is not found); ending the
 // current one is signing out here.
 func (a *App) endSession(w http.ResponseWriter, r *http.Request, v *Visitor) {
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	seal, err := a.seals.Seal(r.Context())
 	if err != nil {
+		a.failInternal(w, r, v, "session id key", err)
+		return
+	}
+	id, ok := openSessionToken(seal, r.PathValue("id"))
+	if !ok {
 		a.fail(w, r, v, http.StatusNotFound, "There is no such session.")
 		return
 	}
@@ -221,7 +249,7 @@ func (a *App) endSession(w http.ResponseWriter, r *http.Request, v *Visitor) {
 			current = true
 		}
 	}
-	ok, err := a.sessions.End(r.Context(), v.User.ID, id)
+	ok, err = a.sessions.End(r.Context(), v.User.ID, id)
 	if err != nil {
 		a.failInternal(w, r, v, "end session", err)
 		return

@@ -30,11 +30,11 @@ func TestEndedSessionStaysEnded(t *testing.T) {
 		t.Fatalf("the session before it ends: %v %v", ok, err)
 	}
 	// ...when its owner ends it on the Sessions page...
-	var id string
-	if err := e.Store.Pool().QueryRow(ctx, `SELECT id::text FROM web_sessions WHERE token_hash = $1`, session.Hash(token)).Scan(&id); err != nil {
+	var id int64
+	if err := e.Store.Pool().QueryRow(ctx, `SELECT id FROM web_sessions WHERE token_hash = $1`, session.Hash(token)).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
-	if r := laptop.post("/sessions/"+id+"/end", nil); r.Status != http.StatusSeeOther {
+	if r := laptop.post("/sessions/"+sealedSessionID(t, e, id)+"/end", nil); r.Status != http.StatusSeeOther {
 		t.Fatalf("end the stolen session: %d", r.Status)
 	}
 	// ...and then saves it as it answers.

@@ -126,8 +126,8 @@ WHERE (sqlc.narg('account_id')::uuid IS NULL OR account_id = sqlc.narg('account_
 ORDER BY created_at DESC LIMIT sqlc.arg('max');
 
 -- name: InsertAgentApproval :one
-INSERT INTO agent_approvals (id, account_id, key_id, action, arguments, arguments_hash, expires_at, requested_by)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING *;
+INSERT INTO agent_approvals (id, account_id, key_id, action, arguments, arguments_hash, expires_at, requested_by, trace_parent)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING *;
 
 -- name: GetAgentApproval :one
 SELECT * FROM agent_approvals WHERE id = $1;

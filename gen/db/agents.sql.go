@@ -272,7 +272,7 @@ func (q *Queries) GetAccountAgentSession(ctx context.Context, arg GetAccountAgen
 }
 
 const getAgentApproval = `-- name: GetAgentApproval :one
-SELECT id, account_id, key_id, action, arguments, arguments_hash, state, action_status, session_id, message_id, failure, created_at, expires_at, resolved_at, resolved_by, requested_by FROM agent_approvals WHERE id = $1
+SELECT id, account_id, key_id, action, arguments, arguments_hash, state, action_status, session_id, message_id, failure, created_at, expires_at, resolved_at, resolved_by, requested_by, trace_parent FROM agent_approvals WHERE id = $1
 `
 
 func (q *Queries) GetAgentApproval(ctx context.Context, id uuid.UUID) (AgentApproval, error) {
@@ -295,12 +295,13 @@ func (q *Queries) GetAgentApproval(ctx context.Context, id uuid.UUID) (AgentAppr
 		&i.ResolvedAt,
 		&i.ResolvedBy,
 		&i.RequestedBy,
+		&i.TraceParent,
 	)
 	return i, err
 }
 
 const getAgentApprovalForUpdate = `-- name: GetAgentApprovalForUpdate :one
-SELECT id, account_id, key_id, action, arguments, arguments_hash, state, action_status, session_id, message_id, failure, created_at, expires_at, resolved_at, resolved_by, requested_by FROM agent_approvals WHERE id = $1 FOR UPDATE
+SELECT id, account_id, key_id, action, arguments, arguments_hash, state, action_status, session_id, message_id, failure, created_at, expires_at, resolved_at, resolved_by, requested_by, trace_parent FROM agent_approvals WHERE id = $1 FOR UPDATE
 `
 
 // An approval, locked until the transaction ends: the worker of an approved action holds it
@@ -325,6 +326,7 @@ func (q *Queries) GetAgentApprovalForUpdate(ctx context.Context, id uuid.UUID) (
 		&i.ResolvedAt,
 		&i.ResolvedBy,
 		&i.RequestedBy,
+		&i.TraceParent,
 	)
 	return i, err
 }
@@ -493,8 +495,8 @@ func (q *Queries) GetAgentTicket(ctx context.Context, id uuid.UUID) (AgentTicket
 }
 
 const insertAgentApproval = `-- name: InsertAgentApproval :one
-INSERT INTO agent_approvals (id, account_id, key_id, action, arguments, arguments_hash, expires_at, requested_by)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id, account_id, key_id, action, arguments, arguments_hash, state, action_status, session_id, message_id, failure, created_at, expires_at, resolved_at, resolved_by, requested_by
+INSERT INTO agent_approvals (id, account_id, key_id, action, arguments, arguments_hash, expires_at, requested_by, trace_parent)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id, account_id, key_id, action, arguments, arguments_hash, state, action_status, session_id, message_id, failure, created_at, expires_at, resolved_at, resolved_by, requested_by, trace_parent
 `
 
 type InsertAgentApprovalParams struct {
@@ -506,6 +508,7 @@ type InsertAgentApprovalParams struct {
 	ArgumentsHash string
 	ExpiresAt     time.Time
 	RequestedBy   string
+	TraceParent   string
 }
 
 func (q *Queries) InsertAgentApproval(ctx context.Context, arg InsertAgentApprovalParams) (AgentApproval, error) {
@@ -518,6 +521,7 @@ func (q *Queries) InsertAgentApproval(ctx context.Context, arg InsertAgentApprov
 		arg.ArgumentsHash,
 		arg.ExpiresAt,
 		arg.RequestedBy,
+		arg.TraceParent,
 	)
 	var i AgentApproval
 	err := row.Scan(
@@ -537,6 +541,7 @@ func (q *Queries) InsertAgentApproval(ctx context.Context, arg InsertAgentApprov
 		&i.ResolvedAt,
 		&i.ResolvedBy,
 		&i.RequestedBy,
+		&i.TraceParent,
 	)
 	return i, err
 }
@@ -851,7 +856,7 @@ func (q *Queries) ListAccountAgentSessions(ctx context.Context, arg ListAccountA
 }
 
 const listAgentApprovals = `-- name: ListAgentApprovals :many
-SELECT id, account_id, key_id, action, arguments, arguments_hash, state, action_status, session_id, message_id, failure, created_at, expires_at, resolved_at, resolved_by, requested_by FROM agent_approvals
+SELECT id, account_id, key_id, action, arguments, arguments_hash, state, action_status, session_id, message_id, failure, created_at, expires_at, resolved_at, resolved_by, requested_by, trace_parent FROM agent_approvals
 WHERE ($1::uuid IS NULL OR account_id = $1::uuid)
   AND ($2::text = '' OR state = $2::text)
 ORDER BY created_at DESC LIMIT $3
@@ -889,6 +894,7 @@ func (q *Queries) ListAgentApprovals(ctx context.Context, arg ListAgentApprovals
 			&i.ResolvedAt,
 			&i.ResolvedBy,
 			&i.RequestedBy,
+			&i.TraceParent,
 		); err != nil {
 			return nil, err
 		}
@@ -1150,7 +1156,7 @@ UPDATE agent_approvals
 SET state = $1::text, resolved_at = now(), resolved_by = $2::text,
     action_status = CASE WHEN $1::text = 'approved' THEN 'queued' END
 WHERE id = $3 AND state = 'pending' AND expires_at > now()
-RETURNING id, account_id, key_id, action, arguments, arguments_hash, state, action_status, session_id, message_id, failure, created_at, expires_at, resolved_at, resolved_by, requested_by
+RETURNING id, account_id, key_id, action, arguments, arguments_hash, state, action_status, session_id, message_id, failure, created_at, expires_at, resolved_at, resolved_by, requested_by, trace_parent
 `
 
 type ResolveAgentApprovalParams struct {
@@ -1181,6 +1187,7 @@ func (q *Queries) ResolveAgentApproval(ctx context.Context, arg ResolveAgentAppr
 		&i.ResolvedAt,
 		&i.ResolvedBy,
 		&i.RequestedBy,
+		&i.TraceParent,
 	)
 	return i, err
 }

@@ -37,6 +37,7 @@ type AgentApproval struct {
 	ResolvedAt    *time.Time
 	ResolvedBy    string
 	RequestedBy   string
+	TraceParent   string
 }
 
 type AgentCommand struct {

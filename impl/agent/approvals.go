@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tollgate/tollgate/gen/db"
 	"github.com/tollgate/tollgate/impl/apierror"
@@ -87,7 +88,7 @@ func (s *Service) request(ctx context.Context, p auth.Principal, action string, 
 	sum := sha256.Sum256(append([]byte(action+"\n"), b...))
 	a, err := s.q.InsertAgentApproval(ctx, db.InsertAgentApprovalParams{ID: uuid.New(), AccountID: p.AccountID, KeyID: pgUUID(p.KeyID),
 		Action: action, Arguments: b, ArgumentsHash: hex.EncodeToString(sum[:]), ExpiresAt: time.Now().Add(s.cfg.ApprovalTTL),
-		RequestedBy: requester(p)})
+		RequestedBy: requester(p), TraceParent: traceparent(ctx)})
 	if err != nil {
 		return Approval{}, err
 	}
@@ -319,11 +320,16 @@ func (w *actionWorker) Work(ctx context.Context, job *river.Job[actionArgs]) err
 		if err != nil {
 			return err
 		}
+		// The job has no span: what the action starts links to the request that asked for it.
+		actx := ctx
+		if sc := spanContextOf(a.TraceParent); sc.IsValid() {
+			actx = trace.ContextWithRemoteSpanContext(ctx, sc)
+		}
 		switch a.Action {
 		case "spawn":
-			session, err = s.spawnApproved(ctx, sp, q.WithTx(sp), a)
+			session, err = s.spawnApproved(actx, sp, q.WithTx(sp), a)
 		case "prompt":
-			session, message, err = s.promptApproved(ctx, sp, q.WithTx(sp), a)
+			session, message, err = s.promptApproved(actx, sp, q.WithTx(sp), a)
 		default:
 			err = conflictf("unknown action %q", a.Action)
 		}

@@ -143,3 +143,45 @@ func TestAgentSessionIsOneTrace(t *testing.T) {
 		t.Errorf("execute_tool attributes %v", ta)
 	}
 }
+
+// TestApprovedSpawnLinksTheRequestThatAskedForIt: a session started by an approved
+// agent_spawn is its own trace too, and its invoke_agent span links (spawned_by) to the request
+// that asked for the approval, whose traceparent the approval keeps: the approved action's job
+// has no span of its own. A request that was not traced leaves no link.
+func TestApprovedSpawnLinksTheRequestThatAskedForIt(t *testing.T) {
+	rec := recordSpans(t)
+	w := newWorld(t, nil)
+	n := w.start()
+	acme := w.tenant(n, "acme", 5_000_000)
+	svc := n.gw.Agents
+	ctx := context.Background()
+
+	askCtx, askSpan := otel.Tracer("test").Start(ctx, "execute_tool agent_spawn", trace.WithSpanKind(trace.SpanKindInternal))
+	ap, err := svc.RequestSpawn(askCtx, acme.p, agent.SpawnAction{Purpose: "Say hello."})
+	askSpan.End()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Resolve(ctx, nil, ap.ID, true, "operator"); err != nil {
+		t.Fatal(err)
+	}
+	got := waitAction(t, svc, acme.p, ap.ID)
+	if got.ActionStatus != agent.ActionDone || got.SessionID == "" {
+		t.Fatalf("the approved action: %+v", got)
+	}
+	var root sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.Name() == "invoke_agent main" && spanAttrs(s)["tollgate.agent.session_id"] == got.SessionID {
+			root = s
+		}
+	}
+	if root == nil {
+		t.Fatal("no invoke_agent span for the approved session")
+	}
+	if root.Parent().IsValid() || root.SpanContext().TraceID() == askSpan.SpanContext().TraceID() {
+		t.Error("invoke_agent is not the root of a trace of its own")
+	}
+	if linkOf(root, "spawned_by").SpanID() != askSpan.SpanContext().SpanID() {
+		t.Errorf("invoke_agent links %v, want the span of the request that asked for the approval", root.Links())
+	}
+}

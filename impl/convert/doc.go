@@ -79,8 +79,13 @@
 //	             call arguments that are not a JSON object (to Messages)
 //
 // Refused also when the upstream speaks the client's format (SharedStateFields): ids of state a
-// provider keeps for the one account every tenant's requests share, previous_response_id and
-// conversation (Responses) and container (Messages); and tools the provider runs and bills per
+// provider keeps for the one account every tenant's requests share, previous_response_id,
+// conversation and prompt (Responses) and container (Messages), and, anywhere in the messages,
+// file ids (chat file parts, Responses input_file and input_image parts, Messages file
+// sources of document and image blocks), Responses item_reference items and Messages
+// container_upload blocks (the 400 names the place, such as input[0].content[1].file_id);
+// remote MCP servers (Responses mcp tools, Messages mcp_servers) pass, since the provider calls
+// the server the client names with the client's credentials; and tools the provider runs and bills per
 // use, which the gateway (billing tokens only) does not meter: chat web_search_options,
 // Responses built-in tools web_search* (web_search_preview, ...), file_search,
 // code_interpreter and image_generation (in tools or tool_choice), Messages server tools

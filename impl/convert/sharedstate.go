@@ -2,6 +2,10 @@ package convert
 
 import (
 	"bytes"
+	"encoding/json"
+	"maps"
+	"slices"
+	"strconv"
 
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/jsonview"
@@ -13,9 +17,11 @@ import (
 // continue (Responses), a code-execution container to reuse (Messages). Every tenant's requests
 // reach the provider through that one account, so such an id would let one tenant continue
 // from, or read, another's state. The gateway keeps no such state per tenant, so it refuses the
-// fields rather than pass them through.
+// fields rather than pass them through. Responses' prompt names a prompt template stored in
+// that account. The same holds for references inside the messages (sharedStateReference): file
+// ids and items stored by the provider.
 var sharedStateFields = map[llm.Format][]string{
-	llm.FormatResponses: {"previous_response_id", "conversation"},
+	llm.FormatResponses: {"previous_response_id", "conversation", "prompt"},
 	llm.FormatMessages:  {"container"},
 }
 
@@ -38,5 +44,107 @@ func SharedStateFields(f llm.Format, v *jsonview.View) (dropped []string, err er
 			dropped = append(dropped, "store")
 		}
 	}
+	if err := sharedStateReference(f, v); err != nil {
+		return nil, err
+	}
 	return dropped, nil
+}
+
+// stateMarkers are the bytes without which a request of the format cannot hold a reference to
+// provider-kept state in its messages; a body with none of them (and no \u escape, which
+// could spell one) is not decoded for the search.
+var stateMarkers = map[llm.Format][][]byte{
+	llm.FormatChat:      {[]byte(`"file_id"`)},
+	llm.FormatResponses: {[]byte(`"file_id"`), []byte(`"item_reference"`)},
+	llm.FormatMessages:  {[]byte(`"file"`), []byte(`"container_upload"`)},
+}
+
+// stateHolders are the top-level members of each format whose values hold the messages.
+var stateHolders = map[llm.Format][]string{
+	llm.FormatChat:      {"messages"},
+	llm.FormatResponses: {"input"},
+	llm.FormatMessages:  {"messages", "system"},
+}
+
+// sharedStateReference refuses, with a 400 naming the place, a reference inside the messages to
+// state the provider keeps for the account every tenant shares: a file by its id (chat file
+// parts, Responses input_file and input_image parts, Messages document and image blocks whose
+// source is a file), an item by its id (Responses item_reference) or a file put into a
+// code-execution container (Messages container_upload). The gateway has no files API, so such
+// an id can only name another tenant's file or the operator's. Remote MCP servers (Responses mcp
+// tools, Messages mcp_servers) are not state: the provider calls the server the client names,
+// with the client's credentials; they pass.
+func sharedStateReference(f llm.Format, v *jsonview.View) error {
+	markers := stateMarkers[f]
+	if markers == nil {
+		return nil
+	}
+	body := v.Body()
+	if v.UnicodeEscapes() == 0 {
+		found := false
+		for _, m := range markers {
+			if bytes.Contains(body, m) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return nil
+		}
+	}
+	for _, name := range stateHolders[f] {
+		raw, ok := v.Value(name)
+		if !ok {
+			continue
+		}
+		var value any
+		if err := json.Unmarshal(raw, &value); err != nil {
+			return nil // the validator's to refuse
+		}
+		if path, what := findStateReference(f, value, name); path != "" {
+			return apierror.Invalid(path, "'%s' is not supported: %s, and tollgate keeps no provider-side state for its tenants, who share one provider account; send the content itself.", path, what)
+		}
+	}
+	return nil
+}
+
+// findStateReference is the path (and a description) of the first reference to provider-kept
+// state in value, found at path; "" when there is none.
+func findStateReference(f llm.Format, value any, path string) (string, string) {
+	switch x := value.(type) {
+	case []any:
+		for i, e := range x {
+			if p, what := findStateReference(f, e, path+"["+strconv.Itoa(i)+"]"); p != "" {
+				return p, what
+			}
+		}
+	case map[string]any:
+		typ, _ := x["type"].(string)
+		switch f {
+		case llm.FormatChat:
+			if file, ok := x["file"].(map[string]any); ok && typ == "file" && file["file_id"] != nil {
+				return path + ".file.file_id", "a file id names a file the provider keeps"
+			}
+		case llm.FormatResponses:
+			if typ == "item_reference" {
+				return path + ".id", "an item reference names an item the provider stored"
+			}
+			if (typ == "input_file" || typ == "input_image") && x["file_id"] != nil {
+				return path + ".file_id", "a file id names a file the provider keeps"
+			}
+		case llm.FormatMessages:
+			if typ == "container_upload" {
+				return path + ".file_id", "a container upload names a file the provider keeps"
+			}
+			if src, ok := x["source"].(map[string]any); ok && (typ == "document" || typ == "image") && src["type"] == "file" {
+				return path + ".source.file_id", "a file source names a file the provider keeps"
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(x)) {
+			if p, what := findStateReference(f, x[k], path+"."+k); p != "" {
+				return p, what
+			}
+		}
+	}
+	return "", ""
 }

@@ -71,6 +71,66 @@ func TestProviderStateIsNotShared(t *testing.T) {
 	}
 }
 
+// TestProviderStateReferencesAreRefused: inside the messages too, a reference to what the
+// provider keeps for the gateway's one account (a file by its id, a stored item, a stored
+// prompt, a file put into a container) is refused in the route's envelope, naming where it
+// is, before any upstream call; however its key is spelt (a \u escape). The same content sent
+// as itself (file data, a base64 document, an image URL) and text that merely mentions such
+// words pass.
+func TestProviderStateReferencesAreRefused(t *testing.T) {
+	s := sim.New(sim.Options{})
+	g := apitest.Start(t, apitest.Options{Config: contractConfig(t), Sim: s})
+	tenant := g.NewTenant(t, "acme", 0, 50_000_000)
+	c := g.Client(t)
+	bearer := map[string]string{"Authorization": "Bearer " + tenant.Key}
+	msgs := func(content string) string {
+		return `{"model":"service-sonnet","max_tokens":16,"messages":[{"role":"user","content":` + content + `}]}`
+	}
+	refused := []struct {
+		r     request
+		param string
+	}{
+		{request{"POST", "/v1/responses", `{"model":"test-responses","input":[{"type":"item_reference","id":"msg_other"}]}`}, "input[0].id"},
+		{request{"POST", "/v1/responses", `{"model":"test-responses","input":[{"role":"user","content":[{"type":"input_text","text":"hi"},{"type":"input_file","file_id":"file-other"}]}]}`}, "input[0].content[1].file_id"},
+		{request{"POST", "/v1/responses", `{"model":"test-responses","input":[{"role":"user","content":[{"type":"input_image","file_id":"file-img","detail":"auto"}]}]}`}, "input[0].content[0].file_id"},
+		{request{"POST", "/v1/responses", `{"model":"test-responses","input":[{"role":"user","content":[{"type":"input_file","file\u005fid":"file-other"}]}]}`}, "input[0].content[0].file_id"},
+		{request{"POST", "/v1/responses", `{"model":"test-responses","input":"hi","prompt":{"id":"pmpt_operator"}}`}, "prompt"},
+		{request{"POST", "/v1/messages", msgs(`[{"type":"document","source":{"type":"file","file_id":"file_011CNha8"}},{"type":"text","text":"hi"}]`)}, "messages[0].content[0].source.file_id"},
+		{request{"POST", "/v1/messages", msgs(`[{"type":"image","source":{"type":"file","file_id":"file_011CNha8"}}]`)}, "messages[0].content[0].source.file_id"},
+		{request{"POST", "/v1/messages", msgs(`[{"type":"container_upload","file_id":"file_011CNha8"}]`)}, "messages[0].content[0].file_id"},
+		{request{"POST", "/v1/messages", `{"model":"service-sonnet","max_tokens":16,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"f","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"image","source":{"type":"file","file_id":"file_x"}}]}]}]}`}, "messages[2].content[0].content[0].source.file_id"},
+		{request{"POST", "/v1/chat/completions", `{"model":"service-flint-base","messages":[{"role":"user","content":[{"type":"text","text":"hi"},{"type":"file","file":{"file_id":"file-other"}}]}]}`}, "messages[0].content[1].file.file_id"},
+	}
+	for _, tc := range refused {
+		s.Reset()
+		status, _, body := do(t, c, g.URL, tc.r, bearer)
+		env := errorEnvelopeOf(body)
+		if status != 400 || env.Error.Type != "invalid_request_error" || !strings.Contains(env.Error.Message, "no provider-side state") {
+			t.Errorf("%s: %d %s", tc.r.body, status, body)
+		}
+		if !strings.HasPrefix(tc.r.path, "/v1/messages") && (env.Error.Param == nil || *env.Error.Param != tc.param) {
+			t.Errorf("%s: param %v, want %s", tc.r.body, env.Error.Param, tc.param)
+		}
+		if !strings.Contains(env.Error.Message, tc.param) {
+			t.Errorf("%s: the message does not name %s: %s", tc.r.body, tc.param, body)
+		}
+		if n := s.TotalRequests(); n != 0 {
+			t.Errorf("%s: the upstream saw %d requests", tc.r.body, n)
+		}
+	}
+	for _, r := range []request{
+		{"POST", "/v1/responses", `{"model":"test-responses","input":[{"role":"user","content":[{"type":"input_text","text":"what is \"file_id\" or item_reference?"},{"type":"input_file","filename":"a.txt","file_data":"data:text/plain;base64,aGk="}]}]}`},
+		{"POST", "/v1/responses", `{"model":"test-responses","input":[{"role":"user","content":[{"type":"input_image","image_url":"data:image/png;base64,iVBORw0KGgo="}]}]}`},
+		{"POST", "/v1/messages", msgs(`[{"type":"document","source":{"type":"text","media_type":"text/plain","data":"a \"file\" of text"}},{"type":"text","text":"the file"}]`)},
+		{"POST", "/v1/chat/completions", `{"model":"service-flint-base","messages":[{"role":"user","content":"a \"file_id\" in text"}]}`},
+	} {
+		s.Reset()
+		if status, _, body := do(t, c, g.URL, r, bearer); status != 200 || s.TotalRequests() != 1 {
+			t.Errorf("%s: %d %s", r.body, status, body)
+		}
+	}
+}
+
 // unpricedConfig is contractConfig with no hosted tool priced: every one is dropped.
 func unpricedConfig(t *testing.T) *config.Config {
 	t.Helper()

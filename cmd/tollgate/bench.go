@@ -161,7 +161,7 @@ func runBench(ctx context.Context, args []string) error {
 			return usageError("-sampling takes a ratio above 0 and at most 1")
 		}
 	}
-	gwCmd, err := start("gateway", "serve", "-listen", gw)
+	gwCmd, err := start("gateway", "serve", "-listen", gw, "-pprof")
 	if err != nil {
 		return err
 	}

@@ -80,6 +80,7 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	maxStale := fs.Duration("max-stale", changefeed.DefaultMaxStale, "how long keys, caps and model grants already known keep serving while the database is unreachable")
 	outageCover := fs.Duration("credit-outage-cover", billing.DefaultOutageCover, "how long a database outage the credit holds of active accounts are sized to ride out, at each account's recent spend rate (0: no outage reserve)")
 	failureHandling := fs.String("credit-failure-handling", billing.FailureShare.String(), "what a request gets when its account's credit hold is spent while the database is unreachable: share (served on credit up to this process's share, 1/replicas, of the account's last-known available credit, billed when the database is back), refuse (503) or continue (served on credit up to -credit-risk-micros)")
+	profiles := fs.Bool("pprof", dev, "serve Go's profiles (/debug/pprof/) on the metrics listener, to whoever reaches it: heap and goroutine dumps, CPU profiles and execution traces of any length (default: on for dev, off for serve)")
 	riskMicros := fs.Int64("credit-risk-micros", billing.DefaultRiskMicros, "under -credit-failure-handling continue, the most credit served on credit per account and process before the ledger takes it (1 USD = 1000000)")
 	if err := fs.Parse(args); err != nil {
 		return usageError(err.Error())
@@ -173,7 +174,7 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 		}
 	}()
 	// The probes answer from the start, while the database is awaited, until the very end.
-	metricsSrv := serveMetrics(cfg.Server.MetricsListen, m, ready, log, errc)
+	metricsSrv := serveMetrics(cfg.Server.MetricsListen, *profiles, m, ready, log, errc)
 	if metricsSrv != nil {
 		defer func() {
 			sctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -384,19 +385,23 @@ func drainAPI(srv *h1server.Server, gw *gateway.Gateway, delay, grace time.Durat
 
 // serveMetrics serves the metrics listener at addr, when set: Prometheus /metrics, the
 // liveness probe /healthz (the process runs: it says nothing of the database, so that an
-// outage does not get every gateway restarted), the readiness probe /readyz (health), and
-// profiles for operators. It returns the server (nil when addr is empty or cannot be listened
-// on, which is logged); its Serve error goes to errc.
-func serveMetrics(addr string, m *metrics.Metrics, ready *health.Readiness, log *slog.Logger, errc chan<- error) *http.Server {
+// outage does not get every gateway restarted), the readiness probe /readyz (health), and,
+// with profiles (-pprof), Go's profiles for operators. It returns the server (nil when addr is
+// empty or cannot be listened on, which is logged); its Serve error goes to errc.
+func serveMetrics(addr string, profiles bool, m *metrics.Metrics, ready *health.Readiness, log *slog.Logger, errc chan<- error) *http.Server {
 	if addr == "" {
 		return nil
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", m.Handler())
-	// Profiles for operators, on the metrics listener only (never on the API listener).
-	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	if profiles {
+		// On the metrics listener only (never on the API listener), and only when asked for:
+		// the listener is one a load balancer reaches (for /readyz), and a profile shows the
+		// process's insides and costs its CPU for as long as the caller asks.
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})

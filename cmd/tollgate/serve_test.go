@@ -41,6 +41,14 @@ func TestServeEndToEnd(t *testing.T) {
 	} else {
 		res.Body.Close()
 	}
+	// Go's profiles are served only when -pprof asks for them (TestProfilesOnlyWhenAsked).
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/goroutine?debug=2", "/debug/pprof/trace?seconds=1", "/debug/pprof/profile?seconds=1"} {
+		if res, err := http.Get(p.metrics + path); err != nil || res.StatusCode != http.StatusNotFound {
+			t.Errorf("%s without -pprof: %v %v", path, res, err)
+		} else {
+			res.Body.Close()
+		}
+	}
 	req, _ := http.NewRequest("GET", p.base+"/v1/credits", nil)
 	req.Header.Set("Authorization", "Bearer "+key)
 	res, err := http.DefaultClient.Do(req)
@@ -85,6 +93,25 @@ func TestServeEndToEnd(t *testing.T) {
 		`"msg":"shutting down: finishing in-flight requests"`, `"msg":"shutdown: usage written, credit holds returned"`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("logs lack %s:\n%s", want, out)
+		}
+	}
+}
+
+// TestProfilesOnlyWhenAsked: with -pprof the metrics listener serves Go's profiles (the bench
+// takes its CPU profile there); without it (TestServeEndToEnd) it does not, since the listener
+// is one a load balancer reaches.
+func TestProfilesOnlyWhenAsked(t *testing.T) {
+	p := startServe(t, serveEnv(t, pgtest.ConnString(t)), "-pprof")
+	p.waitReadyz(t, http.StatusOK, 30*time.Second)
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/goroutine?debug=1"} {
+		res, err := http.Get(p.metrics + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK || !strings.Contains(string(body), "goroutine") {
+			t.Errorf("%s with -pprof: %d %.300s", path, res.StatusCode, body)
 		}
 	}
 }

@@ -22,6 +22,12 @@ var (
 	revokeLimit   = addressRate{burst: 30, perMinute: 30}
 )
 
+// documentHostLimit bounds the fetches of client ID metadata documents per host the URLs
+// name, in each gateway process: any signed-in member can make the consent page fetch any
+// public https URL, and without a bound a loop of them would make the gateway a relay of GETs
+// at one third party. A real client's document is fetched once per authorization.
+var documentHostLimit = addressRate{burst: 10, perMinute: 10}
+
 // addressRate is a token bucket's size and refill rate.
 type addressRate struct {
 	burst     float64
@@ -32,14 +38,18 @@ type addressRate struct {
 // again (their address idle) are dropped, and if that is not enough, all of them.
 const maxTrackedAddresses = 50_000
 
-// addressLimiter keeps one token bucket per client address.
-type addressLimiter struct {
+// keyedLimiter keeps one token bucket per key: a client address (addressLimiter), or the host
+// of a client ID metadata document (documentHostLimit).
+type keyedLimiter[K comparable] struct {
 	rate addressRate
 	now  func() time.Time
 
 	mu      sync.Mutex
-	buckets map[netip.Prefix]*addressBucket
+	buckets map[K]*addressBucket
 }
+
+// addressLimiter keeps one token bucket per client address.
+type addressLimiter = keyedLimiter[netip.Prefix]
 
 // addressBucket is the state of one address's bucket.
 type addressBucket struct {
@@ -48,13 +58,16 @@ type addressBucket struct {
 }
 
 func newAddressLimiter(rate addressRate, now func() time.Time) *addressLimiter {
-	return &addressLimiter{rate: rate, now: now, buckets: map[netip.Prefix]*addressBucket{}}
+	return newKeyedLimiter[netip.Prefix](rate, now)
 }
 
-// allow takes a token from the bucket of the request's address; when there is none it returns
-// false and how long until there is one.
-func (l *addressLimiter) allow(r *http.Request) (bool, time.Duration) {
-	key := addressKey(r.RemoteAddr)
+func newKeyedLimiter[K comparable](rate addressRate, now func() time.Time) *keyedLimiter[K] {
+	return &keyedLimiter[K]{rate: rate, now: now, buckets: map[K]*addressBucket{}}
+}
+
+// take takes a token from the key's bucket; when there is none it returns false and how long
+// until there is one.
+func (l *keyedLimiter[K]) take(key K) (bool, time.Duration) {
 	now := l.now()
 	perSecond := l.rate.perMinute / 60
 	l.mu.Lock()
@@ -79,7 +92,7 @@ func (l *addressLimiter) allow(r *http.Request) (bool, time.Duration) {
 }
 
 // sweep drops the buckets that are full again, or all of them when none is; l.mu is held.
-func (l *addressLimiter) sweep(now time.Time) {
+func (l *keyedLimiter[K]) sweep(now time.Time) {
 	perSecond := l.rate.perMinute / 60
 	for k, b := range l.buckets {
 		if b.tokens+now.Sub(b.at).Seconds()*perSecond >= l.rate.burst {
@@ -115,7 +128,7 @@ func addressKey(remoteAddr string) netip.Prefix {
 // answered 429 with Retry-After, in the OAuth error shape.
 func limited(l *addressLimiter, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		ok, wait := l.allow(r)
+		ok, wait := l.take(addressKey(r.RemoteAddr))
 		if !ok {
 			seconds := max(1, int(math.Ceil(wait.Seconds())))
 			w.Header().Set("Retry-After", strconv.Itoa(seconds))

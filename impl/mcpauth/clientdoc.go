@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -59,6 +60,10 @@ func (s *Server) documentClient(ctx context.Context, clientID string) (store.OAu
 	if err != nil {
 		return store.OAuthClient{}, refuse("it is not a URL")
 	}
+	if ok, wait := s.documentHosts.take(documentHost(req.URL)); !ok {
+		s.log.Warn("mcpauth: client ID metadata documents fetched too often from one host; not fetched", "client_id", clientID)
+		return store.OAuthClient{}, refuse(fmt.Sprintf("documents from %s were fetched too often; try again in %d seconds", req.URL.Hostname(), max(1, int(math.Ceil(wait.Seconds())))))
+	}
 	req.Header.Set("Accept", "application/json")
 	// Every failure to fetch the document (refused address, unreachable, timeout, a status
 	// other than 200, an unreadable or oversized body) is the same refusal, so that a client
@@ -106,6 +111,16 @@ func (s *Server) documentClient(ctx context.Context, clientID string) (store.OAu
 		clientURI = doc.ClientURI
 	}
 	return s.store.SaveOAuthClient(ctx, store.OAuthClient{ID: clientID, Name: name, RedirectURIs: doc.RedirectURIs, ClientURI: clientURI})
+}
+
+// documentHost is the bucket of a document's URL in documentHostLimit: its host and port,
+// lower-case, without the default port 443 (so that one host is one bucket however written).
+func documentHost(u *url.URL) string {
+	host, port := strings.ToLower(u.Hostname()), u.Port()
+	if port == "" || port == "443" {
+		return host
+	}
+	return net.JoinHostPort(host, port)
 }
 
 // documentFetcher is the HTTP client that fetches client ID metadata documents: 5 seconds,

@@ -9,7 +9,10 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tollgate/tollgate/impl/mcpauth"
 	"github.com/tollgate/tollgate/impl/store"
@@ -139,6 +142,60 @@ func TestDocumentFetchFailuresLookAlike(t *testing.T) {
 		if got := message(fetching, path); got != want {
 			t.Errorf("%s: %q, want the same refusal as an unreachable address: %q", path, got, want)
 		}
+	}
+}
+
+// TestDocumentFetchesPerHostAreBounded: any signed-in member can make the consent page fetch
+// any public https URL as a client ID; a loop of them over one host (host and port) is cut off
+// after the host's burst (ten), without a fetch, saying so, while documents on other hosts are
+// still fetched, and the host's fetches come back as its bucket refills.
+func TestDocumentFetchesPerHostAreBounded(t *testing.T) {
+	s := startSite(t)
+	var fetched atomic.Int64
+	docs := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetched.Add(1)
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(docs.Close)
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	srv, err := mcpauth.New(mcpauth.Options{Store: s.GW.Store, PublicURL: s.URL + "/", DocumentClient: docs.Client(), Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, challenge := pkce()
+	refusal := func(client string) string {
+		t.Helper()
+		_, err := srv.CheckAuthorize(context.Background(), s.request(client, "http://127.0.0.1:40010/callback", challenge))
+		var ae *mcpauth.AuthorizeError
+		if !errors.As(err, &ae) {
+			t.Fatalf("%s: %v, want a refusal", client, err)
+		}
+		return ae.Message
+	}
+	for i := range 10 {
+		if msg := refusal(fmt.Sprintf("%s/victim/%d.json", docs.URL, i)); strings.Contains(msg, "too often") {
+			t.Fatalf("fetch %d refused as too often: %s", i+1, msg)
+		}
+	}
+	if msg := refusal(docs.URL + "/victim/10.json"); !strings.Contains(msg, "fetched too often") || fetched.Load() != 10 {
+		t.Fatalf("the eleventh: %q; fetched %d times, want 10", msg, fetched.Load())
+	}
+	// Another host is fetched.
+	otherDocs := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetched.Add(1)
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(otherDocs.Close)
+	if msg := refusal(otherDocs.URL + "/app.json"); strings.Contains(msg, "too often") || fetched.Load() != 11 {
+		t.Errorf("another host: %q; fetched %d times", msg, fetched.Load())
+	}
+	mu.Lock()
+	now = now.Add(6 * time.Second) // one fetch a six seconds refills
+	mu.Unlock()
+	if msg := refusal(docs.URL + "/victim/11.json"); strings.Contains(msg, "too often") || fetched.Load() != 12 {
+		t.Errorf("after the refill: %q; fetched %d times", msg, fetched.Load())
 	}
 }
 

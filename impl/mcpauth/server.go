@@ -80,6 +80,8 @@ type Server struct {
 	fresh  time.Duration // refresh tokens' lifetime
 	code   time.Duration
 	fetch  *http.Client // fetches client ID metadata documents
+	// documentHosts bounds those fetches per host (documentHostLimit).
+	documentHosts *keyedLimiter[string]
 	// grantRPM is each grant's requests-per-minute limit on the MCP endpoint.
 	grantRPM int
 	// lifetime is a grant's absolute lifetime from its approval.
@@ -124,7 +126,8 @@ func New(o Options) (*Server, error) {
 	base := u.Scheme + "://" + u.Host + strings.TrimSuffix(u.Path, "/")
 	return &Server{store: o.Store, base: base, log: o.Logger, now: o.Now, access: o.AccessTTL, fresh: o.RefreshTTL, code: o.CodeTTL,
 		fetch: o.DocumentClient, grantRPM: o.GrantRPM, lifetime: o.GrantLifetime, registerLimit: newAddressLimiter(registerLimit, o.Now),
-		tokenLimit: newAddressLimiter(tokenLimit, o.Now), revokeLimit: newAddressLimiter(revokeLimit, o.Now)}, nil
+		tokenLimit: newAddressLimiter(tokenLimit, o.Now), revokeLimit: newAddressLimiter(revokeLimit, o.Now),
+		documentHosts: newKeyedLimiter[string](documentHostLimit, o.Now)}, nil
 }
 
 // Issuer is the authorization server's issuer identifier (the gateway's public URL).

@@ -201,7 +201,7 @@ func TestRevokedKeyRefusedByEveryProcessWithinASecond(t *testing.T) {
 // TestRPMCapHoldsAcrossProcesses gives a key a cap of 9 requests per minute and sends it 27
 // requests at once (models, chat completions and Messages), 9 to each of three processes that
 // share Redis: exactly 9 are allowed in all, the other 18 get 429 in the route's envelope with
-// Retry-After, retry-after-ms and the x-ratelimit headers; afterwards every process refuses the
+// Retry-After, retry-after-ms and the rate-limit headers of the route's family; afterwards every process refuses the
 // key with 429, while another key of the same account is served by each.
 func TestRPMCapHoldsAcrossProcesses(t *testing.T) {
 	c := startCluster(t, 3)
@@ -223,13 +223,17 @@ func TestRPMCapHoldsAcrossProcesses(t *testing.T) {
 		t.Helper()
 		retryAfter, err := strconv.Atoi(a.header.Get("Retry-After"))
 		typ, msg := errorMessage(a.body)
+		// The limit's headers in the route's family: Anthropic's names on Messages.
+		limit, remaining := "x-ratelimit-limit-requests", "x-ratelimit-remaining-requests"
+		if path == "/v1/messages" {
+			limit, remaining = "anthropic-ratelimit-requests-limit", "anthropic-ratelimit-requests-remaining"
+		}
 		if a.status != http.StatusTooManyRequests || err != nil || retryAfter < 1 || retryAfter > 60 ||
 			typ != "rate_limit_error" || !strings.Contains(msg, "9 requests per minute") ||
-			a.header.Get("x-ratelimit-limit-requests") != "9" || a.header.Get("x-ratelimit-remaining-requests") != "0" ||
+			a.header.Get(limit) != "9" || a.header.Get(remaining) != "0" ||
 			(path != "/v1/messages" && a.header.Get("retry-after-ms") == "") {
 			t.Errorf("%s: not a 429 with Retry-After: %s (Retry-After %q, retry-after-ms %q, limit %q, remaining %q)", what, a,
-				a.header.Get("Retry-After"), a.header.Get("retry-after-ms"),
-				a.header.Get("x-ratelimit-limit-requests"), a.header.Get("x-ratelimit-remaining-requests"))
+				a.header.Get("Retry-After"), a.header.Get("retry-after-ms"), a.header.Get(limit), a.header.Get(remaining))
 		}
 	}
 

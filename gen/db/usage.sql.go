@@ -148,19 +148,23 @@ WITH new_usage AS (
            COALESCE(SUM(new_usage.cost_micros) FILTER (WHERE NOT new_usage.on_credit), 0)::bigint AS hold_total
     FROM new_usage GROUP BY new_usage.account_id
 ), caps AS (
-    SELECT a.id AS account_id, a.balance_micros,
+    SELECT a.id AS account_id, a.balance_micros, a.held_micros,
            COALESCE(t.total, 0)::bigint AS total,
            COALESCE(t.records, 0)::bigint AS records,
            (COALESCE(t.total, 0) - COALESCE(t.hold_total, 0))::bigint AS credit_total,
-           LEAST(COALESCE(t.hold_total, 0), COALESCE(h.amount_micros, 0))::bigint AS from_hold,
-           (a.balance_micros - a.held_micros)::bigint AS free
+           LEAST(COALESCE(t.hold_total, 0), COALESCE(h.amount_micros, 0))::bigint AS from_hold
     FROM accounts a
     LEFT JOIN totals t ON t.account_id = a.id
     LEFT JOIN credit_holds h ON h.account_id = a.id AND h.holder = $32::text
     WHERE a.id = ANY($33::uuid[])
 ), plan AS (
+    -- Whatever the balance covers is billed (from_hold <= the holder's hold <= held <= balance,
+    -- so billed >= from_hold). What the holds leave free may not cover it (credit served while
+    -- the database was away, or a hold that expired and was released): then the holds give up
+    -- the rest (cut), the writer's own first, so that held stays within the balance.
     SELECT caps.account_id, caps.balance_micros, caps.total, caps.records, caps.credit_total, caps.from_hold,
-           (caps.from_hold + LEAST(caps.total - caps.from_hold, caps.free))::bigint AS billed
+           LEAST(caps.total, caps.balance_micros)::bigint AS billed,
+           GREATEST(0, (caps.held_micros - caps.from_hold) - (caps.balance_micros - LEAST(caps.total, caps.balance_micros)))::bigint AS cut
     FROM caps
 ), charged AS (
     SELECT n.id, n.account_id, n.request_id, n.cost_micros, n.on_credit, p.balance_micros,
@@ -173,11 +177,11 @@ WITH new_usage AS (
            c.balance_micros - SUM(c.amount) OVER (PARTITION BY c.account_id ORDER BY c.id),
            'usage', 'usage:' || c.request_id,
            CASE WHEN c.on_credit AND c.amount < c.cost_micros
-                THEN format('served on credit during a database outage: cost %s micro-units, %s not billed: the account''s free credit did not cover it', c.cost_micros, c.cost_micros - c.amount)
+                THEN format('served on credit during a database outage: cost %s micro-units, %s not billed: the account''s balance did not cover it', c.cost_micros, c.cost_micros - c.amount)
                 WHEN c.on_credit
                 THEN 'served on credit during a database outage'
                 WHEN c.amount < c.cost_micros
-                THEN format('cost %s micro-units, %s not billed: the credit hold had been released', c.cost_micros, c.cost_micros - c.amount)
+                THEN format('cost %s micro-units, %s not billed: the credit hold had been released and the account''s balance did not cover it', c.cost_micros, c.cost_micros - c.amount)
                 ELSE '' END
     FROM charged c
     ORDER BY c.id
@@ -185,26 +189,43 @@ WITH new_usage AS (
 ), moved AS (
     UPDATE accounts
     SET balance_micros = accounts.balance_micros - plan.billed,
-        held_micros = accounts.held_micros - plan.from_hold
+        held_micros = accounts.held_micros - plan.from_hold - plan.cut
     FROM plan WHERE accounts.id = plan.account_id AND plan.billed > 0
     RETURNING accounts.id
+), cuts AS (
+    -- Each hold of the batch's accounts gives: the writer's its records' from_hold, and then,
+    -- while plan.cut is not covered, what is left of each hold, the writer's first, then the
+    -- largest. A hold that changes gets a new version, so its holder sees it changed.
+    SELECT h.id, h.account_id, h.holder = $32::text AS own, o.from_hold + o.cut AS taken
+    FROM (
+        SELECT h.id,
+               CASE WHEN h.holder = $32::text THEN p.from_hold ELSE 0 END AS from_hold,
+               GREATEST(0, LEAST(h.amount_micros - CASE WHEN h.holder = $32::text THEN p.from_hold ELSE 0 END,
+                   p.cut - (SUM(h.amount_micros - CASE WHEN h.holder = $32::text THEN p.from_hold ELSE 0 END)
+                                OVER (PARTITION BY h.account_id ORDER BY h.holder <> $32::text, h.amount_micros DESC, h.id)
+                            - (h.amount_micros - CASE WHEN h.holder = $32::text THEN p.from_hold ELSE 0 END))))::bigint AS cut
+        FROM credit_holds h JOIN plan p ON p.account_id = h.account_id
+        WHERE h.holder = $32::text OR p.cut > 0
+    ) AS o JOIN credit_holds h ON h.id = o.id
 ), held AS (
     UPDATE credit_holds
-    SET amount_micros = credit_holds.amount_micros - plan.from_hold,
+    SET amount_micros = credit_holds.amount_micros - cuts.taken,
         version = nextval('credit_hold_version')
-    FROM plan WHERE credit_holds.account_id = plan.account_id AND credit_holds.holder = $32::text
-    RETURNING credit_holds.account_id, credit_holds.amount_micros, credit_holds.version
+    FROM cuts WHERE credit_holds.id = cuts.id AND (cuts.own OR cuts.taken > 0)
+    RETURNING credit_holds.account_id, credit_holds.holder, credit_holds.amount_micros, credit_holds.version
+), own_held AS (
+    SELECT held.account_id, held.amount_micros, held.version FROM held WHERE held.holder = $32::text
 )
 SELECT plan.account_id,
        plan.records::bigint AS written_records,
        plan.total::bigint AS total_micros,
        plan.billed::bigint AS billed_micros,
        plan.credit_total::bigint AS credit_micros,
-       (held.account_id IS NOT NULL)::boolean AS has_hold,
-       COALESCE(held.amount_micros, 0)::bigint AS hold_micros,
-       COALESCE(held.version, nextval('credit_hold_version'))::bigint AS hold_version
+       (own_held.account_id IS NOT NULL)::boolean AS has_hold,
+       COALESCE(own_held.amount_micros, 0)::bigint AS hold_micros,
+       COALESCE(own_held.version, nextval('credit_hold_version'))::bigint AS hold_version
 FROM plan
-LEFT JOIN held ON held.account_id = plan.account_id
+LEFT JOIN own_held ON own_held.account_id = plan.account_id
 `
 
 type WriteUsageBatchParams struct {

@@ -413,15 +413,17 @@ func TestCrashedHolderReaped(t *testing.T) {
 }
 
 // TestLostHoldBillsWhatIsLeft: a process whose hold was reaped (it could not renew it) and whose
-// credit another process then spent still writes its usage: billed from the account's free
-// credit as far as it goes, never below zero, never failing the batch.
+// credit another process then took still writes its usage, billed in full while the balance
+// covers it (the other's hold gives up what it must); the other's usage written after it is
+// then billed as far as the balance goes: never below zero, never failing the batch, and the
+// part not billed is noted and logged.
 func TestLostHoldBillsWhatIsLeft(t *testing.T) {
 	ctx := context.Background()
 	cs, st := newDB(t)
 	acct := newAccount(t, st, 20_000)
 	var logs logSink
-	slow := New(openStore(t, cs), Options{Lease: 200 * time.Millisecond, Logger: logs.logger()})
-	other := New(st, Options{})
+	slow := New(openStore(t, cs), Options{Lease: 200 * time.Millisecond})
+	other := New(st, Options{Logger: logs.logger()})
 
 	r, err := slow.Reserve(ctx, acct, "slow", 10_000)
 	if err != nil {
@@ -448,8 +450,11 @@ func TestLostHoldBillsWhatIsLeft(t *testing.T) {
 		t.Errorf("balance %d, want 0", credit.BalanceMicros)
 	}
 	ledger := usageLedger(t, st, acct)
-	if e := ledger[store.UsageLedgerKey("slow")]; e.AmountMicros != 0 || !strings.Contains(e.Note, "not billed") {
-		t.Errorf("the lost hold's usage entry: %+v", e)
+	if e := ledger[store.UsageLedgerKey("slow")]; e.AmountMicros != -5_000 || e.Note != "" {
+		t.Errorf("the lost hold's usage entry: %+v, want 5000 billed", e)
+	}
+	if e := ledger[store.UsageLedgerKey("other")]; e.AmountMicros != -15_000 || !strings.Contains(e.Note, "not billed") {
+		t.Errorf("the other's usage entry: %+v, want 15000 of 20000 billed, noted", e)
 	}
 	if len(logs.all()) == 0 {
 		t.Error("the unbilled usage was not logged")

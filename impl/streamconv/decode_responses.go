@@ -13,7 +13,7 @@ import (
 type responsesDecoder struct {
 	started bool
 	// failed is set once an error has been reported; the terminal response.failed that follows
-	// an error event then adds nothing.
+	// an error event then adds only its usage.
 	failed bool
 	// tools are the function_call items seen, in order: their position is the neutral tool
 	// index.
@@ -150,6 +150,11 @@ func (d *responsesDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, b
 	}
 	e := &d.ev
 	if d.failed {
+		// The error was reported; the terminal event that follows (response.failed, §2.5) adds
+		// no error, but its usage is what the upstream bills for the failed response.
+		if typ == "response.failed" && e.Response != nil && e.Response.Usage != nil {
+			out = append(out, llm.Event{Kind: llm.EventUsage, Usage: e.Response.usage()})
+		}
 		return out, typ == "response.failed" || typ == "response.completed" || typ == "response.incomplete", nil
 	}
 	if !d.started && typ != "error" {

@@ -218,3 +218,35 @@ func TestChatChunksNameTheTier(t *testing.T) {
 		t.Errorf("flex to Messages:\n%s", tr)
 	}
 }
+
+// TestResponsesFailureAfterErrorKeepsItsUsage: an upstream Responses stream that fails the way
+// §2.5 describes (the error event, then response.failed carrying the usage of what was
+// generated) is metered at that usage, for every client format, as it is when response.failed
+// comes alone (trial h1: the error first left the request billed at its estimate).
+func TestResponsesFailureAfterErrorKeepsItsUsage(t *testing.T) {
+	const usage = `"usage":{"input_tokens":1000,"input_tokens_details":{"cached_tokens":0},"output_tokens":800,"output_tokens_details":{"reasoning_tokens":700},"total_tokens":1800}`
+	want := llm.Usage{InputTokens: 1000, OutputTokens: 800, ReasoningTokens: 700}
+	for _, withError := range []bool{true, false} {
+		evs := [][2]string{
+			{"response.created", `{"type":"response.created","sequence_number":0,"response":{"id":"resp_1","model":"gpt-5","status":"in_progress","output":[]}}`},
+			{"response.output_text.delta", `{"type":"response.output_text.delta","sequence_number":1,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"Hel"}`},
+		}
+		if withError {
+			evs = append(evs, [2]string{"error", `{"type":"error","sequence_number":2,"code":"server_error","message":"The server had an error.","param":null}`})
+		}
+		evs = append(evs, [2]string{"response.failed", `{"type":"response.failed","sequence_number":3,"response":{"id":"resp_1","model":"gpt-5","status":"failed","error":{"code":"server_error","message":"The server had an error."},"output":[],` + usage + `}}`})
+		decoded, _ := decodeEvents(t, llm.FormatResponses, evs...)
+		if got := accumulate(decoded); got.Usage != want || !got.HasError {
+			t.Errorf("error first %v: decoded usage %+v (error %v), want %+v", withError, got.Usage, got.HasError, want)
+		}
+		var raw []byte
+		for _, e := range evs {
+			raw = sse.AppendEvent(raw, sse.Event{Name: e[0], Data: []byte(e[1])})
+		}
+		for _, client := range formats {
+			if _, metered := pipe(t, llm.FormatResponses, client.f, metaFor(client.f), raw); metered != want {
+				t.Errorf("error first %v, to %s: metered %+v, want %+v", withError, client.short, metered, want)
+			}
+		}
+	}
+}

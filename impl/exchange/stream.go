@@ -164,6 +164,9 @@ loop:
 		}
 		if failed {
 			_ = sw.flush()
+			if !done {
+				x.usageAfterError(r, upstream, dec, enc)
+			}
 			break
 		}
 		if done {
@@ -233,11 +236,16 @@ type flushBeforeRead struct {
 	r        io.Reader
 	sw       streamWriter
 	flushErr error
+	// noFlush is set once the client has its last event: reads no longer flush.
+	noFlush bool
 	// wait is the time spent in the upstream's reads (tollgate_added_seconds leaves it out).
 	wait time.Duration
 }
 
 func (f *flushBeforeRead) Read(p []byte) (int, error) {
+	if f.noFlush {
+		return f.r.Read(p)
+	}
 	if err := f.sw.flush(); err != nil {
 		f.flushErr = err
 		return 0, err
@@ -246,6 +254,43 @@ func (f *flushBeforeRead) Read(p []byte) (int, error) {
 	n, err := f.r.Read(p)
 	f.wait += time.Since(t0)
 	return n, err
+}
+
+// usageAfterErrorWait bounds the wait, after an upstream's in-band error, for the terminal
+// event that may report its usage.
+const usageAfterErrorWait = 500 * time.Millisecond
+
+// usageAfterError reads what the upstream sends after its in-band error, up to its terminal
+// event and for at most usageAfterErrorWait, for the usage reported there (a Responses
+// upstream's response.failed, which §2.5 has follow the error event with the usage of what was
+// generated): the encoder takes the usage for the bill; the client, which has its stream's end
+// already, gets nothing more.
+func (x *Exchange) usageAfterError(r *sse.Reader, upstream *flushBeforeRead, dec streamconv.Decoder, enc streamconv.Encoder) {
+	upstream.noFlush = true
+	cut := time.AfterFunc(usageAfterErrorWait, func() { _ = x.res.Body.Close() })
+	defer cut.Stop()
+	var (
+		neutral []llm.Event
+		discard []sse.Event
+	)
+	for {
+		ev, err := r.Next()
+		if err != nil {
+			return
+		}
+		var done bool
+		if neutral, done, err = dec.Decode(ev, neutral[:0]); err != nil {
+			return
+		}
+		for _, n := range neutral {
+			if n.Kind == llm.EventUsage {
+				discard = enc.Encode(n, discard[:0])
+			}
+		}
+		if done {
+			return
+		}
+	}
 }
 
 // streamEndWait bounds the wait, after an upstream stream's terminal event, for the end of its

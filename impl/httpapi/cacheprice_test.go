@@ -454,3 +454,51 @@ func TestCutStreamKeepsCacheCounts(t *testing.T) {
 	}
 	t.Logf("status %s, cost %d (%+v)", rec.Status, rec.CostMicros, rec.Costs)
 }
+
+// TestResponsesFailureIsBilledItsUsage: a Responses upstream stream that fails the way
+// wire-protocols.md §2.5 has it (the flat error event, then response.failed whose response
+// carries the usage of what was generated: 1,000 input and 800 output tokens, 700 of them
+// reasoning) is billed that usage on every route, relayed or translated, and the client gets
+// the in-band error (trial h1: the request was billed its estimate, 9 in and 4 out).
+func TestResponsesFailureIsBilledItsUsage(t *testing.T) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_f1\",\"object\":\"response\",\"created_at\":1764777600,\"model\":\"gpt-4.1-mini\",\"status\":\"in_progress\",\"output\":[]}}\n\n")
+		fmt.Fprint(w, "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":1,\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0,\"delta\":\"Hel\"}\n\n")
+		w.(http.Flusher).Flush()
+		fmt.Fprint(w, "event: error\ndata: {\"type\":\"error\",\"sequence_number\":2,\"code\":\"server_error\",\"message\":\"The server had an error.\",\"param\":null}\n\n")
+		fmt.Fprint(w, "event: response.failed\ndata: {\"type\":\"response.failed\",\"sequence_number\":3,\"response\":{\"id\":\"resp_f1\",\"object\":\"response\",\"created_at\":1764777600,\"model\":\"gpt-4.1-mini\",\"status\":\"failed\",\"error\":{\"code\":\"server_error\",\"message\":\"The server had an error.\"},\"output\":[],\"usage\":{\"input_tokens\":1000,\"input_tokens_details\":{\"cached_tokens\":0},\"output_tokens\":800,\"output_tokens_details\":{\"reasoning_tokens\":700},\"total_tokens\":1800}}}\n\n")
+	}))
+	t.Cleanup(upstream.Close)
+	cfg := config.Default()
+	cfg.Providers = append(cfg.Providers, config.Provider{Name: "failing", Kind: config.KindOpenAIResponses, BaseURL: upstream.URL})
+	for _, family := range []string{config.FamilyChat, config.FamilyMessages} {
+		id := "failing-" + family
+		cfg.Models = append(cfg.Models, config.Model{ID: id, Family: family, OwnedBy: "test",
+			Price: config.Price{Catalog: "gpt-4.1-mini"}, MaxOutputTokens: 1000, ContextTokens: 200_000,
+			Backend: &config.Upstream{Provider: "failing", Model: "gpt-4.1-mini"}})
+		cfg.Plans[0].Models = append(cfg.Plans[0].Models, id)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	g := apitest.Start(t, apitest.Options{Config: cfg})
+	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	for i, c := range []struct{ route, model, errEvent string }{
+		{"/v1/responses", "failing-chat", "event: response.failed"}, // relayed as it came
+		{"/v1/chat/completions", "failing-chat", `"error"`},
+		{"/v1/messages", "failing-messages", "event: error"},
+	} {
+		status, body := post(t, g, tenant.Key, c.route, inferenceBody(c.route, c.model, "fail, please", true))
+		if status != 200 || !strings.Contains(string(body), c.errEvent) {
+			t.Fatalf("%s: status %d, want 200 and an in-band error: %.800s", c.route, status, body)
+		}
+		rec := latestUsage(t, g, tenant.Account, int64(i+1))
+		checkReproducible(t, rec)
+		if rec.InputTokens != 1000 || rec.OutputTokens != 800 || rec.ReasoningTokens != 700 || rec.Status != "upstream_error" {
+			t.Errorf("%s: record status %s, input %d, output %d (reasoning %d), cost %d",
+				c.route, rec.Status, rec.InputTokens, rec.OutputTokens, rec.ReasoningTokens, rec.CostMicros)
+		}
+	}
+}

@@ -189,9 +189,11 @@ loop:
 		text += relay.Unmodelled() // thinking and the like: output the client has, if no usage says so
 	}
 	usage := enc.Usage()
-	if status != "ok" && status != "client_disconnected" && text == 0 && usage.OutputTokens == 0 {
+	if status != "ok" && status != "client_disconnected" && text == 0 && usage.OutputTokens == 0 && !usage.HostedCalls.Any() {
 		// The upstream failed before producing anything: the client got only the error event,
-		// which costs it nothing, as a non-streamed answer's 502 does not.
+		// which costs it nothing, as a non-streamed answer's 502 does not. (Searches the
+		// upstream ran before failing were produced: the client has their results, and the
+		// provider bills them.)
 		x.SettleUndelivered(usage, status)
 		return nil
 	}

@@ -88,6 +88,26 @@ func TestHostedToolsMetered(t *testing.T) {
 		})
 	}
 
+	// An upstream that fails after its searches and before any text (the client has the
+	// searches' results, as Responses items or Messages blocks, then the in-band error) is
+	// billed its searches: the provider ran them and bills them (trial h1: they were settled as
+	// undelivered, at no cost).
+	for _, tc := range []struct{ name, route, body string }{
+		{"messages", "/v1/messages", strings.Replace(messages(3, true), "[[sim web_search=3]]", "[[sim web_search=3 words=3 fault=midstream after=0]]", 1)},
+		{"responses", "/v1/responses", strings.Replace(responses(3, true), "[[sim web_search=3]]", "[[sim web_search=3 words=3 fault=midstream after=0]]", 1)},
+	} {
+		tenant := g.NewTenant(t, "failing-"+tc.name, 0, 5_000_000)
+		status, _, body := do(t, c, g.URL, request{"POST", tc.route, tc.body}, map[string]string{"Authorization": "Bearer " + tenant.Key})
+		if status != 200 || !strings.Contains(string(body), "error") {
+			t.Fatalf("%s: %d %s", tc.name, status, body)
+		}
+		rec := latestUsage(t, g, tenant.Account, 1)
+		if rec.HostedCalls["web_search"] != 3 || rec.HostedMicros != 3*searchPrice || rec.CostMicros < rec.HostedMicros {
+			t.Errorf("%s failed after its searches: record %d searches, %d micro-units of them, cost %d, status %s",
+				tc.name, rec.HostedCalls["web_search"], rec.HostedMicros, rec.CostMicros, rec.Status)
+		}
+	}
+
 	// A request without the tool is billed no search; one with the tool but no search made,
 	// none either.
 	tenant := g.NewTenant(t, "plain", 0, 5_000_000)

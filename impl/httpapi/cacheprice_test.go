@@ -502,3 +502,43 @@ func TestResponsesFailureIsBilledItsUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestResponsesDoneAloneIsACut: a Responses upstream stream that ends with data: [DONE] and no
+// terminal event (response.completed, .incomplete or .failed) is a cut stream, as one that just
+// stops is: the client gets the in-band error (a Responses client: error and response.failed,
+// and no [DONE], which the Responses API never sends) and the record says upstream_cut_off
+// (trial h1: it was taken for a complete answer, status ok, and a Responses client was left
+// with a response in_progress).
+func TestResponsesDoneAloneIsACut(t *testing.T) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_d1\",\"object\":\"response\",\"created_at\":1764777600,\"model\":\"gpt-4.1-mini\",\"status\":\"in_progress\",\"output\":[]}}\n\n")
+		fmt.Fprint(w, "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":1,\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0,\"delta\":\"Half an answer\"}\n\n")
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}))
+	t.Cleanup(upstream.Close)
+	cfg := config.Default()
+	cfg.Providers = append(cfg.Providers, config.Provider{Name: "done-alone", Kind: config.KindOpenAIResponses, BaseURL: upstream.URL})
+	cfg.Models = append(cfg.Models, config.Model{ID: "done-alone", Family: config.FamilyChat, OwnedBy: "test",
+		Price: config.Price{Catalog: "gpt-4.1-mini"}, MaxOutputTokens: 1000, ContextTokens: 200_000,
+		Backend: &config.Upstream{Provider: "done-alone", Model: "gpt-4.1-mini"}})
+	cfg.Plans[0].Models = append(cfg.Plans[0].Models, "done-alone")
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	g := apitest.Start(t, apitest.Options{Config: cfg})
+	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	for i, c := range []struct{ route, errEvent string }{
+		{"/v1/responses", "event: response.failed"},
+		{"/v1/chat/completions", `"error"`},
+	} {
+		status, body := post(t, g, tenant.Key, c.route, inferenceBody(c.route, "done-alone", "answer, please", true))
+		if status != 200 || !strings.Contains(string(body), c.errEvent) || (c.route == "/v1/responses" && strings.Contains(string(body), "[DONE]")) {
+			t.Errorf("%s: status %d, want 200 and the in-band error: %.1500s", c.route, status, body)
+		}
+		if rec := latestUsage(t, g, tenant.Account, int64(i+1)); rec.Status != "upstream_cut_off" || rec.OutputTokens == 0 {
+			t.Errorf("%s: record status %s, output %d", c.route, rec.Status, rec.OutputTokens)
+		}
+	}
+}

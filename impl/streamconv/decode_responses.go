@@ -114,8 +114,12 @@ func (r *respObject) usage() llm.Usage {
 // Decode implements Decoder.
 func (d *responsesDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, bool, error) {
 	if isDone(ev.Data) {
-		// Not sent by OpenAI, but the Open Responses spec asks for it (§2.4).
-		return out, true, nil
+		// Not sent by OpenAI, but the Open Responses spec asks for it (§2.4), after the
+		// terminal event, which ends the stream before it is read. Alone it ends nothing: the
+		// stream was cut before its response.completed (or .incomplete, or .failed), as one
+		// that simply stops is (trial h1: a [DONE] in its place was taken for a complete
+		// answer). After an error, it ends the wait for the terminal event.
+		return out, d.failed, nil
 	}
 	if len(ev.Data) == 0 {
 		return out, false, nil

@@ -121,9 +121,19 @@ func TestResponsesDecoderQuirks(t *testing.T) {
 			r.Usage != (llm.Usage{InputTokens: 5, OutputTokens: 2, ReasoningTokens: 1}) {
 			t.Fatalf("%+v", r)
 		}
-		_, done = decodeEvents(t, llm.FormatResponses, [2]string{"", "[DONE]"})
+		// [DONE] alone, in place of the terminal event, ends nothing: the stream was cut.
+		_, done = decodeEvents(t, llm.FormatResponses, [2]string{"", created},
+			[2]string{"", `{"type":"response.output_text.delta","sequence_number":1,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"Hel"}`},
+			[2]string{"", "[DONE]"})
+		if done {
+			t.Fatal("[DONE] without a terminal event was taken as the end")
+		}
+		// After an error, it ends the wait for response.failed.
+		_, done = decodeEvents(t, llm.FormatResponses, [2]string{"", created},
+			[2]string{"error", `{"type":"error","sequence_number":1,"code":"server_error","message":"bad","param":null}`},
+			[2]string{"", "[DONE]"})
 		if !done {
-			t.Fatal("[DONE] not terminal")
+			t.Fatal("[DONE] after an error is not the end")
 		}
 	})
 	t.Run("incomplete by content filter", func(t *testing.T) {

@@ -79,6 +79,12 @@ func (r *Relay) Event(ev sse.Event, out []sse.Event) []sse.Event {
 		}
 		data, err = convert.SetMemberModel(r.buf[:0], ev.Data, "message", r.model)
 	case llm.FormatResponses:
+		if isDone(ev.Data) {
+			// A [DONE] the stream's terminal event did not come before is no end of it (the
+			// decoder takes the stream as cut, and the client gets the error and response.failed
+			// instead): the Responses API itself never sends one.
+			return out
+		}
 		if seq, ok := sequenceNumber(ev.Data); ok && r.follower != nil {
 			r.follower.follow(seq)
 		}

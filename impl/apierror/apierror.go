@@ -104,10 +104,12 @@ func Unauthenticated(message string) *Error {
 	return &Error{Kind: KindUnauthenticated, Message: message}
 }
 
-// InsufficientCredit is a 402 saying what the request needs and what the account has.
+// InsufficientCredit is a 402 saying what the request needs and what is available to it: the
+// account's balance less the credit held for its other requests in flight (on any replica),
+// which is not the balance GET /v1/credits shows while other requests run.
 func InsufficientCredit(neededMicros, availableMicros int64) *Error {
 	return &Error{Kind: KindInsufficientCredit, Message: fmt.Sprintf(
-		"insufficient credit: this request needs up to %d micro-units (%s) and the account has %d (%s)",
+		"insufficient credit: this request needs up to %d micro-units (%s) and %d (%s) is available to it: the account's balance less what its other requests in flight hold",
 		neededMicros, USD(neededMicros), availableMicros, USD(availableMicros))}
 }
 

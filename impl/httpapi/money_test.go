@@ -192,7 +192,8 @@ func TestInsufficientCreditIs402InEachEnvelope(t *testing.T) {
 		{"POST", "/v1/messages", `{"model":"service-sonnet","max_tokens":4000,"messages":[{"role":"user","content":"hi"}]}`},
 	} {
 		status, h, body := do(t, c, g.URL, r, bearer)
-		if status != 402 || h.Get("x-should-retry") != "false" || !strings.Contains(string(body), "needs up to") {
+		if status != 402 || h.Get("x-should-retry") != "false" || !strings.Contains(string(body), "needs up to") ||
+			!strings.Contains(string(body), "10 ($0.000010) is available to it") {
 			t.Errorf("%s: %d %v %s", r.path, status, h, body)
 		}
 		if r.path == "/v1/messages" && !strings.Contains(string(body), "billing_error") {

@@ -91,7 +91,8 @@
 // code_interpreter and image_generation (in tools or tool_choice), Messages server tools
 // web_search_* and code_execution_*. Client tools (function, custom, computer use, shell, text
 // editor) and web_fetch_* (billed as the tokens it reads) pass. A Responses upstream is always sent store: false; a client's
-// store: true is named in the dropped list.
+// store: true is named in the dropped list. A service_tier the price catalog has no price for
+// (OpenAI's priority, flex, scale: DropUnpricedTier) is removed and named in the dropped list.
 //
 // Dropped, and named in the dropped list (advisory: leaving them out cannot change what the
 // answer must be):

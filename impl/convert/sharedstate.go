@@ -148,3 +148,34 @@ func findStateReference(f llm.Format, value any, path string) (string, string) {
 	}
 	return "", ""
 }
+
+// unpricedTiers are, per format, the service tiers the price catalog has no price for: OpenAI's
+// priority (about 1.75 times the standard price), flex (about half) and scale. The catalog
+// prices the standard tier (pricecatalog), so a request for one of these is sent without its
+// service_tier (the provider's default, standard) and the field is named in the dropped list;
+// "auto" and "default" pass. Anthropic's service_tier (auto, standard_only) only chooses
+// capacity the operator has committed to, and passes.
+var unpricedTiers = map[llm.Format][]string{
+	llm.FormatChat:      {"priority", "flex", "scale"},
+	llm.FormatResponses: {"priority", "flex", "scale"},
+}
+
+// DropUnpricedTier removes, with an edit, a service_tier the price catalog cannot bill (see
+// unpricedTiers) from a request about to go to an upstream of its own format, and reports
+// whether it did.
+func DropUnpricedTier(f llm.Format, v *jsonview.View, edits *jsonview.Edits) bool {
+	tiers := unpricedTiers[f]
+	if tiers == nil {
+		return false
+	}
+	m, ok := v.Lookup("service_tier")
+	if !ok {
+		return false
+	}
+	var tier string
+	if json.Unmarshal(v.ValueOf(m), &tier) != nil || !slices.Contains(tiers, tier) {
+		return false
+	}
+	edits.Remove(m)
+	return true
+}

@@ -571,6 +571,10 @@ func upstreamBody(client llm.Format, view *jsonview.View, ir *llm.Request, e rou
 			return ur, err
 		}
 		ur.dropped, ur.hosted = append(dropped, plan.Dropped...), plan.Bounds
+		// A service tier the catalog has no price for would be billed at the standard price.
+		if convert.DropUnpricedTier(client, view, &edits) {
+			ur.dropped = append(ur.dropped, "service_tier")
+		}
 		if client == llm.FormatMessages && asked > bound {
 			// A thinking budget must stay below the clamped max_tokens.
 			lowered, left, err := convert.FitThinking(view, bound, &edits)

@@ -249,3 +249,37 @@ func TestUntranslatableToolsPreferOwnFormat(t *testing.T) {
 		t.Errorf("function tools only: %d expert %q: %s", status, h.Get("x-tollgate-expert"), body)
 	}
 }
+
+// TestUnpricedServiceTierIsDropped: a same-format request for a service tier the price catalog
+// has no price for (OpenAI's priority, flex, scale) goes upstream without it, the provider's
+// standard tier, and service_tier is named in x-tollgate-dropped-fields; otherwise the answer
+// would be billed at the standard price for what the provider bills at another (trial h1:
+// priority, about 1.75 times standard, billed at standard). auto and default pass.
+func TestUnpricedServiceTierIsDropped(t *testing.T) {
+	s := sim.New(sim.Options{})
+	g := apitest.Start(t, apitest.Options{Config: contractConfig(t), Sim: s})
+	tenant := g.NewTenant(t, "acme", 0, 50_000_000)
+	c := g.Client(t)
+	bearer := map[string]string{"Authorization": "Bearer " + tenant.Key}
+	for _, tc := range []struct {
+		r       request
+		dropped bool
+	}{
+		{request{"POST", "/v1/chat/completions", `{"model":"service-flint-base","service_tier":"priority","messages":[{"role":"user","content":"hi"}]}`}, true},
+		{request{"POST", "/v1/chat/completions", `{"model":"service-flint-base","service_tier":"flex","messages":[{"role":"user","content":"hi"}]}`}, true},
+		{request{"POST", "/v1/responses", `{"model":"test-responses","service_tier":"priority","input":"hi"}`}, true},
+		{request{"POST", "/v1/chat/completions", `{"model":"service-flint-base","service_tier":"auto","messages":[{"role":"user","content":"hi"}]}`}, false},
+		{request{"POST", "/v1/responses", `{"model":"test-responses","service_tier":"default","input":"hi"}`}, false},
+	} {
+		s.Reset()
+		status, h, body := do(t, c, g.URL, tc.r, bearer)
+		if status != 200 {
+			t.Fatalf("%s: %d %s", tc.r.body, status, body)
+		}
+		sent := string(s.LastRequest().Body)
+		named := slices.Contains(strings.Split(h.Get("x-tollgate-dropped-fields"), ", "), "service_tier")
+		if strings.Contains(sent, "service_tier") == tc.dropped || named != tc.dropped {
+			t.Errorf("%s: the upstream was sent %s; dropped fields %q", tc.r.body, sent, h.Get("x-tollgate-dropped-fields"))
+		}
+	}
+}

@@ -31,7 +31,7 @@ func TestValidationAcceptsWhatRealClientsSend(t *testing.T) {
 			"tool_choice":{"type":"function","function":{"name":"f"}},"stream":false,"stream_options":null,
 			"seed":1,"logprobs":false,"metadata":{"a":"b"},"service_tier":"auto","reasoning_effort":"low","prediction":{"type":"content","content":"x"},
 			"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object"}}},"stop":["\n"],"n":1,"max_completion_tokens":64}`},
-		{"POST", "/v1/responses", `{"model":"test-responses","input":[{"role":"user","content":[{"type":"input_text","text":"hi"},{"type":"input_image","image_url":"https://x/y.png"}]},{"type":"function_call_output","call_id":"c","output":"1"},{"type":"item_reference","id":"r"}],
+		{"POST", "/v1/responses", `{"model":"test-responses","input":[{"role":"user","content":[{"type":"input_text","text":"hi"},{"type":"input_image","image_url":"https://x/y.png"}]},{"type":"function_call_output","call_id":"c","output":"1"}],
 			"instructions":"be brief","tools":[{"type":"function","name":"f","parameters":{}},{"type":"local_shell"}],"text":{"format":{"type":"text"}},"reasoning":{"effort":"low"},"store":false,"include":["reasoning.encrypted_content"]}`},
 		{"POST", "/v1/messages?beta=true", `{"model":"service-sonnet","max_tokens":64,"system":[{"type":"text","text":"x","cache_control":{"type":"ephemeral"}}],
 			"messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}},{"type":"document","source":{"type":"text","data":"d"}}]},
@@ -46,8 +46,9 @@ func TestValidationAcceptsWhatRealClientsSend(t *testing.T) {
 			t.Errorf("%s %s: status %d, want it to pass the gateway's validation: %s", r.method, r.path, status, body)
 		}
 	}
-	// The unknown fields reached the upstream byte for byte (container, which names state the
-	// provider keeps for every tenant alike, is refused: TestProviderStateIsNotShared; so are
+	// The unknown fields reached the upstream byte for byte (container and item_reference, which
+	// name state the provider keeps for every tenant alike, are refused: TestProviderStateIsNotShared,
+	// TestProviderStateReferencesAreRefused; so are
 	// tools the provider bills per use: TestPerUseBilledToolsAreRefused).
 	if last := string(g.Sim.LastRequest().Body); !strings.Contains(last, `"context_management":{}`) || !strings.Contains(last, `"future_field":{"x":1}`) {
 		t.Errorf("unknown Messages fields did not pass through: %s", last)

@@ -72,6 +72,7 @@ func (x *Exchange) Answer(raw, out *[]byte) ([]byte, llm.Usage, error) {
 	var (
 		usage llm.Usage
 		ans   []byte
+		resp  *llm.Response // the decoded answer, when it was decoded
 	)
 	if x.expert.Kind == x.client {
 		// One pass over the answer's top level serves the usage, the trace's facts and the
@@ -87,13 +88,26 @@ func (x *Exchange) Answer(raw, out *[]byte) ([]byte, llm.Usage, error) {
 			*out = ans
 		}
 	} else {
-		var resp *llm.Response
 		if resp, err = convert.DecodeResponse(x.expert.Kind, r); err == nil {
 			if x.tr != nil {
 				x.noteAnswer(resp)
 			}
 			usage = resp.Usage
 			ans, err = convert.EncodeResponse(x.client, resp, convert.Meta{ID: ResponseID(x.client, x.requestID), Created: x.started.Unix(), Model: x.model.ID, Request: x.ir})
+		}
+	}
+	if err == nil && usage.OutputTokens == 0 {
+		// An upstream that reports no output (one that is not quite the provider's API) is
+		// billed for the answer's text and tool arguments, four characters a token, as a
+		// stream without usage is. Rare: the same-format answer is decoded only then.
+		if resp == nil {
+			resp, _ = convert.DecodeResponse(x.expert.Kind, r)
+		}
+		if resp != nil {
+			x.answerChars = len(resp.Text)
+			for _, c := range resp.ToolCalls {
+				x.answerChars += len(c.Arguments)
+			}
 		}
 	}
 	if err != nil {

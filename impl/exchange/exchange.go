@@ -103,6 +103,9 @@ type Exchange struct {
 	upstreamWait time.Duration
 	ttft         time.Duration
 	usage        llm.Usage
+	// answerChars are the characters of a complete answer whose upstream reported no output
+	// (Answer), billed as a stream without usage is.
+	answerChars int
 	// tr is the exchange's tracing state; nil while tracing is off (tracing.go).
 	tr *exchangeTrace
 }

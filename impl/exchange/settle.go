@@ -21,6 +21,7 @@ import (
 // writes).
 func (x *Exchange) Settle(u llm.Usage, producedChars int, status string) int64 {
 	x.usage = u
+	producedChars = max(producedChars, x.answerChars)
 	cost := x.reserve.SettleUsage(x.billedRecord(u, producedChars, status))
 	x.traceSettlement(cost, status)
 	x.finishAttempt(status)

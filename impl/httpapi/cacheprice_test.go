@@ -542,3 +542,45 @@ func TestResponsesDoneAloneIsACut(t *testing.T) {
 		}
 	}
 }
+
+// TestAnswerWithoutUsageBillsItsText: a complete (non-streamed) answer from an upstream that
+// reports no usage (a server that is not quite OpenAI's) is billed its output as a stream
+// without usage is, four characters a token of its text, relayed or translated (trial h1: 0
+// output tokens were billed).
+func TestAnswerWithoutUsageBillsItsText(t *testing.T) {
+	const text = "Forty characters of answer text, exactly" // 40 characters: 10 tokens
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1764777600,"model":"gpt-4.1-mini","choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}]}`, text)
+	}))
+	t.Cleanup(upstream.Close)
+	cfg := config.Default()
+	cfg.Providers = append(cfg.Providers, config.Provider{Name: "no-usage", Kind: config.KindOpenAIChat, BaseURL: upstream.URL})
+	for _, family := range []string{config.FamilyChat, config.FamilyMessages} {
+		id := "no-usage-" + family
+		cfg.Models = append(cfg.Models, config.Model{ID: id, Family: family, OwnedBy: "test",
+			Price: config.Price{Catalog: "gpt-4.1-mini"}, MaxOutputTokens: 1000, ContextTokens: 200_000,
+			Backend: &config.Upstream{Provider: "no-usage", Model: "gpt-4.1-mini"}})
+		cfg.Plans[0].Models = append(cfg.Plans[0].Models, id)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	g := apitest.Start(t, apitest.Options{Config: cfg})
+	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	for i, c := range []struct{ route, model string }{
+		{"/v1/chat/completions", "no-usage-chat"}, // relayed as it came
+		{"/v1/messages", "no-usage-messages"},     // translated
+	} {
+		status, body := post(t, g, tenant.Key, c.route, inferenceBody(c.route, c.model, "answer, please", false))
+		if status != 200 {
+			t.Fatalf("%s: %d %.500s", c.route, status, body)
+		}
+		rec := latestUsage(t, g, tenant.Account, int64(i+1))
+		checkReproducible(t, rec)
+		if rec.OutputTokens != 10 || rec.InputTokens == 0 {
+			t.Errorf("%s: record input %d, output %d; want the output estimated from the text (10)", c.route, rec.InputTokens, rec.OutputTokens)
+		}
+	}
+}

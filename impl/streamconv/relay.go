@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/tollgate/tollgate/impl/convert"
+	"github.com/tollgate/tollgate/impl/jsonview"
 	"github.com/tollgate/tollgate/impl/llm"
 	"github.com/tollgate/tollgate/impl/sse"
 )
@@ -66,6 +67,21 @@ func (r *Relay) Event(ev sse.Event, out []sse.Event) []sse.Event {
 			return append(out, sse.Event{Name: ev.Name, Data: []byte("[DONE]")})
 		}
 		has, empty := chunkChoices(ev.Data)
+		if !has && r.includeUsage && isUsageChunk(ev.Data) {
+			// A usage chunk whose choices are null or absent (vLLM and other compatible
+			// servers): the client that asked for usage gets it with choices [] (§1.5).
+			var v jsonview.View
+			if v.Parse(ev.Data) != nil {
+				return out
+			}
+			var edits jsonview.Edits
+			edits.Set(&v, "choices", []byte("[]"))
+			if data, err = convert.SetModel(r.buf[:0], edits.AppendTo(nil, &v), r.model); err != nil {
+				return out
+			}
+			r.buf = data
+			return append(out, sse.Event{Name: ev.Name, Data: data})
+		}
 		if !has || (empty && !r.includeUsage) {
 			return out
 		}
@@ -122,6 +138,12 @@ func chunkChoices(chunk []byte) (has, empty bool) {
 		return false, false
 	}
 	return true, isEmptyArray(val)
+}
+
+// isUsageChunk reports whether a chat chunk without a choices array carries a usage object.
+func isUsageChunk(chunk []byte) bool {
+	val, ok := member(chunk, "usage")
+	return ok && len(val) > 0 && val[0] == '{'
 }
 
 // thinkingLen is the length of a Messages content_block_delta's thinking text (0 for another

@@ -212,3 +212,28 @@ func TestRelayedResponsesFailure(t *testing.T) {
 		}
 	}
 }
+
+// TestRelayedUsageChunkWithoutChoices: a chat upstream whose usage chunk has choices null or no
+// choices at all (vLLM and other compatible servers) still gives a client that asked for usage
+// its usage chunk, with choices [] and the gateway's model (§1.5); a client that did not ask
+// gets none (trial h1: the chunk was dropped, though the bill was right).
+func TestRelayedUsageChunkWithoutChoices(t *testing.T) {
+	for _, choices := range []string{`"choices":null,`, ``} {
+		var raw []byte
+		for _, data := range []string{
+			`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"up","choices":[{"index":0,"delta":{"role":"assistant","content":"Hi"},"finish_reason":null}]}`,
+			`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"up","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`,
+			`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"up",` + choices + `"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}`,
+			`[DONE]`,
+		} {
+			raw = sse.AppendEvent(raw, sse.Event{Data: []byte(data)})
+		}
+		got, _ := relayAll(t, llm.FormatChat, raw, true)
+		if !bytes.Contains(got, []byte(`"choices":[]`)) || !bytes.Contains(got, []byte(`"usage":{"prompt_tokens":5`)) || bytes.Contains(got, []byte(`"model":"up"`)) {
+			t.Errorf("choices %q, usage asked for: %s", choices, got)
+		}
+		if got, _ := relayAll(t, llm.FormatChat, raw, false); bytes.Contains(got, []byte(`"usage":{`)) {
+			t.Errorf("choices %q, usage not asked for: %s", choices, got)
+		}
+	}
+}

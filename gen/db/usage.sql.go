@@ -292,12 +292,15 @@ type WriteUsageBatchRow struct {
 // month since migration 0014, cannot have a unique index without the start time). trace_ids
 // are 16-byte trace ids, NULL for a request that was not traced.
 //
-// The cost is drawn from that hold; only when the hold no longer covers it (it expired and was
-// released) from the free credit of the account (balance - held); whatever neither covers is
-// not billed, and the note of the entry says so, so the statement never fails a check. A record
-// served on credit during a database outage (on_credit) was backed by no hold: its cost comes
-// from the free credit only, after the records drawn from the hold, and its ledger entry's note
-// says that it was served on credit (and what was not billed, if anything). Returns
+// The cost is drawn from that hold; what the hold does not cover (it expired and was released,
+// or the record was served on credit during a database outage, backed by no hold: on_credit,
+// billed after the records drawn from the hold) from the account's free credit (balance -
+// held), and, when that is not enough, from the holds: what is left of the writer's own, then
+// the others' (largest first), which give up what they must, each with a new version so that
+// its holder sees the change. Usage already served is billed whenever the balance covers it
+// (holds are credit set aside for requests to come); only what the balance does not cover is
+// not billed, the note of the entry saying so, so the statement never fails a check. A record
+// served on credit has a note saying so (and what was not billed, if anything). Returns
 // one row per account of the batch with the number of records written, the hold of the holder
 // after the batch and a fresh version (a new value from credit_hold_version when the holder has
 // no hold).

@@ -428,3 +428,34 @@ func TestStreamFailingBeforeOutputIsNotBilled(t *testing.T) {
 	}
 	checkBooks(t, g, tenant.Account, 50_000_000)
 }
+
+// TestClientGoneBeforeTheAnswerIsBilledItsInput: a client that leaves while the upstream has its
+// request and has not answered yet (a non-streamed answer still being written, a stream whose
+// head has not come) is billed the request's input, status client_disconnected: the provider
+// has the prompt and bills it (trial h1: no usage record at all, so a tenant could make the
+// operator pay for prompts that never showed in its usage).
+func TestClientGoneBeforeTheAnswerIsBilledItsInput(t *testing.T) {
+	s := sim.New(sim.Options{})
+	g := apitest.Start(t, apitest.Options{Config: moneyConfig(t), Sim: s})
+	tenant := g.NewTenant(t, "acme", 0, 10_000_000)
+	for i, stream := range []bool{false, true} {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		req, _ := http.NewRequestWithContext(ctx, "POST", g.URL+"/v1/chat/completions",
+			strings.NewReader(chatBody("pricey", "a slow answer [[sim fault=stall_before ms=3000]]", stream, 64)))
+		req.Header.Set("Authorization", "Bearer "+tenant.Key)
+		if res, err := http.DefaultClient.Do(req); err == nil {
+			res.Body.Close()
+			t.Fatalf("stream %v: answered %d before the client left", stream, res.StatusCode)
+		}
+		cancel()
+		waitSettled(t, g, tenant.Account, int64(i+1))
+		recs, err := g.Store.UsageRecords(context.Background(), tenant.Account.ID, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := recs[0]; r.Status != "client_disconnected" || r.InputTokens <= 0 || r.OutputTokens != 0 || r.CostMicros <= 0 {
+			t.Errorf("stream %v: usage after the client left before the answer: %+v", stream, r)
+		}
+	}
+	checkBooks(t, g, tenant.Account, 10_000_000)
+}

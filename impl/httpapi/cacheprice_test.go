@@ -471,20 +471,7 @@ func TestResponsesFailureIsBilledItsUsage(t *testing.T) {
 		fmt.Fprint(w, "event: response.failed\ndata: {\"type\":\"response.failed\",\"sequence_number\":3,\"response\":{\"id\":\"resp_f1\",\"object\":\"response\",\"created_at\":1764777600,\"model\":\"gpt-4.1-mini\",\"status\":\"failed\",\"error\":{\"code\":\"server_error\",\"message\":\"The server had an error.\"},\"output\":[],\"usage\":{\"input_tokens\":1000,\"input_tokens_details\":{\"cached_tokens\":0},\"output_tokens\":800,\"output_tokens_details\":{\"reasoning_tokens\":700},\"total_tokens\":1800}}}\n\n")
 	}))
 	t.Cleanup(upstream.Close)
-	cfg := config.Default()
-	cfg.Providers = append(cfg.Providers, config.Provider{Name: "failing", Kind: config.KindOpenAIResponses, BaseURL: upstream.URL})
-	for _, family := range []string{config.FamilyChat, config.FamilyMessages} {
-		id := "failing-" + family
-		cfg.Models = append(cfg.Models, config.Model{ID: id, Family: family, OwnedBy: "test",
-			Price: config.Price{Catalog: "gpt-4.1-mini"}, MaxOutputTokens: 1000, ContextTokens: 200_000,
-			Backend: &config.Upstream{Provider: "failing", Model: "gpt-4.1-mini"}})
-		cfg.Plans[0].Models = append(cfg.Plans[0].Models, id)
-	}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	g := apitest.Start(t, apitest.Options{Config: cfg})
-	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	g, tenant := standInGateway(t, "failing", config.KindOpenAIResponses, upstream.URL)
 	for i, c := range []struct{ route, model, errEvent string }{
 		{"/v1/responses", "failing-chat", "event: response.failed"}, // relayed as it came
 		{"/v1/chat/completions", "failing-chat", `"error"`},
@@ -518,22 +505,12 @@ func TestResponsesDoneAloneIsACut(t *testing.T) {
 		fmt.Fprint(w, "data: [DONE]\n\n")
 	}))
 	t.Cleanup(upstream.Close)
-	cfg := config.Default()
-	cfg.Providers = append(cfg.Providers, config.Provider{Name: "done-alone", Kind: config.KindOpenAIResponses, BaseURL: upstream.URL})
-	cfg.Models = append(cfg.Models, config.Model{ID: "done-alone", Family: config.FamilyChat, OwnedBy: "test",
-		Price: config.Price{Catalog: "gpt-4.1-mini"}, MaxOutputTokens: 1000, ContextTokens: 200_000,
-		Backend: &config.Upstream{Provider: "done-alone", Model: "gpt-4.1-mini"}})
-	cfg.Plans[0].Models = append(cfg.Plans[0].Models, "done-alone")
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	g := apitest.Start(t, apitest.Options{Config: cfg})
-	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	g, tenant := standInGateway(t, "done-alone", config.KindOpenAIResponses, upstream.URL)
 	for i, c := range []struct{ route, errEvent string }{
 		{"/v1/responses", "event: response.failed"},
 		{"/v1/chat/completions", `"error"`},
 	} {
-		status, body := post(t, g, tenant.Key, c.route, inferenceBody(c.route, "done-alone", "answer, please", true))
+		status, body := post(t, g, tenant.Key, c.route, inferenceBody(c.route, "done-alone-chat", "answer, please", true))
 		if status != 200 || !strings.Contains(string(body), c.errEvent) || (c.route == "/v1/responses" && strings.Contains(string(body), "[DONE]")) {
 			t.Errorf("%s: status %d, want 200 and the in-band error: %.1500s", c.route, status, body)
 		}
@@ -555,20 +532,7 @@ func TestAnswerWithoutUsageBillsItsText(t *testing.T) {
 		fmt.Fprintf(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1764777600,"model":"gpt-4.1-mini","choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}]}`, text)
 	}))
 	t.Cleanup(upstream.Close)
-	cfg := config.Default()
-	cfg.Providers = append(cfg.Providers, config.Provider{Name: "no-usage", Kind: config.KindOpenAIChat, BaseURL: upstream.URL})
-	for _, family := range []string{config.FamilyChat, config.FamilyMessages} {
-		id := "no-usage-" + family
-		cfg.Models = append(cfg.Models, config.Model{ID: id, Family: family, OwnedBy: "test",
-			Price: config.Price{Catalog: "gpt-4.1-mini"}, MaxOutputTokens: 1000, ContextTokens: 200_000,
-			Backend: &config.Upstream{Provider: "no-usage", Model: "gpt-4.1-mini"}})
-		cfg.Plans[0].Models = append(cfg.Plans[0].Models, id)
-	}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	g := apitest.Start(t, apitest.Options{Config: cfg})
-	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	g, tenant := standInGateway(t, "no-usage", config.KindOpenAIChat, upstream.URL)
 	for i, c := range []struct{ route, model string }{
 		{"/v1/chat/completions", "no-usage-chat"}, // relayed as it came
 		{"/v1/messages", "no-usage-messages"},     // translated
@@ -583,4 +547,25 @@ func TestAnswerWithoutUsageBillsItsText(t *testing.T) {
 			t.Errorf("%s: record input %d, output %d; want the output estimated from the text (10)", c.route, rec.InputTokens, rec.OutputTokens)
 		}
 	}
+}
+
+// standInGateway starts a gateway whose provider name, of kind, is the stand-in upstream at url,
+// serving the models name+"-chat" and name+"-messages" (gpt-4.1-mini's catalog price), and a
+// tenant with credit.
+func standInGateway(t *testing.T, name, kind, url string) (*apitest.Gateway, apitest.Tenant) {
+	t.Helper()
+	cfg := config.Default()
+	cfg.Providers = append(cfg.Providers, config.Provider{Name: name, Kind: kind, BaseURL: url})
+	for _, family := range []string{config.FamilyChat, config.FamilyMessages} {
+		id := name + "-" + family
+		cfg.Models = append(cfg.Models, config.Model{ID: id, Family: family, OwnedBy: "test",
+			Price: config.Price{Catalog: "gpt-4.1-mini"}, MaxOutputTokens: 1000, ContextTokens: 200_000,
+			Backend: &config.Upstream{Provider: name, Model: "gpt-4.1-mini"}})
+		cfg.Plans[0].Models = append(cfg.Plans[0].Models, id)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	g := apitest.Start(t, apitest.Options{Config: cfg})
+	return g, g.NewTenant(t, "acme", 0, 100_000_000)
 }

@@ -177,13 +177,7 @@ func allowed(t *testing.T, ds []Decision, limit int) int {
 // requests of the whole window, from before the outage and during it.
 func TestFallbackOutage(t *testing.T) {
 	const limit = 10
-	srv := redistest.NewServer(t)
-	clock := newFakeClock()
-	prefix := redistest.Prefix(t)
-	logs := &logBuffer{}
-	a := newReplica(t, srv, prefix, "a", logs, FallbackOptions{Now: clock.Now})
-	b := newReplica(t, srv, prefix, "b", logs, FallbackOptions{Now: clock.Now})
-	waitFor(t, "both replicas to count two replicas", func() bool { return a.Replicas() == 2 && b.Replicas() == 2 })
+	srv, prefix, a, b, clock, logs := twoReplicas(t)
 	if a.gauge(t) != "tollgate_rate_limiter_fallback 0" {
 		t.Fatalf("before the outage: %s", a.gauge(t))
 	}
@@ -355,13 +349,7 @@ func TestFallbackCallerGone(t *testing.T) {
 // requests written back at the next beat, so the key's minute stays counted whole.
 func TestFallbackRedisLostItsLogs(t *testing.T) {
 	const limit = 10
-	srv := redistest.NewServer(t)
-	clock := newFakeClock()
-	prefix := redistest.Prefix(t)
-	logs := &logBuffer{}
-	a := newReplica(t, srv, prefix, "a", logs, FallbackOptions{Now: clock.Now})
-	b := newReplica(t, srv, prefix, "b", logs, FallbackOptions{Now: clock.Now})
-	waitFor(t, "both replicas to count two replicas", func() bool { return a.Replicas() == 2 && b.Replicas() == 2 })
+	srv, prefix, a, b, _, _ := twoReplicas(t)
 	for _, r := range []replica{a, a, a, b, b, b} {
 		allowN(t, r, "key", limit, 1, nil)
 	}
@@ -384,4 +372,18 @@ func TestFallbackRedisLostItsLogs(t *testing.T) {
 	if d := allowN(t, a, "key", limit, 1, nil)[0]; d != ok(limit, 3, 60*s) {
 		t.Errorf("after the loss = %+v, want allowed by Redis with 3 left", d)
 	}
+}
+
+// twoReplicas starts a redis-server and two replicas on it, sharing a fake clock and a log,
+// once both count two replicas.
+func twoReplicas(t *testing.T) (srv *redistest.Server, prefix string, a, b replica, clock *fakeClock, logs *logBuffer) {
+	t.Helper()
+	srv = redistest.NewServer(t)
+	clock = newFakeClock()
+	prefix = redistest.Prefix(t)
+	logs = &logBuffer{}
+	a = newReplica(t, srv, prefix, "a", logs, FallbackOptions{Now: clock.Now})
+	b = newReplica(t, srv, prefix, "b", logs, FallbackOptions{Now: clock.Now})
+	waitFor(t, "both replicas to count two replicas", func() bool { return a.Replicas() == 2 && b.Replicas() == 2 })
+	return srv, prefix, a, b, clock, logs
 }

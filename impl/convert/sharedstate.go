@@ -50,9 +50,9 @@ func SharedStateFields(f llm.Format, v *jsonview.View) (dropped []string, err er
 	return dropped, nil
 }
 
-// stateMarkers are the bytes without which a request of the format cannot hold a reference to
-// provider-kept state in its messages; a body with none of them (and no \u escape, which
-// could spell one) is not decoded for the search.
+// stateMarkers are the bytes without which the messages of a request of the format cannot hold
+// a reference to provider-kept state; messages with none of them (in a body with no \u escape,
+// which could spell one) are not decoded for the search.
 var stateMarkers = map[llm.Format][][]byte{
 	llm.FormatChat:      {[]byte(`"file_id"`)},
 	llm.FormatResponses: {[]byte(`"file_id"`), []byte(`"item_reference"`)},
@@ -79,22 +79,11 @@ func sharedStateReference(f llm.Format, v *jsonview.View) error {
 	if markers == nil {
 		return nil
 	}
-	body := v.Body()
-	if v.UnicodeEscapes() == 0 {
-		found := false
-		for _, m := range markers {
-			if bytes.Contains(body, m) {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return nil
-		}
-	}
+	escaped := v.UnicodeEscapes() > 0
 	for _, name := range stateHolders[f] {
 		raw, ok := v.Value(name)
-		if !ok {
+		if !ok || (!escaped && !containsAny(raw, markers)) {
+			// (A marker elsewhere, in a tool's schema say, is no reference.)
 			continue
 		}
 		var value any
@@ -106,6 +95,16 @@ func sharedStateReference(f llm.Format, v *jsonview.View) error {
 		}
 	}
 	return nil
+}
+
+// containsAny reports whether b contains one of the markers.
+func containsAny(b []byte, markers [][]byte) bool {
+	for _, m := range markers {
+		if bytes.Contains(b, m) {
+			return true
+		}
+	}
+	return false
 }
 
 // findStateReference is the path (and a description) of the first reference to provider-kept

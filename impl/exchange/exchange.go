@@ -316,8 +316,10 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions) (*Excha
 	// rather than what a translation lacks.
 	var lastErr, refusal error
 	refusalSameFormat := false
-	// called is the expert last called, when a call was made.
-	var called *routing.Expert
+	// called is the expert last called, when calledAny says a call was made (a value, not a
+	// pointer to the loop's variable, which would move every expert to the heap).
+	var called routing.Expert
+	calledAny := false
 	order := eng.router.Order(m, features)
 	if maxTokens > 0 {
 		// A request is clamped to an expert's lower limit only when no expert can produce
@@ -357,7 +359,7 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions) (*Excha
 			input = ur.body // a neutral request: what the upstream is sent
 		}
 		tries := x.observeTries(e, bound, input)
-		called = &e
+		called, calledAny = e, true
 		var res *http.Response
 		if tries != nil {
 			res, _, err = up.CallObserved(ctx, ur.body, stream, forward, tries)
@@ -397,12 +399,12 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions) (*Excha
 		eng.router.Observe(e.Key, time.Since(t0), true)
 		eng.logger(requestID).Warn("upstream failed; trying the next expert", "expert", e.Key, "err", err)
 	}
-	if ctx.Err() != nil && called != nil && o == nil {
+	if ctx.Err() != nil && calledAny && o == nil {
 		// The client went away while an upstream had its request: the provider has the
 		// prompt and bills it, so the request is billed its input, as a stream the client
 		// leaves is billed what it had (trial h1: no usage record at all). An in-process
 		// caller's step is retried under its own id, and is billed by the retry.
-		x.expert = *called
+		x.expert = called
 		x.Settle(llm.Usage{}, 0, "client_disconnected")
 		return nil, ctx.Err()
 	}

@@ -461,17 +461,20 @@ func TestCutStreamKeepsCacheCounts(t *testing.T) {
 // reasoning) is billed that usage on every route, relayed or translated, and the client gets
 // the in-band error (trial h1: the request was billed its estimate, 9 in and 4 out).
 func TestResponsesFailureIsBilledItsUsage(t *testing.T) {
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "text/event-stream")
-		fmt.Fprint(w, "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_f1\",\"object\":\"response\",\"created_at\":1764777600,\"model\":\"gpt-4.1-mini\",\"status\":\"in_progress\",\"output\":[]}}\n\n")
-		fmt.Fprint(w, "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":1,\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0,\"delta\":\"Hel\"}\n\n")
-		w.(http.Flusher).Flush()
-		fmt.Fprint(w, "event: error\ndata: {\"type\":\"error\",\"sequence_number\":2,\"code\":\"server_error\",\"message\":\"The server had an error.\",\"param\":null}\n\n")
-		fmt.Fprint(w, "event: response.failed\ndata: {\"type\":\"response.failed\",\"sequence_number\":3,\"response\":{\"id\":\"resp_f1\",\"object\":\"response\",\"created_at\":1764777600,\"model\":\"gpt-4.1-mini\",\"status\":\"failed\",\"error\":{\"code\":\"server_error\",\"message\":\"The server had an error.\"},\"output\":[],\"usage\":{\"input_tokens\":1000,\"input_tokens_details\":{\"cached_tokens\":0},\"output_tokens\":800,\"output_tokens_details\":{\"reasoning_tokens\":700},\"total_tokens\":1800}}}\n\n")
-	}))
-	t.Cleanup(upstream.Close)
-	g, tenant := standInGateway(t, "failing", config.KindOpenAIResponses, upstream.URL)
+	url := cannedUpstream(t, "text/event-stream", `event: response.created
+data: {"type":"response.created","sequence_number":0,"response":{"id":"resp_f1","object":"response","created_at":1764777600,"model":"gpt-4.1-mini","status":"in_progress","output":[]}}
+
+event: response.output_text.delta
+data: {"type":"response.output_text.delta","sequence_number":1,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"Hel"}
+
+event: error
+data: {"type":"error","sequence_number":2,"code":"server_error","message":"The server had an error.","param":null}
+
+event: response.failed
+data: {"type":"response.failed","sequence_number":3,"response":{"id":"resp_f1","object":"response","created_at":1764777600,"model":"gpt-4.1-mini","status":"failed","error":{"code":"server_error","message":"The server had an error."},"output":[],"usage":{"input_tokens":1000,"input_tokens_details":{"cached_tokens":0},"output_tokens":800,"output_tokens_details":{"reasoning_tokens":700},"total_tokens":1800}}}
+
+`)
+	g, tenant := standInGateway(t, "failing", config.KindOpenAIResponses, url)
 	for i, c := range []struct{ route, model, errEvent string }{
 		{"/v1/responses", "failing-chat", "event: response.failed"}, // relayed as it came
 		{"/v1/chat/completions", "failing-chat", `"error"`},
@@ -497,15 +500,16 @@ func TestResponsesFailureIsBilledItsUsage(t *testing.T) {
 // (trial h1: it was taken for a complete answer, status ok, and a Responses client was left
 // with a response in_progress).
 func TestResponsesDoneAloneIsACut(t *testing.T) {
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "text/event-stream")
-		fmt.Fprint(w, "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_d1\",\"object\":\"response\",\"created_at\":1764777600,\"model\":\"gpt-4.1-mini\",\"status\":\"in_progress\",\"output\":[]}}\n\n")
-		fmt.Fprint(w, "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":1,\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0,\"delta\":\"Half an answer\"}\n\n")
-		fmt.Fprint(w, "data: [DONE]\n\n")
-	}))
-	t.Cleanup(upstream.Close)
-	g, tenant := standInGateway(t, "done-alone", config.KindOpenAIResponses, upstream.URL)
+	url := cannedUpstream(t, "text/event-stream", `event: response.created
+data: {"type":"response.created","sequence_number":0,"response":{"id":"resp_d1","object":"response","created_at":1764777600,"model":"gpt-4.1-mini","status":"in_progress","output":[]}}
+
+event: response.output_text.delta
+data: {"type":"response.output_text.delta","sequence_number":1,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"Half an answer"}
+
+data: [DONE]
+
+`)
+	g, tenant := standInGateway(t, "done-alone", config.KindOpenAIResponses, url)
 	for i, c := range []struct{ route, errEvent string }{
 		{"/v1/responses", "event: response.failed"},
 		{"/v1/chat/completions", `"error"`},
@@ -526,13 +530,8 @@ func TestResponsesDoneAloneIsACut(t *testing.T) {
 // output tokens were billed).
 func TestAnswerWithoutUsageBillsItsText(t *testing.T) {
 	const text = "Forty characters of answer text, exactly" // 40 characters: 10 tokens
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1764777600,"model":"gpt-4.1-mini","choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}]}`, text)
-	}))
-	t.Cleanup(upstream.Close)
-	g, tenant := standInGateway(t, "no-usage", config.KindOpenAIChat, upstream.URL)
+	url := cannedUpstream(t, "application/json", fmt.Sprintf(`{"id":"chatcmpl-1","object":"chat.completion","created":1764777600,"model":"gpt-4.1-mini","choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}]}`, text))
+	g, tenant := standInGateway(t, "no-usage", config.KindOpenAIChat, url)
 	for i, c := range []struct{ route, model string }{
 		{"/v1/chat/completions", "no-usage-chat"}, // relayed as it came
 		{"/v1/messages", "no-usage-messages"},     // translated
@@ -568,4 +567,16 @@ func standInGateway(t *testing.T, name, kind, url string) (*apitest.Gateway, api
 	}
 	g := apitest.Start(t, apitest.Options{Config: cfg})
 	return g, g.NewTenant(t, "acme", 0, 100_000_000)
+}
+
+// cannedUpstream serves body, as contentType, to every request, and returns its URL.
+func cannedUpstream(t *testing.T, contentType, body string) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", contentType)
+		_, _ = io.WriteString(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
 }

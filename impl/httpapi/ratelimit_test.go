@@ -129,8 +129,8 @@ func TestRPMCapOnEveryRoute(t *testing.T) {
 				reset.Before(before.Truncate(time.Second)) || reset.After(time.Now().Add(61*time.Second)) || h.Get("x-ratelimit-limit-requests") != "" {
 				t.Errorf("%s: rate-limit headers %v", op, h)
 			}
-		} else if (h.Get("x-ratelimit-limit-requests") != "1" || h.Get("x-ratelimit-remaining-requests") != "0" ||
-			h.Get("x-ratelimit-reset-requests") != "60s" || h.Get("anthropic-ratelimit-requests-limit") != "") {
+		} else if h.Get("x-ratelimit-limit-requests") != "1" || h.Get("x-ratelimit-remaining-requests") != "0" ||
+			h.Get("x-ratelimit-reset-requests") != "60s" || h.Get("anthropic-ratelimit-requests-limit") != "" {
 			t.Errorf("%s: rate-limit headers %v", op, h)
 		}
 	}

@@ -19,7 +19,14 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 func openStore(t *testing.T) *store.Store {
 	t.Helper()
-	st, err := store.Open(context.Background(), pgtest.ConnString(t))
+	return openStoreAt(t, pgtest.ConnString(t))
+}
+
+// openStoreAt opens a store on the database at url and migrates it; the test's cleanup closes
+// it.
+func openStoreAt(t *testing.T, url string) *store.Store {
+	t.Helper()
+	st, err := store.Open(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,15 +17,7 @@ func TestSecretIsSharedAndKept(t *testing.T) {
 	url := pgtest.ConnString(t)
 	var replicas []*store.Store
 	for range 4 {
-		st, err := store.Open(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(st.Close)
-		if _, err := st.Migrate(ctx); err != nil {
-			t.Fatal(err)
-		}
-		replicas = append(replicas, st)
+		replicas = append(replicas, openStoreAt(t, url))
 	}
 	got := make([][]byte, len(replicas))
 	var wg sync.WaitGroup
@@ -47,11 +39,7 @@ func TestSecretIsSharedAndKept(t *testing.T) {
 	if bytes.Equal(got[0], make([]byte, store.SecretSize)) {
 		t.Fatal("the secret is all zeros")
 	}
-	later, err := store.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer later.Close()
+	later := openStoreAt(t, url)
 	if s, err := later.Secret(ctx, "sealed_ids"); err != nil || !bytes.Equal(s, got[0]) {
 		t.Errorf("a later process read %x, %v", s, err)
 	}

@@ -79,13 +79,14 @@ FROM stream_checkpoints WHERE account_id = @account_id ORDER BY request_id;
 -- Settles the key reservations of streams billed from their checkpoints after their process
 -- was lost (parallel arrays: key, request id, cost), as SettleKeyReservation does one: each
 -- reservation not settled yet (live or reaped) is marked settled, its amount leaves the
--- budget's reserved_micros and the cost joins spent_micros. A request without a reservation
+-- budget's reserved_micros and the cost joins spent_micros (and is kept as settled_micros). A
+-- request without a reservation
 -- of the key (an uncapped key), or one settled already, changes nothing.
 WITH input AS (
     SELECT unnest(@key_ids::uuid[]) AS key_id, unnest(@request_ids::text[]) AS request_id,
            unnest(@costs::bigint[]) AS cost_micros
 ), done AS (
-    UPDATE key_reservations r SET settled_at = now()
+    UPDATE key_reservations r SET settled_at = now(), settled_micros = input.cost_micros
     FROM input
     WHERE r.key_id = input.key_id AND r.request_id = input.request_id AND r.settled_at IS NULL
     RETURNING r.key_id, r.period_start, r.amount_micros, input.cost_micros
@@ -97,5 +98,44 @@ WITH input AS (
 UPDATE key_budgets b
 SET spent_micros = b.spent_micros + per_budget.cost_micros,
     reserved_micros = b.reserved_micros - per_budget.amount
+FROM per_budget
+WHERE b.key_id = per_budget.key_id AND b.period_start = per_budget.period_start;
+
+-- name: LostStreamUsage :many
+-- The usage records, among the given requests (parallel arrays: account, request id), that were
+-- billed from a stream's last checkpoint after its process was lost (status process_lost): a
+-- record of such a request that arrives later bills the rest of its usage (WriteUsage).
+SELECT u.* FROM usage_records u
+JOIN (SELECT unnest(@account_ids::uuid[]) AS account_id, unnest(@request_ids::text[]) AS request_id) AS r
+    ON u.account_id = r.account_id AND u.request_id = r.request_id
+WHERE u.status = 'process_lost';
+
+-- name: RaiseLostStreamKeySpend :execrows
+-- Raises the spend of the keys of streams whose process was lost to what their requests' usage
+-- records charge together (parallel arrays: key, request id, total), once: each settled
+-- reservation whose settled_micros is below the total adds the difference to its budget's
+-- spent_micros and keeps the total as settled_micros. A reservation settled at more (the lost
+-- process settled it with its full cost before the reaper billed the checkpoint), one settled
+-- before settled_micros was kept (NULL), or a request without a reservation (an uncapped key)
+-- changes nothing.
+WITH input AS (
+    SELECT unnest(@key_ids::uuid[]) AS key_id, unnest(@request_ids::text[]) AS request_id,
+           unnest(@totals::bigint[]) AS total
+), was AS (
+    SELECT r.key_id, r.request_id, r.period_start, input.total, input.total - r.settled_micros AS added
+    FROM key_reservations r JOIN input ON r.key_id = input.key_id AND r.request_id = input.request_id
+    WHERE r.settled_at IS NOT NULL AND r.settled_micros < input.total
+    ORDER BY r.key_id, r.request_id
+    FOR UPDATE OF r
+), raised AS (
+    UPDATE key_reservations r SET settled_micros = was.total
+    FROM was WHERE r.key_id = was.key_id AND r.request_id = was.request_id
+    RETURNING r.key_id
+), per_budget AS (
+    SELECT was.key_id, was.period_start, SUM(was.added)::bigint AS added
+    FROM was GROUP BY was.key_id, was.period_start
+)
+UPDATE key_budgets b
+SET spent_micros = b.spent_micros + per_budget.added
 FROM per_budget
 WHERE b.key_id = per_budget.key_id AND b.period_start = per_budget.period_start;

@@ -800,7 +800,7 @@ func (q *Queries) SetAPIKeyRPMLimit(ctx context.Context, arg SetAPIKeyRPMLimitPa
 
 const settleKeyReservation = `-- name: SettleKeyReservation :execrows
 WITH done AS (
-    UPDATE key_reservations SET settled_at = now()
+    UPDATE key_reservations SET settled_at = now(), settled_micros = $1::bigint
     WHERE key_reservations.key_id = $2 AND key_reservations.request_id = $3
       AND key_reservations.settled_at IS NULL
     RETURNING key_reservations.period_start, key_reservations.amount_micros
@@ -820,7 +820,8 @@ type SettleKeyReservationParams struct {
 
 // Ends a key reservation: its row is marked settled (and kept, as the marker that the request
 // id was counted), its amount (0 if it was reaped) leaves the budget's reserved_micros, and
-// cost_micros (what the request's usage record charges; 0 for a release) joins spent_micros. A
+// cost_micros (what the request's usage record charges; 0 for a release) joins spent_micros
+// and is kept as the reservation's settled_micros. A
 // reservation settled already is not found (0 rows; a concurrent settlement waits for the row
 // and then finds it settled): settling is idempotent, so a settlement retried after an unknown
 // outcome, or a retry's settlement of a request id counted already, counts once.

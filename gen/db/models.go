@@ -177,14 +177,15 @@ type KeyBudget struct {
 }
 
 type KeyReservation struct {
-	KeyID        uuid.UUID
-	RequestID    string
-	PeriodStart  time.Time
-	AmountMicros int64
-	Holder       string
-	ExpiresAt    time.Time
-	Reaped       bool
-	SettledAt    *time.Time
+	KeyID         uuid.UUID
+	RequestID     string
+	PeriodStart   time.Time
+	AmountMicros  int64
+	Holder        string
+	ExpiresAt     time.Time
+	Reaped        bool
+	SettledAt     *time.Time
+	SettledMicros *int64
 }
 
 type LoadedDataset struct {

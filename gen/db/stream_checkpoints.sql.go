@@ -136,6 +136,120 @@ func (q *Queries) ListStreamCheckpoints(ctx context.Context, accountID uuid.UUID
 	return items, nil
 }
 
+const lostStreamUsage = `-- name: LostStreamUsage :many
+SELECT u.id, u.account_id, u.request_id, u.api_key_id, u.model, u.route, u.provider, u.upstream_model, u.input_tokens, u.output_tokens, u.cost_micros, u.status, u.started_at, u.finished_at, u.recorded_at, u.hosted_tool_calls, u.hosted_tool_micros, u.on_credit, u.agent_session_id, u.cache_read_tokens, u.cache_write_5m_tokens, u.cache_write_1h_tokens, u.reasoning_tokens, u.service_tier, u.price, u.input_cost_micros, u.cache_read_cost_micros, u.cache_write_5m_cost_micros, u.cache_write_1h_cost_micros, u.output_cost_micros, u.waived_micros, u.cache_savings_micros, u.trace_id FROM usage_records u
+JOIN (SELECT unnest($1::uuid[]) AS account_id, unnest($2::text[]) AS request_id) AS r
+    ON u.account_id = r.account_id AND u.request_id = r.request_id
+WHERE u.status = 'process_lost'
+`
+
+type LostStreamUsageParams struct {
+	AccountIds []uuid.UUID
+	RequestIds []string
+}
+
+// The usage records, among the given requests (parallel arrays: account, request id), that were
+// billed from a stream's last checkpoint after its process was lost (status process_lost): a
+// record of such a request that arrives later bills the rest of its usage (WriteUsage).
+func (q *Queries) LostStreamUsage(ctx context.Context, arg LostStreamUsageParams) ([]UsageRecord, error) {
+	rows, err := q.db.Query(ctx, lostStreamUsage, arg.AccountIds, arg.RequestIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []UsageRecord{}
+	for rows.Next() {
+		var i UsageRecord
+		if err := rows.Scan(
+			&i.ID,
+			&i.AccountID,
+			&i.RequestID,
+			&i.ApiKeyID,
+			&i.Model,
+			&i.Route,
+			&i.Provider,
+			&i.UpstreamModel,
+			&i.InputTokens,
+			&i.OutputTokens,
+			&i.CostMicros,
+			&i.Status,
+			&i.StartedAt,
+			&i.FinishedAt,
+			&i.RecordedAt,
+			&i.HostedToolCalls,
+			&i.HostedToolMicros,
+			&i.OnCredit,
+			&i.AgentSessionID,
+			&i.CacheReadTokens,
+			&i.CacheWrite5mTokens,
+			&i.CacheWrite1hTokens,
+			&i.ReasoningTokens,
+			&i.ServiceTier,
+			&i.Price,
+			&i.InputCostMicros,
+			&i.CacheReadCostMicros,
+			&i.CacheWrite5mCostMicros,
+			&i.CacheWrite1hCostMicros,
+			&i.OutputCostMicros,
+			&i.WaivedMicros,
+			&i.CacheSavingsMicros,
+			&i.TraceID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const raiseLostStreamKeySpend = `-- name: RaiseLostStreamKeySpend :execrows
+WITH input AS (
+    SELECT unnest($1::uuid[]) AS key_id, unnest($2::text[]) AS request_id,
+           unnest($3::bigint[]) AS total
+), was AS (
+    SELECT r.key_id, r.request_id, r.period_start, input.total, input.total - r.settled_micros AS added
+    FROM key_reservations r JOIN input ON r.key_id = input.key_id AND r.request_id = input.request_id
+    WHERE r.settled_at IS NOT NULL AND r.settled_micros < input.total
+    ORDER BY r.key_id, r.request_id
+    FOR UPDATE OF r
+), raised AS (
+    UPDATE key_reservations r SET settled_micros = was.total
+    FROM was WHERE r.key_id = was.key_id AND r.request_id = was.request_id
+    RETURNING r.key_id
+), per_budget AS (
+    SELECT was.key_id, was.period_start, SUM(was.added)::bigint AS added
+    FROM was GROUP BY was.key_id, was.period_start
+)
+UPDATE key_budgets b
+SET spent_micros = b.spent_micros + per_budget.added
+FROM per_budget
+WHERE b.key_id = per_budget.key_id AND b.period_start = per_budget.period_start
+`
+
+type RaiseLostStreamKeySpendParams struct {
+	KeyIds     []uuid.UUID
+	RequestIds []string
+	Totals     []int64
+}
+
+// Raises the spend of the keys of streams whose process was lost to what their requests' usage
+// records charge together (parallel arrays: key, request id, total), once: each settled
+// reservation whose settled_micros is below the total adds the difference to its budget's
+// spent_micros and keeps the total as settled_micros. A reservation settled at more (the lost
+// process settled it with its full cost before the reaper billed the checkpoint), one settled
+// before settled_micros was kept (NULL), or a request without a reservation (an uncapped key)
+// changes nothing.
+func (q *Queries) RaiseLostStreamKeySpend(ctx context.Context, arg RaiseLostStreamKeySpendParams) (int64, error) {
+	result, err := q.db.Exec(ctx, raiseLostStreamKeySpend, arg.KeyIds, arg.RequestIds, arg.Totals)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const saveStreamCheckpoints = `-- name: SaveStreamCheckpoints :one
 WITH input AS (
     SELECT unnest($1::uuid[]) AS account_id, unnest($2::text[]) AS request_id,
@@ -205,7 +319,7 @@ WITH input AS (
     SELECT unnest($1::uuid[]) AS key_id, unnest($2::text[]) AS request_id,
            unnest($3::bigint[]) AS cost_micros
 ), done AS (
-    UPDATE key_reservations r SET settled_at = now()
+    UPDATE key_reservations r SET settled_at = now(), settled_micros = input.cost_micros
     FROM input
     WHERE r.key_id = input.key_id AND r.request_id = input.request_id AND r.settled_at IS NULL
     RETURNING r.key_id, r.period_start, r.amount_micros, input.cost_micros
@@ -230,7 +344,8 @@ type SettleLostStreamKeyReservationsParams struct {
 // Settles the key reservations of streams billed from their checkpoints after their process
 // was lost (parallel arrays: key, request id, cost), as SettleKeyReservation does one: each
 // reservation not settled yet (live or reaped) is marked settled, its amount leaves the
-// budget's reserved_micros and the cost joins spent_micros. A request without a reservation
+// budget's reserved_micros and the cost joins spent_micros (and is kept as settled_micros). A
+// request without a reservation
 // of the key (an uncapped key), or one settled already, changes nothing.
 func (q *Queries) SettleLostStreamKeyReservations(ctx context.Context, arg SettleLostStreamKeyReservationsParams) (int64, error) {
 	result, err := q.db.Exec(ctx, settleLostStreamKeyReservations, arg.KeyIds, arg.RequestIds, arg.Costs)

@@ -167,8 +167,13 @@
 // of one write (the write that would have carried it). During a database outage checkpoints
 // are not written (the streams are served on), so the bound is then the outage's start. A
 // stream whose process is cut off from the database for longer than a lease, while others
-// reach it, is billed from its checkpoint by them and its own settlement is then skipped by the
-// unique index: under-billed by what it delivered since, as in the case of a lost hold above.
+// reach it, is billed from its checkpoint by them; when its own record reaches the database
+// later (written by that process, or replayed from its spill file by the next process, as
+// after a graceful stop during a database outage that outlasted the lease), the record is
+// skipped, as a request billed already, and the rest of its usage, the difference per token
+// kind at the rates the request was billed at, is billed as a second record (request id +
+// store.RestSuffix) in the same transaction, the key's spend raised to match: the two records
+// together charge what the stream's own record says.
 // A stream of an on-credit request is checkpointed too and billed from the free credit. Cost:
 // per stream two shard locks and one record built per interval; per process one statement per
 // interval while it streams; per reap one query that finds the lost checkpoints.

@@ -13,6 +13,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tollgate/tollgate/impl/devkit/pgtest"
+	"github.com/tollgate/tollgate/impl/llm"
+	"github.com/tollgate/tollgate/impl/price"
+	"github.com/tollgate/tollgate/impl/store"
 	"github.com/tollgate/tollgate/impl/usagespill"
 )
 
@@ -146,5 +149,102 @@ func TestDatabaseFreezeStopRestart(t *testing.T) {
 	// of its pool that the stop had broken, found dead at its first use).
 	if logsA.count(logFailing) != 2 || logsA.count(logWritten) != 1 || logsB.count(logFailing) < 1 || logsB.count(logFailing) != logsB.count(logWritten) {
 		t.Errorf("outages logged: first process\n%s\nsecond process\n%s", strings.Join(logsA.all(), "\n"), strings.Join(logsB.all(), "\n"))
+	}
+}
+
+// TestStreamSettledAfterItsProcessWasReaped: trial h2's D2, with a real PostgreSQL outage. A
+// stream's checkpoint (200 of its output tokens) is written; PostgreSQL stops; the stream goes on
+// and settles (500 output tokens) and the process is stopped gracefully, its record kept in its
+// spill file. PostgreSQL comes back, another process reaps the stopped one (its lease expired)
+// and bills the checkpoint (process_lost); then the stopped process starts again and replays its
+// spill file. The request is billed what its own record says, once: the checkpoint's record and a
+// second one, stream-1_rest, of the 300 tokens beyond it. On the code before, the replayed record
+// was skipped and the stream stayed billed at its checkpoint.
+func TestStreamSettledAfterItsProcessWasReaped(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a PostgreSQL cluster of its own")
+	}
+	ctx := context.Background()
+	pg := pgtest.NewOutage(t)
+	st := openStore(t, pg.ConnString())
+	const granted = 10_000_000
+	acct := newAccount(t, st, granted)
+	path := filepath.Join(t.TempDir(), "usage.spill")
+	const lease = time.Second
+	opts := func(holder string, logs *logSink, sp *usagespill.Spill) Options {
+		return Options{Holder: holder, Logger: logs.logger(), Spill: sp, Lease: lease, CheckpointInterval: 50 * time.Millisecond,
+			ReapInterval: time.Hour, FlushInterval: 20 * time.Millisecond, RetryMax: 100 * time.Millisecond,
+			WriteTimeout: 300 * time.Millisecond, DrainTimeout: 500 * time.Millisecond}
+	}
+
+	spA := openSpill(t, path, usagespill.Options{})
+	var logsA logSink
+	a := New(openStore(t, pg.ConnString()), opts("stopping", &logsA, spA))
+	ctxA, stopA := context.WithCancel(ctx)
+	ranA := make(chan error, 1)
+	go func() { ranA <- a.Run(ctxA) }()
+	r, err := a.Reserve(ctx, acct, "stream-1", 1_000_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.TrackStream(testStream(uuid.Nil))
+	r.Progress(llm.Usage{InputTokens: 1000}, 200)
+	waitFor(t, "the checkpoint of 200 tokens", func() bool {
+		c, ok := checkpointsOf(t, st, acct)["stream-1"]
+		return ok && c.Record.OutputTokens == 200
+	})
+
+	pg.Stop()
+	r.Progress(llm.Usage{InputTokens: 1000}, 500)
+	p := checkpointPrice
+	r.SettleUsage(UsageRecord{Model: "service-sonnet", Route: "/v1/messages", Provider: "sim", UpstreamModel: "sim-sonnet",
+		Tokens: price.Tokens{Uncached: 1000, Output: 500}, Price: &p, Status: "ok"})
+	stopA()
+	if err := <-ranA; err == nil || !strings.Contains(err.Error(), "wait in the spill file") {
+		t.Fatalf("the drain during the outage: %v", err)
+	}
+	if spA.Records() != 1 {
+		t.Fatalf("the spill file holds %d records, want the stream's", spA.Records())
+	}
+	spA.Close()
+
+	pg.Start()
+	st = openStore(t, pg.ConnString()) // the first pool's connections went with the server
+	reaper := New(openStore(t, pg.ConnString()), Options{Lease: lease})
+	reapUntil(t, reaper, 1)
+	if recs, err := st.UsageRecords(ctx, acct, 10); err != nil || len(recs) != 1 || recs[0].Status != StatusProcessLost {
+		t.Fatalf("after the reap: %+v %v: want the checkpoint billed", recs, err)
+	}
+
+	spB := openSpill(t, path, usagespill.Options{})
+	var logsB logSink
+	b := New(openStore(t, pg.ConnString()), opts("restarted", &logsB, spB))
+	ctxB, stopB := context.WithCancel(ctx)
+	ranB := make(chan error, 1)
+	go func() { ranB <- b.Run(ctxB) }()
+	waitFor(t, "the spill file to be written", func() bool { return b.WriterStats().Backlog == 0 && spB.Records() == 0 })
+	stopB()
+	if err := <-ranB; err != nil {
+		t.Fatal(err)
+	}
+	if err := reaper.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	checkBilledOnce(t, st, acct, granted, map[string]int64{
+		"stream-1":                    streamCost(1000, 200),
+		"stream-1" + store.RestSuffix: streamCost(0, 300),
+	})
+	if streamCost(1000, 200)+streamCost(0, 300) != streamCost(1000, 500) {
+		t.Fatalf("the test's prices round: pick others")
+	}
+	recs, err := st.UsageRecords(ctx, acct, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rec := range recs {
+		if rec.RequestID == "stream-1"+store.RestSuffix && (rec.Status != "ok" || rec.OutputTokens != 300 || rec.InputTokens != 0) {
+			t.Errorf("rest record %+v: want status ok, 300 output tokens", rec)
+		}
 	}
 }

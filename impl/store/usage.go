@@ -111,8 +111,30 @@ type UsageBatch struct {
 	// usage record existed), or repeated within the batch; Dropped those of accounts that no
 	// longer exist.
 	Written, Skipped, Dropped int
+	// Rest counts the records, among Written, that bill the rest of a request already billed
+	// from its stream's checkpoint after its process was taken for lost (request id +
+	// RestSuffix); the request's own record is among Skipped.
+	Rest int
 	// Charges has one entry per existing account of the batch.
 	Charges []UsageCharge
+}
+
+// addRest adds to b what the statement that billed the rest of lost streams did (see
+// restOfLostStreams): its records count as written, its charges join the accounts', and its
+// report of the holder's hold, the later one, replaces the first's.
+func (b *UsageBatch) addRest(rest UsageBatch) {
+	b.Written += rest.Written
+	b.Rest += rest.Written
+	for _, r := range rest.Charges {
+		for i := range b.Charges {
+			if c := &b.Charges[i]; c.AccountID == r.AccountID {
+				c.TotalMicros += r.TotalMicros
+				c.BilledMicros += r.BilledMicros
+				c.CreditMicros += r.CreditMicros
+				c.HasHold, c.HoldMicros, c.HoldVersion = r.HasHold, r.HoldMicros, r.HoldVersion
+			}
+		}
+	}
 }
 
 // UsageLedgerKey is the idempotency key of a request's usage entry in the credit ledger.
@@ -127,7 +149,11 @@ func UsageLedgerKey(requestID string) string { return "usage:" + requestID }
 // records served on credit out of the account's free credit); see UsageCharge for when it
 // cannot. When the batch has records of checkpointed streams (Checkpointed, SettleKey), their
 // checkpoints are deleted in the same transaction, and the key reservations of SettleKey
-// records settled, whether the records were written now or before.
+// records settled, whether the records were written now or before. A record whose request was
+// billed already from its stream's checkpoint (status process_lost: its process was taken for
+// lost, yet the stream went on and settled) bills the rest of its usage as a second record in
+// the same transaction (restOfLostStreams), so that the two records together charge what the
+// request's own record says.
 func (s *Store) WriteUsage(ctx context.Context, holder string, records []UsageRecord) (UsageBatch, error) {
 	var out UsageBatch
 	if len(records) == 0 {
@@ -189,6 +215,13 @@ func (s *Store) WriteUsage(ctx context.Context, holder string, records []UsageRe
 			out.Written += int(c.WrittenRecords)
 		}
 		out.Skipped += len(params.RequestIds) - out.Written
+		if out.Written < len(params.RequestIds) {
+			rest, err := restOfLostStreams(ctx, q, holder, existing, unique)
+			if err != nil {
+				return err
+			}
+			out.addRest(rest)
+		}
 		return endStreamCheckpoints(ctx, q, unique)
 	})
 	if err != nil {
@@ -290,36 +323,44 @@ func (s *Store) UsageRecords(ctx context.Context, accountID uuid.UUID, limit int
 	}
 	out := make([]UsageRecord, len(rows))
 	for i, r := range rows {
-		out[i] = UsageRecord{
-			AccountID: r.AccountID, RequestID: r.RequestID, APIKeyID: uuid.UUID(r.ApiKeyID.Bytes),
-			Model: r.Model, Route: r.Route, Provider: r.Provider, UpstreamModel: r.UpstreamModel,
-			InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CostMicros: r.CostMicros, Status: r.Status,
-			StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, RecordedAt: r.RecordedAt,
-			HostedMicros: r.HostedToolMicros, OnCredit: r.OnCredit,
-			CacheReadTokens: r.CacheReadTokens, CacheWrite5mTokens: r.CacheWrite5mTokens,
-			CacheWrite1hTokens: r.CacheWrite1hTokens, ReasoningTokens: r.ReasoningTokens, ServiceTier: r.ServiceTier,
-			Costs: price.Breakdown{Input: r.InputCostMicros, CacheRead: r.CacheReadCostMicros,
-				CacheWrite5m: r.CacheWrite5mCostMicros, CacheWrite1h: r.CacheWrite1hCostMicros, Output: r.OutputCostMicros},
-			WaivedMicros: r.WaivedMicros, CacheSavingsMicros: r.CacheSavingsMicros,
+		if out[i], err = recordOf(r); err != nil {
+			return nil, err
 		}
-		if len(r.Price) > 0 {
-			var p price.Price
-			if err := json.Unmarshal(r.Price, &p); err != nil {
-				return nil, err
-			}
-			out[i].Price = &p
-			out[i].Costs.LongContext = p.LongContext != nil && r.InputTokens > p.LongContext.AboveInputTokens
+	}
+	return out, nil
+}
+
+// recordOf is a usage row as a UsageRecord.
+func recordOf(r db.UsageRecord) (UsageRecord, error) {
+	out := UsageRecord{
+		AccountID: r.AccountID, RequestID: r.RequestID, APIKeyID: uuid.UUID(r.ApiKeyID.Bytes),
+		Model: r.Model, Route: r.Route, Provider: r.Provider, UpstreamModel: r.UpstreamModel,
+		InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CostMicros: r.CostMicros, Status: r.Status,
+		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, RecordedAt: r.RecordedAt,
+		HostedMicros: r.HostedToolMicros, OnCredit: r.OnCredit,
+		CacheReadTokens: r.CacheReadTokens, CacheWrite5mTokens: r.CacheWrite5mTokens,
+		CacheWrite1hTokens: r.CacheWrite1hTokens, ReasoningTokens: r.ReasoningTokens, ServiceTier: r.ServiceTier,
+		Costs: price.Breakdown{Input: r.InputCostMicros, CacheRead: r.CacheReadCostMicros,
+			CacheWrite5m: r.CacheWrite5mCostMicros, CacheWrite1h: r.CacheWrite1hCostMicros, Output: r.OutputCostMicros},
+		WaivedMicros: r.WaivedMicros, CacheSavingsMicros: r.CacheSavingsMicros,
+	}
+	if len(r.Price) > 0 {
+		var p price.Price
+		if err := json.Unmarshal(r.Price, &p); err != nil {
+			return UsageRecord{}, err
 		}
-		if r.AgentSessionID.Valid {
-			out[i].AgentSessionID = uuid.UUID(r.AgentSessionID.Bytes)
-		}
-		if len(r.TraceID) == 16 {
-			out[i].TraceID = [16]byte(r.TraceID)
-		}
-		if len(r.HostedToolCalls) > 0 {
-			if err := json.Unmarshal(r.HostedToolCalls, &out[i].HostedCalls); err != nil {
-				return nil, err
-			}
+		out.Price = &p
+		out.Costs.LongContext = p.LongContext != nil && r.InputTokens > p.LongContext.AboveInputTokens
+	}
+	if r.AgentSessionID.Valid {
+		out.AgentSessionID = uuid.UUID(r.AgentSessionID.Bytes)
+	}
+	if len(r.TraceID) == 16 {
+		out.TraceID = [16]byte(r.TraceID)
+	}
+	if len(r.HostedToolCalls) > 0 {
+		if err := json.Unmarshal(r.HostedToolCalls, &out.HostedCalls); err != nil {
+			return UsageRecord{}, err
 		}
 	}
 	return out, nil

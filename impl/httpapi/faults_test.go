@@ -227,3 +227,48 @@ func TestFusionServesWhatOneExpertCannot(t *testing.T) {
 		t.Errorf("temperature 1.2 through a Messages upstream: %d %s", status, body)
 	}
 }
+
+// TestOpeningErrorIsRetried: Anthropic can open a 200 stream with an error event before any
+// content (message_start, then `event: error` with overloaded_error: docs.claude.com, "Errors"
+// and "Streaming Messages"); no client has seen anything of it yet, so it is a failed try like a
+// 529 status (trial h1: it reached the client as an in-band error, with no retry or failover).
+// Twice, then an answer: the client's stream is whole and billed once. Every try: the client
+// gets the 529 a status would have given, and nothing is billed.
+func TestOpeningErrorIsRetried(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: moneyConfig(t)})
+	const granted = 50_000_000
+	tenant := g.NewTenant(t, "acme", 0, granted)
+	ac := anthropicClient(g, t, tenant.Key)
+	stream := ac.Messages.NewStreaming(context.Background(), anthropic.MessageNewParams{Model: "service-sonnet", MaxTokens: 32,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("x [[sim fault=midstream after=0 times=2]]"))}})
+	var msg anthropic.Message
+	for stream.Next() {
+		if err := msg.Accumulate(stream.Current()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := stream.Err(); err != nil || len(msg.Content) == 0 || msg.StopReason != anthropic.StopReasonEndTurn {
+		t.Fatalf("stream: %v, message %+v", err, msg)
+	}
+	if n := g.Sim.Requests("sim-sonnet"); n != 3 {
+		t.Errorf("the upstream saw %d tries, want 3", n)
+	}
+	waitSettled(t, g, tenant.Account, 1)
+	recs, err := g.Store.UsageRecords(context.Background(), tenant.Account.ID, 10)
+	if err != nil || len(recs) != 1 || recs[0].Status != "ok" || recs[0].OutputTokens == 0 {
+		t.Fatalf("usage %+v (%v): want one record of the answer", recs, err)
+	}
+
+	g.Sim.Reset()
+	c := g.Client(t)
+	status, _, body := do(t, c, g.URL, request{"POST", "/v1/messages",
+		`{"model":"service-sonnet","max_tokens":32,"stream":true,"messages":[{"role":"user","content":"y [[sim fault=midstream after=0]]"}]}`},
+		map[string]string{"Authorization": "Bearer " + tenant.Key})
+	if status != 529 || !strings.Contains(string(body), `"overloaded_error"`) || !strings.Contains(string(body), "the upstream is overloaded") {
+		t.Errorf("every try failing: %d %s, want 529 overloaded_error", status, body)
+	}
+	if n := g.Sim.Requests("sim-sonnet"); n != 3 {
+		t.Errorf("the upstream saw %d tries, want 3", n)
+	}
+	checkBooks(t, g, tenant.Account, granted)
+}

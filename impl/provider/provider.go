@@ -47,6 +47,10 @@ type Upstream struct {
 	// followed with the request and its key), and http.Client's per-request work is skipped.
 	Transport http.RoundTripper
 	Retry     RetryPolicy
+	// OpeningWait bounds how long a streamed answer of the Messages kind is held back for its
+	// opening events, so that an error event before any content is a failed try (checkOpening):
+	// 0 is DefaultOpeningWait, a negative value does not look.
+	OpeningWait time.Duration
 
 	// prepared is what every request to the upstream shares, made on first use (prepare).
 	prepareOnce sync.Once
@@ -267,6 +271,17 @@ func (u *Upstream) once(ctx context.Context, transport http.RoundTripper, body [
 		return nil, &failure{retryable: true, cause: err}
 	}
 	if res.StatusCode >= 200 && res.StatusCode < 300 {
+		if stream && u.Kind == llm.FormatMessages && u.OpeningWait >= 0 {
+			wait := u.OpeningWait
+			if wait == 0 {
+				wait = DefaultOpeningWait
+			}
+			checked, f := checkOpening(res, wait)
+			if f != nil {
+				return nil, f
+			}
+			return checked, nil
+		}
 		return res, nil
 	}
 	defer res.Body.Close()

@@ -61,17 +61,18 @@ UPDATE oauth_tokens SET used_at = now() WHERE token_hash = $1 AND kind = 'refres
 SELECT * FROM oauth_tokens WHERE token_hash = $1;
 
 -- name: OAuthAccessTokenGrant :one
--- The grant an access token stands for, with the member's current role: no row when the
--- token is unknown, not an access token, its grant revoked or the member no longer in the
--- account.
+-- The grant an access token stands for, with the member's current role ('' when the member is
+-- no longer in the account) and, for a revoked grant, why: no row when the token is unknown or
+-- not an access token.
 SELECT t.expires_at, g.id AS grant_id, g.account_id, g.user_id, g.client_id, g.role AS granted_role,
-       g.resource, g.scope, m.role AS member_role, u.email AS user_email, c.name AS client_name, g.created_at AS granted_at
+       g.resource, g.scope, COALESCE(m.role, '')::text AS member_role, u.email AS user_email, c.name AS client_name,
+       g.created_at AS granted_at, (g.revoked_at IS NOT NULL)::boolean AS revoked, g.revoked_why
 FROM oauth_tokens t
 JOIN oauth_grants g ON g.id = t.grant_id
-JOIN memberships m ON m.account_id = g.account_id AND m.user_id = g.user_id
+LEFT JOIN memberships m ON m.account_id = g.account_id AND m.user_id = g.user_id
 JOIN users u ON u.id = g.user_id
 JOIN oauth_clients c ON c.id = g.client_id
-WHERE t.token_hash = $1 AND t.kind = 'access' AND g.revoked_at IS NULL;
+WHERE t.token_hash = $1 AND t.kind = 'access';
 
 -- name: OAuthGrantActive :one
 -- The grant with the member's current role, if the grant still works.

@@ -27,12 +27,30 @@ RETURNING *;
 UPDATE users SET email = $2, name = $3, last_sign_in_at = now() WHERE id = $1 RETURNING *;
 
 -- name: UpsertMembership :one
-INSERT INTO memberships (account_id, user_id, role) VALUES ($1, $2, $3)
+-- Adds the member or sets their role. The member's OAuth grants (MCP clients they allowed) made
+-- with a role above the new one are revoked in the same statement: a grant acts with the role
+-- its member had when they allowed the client, and one whose member's role was lowered must not
+-- work again when the role is raised later (the member allows the client again).
+WITH lowered AS (
+    UPDATE oauth_grants g SET revoked_at = now(), revoked_why = 'the member''s role was lowered since the client was allowed'
+    WHERE g.account_id = @account_id AND g.user_id = @user_id AND g.revoked_at IS NULL
+      AND (CASE g.role WHEN 'owner' THEN 3 WHEN 'admin' THEN 2 WHEN 'member' THEN 1 ELSE 0 END)
+        > (CASE @role::text WHEN 'owner' THEN 3 WHEN 'admin' THEN 2 WHEN 'member' THEN 1 ELSE 0 END)
+    RETURNING g.id
+)
+INSERT INTO memberships (account_id, user_id, role) VALUES (@account_id, @user_id, @role::text)
 ON CONFLICT (account_id, user_id) DO UPDATE SET role = EXCLUDED.role
 RETURNING *;
 
 -- name: DeleteMembership :execrows
-DELETE FROM memberships WHERE account_id = $1 AND user_id = $2;
+-- Ends a membership, and revokes in the same statement the OAuth grants the member made in the
+-- account: a member removed and added again later does not get the old grants back (trial h6).
+WITH removed AS (
+    UPDATE oauth_grants g SET revoked_at = now(), revoked_why = 'the member was removed from the account'
+    WHERE g.account_id = @account_id AND g.user_id = @user_id AND g.revoked_at IS NULL
+    RETURNING g.id
+)
+DELETE FROM memberships m WHERE m.account_id = @account_id AND m.user_id = @user_id;
 
 -- name: ListAccountMembers :many
 SELECT m.role, m.created_at, u.id AS user_id, u.email, u.name, u.last_sign_in_at

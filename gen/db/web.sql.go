@@ -160,7 +160,12 @@ func (q *Queries) DeleteExpiredWebSessions(ctx context.Context) (int64, error) {
 }
 
 const deleteMembership = `-- name: DeleteMembership :execrows
-DELETE FROM memberships WHERE account_id = $1 AND user_id = $2
+WITH removed AS (
+    UPDATE oauth_grants g SET revoked_at = now(), revoked_why = 'the member was removed from the account'
+    WHERE g.account_id = $1 AND g.user_id = $2 AND g.revoked_at IS NULL
+    RETURNING g.id
+)
+DELETE FROM memberships m WHERE m.account_id = $1 AND m.user_id = $2
 `
 
 type DeleteMembershipParams struct {
@@ -168,6 +173,8 @@ type DeleteMembershipParams struct {
 	UserID    uuid.UUID
 }
 
+// Ends a membership, and revokes in the same statement the OAuth grants the member made in the
+// account: a member removed and added again later does not get the old grants back (trial h6).
 func (q *Queries) DeleteMembership(ctx context.Context, arg DeleteMembershipParams) (int64, error) {
 	result, err := q.db.Exec(ctx, deleteMembership, arg.AccountID, arg.UserID)
 	if err != nil {
@@ -651,7 +658,14 @@ func (q *Queries) SetSignupAccount(ctx context.Context, arg SetSignupAccountPara
 }
 
 const upsertMembership = `-- name: UpsertMembership :one
-INSERT INTO memberships (account_id, user_id, role) VALUES ($1, $2, $3)
+WITH lowered AS (
+    UPDATE oauth_grants g SET revoked_at = now(), revoked_why = 'the member''s role was lowered since the client was allowed'
+    WHERE g.account_id = $1 AND g.user_id = $2 AND g.revoked_at IS NULL
+      AND (CASE g.role WHEN 'owner' THEN 3 WHEN 'admin' THEN 2 WHEN 'member' THEN 1 ELSE 0 END)
+        > (CASE $3::text WHEN 'owner' THEN 3 WHEN 'admin' THEN 2 WHEN 'member' THEN 1 ELSE 0 END)
+    RETURNING g.id
+)
+INSERT INTO memberships (account_id, user_id, role) VALUES ($1, $2, $3::text)
 ON CONFLICT (account_id, user_id) DO UPDATE SET role = EXCLUDED.role
 RETURNING account_id, user_id, role, created_at
 `
@@ -662,6 +676,10 @@ type UpsertMembershipParams struct {
 	Role      string
 }
 
+// Adds the member or sets their role. The member's OAuth grants (MCP clients they allowed) made
+// with a role above the new one are revoked in the same statement: a grant acts with the role
+// its member had when they allowed the client, and one whose member's role was lowered must not
+// work again when the role is raised later (the member allows the client again).
 func (q *Queries) UpsertMembership(ctx context.Context, arg UpsertMembershipParams) (Membership, error) {
 	row := q.db.QueryRow(ctx, upsertMembership, arg.AccountID, arg.UserID, arg.Role)
 	var i Membership

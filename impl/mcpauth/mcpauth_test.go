@@ -525,6 +525,18 @@ func TestRevocationAndMembership(t *testing.T) {
 	if status, out := s.token(t, url.Values{"grant_type": {"refresh_token"}, "client_id": {client}, "refresh_token": {refreshToken}}); status != http.StatusBadRequest {
 		t.Errorf("refresh after removing the member: %d %v, want 400", status, out)
 	}
+	// Added again (trial h6: the old tokens worked again): the grant stays revoked, and says why.
+	if _, err := s.members.Add(ctx, acme, "carol@example.com", members.RoleOwner); err != nil {
+		t.Fatal(err)
+	}
+	r := s.call(t, access, "list_storage_datasets", nil)
+	refused(t, r, "after adding the removed member again")
+	if !strings.Contains(r.Challenge, "removed from the account") {
+		t.Errorf("the challenge %q does not say why", r.Challenge)
+	}
+	if status, out := s.token(t, url.Values{"grant_type": {"refresh_token"}, "client_id": {client}, "refresh_token": {refreshToken}}); status != http.StatusBadRequest {
+		t.Errorf("refresh after adding the removed member again: %d %v, want 400", status, out)
+	}
 
 	// An owner lowered to member: the grant she approved as owner stops (she allows the client
 	// again, within her new role), and so does its refresh token.
@@ -539,13 +551,21 @@ func TestRevocationAndMembership(t *testing.T) {
 	if _, err := s.members.Add(ctx, acme, "dave@example.com", members.RoleMember); err != nil {
 		t.Fatal(err)
 	}
-	r := s.call(t, access, "list_storage_datasets", nil)
+	r = s.call(t, access, "list_storage_datasets", nil)
 	refused(t, r, "after lowering the member's role")
 	if !strings.Contains(r.Challenge, "role was lowered") {
 		t.Errorf("the challenge %q does not say why", r.Challenge)
 	}
 	if status, out := s.token(t, url.Values{"grant_type": {"refresh_token"}, "client_id": {client}, "refresh_token": {refreshToken}}); status != http.StatusBadRequest || out["error"] != "invalid_grant" {
 		t.Errorf("refresh after lowering the role: %d %v, want invalid_grant", status, out)
+	}
+	// Raised again: the grant made as owner stays revoked.
+	if _, err := s.members.Add(ctx, acme, "dave@example.com", members.RoleOwner); err != nil {
+		t.Fatal(err)
+	}
+	refused(t, s.call(t, access, "list_storage_datasets", nil), "after raising the lowered role again")
+	if _, err := s.members.Add(ctx, acme, "dave@example.com", members.RoleMember); err != nil {
+		t.Fatal(err)
 	}
 	access, _ = s.tokens(t, client, redirect, acme, dave, members.RoleMember)
 	if r := s.call(t, access, "list_storage_datasets", nil); r.Status != http.StatusOK {

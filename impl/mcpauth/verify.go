@@ -59,6 +59,15 @@ func (s *Server) Verify(ctx context.Context, token string) (auth.Principal, Gran
 	if err != nil {
 		return auth.Principal{}, Grant{}, apierror.Unavailable("the database", err)
 	}
+	switch {
+	case a.Revoked && (a.RevokedWhy == store.GrantRevokedMemberRemoved || a.RevokedWhy == store.GrantRevokedRoleLowered):
+		return auth.Principal{}, Grant{}, &InvalidTokenError{Reason: "the grant was revoked: " + a.RevokedWhy + "; allow the client again"}
+	case a.Revoked:
+		// Who revoked it (an e-mail address, say) is not the client's business.
+		return auth.Principal{}, Grant{}, &InvalidTokenError{Reason: "the token is unknown or its grant was revoked"}
+	case a.MemberRole == "":
+		return auth.Principal{}, Grant{}, &InvalidTokenError{Reason: "the member is no longer in the account"}
+	}
 	if !s.now().Before(a.ExpiresAt) {
 		return auth.Principal{}, Grant{}, &InvalidTokenError{Reason: "the token expired; refresh it"}
 	}

@@ -119,7 +119,20 @@ type OAuthAccess struct {
 	ClientName string
 	// GrantedAt is when the grant was made (its absolute lifetime runs from it).
 	GrantedAt time.Time
+	// Revoked says that the grant was revoked, RevokedWhy why (its revoked_why: one of the
+	// GrantRevoked reasons when a change of the membership revoked it). MemberRole is "" when
+	// the member is no longer in the account.
+	Revoked    bool
+	RevokedWhy string
 }
+
+// The reasons a change of membership gives for the grants it revokes (queries/web.sql writes
+// them): the member was removed from the account, or their role lowered below the one they
+// allowed the client with. Unlike the others (who revoked it), they may be told to the client.
+const (
+	GrantRevokedMemberRemoved = "the member was removed from the account"
+	GrantRevokedRoleLowered   = "the member's role was lowered since the client was allowed"
+)
 
 // CreateOAuthClient stores a registered client.
 func (s *Store) CreateOAuthClient(ctx context.Context, c OAuthClient) (OAuthClient, error) {
@@ -312,7 +325,7 @@ func (s *Store) OAuthAccessByHash(ctx context.Context, hash []byte) (OAuthAccess
 	}
 	return OAuthAccess{GrantID: r.GrantID, AccountID: r.AccountID, UserID: r.UserID, ClientID: r.ClientID, Resource: r.Resource,
 		Scope: r.Scope, GrantedRole: r.GrantedRole, MemberRole: r.MemberRole, ExpiresAt: r.ExpiresAt, UserEmail: r.UserEmail,
-		ClientName: r.ClientName, GrantedAt: r.GrantedAt}, nil
+		ClientName: r.ClientName, GrantedAt: r.GrantedAt, Revoked: r.Revoked, RevokedWhy: r.RevokedWhy}, nil
 }
 
 // TouchOAuthGrant records that the grant was used at at (written at most once a minute).

@@ -126,6 +126,7 @@ func (sock *responsesSocket) run(parent context.Context) {
 	messages := make(chan socketMessage, 1)
 	readDone := make(chan error, 1)
 	readerExited := make(chan struct{})
+	var closing atomic.Bool // the reader ends the socket
 	defer func() {
 		// However the socket ends, a message left waiting gives back what it holds of the body
 		// budget: end the reader, then take what it queued.
@@ -142,22 +143,28 @@ func (sock *responsesSocket) run(parent context.Context) {
 		defer close(readerExited)
 		for {
 			msg, err := sock.read(ctx)
-			if err != nil {
-				readDone <- err
-				// The client left (or broke the protocol): a response in flight ends as a
-				// stream whose client left.
-				cancel()
-				return
+			if err == nil {
+				select {
+				case messages <- msg:
+					continue
+				default:
+					msg.lease.release()
+					err = &socketClose{code: websocket.StatusPolicyViolation, reason: "one response at a time: wait for response.completed before sending another response.create"}
+				}
 			}
-			select {
-			case messages <- msg:
-			default:
-				msg.lease.release()
-				_ = sock.conn.Close(websocket.StatusPolicyViolation, "one response at a time: wait for response.completed before sending another response.create")
-				readDone <- errors.New("too many waiting messages")
-				cancel()
-				return
+			// The client left (or broke the protocol): a response in flight ends as a stream
+			// whose client left, and a message waiting is not served. A close waits up to five
+			// seconds for the client's answer, and a response in flight may finish meanwhile:
+			// closing is set first, so that the loop does not serve the waiting message then
+			// (trial h4: it was sent upstream, and billed, after the close).
+			closing.Store(true)
+			var c *socketClose
+			if errors.As(err, &c) {
+				_ = sock.conn.Close(c.code, c.reason)
 			}
+			readDone <- err
+			cancel()
+			return
 		}
 	}()
 	idle := time.NewTimer(time.Duration(responsesSocketIdle.Load()))
@@ -166,6 +173,11 @@ func (sock *responsesSocket) run(parent context.Context) {
 		select {
 		case msg := <-messages:
 			idle.Stop()
+			if closing.Load() {
+				// The socket is closing: the message waiting is not served.
+				msg.lease.release()
+				return
+			}
 			var served bool
 			if msg.refused != nil {
 				served = sock.sendError(ctx, newRequestID(), msg.refused)
@@ -221,8 +233,7 @@ func (sock *responsesSocket) read(ctx context.Context) (socketMessage, error) {
 		return socketMessage{}, err
 	}
 	if typ != websocket.MessageText {
-		_ = sock.conn.Close(websocket.StatusUnsupportedData, "send each response.create as a JSON text message")
-		return socketMessage{}, errors.New("binary message")
+		return socketMessage{}, &socketClose{code: websocket.StatusUnsupportedData, reason: "send each response.create as a JSON text message"}
 	}
 	data, lease, err := sock.s.validate.read(ctx, r, -1)
 	if errors.As(err, new(budgetSpent)) {
@@ -234,10 +245,24 @@ func (sock *responsesSocket) read(ctx context.Context) (socketMessage, error) {
 	}
 	if err != nil {
 		lease.release()
+		if errors.As(err, new(*http.MaxBytesError)) {
+			// The gateway's own limit trips before the library's (the same bound): close as
+			// the library would (trial h4: the connection was dropped without a close frame).
+			return socketMessage{}, &socketClose{code: websocket.StatusMessageTooBig, reason: fmt.Sprintf("a message may be at most %d bytes", maxBodyBytes)}
+		}
 		return socketMessage{}, err
 	}
 	return socketMessage{data: data, lease: lease}, nil
 }
+
+// socketClose is a read's refusal of what the client sent: the socket closes with its code and
+// reason.
+type socketClose struct {
+	code   websocket.StatusCode
+	reason string
+}
+
+func (c *socketClose) Error() string { return c.reason }
 
 // closed reports whether ch (nil: never) is closed.
 func closed(ch <-chan struct{}) bool {
@@ -506,7 +531,9 @@ func (w *socketEvents) FlushError() error {
 		if len(ev.Data) == 0 {
 			continue
 		}
-		if ev.Name == "response.completed" {
+		if ev.Name == "response.completed" || ev.Name == "response.incomplete" {
+			// An incomplete response (cut at max_output_tokens) is continued as OpenAI
+			// continues it: by its id (trial h4: previous_response_not_found).
 			w.noteCompleted(ev.Data)
 		}
 		ctx, cancel := context.WithTimeout(w.ctx, responsesSocketWriteWait)
@@ -524,7 +551,8 @@ func (w *socketEvents) FlushError() error {
 // Flush implements http.Flusher.
 func (w *socketEvents) Flush() { _ = w.FlushError() }
 
-// noteCompleted keeps the id and output items of a response.completed event.
+// noteCompleted keeps the id and output items of a response.completed (or response.incomplete)
+// event.
 func (w *socketEvents) noteCompleted(data []byte) {
 	var ev struct {
 		Response struct {
@@ -555,7 +583,10 @@ func serverDraining(r *http.Request) <-chan struct{} {
 	ch := make(chan struct{})
 	actual, loaded := drainSignals.LoadOrStore(srv, ch)
 	if !loaded {
-		srv.RegisterOnShutdown(func() { close(ch) })
+		// Shutdown runs its hooks on every call, and tollgate serve calls it again when the
+		// grace period is over (trial h4: a second close panicked): close once.
+		var once sync.Once
+		srv.RegisterOnShutdown(func() { once.Do(func() { close(ch) }) })
 	}
 	return actual.(chan struct{})
 }

@@ -523,3 +523,84 @@ func TestResponsesWebSocketMemoryIsBounded(t *testing.T) {
 	}
 	waitUntil(t, "the sockets' memory given back", func() bool { return inUse() == 0 })
 }
+
+// TestResponsesWebSocketClosedSocketServesNothingMore: a third response.create while one
+// streams and one waits closes the socket (1008), and a binary message does (1003); the close
+// waits up to five seconds for the client's answer, which this client never sends (it stops
+// reading). The response in flight finishes meanwhile; the message waiting must not be served
+// (trial h4: it was sent upstream and billed, though the client never got a byte of it).
+func TestResponsesWebSocketClosedSocketServesNothingMore(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{})
+	tenant := g.NewTenant(t, "ws-closed", 0, 1_000_000_000_000)
+	for _, end := range []string{"a third message", "a binary message"} {
+		g.Sim.Reset()
+		conn, _, err := dialResponses(t, g, tenant.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sendCreate(t, conn, map[string]any{"model": "service-flint-base", "max_output_tokens": 200, "input": "first [[sim words=20 tps=40]]"})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if _, _, err := conn.Read(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		sendCreate(t, conn, map[string]any{"model": "service-flint-base", "max_output_tokens": 16, "input": "waiting"})
+		if end == "a third message" {
+			sendCreate(t, conn, map[string]any{"model": "service-flint-base", "max_output_tokens": 16, "input": "one too many"})
+		} else {
+			wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if err := conn.Write(wctx, websocket.MessageBinary, []byte{1, 2, 3}); err != nil {
+				t.Fatal(err)
+			}
+			wcancel()
+		}
+		// The first response (about half a second) ends well within the close's five seconds.
+		time.Sleep(6 * time.Second)
+		if n := g.Sim.Requests("sim-general"); n != 1 {
+			t.Errorf("%s: the upstream saw %d requests, want the first one only", end, n)
+		}
+		conn.CloseNow()
+	}
+}
+
+// TestResponsesWebSocketMessageTooBig: a message above the body limit (32 MiB) closes the
+// socket with 1009, as the WebSocket library's own limit would (trial h4: the gateway's limit,
+// the same bound, tripped first and the connection was dropped without a close frame).
+func TestResponsesWebSocketMessageTooBig(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{})
+	tenant := g.NewTenant(t, "ws-big", 0, 1_000_000_000_000)
+	conn, _, err := dialResponses(t, g, tenant.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	big := []byte(`{"type":"response.create","model":"service-flint-base","input":"` + strings.Repeat("a", 33<<20) + `"}`)
+	_ = conn.Write(ctx, websocket.MessageText, big) // the gateway may close before it is all sent
+	_, _, err = conn.Read(ctx)
+	if status := websocket.CloseStatus(err); status != websocket.StatusMessageTooBig {
+		t.Errorf("read after a 33 MiB message: %v (close status %d), want 1009", err, status)
+	}
+}
+
+// TestResponsesWebSocketContinuesAnIncompleteResponse: a response cut at max_output_tokens
+// (response.incomplete) can be continued by its id, as OpenAI's can (trial h4: only a
+// response.completed was remembered, and the next turn got previous_response_not_found).
+func TestResponsesWebSocketContinuesAnIncompleteResponse(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{})
+	tenant := g.NewTenant(t, "ws-incomplete", 0, 100_000_000)
+	conn, _, err := dialResponses(t, g, tenant.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendCreate(t, conn, map[string]any{"model": "service-flint-base", "max_output_tokens": 16, "input": "a long one [[sim words=100]]"})
+	evs := readResponse(t, conn)
+	last := evs[len(evs)-1]
+	if last.Type != "response.incomplete" || last.Response.ID == "" {
+		t.Fatalf("first turn: %v: %s", typesOf(evs), last.raw)
+	}
+	sendCreate(t, conn, map[string]any{"model": "service-flint-base", "max_output_tokens": 16, "input": "go on", "previous_response_id": last.Response.ID})
+	if evs := readResponse(t, conn); evs[len(evs)-1].Type == "error" {
+		t.Fatalf("continuing the incomplete response: %s", evs[len(evs)-1].raw)
+	}
+}

@@ -69,8 +69,11 @@ type node struct {
 	minimumReason, maximumReason string
 
 	minLength uint64
-	minItems  uint64
-	items     *node // nil when items are not constrained
+	// hasMaxLength says that maxLength applies (a string of at most maxLength characters).
+	hasMaxLength bool
+	maxLength    uint64
+	minItems     uint64
+	items        *node // nil when items are not constrained
 
 	// names is the sorted union of the declared and the required property names: the order in
 	// which kin-openapi judges properties, and the index of each name's slot while an object is
@@ -88,7 +91,7 @@ func (n *node) permits(k kind) bool { return n.kind == kindAny || n.kind == k }
 // isPlainString reports whether the schema is {type: string} and nothing else.
 func (n *node) isPlainString() bool {
 	return n.kind == kindString && !n.nullable && n.enum == nil && !n.hasMinimum && !n.hasMaximum &&
-		n.minLength == 0 && n.minItems == 0 && n.items == nil && len(n.names) == 0
+		n.minLength == 0 && !n.hasMaxLength && n.minItems == 0 && n.items == nil && len(n.names) == 0
 }
 
 // Compile compiles the request side of every operation of doc, a document loaded (and its
@@ -274,6 +277,9 @@ func (c *compiler) schema(ref *openapi3.SchemaRef, where string) (*node, error) 
 		n.maximumReason = fmt.Sprintf("number must be at most %g", *s.Max)
 	}
 	n.minLength = s.MinLength
+	if s.MaxLength != nil {
+		n.hasMaxLength, n.maxLength = true, *s.MaxLength
+	}
 	n.minItems = s.MinItems
 	if s.Items != nil {
 		items, err := c.schema(s.Items, where+"/items")
@@ -315,7 +321,7 @@ func (c *compiler) schema(ref *openapi3.SchemaRef, where string) (*node, error) 
 
 	// What kin-openapi's IsEmpty looks at among the keywords allowed here.
 	n.locallyEmpty = s.Type == nil && len(s.Enum) == 0 && !s.Nullable && s.Min == nil && s.Max == nil &&
-		s.MinLength == 0 && s.MinItems == 0 && len(s.Required) == 0 && len(s.Examples) == 0
+		s.MinLength == 0 && s.MaxLength == nil && s.MinItems == 0 && len(s.Required) == 0 && len(s.Examples) == 0
 	return n, nil
 }
 
@@ -376,7 +382,7 @@ func unsupportedKeywords(s *openapi3.Schema) []string {
 	rest := *s
 	// Implemented.
 	rest.Type, rest.Nullable, rest.Enum = nil, false, nil
-	rest.Min, rest.Max, rest.MinLength, rest.MinItems, rest.Items = nil, nil, 0, 0, nil
+	rest.Min, rest.Max, rest.MinLength, rest.MaxLength, rest.MinItems, rest.Items = nil, nil, 0, nil, 0, nil
 	rest.Properties, rest.Required = nil, nil
 	if has := rest.AdditionalProperties.Has; has != nil && *has {
 		rest.AdditionalProperties.Has = nil

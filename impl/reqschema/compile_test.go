@@ -84,7 +84,6 @@ func TestUnsupportedKeywordsFailCompilation(t *testing.T) {
 	cases := []struct{ schema, components, want string }{
 		{`{type: string, format: date-time}`, "", `"format"`},
 		{`{type: string, pattern: "^a"}`, "", `"pattern"`},
-		{`{type: string, maxLength: 3}`, "", `"maxLength"`},
 		{`{type: array, maxItems: 3}`, "", `"maxItems"`},
 		{`{type: array, uniqueItems: true}`, "", `"uniqueItems"`},
 		{`{type: number, multipleOf: 2}`, "", `"multipleOf"`},
@@ -115,7 +114,7 @@ func TestUnsupportedKeywordsFailCompilation(t *testing.T) {
 	}
 	// What is supported compiles, recursion through a typed schema included.
 	for _, schema := range []string{
-		`{type: object, additionalProperties: true, required: [a], properties: {a: {type: string, minLength: 1, nullable: true, description: d, example: x}}}`,
+		`{type: object, additionalProperties: true, required: [a], properties: {a: {type: string, minLength: 1, maxLength: 9, nullable: true, description: d, example: x}}}`,
 		`{$ref: '#/components/schemas/Self'}`,
 		`{type: array, minItems: 1, items: {type: number, minimum: 0, maximum: 1}}`,
 		`{enum: [a, b], title: t, deprecated: true, externalDocs: {url: 'http://x'}, x-anything: 1}`,

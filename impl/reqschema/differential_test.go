@@ -205,6 +205,11 @@ var handWritten = []string{
 	`[{"jsonrpc":"2.0","method":"m"}]`,
 	// keywords.yaml.
 	`{"name":"ab","count":7,"ghost":null}`,
+	`{"name":"ab","count":7,"ghost":1,"short":"abc"}`,
+	`{"name":"ab","count":7,"ghost":1,"short":"abcd"}`,
+	`{"name":"ab","count":7,"ghost":1,"short":"😀😀😀"}`,
+	`{"name":"ab","count":7,"ghost":1,"short":"\ud83d\ude00\u0061bc"}`,
+	`{"name":"ab","count":7,"ghost":1,"short":""}`,
 	`{"name":"ab","count":7.0,"ghost":1,"ratio":null,"flag":false,"tags":["a","b","<&>","é"],"mode":null}`,
 	`{"name":"ab","count":-3,"ghost":1,"ratio":0.5,"mode":"on","bounded":10,"choice":"y","free":null,"nothing":null}`,
 	`{"name":"ab","count":-4,"ghost":1}`,

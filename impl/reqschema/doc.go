@@ -33,7 +33,7 @@
 //
 // The supported schema keywords are exactly those the gateway's request schemas use: type (one
 // of string, number, integer, boolean, array, object), nullable, enum (of strings), minimum,
-// maximum, minLength, minItems, items, properties, required and additionalProperties: true (the
+// maximum, minLength, maxLength, minItems, items, properties, required and additionalProperties: true (the
 // default); title, description, example, examples, externalDocs, deprecated, xml, $comment and
 // extensions are accepted as annotations. A request body must be declared as application/json
 // only. Parameters may be declared in the path, the query or a header, with the default style and a plain

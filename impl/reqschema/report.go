@@ -26,6 +26,8 @@ func (f failure) report(data []byte, nodes []*node) *Error {
 		e.Keyword, e.Reason = "maximum", n.maximumReason
 	case reasonMinLength:
 		e.Keyword, e.Reason = "minLength", fmt.Sprintf("minimum string length is %d", n.minLength)
+	case reasonMaxLength:
+		e.Keyword, e.Reason = "maxLength", fmt.Sprintf("maximum string length is %d", n.maxLength)
 	case reasonMinItems:
 		e.Keyword, e.Reason = "minItems", fmt.Sprintf("minimum number of items is %d", n.minItems)
 	case reasonEnum:

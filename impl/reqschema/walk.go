@@ -22,6 +22,7 @@ const (
 	reasonMinimum
 	reasonMaximum
 	reasonMinLength
+	reasonMaxLength
 	reasonMinItems
 	reasonEnum
 	reasonNotNullable
@@ -211,7 +212,7 @@ func (w *walker) value(n *node) failure {
 
 func (w *walker) string(n *node, at int) failure {
 	escaped, nonASCII := w.scanString()
-	if w.bad || (n.enum == nil && n.minLength == 0 && n.permits(kindString)) {
+	if w.bad || (n.enum == nil && n.minLength == 0 && !n.hasMaxLength && n.permits(kindString)) {
 		return failure{}
 	}
 	raw := w.data[at+1 : w.pos-1]
@@ -221,7 +222,7 @@ func (w *walker) string(n *node, at int) failure {
 	if !n.permits(kindString) {
 		return failed(reasonType, at, n)
 	}
-	if n.minLength > 0 {
+	if n.minLength > 0 || n.hasMaxLength {
 		// kin-openapi counts characters (not UTF-16 units) of the decoded string.
 		length := len(raw)
 		switch {
@@ -233,6 +234,9 @@ func (w *walker) string(n *node, at int) failure {
 		}
 		if uint64(length) < n.minLength {
 			return failed(reasonMinLength, at, n)
+		}
+		if n.hasMaxLength && uint64(length) > n.maxLength {
+			return failed(reasonMaxLength, at, n)
 		}
 	}
 	return failure{}

@@ -87,6 +87,10 @@ SELECT COALESCE(MAX(seq), 0)::bigint FROM agent_events WHERE session_id = $1;
 -- name: InsertAgentMessage :exec
 INSERT INTO agent_messages (id, account_id, session_id, text) VALUES ($1, $2, $3, $4);
 
+-- name: CountQueuedAgentMessages :one
+-- How many messages wait for the session's next turn.
+SELECT COUNT(*)::bigint FROM agent_messages WHERE session_id = $1 AND state = 'queued';
+
 -- name: ListQueuedAgentMessages :many
 SELECT * FROM agent_messages WHERE session_id = $1 AND state = 'queued' ORDER BY created_at, id;
 

@@ -210,6 +210,7 @@ type AgentList struct {
 
 // AgentMessageRequest defines model for AgentMessageRequest.
 type AgentMessageRequest struct {
+	// Text The message (at most 262,144 characters). A busy session queues it for its next turn, at most 16 messages at a time (409 beyond: wait for the turn to end); queued messages are kept in the database and not billed until a turn takes them.
 	Text                 string                 `json:"text"`
 	AdditionalProperties map[string]interface{} `json:"-"`
 }
@@ -267,7 +268,7 @@ type AgentSlot struct {
 
 // AgentSpawnRequest defines model for AgentSpawnRequest.
 type AgentSpawnRequest struct {
-	// Prompt The session's first message; without it the session waits `ready` for one.
+	// Prompt The session's first message (at most 262,144 characters); without it the session waits `ready` for one.
 	Prompt *string `json:"prompt,omitempty"`
 
 	// Slot A slot already assigned to the caller's account.

@@ -116,6 +116,18 @@ func (q *Queries) CountPendingAgentApprovals(ctx context.Context, accountID uuid
 	return count, err
 }
 
+const countQueuedAgentMessages = `-- name: CountQueuedAgentMessages :one
+SELECT COUNT(*)::bigint FROM agent_messages WHERE session_id = $1 AND state = 'queued'
+`
+
+// How many messages wait for the session's next turn.
+func (q *Queries) CountQueuedAgentMessages(ctx context.Context, sessionID uuid.UUID) (int64, error) {
+	row := q.db.QueryRow(ctx, countQueuedAgentMessages, sessionID)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const deleteAgentSlot = `-- name: DeleteAgentSlot :execrows
 DELETE FROM agent_slots WHERE id = $1
 `

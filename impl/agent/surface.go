@@ -267,13 +267,28 @@ func firstLine(prompt string) string {
 	return truncate(line, 200)
 }
 
-// send queues a message for a live session, making a ready one busy.
+// MaxQueuedMessages bounds the messages a busy session keeps for its next turn.
+const MaxQueuedMessages = 16
+
+// send queues a message for a live session, making a ready one busy; a busy session takes at
+// most MaxQueuedMessages.
 func (s *Service) send(st *sessionTx, text string) (uuid.UUID, bool, error) {
 	switch st.row.State {
 	case StateStopping:
 		return uuid.Nil, false, conflictf("the session in slot '%s' is stopping (%s)", st.row.SlotName, st.row.EndReason)
 	case StateStopped, StateFailed:
 		return uuid.Nil, false, conflictf("the session in slot '%s' has ended (%s); start a new one with POST /v1/agents", st.row.SlotName, endedText(st.row))
+	}
+	if st.row.State != StateReady {
+		// Queued messages are kept in the database, unbilled until a turn takes them: a
+		// session holds a bounded number (trial h5: 146 MB queued by five requests).
+		n, err := st.q.CountQueuedAgentMessages(st.ctx, st.row.ID)
+		if err != nil {
+			return uuid.Nil, false, err
+		}
+		if n >= MaxQueuedMessages {
+			return uuid.Nil, false, conflictf("the session in slot '%s' has %d messages waiting for its next turn already; send more when the turn has ended", st.row.SlotName, n)
+		}
 	}
 	id := uuid.New()
 	if err := st.q.InsertAgentMessage(st.ctx, db.InsertAgentMessageParams{ID: id, AccountID: st.row.AccountID, SessionID: st.row.ID, Text: store.CleanText(text)}); err != nil {

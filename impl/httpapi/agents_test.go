@@ -645,3 +645,49 @@ func TestAPIKeyCannotResolveApprovals(t *testing.T) {
 		t.Errorf("a session started without approval: %+v", got)
 	}
 }
+
+// TestAgentMessagesAreBounded: what a tenant can make the gateway keep for an agent without
+// paying for it is bounded (trial h5: five queued messages added 146 MB to the database, not
+// billed): a prompt or message above 262,144 characters is refused (400 naming the field), and a
+// busy session queues at most 16 messages for its next turn (409 beyond).
+func TestAgentMessagesAreBounded(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{})
+	tn := g.NewTenant(t, "acme", 0, 5_000_000)
+	g.AssignSlot(t, tn.Account.ID, "main")
+	a := newAgentsClient(t, g, tn.Key)
+	long := strings.Repeat("x", 262_145)
+	for _, c := range []struct{ path, body, param string }{
+		{"/v1/agents", `{"slot":"main","prompt":"` + long + `"}`, "prompt"},
+		{"/v1/agents/main/messages", `{"text":"` + long + `"}`, "text"},
+	} {
+		status, _, body := a.do("POST", c.path, c.body, nil)
+		env := errorEnvelopeOf(body)
+		if status != http.StatusBadRequest || env.Error.Param == nil || *env.Error.Param != c.param {
+			t.Errorf("%s with 262,145 characters: %d %.300s, want 400 naming %s", c.path, status, body, c.param)
+		}
+	}
+	// The first turn's model call stalls: the session stays busy.
+	if status, _, body := a.do("POST", "/v1/agents", `{"slot":"main","prompt":"hold [[sim fault=stall_before ms=30000]]"}`, nil); status != http.StatusAccepted {
+		t.Fatalf("spawn: %d %s", status, body)
+	}
+	a.waitState("main", "busy")
+	// The prompt waits with them until the first turn takes it: 15 or 16 more are queued.
+	accepted := 0
+	for range 40 {
+		status, _, body := a.do("POST", "/v1/agents/main/messages", `{"text":"queued `+strings.Repeat("y", 1000)+`"}`, nil)
+		if status == http.StatusAccepted && strings.Contains(string(body), `"queued":true`) {
+			accepted++
+			continue
+		}
+		if env := errorEnvelopeOf(body); status != http.StatusConflict || !strings.Contains(env.Error.Message, "16 messages waiting") {
+			t.Errorf("after %d queued messages: %d %s, want 409", accepted, status, body)
+		}
+		break
+	}
+	if accepted < 15 || accepted > 16 {
+		t.Errorf("%d messages queued, want 16 waiting at most", accepted)
+	}
+	if status, _, body := a.do("DELETE", "/v1/agents/main", "", nil); status != http.StatusAccepted {
+		t.Errorf("stop: %d %s", status, body)
+	}
+}

@@ -333,7 +333,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		}
 		if errors.Is(err, store.ErrOAuthReplay) {
 			s.log.Warn("mcpauth: an authorization code was replayed; its grant is revoked", "client", clientID)
-			err = &grantError{"invalid_grant", "the code was already used; the tokens issued for it are revoked"}
+			err = &grantError{"invalid_grant", "the code was already used (a code is good for one try, even a failed one); any tokens issued for it are revoked: start the sign-in again"}
 		}
 	case "refresh_token":
 		refresh := form.Get("refresh_token")

@@ -26,3 +26,14 @@ func TestDevBannerSaysWhereTheClusterIs(t *testing.T) {
 		t.Errorf("DATABASE_URL:\n%s", remote)
 	}
 }
+
+// TestDevBannerNamesLocalhostAndMCP: the banner's URLs say localhost, as the console and its
+// OAuth issuer do (an MCP client signing in with OAuth compares them: trial h6), and it names
+// the MCP endpoint.
+func TestDevBannerNamesLocalhostAndMCP(t *testing.T) {
+	b := devBanner("127.0.0.1:18881", "tgk_x", pgcluster.Location{})
+	if strings.Contains(b, "127.0.0.1") || !strings.Contains(b, "curl -s http://localhost:18881/v1/models") ||
+		!strings.Contains(b, "MCP: http://localhost:18881/api/mcp") {
+		t.Errorf("banner:\n%s", b)
+	}
+}

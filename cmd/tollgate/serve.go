@@ -72,6 +72,7 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	configPath := fs.String("config", "", "config file (default: TOLLGATE_CONFIG or the built-in configuration)")
 	listen := fs.String("listen", "", "API listen address (overrides the config)")
 	metricsListen := fs.String("metrics-listen", "", "metrics listen address (overrides the config; \"off\" disables it)")
+	maxConns := fs.Int("max-connections", 0, "the API listener's open connections at most (overrides server.max_connections; -1: no bound)")
 	grace := fs.Duration("shutdown-grace", defaultShutdownGrace, "after SIGTERM, how long in-flight requests and streams may run before the streams are ended with an in-band error")
 	delay := fs.Duration("shutdown-delay", 0, "after SIGTERM, how long to keep accepting requests while /readyz says not ready, for load balancers to notice")
 	dbWait := fs.Duration("database-wait", 0, "how long start-up waits for an unreachable database before giving up (0: for ever)")
@@ -122,6 +123,9 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	if *listen != "" {
 		cfg.Server.Listen = *listen
 	}
+	if *maxConns != 0 {
+		cfg.Server.MaxConnections = *maxConns
+	}
 	cfg.Web.ClientSecret = os.Getenv("TOLLGATE_OIDC_CLIENT_SECRET")
 	switch *metricsListen {
 	case "":
@@ -142,6 +146,13 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 		return err
 	}
 	defer apiLn.Close()
+	if n := cfg.Server.ConnectionLimit(); n > 0 {
+		// Connections held open cannot take every descriptor, nor the memory each holds:
+		// beyond n, new ones wait in the kernel's queue (trial h5: 20,000 connections without
+		// a key took the process's descriptors, and /readyz with them).
+		apiLn = limitConnections(apiLn, n)
+		log.Info("connection limit", "max_connections", n)
+	}
 
 	// Readiness: not ready until the gateway serves, and again from the first signal on.
 	ready := health.New(log)
@@ -447,7 +458,9 @@ func printDevBanner(addr, key string, where pgcluster.Location) {
 // PostgreSQL cluster is (where is zero with DATABASE_URL).
 func devBanner(addr, key string, where pgcluster.Location) string {
 	host := addr
-	if h, port, err := net.SplitHostPort(addr); err == nil && (h == "::" || h == "0.0.0.0" || h == "") {
+	if h, port, err := net.SplitHostPort(addr); err == nil && (h == "::" || h == "0.0.0.0" || h == "" || h == "127.0.0.1") {
+		// localhost, as the console and its OAuth issuer are named: an MCP client that signs
+		// in with OAuth compares the two (trial h6: 127.0.0.1 made the MCP SDK refuse).
 		host = "localhost:" + port
 	}
 	base := "http://" + host
@@ -474,6 +487,7 @@ func devBanner(addr, key string, where pgcluster.Location) string {
 	b.WriteString("    -d '{\"model\":\"service-flint\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello!\"}]}'\n")
 	b.WriteString("  curl -sN " + base + "/v1/messages -H \"Authorization: Bearer $TOLLGATE_API_KEY\" \\\n")
 	b.WriteString("    -d '{\"model\":\"service-sonnet\",\"max_tokens\":64,\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"Hello!\"}]}'\n\n")
+	b.WriteString("  MCP: " + base + "/api/mcp (the key as a Bearer header, or an OAuth sign-in: docs/mcp-oauth.md)\n\n")
 	return b.String()
 }
 

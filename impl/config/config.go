@@ -83,7 +83,7 @@ type Server struct {
 	// tollgate serve derives it from the machine (see DefaultMemoryLimitMB); -1: none. The
 	// GOMEMLIMIT environment variable, when set, wins.
 	MemoryLimitMB int `yaml:"memory_limit_mb"`
-	// BodyBudgetMB bounds the bytes of large request bodies (over 1 MiB) held at once: each is
+	// BodyBudgetMB bounds the bytes of request bodies over 16 KiB held at once: each is
 	// admitted for its Content-Length (or, without one, as its bytes arrive) and holds its
 	// share until its request is done; one that finds the budget spent waits up to two
 	// seconds for room, then gets 503 with Retry-After. 0 (the default): a quarter of the
@@ -91,6 +91,14 @@ type Server struct {
 	// body, its decoded text and the upstream's copy of every admitted body within the limit;
 	// -1: no budget. At least 32 (the largest body) when set.
 	BodyBudgetMB int `yaml:"body_budget_mb"`
+	// MaxConnections bounds the API listener's open connections (WebSockets included): at
+	// the bound the listener accepts no more until one closes, and the new ones wait in the
+	// kernel's queue, so that connections held open (by one client, even without a key) cannot
+	// take every file descriptor and the memory that each holds (about 27 KiB idle, plus a
+	// request body of up to 16 KiB outside the body budget). 0 (the default): one per 128 KiB
+	// of the memory limit, between MinConnections and MaxDefaultConnections
+	// (MaxDefaultConnections without a memory limit); -1: no bound.
+	MaxConnections int `yaml:"max_connections"`
 	// MCPAllowedOrigins are the browser origins ("https://inspector.example.com", scheme, host
 	// and port as a browser sends them in Origin) whose pages may call /api/mcp, besides the
 	// gateway's own (the request's Host, or web.public_url). A request that sends another Origin
@@ -109,7 +117,24 @@ const (
 	MinBodyBudgetMB = 32
 	// NoLimitBodyBudgetMB is the default body budget of a process without a memory limit.
 	NoLimitBodyBudgetMB = 512
+	// MinConnections and MaxDefaultConnections bound the default of max_connections.
+	MinConnections        = 1024
+	MaxDefaultConnections = 16384
 )
+
+// ConnectionLimit is the bound of the API listener's open connections (see MaxConnections): 0
+// when there is none.
+func (s Server) ConnectionLimit() int {
+	switch {
+	case s.MaxConnections < 0:
+		return 0
+	case s.MaxConnections > 0:
+		return s.MaxConnections
+	case s.MemoryLimitMB > 0:
+		return min(max(s.MemoryLimitMB*8, MinConnections), MaxDefaultConnections)
+	}
+	return MaxDefaultConnections
+}
 
 // DefaultMemoryLimitMB is the memory limit tollgate serve applies when memory_limit_mb is 0,
 // from what it learnt of the machine: three quarters of the process's cgroup memory limit when

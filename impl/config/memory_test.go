@@ -54,3 +54,22 @@ func TestBodyBudget(t *testing.T) {
 		t.Errorf("body_budget_mb 32: %v", err)
 	}
 }
+
+// TestConnectionLimit: the limit is what is set, else one per 128 KiB of the memory limit
+// between 1,024 and 16,384, else 16,384; -1 is none.
+func TestConnectionLimit(t *testing.T) {
+	for _, c := range []struct{ set, limit, want int }{
+		{0, 1024, 8192},
+		{0, 64, 1024},
+		{0, 8192, 16384},
+		{0, 0, 16384},
+		{0, -1, 16384},
+		{500, 1024, 500},
+		{-1, 1024, 0},
+	} {
+		s := Server{MaxConnections: c.set, MemoryLimitMB: c.limit}
+		if got := s.ConnectionLimit(); got != c.want {
+			t.Errorf("max_connections %d, memory_limit_mb %d: %d, want %d", c.set, c.limit, got, c.want)
+		}
+	}
+}

@@ -171,8 +171,8 @@ func TestChunkedBodyIsAdmittedAsItArrives(t *testing.T) {
 		r.ContentLength = -1
 		return v.readBody(r)
 	}
-	body, lease, err := read(512 << 10)
-	if err != nil || len(body) != 512<<10 || lease != nil || v.budget.inUse() != 0 {
+	body, lease, err := read(8 << 10)
+	if err != nil || len(body) != 8<<10 || lease != nil || v.budget.inUse() != 0 {
 		t.Fatalf("a small chunked body: %d bytes, lease %v, %v; in use %d", len(body), lease, err, v.budget.inUse())
 	}
 	body, lease, err = read(3 << 20)
@@ -266,5 +266,30 @@ func TestAnnouncedLargeBodyIsReadInPlace(t *testing.T) {
 	lease.release()
 	if v.budget.inUse() != 0 {
 		t.Errorf("in use %d after release", v.budget.inUse())
+	}
+}
+
+// TestMidSizedBodiesAreCounted: a body of 100 KB is admitted against the budget, for its whole
+// length, and one of 10 KB is not (trial h5: every body under 1 MiB skipped the budget, and
+// 3,000 uploads stalled just below it held 3 GB against a 1 GiB memory limit).
+func TestMidSizedBodiesAreCounted(t *testing.T) {
+	var gaveBack atomic.Int64
+	v := &validator{budget: testBudget(32<<20, &gaveBack)}
+	for _, c := range []struct {
+		n       int
+		counted bool
+	}{{100_000, true}, {10_000, false}} {
+		r, _ := http.NewRequest("POST", "/", io.NopCloser(bytes.NewReader(bytes.Repeat([]byte("x"), c.n))))
+		r.ContentLength = int64(c.n)
+		body, lease, err := v.readBody(r)
+		if err != nil || len(body) != c.n {
+			t.Fatalf("%d bytes: %d read, %v", c.n, len(body), err)
+		}
+		if got := v.budget.inUse(); (lease != nil) != c.counted || (c.counted && got != int64(c.n)) || (!c.counted && got != 0) {
+			t.Errorf("%d bytes: lease %v, %d in use, want counted %v", c.n, lease != nil, got, c.counted)
+		}
+		if lease != nil {
+			lease.release()
+		}
 	}
 }

@@ -112,6 +112,11 @@ func writeErrorFamily(w http.ResponseWriter, fam family, err error) {
 	if status == http.StatusUnauthorized || status == http.StatusPaymentRequired {
 		h.Set("x-should-retry", "false")
 	}
+	if status == http.StatusUnauthorized {
+		// A caller without a valid key keeps no connection open (trial h5: 20,000 keep-alive
+		// connections without a key held every file descriptor).
+		h.Set("Connection", "close")
+	}
 	if e.RetryAfter > 0 {
 		h.Set("Retry-After", strconv.Itoa(apierror.Seconds(e.RetryAfter)))
 		h.Set("retry-after-ms", strconv.FormatInt(e.RetryAfter.Milliseconds(), 10))

@@ -231,6 +231,9 @@ func (s *Service) Spawn(ctx context.Context, p auth.Principal, slot, prompt, ide
 	if strings.TrimSpace(slot) == "" {
 		return SpawnResult{}, apierror.Invalid("slot", "'slot' is required: the name of one of your agent slots")
 	}
+	if err := checkText("prompt", prompt); err != nil {
+		return SpawnResult{}, err
+	}
 	if _, err := tenantOf(p); err != nil {
 		return SpawnResult{}, err
 	}
@@ -269,6 +272,18 @@ func firstLine(prompt string) string {
 
 // MaxQueuedMessages bounds the messages a busy session keeps for its next turn.
 const MaxQueuedMessages = 16
+
+// MaxTextChars bounds a spawn's prompt and a message, in characters (the contract's maxLength,
+// checked here too for the callers that do not come through it: the web console).
+const MaxTextChars = 262_144
+
+// checkText refuses a prompt or message above MaxTextChars, naming field.
+func checkText(field, text string) error {
+	if len(text) > MaxTextChars && utf8.RuneCountInString(text) > MaxTextChars {
+		return apierror.Invalid(field, "'%s' is longer than %d characters", field, MaxTextChars)
+	}
+	return nil
+}
 
 // send queues a message for a live session, making a ready one busy; a busy session takes at
 // most MaxQueuedMessages.
@@ -312,6 +327,9 @@ func (s *Service) send(st *sessionTx, text string) (uuid.UUID, bool, error) {
 func (s *Service) SendMessage(ctx context.Context, p auth.Principal, slot, text, idempotencyKey string) (MessageResult, error) {
 	if strings.TrimSpace(text) == "" {
 		return MessageResult{}, apierror.Invalid("text", "'text' is required: the message for the agent")
+	}
+	if err := checkText("text", text); err != nil {
+		return MessageResult{}, err
 	}
 	if _, err := tenantOf(p); err != nil {
 		return MessageResult{}, err

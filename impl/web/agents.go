@@ -29,8 +29,100 @@ import (
 
 func (a *App) agentsRoutes(mux *http.ServeMux) {
 	mux.Handle("GET /agents", a.member(a.agentsPage))
+	mux.Handle("POST /agents/start", a.member(a.startAgent))
 	mux.Handle("GET /agents/{session}", a.member(a.agentSessionPage))
 	mux.Handle("GET /agents/{session}/events", a.member(a.agentTail))
+	mux.Handle("POST /agents/{session}/message", a.member(a.messageAgent))
+	mux.Handle("POST /agents/{session}/stop", a.member(a.stopAgent))
+}
+
+// Audited actions of the agent controls.
+const (
+	actionAgentStarted = "agent.started"
+	actionAgentStopped = "agent.stopped"
+)
+
+// startAgent starts a session in the form's slot with its first message (the page's "Start a
+// session"), as POST /v1/agents does for a key, and opens the session's page. The member acts
+// for the account with no key: no key's limits bind the session, as for the member's other
+// actions on the console; the session's own bounds (turns, spend, duration) hold.
+func (a *App) startAgent(w http.ResponseWriter, r *http.Request, v *Visitor) {
+	if a.agents == nil {
+		a.fail(w, r, v, http.StatusNotFound, "Agents are not available on this gateway.")
+		return
+	}
+	slot, prompt := strings.TrimSpace(r.PostFormValue("slot")), r.PostFormValue("prompt")
+	res, err := a.agents.Spawn(r.Context(), principal(v), slot, prompt, "")
+	if err != nil {
+		a.failAgentAction(w, r, v, "start an agent session", err)
+		return
+	}
+	a.record(r, v, actionAgentStarted, "agent session "+res.SessionID, nil, map[string]any{"slot": res.Slot})
+	http.Redirect(w, r, "/agents/"+res.SessionID, http.StatusSeeOther)
+}
+
+// messageAgent sends the form's text to the {session}, which must be its slot's live session.
+func (a *App) messageAgent(w http.ResponseWriter, r *http.Request, v *Visitor) {
+	s, ok := a.liveSession(w, r, v)
+	if !ok {
+		return
+	}
+	if _, err := a.agents.SendMessage(r.Context(), principal(v), s.Slot, r.PostFormValue("text"), ""); err != nil {
+		a.failAgentAction(w, r, v, "send an agent message", err)
+		return
+	}
+	http.Redirect(w, r, "/agents/"+s.ID+"?sent=1", http.StatusSeeOther)
+}
+
+// stopAgent asks the {session} to stop (at once when it waits, at its next step when busy).
+func (a *App) stopAgent(w http.ResponseWriter, r *http.Request, v *Visitor) {
+	s, ok := a.liveSession(w, r, v)
+	if !ok {
+		return
+	}
+	if _, err := a.agents.Stop(r.Context(), principal(v), s.Slot, ""); err != nil {
+		a.failAgentAction(w, r, v, "stop an agent session", err)
+		return
+	}
+	a.record(r, v, actionAgentStopped, "agent session "+s.ID, map[string]any{"state": s.State}, map[string]any{"state": "stopping"})
+	http.Redirect(w, r, "/agents/"+s.ID+"?stopping=1", http.StatusSeeOther)
+}
+
+// liveSession is the {session} of the visitor's account when it is its slot's live session;
+// otherwise it answers (not found, or a conflict naming the state) and reports false.
+func (a *App) liveSession(w http.ResponseWriter, r *http.Request, v *Visitor) (agent.SessionView, bool) {
+	if a.agents == nil {
+		a.noSession(w, r, v)
+		return agent.SessionView{}, false
+	}
+	s, err := a.findSession(r.Context(), principal(v), r.PathValue("session"))
+	if err != nil {
+		a.failAgent(w, r, v, "agent session", err)
+		return agent.SessionView{}, false
+	}
+	if agent.Ended(s.State) {
+		a.fail(w, r, v, http.StatusConflict, "This session has ended ("+s.EndReason+"); start a new one on the Agents page.")
+		return agent.SessionView{}, false
+	}
+	return s, true
+}
+
+// failAgentAction answers an error of an agent command in the page's words: the request's
+// fault (400) or a conflict (409) says what the service said, anything else is internal.
+func (a *App) failAgentAction(w http.ResponseWriter, r *http.Request, v *Visitor, what string, err error) {
+	var conflict *agent.ConflictError
+	switch {
+	case errors.As(err, &conflict):
+		a.fail(w, r, v, http.StatusConflict, conflict.Message+".")
+	case errors.Is(err, agent.ErrNotFound):
+		a.fail(w, r, v, http.StatusNotFound, "There is no such agent slot or session.")
+	default:
+		if e := apierror.As(err); e.Kind.Status() < 500 {
+			a.fail(w, r, v, e.Kind.Status(), e.Message)
+			return
+		}
+		a.failInternal(w, r, v, what, err)
+	}
 }
 
 // The live tail's bounds.
@@ -82,6 +174,8 @@ type agentsData struct {
 	Available bool
 	Slots     []slotRow
 	Sessions  []sessionRow
+	// Free are the slots without a live session, where the page can start one.
+	Free []string
 }
 
 func (a *App) agentsPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
@@ -98,6 +192,9 @@ func (a *App) agentsPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
 			if s.Session != nil {
 				sr := newSessionRow(*s.Session)
 				row.Session = &sr
+			}
+			if row.Session == nil || row.Session.Ended {
+				d.Free = append(d.Free, s.Slot)
 			}
 			d.Slots = append(d.Slots, row)
 		}
@@ -119,10 +216,27 @@ type eventRow struct {
 	Kind    string    `json:"kind"`
 	At      time.Time `json:"at"`
 	Summary string    `json:"summary"`
+	// State is the state a state event moves the session to (with its reason), and Turn the
+	// turn of a model call: the live tail updates the page's summary with them.
+	State string `json:"state,omitempty"`
+	Turn  int    `json:"turn,omitempty"`
 }
 
 func newEventRow(e agent.Event) eventRow {
-	return eventRow{Seq: e.Seq, Kind: e.Kind, At: e.At.UTC(), Summary: eventSummary(e)}
+	row := eventRow{Seq: e.Seq, Kind: e.Kind, At: e.At.UTC(), Summary: eventSummary(e)}
+	if e.Kind == "state" || e.Kind == "model_call" {
+		var d eventData
+		_ = json.Unmarshal(e.Data, &d)
+		if e.Kind == "state" {
+			row.State = d.To
+			if d.Reason != "" {
+				row.State += " (" + d.Reason + ")"
+			}
+		} else {
+			row.Turn = d.Turn
+		}
+	}
+	return row
 }
 
 // eventData holds the fields of every event kind (agent.Event's documentation).
@@ -147,7 +261,7 @@ func eventSummary(e agent.Event) string {
 	var s string
 	switch e.Kind {
 	case "state":
-		s = d.From + " → " + d.To
+		s = strings.TrimPrefix(d.From+" → "+d.To, " ") // the first has no state to come from
 		if d.Reason != "" {
 			s += " (" + d.Reason + ")"
 		}
@@ -203,6 +317,8 @@ type sessionData struct {
 	// none); Earlier the cursor of the page before (-1: none); More says newer events wait.
 	After, Cursor, Earlier int64
 	More                   bool
+	// Notice says what the visitor just did (from the redirect's query).
+	Notice string
 }
 
 // noSession answers that the visitor's account has no such agent session.
@@ -254,6 +370,12 @@ func (a *App) agentSessionPage(w http.ResponseWriter, r *http.Request, v *Visito
 	}
 	if after > 0 {
 		d.Earlier = max(after-eventsShown, 0)
+	}
+	switch q := r.URL.Query(); {
+	case q.Has("sent"):
+		d.Notice = "Message sent: the agent takes it now, or at its next turn when it is busy."
+	case q.Has("stopping"):
+		d.Notice = "Stopping: at once when the agent waits, after its current step when it is busy."
 	}
 	a.render(w, r, v, http.StatusOK, "agentsession", "Agent session", d)
 }

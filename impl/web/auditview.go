@@ -55,6 +55,8 @@ var auditActions = map[string]string{
 	audit.ActionLimitChanged: "Changed a key's limits",
 	audit.ActionApproval:     "Decided an agent action",
 	actionDatasetUploaded:    "Stored a dataset",
+	actionAgentStarted:       "Started an agent session",
+	actionAgentStopped:       "Stopped an agent session",
 	actionDatasetDeleted:     "Deleted a dataset",
 	"member.added":           "Added a member",
 	"member.removed":         "Removed a member",

@@ -55,6 +55,19 @@
     summary.textContent = e.summary;
     li.append(time, " ", kind, " ", summary);
     list.append(li);
+    // The summary above the log follows too: the state, and the turns taken.
+    if (e.state) {
+      var state = document.getElementById("session-state");
+      if (state) {
+        state.textContent = e.state;
+      }
+    }
+    if (e.turn) {
+      var turns = document.getElementById("session-turns");
+      if (turns) {
+        turns.textContent = turns.textContent.replace(/^\d+/, String(e.turn));
+      }
+    }
   };
   source.addEventListener("end", function () {
     source.close();

@@ -1,0 +1,88 @@
+package browser_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/impl/agent"
+)
+
+// TestAgentFromTheConsole: a member gets to a working agent on the console alone (trial h6:
+// the Agents page could only show sessions, so a person had to leave it for curl or an MCP
+// client): on the Agents page she starts a session in a free slot with a first message, lands
+// on its page, sees the answer arrive in the live log, sends a second message, which the
+// agent answers too, and stops the session. The audit log names both actions.
+func TestAgentFromTheConsole(t *testing.T) {
+	s := start(t)
+	operator, err := agent.New(agent.Options{Store: s.GW.Store, Config: s.GW.Config})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := operator.AssignSlot(context.Background(), s.Account.ID, "main"); err != nil {
+		t.Fatal(err)
+	}
+	p := newTour(t)
+	s.signIn(p)
+	p.at(p.Follow("Agents"), http.StatusOK, s.URL+"/agents")
+	p.Select("Slot", "main")
+	p.Fill("First message", "Say hello to the console.")
+	p.shot("agent-start")
+	if status := p.Submit("Start"); status != http.StatusOK || !strings.HasPrefix(p.URL(), s.URL+"/agents/") {
+		t.Fatalf("after Start: %d at %s:\n%s", status, p.URL(), p.Text("body"))
+	}
+	session := p.URL()
+	waitEvents := func(what string, n int) {
+		t.Helper()
+		var events string
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			if events = p.Text("#events"); strings.Count(events, "message_out") >= n {
+				return
+			}
+		}
+		t.Fatalf("%s: the session's page shows %d answers, want %d:\n%s", what, strings.Count(events, "message_out"), n, events)
+	}
+	waitEvents("the first turn", 1)
+	// The summary follows the live log (trial h6: it kept the state the page was loaded with).
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if p.Text("#session-state") == "ready" && strings.HasPrefix(p.Text("#session-turns"), "1 /") {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("after the first turn the summary says %q, %q", p.Text("#session-state"), p.Text("#session-turns"))
+		}
+	}
+	if strings.Contains(p.Text("#events"), "state  →") {
+		t.Errorf("the first state event names an empty state:\n%s", p.Text("#events"))
+	}
+	p.shot("agent-answered")
+
+	p.Fill("Message", "Thanks! And once more.")
+	p.at(p.Submit("Send"), http.StatusOK, session)
+	if got := p.Text("[role=status]"); !strings.HasPrefix(got, "Message sent") {
+		t.Errorf("after Send, the page says %q", got)
+	}
+	waitEvents("the second turn", 2)
+
+	p.at(p.Submit("Stop the session"), http.StatusOK, session)
+	if got := p.Text("main"); !strings.Contains(got, "Stopping") {
+		t.Errorf("after Stop, the page says:\n%s", got)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		p.at(p.Navigate(session), http.StatusOK, session)
+		if state := p.Text("#session-state"); strings.HasPrefix(state, "stopped") {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the session is %q 30 s after Stop", state)
+		}
+	}
+	if strings.Contains(p.Text("main"), "Stop the session") {
+		t.Error("an ended session still offers Stop")
+	}
+	p.shot("agent-stopped")
+	p.at(p.Follow("Audit log"), http.StatusOK, s.URL+"/audit")
+	if got := p.Text("main"); !strings.Contains(got, "Started an agent session") || !strings.Contains(got, "Stopped an agent session") {
+		t.Errorf("the audit log does not name the start and the stop:\n%s", got)
+	}
+}

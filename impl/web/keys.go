@@ -74,6 +74,28 @@ type keyRow struct {
 type keysData struct {
 	Keys   []keyRow
 	Active int
+	// Notice says what the visitor just did (from the redirect's query: keyNotices).
+	Notice string
+}
+
+// keyNotices are the Keys page's words for the change just made (?done=), as the Approvals and
+// Connected apps pages say theirs (trial h6: revoking a key said nothing).
+var keyNotices = map[string]string{
+	"revoked":     "Revoked: the key is refused everywhere within a second.",
+	"revoked-all": "Revoked every key of the account.",
+	"status":      "Done: the key's status is changed.",
+	"limits":      "Saved: the key's new limits hold from its next request.",
+}
+
+// doneQuery is the ?done= of the Keys page after the audited action.
+func doneQuery(action string) string {
+	switch action {
+	case audit.ActionKeyRevoked:
+		return "?done=revoked"
+	case audit.ActionLimitChanged:
+		return "?done=limits"
+	}
+	return "?done=status"
 }
 
 func (a *App) keysPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
@@ -91,7 +113,7 @@ func (a *App) keysPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	for _, s := range suffixes {
 		last[s.ID] = s.DisplaySuffix
 	}
-	d := keysData{}
+	d := keysData{Notice: keyNotices[r.URL.Query().Get("done")]}
 	for i := len(keys) - 1; i >= 0; i-- { // newest first
 		if keys[i].Status == "active" {
 			d.Active++
@@ -308,7 +330,7 @@ func (a *App) changed(w http.ResponseWriter, r *http.Request, v *Visitor, action
 		a.failInternal(w, r, v, action, err)
 	default:
 		a.record(r, v, action, "key "+before.ID.String(), keyState(before), keyState(after))
-		http.Redirect(w, r, "/keys", http.StatusSeeOther)
+		http.Redirect(w, r, "/keys"+doneQuery(action), http.StatusSeeOther)
 	}
 }
 
@@ -458,7 +480,7 @@ func (a *App) revokeAllKeys(w http.ResponseWriter, r *http.Request, v *Visitor) 
 		before.RevokedAt = nil
 		a.record(r, v, audit.ActionKeyRevoked, "key "+k.ID.String()+" (revoke all)", keyState(before), keyState(k))
 	}
-	http.Redirect(w, r, "/keys", http.StatusSeeOther)
+	http.Redirect(w, r, "/keys?done=revoked-all", http.StatusSeeOther)
 }
 
 // record appends to the account's audit log; a failure is logged (the change is made).

@@ -105,6 +105,9 @@ func TestKeyShownOnceUsedAndRevoked(t *testing.T) {
 	p.at(p.Submit("Revoke key ci "+prefix), http.StatusOK, s.URL+"/keys/"+keyID+"/revoke")
 	p.at(p.Submit("Revoke key “ci”"), http.StatusOK, s.URL+"/keys")
 	p.shot("key-revoked")
+	if got := p.Text("[role=status]"); !strings.HasPrefix(got, "Revoked") {
+		t.Errorf("after revoking, the page says %q", got)
+	}
 	if row := p.Text("tbody tr"); !strings.Contains(row, "revoked") {
 		t.Errorf("the revoked key's row says %q", row)
 	}

@@ -97,3 +97,35 @@ func (s *site) cachedUsage(t *testing.T, keyID uuid.UUID) {
 		t.Fatal(err)
 	}
 }
+
+// TestNarrowScreen: at a phone's width (375 CSS pixels) no page of the navigation is wider
+// than the screen: a wide table scrolls within itself (trial h6: Keys and Usage were about
+// 1,120 pixels wide, and the whole page scrolled sideways).
+func TestNarrowScreen(t *testing.T) {
+	s := start(t)
+	key, keyID := s.GW.NewKey(t, s.Account.ID, 0)
+	if status, body := s.api(t, http.MethodPost, "/v1/chat/completions", key,
+		`{"model":"service-flint-base","max_tokens":64,"messages":[{"role":"user","content":"Hello. [[sim words=20]]"}]}`); status != http.StatusOK {
+		t.Fatalf("a request to make usage: %d %s", status, body)
+	}
+	s.cachedUsage(t, keyID)
+	p := newTour(t)
+	s.signIn(p)
+	p.Do(chromedp.EmulateViewport(375, 800))
+	for _, n := range navigation {
+		p.at(p.Navigate(s.URL+n.path), http.StatusOK, s.URL+n.path)
+		ctx, cancel := context.WithTimeout(p.Context(), 10*time.Second)
+		width, err := chromedp.Run(ctx, chromedp.Evaluate[int]("document.documentElement.scrollWidth"))
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if width > 375 {
+			p.shot("narrow-" + strings.TrimPrefix(n.path, "/"))
+			ctx, cancel := context.WithTimeout(p.Context(), 10*time.Second)
+			wide, _ := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("body *")].filter((e) => !e.closest("table") && e.getBoundingClientRect().right > 376).slice(0, 5).map((e) => e.tagName + "." + e.className + " " + Math.round(e.getBoundingClientRect().right))`))
+			cancel()
+			t.Errorf("%s is %d pixels wide on a 375-pixel screen: %v", n.path, width, wide)
+		}
+	}
+}

@@ -48,6 +48,9 @@ type approvalsData struct {
 	Available bool
 	Pending   []approvalRow
 	Resolved  []approvalRow
+	// NoFreeSlot says that every slot of the account runs a session: a spawn approved now
+	// fails (trial h6: it was approved, then failed, with no word before).
+	NoFreeSlot bool
 	// Notice is the result of the decision just made (from the redirect's query).
 	Notice string
 }
@@ -65,6 +68,17 @@ func (a *App) approvalsPage(w http.ResponseWriter, r *http.Request, v *Visitor) 
 		if err != nil {
 			a.failInternal(w, r, v, "list keys", err)
 			return
+		}
+		slots, err := a.agents.Overview(r.Context(), principal(v))
+		if err != nil {
+			a.failInternal(w, r, v, "agent overview", err)
+			return
+		}
+		d.NoFreeSlot = true
+		for _, s := range slots {
+			if s.Session == nil || agent.Ended(s.Session.State) {
+				d.NoFreeSlot = false
+			}
 		}
 		for _, ap := range list {
 			row := approvalRow{Approval: ap, Pretty: prettyJSON(ap.Arguments), Requester: keys.name(ap.KeyID),

@@ -206,3 +206,27 @@ func TestApprovalRequestedThroughOAuth(t *testing.T) {
 		t.Errorf("the requester of %s is still a dash", ap.ID)
 	}
 }
+
+// TestApprovalWarnsWhenNoSlotIsFree: a pending spawn says, before anyone approves it, that no
+// slot is free while every slot runs a session (trial h6: approving it failed with no word
+// before), and says nothing once one is free.
+func TestApprovalWarnsWhenNoSlotIsFree(t *testing.T) {
+	e := start(t, nil)
+	acme := e.account(t, "acme", aliceEmail, "owner")
+	key, err := e.Accounts.CreateKey(context.Background(), acme.ID, "ci-bot", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.pendingApproval(t, acme.ID, key.Key.ID, "spawn", `{"purpose":"fix the flaky test"}`)
+	session := e.agentSession(t, acme.ID, "main")
+	alice := e.browser(t)
+	alice.signIn(e, aliceEmail, alicePass)
+	const warning = "No slot is free now"
+	if p := alice.get("/approvals"); !strings.Contains(p.Body, warning) {
+		t.Errorf("every slot busy: the pending spawn does not warn: %.2000s", p.Body)
+	}
+	e.agentEvent(t, acme.ID, session, 1, "state", map[string]any{"from": "ready", "to": "stopped", "reason": "user_stop"})
+	if p := alice.get("/approvals"); strings.Contains(p.Body, warning) {
+		t.Errorf("a free slot: the pending spawn still warns")
+	}
+}

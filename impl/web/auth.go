@@ -179,7 +179,13 @@ func (a *App) signinStart(w http.ResponseWriter, r *http.Request, v *Visitor) {
 		http.Redirect(w, r, next, http.StatusSeeOther)
 		return
 	}
-	req, authURL, err := a.rp.Start(r.Context(), reauth, next)
+	hint := ""
+	if reauth && v.User != nil {
+		// The person signs in again as who they are (trial h6: the provider's form came up
+		// empty, with nothing saying why).
+		hint = v.User.Email
+	}
+	req, authURL, err := a.rp.Start(r.Context(), reauth, next, hint)
 	if err != nil {
 		a.failInternal(w, r, v, "sign-in start", err)
 		return

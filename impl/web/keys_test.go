@@ -98,12 +98,16 @@ func TestStaleSignInCreatingKeyReauthenticates(t *testing.T) {
 		t.Fatalf("stale GET /keys/new: %d %s", g.Status, g.Location)
 	}
 	authz := b.get(p.Location)
-	if authz.Status != http.StatusFound || !strings.Contains(authz.Location, "prompt=login") || !strings.Contains(authz.Location, "max_age=0") {
-		t.Fatalf("re-authentication request: %d %s", authz.Status, authz.Location)
+	if authz.Status != http.StatusFound || !strings.Contains(authz.Location, "prompt=login") || !strings.Contains(authz.Location, "max_age=0") ||
+		!strings.Contains(authz.Location, "login_hint="+url.QueryEscape(aliceEmail)) {
+		t.Fatalf("re-authentication request: %d %s (want login_hint naming her: trial h6 found the form empty)", authz.Status, authz.Location)
 	}
 	form := b.follow(b.get(authz.Location), func(u string) bool { return strings.HasPrefix(u, e.URL) })
 	if !authRequestRe.MatchString(form.Body) {
 		t.Fatalf("the provider did not ask for the password again: %d %s", form.Status, form.Location)
+	}
+	if !strings.Contains(form.Body, `value="`+aliceEmail+`"`) {
+		t.Errorf("the provider's form does not have her e-mail filled in")
 	}
 	back := b.follow(b.login(form, e.IdP.Issuer(), aliceEmail, alicePass), func(u string) bool { return strings.HasPrefix(u, e.URL+"/keys/new") })
 	if back.Location != e.URL+"/keys/new" {

@@ -115,8 +115,9 @@ func random() (string, error) {
 }
 
 // Start begins a sign-in: it returns the request to keep and the provider's URL to send the
-// browser to.
-func (rp *RP) Start(ctx context.Context, reauth bool, next string) (Request, string, error) {
+// browser to. loginHint, when set, is sent as OpenID Connect's login_hint (the signed-in
+// person's e-mail, for a re-authentication: the provider can fill it in or pick the account).
+func (rp *RP) Start(ctx context.Context, reauth bool, next, loginHint string) (Request, string, error) {
 	p, err := rp.discover(ctx)
 	if err != nil {
 		return Request{}, "", err
@@ -131,6 +132,9 @@ func (rp *RP) Start(ctx context.Context, reauth bool, next string) (Request, str
 	opts := []oauth2.AuthCodeOption{oauth2.S256ChallengeOption(req.Verifier), oidc.Nonce(req.Nonce)}
 	if reauth {
 		opts = append(opts, oauth2.SetAuthURLParam("max_age", "0"), oauth2.SetAuthURLParam("prompt", "login"))
+	}
+	if loginHint != "" {
+		opts = append(opts, oauth2.SetAuthURLParam("login_hint", loginHint))
 	}
 	return req, rp.oauth(p).AuthCodeURL(req.State, opts...), nil
 }

@@ -98,7 +98,7 @@ func runConnect(ctx context.Context, args []string, out io.Writer) error {
 		}
 	}
 	if len(chosen) == 0 {
-		return usageError(fmt.Sprintf("tollgate connect: unknown client %q\n\n%s", named[0], connectUsage))
+		return usageError(fmt.Sprintf("connect: unknown client %q\n\n%s", named[0], connectUsage))
 	}
 	for i, s := range chosen {
 		if i > 0 {

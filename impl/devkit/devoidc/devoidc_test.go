@@ -575,3 +575,13 @@ func TestOptionsChecked(t *testing.T) {
 		ln.Close()
 	}
 }
+
+// TestOneUsersEmailFilledIn: a provider with one user (make run's demo user) starts its sign-in
+// form with that user's e-mail (trial h6: the banner named it, the form did not).
+func TestOneUsersEmailFilledIn(t *testing.T) {
+	r := start(t)
+	pg := r.authorize(newFlow())
+	if !isForm(pg) || !strings.Contains(pg.body, `value="`+demo.Email+`"`) {
+		t.Fatalf("the sign-in form of a one-user provider: %d\n%s", pg.status, pg.body)
+	}
+}

@@ -91,7 +91,11 @@ func (p *Provider) showLogin(w http.ResponseWriter, r *http.Request) {
 		op.AuthRequestError(w, r, req, oidc.ErrLoginRequired(), p.op)
 		return
 	}
-	p.render(w, http.StatusOK, pageData{Title: "Sign in", RequestID: id, Email: req.req.LoginHint})
+	email := req.req.LoginHint
+	if email == "" {
+		email = p.onlyEmail
+	}
+	p.render(w, http.StatusOK, pageData{Title: "Sign in", RequestID: id, Email: email})
 }
 
 // postLogin checks the form's e-mail and password; on success it starts (or renews) the

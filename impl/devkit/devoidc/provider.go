@@ -43,6 +43,9 @@ type Provider struct {
 	op      *op.Provider
 	log     *slog.Logger
 	cookie  string // name of the provider session cookie
+	// onlyEmail is the e-mail of the provider's one user ("" when it has several): the
+	// sign-in form starts with it (make run's demo user; trial h6).
+	onlyEmail string
 	srv     *http.Server
 	served  chan struct{}
 	closing sync.Once
@@ -94,6 +97,9 @@ func newProvider(issuer string, o Options) (*Provider, error) {
 	users, err := checkUsers(o.Users)
 	if err != nil {
 		return nil, err
+	}
+	if len(users) == 1 {
+		p.onlyEmail = users[0].Email
 	}
 	clients := make(map[string]*client, len(o.Clients))
 	for _, c := range o.Clients {

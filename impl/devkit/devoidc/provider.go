@@ -38,17 +38,17 @@ type Options struct {
 
 // Provider is a running development OpenID provider.
 type Provider struct {
-	issuer  string
-	store   *storage
-	op      *op.Provider
-	log     *slog.Logger
-	cookie  string // name of the provider session cookie
+	issuer string
+	store  *storage
+	op     *op.Provider
+	log    *slog.Logger
+	cookie string // name of the provider session cookie
 	// onlyEmail is the e-mail of the provider's one user ("" when it has several): the
 	// sign-in form starts with it (make run's demo user; trial h6).
 	onlyEmail string
-	srv     *http.Server
-	served  chan struct{}
-	closing sync.Once
+	srv       *http.Server
+	served    chan struct{}
+	closing   sync.Once
 }
 
 // Serve builds the provider for the listener's address (issuer "http://<ln.Addr()>") and

@@ -146,7 +146,8 @@ func TestRevocationReachesOtherInstanceWithinOneSecond(t *testing.T) {
 }
 
 // TestKeyErrorsSayWhatIsWrong: a key with one character mistyped is told so (its checksum does
-// not match), apart from a string that is not a tollgate key at all, on every route family.
+// not match), apart from a string that is not a tollgate key at all and from an MCP OAuth
+// access token, on every route family.
 func TestKeyErrorsSayWhatIsWrong(t *testing.T) {
 	g := apitest.Start(t, apitest.Options{})
 	c := g.Client(t)
@@ -161,6 +162,8 @@ func TestKeyErrorsSayWhatIsWrong(t *testing.T) {
 		for _, tc := range []struct{ key, want string }{
 			{string(mistyped), "checksum does not match: a character was changed or mistyped"},
 			{"sk-not-a-tollgate-key", "tollgate keys look like 'tgk_…'"},
+			// A connected app's OAuth token is told where it belongs (trial h6: "malformed").
+			{"tgoa_" + strings.Repeat("x", 43), "valid only on /api/mcp"},
 		} {
 			status, h, body := do(t, c, g.URL, r, map[string]string{"Authorization": "Bearer " + tc.key})
 			checkUnauthenticated(t, r.method+" "+r.path, status, h, body)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/mcpauth"
 	"github.com/tollgate/tollgate/impl/telemetry"
 )
 
@@ -200,6 +201,10 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 				e = apierror.Unauthenticated("the Authorization header must use the Bearer scheme: 'Authorization: Bearer <key>'")
 			case errors.Is(err, auth.ErrMistyped):
 				e = apierror.Unauthenticated("invalid API key: it has the form of a tollgate key, but its checksum does not match: a character was changed or mistyped (copy the whole key)")
+			case errors.Is(err, auth.ErrMalformed) && strings.HasPrefix(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "), mcpauth.AccessTokenPrefix):
+				// A connected app's token, sent to the API routes (trial h6: it was called a
+				// malformed key).
+				e = apierror.Unauthenticated("an OAuth access token ('" + mcpauth.AccessTokenPrefix + "…') is valid only on /api/mcp; the API routes take an API key ('tgk_…')")
 			case errors.Is(err, auth.ErrMalformed):
 				e = apierror.Unauthenticated("malformed API key: tollgate keys look like 'tgk_…' and are sent as 'Authorization: Bearer <key>'")
 			case errors.Is(err, auth.ErrUnknown):

@@ -153,7 +153,7 @@ func (a *App) keyNames(r *http.Request, account uuid.UUID) (keyNamer, error) {
 	}
 	n := keyNamer{}
 	for _, k := range keys {
-		label := k.DisplayPrefix + "…"
+		label := k.DisplayPrefix + "…" + k.DisplaySuffix // as the Keys page and the audit log show it
 		if k.Name != "" {
 			label = k.Name + " (" + label + ")"
 		}

@@ -58,6 +58,10 @@ func TestApprovalsPage(t *testing.T) {
 	bob := e.browser(t)
 	bob.signIn(e, bobEmail, bobPass)
 	p := bob.get("/approvals")
+	// The requester's key as the Keys page shows it: prefix and last four (trial h6).
+	if k := key.Key; k.DisplaySuffix == "" || !strings.Contains(p.Body, "ci-bot ("+k.DisplayPrefix+"…"+k.DisplaySuffix+")") {
+		t.Errorf("the approval does not name the key as %s…%s", k.DisplayPrefix, k.DisplaySuffix)
+	}
 	for _, want := range []string{spawn, "Start an agent session", "<dt>Requested by</dt><dd>ci-bot (", "&#34;purpose&#34;: &#34;fix the flaky test&#34;,\n  &#34;max_turns&#34;: 5",
 		"Only the account's owners may approve or deny", `disabled aria-describedby="owners-only">Approve`} {
 		if !strings.Contains(p.Body, want) {

@@ -230,6 +230,8 @@ type Meter struct {
 	backlogRecords atomic.Int64
 	writeFailures  atomic.Int64
 	refused        atomic.Int64
+	// setAside counts the usage records the database refused as data (setAside).
+	setAside atomic.Int64
 	// failingSince is when the writes began to fail (zero: the last write succeeded), for the
 	// log lines of the writer's state changes.
 	wmu          sync.Mutex

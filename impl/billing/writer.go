@@ -457,10 +457,28 @@ func (m *Meter) replayBatch(ctx context.Context) error {
 // (own) it applies the outcome to the accounts' states: their costs are no longer pending (or,
 // for those served on credit, no longer at risk), and the database's report of the hold is
 // observed.
+//
+// A batch the database refuses as data (store.RefusedData: a value out of range, a check that
+// does not hold) would be refused on every retry, and every record behind it would wait
+// forever (trial h7: one upstream's absurd token count stopped billing for every account). It
+// is written in halves, down to the record the database refuses, which is set aside: logged
+// whole at error level, counted (tollgate_usage_records_set_aside_total), and not billed.
 func (m *Meter) writeBatch(ctx context.Context, holder string, own bool, batch []store.UsageRecord) error {
 	wctx, cancel := context.WithTimeout(ctx, m.opts.WriteTimeout)
 	defer cancel()
 	res, err := m.st.WriteUsage(wctx, holder, batch)
+	if err != nil && store.RefusedData(err) && ctx.Err() == nil {
+		m.noteDBUp()
+		if len(batch) > 1 {
+			mid := len(batch) / 2
+			if err := m.writeBatch(ctx, holder, own, batch[:mid]); err != nil {
+				return err
+			}
+			return m.writeBatch(ctx, holder, own, batch[mid:])
+		}
+		m.setAsideRecord(batch[0], err)
+		res, err = store.UsageBatch{}, nil
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			m.noteDBError(err)
@@ -527,6 +545,13 @@ func (m *Meter) writeBatch(ctx context.Context, holder string, own bool, batch [
 		a.mu.Unlock()
 	}
 	return nil
+}
+
+// setAsideRecord logs and counts a usage record the database refused as data (see writeBatch).
+func (m *Meter) setAsideRecord(r store.UsageRecord, err error) {
+	m.setAside.Add(1)
+	m.opts.Logger.Error("billing: the database refuses a usage record as data; it is set aside, not billed",
+		"err", err, "account", r.AccountID, "request_id", r.RequestID, "record", fmt.Sprintf("%+v", r))
 }
 
 // noteWriteFailed counts a failed write and logs the start of an outage: the first failure
@@ -611,6 +636,9 @@ type WriterStats struct {
 	Refused       int64
 	// Full reports that the backlog is full: Reserve refuses every request.
 	Full bool
+	// SetAside counts the usage records the database refused as data, written nowhere but
+	// the log (see writeBatch).
+	SetAside int64
 }
 
 // WriterStats reports the state of the usage writer.
@@ -621,5 +649,6 @@ func (m *Meter) WriterStats() WriterStats {
 	return WriterStats{
 		Queued: int64(queued), Backlog: m.backlogRecords.Load(), BacklogBytes: m.backlog.Size(),
 		WriteFailures: m.writeFailures.Load(), Refused: m.refused.Load(), Full: m.full.Load(),
+		SetAside: m.setAside.Load(),
 	}
 }

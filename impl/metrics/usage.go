@@ -5,7 +5,8 @@ import "github.com/prometheus/client_golang/prometheus"
 // UsageWriterStats is what the usage writer (billing.Meter.WriterStats) reports: Queued settled
 // records wait in memory for the next write; Backlog records the database has not taken yet
 // wait in the spill file (BacklogBytes is its size) or in memory; WriteFailures batch writes
-// have failed; Refused requests were refused because the backlog was full, which Full reports.
+// have failed; Refused requests were refused because the backlog was full, which Full reports;
+// SetAside records the database refused as data were set aside (logged, not billed).
 type UsageWriterStats struct {
 	Queued        int64
 	Backlog       int64
@@ -13,12 +14,13 @@ type UsageWriterStats struct {
 	WriteFailures int64
 	Refused       int64
 	Full          bool
+	SetAside      int64
 }
 
 // WatchUsageWriter registers the usage writer's collectors, read from stats at each scrape:
 // tollgate_usage_queued_records, tollgate_usage_backlog_records, tollgate_usage_spill_bytes,
-// tollgate_usage_backlog_full, tollgate_usage_write_failures_total and
-// tollgate_usage_refused_total. Call it once.
+// tollgate_usage_backlog_full, tollgate_usage_write_failures_total,
+// tollgate_usage_refused_total and tollgate_usage_records_set_aside_total. Call it once.
 func (m *Metrics) WatchUsageWriter(stats func() UsageWriterStats) {
 	gauge := func(name, help string, v func(UsageWriterStats) float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return v(stats()) })
@@ -44,5 +46,7 @@ func (m *Metrics) WatchUsageWriter(stats func() UsageWriterStats) {
 			func(s UsageWriterStats) float64 { return float64(s.WriteFailures) }),
 		counter("tollgate_usage_refused_total", "Requests refused with 503 because the usage backlog was full.",
 			func(s UsageWriterStats) float64 { return float64(s.Refused) }),
+		counter("tollgate_usage_records_set_aside_total", "Usage records the database refused as data, logged and not billed (so that the records behind them are written).",
+			func(s UsageWriterStats) float64 { return float64(s.SetAside) }),
 	)
 }

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -98,6 +99,20 @@ func TestOversizedBodyIs413(t *testing.T) {
 	status, _, answer = do(t, c, g.URL, request{"POST", "/v1/messages", big}, bearer)
 	if status != 413 || !strings.Contains(string(answer), `"type":"request_too_large"`) {
 		t.Errorf("messages: %d %.300s", status, answer)
+	}
+}
+
+// TestOversizedAnnouncedBodyIsRefusedUnread: a request announcing a body beyond 32 MiB with
+// `Expect: 100-continue` is answered 413 at once, before the client uploads anything (trial h5:
+// it was told 100 Continue, and 32 MiB were read before the 413).
+func TestOversizedAnnouncedBodyIsRefusedUnread(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{})
+	tenant := g.NewTenant(t, "acme", 0, 10_000_000)
+	x := dialRaw(t, g)
+	res, body := x.roundTrip("POST", "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer "+tenant.Key+
+		"\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: 40000000")
+	if res.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(body), `"code":"request_too_large"`) {
+		t.Errorf("40,000,000 bytes announced with Expect: 100-continue: %d %.300s, want 413 before any upload", res.StatusCode, body)
 	}
 }
 

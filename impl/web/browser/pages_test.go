@@ -35,15 +35,7 @@ var navigation = []struct{ name, path string }{
 // closes). A screenshot of each is written; the Usage page's is taken with the newest
 // request's cost opened into how it was made (docs/screenshots/usage.png).
 func TestEveryPage(t *testing.T) {
-	s := start(t)
-	key, keyID := s.GW.NewKey(t, s.Account.ID, 0)
-	if status, body := s.api(t, http.MethodPost, "/v1/chat/completions", key,
-		`{"model":"service-flint-base","max_tokens":64,"messages":[{"role":"user","content":"Hello. [[sim words=20]]"}]}`); status != http.StatusOK {
-		t.Fatalf("a request to make usage: %d %s", status, body)
-	}
-	s.cachedUsage(t, keyID)
-	p := newTour(t)
-	s.signIn(p)
+	s, p := signedInWithUsage(t)
 	for _, n := range navigation {
 		p.at(p.Follow(n.name), http.StatusOK, s.URL+n.path)
 		if n.path == "/usage" {
@@ -66,6 +58,22 @@ func TestEveryPage(t *testing.T) {
 			t.Errorf("%s is still the \"coming soon\" placeholder", n.path)
 		}
 	}
+}
+
+// signedInWithUsage starts the site with usage to show (a request, and the three of
+// cachedUsage) and signs alice in on a new page.
+func signedInWithUsage(t *testing.T) (*site, *tour) {
+	t.Helper()
+	s := start(t)
+	key, keyID := s.GW.NewKey(t, s.Account.ID, 0)
+	if status, body := s.api(t, http.MethodPost, "/v1/chat/completions", key,
+		`{"model":"service-flint-base","max_tokens":64,"messages":[{"role":"user","content":"Hello. [[sim words=20]]"}]}`); status != http.StatusOK {
+		t.Fatalf("a request to make usage: %d %s", status, body)
+	}
+	s.cachedUsage(t, keyID)
+	p := newTour(t)
+	s.signIn(p)
+	return s, p
 }
 
 // cachedUsage records three requests of a conversation with a cached prompt, billed at Claude
@@ -102,15 +110,7 @@ func (s *site) cachedUsage(t *testing.T, keyID uuid.UUID) {
 // than the screen: a wide table scrolls within itself (trial h6: Keys and Usage were about
 // 1,120 pixels wide, and the whole page scrolled sideways).
 func TestNarrowScreen(t *testing.T) {
-	s := start(t)
-	key, keyID := s.GW.NewKey(t, s.Account.ID, 0)
-	if status, body := s.api(t, http.MethodPost, "/v1/chat/completions", key,
-		`{"model":"service-flint-base","max_tokens":64,"messages":[{"role":"user","content":"Hello. [[sim words=20]]"}]}`); status != http.StatusOK {
-		t.Fatalf("a request to make usage: %d %s", status, body)
-	}
-	s.cachedUsage(t, keyID)
-	p := newTour(t)
-	s.signIn(p)
+	s, p := signedInWithUsage(t)
 	p.Do(chromedp.EmulateViewport(375, 800))
 	for _, n := range navigation {
 		p.at(p.Navigate(s.URL+n.path), http.StatusOK, s.URL+n.path)

@@ -251,8 +251,8 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions) (*Excha
 		contextEst = int(inputEst) * 3 / 4
 	}
 	if m.ContextTokens > 0 && contextEst > m.ContextTokens {
-		return nil, &apierror.Error{Kind: apierror.KindInvalidRequest, Param: inputField(client), Code: "context_length_exceeded", Message: fmt.Sprintf(
-			"the input is about %d tokens, more than the %d-token context window of %s", contextEst, m.ContextTokens, modelID)}
+		return nil, &apierror.Error{Kind: apierror.KindInvalidRequest, Param: inputField(client), Code: "context_length_exceeded",
+			Message: contextOverflowMessage(client, contextEst, m.ContextTokens, modelID)}
 	}
 	if m.ContextTokens > 0 {
 		inputEst = min(inputEst, int64(m.ContextTokens))
@@ -652,6 +652,25 @@ func inputField(f llm.Format) string {
 		return "input"
 	}
 	return "messages"
+}
+
+// contextOverflowMessage is the message of the 400 for an input of about estimate tokens
+// beyond the window-token context window of model, worded as the client's provider words it:
+// clients act on the words, not only on the code. Claude Code compacts its conversation on
+// Anthropic's "prompt is too long: N tokens > M maximum" (the Messages envelope has no code);
+// OpenAI's chat clients look for "maximum context length", its Responses clients for "exceeds
+// the context window". The gateway's own detail (its estimate, the model) follows the words.
+func contextOverflowMessage(f llm.Format, estimate, window int, model string) string {
+	switch f {
+	case llm.FormatMessages:
+		return fmt.Sprintf("prompt is too long: %d tokens > %d maximum (the context window of %s; the input's count is the gateway's estimate)",
+			estimate, window, model)
+	case llm.FormatResponses:
+		return fmt.Sprintf("Your input exceeds the context window of this model: about %d tokens, more than the %d-token context window of %s (the gateway's estimate). Please adjust your input and try again.",
+			estimate, window, model)
+	}
+	return fmt.Sprintf("This model's maximum context length is %d tokens. However, your messages resulted in about %d tokens (the gateway's estimate for %s). Please reduce the length of the messages.",
+		window, estimate, model)
 }
 
 // maxTokensField names the request field that bounds the output.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -257,8 +258,23 @@ func TestInferenceEdges(t *testing.T) {
 	calls := g.Sim.TotalRequests()
 	long := strings.Repeat("lorem ipsum ", 50_000) // ~150,000 tokens at four bytes a token
 	status, _, body = do(t, c, g.URL, request{"POST", "/v1/chat/completions", chatBody("service-flint-base", long, false, 16)}, bearer)
-	if status != 400 || !strings.Contains(string(body), "context window") || !strings.Contains(string(body), `"code":"context_length_exceeded"`) || g.Sim.TotalRequests() != calls {
-		t.Errorf("over the context window: %d %.200s", status, body)
+	if status != 400 || !strings.Contains(string(body), "maximum context length is 128000 tokens") || !strings.Contains(string(body), `"code":"context_length_exceeded"`) || g.Sim.TotalRequests() != calls {
+		t.Errorf("over the context window: %d %.300s", status, body)
+	}
+	// Each route words the refusal as its provider does, since clients act on the words:
+	// Claude Code compacts on Anthropic's "prompt is too long: N tokens > M maximum" (trial h10
+	// D1), OpenAI's Responses clients look for "exceeds the context window".
+	longer := strings.Repeat("lorem ipsum ", 80_000) // ~240,000 tokens, beyond service-sonnet's 200,000
+	status, _, body = do(t, c, g.URL, request{"POST", "/v1/messages",
+		`{"model":"service-sonnet","max_tokens":16,"messages":[{"role":"user","content":"` + longer + `"}]}`}, bearer)
+	if status != 400 || !regexp.MustCompile(`"message":"prompt is too long: \d+ tokens > 200000 maximum`).Match(body) || g.Sim.TotalRequests() != calls {
+		t.Errorf("over the context window on /v1/messages: %d %.300s", status, body)
+	}
+	status, _, body = do(t, c, g.URL, request{"POST", "/v1/responses",
+		`{"model":"service-flint-base","max_output_tokens":16,"input":"` + long + `"}`}, bearer)
+	if status != 400 || !strings.Contains(string(body), `"message":"Your input exceeds the context window of this model`) ||
+		!strings.Contains(string(body), `"code":"context_length_exceeded"`) || g.Sim.TotalRequests() != calls {
+		t.Errorf("over the context window on /v1/responses: %d %.300s", status, body)
 	}
 	// The same characters sent \u-escaped (as Python's json.dumps does) are not counted six
 	// times: 100,000 "é" are about 25,000 tokens, within the window, whether escaped or not.

@@ -242,6 +242,13 @@ func (r clientRun) render(limit int) string {
 // process group at clientTimeout), records the run in the transcript and returns it.
 func run(t *testing.T, rec *recorder, sb sandbox, args ...string) clientRun {
 	t.Helper()
+	return runWithInput(t, rec, sb, nil, args...)
+}
+
+// runWithInput is run with input on the client's standard input (a file piped into it, as in
+// `cat notes.txt | claude -p …`); nil input is /dev/null.
+func runWithInput(t *testing.T, rec *recorder, sb sandbox, input []byte, args ...string) clientRun {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), clientTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
@@ -249,7 +256,9 @@ func run(t *testing.T, rec *recorder, sb sandbox, args ...string) clientRun {
 	cmd.Env = sb.environ()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	// cmd.Stdin nil is /dev/null.
+	if input != nil {
+		cmd.Stdin = bytes.NewReader(input)
+	} // cmd.Stdin nil is /dev/null.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second

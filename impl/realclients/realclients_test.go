@@ -33,6 +33,7 @@ func TestRealClients(t *testing.T) {
 	}{
 		{"ClaudeCode", testClaudeCode},
 		{"ClaudeCodeCachedTurns", testClaudeCodeCachedTurns},
+		{"ClaudeCodeCompactsAtTheContextWindow", testClaudeCodeCompactsAtTheContextWindow},
 		{"ClaudeCodeMCP", testClaudeCodeMCP},
 		{"Codex", testCodex},
 		{"CodexMCP", testCodexMCP},
@@ -212,6 +213,47 @@ func testClaudeCodeCachedTurns(t *testing.T, c clients, fx fixture) {
 		t.Errorf("cache writes %d (both turns), reads %d (second turn): want both", writes, reads)
 	}
 	t.Logf("%d records; cache writes %d, second-turn reads %d", len(records), writes, reads)
+}
+
+// testClaudeCodeCompactsAtTheContextWindow: a Claude Code conversation that outgrows
+// service-sonnet's 200,000-token context window (two turns of about 124,000 tokens each, piped
+// in as a user would) is compacted by Claude Code and goes on. Claude Code does not know
+// service-sonnet's window (it assumes a million tokens), so the gateway's 400 is the only
+// signal it gets, and it acts on Anthropic's words for it, "prompt is too long: N tokens > M
+// maximum" (the Messages envelope has no code). Trial h10 D1: worded otherwise, the second turn
+// failed, and so did every later turn of the conversation.
+func testClaudeCodeCompactsAtTheContextWindow(t *testing.T, c clients, fx fixture) {
+	tenant := fx.gw.NewTenant(t, "claude-compact", 0, 100_000_000)
+	own := fixture{gw: fx.gw, key: tenant.Key}
+	rec := newRecorder(t, own.gw.URL, own.key)
+	sb := claudeSandbox(t, c, own, rec)
+	words := make([]string, 45_000)
+	for i := range words {
+		words[i] = "word" + strconv.Itoa(i)
+	}
+	notes := []byte(strings.Join(words, " "))
+	r := runWithInput(t, rec, sb, notes, c.claude(), "-p", "Part one of my notes.", "--output-format", "json")
+	claudeResult(t, r, jsonLines(r.stdout))
+	r = runWithInput(t, rec, sb, notes, c.claude(), "-c", "-p", "Part two of my notes.", "--output-format", "json")
+	claudeResult(t, r, jsonLines(r.stdout))
+	refused, answeredAfter := 0, 0
+	for _, ex := range rec.snapshot() {
+		if ex.Path() != "/v1/messages" || ex.Method != http.MethodPost {
+			continue
+		}
+		switch {
+		case ex.Status == http.StatusBadRequest:
+			refused++
+			if msg := errorMessage(ex.ResponseBody); !strings.Contains(msg, "prompt is too long: ") || !strings.Contains(msg, " > 200000 maximum") {
+				t.Errorf("the context window's 400 says %s, want Anthropic's \"prompt is too long: N tokens > 200000 maximum\"", msg)
+			}
+		case ex.Status == http.StatusOK && refused > 0:
+			answeredAfter++
+		}
+	}
+	if refused == 0 || answeredAfter == 0 {
+		t.Errorf("%d requests refused at the context window and %d answered after the first refusal: want Claude Code to meet the window and go on", refused, answeredAfter)
+	}
 }
 
 // messagesCalls counts the POST /v1/messages the recorder saw answered 200: each is one usage

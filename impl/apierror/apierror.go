@@ -104,13 +104,19 @@ func Unauthenticated(message string) *Error {
 	return &Error{Kind: KindUnauthenticated, Message: message}
 }
 
+// WorstCaseNote ends a 402's message: the amount a request needs is its worst case, not its
+// likely cost, and its output bound is what the caller can lower. Coding agents ask for large
+// bounds (Claude Code 32,000 tokens a turn), so a small balance or key cap refuses turns that
+// would cost a fraction of a cent; the note says why, and what to do (trial h10 D3).
+const WorstCaseNote = "The amount is the request's worst case, held until it is answered: its input and its whole output bound (max_tokens, max_output_tokens) at the model's dearest rates; a lower output bound needs less."
+
 // InsufficientCredit is a 402 saying what the request needs and what is available to it: the
 // account's balance less the credit held for its other requests in flight (on any replica),
 // which is not the balance GET /v1/credits shows while other requests run.
 func InsufficientCredit(neededMicros, availableMicros int64) *Error {
 	return &Error{Kind: KindInsufficientCredit, Message: fmt.Sprintf(
-		"insufficient credit: this request needs up to %d micro-units (%s) and %d (%s) is available to it: the account's balance less what its other requests in flight hold",
-		neededMicros, USD(neededMicros), availableMicros, USD(availableMicros))}
+		"insufficient credit: this request needs up to %d micro-units (%s) and %d (%s) is available to it: the account's balance less what its other requests in flight hold. %s",
+		neededMicros, USD(neededMicros), availableMicros, USD(availableMicros), WorstCaseNote)}
 }
 
 // Forbidden is a 403.

@@ -47,8 +47,8 @@ func TestMessages(t *testing.T) {
 	if USD(1_250_000) != "$1.250000" || USD(-5) != "-$0.000005" {
 		t.Error("USD")
 	}
-	if e := InsufficientCredit(10, 3); e.Kind.Status() != 402 {
-		t.Error("402")
+	if e := InsufficientCredit(10, 3); e.Kind.Status() != 402 || !strings.HasSuffix(e.Message, "hold. "+WorstCaseNote) {
+		t.Errorf("402: %q", e.Message)
 	}
 	if As(nil).Kind != KindInternal {
 		t.Error("As of a non-apierror is internal")

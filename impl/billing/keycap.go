@@ -50,9 +50,9 @@ func (e *KeyCapError) Unwrap() error {
 		period = " a month (UTC)"
 	}
 	return &apierror.Error{Kind: apierror.KindInsufficientCredit, Message: fmt.Sprintf(
-		"the API key's credit cap is reached: this request needs up to %d micro-units (%s) and %d (%s) of the key's cap of %d (%s)%s are left",
+		"not enough of the API key's credit cap is left for this request: it needs up to %d micro-units (%s) and %d (%s) of the key's cap of %d (%s)%s are left. %s",
 		e.NeededMicros, apierror.USD(e.NeededMicros), e.AvailableMicros, apierror.USD(e.AvailableMicros),
-		e.CapMicros, apierror.USD(e.CapMicros), period)}
+		e.CapMicros, apierror.USD(e.CapMicros), period, apierror.WorstCaseNote)}
 }
 
 // keyHold is the part of a Reservation held against its key's cap: a row of key_reservations.

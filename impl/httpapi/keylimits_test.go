@@ -324,6 +324,12 @@ func TestKeyCreditCapIs402AtTheCap(t *testing.T) {
 		if m == nil {
 			t.Fatalf("the 402 does not say what the request needs: %s", body)
 		}
+		// The cap is not spent: the request's worst case does not fit what is left, and the
+		// message says so and what the caller can lower (trial h10 D3).
+		if strings.Contains(string(body), "is reached") || !strings.Contains(string(body), "not enough of the API key's credit cap is left") ||
+			!strings.Contains(string(body), "worst case") || !strings.Contains(string(body), "a lower output bound needs less") {
+			t.Errorf("the 402 does not say that the request's worst case does not fit: %s", body)
+		}
 		needed, _ = strconv.ParseInt(m[1], 10, 64)
 		break
 	}

@@ -76,6 +76,9 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := requireLocalCluster(); err != nil {
+		return err
+	}
 	log := newLogger("text")
 	d, err := openDatabase(ctx, true, log)
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -173,5 +175,25 @@ func TestAdminUsageList(t *testing.T) {
 		if out, err := adminRun(t, line); err == nil || !strings.Contains(err.Error(), "-n must be at least 1") || strings.Contains(out+err.Error(), "SQLSTATE") {
 			t.Errorf("admin %s: %v\n%s", line, err, out)
 		}
+	}
+}
+
+// TestAdminWithoutALocalClusterMakesNone: with DATABASE_URL unset, an admin command run where
+// make run made no cluster (another directory than the checkout) is refused with a message that
+// says where it looked and what to do, and makes nothing there: before, it made and migrated an
+// empty cluster in ./.data and then said the demo account did not exist (trial h10 D6).
+func TestAdminWithoutALocalClusterMakesNone(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	t.Setenv("DATABASE_URL", "")
+	t.Setenv("TOLLGATE_DATA_DIR", "")
+	t.Setenv("LOG_LEVEL", "error")
+	out, err := adminRun(t, "usage list demo")
+	if err == nil || !strings.Contains(err.Error(), "no local PostgreSQL cluster at "+filepath.Join(dir, ".data", "postgres")) ||
+		!strings.Contains(err.Error(), "DATABASE_URL") {
+		t.Fatalf("admin usage list without a cluster: %v\n%s", err, out)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("the refused command left %d entries in its directory (%s…)", len(entries), entries[0].Name())
 	}
 }

@@ -248,23 +248,51 @@ func (d *database) Close() {
 // under root's private home, say), /var/tmp/tollgate-<hash of that path>/postgres, the same on
 // every run from the same checkout, so dev and admin find the same cluster.
 func localCluster() (pgcluster.Location, error) {
+	opts, err := localClusterOptions()
+	if err != nil {
+		return pgcluster.Location{}, err
+	}
+	if err := os.MkdirAll(filepath.Dir(opts.DataDir), 0o755); err != nil {
+		return pgcluster.Location{}, err
+	}
+	return pgcluster.Locate(opts)
+}
+
+// localClusterOptions are where the local cluster is looked for: $TOLLGATE_DATA_DIR/postgres
+// (./.data/postgres by default), or its fallback under /var/tmp.
+func localClusterOptions() (pgcluster.LocateOptions, error) {
 	dataDir := os.Getenv("TOLLGATE_DATA_DIR")
 	if dataDir == "" {
 		dataDir = ".data"
 	}
 	abs, err := filepath.Abs(filepath.Join(dataDir, "postgres"))
 	if err != nil {
-		return pgcluster.Location{}, err
-	}
-	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
-		return pgcluster.Location{}, err
+		return pgcluster.LocateOptions{}, err
 	}
 	// /var/tmp rather than /tmp: it survives reboots, and with it the demo account.
 	root := "/var/tmp"
 	if fi, err := os.Stat(root); err != nil || !fi.IsDir() {
 		root = os.TempDir()
 	}
-	return pgcluster.Locate(pgcluster.LocateOptions{DataDir: abs, FallbackRoot: root, FallbackPrefix: "tollgate-"})
+	return pgcluster.LocateOptions{DataDir: abs, FallbackRoot: root, FallbackPrefix: "tollgate-"}, nil
+}
+
+// requireLocalCluster refuses a command that reads the local cluster (the admin commands)
+// when DATABASE_URL is unset and there is no cluster where make run makes it: run from another
+// directory, such a command would otherwise make and migrate an empty cluster there, and then
+// report that the demo account does not exist (trial h10 D6).
+func requireLocalCluster() error {
+	if os.Getenv("DATABASE_URL") != "" {
+		return nil
+	}
+	opts, err := localClusterOptions()
+	if err != nil {
+		return err
+	}
+	if dir, ok := pgcluster.Existing(opts); !ok {
+		return fmt.Errorf("DATABASE_URL is unset and there is no local PostgreSQL cluster at %s: run the command from the checkout where make run made it (or set TOLLGATE_DATA_DIR to that checkout's .data), or set DATABASE_URL", dir)
+	}
+	return nil
 }
 
 func runMigrate(ctx context.Context, args []string) error {

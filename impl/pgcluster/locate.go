@@ -125,6 +125,33 @@ func locate(acct *account, opts LocateOptions) (Location, error) {
 	return moved, nil
 }
 
+// Existing reports the data directory where Locate would find a cluster
+// that exists already, and whether there is one: the preferred data
+// directory when it holds a cluster, else the fallback directory's when it
+// does (FallbackRoot/<FallbackPrefix><hash>/postgres). Unlike Locate it
+// creates nothing, so that a command that only reads a cluster can refuse
+// to run where there is none instead of making an empty one. Without a
+// cluster it returns the preferred data directory.
+func Existing(opts LocateOptions) (string, bool) {
+	preferred, err := filepath.Abs(opts.DataDir)
+	if err != nil || opts.DataDir == "" {
+		return opts.DataDir, false
+	}
+	if holdsCluster(preferred) {
+		return preferred, true
+	}
+	if opts.FallbackRoot != "" {
+		root, err := filepath.Abs(opts.FallbackRoot)
+		if err == nil {
+			moved := filepath.Join(root, fallbackName(opts.FallbackPrefix, resolvePath(preferred)), "postgres")
+			if holdsCluster(moved) {
+				return moved, true
+			}
+		}
+	}
+	return preferred, false
+}
+
 // fallbackName returns the name of the fallback directory for the data
 // directory at the resolved absolute path dataDir.
 func fallbackName(prefix, dataDir string) string {

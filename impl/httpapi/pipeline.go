@@ -89,6 +89,21 @@ func (r *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return http.NewResponseController(r.ResponseWriter).Hijack()
 }
 
+// metricsRoute is the route label of r's metrics ("POST /v1/chat/completions") and the route
+// of its trace span ("/v1/chat/completions"). The catch-all pattern "/" serves the Responses
+// API's WebSocket handshake, labelled "GET /v1/responses" as its route is, and otherwise only
+// refuses (404, 405): those are "unmatched", with no route on the span (trial h10 D7: they were
+// all "/", handshakes and stray paths together).
+func metricsRoute(r *http.Request) (label, spanRoute string) {
+	switch {
+	case r.Pattern == "/" && r.URL.Path == responsesPath && isWebSocketUpgrade(r):
+		return "GET " + responsesPath, responsesPath
+	case r.Pattern == "" || r.Pattern == "/":
+		return "unmatched", ""
+	}
+	return r.Pattern, strings.TrimPrefix(r.Pattern, r.Method+" ")
+}
+
 // edge is the outermost layer of every request: request id, logging, metrics, recovery.
 func (s *Server) edge(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -122,10 +137,7 @@ func (s *Server) edge(next http.Handler) http.Handler {
 					writeError(rec, r, errors.New("panic"))
 				}
 			}
-			route := r.Pattern
-			if route == "" {
-				route = "unmatched"
-			}
+			route, spanRoute := metricsRoute(r)
 			status := rec.status
 			if status == 0 {
 				status = http.StatusOK
@@ -143,7 +155,7 @@ func (s *Server) edge(next http.Handler) http.Handler {
 				if p, ok := auth.FromContext(r.Context()); ok && span.IsRecording() {
 					span.SetAttributes(telemetry.AttrAccount.String(p.AccountText()), telemetry.AttrKey.String(p.KeyText()))
 				}
-				telemetry.EndServer(span, r.Method, strings.TrimPrefix(r.Pattern, r.Method+" "), status)
+				telemetry.EndServer(span, r.Method, spanRoute, status)
 			}
 			if !s.log.Enabled(r.Context(), slog.LevelInfo) {
 				return

@@ -16,6 +16,7 @@ import (
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/devkit/apitest"
 	"github.com/tollgate/tollgate/impl/httpapi"
+	"github.com/tollgate/tollgate/impl/metrics"
 	"github.com/tollgate/tollgate/impl/sim"
 )
 
@@ -261,6 +262,50 @@ func TestResponsesWebSocketBadKey(t *testing.T) {
 	b, _ := io.ReadAll(res.Body)
 	if json.Unmarshal(b, &env) != nil || env.Error.Type != "invalid_request_error" && env.Error.Type != "authentication_error" {
 		t.Errorf("body %s", b)
+	}
+}
+
+// TestResponsesWebSocketHandshakesAreCountedUnderTheirRoute: the socket's handshakes, accepted
+// (101, counted when the socket ends) and refused (401), are counted under the route label
+// "GET /v1/responses", and a path the gateway does not serve under "unmatched": before, both
+// were "/", so an operator could not tell refused sockets from stray 404s (trial h10 D7).
+func TestResponsesWebSocketHandshakesAreCountedUnderTheirRoute(t *testing.T) {
+	m := metrics.New()
+	g := apitest.Start(t, apitest.Options{Metrics: m})
+	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	if _, res, err := dialResponses(t, g, "tgk_notakeynotakeynotakeynotakeynotakeynotakeynotake"); err == nil || res == nil || res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("dial with a bad key: %v; want a 401", err)
+	}
+	c, _, err := dialResponses(t, g, tenant.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close(websocket.StatusNormalClosure, "")
+	if res, err := http.Get(g.URL + "/v1/nowhere"); err != nil || res.StatusCode != http.StatusNotFound {
+		t.Fatalf("GET /v1/nowhere: %v %v", res, err)
+	} else {
+		res.Body.Close()
+	}
+	series := func(route, status string) string {
+		return `tollgate_http_requests_total{route="` + route + `",status="` + status + `"}`
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for scrape(t, m, series("GET /v1/responses", "101")) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the accepted handshake was not counted under GET /v1/responses")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := scrape(t, m, series("GET /v1/responses", "401")); n != 1 {
+		t.Errorf("refused handshakes under GET /v1/responses: %v, want 1", n)
+	}
+	if n := scrape(t, m, series("unmatched", "404")); n != 1 {
+		t.Errorf("404s under unmatched: %v, want 1", n)
+	}
+	for _, status := range []string{"101", "401", "404"} {
+		if n := scrape(t, m, series("/", status)); n != 0 {
+			t.Errorf(`%v requests counted under route="/" with status %s`, n, status)
+		}
 	}
 }
 

@@ -182,6 +182,25 @@ type Provider struct {
 	// hosted tool a client asks for is passed to the provider only when it is priced here, and
 	// every call is billed; otherwise it is dropped and named in x-tollgate-dropped-fields.
 	HostedTools map[string]HostedTool `yaml:"hosted_tools,omitempty"`
+	// PromptCache says whether a request translated for an anthropic-messages provider from
+	// an OpenAI format asks for Anthropic's automatic prompt caching (a top-level
+	// cache_control) when it continues a conversation or carries a prompt_cache_key:
+	// "automatic" (the default) or "off" (for an Anthropic-compatible upstream that refuses
+	// the field). OpenAI caches every prompt by itself; Anthropic caches only where asked, so
+	// without it an OpenAI client routed to Anthropic pays the full input price on every turn.
+	PromptCache string `yaml:"prompt_cache,omitempty"`
+}
+
+// Prompt-cache settings of an anthropic-messages provider (Provider.PromptCache).
+const (
+	PromptCacheAutomatic = "automatic"
+	PromptCacheOff       = "off"
+)
+
+// AutomaticPromptCache reports whether requests translated for the provider ask for
+// automatic prompt caching (an anthropic-messages provider whose prompt_cache is not off).
+func (p Provider) AutomaticPromptCache() bool {
+	return p.Kind == KindAnthropicMessages && p.PromptCache != PromptCacheOff
 }
 
 // HostedTool is the price of one hosted tool at one provider.
@@ -345,6 +364,12 @@ func (c *Config) Validate() error {
 		}
 		if p.BaseURL != SimulatorURL && !strings.HasPrefix(p.BaseURL, "http://") && !strings.HasPrefix(p.BaseURL, "https://") {
 			bad("provider %q: base_url must be http(s)://… or %s", p.Name, SimulatorURL)
+		}
+		switch {
+		case p.PromptCache != "" && p.PromptCache != PromptCacheAutomatic && p.PromptCache != PromptCacheOff:
+			bad("provider %q: prompt_cache must be automatic or off", p.Name)
+		case p.PromptCache != "" && p.Kind != KindAnthropicMessages:
+			bad("provider %q: prompt_cache applies only to an anthropic-messages provider (OpenAI caches by itself)", p.Name)
 		}
 		for _, name := range slices.Sorted(maps.Keys(p.HostedTools)) {
 			t := p.HostedTools[name]

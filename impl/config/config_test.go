@@ -92,3 +92,32 @@ func TestPlanKeyQuota(t *testing.T) {
 		t.Errorf("an absent max_keys = %d, want 0 (no quota)", p.MaxKeys)
 	}
 }
+
+// TestPromptCache: prompt_cache is automatic (the default) or off, on anthropic-messages
+// providers only; AutomaticPromptCache follows it.
+func TestPromptCache(t *testing.T) {
+	_, err := Parse([]byte(`
+providers:
+  - {name: a, kind: anthropic-messages, base_url: "https://a", prompt_cache: sometimes}
+  - {name: o, kind: openai-chat, base_url: "https://o", prompt_cache: automatic}
+models:
+  - {id: m, family: chat, max_output_tokens: 5, backend: {provider: a, model: x}}
+`))
+	if err == nil || !strings.Contains(err.Error(), `provider "a": prompt_cache must be automatic or off`) ||
+		!strings.Contains(err.Error(), `provider "o": prompt_cache applies only to an anthropic-messages provider`) {
+		t.Errorf("validation: %v", err)
+	}
+	for _, c := range []struct {
+		p    Provider
+		want bool
+	}{
+		{Provider{Kind: KindAnthropicMessages}, true},
+		{Provider{Kind: KindAnthropicMessages, PromptCache: PromptCacheAutomatic}, true},
+		{Provider{Kind: KindAnthropicMessages, PromptCache: PromptCacheOff}, false},
+		{Provider{Kind: KindOpenAIChat}, false},
+	} {
+		if got := c.p.AutomaticPromptCache(); got != c.want {
+			t.Errorf("%+v: AutomaticPromptCache %v, want %v", c.p, got, c.want)
+		}
+	}
+}

@@ -55,7 +55,13 @@
 //
 // Carried as they are between chat and Responses, which share them (name and meaning), and
 // dropped and named for Messages: the prompt-cache hints prompt_cache_key and
-// prompt_cache_retention.
+// prompt_cache_retention. But for a Messages upstream that allows it (EncodeOptions
+// AutomaticCache, an anthropic-messages provider's prompt_cache), a request from an OpenAI
+// format that continues a conversation (an assistant turn or a tool result in it) or carries a
+// prompt_cache_key asks for Anthropic's automatic prompt caching, a top-level cache_control
+// (an hour's life for prompt_cache_retention "24h", else five minutes), and the two hints
+// are then honoured, not named: OpenAI caches every prompt by itself, Anthropic only where
+// asked.
 //
 // Refused with a 400 naming the client's field (they change what the answer must be):
 //
@@ -99,13 +105,15 @@
 //
 //	chat         user, safety_identifier, metadata, store, service_tier, seed,
 //	             presence_penalty, frequency_penalty, reasoning_effort, verbosity,
-//	             prediction; prompt_cache_key and prompt_cache_retention (to Messages);
+//	             prediction; prompt_cache_key and prompt_cache_retention (to Messages,
+//	             unless automatic caching is asked for: above);
 //	             modalities ["text"] and the refused fields above when unset
 //	             (false, 0, "", []); messages[].name, messages[].refusal and refusal parts;
 //	             image detail low/high and tools[].function.strict: true (to Messages)
 //	Responses    reasoning, include, store, metadata, service_tier, user, safety_identifier,
 //	             truncation, context_management, text.verbosity; prompt_cache_key and
-//	             prompt_cache_retention (to Messages); reasoning items; refusal parts; image
+//	             prompt_cache_retention (to Messages, unless automatic caching is asked
+//	             for: above); reasoning items; refusal parts; image
 //	             detail low/high and tools[].strict (to Messages; a Responses function tool is
 //	             strict unless it says strict: false)
 //	Messages     metadata, service_tier, thinking, top_k, context_management, output_config

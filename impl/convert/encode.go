@@ -27,6 +27,18 @@ import (
 // req.MaxTokens (e.g. from the model's output limit) before encoding to it when the client gave
 // no bound; a zero MaxTokens is then an internal error, not a 400.
 func EncodeRequest(f llm.Format, req *llm.Request, upstreamModel string) (body []byte, dropped []string, err error) {
+	return EncodeRequestWith(f, req, upstreamModel, EncodeOptions{})
+}
+
+// EncodeOptions are what an upstream lets EncodeRequestWith add to a translated request.
+type EncodeOptions struct {
+	// AutomaticCache lets a request translated from an OpenAI format for a Messages upstream
+	// ask for Anthropic's automatic prompt caching (see automaticCache).
+	AutomaticCache bool
+}
+
+// EncodeRequestWith is EncodeRequest with what the upstream allows (opts).
+func EncodeRequestWith(f llm.Format, req *llm.Request, upstreamModel string, opts EncodeOptions) (body []byte, dropped []string, err error) {
 	groups, ok := targetGroups[f]
 	if !ok {
 		return nil, nil, fmt.Errorf("convert: unknown format %q", f)
@@ -75,6 +87,14 @@ func EncodeRequest(f llm.Format, req *llm.Request, upstreamModel string) (body [
 		// Chat and Messages clients do not expect the upstream to keep their conversation.
 		o.set("store", false)
 	}
+	if !w.same && f == llm.FormatMessages && opts.AutomaticCache {
+		if cc, ok := automaticCache(req); ok {
+			o.set("cache_control", cc)
+			// The cache hints are honoured: they asked for the cache that is now asked for.
+			delete(w.dropped, "prompt_cache_key")
+			delete(w.dropped, "prompt_cache_retention")
+		}
+	}
 	if body, err = marshal(o); err != nil {
 		return nil, nil, err
 	}
@@ -83,6 +103,38 @@ func EncodeRequest(f llm.Format, req *llm.Request, upstreamModel string) (body [
 	}
 	sort.Strings(dropped)
 	return body, dropped, nil
+}
+
+// Anthropic's automatic prompt caching, as a translated request asks for it: a top-level
+// cache_control puts a breakpoint on the request's last cacheable block, so that the next
+// turn of the conversation reads its prefix from the cache
+// (https://platform.claude.com/docs/en/build-with-claude/prompt-caching).
+var (
+	cacheFiveMinutes = json.RawMessage(`{"type":"ephemeral"}`)
+	cacheOneHour     = json.RawMessage(`{"type":"ephemeral","ttl":"1h"}`)
+)
+
+// automaticCache is the top-level cache_control a request translated from an OpenAI format
+// for a Messages upstream asks for, if any. OpenAI caches every prompt's prefix by itself at
+// no extra charge; Anthropic caches only where asked, and bills a cache write at 1.25 times the
+// input price (twice for an hour) and a read at a tenth. So the gateway asks where a later
+// request will read what it writes: a conversation that goes on (an assistant turn or a tool
+// result in it: every turn of a coding agent's loop after its first), or a request that
+// carries a prompt_cache_key (the client says its prefix recurs). A one-off request is not
+// cached: it would pay the write and never read it. prompt_cache_retention "24h" asks for
+// Anthropic's longest life, an hour; anything else for the default five minutes.
+func automaticCache(req *llm.Request) (json.RawMessage, bool) {
+	ask := !isNull(req.Extra["prompt_cache_key"])
+	for i := 0; !ask && i < len(req.Messages); i++ {
+		ask = req.Messages[i].Role == llm.RoleAssistant || req.Messages[i].Role == llm.RoleTool
+	}
+	if !ask {
+		return nil, false
+	}
+	if strings.TrimSpace(string(req.Extra["prompt_cache_retention"])) == `"24h"` {
+		return cacheOneHour, true
+	}
+	return cacheFiveMinutes, true
 }
 
 // group is a set of top-level fields of a target format that are written together from the

@@ -611,3 +611,54 @@ func TestPromptCacheHints(t *testing.T) {
 		}
 	}
 }
+
+// TestAutomaticCacheForMessages: a request translated from an OpenAI format for a Messages
+// upstream that allows it (EncodeOptions.AutomaticCache) asks for Anthropic's automatic
+// prompt caching, a top-level cache_control, when a later request will read what it writes: a
+// conversation that goes on (an assistant turn, a tool result) or a prompt_cache_key; the
+// hints are then honoured, not named as dropped, and prompt_cache_retention "24h" asks for an
+// hour. A one-off request asks for nothing (it would pay the write and never read it), and
+// neither does any request when the upstream does not allow it (trial h10 D2: OpenAI clients
+// routed to Anthropic paid the full input price on every turn of an agent's loop).
+func TestAutomaticCacheForMessages(t *testing.T) {
+	const (
+		oneOff     = `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+		goesOn     = `{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"},{"role":"user","content":"more"}]}`
+		toolResult = `{"model":"m","input":[{"role":"user","content":"run it"},{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c1","output":"done"}]}`
+		keyed      = `{"model":"m","messages":[{"role":"user","content":"hi"}],"prompt_cache_key":"agent-7"}`
+		keyedDay   = `{"model":"m","input":"hi","prompt_cache_key":"agent-7","prompt_cache_retention":"24h"}`
+	)
+	for _, c := range []struct {
+		name    string
+		src     llm.Format
+		body    string
+		allowed bool
+		want    string // the top-level cache_control, "" for none
+		dropped []string
+	}{
+		{"one-off", llm.FormatChat, oneOff, true, "", nil},
+		{"a conversation that goes on", llm.FormatChat, goesOn, true, `{"type":"ephemeral"}`, nil},
+		{"a tool result", llm.FormatResponses, toolResult, true, `{"type":"ephemeral"}`, nil},
+		{"a prompt_cache_key", llm.FormatChat, keyed, true, `{"type":"ephemeral"}`, nil},
+		{"a day's retention", llm.FormatResponses, keyedDay, true, `{"type":"ephemeral","ttl":"1h"}`, nil},
+		{"not allowed, goes on", llm.FormatChat, goesOn, false, "", nil},
+		{"not allowed, keyed", llm.FormatResponses, keyedDay, false, "", []string{"prompt_cache_key", "prompt_cache_retention"}},
+	} {
+		req := mustDecode(t, c.src, []byte(c.body))
+		req.MaxTokens = 100
+		out, dropped, err := EncodeRequestWith(llm.FormatMessages, req, "up", EncodeOptions{AutomaticCache: c.allowed})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		top := topLevel(t, out)
+		if string(top["cache_control"]) != c.want || !reflect.DeepEqual(dropped, c.dropped) ||
+			top["prompt_cache_key"] != nil || top["prompt_cache_retention"] != nil {
+			t.Errorf("%s: cache_control %s, dropped %q; want %q, dropped %q\n%s", c.name, top["cache_control"], dropped, c.want, c.dropped, out)
+		}
+	}
+	// Between the OpenAI formats nothing is added: OpenAI caches by itself.
+	out, _, err := EncodeRequestWith(llm.FormatResponses, mustDecode(t, llm.FormatChat, []byte(goesOn)), "up", EncodeOptions{AutomaticCache: true})
+	if err != nil || bytes.Contains(out, []byte("cache_control")) {
+		t.Errorf("chat to Responses: %s, %v", out, err)
+	}
+}

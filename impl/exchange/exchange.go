@@ -632,7 +632,7 @@ func upstreamBody(client llm.Format, view *jsonview.View, ir *llm.Request, e rou
 	req.Stream = stream
 	req.IncludeUsage = true
 	var err error
-	ur.body, ur.dropped, err = convert.EncodeRequest(e.Kind, &req, e.Model)
+	ur.body, ur.dropped, err = convert.EncodeRequestWith(e.Kind, &req, e.Model, convert.EncodeOptions{AutomaticCache: e.AutomaticCache})
 	return ur, err
 }
 

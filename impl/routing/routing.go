@@ -52,6 +52,9 @@ type Expert struct {
 	// Hosted prices the hosted tools the expert's provider runs for the gateway's tenants, by
 	// llm.HostedTool (a zero MaxCalls: not run, the tool is dropped).
 	Hosted [llm.NumHostedTools]config.HostedTool
+	// AutomaticCache is true when a request translated for the expert from an OpenAI format
+	// may ask for the provider's automatic prompt caching (config.Provider.PromptCache).
+	AutomaticCache bool
 }
 
 // HostedPolicy is the expert's hosted tools as the converters ask for them.
@@ -128,8 +131,10 @@ type Registry struct {
 func NewRegistry(cfg *config.Config) *Registry {
 	kinds := map[string]llm.Format{}
 	hosted := map[string][llm.NumHostedTools]config.HostedTool{}
+	autoCache := map[string]bool{}
 	for _, p := range cfg.Providers {
 		kinds[p.Name] = llm.Format(p.Kind)
+		autoCache[p.Name] = p.AutomaticPromptCache()
 		var h [llm.NumHostedTools]config.HostedTool
 		for name, price := range p.HostedTools {
 			if t, ok := llm.HostedToolNamed(name); ok {
@@ -147,7 +152,8 @@ func NewRegistry(cfg *config.Config) *Registry {
 		}
 		for _, u := range ups {
 			e := Expert{Key: u.Provider + "/" + u.Model, Provider: u.Provider, Model: u.Model, Kind: kinds[u.Provider],
-				Price: m.Price.Resolved(), MaxOutputTokens: m.MaxOutputTokens, Strengths: u.Strengths, Hosted: hosted[u.Provider]}
+				Price: m.Price.Resolved(), MaxOutputTokens: m.MaxOutputTokens, Strengths: u.Strengths, Hosted: hosted[u.Provider],
+				AutomaticCache: autoCache[u.Provider]}
 			for _, h := range e.Hosted {
 				rm.HostedPriced = rm.HostedPriced || h.MaxCalls > 0
 			}

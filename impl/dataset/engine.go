@@ -112,6 +112,9 @@ func (d *duck) load(ctx context.Context, spec loadSpec) (LoadOptions, error) {
 		return err
 	}
 	reader := readerSQL(spec.path, spec.format)
+	if err := checkNesting(ctx, conn, spec.path, spec.format, "dataset '"+spec.name+"'"); err != nil {
+		return opts, hide(err)
+	}
 
 	source, err := describe(ctx, conn, "DESCRIBE SELECT * FROM "+reader)
 	if err != nil {
@@ -254,6 +257,9 @@ func DescribeFile(ctx context.Context, path string, f Format) ([]Column, error) 
 		return nil, err
 	}
 	defer conn.Close()
+	if err := checkNesting(ctx, conn, path, f, path); err != nil {
+		return nil, err
+	}
 	cols, err := describe(ctx, conn, "DESCRIBE SELECT * FROM "+readerSQL(path, f))
 	if err != nil {
 		return nil, fmt.Errorf("%s is not a readable %s file: %s", path, f, firstLine(err.Error()))

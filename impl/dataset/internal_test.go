@@ -2,11 +2,14 @@ package dataset
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	duckdb "github.com/duckdb/duckdb-go/v2"
 	"github.com/google/uuid"
 
 	"github.com/tollgate/tollgate/impl/devkit/pgtest"
@@ -210,5 +213,106 @@ func TestBrokenDatabaseIsReplaced(t *testing.T) {
 	r, err := s.Query(ctx, acct.ID, "t", "SELECT * FROM t")
 	if err != nil || !strings.Contains(r.Text, "1\n(1 row)") {
 		t.Fatalf("after replacement: %+v %v", r, err)
+	}
+}
+
+// TestQueriesRefuseWhatRecursesOverDepth: a query may not use DuckDB's JSON extension (its
+// functions, the arrow outside a lambda function, casts to JSON), which walks a document
+// recursively on the thread that runs the query: trial h9 D1's query, a document nested
+// 100,000 deep built in the query itself, overflowed that stack and the segmentation fault took
+// the whole process down (this test's process, before the check). Lambdas and list
+// comprehensions still work.
+func TestQueriesRefuseWhatRecursesOverDepth(t *testing.T) {
+	ctx := context.Background()
+	p := filepath.Join(t.TempDir(), "t.csv")
+	if err := os.WriteFile(p, []byte("a,b\n1,x\n2,y\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, _, err := openDuck(ctx, engineConfig{threads: 1, memoryLimit: 64 << 20, conns: 2}, loadSpec{path: p, format: CSV, name: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	lim := queryLimits{timeout: 5e9, rows: 10, bytes: 1 << 16}
+	for _, q := range []string{
+		"select length(json_structure(repeat('[', 100000) || '1' || repeat(']', 100000)))",
+		`SELECT json_extract('{"a":1}', '$.a')`,
+		`SELECT '{"a":1}'::JSON`,
+		`SELECT TRY_CAST('[1]' AS JSON[])`,
+		`SELECT '{"a":1}' -> '$.a'`,
+		`SELECT upper(b -> '$.a') FROM t`,
+		`SELECT '{"a":1}' ->> '$.a'`,
+		`SELECT to_json(a) FROM t`,
+		`SELECT * FROM t WHERE from_json(b, '{"a":"INTEGER"}') IS NULL`,
+	} {
+		_, err := d.query(ctx, q, lim)
+		var ue *Error
+		if !errors.As(err, &ue) || ue.Code != CodeRefused || !strings.Contains(ue.Msg, "not allowed") {
+			t.Errorf("query %q: %v, want a refusal", q, err)
+		}
+	}
+	for _, q := range []string{
+		"SELECT list_transform([1, 2], x -> x + 1) AS l",
+		"SELECT [x * 2 FOR x IN [1, 2] IF x > 1] AS l",
+		"SELECT list_reduce([1, 2, 3], (x, y) -> x + y) AS s",
+		"SELECT list_filter(list(a), x -> x > 1) AS f FROM t",
+	} {
+		if _, err := d.query(ctx, q, lim); err != nil {
+			t.Errorf("query %q: %v", q, err)
+		}
+	}
+}
+
+// TestDeeplyNestedFilesAreRefused: a JSON-lines file or a Parquet schema nested deeper than
+// MaxNesting is refused by the upload check (DescribeFile) and by a load, before DuckDB reads
+// it: trial h9 D2's upload, a line nested 100,000 deep, overflowed the stack of the thread
+// that read it and took the whole process down. Brackets inside strings do not count, and a
+// file at the bound is read.
+func TestDeeplyNestedFilesAreRefused(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	nested := func(depth int) string {
+		return strings.Repeat(`{"a":`, depth) + "1" + strings.Repeat("}", depth) + "\n"
+	}
+	deep := write("deep.jsonl", `{"a":1}`+"\n"+nested(100_000))
+	if _, err := DescribeFile(ctx, deep, JSONL); err == nil || !strings.Contains(err.Error(), "more than 64 levels deep") {
+		t.Errorf("DescribeFile of a JSON-lines file nested 100,000 deep: %v", err)
+	}
+	if _, _, err := openDuck(ctx, engineConfig{threads: 1, memoryLimit: 64 << 20, conns: 1}, loadSpec{path: deep, format: JSONL, name: "deep"}); err == nil ||
+		!strings.Contains(err.Error(), "dataset 'deep' nests its values more than 64 levels deep") {
+		t.Errorf("loading it: %v", err)
+	}
+	atBound := write("bound.jsonl", nested(MaxNesting-1)+`{"s":"`+strings.Repeat("[{", 5000)+`"}`+"\n")
+	if _, err := DescribeFile(ctx, atBound, JSONL); err != nil {
+		t.Errorf("DescribeFile of a file %d deep with brackets in a string: %v", MaxNesting, err)
+	}
+
+	// A Parquet file whose schema nests a struct 70 levels deep, written by DuckDB itself.
+	connector, err := duckdb.NewConnector("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sql.OpenDB(connector)
+	defer db.Close()
+	writeParquet := func(name string, depth int) string {
+		p := filepath.Join(dir, name)
+		value := strings.Repeat("{'a': ", depth) + "1" + strings.Repeat("}", depth)
+		if _, err := db.ExecContext(ctx, "COPY (SELECT "+value+" AS s) TO "+quoteString(p)+" (FORMAT parquet)"); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if _, err := DescribeFile(ctx, writeParquet("deep.parquet", 70), Parquet); err == nil || !strings.Contains(err.Error(), "more than 64 levels deep") {
+		t.Errorf("DescribeFile of a Parquet schema 70 deep: %v", err)
+	}
+	if _, err := DescribeFile(ctx, writeParquet("shallow.parquet", 10), Parquet); err != nil {
+		t.Errorf("DescribeFile of a Parquet schema 10 deep: %v", err)
 	}
 }

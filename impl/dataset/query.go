@@ -64,32 +64,80 @@ func checkParsed(serialized string) *Error {
 	if err := json.Unmarshal(p.Statements[0], &tree); err != nil {
 		return userErr(CodeRefused, "the query could not be checked")
 	}
-	if fn := deniedFunction(tree); fn != "" {
-		return userErr(CodeRefused, "the function %s is not allowed", fn)
+	if what := deniedIn(tree, false); what != "" {
+		return userErr(CodeRefused, "%s is not allowed", what)
 	}
 	return nil
 }
 
-// deniedFunction returns the first denied function that the parse tree calls, or "".
-func deniedFunction(v any) string {
+// lambdaFunctions are the functions that take a lambda (x -> x + 1) as an argument; list
+// comprehensions are parsed into them. Anywhere else DuckDB binds the arrow as JSON extraction.
+var lambdaFunctions = map[string]bool{
+	"list_transform": true, "array_transform": true, "list_apply": true, "array_apply": true, "apply": true,
+	"list_filter": true, "array_filter": true, "filter": true,
+	"list_reduce": true, "array_reduce": true, "reduce": true,
+}
+
+// deniedIn returns what the parse tree v uses that a query may not, worded for the caller
+// ("the function X"), or "". lambdaOK says that v is an argument of a lambda function.
+//
+// Besides deniedFunctions, everything of DuckDB's JSON extension is refused: the functions
+// (json_*, from_json, to_json, ->>), the arrow outside a lambda function (JSON extraction) and
+// casts to JSON. The engine walks a JSON document recursively on the thread that runs the
+// query, so that a document nested deeply enough, built in the query itself
+// (repeat('[', 100000) || …), overflowed that thread's stack: a segmentation fault inside the
+// cgo call, which no Go code can recover, took the whole gateway down (trial h9 D1).
+func deniedIn(v any, lambdaOK bool) string {
 	switch x := v.(type) {
 	case map[string]any:
-		if fn, ok := x["function_name"].(string); ok && deniedFunctions[strings.ToLower(fn)] {
-			return strings.ToLower(fn)
+		fn, _ := x["function_name"].(string)
+		fn = strings.ToLower(fn)
+		switch {
+		case deniedFunctions[fn]:
+			return "the function " + fn
+		case strings.Contains(fn, "json") || fn == "->>":
+			return "the JSON function " + fn + " (JSON functions are not available in queries)"
+		case x["class"] == "LAMBDA" && !lambdaOK:
+			return "the -> operator outside a lambda function such as list_transform (JSON extraction is not available in queries)"
 		}
-		for _, c := range x {
-			if fn := deniedFunction(c); fn != "" {
-				return fn
+		if ct, ok := x["cast_type"]; ok && namesJSON(ct) {
+			return "a cast to JSON (JSON functions are not available in queries)"
+		}
+		for k, c := range x {
+			if what := deniedIn(c, k == "children" && lambdaFunctions[fn]); what != "" {
+				return what
 			}
 		}
 	case []any:
 		for _, c := range x {
-			if fn := deniedFunction(c); fn != "" {
-				return fn
+			if what := deniedIn(c, lambdaOK); what != "" {
+				return what
 			}
 		}
 	}
 	return ""
+}
+
+// namesJSON reports whether a serialized type (a cast's target) is or holds the JSON type.
+func namesJSON(v any) bool {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, c := range x {
+			if s, ok := c.(string); ok && (k == "name" || k == "alias") && strings.EqualFold(s, "json") {
+				return true
+			}
+			if namesJSON(c) {
+				return true
+			}
+		}
+	case []any:
+		for _, c := range x {
+			if namesJSON(c) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // query runs one checked SELECT (stmt, the output of checkSelect) and renders its result.

@@ -225,8 +225,10 @@ func parseSampler(name, arg string) (sdktrace.Sampler, error) {
 	return nil, fmt.Errorf("OTEL_TRACES_SAMPLER: %q is not a sampler tollgate knows (always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, parentbased_traceidratio)", name)
 }
 
-// parsePairs reads "k1=v1,k2=v2" (W3C baggage-like, values URL-encoded), as the OTEL_*
-// headers and resource attributes are written.
+// parsePairs reads "k1=v1,k2=v2" (W3C baggage-like, values percent-encoded), as the OTEL_*
+// headers and resource attributes are written. A "+" is a plus, as in W3C Baggage and the
+// OpenTelemetry Go SDK's own reading (url.PathUnescape), not a space: base64 credentials carry
+// it (trial h8 D2: Grafana Cloud's Basic authorization was corrupted most of the time).
 func parsePairs(s string) map[string]string {
 	out := map[string]string{}
 	for _, p := range strings.Split(s, ",") {
@@ -235,7 +237,7 @@ func parsePairs(s string) map[string]string {
 		if !ok || k == "" {
 			continue
 		}
-		if u, err := url.QueryUnescape(strings.TrimSpace(v)); err == nil {
+		if u, err := url.PathUnescape(strings.TrimSpace(v)); err == nil {
 			v = u
 		}
 		out[k] = strings.TrimSpace(v)

@@ -101,7 +101,7 @@ func (eng *Engine) Call(ctx context.Context, c Call) (CallAnswer, error) {
 		return CallAnswer{}, apierror.Invalid("stream", "an in-process call is not streamed")
 	}
 	x, err := eng.start(ctx, Request{Client: llm.FormatChat, Principal: c.Principal, RequestID: c.RequestID, neutral: c.Request},
-		&callOptions{ceiling: c.CeilingMicros, route: AgentRoute, sessionID: c.SessionID})
+		&callOptions{ceiling: c.CeilingMicros, route: AgentRoute, sessionID: c.SessionID}, nil)
 	if err != nil {
 		return CallAnswer{}, err
 	}

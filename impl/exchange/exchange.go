@@ -163,12 +163,40 @@ func familyFor(f llm.Format) string {
 // answers. Its errors are the apierror vocabulary (a refused model, insufficient credit, an
 // upstream failure) or the context's; nothing is reserved when it fails. The returned Exchange
 // owns the reservation and the upstream response.
+//
+// An error after upstreams were called carries the time spent waiting for them
+// (UpstreamWaitOf), so that the edge does not count it as its own.
 func (eng *Engine) Start(ctx context.Context, r Request) (*Exchange, error) {
-	return eng.start(ctx, r, nil)
+	var waited time.Duration
+	x, err := eng.start(ctx, r, nil, &waited)
+	if err != nil && waited > 0 {
+		return nil, &waitedError{error: err, wait: waited}
+	}
+	return x, err
 }
 
-// start is Start with an in-process call's options (nil for a Request from an edge).
-func (eng *Engine) start(ctx context.Context, r Request, o *callOptions) (*Exchange, error) {
+// waitedError is an error of Start after its upstream calls took wait.
+type waitedError struct {
+	error
+	wait time.Duration
+}
+
+func (e *waitedError) Unwrap() error { return e.error }
+
+// UpstreamWaitOf is the time a failed Start waited for upstreams (0 when it called none): the
+// edge takes it out of the request's own time, as it does an answer's (trial h8 D19: every
+// failed try and back-off of an upstream outage was counted as the gateway's added time).
+func UpstreamWaitOf(err error) time.Duration {
+	var w *waitedError
+	if errors.As(err, &w) {
+		return w.wait
+	}
+	return 0
+}
+
+// start is Start with an in-process call's options (nil for a Request from an edge); on an
+// error it leaves in *waited the time its upstream calls took.
+func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited *time.Duration) (xr *Exchange, errr error) {
 	p, client, body, view, forward := r.Principal, r.Client, r.Body, r.View, r.Forward
 	var (
 		modelID            string
@@ -296,6 +324,11 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions) (*Excha
 	}
 	x := &Exchange{eng: eng, ctx: ctx, client: client, principal: p, requestID: requestID, model: m, stream: stream,
 		inputEst: inputEst, ir: ir, view: view, parsed: parsed, reserve: reservation, started: time.Now(), opts: o}
+	defer func() {
+		if errr != nil && waited != nil {
+			*waited = x.upstreamWait
+		}
+	}()
 	if admission != nil {
 		x.tr = &exchangeTrace{capture: telemetry.CaptureContent(p.AccountID)}
 	}

@@ -172,3 +172,34 @@ func TestInvalidUTF8IsRefused(t *testing.T) {
 		t.Errorf("%d upstream calls, want only the valid request's", g.Sim.TotalRequests()-calls)
 	}
 }
+
+// TestFailedUpstreamTimeIsNotAddedTime: a request whose every upstream try fails (here a 502 on
+// each try of each expert, with the back-off between tries) spends its time waiting for
+// upstreams, and tollgate_added_seconds, the gateway's own time, does not count it (trial h8
+// D19: the whole of it was counted, so that a provider outage read as the gateway's latency).
+func TestFailedUpstreamTimeIsNotAddedTime(t *testing.T) {
+	m := metrics.New()
+	g := apitest.Start(t, apitest.Options{Metrics: m})
+	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	began := time.Now()
+	status, _, body := do(t, g.Client(t), g.URL, request{"POST", "/v1/chat/completions",
+		`{"model":"service-flint","max_tokens":16,"messages":[{"role":"user","content":"x [[sim fault=502 tag=added]]"}]}`},
+		map[string]string{"Authorization": "Bearer " + tenant.Key})
+	took := time.Since(began)
+	if status != http.StatusBadGateway {
+		t.Fatalf("status %d: %s", status, body)
+	}
+	const route = `route="POST /v1/chat/completions"`
+	var added float64
+	deadline := time.Now().Add(5 * time.Second)
+	for scrape(t, m, `tollgate_added_seconds_count{`+route+`}`) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the request's added time was not observed")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	added = scrape(t, m, `tollgate_added_seconds_sum{`+route+`}`)
+	if took < 50*time.Millisecond || added > took.Seconds()/4 {
+		t.Errorf("the request took %v (its upstream tries and back-off) and %.3fs of it was counted as the gateway's own", took, added)
+	}
+}

@@ -242,6 +242,8 @@ func (c *challengeOn401) Unwrap() http.ResponseWriter { return c.ResponseWriter 
 
 // respondError answers an error returned by a handler, logging internal ones.
 func (s *Server) respondError(w http.ResponseWriter, r *http.Request, err error) {
+	// The time a failed exchange waited for upstreams is theirs, not the gateway's.
+	addUpstreamWait(w, exchange.UpstreamWaitOf(err))
 	var e *apierror.Error
 	switch {
 	case clientClosed(r):

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
 	"github.com/google/uuid"
@@ -244,6 +245,9 @@ func TestQueriesRefuseWhatRecursesOverDepth(t *testing.T) {
 		`SELECT '{"a":1}' ->> '$.a'`,
 		`SELECT to_json(a) FROM t`,
 		`SELECT * FROM t WHERE from_json(b, '{"a":"INTEGER"}') IS NULL`,
+		// BIGNUM: trial h9 D4's conversion ran 105 s past the statement timeout.
+		"select length(repeat('9', 1000000)::BIGNUM::varchar) v",
+		"SELECT TRY_CAST(a AS VARINT) FROM t",
 	} {
 		_, err := d.query(ctx, q, lim)
 		var ue *Error
@@ -314,5 +318,63 @@ func TestDeeplyNestedFilesAreRefused(t *testing.T) {
 	}
 	if _, err := DescribeFile(ctx, writeParquet("shallow.parquet", 10), Parquet); err != nil {
 		t.Errorf("DescribeFile of a Parquet schema 10 deep: %v", err)
+	}
+}
+
+// TestBusyDatabaseIsNotQuarantined: a query that fails while the account's other queries hold
+// every connection of the dataset's database is answered "busy", and the database, busy but not
+// broken, stays: before, the health probe that followed waited for the busy pool, failed, and
+// had the database quarantined, a copy that is never freed, so that a tenant repeating it leaked
+// a whole copy of the dataset each time (trial h9 D3).
+func TestBusyDatabaseIsNotQuarantined(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, pgtest.ConnString(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	acct, err := st.CreateAccount(ctx, "busy", "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	storage, err := NewDirStorage(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(st, storage, Options{QueryTimeout: 300 * time.Millisecond})
+	defer s.Close()
+	if _, err := s.Put(ctx, acct.ID, "t", CSV, strings.NewReader("a\n1\n")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Load(ctx, acct.ID, "t", LoadOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e := s.entries[entryKey{acct.ID, "t"}]
+	var held []*sql.Conn
+	for {
+		wait, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		c, err := e.duck.db.Conn(wait)
+		cancel()
+		if err != nil {
+			break
+		}
+		held = append(held, c)
+	}
+	_, err = s.Query(ctx, acct.ID, "t", "SELECT nope FROM t")
+	var ue *Error
+	if !errors.As(err, &ue) || ue.Code != CodeTimeout || !strings.Contains(ue.Msg, "busy") {
+		t.Errorf("a query while %d connections are held: %v, want busy", len(held), err)
+	}
+	for _, c := range held {
+		_ = c.Close()
+	}
+	if s.entries[entryKey{acct.ID, "t"}] != e || e.quarantined {
+		t.Fatal("the busy database was quarantined")
+	}
+	if r, err := s.Query(ctx, acct.ID, "t", "SELECT * FROM t"); err != nil || !strings.Contains(r.Text, "1\n(1 row)") || s.entries[entryKey{acct.ID, "t"}] != e {
+		t.Fatalf("after: %+v %v", r, err)
 	}
 }

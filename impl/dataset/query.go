@@ -81,6 +81,10 @@ var lambdaFunctions = map[string]bool{
 // deniedIn returns what the parse tree v uses that a query may not, worded for the caller
 // ("the function X"), or "". lambdaOK says that v is an argument of a lambda function.
 //
+// BIGNUM (arbitrary-precision integers: casts and functions) is refused too: converting a
+// million-digit one to or from text runs for minutes without checking for interrupts, so that
+// the statement timeout could not stop it (trial h9 D4: 105 s of a core for one call).
+//
 // Besides deniedFunctions, everything of DuckDB's JSON extension is refused: the functions
 // (json_*, from_json, to_json, ->>), the arrow outside a lambda function (JSON extraction) and
 // casts to JSON. The engine walks a JSON document recursively on the thread that runs the
@@ -97,11 +101,18 @@ func deniedIn(v any, lambdaOK bool) string {
 			return "the function " + fn
 		case strings.Contains(fn, "json") || fn == "->>":
 			return "the JSON function " + fn + " (JSON functions are not available in queries)"
+		case strings.Contains(fn, "bignum") || strings.Contains(fn, "varint"):
+			return "the function " + fn + " (BIGNUM is not available in queries)"
 		case x["class"] == "LAMBDA" && !lambdaOK:
 			return "the -> operator outside a lambda function such as list_transform (JSON extraction is not available in queries)"
 		}
-		if ct, ok := x["cast_type"]; ok && namesJSON(ct) {
-			return "a cast to JSON (JSON functions are not available in queries)"
+		if ct, ok := x["cast_type"]; ok {
+			switch {
+			case namesType(ct, "json"):
+				return "a cast to JSON (JSON functions are not available in queries)"
+			case namesType(ct, "bignum") || namesType(ct, "varint"):
+				return "a cast to BIGNUM (arbitrary-precision integers are not available in queries)"
+			}
 		}
 		for k, c := range x {
 			if what := deniedIn(c, k == "children" && lambdaFunctions[fn]); what != "" {
@@ -118,21 +129,21 @@ func deniedIn(v any, lambdaOK bool) string {
 	return ""
 }
 
-// namesJSON reports whether a serialized type (a cast's target) is or holds the JSON type.
-func namesJSON(v any) bool {
+// namesType reports whether a serialized type (a cast's target) is or holds the type name.
+func namesType(v any, name string) bool {
 	switch x := v.(type) {
 	case map[string]any:
 		for k, c := range x {
-			if s, ok := c.(string); ok && (k == "name" || k == "alias") && strings.EqualFold(s, "json") {
+			if s, ok := c.(string); ok && (k == "name" || k == "alias" || k == "id") && strings.EqualFold(s, name) {
 				return true
 			}
-			if namesJSON(c) {
+			if namesType(c, name) {
 				return true
 			}
 		}
 	case []any:
 		for _, c := range x {
-			if namesJSON(c) {
+			if namesType(c, name) {
 				return true
 			}
 		}
@@ -150,6 +161,9 @@ func (d *duck) query(ctx context.Context, stmt string, lim queryLimits) (QueryRe
 
 	conn, err := d.db.Conn(qctx)
 	if err != nil {
+		if ctx.Err() == nil && qctx.Err() != nil {
+			return QueryResult{}, userErr(CodeTimeout, "the dataset is busy: other queries of the account held every one of its connections for the whole %s statement timeout; retry when they end", lim.timeout)
+		}
 		return QueryResult{}, d.queryErr(ctx, qctx, lim, err)
 	}
 	defer conn.Close()
@@ -283,13 +297,26 @@ func (d *duck) queryErr(ctx, qctx context.Context, lim queryLimits, err error) e
 }
 
 // healthy reports whether the database still answers a query of its table; a caller's query
-// that failed may have left it unusable.
+// that failed may have left it unusable. Only a probe that got a connection and was refused
+// for a reason other than load says so: a database whose connections are all busy with the
+// account's other queries, or whose memory they hold, is busy, not broken. (Trial h9 D3: a
+// probe that waited for a busy pool had the database quarantined, and every quarantined copy
+// stays in memory for good, so that six requests leaked a whole copy of the dataset.)
 func (d *duck) healthy(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	conn, err := d.db.Conn(ctx)
+	if err != nil {
+		return ctx.Err() != nil // busy, unless the pool itself failed
+	}
+	defer conn.Close()
 	var n int
-	err := d.db.QueryRowContext(ctx, "SELECT count(*) FROM (SELECT 1 FROM "+quoteIdent(d.table)+" LIMIT 1)").Scan(&n)
-	return err == nil
+	err = conn.QueryRowContext(ctx, "SELECT count(*) FROM (SELECT 1 FROM "+quoteIdent(d.table)+" LIMIT 1)").Scan(&n)
+	if err == nil || ctx.Err() != nil {
+		return true
+	}
+	var de *duckdb.Error
+	return errors.As(err, &de) && (de.Type == duckdb.ErrorTypeOutOfMemory || de.Type == duckdb.ErrorTypeInterrupt)
 }
 
 // table renders a result as a compact text table within the row and byte caps.

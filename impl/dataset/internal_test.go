@@ -378,3 +378,89 @@ func TestBusyDatabaseIsNotQuarantined(t *testing.T) {
 		t.Fatalf("after: %+v %v", r, err)
 	}
 }
+
+// deletingStorage is a DirStorage whose LocalPath (the load finding the file to read) hands out
+// a copy of the file and then runs during, once: as if the load had read the file when a
+// delete or a replace landed.
+type deletingStorage struct {
+	*DirStorage
+	copies string
+	during func()
+}
+
+func (d *deletingStorage) LocalPath(ctx context.Context, key string) (string, error) {
+	p, err := d.DirStorage.LocalPath(ctx, key)
+	if err != nil || d.during == nil {
+		return p, err
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return "", err
+	}
+	cp := filepath.Join(d.copies, filepath.Base(p))
+	if err := os.WriteFile(cp, b, 0o644); err != nil {
+		return "", err
+	}
+	f := d.during
+	d.during = nil
+	f()
+	return cp, nil
+}
+
+// TestLoadRacingADeleteOrReplaceLoadsNothing: a load whose file is deleted, or replaced, while it
+// reads it ends with an error saying so and leaves nothing loaded: no record and no database,
+// so that no query answers from the deleted or the old data (trial h9 D5: the load recorded
+// itself after the delete and the deleted data stayed queryable).
+func TestLoadRacingADeleteOrReplaceLoadsNothing(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, pgtest.ConnString(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	acct, err := st.CreateAccount(ctx, "racing", "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := NewDirStorage(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	storage := &deletingStorage{DirStorage: dir, copies: t.TempDir()}
+	s := New(st, storage, Options{})
+	defer s.Close()
+	for _, c := range []struct {
+		name   string
+		during func()
+	}{
+		{"deleted", func() {
+			if err := s.Delete(ctx, acct.ID, "t"); err != nil {
+				t.Error(err)
+			}
+		}},
+		{"replaced", func() {
+			time.Sleep(10 * time.Millisecond) // a new modification time on any file system
+			if _, err := s.Put(ctx, acct.ID, "t", CSV, strings.NewReader("a\n2\n3\n")); err != nil {
+				t.Error(err)
+			}
+		}},
+	} {
+		if _, err := s.Put(ctx, acct.ID, "t", CSV, strings.NewReader("a\n1\n")); err != nil {
+			t.Fatal(err)
+		}
+		storage.during = c.during
+		_, err := s.Load(ctx, acct.ID, "t", LoadOptions{})
+		if err == nil || !strings.Contains(err.Error(), "was replaced or deleted while it was loading") {
+			t.Errorf("%s during the load: %v, want the load refused", c.name, err)
+		}
+		if _, err := s.Query(ctx, acct.ID, "t", "SELECT * FROM t"); err == nil {
+			t.Errorf("%s during the load: a query answered", c.name)
+		}
+		if loaded, err := s.Loaded(ctx, acct.ID); err != nil || len(loaded) != 0 {
+			t.Errorf("%s during the load: loaded %+v %v", c.name, loaded, err)
+		}
+	}
+}

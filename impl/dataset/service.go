@@ -279,6 +279,20 @@ func (s *Service) Load(ctx context.Context, account uuid.UUID, ref string, opts 
 	}
 	e := s.install(entryKey{account, r.Name}, rec.Generation, d)
 	s.release(e)
+	// A delete or a replace that ran while the file was read removed the record of its load
+	// before this one was written, or will remove it after: the file, checked again now that
+	// the load is recorded, tells which. If it is gone or not the one read (its size or time
+	// changed), the load is withdrawn, so that no query sees data that was deleted or replaced
+	// (trial h9 D5: the deleted data stayed loaded and queryable).
+	if now, err := s.storage.Stat(ctx, datasetKey(account, r.Name, r.Format)); err != nil || now.Size != r.Object.Size || !now.Updated.Equal(r.Object.Updated) {
+		if ferr := s.forget(ctx, account, r.Name); ferr != nil {
+			return LoadResult{}, ferr
+		}
+		if errors.Is(err, ErrStoreUnavailable) {
+			return LoadResult{}, err
+		}
+		return LoadResult{}, userErr(CodeFailed, "dataset '%s' was replaced or deleted while it was loading, so nothing was loaded: load it again", r.Name)
+	}
 	s.opts.Logger.Info("dataset loaded", "account", account, "dataset", r.Name, "format", r.Format, "rows", d.rows, "bytes", d.bytes)
 	return LoadResult{Dataset: r.Name, Format: r.Format, Rows: d.rows, Columns: d.columns, LoadedAt: rec.LoadedAt}, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/tollgate/tollgate/impl/jsonview"
 	"github.com/tollgate/tollgate/impl/llm"
 	"github.com/tollgate/tollgate/impl/metrics"
+	"github.com/tollgate/tollgate/impl/provider"
 	"github.com/tollgate/tollgate/impl/routing"
 	"github.com/tollgate/tollgate/impl/telemetry"
 )
@@ -72,14 +73,18 @@ func endAdmission(span trace.Span, r *billing.Reservation, err error) {
 	span.End()
 }
 
-// errorType is error.type for a failure: the HTTP status the client would get, or "canceled",
-// "timeout", "_OTHER".
+// errorType is error.type for a failure: an upstream call's, what the upstream answered
+// (provider.ErrorType: its status, or "connection"); the gateway's own (a refused admission), the
+// HTTP status the client gets; or "canceled", "timeout", "_OTHER".
 func errorType(err error) string {
 	switch {
 	case errors.Is(err, context.Canceled):
 		return "canceled"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "timeout"
+	}
+	if t := provider.ErrorType(err); t != "" {
+		return t
 	}
 	if e := apierror.As(err); e != nil {
 		return strconv.Itoa(e.Kind.Status())

@@ -22,6 +22,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -302,7 +303,37 @@ func (u *Upstream) describe(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	return apierror.WithUpstreamWords(clientError(err), err.Error())
+	described := apierror.WithUpstreamWords(clientError(err), err.Error())
+	var f *failure
+	if errors.As(err, &f) {
+		return &upstreamFailure{error: described, status: f.status}
+	}
+	return described
+}
+
+// upstreamFailure is the error the client sees for a failed upstream call with, beside it, the
+// status the upstream answered (0: none), which ErrorType reports.
+type upstreamFailure struct {
+	error
+	status int
+}
+
+func (e *upstreamFailure) Unwrap() error { return e.error }
+
+// ErrorType is error.type of a failed upstream call as the GenAI conventions ask for it (the
+// error code the provider returned): the upstream's HTTP status ("500", "401", "503"), or
+// "connection" when it answered none; "" when err is not a failed upstream call's. The status
+// the client gets is another matter: a provider's 500 and 401 are a 502 to the client, its 503
+// a 529 (trial h8 D21: traces and metrics said 502 for a refused provider key).
+func ErrorType(err error) string {
+	var f *upstreamFailure
+	switch {
+	case !errors.As(err, &f):
+		return ""
+	case f.status == 0:
+		return "connection"
+	}
+	return strconv.Itoa(f.status)
 }
 
 // clientError is the error the client sees for a final failure.

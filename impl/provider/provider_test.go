@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -232,6 +233,11 @@ func TestUpstreamErrorsReachingTheClient(t *testing.T) {
 				t.Errorf("got kind %v message %q param %q code %q\nwant kind %v message %q param %q code %q",
 					e.Kind, e.Message, e.Param, e.Code, tc.wantKind, tc.wantMessage, tc.wantParam, tc.wantCode)
 			}
+			// Traces and metrics say what the upstream answered, not what the client gets
+			// (trial h8 D21: a provider's 401 and 500 read as 502, its 503 as 529).
+			if got := ErrorType(err); got != strconv.Itoa(tc.status) {
+				t.Errorf("ErrorType %q, want the upstream's %d", got, tc.status)
+			}
 			if strings.Contains(tc.body, leaky) {
 				if strings.Contains(e.Message, "org-abc123") {
 					t.Errorf("the upstream's text reached the client: %q", e.Message)
@@ -241,6 +247,25 @@ func TestUpstreamErrorsReachingTheClient(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestErrorTypeOfAConnectionFailure: an upstream that closes the connection without answering is
+// error.type "connection"; an error that is no upstream call's has none.
+func TestErrorTypeOfAConnectionFailure(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, _, _ := http.NewResponseController(w).Hijack()
+		c.Close()
+	}))
+	t.Cleanup(srv.Close)
+	u := &Upstream{Name: "p", Kind: llm.FormatChat, BaseURL: srv.URL + "/v1",
+		Retry: RetryPolicy{Sleep: func(context.Context, time.Duration) error { return nil }}}
+	_, _, err := u.Call(context.Background(), []byte(`{}`), false, nil)
+	if err == nil || ErrorType(err) != "connection" || apierror.As(err).Kind != apierror.KindUpstream {
+		t.Errorf("a dropped connection: %v, error.type %q", err, ErrorType(err))
+	}
+	if got := ErrorType(apierror.Invalid("x", "y")); got != "" {
+		t.Errorf("ErrorType of a gateway error: %q", got)
 	}
 }
 

@@ -149,7 +149,12 @@ func (s *Server) edge(next http.Handler) http.Handler {
 				if span != nil {
 					traceID = telemetry.SampledTraceID(r.Context())
 				}
-				s.metrics.ObserveAdded(route, elapsed-rec.upstreamWait, traceID)
+				if status != http.StatusSwitchingProtocols {
+					// A socket's life (the Responses WebSocket mode: a Codex session, idle time
+					// and every turn's upstream wait in it) is not the gateway's added time
+					// (trial h8 D20).
+					s.metrics.ObserveAdded(route, elapsed-rec.upstreamWait, traceID)
+				}
 			}
 			if span != nil {
 				if p, ok := auth.FromContext(r.Context()); ok && span.IsRecording() {

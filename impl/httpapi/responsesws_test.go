@@ -302,6 +302,10 @@ func TestResponsesWebSocketHandshakesAreCountedUnderTheirRoute(t *testing.T) {
 	if n := scrape(t, m, series("unmatched", "404")); n != 1 {
 		t.Errorf("404s under unmatched: %v, want 1", n)
 	}
+	// The socket's life is not the gateway's added time (trial h8 D20); the refused handshake's is.
+	if n := scrape(t, m, `tollgate_added_seconds_count{route="GET /v1/responses"}`); n != 1 {
+		t.Errorf("added-time observations under GET /v1/responses: %v, want 1 (the 401, not the socket)", n)
+	}
 	for _, status := range []string{"101", "401", "404"} {
 		if n := scrape(t, m, series("/", status)); n != 0 {
 			t.Errorf(`%v requests counted under route="/" with status %s`, n, status)

@@ -22,20 +22,28 @@ func TestOriginIsValidated(t *testing.T) {
 	}
 	for _, c := range []struct {
 		origin string
+		host   string // the Host header, when not the endpoint's
 		want   int
 	}{
-		{"", http.StatusOK},
-		{"http://" + own.Host, http.StatusOK},
-		{"https://inspector.example.com", http.StatusOK},
-		{"http://evil.example", http.StatusForbidden},
-		{"null", http.StatusForbidden},
-		{"http://" + own.Hostname() + ":1", http.StatusForbidden},
-		{"https://inspector.example.com.evil.example", http.StatusForbidden},
+		{"", "", http.StatusOK},
+		{"http://" + own.Host, "", http.StatusOK},
+		{"http://localhost:" + own.Port(), "localhost:" + own.Port(), http.StatusOK},
+		{"https://inspector.example.com", "", http.StatusOK},
+		{"http://evil.example", "", http.StatusForbidden},
+		{"null", "", http.StatusForbidden},
+		{"http://" + own.Hostname() + ":1", "", http.StatusForbidden},
+		{"https://inspector.example.com.evil.example", "", http.StatusForbidden},
+		// DNS rebinding: the attacker's name resolves to the gateway, and the browser sends it
+		// as both Host and Origin (trial h9 D8: served, as the two were equal).
+		{"http://evil.example:" + own.Port(), "evil.example:" + own.Port(), http.StatusForbidden},
 	} {
 		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, endpoint,
 			strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"ping"}`))
 		if err != nil {
 			t.Fatal(err)
+		}
+		if c.host != "" {
+			req.Host = c.host
 		}
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Authorization", "Bearer x")

@@ -50,6 +50,18 @@ func TestServeTracesAndFlushesOnSIGTERM(t *testing.T) {
 	if res.StatusCode != 200 || len(parts) != 4 {
 		t.Fatalf("status %d, traceresponse %q: %s", res.StatusCode, res.Header.Get("traceresponse"), body)
 	}
+	// Each reason's dropped-spans series exists from the start, at 0 (trial h8 D11).
+	if res, err := http.Get(p.metrics + "/metrics"); err != nil {
+		t.Error(err)
+	} else {
+		text, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		for _, reason := range []string{"queue_full", "export_failed", "rejected", "shutdown"} {
+			if !strings.Contains(string(text), `tollgate_trace_spans_dropped_total{reason="`+reason+`"} 0`) {
+				t.Errorf("no tollgate_trace_spans_dropped_total series for %s at 0", reason)
+			}
+		}
+	}
 	p.signal(t, syscall.SIGTERM)
 	if err := p.wait(t, 60*time.Second); err != nil {
 		t.Fatalf("exit: %v\n%s", err, p.logs())
@@ -61,5 +73,15 @@ func TestServeTracesAndFlushesOnSIGTERM(t *testing.T) {
 	server := tr.One(t, "POST /v1/chat/completions")
 	if server.Service != "tollgate-process" || len(tr.Named("chat sim-general")) != 1 {
 		t.Errorf("the process's trace (service %q):\n%s", server.Service, tr)
+	}
+	// service.version is the build's VCS revision, as go version -m reads it (trial h8 D15).
+	out, _ := exec.Command("go", "version", "-m", bin).Output()
+	if _, rev, ok := strings.Cut(string(out), "vcs.revision="); ok && len(rev) >= 12 {
+		if v, _ := server.Resource["service.version"].(string); !strings.HasPrefix(v, rev[:12]) {
+			t.Errorf("service.version %q, want the build's revision %s", v, rev[:12])
+		}
+	}
+	if server.Resource["deployment.environment"] != "test" {
+		t.Errorf("resource %v, want deployment.environment=test from OTEL_RESOURCE_ATTRIBUTES", server.Resource)
 	}
 }

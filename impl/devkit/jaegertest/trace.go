@@ -24,7 +24,10 @@ type Span struct {
 	// Kind is "server", "client", "producer", "consumer" or "internal".
 	Kind    string
 	Service string
-	Start   time.Time
+	// Resource holds the attributes of the span's resource (the process: service.version,
+	// deployment.environment, …) but service.name, which is Service.
+	Resource map[string]any
+	Start    time.Time
 	// Duration is the span's length.
 	Duration time.Duration
 	// Attrs are the span's attributes (strings, numbers as float64 or int64, booleans, and
@@ -225,7 +228,8 @@ type jsonLog struct {
 }
 
 type jsonProcess struct {
-	ServiceName string `json:"serviceName"`
+	ServiceName string         `json:"serviceName"`
+	Tags        []jsonKeyValue `json:"tags"`
 }
 
 // tree links the spans into a tree, ordered by start time.
@@ -235,7 +239,10 @@ func (jt jsonTrace) tree() *Trace {
 	for _, js := range jt.Spans {
 		s := &Span{TraceID: js.TraceID, SpanID: js.SpanID, Name: js.OperationName, Kind: "internal",
 			Service: jt.Processes[js.ProcessID].ServiceName, Start: time.UnixMicro(js.StartTime),
-			Duration: time.Duration(js.Duration) * time.Microsecond, Attrs: map[string]any{}}
+			Duration: time.Duration(js.Duration) * time.Microsecond, Attrs: map[string]any{}, Resource: map[string]any{}}
+		for _, kv := range jt.Processes[js.ProcessID].Tags {
+			s.Resource[kv.Key] = kv.Value
+		}
 		for _, r := range js.References {
 			if r.RefType == "CHILD_OF" {
 				s.ParentID = r.SpanID

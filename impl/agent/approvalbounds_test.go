@@ -106,3 +106,20 @@ END $$`,
 		t.Fatalf("the approved action: %+v", got)
 	}
 }
+
+// TestSpawnApprovalNeedsASlot: an account without an agent slot is refused an agent_spawn
+// approval at once, saying so, rather than given one that can only fail after a person approves
+// it, with a failure that said every slot was busy (trial h9 D10).
+func TestSpawnApprovalNeedsASlot(t *testing.T) {
+	w := newWorld(t, nil)
+	n := w.start()
+	svc := n.gw.Agents
+	ctx := context.Background()
+	acme := w.tenant(n, "acme", 5_000_000)
+	if err := svc.UnassignSlot(ctx, acme.p.AccountID, "main"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.RequestSpawn(ctx, acme.p, agent.SpawnAction{Purpose: "p"}); !isConflict(err, "this account has no agent slot") {
+		t.Errorf("a spawn approval without a slot: %v", err)
+	}
+}

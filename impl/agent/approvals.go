@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/riverqueue/river"
 	"go.opentelemetry.io/otel/trace"
 
@@ -118,8 +119,20 @@ func (s *Service) RequestSpawn(ctx context.Context, p auth.Principal, a SpawnAct
 	if _, err := s.resolveSpawn(ctx, s.q, p.AccountID, a, p.AllowsModel); err != nil {
 		return Approval{}, err
 	}
+	// An account without a slot gets a refusal now, not an approval that can only fail once a
+	// person has approved it (trial h9 D10). Whether a slot is free is seen when it runs.
+	slots, err := s.q.ListAgentSlots(ctx, pgtype.UUID{Bytes: p.AccountID, Valid: true})
+	if err != nil {
+		return Approval{}, err
+	}
+	if len(slots) == 0 {
+		return Approval{}, errNoSlot
+	}
 	return s.request(ctx, p, "spawn", a)
 }
+
+// errNoSlot refuses a spawn for an account that has no agent slot at all.
+var errNoSlot = conflictf("this account has no agent slot: an operator assigns one (tollgate admin slot assign ACCOUNT NAME)")
 
 // RequestPrompt records an approval for agent_prompt (a message to the caller's session).
 func (s *Service) RequestPrompt(ctx context.Context, p auth.Principal, sessionID, prompt string) (Approval, error) {
@@ -382,6 +395,9 @@ func (s *Service) spawnApproved(ctx context.Context, tx pgx.Tx, q *db.Queries, a
 		return uuid.Nil, err
 	}
 	if len(free) == 0 {
+		if slots, err := q.ListAgentSlots(ctx, pgtype.UUID{Bytes: a.AccountID, Valid: true}); err == nil && len(slots) == 0 {
+			return uuid.Nil, errNoSlot
+		}
 		return uuid.Nil, conflictf("no free slot: every agent slot of the account runs a session")
 	}
 	params, err := s.resolveSpawn(ctx, q, a.AccountID, args, nil)

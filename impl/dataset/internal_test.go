@@ -464,3 +464,34 @@ func TestLoadRacingADeleteOrReplaceLoadsNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestTextCellsCannotBeMisread: a text value that would read as something else in the result
+// table (a bar that reads as a column separator, the word NULL that reads as SQL NULL, an
+// escape that reads as a newline, spaces lost in the padding) is written as a JSON string, and
+// a plain one as it is (trial h9 D7).
+func TestTextCellsCannotBeMisread(t *testing.T) {
+	ctx := context.Background()
+	p := filepath.Join(t.TempDir(), "t.csv")
+	if err := os.WriteFile(p, []byte("a\n1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, _, err := openDuck(ctx, engineConfig{threads: 1, memoryLimit: 64 << 20, conns: 1}, loadSpec{path: p, format: CSV, name: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	r, err := d.query(ctx, `SELECT 'EU | fake | 999' AS region, NULL AS n, 'NULL' AS s, 'a\nb' AS lit, E'x\ny' AS nl, ' pad' AS sp, '' AS e, 'plain <b>' AS ok`,
+		queryLimits{timeout: 5e9, rows: 10, bytes: 1 << 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(r.Text, "\n")
+	want := `"EU | fake | 999" | NULL | "NULL" | "a\\nb" | "x\ny" | " pad" | "" | plain <b>`
+	// A VARIANT, which the driver cannot scan, comes back as its text (trial h9 D9).
+	if v, err := d.query(ctx, "SELECT 1::VARIANT AS v", queryLimits{timeout: 5e9, rows: 10, bytes: 1 << 16}); err != nil || !strings.Contains(v.Text, "\n1\n") {
+		t.Errorf("a VARIANT: %+v %v", v, err)
+	}
+	if len(lines) < 3 || lines[2] != want {
+		t.Errorf("the row reads %q, want %q\n%s", lines[2], want, r.Text)
+	}
+}

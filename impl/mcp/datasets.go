@@ -181,7 +181,7 @@ func DatasetTools(svc DatasetService) []tool.Tool {
 		{
 			Name:        ToolQueryData,
 			Title:       "Query a dataset",
-			Description: "Run one read-only SQL statement (SELECT or WITH) against one of the caller's loaded datasets. " + namesSentence + " The statement sees that dataset only, as the one table, which it always calls by the dataset's short name, whichever name the dataset argument has: for tenant/<account-id>/sales or sales, write SELECT ... FROM sales (double-quote a name that is not a plain identifier, such as \"sales-2024\"); the full name is not a table name. Rows come back as JSON arrays, one per line, after a line naming the columns; results are cut off at the engine's row and byte caps, and the answer says so.",
+			Description: "Run one read-only SQL statement (SELECT or WITH) against one of the caller's loaded datasets. " + namesSentence + " The statement sees that dataset only, as the one table, which it always calls by the dataset's short name, whichever name the dataset argument has: for tenant/<account-id>/sales or sales, write SELECT ... FROM sales (double-quote a name that is not a plain identifier, such as \"sales-2024\"); the full name is not a table name. Rows come back as a text table: a line naming the columns, a rule, then one line per row with its cells separated by ' | '; NULL is SQL NULL, and a text value that could be misread (empty, the word NULL, holding a bar, a backslash or a control character, starting with a quote, or with spaces at its ends) is written as a JSON string. Results are cut off at the engine's row and byte caps, and the answer says so.",
 			InputSchema: mustComponentSchema("QueryDataInput"),
 			Annotations: tool.ReadOnlyAnnotations("Query a dataset"),
 			Handler:     d.query,

@@ -495,3 +495,81 @@ func TestTextCellsCannotBeMisread(t *testing.T) {
 		t.Errorf("the row reads %q, want %q\n%s", lines[2], want, r.Text)
 	}
 }
+
+// TestQueriesAndLoadsAreBoundedPerProcess: an account may run MaxAccountQueries queries at once
+// (the next is told at once), the process MaxQueries (the next waits at most the statement
+// timeout, then is told the engine is busy) and MaxLoads loads (the next waits at most the load
+// timeout): each query's database may use DatabaseMemoryLimit and each load builds a whole copy,
+// so that without bounds the engine's memory grew with what tenants ran at once (trial h9 D6).
+func TestQueriesAndLoadsAreBoundedPerProcess(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, pgtest.ConnString(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	acct, err := st.CreateAccount(ctx, "bounded", "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	storage, err := NewDirStorage(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(st, storage, Options{MaxQueries: 2, MaxAccountQueries: 1, MaxLoads: 1, QueryTimeout: time.Second, LoadTimeout: 300 * time.Millisecond})
+	defer s.Close()
+	if _, err := s.Put(ctx, acct.ID, "t", CSV, strings.NewReader("a\n1\n")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Load(ctx, acct.ID, "t", LoadOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	busy := func(err error, text string) bool {
+		var ue *Error
+		return errors.As(err, &ue) && ue.Code == CodeTimeout && strings.Contains(ue.Msg, text)
+	}
+	// The account's one place, taken by a query that runs until the statement timeout.
+	long := make(chan error, 1)
+	go func() {
+		_, err := s.Query(ctx, acct.ID, "t", "SELECT count(*) FROM range(100000000000)")
+		long <- err
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s.mu.Lock()
+		n := s.running[acct.ID]
+		s.mu.Unlock()
+		if n == 1 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := s.Query(ctx, acct.ID, "t", "SELECT 1"); !busy(err, "already runs 1 queries") {
+		t.Errorf("a second query of the account: %v, want told at once", err)
+	}
+	<-long
+	// The process's places, all taken: a query waits the statement timeout, then is told.
+	s.queries <- struct{}{}
+	s.queries <- struct{}{}
+	began := time.Now()
+	if _, err := s.Query(ctx, acct.ID, "t", "SELECT 1"); !busy(err, "the dataset engine is busy") || time.Since(began) < time.Second {
+		t.Errorf("a query while the process's places are taken: %v after %v", err, time.Since(began))
+	}
+	<-s.queries
+	<-s.queries
+	if _, err := s.Query(ctx, acct.ID, "t", "SELECT 1"); err != nil {
+		t.Errorf("a query after: %v", err)
+	}
+	// The process's one load place, taken: a load waits the load timeout, then is told.
+	s.loads <- struct{}{}
+	if _, err := s.Load(ctx, acct.ID, "t", LoadOptions{}); !busy(err, "behind other loads") {
+		t.Errorf("a load while the load place is taken: %v", err)
+	}
+	<-s.loads
+	if _, err := s.Load(ctx, acct.ID, "t", LoadOptions{}); err != nil {
+		t.Errorf("a load after: %v", err)
+	}
+}

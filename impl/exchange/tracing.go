@@ -201,7 +201,12 @@ func (x *Exchange) finishAttempt(status string) {
 	if x.tr != nil && x.tr.attempt != nil {
 		span := x.tr.attempt
 		attrs := make([]attribute.KeyValue, 0, 9)
-		attrs = append(attrs, telemetry.GenAIUsageInputTokens.Int64(u.InputTokens), telemetry.GenAIUsageOutputTokens.Int64(u.OutputTokens))
+		if u.InputTokens > 0 || u.OutputTokens > 0 {
+			// The counts the upstream reported; an answer cut before its usage has none, and
+			// its span says nothing rather than 0 (the bill's estimate is the usage record's:
+			// trial h8 D5).
+			attrs = append(attrs, telemetry.GenAIUsageInputTokens.Int64(u.InputTokens), telemetry.GenAIUsageOutputTokens.Int64(u.OutputTokens))
+		}
 		// The cache counts only when the upstream reported some (each attribute costs every
 		// export).
 		if u.CachedInputTokens > 0 {
@@ -223,7 +228,8 @@ func (x *Exchange) finishAttempt(status string) {
 		attrs = append(attrs, telemetry.GenAIResponseModel.String(model))
 		if x.ttft > 0 {
 			attrs = append(attrs, telemetry.AttrTimeToFirstToken.Float64(x.ttft.Seconds()))
-			span.AddEvent("gen_ai.first_token")
+			// Stamped when the first event left, not when the span ends (trial h8 D7).
+			span.AddEvent("gen_ai.first_token", trace.WithTimestamp(x.started.Add(x.ttft)))
 		}
 		if x.tr.capture {
 			span.AddEvent(telemetry.EventOutput, trace.WithAttributes(telemetry.AttrOutput.String(x.tr.output.String())))
@@ -240,7 +246,8 @@ func (x *Exchange) finishAttempt(status string) {
 			InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Duration: time.Since(x.attemptStart),
 			TimeToFirstToken: x.ttft, TraceID: traceID}
 		if status != "ok" {
-			op.ErrorType = status
+			// gen_ai.server.time_to_first_token is of successful responses (trial h8 D9).
+			op.ErrorType, op.TimeToFirstToken = status, 0
 		}
 		x.eng.metrics.ObserveGenAI(op)
 	}

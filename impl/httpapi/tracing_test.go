@@ -318,6 +318,31 @@ func TestRequestTracesInJaeger(t *testing.T) {
 		}
 	})
 
+	t.Run("a stream cut before its usage", func(t *testing.T) {
+		// A chat stream the upstream cuts after three content events reports no usage: the
+		// attempt span says nothing of tokens rather than 0 (trial h8 D5), and its time to the
+		// first token, a failed response's, is not observed in the metric (D9).
+		text := scrapeOpenMetrics(t, m)
+		const ttft = `gen_ai_server_time_to_first_token_seconds_count{gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="service-flint-base"}`
+		before := metricValue(text, ttft)
+		status, h, body := tracedPost(t, g, tenant.Key, "/v1/chat/completions", `{"model":"service-flint-base","max_tokens":32,"stream":true,"messages":[{"role":"user","content":"cut me [[sim fault=midstream after=3 tag=cut-usage]]"}]}`)
+		if status != 200 || !strings.Contains(body, "error") {
+			t.Fatalf("status %d: %s", status, body)
+		}
+		traceID, _ := traceOf(t, h)
+		tr := j.WaitTrace(t, traceID, 5)
+		attempts := clientSpans(tr)
+		if len(attempts) != 1 {
+			t.Fatalf("attempt spans:\n%s", tr)
+		}
+		if a := attempts[0]; a.Has("gen_ai.usage.input_tokens") || a.Has("gen_ai.usage.output_tokens") || !a.Error {
+			t.Errorf("the cut stream's attempt span reports usage the upstream never sent, or no error:\n%s", tr)
+		}
+		if after := metricValue(scrapeOpenMetrics(t, m), ttft); after != before {
+			t.Errorf("time to first token observed for a failed stream: %v -> %v", before, after)
+		}
+	})
+
 	t.Run("prompt-cache counts", func(t *testing.T) {
 		// The simulator plays Anthropic's prompt cache: the first request writes the prefix,
 		// the second reads it.

@@ -171,7 +171,7 @@ func (a *apiHandover) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if a.metrics != nil {
-		a.metrics.ObserveRequest(startingMetricsRoute, status, time.Since(start))
+		a.metrics.ObserveRequest(startingMetricsRoute, status, time.Since(start), "")
 	}
 }
 

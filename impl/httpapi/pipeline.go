@@ -144,11 +144,11 @@ func (s *Server) edge(next http.Handler) http.Handler {
 			}
 			elapsed := time.Since(start)
 			if s.metrics != nil {
-				s.metrics.ObserveRequest(route, status, elapsed)
 				traceID := ""
 				if span != nil {
 					traceID = telemetry.SampledTraceID(r.Context())
 				}
+				s.metrics.ObserveRequest(route, status, elapsed, traceID)
 				if status != http.StatusSwitchingProtocols {
 					// A socket's life (the Responses WebSocket mode: a Codex session, idle time
 					// and every turn's upstream wait in it) is not the gateway's added time

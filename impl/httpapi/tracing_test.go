@@ -284,6 +284,7 @@ func TestRequestTracesInJaeger(t *testing.T) {
 			{`tollgate_added_seconds_count{route="POST /v1/chat/completions"}`},
 			{`gen_ai_client_operation_duration_seconds_bucket{`, `# {trace_id="` + traceID + `"}`},
 			{`tollgate_added_seconds_bucket{route="POST /v1/chat/completions"`, `# {trace_id="` + traceID + `"}`},
+			{`tollgate_http_request_duration_seconds_bucket{route="POST /v1/chat/completions"`, `# {trace_id="` + traceID + `"}`},
 		} {
 			if !lineWith(text, want...) {
 				t.Errorf("metrics lack a line with %q", want)

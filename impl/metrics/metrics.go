@@ -48,24 +48,28 @@ type routeStatus struct {
 
 type requestChildren struct {
 	requests prometheus.Counter
-	duration prometheus.Observer
+	duration *exemplarHistogram
 }
 
-// ObserveRequest counts a finished request and observes its duration. The collectors of each
-// route and status are looked up once and kept, so that a request does not pay for hashing
-// the label values again.
-func (m *Metrics) ObserveRequest(route string, status int, d time.Duration) {
+// requestBuckets are tollgate_http_request_duration_seconds' bucket bounds.
+var requestBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
+
+// ObserveRequest counts a finished request and observes its duration, with the request's trace
+// id as an exemplar when it was traced ("" when not; trial h8 D12: the dashboard's latency panel
+// asked for exemplars that never came). The collectors of each route and status are looked up
+// once and kept, so that a request does not pay for hashing the label values again.
+func (m *Metrics) ObserveRequest(route string, status int, d time.Duration, traceID string) {
 	key := routeStatus{route, status}
 	c, ok := m.children.Load(key)
 	if !ok {
 		c, _ = m.children.LoadOrStore(key, &requestChildren{
 			requests: m.Requests.WithLabelValues(route, strconv.Itoa(status)),
-			duration: m.Duration.WithLabelValues(route),
+			duration: newExemplarHistogram(m.Duration.WithLabelValues(route), requestBuckets),
 		})
 	}
 	rc := c.(*requestChildren)
 	rc.requests.Inc()
-	rc.duration.Observe(d.Seconds())
+	rc.duration.observe(d.Seconds(), traceID)
 }
 
 // New registers the collectors (and the Go and process collectors) on a fresh registry.
@@ -78,7 +82,7 @@ func New() *Metrics {
 		}, []string{"route", "status"}),
 		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "tollgate_http_request_duration_seconds", Help: "HTTP request duration by route.",
-			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+			Buckets: requestBuckets,
 		}, []string{"route"}),
 		RateLimited: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tollgate_rate_limited_total", Help: "Requests refused by a per-key requests-per-minute cap.",

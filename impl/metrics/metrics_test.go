@@ -10,10 +10,10 @@ import (
 func TestObserveRequest(t *testing.T) {
 	m := New()
 	for range 3 {
-		m.ObserveRequest("POST /v1/chat/completions", 200, time.Millisecond)
+		m.ObserveRequest("POST /v1/chat/completions", 200, time.Millisecond, "")
 	}
-	m.ObserveRequest("POST /v1/chat/completions", 402, time.Millisecond)
-	m.ObserveRequest("GET /v1/models", 200, time.Millisecond)
+	m.ObserveRequest("POST /v1/chat/completions", 402, time.Millisecond, "")
+	m.ObserveRequest("GET /v1/models", 200, time.Millisecond, "")
 	families, err := m.registry.Gather()
 	if err != nil {
 		t.Fatal(err)

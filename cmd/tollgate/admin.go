@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -613,7 +614,8 @@ func (a *admin) usageList(ctx context.Context, args []string) error {
 	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
 	// IN is every input token; CACHE_READ, WRITE_5M and WRITE_1H are the parts of it read from
 	// and written to the provider's prompt cache, each billed at its own rate (docs/billing.md).
-	fmt.Fprintln(tw, "FINISHED	REQUEST	MODEL	UPSTREAM	IN	CACHE_READ	WRITE_5M	WRITE_1H	OUT	HOSTED_CALLS	COST_MICROS	STATUS")
+	// TRACE is the request's trace id, which the tracing backend finds it by ("-": not traced).
+	fmt.Fprintln(tw, "FINISHED	REQUEST	MODEL	UPSTREAM	IN	CACHE_READ	WRITE_5M	WRITE_1H	OUT	HOSTED_CALLS	COST_MICROS	STATUS	TRACE")
 	for _, r := range records {
 		hosted := "-"
 		if len(r.HostedCalls) > 0 {
@@ -627,9 +629,13 @@ func (a *admin) usageList(ctx context.Context, args []string) error {
 		if r.OnCredit {
 			status += " (on credit)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s/%s\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%s\n", r.FinishedAt.Format(time.RFC3339), r.RequestID, r.Model,
+		trace := "-"
+		if r.TraceID != ([16]byte{}) {
+			trace = hex.EncodeToString(r.TraceID[:])
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s/%s\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%s\n", r.FinishedAt.Format(time.RFC3339), r.RequestID, r.Model,
 			r.Provider, r.UpstreamModel, r.InputTokens, r.CacheReadTokens, r.CacheWrite5mTokens, r.CacheWrite1hTokens, r.OutputTokens,
-			hosted, r.CostMicros, status)
+			hosted, r.CostMicros, status, trace)
 	}
 	return tw.Flush()
 }

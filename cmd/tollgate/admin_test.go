@@ -154,7 +154,8 @@ func TestAdminUsageList(t *testing.T) {
 	now := time.Now()
 	_, err = st.WriteUsage(ctx, "test", []store.UsageRecord{
 		{AccountID: acct.ID, RequestID: "req_search", Model: "service-sonnet", Route: "/v1/messages", Provider: "sim-anthropic", UpstreamModel: "sim-sonnet",
-			InputTokens: 1910, CacheReadTokens: 900, CacheWrite1hTokens: 1000, OutputTokens: 20, CostMicros: 20_330, HostedCalls: map[string]int64{"web_search": 2}, HostedMicros: 20_000, Status: "ok", StartedAt: now, FinishedAt: now},
+			InputTokens: 1910, CacheReadTokens: 900, CacheWrite1hTokens: 1000, OutputTokens: 20, CostMicros: 20_330, HostedCalls: map[string]int64{"web_search": 2}, HostedMicros: 20_000, Status: "ok", StartedAt: now, FinishedAt: now,
+			TraceID: [16]byte{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36}},
 		{AccountID: acct.ID, RequestID: "req_outage", Model: "service-flint", Route: "/v1/chat/completions", Provider: "sim-openai-chat", UpstreamModel: "sim-general",
 			InputTokens: 5, OutputTokens: 7, CostMicros: 70, Status: "ok", OnCredit: true, StartedAt: now, FinishedAt: now},
 	})
@@ -164,6 +165,10 @@ func TestAdminUsageList(t *testing.T) {
 	out := mustAdmin(t, "usage list acme")
 	if !regexp.MustCompile(`req_search .* 1910 +900 +0 +1000 +20 `).MatchString(out) {
 		t.Errorf("usage list lacks req_search's tokens by kind (in 1910, cache read 900, write 5m 0, write 1h 1000, out 20):\n%s", out)
+	}
+	// The trace id leads from a billed request to its trace (trial h8 D13); "-" when not traced.
+	if !regexp.MustCompile(`req_search .* 4bf92f3577b34da6a3ce929d0e0e4736\n`).MatchString(out) || !regexp.MustCompile(`req_outage .* -\n`).MatchString(out) {
+		t.Errorf("usage list lacks the trace ids:\n%s", out)
 	}
 	for _, want := range []string{"req_search", "sim-anthropic/sim-sonnet", "web_search=2 (20000 micros)", "20330", "req_outage", "ok (on credit)"} {
 		if !strings.Contains(out, want) {

@@ -67,8 +67,10 @@ type Settings struct {
 // OTEL_EXPORTER_OTLP_(TRACES_)HEADERS, OTEL_EXPORTER_OTLP_(TRACES_)COMPRESSION (gzip or none),
 // OTEL_EXPORTER_OTLP_(TRACES_)CERTIFICATE, _CLIENT_CERTIFICATE and _CLIENT_KEY (PEM files),
 // OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG,
-// OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_BSP_MAX_QUEUE_SIZE and OTEL_BSP_SCHEDULE_DELAY
-// (the milliseconds between exports, default 1000).
+// OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_BSP_MAX_QUEUE_SIZE, OTEL_BSP_SCHEDULE_DELAY
+// (the milliseconds between exports, default 1000), OTEL_BSP_MAX_EXPORT_BATCH_SIZE,
+// OTEL_EXPORTER_OTLP_(TRACES_)TIMEOUT and OTEL_BSP_EXPORT_TIMEOUT (milliseconds), and
+// OTEL_TRACES_EXPORTER (otlp, or none: off, the usual kill switch of a deployment's manifest).
 func Resolve(file config.Telemetry, getenv func(string) string) (Settings, error) {
 	env := func(names ...string) string {
 		for _, n := range names {
@@ -173,7 +175,31 @@ func Resolve(file config.Telemetry, getenv func(string) string) (Settings, error
 		}
 		s.BatchTimeout = time.Duration(ms) * time.Millisecond
 	}
+	millis := func(name, v string) (time.Duration, error) {
+		ms, err := strconv.Atoi(v)
+		if err != nil || ms <= 0 {
+			return 0, fmt.Errorf("%s: %q is not a positive number of milliseconds", name, v)
+		}
+		return time.Duration(ms) * time.Millisecond, nil
+	}
+	if v := env("OTEL_BSP_MAX_EXPORT_BATCH_SIZE"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return Settings{}, fmt.Errorf("OTEL_BSP_MAX_EXPORT_BATCH_SIZE: %q is not a positive integer", v)
+		}
+		s.BatchSize = n
+	}
 	s.BatchSize = min(s.BatchSize, s.QueueSize)
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_BSP_EXPORT_TIMEOUT"} {
+		if v := env(name); v != "" {
+			d, err := millis(name, v)
+			if err != nil {
+				return Settings{}, err
+			}
+			s.ExportTimeout = d
+			break
+		}
+	}
 	if s.ExportTimeout <= 0 {
 		s.ExportTimeout = DefaultExportTimeout
 	}
@@ -190,6 +216,13 @@ func Resolve(file config.Telemetry, getenv func(string) string) (Settings, error
 	}
 	s.Sampler, s.SamplerName = sampler, name
 	disabled := strings.EqualFold(env("OTEL_SDK_DISABLED"), "true")
+	switch exporter := strings.ToLower(env("OTEL_TRACES_EXPORTER")); exporter {
+	case "", "otlp":
+	case "none":
+		disabled = true
+	default:
+		return Settings{}, fmt.Errorf("OTEL_TRACES_EXPORTER: %q is not otlp or none (tollgate exports over OTLP)", exporter)
+	}
 	s.Enabled = s.EndpointURL != "" && !disabled
 	return s, nil
 }

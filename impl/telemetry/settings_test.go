@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/propagation"
@@ -47,6 +48,13 @@ func TestResolve(t *testing.T) {
 		{name: "a ratio out of range", env: map[string]string{"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "2"}, wantErrText: "ratio"},
 		{name: "an endpoint that is not a URL", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "localhost:4318"}, wantErrText: "URL"},
 		{name: "an unknown compression", env: map[string]string{"OTEL_EXPORTER_OTLP_COMPRESSION": "zstd"}, wantErrText: "zstd"},
+		// OTEL_TRACES_EXPORTER=none, a deployment's usual kill switch, turns it off (trial h8 D16).
+		{name: "OTEL_TRACES_EXPORTER=none turns it off", file: file, env: map[string]string{"OTEL_TRACES_EXPORTER": "none"},
+			enabled: false, url: "http://file:4318/v1/traces", proto: ProtocolHTTP, sampler: "TraceIDRatioBased", service: "from-file"},
+		{name: "OTEL_TRACES_EXPORTER=otlp", file: file, env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp"},
+			enabled: true, url: "http://file:4318/v1/traces", proto: ProtocolHTTP, sampler: "TraceIDRatioBased", service: "from-file"},
+		{name: "an exporter tollgate has not", env: map[string]string{"OTEL_TRACES_EXPORTER": "zipkin"}, wantErrText: "zipkin"},
+		{name: "a timeout that is not milliseconds", env: map[string]string{"OTEL_EXPORTER_OTLP_TIMEOUT": "10s"}, wantErrText: "OTEL_EXPORTER_OTLP_TIMEOUT"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -65,6 +73,10 @@ func TestResolve(t *testing.T) {
 				t.Errorf("got enabled %v url %q protocol %q service %q sampler %s", s.Enabled, s.EndpointURL, s.Protocol, s.ServiceName, s.Sampler.Description())
 			}
 		})
+	}
+	if d, err := Resolve(file, envOf(map[string]string{"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": "2500", "OTEL_EXPORTER_OTLP_TIMEOUT": "9000",
+		"OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "64"})); err != nil || d.ExportTimeout != 2500*time.Millisecond || d.BatchSize != 64 {
+		t.Errorf("export timeout %v and batch size %d from the environment (%v), want 2.5s and 64", d.ExportTimeout, d.BatchSize, err)
 	}
 	s, err := Resolve(file, envOf(map[string]string{"OTEL_EXPORTER_OTLP_HEADERS": "x-honeycomb-team=k%3D1,b=2,Authorization=Basic%20YWJj+ZGVm/Zz==", "OTEL_BSP_MAX_QUEUE_SIZE": "16"}))
 	if err != nil {

@@ -41,8 +41,18 @@ func (c engineConfig) dsn() string {
 	v.Set("allow_community_extensions", "false")
 	v.Set("allow_unsigned_extensions", "false")
 	v.Set("allow_persistent_secrets", "false")
+	// The engine's directories default to the service user's home, which a tenant's query can
+	// read back (current_setting('secret_directory') told /root/.duckdb/stored_secrets: trial
+	// h9 D13); nothing is ever read or written there (no extensions, no persistent secrets).
+	v.Set("home_directory", neutralDir)
+	v.Set("secret_directory", neutralDir+"/secrets")
+	v.Set("extension_directory", neutralDir+"/extensions")
 	return "?" + v.Encode()
 }
+
+// neutralDir is the engine's home, secret and extension directory: a path that does not exist
+// and says nothing of the host.
+const neutralDir = "/nonexistent/duckdb"
 
 // duck is one DuckDB in-memory database that holds exactly one table, the loaded dataset.
 type duck struct {
@@ -264,8 +274,12 @@ func DescribeFile(ctx context.Context, path string, f Format) ([]Column, error) 
 	if err != nil {
 		return nil, fmt.Errorf("%s is not a readable %s file: %s", path, f, firstLine(err.Error()))
 	}
-	var n int64
-	if err := conn.QueryRowContext(ctx, "SELECT count(*) FROM "+readerSQL(path, f)).Scan(&n); err != nil {
+	// The whole file is read into a table as a load reads it, every value converted to its
+	// column's type: count(*) alone converts nothing, so that a CSV whose values stop fitting
+	// the types sniffed from its first rows was stored, and then every load of it failed
+	// (trial h9 D12). A file too large for the engine's memory limit is refused here too: no
+	// load could hold it.
+	if _, err := conn.ExecContext(ctx, "CREATE TABLE upload_check AS SELECT * FROM "+readerSQL(path, f)); err != nil {
 		return nil, fmt.Errorf("%s is not a readable %s file: %s", path, f, firstLine(err.Error()))
 	}
 	return cols, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -254,6 +255,11 @@ func TestQueriesRefuseWhatRecursesOverDepth(t *testing.T) {
 		if !errors.As(err, &ue) || ue.Code != CodeRefused || !strings.Contains(ue.Msg, "not allowed") {
 			t.Errorf("query %q: %v, want a refusal", q, err)
 		}
+	}
+	// The engine's directories say nothing of the host (trial h9 D13: the service user's home).
+	r, err := d.query(ctx, "SELECT current_setting('secret_directory') AS s, current_setting('home_directory') AS h, current_setting('extension_directory') AS e", lim)
+	if err != nil || strings.Contains(r.Text, "/root") || !strings.Contains(r.Text, neutralDir) {
+		t.Errorf("the engine's directories: %+v %v", r, err)
 	}
 	for _, q := range []string{
 		"SELECT list_transform([1, 2], x -> x + 1) AS l",
@@ -571,5 +577,25 @@ func TestQueriesAndLoadsAreBoundedPerProcess(t *testing.T) {
 	<-s.loads
 	if _, err := s.Load(ctx, acct.ID, "t", LoadOptions{}); err != nil {
 		t.Errorf("a load after: %v", err)
+	}
+}
+
+// TestUploadCheckReadsTheWholeFile: a CSV whose values stop fitting the types sniffed from its
+// first rows is refused by the upload check with the engine's words, as a load would fail on
+// it: before, the check only counted rows, so that the file was stored and every load of it
+// failed (trial h9 D12).
+func TestUploadCheckReadsTheWholeFile(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("a,b\n")
+	for i := range 300_000 {
+		fmt.Fprintf(&b, "%d,%d\n", i, i)
+	}
+	b.WriteString("abc,1\n")
+	p := filepath.Join(t.TempDir(), "late.csv")
+	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := DescribeFile(context.Background(), p, CSV); err == nil || !strings.Contains(err.Error(), "is not a readable csv file") {
+		t.Errorf("DescribeFile of a CSV whose last row does not fit: %v", err)
 	}
 }

@@ -85,7 +85,10 @@ type Exchange struct {
 	// times the choices it asked for (0 when it gave no bound): the most output it is billed
 	// for, even when an upstream's own minimum made the gateway ask for more.
 	askedOutput int64
-	ir          *llm.Request
+	// tries observes the current expert's upstream tries (observeTries), kept here so that
+	// observing them allocates nothing.
+	tries tryObserver
+	ir    *llm.Request
 	// view and parsed are the request's view and its neutral form where start read it (ir, or
 	// a large body's; nil when it did not), for billedInput; billedIn is what billedInput
 	// found, once.
@@ -387,11 +390,7 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 			continue
 		}
 		t0 := time.Now()
-		input := body
-		if input == nil {
-			input = ur.body // a neutral request: what the upstream is sent
-		}
-		tries := x.observeTries(e, bound, input)
+		tries := x.observeTries(e, bound)
 		called, calledAny = e, true
 		var res *http.Response
 		if tries != nil {
@@ -405,7 +404,12 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 			x.expert, x.res, x.dropped, x.hostedBounds = e, res, ur.dropped, ur.hosted
 			x.attemptStart = t0
 			if tries != nil {
-				x.tr.attempt = tries.span
+				// The answering try's operation runs from its own start, not the expert's
+				// first try's (the back-off between tries is no operation's).
+				x.attemptStart = tries.start
+				if x.tr != nil {
+					x.tr.attempt = tries.span
+				}
 			}
 			if maxTokens > 0 {
 				// The client is billed for at most the bound it asked for, or the clamp.
@@ -419,7 +423,6 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 			}
 			return x, nil
 		}
-		x.failAttempt(e, err, t0)
 		lastErr = publicRefusal(err, e, modelID, client)
 		if ctx.Err() != nil {
 			break

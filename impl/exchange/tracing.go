@@ -97,25 +97,36 @@ func errorType(err error) string {
 // another: an expert's retries and the failover to the next expert read alike, each failed
 // one with its error.type. span is the last try's, which carries the answer's attributes when
 // it succeeded.
+//
+// Each failed try is also one operation in gen_ai.client.operation.duration, with its
+// error.type, traced or not (trial h8 D4: a 429 that a retry absorbed never showed, and nine
+// failed tries counted as three); the answering try's is counted when the answer ends
+// (finishAttempt), from start, when the try began.
 type tryObserver struct {
 	x     *Exchange
 	e     routing.Expert
 	bound int
-	body  []byte
 	span  trace.Span
+	start time.Time
 }
 
-// observeTries returns the observer of expert e's tries, or nil while tracing is off (the
-// call then goes unobserved and costs nothing more).
-func (x *Exchange) observeTries(e routing.Expert, bound int, body []byte) *tryObserver {
-	if x.tr == nil {
+// observeTries returns the observer of expert e's tries (the exchange's own, reset), or nil
+// while neither tracing nor metrics are on (the call then goes unobserved).
+func (x *Exchange) observeTries(e routing.Expert, bound int) *tryObserver {
+	if x.tr == nil && x.eng.metrics == nil {
 		return nil
 	}
-	return &tryObserver{x: x, e: e, bound: bound, body: body}
+	x.tries = tryObserver{x: x, e: e, bound: bound}
+	return &x.tries
 }
 
-// StartTry begins try n's span; the try's request carries its traceparent.
+// StartTry begins try n's span (when traced; the try's request carries its traceparent) and
+// notes when it began.
 func (o *tryObserver) StartTry(ctx context.Context, n int) context.Context {
+	o.start = time.Now()
+	if o.x.tr == nil {
+		return ctx
+	}
 	tctx, span := telemetry.Tracer().Start(ctx, telemetry.OperationChat+" "+o.e.Model, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(
 			telemetry.GenAIOperationName.String(telemetry.OperationChat),
@@ -126,29 +137,26 @@ func (o *tryObserver) StartTry(ctx context.Context, n int) context.Context {
 			telemetry.AttrModel.String(o.x.model.ID),
 			telemetry.AttrUpstreamAttempts.Int(n),
 		))
-	if o.x.tr.capture {
-		span.AddEvent(telemetry.EventInput, trace.WithAttributes(telemetry.AttrInput.String(string(o.body))))
-	}
 	o.span = span
 	return tctx
 }
 
-// EndTry ends a failed try's span with the reason; a successful try's span stays open for the
-// answer's attributes (finishAttempt ends it).
+// EndTry ends a failed try: its span with the reason, and its operation in the metrics; a
+// successful try's span stays open for the answer's attributes (finishAttempt ends it).
 func (o *tryObserver) EndTry(_ context.Context, _ int, err error) {
 	if err == nil {
 		return
 	}
-	telemetry.Fail(o.span, errorType(err), "the upstream try failed")
-	o.span.End()
-}
-
-// failAttempt counts a failed expert's operation (its tries' spans are ended already).
-func (x *Exchange) failAttempt(e routing.Expert, err error, t0 time.Time) {
 	et := errorType(err)
-	if x.eng.metrics != nil {
-		x.eng.metrics.ObserveGenAI(metrics.GenAIOperation{Operation: telemetry.OperationChat, Provider: providerName(e.Kind),
-			Model: x.model.ID, Duration: time.Since(t0), ErrorType: et, TraceID: telemetry.SampledTraceID(x.ctx)})
+	traceID := ""
+	if o.span != nil {
+		telemetry.Fail(o.span, et, "the upstream try failed")
+		o.span.End()
+		traceID = telemetry.SampledTraceID(o.x.ctx)
+	}
+	if m := o.x.eng.metrics; m != nil {
+		m.ObserveGenAI(metrics.GenAIOperation{Operation: telemetry.OperationChat, Provider: providerName(o.e.Kind),
+			Model: o.x.model.ID, Duration: time.Since(o.start), ErrorType: et, TraceID: traceID})
 	}
 }
 
@@ -232,7 +240,11 @@ func (x *Exchange) finishAttempt(status string) {
 			span.AddEvent("gen_ai.first_token", trace.WithTimestamp(x.started.Add(x.ttft)))
 		}
 		if x.tr.capture {
-			span.AddEvent(telemetry.EventOutput, trace.WithAttributes(telemetry.AttrOutput.String(x.tr.output.String())))
+			fr := x.tr.finishReason
+			if status != "ok" {
+				fr = status
+			}
+			attrs = append(attrs, x.contentAttributes(x.tr.output.String(), fr)...)
 		}
 		span.SetAttributes(attrs...)
 		if status != "ok" {

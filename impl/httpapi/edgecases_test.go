@@ -203,3 +203,32 @@ func TestFailedUpstreamTimeIsNotAddedTime(t *testing.T) {
 		t.Errorf("the request took %v (its upstream tries and back-off) and %.3fs of it was counted as the gateway's own", took, added)
 	}
 }
+
+// TestEveryUpstreamTryIsAnOperation: each try of an upstream call is one operation in
+// gen_ai.client.operation.duration, the failed ones with their error.type, traced or not: a 429
+// that a retry absorbed is counted as a 429 beside the answer (trial h8 D4: only the answer
+// was, once per expert).
+func TestEveryUpstreamTryIsAnOperation(t *testing.T) {
+	m := metrics.New()
+	g := apitest.Start(t, apitest.Options{Metrics: m})
+	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	status, _, body := do(t, g.Client(t), g.URL, request{"POST", "/v1/chat/completions",
+		`{"model":"service-flint-base","max_tokens":16,"messages":[{"role":"user","content":"x [[sim fault=429 times=1 tag=tries]]"}]}`},
+		map[string]string{"Authorization": "Bearer " + tenant.Key})
+	if status != http.StatusOK {
+		t.Fatalf("status %d: %s", status, body)
+	}
+	series := func(errorType string) string {
+		return `gen_ai_client_operation_duration_seconds_count{error_type="` + errorType + `",gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="service-flint-base"}`
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for scrape(t, m, series("")) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the answer's operation was not observed")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := scrape(t, m, series("429")); n != 1 {
+		t.Errorf("operations with error.type 429: %v, want the one try the retry absorbed", n)
+	}
+}

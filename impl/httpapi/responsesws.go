@@ -14,6 +14,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/auth"
@@ -21,6 +22,7 @@ import (
 	"github.com/tollgate/tollgate/impl/jsonview"
 	"github.com/tollgate/tollgate/impl/llm"
 	"github.com/tollgate/tollgate/impl/sse"
+	"github.com/tollgate/tollgate/impl/telemetry"
 )
 
 // The Responses API's WebSocket mode (GET /v1/responses with Upgrade: websocket), as Codex CLI's
@@ -279,6 +281,13 @@ func (sock *responsesSocket) serve(ctx context.Context, data []byte) bool {
 	s := sock.s
 	requestID := newRequestID()
 	ctx = context.WithValue(ctx, requestIDKey{}, requestID)
+	if telemetry.Enabled() {
+		// Each turn is a request of its own: its own trace, linked to the socket's.
+		var turn trace.Span
+		ctx, turn = telemetry.StartSocketTurn(ctx, "response.create "+responsesPath, responsesPath)
+		turn.SetAttributes(telemetry.AttrRequestID.String(requestID))
+		defer turn.End()
+	}
 	// The key is checked again for every response, as every POST checks it: a key revoked
 	// while the socket is open serves nothing more.
 	p, err := s.auth.Authenticate(ctx, sock.authorization)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -258,7 +259,7 @@ func TestRequestTracesInJaeger(t *testing.T) {
 			}
 		}
 		// No content for an account that did not opt in.
-		if a.Event(telemetry.EventInput) != nil || a.Event(telemetry.EventOutput) != nil || strings.Contains(tr.String(), "hello there") {
+		if a.Has(string(telemetry.AttrInput)) || a.Has(string(telemetry.AttrOutput)) || strings.Contains(tr.String(), "hello there") {
 			t.Errorf("content recorded for an account that did not opt in:\n%s", tr)
 		}
 		// The upstream continued the attempt's span.
@@ -341,6 +342,40 @@ func TestRequestTracesInJaeger(t *testing.T) {
 		}
 		if after := metricValue(scrapeOpenMetrics(t, m), ttft); after != before {
 			t.Errorf("time to first token observed for a failed stream: %v -> %v", before, after)
+		}
+	})
+
+	t.Run("Responses WebSocket turns", func(t *testing.T) {
+		// Each response.create on a socket is a request of its own: its own trace, rooted in a
+		// "response.create" server span (linked to the socket's), with its own trace id in its
+		// usage record; before, every turn of a socket shared the handshake's trace, which
+		// ended only with the socket (trial h8 D20).
+		ws := g.NewTenant(t, "ws-traced", 0, 100_000_000)
+		conn, _, err := dialResponses(t, g, ws.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2 {
+			sendCreate(t, conn, map[string]any{"model": "service-flint-base", "store": false, "max_output_tokens": 16,
+				"input": []any{userMessage(fmt.Sprintf("socket turn %d", i+1))}})
+			if evs := readResponse(t, conn); evs[len(evs)-1].Type != "response.completed" {
+				t.Fatalf("turn %d: %s", i+1, evs[len(evs)-1].raw)
+			}
+		}
+		waitSettled(t, g, ws.Account, 2)
+		recs, err := g.Store.UsageRecords(context.Background(), ws.Account.ID, 2)
+		if err != nil || len(recs) != 2 {
+			t.Fatalf("usage records: %v %v", recs, err)
+		}
+		if recs[0].TraceID == recs[1].TraceID || recs[0].TraceID == ([16]byte{}) {
+			t.Fatalf("the two turns' trace ids: %x and %x, want two", recs[0].TraceID, recs[1].TraceID)
+		}
+		for _, rec := range recs {
+			tr := j.WaitTrace(t, hex.EncodeToString(rec.TraceID[:]), 3)
+			turn := tr.One(t, "response.create /v1/responses")
+			if turn.Kind != "server" || turn.Parent != nil || len(clientSpans(tr)) != 1 || clientSpans(tr)[0].Parent != turn {
+				t.Errorf("a socket turn's trace:\n%s", tr)
+			}
 		}
 	})
 
@@ -496,12 +531,25 @@ func TestRequestTracesInJaeger(t *testing.T) {
 		traceID, _ := traceOf(t, h)
 		tr := j.WaitTrace(t, traceID, 5)
 		a := clientSpans(tr)[0]
-		in, out := a.Event(telemetry.EventInput), a.Event(telemetry.EventOutput)
-		if in == nil || !strings.Contains(in.Attrs[string(telemetry.AttrInput)].(string), "my secret prompt") {
-			t.Errorf("no input event with the prompt:\n%s\n%+v", tr, a.Events)
+		// The GenAI conventions' input and output message schemas, as JSON text on the span
+		// (trial h8 D3: the raw request body, and the answer's bare text in an event).
+		type part struct{ Type, Content string }
+		type message struct {
+			Role         string
+			Parts        []part
+			FinishReason *string `json:"finish_reason"`
 		}
-		if out == nil || out.Attrs[string(telemetry.AttrOutput)] == "" {
-			t.Errorf("no output event with the answer: %+v", a.Events)
+		var in, out []message
+		if err := json.Unmarshal([]byte(a.Attr(string(telemetry.AttrInput))), &in); err != nil || len(in) != 1 || in[0].Role != "user" ||
+			len(in[0].Parts) != 1 || in[0].Parts[0].Type != "text" || in[0].Parts[0].Content != "my secret prompt" {
+			t.Errorf("gen_ai.input.messages %q (%v), want the prompt as one user message", a.Attr(string(telemetry.AttrInput)), err)
+		}
+		if err := json.Unmarshal([]byte(a.Attr(string(telemetry.AttrOutput))), &out); err != nil || len(out) != 1 || out[0].Role != "assistant" ||
+			len(out[0].Parts) != 1 || out[0].Parts[0].Content == "" || out[0].FinishReason == nil || *out[0].FinishReason != "stop" {
+			t.Errorf("gen_ai.output.messages %q (%v), want the answer as one assistant message with its finish reason", a.Attr(string(telemetry.AttrOutput)), err)
+		}
+		if len(a.Events) > 0 && a.Event("gen_ai.output") != nil {
+			t.Errorf("a gen_ai.output event, which the conventions do not have: %+v", a.Events)
 		}
 	})
 }

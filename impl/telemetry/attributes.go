@@ -72,11 +72,13 @@ const (
 	AdmissionUnavailable = "unavailable"
 )
 
-// Span event names and attributes for captured content (only for accounts that opted in),
-// after the GenAI conventions' event names.
+// Captured content (only for accounts that opted in): the GenAI conventions' attributes, set on
+// the answering attempt's span as JSON text in the conventions' input and output message
+// schemas, which the conventions allow on spans where an SDK has no structured attribute values
+// (the Go SDK has none). Before, the input was the raw request body and the output a bare
+// text in an event of its own name (trial h8 D3).
 const (
-	EventInput  = "gen_ai.client.inference.operation.details"
-	AttrInput   = attribute.Key("gen_ai.input.messages")
-	AttrOutput  = attribute.Key("gen_ai.output.messages")
-	EventOutput = "gen_ai.output"
+	AttrInput              = attribute.Key("gen_ai.input.messages")
+	AttrOutput             = attribute.Key("gen_ai.output.messages")
+	AttrSystemInstructions = attribute.Key("gen_ai.system_instructions")
 )

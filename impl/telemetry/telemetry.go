@@ -200,6 +200,16 @@ const headerTraceparent = "Traceparent"
 // serverKind is StartServer's one option, made once.
 var serverKind = trace.WithSpanKind(trace.SpanKindServer)
 
+// StartSocketTurn begins the SERVER span of one request made on a WebSocket (a
+// response.create of the Responses API's WebSocket mode): the root of a trace of its own,
+// linked to the socket's span (ctx's), so that each turn is one trace, as each POST is, with
+// its own trace id in its usage record, rather than every turn of an hours-long socket in one
+// trace that never completes (trial h8 D20). Call it only when tracing is on.
+func StartSocketTurn(ctx context.Context, name, route string) (context.Context, trace.Span) {
+	return Tracer().Start(ctx, name, trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithLinks(trace.LinkFromContext(ctx)), trace.WithAttributes(semconv.HTTPRouteKey.String(route)))
+}
+
 // EndServer names the server span after its route ("POST /v1/chat/completions", after the
 // HTTP conventions), records the status and ends it; a 5xx is an error.
 func EndServer(span trace.Span, method, route string, status int) {

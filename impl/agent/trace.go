@@ -42,7 +42,7 @@ const tracerName = "github.com/tollgate/tollgate/impl/agent"
 
 // The attributes of the agents' spans.
 const (
-	attrSessionID  = attribute.Key("tollgate.agent.session_id")
+	attrSessionID  = telemetry.AttrAgentSessionID
 	attrSlot       = attribute.Key("tollgate.agent.slot")
 	attrStep       = attribute.Key("tollgate.agent.step")
 	attrTurn       = attribute.Key("tollgate.agent.turn")

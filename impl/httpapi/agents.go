@@ -9,12 +9,15 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tollgate/tollgate/gen/api"
 	"github.com/tollgate/tollgate/impl/agent"
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/sse"
 	"github.com/tollgate/tollgate/impl/store"
+	"github.com/tollgate/tollgate/impl/telemetry"
 )
 
 // The /v1/agents routes are thin adapters to the agent service (impl/agent), which owns every
@@ -142,6 +145,7 @@ func (s *Server) SpawnAgent(ctx context.Context, req api.SpawnAgentRequestObject
 	if err != nil {
 		return nil, agentError(slot, err)
 	}
+	noteSession(ctx, res.SessionID)
 	return api.SpawnAgent202JSONResponse{Body: api.AgentSpawnResponse{Ok: true, CommandId: res.CommandID, AllocatedSlot: res.Slot,
 		Status: api.AgentSpawnResponseStatus(res.Status), SessionId: &res.SessionID}}, nil
 }
@@ -160,6 +164,7 @@ func (s *Server) SendAgentMessage(ctx context.Context, req api.SendAgentMessageR
 	if err != nil {
 		return nil, agentError(req.Slot, err)
 	}
+	noteSession(ctx, res.SessionID)
 	return api.SendAgentMessage202JSONResponse{Body: api.AgentMessageResponse{MessageId: res.MessageID, Slot: res.Slot,
 		SessionId: &res.SessionID, Queued: &res.Queued}}, nil
 }
@@ -387,4 +392,13 @@ func rawOrEmpty(data json.RawMessage) json.RawMessage {
 		return json.RawMessage("{}")
 	}
 	return data
+}
+
+// noteSession names the agent session a request spawned or messaged on the request's server
+// span, so that the request's trace leads to the session's (whose invoke_agent span links
+// back to it).
+func noteSession(ctx context.Context, id string) {
+	if span := trace.SpanFromContext(ctx); span.IsRecording() && id != "" {
+		span.SetAttributes(telemetry.AttrAgentSessionID.String(id))
+	}
 }

@@ -7,8 +7,12 @@ import (
 	"strconv"
 	"strings"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/mcp"
+	"github.com/tollgate/tollgate/impl/telemetry"
 )
 
 // family is the error envelope a route answers with.
@@ -70,7 +74,30 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 		w.WriteHeader(StatusClientClosedRequest)
 		return
 	}
+	noteRefusal(r, err)
 	writeErrorFamily(w, familyOf(r.URL.Path), err)
+}
+
+// noteRefusal says on the request's server span, when it is recorded, why the request was
+// refused: the error's type and code (the OpenAI envelope's words, e.g. invalid_request_error
+// and context_length_exceeded, insufficient_quota, rate_limit_exceeded) and the field it names.
+// HTTP's conventions leave a 4xx server span's status unset, and the trace said nothing of
+// the reason that the access log did not (trial h8 D18).
+func noteRefusal(r *http.Request, err error) {
+	span := trace.SpanFromContext(r.Context())
+	if !span.IsRecording() {
+		return
+	}
+	e := apierror.As(err)
+	typ, code := e.OpenAITypeCode()
+	attrs := []attribute.KeyValue{telemetry.AttrErrorType.String(typ)}
+	if code != "" {
+		attrs = append(attrs, telemetry.AttrErrorCode.String(code))
+	}
+	if e.Param != "" {
+		attrs = append(attrs, telemetry.AttrErrorParam.String(e.Param))
+	}
+	span.SetAttributes(attrs...)
 }
 
 // clientClosed reports whether r's client has gone: the server ends the request's context

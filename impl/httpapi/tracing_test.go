@@ -379,6 +379,28 @@ func TestRequestTracesInJaeger(t *testing.T) {
 		}
 	})
 
+	t.Run("an agent spawn names its session", func(t *testing.T) {
+		// The request that spawns a session names it on its server span, so that its trace
+		// leads to the session's (trial h8 D17: only the session's span linked back).
+		agents := g.NewTenant(t, "traced-agents", 0, 100_000_000)
+		g.AssignSlot(t, agents.Account.ID, "main")
+		status, h, body := tracedPost(t, g, agents.Key, "/v1/agents", `{"slot":"main","prompt":"Say hello."}`)
+		if status != http.StatusAccepted {
+			t.Fatalf("status %d: %s", status, body)
+		}
+		var res struct {
+			SessionID string `json:"sessionId"`
+		}
+		if err := json.Unmarshal([]byte(body), &res); err != nil || res.SessionID == "" {
+			t.Fatalf("spawn answer %s: %v", body, err)
+		}
+		traceID, _ := traceOf(t, h)
+		tr := j.WaitTrace(t, traceID, 2) // the server span and its authentication
+		if server := tr.One(t, "POST /v1/agents"); server.Attr("tollgate.agent.session_id") != res.SessionID {
+			t.Errorf("the spawn's server span names session %q, want %s:\n%s", server.Attr("tollgate.agent.session_id"), res.SessionID, tr)
+		}
+	})
+
 	t.Run("prompt-cache counts", func(t *testing.T) {
 		// The simulator plays Anthropic's prompt cache: the first request writes the prefix,
 		// the second reads it.
@@ -457,6 +479,10 @@ func TestRequestTracesInJaeger(t *testing.T) {
 		}
 		if server.Attr("http.response.status_code") != "402" {
 			t.Errorf("server span status:\n%s", tr)
+		}
+		// The server span says why (trial h8 D18): the envelope's type and code.
+		if server.Attr("tollgate.error.type") != "insufficient_quota" || server.Attr("tollgate.error.code") != "insufficient_quota" {
+			t.Errorf("the refused request's server span does not say why:\n%s", tr)
 		}
 		if n := len(clientSpans(tr)); n != 0 {
 			t.Errorf("%d attempt spans after a refusal:\n%s", n, tr)

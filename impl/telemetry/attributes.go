@@ -42,6 +42,14 @@ const (
 	AttrKey     = attribute.Key("tollgate.key.id")
 	// AttrRequestID is the request's x-request-id.
 	AttrRequestID = attribute.Key("tollgate.request.id")
+	// AttrErrorType, AttrErrorCode and AttrErrorParam say why a request was refused, on its
+	// server span: the error envelope's type and code, and the field it names.
+	AttrErrorType  = attribute.Key("tollgate.error.type")
+	AttrErrorCode  = attribute.Key("tollgate.error.code")
+	AttrErrorParam = attribute.Key("tollgate.error.param")
+	// AttrAgentSessionID names an agent session: on its invoke_agent span and steps, and on the
+	// server span of the request that spawned it or messaged it (trial h8 D17: nothing led there).
+	AttrAgentSessionID = attribute.Key("tollgate.agent.session_id")
 	// AttrModel is the gateway model asked for (from the catalog).
 	AttrModel = attribute.Key("tollgate.model")
 	// AttrExpert names the upstream of an attempt ("provider/model").

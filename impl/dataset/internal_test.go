@@ -131,14 +131,7 @@ func TestCleanName(t *testing.T) {
 // a dataset's database: DuckDB's parser check refuses them, and nothing runs.
 func TestEngineChecksWithoutTokenizer(t *testing.T) {
 	ctx := context.Background()
-	p := filepath.Join(t.TempDir(), "t.csv")
-	if err := os.WriteFile(p, []byte("a,b\n1,x\n2,y\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	d, _, err := openDuck(ctx, engineConfig{threads: 1, memoryLimit: 64 << 20, conns: 2}, loadSpec{path: p, format: CSV, name: "t"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := smallDuck(t, "a,b\n1,x\n2,y\n", 2)
 	// Not closed: closing the database broken at the end of the test would abort the process.
 	lim := queryLimits{timeout: 5e9, rows: 10, bytes: 1 << 16}
 	for _, q := range []string{
@@ -181,30 +174,7 @@ func TestEngineChecksWithoutTokenizer(t *testing.T) {
 // failed query and materialized again.
 func TestBrokenDatabaseIsReplaced(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, pgtest.ConnString(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if _, err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	acct, err := st.CreateAccount(ctx, "broken", "default")
-	if err != nil {
-		t.Fatal(err)
-	}
-	storage, err := NewDirStorage(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := New(st, storage, Options{})
-	defer s.Close()
-	if _, err := s.Put(ctx, acct.ID, "t", CSV, strings.NewReader("a\n1\n")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Load(ctx, acct.ID, "t", LoadOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	s, acct := loadedService(t, "broken", Options{})
 	e := s.entries[entryKey{acct.ID, "t"}]
 	if _, err := e.duck.db.ExecContext(ctx, "SELECT * FROM enable_logging(storage = 'file', storage_path = '/nonexistent/log')"); err != nil {
 		t.Fatal(err)
@@ -226,14 +196,7 @@ func TestBrokenDatabaseIsReplaced(t *testing.T) {
 // comprehensions still work.
 func TestQueriesRefuseWhatRecursesOverDepth(t *testing.T) {
 	ctx := context.Background()
-	p := filepath.Join(t.TempDir(), "t.csv")
-	if err := os.WriteFile(p, []byte("a,b\n1,x\n2,y\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	d, _, err := openDuck(ctx, engineConfig{threads: 1, memoryLimit: 64 << 20, conns: 2}, loadSpec{path: p, format: CSV, name: "t"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := smallDuck(t, "a,b\n1,x\n2,y\n", 2)
 	defer d.Close()
 	lim := queryLimits{timeout: 5e9, rows: 10, bytes: 1 << 16}
 	for _, q := range []string{
@@ -334,30 +297,7 @@ func TestDeeplyNestedFilesAreRefused(t *testing.T) {
 // a whole copy of the dataset each time (trial h9 D3).
 func TestBusyDatabaseIsNotQuarantined(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, pgtest.ConnString(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if _, err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	acct, err := st.CreateAccount(ctx, "busy", "default")
-	if err != nil {
-		t.Fatal(err)
-	}
-	storage, err := NewDirStorage(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := New(st, storage, Options{QueryTimeout: 300 * time.Millisecond})
-	defer s.Close()
-	if _, err := s.Put(ctx, acct.ID, "t", CSV, strings.NewReader("a\n1\n")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Load(ctx, acct.ID, "t", LoadOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	s, acct := loadedService(t, "busy", Options{QueryTimeout: 300 * time.Millisecond})
 	e := s.entries[entryKey{acct.ID, "t"}]
 	var held []*sql.Conn
 	for {
@@ -369,7 +309,7 @@ func TestBusyDatabaseIsNotQuarantined(t *testing.T) {
 		}
 		held = append(held, c)
 	}
-	_, err = s.Query(ctx, acct.ID, "t", "SELECT nope FROM t")
+	_, err := s.Query(ctx, acct.ID, "t", "SELECT nope FROM t")
 	var ue *Error
 	if !errors.As(err, &ue) || ue.Code != CodeTimeout || !strings.Contains(ue.Msg, "busy") {
 		t.Errorf("a query while %d connections are held: %v, want busy", len(held), err)
@@ -419,18 +359,7 @@ func (d *deletingStorage) LocalPath(ctx context.Context, key string) (string, er
 // itself after the delete and the deleted data stayed queryable).
 func TestLoadRacingADeleteOrReplaceLoadsNothing(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, pgtest.ConnString(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if _, err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	acct, err := st.CreateAccount(ctx, "racing", "default")
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, acct := testStore(t, "racing")
 	dir, err := NewDirStorage(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -477,14 +406,7 @@ func TestLoadRacingADeleteOrReplaceLoadsNothing(t *testing.T) {
 // a plain one as it is (trial h9 D7).
 func TestTextCellsCannotBeMisread(t *testing.T) {
 	ctx := context.Background()
-	p := filepath.Join(t.TempDir(), "t.csv")
-	if err := os.WriteFile(p, []byte("a\n1\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	d, _, err := openDuck(ctx, engineConfig{threads: 1, memoryLimit: 64 << 20, conns: 1}, loadSpec{path: p, format: CSV, name: "t"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := smallDuck(t, "a\n1\n", 1)
 	defer d.Close()
 	r, err := d.query(ctx, `SELECT 'EU | fake | 999' AS region, NULL AS n, 'NULL' AS s, 'a\nb' AS lit, E'x\ny' AS nl, ' pad' AS sp, '' AS e, 'plain <b>' AS ok`,
 		queryLimits{timeout: 5e9, rows: 10, bytes: 1 << 16})
@@ -509,30 +431,7 @@ func TestTextCellsCannotBeMisread(t *testing.T) {
 // so that without bounds the engine's memory grew with what tenants ran at once (trial h9 D6).
 func TestQueriesAndLoadsAreBoundedPerProcess(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, pgtest.ConnString(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if _, err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	acct, err := st.CreateAccount(ctx, "bounded", "default")
-	if err != nil {
-		t.Fatal(err)
-	}
-	storage, err := NewDirStorage(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := New(st, storage, Options{MaxQueries: 2, MaxAccountQueries: 1, MaxLoads: 1, QueryTimeout: time.Second, LoadTimeout: 300 * time.Millisecond})
-	defer s.Close()
-	if _, err := s.Put(ctx, acct.ID, "t", CSV, strings.NewReader("a\n1\n")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Load(ctx, acct.ID, "t", LoadOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	s, acct := loadedService(t, "bounded", Options{MaxQueries: 2, MaxAccountQueries: 1, MaxLoads: 1, QueryTimeout: time.Second, LoadTimeout: 300 * time.Millisecond})
 	busy := func(err error, text string) bool {
 		var ue *Error
 		return errors.As(err, &ue) && ue.Code == CodeTimeout && strings.Contains(ue.Msg, text)
@@ -598,4 +497,59 @@ func TestUploadCheckReadsTheWholeFile(t *testing.T) {
 	if _, err := DescribeFile(context.Background(), p, CSV); err == nil || !strings.Contains(err.Error(), "is not a readable csv file") {
 		t.Errorf("DescribeFile of a CSV whose last row does not fit: %v", err)
 	}
+}
+
+// testStore opens a migrated throwaway database with one account called name.
+func testStore(t *testing.T, name string) (*store.Store, store.Account) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, pgtest.ConnString(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	acct, err := st.CreateAccount(ctx, name, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, acct
+}
+
+// smallDuck is a dataset database of table t loaded from csv, with conns connections (not
+// closed: a test that breaks it must not close it, which would abort the process).
+func smallDuck(t *testing.T, csv string, conns int) *duck {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "t.csv")
+	if err := os.WriteFile(p, []byte(csv), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, _, err := openDuck(context.Background(), engineConfig{threads: 1, memoryLimit: 64 << 20, conns: conns}, loadSpec{path: p, format: CSV, name: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// loadedService is a Service on a fresh database and directory storage whose account name has
+// dataset t (one column a, one row) stored and loaded; it is closed when the test ends.
+func loadedService(t *testing.T, name string, opts Options) (*Service, store.Account) {
+	t.Helper()
+	ctx := context.Background()
+	st, acct := testStore(t, name)
+	storage, err := NewDirStorage(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(st, storage, opts)
+	t.Cleanup(func() { _ = s.Close() })
+	if _, err := s.Put(ctx, acct.ID, "t", CSV, strings.NewReader("a\n1\n")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Load(ctx, acct.ID, "t", LoadOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return s, acct
 }

@@ -199,7 +199,7 @@ func UpstreamWaitOf(err error) time.Duration {
 
 // start is Start with an in-process call's options (nil for a Request from an edge); on an
 // error it leaves in *waited the time its upstream calls took.
-func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited *time.Duration) (xr *Exchange, errr error) {
+func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited *time.Duration) (_ *Exchange, startErr error) {
 	p, client, body, view, forward := r.Principal, r.Client, r.Body, r.View, r.Forward
 	var (
 		modelID            string
@@ -328,7 +328,7 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 	x := &Exchange{eng: eng, ctx: ctx, client: client, principal: p, requestID: requestID, model: m, stream: stream,
 		inputEst: inputEst, ir: ir, view: view, parsed: parsed, reserve: reservation, started: time.Now(), opts: o}
 	defer func() {
-		if errr != nil && waited != nil {
+		if startErr != nil && waited != nil {
 			*waited = x.upstreamWait
 		}
 	}()

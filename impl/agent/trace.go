@@ -105,8 +105,15 @@ func agentName(agent, slot string) string {
 // linked to the span in ctx (whatever spawned it). The caller ends it once the spawn is done.
 func startInvokeAgent(ctx context.Context, p db.InsertAgentSessionParams) (context.Context, trace.Span) {
 	name := agentName(p.AgentName, p.SlotName)
+	// gen_ai.agent.id names the agent, the account's slot that runs one session after another;
+	// the session is the conversation (gen_ai.conversation.id). Trial h8 D6: both were the
+	// session's id.
+	agentID := p.ID.String()
+	if p.SlotID.Valid {
+		agentID = uuid.UUID(p.SlotID.Bytes).String()
+	}
 	attrs := []attribute.KeyValue{
-		telemetry.GenAIOperationName.String(spanInvokeAgent), telemetry.GenAIAgentID.String(p.ID.String()), telemetry.GenAIAgentName.String(name),
+		telemetry.GenAIOperationName.String(spanInvokeAgent), telemetry.GenAIAgentID.String(agentID), telemetry.GenAIAgentName.String(name),
 		telemetry.GenAIConversationID.String(p.ID.String()), attrSessionID.String(p.ID.String()), attrSlot.String(p.SlotName),
 		telemetry.GenAIRequestModel.String(p.Model), telemetry.AttrAccount.String(p.AccountID.String()),
 	}

@@ -106,7 +106,10 @@ func TestAgentSessionIsOneTrace(t *testing.T) {
 		t.Errorf("invoke_agent links %v, want the spawning request's span", root.Links())
 	}
 	a := spanAttrs(root)
-	for k, v := range map[attribute.Key]string{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.id": res.SessionID,
+	if id := a["gen_ai.agent.id"]; id == "" || id == res.SessionID {
+		t.Errorf("invoke_agent gen_ai.agent.id = %q, want the slot's id, not the session's (the conversation's)", id)
+	}
+	for k, v := range map[attribute.Key]string{"gen_ai.operation.name": "invoke_agent", "gen_ai.conversation.id": res.SessionID,
 		"gen_ai.agent.name": "main", "tollgate.account.id": acme.p.AccountID.String(), "tollgate.key.id": acme.p.KeyID.String()} {
 		if a[k] != v {
 			t.Errorf("invoke_agent %s = %q, want %q", k, a[k], v)

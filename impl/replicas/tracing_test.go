@@ -521,7 +521,7 @@ func TestAgentSessionTraceAcrossReplicaRestart(t *testing.T) {
 	}
 	root := tr.Roots[0]
 	if root.Attr("gen_ai.operation.name") != "invoke_agent" || root.Attr("tollgate.agent.session_id") == "" ||
-		root.Attr("gen_ai.agent.id") != root.Attr("tollgate.agent.session_id") || root.Attr("gen_ai.agent.name") != "main" ||
+		root.Attr("gen_ai.conversation.id") != root.Attr("tollgate.agent.session_id") || root.Attr("gen_ai.agent.id") == root.Attr("tollgate.agent.session_id") || root.Attr("gen_ai.agent.name") != "main" ||
 		root.Attr("tollgate.account.id") != acct.String() {
 		t.Errorf("invoke_agent attributes: %v", root.Attrs)
 	}

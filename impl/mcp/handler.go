@@ -232,12 +232,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	params, perr := checkParams(method, msg.Params)
 	if perr != "" {
+		noteRPCError(r.Context(), method, id, codeInvalidParams)
 		writeError(w, http.StatusOK, id, codeInvalidParams, "invalid params: "+perr)
 		return
 	}
 	switch method {
 	case "initialize", "ping", "tools/list", "tools/call":
 	default:
+		noteRPCError(r.Context(), method, id, codeMethodNotFound)
 		writeError(w, http.StatusOK, id, codeMethodNotFound, fmt.Sprintf("method not found: %q", method))
 		return
 	}
@@ -260,6 +262,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	out := rpcResponse{JSONRPC: "2.0", ID: id}
 	if resp.Error != nil {
 		out.Error = toRPCError(resp.Error)
+		noteRPCError(ctx, method, id, out.Error.Code)
 	} else {
 		out.Result = stripModernResult(resp.Result)
 		if len(out.Result) == 0 {

@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel"
@@ -78,4 +79,24 @@ func endToolSpan(span trace.Span, res tool.Result, errType string) {
 		span.SetStatus(codes.Error, errType)
 	}
 	span.End()
+}
+
+// noteRPCError says on the request's span (the gateway's server span for POST /api/mcp) that
+// the JSON-RPC request failed before or instead of a tool's run: the method, the request id and
+// the JSON-RPC error code as error.type, with an error status, as the conventions for MCP
+// servers ask. Trial h8 D14: an unknown tool or bad params left a trace that said nothing.
+func noteRPCError(ctx context.Context, method string, id json.RawMessage, code int64) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	attrs := []attribute.KeyValue{telemetry.ErrorType.String(strconv.FormatInt(code, 10))}
+	if method != "" {
+		attrs = append(attrs, attrRPCMethod.String(method))
+	}
+	if len(id) > 0 && string(id) != "null" {
+		attrs = append(attrs, attrRPCRequestID.String(rpcIDText(id)))
+	}
+	span.SetAttributes(attrs...)
+	span.SetStatus(codes.Error, "JSON-RPC error "+strconv.FormatInt(code, 10))
 }

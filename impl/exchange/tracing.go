@@ -137,6 +137,9 @@ func (o *tryObserver) StartTry(ctx context.Context, n int) context.Context {
 			telemetry.AttrModel.String(o.x.model.ID),
 			telemetry.AttrUpstreamAttempts.Int(n),
 		))
+	if o.e.Host != "" {
+		span.SetAttributes(telemetry.ServerAddress.String(o.e.Host), telemetry.ServerPort.Int(o.e.Port))
+	}
 	o.span = span
 	return tctx
 }

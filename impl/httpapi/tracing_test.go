@@ -236,6 +236,11 @@ func TestRequestTracesInJaeger(t *testing.T) {
 		want := map[string]string{
 			"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.max_tokens": "16",
 			"gen_ai.response.model": model, "tollgate.model": "service-flint-base",
+			// The provider's address, from its base URL (trial h8 D8).
+			"server.address": "127.0.0.1",
+		}
+		if port, _ := strconv.Atoi(a.Attr("server.port")); port <= 0 {
+			t.Errorf("attempt span server.port = %q", a.Attr("server.port"))
 		}
 		for k, v := range want {
 			if a.Attr(k) != v {

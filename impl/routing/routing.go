@@ -27,7 +27,9 @@
 package routing
 
 import (
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -55,6 +57,10 @@ type Expert struct {
 	// AutomaticCache is true when a request translated for the expert from an OpenAI format
 	// may ask for the provider's automatic prompt caching (config.Provider.PromptCache).
 	AutomaticCache bool
+	// Host and Port are the provider's address, from its base URL (empty and 0 for the
+	// built-in simulator), for the upstream tries' trace spans.
+	Host string
+	Port int
 }
 
 // HostedPolicy is the expert's hosted tools as the converters ask for them.
@@ -132,9 +138,21 @@ func NewRegistry(cfg *config.Config) *Registry {
 	kinds := map[string]llm.Format{}
 	hosted := map[string][llm.NumHostedTools]config.HostedTool{}
 	autoCache := map[string]bool{}
+	type address struct {
+		host string
+		port int
+	}
+	addresses := map[string]address{}
 	for _, p := range cfg.Providers {
 		kinds[p.Name] = llm.Format(p.Kind)
 		autoCache[p.Name] = p.AutomaticPromptCache()
+		if u, err := url.Parse(p.BaseURL); err == nil && u.Host != "" {
+			a := address{host: u.Hostname()}
+			if a.port, err = strconv.Atoi(u.Port()); err != nil {
+				a.port = map[string]int{"https": 443, "http": 80}[u.Scheme]
+			}
+			addresses[p.Name] = a
+		}
 		var h [llm.NumHostedTools]config.HostedTool
 		for name, price := range p.HostedTools {
 			if t, ok := llm.HostedToolNamed(name); ok {
@@ -153,7 +171,7 @@ func NewRegistry(cfg *config.Config) *Registry {
 		for _, u := range ups {
 			e := Expert{Key: u.Provider + "/" + u.Model, Provider: u.Provider, Model: u.Model, Kind: kinds[u.Provider],
 				Price: m.Price.Resolved(), MaxOutputTokens: m.MaxOutputTokens, Strengths: u.Strengths, Hosted: hosted[u.Provider],
-				AutomaticCache: autoCache[u.Provider]}
+				AutomaticCache: autoCache[u.Provider], Host: addresses[u.Provider].host, Port: addresses[u.Provider].port}
 			for _, h := range e.Hosted {
 				rm.HostedPriced = rm.HostedPriced || h.MaxCalls > 0
 			}

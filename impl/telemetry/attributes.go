@@ -22,6 +22,10 @@ const (
 	GenAIAgentName            = attribute.Key("gen_ai.agent.name")
 	GenAIConversationID       = attribute.Key("gen_ai.conversation.id")
 	ErrorType                 = attribute.Key("error.type")
+	// ServerAddress and ServerPort name the provider an upstream try calls (the conventions'
+	// recommended attributes of a GenAI client span).
+	ServerAddress = attribute.Key("server.address")
+	ServerPort    = attribute.Key("server.port")
 )
 
 // Values of gen_ai.operation.name.

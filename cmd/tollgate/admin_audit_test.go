@@ -37,6 +37,7 @@ func TestAdminApprovalDecisionsAudited(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	mustAdmin(t, "slot assign acme main") // a spawn approval needs a slot to run in
 	p := auth.Principal{AccountID: acct.ID}
 	approved, err := svc.RequestSpawn(ctx, p, agent.SpawnAction{Purpose: "count the sales"})
 	if err != nil {
@@ -107,6 +108,7 @@ func TestAdminShowsAgentTextSafely(t *testing.T) {
 	if _, err := svc.OpenTicket(ctx, acct.ID, nil, "title "+hostile, "body", "agent:x"); err != nil {
 		t.Fatal(err)
 	}
+	mustAdmin(t, "slot assign acme main") // a spawn approval needs a slot to run in
 	if _, err := svc.RequestSpawn(ctx, auth.Principal{AccountID: acct.ID}, agent.SpawnAction{Purpose: "purpose " + hostile}); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tollgate/tollgate/impl/auth"
@@ -49,8 +50,22 @@ func rpcIDText(id json.RawMessage) string {
 	return string(id)
 }
 
-// startToolSpan starts the execute_tool span of a call of the tool named name.
-func startToolSpan(ctx context.Context, name string) (context.Context, trace.Span) {
+// startToolSpan starts the execute_tool span of a call of the tool named name. When the call's
+// params._meta carries a W3C traceparent (an MCP client continuing its own trace), the span is
+// a child of that context and links to the request's span, as the conventions for MCP servers
+// ask (trial h8 D14: the client's trace was ignored); otherwise it is a child of the request's.
+func startToolSpan(ctx context.Context, name string, meta map[string]any) (context.Context, trace.Span) {
+	var links []trace.Link
+	if tp, ok := meta["traceparent"].(string); ok && tp != "" {
+		carrier := propagation.MapCarrier{"traceparent": tp}
+		if ts, ok := meta["tracestate"].(string); ok {
+			carrier["tracestate"] = ts
+		}
+		if remote := telemetry.Extract(ctx, carrier); trace.SpanContextFromContext(remote).IsValid() {
+			links = append(links, trace.LinkFromContext(ctx))
+			ctx = remote
+		}
+	}
 	attrs := []attribute.KeyValue{
 		telemetry.GenAIOperationName.String(telemetry.OperationExecuteTool), telemetry.GenAIToolName.String(name), telemetry.GenAIToolType.String(telemetry.ToolTypeFunction),
 		attrRPCMethod.String(methodToolsCall),
@@ -65,7 +80,7 @@ func startToolSpan(ctx context.Context, name string) (context.Context, trace.Spa
 		}
 	}
 	return otel.Tracer(tracerName).Start(ctx, telemetry.OperationExecuteTool+" "+name,
-		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...), trace.WithLinks(links...))
 }
 
 // endToolSpan ends a tool call's span with its outcome: errType is empty for a result that is

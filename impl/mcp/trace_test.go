@@ -143,6 +143,31 @@ func TestToolCallsAreExecuteToolSpans(t *testing.T) {
 		t.Errorf("tools/list made spans %v, want the server span alone", got)
 	}
 
+	// A call whose params._meta carries the client's traceparent continues the client's trace:
+	// its execute_tool span is a child of the client's span and links to the request's
+	// (trial h8 D14: the client's context was ignored).
+	{
+		before := len(rec.Ended())
+		post(t, url, "x", `{"jsonrpc":"2.0","id":"m1","method":"tools/call","params":{"name":"echo","arguments":{"word":"hi"},`+
+			`"_meta":{"traceparent":"00-11111111111111111111111111111111-2222222222222222-01"}}}`)
+		var server, exec sdktrace.ReadOnlySpan
+		for _, sp := range rec.Ended()[before:] {
+			switch sp.Name() {
+			case "POST /api/mcp":
+				server = sp
+			case "execute_tool echo":
+				exec = sp
+			}
+		}
+		if server == nil || exec == nil {
+			t.Fatalf("spans %v", names(rec.Ended()[before:]))
+		}
+		if exec.SpanContext().TraceID().String() != "11111111111111111111111111111111" || exec.Parent().SpanID().String() != "2222222222222222" ||
+			len(exec.Links()) != 1 || exec.Links()[0].SpanContext.SpanID() != server.SpanContext().SpanID() {
+			t.Errorf("a call with the client's traceparent: trace %s, parent %s, links %v", exec.SpanContext().TraceID(), exec.Parent().SpanID(), exec.Links())
+		}
+	}
+
 	// A JSON-RPC error (an unknown tool, answered by the SDK; an unknown method) says so on the
 	// server span: the method, the request id and the code as error.type, an error status
 	// (trial h8 D14: the trace said nothing).

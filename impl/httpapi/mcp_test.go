@@ -87,6 +87,12 @@ func TestMCPDatasetToolsThroughTheGateway(t *testing.T) {
 	if text, isErr := callTool(t, cs, "load_storage_dataset", map[string]any{"name": "sales", "filter": "region = 'north'"}); isErr || !strings.Contains(text, "2") {
 		t.Errorf("load_storage_dataset: %v %s", isErr, text)
 	}
+	// An integer beyond 2^53-1, which a JSON number does not carry exactly, is refused by the
+	// tool's schema with a message naming the bound (trial h9 D14: it was rounded, or refused
+	// with the decoder's words about a number the caller never sent).
+	if text, isErr := callTool(t, cs, "load_storage_dataset", map[string]any{"name": "sales", "limit": int64(9223372036854775807)}); !isErr || !strings.Contains(text, "maximum") {
+		t.Errorf("load_storage_dataset with limit 2^63-1: %v %s", isErr, text)
+	}
 	if text, isErr := callTool(t, cs, "query_datasets", map[string]any{}); isErr || !strings.Contains(text, "sales") {
 		t.Errorf("query_datasets: %v %s", isErr, text)
 	}

@@ -121,14 +121,20 @@ func (s *Service) RequestSpawn(ctx context.Context, p auth.Principal, a SpawnAct
 	}
 	// An account without a slot gets a refusal now, not an approval that can only fail once a
 	// person has approved it (trial h9 D10). Whether a slot is free is seen when it runs.
-	slots, err := s.q.ListAgentSlots(ctx, pgtype.UUID{Bytes: p.AccountID, Valid: true})
+	has, err := hasSlot(ctx, s.q, p.AccountID)
 	if err != nil {
 		return Approval{}, err
 	}
-	if len(slots) == 0 {
+	if !has {
 		return Approval{}, errNoSlot
 	}
 	return s.request(ctx, p, "spawn", a)
+}
+
+// hasSlot reports whether the account has an agent slot at all (free or not).
+func hasSlot(ctx context.Context, q *db.Queries, account uuid.UUID) (bool, error) {
+	slots, err := q.ListAgentSlots(ctx, pgtype.UUID{Bytes: account, Valid: true})
+	return len(slots) > 0, err
 }
 
 // errNoSlot refuses a spawn for an account that has no agent slot at all.
@@ -395,7 +401,7 @@ func (s *Service) spawnApproved(ctx context.Context, tx pgx.Tx, q *db.Queries, a
 		return uuid.Nil, err
 	}
 	if len(free) == 0 {
-		if slots, err := q.ListAgentSlots(ctx, pgtype.UUID{Bytes: a.AccountID, Valid: true}); err == nil && len(slots) == 0 {
+		if has, err := hasSlot(ctx, q, a.AccountID); err == nil && !has {
 			return uuid.Nil, errNoSlot
 		}
 		return uuid.Nil, conflictf("no free slot: every agent slot of the account runs a session")

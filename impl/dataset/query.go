@@ -478,7 +478,7 @@ func formatValue(v any, typ string) string {
 // showed as more columns, and 'NULL' as NULL, so that a dataset's data could change how the
 // model read the rows around it.)
 func textCell(s string) string {
-	if s == "" || s == "NULL" || strings.ContainsAny(s, "|\\\n\r\t") || s[0] == '"' || s[0] == ' ' || s[len(s)-1] == ' ' || hasControl(s) {
+	if s == "" || s == "NULL" || strings.ContainsAny(s, "|\\") || s[0] == '"' || s[0] == ' ' || s[len(s)-1] == ' ' || hasControl(s) {
 		var b strings.Builder
 		enc := json.NewEncoder(&b)
 		enc.SetEscapeHTML(false)

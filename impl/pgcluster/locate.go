@@ -93,11 +93,10 @@ func locate(acct *account, opts LocateOptions) (Location, error) {
 		return stay, nil
 	}
 	resolved := resolvePath(preferred)
-	root, err := filepath.Abs(opts.FallbackRoot)
+	root, base, err := fallbackBase(opts, resolved)
 	if err != nil {
-		return Location{}, fmt.Errorf("pgcluster: fallback root %q: %w", opts.FallbackRoot, err)
+		return Location{}, err
 	}
-	base := filepath.Join(root, fallbackName(opts.FallbackPrefix, resolved))
 	moved := Location{
 		DataDir:   filepath.Join(base, "postgres"),
 		SocketDir: filepath.Join(base, "socket"),
@@ -141,15 +140,21 @@ func Existing(opts LocateOptions) (string, bool) {
 		return preferred, true
 	}
 	if opts.FallbackRoot != "" {
-		root, err := filepath.Abs(opts.FallbackRoot)
-		if err == nil {
-			moved := filepath.Join(root, fallbackName(opts.FallbackPrefix, resolvePath(preferred)), "postgres")
-			if holdsCluster(moved) {
-				return moved, true
-			}
+		if _, base, err := fallbackBase(opts, resolvePath(preferred)); err == nil && holdsCluster(filepath.Join(base, "postgres")) {
+			return filepath.Join(base, "postgres"), true
 		}
 	}
 	return preferred, false
+}
+
+// fallbackBase is the fallback root (absolute) and, under it, the fallback directory of the
+// data directory at the resolved absolute path resolved.
+func fallbackBase(opts LocateOptions, resolved string) (root, base string, err error) {
+	root, err = filepath.Abs(opts.FallbackRoot)
+	if err != nil {
+		return "", "", fmt.Errorf("pgcluster: fallback root %q: %w", opts.FallbackRoot, err)
+	}
+	return root, filepath.Join(root, fallbackName(opts.FallbackPrefix, resolved)), nil
 }
 
 // fallbackName returns the name of the fallback directory for the data

@@ -135,31 +135,30 @@ type Registry struct {
 
 // NewRegistry builds the registry from a validated configuration.
 func NewRegistry(cfg *config.Config) *Registry {
-	kinds := map[string]llm.Format{}
-	hosted := map[string][llm.NumHostedTools]config.HostedTool{}
-	autoCache := map[string]bool{}
-	type address struct {
-		host string
-		port int
+	// What each provider gives its experts: its wire format, hosted tools, prompt caching and
+	// address.
+	type providerFacts struct {
+		kind      llm.Format
+		hosted    [llm.NumHostedTools]config.HostedTool
+		autoCache bool
+		host      string
+		port      int
 	}
-	addresses := map[string]address{}
+	providers := map[string]providerFacts{}
 	for _, p := range cfg.Providers {
-		kinds[p.Name] = llm.Format(p.Kind)
-		autoCache[p.Name] = p.AutomaticPromptCache()
-		if u, err := url.Parse(p.BaseURL); err == nil && u.Host != "" {
-			a := address{host: u.Hostname()}
-			if a.port, err = strconv.Atoi(u.Port()); err != nil {
-				a.port = map[string]int{"https": 443, "http": 80}[u.Scheme]
-			}
-			addresses[p.Name] = a
-		}
-		var h [llm.NumHostedTools]config.HostedTool
+		f := providerFacts{kind: llm.Format(p.Kind), autoCache: p.AutomaticPromptCache()}
 		for name, price := range p.HostedTools {
 			if t, ok := llm.HostedToolNamed(name); ok {
-				h[t] = price
+				f.hosted[t] = price
 			}
 		}
-		hosted[p.Name] = h
+		if u, err := url.Parse(p.BaseURL); err == nil && u.Host != "" {
+			f.host = u.Hostname()
+			if f.port, err = strconv.Atoi(u.Port()); err != nil {
+				f.port = map[string]int{"https": 443, "http": 80}[u.Scheme]
+			}
+		}
+		providers[p.Name] = f
 	}
 	r := &Registry{models: map[string]*Model{}}
 	for _, m := range cfg.Models {
@@ -169,9 +168,10 @@ func NewRegistry(cfg *config.Config) *Registry {
 			ups = []config.Upstream{*m.Backend}
 		}
 		for _, u := range ups {
-			e := Expert{Key: u.Provider + "/" + u.Model, Provider: u.Provider, Model: u.Model, Kind: kinds[u.Provider],
-				Price: m.Price.Resolved(), MaxOutputTokens: m.MaxOutputTokens, Strengths: u.Strengths, Hosted: hosted[u.Provider],
-				AutomaticCache: autoCache[u.Provider], Host: addresses[u.Provider].host, Port: addresses[u.Provider].port}
+			f := providers[u.Provider]
+			e := Expert{Key: u.Provider + "/" + u.Model, Provider: u.Provider, Model: u.Model, Kind: f.kind,
+				Price: m.Price.Resolved(), MaxOutputTokens: m.MaxOutputTokens, Strengths: u.Strengths, Hosted: f.hosted,
+				AutomaticCache: f.autoCache, Host: f.host, Port: f.port}
 			for _, h := range e.Hosted {
 				rm.HostedPriced = rm.HostedPriced || h.MaxCalls > 0
 			}

@@ -159,9 +159,9 @@ func Resolve(file config.Telemetry, getenv func(string) string) (Settings, error
 		}
 	}
 	if v := env("OTEL_BSP_MAX_QUEUE_SIZE"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			return Settings{}, fmt.Errorf("OTEL_BSP_MAX_QUEUE_SIZE: %q is not a positive integer", v)
+		n, err := positiveInt("OTEL_BSP_MAX_QUEUE_SIZE", v)
+		if err != nil {
+			return Settings{}, err
 		}
 		s.QueueSize = n
 	}
@@ -169,34 +169,27 @@ func Resolve(file config.Telemetry, getenv func(string) string) (Settings, error
 		s.QueueSize = DefaultQueueSize
 	}
 	if v := env("OTEL_BSP_SCHEDULE_DELAY"); v != "" {
-		ms, err := strconv.Atoi(v)
-		if err != nil || ms <= 0 {
-			return Settings{}, fmt.Errorf("OTEL_BSP_SCHEDULE_DELAY: %q is not a positive number of milliseconds", v)
+		ms, err := positiveInt("OTEL_BSP_SCHEDULE_DELAY", v)
+		if err != nil {
+			return Settings{}, err
 		}
 		s.BatchTimeout = time.Duration(ms) * time.Millisecond
 	}
-	millis := func(name, v string) (time.Duration, error) {
-		ms, err := strconv.Atoi(v)
-		if err != nil || ms <= 0 {
-			return 0, fmt.Errorf("%s: %q is not a positive number of milliseconds", name, v)
-		}
-		return time.Duration(ms) * time.Millisecond, nil
-	}
 	if v := env("OTEL_BSP_MAX_EXPORT_BATCH_SIZE"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			return Settings{}, fmt.Errorf("OTEL_BSP_MAX_EXPORT_BATCH_SIZE: %q is not a positive integer", v)
+		n, err := positiveInt("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", v)
+		if err != nil {
+			return Settings{}, err
 		}
 		s.BatchSize = n
 	}
 	s.BatchSize = min(s.BatchSize, s.QueueSize)
 	for _, name := range []string{"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_BSP_EXPORT_TIMEOUT"} {
 		if v := env(name); v != "" {
-			d, err := millis(name, v)
+			ms, err := positiveInt(name, v)
 			if err != nil {
 				return Settings{}, err
 			}
-			s.ExportTimeout = d
+			s.ExportTimeout = time.Duration(ms) * time.Millisecond
 			break
 		}
 	}
@@ -225,6 +218,15 @@ func Resolve(file config.Telemetry, getenv func(string) string) (Settings, error
 	}
 	s.Enabled = s.EndpointURL != "" && !disabled
 	return s, nil
+}
+
+// positiveInt reads the variable name's value v, a positive integer (a count, or milliseconds).
+func positiveInt(name, v string) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%s: %q is not a positive integer", name, v)
+	}
+	return n, nil
 }
 
 // parseSampler reads an OTEL_TRACES_SAMPLER value and its argument.

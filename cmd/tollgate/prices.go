@@ -4,6 +4,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -16,7 +18,9 @@ import (
 // runPrices prints the price catalog (the built-in one, with a LiteLLM file's entries over it
 // when -litellm names one) and the price each configured model and expert is billed at: of the
 // configuration serve and dev would run (-config, else TOLLGATE_CONFIG, else the built-in one
-// `make run` serves). Prices are US dollars per million tokens of each kind.
+// `make run` serves). Prices are US dollars per million tokens of each kind; the service tiers
+// (OpenAI's flex and priority) are listed by their input, cache-read and output prices (their
+// cache writes cost their input price).
 func runPrices(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("prices", flag.ContinueOnError)
 	fs.SetOutput(out)
@@ -39,7 +43,7 @@ func runPrices(args []string, out io.Writer) error {
 		names = cat.Names()
 	}
 	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ENTRY\tPROVIDER\tSINCE\tINPUT\tCACHE READ\tWRITE 5M\tWRITE 1H\tOUTPUT\tLONG CONTEXT")
+	fmt.Fprintln(w, "ENTRY\tPROVIDER\tSINCE\tINPUT\tCACHE READ\tWRITE 5M\tWRITE 1H\tOUTPUT\tLONG CONTEXT\tSERVICE TIERS (INPUT / CACHE READ / OUTPUT)")
 	for _, name := range names {
 		e, ok := cat.Lookup(name, *day)
 		switch {
@@ -60,7 +64,7 @@ func runPrices(args []string, out io.Writer) error {
 	}
 	fmt.Fprintln(out)
 	w = tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "MODEL\tUPSTREAM\tCATALOG\tINPUT\tCACHE READ\tWRITE 5M\tWRITE 1H\tOUTPUT\tLONG CONTEXT")
+	fmt.Fprintln(w, "MODEL\tUPSTREAM\tCATALOG\tINPUT\tCACHE READ\tWRITE 5M\tWRITE 1H\tOUTPUT\tLONG CONTEXT\tSERVICE TIERS (INPUT / CACHE READ / OUTPUT)")
 	for _, m := range cfg.Models {
 		ups := m.Experts
 		if m.Backend != nil {
@@ -87,6 +91,12 @@ func rateColumns(p price.Price) string {
 	} else {
 		cols = append(cols, "-")
 	}
+	var tiers []string
+	for _, name := range slices.Sorted(maps.Keys(p.ServiceTiers)) {
+		t := p.ServiceTiers[name]
+		tiers = append(tiers, fmt.Sprintf("%s: %s / %s / %s", name, dollars(t.Input), dollars(t.CacheRead), dollars(t.Output)))
+	}
+	cols = append(cols, orDash(strings.Join(tiers, "; ")))
 	return strings.Join(cols, "\t")
 }
 

@@ -148,33 +148,44 @@ func findStateReference(f llm.Format, value any, path string) (string, string) {
 	return "", ""
 }
 
-// unpricedTiers are, per format, the service tiers the price catalog has no price for: OpenAI's
-// priority (about 1.75 times the standard price), flex (about half) and scale. The catalog
-// prices the standard tier (pricecatalog), so a request for one of these is sent without its
-// service_tier (the provider's default, standard) and the field is named in the dropped list;
-// "auto" and "default" pass. Anthropic's service_tier (auto, standard_only) only chooses
-// capacity the operator has committed to, and passes.
-var unpricedTiers = map[llm.Format][]string{
-	llm.FormatChat:      {"priority", "flex", "scale"},
-	llm.FormatResponses: {"priority", "flex", "scale"},
-}
+// pricedTierFormats are the formats whose requests name an OpenAI service tier (auto, default,
+// flex, priority, scale). Anthropic's service_tier (auto, standard_only) only chooses capacity
+// the operator has committed to, and passes.
+var pricedTierFormats = map[llm.Format]bool{llm.FormatChat: true, llm.FormatResponses: true}
 
-// DropUnpricedTier removes, with an edit, a service_tier the price catalog cannot bill (see
-// unpricedTiers) from a request about to go to an upstream of its own format, and reports
-// whether it did.
-func DropUnpricedTier(f llm.Format, v *jsonview.View, edits *jsonview.Edits) bool {
-	tiers := unpricedTiers[f]
-	if tiers == nil {
-		return false
+// RequestedServiceTier is the service tier a request of format f asks for by name ("flex",
+// "priority", "scale"), or "" when it asks for none, for "auto" or "default" (the provider's
+// default, which the reservation covers at the standard rates), or f has no such tiers.
+func RequestedServiceTier(f llm.Format, v *jsonview.View) string {
+	if !pricedTierFormats[f] || v == nil {
+		return ""
 	}
 	m, ok := v.Lookup("service_tier")
 	if !ok {
-		return false
+		return ""
 	}
 	var tier string
-	if json.Unmarshal(v.ValueOf(m), &tier) != nil || !slices.Contains(tiers, tier) {
+	if json.Unmarshal(v.ValueOf(m), &tier) != nil {
+		return ""
+	}
+	switch tier {
+	case "flex", "priority", "scale":
+		return tier
+	}
+	return ""
+}
+
+// DropUnpricedTier removes, with an edit, a service_tier the request of format f names that
+// priced reports the upstream's price has no rates for (OpenAI's scale tier always; flex and
+// priority where the price catalog does not give them), and reports whether it did: the request
+// is then served on the provider's default tier, the standard one its price bills, and the field
+// is named in the dropped list. "auto" and "default" pass.
+func DropUnpricedTier(f llm.Format, v *jsonview.View, edits *jsonview.Edits, priced func(tier string) bool) bool {
+	tier := RequestedServiceTier(f, v)
+	if tier == "" || priced(tier) {
 		return false
 	}
+	m, _ := v.Lookup("service_tier")
 	edits.Remove(m)
 	return true
 }

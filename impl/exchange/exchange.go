@@ -312,7 +312,9 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 	// tools (a web search) may each be called up to their configured bound.
 	// Every input token is reserved at the dearest input kind (a one-hour cache write is twice
 	// the input price at Anthropic) and at the long-context tier when the input may reach it.
-	worst := price.Worst(inputEst, int64(outBound)*int64(choices), m.MaxPrice())
+	// A request naming a priced service tier (OpenAI's priority, dearer than standard) is
+	// reserved at that tier's rates too.
+	worst := price.WorstOnTier(inputEst, int64(outBound)*int64(choices), m.MaxPrice(), convert.RequestedServiceTier(client, view))
 	if m.HostedPriced && view != nil {
 		worst = billing.SaturatingAdd(worst, m.HostedWorst(client, convert.HostedToolsIn(client, view)))
 	}
@@ -625,7 +627,7 @@ func upstreamBody(client llm.Format, view *jsonview.View, ir *llm.Request, e rou
 		}
 		ur.dropped, ur.hosted = append(dropped, plan.Dropped...), plan.Bounds
 		// A service tier the catalog has no price for would be billed at the standard price.
-		if convert.DropUnpricedTier(client, view, &edits) {
+		if convert.DropUnpricedTier(client, view, &edits, e.Price.HasServiceTier) {
 			ur.dropped = append(ur.dropped, "service_tier")
 		}
 		if client == llm.FormatMessages && asked > bound {

@@ -138,9 +138,10 @@ func (x *Exchange) SettleUndelivered(u llm.Usage, status string) {
 }
 
 // usageRecord is the exchange's usage record, finished now: the counts per kind and the price
-// of the expert that served it.
+// of the expert that served it, at the service tier the upstream said it served the request on
+// (its rates for that tier when its price has them, the standard rates otherwise).
 func (x *Exchange) usageRecord(t price.Tokens, tier, status string) billing.UsageRecord {
-	p := x.expert.Price
+	p := x.expert.Price.AtServiceTier(tier)
 	rec := billing.UsageRecord{
 		KeyID: x.principal.KeyID, Model: x.model.ID, Route: Route(x.client),
 		Provider: x.expert.Provider, UpstreamModel: x.expert.Model,

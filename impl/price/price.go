@@ -3,7 +3,8 @@
 // tokens of each kind: uncached input, input read from the provider's prompt cache, input
 // written to it for five minutes or for one hour, and output (reasoning tokens are output and
 // priced as output), with an optional long-context tier that prices the whole request when its
-// input is above a threshold. Tokens are a request's counts per kind; Cost turns the two into a
+// input is above a threshold, and optional rates for a provider's other service tiers (OpenAI's
+// flex and priority processing). Tokens are a request's counts per kind; Cost turns the two into a
 // Breakdown whose parts are each rounded up to a whole micro-unit and whose Total is their sum,
 // so that a usage record carrying the counts and the price reproduces its cost exactly.
 //
@@ -35,11 +36,19 @@ type Tier struct {
 	Rates
 }
 
-// Price is a model's price: its base rates, an optional long-context tier, and where the
-// numbers came from.
+// Price is a model's price: its base rates (the provider's standard service tier), an optional
+// long-context tier, the rates of other service tiers, and where the numbers came from.
 type Price struct {
 	Rates
 	LongContext *Tier `json:"long_context,omitempty"`
+	// ServiceTiers are the rates of the provider's other service tiers, by the name the upstream
+	// reports the tier by in its answer's service_tier ("flex", "priority"): a request served on
+	// one of them is billed, all of it, at its rates (AtServiceTier). A tier not here is billed
+	// at the base rates.
+	ServiceTiers map[string]Rates `json:"service_tiers,omitempty"`
+	// ServiceTier names the service tier whose rates Rates are, on a price AtServiceTier
+	// resolved to a tier of ServiceTiers; "" for the base rates.
+	ServiceTier string `json:"service_tier,omitempty"`
 	// Catalog names the catalog entry the price was taken from ("" when typed in the
 	// configuration), and Effective the date (YYYY-MM-DD) from which the catalog says it holds.
 	Catalog   string `json:"catalog,omitempty"`
@@ -88,6 +97,26 @@ func (p Price) RatesFor(inputTokens int64) (Rates, bool) {
 	return p.Rates, false
 }
 
+// AtServiceTier is the price a request served on tier is billed at: the tier's rates, and no
+// long-context tier, when p has rates for it (OpenAI publishes one price per tier, whatever the
+// prompt's length, for the models its catalog entries give tiers); otherwise p's base rates and
+// long-context tier. The result carries no ServiceTiers: it is the price of one request, which
+// its usage record keeps and its bill is reproduced from.
+func (p Price) AtServiceTier(tier string) Price {
+	out := p
+	out.ServiceTiers = nil
+	if r, ok := p.ServiceTiers[tier]; ok && tier != "" {
+		out.Rates, out.LongContext, out.ServiceTier = r, nil, tier
+	}
+	return out
+}
+
+// HasServiceTier reports whether p has rates of its own for the service tier.
+func (p Price) HasServiceTier(tier string) bool {
+	_, ok := p.ServiceTiers[tier]
+	return ok
+}
+
 // Cost is what t costs at p: each kind's count times its rate, divided by a million and
 // rounded up to a whole micro-unit, so that no part is billed less than it cost. Negative
 // counts and rates count as zero; a part beyond math.MaxInt64 is math.MaxInt64.
@@ -109,9 +138,18 @@ func Cost(t Tokens, p Price) Breakdown {
 // long-context tier's rates when the input may be above its threshold, and never less than at
 // the base rates.
 func Worst(inputTokens, outputTokens int64, p Price) int64 {
+	return WorstOnTier(inputTokens, outputTokens, p, "")
+}
+
+// WorstOnTier is Worst for a request that asked for the service tier: never less than Worst,
+// and never less than at the tier's rates when p has them.
+func WorstOnTier(inputTokens, outputTokens int64, p Price, tier string) int64 {
 	worst := worstAt(inputTokens, outputTokens, p.Rates)
 	if p.LongContext != nil && inputTokens > p.LongContext.AboveInputTokens {
 		worst = max(worst, worstAt(inputTokens, outputTokens, p.LongContext.Rates))
+	}
+	if r, ok := p.ServiceTiers[tier]; ok && tier != "" {
+		worst = max(worst, worstAt(inputTokens, outputTokens, r))
 	}
 	return worst
 }
@@ -126,9 +164,18 @@ func (r Rates) MaxInput() int64 {
 }
 
 // Max is, kind by kind, the dearer of two prices (and of their long-context tiers, the lower
-// threshold kept), for a reservation that must cover whichever of several upstreams serves.
+// threshold kept, and of their service tiers, a price without a tier counting its base rates
+// for it), for a reservation that must cover whichever of several upstreams serves.
 func Max(a, b Price) Price {
 	out := Price{Rates: maxRates(a.Rates, b.Rates)}
+	for _, tiers := range []map[string]Rates{a.ServiceTiers, b.ServiceTiers} {
+		for name := range tiers {
+			if out.ServiceTiers == nil {
+				out.ServiceTiers = map[string]Rates{}
+			}
+			out.ServiceTiers[name] = maxRates(a.tierRates(name), b.tierRates(name))
+		}
+	}
 	switch {
 	case a.LongContext == nil && b.LongContext == nil:
 	case a.LongContext == nil:
@@ -143,6 +190,14 @@ func Max(a, b Price) Price {
 		out.LongContext = &t
 	}
 	return out
+}
+
+// tierRates are the rates p bills the service tier at: the tier's own, or the base rates.
+func (p Price) tierRates(tier string) Rates {
+	if r, ok := p.ServiceTiers[tier]; ok {
+		return r
+	}
+	return p.Rates
 }
 
 func maxRates(a, b Rates) Rates {

@@ -126,3 +126,74 @@ func TestCacheSavings(t *testing.T) {
 		t.Errorf("savings without cache %d", got)
 	}
 }
+
+// gpt5 is gpt-5's price with its flex and priority tiers, per million tokens, from OpenAI's
+// pricing page (https://platform.openai.com/docs/pricing: Standard $1.25 / $0.125 cached /
+// $10, Flex $0.625 / $0.0625 / $5, Priority $2.50 / $0.25 / $20), as LiteLLM's
+// model_prices_and_context_window.json lists them.
+var gpt5 = Price{
+	Rates: Rates{Input: 1_250_000, CacheRead: 125_000, CacheWrite5m: 1_250_000, CacheWrite1h: 1_250_000, Output: 10_000_000},
+	ServiceTiers: map[string]Rates{
+		"flex":     {Input: 625_000, CacheRead: 62_500, CacheWrite5m: 625_000, CacheWrite1h: 625_000, Output: 5_000_000},
+		"priority": {Input: 2_500_000, CacheRead: 250_000, CacheWrite5m: 2_500_000, CacheWrite1h: 2_500_000, Output: 20_000_000},
+	},
+}
+
+// TestAtServiceTier: a request served on a tier the price gives is billed, all of it, at the
+// tier's rates, and the price it keeps says which tier and carries no other tiers; any other
+// tier ("default", "scale", "") is billed at the base rates, long-context tier included.
+func TestAtServiceTier(t *testing.T) {
+	// 2,000 uncached + 50,000 cached input + 500 output on priority:
+	// 2,000×2.50 + 50,000×0.25 + 500×20 = 5,000 + 12,500 + 10,000.
+	tok := Tokens{Uncached: 2_000, CacheRead: 50_000, Output: 500}
+	p := gpt5.AtServiceTier("priority")
+	if b := Cost(tok, p); b.Total() != 27_500 || p.ServiceTier != "priority" || p.ServiceTiers != nil {
+		t.Errorf("priority: %+v (total %d), price %+v", b, b.Total(), p)
+	}
+	// Flex: 2,000×0.625 + 50,000×0.0625 + 500×5 = 1,250 + 3,125 + 2,500.
+	if b := Cost(tok, gpt5.AtServiceTier("flex")); b.Total() != 6_875 {
+		t.Errorf("flex: %+v (total %d)", b, b.Total())
+	}
+	for _, tier := range []string{"", "default", "scale", "standard"} {
+		p := gpt5.AtServiceTier(tier)
+		if b := Cost(tok, p); b.Total() != 13_750 || p.ServiceTier != "" || p.ServiceTiers != nil {
+			t.Errorf("%q: %+v (total %d), price %+v", tier, b, b.Total(), p)
+		}
+	}
+	// A price without tiers keeps its long-context tier on every tier name.
+	if p := sonnet.AtServiceTier("priority"); p.LongContext == nil || p.Rates != sonnet.Rates || p.ServiceTier != "" {
+		t.Errorf("sonnet on priority: %+v", p)
+	}
+}
+
+// TestWorstOnTier: a request asking for a tier is reserved at the dearer of the base rates and
+// the tier's; one asking for none, or for a tier the price does not give, at the base rates.
+func TestWorstOnTier(t *testing.T) {
+	// 1,000 input tokens and 1,000 output tokens: standard 1,250 + 10,000; priority 2,500 + 20,000.
+	if got := WorstOnTier(1_000, 1_000, gpt5, "priority"); got != 22_500 {
+		t.Errorf("priority: %d, want 22,500", got)
+	}
+	for _, tier := range []string{"", "flex", "scale"} {
+		if got := WorstOnTier(1_000, 1_000, gpt5, tier); got != 11_250 {
+			t.Errorf("%q: %d, want 11,250", tier, got)
+		}
+	}
+	if got := Worst(1_000, 1_000, gpt5); got != 11_250 {
+		t.Errorf("Worst: %d, want 11,250", got)
+	}
+}
+
+// TestMaxServiceTiers: the dearer of two prices covers each tier either gives, a price without
+// the tier counting its base rates for it.
+func TestMaxServiceTiers(t *testing.T) {
+	m := Max(gpt5, sonnet)
+	if got := m.ServiceTiers["priority"]; got.Input != 3_000_000 || got.Output != 20_000_000 || got.CacheWrite1h != 6_000_000 {
+		t.Errorf("priority of the two: %+v", got)
+	}
+	if got := m.ServiceTiers["flex"]; got != sonnet.Rates {
+		t.Errorf("flex of the two: %+v, want sonnet's base %+v", got, sonnet.Rates)
+	}
+	if got := WorstOnTier(1_000, 1_000, m, "priority"); got < WorstOnTier(1_000, 1_000, gpt5, "priority") || got < Worst(1_000, 1_000, sonnet) {
+		t.Errorf("the reservation of the two on priority, %d, does not cover each", got)
+	}
+}

@@ -148,3 +148,44 @@ func TestLookupEffectiveDay(t *testing.T) {
 		t.Errorf("openai/o3: %+v, %v", e, ok)
 	}
 }
+
+// TestBuiltinServiceTiers holds the OpenAI tiers to the rules the pricing page states for them:
+// flex is billed at half the standard price of every kind ("Flex processing ... at Batch API
+// rates", 50% off), priority costs more than standard on every kind, and writing the cache
+// costs the tier's input price, as on the standard tier. Only OpenAI entries have tiers.
+func TestBuiltinServiceTiers(t *testing.T) {
+	c := Builtin()
+	half := func(r price.Rates) price.Rates {
+		return price.Rates{Input: r.Input / 2, CacheRead: r.CacheRead / 2, CacheWrite5m: r.CacheWrite5m / 2, CacheWrite1h: r.CacheWrite1h / 2, Output: r.Output / 2}
+	}
+	tiered := 0
+	for _, name := range c.Names() {
+		for _, e := range c.Entries(name) {
+			if len(e.Price.ServiceTiers) > 0 && e.Provider != "openai" {
+				t.Errorf("%s: tiers on a %s entry", name, e.Provider)
+			}
+			for tier, r := range e.Price.ServiceTiers {
+				tiered++
+				base := e.Price.Rates
+				if r.CacheWrite5m != r.Input || r.CacheWrite1h != r.Input {
+					t.Errorf("%s %s: cache writes %+v are not the input price", name, tier, r)
+				}
+				switch tier {
+				case "flex":
+					if r != half(base) {
+						t.Errorf("%s flex: %+v, want half of %+v", name, r, base)
+					}
+				case "priority":
+					if r.Input <= base.Input || r.CacheRead <= base.CacheRead || r.Output <= base.Output {
+						t.Errorf("%s priority: %+v is not dearer than %+v", name, r, base)
+					}
+				default:
+					t.Errorf("%s: unknown tier %q", name, tier)
+				}
+			}
+		}
+	}
+	if tiered < 10 {
+		t.Errorf("only %d tiers in the catalog", tiered)
+	}
+}

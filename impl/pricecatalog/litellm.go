@@ -45,8 +45,13 @@ var liteTierField = regexp.MustCompile(`^(.+)_above_([0-9]+)k_tokens$`)
 // are input_cost_per_token (uncached input), output_cost_per_token (output, reasoning included),
 // cache_read_input_token_cost, cache_creation_input_token_cost (the five-minute cache write) and
 // cache_creation_input_token_cost_above_1hr (the one-hour write); the same fields ending in
-// _above_<N>k_tokens are a long-context tier above N×1000 input tokens. Batch, flex and
-// priority prices, audio and image tokens, and per-query or per-request fees are not read.
+// _above_<N>k_tokens are a long-context tier above N×1000 input tokens. The same fields ending
+// in _flex and _priority are OpenAI's flex and priority service tiers (price.Price's
+// ServiceTiers): a tier is read when both its input and its output price are there, its missing
+// cache prices costing the tier's input price; it is not read for an entry with a long-context
+// tier (the tier's own long-context prices would be needed, and a price.Price tier has none), so
+// an answer served on it is billed at the standard rates. Batch prices, audio and image tokens,
+// and per-query or per-request fees are not read.
 //
 // A missing cache price is never cheaper than input: a missing cache read or five-minute write
 // costs the input price, and a missing one-hour write the five-minute write price. Within a
@@ -216,6 +221,26 @@ func liteLLMEntry(name string, fields map[string]json.RawMessage, source string)
 		t.CacheWrite5m = get(above(liteWrite5m), t.Input)
 		t.CacheWrite1h = get(above(liteWrite1h), t.CacheWrite5m)
 		e.Price.LongContext = &t
+	}
+	if threshold == "" {
+		for _, tier := range []string{"flex", "priority"} {
+			on := func(key string) string { return key + "_" + tier }
+			_, hasIn := present(fields, on(liteInput))
+			_, hasOut := present(fields, on(liteOutput))
+			if !hasIn || !hasOut {
+				continue
+			}
+			var r price.Rates
+			r.Input = get(on(liteInput), 0)
+			r.Output = get(on(liteOutput), 0)
+			r.CacheRead = get(on(liteRead), r.Input)
+			r.CacheWrite5m = get(on(liteWrite5m), r.Input)
+			r.CacheWrite1h = get(on(liteWrite1h), r.CacheWrite5m)
+			if e.Price.ServiceTiers == nil {
+				e.Price.ServiceTiers = map[string]price.Rates{}
+			}
+			e.Price.ServiceTiers[tier] = r
+		}
 	}
 	if err != nil {
 		return refuse("%v", err)

@@ -2,6 +2,7 @@ package pricecatalog
 
 import (
 	"encoding/json"
+	"maps"
 	"math"
 	"math/big"
 	"strings"
@@ -50,12 +51,19 @@ func TestLoadLiteLLMExcerpt(t *testing.T) {
 		// LiteLLM's one-hour write for Haiku 3 is 6e-06 ($6, where Anthropic publishes $0.50): read as
 		// written, since the file is what it is.
 		{"claude-3-haiku-20240307", "anthropic", price.Price{Rates: rates(250_000, 30_000, 300_000, 6_000_000, 1_250_000)}},
-		// OpenAI: no cache-write fields, so writes cost the input price; priority, batch and flex
-		// prices are not read.
-		{"gpt-4.1-mini", "openai", price.Price{Rates: rates(400_000, 100_000, 400_000, 400_000, 1_600_000)}},
-		{"gpt-4o", "openai", price.Price{Rates: rates(2_500_000, 1_250_000, 2_500_000, 2_500_000, 10_000_000)}},
-		{"gpt-5", "openai", price.Price{Rates: rates(1_250_000, 125_000, 1_250_000, 1_250_000, 10_000_000)}},
-		// A tier above 272k tokens; its writes default to its own input price.
+		// OpenAI: no cache-write fields, so writes cost the input price (on every tier); the
+		// flex and priority tiers are read from the *_flex and *_priority fields; batch prices
+		// are not read.
+		{"gpt-4.1-mini", "openai", price.Price{Rates: rates(400_000, 100_000, 400_000, 400_000, 1_600_000),
+			ServiceTiers: map[string]price.Rates{"priority": rates(700_000, 175_000, 700_000, 700_000, 2_800_000)}}},
+		{"gpt-4o", "openai", price.Price{Rates: rates(2_500_000, 1_250_000, 2_500_000, 2_500_000, 10_000_000),
+			ServiceTiers: map[string]price.Rates{"priority": rates(4_250_000, 2_125_000, 4_250_000, 4_250_000, 17_000_000)}}},
+		{"gpt-5", "openai", price.Price{Rates: rates(1_250_000, 125_000, 1_250_000, 1_250_000, 10_000_000),
+			ServiceTiers: map[string]price.Rates{
+				"flex":     rates(625_000, 62_500, 625_000, 625_000, 5_000_000),
+				"priority": rates(2_500_000, 250_000, 2_500_000, 2_500_000, 20_000_000)}}},
+		// A tier above 272k tokens; its writes default to its own input price. Its flex and
+		// priority prices are not read: a service tier of a price has no long-context tier.
 		{"gpt-5.4", "openai", price.Price{
 			Rates: rates(2_500_000, 250_000, 2_500_000, 2_500_000, 15_000_000),
 			LongContext: &price.Tier{AboveInputTokens: 272_000,
@@ -278,8 +286,10 @@ func equalPrice(a, b price.Price) bool {
 	if a.LongContext != nil && *a.LongContext != *b.LongContext {
 		return false
 	}
-	a.LongContext, b.LongContext = nil, nil
-	return a == b
+	if !maps.Equal(a.ServiceTiers, b.ServiceTiers) {
+		return false
+	}
+	return a.Rates == b.Rates && a.ServiceTier == b.ServiceTier && a.Catalog == b.Catalog && a.Effective == b.Effective
 }
 
 func show(p price.Price) string {

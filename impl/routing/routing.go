@@ -121,6 +121,9 @@ func (m *Model) HostedWorst(f llm.Format, present [llm.NumHostedTools]bool) int6
 // MaxPrice is, kind by kind, the highest price among the model's experts (and the lowest
 // long-context threshold), for the worst-case reservation.
 func (m *Model) MaxPrice() price.Price {
+	if len(m.Experts) == 1 {
+		return m.Experts[0].Price
+	}
 	var p price.Price
 	for _, e := range m.Experts {
 		p = price.Max(p, e.Price)

@@ -23,6 +23,8 @@ type chatRequest struct {
 	// lifetime of the cached prefixes.
 	PromptCacheKey       string `json:"prompt_cache_key"`
 	PromptCacheRetention string `json:"prompt_cache_retention"`
+	// ServiceTier "flex" or "priority" is the tier the answer says it was served on.
+	ServiceTier string `json:"service_tier"`
 }
 
 type chatMessage struct {
@@ -62,6 +64,8 @@ type chatTurn struct {
 	// choices is n: a non-streamed answer has that many identical choices, and its usage
 	// counts the output of all of them, as OpenAI's does. A stream always has one.
 	choices int
+	// tier is the service tier the answer says it was served on (servedTier).
+	tier string
 }
 
 func (s *Simulator) serveChat(w http.ResponseWriter, r *http.Request, body []byte) {
@@ -184,7 +188,7 @@ func (s *Simulator) serveChat(w http.ResponseWriter, r *http.Request, body []byt
 			"Invalid 'n': expected a value between 1 and 128, but got "+strconv.Itoa(*req.N)+" instead.", "n", "invalid_value")
 		return
 	}
-	t := &chatTurn{turn: s.plan(RouteChat, req.Model, req.Stream, c.tokens(), in), choices: 1}
+	t := &chatTurn{turn: s.plan(RouteChat, req.Model, req.Stream, c.tokens(), in), choices: 1, tier: servedTier(req.ServiceTier)}
 	if req.N != nil && !req.Stream {
 		t.choices = *req.N
 	}
@@ -273,7 +277,9 @@ func (t *chatTurn) body() []byte {
 	}
 	b = append(b, `"}],"usage":`...)
 	b = t.appendUsage(b)
-	b = append(b, `,"service_tier":"default","system_fingerprint":null}`...)
+	b = append(b, `,"service_tier":"`...)
+	b = append(b, t.tier...)
+	b = append(b, `","system_fingerprint":null}`...)
 	return append(b, '\n')
 }
 
@@ -285,7 +291,19 @@ func (t *chatTurn) appendHead(b []byte) []byte {
 	b = strconv.AppendInt(b, t.created, 10)
 	b = append(b, `,"model":`...)
 	b = appendString(b, t.model)
-	return append(b, `,"service_tier":"default","system_fingerprint":null,"choices":[`...)
+	b = append(b, `,"service_tier":"`...)
+	b = append(b, t.tier...)
+	return append(b, `","system_fingerprint":null,"choices":[`...)
+}
+
+// servedTier is the service tier an OpenAI answer says a request asking for asked was served
+// on: flex and priority as asked, the default tier otherwise (OpenAI answers "default" for
+// "auto" on a project without Scale Tier).
+func servedTier(asked string) string {
+	if asked == "flex" || asked == "priority" {
+		return asked
+	}
+	return "default"
 }
 
 // startChunk begins a chunk with one choice whose delta follows.

@@ -250,8 +250,9 @@
 //	             "output_tokens":12,"output_tokens_details":{"reasoning_tokens":0},
 //	             "total_tokens":1519}
 //
-// and the answers carry "service_tier":"default" at the top level (in every chat chunk, and
-// in the Responses object).
+// and the answers carry "service_tier" at the top level (in every chat chunk, and in the
+// Responses object): the request's "flex" or "priority" when it asked for one, "default"
+// otherwise, as OpenAI reports the tier that served a request.
 //
 // # Fidelity
 //

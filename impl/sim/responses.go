@@ -30,6 +30,8 @@ type responsesRequest struct {
 	// lifetime of the cached prefixes. They are not echoed.
 	PromptCacheKey       string `json:"prompt_cache_key"`
 	PromptCacheRetention string `json:"prompt_cache_retention"`
+	// ServiceTier "flex" or "priority" is the tier the answer says it was served on.
+	ServiceTier string `json:"service_tier"`
 }
 
 // responsesItem is an input item.
@@ -367,7 +369,9 @@ func (t *responsesTurn) appendResponse(b []byte, phase respPhase, n int) []byte 
 	b = appendRaw(b, req.ParallelToolCalls, "true")
 	b = append(b, `,"previous_response_id":`...)
 	b = appendRaw(b, req.PreviousResponseID, "null")
-	b = append(b, `,"reasoning":{"effort":null,"summary":null},"service_tier":"default","store":`...)
+	b = append(b, `,"reasoning":{"effort":null,"summary":null},"service_tier":"`...)
+	b = append(b, servedTier(req.ServiceTier)...)
+	b = append(b, `","store":`...)
 	b = appendRaw(b, req.Store, "true")
 	b = append(b, `,"temperature":`...)
 	b = appendRaw(b, req.Temperature, "1.0")

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -65,7 +66,7 @@ func TestStreamCheckpointsFollowTheUsageRecords(t *testing.T) {
 	want := checkpointRecord(acct, "a", 30)
 	got := cks[0].Record
 	if cks[0].Holder != "gw-a" || got.OutputTokens != 30 || got.CostMicros != want.CostMicros || got.Costs != want.Costs ||
-		got.Model != "model" || *got.Price != *want.Price || !got.StartedAt.Equal(want.StartedAt) || !got.FinishedAt.Equal(want.FinishedAt) || !cks[0].ExpiresAt.After(cks[0].UpdatedAt) {
+		got.Model != "model" || !reflect.DeepEqual(*got.Price, *want.Price) || !got.StartedAt.Equal(want.StartedAt) || !got.FinishedAt.Equal(want.FinishedAt) || !cks[0].ExpiresAt.After(cks[0].UpdatedAt) {
 		t.Errorf("checkpoint a: %+v, want the record %+v held by gw-a", cks[0], want)
 	}
 

@@ -1,0 +1,173 @@
+package httpapi_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/param"
+	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/devkit/apitest"
+	"github.com/tollgate/tollgate/impl/price"
+	"github.com/tollgate/tollgate/impl/sim"
+)
+
+// Prices of gpt-5 per million tokens, from OpenAI's pricing page
+// (https://platform.openai.com/docs/pricing: Standard, Flex and Priority tables) as LiteLLM's
+// model_prices_and_context_window.json lists them (input_cost_per_token{,_flex,_priority},
+// cache_read_input_token_cost{,_flex,_priority}, output_cost_per_token{,_flex,_priority}):
+// standard $1.25 / $0.125 cached / $10, flex $0.625 / $0.0625 / $5, priority $2.50 / $0.25 / $20.
+var (
+	gpt5Standard = price.Rates{Input: 1_250_000, CacheRead: 125_000, CacheWrite5m: 1_250_000, CacheWrite1h: 1_250_000, Output: 10_000_000}
+	gpt5Flex     = price.Rates{Input: 625_000, CacheRead: 62_500, CacheWrite5m: 625_000, CacheWrite1h: 625_000, Output: 5_000_000}
+	gpt5Priority = price.Rates{Input: 2_500_000, CacheRead: 250_000, CacheWrite5m: 2_500_000, CacheWrite1h: 2_500_000, Output: 20_000_000}
+)
+
+// serviceTierConfig has tiered-chat and tiered-responses, served by the simulator's OpenAI
+// chat and Responses upstreams at gpt-5's catalog prices (which give the flex and priority
+// tiers), and untiered-chat at gpt-5.1's (which gives priority only).
+func serviceTierConfig(t *testing.T) *config.Config {
+	t.Helper()
+	cfg := passthroughConfig(t)
+	add := func(id, family, provider, catalog string) {
+		cfg.Models = append(cfg.Models, config.Model{ID: id, Family: family, OwnedBy: "test",
+			Price: config.Price{Catalog: catalog}, MaxOutputTokens: 4096,
+			Backend: &config.Upstream{Provider: provider, Model: "sim-" + id}})
+		cfg.Plans[0].Models = append(cfg.Plans[0].Models, id)
+	}
+	add("tiered-chat", config.FamilyChat, "sim-openai-chat", "gpt-5")
+	add("tiered-responses", config.FamilyChat, "sim-openai-responses", "gpt-5")
+	add("untiered-chat", config.FamilyChat, "sim-openai-chat", "gpt-5.1")
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// TestServiceTierIsBilledAtItsRates: a request for OpenAI's flex or priority tier, on a model
+// whose price gives that tier, goes upstream as asked, and its usage record bills the tier the
+// upstream reports at that tier's rates (and says which), reproducible from the row alone; a
+// request for the default tier is billed at the standard rates; a tier the price does not give
+// (scale; flex on gpt-5.1) is sent without the field, named as dropped, and billed at the
+// standard rates. Through the official openai-go SDK, chat and Responses. Before, every
+// request naming flex or priority had the field dropped, and an answer an upstream reported on
+// either tier was billed at the standard rates.
+func TestServiceTierIsBilledAtItsRates(t *testing.T) {
+	s := sim.New(sim.Options{})
+	g := apitest.Start(t, apitest.Options{Config: serviceTierConfig(t), Sim: s})
+	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	client := openAIClient(g, t, tenant.Key)
+	ctx := context.Background()
+	var n int64
+	for _, c := range []struct {
+		model, tier string
+		wantTier    string // the tier the record bills, "" for standard
+		wantRates   price.Rates
+		wantDropped bool
+		responses   bool
+	}{
+		{"tiered-chat", "priority", "priority", gpt5Priority, false, false},
+		{"tiered-chat", "flex", "flex", gpt5Flex, false, false},
+		{"tiered-chat", "default", "", gpt5Standard, false, false},
+		{"tiered-chat", "scale", "", gpt5Standard, true, false},
+		{"tiered-responses", "flex", "flex", gpt5Flex, false, true},
+		{"tiered-responses", "priority", "priority", gpt5Priority, false, true},
+		{"untiered-chat", "flex", "", price.Rates{Input: 1_250_000, CacheRead: 125_000, CacheWrite5m: 1_250_000, CacheWrite1h: 1_250_000, Output: 10_000_000}, true, false},
+	} {
+		s.Reset()
+		var served string
+		if c.responses {
+			var res *responses.Response
+			res, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: c.model,
+				Input:           responses.ResponseNewParamsInputUnion{OfString: param.NewOpt("Say something [[sim words=40]]")},
+				ServiceTier:     responses.ResponseNewParamsServiceTier(c.tier),
+				MaxOutputTokens: param.NewOpt[int64](200)})
+			if err != nil {
+				t.Fatalf("%s %s: %v", c.model, c.tier, err)
+			}
+			served = string(res.ServiceTier)
+		} else {
+			var res *openai.ChatCompletion
+			res, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: c.model,
+				Messages:    []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Say something [[sim words=40]]")},
+				ServiceTier: openai.ChatCompletionNewParamsServiceTier(c.tier), MaxTokens: param.NewOpt[int64](200)})
+			if err != nil {
+				t.Fatalf("%s %s: %v", c.model, c.tier, err)
+			}
+			served = string(res.ServiceTier)
+		}
+		n++
+		sent := string(s.LastRequest().Body)
+		if got := strings.Contains(sent, `"service_tier"`); got == c.wantDropped {
+			t.Errorf("%s %s: the upstream was sent %s", c.model, c.tier, sent)
+		}
+		rec := latestUsage(t, g, tenant.Account, n)
+		checkReproducible(t, rec)
+		if rec.Price.Rates != c.wantRates || rec.Price.ServiceTier != c.wantTier || rec.Price.ServiceTiers != nil {
+			t.Errorf("%s %s: the record's price is %+v on tier %q (tiers %v); want %+v on %q",
+				c.model, c.tier, rec.Price.Rates, rec.Price.ServiceTier, rec.Price.ServiceTiers, c.wantRates, c.wantTier)
+		}
+		wantServed := c.wantTier
+		if wantServed == "" {
+			wantServed = "default"
+		}
+		if served != wantServed || rec.ServiceTier != wantServed {
+			t.Errorf("%s %s: the client saw tier %q and the record says %q; want %q", c.model, c.tier, served, rec.ServiceTier, wantServed)
+		}
+		if rec.OutputTokens == 0 || rec.Costs.Output != price.Part(rec.OutputTokens, c.wantRates.Output) {
+			t.Errorf("%s %s: %d output tokens cost %d", c.model, c.tier, rec.OutputTokens, rec.Costs.Output)
+		}
+	}
+}
+
+// TestServiceTierDroppedIsNamed: the dropped list names a tier the price does not give, and
+// only then.
+func TestServiceTierDroppedIsNamed(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: serviceTierConfig(t)})
+	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	c := g.Client(t)
+	bearer := map[string]string{"Authorization": "Bearer " + tenant.Key}
+	for _, tc := range []struct {
+		body    string
+		dropped bool
+	}{
+		{`{"model":"tiered-chat","service_tier":"priority","messages":[{"role":"user","content":"hi"}]}`, false},
+		{`{"model":"tiered-chat","service_tier":"scale","messages":[{"role":"user","content":"hi"}]}`, true},
+		{`{"model":"untiered-chat","service_tier":"priority","messages":[{"role":"user","content":"hi"}]}`, false},
+		{`{"model":"untiered-chat","service_tier":"flex","messages":[{"role":"user","content":"hi"}]}`, true},
+	} {
+		status, h, body := do(t, c, g.URL, request{"POST", "/v1/chat/completions", tc.body}, bearer)
+		if status != 200 {
+			t.Fatalf("%s: %d %s", tc.body, status, body)
+		}
+		named := slices.Contains(strings.Split(h.Get("x-tollgate-dropped-fields"), ", "), "service_tier")
+		if named != tc.dropped {
+			t.Errorf("%s: dropped fields %q", tc.body, h.Get("x-tollgate-dropped-fields"))
+		}
+	}
+}
+
+// TestPriorityIsReservedAtItsRates: a request for the priority tier reserves its worst case at
+// the priority rates: a balance that covers the standard worst case but not the priority one
+// refuses it with 402, and serves the same request on the default tier.
+func TestPriorityIsReservedAtItsRates(t *testing.T) {
+	// 1,000 output tokens: $0.01 standard, $0.02 priority, plus a few input tokens. A balance of
+	// 15,000 micro-units covers the first and not the second.
+	g := apitest.Start(t, apitest.Options{Config: serviceTierConfig(t)})
+	tenant := g.NewTenant(t, "acme", 0, 15_000)
+	c := g.Client(t)
+	bearer := map[string]string{"Authorization": "Bearer " + tenant.Key}
+	req := func(tier string) string {
+		return `{"model":"tiered-chat","service_tier":"` + tier + `","max_completion_tokens":1000,"messages":[{"role":"user","content":"hi"}]}`
+	}
+	if status, _, body := do(t, c, g.URL, request{"POST", "/v1/chat/completions", req("priority")}, bearer); status != 402 {
+		t.Errorf("priority: %d %s; want 402", status, body)
+	}
+	if status, _, body := do(t, c, g.URL, request{"POST", "/v1/chat/completions", req("default")}, bearer); status != 200 {
+		t.Errorf("default: %d %s; want 200", status, body)
+	}
+}

@@ -361,6 +361,61 @@ func TestServeShutdownGraceEndsStreams(t *testing.T) {
 	checkBilled(t, readBooks(t, db), answers, func(answer) string { return "shutdown" })
 }
 
+// TestServeShutdownGraceEndsSilentUpstreams: requests whose upstream has not begun its answer
+// when the grace period ends (a stalled upstream), streamed or not, of every route, are
+// answered with their route's overloaded error (529, "the gateway is shutting down"), and are
+// not billed: each has a usage record with status shutdown and a cost of 0, and no credit stays
+// held. Trial h12 D3: they were cut by the connections' close 5 s later (the client got no
+// reply at all) and billed their input as client_disconnected.
+func TestServeShutdownGraceEndsSilentUpstreams(t *testing.T) {
+	db := pgtest.ConnString(t)
+	key := setupAccount(t, db)
+	p := startServe(t, serveEnv(t, db), "-shutdown-grace", "1s")
+	p.waitReadyz(t, http.StatusOK, 30*time.Second)
+
+	msg := `[{"role":"user","content":"hello [[sim fault=stall_before ms=60000]]"}]`
+	calls := []call{
+		{"chat", "/v1/chat/completions", `{"model":"service-flint-base","messages":` + msg + `}`, false},
+		{"chat stream", "/v1/chat/completions", `{"model":"service-flint-base","stream":true,"messages":` + msg + `}`, false},
+		{"responses", "/v1/responses", `{"model":"service-flint-base","input":` + msg + `}`, false},
+		{"messages stream", "/v1/messages", `{"model":"service-sonnet","max_tokens":100,"stream":true,"messages":` + msg + `}`, false},
+	}
+	var dones []chan answer
+	for _, c := range calls {
+		started, done := send(p, key, c) // started once the request is written: nothing comes back
+		<-started
+		dones = append(dones, done)
+	}
+	// The requests were written; let the process read them before the listener closes.
+	time.Sleep(500 * time.Millisecond)
+	p.signal(t, syscall.SIGTERM)
+
+	const msgText = "the gateway is shutting down; retry the request"
+	var ids []string
+	for _, done := range dones {
+		a := <-done
+		if a.err != nil || a.status != 529 || !strings.Contains(a.body, msgText) || !strings.Contains(a.body, "overloaded_error") {
+			t.Errorf("%s: %d %v\n%s", a.name, a.status, a.err, tail(a.body))
+		}
+		if a.requestID == "" {
+			t.Errorf("%s: no request id", a.name)
+		}
+		ids = append(ids, a.requestID)
+	}
+	if err := p.wait(t, 60*time.Second); err != nil {
+		t.Fatalf("exit after SIGTERM: %v\n%s", err, p.logs())
+	}
+	b := readBooks(t, db)
+	for i, id := range ids {
+		if b.status[id] != "shutdown" || b.cost[id] != 0 || b.ledger[id] != 0 {
+			t.Errorf("%s (%s): usage record status %q, cost %d, ledger %d; want shutdown, 0, 0", calls[i].name, id, b.status[id], b.cost[id], b.ledger[id])
+		}
+	}
+	if b.holds != 0 || b.held != 0 || b.balance != b.ledgerSum {
+		t.Errorf("after the shutdown: %d holds, %d held, balance %d, ledger sum %d", b.holds, b.held, b.balance, b.ledgerSum)
+	}
+}
+
 // TestServeSecondSignalEndsGrace: a second SIGTERM during a long grace period ends the streams
 // in flight at once, with the in-band error, and they are billed.
 func TestServeSecondSignalEndsGrace(t *testing.T) {

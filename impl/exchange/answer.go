@@ -60,6 +60,13 @@ func (x *Exchange) Answer(raw, out *[]byte) ([]byte, llm.Usage, error) {
 	x.upstreamWait += time.Since(t0)
 	*raw = r
 	if err != nil {
+		if x.eng.streamsEnd.Err() != nil {
+			// A shutdown ended the request while its answer was read (the connections are
+			// closed a while after the grace period): nothing reached the client, nothing is
+			// billed, as for an upstream still silent then.
+			x.SettleUndelivered(llm.Usage{}, "shutdown")
+			return nil, llm.Usage{}, errShuttingDown
+		}
 		x.SettleUndelivered(llm.Usage{}, "upstream_read_failed")
 		if err := x.ctx.Err(); err != nil {
 			// The client went away, which cut the upstream call short.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/billing"
 	"github.com/tollgate/tollgate/impl/changefeed"
 	"github.com/tollgate/tollgate/impl/config"
@@ -85,6 +86,18 @@ func New(o Options) *Engine {
 // error (the gateway is shutting down; retry), billing what each produced. A shutdown calls it
 // when its grace period is over.
 func (eng *Engine) EndStreams() { eng.endStreams() }
+
+// errShuttingDown is the error of a request whose upstream had not begun its answer when a
+// shutdown's grace period ended: the client retries, on another process.
+var errShuttingDown = &apierror.Error{Kind: apierror.KindOverloaded, Message: "the gateway is shutting down; retry the request"}
+
+// upstreamContext is ctx for an exchange's upstream calls, also cancelled when EndStreams is
+// called, until unlink cuts that link (which it reports it did before EndStreams, as
+// context.AfterFunc's stop does). It costs a context and a registration a request.
+func (eng *Engine) upstreamContext(ctx context.Context) (callCtx context.Context, unlink func() bool) {
+	callCtx, cancel := context.WithCancel(ctx)
+	return callCtx, context.AfterFunc(eng.streamsEnd, cancel)
+}
 
 // StreamsEnd is done once EndStreams has been called: the callers' own long-lived streams end
 // with it too.

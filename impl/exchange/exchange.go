@@ -358,6 +358,11 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 	// pointer to the loop's variable, which would move every expert to the heap).
 	var called routing.Expert
 	calledAny := false
+	// The upstream calls run under callCtx, which a shutdown's end of grace (EndStreams) also
+	// cancels while no upstream has begun its answer: a request still waiting then gets the
+	// shutdown's error instead of the connection's close (trial h12 D3). Once an answer began,
+	// the link is cut (its body is read under ctx, and a stream ends at EndStreams itself).
+	callCtx, unlink := eng.upstreamContext(ctx)
 	order := eng.router.Order(m, features)
 	if maxTokens > 0 {
 		// A request is clamped to an expert's lower limit only when no expert can produce
@@ -396,12 +401,13 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 		called, calledAny = e, true
 		var res *http.Response
 		if tries != nil {
-			res, _, err = up.CallObserved(ctx, ur.body, stream, forward, tries)
+			res, _, err = up.CallObserved(callCtx, ur.body, stream, forward, tries)
 		} else {
-			res, _, err = up.Call(ctx, ur.body, stream, forward)
+			res, _, err = up.Call(callCtx, ur.body, stream, forward)
 		}
 		x.upstreamWait += time.Since(t0)
 		if err == nil {
+			unlink()
 			eng.router.Observe(e.Key, time.Since(t0), false)
 			x.expert, x.res, x.dropped, x.hostedBounds = e, res, ur.dropped, ur.hosted
 			x.attemptStart = t0
@@ -426,7 +432,7 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 			return x, nil
 		}
 		lastErr = publicRefusal(err, e, modelID, client)
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || eng.streamsEnd.Err() != nil {
 			break
 		}
 		if !provider.Retryable(err) {
@@ -436,6 +442,15 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 		}
 		eng.router.Observe(e.Key, time.Since(t0), true)
 		eng.logger(requestID).Warn("upstream failed; trying the next expert", "expert", e.Key, "err", err)
+	}
+	unlink()
+	if calledAny && eng.streamsEnd.Err() != nil {
+		// The shutdown's grace period ended while the upstream was silent: nothing reached
+		// the client, which is told to retry, and nothing is billed (docs/billing.md: the
+		// abandoned prompt is the operator's, a failure of the gateway's own making).
+		x.expert = called
+		x.SettleUndelivered(llm.Usage{}, "shutdown")
+		return nil, errShuttingDown
 	}
 	if ctx.Err() != nil && calledAny && o == nil {
 		// The client went away while an upstream had its request: the provider has the

@@ -95,6 +95,18 @@ SET rpm_limit = @rpm_limit, expires_at = sqlc.narg(expires_at), credit_cap_micro
 WHERE id = @id AND account_id = @account_id AND revoked_at IS NULL
 RETURNING *;
 
+-- name: SeedKeyBudgetSpend :exec
+-- Raises the spend of a key's budget in the period that starts at period_start to what the
+-- key's usage records that started in the period cost (creating the row): the budget is fed
+-- only by the reservations of requests made under a cap of that period, so a cap put on a key,
+-- or moved to another period, must count what the key spent in the period already. A spend
+-- the budget counts beyond its usage records (records not written yet) is kept.
+INSERT INTO key_budgets AS b (key_id, period_start, spent_micros)
+SELECT @key_id::uuid, @period_start::timestamptz, COALESCE(SUM(u.cost_micros), 0)::bigint
+FROM usage_records u
+WHERE u.api_key_id = @key_id::uuid AND u.started_at >= @period_start::timestamptz
+ON CONFLICT (key_id, period_start) DO UPDATE SET spent_micros = GREATEST(b.spent_micros, EXCLUDED.spent_micros);
+
 -- name: ReserveKeyBudget :one
 -- Reserves amount_micros of a capped key's budget for a request, in one statement: the
 -- budget row of (key, period) is created or updated only while its spent + reserved +

@@ -675,6 +675,29 @@ func (q *Queries) RevokeAccountAPIKeys(ctx context.Context, accountID uuid.UUID)
 	return items, nil
 }
 
+const seedKeyBudgetSpend = `-- name: SeedKeyBudgetSpend :exec
+INSERT INTO key_budgets AS b (key_id, period_start, spent_micros)
+SELECT $1::uuid, $2::timestamptz, COALESCE(SUM(u.cost_micros), 0)::bigint
+FROM usage_records u
+WHERE u.api_key_id = $1::uuid AND u.started_at >= $2::timestamptz
+ON CONFLICT (key_id, period_start) DO UPDATE SET spent_micros = GREATEST(b.spent_micros, EXCLUDED.spent_micros)
+`
+
+type SeedKeyBudgetSpendParams struct {
+	KeyID       uuid.UUID
+	PeriodStart time.Time
+}
+
+// Raises the spend of a key's budget in the period that starts at period_start to what the
+// key's usage records that started in the period cost (creating the row): the budget is fed
+// only by the reservations of requests made under a cap of that period, so a cap put on a key,
+// or moved to another period, must count what the key spent in the period already. A spend
+// the budget counts beyond its usage records (records not written yet) is kept.
+func (q *Queries) SeedKeyBudgetSpend(ctx context.Context, arg SeedKeyBudgetSpendParams) error {
+	_, err := q.db.Exec(ctx, seedKeyBudgetSpend, arg.KeyID, arg.PeriodStart)
+	return err
+}
+
 const setAPIKeyDisabled = `-- name: SetAPIKeyDisabled :one
 UPDATE api_keys
 SET disabled_at = CASE WHEN $1::boolean THEN COALESCE(disabled_at, now()) ELSE NULL END

@@ -281,7 +281,11 @@
 // does not take is kept in memory and retried by the maintenance, whose lease renewals keep
 // the reservation meanwhile. A request counts in the period its reservation was made in, and
 // its usage record's started_at is kept in that period, so the spend the key list shows (the
-// sum of the key's usage records since the period start) is what the budget counts.
+// sum of the key's usage records since the period start) is what the budget counts. A cap put
+// on a key, or moved to another period, starts from that spend too: setting it raises the
+// budget of the period that holds then to the cost of the key's usage records in it
+// (store.SetAPIKeyLimits; what the key's requests in flight then settle goes to the budget of
+// the period they reserved in, and is not counted again).
 //
 // A request id once. The ledger bills a request id once, and an agent retries a step with the
 // same request id (after a failure, or a crash of its process) so that its model call is billed

@@ -368,6 +368,62 @@ func TestKeyCreditCapIs402AtTheCap(t *testing.T) {
 	}
 }
 
+// TestKeyCapCountsThePeriodsSpend: a cap put on a key that has spent, or moved from a daily to
+// a monthly period, counts what the key spent in the period already: the budget of the period
+// is the key's usage in it, and a request that would take the key past the cap is refused.
+// Trial h12 D1: the new period's budget started at 0, and the key spent up to a whole cap more.
+func TestKeyCapCountsThePeriodsSpend(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: moneyConfig(t)})
+	c := g.Client(t)
+	ctx := context.Background()
+	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	chat := request{"POST", "/v1/chat/completions", chatBody("pricey", "hello", false, 64)}
+
+	// An uncapped key spends; a monthly cap below that spend then refuses it at once.
+	key, id := keyWith(t, g, tenant.Account.ID, accounts.KeyOptions{Name: "later capped"})
+	bearer := map[string]string{"Authorization": "Bearer " + key}
+	for range 3 {
+		if status, _, body := do(t, c, g.URL, chat, bearer); status != 200 {
+			t.Fatalf("uncapped: %d %s", status, body)
+		}
+	}
+	waitSettled(t, g, tenant.Account, 3)
+	_, _, listed := keySpend(t, g, tenant.Account.ID, id, store.CapPeriodMonthly)
+	below := listed / 2
+	if _, err := g.Accounts.SetCreditCap(ctx, tenant.Account.ID, id, &below, store.CapPeriodMonthly); err != nil {
+		t.Fatal(err)
+	}
+	if spent, _, _ := keySpend(t, g, tenant.Account.ID, id, store.CapPeriodMonthly); spent != listed {
+		t.Errorf("the month's budget counts %d of the key's %d", spent, listed)
+	}
+	eventually(t, "a cap below what the key spent", statusIs(t, c, g, key, chat, 402, "credit cap"))
+
+	// A daily cap made monthly keeps what the key spent today in this month's budget.
+	capMicros := int64(200_000)
+	key2, id2 := keyWith(t, g, tenant.Account.ID, accounts.KeyOptions{Name: "daily", CreditCapMicros: &capMicros, CapPeriod: store.CapPeriodDaily})
+	bearer2 := map[string]string{"Authorization": "Bearer " + key2}
+	served := int64(3)
+	for {
+		status, _, body := do(t, c, g.URL, chat, bearer2)
+		if status == 402 {
+			break
+		}
+		if status != 200 || served > 30 {
+			t.Fatalf("daily: %d %s", status, body)
+		}
+		served++
+		waitSettled(t, g, tenant.Account, served)
+	}
+	daySpent, _, _ := keySpend(t, g, tenant.Account.ID, id2, store.CapPeriodDaily)
+	if _, err := g.Accounts.SetCreditCap(ctx, tenant.Account.ID, id2, &capMicros, store.CapPeriodMonthly); err != nil {
+		t.Fatal(err)
+	}
+	if monthSpent, _, listed := keySpend(t, g, tenant.Account.ID, id2, store.CapPeriodMonthly); monthSpent != daySpent || listed != daySpent {
+		t.Errorf("after the switch to monthly the budget counts %d (listed %d) of the %d spent today", monthSpent, listed, daySpent)
+	}
+	eventually(t, "the same cap made monthly", statusIs(t, c, g, key2, chat, 402, "credit cap"))
+}
+
 // raceCappedKey sends n requests at once, streamed and not, spread over the gateways, with one
 // capped key, and returns the statuses.
 func raceCappedKey(t *testing.T, gws []*apitest.Gateway, key string, n int) map[int]int {

@@ -139,13 +139,26 @@ func (s *Store) SetAPIKeyDisabled(ctx context.Context, accountID, id uuid.UUID, 
 
 // SetAPIKeyLimits sets every limit of the account's key with id; every gateway process is told
 // at once. Another account's key, or a revoked one, is ErrNotFound.
+//
+// A credit cap counts what the key spent in the period that holds now, whenever the cap was
+// set: in the same transaction, the budget of that period is raised to the cost of the key's
+// usage records that started in it (trial h12 D1: a cap put on a key that had spent, or a
+// daily cap made monthly, started the period's budget at 0 and let the key spend past it).
 func (s *Store) SetAPIKeyLimits(ctx context.Context, accountID, id uuid.UUID, l KeyLimits) (APIKey, error) {
 	if l.CapPeriod == "" {
 		l.CapPeriod = CapPeriodNone
 	}
-	row, err := s.q.SetAPIKeyLimits(ctx, db.SetAPIKeyLimitsParams{
-		RpmLimit: int32(l.RPMLimit), ExpiresAt: l.ExpiresAt, CreditCapMicros: l.CreditCapMicros,
-		CapPeriod: string(l.CapPeriod), Models: l.Models, ID: id, AccountID: accountID,
+	var row db.ApiKey
+	err := s.inTx(ctx, func(q *db.Queries) error {
+		var err error
+		row, err = q.SetAPIKeyLimits(ctx, db.SetAPIKeyLimitsParams{
+			RpmLimit: int32(l.RPMLimit), ExpiresAt: l.ExpiresAt, CreditCapMicros: l.CreditCapMicros,
+			CapPeriod: string(l.CapPeriod), Models: l.Models, ID: id, AccountID: accountID,
+		})
+		if err != nil || l.CreditCapMicros == nil {
+			return err
+		}
+		return q.SeedKeyBudgetSpend(ctx, db.SeedKeyBudgetSpendParams{KeyID: id, PeriodStart: l.CapPeriod.Start(time.Now())})
 	})
 	if err != nil {
 		return APIKey{}, notFound(err)

@@ -60,7 +60,7 @@ func (s *Server) documentClient(ctx context.Context, clientID string) (store.OAu
 	if err != nil {
 		return store.OAuthClient{}, refuse("it is not a URL")
 	}
-	if ok, wait := s.documentHosts.take(documentHost(req.URL)); !ok {
+	if ok, wait := s.documentHosts.Take(documentHost(req.URL)); !ok {
 		s.log.Warn("mcpauth: client ID metadata documents fetched too often from one host; not fetched", "client_id", clientID)
 		return store.OAuthClient{}, refuse(fmt.Sprintf("documents from %s were fetched too often; try again in %d seconds", req.URL.Hostname(), max(1, int(math.Ceil(wait.Seconds())))))
 	}

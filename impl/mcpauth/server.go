@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/tollgate/tollgate/impl/addrlimit"
 	"github.com/tollgate/tollgate/impl/store"
 )
 
@@ -81,13 +83,13 @@ type Server struct {
 	code   time.Duration
 	fetch  *http.Client // fetches client ID metadata documents
 	// documentHosts bounds those fetches per host (documentHostLimit).
-	documentHosts *keyedLimiter[string]
+	documentHosts *addrlimit.Limiter[string]
 	// grantRPM is each grant's requests-per-minute limit on the MCP endpoint.
 	grantRPM int
 	// lifetime is a grant's absolute lifetime from its approval.
 	lifetime time.Duration
 	// registerLimit, tokenLimit and revokeLimit limit the endpoints per client address.
-	registerLimit, tokenLimit, revokeLimit *addressLimiter
+	registerLimit, tokenLimit, revokeLimit *addrlimit.ByAddress
 	// cleanupMu guards cleanedAt, when unused registered clients were last deleted.
 	cleanupMu sync.Mutex
 	cleanedAt time.Time
@@ -125,9 +127,9 @@ func New(o Options) (*Server, error) {
 	}
 	base := u.Scheme + "://" + u.Host + strings.TrimSuffix(u.Path, "/")
 	return &Server{store: o.Store, base: base, log: o.Logger, now: o.Now, access: o.AccessTTL, fresh: o.RefreshTTL, code: o.CodeTTL,
-		fetch: o.DocumentClient, grantRPM: o.GrantRPM, lifetime: o.GrantLifetime, registerLimit: newAddressLimiter(registerLimit, o.Now),
-		tokenLimit: newAddressLimiter(tokenLimit, o.Now), revokeLimit: newAddressLimiter(revokeLimit, o.Now),
-		documentHosts: newKeyedLimiter[string](documentHostLimit, o.Now)}, nil
+		fetch: o.DocumentClient, grantRPM: o.GrantRPM, lifetime: o.GrantLifetime, registerLimit: addrlimit.New[netip.Prefix](registerLimit, o.Now),
+		tokenLimit: addrlimit.New[netip.Prefix](tokenLimit, o.Now), revokeLimit: addrlimit.New[netip.Prefix](revokeLimit, o.Now),
+		documentHosts: addrlimit.New[string](documentHostLimit, o.Now)}, nil
 }
 
 // Issuer is the authorization server's issuer identifier (the gateway's public URL).

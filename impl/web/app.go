@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 	"github.com/tollgate/tollgate/gen/db"
 	"github.com/tollgate/tollgate/impl/accounts"
+	"github.com/tollgate/tollgate/impl/addrlimit"
 	"github.com/tollgate/tollgate/impl/agent"
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/dataset"
@@ -83,11 +85,12 @@ type App struct {
 	pages    map[string]*template.Template
 	nav      []page
 	handler  http.Handler
-	datasets *dataset.Service   // the Datasets page (datasets.go)
-	agents   *agent.Service     // the Approvals and Agents pages (approvals.go, agents.go)
-	tails    tails              // the live tails of agent sessions (agents.go)
-	usage    *usageview.Service // the Usage page and the home page's spend (usage.go, other.go)
-	oauth    *mcpauth.Server    // the consent page and Connected apps (oauth.go); nil: none
+	datasets *dataset.Service     // the Datasets page (datasets.go)
+	agents   *agent.Service       // the Approvals and Agents pages (approvals.go, agents.go)
+	tails    tails                // the live tails of agent sessions (agents.go)
+	usage    *usageview.Service   // the Usage page and the home page's spend (usage.go, other.go)
+	oauth    *mcpauth.Server      // the consent page and Connected apps (oauth.go); nil: none
+	signins  *addrlimit.ByAddress // the sign-ins started per client address (auth.go)
 }
 
 // New builds the application from o.Config.Web (which must be enabled).
@@ -110,7 +113,8 @@ func New(o Options) (*App, error) {
 			RedirectURL: w.RedirectURL, HTTPClient: o.HTTPClient}),
 		datasets: o.Datasets, agents: o.Agents, tails: newTails(),
 		usage: usageview.New(pool, usageview.Options{Archive: o.UsageArchive}), oauth: o.OAuth,
-		seals: sealedid.NewLoader(func(ctx context.Context) ([]byte, error) { return o.Store.Secret(ctx, sealedIDsSecret) }),
+		signins: addrlimit.New[netip.Prefix](signinLimit, nil),
+		seals:   sealedid.NewLoader(func(ctx context.Context) ([]byte, error) { return o.Store.Secret(ctx, sealedIDsSecret) }),
 	}
 	sm := scs.New()
 	sm.Store = a.sessions

@@ -5,14 +5,17 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/tollgate/tollgate/gen/db"
+	"github.com/tollgate/tollgate/impl/addrlimit"
 	"github.com/tollgate/tollgate/impl/web/audit"
 	"github.com/tollgate/tollgate/impl/web/members"
 	"github.com/tollgate/tollgate/impl/web/session"
@@ -144,10 +147,22 @@ func signinURL(reauth bool, next string) string {
 	return "/signin?" + q.Encode()
 }
 
+// maxNextLength bounds the page a sign-in returns to (next), which the pre-sign-in session
+// keeps: a longer one is dropped (the person lands on the home page). Trial h11 D11: an
+// anonymous /signin?next= of a megabyte stored a megabyte in web_sessions, for two hours.
+const maxNextLength = 2048
+
+// signinLimit bounds the sign-ins one client address starts in each process: each keeps a
+// pre-sign-in session row (its state, nonce and PKCE verifier) and allows one code exchange at
+// the provider with the console's client secret (trial h11 D12: an anonymous loop of /signin
+// and /auth/callback drove the provider's token endpoint without limit). Generous, because
+// behind a reverse proxy every person shares the proxy's address (impl/addrlimit).
+var signinLimit = addrlimit.Rate{Burst: 60, PerMinute: 60}
+
 // localPath reports whether next is a path of this application (never another host: no
-// "//host", no backslashes, no scheme).
+// "//host", no backslashes, no scheme) of at most maxNextLength bytes.
 func localPath(next string) bool {
-	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+	if next == "" || len(next) > maxNextLength || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
 		return false
 	}
 	u, err := url.Parse(next)
@@ -166,6 +181,12 @@ func (a *App) authRoutes(mux *http.ServeMux) {
 // signinStart sends the browser to the provider, keeping the sign-in's state, nonce and PKCE
 // verifier in the session.
 func (a *App) signinStart(w http.ResponseWriter, r *http.Request, v *Visitor) {
+	if ok, wait := a.signins.Take(addrlimit.Key(r.RemoteAddr)); !ok {
+		seconds := max(1, int(math.Ceil(wait.Seconds())))
+		w.Header().Set("Retry-After", strconv.Itoa(seconds))
+		a.fail(w, r, v, http.StatusTooManyRequests, "Too many sign-ins from this address. Try again in "+strconv.Itoa(seconds)+" seconds.")
+		return
+	}
 	q := r.URL.Query()
 	reauth := q.Get("reauth") == "1"
 	next := q.Get("next")

@@ -169,3 +169,35 @@ func TestReplayedCallbackRefused(t *testing.T) {
 		t.Fatal("the replayed code signed the attacker in")
 	}
 }
+
+// TestSignInStartIsBounded: the page a sign-in returns to is kept only up to 2 KiB (a longer
+// one is dropped, so the pre-sign-in session stays small), and one client address starts at
+// most 60 sign-ins at once, then gets 429 with Retry-After, until its bucket refills. Trial
+// h11 D11 and D12: an anonymous /signin?next= of a megabyte stored a megabyte per request in
+// web_sessions, and a loop of sign-ins drove the provider's token endpoint without limit.
+func TestSignInStartIsBounded(t *testing.T) {
+	e := start(t, nil)
+	ctx := context.Background()
+	long := "/keys?x=" + strings.Repeat("a", 100_000)
+	b := e.browser(t)
+	if p := b.get("/signin?next=" + url.QueryEscape(long)); p.Status != http.StatusFound {
+		t.Fatalf("a sign-in with a long next: %d %.200s", p.Status, p.Body)
+	}
+	var biggest int
+	if err := e.Store.Pool().QueryRow(ctx, `SELECT coalesce(max(length(data)), 0) FROM web_sessions`).Scan(&biggest); err != nil {
+		t.Fatal(err)
+	}
+	if biggest > 4096 {
+		t.Errorf("a pre-sign-in session holds %d bytes", biggest)
+	}
+	// The browser above took one sign-in of the address's 60.
+	for i := 2; i <= 60; i++ {
+		if p := e.browser(t).get("/signin"); p.Status != http.StatusFound {
+			t.Fatalf("sign-in %d of the burst: %d %.200s", i, p.Status, p.Body)
+		}
+	}
+	p := e.browser(t).get("/signin")
+	if p.Status != http.StatusTooManyRequests || p.Header.Get("Retry-After") == "" || !strings.Contains(p.Body, "Too many sign-ins from this address") {
+		t.Errorf("sign-in 61: %d, Retry-After %q, %.300s", p.Status, p.Header.Get("Retry-After"), p.Body)
+	}
+}

@@ -7,12 +7,12 @@ import (
 	"math"
 	"slices"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
 
 	"github.com/tollgate/tollgate/impl/apikey"
+	"github.com/tollgate/tollgate/impl/plaintext"
 	"github.com/tollgate/tollgate/impl/store"
 )
 
@@ -182,18 +182,10 @@ func checkKeyName(name string) error {
 	if n := utf8.RuneCountInString(name); n > MaxKeyNameLength {
 		return invalid("name", "the name is %d characters long; it may be at most %d", n, MaxKeyNameLength)
 	}
-	for _, r := range name {
-		if unicode.IsControl(r) || isBidiControl(r) {
-			return invalid("name", "the name holds the control character U+%04X: use printable text", r)
-		}
+	if r, found := plaintext.Hidden(name); found {
+		return invalid("name", "the name holds the control character U+%04X: use printable text", r)
 	}
 	return nil
-}
-
-// isBidiControl reports whether r is one of Unicode's bidirectional formatting characters
-// (marks, embeddings, overrides and isolates).
-func isBidiControl(r rune) bool {
-	return r == 0x061C || r == 0x200E || r == 0x200F || (r >= 0x202A && r <= 0x202E) || (r >= 0x2066 && r <= 0x2069)
 }
 
 // checkCapAndModels checks a credit cap, its period and a model subset (which must name models

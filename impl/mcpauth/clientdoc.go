@@ -103,7 +103,7 @@ func (s *Server) documentClient(ctx context.Context, clientID string) (store.OAu
 		}
 	}
 	name := strings.TrimSpace(doc.ClientName)
-	if len(name) > 200 || strings.ContainsAny(name, "\r\n") {
+	if clientNameProblem(name) != "" {
 		name = ""
 	}
 	clientURI := ""

@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tollgate/tollgate/impl/plaintext"
 	"github.com/tollgate/tollgate/impl/store"
 )
 
@@ -209,8 +211,8 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	name := strings.TrimSpace(req.ClientName)
-	if len(name) > 200 || strings.ContainsAny(name, "\r\n") {
-		writeError(w, http.StatusBadRequest, "invalid_client_metadata", "client_name must be one line of at most 200 bytes")
+	if why := clientNameProblem(name); why != "" {
+		writeError(w, http.StatusBadRequest, "invalid_client_metadata", why)
 		return
 	}
 	clientURI := ""
@@ -239,9 +241,18 @@ func redirectProblem(u string) string {
 	if len(u) > maxRedirectURI {
 		return "a redirect URI is at most 2 KiB"
 	}
+	if r, found := plaintext.Hidden(u); found {
+		return fmt.Sprintf("a redirect URI holds the control character U+%04X", r)
+	}
 	p, err := url.Parse(u)
 	if err != nil || !p.IsAbs() || p.Host == "" {
 		return "not an absolute URL"
+	}
+	if !asciiHost(p.Hostname()) {
+		// The consent page shows the host the browser returns to, as the check against a
+		// client's own name: a host of other scripts (a Cyrillic "а" in claude.ai) would look
+		// like another. Trial h11 D7.
+		return "the host must be ASCII: write an internationalized domain name in its xn-- form"
 	}
 	if p.Fragment != "" || strings.Contains(u, "#") {
 		return "a redirect URI has no fragment"
@@ -259,6 +270,34 @@ func redirectProblem(u string) string {
 		return "http is allowed only on a loopback host (127.0.0.1, [::1] or localhost); use https"
 	}
 	return "the scheme must be https, or http on a loopback host"
+}
+
+// asciiHost reports whether host (a URL's Hostname) is written in ASCII letters, digits,
+// hyphens and dots, as a DNS name or an IPv4 address is, or is an IPv6 address.
+func asciiHost(host string) bool {
+	if strings.Contains(host, ":") {
+		return net.ParseIP(host) != nil
+	}
+	for i := 0; i < len(host); i++ {
+		c := host[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return host != ""
+}
+
+// clientNameProblem says why a client's name (trimmed) cannot be kept, or "": it is shown as it
+// is on the consent page, Connected apps and the Approvals page, beside the host and the note
+// that the name is the client's own, so it is held to the rule of key names (trial h11 D1, D2).
+func clientNameProblem(name string) string {
+	if len(name) > 200 {
+		return "client_name must be at most 200 bytes"
+	}
+	if r, found := plaintext.Hidden(name); found {
+		return fmt.Sprintf("client_name holds the control character U+%04X: use printable text on one line", r)
+	}
+	return ""
 }
 
 func loopback(host string) bool {

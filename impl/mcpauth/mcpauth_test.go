@@ -300,13 +300,22 @@ func TestRegistrationRefusals(t *testing.T) {
 		{`{"redirect_uris":["https://app.example/cb"],"token_endpoint_auth_method":"client_secret_basic"}`, "invalid_client_metadata"},
 		{`{"redirect_uris":["https://app.example/cb"],"grant_types":["client_credentials"]}`, "invalid_client_metadata"},
 		{`not json`, "invalid_client_metadata"},
+		// Trial h11 D1, D2, D7: names and redirect hosts that would hide or reorder what the
+		// consent page shows around them, or pass for another host.
+		{`{"redirect_uris":["https://app.example/cb"],"client_name":"Claude Code\u202e moc.elgoog//:sptth"}`, "invalid_client_metadata"},
+		{`{"redirect_uris":["https://app.example/cb"],"client_name":"a\u0000b"}`, "invalid_client_metadata"},
+		{`{"redirect_uris":["https://app.example/cb"],"client_name":"\u0007\u001b[31m"}`, "invalid_client_metadata"},
+		{`{"redirect_uris":["https://cl\u0430ude.ai/api/mcp/auth_callback"]}`, "invalid_redirect_uri"},
+		{`{"redirect_uris":["https://claude.ai\u202e.evil.example/cb"]}`, "invalid_redirect_uri"},
+		{`{"redirect_uris":["https://app.example/cb\u202e"]}`, "invalid_redirect_uri"},
 	} {
 		resp, raw := s.do(t, http.MethodPost, "/oauth/register", "application/json", c.body, "")
 		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(raw), `"error":"`+c.wantError+`"`) {
 			t.Errorf("register %s: %d %s, want 400 %s", c.body, resp.StatusCode, raw, c.wantError)
 		}
 	}
-	for _, ok := range []string{"http://127.0.0.1:33418/callback", "http://localhost:9/cb", "http://[::1]:8/cb", "https://app.example/cb"} {
+	for _, ok := range []string{"http://127.0.0.1:33418/callback", "http://localhost:9/cb", "http://[::1]:8/cb", "https://app.example/cb",
+		"https://xn--clude-6of.ai/cb", "https://app.example/caf%C3%A9"} {
 		s.register(t, "ok", ok)
 	}
 }

@@ -15,6 +15,31 @@ import (
 	"unicode/utf8"
 )
 
+// Hidden returns the first rune of s that would hide or reorder what is shown around it where
+// a tenant's name is shown as it is (a key's name beside its prefix, an OAuth client's name on
+// the consent page): a control character (C0, DEL, C1), a bidirectional formatting character
+// (marks, embeddings, overrides, isolates), or utf8.RuneError for bytes that are not UTF-8;
+// found is false when s has none. Names are refused with such a rune rather than escaped.
+func Hidden(s string) (r rune, found bool) {
+	for i, r := range s {
+		if r == utf8.RuneError {
+			if _, size := utf8.DecodeRuneInString(s[i:]); size <= 1 {
+				return r, true
+			}
+		}
+		if unicode.IsControl(r) || isBidiControl(r) {
+			return r, true
+		}
+	}
+	return 0, false
+}
+
+// isBidiControl reports whether r is one of Unicode's bidirectional formatting characters
+// (marks, embeddings, overrides and isolates).
+func isBidiControl(r rune) bool {
+	return r == 0x061C || r == 0x200E || r == 0x200F || (r >= 0x202A && r <= 0x202E) || (r >= 0x2066 && r <= 0x2069)
+}
+
 // Visible returns s with every rune that is neither printable nor, when keepNewlines, a
 // newline written as a \u escape (a surrogate pair beyond the Basic Multilingual Plane).
 func Visible(s string, keepNewlines bool) string {

@@ -26,3 +26,32 @@ func TestVisible(t *testing.T) {
 		}
 	}
 }
+
+// TestHidden: the first control character, bidirectional formatting character or byte that is
+// not UTF-8 is found; printable text of any script, and zero-width joiners, are not.
+func TestHidden(t *testing.T) {
+	for _, c := range []struct {
+		in    string
+		want  rune
+		found bool
+	}{
+		{"Claude Code", 0, false},
+		{"clаude — 日本語 👩‍💻", 0, false},
+		{"a\u202eb", 0x202E, true},
+		{"a\u2066b", 0x2066, true},
+		{"a\u200fb", 0x200F, true},
+		{"a\x00b", 0, true},
+		{"\x1b[31m", 0x1B, true},
+		{"a\u0085b", 0x85, true},
+		{"a\xffb", 0xFFFD, true},
+	} {
+		r, found := Hidden(c.in)
+		if found != c.found || r != c.want {
+			t.Errorf("Hidden(%q) = %U, %v; want %U, %v", c.in, r, found, c.want, c.found)
+		}
+	}
+	// U+FFFD written as itself is text, not a bad byte.
+	if _, found := Hidden("a\uFFFDb"); found {
+		t.Error("an encoded U+FFFD is taken for a bad byte")
+	}
+}

@@ -85,7 +85,7 @@ func (a *App) approvalsPage(w http.ResponseWriter, r *http.Request, v *Visitor) 
 				Summary: actionSummary(ap.Action, ap.Arguments)}
 			if ap.KeyID == "" && ap.RequestedBy != "" {
 				// Asked through a connected app's OAuth grant, which holds no key.
-				row.Requester = ap.RequestedBy + ", a connected app"
+				row.Requester = plaintext.Visible(ap.RequestedBy, false) + ", a connected app"
 			}
 			if ap.State == "pending" {
 				d.Pending = append(d.Pending, row)

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tollgate/tollgate/impl/mcpauth"
+	"github.com/tollgate/tollgate/impl/plaintext"
 	"github.com/tollgate/tollgate/impl/store"
 )
 
@@ -81,7 +82,7 @@ func (a *App) consentPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
 		h.Set("Content-Security-Policy", strings.Replace(h.Get("Content-Security-Policy"), "form-action ", "form-action "+c.RedirectOrigin+" ", 1))
 	}
 	a.render(w, r, v, http.StatusOK, "consent", "Allow "+clientLabel(c.Client.Name)+" to use tollgate?", consentView{
-		ClientName: c.Client.Name, ClientID: c.Client.ID, RedirectHost: c.RedirectHost, Fields: c.Request.Values()})
+		ClientName: plaintext.Visible(c.Client.Name, false), ClientID: c.Client.ID, RedirectHost: plaintext.Visible(c.RedirectHost, false), Fields: c.Request.Values()})
 }
 
 // consentDecision acts on the member's decision: Allow issues a code (bound to the client,
@@ -162,7 +163,7 @@ func clientLabel(name string) string {
 	if name == "" {
 		return "an unnamed client"
 	}
-	return "“" + name + "”"
+	return "“" + plaintext.Visible(name, false) + "”"
 }
 
 // grantsPage lists the account's grants in force: the client, who approved it, with which
@@ -195,7 +196,7 @@ func grantRowOf(g store.OAuthGrant, v *Visitor) grantRow {
 	}
 	if len(g.ClientRedirectURIs) > 0 {
 		if u, err := url.Parse(g.ClientRedirectURIs[0]); err == nil {
-			row.RedirectHost = u.Host
+			row.RedirectHost = plaintext.Visible(u.Host, false)
 		}
 	}
 	return row

@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -245,6 +246,18 @@ func TestLimitedKeyDrivesOnlyItsOwnSessions(t *testing.T) {
 	}
 	if after := waitSession(t, svc, open, res.SessionID, agent.StateReady); after.Turns != s.Turns {
 		t.Fatalf("the refused message started a turn: %+v", after)
+	}
+	// Nor may it stop that session (trial h13 D3), or replay, with another key's
+	// Idempotency-Key, the answer that key got.
+	if _, err := svc.Stop(ctx, limited, "main", ""); apierror.As(err) == nil || apierror.As(err).Kind != apierror.KindForbidden {
+		t.Fatalf("the limited key's stop of another key's session: %v", err)
+	}
+	if _, err := svc.SendMessage(ctx, open, "main", "Hello from open.", "k1"); err != nil {
+		t.Fatal(err)
+	}
+	var conflict *agent.ConflictError
+	if _, err := svc.SendMessage(ctx, limited, "main", "Hello from open.", "k1"); !errors.As(err, &conflict) {
+		t.Fatalf("the limited key replaying another key's Idempotency-Key: %v", err)
 	}
 	if _, err := svc.SendMessage(ctx, tn.p, "main", "And goodbye.", ""); err != nil {
 		t.Fatalf("a key without limits messaging another key's session: %v", err)

@@ -238,7 +238,7 @@ func (s *Service) Spawn(ctx context.Context, p auth.Principal, slot, prompt, ide
 		return SpawnResult{}, err
 	}
 	var out SpawnResult
-	err := s.idempotent(ctx, p.AccountID, idempotencyKey, requestHash("spawn", slot, prompt), &out, func(tx pgx.Tx, q *db.Queries) (*db.InsertAgentCommandParams, error) {
+	err := s.idempotent(ctx, p.AccountID, idempotencyKey, requestHash("spawn", p.KeyID.String(), slot, prompt), &out, func(tx pgx.Tx, q *db.Queries) (*db.InsertAgentCommandParams, error) {
 		sl, err := slotFor(ctx, q, p.AccountID, slot)
 		if err != nil {
 			return nil, err
@@ -325,6 +325,19 @@ func (s *Service) send(st *sessionTx, text string) (uuid.UUID, bool, error) {
 // /v1/agents/{slot}/messages): a ready session starts a turn; a busy one takes it at its next
 // turn (Queued). A slot whose session has ended answers a conflict naming the end.
 func (s *Service) SendMessage(ctx context.Context, p auth.Principal, slot, text, idempotencyKey string) (MessageResult, error) {
+	return s.sendMessage(ctx, p, slot, uuid.Nil, text, idempotencyKey)
+}
+
+// SendSessionMessage is SendMessage to the session with id only: when the slot's live session is
+// another one (the session ended, or its slot was given back and another session started in a
+// slot of the same name), it answers a conflict and sends nothing (a page of that session, trial
+// h13 D6).
+func (s *Service) SendSessionMessage(ctx context.Context, p auth.Principal, slot string, session uuid.UUID, text string) (MessageResult, error) {
+	return s.sendMessage(ctx, p, slot, session, text, "")
+}
+
+// sendMessage is SendMessage, to session only unless it is uuid.Nil.
+func (s *Service) sendMessage(ctx context.Context, p auth.Principal, slot string, session uuid.UUID, text, idempotencyKey string) (MessageResult, error) {
 	if strings.TrimSpace(text) == "" {
 		return MessageResult{}, apierror.Invalid("text", "'text' is required: the message for the agent")
 	}
@@ -335,7 +348,7 @@ func (s *Service) SendMessage(ctx context.Context, p auth.Principal, slot, text,
 		return MessageResult{}, err
 	}
 	var out MessageResult
-	err := s.idempotent(ctx, p.AccountID, idempotencyKey, requestHash("message", slot, text), &out, func(tx pgx.Tx, q *db.Queries) (*db.InsertAgentCommandParams, error) {
+	err := s.idempotent(ctx, p.AccountID, idempotencyKey, requestHash("message", p.KeyID.String(), slot, text), &out, func(tx pgx.Tx, q *db.Queries) (*db.InsertAgentCommandParams, error) {
 		sl, err := slotFor(ctx, q, p.AccountID, slot)
 		if err != nil {
 			return nil, err
@@ -346,6 +359,9 @@ func (s *Service) SendMessage(ctx context.Context, p auth.Principal, slot, text,
 		}
 		if !ok {
 			return nil, noLiveSession(ctx, q, sl)
+		}
+		if err := isSession(st, session); err != nil {
+			return nil, err
 		}
 		if err := mayDrive(p, st.row.KeyID); err != nil {
 			return nil, err
@@ -358,6 +374,15 @@ func (s *Service) SendMessage(ctx context.Context, p auth.Principal, slot, text,
 		return &db.InsertAgentCommandParams{ID: id, SlotID: pgUUID(sl.ID), SessionID: pgUUID(st.row.ID), Kind: "message", Status: MessageQueued}, nil
 	})
 	return out, err
+}
+
+// isSession refuses the live session st when the caller addressed another one (want; uuid.Nil
+// addresses whichever is live).
+func isSession(st *sessionTx, want uuid.UUID) error {
+	if want == uuid.Nil || st.row.ID == want {
+		return nil
+	}
+	return conflictf("session %s is no longer the live session of its slot (session %s is): nothing was done", want, st.row.ID)
 }
 
 // mayDrive refuses a key with limits (a credit cap, a model subset, an expiry) the messages to
@@ -388,13 +413,25 @@ func (s *Service) stopSession(st *sessionTx, reason string, command uuid.UUID) e
 }
 
 // Stop stops the live session of the caller's slot (DELETE /v1/agents/{slot}), asynchronously:
-// the answer's status is "stopping".
+// the answer's status is "stopping". A key with limits stops only the sessions it started, as
+// it messages only those (mayDrive).
 func (s *Service) Stop(ctx context.Context, p auth.Principal, slot, idempotencyKey string) (StopResult, error) {
+	return s.stop(ctx, p, slot, uuid.Nil, idempotencyKey)
+}
+
+// StopSession is Stop of the session with id only: when the slot's live session is another one,
+// it answers a conflict and stops nothing (a page of that session, trial h13 D6).
+func (s *Service) StopSession(ctx context.Context, p auth.Principal, slot string, session uuid.UUID) (StopResult, error) {
+	return s.stop(ctx, p, slot, session, "")
+}
+
+// stop is Stop, of session only unless it is uuid.Nil.
+func (s *Service) stop(ctx context.Context, p auth.Principal, slot string, session uuid.UUID, idempotencyKey string) (StopResult, error) {
 	if _, err := tenantOf(p); err != nil {
 		return StopResult{}, err
 	}
 	var out StopResult
-	err := s.idempotent(ctx, p.AccountID, idempotencyKey, requestHash("stop", slot), &out, func(tx pgx.Tx, q *db.Queries) (*db.InsertAgentCommandParams, error) {
+	err := s.idempotent(ctx, p.AccountID, idempotencyKey, requestHash("stop", p.KeyID.String(), slot), &out, func(tx pgx.Tx, q *db.Queries) (*db.InsertAgentCommandParams, error) {
 		sl, err := slotFor(ctx, q, p.AccountID, slot)
 		if err != nil {
 			return nil, err
@@ -405,6 +442,12 @@ func (s *Service) Stop(ctx context.Context, p auth.Principal, slot, idempotencyK
 		}
 		if !ok {
 			return nil, noLiveSession(ctx, q, sl)
+		}
+		if err := isSession(st, session); err != nil {
+			return nil, err
+		}
+		if err := mayDrive(p, st.row.KeyID); err != nil {
+			return nil, err
 		}
 		cmd := uuid.New()
 		if err := s.stopSession(st, ReasonUserStop, cmd); err != nil {

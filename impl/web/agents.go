@@ -67,7 +67,7 @@ func (a *App) messageAgent(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	if !ok {
 		return
 	}
-	if _, err := a.agents.SendMessage(r.Context(), principal(v), s.Slot, r.PostFormValue("text"), ""); err != nil {
+	if _, err := a.agents.SendSessionMessage(r.Context(), principal(v), s.Slot, uuid.MustParse(s.ID), r.PostFormValue("text")); err != nil {
 		a.failAgentAction(w, r, v, "send an agent message", err)
 		return
 	}
@@ -80,7 +80,7 @@ func (a *App) stopAgent(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	if !ok {
 		return
 	}
-	if _, err := a.agents.Stop(r.Context(), principal(v), s.Slot, ""); err != nil {
+	if _, err := a.agents.StopSession(r.Context(), principal(v), s.Slot, uuid.MustParse(s.ID)); err != nil {
 		a.failAgentAction(w, r, v, "stop an agent session", err)
 		return
 	}

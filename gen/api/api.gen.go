@@ -717,10 +717,10 @@ type StopAgentParams struct {
 
 // StreamAgentEventsParams defines parameters for StreamAgentEvents.
 type StreamAgentEventsParams struct {
-	// After A non-negative integer, the same as `Last-Event-ID` (for clients that cannot set headers).
+	// After The same as `Last-Event-ID` (for clients that cannot set headers).
 	After *string `form:"after,omitempty" json:"after,omitempty"`
 
-	// LastEventID The `id` (sequence number) of the last event received; the stream continues after it.
+	// LastEventID The `id` of the last event received (`<sessionId>:<seq>`, or a bare sequence number of the current session); the stream continues after it.
 	LastEventID *string `json:"Last-Event-ID,omitempty"`
 }
 
@@ -2638,17 +2638,21 @@ type ClientInterface interface {
 	// written by any gateway process reach every stream at once. Each event is
 	//
 	// ```
-	// id: <seq>
+	// id: <sessionId>:<seq>
 	// event: <kind>
 	// data: <AgentEvent JSON>
 	// ```
 	//
-	// where `seq` is the event's sequence number in its session (1, 2, 3, ... without gaps)
-	// and `kind` one of `state`, `message_in`, `model_call`, `tool_call`, `tool_result`,
-	// `message_out`, `error`. To resume after a disconnect, send the last `id` seen as
-	// `Last-Event-ID` (what browsers' EventSource does by itself) or as the `after` query
-	// parameter (for clients that cannot set headers; the header wins when both are sent):
-	// the stream continues with the next event, with no gap and no duplicate. While nothing
+	// where `seq` is the event's sequence number in its session (1, 2, 3, ... without gaps),
+	// `sessionId` the session's id, and `kind` one of `state`, `message_in`, `model_call`,
+	// `tool_call`, `tool_result`, `message_out`, `error`. To resume after a disconnect, send
+	// the last `id` seen as `Last-Event-ID` (what browsers' EventSource does by itself) or as
+	// the `after` query parameter (for clients that cannot set headers; the header wins when
+	// both are sent): the stream continues with the next event, with no gap and no
+	// duplicate. A cursor of another session (the slot's session ended and a new one started
+	// since) starts the slot's current session from its first event; a bare sequence number
+	// is taken as one of the current session, unless it is beyond that session's last event
+	// (then it cannot be one of its own, and the session is streamed from its first event). While nothing
 	// happens a comment line (`: heartbeat`) is sent every 15 seconds. The stream ends after
 	// the session's final `state` event (to `stopped` or `failed`); for a session that has
 	// already ended it sends what follows the cursor and ends. It also ends, at its next
@@ -2954,17 +2958,21 @@ func (c *Client) StopAgent(ctx context.Context, slot SlotName, params *StopAgent
 // written by any gateway process reach every stream at once. Each event is
 //
 // ```
-// id: <seq>
+// id: <sessionId>:<seq>
 // event: <kind>
 // data: <AgentEvent JSON>
 // ```
 //
-// where `seq` is the event's sequence number in its session (1, 2, 3, ... without gaps)
-// and `kind` one of `state`, `message_in`, `model_call`, `tool_call`, `tool_result`,
-// `message_out`, `error`. To resume after a disconnect, send the last `id` seen as
-// `Last-Event-ID` (what browsers' EventSource does by itself) or as the `after` query
-// parameter (for clients that cannot set headers; the header wins when both are sent):
-// the stream continues with the next event, with no gap and no duplicate. While nothing
+// where `seq` is the event's sequence number in its session (1, 2, 3, ... without gaps),
+// `sessionId` the session's id, and `kind` one of `state`, `message_in`, `model_call`,
+// `tool_call`, `tool_result`, `message_out`, `error`. To resume after a disconnect, send
+// the last `id` seen as `Last-Event-ID` (what browsers' EventSource does by itself) or as
+// the `after` query parameter (for clients that cannot set headers; the header wins when
+// both are sent): the stream continues with the next event, with no gap and no
+// duplicate. A cursor of another session (the slot's session ended and a new one started
+// since) starts the slot's current session from its first event; a bare sequence number
+// is taken as one of the current session, unless it is beyond that session's last event
+// (then it cannot be one of its own, and the session is streamed from its first event). While nothing
 // happens a comment line (`: heartbeat`) is sent every 15 seconds. The stream ends after
 // the session's final `state` event (to `stopped` or `failed`); for a session that has
 // already ended it sends what follows the cursor and ends. It also ends, at its next
@@ -3986,17 +3994,21 @@ type ClientWithResponsesInterface interface {
 	// written by any gateway process reach every stream at once. Each event is
 	//
 	// ```
-	// id: <seq>
+	// id: <sessionId>:<seq>
 	// event: <kind>
 	// data: <AgentEvent JSON>
 	// ```
 	//
-	// where `seq` is the event's sequence number in its session (1, 2, 3, ... without gaps)
-	// and `kind` one of `state`, `message_in`, `model_call`, `tool_call`, `tool_result`,
-	// `message_out`, `error`. To resume after a disconnect, send the last `id` seen as
-	// `Last-Event-ID` (what browsers' EventSource does by itself) or as the `after` query
-	// parameter (for clients that cannot set headers; the header wins when both are sent):
-	// the stream continues with the next event, with no gap and no duplicate. While nothing
+	// where `seq` is the event's sequence number in its session (1, 2, 3, ... without gaps),
+	// `sessionId` the session's id, and `kind` one of `state`, `message_in`, `model_call`,
+	// `tool_call`, `tool_result`, `message_out`, `error`. To resume after a disconnect, send
+	// the last `id` seen as `Last-Event-ID` (what browsers' EventSource does by itself) or as
+	// the `after` query parameter (for clients that cannot set headers; the header wins when
+	// both are sent): the stream continues with the next event, with no gap and no
+	// duplicate. A cursor of another session (the slot's session ended and a new one started
+	// since) starts the slot's current session from its first event; a bare sequence number
+	// is taken as one of the current session, unless it is beyond that session's last event
+	// (then it cannot be one of its own, and the session is streamed from its first event). While nothing
 	// happens a comment line (`: heartbeat`) is sent every 15 seconds. The stream ends after
 	// the session's final `state` event (to `stopped` or `failed`); for a session that has
 	// already ended it sends what follows the cursor and ends. It also ends, at its next
@@ -5776,17 +5788,21 @@ func (c *ClientWithResponses) StopAgentWithResponse(ctx context.Context, slot Sl
 // written by any gateway process reach every stream at once. Each event is
 //
 // ```
-// id: <seq>
+// id: <sessionId>:<seq>
 // event: <kind>
 // data: <AgentEvent JSON>
 // ```
 //
-// where `seq` is the event's sequence number in its session (1, 2, 3, ... without gaps)
-// and `kind` one of `state`, `message_in`, `model_call`, `tool_call`, `tool_result`,
-// `message_out`, `error`. To resume after a disconnect, send the last `id` seen as
-// `Last-Event-ID` (what browsers' EventSource does by itself) or as the `after` query
-// parameter (for clients that cannot set headers; the header wins when both are sent):
-// the stream continues with the next event, with no gap and no duplicate. While nothing
+// where `seq` is the event's sequence number in its session (1, 2, 3, ... without gaps),
+// `sessionId` the session's id, and `kind` one of `state`, `message_in`, `model_call`,
+// `tool_call`, `tool_result`, `message_out`, `error`. To resume after a disconnect, send
+// the last `id` seen as `Last-Event-ID` (what browsers' EventSource does by itself) or as
+// the `after` query parameter (for clients that cannot set headers; the header wins when
+// both are sent): the stream continues with the next event, with no gap and no
+// duplicate. A cursor of another session (the slot's session ended and a new one started
+// since) starts the slot's current session from its first event; a bare sequence number
+// is taken as one of the current session, unless it is beyond that session's last event
+// (then it cannot be one of its own, and the session is streamed from its first event). While nothing
 // happens a comment line (`: heartbeat`) is sent every 15 seconds. The stream ends after
 // the session's final `state` event (to `stopped` or `failed`); for a session that has
 // already ended it sends what follows the cursor and ends. It also ends, at its next

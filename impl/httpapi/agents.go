@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tollgate/tollgate/gen/api"
@@ -196,8 +197,10 @@ func (b inferenceBinding) StreamAgentEvents(w http.ResponseWriter, r *http.Reque
 	}
 }
 
-// agentEventCursor reads where the stream resumes: Last-Event-ID, else ?after, else 0.
-func agentEventCursor(params api.StreamAgentEventsParams) (int64, error) {
+// agentEventCursor reads where the stream resumes: Last-Event-ID, else ?after, else the
+// beginning; an event's id is <session id>:<seq>, and a bare <seq> (the ids of before) is
+// taken as one of the slot's current session.
+func agentEventCursor(params api.StreamAgentEventsParams) (eventCursor, error) {
 	name, raw := "", ""
 	switch {
 	case params.LastEventID != nil:
@@ -205,13 +208,42 @@ func agentEventCursor(params api.StreamAgentEventsParams) (int64, error) {
 	case params.After != nil:
 		name, raw = "after", *params.After
 	default:
-		return 0, nil
+		return eventCursor{}, nil
 	}
-	n, err := strconv.ParseInt(strings.TrimSpace(raw), 10, 64)
+	raw = strings.TrimSpace(raw)
+	var c eventCursor
+	if session, seq, ok := strings.Cut(raw, ":"); ok {
+		id, err := uuid.Parse(session)
+		if err != nil {
+			return eventCursor{}, apierror.Invalid(name, "'%s' must be the id of an event: <session id>:<sequence number>, or a sequence number", name)
+		}
+		c.session, raw = id.String(), seq
+	}
+	n, err := strconv.ParseInt(raw, 10, 64)
 	if err != nil || n < 0 {
-		return 0, apierror.Invalid(name, "'%s' must be the id of an event: a non-negative integer", name)
+		return eventCursor{}, apierror.Invalid(name, "'%s' must be the id of an event: <session id>:<sequence number>, or a sequence number", name)
 	}
-	return n, nil
+	c.seq = n
+	return c, nil
+}
+
+// eventCursor is where a client resumes a slot's event stream: after the event seq of session
+// ("" for a bare sequence number: of the slot's current session).
+type eventCursor struct {
+	session string
+	seq     int64
+}
+
+// in is the cursor's sequence number within sess, the slot's current session: a cursor of
+// another session, or a bare one beyond sess's last event (it cannot be one of sess's own), is
+// of a session the slot has moved on from, and sess is streamed from its first event (trial
+// h13 D1: a client that followed one session and reconnected after the next one started
+// silently lost that one's first events).
+func (c eventCursor) in(sess agent.SessionView) int64 {
+	if (c.session != "" && c.session != sess.ID) || (c.session == "" && c.seq > sess.LastSeq) {
+		return 0
+	}
+	return c.seq
 }
 
 // agentEvent is an event's data: line.
@@ -241,7 +273,7 @@ func (s *Server) streamAgentEvents(w http.ResponseWriter, r *http.Request, slot 
 	if err != nil {
 		return err
 	}
-	cursor, err := agentEventCursor(params)
+	from, err := agentEventCursor(params)
 	if err != nil {
 		return err
 	}
@@ -249,6 +281,7 @@ func (s *Server) streamAgentEvents(w http.ResponseWriter, r *http.Request, slot 
 	if err != nil {
 		return agentError(slot, err)
 	}
+	cursor := from.in(sess)
 	ended := agent.Ended(sess.State)
 	// The first page before the headers, so that a failure still gets its envelope.
 	evs, err := s.agents.Events(ctx, p, sess.ID, cursor, agentEventsPage)
@@ -280,7 +313,7 @@ func (s *Server) streamAgentEvents(w http.ResponseWriter, r *http.Request, slot 
 				endAgentEvents(sw, w, err)
 				return nil
 			}
-			if err := writeAgentEvent(sw, e, data); err != nil {
+			if err := writeAgentEvent(sw, sess.ID, e, data); err != nil {
 				return nil
 			}
 			cursor = e.Seq
@@ -381,9 +414,10 @@ func (s *Server) waitAgentEvent(ctx context.Context, sw *sse.Writer, heartbeat *
 	}
 }
 
-// writeAgentEvent frames one event: id, event and data fields.
-func writeAgentEvent(sw *sse.Writer, e agent.Event, data []byte) error {
-	return sw.Write(sse.Event{ID: strconv.FormatInt(e.Seq, 10), Name: e.Kind, Data: data})
+// writeAgentEvent frames one event of the session: id (<session>:<seq>), event and data
+// fields.
+func writeAgentEvent(sw *sse.Writer, session string, e agent.Event, data []byte) error {
+	return sw.Write(sse.Event{ID: session + ":" + strconv.FormatInt(e.Seq, 10), Name: e.Kind, Data: data})
 }
 
 // rawOrEmpty is data, or an empty object when the event has none.

@@ -124,11 +124,12 @@ func (a *agentsClient) waitState(slot string, states ...string) slotView {
 
 // streamedEvent is one event of the events route.
 type streamedEvent struct {
-	ID   string
-	Name string
-	Seq  int64           `json:"seq"`
-	Kind string          `json:"kind"`
-	Data json.RawMessage `json:"data"`
+	ID        string
+	Name      string
+	Seq       int64           `json:"seq"`
+	Kind      string          `json:"kind"`
+	SessionID string          `json:"sessionId"`
+	Data      json.RawMessage `json:"data"`
 }
 
 // openEvents opens GET /v1/agents/{slot}/events with the given query and headers.
@@ -169,8 +170,8 @@ func readEvents(t *testing.T, r *sse.Reader, n int) ([]streamedEvent, error) {
 			t.Fatalf("event data %s: %v", ev.Data, err)
 		}
 		e.ID, e.Name = ev.ID, ev.Name
-		if e.ID != strconv.FormatInt(e.Seq, 10) || e.Name != e.Kind {
-			t.Errorf("event id %q / name %q do not match its data seq %d / kind %q", e.ID, e.Name, e.Seq, e.Kind)
+		if e.ID != e.SessionID+":"+strconv.FormatInt(e.Seq, 10) || e.Name != e.Kind {
+			t.Errorf("event id %q / name %q do not match its data session %s, seq %d / kind %q", e.ID, e.Name, e.SessionID, e.Seq, e.Kind)
 		}
 		out = append(out, e)
 	}
@@ -364,6 +365,32 @@ func TestAgentEventsResume(t *testing.T) {
 	res2.Body.Close()
 	if !errors.Is(err, io.EOF) || len(tail) != 2 || tail[1].Seq != int64(len(want)) {
 		t.Errorf("the ended session's tail: %d events, %v", len(tail), err)
+	}
+
+	// The slot's next session: a client that followed the first one and reconnects with its
+	// last id (or, as ids were before, a bare sequence number beyond the new session's log)
+	// gets the new session from its first event (trial h13 D1: from after the old cursor).
+	next := a.spawn("main", "")
+	for _, h := range []map[string]string{{"Last-Event-ID": last.ID}, {"Last-Event-ID": strconv.FormatInt(last.Seq, 10)}} {
+		res := a.openEvents(ctx, "main", "", h)
+		first, err := readEvents(t, sse.NewReader(res.Body), 1)
+		res.Body.Close()
+		if err != nil || len(first) != 1 || first[0].Seq != 1 || first[0].SessionID != next.SessionID {
+			t.Errorf("resumed with %v after the slot's next session began: %+v, %v; want its event 1", h, first, err)
+		}
+	}
+	// A cursor of this session resumes within it, and a malformed one is refused.
+	res3 := a.openEvents(ctx, "main", "?after="+next.SessionID+":1", nil)
+	second, err := readEvents(t, sse.NewReader(res3.Body), 1)
+	res3.Body.Close()
+	if err != nil || len(second) != 1 || second[0].Seq != 2 {
+		t.Errorf("resumed after the new session's event 1: %+v, %v", second, err)
+	}
+	for _, bad := range []string{"nope:3", next.SessionID + ":x", next.SessionID + ":-1"} {
+		status, _, body := a.do("GET", "/v1/agents/main/events", "", map[string]string{"Last-Event-ID": bad})
+		if status != http.StatusBadRequest {
+			t.Errorf("Last-Event-ID %q: %d %s", bad, status, body)
+		}
 	}
 }
 

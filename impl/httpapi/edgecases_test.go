@@ -199,7 +199,10 @@ func TestFailedUpstreamTimeIsNotAddedTime(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	added = scrape(t, m, `tollgate_added_seconds_sum{`+route+`}`)
-	if took < 50*time.Millisecond || added > took.Seconds()/4 {
+	// The tries and their back-off (jittered) are most of the request's time: the gateway's own
+	// share is far below a quarter of it. (A lower bound on took, once here, only measured the
+	// back-off's jitter.)
+	if added > took.Seconds()/4 {
 		t.Errorf("the request took %v (its upstream tries and back-off) and %.3fs of it was counted as the gateway's own", took, added)
 	}
 }

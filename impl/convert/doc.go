@@ -90,13 +90,14 @@
 // file ids (chat file parts, Responses input_file and input_image parts, Messages file
 // sources of document and image blocks), Responses item_reference items and Messages
 // container_upload blocks (the 400 names the place, such as input[0].content[1].file_id);
-// remote MCP servers (Responses mcp tools, Messages mcp_servers) pass, since the provider calls
-// the server the client names with the client's credentials; and tools the provider runs and bills per
+// and tools the provider runs and bills per
 // use, which the gateway (billing tokens only) does not meter: chat web_search_options,
 // Responses built-in tools web_search* (web_search_preview, ...), file_search,
 // code_interpreter and image_generation (in tools or tool_choice), Messages server tools
-// web_search_* and code_execution_*. Client tools (function, custom, computer use, shell, text
-// editor) and web_fetch_* (billed as the tokens it reads) pass. A Responses upstream is always sent store: false; a client's
+// web_search_* and code_execution_*. Tools that pull content into the prompt by themselves,
+// billed as input with no bound (Messages web_fetch_* and mcp_servers, Responses mcp tools),
+// are removed and named in the dropped list, priced or not. Client tools (function, custom,
+// computer use, shell, text editor) pass. A Responses upstream is always sent store: false; a client's
 // store: true is named in the dropped list. A service_tier the price catalog has no price for
 // (OpenAI's priority, flex, scale: DropUnpricedTier) is removed and named in the dropped list.
 //

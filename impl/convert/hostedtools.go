@@ -16,7 +16,8 @@ import (
 // preview variants (web_search_preview, web_search_2025_08_26, ...), file_search,
 // code_interpreter and image_generation. Messages: the versioned server tools web_search_* and
 // code_execution_*. Client tools (functions, custom tools, computer use, shell, text editor,
-// namespaces) and web_fetch_* (billed as the tokens it reads) are not hosted tools.
+// namespaces) are not hosted tools, nor are the tools that pull content into the prompt
+// (contentTool), which never pass.
 func HostedToolOf(f llm.Format, kind string) (llm.HostedTool, bool) {
 	switch f {
 	case llm.FormatResponses:
@@ -41,6 +42,22 @@ func HostedToolOf(f llm.Format, kind string) (llm.HostedTool, bool) {
 	return 0, false
 }
 
+// contentTool says whether a tool of wire type kind in a request of format f makes the
+// provider pull content into the prompt by itself, billed as input tokens with no bound the
+// request states: Messages web_fetch_* (the pages it fetches) and Responses mcp (a remote MCP
+// server's tool lists and results). The reservation cannot cover them, so they never reach an
+// upstream (trial h12 D10: 99.5 % of a request's cost was waived). Messages' top-level
+// mcp_servers is the same, and is removed by PlanHostedTools too.
+func contentTool(f llm.Format, kind string) bool {
+	switch f {
+	case llm.FormatMessages:
+		return strings.HasPrefix(kind, "web_fetch_")
+	case llm.FormatResponses:
+		return kind == "mcp"
+	}
+	return false
+}
+
 // HostedPolicy says whether an upstream runs hosted tool t for the gateway's tenants, and the
 // most calls of it one request may make (ok false: the tool is dropped).
 type HostedPolicy func(t llm.HostedTool) (maxCalls int, ok bool)
@@ -58,8 +75,11 @@ type HostedPlan struct {
 
 // mayHaveHostedTools is the cheap test that lets a request with no tools skip the plan.
 func mayHaveHostedTools(f llm.Format, v *jsonview.View) bool {
-	if f == llm.FormatChat {
+	switch f {
+	case llm.FormatChat:
 		return v.Has("web_search_options")
+	case llm.FormatMessages:
+		return v.Has("tools") || v.Has("mcp_servers")
 	}
 	return v.Has("tools")
 }
@@ -68,7 +88,8 @@ func mayHaveHostedTools(f llm.Format, v *jsonview.View) bool {
 // format that runs the hosted tools policy allows, adding its changes to edits. Such a tool
 // stays, with the upstream's own cap on its calls set to the policy's bound (Messages max_uses,
 // lowered or added; Responses max_tool_calls, lowered or added, to the sum of the bounds); any
-// other hosted tool is removed and named in Dropped, as an advisory field is. Chat's
+// other hosted tool is removed and named in Dropped, as an advisory field is, and so is every
+// tool that pulls content into the prompt (contentTool) and Messages' mcp_servers. Chat's
 // web_search_options counts as one web search call. A tool_choice that forces a removed tool is
 // a 400 naming tool_choice: the answer it asks for cannot be given. Every other byte stays as
 // the client sent it.
@@ -78,9 +99,10 @@ func PlanHostedTools(f llm.Format, v *jsonview.View, policy HostedPolicy, edits 
 		return plan, nil
 	}
 	var (
-		removed  []llm.HostedTool
-		maxCalls = -1 // the client's Responses max_tool_calls, -1 when absent
-		calls    []jsonview.Member
+		removed        []llm.HostedTool
+		removedContent []string // the wire types of the content tools removed
+		maxCalls       = -1     // the client's Responses max_tool_calls, -1 when absent
+		calls          []jsonview.Member
 	)
 	body := v.Body()
 	for _, m := range v.Members() {
@@ -94,8 +116,11 @@ func PlanHostedTools(f llm.Format, v *jsonview.View, policy HostedPolicy, edits 
 				removed = append(removed, llm.HostedWebSearch)
 				edits.Remove(m)
 			}
+		case f == llm.FormatMessages && string(key) == "mcp_servers" && !isNull(value):
+			plan.Dropped = append(plan.Dropped, "mcp_servers")
+			edits.Remove(m)
 		case f != llm.FormatChat && string(key) == "tools":
-			out, err := planTools(f, value, policy, &plan, &removed)
+			out, err := planTools(f, value, policy, &plan, &removed, &removedContent)
 			if err != nil {
 				return plan, err
 			}
@@ -111,7 +136,7 @@ func PlanHostedTools(f llm.Format, v *jsonview.View, policy HostedPolicy, edits 
 			calls = append(calls, m) // set below, once the bounds are known
 		}
 	}
-	if err := forcedRemoved(f, v, removed); err != nil {
+	if err := forcedRemoved(f, v, removed, removedContent); err != nil {
 		return plan, err
 	}
 	var value []byte
@@ -138,7 +163,7 @@ func PlanHostedTools(f llm.Format, v *jsonview.View, policy HostedPolicy, edits 
 
 // planTools decides each hosted tool of a tools array (the value of the top-level member) and
 // returns the array to send, or nil when it is unchanged.
-func planTools(f llm.Format, value []byte, policy HostedPolicy, plan *HostedPlan, removed *[]llm.HostedTool) ([]byte, error) {
+func planTools(f llm.Format, value []byte, policy HostedPolicy, plan *HostedPlan, removed *[]llm.HostedTool, removedContent *[]string) ([]byte, error) {
 	tools, ok := scanArray(value)
 	if !ok {
 		return nil, nil // the wrong shape is the upstream's to refuse
@@ -147,6 +172,12 @@ func planTools(f llm.Format, value []byte, policy HostedPolicy, plan *HostedPlan
 	kept := make([][]byte, 0, len(tools))
 	for _, raw := range tools {
 		kind, _ := typeAndName(raw)
+		if contentTool(f, kind) {
+			plan.Dropped = append(plan.Dropped, "tools[]."+kind)
+			*removedContent = append(*removedContent, kind)
+			changed = true
+			continue
+		}
 		t, hosted := HostedToolOf(f, kind)
 		if !hosted {
 			kept = append(kept, raw)
@@ -212,8 +243,8 @@ func capMember(obj []byte, key string, n int) ([]byte, error) {
 // forcedRemoved is the 400 for a tool_choice that forces a hosted tool that was removed: a
 // Responses tool_choice of the tool's type, a Messages tool_choice {type: tool} naming a server
 // tool (whose name is its stem: web_search, code_execution).
-func forcedRemoved(f llm.Format, v *jsonview.View, removed []llm.HostedTool) error {
-	if len(removed) == 0 {
+func forcedRemoved(f llm.Format, v *jsonview.View, removed []llm.HostedTool, removedContent []string) error {
+	if len(removed) == 0 && len(removedContent) == 0 {
 		return nil
 	}
 	choice, _ := v.Value("tool_choice")
@@ -233,6 +264,9 @@ func forcedRemoved(f llm.Format, v *jsonview.View, removed []llm.HostedTool) err
 	}
 	if hosted && slices.Contains(removed, forced) {
 		return apierror.Invalid("tool_choice", "tool_choice forces the tool '%s', which tollgate does not pass to this model's upstream: the provider bills it per call and the gateway's configuration gives it no price", kind)
+	}
+	if len(removedContent) > 0 && (kind == "mcp" && f == llm.FormatResponses || f == llm.FormatMessages && kind == "web_fetch") {
+		return apierror.Invalid("tool_choice", "tool_choice forces the tool '%s', which tollgate does not pass to any upstream: the provider bills what it pulls into the prompt, with no bound the gateway can reserve", kind)
 	}
 	return nil
 }

@@ -76,7 +76,25 @@ func TestPlanHostedTools(t *testing.T) {
 			want:    msgs(`,"tools":[{"name":"f","input_schema":{"type":"object"}}],"tool_choice":{"type":"tool","name":"f"}`),
 			dropped: []string{"tools[].web_search_20250305"}},
 		{name: "client tools only", f: llm.FormatMessages, policy: priced(0),
-			body: msgs(`,"tools":[{"type":"bash_20250124","name":"bash"},{"type":"web_fetch_20250910","name":"web_fetch"}]`)},
+			body: msgs(`,"tools":[{"type":"bash_20250124","name":"bash"},{"type":"text_editor_20250728","name":"str_replace_based_edit_tool"}]`)},
+		// Tools that pull content into the prompt, billed as input with no bound a reservation
+		// can cover, never pass, priced or not (trial h12 D10).
+		{name: "messages web fetch", f: llm.FormatMessages, policy: priced(5, llm.HostedWebSearch),
+			body:    msgs(`,"tools":[{"type":"bash_20250124","name":"bash"},{"type":"web_fetch_20250910","name":"web_fetch","max_uses":5}]`),
+			want:    msgs(`,"tools":[{"type":"bash_20250124","name":"bash"}]`),
+			dropped: []string{"tools[].web_fetch_20250910"}},
+		{name: "messages mcp servers", f: llm.FormatMessages, policy: priced(0),
+			body:    msgs(`,"mcp_servers":[{"type":"url","url":"https://example.com/mcp","name":"x"}]`),
+			want:    msgs(``),
+			dropped: []string{"mcp_servers"}},
+		{name: "messages web fetch forced", f: llm.FormatMessages, policy: priced(0),
+			body: msgs(`,"tools":[{"type":"web_fetch_20250910","name":"web_fetch"}],"tool_choice":{"type":"tool","name":"web_fetch"}`), refused: "tool_choice"},
+		{name: "responses mcp", f: llm.FormatResponses, policy: priced(0),
+			body:    resp(`,"tools":[{"type":"function","name":"f","parameters":{"type":"object"}},{"type":"mcp","server_label":"x","server_url":"https://example.com/mcp","require_approval":"never"}]`),
+			want:    resp(`,"tools":[{"type":"function","name":"f","parameters":{"type":"object"}}]`),
+			dropped: []string{"tools[].mcp"}},
+		{name: "responses mcp forced", f: llm.FormatResponses, policy: priced(0),
+			body: resp(`,"tools":[{"type":"mcp","server_label":"x","server_url":"https://example.com/mcp"}],"tool_choice":{"type":"mcp","server_label":"x"}`), refused: "tool_choice"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

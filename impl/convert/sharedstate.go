@@ -72,8 +72,9 @@ var stateHolders = map[llm.Format][]string{
 // source is a file), an item by its id (Responses item_reference) or a file put into a
 // code-execution container (Messages container_upload). The gateway has no files API, so such
 // an id can only name another tenant's file or the operator's. Remote MCP servers (Responses mcp
-// tools, Messages mcp_servers) are not state: the provider calls the server the client names,
-// with the client's credentials; they pass.
+// tools, Messages mcp_servers) are not state (the provider calls the server the client names,
+// with the client's credentials): they are not refused here, but removed as content tools by
+// PlanHostedTools.
 func sharedStateReference(f llm.Format, v *jsonview.View) error {
 	markers := stateMarkers[f]
 	if markers == nil {

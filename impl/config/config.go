@@ -383,6 +383,12 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	// anthropic reports whether a provider is Anthropic's kind, whose cache writes cost more
+	// than input (a price's untyped cache writes are billed at Anthropic's multiples there).
+	anthropic := map[string]bool{}
+	for _, p := range c.Providers {
+		anthropic[p.Name] = p.Kind == KindAnthropicMessages
+	}
 	checkUpstream := func(model string, u Upstream) {
 		if !providers[u.Provider] {
 			bad("model %q: unknown provider %q", model, u.Provider)
@@ -391,7 +397,7 @@ func (c *Config) Validate() error {
 			bad("model %q: an upstream needs the provider's model id", model)
 		}
 		if u.Price != nil {
-			if err := c.resolvePrice(u.Price); err != nil {
+			if err := c.resolvePrice(u.Price, anthropic[u.Provider]); err != nil {
 				bad("model %q: upstream %s/%s: %v", model, u.Provider, u.Model, err)
 			}
 		}
@@ -408,7 +414,11 @@ func (c *Config) Validate() error {
 		if m.Family != FamilyChat && m.Family != FamilyMessages {
 			bad("model %q: family must be chat or messages", m.ID)
 		}
-		if err := c.resolvePrice(&c.Models[i].Price); err != nil {
+		onAnthropic := m.Backend != nil && anthropic[m.Backend.Provider]
+		for _, e := range m.Experts {
+			onAnthropic = onAnthropic || anthropic[e.Provider]
+		}
+		if err := c.resolvePrice(&c.Models[i].Price, onAnthropic); err != nil {
 			bad("model %q: %v", m.ID, err)
 		}
 		if m.MaxOutputTokens <= 0 {

@@ -13,9 +13,12 @@ import (
 // Price is a model's price in integer micro-units (1 USD = 1,000,000) per million tokens of
 // each kind, as the providers publish it. Catalog names an entry of the price catalog (the
 // built-in one, or a LiteLLM price file given in price_catalog) whose prices are used for
-// every kind not typed here: a typed price wins. Without a catalog entry, the cache kinds not
-// typed cost what uncached input costs (a gateway never bills less than it may be charged), and
-// there is no long-context tier. Reasoning tokens are output tokens and cost the output price.
+// every kind not typed here: a typed price wins. Without a catalog entry, a cache kind not
+// typed costs the most the provider may charge for it (a gateway never bills less than it may
+// be charged): a cache read what uncached input costs; a cache write what input costs, or, for
+// a model served by an anthropic-messages provider, Anthropic's 1.25 times input (five minutes)
+// and 2 times input (one hour); and there is no long-context tier. Reasoning tokens are output
+// tokens and cost the output price.
 type Price struct {
 	// Catalog names a catalog entry, e.g. "claude-sonnet-4-5" or "gpt-4.1-mini".
 	Catalog       string `yaml:"catalog,omitempty"`
@@ -80,17 +83,18 @@ func (p Price) Resolved() price.Price {
 	if p.resolved != nil {
 		return *p.resolved
 	}
-	r, _ := p.resolve(nil, "")
+	r, _ := p.resolve(nil, "", false)
 	return r
 }
 
-// resolvePrice checks p and fills in its resolved price from the configuration's catalog.
-func (c *Config) resolvePrice(p *Price) error {
+// resolvePrice checks p and fills in its resolved price from the configuration's catalog;
+// anthropic says whether it prices a model an anthropic-messages provider serves.
+func (c *Config) resolvePrice(p *Price, anthropic bool) error {
 	day := c.PriceCatalog.Date
 	if day == "" {
 		day = time.Now().UTC().Format(time.DateOnly)
 	}
-	r, err := p.resolve(c.catalog, day)
+	r, err := p.resolve(c.catalog, day, anthropic)
 	if err != nil {
 		return err
 	}
@@ -98,7 +102,7 @@ func (c *Config) resolvePrice(p *Price) error {
 	return nil
 }
 
-func (p Price) resolve(cat *pricecatalog.Catalog, day string) (price.Price, error) {
+func (p Price) resolve(cat *pricecatalog.Catalog, day string, anthropic bool) (price.Price, error) {
 	var base price.Price
 	hasCatalog := false
 	if p.Catalog != "" {
@@ -121,15 +125,22 @@ func (p Price) resolve(cat *pricecatalog.Catalog, day string) (price.Price, erro
 	}
 	set(&base.Input, p.InputPerMTok)
 	set(&base.Output, p.OutputPerMTok)
+	// What an untyped cache write costs, from the input price, without a catalog entry.
+	write5m, write1h := func(in int64) int64 { return in }, func(in int64) int64 { return in }
+	if anthropic {
+		write5m, write1h = pricecatalog.AnthropicWrite5m, pricecatalog.AnthropicWrite1h
+	}
 	for _, k := range []struct {
 		typed *int64
 		dst   *int64
-	}{{p.CacheReadPerMTok, &base.CacheRead}, {p.CacheWrite5mPerMTok, &base.CacheWrite5m}, {p.CacheWrite1hPerMTok, &base.CacheWrite1h}} {
+		def   func(int64) int64
+	}{{p.CacheReadPerMTok, &base.CacheRead, func(in int64) int64 { return in }},
+		{p.CacheWrite5mPerMTok, &base.CacheWrite5m, write5m}, {p.CacheWrite1hPerMTok, &base.CacheWrite1h, write1h}} {
 		switch {
 		case k.typed != nil:
 			*k.dst = *k.typed
 		case !hasCatalog:
-			*k.dst = base.Input
+			*k.dst = k.def(base.Input)
 		}
 	}
 	if p.LongContext != nil {
@@ -138,16 +149,26 @@ func (p Price) resolve(cat *pricecatalog.Catalog, day string) (price.Price, erro
 			return price.Price{}, errors.New("price: long_context.above_input_tokens must be positive")
 		}
 		tier := price.Tier{AboveInputTokens: lc.AboveInputTokens, Rates: base.Rates}
-		if base.LongContext != nil {
+		fromCatalog := base.LongContext != nil
+		if fromCatalog {
 			tier.Rates = base.LongContext.Rates
+		}
+		if lc.InputPerMTok != nil {
+			tier.Input = *lc.InputPerMTok
 		}
 		for _, k := range []struct {
 			typed *int64
 			dst   *int64
-		}{{lc.InputPerMTok, &tier.Input}, {lc.OutputPerMTok, &tier.Output}, {lc.CacheReadPerMTok, &tier.CacheRead},
-			{lc.CacheWrite5mPerMTok, &tier.CacheWrite5m}, {lc.CacheWrite1hPerMTok, &tier.CacheWrite1h}} {
-			if k.typed != nil {
+			def   func(int64) int64
+		}{{lc.OutputPerMTok, &tier.Output, nil}, {lc.CacheReadPerMTok, &tier.CacheRead, func(in int64) int64 { return in }},
+			{lc.CacheWrite5mPerMTok, &tier.CacheWrite5m, write5m}, {lc.CacheWrite1hPerMTok, &tier.CacheWrite1h, write1h}} {
+			switch {
+			case k.typed != nil:
 				*k.dst = *k.typed
+			case !fromCatalog && k.def != nil:
+				// An untyped cache kind of a typed tier costs what the tier's own input
+				// implies, as at the base rates: the base's would bill less than the tier.
+				*k.dst = max(*k.dst, k.def(tier.Input))
 			}
 		}
 		base.LongContext = &tier

@@ -52,9 +52,11 @@ func TestPriceFromCatalog(t *testing.T) {
 	}
 }
 
-// TestTypedPriceDefaults: without a catalog entry, the cache kinds not typed cost what input
-// costs (never less than the provider may charge), and a typed tier fills its kinds from the
-// base rates.
+// TestTypedPriceDefaults: without a catalog entry, the cache kinds not typed cost the most the
+// provider may charge for them: on an anthropic-messages provider (priceConfig's) a cache write
+// costs Anthropic's 1.25 times input for five minutes and 2 times for an hour (trial h12 D5: it
+// cost input, so Anthropic's writes were billed below what Anthropic charges); a typed tier
+// fills its output from the base rates and its cache kinds from its own input price.
 func TestTypedPriceDefaults(t *testing.T) {
 	c, err := Parse([]byte(priceConfig(`{input_micros_per_mtok: 1000000, output_micros_per_mtok: 4000000, cache_read_micros_per_mtok: 100000,
       long_context: {above_input_tokens: 128000, input_micros_per_mtok: 2000000}}`, "")))
@@ -62,14 +64,24 @@ func TestTypedPriceDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := c.Models[0].Price.Resolved()
-	if got.Rates != (price.Rates{Input: 1_000_000, CacheRead: 100_000, CacheWrite5m: 1_000_000, CacheWrite1h: 1_000_000, Output: 4_000_000}) {
+	if got.Rates != (price.Rates{Input: 1_000_000, CacheRead: 100_000, CacheWrite5m: 1_250_000, CacheWrite1h: 2_000_000, Output: 4_000_000}) {
 		t.Errorf("typed price: %+v", got.Rates)
 	}
-	if got.LongContext == nil || got.LongContext.Input != 2_000_000 || got.LongContext.Output != 4_000_000 || got.LongContext.AboveInputTokens != 128_000 {
+	if got.LongContext == nil || got.LongContext.Rates != (price.Rates{Input: 2_000_000, CacheRead: 2_000_000, CacheWrite5m: 2_500_000, CacheWrite1h: 4_000_000, Output: 4_000_000}) ||
+		got.LongContext.AboveInputTokens != 128_000 {
 		t.Errorf("typed tier: %+v", got.LongContext)
 	}
 	if got.Catalog != "" {
 		t.Errorf("a typed price names a catalog entry: %q", got.Catalog)
+	}
+	// On an OpenAI provider, writing the cache costs what input costs.
+	openai := strings.Replace(priceConfig(`{input_micros_per_mtok: 1000000, output_micros_per_mtok: 4000000}`, ""), "anthropic-messages", "openai-chat", 1)
+	c, err = Parse([]byte(strings.Replace(openai, "family: messages", "family: chat", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Models[0].Price.Resolved(); got.Rates != (price.Rates{Input: 1_000_000, CacheRead: 1_000_000, CacheWrite5m: 1_000_000, CacheWrite1h: 1_000_000, Output: 4_000_000}) {
+		t.Errorf("typed price on an OpenAI provider: %+v", got.Rates)
 	}
 }
 

@@ -130,6 +130,14 @@ func Builtin() *Catalog {
 	return New(entries...)
 }
 
+// AnthropicWrite5m and AnthropicWrite1h are Anthropic's prices of writing the prompt cache for
+// five minutes and for one hour, from the input price: 1.25 and 2 times it (the five-minute one
+// rounded up to a whole micro-unit per million tokens), for a price that does not give them.
+func AnthropicWrite5m(input int64) int64 { return input/4*5 + (input%4*5+3)/4 }
+
+// AnthropicWrite1h: see AnthropicWrite5m.
+func AnthropicWrite1h(input int64) int64 { return price.SaturatingAdd(input, input) }
+
 // anthropicRates are rates in the column order of Anthropic's pricing table.
 func anthropicRates(input, write5m, write1h, read, output int64) price.Rates {
 	return price.Rates{Input: input, CacheWrite5m: write5m, CacheWrite1h: write1h, CacheRead: read, Output: output}

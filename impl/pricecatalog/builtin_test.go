@@ -189,3 +189,31 @@ func TestBuiltinServiceTiers(t *testing.T) {
 		t.Errorf("only %d tiers in the catalog", tiered)
 	}
 }
+
+// TestAnthropicWrites: the default write prices are Anthropic's published multiples of input
+// (1.25 and 2 times), the five-minute one rounded up to a whole micro-unit, as the pricing
+// page's entries have them.
+func TestAnthropicWrites(t *testing.T) {
+	for _, c := range []struct{ in, w5m, w1h int64 }{
+		{3_000_000, 3_750_000, 6_000_000}, {800_000, 1_000_000, 1_600_000}, {1, 2, 2}, {3, 4, 6}, {4, 5, 8}, {0, 0, 0},
+	} {
+		if got := AnthropicWrite5m(c.in); got != c.w5m {
+			t.Errorf("AnthropicWrite5m(%d) = %d, want %d", c.in, got, c.w5m)
+		}
+		if got := AnthropicWrite1h(c.in); got != c.w1h {
+			t.Errorf("AnthropicWrite1h(%d) = %d, want %d", c.in, got, c.w1h)
+		}
+	}
+	// Every Anthropic entry of the catalog agrees, but Haiku 3's, which the page rounds.
+	c := Builtin()
+	for _, name := range c.Names() {
+		for _, e := range c.Entries(name) {
+			if e.Provider != "anthropic" || name == "claude-3-haiku" {
+				continue
+			}
+			if r := e.Price.Rates; r.CacheWrite5m != AnthropicWrite5m(r.Input) || r.CacheWrite1h != AnthropicWrite1h(r.Input) {
+				t.Errorf("%s: writes %d / %d for input %d", name, r.CacheWrite5m, r.CacheWrite1h, r.Input)
+			}
+		}
+	}
+}

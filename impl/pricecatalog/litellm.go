@@ -53,12 +53,12 @@ var liteTierField = regexp.MustCompile(`^(.+)_above_([0-9]+)k_tokens$`)
 // an answer served on it is billed at the standard rates. Batch prices, audio and image tokens,
 // and per-query or per-request fees are not read.
 //
-// A missing cache price is never cheaper than input: a missing cache read or five-minute write
-// costs the input price, and a missing one-hour write the five-minute write price. Within a
-// long-context tier the same holds against the tier's input price, and a tier without its own
-// input or output price uses the base one. (An Anthropic model whose entry lacks the one-hour
-// field is thus billed 1.25× input for one-hour writes, not Anthropic's 2×: prefer Builtin's
-// entry for it, or fix the file.)
+// A missing cache price is never cheaper than the provider may charge: a missing cache read
+// costs the input price; a missing five-minute write the input price, and a missing one-hour
+// write the five-minute write price, except for an Anthropic model (its litellm_provider names
+// anthropic, or its name claude), whose missing writes cost Anthropic's 1.25 and 2 times input
+// (AnthropicWrite5m, AnthropicWrite1h). Within a long-context tier the same holds against the
+// tier's input price, and a tier without its own input or output price uses the base one.
 //
 // An entry whose price cannot be billed exactly is kept, refused, with Err naming the model and
 // the field: a price that is not a whole number of micro-units per million tokens, is negative,
@@ -196,12 +196,20 @@ func liteLLMEntry(name string, fields map[string]json.RawMessage, source string)
 			return refuse("no %s", key)
 		}
 	}
+	// An Anthropic model's cache writes cost more than input: missing write prices are
+	// Anthropic's multiples of the input price, never less (trial h12 D5: a missing one-hour
+	// price was the five-minute one, 1.25 times input where Anthropic charges 2 times).
+	write5m, write1h := func(in int64) int64 { return in }, func(_, w5m int64) int64 { return w5m }
+	if strings.Contains(e.Provider, "anthropic") || strings.Contains(strings.ToLower(name), "claude") {
+		write5m = AnthropicWrite5m
+		write1h = func(in, w5m int64) int64 { return max(AnthropicWrite1h(in), w5m) }
+	}
 	var base price.Rates
 	base.Input = get(liteInput, 0)
 	base.Output = get(liteOutput, 0)
 	base.CacheRead = get(liteRead, base.Input)
-	base.CacheWrite5m = get(liteWrite5m, base.Input)
-	base.CacheWrite1h = get(liteWrite1h, base.CacheWrite5m)
+	base.CacheWrite5m = get(liteWrite5m, write5m(base.Input))
+	base.CacheWrite1h = get(liteWrite1h, write1h(base.Input, base.CacheWrite5m))
 	if reasoning := get("output_cost_per_reasoning_token", base.Output); err == nil && reasoning != base.Output {
 		return refuse("output_cost_per_reasoning_token %s differs from %s %s: reasoning is billed as output",
 			fields["output_cost_per_reasoning_token"], liteOutput, fields[liteOutput])
@@ -218,8 +226,8 @@ func liteLLMEntry(name string, fields map[string]json.RawMessage, source string)
 		t.Input = get(above(liteInput), base.Input)
 		t.Output = get(above(liteOutput), base.Output)
 		t.CacheRead = get(above(liteRead), t.Input)
-		t.CacheWrite5m = get(above(liteWrite5m), t.Input)
-		t.CacheWrite1h = get(above(liteWrite1h), t.CacheWrite5m)
+		t.CacheWrite5m = get(above(liteWrite5m), write5m(t.Input))
+		t.CacheWrite1h = get(above(liteWrite1h), write1h(t.Input, t.CacheWrite5m))
 		e.Price.LongContext = &t
 	}
 	if threshold == "" {

@@ -41,11 +41,13 @@ func TestLoadLiteLLMExcerpt(t *testing.T) {
 			Rates: rates(3_000_000, 300_000, 3_750_000, 6_000_000, 15_000_000),
 			LongContext: &price.Tier{AboveInputTokens: 200_000,
 				Rates: rates(6_000_000, 600_000, 7_500_000, 12_000_000, 22_500_000)}}},
-		// No one-hour write in either tier: it costs the five-minute write.
+		// No one-hour write in either tier: an Anthropic model's costs Anthropic's 2 times the
+		// input price ($6 and $12, the pricing page's; trial h12 D5: it cost the five-minute
+		// write's 1.25 times).
 		{"claude-4-sonnet-20250514", "anthropic", price.Price{
-			Rates: rates(3_000_000, 300_000, 3_750_000, 3_750_000, 15_000_000),
+			Rates: rates(3_000_000, 300_000, 3_750_000, 6_000_000, 15_000_000),
 			LongContext: &price.Tier{AboveInputTokens: 200_000,
-				Rates: rates(6_000_000, 600_000, 7_500_000, 7_500_000, 22_500_000)}}},
+				Rates: rates(6_000_000, 600_000, 7_500_000, 12_000_000, 22_500_000)}}},
 		{"claude-haiku-4-5", "anthropic", price.Price{Rates: rates(1_000_000, 100_000, 1_250_000, 2_000_000, 5_000_000)}},
 		{"claude-opus-4-1", "anthropic", price.Price{Rates: rates(15_000_000, 1_500_000, 18_750_000, 30_000_000, 75_000_000)}},
 		// LiteLLM's one-hour write for Haiku 3 is 6e-06 ($6, where Anthropic publishes $0.50): read as

@@ -74,22 +74,31 @@ func (s *Service) request(ctx context.Context, p auth.Principal, action string, 
 	if _, err := tenantOf(p); err != nil {
 		return Approval{}, err
 	}
-	pending, err := s.q.CountPendingAgentApprovals(ctx, p.AccountID)
-	if err != nil {
-		return Approval{}, err
-	}
-	if pending >= MaxPendingApprovals {
-		return Approval{}, conflictf("the account has %d approvals pending, the most it may: a person must approve or deny some (or let them expire) before more are asked for", pending)
-	}
 	b, err := json.Marshal(args)
 	if err != nil {
 		return Approval{}, err
 	}
 	b = storableJSON(b)
 	sum := sha256.Sum256(append([]byte(action+"\n"), b...))
-	a, err := s.q.InsertAgentApproval(ctx, db.InsertAgentApprovalParams{ID: uuid.New(), AccountID: p.AccountID, KeyID: pgUUID(p.KeyID),
-		Action: action, Arguments: b, ArgumentsHash: hex.EncodeToString(sum[:]), ExpiresAt: time.Now().Add(s.cfg.ApprovalTTL),
-		RequestedBy: requester(p), TraceParent: traceparent(ctx)})
+	var a db.AgentApproval
+	// The count and the insert under one lock of the account's approvals: requests at once all
+	// passed the count before (trial h13 D2: 130 at once left 118 pending).
+	err = s.inTx(ctx, func(_ pgx.Tx, q *db.Queries) error {
+		if err := q.LockAgentKey(ctx, "approvals:"+p.AccountID.String()); err != nil {
+			return err
+		}
+		pending, err := q.CountPendingAgentApprovals(ctx, p.AccountID)
+		if err != nil {
+			return err
+		}
+		if pending >= MaxPendingApprovals {
+			return conflictf("the account has %d approvals pending, the most it may: a person must approve or deny some (or let them expire) before more are asked for", pending)
+		}
+		a, err = q.InsertAgentApproval(ctx, db.InsertAgentApprovalParams{ID: uuid.New(), AccountID: p.AccountID, KeyID: pgUUID(p.KeyID),
+			Action: action, Arguments: b, ArgumentsHash: hex.EncodeToString(sum[:]), ExpiresAt: time.Now().Add(s.cfg.ApprovalTTL),
+			RequestedBy: requester(p), TraceParent: traceparent(ctx)})
+		return err
+	})
 	if err != nil {
 		return Approval{}, err
 	}
@@ -231,6 +240,13 @@ func (s *Service) Resolve(ctx context.Context, accountID *uuid.UUID, approvalID 
 	if approve {
 		state = ApprovalApproved
 	}
+	if approve && cur.State == ApprovalPending {
+		if why, err := requesterGone(ctx, s.q, cur); err != nil {
+			return Approval{}, err
+		} else if why != "" {
+			return Approval{}, conflictf("approval %s cannot be approved: %s; deny it", cur.ID, why)
+		}
+	}
 	var out db.AgentApproval
 	err = s.inTx(ctx, func(tx pgx.Tx, q *db.Queries) error {
 		a, err := q.ResolveAgentApproval(ctx, db.ResolveAgentApprovalParams{State: state, ResolvedBy: by, ID: cur.ID})
@@ -257,6 +273,31 @@ func (s *Service) Resolve(ctx context.Context, accountID *uuid.UUID, approvalID 
 		return Approval{}, err
 	}
 	return approvalView(out), nil
+}
+
+// requesterGone says why the API key that asked for an approval can no longer act ("" when it
+// can, or when no key asked: a connected app or a member): a key revoked (a leaked one, say),
+// disabled or expired since must not have its request run by someone's approval (trial h13 D7:
+// its prompt ran a billed turn in another key's session). It reads with q (the caller's
+// transaction's, when it has one: a second connection while the approval row is locked could
+// wait for the pool the other runs of the action hold). Its error is a dependency failure.
+func requesterGone(ctx context.Context, q *db.Queries, a db.AgentApproval) (string, error) {
+	id := fromPG(a.KeyID)
+	if id == uuid.Nil {
+		return "", nil
+	}
+	k, err := q.GetAccountAPIKey(ctx, db.GetAccountAPIKeyParams{ID: id, AccountID: a.AccountID})
+	switch {
+	case errors.Is(err, pgx.ErrNoRows) || err == nil && k.RevokedAt != nil:
+		return "the API key that asked for it was revoked since", nil
+	case err != nil:
+		return "", err
+	case k.DisabledAt != nil:
+		return "the API key that asked for it was disabled since", nil
+	case k.ExpiresAt != nil && !k.ExpiresAt.After(time.Now()):
+		return "the API key that asked for it has expired since", nil
+	}
+	return "", nil
 }
 
 // sweepApprovals expires pending approvals past their expiry every ApprovalSweep, until ctx
@@ -332,6 +373,15 @@ func (w *actionWorker) Work(ctx context.Context, job *river.Job[actionArgs]) err
 			return complete(ctx, tx, job)
 		} else if err != nil {
 			return err
+		}
+		// A key that asked and was revoked (disabled, expired) since the approval fails it.
+		if why, err := requesterGone(ctx, q, a); err != nil {
+			return err
+		} else if why != "" {
+			if err := set(ActionFailed, uuid.Nil, uuid.Nil, why); err != nil {
+				return err
+			}
+			return complete(ctx, tx, job)
 		}
 		// The action runs in a savepoint: a refusal rolls its writes back and is recorded.
 		var session, message uuid.UUID

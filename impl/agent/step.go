@@ -160,8 +160,29 @@ func (w *stepWorker) work(ctx context.Context, job *river.Job[stepArgs]) error {
 				return err
 			}
 		}
+		// A step retried after its process was lost called the model again under the same
+		// request id, which the ledger bills once: when an earlier attempt's usage was billed
+		// already, the session counts what was billed, not this attempt's cost (trial h13 D4:
+		// the spend and the event disagreed with the bill, and a cheaper retry let the session
+		// pass max_spend).
+		cost := ans.CostMicros
+		billedBefore := false
+		// (A step run again is not always a later attempt of its job: a stopped process's
+		// jobs are taken over as they were. The ledger is asked every time: one indexed read a
+		// model call.)
+		e, err := st.q.GetLedgerEntryByKey(ctx, db.GetLedgerEntryByKeyParams{AccountID: r.AccountID, IdempotencyKey: store.UsageLedgerKey(RequestID(r.ID, turn))})
+		switch {
+		case err == nil && -e.AmountMicros != ans.CostMicros:
+			cost, billedBefore = -e.AmountMicros, true
+		case err != nil && !errors.Is(err, pgx.ErrNoRows):
+			return err
+		}
 		call := map[string]any{"turn": turn, "model": r.Model, "expert": ans.Expert, "input_tokens": ans.InputTokens,
-			"output_tokens": ans.OutputTokens, "cost_micros": ans.CostMicros, "request_id": RequestID(r.ID, turn)}
+			"output_tokens": ans.OutputTokens, "cost_micros": cost, "request_id": RequestID(r.ID, turn)}
+		if billedBefore {
+			// The counts are this attempt's; the cost is what the earlier attempt was billed.
+			call["billed_by_earlier_attempt"] = true
+		}
 		if ans.CacheReadTokens > 0 || ans.CacheWriteTokens > 0 {
 			call["cache_read_tokens"], call["cache_write_tokens"] = ans.CacheReadTokens, ans.CacheWriteTokens
 		}
@@ -172,12 +193,12 @@ func (w *stepWorker) work(ctx context.Context, job *river.Job[stepArgs]) error {
 			return err
 		}
 		r.Turns = int32(turn)
-		if r.SpentMicros+ans.CostMicros > r.MaxSpendMicros {
+		if r.SpentMicros+cost > r.MaxSpendMicros {
 			// The reservation fitted the ceiling, so this cannot happen; the bound holds anyway.
-			s.log.Error("agent: a model call cost more than its ceiling", "session", r.ID, "cost", ans.CostMicros)
+			s.log.Error("agent: a model call cost more than its ceiling", "session", r.ID, "cost", cost)
 			r.SpentMicros = r.MaxSpendMicros
 		} else {
-			r.SpentMicros += ans.CostMicros
+			r.SpentMicros += cost
 		}
 		for _, c := range calls {
 			if err := st.event("tool_call", map[string]any{"turn": turn, "call_id": c.ID, "name": c.Name, "arguments": c.Arguments}); err != nil {

@@ -335,8 +335,11 @@
 // During a database outage a capped key's request is refused with a 503 and Retry-After
 // (apierror.Unavailable wrapping ErrKeyCapUnavailable): the key's budget is kept only in the
 // database, so no process can tell what another has served against it. Uncapped keys of the
-// same account are served from the holds as before. The spend of a key is what its usage
-// records charge, except in the cases where the usage writer bills less than a record's cost
+// same account are served from the holds as before. A capped key's usage record carries the
+// settlement of its reservation too (store.UsageRecord.SettleKey, kept in the spill file): a
+// settlement that waited in memory during an outage and was lost with its process is made when
+// the record is written, and one made already is not counted again. The spend of a key is what
+// its usage records charge, except in the cases where the usage writer bills less than a record's cost
 // (a hold lost to a long partition: the ledger note says so) and where a process is killed
 // after a settlement but before its usage record is written (the record is lost, in the
 // customer's favour, and the key's budget counts a little more than its records show).

@@ -890,6 +890,12 @@ func (r *Reservation) usageRecord(actualMicros int64, usage UsageRecord, now tim
 		// The key's spend in a period is read from the records that started in it.
 		rec.StartedAt = r.startedAt
 	}
+	if r.key != nil {
+		// The record settles the key's reservation too, when it is written, if the settlement
+		// of its own (settleKey) never reached the database: it waits in memory during an
+		// outage, and is lost with the process, while the record waits in the spill file.
+		rec.SettleKey = true
+	}
 	return rec
 }
 

@@ -80,11 +80,14 @@ type UsageRecord struct {
 	// Checkpointed says that the request's stream had a checkpoint (StreamCheckpoint):
 	// WriteUsage deletes it in the transaction that writes the record. Not stored.
 	Checkpointed bool `json:"-"`
-	// SettleKey marks the record of a stream whose process was lost, billed from its
-	// checkpoint: nobody settled the request's reservation against its key's credit cap, so
-	// WriteUsage settles it at CostMicros in the same transaction (when the key has one), and
-	// deletes the checkpoint. Not stored.
-	SettleKey bool `json:"-"`
+	// SettleKey marks a record whose request's reservation against its key's credit cap
+	// WriteUsage settles at CostMicros in the same transaction, if nobody has (when the key has
+	// one; a settled reservation is left as it is), deleting the request's stream checkpoint:
+	// the record of a stream whose process was lost, billed from its checkpoint, and every
+	// record of a capped key's request, whose own settlement may have been lost with its
+	// process during a database outage while the record waited in the spill file (trial h12
+	// D2). Kept in the spill file; not stored in the database.
+	SettleKey bool `json:"settle_key,omitempty"`
 }
 
 // UsageCharge is what WriteUsage did to one account of a batch.

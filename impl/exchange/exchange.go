@@ -358,6 +358,9 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 	// pointer to the loop's variable, which would move every expert to the heap).
 	var called routing.Expert
 	calledAny := false
+	// refused says that the last call ended with the upstream's refusal (an HTTP status: a
+	// 429 whose Retry-After the call was waiting out, say): no upstream holds the prompt.
+	refused := false
 	// The upstream calls run under callCtx, which a shutdown's end of grace (EndStreams) also
 	// cancels while no upstream has begun its answer: a request still waiting then gets the
 	// shutdown's error instead of the connection's close (trial h12 D3). Once an answer began,
@@ -432,6 +435,7 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 			return x, nil
 		}
 		lastErr = publicRefusal(err, e, modelID, client)
+		refused = provider.ErrorType(err) != "" && provider.ErrorType(err) != "connection"
 		if ctx.Err() != nil || eng.streamsEnd.Err() != nil {
 			break
 		}
@@ -452,11 +456,13 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 		x.SettleUndelivered(llm.Usage{}, "shutdown")
 		return nil, errShuttingDown
 	}
-	if ctx.Err() != nil && calledAny && o == nil {
+	if ctx.Err() != nil && calledAny && !refused && o == nil {
 		// The client went away while an upstream had its request: the provider has the
 		// prompt and bills it, so the request is billed its input, as a stream the client
 		// leaves is billed what it had (trial h1: no usage record at all). An in-process
-		// caller's step is retried under its own id, and is billed by the retry.
+		// caller's step is retried under its own id, and is billed by the retry. A client
+		// that leaves while the call waits out an upstream's refusal (a 429's Retry-After)
+		// is not billed: no upstream took the prompt (trial h12 D8).
 		x.expert = called
 		x.Settle(llm.Usage{}, 0, "client_disconnected")
 		return nil, ctx.Err()

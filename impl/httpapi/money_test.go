@@ -429,6 +429,40 @@ func TestStreamFailingBeforeOutputIsNotBilled(t *testing.T) {
 	checkBooks(t, g, tenant.Account, 50_000_000)
 }
 
+// TestClientGoneDuringARetryWaitIsNotBilled: a client that leaves while the gateway waits out
+// an upstream's 429 (its Retry-After) before trying again is not billed: the upstream refused
+// the prompt, and no other had it (trial h12 D8: billed its input as client_disconnected,
+// though the same request was free for a client that waited for the final 429).
+func TestClientGoneDuringARetryWaitIsNotBilled(t *testing.T) {
+	s := sim.New(sim.Options{})
+	g := apitest.Start(t, apitest.Options{Config: moneyConfig(t), Sim: s})
+	tenant := g.NewTenant(t, "acme", 0, 10_000_000)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	req, _ := http.NewRequestWithContext(ctx, "POST", g.URL+"/v1/chat/completions",
+		strings.NewReader(chatBody("pricey", "refused for now [[sim fault=429 retry_after=2]]", false, 64)))
+	req.Header.Set("Authorization", "Bearer "+tenant.Key)
+	if res, err := http.DefaultClient.Do(req); err == nil {
+		res.Body.Close()
+		t.Fatalf("answered %d before the client left", res.StatusCode)
+	}
+	cancel()
+	// A request after it, settled: the records written by then are the left request's and its.
+	if status, _, body := do(t, g.Client(t), g.URL, request{"POST", "/v1/chat/completions", chatBody("pricey", "hello", false, 16)},
+		map[string]string{"Authorization": "Bearer " + tenant.Key}); status != 200 {
+		t.Fatalf("the next request: %d %s", status, body)
+	}
+	time.Sleep(300 * time.Millisecond) // the left request's settlement, had there been one, was before the next one's
+	waitSettled(t, g, tenant.Account, 1)
+	recs, err := g.Store.UsageRecords(context.Background(), tenant.Account.ID, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || recs[0].Status == "client_disconnected" {
+		t.Errorf("usage after a client left during a retry wait: %+v", recs)
+	}
+	checkBooks(t, g, tenant.Account, 10_000_000)
+}
+
 // TestClientGoneBeforeTheAnswerIsBilledItsInput: a client that leaves while the upstream has its
 // request and has not answered yet (a non-streamed answer still being written, a stream whose
 // head has not come) is billed the request's input, status client_disconnected: the provider

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -492,4 +493,41 @@ func TestClientGoneBeforeTheAnswerIsBilledItsInput(t *testing.T) {
 		}
 	}
 	checkBooks(t, g, tenant.Account, 10_000_000)
+}
+
+// TestReservationNearTheContextWindowReachesTheLongContextTier: a prompt admitted near a
+// model's context window (its lenient count within it) whose cautious estimate is above the
+// window is reserved at that estimate, not capped at the window: above claude-sonnet-4-5's
+// 200,000-token threshold the whole request is at the long-context rates, which an upstream
+// with a longer window (the client's anthropic-beta context-1m) bills. A balance that covers
+// the worst case capped at the window but not at the tier is refused with 402. Trial h12 D11:
+// the cap kept the reservation at the base rates, and 10 % of such a request's cost was waived.
+func TestReservationNearTheContextWindowReachesTheLongContextTier(t *testing.T) {
+	cfg := passthroughConfig(t)
+	cfg.Models = append(cfg.Models, config.Model{ID: "window-sonnet", Family: config.FamilyMessages, OwnedBy: "test",
+		Price: config.Price{Catalog: "claude-sonnet-4-5"}, MaxOutputTokens: 4096, ContextTokens: 200_000,
+		Backend: &config.Upstream{Provider: "sim-anthropic", Model: "sim-sonnet"}})
+	cfg.Plans[0].Models = append(cfg.Plans[0].Models, "window-sonnet")
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	g := apitest.Start(t, apitest.Options{Config: cfg})
+	// 690,000 bytes: 230,000 tokens by the cautious count (three bytes a token), 172,500 by
+	// the lenient one (within the window). Capped at the window the worst case is 200,000 ×
+	// $6 (a one-hour write) + 16 × $15 = 1,200,240 micro-units; at the tier 230,000 × $12 +
+	// 16 × $22.50 = 2,760,360.
+	tenant := g.NewTenant(t, "acme", 0, 2_000_000)
+	prompt := strings.Repeat("lorem ipsum dolor sit amet ", 690_000/27)
+	body := `{"model":"window-sonnet","max_tokens":16,"messages":[{"role":"user","content":"` + prompt + `"}]}`
+	status, _, answer := do(t, g.Client(t), g.URL, request{"POST", "/v1/messages", body}, map[string]string{"Authorization": "Bearer " + tenant.Key})
+	if status != http.StatusPaymentRequired {
+		t.Fatalf("a request whose worst case at the long-context rates is above the balance: %d %.300s", status, answer)
+	}
+	m := neededRe.FindStringSubmatch(string(answer))
+	if m == nil {
+		t.Fatalf("the 402 does not say what the request needs: %.300s", answer)
+	}
+	if needed, _ := strconv.ParseInt(m[1], 10, 64); needed < 2_700_000 {
+		t.Errorf("the request needs %d micro-units; at the long-context rates it is at least 2,700,000", needed)
+	}
 }

@@ -266,13 +266,33 @@ type AgentSlot struct {
 	Slot string `json:"slot"`
 }
 
-// AgentSpawnRequest defines model for AgentSpawnRequest.
+// AgentSpawnRequest A session to start in one of the caller's slots, with the settings `agent_spawn` takes
+// (`max_turns` and `max_spend` may lower the resource profile's bounds, not raise them;
+// a bound above them is refused with 400 naming it). Other members are ignored.
 type AgentSpawnRequest struct {
+	// AgentName A name for the agent, shown in listings.
+	AgentName *string `json:"agent_name,omitempty"`
+
+	// MaxSpend At most this much spend in micro-units, 1 USD = 1000000 (default from the resource profile).
+	MaxSpend *int `json:"max_spend,omitempty"`
+
+	// MaxTurns At most this many model calls (default from the resource profile).
+	MaxTurns *int `json:"max_turns,omitempty"`
+
+	// Model One of the account's models that the key may use (default the configuration's `agents.default_model`).
+	Model *string `json:"model,omitempty"`
+
 	// Prompt The session's first message (at most 262,144 characters); without it the session waits `ready` for one.
 	Prompt *string `json:"prompt,omitempty"`
 
+	// ResourceProfile A configured profile giving the default bounds (default the configuration's `agents.default_profile`).
+	ResourceProfile *string `json:"resource_profile,omitempty"`
+
 	// Slot A slot already assigned to the caller's account.
-	Slot                 string                 `json:"slot"`
+	Slot string `json:"slot"`
+
+	// TargetEnvironment A configured tool set the agent may use (default the account's dataset tools and open_ticket).
+	TargetEnvironment    *string                `json:"target_environment,omitempty"`
 	AdditionalProperties map[string]interface{} `json:"-"`
 }
 
@@ -853,6 +873,38 @@ func (a *AgentSpawnRequest) UnmarshalJSON(b []byte) error {
 		return err
 	}
 
+	if raw, found := object["agent_name"]; found {
+		err = json.Unmarshal(raw, &a.AgentName)
+		if err != nil {
+			return fmt.Errorf("error reading 'agent_name': %w", err)
+		}
+		delete(object, "agent_name")
+	}
+
+	if raw, found := object["max_spend"]; found {
+		err = json.Unmarshal(raw, &a.MaxSpend)
+		if err != nil {
+			return fmt.Errorf("error reading 'max_spend': %w", err)
+		}
+		delete(object, "max_spend")
+	}
+
+	if raw, found := object["max_turns"]; found {
+		err = json.Unmarshal(raw, &a.MaxTurns)
+		if err != nil {
+			return fmt.Errorf("error reading 'max_turns': %w", err)
+		}
+		delete(object, "max_turns")
+	}
+
+	if raw, found := object["model"]; found {
+		err = json.Unmarshal(raw, &a.Model)
+		if err != nil {
+			return fmt.Errorf("error reading 'model': %w", err)
+		}
+		delete(object, "model")
+	}
+
 	if raw, found := object["prompt"]; found {
 		err = json.Unmarshal(raw, &a.Prompt)
 		if err != nil {
@@ -861,12 +913,28 @@ func (a *AgentSpawnRequest) UnmarshalJSON(b []byte) error {
 		delete(object, "prompt")
 	}
 
+	if raw, found := object["resource_profile"]; found {
+		err = json.Unmarshal(raw, &a.ResourceProfile)
+		if err != nil {
+			return fmt.Errorf("error reading 'resource_profile': %w", err)
+		}
+		delete(object, "resource_profile")
+	}
+
 	if raw, found := object["slot"]; found {
 		err = json.Unmarshal(raw, &a.Slot)
 		if err != nil {
 			return fmt.Errorf("error reading 'slot': %w", err)
 		}
 		delete(object, "slot")
+	}
+
+	if raw, found := object["target_environment"]; found {
+		err = json.Unmarshal(raw, &a.TargetEnvironment)
+		if err != nil {
+			return fmt.Errorf("error reading 'target_environment': %w", err)
+		}
+		delete(object, "target_environment")
 	}
 
 	if len(object) != 0 {
@@ -888,6 +956,34 @@ func (a AgentSpawnRequest) MarshalJSON() ([]byte, error) {
 	var err error
 	object := make(map[string]json.RawMessage)
 
+	if a.AgentName != nil {
+		object["agent_name"], err = json.Marshal(a.AgentName)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'agent_name': %w", err)
+		}
+	}
+
+	if a.MaxSpend != nil {
+		object["max_spend"], err = json.Marshal(a.MaxSpend)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'max_spend': %w", err)
+		}
+	}
+
+	if a.MaxTurns != nil {
+		object["max_turns"], err = json.Marshal(a.MaxTurns)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'max_turns': %w", err)
+		}
+	}
+
+	if a.Model != nil {
+		object["model"], err = json.Marshal(a.Model)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'model': %w", err)
+		}
+	}
+
 	if a.Prompt != nil {
 		object["prompt"], err = json.Marshal(a.Prompt)
 		if err != nil {
@@ -895,9 +991,23 @@ func (a AgentSpawnRequest) MarshalJSON() ([]byte, error) {
 		}
 	}
 
+	if a.ResourceProfile != nil {
+		object["resource_profile"], err = json.Marshal(a.ResourceProfile)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'resource_profile': %w", err)
+		}
+	}
+
 	object["slot"], err = json.Marshal(a.Slot)
 	if err != nil {
 		return nil, fmt.Errorf("error marshaling 'slot': %w", err)
+	}
+
+	if a.TargetEnvironment != nil {
+		object["target_environment"], err = json.Marshal(a.TargetEnvironment)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'target_environment': %w", err)
+		}
 	}
 
 	for fieldName, field := range a.AdditionalProperties {

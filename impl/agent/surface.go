@@ -228,6 +228,14 @@ func (s *Service) createSession(ctx context.Context, tx pgx.Tx, q *db.Queries, a
 // Spawn starts a session in the caller's slot with prompt as its first message (POST
 // /v1/agents). The slot must have no live session (a conflict naming it otherwise).
 func (s *Service) Spawn(ctx context.Context, p auth.Principal, slot, prompt, idempotencyKey string) (SpawnResult, error) {
+	return s.SpawnWith(ctx, p, slot, prompt, idempotencyKey, SpawnAction{})
+}
+
+// SpawnWith is Spawn with the settings agent_spawn takes (its Purpose is the prompt's first
+// line, whatever set): a model the key may use, an environment, a resource profile, a name, and
+// bounds that may lower the profile's, each checked as agent_spawn's are (trial h13 D5: POST
+// /v1/agents left them out without a word).
+func (s *Service) SpawnWith(ctx context.Context, p auth.Principal, slot, prompt, idempotencyKey string, settings SpawnAction) (SpawnResult, error) {
 	if strings.TrimSpace(slot) == "" {
 		return SpawnResult{}, apierror.Invalid("slot", "'slot' is required: the name of one of your agent slots")
 	}
@@ -238,7 +246,12 @@ func (s *Service) Spawn(ctx context.Context, p auth.Principal, slot, prompt, ide
 		return SpawnResult{}, err
 	}
 	var out SpawnResult
-	err := s.idempotent(ctx, p.AccountID, idempotencyKey, requestHash("spawn", p.KeyID.String(), slot, prompt), &out, func(tx pgx.Tx, q *db.Queries) (*db.InsertAgentCommandParams, error) {
+	settings.Purpose = firstLine(prompt)
+	asked, err := json.Marshal(settings)
+	if err != nil {
+		return SpawnResult{}, err
+	}
+	err = s.idempotent(ctx, p.AccountID, idempotencyKey, requestHash("spawn", p.KeyID.String(), slot, prompt, string(asked)), &out, func(tx pgx.Tx, q *db.Queries) (*db.InsertAgentCommandParams, error) {
 		sl, err := slotFor(ctx, q, p.AccountID, slot)
 		if err != nil {
 			return nil, err
@@ -248,7 +261,7 @@ func (s *Service) Spawn(ctx context.Context, p auth.Principal, slot, prompt, ide
 		} else if ok {
 			return nil, conflictf("slot '%s' already runs session %s (%s); stop it first with DELETE /v1/agents/%s", slot, live.row.ID, live.row.State, slot)
 		}
-		params, err := s.resolveSpawn(ctx, q, p.AccountID, SpawnAction{Purpose: firstLine(prompt)}, p.AllowsModel)
+		params, err := s.resolveSpawn(ctx, q, p.AccountID, settings, p.AllowsModel)
 		if err != nil {
 			return nil, err
 		}

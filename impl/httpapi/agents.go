@@ -136,13 +136,25 @@ func (s *Server) SpawnAgent(ctx context.Context, req api.SpawnAgentRequestObject
 		return nil, err
 	}
 	var slot, prompt string
-	if req.Body != nil {
-		slot = req.Body.Slot
-		if req.Body.Prompt != nil {
-			prompt = *req.Body.Prompt
+	var settings agent.SpawnAction
+	if b := req.Body; b != nil {
+		slot = b.Slot
+		if b.Prompt != nil {
+			prompt = *b.Prompt
+		}
+		deref := func(v *string) string {
+			if v == nil {
+				return ""
+			}
+			return *v
+		}
+		settings = agent.SpawnAction{Model: deref(b.Model), TargetEnvironment: deref(b.TargetEnvironment),
+			ResourceProfile: deref(b.ResourceProfile), AgentName: deref(b.AgentName), MaxTurns: b.MaxTurns}
+		if b.MaxSpend != nil {
+			settings.MaxSpend = new(int64(*b.MaxSpend))
 		}
 	}
-	res, err := s.agents.Spawn(ctx, p, slot, prompt, key)
+	res, err := s.agents.SpawnWith(ctx, p, slot, prompt, key, settings)
 	if err != nil {
 		return nil, agentError(slot, err)
 	}

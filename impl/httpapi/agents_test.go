@@ -718,3 +718,42 @@ func TestAgentMessagesAreBounded(t *testing.T) {
 		t.Errorf("stop: %d %s", status, body)
 	}
 }
+
+// TestAgentSpawnSettings: POST /v1/agents takes the settings agent_spawn takes: a model, a
+// resource profile, a name and bounds that lower the profile's; bounds above the profile's, or
+// out of the contract's range, are refused with 400 naming them. Trial h13 D5: they were left
+// out without a word, and a caller that capped its session at one turn got twenty.
+func TestAgentSpawnSettings(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{})
+	tn := g.NewTenant(t, "acme", 0, 5_000_000)
+	g.AssignSlot(t, tn.Account.ID, "main")
+	a := newAgentsClient(t, g, tn.Key)
+	for _, c := range []struct{ body, param string }{
+		{`{"slot":"main","prompt":"hi","max_turns":1000}`, "max_turns"},
+		{`{"slot":"main","prompt":"hi","max_spend":0}`, "max_spend"},
+	} {
+		status, _, body := a.do("POST", "/v1/agents", c.body, nil)
+		if env := errorEnvelopeOf(body); status != http.StatusBadRequest || env.Error.Param == nil || !strings.Contains(*env.Error.Param, c.param) {
+			t.Errorf("%s: %d %s", c.body, status, body)
+		}
+	}
+	var sp spawned
+	a.json("POST", "/v1/agents", `{"slot":"main","prompt":"hi","max_turns":1,"max_spend":5000,"agent_name":"scout"}`, http.StatusAccepted, &sp)
+	var out struct {
+		Data []struct {
+			Slot    string `json:"slot"`
+			Session struct {
+				ID             string `json:"id"`
+				MaxTurns       int    `json:"maxTurns"`
+				MaxSpendMicros int64  `json:"maxSpendMicros"`
+				AgentName      string `json:"agentName"`
+			} `json:"session"`
+		} `json:"data"`
+	}
+	a.json("GET", "/v1/agents", "", http.StatusOK, &out)
+	for _, s := range out.Data {
+		if s.Slot == "main" && (s.Session.ID != sp.SessionID || s.Session.MaxTurns != 1 || s.Session.MaxSpendMicros != 5000 || s.Session.AgentName != "scout") {
+			t.Errorf("the session's settings: %+v", s.Session)
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/tollgate/tollgate/impl/agent"
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/plaintext"
 	"github.com/tollgate/tollgate/impl/sse"
 )
 
@@ -223,7 +224,9 @@ type eventRow struct {
 }
 
 func newEventRow(e agent.Event) eventRow {
-	row := eventRow{Seq: e.Seq, Kind: e.Kind, At: e.At.UTC(), Summary: eventSummary(e)}
+	// Text a tenant wrote (a prompt, a message, a tool's result) shows as itself: a
+	// bidirectional override in it cannot reorder the line (trial h11 D4).
+	row := eventRow{Seq: e.Seq, Kind: e.Kind, At: e.At.UTC(), Summary: plaintext.Visible(eventSummary(e), true)}
 	if e.Kind == "state" || e.Kind == "model_call" {
 		var d eventData
 		_ = json.Unmarshal(e.Data, &d)

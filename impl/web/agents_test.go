@@ -97,6 +97,9 @@ func TestAgentsPages(t *testing.T) {
 	e.agentEvent(t, acme.ID, sess, 3, "model_call", map[string]any{"turn": 1, "model": "sim-small", "expert": "sim-small",
 		"input_tokens": 120, "output_tokens": 40, "cost_micros": 1500, "request_id": "agt_x_1"})
 	theirs := e.agentSession(t, globex.ID, "main")
+	// A message with a right-to-left override shows it as its escape, as the Approvals page
+	// does, so that it cannot reorder the line (trial h11 D4).
+	e.agentEvent(t, acme.ID, sess, 4, "message_in", map[string]any{"message_id": uuid.NewString(), "text": "abc\u202e =cmd"})
 
 	b := e.browser(t)
 	b.signIn(e, aliceEmail, alicePass)
@@ -111,8 +114,11 @@ func TestAgentsPages(t *testing.T) {
 		t.Fatalf("agents page: %d %.3000s", p.Status, p.Body)
 	}
 	p = b.get("/agents/" + sess.String())
-	for _, want := range []string{`<li value="1">`, "provisioning → ready", "message: please tidy &lt;docs&gt;",
-		"turn 1: sim-small, 120 input and 40 output tokens, $0.001500", `data-tail="/agents/` + sess.String() + `/events?after=3"`,
+	if strings.Contains(p.Body, "\u202e") {
+		t.Errorf("the session page shows a right-to-left override as it is")
+	}
+	for _, want := range []string{`<li value="1">`, "provisioning → ready", "message: please tidy &lt;docs&gt;", `message: abc\u202e =cmd`,
+		"turn 1: sim-small, 120 input and 40 output tokens, $0.001500", `data-tail="/agents/` + sess.String() + `/events?after=4"`,
 		`src="/static/agent-tail.js"`, `href="/agents/` + sess.String() + `?after=0">Refresh`} {
 		if !strings.Contains(p.Body, want) {
 			t.Errorf("session page lacks %q", want)

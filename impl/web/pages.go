@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/tollgate/tollgate/impl/plaintext"
 )
 
 // page is one entry of the navigation. Routes registers the page's handlers (nil: the page is
@@ -114,6 +116,9 @@ var funcs = template.FuncMap{
 		return id[:8] + "…"
 	},
 	"neg": func(n int64) int64 { return -n },
+	// visible is text a tenant wrote as it shows to someone else: every character that does
+	// not show itself (a bidirectional override, a control) as its \u escape.
+	"visible": func(s string) string { return plaintext.Visible(s, true) },
 	"deref": func(p *int64) int64 {
 		if p == nil {
 			return 0

@@ -15,6 +15,10 @@ const (
 	DefaultReauthAfter            = 10 * time.Minute
 	// DefaultDatasetUploadMaxBytes bounds a dataset uploaded on the Datasets page (100 MiB).
 	DefaultDatasetUploadMaxBytes = 100 << 20
+	// DefaultDatasetAccountMaxBytes and DefaultDatasetAccountMaxCount bound what the Datasets
+	// page lets an account store in all (1 GiB, 100 datasets).
+	DefaultDatasetAccountMaxBytes = 1 << 30
+	DefaultDatasetAccountMaxCount = 100
 )
 
 // Web configures the signed-in web application (impl/web): sign-in through an OpenID Connect
@@ -47,6 +51,12 @@ type Web struct {
 	// DatasetUploadMaxBytes is the largest dataset file the Datasets page accepts (default
 	// 100 MiB; `tollgate admin dataset put` has no limit).
 	DatasetUploadMaxBytes int64 `yaml:"dataset_upload_max_bytes"`
+	// DatasetAccountMaxBytes and DatasetAccountMaxCount bound what an account's members store
+	// through the Datasets page in all: its datasets' total size (default 1 GiB) and their
+	// number (default 100). The storage is shared by every account (trial h11 D10: one
+	// member could fill it); `tollgate admin dataset put` is not bound by them.
+	DatasetAccountMaxBytes int64 `yaml:"dataset_account_max_bytes"`
+	DatasetAccountMaxCount int   `yaml:"dataset_account_max_count"`
 }
 
 // Enabled reports whether the web application is configured.
@@ -60,6 +70,12 @@ func (w *Web) ApplyDefaults() {
 	orDefault(&w.ReauthAfter, DefaultReauthAfter)
 	if w.DatasetUploadMaxBytes <= 0 {
 		w.DatasetUploadMaxBytes = DefaultDatasetUploadMaxBytes
+	}
+	if w.DatasetAccountMaxBytes <= 0 {
+		w.DatasetAccountMaxBytes = DefaultDatasetAccountMaxBytes
+	}
+	if w.DatasetAccountMaxCount <= 0 {
+		w.DatasetAccountMaxCount = DefaultDatasetAccountMaxCount
 	}
 	if w.RedirectURL == "" && w.PublicURL != "" {
 		w.RedirectURL = strings.TrimSuffix(w.PublicURL, "/") + "/auth/callback"

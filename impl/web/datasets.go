@@ -67,6 +67,22 @@ func (a *App) uploadLimit() int64 {
 	return config.DefaultDatasetUploadMaxBytes
 }
 
+// accountMaxBytes and accountMaxCount are what an account may store through this page in all
+// (config.Web's DatasetAccountMaxBytes and DatasetAccountMaxCount).
+func (a *App) accountMaxBytes() int64 {
+	if n := a.web.DatasetAccountMaxBytes; n > 0 {
+		return n
+	}
+	return config.DefaultDatasetAccountMaxBytes
+}
+
+func (a *App) accountMaxCount() int {
+	if n := a.web.DatasetAccountMaxCount; n > 0 {
+		return n
+	}
+	return config.DefaultDatasetAccountMaxCount
+}
+
 func (a *App) datasetsPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	d := datasetsData{}
 	q := r.URL.Query()
@@ -256,9 +272,30 @@ func (a *App) uploadDataset(w http.ResponseWriter, r *http.Request, v *Visitor) 
 		bad("The file %q is empty.", u.fileName)
 		return
 	}
-	before, err := a.storedState(ctx, acct, name)
+	stored, err := a.datasets.ListStorage(ctx, acct)
 	if err != nil {
 		a.failInternal(w, r, v, "list datasets", err)
+		return
+	}
+	var before any
+	others, othersBytes := 0, int64(0) // the account's datasets but the one this replaces
+	for _, s := range stored {
+		if s.Name == name {
+			before = datasetState(s)
+			continue
+		}
+		others++
+		othersBytes += s.SizeBytes
+	}
+	if maxCount := a.accountMaxCount(); others+1 > maxCount {
+		d.Error = fmt.Sprintf("The account holds %d datasets, the most it may through this page. Delete one to upload another, or ask the operator.", others)
+		a.renderDatasets(w, r, v, http.StatusConflict, d)
+		return
+	}
+	if maxBytes := a.accountMaxBytes(); othersBytes+u.size > maxBytes {
+		d.Error = fmt.Sprintf("Storing this file (%s) would take the account's datasets to %s, above its %s. Delete datasets to make room, or ask the operator.",
+			humanBytes(u.size), humanBytes(othersBytes+u.size), humanBytes(maxBytes))
+		a.renderDatasets(w, r, v, http.StatusRequestEntityTooLarge, d)
 		return
 	}
 	if before != nil && !v.Owner() {

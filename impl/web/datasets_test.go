@@ -190,3 +190,33 @@ func TestDatasetsOtherAccountNotFound(t *testing.T) {
 		t.Fatal("the dataset is gone")
 	}
 }
+
+// TestDatasetsAccountQuota: what an account stores through the Datasets page is bounded in all,
+// by number and by total size (web.dataset_account_max_count, _bytes): past either the upload
+// is refused saying so, nothing is stored, and replacing a dataset counts only the new file.
+// Trial h11 D10: any member could fill the storage every account shares.
+func TestDatasetsAccountQuota(t *testing.T) {
+	e := start(t, func(w *config.Web) { w.DatasetAccountMaxCount = 2; w.DatasetAccountMaxBytes = 100 })
+	e.account(t, "acme", aliceEmail, "owner")
+	alice := e.browser(t)
+	alice.signIn(e, aliceEmail, alicePass)
+	for _, name := range []string{"one", "two"} {
+		if p := alice.upload(map[string]string{"name": name}, "s.csv", []byte(salesCSV)); p.Status != http.StatusSeeOther {
+			t.Fatalf("upload %s: %d %.300s", name, p.Status, p.Body)
+		}
+	}
+	if p := alice.upload(map[string]string{"name": "three"}, "s.csv", []byte(salesCSV)); p.Status != http.StatusConflict || !strings.Contains(p.Body, "holds 2 datasets") {
+		t.Errorf("a third dataset: %d %.300s", p.Status, p.Body)
+	}
+	// 30 + 30 bytes stored; 80 in place of "two" would make 110 of 100.
+	big := []byte("region,amount\n" + strings.Repeat("north,3\n", 8) + "south,42\n")
+	if p := alice.upload(map[string]string{"name": "two", "replace": "yes"}, "s.csv", big); p.Status != http.StatusRequestEntityTooLarge || !strings.Contains(p.Body, "above its 100 B") {
+		t.Errorf("a replacement past the bytes: %d %.300s", p.Status, p.Body)
+	}
+	if p := alice.upload(map[string]string{"name": "two", "replace": "yes"}, "s.csv", []byte(salesCSV)); p.Status != http.StatusSeeOther {
+		t.Errorf("a replacement within the quota: %d %.300s", p.Status, p.Body)
+	}
+	if list := alice.get("/datasets"); strings.Contains(list.Body, "three") {
+		t.Errorf("a refused upload was stored")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -194,11 +195,16 @@ func grantRowOf(g store.OAuthGrant, v *Visitor) grantRow {
 	if row.Member == "" {
 		row.Member = g.UserName
 	}
-	if len(g.ClientRedirectURIs) > 0 {
-		if u, err := url.Parse(g.ClientRedirectURIs[0]); err == nil {
-			row.RedirectHost = plaintext.Visible(u.Host, false)
+	// The grant does not keep the redirect URI it was issued to (the audit entry of the
+	// consent does): every host the client may return to is named, not only its first (trial
+	// h11 D6: a client's first host was shown for a grant issued to its second).
+	var hosts []string
+	for _, raw := range g.ClientRedirectURIs {
+		if u, err := url.Parse(raw); err == nil && !slices.Contains(hosts, u.Host) {
+			hosts = append(hosts, u.Host)
 		}
 	}
+	row.RedirectHost = plaintext.Visible(strings.Join(hosts, " or "), false)
 	return row
 }
 

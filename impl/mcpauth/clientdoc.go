@@ -114,9 +114,16 @@ func (s *Server) documentClient(ctx context.Context, clientID string) (store.OAu
 }
 
 // documentHost is the bucket of a document's URL in documentHostLimit: its host and port,
-// lower-case, without the default port 443 (so that one host is one bucket however written).
+// lower-case, without a trailing dot or the default port 443, and an address as its one
+// canonical form (so that one host is one bucket however written). Names that resolve to one
+// address are still buckets of their own.
 func documentHost(u *url.URL) string {
-	host, port := strings.ToLower(u.Hostname()), u.Port()
+	host, port := strings.TrimSuffix(strings.ToLower(u.Hostname()), "."), u.Port()
+	if ip, err := netip.ParseAddr(host); err == nil {
+		// One address has many spellings (an IPv4-mapped IPv6 form, leading zeros, where
+		// the :: goes): the bucket is the address's (trial h11 D3).
+		host = ip.WithZone("").Unmap().String()
+	}
 	if port == "" || port == "443" {
 		return host
 	}

@@ -266,6 +266,9 @@ func (s *Service) SpawnWith(ctx context.Context, p auth.Principal, slot, prompt,
 			return nil, err
 		}
 		cmd := uuid.New()
+		if err := s.fitsContext("prompt", params.model, prompt); err != nil {
+			return nil, err
+		}
 		row, err := s.createSession(ctx, tx, q, p.AccountID, p.KeyID, sl, params, prompt, cmd)
 		if err != nil {
 			return nil, err
@@ -298,6 +301,25 @@ func checkText(field, text string) error {
 	return nil
 }
 
+// fitsContext refuses a message (or a spawn's prompt) that alone is above the context window of
+// the session's model, by the gateway's own lenient count (four bytes a token, as its context
+// check counts): its turn's model call would be refused, and the session would fail with it
+// (trial h13 D8: a 262,144-character message of emoji was accepted, and failed its session).
+// Messages that only together pass the window are the model call's to refuse.
+func (s *Service) fitsContext(field, model, text string) error {
+	if s.models == nil {
+		return nil
+	}
+	m, ok := s.models.Model(model)
+	if !ok || m.ContextTokens <= 0 {
+		return nil
+	}
+	if tokens := len(text) / 4; tokens > m.ContextTokens {
+		return apierror.Invalid(field, "'%s' is about %d tokens, more than the context window of the session's model %s (%d tokens)", field, tokens, model, m.ContextTokens)
+	}
+	return nil
+}
+
 // send queues a message for a live session, making a ready one busy; a busy session takes at
 // most MaxQueuedMessages.
 func (s *Service) send(st *sessionTx, text string) (uuid.UUID, bool, error) {
@@ -317,6 +339,9 @@ func (s *Service) send(st *sessionTx, text string) (uuid.UUID, bool, error) {
 		if n >= MaxQueuedMessages {
 			return uuid.Nil, false, conflictf("the session in slot '%s' has %d messages waiting for its next turn already; send more when the turn has ended", st.row.SlotName, n)
 		}
+	}
+	if err := s.fitsContext("text", st.row.Model, text); err != nil {
+		return uuid.Nil, false, err
 	}
 	id := uuid.New()
 	if err := st.q.InsertAgentMessage(st.ctx, db.InsertAgentMessageParams{ID: id, AccountID: st.row.AccountID, SessionID: st.row.ID, Text: store.CleanText(text)}); err != nil {

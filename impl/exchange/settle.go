@@ -45,6 +45,16 @@ func (x *Exchange) recordOf(u llm.Usage, producedChars int, input int64, status 
 	rec := x.usageRecord(t, u.ServiceTier, status)
 	rec.HostedCalls = x.hostedCalls(u)
 	rec.HostedMicros = x.expert.HostedCost(rec.HostedCalls, x.hostedBounds)
+	if rec.HostedCalls.Any() {
+		// The record's price says what each call cost (its own copy of the expert's price),
+		// so that the row reproduces its hosted cost alone (trial h12 D7).
+		rec.Price.HostedPerCall = make(map[string]int64)
+		for t, n := range rec.HostedCalls {
+			if n > 0 {
+				rec.Price.HostedPerCall[llm.HostedTool(t).String()] = x.expert.Hosted[t].PricePerCallMicros
+			}
+		}
+	}
 	return rec
 }
 

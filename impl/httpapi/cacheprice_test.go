@@ -193,6 +193,14 @@ func checkReproducible(t *testing.T, rec store.UsageRecord) {
 	if rec.CostMicros != rec.Costs.Total()+rec.HostedMicros-rec.WaivedMicros {
 		t.Errorf("cost %d is not the sum of its parts %+v + hosted %d - waived %d", rec.CostMicros, rec.Costs, rec.HostedMicros, rec.WaivedMicros)
 	}
+	// The hosted tools' part too: the calls at the per-call prices the row's price names.
+	var hosted int64
+	for name, n := range rec.HostedCalls {
+		hosted += n * rec.Price.HostedPerCall[name]
+	}
+	if hosted != rec.HostedMicros {
+		t.Errorf("hosted calls %v at %v cost %d, the row says %d", rec.HostedCalls, rec.Price.HostedPerCall, hosted, rec.HostedMicros)
+	}
 }
 
 // clientUsage is the usage object of a complete answer or the last usage of a stream, as the

@@ -75,6 +75,7 @@ func TestHostedToolsMetered(t *testing.T) {
 				}
 			}
 			rec := latestUsage(t, g, tenant.Account, 1)
+			checkReproducible(t, rec) // the per-call price is on the row (trial h12 D7)
 			if rec.HostedCalls["web_search"] != tc.calls || rec.HostedMicros != tc.calls*searchPrice {
 				t.Errorf("usage record: %d searches for %d micro-units, want %d for %d", rec.HostedCalls["web_search"], rec.HostedMicros, tc.calls, tc.calls*searchPrice)
 			}

@@ -49,6 +49,10 @@ type Price struct {
 	// ServiceTier names the service tier whose rates Rates are, on a price AtServiceTier
 	// resolved to a tier of ServiceTiers; "" for the base rates.
 	ServiceTier string `json:"service_tier,omitempty"`
+	// HostedPerCall is, on a usage record's price, what each call of the hosted tools the
+	// request called cost (micro-units a call, by the tool's name: "web_search"), so that the
+	// record's hosted cost is reproducible from it alone: calls × price, tool by tool.
+	HostedPerCall map[string]int64 `json:"hosted_micros_per_call,omitempty"`
 	// Catalog names the catalog entry the price was taken from ("" when typed in the
 	// configuration), and Effective the date (YYYY-MM-DD) from which the catalog says it holds.
 	Catalog   string `json:"catalog,omitempty"`

@@ -265,10 +265,10 @@ func (s *Service) SpawnWith(ctx context.Context, p auth.Principal, slot, prompt,
 		if err != nil {
 			return nil, err
 		}
-		cmd := uuid.New()
 		if err := s.fitsContext("prompt", params.model, prompt); err != nil {
 			return nil, err
 		}
+		cmd := uuid.New()
 		row, err := s.createSession(ctx, tx, q, p.AccountID, p.KeyID, sl, params, prompt, cmd)
 		if err != nil {
 			return nil, err

@@ -2,7 +2,6 @@ package httpapi_test
 
 import (
 	"context"
-	"slices"
 	"strings"
 	"testing"
 
@@ -140,13 +139,8 @@ func TestServiceTierDroppedIsNamed(t *testing.T) {
 		{`{"model":"untiered-chat","service_tier":"priority","messages":[{"role":"user","content":"hi"}]}`, false},
 		{`{"model":"untiered-chat","service_tier":"flex","messages":[{"role":"user","content":"hi"}]}`, true},
 	} {
-		status, h, body := do(t, c, g.URL, request{"POST", "/v1/chat/completions", tc.body}, bearer)
-		if status != 200 {
-			t.Fatalf("%s: %d %s", tc.body, status, body)
-		}
-		named := slices.Contains(strings.Split(h.Get("x-tollgate-dropped-fields"), ", "), "service_tier")
-		if named != tc.dropped {
-			t.Errorf("%s: dropped fields %q", tc.body, h.Get("x-tollgate-dropped-fields"))
+		if _, named := sentAndDropped(t, g.Sim, c, g.URL, request{"POST", "/v1/chat/completions", tc.body}, bearer, "service_tier"); named != tc.dropped {
+			t.Errorf("%s: service_tier named as dropped: %v", tc.body, named)
 		}
 	}
 }

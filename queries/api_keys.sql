@@ -1,9 +1,9 @@
 -- name: CreateAPIKey :one
 -- display_suffix is the key's last four characters, for lists (prefix…last four).
 INSERT INTO api_keys (account_id, name, key_hash, display_prefix, display_suffix, rpm_limit, expires_at,
-                      credit_cap_micros, cap_period, models, created_by)
+                      credit_cap_micros, cap_period, models, created_by, created_by_user)
 VALUES (@account_id, @name, @key_hash, @display_prefix, @display_suffix, @rpm_limit, sqlc.narg(expires_at),
-        sqlc.narg(credit_cap_micros), @cap_period, sqlc.narg(models)::text[], @created_by)
+        sqlc.narg(credit_cap_micros), @cap_period, sqlc.narg(models)::text[], @created_by, sqlc.narg(created_by_user)::uuid)
 RETURNING *;
 
 -- name: LockAccountKeys :one

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const adjustKeyBudgetReservation = `-- name: AdjustKeyBudgetReservation :execrows
@@ -61,10 +62,10 @@ func (q *Queries) CountUnrevokedAPIKeys(ctx context.Context, accountID uuid.UUID
 
 const createAPIKey = `-- name: CreateAPIKey :one
 INSERT INTO api_keys (account_id, name, key_hash, display_prefix, display_suffix, rpm_limit, expires_at,
-                      credit_cap_micros, cap_period, models, created_by)
+                      credit_cap_micros, cap_period, models, created_by, created_by_user)
 VALUES ($1, $2, $3, $4, $5, $6, $7,
-        $8, $9, $10::text[], $11)
-RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by, display_suffix
+        $8, $9, $10::text[], $11, $12::uuid)
+RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by, display_suffix, created_by_user
 `
 
 type CreateAPIKeyParams struct {
@@ -79,6 +80,7 @@ type CreateAPIKeyParams struct {
 	CapPeriod       string
 	Models          []string
 	CreatedBy       string
+	CreatedByUser   pgtype.UUID
 }
 
 // display_suffix is the key's last four characters, for lists (prefix…last four).
@@ -95,6 +97,7 @@ func (q *Queries) CreateAPIKey(ctx context.Context, arg CreateAPIKeyParams) (Api
 		arg.CapPeriod,
 		arg.Models,
 		arg.CreatedBy,
+		arg.CreatedByUser,
 	)
 	var i ApiKey
 	err := row.Scan(
@@ -114,6 +117,7 @@ func (q *Queries) CreateAPIKey(ctx context.Context, arg CreateAPIKeyParams) (Api
 		&i.Models,
 		&i.CreatedBy,
 		&i.DisplaySuffix,
+		&i.CreatedByUser,
 	)
 	return i, err
 }
@@ -142,7 +146,7 @@ func (q *Queries) DeleteStaleKeyReservations(ctx context.Context, retentionMilli
 }
 
 const getAPIKey = `-- name: GetAPIKey :one
-SELECT id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by, display_suffix FROM api_keys WHERE id = $1
+SELECT id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by, display_suffix, created_by_user FROM api_keys WHERE id = $1
 `
 
 func (q *Queries) GetAPIKey(ctx context.Context, id uuid.UUID) (ApiKey, error) {
@@ -165,12 +169,13 @@ func (q *Queries) GetAPIKey(ctx context.Context, id uuid.UUID) (ApiKey, error) {
 		&i.Models,
 		&i.CreatedBy,
 		&i.DisplaySuffix,
+		&i.CreatedByUser,
 	)
 	return i, err
 }
 
 const getAccountAPIKey = `-- name: GetAccountAPIKey :one
-SELECT id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by, display_suffix FROM api_keys WHERE id = $1 AND account_id = $2
+SELECT id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by, display_suffix, created_by_user FROM api_keys WHERE id = $1 AND account_id = $2
 `
 
 type GetAccountAPIKeyParams struct {
@@ -199,12 +204,13 @@ func (q *Queries) GetAccountAPIKey(ctx context.Context, arg GetAccountAPIKeyPara
 		&i.Models,
 		&i.CreatedBy,
 		&i.DisplaySuffix,
+		&i.CreatedByUser,
 	)
 	return i, err
 }
 
 const getActiveAPIKeyByHash = `-- name: GetActiveAPIKeyByHash :one
-SELECT id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by, display_suffix FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL
+SELECT id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by, display_suffix, created_by_user FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL
 `
 
 // The authentication lookup: only keys that are not revoked (disabled and expired ones come
@@ -229,6 +235,7 @@ func (q *Queries) GetActiveAPIKeyByHash(ctx context.Context, keyHash []byte) (Ap
 		&i.Models,
 		&i.CreatedBy,
 		&i.DisplaySuffix,
+		&i.CreatedByUser,
 	)
 	return i, err
 }
@@ -256,7 +263,7 @@ func (q *Queries) GetKeyBudget(ctx context.Context, arg GetKeyBudgetParams) (Key
 }
 
 const listAPIKeys = `-- name: ListAPIKeys :many
-SELECT id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by, display_suffix FROM api_keys WHERE account_id = $1 ORDER BY created_at, id
+SELECT id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by, display_suffix, created_by_user FROM api_keys WHERE account_id = $1 ORDER BY created_at, id
 `
 
 func (q *Queries) ListAPIKeys(ctx context.Context, accountID uuid.UUID) ([]ApiKey, error) {
@@ -285,6 +292,7 @@ func (q *Queries) ListAPIKeys(ctx context.Context, accountID uuid.UUID) ([]ApiKe
 			&i.Models,
 			&i.CreatedBy,
 			&i.DisplaySuffix,
+			&i.CreatedByUser,
 		); err != nil {
 			return nil, err
 		}
@@ -297,7 +305,7 @@ func (q *Queries) ListAPIKeys(ctx context.Context, accountID uuid.UUID) ([]ApiKe
 }
 
 const listAPIKeysWithSpend = `-- name: ListAPIKeysWithSpend :many
-SELECT k.id, k.account_id, k.name, k.key_hash, k.display_prefix, k.rpm_limit, k.created_at, k.last_used_at, k.revoked_at, k.expires_at, k.disabled_at, k.credit_cap_micros, k.cap_period, k.models, k.created_by, k.display_suffix,
+SELECT k.id, k.account_id, k.name, k.key_hash, k.display_prefix, k.rpm_limit, k.created_at, k.last_used_at, k.revoked_at, k.expires_at, k.disabled_at, k.credit_cap_micros, k.cap_period, k.models, k.created_by, k.display_suffix, k.created_by_user,
        p.period_start::timestamptz AS period_start,
        COALESCE((SELECT SUM(u.cost_micros) FROM usage_records u
                  WHERE u.api_key_id = k.id AND u.started_at >= p.period_start), 0)::bigint AS period_spent_micros,
@@ -356,6 +364,7 @@ func (q *Queries) ListAPIKeysWithSpend(ctx context.Context, arg ListAPIKeysWithS
 			&i.ApiKey.Models,
 			&i.ApiKey.CreatedBy,
 			&i.ApiKey.DisplaySuffix,
+			&i.ApiKey.CreatedByUser,
 			&i.PeriodStart,
 			&i.PeriodSpentMicros,
 			&i.LastRequestAt,
@@ -567,7 +576,7 @@ func (q *Queries) ReturnKeyBudgetReservation(ctx context.Context, arg ReturnKeyB
 const revokeAPIKey = `-- name: RevokeAPIKey :one
 UPDATE api_keys SET revoked_at = now()
 WHERE id = $1 AND revoked_at IS NULL
-RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by, display_suffix
+RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by, display_suffix, created_by_user
 `
 
 func (q *Queries) RevokeAPIKey(ctx context.Context, id uuid.UUID) (ApiKey, error) {
@@ -590,6 +599,7 @@ func (q *Queries) RevokeAPIKey(ctx context.Context, id uuid.UUID) (ApiKey, error
 		&i.Models,
 		&i.CreatedBy,
 		&i.DisplaySuffix,
+		&i.CreatedByUser,
 	)
 	return i, err
 }
@@ -597,7 +607,7 @@ func (q *Queries) RevokeAPIKey(ctx context.Context, id uuid.UUID) (ApiKey, error
 const revokeAccountAPIKey = `-- name: RevokeAccountAPIKey :one
 UPDATE api_keys SET revoked_at = now()
 WHERE id = $1 AND account_id = $2 AND revoked_at IS NULL
-RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by, display_suffix
+RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by, display_suffix, created_by_user
 `
 
 type RevokeAccountAPIKeyParams struct {
@@ -627,6 +637,7 @@ func (q *Queries) RevokeAccountAPIKey(ctx context.Context, arg RevokeAccountAPIK
 		&i.Models,
 		&i.CreatedBy,
 		&i.DisplaySuffix,
+		&i.CreatedByUser,
 	)
 	return i, err
 }
@@ -634,7 +645,7 @@ func (q *Queries) RevokeAccountAPIKey(ctx context.Context, arg RevokeAccountAPIK
 const revokeAccountAPIKeys = `-- name: RevokeAccountAPIKeys :many
 UPDATE api_keys SET revoked_at = now()
 WHERE account_id = $1 AND revoked_at IS NULL
-RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by, display_suffix
+RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by, display_suffix, created_by_user
 `
 
 // Revokes every key of the account that is not revoked yet.
@@ -664,6 +675,7 @@ func (q *Queries) RevokeAccountAPIKeys(ctx context.Context, accountID uuid.UUID)
 			&i.Models,
 			&i.CreatedBy,
 			&i.DisplaySuffix,
+			&i.CreatedByUser,
 		); err != nil {
 			return nil, err
 		}
@@ -702,7 +714,7 @@ const setAPIKeyDisabled = `-- name: SetAPIKeyDisabled :one
 UPDATE api_keys
 SET disabled_at = CASE WHEN $1::boolean THEN COALESCE(disabled_at, now()) ELSE NULL END
 WHERE id = $2 AND account_id = $3 AND revoked_at IS NULL
-RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by, display_suffix
+RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by, display_suffix, created_by_user
 `
 
 type SetAPIKeyDisabledParams struct {
@@ -733,6 +745,7 @@ func (q *Queries) SetAPIKeyDisabled(ctx context.Context, arg SetAPIKeyDisabledPa
 		&i.Models,
 		&i.CreatedBy,
 		&i.DisplaySuffix,
+		&i.CreatedByUser,
 	)
 	return i, err
 }
@@ -742,7 +755,7 @@ UPDATE api_keys
 SET rpm_limit = $1, expires_at = $2, credit_cap_micros = $3,
     cap_period = $4, models = $5::text[]
 WHERE id = $6 AND account_id = $7 AND revoked_at IS NULL
-RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by, display_suffix
+RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by, display_suffix, created_by_user
 `
 
 type SetAPIKeyLimitsParams struct {
@@ -784,12 +797,13 @@ func (q *Queries) SetAPIKeyLimits(ctx context.Context, arg SetAPIKeyLimitsParams
 		&i.Models,
 		&i.CreatedBy,
 		&i.DisplaySuffix,
+		&i.CreatedByUser,
 	)
 	return i, err
 }
 
 const setAPIKeyRPMLimit = `-- name: SetAPIKeyRPMLimit :one
-UPDATE api_keys SET rpm_limit = $2 WHERE id = $1 RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by, display_suffix
+UPDATE api_keys SET rpm_limit = $2 WHERE id = $1 RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by, display_suffix, created_by_user
 `
 
 type SetAPIKeyRPMLimitParams struct {
@@ -817,6 +831,7 @@ func (q *Queries) SetAPIKeyRPMLimit(ctx context.Context, arg SetAPIKeyRPMLimitPa
 		&i.Models,
 		&i.CreatedBy,
 		&i.DisplaySuffix,
+		&i.CreatedByUser,
 	)
 	return i, err
 }

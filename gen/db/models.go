@@ -134,6 +134,7 @@ type ApiKey struct {
 	Models          []string
 	CreatedBy       string
 	DisplaySuffix   string
+	CreatedByUser   pgtype.UUID
 }
 
 type AuditLog struct {

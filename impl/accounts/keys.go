@@ -48,6 +48,8 @@ type KeyOptions struct {
 	Models []string
 	// CreatedBy is who makes the key: "operator" (the default) or the web user's e-mail.
 	CreatedBy string
+	// CreatedByUser is the web user who makes the key on the console (uuid.Nil: the operator).
+	CreatedByUser uuid.UUID
 }
 
 // KeyInfo is a key as the Keys page and `admin key list` show it.
@@ -130,7 +132,7 @@ func (s *Service) CreateKeyWith(ctx context.Context, accountID uuid.UUID, o KeyO
 		AccountID: accountID, Name: o.Name, Hash: g.Hash[:], DisplayPrefix: g.DisplayPrefix,
 		DisplaySuffix: g.Plain[len(g.Plain)-4:], RPMLimit: rpm,
 		ExpiresAt: o.ExpiresAt, CreditCapMicros: o.CreditCapMicros, CapPeriod: period, Models: models,
-		CreatedBy: o.CreatedBy, MaxKeys: quota,
+		CreatedBy: o.CreatedBy, CreatedByUser: o.CreatedByUser, MaxKeys: quota,
 	})
 	if errors.Is(err, store.ErrKeyQuota) {
 		return NewKey{}, invalid("max_keys", "the plan %s allows an account at most %d keys that are not revoked (disabled and expired ones count): revoke one to make room",

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/tollgate/tollgate/gen/db"
 )
@@ -36,6 +37,9 @@ type APIKey struct {
 	Models []string
 	// CreatedBy is who made the key: "operator" or a web user's e-mail.
 	CreatedBy string
+	// CreatedByUser is the web user who made the key on the console (uuid.Nil for the
+	// operator's keys and for keys made before it was kept).
+	CreatedByUser uuid.UUID
 }
 
 // NewAPIKey is what CreateAPIKey stores.
@@ -54,6 +58,7 @@ type NewAPIKey struct {
 	CapPeriod       CapPeriod
 	Models          []string
 	CreatedBy       string
+	CreatedByUser   uuid.UUID
 	// MaxKeys is the account's key quota: the key is not stored (ErrKeyQuota) when the account
 	// holds this many keys that are not revoked already. 0: no quota.
 	MaxKeys int
@@ -68,8 +73,16 @@ func keyFromRow(r db.ApiKey) APIKey {
 		ID: r.ID, AccountID: r.AccountID, Name: r.Name, Hash: r.KeyHash, DisplayPrefix: r.DisplayPrefix,
 		DisplaySuffix: r.DisplaySuffix, RPMLimit: int(r.RpmLimit), CreatedAt: r.CreatedAt, LastUsedAt: r.LastUsedAt, RevokedAt: r.RevokedAt,
 		ExpiresAt: r.ExpiresAt, DisabledAt: r.DisabledAt, CreditCapMicros: r.CreditCapMicros,
-		CapPeriod: CapPeriod(r.CapPeriod), Models: r.Models, CreatedBy: r.CreatedBy,
+		CapPeriod: CapPeriod(r.CapPeriod), Models: r.Models, CreatedBy: r.CreatedBy, CreatedByUser: fromPGUUID(r.CreatedByUser),
 	}
+}
+
+// fromPGUUID is a nullable uuid column's value, uuid.Nil for NULL.
+func fromPGUUID(u pgtype.UUID) uuid.UUID {
+	if !u.Valid {
+		return uuid.Nil
+	}
+	return u.Bytes
 }
 
 // CreateAPIKey stores a new key for an account. With a quota (k.MaxKeys > 0) the account's key
@@ -87,6 +100,7 @@ func (s *Store) CreateAPIKey(ctx context.Context, k NewAPIKey) (APIKey, error) {
 		AccountID: k.AccountID, Name: k.Name, KeyHash: k.Hash, DisplayPrefix: k.DisplayPrefix, DisplaySuffix: k.DisplaySuffix,
 		RpmLimit: int32(k.RPMLimit), ExpiresAt: k.ExpiresAt, CreditCapMicros: k.CreditCapMicros,
 		CapPeriod: string(k.CapPeriod), Models: k.Models, CreatedBy: k.CreatedBy,
+		CreatedByUser: pgtype.UUID{Bytes: k.CreatedByUser, Valid: k.CreatedByUser != uuid.Nil},
 	}
 	var row db.ApiKey
 	err := s.inTx(ctx, func(q *db.Queries) error {

@@ -30,11 +30,17 @@ func (a *App) keysRoutes(mux *http.ServeMux) {
 	mux.Handle("POST /keys/{id}/limits", a.member(a.keyAction(a.ownersOnly(a.setKeyLimits))))
 }
 
-// createdBy reports whether k was created by the visitor (on this application: created_by is
-// the creator's e-mail).
+// createdBy reports whether k was created by the visitor: by the creator's user id, kept since
+// it was (the person for good, whatever their e-mail becomes at the provider: trial h11 D9),
+// else, for a key made before, by created_by's e-mail.
 func createdBy(k store.APIKey, v *Visitor) bool {
-	return v != nil && v.User != nil && k.CreatedBy != "" && k.CreatedBy != "operator" &&
-		strings.EqualFold(k.CreatedBy, actorName(v.User))
+	if v == nil || v.User == nil {
+		return false
+	}
+	if k.CreatedByUser != uuid.Nil {
+		return k.CreatedByUser == v.User.ID
+	}
+	return k.CreatedBy != "" && k.CreatedBy != "operator" && strings.EqualFold(k.CreatedBy, actorName(v.User))
 }
 
 // mayStop reports whether the visitor may revoke or disable k: owners any key of the account,
@@ -262,7 +268,7 @@ func (a *App) createKey(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	}
 	k, err := a.accounts.CreateKeyWith(r.Context(), v.Account.AccountID, accounts.KeyOptions{Name: f.Name, RPM: l.RPMLimit,
 		ExpiresAt: l.ExpiresAt, CreditCapMicros: l.CreditCapMicros, CapPeriod: l.CapPeriod, Models: l.Models,
-		CreatedBy: actorName(v.User)})
+		CreatedBy: actorName(v.User), CreatedByUser: v.User.ID})
 	var inv *accounts.InvalidError
 	if errors.As(err, &inv) {
 		refuse(inv)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
+
 	"github.com/tollgate/tollgate/impl/accounts"
 	"github.com/tollgate/tollgate/impl/store"
 )
@@ -115,5 +117,33 @@ func TestMemberStopsOwnKey(t *testing.T) {
 	}
 	if got, err := e.Store.GetAPIKey(ctx, mine.Key.ID); err != nil || got.RevokedAt == nil {
 		t.Fatalf("after the member's revoke: %+v %v", got, err)
+	}
+}
+
+// TestMemberOwnKeyFollowsTheUserNotTheEmail: a member's power over the keys they created follows
+// them, by user id, when the provider changes their e-mail (and would not pass to whoever the
+// old address is given to). Trial h11 D9: it was matched on the e-mail.
+func TestMemberOwnKeyFollowsTheUserNotTheEmail(t *testing.T) {
+	e := start(t, nil)
+	ctx := context.Background()
+	acme := e.account(t, "acme", aliceEmail, "owner")
+	if _, err := e.Members.Add(ctx, acme.ID, bobEmail, "member"); err != nil {
+		t.Fatal(err)
+	}
+	bob := e.browser(t)
+	bob.signIn(e, bobEmail, bobPass)
+	var bobID uuid.UUID
+	if err := e.Store.Pool().QueryRow(ctx, `SELECT id FROM users WHERE email = $1`, bobEmail).Scan(&bobID); err != nil {
+		t.Fatal(err)
+	}
+	mine, err := e.Accounts.CreateKeyWith(ctx, acme.ID, accounts.KeyOptions{Name: "bob's", RPM: -1, CreatedBy: bobEmail, CreatedByUser: bobID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Store.Pool().Exec(ctx, `UPDATE users SET email = 'bob.renamed@example.com' WHERE id = $1`, bobID); err != nil {
+		t.Fatal(err)
+	}
+	if p := bob.post("/keys/"+mine.Key.ID.String()+"/disable", confirmed); p.Status != http.StatusSeeOther {
+		t.Fatalf("the member, renamed at the provider, disables the key they created: %d %.300s", p.Status, p.Body)
 	}
 }

@@ -20,3 +20,8 @@ SELECT * FROM loaded_datasets WHERE account_id = $1 ORDER BY dataset;
 
 -- name: DeleteLoadedDataset :execrows
 DELETE FROM loaded_datasets WHERE account_id = $1 AND dataset = $2;
+
+-- name: LockDatasetUploads :exec
+-- Serialises the dataset uploads of one account (lock_key names it) for the rest of the
+-- transaction: each checks what is stored and stores its file while it holds the lock.
+SELECT pg_advisory_xact_lock(hashtextextended(sqlc.arg('lock_key')::text, 7318204919));

@@ -86,6 +86,17 @@ func (q *Queries) ListLoadedDatasets(ctx context.Context, accountID uuid.UUID) (
 	return items, nil
 }
 
+const lockDatasetUploads = `-- name: LockDatasetUploads :exec
+SELECT pg_advisory_xact_lock(hashtextextended($1::text, 7318204919))
+`
+
+// Serialises the dataset uploads of one account (lock_key names it) for the rest of the
+// transaction: each checks what is stored and stores its file while it holds the lock.
+func (q *Queries) LockDatasetUploads(ctx context.Context, lockKey string) error {
+	_, err := q.db.Exec(ctx, lockDatasetUploads, lockKey)
+	return err
+}
+
 const upsertLoadedDataset = `-- name: UpsertLoadedDataset :one
 INSERT INTO loaded_datasets (account_id, dataset, format, params, row_count, columns)
 VALUES ($1, $2, $3, $4, $5, $6)

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/alexedwards/scs/v2"
@@ -91,6 +92,9 @@ type App struct {
 	usage    *usageview.Service   // the Usage page and the home page's spend (usage.go, other.go)
 	oauth    *mcpauth.Server      // the consent page and Connected apps (oauth.go); nil: none
 	signins  *addrlimit.ByAddress // the sign-ins started per client address (auth.go)
+	// uploadLocks serialise this process's dataset uploads, by account (a stripe each), before
+	// they take the account's upload lock in the database (datasets.go).
+	uploadLocks [64]sync.Mutex
 }
 
 // New builds the application from o.Config.Web (which must be enabled).

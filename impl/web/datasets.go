@@ -272,6 +272,21 @@ func (a *App) uploadDataset(w http.ResponseWriter, r *http.Request, v *Visitor) 
 		bad("The file %q is empty.", u.fileName)
 		return
 	}
+	// The check of what is stored (the name taken, the quota) and the store are one step for
+	// every upload of the account, on every replica: a transaction holds the account's upload
+	// lock until the file is stored (trial h11 D5: two uploads of one name both passed the
+	// check, and a member's replaced an owner's dataset). The uploads of this process wait
+	// for it in memory first, so that they never hold database connections while they wait
+	// (storing a file takes one).
+	stripe := &a.uploadLocks[acct[0]%byte(len(a.uploadLocks))]
+	stripe.Lock()
+	defer stripe.Unlock()
+	unlock, err := a.store.LockDatasetUploads(ctx, acct)
+	if err != nil {
+		a.failInternal(w, r, v, "lock dataset uploads", err)
+		return
+	}
+	defer unlock()
 	stored, err := a.datasets.ListStorage(ctx, acct)
 	if err != nil {
 		a.failInternal(w, r, v, "list datasets", err)

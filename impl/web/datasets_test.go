@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/tollgate/tollgate/impl/config"
@@ -218,5 +219,37 @@ func TestDatasetsAccountQuota(t *testing.T) {
 	}
 	if list := alice.get("/datasets"); strings.Contains(list.Body, "three") {
 		t.Errorf("a refused upload was stored")
+	}
+}
+
+// TestDatasetUploadsOfOneNameAtOnce: uploads of one new name sent at once store one file: the
+// first is stored, the others find the name taken (409, nothing replaced without the form's
+// replace box). Trial h11 D5: each passed the check before any stored, and replaced the others.
+func TestDatasetUploadsOfOneNameAtOnce(t *testing.T) {
+	e := start(t, nil)
+	e.account(t, "acme", aliceEmail, "owner")
+	alice := e.browser(t)
+	alice.signIn(e, aliceEmail, alicePass)
+	const n = 6
+	statuses := make([]int, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			statuses[i] = alice.upload(map[string]string{"name": "same"}, "s.csv", []byte(salesCSV)).Status
+		})
+	}
+	wg.Wait()
+	stored := 0
+	for _, s := range statuses {
+		switch s {
+		case http.StatusSeeOther:
+			stored++
+		case http.StatusConflict:
+		default:
+			t.Errorf("an upload answered %d", s)
+		}
+	}
+	if stored != 1 {
+		t.Errorf("%d of %d uploads of one new name were stored (%v), want 1", stored, n, statuses)
 	}
 }

@@ -24,6 +24,15 @@ UPDATE oauth_codes SET grant_id = $2 WHERE code_hash = $1;
 -- name: InsertOAuthGrant :one
 INSERT INTO oauth_grants (account_id, user_id, client_id, role, resource, scope) VALUES ($1, $2, $3, $4, $5, $6) RETURNING *;
 
+-- name: RevokeSurplusOAuthGrants :execrows
+-- Revokes the grants in force of one member of an account to one client beyond the newest
+-- @keep, with why: a member keeps at most that many of one client's grants (one a device, say).
+UPDATE oauth_grants SET revoked_at = now(), revoked_why = @why
+WHERE id IN (SELECT g.id FROM oauth_grants g
+             WHERE g.account_id = @account_id AND g.user_id = @user_id AND g.client_id = @client_id AND g.revoked_at IS NULL
+             ORDER BY g.created_at DESC, g.id DESC
+             OFFSET @keep);
+
 -- name: RevokeOAuthGrant :execrows
 UPDATE oauth_grants SET revoked_at = now(), revoked_why = $2 WHERE id = $1 AND revoked_at IS NULL;
 

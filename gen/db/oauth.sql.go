@@ -546,6 +546,38 @@ func (q *Queries) RevokeOAuthGrant(ctx context.Context, arg RevokeOAuthGrantPara
 	return result.RowsAffected(), nil
 }
 
+const revokeSurplusOAuthGrants = `-- name: RevokeSurplusOAuthGrants :execrows
+UPDATE oauth_grants SET revoked_at = now(), revoked_why = $1
+WHERE id IN (SELECT g.id FROM oauth_grants g
+             WHERE g.account_id = $2 AND g.user_id = $3 AND g.client_id = $4 AND g.revoked_at IS NULL
+             ORDER BY g.created_at DESC, g.id DESC
+             OFFSET $5)
+`
+
+type RevokeSurplusOAuthGrantsParams struct {
+	Why       string
+	AccountID uuid.UUID
+	UserID    uuid.UUID
+	ClientID  string
+	Keep      int32
+}
+
+// Revokes the grants in force of one member of an account to one client beyond the newest
+// @keep, with why: a member keeps at most that many of one client's grants (one a device, say).
+func (q *Queries) RevokeSurplusOAuthGrants(ctx context.Context, arg RevokeSurplusOAuthGrantsParams) (int64, error) {
+	result, err := q.db.Exec(ctx, revokeSurplusOAuthGrants,
+		arg.Why,
+		arg.AccountID,
+		arg.UserID,
+		arg.ClientID,
+		arg.Keep,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const setOAuthCodeGrant = `-- name: SetOAuthCodeGrant :exec
 UPDATE oauth_codes SET grant_id = $2 WHERE code_hash = $1
 `

@@ -700,3 +700,26 @@ func TestClientIDMetadataDocument(t *testing.T) {
 		t.Errorf("the metadata does not announce client ID metadata documents: %s", raw)
 	}
 }
+
+// TestGrantsPerClientAreBounded: a member holds at most store.MaxOAuthGrantsPerClient grants of
+// one client in force; a new one revokes the oldest, whose tokens are refused at once. Trial h11
+// D8: a member held 29 grants of one client, each with its own request budget.
+func TestGrantsPerClientAreBounded(t *testing.T) {
+	s := startSite(t)
+	ctx := context.Background()
+	redirect := "https://app.example/cb"
+	client := s.register(t, "many", redirect)
+	acme := s.Acme.Account.ID
+	first, _ := s.tokens(t, client, redirect, acme, s.Alice, members.RoleOwner)
+	for range store.MaxOAuthGrantsPerClient {
+		s.tokens(t, client, redirect, acme, s.Alice, members.RoleOwner)
+	}
+	grants, err := s.OAuth.Grants(ctx, acme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(grants) != store.MaxOAuthGrantsPerClient {
+		t.Errorf("%d grants in force, want %d", len(grants), store.MaxOAuthGrantsPerClient)
+	}
+	refused(t, s.call(t, first, "list_storage_datasets", nil), "the oldest grant's token after the eleventh grant")
+}

@@ -183,6 +183,10 @@ func (s *Store) CreateOAuthCode(ctx context.Context, c OAuthCode) error {
 		Scope: c.Scope, ExpiresAt: c.ExpiresAt})
 }
 
+// MaxOAuthGrantsPerClient is how many grants of one client a member of an account holds in
+// force at most (a device each, say); a new one revokes the oldest beyond it.
+const MaxOAuthGrantsPerClient = 10
+
 // RedeemOAuthCode exchanges the code whose hash is given for a new grant and its first tokens,
 // in one transaction. The code is marked used first; check then judges it (client, redirect
 // URI, PKCE verifier, resource, expiry): when check fails, the code stays used and check's
@@ -225,6 +229,13 @@ func (s *Store) RedeemOAuthCode(ctx context.Context, hash []byte, check func(OAu
 		return OAuthGrant{}, err
 	}
 	if err := q.SetOAuthCodeGrant(ctx, db.SetOAuthCodeGrantParams{CodeHash: hash, GrantID: pgtype.UUID{Bytes: g.ID, Valid: true}}); err != nil {
+		return OAuthGrant{}, err
+	}
+	// A member keeps at most MaxOAuthGrantsPerClient of one client's grants in force: the oldest
+	// go as a new one comes (trial h11 D8: each grant has its own request budget, and a member
+	// could hold any number).
+	if _, err := q.RevokeSurplusOAuthGrants(ctx, db.RevokeSurplusOAuthGrantsParams{Why: fmt.Sprintf("superseded: at most %d grants of one client per member", MaxOAuthGrantsPerClient),
+		AccountID: code.AccountID, UserID: code.UserID, ClientID: code.ClientID, Keep: MaxOAuthGrantsPerClient}); err != nil {
 		return OAuthGrant{}, err
 	}
 	if tokens.GrantLifetime > 0 {

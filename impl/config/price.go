@@ -125,8 +125,10 @@ func (p Price) resolve(cat *pricecatalog.Catalog, day string, anthropic bool) (p
 	}
 	set(&base.Input, p.InputPerMTok)
 	set(&base.Output, p.OutputPerMTok)
-	// What an untyped cache write costs, from the input price, without a catalog entry.
-	write5m, write1h := func(in int64) int64 { return in }, func(in int64) int64 { return in }
+	// What an untyped cache kind costs, from the input price, without a catalog entry: a read,
+	// and at OpenAI a write, what input costs.
+	asInput := func(in int64) int64 { return in }
+	write5m, write1h := asInput, asInput
 	if anthropic {
 		write5m, write1h = pricecatalog.AnthropicWrite5m, pricecatalog.AnthropicWrite1h
 	}
@@ -134,7 +136,7 @@ func (p Price) resolve(cat *pricecatalog.Catalog, day string, anthropic bool) (p
 		typed *int64
 		dst   *int64
 		def   func(int64) int64
-	}{{p.CacheReadPerMTok, &base.CacheRead, func(in int64) int64 { return in }},
+	}{{p.CacheReadPerMTok, &base.CacheRead, asInput},
 		{p.CacheWrite5mPerMTok, &base.CacheWrite5m, write5m}, {p.CacheWrite1hPerMTok, &base.CacheWrite1h, write1h}} {
 		switch {
 		case k.typed != nil:
@@ -160,7 +162,7 @@ func (p Price) resolve(cat *pricecatalog.Catalog, day string, anthropic bool) (p
 			typed *int64
 			dst   *int64
 			def   func(int64) int64
-		}{{lc.OutputPerMTok, &tier.Output, nil}, {lc.CacheReadPerMTok, &tier.CacheRead, func(in int64) int64 { return in }},
+		}{{lc.OutputPerMTok, &tier.Output, nil}, {lc.CacheReadPerMTok, &tier.CacheRead, asInput},
 			{lc.CacheWrite5mPerMTok, &tier.CacheWrite5m, write5m}, {lc.CacheWrite1hPerMTok, &tier.CacheWrite1h, write1h}} {
 			switch {
 			case k.typed != nil:

@@ -176,13 +176,13 @@ func RequestedServiceTier(f llm.Format, v *jsonview.View) string {
 	return ""
 }
 
-// DropUnpricedTier removes, with an edit, a service_tier the request of format f names that
-// priced reports the upstream's price has no rates for (OpenAI's scale tier always; flex and
-// priority where the price catalog does not give them), and reports whether it did: the request
-// is then served on the provider's default tier, the standard one its price bills, and the field
-// is named in the dropped list. "auto" and "default" pass.
-func DropUnpricedTier(f llm.Format, v *jsonview.View, edits *jsonview.Edits, priced func(tier string) bool) bool {
-	tier := RequestedServiceTier(f, v)
+// DropUnpricedTier removes, with an edit, the service_tier of the request v when the tier it
+// asks for (RequestedServiceTier, read once by the caller) is one priced reports the upstream's
+// price has no rates for (OpenAI's scale tier always; flex and priority where the price catalog
+// does not give them), and reports whether it did: the request is then served on the
+// provider's default tier, the standard one its price bills, and the field is named in the
+// dropped list. "auto" and "default" (tier "") pass.
+func DropUnpricedTier(v *jsonview.View, tier string, edits *jsonview.Edits, priced func(tier string) bool) bool {
 	if tier == "" || priced(tier) {
 		return false
 	}

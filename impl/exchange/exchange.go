@@ -315,7 +315,8 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 	// the input price at Anthropic) and at the long-context tier when the input may reach it.
 	// A request naming a priced service tier (OpenAI's priority, dearer than standard) is
 	// reserved at that tier's rates too.
-	worst := price.WorstOnTier(inputEst, int64(outBound)*int64(choices), m.MaxPrice(), convert.RequestedServiceTier(client, view))
+	tier := convert.RequestedServiceTier(client, view)
+	worst := price.WorstOnTier(inputEst, int64(outBound)*int64(choices), m.MaxPrice(), tier)
 	if m.HostedPriced && view != nil {
 		worst = billing.SaturatingAdd(worst, m.HostedWorst(client, convert.HostedToolsIn(client, view)))
 	}
@@ -393,7 +394,7 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 		if e.MaxOutputTokens > 0 {
 			bound = min(bound, e.MaxOutputTokens)
 		}
-		ur, err := upstreamBody(client, view, ir, e, stream, bound, maxTokens)
+		ur, err := upstreamBody(client, view, ir, e, stream, bound, maxTokens, tier)
 		if err != nil {
 			if refusal == nil || (e.Kind == client && !refusalSameFormat) {
 				refusal, refusalSameFormat = err, e.Kind == client
@@ -436,7 +437,8 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 			return x, nil
 		}
 		lastErr = publicRefusal(err, e, modelID, client)
-		refused = provider.ErrorType(err) != "" && provider.ErrorType(err) != "connection"
+		et := provider.ErrorType(err)
+		refused = et != "" && et != "connection"
 		if ctx.Err() != nil || eng.streamsEnd.Err() != nil {
 			break
 		}
@@ -629,8 +631,9 @@ type upstreamRequest struct {
 // when the formats agree, else a translation. bound is the expert's output bound: the client's
 // (asked, 0 when it gave none) lowered to the limit of the model and of the expert, or that
 // limit when the client gave none, which the upstream is always sent: the reservation, and
-// what the model's card promises, hold only for answers within it.
-func upstreamBody(client llm.Format, view *jsonview.View, ir *llm.Request, e routing.Expert, stream bool, bound, asked int) (upstreamRequest, error) {
+// what the model's card promises, hold only for answers within it. tier is the service tier
+// the request asks for (convert.RequestedServiceTier).
+func upstreamBody(client llm.Format, view *jsonview.View, ir *llm.Request, e routing.Expert, stream bool, bound, asked int, tier string) (upstreamRequest, error) {
 	var ur upstreamRequest
 	if e.Kind == client && view != nil {
 		// Provider-kept state is refused or turned off: every tenant reaches the provider
@@ -649,7 +652,7 @@ func upstreamBody(client llm.Format, view *jsonview.View, ir *llm.Request, e rou
 		}
 		ur.dropped, ur.hosted = append(dropped, plan.Dropped...), plan.Bounds
 		// A service tier the catalog has no price for would be billed at the standard price.
-		if convert.DropUnpricedTier(client, view, &edits, e.Price.HasServiceTier) {
+		if convert.DropUnpricedTier(view, tier, &edits, e.Price.HasServiceTier) {
 			ur.dropped = append(ur.dropped, "service_tier")
 		}
 		if client == llm.FormatMessages && asked > bound {

@@ -230,6 +230,11 @@ type Upstream struct {
 	Price *Price `yaml:"price,omitempty"`
 	// MaxOutputTokens overrides the gateway model's output limit for this upstream.
 	MaxOutputTokens int `yaml:"max_output_tokens,omitempty"`
+	// ImageTokens is the most input tokens the provider bills for one image on this model,
+	// which the reservation counts each image at. Unset (0): the published rule of the
+	// provider's model, or of the price's catalog entry, where the catalog knows one
+	// (pricecatalog.ImageTokens), else pricecatalog.DefaultImageTokens.
+	ImageTokens int `yaml:"image_tokens,omitempty"`
 	// Strengths are hints for the fusion router (e.g. "code", "tools", "long", "fast").
 	Strengths []string `yaml:"strengths,omitempty"`
 }
@@ -395,6 +400,9 @@ func (c *Config) Validate() error {
 		}
 		if u.Model == "" {
 			bad("model %q: an upstream needs the provider's model id", model)
+		}
+		if u.ImageTokens < 0 {
+			bad("model %q: upstream %s/%s: negative image_tokens %d", model, u.Provider, u.Model, u.ImageTokens)
 		}
 		if u.Price != nil {
 			if err := c.resolvePrice(u.Price, anthropic[u.Provider]); err != nil {

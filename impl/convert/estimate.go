@@ -1,6 +1,11 @@
 package convert
 
-import "github.com/tollgate/tollgate/impl/llm"
+import (
+	"bytes"
+
+	"github.com/tollgate/tollgate/impl/jsonview"
+	"github.com/tollgate/tollgate/impl/llm"
+)
 
 // The constants of EstimateInputTokens.
 const (
@@ -13,26 +18,24 @@ const (
 	RequestOverheadTokens = 3
 	// ToolOverheadTokens is added per tool definition and per tool call.
 	ToolOverheadTokens = 10
-	// ImageTokens is the fixed cost of one image: above what either provider bills for an
-	// image at its largest accepted size (about 1,600 tokens for Anthropic, 1,105 for a
-	// high-detail OpenAI image).
-	ImageTokens = 2000
 )
 
 // EstimateInputTokens is a deterministic, cheap estimate of the input tokens of req, meant to
 // be at or above the real count so that it can reserve worst-case credit:
 //
 //	ceil(bytes / BytesPerToken) + MessageOverheadTokens per message + RequestOverheadTokens
-//	  + ImageTokens per image + ToolOverheadTokens per tool definition and per tool call
+//	  + imageTokens per image + ToolOverheadTokens per tool definition and per tool call
 //
-// where bytes counts the UTF-8 bytes of the system text, the text parts, the tool calls' names
+// where imageTokens is the most the model's provider bills for one image (an image's size is
+// not read: a URL's is not known; routing.Model.ImageTokens),
+// and bytes counts the UTF-8 bytes of the system text, the text parts, the tool calls' names
 // and arguments, the tool results, the tool definitions (name, description, parameter schema),
 // the response-format schema, and the JSON of everything listed in Unmodelled (an audio part or
 // a document counts by its encoded size, which over-counts it). Callers should cap the
 // estimate at the model's context window.
-func EstimateInputTokens(req *llm.Request) int {
+func EstimateInputTokens(req *llm.Request, imageTokens int) int {
 	n := countInput(req)
-	return RequestOverheadTokens + n.messages*MessageOverheadTokens + n.images*ImageTokens + n.tools*ToolOverheadTokens +
+	return RequestOverheadTokens + n.messages*MessageOverheadTokens + n.images*imageTokens + n.tools*ToolOverheadTokens +
 		(n.bytes+BytesPerToken-1)/BytesPerToken
 }
 
@@ -90,13 +93,43 @@ const (
 // chat or Responses stream reports its usage at its end, and one cut short before then never
 // does): a central estimate, where EstimateInputTokens is a cautious one for the reservation.
 //
-//	ceil(bytes / 4) + 3 per message + 3 + ImageTokens per image + ToolOverheadTokens per tool
+//	ceil(bytes / 4) + 3 per message + 3 + imageTokens per image + ToolOverheadTokens per tool
 //	  definition and per tool call
 //
-// where bytes counts what EstimateInputTokens counts. An image still counts ImageTokens (its
-// size is not known), which is at most what either provider bills for one.
-func BilledInputTokens(req *llm.Request) int {
+// where bytes counts what EstimateInputTokens counts. An image still counts imageTokens, the
+// most the model's provider bills for one (its size is not known), as the reservation did.
+func BilledInputTokens(req *llm.Request, imageTokens int) int {
 	n := countInput(req)
-	return billedReplyPrimerTokens + n.messages*billedMessageTokens + n.images*ImageTokens + n.tools*ToolOverheadTokens +
+	return billedReplyPrimerTokens + n.messages*billedMessageTokens + n.images*imageTokens + n.tools*ToolOverheadTokens +
 		(n.bytes+billedBytesPerToken-1)/billedBytesPerToken
+}
+
+// imageMarkers are, by format, the bytes without which a request of the format holds no image
+// part: chat's image_url parts, Responses' input_image parts, Messages' image blocks (in a
+// message or a tool result).
+var imageMarkers = map[llm.Format][]byte{
+	llm.FormatChat:      []byte(`"image_url"`),
+	llm.FormatResponses: []byte(`"input_image"`),
+	llm.FormatMessages:  []byte(`"image"`),
+}
+
+// MayHoldImages reports whether the request in v, of format f, may hold an image part: its
+// body holds the format's image marker, or a \u escape, which could spell one. A request that
+// may not is estimated from its size alone, and one that may is read for its images, which a
+// provider bills by the picture (up to tens of thousands of tokens each), not by their bytes
+// (a URL's few dozen).
+func MayHoldImages(f llm.Format, v *jsonview.View) bool {
+	marker := imageMarkers[f]
+	return marker != nil && (v.UnicodeEscapes() > 0 || bytes.Contains(v.Body(), marker))
+}
+
+// ImageMarkers counts the image markers of format f in body: at least the image parts of a
+// request that cannot be put in the neutral form (a chat image_url part holds its marker
+// twice, as its type and as its member), for its cautious estimate.
+func ImageMarkers(f llm.Format, body []byte) int {
+	marker := imageMarkers[f]
+	if marker == nil {
+		return 0
+	}
+	return bytes.Count(body, marker)
 }

@@ -222,17 +222,21 @@ func estimatedRequest() *llm.Request {
 func TestEstimateInputTokens(t *testing.T) {
 	req := estimatedRequest()
 	// bytes = 6+5+3+3+4+9 = 30 -> 10; 3 messages -> 12; request 3; image 2000; call + tool 20.
-	if got, want := EstimateInputTokens(req), 10+12+3+2000+20; got != want {
+	if got, want := EstimateInputTokens(req, 2000), 10+12+3+2000+20; got != want {
 		t.Errorf("estimate %d, want %d", got, want)
 	}
-	if EstimateInputTokens(&llm.Request{}) != RequestOverheadTokens {
+	// The image counts the model's bound (gpt-4o-mini's 48,169).
+	if got, want := EstimateInputTokens(req, 48169), 10+12+3+48169+20; got != want {
+		t.Errorf("estimate at gpt-4o-mini's image bound %d, want %d", got, want)
+	}
+	if EstimateInputTokens(&llm.Request{}, 2000) != RequestOverheadTokens {
 		t.Error("empty request")
 	}
 	// The rich fixtures are estimated above a real tokenizer's count (about 4 bytes a token).
 	for _, fm := range formats {
 		body := fixture(t, "requests", fm.name+".json")
 		req := mustDecode(t, fm.f, body)
-		if est := EstimateInputTokens(req); est < len(body)/8 || est < ImageTokens {
+		if est := EstimateInputTokens(req, 2000); est < len(body)/8 || est < 2000 {
 			t.Errorf("%s: estimate %d for %d bytes", fm.name, est, len(body))
 		}
 	}
@@ -264,19 +268,48 @@ func TestPeekHugeBound(t *testing.T) {
 func TestBilledInputTokens(t *testing.T) {
 	req := estimatedRequest()
 	// bytes = 30 -> 8; 3 messages -> 9; reply 3; image 2000; call + tool 20.
-	if got, want := BilledInputTokens(req), 8+9+3+2000+20; got != want {
+	if got, want := BilledInputTokens(req, 2000), 8+9+3+2000+20; got != want {
 		t.Errorf("billed %d, want %d", got, want)
 	}
 	// OpenAI's cookbook counts a one-message chat "hello world" (2 tokens) as 2 + 3 + 3 = 8
 	// (num_tokens_from_messages); at four bytes a token: ceil(11/4) + 3 + 3 = 9.
 	hello := &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Parts: []llm.Part{{Kind: llm.PartText, Text: "hello world"}}}}}
-	if got := BilledInputTokens(hello); got != 9 {
+	if got := BilledInputTokens(hello, 2000); got != 9 {
 		t.Errorf("hello world billed %d, want 9", got)
 	}
 	for _, fm := range formats {
 		req := mustDecode(t, fm.f, fixture(t, "requests", fm.name+".json"))
-		if billed, cautious := BilledInputTokens(req), EstimateInputTokens(req); billed > cautious {
+		if billed, cautious := BilledInputTokens(req, 2000), EstimateInputTokens(req, 2000); billed > cautious {
 			t.Errorf("%s: billed %d above the reservation's estimate %d", fm.name, billed, cautious)
 		}
+	}
+}
+
+// TestImageMarkers: a request may hold an image when its body holds its format's image marker
+// or a \u escape (which could spell one: "\u0069mage"), and not otherwise; the markers count at
+// least the image parts.
+func TestImageMarkers(t *testing.T) {
+	for _, c := range []struct {
+		f    llm.Format
+		body string
+		may  bool
+	}{
+		{llm.FormatChat, `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"u"}}]}]}`, true},
+		{llm.FormatChat, `{"messages":[{"role":"user","content":"an image"}]}`, false},
+		{llm.FormatResponses, `{"input":[{"role":"user","content":[{"type":"input_image","image_url":"u"}]}]}`, true},
+		{llm.FormatMessages, `{"messages":[{"role":"user","content":[{"type":"image","source":{"type":"url","url":"u"}}]}]}`, true},
+		{llm.FormatMessages, `{"messages":[{"role":"user","content":[{"type":"\u0069mage","source":{"type":"url","url":"u"}}]}]}`, true},
+		{llm.FormatMessages, `{"messages":[{"role":"user","content":"image/png"}]}`, false},
+	} {
+		v, err := ReadRequest([]byte(c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := MayHoldImages(c.f, v); got != c.may {
+			t.Errorf("%s %s: may hold images %v, want %v", c.f, c.body, got, c.may)
+		}
+	}
+	if n := ImageMarkers(llm.FormatChat, []byte(`[{"type":"image_url","image_url":{}},{"type":"image_url","image_url":{}}]`)); n < 2 {
+		t.Errorf("two chat images counted %d", n)
 	}
 }

@@ -264,12 +264,13 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 		}
 	}
 	// parsed is the request's neutral form where it was read (nil when it cannot be: it holds
-	// what only its own format knows), and read says whether reading it was tried. A large body
-	// is read even when its bytes go through untouched: it is mostly images or files, which
-	// providers count by the picture, not by the byte, and the neutral form's estimate counts
-	// an image at a fixed cost.
+	// what only its own format knows), and read says whether reading it was tried. A large body,
+	// or one that may hold an image, is read even when its bytes go through untouched: providers
+	// bill an image by the picture, not by its bytes (a URL's are a few dozen), and the neutral
+	// form's estimate counts each image at the most the model's provider bills for one (trial
+	// h12 D9: 48,169 tokens at gpt-4o-mini).
 	parsed, read := ir, needIR
-	if !read && size > largeBody {
+	if !read && view != nil && (size > largeBody || convert.MayHoldImages(client, view)) {
 		parsed, _ = convert.DecodeView(client, view)
 		read = true
 	}
@@ -281,9 +282,14 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 	// long-context rates (trial h12 D11: capped, the reservation never reached that tier, and 10 %
 	// of such a request's cost was waived).
 	contextEst := size / 4
-	if parsed != nil {
-		inputEst = int64(convert.EstimateInputTokens(parsed))
+	switch {
+	case parsed != nil:
+		inputEst = int64(convert.EstimateInputTokens(parsed, m.ImageTokens))
 		contextEst = int(inputEst) * 3 / 4
+	case read:
+		// Known by its size alone, its images are counted by their markers (at least one
+		// each) at the model's bound.
+		inputEst += int64(convert.ImageMarkers(client, body)) * int64(m.ImageTokens)
 	}
 	if m.ContextTokens > 0 && contextEst > m.ContextTokens {
 		return nil, &apierror.Error{Kind: apierror.KindInvalidRequest, Param: inputField(client), Code: "context_length_exceeded",

@@ -90,7 +90,7 @@ func (x *Exchange) countBilledInput() int64 {
 	v := x.inputEst
 	switch {
 	case req != nil:
-		v = min(v, int64(convert.BilledInputTokens(req)))
+		v = min(v, int64(convert.BilledInputTokens(req, x.model.ImageTokens)))
 	case x.view != nil:
 		// A request only its own format can read: four bytes a token of the whole body.
 		v = min(v, int64(len(x.view.Body())+3)/4)

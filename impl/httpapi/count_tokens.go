@@ -29,18 +29,20 @@ func (s *Server) CountMessageTokens(ctx context.Context, req api.CountMessageTok
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.exchange.ResolveModel(ctx, p, peek.Model, llm.FormatMessages); err != nil {
+	m, err := s.exchange.ResolveModel(ctx, p, peek.Model, llm.FormatMessages)
+	if err != nil {
 		return nil, err
 	}
-	return api.CountMessageTokens200JSONResponse{InputTokens: int64(estimateMessagesInput(view))}, nil
+	return api.CountMessageTokens200JSONResponse{InputTokens: int64(estimateMessagesInput(view, m.ImageTokens))}, nil
 }
 
-// estimateMessagesInput estimates the input tokens of a count_tokens body. A body the converter
-// cannot put in the neutral form is estimated from its size, as the exchange does.
-func estimateMessagesInput(view *jsonview.View) int {
+// estimateMessagesInput estimates the input tokens of a count_tokens body, each image at
+// imageTokens (the model's bound). A body the converter cannot put in the neutral form is
+// estimated from its size and its image markers, as the exchange does.
+func estimateMessagesInput(view *jsonview.View, imageTokens int) int {
 	body := view.Body()
 	if ir, err := convert.DecodeCountTokensRequest(view); err == nil {
-		return convert.EstimateInputTokens(ir)
+		return convert.EstimateInputTokens(ir, imageTokens)
 	}
-	return exchange.EstimateBySize(body)
+	return exchange.EstimateBySize(body) + convert.ImageMarkers(llm.FormatMessages, body)*imageTokens
 }

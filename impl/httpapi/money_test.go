@@ -17,6 +17,7 @@ import (
 	"github.com/tollgate/tollgate/impl/convert"
 	"github.com/tollgate/tollgate/impl/devkit/apitest"
 	"github.com/tollgate/tollgate/impl/llm"
+	"github.com/tollgate/tollgate/impl/pricecatalog"
 	"github.com/tollgate/tollgate/impl/sim"
 	"github.com/tollgate/tollgate/impl/store"
 )
@@ -266,7 +267,7 @@ func TestCutStreamBillsTheRequestsInput(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := int64(convert.BilledInputTokens(req))
+		want := int64(convert.BilledInputTokens(req, pricecatalog.DefaultImageTokens)) // (no images)
 		ctx, cancel := context.WithCancel(context.Background())
 		hr, _ := http.NewRequestWithContext(ctx, "POST", g.URL+c.path, strings.NewReader(c.body))
 		hr.Header.Set("Authorization", "Bearer "+tenant.Key)
@@ -289,7 +290,7 @@ func TestCutStreamBillsTheRequestsInput(t *testing.T) {
 			t.Errorf("%s %s: a cut stream's record %+v", c.path, req.Model, rec)
 		}
 		if rec.InputTokens != want {
-			t.Errorf("%s %s: billed %d input tokens, want %d (the cautious estimate is %d)", c.path, req.Model, rec.InputTokens, want, convert.EstimateInputTokens(req))
+			t.Errorf("%s %s: billed %d input tokens, want %d (the cautious estimate is %d)", c.path, req.Model, rec.InputTokens, want, convert.EstimateInputTokens(req, pricecatalog.DefaultImageTokens))
 		}
 	}
 	checkBooks(t, g, tenant.Account, 1_000_000_000)
@@ -529,5 +530,69 @@ func TestReservationNearTheContextWindowReachesTheLongContextTier(t *testing.T) 
 	}
 	if needed, _ := strconv.ParseInt(m[1], 10, 64); needed < 2_700_000 {
 		t.Errorf("the request needs %d micro-units; at the long-context rates it is at least 2,700,000", needed)
+	}
+}
+
+// TestImagesAreReservedAtTheModelsBound: an image is reserved at the most the model's provider
+// bills for one, on every route, whether the request is translated or relayed untouched: on
+// gpt-4o-mini 48,169 tokens (2,833 + 8 tiles × 5,667, OpenAI's Images and vision guide), and
+// at a configured image_tokens where one is set. Four images by URL and 16 output tokens: a
+// balance of 20,000 micro-units is refused with 402 naming at least 4 × 48,169 × $0.15 / M
+// (28,901). Trial h12 D9: the reservation counted 2,000 tokens an image when it read the
+// request, and only the URL's bytes when it relayed it; a request of such images was billed
+// 61 micro-units of the 15,316 the provider charged.
+func TestImagesAreReservedAtTheModelsBound(t *testing.T) {
+	cfg := passthroughConfig(t)
+	cfg.Models = append(cfg.Models,
+		config.Model{ID: "vision-mini", Family: config.FamilyChat, OwnedBy: "test", Price: config.Price{Catalog: "gpt-4o-mini"},
+			MaxOutputTokens: 4096, Backend: &config.Upstream{Provider: "sim-openai-chat", Model: "gpt-4o-mini-2024-07-18"}},
+		config.Model{ID: "vision-mini-responses", Family: config.FamilyChat, OwnedBy: "test", Price: config.Price{Catalog: "gpt-4o-mini"},
+			MaxOutputTokens: 4096, Backend: &config.Upstream{Provider: "sim-openai-responses", Model: "sim-vision"}},
+		config.Model{ID: "vision-messages", Family: config.FamilyMessages, OwnedBy: "test",
+			Price:           config.Price{InputPerMTok: 150_000, OutputPerMTok: 600_000},
+			MaxOutputTokens: 4096, Backend: &config.Upstream{Provider: "sim-anthropic", Model: "sim-vision", ImageTokens: 48_169}})
+	cfg.Plans[0].Models = append(cfg.Plans[0].Models, "vision-mini", "vision-mini-responses", "vision-messages")
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	g := apitest.Start(t, apitest.Options{Config: cfg})
+	tenant := g.NewTenant(t, "acme", 0, 20_000)
+	const url = "https://example.com/a.png"
+	chatImages := strings.Repeat(`{"type":"image_url","image_url":{"url":"`+url+`","detail":"high"}},`, 4)
+	responsesImages := strings.Repeat(`{"type":"input_image","image_url":"`+url+`","detail":"high"},`, 4)
+	messagesImages := strings.Repeat(`{"type":"image","source":{"type":"url","url":"`+url+`"}},`, 4)
+	for _, c := range []struct {
+		name, path, body string
+	}{
+		{"chat relayed to chat", "/v1/chat/completions",
+			`{"model":"vision-mini","max_tokens":16,"messages":[{"role":"user","content":[` + chatImages + `{"type":"text","text":"what is this?"}]}]}`},
+		{"chat translated to Responses", "/v1/chat/completions",
+			`{"model":"vision-mini-responses","max_tokens":16,"messages":[{"role":"user","content":[` + chatImages + `{"type":"text","text":"what is this?"}]}]}`},
+		{"Responses relayed to Responses", "/v1/responses",
+			`{"model":"vision-mini-responses","max_output_tokens":16,"input":[{"role":"user","content":[` + responsesImages + `{"type":"input_text","text":"what is this?"}]}]}`},
+		{"Messages relayed to Messages, configured bound", "/v1/messages",
+			`{"model":"vision-messages","max_tokens":16,"messages":[{"role":"user","content":[` + messagesImages + `{"type":"text","text":"what is this?"}]}]}`},
+	} {
+		status, _, answer := do(t, g.Client(t), g.URL, request{"POST", c.path, c.body},
+			map[string]string{"Authorization": "Bearer " + tenant.Key, "anthropic-version": "2023-06-01"})
+		if status != http.StatusPaymentRequired {
+			t.Errorf("%s: four images at 48,169 tokens each on a balance of 20,000: %d %.300s", c.name, status, answer)
+			continue
+		}
+		m := neededRe.FindStringSubmatch(string(answer))
+		if m == nil {
+			t.Errorf("%s: the 402 does not say what the request needs: %.300s", c.name, answer)
+			continue
+		}
+		if needed, _ := strconv.ParseInt(m[1], 10, 64); needed < 28_901 {
+			t.Errorf("%s: the request needs %d micro-units; four images at 48,169 tokens are 28,901", c.name, needed)
+		}
+	}
+	// Without images, the same account is served.
+	status, _, answer := do(t, g.Client(t), g.URL, request{"POST", "/v1/chat/completions",
+		`{"model":"vision-mini","max_tokens":16,"messages":[{"role":"user","content":"what is this?"}]}`},
+		map[string]string{"Authorization": "Bearer " + tenant.Key})
+	if status != http.StatusOK {
+		t.Errorf("a request without images: %d %.300s", status, answer)
 	}
 }

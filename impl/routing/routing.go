@@ -37,6 +37,7 @@ import (
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/llm"
 	"github.com/tollgate/tollgate/impl/price"
+	"github.com/tollgate/tollgate/impl/pricecatalog"
 )
 
 // Expert is one upstream that can serve a model, with its price and limit.
@@ -86,6 +87,9 @@ type Model struct {
 	MaxOutputTokens int
 	// ContextTokens is the context window (0: unknown, not enforced).
 	ContextTokens int
+	// ImageTokens is the most input tokens one image may cost through any expert: what the
+	// reservation counts each image at.
+	ImageTokens int
 	// Fusion is true when the model has experts rather than one backend.
 	Fusion  bool
 	Experts []Expert
@@ -184,11 +188,32 @@ func NewRegistry(cfg *config.Config) *Registry {
 			if u.MaxOutputTokens > 0 {
 				e.MaxOutputTokens = min(u.MaxOutputTokens, m.MaxOutputTokens)
 			}
+			rm.ImageTokens = max(rm.ImageTokens, imageTokens(u, m.Price))
 			rm.Experts = append(rm.Experts, e)
 		}
 		r.models[m.ID] = rm
 	}
 	return r
+}
+
+// imageTokens is the most one image costs through upstream u (priced by its own price or the
+// model's): the configured bound, else the published rule of the provider's model id, else
+// that of the price's catalog entry, else pricecatalog.DefaultImageTokens.
+func imageTokens(u config.Upstream, modelPrice config.Price) int {
+	if u.ImageTokens > 0 {
+		return u.ImageTokens
+	}
+	if n, ok := pricecatalog.ImageTokens(u.Model); ok {
+		return n
+	}
+	catalog := modelPrice.Catalog
+	if u.Price != nil {
+		catalog = u.Price.Catalog
+	}
+	if n, ok := pricecatalog.ImageTokens(catalog); ok {
+		return n
+	}
+	return pricecatalog.DefaultImageTokens
 }
 
 // Model returns the configured model with id.

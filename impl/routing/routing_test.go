@@ -115,3 +115,29 @@ func TestHostedPrices(t *testing.T) {
 		t.Errorf("cost %d, want 62500 (2 searches billed of 3, and one file search)", got)
 	}
 }
+
+// TestImageTokensOfAModel: a model's image bound is the largest of its experts', each the
+// upstream's configured image_tokens, else the published rule of the provider's model id, else
+// that of its price's catalog entry, else the default.
+func TestImageTokensOfAModel(t *testing.T) {
+	cfg := config.Default()
+	prov := cfg.Models[0].Experts[0].Provider
+	model := func(id string, ups ...config.Upstream) config.Model {
+		return config.Model{ID: id, Family: config.FamilyChat, MaxOutputTokens: 16, Price: config.Price{InputPerMTok: 1}, Experts: ups}
+	}
+	cfg.Models = append(cfg.Models,
+		model("configured", config.Upstream{Provider: prov, Model: "gpt-4o-mini", ImageTokens: 123}),
+		model("by-upstream", config.Upstream{Provider: prov, Model: "gpt-4.1-nano-2025-04-14"}),
+		model("by-catalog", config.Upstream{Provider: prov, Model: "sim", Price: &config.Price{Catalog: "gpt-4o-mini"}}),
+		model("default", config.Upstream{Provider: prov, Model: "sim"}),
+		model("largest", config.Upstream{Provider: prov, Model: "gpt-4o"}, config.Upstream{Provider: prov, Model: "gpt-4o-mini"}))
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r := NewRegistry(cfg)
+	for id, want := range map[string]int{"configured": 123, "by-upstream": 3779, "by-catalog": 48169, "default": 2000, "largest": 48169} {
+		if m, _ := r.Model(id); m.ImageTokens != want {
+			t.Errorf("%s: %d, want %d", id, m.ImageTokens, want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/riverqueue/river/rivertype"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -101,19 +102,22 @@ func agentName(agent, slot string) string {
 	return slot
 }
 
+// agentID is a session's gen_ai.agent.id: the agent, the account's slot that runs one session
+// after another (the session's own id when it has no slot); the session is the conversation
+// (gen_ai.conversation.id). Trial h8 D6: both were the session's id.
+func agentID(session uuid.UUID, slot pgtype.UUID) string {
+	if slot.Valid {
+		return uuid.UUID(slot.Bytes).String()
+	}
+	return session.String()
+}
+
 // startInvokeAgent starts the invoke_agent span of a new session: the root of a new trace,
 // linked to the span in ctx (whatever spawned it). The caller ends it once the spawn is done.
 func startInvokeAgent(ctx context.Context, p db.InsertAgentSessionParams) (context.Context, trace.Span) {
 	name := agentName(p.AgentName, p.SlotName)
-	// gen_ai.agent.id names the agent, the account's slot that runs one session after another;
-	// the session is the conversation (gen_ai.conversation.id). Trial h8 D6: both were the
-	// session's id.
-	agentID := p.ID.String()
-	if p.SlotID.Valid {
-		agentID = uuid.UUID(p.SlotID.Bytes).String()
-	}
 	attrs := []attribute.KeyValue{
-		telemetry.GenAIOperationName.String(spanInvokeAgent), telemetry.GenAIAgentID.String(agentID), telemetry.GenAIAgentName.String(name),
+		telemetry.GenAIOperationName.String(spanInvokeAgent), telemetry.GenAIAgentID.String(agentID(p.ID, p.SlotID)), telemetry.GenAIAgentName.String(name),
 		telemetry.GenAIConversationID.String(p.ID.String()), attrSessionID.String(p.ID.String()), attrSlot.String(p.SlotName),
 		telemetry.GenAIRequestModel.String(p.Model), telemetry.AttrAccount.String(p.AccountID.String()),
 	}
@@ -164,7 +168,7 @@ func startStep(ctx context.Context, job *rivertype.JobRow, args stepArgs) (conte
 // describeStep adds what a step learned of its session to its span.
 func describeStep(span trace.Span, row db.AgentSession, p auth.Principal, turn int) {
 	attrs := []attribute.KeyValue{
-		telemetry.GenAIAgentID.String(row.ID.String()), telemetry.GenAIAgentName.String(agentName(row.AgentName, row.SlotName)), telemetry.GenAIConversationID.String(row.ID.String()),
+		telemetry.GenAIAgentID.String(agentID(row.ID, row.SlotID)), telemetry.GenAIAgentName.String(agentName(row.AgentName, row.SlotName)), telemetry.GenAIConversationID.String(row.ID.String()),
 		telemetry.GenAIRequestModel.String(row.Model), telemetry.AttrAccount.String(row.AccountID.String()), attrTurn.Int(turn),
 	}
 	if p.KeyID != uuid.Nil {

@@ -128,6 +128,9 @@ func TestAgentSessionIsOneTrace(t *testing.T) {
 		if a["tollgate.river.job_id"] == "" || a["tollgate.river.job_kind"] != "agent_step" || a["tollgate.river.attempt"] != "1" {
 			t.Errorf("step %s: job attributes %v", num, a)
 		}
+		if a["gen_ai.agent.id"] != spanAttrs(root)["gen_ai.agent.id"] || a["gen_ai.conversation.id"] != res.SessionID {
+			t.Errorf("step %s: gen_ai.agent.id %q and gen_ai.conversation.id %q, want the invoke_agent span's agent and the session", num, a["gen_ai.agent.id"], a["gen_ai.conversation.id"])
+		}
 	}
 	if linkOf(steps["2"], "enqueued_by").SpanID() != steps["1"].SpanContext().SpanID() {
 		t.Error("step 2 does not link to step 1, which inserted its job")

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/tollgate/tollgate/impl/price"
@@ -90,16 +91,110 @@ func (p Price) Resolved() price.Price {
 // resolvePrice checks p and fills in its resolved price from the configuration's catalog;
 // anthropic says whether it prices a model an anthropic-messages provider serves.
 func (c *Config) resolvePrice(p *Price, anthropic bool) error {
-	day := c.PriceCatalog.Date
-	if day == "" {
-		day = time.Now().UTC().Format(time.DateOnly)
-	}
+	return c.resolvePriceOn(p, anthropic, c.PriceDay(time.Now()))
+}
+
+// resolvePriceOn is resolvePrice with the catalog's entries in force on day.
+func (c *Config) resolvePriceOn(p *Price, anthropic bool, day string) error {
 	r, err := p.resolve(c.catalog, day, anthropic)
 	if err != nil {
 		return err
 	}
 	p.resolved = &r
 	return nil
+}
+
+// PriceDay is the day (YYYY-MM-DD) whose catalog prices hold at now: price_catalog.date when it
+// is set, else now's day in UTC.
+func (c *Config) PriceDay(now time.Time) string {
+	if c.PriceCatalog.Date != "" {
+		return c.PriceCatalog.Date
+	}
+	return now.UTC().Format(time.DateOnly)
+}
+
+// eachPrice calls fn with every price of the configuration (each model's, and each upstream's
+// own) and whether it prices a model an anthropic-messages provider serves, as Validate
+// resolves them.
+func (c *Config) eachPrice(fn func(where string, p *Price, anthropic bool)) {
+	anthropic := map[string]bool{}
+	for _, p := range c.Providers {
+		anthropic[p.Name] = p.Kind == KindAnthropicMessages
+	}
+	for i := range c.Models {
+		m := &c.Models[i]
+		ups := m.Experts
+		if m.Backend != nil {
+			ups = []Upstream{*m.Backend}
+		}
+		onAnthropic := false
+		for _, u := range ups {
+			onAnthropic = onAnthropic || anthropic[u.Provider]
+		}
+		fn(fmt.Sprintf("model %q", m.ID), &m.Price, onAnthropic)
+		if m.Backend != nil && m.Backend.Price != nil {
+			fn(fmt.Sprintf("model %q: upstream %s/%s", m.ID, m.Backend.Provider, m.Backend.Model), m.Backend.Price, anthropic[m.Backend.Provider])
+		}
+		for _, u := range m.Experts {
+			if u.Price != nil {
+				fn(fmt.Sprintf("model %q: upstream %s/%s", m.ID, u.Provider, u.Model), u.Price, anthropic[u.Provider])
+			}
+		}
+	}
+}
+
+// NextPriceChange is the first day after day on which a catalog entry that one of the
+// configuration's prices names takes effect (its price changes then), or "" when none does or
+// price_catalog.date pins the day. A gateway that runs across that day bills from it on at the
+// new price (PricedOn); trial h12 D6: the prices were resolved once, at start.
+func (c *Config) NextPriceChange(day string) string {
+	if c.PriceCatalog.Date != "" {
+		return ""
+	}
+	next := ""
+	c.eachPrice(func(_ string, p *Price, _ bool) {
+		if p.Catalog == "" {
+			return
+		}
+		if d := c.catalog.NextChange(p.Catalog, day); d != "" && (next == "" || d < next) {
+			next = d
+		}
+	})
+	return next
+}
+
+// PricedOn returns a copy of the validated configuration with every price resolved from the
+// catalog's entries in force on day; c is not changed. The copy shares everything but its
+// models. A price that cannot be resolved on day (its entry is not in force yet) keeps the
+// resolution it had, and the error names it; the copy is usable either way.
+func (c *Config) PricedOn(day string) (*Config, error) {
+	out := *c
+	out.Models = slices.Clone(c.Models)
+	for i := range out.Models {
+		m := &out.Models[i]
+		if m.Backend != nil {
+			b := *m.Backend
+			if b.Price != nil {
+				p := *b.Price
+				b.Price = &p
+			}
+			m.Backend = &b
+		}
+		m.Experts = slices.Clone(m.Experts)
+		for j := range m.Experts {
+			if e := &m.Experts[j]; e.Price != nil {
+				p := *e.Price
+				e.Price = &p
+			}
+		}
+	}
+	var errs []error
+	out.eachPrice(func(where string, p *Price, anthropic bool) {
+		if err := out.resolvePriceOn(p, anthropic, day); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", where, err))
+		}
+	})
+	return &out, errors.Join(errs...)
 }
 
 func (p Price) resolve(cat *pricecatalog.Catalog, day string, anthropic bool) (price.Price, error) {

@@ -156,3 +156,51 @@ func TestShippedConfigurationsUseTheCatalog(t *testing.T) {
 		t.Errorf("the default service-sonnet: %+v", got)
 	}
 }
+
+// TestPricedOnADay: the configuration names the day its catalog prices next change, and a copy
+// priced for another day takes that day's entries without changing the original; an upstream's
+// own price is priced too, and a pinned price_catalog.date has no change ahead.
+func TestPricedOnADay(t *testing.T) {
+	c, err := Parse([]byte(`
+providers:
+  - {name: p, kind: openai-chat, base_url: builtin:simulator}
+models:
+  - id: m
+    family: chat
+    price: {catalog: o3}
+    max_output_tokens: 100
+    experts:
+      - {provider: p, model: x}
+      - {provider: p, model: y, price: {catalog: o3, output_micros_per_mtok: 1}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.NextPriceChange("2025-05-01"); got != "2025-06-10" {
+		t.Errorf("the change after 2025-05-01 on %q, want 2025-06-10 (o3's price cut)", got)
+	}
+	if got := c.NextPriceChange("2025-06-10"); got != "" {
+		t.Errorf("a change after the last one, on %q", got)
+	}
+	before, err := c.PricedOn("2025-06-09")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := before.Models[0]
+	if p := m.Price.Resolved(); p.Input != 10_000_000 || p.Effective != "2025-04-16" {
+		t.Errorf("o3 on 2025-06-09: %+v", p)
+	}
+	if p := m.Experts[1].Price.Resolved(); p.Input != 10_000_000 || p.Output != 1 {
+		t.Errorf("the upstream's own o3 price on 2025-06-09: %+v", p)
+	}
+	if p := c.Models[0].Experts[1].Price.Resolved(); p.Input != 2_000_000 {
+		t.Errorf("pricing a copy changed the original: %+v", p)
+	}
+	if _, err := c.PricedOn("2025-01-01"); err == nil {
+		t.Error("a day before o3's first entry priced without a word")
+	}
+	c.PriceCatalog.Date = "2025-05-01"
+	if got := c.NextPriceChange("2025-05-01"); got != "" {
+		t.Errorf("a pinned catalog date changes on %q", got)
+	}
+}

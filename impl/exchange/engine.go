@@ -3,6 +3,8 @@ package exchange
 import (
 	"context"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -44,12 +46,20 @@ type Options struct {
 	// set): a caller writing a stream sends a keep-alive after this long without an event, and
 	// an upstream silent for MaxSilentHeartbeats of them in a row is cut off.
 	Heartbeat time.Duration
+	// Now is the clock whose day the catalog prices are taken on (nil: time.Now).
+	Now func() time.Time
 }
 
 // Engine runs inference exchanges for every caller: the HTTP routes, the Responses WebSocket
 // and the agents. It is safe for concurrent use.
 type Engine struct {
-	registry  *routing.Registry
+	// registry holds the models, priced for the current day (prices.go).
+	registry  atomic.Pointer[routing.Registry]
+	config    *config.Config
+	now       func() time.Time
+	priceMu   sync.Mutex
+	priceTime *time.Timer // fires when a catalog price the configuration names changes
+	priceNext time.Time   // when it fires (zero: no change ahead)
 	router    *routing.Router
 	upstreams map[string]*provider.Upstream
 	meter     *billing.Meter
@@ -74,12 +84,17 @@ func New(o Options) *Engine {
 	if o.Heartbeat <= 0 {
 		o.Heartbeat = DefaultHeartbeat
 	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	streamsEnd, endStreams := context.WithCancel(context.Background())
-	return &Engine{
-		registry: routing.NewRegistry(o.Config), router: o.Router, upstreams: o.Upstreams, meter: o.Meter,
+	eng := &Engine{
+		config: o.Config, now: o.Now, router: o.Router, upstreams: o.Upstreams, meter: o.Meter,
 		access: newModelAccess(o.Store, o.Feed), metrics: o.Metrics, log: o.Logger, heartbeat: o.Heartbeat,
 		streamsEnd: streamsEnd, endStreams: endStreams,
 	}
+	eng.reprice()
+	return eng
 }
 
 // EndStreams ends every stream in flight, and any that starts later, with its format's in-band

@@ -118,7 +118,7 @@ type Exchange struct {
 // caller's sent to the other family's route, model not found naming the route that serves it
 // (a model the caller may not use is not even said to exist).
 func (eng *Engine) ResolveModel(ctx context.Context, p auth.Principal, id string, client llm.Format) (*routing.Model, error) {
-	m, ok := eng.registry.Model(id)
+	m, ok := eng.registry.Load().Model(id)
 	if !ok || !p.AllowsModel(id) {
 		// A model outside the key's subset is answered as one that does not exist.
 		return nil, apierror.ModelNotFound(id)

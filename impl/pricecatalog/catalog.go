@@ -105,6 +105,26 @@ func (c *Catalog) Lookup(name, day string) (Entry, bool) {
 	return Entry{}, false
 }
 
+// NextChange is the first effective date after day of an entry of name (as Lookup finds the
+// name), or "" when no entry of it takes effect after day.
+func (c *Catalog) NextChange(name, day string) string {
+	if c == nil {
+		return ""
+	}
+	list, ok := c.entries[name]
+	if !ok {
+		if _, rest, cut := strings.Cut(name, "/"); cut {
+			list = c.entries[rest]
+		}
+	}
+	for _, e := range list {
+		if e.Effective > day {
+			return e.Effective
+		}
+	}
+	return ""
+}
+
 // ErrNotFound is what Price wraps when the catalog has no entry of a name in force on a day.
 var ErrNotFound = errors.New("no catalog entry")
 

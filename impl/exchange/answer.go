@@ -103,10 +103,11 @@ func (x *Exchange) Answer(raw, out *[]byte) ([]byte, llm.Usage, error) {
 			ans, err = convert.EncodeResponse(x.client, resp, convert.Meta{ID: ResponseID(x.client, x.requestID), Created: x.started.Unix(), Model: x.model.ID, Request: x.ir})
 		}
 	}
-	if err == nil && usage.OutputTokens == 0 {
-		// An upstream that reports no output (one that is not quite the provider's API) is
-		// billed for the answer's text and tool arguments, four characters a token, as a
-		// stream without usage is. Rare: the same-format answer is decoded only then.
+	if err == nil && usage.OutputTokens <= 0 {
+		// An upstream that reports no output (one that is not quite the provider's API), or a
+		// count below zero, is billed for the answer's text and tool arguments, four
+		// characters a token, as a stream without usage is. Rare: the same-format answer is
+		// decoded only then.
 		if resp == nil {
 			resp, _ = convert.DecodeResponse(x.expert.Kind, r)
 		}

@@ -32,7 +32,7 @@ func (x *Exchange) Settle(u llm.Usage, producedChars int, status string) int64 {
 // characters were produced, ended with status.
 func (x *Exchange) billedRecord(u llm.Usage, producedChars int, status string) billing.UsageRecord {
 	input := x.inputEst
-	if u.InputTokens == 0 {
+	if u.InputTokens <= 0 {
 		input = x.billedInput()
 	}
 	return x.recordOf(u, producedChars, input, status)
@@ -102,7 +102,9 @@ func (x *Exchange) countBilledInput() int64 {
 // characters were produced; input is the input billed when the upstream did not say.
 func (x *Exchange) tokens(u llm.Usage, producedChars int, input int64) price.Tokens {
 	t := u.Tokens()
-	if u.InputTokens == 0 {
+	if u.InputTokens <= 0 {
+		// Not reported, or a count below zero (a broken or hostile upstream), which says
+		// nothing either (trial h12 D4: billed 0).
 		t.Uncached = input
 	}
 	if t.Output == 0 && producedChars > 0 {

@@ -588,3 +588,32 @@ func cannedUpstream(t *testing.T, contentType, body string) string {
 	t.Cleanup(srv.Close)
 	return srv.URL
 }
+
+// TestNegativeUsageIsNotReported: an upstream that reports negative token counts (a broken or
+// hostile OpenAI-compatible server) has said nothing usable: its answer is billed as one
+// without usage (the input counted from the request, the output from the text), on every
+// upstream kind, JSON and stream alike. Trial h12 D4: a JSON answer with
+// {"prompt_tokens":-1000,"completion_tokens":-5} was billed 0.
+func TestNegativeUsageIsNotReported(t *testing.T) {
+	negative := func([]byte) string {
+		return `{"prompt_tokens":-1000,"completion_tokens":-5,"total_tokens":-1005,"input_tokens":-1000,"output_tokens":-5}`
+	}
+	g := apitest.Start(t, apitest.Options{Config: standInConfig(t, negative)})
+	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	n := int64(0)
+	for _, kind := range []string{config.KindOpenAIChat, config.KindOpenAIResponses, config.KindAnthropicMessages} {
+		for _, stream := range []bool{false, true} {
+			model := "cached-" + kind + "-chat"
+			status, body := post(t, g, tenant.Key, "/v1/chat/completions", inferenceBody("/v1/chat/completions", model, "Say it.", stream))
+			if status != 200 {
+				t.Fatalf("%s stream %v: %d %.300s", kind, stream, status, body)
+			}
+			n++
+			rec := latestUsage(t, g, tenant.Account, n)
+			if rec.InputTokens <= 0 || rec.OutputTokens <= 0 || rec.CostMicros <= 0 {
+				t.Errorf("%s stream %v: negative usage billed as %d input and %d output tokens, %d micro-units", kind, stream, rec.InputTokens, rec.OutputTokens, rec.CostMicros)
+			}
+		}
+	}
+	checkBooks(t, g, tenant.Account, 100_000_000)
+}

@@ -55,7 +55,8 @@
 //
 // Carried as they are between chat and Responses, which share them (name and meaning), and
 // dropped and named for Messages: the prompt-cache hints prompt_cache_key and
-// prompt_cache_retention. But for a Messages upstream that allows it (EncodeOptions
+// prompt_cache_retention, and service_tier (which the exchange removes, as on the same-format
+// path, where the serving upstream's price does not give the tier). But for a Messages upstream that allows it (EncodeOptions
 // AutomaticCache, an anthropic-messages provider's prompt_cache), a request from an OpenAI
 // format that continues a conversation (an assistant turn or a tool result in it) or carries a
 // prompt_cache_key asks for Anthropic's automatic prompt caching, a top-level cache_control
@@ -104,14 +105,14 @@
 // Dropped, and named in the dropped list (advisory: leaving them out cannot change what the
 // answer must be):
 //
-//	chat         user, safety_identifier, metadata, store, service_tier, seed,
+//	chat         user, safety_identifier, metadata, store, service_tier (to Messages), seed,
 //	             presence_penalty, frequency_penalty, reasoning_effort, verbosity,
 //	             prediction; prompt_cache_key and prompt_cache_retention (to Messages,
 //	             unless automatic caching is asked for: above);
 //	             modalities ["text"] and the refused fields above when unset
 //	             (false, 0, "", []); messages[].name, messages[].refusal and refusal parts;
 //	             image detail low/high and tools[].function.strict: true (to Messages)
-//	Responses    reasoning, include, store, metadata, service_tier, user, safety_identifier,
+//	Responses    reasoning, include, store, metadata, service_tier (to Messages), user, safety_identifier,
 //	             truncation, context_management, text.verbosity; prompt_cache_key and
 //	             prompt_cache_retention (to Messages, unless automatic caching is asked
 //	             for: above); reasoning items; refusal parts; image

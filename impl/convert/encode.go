@@ -258,7 +258,7 @@ var extraFields = map[llm.Format]map[string]fieldClass{
 		"frequency_penalty":  advisory,
 		"metadata":           advisory,
 		"store":              advisory,
-		"service_tier":       advisory,
+		"service_tier":       openAIShared, // the exchange drops a tier the upstream's price lacks
 		"user":               advisory,
 		"safety_identifier":  advisory,
 		// Prompt-cache hints (https://platform.openai.com/docs/guides/prompt-caching).
@@ -279,7 +279,7 @@ var extraFields = map[llm.Format]map[string]fieldClass{
 		"reasoning":              advisory,
 		"store":                  advisory,
 		"metadata":               advisory,
-		"service_tier":           advisory,
+		"service_tier":           openAIShared, // the exchange drops a tier the upstream's price lacks
 		"user":                   advisory,
 		"safety_identifier":      advisory,
 		"prompt_cache_key":       openAIShared,

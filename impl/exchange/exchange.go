@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -700,10 +701,24 @@ func upstreamBody(client llm.Format, view *jsonview.View, ir *llm.Request, e rou
 	}
 	req.Stream = stream
 	req.IncludeUsage = true
+	// OpenAI's service_tier is carried between its two formats; a tier the upstream's price has
+	// no rates for is dropped, as on the same-format path (trial h14 D5: a priced flex tier was
+	// dropped on every translation, and billed at twice its price).
+	unpricedTier := tier != "" && !isNull(req.Extra["service_tier"]) && !e.Price.HasServiceTier(tier)
+	if unpricedTier {
+		req.Extra = maps.Clone(req.Extra)
+		delete(req.Extra, "service_tier")
+	}
 	var err error
 	ur.body, ur.dropped, err = convert.EncodeRequestWith(e.Kind, &req, e.Model, convert.EncodeOptions{AutomaticCache: e.AutomaticCache})
+	if unpricedTier && err == nil {
+		ur.dropped = append(ur.dropped, "service_tier")
+	}
 	return ur, err
 }
+
+// isNull reports whether a raw JSON value is absent or null.
+func isNull(v []byte) bool { return len(v) == 0 || string(v) == "null" }
 
 // hasExpertOfKind reports whether one of the model's upstreams speaks format f.
 func hasExpertOfKind(m *routing.Model, f llm.Format) bool {

@@ -76,6 +76,12 @@ func TestServiceTierIsBilledAtItsRates(t *testing.T) {
 		{"tiered-responses", "flex", "flex", gpt5Flex, false, true},
 		{"tiered-responses", "priority", "priority", gpt5Priority, false, true},
 		{"untiered-chat", "flex", "", price.Rates{Input: 1_250_000, CacheRead: 125_000, CacheWrite5m: 1_250_000, CacheWrite1h: 1_250_000, Output: 10_000_000}, true, false},
+		// Translated between the two OpenAI formats (trial h14 D5: dropped, billed at twice
+		// the flex price): a chat client on a Responses upstream, a Responses client on a chat
+		// upstream, and a tier the chat upstream's price lacks.
+		{"tiered-responses", "flex", "flex", gpt5Flex, false, false},
+		{"tiered-chat", "priority", "priority", gpt5Priority, false, true},
+		{"untiered-chat", "flex", "", price.Rates{Input: 1_250_000, CacheRead: 125_000, CacheWrite5m: 1_250_000, CacheWrite1h: 1_250_000, Output: 10_000_000}, true, true},
 	} {
 		s.Reset()
 		var served string
@@ -138,6 +144,9 @@ func TestServiceTierDroppedIsNamed(t *testing.T) {
 		{`{"model":"tiered-chat","service_tier":"scale","messages":[{"role":"user","content":"hi"}]}`, true},
 		{`{"model":"untiered-chat","service_tier":"priority","messages":[{"role":"user","content":"hi"}]}`, false},
 		{`{"model":"untiered-chat","service_tier":"flex","messages":[{"role":"user","content":"hi"}]}`, true},
+		// Translated to a Responses upstream.
+		{`{"model":"tiered-responses","service_tier":"flex","messages":[{"role":"user","content":"hi"}]}`, false},
+		{`{"model":"tiered-responses","service_tier":"scale","messages":[{"role":"user","content":"hi"}]}`, true},
 	} {
 		if _, named := sentAndDropped(t, g.Sim, c, g.URL, request{"POST", "/v1/chat/completions", tc.body}, bearer, "service_tier"); named != tc.dropped {
 			t.Errorf("%s: service_tier named as dropped: %v", tc.body, named)

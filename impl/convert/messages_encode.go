@@ -2,6 +2,8 @@ package convert
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -175,30 +177,33 @@ func toolInput(args string) (json.RawMessage, bool) {
 	return b.Bytes(), true
 }
 
-// toolUseID makes a tool call id acceptable to the Messages API (^[a-zA-Z0-9_-]+$) by
-// replacing any other character with '_'; the same id always maps the same way, so calls and
-// results still match.
+// toolUseID makes a tool call id acceptable to the Messages API (^[a-zA-Z0-9_-]+$). An id that
+// is acceptable passes as it is; any other has each other character replaced with '_' and the
+// first 64 bits of its SHA-256 appended in hex, so that two ids that differ stay different
+// ("call:1" and "call/1" were both "call_1": trial h14 D3, an ambiguous conversation) and
+// the same id always maps the same way, so calls and results still match.
 func toolUseID(id string) string {
-	if id == "" {
-		return "toolu_"
-	}
-	ok := true
-	for i := 0; i < len(id); i++ {
-		if !idChar(id[i]) {
-			ok = false
-			break
-		}
+	ok := id != ""
+	for i := 0; i < len(id) && ok; i++ {
+		ok = idChar(id[i])
 	}
 	if ok {
 		return id
 	}
-	b := []byte(id)
-	for i := range b {
-		if !idChar(b[i]) {
-			b[i] = '_'
+	b := make([]byte, 0, len(id)+len("toolu_")+1+16)
+	if id == "" {
+		b = append(b, "toolu"...)
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; idChar(c) {
+			b = append(b, c)
+		} else {
+			b = append(b, '_')
 		}
 	}
-	return string(b)
+	sum := sha256.Sum256([]byte(id))
+	b = append(b, '_')
+	return string(hex.AppendEncode(b, sum[:8]))
 }
 
 func idChar(c byte) bool {

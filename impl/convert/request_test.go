@@ -415,8 +415,8 @@ func TestMessagesTarget(t *testing.T) {
 	}
 	want := `{"model":"c","max_tokens":1000,"messages":[` +
 		`{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},` +
-		`{"role":"assistant","content":[{"type":"tool_use","id":"call_1_x","name":"f","input":{}},{"type":"tool_use","id":"call_2","name":"f","input":{"a":1}}]},` +
-		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"call_1_x","content":"r1"},{"type":"tool_result","tool_use_id":"call_2","content":"r2"},{"type":"text","text":"c"}]}],` +
+		`{"role":"assistant","content":[{"type":"tool_use","id":"call_1_x_bfb11148358a4d93","name":"f","input":{}},{"type":"tool_use","id":"call_2","name":"f","input":{"a":1}}]},` +
+		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"call_1_x_bfb11148358a4d93","content":"r1"},{"type":"tool_result","tool_use_id":"call_2","content":"r2"},{"type":"text","text":"c"}]}],` +
 		`"tools":[{"name":"f","input_schema":{"type":"object","properties":{}}}],` +
 		`"tool_choice":{"type":"any","disable_parallel_tool_use":true}}`
 	if string(out) != want {
@@ -660,5 +660,29 @@ func TestAutomaticCacheForMessages(t *testing.T) {
 	out, _, err := EncodeRequestWith(llm.FormatResponses, mustDecode(t, llm.FormatChat, []byte(goesOn)), "up", EncodeOptions{AutomaticCache: true})
 	if err != nil || bytes.Contains(out, []byte("cache_control")) {
 		t.Errorf("chat to Responses: %s, %v", out, err)
+	}
+}
+
+// TestToolUseIDsStayDistinct: tool call ids made acceptable to the Messages API stay distinct
+// when they were (trial h14 D3: "call:1" and "call/1" both became "call_1", so the upstream got
+// two tool_use blocks of one id), map the same way each time (a call and its result still
+// match), and an acceptable id passes as it is.
+func TestToolUseIDsStayDistinct(t *testing.T) {
+	seen := map[string]string{}
+	for _, id := range []string{"call:1", "call/1", "call_1", "call 1", "", "é", "call.1/x", "toolu_01A09q90qw90lq917835lq9"} {
+		got := toolUseID(id)
+		if got == "" || strings.IndexFunc(got, func(r rune) bool { return r > 127 || !idChar(byte(r)) }) >= 0 {
+			t.Errorf("%q became %q, not ^[a-zA-Z0-9_-]+$", id, got)
+		}
+		if other, dup := seen[got]; dup {
+			t.Errorf("%q and %q both became %q", other, id, got)
+		}
+		seen[got] = id
+		if toolUseID(id) != got {
+			t.Errorf("%q maps two ways", id)
+		}
+	}
+	if toolUseID("call_1") != "call_1" || toolUseID("toolu_01A09q90qw90lq917835lq9") != "toolu_01A09q90qw90lq917835lq9" {
+		t.Error("an acceptable id was changed")
 	}
 }

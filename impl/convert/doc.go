@@ -81,7 +81,9 @@
 //	             output_format, output_config.format; server tools (a versioned type such as
 //	             web_search_20250305); document, search_result and server-tool blocks; file
 //	             image sources; tool names longer than 64 characters (to chat, Responses)
-//	any          an image of a type Messages does not accept (to Messages: only jpeg, png,
+//	any          an empty last user message (to Messages, which refuses empty content; an
+//	             empty user message elsewhere is left out and named as messages[] or input[]);
+//	             an image of a type Messages does not accept (to Messages: only jpeg, png,
 //	             gif, webp) or a non-base64 data: URL; an image in a tool result (to chat); tool
 //	             call arguments that are not a JSON object (to Messages)
 //

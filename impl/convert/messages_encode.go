@@ -66,6 +66,16 @@ func (w *writer) messagesMessages(o *object) error {
 			if err != nil {
 				return err
 			}
+			if len(blocks) == 0 {
+				// The Messages API takes no empty text. Left out, a user turn that ends the
+				// conversation would leave it on the assistant's turn, which the API continues as a
+				// prefill: another request (trial h14 D9). Anywhere else it is left out and named.
+				if i == len(w.req.Messages)-1 {
+					param := paramOf(m.Path) + ".content"
+					return apierror.Invalid(param, "Invalid '%s': the last user message is empty, and this model is served through %s, which refuses empty content (without it the conversation would end on the assistant's turn, which that API continues). Send the message's text.", param, formatNames[w.dst])
+				}
+				w.drop(pathName(m.Path, "", "messages[]"))
+			}
 			add("user", blocks)
 		case llm.RoleAssistant:
 			texts, err := w.textOnly(m.Parts, "An image in an assistant turn")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -684,5 +685,33 @@ func TestToolUseIDsStayDistinct(t *testing.T) {
 	}
 	if toolUseID("call_1") != "call_1" || toolUseID("toolu_01A09q90qw90lq917835lq9") != "toolu_01A09q90qw90lq917835lq9" {
 		t.Error("an acceptable id was changed")
+	}
+}
+
+// TestEmptyLastUserTurnToMessages: a conversation that ends on an empty user message is refused
+// for a Messages upstream, naming the message (left out, the request would end on the
+// assistant's turn, which Anthropic continues as a prefill: trial h14 D9); an empty user
+// message elsewhere is left out and named.
+func TestEmptyLastUserTurnToMessages(t *testing.T) {
+	for _, body := range []string{
+		`{"model":"m","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":""}]}`,
+		`{"model":"m","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":[{"type":"text","text":""}]}]}`,
+	} {
+		req := mustDecode(t, llm.FormatChat, []byte(body))
+		req.MaxTokens = 100
+		_, _, err := EncodeRequest(llm.FormatMessages, req, "up")
+		ae := apierror.As(err)
+		if ae == nil || ae.Param != "messages[2].content" {
+			t.Errorf("%s: %v, want a 400 naming messages[2].content", body, err)
+		}
+	}
+	req := mustDecode(t, llm.FormatChat, []byte(`{"model":"m","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":""},{"role":"assistant","content":"c"},{"role":"user","content":"d"}]}`))
+	req.MaxTokens = 100
+	body, dropped, err := EncodeRequest(llm.FormatMessages, req, "up")
+	if err != nil || !slices.Contains(dropped, "messages[]") {
+		t.Errorf("an empty user message in the middle: %v, dropped %q", err, dropped)
+	}
+	if !strings.Contains(string(body), `"content":"d"}]`) {
+		t.Errorf("the conversation does not end on the user's last turn: %s", body)
 	}
 }

@@ -15,6 +15,8 @@ type chatDecoder struct {
 	// tools maps a neutral tool index to the chat tool_calls index it came from.
 	tools []int
 	chunk chatChunk
+	// pair joins a character split between two content deltas.
+	pair surrogatePair
 }
 
 type chatChunk struct {
@@ -75,8 +77,12 @@ func (d *chatDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, bool, 
 				out = append(out, llm.Event{Kind: llm.EventStart, ID: f.id, Model: f.model})
 			}
 			if f.toolCall == nil {
-				if f.text != "" {
-					out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: f.text})
+				text := f.text
+				if d.pair.high != 0 || endsWithHighSurrogate(f.textTok) {
+					text, _ = d.pair.text(f.textTok) // a token stringOf read
+				}
+				if text != "" {
+					out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: text})
 				}
 				return out, false, nil
 			}
@@ -171,6 +177,7 @@ func (d *chatDecoder) toolIndex(chatIndex int) int {
 type chatFastChunk struct {
 	id, model string
 	text      string
+	textTok   []byte // the content's JSON string token
 	toolCall  []byte
 	toolIndex int
 }
@@ -274,6 +281,7 @@ func chatFast(data []byte) (f chatFastChunk, ok bool) {
 				if f.text, ok = stringOf(v); !ok {
 					return f, false
 				}
+				f.textTok = v
 			}
 		case "tool_calls":
 			if tools != nil {

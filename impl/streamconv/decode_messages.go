@@ -38,6 +38,8 @@ type messagesDecoder struct {
 	searches   int64
 	blockCalls llm.HostedCalls
 	ev         msgEvent
+	// pair joins a character split between two text deltas.
+	pair surrogatePair
 }
 
 const (
@@ -335,7 +337,7 @@ func (d *messagesDecoder) fastDelta(data []byte, out []llm.Event) ([]llm.Event, 
 		if text == nil {
 			return out, true
 		}
-		s, ok := stringOf(text)
+		s, ok := d.pair.text(text)
 		if !ok {
 			return out, false
 		}

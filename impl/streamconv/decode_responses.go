@@ -24,6 +24,8 @@ type responsesDecoder struct {
 	// hosted counts the calls of hosted tools (web searches, ...) among the items done so far.
 	hosted llm.HostedCalls
 	ev     respEvent
+	// pair joins a character split between two text deltas.
+	pair surrogatePair
 }
 
 type respToolState struct {
@@ -339,7 +341,15 @@ func (d *responsesDecoder) fastDelta(typ string, data []byte, out []llm.Event) (
 	if !it.ok() || delta == nil {
 		return out, false
 	}
-	text, ok := stringOf(delta)
+	var (
+		text string
+		ok   bool
+	)
+	if typ == "response.output_text.delta" {
+		text, ok = d.pair.text(delta)
+	} else {
+		text, ok = stringOf(delta)
+	}
 	if !ok {
 		return out, false
 	}

@@ -317,3 +317,53 @@ func appendTranscript(dst []byte, evs []sse.Event) []byte {
 	}
 	return dst
 }
+
+// TestSurrogatePairSplitBetweenDeltas: a character outside the Basic Multilingual Plane whose
+// UTF-16 halves an upstream sent in two text deltas (valid JSON each, as a server cutting text
+// by UTF-16 length writes it) reaches the neutral text whole, from every format; a high
+// surrogate that no low one follows, and a lone low one, become U+FFFD, as encoding/json makes
+// them; an escaped backslash before "ud83d" is text. Trial h14 D7: each half became U+FFFD.
+func TestSurrogatePairSplitBetweenDeltas(t *testing.T) {
+	chat := func(text string) [2]string {
+		return [2]string{"", `{"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"` + text + `"},"finish_reason":null}]}`}
+	}
+	messages := func(text string) [2]string {
+		return [2]string{"content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"` + text + `"}}`}
+	}
+	responses := func(text string) [2]string {
+		return [2]string{"response.output_text.delta", `{"type":"response.output_text.delta","sequence_number":3,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"` + text + `"}`}
+	}
+	starts := map[llm.Format][][2]string{
+		llm.FormatChat: nil,
+		llm.FormatMessages: {
+			{"message_start", `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[],"usage":{"input_tokens":1,"output_tokens":1}}}`},
+			{"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`},
+		},
+		llm.FormatResponses: {
+			{"response.created", `{"type":"response.created","sequence_number":0,"response":{"id":"resp_1","object":"response","created_at":1,"status":"in_progress","model":"m","output":[]}}`},
+			{"response.output_item.added", `{"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":{"id":"msg_1","type":"message","status":"in_progress","role":"assistant","content":[]}}`},
+		},
+	}
+	for f, delta := range map[llm.Format]func(string) [2]string{llm.FormatChat: chat, llm.FormatMessages: messages, llm.FormatResponses: responses} {
+		for _, c := range []struct {
+			deltas []string
+			want   string
+		}{
+			{[]string{`A\ud83d`, `\ude00B`}, "A\U0001F600B"},
+			{[]string{`\ud83d`, `\ude00`}, "\U0001F600"},
+			{[]string{`A\uD83D`, `\uDE00`, `C\ud83d`, `\ude01`}, "A\U0001F600C\U0001F601"},
+			{[]string{`A\ud83d`, `B`}, "A\uFFFDB"},
+			{[]string{`A\ude00`, `B`}, "A\uFFFDB"},
+			{[]string{`A\\ud83d`, `\ude00`}, "A\\ud83d\uFFFD"},
+		} {
+			evs := append([][2]string(nil), starts[f]...)
+			for _, d := range c.deltas {
+				evs = append(evs, delta(d))
+			}
+			out, _ := decodeEvents(t, f, evs...)
+			if got := accumulate(out).Text; got != c.want {
+				t.Errorf("%s %q: text %q, want %q", f, c.deltas, got, c.want)
+			}
+		}
+	}
+}

@@ -1,0 +1,101 @@
+package streamconv
+
+import (
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/tollgate/tollgate/impl/jsontext"
+)
+
+// surrogatePair joins a character that an upstream split between two text deltas of a stream:
+// a character outside the Basic Multilingual Plane (an emoji) is two UTF-16 surrogates in a
+// JSON \u escape, and a server that cuts its text by UTF-16 length (JavaScript's) may end one
+// delta with the high surrogate and begin the next with the low one. Each delta is valid JSON,
+// and unquoted alone each half would become U+FFFD, as encoding/json makes a lone surrogate:
+// the character would reach a client of another format as two replacement characters (trial
+// h14 D7; a client of the upstream's own format gets the bytes as they came, and joins them).
+// A decoder keeps one per stream and unquotes its text deltas through it.
+type surrogatePair struct {
+	// high is a high surrogate that ended the last delta, held back (0: none).
+	high rune
+}
+
+// text unquotes tok, the JSON string token of a text delta, as stringOf does, except that a
+// high surrogate escape at its end is held back for the next delta and one held back from the
+// last delta is joined with a low surrogate escape at its start (or becomes U+FFFD when none
+// follows).
+func (s *surrogatePair) text(tok []byte) (string, bool) {
+	if s.high == 0 && !endsWithHighSurrogate(tok) {
+		return stringOf(tok)
+	}
+	if len(tok) < 2 || tok[0] != '"' || tok[len(tok)-1] != '"' {
+		return "", false
+	}
+	inner := tok[1 : len(tok)-1]
+	var stack [256]byte
+	b := stack[:0]
+	if s.high != 0 {
+		r := utf8.RuneError
+		if lo, ok := surrogateEscape(inner); ok && utf16.IsSurrogate(lo) && lo >= 0xDC00 {
+			r = utf16.DecodeRune(s.high, lo)
+			inner = inner[6:]
+		}
+		b = utf8.AppendRune(b, r)
+		s.high = 0
+	}
+	var held rune
+	if n := len(inner); n >= 6 && escapeStartsAt(inner, n-6) {
+		if hi, ok := surrogateEscape(inner[n-6:]); ok && hi >= 0xD800 && hi < 0xDC00 {
+			held, inner = hi, inner[:n-6]
+		}
+	}
+	b, ok := jsontext.AppendUnquoted(b, inner)
+	if !ok {
+		return "", false
+	}
+	s.high = held
+	return string(b), true
+}
+
+// endsWithHighSurrogate reports, cheaply, whether the string token tok may end with a high
+// surrogate escape (\uD800 to \uDBFF): the one test every text delta pays.
+func endsWithHighSurrogate(tok []byte) bool {
+	n := len(tok)
+	if n < 8 || tok[n-7] != '\\' || tok[n-6] != 'u' || tok[n-5]|0x20 != 'd' {
+		return false
+	}
+	switch tok[n-4] | 0x20 {
+	case '8', '9', 'a', 'b':
+		return true
+	}
+	return false
+}
+
+// surrogateEscape reads a \uXXXX escape at the start of b as a UTF-16 code unit.
+func surrogateEscape(b []byte) (rune, bool) {
+	if len(b) < 6 || b[0] != '\\' || b[1] != 'u' {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[2:6] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c|0x20 >= 'a' && c|0x20 <= 'f':
+			r = r<<4 | rune(c|0x20-'a'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}
+
+// escapeStartsAt reports whether the backslash at b[i] begins an escape: it is preceded by an
+// even number of backslashes (an odd number would make it the escaped character of "\\").
+func escapeStartsAt(b []byte, i int) bool {
+	n := 0
+	for j := i - 1; j >= 0 && b[j] == '\\'; j-- {
+		n++
+	}
+	return n%2 == 0
+}

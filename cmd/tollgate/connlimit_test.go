@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -92,7 +93,7 @@ func TestLimitedConnectionHalfCloses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := limitConnections(ln, 1)
+	l := limitConnections(ln, 1, 0)
 	defer l.Close()
 	peer, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
@@ -121,5 +122,84 @@ func TestLimitedConnectionHalfCloses(t *testing.T) {
 	c.Close()
 	if got := len(l.(*connLimit).sem); got != 0 {
 		t.Errorf("%d rooms taken after the close, want 0", got)
+	}
+}
+
+// TestConnectionsPerAddress: with a share of two connections an address, a third connection
+// from one address is closed as soon as it is accepted, while another address's is served;
+// once one of the two closes, the address may connect again. Trial h16 D1: one address held
+// every connection the listener allowed, and no tenant could connect.
+func TestConnectionsPerAddress(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := limitConnections(ln, 10, 2)
+	defer l.Close()
+	accepted := make(chan net.Conn, 10)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	dial := func(from string) net.Conn {
+		t.Helper()
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+		c, err := d.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	// served reports whether the listener handed c's connection over (its peer is open), or
+	// closed it at once (c reads the end).
+	var servers []net.Conn // the server's side of the connections served, in order
+	served := func(c net.Conn) bool {
+		t.Helper()
+		select {
+		case s := <-accepted:
+			t.Cleanup(func() { s.Close() })
+			servers = append(servers, s)
+			return true
+		case <-time.After(500 * time.Millisecond):
+		}
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err == nil {
+			t.Fatal("a refused connection read a byte")
+		}
+		return false
+	}
+	first, second := dial("127.0.0.1"), dial("127.0.0.1")
+	if !served(first) || !served(second) {
+		t.Fatal("the address's first two connections were not served")
+	}
+	if served(dial("127.0.0.1")) {
+		t.Fatal("a third connection of one address was served beyond its share of two")
+	}
+	if !served(dial("127.0.0.2")) {
+		t.Fatal("another address's connection was not served")
+	}
+	cl := l.(*connLimit)
+	held := func() int {
+		cl.mu.Lock()
+		defer cl.mu.Unlock()
+		return cl.byAddress[netip.MustParsePrefix("127.0.0.1/32")]
+	}
+	if n := held(); n != 2 {
+		t.Fatalf("127.0.0.1 holds %d connections, want 2", n)
+	}
+	// Closing one of the two served connections (the server's side, as h1server does when its
+	// client leaves) gives the address its place back.
+	servers[0].Close()
+	if n := held(); n != 1 {
+		t.Fatalf("127.0.0.1 holds %d connections after one closed, want 1", n)
+	}
+	if !served(dial("127.0.0.1")) {
+		t.Fatal("the address could not connect again once one of its connections closed")
 	}
 }

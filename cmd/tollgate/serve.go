@@ -73,6 +73,7 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	listen := fs.String("listen", "", "API listen address (overrides the config)")
 	metricsListen := fs.String("metrics-listen", "", "metrics listen address (overrides the config; \"off\" disables it)")
 	maxConns := fs.Int("max-connections", 0, "the API listener's open connections at most (overrides server.max_connections; -1: no bound)")
+	maxConnsPerAddr := fs.Int("max-connections-per-address", 0, "one client address's open API connections at most (overrides server.max_connections_per_address; -1: no bound)")
 	grace := fs.Duration("shutdown-grace", defaultShutdownGrace, "after SIGTERM, how long in-flight requests and streams may run before the streams are ended with an in-band error")
 	delay := fs.Duration("shutdown-delay", 0, "after SIGTERM, how long to keep accepting requests while /readyz says not ready, for load balancers to notice")
 	dbWait := fs.Duration("database-wait", 0, "how long start-up waits for an unreachable database before giving up (0: for ever)")
@@ -126,6 +127,9 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	if *maxConns != 0 {
 		cfg.Server.MaxConnections = *maxConns
 	}
+	if *maxConnsPerAddr != 0 {
+		cfg.Server.MaxConnectionsPerAddress = *maxConnsPerAddr
+	}
 	cfg.Web.ClientSecret = os.Getenv("TOLLGATE_OIDC_CLIENT_SECRET")
 	switch *metricsListen {
 	case "":
@@ -146,12 +150,13 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 		return err
 	}
 	defer apiLn.Close()
-	if n := cfg.Server.ConnectionLimit(); n > 0 {
+	if n, perAddress := cfg.Server.ConnectionLimit(), cfg.Server.ConnectionsPerAddress(); n > 0 || perAddress > 0 {
 		// Connections held open cannot take every descriptor, nor the memory each holds:
 		// beyond n, new ones wait in the kernel's queue (trial h5: 20,000 connections without
-		// a key took the process's descriptors, and /readyz with them).
-		apiLn = limitConnections(apiLn, n)
-		log.Info("connection limit", "max_connections", n)
+		// a key took the process's descriptors, and /readyz with them); nor can one address
+		// hold them all (trial h16 D1).
+		apiLn = limitConnections(apiLn, n, perAddress)
+		log.Info("connection limit", "max_connections", n, "max_connections_per_address", perAddress)
 	}
 
 	// Readiness: not ready until the gateway serves, and again from the first signal on.

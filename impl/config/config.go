@@ -99,6 +99,13 @@ type Server struct {
 	// of the memory limit, between MinConnections and MaxDefaultConnections
 	// (MaxDefaultConnections without a memory limit); -1: no bound.
 	MaxConnections int `yaml:"max_connections"`
+	// MaxConnectionsPerAddress bounds the API listener's open connections of one client
+	// address (an IPv4 address, or an IPv6 /64), so that one address cannot hold every
+	// connection max_connections allows, each kept alive by a cheap request now and then, and
+	// leave every tenant's new connection waiting in the kernel's queue (trial h16 D1): a
+	// connection past it is closed as soon as it is accepted. 0 (the default): an eighth of
+	// the connection limit, at least MinConnectionsPerAddress; -1: no bound.
+	MaxConnectionsPerAddress int `yaml:"max_connections_per_address"`
 	// MCPAllowedOrigins are the browser origins ("https://inspector.example.com", scheme, host
 	// and port as a browser sends them in Origin) whose pages may call /api/mcp, besides the
 	// gateway's own (the request's Host, or web.public_url). A request that sends another Origin
@@ -120,7 +127,25 @@ const (
 	// MinConnections and MaxDefaultConnections bound the default of max_connections.
 	MinConnections        = 1024
 	MaxDefaultConnections = 16384
+	// MinConnectionsPerAddress is the smallest default of max_connections_per_address.
+	MinConnectionsPerAddress = 64
 )
+
+// ConnectionsPerAddress is the bound of one client address's open API connections (see
+// MaxConnectionsPerAddress): 0 when there is none.
+func (s Server) ConnectionsPerAddress() int {
+	switch {
+	case s.MaxConnectionsPerAddress < 0:
+		return 0
+	case s.MaxConnectionsPerAddress > 0:
+		return s.MaxConnectionsPerAddress
+	}
+	limit := s.ConnectionLimit()
+	if limit == 0 {
+		return 0
+	}
+	return min(max(limit/8, MinConnectionsPerAddress), limit)
+}
 
 // ConnectionLimit is the bound of the API listener's open connections (see MaxConnections): 0
 // when there is none.

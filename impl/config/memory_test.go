@@ -73,3 +73,22 @@ func TestConnectionLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestConnectionsPerAddress: one address's share of the API connections is an eighth of the
+// connection limit by default (at least 64, at most the limit), what is set, or none.
+func TestConnectionsPerAddress(t *testing.T) {
+	for _, c := range []struct{ conns, perAddress, want int }{
+		{0, 0, 1024},   // 8,192 at 1 GiB
+		{100, 0, 64},   // at least 64
+		{40, 0, 40},    // at most the limit
+		{-1, 0, 0},     // no limit, no default share
+		{-1, 50, 50},   // a share set without a limit
+		{1000, 10, 10}, // set
+		{1000, -1, 0},  // none
+	} {
+		s := Server{MaxConnections: c.conns, MaxConnectionsPerAddress: c.perAddress, MemoryLimitMB: 1024}
+		if got := s.ConnectionsPerAddress(); got != c.want {
+			t.Errorf("max_connections %d, max_connections_per_address %d: %d, want %d", c.conns, c.perAddress, got, c.want)
+		}
+	}
+}

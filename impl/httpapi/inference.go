@@ -172,7 +172,8 @@ func putAnswerBuffer(b *[]byte) {
 // silent, sends comment heartbeats from a timer; the lock keeps the timer's writes apart from
 // the events'.
 func respondStream(x *exchange.Exchange, w http.ResponseWriter) error {
-	sw := &lockedSSE{w: sse.NewWriter(w), every: x.Heartbeat(), onSilence: x.CloseUpstream}
+	sw := &lockedSSE{w: sse.NewWriter(w), every: x.Heartbeat(), onSilence: x.CloseUpstream,
+		setDeadline: http.NewResponseController(w).SetWriteDeadline}
 	sw.w.WriteHeader()
 	sw.startHeartbeat()
 	defer sw.Close()
@@ -183,10 +184,18 @@ func respondStream(x *exchange.Exchange, w http.ResponseWriter) error {
 // interval, comment heartbeats from a timer's goroutine; the lock keeps the two apart. After
 // exchange.MaxSilentHeartbeats heartbeats in a row it calls onSilence (which ends the upstream read)
 // instead. After close it writes nothing.
+//
+// Every write may wait for the client at most stalledClientBeats heartbeat intervals (a minute
+// at the default 15 s, the Responses WebSocket's bound): a client that takes no byte for that
+// long (its receive window closed) fails the write, which ends the stream as a client that
+// left, its upstream closed and what it produced billed (trial h16 D2: a client that stopped
+// reading held its upstream stream and its worst-case reservation for as long as it liked).
 type lockedSSE struct {
 	w         *sse.Writer
 	every     time.Duration
 	onSilence func()
+	// setDeadline sets the connection's write deadline (http.ResponseController's).
+	setDeadline func(time.Time) error
 
 	mu     sync.Mutex
 	timer  *time.Timer
@@ -222,6 +231,7 @@ func (l *lockedSSE) beat() {
 		l.onSilence()
 		return
 	}
+	l.armWrite()
 	if l.w.Comment("keep-alive") == nil {
 		l.timer.Reset(l.every)
 	}
@@ -234,6 +244,7 @@ func (l *lockedSSE) Write(evs []sse.Event) error {
 	if l.closed {
 		return errStreamClosed
 	}
+	l.armWrite()
 	for _, ev := range evs {
 		if err := l.w.Write(ev); err != nil {
 			return err
@@ -256,13 +267,28 @@ func (l *lockedSSE) Flush() error {
 	return l.w.Flush()
 }
 
-// Close ends the stream: no heartbeat or event is written after it.
+// Close ends the stream: no heartbeat or event is written after it, and the connection's
+// writes wait for the client without a bound again.
 func (l *lockedSSE) Close() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.closed = true
 	if l.timer != nil {
 		l.timer.Stop()
+	}
+	if l.setDeadline != nil {
+		_ = l.setDeadline(time.Time{})
+	}
+}
+
+// stalledClientBeats is how many heartbeat intervals one write of a stream may wait for its
+// client (see lockedSSE).
+const stalledClientBeats = 4
+
+// armWrite bounds the wait of the writes (and the flush) that follow. Called with the lock held.
+func (l *lockedSSE) armWrite() {
+	if l.setDeadline != nil {
+		_ = l.setDeadline(time.Now().Add(stalledClientBeats * l.every))
 	}
 }
 

@@ -4,14 +4,18 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/devkit/apitest"
+	"github.com/tollgate/tollgate/impl/store"
 )
 
 // TestStreamEventsAreNotHeldBack: each event reaches the client before the upstream sends the
@@ -86,4 +90,53 @@ func TestStreamEventsAreNotHeldBack(t *testing.T) {
 	if !strings.Contains(got.String(), "second-word") || !strings.HasSuffix(got.String(), "data: [DONE]\n\n") {
 		t.Errorf("the stream did not finish:\n%s", got.String())
 	}
+}
+
+// TestStalledStreamClientIsLetGo: a client that stops reading a stream (its receive window
+// closed, its connection open) holds it at most four heartbeat intervals after a write began to
+// wait: the stream then ends as a client that left, billed for what it produced
+// (client_disconnected), and its upstream and reservation are let go while the client still
+// holds its connection. Trial h16 D2: such a client held its upstream stream and its
+// worst-case reservation for as long as it liked.
+func TestStalledStreamClientIsLetGo(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Heartbeat: 200 * time.Millisecond})
+	tenant := g.NewTenant(t, "acme", 0, 1_000_000_000)
+	u, _ := url.Parse(g.URL)
+	c, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.(*net.TCPConn).SetReadBuffer(4096)
+	body := `{"model":"service-flint-base","stream":true,"max_tokens":64000,"messages":[{"role":"user","content":"Go on. [[sim words=150000]]"}]}`
+	fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", tenant.Key, len(body), body)
+	if _, err := io.ReadFull(c, make([]byte, 300)); err != nil {
+		t.Fatal(err)
+	}
+	// The client reads nothing more, and keeps its connection.
+	rec := latestUsageWithin(t, g, tenant.Account, 1, 30*time.Second)
+	if rec.Status != "client_disconnected" || rec.OutputTokens <= 0 || rec.OutputTokens >= 150_000 {
+		t.Errorf("a stalled client's stream: %+v", rec)
+	}
+	checkBooks(t, g, tenant.Account, 1_000_000_000)
+}
+
+// latestUsageWithin is latestUsage with a longer wait.
+func latestUsageWithin(t *testing.T, g *apitest.Gateway, account store.Account, n int64, wait time.Duration) store.UsageRecord {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for {
+		records, _, err := g.Store.UsageTotals(context.Background(), account.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if records >= n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no usage record within %v: the stalled stream still runs", wait)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return latestUsage(t, g, account, n)
 }

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"sort"
 	"strings"
@@ -171,5 +172,42 @@ func TestKeyErrorsSayWhatIsWrong(t *testing.T) {
 				t.Errorf("%s %s with %q: %s, want it to say %q", r.method, r.path, tc.key, body, tc.want)
 			}
 		}
+	}
+}
+
+// TestTwoAuthorizationHeadersAreRefused: a request with two Authorization headers is refused
+// 401 in its route's envelope, whichever of the two is a valid key, on the inference routes and
+// on /api/mcp, and nothing is billed (trial h16 D6: the first was served and billed).
+func TestTwoAuthorizationHeadersAreRefused(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{})
+	tenant := g.NewTenant(t, "acme", 0, 10_000_000)
+	other := "Bearer tgk_" + strings.Repeat("0", 43)
+	for _, op := range []struct{ path, body string }{
+		{"/v1/chat/completions", `{"model":"service-flint-base","messages":[{"role":"user","content":"hi"}]}`},
+		{"/v1/messages", `{"model":"service-sonnet","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`},
+		{"/v1/credits", ""},
+		{"/api/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`},
+	} {
+		for _, values := range [][]string{{"Bearer " + tenant.Key, other}, {other, "Bearer " + tenant.Key}} {
+			method := "POST"
+			if op.body == "" {
+				method = "GET"
+			}
+			req, _ := http.NewRequest(method, g.URL+op.path, strings.NewReader(op.body))
+			req.Header["Authorization"] = values
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("anthropic-version", "2023-06-01")
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			checkUnauthenticated(t, method+" "+op.path, res.StatusCode, res.Header, body)
+		}
+	}
+	if n, _, err := g.Store.UsageTotals(context.Background(), tenant.Account.ID); err != nil || n != 0 {
+		t.Errorf("usage records %d (%v), want none", n, err)
 	}
 }

@@ -191,15 +191,34 @@ func (s *Server) logger(ctx context.Context) *slog.Logger {
 	return s.log
 }
 
+// errManyCredentials is the authentication error of a request with more than one
+// Authorization header.
+var errManyCredentials = errors.New("more than one Authorization header")
+
 // authenticate resolves the bearer key; the principal travels in the request context.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		header := r.Header.Get("Authorization")
+		values := r.Header["Authorization"]
+		header := ""
+		if len(values) > 0 {
+			header = values[0]
+		}
 		var span trace.Span
 		if telemetry.Enabled() && telemetry.Recording(r.Context()) {
 			_, span = startSpan(r.Context(), "authenticate")
 		}
-		p, err := s.auth.Authenticate(r.Context(), header)
+		var (
+			p   auth.Principal
+			err error
+		)
+		if len(values) > 1 {
+			// A single credential (RFC 9110 section 11.6.2), which readers pick differently when
+			// there are several (the first here, the last elsewhere): ambiguous, refused (trial
+			// h16 D6: the first was served and billed).
+			err = errManyCredentials
+		} else {
+			p, err = s.auth.Authenticate(r.Context(), header)
+		}
 		if span != nil {
 			span.SetAttributes(telemetry.AttrAuthOutcome.String(authOutcome(err)))
 			if err != nil {
@@ -210,6 +229,8 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		if err != nil {
 			var e *apierror.Error
 			switch {
+			case errors.Is(err, errManyCredentials):
+				e = apierror.Unauthenticated("more than one Authorization header: send the key in one")
 			case errors.Is(err, auth.ErrMissing) && r.Header.Get("x-api-key") != "":
 				e = apierror.Unauthenticated("x-api-key is not accepted: send the key as 'Authorization: Bearer <key>'")
 			case errors.Is(err, auth.ErrMissing):

@@ -177,6 +177,10 @@ func (s *Server) authenticateMCP(next http.Handler) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, ok := mcpauth.BearerToken(r.Header.Get("Authorization"))
+		if len(r.Header["Authorization"]) > 1 {
+			keys.ServeHTTP(w, r) // refused: more than one credential
+			return
+		}
 		if !ok {
 			if presentsCredential(r) {
 				// An API key (well-formed or not) or another credential: refused exactly as

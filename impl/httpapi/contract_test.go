@@ -128,3 +128,34 @@ func opPath(op string) string {
 	}
 	return f[1]
 }
+
+// TestEncodedSlashIsNoRoute: a path that spells a separator as %2F is no route: 404 naming the
+// path as sent, not a 405 whose Allow lists the request's own method (trial h16 D5); a method a
+// route does not serve is still a 405.
+func TestEncodedSlashIsNoRoute(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{})
+	for _, c := range []struct {
+		method, path string
+		status       int
+	}{
+		{"POST", "/v1%2Fchat/completions", 404},
+		{"POST", "/v1/chat%2Fcompletions", 404},
+		{"GET", "/v1%2Fcredits", 404},
+		{"GET", "/v1/chat/completions", 405},
+	} {
+		req, _ := http.NewRequest(c.method, g.URL+"/", strings.NewReader("{}"))
+		req.URL.Opaque = "//" + req.URL.Host + c.path // sent as it is
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != c.status {
+			t.Errorf("%s %s: %d %s, want %d", c.method, c.path, res.StatusCode, body, c.status)
+		}
+		if c.status == 404 && !strings.Contains(string(body), "Invalid URL ("+c.method+" "+c.path+")") {
+			t.Errorf("%s %s: %s", c.method, c.path, body)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -144,13 +145,16 @@ func (s *Server) Handler() http.Handler {
 		if s.serveResponsesUpgrade(w, r) {
 			return
 		}
-		if methods := s.methods.allowed(r.URL.Path); len(methods) > 0 {
+		// The mux routes the escaped path: one that reaches here with a method its decoded path
+		// is served for spells a separator as %2F (/v1%2Fchat/completions), which is no route:
+		// a 404, not a 405 naming the request's own method (trial h16 D5).
+		if methods := s.methods.allowed(r.URL.Path); len(methods) > 0 && !slices.Contains(methods, r.Method) {
 			w.Header().Set("Allow", strings.Join(methods, ", "))
 			writeError(w, r, &apierror.Error{Kind: apierror.KindMethodNotAllowed,
 				Message: fmt.Sprintf("%s is not served on %s; use %s", r.Method, r.URL.Path, strings.Join(methods, " or "))})
 			return
 		}
-		msg := fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path)
+		msg := fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.EscapedPath())
 		switch {
 		case strings.HasPrefix(r.URL.Path, "/v1/v1/messages"):
 			msg += ": the base URL should not end with /v1 for this client (Anthropic SDKs add /v1 themselves)"

@@ -14,7 +14,10 @@ package accounts
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"github.com/tollgate/tollgate/impl/plaintext"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -39,6 +42,9 @@ type NewKey struct {
 
 // CreateAccount creates an account on plan, grants the plan's models and its starting credit.
 func (s *Service) CreateAccount(ctx context.Context, name, plan string) (store.Account, error) {
+	if err := CheckAccountName(name); err != nil {
+		return store.Account{}, err
+	}
 	p, ok := s.Config.Plan(plan)
 	if !ok {
 		return store.Account{}, fmt.Errorf("unknown plan %q", plan)
@@ -98,8 +104,38 @@ func (s *Service) RevokeModel(ctx context.Context, accountID uuid.UUID, modelID 
 
 // ResolveAccount finds an account by id or by name.
 func (s *Service) ResolveAccount(ctx context.Context, ref string) (store.Account, error) {
-	if id, err := uuid.Parse(ref); err == nil {
-		return s.Store.GetAccount(ctx, id)
+	id, err := uuid.Parse(ref)
+	if err != nil {
+		return s.Store.GetAccountByName(ctx, ref)
 	}
-	return s.Store.GetAccountByName(ctx, ref)
+	byID, err := s.Store.GetAccount(ctx, id)
+	if err != nil {
+		return byID, err
+	}
+	// A name that reads as another account's id (made before names were checked, trial h16
+	// D7) makes the reference ambiguous: refused rather than acting on one of the two.
+	if byName, err := s.Store.GetAccountByName(ctx, ref); err == nil && byName.ID != byID.ID {
+		return store.Account{}, fmt.Errorf("%q is the id of account %q and the name of account %s: use the other account's id", ref, byID.Name, byName.ID)
+	}
+	return byID, nil
+}
+
+// CheckAccountName refuses an account name that a reference to an account ("a name or an id")
+// would read otherwise, or that shows other than it is: one that parses as an id (trial h16
+// D7: an account named with another's id, and every command given that name acted on the
+// other), one with spaces at either end, and one with control or invisible characters.
+func CheckAccountName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("an account needs a name")
+	case strings.TrimSpace(name) != name:
+		return fmt.Errorf("account name %q has spaces at an end", name)
+	}
+	if _, err := uuid.Parse(name); err == nil {
+		return fmt.Errorf("account name %q reads as an account id, which commands taking an account would look up instead: choose another name", name)
+	}
+	if r, found := plaintext.Hidden(name); found {
+		return fmt.Errorf("account name %q holds the character %U, which does not show as itself", name, r)
+	}
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/google/uuid"
 
@@ -408,9 +409,18 @@ func (a *App) signup(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	}
 	suffix := make([]byte, 4)
 	_, _ = rand.Read(suffix)
+	// The account's name is the e-mail's local part in letters, digits and . _ - (a name must
+	// be plain: accounts.CheckAccountName), else "user", and a random suffix.
 	base := "user"
 	if at := strings.IndexByte(v.User.Email, '@'); at > 0 {
-		base = v.User.Email[:at]
+		if plain := strings.Map(func(r rune) rune {
+			if r < 128 && (r == '.' || r == '_' || r == '-' || unicode.IsLetter(r) || unicode.IsDigit(r)) {
+				return r
+			}
+			return -1
+		}, v.User.Email[:at]); plain != "" {
+			base = plain
+		}
 	}
 	acct, err := a.accounts.CreateAccount(ctx, truncate(base, 40)+"-"+hex.EncodeToString(suffix), a.web.SignupPlan)
 	if err != nil && acct.ID == uuid.Nil {

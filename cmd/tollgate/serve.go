@@ -181,7 +181,7 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	api := newAPIHandover(startup, m, dev || cfg.Web.Enabled())
 	httpSrv := &h1server.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
 		BodyReadTimeout: 60 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		HeadTooLargeBody: gateway.HeadTooLargeBody, HeadTooLargeContentType: gateway.HeadTooLargeContentType}
+		ErrorBody: gateway.HeadErrorBody}
 	go func() { errc <- httpSrv.Serve(apiLn) }()
 	handedOver := false
 	defer func() {

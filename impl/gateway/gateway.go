@@ -44,6 +44,13 @@ var (
 	HeadTooLargeContentType = httpapi.HeadTooLargeContentType
 )
 
+// HeadErrorBody gives the Content-Type and body, in the API's error envelope, of the answers
+// the server that serves Handler writes itself to a request head it will not read on
+// (h1server.Server.ErrorBody).
+func HeadErrorBody(status int, reason string) (contentType string, body []byte) {
+	return httpapi.HeadErrorBody(status, reason)
+}
+
 // Options are what a gateway is built from.
 type Options struct {
 	Store  *store.Store

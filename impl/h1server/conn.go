@@ -123,6 +123,9 @@ func (c *conn) serve() {
 		case handOff:
 			handedOff = c.handOff()
 			return
+		case ambiguousLength:
+			c.refuseHead(http.StatusBadRequest, "the request has both Content-Length and Transfer-Encoding")
+			return
 		case connEnded:
 			return
 		}
@@ -462,10 +465,21 @@ func (c *conn) handOff() bool {
 	_ = c.rwc.SetReadDeadline(headDL)
 	c.srv.trackConn(c, false)
 	rc := &replayConn{Conn: c.rwc, pending: pending, headDL: headDL, reqDL: reqDL, asked: headDL, headTooLarge: c.srv.headTooLarge}
+	if c.srv.ErrorBody != nil {
+		rc.errorResponse = c.srv.errorResponse
+	}
 	if !c.srv.handoff.hand(rc) {
 		_ = c.rwc.Close()
 	}
 	return true
+}
+
+// refuseHead answers a head the server will not read on with status and reason (the Server's
+// ErrorBody, or plain text) and Connection: close; the connection then ends, its unread bytes
+// unread.
+func (c *conn) refuseHead(status int, reason string) {
+	_, _ = c.rwc.Write(c.srv.errorResponse(status, reason))
+	c.closeWriteAndWait()
 }
 
 // close flushes what the output buffer holds and closes the connection.

@@ -28,7 +28,11 @@
 // an in-memory listener to an internal *http.Server built from the same Handler, timeouts and
 // ErrorLog, which owns the connection from then on. net/http therefore produces its exact
 // behaviour for those requests, including its 400, 431, 501 and 505 answers, 100-continue,
-// HTTP/1.0 keep-alive and Hijack for protocol upgrades. Requests served on the lean path see
+// HTTP/1.0 keep-alive and Hijack for protocol upgrades (with Server.ErrorBody set, those
+// answers carry its body in place of net/http's plain text). One difference on purpose: a head
+// with both Content-Length and Transfer-Encoding is not handed off but refused (400) and the
+// connection closed, as RFC 9112 section 6.1 requires; net/http serves it and keeps the
+// connection. Requests served on the lean path see
 // http.ServerContextKey set to that internal server as well, so handlers find one server either
 // way.
 //

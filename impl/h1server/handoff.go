@@ -1,12 +1,15 @@
 package h1server
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -74,6 +77,9 @@ type replayConn struct {
 	pending []byte
 	// headTooLarge replaces net/http's 431 answer to an oversized head (nil: it is kept).
 	headTooLarge []byte
+	// errorResponse, when set, replaces every answer net/http writes itself to a head it
+	// cannot read (the Server's errorResponse, with its ErrorBody).
+	errorResponse func(status int, reason string) []byte
 
 	mu sync.Mutex
 	// headDL and reqDL are the lean path's head and whole-request deadlines of the handed-off
@@ -95,9 +101,23 @@ type replayConn struct {
 // request's head exceeds its limit.
 const netHTTPHeadTooLarge = "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n431 Request Header Fields Too Large"
 
-// Write writes p, or the Server's own 431 response in place of net/http's (which a handler's
-// response, with its Date header and buffered through bufio, never equals).
+// netHTTPErrorHeaders are the header lines of every answer net/http writes itself, in one
+// write straight to the connection, to a head it cannot read: "HTTP/1.1 " + status (and
+// ": " + reason) + netHTTPErrorHeaders + a plain-text body.
+const netHTTPErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
+
+// Write writes p, or the Server's own answer in place of one net/http writes itself to a head
+// it cannot read (which a handler's response, with its Date header and buffered through bufio,
+// never equals): the 431 of HeadTooLargeBody, or any of them through ErrorBody.
 func (c *replayConn) Write(p []byte) (int, error) {
+	if c.errorResponse != nil {
+		if status, reason, ok := netHTTPErrorAnswer(p); ok {
+			if _, err := c.Conn.Write(c.errorResponse(status, reason)); err != nil {
+				return 0, err
+			}
+			return len(p), nil
+		}
+	}
 	if c.headTooLarge != nil && string(p) == netHTTPHeadTooLarge {
 		if _, err := c.Conn.Write(c.headTooLarge); err != nil {
 			return 0, err
@@ -105,6 +125,33 @@ func (c *replayConn) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	return c.Conn.Write(p)
+}
+
+// netHTTPErrorAnswer reads the status and reason of an answer net/http writes itself to a head
+// it cannot read ("HTTP/1.1 400 Bad Request: missing required Host header" and its plain-text
+// headers, or the reason in its body when the status line has none); ok is false for anything
+// else.
+func netHTTPErrorAnswer(p []byte) (status int, reason string, ok bool) {
+	const prefix = "HTTP/1.1 "
+	if !bytes.HasPrefix(p, []byte(prefix)) {
+		return 0, "", false
+	}
+	end := bytes.Index(p, []byte(netHTTPErrorHeaders))
+	if end < 0 || end < len(prefix)+3 {
+		return 0, "", false
+	}
+	line := string(p[len(prefix):end])
+	status, err := strconv.Atoi(line[:3])
+	if err != nil || status < 400 || status > 599 {
+		return 0, "", false
+	}
+	if _, r, found := strings.Cut(line, ": "); found {
+		reason = r
+	} else if body := string(p[end+len(netHTTPErrorHeaders):]); body != line {
+		// No reason in the status line: the body says it ("Unsupported transfer encoding").
+		reason = strings.ToLower(body[:min(len(body), 1)]) + body[min(len(body), 1):]
+	}
+	return status, reason, true
 }
 
 func (c *replayConn) Read(p []byte) (int, error) {

@@ -21,6 +21,11 @@ const (
 	serveLean
 	// handOff: a request for net/http (not plain HTTP/1.1, or not strictly valid).
 	handOff
+	// ambiguousLength: a head with both Content-Length and Transfer-Encoding, which the lean
+	// path refuses (400) and closes the connection after (RFC 9112 section 6.3: the server MUST
+	// close it; net/http serves the request and keeps the connection, so that a front framing by
+	// Content-Length would read a pipelined request as this one's body).
+	ambiguousLength
 )
 
 // field is one header line of a scanned head, as offsets into the head: the name is
@@ -33,7 +38,8 @@ const (
 	fieldHost
 	fieldContentLength
 	fieldConnection
-	fieldHandOff // Transfer-Encoding, Expect, Upgrade: always net/http's
+	fieldHandOff // Expect, Upgrade: always net/http's
+	fieldTransferEncoding
 )
 
 // headScan is the state and result of scanning a head. Scanning resumes where it stopped when
@@ -50,6 +56,7 @@ type headScan struct {
 	host        int // 1 + the index in fields of the Host line, or 0
 	clen        int // 1 + the index in fields of the Content-Length line, or 0
 	hasConn     bool
+	te          bool // a Transfer-Encoding line was seen: the request is net/http's
 }
 
 // reset prepares the scan for a new head, keeping the fields slice's storage.
@@ -61,7 +68,8 @@ func (sc *headScan) reset() { *sc = headScan{fields: sc.fields[:0]} }
 // request line is a token method, an origin-form target of visible ASCII and exactly
 // "HTTP/1.1"; header names are tokens and values hold no control characters other than HTAB;
 // there is exactly one Host, at most one Content-Length and no Transfer-Encoding, Expect,
-// Upgrade or folded line. It returns needMore when the head is incomplete and no line seen so
+// Upgrade or folded line (a complete head with both Content-Length and Transfer-Encoding is
+// ambiguousLength). It returns needMore when the head is incomplete and no line seen so
 // far rules the lean path out. The values that need strings (the target's URL, the Host and
 // Content-Length values, the Connection tokens) are checked by buildRequest.
 func scanHead(b []byte, sc *headScan) verdict {
@@ -113,6 +121,9 @@ func scanHead(b []byte, sc *headScan) verdict {
 				return handOff
 			}
 			sc.clen = len(sc.fields) + 1
+		case fieldTransferEncoding:
+			// net/http's, unless the head has a Content-Length too: read on to know.
+			sc.te = true
 		case fieldConnection:
 			sc.hasConn = true
 		case fieldHandOff:
@@ -120,6 +131,12 @@ func scanHead(b []byte, sc *headScan) verdict {
 		}
 		sc.fields = append(sc.fields, field{int32(pos), int32(pos + colon), int32(eol - 1)})
 		sc.next = eol + 1
+	}
+	if sc.te {
+		if sc.clen > 0 {
+			return ambiguousLength
+		}
+		return handOff
 	}
 	if sc.host == 0 {
 		return handOff
@@ -182,7 +199,7 @@ func classify(name []byte) int {
 		}
 	case 17:
 		if equalFold(name, "transfer-encoding") {
-			return fieldHandOff
+			return fieldTransferEncoding
 		}
 	}
 	return fieldOther

@@ -60,6 +60,13 @@ type Server struct {
 	// its own error envelope); the status line and Connection: close stay net/http's.
 	HeadTooLargeContentType string
 	HeadTooLargeBody        []byte
+	// ErrorBody, when set, gives the Content-Type and body of the answers the server writes
+	// itself to a request it will not read on, in place of plain text (an API server answers
+	// its own error envelope): a head with both Content-Length and Transfer-Encoding (400), and
+	// the answers net/http writes to a head it cannot read (400 with its reason, 431 beyond
+	// MaxHeaderBytes, 501 for a transfer coding it does not know, 505). The status line and
+	// Connection: close stay. It takes precedence over HeadTooLargeBody.
+	ErrorBody func(status int, reason string) (contentType string, body []byte)
 	// ErrorLog receives the server's error messages (the log package's standard logger when nil),
 	// for both paths.
 	ErrorLog *log.Logger
@@ -355,4 +362,18 @@ type onceCloseListener struct {
 func (l *onceCloseListener) Close() error {
 	l.once.Do(func() { l.closeErr = l.Listener.Close() })
 	return l.closeErr
+}
+
+// errorResponse is the whole answer, ending the connection, to a request the server will not
+// read on: status with reason, its body from ErrorBody or, without it, net/http's plain text.
+func (s *Server) errorResponse(status int, reason string) []byte {
+	text := http.StatusText(status)
+	if s.ErrorBody != nil {
+		ct, body := s.ErrorBody(status, reason)
+		return fmt.Appendf(nil, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", status, text, ct, len(body), body)
+	}
+	if reason != "" {
+		text += ": " + reason
+	}
+	return fmt.Appendf(nil, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n%d %s", status, text, status, text)
 }

@@ -183,3 +183,28 @@ var HeadTooLargeBody = []byte(`{"error":{"message":"the request head (request li
 
 // HeadTooLargeContentType is the Content-Type of HeadTooLargeBody.
 const HeadTooLargeContentType = "application/json"
+
+// HeadErrorBody is the body, in the chat-completions error envelope, of an answer the API server
+// writes itself to a request it will not read on (h1server.Server.ErrorBody): a head it cannot
+// parse (400 with net/http's reason, such as a missing Host), both Content-Length and
+// Transfer-Encoding (400), a head beyond its limit (431: HeadTooLargeBody), a transfer coding
+// it does not know (501) or another HTTP version (505). The route, and with it the route's own
+// envelope, is unknown: nothing of the request was read, so nothing is billed.
+func HeadErrorBody(status int, reason string) (contentType string, body []byte) {
+	if status == http.StatusRequestHeaderFieldsTooLarge {
+		return HeadTooLargeContentType, HeadTooLargeBody
+	}
+	code := "bad_request"
+	switch status {
+	case http.StatusNotImplemented:
+		code = "not_implemented"
+	case http.StatusHTTPVersionNotSupported:
+		code = "http_version_not_supported"
+	}
+	message := "the request could not be read as HTTP/1.1"
+	if reason != "" {
+		message += ": " + reason
+	}
+	b, _ := json.Marshal(openAIErrorBody{Error: openAIErrorDetail{Message: message, Type: "invalid_request_error", Code: &code}})
+	return "application/json", append(b, '\n')
+}

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -199,4 +200,71 @@ func rss() uint64 {
 		}
 	}
 	return 0
+}
+
+// TestSmuggledRequestIsRefused: a request with both Content-Length and Transfer-Encoding is
+// refused 400 in the chat-completions envelope and its connection closed, and the chat
+// completion pipelined behind it (which a front framing by Content-Length would have read as
+// the first one's body) is never served nor billed; a head the server cannot read (no Host)
+// is answered in the same envelope, where it was net/http's plain text.
+func TestSmuggledRequestIsRefused(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{})
+	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	addr := strings.TrimPrefix(g.URL, "http://")
+	ctx := context.Background()
+	before, err := g.Meter.Balance(ctx, tenant.Account.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chat := `{"model":"service-flint-base","messages":[{"role":"user","content":"hi"}]}`
+	smuggled := fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", tenant.Key, len(chat), chat)
+	first := fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nContent-Length: %d\r\n\r\n0\r\n\r\n", tenant.Key, 5+len(smuggled))
+
+	for name, tc := range map[string]struct {
+		send, message string
+	}{
+		"length and encoding": {first + smuggled, "the request could not be read as HTTP/1.1: the request has both Content-Length and Transfer-Encoding"},
+		"no host":             {"GET /v1/models HTTP/1.1\r\nAuthorization: Bearer " + tenant.Key + "\r\n\r\n", "the request could not be read as HTTP/1.1: missing required Host header"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second)) // a guard
+			if _, err := io.WriteString(c, tc.send); err != nil {
+				t.Fatal(err)
+			}
+			r := bufio.NewReader(c)
+			resp, err := http.ReadResponse(r, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			var env struct {
+				Error struct {
+					Message string  `json:"message"`
+					Type    string  `json:"type"`
+					Code    *string `json:"code"`
+				} `json:"error"`
+			}
+			if err := json.Unmarshal(body, &env); err != nil || resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Content-Type") != "application/json" {
+				t.Fatalf("got %d %q %s (%v), want 400 in the JSON envelope", resp.StatusCode, resp.Header.Get("Content-Type"), body, err)
+			}
+			if env.Error.Message != tc.message || env.Error.Type != "invalid_request_error" || env.Error.Code == nil || *env.Error.Code != "bad_request" {
+				t.Errorf("envelope %s, want the message %q", body, tc.message)
+			}
+			if _, err := r.ReadByte(); err != io.EOF {
+				t.Errorf("the connection stayed open (%v)", err)
+			}
+		})
+	}
+	after, err := g.Meter.Balance(ctx, tenant.Account.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after != before {
+		t.Errorf("balance %d → %d: the smuggled request was served", before, after)
+	}
 }

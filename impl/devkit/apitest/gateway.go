@@ -171,7 +171,7 @@ func Start(t testing.TB, o Options) *Gateway {
 		}
 	}
 	srv := &h1server.Server{Handler: gw.Handler, BodyReadTimeout: o.BodyReadTimeout, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		HeadTooLargeBody: gateway.HeadTooLargeBody, HeadTooLargeContentType: gateway.HeadTooLargeContentType}
+		ErrorBody: gateway.HeadErrorBody}
 	served := make(chan struct{})
 	go func() { defer close(served); _ = srv.Serve(ln) }()
 	// Cleanups run last-in first-out: the server shuts down (in-flight requests finish), then

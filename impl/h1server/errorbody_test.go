@@ -1,0 +1,117 @@
+package h1server
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// envelope is the ErrorBody of the tests: a JSON object naming the status and reason.
+func envelope(status int, reason string) (string, []byte) {
+	b, _ := json.Marshal(map[string]any{"status": status, "reason": reason})
+	return "application/json", b
+}
+
+// readAnswer reads one response from c and its body, and then whether the server closed the
+// connection (a read that ends without a byte).
+func readAnswer(t *testing.T, r *bufio.Reader, c interface{ SetReadDeadline(time.Time) error }) (*http.Response, string, bool) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(guard))
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil {
+		t.Fatalf("no response: %v", err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("body: %v", err)
+	}
+	_, err = r.ReadByte()
+	return resp, string(body), err == io.EOF
+}
+
+// TestAmbiguousLengthIsRefused: a request with both Content-Length and Transfer-Encoding, in
+// either order, is answered 400 and its connection closed (RFC 9112 section 6.1); neither it
+// nor a request pipelined behind it reaches the handler, so a front that framed it by
+// Content-Length cannot smuggle the second one in. net/http served both.
+func TestAmbiguousLengthIsRefused(t *testing.T) {
+	heads := map[string]string{
+		"length first":   "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 30\r\nTransfer-Encoding: chunked\r\n\r\n",
+		"encoding first": "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 30\r\n\r\n",
+	}
+	for name, head := range heads {
+		for _, withBody := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/ErrorBody=%v", name, withBody), func(t *testing.T) {
+				var served atomic.Int64
+				_, addr, _ := startH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					served.Add(1)
+					_, _ = io.Copy(io.Discard, r.Body)
+				}), func(s *Server) {
+					if withBody {
+						s.ErrorBody = envelope
+					}
+				})
+				c := dial(t, addr)
+				if _, err := io.WriteString(c, head+"0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+					t.Fatal(err)
+				}
+				resp, body, closed := readAnswer(t, bufio.NewReader(c), c)
+				if resp.StatusCode != http.StatusBadRequest || !resp.Close {
+					t.Errorf("status %d close=%v, want 400 and Connection: close", resp.StatusCode, resp.Close)
+				}
+				if !closed {
+					t.Error("the connection stayed open after the refusal")
+				}
+				wantType, wantBody := "text/plain; charset=utf-8", "400 Bad Request: the request has both Content-Length and Transfer-Encoding"
+				if withBody {
+					ct, b := envelope(http.StatusBadRequest, "the request has both Content-Length and Transfer-Encoding")
+					wantType, wantBody = ct, string(b)
+				}
+				if got := resp.Header.Get("Content-Type"); got != wantType || body != wantBody {
+					t.Errorf("answer %q %q, want %q %q", got, body, wantType, wantBody)
+				}
+				if n := served.Load(); n != 0 {
+					t.Errorf("the handler served %d requests, want none", n)
+				}
+			})
+		}
+	}
+}
+
+// TestErrorBodyReplacesNetHTTPAnswers: the answers net/http writes itself to a head it cannot
+// read (on the hand-off path) come in the Server's ErrorBody, with net/http's status and reason.
+func TestErrorBodyReplacesNetHTTPAnswers(t *testing.T) {
+	cases := []struct {
+		name, request string
+		status        int
+		reason        string
+	}{
+		{"missing host", "GET /a HTTP/1.1\r\nX: y\r\n\r\n", http.StatusBadRequest, "missing required Host header"},
+		{"unknown transfer coding", "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", http.StatusNotImplemented, "unsupported transfer encoding"},
+		{"head too large", "GET /a HTTP/1.1\r\nHost: x\r\n" + strings.Repeat("X-Filler: "+strings.Repeat("f", 1000)+"\r\n", 40) + "\r\n", http.StatusRequestHeaderFieldsTooLarge, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, addr, _ := startH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				t.Errorf("the handler was called for %s", r.URL)
+			}), func(s *Server) {
+				s.ErrorBody = envelope
+				s.MaxHeaderBytes = 8 << 10
+			})
+			c := dial(t, addr)
+			if _, err := io.WriteString(c, tc.request); err != nil {
+				t.Fatal(err)
+			}
+			resp, body, _ := readAnswer(t, bufio.NewReader(c), c)
+			ct, want := envelope(tc.status, tc.reason)
+			if resp.StatusCode != tc.status || resp.Header.Get("Content-Type") != ct || body != string(want) || !resp.Close {
+				t.Errorf("got %d %q %q close=%v, want %d %q %q and Connection: close", resp.StatusCode, resp.Header.Get("Content-Type"), body, resp.Close, tc.status, ct, want)
+			}
+		})
+	}
+}

@@ -59,6 +59,16 @@ func (d *decoder) chatFields(raw map[string]json.RawMessage) error {
 			return err
 		}
 	}
+	if v := raw["reasoning_effort"]; !isNull(v) {
+		if r.ReasoningEffort, err = parseString(v, "reasoning_effort"); err != nil {
+			return err
+		}
+	}
+	if v := raw["verbosity"]; !isNull(v) {
+		if r.Verbosity, err = parseString(v, "verbosity"); err != nil {
+			return err
+		}
+	}
 	if v := raw["n"]; !isNull(v) {
 		if r.N, err = parseInt(v, "n"); err != nil {
 			return err

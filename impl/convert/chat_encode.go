@@ -182,6 +182,22 @@ func (w *writer) chatResponseFormat(o *object) error {
 	return nil
 }
 
+// chatReasoningEffort writes reasoning_effort (Responses reasoning.effort).
+func (w *writer) chatReasoningEffort(o *object) error {
+	if w.req.ReasoningEffort != "" {
+		o.set("reasoning_effort", w.req.ReasoningEffort)
+	}
+	return nil
+}
+
+// chatVerbosity writes verbosity (Responses text.verbosity).
+func (w *writer) chatVerbosity(o *object) error {
+	if w.req.Verbosity != "" {
+		o.set("verbosity", w.req.Verbosity)
+	}
+	return nil
+}
+
 // schemaObject is the {name, description?, schema?, strict?} of a json_schema format.
 func schemaObject(rf *llm.ResponseFormat) object {
 	js := object{{"name", rf.Name}}

@@ -85,9 +85,9 @@ func decodeRequest(f llm.Format, v *jsonview.View, d decoder) (*llm.Request, err
 var modelledKeys = map[llm.Format]map[string]bool{
 	llm.FormatChat: setOf("messages", "max_tokens", "max_completion_tokens", "temperature", "top_p",
 		"stop", "tools", "tool_choice", "parallel_tool_calls", "response_format", "n", "stream",
-		"stream_options"),
+		"stream_options", "reasoning_effort", "verbosity"),
 	llm.FormatResponses: setOf("instructions", "input", "max_output_tokens", "temperature", "top_p",
-		"tools", "tool_choice", "parallel_tool_calls", "text", "stream"),
+		"tools", "tool_choice", "parallel_tool_calls", "text", "reasoning", "stream"),
 	llm.FormatMessages: setOf("system", "messages", "max_tokens", "temperature", "top_p",
 		"stop_sequences", "tools", "tool_choice", "stream"),
 }

@@ -51,6 +51,8 @@
 //	ToolChoice            auto/none/required/function      auto/none/required/function        auto/none/any/tool
 //	ParallelToolCalls     parallel_tool_calls              parallel_tool_calls                tool_choice.disable_parallel_tool_use
 //	ResponseFormat        response_format                  text.format                        (text only; JSON refused)
+//	ReasoningEffort       reasoning_effort                 reasoning.effort                   (dropped and named)
+//	Verbosity             verbosity                        text.verbosity                     (dropped and named)
 //	Stream                stream (+ stream_options)        stream                             stream
 //
 // Carried as they are between chat and Responses, which share them (name and meaning), and
@@ -108,14 +110,15 @@
 // answer must be):
 //
 //	chat         user, safety_identifier, metadata, store, service_tier (to Messages), seed,
-//	             presence_penalty, frequency_penalty, reasoning_effort, verbosity,
-//	             prediction; prompt_cache_key and prompt_cache_retention (to Messages,
+//	             presence_penalty, frequency_penalty, reasoning_effort and verbosity (to
+//	             Messages), prediction; prompt_cache_key and prompt_cache_retention (to Messages,
 //	             unless automatic caching is asked for: above);
 //	             modalities ["text"] and the refused fields above when unset
 //	             (false, 0, "", []); messages[].name, messages[].refusal and refusal parts;
 //	             image detail low/high and tools[].function.strict: true (to Messages)
-//	Responses    reasoning, include, store, metadata, service_tier (to Messages), user, safety_identifier,
-//	             truncation, context_management, text.verbosity; prompt_cache_key and
+//	Responses    reasoning.summary, reasoning.effort and text.verbosity (to Messages), include,
+//	             store, metadata, service_tier (to Messages), user, safety_identifier,
+//	             truncation, context_management; prompt_cache_key and
 //	             prompt_cache_retention (to Messages, unless automatic caching is asked
 //	             for: above); reasoning items; refusal parts; image
 //	             detail low/high and tools[].strict (to Messages; a Responses function tool is

@@ -201,6 +201,10 @@ func (w *writer) srcName(field string) string {
 			return "text.format"
 		case "max_tokens":
 			return "max_output_tokens"
+		case "reasoning_effort":
+			return "reasoning.effort"
+		case "verbosity":
+			return "text.verbosity"
 		}
 	}
 	return field
@@ -264,8 +268,6 @@ var extraFields = map[llm.Format]map[string]fieldClass{
 		// Prompt-cache hints (https://platform.openai.com/docs/guides/prompt-caching).
 		"prompt_cache_key":       openAIShared,
 		"prompt_cache_retention": openAIShared,
-		"reasoning_effort":       advisory,
-		"verbosity":              advisory,
 	},
 	llm.FormatResponses: {
 		"previous_response_id":   decisive,
@@ -276,7 +278,6 @@ var extraFields = map[llm.Format]map[string]fieldClass{
 		"top_logprobs":           decisive,
 		"stream_options":         gatewaySide,
 		"include":                advisory,
-		"reasoning":              advisory,
 		"store":                  advisory,
 		"metadata":               advisory,
 		"service_tier":           openAIShared, // the exchange drops a tier the upstream's price lacks
@@ -396,6 +397,8 @@ var (
 	eqToolChoice  = eq(func(r *llm.Request) *llm.ToolChoice { return r.ToolChoice })
 	eqParallel    = eq(func(r *llm.Request) *bool { return r.ParallelToolCalls })
 	eqFormat      = eq(func(r *llm.Request) *llm.ResponseFormat { return r.ResponseFormat })
+	eqEffort      = eq(func(r *llm.Request) string { return r.ReasoningEffort })
+	eqVerbosity   = eq(func(r *llm.Request) string { return r.Verbosity })
 	eqStream      = eq(func(r *llm.Request) bool { return r.Stream })
 	eqSystem      = eq(func(r *llm.Request) string { return r.System })
 	eqMessages    = eq(func(r *llm.Request) []llm.Message { return r.Messages })
@@ -415,6 +418,8 @@ var targetGroups = map[llm.Format][]group{
 		{[]string{"tool_choice"}, eqToolChoice, (*writer).chatToolChoice},
 		{[]string{"parallel_tool_calls"}, eqParallel, (*writer).parallelToolCalls},
 		{[]string{"response_format"}, eqFormat, (*writer).chatResponseFormat},
+		{[]string{"reasoning_effort"}, eqEffort, (*writer).chatReasoningEffort},
+		{[]string{"verbosity"}, eqVerbosity, (*writer).chatVerbosity},
 		{[]string{"stream", "stream_options"}, nil, (*writer).chatStream},
 	},
 	llm.FormatResponses: {
@@ -426,7 +431,8 @@ var targetGroups = map[llm.Format][]group{
 		{[]string{"tools"}, eqTools, (*writer).responsesTools},
 		{[]string{"tool_choice"}, eqToolChoice, (*writer).responsesToolChoice},
 		{[]string{"parallel_tool_calls"}, eqParallel, (*writer).parallelToolCalls},
-		{[]string{"text"}, eqFormat, (*writer).responsesText},
+		{[]string{"text"}, func(a, b *llm.Request) bool { return eqFormat(a, b) && eqVerbosity(a, b) }, (*writer).responsesText},
+		{[]string{"reasoning"}, eqEffort, (*writer).responsesReasoning},
 		{[]string{"stream"}, eqStream, (*writer).stream},
 	},
 	llm.FormatMessages: {

@@ -253,6 +253,13 @@ func (w *writer) messagesChecks(o *object) error {
 	if w.req.N > 1 {
 		return w.refuse("n", "More than one choice (n > 1)")
 	}
+	// Advisory: the Messages API's thinking is a token budget, not an effort level.
+	if w.req.ReasoningEffort != "" {
+		w.drop(w.srcName("reasoning_effort"))
+	}
+	if w.req.Verbosity != "" {
+		w.drop(w.srcName("verbosity"))
+	}
 	return nil
 }
 

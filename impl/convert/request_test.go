@@ -324,7 +324,13 @@ func TestDropped(t *testing.T) {
 		{"chat detail and strict kept by responses", llm.FormatChat, `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x/a.png","detail":"low"}}]}],"tools":[{"type":"function","function":{"name":"f","strict":true}}]}`,
 			llm.FormatResponses, nil},
 		{"responses advisory fields", llm.FormatResponses, `{"model":"m","input":[{"type":"reasoning","id":"rs","summary":[]},{"role":"user","content":"hi"},{"type":"message","role":"assistant","id":"msg_1","status":"completed","phase":"final_answer","content":[{"type":"output_text","text":"x","annotations":[]},{"type":"refusal","refusal":"no"}]}],"store":true,"metadata":{},"reasoning":{"effort":"high"},"include":["reasoning.encrypted_content"],"truncation":"auto","service_tier":"auto","user":"u","safety_identifier":"s","prompt_cache_key":"k","text":{"verbosity":"low"},"stream_options":{"include_obfuscation":false},"max_tool_calls":null}`,
-			llm.FormatChat, []string{"include", "input[].content[].refusal", "input[].phase", "input[].reasoning", "metadata", "reasoning", "safety_identifier", "store", "text.verbosity", "truncation", "user"}},
+			llm.FormatChat, []string{"include", "input[].content[].refusal", "input[].phase", "input[].reasoning", "metadata", "safety_identifier", "store", "truncation", "user"}},
+		{"responses reasoning summary", llm.FormatResponses, `{"model":"m","input":"hi","reasoning":{"effort":"low","summary":"auto"}}`,
+			llm.FormatChat, []string{"reasoning.summary"}},
+		{"chat effort and verbosity to messages", llm.FormatChat, `{"model":"m","messages":[{"role":"user","content":"hi"}],"reasoning_effort":"high","verbosity":"low"}`,
+			llm.FormatMessages, []string{"reasoning_effort", "verbosity"}},
+		{"responses effort and verbosity to messages", llm.FormatResponses, `{"model":"m","input":"hi","reasoning":{"effort":"high"},"text":{"verbosity":"low"}}`,
+			llm.FormatMessages, []string{"reasoning.effort", "text.verbosity"}},
 		{"responses default strict to messages", llm.FormatResponses, `{"model":"m","input":"hi","tools":[{"type":"function","name":"f","parameters":{"type":"object"}},{"type":"function","name":"g","parameters":{"type":"object"},"strict":false}]}`,
 			llm.FormatMessages, []string{"tools[].strict"}},
 		{"messages advisory fields", llm.FormatMessages, `{"model":"m","max_tokens":9,"system":[{"type":"text","text":"s","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral","ttl":"1h"}}]},{"role":"assistant","content":[{"type":"thinking","thinking":"t","signature":"s"},{"type":"redacted_thinking","data":"d"},{"type":"text","text":"x","citations":[{"type":"char_location"}]},{"type":"tool_use","id":"t1","name":"f","input":{},"cache_control":{"type":"ephemeral"}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"bad","is_error":true}]}],"tools":[{"name":"f","input_schema":{"type":"object"},"cache_control":{"type":"ephemeral"}}],"metadata":{"user_id":"u"},"thinking":{"type":"enabled","budget_tokens":100},"top_k":5,"service_tier":"auto","context_management":{"edits":[]},"output_config":{"effort":"low"}}`,
@@ -713,5 +719,59 @@ func TestEmptyLastUserTurnToMessages(t *testing.T) {
 	}
 	if !strings.Contains(string(body), `"content":"d"}]`) {
 		t.Errorf("the conversation does not end on the user's last turn: %s", body)
+	}
+}
+
+// TestReasoningEffortAndVerbosityCarry: the two OpenAI formats spell a reasoning model's effort
+// and an answer's verbosity differently (chat reasoning_effort and verbosity, Responses
+// reasoning.effort and text.verbosity); a request in one served through the other keeps both
+// (trial h14 D6: they were dropped, so a coding agent's "high" effort ran at the model's
+// default), and a Responses answer echoes the effort it was asked.
+func TestReasoningEffortAndVerbosityCarry(t *testing.T) {
+	cases := []struct {
+		name     string
+		src, dst llm.Format
+		body     string
+		want     map[string]any
+	}{
+		{"chat to responses", llm.FormatChat, llm.FormatResponses,
+			`{"model":"m","messages":[{"role":"user","content":"hi"}],"reasoning_effort":"high","verbosity":"low","response_format":{"type":"json_object"}}`,
+			map[string]any{"reasoning": map[string]any{"effort": "high"}, "text": map[string]any{"format": map[string]any{"type": "json_object"}, "verbosity": "low"}}},
+		{"responses to chat", llm.FormatResponses, llm.FormatChat,
+			`{"model":"m","input":"hi","reasoning":{"effort":"minimal","summary":"auto"},"text":{"verbosity":"high"}}`,
+			map[string]any{"reasoning_effort": "minimal", "verbosity": "high"}},
+		{"responses kept", llm.FormatResponses, llm.FormatResponses,
+			`{"model":"m","input":"hi","reasoning":{"effort":"low","summary":"auto"},"text":{"verbosity":"high"}}`,
+			map[string]any{"reasoning": map[string]any{"effort": "low", "summary": "auto"}, "text": map[string]any{"verbosity": "high"}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			req := mustDecode(t, c.src, []byte(c.body))
+			body, _, err := EncodeRequest(c.dst, req, "up")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got map[string]any
+			if err := json.Unmarshal(body, &got); err != nil {
+				t.Fatal(err)
+			}
+			for k, want := range c.want {
+				if !reflect.DeepEqual(got[k], want) {
+					t.Errorf("%s = %v, want %v (body %s)", k, got[k], want, body)
+				}
+			}
+		})
+	}
+
+	req := mustDecode(t, llm.FormatChat, []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"reasoning_effort":"high","verbosity":"low"}`))
+	var echo map[string]any
+	if err := json.Unmarshal(append(append([]byte("{"), ResponsesEchoMembers(req)[1:]...), '}'), &echo); err != nil {
+		t.Fatal(err)
+	}
+	if r := echo["reasoning"].(map[string]any); r["effort"] != "high" {
+		t.Errorf("the answer echoes reasoning %v, want effort high", r)
+	}
+	if tx := echo["text"].(map[string]any); tx["verbosity"] != "low" || tx["format"] == nil {
+		t.Errorf("the answer echoes text %v, want its format and verbosity low", tx)
 	}
 }

@@ -566,10 +566,17 @@ func responsesEcho(req *llm.Request, tier string) object {
 		choiceValue = choice[0].value
 	}
 	text := object{{"format", object{{"type", "text"}}}}
-	if req.ResponseFormat != nil {
+	if req.ResponseFormat != nil || req.Verbosity != "" {
 		var t object
 		_ = w.responsesText(&t)
 		text = t[0].value.(object)
+		if !text.has("format") {
+			text = append(object{{"format", object{{"type", "text"}}}}, text...)
+		}
+	}
+	var effort any
+	if req.ReasoningEffort != "" {
+		effort = req.ReasoningEffort
 	}
 	o := object{
 		{"instructions", instructions},
@@ -577,7 +584,7 @@ func responsesEcho(req *llm.Request, tier string) object {
 		{"metadata", object{}},
 		{"parallel_tool_calls", parallel},
 		{"previous_response_id", nil},
-		{"reasoning", object{{"effort", nil}, {"summary", nil}}},
+		{"reasoning", object{{"effort", effort}, {"summary", nil}}},
 	}
 	if tier != "" {
 		o.set("service_tier", tier)

@@ -51,6 +51,11 @@ func (d *decoder) responsesFields(raw map[string]json.RawMessage) error {
 			return err
 		}
 	}
+	if v := raw["reasoning"]; !isNull(v) {
+		if err := d.responsesReasoning(v); err != nil {
+			return err
+		}
+	}
 	if v := raw["stream"]; !isNull(v) {
 		if r.Stream, err = parseBool(v, "stream"); err != nil {
 			return err
@@ -298,18 +303,23 @@ func (d *decoder) responsesToolChoice(raw json.RawMessage) error {
 }
 
 var (
-	responsesTextConfig = setOf("format")
-	responsesFormatKeys = setOf("type", "name", "description", "schema", "strict")
+	responsesTextConfig    = setOf("format", "verbosity")
+	responsesReasoningKeys = setOf("effort")
+	responsesFormatKeys    = setOf("type", "name", "description", "schema", "strict")
 )
 
-// responsesText decodes text: {format, verbosity?}. The format is modelled; verbosity is
-// advisory.
+// responsesText decodes text: {format, verbosity?}.
 func (d *decoder) responsesText(raw json.RawMessage) error {
 	m, err := parseObject(raw, "text")
 	if err != nil {
 		return err
 	}
 	d.noteKeys("text", m, responsesTextConfig, nil)
+	if v := m.get("verbosity"); !isNull(v) {
+		if d.req.Verbosity, err = parseString(v, "text.verbosity"); err != nil {
+			return err
+		}
+	}
 	if isNull(m.get("format")) {
 		return nil
 	}
@@ -333,6 +343,22 @@ func (d *decoder) responsesText(raw json.RawMessage) error {
 		d.req.ResponseFormat = rf
 	default:
 		d.note("text.format", "."+kind, false, m.get("format"))
+	}
+	return nil
+}
+
+// responsesReasoning decodes reasoning: {effort?, summary?}. The effort is modelled; the
+// summary (reasoning text the OpenAI chat and Messages formats do not return) is advisory.
+func (d *decoder) responsesReasoning(raw json.RawMessage) error {
+	m, err := parseObject(raw, "reasoning")
+	if err != nil {
+		return err
+	}
+	d.noteKeys("reasoning", m, responsesReasoningKeys, nil)
+	if v := m.get("effort"); !isNull(v) {
+		if d.req.ReasoningEffort, err = parseString(v, "reasoning.effort"); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -125,8 +125,31 @@ func (w *writer) responsesToolChoice(o *object) error {
 	return nil
 }
 
-// responsesText writes text.format (keeping the client's other text options when it speaks the
-// same format).
+// responsesReasoning writes reasoning.effort (chat reasoning_effort), keeping the client's
+// other reasoning options (its summary) when it speaks the same format.
+func (w *writer) responsesReasoning(o *object) error {
+	reasoning := object{}
+	if w.req.ReasoningEffort != "" {
+		reasoning.set("effort", w.req.ReasoningEffort)
+	}
+	if w.same {
+		var m map[string]json.RawMessage
+		if raw := w.req.Raw["reasoning"]; raw != nil && json.Unmarshal(raw, &m) == nil {
+			for _, k := range sortedKeys(m) {
+				if k != "effort" {
+					reasoning.set(k, m[k])
+				}
+			}
+		}
+	}
+	if len(reasoning) > 0 {
+		o.set("reasoning", reasoning)
+	}
+	return nil
+}
+
+// responsesText writes text.format and text.verbosity (keeping the client's other text options
+// when it speaks the same format).
 func (w *writer) responsesText(o *object) error {
 	rf := w.req.ResponseFormat
 	text := object{}
@@ -137,11 +160,14 @@ func (w *writer) responsesText(o *object) error {
 		}
 		text.set("format", f)
 	}
+	if w.req.Verbosity != "" {
+		text.set("verbosity", w.req.Verbosity)
+	}
 	if w.same {
 		var m map[string]json.RawMessage
 		if raw := w.req.Raw["text"]; raw != nil && json.Unmarshal(raw, &m) == nil {
 			for _, k := range sortedKeys(m) {
-				if k != "format" {
+				if k != "format" && k != "verbosity" {
 					text.set(k, m[k])
 				}
 			}

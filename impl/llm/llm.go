@@ -51,6 +51,13 @@ type Request struct {
 	// ParallelToolCalls is nil when the request did not say.
 	ParallelToolCalls *bool
 	ResponseFormat    *ResponseFormat
+	// ReasoningEffort is how much a reasoning model should think, as the OpenAI formats spell
+	// it ("none", "minimal", "low", "medium", "high", "xhigh": chat reasoning_effort,
+	// Responses reasoning.effort); "" when the request did not say.
+	ReasoningEffort string
+	// Verbosity is how long an answer should be ("low", "medium", "high": chat verbosity,
+	// Responses text.verbosity); "" when the request did not say.
+	Verbosity string
 	// N is the number of choices asked for (chat completions); 0 or 1 means one.
 	N      int
 	Stream bool

@@ -180,9 +180,11 @@ var formatNames = map[llm.Format]string{
 	llm.FormatMessages:  "the Anthropic Messages API",
 }
 
-// refuse is the 400 for a field the target cannot honour.
+// refuse is the 400 for a field the target cannot honour. It does not say that the target
+// format has no such feature (Messages has structured outputs, chat takes PDF files), only that
+// the gateway does not carry it there, and where it is served as sent.
 func (w *writer) refuse(param, what string) error {
-	return apierror.Invalid(param, "%s cannot be honoured by this model: it is served through %s, which has no equivalent.", what, formatNames[w.dst])
+	return apierror.Invalid(param, "%s cannot be honoured by this model: it is served through %s, and the gateway does not carry this across formats. A model served through %s takes it as sent.", what, formatNames[w.dst], formatNames[w.src])
 }
 
 // srcName is the client-side wire name of a neutral field, for errors and drop lists.

@@ -164,14 +164,17 @@ func (a *apiHandover) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if a.pages && web.Owns(r.URL.Path) {
 		answerStartingPage(w, what)
 	} else {
-		httpapi.WriteUnavailable(w, r, fmt.Sprintf("%s and cannot serve requests yet; retry in %d seconds",
-			what, apierror.Seconds(startingRetryAfter)), startingRetryAfter)
-		if r.Context().Err() != nil {
+		if !httpapi.WriteUnavailable(w, r, fmt.Sprintf("%s and cannot serve requests yet; retry in %d seconds",
+			what, apierror.Seconds(startingRetryAfter)), startingRetryAfter) {
 			status = httpapi.StatusClientClosedRequest // nothing was sent: the client had gone
 		}
 	}
 	if a.metrics != nil {
 		a.metrics.ObserveRequest(startingMetricsRoute, status, time.Since(start), "")
+	}
+	if status == httpapi.StatusClientClosedRequest {
+		// The connection ends without an answer (the server would send an empty 200).
+		panic(http.ErrAbortHandler)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -90,6 +91,56 @@ func TestClientClosedRequestIs499(t *testing.T) {
 	}
 	if errs := logs.atLeast(slog.LevelError); len(errs) > 0 {
 		t.Errorf("a closed request was logged as an error: %q", errs)
+	}
+}
+
+// TestHalfClosedClientGetsNoBare499: a client that sends a whole request and then half-closes
+// its side (as `nc -N` does) is taken as gone, as net/http takes it: the request is counted 499
+// and its connection ends without a byte. On the old code the wire carried a bare
+// "HTTP/1.1 499 status code 499" head, a status no client knows, where the code said nothing
+// is sent (trial h16 D8). The reservation is let go: the tenant is billed nothing.
+func TestHalfClosedClientGetsNoBare499(t *testing.T) {
+	m := metrics.New()
+	g := apitest.Start(t, apitest.Options{Metrics: m})
+	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	before, err := g.Meter.Balance(context.Background(), tenant.Account.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []struct{ path, body string }{
+		{"/v1/chat/completions", `{"model":"service-flint-base","max_tokens":16,"messages":[{"role":"user","content":"hi [[sim fault=stall_before ms=1000 tag=half-chat]]"}]}`},
+		{"/v1/messages", `{"model":"service-sonnet","max_tokens":16,"messages":[{"role":"user","content":"hi [[sim fault=stall_before ms=1000 tag=half-messages]]"}]}`},
+	} {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(g.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(20 * time.Second)) // a guard
+		if _, err := fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nanthropic-version: 2023-06-01\r\nContent-Length: %d\r\n\r\n%s",
+			r.path, tenant.Key, len(r.body), r.body); err != nil {
+			t.Fatal(err)
+		}
+		if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(conn)
+		_ = conn.Close()
+		if len(got) != 0 || err != nil {
+			t.Errorf("%s: the half-closed client read %q (%v), want the connection ended with nothing", r.path, got, err)
+		}
+	}
+	series := func(route string) string {
+		return `tollgate_http_requests_total{route="POST ` + route + `",status="499"}`
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for scrape(t, m, series("/v1/chat/completions")) != 1 || scrape(t, m, series("/v1/messages")) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("no 499 counted for each route")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if after, err := g.Meter.Balance(context.Background(), tenant.Account.ID); err != nil || after != before {
+		t.Errorf("balance %d → %d (%v): a request cut before its upstream answered is billed nothing", before, after, err)
 	}
 }
 

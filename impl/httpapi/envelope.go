@@ -63,19 +63,44 @@ type anthropicErrorDetail struct {
 
 // StatusClientClosedRequest is the status recorded (in the access log and in
 // tollgate_http_requests_total) for a request whose client went away before its answer: nginx's
-// 499 "client closed request". Nothing is sent; there is no one to send it to.
+// 499 "client closed request". Nothing is sent, as nginx sends nothing: the connection is
+// closed without an answer (a client that only half-closed its side, and still reads, sees it
+// end; a 499 status line is no HTTP status it knows).
 const StatusClientClosedRequest = 499
 
 // writeError answers err in the envelope of the request's route family. Internal errors are
 // logged by the caller; the client sees only the request id. When the client has already
-// gone (the request's context ended), the request is recorded as 499 and nothing is written.
-func writeError(w http.ResponseWriter, r *http.Request, err error) {
+// gone (the request's context ended), nothing is written: the request is recorded as 499 and
+// its connection closed (noteClientGone). It reports whether it wrote the answer.
+func writeError(w http.ResponseWriter, r *http.Request, err error) (written bool) {
 	if clientClosed(r) && !errors.As(err, new(clientStillThere)) {
-		w.WriteHeader(StatusClientClosedRequest)
-		return
+		noteClientGone(w)
+		return false
 	}
 	noteRefusal(r, err)
 	writeErrorFamily(w, familyOf(r.URL.Path), err)
+	return true
+}
+
+// noteClientGone records, on the edge's recorder under w, that the request's client went away
+// before its answer began: the access log and metrics count it as 499, and the edge then ends
+// the connection without writing (http.ErrAbortHandler), where the server would otherwise send
+// an empty 200 for a handler that wrote nothing. Outside the edge it does nothing.
+func noteClientGone(w http.ResponseWriter) {
+	for w != nil {
+		if rec, ok := w.(*recorder); ok {
+			if rec.status == 0 {
+				rec.status = StatusClientClosedRequest
+				rec.gone = true
+			}
+			return
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return
+		}
+		w = u.Unwrap()
+	}
 }
 
 // noteRefusal says on the request's server span, when it is recorded, why the request was

@@ -132,7 +132,7 @@ func respondJSON(x *exchange.Exchange, w http.ResponseWriter) error {
 	if err != nil {
 		if ctx := x.Context(); ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			// The client went away, which cut the upstream call short: recorded as 499.
-			w.WriteHeader(StatusClientClosedRequest)
+			noteClientGone(w)
 			return nil
 		}
 		writeErrorFamily(w, familyOf(exchange.Route(x.Client())), err)

@@ -55,6 +55,9 @@ type recorder struct {
 	bytes  int64
 	// upstreamWait is the time the request waited for upstreams (tollgate_added_seconds).
 	upstreamWait time.Duration
+	// gone is set when the client went away before the answer began (status 499, nothing
+	// written): the edge closes the connection without an answer (noteClientGone).
+	gone bool
 }
 
 func (r *recorder) WriteHeader(code int) {
@@ -162,25 +165,34 @@ func (s *Server) edge(next http.Handler) http.Handler {
 				}
 				telemetry.EndServer(span, r.Method, spanRoute, status)
 			}
-			if !s.log.Enabled(r.Context(), slog.LevelInfo) {
-				return
+			if s.log.Enabled(r.Context(), slog.LevelInfo) {
+				s.logRequest(r, id, status, start, elapsed, rec.bytes)
 			}
-			attrs := make([]slog.Attr, 0, 8)
-			attrs = append(attrs, slog.String("request_id", id), slog.String("method", r.Method), slog.String("path", r.URL.Path),
-				slog.Int("status", status), slog.Int64("duration_us", elapsed.Microseconds()), slog.Int64("bytes", rec.bytes))
-			if p, ok := auth.FromContext(r.Context()); ok {
-				attrs = append(attrs, slog.String("account", p.AccountText()), slog.String("key", p.KeyText()))
+			if rec.gone {
+				// The client went away before its answer began: recorded above, the connection
+				// now ends without a byte written (noteClientGone).
+				panic(http.ErrAbortHandler)
 			}
-			// The record goes to the handler directly: slog.Logger would walk the stack for the
-			// caller's position, which the access log does not show, on every request. The
-			// duration is whole microseconds: slog's JSON handler writes a float through
-			// encoding/json's reflection, which cost more than the rest of the line.
-			rec := slog.NewRecord(start.Add(elapsed), slog.LevelInfo, "request", 0)
-			rec.AddAttrs(attrs...)
-			_ = s.log.Handler().Handle(r.Context(), rec)
 		}()
 		next.ServeHTTP(rec, r)
 	})
+}
+
+// logRequest writes the access log line of r.
+func (s *Server) logRequest(r *http.Request, id string, status int, start time.Time, elapsed time.Duration, bytes int64) {
+	attrs := make([]slog.Attr, 0, 8)
+	attrs = append(attrs, slog.String("request_id", id), slog.String("method", r.Method), slog.String("path", r.URL.Path),
+		slog.Int("status", status), slog.Int64("duration_us", elapsed.Microseconds()), slog.Int64("bytes", bytes))
+	if p, ok := auth.FromContext(r.Context()); ok {
+		attrs = append(attrs, slog.String("account", p.AccountText()), slog.String("key", p.KeyText()))
+	}
+	// The record goes to the handler directly: slog.Logger would walk the stack for the
+	// caller's position, which the access log does not show, on every request. The
+	// duration is whole microseconds: slog's JSON handler writes a float through
+	// encoding/json's reflection, which cost more than the rest of the line.
+	rec := slog.NewRecord(start.Add(elapsed), slog.LevelInfo, "request", 0)
+	rec.AddAttrs(attrs...)
+	_ = s.log.Handler().Handle(r.Context(), rec)
 }
 
 // logger returns a logger carrying the request's id (built only when something is logged).

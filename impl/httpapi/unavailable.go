@@ -17,9 +17,10 @@ import (
 //
 // It needs nothing of a Server and reads nothing of the request but its path (not its body),
 // so `tollgate serve` answers with it on the API listener before the gateway is assembled.
-// When r's client has already gone, nothing is written (the request is recorded as 499). A
-// retryAfter of 0 or less is apierror.DependencyRetryAfter.
-func WriteUnavailable(w http.ResponseWriter, r *http.Request, message string, retryAfter time.Duration) {
+// When r's client has already gone, nothing is written and written is false: the caller
+// records 499 and ends the connection without an answer (http.ErrAbortHandler). A retryAfter
+// of 0 or less is apierror.DependencyRetryAfter.
+func WriteUnavailable(w http.ResponseWriter, r *http.Request, message string, retryAfter time.Duration) (written bool) {
 	if retryAfter <= 0 {
 		retryAfter = apierror.DependencyRetryAfter
 	}
@@ -29,5 +30,5 @@ func WriteUnavailable(w http.ResponseWriter, r *http.Request, message string, re
 	if familyOf(r.URL.Path) == familyAnthropic {
 		h[canonicalAnthropicRequestID] = []string{id}
 	}
-	writeError(w, r, &apierror.Error{Kind: apierror.KindUnavailable, Message: message, RetryAfter: retryAfter})
+	return writeError(w, r, &apierror.Error{Kind: apierror.KindUnavailable, Message: message, RetryAfter: retryAfter})
 }

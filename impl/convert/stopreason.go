@@ -14,7 +14,9 @@ import "github.com/tollgate/tollgate/impl/llm"
 //
 // Reverse: chat function_call is tool_calls; Messages pause_turn is end and
 // model_context_window_exceeded is length; a Responses answer that completed with function
-// calls is tool_calls (see ResponsesStopReason). An unknown or empty value maps to end.
+// calls is tool_calls (see ResponsesStopReason). An unknown or empty value maps to end. An
+// answer that ended normally as a refusal (a chat message whose only text is its refusal, a
+// Responses refusal part) is content_filter, whole or streamed (the stream decoders follow).
 
 // StopReasonFor is the wire value of r in format f: chat's finish_reason, Messages'
 // stop_reason, or a Responses status ("completed" or "incomplete"; ResponsesIncompleteReason

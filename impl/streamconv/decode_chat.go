@@ -17,6 +17,9 @@ type chatDecoder struct {
 	chunk chatChunk
 	// pair joins a character split between two content deltas.
 	pair surrogatePair
+	// refused and texted say whether the answer had refusal and content deltas: an answer that
+	// is only a refusal stops as content_filter, as a complete one does (convert).
+	refused, texted bool
 }
 
 type chatChunk struct {
@@ -82,6 +85,7 @@ func (d *chatDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, bool, 
 					text, _ = d.pair.text(f.textTok) // a token stringOf read
 				}
 				if text != "" {
+					d.texted = true
 					out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: text})
 				}
 				return out, false, nil
@@ -119,10 +123,12 @@ func (d *chatDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, bool, 
 			continue
 		}
 		if ch.Delta.Content != "" {
+			d.texted = true
 			out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: ch.Delta.Content})
 		}
 		if ch.Delta.Refusal != "" {
 			// A refusal has no place of its own in the neutral form; its text is the answer.
+			d.refused = true
 			out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: ch.Delta.Refusal})
 		}
 		for j := range ch.Delta.ToolCalls {
@@ -130,7 +136,11 @@ func (d *chatDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, bool, 
 		}
 		if ch.FinishReason != "" && !d.stopped {
 			d.stopped = true
-			out = append(out, llm.Event{Kind: llm.EventStop, Stop: convert.StopReasonFrom(llm.FormatChat, ch.FinishReason)})
+			stop := convert.StopReasonFrom(llm.FormatChat, ch.FinishReason)
+			if stop == llm.StopEnd && d.refused && !d.texted {
+				stop = llm.StopContentFilter
+			}
+			out = append(out, llm.Event{Kind: llm.EventStop, Stop: stop})
 		}
 	}
 	if u := c.Usage; u != nil {

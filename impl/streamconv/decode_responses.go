@@ -26,6 +26,9 @@ type responsesDecoder struct {
 	ev     respEvent
 	// pair joins a character split between two text deltas.
 	pair surrogatePair
+	// refused says whether the answer had a refusal: a completed one stops as content_filter,
+	// as a complete answer does (convert).
+	refused bool
 }
 
 type respToolState struct {
@@ -197,6 +200,9 @@ func (d *responsesDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, b
 			out = append(out, llm.Event{Kind: llm.EventToolCallDelta, ToolIndex: n, Arguments: e.Item.Arguments})
 		}
 	case "response.output_text.delta", "response.refusal.delta":
+		if typ == "response.refusal.delta" {
+			d.refused = true
+		}
 		if e.Delta != "" {
 			d.markText(e.OutputIndex)
 			out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: e.Delta})
@@ -225,6 +231,9 @@ func (d *responsesDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, b
 			}
 		}
 		stop := convert.ResponsesStopReason(status, reason, len(d.tools) > 0 || (e.Response != nil && hasFunctionCall(e.Response)))
+		if stop == llm.StopEnd && d.refused {
+			stop = llm.StopContentFilter
+		}
 		out = append(out, llm.Event{Kind: llm.EventStop, Stop: stop})
 		if e.Response != nil && e.Response.Usage != nil {
 			u := e.Response.usage()

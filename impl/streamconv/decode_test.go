@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tollgate/tollgate/impl/convert"
 	"github.com/tollgate/tollgate/impl/llm"
 	"github.com/tollgate/tollgate/impl/sse"
 )
@@ -366,4 +367,58 @@ func TestSurrogatePairSplitBetweenDeltas(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRefusalStopsAlikeStreamedOrNot: an answer that is a refusal (chat's refusal field,
+// Responses' refusal part; OpenAI's structured-outputs refusals) stops as content_filter when
+// decoded from a stream, as it does when decoded whole (convert.DecodeResponse), so that a
+// Messages client reads stop_reason "refusal" either way (trial h14 D1: "end_turn" streamed,
+// "refusal" whole). A chat answer with content besides its refusal stops as it said.
+func TestRefusalStopsAlikeStreamedOrNot(t *testing.T) {
+	cases := []struct {
+		name   string
+		f      llm.Format
+		whole  string
+		stream [][2]string
+	}{
+		{"chat", llm.FormatChat,
+			`{"id":"c","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"refusal":"I can't help with that."},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":6,"total_tokens":11}}`,
+			[][2]string{
+				{"", `{"id":"c","model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":null,"refusal":""}}]}`},
+				{"", `{"id":"c","model":"m","choices":[{"index":0,"delta":{"refusal":"I can't help with that."}}]}`},
+				{"", `{"id":"c","model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`},
+				{"", `[DONE]`},
+			}},
+		{"responses", llm.FormatResponses,
+			`{"id":"r","object":"response","status":"completed","model":"m","output":[{"type":"message","id":"msg_1","role":"assistant","status":"completed","content":[{"type":"refusal","refusal":"I can't help with that."}]}],"usage":{"input_tokens":5,"output_tokens":6,"total_tokens":11}}`,
+			[][2]string{
+				{"response.created", `{"type":"response.created","response":{"id":"r","status":"in_progress","model":"m","output":[]}}`},
+				{"response.refusal.delta", `{"type":"response.refusal.delta","output_index":0,"content_index":0,"item_id":"msg_1","delta":"I can't help with that."}`},
+				{"response.completed", `{"type":"response.completed","response":{"id":"r","status":"completed","model":"m","output":[{"type":"message","id":"msg_1","role":"assistant","status":"completed","content":[{"type":"refusal","refusal":"I can't help with that."}]}],"usage":{"input_tokens":5,"output_tokens":6,"total_tokens":11}}}`},
+			}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			whole, err := convert.DecodeResponse(c.f, []byte(c.whole))
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs, done := decodeEvents(t, c.f, c.stream...)
+			r := accumulate(evs)
+			if !done || whole.Stop != llm.StopContentFilter || r.Stop != whole.Stop || r.Text != whole.Text {
+				t.Errorf("streamed: stop %q text %q (done %v); whole: stop %q text %q", r.Stop, r.Text, done, whole.Stop, whole.Text)
+			}
+			if got := convert.StopReasonFor(llm.FormatMessages, r.Stop); got != "refusal" {
+				t.Errorf("a Messages client reads stop_reason %q, want refusal", got)
+			}
+		})
+	}
+	t.Run("chat content besides a refusal", func(t *testing.T) {
+		evs, _ := decodeEvents(t, llm.FormatChat,
+			[2]string{"", `{"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"Here:"}}]}`},
+			[2]string{"", `{"id":"c","model":"m","choices":[{"index":0,"delta":{"refusal":"no"},"finish_reason":"stop"}]}`})
+		if r := accumulate(evs); r.Stop != llm.StopEnd {
+			t.Errorf("stop %q, want end", r.Stop)
+		}
+	})
 }

@@ -99,23 +99,24 @@ func (x *Exchange) Answer(raw, out *[]byte) ([]byte, llm.Usage, error) {
 			if x.tr != nil {
 				x.noteAnswer(resp)
 			}
+			if resp.Usage.OutputTokens <= 0 {
+				x.answerChars = answerChars(resp)
+			}
+			// The answer the gateway writes shows what is billed: the counts the upstream did
+			// not report as Settle bills them (trial h14 D2: it showed 0 tokens, billed an
+			// estimate). Settle bills these the same.
+			resp.Usage = x.billedUsage(resp.Usage, 0)
 			usage = resp.Usage
 			ans, err = convert.EncodeResponse(x.client, resp, convert.Meta{ID: ResponseID(x.client, x.requestID), Created: x.started.Unix(), Model: x.model.ID, Request: x.ir})
 		}
 	}
-	if err == nil && usage.OutputTokens <= 0 {
+	if err == nil && usage.OutputTokens <= 0 && resp == nil {
 		// An upstream that reports no output (one that is not quite the provider's API), or a
 		// count below zero, is billed for the answer's text and tool arguments, four
 		// characters a token, as a stream without usage is. Rare: the same-format answer is
-		// decoded only then.
-		if resp == nil {
-			resp, _ = convert.DecodeResponse(x.expert.Kind, r)
-		}
-		if resp != nil {
-			x.answerChars = len(resp.Text)
-			for _, c := range resp.ToolCalls {
-				x.answerChars += len(c.Arguments)
-			}
+		// decoded only then. Its bytes are relayed as the upstream wrote them, usage included.
+		if resp, _ = convert.DecodeResponse(x.expert.Kind, r); resp != nil {
+			x.answerChars = answerChars(resp)
 		}
 	}
 	if err != nil {
@@ -128,6 +129,16 @@ func (x *Exchange) Answer(raw, out *[]byte) ([]byte, llm.Usage, error) {
 		return nil, usage, err
 	}
 	return ans, usage, nil
+}
+
+// answerChars are the characters of resp's text and tool arguments: what its output is billed
+// by when the upstream did not report it (four characters a token).
+func answerChars(resp *llm.Response) int {
+	n := len(resp.Text)
+	for _, c := range resp.ToolCalls {
+		n += len(c.Arguments)
+	}
+	return n
 }
 
 // neutralAnswer reads the upstream's complete answer into the neutral form, for an in-process

@@ -58,6 +58,28 @@ func (x *Exchange) recordOf(u llm.Usage, producedChars int, input int64, status 
 	return rec
 }
 
+// billedUsage is u with the counts the upstream did not report (input, output, or a count
+// below zero) filled in as Settle bills them for an answer of which producedChars characters
+// were produced: the usage an answer the gateway encodes itself shows, so that it is the bill.
+// The counts the upstream reported are kept, and Settle bills the result as it bills u.
+func (x *Exchange) billedUsage(u llm.Usage, producedChars int) llm.Usage {
+	if u.InputTokens > 0 && u.OutputTokens > 0 {
+		return u
+	}
+	var input int64
+	if u.InputTokens <= 0 {
+		input = x.billedInput()
+	}
+	t := x.tokens(u, max(producedChars, x.answerChars), input)
+	if u.InputTokens <= 0 {
+		u.InputTokens = t.Input()
+	}
+	if u.OutputTokens <= 0 {
+		u.OutputTokens = t.Output
+	}
+	return u
+}
+
 // checkpointRecord is the stream's billing.CheckpointFunc: the record a stream with usage u and
 // producedChars characters produced would be settled with if it were cut now by the gateway
 // (as EndStreams cuts it): what it delivered, and nothing when it delivered nothing yet. The

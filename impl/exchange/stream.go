@@ -171,7 +171,13 @@ loop:
 		}
 		if done {
 			if relay == nil {
-				out = enc.Finish(out[:0])
+				out = out[:0]
+				if u := enc.Usage(); u.InputTokens <= 0 || u.OutputTokens <= 0 {
+					// The usage the stream ends with is what is billed: the counts the upstream
+					// did not report as Settle bills them (trial h14 D2).
+					out = enc.Encode(llm.Event{Kind: llm.EventUsage, Usage: x.billedUsage(u, text)}, out)
+				}
+				out = enc.Finish(out)
 			} else {
 				out = out[:0] // the upstream's terminal event has been relayed
 			}

@@ -617,3 +617,70 @@ func TestNegativeUsageIsNotReported(t *testing.T) {
 	}
 	checkBooks(t, g, tenant.Account, 100_000_000)
 }
+
+// TestTranslatedAnswerShowsItsBill: an answer the gateway writes in another format than its
+// upstream's, from an upstream that reported no usable usage (counts below zero, or none),
+// shows the counts it is billed, JSON and stream alike: the usage object of a chat completion
+// or a Messages message, and the usage chunk or message_delta of a stream, equal its usage
+// record's input and output (trial h14 D2: it showed 0 tokens while an estimate was billed).
+func TestTranslatedAnswerShowsItsBill(t *testing.T) {
+	negative := func([]byte) string {
+		return `{"prompt_tokens":-1000,"completion_tokens":-5,"total_tokens":-1005,"input_tokens":-1000,"output_tokens":-5}`
+	}
+	g := apitest.Start(t, apitest.Options{Config: standInConfig(t, negative)})
+	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	n := int64(0)
+	for _, c := range []struct{ route, model string }{
+		{"/v1/chat/completions", "cached-" + config.KindOpenAIResponses + "-chat"},
+		{"/v1/chat/completions", "cached-" + config.KindAnthropicMessages + "-chat"},
+		{"/v1/messages", "cached-" + config.KindOpenAIChat + "-messages"},
+		{"/v1/messages", "cached-" + config.KindOpenAIResponses + "-messages"},
+	} {
+		for _, stream := range []bool{false, true} {
+			status, body := post(t, g, tenant.Key, c.route, inferenceBody(c.route, c.model, "Say it, briefly, in a few words.", stream))
+			if status != 200 {
+				t.Fatalf("%s %s stream %v: %d %.300s", c.route, c.model, stream, status, body)
+			}
+			n++
+			rec := latestUsage(t, g, tenant.Account, n)
+			in, out, ok := shownUsage(body)
+			if !ok || in != rec.InputTokens || out != rec.OutputTokens || in <= 0 || out <= 0 {
+				t.Errorf("%s %s stream %v: the answer shows %d input and %d output tokens (found %v); billed %d and %d", c.route, c.model, stream, in, out, ok, rec.InputTokens, rec.OutputTokens)
+			}
+		}
+	}
+	checkBooks(t, g, tenant.Account, 100_000_000)
+}
+
+// shownUsage reads the last usage an answer shows (a JSON answer's, or the last event's of a
+// stream that has one): all input tokens (a Messages usage's input_tokens plus its cache
+// counts) and the output tokens.
+func shownUsage(answer []byte) (in, out int64, ok bool) {
+	objects := [][]byte{answer}
+	if bytes.Contains(answer, []byte("data: ")) {
+		objects = nil
+		for _, line := range bytes.Split(answer, []byte("\n")) {
+			if d, found := bytes.CutPrefix(line, []byte("data: ")); found {
+				objects = append(objects, d)
+			}
+		}
+	}
+	for _, o := range objects {
+		var v struct {
+			Usage *struct {
+				PromptTokens             int64 `json:"prompt_tokens"`
+				CompletionTokens         int64 `json:"completion_tokens"`
+				InputTokens              int64 `json:"input_tokens"`
+				OutputTokens             int64 `json:"output_tokens"`
+				CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+				CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+			} `json:"usage"`
+		}
+		if json.Unmarshal(o, &v) != nil || v.Usage == nil {
+			continue
+		}
+		u := v.Usage
+		in, out, ok = u.PromptTokens+u.InputTokens+u.CacheReadInputTokens+u.CacheCreationInputTokens, u.CompletionTokens+u.OutputTokens, true
+	}
+	return in, out, ok
+}

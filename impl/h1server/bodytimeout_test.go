@@ -158,6 +158,13 @@ func TestBodyReadTimeoutSparesSteadyClients(t *testing.T) {
 			if handed := srv.handoffs.Load() > 0; handed != chunked {
 				t.Errorf("handed off = %v, want %v", handed, chunked)
 			}
+			if chunked {
+				// A request framed by Transfer-Encoding ends its connection (request smuggling).
+				if !resp.Close {
+					t.Error("the connection of a chunked request stays open")
+				}
+				return
+			}
 			// The connection is still usable.
 			io.WriteString(c, "POST /read HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nok")
 			resp, err = http.ReadResponse(br, nil)

@@ -29,10 +29,13 @@
 // ErrorLog, which owns the connection from then on. net/http therefore produces its exact
 // behaviour for those requests, including its 400, 431, 501 and 505 answers, 100-continue,
 // HTTP/1.0 keep-alive and Hijack for protocol upgrades (with Server.ErrorBody set, those
-// answers carry its body in place of net/http's plain text). One difference on purpose: a head
-// with both Content-Length and Transfer-Encoding is not handed off but refused (400) and the
-// connection closed, as RFC 9112 section 6.1 requires; net/http serves it and keeps the
-// connection. Requests served on the lean path see
+// answers carry its body in place of net/http's plain text). Differences on purpose, against
+// request smuggling (RFC 9112 section 6.1): a head the lean path reads whole with both
+// Content-Length and Transfer-Encoding is refused (400) and the connection closed; and any
+// request net/http serves with a Transfer-Encoding (handed off for another reason too: an
+// Expect line, a large head, an earlier request on the connection) ends its connection once
+// answered, so that nothing behind its body is read. net/http serves such a request by its
+// Transfer-Encoding and reads on. Requests served on the lean path see
 // http.ServerContextKey set to that internal server as well, so handlers find one server either
 // way.
 //

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -113,5 +115,79 @@ func TestErrorBodyReplacesNetHTTPAnswers(t *testing.T) {
 				t.Errorf("got %d %q %q close=%v, want %d %q %q and Connection: close", resp.StatusCode, resp.Header.Get("Content-Type"), body, resp.Close, tc.status, ct, want)
 			}
 		})
+	}
+}
+
+// TestTransferEncodingEndsTheConnection: a request that reaches net/http (handed off for any
+// reason: an Expect or Upgrade line, two Content-Lengths, an absolute-form target, a head
+// larger than the lean buffer, or an earlier request on the connection that was handed off)
+// with a Transfer-Encoding ends its connection once answered, so that a request hidden behind
+// its body, which a front framing by Content-Length would forward as its own, is never served.
+// Plain net/http serves it by its Transfer-Encoding and reads on (the review of c737e21, whose
+// refusal covered only heads the lean path reads whole).
+func TestTransferEncodingEndsTheConnection(t *testing.T) {
+	const smuggled = "GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
+	ambiguous := func(line, extra string) string {
+		return line + "\r\nHost: x\r\nContent-Length: 30\r\nTransfer-Encoding: chunked\r\n" + extra + "\r\n0\r\n\r\n" + smuggled
+	}
+	cases := map[string]string{
+		"expect":          ambiguous("POST /a HTTP/1.1", "Expect: 100-continue\r\n"),
+		"upgrade":         ambiguous("POST /a HTTP/1.1", "Upgrade: x\r\n"),
+		"two lengths":     ambiguous("POST /a HTTP/1.1", "Content-Length: 30\r\n"),
+		"absolute target": ambiguous("POST http://x/a HTTP/1.1", ""),
+		"large head":      ambiguous("POST /a HTTP/1.1", "X-Pad: "+strings.Repeat("p", 9000)+"\r\n"),
+		"after a hand-off": "POST /first HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" +
+			ambiguous("POST /a HTTP/1.1", ""),
+		"chunked, then a pipelined request": "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n" + smuggled,
+	}
+	for name, send := range cases {
+		t.Run(name, func(t *testing.T) {
+			var mu sync.Mutex
+			var served []string
+			_, addr, _ := startH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				mu.Lock()
+				served = append(served, r.URL.Path)
+				mu.Unlock()
+			}), func(s *Server) { s.ErrorBody = envelope })
+			c := dial(t, addr)
+			if _, err := io.WriteString(c, send); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.ReadAll(c); err != nil {
+				t.Fatalf("the connection did not end: %v", err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if slices.Contains(served, "/smuggled") {
+				t.Errorf("served %q: the request behind the body was read", served)
+			}
+		})
+	}
+}
+
+// TestErrorBodyKeepsHandlerAnswers: on the hand-off path only net/http's own answers to a head
+// it cannot read are replaced through ErrorBody, never a handler's, even a plain-text error
+// with Connection: close (the review of c737e21: such a 404 was replaced, its Date header read
+// as the reason).
+func TestErrorBodyKeepsHandlerAnswers(t *testing.T) {
+	_, addr, _ := startH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A sniffed text/plain 404: net/http writes its Content-Type right before its
+		// Connection: close, as in its own answers.
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = io.WriteString(w, "not here")
+	}), func(s *Server) { s.ErrorBody = envelope })
+	for _, request := range []string{
+		"GET /x HTTP/1.1\r\nHost: x\r\nUpgrade: foo\r\nConnection: close\r\n\r\n", // handed off: Upgrade
+		"GET /x HTTP/1.0\r\nHost: x\r\n\r\n",                                      // handed off: HTTP/1.0
+	} {
+		c := dial(t, addr)
+		if _, err := io.WriteString(c, request); err != nil {
+			t.Fatal(err)
+		}
+		resp, body, _ := readAnswer(t, bufio.NewReader(c), c)
+		if resp.StatusCode != http.StatusNotFound || body != "not here" {
+			t.Errorf("%q: got %d %q, want the handler's 404 \"not here\"", request, resp.StatusCode, body)
+		}
 	}
 }

@@ -107,8 +107,8 @@ const netHTTPHeadTooLarge = "HTTP/1.1 431 Request Header Fields Too Large\r\nCon
 const netHTTPErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
 
 // Write writes p, or the Server's own answer in place of one net/http writes itself to a head
-// it cannot read (which a handler's response, with its Date header and buffered through bufio,
-// never equals): the 431 of HeadTooLargeBody, or any of them through ErrorBody.
+// it cannot read (its status line followed at once by netHTTPErrorHeaders, which a handler's
+// response, with the Date header net/http adds before them, never is): the 431 of HeadTooLargeBody, or any of them through ErrorBody.
 func (c *replayConn) Write(p []byte) (int, error) {
 	if c.errorResponse != nil {
 		if status, reason, ok := netHTTPErrorAnswer(p); ok {
@@ -137,7 +137,9 @@ func netHTTPErrorAnswer(p []byte) (status int, reason string, ok bool) {
 		return 0, "", false
 	}
 	end := bytes.Index(p, []byte(netHTTPErrorHeaders))
-	if end < 0 || end < len(prefix)+3 {
+	if end < 0 || end < len(prefix)+3 || bytes.IndexByte(p[:end], '\n') >= 0 {
+		// Not those two header lines right after the status line: a handler's response
+		// (net/http adds its Date, and Content-Length or chunking, to every one).
 		return 0, "", false
 	}
 	line := string(p[len(prefix):end])
@@ -253,13 +255,23 @@ func withReplayConn(ctx context.Context, c net.Conn) context.Context {
 // the next request's deadline. Only reads of the body happen in that time (net/http watches for
 // the client going away only once the body has ended), so nothing else is cut short by it.
 type handoffHandler struct {
-	s       *Server
+	s *Server
+	// timeout is the body read timeout (0: none).
 	timeout time.Duration
 }
 
 func (h *handoffHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if len(r.TransferEncoding) > 0 {
+		// A body framed by Transfer-Encoding ends its connection once answered: net/http
+		// serves a request that has a Content-Length too by its Transfer-Encoding (and has
+		// removed the Content-Length by now, so it cannot be refused here), and a front that
+		// framed it by its Content-Length would send what follows as a request of its own
+		// (request smuggling; RFC 9112 section 6.1 requires the close). Whatever follows on
+		// the connection is never read.
+		w.Header().Set("Connection", "close")
+	}
 	rc, ok := r.Context().Value(replayConnKey{}).(*replayConn)
-	if !ok || r.Body == nil || r.Body == http.NoBody {
+	if h.timeout <= 0 || !ok || r.Body == nil || r.Body == http.NoBody {
 		h.s.handler().ServeHTTP(w, r)
 		return
 	}

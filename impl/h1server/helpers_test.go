@@ -62,7 +62,10 @@ func startH1(t testing.TB, h http.Handler, configure func(*Server)) (*Server, st
 }
 
 // startNetHTTP serves h with net/http on a loopback port, with the timeouts and limits of an
-// h1server that configure would produce, for the differential tests.
+// h1server that configure would produce, for the differential tests, and with h1server's one
+// rule on top of net/http's: a request with a Transfer-Encoding ends its connection once
+// answered (request smuggling; handoffHandler). The cases that show that rule against plain
+// net/http are TestTransferEncodingEndsTheConnection's.
 func startNetHTTP(t testing.TB, h http.Handler, configure func(*Server)) (string, *logBuffer) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -74,8 +77,14 @@ func startNetHTTP(t testing.TB, h http.Handler, configure func(*Server)) (string
 		configure(&model)
 	}
 	logs := &logBuffer{}
+	closeAfterTE := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(r.TransferEncoding) > 0 {
+			w.Header().Set("Connection", "close")
+		}
+		h.ServeHTTP(w, r)
+	})
 	s := &http.Server{
-		Handler:           h,
+		Handler:           closeAfterTE,
 		ReadTimeout:       model.ReadTimeout,
 		ReadHeaderTimeout: model.ReadHeaderTimeout,
 		WriteTimeout:      model.WriteTimeout,

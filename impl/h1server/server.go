@@ -111,8 +111,10 @@ func (s *Server) setup() {
 			MaxHeaderBytes:    s.MaxHeaderBytes,
 			ErrorLog:          s.ErrorLog,
 		}
+		// Handed-off requests read their bodies under BodyReadTimeout too, and one with a
+		// Transfer-Encoding ends its connection (handoff.go).
+		s.inner.Handler = &handoffHandler{s: s}
 		if d := s.bodyReadTimeout(); d > 0 {
-			// Handed-off requests read their bodies under BodyReadTimeout too (handoff.go).
 			s.inner.Handler = &handoffHandler{s: s, timeout: d}
 			s.inner.ConnContext = withReplayConn
 		}

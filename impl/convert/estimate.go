@@ -34,9 +34,24 @@ const (
 // a document counts by its encoded size, which over-counts it). Callers should cap the
 // estimate at the model's context window.
 func EstimateInputTokens(req *llm.Request, imageTokens int) int {
+	cautious, _ := EstimateInput(req, imageTokens)
+	return cautious
+}
+
+// ContextImageTokens is what a context-window check counts for one image: the fewest tokens a
+// provider counts for one (OpenAI's low-detail base for gpt-4o, 85). The check must not refuse
+// what the provider would serve, and an image's billing bound is far above what it takes of
+// the window (gpt-4o-mini's 48,169: four images of any size overflowed its 128,000 tokens).
+const ContextImageTokens = 85
+
+// EstimateInput is, in one pass over req, EstimateInputTokens with images at imageTokens
+// (cautious, for the reservation) and with images at ContextImageTokens (context, for the
+// context-window check).
+func EstimateInput(req *llm.Request, imageTokens int) (cautious, context int) {
 	n := countInput(req)
-	return RequestOverheadTokens + n.messages*MessageOverheadTokens + n.images*imageTokens + n.tools*ToolOverheadTokens +
+	base := RequestOverheadTokens + n.messages*MessageOverheadTokens + n.tools*ToolOverheadTokens +
 		(n.bytes+BytesPerToken-1)/BytesPerToken
+	return base + n.images*imageTokens, base + n.images*ContextImageTokens
 }
 
 // inputCounts is what the estimates count of a request.

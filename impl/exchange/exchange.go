@@ -285,8 +285,10 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 	contextEst := size / 4
 	switch {
 	case parsed != nil:
-		inputEst = int64(convert.EstimateInputTokens(parsed, m.ImageTokens))
-		contextEst = int(inputEst) * 3 / 4
+		// Images count at their billing bound in the reservation, at the fewest tokens one
+		// takes in the context check (convert.ContextImageTokens).
+		cautious, inContext := convert.EstimateInput(parsed, m.ImageTokens)
+		inputEst, contextEst = int64(cautious), inContext*3/4
 	case read:
 		// Known by its size alone, its images are counted by their markers (at least one
 		// each) at the model's bound.

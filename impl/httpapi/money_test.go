@@ -551,7 +551,12 @@ func TestImagesAreReservedAtTheModelsBound(t *testing.T) {
 		config.Model{ID: "vision-messages", Family: config.FamilyMessages, OwnedBy: "test",
 			Price:           config.Price{InputPerMTok: 150_000, OutputPerMTok: 600_000},
 			MaxOutputTokens: 4096, Backend: &config.Upstream{Provider: "sim-anthropic", Model: "sim-vision", ImageTokens: 48_169}})
-	cfg.Plans[0].Models = append(cfg.Plans[0].Models, "vision-mini", "vision-mini-responses", "vision-messages")
+	cfg.Models = append(cfg.Models,
+		config.Model{ID: "vision-mini-window", Family: config.FamilyChat, OwnedBy: "test", Price: config.Price{Catalog: "gpt-4o-mini"},
+			MaxOutputTokens: 4096, ContextTokens: 128_000, Backend: &config.Upstream{Provider: "sim-openai-chat", Model: "gpt-4o-mini-2024-07-18"}},
+		config.Model{ID: "vision-mini-responses-window", Family: config.FamilyChat, OwnedBy: "test", Price: config.Price{Catalog: "gpt-4o-mini"},
+			MaxOutputTokens: 4096, ContextTokens: 128_000, Backend: &config.Upstream{Provider: "sim-openai-responses", Model: "gpt-4o-mini-2024-07-18"}})
+	cfg.Plans[0].Models = append(cfg.Plans[0].Models, "vision-mini", "vision-mini-responses", "vision-messages", "vision-mini-window", "vision-mini-responses-window")
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -586,6 +591,19 @@ func TestImagesAreReservedAtTheModelsBound(t *testing.T) {
 		}
 		if needed, _ := strconv.ParseInt(m[1], 10, 64); needed < 28_901 {
 			t.Errorf("%s: the request needs %d micro-units; four images at 48,169 tokens are 28,901", c.name, needed)
+		}
+	}
+	// The context-window check counts an image at the fewest tokens one takes, not at its
+	// billing bound: six images on gpt-4o-mini's 128,000 tokens are served, relayed or
+	// translated (the review of d9deb2a: four were refused as context_length_exceeded).
+	rich := g.NewTenant(t, "rich", 0, 1_000_000_000)
+	sixImages := strings.Repeat(`{"type":"image_url","image_url":{"url":"`+url+`","detail":"low"}},`, 6)
+	for _, model := range []string{"vision-mini-window", "vision-mini-responses-window"} {
+		status, _, answer := do(t, g.Client(t), g.URL, request{"POST", "/v1/chat/completions",
+			`{"model":"` + model + `","max_tokens":16,"messages":[{"role":"user","content":[` + sixImages + `{"type":"text","text":"what is this?"}]}]}`},
+			map[string]string{"Authorization": "Bearer " + rich.Key})
+		if status != http.StatusOK {
+			t.Errorf("%s: six images in a 128,000-token window: %d %.300s", model, status, answer)
 		}
 	}
 	// Without images, the same account is served.

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"log/slog"
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/tollgate/tollgate/impl/addrlimit"
 )
@@ -19,8 +22,15 @@ import (
 // LimitListener's connections hide the TCP connection's CloseWrite, which h1server and
 // net/http use to half-close a connection whose request body was left unread, so that the
 // client reads the answer (a 401 or a 413 to an upload, say) instead of a reset.
-func limitConnections(l net.Listener, n, perAddress int) net.Listener {
-	cl := &connLimit{Listener: l, done: make(chan struct{}), perAddress: perAddress, byAddress: map[netip.Prefix]int{}}
+//
+// The connections of an address in trusted (server.trusted_proxies and loopback: the load
+// balancers and proxies in front, which carry every client's connections) are not held to
+// perAddress.
+// Connections closed for the share are counted (Refused) and logged to log, at most once
+// every refusalLogEvery.
+func limitConnections(l net.Listener, n, perAddress int, trusted []netip.Prefix, log *slog.Logger) *connLimit {
+	cl := &connLimit{Listener: l, done: make(chan struct{}), perAddress: perAddress, byAddress: map[netip.Prefix]int{},
+		trusted: trusted, log: log}
 	if n > 0 {
 		cl.sem = make(chan struct{}, n)
 	}
@@ -35,9 +45,20 @@ type connLimit struct {
 	closeOnce sync.Once
 
 	perAddress int
-	mu         sync.Mutex
-	byAddress  map[netip.Prefix]int // open connections by client address
+	trusted    []netip.Prefix // addresses not held to perAddress
+	log        *slog.Logger
+	refused    atomic.Int64 // connections closed for their address's share
+
+	mu        sync.Mutex
+	byAddress map[netip.Prefix]int // open connections by client address
+	loggedAt  time.Time            // the last refusal logged
 }
+
+// refusalLogEvery is how often, at most, a refusal for an address's share is logged.
+const refusalLogEvery = 10 * time.Second
+
+// Refused is how many connections were closed at once for their address's share.
+func (l *connLimit) Refused() int64 { return l.refused.Load() }
 
 // Accept waits for room, then accepts a connection that gives its room back when closed.
 func (l *connLimit) Accept() (net.Conn, error) {
@@ -59,6 +80,8 @@ func (l *connLimit) Accept() (net.Conn, error) {
 			// The address holds its share: closed at once, before a byte is read.
 			_ = c.Close()
 			l.freeRoom()
+			l.refused.Add(1)
+			l.noteRefusal(addr)
 			continue
 		}
 		return &limitedConn{Conn: c, release: func() { l.leave(addr); l.freeRoom() }}, nil
@@ -80,8 +103,8 @@ func (l *connLimit) admit(c net.Conn) (netip.Prefix, bool) {
 		return netip.Prefix{}, true
 	}
 	addr := addrlimit.Key(c.RemoteAddr().String())
-	if !addr.IsValid() {
-		return addr, true
+	if !addr.IsValid() || l.exempt(c.RemoteAddr()) {
+		return netip.Prefix{}, true
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -90,6 +113,42 @@ func (l *connLimit) admit(c net.Conn) (netip.Prefix, bool) {
 	}
 	l.byAddress[addr]++
 	return addr, true
+}
+
+// exempt reports whether the connection's address is a trusted proxy's.
+func (l *connLimit) exempt(remote net.Addr) bool {
+	if len(l.trusted) == 0 {
+		return false
+	}
+	ap, err := netip.ParseAddrPort(remote.String())
+	if err != nil {
+		return false
+	}
+	ip := ap.Addr().WithZone("").Unmap()
+	for _, p := range l.trusted {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// noteRefusal logs a refusal for addr's share, unless one was logged within refusalLogEvery.
+func (l *connLimit) noteRefusal(addr netip.Prefix) {
+	if l.log == nil {
+		return
+	}
+	l.mu.Lock()
+	now := time.Now()
+	due := now.Sub(l.loggedAt) >= refusalLogEvery
+	if due {
+		l.loggedAt = now
+	}
+	l.mu.Unlock()
+	if due {
+		l.log.Warn("a client address holds its share of the API connections: a new connection of it was closed (a load balancer's address belongs in server.trusted_proxies)",
+			"address", addr.String(), "max_connections_per_address", l.perAddress, "refused_total", l.refused.Load())
+	}
 }
 
 // leave gives back a connection's place in its address's share.

@@ -93,7 +93,7 @@ func TestLimitedConnectionHalfCloses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := limitConnections(ln, 1, 0)
+	l := limitConnections(ln, 1, 0, nil, nil)
 	defer l.Close()
 	peer, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
@@ -120,7 +120,7 @@ func TestLimitedConnectionHalfCloses(t *testing.T) {
 	}
 	c.Close()
 	c.Close()
-	if got := len(l.(*connLimit).sem); got != 0 {
+	if got := len(l.sem); got != 0 {
 		t.Errorf("%d rooms taken after the close, want 0", got)
 	}
 }
@@ -134,7 +134,7 @@ func TestConnectionsPerAddress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := limitConnections(ln, 10, 2)
+	l := limitConnections(ln, 10, 2, []netip.Prefix{netip.MustParsePrefix("127.0.0.3/32")}, nil)
 	defer l.Close()
 	accepted := make(chan net.Conn, 10)
 	go func() {
@@ -184,7 +184,7 @@ func TestConnectionsPerAddress(t *testing.T) {
 	if !served(dial("127.0.0.2")) {
 		t.Fatal("another address's connection was not served")
 	}
-	cl := l.(*connLimit)
+	cl := l
 	held := func() int {
 		cl.mu.Lock()
 		defer cl.mu.Unlock()
@@ -201,5 +201,16 @@ func TestConnectionsPerAddress(t *testing.T) {
 	}
 	if !served(dial("127.0.0.1")) {
 		t.Fatal("the address could not connect again once one of its connections closed")
+	}
+	if n := cl.Refused(); n != 1 {
+		t.Errorf("%d refusals counted, want 1", n)
+	}
+	// A trusted proxy's connections (a load balancer's, which carry every client's) are not
+	// held to the share (the review of 98d6732: behind a balancer, every connection past the
+	// share was closed and its client answered 502).
+	for i := range 4 {
+		if !served(dial("127.0.0.3")) {
+			t.Fatalf("the trusted proxy's connection %d was refused", i+1)
+		}
 	}
 }

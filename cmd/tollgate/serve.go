@@ -150,13 +150,19 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 		return err
 	}
 	defer apiLn.Close()
+	var connLimiter *connLimit
 	if n, perAddress := cfg.Server.ConnectionLimit(), cfg.Server.ConnectionsPerAddress(); n > 0 || perAddress > 0 {
 		// Connections held open cannot take every descriptor, nor the memory each holds:
 		// beyond n, new ones wait in the kernel's queue (trial h5: 20,000 connections without
 		// a key took the process's descriptors, and /readyz with them); nor can one address
-		// hold them all (trial h16 D1).
-		apiLn = limitConnections(apiLn, n, perAddress)
-		log.Info("connection limit", "max_connections", n, "max_connections_per_address", perAddress)
+		// hold them all (trial h16 D1), but for the load balancers in front.
+		trusted, err := cfg.Server.TrustedProxyPrefixes()
+		if err != nil {
+			return err
+		}
+		connLimiter = limitConnections(apiLn, n, perAddress, trusted, log)
+		apiLn = connLimiter
+		log.Info("connection limit", "max_connections", n, "max_connections_per_address", perAddress, "trusted_proxies", cfg.Server.TrustedProxies)
 	}
 
 	// Readiness: not ready until the gateway serves, and again from the first signal on.
@@ -164,6 +170,9 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	startup := ready.Condition("startup", health.Down, "starting")
 	shutdown := ready.Condition("shutdown", health.OK, "")
 	m := metrics.New()
+	if connLimiter != nil {
+		m.WatchConnectionsRefused(connLimiter.Refused)
+	}
 	// Traces, when an OTLP endpoint is configured (the telemetry section or OTEL_*): spans the
 	// backend cannot take are dropped and counted, never waited for; the rest are flushed at
 	// exit, for at most traceFlushWait.

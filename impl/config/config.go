@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -106,6 +107,12 @@ type Server struct {
 	// connection past it is closed as soon as it is accepted. 0 (the default): an eighth of
 	// the connection limit, at least MinConnectionsPerAddress; -1: no bound.
 	MaxConnectionsPerAddress int `yaml:"max_connections_per_address"`
+	// TrustedProxies are the addresses or prefixes ("10.0.0.5", "10.0.0.0/16", "fd00::/8") of
+	// the load balancers and reverse proxies in front of the gateway: their connections carry
+	// every client's requests, so they are not held to max_connections_per_address (a balancer
+	// holding one connection per stream would otherwise be refused past the share, its clients
+	// answered 502). Loopback addresses are always exempt (a proxy on the same host).
+	TrustedProxies []string `yaml:"trusted_proxies"`
 	// MCPAllowedOrigins are the browser origins ("https://inspector.example.com", scheme, host
 	// and port as a browser sends them in Origin) whose pages may call /api/mcp, besides the
 	// gateway's own (the request's Host, or web.public_url). A request that sends another Origin
@@ -130,6 +137,25 @@ const (
 	// MinConnectionsPerAddress is the smallest default of max_connections_per_address.
 	MinConnectionsPerAddress = 64
 )
+
+// TrustedProxyPrefixes parses TrustedProxies (an address is a prefix of its full length), after
+// the loopback prefixes, which are always trusted.
+func (s Server) TrustedProxyPrefixes() ([]netip.Prefix, error) {
+	out := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+	for _, p := range s.TrustedProxies {
+		if prefix, err := netip.ParsePrefix(p); err == nil {
+			out = append(out, prefix.Masked())
+			continue
+		}
+		addr, err := netip.ParseAddr(p)
+		if err != nil {
+			return nil, fmt.Errorf("server.trusted_proxies: %q is neither an address nor a prefix (10.0.0.5, 10.0.0.0/16)", p)
+		}
+		addr = addr.Unmap()
+		out = append(out, netip.PrefixFrom(addr, addr.BitLen()))
+	}
+	return out, nil
+}
 
 // ConnectionsPerAddress is the bound of one client address's open API connections (see
 // MaxConnectionsPerAddress): 0 when there is none.
@@ -372,6 +398,9 @@ func (c *Config) Validate() error {
 		c.catalog = cat
 	}
 	if err := c.Telemetry.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := c.Server.TrustedProxyPrefixes(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.Server.MemoryLimitMB < -1 {

@@ -53,3 +53,12 @@ func (m *Metrics) WatchSocketMemory(stats func() SocketMemoryStats) {
 			func() float64 { return float64(stats().Forgotten) }),
 	)
 }
+
+// WatchConnectionsRefused registers tollgate_connections_per_address_refused_total, read from
+// refused at each scrape: the API connections closed as soon as accepted because their client
+// address held its share (server.max_connections_per_address). Call it once.
+func (m *Metrics) WatchConnectionsRefused(refused func() int64) {
+	m.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tollgate_connections_per_address_refused_total",
+		Help: "API connections closed as soon as accepted because their client address held its share (server.max_connections_per_address)."},
+		func() float64 { return float64(refused()) }))
+}

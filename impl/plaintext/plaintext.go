@@ -17,10 +17,13 @@ import (
 
 // Hidden returns the first rune of s that would hide or reorder what is shown around it where
 // a tenant's name is shown as it is (a key's name beside its prefix, an OAuth client's name on
-// the consent page): a control character (C0, DEL, C1), a bidirectional formatting character
-// (marks, embeddings, overrides, isolates), or utf8.RuneError for bytes that are not UTF-8;
-// found is false when s has none. Names are refused with such a rune rather than escaped.
+// the consent page), or make two names that show alike differ: a control character (C0, DEL,
+// C1), a format character (Unicode's category Cf: the bidirectional marks, embeddings,
+// overrides and isolates, zero-width spaces and joiners, the byte-order mark, the soft hyphen,
+// tag characters), or utf8.RuneError for bytes that are not UTF-8; found is false when s has
+// none. Names are refused with such a rune rather than escaped.
 func Hidden(s string) (r rune, found bool) {
+	prev := rune(0)
 	for i, r := range s {
 		if r == utf8.RuneError {
 			if _, size := utf8.DecodeRuneInString(s[i:]); size <= 1 {
@@ -30,8 +33,22 @@ func Hidden(s string) (r rune, found bool) {
 		if unicode.IsControl(r) || isBidiControl(r) {
 			return r, true
 		}
+		if unicode.Is(unicode.Cf, r) && !(r == zeroWidthJoiner && joinsSymbols(prev, s[i+len(string(r)):])) {
+			return r, true
+		}
+		prev = r
 	}
 	return 0, false
+}
+
+// zeroWidthJoiner is U+200D, which joins emoji into one (👩‍💻).
+const zeroWidthJoiner = 0x200D
+
+// joinsSymbols reports whether a zero-width joiner after prev and before rest joins two
+// symbols (an emoji sequence, which shows as one picture), not letters, where it only hides.
+func joinsSymbols(prev rune, rest string) bool {
+	next, _ := utf8.DecodeRuneInString(rest)
+	return unicode.Is(unicode.So, prev) && unicode.Is(unicode.So, next)
 }
 
 // isBidiControl reports whether r is one of Unicode's bidirectional formatting characters

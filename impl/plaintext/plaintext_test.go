@@ -44,6 +44,14 @@ func TestHidden(t *testing.T) {
 		{"\x1b[31m", 0x1B, true},
 		{"a\u0085b", 0x85, true},
 		{"a\xffb", 0xFFFD, true},
+		// Format characters make names that show alike differ (the review of e3fc0f7):
+		// zero-width space and joiner between letters, byte-order mark, soft hyphen, a tag.
+		{"acme\u200b", 0x200B, true},
+		{"ac\u200dme", 0x200D, true},
+		{"\ufeffacme", 0xFEFF, true},
+		{"ac\u00adme", 0xAD, true},
+		{"acme\U000E0041", 0xE0041, true},
+		{"\u200d👩", 0x200D, true},
 	} {
 		r, found := Hidden(c.in)
 		if found != c.found || r != c.want {

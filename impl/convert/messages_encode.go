@@ -49,10 +49,15 @@ type turn struct {
 // text is left out, since the API rejects empty text blocks.
 func (w *writer) messagesMessages(o *object) error {
 	var turns []turn
+	// emptyUser is the param of an empty user message left out since the last message with
+	// content ("" when none): one that leaves the conversation on the assistant's turn is
+	// refused below, as the last message is.
+	emptyUser := ""
 	add := func(role string, blocks []any) {
 		if len(blocks) == 0 {
 			return
 		}
+		emptyUser = ""
 		if n := len(turns); n > 0 && turns[n-1].role == role {
 			turns[n-1].blocks = append(turns[n-1].blocks, blocks...)
 			return
@@ -75,6 +80,7 @@ func (w *writer) messagesMessages(o *object) error {
 					return apierror.Invalid(param, "Invalid '%s': the last user message is empty, and this model is served through %s, which refuses empty content (without it the conversation would end on the assistant's turn, which that API continues). Send the message's text.", param, formatNames[w.dst])
 				}
 				w.drop(pathName(m.Path, "", "messages[]"))
+				emptyUser = paramOf(m.Path) + ".content"
 			}
 			add("user", blocks)
 		case llm.RoleAssistant:
@@ -118,6 +124,12 @@ func (w *writer) messagesMessages(o *object) error {
 		default:
 			return fmt.Errorf("convert: messages[%d] has unknown role %q", i, m.Role)
 		}
+	}
+	if n := len(turns); emptyUser != "" && n > 0 && turns[n-1].role == "assistant" {
+		// An empty user message followed only by empty ones ([user "a", assistant "b", user "",
+		// assistant ""]): left out, the conversation would end on the assistant's turn, which
+		// the Messages API continues as a prefill (the review of the trial h14 D9 fix).
+		return apierror.Invalid(emptyUser, "Invalid '%s': this user message is empty, and this model is served through %s, which refuses empty content (without it the conversation would end on the assistant's turn, which that API continues). Send the message's text.", emptyUser, formatNames[w.dst])
 	}
 	out := make([]any, 0, len(turns))
 	for _, t := range turns {

@@ -699,11 +699,12 @@ func TestToolUseIDsStayDistinct(t *testing.T) {
 // assistant's turn, which Anthropic continues as a prefill: trial h14 D9); an empty user
 // message elsewhere is left out and named.
 func TestEmptyLastUserTurnToMessages(t *testing.T) {
+	var req *llm.Request
 	for _, body := range []string{
 		`{"model":"m","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":""}]}`,
 		`{"model":"m","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":[{"type":"text","text":""}]}]}`,
 	} {
-		req := mustDecode(t, llm.FormatChat, []byte(body))
+		req = mustDecode(t, llm.FormatChat, []byte(body))
 		req.MaxTokens = 100
 		_, _, err := EncodeRequest(llm.FormatMessages, req, "up")
 		ae := apierror.As(err)
@@ -711,7 +712,14 @@ func TestEmptyLastUserTurnToMessages(t *testing.T) {
 			t.Errorf("%s: %v, want a 400 naming messages[2].content", body, err)
 		}
 	}
-	req := mustDecode(t, llm.FormatChat, []byte(`{"model":"m","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":""},{"role":"assistant","content":"c"},{"role":"user","content":"d"}]}`))
+	// Followed only by an empty assistant message, the empty user message would still leave
+	// the conversation on the assistant's turn (the review of the fix).
+	req = mustDecode(t, llm.FormatChat, []byte(`{"model":"m","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":""},{"role":"assistant","content":""}]}`))
+	req.MaxTokens = 100
+	if _, _, err := EncodeRequest(llm.FormatMessages, req, "up"); apierror.As(err) == nil || apierror.As(err).Param != "messages[2].content" {
+		t.Errorf("an empty user message before an empty assistant one: %v, want a 400 naming messages[2].content", err)
+	}
+	req = mustDecode(t, llm.FormatChat, []byte(`{"model":"m","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":""},{"role":"assistant","content":"c"},{"role":"user","content":"d"}]}`))
 	req.MaxTokens = 100
 	body, dropped, err := EncodeRequest(llm.FormatMessages, req, "up")
 	if err != nil || !slices.Contains(dropped, "messages[]") {

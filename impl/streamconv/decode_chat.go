@@ -68,7 +68,7 @@ type chatUsage struct {
 // Decode implements Decoder.
 func (d *chatDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, bool, error) {
 	if isDone(ev.Data) {
-		return out, true, nil
+		return d.pair.flush(out), true, nil
 	}
 	if len(ev.Data) == 0 || d.failed {
 		return out, false, nil
@@ -117,6 +117,9 @@ func (d *chatDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, bool, 
 		d.started = true
 		out = append(out, llm.Event{Kind: llm.EventStart, ID: c.ID, Model: c.Model})
 	}
+	// This chunk's text is read by encoding/json, without the pair: a half held back from
+	// the last delta becomes U+FFFD here.
+	out = d.pair.flush(out)
 	for i := range c.Choices {
 		ch := &c.Choices[i]
 		if ch.Index != 0 {

@@ -232,6 +232,7 @@ func (d *messagesDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, bo
 			out = append(out, llm.Event{Kind: llm.EventToolCallDelta, ToolIndex: b, Arguments: e.Delta.PartialJSON})
 		}
 	case "content_block_stop":
+		out = d.pair.flush(out)
 		if e.Index >= 0 && e.Index < len(d.blocks) {
 			if b := d.blocks[e.Index]; b >= 0 && !d.argsSeen[b] {
 				// A tool called without arguments: its input is the empty object, and an

@@ -208,6 +208,7 @@ func (d *responsesDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, b
 			out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: e.Delta})
 		}
 	case "response.output_text.done":
+		out = d.pair.flush(out)
 		if e.Text != "" && !d.hadText(e.OutputIndex) {
 			d.markText(e.OutputIndex)
 			out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: e.Text})
@@ -223,6 +224,7 @@ func (d *responsesDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, b
 			out = append(out, llm.Event{Kind: llm.EventToolCallDelta, ToolIndex: n, Arguments: e.Arguments})
 		}
 	case "response.completed", "response.incomplete":
+		out = d.pair.flush(out)
 		status, reason := "completed", ""
 		if typ == "response.incomplete" {
 			status = "incomplete"

@@ -367,6 +367,27 @@ func TestSurrogatePairSplitBetweenDeltas(t *testing.T) {
 			}
 		}
 	}
+	// A half held back when the text ends, or when the next chunk is read without the pair
+	// (a chat chunk that also ends the choice), becomes U+FFFD; it was silently lost (the
+	// review of the fix: "A" where the doc promised "A\uFFFD").
+	ends := map[llm.Format][][2]string{
+		llm.FormatChat: {chat(`A\ud83d`), {"", `{"id":"c","model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`}, {"", `[DONE]`}},
+		llm.FormatMessages: append(append([][2]string(nil), starts[llm.FormatMessages]...), messages(`A\ud83d`),
+			[2]string{"content_block_stop", `{"type":"content_block_stop","index":0}`}),
+		llm.FormatResponses: append(append([][2]string(nil), starts[llm.FormatResponses]...), responses(`A\ud83d`),
+			[2]string{"response.output_text.done", `{"type":"response.output_text.done","sequence_number":4,"item_id":"msg_1","output_index":0,"content_index":0,"text":"A\ud83d"}`}),
+	}
+	for f, evs := range ends {
+		out, _ := decodeEvents(t, f, evs...)
+		if got := accumulate(out).Text; got != "A\uFFFD" {
+			t.Errorf("%s: a half at the end of the text: %q, want %q", f, got, "A\uFFFD")
+		}
+	}
+	out, _ := decodeEvents(t, llm.FormatChat, chat(`A\ud83d`),
+		[2]string{"", `{"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"B"},"finish_reason":"stop"}]}`})
+	if got := accumulate(out).Text; got != "A\uFFFDB" {
+		t.Errorf("chat: a half before a chunk read without the pair: %q, want %q", got, "A\uFFFDB")
+	}
 }
 
 // TestRefusalStopsAlikeStreamedOrNot: an answer that is a refusal (chat's refusal field,

@@ -5,6 +5,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tollgate/tollgate/impl/jsontext"
+	"github.com/tollgate/tollgate/impl/llm"
 )
 
 // surrogatePair joins a character that an upstream split between two text deltas of a stream:
@@ -55,6 +56,17 @@ func (s *surrogatePair) text(tok []byte) (string, bool) {
 	}
 	s.high = held
 	return string(b), true
+}
+
+// flush appends to out, as a text delta, the U+FFFD that a high surrogate held back from the
+// last delta becomes when no text delta follows it (at the end of the text, or when the next
+// chunk's text is read without the pair): nothing is silently lost.
+func (s *surrogatePair) flush(out []llm.Event) []llm.Event {
+	if s.high == 0 {
+		return out
+	}
+	s.high = 0
+	return append(out, llm.Event{Kind: llm.EventTextDelta, Text: string(utf8.RuneError)})
 }
 
 // endsWithHighSurrogate reports, cheaply, whether the string token tok may end with a high

@@ -19,6 +19,7 @@ import (
 	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/billing"
 	"github.com/tollgate/tollgate/impl/changefeed"
+	"github.com/tollgate/tollgate/impl/clientaddr"
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/dataset"
 	"github.com/tollgate/tollgate/impl/exchange"
@@ -226,7 +227,14 @@ func New(o Options) (*Gateway, error) {
 		g.web = app
 		g.inFlight.next = web.Mount(app, g.inFlight.next)
 	}
-	g.Handler = &g.inFlight
+	// Behind the load balancers of server.trusted_proxies, the limits per client address
+	// (sign-ins, OAuth registrations) see each client's address, not the balancer's.
+	trusted, err := o.Config.Server.TrustedProxyPrefixes()
+	if err != nil {
+		_ = g.Close()
+		return nil, err
+	}
+	g.Handler = clientaddr.Handler(&g.inFlight, trusted)
 	return g, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -338,4 +339,43 @@ func TestEndpointBounds(t *testing.T) {
 	limitedAfter("/oauth/register", "application/json", `{"redirect_uris":["`+redirect+`"]}`)
 	limitedAfter("/oauth/token", "application/x-www-form-urlencoded", "grant_type=refresh_token&client_id=tgc_x&refresh_token=tgor_x")
 	limitedAfter("/oauth/revoke", "application/x-www-form-urlencoded", "client_id=tgc_x&token=tgor_x")
+}
+
+// TestLimitsPerClientBehindProxies: behind a trusted proxy (loopback is always one, and the
+// test's requests come from it), the registrations limited per client address are limited per
+// X-Forwarded-For client: one client's 429 leaves another served, and what a client writes to
+// the left of its proxy's entry does not give it a new bucket. Before, every client behind a
+// load balancer shared the balancer's bucket (10 registrations a minute for all of them).
+func TestLimitsPerClientBehindProxies(t *testing.T) {
+	s := startSite(t)
+	const redirect = "https://app.example/cb"
+	register := func(forwardedFor string) int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, s.URL+"/oauth/register", strings.NewReader(`{"redirect_uris":["`+redirect+`"]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Forwarded-For", forwardedFor)
+		resp, err := s.GW.Client(t).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	limited := false
+	for i := 0; i < 200 && !limited; i++ {
+		limited = register("203.0.113.1") == http.StatusTooManyRequests
+	}
+	if !limited {
+		t.Fatal("200 registrations of one client were all served, want a 429")
+	}
+	if got := register("198.51.100.7, 203.0.113.1"); got != http.StatusTooManyRequests {
+		t.Errorf("the limited client with an address of its own choosing on the left: %d, want 429", got)
+	}
+	if got := register("203.0.113.2"); got != http.StatusCreated && got != http.StatusOK {
+		t.Errorf("another client behind the same proxy: %d, want it served", got)
+	}
 }

@@ -59,6 +59,7 @@ type Engine struct {
 	now       func() time.Time
 	priceMu   sync.Mutex
 	priceTime *time.Timer // fires when a catalog price the configuration names changes
+	closed    bool        // Close was called: the prices are not renewed
 	priceNext time.Time   // when it fires (zero: no change ahead)
 	router    *routing.Router
 	upstreams map[string]*provider.Upstream

@@ -21,6 +21,9 @@ func (eng *Engine) reprice() {
 	cfg := eng.config
 	eng.priceMu.Lock()
 	defer eng.priceMu.Unlock()
+	if eng.closed {
+		return
+	}
 	now := eng.now()
 	day := cfg.PriceDay(now)
 	priced, err := cfg.PricedOn(day)
@@ -44,4 +47,16 @@ func (eng *Engine) reprice() {
 	}
 	eng.priceNext = at
 	eng.priceTime = time.AfterFunc(at.Sub(now), eng.reprice)
+}
+
+// Close stops the timer that renews the prices (the engine keeps the registry it has): a
+// gateway that stops lets the engine go at once, not at the next catalog date.
+func (eng *Engine) Close() {
+	eng.priceMu.Lock()
+	defer eng.priceMu.Unlock()
+	eng.closed = true
+	if eng.priceTime != nil {
+		eng.priceTime.Stop()
+		eng.priceTime, eng.priceNext = nil, time.Time{}
+	}
 }

@@ -59,3 +59,32 @@ func TestPricesChangeOnTheirDay(t *testing.T) {
 	}
 	eng.priceTime.Stop()
 }
+
+// TestCloseStopsThePriceTimer: a closed engine's price timer is stopped, and it sets no other,
+// so that a stopped gateway's engine is let go at once, not at the next catalog date (the
+// review of fccb0bd); its prices stay those of the day it was closed.
+func TestCloseStopsThePriceTimer(t *testing.T) {
+	cfg := config.Default()
+	cfg.Models = append(cfg.Models, config.Model{ID: "dated-o3", Family: config.FamilyChat, OwnedBy: "test",
+		Price: config.Price{Catalog: "o3"}, MaxOutputTokens: 16,
+		Backend: &config.Upstream{Provider: cfg.Providers[0].Name, Model: "o3"}})
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	day := time.Date(2025, 6, 9, 12, 0, 0, 0, time.UTC)
+	eng := New(Options{Config: cfg, Now: func() time.Time { return day }})
+	eng.priceMu.Lock()
+	armed := eng.priceTime != nil
+	eng.priceMu.Unlock()
+	if !armed {
+		t.Fatal("no price timer before the change of 2025-06-10")
+	}
+	before := eng.registry.Load()
+	eng.Close()
+	eng.reprice() // as the timer would
+	eng.priceMu.Lock()
+	defer eng.priceMu.Unlock()
+	if eng.priceTime != nil || eng.registry.Load() != before {
+		t.Errorf("after Close: timer %v, registry replaced %v", eng.priceTime != nil, eng.registry.Load() != before)
+	}
+}

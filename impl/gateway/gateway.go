@@ -109,6 +109,7 @@ type Gateway struct {
 
 	agentLog *slog.Logger
 	api      *httpapi.Server
+	exchange *exchange.Engine
 	web      *web.App // nil when the web application is not configured
 	inFlight inFlight
 	spill    *usagespill.Spill
@@ -206,13 +207,14 @@ func New(o Options) (*Gateway, error) {
 			AllowedOrigins: mcpOrigins(o.Config)}),
 	})
 	if err != nil {
+		exch.Close()
 		_ = datasets.Close()
 		if spill != nil {
 			_ = spill.Close()
 		}
 		return nil, err
 	}
-	g := &Gateway{Feed: feed, Auth: authn, Meter: meter, Datasets: datasets, Readiness: o.Readiness, api: srv, spill: spill,
+	g := &Gateway{Feed: feed, Auth: authn, Meter: meter, Datasets: datasets, Readiness: o.Readiness, api: srv, exchange: exch, spill: spill,
 		Agents: agents, agentLog: o.Logger}
 	g.inFlight.next = srv.Handler()
 	// The web application (when configured) serves its own paths; the rest stay the API's.
@@ -308,6 +310,7 @@ func (f *inFlight) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // Close releases the dataset engine and the usage spill file; call it after Run has returned.
 func (g *Gateway) Close() error {
+	g.exchange.Close()
 	err := g.Datasets.Close()
 	if g.spill != nil {
 		err = errors.Join(err, g.spill.Close())

@@ -3,6 +3,7 @@ package convert
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/tollgate/tollgate/impl/llm"
 )
@@ -132,16 +133,7 @@ func (w *writer) responsesReasoning(o *object) error {
 	if w.req.ReasoningEffort != "" {
 		reasoning.set("effort", w.req.ReasoningEffort)
 	}
-	if w.same {
-		var m map[string]json.RawMessage
-		if raw := w.req.Raw["reasoning"]; raw != nil && json.Unmarshal(raw, &m) == nil {
-			for _, k := range sortedKeys(m) {
-				if k != "effort" {
-					reasoning.set(k, m[k])
-				}
-			}
-		}
-	}
+	w.keepOwnMembers(&reasoning, "reasoning", "effort")
 	if len(reasoning) > 0 {
 		o.set("reasoning", reasoning)
 	}
@@ -163,18 +155,27 @@ func (w *writer) responsesText(o *object) error {
 	if w.req.Verbosity != "" {
 		text.set("verbosity", w.req.Verbosity)
 	}
-	if w.same {
-		var m map[string]json.RawMessage
-		if raw := w.req.Raw["text"]; raw != nil && json.Unmarshal(raw, &m) == nil {
-			for _, k := range sortedKeys(m) {
-				if k != "format" && k != "verbosity" {
-					text.set(k, m[k])
-				}
-			}
-		}
-	}
+	w.keepOwnMembers(&text, "text", "format", "verbosity")
 	if len(text) > 0 {
 		o.set("text", text)
 	}
 	return nil
+}
+
+// keepOwnMembers adds to obj, when the request speaks the target's format, the members of its
+// own object field that the neutral form does not hold (all but modelled), as sent, in name
+// order: a reasoning summary, a text option the gateway does not know.
+func (w *writer) keepOwnMembers(obj *object, field string, modelled ...string) {
+	if !w.same {
+		return
+	}
+	var m map[string]json.RawMessage
+	if raw := w.req.Raw[field]; raw == nil || json.Unmarshal(raw, &m) != nil {
+		return
+	}
+	for _, k := range sortedKeys(m) {
+		if !slices.Contains(modelled, k) {
+			obj.set(k, m[k])
+		}
+	}
 }

@@ -13,13 +13,7 @@ import (
 // an engine whose clock stands just before midnight UTC of 2025-06-09 prices o3 at $10, and
 // its timer swaps in $2 at midnight. Trial h12 D6: the prices were resolved once, at start.
 func TestPricesChangeOnTheirDay(t *testing.T) {
-	cfg := config.Default()
-	cfg.Models = append(cfg.Models, config.Model{ID: "dated-o3", Family: config.FamilyChat, OwnedBy: "test",
-		Price: config.Price{Catalog: "o3"}, MaxOutputTokens: 16,
-		Backend: &config.Upstream{Provider: cfg.Providers[0].Name, Model: "o3"}})
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
+	cfg := datedConfig(t)
 	midnight := time.Date(2025, 6, 10, 0, 0, 0, 0, time.UTC)
 	start := time.Now()
 	clock := func() time.Time { return midnight.Add(-150 * time.Millisecond).Add(time.Since(start)) }
@@ -64,13 +58,7 @@ func TestPricesChangeOnTheirDay(t *testing.T) {
 // so that a stopped gateway's engine is let go at once, not at the next catalog date (the
 // review of fccb0bd); its prices stay those of the day it was closed.
 func TestCloseStopsThePriceTimer(t *testing.T) {
-	cfg := config.Default()
-	cfg.Models = append(cfg.Models, config.Model{ID: "dated-o3", Family: config.FamilyChat, OwnedBy: "test",
-		Price: config.Price{Catalog: "o3"}, MaxOutputTokens: 16,
-		Backend: &config.Upstream{Provider: cfg.Providers[0].Name, Model: "o3"}})
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
+	cfg := datedConfig(t)
 	day := time.Date(2025, 6, 9, 12, 0, 0, 0, time.UTC)
 	eng := New(Options{Config: cfg, Now: func() time.Time { return day }})
 	eng.priceMu.Lock()
@@ -87,4 +75,18 @@ func TestCloseStopsThePriceTimer(t *testing.T) {
 	if eng.priceTime != nil || eng.registry.Load() != before {
 		t.Errorf("after Close: timer %v, registry replaced %v", eng.priceTime != nil, eng.registry.Load() != before)
 	}
+}
+
+// datedConfig is the default configuration with the model dated-o3, priced as the catalog's
+// o3, whose price changed on 2025-06-10.
+func datedConfig(t *testing.T) *config.Config {
+	t.Helper()
+	cfg := config.Default()
+	cfg.Models = append(cfg.Models, config.Model{ID: "dated-o3", Family: config.FamilyChat, OwnedBy: "test",
+		Price: config.Price{Catalog: "o3"}, MaxOutputTokens: 16,
+		Backend: &config.Upstream{Provider: cfg.Providers[0].Name, Model: "o3"}})
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }

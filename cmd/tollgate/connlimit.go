@@ -146,7 +146,7 @@ func (l *connLimit) noteRefusal(addr netip.Prefix) {
 	}
 	l.mu.Unlock()
 	if due {
-		l.log.Warn("a client address holds its share of the API connections: a new connection of it was closed (a load balancer's address belongs in server.trusted_proxies)",
+		l.log.Warn("a client address holds its share of the API connections: a new connection of it was closed (if it is a load balancer or proxy of yours that appends to X-Forwarded-For, list it in server.trusted_proxies)",
 			"address", addr.String(), "max_connections_per_address", l.perAddress, "refused_total", l.refused.Load())
 	}
 }

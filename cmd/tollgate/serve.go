@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -160,6 +161,9 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 		if err != nil {
 			return err
 		}
+		// A proxy on the same host connects from loopback: exempt from the share too (but its
+		// X-Forwarded-For is believed only when it is listed: impl/clientaddr).
+		trusted = append(trusted, netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128"))
 		connLimiter = limitConnections(apiLn, n, perAddress, trusted, log)
 		apiLn = connLimiter
 		log.Info("connection limit", "max_connections", n, "max_connections_per_address", perAddress, "trusted_proxies", cfg.Server.TrustedProxies)

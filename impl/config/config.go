@@ -111,7 +111,9 @@ type Server struct {
 	// the load balancers and reverse proxies in front of the gateway: their connections carry
 	// every client's requests, so they are not held to max_connections_per_address (a balancer
 	// holding one connection per stream would otherwise be refused past the share, its clients
-	// answered 502). Loopback addresses are always exempt (a proxy on the same host).
+	// answered 502; loopback addresses never are), and the X-Forwarded-For they send is
+	// believed for the limits per client address (impl/clientaddr): list only proxies that
+	// append the address they received from to it (or overwrite it).
 	TrustedProxies []string `yaml:"trusted_proxies"`
 	// MCPAllowedOrigins are the browser origins ("https://inspector.example.com", scheme, host
 	// and port as a browser sends them in Origin) whose pages may call /api/mcp, besides the
@@ -138,10 +140,9 @@ const (
 	MinConnectionsPerAddress = 64
 )
 
-// TrustedProxyPrefixes parses TrustedProxies (an address is a prefix of its full length), after
-// the loopback prefixes, which are always trusted.
+// TrustedProxyPrefixes parses TrustedProxies (an address is a prefix of its full length).
 func (s Server) TrustedProxyPrefixes() ([]netip.Prefix, error) {
-	out := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+	var out []netip.Prefix
 	for _, p := range s.TrustedProxies {
 		if prefix, err := netip.ParsePrefix(p); err == nil {
 			out = append(out, prefix.Masked())

@@ -93,15 +93,15 @@ func TestConnectionsPerAddress(t *testing.T) {
 	}
 }
 
-// TestTrustedProxies: server.trusted_proxies takes addresses and prefixes, after the loopback
-// prefixes, which are always trusted; anything else fails validation, naming the entry.
+// TestTrustedProxies: server.trusted_proxies takes addresses and prefixes; anything else fails
+// validation, naming the entry.
 func TestTrustedProxies(t *testing.T) {
 	s := Server{TrustedProxies: []string{"10.0.0.5", "10.0.0.0/16", "fd00::/8", "::ffff:192.0.2.1"}}
 	got, err := s.TrustedProxyPrefixes()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"127.0.0.0/8", "::1/128", "10.0.0.5/32", "10.0.0.0/16", "fd00::/8", "192.0.2.1/32"}
+	want := []string{"10.0.0.5/32", "10.0.0.0/16", "fd00::/8", "192.0.2.1/32"}
 	if len(got) != len(want) {
 		t.Fatalf("%v, want %v", got, want)
 	}

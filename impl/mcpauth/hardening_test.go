@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/mcpauth"
 	"github.com/tollgate/tollgate/impl/store"
 	"github.com/tollgate/tollgate/impl/web/members"
@@ -341,15 +342,18 @@ func TestEndpointBounds(t *testing.T) {
 	limitedAfter("/oauth/revoke", "application/x-www-form-urlencoded", "client_id=tgc_x&token=tgor_x")
 }
 
-// TestLimitsPerClientBehindProxies: behind a trusted proxy (loopback is always one, and the
-// test's requests come from it), the registrations limited per client address are limited per
-// X-Forwarded-For client: one client's 429 leaves another served, and what a client writes to
-// the left of its proxy's entry does not give it a new bucket. Before, every client behind a
-// load balancer shared the balancer's bucket (10 registrations a minute for all of them).
+// TestLimitsPerClientBehindProxies: behind a trusted proxy (server.trusted_proxies; here the
+// loopback address the test's requests come from), the registrations limited per client
+// address are limited per X-Forwarded-For client: one client's 429 leaves another served, and
+// what a client writes to the left of its proxy's entry does not give it a new bucket. Before,
+// every client behind a load balancer shared the balancer's bucket (10 registrations a minute
+// for all of them). From a peer that is not listed, loopback included, the header is not
+// believed: a client cannot pick a new address per request (the review of 2335ecd, which
+// trusted loopback by default: a local proxy that does not rewrite the header, an ssh tunnel
+// or a port-forward passed every remote client's own header through).
 func TestLimitsPerClientBehindProxies(t *testing.T) {
-	s := startSite(t)
 	const redirect = "https://app.example/cb"
-	register := func(forwardedFor string) int {
+	register := func(s *site, forwardedFor string) int {
 		t.Helper()
 		req, err := http.NewRequest(http.MethodPost, s.URL+"/oauth/register", strings.NewReader(`{"redirect_uris":["`+redirect+`"]}`))
 		if err != nil {
@@ -365,17 +369,26 @@ func TestLimitsPerClientBehindProxies(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	limited := false
-	for i := 0; i < 200 && !limited; i++ {
-		limited = register("203.0.113.1") == http.StatusTooManyRequests
-	}
-	if !limited {
+	exhaust := func(s *site, forwardedFor string) {
+		t.Helper()
+		for i := 0; i < 200; i++ {
+			if register(s, forwardedFor) == http.StatusTooManyRequests {
+				return
+			}
+		}
 		t.Fatal("200 registrations of one client were all served, want a 429")
 	}
-	if got := register("198.51.100.7, 203.0.113.1"); got != http.StatusTooManyRequests {
+	behind := startSite(t, func(c *config.Config) { c.Server.TrustedProxies = []string{"127.0.0.1"} })
+	exhaust(behind, "203.0.113.1")
+	if got := register(behind, "198.51.100.7, 203.0.113.1"); got != http.StatusTooManyRequests {
 		t.Errorf("the limited client with an address of its own choosing on the left: %d, want 429", got)
 	}
-	if got := register("203.0.113.2"); got != http.StatusCreated && got != http.StatusOK {
+	if got := register(behind, "203.0.113.2"); got != http.StatusCreated && got != http.StatusOK {
 		t.Errorf("another client behind the same proxy: %d, want it served", got)
+	}
+	direct := startSite(t)
+	exhaust(direct, "203.0.113.1")
+	if got := register(direct, "203.0.113.2"); got != http.StatusTooManyRequests {
+		t.Errorf("a peer that is no trusted proxy, with another X-Forwarded-For: %d, want 429 (the header not believed)", got)
 	}
 }

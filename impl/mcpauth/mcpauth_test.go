@@ -45,7 +45,7 @@ type site struct {
 	members *members.Service
 }
 
-func startSite(t *testing.T) *site {
+func startSite(t *testing.T, configure ...func(*config.Config)) *site {
 	t.Helper()
 	ctx := context.Background()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -66,6 +66,9 @@ func startSite(t *testing.T) *site {
 	cfg := config.Default()
 	cfg.Web = config.Web{Issuer: idp.Issuer(), ClientID: "tollgate", ClientSecret: "s", PublicURL: appURL + "/"}
 	cfg.Web.ApplyDefaults()
+	for _, c := range configure {
+		c(cfg)
+	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}

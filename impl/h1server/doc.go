@@ -34,8 +34,9 @@
 // Content-Length and Transfer-Encoding is refused (400) and the connection closed; and any
 // request net/http serves with a Transfer-Encoding (handed off for another reason too: an
 // Expect line, a large head, an earlier request on the connection) ends its connection once
-// answered, so that nothing behind its body is read. net/http serves such a request by its
-// Transfer-Encoding and reads on. Requests served on the lean path see
+// answered, so that nothing behind its body is read, and so does every HTTP/1.0 request (whose
+// Transfer-Encoding net/http drops unseen, framing it by Content-Length). net/http serves such
+// requests and reads on. Requests served on the lean path see
 // http.ServerContextKey set to that internal server as well, so handlers find one server either
 // way.
 //

@@ -261,13 +261,15 @@ type handoffHandler struct {
 }
 
 func (h *handoffHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if len(r.TransferEncoding) > 0 {
+	if len(r.TransferEncoding) > 0 || !r.ProtoAtLeast(1, 1) {
 		// A body framed by Transfer-Encoding ends its connection once answered: net/http
 		// serves a request that has a Content-Length too by its Transfer-Encoding (and has
 		// removed the Content-Length by now, so it cannot be refused here), and a front that
 		// framed it by its Content-Length would send what follows as a request of its own
 		// (request smuggling; RFC 9112 section 6.1 requires the close). Whatever follows on
-		// the connection is never read.
+		// the connection is never read. So does an HTTP/1.0 request (keep-alive asked or not):
+		// net/http removes its Transfer-Encoding unseen and frames it by Content-Length, where
+		// a front may have read it chunked (the review of that rule).
 		w.Header().Set("Connection", "close")
 	}
 	rc, ok := r.Context().Value(replayConnKey{}).(*replayConn)

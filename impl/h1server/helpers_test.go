@@ -63,8 +63,8 @@ func startH1(t testing.TB, h http.Handler, configure func(*Server)) (*Server, st
 
 // startNetHTTP serves h with net/http on a loopback port, with the timeouts and limits of an
 // h1server that configure would produce, for the differential tests, and with h1server's one
-// rule on top of net/http's: a request with a Transfer-Encoding ends its connection once
-// answered (request smuggling; handoffHandler). The cases that show that rule against plain
+// rule on top of net/http's: a request with a Transfer-Encoding, and an HTTP/1.0 request, end
+// their connection once answered (request smuggling; handoffHandler). The cases that show that rule against plain
 // net/http are TestTransferEncodingEndsTheConnection's.
 func startNetHTTP(t testing.TB, h http.Handler, configure func(*Server)) (string, *logBuffer) {
 	t.Helper()
@@ -78,7 +78,7 @@ func startNetHTTP(t testing.TB, h http.Handler, configure func(*Server)) (string
 	}
 	logs := &logBuffer{}
 	closeAfterTE := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if len(r.TransferEncoding) > 0 {
+		if len(r.TransferEncoding) > 0 || !r.ProtoAtLeast(1, 1) {
 			w.Header().Set("Connection", "close")
 		}
 		h.ServeHTTP(w, r)

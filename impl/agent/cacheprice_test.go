@@ -96,3 +96,53 @@ func TestAgentTurnsBilledPerKind(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentTurnWithoutUsageBillsItsText: an agent's model call to an upstream that reports no
+// usage is billed as an HTTP answer without usage is: its output from its text (four
+// characters a token), its input counted from the request; and the model_call event shows the
+// counts billed. The review of e142fb0: the in-process call billed no output at all.
+func TestAgentTurnWithoutUsageBillsItsText(t *testing.T) {
+	const text = "Forty characters of answer text, exactly" // 10 tokens
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"gpt-4.1-mini-2025-04-14","choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}]}`, text)
+	}))
+	t.Cleanup(upstream.Close)
+	w := newWorld(t, func(c *config.Config) {
+		c.Providers = append(c.Providers, config.Provider{Name: "standin", Kind: config.KindOpenAIChat, BaseURL: upstream.URL})
+		for i, m := range c.Models {
+			if m.ID == "service-flint" {
+				c.Models[i].Experts = []config.Upstream{{Provider: "standin", Model: "gpt-4.1-mini", Price: &config.Price{Catalog: "gpt-4.1-mini"}}}
+			}
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	n := w.start()
+	svc := n.gw.Agents
+	acme := w.tenant(n, "acme", 5_000_000)
+	res, err := svc.Spawn(context.Background(), acme.p, "main", "Say it.", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := waitSession(t, svc, acme.p, res.SessionID, agent.StateReady)
+	usage := usageOf(t, w, acme.p, res.SessionID, s.SpentMicros)
+	r, ok := usage[agent.RequestID(uuidOf(res.SessionID), 1)]
+	if !ok || r.OutputTokens != 10 || r.InputTokens <= 0 || r.CostMicros <= 0 {
+		t.Fatalf("the turn's record %+v (found %v): want 10 output tokens from the text, the input counted, a cost", r, ok)
+	}
+	for _, e := range allEvents(t, svc, acme.p, res.SessionID) {
+		if e.Kind != "model_call" {
+			continue
+		}
+		var data map[string]any
+		if err := json.Unmarshal(e.Data, &data); err != nil {
+			t.Fatal(err)
+		}
+		if data["output_tokens"] != float64(r.OutputTokens) || data["input_tokens"] != float64(r.InputTokens) {
+			t.Errorf("model_call event %v, want the billed %d input and %d output tokens", data, r.InputTokens, r.OutputTokens)
+		}
+	}
+}

@@ -104,9 +104,10 @@ func (x *Exchange) Answer(raw, out *[]byte) ([]byte, llm.Usage, error) {
 			}
 			// The answer the gateway writes shows what is billed: the counts the upstream did
 			// not report as Settle bills them (trial h14 D2: it showed 0 tokens, billed an
-			// estimate). Settle bills these the same.
-			resp.Usage = x.billedUsage(resp.Usage, 0)
+			// estimate). The usage returned, settled, traced and recorded, stays the
+			// upstream's: Settle bills it the same.
 			usage = resp.Usage
+			resp.Usage = x.billedUsage(usage, 0)
 			ans, err = convert.EncodeResponse(x.client, resp, convert.Meta{ID: ResponseID(x.client, x.requestID), Created: x.started.Unix(), Model: x.model.ID, Request: x.ir})
 		}
 	}
@@ -161,6 +162,11 @@ func (x *Exchange) neutralAnswer() (*llm.Response, error) {
 	}
 	if x.tr != nil {
 		x.noteAnswer(resp)
+	}
+	if resp.Usage.OutputTokens <= 0 {
+		// Billed for its text and tool arguments, as an HTTP answer without usage is (the
+		// review of e142fb0: an agent's step was billed no output).
+		x.answerChars = answerChars(resp)
 	}
 	resp.ID, resp.Model = ResponseID(x.client, x.requestID), x.model.ID
 	return resp, nil

@@ -110,8 +110,10 @@ func (eng *Engine) Call(ctx context.Context, c Call) (CallAnswer, error) {
 	if err != nil {
 		return CallAnswer{}, err
 	}
-	usage := resp.Usage
-	cost := x.Settle(usage, 0, "ok")
+	// The counts the call reports are those billed: what the upstream did not report, as
+	// Settle bills it (an HTTP answer shows the same).
+	usage := x.billedUsage(resp.Usage, 0)
+	cost := x.Settle(resp.Usage, 0, "ok")
 	return CallAnswer{Response: resp, Expert: x.expert.Key, InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens,
 		CacheReadTokens: usage.CachedInputTokens, CacheWriteTokens: usage.CacheWriteTokens(), CostMicros: cost}, nil
 }

@@ -181,23 +181,24 @@ func New(o Options) (*Gateway, error) {
 		Metrics: o.Metrics, Logger: o.Logger, Heartbeat: o.Heartbeat})
 	agents, err := agent.New(agent.Options{Store: o.Store, Config: o.Config, Tools: tenanttools.Tools(datasets),
 		Exchange: exch, KeyPrincipal: authn.KeyPrincipal, Logger: o.Logger})
-	if err != nil {
+	// fail releases what was built so far when the gateway cannot be built.
+	fail := func(err error) (*Gateway, error) {
+		exch.Close()
 		_ = datasets.Close()
 		if spill != nil {
 			_ = spill.Close()
 		}
 		return nil, err
 	}
+	if err != nil {
+		return fail(err)
+	}
 	// With the web console, MCP clients may sign in with OAuth: the console is the
 	// authorization server of /api/mcp (impl/mcpauth).
 	var oauth *mcpauth.Server
 	if o.Config.Web.Enabled() {
 		if oauth, err = mcpauth.New(mcpauth.Options{Store: o.Store, PublicURL: o.Config.Web.PublicURL, Logger: o.Logger}); err != nil {
-			_ = datasets.Close()
-			if spill != nil {
-				_ = spill.Close()
-			}
-			return nil, err
+			return fail(err)
 		}
 	}
 	srv, err := httpapi.New(httpapi.Options{
@@ -207,12 +208,7 @@ func New(o Options) (*Gateway, error) {
 			AllowedOrigins: mcpOrigins(o.Config)}),
 	})
 	if err != nil {
-		exch.Close()
-		_ = datasets.Close()
-		if spill != nil {
-			_ = spill.Close()
-		}
-		return nil, err
+		return fail(err)
 	}
 	g := &Gateway{Feed: feed, Auth: authn, Meter: meter, Datasets: datasets, Readiness: o.Readiness, api: srv, exchange: exch, spill: spill,
 		Agents: agents, agentLog: o.Logger}

@@ -185,7 +185,7 @@ func checkKeyName(name string) error {
 		return invalid("name", "the name is %d characters long; it may be at most %d", n, MaxKeyNameLength)
 	}
 	if r, found := plaintext.Hidden(name); found {
-		return invalid("name", "the name holds the control character U+%04X: use printable text", r)
+		return invalid("name", "the name holds the character U+%04X, which does not show as itself: use printable text", r)
 	}
 	return nil
 }

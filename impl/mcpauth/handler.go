@@ -242,7 +242,7 @@ func redirectProblem(u string) string {
 		return "a redirect URI is at most 2 KiB"
 	}
 	if r, found := plaintext.Hidden(u); found {
-		return fmt.Sprintf("a redirect URI holds the control character U+%04X", r)
+		return fmt.Sprintf("a redirect URI holds the character U+%04X, which does not show as itself", r)
 	}
 	p, err := url.Parse(u)
 	if err != nil || !p.IsAbs() || p.Host == "" {
@@ -295,7 +295,7 @@ func clientNameProblem(name string) string {
 		return "client_name must be at most 200 bytes"
 	}
 	if r, found := plaintext.Hidden(name); found {
-		return fmt.Sprintf("client_name holds the control character U+%04X: use printable text on one line", r)
+		return fmt.Sprintf("client_name holds the character U+%04X, which does not show as itself: use printable text on one line", r)
 	}
 	return ""
 }

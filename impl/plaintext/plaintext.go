@@ -20,7 +20,9 @@ import (
 // the consent page), or make two names that show alike differ: a control character (C0, DEL,
 // C1), a format character (Unicode's category Cf: the bidirectional marks, embeddings,
 // overrides and isolates, zero-width spaces and joiners, the byte-order mark, the soft hyphen,
-// tag characters), or utf8.RuneError for bytes that are not UTF-8; found is false when s has
+// tag characters) or another default-ignorable one (the combining grapheme joiner, variation
+// selectors, Hangul fillers, ...), but for the joiners and variation selectors of an emoji
+// sequence (👩🏽‍💻), or utf8.RuneError for bytes that are not UTF-8; found is false when s has
 // none. Names are refused with such a rune rather than escaped.
 func Hidden(s string) (r rune, found bool) {
 	prev := rune(0)
@@ -33,7 +35,7 @@ func Hidden(s string) (r rune, found bool) {
 		if unicode.IsControl(r) || isBidiControl(r) {
 			return r, true
 		}
-		if unicode.Is(unicode.Cf, r) && !(r == zeroWidthJoiner && joinsSymbols(prev, s[i+len(string(r)):])) {
+		if (unicode.Is(unicode.Cf, r) || isDefaultIgnorable(r)) && !inEmoji(r, prev, s[i+utf8.RuneLen(r):]) {
 			return r, true
 		}
 		prev = r
@@ -41,14 +43,43 @@ func Hidden(s string) (r rune, found bool) {
 	return 0, false
 }
 
-// zeroWidthJoiner is U+200D, which joins emoji into one (👩‍💻).
-const zeroWidthJoiner = 0x200D
+// The characters that take part in an emoji sequence, which shows as one picture (👩🏽‍💻,
+// 🏳️‍🌈, ❤️‍🔥).
+const (
+	zeroWidthJoiner         = 0x200D // joins two emoji into one
+	emojiPresentation       = 0xFE0F // variation selector 16: the emoji form of a symbol
+	emojiModifierFitzpatric = 0x1F3FB
+)
 
-// joinsSymbols reports whether a zero-width joiner after prev and before rest joins two
-// symbols (an emoji sequence, which shows as one picture), not letters, where it only hides.
-func joinsSymbols(prev rune, rest string) bool {
-	next, _ := utf8.DecodeRuneInString(rest)
-	return unicode.Is(unicode.So, prev) && unicode.Is(unicode.So, next)
+// inEmoji reports whether r, an invisible character after prev and before rest, is part of an
+// emoji sequence: a variation selector 16 after a symbol, or a zero-width joiner between an
+// emoji (a symbol, which may end with a skin-tone modifier or a variation selector 16) and a
+// symbol. Elsewhere such a character only hides, or makes two names that show alike differ.
+func inEmoji(r, prev rune, rest string) bool {
+	emojiEnd := unicode.Is(unicode.So, prev) || prev == emojiPresentation || (prev >= emojiModifierFitzpatric && prev <= emojiModifierFitzpatric+4)
+	switch r {
+	case emojiPresentation:
+		return unicode.Is(unicode.So, prev)
+	case zeroWidthJoiner:
+		next, _ := utf8.DecodeRuneInString(rest)
+		return emojiEnd && unicode.Is(unicode.So, next)
+	}
+	return false
+}
+
+// isDefaultIgnorable reports whether r is one of Unicode's default-ignorable code points that
+// are not format characters (category Cf, tested apart): they show as nothing (the combining
+// grapheme joiner, the Hangul fillers, variation selectors, the Mongolian free variation
+// selectors, ...), so that "acme" and "acme" with one of them read alike.
+func isDefaultIgnorable(r rune) bool {
+	switch {
+	case r == 0x034F, r == 0x115F, r == 0x1160, r == 0x17B4, r == 0x17B5, r == 0x3164, r == 0xFFA0:
+		return true
+	case r >= 0x180B && r <= 0x180F, r >= 0xFE00 && r <= 0xFE0F, r >= 0xFFF0 && r <= 0xFFF8,
+		r >= 0xE0100 && r <= 0xE01EF, r >= 0x1D173 && r <= 0x1D17A:
+		return true
+	}
+	return false
 }
 
 // isBidiControl reports whether r is one of Unicode's bidirectional formatting characters

@@ -52,6 +52,16 @@ func TestHidden(t *testing.T) {
 		{"ac\u00adme", 0xAD, true},
 		{"acme\U000E0041", 0xE0041, true},
 		{"\u200d👩", 0x200D, true},
+		// Emoji sequences stay (the review of the Cf rule): a flag with its variation
+		// selector, a heart on fire, a skin tone before a joiner.
+		{"🏳️‍🌈 team", 0, false},
+		{"❤️‍🔥", 0, false},
+		{"👩🏽‍💻", 0, false},
+		// Default-ignorable characters that are not format characters are refused too.
+		{"ac\u034Fme", 0x034F, true},
+		{"acme\uFE0F", 0xFE0F, true},
+		{"ac\u180Bme", 0x180B, true},
+		{"\u3164acme", 0x3164, true},
 	} {
 		r, found := Hidden(c.in)
 		if found != c.found || r != c.want {

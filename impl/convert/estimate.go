@@ -38,10 +38,12 @@ func EstimateInputTokens(req *llm.Request, imageTokens int) int {
 	return cautious
 }
 
-// ContextImageTokens is what a context-window check counts for one image: the fewest tokens a
-// provider counts for one (OpenAI's low-detail base for gpt-4o, 85). The check must not refuse
-// what the provider would serve, and an image's billing bound is far above what it takes of
-// the window (gpt-4o-mini's 48,169: four images of any size overflowed its 128,000 tokens).
+// ContextImageTokens is what a context-window check counts for one image: a low count
+// (OpenAI's low-detail base for gpt-4o, 85; Anthropic counts a small image as fewer, its
+// width × height / 750), so that the check, which must not refuse what the provider would
+// serve, refuses only what the text alone makes too long, and leaves images to the provider's
+// own count. An image's billing bound is far above what it takes of the window (gpt-4o-mini's
+// 48,169: four images of any size overflowed its 128,000 tokens).
 const ContextImageTokens = 85
 
 // EstimateInput is, in one pass over req, EstimateInputTokens with images at imageTokens

@@ -73,9 +73,10 @@ func (x *Exchange) Stream(w StreamWriter) error {
 		out       []sse.Event
 		text      int // output characters seen, for billing when no usage arrives
 		status    = "ok"
-		wrote     bool       // an event was written
-		sentFirst bool       // the first events were flushed
-		reported  *llm.Usage // the upstream's usage, when the stream's end shows the billed counts
+		wrote     bool      // an event was written
+		sentFirst bool      // the first events were flushed
+		reported  llm.Usage // the upstream's usage, when filled (the stream's end shows the billed counts)
+		filled    bool      // reported holds the upstream's usage
 	)
 	fail := func(errType, message string) {
 		out = enc.Fail(errType, message, out[:0])
@@ -177,7 +178,7 @@ loop:
 					// The usage the stream ends with is what is billed: the counts the upstream
 					// did not report as Settle bills them (trial h14 D2). The usage settled,
 					// traced and recorded stays the upstream's.
-					reported = &u
+					reported, filled = u, true
 					out = enc.Encode(llm.Event{Kind: llm.EventUsage, Usage: x.billedUsage(u, text)}, out)
 				}
 				out = enc.Finish(out)
@@ -198,8 +199,8 @@ loop:
 		text += relay.Unmodelled() // thinking and the like: output the client has, if no usage says so
 	}
 	usage := enc.Usage()
-	if reported != nil {
-		usage = *reported
+	if filled {
+		usage = reported
 	}
 	if status != "ok" && status != "client_disconnected" && text == 0 && usage.OutputTokens == 0 && !usage.HostedCalls.Any() {
 		// The upstream failed before producing anything: the client got only the error event,

@@ -85,22 +85,32 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) (written bool
 // noteClientGone records, on the edge's recorder under w, that the request's client went away
 // before its answer began: the access log and metrics count it as 499, and the edge then ends
 // the connection without writing (http.ErrAbortHandler), where the server would otherwise send
-// an empty 200 for a handler that wrote nothing. Outside the edge it does nothing.
+// an empty 200 for a handler that wrote nothing. Outside the edge (no recorder under w) it
+// writes the bare 499 head, which is at least no success.
 func noteClientGone(w http.ResponseWriter) {
+	if !markGone(w) {
+		w.WriteHeader(StatusClientClosedRequest)
+	}
+}
+
+// markGone marks the edge's recorder under w (see noteClientGone), reporting whether there is
+// one.
+func markGone(w http.ResponseWriter) bool {
 	for w != nil {
 		if rec, ok := w.(*recorder); ok {
 			if rec.status == 0 {
 				rec.status = StatusClientClosedRequest
 				rec.gone = true
 			}
-			return
+			return true
 		}
 		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
 		if !ok {
-			return
+			return false
 		}
 		w = u.Unwrap()
 	}
+	return false
 }
 
 // noteRefusal says on the request's server span, when it is recorded, why the request was

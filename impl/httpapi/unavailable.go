@@ -21,6 +21,9 @@ import (
 // records 499 and ends the connection without an answer (http.ErrAbortHandler). A retryAfter
 // of 0 or less is apierror.DependencyRetryAfter.
 func WriteUnavailable(w http.ResponseWriter, r *http.Request, message string, retryAfter time.Duration) (written bool) {
+	if clientClosed(r) {
+		return false // nothing to write to: the caller records 499 and ends the connection
+	}
 	if retryAfter <= 0 {
 		retryAfter = apierror.DependencyRetryAfter
 	}

@@ -275,7 +275,9 @@ type agentEvent struct {
 // unreachable; the gateway is ending its streams), it ends with an `error` event without an
 // id, whose data is the error in the chat-completions envelope, and the `retry:` field again,
 // so that the client reconnects with Last-Event-ID and loses nothing. A key that is no longer
-// valid ends the stream without a word (its reconnection gets the 401).
+// valid ends the stream without a word (its reconnection gets the 401). Every write waits for
+// the client at most stalledClientBeats heartbeat intervals, as an inference stream's: a client
+// that takes no byte for that long is let go, its goroutine and connection with it.
 func (s *Server) streamAgentEvents(w http.ResponseWriter, r *http.Request, slot string, params api.StreamAgentEventsParams) error {
 	if s.agents == nil {
 		return apierror.NotImplemented("GET /v1/agents/{slot}/events")
@@ -300,6 +302,10 @@ func (s *Server) streamAgentEvents(w http.ResponseWriter, r *http.Request, slot 
 	if err != nil {
 		return agentError(slot, err)
 	}
+	rc := http.NewResponseController(w)
+	armWrite := func() { _ = rc.SetWriteDeadline(time.Now().Add(stalledClientBeats * s.heartbeat)) }
+	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
+	armWrite()
 	sw := sse.NewWriter(w)
 	sw.WriteHeader()
 	if err := sw.Retry(agentEventsRetry); err != nil {
@@ -318,6 +324,7 @@ func (s *Server) streamAgentEvents(w http.ResponseWriter, r *http.Request, slot 
 		return !errors.Is(err, auth.ErrUnknown) && !errors.Is(err, auth.ErrDisabled) && !errors.As(err, new(*auth.ExpiredError))
 	}
 	for {
+		armWrite()
 		for _, e := range evs {
 			data, err := json.Marshal(agentEvent{Seq: e.Seq, Kind: e.Kind, At: e.At.UTC(), SessionID: sess.ID, Data: rawOrEmpty(e.Data)})
 			if err != nil {
@@ -347,8 +354,9 @@ func (s *Server) streamAgentEvents(w http.ResponseWriter, r *http.Request, slot 
 			// The session had ended when the stream began, and its log is read to the end.
 			return nil
 		default:
-			if woken, endErr := s.waitAgentEvent(ctx, sw, heartbeat, sess.ID, cursor, keyValid); !woken {
+			if woken, endErr := s.waitAgentEvent(ctx, sw, armWrite, heartbeat, sess.ID, cursor, keyValid); !woken {
 				if endErr != nil {
+					armWrite()
 					endAgentEvents(sw, w, endErr)
 				}
 				return nil
@@ -367,6 +375,7 @@ func (s *Server) streamAgentEvents(w http.ResponseWriter, r *http.Request, slot 
 			} else if !errors.As(err, new(*apierror.Error)) {
 				s.logger(ctx).Error("agent events: read", "session", sess.ID, "err", err)
 			}
+			armWrite()
 			endAgentEvents(sw, w, err)
 			return nil
 		}
@@ -402,7 +411,7 @@ func endAgentEvents(sw *sse.Writer, w http.ResponseWriter, err error) {
 // may be there; false when the stream must end, with the error to send in-band when there is
 // one (the gateway is ending its streams), or none (the client left, the caller's key is no
 // longer valid, a heartbeat could not be written).
-func (s *Server) waitAgentEvent(ctx context.Context, sw *sse.Writer, heartbeat *time.Timer, sessionID string, cursor int64, keyValid func() bool) (woken bool, endErr error) {
+func (s *Server) waitAgentEvent(ctx context.Context, sw *sse.Writer, armWrite func(), heartbeat *time.Timer, sessionID string, cursor int64, keyValid func() bool) (woken bool, endErr error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	wake := s.agents.Wait(wctx, sessionID, cursor)
@@ -414,6 +423,7 @@ func (s *Server) waitAgentEvent(ctx context.Context, sw *sse.Writer, heartbeat *
 			if !keyValid() {
 				return false, nil
 			}
+			armWrite()
 			if err := sw.Comment("heartbeat"); err != nil {
 				return false, nil
 			}

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -755,5 +757,54 @@ func TestAgentSpawnSettings(t *testing.T) {
 		if s.Slot == "main" && (s.Session.ID != sp.SessionID || s.Session.MaxTurns != 1 || s.Session.MaxSpendMicros != 5000 || s.Session.AgentName != "scout") {
 			t.Errorf("the session's settings: %+v", s.Session)
 		}
+	}
+}
+
+// smallSendBuffers is a listener whose connections have a small kernel send buffer, so that a
+// client that stops reading blocks the server's writes after a few kilobytes.
+type smallSendBuffers struct{ net.Listener }
+
+func (l smallSendBuffers) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(4096)
+	}
+	return c, err
+}
+
+// TestStalledAgentEventsClientIsLetGo: a client of a session's events stream that takes no byte
+// for four heartbeat intervals (here 4 × 200 ms) is let go: its write fails, the stream ends
+// and the gateway closes the connection, as for an inference stream (trial h16 D2). On the old
+// code the handler waited in its write for as long as the client kept the connection open, a
+// goroutine and a connection held each.
+func TestStalledAgentEventsClientIsLetGo(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := apitest.Start(t, apitest.Options{Heartbeat: 200 * time.Millisecond, Listener: smallSendBuffers{ln}})
+	tn := g.NewTenant(t, "acme", 0, 50_000_000)
+	g.AssignSlot(t, tn.Account.ID, "main")
+	a := newAgentsClient(t, g, tn.Key)
+	// A long answer: its event alone is more than the connection's buffers hold.
+	a.spawn("main", "Tell me everything. [[sim words=8000]]")
+	a.waitState("main", "ready")
+
+	c, err := net.Dial("tcp", strings.TrimPrefix(g.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.(*net.TCPConn).SetReadBuffer(4096)
+	fmt.Fprintf(c, "GET /v1/agents/main/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n", tn.Key)
+	time.Sleep(3 * time.Second) // the client reads nothing: far past the bound of 800 ms
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, err := io.Copy(io.Discard, c)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("after %d bytes the stream was still open: the stalled client was not let go", n)
+	}
+	if n == 0 {
+		t.Fatal("the client read nothing")
 	}
 }

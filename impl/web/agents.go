@@ -140,6 +140,12 @@ const (
 	tailMaxDuration = 10 * time.Minute
 )
 
+// tailWriteWait is how long one write of a tail waits for its browser: four heartbeat
+// intervals, as the API's streams. A browser that takes no byte for that long (a tab frozen
+// with its connection open) is let go; tailMaxDuration alone did not bound it, being read only
+// between writes. A variable for the tests.
+var tailWriteWait = 4 * tailHeartbeat
+
 // tails lets a shutdown end the live tails (EndStreams): they are the application's only
 // long requests.
 type tails struct {
@@ -424,11 +430,15 @@ func (a *App) agentTail(w http.ResponseWriter, r *http.Request, v *Visitor) {
 		ended = err != nil || agent.Ended(s.State)
 	}
 
+	rc := http.NewResponseController(w)
+	armWrite := func() { _ = rc.SetWriteDeadline(time.Now().Add(tailWriteWait)) }
+	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
+	armWrite()
 	out := sse.NewWriter(w)
 	out.WriteHeader()
 	// The reconnection delay is a field sse.Event has no place for: it is written as it is and
 	// flushed with the headers.
-	if _, err := io.WriteString(w, "retry: 3000\n\n"); err != nil || http.NewResponseController(w).Flush() != nil {
+	if _, err := io.WriteString(w, "retry: 3000\n\n"); err != nil || rc.Flush() != nil {
 		return
 	}
 	// The visitor's web session and membership are checked again whenever the tail wakes (an
@@ -447,6 +457,7 @@ func (a *App) agentTail(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	deadline := time.NewTimer(tailMaxDuration)
 	defer deadline.Stop()
 	for {
+		armWrite()
 		for _, e := range events {
 			b, _ := json.Marshal(newEventRow(e))
 			if out.Write(sse.Event{ID: strconv.FormatInt(e.Seq, 10), Data: b}) != nil {
@@ -474,7 +485,10 @@ func (a *App) agentTail(w http.ResponseWriter, r *http.Request, v *Visitor) {
 			select {
 			case <-woken:
 			case <-heartbeat.C:
-				stop = !allowed() || out.Comment("heartbeat") != nil
+				if stop = !allowed(); !stop {
+					armWrite()
+					stop = out.Comment("heartbeat") != nil
+				}
 			case <-ctx.Done():
 				stop = true
 			case <-a.tails.done:

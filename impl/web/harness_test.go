@@ -59,6 +59,12 @@ func start(t *testing.T, tune func(*config.Web)) *env {
 // startConfig is start with tune adjusting the whole configuration.
 func startConfig(t *testing.T, tune func(*config.Config)) *env {
 	t.Helper()
+	return startServing(t, tune, nil)
+}
+
+// startServing is startConfig with the application's listener wrapped by wrap (nil: as it is).
+func startServing(t *testing.T, tune func(*config.Config), wrap func(net.Listener) net.Listener) *env {
+	t.Helper()
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	appLn, err := net.Listen("tcp", "127.0.0.1:0")
@@ -112,7 +118,11 @@ func startConfig(t *testing.T, tune func(*config.Config)) *env {
 	go func() { defer close(done); _ = gw.Run(runCtx) }()
 	srv := &h1server.Server{Handler: gw.Handler}
 	served := make(chan struct{})
-	go func() { defer close(served); _ = srv.Serve(appLn) }()
+	ln := appLn
+	if wrap != nil {
+		ln = wrap(appLn)
+	}
+	go func() { defer close(served); _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = gw.Close() })
 	t.Cleanup(func() { stop(); <-done })
 	t.Cleanup(func() {

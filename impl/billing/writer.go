@@ -97,6 +97,14 @@ func (m *Meter) openBacklog() {
 		m.opts.Logger.Warn("billing: the usage spill file ended in a torn record (a crash in the middle of a write); the bytes after the last whole record were dropped from it",
 			"path", r.Path, "offset", r.TornOffset, "bytes", r.TornBytes, "saved_to", r.TornSaved, "save_err", r.SaveErr)
 	}
+	if r.DamagedRegions > 0 {
+		// Storage damage, not a crash: each damaged region held at least one record, which
+		// is lost to the books. Counted with the records set aside, which operators alert on;
+		// the whole records after it are kept.
+		m.setAside.Add(int64(r.DamagedRegions))
+		m.opts.Logger.Error("billing: the usage spill file held damaged records (a bad checksum or length in the middle of the file: storage damage); they were set aside and the whole records after them kept",
+			"path", r.Path, "regions", r.DamagedRegions, "bytes", r.DamagedBytes, "saved_to", r.DamagedSaved, "save_err", r.DamagedSaveErr)
+	}
 	if n := sp.End().Index; n > 0 {
 		m.inherited = n
 		m.backlogged = true

@@ -17,7 +17,11 @@
 // Open keeps every whole frame before it, copies the bytes from the first bad frame on to a
 // file beside the spill (<name>.torn-<unix nanoseconds>) for inspection, truncates the spill
 // after the last whole frame, and reports what it found (Report). A frame is never half
-// trusted: a length or checksum that does not hold ends the readable part of the file.
+// trusted. A bad frame followed by whole ones is damage (a flipped bit, a bad sector), not a
+// torn write: Open finds the next whole frame (an offset where a frame's checksum, which
+// covers its length, holds and its payload decodes), saves the damaged bytes beside the spill
+// (<name>.damaged-<unix nanoseconds>), moves the whole frames after them down over them and
+// reports the damage, so that one damaged record does not take the records after it along.
 //
 // # Size and emptying
 //

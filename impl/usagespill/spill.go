@@ -92,6 +92,14 @@ type Report struct {
 	TornOffset int64
 	TornSaved  string
 	SaveErr    error
+	// DamagedBytes counts the bytes of damaged frames followed by whole ones (storage damage,
+	// not a torn write: a flipped bit, a bad sector) in DamagedRegions places; they were copied
+	// to DamagedSaved (unless that failed: DamagedSaveErr) and removed from the file, whose whole
+	// records after them are kept. Each region held at least one record, which is lost.
+	DamagedBytes   int64
+	DamagedRegions int
+	DamagedSaved   string
+	DamagedSaveErr error
 }
 
 // Spill is an open spill file. Its methods are safe for concurrent use.
@@ -181,17 +189,141 @@ func (s *Spill) load(now func() time.Time) error {
 	if err != nil {
 		return err
 	}
+	// A bad frame followed by whole ones is damage, not a torn write: the whole frames after
+	// it are kept (a crash tears only the last write).
+	good := []span{{int64(len(header)), end}}
+	var damaged []span
+	for end < n {
+		next, found, err := resync(s.f, end, n)
+		if err != nil {
+			return err
+		}
+		if !found {
+			break
+		}
+		damaged = append(damaged, span{end, next})
+		e, r, err := scan(s.f, next, n)
+		if err != nil {
+			return err
+		}
+		good = append(good, span{next, e})
+		records += r
+		end = e
+	}
+	if end < n {
+		s.report.TornOffset, s.report.TornBytes = end, n-end
+		s.report.TornSaved, s.report.SaveErr = s.saveTorn(end, n, now())
+	}
+	if len(damaged) > 0 {
+		for _, d := range damaged {
+			s.report.DamagedBytes += d.end - d.start
+		}
+		s.report.DamagedRegions = len(damaged)
+		s.report.DamagedSaved, s.report.DamagedSaveErr = s.saveSpans(damaged, ".damaged-", now())
+		if end, err = s.compact(good); err != nil {
+			return err
+		}
+	}
 	s.size.Store(end)
 	s.records.Store(records)
 	s.report.Records = records
 	if end < n {
-		s.report.TornOffset, s.report.TornBytes = end, n-end
-		s.report.TornSaved, s.report.SaveErr = s.saveTorn(end, n, now())
 		if err := s.truncate(end); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// span is a region of the file, from start to end.
+type span struct{ start, end int64 }
+
+// resync finds the first offset after from and before n at which a whole frame starts whose
+// payload decodes: where the file goes on after a damaged frame. found is false when no
+// whole frame follows (the rest is a torn tail). A frame's checksum covers its length, so a
+// false start is a 1 in 2^32 chance at each offset, and a decoding payload rules it out.
+func resync(f *os.File, from, n int64) (next int64, found bool, err error) {
+	const window = 4 << 20 // a frame's longest (1 MiB and its head) fits with room to slide
+	buf := make([]byte, 0, window)
+	base := int64(-1)
+	for pos := from + 1; pos+frameHead <= n; pos++ {
+		if base < 0 || pos+frameHead > base+int64(len(buf)) || (pos-base > window-maxPayload-frameHead && base+int64(len(buf)) < n) {
+			size := min(int64(window), n-pos)
+			buf = buf[:size]
+			if _, err := f.ReadAt(buf, pos); err != nil && !errors.Is(err, io.EOF) {
+				return 0, false, fmt.Errorf("usagespill: read %s: %w", f.Name(), err)
+			}
+			base = pos
+		}
+		at := buf[pos-base:]
+		l := int64(binary.LittleEndian.Uint32(at[:4]))
+		if l > maxPayload || pos+frameHead+l > n {
+			continue
+		}
+		if frameHead+l > int64(len(at)) {
+			continue // cannot be: the window holds the longest frame, but never read past it
+		}
+		payload := at[frameHead : frameHead+l]
+		if crc32.Update(crc32.Checksum(at[:4], castagnoli), castagnoli, payload) != binary.LittleEndian.Uint32(at[4:frameHead]) {
+			continue
+		}
+		if _, err := decode(payload); err == nil {
+			return pos, true, nil
+		}
+	}
+	return 0, false, nil
+}
+
+// saveSpans copies the bytes of spans, one after another, to a file beside the spill named
+// with suffix and the time, and returns its name.
+func (s *Spill) saveSpans(spans []span, suffix string, now time.Time) (string, error) {
+	name := s.path + suffix + strconv.FormatInt(now.UnixNano(), 10)
+	out, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", err
+	}
+	for _, sp := range spans {
+		if _, err = io.Copy(out, io.NewSectionReader(s.f, sp.start, sp.end-sp.start)); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(name)
+		return "", err
+	}
+	return name, nil
+}
+
+// compact moves the good regions after the first down over the damaged ones between them,
+// in order, and returns the end of the last: the file then holds the whole records only (the
+// caller truncates it there). A crash in the middle leaves records twice in the file at worst,
+// which the next Open keeps and the ledger bills once (its unique key is the record's).
+func (s *Spill) compact(good []span) (int64, error) {
+	dst := good[0].end
+	buf := make([]byte, 1<<20)
+	for _, g := range good[1:] {
+		for off := g.start; off < g.end; {
+			c := min(int64(len(buf)), g.end-off)
+			if _, err := s.f.ReadAt(buf[:c], off); err != nil {
+				return 0, fmt.Errorf("usagespill: read %s: %w", s.path, err)
+			}
+			if _, err := s.f.WriteAt(buf[:c], dst); err != nil {
+				return 0, fmt.Errorf("usagespill: write %s: %w", s.path, err)
+			}
+			off += c
+			dst += c
+		}
+	}
+	if err := s.f.Sync(); err != nil {
+		return 0, fmt.Errorf("usagespill: sync %s: %w", s.path, err)
+	}
+	return dst, nil
 }
 
 // scan reads the frames from off to n and returns the end of the last whole one and how many
@@ -251,23 +383,7 @@ func nextFrame(r *bufio.Reader) ([]byte, int64, error) {
 
 // saveTorn copies the bytes from off to n to a file beside the spill and returns its name.
 func (s *Spill) saveTorn(off, n int64, now time.Time) (string, error) {
-	name := s.path + ".torn-" + strconv.FormatInt(now.UnixNano(), 10)
-	out, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return "", err
-	}
-	_, err = io.Copy(out, io.NewSectionReader(s.f, off, n-off))
-	if err == nil {
-		err = out.Sync()
-	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		_ = os.Remove(name)
-		return "", err
-	}
-	return name, nil
+	return s.saveSpans([]span{{off, n}}, ".torn-", now)
 }
 
 // truncate cuts the file at n and makes that durable.

@@ -179,8 +179,11 @@ func TestTornTail(t *testing.T) {
 	}
 }
 
-// TestDamagedRecord: a record whose bytes changed after it was written (its checksum fails),
-// or whose length is absurd, ends the readable part of the file there.
+// TestDamagedRecord: a record damaged in the middle of the file (a flipped bit in its payload,
+// its checksum or its length: storage damage, not a torn write) is set aside, saved beside the
+// file, and every whole record after it is kept, in order; the file is rewritten without it and
+// opens cleanly afterwards. Trial h17: the damaged record and the nine whole ones after it were
+// dropped as a "torn tail", ten answered requests never billed.
 func TestDamagedRecord(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "u.spill")
 	s := open(t, path, Options{})
@@ -188,7 +191,11 @@ func TestDamagedRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	second := s.Size()
-	if _, err := s.Append(entries(1, 2)); err != nil {
+	if _, err := s.Append(entries(1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	third := s.Size()
+	if _, err := s.Append(entries(2, 9)); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -196,24 +203,60 @@ func TestDamagedRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, damage := range map[string]func([]byte){
-		"payload byte": func(b []byte) { b[second+frameHead+5] ^= 0x20 },
-		"checksum":     func(b []byte) { b[second+5]++ },
-		"length":       func(b []byte) { b[second+3] = 0x7f },
+	want := append(entries(0, 1), entries(2, 9)...)
+	for name, damage := range map[string]func([]byte) []byte{
+		"payload byte": func(b []byte) []byte { b[second+frameHead+5] ^= 0x20; return b },
+		"checksum":     func(b []byte) []byte { b[second+5]++; return b },
+		"length":       func(b []byte) []byte { b[second+3] = 0x7f; return b },
+		"length, then a torn tail": func(b []byte) []byte {
+			b[second+1] ^= 0x01
+			return append(b, 0x10, 0, 0, 0, 1, 2) // a frame head cut short
+		},
 	} {
-		b := bytes.Clone(data)
-		damage(b)
-		if err := os.WriteFile(path, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		s, err := Open(path, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r := s.Report(); r.Records != 1 || r.TornOffset != second || r.TornBytes != int64(len(data))-second {
-			t.Errorf("%s: %+v", name, r)
-		}
-		s.Close()
+		t.Run(name, func(t *testing.T) {
+			b := damage(bytes.Clone(data))
+			if err := os.WriteFile(path, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			s, err := Open(path, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := s.Report()
+			if r.Records != 10 || r.DamagedRegions != 1 || r.DamagedBytes != third-second || r.DamagedSaved == "" {
+				t.Errorf("report %+v, want 10 records kept and the damaged frame (%d bytes) set aside", r, third-second)
+			}
+			if saved, err := os.ReadFile(r.DamagedSaved); err != nil || !bytes.Equal(saved, b[second:third]) {
+				t.Errorf("the saved damaged bytes (%v) are not the damaged frame", err)
+			}
+			torn := int64(len(b)) - int64(len(data))
+			if r.TornBytes != torn {
+				t.Errorf("torn bytes %d, want %d", r.TornBytes, torn)
+			}
+			got := readAll(t, s)
+			if len(got) != len(want) {
+				t.Fatalf("%d records read, want %d", len(got), len(want))
+			}
+			for i := range want {
+				if got[i].Record.RequestID != want[i].Record.RequestID {
+					t.Errorf("record %d: %s, want %s", i, got[i].Record.RequestID, want[i].Record.RequestID)
+				}
+			}
+			s.Close()
+			// Rewritten: it opens cleanly, with the same records.
+			s2, err := Open(path, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := s2.Report(); r.Records != 10 || r.DamagedRegions != 0 || r.TornBytes != 0 {
+				t.Errorf("reopened: %+v", r)
+			}
+			s2.Close()
+			os.Remove(r.DamagedSaved)
+			if r.TornSaved != "" {
+				os.Remove(r.TornSaved)
+			}
+		})
 	}
 }
 

@@ -210,7 +210,8 @@
 // or past its lease) goes to the failure handling at once, except one at a time that asks the
 // database for credit (so the first request after the database returns finds it), each such
 // call bounded by WriteTimeout so that a database that hangs costs one request at a time 5 s,
-// not every request. The failure handling is FailureRefuse (the default): 503 with Retry-After
+// not every request (the others of its account go to the failure handling while it asks,
+// rather than wait for it: TestHungDatabaseAnswersTogether). The failure handling is FailureRefuse (the default): 503 with Retry-After
 // (apierror.Unavailable wrapping ErrHoldSpent), and nothing is ever served beyond the credit
 // held for it; or FailureContinue: the request is served on credit while the credit served so
 // on the account (the worst cases of such requests in flight and the costs of those settled

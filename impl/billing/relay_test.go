@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -30,6 +31,7 @@ type dbRelay struct {
 
 	mu       sync.Mutex
 	cut      bool
+	hung     bool
 	conns    map[net.Conn]struct{}
 	loseAck  bool
 	lostAcks int
@@ -97,6 +99,34 @@ func (r *dbRelay) Restore() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.cut = false
+}
+
+// Hang makes the database hang, as a stopped (SIGSTOP) server does: connections stay open, and
+// no answer reaches a client (queries wait for their deadlines) until Unhang.
+func (r *dbRelay) Hang() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.hung = true
+}
+
+// Unhang lets the answers held back by Hang through.
+func (r *dbRelay) Unhang() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.hung = false
+}
+
+// waitUnhung waits while the relay hangs (and is not closed or cut).
+func (r *dbRelay) waitUnhung() {
+	for {
+		r.mu.Lock()
+		hung, cut := r.hung, r.cut
+		r.mu.Unlock()
+		if !hung || cut {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // LoseCommitAck makes the relay drop the answer to the next COMMIT the server acknowledges,
@@ -201,6 +231,7 @@ func (r *dbRelay) answers(client, server net.Conn) {
 				return
 			}
 		}
+		r.waitUnhung()
 		if _, err := client.Write(append(head[:], body...)); err != nil {
 			return
 		}

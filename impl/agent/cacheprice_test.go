@@ -39,17 +39,7 @@ func TestAgentTurnsBilledPerKind(t *testing.T) {
 			rep.prompt, rep.output, rep.prompt+rep.output, rep.cached)
 	}))
 	t.Cleanup(upstream.Close)
-	w := newWorld(t, func(c *config.Config) {
-		c.Providers = append(c.Providers, config.Provider{Name: "standin", Kind: config.KindOpenAIChat, BaseURL: upstream.URL})
-		for i, m := range c.Models {
-			if m.ID == "service-flint" {
-				c.Models[i].Experts = []config.Upstream{{Provider: "standin", Model: "gpt-4.1-mini", Price: &config.Price{Catalog: "gpt-4.1-mini"}}}
-			}
-		}
-		if err := c.Validate(); err != nil {
-			t.Fatal(err)
-		}
-	})
+	w := newWorld(t, flintOnStandIn(t, upstream.URL))
 	n := w.start()
 	svc := n.gw.Agents
 	acme := w.tenant(n, "acme", 5_000_000)
@@ -109,17 +99,7 @@ func TestAgentTurnWithoutUsageBillsItsText(t *testing.T) {
 		fmt.Fprintf(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"gpt-4.1-mini-2025-04-14","choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}]}`, text)
 	}))
 	t.Cleanup(upstream.Close)
-	w := newWorld(t, func(c *config.Config) {
-		c.Providers = append(c.Providers, config.Provider{Name: "standin", Kind: config.KindOpenAIChat, BaseURL: upstream.URL})
-		for i, m := range c.Models {
-			if m.ID == "service-flint" {
-				c.Models[i].Experts = []config.Upstream{{Provider: "standin", Model: "gpt-4.1-mini", Price: &config.Price{Catalog: "gpt-4.1-mini"}}}
-			}
-		}
-		if err := c.Validate(); err != nil {
-			t.Fatal(err)
-		}
-	})
+	w := newWorld(t, flintOnStandIn(t, upstream.URL))
 	n := w.start()
 	svc := n.gw.Agents
 	acme := w.tenant(n, "acme", 5_000_000)
@@ -143,6 +123,22 @@ func TestAgentTurnWithoutUsageBillsItsText(t *testing.T) {
 		}
 		if data["output_tokens"] != float64(r.OutputTokens) || data["input_tokens"] != float64(r.InputTokens) {
 			t.Errorf("model_call event %v, want the billed %d input and %d output tokens", data, r.InputTokens, r.OutputTokens)
+		}
+	}
+}
+
+// flintOnStandIn makes service-flint's one expert the OpenAI chat stand-in at url, priced from
+// the catalog as gpt-4.1-mini.
+func flintOnStandIn(t *testing.T, url string) func(*config.Config) {
+	return func(c *config.Config) {
+		c.Providers = append(c.Providers, config.Provider{Name: "standin", Kind: config.KindOpenAIChat, BaseURL: url})
+		for i, m := range c.Models {
+			if m.ID == "service-flint" {
+				c.Models[i].Experts = []config.Upstream{{Provider: "standin", Model: "gpt-4.1-mini", Price: &config.Price{Catalog: "gpt-4.1-mini"}}}
+			}
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -760,18 +760,6 @@ func TestAgentSpawnSettings(t *testing.T) {
 	}
 }
 
-// smallSendBuffers is a listener whose connections have a small kernel send buffer, so that a
-// client that stops reading blocks the server's writes after a few kilobytes.
-type smallSendBuffers struct{ net.Listener }
-
-func (l smallSendBuffers) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.SetWriteBuffer(4096)
-	}
-	return c, err
-}
-
 // TestStalledAgentEventsClientIsLetGo: a client of a session's events stream that takes no byte
 // for four heartbeat intervals (here 4 × 200 ms) is let go: its write fails, the stream ends
 // and the gateway closes the connection, as for an inference stream (trial h16 D2). On the old
@@ -782,7 +770,7 @@ func TestStalledAgentEventsClientIsLetGo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := apitest.Start(t, apitest.Options{Heartbeat: 200 * time.Millisecond, Listener: smallSendBuffers{ln}})
+	g := apitest.Start(t, apitest.Options{Heartbeat: 200 * time.Millisecond, Listener: apitest.SmallSendBuffers(ln)})
 	tn := g.NewTenant(t, "acme", 0, 50_000_000)
 	g.AssignSlot(t, tn.Account.ID, "main")
 	a := newAgentsClient(t, g, tn.Key)

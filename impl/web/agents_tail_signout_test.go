@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/devkit/apitest"
 	"github.com/tollgate/tollgate/impl/web"
 )
 
@@ -41,25 +42,13 @@ func TestAgentTailEndsAtSignOut(t *testing.T) {
 	}
 }
 
-// smallSendBuffers is a listener whose connections have a small kernel send buffer, so that a
-// browser that stops reading blocks the server's writes after a few kilobytes.
-type smallSendBuffers struct{ net.Listener }
-
-func (l smallSendBuffers) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.SetWriteBuffer(4096)
-	}
-	return c, err
-}
-
 // TestStalledTailIsLetGo: a live tail whose browser takes no byte for the tail's write wait
 // (here 300 ms; four heartbeats, a minute, in production) is let go: its write fails and the
 // connection is closed. Its ten-minute life did not bound it: that is read between writes, and
 // the write waited for as long as the browser kept the connection open.
 func TestStalledTailIsLetGo(t *testing.T) {
 	defer web.SetTailWriteWait(300 * time.Millisecond)()
-	e := startServing(t, func(*config.Config) {}, func(l net.Listener) net.Listener { return smallSendBuffers{l} })
+	e := startServing(t, func(*config.Config) {}, apitest.SmallSendBuffers)
 	acme := e.account(t, "acme", aliceEmail, "owner")
 	sess := e.agentSession(t, acme.ID, "main")
 	for seq := int64(1); seq <= 60; seq++ {

@@ -16,13 +16,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/tollgate/tollgate/impl/plaintext"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/plaintext"
 	"github.com/tollgate/tollgate/impl/store"
 )
 

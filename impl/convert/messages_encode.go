@@ -50,9 +50,9 @@ type turn struct {
 func (w *writer) messagesMessages(o *object) error {
 	var turns []turn
 	// emptyUser is the param of an empty user message left out since the last message with
-	// content ("" when none): one that leaves the conversation on the assistant's turn is
-	// refused below, as the last message is.
-	emptyUser := ""
+	// content ("" when none), and emptyLast says it was the last message: one that leaves the
+	// conversation on the assistant's turn is refused below.
+	emptyUser, emptyLast := "", false
 	add := func(role string, blocks []any) {
 		if len(blocks) == 0 {
 			return
@@ -72,15 +72,10 @@ func (w *writer) messagesMessages(o *object) error {
 				return err
 			}
 			if len(blocks) == 0 {
-				// The Messages API takes no empty text. Left out, a user turn that ends the
-				// conversation would leave it on the assistant's turn, which the API continues as a
-				// prefill: another request (trial h14 D9). Anywhere else it is left out and named.
-				if i == len(w.req.Messages)-1 {
-					param := paramOf(m.Path) + ".content"
-					return apierror.Invalid(param, "Invalid '%s': the last user message is empty, and this model is served through %s, which refuses empty content (without it the conversation would end on the assistant's turn, which that API continues). Send the message's text.", param, formatNames[w.dst])
-				}
+				// The Messages API takes no empty text: left out and named, unless that leaves
+				// the conversation on the assistant's turn (below).
 				w.drop(pathName(m.Path, "", "messages[]"))
-				emptyUser = paramOf(m.Path) + ".content"
+				emptyUser, emptyLast = paramOf(m.Path)+".content", i == len(w.req.Messages)-1
 			}
 			add("user", blocks)
 		case llm.RoleAssistant:
@@ -125,11 +120,16 @@ func (w *writer) messagesMessages(o *object) error {
 			return fmt.Errorf("convert: messages[%d] has unknown role %q", i, m.Role)
 		}
 	}
-	if n := len(turns); emptyUser != "" && n > 0 && turns[n-1].role == "assistant" {
-		// An empty user message followed only by empty ones ([user "a", assistant "b", user "",
-		// assistant ""]): left out, the conversation would end on the assistant's turn, which
-		// the Messages API continues as a prefill (the review of the trial h14 D9 fix).
-		return apierror.Invalid(emptyUser, "Invalid '%s': this user message is empty, and this model is served through %s, which refuses empty content (without it the conversation would end on the assistant's turn, which that API continues). Send the message's text.", emptyUser, formatNames[w.dst])
+	if n := len(turns); emptyUser != "" && (emptyLast || (n > 0 && turns[n-1].role == "assistant")) {
+		// An empty user message that ends the conversation, or is followed only by empty ones
+		// ([user "a", assistant "b", user "", assistant ""]): left out, the conversation would
+		// end on the assistant's turn, which the Messages API continues as a prefill, another
+		// request (trial h14 D9, and the review of its fix).
+		which := "this user message"
+		if emptyLast {
+			which = "the last user message"
+		}
+		return apierror.Invalid(emptyUser, "Invalid '%s': %s is empty, and this model is served through %s, which refuses empty content (without it the conversation would end on the assistant's turn, which that API continues). Send the message's text.", emptyUser, which, formatNames[w.dst])
 	}
 	out := make([]any, 0, len(turns))
 	for _, t := range turns {

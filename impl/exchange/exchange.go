@@ -706,7 +706,8 @@ func upstreamBody(client llm.Format, view *jsonview.View, ir *llm.Request, e rou
 	// OpenAI's service_tier is carried between its two formats; a tier the upstream's price has
 	// no rates for is dropped, as on the same-format path (trial h14 D5: a priced flex tier was
 	// dropped on every translation, and billed at twice its price).
-	unpricedTier := tier != "" && !isNull(req.Extra["service_tier"]) && !e.Price.HasServiceTier(tier)
+	// (A tier is only read from a request that has it: req.Extra holds its service_tier.)
+	unpricedTier := tier != "" && !e.Price.HasServiceTier(tier)
 	if unpricedTier {
 		req.Extra = maps.Clone(req.Extra)
 		delete(req.Extra, "service_tier")
@@ -718,9 +719,6 @@ func upstreamBody(client llm.Format, view *jsonview.View, ir *llm.Request, e rou
 	}
 	return ur, err
 }
-
-// isNull reports whether a raw JSON value is absent or null.
-func isNull(v []byte) bool { return len(v) == 0 || string(v) == "null" }
 
 // hasExpertOfKind reports whether one of the model's upstreams speaks format f.
 func hasExpertOfKind(m *routing.Model, f llm.Format) bool {

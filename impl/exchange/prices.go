@@ -33,10 +33,7 @@ func (eng *Engine) reprice() {
 		eng.log.Warn("some prices kept their resolution", "day", day, "err", err)
 	}
 	eng.registry.Store(routing.NewRegistry(priced))
-	if eng.priceTime != nil {
-		eng.priceTime.Stop()
-		eng.priceTime, eng.priceNext = nil, time.Time{}
-	}
+	eng.stopPriceTimer()
 	next := cfg.NextPriceChange(day)
 	if next == "" {
 		return
@@ -55,6 +52,12 @@ func (eng *Engine) Close() {
 	eng.priceMu.Lock()
 	defer eng.priceMu.Unlock()
 	eng.closed = true
+	eng.stopPriceTimer()
+}
+
+// stopPriceTimer stops the timer of the next price change, if one is set. Called with priceMu
+// held.
+func (eng *Engine) stopPriceTimer() {
 	if eng.priceTime != nil {
 		eng.priceTime.Stop()
 		eng.priceTime, eng.priceNext = nil, time.Time{}

@@ -37,14 +37,6 @@ import (
 	"github.com/tollgate/tollgate/impl/web"
 )
 
-// HeadTooLargeBody and HeadTooLargeContentType are the 431 answer to an oversized request
-// head, in the API's error envelope, for the server that serves Handler
-// (h1server.Server.HeadTooLargeBody).
-var (
-	HeadTooLargeBody        = httpapi.HeadTooLargeBody
-	HeadTooLargeContentType = httpapi.HeadTooLargeContentType
-)
-
 // HeadErrorBody gives the Content-Type and body, in the API's error envelope, of the answers
 // the server that serves Handler writes itself to a request head it will not read on
 // (h1server.Server.ErrorBody).

@@ -464,7 +464,7 @@ func (c *conn) handOff() bool {
 	}
 	_ = c.rwc.SetReadDeadline(headDL)
 	c.srv.trackConn(c, false)
-	rc := &replayConn{Conn: c.rwc, pending: pending, headDL: headDL, reqDL: reqDL, asked: headDL, headTooLarge: c.srv.headTooLarge}
+	rc := &replayConn{Conn: c.rwc, pending: pending, headDL: headDL, reqDL: reqDL, asked: headDL}
 	if c.srv.ErrorBody != nil {
 		rc.errorResponse = c.srv.errorResponse
 	}

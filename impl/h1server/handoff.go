@@ -75,8 +75,6 @@ func (handoffAddr) String() string  { return "h1server-handoff" }
 type replayConn struct {
 	net.Conn
 	pending []byte
-	// headTooLarge replaces net/http's 431 answer to an oversized head (nil: it is kept).
-	headTooLarge []byte
 	// errorResponse, when set, replaces every answer net/http writes itself to a head it
 	// cannot read (the Server's errorResponse, with its ErrorBody).
 	errorResponse func(status int, reason string) []byte
@@ -97,10 +95,6 @@ type replayConn struct {
 	detached bool
 }
 
-// netHTTPHeadTooLarge is what net/http writes, in one write straight to the connection, when a
-// request's head exceeds its limit.
-const netHTTPHeadTooLarge = "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n431 Request Header Fields Too Large"
-
 // netHTTPErrorHeaders are the header lines of every answer net/http writes itself, in one
 // write straight to the connection, to a head it cannot read: "HTTP/1.1 " + status (and
 // ": " + reason) + netHTTPErrorHeaders + a plain-text body.
@@ -108,7 +102,7 @@ const netHTTPErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConn
 
 // Write writes p, or the Server's own answer in place of one net/http writes itself to a head
 // it cannot read (its status line followed at once by netHTTPErrorHeaders, which a handler's
-// response, with the Date header net/http adds before them, never is): the 431 of HeadTooLargeBody, or any of them through ErrorBody.
+// response, with the Date header net/http adds before them, never is), through ErrorBody.
 func (c *replayConn) Write(p []byte) (int, error) {
 	if c.errorResponse != nil {
 		if status, reason, ok := netHTTPErrorAnswer(p); ok {
@@ -117,12 +111,6 @@ func (c *replayConn) Write(p []byte) (int, error) {
 			}
 			return len(p), nil
 		}
-	}
-	if c.headTooLarge != nil && string(p) == netHTTPHeadTooLarge {
-		if _, err := c.Conn.Write(c.headTooLarge); err != nil {
-			return 0, err
-		}
-		return len(p), nil
 	}
 	return c.Conn.Write(p)
 }

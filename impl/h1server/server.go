@@ -55,17 +55,12 @@ type Server struct {
 	// up to its 4 KiB read buffer, which is always within that limit, and hands larger ones to the
 	// internal net/http server, which enforces MaxHeaderBytes and answers 431 beyond it.
 	MaxHeaderBytes int
-	// HeadTooLargeContentType and HeadTooLargeBody, when the body is set, replace net/http's
-	// plain-text body of the 431 answered to a head beyond MaxHeaderBytes (an API server answers
-	// its own error envelope); the status line and Connection: close stay net/http's.
-	HeadTooLargeContentType string
-	HeadTooLargeBody        []byte
 	// ErrorBody, when set, gives the Content-Type and body of the answers the server writes
 	// itself to a request it will not read on, in place of plain text (an API server answers
 	// its own error envelope): a head with both Content-Length and Transfer-Encoding (400), and
 	// the answers net/http writes to a head it cannot read (400 with its reason, 431 beyond
 	// MaxHeaderBytes, 501 for a transfer coding it does not know, 505). The status line and
-	// Connection: close stay. It takes precedence over HeadTooLargeBody.
+	// Connection: close stay.
 	ErrorBody func(status int, reason string) (contentType string, body []byte)
 	// ErrorLog receives the server's error messages (the log package's standard logger when nil),
 	// for both paths.
@@ -77,11 +72,9 @@ type Server struct {
 	WatchDelay time.Duration
 
 	setupOnce sync.Once
-	// headTooLarge is the whole 431 response written instead of net/http's (nil: net/http's).
-	headTooLarge []byte
-	inner        *http.Server     // serves handed-off connections; also the http.ServerContextKey value
-	handoff      *handoffListener // how connections reach inner
-	baseCtx      context.Context  // carries http.ServerContextKey
+	inner     *http.Server     // serves handed-off connections; also the http.ServerContextKey value
+	handoff   *handoffListener // how connections reach inner
+	baseCtx   context.Context  // carries http.ServerContextKey
 
 	mu            sync.Mutex
 	listeners     map[*onceCloseListener]struct{}
@@ -120,10 +113,6 @@ func (s *Server) setup() {
 		}
 		if s.disableKeepAlives.Load() {
 			s.inner.SetKeepAlivesEnabled(false)
-		}
-		if s.HeadTooLargeBody != nil {
-			s.headTooLarge = fmt.Appendf(nil, "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
-				s.HeadTooLargeContentType, len(s.HeadTooLargeBody), s.HeadTooLargeBody)
 		}
 		s.handoff = newHandoffListener()
 		s.baseCtx = context.WithValue(context.Background(), http.ServerContextKey, s.inner)

@@ -302,11 +302,10 @@ func (s *Server) streamAgentEvents(w http.ResponseWriter, r *http.Request, slot 
 	if err != nil {
 		return agentError(slot, err)
 	}
-	rc := http.NewResponseController(w)
-	armWrite := func() { _ = rc.SetWriteDeadline(time.Now().Add(stalledClientBeats * s.heartbeat)) }
-	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
-	armWrite()
 	sw := sse.NewWriter(w)
+	armWrite := func() { sw.WaitAtMost(stalledClientBeats * s.heartbeat) }
+	defer sw.WaitAtMost(0)
+	armWrite()
 	sw.WriteHeader()
 	if err := sw.Retry(agentEventsRetry); err != nil {
 		return nil

@@ -210,24 +210,19 @@ func writeErrorFamily(w http.ResponseWriter, fam family, err error) {
 	_ = enc.Encode(body)
 }
 
-// HeadTooLargeBody is the body of the 431 answered to a request whose head (request line and
-// headers) exceeds the server's limit, in the chat-completions error envelope: the head was not
-// read, so the route, and with it the route's own envelope, is unknown. The API server
-// (h1server.Server.HeadTooLargeBody) sends it with HeadTooLargeContentType.
-var HeadTooLargeBody = []byte(`{"error":{"message":"the request head (request line and headers) is larger than the server accepts (1 MiB): send fewer or shorter headers","type":"invalid_request_error","param":null,"code":"request_header_fields_too_large"}}` + "\n")
-
-// HeadTooLargeContentType is the Content-Type of HeadTooLargeBody.
-const HeadTooLargeContentType = "application/json"
+// headTooLargeBody is the body of the 431 answered to a request whose head (request line and
+// headers) exceeds the server's limit (HeadErrorBody).
+var headTooLargeBody = []byte(`{"error":{"message":"the request head (request line and headers) is larger than the server accepts (1 MiB): send fewer or shorter headers","type":"invalid_request_error","param":null,"code":"request_header_fields_too_large"}}` + "\n")
 
 // HeadErrorBody is the body, in the chat-completions error envelope, of an answer the API server
 // writes itself to a request it will not read on (h1server.Server.ErrorBody): a head it cannot
 // parse (400 with net/http's reason, such as a missing Host), both Content-Length and
-// Transfer-Encoding (400), a head beyond its limit (431: HeadTooLargeBody), a transfer coding
+// Transfer-Encoding (400), a head beyond its limit (431: headTooLargeBody), a transfer coding
 // it does not know (501) or another HTTP version (505). The route, and with it the route's own
 // envelope, is unknown: nothing of the request was read, so nothing is billed.
 func HeadErrorBody(status int, reason string) (contentType string, body []byte) {
 	if status == http.StatusRequestHeaderFieldsTooLarge {
-		return HeadTooLargeContentType, HeadTooLargeBody
+		return "application/json", headTooLargeBody
 	}
 	code := "bad_request"
 	switch status {

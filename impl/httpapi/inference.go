@@ -172,8 +172,7 @@ func putAnswerBuffer(b *[]byte) {
 // silent, sends comment heartbeats from a timer; the lock keeps the timer's writes apart from
 // the events'.
 func respondStream(x *exchange.Exchange, w http.ResponseWriter) error {
-	sw := &lockedSSE{w: sse.NewWriter(w), every: x.Heartbeat(), onSilence: x.CloseUpstream,
-		setDeadline: http.NewResponseController(w).SetWriteDeadline}
+	sw := &lockedSSE{w: sse.NewWriter(w), every: x.Heartbeat(), onSilence: x.CloseUpstream}
 	sw.w.WriteHeader()
 	sw.startHeartbeat()
 	defer sw.Close()
@@ -194,8 +193,6 @@ type lockedSSE struct {
 	w         *sse.Writer
 	every     time.Duration
 	onSilence func()
-	// setDeadline sets the connection's write deadline (http.ResponseController's).
-	setDeadline func(time.Time) error
 
 	mu     sync.Mutex
 	timer  *time.Timer
@@ -276,9 +273,7 @@ func (l *lockedSSE) Close() {
 	if l.timer != nil {
 		l.timer.Stop()
 	}
-	if l.setDeadline != nil {
-		_ = l.setDeadline(time.Time{})
-	}
+	l.w.WaitAtMost(0)
 }
 
 // stalledClientBeats is how many heartbeat intervals one write of a stream may wait for its
@@ -286,11 +281,7 @@ func (l *lockedSSE) Close() {
 const stalledClientBeats = 4
 
 // armWrite bounds the wait of the writes (and the flush) that follow. Called with the lock held.
-func (l *lockedSSE) armWrite() {
-	if l.setDeadline != nil {
-		_ = l.setDeadline(time.Now().Add(stalledClientBeats * l.every))
-	}
-}
+func (l *lockedSSE) armWrite() { l.w.WaitAtMost(stalledClientBeats * l.every) }
 
 // errStreamClosed is what a write after the end of the stream returns.
 var errStreamClosed = errors.New("the stream has ended")

@@ -88,15 +88,7 @@ func (c *Catalog) Overlay(top *Catalog) *Catalog {
 // The entry found may be a refused one: callers must check its Err and bill nothing at its
 // Price when Err is not nil. Price does both steps and returns the error.
 func (c *Catalog) Lookup(name, day string) (Entry, bool) {
-	if c == nil {
-		return Entry{}, false
-	}
-	list, ok := c.entries[name]
-	if !ok {
-		if _, rest, cut := strings.Cut(name, "/"); cut {
-			list = c.entries[rest]
-		}
-	}
+	list := c.dated(name)
 	for i := len(list) - 1; i >= 0; i-- {
 		if list[i].Effective <= day {
 			return list[i], true
@@ -108,8 +100,19 @@ func (c *Catalog) Lookup(name, day string) (Entry, bool) {
 // NextChange is the first effective date after day of an entry of name (as Lookup finds the
 // name), or "" when no entry of it takes effect after day.
 func (c *Catalog) NextChange(name, day string) string {
+	for _, e := range c.dated(name) {
+		if e.Effective > day {
+			return e.Effective
+		}
+	}
+	return ""
+}
+
+// dated is the entries of name by effective date, matched as given, then without a provider
+// prefix ("anthropic/claude-sonnet-4-5" finds "claude-sonnet-4-5"); nil when there are none.
+func (c *Catalog) dated(name string) []Entry {
 	if c == nil {
-		return ""
+		return nil
 	}
 	list, ok := c.entries[name]
 	if !ok {
@@ -117,12 +120,7 @@ func (c *Catalog) NextChange(name, day string) string {
 			list = c.entries[rest]
 		}
 	}
-	for _, e := range list {
-		if e.Effective > day {
-			return e.Effective
-		}
-	}
-	return ""
+	return list
 }
 
 // ErrNotFound is what Price wraps when the catalog has no entry of a name in force on a day.

@@ -79,6 +79,19 @@ func (s *Writer) Comment(text string) error {
 	return s.rc.Flush()
 }
 
+// WaitAtMost bounds the writes and flushes that follow, until the next call: each may wait for
+// a client that takes no byte for at most d from now (the connection's write deadline), after
+// which it fails. A stream calls it before each batch of writes, so that a client that stopped
+// reading is let go; 0 removes the bound (as a stream ends, so that the connection's next
+// answer is not cut by it).
+func (s *Writer) WaitAtMost(d time.Duration) {
+	var deadline time.Time
+	if d > 0 {
+		deadline = time.Now().Add(d)
+	}
+	_ = s.rc.SetWriteDeadline(deadline)
+}
+
 // Retry writes a `retry:` field alone, without flushing it: it sets how long an EventSource
 // client waits before it reconnects when the stream ends (whole milliseconds, at least 1), and
 // dispatches no event, so every parser that ignores unknown fields passes over it. It is not

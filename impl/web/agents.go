@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -430,15 +429,13 @@ func (a *App) agentTail(w http.ResponseWriter, r *http.Request, v *Visitor) {
 		ended = err != nil || agent.Ended(s.State)
 	}
 
-	rc := http.NewResponseController(w)
-	armWrite := func() { _ = rc.SetWriteDeadline(time.Now().Add(tailWriteWait)) }
-	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
-	armWrite()
 	out := sse.NewWriter(w)
+	armWrite := func() { out.WaitAtMost(tailWriteWait) }
+	defer out.WaitAtMost(0)
+	armWrite()
 	out.WriteHeader()
-	// The reconnection delay is a field sse.Event has no place for: it is written as it is and
-	// flushed with the headers.
-	if _, err := io.WriteString(w, "retry: 3000\n\n"); err != nil || rc.Flush() != nil {
+	// The reconnection delay, flushed with the headers.
+	if out.Retry(3*time.Second) != nil || out.Flush() != nil {
 		return
 	}
 	// The visitor's web session and membership are checked again whenever the tail wakes (an

@@ -29,19 +29,22 @@ func TestUsagePage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Yesterday (UTC) has spend on both models, today on service-flint only, whatever the hour
+	// the test runs at: the day table shows today's service-sonnet cell as no spend.
 	now := time.Now().UTC()
-	rec := func(acct store.Account, id, model string, ago time.Duration, cost int64) store.UsageRecord {
+	today := now.Truncate(24 * time.Hour)
+	rec := func(acct store.Account, id, model string, at time.Time, cost int64) store.UsageRecord {
 		r := store.UsageRecord{AccountID: acct.ID, RequestID: id, Model: model, Route: "/v1/chat/completions",
 			Provider: "sim", UpstreamModel: "expert-" + model, InputTokens: 10, OutputTokens: 20, CostMicros: cost,
-			Status: "completed", StartedAt: now.Add(-ago), FinishedAt: now.Add(-ago + 1200*time.Millisecond)}
+			Status: "completed", StartedAt: at, FinishedAt: at.Add(1200 * time.Millisecond)}
 		if acct.ID == acme.ID && id != "r3" {
 			r.APIKeyID = key.Key.ID
 		}
 		return r
 	}
 	if _, err := e.Store.WriteUsage(ctx, "web-test", []store.UsageRecord{
-		rec(acme, "r1", "service-flint", 3*time.Hour, 1500), rec(acme, "r2", "service-sonnet", 2*time.Hour, 2500),
-		rec(acme, "r3", "service-flint", time.Hour, 500), rec(other, "o1", "secret-model", time.Hour, 9999),
+		rec(acme, "r1", "service-flint", today.Add(-2*time.Hour), 1500), rec(acme, "r2", "service-sonnet", today.Add(-time.Hour), 2500),
+		rec(acme, "r3", "service-flint", now.Add(-now.Sub(today)/2), 500), rec(other, "o1", "secret-model", now.Add(-time.Hour), 9999),
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +66,7 @@ func TestUsagePage(t *testing.T) {
 		t.Fatalf("GET /usage: %d %.300s", p.Status, p.Body)
 	}
 	body := html.UnescapeString(p.Body)
-	// Three requests of today (or of yesterday and today) are not a burn rate to project from;
+	// Three requests of yesterday and today are not a burn rate to project from;
 	// the total of the chart's days is under a cent, written as such with its exact amount.
 	for _, want := range []string{"Balance", `Days left</dt><dd id="usage-projection">not enough history yet: spend on `, " a day <span",
 		"service-flint", "service-sonnet", "expert-service-sonnet", "ci-runner", `<span class="money" title="$0.004500">< $0.01</span> over 3 requests`,
@@ -91,12 +94,13 @@ func TestUsagePage(t *testing.T) {
 	if strings.Contains(body, "secret-model") || strings.Contains(body, "9999") {
 		t.Error("the page shows another account's usage")
 	}
-	// The days without spend are one row (or two, around the requests' days), not a row of
-	// $0.00 each.
+	// The days without spend are one row, not a row of $0.00 each; a model without spend on a
+	// day with spend reads as none, not as $0.00.
 	perDay := perDayTable(p.Body)
-	if n := strings.Count(perDay, "<tr"); n > 5 || !strings.Contains(perDay, `class="no-spend" data-empty-days="`) ||
-		!regexp.MustCompile(`No spend in these (28|29) days`).MatchString(perDay) || strings.Contains(html.UnescapeString(perDay), ">$0.00<") {
-		t.Errorf("the per-day table of 30 days with spend on one or two: %d rows:\n%s", n, perDay)
+	if n := strings.Count(perDay, "<tr"); n != 4 || !strings.Contains(perDay, `class="no-spend" data-empty-days="`) ||
+		!strings.Contains(perDay, "No spend in these 28 days") || strings.Contains(html.UnescapeString(perDay), ">$0.00<") ||
+		!strings.Contains(perDay, `<td data-micros="0"><span class="none" title="No spend">–</span></td>`) {
+		t.Errorf("the per-day table of 30 days with spend on the last two: %d rows (the head's included):\n%s", n, perDay)
 	}
 
 	// One row a page: r3, r2, r1, each once, then no older link. The link's cursor is sealed:

@@ -31,6 +31,9 @@ func TestAdminUsageExport(t *testing.T) {
 	t.Setenv("DATABASE_URL", url)
 	t.Setenv("LOG_LEVEL", "error")
 	ctx := context.Background()
+	// The statement starts on the UTC day the test starts, before the plan's starting credit is
+	// granted: a day read after it would miss that grant when the test runs across midnight.
+	from := time.Now().UTC().Format(time.DateOnly)
 	mustAdmin(t, "account create acme -plan demo")
 	mustAdmin(t, "account create rival -plan demo")
 	st, err := store.Open(ctx, url)
@@ -87,7 +90,7 @@ func TestAdminUsageExport(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	from, to := time.Now().UTC().Format(time.DateOnly), end.UTC().Format(time.RFC3339Nano)
+	to := end.UTC().Format(time.RFC3339Nano)
 	file := filepath.Join(t.TempDir(), "acme.csv")
 	out := mustAdmin(t, "usage export acme -from "+from+" -to "+to+" -out "+file)
 	if !strings.Contains(out, "statement of account acme from "+from) || !strings.Contains(out, "5 lines") ||
@@ -231,8 +234,12 @@ func TestAdminUsageExportReadsArchivedMonths(t *testing.T) {
 	if err := arch.RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// The request's month is archived, with its one record. It need not be the first archived:
+	// a migration run before the first of the month made the month before's partition too.
 	archived, err := views.ArchivedMonths(ctx)
-	if err != nil || len(archived) == 0 || !archived[0].Month.Equal(time.Date(start.Year(), start.Month(), 1, 0, 0, 0, 0, time.UTC)) {
+	if err != nil || !slices.ContainsFunc(archived, func(m usageview.ArchivedMonth) bool {
+		return m.Month.Equal(time.Date(start.Year(), start.Month(), 1, 0, 0, 0, 0, time.UTC)) && m.Records == 1
+	}) {
 		t.Fatalf("archived months %+v, %v: want this month's", archived, err)
 	}
 	if recs, err := st.UsageRecords(ctx, acme.ID, 10); err != nil || len(recs) != 0 {

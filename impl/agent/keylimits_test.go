@@ -14,6 +14,7 @@ import (
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/devkit/clocktest"
 	"github.com/tollgate/tollgate/impl/store"
 )
 
@@ -40,6 +41,9 @@ func keyed(t *testing.T, w *world, n *node, tn tenant, o accounts.KeyOptions) au
 // its usage records never pass the cap, although the session's own max_spend is far above it.
 // A session spawned by an approved agent_spawn of the key keeps to the cap the same way.
 func TestAgentKeyCreditCap(t *testing.T) {
+	// The sessions spend against daily caps, and the budget is read for the day the test ends in:
+	// one day, not two.
+	clocktest.NotAcrossMidnight(t, time.Minute)
 	w := newWorld(t, func(c *config.Config) {
 		c.Agents.Profiles = map[string]config.AgentProfile{
 			"standard": {MaxTurns: 50, MaxSpendMicros: 1_000_000, MaxDuration: time.Hour},

@@ -11,12 +11,18 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/devkit/clocktest"
 	"github.com/tollgate/tollgate/impl/store"
 )
 
 // newCappedKey creates a key of the account with a credit cap of capMicros in period.
 func newCappedKey(t *testing.T, st *store.Store, acct uuid.UUID, capMicros int64, period store.CapPeriod) KeyCap {
 	t.Helper()
+	if period != store.CapPeriodNone {
+		// The meters reserve in the period of their clock and budget reads the period of its
+		// own: both must be the one period of the test.
+		clocktest.NotAcrossMidnight(t, 30*time.Second)
+	}
 	k, err := st.CreateAPIKey(context.Background(), store.NewAPIKey{
 		AccountID: acct, Name: "capped", Hash: []byte(uuid.NewString()[:32]), DisplayPrefix: "tgk_test",
 		CreditCapMicros: &capMicros, CapPeriod: period,

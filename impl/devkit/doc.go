@@ -2,7 +2,8 @@
 // read as the product: throwaway PostgreSQL clusters and Redis servers for tests (pgtest,
 // redistest), a whole gateway in a test (apitest), Chromium through chromedp (browsertest), a
 // pinned S3-compatible server (s3test, SeaweedFS) and trace backend (jaegertest, Jaeger), both
-// built once per version from tools/ (toolbuild), hosts
+// built once per version from tools/ (toolbuild), a wait past 00:00 UTC for tests whose
+// assertions hold within one UTC day (clocktest), hosts
 // in network namespaces (netns), the development OpenID provider of `tollgate dev` (devoidc),
 // and the measuring and fault-injection runs (bench, chaos, hostile). Nothing here is linked into the production binary
 // (impl/archtest checks it); the package itself has no code.

@@ -19,6 +19,7 @@ import (
 	"github.com/tollgate/tollgate/impl/accounts"
 	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/devkit/apitest"
+	"github.com/tollgate/tollgate/impl/devkit/clocktest"
 	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 	"github.com/tollgate/tollgate/impl/store"
 )
@@ -291,6 +292,8 @@ var neededRe = regexp.MustCompile(`needs up to (\d+) micro-units`)
 // plus the worst case serves one more request. What the cap counts is what the usage records
 // charge, which is what the key list shows.
 func TestKeyCreditCapIs402AtTheCap(t *testing.T) {
+	// The cap's period is the UTC day (or month) the test runs in: one day, not two.
+	clocktest.NotAcrossMidnight(t, time.Minute)
 	g := apitest.Start(t, apitest.Options{Config: moneyConfig(t)})
 	c := g.Client(t)
 	ctx := context.Background()
@@ -373,6 +376,8 @@ func TestKeyCreditCapIs402AtTheCap(t *testing.T) {
 // is the key's usage in it, and a request that would take the key past the cap is refused.
 // Trial h12 D1: the new period's budget started at 0, and the key spent up to a whole cap more.
 func TestKeyCapCountsThePeriodsSpend(t *testing.T) {
+	// The cap's period is the UTC day (or month) the test runs in: one day, not two.
+	clocktest.NotAcrossMidnight(t, time.Minute)
 	g := apitest.Start(t, apitest.Options{Config: moneyConfig(t)})
 	c := g.Client(t)
 	ctx := context.Background()
@@ -511,6 +516,8 @@ func checkCappedBooks(t *testing.T, g *apitest.Gateway, tenant apitest.Tenant, k
 // one key whose cap covers only some of them, on an account with plenty of credit. The key's
 // spend never passes its cap and every 200 is billed exactly once.
 func TestCappedKeyConcurrentSpendNeverPassesTheCap(t *testing.T) {
+	// The cap's period is the UTC day (or month) the test runs in: one day, not two.
+	clocktest.NotAcrossMidnight(t, time.Minute)
 	g := apitest.Start(t, apitest.Options{Config: moneyConfig(t)})
 	const granted = 100_000_000
 	tenant := g.NewTenant(t, "acme", 0, granted)
@@ -523,6 +530,8 @@ func TestCappedKeyConcurrentSpendNeverPassesTheCap(t *testing.T) {
 // TestKeyCapAcrossTwoGateways: the same race through two gateway instances on one database: the
 // cap holds across processes, because the budget is one row both reserve against.
 func TestKeyCapAcrossTwoGateways(t *testing.T) {
+	// The cap's period is the UTC day (or month) the test runs in: one day, not two.
+	clocktest.NotAcrossMidnight(t, time.Minute)
 	g := apitest.Start(t, apitest.Options{Config: moneyConfig(t)})
 	g2 := apitest.Start(t, apitest.Options{Config: g.Config, ConnString: g.ConnString})
 	const granted = 100_000_000

@@ -123,12 +123,14 @@ func (x *Exchange) countBilledInput() int64 {
 // tokens are the counts per kind billed for an answer with usage u of which producedChars
 // characters were produced; input is the input billed when the upstream did not say.
 func (x *Exchange) tokens(u llm.Usage, producedChars int, input int64) price.Tokens {
-	t := u.Tokens()
 	if u.InputTokens <= 0 {
 		// Not reported, or a count below zero (a broken or hostile upstream), which says
-		// nothing either (trial h12 D4: billed 0).
-		t.Uncached = input
+		// nothing either (trial h12 D4: billed 0): the input is the estimate, and any cached
+		// counts reported are parts of it (money trial D4: a prompt of 0 with 500 cached tokens
+		// billed the estimate and the 500 on top).
+		u.InputTokens = input
 	}
+	t := u.Tokens()
 	if t.Output == 0 && producedChars > 0 {
 		t.Output = int64((producedChars + 3) / 4)
 	}

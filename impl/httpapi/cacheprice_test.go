@@ -684,3 +684,50 @@ func shownUsage(answer []byte) (in, out int64, ok bool) {
 	}
 	return in, out, ok
 }
+
+// TestCachedCountsArePartsOfTheInput: OpenAI's usage objects count cached tokens as a part of
+// the prompt (chat's prompt_tokens_details.cached_tokens, Responses'
+// input_tokens_details.cached_tokens); an upstream reporting more cached tokens than input is
+// billed for the input it reported, all of it read from the cache, never for the larger count,
+// JSON and stream alike; and one reporting no input but cached tokens is billed the input
+// estimated from the request, of which the cached tokens are a part. Money trial D4: 900,000
+// cached tokens of a 100-token prompt were billed as 900,000 input tokens (the whole
+// reservation); a prompt of 0 with 500 cached tokens was billed the estimate and the 500 too.
+func TestCachedCountsArePartsOfTheInput(t *testing.T) {
+	var mu sync.Mutex
+	usage := `{"prompt_tokens":100,"completion_tokens":10,"total_tokens":110,"prompt_tokens_details":{"cached_tokens":900000},` +
+		`"input_tokens":100,"output_tokens":10,"input_tokens_details":{"cached_tokens":900000}}`
+	g := apitest.Start(t, apitest.Options{Config: standInConfig(t, func([]byte) string { mu.Lock(); defer mu.Unlock(); return usage })})
+	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	n := int64(0)
+	for _, kind := range []string{config.KindOpenAIChat, config.KindOpenAIResponses} {
+		for _, stream := range []bool{false, true} {
+			status, body := post(t, g, tenant.Key, "/v1/chat/completions", inferenceBody("/v1/chat/completions", "cached-"+kind+"-chat", "Say it.", stream))
+			if status != 200 {
+				t.Fatalf("%s stream %v: %d %.300s", kind, stream, status, body)
+			}
+			n++
+			// gpt-4.1-mini: 100 cache reads at $0.10 and 10 output tokens at $1.60 a million.
+			if rec := latestUsage(t, g, tenant.Account, n); rec.InputTokens != 100 || rec.CacheReadTokens != 100 || rec.CostMicros != 26 || rec.WaivedMicros != 0 {
+				t.Errorf("%s stream %v: billed %d micro-units (waived %d) for %d input tokens of which %d cache reads; want 26 for 100, all read",
+					kind, stream, rec.CostMicros, rec.WaivedMicros, rec.InputTokens, rec.CacheReadTokens)
+			}
+		}
+	}
+	mu.Lock()
+	usage = `{"prompt_tokens":0,"completion_tokens":10,"total_tokens":10,"prompt_tokens_details":{"cached_tokens":500},` +
+		`"input_tokens":0,"output_tokens":10,"input_tokens_details":{"cached_tokens":500}}`
+	mu.Unlock()
+	for _, kind := range []string{config.KindOpenAIChat, config.KindOpenAIResponses} {
+		status, body := post(t, g, tenant.Key, "/v1/chat/completions", inferenceBody("/v1/chat/completions", "cached-"+kind+"-chat", "Say it.", false))
+		if status != 200 {
+			t.Fatalf("%s: %d %.300s", kind, status, body)
+		}
+		n++
+		if rec := latestUsage(t, g, tenant.Account, n); rec.InputTokens <= 0 || rec.InputTokens >= 500 || rec.CacheReadTokens > rec.InputTokens {
+			t.Errorf("%s, no input reported but 500 cached: billed %d input tokens of which %d cache reads; want the request's estimate (under 500), the reads within it",
+				kind, rec.InputTokens, rec.CacheReadTokens)
+		}
+	}
+	checkBooks(t, g, tenant.Account, 100_000_000)
+}

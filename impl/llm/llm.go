@@ -331,12 +331,18 @@ func (c HostedCalls) Any() bool {
 func (u Usage) CacheWriteTokens() int64 { return u.CacheWrite5mTokens + u.CacheWrite1hTokens }
 
 // Tokens are the counts by the kinds they are priced at: the input tokens neither read from
-// nor written to the cache are the uncached ones (never below zero, whatever an upstream
-// reports).
+// nor written to the cache are the uncached ones. Whatever an upstream reports, no count is
+// below zero and the cached kinds are parts of the input, never more than it (cache reads
+// first, then five-minute and one-hour writes): an upstream's cached_tokens above its
+// prompt_tokens, which OpenAI's usage object defines as a part of them, billed the cached
+// count as input (money trial D4: 900,000 cached tokens of a 100-token prompt).
 func (u Usage) Tokens() price.Tokens {
-	read, w5, w1 := max(u.CachedInputTokens, 0), max(u.CacheWrite5mTokens, 0), max(u.CacheWrite1hTokens, 0)
+	input := max(u.InputTokens, 0)
+	read := min(max(u.CachedInputTokens, 0), input)
+	w5 := min(max(u.CacheWrite5mTokens, 0), input-read)
+	w1 := min(max(u.CacheWrite1hTokens, 0), input-read-w5)
 	return price.Tokens{
-		Uncached:     max(u.InputTokens-read-w5-w1, 0),
+		Uncached:     input - read - w5 - w1,
 		CacheRead:    read,
 		CacheWrite5m: w5,
 		CacheWrite1h: w1,

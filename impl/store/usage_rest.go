@@ -123,6 +123,14 @@ func restOf(full, was UsageRecord) (UsageRecord, bool) {
 		}
 	}
 	hosted := max(full.HostedMicros-max(was.HostedMicros, 0), 0)
+	if full.Price != nil && full.Price.HostedPerCall != nil {
+		// The calls beyond was at the price each call of them cost, so that the rest's hosted
+		// cost is its calls times its own row's prices (money trial D3).
+		hosted = 0
+		for name, n := range calls {
+			hosted = price.SaturatingAdd(hosted, n*full.Price.HostedPerCall[name])
+		}
+	}
 	if t == (price.Tokens{}) && len(calls) == 0 && hosted == 0 {
 		return UsageRecord{}, false
 	}
@@ -141,7 +149,16 @@ func restOf(full, was UsageRecord) (UsageRecord, bool) {
 		return rest, true
 	}
 	rates, _ := full.Price.RatesFor(full.InputTokens)
-	p := price.Price{Rates: rates, Catalog: full.Price.Catalog, Effective: full.Price.Effective}
+	// The rest's price keeps what makes its row reproducible alone (money trial D3: the
+	// per-call prices and the tier's name were dropped, so its hosted cost read as calls at
+	// no price, and its price named no tier where its row's service_tier did).
+	p := price.Price{Rates: rates, ServiceTier: full.Price.ServiceTier, Catalog: full.Price.Catalog, Effective: full.Price.Effective}
+	if len(calls) > 0 && full.Price.HostedPerCall != nil {
+		p.HostedPerCall = make(map[string]int64, len(calls))
+		for name := range calls {
+			p.HostedPerCall[name] = full.Price.HostedPerCall[name]
+		}
+	}
 	rest.Price = &p
 	rest.Costs = price.Cost(t, p)
 	rest.CacheSavingsMicros = price.CacheSavings(t, p, rest.Costs)

@@ -33,6 +33,10 @@ func pricedRecord(acct, key uuid.UUID, request, status string, output, searches 
 		CacheWrite5mTokens: 10_000, OutputTokens: output, Status: status, StartedAt: at, FinishedAt: at.Add(10 * time.Second),
 		HostedCalls: map[string]int64{"web_search": searches}, HostedMicros: searches * 10_000}
 	p := sonnetPrice
+	if searches > 0 {
+		// The meter's record names what each call cost, so that its row reproduces it.
+		p.HostedPerCall = map[string]int64{"web_search": 10_000}
+	}
 	r.Price = &p
 	r.Costs = price.Cost(r.Tokens(), p)
 	r.CacheSavingsMicros = price.CacheSavings(r.Tokens(), p, r.Costs)
@@ -90,6 +94,9 @@ func TestLostStreamRestIsBilled(t *testing.T) {
 	}
 
 	full := pricedRecord(acct, key, "s1", "ok", 2_000, 2, at)
+	// Served at a named service tier (whose rates, here, are the base ones): the rest's price
+	// names it as its row does.
+	full.ServiceTier, full.Price.ServiceTier = "priority", "priority"
 	for i := range 2 { // the spill replayed, then replayed again (a crash before its reset)
 		res, err := st.WriteUsage(ctx, "restarted", []store.UsageRecord{full})
 		if err != nil || res.Skipped != 1 || res.Rest != 1-i || res.Written != 1-i {
@@ -121,6 +128,14 @@ func TestLostStreamRestIsBilled(t *testing.T) {
 	if rest.Price != nil {
 		if c := price.Cost(rest.Tokens(), *rest.Price); c != rest.Costs || c.Total()+rest.HostedMicros-rest.WaivedMicros != rest.CostMicros {
 			t.Errorf("the rest's bill is not reproducible from its row: %+v against %+v", c, rest.Costs)
+		}
+		// Money trial D3: the rest's price dropped the per-call prices (its hosted cost read
+		// as calls at no price) and the tier's name.
+		if n := rest.HostedCalls["web_search"] * rest.Price.HostedPerCall["web_search"]; n != rest.HostedMicros {
+			t.Errorf("the rest's hosted cost %d is not its calls %v at its price's %v a call", rest.HostedMicros, rest.HostedCalls, rest.Price.HostedPerCall)
+		}
+		if rest.Price.ServiceTier != "priority" || rest.ServiceTier != "priority" {
+			t.Errorf("the rest's price names tier %q, its row %q: want the whole request's, priority", rest.Price.ServiceTier, rest.ServiceTier)
 		}
 	}
 

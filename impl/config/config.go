@@ -262,6 +262,29 @@ type HostedTool struct {
 	// MaxCalls bounds the calls of one request: the provider is told to make no more (where
 	// its API has such a cap), the reservation covers that many, and no more are billed.
 	MaxCalls int `yaml:"max_calls"`
+	// InputTokensPerCall is the most input tokens one call may bring into the request (a web
+	// search's results, a file search's chunks, a sandbox's output), which the provider bills
+	// at the model's input rates on top of the call's price: the reservation covers that many
+	// for each call it covers. Unset: DefaultHostedInputTokens for the tool; 0 where the
+	// provider does not bill them (OpenAI's web_search_preview on non-reasoning models).
+	InputTokensPerCall *int `yaml:"input_tokens_per_call,omitempty"`
+}
+
+// DefaultHostedInputTokens is, per hosted tool, the input tokens one call is reserved for when
+// the configuration does not say: cautious bounds, not prices. Anthropic bills a web search's
+// results as input tokens ("Web search tool": $10 per 1,000 searches "plus standard token costs
+// for search-generated content"), and OpenAI bills search content tokens at the model's rates
+// (a fixed 8,000 a call on its mini models); a file search returns up to 20 chunks of about
+// 800 tokens; a code sandbox's output comes back as input. An image generation's cost is its
+// price per call.
+var DefaultHostedInputTokens = map[string]int{"web_search": 20_000, "file_search": 20_000, "code_execution": 10_000, "image_generation": 0}
+
+// InputTokens is the input tokens one call of the hosted tool named name is reserved for.
+func (t HostedTool) InputTokens(name string) int {
+	if t.InputTokensPerCall != nil {
+		return *t.InputTokensPerCall
+	}
+	return DefaultHostedInputTokens[name]
 }
 
 // HostedToolKinds lists, per provider kind, the hosted tools its API can run: chat
@@ -440,6 +463,8 @@ func (c *Config) Validate() error {
 				bad("provider %q: hosted tool %q: price_micros_per_call must be positive", p.Name, name)
 			case t.MaxCalls < 1:
 				bad("provider %q: hosted tool %q: max_calls must be at least 1", p.Name, name)
+			case t.InputTokensPerCall != nil && *t.InputTokensPerCall < 0:
+				bad("provider %q: hosted tool %q: input_tokens_per_call must not be negative", p.Name, name)
 			}
 		}
 	}

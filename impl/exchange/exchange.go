@@ -324,11 +324,15 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 	// the input price at Anthropic) and at the long-context tier when the input may reach it.
 	// A request naming a priced service tier (OpenAI's priority, dearer than standard) is
 	// reserved at that tier's rates too.
+	// Hosted tools' calls are reserved at their prices, and the input they may bring in (a
+	// search's results) with the request's own (money trial D1: a search turn's results were
+	// not reserved, and two thirds of its cost was waived).
 	tier := convert.RequestedServiceTier(client, view)
-	worst := price.WorstOnTier(inputEst, int64(outBound)*int64(choices), m.MaxPrice(), tier)
+	var hostedFees, hostedInput int64
 	if m.HostedPriced && view != nil {
-		worst = billing.SaturatingAdd(worst, m.HostedWorst(client, convert.HostedToolsIn(client, view)))
+		hostedFees, hostedInput = m.HostedWorst(client, convert.HostedToolsIn(client, view))
 	}
+	worst := billing.SaturatingAdd(price.WorstOnTier(billing.SaturatingAdd(inputEst, hostedInput), int64(outBound)*int64(choices), m.MaxPrice(), tier), hostedFees)
 	var admission trace.Span
 	if telemetry.Enabled() && telemetry.Recording(ctx) {
 		_, admission = startSpan(ctx, "admission", telemetry.AttrReservationMicros.Int64(worst))

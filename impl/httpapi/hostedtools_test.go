@@ -132,3 +132,44 @@ func TestHostedToolsMetered(t *testing.T) {
 		t.Errorf("without the tool: %d %s", status, body)
 	}
 }
+
+// TestSearchResultsAreReserved: a web search's results come back as input tokens, which the
+// provider bills at the model's rates on top of the search's price (Anthropic, "Web search
+// tool": $10 per 1,000 searches "plus standard token costs for search-generated content"), so
+// the reservation covers each search's allowance of input (input_tokens_per_call, 20,000 by
+// default) and a search turn is billed in full, JSON and stream alike. Money trial D1: a turn
+// of three searches whose results were 60,000 input tokens on Claude Sonnet 4.5 was billed
+// 65,510 of the 217,500 micro-units due, the rest waived, because the reservation covered the
+// prompt and the searches' prices only.
+func TestSearchResultsAreReserved(t *testing.T) {
+	usage := func([]byte) string {
+		return `{"input_tokens":60000,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":500,"server_tool_use":{"web_search_requests":3}}`
+	}
+	cfg := standInConfig(t, usage)
+	for i := range cfg.Providers {
+		if cfg.Providers[i].Kind == config.KindAnthropicMessages && strings.HasPrefix(cfg.Providers[i].Name, "standin-") {
+			cfg.Providers[i].HostedTools = map[string]config.HostedTool{"web_search": {PricePerCallMicros: searchPrice, MaxCalls: 5}}
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	g := apitest.Start(t, apitest.Options{Config: cfg})
+	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	model := "cached-" + config.KindAnthropicMessages + "-messages"
+	for i, stream := range []bool{false, true} {
+		body := fmt.Sprintf(`{"model":%q,"max_tokens":1000,"stream":%t,"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":5}],"messages":[{"role":"user","content":"What's the weather in Paris today?"}]}`, model, stream)
+		status, answer := post(t, g, tenant.Key, "/v1/messages", body)
+		if status != 200 {
+			t.Fatalf("stream %v: %d %.300s", stream, status, answer)
+		}
+		rec := latestUsage(t, g, tenant.Account, int64(i+1))
+		checkReproducible(t, rec)
+		// 60,000 input tokens at $3 and 500 output tokens at $15 a million, and three searches
+		// at $10 a thousand.
+		if rec.CostMicros != 180_000+7_500+3*searchPrice || rec.WaivedMicros != 0 || rec.HostedCalls["web_search"] != 3 {
+			t.Errorf("stream %v: billed %d micro-units (waived %d, %d searches), want 217,500 and nothing waived", stream, rec.CostMicros, rec.WaivedMicros, rec.HostedCalls["web_search"])
+		}
+	}
+	checkBooks(t, g, tenant.Account, 100_000_000)
+}

@@ -99,27 +99,33 @@ type Model struct {
 }
 
 // HostedWorst is the most the hosted tools present (by llm.HostedTool) may cost through any
-// expert of kind f, each at its bound of calls: what the reservation covers on top of tokens.
-// Only an expert of the client's own format passes hosted tools.
-func (m *Model) HostedWorst(f llm.Format, present [llm.NumHostedTools]bool) int64 {
-	var worst int64
+// expert of kind f, each at its bound of calls: the calls' prices (fees), and the input tokens
+// they may bring into the request (a search's results, billed at the model's input rates),
+// which the reservation covers on top of the request's own. Only an expert of the client's own
+// format passes hosted tools.
+func (m *Model) HostedWorst(f llm.Format, present [llm.NumHostedTools]bool) (fees, inputTokens int64) {
 	for _, e := range m.Experts {
 		if e.Kind != f {
 			continue
 		}
-		var cost int64
+		var cost, tokens int64
 		for t, on := range present {
-			calls := int64(e.Hosted[t].MaxCalls)
+			if !on {
+				continue
+			}
+			h := e.Hosted[t]
+			calls := int64(h.MaxCalls)
 			if f == llm.FormatChat {
 				calls = min(calls, 1) // web_search_options: one search an answer
 			}
-			if on {
-				cost += calls * e.Hosted[t].PricePerCallMicros
+			cost += calls * h.PricePerCallMicros
+			if h.InputTokensPerCall != nil {
+				tokens += calls * int64(*h.InputTokensPerCall)
 			}
 		}
-		worst = max(worst, cost)
+		fees, inputTokens = max(fees, cost), max(inputTokens, tokens)
 	}
-	return worst
+	return fees, inputTokens
 }
 
 // MaxPrice is, kind by kind, the highest price among the model's experts (and the lowest
@@ -156,6 +162,8 @@ func NewRegistry(cfg *config.Config) *Registry {
 		f := providerFacts{kind: llm.Format(p.Kind), autoCache: p.AutomaticPromptCache()}
 		for name, price := range p.HostedTools {
 			if t, ok := llm.HostedToolNamed(name); ok {
+				n := price.InputTokens(name)
+				price.InputTokensPerCall = &n // resolved: the default when unset
 				f.hosted[t] = price
 			}
 		}

@@ -77,11 +77,13 @@ func TestFusionPolicy(t *testing.T) {
 
 // TestHostedPrices: the worst case of the hosted tools a request asks for is the dearest
 // same-format expert's bound times its price (one call for chat's web_search_options), and
-// calls are billed up to the bound only.
+// the most input tokens the calls may bring in, each call at its configured allowance or the
+// tool's default; calls are billed up to the bound only.
 func TestHostedPrices(t *testing.T) {
 	cfg := config.Default()
+	perSearch := 60_000
 	cfg.Providers = append(cfg.Providers, config.Provider{Name: "dear-responses", Kind: config.KindOpenAIResponses, BaseURL: config.SimulatorURL,
-		HostedTools: map[string]config.HostedTool{"web_search": {PricePerCallMicros: 30_000, MaxCalls: 2}, "file_search": {PricePerCallMicros: 2_500, MaxCalls: 4}}})
+		HostedTools: map[string]config.HostedTool{"web_search": {PricePerCallMicros: 30_000, MaxCalls: 2, InputTokensPerCall: &perSearch}, "file_search": {PricePerCallMicros: 2_500, MaxCalls: 4}}})
 	cfg.Providers[0].HostedTools = map[string]config.HostedTool{"web_search": {PricePerCallMicros: 10_000, MaxCalls: 5}} // sim-openai-chat
 	cfg.Models = append(cfg.Models, config.Model{ID: "m", Family: config.FamilyChat, Price: config.Price{InputPerMTok: 1, OutputPerMTok: 1}, MaxOutputTokens: 100,
 		Experts: []config.Upstream{{Provider: "sim-openai-responses", Model: "a"}, {Provider: "dear-responses", Model: "b"}, {Provider: "sim-openai-chat", Model: "c"}}})
@@ -96,18 +98,20 @@ func TestHostedPrices(t *testing.T) {
 	web := [llm.NumHostedTools]bool{llm.HostedWebSearch: true}
 	both := [llm.NumHostedTools]bool{llm.HostedWebSearch: true, llm.HostedFileSearch: true}
 	for _, c := range []struct {
-		f       llm.Format
-		present [llm.NumHostedTools]bool
-		want    int64
+		f                 llm.Format
+		present           [llm.NumHostedTools]bool
+		fees, inputTokens int64
 	}{
-		{llm.FormatResponses, web, 60_000},  // dear: 2 × 30,000 beats sim: 5 × 10,000
-		{llm.FormatResponses, both, 70_000}, // + 4 × 2,500
-		{llm.FormatChat, web, 10_000},       // one search an answer
-		{llm.FormatMessages, web, 0},        // no Messages expert
-		{llm.FormatResponses, [llm.NumHostedTools]bool{}, 0},
+		// Fees, dear: 2 × 30,000 beats sim: 5 × 10,000. Input, dear: 2 × 60,000 beats sim: 5
+		// searches at the default 20,000.
+		{llm.FormatResponses, web, 60_000, 120_000},
+		{llm.FormatResponses, both, 70_000, 200_000}, // + 4 × 2,500, and 4 file searches at the default 20,000
+		{llm.FormatChat, web, 10_000, 20_000},        // one search an answer
+		{llm.FormatMessages, web, 0, 0},              // no Messages expert
+		{llm.FormatResponses, [llm.NumHostedTools]bool{}, 0, 0},
 	} {
-		if got := m.HostedWorst(c.f, c.present); got != c.want {
-			t.Errorf("%s %v: worst %d, want %d", c.f, c.present, got, c.want)
+		if fees, in := m.HostedWorst(c.f, c.present); fees != c.fees || in != c.inputTokens {
+			t.Errorf("%s %v: worst %d in fees and %d input tokens, want %d and %d", c.f, c.present, fees, in, c.fees, c.inputTokens)
 		}
 	}
 	dear := m.Experts[1]

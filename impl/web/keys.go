@@ -1,6 +1,7 @@
 package web
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net/http"
@@ -137,6 +138,9 @@ type modelChoice struct {
 
 // newKeyForm is the key creation form, with what was typed and what was wrong.
 type newKeyForm struct {
+	// FormID identifies this showing of the form: a second POST of it (a reload of the page
+	// that shows the new key) creates no second key (usedKeyForm).
+	FormID                                   string
 	Name, RPM, Expires, CreditCap, CapPeriod string
 	Models                                   []modelChoice
 	DefaultRPM, MaxRPM                       int
@@ -180,7 +184,34 @@ func (a *App) newKeyPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	if !ok {
 		return
 	}
+	f.FormID = rand.Text()
 	a.render(w, r, v, http.StatusOK, "keynew", "Create a key", f)
+}
+
+// maxKeyForms is how many used new-key forms a session remembers.
+const maxKeyForms = 20
+
+// usedKeyForm returns the key the new-key form formID created in this session, if it did.
+func (a *App) usedKeyForm(r *http.Request, formID string) (uuid.UUID, bool) {
+	for _, entry := range strings.Split(a.sm.GetString(r.Context(), keyKeyForms), ";") {
+		if id, key, ok := strings.Cut(entry, "="); ok && id == formID {
+			k, err := uuid.Parse(key)
+			return k, err == nil
+		}
+	}
+	return uuid.Nil, false
+}
+
+// noteKeyForm remembers that the new-key form formID created key, keeping the latest
+// maxKeyForms.
+func (a *App) noteKeyForm(r *http.Request, formID string, key uuid.UUID) {
+	entries := []string{formID + "=" + key.String()}
+	for _, e := range strings.Split(a.sm.GetString(r.Context(), keyKeyForms), ";") {
+		if e != "" && len(entries) < maxKeyForms {
+			entries = append(entries, e)
+		}
+	}
+	a.sm.Put(r.Context(), keyKeyForms, strings.Join(entries, ";"))
 }
 
 // parseUSD reads an amount of dollars ("5", "0.25") as micros.
@@ -249,6 +280,24 @@ func (a *App) createKey(w http.ResponseWriter, r *http.Request, v *Visitor) {
 		return
 	}
 	_ = r.ParseForm()
+	// A form sent again (the browser's reload of the page that showed the key, "Continue"
+	// on its resubmit question) creates no second key: the page says which key it made, whose
+	// secret was shown once (newcomer trial: a reload made a second active key of the name).
+	f.FormID = r.PostFormValue("form_id")
+	if len(f.FormID) > 64 {
+		f.FormID = ""
+	}
+	if f.FormID != "" {
+		if id, used := a.usedKeyForm(r, f.FormID); used {
+			what := "a key"
+			if k, err := a.accounts.GetKey(r.Context(), v.Account.AccountID, id); err == nil {
+				what = "the key “" + k.Name + "” (" + k.DisplayPrefix + "…), created at " + k.CreatedAt.UTC().Format("15:04 UTC") + ","
+			}
+			a.fail(w, r, v, http.StatusConflict, "This form was sent already: it created "+what+" whose secret was shown once, then. "+
+				"No other key was created. If you did not keep the secret, revoke that key on the Keys page and create another.")
+			return
+		}
+	}
 	f.Name = strings.TrimSpace(r.PostFormValue("name"))
 	f.RPM, f.Expires = r.PostFormValue("rpm"), r.PostFormValue("expires")
 	f.CreditCap, f.CapPeriod = r.PostFormValue("credit_cap"), r.PostFormValue("cap_period")
@@ -283,6 +332,9 @@ func (a *App) createKey(w http.ResponseWriter, r *http.Request, v *Visitor) {
 		a.log.Warn("web: keep the key's last four", "err", err) // the key works; the page shows its prefix only
 	}
 	a.record(r, v, audit.ActionKeyCreated, "key "+k.Key.ID.String(), nil, keyState(k.Key))
+	if f.FormID != "" {
+		a.noteKeyForm(r, f.FormID, k.Key.ID)
+	}
 	models := k.Key.Models
 	if len(models) == 0 {
 		for _, m := range f.Models {

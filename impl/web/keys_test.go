@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"html"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -293,5 +294,43 @@ func TestKeyLimitsOnThePage(t *testing.T) {
 		if p := b.post("/keys", form); p.Status != http.StatusUnprocessableEntity || !strings.Contains(p.Body, `role="alert"`) {
 			t.Errorf("create with %v: %d", form, p.Status)
 		}
+	}
+}
+
+// TestKeyFormSentTwice: the new-key form sent again (a reload of the page that showed the key,
+// whose resubmit question a person answers "Continue") creates no second key: the answer
+// names the key the form created and says its secret was shown once. A new showing of the
+// form creates a new key. Newcomer trial: a reload made a second active key of the same name.
+func TestKeyFormSentTwice(t *testing.T) {
+	e := start(t, nil)
+	e.account(t, "acme", aliceEmail, "member")
+	b := e.browser(t)
+	b.signIn(e, aliceEmail, alicePass)
+	formID := regexp.MustCompile(`name="form_id" value="([^"]+)"`)
+	send := func() (first, again page) {
+		t.Helper()
+		m := formID.FindStringSubmatch(b.get("/keys/new").Body)
+		if m == nil {
+			t.Fatal("the form has no form_id")
+		}
+		form := url.Values{"form_id": {m[1]}, "name": {"reload-test"}}
+		return b.post("/keys", form), b.post("/keys", form)
+	}
+	first, again := send()
+	if first.Status != http.StatusCreated || !plainKeyRe.MatchString(first.Body) {
+		t.Fatalf("POST /keys: %d %.300s", first.Status, first.Body)
+	}
+	if again.Status != http.StatusConflict || plainKeyRe.MatchString(again.Body) ||
+		!strings.Contains(html.UnescapeString(again.Body), "This form was sent already: it created the key “reload-test”") {
+		t.Errorf("the form sent again: %d %.1500s", again.Status, again.Body)
+	}
+	if n := strings.Count(b.get("/keys").Body, ">reload-test<"); n != 1 {
+		t.Errorf("%d keys named reload-test after the form was sent twice, want 1", n)
+	}
+	if first, _ := send(); first.Status != http.StatusCreated {
+		t.Errorf("a new showing of the form: %d", first.Status)
+	}
+	if n := strings.Count(b.get("/keys").Body, ">reload-test<"); n != 2 {
+		t.Errorf("%d keys named reload-test after a second form, want 2", n)
 	}
 }

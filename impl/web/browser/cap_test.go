@@ -47,8 +47,8 @@ func TestKeyCreditCap(t *testing.T) {
 	})
 	p.at(p.Follow("Back to the keys"), http.StatusOK, s.URL+"/keys")
 	p.shot("keys-capped")
-	if got := keyCell(t, p, "capped", "Credit cap"); !strings.Contains(got, "$0.01 (none)") {
-		t.Fatalf("the key's row shows the credit cap %q, want $0.01 (none)", got)
+	if got := keyCell(t, p, "capped", "Credit cap"); !strings.Contains(got, "$0.01, no reset") {
+		t.Fatalf("the key's row shows the credit cap %q, want $0.01, no reset", got)
 	}
 
 	var answered int

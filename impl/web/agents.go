@@ -80,6 +80,18 @@ func (a *App) stopAgent(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	if !ok {
 		return
 	}
+	// Confirmed first, as a key's revocation is (newcomer trial: Stop acted on one click).
+	what := "The session in slot " + s.Slot + " (" + s.Model
+	if s.Purpose != "" {
+		what += ": " + s.Purpose
+	}
+	if !a.confirmed(w, r, v, confirmation{Title: "Stop the session in slot " + s.Slot + "?", Action: "/agents/" + s.ID + "/stop",
+		Button: "Stop the session", Back: "/agents/" + s.ID, Consequences: []string{
+			what + ") stops: at once when it waits for a message, else when its turn in progress ends; it makes no further model call.",
+			"A stopped session cannot be started again: its slot takes a new session. What it spent (" + moneyText(s.SpentMicros) + ") stays billed.",
+		}}) {
+		return
+	}
 	if _, err := a.agents.StopSession(r.Context(), principal(v), s.Slot, uuid.MustParse(s.ID)); err != nil {
 		a.failAgentAction(w, r, v, "stop an agent session", err)
 		return

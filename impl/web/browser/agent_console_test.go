@@ -65,6 +65,11 @@ func TestAgentFromTheConsole(t *testing.T) {
 	}
 	waitEvents("the second turn", 2)
 
+	// Stopping asks first, saying what it ends.
+	p.at(p.Submit("Stop the session"), http.StatusOK, session+"/stop")
+	if got := p.Text("#confirm-what"); !strings.Contains(got, "stops: at once when it waits for a message") {
+		t.Errorf("the confirmation says %q", got)
+	}
 	p.at(p.Submit("Stop the session"), http.StatusOK, session)
 	if got := p.Text("main"); !strings.Contains(got, "Stopping") {
 		t.Errorf("after Stop, the page says:\n%s", got)

@@ -38,9 +38,9 @@ FOR NO KEY UPDATE OF s;
 -- name: InsertAgentSession :one
 INSERT INTO agent_sessions (
     id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile,
-    max_turns, max_spend_micros, max_duration_seconds, state, key_id, trace_parent
+    max_turns, max_spend_micros, max_duration_seconds, state, key_id, trace_parent, oauth_grant_id
 ) VALUES (
-    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'provisioning', $13, $14
+    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'provisioning', $13, $14, $15
 ) RETURNING *;
 
 -- name: GetAgentSession :one
@@ -130,8 +130,8 @@ WHERE (sqlc.narg('account_id')::uuid IS NULL OR account_id = sqlc.narg('account_
 ORDER BY created_at DESC LIMIT sqlc.arg('max');
 
 -- name: InsertAgentApproval :one
-INSERT INTO agent_approvals (id, account_id, key_id, action, arguments, arguments_hash, expires_at, requested_by, trace_parent)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING *;
+INSERT INTO agent_approvals (id, account_id, key_id, action, arguments, arguments_hash, expires_at, requested_by, trace_parent, oauth_grant_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING *;
 
 -- name: GetAgentApproval :one
 SELECT * FROM agent_approvals WHERE id = $1;

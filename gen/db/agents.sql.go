@@ -244,7 +244,7 @@ func (q *Queries) FreeAgentSlots(ctx context.Context, accountID uuid.UUID) ([]Ag
 }
 
 const getAccountAgentSession = `-- name: GetAccountAgentSession :one
-SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent FROM agent_sessions WHERE account_id = $1 AND id = $2
+SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent, oauth_grant_id FROM agent_sessions WHERE account_id = $1 AND id = $2
 `
 
 type GetAccountAgentSessionParams struct {
@@ -279,12 +279,13 @@ func (q *Queries) GetAccountAgentSession(ctx context.Context, arg GetAccountAgen
 		&i.ReadyAt,
 		&i.EndedAt,
 		&i.TraceParent,
+		&i.OauthGrantID,
 	)
 	return i, err
 }
 
 const getAgentApproval = `-- name: GetAgentApproval :one
-SELECT id, account_id, key_id, action, arguments, arguments_hash, state, action_status, session_id, message_id, failure, created_at, expires_at, resolved_at, resolved_by, requested_by, trace_parent FROM agent_approvals WHERE id = $1
+SELECT id, account_id, key_id, action, arguments, arguments_hash, state, action_status, session_id, message_id, failure, created_at, expires_at, resolved_at, resolved_by, requested_by, trace_parent, oauth_grant_id FROM agent_approvals WHERE id = $1
 `
 
 func (q *Queries) GetAgentApproval(ctx context.Context, id uuid.UUID) (AgentApproval, error) {
@@ -308,12 +309,13 @@ func (q *Queries) GetAgentApproval(ctx context.Context, id uuid.UUID) (AgentAppr
 		&i.ResolvedBy,
 		&i.RequestedBy,
 		&i.TraceParent,
+		&i.OauthGrantID,
 	)
 	return i, err
 }
 
 const getAgentApprovalForUpdate = `-- name: GetAgentApprovalForUpdate :one
-SELECT id, account_id, key_id, action, arguments, arguments_hash, state, action_status, session_id, message_id, failure, created_at, expires_at, resolved_at, resolved_by, requested_by, trace_parent FROM agent_approvals WHERE id = $1 FOR UPDATE
+SELECT id, account_id, key_id, action, arguments, arguments_hash, state, action_status, session_id, message_id, failure, created_at, expires_at, resolved_at, resolved_by, requested_by, trace_parent, oauth_grant_id FROM agent_approvals WHERE id = $1 FOR UPDATE
 `
 
 // An approval, locked until the transaction ends: the worker of an approved action holds it
@@ -339,6 +341,7 @@ func (q *Queries) GetAgentApprovalForUpdate(ctx context.Context, id uuid.UUID) (
 		&i.ResolvedBy,
 		&i.RequestedBy,
 		&i.TraceParent,
+		&i.OauthGrantID,
 	)
 	return i, err
 }
@@ -371,7 +374,7 @@ func (q *Queries) GetAgentCommandByKey(ctx context.Context, arg GetAgentCommandB
 }
 
 const getAgentSession = `-- name: GetAgentSession :one
-SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent FROM agent_sessions WHERE id = $1
+SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent, oauth_grant_id FROM agent_sessions WHERE id = $1
 `
 
 func (q *Queries) GetAgentSession(ctx context.Context, id uuid.UUID) (AgentSession, error) {
@@ -401,12 +404,13 @@ func (q *Queries) GetAgentSession(ctx context.Context, id uuid.UUID) (AgentSessi
 		&i.ReadyAt,
 		&i.EndedAt,
 		&i.TraceParent,
+		&i.OauthGrantID,
 	)
 	return i, err
 }
 
 const getAgentSessionForUpdate = `-- name: GetAgentSessionForUpdate :one
-SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent FROM agent_sessions WHERE id = $1 FOR UPDATE
+SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent, oauth_grant_id FROM agent_sessions WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) GetAgentSessionForUpdate(ctx context.Context, id uuid.UUID) (AgentSession, error) {
@@ -436,6 +440,7 @@ func (q *Queries) GetAgentSessionForUpdate(ctx context.Context, id uuid.UUID) (A
 		&i.ReadyAt,
 		&i.EndedAt,
 		&i.TraceParent,
+		&i.OauthGrantID,
 	)
 	return i, err
 }
@@ -507,8 +512,8 @@ func (q *Queries) GetAgentTicket(ctx context.Context, id uuid.UUID) (AgentTicket
 }
 
 const insertAgentApproval = `-- name: InsertAgentApproval :one
-INSERT INTO agent_approvals (id, account_id, key_id, action, arguments, arguments_hash, expires_at, requested_by, trace_parent)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id, account_id, key_id, action, arguments, arguments_hash, state, action_status, session_id, message_id, failure, created_at, expires_at, resolved_at, resolved_by, requested_by, trace_parent
+INSERT INTO agent_approvals (id, account_id, key_id, action, arguments, arguments_hash, expires_at, requested_by, trace_parent, oauth_grant_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id, account_id, key_id, action, arguments, arguments_hash, state, action_status, session_id, message_id, failure, created_at, expires_at, resolved_at, resolved_by, requested_by, trace_parent, oauth_grant_id
 `
 
 type InsertAgentApprovalParams struct {
@@ -521,6 +526,7 @@ type InsertAgentApprovalParams struct {
 	ExpiresAt     time.Time
 	RequestedBy   string
 	TraceParent   string
+	OauthGrantID  pgtype.UUID
 }
 
 func (q *Queries) InsertAgentApproval(ctx context.Context, arg InsertAgentApprovalParams) (AgentApproval, error) {
@@ -534,6 +540,7 @@ func (q *Queries) InsertAgentApproval(ctx context.Context, arg InsertAgentApprov
 		arg.ExpiresAt,
 		arg.RequestedBy,
 		arg.TraceParent,
+		arg.OauthGrantID,
 	)
 	var i AgentApproval
 	err := row.Scan(
@@ -554,6 +561,7 @@ func (q *Queries) InsertAgentApproval(ctx context.Context, arg InsertAgentApprov
 		&i.ResolvedBy,
 		&i.RequestedBy,
 		&i.TraceParent,
+		&i.OauthGrantID,
 	)
 	return i, err
 }
@@ -637,10 +645,10 @@ func (q *Queries) InsertAgentMessage(ctx context.Context, arg InsertAgentMessage
 const insertAgentSession = `-- name: InsertAgentSession :one
 INSERT INTO agent_sessions (
     id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile,
-    max_turns, max_spend_micros, max_duration_seconds, state, key_id, trace_parent
+    max_turns, max_spend_micros, max_duration_seconds, state, key_id, trace_parent, oauth_grant_id
 ) VALUES (
-    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'provisioning', $13, $14
-) RETURNING id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent
+    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'provisioning', $13, $14, $15
+) RETURNING id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent, oauth_grant_id
 `
 
 type InsertAgentSessionParams struct {
@@ -658,6 +666,7 @@ type InsertAgentSessionParams struct {
 	MaxDurationSeconds int32
 	KeyID              pgtype.UUID
 	TraceParent        string
+	OauthGrantID       pgtype.UUID
 }
 
 func (q *Queries) InsertAgentSession(ctx context.Context, arg InsertAgentSessionParams) (AgentSession, error) {
@@ -676,6 +685,7 @@ func (q *Queries) InsertAgentSession(ctx context.Context, arg InsertAgentSession
 		arg.MaxDurationSeconds,
 		arg.KeyID,
 		arg.TraceParent,
+		arg.OauthGrantID,
 	)
 	var i AgentSession
 	err := row.Scan(
@@ -702,6 +712,7 @@ func (q *Queries) InsertAgentSession(ctx context.Context, arg InsertAgentSession
 		&i.ReadyAt,
 		&i.EndedAt,
 		&i.TraceParent,
+		&i.OauthGrantID,
 	)
 	return i, err
 }
@@ -780,7 +791,7 @@ func (q *Queries) LastAgentEventSeq(ctx context.Context, sessionID uuid.UUID) (i
 }
 
 const latestSlotSession = `-- name: LatestSlotSession :one
-SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent FROM agent_sessions WHERE slot_id = $1 ORDER BY created_at DESC LIMIT 1
+SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent, oauth_grant_id FROM agent_sessions WHERE slot_id = $1 ORDER BY created_at DESC LIMIT 1
 `
 
 func (q *Queries) LatestSlotSession(ctx context.Context, slotID pgtype.UUID) (AgentSession, error) {
@@ -810,12 +821,13 @@ func (q *Queries) LatestSlotSession(ctx context.Context, slotID pgtype.UUID) (Ag
 		&i.ReadyAt,
 		&i.EndedAt,
 		&i.TraceParent,
+		&i.OauthGrantID,
 	)
 	return i, err
 }
 
 const listAccountAgentSessions = `-- name: ListAccountAgentSessions :many
-SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent FROM agent_sessions WHERE account_id = $1 ORDER BY created_at DESC LIMIT $2
+SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent, oauth_grant_id FROM agent_sessions WHERE account_id = $1 ORDER BY created_at DESC LIMIT $2
 `
 
 type ListAccountAgentSessionsParams struct {
@@ -856,6 +868,7 @@ func (q *Queries) ListAccountAgentSessions(ctx context.Context, arg ListAccountA
 			&i.ReadyAt,
 			&i.EndedAt,
 			&i.TraceParent,
+			&i.OauthGrantID,
 		); err != nil {
 			return nil, err
 		}
@@ -868,7 +881,7 @@ func (q *Queries) ListAccountAgentSessions(ctx context.Context, arg ListAccountA
 }
 
 const listAgentApprovals = `-- name: ListAgentApprovals :many
-SELECT id, account_id, key_id, action, arguments, arguments_hash, state, action_status, session_id, message_id, failure, created_at, expires_at, resolved_at, resolved_by, requested_by, trace_parent FROM agent_approvals
+SELECT id, account_id, key_id, action, arguments, arguments_hash, state, action_status, session_id, message_id, failure, created_at, expires_at, resolved_at, resolved_by, requested_by, trace_parent, oauth_grant_id FROM agent_approvals
 WHERE ($1::uuid IS NULL OR account_id = $1::uuid)
   AND ($2::text = '' OR state = $2::text)
 ORDER BY created_at DESC LIMIT $3
@@ -907,6 +920,7 @@ func (q *Queries) ListAgentApprovals(ctx context.Context, arg ListAgentApprovals
 			&i.ResolvedBy,
 			&i.RequestedBy,
 			&i.TraceParent,
+			&i.OauthGrantID,
 		); err != nil {
 			return nil, err
 		}
@@ -1118,7 +1132,7 @@ func (q *Queries) ListQueuedAgentMessages(ctx context.Context, sessionID uuid.UU
 }
 
 const liveSlotSessionForUpdate = `-- name: LiveSlotSessionForUpdate :one
-SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent FROM agent_sessions WHERE slot_id = $1 AND state NOT IN ('stopped', 'failed') FOR UPDATE
+SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent, oauth_grant_id FROM agent_sessions WHERE slot_id = $1 AND state NOT IN ('stopped', 'failed') FOR UPDATE
 `
 
 func (q *Queries) LiveSlotSessionForUpdate(ctx context.Context, slotID pgtype.UUID) (AgentSession, error) {
@@ -1148,6 +1162,7 @@ func (q *Queries) LiveSlotSessionForUpdate(ctx context.Context, slotID pgtype.UU
 		&i.ReadyAt,
 		&i.EndedAt,
 		&i.TraceParent,
+		&i.OauthGrantID,
 	)
 	return i, err
 }
@@ -1168,7 +1183,7 @@ UPDATE agent_approvals
 SET state = $1::text, resolved_at = now(), resolved_by = $2::text,
     action_status = CASE WHEN $1::text = 'approved' THEN 'queued' END
 WHERE id = $3 AND state = 'pending' AND expires_at > now()
-RETURNING id, account_id, key_id, action, arguments, arguments_hash, state, action_status, session_id, message_id, failure, created_at, expires_at, resolved_at, resolved_by, requested_by, trace_parent
+RETURNING id, account_id, key_id, action, arguments, arguments_hash, state, action_status, session_id, message_id, failure, created_at, expires_at, resolved_at, resolved_by, requested_by, trace_parent, oauth_grant_id
 `
 
 type ResolveAgentApprovalParams struct {
@@ -1200,6 +1215,7 @@ func (q *Queries) ResolveAgentApproval(ctx context.Context, arg ResolveAgentAppr
 		&i.ResolvedBy,
 		&i.RequestedBy,
 		&i.TraceParent,
+		&i.OauthGrantID,
 	)
 	return i, err
 }

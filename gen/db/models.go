@@ -38,6 +38,7 @@ type AgentApproval struct {
 	ResolvedBy    string
 	RequestedBy   string
 	TraceParent   string
+	OauthGrantID  pgtype.UUID
 }
 
 type AgentCommand struct {
@@ -96,6 +97,7 @@ type AgentSession struct {
 	ReadyAt            *time.Time
 	EndedAt            *time.Time
 	TraceParent        string
+	OauthGrantID       pgtype.UUID
 }
 
 type AgentSlot struct {

@@ -57,6 +57,16 @@ func requester(p auth.Principal) string {
 	return app + " (" + o.UserEmail + ")"
 }
 
+// grantOf is the OAuth grant a connected app acts through, or uuid.Nil for a key's or a
+// member's principal: an approval and the session of an approved spawn record it, so that
+// revoking the grant stops both (requesterGone, principal).
+func grantOf(p auth.Principal) uuid.UUID {
+	if p.OAuth == nil {
+		return uuid.Nil
+	}
+	return p.OAuth.GrantID
+}
+
 // Bounds of what an approval holds: a person reads the arguments before approving, and every
 // request to an agent tool made one, kept after it is resolved or expires.
 const (
@@ -96,7 +106,7 @@ func (s *Service) request(ctx context.Context, p auth.Principal, action string, 
 		}
 		a, err = q.InsertAgentApproval(ctx, db.InsertAgentApprovalParams{ID: uuid.New(), AccountID: p.AccountID, KeyID: pgUUID(p.KeyID),
 			Action: action, Arguments: b, ArgumentsHash: hex.EncodeToString(sum[:]), ExpiresAt: time.Now().Add(s.cfg.ApprovalTTL),
-			RequestedBy: requester(p), TraceParent: traceparent(ctx)})
+			RequestedBy: requester(p), TraceParent: traceparent(ctx), OauthGrantID: pgUUID(grantOf(p))})
 		return err
 	})
 	if err != nil {
@@ -275,13 +285,22 @@ func (s *Service) Resolve(ctx context.Context, accountID *uuid.UUID, approvalID 
 	return approvalView(out), nil
 }
 
-// requesterGone says why the API key that asked for an approval can no longer act ("" when it
-// can, or when no key asked: a connected app or a member): a key revoked (a leaked one, say),
-// disabled or expired since must not have its request run by someone's approval (trial h13 D7:
-// its prompt ran a billed turn in another key's session). It reads with q (the caller's
-// transaction's, when it has one: a second connection while the approval row is locked could
-// wait for the pool the other runs of the action hold). Its error is a dependency failure.
+// requesterGone says why the API key or the connected app that asked for an approval can no
+// longer act ("" when it can, or when neither asked: a member): a key revoked (a leaked one,
+// say), disabled or expired since must not have its request run by someone's approval (trial
+// h13 D7: its prompt ran a billed turn in another key's session), and neither must a connected
+// app whose OAuth grant was revoked since, or whose member left the account or lost the role
+// they allowed the app with (grantGone). It reads with q (the caller's transaction's, when it
+// has one: a second connection while the approval row is locked could wait for the pool the
+// other runs of the action hold). Its error is a dependency failure.
 func requesterGone(ctx context.Context, q *db.Queries, a db.AgentApproval) (string, error) {
+	if grant := fromPG(a.OauthGrantID); grant != uuid.Nil {
+		gone, err := grantGone(ctx, q, grant)
+		if err != nil || !gone {
+			return "", err
+		}
+		return "the connected app that asked for it lost its access since (its access was revoked, or its member left the account or lost the role they allowed the app with)", nil
+	}
 	id := fromPG(a.KeyID)
 	if id == uuid.Nil {
 		return "", nil
@@ -298,6 +317,18 @@ func requesterGone(ctx context.Context, q *db.Queries, a db.AgentApproval) (stri
 		return "the API key that asked for it has expired since", nil
 	}
 	return "", nil
+}
+
+// grantGone reports whether an OAuth grant no longer works: revoked (on the console's Connected
+// apps, by the client, by a replayed code or refresh token, or with its member's removal or
+// lowered role), its member no longer in the account, or the grant deleted. Its error is a
+// dependency failure.
+func grantGone(ctx context.Context, q *db.Queries, grant uuid.UUID) (bool, error) {
+	_, err := q.OAuthGrantActive(ctx, grant)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return true, nil
+	}
+	return false, err
 }
 
 // sweepApprovals expires pending approvals past their expiry every ApprovalSweep, until ctx
@@ -374,7 +405,8 @@ func (w *actionWorker) Work(ctx context.Context, job *river.Job[actionArgs]) err
 		} else if err != nil {
 			return err
 		}
-		// A key that asked and was revoked (disabled, expired) since the approval fails it.
+		// A key that asked and was revoked (disabled, expired) since the approval fails it, and
+		// so does a connected app whose grant stopped working since.
 		if why, err := requesterGone(ctx, q, a); err != nil {
 			return err
 		} else if why != "" {
@@ -460,7 +492,7 @@ func (s *Service) spawnApproved(ctx context.Context, tx pgx.Tx, q *db.Queries, a
 	if err != nil {
 		return uuid.Nil, err
 	}
-	row, err := s.createSession(ctx, tx, q, a.AccountID, fromPG(a.KeyID), free[0], params, args.Purpose, uuid.Nil)
+	row, err := s.createSession(ctx, tx, q, a.AccountID, fromPG(a.KeyID), fromPG(a.OauthGrantID), free[0], params, args.Purpose, uuid.Nil)
 	if err != nil {
 		return uuid.Nil, err
 	}

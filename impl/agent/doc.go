@@ -16,7 +16,7 @@
 // A session moves through provisioning → ready ⇄ busy → stopping → stopped | failed (see
 // SessionTransitions for the exact set; nothing else is allowed). It ends with a reason:
 // user_stop, max_turns, max_spend, max_duration, error, environment_ended, slot_unassigned,
-// key_limit or key_revoked.
+// key_limit, key_revoked or access_revoked.
 // A command (spawn, stop) moves accepted → running → done | failed; a message queued → taken.
 // An approval moves pending → approved | denied | expired | cancelled, and an approved one's
 // action queued → running → done | failed.
@@ -53,8 +53,15 @@
 // lowered to fit what is left of the cap in the period as well as of max_spend, and when not
 // even a minimal call fits, or the reservation is refused (the 402 of an HTTP request), the
 // session stops with key_limit; so the key's spend never passes its cap. The key's RPM cap
-// counts HTTP requests only: a session's model calls are not requests and do not count. A
-// session without a key (none is made so today) acts for its account alone.
+// counts HTTP requests only: a session's model calls are not requests and do not count.
+//
+// A session without a key (one started by the approved agent_spawn of a connected app, an MCP
+// client signed in with OAuth) acts for its account alone, for as long as the app's OAuth grant
+// works (agent_sessions.oauth_grant_id): every step reads the grant again, and a grant revoked,
+// or whose member left the account or lost the role they allowed the app with, ends the session
+// (access_revoked) before any further model call. An approval records the grant it was asked
+// through too (agent_approvals.oauth_grant_id), and such an approval cannot be approved, nor
+// its action run, once the grant stopped working (requesterGone), as for a revoked key.
 //
 // # Crashes
 //

@@ -255,9 +255,20 @@ func (w *stepWorker) work(ctx context.Context, job *river.Job[stepArgs]) error {
 // the approved agent_spawn's request), read again at every step through the gateway's own
 // lookup (Options.KeyPrincipal), with the limits the metering and the routes apply to it; a
 // session without a key acts for its account alone. A reason instead ends the session:
-// key_revoked when the key was revoked, disabled or has expired, key_limit when its model
-// subset no longer holds the session's model. Its errors are dependency failures.
+// access_revoked when the connected app whose approved agent_spawn started it lost its OAuth
+// grant (revoked, or its member removed or their role lowered), key_revoked when the key was
+// revoked, disabled or has expired, key_limit when its model subset no longer holds the
+// session's model. Its errors are dependency failures.
 func (s *Service) principal(ctx context.Context, row db.AgentSession) (auth.Principal, string, error) {
+	if grant := fromPG(row.OauthGrantID); grant != uuid.Nil {
+		gone, err := grantGone(ctx, s.q, grant)
+		if err != nil {
+			return auth.Principal{}, "", err
+		}
+		if gone {
+			return auth.Principal{}, ReasonAccessRevoked, nil
+		}
+	}
 	id := fromPG(row.KeyID)
 	if id == uuid.Nil {
 		return auth.Principal{AccountID: row.AccountID}, "", nil

@@ -190,13 +190,15 @@ func names[V any](m map[string]V) string {
 }
 
 // createSession creates a session in the slot, with the prompt as its first message, and the
-// job that provisions it.
-func (s *Service) createSession(ctx context.Context, tx pgx.Tx, q *db.Queries, account, key uuid.UUID, slot db.AgentSlot, p spawnParams, prompt string, command uuid.UUID) (_ db.AgentSession, err error) {
+// job that provisions it. key is the API key the session acts for and grant the OAuth grant of
+// the connected app whose approved agent_spawn started it (uuid.Nil: none); the session ends
+// when either stops working (principal).
+func (s *Service) createSession(ctx context.Context, tx pgx.Tx, q *db.Queries, account, key, grant uuid.UUID, slot db.AgentSlot, p spawnParams, prompt string, command uuid.UUID) (_ db.AgentSession, err error) {
 	params := db.InsertAgentSessionParams{
 		ID: uuid.New(), AccountID: account, SlotID: pgUUID(slot.ID), SlotName: slot.Name, Model: p.model,
 		Purpose: store.CleanText(p.purpose), AgentName: store.CleanText(p.agentName), TargetEnvironment: p.environment, ResourceProfile: p.profile,
 		MaxTurns: int32(p.maxTurns), MaxSpendMicros: p.maxSpend, MaxDurationSeconds: int32(max(p.maxDuration/time.Second, 1)),
-		KeyID: pgUUID(key),
+		KeyID: pgUUID(key), OauthGrantID: pgUUID(grant),
 	}
 	// The session's trace starts here (trace.go); its steps continue it from the row.
 	spanCtx, span := startInvokeAgent(ctx, params)
@@ -269,7 +271,7 @@ func (s *Service) SpawnWith(ctx context.Context, p auth.Principal, slot, prompt,
 			return nil, err
 		}
 		cmd := uuid.New()
-		row, err := s.createSession(ctx, tx, q, p.AccountID, p.KeyID, sl, params, prompt, cmd)
+		row, err := s.createSession(ctx, tx, q, p.AccountID, p.KeyID, grantOf(p), sl, params, prompt, cmd)
 		if err != nil {
 			return nil, err
 		}

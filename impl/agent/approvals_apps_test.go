@@ -1,0 +1,113 @@
+package agent_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/gen/db"
+	"github.com/tollgate/tollgate/impl/agent"
+	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/web/members"
+)
+
+// appPrincipal allows a connected app for a new owner (email) of the tenant's account, as the
+// console's consent page records it (a registered client, a member and their grant), and
+// returns the principal the app's access tokens stand for, as mcpauth.Verify makes it: the
+// account, no key, and the grant with its member and client.
+func appPrincipal(t *testing.T, w *world, tn tenant, email string) auth.Principal {
+	t.Helper()
+	ctx := context.Background()
+	q := db.New(w.store.Pool())
+	user, err := (&members.Service{DB: w.store.Pool()}).Add(ctx, tn.p.AccountID, email, members.RoleOwner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := q.InsertOAuthClient(ctx, db.InsertOAuthClientParams{ID: "tgc_" + strings.ReplaceAll(email, "@", "_"), Name: "Claude Code",
+		RedirectUris: []string{"https://app.example/cb"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := q.InsertOAuthGrant(ctx, db.InsertOAuthGrantParams{AccountID: tn.p.AccountID, UserID: user.ID, ClientID: client.ID,
+		Role: members.RoleOwner, Resource: "https://gateway.example/api/mcp", Scope: "mcp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return auth.Principal{AccountID: tn.p.AccountID, OAuth: &auth.OAuthActor{GrantID: g.ID, UserID: user.ID, UserEmail: email,
+		ClientID: client.ID, ClientName: client.Name}}
+}
+
+// TestApprovalOfAnAppThatLostItsAccess: an approval a connected app (an MCP client signed in
+// with OAuth) asked for cannot be approved once the app's grant is gone, even when its row was
+// deleted (with its user, say): a conflict that says why, and denying it still works. One
+// approved while the grant worked fails when its action would run if the grant stopped working
+// in between (here: the member removed from the account), starting nothing, as a revoked key's
+// does (TestApprovalOfARevokedKeysRequest). Before, the approval recorded no key and so nobody
+// to check: it was approved and its action ran.
+func TestApprovalOfAnAppThatLostItsAccess(t *testing.T) {
+	w := newWorld(t, func(c *config.Config) { c.Agents.ApprovalTTL = time.Hour })
+	n := w.start()
+	svc := n.gw.Agents
+	ctx := context.Background()
+	tn := w.tenant(n, "acme", 5_000_000)
+
+	app := appPrincipal(t, w, tn, "alice@example.com")
+	ap, err := svc.RequestSpawn(ctx, app, agent.SpawnAction{Purpose: "asked, then the grant was deleted"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.store.Pool().Exec(ctx, `DELETE FROM oauth_grants WHERE id = $1`, app.OAuth.GrantID); err != nil {
+		t.Fatal(err)
+	}
+	var conflict *agent.ConflictError
+	if _, err := svc.Resolve(ctx, &tn.p.AccountID, ap.ID, true, "test"); !errors.As(err, &conflict) ||
+		!strings.Contains(err.Error(), "the connected app that asked for it lost its access since") {
+		t.Fatalf("approving the request of an app whose grant was deleted: %v", err)
+	}
+	if got, err := svc.Resolve(ctx, &tn.p.AccountID, ap.ID, false, "test"); err != nil || got.State != agent.ApprovalDenied {
+		t.Fatalf("denying it: %+v, %v", got, err)
+	}
+
+	// Approved while the grant worked, the member removed before the action ran: the action
+	// fails. No node runs the action in between, as in TestApprovalOfARevokedKeysRequest.
+	app = appPrincipal(t, w, tn, "bob@example.com")
+	ap, err = svc.RequestSpawn(ctx, app, agent.SpawnAction{Purpose: "approved, then the member left"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.stop()
+	operator, err := agent.New(agent.Options{Store: w.store, Config: w.cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := operator.Resolve(ctx, nil, ap.ID, true, "operator"); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&members.Service{DB: w.store.Pool()}).Remove(ctx, tn.p.AccountID, "bob@example.com"); err != nil {
+		t.Fatal(err)
+	}
+	svc2 := w.start().gw.Agents
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got, err := svc2.ApprovalStatus(ctx, tn.p, ap.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.ActionStatus == agent.ActionFailed {
+			if got.SessionID != "" {
+				t.Errorf("the failed action started session %s", got.SessionID)
+			}
+			if !strings.Contains(got.Failure, "the connected app that asked for it lost its access since") {
+				t.Errorf("the action failed with %q, want it to say the app lost its access", got.Failure)
+			}
+			break
+		}
+		if got.ActionStatus == agent.ActionDone || time.Now().After(deadline) {
+			t.Fatalf("the approved spawn of an app whose member left: %+v", got)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

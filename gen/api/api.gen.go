@@ -2824,7 +2824,9 @@ type ClientInterface interface {
 	// CreateChatCompletionWithBody Create a chat completion (JSON or SSE).
 	//
 	// Serves models of the `chat` family (`service-flint`, `service-flint-base` by default).
-	// Fields this document does not list are accepted and passed through to the upstream.
+	// Fields this document does not list are accepted and passed through to the upstream,
+	// except audio (`modalities` naming `audio`, `audio`, `input_audio` parts, a message's
+	// `audio`), which is refused with 400 naming the field: the gateway does not meter it.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2834,7 +2836,9 @@ type ClientInterface interface {
 	// CreateChatCompletion Create a chat completion (JSON or SSE).
 	//
 	// Serves models of the `chat` family (`service-flint`, `service-flint-base` by default).
-	// Fields this document does not list are accepted and passed through to the upstream.
+	// Fields this document does not list are accepted and passed through to the upstream,
+	// except audio (`modalities` naming `audio`, `audio`, `input_audio` parts, a message's
+	// `audio`), which is refused with 400 naming the field: the gateway does not meter it.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3174,7 +3178,9 @@ func (c *Client) SendAgentMessage(ctx context.Context, slot SlotName, params *Se
 // CreateChatCompletionWithBody Create a chat completion (JSON or SSE).
 //
 // Serves models of the `chat` family (`service-flint`, `service-flint-base` by default).
-// Fields this document does not list are accepted and passed through to the upstream.
+// Fields this document does not list are accepted and passed through to the upstream,
+// except audio (`modalities` naming `audio`, `audio`, `input_audio` parts, a message's
+// `audio`), which is refused with 400 naming the field: the gateway does not meter it.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3194,7 +3200,9 @@ func (c *Client) CreateChatCompletionWithBody(ctx context.Context, contentType s
 // CreateChatCompletion Create a chat completion (JSON or SSE).
 //
 // Serves models of the `chat` family (`service-flint`, `service-flint-base` by default).
-// Fields this document does not list are accepted and passed through to the upstream.
+// Fields this document does not list are accepted and passed through to the upstream,
+// except audio (`modalities` naming `audio`, `audio`, `input_audio` parts, a message's
+// `audio`), which is refused with 400 naming the field: the gateway does not meter it.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4182,7 +4190,9 @@ type ClientWithResponsesInterface interface {
 	// CreateChatCompletionWithBodyWithResponse Create a chat completion (JSON or SSE).
 	//
 	// Serves models of the `chat` family (`service-flint`, `service-flint-base` by default).
-	// Fields this document does not list are accepted and passed through to the upstream.
+	// Fields this document does not list are accepted and passed through to the upstream,
+	// except audio (`modalities` naming `audio`, `audio`, `input_audio` parts, a message's
+	// `audio`), which is refused with 400 naming the field: the gateway does not meter it.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4192,7 +4202,9 @@ type ClientWithResponsesInterface interface {
 	// CreateChatCompletionWithResponse Create a chat completion (JSON or SSE).
 	//
 	// Serves models of the `chat` family (`service-flint`, `service-flint-base` by default).
-	// Fields this document does not list are accepted and passed through to the upstream.
+	// Fields this document does not list are accepted and passed through to the upstream,
+	// except audio (`modalities` naming `audio`, `audio`, `input_audio` parts, a message's
+	// `audio`), which is refused with 400 naming the field: the gateway does not meter it.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5994,7 +6006,9 @@ func (c *ClientWithResponses) SendAgentMessageWithResponse(ctx context.Context, 
 // CreateChatCompletionWithBodyWithResponse Create a chat completion (JSON or SSE).
 //
 // Serves models of the `chat` family (`service-flint`, `service-flint-base` by default).
-// Fields this document does not list are accepted and passed through to the upstream.
+// Fields this document does not list are accepted and passed through to the upstream,
+// except audio (`modalities` naming `audio`, `audio`, `input_audio` parts, a message's
+// `audio`), which is refused with 400 naming the field: the gateway does not meter it.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6010,7 +6024,9 @@ func (c *ClientWithResponses) CreateChatCompletionWithBodyWithResponse(ctx conte
 // CreateChatCompletionWithResponse Create a chat completion (JSON or SSE).
 //
 // Serves models of the `chat` family (`service-flint`, `service-flint-base` by default).
-// Fields this document does not list are accepted and passed through to the upstream.
+// Fields this document does not list are accepted and passed through to the upstream,
+// except audio (`modalities` naming `audio`, `audio`, `input_audio` parts, a message's
+// `audio`), which is refused with 400 naming the field: the gateway does not meter it.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

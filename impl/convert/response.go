@@ -68,9 +68,11 @@ type chatResponseWire struct {
 		CompletionTokens    int64 `json:"completion_tokens"`
 		PromptTokensDetails *struct {
 			CachedTokens int64 `json:"cached_tokens"`
+			AudioTokens  int64 `json:"audio_tokens"`
 		} `json:"prompt_tokens_details"`
 		CompletionTokensDetails *struct {
 			ReasoningTokens int64 `json:"reasoning_tokens"`
+			AudioTokens     int64 `json:"audio_tokens"`
 		} `json:"completion_tokens_details"`
 	} `json:"usage"`
 	ServiceTier ServiceTier `json:"service_tier"`
@@ -113,9 +115,11 @@ func decodeChatResponse(body []byte) (*llm.Response, error) {
 		r.Usage = llm.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens}
 		if u.PromptTokensDetails != nil {
 			r.Usage.CachedInputTokens = u.PromptTokensDetails.CachedTokens
+			r.Usage.AudioInputTokens = u.PromptTokensDetails.AudioTokens
 		}
 		if u.CompletionTokensDetails != nil {
 			r.Usage.ReasoningTokens = u.CompletionTokensDetails.ReasoningTokens
+			r.Usage.AudioOutputTokens = u.CompletionTokensDetails.AudioTokens
 		}
 	}
 	r.Usage.ServiceTier = string(w.ServiceTier)

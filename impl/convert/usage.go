@@ -68,9 +68,19 @@ func ResponseUsageOf(f llm.Format, v *jsonview.View) (llm.Usage, error) {
 			case fold(key, "completion_tokens"):
 				return readCount(v, &u.OutputTokens)
 			case fold(key, "prompt_tokens_details"):
-				return eachMember(v, func(key, v []byte) error { return countIf(key, "cached_tokens", v, &u.CachedInputTokens) })
+				return eachMember(v, func(key, v []byte) error {
+					if err := countIf(key, "cached_tokens", v, &u.CachedInputTokens); err != nil {
+						return err
+					}
+					return countIf(key, "audio_tokens", v, &u.AudioInputTokens)
+				})
 			case fold(key, "completion_tokens_details"):
-				return eachMember(v, func(key, v []byte) error { return countIf(key, "reasoning_tokens", v, &u.ReasoningTokens) })
+				return eachMember(v, func(key, v []byte) error {
+					if err := countIf(key, "reasoning_tokens", v, &u.ReasoningTokens); err != nil {
+						return err
+					}
+					return countIf(key, "audio_tokens", v, &u.AudioOutputTokens)
+				})
 			}
 			return nil
 		})

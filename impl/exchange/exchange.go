@@ -221,6 +221,11 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 			return nil, err
 		}
 		modelID, stream, maxTokens, choices = peek.Model, peek.Stream, peek.MaxTokens, peek.Choices
+		// The meter has no audio kind: audio in or out is refused whatever the upstream, before
+		// anything is reserved (a request without it pays a look-up; see convert.AudioRefusal).
+		if err := convert.AudioRefusal(client, view); err != nil {
+			return nil, err
+		}
 	}
 	if choices > 1 && stream {
 		// A stream cut short is billed from the text it carried, which the decoders read for

@@ -19,8 +19,19 @@ import (
 // characters produced and the input from the request (billedInput, as uncached input: the
 // dearest kind an upstream that said nothing can be assumed to have billed, short of cache
 // writes).
+//
+// The meter has no audio kind, and requests with audio are refused before they reach an
+// upstream (convert.AudioRefusal). An upstream that reports audio tokens all the same (chat's
+// prompt_tokens_details.audio_tokens, completion_tokens_details.audio_tokens) is billed its
+// counts as reported, the audio among them at the text rates, which is below what the provider
+// charges for it; the answer is logged as a warning naming the expert and the counts, so that
+// the operator sees the gap rather than a record that only looks complete.
 func (x *Exchange) Settle(u llm.Usage, producedChars int, status string) int64 {
 	x.usage = u
+	if u.AudioInputTokens > 0 || u.AudioOutputTokens > 0 {
+		x.eng.logger(x.requestID).Warn("the upstream reported audio tokens, which the gateway does not meter: billed at the text rates",
+			"expert", x.expert.Key, "audio_input_tokens", u.AudioInputTokens, "audio_output_tokens", u.AudioOutputTokens)
+	}
 	producedChars = max(producedChars, x.answerChars)
 	cost := x.reserve.SettleUsage(x.billedRecord(u, producedChars, status))
 	x.traceSettlement(cost, status)

@@ -65,6 +65,9 @@ type View struct {
 	escapes int
 	// valid says the whole object's JSON syntax was checked (by the validator).
 	valid bool
+	// audio says whether a member anywhere in the object is named as AudioKey names them: 1
+	// yes, 0 no (recorded by the validator's pass, or looked for once), -1 not known yet.
+	audio int8
 }
 
 // Parse returns the view of body, which must be one JSON object.
@@ -92,7 +95,7 @@ func (v *View) Parse(body []byte) error {
 // Reset empties v and makes it the view of body, to which Add then adds the members, and
 // CountEscapes the number of \u escapes when the caller counted them.
 func (v *View) Reset(body []byte) {
-	v.body, v.n, v.more, v.escapes, v.valid = body, 0, nil, -1, false
+	v.body, v.n, v.more, v.escapes, v.valid, v.audio = body, 0, nil, -1, false, -1
 }
 
 // SetValid records that the whole object's JSON syntax was checked, nested values included.
@@ -117,6 +120,35 @@ func (v *View) Add(m Member) {
 
 // CountEscapes records the number of \u escape sequences in the object's strings.
 func (v *View) CountEscapes(n int) { v.escapes = n }
+
+// AudioKey reports whether a member named name (unescaped) may carry audio in a request of the
+// OpenAI formats: "audio" (chat's request for spoken output, and an assistant turn's reference to
+// an earlier spoken answer) and "input_audio" (the payload of an audio content part, in chat and
+// in Responses). The validator's pass asks it of every member name it meets, at any depth, and
+// records the answer with SawAudioKey.
+func AudioKey(name []byte) bool {
+	return string(name) == "input_audio" || string(name) == "audio"
+}
+
+// SawAudioKey records whether any member of the object, at any depth, is named as AudioKey
+// names them: the validator met every member name in its pass.
+func (v *View) SawAudioKey(seen bool) {
+	v.audio = 0
+	if seen {
+		v.audio = 1
+	}
+}
+
+// MayHoldAudio reports whether the object may hold a member named as AudioKey names them, at any
+// depth. A view the validator filled answers from its pass (SawAudioKey), without another look at
+// the bytes; any other view looks once for the bytes "audio" (or a \u escape, which could
+// spell them) and keeps the answer. False means that the object holds no such member.
+func (v *View) MayHoldAudio() bool {
+	if v.audio < 0 {
+		v.SawAudioKey(v.UnicodeEscapes() > 0 || bytes.Contains(v.body, []byte("audio")))
+	}
+	return v.audio == 1
+}
 
 // Body returns the object's bytes.
 func (v *View) Body() []byte { return v.body }

@@ -218,6 +218,13 @@ type Usage struct {
 	// HostedCalls counts the calls of tools the provider ran itself (a web search, say), as
 	// the upstream reported them.
 	HostedCalls HostedCalls
+	// AudioInputTokens and AudioOutputTokens are the parts of InputTokens and OutputTokens
+	// that the upstream says were audio (a chat answer's prompt_tokens_details.audio_tokens and
+	// completion_tokens_details.audio_tokens). The gateway refuses requests with audio and has no
+	// audio price, so they are billed at the text rates with the rest of their kind, and an
+	// answer that reports any is logged as not fully metered (impl/exchange).
+	AudioInputTokens  int64
+	AudioOutputTokens int64
 }
 
 // Response is a complete, non-streamed answer.

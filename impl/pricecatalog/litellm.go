@@ -50,8 +50,12 @@ var liteTierField = regexp.MustCompile(`^(.+)_above_([0-9]+)k_tokens$`)
 // ServiceTiers): a tier is read when both its input and its output price are there, its missing
 // cache prices costing the tier's input price; it is not read for an entry with a long-context
 // tier (the tier's own long-context prices would be needed, and a price.Price tier has none), so
-// an answer served on it is billed at the standard rates. Batch prices, audio and image tokens,
-// and per-query or per-request fees are not read.
+// an answer served on it is billed at the standard rates. Batch prices, image tokens and
+// per-query or per-request fees are not read. Nor are audio prices (input_cost_per_audio_token,
+// output_cost_per_audio_token): a price.Price has no audio kind, so an entry that has them (a
+// gpt-4o-audio-preview, say) is read for its text prices only, and the gateway refuses every
+// request that carries audio or asks for it (convert.AudioRefusal) rather than bill its audio
+// tokens at those text prices.
 //
 // A missing cache price is never cheaper than the provider may charge: a missing cache read
 // costs the input price; a missing five-minute write the input price, and a missing one-hour

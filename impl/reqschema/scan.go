@@ -38,10 +38,12 @@ type walker struct {
 	badUTF8    int
 
 	// view, when set, receives the members of the top-level object as the walk meets them
-	// (indexed reports that it did), and uescapes counts the \u escapes of all strings.
+	// (indexed reports that it did), uescapes counts the \u escapes of all strings, and
+	// audioKey says that a member name at any depth is one jsonview.AudioKey names.
 	view     *jsonview.View
 	indexed  bool
 	uescapes int
+	audioKey bool
 }
 
 func (w *walker) fail() {
@@ -208,8 +210,22 @@ func (w *walker) objectKey() {
 		w.fail()
 		return
 	}
-	w.scanString()
+	start := w.pos
+	escaped, nonASCII := w.scanString()
+	if w.view != nil && !w.audioKey && !w.bad {
+		w.noteKey(w.data[start+1:w.pos-1], escaped, nonASCII)
+	}
 	w.expect(':')
+}
+
+// noteKey notes, for the view, whether raw (a member name's bytes between its quotes) is one
+// jsonview.AudioKey names. Only a name of such a length, or one with escapes, is compared: the
+// rest cost a length test.
+func (w *walker) noteKey(raw []byte, escaped, nonASCII bool) {
+	if !escaped && len(raw) != len("audio") && len(raw) != len("input_audio") {
+		return
+	}
+	w.audioKey = jsonview.AudioKey(w.text(raw, escaped, nonASCII))
 }
 
 // skipValue consumes the value after pos, checking its syntax only. It does not recurse: the

@@ -51,6 +51,11 @@ func TestViewAgreesWithParse(t *testing.T) {
 			if err := json.Unmarshal(body, &decoded); err != nil {
 				t.Fatalf("%s: %s validated but encoding/json refuses it: %v", s.name, body, err)
 			}
+			var whole any
+			_ = json.Unmarshal(body, &whole)
+			if got, want := v.MayHoldAudio(), hasAudioKey(whole); got != want {
+				t.Errorf("%s: %s: the pass noted an audio member name: %v, encoding/json finds one: %v", s.name, body, got, want)
+			}
 			for k, raw := range decoded {
 				got, ok := v.Value(k)
 				if !ok || !bytes.Equal(bytes.TrimSpace(got), bytes.TrimSpace(raw)) {
@@ -62,4 +67,52 @@ func TestViewAgreesWithParse(t *testing.T) {
 	if checked < 50 {
 		t.Fatalf("only %d bodies were accepted: the corpus does not exercise the view", checked)
 	}
+}
+
+// hasAudioKey reports whether a decoded JSON value has, at any depth, a member whose name
+// jsonview.AudioKey names.
+func hasAudioKey(v any) bool {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			if jsonview.AudioKey([]byte(k)) || hasAudioKey(e) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if hasAudioKey(e) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// TestViewNotesAudioKeys: the validating pass notes a member named audio or input_audio at any
+// depth, spelled with escapes too, and only then.
+func TestViewNotesAudioKeys(t *testing.T) {
+	for _, s := range subjects(t) {
+		if s.op.Method != "POST" || s.op.Path != "/v1/chat/completions" {
+			continue
+		}
+		for body, want := range map[string]bool{
+			`{"model":"m","messages":[{"role":"user","content":"audio input_audio"}]}`:                                         false,
+			`{"model":"m","messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"x"}}]}]}`:         true,
+			`{"model":"m","messages":[{"role":"user","content":[{"type":"x","input_\u0061udio":{}}]}]}`:                        true,
+			`{"model":"m","messages":[{"role":"assistant","audio":{"id":"a"}}]}`:                                               true,
+			`{"model":"m","audio":{"voice":"alloy"},"messages":[{"role":"user","content":"hi"}]}`:                              true,
+			`{"model":"m","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"audios":{}}}]}`: false,
+		} {
+			var v jsonview.View
+			if err := s.op.ValidateBodyView("application/json", []byte(body), &v); err != nil {
+				t.Fatalf("%s: %v", body, err)
+			}
+			if got := v.MayHoldAudio(); got != want {
+				t.Errorf("%s: noted %v, want %v", body, got, want)
+			}
+		}
+		return
+	}
+	t.Fatal("no chat completions operation among the subjects")
 }

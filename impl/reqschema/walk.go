@@ -72,7 +72,8 @@ func (o *Operation) ValidateBodyStrict(contentType string, body []byte) error {
 }
 
 // ValidateBodyView is ValidateBodyStrict that also fills view with the body's top-level object
-// (its members and the count of its \u escapes), read in the same pass: the one parse of a
+// (its members, the count of its \u escapes, and whether a member name at any depth is one
+// jsonview.AudioKey names), read in the same pass: the one parse of a
 // request (see impl/jsonview). When the body is valid and its top level is an object, view
 // holds it; otherwise view is left empty.
 func (o *Operation) ValidateBodyView(contentType string, body []byte, view *jsonview.View) error {
@@ -93,13 +94,13 @@ func (o *Operation) validate(contentType string, body []byte, strictUTF8 bool, v
 	w.strictUTF8, w.badUTF8 = strictUTF8, -1
 	if view != nil {
 		view.Reset(body)
-		w.view, w.indexed, w.uescapes = view, false, 0
+		w.view, w.indexed, w.uescapes, w.audioKey = view, false, 0, false
 	}
 	f, valid := w.walk(o.body, body)
 	badUTF8 := w.badUTF8
 	badAt, tooDeep := w.badAt, w.tooDeep
-	indexed, uescapes := w.indexed, w.uescapes
-	w.strictUTF8, w.view = false, nil
+	indexed, uescapes, audioKey := w.indexed, w.uescapes, w.audioKey
+	w.strictUTF8, w.view, w.audioKey = false, nil, false
 	// A pooled walker keeps what a usual body needs, not what an outlandish one grew.
 	if cap(w.scratch) > 64<<10 {
 		w.scratch = nil
@@ -123,9 +124,12 @@ func (o *Operation) validate(contentType string, body []byte, strictUTF8 bool, v
 		if indexed {
 			view.CountEscapes(uescapes)
 			view.SetValid()
+			view.SawAudioKey(audioKey)
 		} else if view.Parse(body) == nil {
-			// The schema let the top level through unread: read here, and checked above.
+			// The schema let the top level through unread: read here, and checked above. The
+			// walk met every member name all the same.
 			view.SetValid()
+			view.SawAudioKey(audioKey)
 		}
 	}
 	return nil
@@ -360,6 +364,9 @@ func (w *walker) object(n *node, at int) failure {
 			}
 			name := w.text(w.data[start+1:w.pos-1], escaped, nonASCII)
 			i, named := n.slot(name)
+			if w.view != nil && !w.audioKey {
+				w.audioKey = jsonview.AudioKey(name)
+			}
 			var key []byte
 			if index {
 				key = w.data[start+1 : w.pos-1]

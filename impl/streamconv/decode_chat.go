@@ -59,9 +59,11 @@ type chatUsage struct {
 	CompletionTokens    int64 `json:"completion_tokens"`
 	PromptTokensDetails struct {
 		CachedTokens int64 `json:"cached_tokens"`
+		AudioTokens  int64 `json:"audio_tokens"`
 	} `json:"prompt_tokens_details"`
 	CompletionTokensDetails struct {
 		ReasoningTokens int64 `json:"reasoning_tokens"`
+		AudioTokens     int64 `json:"audio_tokens"`
 	} `json:"completion_tokens_details"`
 }
 
@@ -152,6 +154,8 @@ func (d *chatDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, bool, 
 			OutputTokens:      u.CompletionTokens,
 			CachedInputTokens: u.PromptTokensDetails.CachedTokens,
 			ReasoningTokens:   u.CompletionTokensDetails.ReasoningTokens,
+			AudioInputTokens:  u.PromptTokensDetails.AudioTokens,
+			AudioOutputTokens: u.CompletionTokensDetails.AudioTokens,
 			ServiceTier:       string(c.ServiceTier),
 		}})
 	}

@@ -104,6 +104,8 @@ func mergeUsage(have, u llm.Usage) llm.Usage {
 	have.OutputTokens = max(have.OutputTokens, u.OutputTokens)
 	have.CachedInputTokens = max(have.CachedInputTokens, u.CachedInputTokens)
 	have.ReasoningTokens = max(have.ReasoningTokens, u.ReasoningTokens)
+	have.AudioInputTokens = max(have.AudioInputTokens, u.AudioInputTokens)
+	have.AudioOutputTokens = max(have.AudioOutputTokens, u.AudioOutputTokens)
 	if w := u.CacheWriteTokens(); w > 0 && w >= have.CacheWriteTokens() {
 		have.CacheWrite5mTokens, have.CacheWrite1hTokens = u.CacheWrite5mTokens, u.CacheWrite1hTokens
 	}

@@ -250,3 +250,19 @@ func TestResponsesFailureAfterErrorKeepsItsUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestChatAudioTokensReported: the audio tokens a chat stream's usage chunk reports
+// (prompt_tokens_details.audio_tokens, completion_tokens_details.audio_tokens) reach the usage
+// the exchange settles, relayed or translated, so that it can log an answer the meter cannot
+// price in full.
+func TestChatAudioTokensReported(t *testing.T) {
+	raw := usageFixture(t, "chat_cache.sse")
+	raw = bytes.Replace(raw, []byte(`"cached_tokens":50000,"audio_tokens":0`), []byte(`"cached_tokens":50000,"audio_tokens":1000`), 1)
+	raw = bytes.Replace(raw, []byte(`"reasoning_tokens":128,"audio_tokens":0`), []byte(`"reasoning_tokens":128,"audio_tokens":300`), 1)
+	if _, enc := relayAll(t, llm.FormatChat, raw, true); enc.Usage().AudioInputTokens != 1000 || enc.Usage().AudioOutputTokens != 300 {
+		t.Errorf("relayed: %+v", enc.Usage())
+	}
+	if _, u := pipe(t, llm.FormatChat, llm.FormatMessages, metaFor(llm.FormatMessages), raw); u.AudioInputTokens != 1000 || u.AudioOutputTokens != 300 {
+		t.Errorf("translated: %+v", u)
+	}
+}

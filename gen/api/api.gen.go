@@ -241,10 +241,12 @@ type AgentSession struct {
 	MaxSpendMicros int64 `json:"maxSpendMicros"`
 
 	// MaxTurns The bound on model calls.
-	MaxTurns int     `json:"maxTurns"`
-	Model    string  `json:"model"`
-	Purpose  *string `json:"purpose,omitempty"`
-	Slot     string  `json:"slot"`
+	MaxTurns int    `json:"maxTurns"`
+	Model    string `json:"model"`
+
+	// Purpose What the session is for: an approved agent_spawn's purpose, or the first line of the prompt of a session spawned by POST /v1/agents, at most 200 bytes (a longer line is cut at a word near the limit and ends with an ellipsis, …).
+	Purpose *string `json:"purpose,omitempty"`
+	Slot    string  `json:"slot"`
 
 	// SpentMicros What the session's model calls cost so far, in micro-units.
 	SpentMicros int64             `json:"spentMicros"`

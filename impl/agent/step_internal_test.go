@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -183,4 +184,22 @@ func normalize(r *llm.Request) {
 func show(r *llm.Request) string {
 	b, _ := json.MarshalIndent(r, "", " ")
 	return fmt.Sprintf("%s", b)
+}
+
+// TestFirstLineMarksACut: a session's purpose is its prompt's first line; one longer than
+// maxPurpose bytes is cut at a word near the limit and ends with an ellipsis, within the limit.
+func TestFirstLineMarksACut(t *testing.T) {
+	if got := firstLine("  Summarise the sales  \nthen more"); got != "Summarise the sales" {
+		t.Errorf("a short first line: %q", got)
+	}
+	long := "Query the sales table " + strings.Repeat("grouped by region ", 10) + "ORDER BY units DESC"
+	got := firstLine(long)
+	kept := strings.TrimSuffix(got, "…")
+	if len(got) > maxPurpose || kept == got || !strings.HasPrefix(long, kept) || long[len(kept)] != ' ' {
+		t.Errorf("a long first line (%d bytes) became %q (%d bytes)", len(long), got, len(got))
+	}
+	word := strings.Repeat("é", 150) // no space to cut at: cut on a character boundary
+	if got := firstLine(word); len(got) > maxPurpose || !strings.HasSuffix(got, "é…") {
+		t.Errorf("a long word became %q (%d bytes)", got, len(got))
+	}
 }

@@ -281,11 +281,25 @@ func (s *Service) SpawnWith(ctx context.Context, p auth.Principal, slot, prompt,
 	return out, err
 }
 
-// firstLine is a prompt's first line, at most 200 bytes: the purpose of a session spawned by
-// POST /v1/agents.
+// maxPurpose is the most bytes of a prompt's first line that a session's purpose keeps.
+const maxPurpose = 200
+
+// firstLine is a prompt's first line, at most maxPurpose bytes: the purpose of a session spawned
+// by POST /v1/agents. A line cut short ends at a word where one ends near the cut, and with an
+// ellipsis, so that a list does not show a clipped word as if it were the whole purpose
+// (newcomer trial: "… ORDER BY units DESC" read "… ORDE").
 func firstLine(prompt string) string {
 	line, _, _ := strings.Cut(strings.TrimSpace(prompt), "\n")
-	return truncate(line, 200)
+	line = strings.TrimSpace(line)
+	const ellipsis = "…"
+	cut, shortened := bound(line, maxPurpose-len(ellipsis))
+	if !shortened {
+		return line
+	}
+	if i := strings.LastIndexByte(cut, ' '); i >= len(cut)-40 && i > 0 {
+		cut = cut[:i]
+	}
+	return strings.TrimRight(cut, " ") + ellipsis
 }
 
 // MaxQueuedMessages bounds the messages a busy session keeps for its next turn.

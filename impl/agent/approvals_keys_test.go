@@ -9,6 +9,7 @@ import (
 
 	"github.com/tollgate/tollgate/impl/accounts"
 	"github.com/tollgate/tollgate/impl/agent"
+	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/config"
 )
 
@@ -59,24 +60,7 @@ func TestApprovalOfARevokedKeysRequest(t *testing.T) {
 	if _, err := w.accts.Revoke(ctx, tn.p.AccountID, other.KeyID); err != nil {
 		t.Fatal(err)
 	}
-	svc2 := w.start().gw.Agents
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		got, err := svc2.ApprovalStatus(ctx, tn.p, ap.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.ActionStatus == agent.ActionFailed {
-			if got.SessionID != "" {
-				t.Errorf("the failed action started session %s", got.SessionID)
-			}
-			break
-		}
-		if got.ActionStatus == agent.ActionDone || time.Now().After(deadline) {
-			t.Fatalf("the revoked key's approved spawn: %+v", got)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitActionFailed(t, w.start().gw.Agents, tn.p, ap.ID)
 }
 
 // TestPendingApprovalsBoundHoldsUnderConcurrency: requests for approvals sent at once never
@@ -98,5 +82,29 @@ func TestPendingApprovalsBoundHoldsUnderConcurrency(t *testing.T) {
 	}
 	if len(list) != agent.MaxPendingApprovals {
 		t.Errorf("%d approvals pending, want exactly %d", len(list), agent.MaxPendingApprovals)
+	}
+}
+
+// waitActionFailed waits until the approved action of approval id has failed and returns the
+// approval; it fails the test when the action is done instead, or neither within 20 s, and
+// when the failed action started a session.
+func waitActionFailed(t *testing.T, svc *agent.Service, p auth.Principal, id string) agent.Approval {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got, err := svc.ApprovalStatus(context.Background(), p, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.ActionStatus == agent.ActionFailed {
+			if got.SessionID != "" {
+				t.Errorf("the failed action started session %s", got.SessionID)
+			}
+			return got
+		}
+		if got.ActionStatus == agent.ActionDone || time.Now().After(deadline) {
+			t.Fatalf("the approved action: %+v, want it failed", got)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -37,9 +37,12 @@ RETURNING *;
 UPDATE api_keys SET rpm_limit = $2 WHERE id = $1 RETURNING *;
 
 -- name: TouchAPIKeys :exec
--- Records the last use of many keys at once (written in batches, off the request path).
-UPDATE api_keys SET last_used_at = @used_at::timestamptz
-WHERE id = ANY(@ids::uuid[]) AND (last_used_at IS NULL OR last_used_at < @used_at::timestamptz);
+-- Records the last use of many keys at once, each at its own time (@used_at[i] for @ids[i]:
+-- two unnests in one select list are read side by side), never moving a timestamp backwards
+-- (written in batches, off the request path).
+UPDATE api_keys AS k SET last_used_at = u.used_at
+FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@used_at::timestamptz[]) AS used_at) AS u
+WHERE k.id = u.id AND (k.last_used_at IS NULL OR k.last_used_at < u.used_at);
 
 -- name: GetAccountAPIKey :one
 -- A key of the account (revoked or not); another account's key is not found.

@@ -902,17 +902,20 @@ func (q *Queries) TakeOverKeyReservation(ctx context.Context, arg TakeOverKeyRes
 }
 
 const touchAPIKeys = `-- name: TouchAPIKeys :exec
-UPDATE api_keys SET last_used_at = $1::timestamptz
-WHERE id = ANY($2::uuid[]) AND (last_used_at IS NULL OR last_used_at < $1::timestamptz)
+UPDATE api_keys AS k SET last_used_at = u.used_at
+FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::timestamptz[]) AS used_at) AS u
+WHERE k.id = u.id AND (k.last_used_at IS NULL OR k.last_used_at < u.used_at)
 `
 
 type TouchAPIKeysParams struct {
-	UsedAt time.Time
 	Ids    []uuid.UUID
+	UsedAt []time.Time
 }
 
-// Records the last use of many keys at once (written in batches, off the request path).
+// Records the last use of many keys at once, each at its own time (@used_at[i] for @ids[i]:
+// two unnests in one select list are read side by side), never moving a timestamp backwards
+// (written in batches, off the request path).
 func (q *Queries) TouchAPIKeys(ctx context.Context, arg TouchAPIKeysParams) error {
-	_, err := q.db.Exec(ctx, touchAPIKeys, arg.UsedAt, arg.Ids)
+	_, err := q.db.Exec(ctx, touchAPIKeys, arg.Ids, arg.UsedAt)
 	return err
 }

@@ -134,7 +134,8 @@ type Authenticator struct {
 	cache *changefeed.Cache[apikey.Hash, Principal]
 
 	touchMu sync.Mutex
-	touched map[uuid.UUID]struct{}
+	// touched holds the latest use of each key used since the last write of last-use times.
+	touched map[uuid.UUID]time.Time
 	// touchFailing is whether the last write of last-use times failed; guarded by touchMu.
 	touchFailing bool
 }
@@ -155,7 +156,7 @@ func New(st *store.Store, feed *changefeed.Feed, opts Options) *Authenticator {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	a := &Authenticator{store: st, opts: opts, touched: map[uuid.UUID]struct{}{},
+	a := &Authenticator{store: st, opts: opts, touched: map[uuid.UUID]time.Time{},
 		cache: changefeed.NewCache[apikey.Hash, Principal](feed, "api_key", opts.TTL, 1_000_000)}
 	feed.Subscribe(changefeed.Handlers{
 		KeyChanged: func(h [32]byte) { a.cache.Invalidate(h) },
@@ -280,39 +281,45 @@ func principalOf(k store.APIKey) Principal {
 	return p
 }
 
+// touch records that the key with id is used now. The time of the use is what writeTouches
+// writes, not the time of the write: a key revoked between its last use and the next write
+// must not show a use after its revocation (newcomer trial finding 7).
 func (a *Authenticator) touch(id uuid.UUID) {
+	now := a.opts.Now()
 	a.touchMu.Lock()
-	a.touched[id] = struct{}{}
+	if last, ok := a.touched[id]; !ok || now.After(last) {
+		a.touched[id] = now
+	}
 	a.touchMu.Unlock()
 }
 
+// writeTouches writes the latest use of each key touched since the last write.
 func (a *Authenticator) writeTouches(ctx context.Context) {
 	a.touchMu.Lock()
 	if len(a.touched) == 0 {
 		a.touchMu.Unlock()
 		return
 	}
-	ids := make([]uuid.UUID, 0, len(a.touched))
-	for id := range a.touched {
-		ids = append(ids, id)
-	}
-	clear(a.touched)
+	uses := a.touched
+	a.touched = make(map[uuid.UUID]time.Time, len(uses))
 	a.touchMu.Unlock()
-	err := a.store.TouchAPIKeys(ctx, ids, a.opts.Now())
+	err := a.store.TouchAPIKeys(ctx, uses)
 	a.touchMu.Lock()
 	failing := a.touchFailing
 	a.touchFailing = err != nil
 	if err != nil {
-		// Kept for the next write (then stamped with its time: an outage delays them); logged
-		// once when the writes start failing, not every interval of an outage.
-		for _, id := range ids {
-			a.touched[id] = struct{}{}
+		// Kept for the next write, each with its own time unless the key was used again
+		// since; logged once when the writes start failing, not every interval of an outage.
+		for id, at := range uses {
+			if last, ok := a.touched[id]; !ok || at.After(last) {
+				a.touched[id] = at
+			}
 		}
 	}
 	a.touchMu.Unlock()
 	switch {
 	case err != nil && !failing:
-		a.opts.Logger.Warn("recording key last-use times failed; retrying every interval", "keys", len(ids), "err", err)
+		a.opts.Logger.Warn("recording key last-use times failed; retrying every interval", "keys", len(uses), "err", err)
 	case err == nil && failing:
 		a.opts.Logger.Info("recording key last-use times again")
 	}

@@ -188,10 +188,15 @@ func (s *Store) SetAPIKeyRPMLimit(ctx context.Context, id uuid.UUID, limit int) 
 	return keyFromRow(row), nil
 }
 
-// TouchAPIKeys records that the keys were used at usedAt (never moving a timestamp backwards).
-func (s *Store) TouchAPIKeys(ctx context.Context, ids []uuid.UUID, usedAt time.Time) error {
-	if len(ids) == 0 {
+// TouchAPIKeys records that each key of uses was last used at its time (never moving a
+// timestamp backwards).
+func (s *Store) TouchAPIKeys(ctx context.Context, uses map[uuid.UUID]time.Time) error {
+	if len(uses) == 0 {
 		return nil
 	}
-	return s.q.TouchAPIKeys(ctx, db.TouchAPIKeysParams{Ids: ids, UsedAt: usedAt})
+	ids, at := make([]uuid.UUID, 0, len(uses)), make([]time.Time, 0, len(uses))
+	for id, t := range uses {
+		ids, at = append(ids, id), append(at, t)
+	}
+	return s.q.TouchAPIKeys(ctx, db.TouchAPIKeysParams{Ids: ids, UsedAt: at})
 }

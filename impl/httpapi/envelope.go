@@ -192,7 +192,8 @@ func writeErrorFamily(w http.ResponseWriter, fam family, err error) {
 		code := int64(mcp.CodeInternal)
 		switch e.Kind {
 		case apierror.KindUnauthenticated:
-			code, message = mcp.CodeUnauthenticated, mcp.UnauthenticatedMessage
+			// The refusal's own reason after the specified prefix, as the API routes say it.
+			code, message = mcp.CodeUnauthenticated, mcp.Unauthenticated(message)
 			h.Set("WWW-Authenticate", `Bearer realm="tollgate"`)
 		case apierror.KindRateLimited:
 			code = mcp.CodeRateLimited

@@ -245,6 +245,9 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 				e = apierror.Unauthenticated("more than one Authorization header: send the key in one")
 			case errors.Is(err, auth.ErrMissing) && r.Header.Get("x-api-key") != "":
 				e = apierror.Unauthenticated("x-api-key is not accepted: send the key as 'Authorization: Bearer <key>'")
+			case errors.Is(err, auth.ErrMissing) && s.oauth != nil && familyOf(r.URL.Path) == familyJSONRPC:
+				// The 401's WWW-Authenticate names the OAuth sign-in here (authenticateMCP).
+				e = apierror.Unauthenticated("missing API key: send it as 'Authorization: Bearer <key>', or sign in with OAuth")
 			case errors.Is(err, auth.ErrMissing):
 				e = apierror.Unauthenticated("missing API key: send it as 'Authorization: Bearer <key>'")
 			case errors.Is(err, auth.ErrScheme):

@@ -7,7 +7,9 @@
 // [NewHandler] returns the http.Handler. It is mounted behind the gateway's authentication and
 // rate-limit middlewares, so every request it sees carries the verified caller
 // ([auth.FromContext]); a request that does not still gets the JSON-RPC error -32001
-// `unauthenticated: no verified caller` with HTTP 401.
+// `unauthenticated: no verified caller: send an API key as 'Authorization: Bearer <key>'` with
+// HTTP 401. The gateway's edge refuses such requests itself, in the same shape, with its own
+// reason after the prefix ([Unauthenticated]).
 //
 // The HTTP side of the transport is this package's own, small JSON-RPC front: it reads the one
 // message of the POST, answers what belongs to the transport (parse errors, batches, GET,

@@ -146,7 +146,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if _, ok := auth.FromContext(r.Context()); !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="tollgate"`)
 		w.Header().Set("x-should-retry", "false")
-		writeError(w, http.StatusUnauthorized, nullID, codeUnauthenticated, UnauthenticatedMessage)
+		writeError(w, http.StatusUnauthorized, nullID, codeUnauthenticated, noCallerMessage)
 		return
 	}
 	if r.Method != http.MethodPost {

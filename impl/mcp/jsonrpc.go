@@ -31,8 +31,23 @@ const (
 	CodeInternal = -32603
 )
 
-// UnauthenticatedMessage is the message of CodeUnauthenticated.
+// UnauthenticatedMessage begins every message of CodeUnauthenticated; Unauthenticated adds
+// what was wrong with the request's credentials and what to send instead.
 const UnauthenticatedMessage = "unauthenticated: no verified caller"
+
+// Unauthenticated is the message of CodeUnauthenticated for a request refused for reason (the
+// words the API routes' 401 uses, such as "missing API key: send it as 'Authorization: Bearer
+// <key>'"), so that an MCP client is told as much as a REST one (newcomer trial finding 9).
+func Unauthenticated(reason string) string {
+	if reason == "" {
+		return UnauthenticatedMessage
+	}
+	return UnauthenticatedMessage + ": " + reason
+}
+
+// noCallerMessage is the message of a request that reaches the handler without a verified
+// caller: the handler cannot tell why, and says what to send.
+var noCallerMessage = Unauthenticated("send an API key as 'Authorization: Bearer <key>'")
 
 // WriteError answers a JSON-RPC error with id null (the request was not read) and the given
 // HTTP status; the edge uses it so that its errors read exactly like the handler's.

@@ -482,7 +482,7 @@ func rawExchanges() []exchange {
 			headers: map[string]string{"Authorization": ""},
 			check: func(t *testing.T, status int, h http.Header, body []byte) {
 				msg := expectError(t, status, h, body, http.StatusUnauthorized, "null", codeUnauthenticated)
-				if msg != "unauthenticated: no verified caller" {
+				if msg != "unauthenticated: no verified caller: send an API key as 'Authorization: Bearer <key>'" {
 					t.Errorf("message %q", msg)
 				}
 			},

@@ -118,7 +118,7 @@ func (h *handler) toolHandler(t *registeredTool) sdk.ToolHandler {
 func (h *handler) runTool(ctx context.Context, t *registeredTool, raw json.RawMessage) (res tool.Result, errType string) {
 	p, ok := auth.FromContext(ctx)
 	if !ok {
-		return tool.ErrorResult("unauthenticated: no verified caller"), errorUnauthorized
+		return tool.ErrorResult("%s", noCallerMessage), errorUnauthorized
 	}
 	if isAbsent(raw) {
 		raw = json.RawMessage("{}")

@@ -25,7 +25,8 @@ import (
 // but unknown) or an x-api-key header gets the plain challenge it got before OAuth existed, never
 // the resource_metadata one (which would start a browser sign-in in MCP clients); no
 // credential gets the resource_metadata challenge, and a refused OAuth token gets it with
-// error="invalid_token".
+// error="invalid_token". Each message says what was wrong as the API routes do, and no
+// credential is also told of the OAuth sign-in the challenge names (newcomer trial finding 9).
 func TestKeyRefusalKeepsPlainChallenge(t *testing.T) {
 	s := startSite(t)
 	unknown := s.Acme.Key[:len(s.Acme.Key)-4] + "AAAA"
@@ -37,6 +38,13 @@ func TestKeyRefusalKeepsPlainChallenge(t *testing.T) {
 		if r.Status != http.StatusUnauthorized || r.Challenge != `Bearer realm="tollgate"` {
 			t.Errorf("%s: %d %q, want 401 with the plain challenge Bearer realm=\"tollgate\"", name, r.Status, r.Challenge)
 		}
+		if !strings.HasPrefix(r.Text, "unauthenticated: no verified caller: ") || !strings.Contains(r.Text, "key") ||
+			strings.Contains(r.Text, "OAuth") {
+			t.Errorf("%s: message %q, want the key's refusal after the specified prefix", name, r.Text)
+		}
+	}
+	if r := s.call(t, unknown, "list_storage_datasets", nil); !strings.Contains(r.Text, "invalid API key: it has the form of a tollgate key, but its checksum does not match") {
+		t.Errorf("a key with its last characters changed: message %q", r.Text)
 	}
 	req, _ := http.NewRequest(http.MethodPost, s.URL+"/api/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
 	req.Header.Set("Content-Type", "application/json")
@@ -53,6 +61,8 @@ func TestKeyRefusalKeepsPlainChallenge(t *testing.T) {
 	if r := s.call(t, "", "list_storage_datasets", nil); r.Status != http.StatusUnauthorized || !strings.Contains(r.Challenge, "resource_metadata=") ||
 		strings.Contains(r.Challenge, "error=") {
 		t.Errorf("no credential: %d %q, want the resource_metadata challenge without an error", r.Status, r.Challenge)
+	} else if want := "unauthenticated: no verified caller: missing API key: send it as 'Authorization: Bearer <key>', or sign in with OAuth"; r.Text != want {
+		t.Errorf("no credential: message %q, want %q", r.Text, want)
 	}
 	r := s.call(t, "tgoa_unknown", "list_storage_datasets", nil)
 	refused(t, r, "an unknown OAuth token")

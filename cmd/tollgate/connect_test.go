@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -70,5 +73,35 @@ func TestConnectCommand(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) || out.Len() != 0 {
 			t.Errorf("connect %v: %v, printed %q; want an error containing %q", c.args, err, out.String(), c.want)
 		}
+	}
+}
+
+// TestConnectChecksTheClientFirst: an unknown client is reported before the gateway is asked
+// anything, so that a wrong name is not hidden behind a refused key (newcomer trial finding
+// 8), and the gateway's refusal of a key reads without the "tollgate: " that main prints
+// before every error already.
+func TestConnectChecksTheClientFirst(t *testing.T) {
+	var asked atomic.Int32
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprint(w, `{"error":{"message":"invalid API key: the key is unknown or has been revoked","type":"authentication_error","param":null,"code":"invalid_api_key"}}`)
+	}))
+	defer gw.Close()
+	ctx := context.Background()
+	var out bytes.Buffer
+	err := runConnect(ctx, []string{"foo", "-url", gw.URL, "-key", "tgk_refused"}, &out)
+	if err == nil || !strings.Contains(err.Error(), `unknown client "foo"`) || asked.Load() != 0 || out.Len() != 0 {
+		t.Errorf("connect foo: %v, %d requests to the gateway, printed %q; want the unknown client and no request", err, asked.Load(), out.String())
+	}
+	t.Setenv(connect.KeyVariable, "")
+	if err := runConnect(ctx, []string{"foo", "-url", gw.URL}, &out); err == nil || !strings.Contains(err.Error(), `unknown client "foo"`) {
+		t.Errorf("connect foo without a key: %v, want the unknown client", err)
+	}
+	err = runConnect(ctx, []string{"codex", "-url", gw.URL, "-key", "tgk_refused"}, &out)
+	if err == nil || !strings.Contains(err.Error(), "did not list the key's models: 401") || strings.Contains(err.Error(), "tollgate:") ||
+		!strings.Contains(err.Error(), "unknown or has been revoked") {
+		t.Errorf("connect codex with a refused key: %v", err)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 
 	"github.com/tollgate/tollgate/impl/agent"
@@ -55,18 +54,29 @@ func seedDemoAgents(ctx context.Context, st *store.Store, agents *agent.Service,
 // model would, loading the dataset and querying it with the dataset tools.
 const demoAgentPrompt = `Which region sold the most units? [[sim script: call load_storage_dataset {\"name\":\"sales\"}; call query_data {\"dataset\":\"sales\",\"sql\":\"SELECT region, SUM(units) AS units FROM sales GROUP BY region ORDER BY units DESC\"}]]`
 
+// demoAgentRealPrompt is the walk-through's prompt for real models, which read no
+// [[sim script: …]] and choose the tools themselves.
+const demoAgentRealPrompt = `Which region sold the most units? The dataset ` + demoDataset + ` has a row per region and product.`
+
 // demoAgentBanner is the banner's agents part: the slot, and commands that spawn a session on
-// it and follow its events.
-func demoAgentBanner(addr string) string {
-	host := addr
-	if h, port, err := net.SplitHostPort(addr); err == nil && (h == "::" || h == "0.0.0.0" || h == "") {
-		host = "localhost:" + port
+// it and follow its events. Its URLs are named as devBanner's are (devBaseURL). simulated says
+// whether the simulator plays the agent's model: only then does the prompt carry the script
+// that plays it (newcomer trial finding 2: on real providers the banner offered a script no
+// model follows).
+func demoAgentBanner(addr string, simulated bool) string {
+	base := devBaseURL(addr)
+	prompt := demoAgentPrompt
+	if !simulated {
+		prompt = demoAgentRealPrompt
 	}
-	base := "http://" + host
 	var b strings.Builder
 	b.WriteString("  Agents: the demo account has the agent slot '" + demoSlot + "' and the dataset '" + demoDataset + "'.\n")
+	if !simulated {
+		b.WriteString("  (The README's scripted walk-through, with [[sim script: …]], needs the simulator;\n")
+		b.WriteString("   on real providers the model answers this prompt itself, and bills for it.)\n")
+	}
 	b.WriteString("  curl -s " + base + "/v1/agents -H \"Authorization: Bearer $TOLLGATE_API_KEY\" \\\n")
-	b.WriteString("    -d '{\"slot\":\"" + demoSlot + "\",\"prompt\":\"" + demoAgentPrompt + "\"}'\n")
+	b.WriteString("    -d '{\"slot\":\"" + demoSlot + "\",\"prompt\":\"" + prompt + "\"}'\n")
 	b.WriteString("  curl -sN " + base + "/v1/agents/" + demoSlot + "/events -H \"Authorization: Bearer $TOLLGATE_API_KEY\"\n")
 	b.WriteString("  curl -s " + base + "/v1/agents -H \"Authorization: Bearer $TOLLGATE_API_KEY\"\n\n")
 	return b.String()

@@ -37,7 +37,7 @@ func TestDemoAgentWalkthrough(t *testing.T) {
 		t.Fatalf("demo datasets: %+v %v", list, err)
 	}
 
-	banner := demoAgentBanner("[::]:8080")
+	banner := demoAgentBanner("[::]:8080", true)
 	payload := regexp.MustCompile(`-d '([^']*)'`).FindStringSubmatch(banner)
 	if payload == nil || !strings.Contains(banner, "http://localhost:8080/v1/agents/demo/events") {
 		t.Fatalf("banner:\n%s", banner)

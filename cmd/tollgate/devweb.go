@@ -46,24 +46,11 @@ func randomSecret() (string, error) {
 	return base64.RawURLEncoding.EncodeToString(b), nil
 }
 
-// appURLFor is the web application's URL for the API listener's address: localhost for a
-// loopback or unspecified host (so that the application, on localhost, and the provider, on
-// 127.0.0.1, are different sites, as a real provider is).
-func appURLFor(addr string) string {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "http://" + addr
-	}
-	if ip := net.ParseIP(host); host == "" || host == "localhost" || (ip != nil && (ip.IsLoopback() || ip.IsUnspecified())) {
-		host = "localhost"
-	}
-	return "http://" + net.JoinHostPort(host, port)
-}
-
-// startDevWeb starts the development OpenID provider on 127.0.0.1 with the demo user (a fresh
-// password each run) and a client for the application at apiAddr, points cfg.Web at it, and
+// startDevWeb starts the development OpenID provider at listen (a loopback address;
+// 127.0.0.1:0 takes a free port) with the demo user (a fresh password each run) and a client
+// for the application at apiAddr (named as devBaseURL names it), points cfg.Web at it, and
 // makes the demo user an owner of the demo account. With a provider configured it does nothing.
-func startDevWeb(ctx context.Context, cfg *config.Config, st *store.Store, apiAddr string, log *slog.Logger) (*devWeb, error) {
+func startDevWeb(ctx context.Context, cfg *config.Config, st *store.Store, apiAddr, listen string, log *slog.Logger) (*devWeb, error) {
 	if cfg.Web.Enabled() {
 		return nil, nil
 	}
@@ -75,8 +62,8 @@ func startDevWeb(ctx context.Context, cfg *config.Config, st *store.Store, apiAd
 	if err != nil {
 		return nil, err
 	}
-	appURL := appURLFor(apiAddr)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	appURL := devBaseURL(apiAddr)
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return nil, err
 	}

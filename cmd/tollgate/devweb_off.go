@@ -25,6 +25,6 @@ func (d *devWeb) redirectsToPublicURL() bool { return false }
 func (d *devWeb) banner() string { return "" }
 
 // startDevWeb fails: the development OpenID provider is not in this build.
-func startDevWeb(context.Context, *config.Config, *store.Store, string, *slog.Logger) (*devWeb, error) {
+func startDevWeb(context.Context, *config.Config, *store.Store, string, string, *slog.Logger) (*devWeb, error) {
 	return nil, errors.New("the development OpenID provider is not in this build: build with -tags dev")
 }

@@ -161,7 +161,7 @@ func loadConfig(path string) (*config.Config, error) {
 	}
 	var cfg *config.Config
 	switch {
-	case path == "" && (os.Getenv("OPENAI_API_KEY") != "" || os.Getenv("ANTHROPIC_API_KEY") != ""):
+	case path == "" && realProvidersChosen():
 		cfg = config.Example()
 	case path == "":
 		cfg = config.Default()

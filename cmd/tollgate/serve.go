@@ -85,6 +85,11 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	failureHandling := fs.String("credit-failure-handling", billing.FailureShare.String(), "what a request gets when its account's credit hold is spent while the database is unreachable: share (served on credit up to this process's share, 1/replicas, of the account's last-known available credit, billed when the database is back), refuse (503) or continue (served on credit up to -credit-risk-micros)")
 	profiles := fs.Bool("pprof", dev, "serve Go's profiles (/debug/pprof/) on the metrics listener, to whoever reaches it: heap and goroutine dumps, CPU profiles and execution traces of any length (default: on for dev, off for serve)")
 	riskMicros := fs.Int64("credit-risk-micros", billing.DefaultRiskMicros, "under -credit-failure-handling continue, the most credit served on credit per account and process before the ledger takes it (1 USD = 1000000)")
+	simListen := fs.String("simulator-listen", "127.0.0.1:0", "the built-in upstream simulator's address, a loopback one (default: a free port), when a provider is builtin:simulator")
+	devOIDCListen := new(string)
+	if dev {
+		fs.StringVar(devOIDCListen, "dev-oidc-listen", "127.0.0.1:0", "the development OpenID provider's address, a loopback one (default: a free port), when the configuration names no provider")
+	}
 	if err := fs.Parse(args); err != nil {
 		return usageError(err.Error())
 	}
@@ -104,6 +109,12 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	if *outageCover < 0 || *riskMicros <= 0 {
 		return usageError("-credit-outage-cover takes a duration of 0 or more, -credit-risk-micros a positive amount")
 	}
+	if !loopbackAddr(*simListen) {
+		return usageError("-simulator-listen takes a loopback address and port, such as 127.0.0.1:18090")
+	}
+	if dev && !loopbackAddr(*devOIDCListen) {
+		return usageError("-dev-oidc-listen takes a loopback address and port, such as 127.0.0.1:18091")
+	}
 	creditOutage := billing.OutagePolicy{Cover: *outageCover, FailureHandling: handling, RiskMicros: *riskMicros}
 	meterTiming, err := meterTestTimings()
 	if err != nil {
@@ -121,6 +132,14 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	cfg, err := loadConfig(*configPath)
 	if err != nil {
 		return err
+	}
+	// dev on its built-in configuration (no -config, no TOLLGATE_CONFIG) of the real providers
+	// sends no request without a key: a fusion model's experts on a provider whose key is not
+	// set are left out (dropKeylessExperts), and the banner says so.
+	builtinConfig := *configPath == "" && os.Getenv("TOLLGATE_CONFIG") == ""
+	var droppedExperts map[string][]string
+	if dev && builtinConfig {
+		droppedExperts = dropKeylessExperts(cfg)
 	}
 	if *listen != "" {
 		cfg.Server.Listen = *listen
@@ -232,7 +251,7 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	// dev signs in through its own development OpenID provider unless one is configured.
 	var devSignIn *devWeb
 	if dev {
-		if devSignIn, err = startDevWeb(ctx, cfg, d.Store, apiLn.Addr().String(), log); err != nil {
+		if devSignIn, err = startDevWeb(ctx, cfg, d.Store, apiLn.Addr().String(), *devOIDCListen, log); err != nil {
 			return err
 		}
 		defer devSignIn.Close()
@@ -277,7 +296,7 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 
 	upstreamURL := ""
 	if provider.UsesSimulator(cfg) {
-		simLn, err := net.Listen("tcp", "127.0.0.1:0")
+		simLn, err := net.Listen("tcp", *simListen)
 		if err != nil {
 			return err
 		}
@@ -291,6 +310,9 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 		if p.BaseURL != config.SimulatorURL && p.APIKey == "" {
 			log.Warn("provider has no API key", "provider", p.Name, "env", p.APIKeyEnv)
 		}
+	}
+	for _, id := range sortedKeys(droppedExperts) {
+		log.Warn("fusion model routes only to its experts with a key", "model", id, "left_out", droppedExperts[id])
 	}
 	storage, closeStorage, err := openDatasetStorage(ctx, cfg, "", log)
 	if err != nil {
@@ -329,8 +351,8 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	startup.Set(health.OK, "")
 	log.Info("tollgate listening", "addr", apiLn.Addr().String())
 	if dev {
-		printDevBanner(apiLn.Addr().String(), demoKey, d.where)
-		fmt.Fprint(os.Stdout, demoAgentBanner(apiLn.Addr().String()))
+		printDevBanner(apiLn.Addr().String(), demoKey, d.where, upstreamsBanner(cfg, builtinConfig, droppedExperts))
+		fmt.Fprint(os.Stdout, demoAgentBanner(apiLn.Addr().String(), onlySimulated(cfg)))
 		fmt.Fprint(os.Stdout, devSignIn.banner())
 	}
 
@@ -468,22 +490,18 @@ func seedDemo(ctx context.Context, svc *accounts.Service) (string, error) {
 }
 
 // printDevBanner prints devBanner.
-func printDevBanner(addr, key string, where pgcluster.Location) {
-	fmt.Fprint(os.Stdout, devBanner(addr, key, where))
+func printDevBanner(addr, key string, where pgcluster.Location, upstreams string) {
+	fmt.Fprint(os.Stdout, devBanner(addr, key, where, upstreams))
 }
 
-// devBanner returns ready-to-paste commands for the local gateway and says where its local
-// PostgreSQL cluster is (where is zero with DATABASE_URL).
-func devBanner(addr, key string, where pgcluster.Location) string {
-	host := addr
-	if h, port, err := net.SplitHostPort(addr); err == nil && (h == "::" || h == "0.0.0.0" || h == "" || h == "127.0.0.1") {
-		// localhost, as the console and its OAuth issuer are named: an MCP client that signs
-		// in with OAuth compares the two (trial h6: 127.0.0.1 made the MCP SDK refuse).
-		host = "localhost:" + port
-	}
-	base := "http://" + host
+// devBanner returns ready-to-paste commands for the local gateway and says which upstreams it
+// routes to (upstreams, from upstreamsBanner) and where its local PostgreSQL cluster is (where
+// is zero with DATABASE_URL).
+func devBanner(addr, key string, where pgcluster.Location, upstreams string) string {
+	base := devBaseURL(addr)
 	var b strings.Builder
 	b.WriteString("\n  tollgate is running on " + base + "\n\n")
+	b.WriteString(upstreams)
 	if where.DataDir != "" {
 		b.WriteString("  Local PostgreSQL cluster: " + where.DataDir + "\n")
 		if where.Moved {
@@ -538,4 +556,12 @@ func meterTestTimings() (func(*billing.Options), error) {
 	return func(o *billing.Options) {
 		o.Lease, o.ReapInterval, o.CheckpointInterval = lease, reap, checkpoint
 	}, nil
+}
+
+// loopbackAddr reports whether addr is a host and port whose host is a loopback IP address:
+// the simulator and the development OpenID provider never listen beyond the machine.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	ip := net.ParseIP(host)
+	return err == nil && ip != nil && ip.IsLoopback()
 }

@@ -259,6 +259,8 @@ func AnthropicSDK(t Target) Setup {
 
 // MCP is the gateway's MCP endpoint (streamable HTTP, /api/mcp) with the key as a bearer
 // header, as a URL and header, Claude Code's --mcp-config file and Codex's config.toml section.
+// Its note says what impl/realclients sets for Claude Code against the simulator
+// (ENABLE_TOOL_SEARCH=false; newcomer trial finding 4).
 func MCP(t Target) Setup {
 	url := t.BaseURL + "/api/mcp"
 	claude := map[string]any{"mcpServers": map[string]any{"tollgate": map[string]any{
@@ -273,7 +275,9 @@ func MCP(t Target) Setup {
 			"[mcp_servers.tollgate]\n" +
 			"url = " + tomlString(url) + "\n" +
 			"bearer_token_env_var = " + tomlString(KeyVariable) + "\n"},
-	}, Note: "Run by the test suite (impl/realclients) with Claude Code, Codex, the MCP TypeScript SDK and the MCP Inspector."}
+	}, Note: "Run by the test suite (impl/realclients) with Claude Code, Codex, the MCP TypeScript SDK and the MCP Inspector. " +
+		"Against the built-in simulator (make run), run Claude Code with ENABLE_TOOL_SEARCH=false to have it call the tools: " +
+		"it otherwise hides MCP tools behind its ToolSearch tool, which the simulator does not use (real models do)."}
 }
 
 // shellWord is s as one shell word: as it is when it holds only characters the shell takes

@@ -9,8 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/impl/accounts"
 	"github.com/tollgate/tollgate/impl/devkit/apitest"
+	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 	"github.com/tollgate/tollgate/impl/sse"
+	"github.com/tollgate/tollgate/impl/store"
 )
 
 // TestDemoAgentWalkthrough runs what dev's banner tells a reader to do, on a gateway with the
@@ -106,5 +109,43 @@ func TestDemoAgentWalkthrough(t *testing.T) {
 			}
 			return
 		}
+	}
+}
+
+// TestDevSeedsTheDemoOnTheRealProviders: on a fresh database, dev on the built-in
+// configuration of the real providers (OPENAI_API_KEY set) creates the demo account with its
+// key and $10 of credit, as on the simulator's. The example configuration had no demo plan, so
+// that first run stopped at "seed demo account: unknown plan \"demo\"" (found while checking
+// newcomer trial finding 2, whose runs had the account from an earlier run).
+func TestDevSeedsTheDemoOnTheRealProviders(t *testing.T) {
+	t.Setenv("TOLLGATE_CONFIG", "")
+	t.Setenv("OPENAI_API_KEY", "sk-newcomer-fake")
+	t.Setenv("ANTHROPIC_API_KEY", "")
+	cfg, err := loadConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if onlySimulated(cfg) {
+		t.Fatal("OPENAI_API_KEY did not choose the real providers")
+	}
+	ctx := context.Background()
+	st, err := store.Open(ctx, pgtest.ConnString(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	key, err := seedDemo(ctx, &accounts.Service{Store: st, Config: cfg})
+	if err != nil || key == "" {
+		t.Fatalf("seed demo: key %q, %v", key, err)
+	}
+	acct, err := st.GetAccountByName(ctx, "demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if balance, err := st.Balance(ctx, acct.ID); err != nil || balance != 10_000_000 {
+		t.Errorf("the demo account's balance: %d %v, want 10000000", balance, err)
 	}
 }

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/convert"
-	"github.com/tollgate/tollgate/impl/jsonview"
 	"github.com/tollgate/tollgate/impl/llm"
 	"github.com/tollgate/tollgate/impl/readbody"
 	"github.com/tollgate/tollgate/impl/routing"
@@ -44,72 +44,115 @@ func (x *Exchange) UpstreamWait() time.Duration { return x.upstreamWait }
 // Logger is the engine's logger with the request id.
 func (x *Exchange) Logger() *slog.Logger { return x.eng.logger(x.requestID) }
 
-// Close releases the upstream response. Call it once the exchange is settled.
-func (x *Exchange) Close() error { return x.res.Body.Close() }
-
-// Answer reads the upstream's complete answer into *raw and puts it in the client's format
-// into *out (either buffer may be reused; both are grown as needed and left with what they
-// hold), and returns the answer's bytes (in *out's array when the formats agree) and its usage. The
-// caller settles a delivered answer with Settle(usage, 0, "ok") once the client has it. On
-// failure the exchange is settled already (nothing billed) and the error is the context's
-// when the caller went away while the answer was read, else an upstream failure
-// (*apierror.Error).
-func (x *Exchange) Answer(raw, out *[]byte) ([]byte, llm.Usage, error) {
-	t0 := time.Now()
-	r, err := readAnswer(x.res, (*raw)[:0])
-	x.upstreamWait += time.Since(t0)
-	*raw = r
-	if err != nil {
-		if x.eng.streamsEnd.Err() != nil {
-			// A shutdown ended the request while its answer was read (the connections are
-			// closed a while after the grace period): nothing reached the client, nothing is
-			// billed, as for an upstream still silent then.
-			x.SettleUndelivered(llm.Usage{}, "shutdown")
-			return nil, llm.Usage{}, errShuttingDown
-		}
-		x.SettleUndelivered(llm.Usage{}, "upstream_read_failed")
-		if err := x.ctx.Err(); err != nil {
-			// The client went away, which cut the upstream call short.
-			return nil, llm.Usage{}, err
-		}
-		return nil, llm.Usage{}, &apierror.Error{Kind: apierror.KindUpstream, Message: "the upstream answer was cut off"}
+// Close releases the upstream response (and a non-streamed answer's buffer). Call it once the
+// exchange is settled.
+func (x *Exchange) Close() error {
+	if x.answer != nil {
+		putAnswerBuffer(x.answer)
+		x.answer = nil
 	}
-	// Same format: the upstream's bytes go to the client with only the model replaced, and
-	// only the usage is read. Another format: decode and encode.
-	var (
-		usage llm.Usage
-		ans   []byte
-		resp  *llm.Response // the decoded answer, when it was decoded
-	)
-	if x.expert.Kind == x.client {
-		// One pass over the answer's top level serves the usage, the trace's facts and the
-		// model's rewrite.
-		var view jsonview.View
-		if view.Parse(r) != nil {
-			usage, err = convert.ResponseUsage(x.expert.Kind, r) // its error for an answer that is no object
-		} else if usage, err = convert.ResponseUsageOf(x.expert.Kind, &view); err == nil {
-			if x.tr != nil {
-				x.noteRelayedAnswer(&view)
+	return x.res.Body.Close()
+}
+
+// maxPooledAnswer bounds the answer buffers kept for reuse; larger answers get buffers of
+// their own.
+const maxPooledAnswer = 256 << 10
+
+// answerBuffers recycles the buffers non-streamed answers are read into (readAnswerOf), which
+// live until the exchange is closed.
+var answerBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+func putAnswerBuffer(b *[]byte) {
+	if cap(*b) <= maxPooledAnswer {
+		answerBuffers.Put(b)
+	}
+}
+
+// readAnswerOf reads expert e's complete non-streamed answer res (its call began at t0) into
+// the exchange, and reads what settling it needs: for the client's own format its top level
+// and usage, for another its decoded form. An answer cut short, too large, malformed, or one
+// that carries an error in place of the answer (a 200 with an error object) is an error, an
+// *apierror.Error for the client, with the status its usage record would carry
+// (upstream_read_failed or upstream_malformed); its response is closed then, and the caller
+// may try the next expert, nothing having reached the client.
+func (x *Exchange) readAnswerOf(e routing.Expert, res *http.Response, t0 time.Time) (status string, err error) {
+	buf := answerBuffers.Get().(*[]byte)
+	t1 := time.Now()
+	*buf, err = readAnswer(res, (*buf)[:0])
+	x.upstreamWait += time.Since(t1)
+	x.answerUsage, x.answerResp = llm.Usage{}, nil
+	if err == nil {
+		if e.Kind == x.client {
+			// One pass over the answer's top level serves the usage, the trace's facts and the
+			// model's rewrite (Answer).
+			if x.answerView.Parse(*buf) != nil {
+				_, err = convert.ResponseUsage(e.Kind, *buf) // its error for an answer that is no object
+				if err == nil {
+					err = errors.New("the answer is not a JSON object")
+				}
+			} else {
+				x.answerUsage, err = convert.ResponseUsageOf(e.Kind, &x.answerView)
 			}
-			ans = convert.SetModelOf((*out)[:0], &view, x.model.ID)
-			*out = ans
+		} else if x.answerResp, err = convert.DecodeResponse(e.Kind, *buf); err == nil {
+			x.answerUsage = x.answerResp.Usage
+		}
+		if err != nil {
+			x.Logger().Error("unusable upstream answer", "expert", e.Key, "err", err)
+			var ae *apierror.Error
+			if !errors.As(err, &ae) {
+				err = &apierror.Error{Kind: apierror.KindUpstream, Message: "the upstream answer could not be read"}
+			}
+			status = "upstream_malformed"
 		}
 	} else {
-		if resp, err = convert.DecodeResponse(x.expert.Kind, r); err == nil {
-			if x.tr != nil {
-				x.noteAnswer(resp)
-			}
-			if resp.Usage.OutputTokens <= 0 {
-				x.answerChars = answerChars(resp)
-			}
-			// The answer the gateway writes shows what is billed: the counts the upstream did
-			// not report as Settle bills them (trial h14 D2: it showed 0 tokens, billed an
-			// estimate). The usage returned, settled, traced and recorded, stays the
-			// upstream's: Settle bills it the same.
-			usage = resp.Usage
-			resp.Usage = x.billedUsage(usage, 0)
-			ans, err = convert.EncodeResponse(x.client, resp, convert.Meta{ID: ResponseID(x.client, x.requestID), Created: x.started.Unix(), Model: x.model.ID, Request: x.ir})
+		err = &apierror.Error{Kind: apierror.KindUpstream, Message: "the upstream answer was cut off"}
+		status = "upstream_read_failed"
+	}
+	if err != nil {
+		_ = res.Body.Close()
+		putAnswerBuffer(buf)
+		return status, err
+	}
+	x.answer = buf
+	return "", nil
+}
+
+// Answer puts the upstream's complete answer, which start read (an unusable one failed over or
+// failed there), in the client's format into *out (which may be reused; it is grown as needed
+// and left with what it holds), and returns the answer's bytes (in *out's array) and its usage.
+// The caller settles a delivered answer with Settle(usage, 0, "ok") once the client has it. On
+// failure (an answer that cannot be written in the client's format) the exchange is settled
+// already (nothing billed) and the error is an upstream failure (*apierror.Error).
+func (x *Exchange) Answer(out *[]byte) ([]byte, llm.Usage, error) {
+	r := *x.answer
+	// Same format: the upstream's bytes go to the client with only the model replaced, and
+	// only the usage is read. Another format: encode what start decoded.
+	var (
+		usage = x.answerUsage
+		ans   []byte
+		resp  = x.answerResp // the decoded answer, when it was decoded
+		err   error
+	)
+	if x.expert.Kind == x.client {
+		if x.tr != nil {
+			x.noteRelayedAnswer(&x.answerView)
 		}
+		ans = convert.SetModelOf((*out)[:0], &x.answerView, x.model.ID)
+		*out = ans
+	} else {
+		if x.tr != nil {
+			x.noteAnswer(resp)
+		}
+		if resp.Usage.OutputTokens <= 0 {
+			x.answerChars = answerChars(resp)
+		}
+		// The answer the gateway writes shows what is billed: the counts the upstream did not
+		// report as Settle bills them (trial h14 D2: it showed 0 tokens, billed an estimate).
+		// The usage returned, settled, traced and recorded, stays the upstream's: Settle bills
+		// it the same.
+		shown := *resp
+		shown.Usage = x.billedUsage(usage, 0)
+		ans, err = convert.EncodeResponse(x.client, &shown, convert.Meta{ID: ResponseID(x.client, x.requestID), Created: x.started.Unix(), Model: x.model.ID, Request: x.ir})
 	}
 	if err == nil && usage.OutputTokens <= 0 && resp == nil {
 		// An upstream that reports no output (one that is not quite the provider's API), or a
@@ -147,18 +190,16 @@ func answerChars(resp *llm.Response) int {
 // upstream's model id). On failure the exchange is settled already (nothing billed), as
 // Answer's.
 func (x *Exchange) neutralAnswer() (*llm.Response, error) {
-	t0 := time.Now()
-	raw, err := readAnswer(x.res, nil)
-	x.upstreamWait += time.Since(t0)
-	if err != nil {
-		x.SettleUndelivered(llm.Usage{}, "upstream_read_failed")
-		return nil, &apierror.Error{Kind: apierror.KindUpstream, Message: "the upstream answer was cut off"}
-	}
-	resp, err := convert.DecodeResponse(x.expert.Kind, raw)
-	if err != nil {
-		x.SettleUndelivered(llm.Usage{}, "upstream_malformed")
-		x.Logger().Error("unusable upstream answer to an agent's call", "expert", x.expert.Key, "err", err)
-		return nil, &apierror.Error{Kind: apierror.KindUpstream, Message: "the upstream answer could not be read"}
+	// start read the answer whole (readAnswerOf); one of the caller's own format was parsed
+	// only to its top level.
+	resp := x.answerResp
+	if resp == nil {
+		var err error
+		if resp, err = convert.DecodeResponse(x.expert.Kind, *x.answer); err != nil {
+			x.SettleUndelivered(x.answerUsage, "upstream_malformed")
+			x.Logger().Error("unusable upstream answer to an agent's call", "expert", x.expert.Key, "err", err)
+			return nil, &apierror.Error{Kind: apierror.KindUpstream, Message: "the upstream answer could not be read"}
+		}
 	}
 	if x.tr != nil {
 		x.noteAnswer(resp)

@@ -112,6 +112,15 @@ type Exchange struct {
 	answerChars int
 	// tr is the exchange's tracing state; nil while tracing is off (tracing.go).
 	tr *exchangeTrace
+	// answer is a non-streamed answer's body, read whole in start before the exchange is
+	// returned (readAnswerOf), so that an answer cut short or unusable fails over to the next
+	// expert; Close returns it to its pool. For an answer of the client's own format,
+	// answerView is its parsed top level and answerUsage its usage; for another format,
+	// answerResp its decoded form.
+	answer      *[]byte
+	answerView  jsonview.View
+	answerUsage llm.Usage
+	answerResp  *llm.Response
 }
 
 // ResolveModel is the model id names for principal p on a route of format client: model
@@ -380,7 +389,10 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 	calledAny := false
 	// refused says that the last call ended with the upstream's refusal (an HTTP status: a
 	// 429 whose Retry-After the call was waiting out, say): no upstream holds the prompt.
+	// bodyFailed is the usage record's status when the last call's answer was unusable after
+	// its head (readAnswerOf), "" otherwise.
 	refused := false
+	bodyFailed := ""
 	// The upstream calls run under callCtx, which a shutdown's end of grace (EndStreams) also
 	// cancels while no upstream has begun its answer: a request still waiting then gets the
 	// shutdown's error instead of the connection's close (trial h12 D3). Once an answer began,
@@ -429,6 +441,28 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 			res, _, err = up.Call(callCtx, ur.body, stream, forward)
 		}
 		x.upstreamWait += time.Since(t0)
+		if err == nil && !stream {
+			// A non-streamed answer is read whole before anything reaches the client: one cut
+			// short, malformed, or a 200 that carries an error (some OpenAI-compatible servers
+			// answer so) fails over to the next expert like a failed call, and counts against
+			// the expert's health (trial of upstream failures D1: a fusion model whose expert
+			// dropped its bodies answered 502 to every request, and that expert kept its rank).
+			unlink()
+			if status, rerr := x.readAnswerOf(e, res, t0); rerr != nil {
+				if tries != nil && tries.span != nil {
+					telemetry.Fail(tries.span, status, rerr.Error())
+					tries.span.End()
+				}
+				lastErr, bodyFailed, refused = rerr, status, false
+				if ctx.Err() != nil || eng.streamsEnd.Err() != nil {
+					break
+				}
+				eng.router.Observe(e.Key, time.Since(t0), true)
+				eng.logger(requestID).Warn("upstream answer unusable; trying the next expert", "expert", e.Key, "status", status, "err", rerr)
+				continue
+			}
+			bodyFailed = ""
+		}
 		if err == nil {
 			unlink()
 			eng.router.Observe(e.Key, time.Since(t0), false)
@@ -454,7 +488,7 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 			}
 			return x, nil
 		}
-		lastErr = publicRefusal(err, e, modelID, client)
+		lastErr, bodyFailed = publicRefusal(err, e, modelID, client), ""
 		et := provider.ErrorType(err)
 		refused = et != "" && et != "connection"
 		if ctx.Err() != nil || eng.streamsEnd.Err() != nil {
@@ -487,6 +521,13 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 		x.expert = called
 		x.Settle(llm.Usage{}, 0, "client_disconnected")
 		return nil, ctx.Err()
+	}
+	if bodyFailed != "" {
+		// The last expert answered with a head and then an unusable body: nothing reached
+		// the client and nothing is billed; the record keeps the failure for the operator.
+		x.expert = called
+		x.SettleUndelivered(x.answerUsage, bodyFailed)
+		return nil, lastErr
 	}
 	reservation.Release()
 	if ctx.Err() != nil {

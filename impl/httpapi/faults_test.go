@@ -120,6 +120,46 @@ func TestFusionFailover(t *testing.T) {
 	checkBooks(t, g, tenant.Account, 50_000_000)
 }
 
+// TestFusionFailsOverOnAnUnusableAnswer: a non-streamed answer is read whole before anything
+// reaches the client, so an expert whose answer is cut off after its head fails over to the
+// next expert as a failed call does (and counts against its health), and each request is billed
+// once, by the expert that answered; a model with one expert answers 502, its usage record
+// saying what happened, nothing billed. Trial of upstream failures D1: a fusion model whose
+// preferred expert dropped its bodies answered 502 to every request, the others never tried.
+func TestFusionFailsOverOnAnUnusableAnswer(t *testing.T) {
+	s := sim.New(sim.Options{})
+	g := apitest.Start(t, apitest.Options{Config: moneyConfig(t), Sim: s})
+	tenant := g.NewTenant(t, "acme", 0, 50_000_000)
+	client := openAIClient(g, t, tenant.Key)
+	for i := range 3 {
+		s.Enqueue("sim-general", sim.Fault{Kind: sim.FaultDrop})
+		var raw *http.Response
+		done, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "service-flint",
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello")}}, option.WithResponseInto(&raw))
+		if err != nil {
+			t.Fatalf("request %d, its first expert's answer cut off: %v", i+1, err)
+		}
+		if expert := raw.Header.Get("x-tollgate-expert"); expert == "sim-openai-chat/sim-general" || done.Choices[0].Message.Content == "" {
+			t.Errorf("request %d answered by %q", i+1, expert)
+		}
+		if rec := latestUsage(t, g, tenant.Account, int64(i+1)); rec.Status != "ok" || rec.CostMicros <= 0 || rec.UpstreamModel == "sim-general" {
+			t.Errorf("request %d: usage record %s by %s, %d micro-units", i+1, rec.Status, rec.UpstreamModel, rec.CostMicros)
+		}
+	}
+	checkBooks(t, g, tenant.Account, 50_000_000)
+
+	// One expert: nothing to fail over to.
+	s.Enqueue("sim-general", sim.Fault{Kind: sim.FaultDrop})
+	status, body := post(t, g, tenant.Key, "/v1/chat/completions", `{"model":"service-flint-base","messages":[{"role":"user","content":"hello"}]}`)
+	if status != http.StatusBadGateway || !strings.Contains(string(body), "the upstream answer was cut off") {
+		t.Errorf("a single expert's answer cut off: %d %s", status, body)
+	}
+	if rec := latestUsage(t, g, tenant.Account, 4); rec.Status != "upstream_read_failed" || rec.CostMicros != 0 {
+		t.Errorf("its usage record: %s, %d micro-units", rec.Status, rec.CostMicros)
+	}
+	checkBooks(t, g, tenant.Account, 50_000_000)
+}
+
 // TestInBandErrorMidStream: an upstream failure after the first byte reaches the client as the
 // format's in-band error; what was produced is billed once.
 func TestInBandErrorMidStream(t *testing.T) {

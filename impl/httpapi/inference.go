@@ -125,16 +125,10 @@ func respond(x *exchange.Exchange, w http.ResponseWriter) error {
 
 // respondJSON writes a complete answer.
 func respondJSON(x *exchange.Exchange, w http.ResponseWriter) error {
-	rawBuf, outBuf := getAnswerBuffer(), getAnswerBuffer()
-	defer putAnswerBuffer(rawBuf)
+	outBuf := getAnswerBuffer()
 	defer putAnswerBuffer(outBuf)
-	out, usage, err := x.Answer(rawBuf, outBuf)
+	out, usage, err := x.Answer(outBuf)
 	if err != nil {
-		if ctx := x.Context(); ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-			// The client went away, which cut the upstream call short: recorded as 499.
-			noteClientGone(w)
-			return nil
-		}
 		writeErrorFamily(w, familyOf(exchange.Route(x.Client())), err)
 		return nil
 	}
@@ -155,8 +149,8 @@ func respondJSON(x *exchange.Exchange, w http.ResponseWriter) error {
 // maxPooledAnswer bounds the buffers kept for reuse; larger answers get buffers of their own.
 const maxPooledAnswer = 256 << 10
 
-// answerBuffers recycles the buffers of non-streamed answers (the upstream's bytes and the
-// bytes written to the client), which live only until the answer is written.
+// answerBuffers recycles the buffers of the bytes non-streamed answers write to the client,
+// which live only until the answer is written (the exchange keeps the upstream's bytes).
 var answerBuffers = sync.Pool{New: func() any { return new([]byte) }}
 
 func getAnswerBuffer() *[]byte { return answerBuffers.Get().(*[]byte) }

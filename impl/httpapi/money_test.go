@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -492,6 +493,49 @@ func TestClientGoneBeforeTheAnswerIsBilledItsInput(t *testing.T) {
 		if r := recs[0]; r.Status != "client_disconnected" || r.InputTokens <= 0 || r.OutputTokens != 0 || r.CostMicros <= 0 {
 			t.Errorf("stream %v: usage after the client left before the answer: %+v", stream, r)
 		}
+	}
+	checkBooks(t, g, tenant.Account, 10_000_000)
+}
+
+// TestClientGoneWhileTheAnswerIsReadIsBilledItsInput: a client that leaves after the upstream
+// sent its answer's head and before its body came is billed the request's input, status
+// client_disconnected, as one that leaves before the head is: the provider has the prompt.
+// Trial of upstream failures D7: it was billed nothing, its record saying upstream_read_failed,
+// which blamed the provider.
+func TestClientGoneWhileTheAnswerIsReadIsBilledItsInput(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		select { // the body never comes while the test runs
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+		}
+	}))
+	t.Cleanup(up.Close)
+	cfg := config.Default()
+	cfg.Providers = append(cfg.Providers, config.Provider{Name: "head-only", Kind: config.KindOpenAIChat, BaseURL: up.URL})
+	cfg.Models = append(cfg.Models, config.Model{ID: "head-only", Family: config.FamilyChat, OwnedBy: "test",
+		Price: config.Price{Catalog: "gpt-4.1-mini"}, MaxOutputTokens: 1000, ContextTokens: 100_000,
+		Backend: &config.Upstream{Provider: "head-only", Model: "gpt-4.1-mini"}})
+	cfg.Plans[0].Models = append(cfg.Plans[0].Models, "head-only")
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	g := apitest.Start(t, apitest.Options{Config: cfg})
+	tenant := g.NewTenant(t, "acme", 0, 10_000_000)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", g.URL+"/v1/chat/completions",
+		strings.NewReader(`{"model":"head-only","max_tokens":16,"messages":[{"role":"user","content":"a slow answer"}]}`))
+	req.Header.Set("Authorization", "Bearer "+tenant.Key)
+	if res, err := http.DefaultClient.Do(req); err == nil {
+		res.Body.Close()
+		t.Fatalf("answered %d before the client left", res.StatusCode)
+	}
+	if r := latestUsage(t, g, tenant.Account, 1); r.Status != "client_disconnected" || r.InputTokens <= 0 || r.OutputTokens != 0 || r.CostMicros <= 0 {
+		t.Errorf("usage after the client left while the answer's body was awaited: %s, %d input, %d output, %d micro-units",
+			r.Status, r.InputTokens, r.OutputTokens, r.CostMicros)
 	}
 	checkBooks(t, g, tenant.Account, 10_000_000)
 }

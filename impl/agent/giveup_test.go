@@ -219,14 +219,16 @@ func TestDiscardedStepSwept(t *testing.T) {
 // the connection mid-answer) runs again, and the call that delivers is billed under the turn's
 // request id: the undelivered attempt's record (nothing billed) is written under an id of its
 // own, so it does not take the id the ledger bills once. The session's spend, its usage records
-// and the ledger agree, and the spend is not zero.
+// and the ledger agree, and the spend is not zero. The model has one expert: a fusion model's
+// call fails over to its next expert at once (impl/httpapi TestFusionFailsOverOnAnUnusableAnswer).
 func TestCutAnswerRetriedIsBilled(t *testing.T) {
 	w := newWorld(t, twoAttempts)
 	n := w.start()
 	svc := n.gw.Agents
 	ctx := context.Background()
 	acme := w.tenant(n, "acme", 5_000_000)
-	res, err := svc.Spawn(ctx, acme.p, "main", "Tell a story. [[sim fault=drop after=2 times=1]] [[sim words=400]]", "")
+	res, err := svc.SpawnWith(ctx, acme.p, "main", "Tell a story. [[sim fault=drop after=2 times=1]] [[sim words=400]]", "",
+		agent.SpawnAction{Model: "service-flint-base"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,15 +64,27 @@ func (c *Catalog) add(e Entry) {
 	c.entries[e.Name] = list
 }
 
-// Overlay returns a catalog with the entries of c and of top; where both have an entry of the
-// same name and date, top's wins.
+// Overlay returns a catalog with the entries of c and of top; a name top has is top's alone,
+// on every day: the operator's list (a LiteLLM file, whose entries state no date) replaces
+// the built-in dated entries of the same name, rather than losing to them from their dates on
+// (configuration trial: a file pricing gpt-4.1-mini at twice the built-in price was billed at
+// the built-in one, and an entry the file got wrong, which is refused, was hidden by it).
 func (c *Catalog) Overlay(top *Catalog) *Catalog {
 	out := New()
-	for _, cat := range []*Catalog{c, top} {
-		if cat == nil {
-			continue
+	if c != nil {
+		for name, list := range c.entries {
+			if top != nil {
+				if _, mine := top.entries[name]; mine {
+					continue
+				}
+			}
+			for _, e := range list {
+				out.add(e)
+			}
 		}
-		for _, list := range cat.entries {
+	}
+	if top != nil {
+		for _, list := range top.entries {
 			for _, e := range list {
 				out.add(e)
 			}

@@ -34,7 +34,8 @@ var liteTierField = regexp.MustCompile(`^(.+)_above_([0-9]+)k_tokens$`)
 // The file is a JSON object whose keys are model names and whose values are objects of prices
 // in dollars per token. Each model becomes an entry of that name with Provider its
 // litellm_provider and Effective "" (the file states no dates, so the entry holds from the
-// beginning; overlaid on Builtin, a dated built-in entry of the same name wins from its date on).
+// beginning; overlaid on Builtin, it replaces the built-in entries of the same name on every
+// day: Catalog.Overlay).
 // The "sample_spec" key, which documents the format, is skipped, and so are models whose mode
 // is not chat, responses or completion (embeddings, images, audio, rerank, realtime and the
 // like, which are not billed by the token kinds of a price.Price); a model without a mode is

@@ -298,3 +298,28 @@ func show(p price.Price) string {
 	b, _ := json.Marshal(p)
 	return string(b)
 }
+
+// TestLiteLLMFileReplacesTheBuiltinEntry: overlaid on the built-in catalog, a LiteLLM file's
+// entry of a name replaces the built-in entries of that name on every day, a refused one
+// included (its error is what a price naming it gets); the names the file does not have keep
+// their built-in entries. Configuration trial: the dated built-in entry won from its date on,
+// so a file pricing gpt-4.1-mini at twice the built-in price billed the built-in one.
+func TestLiteLLMFileReplacesTheBuiltinEntry(t *testing.T) {
+	file, err := LoadLiteLLM(strings.NewReader(`{
+		"gpt-4.1-mini": {"litellm_provider": "openai", "mode": "chat", "input_cost_per_token": 8e-07, "output_cost_per_token": 3.2e-06},
+		"gpt-5-mini": {"litellm_provider": "openai", "mode": "chat", "input_cost_per_token": 1.2345678901234e-07, "output_cost_per_token": 2e-06}}`), "ops.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat := Builtin().Overlay(file)
+	e, ok := cat.Lookup("gpt-4.1-mini", "2026-12-05")
+	if !ok || e.Err != nil || e.Price.Input != 800_000 || e.Price.Output != 3_200_000 {
+		t.Errorf("gpt-4.1-mini: %+v, want the file's $0.80 and $3.20", e)
+	}
+	if e, ok := cat.Lookup("gpt-5-mini", "2026-12-05"); !ok || e.Err == nil {
+		t.Errorf("gpt-5-mini, refused in the file: %+v, want the file's refusal", e)
+	}
+	if e, ok := cat.Lookup("claude-sonnet-4-5", "2026-12-05"); !ok || e.Price.Input != 3_000_000 {
+		t.Errorf("claude-sonnet-4-5, not in the file: %+v, want the built-in $3", e)
+	}
+}

@@ -410,6 +410,14 @@ func parse(b []byte, dir string) (*Config, error) {
 	return &c, nil
 }
 
+// backendOf is a model's backend as a list: one upstream, or none for a fusion model.
+func backendOf(m Model) []Upstream {
+	if m.Backend == nil {
+		return nil
+	}
+	return []Upstream{*m.Backend}
+}
+
 // Validate checks references and values.
 func (c *Config) Validate() error {
 	var errs []error
@@ -420,6 +428,9 @@ func (c *Config) Validate() error {
 			return err
 		}
 		c.catalog = cat
+	}
+	if d := c.PriceCatalog.Date; d != "" && !validDay(d) {
+		bad("price_catalog: date %q is not a day written YYYY-MM-DD", d)
 	}
 	if err := c.Telemetry.validate(); err != nil {
 		errs = append(errs, err)
@@ -520,6 +531,19 @@ func (c *Config) Validate() error {
 		}
 		for _, e := range m.Experts {
 			checkUpstream(m.ID, e)
+		}
+		// Every upstream is priced, by its own price or the model's: a forgotten price would
+		// serve the model free, and reserve nothing (configuration trial: a fusion expert
+		// without a price took every request that looked like code, at 0).
+		for _, u := range append(append([]Upstream(nil), m.Experts...), backendOf(m)...) {
+			if p := c.Models[i].Price; u.Price != nil {
+				p = *u.Price
+				if !p.priced() {
+					bad("model %q: upstream %s/%s: its price charges nothing; give it one (a catalog entry or input_micros_per_mtok and output_micros_per_mtok), or say free: true to serve it without charge", m.ID, u.Provider, u.Model)
+				}
+			} else if !p.priced() {
+				bad("model %q: upstream %s/%s has no price, and the model has none to give it: set price (a catalog entry or input_micros_per_mtok and output_micros_per_mtok) on the model or the upstream, or say free: true to serve it without charge", m.ID, u.Provider, u.Model)
+			}
 		}
 	}
 	plans := map[string]bool{}

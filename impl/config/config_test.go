@@ -80,7 +80,7 @@ func TestPlanKeyQuota(t *testing.T) {
 	if p, _ := ex.Plan("default"); p.MaxKeys != 20 {
 		t.Errorf("example.yaml: plan default max_keys = %d, want 20", p.MaxKeys)
 	}
-	const models = "models:\n  - {id: a, family: chat, max_output_tokens: 5, backend: {provider: p, model: m}}\nproviders:\n  - {name: p, kind: openai-chat, base_url: http://x}\n"
+	const models = "models:\n  - {id: a, family: chat, max_output_tokens: 5, price: {free: true}, backend: {provider: p, model: m}}\nproviders:\n  - {name: p, kind: openai-chat, base_url: http://x}\n"
 	if _, err := Parse([]byte(models + "plans:\n  - {name: default, max_keys: -1}\n")); err == nil || !strings.Contains(err.Error(), "max_keys") {
 		t.Errorf("a negative max_keys: error %v, want one naming max_keys", err)
 	}
@@ -118,6 +118,41 @@ models:
 	} {
 		if got := c.p.AutomaticPromptCache(); got != c.want {
 			t.Errorf("%+v: AutomaticPromptCache %v, want %v", c.p, got, c.want)
+		}
+	}
+}
+
+// TestForgottenPriceIsRefused: a model whose upstream has no price of its own and none from
+// the model is refused at start, naming both, as is a price that charges nothing, unless the
+// price says free: true (and then nothing else); a fusion expert without a price takes the
+// model's. price_catalog.date must be a day written YYYY-MM-DD. Configuration trial: such a
+// model, or a fusion expert without a price, was served free and reserved nothing; a date
+// "2025/06/01" sorted past every catalog entry's.
+func TestForgottenPriceIsRefused(t *testing.T) {
+	const providers = "providers:\n  - {name: o, kind: openai-chat, base_url: builtin:simulator}\n"
+	for _, c := range []struct{ name, yaml, want string }{
+		{"no price", "models:\n  - {id: m, family: chat, max_output_tokens: 5, backend: {provider: o, model: x}}\n",
+			`model "m": upstream o/x has no price, and the model has none to give it`},
+		{"an expert without one, the model none", "models:\n  - {id: m, family: chat, max_output_tokens: 5, experts: [{provider: o, model: x, price: {catalog: gpt-4.1}}, {provider: o, model: y}]}\n",
+			`model "m": upstream o/y has no price`},
+		{"a price of zero", "models:\n  - {id: m, family: chat, max_output_tokens: 5, backend: {provider: o, model: x, price: {input_micros_per_mtok: 0}}}\n",
+			`model "m": upstream o/x: its price charges nothing`},
+		{"free and a price", "models:\n  - {id: m, family: chat, max_output_tokens: 5, price: {free: true, catalog: gpt-4.1}, backend: {provider: o, model: x}}\n",
+			"free and a price at once"},
+		{"a date not YYYY-MM-DD", "price_catalog: {date: 2025/06/01}\nmodels:\n  - {id: m, family: chat, max_output_tokens: 5, price: {catalog: o3}, backend: {provider: o, model: x}}\n",
+			`price_catalog: date "2025/06/01" is not a day written YYYY-MM-DD`},
+	} {
+		if _, err := Parse([]byte(providers + c.yaml)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error saying %q", c.name, err, c.want)
+		}
+	}
+	for _, ok := range []string{
+		"models:\n  - {id: m, family: chat, max_output_tokens: 5, price: {free: true}, backend: {provider: o, model: x}}\n",
+		"models:\n  - {id: m, family: chat, max_output_tokens: 5, price: {catalog: gpt-4.1}, experts: [{provider: o, model: x}, {provider: o, model: y, price: {catalog: gpt-5}}]}\n",
+		"price_catalog: {date: 2025-06-01}\nmodels:\n  - {id: m, family: chat, max_output_tokens: 5, price: {catalog: o3}, backend: {provider: o, model: x}}\n",
+	} {
+		if _, err := Parse([]byte(providers + ok)); err != nil {
+			t.Errorf("%q: %v", ok, err)
 		}
 	}
 }

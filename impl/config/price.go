@@ -21,6 +21,10 @@ import (
 // and 2 times input (one hour); and there is no long-context tier. Reasoning tokens are output
 // tokens and cost the output price.
 type Price struct {
+	// Free serves the model without charge, which no price typed or from the catalog says
+	// otherwise: a model whose upstream has no price at all is refused at start unless its
+	// price says free, so that a forgotten price is not a free model (configuration trial).
+	Free bool `yaml:"free,omitempty"`
 	// Catalog names a catalog entry, e.g. "claude-sonnet-4-5" or "gpt-4.1-mini".
 	Catalog       string `yaml:"catalog,omitempty"`
 	InputPerMTok  int64  `yaml:"input_micros_per_mtok"`
@@ -100,8 +104,25 @@ func (c *Config) resolvePriceOn(p *Price, anthropic bool, day string) error {
 	if err != nil {
 		return err
 	}
+	if p.Free && (r.Input != 0 || r.Output != 0 || r.CacheRead != 0 || r.CacheWrite5m != 0 || r.CacheWrite1h != 0) {
+		return errors.New("price: free and a price at once; say one")
+	}
 	p.resolved = &r
 	return nil
+}
+
+// priced reports whether p, resolved, charges for something, or says that it is free.
+func (p Price) priced() bool {
+	r := p.Resolved()
+	return p.Free || r.Input > 0 || r.Output > 0
+}
+
+// validDay reports whether day is a calendar day written YYYY-MM-DD: catalog entries are found
+// by comparing such days as text, which "2025/06/01" or "2025-6-1" would sort past every real
+// one (configuration trial: price_catalog.date "2025/06/01" took o3's later price).
+func validDay(day string) bool {
+	t, err := time.Parse(time.DateOnly, day)
+	return err == nil && t.Format(time.DateOnly) == day
 }
 
 // PriceDay is the day (YYYY-MM-DD) whose catalog prices hold at now: price_catalog.date when it

@@ -8,7 +8,7 @@ import (
 // TestTraceURL: telemetry.trace_url is read from the file, makes a trace's link, and a template
 // that is not an http(s) address with the {trace_id} placeholder is refused.
 func TestTraceURL(t *testing.T) {
-	const models = "models:\n  - {id: a, family: chat, max_output_tokens: 5, backend: {provider: p, model: m}}\nproviders:\n  - {name: p, kind: openai-chat, base_url: http://x}\n"
+	const models = "models:\n  - {id: a, family: chat, max_output_tokens: 5, price: {free: true}, backend: {provider: p, model: m}}\nproviders:\n  - {name: p, kind: openai-chat, base_url: http://x}\n"
 	c, err := Parse([]byte(models + "telemetry:\n  trace_url: \"http://localhost:16686/trace/{trace_id}\"\n"))
 	if err != nil {
 		t.Fatal(err)

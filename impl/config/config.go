@@ -11,8 +11,10 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -410,6 +412,9 @@ func parse(b []byte, dir string) (*Config, error) {
 	return &c, nil
 }
 
+// envName is what an environment variable's name may be.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
 // backendOf is a model's backend as a list: one upstream, or none for a fusion model.
 func backendOf(m Model) []Upstream {
 	if m.Backend == nil {
@@ -458,6 +463,15 @@ func (c *Config) Validate() error {
 		}
 		if p.BaseURL != SimulatorURL && !strings.HasPrefix(p.BaseURL, "http://") && !strings.HasPrefix(p.BaseURL, "https://") {
 			bad("provider %q: base_url must be http(s)://… or %s", p.Name, SimulatorURL)
+		} else if u, err := url.Parse(p.BaseURL); p.BaseURL != SimulatorURL && (err != nil || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil) {
+			// The routes' paths are added to it (configuration trial: a query string or a
+			// fragment was glued before them, and https:// with no host was accepted).
+			bad("provider %q: base_url must be a scheme, a host and at most a path (no query, fragment or credentials), e.g. https://api.openai.com/v1", p.Name)
+		}
+		if p.APIKeyEnv != "" && !envName.MatchString(p.APIKeyEnv) {
+			// Not echoed: it is most likely the key itself, pasted where its variable's name
+			// goes (configuration trial: the start-up warning logged it).
+			bad("provider %q: api_key_env must name an environment variable (letters, digits and _), not hold the key: put the key in that variable", p.Name)
 		}
 		switch {
 		case p.PromptCache != "" && p.PromptCache != PromptCacheAutomatic && p.PromptCache != PromptCacheOff:

@@ -156,3 +156,24 @@ func TestForgottenPriceIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestProviderAddressAndKeyVariable: a base_url with a query, a fragment, credentials or no
+// host is refused, and so is an api_key_env that is no variable's name, without repeating it
+// (configuration trial: a pasted key was logged by the start-up warning).
+func TestProviderAddressAndKeyVariable(t *testing.T) {
+	const model = "models:\n  - {id: m, family: chat, max_output_tokens: 5, price: {free: true}, backend: {provider: o, model: x}}\n"
+	for _, c := range []struct{ provider, want string }{
+		{"{name: o, kind: openai-chat, base_url: \"https://api.example/v1?key=1\"}", "base_url must be a scheme, a host and at most a path"},
+		{"{name: o, kind: openai-chat, base_url: \"https://\"}", "base_url must be a scheme, a host and at most a path"},
+		{"{name: o, kind: openai-chat, base_url: \"https://u:p@api.example/v1\"}", "base_url must be a scheme, a host and at most a path"},
+		{"{name: o, kind: openai-chat, base_url: \"https://api.example/v1\", api_key_env: sk-proj-SECRETSECRET}", "api_key_env must name an environment variable"},
+	} {
+		_, err := Parse([]byte("providers:\n  - " + c.provider + "\n" + model))
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "SECRET") {
+			t.Errorf("%s: %v, want an error saying %q (and not the key)", c.provider, err, c.want)
+		}
+	}
+	if _, err := Parse([]byte("providers:\n  - {name: o, kind: openai-chat, base_url: \"https://api.example/v1/\", api_key_env: EXAMPLE_API_KEY}\n" + model)); err != nil {
+		t.Errorf("a good provider: %v", err)
+	}
+}

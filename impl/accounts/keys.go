@@ -112,6 +112,12 @@ func (s *Service) CreateKeyWith(ctx context.Context, accountID uuid.UUID, o KeyO
 	if err := checkKeyName(o.Name); err != nil {
 		return NewKey{}, err
 	}
+	if _, ok := s.Config.Plan(acct.Plan); !ok {
+		// The plan's limits (its key quota, its RPM maximum) are unknown: a plan renamed or
+		// removed in the configuration must not lift them (configuration trial: keys past the
+		// quota, and without an RPM cap, were made for its accounts).
+		return NewKey{}, invalid("plan", "the account's plan %q is not in the gateway's configuration, so its key quota and RPM limits are unknown: an operator must put the plan back in the configuration before the account makes keys", acct.Plan)
+	}
 	rpm, err := s.checkRPM(acct.Plan, o.RPM)
 	if err != nil {
 		return NewKey{}, err
@@ -144,8 +150,8 @@ func (s *Service) CreateKeyWith(ctx context.Context, accountID uuid.UUID, o KeyO
 	return NewKey{Plain: g.Plain, Key: k}, nil
 }
 
-// KeyQuota is the most keys that are not revoked an account on the plan may hold (0: no quota,
-// as for a plan missing from the configuration).
+// KeyQuota is the most keys that are not revoked an account on the plan may hold (0: no quota;
+// an account on a plan missing from the configuration makes no keys, CreateKeyWith).
 func (s *Service) KeyQuota(plan string) int {
 	p, _ := s.Config.Plan(plan)
 	return p.MaxKeys

@@ -243,3 +243,30 @@ func TestKeyNamesAndCapsAreChecked(t *testing.T) {
 		t.Errorf("SetLimits with an RPM cap past 2^32: %v", err)
 	}
 }
+
+// TestPlanGoneMakesNoKeys: an account whose plan the configuration no longer has (renamed or
+// removed) makes no keys, refused as invalid on plan, since the plan's quota and RPM limits are
+// unknown; its plan put back, it makes them again. Configuration trial: renaming a plan lifted
+// max_keys and max_rpm for its accounts.
+func TestPlanGoneMakesNoKeys(t *testing.T) {
+	ctx := context.Background()
+	svc := newService(t, 2)
+	acme := newAccount(t, svc, "acme")
+	for i := range svc.Config.Plans {
+		if svc.Config.Plans[i].Name == "default" {
+			svc.Config.Plans[i].Name = "standard" // renamed in the configuration
+		}
+	}
+	var inv *accounts.InvalidError
+	if _, err := svc.CreateKey(ctx, acme, "k", -1); !errors.As(err, &inv) || inv.Field != "plan" || !strings.Contains(inv.Message, `plan "default" is not in the gateway's configuration`) {
+		t.Fatalf("a key of an account whose plan is gone: %v", err)
+	}
+	for i := range svc.Config.Plans {
+		if svc.Config.Plans[i].Name == "standard" {
+			svc.Config.Plans[i].Name = "default"
+		}
+	}
+	if _, err := svc.CreateKey(ctx, acme, "k", -1); err != nil {
+		t.Fatalf("its plan back: %v", err)
+	}
+}

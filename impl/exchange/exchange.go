@@ -434,12 +434,7 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 		t0 := time.Now()
 		tries := x.observeTries(e, bound)
 		called, calledAny = e, true
-		var res *http.Response
-		if tries != nil {
-			res, _, err = up.CallObserved(callCtx, ur.body, stream, forward, tries)
-		} else {
-			res, _, err = up.Call(callCtx, ur.body, stream, forward)
-		}
+		res, _, err := up.CallObserved(callCtx, ur.body, stream, forward, tries)
 		x.upstreamWait += time.Since(t0)
 		if err == nil && !stream {
 			// A non-streamed answer is read whole before anything reaches the client: one cut
@@ -465,16 +460,14 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 		}
 		if err == nil {
 			unlink()
-			eng.router.Observe(e.Key, time.Since(t0), false)
+			// The router learns the answering try's own time to first byte, and the answering
+			// try's operation runs from its own start: not the expert's first try's (the tries
+			// that failed and the back-off between them are neither's).
+			eng.router.Observe(e.Key, time.Since(tries.start), false)
 			x.expert, x.res, x.dropped, x.hostedBounds = e, res, ur.dropped, ur.hosted
-			x.attemptStart = t0
-			if tries != nil {
-				// The answering try's operation runs from its own start, not the expert's
-				// first try's (the back-off between tries is no operation's).
-				x.attemptStart = tries.start
-				if x.tr != nil {
-					x.tr.attempt = tries.span
-				}
+			x.attemptStart = tries.start
+			if x.tr != nil {
+				x.tr.attempt = tries.span
 			}
 			if maxTokens > 0 {
 				// The client is billed for at most the bound it asked for, or the clamp.
@@ -499,7 +492,7 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 			// nothing about the expert's health and must not move other callers' traffic.
 			break
 		}
-		eng.router.Observe(e.Key, time.Since(t0), true)
+		eng.router.Observe(e.Key, 0, true) // a failure counts against health, not latency
 		eng.logger(requestID).Warn("upstream failed; trying the next expert", "expert", e.Key, "err", err)
 	}
 	unlink()

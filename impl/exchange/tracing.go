@@ -92,15 +92,18 @@ func errorType(err error) string {
 	return "_OTHER"
 }
 
-// tryObserver makes each try of an upstream call a CLIENT span of its own (named after the
-// GenAI conventions: "chat <model>"), children of the request's span and siblings of one
-// another: an expert's retries and the failover to the next expert read alike, each failed
-// one with its error.type. span is the last try's, which carries the answer's attributes when
-// it succeeded.
+// tryObserver notes when each try of an upstream call began (start): the router learns the
+// answering try's own time to first byte, not the call's with the tries that failed before it
+// and the waits between them (trial D2).
 //
-// Each failed try is also one operation in gen_ai.client.operation.duration, with its
-// error.type, traced or not (trial h8 D4: a 429 that a retry absorbed never showed, and nine
-// failed tries counted as three); the answering try's is counted when the answer ends
+// When traced, it also makes each try a CLIENT span of its own (named after the GenAI
+// conventions: "chat <model>"), children of the request's span and siblings of one another: an
+// expert's retries and the failover to the next expert read alike, each failed one with its
+// error.type. span is the last try's, which carries the answer's attributes when it succeeded.
+//
+// With metrics on, each failed try is also one operation in gen_ai.client.operation.duration,
+// with its error.type, traced or not (trial h8 D4: a 429 that a retry absorbed never showed,
+// and nine failed tries counted as three); the answering try's is counted when the answer ends
 // (finishAttempt), from start, when the try began.
 type tryObserver struct {
 	x     *Exchange
@@ -110,12 +113,9 @@ type tryObserver struct {
 	start time.Time
 }
 
-// observeTries returns the observer of expert e's tries (the exchange's own, reset), or nil
-// while neither tracing nor metrics are on (the call then goes unobserved).
+// observeTries returns the observer of expert e's tries: the exchange's own, reset, so that
+// observing allocates nothing. Without tracing and metrics it only notes each try's start.
 func (x *Exchange) observeTries(e routing.Expert, bound int) *tryObserver {
-	if x.tr == nil && x.eng.metrics == nil {
-		return nil
-	}
 	x.tries = tryObserver{x: x, e: e, bound: bound}
 	return &x.tries
 }
@@ -147,7 +147,7 @@ func (o *tryObserver) StartTry(ctx context.Context, n int) context.Context {
 // EndTry ends a failed try: its span with the reason, and its operation in the metrics; a
 // successful try's span stays open for the answer's attributes (finishAttempt ends it).
 func (o *tryObserver) EndTry(_ context.Context, _ int, err error) {
-	if err == nil {
+	if err == nil || o.span == nil && o.x.eng.metrics == nil {
 		return
 	}
 	et := errorType(err)

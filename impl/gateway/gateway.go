@@ -30,6 +30,7 @@ import (
 	"github.com/tollgate/tollgate/impl/metrics"
 	"github.com/tollgate/tollgate/impl/provider"
 	"github.com/tollgate/tollgate/impl/ratelimit"
+	"github.com/tollgate/tollgate/impl/routing"
 	"github.com/tollgate/tollgate/impl/store"
 	"github.com/tollgate/tollgate/impl/tenanttools"
 	"github.com/tollgate/tollgate/impl/usagespill"
@@ -61,6 +62,9 @@ type Options struct {
 	DatasetStorage dataset.Storage
 	// Heartbeat overrides the stream heartbeat interval (0: the default).
 	Heartbeat time.Duration
+	// Router orders the fusion models' experts and learns their health (nil: a fresh one on
+	// the real clock; tests give one on a clock of their own).
+	Router *routing.Router
 	// ChangeFeed tunes the change feed and the degraded mode it drives (MaxStale, its
 	// heartbeat); its Logger and Metrics default to the gateway's.
 	ChangeFeed changefeed.Options
@@ -170,7 +174,7 @@ func New(o Options) (*Gateway, error) {
 	datasets := dataset.New(o.Store, o.DatasetStorage, dataset.Options{Logger: o.Logger})
 	// The one exchange: the HTTP routes and the agents' steps both call it.
 	exch := exchange.New(exchange.Options{Config: o.Config, Store: o.Store, Feed: feed, Upstreams: upstreams, Meter: meter,
-		Metrics: o.Metrics, Logger: o.Logger, Heartbeat: o.Heartbeat})
+		Metrics: o.Metrics, Logger: o.Logger, Heartbeat: o.Heartbeat, Router: o.Router})
 	agents, err := agent.New(agent.Options{Store: o.Store, Config: o.Config, Tools: tenanttools.Tools(datasets),
 		Exchange: exch, KeyPrincipal: authn.KeyPrincipal, Logger: o.Logger})
 	// fail releases what was built so far when the gateway cannot be built.

@@ -15,9 +15,18 @@
 //     order);
 //   - health: an expert whose recent attempts failed (an exponentially weighted failure rate
 //     over 0.5, or 3 failures in a row) loses 10 points for 30 seconds after its last failure,
-//     so traffic moves away from it but comes back to probe;
+//     so traffic moves away from it but comes back to probe. An attempt is one upstream call,
+//     its own retries included; it fails on a 429, a 5xx or a connection failure before its
+//     answer began. A failure says nothing of latency;
 //   - latency: minus one point per 500 ms of the expert's smoothed time to first byte, so a
-//     slower expert wins only on strengths.
+//     slower expert wins only on strengths. The time is the answering try's own, from its
+//     start to its head: not the tries that failed before it nor the waits between them (a
+//     Retry-After), and a failed attempt adds none. It is smoothed with weight 0.2 for the
+//     newest answer, and it ages: its points count in full at the expert's last answer and
+//     fade linearly to nothing 60 seconds later (LatencyMemory), and a new answer weighs
+//     against what is left of the average (the whole, once it has faded). An expert that once
+//     answered slowly therefore gets back, within a minute, the traffic its strengths earn,
+//     and is measured afresh, instead of never.
 //
 // Reading the request for these signals is bounded: the code test is a plain substring search
 // for each marker over at most 32 KiB, whatever the request's size, so a prompt of tens of
@@ -302,11 +311,24 @@ type Router struct {
 	now    func() time.Time
 }
 
+// LatencyMemory is how long an expert's smoothed time to first byte counts for after its
+// last answer: fully at the answer, fading linearly to nothing at LatencyMemory.
+const LatencyMemory = 60 * time.Second
+
+// FailureWindow is how long an unhealthy expert loses its health points after its last
+// failure.
+const FailureWindow = 30 * time.Second
+
+// alpha is the weight of the newest observation in the smoothed failure rate and time to first
+// byte.
+const alpha = 0.2
+
 type health struct {
 	failRate    float64 // EWMA of failures (1) and successes (0)
 	streak      int     // consecutive failures
 	lastFailure time.Time
-	ttfb        time.Duration // EWMA of time to first byte
+	ttfb        time.Duration // EWMA of the answering tries' time to first byte
+	lastAnswer  time.Time     // when ttfb was last observed (zero: never)
 }
 
 // NewRouter returns a Router; now is the clock (nil: time.Now).
@@ -383,30 +405,54 @@ func (r *Router) healthScore(key string, now time.Time) float64 {
 	if h == nil {
 		return 0
 	}
-	score := -float64(h.ttfb) / float64(500*time.Millisecond)
-	if (h.failRate > 0.5 || h.streak >= 3) && now.Sub(h.lastFailure) < 30*time.Second {
+	score := -float64(h.ttfb) / float64(500*time.Millisecond) * h.latencyWeight(now)
+	if (h.failRate > 0.5 || h.streak >= 3) && now.Sub(h.lastFailure) < FailureWindow {
 		score -= 10
 	}
 	return score
 }
 
-// Observe records one attempt at an expert: its time to first byte and whether it failed.
+// latencyWeight is how much of the smoothed time to first byte still counts at now: 1 at the
+// last answer, falling linearly to 0 at LatencyMemory after it (0 when there was none).
+func (h *health) latencyWeight(now time.Time) float64 {
+	if h.lastAnswer.IsZero() {
+		return 0
+	}
+	age := now.Sub(h.lastAnswer)
+	if age <= 0 {
+		return 1
+	}
+	return max(0, 1-float64(age)/float64(LatencyMemory))
+}
+
+// Observe records one attempt at an expert. A success's ttfb is the answering try's own time
+// to first byte (from the try's start, not the call's); a failure's ttfb is ignored: a failure
+// counts through the health penalty only, and never seeds or moves the latency.
 func (r *Router) Observe(key string, ttfb time.Duration, failed bool) {
+	now := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	h := r.health[key]
-	if h == nil {
-		h = &health{ttfb: ttfb}
-		r.health[key] = h
-	}
-	const alpha = 0.2
+	h := r.entry(key)
 	if failed {
 		h.failRate = h.failRate*(1-alpha) + alpha
 		h.streak++
-		h.lastFailure = r.now()
+		h.lastFailure = now
 		return
 	}
 	h.failRate *= 1 - alpha
 	h.streak = 0
-	h.ttfb = time.Duration(float64(h.ttfb)*(1-alpha) + float64(ttfb)*alpha)
+	// The older average weighs what is left of it: an answer after a long silence replaces it.
+	w := (1 - alpha) * h.latencyWeight(now)
+	h.ttfb = time.Duration(float64(h.ttfb)*w + float64(ttfb)*(1-w))
+	h.lastAnswer = now
+}
+
+// entry is key's health record, created empty; r.mu must be held.
+func (r *Router) entry(key string) *health {
+	h := r.health[key]
+	if h == nil {
+		h = &health{}
+		r.health[key] = h
+	}
+	return h
 }

@@ -75,6 +75,74 @@ func TestFusionPolicy(t *testing.T) {
 	}
 }
 
+// TestFailureIsNoLatency: a failed attempt, however long its call took (retries and their
+// Retry-After waits), neither seeds nor moves the expert's time to first byte (trial D2: a
+// first call that failed after 4 s cost the preferred expert 8 points for ever). It counts
+// through the failure penalty only, which ends 30 s after the last failure.
+func TestFailureIsNoLatency(t *testing.T) {
+	clock := time.Unix(0, 0)
+	r := NewRouter(func() time.Time { return clock })
+	flint, _ := NewRegistry(config.Default()).Model("service-flint")
+	small := Features{InputTokens: 50, OutputTokens: 100}
+	const general = "sim-openai-chat/sim-general"
+	r.Observe(general, 4*time.Second, true)
+	if got := keys(r.Order(flint, small))[0]; got != general {
+		t.Errorf("after one failed call of 4 s the preferred expert lost the lead to %s", got)
+	}
+	r.Observe(general, 4*time.Second, true)
+	r.Observe(general, 4*time.Second, true)
+	if got := keys(r.Order(flint, small))[0]; got == general {
+		t.Errorf("after three failures in a row the expert still leads")
+	}
+	clock = clock.Add(FailureWindow + time.Second)
+	if got := keys(r.Order(flint, small))[0]; got != general {
+		t.Errorf("30 s after its last failure the expert is not probed: %s leads", got)
+	}
+	// A success's time is the answering try's: after the failures it stands alone.
+	r.Observe(general, 100*time.Millisecond, false)
+	if s := r.healthScore(general, clock); !near(s, -0.2) {
+		t.Errorf("score %v after one answer in 100 ms, want -0.2", s)
+	}
+}
+
+// near reports whether two scores agree to a thousandth of a point.
+func near(a, b float64) bool { return a-b < 1e-3 && b-a < 1e-3 }
+
+// TestLatencyAges: an expert that answered slowly loses on latency, for a while: its latency
+// points fade to nothing 60 s after its last answer, so it gets the traffic its strengths earn
+// again, and an answer then is measured afresh rather than averaged with the old slowness.
+func TestLatencyAges(t *testing.T) {
+	clock := time.Unix(0, 0)
+	r := NewRouter(func() time.Time { return clock })
+	flint, _ := NewRegistry(config.Default()).Model("service-flint")
+	small := Features{InputTokens: 50, OutputTokens: 100}
+	const general = "sim-openai-chat/sim-general"
+	r.Observe(general, 3*time.Second, false) // -6 points against its strengths' 2
+	if got := keys(r.Order(flint, small))[0]; got == general {
+		t.Fatal("an expert 3 s to its first byte still leads")
+	}
+	clock = clock.Add(LatencyMemory / 2)
+	if s := r.healthScore(general, clock); !near(s, -3) {
+		t.Errorf("half way, the latency score is %v, want -3", s)
+	}
+	if got := keys(r.Order(flint, small))[0]; got == general {
+		t.Error("half way the slow expert leads already")
+	}
+	clock = clock.Add(LatencyMemory / 2)
+	if got := keys(r.Order(flint, small))[0]; got != general {
+		t.Errorf("60 s after its last answer the slow expert is not tried again: %s leads", got)
+	}
+	r.Observe(general, 50*time.Millisecond, false)
+	if s := r.healthScore(general, clock); !near(s, -0.1) {
+		t.Errorf("an answer after the old latency faded: score %v, want -0.1", s)
+	}
+	// A fresh average still weighs the newest answer at 0.2.
+	r.Observe(general, 550*time.Millisecond, false)
+	if s := r.healthScore(general, clock); !near(s, -0.3) {
+		t.Errorf("score %v, want -0.3 (150 ms smoothed)", s)
+	}
+}
+
 // TestHostedPrices: the worst case of the hosted tools a request asks for is the dearest
 // same-format expert's bound times its price (one call for chat's web_search_options), and
 // the most input tokens the calls may bring in, each call at its configured allowance or the

@@ -28,6 +28,7 @@ import (
 	"github.com/tollgate/tollgate/impl/metrics"
 	"github.com/tollgate/tollgate/impl/provider"
 	"github.com/tollgate/tollgate/impl/ratelimit"
+	"github.com/tollgate/tollgate/impl/routing"
 	"github.com/tollgate/tollgate/impl/sim"
 	"github.com/tollgate/tollgate/impl/store"
 )
@@ -59,6 +60,9 @@ type Options struct {
 	Retry *provider.RetryPolicy
 	// Heartbeat overrides the stream heartbeat interval.
 	Heartbeat time.Duration
+	// Router is the gateway's router of fusion experts (nil: a fresh one on the real clock); a
+	// test that waits out its health windows gives one on a clock of its own.
+	Router *routing.Router
 	// DatasetsDir is the dataset storage root; empty means a fresh directory for this test.
 	DatasetsDir string
 	// DatasetStorage, when set, is the dataset storage instead of DatasetsDir (an object
@@ -155,7 +159,7 @@ func Start(t testing.TB, o Options) *Gateway {
 	}
 	gw, err := gateway.New(gateway.Options{Store: st, Config: o.Config, Logger: log, Limiter: o.Limiter,
 		UsageSpillDir: o.UsageSpillDir, UsageSpillMaxBytes: o.UsageSpillMaxBytes,
-		SimulatorURL: simServer.URL, Retry: &retry, DatasetStorage: storage, Heartbeat: o.Heartbeat, ChangeFeed: o.ChangeFeed,
+		SimulatorURL: simServer.URL, Retry: &retry, DatasetStorage: storage, Heartbeat: o.Heartbeat, Router: o.Router, ChangeFeed: o.ChangeFeed,
 		CreditOutage: o.CreditOutage, Metrics: o.Metrics})
 	if err != nil {
 		t.Fatal(err)

@@ -77,6 +77,9 @@ func (x *Exchange) Stream(w StreamWriter) error {
 		sentFirst bool      // the first events were flushed
 		reported  llm.Usage // the upstream's usage, when filled (the stream's end shows the billed counts)
 		filled    bool      // reported holds the upstream's usage
+		// upstreamFault: the upstream's in-band error was of its own making (a rate limit, an
+		// overload, a server error), which counts against the expert's health.
+		upstreamFault bool
 	)
 	fail := func(errType, message string) {
 		out = enc.Fail(errType, message, out[:0])
@@ -129,6 +132,7 @@ loop:
 			case llm.EventError:
 				failed = true
 				status = "upstream_error"
+				upstreamFault = n.Err == nil || upstreamsFault(apierror.KindOfType(n.Err.Type))
 				n = x.inBandError(n)
 			}
 			out = enc.Encode(n, out[:0])
@@ -195,6 +199,12 @@ loop:
 	}
 	sw.close()
 	x.upstreamWait += upstream.wait
+	if status == "upstream_cut_off" || status == "upstream_stalled" || status == "upstream_error" && upstreamFault {
+		// The answer broke off by the upstream's failure: it counts against the expert's health
+		// as a failure before its head would (trial D3). A client that left, a shutdown and an
+		// in-band refusal of the request do not.
+		x.eng.router.ObserveBroken(x.expert.Key)
+	}
 	if relay != nil {
 		text += relay.Unmodelled() // thinking and the like: output the client has, if no usage says so
 	}
@@ -212,6 +222,18 @@ loop:
 	}
 	x.Settle(usage, text, status)
 	return nil
+}
+
+// upstreamsFault reports whether an in-band error of kind k is of the upstream's making, as a
+// 429 or a 5xx before the head is: not a refusal of the request, nor of the gateway's own
+// credentials or credit at the provider (a 400, 401, 402 or 403 before the head counts against
+// no expert either).
+func upstreamsFault(k apierror.Kind) bool {
+	switch k {
+	case apierror.KindRateLimited, apierror.KindOverloaded, apierror.KindInternal, apierror.KindUpstream:
+		return true
+	}
+	return false
 }
 
 // inBandError is the error event the client gets for an upstream's in-band error: the

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -94,4 +95,43 @@ func TestFusionSlowCallDoesNotStick(t *testing.T) {
 	if got := ask("plain", "after the window"); got != general {
 		t.Fatalf("30 s after its last failure, a plain request went to %s, not %s", got, general)
 	}
+}
+
+// TestFusionBrokenStreamsCount: a stream the upstream breaks off after its head (its
+// connection dropped, an in-band overloaded error) counts against the expert's health, as a
+// failure before the head does (trial D3: twelve such streams in a row left service-flint's
+// traffic on the expert). Four dropped streams in a row move traffic off it until 30 s after the
+// last; then in-band 529s move it off again.
+func TestFusionBrokenStreamsCount(t *testing.T) {
+	clock := newRouterClock()
+	g := apitest.Start(t, apitest.Options{Config: moneyConfig(t), Router: clock.router()})
+	tenant := g.NewTenant(t, "acme", 0, 50_000_000)
+	c := g.Client(t)
+	auth := map[string]string{"Authorization": "Bearer " + tenant.Key}
+	stream := func(prompt string, broken bool) string {
+		t.Helper()
+		status, h, body := do(t, c, g.URL, flintChat(prompt, true), auth)
+		if status != 200 || broken != strings.Contains(string(body), `"error"`) {
+			t.Fatalf("%q: %d, want an in-band error %v: %s", prompt, status, broken, body)
+		}
+		return h.Get("x-tollgate-expert")
+	}
+	for i := range 4 {
+		if got := stream(fmt.Sprintf("hello %d [[sim fault=drop after=2]]", i), true); got != general {
+			t.Fatalf("dropped stream %d was served by %s, not %s", i, got, general)
+		}
+	}
+	if got := stream("hello plain", false); got == general {
+		t.Fatalf("after 4 dropped streams in a row the expert still serves")
+	}
+	clock.advance(routing.FailureWindow + time.Second)
+	if got := stream("hello after the window", false); got != general {
+		t.Fatalf("30 s after the last dropped stream a plain request went to %s, not %s", got, general)
+	}
+	for i := range 4 {
+		if got := stream(fmt.Sprintf("hello %d [[sim fault=midstream status=529 after=2]]", i), true); got != general {
+			return // moved off
+		}
+	}
+	t.Errorf("4 in-band overloaded errors in a row left the traffic on %s", general)
 }

@@ -17,7 +17,9 @@
 //     over 0.5, or 3 failures in a row) loses 10 points for 30 seconds after its last failure,
 //     so traffic moves away from it but comes back to probe. An attempt is one upstream call,
 //     its own retries included; it fails on a 429, a 5xx or a connection failure before its
-//     answer began. A failure says nothing of latency;
+//     answer began, and a streamed answer fails when it breaks off (cut off, an in-band error
+//     of the upstream's making, silent for too long), which then counts as a failure instead
+//     of the success its head counted (ObserveBroken). A failure says nothing of latency;
 //   - latency: minus one point per 500 ms of the expert's smoothed time to first byte, so a
 //     slower expert wins only on strengths. The time is the answering try's own, from its
 //     start to its head: not the tries that failed before it nor the waits between them (a
@@ -445,6 +447,20 @@ func (r *Router) Observe(key string, ttfb time.Duration, failed bool) {
 	w := (1 - alpha) * h.latencyWeight(now)
 	h.ttfb = time.Duration(float64(h.ttfb)*w + float64(ttfb)*(1-w))
 	h.lastAnswer = now
+}
+
+// ObserveBroken records that an answer the expert began, already observed as a success, broke
+// off before its end (a stream cut off, failed in-band or silent for too long): it counts as a
+// failure instead of that success. The failure rate gains what a failure would have added
+// rather than the success; the latency observed at its head stands.
+func (r *Router) ObserveBroken(key string) {
+	now := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := r.entry(key)
+	h.failRate = min(1, h.failRate+alpha)
+	h.streak++
+	h.lastFailure = now
 }
 
 // entry is key's health record, created empty; r.mu must be held.

@@ -105,6 +105,34 @@ func TestFailureIsNoLatency(t *testing.T) {
 	}
 }
 
+// TestBrokenAnswersCount: an answer that began (a success at its head) and then broke off
+// counts as a failure instead (trial D3: streams cut off mid-way never counted), so answers
+// that keep breaking push the expert back, until 30 s after the last; its latency stands.
+func TestBrokenAnswersCount(t *testing.T) {
+	clock := time.Unix(0, 0)
+	r := NewRouter(func() time.Time { return clock })
+	flint, _ := NewRegistry(config.Default()).Model("service-flint")
+	small := Features{InputTokens: 50, OutputTokens: 100}
+	const general = "sim-openai-chat/sim-general"
+	for i := range 4 {
+		if got := keys(r.Order(flint, small))[0]; got != general {
+			t.Fatalf("after %d broken answers %s leads", i, got)
+		}
+		r.Observe(general, 100*time.Millisecond, false)
+		r.ObserveBroken(general)
+	}
+	if got := keys(r.Order(flint, small))[0]; got == general {
+		t.Error("after 4 broken answers in a row the expert still leads")
+	}
+	if h := r.health[general]; h.ttfb != 100*time.Millisecond {
+		t.Errorf("latency %v after broken answers of 100 ms to the head", h.ttfb)
+	}
+	clock = clock.Add(FailureWindow + time.Second)
+	if got := keys(r.Order(flint, small))[0]; got != general {
+		t.Errorf("30 s after the last broken answer %s leads", got)
+	}
+}
+
 // near reports whether two scores agree to a thousandth of a point.
 func near(a, b float64) bool { return a-b < 1e-3 && b-a < 1e-3 }
 

@@ -68,14 +68,14 @@ func putAnswerBuffer(b *[]byte) {
 	}
 }
 
-// readAnswerOf reads expert e's complete non-streamed answer res (its call began at t0) into
+// readAnswerOf reads expert e's complete non-streamed answer res into
 // the exchange, and reads what settling it needs: for the client's own format its top level
 // and usage, for another its decoded form. An answer cut short, too large, malformed, or one
 // that carries an error in place of the answer (a 200 with an error object) is an error, an
 // *apierror.Error for the client, with the status its usage record would carry
 // (upstream_read_failed or upstream_malformed); its response is closed then, and the caller
 // may try the next expert, nothing having reached the client.
-func (x *Exchange) readAnswerOf(e routing.Expert, res *http.Response, t0 time.Time) (status string, err error) {
+func (x *Exchange) readAnswerOf(e routing.Expert, res *http.Response) (status string, err error) {
 	buf := answerBuffers.Get().(*[]byte)
 	t1 := time.Now()
 	*buf, err = readAnswer(res, (*buf)[:0])

@@ -436,6 +436,9 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 		called, calledAny = e, true
 		res, _, err := up.CallObserved(callCtx, ur.body, stream, forward, tries)
 		x.upstreamWait += time.Since(t0)
+		// The router learns the answering try's own time to first byte: not the tries that
+		// failed before it, nor the back-off between them, nor a non-streamed body's read.
+		ttfb := time.Since(tries.start)
 		if err == nil && !stream {
 			// A non-streamed answer is read whole before anything reaches the client: one cut
 			// short, malformed, or a 200 that carries an error (some OpenAI-compatible servers
@@ -443,8 +446,8 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 			// the expert's health (trial of upstream failures D1: a fusion model whose expert
 			// dropped its bodies answered 502 to every request, and that expert kept its rank).
 			unlink()
-			if status, rerr := x.readAnswerOf(e, res, t0); rerr != nil {
-				if tries != nil && tries.span != nil {
+			if status, rerr := x.readAnswerOf(e, res); rerr != nil {
+				if tries.span != nil {
 					telemetry.Fail(tries.span, status, rerr.Error())
 					tries.span.End()
 				}
@@ -452,7 +455,7 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 				if ctx.Err() != nil || eng.streamsEnd.Err() != nil {
 					break
 				}
-				eng.router.Observe(e.Key, time.Since(t0), true)
+				eng.router.Observe(e.Key, 0, true) // a failure counts against health, not latency
 				eng.logger(requestID).Warn("upstream answer unusable; trying the next expert", "expert", e.Key, "status", status, "err", rerr)
 				continue
 			}
@@ -460,10 +463,9 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 		}
 		if err == nil {
 			unlink()
-			// The router learns the answering try's own time to first byte, and the answering
-			// try's operation runs from its own start: not the expert's first try's (the tries
-			// that failed and the back-off between them are neither's).
-			eng.router.Observe(e.Key, time.Since(tries.start), false)
+			// The answering try's operation runs from its own start: not the expert's first
+			// try's (the tries that failed and the back-off between them are no operation's).
+			eng.router.Observe(e.Key, ttfb, false)
 			x.expert, x.res, x.dropped, x.hostedBounds = e, res, ur.dropped, ur.hosted
 			x.attemptStart = tries.start
 			if x.tr != nil {

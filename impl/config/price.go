@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math/big"
 	"path/filepath"
 	"slices"
 	"time"
@@ -218,6 +219,74 @@ func (c *Config) PricedOn(day string) (*Config, error) {
 	return &out, errors.Join(errs...)
 }
 
+// followTypedRates is a catalog entry's price r (its standard rates catalog, before the typed
+// numbers of p replaced some of them in r) with the rest following the typed numbers in
+// proportion: each typed kind's ratio to the entry's standard rate of that kind scales the
+// same kind of the entry's service tiers and long-context tier, and a typed input price scales
+// the cache kinds left untyped (the providers price them as multiples of input), at the
+// standard rates and in the tiers. So a markup typed over an entry is a markup throughout
+// (configuration trial: doubling gpt-5-mini's standard rates left its priority tier at the
+// entry's, cheaper than standard; doubling claude-sonnet-4-5's made a request above 200,000
+// input tokens cost less than one below). A kind the entry prices at 0 has no ratio: its tiers
+// stay as the entry has them.
+func followTypedRates(r price.Price, catalog price.Rates, p Price) price.Price {
+	type ratio struct{ num, den int64 }
+	var rIn, rOut, rRead, rW5, rW1 ratio
+	if p.InputPerMTok != 0 && catalog.Input > 0 {
+		rIn = ratio{p.InputPerMTok, catalog.Input}
+	}
+	if p.OutputPerMTok != 0 && catalog.Output > 0 {
+		rOut = ratio{p.OutputPerMTok, catalog.Output}
+	}
+	scale := func(v int64, q ratio) int64 {
+		if q.den == 0 {
+			return v
+		}
+		n := new(big.Int).Mul(big.NewInt(v), big.NewInt(q.num))
+		n.Add(n, big.NewInt(q.den-1)) // rounded up: never below the proportion
+		return n.Quo(n, big.NewInt(q.den)).Int64()
+	}
+	// A cache kind: its typed ratio, else the input's.
+	cacheRatio := func(typed *int64, catalogRate int64) ratio {
+		if typed != nil {
+			if catalogRate > 0 {
+				return ratio{*typed, catalogRate}
+			}
+			return ratio{}
+		}
+		return rIn
+	}
+	rRead = cacheRatio(p.CacheReadPerMTok, catalog.CacheRead)
+	rW5 = cacheRatio(p.CacheWrite5mPerMTok, catalog.CacheWrite5m)
+	rW1 = cacheRatio(p.CacheWrite1hPerMTok, catalog.CacheWrite1h)
+	if p.CacheReadPerMTok == nil {
+		r.CacheRead = scale(catalog.CacheRead, rRead)
+	}
+	if p.CacheWrite5mPerMTok == nil {
+		r.CacheWrite5m = scale(catalog.CacheWrite5m, rW5)
+	}
+	if p.CacheWrite1hPerMTok == nil {
+		r.CacheWrite1h = scale(catalog.CacheWrite1h, rW1)
+	}
+	follow := func(t price.Rates) price.Rates {
+		return price.Rates{Input: scale(t.Input, rIn), Output: scale(t.Output, rOut), CacheRead: scale(t.CacheRead, rRead),
+			CacheWrite5m: scale(t.CacheWrite5m, rW5), CacheWrite1h: scale(t.CacheWrite1h, rW1)}
+	}
+	if r.LongContext != nil {
+		lc := *r.LongContext
+		lc.Rates = follow(lc.Rates)
+		r.LongContext = &lc
+	}
+	if len(r.ServiceTiers) > 0 {
+		tiers := make(map[string]price.Rates, len(r.ServiceTiers))
+		for name, t := range r.ServiceTiers {
+			tiers[name] = follow(t)
+		}
+		r.ServiceTiers = tiers
+	}
+	return r
+}
+
 func (p Price) resolve(cat *pricecatalog.Catalog, day string, anthropic bool) (price.Price, error) {
 	var base price.Price
 	hasCatalog := false
@@ -234,6 +303,7 @@ func (p Price) resolve(cat *pricecatalog.Catalog, day string, anthropic bool) (p
 		}
 		base, hasCatalog = e.Price, true
 	}
+	catalogRates := base.Rates
 	set := func(dst *int64, v int64) {
 		if v != 0 || !hasCatalog {
 			*dst = v
@@ -260,6 +330,9 @@ func (p Price) resolve(cat *pricecatalog.Catalog, day string, anthropic bool) (p
 		case !hasCatalog:
 			*k.dst = k.def(base.Input)
 		}
+	}
+	if hasCatalog {
+		base = followTypedRates(base, catalogRates, p)
 	}
 	if p.LongContext != nil {
 		lc := p.LongContext

@@ -204,3 +204,49 @@ models:
 		t.Errorf("a pinned catalog date changes on %q", got)
 	}
 }
+
+// TestTypedRatesCarryTheTiers: numbers typed beside a catalog entry carry the entry's service
+// tiers and long-context tier with them in proportion, kind by kind, and a typed input carries
+// the cache kinds left untyped: a markup over an entry is a markup throughout. Configuration
+// trial: doubling gpt-5-mini's standard rates left its priority tier cheaper than standard, and
+// doubling claude-sonnet-4-5's made a request above 200,000 input tokens cost less than one
+// below.
+func TestTypedRatesCarryTheTiers(t *testing.T) {
+	c, err := Parse([]byte(priceConfig(`{catalog: claude-sonnet-4-5, input_micros_per_mtok: 6000000, output_micros_per_mtok: 30000000}`, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := c.Models[0].Price.Resolved()
+	// Anthropic's published rates doubled: $6, $0.60, $7.50, $12, $30; above 200,000 input
+	// tokens $12, $1.20, $15, $24, $45.
+	if want := (price.Rates{Input: 6_000_000, CacheRead: 600_000, CacheWrite5m: 7_500_000, CacheWrite1h: 12_000_000, Output: 30_000_000}); got.Rates != want {
+		t.Errorf("standard rates %+v, want %+v", got.Rates, want)
+	}
+	if want := (price.Rates{Input: 12_000_000, CacheRead: 1_200_000, CacheWrite5m: 15_000_000, CacheWrite1h: 24_000_000, Output: 45_000_000}); got.LongContext == nil || got.LongContext.Rates != want {
+		t.Errorf("long-context rates %+v, want %+v", got.LongContext, want)
+	}
+	below := price.Cost(price.Tokens{Uncached: 200_000, Output: 10_000}, got).Total()
+	above := price.Cost(price.Tokens{Uncached: 200_001, Output: 10_000}, got).Total()
+	if above < below {
+		t.Errorf("one more input token made the request cheaper: %d against %d", above, below)
+	}
+
+	c, err = Parse([]byte(`
+providers:
+  - {name: o, kind: openai-chat, base_url: builtin:simulator}
+models:
+  - {id: m, family: chat, max_output_tokens: 100, backend: {provider: o, model: x},
+     price: {catalog: gpt-5-mini, input_micros_per_mtok: 500000, output_micros_per_mtok: 4000000}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = c.Models[0].Price.Resolved()
+	// gpt-5-mini's priority tier ($0.45, $3.60) and flex ($0.125, $1) doubled.
+	if p := got.ServiceTiers["priority"]; p.Input != 900_000 || p.Output != 7_200_000 || p.CacheRead != 90_000 {
+		t.Errorf("priority %+v, want $0.90, $7.20 and cache reads $0.09", p)
+	}
+	if f := got.ServiceTiers["flex"]; f.Input != 250_000 || f.Output != 2_000_000 {
+		t.Errorf("flex %+v, want $0.25 and $2", f)
+	}
+}

@@ -658,6 +658,9 @@ type AnthropicBadGateway = AnthropicError
 // AnthropicBadRequest The Messages-format error envelope.
 type AnthropicBadRequest = AnthropicError
 
+// AnthropicGatewayTimeout The Messages-format error envelope.
+type AnthropicGatewayTimeout = AnthropicError
+
 // AnthropicInternal The Messages-format error envelope.
 type AnthropicInternal = AnthropicError
 
@@ -693,6 +696,9 @@ type OpenAIConflict = OpenAIError
 
 // OpenAIForbidden The chat-completions-compatible error envelope.
 type OpenAIForbidden = OpenAIError
+
+// OpenAIGatewayTimeout The chat-completions-compatible error envelope.
+type OpenAIGatewayTimeout = OpenAIError
 
 // OpenAIInternal The chat-completions-compatible error envelope.
 type OpenAIInternal = OpenAIError
@@ -5000,6 +5006,8 @@ type CreateChatCompletionResponse struct {
 	JSON502 *OpenAIBadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *OpenAIUnavailable
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *OpenAIGatewayTimeout
 	// JSON529 the response for an HTTP 529 `application/json` response
 	JSON529 *OpenAIOverloaded
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -5062,6 +5070,11 @@ func (r CreateChatCompletionResponse) GetJSON502() *OpenAIBadGateway {
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
 func (r CreateChatCompletionResponse) GetJSON503() *OpenAIUnavailable {
 	return r.JSON503
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r CreateChatCompletionResponse) GetJSON504() *OpenAIGatewayTimeout {
+	return r.JSON504
 }
 
 // GetJSON529 returns the response for an HTTP 529 `application/json` response
@@ -5248,6 +5261,8 @@ type CreateMessageResponse struct {
 	JSON502 *AnthropicBadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *AnthropicUnavailable
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *AnthropicGatewayTimeout
 	// JSON529 the response for an HTTP 529 `application/json` response
 	JSON529 *AnthropicOverloaded
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -5310,6 +5325,11 @@ func (r CreateMessageResponse) GetJSON502() *AnthropicBadGateway {
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
 func (r CreateMessageResponse) GetJSON503() *AnthropicUnavailable {
 	return r.JSON503
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r CreateMessageResponse) GetJSON504() *AnthropicGatewayTimeout {
+	return r.JSON504
 }
 
 // GetJSON529 returns the response for an HTTP 529 `application/json` response
@@ -5712,6 +5732,8 @@ type CreateResponseResponse struct {
 	JSON502 *OpenAIBadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *OpenAIUnavailable
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *OpenAIGatewayTimeout
 	// JSON529 the response for an HTTP 529 `application/json` response
 	JSON529 *OpenAIOverloaded
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -5774,6 +5796,11 @@ func (r CreateResponseResponse) GetJSON502() *OpenAIBadGateway {
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
 func (r CreateResponseResponse) GetJSON503() *OpenAIUnavailable {
 	return r.JSON503
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r CreateResponseResponse) GetJSON504() *OpenAIGatewayTimeout {
+	return r.JSON504
 }
 
 // GetJSON529 returns the response for an HTTP 529 `application/json` response
@@ -6943,6 +6970,13 @@ func ParseCreateChatCompletionResponse(rsp *http.Response) (*CreateChatCompletio
 		}
 		response.JSON503 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest OpenAIGatewayTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 529:
 		var dest OpenAIOverloaded
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -7226,6 +7260,13 @@ func ParseCreateMessageResponse(rsp *http.Response) (*CreateMessageResponse, err
 			return nil, err
 		}
 		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest AnthropicGatewayTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 529:
 		var dest AnthropicOverloaded
@@ -7729,6 +7770,13 @@ func ParseCreateResponseResponse(rsp *http.Response) (*CreateResponseResponse, e
 			return nil, err
 		}
 		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest OpenAIGatewayTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 529:
 		var dest OpenAIOverloaded
@@ -8435,6 +8483,8 @@ type AnthropicBadGatewayJSONResponse AnthropicError
 
 type AnthropicBadRequestJSONResponse AnthropicError
 
+type AnthropicGatewayTimeoutJSONResponse AnthropicError
+
 type AnthropicInternalJSONResponse AnthropicError
 
 type AnthropicNotFoundJSONResponse AnthropicError
@@ -8486,6 +8536,8 @@ type OpenAIBadRequestJSONResponse OpenAIError
 type OpenAIConflictJSONResponse OpenAIError
 
 type OpenAIForbiddenJSONResponse OpenAIError
+
+type OpenAIGatewayTimeoutJSONResponse OpenAIError
 
 type OpenAIInternalJSONResponse OpenAIError
 
@@ -9610,6 +9662,22 @@ func (response CreateChatCompletion503JSONResponse) VisitCreateChatCompletionRes
 	return err
 }
 
+type CreateChatCompletion504JSONResponse struct {
+	OpenAIGatewayTimeoutJSONResponse
+}
+
+func (response CreateChatCompletion504JSONResponse) VisitCreateChatCompletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(504)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreateChatCompletion529JSONResponse struct{ OpenAIOverloadedJSONResponse }
 
 func (response CreateChatCompletion529JSONResponse) VisitCreateChatCompletionResponse(w http.ResponseWriter) error {
@@ -9982,6 +10050,22 @@ func (response CreateMessage503JSONResponse) VisitCreateMessageResponse(w http.R
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateMessage504JSONResponse struct {
+	AnthropicGatewayTimeoutJSONResponse
+}
+
+func (response CreateMessage504JSONResponse) VisitCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(504)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -10608,6 +10692,22 @@ func (response CreateResponse503JSONResponse) VisitCreateResponseResponse(w http
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateResponse504JSONResponse struct {
+	OpenAIGatewayTimeoutJSONResponse
+}
+
+func (response CreateResponse504JSONResponse) VisitCreateResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(504)
 	_, err := buf.WriteTo(w)
 	return err
 }

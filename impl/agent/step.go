@@ -338,7 +338,7 @@ func (s *Service) callFailed(ctx context.Context, job *river.Job[stepArgs], boun
 	retry := true
 	if ae := apierror.As(err); ae != nil {
 		switch ae.Kind {
-		case apierror.KindUpstream, apierror.KindOverloaded, apierror.KindRateLimited, apierror.KindUnavailable, apierror.KindInternal:
+		case apierror.KindUpstream, apierror.KindGatewayTimeout, apierror.KindOverloaded, apierror.KindRateLimited, apierror.KindUnavailable, apierror.KindInternal:
 		default:
 			retry = false
 		}

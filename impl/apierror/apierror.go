@@ -31,6 +31,7 @@ const (
 	KindRequestTooLarge                // 413
 	KindUnavailable                    // 503: a dependency of the gateway (its database) is unreachable
 	KindConflict                       // 409: the request conflicts with the state of what it names
+	KindGatewayTimeout                 // 504: the upstream took the request and did not answer in time
 )
 
 // Status is the HTTP status of a kind.
@@ -62,6 +63,8 @@ func (k Kind) Status() int {
 		return http.StatusServiceUnavailable
 	case KindConflict:
 		return http.StatusConflict
+	case KindGatewayTimeout:
+		return http.StatusGatewayTimeout
 	default:
 		return http.StatusInternalServerError
 	}

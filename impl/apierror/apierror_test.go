@@ -11,7 +11,7 @@ import (
 
 func TestWireNamesRoundTrip(t *testing.T) {
 	// Every kind's wire names classify back to the kind (the in-band and envelope paths agree).
-	for k := KindInternal; k <= KindUnavailable; k++ {
+	for k := KindInternal; k <= KindGatewayTimeout; k++ {
 		typ, code := k.OpenAITypeCode()
 		got := KindOfType(code)
 		if code == "" || code == "not_found" || code == "forbidden" || code == "upstream_error" || code == "not_implemented" {
@@ -19,7 +19,7 @@ func TestWireNamesRoundTrip(t *testing.T) {
 		}
 		switch k {
 		case KindNotFound, KindForbidden, KindUpstream, KindNotImplemented, KindInvalidRequest,
-			KindMethodNotAllowed, KindRequestTooLarge:
+			KindMethodNotAllowed, KindRequestTooLarge, KindConflict:
 			// The chat-completions type of these is shared or tollgate's own.
 		case KindUnavailable:
 			// Said by an upstream, it means the upstream cannot take the request now.
@@ -34,6 +34,9 @@ func TestWireNamesRoundTrip(t *testing.T) {
 		if a := k.AnthropicType(); a == "" {
 			t.Errorf("%v: no Messages type", k)
 		}
+	}
+	if KindGatewayTimeout.Status() != 504 || KindGatewayTimeout.AnthropicType() != "timeout_error" || KindOfType("timeout_error") != KindGatewayTimeout {
+		t.Error("the gateway timeout is not 504 timeout_error")
 	}
 	if KindOfType("overloaded_error") != KindOverloaded || KindOfType("429") != KindRateLimited || KindOfType("weird") != KindUpstream {
 		t.Error("KindOfType")

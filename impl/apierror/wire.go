@@ -29,6 +29,10 @@ func (k Kind) OpenAITypeCode() (typ, code string) {
 		return "upstream_error", "upstream_error"
 	case KindOverloaded:
 		return "overloaded_error", "overloaded"
+	case KindGatewayTimeout:
+		// OpenAI has no 504 body of its own: the type is the Messages API's word for it
+		// (timeout_error), as overloaded_error is for 529.
+		return "timeout_error", "upstream_timeout"
 	case KindMethodNotAllowed:
 		return "invalid_request_error", "method_not_allowed"
 	case KindRequestTooLarge:
@@ -73,6 +77,8 @@ func (k Kind) AnthropicType() string {
 		return "rate_limit_error"
 	case KindOverloaded:
 		return "overloaded_error"
+	case KindGatewayTimeout:
+		return "timeout_error"
 	case KindRequestTooLarge:
 		return "request_too_large"
 	default:
@@ -109,6 +115,8 @@ func KindOfType(t string) Kind {
 		return KindOverloaded
 	case "server_error", "api_error", "internal_error", "internalservererror", "500":
 		return KindInternal
+	case "timeout_error", "upstream_timeout", "504":
+		return KindGatewayTimeout
 	default:
 		return KindUpstream
 	}

@@ -58,6 +58,9 @@ type Options struct {
 	SimulatorURL string
 	// Retry overrides the upstream retry policy (nil: the defaults).
 	Retry *provider.RetryPolicy
+	// UpstreamHeaderTimeout bounds the wait for an upstream answer's head (0:
+	// provider.ResponseHeaderTimeout); tests shorten it.
+	UpstreamHeaderTimeout time.Duration
 	// DatasetStorage holds the tenants' datasets.
 	DatasetStorage dataset.Storage
 	// Heartbeat overrides the stream heartbeat interval (0: the default).
@@ -122,7 +125,7 @@ func New(o Options) (*Gateway, error) {
 	if o.Readiness == nil {
 		o.Readiness = health.New(o.Logger)
 	}
-	upstreams := provider.FromConfig(o.Config, o.SimulatorURL, provider.NewTransport())
+	upstreams := provider.FromConfig(o.Config, o.SimulatorURL, provider.NewTransportHeaderTimeout(o.UpstreamHeaderTimeout))
 	if o.Retry != nil {
 		for _, u := range upstreams {
 			u.Retry = *o.Retry

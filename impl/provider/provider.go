@@ -208,14 +208,22 @@ func (u *Upstream) CallObserved(ctx context.Context, body []byte, stream bool, f
 
 // failure is one failed attempt.
 type failure struct {
-	status     int // 0 for a connection failure
+	status int // 0 for a connection failure
+	// retryable says that the call may try the same upstream again (CallObserved); whether
+	// another upstream may be tried is Retryable's question, answered from the client's error.
 	retryable  bool
 	retryAfter time.Duration
-	detail     upstreamDetail
-	cause      error
+	// headTimeout says that the request was sent and its answer's head did not come within
+	// the transport's header timeout (status is 0): the upstream has the prompt.
+	headTimeout bool
+	detail      upstreamDetail
+	cause       error
 }
 
 func (f *failure) Error() string {
+	if f.headTimeout {
+		return "upstream did not answer in time: " + f.cause.Error()
+	}
 	if f.status == 0 {
 		return "upstream connection failed: " + f.cause.Error()
 	}
@@ -268,6 +276,13 @@ func (u *Upstream) once(ctx context.Context, transport http.RoundTripper, body [
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
+		}
+		if isHeadTimeout(err) {
+			// The request was sent and the upstream has not answered within the header
+			// timeout: it may still be working on the prompt, and bills it. Sending the prompt
+			// again would wait as long again, per try, and may be billed again: the call
+			// ends here, and the caller may try another upstream (Retryable).
+			return nil, &failure{headTimeout: true, cause: err}
 		}
 		return nil, &failure{retryable: true, cause: err}
 	}
@@ -343,8 +358,13 @@ func clientError(err error) *apierror.Error {
 		return &apierror.Error{Kind: apierror.KindUpstream, Message: "upstream request failed"}
 	}
 	switch {
+	case f.headTimeout:
+		return &apierror.Error{Kind: apierror.KindGatewayTimeout,
+			Message: "the upstream timed out: it accepted the request but did not start its answer in time"}
 	case f.status == 0:
 		return &apierror.Error{Kind: apierror.KindUpstream, Message: "the upstream could not be reached"}
+	case f.status == http.StatusGatewayTimeout:
+		return &apierror.Error{Kind: apierror.KindGatewayTimeout, Message: "the upstream timed out (HTTP 504)"}
 	case f.status == http.StatusTooManyRequests:
 		return &apierror.Error{Kind: apierror.KindRateLimited, RetryAfter: f.retryAfter, Message: "the upstream is rate limited"}
 	case f.status == 529 || f.status == http.StatusServiceUnavailable:
@@ -362,17 +382,32 @@ func clientError(err error) *apierror.Error {
 }
 
 // Retryable reports whether err, returned by Call, allows trying another upstream: upstream
-// rate limits, overload, 5xx and connection failures.
+// rate limits, overload, 5xx, connection failures and an answer's head that did not come in
+// time. The last was not tried again on the same upstream (Call), which has the prompt; another
+// upstream does not.
 func Retryable(err error) bool {
 	var e *apierror.Error
 	if !errors.As(err, &e) {
 		return false
 	}
 	switch e.Kind {
-	case apierror.KindRateLimited, apierror.KindOverloaded, apierror.KindUpstream:
+	case apierror.KindRateLimited, apierror.KindOverloaded, apierror.KindUpstream, apierror.KindGatewayTimeout:
 		return true
 	}
 	return false
+}
+
+// isHeadTimeout reports whether err, from a transport's RoundTrip, is the expiry of its
+// response header timeout: the request was written and no answer's head followed in time.
+// upstreamconn says so with ErrResponseHeaderTimeout; net/http's Transport (HTTP/1 and HTTP/2)
+// with an unexported timeout error whose text says "timeout awaiting response headers". A dial
+// or TLS handshake timeout is not one: the request was never sent.
+func isHeadTimeout(err error) bool {
+	if errors.Is(err, upstreamconn.ErrResponseHeaderTimeout) {
+		return true
+	}
+	var ne interface{ Timeout() bool }
+	return errors.As(err, &ne) && ne.Timeout() && strings.Contains(err.Error(), "timeout awaiting response headers")
 }
 
 // upstreamDetail is what an upstream's error body says: its message, and the param and code the
@@ -506,22 +541,38 @@ func UsesSimulator(cfg *config.Config) bool {
 	return false
 }
 
+// ResponseHeaderTimeout bounds, in NewTransport's transport, the wait for an upstream answer's
+// head once the request was sent. A non-streamed answer's head comes only with the whole answer,
+// and a reasoning model's can take minutes; the official SDKs' own timeout is 600 s, and the
+// Messages API refuses non-streamed requests expected to take longer. So the wait is as long:
+// a client with the SDKs' default gives up about when the gateway does. An expiry is not tried
+// again on the same upstream (the prompt is there), so one expert holds a request for at most
+// this long (docs/operations.md, "Upstream timeouts").
+const ResponseHeaderTimeout = 10 * time.Minute
+
 // NewTransport returns the transport of upstream calls: pooled keep-alive connections sized for
 // a gateway, no overall timeout (streams are long), and bounded connect and header waits.
 // Plain http:// upstreams (local servers, sidecars, the simulator) go through upstreamconn,
 // which does each round trip in the caller's goroutine and so costs less per request than
 // net/http; https:// upstreams go through net/http's Transport (TLS, HTTP/2).
-func NewTransport() http.RoundTripper {
+func NewTransport() http.RoundTripper { return NewTransportHeaderTimeout(0) }
+
+// NewTransportHeaderTimeout is NewTransport with headerTimeout as its wait for an answer's head
+// (0: ResponseHeaderTimeout); tests shorten it.
+func NewTransportHeaderTimeout(headerTimeout time.Duration) http.RoundTripper {
+	if headerTimeout <= 0 {
+		headerTimeout = ResponseHeaderTimeout
+	}
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns = 4096
 	t.MaxIdleConnsPerHost = 1024
 	t.IdleConnTimeout = 90 * time.Second
-	t.ResponseHeaderTimeout = 10 * time.Minute
+	t.ResponseHeaderTimeout = headerTimeout
 	t.DisableCompression = true
 	plain := &upstreamconn.Transport{
 		MaxIdlePerHost:        1024,
 		IdleTimeout:           90 * time.Second,
-		ResponseHeaderTimeout: 10 * time.Minute,
+		ResponseHeaderTimeout: headerTimeout,
 	}
 	// A proxy configured in the environment (HTTP_PROXY) is used through net/http.
 	return &upstreamconn.SchemeDispatch{Plain: plain, Other: t, Proxy: t.Proxy}

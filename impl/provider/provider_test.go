@@ -194,6 +194,7 @@ func TestUpstreamErrorsReachingTheClient(t *testing.T) {
 		{"404", llm.FormatChat, 404, openAIBody("invalid_request_error", "model", "model_not_found"), apierror.KindUpstream, "the upstream does not know the configured model", "", ""},
 		{"402 is the operator's", llm.FormatMessages, 402, `{"type":"error","error":{"type":"billing_error","message":"` + leaky + `"}}`, apierror.KindUpstream, "the upstream failed (HTTP 402)", "", ""},
 		{"409", llm.FormatChat, 409, openAIBody("invalid_request_error", "x", "conflict"), apierror.KindUpstream, "the upstream failed (HTTP 409)", "", ""},
+		{"504", llm.FormatMessages, 504, `{"type":"error","error":{"type":"timeout_error","message":"` + leaky + `"}}`, apierror.KindGatewayTimeout, "the upstream timed out (HTTP 504)", "", ""},
 		{"400 context overflow", llm.FormatResponses, 400, contextOverflow, apierror.KindInvalidRequest,
 			"the upstream refused the request: This model's maximum context length is 128000 tokens.", "input", "context_length_exceeded"},
 		{"400 field path", llm.FormatChat, 400, `{"error":{"message":"bad name","type":"invalid_request_error","param":"tools[0].function.name","code":"invalid_value"}}`, apierror.KindInvalidRequest,

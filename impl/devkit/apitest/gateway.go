@@ -58,6 +58,9 @@ type Options struct {
 	Sim *sim.Simulator
 	// Retry overrides the upstream retry policy (tests shorten its delays).
 	Retry *provider.RetryPolicy
+	// UpstreamHeaderTimeout is the gateway's wait for an upstream answer's head (0: the
+	// production value, provider.ResponseHeaderTimeout).
+	UpstreamHeaderTimeout time.Duration
 	// Heartbeat overrides the stream heartbeat interval.
 	Heartbeat time.Duration
 	// Router is the gateway's router of fusion experts (nil: a fresh one on the real clock); a
@@ -159,7 +162,7 @@ func Start(t testing.TB, o Options) *Gateway {
 	}
 	gw, err := gateway.New(gateway.Options{Store: st, Config: o.Config, Logger: log, Limiter: o.Limiter,
 		UsageSpillDir: o.UsageSpillDir, UsageSpillMaxBytes: o.UsageSpillMaxBytes,
-		SimulatorURL: simServer.URL, Retry: &retry, DatasetStorage: storage, Heartbeat: o.Heartbeat, Router: o.Router, ChangeFeed: o.ChangeFeed,
+		SimulatorURL: simServer.URL, Retry: &retry, UpstreamHeaderTimeout: o.UpstreamHeaderTimeout, DatasetStorage: storage, Heartbeat: o.Heartbeat, Router: o.Router, ChangeFeed: o.ChangeFeed,
 		CreditOutage: o.CreditOutage, Metrics: o.Metrics})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,158 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/devkit/apitest"
+)
+
+// failingUpstream is a stand-in provider whose answer is chosen by the request's upstream model
+// (upstreamFailures); it counts the requests of each.
+type failingUpstream struct {
+	srv  *httptest.Server
+	mu   sync.Mutex
+	hits map[string]int
+}
+
+// upstreamFailures are the stand-in's models and what each answers.
+var upstreamFailures = map[string]func(w http.ResponseWriter, r *http.Request){
+	// silent takes the request and never answers it (until the gateway hangs up).
+	"silent": func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() },
+}
+
+func newFailingUpstream(t *testing.T) *failingUpstream {
+	u := &failingUpstream{hits: map[string]int{}}
+	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var req struct {
+			Model string `json:"model"`
+		}
+		_ = json.Unmarshal(body, &req)
+		u.mu.Lock()
+		u.hits[req.Model]++
+		u.mu.Unlock()
+		if answer, ok := upstreamFailures[req.Model]; ok {
+			answer(w, r)
+			return
+		}
+		w.WriteHeader(http.StatusNotFound)
+	}))
+	t.Cleanup(u.srv.Close)
+	return u
+}
+
+// tries is how many requests for model the stand-in has had.
+func (u *failingUpstream) tries(model string) int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.hits[model]
+}
+
+// failingConfig serves, beside moneyConfig's models, "up-<m>" (Chat) and "up-<m>-messages"
+// (Messages) for each of the stand-in's models m, and "up-silent-fusion", whose first expert is
+// the silent one and whose second is the simulator.
+func failingConfig(t *testing.T, u *failingUpstream) *config.Config {
+	t.Helper()
+	cfg := moneyConfig(t)
+	cfg.Providers = append(cfg.Providers,
+		config.Provider{Name: "stand-chat", Kind: config.KindOpenAIChat, BaseURL: u.srv.URL + "/v1"},
+		config.Provider{Name: "stand-messages", Kind: config.KindAnthropicMessages, BaseURL: u.srv.URL},
+		// The fusion model's expert has a provider of its own, so that the router has not seen
+		// it fail for the other models.
+		config.Provider{Name: "stand-expert", Kind: config.KindOpenAIChat, BaseURL: u.srv.URL + "/v1"})
+	add := func(m config.Model) {
+		m.OwnedBy, m.MaxOutputTokens = "test", 4096
+		m.Price = config.Price{InputPerMTok: 1_000_000, OutputPerMTok: 2_000_000}
+		cfg.Models = append(cfg.Models, m)
+		cfg.Plans[0].Models = append(cfg.Plans[0].Models, m.ID)
+	}
+	for model := range upstreamFailures {
+		add(config.Model{ID: "up-" + model, Family: config.FamilyChat, Backend: &config.Upstream{Provider: "stand-chat", Model: model}})
+		add(config.Model{ID: "up-" + model + "-messages", Family: config.FamilyMessages, Backend: &config.Upstream{Provider: "stand-messages", Model: model}})
+	}
+	add(config.Model{ID: "up-silent-fusion", Family: config.FamilyChat, Experts: []config.Upstream{
+		{Provider: "stand-expert", Model: "silent", Strengths: []string{"general", "fast"}},
+		{Provider: "sim-openai-chat", Model: "sim-general", Strengths: []string{"general"}},
+	}})
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// postRaw sends body to route with key through c and returns the status, headers and body.
+func postRaw(t *testing.T, c *http.Client, g *apitest.Gateway, key, route, body string) (int, http.Header, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, g.URL+route, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, res.Header, b
+}
+
+// TestUpstreamHeadTimeout: an upstream that takes the request and sends no head within the
+// gateway's header timeout is asked once, not three times (trial D4: each try waited the whole
+// timeout, 10 minutes, and sent the prompt again), and the client gets a 504 timeout in its
+// route's envelope, not a 502 saying the upstream could not be reached. A model with another
+// expert fails over to it.
+func TestUpstreamHeadTimeout(t *testing.T) {
+	u := newFailingUpstream(t)
+	g := apitest.Start(t, apitest.Options{Config: failingConfig(t, u), UpstreamHeaderTimeout: 300 * time.Millisecond})
+	tenant := g.NewTenant(t, "acme", 0, 50_000_000)
+	c := g.Client(t)
+
+	t.Run("chat completions", func(t *testing.T) {
+		before := u.tries("silent")
+		status, _, body := postRaw(t, c, g, tenant.Key, "/v1/chat/completions", chatBody("up-silent", "hi", false, 16))
+		var env struct {
+			Error struct{ Message, Type, Code string }
+		}
+		_ = json.Unmarshal(body, &env)
+		if status != http.StatusGatewayTimeout || env.Error.Type != "timeout_error" || env.Error.Code != "upstream_timeout" ||
+			!strings.Contains(env.Error.Message, "timed out") {
+			t.Errorf("status %d, body %s: want 504 timeout_error / upstream_timeout saying it timed out", status, body)
+		}
+		if n := u.tries("silent") - before; n != 1 {
+			t.Errorf("the upstream was asked %d times, want once", n)
+		}
+	})
+	t.Run("messages", func(t *testing.T) {
+		before := u.tries("silent")
+		status, _, body := postRaw(t, c, g, tenant.Key, "/v1/messages",
+			`{"model":"up-silent-messages","max_tokens":16,"stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+		var env struct {
+			Type  string
+			Error struct{ Type, Message string }
+		}
+		_ = json.Unmarshal(body, &env)
+		if status != http.StatusGatewayTimeout || env.Type != "error" || env.Error.Type != "timeout_error" || !strings.Contains(env.Error.Message, "timed out") {
+			t.Errorf("status %d, body %s: want 504 with error.type timeout_error", status, body)
+		}
+		if n := u.tries("silent") - before; n != 1 {
+			t.Errorf("the upstream was asked %d times, want once", n)
+		}
+	})
+	t.Run("fusion fails over", func(t *testing.T) {
+		before := u.tries("silent")
+		status, h, body := postRaw(t, c, g, tenant.Key, "/v1/chat/completions", chatBody("up-silent-fusion", "hi", false, 16))
+		if status != http.StatusOK {
+			t.Fatalf("status %d %s: want the second expert's answer", status, body)
+		}
+		if n := u.tries("silent") - before; n != 1 || !strings.Contains(h.Get("x-tollgate-expert"), "sim-general") {
+			t.Errorf("silent expert asked %d times (want once), answered by %q", n, h.Get("x-tollgate-expert"))
+		}
+	})
+}

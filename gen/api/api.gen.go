@@ -4351,7 +4351,8 @@ type ListAgentsResponse401Headers struct {
 
 // ListAgentsResponse429Headers the declared response headers of an HTTP 429 response for ListAgents
 type ListAgentsResponse429Headers struct {
-	RetryAfter *int
+	RetryAfter   *int
+	XShouldRetry *string
 }
 
 // ListAgentsResponse503Headers the declared response headers of an HTTP 503 response for ListAgents
@@ -4456,7 +4457,8 @@ type SpawnAgentResponse401Headers struct {
 
 // SpawnAgentResponse429Headers the declared response headers of an HTTP 429 response for SpawnAgent
 type SpawnAgentResponse429Headers struct {
-	RetryAfter *int
+	RetryAfter   *int
+	XShouldRetry *string
 }
 
 // SpawnAgentResponse503Headers the declared response headers of an HTTP 503 response for SpawnAgent
@@ -4589,7 +4591,8 @@ type StopAgentResponse401Headers struct {
 
 // StopAgentResponse429Headers the declared response headers of an HTTP 429 response for StopAgent
 type StopAgentResponse429Headers struct {
-	RetryAfter *int
+	RetryAfter   *int
+	XShouldRetry *string
 }
 
 // StopAgentResponse503Headers the declared response headers of an HTTP 503 response for StopAgent
@@ -4715,7 +4718,8 @@ type StreamAgentEventsResponse401Headers struct {
 
 // StreamAgentEventsResponse429Headers the declared response headers of an HTTP 429 response for StreamAgentEvents
 type StreamAgentEventsResponse429Headers struct {
-	RetryAfter *int
+	RetryAfter   *int
+	XShouldRetry *string
 }
 
 // StreamAgentEventsResponse503Headers the declared response headers of an HTTP 503 response for StreamAgentEvents
@@ -4834,7 +4838,8 @@ type SendAgentMessageResponse401Headers struct {
 
 // SendAgentMessageResponse429Headers the declared response headers of an HTTP 429 response for SendAgentMessage
 type SendAgentMessageResponse429Headers struct {
-	RetryAfter *int
+	RetryAfter   *int
+	XShouldRetry *string
 }
 
 // SendAgentMessageResponse503Headers the declared response headers of an HTTP 503 response for SendAgentMessage
@@ -4975,7 +4980,8 @@ type CreateChatCompletionResponse402Headers struct {
 
 // CreateChatCompletionResponse429Headers the declared response headers of an HTTP 429 response for CreateChatCompletion
 type CreateChatCompletionResponse429Headers struct {
-	RetryAfter *int
+	RetryAfter   *int
+	XShouldRetry *string
 }
 
 // CreateChatCompletionResponse503Headers the declared response headers of an HTTP 503 response for CreateChatCompletion
@@ -5124,7 +5130,8 @@ type GetCreditsResponse401Headers struct {
 
 // GetCreditsResponse429Headers the declared response headers of an HTTP 429 response for GetCredits
 type GetCreditsResponse429Headers struct {
-	RetryAfter *int
+	RetryAfter   *int
+	XShouldRetry *string
 }
 
 // GetCreditsResponse503Headers the declared response headers of an HTTP 503 response for GetCredits
@@ -5230,7 +5237,8 @@ type CreateMessageResponse402Headers struct {
 
 // CreateMessageResponse429Headers the declared response headers of an HTTP 429 response for CreateMessage
 type CreateMessageResponse429Headers struct {
-	RetryAfter *int
+	RetryAfter   *int
+	XShouldRetry *string
 }
 
 // CreateMessageResponse503Headers the declared response headers of an HTTP 503 response for CreateMessage
@@ -5373,7 +5381,8 @@ type CountMessageTokensResponse401Headers struct {
 
 // CountMessageTokensResponse429Headers the declared response headers of an HTTP 429 response for CountMessageTokens
 type CountMessageTokensResponse429Headers struct {
-	RetryAfter *int
+	RetryAfter   *int
+	XShouldRetry *string
 }
 
 // CountMessageTokensResponse503Headers the declared response headers of an HTTP 503 response for CountMessageTokens
@@ -5490,7 +5499,8 @@ type ListModelsResponse401Headers struct {
 
 // ListModelsResponse429Headers the declared response headers of an HTTP 429 response for ListModels
 type ListModelsResponse429Headers struct {
-	RetryAfter *int
+	RetryAfter   *int
+	XShouldRetry *string
 }
 
 // ListModelsResponse503Headers the declared response headers of an HTTP 503 response for ListModels
@@ -5588,7 +5598,8 @@ type RetrieveModelResponse401Headers struct {
 
 // RetrieveModelResponse429Headers the declared response headers of an HTTP 429 response for RetrieveModel
 type RetrieveModelResponse429Headers struct {
-	RetryAfter *int
+	RetryAfter   *int
+	XShouldRetry *string
 }
 
 // RetrieveModelResponse503Headers the declared response headers of an HTTP 503 response for RetrieveModel
@@ -5701,7 +5712,8 @@ type CreateResponseResponse402Headers struct {
 
 // CreateResponseResponse429Headers the declared response headers of an HTTP 429 response for CreateResponse
 type CreateResponseResponse429Headers struct {
-	RetryAfter *int
+	RetryAfter   *int
+	XShouldRetry *string
 }
 
 // CreateResponseResponse503Headers the declared response headers of an HTTP 503 response for CreateResponse
@@ -6335,6 +6347,13 @@ func ParseListAgentsResponse(rsp *http.Response) (*ListAgentsResponse, error) {
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-should-retry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XShouldRetry = &value
+		}
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers ListAgentsResponse503Headers
@@ -6474,6 +6493,13 @@ func ParseSpawnAgentResponse(rsp *http.Response) (*SpawnAgentResponse, error) {
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-should-retry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XShouldRetry = &value
+		}
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers SpawnAgentResponse503Headers
@@ -6606,6 +6632,13 @@ func ParseStopAgentResponse(rsp *http.Response) (*StopAgentResponse, error) {
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-should-retry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XShouldRetry = &value
+		}
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers StopAgentResponse503Headers
@@ -6730,6 +6763,13 @@ func ParseStreamAgentEventsResponse(rsp *http.Response) (*StreamAgentEventsRespo
 				return nil, err
 			}
 			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-should-retry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XShouldRetry = &value
 		}
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
@@ -6869,6 +6909,13 @@ func ParseSendAgentMessageResponse(rsp *http.Response) (*SendAgentMessageRespons
 				return nil, err
 			}
 			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-should-retry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XShouldRetry = &value
 		}
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
@@ -7057,6 +7104,13 @@ func ParseCreateChatCompletionResponse(rsp *http.Response) (*CreateChatCompletio
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-should-retry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XShouldRetry = &value
+		}
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers CreateChatCompletionResponse503Headers
@@ -7160,6 +7214,13 @@ func ParseGetCreditsResponse(rsp *http.Response) (*GetCreditsResponse, error) {
 				return nil, err
 			}
 			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-should-retry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XShouldRetry = &value
 		}
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
@@ -7348,6 +7409,13 @@ func ParseCreateMessageResponse(rsp *http.Response) (*CreateMessageResponse, err
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-should-retry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XShouldRetry = &value
+		}
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers CreateMessageResponse503Headers
@@ -7456,6 +7524,13 @@ func ParseCountMessageTokensResponse(rsp *http.Response) (*CountMessageTokensRes
 			}
 			headers.RetryAfter = &value
 		}
+		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-should-retry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XShouldRetry = &value
+		}
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers CountMessageTokensResponse503Headers
@@ -7559,6 +7634,13 @@ func ParseListModelsResponse(rsp *http.Response) (*ListModelsResponse, error) {
 				return nil, err
 			}
 			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-should-retry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XShouldRetry = &value
 		}
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
@@ -7670,6 +7752,13 @@ func ParseRetrieveModelResponse(rsp *http.Response) (*RetrieveModelResponse, err
 				return nil, err
 			}
 			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-should-retry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XShouldRetry = &value
 		}
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
@@ -7857,6 +7946,13 @@ func ParseCreateResponseResponse(rsp *http.Response) (*CreateResponseResponse, e
 				return nil, err
 			}
 			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-should-retry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XShouldRetry = &value
 		}
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
@@ -8503,7 +8599,8 @@ type AnthropicPaymentRequiredJSONResponse struct {
 type AnthropicRequestTooLargeJSONResponse AnthropicError
 
 type AnthropicTooManyRequestsResponseHeaders struct {
-	RetryAfter *int
+	RetryAfter   *int
+	XShouldRetry *string
 }
 type AnthropicTooManyRequestsJSONResponse struct {
 	Body AnthropicError
@@ -8559,7 +8656,8 @@ type OpenAIPaymentRequiredJSONResponse struct {
 type OpenAIRequestTooLargeJSONResponse OpenAIError
 
 type OpenAITooManyRequestsResponseHeaders struct {
-	RetryAfter *int
+	RetryAfter   *int
+	XShouldRetry *string
 }
 type OpenAITooManyRequestsJSONResponse struct {
 	Body OpenAIError
@@ -8650,6 +8748,9 @@ func (response ListAgents429JSONResponse) VisitListAgentsResponse(w http.Respons
 	w.Header().Set("Content-Type", "application/json")
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XShouldRetry != nil {
+		w.Header().Set("x-should-retry", fmt.Sprint(*response.Headers.XShouldRetry))
 	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
@@ -8829,6 +8930,9 @@ func (response SpawnAgent429JSONResponse) VisitSpawnAgentResponse(w http.Respons
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XShouldRetry != nil {
+		w.Header().Set("x-should-retry", fmt.Sprint(*response.Headers.XShouldRetry))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8990,6 +9094,9 @@ func (response StopAgent429JSONResponse) VisitStopAgentResponse(w http.ResponseW
 	w.Header().Set("Content-Type", "application/json")
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XShouldRetry != nil {
+		w.Header().Set("x-should-retry", fmt.Sprint(*response.Headers.XShouldRetry))
 	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
@@ -9180,6 +9287,9 @@ func (response StreamAgentEvents429JSONResponse) VisitStreamAgentEventsResponse(
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XShouldRetry != nil {
+		w.Header().Set("x-should-retry", fmt.Sprint(*response.Headers.XShouldRetry))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9358,6 +9468,9 @@ func (response SendAgentMessage429JSONResponse) VisitSendAgentMessageResponse(w 
 	w.Header().Set("Content-Type", "application/json")
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XShouldRetry != nil {
+		w.Header().Set("x-should-retry", fmt.Sprint(*response.Headers.XShouldRetry))
 	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
@@ -9612,6 +9725,9 @@ func (response CreateChatCompletion429JSONResponse) VisitCreateChatCompletionRes
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XShouldRetry != nil {
+		w.Header().Set("x-should-retry", fmt.Sprint(*response.Headers.XShouldRetry))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9757,6 +9873,9 @@ func (response GetCredits429JSONResponse) VisitGetCreditsResponse(w http.Respons
 	w.Header().Set("Content-Type", "application/json")
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XShouldRetry != nil {
+		w.Header().Set("x-should-retry", fmt.Sprint(*response.Headers.XShouldRetry))
 	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
@@ -10000,6 +10119,9 @@ func (response CreateMessage429JSONResponse) VisitCreateMessageResponse(w http.R
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XShouldRetry != nil {
+		w.Header().Set("x-should-retry", fmt.Sprint(*response.Headers.XShouldRetry))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10188,6 +10310,9 @@ func (response CountMessageTokens429JSONResponse) VisitCountMessageTokensRespons
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
+	if response.Headers.XShouldRetry != nil {
+		w.Header().Set("x-should-retry", fmt.Sprint(*response.Headers.XShouldRetry))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10291,6 +10416,9 @@ func (response ListModels429JSONResponse) VisitListModelsResponse(w http.Respons
 	w.Header().Set("Content-Type", "application/json")
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XShouldRetry != nil {
+		w.Header().Set("x-should-retry", fmt.Sprint(*response.Headers.XShouldRetry))
 	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
@@ -10408,6 +10536,9 @@ func (response RetrieveModel429JSONResponse) VisitRetrieveModelResponse(w http.R
 	w.Header().Set("Content-Type", "application/json")
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XShouldRetry != nil {
+		w.Header().Set("x-should-retry", fmt.Sprint(*response.Headers.XShouldRetry))
 	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
@@ -10645,6 +10776,9 @@ func (response CreateResponse429JSONResponse) VisitCreateResponseResponse(w http
 	w.Header().Set("Content-Type", "application/json")
 	if response.Headers.RetryAfter != nil {
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	if response.Headers.XShouldRetry != nil {
+		w.Header().Set("x-should-retry", fmt.Sprint(*response.Headers.XShouldRetry))
 	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)

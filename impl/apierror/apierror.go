@@ -81,9 +81,21 @@ type Error struct {
 	// example "context_length_exceeded", passed on from an upstream that refused the request).
 	// The Messages envelope has no code and ignores it.
 	Code string
-	// RetryAfter, when positive, is sent as Retry-After.
+	// RetryAfter, when positive, is sent as Retry-After, at most MaxClientRetryAfter; a longer
+	// wait also makes the edge send x-should-retry: false.
 	RetryAfter time.Duration
+	// NoRetry says that retrying the request soon cannot succeed (an upstream's exhausted quota
+	// that said x-should-retry: false): the edge sends x-should-retry: false, which the
+	// official SDKs obey whatever the status.
+	NoRetry bool
 }
+
+// MaxClientRetryAfter is the longest Retry-After a client is sent. Some official SDKs
+// (anthropic-go, anthropic-ts from 0.79, openai-go up to v3.52) sleep for whatever Retry-After
+// says, with no bound; others wait at most 60 s and back off on their own beyond it. A longer
+// wait is therefore sent as this one with x-should-retry: false, so that every SDK fails at
+// once instead of sleeping (wire-protocols.md §4.2).
+const MaxClientRetryAfter = 60 * time.Second
 
 // Error implements error.
 func (e *Error) Error() string { return e.Message }

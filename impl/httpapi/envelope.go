@@ -164,14 +164,23 @@ func openAIErrorOf(e *apierror.Error, requestID string) openAIErrorDetail {
 	return d
 }
 
-// writeErrorFamily answers err in the given envelope.
+// writeErrorFamily answers err in the given envelope. Retry-After (and retry-after-ms beside
+// it) says at most apierror.MaxClientRetryAfter; x-should-retry: false goes with 401, 402, an
+// error that cannot be helped by retrying soon (NoRetry) and a longer wait.
 func writeErrorFamily(w http.ResponseWriter, fam family, err error) {
 	e := apierror.As(err)
 	status := e.Kind.Status()
 	h := w.Header()
 	reqID := h.Get(headerRequestID)
 	message := publicMessage(e, reqID)
-	if status == http.StatusUnauthorized || status == http.StatusPaymentRequired {
+	retryAfter := e.RetryAfter
+	if retryAfter > apierror.MaxClientRetryAfter {
+		// An upstream asked for a long wait (Retry-After: 3600 with an hourly quota): SDKs
+		// that honour Retry-After without a bound would sleep that long, so they are told not
+		// to retry at all, and the header says no more than the bound.
+		retryAfter = apierror.MaxClientRetryAfter
+	}
+	if status == http.StatusUnauthorized || status == http.StatusPaymentRequired || e.NoRetry || e.RetryAfter > apierror.MaxClientRetryAfter {
 		h.Set("x-should-retry", "false")
 	}
 	if status == http.StatusUnauthorized {
@@ -179,9 +188,9 @@ func writeErrorFamily(w http.ResponseWriter, fam family, err error) {
 		// connections without a key held every file descriptor).
 		h.Set("Connection", "close")
 	}
-	if e.RetryAfter > 0 {
-		h.Set("Retry-After", strconv.Itoa(apierror.Seconds(e.RetryAfter)))
-		h.Set("retry-after-ms", strconv.FormatInt(e.RetryAfter.Milliseconds(), 10))
+	if retryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(apierror.Seconds(retryAfter)))
+		h.Set("retry-after-ms", strconv.FormatInt(retryAfter.Milliseconds(), 10))
 	}
 	h.Set("Content-Type", "application/json")
 	var body any

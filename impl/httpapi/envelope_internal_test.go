@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/tollgate/tollgate/impl/apierror"
 )
@@ -36,5 +37,35 @@ func TestEnvelopeCarriesParamAndCode(t *testing.T) {
 				t.Errorf("body %s\nwant %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestRetryAfterIsBounded: a client is sent Retry-After (and retry-after-ms) of at most
+// apierror.MaxClientRetryAfter, with x-should-retry: false when the wait was longer or retrying
+// cannot help (trial D5: an upstream's Retry-After: 3600 went out as it was, with no
+// x-should-retry, and SDKs without a bound would sleep an hour). wire-protocols.md §4.2.
+func TestRetryAfterIsBounded(t *testing.T) {
+	cases := []struct {
+		name                        string
+		err                         *apierror.Error
+		retryAfter, ms, shouldRetry string
+	}{
+		{"a short wait is sent as it is", &apierror.Error{Kind: apierror.KindRateLimited, RetryAfter: 1500 * time.Millisecond}, "2", "1500", ""},
+		{"the bound itself", &apierror.Error{Kind: apierror.KindRateLimited, RetryAfter: time.Minute}, "60", "60000", ""},
+		{"an hour", &apierror.Error{Kind: apierror.KindRateLimited, RetryAfter: time.Hour}, "60", "60000", "false"},
+		{"overload, 61 s", &apierror.Error{Kind: apierror.KindOverloaded, RetryAfter: 61 * time.Second}, "60", "60000", "false"},
+		{"no retry, no wait", &apierror.Error{Kind: apierror.KindRateLimited, NoRetry: true}, "", "", "false"},
+		{"no retry with a wait", &apierror.Error{Kind: apierror.KindRateLimited, NoRetry: true, RetryAfter: 5 * time.Second}, "5", "5000", "false"},
+	}
+	for _, tc := range cases {
+		for _, fam := range []family{familyOpenAI, familyAnthropic, familyJSONRPC} {
+			w := httptest.NewRecorder()
+			writeErrorFamily(w, fam, tc.err)
+			h := w.Header()
+			if h.Get("Retry-After") != tc.retryAfter || h.Get("retry-after-ms") != tc.ms || h.Get("x-should-retry") != tc.shouldRetry {
+				t.Errorf("%s (family %d): Retry-After %q, retry-after-ms %q, x-should-retry %q; want %q, %q, %q", tc.name, fam,
+					h.Get("Retry-After"), h.Get("retry-after-ms"), h.Get("x-should-retry"), tc.retryAfter, tc.ms, tc.shouldRetry)
+			}
+		}
 	}
 }

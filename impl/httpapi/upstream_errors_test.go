@@ -26,6 +26,20 @@ type failingUpstream struct {
 var upstreamFailures = map[string]func(w http.ResponseWriter, r *http.Request){
 	// silent takes the request and never answers it (until the gateway hangs up).
 	"silent": func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() },
+	// hourly answers 429 asking for an hour's wait (an hourly quota).
+	"hourly": func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "3600")
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = io.WriteString(w, `{"error":{"message":"Rate limit reached for requests per hour","type":"requests","param":null,"code":"rate_limit_exceeded"}}`)
+	},
+	// exhausted answers 429 with x-should-retry: false (an exhausted quota).
+	"exhausted": func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("x-should-retry", "false")
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = io.WriteString(w, `{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`)
+	},
 }
 
 func newFailingUpstream(t *testing.T) *failingUpstream {
@@ -155,4 +169,47 @@ func TestUpstreamHeadTimeout(t *testing.T) {
 			t.Errorf("silent expert asked %d times (want once), answered by %q", n, h.Get("x-tollgate-expert"))
 		}
 	})
+}
+
+// TestUpstreamRetryAdvice: what an upstream says of retrying reaches the client within the
+// bounds of wire-protocols.md §4.2 (trial D5). An upstream's Retry-After: 3600 went out as it
+// was, with retry-after-ms 3600000 and no x-should-retry, so SDKs that honour Retry-After
+// without a bound slept an hour; now the client gets Retry-After: 60 and x-should-retry: false.
+// A 429 with x-should-retry: false (an exhausted quota) was asked three times and the header
+// was dropped; now it is asked once and the client gets the header.
+func TestUpstreamRetryAdvice(t *testing.T) {
+	u := newFailingUpstream(t)
+	g := apitest.Start(t, apitest.Options{Config: failingConfig(t, u)})
+	tenant := g.NewTenant(t, "acme", 0, 50_000_000)
+	c := g.Client(t)
+	cases := []struct {
+		model, route, body                    string
+		retryAfter, retryAfterMs, shouldRetry string
+		message                               string
+	}{
+		{"hourly", "/v1/chat/completions", chatBody("up-hourly", "hi", false, 16), "60", "60000", "false",
+			"the upstream is rate limited; it asks for a wait of 60 minutes: retry later"},
+		{"hourly", "/v1/messages", `{"model":"up-hourly-messages","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`, "60", "60000", "false",
+			"the upstream is rate limited; it asks for a wait of 60 minutes: retry later"},
+		{"exhausted", "/v1/chat/completions", chatBody("up-exhausted", "hi", false, 16), "", "", "false",
+			"the upstream is rate limited; its quota will not allow the request soon: retry later"},
+		{"exhausted", "/v1/messages", `{"model":"up-exhausted-messages","max_tokens":16,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "", "", "false",
+			"the upstream is rate limited; its quota will not allow the request soon: retry later"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.model+" "+tc.route, func(t *testing.T) {
+			before := u.tries(tc.model)
+			status, h, body := postRaw(t, c, g, tenant.Key, tc.route, tc.body)
+			if status != http.StatusTooManyRequests || !strings.Contains(string(body), tc.message) {
+				t.Errorf("status %d, body %s: want 429 saying %q", status, body, tc.message)
+			}
+			if h.Get("Retry-After") != tc.retryAfter || h.Get("retry-after-ms") != tc.retryAfterMs || h.Get("x-should-retry") != tc.shouldRetry {
+				t.Errorf("Retry-After %q, retry-after-ms %q, x-should-retry %q; want %q, %q, %q",
+					h.Get("Retry-After"), h.Get("retry-after-ms"), h.Get("x-should-retry"), tc.retryAfter, tc.retryAfterMs, tc.shouldRetry)
+			}
+			if n := u.tries(tc.model) - before; n != 1 {
+				t.Errorf("the upstream was asked %d times, want once", n)
+			}
+		})
+	}
 }

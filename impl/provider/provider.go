@@ -1,8 +1,9 @@
 // Package provider calls upstream model providers: OpenAI-compatible chat completions, OpenAI
 // Responses and Anthropic Messages endpoints. It sends a body already in the upstream's format,
 // retries 429, every 5xx (502, 503, 529, ...) and connection failures with bounded exponential
-// backoff and jitter (honouring Retry-After) before any byte has been handed back, and maps what
-// cannot be retried to the apierror vocabulary. Translating formats is impl/convert's job, not
+// backoff and jitter (honouring Retry-After, and x-should-retry: false) before any byte has been
+// handed back, never re-sends a request whose answer's head did not come in time (the upstream
+// has it), and maps what cannot be retried to the apierror vocabulary. Translating formats is impl/convert's job, not
 // this package's.
 //
 // An upstream's error text reaches the client only when the upstream refused the client's own
@@ -216,8 +217,11 @@ type failure struct {
 	// headTimeout says that the request was sent and its answer's head did not come within
 	// the transport's header timeout (status is 0): the upstream has the prompt.
 	headTimeout bool
-	detail      upstreamDetail
-	cause       error
+	// noRetry says that the upstream answered x-should-retry: false: retrying soon will not
+	// help (an exhausted quota or credit).
+	noRetry bool
+	detail  upstreamDetail
+	cause   error
 }
 
 func (f *failure) Error() string {
@@ -303,8 +307,14 @@ func (u *Upstream) once(ctx context.Context, transport http.RoundTripper, body [
 	defer res.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
 	f := &failure{status: res.StatusCode, detail: parseUpstreamError(raw)}
-	// Rate limits and every 5xx (502, 503, 504, Anthropic's 529 overloaded) may pass.
-	f.retryable = res.StatusCode == http.StatusTooManyRequests || res.StatusCode >= 500
+	// Rate limits and every 5xx (502, 503, 504, Anthropic's 529 overloaded) may pass, unless
+	// the upstream says they will not: x-should-retry: false, which OpenAI and Anthropic send
+	// with an exhausted quota or credit, and which every official SDK obeys whatever the
+	// status. The same upstream is then not asked again (another may be: Retryable), and the
+	// client is told not to retry either (clientError). x-should-retry: true is not obeyed: it
+	// would make the gateway repeat a refusal of the client's own request.
+	f.noRetry = strings.EqualFold(strings.TrimSpace(res.Header.Get("x-should-retry")), "false")
+	f.retryable = (res.StatusCode == http.StatusTooManyRequests || res.StatusCode >= 500) && !f.noRetry
 	if d, ok := backoff.RetryAfter(res.Header, time.Now()); ok && d > 0 {
 		f.retryAfter = d
 	}
@@ -351,12 +361,39 @@ func ErrorType(err error) string {
 	return strconv.Itoa(f.status)
 }
 
-// clientError is the error the client sees for a final failure.
+// clientError is the error the client sees for a final failure. An upstream's
+// x-should-retry: false goes on to the client (NoRetry), and so does its Retry-After on a 429
+// or an overload, which the edge bounds (apierror.MaxClientRetryAfter).
 func clientError(err error) *apierror.Error {
 	var f *failure
 	if !errors.As(err, &f) {
 		return &apierror.Error{Kind: apierror.KindUpstream, Message: "upstream request failed"}
 	}
+	e := statusError(f)
+	e.NoRetry = f.noRetry
+	if e.RetryAfter > apierror.MaxClientRetryAfter || (f.noRetry && e.Kind == apierror.KindRateLimited) {
+		// The client is told not to retry, and its message says why.
+		e.Message += waitNote(e.RetryAfter)
+	}
+	return e
+}
+
+// waitNote ends the message of an upstream refusal that retrying soon will not help: with the
+// wait the upstream asked for when there is one.
+func waitNote(wait time.Duration) string {
+	switch {
+	case wait <= 0:
+		return "; its quota will not allow the request soon: retry later"
+	case wait < 2*time.Minute:
+		return fmt.Sprintf("; it asks for a wait of %d seconds: retry later", apierror.Seconds(wait))
+	default:
+		return fmt.Sprintf("; it asks for a wait of %d minutes: retry later", int((wait+time.Minute-1)/time.Minute))
+	}
+}
+
+// statusError is the client's error for failure f, before clientError adds what the upstream
+// said of retrying.
+func statusError(f *failure) *apierror.Error {
 	switch {
 	case f.headTimeout:
 		return &apierror.Error{Kind: apierror.KindGatewayTimeout,

@@ -484,8 +484,9 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 			return x, nil
 		}
 		lastErr, bodyFailed = publicRefusal(err, e, modelID, client), ""
+		// A refusal (an HTTP status), or a connection never made: no upstream has the prompt.
 		et := provider.ErrorType(err)
-		refused = et != "" && et != "connection"
+		refused = et != "" && (et != "connection" || !provider.PromptSent(err))
 		if ctx.Err() != nil || eng.streamsEnd.Err() != nil {
 			break
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -19,6 +20,7 @@ import (
 	"github.com/tollgate/tollgate/impl/devkit/apitest"
 	"github.com/tollgate/tollgate/impl/llm"
 	"github.com/tollgate/tollgate/impl/pricecatalog"
+	"github.com/tollgate/tollgate/impl/provider"
 	"github.com/tollgate/tollgate/impl/sim"
 	"github.com/tollgate/tollgate/impl/store"
 )
@@ -536,6 +538,45 @@ func TestClientGoneWhileTheAnswerIsReadIsBilledItsInput(t *testing.T) {
 	if r := latestUsage(t, g, tenant.Account, 1); r.Status != "client_disconnected" || r.InputTokens <= 0 || r.OutputTokens != 0 || r.CostMicros <= 0 {
 		t.Errorf("usage after the client left while the answer's body was awaited: %s, %d input, %d output, %d micro-units",
 			r.Status, r.InputTokens, r.OutputTokens, r.CostMicros)
+	}
+	checkBooks(t, g, tenant.Account, 10_000_000)
+}
+
+// TestClientGoneWhileNoUpstreamConnectsIsNotBilled: a client that leaves while the gateway
+// waits between tries of an upstream that refuses every connection is billed nothing: no try
+// reached the upstream, so no one has its prompt. Trial of upstream failures D6: it was billed
+// its input as client_disconnected, as if the upstream had the request.
+func TestClientGoneWhileNoUpstreamConnectsIsNotBilled(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close() // nothing listens there: every connection is refused
+	cfg := moneyConfig(t)
+	cfg.Providers = append(cfg.Providers, config.Provider{Name: "dead", Kind: config.KindOpenAIChat, BaseURL: "http://" + dead + "/v1"})
+	cfg.Models = append(cfg.Models, config.Model{ID: "dead", Family: config.FamilyChat, OwnedBy: "test",
+		Price: config.Price{InputPerMTok: 1_000_000, OutputPerMTok: 2_000_000}, MaxOutputTokens: 4096,
+		Backend: &config.Upstream{Provider: "dead", Model: "dead"}})
+	cfg.Plans[0].Models = append(cfg.Plans[0].Models, "dead")
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	// Tries a second apart: the client leaves during the first wait.
+	g := apitest.Start(t, apitest.Options{Config: cfg, Retry: &provider.RetryPolicy{BaseDelay: time.Second, MaxDelay: time.Second}})
+	tenant := g.NewTenant(t, "acme", 0, 10_000_000)
+	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", g.URL+"/v1/chat/completions",
+		strings.NewReader(`{"model":"dead","max_tokens":16,"messages":[{"role":"user","content":"hello there, a prompt of some length to bill"}]}`))
+	req.Header.Set("Authorization", "Bearer "+tenant.Key)
+	if res, err := http.DefaultClient.Do(req); err == nil {
+		res.Body.Close()
+		t.Fatalf("answered %d before the client left", res.StatusCode)
+	}
+	time.Sleep(1500 * time.Millisecond) // past the wait, when the exchange ends
+	if recs, err := g.Store.UsageRecords(context.Background(), tenant.Account.ID, 5); err != nil || len(recs) != 0 {
+		t.Errorf("usage records %+v (%v), want none: no upstream had the prompt", recs, err)
 	}
 	checkBooks(t, g, tenant.Account, 10_000_000)
 }

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -175,6 +176,9 @@ func (u *Upstream) CallObserved(ctx context.Context, body []byte, stream bool, f
 	if transport == nil {
 		transport = http.DefaultTransport
 	}
+	// sent says that some try may have reached the upstream with the request: any but a try
+	// whose connection could not even be made (PromptSent).
+	sent := false
 	for attempt := 1; ; attempt++ {
 		if obs != nil {
 			tctx := obs.StartTry(ctx, attempt)
@@ -191,18 +195,20 @@ func (u *Upstream) CallObserved(ctx context.Context, body []byte, stream bool, f
 			return res, attempt, nil
 		}
 		var f *failure
-		if !errors.As(err, &f) || !f.retryable || attempt >= p.MaxAttempts || ctx.Err() != nil {
-			return nil, attempt, u.describe(err)
+		isFailure := errors.As(err, &f)
+		sent = sent || !isFailure || f.status != 0 || !dialFailed(f.cause)
+		if !isFailure || !f.retryable || attempt >= p.MaxAttempts || ctx.Err() != nil {
+			return nil, attempt, u.describeSent(err, sent)
 		}
 		delay := backoff.Exponential(p.BaseDelay, p.MaxDelay, attempt-1, rand.Float64())
 		if f.retryAfter > 0 {
 			if f.retryAfter > p.MaxRetryAfter {
-				return nil, attempt, u.describe(err)
+				return nil, attempt, u.describeSent(err, sent)
 			}
 			delay = f.retryAfter
 		}
 		if serr := p.Sleep(ctx, delay); serr != nil {
-			return nil, attempt, u.describe(err)
+			return nil, attempt, u.describeSent(err, sent)
 		}
 	}
 }
@@ -336,11 +342,39 @@ func (u *Upstream) describe(err error) error {
 	return described
 }
 
+// describeSent is describe for a call whose tries may (sent) or cannot have reached the
+// upstream with the request.
+func (u *Upstream) describeSent(err error, sent bool) error {
+	err = u.describe(err)
+	var f *upstreamFailure
+	if errors.As(err, &f) {
+		f.notSent = !sent
+	}
+	return err
+}
+
+// dialFailed reports whether err is a failure to make the connection (refused, unreachable, a
+// name that does not resolve): no byte of the request was sent.
+func dialFailed(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// PromptSent reports whether a failed upstream call's request may have reached an upstream:
+// false only when no try could even connect, so that no upstream has the prompt (a client that
+// leaves meanwhile is not billed for it; trial of upstream failures D6). Any other error: true.
+func PromptSent(err error) bool {
+	var f *upstreamFailure
+	return !errors.As(err, &f) || !f.notSent
+}
+
 // upstreamFailure is the error the client sees for a failed upstream call with, beside it, the
-// status the upstream answered (0: none), which ErrorType reports.
+// status the upstream answered (0: none), which ErrorType reports, and whether no try could
+// connect (PromptSent).
 type upstreamFailure struct {
 	error
-	status int
+	status  int
+	notSent bool
 }
 
 func (e *upstreamFailure) Unwrap() error { return e.error }

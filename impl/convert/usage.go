@@ -344,15 +344,23 @@ func stringValue(v []byte) (s string, ok bool) {
 // answerFailed is the error for an upstream answer that reports its own failure (errValue, the
 // answer's error member): the client gets the gateway's words, as when the answer is
 // translated; the upstream's message, which may name the operator's account, is wrapped for
-// the log only.
+// the log only. An error of type invalid_request_error refuses the request, as a 400 does,
+// and passes the upstream's message on as a 400's is.
 func answerFailed(errValue []byte) error {
-	msg := "no message"
+	msg, typ := "no message", ""
 	_ = eachMember(errValue, func(key, v []byte) error {
 		if s, ok := stringValue(v); ok && fold(key, "message") && s != "" {
 			msg = s
+		} else if ok && fold(key, "type") {
+			typ = s
 		}
 		return nil
 	})
+	if typ == "invalid_request_error" {
+		// The request is at fault, as in a 400: its words go to the client, as a 400's do,
+		// and no other expert is asked (impl/exchange).
+		return &apierror.Error{Kind: apierror.KindInvalidRequest, Message: "the upstream refused the request: " + msg}
+	}
 	return upstreamFailed(msg)
 }
 

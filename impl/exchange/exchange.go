@@ -445,7 +445,9 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 			// answer so) fails over to the next expert like a failed call, and counts against
 			// the expert's health (trial of upstream failures D1: a fusion model whose expert
 			// dropped its bodies answered 502 to every request, and that expert kept its rank).
-			unlink()
+			// Read under the call's context, still linked to the shutdown's: an expert tried
+			// after this one must be cut off at the end of grace as the first was (the review
+			// of D1).
 			if status, rerr := x.readAnswerOf(e, res); rerr != nil {
 				if tries.span != nil {
 					telemetry.Fail(tries.span, status, rerr.Error())
@@ -453,6 +455,13 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 				}
 				lastErr, bodyFailed, refused = rerr, status, false
 				if ctx.Err() != nil || eng.streamsEnd.Err() != nil {
+					break
+				}
+				var ae *apierror.Error
+				if errors.As(rerr, &ae) && ae.Kind == apierror.KindInvalidRequest {
+					// A 200 whose error says the request is at fault: the caller's doing, as a
+					// 400 is, which another expert would refuse too and which says nothing of
+					// this one's health (the review of D1).
 					break
 				}
 				eng.router.Observe(e.Key, 0, true) // a failure counts against health, not latency
@@ -486,7 +495,7 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 		lastErr, bodyFailed = publicRefusal(err, e, modelID, client), ""
 		// A refusal (an HTTP status), or a connection never made: no upstream has the prompt.
 		et := provider.ErrorType(err)
-		refused = et != "" && (et != "connection" || !provider.PromptSent(err))
+		refused = (et != "" && et != "connection") || !provider.PromptSent(err)
 		if ctx.Err() != nil || eng.streamsEnd.Err() != nil {
 			break
 		}

@@ -199,10 +199,11 @@ loop:
 	}
 	sw.close()
 	x.upstreamWait += upstream.wait
-	if status == "upstream_cut_off" || status == "upstream_stalled" || status == "upstream_error" && upstreamFault {
+	if status == "upstream_cut_off" || status == "upstream_stalled" || status == "upstream_malformed" || status == "upstream_error" && upstreamFault {
 		// The answer broke off by the upstream's failure: it counts against the expert's health
-		// as a failure before its head would (trial D3). A client that left, a shutdown and an
-		// in-band refusal of the request do not.
+		// as a failure before its head would (trial D3), and so does an event it could not
+		// read, as an unreadable non-streamed answer does. A client that left, a shutdown and
+		// an in-band refusal of the request do not.
 		x.eng.router.ObserveBroken(x.expert.Key)
 	}
 	if relay != nil {
@@ -230,7 +231,7 @@ loop:
 // no expert either).
 func upstreamsFault(k apierror.Kind) bool {
 	switch k {
-	case apierror.KindRateLimited, apierror.KindOverloaded, apierror.KindInternal, apierror.KindUpstream:
+	case apierror.KindRateLimited, apierror.KindOverloaded, apierror.KindInternal, apierror.KindUpstream, apierror.KindGatewayTimeout:
 		return true
 	}
 	return false

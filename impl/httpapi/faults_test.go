@@ -4,14 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/devkit/apitest"
 	"github.com/tollgate/tollgate/impl/sim"
 )
@@ -156,6 +160,45 @@ func TestFusionFailsOverOnAnUnusableAnswer(t *testing.T) {
 	}
 	if rec := latestUsage(t, g, tenant.Account, 4); rec.Status != "upstream_read_failed" || rec.CostMicros != 0 {
 		t.Errorf("its usage record: %s, %d micro-units", rec.Status, rec.CostMicros)
+	}
+	checkBooks(t, g, tenant.Account, 50_000_000)
+}
+
+// TestFusionAnswerCarryingAnError: a 200 whose body is an error (as some OpenAI-compatible
+// servers answer) fails over to the next expert when the upstream failed, and is the client's
+// 400, no other expert asked, when the error says the request is at fault.
+func TestFusionAnswerCarryingAnError(t *testing.T) {
+	var body atomic.Value
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, body.Load().(string))
+	}))
+	t.Cleanup(up.Close)
+	s := sim.New(sim.Options{})
+	cfg := moneyConfig(t)
+	cfg.Providers = append(cfg.Providers, config.Provider{Name: "errs", Kind: config.KindOpenAIChat, BaseURL: up.URL})
+	cfg.Models = append(cfg.Models, config.Model{ID: "err-fusion", Family: config.FamilyChat, OwnedBy: "test",
+		Price: config.Price{Catalog: "gpt-4.1-mini"}, MaxOutputTokens: 1000, Experts: []config.Upstream{
+			{Provider: "errs", Model: "gpt-4.1-mini", Strengths: []string{"general", "fast"}},
+			{Provider: "sim-openai-chat", Model: "sim-general", Strengths: []string{"code"}}}})
+	cfg.Plans[0].Models = append(cfg.Plans[0].Models, "err-fusion")
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	g := apitest.Start(t, apitest.Options{Config: cfg, Sim: s})
+	tenant := g.NewTenant(t, "acme", 0, 50_000_000)
+	req := `{"model":"err-fusion","max_tokens":16,"messages":[{"role":"user","content":"hello"}]}`
+
+	body.Store(`{"error":{"type":"server_error","message":"the model is overloaded","code":null}}`)
+	status, h, answer := do(t, g.Client(t), g.URL, request{"POST", "/v1/chat/completions", req}, map[string]string{"Authorization": "Bearer " + tenant.Key})
+	if status != http.StatusOK || h.Get("x-tollgate-expert") != "sim-openai-chat/sim-general" || s.Requests("sim-general") != 1 {
+		t.Errorf("a 200 carrying a server error: %d from %q (sim-general asked %d times): %s", status, h.Get("x-tollgate-expert"), s.Requests("sim-general"), answer)
+	}
+
+	body.Store(`{"error":{"type":"invalid_request_error","message":"'temperature' is out of range","param":"temperature","code":null}}`)
+	status, _, answer = do(t, g.Client(t), g.URL, request{"POST", "/v1/chat/completions", req}, map[string]string{"Authorization": "Bearer " + tenant.Key})
+	if status != http.StatusBadRequest || !strings.Contains(string(answer), "out of range") || s.Requests("sim-general") != 1 {
+		t.Errorf("a 200 carrying a refusal of the request: %d (sim-general asked %d times): %s", status, s.Requests("sim-general"), answer)
 	}
 	checkBooks(t, g, tenant.Account, 50_000_000)
 }

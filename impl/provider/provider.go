@@ -196,7 +196,8 @@ func (u *Upstream) CallObserved(ctx context.Context, body []byte, stream bool, f
 		}
 		var f *failure
 		isFailure := errors.As(err, &f)
-		sent = sent || !isFailure || f.status != 0 || !dialFailed(f.cause)
+		var u0 *unsent
+		sent = sent || (!isFailure && !errors.As(err, &u0)) || (isFailure && (f.status != 0 || !dialFailed(f.cause)))
 		if !isFailure || !f.retryable || attempt >= p.MaxAttempts || ctx.Err() != nil {
 			return nil, attempt, u.describeSent(err, sent)
 		}
@@ -285,6 +286,10 @@ func (u *Upstream) once(ctx context.Context, transport http.RoundTripper, body [
 	res, err := transport.RoundTrip(req)
 	if err != nil {
 		if ctx.Err() != nil {
+			if dialFailed(err) {
+				// Cancelled while the connection was being made: no byte was sent.
+				return nil, &unsent{ctx.Err()}
+			}
 			return nil, ctx.Err()
 		}
 		if isHeadTimeout(err) {
@@ -346,12 +351,26 @@ func (u *Upstream) describe(err error) error {
 // upstream with the request.
 func (u *Upstream) describeSent(err error, sent bool) error {
 	err = u.describe(err)
+	if un, ok := err.(*unsent); ok {
+		err = un.error // said again below, from every try's account
+	}
 	var f *upstreamFailure
-	if errors.As(err, &f) {
+	switch {
+	case errors.As(err, &f):
 		f.notSent = !sent
+	case !sent && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+		// The caller went away before any try could connect (the review of D6: a dial that
+		// hung until the client left was billed as a prompt sent).
+		err = &unsent{err}
 	}
 	return err
 }
+
+// unsent is a context's error for a call none of whose tries could connect: it is the
+// context's error (errors.Is finds it) that also says no upstream has the prompt (PromptSent).
+type unsent struct{ error }
+
+func (e *unsent) Unwrap() error { return e.error }
 
 // dialFailed reports whether err is a failure to make the connection (refused, unreachable, a
 // name that does not resolve): no byte of the request was sent.
@@ -365,7 +384,11 @@ func dialFailed(err error) bool {
 // leaves meanwhile is not billed for it; trial of upstream failures D6). Any other error: true.
 func PromptSent(err error) bool {
 	var f *upstreamFailure
-	return !errors.As(err, &f) || !f.notSent
+	if errors.As(err, &f) {
+		return !f.notSent
+	}
+	var u *unsent
+	return !errors.As(err, &u)
 }
 
 // upstreamFailure is the error the client sees for a failed upstream call with, beside it, the

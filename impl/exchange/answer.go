@@ -47,9 +47,11 @@ func (x *Exchange) Logger() *slog.Logger { return x.eng.logger(x.requestID) }
 // Close releases the upstream response (and a non-streamed answer's buffer). Call it once the
 // exchange is settled.
 func (x *Exchange) Close() error {
-	if x.answer != nil {
-		putAnswerBuffer(x.answer)
-		x.answer = nil
+	for _, b := range []**[]byte{&x.answer, &x.out} {
+		if *b != nil {
+			putAnswerBuffer(*b)
+			*b = nil
+		}
 	}
 	return x.res.Body.Close()
 }
@@ -58,8 +60,8 @@ func (x *Exchange) Close() error {
 // their own.
 const maxPooledAnswer = 256 << 10
 
-// answerBuffers recycles the buffers non-streamed answers are read into (readAnswerOf), which
-// live until the exchange is closed.
+// answerBuffers recycles the buffers non-streamed answers are read into (readAnswerOf) and
+// written out from (Answer), which live until the exchange is closed.
 var answerBuffers = sync.Pool{New: func() any { return new([]byte) }}
 
 func putAnswerBuffer(b *[]byte) {
@@ -118,12 +120,11 @@ func (x *Exchange) readAnswerOf(e routing.Expert, res *http.Response) (status st
 }
 
 // Answer puts the upstream's complete answer, which start read (an unusable one failed over or
-// failed there), in the client's format into *out (which may be reused; it is grown as needed
-// and left with what it holds), and returns the answer's bytes (in *out's array) and its usage.
-// The caller settles a delivered answer with Settle(usage, 0, "ok") once the client has it. On
-// failure (an answer that cannot be written in the client's format) the exchange is settled
-// already (nothing billed) and the error is an upstream failure (*apierror.Error).
-func (x *Exchange) Answer(out *[]byte) ([]byte, llm.Usage, error) {
+// failed there), in the client's format, and returns the answer's bytes, valid until Close, and
+// its usage. The caller settles a delivered answer with Settle(usage, 0, "ok") once the client
+// has it. On failure (an answer that cannot be written in the client's format) the exchange is
+// settled already (nothing billed) and the error is an upstream failure (*apierror.Error).
+func (x *Exchange) Answer() ([]byte, llm.Usage, error) {
 	r := *x.answer
 	// Same format: the upstream's bytes go to the client with only the model replaced, and
 	// only the usage is read. Another format: encode what start decoded.
@@ -137,8 +138,9 @@ func (x *Exchange) Answer(out *[]byte) ([]byte, llm.Usage, error) {
 		if x.tr != nil {
 			x.noteRelayedAnswer(&x.answerView)
 		}
-		ans = convert.SetModelOf((*out)[:0], &x.answerView, x.model.ID)
-		*out = ans
+		x.out = answerBuffers.Get().(*[]byte)
+		ans = convert.SetModelOf((*x.out)[:0], &x.answerView, x.model.ID)
+		*x.out = ans
 	} else {
 		if x.tr != nil {
 			x.noteAnswer(resp)

@@ -118,6 +118,7 @@ type Exchange struct {
 	// answerView is its parsed top level and answerUsage its usage; for another format,
 	// answerResp its decoded form.
 	answer      *[]byte
+	out         *[]byte // the same-format answer as written to the client (Answer)
 	answerView  jsonview.View
 	answerUsage llm.Usage
 	answerResp  *llm.Response

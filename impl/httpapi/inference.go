@@ -125,9 +125,7 @@ func respond(x *exchange.Exchange, w http.ResponseWriter) error {
 
 // respondJSON writes a complete answer.
 func respondJSON(x *exchange.Exchange, w http.ResponseWriter) error {
-	outBuf := getAnswerBuffer()
-	defer putAnswerBuffer(outBuf)
-	out, usage, err := x.Answer(outBuf)
+	out, usage, err := x.Answer()
 	if err != nil {
 		writeErrorFamily(w, familyOf(exchange.Route(x.Client())), err)
 		return nil
@@ -144,21 +142,6 @@ func respondJSON(x *exchange.Exchange, w http.ResponseWriter) error {
 	}
 	x.Settle(usage, 0, "ok")
 	return werr
-}
-
-// maxPooledAnswer bounds the buffers kept for reuse; larger answers get buffers of their own.
-const maxPooledAnswer = 256 << 10
-
-// answerBuffers recycles the buffers of the bytes non-streamed answers write to the client,
-// which live only until the answer is written (the exchange keeps the upstream's bytes).
-var answerBuffers = sync.Pool{New: func() any { return new([]byte) }}
-
-func getAnswerBuffer() *[]byte { return answerBuffers.Get().(*[]byte) }
-
-func putAnswerBuffer(b *[]byte) {
-	if cap(*b) <= maxPooledAnswer {
-		answerBuffers.Put(b)
-	}
 }
 
 // respondStream writes a streamed answer as server-sent events: the exchange relays the

@@ -537,6 +537,18 @@ func (c *Config) Validate() error {
 		if m.MaxOutputTokens <= 0 {
 			bad("model %q: max_output_tokens must be positive", m.ID)
 		}
+		if m.ContextTokens < 0 || (m.ContextTokens > 0 && m.ContextTokens <= m.MaxOutputTokens) {
+			// Every request would be refused as too long (configuration trial: accepted).
+			bad("model %q: context_tokens must be 0 (not enforced) or above max_output_tokens", m.ID)
+		}
+		seen := map[string]bool{}
+		for _, e := range m.Experts {
+			if key := e.Provider + "/" + e.Model; seen[key] {
+				bad("model %q: expert %s is listed twice", m.ID, key)
+			} else {
+				seen[key] = true
+			}
+		}
 		if (m.Backend == nil) == (len(m.Experts) == 0) {
 			bad("model %q: exactly one of backend or experts is required", m.ID)
 		}

@@ -177,3 +177,18 @@ func TestProviderAddressAndKeyVariable(t *testing.T) {
 		t.Errorf("a good provider: %v", err)
 	}
 }
+
+// TestModelShapeRefusals: a context window that is negative or leaves no room beyond the
+// output bound, and an expert listed twice, are refused (configuration trial: accepted).
+func TestModelShapeRefusals(t *testing.T) {
+	const providers = "providers:\n  - {name: o, kind: openai-chat, base_url: builtin:simulator}\n"
+	for _, c := range []struct{ yaml, want string }{
+		{"models:\n  - {id: m, family: chat, max_output_tokens: 5, context_tokens: -1, price: {free: true}, backend: {provider: o, model: x}}\n", "context_tokens must be 0"},
+		{"models:\n  - {id: m, family: chat, max_output_tokens: 500, context_tokens: 100, price: {free: true}, backend: {provider: o, model: x}}\n", "context_tokens must be 0"},
+		{"models:\n  - {id: m, family: chat, max_output_tokens: 5, price: {free: true}, experts: [{provider: o, model: x}, {provider: o, model: x}]}\n", "expert o/x is listed twice"},
+	} {
+		if _, err := Parse([]byte(providers + c.yaml)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %q", c.yaml, err, c.want)
+		}
+	}
+}

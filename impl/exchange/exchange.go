@@ -462,7 +462,8 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 				if errors.As(rerr, &ae) && ae.Kind == apierror.KindInvalidRequest {
 					// A 200 whose error says the request is at fault: the caller's doing, as a
 					// 400 is, which another expert would refuse too and which says nothing of
-					// this one's health (the review of D1).
+					// this one's health (the review of D1). No record, as for a 400.
+					bodyFailed = ""
 					break
 				}
 				eng.router.Observe(e.Key, 0, true) // a failure counts against health, not latency

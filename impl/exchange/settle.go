@@ -75,6 +75,10 @@ func (x *Exchange) recordOf(u llm.Usage, producedChars int, input int64, status 
 // The counts the upstream reported are kept, and Settle bills the result as it bills u.
 func (x *Exchange) billedUsage(u llm.Usage, producedChars int) llm.Usage {
 	if u.InputTokens > 0 && u.OutputTokens > 0 {
+		// The cached counts shown are those billed: parts of the input, never more (the
+		// review of money trial D4: an answer showed 900,000 cached tokens of 100).
+		t := u.Tokens()
+		u.CachedInputTokens, u.CacheWrite5mTokens, u.CacheWrite1hTokens = t.CacheRead, t.CacheWrite5m, t.CacheWrite1h
 		return u
 	}
 	var input int64

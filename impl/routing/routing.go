@@ -328,6 +328,9 @@ const alpha = 0.2
 type health struct {
 	failRate    float64 // EWMA of failures (1) and successes (0)
 	streak      int     // consecutive failures
+	// resetStreak is the streak the last success ended, which ObserveBroken restores: an
+	// answer that broke off was no success.
+	resetStreak int
 	lastFailure time.Time
 	ttfb        time.Duration // EWMA of the answering tries' time to first byte
 	lastAnswer  time.Time     // when ttfb was last observed (zero: never)
@@ -442,7 +445,7 @@ func (r *Router) Observe(key string, ttfb time.Duration, failed bool) {
 		return
 	}
 	h.failRate *= 1 - alpha
-	h.streak = 0
+	h.streak, h.resetStreak = 0, h.streak
 	// The older average weighs what is left of it: an answer after a long silence replaces it.
 	w := (1 - alpha) * h.latencyWeight(now)
 	h.ttfb = time.Duration(float64(h.ttfb)*w + float64(ttfb)*(1-w))
@@ -452,14 +455,16 @@ func (r *Router) Observe(key string, ttfb time.Duration, failed bool) {
 // ObserveBroken records that an answer the expert began, already observed as a success, broke
 // off before its end (a stream cut off, failed in-band or silent for too long): it counts as a
 // failure instead of that success. The failure rate gains what a failure would have added
-// rather than the success; the latency observed at its head stands.
+// rather than the success, the run of failures that success ended goes on, and the latency
+// observed at its head stands.
 func (r *Router) ObserveBroken(key string) {
 	now := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	h := r.entry(key)
 	h.failRate = min(1, h.failRate+alpha)
-	h.streak++
+	h.streak = max(h.streak, h.resetStreak) + 1
+	h.resetStreak = 0
 	h.lastFailure = now
 }
 

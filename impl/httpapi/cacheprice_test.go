@@ -714,13 +714,17 @@ func TestCachedCountsArePartsOfTheInput(t *testing.T) {
 			}
 		}
 	}
-	// A Messages client of that chat upstream is shown the counts it is billed: the 100 input
-	// tokens, all read from the cache, none uncached.
+	// Clients of another format are shown the counts they are billed: the 100 input tokens,
+	// all read from the cache.
 	status, body := post(t, g, tenant.Key, "/v1/messages", inferenceBody("/v1/messages", "cached-"+config.KindOpenAIChat+"-messages", "Say it.", false))
 	if status != 200 || !strings.Contains(string(body), `"input_tokens":0,"cache_creation_input_tokens":0,"cache_read_input_tokens":100`) {
 		t.Errorf("translated for a Messages client: %d %s", status, body)
 	}
-	n++
+	status, body = post(t, g, tenant.Key, "/v1/chat/completions", `{"model":"cached-`+config.KindOpenAIResponses+`-chat","max_tokens":100,"messages":[{"role":"user","content":"Say it."}]}`)
+	if status != 200 || !strings.Contains(string(body), `"prompt_tokens":100,`) || !strings.Contains(string(body), `"cached_tokens":100,`) {
+		t.Errorf("translated for a chat client: %d %s", status, body)
+	}
+	n += 2
 	mu.Lock()
 	usage = `{"prompt_tokens":0,"completion_tokens":10,"total_tokens":10,"prompt_tokens_details":{"cached_tokens":500},` +
 		`"input_tokens":0,"output_tokens":10,"input_tokens_details":{"cached_tokens":500}}`

@@ -11,9 +11,8 @@ import (
 
 	"github.com/tollgate/tollgate/impl/accounts"
 	"github.com/tollgate/tollgate/impl/devkit/apitest"
-	"github.com/tollgate/tollgate/impl/devkit/pgtest"
+	"github.com/tollgate/tollgate/impl/devkit/storetest"
 	"github.com/tollgate/tollgate/impl/sse"
-	"github.com/tollgate/tollgate/impl/store"
 )
 
 // TestDemoAgentWalkthrough runs what dev's banner tells a reader to do, on a gateway with the
@@ -129,14 +128,7 @@ func TestDevSeedsTheDemoOnTheRealProviders(t *testing.T) {
 		t.Fatal("OPENAI_API_KEY did not choose the real providers")
 	}
 	ctx := context.Background()
-	st, err := store.Open(ctx, pgtest.ConnString(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if _, err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st := storetest.Open(t)
 	key, err := seedDemo(ctx, &accounts.Service{Store: st, Config: cfg})
 	if err != nil || key == "" {
 		t.Fatalf("seed demo: key %q, %v", key, err)

@@ -11,8 +11,7 @@ import (
 
 	"github.com/tollgate/tollgate/impl/accounts"
 	"github.com/tollgate/tollgate/impl/config"
-	"github.com/tollgate/tollgate/impl/devkit/pgtest"
-	"github.com/tollgate/tollgate/impl/store"
+	"github.com/tollgate/tollgate/impl/devkit/storetest"
 	"github.com/tollgate/tollgate/impl/web/members"
 )
 
@@ -22,14 +21,7 @@ import (
 // starts nothing.
 func TestDevWeb(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, pgtest.ConnString(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if _, err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st := storetest.Open(t)
 	cfg := config.Default()
 	if _, err := seedDemo(ctx, &accounts.Service{Store: st, Config: cfg}); err != nil {
 		t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 	"github.com/tollgate/tollgate/impl/accounts"
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/devkit/pgtest"
-	"github.com/tollgate/tollgate/impl/store"
+	"github.com/tollgate/tollgate/impl/devkit/storetest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -22,15 +22,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // built-in configuration whose plan "default" has the key quota maxKeys.
 func newService(t *testing.T, maxKeys int) *accounts.Service {
 	t.Helper()
-	ctx := context.Background()
-	st, err := store.Open(ctx, pgtest.ConnString(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	if _, err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st := storetest.Open(t)
 	cfg := config.Default()
 	for i := range cfg.Plans {
 		if cfg.Plans[i].Name == "default" {

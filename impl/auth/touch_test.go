@@ -12,7 +12,7 @@ import (
 	"github.com/tollgate/tollgate/impl/changefeed"
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/devkit/pgtest"
-	"github.com/tollgate/tollgate/impl/store"
+	"github.com/tollgate/tollgate/impl/devkit/storetest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -23,14 +23,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // each key keeps its own time, and a failed write keeps the times for the next.
 func TestLastUseIsTheTimeOfTheUse(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, pgtest.ConnString(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	if _, err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st := storetest.Open(t)
 	svc := &accounts.Service{Store: st, Config: config.Default()}
 	acct, err := svc.CreateAccount(ctx, "acme", "default")
 	if err != nil {

@@ -194,11 +194,9 @@ func (u *Upstream) CallObserved(ctx context.Context, body []byte, stream bool, f
 		if err == nil {
 			return res, attempt, nil
 		}
+		sent = sent || trySent(err)
 		var f *failure
-		isFailure := errors.As(err, &f)
-		var u0 *unsent
-		sent = sent || (!isFailure && !errors.As(err, &u0)) || (isFailure && (f.status != 0 || !dialFailed(f.cause)))
-		if !isFailure || !f.retryable || attempt >= p.MaxAttempts || ctx.Err() != nil {
+		if !errors.As(err, &f) || !f.retryable || attempt >= p.MaxAttempts || ctx.Err() != nil {
 			return nil, attempt, u.describeSent(err, sent)
 		}
 		delay := backoff.Exponential(p.BaseDelay, p.MaxDelay, attempt-1, rand.Float64())
@@ -352,7 +350,7 @@ func (u *Upstream) describe(err error) error {
 func (u *Upstream) describeSent(err error, sent bool) error {
 	err = u.describe(err)
 	if un, ok := err.(*unsent); ok {
-		err = un.error // said again below, from every try's account
+		err = un.error // the last try's word; the whole call's is decided below
 	}
 	var f *upstreamFailure
 	switch {
@@ -371,6 +369,17 @@ func (u *Upstream) describeSent(err error, sent bool) error {
 type unsent struct{ error }
 
 func (e *unsent) Unwrap() error { return e.error }
+
+// trySent reports whether a failed try's request may have reached the upstream: any failure
+// but one to make the connection (refused, unreachable, or cancelled while connecting).
+func trySent(err error) bool {
+	var u *unsent
+	if errors.As(err, &u) {
+		return false
+	}
+	var f *failure
+	return !errors.As(err, &f) || f.status != 0 || !dialFailed(f.cause)
+}
 
 // dialFailed reports whether err is a failure to make the connection (refused, unreachable, a
 // name that does not resolve): no byte of the request was sent.

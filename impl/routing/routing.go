@@ -326,8 +326,8 @@ const FailureWindow = 30 * time.Second
 const alpha = 0.2
 
 type health struct {
-	failRate    float64 // EWMA of failures (1) and successes (0)
-	streak      int     // consecutive failures
+	failRate float64 // EWMA of failures (1) and successes (0)
+	streak   int     // consecutive failures
 	// resetStreak is the streak the last success ended, which ObserveBroken restores: an
 	// answer that broke off was no success.
 	resetStreak int

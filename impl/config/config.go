@@ -312,9 +312,32 @@ type Upstream struct {
 	// provider's model, or of the price's catalog entry, where the catalog knows one
 	// (pricecatalog.ImageTokens), else pricecatalog.DefaultImageTokens.
 	ImageTokens int `yaml:"image_tokens,omitempty"`
-	// Strengths are hints for the fusion router (e.g. "code", "tools", "long", "fast").
+	// Strengths are what the fusion router scores the expert for, from StrengthNames; any
+	// other word is refused at start.
 	Strengths []string `yaml:"strengths,omitempty"`
 }
+
+// The strengths a fusion expert may list. Each earns the expert points in the router's score
+// when a request shows the feature it names (routing.Features): the routing package's
+// documentation gives the points.
+const (
+	// StrengthGeneral scores every request (the tie-breaker is the configured order).
+	StrengthGeneral = "general"
+	// StrengthFast scores a small request: little input and a small output bound.
+	StrengthFast = "fast"
+	// StrengthCode scores a request whose last user message looks like source code.
+	StrengthCode = "code"
+	// StrengthTools scores a request that offers tools.
+	StrengthTools = "tools"
+	// StrengthLong scores a request with a long input or a large output bound.
+	StrengthLong = "long"
+)
+
+// StrengthNames lists the strengths a fusion expert may list, in the order the documentation
+// gives them. A word the router does not score is refused rather than accepted as a hint that
+// does nothing (configuration trial: "reasoning", in the shipped configurations, scored
+// nothing, and a misspelt "tool" was accepted as silently).
+var StrengthNames = []string{StrengthGeneral, StrengthFast, StrengthCode, StrengthTools, StrengthLong}
 
 // Model is one model the gateway offers.
 type Model struct {
@@ -508,6 +531,15 @@ func (c *Config) Validate() error {
 		}
 		if u.ImageTokens < 0 {
 			bad("model %q: upstream %s/%s: negative image_tokens %d", model, u.Provider, u.Model, u.ImageTokens)
+		}
+		for j, s := range u.Strengths {
+			switch {
+			case !slices.Contains(StrengthNames, s):
+				bad("model %q: upstream %s/%s: unknown strength %q: the fusion router scores only %s", model, u.Provider, u.Model, s, strings.Join(StrengthNames, ", "))
+			case slices.Contains(u.Strengths[:j], s):
+				// The router would count it twice, which no documentation promises.
+				bad("model %q: upstream %s/%s: strength %q is listed twice", model, u.Provider, u.Model, s)
+			}
 		}
 		if u.Price != nil {
 			if err := c.resolvePrice(u.Price, anthropic[u.Provider]); err != nil {

@@ -192,3 +192,25 @@ func TestModelShapeRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestStrengthsAreKnownWords: an expert's strength the fusion router does not score is refused
+// at start, naming the model, the expert, the word and the words accepted; a word listed twice
+// is refused too. Configuration trial: "reasoning", in the shipped configurations, scored
+// nothing, and any misspelling was accepted as silently.
+func TestStrengthsAreKnownWords(t *testing.T) {
+	const head = "providers:\n  - {name: o, kind: openai-chat, base_url: builtin:simulator}\n" +
+		"models:\n  - {id: m, family: chat, max_output_tokens: 5, price: {free: true}, experts: [{provider: o, model: x, strengths: [general]}, "
+	for _, c := range []struct{ strengths, want string }{
+		{"[long, reasoning]", `model "m": upstream o/y: unknown strength "reasoning": the fusion router scores only general, fast, code, tools, long`},
+		{"[tool]", `model "m": upstream o/y: unknown strength "tool"`},
+		{"[code, code]", `model "m": upstream o/y: strength "code" is listed twice`},
+	} {
+		_, err := Parse([]byte(head + "{provider: o, model: y, strengths: " + c.strengths + "}]}\n"))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("strengths %s: %v, want %q", c.strengths, err, c.want)
+		}
+	}
+	if _, err := Parse([]byte(head + "{provider: o, model: y, strengths: [general, fast, code, tools, long]}]}\n")); err != nil {
+		t.Errorf("every accepted strength: %v", err)
+	}
+}

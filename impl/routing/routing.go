@@ -12,7 +12,10 @@
 //     LooksLikeCode); +2 for "long" when the input estimate exceeds 8,000 tokens or the requested
 //     output exceeds 4,000; +1 for "fast" when the input is under 1,000 tokens and the output
 //     under 1,000; +1 for "general" always (the tie-breaker of last resort is the configured
-//     order);
+//     order). These are the only strengths (config.StrengthNames): the configuration refuses
+//     any other word, since the router would score it nothing. In particular the router does
+//     not see whether a request asks for reasoning, so there is no "reasoning" strength;
+//     clients that want a reasoning model name one (a base model whose backend is it);
 //   - health: an expert whose recent attempts failed (an exponentially weighted failure rate
 //     over 0.5, or 3 failures in a row) loses 10 points for 30 seconds after its last failure,
 //     so traffic moves away from it but comes back to probe. An attempt is one upstream call,
@@ -377,27 +380,30 @@ func (r *Router) Order(m *Model, f Features) []Expert {
 	return out
 }
 
+// strengthScore is what the expert's strengths earn it for a request with features f (the
+// package documentation gives the points). Every strength config.StrengthNames accepts must
+// have its case here.
 func strengthScore(e Expert, f Features) float64 {
 	score := 0.0
 	for _, s := range e.Strengths {
 		switch s {
-		case "tools":
+		case config.StrengthTools:
 			if f.Tools {
 				score += 3
 			}
-		case "code":
+		case config.StrengthCode:
 			if f.Code {
 				score += 3
 			}
-		case "long":
+		case config.StrengthLong:
 			if f.InputTokens > 8000 || f.OutputTokens > 4000 {
 				score += 2
 			}
-		case "fast":
+		case config.StrengthFast:
 			if f.InputTokens < 1000 && f.OutputTokens < 1000 {
 				score++
 			}
-		case "general":
+		case config.StrengthGeneral:
 			score++
 		}
 	}

@@ -79,6 +79,22 @@ func TestFusionPolicy(t *testing.T) {
 // Retry-After waits), neither seeds nor moves the expert's time to first byte (trial D2: a
 // first call that failed after 4 s cost the preferred expert 8 points for ever). It counts
 // through the failure penalty only, which ends 30 s after the last failure.
+// TestEveryStrengthScores: every strength the configuration accepts earns points for some
+// request, so no accepted word is a hint that does nothing (configuration trial: "reasoning"
+// was accepted and scored nothing).
+func TestEveryStrengthScores(t *testing.T) {
+	requests := []Features{{InputTokens: 100, OutputTokens: 100}, {InputTokens: 20_000}, {Tools: true}, {Code: true}}
+	for _, s := range config.StrengthNames {
+		scored := false
+		for _, f := range requests {
+			scored = scored || strengthScore(Expert{Strengths: []string{s}}, f) > 0
+		}
+		if !scored {
+			t.Errorf("strength %q scores no request", s)
+		}
+	}
+}
+
 func TestFailureIsNoLatency(t *testing.T) {
 	clock := time.Unix(0, 0)
 	r := NewRouter(func() time.Time { return clock })

@@ -206,7 +206,7 @@ models:
     experts:
       - {provider: sim-openai-chat, model: sim-general, strengths: [general, fast], max_output_tokens: 32768}
       - {provider: sim-anthropic, model: sim-coder, strengths: [code, tools], price: {catalog: claude-sonnet-4-5}, max_output_tokens: 64000}
-      - {provider: sim-openai-responses, model: sim-reasoner, strengths: [long, reasoning], price: {catalog: gpt-5}}
+      - {provider: sim-openai-responses, model: sim-reasoner, strengths: [long], price: {catalog: gpt-5}}
 plans:
   - {name: default, models: [service-flint], default_rpm: 0}
 `, simAddr)

@@ -102,13 +102,15 @@ func TestPriceRefusals(t *testing.T) {
 
 // TestPriceFromLiteLLMFile: price_catalog.litellm_file (relative to the configuration file)
 // adds LiteLLM's entries; a model naming one whose price cannot be represented exactly in
-// micro-units is refused with the model and the field named.
+// micro-units is refused with the model and the field named, and one naming an entry skipped
+// for its mode (an embedding model) is told so, with the mode.
 func TestPriceFromLiteLLMFile(t *testing.T) {
 	dir := t.TempDir()
 	prices := `{
   "sample_spec": {"input_cost_per_token": 0},
   "my-model": {"litellm_provider": "openai", "mode": "chat", "input_cost_per_token": 1.5e-06, "output_cost_per_token": 6e-06, "cache_read_input_token_cost": 3.75e-07},
-  "odd-model": {"litellm_provider": "openai", "mode": "chat", "input_cost_per_token": 1.2345678901234e-07, "output_cost_per_token": 1e-06}
+  "odd-model": {"litellm_provider": "openai", "mode": "chat", "input_cost_per_token": 1.2345678901234e-07, "output_cost_per_token": 1e-06},
+  "text-embedding-3-small": {"litellm_provider": "openai", "mode": "embedding", "input_cost_per_token": 2e-08, "output_cost_per_token": 0}
 }`
 	if err := os.WriteFile(filepath.Join(dir, "prices.json"), []byte(prices), 0o600); err != nil {
 		t.Fatal(err)
@@ -131,6 +133,13 @@ func TestPriceFromLiteLLMFile(t *testing.T) {
 	_, err = Load(write(`{catalog: odd-model}`))
 	if err == nil || !strings.Contains(err.Error(), `"odd-model"`) || !strings.Contains(err.Error(), "input_cost_per_token") {
 		t.Errorf("an inexact price: %v, want an error naming odd-model and input_cost_per_token", err)
+	}
+	// An entry the file has but that was skipped for its mode is named as such, with the
+	// modes that are read (configuration trial: "no catalog entry").
+	_, err = Load(write(`{catalog: text-embedding-3-small}`))
+	if want := `model "m": price: catalog entry "text-embedding-3-small": litellm file ` + filepath.Join(dir, "prices.json") +
+		`: model "text-embedding-3-small" is skipped for its mode "embedding": only entries of mode chat, responses, completion (or none) are read for prices`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("an entry skipped for its mode: %v, want %s", err, want)
 	}
 }
 

@@ -40,16 +40,26 @@ type Entry struct {
 // Catalog is a set of entries by name.
 type Catalog struct {
 	entries map[string][]Entry // by name, sorted by Effective
+	// skipped are the entries of a price list that were not read for their kind of model (a
+	// LiteLLM embedding model), by name, each with Err saying why: Lookup finds one only when
+	// the catalog has no entry of its name.
+	skipped map[string]Entry
 }
 
 // New returns a catalog of the entries. Entries of one name are kept by effective date; a
 // later entry with the same name and date replaces an earlier one.
 func New(entries ...Entry) *Catalog {
-	c := &Catalog{entries: map[string][]Entry{}}
+	c := &Catalog{entries: map[string][]Entry{}, skipped: map[string]Entry{}}
 	for _, e := range entries {
 		c.add(e)
 	}
 	return c
+}
+
+// skip records e, which has Err set, as an entry of a price list that was not read.
+func (c *Catalog) skip(e Entry) {
+	e.Price = price.Price{}
+	c.skipped[e.Name] = e
 }
 
 func (c *Catalog) add(e Entry) {
@@ -69,8 +79,16 @@ func (c *Catalog) add(e Entry) {
 // the built-in dated entries of the same name, rather than losing to them from their dates on
 // (configuration trial: a file pricing gpt-4.1-mini at twice the built-in price was billed at
 // the built-in one, and an entry the file got wrong, which is refused, was hidden by it).
+// Skipped entries of both are kept, top's over c's, and hide no entry of either.
 func (c *Catalog) Overlay(top *Catalog) *Catalog {
 	out := New()
+	for _, cat := range []*Catalog{c, top} {
+		if cat != nil {
+			for _, e := range cat.skipped {
+				out.skip(e)
+			}
+		}
+	}
 	if c != nil {
 		for name, list := range c.entries {
 			if top != nil {
@@ -95,15 +113,26 @@ func (c *Catalog) Overlay(top *Catalog) *Catalog {
 
 // Lookup returns the entry of name in force on day (YYYY-MM-DD): the one with the latest
 // effective date not after day. Names are matched as given, then without a provider prefix
-// ("anthropic/claude-sonnet-4-5" finds "claude-sonnet-4-5").
+// ("anthropic/claude-sonnet-4-5" finds "claude-sonnet-4-5"). A name that has no entries but
+// that a price list skipped (a LiteLLM embedding model) finds the skipped entry, whose Err
+// says why it was skipped.
 //
-// The entry found may be a refused one: callers must check its Err and bill nothing at its
-// Price when Err is not nil. Price does both steps and returns the error.
+// The entry found may be a refused or skipped one: callers must check its Err and bill nothing
+// at its Price when Err is not nil. Price does both steps and returns the error.
 func (c *Catalog) Lookup(name, day string) (Entry, bool) {
 	list := c.dated(name)
 	for i := len(list) - 1; i >= 0; i-- {
 		if list[i].Effective <= day {
 			return list[i], true
+		}
+	}
+	if list == nil && c != nil {
+		e, ok := c.skipped[name]
+		if _, rest, cut := strings.Cut(name, "/"); !ok && cut {
+			e, ok = c.skipped[rest]
+		}
+		if ok {
+			return e, true
 		}
 	}
 	return Entry{}, false

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -37,9 +38,12 @@ var liteTierField = regexp.MustCompile(`^(.+)_above_([0-9]+)k_tokens$`)
 // beginning; overlaid on Builtin, it replaces the built-in entries of the same name on every
 // day: Catalog.Overlay).
 // The "sample_spec" key, which documents the format, is skipped, and so are models whose mode
-// is not chat, responses or completion (embeddings, images, audio, rerank, realtime and the
-// like, which are not billed by the token kinds of a price.Price); a model without a mode is
-// kept.
+// is not one of BilledModes (embeddings, images, audio, rerank, realtime and the like, which
+// are not billed by the token kinds of a price.Price); a model without a mode is kept. A
+// skipped model is remembered by name: looking it up finds no price, but an entry whose Err
+// says that the file has it, skipped for its mode, so that a configuration naming it is told
+// why rather than that there is no such entry (configuration trial). It never hides an entry
+// of its name in a catalog it is overlaid on (Catalog.Overlay).
 //
 // Each price is read from its JSON text and multiplied by 10^12 (dollars per token to
 // micro-units per million tokens) in exact decimal arithmetic, never through a float. The fields
@@ -89,7 +93,7 @@ func LoadLiteLLM(r io.Reader, source string) (*Catalog, error) {
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
 		return nil, fail("not a JSON object of models")
 	}
-	var entries []Entry
+	var entries, skipped []Entry
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
@@ -113,6 +117,8 @@ func LoadLiteLLM(r io.Reader, source string) (*Catalog, error) {
 		}
 		if e, keep := liteLLMEntry(name, fields, source); keep {
 			entries = append(entries, e)
+		} else {
+			skipped = append(skipped, e)
 		}
 	}
 	if _, err := dec.Token(); err == io.EOF { // the closing brace
@@ -123,7 +129,11 @@ func LoadLiteLLM(r io.Reader, source string) (*Catalog, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, fail("more after the JSON object of models")
 	}
-	return New(entries...), nil
+	c := New(entries...)
+	for _, e := range skipped {
+		c.skip(e)
+	}
+	return c, nil
 }
 
 // LoadLiteLLMFile is LoadLiteLLM of the file at path, with the path as the source.
@@ -136,8 +146,12 @@ func LoadLiteLLMFile(path string) (*Catalog, error) {
 	return LoadLiteLLM(f, path)
 }
 
-// liteLLMEntry is the entry of one model's fields, and whether to keep it (false for a mode
-// that is not billed by tokens).
+// BilledModes are the LiteLLM modes whose entries are read for prices: the models billed by
+// the token kinds of a price.Price. An entry without a mode is read too.
+var BilledModes = []string{"chat", "responses", "completion"}
+
+// liteLLMEntry is the entry of one model's fields, and whether to keep it: false for a mode
+// that is not billed by tokens, with the entry's Err saying so.
 func liteLLMEntry(name string, fields map[string]json.RawMessage, source string) (Entry, bool) {
 	e := Entry{Name: name, Source: source}
 	refuse := func(format string, args ...any) (Entry, bool) {
@@ -151,10 +165,10 @@ func liteLLMEntry(name string, fields map[string]json.RawMessage, source string)
 			return refuse("mode %s is not a string", raw)
 		}
 	}
-	switch mode {
-	case "", "chat", "responses", "completion":
-	default:
-		return Entry{}, false
+	if mode != "" && !slices.Contains(BilledModes, mode) {
+		e.Err = fmt.Errorf("litellm file %s: model %q is skipped for its mode %q: only entries of mode %s (or none) are read for prices",
+			source, name, mode, strings.Join(BilledModes, ", "))
+		return e, false
 	}
 	if raw, ok := present(fields, "litellm_provider"); ok {
 		if json.Unmarshal(raw, &e.Provider) != nil {

@@ -119,12 +119,29 @@ func TestLoadLiteLLMAgreesWithBuiltin(t *testing.T) {
 	}
 }
 
+// TestLoadLiteLLMSkipsAndRefuses: the sample_spec and the models of a mode not billed by tokens
+// are skipped, and models whose prices cannot be billed exactly are refused. Looking up a model
+// skipped for its mode finds no price but an error naming the file, the model, the mode and
+// the modes read, so that a configuration naming it is told why instead of "no catalog entry"
+// (configuration trial).
 func TestLoadLiteLLMSkipsAndRefuses(t *testing.T) {
 	c := loadExcerpt(t)
-	for _, name := range []string{"sample_spec", "1024-x-1024/dall-e-2", "cohere.embed-english-v3", "gpt-4o-mini-realtime-preview"} {
-		if e, ok := c.Lookup(name, "2026-01-01"); ok {
-			t.Errorf("%s: kept as %+v, want it skipped", name, e)
+	if e, ok := c.Lookup("sample_spec", "2026-01-01"); ok {
+		t.Errorf("sample_spec: kept as %+v", e)
+	}
+	for name, mode := range map[string]string{"1024-x-1024/dall-e-2": "image_generation", "cohere.embed-english-v3": "embedding", "gpt-4o-mini-realtime-preview": "realtime"} {
+		want := `litellm file testdata/litellm_excerpt.json: model "` + name + `" is skipped for its mode "` + mode +
+			`": only entries of mode chat, responses, completion (or none) are read for prices`
+		e, ok := c.Lookup(name, "2026-01-01")
+		if !ok || e.Err == nil || e.Err.Error() != want || e.Price.Rates != (price.Rates{}) {
+			t.Errorf("%s: found %v, %+v, want no price and the error %s", name, ok, e, want)
 		}
+		if _, err := c.Price(name, "2026-01-01"); err == nil || err.Error() != want {
+			t.Errorf("%s: Price's error %v", name, err)
+		}
+	}
+	if e, ok := c.Lookup("bedrock/cohere.embed-english-v3", "2026-01-01"); !ok || e.Err == nil || !strings.Contains(e.Err.Error(), `mode "embedding"`) {
+		t.Errorf("a skipped model with a provider prefix: found %v, %+v", ok, e)
 	}
 	refused := map[string]string{
 		"databricks/databricks-meta-llama-3-1-405b-instruct": `litellm file testdata/litellm_excerpt.json: model "databricks/databricks-meta-llama-3-1-405b-instruct": ` +
@@ -321,5 +338,24 @@ func TestLiteLLMFileReplacesTheBuiltinEntry(t *testing.T) {
 	}
 	if e, ok := cat.Lookup("claude-sonnet-4-5", "2026-12-05"); !ok || e.Price.Input != 3_000_000 {
 		t.Errorf("claude-sonnet-4-5, not in the file: %+v, want the built-in $3", e)
+	}
+}
+
+// TestSkippedEntryHidesNothing: a LiteLLM entry skipped for its mode does not replace the
+// built-in entry of its name (it has no price to give), and a name found nowhere else finds
+// the skipped entry's reason through the overlay.
+func TestSkippedEntryHidesNothing(t *testing.T) {
+	file, err := LoadLiteLLM(strings.NewReader(`{
+		"gpt-4.1-mini": {"litellm_provider": "openai", "mode": "embedding", "input_cost_per_token": 1e-07, "output_cost_per_token": 0},
+		"text-embedding-3-small": {"litellm_provider": "openai", "mode": "embedding", "input_cost_per_token": 2e-08, "output_cost_per_token": 0}}`), "ops.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat := Builtin().Overlay(file)
+	if e, ok := cat.Lookup("gpt-4.1-mini", "2026-12-05"); !ok || e.Err != nil || e.Price.Input != 400_000 {
+		t.Errorf("gpt-4.1-mini, skipped in the file: %+v, want the built-in $0.40", e)
+	}
+	if _, err := cat.Price("text-embedding-3-small", "2026-12-05"); err == nil || !strings.Contains(err.Error(), `skipped for its mode "embedding"`) {
+		t.Errorf("text-embedding-3-small through the overlay: %v", err)
 	}
 }

@@ -5,8 +5,12 @@ import (
 	"fmt"
 	"math/big"
 	"path/filepath"
+	"reflect"
 	"slices"
+	"strings"
 	"time"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/tollgate/tollgate/impl/price"
 	"github.com/tollgate/tollgate/impl/pricecatalog"
@@ -15,12 +19,13 @@ import (
 // Price is a model's price in integer micro-units (1 USD = 1,000,000) per million tokens of
 // each kind, as the providers publish it. Catalog names an entry of the price catalog (the
 // built-in one, or a LiteLLM price file given in price_catalog) whose prices are used for
-// every kind not typed here: a typed price wins. Without a catalog entry, a cache kind not
-// typed costs the most the provider may charge for it (a gateway never bills less than it may
-// be charged): a cache read what uncached input costs; a cache write what input costs, or, for
-// a model served by an anthropic-messages provider, Anthropic's 1.25 times input (five minutes)
-// and 2 times input (one hour); and there is no long-context tier. Reasoning tokens are output
-// tokens and cost the output price.
+// every kind not typed here: a typed price wins, 0 included (input_micros_per_mtok: 0 beside
+// catalog makes input free; a field left out, or null, is not typed). Without a catalog entry,
+// a cache kind not typed costs the most the provider may charge for it (a gateway never bills
+// less than it may be charged): a cache read what uncached input costs; a cache write what
+// input costs, or, for a model served by an anthropic-messages provider, Anthropic's 1.25 times
+// input (five minutes) and 2 times input (one hour); and there is no long-context tier.
+// Reasoning tokens are output tokens and cost the output price.
 type Price struct {
 	// Free serves the model without charge, which no price typed or from the catalog says
 	// otherwise: a model whose upstream has no price at all is refused at start unless its
@@ -41,9 +46,84 @@ type Price struct {
 	// above its threshold.
 	LongContext *LongContextPrice `yaml:"long_context,omitempty"`
 
+	// inputTyped and outputTyped record that the YAML gave InputPerMTok and OutputPerMTok
+	// (UnmarshalYAML), so that a typed 0 overrides a catalog entry's price; a Price built in
+	// code types the ones it sets to other than 0.
+	inputTyped, outputTyped bool
+
 	// resolved is the price with the catalog's numbers filled in (set by Validate).
 	resolved *price.Price
 }
+
+// UnmarshalYAML decodes a price and records which of input_micros_per_mtok and
+// output_micros_per_mtok the YAML gives (not null), since their int64 fields cannot tell a
+// typed 0 from a field left out (configuration trial: a 0 beside catalog kept the entry's
+// price). Unknown keys are errors here too, in long_context as well, as the configuration's
+// decoder makes them everywhere else.
+func (p *Price) UnmarshalYAML(n *yaml.Node) error {
+	for n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	inputTyped, outputTyped := false, false
+	var unknown []string
+	if n.Kind == yaml.MappingNode {
+		unknown = knownKeys(n, reflect.TypeFor[Price]())
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			v := n.Content[i+1]
+			for v.Kind == yaml.AliasNode {
+				v = v.Alias
+			}
+			given := v.ShortTag() != "!!null"
+			switch n.Content[i].Value {
+			case "input_micros_per_mtok":
+				inputTyped = given
+			case "output_micros_per_mtok":
+				outputTyped = given
+			case "long_context":
+				if v.Kind == yaml.MappingNode {
+					unknown = append(unknown, knownKeys(v, reflect.TypeFor[LongContextPrice]())...)
+				}
+			}
+		}
+	}
+	if unknown != nil {
+		return &yaml.TypeError{Errors: unknown}
+	}
+	// plain has Price's fields without its methods, so decoding it does not come back here.
+	type plain Price
+	var v plain
+	if err := n.Decode(&v); err != nil {
+		return err
+	}
+	*p = Price(v)
+	p.inputTyped, p.outputTyped = inputTyped, outputTyped
+	return nil
+}
+
+// knownKeys lists, as a decoder with KnownFields words them, the keys of the mapping m that
+// name no field of the struct type t (by its yaml tag): Node.Decode, which an UnmarshalYAML
+// method must use, does not refuse them. A merge key (<<) is left to the decoder.
+func knownKeys(m *yaml.Node, t reflect.Type) []string {
+	known := map[string]bool{"<<": true}
+	for i := range t.NumField() {
+		if tag, ok := t.Field(i).Tag.Lookup("yaml"); ok {
+			name, _, _ := strings.Cut(tag, ",")
+			known[name] = true
+		}
+	}
+	var unknown []string
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if k := m.Content[i]; !known[k.Value] {
+			unknown = append(unknown, fmt.Sprintf("line %d: field %s not found in type %s", k.Line, k.Value, t))
+		}
+	}
+	return unknown
+}
+
+// typedInput and typedOutput report whether p types its input and output prices: given in
+// the YAML (0 included), or set to other than 0 in code.
+func (p Price) typedInput() bool  { return p.inputTyped || p.InputPerMTok != 0 }
+func (p Price) typedOutput() bool { return p.outputTyped || p.OutputPerMTok != 0 }
 
 // LongContextPrice is a long-context tier: its kinds not typed cost what the base kind does.
 type LongContextPrice struct {
@@ -232,10 +312,10 @@ func (c *Config) PricedOn(day string) (*Config, error) {
 func followTypedRates(r price.Price, catalog price.Rates, p Price) price.Price {
 	type ratio struct{ num, den int64 }
 	var rIn, rOut, rRead, rW5, rW1 ratio
-	if p.InputPerMTok != 0 && catalog.Input > 0 {
+	if p.typedInput() && catalog.Input > 0 {
 		rIn = ratio{p.InputPerMTok, catalog.Input}
 	}
-	if p.OutputPerMTok != 0 && catalog.Output > 0 {
+	if p.typedOutput() && catalog.Output > 0 {
 		rOut = ratio{p.OutputPerMTok, catalog.Output}
 	}
 	scale := func(v int64, q ratio) int64 {
@@ -304,13 +384,13 @@ func (p Price) resolve(cat *pricecatalog.Catalog, day string, anthropic bool) (p
 		base, hasCatalog = e.Price, true
 	}
 	catalogRates := base.Rates
-	set := func(dst *int64, v int64) {
-		if v != 0 || !hasCatalog {
+	set := func(dst *int64, v int64, typed bool) {
+		if typed || !hasCatalog {
 			*dst = v
 		}
 	}
-	set(&base.Input, p.InputPerMTok)
-	set(&base.Output, p.OutputPerMTok)
+	set(&base.Input, p.InputPerMTok, p.typedInput())
+	set(&base.Output, p.OutputPerMTok, p.typedOutput())
 	// What an untyped cache kind costs, from the input price, without a catalog entry: a read,
 	// and at OpenAI a write, what input costs.
 	asInput := func(in int64) int64 { return in }
@@ -364,7 +444,7 @@ func (p Price) resolve(cat *pricecatalog.Catalog, day string, anthropic bool) (p
 		}
 		base.LongContext = &tier
 	}
-	if hasCatalog && (p.InputPerMTok != 0 || p.OutputPerMTok != 0 || p.CacheReadPerMTok != nil ||
+	if hasCatalog && (p.typedInput() || p.typedOutput() || p.CacheReadPerMTok != nil ||
 		p.CacheWrite5mPerMTok != nil || p.CacheWrite1hPerMTok != nil || p.LongContext != nil) {
 		// Typed numbers over a catalog entry: the price is the configuration's, read from that entry.
 		base.Catalog += " (with typed overrides)"

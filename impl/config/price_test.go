@@ -259,3 +259,52 @@ models:
 		t.Errorf("flex %+v, want $0.25 and $2", f)
 	}
 }
+
+// TestExplicitZeroOverridesTheCatalog: a typed price of 0 beside a catalog entry is a price,
+// and wins over the entry's as any typed number does (configuration trial: the typed fields
+// could not tell 0 from unset, so input_micros_per_mtok: 0 kept the entry's input price). A
+// typed 0 input carries the untyped cache kinds and the tiers with it, as a typed markup does;
+// a field left out, or null, still takes the entry's price, and a misspelt key beside them is
+// still an error.
+func TestExplicitZeroOverridesTheCatalog(t *testing.T) {
+	c, err := Parse([]byte(priceConfig(`{catalog: claude-sonnet-4-5, input_micros_per_mtok: 0}`, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := c.Models[0].Price.Resolved()
+	if want := (price.Rates{Output: 15_000_000}); got.Rates != want {
+		t.Errorf("input 0 over claude-sonnet-4-5: %+v, want %+v", got.Rates, want)
+	}
+	if got.LongContext == nil || got.LongContext.Input != 0 || got.LongContext.Output != 22_500_000 {
+		t.Errorf("input 0 over claude-sonnet-4-5's long-context tier: %+v, want input 0 and output $22.50", got.LongContext)
+	}
+	if !strings.Contains(got.Catalog, "typed") {
+		t.Errorf("a price with a typed 0 does not say it has typed overrides: %q", got.Catalog)
+	}
+
+	c, err = Parse([]byte(priceConfig(`{catalog: claude-sonnet-4-5, output_micros_per_mtok: 0, cache_read_micros_per_mtok: 0}`, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.Models[0].Price.Resolved().Rates, (price.Rates{Input: 3_000_000, CacheWrite5m: 3_750_000, CacheWrite1h: 6_000_000}); got != want {
+		t.Errorf("output and cache reads 0 over claude-sonnet-4-5: %+v, want %+v", got, want)
+	}
+
+	c, err = Parse([]byte(priceConfig(`{catalog: claude-sonnet-4-5, input_micros_per_mtok: null}`, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Models[0].Price.Resolved(); got.Input != 3_000_000 || strings.Contains(got.Catalog, "typed") {
+		t.Errorf("a null input price over claude-sonnet-4-5: %+v, want the entry's $3", got)
+	}
+
+	// Zero everywhere charges nothing: it must say free.
+	if _, err := Parse([]byte(priceConfig(`{catalog: claude-sonnet-4-5, input_micros_per_mtok: 0, output_micros_per_mtok: 0}`, ""))); err == nil {
+		t.Error("a price of 0 for input and output over a catalog entry was accepted without free: true")
+	}
+	for _, yaml := range []string{`{catalog: claude-sonnet-4-5, input_micros_per_mtk: 0}`, `{catalog: claude-sonnet-4-5, long_context: {above_input_tokens: 1, inptu_micros_per_mtok: 0}}`} {
+		if _, err := Parse([]byte(priceConfig(yaml, ""))); err == nil || !strings.Contains(err.Error(), "not found in type") {
+			t.Errorf("%s: %v, want an unknown field refused", yaml, err)
+		}
+	}
+}

@@ -522,6 +522,9 @@ func (c *Config) Validate() error {
 	for _, p := range c.Providers {
 		anthropic[p.Name] = p.Kind == KindAnthropicMessages
 	}
+	// unresolved holds the prices whose catalog entry or tiers were refused above: the error
+	// names what is wrong with them, and "has no price" would only mislead.
+	unresolved := map[*Price]bool{}
 	checkUpstream := func(model string, u Upstream) {
 		if !providers[u.Provider] {
 			bad("model %q: unknown provider %q", model, u.Provider)
@@ -544,6 +547,7 @@ func (c *Config) Validate() error {
 		if u.Price != nil {
 			if err := c.resolvePrice(u.Price, anthropic[u.Provider]); err != nil {
 				bad("model %q: upstream %s/%s: %v", model, u.Provider, u.Model, err)
+				unresolved[u.Price] = true
 			}
 		}
 	}
@@ -565,6 +569,7 @@ func (c *Config) Validate() error {
 		}
 		if err := c.resolvePrice(&c.Models[i].Price, onAnthropic); err != nil {
 			bad("model %q: %v", m.ID, err)
+			unresolved[&c.Models[i].Price] = true
 		}
 		if m.MaxOutputTokens <= 0 {
 			bad("model %q: max_output_tokens must be positive", m.ID)
@@ -596,10 +601,10 @@ func (c *Config) Validate() error {
 		for _, u := range append(append([]Upstream(nil), m.Experts...), backendOf(m)...) {
 			if p := c.Models[i].Price; u.Price != nil {
 				p = *u.Price
-				if !p.priced() {
+				if !p.priced() && !unresolved[u.Price] {
 					bad("model %q: upstream %s/%s: its price charges nothing; give it one (a catalog entry or input_micros_per_mtok and output_micros_per_mtok), or say free: true to serve it without charge", m.ID, u.Provider, u.Model)
 				}
-			} else if !p.priced() {
+			} else if !p.priced() && !unresolved[&c.Models[i].Price] {
 				bad("model %q: upstream %s/%s has no price, and the model has none to give it: set price (a catalog entry or input_micros_per_mtok and output_micros_per_mtok) on the model or the upstream, or say free: true to serve it without charge", m.ID, u.Provider, u.Model)
 			}
 		}

@@ -146,6 +146,18 @@ func TestForgottenPriceIsRefused(t *testing.T) {
 			t.Errorf("%s: %v, want an error saying %q", c.name, err, c.want)
 		}
 	}
+	// A catalog name that does not resolve is refused for what it is, without the misleading
+	// "has no price" of the upstreams that would have taken it (trial of the configuration
+	// fixes: both were reported).
+	for _, yaml := range []string{
+		"models:\n  - {id: m, family: chat, max_output_tokens: 5, price: {catalog: no-such-model}, backend: {provider: o, model: x}}\n",
+		"models:\n  - {id: m, family: chat, max_output_tokens: 5, price: {free: true}, experts: [{provider: o, model: x, price: {catalog: no-such-model}}, {provider: o, model: y}]}\n",
+	} {
+		_, err := Parse([]byte(providers + yaml))
+		if err == nil || !strings.Contains(err.Error(), `no-such-model`) || strings.Contains(err.Error(), "has no price") || strings.Contains(err.Error(), "charges nothing") {
+			t.Errorf("%q: %v, want the catalog's error alone", yaml, err)
+		}
+	}
 	for _, ok := range []string{
 		"models:\n  - {id: m, family: chat, max_output_tokens: 5, price: {free: true}, backend: {provider: o, model: x}}\n",
 		"models:\n  - {id: m, family: chat, max_output_tokens: 5, price: {catalog: gpt-4.1}, experts: [{provider: o, model: x}, {provider: o, model: y, price: {catalog: gpt-5}}]}\n",

@@ -450,10 +450,7 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 			// after this one must be cut off at the end of grace as the first was (the review
 			// of D1).
 			if status, rerr := x.readAnswerOf(e, res); rerr != nil {
-				if tries.span != nil {
-					telemetry.Fail(tries.span, status, rerr.Error())
-					tries.span.End()
-				}
+				tries.failAnswer(status, rerr)
 				lastErr, bodyFailed, refused = rerr, status, false
 				if ctx.Err() != nil || eng.streamsEnd.Err() != nil {
 					break

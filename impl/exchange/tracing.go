@@ -163,6 +163,24 @@ func (o *tryObserver) EndTry(_ context.Context, _ int, err error) {
 	}
 }
 
+// failAnswer ends a try whose answer arrived but could not be used (cut off, malformed, or a
+// 200 carrying an error; status is the usage record's word for it, upstream_read_failed or
+// upstream_malformed): its span with that reason, and its operation in the metrics with status
+// as its error.type, as EndTry ends a try that failed before its answer (review item 6: such a
+// try was in no metric, though the router counted it against the expert's health).
+func (o *tryObserver) failAnswer(status string, err error) {
+	traceID := ""
+	if o.span != nil {
+		telemetry.Fail(o.span, status, err.Error())
+		o.span.End()
+		traceID = telemetry.SampledTraceID(o.x.ctx)
+	}
+	if m := o.x.eng.metrics; m != nil {
+		m.ObserveGenAI(metrics.GenAIOperation{Operation: telemetry.OperationChat, Provider: providerName(o.e.Kind),
+			Model: o.x.model.ID, Duration: time.Since(o.start), ErrorType: status, TraceID: traceID})
+	}
+}
+
 // noteEvent reads what the attempt span reports from a stream's neutral event: the
 // upstream's id and model, the finish reason, and (when captured) the text.
 func (x *Exchange) noteEvent(ev *llm.Event) {
@@ -256,7 +274,11 @@ func (x *Exchange) finishAttempt(status string) {
 		span.End()
 		traceID = telemetry.SampledTraceID(x.ctx)
 	}
-	if x.eng.metrics != nil {
+	if x.eng.metrics != nil && !x.attemptStart.IsZero() {
+		// Only a try whose answer began is counted here: a try that failed before it is
+		// counted by EndTry, an unusable answer by failAnswer (an exchange settled with no
+		// answer, its client gone or the shutdown's grace over, was counted once more, and
+		// from the zero time: an operation of two thousand years).
 		op := metrics.GenAIOperation{Operation: telemetry.OperationChat, Provider: providerName(x.expert.Kind), Model: x.model.ID,
 			InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Duration: time.Since(x.attemptStart),
 			TimeToFirstToken: x.ttft, TraceID: traceID}

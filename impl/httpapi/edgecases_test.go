@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -285,4 +287,57 @@ func TestEveryUpstreamTryIsAnOperation(t *testing.T) {
 	if n := scrape(t, m, series("429")); n != 1 {
 		t.Errorf("operations with error.type 429: %v, want the one try the retry absorbed", n)
 	}
+}
+
+// TestUnusableAnswerIsAnOperation: a try whose answer arrived but was cut off is one operation
+// in gen_ai.client.operation.duration, with the usage record's word for it as its error.type,
+// whether another expert then answers or none does (review item 6: failed over, it was in no
+// metric; with no expert left, it was counted from the zero time, two thousand years).
+func TestUnusableAnswerIsAnOperation(t *testing.T) {
+	m := metrics.New()
+	g := apitest.Start(t, apitest.Options{Metrics: m})
+	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	for _, c := range []struct {
+		model  string
+		status int
+	}{{"service-flint-base", http.StatusBadGateway}, {"service-flint", http.StatusOK}} {
+		status, _, body := do(t, g.Client(t), g.URL, request{"POST", "/v1/chat/completions",
+			`{"model":"` + c.model + `","max_tokens":16,"messages":[{"role":"user","content":"x [[sim fault=drop times=1 tag=unusable-` + c.model + `]]"}]}`},
+			map[string]string{"Authorization": "Bearer " + tenant.Key})
+		if status != c.status {
+			t.Fatalf("%s: status %d: %s", c.model, status, body)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for c.status == http.StatusOK && operations(t, m, "count", "", c.model) != 1 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the answer's operation was not observed", c.model)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if n := operations(t, m, "count", "upstream_read_failed", c.model); n != 1 {
+			t.Errorf("%s: operations with error.type upstream_read_failed: %v, want the one cut-off answer", c.model, n)
+		}
+		if took := operations(t, m, "sum", "upstream_read_failed", c.model); took <= 0 || took > 60 {
+			t.Errorf("%s: the cut-off answer's operation took %vs", c.model, took)
+		}
+	}
+}
+
+// operations sums gen_ai.client.operation.duration's stat (count or sum) over the series of
+// model with error.type errorType, whatever their provider.
+func operations(t *testing.T, m *metrics.Metrics, stat, errorType, model string) float64 {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	re := regexp.MustCompile(`(?m)^gen_ai_client_operation_duration_seconds_` + stat + `\{error_type="` + regexp.QuoteMeta(errorType) +
+		`",[^}]*gen_ai_request_model="` + regexp.QuoteMeta(model) + `"\} (\S+)$`)
+	total := 0.0
+	for _, match := range re.FindAllStringSubmatch(rec.Body.String(), -1) {
+		v, err := strconv.ParseFloat(match[1], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += v
+	}
+	return total
 }

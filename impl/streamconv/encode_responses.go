@@ -29,6 +29,9 @@ type responsesEncoder struct {
 	// deltas (-1: none).
 	items []respOut
 	open  int
+	// relayedItems, set by a Relay in the encoder's place, appends the relayed stream's items
+	// to a failure's response (listRelayedItems).
+	relayedItems func(dst []byte) []byte
 	// tools maps a neutral tool index to its position in items.
 	tools     []int
 	stop      llm.StopReason
@@ -192,6 +195,13 @@ func (r *responsesEncoder) Fail(errType, message string, out []sse.Event) []sse.
 
 // Usage implements Encoder.
 func (r *responsesEncoder) Usage() llm.Usage { return r.usage }
+
+// listRelayedItems implements relayedItemsSource: the response of a failure lists what
+// appendItems appends (the relayed stream's items) instead of the encoder's own, which the
+// client never saw.
+func (r *responsesEncoder) listRelayedItems(appendItems func(dst []byte) []byte) {
+	r.relayedItems = appendItems
+}
 
 // follow implements sequenceFollower: the next event is numbered right after seq. The
 // encoder's own events while it follows a relayed stream are not sent, so the relayed
@@ -385,13 +395,18 @@ func (r *responsesEncoder) appendResponse(status, incompleteReason, errCode, err
 	b = appendString(b, r.model)
 	b = append(b, `,"output":[`...)
 	r.em.buf = b
-	if status != "in_progress" && !r.meta.Relayed {
+	switch {
+	case status == "in_progress":
+	case !r.meta.Relayed:
 		for i := range r.items {
 			if i > 0 {
 				r.em.buf = append(r.em.buf, ',')
 			}
 			r.appendItem(i)
 		}
+	case r.relayedItems != nil:
+		// A relayed stream's failure lists the upstream's items the client has (Relay).
+		r.em.buf = r.relayedItems(r.em.buf)
 	}
 	b = append(r.em.buf, `],"usage":`...)
 	if withUsage {

@@ -29,6 +29,27 @@ type Relay struct {
 	follower     sequenceFollower // the encoder, when it numbers its events (Responses)
 	buf          []byte
 	unmodelled   int
+	// items is what a Responses client has of the output so far, for the response.failed the
+	// encoder sends when the stream fails (relayedItems).
+	items responsesItems
+}
+
+// responsesItems records the output items a relayed Responses stream gave its client: each
+// item the upstream finished (output_item.done) as it came, and the one still open (added, not
+// done) with the text or arguments its deltas carried, so that a failure's response.failed
+// lists what the client has, as the Responses API's own does (trial D9: it listed nothing,
+// although the client had text).
+type responsesItems struct {
+	done [][]byte
+	// open is the open item as added; openText the raw JSON string content (escapes kept) of
+	// its output_text or function-call argument deltas.
+	open, openText []byte
+}
+
+// relayedItemsSource is an Encoder that lists a relayed stream's items in the response of a
+// failure (the Responses encoder).
+type relayedItemsSource interface {
+	listRelayedItems(appendItems func(dst []byte) []byte)
 }
 
 // sequenceFollower is an Encoder whose event numbering continues after the numbers of a stream
@@ -42,7 +63,11 @@ type sequenceFollower interface {
 // caller feeds (see Relay).
 func NewRelay(f llm.Format, model string, includeUsage bool, enc Encoder) *Relay {
 	follower, _ := enc.(sequenceFollower)
-	return &Relay{f: f, model: model, includeUsage: includeUsage, follower: follower}
+	r := &Relay{f: f, model: model, includeUsage: includeUsage, follower: follower}
+	if src, ok := enc.(relayedItemsSource); ok && f == llm.FormatResponses {
+		src.listRelayedItems(r.items.appendTo)
+	}
+	return r
 }
 
 // Event appends what the client gets for the upstream event ev to out: ev itself, with the model
@@ -107,6 +132,7 @@ func (r *Relay) Event(ev sse.Event, out []sse.Event) []sse.Event {
 		if strings.HasSuffix(ev.Name, ".delta") && !modelledResponsesDeltas[ev.Name] {
 			r.unmodelled += memberLen(ev.Data, "delta")
 		}
+		r.items.note(ev)
 		data, err = convert.SetMemberModel(r.buf[:0], ev.Data, "response", r.model)
 	default:
 		return append(out, ev)
@@ -180,4 +206,56 @@ func sequenceNumber(data []byte) (int64, bool) {
 	}
 	n, ok := intOf(val)
 	return int64(n), ok
+}
+
+// note records what the Responses event ev gives the client of the output's items.
+func (it *responsesItems) note(ev sse.Event) {
+	switch ev.Name {
+	case "response.output_item.added":
+		if item, ok := member(ev.Data, "item"); ok {
+			it.open, it.openText = append(it.open[:0], item...), it.openText[:0]
+		}
+	case "response.output_item.done":
+		if item, ok := member(ev.Data, "item"); ok {
+			it.done = append(it.done, bytes.Clone(item))
+			it.open, it.openText = it.open[:0], it.openText[:0]
+		}
+	case "response.output_text.delta", "response.function_call_arguments.delta":
+		if d, ok := member(ev.Data, "delta"); ok && len(it.open) > 0 && len(d) >= 2 && d[0] == '"' {
+			it.openText = append(it.openText, d[1:len(d)-1]...)
+		}
+	}
+}
+
+// appendTo appends the items, separated by commas, to dst: the finished ones as the upstream
+// sent them, then the open one marked incomplete, holding the text (a message) or the arguments
+// (a function call) its deltas carried.
+func (it *responsesItems) appendTo(dst []byte) []byte {
+	for i, item := range it.done {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, item...)
+	}
+	if len(it.open) == 0 {
+		return dst
+	}
+	var v jsonview.View
+	if v.Parse(it.open) != nil {
+		return dst
+	}
+	if len(it.done) > 0 {
+		dst = append(dst, ',')
+	}
+	var edits jsonview.Edits
+	edits.Set(&v, "status", []byte(`"incomplete"`))
+	text := append(append([]byte{'"'}, it.openText...), '"')
+	switch typ, _ := member(it.open, "type"); string(typ) {
+	case `"message"`:
+		part := append(append([]byte(`[{"type":"output_text","annotations":[],"text":`), text...), "}]"...)
+		edits.Set(&v, "content", part)
+	case `"function_call"`:
+		edits.Set(&v, "arguments", text)
+	}
+	return edits.AppendTo(dst, &v)
 }

@@ -11,6 +11,7 @@ import (
 	assestream "github.com/anthropics/anthropic-sdk-go/packages/ssestream"
 	"github.com/openai/openai-go/v3"
 	oassestream "github.com/openai/openai-go/v3/packages/ssestream"
+	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/tollgate/tollgate/impl/llm"
 	"github.com/tollgate/tollgate/impl/sse"
@@ -196,14 +197,33 @@ func TestRelayCountsWhatTheDecoderDoesNot(t *testing.T) {
 }
 
 // TestRelayedResponsesFailure: the response.failed of a relayed stream carries the upstream's
-// id and lists no items (the client has the upstream's own); before the upstream said anything,
-// the gateway's id stands in.
+// id and lists the items the client has, as the Responses API's own does: the reasoning item
+// the upstream finished, as it came, and the message it was writing, incomplete, with the text
+// its deltas carried (trial D9: it listed none, although the client had text); openai-go reads
+// them. Before the upstream said anything, the gateway's id stands in.
 func TestRelayedResponsesFailure(t *testing.T) {
 	_, enc := relayAll(t, llm.FormatResponses, relayFixture(t, "responses_reasoning.sse"), false)
 	evs := enc.Fail("api_error", "cut", nil)
 	last := evs[len(evs)-1]
-	if last.Name != "response.failed" || !bytes.Contains(last.Data, []byte(`"id":"resp_R1"`)) || !bytes.Contains(last.Data, []byte(`"output":[]`)) {
-		t.Errorf("failed: %s", last.Data)
+	if last.Name != "response.failed" || !bytes.Contains(last.Data, []byte(`"id":"resp_R1"`)) {
+		t.Fatalf("failed: %s", last.Data)
+	}
+	var failed responses.Response
+	var wrapper struct {
+		Response json.RawMessage `json:"response"`
+	}
+	if err := json.Unmarshal(last.Data, &wrapper); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(wrapper.Response, &failed); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(failed.Output); n != 2 || failed.Output[0].ID != "rs_1" || failed.Output[0].Type != "reasoning" ||
+		len(failed.Output[0].Summary) != 1 || failed.Output[1].ID != "msg_1" || failed.Output[1].Status != "incomplete" {
+		t.Fatalf("failed response's output: %s", wrapper.Response)
+	}
+	if text := failed.OutputText(); text != "Hello!" {
+		t.Errorf("failed response's text %q, want the client's %q", text, "Hello!")
 	}
 	early := NewEncoder(llm.FormatResponses, Meta{ID: "resp_gateway", Model: "pub", Relayed: true})
 	for _, ev := range early.Fail("rate_limit_error", "slow down", nil) {

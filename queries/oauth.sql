@@ -22,7 +22,12 @@ SELECT * FROM oauth_codes WHERE code_hash = $1;
 UPDATE oauth_codes SET grant_id = $2 WHERE code_hash = $1;
 
 -- name: InsertOAuthGrant :one
-INSERT INTO oauth_grants (account_id, user_id, client_id, role, resource, scope) VALUES ($1, $2, $3, $4, $5, $6) RETURNING *;
+-- A new grant; @lifetime_seconds, when positive, is its absolute lifetime from now (its
+-- expires_at), else it has no absolute end.
+INSERT INTO oauth_grants (account_id, user_id, client_id, role, resource, scope, expires_at)
+VALUES (@account_id, @user_id, @client_id, @role, @resource, @scope,
+        CASE WHEN @lifetime_seconds::float8 > 0 THEN now() + make_interval(secs => @lifetime_seconds::float8) END)
+RETURNING *;
 
 -- name: RevokeSurplusOAuthGrants :execrows
 -- Revokes the grants in force of one member of an account to one client beyond the newest
@@ -84,10 +89,11 @@ JOIN oauth_clients c ON c.id = g.client_id
 WHERE t.token_hash = $1 AND t.kind = 'access';
 
 -- name: OAuthGrantActive :one
--- The grant with the member's current role, if the grant still works.
+-- The grant with the member's current role, if the grant still works: not revoked, not past
+-- its absolute lifetime (its tokens end with it), and its member still in the account.
 SELECT g.*, m.role AS member_role
 FROM oauth_grants g JOIN memberships m ON m.account_id = g.account_id AND m.user_id = g.user_id
-WHERE g.id = $1 AND g.revoked_at IS NULL;
+WHERE g.id = $1 AND g.revoked_at IS NULL AND (g.expires_at IS NULL OR g.expires_at > now());
 
 -- name: DeleteExpiredOAuthGrantTokens :execrows
 -- A grant's expired tokens (used refresh tokens are kept until they expire: a reuse must still

@@ -250,6 +250,7 @@ type OauthGrant struct {
 	LastUsedAt *time.Time
 	RevokedAt  *time.Time
 	RevokedWhy string
+	ExpiresAt  *time.Time
 }
 
 type OauthToken struct {

@@ -59,7 +59,7 @@ func (q *Queries) DeleteUnusedOAuthClients(ctx context.Context) (int64, error) {
 }
 
 const getAccountOAuthGrant = `-- name: GetAccountOAuthGrant :one
-SELECT g.id, g.account_id, g.user_id, g.client_id, g.role, g.resource, g.scope, g.created_at, g.last_used_at, g.revoked_at, g.revoked_why, c.name AS client_name, c.redirect_uris, u.email AS user_email, u.name AS user_name
+SELECT g.id, g.account_id, g.user_id, g.client_id, g.role, g.resource, g.scope, g.created_at, g.last_used_at, g.revoked_at, g.revoked_why, g.expires_at, c.name AS client_name, c.redirect_uris, u.email AS user_email, u.name AS user_name
 FROM oauth_grants g JOIN oauth_clients c ON c.id = g.client_id JOIN users u ON u.id = g.user_id
 WHERE g.id = $1 AND g.account_id = $2
 `
@@ -81,6 +81,7 @@ type GetAccountOAuthGrantRow struct {
 	LastUsedAt   *time.Time
 	RevokedAt    *time.Time
 	RevokedWhy   string
+	ExpiresAt    *time.Time
 	ClientName   string
 	RedirectUris []string
 	UserEmail    string
@@ -102,6 +103,7 @@ func (q *Queries) GetAccountOAuthGrant(ctx context.Context, arg GetAccountOAuthG
 		&i.LastUsedAt,
 		&i.RevokedAt,
 		&i.RevokedWhy,
+		&i.ExpiresAt,
 		&i.ClientName,
 		&i.RedirectUris,
 		&i.UserEmail,
@@ -235,18 +237,24 @@ func (q *Queries) InsertOAuthCode(ctx context.Context, arg InsertOAuthCodeParams
 }
 
 const insertOAuthGrant = `-- name: InsertOAuthGrant :one
-INSERT INTO oauth_grants (account_id, user_id, client_id, role, resource, scope) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id, account_id, user_id, client_id, role, resource, scope, created_at, last_used_at, revoked_at, revoked_why
+INSERT INTO oauth_grants (account_id, user_id, client_id, role, resource, scope, expires_at)
+VALUES ($1, $2, $3, $4, $5, $6,
+        CASE WHEN $7::float8 > 0 THEN now() + make_interval(secs => $7::float8) END)
+RETURNING id, account_id, user_id, client_id, role, resource, scope, created_at, last_used_at, revoked_at, revoked_why, expires_at
 `
 
 type InsertOAuthGrantParams struct {
-	AccountID uuid.UUID
-	UserID    uuid.UUID
-	ClientID  string
-	Role      string
-	Resource  string
-	Scope     string
+	AccountID       uuid.UUID
+	UserID          uuid.UUID
+	ClientID        string
+	Role            string
+	Resource        string
+	Scope           string
+	LifetimeSeconds float64
 }
 
+// A new grant; @lifetime_seconds, when positive, is its absolute lifetime from now (its
+// expires_at), else it has no absolute end.
 func (q *Queries) InsertOAuthGrant(ctx context.Context, arg InsertOAuthGrantParams) (OauthGrant, error) {
 	row := q.db.QueryRow(ctx, insertOAuthGrant,
 		arg.AccountID,
@@ -255,6 +263,7 @@ func (q *Queries) InsertOAuthGrant(ctx context.Context, arg InsertOAuthGrantPara
 		arg.Role,
 		arg.Resource,
 		arg.Scope,
+		arg.LifetimeSeconds,
 	)
 	var i OauthGrant
 	err := row.Scan(
@@ -269,6 +278,7 @@ func (q *Queries) InsertOAuthGrant(ctx context.Context, arg InsertOAuthGrantPara
 		&i.LastUsedAt,
 		&i.RevokedAt,
 		&i.RevokedWhy,
+		&i.ExpiresAt,
 	)
 	return i, err
 }
@@ -295,7 +305,7 @@ func (q *Queries) InsertOAuthToken(ctx context.Context, arg InsertOAuthTokenPara
 }
 
 const listAccountOAuthGrants = `-- name: ListAccountOAuthGrants :many
-SELECT g.id, g.account_id, g.user_id, g.client_id, g.role, g.resource, g.scope, g.created_at, g.last_used_at, g.revoked_at, g.revoked_why, c.name AS client_name, c.redirect_uris, u.email AS user_email, u.name AS user_name
+SELECT g.id, g.account_id, g.user_id, g.client_id, g.role, g.resource, g.scope, g.created_at, g.last_used_at, g.revoked_at, g.revoked_why, g.expires_at, c.name AS client_name, c.redirect_uris, u.email AS user_email, u.name AS user_name
 FROM oauth_grants g JOIN oauth_clients c ON c.id = g.client_id JOIN users u ON u.id = g.user_id
 WHERE g.account_id = $1 AND g.revoked_at IS NULL
 ORDER BY g.created_at DESC
@@ -314,6 +324,7 @@ type ListAccountOAuthGrantsRow struct {
 	LastUsedAt   *time.Time
 	RevokedAt    *time.Time
 	RevokedWhy   string
+	ExpiresAt    *time.Time
 	ClientName   string
 	RedirectUris []string
 	UserEmail    string
@@ -342,6 +353,7 @@ func (q *Queries) ListAccountOAuthGrants(ctx context.Context, accountID uuid.UUI
 			&i.LastUsedAt,
 			&i.RevokedAt,
 			&i.RevokedWhy,
+			&i.ExpiresAt,
 			&i.ClientName,
 			&i.RedirectUris,
 			&i.UserEmail,
@@ -412,9 +424,9 @@ func (q *Queries) OAuthAccessTokenGrant(ctx context.Context, tokenHash []byte) (
 }
 
 const oAuthGrantActive = `-- name: OAuthGrantActive :one
-SELECT g.id, g.account_id, g.user_id, g.client_id, g.role, g.resource, g.scope, g.created_at, g.last_used_at, g.revoked_at, g.revoked_why, m.role AS member_role
+SELECT g.id, g.account_id, g.user_id, g.client_id, g.role, g.resource, g.scope, g.created_at, g.last_used_at, g.revoked_at, g.revoked_why, g.expires_at, m.role AS member_role
 FROM oauth_grants g JOIN memberships m ON m.account_id = g.account_id AND m.user_id = g.user_id
-WHERE g.id = $1 AND g.revoked_at IS NULL
+WHERE g.id = $1 AND g.revoked_at IS NULL AND (g.expires_at IS NULL OR g.expires_at > now())
 `
 
 type OAuthGrantActiveRow struct {
@@ -429,10 +441,12 @@ type OAuthGrantActiveRow struct {
 	LastUsedAt *time.Time
 	RevokedAt  *time.Time
 	RevokedWhy string
+	ExpiresAt  *time.Time
 	MemberRole string
 }
 
-// The grant with the member's current role, if the grant still works.
+// The grant with the member's current role, if the grant still works: not revoked, not past
+// its absolute lifetime (its tokens end with it), and its member still in the account.
 func (q *Queries) OAuthGrantActive(ctx context.Context, id uuid.UUID) (OAuthGrantActiveRow, error) {
 	row := q.db.QueryRow(ctx, oAuthGrantActive, id)
 	var i OAuthGrantActiveRow
@@ -448,6 +462,7 @@ func (q *Queries) OAuthGrantActive(ctx context.Context, id uuid.UUID) (OAuthGran
 		&i.LastUsedAt,
 		&i.RevokedAt,
 		&i.RevokedWhy,
+		&i.ExpiresAt,
 		&i.MemberRole,
 	)
 	return i, err
@@ -501,7 +516,7 @@ func (q *Queries) RedeemOAuthCode(ctx context.Context, codeHash []byte) (OauthCo
 const revokeAccountOAuthGrant = `-- name: RevokeAccountOAuthGrant :one
 UPDATE oauth_grants SET revoked_at = now(), revoked_why = $3
 WHERE id = $1 AND account_id = $2 AND revoked_at IS NULL
-RETURNING id, account_id, user_id, client_id, role, resource, scope, created_at, last_used_at, revoked_at, revoked_why
+RETURNING id, account_id, user_id, client_id, role, resource, scope, created_at, last_used_at, revoked_at, revoked_why, expires_at
 `
 
 type RevokeAccountOAuthGrantParams struct {
@@ -525,6 +540,7 @@ func (q *Queries) RevokeAccountOAuthGrant(ctx context.Context, arg RevokeAccount
 		&i.LastUsedAt,
 		&i.RevokedAt,
 		&i.RevokedWhy,
+		&i.ExpiresAt,
 	)
 	return i, err
 }

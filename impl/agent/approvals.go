@@ -299,7 +299,7 @@ func requesterGone(ctx context.Context, q *db.Queries, a db.AgentApproval) (stri
 		if err != nil || !gone {
 			return "", err
 		}
-		return "the connected app that asked for it lost its access since (its access was revoked, or its member left the account or lost the role they allowed the app with)", nil
+		return "the connected app that asked for it lost its access since (its access was revoked or reached the end of its lifetime, or its member left the account or lost the role they allowed the app with)", nil
 	}
 	id := fromPG(a.KeyID)
 	if id == uuid.Nil {
@@ -321,8 +321,9 @@ func requesterGone(ctx context.Context, q *db.Queries, a db.AgentApproval) (stri
 
 // grantGone reports whether an OAuth grant no longer works: revoked (on the console's Connected
 // apps, by the client, by a replayed code or refresh token, or with its member's removal or
-// lowered role), its member no longer in the account, or the grant deleted. Its error is a
-// dependency failure.
+// lowered role), past its absolute lifetime (its expires_at: none of its tokens works after
+// it), its member no longer in the account, or the grant deleted. Its error is a dependency
+// failure.
 func grantGone(ctx context.Context, q *db.Queries, grant uuid.UUID) (bool, error) {
 	_, err := q.OAuthGrantActive(ctx, grant)
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -17,7 +17,8 @@ import (
 // appPrincipal allows a connected app for a new owner (email) of the tenant's account, as the
 // console's consent page records it (a registered client, a member and their grant), and
 // returns the principal the app's access tokens stand for, as mcpauth.Verify makes it: the
-// account, no key, and the grant with its member and client.
+// account, no key, and the grant with its member and client. The grant lasts grantLifetime, as
+// the authorization server's do.
 func appPrincipal(t *testing.T, w *world, tn tenant, email string) auth.Principal {
 	t.Helper()
 	ctx := context.Background()
@@ -32,12 +33,72 @@ func appPrincipal(t *testing.T, w *world, tn tenant, email string) auth.Principa
 		t.Fatal(err)
 	}
 	g, err := q.InsertOAuthGrant(ctx, db.InsertOAuthGrantParams{AccountID: tn.p.AccountID, UserID: user.ID, ClientID: client.ID,
-		Role: members.RoleOwner, Resource: "https://gateway.example/api/mcp", Scope: "mcp"})
+		Role: members.RoleOwner, Resource: "https://gateway.example/api/mcp", Scope: "mcp", LifetimeSeconds: grantLifetime.Seconds()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return auth.Principal{AccountID: tn.p.AccountID, OAuth: &auth.OAuthActor{GrantID: g.ID, UserID: user.ID, UserEmail: email,
 		ClientID: client.ID, ClientName: client.Name}}
+}
+
+// grantLifetime is the absolute lifetime of the grants appPrincipal makes:
+// mcpauth.DefaultGrantLifetime, the one the gateway gives them.
+const grantLifetime = 90 * 24 * time.Hour
+
+// TestApprovalOfAnAppWhoseGrantExpired: a grant past its absolute lifetime counts as gone, as
+// a revoked one does (none of its tokens works after it): the approval it asked for cannot be
+// approved (a conflict that says why; denying it still works), and one approved while it
+// lasted fails when its action would run, starting nothing. The grant is aged as time would
+// age it, its approval and its end moved back by more than its lifetime. Before, the approvals'
+// check (OAuthGrantActive) looked at revocation and membership only: the approval was approved.
+func TestApprovalOfAnAppWhoseGrantExpired(t *testing.T) {
+	w := newWorld(t, func(c *config.Config) { c.Agents.ApprovalTTL = time.Hour })
+	n := w.start()
+	svc := n.gw.Agents
+	ctx := context.Background()
+	tn := w.tenant(n, "acme", 5_000_000)
+	age := func(app auth.Principal) {
+		t.Helper()
+		if _, err := w.store.Pool().Exec(ctx, `UPDATE oauth_grants SET created_at = created_at - interval '91 days',
+			expires_at = expires_at - interval '91 days' WHERE id = $1`, app.OAuth.GrantID); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	app := appPrincipal(t, w, tn, "carol@example.com")
+	ap, err := svc.RequestSpawn(ctx, app, agent.SpawnAction{Purpose: "asked, then the grant ran out"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	age(app)
+	var conflict *agent.ConflictError
+	if _, err := svc.Resolve(ctx, &tn.p.AccountID, ap.ID, true, "test"); !errors.As(err, &conflict) ||
+		!strings.Contains(err.Error(), "the connected app that asked for it lost its access since") {
+		t.Fatalf("approving the request of an app whose grant is past its lifetime: %v", err)
+	}
+	if got, err := svc.Resolve(ctx, &tn.p.AccountID, ap.ID, false, "test"); err != nil || got.State != agent.ApprovalDenied {
+		t.Fatalf("denying it: %+v, %v", got, err)
+	}
+
+	// Approved while the grant lasted, expired before the action ran: the action fails.
+	app = appPrincipal(t, w, tn, "dave@example.com")
+	ap, err = svc.RequestSpawn(ctx, app, agent.SpawnAction{Purpose: "approved, then the grant ran out"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.stop()
+	operator, err := agent.New(agent.Options{Store: w.store, Config: w.cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := operator.Resolve(ctx, nil, ap.ID, true, "operator"); err != nil {
+		t.Fatal(err)
+	}
+	age(app)
+	got := waitActionFailed(t, w.start().gw.Agents, tn.p, ap.ID)
+	if !strings.Contains(got.Failure, "the connected app that asked for it lost its access since") {
+		t.Errorf("the action failed with %q, want it to say the app lost its access", got.Failure)
+	}
 }
 
 // TestApprovalOfAnAppThatLostItsAccess: an approval a connected app (an MCP client signed in

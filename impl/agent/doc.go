@@ -58,7 +58,8 @@
 // A session without a key (one started by the approved agent_spawn of a connected app, an MCP
 // client signed in with OAuth) acts for its account alone, for as long as the app's OAuth grant
 // works (agent_sessions.oauth_grant_id): every step reads the grant again, and a grant revoked,
-// or whose member left the account or lost the role they allowed the app with, ends the session
+// past its absolute lifetime, or whose member left the account or lost the role they allowed
+// the app with, ends the session
 // (access_revoked) before any further model call. An approval records the grant it was asked
 // through too (agent_approvals.oauth_grant_id), and such an approval cannot be approved, nor
 // its action run, once the grant stopped working (requesterGone), as for a revoked key.

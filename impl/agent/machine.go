@@ -27,8 +27,8 @@ const (
 	// ReasonKeyRevoked: the key that started the session was revoked, disabled or expired.
 	ReasonKeyRevoked = "key_revoked"
 	// ReasonAccessRevoked: the connected app whose approved agent_spawn started the session
-	// lost its access (its OAuth grant was revoked, or its member left the account or lost the
-	// role they allowed the app with).
+	// lost its access (its OAuth grant was revoked or reached the end of its lifetime, or its
+	// member left the account or lost the role they allowed the app with).
 	ReasonAccessRevoked = "access_revoked"
 )
 

@@ -256,7 +256,7 @@ func (w *stepWorker) work(ctx context.Context, job *river.Job[stepArgs]) error {
 // lookup (Options.KeyPrincipal), with the limits the metering and the routes apply to it; a
 // session without a key acts for its account alone. A reason instead ends the session:
 // access_revoked when the connected app whose approved agent_spawn started it lost its OAuth
-// grant (revoked, or its member removed or their role lowered), key_revoked when the key was
+// grant (revoked, past its lifetime, or its member removed or their role lowered), key_revoked when the key was
 // revoked, disabled or has expired, key_limit when its model subset no longer holds the
 // session's model. Its errors are dependency failures.
 func (s *Service) principal(ctx context.Context, row db.AgentSession) (auth.Principal, string, error) {

@@ -63,7 +63,8 @@ type OAuthTokens struct {
 	RefreshExpires time.Time
 	// GrantLifetime, when positive, is the grant's absolute lifetime from its creation: no token
 	// expires after it (the expiries above are shortened to it), and a refresh after it is
-	// refused as an expired refresh token would be.
+	// refused as an expired refresh token would be. RedeemOAuthCode stores its end as the new
+	// grant's expires_at, after which OAuthGrantActive no longer finds the grant.
 	GrantLifetime time.Duration
 }
 
@@ -224,7 +225,7 @@ func (s *Store) RedeemOAuthCode(ctx context.Context, hash []byte, check func(OAu
 		return OAuthGrant{}, err
 	}
 	g, err := q.InsertOAuthGrant(ctx, db.InsertOAuthGrantParams{AccountID: code.AccountID, UserID: code.UserID, ClientID: code.ClientID,
-		Role: code.Role, Resource: code.Resource, Scope: code.Scope})
+		Role: code.Role, Resource: code.Resource, Scope: code.Scope, LifetimeSeconds: tokens.GrantLifetime.Seconds()})
 	if err != nil {
 		return OAuthGrant{}, err
 	}
@@ -238,8 +239,10 @@ func (s *Store) RedeemOAuthCode(ctx context.Context, hash []byte, check func(OAu
 		AccountID: code.AccountID, UserID: code.UserID, ClientID: code.ClientID, Keep: MaxOAuthGrantsPerClient}); err != nil {
 		return OAuthGrant{}, err
 	}
-	if tokens.GrantLifetime > 0 {
-		tokens = tokens.capTo(g.CreatedAt.Add(tokens.GrantLifetime))
+	// The grant's expires_at is its creation plus tokens.GrantLifetime (none without one): no
+	// token outlives it, and OAuthGrantActive counts the grant gone after it.
+	if g.ExpiresAt != nil {
+		tokens = tokens.capTo(*g.ExpiresAt)
 	}
 	if err := insertOAuthTokens(ctx, q, g.ID, tokens); err != nil {
 		return OAuthGrant{}, err

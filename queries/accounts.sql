@@ -21,3 +21,7 @@ SELECT balance_micros, held_micros FROM accounts WHERE id = $1;
 -- Locks the account rows for the rest of the transaction, always in id order so that writers
 -- of several accounts never deadlock; returns the ids that exist.
 SELECT id FROM accounts WHERE id = ANY(@ids::uuid[]) ORDER BY id FOR UPDATE;
+
+-- name: GetAccountByNameAnyCase :one
+-- The account whose name is name but for letter case (at most one: accounts_name_lower_key).
+SELECT * FROM accounts WHERE lower(name) = lower(@name::text);

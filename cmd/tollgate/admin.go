@@ -179,10 +179,9 @@ func (a *admin) accountCreate(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// A name taken (exactly, or but for letter case) is an *accounts.NameTakenError, whose
+	// message names the account that has it.
 	acct, err := a.svc.CreateAccount(ctx, pos[0], *plan)
-	if errors.Is(err, store.ErrConflict) {
-		return fmt.Errorf("account %q already exists", pos[0])
-	}
 	if err != nil {
 		return err
 	}

@@ -44,6 +44,10 @@ func TestAdminCLI(t *testing.T) {
 	if _, err := adminRun(t, "account create acme"); err == nil || !strings.Contains(err.Error(), `account "acme" already exists`) {
 		t.Fatalf("a second account with the same name: %v", err)
 	}
+	if _, err := adminRun(t, "account create ACME"); err == nil ||
+		!strings.Contains(err.Error(), `account "ACME" cannot be created: account "acme" already exists, and account names that differ only in letter case are the same name`) {
+		t.Fatalf("an account whose name differs from acme's only in case: %v", err)
+	}
 	if out := mustAdmin(t, "account list"); !strings.Contains(out, "acme") || !strings.Contains(out, "$10.000000") {
 		t.Fatalf("account list: %s", out)
 	}

@@ -81,6 +81,25 @@ func (q *Queries) GetAccountByName(ctx context.Context, name string) (Account, e
 	return i, err
 }
 
+const getAccountByNameAnyCase = `-- name: GetAccountByNameAnyCase :one
+SELECT id, name, plan, balance_micros, created_at, held_micros FROM accounts WHERE lower(name) = lower($1::text)
+`
+
+// The account whose name is name but for letter case (at most one: accounts_name_lower_key).
+func (q *Queries) GetAccountByNameAnyCase(ctx context.Context, name string) (Account, error) {
+	row := q.db.QueryRow(ctx, getAccountByNameAnyCase, name)
+	var i Account
+	err := row.Scan(
+		&i.ID,
+		&i.Name,
+		&i.Plan,
+		&i.BalanceMicros,
+		&i.CreatedAt,
+		&i.HeldMicros,
+	)
+	return i, err
+}
+
 const getAccountCredit = `-- name: GetAccountCredit :one
 SELECT balance_micros, held_micros FROM accounts WHERE id = $1
 `

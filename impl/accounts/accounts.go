@@ -40,7 +40,24 @@ type NewKey struct {
 	Key   store.APIKey
 }
 
+// NameTakenError reports an account name that is taken: by an account of that very name, or
+// of one that differs from it only in letter case (Existing). It is a store.ErrConflict.
+type NameTakenError struct {
+	Name, Existing string
+}
+
+func (e *NameTakenError) Error() string {
+	if e.Existing == e.Name || e.Existing == "" {
+		return fmt.Sprintf("account %q already exists", e.Name)
+	}
+	return fmt.Sprintf("account %q cannot be created: account %q already exists, and account names that differ only in letter case are the same name; choose another name", e.Name, e.Existing)
+}
+
+// Unwrap makes a NameTakenError a store.ErrConflict.
+func (e *NameTakenError) Unwrap() error { return store.ErrConflict }
+
 // CreateAccount creates an account on plan, grants the plan's models and its starting credit.
+// A name that is taken, exactly or but for letter case, is a *NameTakenError.
 func (s *Service) CreateAccount(ctx context.Context, name, plan string) (store.Account, error) {
 	if err := CheckAccountName(name); err != nil {
 		return store.Account{}, err
@@ -50,6 +67,13 @@ func (s *Service) CreateAccount(ctx context.Context, name, plan string) (store.A
 		return store.Account{}, fmt.Errorf("unknown plan %q", plan)
 	}
 	acct, err := s.Store.CreateAccount(ctx, name, plan)
+	if errors.Is(err, store.ErrConflict) {
+		taken := &NameTakenError{Name: name}
+		if other, err := s.Store.GetAccountByNameAnyCase(ctx, name); err == nil {
+			taken.Existing = other.Name
+		}
+		return store.Account{}, taken
+	}
 	if err != nil {
 		return store.Account{}, err
 	}

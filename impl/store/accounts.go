@@ -22,8 +22,8 @@ func accountFromRow(r db.Account) Account {
 	return Account{ID: r.ID, Name: r.Name, Plan: r.Plan, BalanceMicros: r.BalanceMicros, CreatedAt: r.CreatedAt}
 }
 
-// CreateAccount creates an account on a plan. A second account with the same name is
-// ErrConflict.
+// CreateAccount creates an account on a plan. A second account with the same name, or with one
+// that differs from it only in letter case, is ErrConflict.
 func (s *Store) CreateAccount(ctx context.Context, name, plan string) (Account, error) {
 	row, err := s.q.CreateAccount(ctx, db.CreateAccountParams{Name: name, Plan: plan})
 	if isUniqueViolation(err) {
@@ -47,6 +47,16 @@ func (s *Store) GetAccount(ctx context.Context, id uuid.UUID) (Account, error) {
 // GetAccountByName returns the account called name, or ErrNotFound.
 func (s *Store) GetAccountByName(ctx context.Context, name string) (Account, error) {
 	row, err := s.q.GetAccountByName(ctx, name)
+	if err != nil {
+		return Account{}, notFound(err)
+	}
+	return accountFromRow(row), nil
+}
+
+// GetAccountByNameAnyCase returns the account whose name is name but for letter case (names
+// are unique that way), or ErrNotFound.
+func (s *Store) GetAccountByNameAnyCase(ctx context.Context, name string) (Account, error) {
+	row, err := s.q.GetAccountByNameAnyCase(ctx, name)
 	if err != nil {
 		return Account{}, notFound(err)
 	}

@@ -145,3 +145,24 @@ UPDATE users SET signup_claimed_at = NULL WHERE id = $1 AND signup_account_id IS
 -- name: GetSignupAccount :one
 -- The account the user's sign-up made (NULL while it is being made, or when it made none).
 SELECT signup_account_id FROM users WHERE id = $1;
+
+-- name: ClaimKeyForm :execrows
+-- Claims the new-key form @form_id of the account for the request that creates its key: 1 when
+-- this request has it, 0 when another did. The account's claims older than a week go.
+WITH old AS (
+    DELETE FROM web_key_forms WHERE account_id = @account_id AND created_at < now() - interval '7 days'
+)
+INSERT INTO web_key_forms (account_id, form_id) VALUES (@account_id, @form_id)
+ON CONFLICT DO NOTHING;
+
+-- name: GetKeyFormKey :one
+-- The key a claimed new-key form created (NULL while it is being created); no row when the
+-- form is not claimed.
+SELECT key_id FROM web_key_forms WHERE account_id = $1 AND form_id = $2;
+
+-- name: SetKeyFormKey :exec
+UPDATE web_key_forms SET key_id = $3 WHERE account_id = $1 AND form_id = $2;
+
+-- name: ReleaseKeyForm :exec
+-- Gives back the claim of a form that created no key.
+DELETE FROM web_key_forms WHERE account_id = $1 AND form_id = $2 AND key_id IS NULL;

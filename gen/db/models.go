@@ -389,6 +389,13 @@ type User struct {
 	SignupAccountID pgtype.UUID
 }
 
+type WebKeyForm struct {
+	AccountID uuid.UUID
+	FormID    string
+	KeyID     pgtype.UUID
+	CreatedAt time.Time
+}
+
 type WebSession struct {
 	ID         int64
 	TokenHash  []byte

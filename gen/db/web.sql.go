@@ -13,6 +13,29 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const claimKeyForm = `-- name: ClaimKeyForm :execrows
+WITH old AS (
+    DELETE FROM web_key_forms WHERE account_id = $1 AND created_at < now() - interval '7 days'
+)
+INSERT INTO web_key_forms (account_id, form_id) VALUES ($1, $2)
+ON CONFLICT DO NOTHING
+`
+
+type ClaimKeyFormParams struct {
+	AccountID uuid.UUID
+	FormID    string
+}
+
+// Claims the new-key form @form_id of the account for the request that creates its key: 1 when
+// this request has it, 0 when another did. The account's claims older than a week go.
+func (q *Queries) ClaimKeyForm(ctx context.Context, arg ClaimKeyFormParams) (int64, error) {
+	result, err := q.db.Exec(ctx, claimKeyForm, arg.AccountID, arg.FormID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const claimSignup = `-- name: ClaimSignup :execrows
 UPDATE users SET signup_claimed_at = now() WHERE id = $1 AND signup_claimed_at IS NULL
 `
@@ -236,6 +259,24 @@ func (q *Queries) FindWebSession(ctx context.Context, tokenHash []byte) ([]byte,
 	var data []byte
 	err := row.Scan(&data)
 	return data, err
+}
+
+const getKeyFormKey = `-- name: GetKeyFormKey :one
+SELECT key_id FROM web_key_forms WHERE account_id = $1 AND form_id = $2
+`
+
+type GetKeyFormKeyParams struct {
+	AccountID uuid.UUID
+	FormID    string
+}
+
+// The key a claimed new-key form created (NULL while it is being created); no row when the
+// form is not claimed.
+func (q *Queries) GetKeyFormKey(ctx context.Context, arg GetKeyFormKeyParams) (pgtype.UUID, error) {
+	row := q.db.QueryRow(ctx, getKeyFormKey, arg.AccountID, arg.FormID)
+	var key_id pgtype.UUID
+	err := row.Scan(&key_id)
+	return key_id, err
 }
 
 const getMembership = `-- name: GetMembership :one
@@ -616,6 +657,21 @@ func (q *Queries) RecordSignIn(ctx context.Context, arg RecordSignInParams) (Use
 	return i, err
 }
 
+const releaseKeyForm = `-- name: ReleaseKeyForm :exec
+DELETE FROM web_key_forms WHERE account_id = $1 AND form_id = $2 AND key_id IS NULL
+`
+
+type ReleaseKeyFormParams struct {
+	AccountID uuid.UUID
+	FormID    string
+}
+
+// Gives back the claim of a form that created no key.
+func (q *Queries) ReleaseKeyForm(ctx context.Context, arg ReleaseKeyFormParams) error {
+	_, err := q.db.Exec(ctx, releaseKeyForm, arg.AccountID, arg.FormID)
+	return err
+}
+
 const releaseSignup = `-- name: ReleaseSignup :exec
 UPDATE users SET signup_claimed_at = NULL WHERE id = $1 AND signup_account_id IS NULL
 `
@@ -639,6 +695,21 @@ type SetAPIKeySuffixParams struct {
 // Keeps a new key's last four characters for the Keys page.
 func (q *Queries) SetAPIKeySuffix(ctx context.Context, arg SetAPIKeySuffixParams) error {
 	_, err := q.db.Exec(ctx, setAPIKeySuffix, arg.ID, arg.AccountID, arg.DisplaySuffix)
+	return err
+}
+
+const setKeyFormKey = `-- name: SetKeyFormKey :exec
+UPDATE web_key_forms SET key_id = $3 WHERE account_id = $1 AND form_id = $2
+`
+
+type SetKeyFormKeyParams struct {
+	AccountID uuid.UUID
+	FormID    string
+	KeyID     pgtype.UUID
+}
+
+func (q *Queries) SetKeyFormKey(ctx context.Context, arg SetKeyFormKeyParams) error {
+	_, err := q.db.Exec(ctx, setKeyFormKey, arg.AccountID, arg.FormID, arg.KeyID)
 	return err
 }
 

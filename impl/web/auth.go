@@ -29,7 +29,6 @@ const (
 	keyAuthTime  = "auth_time"  // when the provider last authenticated the user (Unix seconds)
 	keyIDToken   = "id_token"   // the raw ID token, for the logout's id_token_hint
 	keyAccountID = "account_id" // the account the user works in
-	keyKeyForms  = "key_forms"  // the new-key forms used, each "<form id>=<key id>" (keys.go)
 )
 
 // Visitor is who makes a request: nobody (User nil), a signed-in user without an account

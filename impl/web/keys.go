@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/tollgate/tollgate/gen/db"
 	"github.com/tollgate/tollgate/impl/accounts"
@@ -138,13 +141,15 @@ type modelChoice struct {
 
 // newKeyForm is the key creation form, with what was typed and what was wrong.
 type newKeyForm struct {
-	// FormID identifies this showing of the form: a second POST of it (a reload of the page
-	// that shows the new key) creates no second key (usedKeyForm).
+	// FormID identifies this showing of the form: of every POST of it (a reload of the page
+	// that shows the new key, a double click) exactly one creates a key (claimKeyForm).
 	FormID                                   string
 	Name, RPM, Expires, CreditCap, CapPeriod string
 	Models                                   []modelChoice
 	DefaultRPM, MaxRPM                       int
 	Error, Field                             string
+	// created says that this post of the form created its key (createKey).
+	created bool
 }
 
 func (a *App) keyForm(r *http.Request, v *Visitor) (newKeyForm, error) {
@@ -188,30 +193,45 @@ func (a *App) newKeyPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	a.render(w, r, v, http.StatusOK, "keynew", "Create a key", f)
 }
 
-// maxKeyForms is how many used new-key forms a session remembers.
-const maxKeyForms = 20
+// keyFormWait bounds how long a post of a new-key form that another post of it has claimed
+// waits for that one to finish: to name the key it created, or to take the claim over when
+// it created none.
+const keyFormWait = 5 * time.Second
 
-// usedKeyForm returns the key the new-key form formID created in this session, if it did.
-func (a *App) usedKeyForm(r *http.Request, formID string) (uuid.UUID, bool) {
-	for _, entry := range strings.Split(a.sm.GetString(r.Context(), keyKeyForms), ";") {
-		if id, key, ok := strings.Cut(entry, "="); ok && id == formID {
-			k, err := uuid.Parse(key)
-			return k, err == nil
+// claimKeyForm claims the new-key form formID of the account for this request, atomically in
+// the database (web_key_forms): of any number of posts of one form at once, on any gateway
+// process, exactly one gets it (claimed) and creates the key. Another post waits up to
+// keyFormWait for the claiming one: when it created a key, that key is returned (sentBefore);
+// when it gave the claim back (it created none), this post claims the form in turn; when it is
+// still at work, sentBefore is true and the key uuid.Nil. Its error is a dependency failure.
+func (a *App) claimKeyForm(r *http.Request, account uuid.UUID, formID string) (claimed bool, key uuid.UUID, sentBefore bool, err error) {
+	ctx := r.Context()
+	q := db.New(a.store.Pool())
+	deadline := time.Now().Add(keyFormWait)
+	for {
+		n, err := q.ClaimKeyForm(ctx, db.ClaimKeyFormParams{AccountID: account, FormID: formID})
+		if err != nil || n == 1 {
+			return n == 1, uuid.Nil, false, err
+		}
+		k, err := q.GetKeyFormKey(ctx, db.GetKeyFormKeyParams{AccountID: account, FormID: formID})
+		switch {
+		case errors.Is(err, pgx.ErrNoRows) && time.Now().Before(deadline):
+			continue // given back just now: claim it in turn
+		case errors.Is(err, pgx.ErrNoRows):
+			return false, uuid.Nil, true, nil
+		case err != nil:
+			return false, uuid.Nil, false, err
+		case k.Valid:
+			return false, k.Bytes, true, nil
+		case !time.Now().Before(deadline):
+			return false, uuid.Nil, true, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, uuid.Nil, false, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	return uuid.Nil, false
-}
-
-// noteKeyForm remembers that the new-key form formID created key, keeping the latest
-// maxKeyForms.
-func (a *App) noteKeyForm(r *http.Request, formID string, key uuid.UUID) {
-	entries := []string{formID + "=" + key.String()}
-	for _, e := range strings.Split(a.sm.GetString(r.Context(), keyKeyForms), ";") {
-		if e != "" && len(entries) < maxKeyForms {
-			entries = append(entries, e)
-		}
-	}
-	a.sm.Put(r.Context(), keyKeyForms, strings.Join(entries, ";"))
 }
 
 // parseUSD reads an amount of dollars ("5", "0.25") as micros.
@@ -281,21 +301,45 @@ func (a *App) createKey(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	}
 	_ = r.ParseForm()
 	// A form sent again (the browser's reload of the page that showed the key, "Continue"
-	// on its resubmit question) creates no second key: the page says which key it made, whose
-	// secret was shown once (newcomer trial: a reload made a second active key of the name).
+	// on its resubmit question, a double click) creates no second key: the page says which key
+	// it made, whose secret was shown once (newcomer trial: a reload made a second active key of
+	// the name). The claim is the database's, so that posts at the same instant, which each
+	// load the web session before either saves it, cannot both create one.
 	f.FormID = r.PostFormValue("form_id")
 	if len(f.FormID) > 64 {
 		f.FormID = ""
 	}
 	if f.FormID != "" {
-		if id, used := a.usedKeyForm(r, f.FormID); used {
+		claimed, id, sentBefore, err := a.claimKeyForm(r, v.Account.AccountID, f.FormID)
+		if err != nil {
+			a.failInternal(w, r, v, "claim the key form", err)
+			return
+		}
+		if sentBefore {
 			what := "a key"
+			if id == uuid.Nil {
+				a.fail(w, r, v, http.StatusConflict, "This form is being sent already (twice at once: a double click?), and that sending "+
+					"is creating the key. No other key is created from it: see the Keys page.")
+				return
+			}
 			if k, err := a.accounts.GetKey(r.Context(), v.Account.AccountID, id); err == nil {
 				what = "the key “" + k.Name + "” (" + k.DisplayPrefix + "…), created at " + k.CreatedAt.UTC().Format("15:04 UTC") + ","
 			}
 			a.fail(w, r, v, http.StatusConflict, "This form was sent already: it created "+what+" whose secret was shown once, then. "+
 				"No other key was created. If you did not keep the secret, revoke that key on the Keys page and create another.")
 			return
+		}
+		if claimed {
+			// Until the key is recorded, this request holds the form: when it creates none (an
+			// invalid field, a failure), the claim is given back for the corrected form.
+			defer func() {
+				if !f.created {
+					if err := db.New(a.store.Pool()).ReleaseKeyForm(context.WithoutCancel(r.Context()),
+						db.ReleaseKeyFormParams{AccountID: v.Account.AccountID, FormID: f.FormID}); err != nil {
+						a.log.Warn("web: give back the key form's claim", "err", err)
+					}
+				}
+			}()
 		}
 	}
 	f.Name = strings.TrimSpace(r.PostFormValue("name"))
@@ -331,10 +375,16 @@ func (a *App) createKey(w http.ResponseWriter, r *http.Request, v *Visitor) {
 		AccountID: v.Account.AccountID, DisplaySuffix: k.Plain[len(k.Plain)-4:]}); err != nil {
 		a.log.Warn("web: keep the key's last four", "err", err) // the key works; the page shows its prefix only
 	}
-	a.record(r, v, audit.ActionKeyCreated, "key "+k.Key.ID.String(), nil, keyState(k.Key))
+	f.created = true
 	if f.FormID != "" {
-		a.noteKeyForm(r, f.FormID, k.Key.ID)
+		if err := db.New(a.store.Pool()).SetKeyFormKey(context.WithoutCancel(r.Context()), db.SetKeyFormKeyParams{AccountID: v.Account.AccountID,
+			FormID: f.FormID, KeyID: pgtype.UUID{Bytes: k.Key.ID, Valid: true}}); err != nil {
+			// The claim stays, without its key: a post of the form again is told it is being
+			// sent, and still creates nothing.
+			a.log.Warn("web: record the key the form created", "err", err)
+		}
 	}
+	a.record(r, v, audit.ActionKeyCreated, "key "+k.Key.ID.String(), nil, keyState(k.Key))
 	models := k.Key.Models
 	if len(models) == 0 {
 		for _, m := range f.Models {

@@ -200,9 +200,21 @@ func New(o Options) (*Gateway, error) {
 			return fail(err)
 		}
 	}
+	// The web application (when configured) serves its own paths; the rest stay the API's,
+	// which shows a browser the console's "not found" page for a path nobody serves.
+	var app *web.App
+	var pageNotFound http.Handler
+	if o.Config.Web.Enabled() {
+		if app, err = web.New(web.Options{Store: o.Store, Config: o.Config, Logger: o.Logger, HTTPClient: o.WebHTTPClient,
+			Datasets: datasets, Agents: agents, OAuth: oauth, RedirectToPublicURL: o.WebRedirectToPublicURL,
+			UsageArchive: usageArchiveFiles(o.DatasetStorage)}); err != nil {
+			return fail(err)
+		}
+		pageNotFound = app.NotFoundPage()
+	}
 	srv, err := httpapi.New(httpapi.Options{
 		Store: o.Store, Config: o.Config, Auth: authn, Limiter: o.Limiter, Metrics: o.Metrics, Logger: o.Logger,
-		Exchange: exch, Meter: meter, Agents: agents, OAuth: oauth,
+		Exchange: exch, Meter: meter, Agents: agents, OAuth: oauth, PageNotFound: pageNotFound,
 		MCP: mcp.NewHandler(mcp.Options{Tools: append(tenanttools.Tools(datasets), tenanttools.AgentTools(agents)...), Logger: o.Logger,
 			AllowedOrigins: mcpOrigins(o.Config)}),
 	})
@@ -212,15 +224,7 @@ func New(o Options) (*Gateway, error) {
 	g := &Gateway{Feed: feed, Auth: authn, Meter: meter, Datasets: datasets, Readiness: o.Readiness, api: srv, exchange: exch, spill: spill,
 		Agents: agents, agentLog: o.Logger}
 	g.inFlight.next = srv.Handler()
-	// The web application (when configured) serves its own paths; the rest stay the API's.
-	if o.Config.Web.Enabled() {
-		app, err := web.New(web.Options{Store: o.Store, Config: o.Config, Logger: o.Logger, HTTPClient: o.WebHTTPClient,
-			Datasets: datasets, Agents: agents, OAuth: oauth, RedirectToPublicURL: o.WebRedirectToPublicURL,
-			UsageArchive: usageArchiveFiles(o.DatasetStorage)})
-		if err != nil {
-			_ = g.Close()
-			return nil, err
-		}
+	if app != nil {
 		g.web = app
 		g.inFlight.next = web.Mount(app, g.inFlight.next)
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -42,6 +43,8 @@ type Server struct {
 	oauth     *mcpauth.Server
 	agents    *agent.Service
 	methods   routeMethods
+	// pageNotFound answers a browser's request for a path no route serves (Options.PageNotFound).
+	pageNotFound http.Handler
 	// streamsEnd ends when EndStreams is called: every stream still in flight then ends (an
 	// inference stream with its format's in-band error: exchange.Engine.EndStreams).
 	streamsEnd context.Context
@@ -72,6 +75,11 @@ type Options struct {
 	// OAuth is the MCP endpoint's OAuth authorization server (its metadata, registration and
 	// token endpoints, and its access tokens on /api/mcp); nil: API keys only.
 	OAuth *mcpauth.Server
+	// PageNotFound answers, instead of the JSON 404, a person's browser asking for a path that
+	// no route serves (the web console's "not found" page): a GET or HEAD whose Accept names
+	// text/html, with no Authorization header, of a path outside /v1/ and /api/ (browserAsks).
+	// nil: every unknown path gets the JSON 404.
+	PageNotFound http.Handler
 }
 
 // New builds the Server. It fails only if Options.Exchange is missing, or the embedded OpenAPI
@@ -106,7 +114,7 @@ func New(o Options) (*Server, error) {
 		streamsEnd: o.Exchange.StreamsEnd(),
 		store:      o.Store, config: o.Config, auth: o.Auth, limiter: o.Limiter, metrics: o.Metrics,
 		log: o.Logger, validate: validate, sockets: sockets, exchange: o.Exchange, meter: o.Meter, heartbeat: o.Exchange.Heartbeat(), mcp: o.MCP,
-		agents: o.Agents, methods: newRouteMethods(doc), oauth: o.OAuth,
+		agents: o.Agents, methods: newRouteMethods(doc), oauth: o.OAuth, pageNotFound: o.PageNotFound,
 	}, nil
 }
 
@@ -152,6 +160,12 @@ func (s *Server) Handler() http.Handler {
 			w.Header().Set("Allow", strings.Join(methods, ", "))
 			writeError(w, r, &apierror.Error{Kind: apierror.KindMethodNotAllowed,
 				Message: fmt.Sprintf("%s is not served on %s; use %s", r.Method, r.URL.Path, strings.Join(methods, " or "))})
+			return
+		}
+		// A person who typed or followed a wrong address gets a page, not JSON; API clients
+		// (and every path of the API's trees) keep the envelope.
+		if s.pageNotFound != nil && browserAsks(r) {
+			s.pageNotFound.ServeHTTP(w, r)
 			return
 		}
 		msg := fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.EscapedPath())
@@ -276,4 +290,39 @@ func principal(ctx context.Context) (auth.Principal, error) {
 		return auth.Principal{}, errors.New("no principal on an authenticated route")
 	}
 	return p, nil
+}
+
+// browserAsks reports whether r is a browser's navigation to a page rather than an API
+// client's call: a GET or HEAD with no Authorization header, whose Accept names text/html (with
+// a quality above 0), of a path outside the API's trees /v1/ and /api/.
+func browserAsks(r *http.Request) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead || r.Header.Get("Authorization") != "" {
+		return false
+	}
+	p := r.URL.Path
+	for _, tree := range []string{"/v1", "/api"} {
+		if p == tree || strings.HasPrefix(p, tree+"/") {
+			return false
+		}
+	}
+	for _, accept := range r.Header.Values("Accept") {
+		for _, item := range strings.Split(accept, ",") {
+			media, params, _ := strings.Cut(item, ";")
+			if !strings.EqualFold(strings.TrimSpace(media), "text/html") {
+				continue
+			}
+			refused := false
+			for _, param := range strings.Split(params, ";") {
+				if k, v, ok := strings.Cut(param, "="); ok && strings.EqualFold(strings.TrimSpace(k), "q") {
+					if q, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && q <= 0 {
+						refused = true
+					}
+				}
+			}
+			if !refused {
+				return true
+			}
+		}
+	}
+	return false
 }

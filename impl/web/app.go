@@ -92,6 +92,7 @@ type App struct {
 	usage    *usageview.Service   // the Usage page and the home page's spend (usage.go, other.go)
 	oauth    *mcpauth.Server      // the consent page and Connected apps (oauth.go); nil: none
 	signins  *addrlimit.ByAddress // the sign-ins started per client address (auth.go)
+	notFound http.Handler         // the "not found" page of paths nobody serves (NotFoundPage)
 	// uploadLocks serialise this process's dataset uploads, by account (a stripe each), before
 	// they take the account's upload lock in the database (datasets.go).
 	uploadLocks [64]sync.Mutex
@@ -149,6 +150,7 @@ func New(o Options) (*App, error) {
 		http.ServeFileFS(w, r, static, "favicon.svg")
 	})))
 	outer.Handle("/", sm.LoadAndSave(noStore(mux)))
+	a.notFound = a.securityHeaders(sm.LoadAndSave(noStore(a.anyone(a.noSuchPage))))
 	// Every state-changing request is checked for a cross-origin source (Sec-Fetch-Site, or
 	// Origin against Host); there are no bypass patterns.
 	cop := http.NewCrossOriginProtection()
@@ -160,6 +162,11 @@ func New(o Options) (*App, error) {
 	}
 	return a, nil
 }
+
+// NotFoundPage returns the console's "not found" page (404, in the console's layout, with a
+// link home), whatever the request's path. The API shows it to a browser that asks for a path
+// neither serves, instead of its JSON 404 (httpapi.Options.PageNotFound).
+func (a *App) NotFoundPage() http.Handler { return a.notFound }
 
 // ServeHTTP serves the web application's paths.
 func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.handler.ServeHTTP(w, r) }

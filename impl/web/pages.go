@@ -50,9 +50,12 @@ func (a *App) routes(mux *http.ServeMux) {
 			a.render(w, r, v, http.StatusOK, "pending", title, nil)
 		}))
 	}
-	mux.Handle("/", a.anyone(func(w http.ResponseWriter, r *http.Request, v *Visitor) {
-		a.fail(w, r, v, http.StatusNotFound, "There is no such page.")
-	}))
+	mux.Handle("/", a.anyone(a.noSuchPage))
+}
+
+// noSuchPage answers a path that no page has: 404, with a link home.
+func (a *App) noSuchPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
+	a.fail(w, r, v, http.StatusNotFound, "There is no such page.")
 }
 
 // navItem is a rendered navigation entry.

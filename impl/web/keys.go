@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/tollgate/tollgate/gen/db"
 	"github.com/tollgate/tollgate/impl/accounts"
@@ -206,23 +204,21 @@ const keyFormWait = 5 * time.Second
 // still at work, sentBefore is true and the key uuid.Nil. Its error is a dependency failure.
 func (a *App) claimKeyForm(r *http.Request, account uuid.UUID, formID string) (claimed bool, key uuid.UUID, sentBefore bool, err error) {
 	ctx := r.Context()
-	q := db.New(a.store.Pool())
 	deadline := time.Now().Add(keyFormWait)
 	for {
-		n, err := q.ClaimKeyForm(ctx, db.ClaimKeyFormParams{AccountID: account, FormID: formID})
-		if err != nil || n == 1 {
-			return n == 1, uuid.Nil, false, err
+		if claimed, err := a.store.ClaimKeyForm(ctx, account, formID); err != nil || claimed {
+			return claimed, uuid.Nil, false, err
 		}
-		k, err := q.GetKeyFormKey(ctx, db.GetKeyFormKeyParams{AccountID: account, FormID: formID})
+		k, held, err := a.store.KeyFormKey(ctx, account, formID)
 		switch {
-		case errors.Is(err, pgx.ErrNoRows) && time.Now().Before(deadline):
-			continue // given back just now: claim it in turn
-		case errors.Is(err, pgx.ErrNoRows):
-			return false, uuid.Nil, true, nil
 		case err != nil:
 			return false, uuid.Nil, false, err
-		case k.Valid:
-			return false, k.Bytes, true, nil
+		case !held && time.Now().Before(deadline):
+			continue // given back just now: claim it in turn
+		case !held:
+			return false, uuid.Nil, true, nil
+		case k != uuid.Nil:
+			return false, k, true, nil
 		case !time.Now().Before(deadline):
 			return false, uuid.Nil, true, nil
 		}
@@ -334,8 +330,7 @@ func (a *App) createKey(w http.ResponseWriter, r *http.Request, v *Visitor) {
 			// invalid field, a failure), the claim is given back for the corrected form.
 			defer func() {
 				if !f.created {
-					if err := db.New(a.store.Pool()).ReleaseKeyForm(context.WithoutCancel(r.Context()),
-						db.ReleaseKeyFormParams{AccountID: v.Account.AccountID, FormID: f.FormID}); err != nil {
+					if err := a.store.ReleaseKeyForm(context.WithoutCancel(r.Context()), v.Account.AccountID, f.FormID); err != nil {
 						a.log.Warn("web: give back the key form's claim", "err", err)
 					}
 				}
@@ -377,8 +372,7 @@ func (a *App) createKey(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	}
 	f.created = true
 	if f.FormID != "" {
-		if err := db.New(a.store.Pool()).SetKeyFormKey(context.WithoutCancel(r.Context()), db.SetKeyFormKeyParams{AccountID: v.Account.AccountID,
-			FormID: f.FormID, KeyID: pgtype.UUID{Bytes: k.Key.ID, Valid: true}}); err != nil {
+		if err := a.store.SetKeyFormKey(context.WithoutCancel(r.Context()), v.Account.AccountID, f.FormID, k.Key.ID); err != nil {
 			// The claim stays, without its key: a post of the form again is told it is being
 			// sent, and still creates nothing.
 			a.log.Warn("web: record the key the form created", "err", err)

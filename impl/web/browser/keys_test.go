@@ -125,3 +125,49 @@ func TestKeyShownOnceUsedAndRevoked(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestKeyFormSendsOnce: a second click on "Create key" while the form is on its way is
+// cancelled (static/submit-once.js), so the browser shows the answer to the one post the server
+// acted on, with the new key's secret, and the account has one key of the name. Without it a
+// double click sent the form twice: the server created one key (its claim of the form) and
+// answered the second post 409, and the browser showed that answer, having dropped the first,
+// which held the secret.
+func TestKeyFormSendsOnce(t *testing.T) {
+	s := start(t)
+	p := newTour(t)
+	s.signIn(p)
+	p.at(p.Follow("Keys"), http.StatusOK, s.URL+"/keys")
+	p.at(p.Follow("Create a key"), http.StatusOK, s.URL+"/keys/new")
+	p.Fill("Name", "twice")
+	// Two clicks in one task, before the first submission leaves; a listener added after the
+	// page's own notes whether each submission was cancelled.
+	cancelled := eval[[]bool](p, `(function () {
+		var form = document.querySelector('form[action="/keys"]'), seen = [];
+		form.addEventListener("submit", function (ev) { seen.push(ev.defaultPrevented); });
+		var button = form.querySelector("button[type=submit]");
+		button.click();
+		button.click();
+		return seen;
+	})()`)
+	if len(cancelled) != 2 || cancelled[0] || !cancelled[1] {
+		t.Errorf("submissions cancelled: %v, want the second one only", cancelled)
+	}
+	p.WaitVisible("#key")
+	p.shot("key-created-after-two-clicks")
+	if key := p.value("#key"); !strings.HasPrefix(key, "tgk_") {
+		t.Fatalf("the page shows %q as the new key", key)
+	}
+	keys, err := s.GW.Store.ListAPIKeys(context.Background(), s.Account.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, k := range keys {
+		if k.Name == "twice" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("the account has %d keys named twice, want 1", n)
+	}
+}

@@ -67,7 +67,7 @@ func (p *Price) UnmarshalYAML(n *yaml.Node) error {
 	inputTyped, outputTyped := false, false
 	var unknown []string
 	if n.Kind == yaml.MappingNode {
-		unknown = knownKeys(n, reflect.TypeFor[Price]())
+		unknown = unknownKeys(n, reflect.TypeFor[Price]())
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			v := n.Content[i+1]
 			for v.Kind == yaml.AliasNode {
@@ -81,7 +81,7 @@ func (p *Price) UnmarshalYAML(n *yaml.Node) error {
 				outputTyped = given
 			case "long_context":
 				if v.Kind == yaml.MappingNode {
-					unknown = append(unknown, knownKeys(v, reflect.TypeFor[LongContextPrice]())...)
+					unknown = append(unknown, unknownKeys(v, reflect.TypeFor[LongContextPrice]())...)
 				}
 			}
 		}
@@ -100,10 +100,10 @@ func (p *Price) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-// knownKeys lists, as a decoder with KnownFields words them, the keys of the mapping m that
+// unknownKeys lists, as a decoder with KnownFields words them, the keys of the mapping m that
 // name no field of the struct type t (by its yaml tag): Node.Decode, which an UnmarshalYAML
 // method must use, does not refuse them. A merge key (<<) is left to the decoder.
-func knownKeys(m *yaml.Node, t reflect.Type) []string {
+func unknownKeys(m *yaml.Node, t reflect.Type) []string {
 	known := map[string]bool{"<<": true}
 	for i := range t.NumField() {
 		if tag, ok := t.Field(i).Tag.Lookup("yaml"); ok {

@@ -2,13 +2,8 @@ package store
 
 import (
 	"context"
-	"io/fs"
-	"sort"
 	"strings"
 	"testing"
-
-	"github.com/tollgate/tollgate/impl/devkit/pgtest"
-	"github.com/tollgate/tollgate/queries"
 )
 
 // TestAccountNameCaseMigration: migration 0025 (account names unique without regard to letter
@@ -17,26 +12,7 @@ import (
 // it applies, and the database then refuses a name that differs from another's only in case.
 func TestAccountNameCaseMigration(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, pgtest.ConnString(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	files, err := fs.Glob(queries.Migrations, "migrations/*.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sort.Strings(files)
-	for _, file := range files {
-		version := strings.TrimSuffix(strings.TrimPrefix(file, "migrations/"), ".sql")
-		if version >= "0025" {
-			break
-		}
-		script, _ := fs.ReadFile(queries.Migrations, file)
-		if _, err := s.applyMigration(ctx, version, string(script)); err != nil {
-			t.Fatalf("migration %s: %v", version, err)
-		}
-	}
+	s := migratedBefore(t, "0025")
 	ids := map[string]string{}
 	for _, name := range []string{"acme", "Acme", "globex", "GLOBEX", "initech"} {
 		var id string
@@ -45,7 +21,7 @@ func TestAccountNameCaseMigration(t *testing.T) {
 		}
 		ids[name] = id
 	}
-	_, err = s.Migrate(ctx)
+	_, err := s.Migrate(ctx)
 	if err == nil {
 		t.Fatal("the migration applied over accounts whose names differ only in case")
 	}

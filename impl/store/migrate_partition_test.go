@@ -2,15 +2,11 @@ package store
 
 import (
 	"context"
-	"io/fs"
-	"sort"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/tollgate/tollgate/impl/devkit/pgtest"
-	"github.com/tollgate/tollgate/queries"
 )
 
 // TestUsagePartitionMigrationConvertsRows: migration 0014 converts a usage_records table that
@@ -21,26 +17,7 @@ import (
 // still holds through the ledger: writing an old request again bills nothing.
 func TestUsagePartitionMigrationConvertsRows(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, pgtest.ConnString(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	files, err := fs.Glob(queries.Migrations, "migrations/*.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sort.Strings(files)
-	for _, file := range files {
-		version := strings.TrimSuffix(strings.TrimPrefix(file, "migrations/"), ".sql")
-		if version >= "0014" {
-			break
-		}
-		script, _ := fs.ReadFile(queries.Migrations, file)
-		if _, err := s.applyMigration(ctx, version, string(script)); err != nil {
-			t.Fatalf("migration %s: %v", version, err)
-		}
-	}
+	s := migratedBefore(t, "0014")
 	var account string
 	if err := s.pool.QueryRow(ctx, `INSERT INTO accounts (name, balance_micros) VALUES ('old', 1000000000) RETURNING id`).Scan(&account); err != nil {
 		t.Fatal(err)

@@ -2,17 +2,13 @@ package store
 
 import (
 	"context"
-	"io/fs"
-	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
-	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 	"github.com/tollgate/tollgate/impl/price"
-	"github.com/tollgate/tollgate/queries"
 )
 
 // TestUsageKindsMigrationKeepsOldRows: usage records written before migration 0012 stay valid
@@ -21,26 +17,7 @@ import (
 // written after it must add up (the database refuses one whose parts do not make its cost).
 func TestUsageKindsMigrationKeepsOldRows(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, pgtest.ConnString(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	files, err := fs.Glob(queries.Migrations, "migrations/*.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sort.Strings(files)
-	for _, file := range files {
-		version := strings.TrimSuffix(strings.TrimPrefix(file, "migrations/"), ".sql")
-		if version >= "0012" {
-			break
-		}
-		script, _ := fs.ReadFile(queries.Migrations, file)
-		if _, err := s.applyMigration(ctx, version, string(script)); err != nil {
-			t.Fatalf("migration %s: %v", version, err)
-		}
-	}
+	s := migratedBefore(t, "0012")
 	var account string
 	if err := s.pool.QueryRow(ctx, `INSERT INTO accounts (name, balance_micros) VALUES ('old', 1000000) RETURNING id`).Scan(&account); err != nil {
 		t.Fatal(err)

@@ -71,14 +71,7 @@ func TestApprovalOfAnAppWhoseGrantExpired(t *testing.T) {
 		t.Fatal(err)
 	}
 	age(app)
-	var conflict *agent.ConflictError
-	if _, err := svc.Resolve(ctx, &tn.p.AccountID, ap.ID, true, "test"); !errors.As(err, &conflict) ||
-		!strings.Contains(err.Error(), "the connected app that asked for it lost its access since") {
-		t.Fatalf("approving the request of an app whose grant is past its lifetime: %v", err)
-	}
-	if got, err := svc.Resolve(ctx, &tn.p.AccountID, ap.ID, false, "test"); err != nil || got.State != agent.ApprovalDenied {
-		t.Fatalf("denying it: %+v, %v", got, err)
-	}
+	refusedThenDenied(t, svc, tn, ap.ID, "an app whose grant is past its lifetime")
 
 	// Approved while the grant lasted, expired before the action ran: the action fails.
 	app = appPrincipal(t, w, tn, "dave@example.com")
@@ -87,13 +80,7 @@ func TestApprovalOfAnAppWhoseGrantExpired(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.stop()
-	operator, err := agent.New(agent.Options{Store: w.store, Config: w.cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := operator.Resolve(ctx, nil, ap.ID, true, "operator"); err != nil {
-		t.Fatal(err)
-	}
+	approveAsOperator(t, w, ap.ID)
 	age(app)
 	got := waitActionFailed(t, w.start().gw.Agents, tn.p, ap.ID)
 	if !strings.Contains(got.Failure, "the connected app that asked for it lost its access since") {
@@ -123,14 +110,7 @@ func TestApprovalOfAnAppThatLostItsAccess(t *testing.T) {
 	if _, err := w.store.Pool().Exec(ctx, `DELETE FROM oauth_grants WHERE id = $1`, app.OAuth.GrantID); err != nil {
 		t.Fatal(err)
 	}
-	var conflict *agent.ConflictError
-	if _, err := svc.Resolve(ctx, &tn.p.AccountID, ap.ID, true, "test"); !errors.As(err, &conflict) ||
-		!strings.Contains(err.Error(), "the connected app that asked for it lost its access since") {
-		t.Fatalf("approving the request of an app whose grant was deleted: %v", err)
-	}
-	if got, err := svc.Resolve(ctx, &tn.p.AccountID, ap.ID, false, "test"); err != nil || got.State != agent.ApprovalDenied {
-		t.Fatalf("denying it: %+v, %v", got, err)
-	}
+	refusedThenDenied(t, svc, tn, ap.ID, "an app whose grant was deleted")
 
 	// Approved while the grant worked, the member removed before the action ran: the action
 	// fails. No node runs the action in between, as in TestApprovalOfARevokedKeysRequest.
@@ -140,18 +120,41 @@ func TestApprovalOfAnAppThatLostItsAccess(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.stop()
-	operator, err := agent.New(agent.Options{Store: w.store, Config: w.cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := operator.Resolve(ctx, nil, ap.ID, true, "operator"); err != nil {
-		t.Fatal(err)
-	}
+	approveAsOperator(t, w, ap.ID)
 	if err := (&members.Service{DB: w.store.Pool()}).Remove(ctx, tn.p.AccountID, "bob@example.com"); err != nil {
 		t.Fatal(err)
 	}
 	got := waitActionFailed(t, w.start().gw.Agents, tn.p, ap.ID)
 	if !strings.Contains(got.Failure, "the connected app that asked for it lost its access since") {
 		t.Errorf("the action failed with %q, want it to say the app lost its access", got.Failure)
+	}
+}
+
+// refusedThenDenied asserts that the pending approval id, asked for by a connected app that has
+// lost its access (what says how), cannot be approved (a conflict that says why) and can still
+// be denied.
+func refusedThenDenied(t *testing.T, svc *agent.Service, tn tenant, id, what string) {
+	t.Helper()
+	ctx := context.Background()
+	var conflict *agent.ConflictError
+	if _, err := svc.Resolve(ctx, &tn.p.AccountID, id, true, "test"); !errors.As(err, &conflict) ||
+		!strings.Contains(err.Error(), "the connected app that asked for it lost its access since") {
+		t.Fatalf("approving the request of %s: %v", what, err)
+	}
+	if got, err := svc.Resolve(ctx, &tn.p.AccountID, id, false, "test"); err != nil || got.State != agent.ApprovalDenied {
+		t.Fatalf("denying it: %+v, %v", got, err)
+	}
+}
+
+// approveAsOperator approves the approval id as the operator does (the admin command: no
+// account), through a service of its own, while no node runs actions.
+func approveAsOperator(t *testing.T, w *world, id string) {
+	t.Helper()
+	operator, err := agent.New(agent.Options{Store: w.store, Config: w.cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := operator.Resolve(context.Background(), nil, id, true, "operator"); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -23,7 +23,13 @@
 // more than the account has and, unless the request needs more, never more than half of what
 // it has left, so that the last credit of an account is not stranded in one process while
 // another refuses requests. When the account cannot cover the worst case, Reserve returns an
-// *InsufficientError.
+// *InsufficientError, whose available amount (the account's free credit and the hold's) is
+// always less than the worst case. Credit can move during a round trip (other processes draw
+// what the trip asked for, settlements return credit to the hold, the process's other requests
+// reserve what a grant brought): a reservation that a trip's answer shows the account covers
+// draws again for what it lacks then, and what a grant or the settlements made enough is
+// reserved before the account's lock is let go. After maxContendedTrips (6) such trips the
+// request is refused with a 503 to retry at once (ErrContended), never a 402.
 //
 // # Holds of other processes
 //

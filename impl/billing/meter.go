@@ -170,8 +170,23 @@ func (o Options) withDefaults() Options {
 // shardCount is the number of independently locked parts of the account map.
 const shardCount = 64
 
-// maxTrips bounds the database round trips of one Reserve.
-const maxTrips = 3
+// maxTrips bounds the database round trips of one Reserve, and maxContendedTrips the trips it
+// goes on making while the answers show that the account covers the request (the database's
+// free credit and the hold's together), the credit having moved during each trip: other
+// processes drew what the trip asked for while this process's settlements returned credit to
+// its hold, or this process's other requests reserved the credit a grant brought.
+const (
+	maxTrips          = 3
+	maxContendedTrips = 2 * maxTrips
+)
+
+// ErrContended is the cause of the 503 for a reservation refused after maxContendedTrips: the
+// account covers it, but its credit moved during every round trip of the reservation. The
+// request can be retried at once.
+var ErrContended = errors.New("billing: the account's credit moved during every draw of the reservation")
+
+// contendedRetryAfter is the Retry-After of a reservation refused with ErrContended.
+const contendedRetryAfter = time.Second
 
 // rateWindow is the time constant of the moving average of an account's reservations: the
 // rate is the sum of the amounts reserved, each weighted by exp(-age/rateWindow), divided by
@@ -271,6 +286,10 @@ type Meter struct {
 	releaseAsks      atomic.Int64
 	releasedOnAsk    atomic.Int64
 	releaseListening atomic.Bool
+
+	// beforeDraw, when set (by tests), runs in Reserve before each database round trip that
+	// draws credit, while the trip's amounts are decided and the account's lock is not held.
+	beforeDraw func()
 }
 
 type shard struct {
@@ -612,6 +631,9 @@ func (m *Meter) Reserve(ctx context.Context, accountID uuid.UUID, requestID stri
 	}
 	worst := max(worstCaseMicros, 0)
 	delayed, asks := false, 0
+	// budget is the round trips this reservation may make: maxTrips, raised by one (up to
+	// maxContendedTrips) whenever a trip's answer shows the account covers the request.
+	budget := maxTrips
 	for trips := 0; ; {
 		a := m.account(accountID, true)
 		a.mu.Lock()
@@ -620,21 +642,8 @@ func (m *Meter) Reserve(ctx context.Context, accountID uuid.UUID, requestID stri
 			continue
 		}
 		now := m.now()
-		if worst == 0 || (!a.releasing && a.usable(now) && a.free() >= worst) {
-			a.outstanding += worst
-			a.open++
-			a.lastUsed = now
-			var refillDone chan struct{}
-			var refillWant int64
-			if worst > 0 {
-				a.noteReservation(now, worst)
-				refillDone, refillWant = m.planRefill(a, now, worst)
-			}
-			a.mu.Unlock()
-			if refillDone != nil {
-				go m.refill(a, refillDone, refillWant)
-			}
-			return &Reservation{m: m, acct: a, accountID: accountID, requestID: requestID, amount: worst, startedAt: now}, nil
+		if worst == 0 || a.covers(now, worst) {
+			return m.reserveLocked(a, accountID, requestID, worst, now), nil
 		}
 		if !delayed {
 			delayed = true
@@ -659,9 +668,11 @@ func (m *Meter) Reserve(ctx context.Context, accountID uuid.UUID, requestID stri
 			}
 		}
 		free := a.free()
-		if trips == maxTrips {
+		if trips == budget {
+			// Only reached after maxContendedTrips, the last of which was granted: the
+			// account had the credit, this process's other requests reserved it first.
 			a.mu.Unlock()
-			return nil, &InsufficientError{NeededMicros: worst, AvailableMicros: max(free, 0)}
+			return nil, contended(accountID, worst)
 		}
 		// While the database is down one reservation at a time asks it for credit (it tells
 		// when the database is back as soon as it is); the others go to the failure handling
@@ -686,6 +697,9 @@ func (m *Meter) Reserve(ctx context.Context, accountID uuid.UUID, requestID stri
 		a.busy = wait
 		a.mu.Unlock()
 
+		if m.beforeDraw != nil {
+			m.beforeDraw()
+		}
 		sent := m.now()
 		gctx, cancel := context.WithTimeout(ctx, m.opts.WriteTimeout)
 		g, err := m.st.TakeCreditHold(gctx, store.HoldRequest{
@@ -709,48 +723,109 @@ func (m *Meter) Reserve(ctx context.Context, accountID uuid.UUID, requestID stri
 			return nil, fmt.Errorf("billing: draw credit: %w", err)
 		}
 		m.noteDBUp()
-		if !g.Granted {
-			m.applyGrant(a, g, sent)
-			local := int64(0)
-			if a.usable(m.now()) && !a.releasing {
-				local = max(a.free(), 0)
-			}
-			available := saturatingAdd(g.AvailableMicros, local)
-			// What the other processes hold of the account (as far as this process knows its
-			// own hold): the credit they might give back.
-			othersHeld := g.BalanceMicros - g.AvailableMicros
-			if a.hasHold {
-				othersHeld -= a.dbAmount
-			}
-			a.mu.Unlock()
-			if local >= worst {
-				// Settlements returned enough credit to the hold during the round trip: the
-				// hold covers the request now, with no further trip to the database.
-				continue
-			}
-			if available >= worst && trips < maxTrips {
-				// The hold and the account's free credit together cover it: draw again.
-				continue
-			}
-			if asks < maxReleaseAsks && m.opts.ReleaseWait > 0 && othersHeld > 0 && saturatingAdd(available, othersHeld) >= worst {
-				// The balance would cover the request but for other processes' holds: ask them
-				// to release the idle ones, wait a little, and draw once more.
-				asks++
-				if m.askRelease(ctx, accountID, worst-available, asks > 1) == 0 {
-					asks = maxReleaseAsks // nobody gave anything back: no use asking again
-				}
-				if err := ctx.Err(); err != nil {
-					return nil, err
-				}
-				trips = min(trips, maxTrips-1)
-				continue
-			}
-			return nil, &InsufficientError{NeededMicros: worst, AvailableMicros: available}
-		}
 		m.applyGrant(a, g, sent)
+		if now := m.now(); a.covers(now, worst) {
+			// The grant, or settlements that returned credit to the hold during the round
+			// trip, cover the request: it is reserved before the account's lock is let go,
+			// so that the requests that waited for this trip cannot take it first.
+			return m.reserveLocked(a, accountID, requestID, worst, now), nil
+		}
+		if g.Granted {
+			// This process's other requests reserved, during the trip, the credit the grant
+			// was to add to: the account had it, so the trip made progress.
+			a.mu.Unlock()
+			if trips == budget && budget < maxContendedTrips {
+				budget++
+			}
+			continue
+		}
+		local := int64(0)
+		if a.usable(m.now()) && !a.releasing {
+			local = max(a.free(), 0)
+		}
+		available := saturatingAdd(g.AvailableMicros, local)
+		// What the other processes hold of the account (as far as this process knows its
+		// own hold): the credit they might give back.
+		othersHeld := g.BalanceMicros - g.AvailableMicros
+		if a.hasHold {
+			othersHeld -= a.dbAmount
+		}
 		a.mu.Unlock()
+		if available >= worst {
+			// The hold and the account's free credit together cover it (the credit moved
+			// during the trip): draw again, for what the hold lacks now.
+			if trips < budget {
+				continue
+			}
+			if budget < maxContendedTrips {
+				budget++
+				continue
+			}
+			return nil, contended(accountID, worst)
+		}
+		if asks < maxReleaseAsks && m.opts.ReleaseWait > 0 && othersHeld > 0 && saturatingAdd(available, othersHeld) >= worst {
+			// The balance would cover the request but for other processes' holds: ask them
+			// to release the idle ones, wait a little, and draw once more.
+			asks++
+			if m.askRelease(ctx, accountID, worst-available, asks > 1) == 0 {
+				asks = maxReleaseAsks // nobody gave anything back: no use asking again
+			}
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			trips = min(trips, budget-1)
+			continue
+		}
+		return nil, &InsufficientError{NeededMicros: worst, AvailableMicros: available}
 	}
 }
+
+// covers reports, with a.mu held, whether the process's hold on the account covers a
+// reservation of worst at now without a database round trip.
+func (a *account) covers(now time.Time, worst int64) bool {
+	return !a.releasing && a.usable(now) && a.free() >= worst
+}
+
+// reserveLocked reserves worst of the account's hold, with a.mu held, and lets a.mu go; it starts
+// the background draw of the next chunk when that leaves the hold low.
+func (m *Meter) reserveLocked(a *account, accountID uuid.UUID, requestID string, worst int64, now time.Time) *Reservation {
+	a.outstanding += worst
+	a.open++
+	a.lastUsed = now
+	var refillDone chan struct{}
+	var refillWant int64
+	if worst > 0 {
+		a.noteReservation(now, worst)
+		refillDone, refillWant = m.planRefill(a, now, worst)
+	}
+	a.mu.Unlock()
+	if refillDone != nil {
+		go m.refill(a, refillDone, refillWant)
+	}
+	return &Reservation{m: m, acct: a, accountID: accountID, requestID: requestID, amount: worst, startedAt: now}
+}
+
+// contended is the error of a reservation of worst refused after maxContendedTrips although the
+// account covered it: a 503 to retry, since the credit is there.
+func contended(accountID uuid.UUID, worst int64) error {
+	return &contendedError{client: &apierror.Error{Kind: apierror.KindUnavailable, RetryAfter: contendedRetryAfter, Message: fmt.Sprintf(
+		"the account's credit is being drawn by many requests at once: this request (up to %s) was not served; retry in %d seconds",
+		apierror.USD(worst), apierror.Seconds(contendedRetryAfter))}, account: accountID}
+}
+
+// contendedError carries the client's 503 and ErrContended, with the account for the logs.
+type contendedError struct {
+	client  *apierror.Error
+	account uuid.UUID
+}
+
+// Error implements error.
+func (e *contendedError) Error() string {
+	return fmt.Sprintf("%v (account %s)", ErrContended, e.account)
+}
+
+// Unwrap exposes the client's 503 and ErrContended.
+func (e *contendedError) Unwrap() []error { return []error{e.client, ErrContended} }
 
 // UsageRecord is what the caller knows of a finished request; the meter adds the account, the
 // request id and the cost.

@@ -260,10 +260,10 @@ func (u *Upstream) once(ctx context.Context, transport http.RoundTripper, body [
 			header["Anthropic-Beta"] = beta
 		}
 	}
-	if trace.SpanContextFromContext(ctx).IsValid() {
-		// Traced: the upstream continues the attempt's trace (W3C traceparent and
-		// tracestate), whatever transport carries the request (impl/upstreamconn writes the
-		// same header itself, and leaves one already set).
+	if trace.SpanContextFromContext(ctx).IsValid() && !writesTraceContext(transport) {
+		// Traced: the upstream continues the attempt's trace (its W3C traceparent), whatever
+		// transport carries the request. impl/upstreamconn's transports write the header
+		// themselves, without copying the configured ones (about 1.5 us a traced request).
 		header = header.Clone()
 		telemetry.Inject(ctx, header)
 	}
@@ -652,6 +652,13 @@ func UsesSimulator(cfg *config.Config) bool {
 // again on the same upstream (the prompt is there), so one expert holds a request for at most
 // this long (docs/operations.md, "Upstream timeouts").
 const ResponseHeaderTimeout = 10 * time.Minute
+
+// writesTraceContext reports whether t sends each request's traceparent itself (the
+// WritesTraceContext of impl/upstreamconn's transports).
+func writesTraceContext(t http.RoundTripper) bool {
+	w, ok := t.(interface{ WritesTraceContext() bool })
+	return ok && w.WritesTraceContext()
+}
 
 // NewTransport returns the transport of upstream calls: pooled keep-alive connections sized for
 // a gateway, no overall timeout (streams are long), and bounded connect and header waits.

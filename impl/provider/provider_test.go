@@ -18,6 +18,7 @@ import (
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/llm"
+	"github.com/tollgate/tollgate/impl/upstreamconn"
 )
 
 // upstream answers with the given statuses in turn (the last one repeats) and records delays.
@@ -270,33 +271,54 @@ func TestErrorTypeOfAConnectionFailure(t *testing.T) {
 	}
 }
 
-// TestTraceContextReachesEveryTransport: a traced call carries the attempt span's traceparent
-// to the upstream through net/http too (an https:// upstream's transport), not only through
-// impl/upstreamconn, which writes the header itself; an untraced call carries none, and the
-// configured headers are not changed for the next call.
+// TestTraceContextReachesEveryTransport: a traced call carries the attempt span's traceparent,
+// and never the caller's tracestate, to the upstream through every transport: net/http as
+// such, the gateway's transport for a plain http:// upstream (impl/upstreamconn writes the
+// header itself) and for an https:// one (net/http, the header added by the dispatch); an
+// untraced call carries none, and the configured headers are not changed for the next call.
 func TestTraceContextReachesEveryTransport(t *testing.T) {
 	var got []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got = append(got, r.Header.Get("Traceparent"))
+	answer := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Header.Get("Traceparent")+"|"+r.Header.Get("Tracestate"))
 		io.WriteString(w, "{}")
-	}))
-	defer srv.Close()
-	up := &Upstream{Kind: llm.FormatChat, BaseURL: srv.URL, APIKey: "sk", Transport: http.DefaultTransport}
+	})
+	plain := httptest.NewServer(answer)
+	defer plain.Close()
+	tlsSrv := httptest.NewTLSServer(answer)
+	defer tlsSrv.Close()
+	state, err := trace.ParseTraceState("vendor=caller-secret")
+	if err != nil {
+		t.Fatal(err)
+	}
 	sc := trace.NewSpanContext(trace.SpanContextConfig{
 		TraceID:    trace.TraceID{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36},
 		SpanID:     trace.SpanID{0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7},
-		TraceFlags: trace.FlagsSampled,
+		TraceFlags: trace.FlagsSampled, TraceState: state,
 	})
 	traced := trace.ContextWithSpanContext(context.Background(), sc)
-	for _, ctx := range []context.Context{traced, context.Background()} {
-		res, _, err := up.Call(ctx, []byte(`{}`), false, nil)
-		if err != nil {
-			t.Fatal(err)
+	gatewayTransport := NewTransport()
+	for _, c := range []struct {
+		name      string
+		url       string
+		transport http.RoundTripper
+	}{
+		{"net/http", plain.URL, http.DefaultTransport},
+		{"the gateway's, http://", plain.URL, gatewayTransport},
+		{"the gateway's, https://", tlsSrv.URL, &upstreamconn.SchemeDispatch{Plain: &upstreamconn.Transport{}, Other: tlsSrv.Client().Transport}},
+	} {
+		got = nil
+		up := &Upstream{Kind: llm.FormatChat, BaseURL: c.url, APIKey: "sk", Transport: c.transport}
+		for _, ctx := range []context.Context{traced, context.Background(), traced} {
+			res, _, err := up.Call(ctx, []byte(`{}`), false, nil)
+			if err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
 		}
-		res.Body.Close()
-	}
-	want := []string{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", ""}
-	if !slices.Equal(got, want) {
-		t.Errorf("the upstream got traceparents %q, want %q", got, want)
+		want := []string{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01|", "|", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01|"}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: the upstream got traceparent|tracestate %q, want %q", c.name, got, want)
+		}
 	}
 }

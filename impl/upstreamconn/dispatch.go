@@ -21,8 +21,13 @@ func (d *SchemeDispatch) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL != nil && req.URL.Scheme == "http" && !d.proxied(req) {
 		return d.Plain.RoundTrip(req)
 	}
-	return d.Other.RoundTrip(req)
+	return d.Other.RoundTrip(withTraceContext(req))
 }
+
+// WritesTraceContext reports that a request sent through d carries its span's W3C
+// traceparent whichever transport takes it: Plain writes it with the head, and the requests
+// for Other get it added here. impl/provider then leaves the configured headers as they are.
+func (d *SchemeDispatch) WritesTraceContext() bool { return true }
 
 func (d *SchemeDispatch) proxied(req *http.Request) bool {
 	if d.Proxy == nil {

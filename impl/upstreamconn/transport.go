@@ -116,6 +116,10 @@ type idleStack struct {
 	conns []*conn
 }
 
+// WritesTraceContext reports that t writes each request's W3C traceparent itself, with the
+// head (writeTraceContext): impl/provider leaves the configured headers as they are.
+func (t *Transport) WritesTraceContext() bool { return true }
+
 // RoundTrip sends req and returns the response once its headers have arrived. The caller must
 // read the body to the end and close it for the connection to be reused. Only http:// URLs are
 // accepted; other schemes, and requests this transport cannot send faithfully, get an error.

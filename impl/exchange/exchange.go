@@ -112,6 +112,8 @@ type Exchange struct {
 	answerChars int
 	// tr is the exchange's tracing state; nil while tracing is off (tracing.go).
 	tr *exchangeTrace
+	// calls are the calls to the experts (callNext).
+	calls calls
 	// answer is a non-streamed answer's body, read whole in start before the exchange is
 	// returned (readAnswerOf), so that an answer cut short or unusable fails over to the next
 	// expert; Close returns it to its pool. For an answer of the client's own format,
@@ -378,26 +380,6 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 		}
 		x.echo = convert.ResponsesEchoMembers(parsed)
 	}
-	// lastErr is the last upstream failure; refusal why an expert could not take the request
-	// as it is (a field it cannot honour), which another expert may still serve: the first
-	// expert's reason, or a same-format expert's, which names what the gateway itself refuses
-	// rather than what a translation lacks.
-	var lastErr, refusal error
-	refusalSameFormat := false
-	// called is the expert last called, when calledAny says a call was made (a value, not a
-	// pointer to the loop's variable, which would move every expert to the heap).
-	var called routing.Expert
-	calledAny := false
-	// refused says that the last call ended with the upstream's refusal (an HTTP status: a
-	// 429 whose Retry-After the call was waiting out, say): no upstream holds the prompt.
-	// bodyFailed is the usage record's status when the last call's answer was unusable after
-	// its head (readAnswerOf), "" otherwise.
-	refused := false
-	bodyFailed := ""
-	// The upstream calls run under callCtx, which a shutdown's end of grace (EndStreams) also
-	// cancels while no upstream has begun its answer: a request still waiting then gets the
-	// shutdown's error instead of the connection's close (trial h12 D3). Once an answer began,
-	// the link is cut (its body is read under ctx, and a stream ends at EndStreams itself).
 	callCtx, unlink := eng.upstreamContext(ctx)
 	order := eng.router.Order(m, features)
 	if maxTokens > 0 {
@@ -411,101 +393,18 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 		// the request whole, so it goes first.
 		order = firstWhere(order, func(e routing.Expert) bool { return e.Kind == client })
 	}
-	for _, e := range order {
-		if onlySameFormat && e.Kind != client {
-			continue
-		}
-		up, ok := eng.upstreams[e.Provider]
-		if !ok {
-			lastErr = fmt.Errorf("no upstream %q", e.Provider)
-			continue
-		}
-		// The expert's bound: the model's, or its own limit when that is lower.
-		bound := outBound
-		if e.MaxOutputTokens > 0 {
-			bound = min(bound, e.MaxOutputTokens)
-		}
-		ur, err := upstreamBody(client, view, ir, e, stream, bound, maxTokens, tier)
-		if err != nil {
-			if refusal == nil || (e.Kind == client && !refusalSameFormat) {
-				refusal, refusalSameFormat = err, e.Kind == client
-			}
-			continue
-		}
-		t0 := time.Now()
-		tries := x.observeTries(e, bound)
-		called, calledAny = e, true
-		res, _, err := up.CallObserved(callCtx, ur.body, stream, forward, tries)
-		x.upstreamWait += time.Since(t0)
-		// The router learns the answering try's own time to first byte: not the tries that
-		// failed before it, nor the back-off between them, nor a non-streamed body's read.
-		ttfb := time.Since(tries.start)
-		if err == nil && !stream {
-			// A non-streamed answer is read whole before anything reaches the client: one cut
-			// short, malformed, or a 200 that carries an error (some OpenAI-compatible servers
-			// answer so) fails over to the next expert like a failed call, and counts against
-			// the expert's health (trial of upstream failures D1: a fusion model whose expert
-			// dropped its bodies answered 502 to every request, and that expert kept its rank).
-			// Read under the call's context, still linked to the shutdown's: an expert tried
-			// after this one must be cut off at the end of grace as the first was (the review
-			// of D1).
-			if status, rerr := x.readAnswerOf(e, res); rerr != nil {
-				tries.failAnswer(status, rerr)
-				lastErr, bodyFailed, refused = rerr, status, false
-				if ctx.Err() != nil || eng.streamsEnd.Err() != nil {
-					break
-				}
-				var ae *apierror.Error
-				if errors.As(rerr, &ae) && ae.Kind == apierror.KindInvalidRequest {
-					// A 200 whose error says the request is at fault: the caller's doing, as a
-					// 400 is, which another expert would refuse too and which says nothing of
-					// this one's health (the review of D1). No record, as for a 400.
-					bodyFailed = ""
-					break
-				}
-				eng.router.Observe(e.Key, 0, true) // a failure counts against health, not latency
-				eng.logger(requestID).Warn("upstream answer unusable; trying the next expert", "expert", e.Key, "status", status, "err", rerr)
-				continue
-			}
-			bodyFailed = ""
-		}
-		if err == nil {
-			unlink()
-			// The answering try's operation runs from its own start: not the expert's first
-			// try's (the tries that failed and the back-off between them are no operation's).
-			eng.router.Observe(e.Key, ttfb, false)
-			x.expert, x.res, x.dropped, x.hostedBounds = e, res, ur.dropped, ur.hosted
-			x.attemptStart = tries.start
-			if x.tr != nil {
-				x.tr.attempt = tries.span
-			}
-			if maxTokens > 0 {
-				// The client is billed for at most the bound it asked for, or the clamp.
-				x.askedOutput = int64(min(maxTokens, bound)) * int64(choices)
-				if maxTokens > bound {
-					x.clamped = maxTokensField(client, view) + "=" + strconv.Itoa(bound)
-					if ur.thinkingBudget > 0 {
-						x.clamped += ", thinking.budget_tokens=" + strconv.Itoa(ur.thinkingBudget)
-					}
-				}
-			}
-			return x, nil
-		}
-		lastErr, bodyFailed = publicRefusal(err, e, modelID, client), ""
-		// A refusal (an HTTP status), or a connection never made: no upstream has the prompt.
-		et := provider.ErrorType(err)
-		refused = (et != "" && et != "connection") || !provider.PromptSent(err)
-		if ctx.Err() != nil || eng.streamsEnd.Err() != nil {
-			break
-		}
-		if !provider.Retryable(err) {
-			// The upstream refused this request (a 400, say): the caller's doing, which says
-			// nothing about the expert's health and must not move other callers' traffic.
-			break
-		}
-		eng.router.Observe(e.Key, 0, true) // a failure counts against health, not latency
-		eng.logger(requestID).Warn("upstream failed; trying the next expert", "expert", e.Key, "err", err)
+	x.calls = calls{order: order, forward: forward, tier: tier, modelID: modelID, outBound: outBound, maxTokens: maxTokens,
+		choices: choices, onlySameFormat: onlySameFormat}
+	a := &x.calls
+	// The upstream calls run under callCtx, which a shutdown's end of grace (EndStreams) also
+	// cancels while no upstream has begun its answer: a request still waiting then gets the
+	// shutdown's error instead of the connection's close (trial h12 D3). Once an answer began,
+	// the link is cut (its body is read under ctx, and a stream ends at EndStreams itself).
+	if x.callNext(callCtx) {
+		unlink()
+		return x, nil
 	}
+	lastErr, refusal, called, calledAny, refused, bodyFailed := a.lastErr, a.refusal, a.called, a.calledAny, a.refused, a.bodyFailed
 	unlink()
 	if calledAny && eng.streamsEnd.Err() != nil {
 		// The shutdown's grace period ended while the upstream was silent: nothing reached
@@ -547,6 +446,149 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 		return nil, &apierror.Error{Kind: apierror.KindUpstream, Message: "no upstream could serve the request"}
 	}
 	return nil, lastErr
+}
+
+// calls is what an exchange's calls to its experts need and found: the experts in the
+// router's order and the next to call, what each call is made of, and how the calls so far
+// went. start calls them until one answers; a stream whose upstream fails before its first
+// output calls the rest (Stream).
+type calls struct {
+	order []routing.Expert
+	next  int
+	// What each call is made of: the client's headers to forward, the service tier asked
+	// for, the model id as the client named it, the output bound (clamped to the model's),
+	// the bound the client asked for (0: none), its choices; onlySameFormat: the request can
+	// go to an expert of its own format only.
+	forward        http.Header
+	tier           string
+	modelID        string
+	outBound       int
+	maxTokens      int
+	choices        int
+	onlySameFormat bool
+
+	// lastErr is the last upstream failure; refusal why an expert could not take the request
+	// as it is (a field it cannot honour), which another expert may still serve: the first
+	// expert's reason, or a same-format expert's, which names what the gateway itself refuses
+	// rather than what a translation lacks.
+	lastErr, refusal  error
+	refusalSameFormat bool
+	// called is the expert last called, when calledAny says a call was made (a value, not a
+	// pointer to the loop's variable, which would move every expert to the heap).
+	called    routing.Expert
+	calledAny bool
+	// refused says that the last call ended with the upstream's refusal (an HTTP status: a
+	// 429 whose Retry-After the call was waiting out, say): no upstream holds the prompt.
+	// bodyFailed is the usage record's status when the last call's answer was unusable after
+	// its head (readAnswerOf), "" otherwise.
+	refused    bool
+	bodyFailed string
+}
+
+// callNext calls the experts of x.calls from the next one on, under callCtx, until one
+// answers: it then holds the answer (x.expert, x.res and what goes with them) and reports
+// true. It reports false when none did, or when one's failure says that no other would do
+// better (the request's own fault, the client gone, a shutdown); x.calls says why.
+func (x *Exchange) callNext(callCtx context.Context) bool {
+	eng, a, ctx, client := x.eng, &x.calls, x.ctx, x.client
+	for a.next < len(a.order) {
+		e := a.order[a.next]
+		a.next++
+		if a.onlySameFormat && e.Kind != client {
+			continue
+		}
+		up, ok := eng.upstreams[e.Provider]
+		if !ok {
+			a.lastErr = fmt.Errorf("no upstream %q", e.Provider)
+			continue
+		}
+		// The expert's bound: the model's, or its own limit when that is lower.
+		bound := a.outBound
+		if e.MaxOutputTokens > 0 {
+			bound = min(bound, e.MaxOutputTokens)
+		}
+		ur, err := upstreamBody(client, x.view, x.ir, e, x.stream, bound, a.maxTokens, a.tier)
+		if err != nil {
+			if a.refusal == nil || (e.Kind == client && !a.refusalSameFormat) {
+				a.refusal, a.refusalSameFormat = err, e.Kind == client
+			}
+			continue
+		}
+		t0 := time.Now()
+		tries := x.observeTries(e, bound)
+		a.called, a.calledAny = e, true
+		res, _, err := up.CallObserved(callCtx, ur.body, x.stream, a.forward, tries)
+		x.upstreamWait += time.Since(t0)
+		// The router learns the answering try's own time to first byte: not the tries that
+		// failed before it, nor the back-off between them, nor a non-streamed body's read.
+		ttfb := time.Since(tries.start)
+		if err == nil && !x.stream {
+			// A non-streamed answer is read whole before anything reaches the client: one cut
+			// short, malformed, or a 200 that carries an error (some OpenAI-compatible servers
+			// answer so) fails over to the next expert like a failed call, and counts against
+			// the expert's health (trial of upstream failures D1: a fusion model whose expert
+			// dropped its bodies answered 502 to every request, and that expert kept its rank).
+			// Read under the call's context, still linked to the shutdown's: an expert tried
+			// after this one must be cut off at the end of grace as the first was (the review
+			// of D1).
+			if status, rerr := x.readAnswerOf(e, res); rerr != nil {
+				tries.failAnswer(status, rerr)
+				a.lastErr, a.bodyFailed, a.refused = rerr, status, false
+				if ctx.Err() != nil || eng.streamsEnd.Err() != nil {
+					return false
+				}
+				var ae *apierror.Error
+				if errors.As(rerr, &ae) && ae.Kind == apierror.KindInvalidRequest {
+					// A 200 whose error says the request is at fault: the caller's doing, as a
+					// 400 is, which another expert would refuse too and which says nothing of
+					// this one's health (the review of D1). No record, as for a 400.
+					a.bodyFailed = ""
+					return false
+				}
+				eng.router.Observe(e.Key, 0, true) // a failure counts against health, not latency
+				eng.logger(x.requestID).Warn("upstream answer unusable; trying the next expert", "expert", e.Key, "status", status, "err", rerr)
+				continue
+			}
+			a.bodyFailed = ""
+		}
+		if err == nil {
+			// The answering try's operation runs from its own start: not the expert's first
+			// try's (the tries that failed and the back-off between them are no operation's).
+			eng.router.Observe(e.Key, ttfb, false)
+			x.expert, x.res, x.dropped, x.hostedBounds = e, res, ur.dropped, ur.hosted
+			x.attemptStart = tries.start
+			if x.tr != nil {
+				x.tr.attempt = tries.span
+			}
+			x.askedOutput, x.clamped = 0, ""
+			if a.maxTokens > 0 {
+				// The client is billed for at most the bound it asked for, or the clamp.
+				x.askedOutput = int64(min(a.maxTokens, bound)) * int64(a.choices)
+				if a.maxTokens > bound {
+					x.clamped = maxTokensField(client, x.view) + "=" + strconv.Itoa(bound)
+					if ur.thinkingBudget > 0 {
+						x.clamped += ", thinking.budget_tokens=" + strconv.Itoa(ur.thinkingBudget)
+					}
+				}
+			}
+			return true
+		}
+		a.lastErr, a.bodyFailed = publicRefusal(err, e, a.modelID, client), ""
+		// A refusal (an HTTP status), or a connection never made: no upstream has the prompt.
+		et := provider.ErrorType(err)
+		a.refused = (et != "" && et != "connection") || !provider.PromptSent(err)
+		if ctx.Err() != nil || eng.streamsEnd.Err() != nil {
+			return false
+		}
+		if !provider.Retryable(err) {
+			// The upstream refused this request (a 400, say): the caller's doing, which says
+			// nothing about the expert's health and must not move other callers' traffic.
+			return false
+		}
+		eng.router.Observe(e.Key, 0, true) // a failure counts against health, not latency
+		eng.logger(x.requestID).Warn("upstream failed; trying the next expert", "expert", e.Key, "err", err)
+	}
+	return false
 }
 
 // hasUntranslatableTools reports whether a request offers tools that a translation to

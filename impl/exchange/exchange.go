@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -114,6 +115,11 @@ type Exchange struct {
 	tr *exchangeTrace
 	// calls are the calls to the experts (callNext).
 	calls calls
+	// live is the upstream response being read (x.res), for CloseUpstream, which other
+	// goroutines call; brokenObserved says that the answering expert's failure was counted
+	// against its health already (failOverStream).
+	live           atomic.Pointer[http.Response]
+	brokenObserved bool
 	// answer is a non-streamed answer's body, read whole in start before the exchange is
 	// returned (readAnswerOf), so that an answer cut short or unusable fails over to the next
 	// expert; Close returns it to its pool. For an answer of the client's own format,
@@ -556,6 +562,7 @@ func (x *Exchange) callNext(callCtx context.Context) bool {
 			// try's (the tries that failed and the back-off between them are no operation's).
 			eng.router.Observe(e.Key, ttfb, false)
 			x.expert, x.res, x.dropped, x.hostedBounds = e, res, ur.dropped, ur.hosted
+			x.live.Store(res)
 			x.attemptStart = tries.start
 			if x.tr != nil {
 				x.tr.attempt = tries.span

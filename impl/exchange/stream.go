@@ -2,6 +2,7 @@ package exchange
 
 import (
 	"context"
+	"errors"
 	"io"
 	"time"
 
@@ -33,15 +34,94 @@ type StreamWriter interface {
 }
 
 // CloseUpstream interrupts the upstream stream's read (a silent upstream, a shutdown): Stream
-// then ends the stream with its format's in-band error.
-func (x *Exchange) CloseUpstream() { _ = x.res.Body.Close() }
+// then ends the stream with its format's in-band error. It may be called from any goroutine.
+func (x *Exchange) CloseUpstream() {
+	if res := x.live.Load(); res != nil {
+		_ = res.Body.Close()
+	}
+}
+
+// maxHeld bounds the events Stream holds back while an upstream has produced no output yet
+// (see Stream): past it they go out, whatever comes next.
+const maxHeld = 64
 
 // Stream relays the upstream's streamed answer to w in the client's format and settles the
 // exchange: what the upstream produced is billed, also when the client goes away; nothing when
 // the upstream failed before producing anything. It returns once the stream has ended; w is
 // closed by then.
+//
+// While another expert could still be called, the events that come before the upstream's
+// first output (a text or tool call delta, a stop, thinking: the start of a message, its
+// usage so far, pings) are held back rather than written: an upstream that fails before its
+// first output (its stream cut, unreadable, or an in-band error of its own making, such as an
+// overload right after its head) then fails over to the next expert unseen, as a call that
+// fails before its head does, and the client gets one stream, from the expert that answered
+// (trial D8). The response's head has left by then only if a keep-alive went out first (the
+// upstream silent for a heartbeat interval): its X-Tollgate-Expert names the first expert, the
+// usage record the one that answered.
 func (x *Exchange) Stream(w StreamWriter) error {
 	sw := streamWriter{w}
+	// When a shutdown's grace period is over (EndStreams), the upstream read is interrupted and
+	// the stream ends with the in-band error below: set up once a stream, nothing per event.
+	defer context.AfterFunc(x.eng.streamsEnd, x.CloseUpstream)()
+	// The meter checkpoints the stream's progress, so that a crash of this process (SIGKILL)
+	// does not take what the stream delivered out of the books (impl/billing, "Leases and
+	// crashes"): after each event, one lock of the stream's own, no allocation.
+	x.reserve.TrackStream(x.checkpointRecord)
+	var held []sse.Event
+	for {
+		r := x.relayStream(sw, held[:0])
+		held = r.held
+		if r.failover && x.failOverStream(r.status, r.cause) {
+			continue
+		}
+		r.finish(sw)
+		sw.close()
+		x.settleStream(r)
+		return nil
+	}
+}
+
+// streamResult is how one upstream's stream went (relayStream).
+type streamResult struct {
+	status string
+	// text is the output characters seen, for billing when no usage arrives.
+	text int
+	// usage is what the upstream reported (the encoder's, or the billed counts the stream
+	// ended with).
+	usage llm.Usage
+	// upstreamFault: the stream failed by the upstream's doing, which counts against the
+	// expert's health.
+	upstreamFault bool
+	// failover: the upstream failed before its first output while events were held back
+	// (held), so another expert may answer instead; cause says why, for the try's span.
+	failover bool
+	cause    error
+	held     []sse.Event
+	// failure is the in-band error the client is to get (errType, message), written by finish
+	// after the held events; none when the stream ended otherwise.
+	failure      bool
+	errType, msg string
+	enc          streamconv.Encoder
+}
+
+// finish writes what the stream still owes the client once it is not failed over: the events
+// held back, and the in-band error of a failure.
+func (r *streamResult) finish(sw streamWriter) {
+	if len(r.held) > 0 {
+		_ = sw.write(r.held)
+		r.held = r.held[:0]
+	}
+	if r.failure {
+		_ = sw.send(r.enc.Fail(r.errType, r.msg, nil))
+		return
+	}
+	_ = sw.flush()
+}
+
+// relayStream relays the current upstream's stream (x.res) to sw, holding its events back in
+// held while another expert could still take over and it has produced no output yet.
+func (x *Exchange) relayStream(sw streamWriter, held []sse.Event) streamResult {
 	dec := streamconv.NewDecoder(x.expert.Kind)
 	meta := streamconv.Meta{
 		ID: ResponseID(x.client, x.requestID), Created: x.started.Unix(), Model: x.model.ID,
@@ -63,48 +143,50 @@ func (x *Exchange) Stream(w StreamWriter) error {
 	// upstream's next one. While the upstream is silent, the caller's writer sends keep-alives
 	// of its own. A client that goes away ends the request's context, which interrupts the
 	// upstream read, or fails the next flush.
-	// When a shutdown's grace period is over (EndStreams), the upstream read is interrupted and
-	// the stream ends with the in-band error below: set up once a stream, nothing per event.
-	defer context.AfterFunc(x.eng.streamsEnd, func() { _ = x.res.Body.Close() })()
 	var (
 		upstream  = &flushBeforeRead{r: x.res.Body, sw: sw}
-		r         = sse.NewReader(upstream)
+		rd        = sse.NewReader(upstream)
 		neutral   []llm.Event
 		out       []sse.Event
-		text      int // output characters seen, for billing when no usage arrives
-		status    = "ok"
+		res       = streamResult{status: "ok", held: held, enc: enc}
 		wrote     bool      // an event was written
 		sentFirst bool      // the first events were flushed
 		reported  llm.Usage // the upstream's usage, when filled (the stream's end shows the billed counts)
 		filled    bool      // reported holds the upstream's usage
-		// upstreamFault: the upstream's in-band error was of its own making (a rate limit, an
-		// overload, a server error), which counts against the expert's health.
-		upstreamFault bool
+		// holding: the events go to res.held, not to the client (see Stream).
+		holding = x.calls.next < len(x.calls.order)
+		// output: the upstream has produced some of the answer.
+		output bool
 	)
-	fail := func(errType, message string) {
-		out = enc.Fail(errType, message, out[:0])
-		_ = sw.send(out)
+	// write writes evs to the client, or holds a copy of them back.
+	write := func(evs []sse.Event) error {
+		if !holding {
+			return sw.write(evs)
+		}
+		for _, ev := range evs {
+			res.held = append(res.held, sse.Event{Name: ev.Name, Data: append([]byte(nil), ev.Data...), ID: ev.ID})
+		}
+		return nil
 	}
-	// The meter checkpoints the stream's progress, so that a crash of this process (SIGKILL)
-	// does not take what the stream delivered out of the books (impl/billing, "Leases and
-	// crashes"): after each event, one lock of the stream's own, no allocation.
-	x.reserve.TrackStream(x.checkpointRecord)
+	fail := func(errType, message string) {
+		res.failure, res.errType, res.msg = true, errType, message
+	}
 loop:
 	for {
-		ev, err := r.Next()
+		ev, err := rd.Next()
 		if err != nil {
 			switch {
 			case x.ctx.Err() != nil || upstream.flushErr != nil:
-				status = "client_disconnected"
+				res.status = "client_disconnected"
 			case x.eng.streamsEnd.Err() != nil:
-				status = "shutdown"
+				res.status = "shutdown"
 				fail("overloaded_error", "the gateway is shutting down; retry the request")
 			case sw.silenced():
-				status = "upstream_stalled"
+				res.status = "upstream_stalled"
 				x.Logger().Warn("upstream stream silent for too long; cut off", "expert", x.expert.Key, "silence", x.eng.heartbeat*MaxSilentHeartbeats)
 				fail("api_error", "the upstream sent nothing for too long")
 			default:
-				status = "upstream_cut_off"
+				res.status, res.cause = "upstream_cut_off", err
 				x.Logger().Warn("upstream stream ended early", "expert", x.expert.Key, "err", err)
 				fail("api_error", "the upstream stream ended unexpectedly")
 			}
@@ -113,7 +195,7 @@ loop:
 		var done bool
 		neutral, done, err = dec.Decode(ev, neutral[:0])
 		if err != nil {
-			status = "upstream_malformed"
+			res.status, res.cause = "upstream_malformed", err
 			x.Logger().Warn("malformed upstream event", "expert", x.expert.Key, "err", err)
 			fail("api_error", "the upstream stream could not be read")
 			break
@@ -126,52 +208,71 @@ loop:
 			}
 			switch n.Kind {
 			case llm.EventTextDelta:
-				text += len(n.Text)
+				res.text += len(n.Text)
+				output = true
 			case llm.EventToolCallDelta:
-				text += len(n.Arguments)
+				res.text += len(n.Arguments)
+				output = true
+			case llm.EventToolCallStart, llm.EventStop:
+				output = true
 			case llm.EventError:
 				failed = true
-				status = "upstream_error"
-				upstreamFault = n.Err == nil || upstreamsFault(apierror.KindOfType(n.Err.Type))
+				res.status = "upstream_error"
+				res.upstreamFault = n.Err == nil || upstreamsFault(apierror.KindOfType(n.Err.Type))
+				res.cause = errUpstreamInBand
 				n = x.inBandError(n)
 			}
 			out = enc.Encode(n, out[:0])
 			if relay != nil && n.Kind != llm.EventError {
 				continue // the upstream's own event goes out instead, below
 			}
-			if err := sw.write(out); err != nil {
-				status = "client_disconnected"
+			if err := write(out); err != nil {
+				res.status = "client_disconnected"
 				break loop
 			}
 			wrote = wrote || len(out) > 0
 		}
 		if relay != nil && !failed {
 			out = relay.Event(ev, out[:0])
-			if err := sw.write(out); err != nil {
-				status = "client_disconnected"
+			if err := write(out); err != nil {
+				res.status = "client_disconnected"
 				break
 			}
 			wrote = wrote || len(out) > 0
+			output = output || relay.Unmodelled() > 0
 		}
 		if relay != nil {
-			x.reserve.Progress(enc.Usage(), text+relay.Unmodelled())
+			x.reserve.Progress(enc.Usage(), res.text+relay.Unmodelled())
 		} else {
-			x.reserve.Progress(enc.Usage(), text)
+			x.reserve.Progress(enc.Usage(), res.text)
 		}
-		if wrote && !sentFirst {
+		if holding && (output || done || len(res.held) > maxHeld) {
+			// The upstream has begun its answer: what was held goes out, and the rest
+			// follows as it comes.
+			holding = false
+			if err := sw.write(res.held); err != nil {
+				res.status = "client_disconnected"
+				break
+			}
+			res.held = res.held[:0]
+		}
+		if wrote && !sentFirst && !holding {
 			// The first events leave at once, with the response head: the time to the first
 			// byte does not wait for events already buffered behind them.
 			sentFirst = true
 			x.ttft = time.Since(x.started)
 			if err := sw.flush(); err != nil {
-				status = "client_disconnected"
+				res.status = "client_disconnected"
 				break
 			}
 		}
 		if failed {
-			_ = sw.flush()
+			if !holding {
+				_ = sw.flush()
+			}
 			if !done {
-				x.usageAfterError(r, upstream, dec, enc)
+				upstream.noFlush = true
+				x.usageAfterError(rd, dec, enc)
 			}
 			break
 		}
@@ -183,46 +284,87 @@ loop:
 					// did not report as Settle bills them (trial h14 D2). The usage settled,
 					// traced and recorded stays the upstream's.
 					reported, filled = u, true
-					out = enc.Encode(llm.Event{Kind: llm.EventUsage, Usage: x.billedUsage(u, text)}, out)
+					out = enc.Encode(llm.Event{Kind: llm.EventUsage, Usage: x.billedUsage(u, res.text)}, out)
 				}
 				out = enc.Finish(out)
 			} else {
 				out = out[:0] // the upstream's terminal event has been relayed
 			}
 			if err := sw.send(out); err != nil {
-				status = "client_disconnected"
+				res.status = "client_disconnected"
 				break
 			}
 			x.drainUpstream()
 			break
 		}
 	}
-	sw.close()
 	x.upstreamWait += upstream.wait
-	if status == "upstream_cut_off" || status == "upstream_stalled" || status == "upstream_malformed" || status == "upstream_error" && upstreamFault {
+	if relay != nil {
+		res.text += relay.Unmodelled() // thinking and the like: output the client has, if no usage says so
+	}
+	res.usage = enc.Usage()
+	if filled {
+		res.usage = reported
+	}
+	if holding {
+		// The upstream failed before its first output: another expert may answer instead,
+		// unless the failure was the request's or the client's doing, or a shutdown's.
+		produced := res.text > 0 || res.usage.OutputTokens > 0 || res.usage.HostedCalls.Any()
+		brokenByUpstream := res.status == "upstream_cut_off" || res.status == "upstream_malformed" || res.status == "upstream_error" && res.upstreamFault
+		res.failover = brokenByUpstream && !produced && x.ctx.Err() == nil && x.eng.streamsEnd.Err() == nil
+	}
+	return res
+}
+
+// errUpstreamInBand is the cause, for the try's span, of an upstream's in-band error.
+var errUpstreamInBand = errors.New("the upstream sent an error event before its first output")
+
+// failOverStream ends the current expert's try as failed (status, cause: its span, its
+// operation, its health), closes its stream, and calls the next experts: true when one
+// answered, whose stream Stream then relays. When none does, the exchange keeps the failed
+// expert, whose failure the client then gets.
+func (x *Exchange) failOverStream(status string, cause error) bool {
+	failed := x.expert
+	x.tries.failAnswer(status, cause)
+	x.attemptStart = time.Time{} // its operation is counted: finishAttempt counts none for it
+	if x.tr != nil {
+		x.tr.attempt, x.tr.responseID, x.tr.responseModel, x.tr.finishReason = nil, "", "", ""
+		x.tr.output.Reset()
+	}
+	x.eng.router.ObserveBroken(failed.Key)
+	x.Logger().Warn("upstream stream failed before its first output; trying the next expert", "expert", failed.Key, "status", status)
+	x.CloseUpstream()
+	callCtx, unlink := x.eng.upstreamContext(x.ctx)
+	ok := x.callNext(callCtx)
+	unlink()
+	if !ok {
+		// No other expert answered: the client gets the failed expert's failure, and its
+		// usage record names it (the calls after it were refused before their heads). Its
+		// health was observed here already.
+		x.expert, x.brokenObserved = failed, true
+	}
+	return ok
+}
+
+// settleStream settles the exchange once its stream has ended.
+func (x *Exchange) settleStream(r streamResult) {
+	status := r.status
+	if !x.brokenObserved && (status == "upstream_cut_off" || status == "upstream_stalled" || status == "upstream_malformed" || status == "upstream_error" && r.upstreamFault) {
 		// The answer broke off by the upstream's failure: it counts against the expert's health
 		// as a failure before its head would (trial D3), and so does an event it could not
 		// read, as an unreadable non-streamed answer does. A client that left, a shutdown and
 		// an in-band refusal of the request do not.
 		x.eng.router.ObserveBroken(x.expert.Key)
 	}
-	if relay != nil {
-		text += relay.Unmodelled() // thinking and the like: output the client has, if no usage says so
-	}
-	usage := enc.Usage()
-	if filled {
-		usage = reported
-	}
-	if status != "ok" && status != "client_disconnected" && text == 0 && usage.OutputTokens == 0 && !usage.HostedCalls.Any() {
+	if status != "ok" && status != "client_disconnected" && r.text == 0 && r.usage.OutputTokens == 0 && !r.usage.HostedCalls.Any() {
 		// The upstream failed before producing anything: the client got only the error event,
 		// which costs it nothing, as a non-streamed answer's 502 does not. (Searches the
 		// upstream ran before failing were produced: the client has their results, and the
 		// provider bills them.)
-		x.SettleUndelivered(usage, status)
-		return nil
+		x.SettleUndelivered(r.usage, status)
+		return
 	}
-	x.Settle(usage, text, status)
-	return nil
+	x.Settle(r.usage, r.text, status)
 }
 
 // upstreamsFault reports whether an in-band error of kind k is of the upstream's making, as a
@@ -303,8 +445,7 @@ const usageAfterErrorWait = 500 * time.Millisecond
 // upstream's response.failed, which §2.5 has follow the error event with the usage of what was
 // generated): the encoder takes the usage for the bill; the client, which has its stream's end
 // already, gets nothing more.
-func (x *Exchange) usageAfterError(r *sse.Reader, upstream *flushBeforeRead, dec streamconv.Decoder, enc streamconv.Encoder) {
-	upstream.noFlush = true
+func (x *Exchange) usageAfterError(r *sse.Reader, dec streamconv.Decoder, enc streamconv.Encoder) {
 	cut := time.AfterFunc(usageAfterErrorWait, func() { _ = x.res.Body.Close() })
 	defer cut.Stop()
 	var (

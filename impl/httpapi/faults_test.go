@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -354,4 +355,78 @@ func TestOpeningErrorIsRetried(t *testing.T) {
 		t.Errorf("the upstream saw %d tries, want 3", n)
 	}
 	checkBooks(t, g, tenant.Account, granted)
+}
+
+// TestFusionStreamFailsOverBeforeItsFirstOutput: a streamed answer whose expert fails after its
+// head but before its first output (an in-band overload right after the opening events, or
+// the connection dropped) fails over to the next expert unseen: the client, on the chat and
+// the Responses routes, gets one whole stream with no error, billed once by the expert that
+// answered; the failed expert was asked once. A model with one expert has nothing to fail over
+// to: its client gets the in-band error, and nothing is billed. Trial of upstream failures D8.
+func TestFusionStreamFailsOverBeforeItsFirstOutput(t *testing.T) {
+	ctx := context.Background()
+	faults := []sim.Fault{{Kind: sim.FaultMidstream, Status: 529}, {Kind: sim.FaultDrop}}
+	for _, f := range faults {
+		for _, route := range []string{"chat", "responses"} {
+			t.Run(route+", "+f.Kind.String(), func(t *testing.T) {
+				// A gateway of its own: the router ranks an expert that failed lower, and the
+				// next request might not try it first.
+				s := sim.New(sim.Options{})
+				g := apitest.Start(t, apitest.Options{Config: moneyConfig(t), Sim: s})
+				tenant := g.NewTenant(t, "acme", 0, 50_000_000)
+				client := openAIClient(g, t, tenant.Key)
+				s.Enqueue("sim-general", f)
+				if route == "chat" {
+					stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "service-flint",
+						Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello")}})
+					var text strings.Builder
+					for stream.Next() {
+						for _, c := range stream.Current().Choices {
+							text.WriteString(c.Delta.Content)
+						}
+					}
+					if err := stream.Err(); err != nil || text.Len() == 0 {
+						t.Fatalf("the stream: %q, err %v; want a whole answer from the next expert", text.String(), err)
+					}
+				} else {
+					rs := client.Responses.NewStreaming(ctx, responsesParams("service-flint", "hello"))
+					var types []string
+					for rs.Next() {
+						types = append(types, rs.Current().Type)
+					}
+					if err := rs.Err(); err != nil || len(types) == 0 || types[len(types)-1] != "response.completed" || slices.Contains(types, "error") || slices.Contains(types, "response.failed") {
+						t.Fatalf("the stream's events %v, err %v; want a whole answer ending in response.completed", types, err)
+					}
+					if strings.Count(" "+strings.Join(types, " ")+" ", " response.created ") != 1 || types[0] != "response.created" {
+						t.Errorf("the stream's events %v: want one response.created, first", types)
+					}
+				}
+				if n := s.Requests("sim-general"); n != 1 {
+					t.Errorf("the failing expert was asked %d times, want 1", n)
+				}
+				if rec := latestUsage(t, g, tenant.Account, 1); rec.Status != "ok" || rec.CostMicros <= 0 || rec.UpstreamModel == "sim-general" {
+					t.Errorf("usage record %s by %s, %d micro-units; want ok by the next expert", rec.Status, rec.UpstreamModel, rec.CostMicros)
+				}
+				checkBooks(t, g, tenant.Account, 50_000_000)
+			})
+		}
+	}
+
+	// One expert: the in-band error reaches the client, and nothing is billed.
+	s := sim.New(sim.Options{})
+	g := apitest.Start(t, apitest.Options{Config: moneyConfig(t), Sim: s})
+	tenant := g.NewTenant(t, "acme", 0, 50_000_000)
+	s.Enqueue("sim-general", sim.Fault{Kind: sim.FaultMidstream, Status: 529})
+	client := openAIClient(g, t, tenant.Key)
+	stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "service-flint-base",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello")}})
+	for stream.Next() {
+	}
+	if err := stream.Err(); err == nil || !strings.Contains(err.Error(), "the upstream failed while streaming the answer") {
+		t.Errorf("a single expert's overload before its first output: err %v, want the in-band error", err)
+	}
+	if rec := latestUsage(t, g, tenant.Account, 1); rec.Status != "upstream_error" || rec.CostMicros != 0 {
+		t.Errorf("its usage record: %s, %d micro-units", rec.Status, rec.CostMicros)
+	}
+	checkBooks(t, g, tenant.Account, 50_000_000)
 }

@@ -16,7 +16,6 @@ import (
 
 	"github.com/alexedwards/scs/v2"
 
-	"github.com/tollgate/tollgate/gen/db"
 	"github.com/tollgate/tollgate/impl/accounts"
 	"github.com/tollgate/tollgate/impl/addrlimit"
 	"github.com/tollgate/tollgate/impl/agent"
@@ -113,7 +112,7 @@ func New(o Options) (*App, error) {
 		accounts: &accounts.Service{Store: o.Store, Config: o.Config},
 		members:  &members.Service{DB: pool},
 		audit:    &audit.Log{DB: pool},
-		sessions: session.New(db.New(pool), nil),
+		sessions: session.New(o.Store, nil),
 		rp: signin.New(signin.Config{Issuer: w.Issuer, ClientID: w.ClientID, ClientSecret: w.ClientSecret,
 			RedirectURL: w.RedirectURL, HTTPClient: o.HTTPClient}),
 		datasets: o.Datasets, agents: o.Agents, tails: newTails(),

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/tollgate/gen/db"
 	"github.com/tollgate/tollgate/impl/web/session"
 )
 
@@ -21,7 +20,7 @@ func TestEndedSessionStaysEnded(t *testing.T) {
 	laptop.signIn(e, aliceEmail, alicePass)
 	stolen.signIn(e, aliceEmail, alicePass)
 	ctx := context.Background()
-	st := session.New(db.New(e.Store.Pool()), nil)
+	st := session.New(e.Store, nil)
 	token := stolen.cookie()
 
 	// A request of the stolen cookie has loaded the session...

@@ -8,10 +8,8 @@ import (
 
 	"github.com/alexedwards/scs/v2"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/tollgate/tollgate/gen/db"
+	"github.com/tollgate/tollgate/impl/store"
 )
 
 // The session data keys the store reads at every commit.
@@ -25,18 +23,19 @@ const (
 // Store is an scs.CtxStore over PostgreSQL. Tokens are looked up by their SHA-256; the token
 // itself is never stored.
 type Store struct {
-	q     *db.Queries
+	st    *store.Store
 	codec scs.Codec
 }
 
 var _ scs.CtxStore = (*Store)(nil)
 
-// New returns a store over q. codec must be the session manager's codec (nil: scs.GobCodec).
-func New(q *db.Queries, codec scs.Codec) *Store {
+// New returns a session store keeping its sessions in st. codec must be the session
+// manager's codec (nil: scs.GobCodec).
+func New(st *store.Store, codec scs.Codec) *Store {
 	if codec == nil {
 		codec = scs.GobCodec{}
 	}
-	return &Store{q: q, codec: codec}
+	return &Store{st: st, codec: codec}
 }
 
 // Hash is the SHA-256 of a session token, as stored.
@@ -47,8 +46,8 @@ func Hash(token string) []byte {
 
 // FindCtx returns the data of an unexpired session.
 func (s *Store) FindCtx(ctx context.Context, token string) ([]byte, bool, error) {
-	b, err := s.q.FindWebSession(ctx, Hash(token))
-	if errors.Is(err, pgx.ErrNoRows) {
+	b, err := s.st.FindWebSession(ctx, Hash(token))
+	if errors.Is(err, store.ErrNotFound) {
 		return nil, false, nil
 	}
 	if err != nil {
@@ -59,23 +58,23 @@ func (s *Store) FindCtx(ctx context.Context, token string) ([]byte, bool, error)
 
 // CommitCtx writes the session's data and expiry, with the user id and user agent it holds.
 func (s *Store) CommitCtx(ctx context.Context, token string, b []byte, expiry time.Time) error {
-	p := db.CommitWebSessionParams{TokenHash: Hash(token), Data: b, Expiry: expiry}
+	w := store.WebSessionSave{TokenHash: Hash(token), Data: b, Expiry: expiry}
 	if _, values, err := s.codec.Decode(b); err == nil {
 		if id, ok := values[UserIDKey].(string); ok {
 			if u, err := uuid.Parse(id); err == nil {
-				p.UserID = pgtype.UUID{Bytes: u, Valid: true}
+				w.UserID = u
 			}
 		}
 		if ua, ok := values[UserAgentKey].(string); ok {
-			p.UserAgent = ua
+			w.UserAgent = ua
 		}
 	}
-	return s.q.CommitWebSession(ctx, p)
+	return s.st.SaveWebSession(ctx, w)
 }
 
 // DeleteCtx removes the session (nothing when it does not exist).
 func (s *Store) DeleteCtx(ctx context.Context, token string) error {
-	return s.q.DeleteWebSession(ctx, Hash(token))
+	return s.st.EndWebSession(ctx, Hash(token))
 }
 
 // Find is FindCtx without a context (scs.Store).
@@ -105,13 +104,13 @@ type Info struct {
 // List returns the user's unexpired sessions, most recently used first; current is the token
 // of the asking session (marked Current).
 func (s *Store) List(ctx context.Context, userID uuid.UUID, current string) ([]Info, error) {
-	rows, err := s.q.ListUserWebSessions(ctx, userID)
+	sessions, err := s.st.ListUserWebSessions(ctx, userID)
 	if err != nil {
 		return nil, err
 	}
 	cur := Hash(current)
-	out := make([]Info, 0, len(rows))
-	for _, r := range rows {
+	out := make([]Info, 0, len(sessions))
+	for _, r := range sessions {
 		out = append(out, Info{ID: r.ID, Created: r.CreatedAt, LastSeen: r.LastSeenAt, Expiry: r.Expiry,
 			UserAgent: r.UserAgent, Current: current != "" && string(r.TokenHash) == string(cur)})
 	}
@@ -120,17 +119,16 @@ func (s *Store) List(ctx context.Context, userID uuid.UUID, current string) ([]I
 
 // End ends one of the user's sessions; false when the user has no such session.
 func (s *Store) End(ctx context.Context, userID uuid.UUID, id int64) (bool, error) {
-	n, err := s.q.DeleteUserWebSession(ctx, db.DeleteUserWebSessionParams{ID: id, UserID: userID})
-	return n > 0, err
+	return s.st.EndUserWebSession(ctx, userID, id)
 }
 
 // EndAll ends every session of the user and returns how many there were.
 func (s *Store) EndAll(ctx context.Context, userID uuid.UUID) (int64, error) {
-	return s.q.DeleteUserWebSessions(ctx, userID)
+	return s.st.EndUserWebSessions(ctx, userID)
 }
 
 // DeleteExpired removes the expired sessions (called at each sign-in: the table stays small
 // without a background sweeper).
 func (s *Store) DeleteExpired(ctx context.Context) (int64, error) {
-	return s.q.DeleteExpiredWebSessions(ctx)
+	return s.st.DeleteEndedWebSessions(ctx)
 }

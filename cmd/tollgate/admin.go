@@ -373,7 +373,7 @@ func (a *admin) auditKey(ctx context.Context, action, note string, before, after
 	if before != nil {
 		e.Before = accounts.AuditState(*before, time.Now())
 	}
-	if err := (&audit.Log{DB: a.svc.Store.Pool()}).Record(ctx, e); err != nil {
+	if err := (&audit.Log{Store: a.svc.Store}).Record(ctx, e); err != nil {
 		return fmt.Errorf("key %s: the change is made, but recording it in the audit log failed: %w", after.ID, err)
 	}
 	return nil

@@ -311,7 +311,7 @@ func (a *admin) approvalResolve(ctx context.Context, svc *agent.Service, verb st
 	if ap.ActionStatus != "" {
 		after["action_status"] = ap.ActionStatus
 	}
-	if err := (&audit.Log{DB: a.svc.Store.Pool()}).Record(ctx, audit.Entry{AccountID: ap.AccountID, Actor: "operator",
+	if err := (&audit.Log{Store: a.svc.Store}).Record(ctx, audit.Entry{AccountID: ap.AccountID, Actor: "operator",
 		Action: audit.ActionApproval, Target: "approval " + ap.ID,
 		Before: map[string]any{"state": agent.ApprovalPending, "action": ap.Action, "arguments_hash": ap.ArgumentsHash},
 		After:  after}); err != nil {

@@ -52,7 +52,7 @@ func TestAdminApprovalDecisionsAudited(t *testing.T) {
 	if _, err := adminRun(t, "approval deny "+approved.ID); err == nil {
 		t.Fatal("a second decision was accepted")
 	}
-	entries, err := (&audit.Log{DB: st.Pool()}).List(ctx, acct.ID, 0, 50)
+	entries, err := (&audit.Log{Store: st}).List(ctx, acct.ID, 0, 50)
 	if err != nil {
 		t.Fatal(err)
 	}

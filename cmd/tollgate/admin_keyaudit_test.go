@@ -51,7 +51,7 @@ func TestAdminKeyChangesAudited(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	entries, err := (&audit.Log{DB: st.Pool()}).List(ctx, acct.ID, 0, 50)
+	entries, err := (&audit.Log{Store: st}).List(ctx, acct.ID, 0, 50)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ const memberAdminUsage = `  member add ACCOUNT EMAIL [-role owner|member]
 // memberAdmin runs the member commands.
 func (a *admin) memberAdmin(ctx context.Context, verb string, args []string) error {
 	svc := &members.Service{DB: a.svc.Store.Pool()}
-	log := &audit.Log{DB: a.svc.Store.Pool()}
+	log := &audit.Log{Store: a.svc.Store}
 	switch verb {
 	case "add":
 		fs := flag.NewFlagSet("member add", flag.ContinueOnError)

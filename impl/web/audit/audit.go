@@ -6,9 +6,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/tollgate/tollgate/gen/db"
+	"github.com/tollgate/tollgate/impl/store"
 )
 
 // Actions recorded by the web application (others may add theirs).
@@ -36,7 +35,8 @@ type Entry struct {
 
 // Log writes and reads the audit log.
 type Log struct {
-	DB db.DBTX
+	// Store is the database the log is kept in.
+	Store *store.Store
 }
 
 func encode(v any) ([]byte, error) {
@@ -49,8 +49,7 @@ func encode(v any) ([]byte, error) {
 	return json.Marshal(v)
 }
 
-// Record appends e (its ID and At are set by the database). Pass a transaction's DBTX in
-// l.DB to record in the same transaction as the change.
+// Record appends e (its ID and At are set by the database).
 func (l *Log) Record(ctx context.Context, e Entry) error {
 	before, err := encode(e.Before)
 	if err != nil {
@@ -60,28 +59,21 @@ func (l *Log) Record(ctx context.Context, e Entry) error {
 	if err != nil {
 		return err
 	}
-	var actorID pgtype.UUID
-	if e.ActorUserID != uuid.Nil {
-		actorID = pgtype.UUID{Bytes: e.ActorUserID, Valid: true}
-	}
-	_, err = db.New(l.DB).InsertAudit(ctx, db.InsertAuditParams{AccountID: e.AccountID, Actor: e.Actor, ActorUserID: actorID,
+	return l.Store.RecordAudit(ctx, store.AuditEntry{AccountID: e.AccountID, Actor: e.Actor, ActorUserID: e.ActorUserID,
 		Action: e.Action, Target: e.Target, Before: before, After: after})
-	return err
 }
 
 // List returns up to limit entries of the account, newest first, older than beforeID (0: the
 // newest). Before and After come back as json.RawMessage.
 func (l *Log) List(ctx context.Context, accountID uuid.UUID, beforeID int64, limit int) ([]Entry, error) {
-	rows, err := db.New(l.DB).ListAudit(ctx, db.ListAuditParams{AccountID: accountID, BeforeID: beforeID, RowLimit: int32(limit)})
+	rows, err := l.Store.ListAudit(ctx, accountID, beforeID, limit)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]Entry, 0, len(rows))
 	for _, r := range rows {
-		e := Entry{ID: r.ID, AccountID: r.AccountID, Actor: r.Actor, Action: r.Action, Target: r.Target, At: r.At}
-		if r.ActorUserID.Valid {
-			e.ActorUserID = r.ActorUserID.Bytes
-		}
+		e := Entry{ID: r.ID, AccountID: r.AccountID, Actor: r.Actor, ActorUserID: r.ActorUserID, Action: r.Action,
+			Target: r.Target, At: r.At}
 		if r.Before != nil {
 			e.Before = json.RawMessage(r.Before)
 		}

@@ -23,7 +23,7 @@ const memberAdminUsage = `  member add ACCOUNT EMAIL [-role owner|member]
 
 // memberAdmin runs the member commands.
 func (a *admin) memberAdmin(ctx context.Context, verb string, args []string) error {
-	svc := &members.Service{DB: a.svc.Store.Pool()}
+	svc := &members.Service{Store: a.svc.Store}
 	log := &audit.Log{Store: a.svc.Store}
 	switch verb {
 	case "add":

@@ -73,7 +73,7 @@ func startSite(t *testing.T, configure ...func(*config.Config)) *site {
 		t.Fatal(err)
 	}
 	gw := apitest.Start(t, apitest.Options{Config: cfg, Listener: ln})
-	s := &site{URL: appURL, GW: gw, members: &members.Service{DB: gw.Store.Pool()}}
+	s := &site{URL: appURL, GW: gw, members: &members.Service{Store: gw.Store}}
 	s.Acme = gw.NewTenant(t, "acme", 0, 1_000_000)
 	s.Globex = gw.NewTenant(t, "globex", 0, 1_000_000)
 	if s.Alice, err = s.members.Add(ctx, s.Acme.Account.ID, "alice@example.com", members.RoleOwner); err != nil {

@@ -136,7 +136,7 @@ func startServing(t *testing.T, tune func(*config.Config), wrap func(net.Listene
 		time.Sleep(5 * time.Millisecond)
 	}
 	return &env{URL: appURL, Store: st, Accounts: &accounts.Service{Store: st, Config: cfg},
-		Members: &members.Service{DB: st.Pool()}, IdP: idp, Config: cfg}
+		Members: &members.Service{Store: st}, IdP: idp, Config: cfg}
 }
 
 // account creates an account with the e-mail as a member in role.

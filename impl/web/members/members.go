@@ -8,10 +8,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/tollgate/tollgate/gen/db"
+	"github.com/tollgate/tollgate/impl/store"
 )
 
 // Roles of a membership.
@@ -60,29 +59,35 @@ type Identity struct {
 
 // Service reads and writes users and memberships.
 type Service struct {
-	DB db.DBTX
+	// Store is the database the users and memberships are kept in.
+	Store *store.Store
+	// DB is the store's pool (its Pool()), the older way to give the service its database,
+	// which some callers still use; it is used only when Store is nil.
+	DB *pgxpool.Pool
 }
 
-func (s *Service) q() *db.Queries { return db.New(s.DB) }
+// st returns the store the service works on.
+func (s *Service) st() *store.Store {
+	if s.Store != nil {
+		return s.Store
+	}
+	return store.OnPool(s.DB)
+}
 
-func userFromRow(r db.User) User {
-	u := User{ID: r.ID, Email: r.Email, Name: r.Name, LastSignIn: r.LastSignInAt}
-	if r.OidcSubject != nil {
-		u.Subject = *r.OidcSubject
+func userFromStore(r store.User) User {
+	u := User{ID: r.ID, Email: r.Email, Name: r.Name, LastSignIn: r.LastSignIn}
+	if r.Subject != nil {
+		u.Subject = *r.Subject
 	}
 	return u
 }
 
+// notFound maps the store's ErrNotFound to this package's and passes every other error through.
 func notFound(err error) error {
-	if errors.Is(err, pgx.ErrNoRows) {
+	if errors.Is(err, store.ErrNotFound) {
 		return ErrNotFound
 	}
 	return err
-}
-
-func isUniqueViolation(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "23505"
 }
 
 // normalEmail trims an address; addresses are compared without case.
@@ -98,35 +103,35 @@ func (s *Service) Add(ctx context.Context, accountID uuid.UUID, email, role stri
 	if !ValidRole(role) {
 		return User{}, fmt.Errorf("role %q: want owner or member", role)
 	}
-	q := s.q()
-	r, err := q.GetUserByEmail(ctx, email)
-	if errors.Is(err, pgx.ErrNoRows) {
-		r, err = q.CreateUserByEmail(ctx, email)
-		if isUniqueViolation(err) { // added at the same moment by someone else
-			r, err = q.GetUserByEmail(ctx, email)
+	st := s.st()
+	r, err := st.GetUserByEmail(ctx, email)
+	if errors.Is(err, store.ErrNotFound) {
+		r, err = st.CreateUserByEmail(ctx, email)
+		if errors.Is(err, store.ErrConflict) { // added at the same moment by someone else
+			r, err = st.GetUserByEmail(ctx, email)
 		}
 	}
 	if err != nil {
 		return User{}, err
 	}
-	if _, err := q.UpsertMembership(ctx, db.UpsertMembershipParams{AccountID: accountID, UserID: r.ID, Role: role}); err != nil {
+	if err := st.SetMembership(ctx, accountID, r.ID, role); err != nil {
 		return User{}, err
 	}
-	return userFromRow(r), nil
+	return userFromStore(r), nil
 }
 
 // Remove ends the membership of the person with email in the account.
 func (s *Service) Remove(ctx context.Context, accountID uuid.UUID, email string) error {
-	q := s.q()
-	r, err := q.GetUserByEmail(ctx, normalEmail(email))
+	st := s.st()
+	r, err := st.GetUserByEmail(ctx, normalEmail(email))
 	if err != nil {
 		return notFound(err)
 	}
-	n, err := q.DeleteMembership(ctx, db.DeleteMembershipParams{AccountID: accountID, UserID: r.ID})
+	removed, err := st.DeleteMembership(ctx, accountID, r.ID)
 	if err != nil {
 		return err
 	}
-	if n == 0 {
+	if !removed {
 		return ErrNotFound
 	}
 	return nil
@@ -134,14 +139,14 @@ func (s *Service) Remove(ctx context.Context, accountID uuid.UUID, email string)
 
 // List returns the account's members by e-mail.
 func (s *Service) List(ctx context.Context, accountID uuid.UUID) ([]Member, error) {
-	rows, err := s.q().ListAccountMembers(ctx, accountID)
+	members, err := s.st().ListAccountMembers(ctx, accountID)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Member, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, Member{User: User{ID: r.UserID, Email: r.Email, Name: r.Name, LastSignIn: r.LastSignInAt},
-			Role: r.Role, Added: r.CreatedAt})
+	out := make([]Member, 0, len(members))
+	for _, r := range members {
+		out = append(out, Member{User: User{ID: r.UserID, Email: r.Email, Name: r.Name, LastSignIn: r.LastSignIn},
+			Role: r.Role, Added: r.AddedAt})
 	}
 	return out, nil
 }
@@ -154,31 +159,31 @@ func (s *Service) SignIn(ctx context.Context, id Identity) (User, error) {
 	if id.Issuer == "" || id.Subject == "" {
 		return User{}, errors.New("members: identity without issuer or subject")
 	}
-	q := s.q()
+	st := s.st()
 	email := ""
 	if id.EmailVerified {
 		email = normalEmail(id.Email)
 	}
-	r, err := q.GetUserBySubject(ctx, db.GetUserBySubjectParams{OidcIssuer: &id.Issuer, OidcSubject: &id.Subject})
-	if errors.Is(err, pgx.ErrNoRows) && email != "" {
-		var byEmail db.User
-		if byEmail, err = q.GetUserByEmail(ctx, email); err == nil {
+	r, err := st.GetUserBySubject(ctx, id.Issuer, id.Subject)
+	if errors.Is(err, store.ErrNotFound) && email != "" {
+		var byEmail store.User
+		if byEmail, err = st.GetUserByEmail(ctx, email); err == nil {
 			// Unclaimed (added by the operator), or bound to an issuer that is no longer the
 			// configured one (the provider was replaced: its identities can no longer sign in,
 			// and the configured issuer has verified the address).
-			if byEmail.OidcSubject == nil || byEmail.OidcIssuer == nil || *byEmail.OidcIssuer != id.Issuer {
-				r, err = q.ClaimUser(ctx, db.ClaimUserParams{ID: byEmail.ID, OidcIssuer: &id.Issuer, OidcSubject: &id.Subject})
+			if byEmail.Subject == nil || byEmail.Issuer == nil || *byEmail.Issuer != id.Issuer {
+				r, err = st.ClaimUser(ctx, byEmail.ID, id.Issuer, id.Subject)
 			} else {
 				// The address belongs to another identity: this one gets a user of its own,
 				// without the address (and so without that user's memberships).
-				err, email = pgx.ErrNoRows, ""
+				err, email = store.ErrNotFound, ""
 			}
 		}
 	}
-	if errors.Is(err, pgx.ErrNoRows) {
-		r, err = q.CreateUserBySubject(ctx, db.CreateUserBySubjectParams{OidcIssuer: &id.Issuer, OidcSubject: &id.Subject, Email: email, Name: id.Name})
-		if isUniqueViolation(err) {
-			r, err = q.CreateUserBySubject(ctx, db.CreateUserBySubjectParams{OidcIssuer: &id.Issuer, OidcSubject: &id.Subject, Name: id.Name})
+	if errors.Is(err, store.ErrNotFound) {
+		r, err = st.CreateUserBySubject(ctx, id.Issuer, id.Subject, email, id.Name)
+		if errors.Is(err, store.ErrConflict) {
+			r, err = st.CreateUserBySubject(ctx, id.Issuer, id.Subject, "", id.Name)
 		}
 	}
 	if err != nil {
@@ -187,33 +192,33 @@ func (s *Service) SignIn(ctx context.Context, id Identity) (User, error) {
 	if email == "" {
 		email = r.Email
 	}
-	updated, err := q.RecordSignIn(ctx, db.RecordSignInParams{ID: r.ID, Email: email, Name: id.Name})
-	if isUniqueViolation(err) { // the verified address moved here from another user: keep ours
-		updated, err = q.RecordSignIn(ctx, db.RecordSignInParams{ID: r.ID, Email: r.Email, Name: id.Name})
+	updated, err := st.RecordSignIn(ctx, r.ID, email, id.Name)
+	if errors.Is(err, store.ErrConflict) { // the verified address moved here from another user: keep ours
+		updated, err = st.RecordSignIn(ctx, r.ID, r.Email, id.Name)
 	}
 	if err != nil {
 		return User{}, err
 	}
-	return userFromRow(updated), nil
+	return userFromStore(updated), nil
 }
 
 // User returns the user with id.
 func (s *Service) User(ctx context.Context, id uuid.UUID) (User, error) {
-	r, err := s.q().GetUser(ctx, id)
+	r, err := s.st().GetUser(ctx, id)
 	if err != nil {
 		return User{}, notFound(err)
 	}
-	return userFromRow(r), nil
+	return userFromStore(r), nil
 }
 
 // Memberships returns the accounts the user belongs to, by account name.
 func (s *Service) Memberships(ctx context.Context, userID uuid.UUID) ([]Membership, error) {
-	rows, err := s.q().ListUserMemberships(ctx, userID)
+	ms, err := s.st().ListUserMemberships(ctx, userID)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Membership, 0, len(rows))
-	for _, r := range rows {
+	out := make([]Membership, 0, len(ms))
+	for _, r := range ms {
 		out = append(out, Membership{AccountID: r.AccountID, AccountName: r.AccountName, Plan: r.Plan, Role: r.Role})
 	}
 	return out, nil
@@ -221,7 +226,7 @@ func (s *Service) Memberships(ctx context.Context, userID uuid.UUID) ([]Membersh
 
 // Membership returns the user's membership of one account (ErrNotFound when none).
 func (s *Service) Membership(ctx context.Context, userID, accountID uuid.UUID) (Membership, error) {
-	r, err := s.q().GetMembership(ctx, db.GetMembershipParams{UserID: userID, AccountID: accountID})
+	r, err := s.st().GetMembership(ctx, userID, accountID)
 	if err != nil {
 		return Membership{}, notFound(err)
 	}
@@ -234,6 +239,5 @@ func (s *Service) AddUser(ctx context.Context, accountID, userID uuid.UUID, role
 	if !ValidRole(role) {
 		return fmt.Errorf("role %q: want owner or member", role)
 	}
-	_, err := s.q().UpsertMembership(ctx, db.UpsertMembershipParams{AccountID: accountID, UserID: userID, Role: role})
-	return err
+	return s.st().SetMembership(ctx, accountID, userID, role)
 }

@@ -22,7 +22,7 @@ func setup(t *testing.T) (*members.Service, *store.Store) {
 	if _, err := st.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	return &members.Service{DB: st.Pool()}, st
+	return &members.Service{Store: st}, st
 }
 
 // TestSignInClaims: a member added by e-mail is claimed by the first sign-in with that

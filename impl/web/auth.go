@@ -15,7 +15,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/tollgate/tollgate/gen/db"
 	"github.com/tollgate/tollgate/impl/addrlimit"
 	"github.com/tollgate/tollgate/impl/web/audit"
 	"github.com/tollgate/tollgate/impl/web/members"
@@ -397,13 +396,12 @@ func (a *App) signup(w http.ResponseWriter, r *http.Request, v *Visitor) {
 		http.Redirect(w, r, "/signin/account", http.StatusSeeOther)
 		return
 	}
-	q := db.New(a.store.Pool())
-	claimed, err := q.ClaimSignup(ctx, v.User.ID)
+	claimed, err := a.store.ClaimSignup(ctx, v.User.ID)
 	if err != nil {
 		a.failInternal(w, r, v, "sign-up claim", err)
 		return
 	}
-	if claimed == 0 {
+	if !claimed {
 		a.signedUpBefore(w, r, v)
 		return
 	}
@@ -425,7 +423,7 @@ func (a *App) signup(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	acct, err := a.accounts.CreateAccount(ctx, truncate(base, 40)+"-"+hex.EncodeToString(suffix), a.web.SignupPlan)
 	if err != nil && acct.ID == uuid.Nil {
 		// No account was made: the claim is given back, so that the user may try again.
-		if rerr := q.ReleaseSignup(context.WithoutCancel(ctx), v.User.ID); rerr != nil {
+		if rerr := a.store.ReleaseSignup(context.WithoutCancel(ctx), v.User.ID); rerr != nil {
 			a.log.Error("web: release the sign-up claim", "user", v.User.ID, "err", rerr)
 		}
 		a.failInternal(w, r, v, "sign-up account", err)
@@ -433,7 +431,7 @@ func (a *App) signup(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	}
 	// The account exists (perhaps without all of its plan's set-up, then logged): it is the
 	// user's sign-up account, and the claim stays, so that no second one is made.
-	if serr := q.SetSignupAccount(context.WithoutCancel(ctx), db.SetSignupAccountParams{ID: v.User.ID, AccountID: acct.ID}); serr != nil {
+	if serr := a.store.SetSignupAccount(context.WithoutCancel(ctx), v.User.ID, acct.ID); serr != nil {
 		a.log.Error("web: record the sign-up account", "user", v.User.ID, "account", acct.ID, "err", serr)
 	}
 	if err != nil {
@@ -452,13 +450,13 @@ func (a *App) signup(w http.ResponseWriter, r *http.Request, v *Visitor) {
 // still being made (or when it is gone), to the account choice.
 func (a *App) signedUpBefore(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	ctx := r.Context()
-	id, err := db.New(a.store.Pool()).GetSignupAccount(ctx, v.User.ID)
+	id, err := a.store.SignupAccount(ctx, v.User.ID)
 	if err != nil {
 		a.failInternal(w, r, v, "sign-up account", err)
 		return
 	}
-	if id.Valid {
-		m, err := a.members.Membership(ctx, v.User.ID, uuid.UUID(id.Bytes))
+	if id != uuid.Nil {
+		m, err := a.members.Membership(ctx, v.User.ID, id)
 		switch {
 		case err == nil:
 			a.enterAccount(r, v.User, m, false)

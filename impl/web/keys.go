@@ -12,7 +12,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/tollgate/tollgate/gen/db"
 	"github.com/tollgate/tollgate/impl/accounts"
 	"github.com/tollgate/tollgate/impl/plaintext"
 	"github.com/tollgate/tollgate/impl/store"
@@ -112,14 +111,10 @@ func (a *App) keysPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
 		a.failInternal(w, r, v, "list keys", err)
 		return
 	}
-	suffixes, err := db.New(a.store.Pool()).ListAPIKeySuffixes(r.Context(), v.Account.AccountID)
+	last, err := a.store.APIKeySuffixes(r.Context(), v.Account.AccountID)
 	if err != nil {
 		a.failInternal(w, r, v, "key suffixes", err)
 		return
-	}
-	last := make(map[uuid.UUID]string, len(suffixes))
-	for _, s := range suffixes {
-		last[s.ID] = s.DisplaySuffix
 	}
 	d := keysData{Notice: keyNotices[r.URL.Query().Get("done")]}
 	for i := len(keys) - 1; i >= 0; i-- { // newest first
@@ -366,8 +361,7 @@ func (a *App) createKey(w http.ResponseWriter, r *http.Request, v *Visitor) {
 		a.failInternal(w, r, v, "create key", err)
 		return
 	}
-	if err := db.New(a.store.Pool()).SetAPIKeySuffix(r.Context(), db.SetAPIKeySuffixParams{ID: k.Key.ID,
-		AccountID: v.Account.AccountID, DisplaySuffix: k.Plain[len(k.Plain)-4:]}); err != nil {
+	if err := a.store.SetAPIKeySuffix(r.Context(), v.Account.AccountID, k.Key.ID, k.Plain[len(k.Plain)-4:]); err != nil {
 		a.log.Warn("web: keep the key's last four", "err", err) // the key works; the page shows its prefix only
 	}
 	f.created = true

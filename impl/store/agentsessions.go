@@ -1,0 +1,112 @@
+package store
+
+import (
+	"context"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/tollgate/tollgate/gen/db"
+)
+
+// The agents' sessions, their event logs and their queued messages (AgentQueries).
+
+// agentID is id as a nullable uuid column's value: NULL for uuid.Nil.
+func agentID(id uuid.UUID) pgtype.UUID { return pgtype.UUID{Bytes: id, Valid: id != uuid.Nil} }
+
+// agentScope is an account filter as the listings take it: NULL (every account) for nil.
+func agentScope(account *uuid.UUID) pgtype.UUID {
+	if account == nil {
+		return pgtype.UUID{}
+	}
+	return pgtype.UUID{Bytes: *account, Valid: true}
+}
+
+// InsertAgentSession stores a new session; a slot that runs a live session already refuses it
+// with a unique violation (23505).
+func (a *AgentQueries) InsertAgentSession(ctx context.Context, s NewAgentSession) (AgentSession, error) {
+	return a.q.InsertAgentSession(ctx, s)
+}
+
+// GetAgentSession reads the session with id.
+func (a *AgentQueries) GetAgentSession(ctx context.Context, id uuid.UUID) (AgentSession, error) {
+	return a.q.GetAgentSession(ctx, id)
+}
+
+// GetAgentSessionForUpdate reads the session with id and locks its row (FOR UPDATE) for the
+// rest of the transaction.
+func (a *AgentQueries) GetAgentSessionForUpdate(ctx context.Context, id uuid.UUID) (AgentSession, error) {
+	return a.q.GetAgentSessionForUpdate(ctx, id)
+}
+
+// GetAccountAgentSession reads the account's session with id (no row for another account's).
+func (a *AgentQueries) GetAccountAgentSession(ctx context.Context, account, id uuid.UUID) (AgentSession, error) {
+	return a.q.GetAccountAgentSession(ctx, db.GetAccountAgentSessionParams{AccountID: account, ID: id})
+}
+
+// ListAccountAgentSessions lists the account's sessions, newest first, at most limit.
+func (a *AgentQueries) ListAccountAgentSessions(ctx context.Context, account uuid.UUID, limit int32) ([]AgentSession, error) {
+	return a.q.ListAccountAgentSessions(ctx, db.ListAccountAgentSessionsParams{AccountID: account, Limit: limit})
+}
+
+// LatestSlotSession reads the slot's newest session, live or ended.
+func (a *AgentQueries) LatestSlotSession(ctx context.Context, slot uuid.UUID) (AgentSession, error) {
+	return a.q.LatestSlotSession(ctx, agentID(slot))
+}
+
+// LiveSlotSessionForUpdate reads the slot's live session and locks its row (FOR UPDATE).
+func (a *AgentQueries) LiveSlotSessionForUpdate(ctx context.Context, slot uuid.UUID) (AgentSession, error) {
+	return a.q.LiveSlotSessionForUpdate(ctx, agentID(slot))
+}
+
+// UpdateAgentSession writes a session row's changed fields back.
+func (a *AgentQueries) UpdateAgentSession(ctx context.Context, u AgentSessionUpdate) error {
+	return a.q.UpdateAgentSession(ctx, u)
+}
+
+// InsertAgentEvent appends an event to a session's log (notifying tollgate_agent_events at
+// commit).
+func (a *AgentQueries) InsertAgentEvent(ctx context.Context, e NewAgentEvent) error {
+	return a.q.InsertAgentEvent(ctx, e)
+}
+
+// AllAgentEvents lists the session's whole event log, in order.
+func (a *AgentQueries) AllAgentEvents(ctx context.Context, session uuid.UUID) ([]AgentEvent, error) {
+	return a.q.AllAgentEvents(ctx, session)
+}
+
+// ListAgentEvents lists the session's events after seq, in order, at most limit.
+func (a *AgentQueries) ListAgentEvents(ctx context.Context, session uuid.UUID, afterSeq int64, limit int32) ([]AgentEvent, error) {
+	return a.q.ListAgentEvents(ctx, db.ListAgentEventsParams{SessionID: session, Seq: afterSeq, Limit: limit})
+}
+
+// ListAgentEventsTail lists the session's newest events, newest first, at most limit.
+func (a *AgentQueries) ListAgentEventsTail(ctx context.Context, session uuid.UUID, limit int32) ([]AgentEvent, error) {
+	return a.q.ListAgentEventsTail(ctx, db.ListAgentEventsTailParams{SessionID: session, Limit: limit})
+}
+
+// LastAgentEventSeq is the number of the session's last event.
+func (a *AgentQueries) LastAgentEventSeq(ctx context.Context, session uuid.UUID) (int64, error) {
+	return a.q.LastAgentEventSeq(ctx, session)
+}
+
+// InsertAgentMessage queues a message for a session.
+func (a *AgentQueries) InsertAgentMessage(ctx context.Context, m NewAgentMessage) error {
+	return a.q.InsertAgentMessage(ctx, m)
+}
+
+// ListQueuedAgentMessages lists the session's queued messages, in the order they came.
+func (a *AgentQueries) ListQueuedAgentMessages(ctx context.Context, session uuid.UUID) ([]AgentMessage, error) {
+	return a.q.ListQueuedAgentMessages(ctx, session)
+}
+
+// CountQueuedAgentMessages counts the session's queued messages.
+func (a *AgentQueries) CountQueuedAgentMessages(ctx context.Context, session uuid.UUID) (int64, error) {
+	return a.q.CountQueuedAgentMessages(ctx, session)
+}
+
+// TakeAgentMessages marks the queued messages with ids taken by turn, and returns how many
+// were still queued.
+func (a *AgentQueries) TakeAgentMessages(ctx context.Context, turn int32, ids []uuid.UUID) (int64, error) {
+	return a.q.TakeAgentMessages(ctx, db.TakeAgentMessagesParams{Turn: turn, Ids: ids})
+}

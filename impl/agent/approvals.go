@@ -11,11 +11,9 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/riverqueue/river"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/tollgate/tollgate/gen/db"
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/store"
@@ -27,7 +25,7 @@ type promptAction struct {
 	Prompt    string `json:"prompt"`
 }
 
-func approvalView(a db.AgentApproval) Approval {
+func approvalView(a store.AgentApproval) Approval {
 	out := Approval{ID: a.ID.String(), AccountID: a.AccountID, KeyID: idText(a.KeyID), Action: a.Action, State: a.State,
 		SessionID: idText(a.SessionID), MessageID: idText(a.MessageID), ResolvedBy: a.ResolvedBy, RequestedBy: a.RequestedBy,
 		Arguments: a.Arguments, ArgumentsHash: a.ArgumentsHash, CreatedAt: a.CreatedAt, ExpiresAt: a.ExpiresAt, ResolvedAt: a.ResolvedAt}
@@ -90,21 +88,21 @@ func (s *Service) request(ctx context.Context, p auth.Principal, action string, 
 	}
 	b = storableJSON(b)
 	sum := sha256.Sum256(append([]byte(action+"\n"), b...))
-	var a db.AgentApproval
+	var a store.AgentApproval
 	// The count and the insert under one lock of the account's approvals: requests at once all
 	// passed the count before (trial h13 D2: 130 at once left 118 pending).
-	err = s.inTx(ctx, func(_ pgx.Tx, q *db.Queries) error {
-		if err := q.LockAgentKey(ctx, "approvals:"+p.AccountID.String()); err != nil {
+	err = s.inTx(ctx, func(tx *store.AgentTx) error {
+		if err := tx.LockAgentKey(ctx, "approvals:"+p.AccountID.String()); err != nil {
 			return err
 		}
-		pending, err := q.CountPendingAgentApprovals(ctx, p.AccountID)
+		pending, err := tx.CountPendingAgentApprovals(ctx, p.AccountID)
 		if err != nil {
 			return err
 		}
 		if pending >= MaxPendingApprovals {
 			return conflictf("the account has %d approvals pending, the most it may: a person must approve or deny some (or let them expire) before more are asked for", pending)
 		}
-		a, err = q.InsertAgentApproval(ctx, db.InsertAgentApprovalParams{ID: uuid.New(), AccountID: p.AccountID, KeyID: pgUUID(p.KeyID),
+		a, err = tx.InsertAgentApproval(ctx, store.NewAgentApproval{ID: uuid.New(), AccountID: p.AccountID, KeyID: pgUUID(p.KeyID),
 			Action: action, Arguments: b, ArgumentsHash: hex.EncodeToString(sum[:]), ExpiresAt: time.Now().Add(s.cfg.ApprovalTTL),
 			RequestedBy: requester(p), TraceParent: traceparent(ctx), OauthGrantID: pgUUID(grantOf(p))})
 		return err
@@ -151,8 +149,8 @@ func (s *Service) RequestSpawn(ctx context.Context, p auth.Principal, a SpawnAct
 }
 
 // hasSlot reports whether the account has an agent slot at all (free or not).
-func hasSlot(ctx context.Context, q *db.Queries, account uuid.UUID) (bool, error) {
-	slots, err := q.ListAgentSlots(ctx, pgtype.UUID{Bytes: account, Valid: true})
+func hasSlot(ctx context.Context, q *store.AgentQueries, account uuid.UUID) (bool, error) {
+	slots, err := q.ListAgentSlots(ctx, &account)
 	return len(slots) > 0, err
 }
 
@@ -182,16 +180,16 @@ func (s *Service) RequestPrompt(ctx context.Context, p auth.Principal, sessionID
 
 // approval reads an approval, expiring it first when it is pending past its expiry; accountID
 // nil reads any account's (a zero id: ErrNotFound).
-func (s *Service) approval(ctx context.Context, accountID *uuid.UUID, approvalID string) (db.AgentApproval, error) {
+func (s *Service) approval(ctx context.Context, accountID *uuid.UUID, approvalID string) (store.AgentApproval, error) {
 	if _, err := scope(accountID); err != nil {
-		return db.AgentApproval{}, err
+		return store.AgentApproval{}, err
 	}
 	id, err := parseID(approvalID)
 	if err != nil {
-		return db.AgentApproval{}, err
+		return store.AgentApproval{}, err
 	}
 	if _, err := s.q.ExpireAgentApproval(ctx, id); err != nil {
-		return db.AgentApproval{}, err
+		return store.AgentApproval{}, err
 	}
 	a, err := s.q.GetAgentApproval(ctx, id)
 	if err != nil {
@@ -225,7 +223,7 @@ func (s *Service) ListApprovals(ctx context.Context, accountID *uuid.UUID, state
 	if state == "all" {
 		state = ""
 	}
-	rows, err := s.q.ListAgentApprovals(ctx, db.ListAgentApprovalsParams{AccountID: acct, State: state, Max: int32(listLimit(limit))})
+	rows, err := s.q.ListAgentApprovals(ctx, acct, state, int32(listLimit(limit)))
 	if err != nil {
 		return nil, err
 	}
@@ -257,14 +255,14 @@ func (s *Service) Resolve(ctx context.Context, accountID *uuid.UUID, approvalID 
 			return Approval{}, conflictf("approval %s cannot be approved: %s; deny it", cur.ID, why)
 		}
 	}
-	var out db.AgentApproval
-	err = s.inTx(ctx, func(tx pgx.Tx, q *db.Queries) error {
-		a, err := q.ResolveAgentApproval(ctx, db.ResolveAgentApprovalParams{State: state, ResolvedBy: by, ID: cur.ID})
+	var out store.AgentApproval
+	err = s.inTx(ctx, func(tx *store.AgentTx) error {
+		a, err := tx.ResolveAgentApproval(ctx, cur.ID, state, by)
 		if errors.Is(err, pgx.ErrNoRows) {
-			if _, err := q.ExpireAgentApproval(ctx, cur.ID); err != nil {
+			if _, err := tx.ExpireAgentApproval(ctx, cur.ID); err != nil {
 				return err
 			}
-			now, err := q.GetAgentApproval(ctx, cur.ID)
+			now, err := tx.GetAgentApproval(ctx, cur.ID)
 			if err != nil {
 				return err
 			}
@@ -293,7 +291,7 @@ func (s *Service) Resolve(ctx context.Context, accountID *uuid.UUID, approvalID 
 // they allowed the app with (grantGone). It reads with q (the caller's transaction's, when it
 // has one: a second connection while the approval row is locked could wait for the pool the
 // other runs of the action hold). Its error is a dependency failure.
-func requesterGone(ctx context.Context, q *db.Queries, a db.AgentApproval) (string, error) {
+func requesterGone(ctx context.Context, q *store.AgentQueries, a store.AgentApproval) (string, error) {
 	if grant := fromPG(a.OauthGrantID); grant != uuid.Nil {
 		gone, err := grantGone(ctx, q, grant)
 		if err != nil || !gone {
@@ -305,7 +303,7 @@ func requesterGone(ctx context.Context, q *db.Queries, a db.AgentApproval) (stri
 	if id == uuid.Nil {
 		return "", nil
 	}
-	k, err := q.GetAccountAPIKey(ctx, db.GetAccountAPIKeyParams{ID: id, AccountID: a.AccountID})
+	k, err := q.GetAccountAPIKey(ctx, a.AccountID, id)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows) || err == nil && k.RevokedAt != nil:
 		return "the API key that asked for it was revoked since", nil
@@ -324,12 +322,12 @@ func requesterGone(ctx context.Context, q *db.Queries, a db.AgentApproval) (stri
 // lowered role), past its absolute lifetime (its expires_at: none of its tokens works after
 // it), its member no longer in the account, or the grant deleted. Its error is a dependency
 // failure.
-func grantGone(ctx context.Context, q *db.Queries, grant uuid.UUID) (bool, error) {
-	_, err := q.OAuthGrantActive(ctx, grant)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return true, nil
+func grantGone(ctx context.Context, q *store.AgentQueries, grant uuid.UUID) (bool, error) {
+	active, err := q.OAuthGrantActive(ctx, grant)
+	if err != nil {
+		return false, err
 	}
-	return false, err
+	return !active, nil
 }
 
 // sweepApprovals expires pending approvals past their expiry every ApprovalSweep, until ctx
@@ -372,8 +370,8 @@ func (w *actionWorker) NextRetry(job *river.Job[actionArgs]) time.Time {
 // together) would be a run that is gone, and runs again under the lock.
 func (w *actionWorker) Work(ctx context.Context, job *river.Job[actionArgs]) error {
 	s := w.s
-	return s.inTx(ctx, func(tx pgx.Tx, q *db.Queries) error {
-		a, err := q.GetAgentApprovalForUpdate(ctx, job.Args.ApprovalID)
+	return s.inTx(ctx, func(tx *store.AgentTx) error {
+		a, err := tx.GetAgentApprovalForUpdate(ctx, job.Args.ApprovalID)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return complete(ctx, tx, job)
 		}
@@ -385,11 +383,11 @@ func (w *actionWorker) Work(ctx context.Context, job *river.Job[actionArgs]) err
 		}
 		status := *a.ActionStatus
 		set := func(to string, session, message uuid.UUID, failure string) error {
-			p := db.SetAgentApprovalActionParams{ID: a.ID, From: status, ActionStatus: to, SessionID: pgUUID(session), MessageID: pgUUID(message)}
+			p := store.AgentActionUpdate{ID: a.ID, From: status, ActionStatus: to, SessionID: pgUUID(session), MessageID: pgUUID(message)}
 			if failure != "" {
 				p.Failure = &failure
 			}
-			n, err := q.SetAgentApprovalAction(ctx, p)
+			n, err := tx.SetAgentApprovalAction(ctx, p)
 			if err != nil {
 				return err
 			}
@@ -408,7 +406,7 @@ func (w *actionWorker) Work(ctx context.Context, job *river.Job[actionArgs]) err
 		}
 		// A key that asked and was revoked (disabled, expired) since the approval fails it, and
 		// so does a connected app whose grant stopped working since.
-		if why, err := requesterGone(ctx, q, a); err != nil {
+		if why, err := requesterGone(ctx, tx.AgentQueries, a); err != nil {
 			return err
 		} else if why != "" {
 			if err := set(ActionFailed, uuid.Nil, uuid.Nil, why); err != nil {
@@ -418,7 +416,7 @@ func (w *actionWorker) Work(ctx context.Context, job *river.Job[actionArgs]) err
 		}
 		// The action runs in a savepoint: a refusal rolls its writes back and is recorded.
 		var session, message uuid.UUID
-		sp, err := tx.Begin(ctx)
+		sp, err := tx.Savepoint(ctx)
 		if err != nil {
 			return err
 		}
@@ -429,9 +427,9 @@ func (w *actionWorker) Work(ctx context.Context, job *river.Job[actionArgs]) err
 		}
 		switch a.Action {
 		case "spawn":
-			session, err = s.spawnApproved(actx, sp, q.WithTx(sp), a)
+			session, err = s.spawnApproved(actx, sp.AgentTx, a)
 		case "prompt":
-			session, message, err = s.promptApproved(actx, sp, q.WithTx(sp), a)
+			session, message, err = s.promptApproved(actx, sp.AgentTx, a)
 		default:
 			err = conflictf("unknown action %q", a.Action)
 		}
@@ -439,7 +437,7 @@ func (w *actionWorker) Work(ctx context.Context, job *river.Job[actionArgs]) err
 		var ae *apierror.Error
 		switch {
 		case err == nil:
-			if err := sp.Commit(ctx); err != nil {
+			if err := sp.Release(ctx); err != nil {
 				return err
 			}
 			if err := set(ActionDone, session, message, ""); err != nil {
@@ -474,26 +472,26 @@ func (w *actionWorker) Work(ctx context.Context, job *river.Job[actionArgs]) err
 }
 
 // spawnApproved starts an approved agent_spawn in the account's first free slot (by name).
-func (s *Service) spawnApproved(ctx context.Context, tx pgx.Tx, q *db.Queries, a db.AgentApproval) (uuid.UUID, error) {
+func (s *Service) spawnApproved(ctx context.Context, tx *store.AgentTx, a store.AgentApproval) (uuid.UUID, error) {
 	var args SpawnAction
 	if err := json.Unmarshal(a.Arguments, &args); err != nil {
 		return uuid.Nil, err
 	}
-	free, err := q.FreeAgentSlots(ctx, a.AccountID)
+	free, err := tx.FreeAgentSlots(ctx, a.AccountID)
 	if err != nil {
 		return uuid.Nil, err
 	}
 	if len(free) == 0 {
-		if has, err := hasSlot(ctx, q, a.AccountID); err == nil && !has {
+		if has, err := hasSlot(ctx, tx.AgentQueries, a.AccountID); err == nil && !has {
 			return uuid.Nil, errNoSlot
 		}
 		return uuid.Nil, conflictf("no free slot: every agent slot of the account runs a session")
 	}
-	params, err := s.resolveSpawn(ctx, q, a.AccountID, args, nil)
+	params, err := s.resolveSpawn(ctx, tx.AgentQueries, a.AccountID, args, nil)
 	if err != nil {
 		return uuid.Nil, err
 	}
-	row, err := s.createSession(ctx, tx, q, a.AccountID, fromPG(a.KeyID), fromPG(a.OauthGrantID), free[0], params, args.Purpose, uuid.Nil)
+	row, err := s.createSession(ctx, tx, a.AccountID, fromPG(a.KeyID), fromPG(a.OauthGrantID), free[0], params, args.Purpose, uuid.Nil)
 	if err != nil {
 		return uuid.Nil, err
 	}
@@ -501,7 +499,7 @@ func (s *Service) spawnApproved(ctx context.Context, tx pgx.Tx, q *db.Queries, a
 }
 
 // promptApproved sends an approved agent_prompt to its session.
-func (s *Service) promptApproved(ctx context.Context, tx pgx.Tx, q *db.Queries, a db.AgentApproval) (uuid.UUID, uuid.UUID, error) {
+func (s *Service) promptApproved(ctx context.Context, tx *store.AgentTx, a store.AgentApproval) (uuid.UUID, uuid.UUID, error) {
 	var args promptAction
 	if err := json.Unmarshal(a.Arguments, &args); err != nil {
 		return uuid.Nil, uuid.Nil, err
@@ -510,7 +508,7 @@ func (s *Service) promptApproved(ctx context.Context, tx pgx.Tx, q *db.Queries, 
 	if err != nil {
 		return uuid.Nil, uuid.Nil, ErrNotFound
 	}
-	st, err := lockSession(ctx, tx, q, id)
+	st, err := lockSession(ctx, tx, id)
 	if err != nil {
 		return uuid.Nil, uuid.Nil, err
 	}

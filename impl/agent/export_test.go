@@ -3,9 +3,7 @@ package agent
 import (
 	"context"
 
-	"github.com/jackc/pgx/v5"
-
-	"github.com/tollgate/tollgate/gen/db"
+	"github.com/tollgate/tollgate/impl/store"
 )
 
 // ApproveWithJobs approves a pending approval as Resolve does, but inserts its action's job
@@ -16,8 +14,8 @@ func (s *Service) ApproveWithJobs(ctx context.Context, approvalID string, runs i
 	if err != nil {
 		return err
 	}
-	return s.inTx(ctx, func(tx pgx.Tx, q *db.Queries) error {
-		a, err := q.ResolveAgentApproval(ctx, db.ResolveAgentApprovalParams{State: ApprovalApproved, ResolvedBy: "operator", ID: id})
+	return s.inTx(ctx, func(tx *store.AgentTx) error {
+		a, err := tx.ResolveAgentApproval(ctx, id, ApprovalApproved, "operator")
 		if err != nil {
 			return err
 		}

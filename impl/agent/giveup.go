@@ -8,11 +8,9 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
-	"github.com/tollgate/tollgate/gen/db"
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/store"
 )
@@ -150,13 +148,13 @@ func (s *Service) sweepJob(ctx context.Context, j *rivertype.JobRow) (bool, erro
 		return false, fmt.Errorf("agent: discarded job %d: %w", j.ID, err)
 	}
 	ended := false
-	err := s.inTx(ctx, func(tx pgx.Tx, q *db.Queries) error {
-		if _, err := s.river.JobDeleteTx(ctx, tx, j.ID); errors.Is(err, rivertype.ErrNotFound) {
+	err := s.inTx(ctx, func(tx *store.AgentTx) error {
+		if _, err := s.river.JobDeleteTx(ctx, tx.Tx(), j.ID); errors.Is(err, rivertype.ErrNotFound) {
 			return nil // another process took it
 		} else if err != nil {
 			return err
 		}
-		st, err := lockSession(ctx, tx, q, args.SessionID)
+		st, err := lockSession(ctx, tx, args.SessionID)
 		if errors.Is(err, ErrNotFound) {
 			return nil
 		}

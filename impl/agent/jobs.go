@@ -10,7 +10,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"github.com/tollgate/tollgate/gen/db"
+	"github.com/tollgate/tollgate/impl/store"
 )
 
 // The River jobs of the agents. Each job's effects commit in one transaction with the job's
@@ -92,19 +92,19 @@ func (s *Service) newRiver() (*river.Client[pgx.Tx], error) {
 }
 
 // complete marks the job completed in tx.
-func complete[T river.JobArgs](ctx context.Context, tx pgx.Tx, job *river.Job[T]) error {
-	_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+func complete[T river.JobArgs](ctx context.Context, tx *store.AgentTx, job *river.Job[T]) error {
+	_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx.Tx(), job)
 	return err
 }
 
 // insert inserts a job in tx, with its explicit MaxAttempts.
-func (s *Service) insert(ctx context.Context, tx pgx.Tx, args river.JobArgs, opts *river.InsertOpts) error {
+func (s *Service) insert(ctx context.Context, tx *store.AgentTx, args river.JobArgs, opts *river.InsertOpts) error {
 	o := river.InsertOpts{}
 	if opts != nil {
 		o = *opts
 	}
 	o.MaxAttempts = s.attempts(args)
-	_, err := s.river.InsertTx(ctx, tx, args, &o)
+	_, err := s.river.InsertTx(ctx, tx.Tx(), args, &o)
 	return err
 }
 
@@ -117,7 +117,7 @@ func (s *Service) enqueueStep(st *sessionTx) error {
 
 // kick makes a ready session busy when a message waits for it.
 func (s *Service) kick(st *sessionTx) error {
-	queued, err := st.q.ListQueuedAgentMessages(st.ctx, st.row.ID)
+	queued, err := st.tx.ListQueuedAgentMessages(st.ctx, st.row.ID)
 	if err != nil || len(queued) == 0 {
 		return err
 	}
@@ -130,8 +130,8 @@ func (s *Service) kick(st *sessionTx) error {
 // withSession runs fn on the job's session, locked, then saves it and completes the job, in
 // one transaction. A session that no longer exists completes the job with nothing to do.
 func withSession[T river.JobArgs](ctx context.Context, s *Service, job *river.Job[T], id uuid.UUID, fn func(st *sessionTx) error) error {
-	return s.inTx(ctx, func(tx pgx.Tx, q *db.Queries) error {
-		st, err := lockSession(ctx, tx, q, id)
+	return s.inTx(ctx, func(tx *store.AgentTx) error {
+		st, err := lockSession(ctx, tx, id)
 		if errors.Is(err, ErrNotFound) {
 			return complete(ctx, tx, job)
 		}
@@ -154,7 +154,7 @@ func setCommand(st *sessionTx, id uuid.UUID, statuses ...string) error {
 		return nil
 	}
 	for _, status := range statuses {
-		if err := st.q.SetAgentCommandStatus(st.ctx, db.SetAgentCommandStatusParams{ID: id, Status: status}); err != nil {
+		if err := st.tx.SetAgentCommandStatus(st.ctx, id, status); err != nil {
 			return err
 		}
 	}

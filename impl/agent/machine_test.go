@@ -9,9 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
-	"github.com/tollgate/tollgate/gen/db"
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 	"github.com/tollgate/tollgate/impl/store"
@@ -85,7 +83,7 @@ func TestSessionTransitionsInTheDatabase(t *testing.T) {
 	for _, from := range SessionMachine.States {
 		for _, to := range SessionMachine.States {
 			t.Run(from+"→"+to, func(t *testing.T) {
-				row, err := s.q.InsertAgentSession(ctx, db.InsertAgentSessionParams{ID: uuid.New(), AccountID: acct, SlotName: "x",
+				row, err := s.q.InsertAgentSession(ctx, store.NewAgentSession{ID: uuid.New(), AccountID: acct, SlotName: "x",
 					Model: "service-flint", MaxTurns: 1, MaxSpendMicros: 1, MaxDurationSeconds: 1})
 				if err != nil {
 					t.Fatal(err)
@@ -93,8 +91,8 @@ func TestSessionTransitionsInTheDatabase(t *testing.T) {
 				if _, err := s.pool.Exec(ctx, "UPDATE agent_sessions SET state = $2 WHERE id = $1", row.ID, from); err != nil {
 					t.Fatal(err)
 				}
-				err = s.inTx(ctx, func(tx pgx.Tx, q *db.Queries) error {
-					st, err := lockSession(ctx, tx, q, row.ID)
+				err = s.inTx(ctx, func(tx *store.AgentTx) error {
+					st, err := lockSession(ctx, tx, row.ID)
 					if err != nil {
 						return err
 					}
@@ -132,7 +130,7 @@ func TestApprovalResolutions(t *testing.T) {
 	s, acct := testDB(t)
 	ctx := context.Background()
 	mk := func(state string, expires time.Time) string {
-		a, err := s.q.InsertAgentApproval(ctx, db.InsertAgentApprovalParams{ID: uuid.New(), AccountID: acct, Action: "prompt",
+		a, err := s.q.InsertAgentApproval(ctx, store.NewAgentApproval{ID: uuid.New(), AccountID: acct, Action: "prompt",
 			Arguments: []byte(`{}`), ArgumentsHash: "h", ExpiresAt: expires})
 		if err != nil {
 			t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/tollgate/tollgate/gen/db"
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/store"
 )
@@ -24,7 +23,7 @@ func (s *Service) AssignSlot(ctx context.Context, accountID uuid.UUID, name stri
 	if name == "" || strings.ContainsAny(name, "/ \t\n") || len(name) > 64 {
 		return apierror.Invalid("slot", "a slot name is 1 to 64 characters without '/' or spaces")
 	}
-	_, err := s.q.InsertAgentSlot(ctx, db.InsertAgentSlotParams{AccountID: accountID, Name: name})
+	_, err := s.q.InsertAgentSlot(ctx, accountID, name)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
@@ -44,12 +43,12 @@ func (s *Service) UnassignSlot(ctx context.Context, accountID uuid.UUID, name st
 	if _, err := tenantID(accountID); err != nil {
 		return err
 	}
-	return s.inTx(ctx, func(tx pgx.Tx, q *db.Queries) error {
-		sl, err := slotFor(ctx, q, accountID, name)
+	return s.inTx(ctx, func(tx *store.AgentTx) error {
+		sl, err := slotFor(ctx, tx.AgentQueries, accountID, name)
 		if err != nil {
 			return err
 		}
-		st, ok, err := liveSession(ctx, tx, q, sl.ID)
+		st, ok, err := liveSession(ctx, tx, sl.ID)
 		if err != nil {
 			return err
 		}
@@ -58,7 +57,7 @@ func (s *Service) UnassignSlot(ctx context.Context, accountID uuid.UUID, name st
 				return err
 			}
 		}
-		_, err = q.DeleteAgentSlot(ctx, sl.ID)
+		_, err = tx.DeleteAgentSlot(ctx, sl.ID)
 		return err
 	})
 }
@@ -82,7 +81,7 @@ func (s *Service) ListSlots(ctx context.Context, accountID *uuid.UUID) ([]SlotAs
 	return out, nil
 }
 
-func ticketView(t db.AgentTicket) Ticket {
+func ticketView(t store.AgentTicket) Ticket {
 	return Ticket{ID: t.ID.String(), AccountID: t.AccountID, SessionID: idText(t.SessionID), Title: t.Title, Body: t.Body,
 		State: t.State, OpenedBy: t.OpenedBy, CreatedAt: t.CreatedAt, ClosedAt: t.ClosedAt}
 }
@@ -97,7 +96,7 @@ func (s *Service) OpenTicket(ctx context.Context, accountID uuid.UUID, sessionID
 	if title == "" {
 		return Ticket{}, apierror.Invalid("title", "a ticket needs a title")
 	}
-	p := db.InsertAgentTicketParams{ID: uuid.New(), AccountID: accountID, Title: truncate(store.CleanText(title), 200), Body: store.CleanText(body), OpenedBy: openedBy}
+	p := store.NewAgentTicket{ID: uuid.New(), AccountID: accountID, Title: truncate(store.CleanText(title), 200), Body: store.CleanText(body), OpenedBy: openedBy}
 	if sessionID != nil {
 		row, err := s.q.GetAgentSession(ctx, *sessionID)
 		if err != nil || row.AccountID != accountID {
@@ -160,7 +159,7 @@ func (s *Service) ListTickets(ctx context.Context, accountID *uuid.UUID, state s
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.q.ListAgentTickets(ctx, db.ListAgentTicketsParams{AccountID: acct, State: state, Max: int32(listLimit(limit))})
+	rows, err := s.q.ListAgentTickets(ctx, acct, state, int32(listLimit(limit)))
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
-	"github.com/tollgate/tollgate/gen/db"
 	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/exchange"
@@ -50,8 +49,9 @@ type Options struct {
 
 // Service is the agents service. It is safe for concurrent use.
 type Service struct {
+	store    *store.Store
 	pool     *pgxpool.Pool
-	q        *db.Queries
+	q        *store.AgentQueries
 	cfg      config.Agents
 	models   *config.Config
 	tools    map[string]tool.Tool
@@ -77,7 +77,7 @@ func New(o Options) (*Service, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	s := &Service{pool: o.Store.Pool(), q: db.New(o.Store.Pool()), cfg: cfg, models: o.Config,
+	s := &Service{store: o.Store, pool: o.Store.Pool(), q: o.Store.Agents(), cfg: cfg, models: o.Config,
 		tools: map[string]tool.Tool{}, exchange: o.Exchange, key: o.KeyPrincipal, log: o.Logger,
 		// River reports every start and stop at info; its warnings and errors are what matter.
 		riverLog: slog.New(minLevel{o.Logger.Handler(), slog.LevelWarn})}

@@ -11,13 +11,13 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/tollgate/tollgate/gen/db"
 	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/store"
 )
 
 // inTx runs fn in one transaction, committing when it returns nil.
-func (s *Service) inTx(ctx context.Context, fn func(tx pgx.Tx, q *db.Queries) error) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return fn(tx, s.q.WithTx(tx)) })
+func (s *Service) inTx(ctx context.Context, fn func(tx *store.AgentTx) error) error {
+	return s.store.InAgentTx(ctx, fn)
 }
 
 // sessionTx is a session row locked in a transaction, and the events appended to it there.
@@ -25,19 +25,18 @@ func (s *Service) inTx(ctx context.Context, fn func(tx pgx.Tx, q *db.Queries) er
 // checks each state change against SessionMachine, and save writes the row back.
 type sessionTx struct {
 	ctx context.Context
-	tx  pgx.Tx
-	q   *db.Queries
-	row db.AgentSession
+	tx  *store.AgentTx
+	row store.AgentSession
 	now time.Time
 }
 
 // lockSession locks the session's row for the rest of the transaction.
-func lockSession(ctx context.Context, tx pgx.Tx, q *db.Queries, id uuid.UUID) (*sessionTx, error) {
-	row, err := q.GetAgentSessionForUpdate(ctx, id)
+func lockSession(ctx context.Context, tx *store.AgentTx, id uuid.UUID) (*sessionTx, error) {
+	row, err := tx.GetAgentSessionForUpdate(ctx, id)
 	if err != nil {
 		return nil, notFound(err)
 	}
-	return &sessionTx{ctx: ctx, tx: tx, q: q, row: row, now: time.Now()}, nil
+	return &sessionTx{ctx: ctx, tx: tx, row: row, now: time.Now()}, nil
 }
 
 // event appends an event to the session's log.
@@ -48,7 +47,7 @@ func (st *sessionTx) event(kind string, data any) error {
 	}
 	seq := st.row.NextSeq
 	st.row.NextSeq++
-	return st.q.InsertAgentEvent(st.ctx, db.InsertAgentEventParams{SessionID: st.row.ID, Seq: seq, AccountID: st.row.AccountID, Kind: kind, Data: storableJSON(b)})
+	return st.tx.InsertAgentEvent(st.ctx, store.NewAgentEvent{SessionID: st.row.ID, Seq: seq, AccountID: st.row.AccountID, Kind: kind, Data: storableJSON(b)})
 }
 
 // move changes the session's state (reason: the end reason, kept while stopping), with its
@@ -71,11 +70,10 @@ func (st *sessionTx) move(to, reason string) error {
 	case StateStopped, StateFailed:
 		t := st.now
 		st.row.EndedAt = &t
-		if err := st.q.FinishAgentStopCommands(st.ctx, pgUUID(st.row.ID)); err != nil {
+		if err := st.tx.FinishAgentStopCommands(st.ctx, st.row.ID); err != nil {
 			return err
 		}
-		if err := st.q.CancelSessionPromptApprovals(st.ctx, db.CancelSessionPromptApprovalsParams{
-			AccountID: st.row.AccountID, SessionID: st.row.ID.String()}); err != nil {
+		if err := st.tx.CancelSessionPromptApprovals(st.ctx, st.row.AccountID, st.row.ID.String()); err != nil {
 			return err
 		}
 	}
@@ -102,14 +100,14 @@ func (st *sessionTx) end(to, reason string) error {
 // save writes the row back.
 func (st *sessionTx) save() error {
 	r := st.row
-	return st.q.UpdateAgentSession(st.ctx, db.UpdateAgentSessionParams{
+	return st.tx.UpdateAgentSession(st.ctx, store.AgentSessionUpdate{
 		ID: r.ID, State: r.State, EndReason: r.EndReason, Turns: r.Turns, SpentMicros: r.SpentMicros,
 		Step: r.Step, NextSeq: r.NextSeq, ReadyAt: r.ReadyAt, EndedAt: r.EndedAt,
 	})
 }
 
 // deadline is when the session's wall-clock bound ends it (zero before it is ready).
-func deadline(r db.AgentSession) time.Time {
+func deadline(r store.AgentSession) time.Time {
 	if r.ReadyAt == nil {
 		return time.Time{}
 	}
@@ -141,14 +139,14 @@ func tenantID(id uuid.UUID) (uuid.UUID, error) {
 // scope is the account filter of an operator's listing: nil is every account (the operator's
 // explicit "all accounts"), a pointer to an account that account alone, and a pointer to the
 // zero id ErrNotFound (never every account).
-func scope(accountID *uuid.UUID) (pgtype.UUID, error) {
+func scope(accountID *uuid.UUID) (*uuid.UUID, error) {
 	if accountID == nil {
-		return pgtype.UUID{}, nil
+		return nil, nil
 	}
 	if _, err := tenantID(*accountID); err != nil {
-		return pgtype.UUID{}, err
+		return nil, err
 	}
-	return pgtype.UUID{Bytes: *accountID, Valid: true}, nil
+	return accountID, nil
 }
 
 func pgUUID(id uuid.UUID) pgtype.UUID { return pgtype.UUID{Bytes: id, Valid: id != uuid.Nil} }
@@ -177,7 +175,7 @@ func parseID(s string) (uuid.UUID, error) {
 }
 
 // view is the session as its account sees it.
-func view(r db.AgentSession) SessionView {
+func view(r store.AgentSession) SessionView {
 	return SessionView{
 		ID: r.ID.String(), Slot: r.SlotName, Model: r.Model, Purpose: r.Purpose, AgentName: r.AgentName,
 		State: r.State, EndReason: r.EndReason, TargetEnvironment: r.TargetEnvironment, ResourceProfile: r.ResourceProfile,
@@ -188,7 +186,7 @@ func view(r db.AgentSession) SessionView {
 }
 
 // endedText names an ended session's state and reason, e.g. "stopped: max_turns".
-func endedText(r db.AgentSession) string {
+func endedText(r store.AgentSession) string {
 	if r.EndReason == "" {
 		return r.State
 	}

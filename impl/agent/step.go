@@ -15,7 +15,6 @@ import (
 	"github.com/riverqueue/river"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/tollgate/tollgate/gen/db"
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/billing"
@@ -55,7 +54,7 @@ type toolCall struct {
 	ID, Name, Arguments string
 	Result              string
 	Truncated, IsError  bool
-	ticket              *db.InsertAgentTicketParams
+	ticket              *store.NewAgentTicket
 }
 
 // work runs one attempt of a step (Work wraps it).
@@ -147,7 +146,7 @@ func (w *stepWorker) work(ctx context.Context, job *river.Job[stepArgs]) error {
 			ids[i] = m.ID
 		}
 		if len(ids) > 0 {
-			n, err := st.q.TakeAgentMessages(ctx, db.TakeAgentMessagesParams{Turn: int32(turn), Ids: ids})
+			n, err := st.tx.TakeAgentMessages(ctx, int32(turn), ids)
 			if err != nil {
 				return err
 			}
@@ -170,10 +169,10 @@ func (w *stepWorker) work(ctx context.Context, job *river.Job[stepArgs]) error {
 		// (A step run again is not always a later attempt of its job: a stopped process's
 		// jobs are taken over as they were. The ledger is asked every time: one indexed read a
 		// model call.)
-		e, err := st.q.GetLedgerEntryByKey(ctx, db.GetLedgerEntryByKeyParams{AccountID: r.AccountID, IdempotencyKey: store.UsageLedgerKey(RequestID(r.ID, turn))})
+		amount, err := st.tx.LedgerAmountByKey(ctx, r.AccountID, store.UsageLedgerKey(RequestID(r.ID, turn)))
 		switch {
-		case err == nil && -e.AmountMicros != ans.CostMicros:
-			cost, billedBefore = -e.AmountMicros, true
+		case err == nil && -amount != ans.CostMicros:
+			cost, billedBefore = -amount, true
 		case err != nil && !errors.Is(err, pgx.ErrNoRows):
 			return err
 		}
@@ -207,7 +206,7 @@ func (w *stepWorker) work(ctx context.Context, job *river.Job[stepArgs]) error {
 		}
 		for _, c := range calls {
 			if c.ticket != nil {
-				if _, err := st.q.InsertAgentTicket(ctx, *c.ticket); err != nil {
+				if _, err := st.tx.InsertAgentTicket(ctx, *c.ticket); err != nil {
 					return err
 				}
 			}
@@ -231,7 +230,7 @@ func (w *stepWorker) work(ctx context.Context, job *river.Job[stepArgs]) error {
 		case len(calls) > 0:
 			return s.enqueueStep(st)
 		}
-		more, err := st.q.ListQueuedAgentMessages(ctx, r.ID)
+		more, err := st.tx.ListQueuedAgentMessages(ctx, r.ID)
 		if err != nil {
 			return err
 		}
@@ -259,7 +258,7 @@ func (w *stepWorker) work(ctx context.Context, job *river.Job[stepArgs]) error {
 // grant (revoked, past its lifetime, or its member removed or their role lowered), key_revoked when the key was
 // revoked, disabled or has expired, key_limit when its model subset no longer holds the
 // session's model. Its errors are dependency failures.
-func (s *Service) principal(ctx context.Context, row db.AgentSession) (auth.Principal, string, error) {
+func (s *Service) principal(ctx context.Context, row store.AgentSession) (auth.Principal, string, error) {
 	if grant := fromPG(row.OauthGrantID); grant != uuid.Nil {
 		gone, err := grantGone(ctx, s.q, grant)
 		if err != nil {
@@ -298,7 +297,7 @@ func (s *Service) keyRoom(ctx context.Context, p auth.Principal) (int64, error) 
 	if p.Limits == nil || !p.Limits.HasCap {
 		return -1, nil
 	}
-	b, err := s.q.GetKeyBudget(ctx, db.GetKeyBudgetParams{KeyID: p.KeyID, PeriodStart: p.Limits.CapPeriod.Start(time.Now())})
+	b, err := s.q.GetKeyBudget(ctx, p.KeyID, p.Limits.CapPeriod.Start(time.Now()))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return p.Limits.CapMicros, nil
 	}
@@ -371,7 +370,7 @@ func (s *Service) environment(name string) []string {
 // environment's tools as functions. It is the neutral form of the chat-completions request a
 // step sent before the exchange took neutral requests (step_internal_test.go holds that
 // request and checks that the two agree), so the upstreams are asked the same.
-func (s *Service) modelRequest(row db.AgentSession, events []db.AgentEvent, queued []db.AgentMessage, env []string) (*llm.Request, error) {
+func (s *Service) modelRequest(row store.AgentSession, events []store.AgentEvent, queued []store.AgentMessage, env []string) (*llm.Request, error) {
 	name := row.AgentName
 	if name == "" {
 		name = "an agent"
@@ -446,7 +445,7 @@ func textParts(text string, keepEmpty bool) []llm.Part {
 // runTool runs one tool call of the model for the session's account, and bounds its result.
 // An open_ticket call is only prepared: its ticket is inserted with the step's events. It
 // returns toolErrorInternal for a tool that failed on a fault of ours (its span's error.type).
-func (s *Service) runTool(ctx context.Context, p auth.Principal, row db.AgentSession, env []string, c *toolCall) (errType string) {
+func (s *Service) runTool(ctx context.Context, p auth.Principal, row store.AgentSession, env []string, c *toolCall) (errType string) {
 	fail := func(format string, args ...any) {
 		c.Result, c.IsError = "Error: "+fmt.Sprintf(format, args...), true
 	}
@@ -483,7 +482,7 @@ func (s *Service) runTool(ctx context.Context, p auth.Principal, row db.AgentSes
 			return
 		}
 		id := uuid.New()
-		c.ticket = &db.InsertAgentTicketParams{ID: id, AccountID: row.AccountID, SessionID: pgUUID(row.ID),
+		c.ticket = &store.NewAgentTicket{ID: id, AccountID: row.AccountID, SessionID: pgUUID(row.ID),
 			Title: truncate(store.CleanText(t.Title), 200), Body: truncate(store.CleanText(t.Body), 8000), OpenedBy: "agent:" + row.ID.String()}
 		c.Result = fmt.Sprintf("ticket %s opened", id)
 		return

@@ -10,16 +10,16 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/tollgate/tollgate/gen/db"
 	"github.com/tollgate/tollgate/impl/convert"
 	"github.com/tollgate/tollgate/impl/llm"
+	"github.com/tollgate/tollgate/impl/store"
 	"github.com/tollgate/tollgate/impl/tool"
 )
 
 // chatRequestBody is the chat-completions request a step sent before the exchange took
 // neutral requests (as step.go built it then, kept here as the reference of
 // TestModelRequestIsTheChatRequestsNeutralForm).
-func (s *Service) chatRequestBody(row db.AgentSession, events []db.AgentEvent, queued []db.AgentMessage, env []string) ([]byte, error) {
+func (s *Service) chatRequestBody(row store.AgentSession, events []store.AgentEvent, queued []store.AgentMessage, env []string) ([]byte, error) {
 	name := row.AgentName
 	if name == "" {
 		name = "an agent"
@@ -98,30 +98,30 @@ func TestModelRequestIsTheChatRequestsNeutralForm(t *testing.T) {
 		"query_data": {Name: "query_data", Description: "Run SQL over a dataset.",
 			InputSchema: json.RawMessage(`{"type": "object", "properties": {"sql": {"type": "string"}}}`)},
 	}}
-	ev := func(kind string, data map[string]any) db.AgentEvent {
+	ev := func(kind string, data map[string]any) store.AgentEvent {
 		b, err := json.Marshal(data)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return db.AgentEvent{Kind: kind, Data: b}
+		return store.AgentEvent{Kind: kind, Data: b}
 	}
-	row := db.AgentSession{ID: uuid.New(), Model: "service-flint", Purpose: "answer questions", AgentName: "Ada"}
-	call := func(turn int, id string) db.AgentEvent {
+	row := store.AgentSession{ID: uuid.New(), Model: "service-flint", Purpose: "answer questions", AgentName: "Ada"}
+	call := func(turn int, id string) store.AgentEvent {
 		return ev("tool_call", map[string]any{"turn": turn, "call_id": id, "name": "query_data", "arguments": `{"sql":"select 1"}`})
 	}
-	result := func(turn int, id, text string) db.AgentEvent {
+	result := func(turn int, id, text string) store.AgentEvent {
 		return ev("tool_result", map[string]any{"turn": turn, "call_id": id, "name": "query_data", "text": text})
 	}
 	for name, c := range map[string]struct {
-		row    db.AgentSession
-		events []db.AgentEvent
-		queued []db.AgentMessage
+		row    store.AgentSession
+		events []store.AgentEvent
+		queued []store.AgentMessage
 		env    []string
 	}{
-		"first turn": {row: row, events: []db.AgentEvent{ev("state", map[string]any{"to": "busy"}), ev("message_in", map[string]any{"text": "What is the total?"})},
+		"first turn": {row: row, events: []store.AgentEvent{ev("state", map[string]any{"to": "busy"}), ev("message_in", map[string]any{"text": "What is the total?"})},
 			env: []string{"query_data", ToolOpenTicket}},
-		"no name, no tools": {row: db.AgentSession{Model: "m", Purpose: "p"}, queued: []db.AgentMessage{{Text: "hello"}}},
-		"tool calls and answers": {row: row, env: []string{ToolOpenTicket, "query_data"}, events: []db.AgentEvent{
+		"no name, no tools": {row: store.AgentSession{Model: "m", Purpose: "p"}, queued: []store.AgentMessage{{Text: "hello"}}},
+		"tool calls and answers": {row: row, env: []string{ToolOpenTicket, "query_data"}, events: []store.AgentEvent{
 			ev("message_in", map[string]any{"text": "What is the total?"}),
 			ev("model_call", map[string]any{"turn": 1, "text": "Let me look."}),
 			call(1, "c1"), call(1, "c2"),
@@ -134,7 +134,7 @@ func TestModelRequestIsTheChatRequestsNeutralForm(t *testing.T) {
 			ev("message_in", map[string]any{"text": ""}),
 			ev("model_call", map[string]any{"turn": 4}),
 			ev("message_out", map[string]any{"turn": 4, "text": ""}),
-		}, queued: []db.AgentMessage{{Text: "Thanks."}, {Text: "And the mean?"}}},
+		}, queued: []store.AgentMessage{{Text: "Thanks."}, {Text: "And the mean?"}}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			body, err := s.chatRequestBody(c.row, c.events, c.queued, c.env)

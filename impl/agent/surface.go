@@ -17,7 +17,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/tollgate/tollgate/gen/db"
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/config"
@@ -36,16 +35,16 @@ func requestHash(parts ...string) string {
 // idempotent runs a command in one transaction under its Idempotency-Key: the same key with
 // the same request within 24 hours gets the first answer again (into out), the same key with
 // another request a conflict naming the key. Requests with one key are serialised.
-func (s *Service) idempotent(ctx context.Context, account uuid.UUID, key, hash string, out any, fn func(tx pgx.Tx, q *db.Queries) (*db.InsertAgentCommandParams, error)) error {
-	return s.inTx(ctx, func(tx pgx.Tx, q *db.Queries) error {
+func (s *Service) idempotent(ctx context.Context, account uuid.UUID, key, hash string, out any, fn func(tx *store.AgentTx) (*store.NewAgentCommand, error)) error {
+	return s.inTx(ctx, func(tx *store.AgentTx) error {
 		if key != "" {
-			if err := q.LockAgentKey(ctx, account.String()+":"+key); err != nil {
+			if err := tx.LockAgentKey(ctx, account.String()+":"+key); err != nil {
 				return err
 			}
-			if _, err := q.ForgetOldAgentCommandKey(ctx, db.ForgetOldAgentCommandKeyParams{AccountID: account, IdempotencyKey: &key}); err != nil {
+			if _, err := tx.ForgetOldAgentCommandKey(ctx, account, key); err != nil {
 				return err
 			}
-			c, err := q.GetAgentCommandByKey(ctx, db.GetAgentCommandByKeyParams{AccountID: account, IdempotencyKey: &key})
+			c, err := tx.GetAgentCommandByKey(ctx, account, key)
 			if err == nil {
 				if c.RequestHash != hash {
 					return conflictf("the Idempotency-Key '%s' was already used with a different request", key)
@@ -56,7 +55,7 @@ func (s *Service) idempotent(ctx context.Context, account uuid.UUID, key, hash s
 				return err
 			}
 		}
-		cmd, err := fn(tx, q)
+		cmd, err := fn(tx)
 		if err != nil {
 			return err
 		}
@@ -67,16 +66,16 @@ func (s *Service) idempotent(ctx context.Context, account uuid.UUID, key, hash s
 		if key != "" {
 			cmd.IdempotencyKey = &key
 		}
-		return q.InsertAgentCommand(ctx, *cmd)
+		return tx.InsertAgentCommand(ctx, *cmd)
 	})
 }
 
 // slotFor is the caller's slot called name, locked; ErrNotFound when the account has none.
-func slotFor(ctx context.Context, q *db.Queries, account uuid.UUID, name string) (db.AgentSlot, error) {
+func slotFor(ctx context.Context, q *store.AgentQueries, account uuid.UUID, name string) (store.AgentSlot, error) {
 	if !slotNameStorable(name) {
-		return db.AgentSlot{}, ErrNotFound
+		return store.AgentSlot{}, ErrNotFound
 	}
-	sl, err := q.GetAgentSlotForUpdate(ctx, db.GetAgentSlotForUpdateParams{AccountID: account, Name: name})
+	sl, err := q.GetAgentSlotForUpdate(ctx, account, name)
 	return sl, notFound(err)
 }
 
@@ -89,21 +88,21 @@ func slotNameStorable(name string) bool {
 }
 
 // liveSession is the slot's live session, locked (ok false when it has none).
-func liveSession(ctx context.Context, tx pgx.Tx, q *db.Queries, slot uuid.UUID) (*sessionTx, bool, error) {
-	row, err := q.LiveSlotSessionForUpdate(ctx, pgUUID(slot))
+func liveSession(ctx context.Context, tx *store.AgentTx, slot uuid.UUID) (*sessionTx, bool, error) {
+	row, err := tx.LiveSlotSessionForUpdate(ctx, slot)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, false, nil
 	}
 	if err != nil {
 		return nil, false, err
 	}
-	return &sessionTx{ctx: ctx, tx: tx, q: q, row: row, now: time.Now()}, true, nil
+	return &sessionTx{ctx: ctx, tx: tx, row: row, now: time.Now()}, true, nil
 }
 
 // noLiveSession is the conflict of a message or stop for a slot whose session has ended (or
 // that never had one).
-func noLiveSession(ctx context.Context, q *db.Queries, slot db.AgentSlot) error {
-	last, err := q.LatestSlotSession(ctx, pgUUID(slot.ID))
+func noLiveSession(ctx context.Context, q *store.AgentQueries, slot store.AgentSlot) error {
+	last, err := q.LatestSlotSession(ctx, slot.ID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return conflictf("slot '%s' has no session; start one with POST /v1/agents", slot.Name)
 	}
@@ -123,7 +122,7 @@ type spawnParams struct {
 
 // resolveSpawn fills a spawn's defaults from the configuration and checks what it names;
 // allows is the requesting key's model subset (nil: checked when the action was requested).
-func (s *Service) resolveSpawn(ctx context.Context, q *db.Queries, account uuid.UUID, a SpawnAction, allows func(string) bool) (spawnParams, error) {
+func (s *Service) resolveSpawn(ctx context.Context, q *store.AgentQueries, account uuid.UUID, a SpawnAction, allows func(string) bool) (spawnParams, error) {
 	p := spawnParams{model: a.Model, purpose: strings.TrimSpace(a.Purpose), agentName: a.AgentName,
 		environment: a.TargetEnvironment, profile: a.ResourceProfile}
 	if p.profile == "" {
@@ -150,12 +149,11 @@ func (s *Service) resolveSpawn(ctx context.Context, q *db.Queries, account uuid.
 		ok = allows(p.model)
 	}
 	if ok {
-		_, err := q.GetAccountModel(ctx, db.GetAccountModelParams{AccountID: account, ModelID: p.model})
-		if errors.Is(err, pgx.ErrNoRows) {
-			ok = false
-		} else if err != nil {
+		has, err := q.AccountHasModel(ctx, account, p.model)
+		if err != nil {
 			return p, err
 		}
+		ok = has
 	}
 	if !ok {
 		return p, apierror.Invalid("model", "model '%s' is not available to this account", p.model)
@@ -193,8 +191,8 @@ func names[V any](m map[string]V) string {
 // job that provisions it. key is the API key the session acts for and grant the OAuth grant of
 // the connected app whose approved agent_spawn started it (uuid.Nil: none); the session ends
 // when either stops working (principal).
-func (s *Service) createSession(ctx context.Context, tx pgx.Tx, q *db.Queries, account, key, grant uuid.UUID, slot db.AgentSlot, p spawnParams, prompt string, command uuid.UUID) (_ db.AgentSession, err error) {
-	params := db.InsertAgentSessionParams{
+func (s *Service) createSession(ctx context.Context, tx *store.AgentTx, account, key, grant uuid.UUID, slot store.AgentSlot, p spawnParams, prompt string, command uuid.UUID) (_ store.AgentSession, err error) {
+	params := store.NewAgentSession{
 		ID: uuid.New(), AccountID: account, SlotID: pgUUID(slot.ID), SlotName: slot.Name, Model: p.model,
 		Purpose: store.CleanText(p.purpose), AgentName: store.CleanText(p.agentName), TargetEnvironment: p.environment, ResourceProfile: p.profile,
 		MaxTurns: int32(p.maxTurns), MaxSpendMicros: p.maxSpend, MaxDurationSeconds: int32(max(p.maxDuration/time.Second, 1)),
@@ -204,7 +202,7 @@ func (s *Service) createSession(ctx context.Context, tx pgx.Tx, q *db.Queries, a
 	spanCtx, span := startInvokeAgent(ctx, params)
 	defer func() { endSpan(span, err) }()
 	params.TraceParent = traceparent(spanCtx)
-	row, err := q.InsertAgentSession(ctx, params)
+	row, err := tx.InsertAgentSession(ctx, params)
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
@@ -212,12 +210,12 @@ func (s *Service) createSession(ctx context.Context, tx pgx.Tx, q *db.Queries, a
 		}
 		return row, err
 	}
-	st := &sessionTx{ctx: ctx, tx: tx, q: q, row: row, now: time.Now()}
+	st := &sessionTx{ctx: ctx, tx: tx, row: row, now: time.Now()}
 	if err := st.event("state", map[string]string{"from": "", "to": StateProvisioning}); err != nil {
 		return row, err
 	}
 	if strings.TrimSpace(prompt) != "" {
-		if err := q.InsertAgentMessage(ctx, db.InsertAgentMessageParams{ID: uuid.New(), AccountID: account, SessionID: row.ID, Text: store.CleanText(prompt)}); err != nil {
+		if err := tx.InsertAgentMessage(ctx, store.NewAgentMessage{ID: uuid.New(), AccountID: account, SessionID: row.ID, Text: store.CleanText(prompt)}); err != nil {
 			return row, err
 		}
 	}
@@ -253,17 +251,17 @@ func (s *Service) SpawnWith(ctx context.Context, p auth.Principal, slot, prompt,
 	if err != nil {
 		return SpawnResult{}, err
 	}
-	err = s.idempotent(ctx, p.AccountID, idempotencyKey, requestHash("spawn", p.KeyID.String(), slot, prompt, string(asked)), &out, func(tx pgx.Tx, q *db.Queries) (*db.InsertAgentCommandParams, error) {
-		sl, err := slotFor(ctx, q, p.AccountID, slot)
+	err = s.idempotent(ctx, p.AccountID, idempotencyKey, requestHash("spawn", p.KeyID.String(), slot, prompt, string(asked)), &out, func(tx *store.AgentTx) (*store.NewAgentCommand, error) {
+		sl, err := slotFor(ctx, tx.AgentQueries, p.AccountID, slot)
 		if err != nil {
 			return nil, err
 		}
-		if live, ok, err := liveSession(ctx, tx, q, sl.ID); err != nil {
+		if live, ok, err := liveSession(ctx, tx, sl.ID); err != nil {
 			return nil, err
 		} else if ok {
 			return nil, conflictf("slot '%s' already runs session %s (%s); stop it first with DELETE /v1/agents/%s", slot, live.row.ID, live.row.State, slot)
 		}
-		params, err := s.resolveSpawn(ctx, q, p.AccountID, settings, p.AllowsModel)
+		params, err := s.resolveSpawn(ctx, tx.AgentQueries, p.AccountID, settings, p.AllowsModel)
 		if err != nil {
 			return nil, err
 		}
@@ -271,12 +269,12 @@ func (s *Service) SpawnWith(ctx context.Context, p auth.Principal, slot, prompt,
 			return nil, err
 		}
 		cmd := uuid.New()
-		row, err := s.createSession(ctx, tx, q, p.AccountID, p.KeyID, grantOf(p), sl, params, prompt, cmd)
+		row, err := s.createSession(ctx, tx, p.AccountID, p.KeyID, grantOf(p), sl, params, prompt, cmd)
 		if err != nil {
 			return nil, err
 		}
 		out = SpawnResult{CommandID: cmd.String(), Slot: slot, SessionID: row.ID.String(), Status: StateProvisioning}
-		return &db.InsertAgentCommandParams{ID: cmd, SlotID: pgUUID(sl.ID), SessionID: pgUUID(row.ID), Kind: "spawn", Status: CommandAccepted}, nil
+		return &store.NewAgentCommand{ID: cmd, SlotID: pgUUID(sl.ID), SessionID: pgUUID(row.ID), Kind: "spawn", Status: CommandAccepted}, nil
 	})
 	return out, err
 }
@@ -348,7 +346,7 @@ func (s *Service) send(st *sessionTx, text string) (uuid.UUID, bool, error) {
 	if st.row.State != StateReady {
 		// Queued messages are kept in the database, unbilled until a turn takes them: a
 		// session holds a bounded number (trial h5: 146 MB queued by five requests).
-		n, err := st.q.CountQueuedAgentMessages(st.ctx, st.row.ID)
+		n, err := st.tx.CountQueuedAgentMessages(st.ctx, st.row.ID)
 		if err != nil {
 			return uuid.Nil, false, err
 		}
@@ -360,7 +358,7 @@ func (s *Service) send(st *sessionTx, text string) (uuid.UUID, bool, error) {
 		return uuid.Nil, false, err
 	}
 	id := uuid.New()
-	if err := st.q.InsertAgentMessage(st.ctx, db.InsertAgentMessageParams{ID: id, AccountID: st.row.AccountID, SessionID: st.row.ID, Text: store.CleanText(text)}); err != nil {
+	if err := st.tx.InsertAgentMessage(st.ctx, store.NewAgentMessage{ID: id, AccountID: st.row.AccountID, SessionID: st.row.ID, Text: store.CleanText(text)}); err != nil {
 		return uuid.Nil, false, err
 	}
 	if st.row.State != StateReady {
@@ -402,17 +400,17 @@ func (s *Service) sendMessage(ctx context.Context, p auth.Principal, slot string
 		return MessageResult{}, err
 	}
 	var out MessageResult
-	err := s.idempotent(ctx, p.AccountID, idempotencyKey, requestHash("message", p.KeyID.String(), slot, text), &out, func(tx pgx.Tx, q *db.Queries) (*db.InsertAgentCommandParams, error) {
-		sl, err := slotFor(ctx, q, p.AccountID, slot)
+	err := s.idempotent(ctx, p.AccountID, idempotencyKey, requestHash("message", p.KeyID.String(), slot, text), &out, func(tx *store.AgentTx) (*store.NewAgentCommand, error) {
+		sl, err := slotFor(ctx, tx.AgentQueries, p.AccountID, slot)
 		if err != nil {
 			return nil, err
 		}
-		st, ok, err := liveSession(ctx, tx, q, sl.ID)
+		st, ok, err := liveSession(ctx, tx, sl.ID)
 		if err != nil {
 			return nil, err
 		}
 		if !ok {
-			return nil, noLiveSession(ctx, q, sl)
+			return nil, noLiveSession(ctx, tx.AgentQueries, sl)
 		}
 		if err := isSession(st, session); err != nil {
 			return nil, err
@@ -425,7 +423,7 @@ func (s *Service) sendMessage(ctx context.Context, p auth.Principal, slot string
 			return nil, err
 		}
 		out = MessageResult{MessageID: id.String(), Slot: slot, SessionID: st.row.ID.String(), Queued: queued}
-		return &db.InsertAgentCommandParams{ID: id, SlotID: pgUUID(sl.ID), SessionID: pgUUID(st.row.ID), Kind: "message", Status: MessageQueued}, nil
+		return &store.NewAgentCommand{ID: id, SlotID: pgUUID(sl.ID), SessionID: pgUUID(st.row.ID), Kind: "message", Status: MessageQueued}, nil
 	})
 	return out, err
 }
@@ -485,17 +483,17 @@ func (s *Service) stop(ctx context.Context, p auth.Principal, slot string, sessi
 		return StopResult{}, err
 	}
 	var out StopResult
-	err := s.idempotent(ctx, p.AccountID, idempotencyKey, requestHash("stop", p.KeyID.String(), slot), &out, func(tx pgx.Tx, q *db.Queries) (*db.InsertAgentCommandParams, error) {
-		sl, err := slotFor(ctx, q, p.AccountID, slot)
+	err := s.idempotent(ctx, p.AccountID, idempotencyKey, requestHash("stop", p.KeyID.String(), slot), &out, func(tx *store.AgentTx) (*store.NewAgentCommand, error) {
+		sl, err := slotFor(ctx, tx.AgentQueries, p.AccountID, slot)
 		if err != nil {
 			return nil, err
 		}
-		st, ok, err := liveSession(ctx, tx, q, sl.ID)
+		st, ok, err := liveSession(ctx, tx, sl.ID)
 		if err != nil {
 			return nil, err
 		}
 		if !ok {
-			return nil, noLiveSession(ctx, q, sl)
+			return nil, noLiveSession(ctx, tx.AgentQueries, sl)
 		}
 		if err := isSession(st, session); err != nil {
 			return nil, err
@@ -508,7 +506,7 @@ func (s *Service) stop(ctx context.Context, p auth.Principal, slot string, sessi
 			return nil, err
 		}
 		out = StopResult{CommandID: cmd.String(), Slot: slot, SessionID: st.row.ID.String(), Status: StateStopping}
-		return &db.InsertAgentCommandParams{ID: cmd, SlotID: pgUUID(sl.ID), SessionID: pgUUID(st.row.ID), Kind: "stop", Status: CommandAccepted}, nil
+		return &store.NewAgentCommand{ID: cmd, SlotID: pgUUID(sl.ID), SessionID: pgUUID(st.row.ID), Kind: "stop", Status: CommandAccepted}, nil
 	})
 	return out, err
 }
@@ -520,14 +518,14 @@ func (s *Service) Overview(ctx context.Context, p auth.Principal) ([]SlotView, e
 	if err != nil {
 		return nil, err
 	}
-	slots, err := s.q.ListAgentSlots(ctx, pgtype.UUID{Bytes: acct, Valid: true})
+	slots, err := s.q.ListAgentSlots(ctx, &acct)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]SlotView, len(slots))
 	for i, sl := range slots {
 		out[i].Slot = sl.Name
-		row, err := s.q.LatestSlotSession(ctx, pgUUID(sl.ID))
+		row, err := s.q.LatestSlotSession(ctx, sl.ID)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue
 		}
@@ -549,11 +547,11 @@ func (s *Service) SlotSession(ctx context.Context, p auth.Principal, slot string
 	if !slotNameStorable(slot) {
 		return SessionView{}, ErrNotFound
 	}
-	sl, err := s.q.GetAgentSlot(ctx, db.GetAgentSlotParams{AccountID: p.AccountID, Name: slot})
+	sl, err := s.q.GetAgentSlot(ctx, p.AccountID, slot)
 	if err != nil {
 		return SessionView{}, notFound(err)
 	}
-	row, err := s.q.LatestSlotSession(ctx, pgUUID(sl.ID))
+	row, err := s.q.LatestSlotSession(ctx, sl.ID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return SessionView{}, conflictf("slot '%s' has no session; start one with POST /v1/agents", slot)
 	}
@@ -564,15 +562,15 @@ func (s *Service) SlotSession(ctx context.Context, p auth.Principal, slot string
 }
 
 // session is the caller's session with id.
-func (s *Service) session(ctx context.Context, p auth.Principal, sessionID string) (db.AgentSession, error) {
+func (s *Service) session(ctx context.Context, p auth.Principal, sessionID string) (store.AgentSession, error) {
 	if _, err := tenantOf(p); err != nil {
-		return db.AgentSession{}, err
+		return store.AgentSession{}, err
 	}
 	id, err := parseID(sessionID)
 	if err != nil {
-		return db.AgentSession{}, err
+		return store.AgentSession{}, err
 	}
-	row, err := s.q.GetAccountAgentSession(ctx, db.GetAccountAgentSessionParams{AccountID: p.AccountID, ID: id})
+	row, err := s.q.GetAccountAgentSession(ctx, p.AccountID, id)
 	return row, notFound(err)
 }
 
@@ -587,7 +585,7 @@ func (s *Service) Events(ctx context.Context, p auth.Principal, sessionID string
 
 func (s *Service) events(ctx context.Context, id uuid.UUID, afterSeq int64, limit int) ([]Event, error) {
 	limit = min(max(limit, 1), MaxTailLines)
-	rows, err := s.q.ListAgentEvents(ctx, db.ListAgentEventsParams{SessionID: id, Seq: max(afterSeq, 0), Limit: int32(limit)})
+	rows, err := s.q.ListAgentEvents(ctx, id, max(afterSeq, 0), int32(limit))
 	if err != nil {
 		return nil, err
 	}
@@ -603,7 +601,7 @@ func (s *Service) Sessions(ctx context.Context, p auth.Principal) ([]SessionView
 	if _, err := tenantOf(p); err != nil {
 		return nil, err
 	}
-	rows, err := s.q.ListAccountAgentSessions(ctx, db.ListAccountAgentSessionsParams{AccountID: p.AccountID, Limit: 100})
+	rows, err := s.q.ListAccountAgentSessions(ctx, p.AccountID, 100)
 	if err != nil {
 		return nil, err
 	}
@@ -631,7 +629,7 @@ func (s *Service) Tail(ctx context.Context, p auth.Principal, sessionID string, 
 	start := time.Now()
 	read := func() ([]Event, error) {
 		if cursor <= 0 {
-			rows, err := s.q.ListAgentEventsTail(ctx, db.ListAgentEventsTailParams{SessionID: row.ID, Limit: int32(maxLines)})
+			rows, err := s.q.ListAgentEventsTail(ctx, row.ID, int32(maxLines))
 			if err != nil {
 				return nil, err
 			}

@@ -14,9 +14,9 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/tollgate/tollgate/gen/db"
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/store"
 	"github.com/tollgate/tollgate/impl/telemetry"
 )
 
@@ -114,7 +114,7 @@ func agentID(session uuid.UUID, slot pgtype.UUID) string {
 
 // startInvokeAgent starts the invoke_agent span of a new session: the root of a new trace,
 // linked to the span in ctx (whatever spawned it). The caller ends it once the spawn is done.
-func startInvokeAgent(ctx context.Context, p db.InsertAgentSessionParams) (context.Context, trace.Span) {
+func startInvokeAgent(ctx context.Context, p store.NewAgentSession) (context.Context, trace.Span) {
 	name := agentName(p.AgentName, p.SlotName)
 	attrs := []attribute.KeyValue{
 		telemetry.GenAIOperationName.String(spanInvokeAgent), telemetry.GenAIAgentID.String(agentID(p.ID, p.SlotID)), telemetry.GenAIAgentName.String(name),
@@ -166,7 +166,7 @@ func startStep(ctx context.Context, job *rivertype.JobRow, args stepArgs) (conte
 }
 
 // describeStep adds what a step learned of its session to its span.
-func describeStep(span trace.Span, row db.AgentSession, p auth.Principal, turn int) {
+func describeStep(span trace.Span, row store.AgentSession, p auth.Principal, turn int) {
 	attrs := []attribute.KeyValue{
 		telemetry.GenAIAgentID.String(agentID(row.ID, row.SlotID)), telemetry.GenAIAgentName.String(agentName(row.AgentName, row.SlotName)), telemetry.GenAIConversationID.String(row.ID.String()),
 		telemetry.GenAIRequestModel.String(row.Model), telemetry.AttrAccount.String(row.AccountID.String()), attrTurn.Int(turn),
@@ -192,7 +192,7 @@ func endSpan(span trace.Span, err error) {
 }
 
 // startToolSpan starts the execute_tool span of one tool call of a step.
-func startToolSpan(ctx context.Context, row db.AgentSession, c *toolCall) (context.Context, trace.Span) {
+func startToolSpan(ctx context.Context, row store.AgentSession, c *toolCall) (context.Context, trace.Span) {
 	attrs := []attribute.KeyValue{
 		telemetry.GenAIOperationName.String(spanExecuteTool), telemetry.GenAIToolName.String(c.Name), telemetry.GenAIToolType.String(telemetry.ToolTypeFunction),
 		attrSessionID.String(row.ID.String()), telemetry.AttrAccount.String(row.AccountID.String()),

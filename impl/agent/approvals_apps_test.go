@@ -2,15 +2,17 @@ package agent_test
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/tollgate/tollgate/gen/db"
 	"github.com/tollgate/tollgate/impl/agent"
 	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/store"
 	"github.com/tollgate/tollgate/impl/web/members"
 )
 
@@ -22,23 +24,36 @@ import (
 func appPrincipal(t *testing.T, w *world, tn tenant, email string) auth.Principal {
 	t.Helper()
 	ctx := context.Background()
-	q := db.New(w.store.Pool())
 	user, err := (&members.Service{DB: w.store.Pool()}).Add(ctx, tn.p.AccountID, email, members.RoleOwner)
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := q.InsertOAuthClient(ctx, db.InsertOAuthClientParams{ID: "tgc_" + strings.ReplaceAll(email, "@", "_"), Name: "Claude Code",
-		RedirectUris: []string{"https://app.example/cb"}})
+	client, err := w.store.CreateOAuthClient(ctx, store.OAuthClient{ID: "tgc_" + strings.ReplaceAll(email, "@", "_"), Name: "Claude Code",
+		RedirectURIs: []string{"https://app.example/cb"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := q.InsertOAuthGrant(ctx, db.InsertOAuthGrantParams{AccountID: tn.p.AccountID, UserID: user.ID, ClientID: client.ID,
-		Role: members.RoleOwner, Resource: "https://gateway.example/api/mcp", Scope: "mcp", LifetimeSeconds: grantLifetime.Seconds()})
+	// The consent page's code, redeemed for the grant and its first tokens.
+	code := store.OAuthCode{Hash: randomHash(), ClientID: client.ID, AccountID: tn.p.AccountID, UserID: user.ID,
+		Role: members.RoleOwner, RedirectURI: "https://app.example/cb", CodeChallenge: "challenge",
+		Resource: "https://gateway.example/api/mcp", Scope: "mcp", ExpiresAt: time.Now().Add(time.Minute)}
+	if err := w.store.CreateOAuthCode(ctx, code); err != nil {
+		t.Fatal(err)
+	}
+	g, err := w.store.RedeemOAuthCode(ctx, code.Hash, func(store.OAuthCode) error { return nil }, store.OAuthTokens{
+		AccessHash: randomHash(), AccessExpires: time.Now().Add(time.Hour),
+		RefreshHash: randomHash(), RefreshExpires: time.Now().Add(24 * time.Hour), GrantLifetime: grantLifetime})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return auth.Principal{AccountID: tn.p.AccountID, OAuth: &auth.OAuthActor{GrantID: g.ID, UserID: user.ID, UserEmail: email,
 		ClientID: client.ID, ClientName: client.Name}}
+}
+
+// randomHash is a hash of a code or a token nobody holds: SHA-256 of a random text.
+func randomHash() []byte {
+	h := sha256.Sum256([]byte(rand.Text()))
+	return h[:]
 }
 
 // grantLifetime is the absolute lifetime of the grants appPrincipal makes:

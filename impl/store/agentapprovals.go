@@ -31,9 +31,9 @@ func (a *AgentQueries) GetAgentApprovalForUpdate(ctx context.Context, id uuid.UU
 }
 
 // ListAgentApprovals lists the approvals of account (nil: every account's) in state (""
-// any), newest first, at most max.
-func (a *AgentQueries) ListAgentApprovals(ctx context.Context, account *uuid.UUID, state string, max int32) ([]AgentApproval, error) {
-	return a.q.ListAgentApprovals(ctx, db.ListAgentApprovalsParams{AccountID: agentScope(account), State: state, Max: max})
+// any), newest first, at most limit.
+func (a *AgentQueries) ListAgentApprovals(ctx context.Context, account *uuid.UUID, state string, limit int32) ([]AgentApproval, error) {
+	return a.q.ListAgentApprovals(ctx, db.ListAgentApprovalsParams{AccountID: agentScope(account), State: state, Max: limit})
 }
 
 // ExpireAgentApproval expires the approval with id when it is pending past its expiry, and
@@ -82,7 +82,7 @@ func (a *AgentQueries) CloseAgentTicket(ctx context.Context, id uuid.UUID) (Agen
 }
 
 // ListAgentTickets lists the tickets of account (nil: every account's) in state ("" any),
-// newest first, at most max.
-func (a *AgentQueries) ListAgentTickets(ctx context.Context, account *uuid.UUID, state string, max int32) ([]AgentTicket, error) {
-	return a.q.ListAgentTickets(ctx, db.ListAgentTicketsParams{AccountID: agentScope(account), State: state, Max: max})
+// newest first, at most limit.
+func (a *AgentQueries) ListAgentTickets(ctx context.Context, account *uuid.UUID, state string, limit int32) ([]AgentTicket, error) {
+	return a.q.ListAgentTickets(ctx, db.ListAgentTicketsParams{AccountID: agentScope(account), State: state, Max: limit})
 }

@@ -24,7 +24,7 @@ import (
 func appPrincipal(t *testing.T, w *world, tn tenant, email string) auth.Principal {
 	t.Helper()
 	ctx := context.Background()
-	user, err := (&members.Service{DB: w.store.Pool()}).Add(ctx, tn.p.AccountID, email, members.RoleOwner)
+	user, err := (&members.Service{Store: w.store}).Add(ctx, tn.p.AccountID, email, members.RoleOwner)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestApprovalOfAnAppThatLostItsAccess(t *testing.T) {
 	}
 	n.stop()
 	approveAsOperator(t, w, ap.ID)
-	if err := (&members.Service{DB: w.store.Pool()}).Remove(ctx, tn.p.AccountID, "bob@example.com"); err != nil {
+	if err := (&members.Service{Store: w.store}).Remove(ctx, tn.p.AccountID, "bob@example.com"); err != nil {
 		t.Fatal(err)
 	}
 	got := waitActionFailed(t, w.start().gw.Agents, tn.p, ap.ID)

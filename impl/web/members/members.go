@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tollgate/tollgate/impl/store"
 )
@@ -61,18 +60,10 @@ type Identity struct {
 type Service struct {
 	// Store is the database the users and memberships are kept in.
 	Store *store.Store
-	// DB is the store's pool (its Pool()), the older way to give the service its database,
-	// which some callers still use; it is used only when Store is nil.
-	DB *pgxpool.Pool
 }
 
 // st returns the store the service works on.
-func (s *Service) st() *store.Store {
-	if s.Store != nil {
-		return s.Store
-	}
-	return store.OnPool(s.DB)
-}
+func (s *Service) st() *store.Store { return s.Store }
 
 func userFromStore(r store.User) User {
 	u := User{ID: r.ID, Email: r.Email, Name: r.Name, LastSignIn: r.LastSignIn}

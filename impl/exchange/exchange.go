@@ -28,6 +28,7 @@ import (
 	"github.com/tollgate/tollgate/impl/price"
 	"github.com/tollgate/tollgate/impl/provider"
 	"github.com/tollgate/tollgate/impl/routing"
+	"github.com/tollgate/tollgate/impl/sse"
 	"github.com/tollgate/tollgate/impl/telemetry"
 )
 
@@ -120,6 +121,9 @@ type Exchange struct {
 	// against its health already (failOverStream).
 	live           atomic.Pointer[http.Response]
 	brokenObserved bool
+	// held are the stream's events held back before its upstream's first output (Stream),
+	// kept from one expert's stream to the next.
+	held []sse.Event
 	// answer is a non-streamed answer's body, read whole in start before the exchange is
 	// returned (readAnswerOf), so that an answer cut short or unusable fails over to the next
 	// expert; Close returns it to its pool. For an answer of the client's own format,

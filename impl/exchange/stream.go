@@ -68,18 +68,10 @@ func (x *Exchange) Stream(w StreamWriter) error {
 	// does not take what the stream delivered out of the books (impl/billing, "Leases and
 	// crashes"): after each event, one lock of the stream's own, no allocation.
 	x.reserve.TrackStream(x.checkpointRecord)
-	var held []sse.Event
-	for {
-		r := x.relayStream(sw, held[:0])
-		held = r.held
-		if r.failover && x.failOverStream(r.status, r.cause) {
-			continue
-		}
-		r.finish(sw)
-		sw.close()
-		x.settleStream(r)
-		return nil
+	for x.relayStream(sw) {
+		// The upstream failed before its first output, and another expert answered.
 	}
+	return nil
 }
 
 // streamResult is how one upstream's stream went (relayStream).
@@ -93,11 +85,10 @@ type streamResult struct {
 	// upstreamFault: the stream failed by the upstream's doing, which counts against the
 	// expert's health.
 	upstreamFault bool
-	// failover: the upstream failed before its first output while events were held back
-	// (held), so another expert may answer instead; cause says why, for the try's span.
-	failover bool
-	cause    error
-	held     []sse.Event
+	// cause is why the upstream failed, for the try's span should another expert take over;
+	// held are the events held back (see Stream).
+	cause error
+	held  []sse.Event
 	// failure is the in-band error the client is to get (errType, message), written by finish
 	// after the held events; none when the stream ended otherwise.
 	failure      bool
@@ -119,9 +110,13 @@ func (r *streamResult) finish(sw streamWriter) {
 	_ = sw.flush()
 }
 
-// relayStream relays the current upstream's stream (x.res) to sw, holding its events back in
-// held while another expert could still take over and it has produced no output yet.
-func (x *Exchange) relayStream(sw streamWriter, held []sse.Event) streamResult {
+// relayStream relays the current upstream's stream (x.res) to sw, holding its events back
+// (x.held) while another expert could still take over and it has produced no output yet. It
+// reports true when that upstream failed before its first output and another expert answered
+// instead (failOverStream), whose stream is then to be relayed; otherwise it ends the stream
+// (what is owed the client, then sw closed) and settles the exchange. (Stream's own frame stays
+// small: a stream's goroutine stack is most of what an open stream costs in memory.)
+func (x *Exchange) relayStream(sw streamWriter) (again bool) {
 	dec := streamconv.NewDecoder(x.expert.Kind)
 	meta := streamconv.Meta{
 		ID: ResponseID(x.client, x.requestID), Created: x.started.Unix(), Model: x.model.ID,
@@ -148,7 +143,7 @@ func (x *Exchange) relayStream(sw streamWriter, held []sse.Event) streamResult {
 		rd        = sse.NewReader(upstream)
 		neutral   []llm.Event
 		out       []sse.Event
-		res       = streamResult{status: "ok", held: held, enc: enc}
+		res       = streamResult{status: "ok", held: x.held[:0], enc: enc}
 		wrote     bool      // an event was written
 		sentFirst bool      // the first events were flushed
 		reported  llm.Usage // the upstream's usage, when filled (the stream's end shows the billed counts)
@@ -311,9 +306,15 @@ loop:
 		// unless the failure was the request's or the client's doing, or a shutdown's.
 		produced := res.text > 0 || res.usage.OutputTokens > 0 || res.usage.HostedCalls.Any()
 		brokenByUpstream := res.status == "upstream_cut_off" || res.status == "upstream_malformed" || res.status == "upstream_error" && res.upstreamFault
-		res.failover = brokenByUpstream && !produced && x.ctx.Err() == nil && x.eng.streamsEnd.Err() == nil
+		if brokenByUpstream && !produced && x.ctx.Err() == nil && x.eng.streamsEnd.Err() == nil && x.failOverStream(res.status, res.cause) {
+			x.held = res.held[:0]
+			return true
+		}
 	}
-	return res
+	res.finish(sw)
+	sw.close()
+	x.settleStream(&res)
+	return false
 }
 
 // errUpstreamInBand is the cause, for the try's span, of an upstream's in-band error.
@@ -347,7 +348,7 @@ func (x *Exchange) failOverStream(status string, cause error) bool {
 }
 
 // settleStream settles the exchange once its stream has ended.
-func (x *Exchange) settleStream(r streamResult) {
+func (x *Exchange) settleStream(r *streamResult) {
 	status := r.status
 	if !x.brokenObserved && (status == "upstream_cut_off" || status == "upstream_stalled" || status == "upstream_malformed" || status == "upstream_error" && r.upstreamFault) {
 		// The answer broke off by the upstream's failure: it counts against the expert's health

@@ -1,7 +1,10 @@
 // Package store is tollgate's PostgreSQL persistence: accounts, API keys, model access and the
-// credit ledger, the schema migrations, and LISTEN/NOTIFY subscriptions. It is the only package
-// that imports gen/db; everything it returns is one of its own domain types, and every query it
-// runs is a sqlc query from queries/*.sql.
+// credit ledger, the web console's sessions, users, memberships and audit log, the hosted
+// agents' tables, the schema migrations, and LISTEN/NOTIFY subscriptions. Beside the Usage
+// page's read model (impl/usageview) it is the only package that imports gen/db (the archtest
+// holds every other to it); what it returns is one of its own types (the agents' records are
+// aliases of the generated rows: see Agents), and every query it runs is a sqlc query from
+// queries/*.sql.
 //
 // # Agents
 //

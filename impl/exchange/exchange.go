@@ -414,7 +414,11 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 		unlink()
 		return x, nil
 	}
-	lastErr, refusal, called, calledAny, refused, bodyFailed := a.lastErr, a.refusal, a.called, a.calledAny, a.refused, a.bodyFailed
+	lastErr, refusal, calledAny, refused, bodyFailed := a.lastErr, a.refusal, a.calledAny, a.refused, a.bodyFailed
+	var called routing.Expert
+	if calledAny {
+		called = a.order[a.called]
+	}
 	unlink()
 	if calledAny && eng.streamsEnd.Err() != nil {
 		// The shutdown's grace period ended while the upstream was silent: nothing reached
@@ -483,9 +487,9 @@ type calls struct {
 	// rather than what a translation lacks.
 	lastErr, refusal  error
 	refusalSameFormat bool
-	// called is the expert last called, when calledAny says a call was made (a value, not a
-	// pointer to the loop's variable, which would move every expert to the heap).
-	called    routing.Expert
+	// called is the index in order of the expert last called, when calledAny says a call was
+	// made.
+	called    int
 	calledAny bool
 	// refused says that the last call ended with the upstream's refusal (an HTTP status: a
 	// 429 whose Retry-After the call was waiting out, say): no upstream holds the prompt.
@@ -526,7 +530,7 @@ func (x *Exchange) callNext(callCtx context.Context) bool {
 		}
 		t0 := time.Now()
 		tries := x.observeTries(e, bound)
-		a.called, a.calledAny = e, true
+		a.called, a.calledAny = a.next-1, true
 		res, _, err := up.CallObserved(callCtx, ur.body, x.stream, a.forward, tries)
 		x.upstreamWait += time.Since(t0)
 		// The router learns the answering try's own time to first byte: not the tries that

@@ -23,30 +23,4 @@
 //   - TraceID is the current trace's id as 32 hex digits ("" when none).
 //   - CaptureContent says whether an account opted in to prompts and answers in spans.
 //   - The attribute keys (the GenAI semantic conventions' and tollgate.*'s) are constants here.
-//
-// # The tracer
-//
-// The spans are made by a tracer of this package's own (tracer.go), not the SDK's
-// TracerProvider: a span records its name, times, attributes, events, links and status
-// straight into the form the exporter (impl/telemetry/otlp) encodes, and the export queue
-// takes it when it ends. It keeps the SDK's parts that decide what a trace is: the sampler
-// (sdktrace.Sampler, from OTEL_TRACES_SAMPLER), the span limits (sdktrace.NewSpanLimits, from
-// OTEL_SPAN_*), the resource, the W3C propagator; over gRPC the library's exporter gets the
-// spans as the SDK's (tracetest.SpanStub snapshots).
-//
-// What it buys, measured (BenchmarkSampledRequestSpans: the five spans of a traced chat
-// request and their attributes, the export left out; and `make bench -tracing sink`, in
-// docs/speed.md): see docs/speed.md, "tracing at 100 %". The SDK's span is a general
-// read-write object: each one takes a de-duplication map when it ends, a snapshot copy for
-// the processors, and attribute slices grown call by call.
-//
-// What it gives up: the SDK's features the gateway never used: span processors other than
-// the export queue, the SDK's self-observability metrics (OTEL_GO_X_OBSERVABILITY), the
-// exception event the SDK adds when End runs during a panic, the child span count (OTLP does
-// not carry it), attribute depth limits for nested map values, and runtime/trace regions.
-// What a backend receives is the SDK's, span for span: TestTracerMatchesTheSDK makes the same
-// spans through both (the gateway's own request; attributes set twice and invalid; statuses
-// in every order; renames; events with and without times; errors; links; remote parents with
-// a tracestate; new roots; given times; every limit exceeded, and set to zero; sampled out)
-// and compares everything the exporter reads, ids and clock times aside.
 package telemetry

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/tollgate/tollgate/impl/telemetry/otlp"
 )
@@ -25,38 +24,7 @@ const (
 	DropShutdown = "shutdown"
 )
 
-// exporter sends batches of ended spans to the backend: otlp.HTTPExporter, or the library's
-// exporter over gRPC (libraryExporter).
-type exporter interface {
-	Export(ctx context.Context, spans []otlp.Span) error
-	Shutdown(ctx context.Context) error
-}
-
-// libraryExporter exports through an OpenTelemetry library exporter (OTLP over gRPC), which
-// takes the SDK's read-only spans: the spans of impl/telemetry's tracer are copied into the
-// SDK's form (tracetest.SpanStub's snapshot) on the way.
-type libraryExporter struct{ sdktrace.SpanExporter }
-
-// Export converts spans and exports them.
-func (l libraryExporter) Export(ctx context.Context, spans []otlp.Span) error {
-	ro := make([]sdktrace.ReadOnlySpan, 0, len(spans))
-	for _, s := range spans {
-		if r, ok := s.(sdktrace.ReadOnlySpan); ok {
-			ro = append(ro, r)
-			continue
-		}
-		ro = append(ro, tracetest.SpanStub{
-			Name: s.Name(), SpanContext: s.SpanContext(), Parent: s.Parent(), SpanKind: s.SpanKind(),
-			StartTime: s.StartTime(), EndTime: s.EndTime(), Attributes: s.Attributes(), Events: s.Events(),
-			Links: s.Links(), Status: s.Status(), DroppedAttributes: s.DroppedAttributes(),
-			DroppedEvents: s.DroppedEvents(), DroppedLinks: s.DroppedLinks(), Resource: s.Resource(),
-			InstrumentationScope: s.InstrumentationScope(),
-		}.Snapshot())
-	}
-	return l.ExportSpans(ctx, ro)
-}
-
-// queue batches ended, sampled spans for one exporter. Unlike the
+// queue is a span processor that batches ended, sampled spans for one exporter. Unlike the
 // SDK's batch processor it reports every span it drops (the SDK's keeps a count it does not
 // expose), which the gateway needs for tollgate_trace_spans_dropped_total. OnEnd never blocks
 // and never wakes the exporting goroutine for one span: it appends the span to a buffer under
@@ -66,7 +34,7 @@ func (l libraryExporter) Export(ctx context.Context, spans []otlp.Span) error {
 // exports, a batch when one is full, the rest when the batch timeout passes, on ForceFlush and
 // at Shutdown; it is the queue's own and ends with Shutdown.
 type queue struct {
-	exporter      exporter
+	exporter      sdktrace.SpanExporter
 	queueSize     int
 	batchSize     int
 	batchTimeout  time.Duration
@@ -74,8 +42,8 @@ type queue struct {
 	onDrop        func(reason string, n int)
 
 	mu      sync.Mutex
-	waiting []otlp.Span // ended spans not taken for export yet, at most queueSize
-	stopped bool        // set by Shutdown: spans ending after it are dropped
+	waiting []sdktrace.ReadOnlySpan // ended spans not taken for export yet, at most queueSize
+	stopped bool                    // set by Shutdown: spans ending after it are dropped
 
 	full     chan struct{} // a batch is waiting (capacity 1: one signal stands for many)
 	flush    chan chan struct{}
@@ -86,7 +54,7 @@ type queue struct {
 
 // newQueue starts the queue of exp. A batch is at most the queue's size (OTEL_BSP_MAX_QUEUE_SIZE
 // below the batch size would otherwise leave every batch partial, sent only by the timer).
-func newQueue(exp exporter, s Settings, onDrop func(string, int)) *queue {
+func newQueue(exp sdktrace.SpanExporter, s Settings, onDrop func(string, int)) *queue {
 	if onDrop == nil {
 		onDrop = func(string, int) {}
 	}
@@ -99,22 +67,14 @@ func newQueue(exp exporter, s Settings, onDrop func(string, int)) *queue {
 	return q
 }
 
-// OnStart does nothing: spans are queued when they end. (The queue is an SDK span processor
-// too, for the tests that make spans with the SDK.)
+// OnStart does nothing: spans are queued when they end.
 func (q *queue) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
 
-// OnEnd queues an SDK span (add).
+// OnEnd queues a sampled span, or drops it (counted) when the queue is full or stopped.
 func (q *queue) OnEnd(s sdktrace.ReadOnlySpan) {
-	if s.SpanContext().IsSampled() {
-		q.add(s)
+	if !s.SpanContext().IsSampled() {
+		return
 	}
-}
-
-// addSpan queues one of the tracer's spans (add); the tracer sends only sampled ones.
-func (q *queue) addSpan(s *span) { q.add(s) }
-
-// add queues a sampled span, or drops it (counted) when the queue is full or stopped.
-func (q *queue) add(s otlp.Span) {
 	q.mu.Lock()
 	if q.stopped {
 		q.mu.Unlock()
@@ -173,7 +133,7 @@ func (q *queue) Shutdown(ctx context.Context) error {
 
 // take moves up to one batch of the waiting spans into batch (empty) and returns it; with
 // whole set, only a whole batch (none when fewer spans wait).
-func (q *queue) take(batch []otlp.Span, whole bool) []otlp.Span {
+func (q *queue) take(batch []sdktrace.ReadOnlySpan, whole bool) []sdktrace.ReadOnlySpan {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if whole && len(q.waiting) < q.batchSize {
@@ -191,7 +151,7 @@ func (q *queue) take(batch []otlp.Span, whole bool) []otlp.Span {
 // batches) when the batch timeout passes, on ForceFlush and at Shutdown.
 func (q *queue) run() {
 	defer close(q.done)
-	batch := make([]otlp.Span, 0, q.batchSize)
+	batch := make([]sdktrace.ReadOnlySpan, 0, q.batchSize)
 	// exportEach exports batch after batch while take gives one (whole: whole ones only).
 	exportEach := func(whole bool) {
 		for {
@@ -199,7 +159,7 @@ func (q *queue) run() {
 				return
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), q.exportTimeout)
-			err := q.exporter.Export(ctx, batch)
+			err := q.exporter.ExportSpans(ctx, batch)
 			cancel()
 			var partial *otlp.PartialSuccessError
 			switch {

@@ -60,9 +60,9 @@ func (d *drops) get(reason string) int {
 	return d.n[reason]
 }
 
-// endSpans makes n sampled spans end through a provider that queues them in q.
+// endSpans makes n sampled spans end through a provider whose only processor is q.
 func endSpans(q *queue, n int) {
-	tp := newProvider(sdktrace.AlwaysSample(), sdktrace.NewSpanLimits(), nil, q.addSpan)
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(q), sdktrace.WithSampler(sdktrace.AlwaysSample()))
 	tr := tp.Tracer("test")
 	for range n {
 		_, s := tr.Start(context.Background(), "s")
@@ -75,7 +75,7 @@ func endSpans(q *queue, n int) {
 func TestQueueNeverBlocks(t *testing.T) {
 	exp := &stuckExporter{release: make(chan struct{})}
 	d := &drops{n: map[string]int{}}
-	q := newQueue(libraryExporter{exp}, Settings{QueueSize: 4, BatchSize: 2, BatchTimeout: time.Hour, ExportTimeout: time.Hour}, d.add)
+	q := newQueue(exp, Settings{QueueSize: 4, BatchSize: 2, BatchTimeout: time.Hour, ExportTimeout: time.Hour}, d.add)
 	// 2 spans fill the first batch, whose export hangs; 4 wait in the queue; the other 94 are
 	// dropped. Ending them returns (this test would hang otherwise).
 	endSpans(q, 100)
@@ -100,7 +100,7 @@ func TestQueueNeverBlocks(t *testing.T) {
 // TestQueueCountsFailedExports: a batch the backend refuses is counted as dropped.
 func TestQueueCountsFailedExports(t *testing.T) {
 	d := &drops{n: map[string]int{}}
-	q := newQueue(libraryExporter{&stuckExporter{refuse: true}}, Settings{QueueSize: 64, BatchSize: 8, BatchTimeout: time.Hour, ExportTimeout: time.Second}, d.add)
+	q := newQueue(&stuckExporter{refuse: true}, Settings{QueueSize: 64, BatchSize: 8, BatchTimeout: time.Hour, ExportTimeout: time.Second}, d.add)
 	endSpans(q, 20)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -122,7 +122,7 @@ func TestQueueCountsFailedExports(t *testing.T) {
 func TestShutdownKeepsItsDeadline(t *testing.T) {
 	exp := &stuckExporter{release: make(chan struct{})}
 	defer close(exp.release)
-	q := newQueue(libraryExporter{exp}, Settings{QueueSize: 8, BatchSize: 8, BatchTimeout: time.Hour, ExportTimeout: time.Hour}, nil)
+	q := newQueue(exp, Settings{QueueSize: 8, BatchSize: 8, BatchTimeout: time.Hour, ExportTimeout: time.Hour}, nil)
 	endSpans(q, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
@@ -179,7 +179,7 @@ func (e *countingExporter) counts() (spans, batches int) {
 // waits for the batch timeout (or ForceFlush), and every span is exported once.
 func TestQueueExportsWholeBatchesAtOnce(t *testing.T) {
 	exp := &countingExporter{}
-	q := newQueue(libraryExporter{exp}, Settings{QueueSize: 64, BatchSize: 4, BatchTimeout: time.Hour, ExportTimeout: time.Second}, nil)
+	q := newQueue(exp, Settings{QueueSize: 64, BatchSize: 4, BatchTimeout: time.Hour, ExportTimeout: time.Second}, nil)
 	endSpans(q, 10)
 	deadline := time.Now().Add(10 * time.Second)
 	for spans, _ := exp.counts(); spans < 8 && time.Now().Before(deadline); spans, _ = exp.counts() {
@@ -209,7 +209,7 @@ func TestQueueExportsWholeBatchesAtOnce(t *testing.T) {
 // TestQueueExportsAPartialBatchOnTime: a partial batch goes out when the batch timeout passes.
 func TestQueueExportsAPartialBatchOnTime(t *testing.T) {
 	exp := &countingExporter{}
-	q := newQueue(libraryExporter{exp}, Settings{QueueSize: 64, BatchSize: 512, BatchTimeout: 20 * time.Millisecond, ExportTimeout: time.Second}, nil)
+	q := newQueue(exp, Settings{QueueSize: 64, BatchSize: 512, BatchTimeout: 20 * time.Millisecond, ExportTimeout: time.Second}, nil)
 	defer func() { _ = q.Shutdown(context.Background()) }()
 	endSpans(q, 5)
 	deadline := time.Now().Add(10 * time.Second)
@@ -225,7 +225,7 @@ func TestQueueExportsAPartialBatchOnTime(t *testing.T) {
 // queue and goes out when it fills, not only when the timer passes.
 func TestQueueSmallerThanABatch(t *testing.T) {
 	exp := &countingExporter{}
-	q := newQueue(libraryExporter{exp}, Settings{QueueSize: 4, BatchSize: 512, BatchTimeout: time.Hour, ExportTimeout: time.Second}, nil)
+	q := newQueue(exp, Settings{QueueSize: 4, BatchSize: 512, BatchTimeout: time.Hour, ExportTimeout: time.Second}, nil)
 	defer func() { _ = q.Shutdown(context.Background()) }()
 	endSpans(q, 4)
 	deadline := time.Now().Add(10 * time.Second)

@@ -37,7 +37,7 @@ type Options struct {
 
 // Tracing is the process's tracing while it is on.
 type Tracing struct {
-	queue    *queue
+	provider *sdktrace.TracerProvider
 	previous *state
 }
 
@@ -80,11 +80,14 @@ func Start(ctx context.Context, s Settings, o Options) (*Tracing, error) {
 	if err != nil {
 		res = resource.NewWithAttributes(semconv.SchemaURL, attrs...)
 	}
-	q := newQueue(exp, s, o.OnDrop)
-	tp := newProvider(s.Sampler, sdktrace.NewSpanLimits(), res, q.addSpan)
+	tp := sdktrace.NewTracerProvider(
+		sdktrace.WithSampler(s.Sampler),
+		sdktrace.WithResource(res),
+		sdktrace.WithSpanProcessor(newQueue(exp, s, o.OnDrop)),
+	)
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
-	t := &Tracing{queue: q, previous: current.Load()}
+	t := &Tracing{provider: tp, previous: current.Load()}
 	current.Store(&state{tracer: tp.Tracer(instrumentation), capture: s.CaptureContent})
 	return t, nil
 }
@@ -93,7 +96,7 @@ func Start(ctx context.Context, s Settings, o Options) (*Tracing, error) {
 // which encodes the SDK's spans straight into protobuf (a third of the OpenTelemetry library
 // exporter's time and a twentieth of its allocations per batch; docs/speed.md); over gRPC the
 // library's (which reads the OTEL_EXPORTER_OTLP_* TLS and compression variables itself).
-func newExporter(ctx context.Context, s Settings, version string) (exporter, error) {
+func newExporter(ctx context.Context, s Settings, version string) (sdktrace.SpanExporter, error) {
 	if s.Protocol == ProtocolGRPC {
 		opts := []otlptracegrpc.Option{otlptracegrpc.WithEndpointURL(s.EndpointURL), otlptracegrpc.WithTimeout(s.ExportTimeout),
 			otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: false})}
@@ -104,7 +107,7 @@ func newExporter(ctx context.Context, s Settings, version string) (exporter, err
 		if err != nil {
 			return nil, fmt.Errorf("OTLP exporter: %w", err)
 		}
-		return libraryExporter{exp}, nil
+		return exp, nil
 	}
 	tlsConfig, err := s.tlsConfig()
 	if err != nil {
@@ -126,7 +129,7 @@ func (t *Tracing) Flush(ctx context.Context) error {
 	if t == nil {
 		return nil
 	}
-	return t.queue.ForceFlush(ctx)
+	return t.provider.ForceFlush(ctx)
 }
 
 // Shutdown turns tracing off (the helpers go back to doing nothing) and exports the spans
@@ -136,7 +139,7 @@ func (t *Tracing) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	current.Store(t.previous)
-	err := t.queue.Shutdown(ctx)
+	err := t.provider.Shutdown(ctx)
 	if errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("traces not all exported before the deadline: %w", err)
 	}

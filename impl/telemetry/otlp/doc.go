@@ -1,6 +1,5 @@
-// Package otlp exports ended spans over OTLP/HTTP in protobuf, encoding each span straight
-// into the wire bytes from what Span reads of it: the methods of the SDK's read-only span,
-// which impl/telemetry's own tracer's spans have too.
+// Package otlp exports the OpenTelemetry SDK's ended spans over OTLP/HTTP in protobuf,
+// encoding each span straight from the SDK's read-only span into the wire bytes.
 //
 // What it buys, measured (impl/telemetry BenchmarkExportBatch and BenchmarkEncodeBatch, one
 // full batch of 510 spans of 102 traced chat requests, 2 cores): the OpenTelemetry library's

@@ -2,7 +2,6 @@ package otlp
 
 import (
 	"math"
-	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -92,37 +91,6 @@ const (
 	statusError = 2
 )
 
-// Span is what the encoder reads of an ended span: the methods of the SDK's ReadOnlySpan that
-// an OTLP span carries, so that the SDK's spans and impl/telemetry's own are both encoded.
-type Span interface {
-	SpanContext() trace.SpanContext
-	Parent() trace.SpanContext
-	Name() string
-	SpanKind() trace.SpanKind
-	StartTime() time.Time
-	EndTime() time.Time
-	Attributes() []attribute.KeyValue
-	DroppedAttributes() int
-	Events() []sdktrace.Event
-	DroppedEvents() int
-	Links() []sdktrace.Link
-	DroppedLinks() int
-	Status() sdktrace.Status
-	Resource() *resource.Resource
-	InstrumentationScope() instrumentation.Scope
-}
-
-// FromSDK is the SDK's ended spans as Spans.
-func FromSDK(spans []sdktrace.ReadOnlySpan) []Span {
-	out := make([]Span, len(spans))
-	for i, s := range spans {
-		if s != nil {
-			out[i] = s
-		}
-	}
-	return out
-}
-
 // Encoder writes ended spans as one OTLP ExportTraceServiceRequest in protobuf. It keeps its
 // scratch space from one call to the next, so an Encoder is for one goroutine at a time.
 type Encoder struct {
@@ -139,7 +107,7 @@ type group struct {
 // Append appends the request carrying spans to buf and returns it. Spans are grouped by
 // resource, then by instrumentation scope, each in the order it first appears (the library
 // exporter's grouping, whose resource order is a map's).
-func (e *Encoder) Append(buf []byte, spans []Span) []byte {
+func (e *Encoder) Append(buf []byte, spans []sdktrace.ReadOnlySpan) []byte {
 	e.group(spans)
 	for gi := 0; gi < len(e.groups); {
 		res := e.groups[gi].res
@@ -183,7 +151,7 @@ func (e *Encoder) Append(buf []byte, spans []Span) []byte {
 }
 
 // group sorts spans into e.groups, the groups of one resource next to one another.
-func (e *Encoder) group(spans []Span) {
+func (e *Encoder) group(spans []sdktrace.ReadOnlySpan) {
 	for i := range e.groups {
 		e.groups[i].spans = e.groups[i].spans[:0]
 	}
@@ -233,7 +201,7 @@ func sameResource(a, b *resource.Resource) bool {
 }
 
 // appendSpan appends one Span message (as a ScopeSpans' spans field).
-func appendSpan(buf []byte, s Span) []byte {
+func appendSpan(buf []byte, s sdktrace.ReadOnlySpan) []byte {
 	m := beginSized(&buf, scopeSpansSpans, 2)
 	sc := s.SpanContext()
 	tid, sid := sc.TraceID(), sc.SpanID()

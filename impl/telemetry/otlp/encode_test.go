@@ -108,7 +108,7 @@ func sameRequest(t *testing.T, spans []sdktrace.ReadOnlySpan) {
 	// see: the bytes are as long as the decoded request re-encoded (fields once each, in order,
 	// shortest lengths).
 	var enc Encoder
-	raw := enc.Append(nil, FromSDK(spans))
+	raw := enc.Append(nil, spans)
 	if n := proto.Size(decode(t, raw)); n != len(raw) {
 		t.Fatalf("%d bytes encoded, %d when decoded and encoded again", len(raw), n)
 	}
@@ -243,7 +243,7 @@ func TestEncoderMatchesTheLibraryOnRandomSpans(t *testing.T) {
 		spans := rec.Ended()
 		sameRequest(t, spans)
 		var fresh Encoder
-		if buf = reused.Append(buf[:0], FromSDK(spans)); !bytes.Equal(buf, fresh.Append(nil, FromSDK(spans))) {
+		if buf = reused.Append(buf[:0], spans); !bytes.Equal(buf, fresh.Append(nil, spans)) {
 			t.Fatalf("round %d: the reused encoder wrote other bytes than a new one", round)
 		}
 	}
@@ -270,7 +270,7 @@ func TestEncoderMatchesTheLibraryOnOddSpans(t *testing.T) {
 		s.End()
 	}
 	var enc Encoder
-	if n := len(enc.Append(nil, FromSDK(rec.Ended()))); n <= 2<<20 {
+	if n := len(enc.Append(nil, rec.Ended())); n <= 2<<20 {
 		t.Fatalf("the batch is %d bytes, want over 2 MiB", n)
 	}
 	sameRequest(t, rec.Ended())

@@ -87,14 +87,9 @@ func (e *PartialSuccessError) Error() string {
 	return fmt.Sprintf("OTLP export: the backend rejected %d spans: %s", e.Rejected, e.Message)
 }
 
-// ExportSpans posts the SDK's spans as one request (Export).
-func (x *HTTPExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
-	return x.Export(ctx, FromSDK(spans))
-}
-
-// Export posts spans as one request and waits for the backend's answer, for ctx, or for
+// ExportSpans posts spans as one request and waits for the backend's answer, for ctx, or for
 // Shutdown.
-func (x *HTTPExporter) Export(ctx context.Context, spans []Span) error {
+func (x *HTTPExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
 	if len(spans) == 0 {
 		return nil
 	}

@@ -122,10 +122,10 @@ func TestExporterReportsWhatTheBackendRefused(t *testing.T) {
 func TestEncoderReusesItsBuffer(t *testing.T) {
 	var enc Encoder
 	big, small := someSpans(50), someSpans(2)
-	buf := enc.Append(nil, FromSDK(big))
-	buf = enc.Append(buf[:0], FromSDK(small))
+	buf := enc.Append(nil, big)
+	buf = enc.Append(buf[:0], small)
 	var fresh Encoder
-	if want := fresh.Append(nil, FromSDK(small)); !bytes.Equal(buf, want) {
+	if want := fresh.Append(nil, small); !bytes.Equal(buf, want) {
 		t.Fatalf("reused: %d bytes, afresh: %d bytes", len(buf), len(want))
 	}
 }

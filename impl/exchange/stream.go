@@ -56,9 +56,9 @@ const maxHeld = 64
 // first output (its stream cut, unreadable, or an in-band error of its own making, such as an
 // overload right after its head) then fails over to the next expert unseen, as a call that
 // fails before its head does, and the client gets one stream, from the expert that answered
-// (trial D8). The response's head has left by then only if a keep-alive went out first (the
-// upstream silent for a heartbeat interval): its X-Tollgate-Expert names the first expert, the
-// usage record the one that answered.
+// (trial D8). The response's head was committed before the stream began: its
+// X-Tollgate-Expert names the expert that first answered, the usage record the one that
+// served the stream.
 func (x *Exchange) Stream(w StreamWriter) error {
 	sw := streamWriter{w}
 	// When a shutdown's grace period is over (EndStreams), the upstream read is interrupted and

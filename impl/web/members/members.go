@@ -33,13 +33,8 @@ type User struct {
 	LastSignIn *time.Time
 }
 
-// Membership is a user's role in an account.
-type Membership struct {
-	AccountID   uuid.UUID
-	AccountName string
-	Plan        string
-	Role        string
-}
+// Membership is a user's role in an account: the store's record, as it is.
+type Membership = store.Membership
 
 // Member is one row of an account's member list.
 type Member struct {
@@ -204,15 +199,7 @@ func (s *Service) User(ctx context.Context, id uuid.UUID) (User, error) {
 
 // Memberships returns the accounts the user belongs to, by account name.
 func (s *Service) Memberships(ctx context.Context, userID uuid.UUID) ([]Membership, error) {
-	ms, err := s.st().ListUserMemberships(ctx, userID)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Membership, 0, len(ms))
-	for _, r := range ms {
-		out = append(out, Membership{AccountID: r.AccountID, AccountName: r.AccountName, Plan: r.Plan, Role: r.Role})
-	}
-	return out, nil
+	return s.st().ListUserMemberships(ctx, userID)
 }
 
 // Membership returns the user's membership of one account (ErrNotFound when none).
@@ -221,7 +208,7 @@ func (s *Service) Membership(ctx context.Context, userID, accountID uuid.UUID) (
 	if err != nil {
 		return Membership{}, notFound(err)
 	}
-	return Membership{AccountID: r.AccountID, AccountName: r.AccountName, Plan: r.Plan, Role: r.Role}, nil
+	return r, nil
 }
 
 // AddUser makes the user a member of the account with role (self-service sign-up makes its

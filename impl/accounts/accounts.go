@@ -56,8 +56,9 @@ func (e *NameTakenError) Error() string {
 // Unwrap makes a NameTakenError a store.ErrConflict.
 func (e *NameTakenError) Unwrap() error { return store.ErrConflict }
 
-// CreateAccount creates an account on plan, grants the plan's models and its starting credit.
-// A name that is taken, exactly or but for letter case, is a *NameTakenError.
+// CreateAccount creates an account on plan, with the plan's models and its starting credit,
+// in one transaction: an error means that no account was made. A name that is taken, exactly
+// or but for letter case, is a *NameTakenError.
 func (s *Service) CreateAccount(ctx context.Context, name, plan string) (store.Account, error) {
 	if err := CheckAccountName(name); err != nil {
 		return store.Account{}, err
@@ -66,7 +67,8 @@ func (s *Service) CreateAccount(ctx context.Context, name, plan string) (store.A
 	if !ok {
 		return store.Account{}, fmt.Errorf("unknown plan %q", plan)
 	}
-	acct, err := s.Store.CreateAccount(ctx, name, plan)
+	acct, err := s.Store.CreateAccountOnPlan(ctx, name, plan, store.PlanSetup{Models: p.Models,
+		StartingCreditMicros: p.StartingCreditMicros, CreditKey: "starting-credit", CreditNote: "starting credit of plan " + plan})
 	if errors.Is(err, store.ErrConflict) {
 		taken := &NameTakenError{Name: name}
 		if other, err := s.Store.GetAccountByNameAnyCase(ctx, name); err == nil {
@@ -77,17 +79,7 @@ func (s *Service) CreateAccount(ctx context.Context, name, plan string) (store.A
 	if err != nil {
 		return store.Account{}, err
 	}
-	for _, m := range p.Models {
-		if err := s.Store.GrantModel(ctx, acct.ID, m); err != nil {
-			return acct, err
-		}
-	}
-	if p.StartingCreditMicros > 0 {
-		if _, _, err := s.GrantCredit(ctx, acct.ID, p.StartingCreditMicros, "starting-credit", "starting credit of plan "+plan); err != nil {
-			return acct, err
-		}
-	}
-	return s.Store.GetAccount(ctx, acct.ID)
+	return acct, nil
 }
 
 // CreateKey mints a key for the account with a name and an RPM cap (rpm < 0: the plan's

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -22,17 +23,62 @@ func accountFromRow(r db.Account) Account {
 	return Account{ID: r.ID, Name: r.Name, Plan: r.Plan, BalanceMicros: r.BalanceMicros, CreatedAt: r.CreatedAt}
 }
 
-// CreateAccount creates an account on a plan. A second account with the same name, or with one
-// that differs from it only in letter case, is ErrConflict.
+// PlanSetup is what a new account is given by its plan: the plan's models and its starting
+// credit.
+type PlanSetup struct {
+	// Models are the model ids the account may use.
+	Models []string
+	// StartingCreditMicros, when positive, is granted as one ledger entry (reason grant) with
+	// the idempotency key CreditKey and the note CreditNote.
+	StartingCreditMicros int64
+	CreditKey            string
+	CreditNote           string
+}
+
+// CreateAccount creates an account on a plan, with nothing granted. A second account with the
+// same name, or with one that differs from it only in letter case, is ErrConflict.
 func (s *Store) CreateAccount(ctx context.Context, name, plan string) (Account, error) {
-	row, err := s.q.CreateAccount(ctx, db.CreateAccountParams{Name: name, Plan: plan})
-	if isUniqueViolation(err) {
-		return Account{}, ErrConflict
-	}
+	return s.CreateAccountOnPlan(ctx, name, plan, PlanSetup{})
+}
+
+// CreateAccountOnPlan creates an account on a plan with the plan's set-up in one transaction:
+// the account's row, its models and its starting credit are stored together or not at all, so
+// that a failure (or a crash) part of the way never leaves an account without what its plan
+// gives it. A name that is taken, exactly or but for letter case, is ErrConflict. The account
+// is returned as committed, its balance the starting credit.
+func (s *Store) CreateAccountOnPlan(ctx context.Context, name, plan string, setup PlanSetup) (Account, error) {
+	var acct Account
+	err := s.inTx(ctx, func(q *db.Queries) error {
+		row, err := q.CreateAccount(ctx, db.CreateAccountParams{Name: name, Plan: plan})
+		if isUniqueViolation(err) {
+			return ErrConflict
+		}
+		if err != nil {
+			return err
+		}
+		for _, m := range setup.Models {
+			if err := q.GrantModel(ctx, db.GrantModelParams{AccountID: row.ID, ModelID: m}); err != nil {
+				return fmt.Errorf("grant model %q: %w", m, err)
+			}
+		}
+		if setup.StartingCreditMicros > 0 {
+			// The account is new and uncommitted: no entry can hold the key yet, so the
+			// idempotency of Append has nothing to find here.
+			if _, err := q.AppendLedgerEntry(ctx, db.AppendLedgerEntryParams{AccountID: row.ID, AmountMicros: setup.StartingCreditMicros,
+				Reason: ReasonGrant, IdempotencyKey: setup.CreditKey, Note: setup.CreditNote}); err != nil {
+				return fmt.Errorf("grant the starting credit: %w", err)
+			}
+			if row, err = q.GetAccount(ctx, row.ID); err != nil {
+				return err
+			}
+		}
+		acct = accountFromRow(row)
+		return nil
+	})
 	if err != nil {
 		return Account{}, err
 	}
-	return accountFromRow(row), nil
+	return acct, nil
 }
 
 // GetAccount returns the account with id, or ErrNotFound.

@@ -421,21 +421,19 @@ func (a *App) signup(w http.ResponseWriter, r *http.Request, v *Visitor) {
 		}
 	}
 	acct, err := a.accounts.CreateAccount(ctx, truncate(base, 40)+"-"+hex.EncodeToString(suffix), a.web.SignupPlan)
-	if err != nil && acct.ID == uuid.Nil {
-		// No account was made: the claim is given back, so that the user may try again.
+	if err != nil {
+		// No account was made (its row and its plan's set-up are one transaction): the claim is
+		// given back, so that the user may try again.
 		if rerr := a.store.ReleaseSignup(context.WithoutCancel(ctx), v.User.ID); rerr != nil {
 			a.log.Error("web: release the sign-up claim", "user", v.User.ID, "err", rerr)
 		}
 		a.failInternal(w, r, v, "sign-up account", err)
 		return
 	}
-	// The account exists (perhaps without all of its plan's set-up, then logged): it is the
-	// user's sign-up account, and the claim stays, so that no second one is made.
+	// The account exists, with its plan's models and credit: it is the user's sign-up account,
+	// and the claim stays, so that no second one is made.
 	if serr := a.store.SetSignupAccount(context.WithoutCancel(ctx), v.User.ID, acct.ID); serr != nil {
 		a.log.Error("web: record the sign-up account", "user", v.User.ID, "account", acct.ID, "err", serr)
-	}
-	if err != nil {
-		a.log.Error("web: sign-up account set-up", "account", acct.ID, "err", err)
 	}
 	if err := a.members.AddUser(context.WithoutCancel(ctx), acct.ID, v.User.ID, members.RoleOwner); err != nil {
 		a.failInternal(w, r, v, "sign-up membership", err)

@@ -52,10 +52,18 @@ FROM oauth_grants g JOIN oauth_clients c ON c.id = g.client_id JOIN users u ON u
 WHERE g.id = $1 AND g.account_id = $2;
 
 -- name: ListAccountOAuthGrants :many
--- The account's grants that still work, newest first.
+-- The account's grants that still work at @now, newest first: not revoked, not past their
+-- absolute lifetime, their member still in the account, and holding a token the client can
+-- still use (an access token not expired, or a refresh token neither used nor expired). A
+-- grant whose tokens have all expired can do nothing more (its client must be allowed again)
+-- and is not listed, though nobody revoked it.
 SELECT g.*, c.name AS client_name, c.redirect_uris, u.email AS user_email, u.name AS user_name
 FROM oauth_grants g JOIN oauth_clients c ON c.id = g.client_id JOIN users u ON u.id = g.user_id
-WHERE g.account_id = $1 AND g.revoked_at IS NULL
+JOIN memberships m ON m.account_id = g.account_id AND m.user_id = g.user_id
+WHERE g.account_id = @account_id AND g.revoked_at IS NULL
+  AND (g.expires_at IS NULL OR g.expires_at > @now::timestamptz)
+  AND EXISTS (SELECT 1 FROM oauth_tokens t
+              WHERE t.grant_id = g.id AND t.expires_at > @now::timestamptz AND (t.kind = 'access' OR t.used_at IS NULL))
 ORDER BY g.created_at DESC
 LIMIT 500;
 

@@ -307,10 +307,19 @@ func (q *Queries) InsertOAuthToken(ctx context.Context, arg InsertOAuthTokenPara
 const listAccountOAuthGrants = `-- name: ListAccountOAuthGrants :many
 SELECT g.id, g.account_id, g.user_id, g.client_id, g.role, g.resource, g.scope, g.created_at, g.last_used_at, g.revoked_at, g.revoked_why, g.expires_at, c.name AS client_name, c.redirect_uris, u.email AS user_email, u.name AS user_name
 FROM oauth_grants g JOIN oauth_clients c ON c.id = g.client_id JOIN users u ON u.id = g.user_id
+JOIN memberships m ON m.account_id = g.account_id AND m.user_id = g.user_id
 WHERE g.account_id = $1 AND g.revoked_at IS NULL
+  AND (g.expires_at IS NULL OR g.expires_at > $2::timestamptz)
+  AND EXISTS (SELECT 1 FROM oauth_tokens t
+              WHERE t.grant_id = g.id AND t.expires_at > $2::timestamptz AND (t.kind = 'access' OR t.used_at IS NULL))
 ORDER BY g.created_at DESC
 LIMIT 500
 `
+
+type ListAccountOAuthGrantsParams struct {
+	AccountID uuid.UUID
+	Now       time.Time
+}
 
 type ListAccountOAuthGrantsRow struct {
 	ID           uuid.UUID
@@ -331,9 +340,13 @@ type ListAccountOAuthGrantsRow struct {
 	UserName     string
 }
 
-// The account's grants that still work, newest first.
-func (q *Queries) ListAccountOAuthGrants(ctx context.Context, accountID uuid.UUID) ([]ListAccountOAuthGrantsRow, error) {
-	rows, err := q.db.Query(ctx, listAccountOAuthGrants, accountID)
+// The account's grants that still work at @now, newest first: not revoked, not past their
+// absolute lifetime, their member still in the account, and holding a token the client can
+// still use (an access token not expired, or a refresh token neither used nor expired). A
+// grant whose tokens have all expired can do nothing more (its client must be allowed again)
+// and is not listed, though nobody revoked it.
+func (q *Queries) ListAccountOAuthGrants(ctx context.Context, arg ListAccountOAuthGrantsParams) ([]ListAccountOAuthGrantsRow, error) {
+	rows, err := q.db.Query(ctx, listAccountOAuthGrants, arg.AccountID, arg.Now)
 	if err != nil {
 		return nil, err
 	}

@@ -171,9 +171,12 @@ func (s *Server) redirectWith(req AuthorizeRequest, params url.Values) string {
 	return u.String()
 }
 
-// Grants lists the account's grants in force, newest first.
+// Grants lists the account's grants in force, newest first: those its clients can still use.
+// A grant whose tokens have all expired (its refresh token unused for its lifetime, or the
+// grant past DefaultGrantLifetime) is not listed, though nobody revoked it: its client must be
+// allowed again.
 func (s *Server) Grants(ctx context.Context, accountID uuid.UUID) ([]store.OAuthGrant, error) {
-	return s.store.ListOAuthGrants(ctx, accountID)
+	return s.store.ListOAuthGrants(ctx, accountID, s.now())
 }
 
 // Grant returns one of the account's grants (store.ErrNotFound when it has none by that id).

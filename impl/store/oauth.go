@@ -368,9 +368,13 @@ func (s *Store) RevokeOAuthGrantByID(ctx context.Context, id uuid.UUID, why stri
 	return err
 }
 
-// ListOAuthGrants returns the account's grants that are in force, newest first (at most 500).
-func (s *Store) ListOAuthGrants(ctx context.Context, accountID uuid.UUID) ([]OAuthGrant, error) {
-	rows, err := s.q.ListAccountOAuthGrants(ctx, accountID)
+// ListOAuthGrants returns the account's grants that are in force at now, newest first (at
+// most 500): not revoked, not past their lifetime, their member still in the account, and
+// with a token their client can still use (an access token not expired, or a refresh token
+// neither used nor expired). A grant whose every token has expired is not in force: its client
+// can do nothing more with it until it is allowed again.
+func (s *Store) ListOAuthGrants(ctx context.Context, accountID uuid.UUID, now time.Time) ([]OAuthGrant, error) {
+	rows, err := s.q.ListAccountOAuthGrants(ctx, db.ListAccountOAuthGrantsParams{AccountID: accountID, Now: now})
 	if err != nil {
 		return nil, err
 	}

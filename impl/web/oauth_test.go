@@ -257,7 +257,7 @@ func TestStaleSignInConsentReauthenticates(t *testing.T) {
 	if p := b.post("/oauth/authorize", form); p.Status != http.StatusSeeOther || !strings.Contains(p.Location, "reauth=1") {
 		t.Fatalf("a stale Allow: %d %s", p.Status, p.Location)
 	}
-	if grants, err := e.Store.ListOAuthGrants(context.Background(), acme.ID); err != nil || len(grants) != 0 {
+	if grants, err := e.Store.ListOAuthGrants(context.Background(), acme.ID, time.Now()); err != nil || len(grants) != 0 {
 		t.Fatalf("a stale sign-in was granted: %d grants (%v)", len(grants), err)
 	}
 	form.Set("decision", "deny")

@@ -60,6 +60,21 @@ func (e *NameTakenError) Unwrap() error { return store.ErrConflict }
 // in one transaction: an error means that no account was made. A name that is taken, exactly
 // or but for letter case, is a *NameTakenError.
 func (s *Service) CreateAccount(ctx context.Context, name, plan string) (store.Account, error) {
+	return s.createAccount(ctx, name, plan, uuid.Nil)
+}
+
+// CreateSignupAccount creates the account of the user's self-service sign-up: an account on
+// plan, with the plan's models and its starting credit, the user as its owner, and the account
+// recorded as the user's sign-up account, in one transaction (store.CreateSignupAccount). An
+// error means that none of it was made, so the user may sign up again. A name that is taken,
+// exactly or but for letter case, is a *NameTakenError.
+func (s *Service) CreateSignupAccount(ctx context.Context, name, plan string, owner uuid.UUID) (store.Account, error) {
+	return s.createAccount(ctx, name, plan, owner)
+}
+
+// createAccount creates an account on plan with the plan's set-up and, when owner is not
+// uuid.Nil, with owner as the owner of the sign-up account.
+func (s *Service) createAccount(ctx context.Context, name, plan string, owner uuid.UUID) (store.Account, error) {
 	if err := CheckAccountName(name); err != nil {
 		return store.Account{}, err
 	}
@@ -67,8 +82,15 @@ func (s *Service) CreateAccount(ctx context.Context, name, plan string) (store.A
 	if !ok {
 		return store.Account{}, fmt.Errorf("unknown plan %q", plan)
 	}
-	acct, err := s.Store.CreateAccountOnPlan(ctx, name, plan, store.PlanSetup{Models: p.Models,
-		StartingCreditMicros: p.StartingCreditMicros, CreditKey: "starting-credit", CreditNote: "starting credit of plan " + plan})
+	setup := store.PlanSetup{Models: p.Models,
+		StartingCreditMicros: p.StartingCreditMicros, CreditKey: "starting-credit", CreditNote: "starting credit of plan " + plan}
+	var acct store.Account
+	var err error
+	if owner == uuid.Nil {
+		acct, err = s.Store.CreateAccountOnPlan(ctx, name, plan, setup)
+	} else {
+		acct, err = s.Store.CreateSignupAccount(ctx, name, plan, setup, owner)
+	}
 	if errors.Is(err, store.ErrConflict) {
 		taken := &NameTakenError{Name: name}
 		if other, err := s.Store.GetAccountByNameAnyCase(ctx, name); err == nil {

@@ -47,6 +47,26 @@ func (s *Store) CreateAccount(ctx context.Context, name, plan string) (Account, 
 // gives it. A name that is taken, exactly or but for letter case, is ErrConflict. The account
 // is returned as committed, its balance the starting credit.
 func (s *Store) CreateAccountOnPlan(ctx context.Context, name, plan string, setup PlanSetup) (Account, error) {
+	return s.createAccount(ctx, name, plan, setup, uuid.Nil)
+}
+
+// CreateSignupAccount creates the account of a user's self-service sign-up: the account on a
+// plan with the plan's set-up (as CreateAccountOnPlan), the user as its owner (a membership
+// with the role owner), and the account recorded as the user's sign-up account
+// (SignupAccount), all in one transaction. An error means that none of it was made: no
+// account, model access, ledger entry or membership is left, and the user's sign-up claim
+// (ClaimSignup) can be given back (ReleaseSignup) for the user to try again. A name that is
+// taken, exactly or but for letter case, is ErrConflict.
+func (s *Store) CreateSignupAccount(ctx context.Context, name, plan string, setup PlanSetup, owner uuid.UUID) (Account, error) {
+	if owner == uuid.Nil {
+		return Account{}, fmt.Errorf("create the sign-up account %q: no owner", name)
+	}
+	return s.createAccount(ctx, name, plan, setup, owner)
+}
+
+// createAccount creates an account on a plan with the plan's set-up and, when owner is not
+// uuid.Nil, the owner's membership and sign-up record, in one transaction.
+func (s *Store) createAccount(ctx context.Context, name, plan string, setup PlanSetup, owner uuid.UUID) (Account, error) {
 	var acct Account
 	err := s.inTx(ctx, func(q *db.Queries) error {
 		row, err := q.CreateAccount(ctx, db.CreateAccountParams{Name: name, Plan: plan})
@@ -70,6 +90,19 @@ func (s *Store) CreateAccountOnPlan(ctx context.Context, name, plan string, setu
 			}
 			if row, err = q.GetAccount(ctx, row.ID); err != nil {
 				return err
+			}
+		}
+		if owner != uuid.Nil {
+			// The account is new: the member has no OAuth grants in it for the upsert to revoke.
+			if _, err := q.UpsertMembership(ctx, db.UpsertMembershipParams{AccountID: row.ID, UserID: owner, Role: "owner"}); err != nil {
+				return fmt.Errorf("make the user the account's owner: %w", err)
+			}
+			// Recorded with the membership, so that a request that finds the sign-up account
+			// (SignupAccount) finds the owner's membership too, and a claim given back after an
+			// error (ReleaseSignup, only while no account is recorded) is never given back for
+			// an account that was made.
+			if err := q.SetSignupAccount(ctx, db.SetSignupAccountParams{ID: owner, AccountID: row.ID}); err != nil {
+				return fmt.Errorf("record the sign-up account: %w", err)
 			}
 		}
 		acct = accountFromRow(row)

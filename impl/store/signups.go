@@ -4,13 +4,12 @@ import (
 	"context"
 
 	"github.com/google/uuid"
-
-	"github.com/tollgate/tollgate/gen/db"
 )
 
 // A user's self-service sign-up on the web console makes one account however many sign-ups
 // are sent at once: the request that claims the user's sign-up (ClaimSignup) creates the
-// account and records it (SetSignupAccount); every other one finds it (SignupAccount).
+// account, with its owner, and records it in one transaction (CreateSignupAccount); every
+// other one finds it (SignupAccount).
 
 // ClaimSignup claims the user's sign-up for the calling request: true for the one request that
 // may create the account, false for every other (concurrent or later) one.
@@ -23,11 +22,6 @@ func (s *Store) ClaimSignup(ctx context.Context, userID uuid.UUID) (bool, error)
 // may try again.
 func (s *Store) ReleaseSignup(ctx context.Context, userID uuid.UUID) error {
 	return s.q.ReleaseSignup(ctx, userID)
-}
-
-// SetSignupAccount records the account the user's sign-up made.
-func (s *Store) SetSignupAccount(ctx context.Context, userID, accountID uuid.UUID) error {
-	return s.q.SetSignupAccount(ctx, db.SetSignupAccountParams{ID: userID, AccountID: accountID})
 }
 
 // SignupAccount returns the account the user's sign-up made: uuid.Nil while it is being made,

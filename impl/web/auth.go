@@ -420,25 +420,19 @@ func (a *App) signup(w http.ResponseWriter, r *http.Request, v *Visitor) {
 			base = plain
 		}
 	}
-	acct, err := a.accounts.CreateAccount(ctx, truncate(base, 40)+"-"+hex.EncodeToString(suffix), a.web.SignupPlan)
+	acct, err := a.accounts.CreateSignupAccount(ctx, truncate(base, 40)+"-"+hex.EncodeToString(suffix), a.web.SignupPlan, v.User.ID)
 	if err != nil {
-		// No account was made (its row and its plan's set-up are one transaction): the claim is
-		// given back, so that the user may try again.
+		// No account was made (its row, its plan's set-up, the user's membership as its owner
+		// and its record as the user's sign-up account are one transaction): the claim is given
+		// back, so that the user may try again.
 		if rerr := a.store.ReleaseSignup(context.WithoutCancel(ctx), v.User.ID); rerr != nil {
 			a.log.Error("web: release the sign-up claim", "user", v.User.ID, "err", rerr)
 		}
 		a.failInternal(w, r, v, "sign-up account", err)
 		return
 	}
-	// The account exists, with its plan's models and credit: it is the user's sign-up account,
-	// and the claim stays, so that no second one is made.
-	if serr := a.store.SetSignupAccount(context.WithoutCancel(ctx), v.User.ID, acct.ID); serr != nil {
-		a.log.Error("web: record the sign-up account", "user", v.User.ID, "account", acct.ID, "err", serr)
-	}
-	if err := a.members.AddUser(context.WithoutCancel(ctx), acct.ID, v.User.ID, members.RoleOwner); err != nil {
-		a.failInternal(w, r, v, "sign-up membership", err)
-		return
-	}
+	// The account exists, with its plan's models and credit and the user as its owner, and is
+	// the user's sign-up account: the claim stays, so that no second one is made.
 	a.enterAccount(r, v.User, members.Membership{AccountID: acct.ID, AccountName: acct.Name, Plan: acct.Plan, Role: members.RoleOwner}, false)
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }

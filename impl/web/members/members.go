@@ -210,12 +210,3 @@ func (s *Service) Membership(ctx context.Context, userID, accountID uuid.UUID) (
 	}
 	return r, nil
 }
-
-// AddUser makes the user a member of the account with role (self-service sign-up makes its
-// creator the owner).
-func (s *Service) AddUser(ctx context.Context, accountID, userID uuid.UUID, role string) error {
-	if !ValidRole(role) {
-		return fmt.Errorf("role %q: want owner or member", role)
-	}
-	return s.st().SetMembership(ctx, accountID, userID, role)
-}

@@ -468,19 +468,25 @@ func serveMetrics(addr string, profiles bool, m *metrics.Metrics, ready *health.
 	return srv
 }
 
-// seedDemo creates the demo account and its key on first run and returns the key (empty when
-// the account already existed: a key is shown only once).
+// seedDemo creates the demo account and its key, and returns the key: on the first run, and
+// on a later run that finds the demo account without any key (a run that failed or was
+// stopped after making the account and before its key), so that the newcomer still gets a key
+// printed. It returns the empty string when the demo account has a key already, revoked or
+// not: a key is shown only once, and another is made with `admin key create demo`.
 func seedDemo(ctx context.Context, svc *accounts.Service) (string, error) {
-	_, err := svc.Store.GetAccountByName(ctx, "demo")
-	if err == nil {
-		return "", nil
+	acct, err := svc.Store.GetAccountByName(ctx, "demo")
+	if errors.Is(err, store.ErrNotFound) {
+		acct, err = svc.CreateAccount(ctx, "demo", "demo")
 	}
-	if !errors.Is(err, store.ErrNotFound) {
-		return "", err
-	}
-	acct, err := svc.CreateAccount(ctx, "demo", "demo")
 	if err != nil {
 		return "", err
+	}
+	keys, err := svc.Store.ListAPIKeys(ctx, acct.ID)
+	if err != nil {
+		return "", err
+	}
+	if len(keys) > 0 {
+		return "", nil
 	}
 	k, err := svc.CreateKey(ctx, acct.ID, "demo", -1)
 	if err != nil {

@@ -520,7 +520,7 @@ func devBanner(addr, key string, where pgcluster.Location, upstreams string) str
 		b.WriteString("  Demo API key (shown once; it is stored only as a hash):\n\n    " + key + "\n\n")
 		b.WriteString("  export TOLLGATE_API_KEY=" + key + "\n")
 	} else {
-		b.WriteString("  The demo account exists already; its key was printed on the first run. A new key:\n")
+		b.WriteString("  The demo account exists already; its key was printed by an earlier run. A new key:\n")
 		b.WriteString("    export TOLLGATE_API_KEY=$(go run ./cmd/tollgate admin key create demo -quiet)\n")
 	}
 	b.WriteString("  curl -s " + base + "/v1/models -H \"Authorization: Bearer $TOLLGATE_API_KEY\"\n")

@@ -362,10 +362,10 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 	worst := billing.SaturatingAdd(price.WorstOnTier(billing.SaturatingAdd(inputEst, hostedInput), int64(outBound)*int64(choices), m.MaxPrice(), tier), hostedFees)
 	var admission trace.Span
 	if telemetry.Enabled() && telemetry.Recording(ctx) {
-		_, admission = startSpan(ctx, "admission", telemetry.AttrReservationMicros.Int64(worst))
+		_, admission = startSpan(ctx, "admission")
 	}
 	reservation, err := eng.meter.ReserveForKey(ctx, p.AccountID, requestID, worst, keyCap(p))
-	endAdmission(admission, reservation, err)
+	endAdmission(admission, worst, reservation, err)
 	if err != nil {
 		return nil, err
 	}

@@ -48,27 +48,35 @@ func providerName(k llm.Format) string {
 }
 
 // startSpan begins an INTERNAL child span of ctx's; call it only when tracing is on.
-func startSpan(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
-	return telemetry.Tracer().Start(ctx, name, trace.WithAttributes(attrs...))
+//
+// The exchange's spans get their attributes when they end, in one SetAttributes call each:
+// the SDK copies a span's start attributes three times (the option, the start configuration,
+// the span) and grows the span's slice at every call, which made a traced request's spans
+// cost 52 allocations rather than 32 (BenchmarkSampledRequestSpans). The samplers the gateway
+// takes (OTEL_TRACES_SAMPLER) do not read attributes.
+func startSpan(ctx context.Context, name string) (context.Context, trace.Span) {
+	return telemetry.Tracer().Start(ctx, name)
 }
 
-// endAdmission ends the admission span with the reservation's outcome: admitted, degraded
-// (served on credit while the database is unreachable), refused or unavailable.
-func endAdmission(span trace.Span, r *billing.Reservation, err error) {
+// endAdmission ends the admission span with the amount reserved (worst, the request's most)
+// and the reservation's outcome: admitted, degraded (served on credit while the database is
+// unreachable), refused or unavailable.
+func endAdmission(span trace.Span, worst int64, r *billing.Reservation, err error) {
 	if span == nil {
 		return
 	}
+	amount := telemetry.AttrReservationMicros.Int64(worst)
 	switch {
 	case err == nil && r != nil && r.OnCredit():
-		span.SetAttributes(telemetry.AttrAdmission.String(telemetry.AdmissionDegraded))
+		span.SetAttributes(amount, telemetry.AttrAdmission.String(telemetry.AdmissionDegraded))
 	case err == nil:
-		span.SetAttributes(telemetry.AttrAdmission.String(telemetry.AdmissionAdmitted))
+		span.SetAttributes(amount, telemetry.AttrAdmission.String(telemetry.AdmissionAdmitted))
 	case apierror.IsUnavailable(err):
-		span.SetAttributes(telemetry.AttrAdmission.String(telemetry.AdmissionUnavailable))
-		telemetry.Fail(span, "unavailable", "the credit could not be reserved")
+		telemetry.FailWith(span, "unavailable", "the credit could not be reserved",
+			amount, telemetry.AttrAdmission.String(telemetry.AdmissionUnavailable))
 	default:
-		span.SetAttributes(telemetry.AttrAdmission.String(telemetry.AdmissionRefused))
-		telemetry.Fail(span, errorType(err), "the credit could not be reserved")
+		telemetry.FailWith(span, errorType(err), "the credit could not be reserved",
+			amount, telemetry.AttrAdmission.String(telemetry.AdmissionRefused))
 	}
 	span.End()
 }
@@ -109,6 +117,7 @@ type tryObserver struct {
 	x     *Exchange
 	e     routing.Expert
 	bound int
+	n     int // the current try's number, from 1
 	span  trace.Span
 	start time.Time
 }
@@ -121,27 +130,43 @@ func (x *Exchange) observeTries(e routing.Expert, bound int) *tryObserver {
 }
 
 // StartTry begins try n's span (when traced; the try's request carries its traceparent) and
-// notes when it began.
+// notes when it began. The span's attributes are set when the try ends (tryAttributes).
 func (o *tryObserver) StartTry(ctx context.Context, n int) context.Context {
-	o.start = time.Now()
+	o.start, o.n = time.Now(), n
 	if o.x.tr == nil {
 		return ctx
 	}
-	tctx, span := telemetry.Tracer().Start(ctx, telemetry.OperationChat+" "+o.e.Model, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(
-			telemetry.GenAIOperationName.String(telemetry.OperationChat),
-			telemetry.GenAIProviderName.String(providerName(o.e.Kind)),
-			telemetry.GenAIRequestModel.String(o.e.Model),
-			telemetry.GenAIRequestMaxTokens.Int(o.bound),
-			telemetry.AttrExpert.String(o.e.Key),
-			telemetry.AttrModel.String(o.x.model.ID),
-			telemetry.AttrUpstreamAttempts.Int(n),
-		))
-	if o.e.Host != "" {
-		span.SetAttributes(telemetry.ServerAddress.String(o.e.Host), telemetry.ServerPort.Int(o.e.Port))
-	}
+	tctx, span := telemetry.Tracer().Start(ctx, telemetry.OperationChat+" "+o.e.Model, clientKind)
 	o.span = span
 	return tctx
+}
+
+// clientKind is a try span's one start option, made once.
+var clientKind = trace.WithSpanKind(trace.SpanKindClient)
+
+// tryAttributes appends what a try's span says of the request, known when it began: the
+// GenAI operation, provider, model and output bound, the expert, the gateway's model, the
+// try's number and the upstream's address.
+func (o *tryObserver) tryAttributes(attrs []attribute.KeyValue) []attribute.KeyValue {
+	attrs = append(attrs,
+		telemetry.GenAIOperationName.String(telemetry.OperationChat),
+		telemetry.GenAIProviderName.String(providerName(o.e.Kind)),
+		telemetry.GenAIRequestModel.String(o.e.Model),
+		telemetry.GenAIRequestMaxTokens.Int(o.bound),
+		telemetry.AttrExpert.String(o.e.Key),
+		telemetry.AttrModel.String(o.x.model.ID),
+		telemetry.AttrUpstreamAttempts.Int(o.n),
+	)
+	if o.e.Host != "" {
+		attrs = append(attrs, telemetry.ServerAddress.String(o.e.Host), telemetry.ServerPort.Int(o.e.Port))
+	}
+	return attrs
+}
+
+// failSpan ends the try's span as failed with errType and description.
+func (o *tryObserver) failSpan(errType, description string) {
+	telemetry.FailWith(o.span, errType, description, o.tryAttributes(make([]attribute.KeyValue, 0, 10))...)
+	o.span.End()
 }
 
 // EndTry ends a failed try: its span with the reason, and its operation in the metrics; a
@@ -153,8 +178,7 @@ func (o *tryObserver) EndTry(_ context.Context, _ int, err error) {
 	et := errorType(err)
 	traceID := ""
 	if o.span != nil {
-		telemetry.Fail(o.span, et, "the upstream try failed")
-		o.span.End()
+		o.failSpan(et, "the upstream try failed")
 		traceID = telemetry.SampledTraceID(o.x.ctx)
 	}
 	if m := o.x.eng.metrics; m != nil {
@@ -171,8 +195,7 @@ func (o *tryObserver) EndTry(_ context.Context, _ int, err error) {
 func (o *tryObserver) failAnswer(status string, err error) {
 	traceID := ""
 	if o.span != nil {
-		telemetry.Fail(o.span, status, err.Error())
-		o.span.End()
+		o.failSpan(status, err.Error())
 		traceID = telemetry.SampledTraceID(o.x.ctx)
 	}
 	if m := o.x.eng.metrics; m != nil {
@@ -229,7 +252,8 @@ func (x *Exchange) finishAttempt(status string) {
 	traceID := ""
 	if x.tr != nil && x.tr.attempt != nil {
 		span := x.tr.attempt
-		attrs := make([]attribute.KeyValue, 0, 9)
+		// The answering try's attributes (x.tries is its expert's observer) and the answer's.
+		attrs := x.tries.tryAttributes(make([]attribute.KeyValue, 0, 20))
 		if u.InputTokens > 0 || u.OutputTokens > 0 {
 			// The counts the upstream reported; an answer cut before its usage has none, and
 			// its span says nothing rather than 0 (the bill's estimate is the usage record's:
@@ -267,9 +291,10 @@ func (x *Exchange) finishAttempt(status string) {
 			}
 			attrs = append(attrs, x.contentAttributes(x.tr.output.String(), fr)...)
 		}
-		span.SetAttributes(attrs...)
 		if status != "ok" {
-			telemetry.Fail(span, status, "the answer did not complete")
+			telemetry.FailWith(span, status, "the answer did not complete", attrs...)
+		} else {
+			span.SetAttributes(attrs...)
 		}
 		span.End()
 		traceID = telemetry.SampledTraceID(x.ctx)
@@ -295,6 +320,7 @@ func (x *Exchange) traceSettlement(cost int64, status string) {
 	if x.tr == nil {
 		return
 	}
-	_, span := startSpan(x.ctx, "settle", telemetry.AttrCostMicros.Int64(cost), telemetry.AttrSettlementStatus.String(status))
+	_, span := startSpan(x.ctx, "settle")
+	span.SetAttributes(telemetry.AttrCostMicros.Int64(cost), telemetry.AttrSettlementStatus.String(status))
 	span.End()
 }

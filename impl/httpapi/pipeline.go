@@ -125,7 +125,6 @@ func (s *Server) edge(next http.Handler) http.Handler {
 		if telemetry.Enabled() {
 			ctx, span = telemetry.StartServer(r)
 			h[headerTraceResponse] = []string{traceResponse(span.SpanContext())}
-			span.SetAttributes(telemetry.AttrRequestID.String(id))
 		}
 		// One copy of the request carries the id and a slot that authentication fills in.
 		ctx, _ = auth.WithSlot(ctx)
@@ -160,10 +159,11 @@ func (s *Server) edge(next http.Handler) http.Handler {
 				}
 			}
 			if span != nil {
+				end := telemetry.ServerEnd{Method: r.Method, Path: r.URL.Path, Route: spanRoute, Status: status, RequestID: id}
 				if p, ok := auth.FromContext(r.Context()); ok && span.IsRecording() {
-					span.SetAttributes(telemetry.AttrAccount.String(p.AccountText()), telemetry.AttrKey.String(p.KeyText()))
+					end.Account, end.Key = p.AccountText(), p.KeyText()
 				}
-				telemetry.EndServer(span, r.Method, spanRoute, status)
+				telemetry.EndServer(span, end)
 			}
 			if s.log.Enabled(r.Context(), slog.LevelInfo) {
 				s.logRequest(r, id, status, start, elapsed, rec.bytes)

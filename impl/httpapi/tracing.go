@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tollgate/tollgate/impl/apierror"
@@ -37,9 +36,10 @@ func traceResponse(sc trace.SpanContext) string {
 	return string(b[:])
 }
 
-// startSpan begins an INTERNAL child span of ctx's; call it only when tracing is on.
-func startSpan(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
-	return telemetry.Tracer().Start(ctx, name, trace.WithAttributes(attrs...))
+// startSpan begins an INTERNAL child span of ctx's, its attributes set later in one call;
+// call it only when tracing is on.
+func startSpan(ctx context.Context, name string) (context.Context, trace.Span) {
+	return telemetry.Tracer().Start(ctx, name)
 }
 
 // authOutcome names an authentication's refusal for the span ("ok" when it passed).

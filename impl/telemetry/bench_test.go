@@ -30,7 +30,7 @@ func BenchmarkUnsampledRequest(b *testing.B) {
 		}
 		h := http.Header{}
 		Inject(ctx, h)
-		EndServer(span, "POST", "/v1/chat/completions", 200)
+		EndServer(span, ServerEnd{Method: "POST", Path: "/v1/chat/completions", Route: "/v1/chat/completions", Status: 200})
 	}
 }
 

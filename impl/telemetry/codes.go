@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -13,4 +14,11 @@ const codesError = codes.Error
 func Fail(span trace.Span, errType, description string) {
 	span.SetStatus(codes.Error, description)
 	span.SetAttributes(ErrorType.String(errType))
+}
+
+// FailWith is Fail setting the span's other attributes, attrs, in the same call (each call of
+// the SDK's SetAttributes grows the span's slice).
+func FailWith(span trace.Span, errType, description string, attrs ...attribute.KeyValue) {
+	span.SetStatus(codes.Error, description)
+	span.SetAttributes(append(attrs, ErrorType.String(errType))...)
 }

@@ -3,7 +3,6 @@ package telemetry
 import (
 	"context"
 
-	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -13,30 +12,30 @@ import (
 // differential test. tracer must be sampling.
 func makeRequestSpans(tracer trace.Tracer) {
 	ctx, server := tracer.Start(context.Background(), "POST", serverKind)
-	server.SetAttributes(semconv.HTTPRequestMethodKey.String("POST"), semconv.URLPath("/v1/chat/completions"))
-	server.SetAttributes(AttrRequestID.String("req_01JEXAMPLE0000000000000000"))
 	_, auth := tracer.Start(ctx, "authenticate")
 	auth.SetAttributes(AttrAuthOutcome.String("ok"))
 	auth.End()
-	server.SetAttributes(AttrAccount.String("7f9c2a4e-3b1d-4c6a-9e8f-0a1b2c3d4e5f"), AttrKey.String("1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d"))
-	_, admission := tracer.Start(ctx, "admission", trace.WithAttributes(AttrReservationMicros.Int64(12800)))
-	admission.SetAttributes(AttrAdmission.String(AdmissionAdmitted))
+	_, admission := tracer.Start(ctx, "admission")
+	admission.SetAttributes(AttrReservationMicros.Int64(12800), AttrAdmission.String(AdmissionAdmitted))
 	admission.End()
-	_, attempt := tracer.Start(ctx, OperationChat+" gpt-4o-mini", trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(
-			GenAIOperationName.String(OperationChat),
-			GenAIProviderName.String("openai"),
-			GenAIRequestModel.String("gpt-4o-mini"),
-			GenAIRequestMaxTokens.Int(1024),
-			AttrExpert.String("openai/gpt-4o-mini"),
-			AttrModel.String("gpt-4o-mini"),
-			AttrUpstreamAttempts.Int(1),
-		))
-	attempt.SetAttributes(GenAIUsageInputTokens.Int64(1200), GenAIUsageOutputTokens.Int64(340),
+	_, attempt := tracer.Start(ctx, OperationChat+" gpt-4o-mini", trace.WithSpanKind(trace.SpanKindClient))
+	attempt.SetAttributes(
+		GenAIOperationName.String(OperationChat),
+		GenAIProviderName.String("openai"),
+		GenAIRequestModel.String("gpt-4o-mini"),
+		GenAIRequestMaxTokens.Int(1024),
+		AttrExpert.String("openai/gpt-4o-mini"),
+		AttrModel.String("gpt-4o-mini"),
+		AttrUpstreamAttempts.Int(1),
+		ServerAddress.String("api.openai.com"), ServerPort.Int(443),
+		GenAIUsageInputTokens.Int64(1200), GenAIUsageOutputTokens.Int64(340),
 		GenAIUsageCacheRead.Int64(1024), GenAIResponseFinishReason.StringSlice([]string{"stop"}),
 		GenAIResponseID.String("chatcmpl-AbCdEf0123456789"), GenAIResponseModel.String("gpt-4o-mini-2024-07-18"))
 	attempt.End()
-	_, settle := tracer.Start(ctx, "settle", trace.WithAttributes(AttrCostMicros.Int64(384), AttrSettlementStatus.String("ok")))
+	_, settle := tracer.Start(ctx, "settle")
+	settle.SetAttributes(AttrCostMicros.Int64(384), AttrSettlementStatus.String("ok"))
 	settle.End()
-	EndServer(server, "POST", "/v1/chat/completions", 200)
+	EndServer(server, ServerEnd{Method: "POST", Path: "/v1/chat/completions", Route: "/v1/chat/completions", Status: 200,
+		RequestID: "req_01JEXAMPLE0000000000000000",
+		Account:   "7f9c2a4e-3b1d-4c6a-9e8f-0a1b2c3d4e5f", Key: "1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d"})
 }

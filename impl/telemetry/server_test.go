@@ -35,19 +35,19 @@ func TestStartServerContinuesTheCallersTrace(t *testing.T) {
 	if TraceID(ctx) != callerTrace || !span.IsRecording() {
 		t.Errorf("a sampled caller's trace: got trace %q recording %v, want %s recording", TraceID(ctx), span.IsRecording(), callerTrace)
 	}
-	EndServer(span, "POST", "/v1/messages", 200)
+	EndServer(span, ServerEnd{Method: "POST", Path: "/v1/messages", Route: "/v1/messages", Status: 200})
 
 	r.Header.Set("traceparent", "00-"+callerTrace+"-00f067aa0ba902b7-00")
 	ctx, span = StartServer(r)
 	if TraceID(ctx) != callerTrace || span.IsRecording() {
 		t.Errorf("an unsampled caller's trace: got trace %q recording %v, want %s not recording", TraceID(ctx), span.IsRecording(), callerTrace)
 	}
-	EndServer(span, "POST", "/v1/messages", 200)
+	EndServer(span, ServerEnd{Method: "POST", Path: "/v1/messages", Route: "/v1/messages", Status: 200})
 
 	r = httptest.NewRequest("POST", "/v1/messages", nil)
 	ctx, span = StartServer(r)
 	if id := TraceID(ctx); id == "" || id == callerTrace || span.IsRecording() {
 		t.Errorf("no traceparent: got trace %q recording %v, want a new trace, not recording at ratio 0", id, span.IsRecording())
 	}
-	EndServer(span, "POST", "/v1/messages", 200)
+	EndServer(span, ServerEnd{Method: "POST", Path: "/v1/messages", Route: "/v1/messages", Status: 200})
 }

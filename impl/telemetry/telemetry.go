@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -175,22 +176,21 @@ func CaptureContent(account uuid.UUID) bool {
 }
 
 // StartServer begins the SERVER span of an HTTP request, continuing the trace of an incoming
-// W3C traceparent (its tracestate kept). It is named by the method until the route is known
-// (SetRoute). Call it only when Enabled.
+// W3C traceparent (its tracestate kept). It is named by the method until the route is known;
+// its attributes are all set when it ends (EndServer), in one call: each call of the SDK's
+// SetAttributes grows the span's attribute slice, and a span's attributes given at its start
+// are copied three times (the option, the start configuration, the span). Call it only when
+// Enabled.
 //
 // A request the sampler leaves out pays only for its span context (the trace id the response
 // header and the upstream's traceparent carry): without an incoming traceparent the headers
-// are not searched, and the attributes are set only on a span that records.
+// are not searched.
 func StartServer(r *http.Request) (context.Context, trace.Span) {
 	ctx := r.Context()
 	if _, ok := r.Header[headerTraceparent]; ok {
 		ctx = propagator.Extract(ctx, propagation.HeaderCarrier(r.Header))
 	}
-	ctx, span := Tracer().Start(ctx, r.Method, serverKind)
-	if span.IsRecording() {
-		span.SetAttributes(semconv.HTTPRequestMethodKey.String(r.Method), semconv.URLPath(r.URL.Path))
-	}
-	return ctx, span
+	return Tracer().Start(ctx, r.Method, serverKind)
 }
 
 // headerTraceparent is the canonical form of W3C's traceparent header, as net/http and
@@ -210,22 +210,43 @@ func StartSocketTurn(ctx context.Context, name, route string) (context.Context, 
 		trace.WithLinks(trace.LinkFromContext(ctx)), trace.WithAttributes(semconv.HTTPRouteKey.String(route)))
 }
 
+// ServerEnd is what a request's SERVER span reports when it ends.
+type ServerEnd struct {
+	// Method and Path are the request's (http.request.method, url.path); Route is its
+	// route's pattern ("/v1/chat/completions"; "" when no route matched).
+	Method, Path, Route string
+	// Status is the response's status code.
+	Status int
+	// RequestID is the request's x-request-id (tollgate.request.id).
+	RequestID string
+	// Account and Key are the authenticated caller's ("" when the request was not
+	// authenticated).
+	Account, Key string
+}
+
 // EndServer names the server span after its route ("POST /v1/chat/completions", after the
-// HTTP conventions), records the status and ends it; a 5xx is an error.
-func EndServer(span trace.Span, method, route string, status int) {
+// HTTP conventions), sets its attributes (the method, path, route, status, request id and the
+// caller's account and key) and ends it; a 5xx is an error.
+func EndServer(span trace.Span, e ServerEnd) {
 	if !span.IsRecording() {
 		span.End()
 		return
 	}
-	if route != "" {
-		span.SetName(method + " " + route)
-		span.SetAttributes(semconv.HTTPRouteKey.String(route))
+	attrs := make([]attribute.KeyValue, 0, 8)
+	attrs = append(attrs, semconv.HTTPRequestMethodKey.String(e.Method), semconv.URLPath(e.Path),
+		AttrRequestID.String(e.RequestID), semconv.HTTPResponseStatusCodeKey.Int(e.Status))
+	if e.Route != "" {
+		span.SetName(e.Method + " " + e.Route)
+		attrs = append(attrs, semconv.HTTPRouteKey.String(e.Route))
 	}
-	span.SetAttributes(semconv.HTTPResponseStatusCodeKey.Int(status))
-	if status >= 500 {
-		span.SetStatus(codesError, http.StatusText(status))
-		span.SetAttributes(ErrorType.String(fmt.Sprint(status)))
+	if e.Account != "" {
+		attrs = append(attrs, AttrAccount.String(e.Account), AttrKey.String(e.Key))
 	}
+	if e.Status >= 500 {
+		span.SetStatus(codesError, http.StatusText(e.Status))
+		attrs = append(attrs, ErrorType.String(strconv.Itoa(e.Status)))
+	}
+	span.SetAttributes(attrs...)
 	span.End()
 }
 

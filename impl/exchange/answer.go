@@ -27,15 +27,18 @@ func (x *Exchange) Client() llm.Format { return x.client }
 // Streamed reports whether the client asked for a streamed answer.
 func (x *Exchange) Streamed() bool { return x.stream }
 
-// Expert is the upstream that answered.
-func (x *Exchange) Expert() *routing.Expert { return &x.expert }
-
-// Dropped names the advisory request fields and tools the chosen upstream could not use.
-func (x *Exchange) Dropped() []string { return x.dropped }
-
-// Clamped names an output bound beyond the limit of the model (or of the chosen expert) and
-// the limit it was lowered to, e.g. "max_tokens=8192"; "" when none was.
-func (x *Exchange) Clamped() string { return x.clamped }
+// Serving is what the response's head says of how the answer is served: the key of the
+// expert serving it ("provider/model"), the advisory request fields and tools that expert
+// could not use and was not sent, and the output bound beyond the limit of the model (or of
+// that expert) with the limit it was lowered to ("max_tokens=8192"; "" when none was). It may
+// be called from any goroutine while a stream runs (an edge's heartbeat commits the head of a
+// stream whose events are held: Stream); while a stream fails over it names the expert that
+// failed, until the next one has answered.
+func (x *Exchange) Serving() (expert string, dropped []string, clamped string) {
+	x.headMu.Lock()
+	defer x.headMu.Unlock()
+	return x.expert.Key, x.dropped, x.clamped
+}
 
 // UpstreamWait is the time spent waiting for upstreams so far (calls, answer reads): the part
 // of the request's duration that is not the gateway's own.

@@ -121,6 +121,11 @@ type Exchange struct {
 	// against its health already (failOverStream).
 	live           atomic.Pointer[http.Response]
 	brokenObserved bool
+	// headMu guards what the response's head says of the expert serving the answer (expert,
+	// dropped, clamped) where the goroutine that runs the exchange changes it during a stream
+	// (callNext, failOverStream) and Serving reads it from another: the edge's heartbeat timer
+	// may commit the head of a stream whose events are held (Stream).
+	headMu sync.Mutex
 	// held are the stream's events held back before its upstream's first output (Stream),
 	// kept from one expert's stream to the next.
 	held []sse.Event
@@ -569,23 +574,27 @@ func (x *Exchange) callNext(callCtx context.Context) bool {
 			// The answering try's operation runs from its own start: not the expert's first
 			// try's (the tries that failed and the back-off between them are no operation's).
 			eng.router.Observe(e.Key, ttfb, false)
-			x.expert, x.res, x.dropped, x.hostedBounds = e, res, ur.dropped, ur.hosted
+			x.res, x.hostedBounds = res, ur.hosted
 			x.live.Store(res)
 			x.attemptStart = tries.start
 			if x.tr != nil {
 				x.tr.attempt = tries.span
 			}
-			x.askedOutput, x.clamped = 0, ""
+			x.askedOutput = 0
+			clamped := ""
 			if a.maxTokens > 0 {
 				// The client is billed for at most the bound it asked for, or the clamp.
 				x.askedOutput = int64(min(a.maxTokens, bound)) * int64(a.choices)
 				if a.maxTokens > bound {
-					x.clamped = maxTokensField(client, x.view) + "=" + strconv.Itoa(bound)
+					clamped = maxTokensField(client, x.view) + "=" + strconv.Itoa(bound)
 					if ur.thinkingBudget > 0 {
-						x.clamped += ", thinking.budget_tokens=" + strconv.Itoa(ur.thinkingBudget)
+						clamped += ", thinking.budget_tokens=" + strconv.Itoa(ur.thinkingBudget)
 					}
 				}
 			}
+			x.headMu.Lock()
+			x.expert, x.dropped, x.clamped = e, ur.dropped, clamped
+			x.headMu.Unlock()
 			return true
 		}
 		a.lastErr, a.bodyFailed = publicRefusal(err, e, a.modelID, client), ""

@@ -56,9 +56,10 @@ const maxHeld = 64
 // first output (its stream cut, unreadable, or an in-band error of its own making, such as an
 // overload right after its head) then fails over to the next expert unseen, as a call that
 // fails before its head does, and the client gets one stream, from the expert that answered
-// (trial D8). The response's head was committed before the stream began: its
-// X-Tollgate-Expert names the expert that first answered, the usage record the one that
-// served the stream.
+// (trial D8). The caller learns this from MayFailOver before it calls Stream, and may leave
+// its response's head unwritten until the first event (the HTTP edge does), so that the head
+// names the expert that serves the stream (Serving); a keep-alive the caller must send while
+// the events are held commits the head with the expert serving at that moment.
 func (x *Exchange) Stream(w StreamWriter) error {
 	sw := streamWriter{w}
 	// When a shutdown's grace period is over (EndStreams), the upstream read is interrupted and
@@ -73,6 +74,12 @@ func (x *Exchange) Stream(w StreamWriter) error {
 	}
 	return nil
 }
+
+// MayFailOver reports whether another expert could still take over the stream should its
+// upstream fail before its first output: Stream then holds the opening events back until that
+// output (see Stream), and another expert may serve the stream. It is false for a model with
+// one expert. Call it before Stream, from the goroutine that calls Stream.
+func (x *Exchange) MayFailOver() bool { return x.calls.next < len(x.calls.order) }
 
 // streamResult is how one upstream's stream went (relayStream).
 type streamResult struct {
@@ -149,7 +156,7 @@ func (x *Exchange) relayStream(sw streamWriter) (again bool) {
 		reported  llm.Usage // the upstream's usage, when filled (the stream's end shows the billed counts)
 		filled    bool      // reported holds the upstream's usage
 		// holding: the events go to res.held, not to the client (see Stream).
-		holding = x.calls.next < len(x.calls.order)
+		holding = x.MayFailOver()
 		// output: the upstream has produced some of the answer.
 		output bool
 	)
@@ -342,7 +349,10 @@ func (x *Exchange) failOverStream(status string, cause error) bool {
 		// No other expert answered: the client gets the failed expert's failure, and its
 		// usage record names it (the calls after it were refused before their heads). Its
 		// health was observed here already.
-		x.expert, x.brokenObserved = failed, true
+		x.headMu.Lock()
+		x.expert = failed
+		x.headMu.Unlock()
+		x.brokenObserved = true
 	}
 	return ok
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/openai/openai-go/v3"
@@ -361,8 +362,10 @@ func TestOpeningErrorIsRetried(t *testing.T) {
 // head but before its first output (an in-band overload right after the opening events, or
 // the connection dropped) fails over to the next expert unseen: the client, on the chat and
 // the Responses routes, gets one whole stream with no error, billed once by the expert that
-// answered; the failed expert was asked once. A model with one expert has nothing to fail over
-// to: its client gets the in-band error, and nothing is billed. Trial of upstream failures D8.
+// answered, whose X-Tollgate-Expert names the expert that served it (the response's head
+// waits for the first event while the events are held); the failed expert was asked once. A
+// model with one expert has nothing to fail over to: its client gets the in-band error, and
+// nothing is billed. Trial of upstream failures D8.
 func TestFusionStreamFailsOverBeforeItsFirstOutput(t *testing.T) {
 	ctx := context.Background()
 	faults := []sim.Fault{{Kind: sim.FaultMidstream, Status: 529}, {Kind: sim.FaultDrop}}
@@ -376,9 +379,10 @@ func TestFusionStreamFailsOverBeforeItsFirstOutput(t *testing.T) {
 				tenant := g.NewTenant(t, "acme", 0, 50_000_000)
 				client := openAIClient(g, t, tenant.Key)
 				s.Enqueue("sim-general", f)
+				var raw *http.Response
 				if route == "chat" {
 					stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "service-flint",
-						Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello")}})
+						Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello")}}, option.WithResponseInto(&raw))
 					var text strings.Builder
 					for stream.Next() {
 						for _, c := range stream.Current().Choices {
@@ -389,7 +393,7 @@ func TestFusionStreamFailsOverBeforeItsFirstOutput(t *testing.T) {
 						t.Fatalf("the stream: %q, err %v; want a whole answer from the next expert", text.String(), err)
 					}
 				} else {
-					rs := client.Responses.NewStreaming(ctx, responsesParams("service-flint", "hello"))
+					rs := client.Responses.NewStreaming(ctx, responsesParams("service-flint", "hello"), option.WithResponseInto(&raw))
 					var types []string
 					for rs.Next() {
 						types = append(types, rs.Current().Type)
@@ -404,8 +408,18 @@ func TestFusionStreamFailsOverBeforeItsFirstOutput(t *testing.T) {
 				if n := s.Requests("sim-general"); n != 1 {
 					t.Errorf("the failing expert was asked %d times, want 1", n)
 				}
-				if rec := latestUsage(t, g, tenant.Account, 1); rec.Status != "ok" || rec.CostMicros <= 0 || rec.UpstreamModel == "sim-general" {
+				rec := latestUsage(t, g, tenant.Account, 1)
+				if rec.Status != "ok" || rec.CostMicros <= 0 || rec.UpstreamModel == "sim-general" {
 					t.Errorf("usage record %s by %s, %d micro-units; want ok by the next expert", rec.Status, rec.UpstreamModel, rec.CostMicros)
+				}
+				if raw == nil {
+					t.Fatal("no response head")
+				}
+				if expert := raw.Header.Get("x-tollgate-expert"); expert != rec.Provider+"/"+rec.UpstreamModel || expert == "sim-openai-chat/sim-general" {
+					t.Errorf("X-Tollgate-Expert %q; want the expert that served the stream, %s/%s", expert, rec.Provider, rec.UpstreamModel)
+				}
+				if ct := raw.Header.Get("Content-Type"); raw.StatusCode != http.StatusOK || ct != "text/event-stream; charset=utf-8" || raw.Header.Get("Cache-Control") != "no-cache" {
+					t.Errorf("the head: %d, Content-Type %q, Cache-Control %q", raw.StatusCode, ct, raw.Header.Get("Cache-Control"))
 				}
 				checkBooks(t, g, tenant.Account, 50_000_000)
 			})
@@ -429,4 +443,76 @@ func TestFusionStreamFailsOverBeforeItsFirstOutput(t *testing.T) {
 		t.Errorf("its usage record: %s, %d micro-units", rec.Status, rec.CostMicros)
 	}
 	checkBooks(t, g, tenant.Account, 50_000_000)
+}
+
+// TestFusionStreamEveryExpertFailing: a fusion model's stream whose first expert fails before
+// its first output, and whose other experts all refuse the request, ends as a stream with one
+// expert does: a 200 event stream carrying the first expert's opening events and in-band error,
+// its head (held until then) and its usage record both naming that expert, nothing billed.
+func TestFusionStreamEveryExpertFailing(t *testing.T) {
+	s := sim.New(sim.Options{})
+	g := apitest.Start(t, apitest.Options{Config: moneyConfig(t), Sim: s})
+	tenant := g.NewTenant(t, "acme", 0, 50_000_000)
+	s.Enqueue("sim-general", sim.Fault{Kind: sim.FaultMidstream, Status: 529})
+	for _, m := range []string{"sim-coder", "sim-reasoner"} {
+		for range 3 {
+			s.Enqueue(m, sim.Fault{Kind: sim.FaultStatus, Status: 502})
+		}
+	}
+	req, err := http.NewRequest("POST", g.URL+"/v1/chat/completions", strings.NewReader(chatBody("service-flint", "hello", true, 16)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+tenant.Key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	if ct := res.Header.Get("Content-Type"); res.StatusCode != http.StatusOK || ct != "text/event-stream; charset=utf-8" ||
+		!strings.Contains(string(body), "data: {\"error\":") || !strings.Contains(string(body), "the upstream failed while streaming the answer") {
+		t.Errorf("%d %q, want the in-band error in an event stream: %s", res.StatusCode, ct, body)
+	}
+	if n := s.Requests("sim-general"); n != 1 || s.Requests("sim-coder") != 3 || s.Requests("sim-reasoner") != 3 {
+		t.Errorf("asked sim-general %d, sim-coder %d, sim-reasoner %d times; want 1, 3, 3", n, s.Requests("sim-coder"), s.Requests("sim-reasoner"))
+	}
+	rec := latestUsage(t, g, tenant.Account, 1)
+	if expert := res.Header.Get("x-tollgate-expert"); expert != "sim-openai-chat/sim-general" || rec.UpstreamModel != "sim-general" || rec.Status != "upstream_error" || rec.CostMicros != 0 {
+		t.Errorf("X-Tollgate-Expert %q, usage record %s by %s, %d micro-units", expert, rec.Status, rec.UpstreamModel, rec.CostMicros)
+	}
+	checkBooks(t, g, tenant.Account, 50_000_000)
+}
+
+// TestFusionStreamHeadGoesWithAHeartbeat: while a fusion model's stream holds its opening
+// events (another expert could still take over), the response's head waits for the first
+// event; a heartbeat due before it commits the head, with the event stream's status and
+// headers and the expert serving at that moment, and the stream then goes on to its end.
+func TestFusionStreamHeadGoesWithAHeartbeat(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: moneyConfig(t), Heartbeat: 40 * time.Millisecond})
+	tenant := g.NewTenant(t, "acme", 0, 50_000_000)
+	// The expert sends its head, then nothing for 300 ms, then its whole answer.
+	req, err := http.NewRequest("POST", g.URL+"/v1/chat/completions",
+		strings.NewReader(chatBody("service-flint", "hello [[sim fault=stall ms=300 after=0]]", true, 16)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+tenant.Key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	out := string(body)
+	if !strings.HasPrefix(out, ": keep-alive\n\n") || !strings.HasSuffix(out, "data: [DONE]\n\n") {
+		t.Errorf("want heartbeats, then the whole stream:\n%s", out)
+	}
+	if ct := res.Header.Get("Content-Type"); res.StatusCode != http.StatusOK || ct != "text/event-stream; charset=utf-8" || res.Header.Get("Cache-Control") != "no-cache" || res.Header.Get("X-Accel-Buffering") != "no" {
+		t.Errorf("the head: %d, Content-Type %q, Cache-Control %q", res.StatusCode, ct, res.Header.Get("Cache-Control"))
+	}
+	rec := latestUsage(t, g, tenant.Account, 1)
+	if expert := res.Header.Get("x-tollgate-expert"); rec.Status != "ok" || expert != rec.Provider+"/"+rec.UpstreamModel {
+		t.Errorf("X-Tollgate-Expert %q, usage record %s by %s/%s", expert, rec.Status, rec.Provider, rec.UpstreamModel)
+	}
 }

@@ -105,22 +105,28 @@ func requestIDFrom(ctx context.Context) string {
 // respond writes the upstream's answer in the client's format; the exchange settles the cost.
 func respond(x *exchange.Exchange, w http.ResponseWriter) error {
 	defer x.Close()
-	h := w.Header()
-	h[headerExpert] = []string{x.Expert().Key}
-	if d := x.Dropped(); len(d) > 0 {
-		h.Set(headerDropped, strings.Join(d, ", "))
-	}
-	if c := x.Clamped(); c != "" {
-		h.Set(headerClamped, c)
-	}
 	var err error
 	if x.Streamed() {
 		err = respondStream(x, w)
 	} else {
+		setServedHeaders(w.Header(), x)
 		err = respondJSON(x, w)
 	}
 	addUpstreamWait(w, x.UpstreamWait())
 	return err
+}
+
+// setServedHeaders sets the headers that say how the answer is served (exchange.Serving): the
+// expert, the advisory fields it was not sent, the clamped bound.
+func setServedHeaders(h http.Header, x *exchange.Exchange) {
+	expert, dropped, clamped := x.Serving()
+	h[headerExpert] = []string{expert}
+	if len(dropped) > 0 {
+		h.Set(headerDropped, strings.Join(dropped, ", "))
+	}
+	if clamped != "" {
+		h.Set(headerClamped, clamped)
+	}
 }
 
 // respondJSON writes a complete answer.
@@ -148,9 +154,19 @@ func respondJSON(x *exchange.Exchange, w http.ResponseWriter) error {
 // upstream's events (exchange.Stream), this edge frames them and, while the upstream is
 // silent, sends comment heartbeats from a timer; the lock keeps the timer's writes apart from
 // the events'.
+//
+// The response's head (200, the event stream's headers, and X-Tollgate-Expert with the other
+// headers of setServedHeaders) is committed at once when only one expert can serve the stream.
+// When another could still take over (exchange.MayFailOver: the exchange holds the opening
+// events back, and an upstream that fails before its first output fails over unseen), the
+// head waits for the first event written, so that it names the expert that serves the stream;
+// a heartbeat that must go out first commits it with the expert serving at that moment, and
+// the end of a stream that wrote nothing commits it too.
 func respondStream(x *exchange.Exchange, w http.ResponseWriter) error {
-	sw := &lockedSSE{w: sse.NewWriter(w), every: x.Heartbeat(), onSilence: x.CloseUpstream}
-	sw.w.WriteHeader()
+	sw := &lockedSSE{w: sse.NewWriter(w), every: x.Heartbeat(), onSilence: x.CloseUpstream, x: x, h: w.Header(), headPending: true}
+	if !x.MayFailOver() {
+		sw.commitHead()
+	}
 	sw.startHeartbeat()
 	defer sw.Close()
 	return x.Stream(sw)
@@ -166,16 +182,25 @@ func respondStream(x *exchange.Exchange, w http.ResponseWriter) error {
 // long (its receive window closed) fails the write, which ends the stream as a client that
 // left, its upstream closed and what it produced billed (trial h16 D2: a client that stopped
 // reading held its upstream stream and its worst-case reservation for as long as it liked).
+//
+// The response's head is written by commitHead: before the first event, the first heartbeat,
+// or the close, whichever comes first (respondStream may commit it at once).
 type lockedSSE struct {
 	w         *sse.Writer
 	every     time.Duration
 	onSilence func()
+	// x is the exchange whose headers the head carries (setServedHeaders), h the response's
+	// headers.
+	x *exchange.Exchange
+	h http.Header
 
-	mu     sync.Mutex
-	timer  *time.Timer
-	beats  int
-	silent bool
-	closed bool
+	mu sync.Mutex
+	// headPending says that the response's head is not written yet.
+	headPending bool
+	timer       *time.Timer
+	beats       int
+	silent      bool
+	closed      bool
 }
 
 // Silenced reports whether the stream was cut off for silence.
@@ -206,6 +231,7 @@ func (l *lockedSSE) beat() {
 		return
 	}
 	l.armWrite()
+	l.commitHead()
 	if l.w.Comment("keep-alive") == nil {
 		l.timer.Reset(l.every)
 	}
@@ -219,6 +245,9 @@ func (l *lockedSSE) Write(evs []sse.Event) error {
 		return errStreamClosed
 	}
 	l.armWrite()
+	if len(evs) > 0 {
+		l.commitHead()
+	}
 	for _, ev := range evs {
 		if err := l.w.Write(ev); err != nil {
 			return err
@@ -250,7 +279,22 @@ func (l *lockedSSE) Close() {
 	if l.timer != nil {
 		l.timer.Stop()
 	}
+	// A stream that wrote nothing (its client gone before the first event) still answers with
+	// the event stream's head, as one whose head was committed at once does.
+	l.commitHead()
 	l.w.WaitAtMost(0)
+}
+
+// commitHead writes the response's head unless it is written already: the headers of the
+// expert serving the stream at this moment (setServedHeaders), then the event stream's 200.
+// Called with the lock held, or before the heartbeat timer starts.
+func (l *lockedSSE) commitHead() {
+	if !l.headPending {
+		return
+	}
+	l.headPending = false
+	setServedHeaders(l.h, l.x)
+	l.w.WriteHeader()
 }
 
 // stalledClientBeats is how many heartbeat intervals one write of a stream may wait for its

@@ -58,8 +58,10 @@ type Price struct {
 // UnmarshalYAML decodes a price and records which of input_micros_per_mtok and
 // output_micros_per_mtok the YAML gives (not null), since their int64 fields cannot tell a
 // typed 0 from a field left out (configuration trial: a 0 beside catalog kept the entry's
-// price). Unknown keys are errors here too, in long_context as well, as the configuration's
-// decoder makes them everywhere else.
+// price). A key merged in with a YAML merge key (<<: *anchor) counts as one written in the
+// price, by YAML's merge rules (mergedEntries): a free tier merged in is as free as one typed.
+// Unknown keys are errors here too, in long_context and in merged mappings as well, as the
+// configuration's decoder makes them everywhere else.
 func (p *Price) UnmarshalYAML(n *yaml.Node) error {
 	for n.Kind == yaml.AliasNode {
 		n = n.Alias
@@ -67,21 +69,18 @@ func (p *Price) UnmarshalYAML(n *yaml.Node) error {
 	inputTyped, outputTyped := false, false
 	var unknown []string
 	if n.Kind == yaml.MappingNode {
-		unknown = unknownKeys(n, reflect.TypeFor[Price]())
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			v := n.Content[i+1]
-			for v.Kind == yaml.AliasNode {
-				v = v.Alias
-			}
-			given := v.ShortTag() != "!!null"
-			switch n.Content[i].Value {
+		entries := mergedEntries(n)
+		unknown = unknownKeys(entries, reflect.TypeFor[Price]())
+		for _, e := range entries {
+			given := e.value.ShortTag() != "!!null"
+			switch e.key.Value {
 			case "input_micros_per_mtok":
 				inputTyped = given
 			case "output_micros_per_mtok":
 				outputTyped = given
 			case "long_context":
-				if v.Kind == yaml.MappingNode {
-					unknown = append(unknown, unknownKeys(v, reflect.TypeFor[LongContextPrice]())...)
+				if e.value.Kind == yaml.MappingNode {
+					unknown = append(unknown, unknownKeys(mergedEntries(e.value), reflect.TypeFor[LongContextPrice]())...)
 				}
 			}
 		}
@@ -100,11 +99,75 @@ func (p *Price) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-// unknownKeys lists, as a decoder with KnownFields words them, the keys of the mapping m that
-// name no field of the struct type t (by its yaml tag): Node.Decode, which an UnmarshalYAML
-// method must use, does not refuse them. A merge key (<<) is left to the decoder.
-func unknownKeys(m *yaml.Node, t reflect.Type) []string {
-	known := map[string]bool{"<<": true}
+// mergedEntry is one key of a mapping as the decoder reads it, and its value with aliases
+// followed.
+type mergedEntry struct{ key, value *yaml.Node }
+
+// mergedEntries lists the entries of the mapping m as the decoder reads them, merge keys (<<)
+// followed: m's own keys first, then those of what a merge key brings in (a mapping, an alias
+// of one, or a list of them in order, each read the same way, its own merge key included),
+// each key taken from the first place that gives it, as YAML's merge rules and the decoder
+// have it (the mapping's own key wins over a merged one, an earlier mapping of a list over a
+// later one). A merge key's value that is no mapping is skipped here: the decoder refuses it.
+func mergedEntries(m *yaml.Node) []mergedEntry {
+	var out []mergedEntry
+	seen := map[string]bool{}
+	visiting := map[*yaml.Node]bool{}
+	var read func(m *yaml.Node)
+	read = func(m *yaml.Node) {
+		for m.Kind == yaml.AliasNode && m.Alias != nil {
+			m = m.Alias
+		}
+		if m.Kind != yaml.MappingNode || visiting[m] {
+			return
+		}
+		visiting[m] = true
+		defer delete(visiting, m)
+		var merge *yaml.Node
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			k, v := m.Content[i], m.Content[i+1]
+			if isMergeKey(k) {
+				merge = v
+				continue
+			}
+			if seen[k.Value] {
+				continue
+			}
+			seen[k.Value] = true
+			for v.Kind == yaml.AliasNode && v.Alias != nil {
+				v = v.Alias
+			}
+			out = append(out, mergedEntry{k, v})
+		}
+		if merge == nil {
+			return
+		}
+		for merge.Kind == yaml.AliasNode && merge.Alias != nil {
+			merge = merge.Alias
+		}
+		if merge.Kind == yaml.SequenceNode {
+			for _, item := range merge.Content {
+				read(item)
+			}
+			return
+		}
+		read(merge)
+	}
+	read(m)
+	return out
+}
+
+// isMergeKey reports whether k is a merge key (<<), by the decoder's rule: a plain << or one
+// tagged !!merge, not a quoted "<<".
+func isMergeKey(k *yaml.Node) bool {
+	return k.Kind == yaml.ScalarNode && k.Value == "<<" && (k.Tag == "" || k.Tag == "!" || k.ShortTag() == "!!merge")
+}
+
+// unknownKeys lists, as a decoder with KnownFields words them, the keys of entries (a
+// mapping's, merged keys included: mergedEntries) that name no field of the struct type t (by
+// its yaml tag): Node.Decode, which an UnmarshalYAML method must use, does not refuse them.
+func unknownKeys(entries []mergedEntry, t reflect.Type) []string {
+	known := map[string]bool{}
 	for i := range t.NumField() {
 		if tag, ok := t.Field(i).Tag.Lookup("yaml"); ok {
 			name, _, _ := strings.Cut(tag, ",")
@@ -112,8 +175,8 @@ func unknownKeys(m *yaml.Node, t reflect.Type) []string {
 		}
 	}
 	var unknown []string
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if k := m.Content[i]; !known[k.Value] {
+	for _, e := range entries {
+		if k := e.key; !known[k.Value] {
 			unknown = append(unknown, fmt.Sprintf("line %d: field %s not found in type %s", k.Line, k.Value, t))
 		}
 	}

@@ -308,3 +308,94 @@ func TestExplicitZeroOverridesTheCatalog(t *testing.T) {
 		}
 	}
 }
+
+// mergedPriceConfig is a configuration whose first model's price defines the anchors the
+// others merge in (a YAML merge key, <<), as an operator writes a free tier once and reuses
+// it: zero_in types input 0, zero_out types output 0, no_in says input null, and sonnet names
+// claude-sonnet-4-5. models is the YAML of the models after the first.
+func mergedPriceConfig(models string) string {
+	return `
+providers:
+  - {name: p, kind: anthropic-messages, base_url: builtin:simulator}
+models:
+  - id: anchors
+    family: messages
+    price: {<<: [&zero_in {input_micros_per_mtok: 0}, &zero_out {output_micros_per_mtok: 0}, &no_in {input_micros_per_mtok: null}, &sonnet {catalog: claude-sonnet-4-5}], output_micros_per_mtok: 1}
+    max_output_tokens: 100
+    backend: {provider: p, model: x}
+` + models
+}
+
+// TestMergedZeroPriceIsTyped: a price of 0 merged in with a YAML merge key (<<: *anchor) is a
+// typed 0, as the same 0 written in the price is, and wins over the catalog entry's price;
+// a price merged in as null, or not given at all, stays untyped and takes the entry's. The
+// mapping's own keys win over merged ones, the first of a list of merged mappings wins over
+// the later ones (YAML's merge rules, as the decoder applies them), and a merge inside a
+// merged mapping counts too. A misspelt key in a merged mapping is refused as one written in
+// the price is. Before this, the typed-0 check read only the keys written in the price
+// itself, so a free tier merged in kept the catalog's input price: requests billed that the
+// operator had made free.
+func TestMergedZeroPriceIsTyped(t *testing.T) {
+	const sonnetOutput = 15_000_000
+	for _, c := range []struct {
+		name, price   string
+		input, output int64
+	}{
+		{"merged 0 beside a written catalog", `{<<: *zero_in, catalog: claude-sonnet-4-5}`, 0, sonnetOutput},
+		{"merged 0 and merged catalog", `{<<: [*zero_in, *sonnet]}`, 0, sonnetOutput},
+		{"merged 0 on an expert", ``, 0, sonnetOutput},
+		{"a merged output 0", `{<<: [*zero_out, *sonnet]}`, 3_000_000, 0},
+		{"a merge inside a merged mapping", `{<<: {<<: *zero_in, catalog: claude-sonnet-4-5}}`, 0, sonnetOutput},
+		{"the price's own key wins over a merged 0", `{<<: [*zero_in, *sonnet], input_micros_per_mtok: 2000000}`, 2_000_000, sonnetOutput},
+		{"the price's own null wins over a merged 0", `{<<: [*zero_in, *sonnet], input_micros_per_mtok: null}`, 3_000_000, sonnetOutput},
+		{"the first merged mapping wins: 0", `{<<: [*zero_in, *no_in, *sonnet]}`, 0, sonnetOutput},
+		{"the first merged mapping wins: null", `{<<: [*no_in, *zero_in, *sonnet]}`, 3_000_000, sonnetOutput},
+		{"merged null is not typed", `{<<: [*no_in, *sonnet]}`, 3_000_000, sonnetOutput},
+		{"nothing merged but the catalog", `{<<: *sonnet}`, 3_000_000, sonnetOutput},
+	} {
+		var models string
+		if c.price == "" { // the expert case: the expert's own price merges the 0 in
+			models = `  - id: m
+    family: messages
+    price: {free: true}
+    max_output_tokens: 100
+    experts: [{provider: p, model: y, price: {<<: *zero_in, catalog: claude-sonnet-4-5}}, {provider: p, model: z}]
+`
+		} else {
+			models = "  - {id: m, family: messages, max_output_tokens: 100, backend: {provider: p, model: x}, price: " + c.price + "}\n"
+		}
+		cfg, err := Parse([]byte(mergedPriceConfig(models)))
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		m, _ := cfg.Model("m")
+		p := m.Price
+		if c.price == "" {
+			p = *m.Experts[0].Price
+		}
+		got := p.Resolved()
+		if got.Input != c.input || got.Output != c.output {
+			t.Errorf("%s: input %d output %d, want %d and %d", c.name, got.Input, got.Output, c.input, c.output)
+		}
+		if want := c.input != 3_000_000 || c.output != sonnetOutput; strings.Contains(got.Catalog, "typed") != want {
+			t.Errorf("%s: the price's entry is %q, want it to say it has typed overrides: %v", c.name, got.Catalog, want)
+		}
+	}
+	// A merged 0 is a 0 without a catalog too: input and output 0 charge nothing and must say
+	// free, merged in or not.
+	if _, err := Parse([]byte(mergedPriceConfig("  - {id: m, family: messages, max_output_tokens: 100, backend: {provider: p, model: x}, price: {<<: [*zero_in, *zero_out]}}\n"))); err == nil ||
+		!strings.Contains(err.Error(), "say free: true") {
+		t.Errorf("a merged price of 0 for input and output: %v, want it refused without free: true", err)
+	}
+	for _, bad := range []string{
+		`{<<: {inptu_micros_per_mtok: 0}, catalog: claude-sonnet-4-5}`,
+		`{<<: [*sonnet, {<<: {input_micros_per_mtk: 0}}]}`,
+		`{catalog: claude-sonnet-4-5, long_context: {<<: {above_input_tokens: 1, inptu_micros_per_mtok: 0}}}`,
+	} {
+		_, err := Parse([]byte(mergedPriceConfig("  - {id: m, family: messages, max_output_tokens: 100, backend: {provider: p, model: x}, price: " + bad + "}\n")))
+		if err == nil || !strings.Contains(err.Error(), "not found in type") {
+			t.Errorf("%s: %v, want the misspelt merged key refused", bad, err)
+		}
+	}
+}

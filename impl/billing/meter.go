@@ -1370,8 +1370,9 @@ func (m *Meter) ReapExpiredHolds(ctx context.Context) (int, error) {
 
 // Close stops Run, writes every settled usage record (the backlog first), and returns every
 // hold of this process to its account. Once every record is written it deletes this process's
-// stream checkpoints (none is left to be billed again). What the database does not take stays
-// in the backlog, and the error says how much: in the spill file it waits for the next process
+// stream checkpoints (none is left to be billed again). What the database does not take
+// (refused, or not answered before ctx ends: a hung database) goes to the backlog, and the
+// error says how much: in the spill file it waits for the next process
 // that opens the file (the checkpoints stay too, and whichever reaches the database first is
 // billed); in memory it is lost with the process. Reserve fails with ErrClosed afterwards; a
 // reservation still open settles by writing its record at once, billed from the account's
@@ -1401,7 +1402,11 @@ func (m *Meter) Close(ctx context.Context) error {
 	select {
 	case <-refilled:
 	case <-ctx.Done():
-		return ctx.Err()
+		// The records settled are kept all the same, for the next process to write.
+		m.flushMu.Lock()
+		err := m.keepQueuedLocked()
+		m.flushMu.Unlock()
+		return errors.Join(ctx.Err(), err)
 	}
 	var errs []error
 	if err := m.flushAll(ctx); err != nil {

@@ -183,11 +183,38 @@ func (m *Meter) flushAll(ctx context.Context) error {
 	if len(errs) == 0 {
 		return nil
 	}
+	if err := m.keepQueuedLocked(); err != nil {
+		errs = append(errs, err)
+	}
 	m.qmu.Lock()
 	queued := len(m.queue)
 	m.qmu.Unlock()
 	return fmt.Errorf("billing: %d usage records wait in %s and %d in the queue: %w",
 		m.backlogRecords.Load(), m.backlogName(), queued, errors.Join(errs...))
+}
+
+// keepQueuedLocked moves every record still queued to the backlog (the spill file), behind
+// what it holds, with flushMu held: the drain, and a settlement after it, call it when the
+// database did not take everything, whether it refused or hung past their deadline. A write
+// cut short by that deadline puts its batch back in the queue, which nobody writes after the
+// drain: the process's exit would lose it (trial h2: a drain shorter than a write's timeout,
+// against a hung database). In the backlog the records wait as an outage's do, and the next
+// process writes them. Records the backlog cannot take (it is full) stay queued, and the error
+// says so.
+func (m *Meter) keepQueuedLocked() error {
+	m.spillMu.Lock()
+	defer m.spillMu.Unlock()
+	batch := m.takeQueued(-1)
+	if len(batch) == 0 {
+		return nil
+	}
+	m.backlogged = true
+	k, err := m.toBacklog(batch)
+	if k < len(batch) {
+		m.requeue(batch[k:])
+		return fmt.Errorf("billing: %d usage records not kept in %s: %w", len(batch)-k, m.backlogName(), err)
+	}
+	return nil
 }
 
 // flushQueued moves the records queued when it is called (in batches; see flush). Records
@@ -260,7 +287,7 @@ func (m *Meter) flushLocked(ctx context.Context, limit int) error {
 			continue
 		}
 		if ctx.Err() != nil {
-			// The meter is stopping: the drain writes the batch.
+			// The meter is stopping: the drain writes the batch, or keeps it in the backlog.
 			m.requeue(batch)
 			return err
 		}

@@ -231,10 +231,26 @@ func openDatabase(ctx context.Context, local bool, log *slog.Logger) (*database,
 	return d, nil
 }
 
-// Close closes the store and stops the local cluster if this process started it.
+// storeCloseWait bounds database.Close's wait for the store's connections to close: against a
+// database that hangs, pgx closes a connection in use only after a cancel request the server
+// never answers (15 s); the process's exit closes them anyway.
+const storeCloseWait = time.Second
+
+// Close closes the store (waiting for it at most storeCloseWait) and stops the local cluster
+// if this process started it.
 func (d *database) Close() {
 	if d.Store != nil {
-		d.Store.Close()
+		closed := make(chan struct{})
+		go func() {
+			d.Store.Close()
+			close(closed)
+		}()
+		t := time.NewTimer(storeCloseWait)
+		select {
+		case <-closed:
+		case <-t.C:
+		}
+		t.Stop()
 	}
 	if d.cluster != nil && d.started {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -39,12 +39,17 @@ import (
 )
 
 // The defaults of the shutdown (see runServe and the README): the grace period in-flight
-// requests and streams get after SIGTERM, and how long the shutdown then waits for the streams
-// it ended, and for requests whose connection it closed, to finish and settle.
+// requests and streams get after SIGTERM, how long the shutdown then waits for the streams it
+// ended, and for requests whose connection it closed, to finish and settle, and how long the
+// meter's drain may take once they have (drainWait: the last usage records written, the
+// process's credit holds returned). Against a database that hangs, what the drain could not
+// write is kept in the spill file for the next process (billing.Meter.Close), and the holds
+// return when their lease expires.
 const (
 	defaultShutdownGrace = 20 * time.Second
 	endStreamsWait       = 5 * time.Second
 	settleWait           = 5 * time.Second
+	drainWait            = 5 * time.Second
 )
 
 // runServe serves the API until ctx ends (SIGINT/SIGTERM), then shuts down gracefully.
@@ -62,7 +67,9 @@ const (
 // still running end with their format's in-band error (billed for what they produced), and
 // after a further endStreamsWait the connections still open are closed. Once no request is
 // running (or settleWait has passed), the meter writes every usage record and returns every
-// credit hold, and the process exits. A second SIGINT or SIGTERM ends the delay and the grace
+// credit hold (within drainWait; what a database that hangs does not take stays in the spill
+// file), and the process exits: in bounded time whatever the database does
+// (gateway.Gateway.Run, database.Close). A second SIGINT or SIGTERM ends the delay and the grace
 // period at once.
 func runServe(ctx context.Context, args []string, dev bool) error {
 	name := "serve"
@@ -119,6 +126,12 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	meterTiming, err := meterTestTimings()
 	if err != nil {
 		return err
+	}
+	meterOptions := func(o *billing.Options) {
+		o.DrainTimeout = drainWait
+		if meterTiming != nil {
+			meterTiming(o)
+		}
 	}
 	if *outageCover == 0 {
 		creditOutage.Cover = -1 // no outage reserve
@@ -322,7 +335,7 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	gw, err := gateway.New(gateway.Options{Store: d.Store, Config: cfg, Logger: log, Limiter: limiter, Metrics: m,
 		SimulatorURL: upstreamURL, DatasetStorage: storage, Readiness: ready,
 		UsageSpillDir: *spillDir, UsageSpillMaxBytes: *spillMB << 20, ChangeFeed: changefeed.Options{MaxStale: *maxStale},
-		CreditOutage: creditOutage, WebRedirectToPublicURL: devSignIn.redirectsToPublicURL(), MeterOptions: meterTiming})
+		CreditOutage: creditOutage, WebRedirectToPublicURL: devSignIn.redirectsToPublicURL(), MeterOptions: meterOptions})
 	if err != nil {
 		return err
 	}

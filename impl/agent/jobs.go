@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/tollgate/tollgate/impl/store"
 )
@@ -88,6 +89,13 @@ func (s *Service) newRiver() (*river.Client[pgx.Tx], error) {
 		RescueStuckJobsAfter: s.cfg.RescueAfter,
 		MaxAttempts:          jobAttempts,
 		Logger:               s.riverLog,
+		// Every job is counted while it runs (Working).
+		Middleware: []rivertype.Middleware{river.WorkerMiddlewareFunc(
+			func(ctx context.Context, _ *rivertype.JobRow, doInner func(context.Context) error) error {
+				s.working.Add(1)
+				defer s.working.Add(-1)
+				return doInner(ctx)
+			})},
 	})
 }
 

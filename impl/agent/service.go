@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -61,7 +62,14 @@ type Service struct {
 	riverLog *slog.Logger
 	river    *river.Client[pgx.Tx]
 	waiters  waiters
+	// working counts the jobs this process is running (Working).
+	working atomic.Int64
 }
+
+// Working is the number of the agents' jobs this process is running: a stopping gateway waits
+// for them (their model calls settle through its meter) but not for the job runner's own
+// calls to a database that hangs.
+func (s *Service) Working() int64 { return s.working.Load() }
 
 // New builds the service; it starts nothing (Run does).
 func New(o Options) (*Service, error) {

@@ -107,11 +107,13 @@ type Gateway struct {
 	Agents *agent.Service
 
 	agentLog *slog.Logger
-	api      *httpapi.Server
-	exchange *exchange.Engine
-	web      *web.App // nil when the web application is not configured
-	inFlight inFlight
-	spill    *usagespill.Spill
+	// agentsStopGrace is agents.stop_grace (0 when the jobs are cancelled at once).
+	agentsStopGrace time.Duration
+	api             *httpapi.Server
+	exchange        *exchange.Engine
+	web             *web.App // nil when the web application is not configured
+	inFlight        inFlight
+	spill           *usagespill.Spill
 }
 
 // New assembles a gateway; Run starts its background work.
@@ -221,8 +223,10 @@ func New(o Options) (*Gateway, error) {
 	if err != nil {
 		return fail(err)
 	}
+	agentsCfg := o.Config.Agents
+	agentsCfg.ApplyDefaults()
 	g := &Gateway{Feed: feed, Auth: authn, Meter: meter, Datasets: datasets, Readiness: o.Readiness, api: srv, exchange: exch, spill: spill,
-		Agents: agents, agentLog: o.Logger}
+		Agents: agents, agentLog: o.Logger, agentsStopGrace: max(agentsCfg.StopGrace, 0)}
 	g.inFlight.next = srv.Handler()
 	if app != nil {
 		g.web = app
@@ -239,26 +243,111 @@ func New(o Options) (*Gateway, error) {
 	return g, nil
 }
 
+// The bounds of Run's stop, which a database that hangs (connections accepted, nothing
+// answered) would otherwise stretch to the timeouts of every call in flight.
+const (
+	// agentsQuietWait is how long the meter's drain waits for the agents' job runner to stop
+	// while none of its jobs runs: its own calls to a hung database (a fetch, its leader's
+	// resignation) end only at their timeouts, and no usage waits on them.
+	agentsQuietWait = 500 * time.Millisecond
+	// agentsStopSlack is how long past agents.stop_grace (when the runner cancels the jobs still
+	// running) the drain waits for them: a job stuck on a hung database is left, and its model
+	// call, if it settles after the drain, has its record written at once or kept in the spill
+	// file (billing.Reservation.Settle).
+	agentsStopSlack = 2 * time.Second
+	// restStopWait bounds the wait, once the meter has drained, for the change feed and the
+	// keys' last-use times (both told to stop when the drain began), and for a job runner that
+	// stopped in time: none holds usage.
+	restStopWait = time.Second
+)
+
 // Run runs the background work until ctx ends: change notifications, last-use times of keys,
 // the agents' jobs and the meter. Then the agents' running jobs finish (or are cancelled, to
-// run again on another process), and the meter drains: it writes every usage record still queued and returns
-// every credit hold of the process to its account (so end ctx once the HTTP server has
-// finished its requests: see WaitIdle). The rest stops, and Run returns the drain's error
-// (usage not written or holds not returned, which the reaper of another process then returns
-// when their lease expires).
+// run again on another process), and the meter drains: it writes every usage record still
+// queued and returns every credit hold of the process to its account (so end ctx once the HTTP
+// server has finished its requests: see WaitIdle). The rest stops, and Run returns the drain's
+// error (usage not written or holds not returned, which the reaper of another process then
+// returns when their lease expires).
+//
+// Run returns in bounded time whatever the database does: the drain waits for the agents'
+// jobs at most until agents.stop_grace and agentsStopSlack have passed, and for the job runner
+// at most agentsQuietWait once none of its jobs runs (a runner not stopped by then is left to
+// the process's exit); the drain takes at most the meter's DrainTimeout, keeping in the spill
+// file what the database does not take; the rest is waited for at most restStopWait.
 func (g *Gateway) Run(ctx context.Context) error {
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Go(func() { g.Feed.Run(bg) })
 	wg.Go(func() { g.Auth.Run(bg) })
-	// The agents' jobs stop first (see runAgents); then the meter drains.
+	// The agents' jobs stop first (see awaitAgents); then the meter drains.
 	meterCtx, endMeter := context.WithCancel(context.WithoutCancel(ctx))
 	defer endMeter()
-	wg.Go(func() { g.runAgents(ctx, endMeter) })
+	agentsDone := make(chan struct{})
+	go func() {
+		defer close(agentsDone)
+		g.runAgents(ctx)
+	}()
+	waitAgents := make(chan (<-chan struct{}), 1)
+	go func() {
+		<-ctx.Done()
+		if g.awaitAgents(agentsDone) {
+			waitAgents <- agentsDone
+		} else {
+			waitAgents <- nil // left to the process's exit
+		}
+		endMeter()
+		// The change feed and the keys' last-use times stop while the meter drains.
+		stop()
+	}()
 	err := g.Meter.Run(meterCtx)
 	stop()
-	wg.Wait()
+	rest := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(rest)
+	}()
+	t := time.NewTimer(restStopWait)
+	defer t.Stop()
+	select {
+	case <-rest:
+		var agents <-chan struct{}
+		select {
+		case agents = <-waitAgents:
+		default: // the meter stopped on its own (Run called twice)
+		}
+		if agents != nil {
+			select {
+			case <-agents:
+			case <-t.C:
+			}
+		}
+	case <-t.C:
+		g.agentLog.Warn("shutdown: the change feed or the keys' last-use times still stopping (the database does not answer); leaving them", "waited", restStopWait.String())
+	}
 	return err
+}
+
+// awaitAgents waits, once the gateway is stopping, until the agents' job runner has stopped
+// (done is closed), or none of its jobs has run for agentsQuietWait from the start of the
+// wait, or agents.stop_grace and agentsStopSlack have passed: the meter drains then. It
+// reports whether the runner stopped.
+func (g *Gateway) awaitAgents(done <-chan struct{}) bool {
+	began := time.Now()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return true
+		case <-tick.C:
+		}
+		waited, working := time.Since(began), g.Agents.Working()
+		if (working == 0 && waited >= agentsQuietWait) || waited >= g.agentsStopGrace+agentsStopSlack {
+			g.agentLog.Warn("shutdown: the agents' job runner has not stopped (the database does not answer?); the meter drains without waiting for it",
+				"jobs_running", working, "waited", waited.Round(time.Millisecond).String())
+			return false
+		}
+	}
 }
 
 // EndStreams ends every stream still in flight with its format's in-band error, billing what

@@ -34,6 +34,7 @@ func runBench(ctx context.Context, args []string) error {
 	streams := fs.Int("streams", 1000, "concurrent streams held open")
 	profile := fs.String("cpuprofile", "", "write the gateway's CPU profile, taken while it runs flat out, to this file")
 	tracing := fs.String("tracing", "off", "the gateway's tracing: off; sink (exported over OTLP/HTTP to a local sink that discards the spans); or an OTLP/HTTP endpoint URL (a local collector or Jaeger)")
+	alongside := fs.String("traced-alongside", "", "run a second gateway alongside the first, tracing its requests (sink, or an OTLP/HTTP endpoint URL, at -sampling), measured in the same rounds: what tracing costs a request under the same load of the machine (the first gateway untraced: -tracing off)")
 	sampling := fs.Float64("sampling", 1, "with -tracing, the share of requests traced (1: every one, always_on; below 1: parentbased_traceidratio with that ratio)")
 	if err := fs.Parse(args); err != nil {
 		return usageError(err.Error())
@@ -65,6 +66,9 @@ func runBench(ctx context.Context, args []string) error {
 		}
 		dbURL = c.ConnString("tollgate")
 	}
+	if *alongside != "" && *tracing != "off" {
+		return usageError("-traced-alongside compares a traced gateway with an untraced one: leave -tracing off")
+	}
 	fast, slow, gw, metricsAddr, relay, floor := freeAddr(), freeAddr(), freeAddr(), freeAddr(), freeAddr(), freeAddr()
 	cfgPath := filepath.Join(work, "bench.yaml")
 	if err := os.WriteFile(cfgPath, []byte(benchConfig(fast, slow, gw, metricsAddr)), 0o644); err != nil {
@@ -82,6 +86,7 @@ func runBench(ctx context.Context, args []string) error {
 		return cmd, cmd.Start()
 	}
 	stopAll := []*exec.Cmd{}
+	var stopSinks []func()
 	defer func() {
 		for _, c := range stopAll {
 			_ = c.Process.Signal(os.Interrupt)
@@ -134,33 +139,47 @@ func runBench(ctx context.Context, args []string) error {
 		return fmt.Errorf("create key: %v: %s", err, key)
 	}
 	// Tracing, when asked for, applies to the gateway alone (the environment of the processes
-	// started after this point).
-	switch *tracing {
-	case "off":
-	case "sink":
-		sink, err := bench.StartOTLPSink()
-		if err != nil {
-			return err
+	// started after this point), or to the second gateway alongside it.
+	tracingEnv := func(mode string) ([]string, error) {
+		var out []string
+		switch mode {
+		case "off":
+			return nil, nil
+		case "sink":
+			sink, err := bench.StartOTLPSink()
+			if err != nil {
+				return nil, err
+			}
+			stopSinks = append(stopSinks, func() { sink.Close(); logf("trace sink took %s", sink) })
+			out = append(out, "OTEL_EXPORTER_OTLP_ENDPOINT="+sink.URL)
+		default:
+			if !strings.HasPrefix(mode, "http://") && !strings.HasPrefix(mode, "https://") {
+				return nil, usageError("-tracing and -traced-alongside take sink or an OTLP/HTTP endpoint URL (and -tracing off)")
+			}
+			out = append(out, "OTEL_EXPORTER_OTLP_ENDPOINT="+mode)
 		}
-		defer func() { sink.Close(); logf("trace sink took %s", sink) }()
-		env = append(env, "OTEL_EXPORTER_OTLP_ENDPOINT="+sink.URL)
-	default:
-		if !strings.HasPrefix(*tracing, "http://") && !strings.HasPrefix(*tracing, "https://") {
-			return usageError("-tracing takes off, sink or an OTLP/HTTP endpoint URL")
-		}
-		env = append(env, "OTEL_EXPORTER_OTLP_ENDPOINT="+*tracing)
-	}
-	if *tracing != "off" {
-		env = append(env, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf")
+		out = append(out, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf")
 		switch {
 		case *sampling >= 1:
-			env = append(env, "OTEL_TRACES_SAMPLER=always_on")
+			out = append(out, "OTEL_TRACES_SAMPLER=always_on")
 		case *sampling > 0:
-			env = append(env, "OTEL_TRACES_SAMPLER=parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG="+strconv.FormatFloat(*sampling, 'f', -1, 64))
+			out = append(out, "OTEL_TRACES_SAMPLER=parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG="+strconv.FormatFloat(*sampling, 'f', -1, 64))
 		default:
-			return usageError("-sampling takes a ratio above 0 and at most 1")
+			return nil, usageError("-sampling takes a ratio above 0 and at most 1")
 		}
+		return out, nil
 	}
+	defer func() {
+		for _, stop := range stopSinks {
+			stop()
+		}
+	}()
+	traceEnv, err := tracingEnv(*tracing)
+	if err != nil {
+		return err
+	}
+	untracedEnv := env
+	env = append(env, traceEnv...)
 	gwCmd, err := start("gateway", "serve", "-listen", gw, "-pprof")
 	if err != nil {
 		return err
@@ -175,11 +194,31 @@ func runBench(ctx context.Context, args []string) error {
 		}
 	}
 	logf("gateway pid %d on %s; simulators on %s (fast) and %s (slow); relay on %s, byte relay on %s", gwCmd.Process.Pid, gw, fast, slow, relay, floor)
+	var tracedURL string
+	var tracedPID int
+	if *alongside != "" {
+		alongsideEnv, err := tracingEnv(*alongside)
+		if err != nil {
+			return err
+		}
+		env = append(untracedEnv, alongsideEnv...)
+		gw2, metrics2 := freeAddr(), freeAddr()
+		cmd, err := start("gateway-traced", "serve", "-listen", gw2, "-metrics-listen", metrics2)
+		if err != nil {
+			return err
+		}
+		stopAll = append([]*exec.Cmd{cmd}, stopAll...)
+		if err := waitReady("http://"+gw2+"/v1/models", key, 30*time.Second); err != nil {
+			return fmt.Errorf("traced gateway did not start (log in %s): %w", filepath.Join(work, "gateway-traced.log"), err)
+		}
+		tracedURL, tracedPID = "http://"+gw2, cmd.Process.Pid
+		logf("traced gateway pid %d on %s, tracing to %s", tracedPID, gw2, *alongside)
+	}
 
 	report, err := bench.Run(ctx, bench.Config{
 		DirectURL: "http://" + fast, GatewayURL: "http://" + gw, RelayURL: "http://" + relay, FloorURL: "http://" + floor, Key: key,
 		DirectModel: "sim-general", GatewayModel: "service-flint-base", SlowModel: "bench-slow",
-		GatewayPID: gwCmd.Process.Pid, Rate: *rate, Phase: *phase, Rounds: *rounds, Streams: *streams, Log: os.Stderr,
+		GatewayPID: gwCmd.Process.Pid, TracedGatewayURL: tracedURL, TracedGatewayPID: tracedPID, Rate: *rate, Phase: *phase, Rounds: *rounds, Streams: *streams, Log: os.Stderr,
 		ProfileURL: "http://" + metricsAddr + "/debug/pprof/profile", ProfileOut: *profile,
 	})
 	if err != nil {
@@ -187,6 +226,7 @@ func runBench(ctx context.Context, args []string) error {
 	}
 	report.Machine = machine()
 	report.Tracing = *tracing
+	report.TracedAlongside = *alongside
 	if *tracing != "off" && *sampling < 1 {
 		report.Tracing += " at " + strconv.FormatFloat(*sampling*100, 'f', -1, 64) + " % sampling"
 	}
@@ -214,7 +254,23 @@ report written to %s
 		report.MaxDirectRPS, report.MaxGatewayRPS, report.MaxRPSRatio,
 		report.Streams, report.StreamsCompleted, report.RSSBeforeMB, report.RSSPeakMB, report.RSSPerStreamKB,
 		report.GatewayCPUPerRequestUs, report.Tracing, *out)
+	if *alongside != "" {
+		fmt.Printf(`traced alongside (%s)     CPU per request %.0f µs untraced, %.0f µs traced (+%.0f %%; median per-round ratio %.3f) | added p50 %.0f µs, median per round %.0f µs
+per round (CPU, untraced / traced) %s
+`, *alongside, report.GatewayCPUPerRequestUs, report.TracedGatewayCPUPerRequestUs,
+			100*(report.TracedGatewayCPUPerRequestUs/report.GatewayCPUPerRequestUs-1), report.RoundMedianTracedCPURatio,
+			report.TracedAddedP50us, report.RoundMedianTracedAddedP50us, roundCPU(report.Rounds))
+	}
 	return nil
+}
+
+// roundCPU lists each round's CPU time per request of the gateway and of the traced gateway.
+func roundCPU(rounds []bench.RoundReport) string {
+	var parts []string
+	for _, r := range rounds {
+		parts = append(parts, fmt.Sprintf("%.0f / %.0f µs", r.GatewayCPUPerRequestUs, r.TracedGatewayCPUPerRequestUs))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // roundAdded lists each round's added p50 of the gateway and the two reference relays.

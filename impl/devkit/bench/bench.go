@@ -37,6 +37,12 @@ type Config struct {
 	DirectModel, GatewayModel, SlowModel string
 	// GatewayPID is the gateway process, whose memory is sampled.
 	GatewayPID int
+	// TracedGatewayURL, when set, is a second gateway's, the same but tracing its requests,
+	// measured in the same rounds as the first (its own phase in each round's rotation), so that
+	// what tracing costs a request is read under the same load of the machine; TracedGatewayPID
+	// is its process.
+	TracedGatewayURL string
+	TracedGatewayPID int
 	// Rate is the request rate of the latency phases (default 1000/s); Phase their length
 	// (default 3 s); Rounds how many direct/gateway alternations (default 4).
 	Rate   int
@@ -106,6 +112,16 @@ type Report struct {
 	GatewayCPUPerRequestUs float64 `json:"gateway_cpu_per_request_us"`
 	// Tracing is the gateway's tracing during the run ("off", "sink" or an OTLP endpoint).
 	Tracing string `json:"tracing,omitempty"`
+
+	// With a traced gateway alongside (Config.TracedGatewayURL): its CPU time per request and
+	// its added p50 over the run, the median over the rounds of its added p50 and of the ratio
+	// of its CPU per request to the untraced gateway's in the same round, and what it traces
+	// to ("sink", an OTLP endpoint).
+	TracedGatewayCPUPerRequestUs float64 `json:"traced_gateway_cpu_per_request_us,omitempty"`
+	TracedAddedP50us             float64 `json:"traced_added_p50_us,omitempty"`
+	RoundMedianTracedAddedP50us  float64 `json:"round_median_traced_added_p50_us,omitempty"`
+	RoundMedianTracedCPURatio    float64 `json:"round_median_traced_cpu_ratio,omitempty"`
+	TracedAlongside              string  `json:"traced_alongside,omitempty"`
 }
 
 // RoundReport is what one round measured: the gateway's added latencies within the round, the
@@ -118,6 +134,11 @@ type RoundReport struct {
 	AddedTTFBP99us  float64 `json:"added_ttfb_p99_us"`
 	RelayAddedP50us float64 `json:"relay_added_p50_us,omitempty"`
 	FloorAddedP50us float64 `json:"floor_added_p50_us,omitempty"`
+	// The gateway's CPU time per request in the round's non-streaming phase (0 where /proc is
+	// not readable), and, with a traced gateway alongside, its added p50 and CPU per request.
+	GatewayCPUPerRequestUs       float64 `json:"gateway_cpu_per_request_us,omitempty"`
+	TracedAddedP50us             float64 `json:"traced_added_p50_us,omitempty"`
+	TracedGatewayCPUPerRequestUs float64 `json:"traced_gateway_cpu_per_request_us,omitempty"`
 }
 
 // median is the median of v (the mean of the middle two for an even count).
@@ -180,6 +201,12 @@ func (c *Config) targets(stream bool, model string) (direct, gateway target) {
 		target{c.GatewayURL + "/v1/chat/completions", gh, body(model)}
 }
 
+// retarget is the gateway target t sent to the gateway at base instead.
+func retarget(t target, base string) target {
+	t.url = base + "/v1/chat/completions"
+	return t
+}
+
 // through is the direct target sent through the relay at base.
 func through(base string, direct target) target {
 	direct.url = base + "/v1/chat/completions"
@@ -205,9 +232,13 @@ func Run(ctx context.Context, c Config) (Report, error) {
 		ttfb []time.Duration
 		// Each round's latencies (non-streaming) and times to first byte, in order.
 		roundLat, roundTTFB [][]time.Duration
+		// pid is the gateway process of a gateway side (0 for the others), whose CPU time per
+		// request each round's non-streaming phase measures (roundCPU, in µs; 0 unread).
+		pid      int
+		roundCPU []float64
 	}
-	sides := []*side{{name: "direct", t: direct}, {name: "gateway", t: gateway}}
-	var relay, floor *side
+	sides := []*side{{name: "direct", t: direct}, {name: "gateway", t: gateway, pid: c.GatewayPID}}
+	var relay, floor, traced *side
 	if c.RelayURL != "" {
 		relay = &side{name: "relay", base: c.RelayURL, t: through(c.RelayURL, direct)}
 		sides = append(sides, relay)
@@ -215,6 +246,10 @@ func Run(ctx context.Context, c Config) (Report, error) {
 	if c.FloorURL != "" {
 		floor = &side{name: "byte relay", base: c.FloorURL, t: through(c.FloorURL, direct)}
 		sides = append(sides, floor)
+	}
+	if c.TracedGatewayURL != "" {
+		traced = &side{name: "gateway traced", t: retarget(gateway, c.TracedGatewayURL), pid: c.TracedGatewayPID}
+		sides = append(sides, traced)
 	}
 	rotation := func(round int) []*side {
 		out := make([]*side, 0, len(sides))
@@ -235,9 +270,9 @@ func Run(ctx context.Context, c Config) (Report, error) {
 	for _, s := range sides {
 		attack(s.t, 200, min(2*time.Second, c.Phase), 0)
 	}
-	// The gateway's CPU time over its latency phases, and the requests they sent.
-	var gatewayCPU time.Duration
-	var gatewayRequests int
+	// Each gateway's CPU time over its latency phases, and the requests they sent.
+	cpuTime := map[*side]time.Duration{}
+	cpuRequests := map[*side]int{}
 	cpuOK := c.GatewayPID > 0
 	for round := 1; round <= c.Rounds; round++ {
 		order := rotation(round)
@@ -245,21 +280,22 @@ func Run(ctx context.Context, c Config) (Report, error) {
 		steal0, total0 := cpuSteal()
 		for _, s := range order {
 			var lat []time.Duration
-			isGateway := s == sides[1]
 			var cpu0 time.Duration
 			var cpuErr error
-			if isGateway {
-				cpu0, cpuErr = processCPU(c.GatewayPID)
+			if s.pid > 0 {
+				cpu0, cpuErr = processCPU(s.pid)
 			}
 			results := attack(s.t, c.Rate, c.Phase, 0)
-			if isGateway {
-				cpu1, err := processCPU(c.GatewayPID)
-				if cpuErr != nil || err != nil {
+			if s.pid > 0 {
+				perRequest := 0.0
+				if cpu1, err := processCPU(s.pid); cpuErr != nil || err != nil {
 					cpuOK = false
-				} else {
-					gatewayCPU += cpu1 - cpu0
-					gatewayRequests += len(results)
+				} else if len(results) > 0 {
+					cpuTime[s] += cpu1 - cpu0
+					cpuRequests[s] += len(results)
+					perRequest = us(cpu1-cpu0) / float64(len(results))
 				}
+				s.roundCPU = append(s.roundCPU, perRequest)
 			}
 			for _, res := range results {
 				s.m.Add(res)
@@ -280,13 +316,23 @@ func Run(ctx context.Context, c Config) (Report, error) {
 	r.GatewayP50us, r.GatewayP99us = us(gm.Latencies.P50), us(gm.Latencies.P99)
 	r.AddedP50us, r.AddedP99us = r.GatewayP50us-r.DirectP50us, r.GatewayP99us-r.DirectP99us
 	r.DirectSuccess, r.GatewaySuccess = dm.Success, gm.Success
-	if cpuOK && gatewayRequests > 0 {
-		r.GatewayCPUPerRequestUs = us(gatewayCPU) / float64(gatewayRequests)
+	if cpuOK && cpuRequests[sides[1]] > 0 {
+		r.GatewayCPUPerRequestUs = us(cpuTime[sides[1]]) / float64(cpuRequests[sides[1]])
+	}
+	if traced != nil {
+		r.TracedAddedP50us = us(traced.m.Latencies.P50) - r.DirectP50us
+		if cpuOK && cpuRequests[traced] > 0 {
+			r.TracedGatewayCPUPerRequestUs = us(cpuTime[traced]) / float64(cpuRequests[traced])
+		}
 	}
 
 	sd, sg := c.targets(true, c.GatewayModel)
 	sides[0].t, sides[1].t = sd, sg
 	for _, s := range sides[2:] {
+		if s == traced {
+			s.t = retarget(sg, c.TracedGatewayURL)
+			continue
+		}
 		s.t = through(s.base, sd)
 	}
 	for round := 1; round <= c.Rounds; round++ {
@@ -304,7 +350,7 @@ func Run(ctx context.Context, c Config) (Report, error) {
 	r.AddedTTFBP50us, r.AddedTTFBP99us = r.StreamGatewayP50us-r.StreamDirectP50us, r.StreamGatewayP99us-r.StreamDirectP99us
 	// The same differences within each round, whose sides ran minutes apart at most; their
 	// median over the rounds is not moved by one round that the host disturbed.
-	var a50, a99, t50, t99 []float64
+	var a50, a99, t50, t99, tracedAdded, cpuRatios []float64
 	for i := range r.Rounds {
 		rd := &r.Rounds[i]
 		d, g := sides[0], sides[1]
@@ -318,11 +364,25 @@ func Run(ctx context.Context, c Config) (Report, error) {
 		if floor != nil {
 			rd.FloorAddedP50us = us(pct(floor.roundLat[i], 0.50)) - us(pct(d.roundLat[i], 0.50))
 		}
+		if i < len(g.roundCPU) {
+			rd.GatewayCPUPerRequestUs = g.roundCPU[i]
+		}
+		if traced != nil {
+			rd.TracedAddedP50us = us(pct(traced.roundLat[i], 0.50)) - us(pct(d.roundLat[i], 0.50))
+			tracedAdded = append(tracedAdded, rd.TracedAddedP50us)
+			if i < len(traced.roundCPU) {
+				rd.TracedGatewayCPUPerRequestUs = traced.roundCPU[i]
+				if rd.GatewayCPUPerRequestUs > 0 && rd.TracedGatewayCPUPerRequestUs > 0 {
+					cpuRatios = append(cpuRatios, rd.TracedGatewayCPUPerRequestUs/rd.GatewayCPUPerRequestUs)
+				}
+			}
+		}
 		a50, a99 = append(a50, rd.AddedP50us), append(a99, rd.AddedP99us)
 		t50, t99 = append(t50, rd.AddedTTFBP50us), append(t99, rd.AddedTTFBP99us)
 	}
 	r.RoundMedianAddedP50us, r.RoundMedianAddedP99us = median(a50), median(a99)
 	r.RoundMedianAddedTTFBP50us, r.RoundMedianAddedTTFBP99us = median(t50), median(t99)
+	r.RoundMedianTracedAddedP50us, r.RoundMedianTracedCPURatio = median(tracedAdded), median(cpuRatios)
 	// What a reference relay adds over direct: the medians and p99s of whole answers and of
 	// streams' first bytes.
 	added := func(s *side) (p50, p99, ttfb50, ttfb99 float64) {

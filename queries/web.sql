@@ -131,12 +131,17 @@ SELECT id, display_suffix FROM api_keys WHERE account_id = $1 AND display_suffix
 
 -- name: ClaimSignup :execrows
 -- Claims the user's self-service sign-up: 1 row for the one request that may create the
--- account, 0 for every other (concurrent or later) one.
-UPDATE users SET signup_claimed_at = now() WHERE id = $1 AND signup_claimed_at IS NULL;
+-- account, 0 for every other (concurrent or later) one. A claim that made no account and is
+-- older than @stale_seconds (its request failed and could not give it back, the database gone
+-- between the two) may be claimed again; SetSignupAccount keeps it to one account even then.
+UPDATE users SET signup_claimed_at = now()
+WHERE id = @id AND signup_account_id IS NULL
+  AND (signup_claimed_at IS NULL OR signup_claimed_at < now() - make_interval(secs => @stale_seconds::int));
 
--- name: SetSignupAccount :exec
--- Records the account the user's sign-up made.
-UPDATE users SET signup_account_id = @account_id::uuid WHERE id = @id;
+-- name: SetSignupAccount :execrows
+-- Records the account the user's sign-up made: 0 rows when another sign-up of the user made
+-- one already (the account being made is then not kept).
+UPDATE users SET signup_account_id = @account_id::uuid WHERE id = @id AND signup_account_id IS NULL;
 
 -- name: ReleaseSignup :exec
 -- Gives the claim back when the sign-up made no account, so that the user may try again.

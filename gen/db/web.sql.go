@@ -37,13 +37,22 @@ func (q *Queries) ClaimKeyForm(ctx context.Context, arg ClaimKeyFormParams) (int
 }
 
 const claimSignup = `-- name: ClaimSignup :execrows
-UPDATE users SET signup_claimed_at = now() WHERE id = $1 AND signup_claimed_at IS NULL
+UPDATE users SET signup_claimed_at = now()
+WHERE id = $1 AND signup_account_id IS NULL
+  AND (signup_claimed_at IS NULL OR signup_claimed_at < now() - make_interval(secs => $2::int))
 `
 
+type ClaimSignupParams struct {
+	ID           uuid.UUID
+	StaleSeconds int32
+}
+
 // Claims the user's self-service sign-up: 1 row for the one request that may create the
-// account, 0 for every other (concurrent or later) one.
-func (q *Queries) ClaimSignup(ctx context.Context, id uuid.UUID) (int64, error) {
-	result, err := q.db.Exec(ctx, claimSignup, id)
+// account, 0 for every other (concurrent or later) one. A claim that made no account and is
+// older than @stale_seconds (its request failed and could not give it back, the database gone
+// between the two) may be claimed again; SetSignupAccount keeps it to one account even then.
+func (q *Queries) ClaimSignup(ctx context.Context, arg ClaimSignupParams) (int64, error) {
+	result, err := q.db.Exec(ctx, claimSignup, arg.ID, arg.StaleSeconds)
 	if err != nil {
 		return 0, err
 	}
@@ -713,8 +722,8 @@ func (q *Queries) SetKeyFormKey(ctx context.Context, arg SetKeyFormKeyParams) er
 	return err
 }
 
-const setSignupAccount = `-- name: SetSignupAccount :exec
-UPDATE users SET signup_account_id = $1::uuid WHERE id = $2
+const setSignupAccount = `-- name: SetSignupAccount :execrows
+UPDATE users SET signup_account_id = $1::uuid WHERE id = $2 AND signup_account_id IS NULL
 `
 
 type SetSignupAccountParams struct {
@@ -722,10 +731,14 @@ type SetSignupAccountParams struct {
 	ID        uuid.UUID
 }
 
-// Records the account the user's sign-up made.
-func (q *Queries) SetSignupAccount(ctx context.Context, arg SetSignupAccountParams) error {
-	_, err := q.db.Exec(ctx, setSignupAccount, arg.AccountID, arg.ID)
-	return err
+// Records the account the user's sign-up made: 0 rows when another sign-up of the user made
+// one already (the account being made is then not kept).
+func (q *Queries) SetSignupAccount(ctx context.Context, arg SetSignupAccountParams) (int64, error) {
+	result, err := q.db.Exec(ctx, setSignupAccount, arg.AccountID, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const upsertMembership = `-- name: UpsertMembership :one

@@ -101,8 +101,14 @@ func (s *Store) createAccount(ctx context.Context, name, plan string, setup Plan
 			// (SignupAccount) finds the owner's membership too, and a claim given back after an
 			// error (ReleaseSignup, only while no account is recorded) is never given back for
 			// an account that was made.
-			if err := q.SetSignupAccount(ctx, db.SetSignupAccountParams{ID: owner, AccountID: row.ID}); err != nil {
+			n, err := q.SetSignupAccount(ctx, db.SetSignupAccountParams{ID: owner, AccountID: row.ID})
+			if err != nil {
 				return fmt.Errorf("record the sign-up account: %w", err)
+			}
+			if n == 0 {
+				// Another sign-up of the user (one claimed again after its claim went stale)
+				// made the account first: this one is not kept.
+				return ErrSignupMade
 			}
 		}
 		acct = accountFromRow(row)

@@ -2,8 +2,12 @@ package store
 
 import (
 	"context"
+	"errors"
+	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/tollgate/tollgate/gen/db"
 )
 
 // A user's self-service sign-up on the web console makes one account however many sign-ups
@@ -11,10 +15,23 @@ import (
 // account, with its owner, and records it in one transaction (CreateSignupAccount); every
 // other one finds it (SignupAccount).
 
+// SignupClaimStale is how old a claim that made no account must be for a new sign-up of the
+// user to claim it again: its request failed and could not give it back (ReleaseSignup, the
+// database gone between the two), and the user would otherwise never sign up. It is far longer
+// than a sign-up takes; should one still be running, CreateSignupAccount keeps the user to one
+// account (ErrSignupMade).
+const SignupClaimStale = 10 * time.Minute
+
+// ErrSignupMade is CreateSignupAccount's error when another sign-up of the user made its
+// account first: nothing was made, and the user's account is that one (SignupAccount).
+var ErrSignupMade = errors.New("the user's sign-up made an account already")
+
 // ClaimSignup claims the user's sign-up for the calling request: true for the one request that
-// may create the account, false for every other (concurrent or later) one.
+// may create the account, false for every other (concurrent or later) one, and for every one
+// after an account was made. A claim left by a failed sign-up that could not give it back is
+// claimed again once it is SignupClaimStale old.
 func (s *Store) ClaimSignup(ctx context.Context, userID uuid.UUID) (bool, error) {
-	n, err := s.q.ClaimSignup(ctx, userID)
+	n, err := s.q.ClaimSignup(ctx, db.ClaimSignupParams{ID: userID, StaleSeconds: int32(SignupClaimStale / time.Second)})
 	return n != 0, err
 }
 

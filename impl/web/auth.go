@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tollgate/tollgate/impl/addrlimit"
+	"github.com/tollgate/tollgate/impl/store"
 	"github.com/tollgate/tollgate/impl/web/audit"
 	"github.com/tollgate/tollgate/impl/web/members"
 	"github.com/tollgate/tollgate/impl/web/session"
@@ -421,6 +422,12 @@ func (a *App) signup(w http.ResponseWriter, r *http.Request, v *Visitor) {
 		}
 	}
 	acct, err := a.accounts.CreateSignupAccount(ctx, truncate(base, 40)+"-"+hex.EncodeToString(suffix), a.web.SignupPlan, v.User.ID)
+	if errors.Is(err, store.ErrSignupMade) {
+		// Another sign-up of the user made the account first (this one claimed a stale claim
+		// while it ran): the user goes to that account.
+		a.signedUpBefore(w, r, v)
+		return
+	}
 	if err != nil {
 		// No account was made (its row, its plan's set-up, the user's membership as its owner
 		// and its record as the user's sign-up account are one transaction): the claim is given

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -201,7 +202,7 @@ func runBench(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		env = append(untracedEnv, alongsideEnv...)
+		env = slices.Concat(untracedEnv, alongsideEnv)
 		gw2, metrics2 := freeAddr(), freeAddr()
 		cmd, err := start("gateway-traced", "serve", "-listen", gw2, "-metrics-listen", metrics2)
 		if err != nil {

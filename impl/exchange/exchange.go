@@ -367,7 +367,7 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 	worst := billing.SaturatingAdd(price.WorstOnTier(billing.SaturatingAdd(inputEst, hostedInput), int64(outBound)*int64(choices), m.MaxPrice(), tier), hostedFees)
 	var admission trace.Span
 	if telemetry.Enabled() && telemetry.Recording(ctx) {
-		_, admission = startSpan(ctx, "admission")
+		_, admission = telemetry.StartInternal(ctx, "admission")
 	}
 	reservation, err := eng.meter.ReserveForKey(ctx, p.AccountID, requestID, worst, keyCap(p))
 	endAdmission(admission, worst, reservation, err)

@@ -47,17 +47,6 @@ func providerName(k llm.Format) string {
 	return "openai"
 }
 
-// startSpan begins an INTERNAL child span of ctx's; call it only when tracing is on.
-//
-// The exchange's spans get their attributes when they end, in one SetAttributes call each:
-// the SDK copies a span's start attributes three times (the option, the start configuration,
-// the span) and grows the span's slice at every call, which made a traced request's spans
-// cost 52 allocations rather than 34 (BenchmarkSampledRequestSpans). The samplers the gateway
-// takes (OTEL_TRACES_SAMPLER) do not read attributes.
-func startSpan(ctx context.Context, name string) (context.Context, trace.Span) {
-	return telemetry.Tracer().Start(ctx, name)
-}
-
 // endAdmission ends the admission span with the amount reserved (worst, the request's most)
 // and the reservation's outcome: admitted, degraded (served on credit while the database is
 // unreachable), refused or unavailable.
@@ -72,10 +61,10 @@ func endAdmission(span trace.Span, worst int64, r *billing.Reservation, err erro
 	case err == nil:
 		span.SetAttributes(amount, telemetry.AttrAdmission.String(telemetry.AdmissionAdmitted))
 	case apierror.IsUnavailable(err):
-		telemetry.FailWith(span, "unavailable", "the credit could not be reserved",
+		telemetry.Fail(span, "unavailable", "the credit could not be reserved",
 			amount, telemetry.AttrAdmission.String(telemetry.AdmissionUnavailable))
 	default:
-		telemetry.FailWith(span, errorType(err), "the credit could not be reserved",
+		telemetry.Fail(span, errorType(err), "the credit could not be reserved",
 			amount, telemetry.AttrAdmission.String(telemetry.AdmissionRefused))
 	}
 	span.End()
@@ -165,7 +154,7 @@ func (o *tryObserver) tryAttributes(attrs []attribute.KeyValue) []attribute.KeyV
 
 // failSpan ends the try's span as failed with errType and description.
 func (o *tryObserver) failSpan(errType, description string) {
-	telemetry.FailWith(o.span, errType, description, o.tryAttributes(make([]attribute.KeyValue, 0, 10))...)
+	telemetry.Fail(o.span, errType, description, o.tryAttributes(make([]attribute.KeyValue, 0, 10))...)
 	o.span.End()
 }
 
@@ -292,7 +281,7 @@ func (x *Exchange) finishAttempt(status string) {
 			attrs = append(attrs, x.contentAttributes(x.tr.output.String(), fr)...)
 		}
 		if status != "ok" {
-			telemetry.FailWith(span, status, "the answer did not complete", attrs...)
+			telemetry.Fail(span, status, "the answer did not complete", attrs...)
 		} else {
 			span.SetAttributes(attrs...)
 		}
@@ -320,7 +309,7 @@ func (x *Exchange) traceSettlement(cost int64, status string) {
 	if x.tr == nil {
 		return
 	}
-	_, span := startSpan(x.ctx, "settle")
+	_, span := telemetry.StartInternal(x.ctx, "settle")
 	span.SetAttributes(telemetry.AttrCostMicros.Int64(cost), telemetry.AttrSettlementStatus.String(status))
 	span.End()
 }

@@ -256,8 +256,7 @@ const (
 	// file (billing.Reservation.Settle).
 	agentsStopSlack = 2 * time.Second
 	// restStopWait bounds the wait, once the meter has drained, for the change feed and the
-	// keys' last-use times (both told to stop when the drain began), and for a job runner that
-	// stopped in time: none holds usage.
+	// keys' last-use times (both told to stop when the drain began): neither holds usage.
 	restStopWait = time.Second
 )
 
@@ -287,14 +286,9 @@ func (g *Gateway) Run(ctx context.Context) error {
 		defer close(agentsDone)
 		g.runAgents(ctx)
 	}()
-	waitAgents := make(chan (<-chan struct{}), 1)
 	go func() {
 		<-ctx.Done()
-		if g.awaitAgents(agentsDone) {
-			waitAgents <- agentsDone
-		} else {
-			waitAgents <- nil // left to the process's exit
-		}
+		g.awaitAgents(agentsDone)
 		endMeter()
 		// The change feed and the keys' last-use times stop while the meter drains.
 		stop()
@@ -306,22 +300,9 @@ func (g *Gateway) Run(ctx context.Context) error {
 		wg.Wait()
 		close(rest)
 	}()
-	t := time.NewTimer(restStopWait)
-	defer t.Stop()
 	select {
 	case <-rest:
-		var agents <-chan struct{}
-		select {
-		case agents = <-waitAgents:
-		default: // the meter stopped on its own (Run called twice)
-		}
-		if agents != nil {
-			select {
-			case <-agents:
-			case <-t.C:
-			}
-		}
-	case <-t.C:
+	case <-time.After(restStopWait):
 		g.agentLog.Warn("shutdown: the change feed or the keys' last-use times still stopping (the database does not answer); leaving them", "waited", restStopWait.String())
 	}
 	return err
@@ -329,23 +310,23 @@ func (g *Gateway) Run(ctx context.Context) error {
 
 // awaitAgents waits, once the gateway is stopping, until the agents' job runner has stopped
 // (done is closed), or none of its jobs has run for agentsQuietWait from the start of the
-// wait, or agents.stop_grace and agentsStopSlack have passed: the meter drains then. It
-// reports whether the runner stopped.
-func (g *Gateway) awaitAgents(done <-chan struct{}) bool {
+// wait, or agents.stop_grace and agentsStopSlack have passed: the meter drains then (a runner
+// not stopped by then is left to the process's exit).
+func (g *Gateway) awaitAgents(done <-chan struct{}) {
 	began := time.Now()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
 		case <-done:
-			return true
+			return
 		case <-tick.C:
 		}
 		waited, working := time.Since(began), g.Agents.Working()
 		if (working == 0 && waited >= agentsQuietWait) || waited >= g.agentsStopGrace+agentsStopSlack {
 			g.agentLog.Warn("shutdown: the agents' job runner has not stopped (the database does not answer?); the meter drains without waiting for it",
 				"jobs_running", working, "waited", waited.Round(time.Millisecond).String())
-			return false
+			return
 		}
 	}
 }

@@ -459,26 +459,16 @@ func TestFusionStreamEveryExpertFailing(t *testing.T) {
 			s.Enqueue(m, sim.Fault{Kind: sim.FaultStatus, Status: 502})
 		}
 	}
-	req, err := http.NewRequest("POST", g.URL+"/v1/chat/completions", strings.NewReader(chatBody("service-flint", "hello", true, 16)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+tenant.Key)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	body, _ := io.ReadAll(res.Body)
-	if ct := res.Header.Get("Content-Type"); res.StatusCode != http.StatusOK || ct != "text/event-stream; charset=utf-8" ||
+	status, head, body := postRaw(t, http.DefaultClient, g, tenant.Key, "/v1/chat/completions", chatBody("service-flint", "hello", true, 16))
+	if ct := head.Get("Content-Type"); status != http.StatusOK || ct != "text/event-stream; charset=utf-8" ||
 		!strings.Contains(string(body), "data: {\"error\":") || !strings.Contains(string(body), "the upstream failed while streaming the answer") {
-		t.Errorf("%d %q, want the in-band error in an event stream: %s", res.StatusCode, ct, body)
+		t.Errorf("%d %q, want the in-band error in an event stream: %s", status, ct, body)
 	}
 	if n := s.Requests("sim-general"); n != 1 || s.Requests("sim-coder") != 3 || s.Requests("sim-reasoner") != 3 {
 		t.Errorf("asked sim-general %d, sim-coder %d, sim-reasoner %d times; want 1, 3, 3", n, s.Requests("sim-coder"), s.Requests("sim-reasoner"))
 	}
 	rec := latestUsage(t, g, tenant.Account, 1)
-	if expert := res.Header.Get("x-tollgate-expert"); expert != "sim-openai-chat/sim-general" || rec.UpstreamModel != "sim-general" || rec.Status != "upstream_error" || rec.CostMicros != 0 {
+	if expert := head.Get("x-tollgate-expert"); expert != "sim-openai-chat/sim-general" || rec.UpstreamModel != "sim-general" || rec.Status != "upstream_error" || rec.CostMicros != 0 {
 		t.Errorf("X-Tollgate-Expert %q, usage record %s by %s, %d micro-units", expert, rec.Status, rec.UpstreamModel, rec.CostMicros)
 	}
 	checkBooks(t, g, tenant.Account, 50_000_000)
@@ -492,27 +482,17 @@ func TestFusionStreamHeadGoesWithAHeartbeat(t *testing.T) {
 	g := apitest.Start(t, apitest.Options{Config: moneyConfig(t), Heartbeat: 40 * time.Millisecond})
 	tenant := g.NewTenant(t, "acme", 0, 50_000_000)
 	// The expert sends its head, then nothing for 300 ms, then its whole answer.
-	req, err := http.NewRequest("POST", g.URL+"/v1/chat/completions",
-		strings.NewReader(chatBody("service-flint", "hello [[sim fault=stall ms=300 after=0]]", true, 16)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+tenant.Key)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	body, _ := io.ReadAll(res.Body)
+	status, head, body := postRaw(t, http.DefaultClient, g, tenant.Key, "/v1/chat/completions",
+		chatBody("service-flint", "hello [[sim fault=stall ms=300 after=0]]", true, 16))
 	out := string(body)
 	if !strings.HasPrefix(out, ": keep-alive\n\n") || !strings.HasSuffix(out, "data: [DONE]\n\n") {
 		t.Errorf("want heartbeats, then the whole stream:\n%s", out)
 	}
-	if ct := res.Header.Get("Content-Type"); res.StatusCode != http.StatusOK || ct != "text/event-stream; charset=utf-8" || res.Header.Get("Cache-Control") != "no-cache" || res.Header.Get("X-Accel-Buffering") != "no" {
-		t.Errorf("the head: %d, Content-Type %q, Cache-Control %q", res.StatusCode, ct, res.Header.Get("Cache-Control"))
+	if ct := head.Get("Content-Type"); status != http.StatusOK || ct != "text/event-stream; charset=utf-8" || head.Get("Cache-Control") != "no-cache" || head.Get("X-Accel-Buffering") != "no" {
+		t.Errorf("the head: %d, Content-Type %q, Cache-Control %q", status, ct, head.Get("Cache-Control"))
 	}
 	rec := latestUsage(t, g, tenant.Account, 1)
-	if expert := res.Header.Get("x-tollgate-expert"); rec.Status != "ok" || expert != rec.Provider+"/"+rec.UpstreamModel {
+	if expert := head.Get("x-tollgate-expert"); rec.Status != "ok" || expert != rec.Provider+"/"+rec.UpstreamModel {
 		t.Errorf("X-Tollgate-Expert %q, usage record %s by %s/%s", expert, rec.Status, rec.Provider, rec.UpstreamModel)
 	}
 }

@@ -217,7 +217,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		}
 		var span trace.Span
 		if telemetry.Enabled() && telemetry.Recording(r.Context()) {
-			_, span = startSpan(r.Context(), "authenticate")
+			_, span = telemetry.StartInternal(r.Context(), "authenticate")
 		}
 		var (
 			p   auth.Principal

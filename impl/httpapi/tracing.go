@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/hex"
 	"errors"
 	"net/http"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/auth"
-	"github.com/tollgate/tollgate/impl/telemetry"
 )
 
 // The HTTP edge's tracing glue: the request's SERVER span is made by the edge (pipeline.go),
@@ -34,12 +32,6 @@ func traceResponse(sc trace.SpanContext) string {
 	b[52] = '-'
 	hex.Encode(b[53:55], []byte{byte(sc.TraceFlags())})
 	return string(b[:])
-}
-
-// startSpan begins an INTERNAL child span of ctx's, its attributes set later in one call;
-// call it only when tracing is on.
-func startSpan(ctx context.Context, name string) (context.Context, trace.Span) {
-	return telemetry.Tracer().Start(ctx, name)
 }
 
 // authOutcome names an authentication's refusal for the span ("ok" when it passed).

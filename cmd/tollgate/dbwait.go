@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/backoff"
@@ -170,7 +171,7 @@ func (a *apiHandover) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if a.metrics != nil {
-		a.metrics.ObserveRequest(startingMetricsRoute, status, time.Since(start), "")
+		a.metrics.ObserveRequest(startingMetricsRoute, status, time.Since(start), trace.TraceID{})
 	}
 	if status == httpapi.StatusClientClosedRequest {
 		// The connection ends without an answer (the server would send an empty 200).

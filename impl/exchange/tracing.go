@@ -107,8 +107,10 @@ type tryObserver struct {
 	e     routing.Expert
 	bound int
 	n     int // the current try's number, from 1
-	span  trace.Span
-	start time.Time
+	// status is the current try's HTTP status, once it ended (0: no answer came).
+	status int
+	span   trace.Span
+	start  time.Time
 }
 
 // observeTries returns the observer of expert e's tries: the exchange's own, reset, so that
@@ -121,7 +123,7 @@ func (x *Exchange) observeTries(e routing.Expert, bound int) *tryObserver {
 // StartTry begins try n's span (when traced; the try's request carries its traceparent) and
 // notes when it began. The span's attributes are set when the try ends (tryAttributes).
 func (o *tryObserver) StartTry(ctx context.Context, n int) context.Context {
-	o.start, o.n = time.Now(), n
+	o.start, o.n, o.status = time.Now(), n, 0
 	if o.x.tr == nil {
 		return ctx
 	}
@@ -133,9 +135,10 @@ func (o *tryObserver) StartTry(ctx context.Context, n int) context.Context {
 // clientKind is a try span's one start option, made once.
 var clientKind = trace.WithSpanKind(trace.SpanKindClient)
 
-// tryAttributes appends what a try's span says of the request, known when it began: the
+// tryAttributes appends what a try's span says of the request, known when it began (the
 // GenAI operation, provider, model and output bound, the expert, the gateway's model, the
-// try's number and the upstream's address.
+// try's number and the upstream's address) and the upstream's HTTP status when an answer came
+// (http.response.status_code, as the HTTP conventions name it).
 func (o *tryObserver) tryAttributes(attrs []attribute.KeyValue) []attribute.KeyValue {
 	attrs = append(attrs,
 		telemetry.GenAIOperationName.String(telemetry.OperationChat),
@@ -149,6 +152,9 @@ func (o *tryObserver) tryAttributes(attrs []attribute.KeyValue) []attribute.KeyV
 	if o.e.Host != "" {
 		attrs = append(attrs, telemetry.ServerAddress.String(o.e.Host), telemetry.ServerPort.Int(o.e.Port))
 	}
+	if o.status != 0 {
+		attrs = append(attrs, telemetry.HTTPResponseStatusCode.Int(o.status))
+	}
 	return attrs
 }
 
@@ -160,15 +166,16 @@ func (o *tryObserver) failSpan(errType, description string) {
 
 // EndTry ends a failed try: its span with the reason, and its operation in the metrics; a
 // successful try's span stays open for the answer's attributes (finishAttempt ends it).
-func (o *tryObserver) EndTry(_ context.Context, _ int, err error) {
+func (o *tryObserver) EndTry(_ context.Context, _ int, status int, err error) {
+	o.status = status
 	if err == nil || o.span == nil && o.x.eng.metrics == nil {
 		return
 	}
 	et := errorType(err)
-	traceID := ""
+	var traceID trace.TraceID
 	if o.span != nil {
 		o.failSpan(et, "the upstream try failed")
-		traceID = telemetry.SampledTraceID(o.x.ctx)
+		traceID = telemetry.SampledTrace(o.span)
 	}
 	if m := o.x.eng.metrics; m != nil {
 		m.ObserveGenAI(metrics.GenAIOperation{Operation: telemetry.OperationChat, Provider: providerName(o.e.Kind),
@@ -182,10 +189,10 @@ func (o *tryObserver) EndTry(_ context.Context, _ int, err error) {
 // as its error.type, as EndTry ends a try that failed before its answer (review item 6: such a
 // try was in no metric, though the router counted it against the expert's health).
 func (o *tryObserver) failAnswer(status string, err error) {
-	traceID := ""
+	var traceID trace.TraceID
 	if o.span != nil {
 		o.failSpan(status, err.Error())
-		traceID = telemetry.SampledTraceID(o.x.ctx)
+		traceID = telemetry.SampledTrace(o.span)
 	}
 	if m := o.x.eng.metrics; m != nil {
 		m.ObserveGenAI(metrics.GenAIOperation{Operation: telemetry.OperationChat, Provider: providerName(o.e.Kind),
@@ -238,7 +245,7 @@ func (x *Exchange) noteRelayedAnswer(v *jsonview.View) {
 // and counts the operation in the GenAI metrics; status is the settlement's.
 func (x *Exchange) finishAttempt(status string) {
 	u := x.usage
-	traceID := ""
+	var traceID trace.TraceID
 	if x.tr != nil && x.tr.attempt != nil {
 		span := x.tr.attempt
 		// The answering try's attributes (x.tries is its expert's observer) and the answer's.
@@ -286,7 +293,7 @@ func (x *Exchange) finishAttempt(status string) {
 			span.SetAttributes(attrs...)
 		}
 		span.End()
-		traceID = telemetry.SampledTraceID(x.ctx)
+		traceID = telemetry.SampledTrace(span)
 	}
 	if x.eng.metrics != nil && !x.attemptStart.IsZero() {
 		// Only a try whose answer began is counted here: a try that failed before it is

@@ -146,9 +146,9 @@ func (s *Server) edge(next http.Handler) http.Handler {
 			}
 			elapsed := time.Since(start)
 			if s.metrics != nil {
-				traceID := ""
+				var traceID trace.TraceID
 				if span != nil {
-					traceID = telemetry.SampledTraceID(r.Context())
+					traceID = telemetry.SampledTrace(span)
 				}
 				s.metrics.ObserveRequest(route, status, elapsed, traceID)
 				if status != http.StatusSwitchingProtocols {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // genAI holds the GenAI semantic conventions' client metrics, the gateway's added time and
@@ -46,9 +47,9 @@ type GenAIOperation struct {
 	Duration, TimeToFirstToken time.Duration
 	// ErrorType is error.type for a failed operation ("" when it succeeded).
 	ErrorType string
-	// TraceID, when set (a sampled trace), is the exemplar of the duration and time to first
-	// token observations.
-	TraceID string
+	// TraceID, when valid (a sampled trace), is the exemplar of the duration and time to first
+	// token observations; it is formatted only when a bucket takes it (exemplarEvery).
+	TraceID trace.TraceID
 }
 
 // Buckets after the GenAI semantic conventions' advice.
@@ -110,14 +111,14 @@ func newExemplarHistogram(o prometheus.Observer, bounds []float64) *exemplarHist
 // observe records v, with the trace id as its exemplar when there is one and v's bucket has
 // taken none for exemplarEvery (a bucket's first exemplar is always taken: a rare slow
 // request's trace is not lost to the common ones').
-func (h *exemplarHistogram) observe(v float64, traceID string) {
-	if traceID != "" {
+func (h *exemplarHistogram) observe(v float64, traceID trace.TraceID) {
+	if traceID.IsValid() {
 		// The bucket Prometheus puts v in: the first upper bound at or above it.
 		b := &h.last[sort.SearchFloat64s(h.bounds, v)]
 		now, last := exemplarClock().UnixNano(), b.Load()
 		if (last == 0 || now-last >= int64(exemplarEvery)) && b.CompareAndSwap(last, now) {
 			if eo, ok := h.observer.(prometheus.ExemplarObserver); ok {
-				eo.ObserveWithExemplar(v, prometheus.Labels{"trace_id": traceID})
+				eo.ObserveWithExemplar(v, prometheus.Labels{"trace_id": traceID.String()})
 				return
 			}
 		}
@@ -153,7 +154,7 @@ func (m *Metrics) ObserveGenAI(op GenAIOperation) {
 
 // ObserveAdded records the gateway's own time for a request of route: its duration minus the
 // time spent waiting for the upstream.
-func (m *Metrics) ObserveAdded(route string, added time.Duration, traceID string) {
+func (m *Metrics) ObserveAdded(route string, added time.Duration, traceID trace.TraceID) {
 	o, ok := m.genAI.added1.Load(route)
 	if !ok {
 		o, _ = m.genAI.added1.LoadOrStore(route, newExemplarHistogram(m.genAI.added.WithLabelValues(route), addedBuckets))

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // TestGenAIMetrics: the GenAI histograms, the added time and the dropped spans are exposed
@@ -14,10 +16,10 @@ func TestGenAIMetrics(t *testing.T) {
 	m := New()
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 	m.ObserveGenAI(GenAIOperation{Operation: "chat", Provider: "openai", Model: "service-flint", InputTokens: 12, OutputTokens: 30,
-		Duration: 40 * time.Millisecond, TimeToFirstToken: 5 * time.Millisecond, TraceID: traceID})
+		Duration: 40 * time.Millisecond, TimeToFirstToken: 5 * time.Millisecond, TraceID: traceOf(traceID)})
 	m.ObserveGenAI(GenAIOperation{Operation: "chat", Provider: "openai", Model: "service-flint", Duration: time.Millisecond, ErrorType: "502"})
-	m.ObserveAdded("POST /v1/chat/completions", 150*time.Microsecond, "")
-	m.ObserveAdded("POST /v1/chat/completions", -time.Microsecond, "") // clock skew: counted as 0
+	m.ObserveAdded("POST /v1/chat/completions", 150*time.Microsecond, trace.TraceID{})
+	m.ObserveAdded("POST /v1/chat/completions", -time.Microsecond, trace.TraceID{}) // clock skew: counted as 0
 	m.TraceSpansDropped("queue_full", 3)
 
 	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
@@ -52,16 +54,16 @@ func TestGenAIObservationsAllocateNothing(t *testing.T) {
 	op := GenAIOperation{Operation: "chat", Provider: "openai", Model: "service-flint", InputTokens: 1, OutputTokens: 2,
 		Duration: time.Millisecond, TimeToFirstToken: time.Millisecond}
 	m.ObserveGenAI(op)
-	m.ObserveAdded("POST /v1/chat/completions", time.Millisecond, "")
+	m.ObserveAdded("POST /v1/chat/completions", time.Millisecond, trace.TraceID{})
 	if n := testing.AllocsPerRun(100, func() { m.ObserveGenAI(op) }); n != 0 {
 		t.Errorf("ObserveGenAI: %v allocations", n)
 	}
-	if n := testing.AllocsPerRun(100, func() { m.ObserveAdded("POST /v1/chat/completions", time.Millisecond, "") }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { m.ObserveAdded("POST /v1/chat/completions", time.Millisecond, trace.TraceID{}) }); n != 0 {
 		t.Errorf("ObserveAdded: %v allocations", n)
 	}
 	// A sampled request's observation allocates nothing either once its bucket has an
 	// exemplar less than a second old.
-	op.TraceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	op.TraceID = traceOf("4bf92f3577b34da6a3ce929d0e0e4736")
 	m.ObserveGenAI(op)
 	m.ObserveAdded("POST /v1/chat/completions", time.Millisecond, op.TraceID)
 	if n := testing.AllocsPerRun(100, func() { m.ObserveGenAI(op) }); n != 0 {
@@ -82,6 +84,10 @@ func TestExemplarsOncePerBucketPerSecond(t *testing.T) {
 	defer func() { exemplarClock = time.Now }()
 	m := New()
 	const route = "POST /v1/chat/completions"
+	names := map[string]string{} // trace id -> name
+	for _, n := range []string{"a", "b", "slow", "c", "d", "inf"} {
+		names[traceNamed(n).String()] = n
+	}
 	exemplars := func() string {
 		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 		req.Header.Set("Accept", "application/openmetrics-text; version=1.0.0")
@@ -92,27 +98,43 @@ func TestExemplarsOncePerBucketPerSecond(t *testing.T) {
 			if strings.HasPrefix(line, "tollgate_added_seconds_bucket") {
 				if _, ex, ok := strings.Cut(line, `# {trace_id="`); ok {
 					le := line[strings.Index(line, `le="`)+4:]
-					out = append(out, le[:strings.Index(le, `"`)]+"="+ex[:strings.Index(ex, `"`)])
+					out = append(out, le[:strings.Index(le, `"`)]+"="+names[ex[:strings.Index(ex, `"`)]])
 				}
 			}
 		}
 		return strings.Join(out, " ")
 	}
-	m.ObserveAdded(route, 150*time.Microsecond, "a")
-	m.ObserveAdded(route, 160*time.Microsecond, "b") // the same bucket, at once: a stays
-	m.ObserveAdded(route, 300*time.Millisecond, "slow")
+	m.ObserveAdded(route, 150*time.Microsecond, traceNamed("a"))
+	m.ObserveAdded(route, 160*time.Microsecond, traceNamed("b")) // the same bucket, at once: a stays
+	m.ObserveAdded(route, 300*time.Millisecond, traceNamed("slow"))
 	if got, want := exemplars(), "0.00025=a 0.5=slow"; got != want {
 		t.Errorf("exemplars %q, want %q", got, want)
 	}
 	now = now.Add(999 * time.Millisecond)
-	m.ObserveAdded(route, 170*time.Microsecond, "c")
+	m.ObserveAdded(route, 170*time.Microsecond, traceNamed("c"))
 	if got, want := exemplars(), "0.00025=a 0.5=slow"; got != want {
 		t.Errorf("within the second: exemplars %q, want %q", got, want)
 	}
 	now = now.Add(time.Millisecond)
-	m.ObserveAdded(route, 180*time.Microsecond, "d")
-	m.ObserveAdded(route, 2*time.Second, "inf") // above the last bound: the +Inf bucket
+	m.ObserveAdded(route, 180*time.Microsecond, traceNamed("d"))
+	m.ObserveAdded(route, 2*time.Second, traceNamed("inf")) // above the last bound: the +Inf bucket
 	if got, want := exemplars(), "0.00025=d 0.5=slow +Inf=inf"; got != want {
 		t.Errorf("a second later: exemplars %q, want %q", got, want)
 	}
+}
+
+// traceOf is the trace id of 32 hex digits.
+func traceOf(hex string) trace.TraceID {
+	id, err := trace.TraceIDFromHex(hex)
+	if err != nil {
+		panic(err)
+	}
+	return id
+}
+
+// traceNamed is a trace id made of name's bytes, for a test that names its traces.
+func traceNamed(name string) trace.TraceID {
+	var id trace.TraceID
+	copy(id[:], name)
+	return id
 }

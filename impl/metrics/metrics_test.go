@@ -3,6 +3,8 @@ package metrics
 import (
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // TestObserveRequest: requests are counted per route and status and their durations observed
@@ -10,10 +12,10 @@ import (
 func TestObserveRequest(t *testing.T) {
 	m := New()
 	for range 3 {
-		m.ObserveRequest("POST /v1/chat/completions", 200, time.Millisecond, "")
+		m.ObserveRequest("POST /v1/chat/completions", 200, time.Millisecond, trace.TraceID{})
 	}
-	m.ObserveRequest("POST /v1/chat/completions", 402, time.Millisecond, "")
-	m.ObserveRequest("GET /v1/models", 200, time.Millisecond, "")
+	m.ObserveRequest("POST /v1/chat/completions", 402, time.Millisecond, trace.TraceID{})
+	m.ObserveRequest("GET /v1/models", 200, time.Millisecond, trace.TraceID{})
 	families, err := m.registry.Gather()
 	if err != nil {
 		t.Fatal(err)

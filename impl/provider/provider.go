@@ -164,9 +164,11 @@ func (u *Upstream) Call(ctx context.Context, body []byte, stream bool, forward h
 type TryObserver interface {
 	// StartTry is called before try n (from 1) and returns the context the try runs in.
 	StartTry(ctx context.Context, n int) context.Context
-	// EndTry is called when try n ended: err is nil for an answer with a 2xx status, else the
-	// try's failure as the client would see it (an *apierror.Error for errors.As).
-	EndTry(ctx context.Context, n int, err error)
+	// EndTry is called when try n ended: status is the upstream's HTTP status (0 when no
+	// answer came: the connection failed, or the answer's head did not arrive in time); err is
+	// nil for an answer with a 2xx status, else the try's failure as the client would see it
+	// (an *apierror.Error for errors.As).
+	EndTry(ctx context.Context, n int, status int, err error)
 }
 
 // CallObserved is Call with obs told of each try; a nil obs costs nothing.
@@ -184,9 +186,9 @@ func (u *Upstream) CallObserved(ctx context.Context, body []byte, stream bool, f
 			tctx := obs.StartTry(ctx, attempt)
 			res, err = u.once(tctx, transport, body, stream, forward)
 			if err != nil {
-				obs.EndTry(tctx, attempt, u.describe(err))
+				obs.EndTry(tctx, attempt, statusOf(err), u.describe(err))
 			} else {
-				obs.EndTry(tctx, attempt, nil)
+				obs.EndTry(tctx, attempt, res.StatusCode, nil)
 			}
 		} else {
 			res, err = u.once(ctx, transport, body, stream, forward)
@@ -210,6 +212,15 @@ func (u *Upstream) CallObserved(ctx context.Context, body []byte, stream bool, f
 			return nil, attempt, u.describeSent(err, sent)
 		}
 	}
+}
+
+// statusOf is the upstream's HTTP status in a failed attempt's error (0 when no answer came).
+func statusOf(err error) int {
+	var f *failure
+	if errors.As(err, &f) {
+		return f.status
+	}
+	return 0
 }
 
 // failure is one failed attempt.

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -320,5 +321,68 @@ func TestTraceContextReachesEveryTransport(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Errorf("%s: the upstream got traceparent|tracestate %q, want %q", c.name, got, want)
 		}
+	}
+}
+
+// statusObserver records each try's status and whether it failed.
+type statusObserver struct{ tries []string }
+
+func (o *statusObserver) StartTry(ctx context.Context, _ int) context.Context { return ctx }
+func (o *statusObserver) EndTry(_ context.Context, n int, status int, err error) {
+	o.tries = append(o.tries, fmt.Sprintf("%d:%d:%t", n, status, err != nil))
+}
+
+// TestTryStatusReachesTheObserverOnEveryTransport: each try's HTTP status is told to the
+// observer (which puts it on the try's span as http.response.status_code) whichever transport
+// made it: net/http, the gateway's for an http:// upstream, and net/http under the dispatch
+// for an https:// one, which every hosted provider is (before, only the gateway's own
+// transport noted it on the span: the tries of https upstreams had no status). A try that got
+// no answer has none (0).
+func TestTryStatusReachesTheObserverOnEveryTransport(t *testing.T) {
+	calls := 0
+	answer := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls++
+		if calls%2 == 1 {
+			w.WriteHeader(http.StatusBadGateway)
+			io.WriteString(w, `{"error":{"message":"upstream down"}}`)
+			return
+		}
+		io.WriteString(w, "{}")
+	})
+	plain := httptest.NewServer(answer)
+	defer plain.Close()
+	tlsSrv := httptest.NewTLSServer(answer)
+	defer tlsSrv.Close()
+	noRetryWait := RetryPolicy{MaxAttempts: 2, Sleep: func(context.Context, time.Duration) error { return nil }}
+	for _, c := range []struct {
+		name      string
+		url       string
+		transport http.RoundTripper
+	}{
+		{"net/http", plain.URL, http.DefaultTransport},
+		{"the gateway's, http://", plain.URL, NewTransport()},
+		{"the gateway's, https://", tlsSrv.URL, &upstreamconn.SchemeDispatch{Plain: &upstreamconn.Transport{}, Other: tlsSrv.Client().Transport}},
+	} {
+		calls = 0
+		obs := &statusObserver{}
+		up := &Upstream{Kind: llm.FormatChat, BaseURL: c.url, APIKey: "sk", Transport: c.transport, Retry: noRetryWait}
+		res, _, err := up.CallObserved(context.Background(), []byte(`{}`), false, nil, obs)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if want := []string{"1:502:true", "2:200:false"}; !slices.Equal(obs.tries, want) {
+			t.Errorf("%s: the observer was told %q, want %q", c.name, obs.tries, want)
+		}
+	}
+	// No answer: the connection is refused.
+	obs := &statusObserver{}
+	up := &Upstream{Kind: llm.FormatChat, BaseURL: "http://127.0.0.1:1", APIKey: "sk", Transport: NewTransport(), Retry: RetryPolicy{MaxAttempts: 1}}
+	if _, _, err := up.CallObserved(context.Background(), []byte(`{}`), false, nil, obs); err == nil {
+		t.Fatal("a call to a closed port succeeded")
+	}
+	if want := []string{"1:0:true"}; !slices.Equal(obs.tries, want) {
+		t.Errorf("no answer: the observer was told %q, want %q", obs.tries, want)
 	}
 }

@@ -26,6 +26,8 @@ const (
 	// recommended attributes of a GenAI client span).
 	ServerAddress = attribute.Key("server.address")
 	ServerPort    = attribute.Key("server.port")
+	// HTTPResponseStatusCode is the upstream's answer status on a try's span.
+	HTTPResponseStatusCode = attribute.Key("http.response.status_code")
 )
 
 // Values of gen_ai.operation.name.

@@ -3,15 +3,25 @@ package telemetry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tollgate/tollgate/impl/config"
@@ -262,4 +272,139 @@ func TestQueueCountsRejectedSpans(t *testing.T) {
 		t.Errorf("rejected %d, failed %d; want 3 rejected, none failed", got, failed)
 	}
 	_ = q.Shutdown(context.Background())
+}
+
+// otlpBackend is an OTLP/HTTP endpoint that decodes the batches posted to it, each once the
+// test lets it answer (a closed gate: at once).
+type otlpBackend struct {
+	gate  chan struct{}
+	mu    sync.Mutex
+	posts []*coltracepb.ExportTraceServiceRequest
+	srv   *httptest.Server
+}
+
+func newOTLPBackend(t *testing.T, gate chan struct{}) *otlpBackend {
+	b := &otlpBackend{gate: gate}
+	b.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		<-b.gate
+		var req coltracepb.ExportTraceServiceRequest
+		if err := proto.Unmarshal(body, &req); err != nil {
+			t.Errorf("a batch that is not an ExportTraceServiceRequest: %v", err)
+		}
+		b.mu.Lock()
+		b.posts = append(b.posts, &req)
+		b.mu.Unlock()
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	t.Cleanup(b.srv.Close)
+	return b
+}
+
+// spans returns every span posted so far by its id, with its resource's and scope's names.
+func (b *otlpBackend) spans() map[string]postedSpan {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return postedSpans(b.posts...)
+}
+
+// postedSpan is one span of a request, with what its ResourceSpans and ScopeSpans said.
+type postedSpan struct {
+	resource, scope string
+	span            *tracepb.Span
+}
+
+func postedSpans(reqs ...*coltracepb.ExportTraceServiceRequest) map[string]postedSpan {
+	out := map[string]postedSpan{}
+	for _, req := range reqs {
+		for _, rs := range req.ResourceSpans {
+			for _, ss := range rs.ScopeSpans {
+				for _, s := range ss.Spans {
+					out[string(s.SpanId)] = postedSpan{prototext.Format(rs.Resource), prototext.Format(ss.Scope), s}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestQueuePostsWhatTheLibraryWould: through the queue and impl/telemetry/otlp's exporter, the
+// batches posted (two whole ones when they fill, the rest on ForceFlush) carry every span
+// once, each as the OpenTelemetry library's exporter writes it, under its resource and scope
+// (two tracers: two scopes), whatever batch it fell in.
+func TestQueuePostsWhatTheLibraryWould(t *testing.T) {
+	gate := make(chan struct{})
+	close(gate)
+	backend := newOTLPBackend(t, gate)
+	q := newQueue(otlp.NewHTTPExporter(otlp.HTTPOptions{URL: backend.srv.URL}), Settings{QueueSize: 64, BatchSize: 4, BatchTimeout: time.Hour, ExportTimeout: 5 * time.Second}, nil)
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(q), sdktrace.WithSpanProcessor(rec), sdktrace.WithSampler(sdktrace.AlwaysSample()),
+		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", "queue-test"))))
+	for i := range 10 {
+		tr := tp.Tracer(fmt.Sprint("scope", i%2))
+		ctx, parent := tr.Start(context.Background(), "parent", trace.WithSpanKind(trace.SpanKindServer))
+		_, child := tr.Start(ctx, "child")
+		child.SetAttributes(attribute.Int("i", i), attribute.String("s", strings.Repeat("x", i*40)), attribute.Bool("even", i%2 == 0))
+		child.AddEvent("event", trace.WithAttributes(attribute.Float64("f", float64(i)/3)))
+		child.SetStatus(codes.Error, "failed")
+		child.End()
+		parent.End()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := q.ForceFlush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	library := newOTLPBackend(t, gate)
+	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(library.srv.URL+"/v1/traces"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := exp.ExportSpans(ctx, rec.Ended()); err != nil {
+		t.Fatal(err)
+	}
+	got, want := backend.spans(), library.spans()
+	if len(got) != 20 || len(want) != 20 {
+		t.Fatalf("%d spans posted through the queue, %d by the library; want 20 each", len(got), len(want))
+	}
+	for id, w := range want {
+		g, ok := got[id]
+		if !ok || g.resource != w.resource || g.scope != w.scope || !proto.Equal(g.span, w.span) {
+			t.Fatalf("span %x: the queue posted\n%v %v %v\nthe library\n%v %v %v", id, g.resource, g.scope, g.span, w.resource, w.scope, w.span)
+		}
+	}
+	backend.mu.Lock()
+	posts := len(backend.posts)
+	backend.mu.Unlock()
+	if posts != 5 {
+		t.Errorf("%d batches posted, want 5 of 4 spans each", posts)
+	}
+	_ = q.Shutdown(ctx)
+}
+
+// TestQueueNeverBlocksOnAStuckBackend: TestQueueNeverBlocks with impl/telemetry/otlp's exporter
+// and a real endpoint that takes no batch until released: ending spans never waits, the spans
+// beyond the queue are dropped and counted, and the queued ones are posted once it answers.
+func TestQueueNeverBlocksOnAStuckBackend(t *testing.T) {
+	gate := make(chan struct{})
+	backend := newOTLPBackend(t, gate)
+	d := &drops{n: map[string]int{}}
+	q := newQueue(otlp.NewHTTPExporter(otlp.HTTPOptions{URL: backend.srv.URL}), Settings{QueueSize: 4, BatchSize: 2, BatchTimeout: time.Hour, ExportTimeout: time.Hour}, d.add)
+	endSpans(q, 100)
+	deadline := time.Now().Add(10 * time.Second)
+	for d.get(DropQueueFull) < 94 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if got := d.get(DropQueueFull); got < 94 || got > 96 {
+		t.Errorf("dropped (queue full) %d, want 94 to 96", got)
+	}
+	close(gate)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := q.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if posted := len(backend.spans()); posted+d.get(DropQueueFull) != 100 {
+		t.Errorf("posted %d + dropped %d, want 100", posted, d.get(DropQueueFull))
+	}
 }

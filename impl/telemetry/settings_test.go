@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tollgate/tollgate/impl/config"
 )
@@ -107,7 +108,7 @@ func TestResolve(t *testing.T) {
 func TestPropagation(t *testing.T) {
 	carrier := propagation.MapCarrier{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "tracestate": "v=1"}
 	ctx := Extract(context.Background(), carrier)
-	if TraceID(ctx) != "4bf92f3577b34da6a3ce929d0e0e4736" || SampledTraceID(ctx) != TraceID(ctx) {
+	if TraceID(ctx) != "4bf92f3577b34da6a3ce929d0e0e4736" || SampledTrace(trace.SpanFromContext(ctx)).String() != TraceID(ctx) {
 		t.Fatalf("extracted trace %q", TraceID(ctx))
 	}
 	out := propagation.MapCarrier{}

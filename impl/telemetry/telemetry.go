@@ -301,11 +301,13 @@ func TraceID(ctx context.Context) string {
 	return sc.TraceID().String()
 }
 
-// SampledTraceID is TraceID for a sampled span only ("" otherwise): what an exemplar links.
-func SampledTraceID(ctx context.Context) string {
-	sc := trace.SpanContextFromContext(ctx)
+// SampledTrace is the id of span's trace when it is sampled (the zero TraceID otherwise):
+// what an exemplar links. The metrics format it only for the exemplars they take (about one a
+// second per histogram bucket), not for every request.
+func SampledTrace(span trace.Span) trace.TraceID {
+	sc := span.SpanContext()
 	if !sc.IsSampled() {
-		return ""
+		return trace.TraceID{}
 	}
-	return sc.TraceID().String()
+	return sc.TraceID()
 }

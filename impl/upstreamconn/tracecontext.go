@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"net/http"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -62,19 +61,4 @@ func withTraceContext(req *http.Request) *http.Request {
 	}
 	r.Header["Traceparent"] = []string{string(b[:])}
 	return r
-}
-
-// noteTry puts the upstream's answer status on the request's span when it records (the try's
-// CLIENT span: http.response.status_code, as the HTTP conventions name it). A failed try's
-// span gets its error.type from the caller, which knows the failure's kind. An attribute rather
-// than an event: a traced request paid an event's options, slice and clock read for it.
-func noteTry(req *http.Request, res *http.Response, err error) {
-	if err != nil {
-		return
-	}
-	span := trace.SpanFromContext(req.Context())
-	if !span.IsRecording() {
-		return
-	}
-	span.SetAttributes(attribute.Int("http.response.status_code", res.StatusCode))
 }

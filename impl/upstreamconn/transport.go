@@ -123,15 +123,9 @@ func (t *Transport) WritesTraceContext() bool { return true }
 // RoundTrip sends req and returns the response once its headers have arrived. The caller must
 // read the body to the end and close it for the connection to be reused. Only http:// URLs are
 // accepted; other schemes, and requests this transport cannot send faithfully, get an error.
-// When the request's context carries a recording span (an upstream attempt's), each round
-// trip is noted on it as an event (tracecontext.go).
+// When the request's context carries a span, its traceparent goes with the head
+// (tracecontext.go); what the answer was is the caller's to note on the span.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	res, err := t.roundTrip(req)
-	noteTry(req, res, err)
-	return res, err
-}
-
-func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	addr, host, err := checkRequest(req)
 	if err != nil {
 		closeRequestBody(req.Body)

@@ -80,30 +80,50 @@ func endSpans(q *queue, n int) {
 	}
 }
 
-// TestQueueNeverBlocks: while the exporter is stuck, ending spans never waits; the spans
-// beyond the queue are dropped and counted; once the backend answers, the queued ones go out.
+// TestQueueNeverBlocks: while the exporter is stuck (an exporter that takes no batch, and
+// impl/telemetry/otlp's posting to a real endpoint that does not answer), ending spans never
+// waits; the spans beyond the queue are dropped and counted; once the backend answers, the
+// queued ones go out.
 func TestQueueNeverBlocks(t *testing.T) {
-	exp := &stuckExporter{release: make(chan struct{})}
-	d := &drops{n: map[string]int{}}
-	q := newQueue(exp, Settings{QueueSize: 4, BatchSize: 2, BatchTimeout: time.Hour, ExportTimeout: time.Hour}, d.add)
-	// 2 spans fill the first batch, whose export hangs; 4 wait in the queue; the other 94 are
-	// dropped. Ending them returns (this test would hang otherwise).
-	endSpans(q, 100)
-	deadline := time.Now().Add(10 * time.Second)
-	for d.get(DropQueueFull) < 94 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	if got := d.get(DropQueueFull); got < 94 || got > 96 {
-		t.Errorf("dropped (queue full) %d, want 94 to 96", got)
-	}
-	close(exp.release)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := q.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if exp.got+d.get(DropQueueFull) != 100 {
-		t.Errorf("exported %d + dropped %d, want 100", exp.got, d.get(DropQueueFull))
+	for _, c := range []struct {
+		name string
+		// start returns the exporter, what lets its backend answer, and how many spans it took.
+		start func() (exp sdktrace.SpanExporter, release func(), exported func() int)
+	}{
+		{"a stuck exporter", func() (sdktrace.SpanExporter, func(), func() int) {
+			exp := &stuckExporter{release: make(chan struct{})}
+			return exp, func() { close(exp.release) }, func() int { return exp.got }
+		}},
+		{"impl/telemetry/otlp's exporter to a stuck endpoint", func() (sdktrace.SpanExporter, func(), func() int) {
+			gate := make(chan struct{})
+			backend := newOTLPBackend(t, gate)
+			return otlp.NewHTTPExporter(otlp.HTTPOptions{URL: backend.srv.URL}), func() { close(gate) }, func() int { return len(backend.spans()) }
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			exp, release, exported := c.start()
+			d := &drops{n: map[string]int{}}
+			q := newQueue(exp, Settings{QueueSize: 4, BatchSize: 2, BatchTimeout: time.Hour, ExportTimeout: time.Hour}, d.add)
+			// 2 spans fill the first batch, whose export hangs; 4 wait in the queue; the other 94
+			// are dropped. Ending them returns (this test would hang otherwise).
+			endSpans(q, 100)
+			deadline := time.Now().Add(10 * time.Second)
+			for d.get(DropQueueFull) < 94 && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			if got := d.get(DropQueueFull); got < 94 || got > 96 {
+				t.Errorf("dropped (queue full) %d, want 94 to 96", got)
+			}
+			release()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := q.Shutdown(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if exported()+d.get(DropQueueFull) != 100 {
+				t.Errorf("exported %d + dropped %d, want 100", exported(), d.get(DropQueueFull))
+			}
+		})
 	}
 }
 
@@ -380,31 +400,4 @@ func TestQueuePostsWhatTheLibraryWould(t *testing.T) {
 		t.Errorf("%d batches posted, want 5 of 4 spans each", posts)
 	}
 	_ = q.Shutdown(ctx)
-}
-
-// TestQueueNeverBlocksOnAStuckBackend: TestQueueNeverBlocks with impl/telemetry/otlp's exporter
-// and a real endpoint that takes no batch until released: ending spans never waits, the spans
-// beyond the queue are dropped and counted, and the queued ones are posted once it answers.
-func TestQueueNeverBlocksOnAStuckBackend(t *testing.T) {
-	gate := make(chan struct{})
-	backend := newOTLPBackend(t, gate)
-	d := &drops{n: map[string]int{}}
-	q := newQueue(otlp.NewHTTPExporter(otlp.HTTPOptions{URL: backend.srv.URL}), Settings{QueueSize: 4, BatchSize: 2, BatchTimeout: time.Hour, ExportTimeout: time.Hour}, d.add)
-	endSpans(q, 100)
-	deadline := time.Now().Add(10 * time.Second)
-	for d.get(DropQueueFull) < 94 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	if got := d.get(DropQueueFull); got < 94 || got > 96 {
-		t.Errorf("dropped (queue full) %d, want 94 to 96", got)
-	}
-	close(gate)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := q.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if posted := len(backend.spans()); posted+d.get(DropQueueFull) != 100 {
-		t.Errorf("posted %d + dropped %d, want 100", posted, d.get(DropQueueFull))
-	}
 }

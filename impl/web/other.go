@@ -2,7 +2,6 @@ package web
 
 import (
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/tollgate/tollgate/impl/agent"
@@ -153,14 +152,42 @@ func (a *App) auditRoutes(mux *http.ServeMux) { mux.Handle("GET /audit", a.membe
 
 type auditData struct {
 	Entries []auditRow
-	Older   int64 // the before= of the next page (0: none)
+	Older   string // the before= of the next page, sealed (auditCursor; "": none)
 }
 
 const auditPageSize = 50
 
+// auditTag is the second half of an audit page's sealed cursor (sealedid.Seal.Pair): a token
+// that opens to any other pair (a session's token, a request log cursor, a forgery) is no page.
+const auditTag = 0x7467_6175_6469_7470 // "tgauditp"
+
+// auditCursor is the before= of the audit page after the entry with id: the id sealed, since
+// audit_log's ids count every account's entries together (plain, two of an account's own pages
+// told how many entries every other account made between two of its own).
+func auditCursor(seal *sealedid.Seal, id int64) string { return seal.Pair(id, auditTag) }
+
+// openAuditCursor is the entry id of an audit page's cursor ("" is the first page: 0); ok is
+// false when the token is not one.
+func openAuditCursor(seal *sealedid.Seal, token string) (int64, bool) {
+	if token == "" {
+		return 0, true
+	}
+	id, tag, ok := seal.OpenPair(token)
+	return id, ok && tag == auditTag && id > 0
+}
+
 func (a *App) auditPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
-	before, _ := strconv.ParseInt(r.URL.Query().Get("before"), 10, 64)
-	entries, err := a.audit.List(r.Context(), v.Account.AccountID, max(before, 0), auditPageSize+1)
+	seal, err := a.seals.Seal(r.Context())
+	if err != nil {
+		a.failInternal(w, r, v, "audit cursor key", err)
+		return
+	}
+	before, ok := openAuditCursor(seal, r.URL.Query().Get("before"))
+	if !ok {
+		a.fail(w, r, v, http.StatusBadRequest, "This is not a page of the audit log: open the Audit log and follow its Older entries link.")
+		return
+	}
+	entries, err := a.audit.List(r.Context(), v.Account.AccountID, before, auditPageSize+1)
 	if err != nil {
 		a.failInternal(w, r, v, "audit log", err)
 		return
@@ -168,7 +195,7 @@ func (a *App) auditPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	d := auditData{}
 	if len(entries) > auditPageSize {
 		entries = entries[:auditPageSize]
-		d.Older = entries[auditPageSize-1].ID
+		d.Older = auditCursor(seal, entries[auditPageSize-1].ID)
 	}
 	if d.Entries, err = a.auditRows(r.Context(), v.Account.AccountID, entries); err != nil {
 		a.failInternal(w, r, v, "audit log names", err)

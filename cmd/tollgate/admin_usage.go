@@ -12,6 +12,7 @@ import (
 
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/dataset"
+	"github.com/tollgate/tollgate/impl/sealedid"
 	"github.com/tollgate/tollgate/impl/usageview"
 )
 
@@ -50,13 +51,23 @@ func (a *admin) usageExport(ctx context.Context, args []string) error {
 		return err
 	}
 	defer closeStore()
+	// The entries are named as on the console's statement (sealed): the file may go to the
+	// account, and plain ledger ids would tell it every other account's volume.
+	key, err := a.svc.Store.Secret(ctx, sealedid.SecretName)
+	if err != nil {
+		return err
+	}
+	seal, err := sealedid.New(key)
+	if err != nil {
+		return err
+	}
 	if *outPath == "" {
-		_, err := svc.WriteStatement(ctx, acct.ID, from, to, a.out)
+		_, err := svc.WriteStatement(ctx, acct.ID, from, to, seal, a.out)
 		return err
 	}
 	var st usageview.Statement
 	err = writeFileWhole(*outPath, func(w io.Writer) error {
-		st, err = svc.WriteStatement(ctx, acct.ID, from, to, w)
+		st, err = svc.WriteStatement(ctx, acct.ID, from, to, seal, w)
 		return err
 	})
 	if err != nil {

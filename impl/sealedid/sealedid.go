@@ -25,6 +25,10 @@ import (
 // KeySize is the length of a Seal's key in bytes.
 const KeySize = 32
 
+// SecretName names the server secret (store.Secret) that is the key of every id the gateway
+// seals for a tenant: the console's cursors and session ids, the statement's ledger entries.
+const SecretName = "sealed_ids"
+
 // tokenLen is the length of a token: 16 bytes in unpadded base64url.
 const tokenLen = 22
 

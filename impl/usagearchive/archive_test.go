@@ -15,6 +15,7 @@ import (
 	"github.com/tollgate/tollgate/impl/dataset"
 	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 	"github.com/tollgate/tollgate/impl/price"
+	"github.com/tollgate/tollgate/impl/sealedid"
 	"github.com/tollgate/tollgate/impl/store"
 	"github.com/tollgate/tollgate/impl/usageview"
 )
@@ -170,7 +171,7 @@ func (w *world) read(t *testing.T, acct uuid.UUID) reads {
 	}
 	out.csv = csv.Bytes()
 	var stmt bytes.Buffer
-	if _, err := w.views.WriteStatement(w.ctx, acct, monthOf(w.now).AddDate(-1, 0, 0), w.now.Add(time.Hour), &stmt); err != nil {
+	if _, err := w.views.WriteStatement(w.ctx, acct, monthOf(w.now).AddDate(-1, 0, 0), w.now.Add(time.Hour), statementSeal, &stmt); err != nil {
 		t.Fatal(err)
 	}
 	out.stmt = stmt.Bytes()
@@ -325,3 +326,12 @@ func TestArchiveKeepsEveryRead(t *testing.T) {
 		t.Errorf("rewriting an archived request: %+v, %v", res, err)
 	}
 }
+
+// statementSeal seals the ledger entries of the statements these tests write.
+var statementSeal = func() *sealedid.Seal {
+	s, err := sealedid.New(bytes.Repeat([]byte{5}, sealedid.KeySize))
+	if err != nil {
+		panic(err)
+	}
+	return s
+}()

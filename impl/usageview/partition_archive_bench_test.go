@@ -49,7 +49,7 @@ func benchArchived(b *testing.B, f *fixture, main uuid.UUID, end time.Time) {
 			return err
 		}},
 		{"archived/statement-one-day", func() error {
-			_, err := views.WriteStatement(f.ctx, main, day, day.AddDate(0, 0, 1), io.Discard)
+			_, err := views.WriteStatement(f.ctx, main, day, day.AddDate(0, 0, 1), testSeal, io.Discard)
 			return err
 		}},
 	} {

@@ -102,7 +102,7 @@ func BenchmarkUsageAtScale(b *testing.B) {
 			return err
 		}},
 		{"month-old/statement-one-day", func() error {
-			_, err := f.svc.WriteStatement(f.ctx, main, oldDay, oldDay.AddDate(0, 0, 1), io.Discard)
+			_, err := f.svc.WriteStatement(f.ctx, main, oldDay, oldDay.AddDate(0, 0, 1), testSeal, io.Discard)
 			return err
 		}},
 	} {

@@ -81,7 +81,7 @@ func TestQueryPlansUseTheIndexes(t *testing.T) {
 			return err
 		}, rollup, true, 0},
 		{"statement lines", func() error {
-			_, err := ts.svc.WriteStatement(f.ctx, main, end.AddDate(0, 0, -7), end, io.Discard)
+			_, err := ts.svc.WriteStatement(f.ctx, main, end.AddDate(0, 0, -7), end, testSeal, io.Discard)
 			return err
 		}, recordByRequest, false, 1},
 	}

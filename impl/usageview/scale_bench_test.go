@@ -106,17 +106,17 @@ func BenchmarkUsagePageAtScale(b *testing.B) {
 			return err
 		}},
 		{"statement/one-day", func(s *usageview.Service) error {
-			_, err := s.WriteStatement(f.ctx, main, end.AddDate(0, 0, -1), end, io.Discard)
+			_, err := s.WriteStatement(f.ctx, main, end.AddDate(0, 0, -1), end, testSeal, io.Discard)
 			return err
 		}},
 		{"statement/30-days", func(s *usageview.Service) error {
-			_, err := s.WriteStatement(f.ctx, main, end.AddDate(0, 0, -30), end, io.Discard)
+			_, err := s.WriteStatement(f.ctx, main, end.AddDate(0, 0, -30), end, testSeal, io.Discard)
 			return err
 		}},
 	}
 	for _, c := range cases {
 		if c.name == "statement/one-day" {
-			st, err := f.svc.WriteStatement(f.ctx, main, end.AddDate(0, 0, -1), end, io.Discard)
+			st, err := f.svc.WriteStatement(f.ctx, main, end.AddDate(0, 0, -1), end, testSeal, io.Discard)
 			if err != nil {
 				b.Fatal(err)
 			}

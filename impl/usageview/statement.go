@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tollgate/tollgate/gen/db"
+	"github.com/tollgate/tollgate/impl/sealedid"
 )
 
 // The line types of a statement besides the ledger's reasons (grant, usage, adjustment).
@@ -68,6 +69,7 @@ type Statement struct {
 
 // StatementLine is one ledger entry of a statement.
 type StatementLine struct {
+	// EntryID is the entry's credit_ledger id; the statement shows it sealed (EntryToken).
 	EntryID            int64
 	RecordedAt         time.Time
 	Reason, Reference  string
@@ -84,6 +86,17 @@ type StatementLine struct {
 // statement that meets it stops before its closing balance.
 var ErrLedgerMismatch = errors.New("the credit ledger does not add up")
 
+// ledgerTag is the second half of a ledger entry's sealed token (sealedid.Seal.Pair).
+const ledgerTag = 0x7467_6c65_6467_6572 // "tgledger"
+
+// EntryToken is how a statement names the ledger entry with id: "E" and the id sealed with seal
+// (the letter keeps a token that would begin with "-" from reading as a spreadsheet formula).
+// credit_ledger's ids count every account's entries together (one per settled request), so two
+// lines of a statement with plain ids told how many entries the whole gateway recorded between
+// them; sealed, an entry keeps one name from statement to statement and says nothing of its
+// number.
+func EntryToken(seal *sealedid.Seal, id int64) string { return "E" + seal.Pair(id, ledgerTag) }
+
 // WriteStatement writes the account's statement for the ledger entries recorded in
 // [from, to) to w as CSV (StatementHeader): the opening balance, one line per ledger entry in
 // ledger order, and the closing balance. The lines are exactly the ledger's: their amounts add
@@ -97,10 +110,14 @@ var ErrLedgerMismatch = errors.New("the credit ledger does not add up")
 // Entries are read 1,000 at a time, each page written as it is read, as ExportCSV does: when
 // the first page fails, nothing has been written to w; a later failure, or a ledger that does
 // not add up (ErrLedgerMismatch), stops the output before the closing balance, so that a cut
-// statement never looks whole.
-func (s *Service) WriteStatement(ctx context.Context, accountID uuid.UUID, from, to time.Time, w io.Writer) (Statement, error) {
+// statement never looks whole. The entries are named by their sealed ids (EntryToken with
+// seal, which is required).
+func (s *Service) WriteStatement(ctx context.Context, accountID uuid.UUID, from, to time.Time, seal *sealedid.Seal, w io.Writer) (Statement, error) {
 	if !to.After(from) {
 		return Statement{}, fmt.Errorf("usageview: a statement's period must end after it starts")
+	}
+	if seal == nil {
+		return Statement{}, fmt.Errorf("usageview: a statement needs the seal of its entry ids")
 	}
 	b, err := s.q.UsageViewStatementBounds(ctx, db.UsageViewStatementBoundsParams{AccountID: accountID, FromTime: from, ToTime: to})
 	if err != nil {
@@ -112,7 +129,7 @@ func (s *Service) WriteStatement(ctx context.Context, accountID uuid.UUID, from,
 	if err := cw.Write(StatementHeader); err != nil {
 		return Statement{}, err
 	}
-	if err := cw.Write(balanceRecord(record, LineOpening, from, openingNote(b.OpeningID, from), b.OpeningMicros)); err != nil {
+	if err := cw.Write(balanceRecord(record, LineOpening, from, openingNote(seal, b.OpeningID, from), b.OpeningMicros)); err != nil {
 		return Statement{}, err
 	}
 	balance, after := b.OpeningMicros, b.OpeningID
@@ -129,7 +146,7 @@ func (s *Service) WriteStatement(ctx context.Context, accountID uuid.UUID, from,
 			}
 			balance = l.BalanceAfterMicros
 			st.add(l)
-			if err := cw.Write(lineRecord(record, l)); err != nil {
+			if err := cw.Write(lineRecord(record, l, seal)); err != nil {
 				return st, err
 			}
 		}
@@ -165,11 +182,11 @@ func (st *Statement) add(l StatementLine) {
 }
 
 // openingNote says where the opening balance comes from.
-func openingNote(openingID int64, from time.Time) string {
+func openingNote(seal *sealedid.Seal, openingID int64, from time.Time) string {
 	if openingID == 0 {
 		return "no ledger entry before " + from.UTC().Format(time.RFC3339Nano)
 	}
-	return fmt.Sprintf("balance after ledger entry %d, the last before %s", openingID, from.UTC().Format(time.RFC3339Nano))
+	return fmt.Sprintf("balance after ledger entry %s, the last before %s", EntryToken(seal, openingID), from.UTC().Format(time.RFC3339Nano))
 }
 
 // statementPage reads the account's ledger entries after the entry after, up to closingID,
@@ -267,11 +284,11 @@ func balanceRecord(record []string, lineType string, at time.Time, note string, 
 }
 
 // lineRecord fills record with a ledger entry's row.
-func lineRecord(record []string, l StatementLine) []string {
+func lineRecord(record []string, l StatementLine, seal *sealedid.Seal) []string {
 	clear(record)
 	n := strconv.FormatInt
 	record[0] = SafeCell(l.Reason)
-	record[1] = n(l.EntryID, 10)
+	record[1] = EntryToken(seal, l.EntryID)
 	record[2] = l.RecordedAt.UTC().Format(time.RFC3339Nano)
 	record[3] = SafeCell(l.Reference)
 	record[4] = SafeCell(l.Note)

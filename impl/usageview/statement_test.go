@@ -93,7 +93,7 @@ type statementRows struct {
 func (f *fixture) statement(account uuid.UUID, from, to time.Time) (usageview.Statement, statementRows) {
 	f.t.Helper()
 	var out bytes.Buffer
-	st, err := f.svc.WriteStatement(f.ctx, account, from, to, &out)
+	st, err := f.svc.WriteStatement(f.ctx, account, from, to, testSeal, &out)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -344,11 +344,11 @@ func TestStatementStopsWhenTheLedgerDoesNotAddUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	_, err := f.svc.WriteStatement(f.ctx, acct, time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC), time.Now().Add(time.Hour), &out)
+	_, err := f.svc.WriteStatement(f.ctx, acct, time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC), time.Now().Add(time.Hour), testSeal, &out)
 	if !errors.Is(err, usageview.ErrLedgerMismatch) || strings.Contains(out.String(), usageview.LineClosing) {
 		t.Errorf("err %v, output:\n%s", err, out.String())
 	}
-	if _, err := f.svc.WriteStatement(f.ctx, acct, time.Now(), time.Now().Add(-time.Hour), &out); err == nil {
+	if _, err := f.svc.WriteStatement(f.ctx, acct, time.Now(), time.Now().Add(-time.Hour), testSeal, &out); err == nil {
 		t.Error("a period that ends before it starts was accepted")
 	}
 }

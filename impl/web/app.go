@@ -36,7 +36,7 @@ import (
 const CookieName = "__Host-tollgate_session"
 
 // sealedIDsSecret names the server secret (store.Secret) of the ids the console seals.
-const sealedIDsSecret = "sealed_ids"
+const sealedIDsSecret = sealedid.SecretName
 
 //go:embed templates/*.html
 var templateFS embed.FS

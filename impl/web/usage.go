@@ -401,10 +401,15 @@ func (a *App) usageStatement(w http.ResponseWriter, r *http.Request, v *Visitor,
 		a.fail(w, r, v, http.StatusBadRequest, "The statement's period could not be read: "+err.Error())
 		return
 	}
+	seal, err := a.seals.Seal(r.Context())
+	if err != nil {
+		a.failInternal(w, r, v, "statement entry key", err)
+		return
+	}
 	days := period.Values(time.UTC)
 	name := "statement-" + days.Get(usageview.ParamFrom) + "-to-" + days.Get(usageview.ParamTo) + ".csv"
 	a.streamCSV(w, r, v, name, "usage statement", func(out io.Writer) error {
-		_, err := svc.WriteStatement(r.Context(), v.Account.AccountID, period.From, period.To, out)
+		_, err := svc.WriteStatement(r.Context(), v.Account.AccountID, period.From, period.To, seal, out)
 		return err
 	})
 }

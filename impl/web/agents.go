@@ -52,6 +52,9 @@ func (a *App) startAgent(w http.ResponseWriter, r *http.Request, v *Visitor) {
 		return
 	}
 	slot, prompt := strings.TrimSpace(r.PostFormValue("slot")), r.PostFormValue("prompt")
+	if !a.postedInShownAccount(w, r, v, "no agent session was started.") {
+		return
+	}
 	res, err := a.agents.Spawn(r.Context(), principal(v), slot, prompt, "")
 	if err != nil {
 		a.failAgentAction(w, r, v, "start an agent session", err)

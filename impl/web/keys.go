@@ -291,6 +291,9 @@ func (a *App) createKey(w http.ResponseWriter, r *http.Request, v *Visitor) {
 		return
 	}
 	_ = r.ParseForm()
+	if !a.postedInShownAccount(w, r, v, "no key was created.") {
+		return
+	}
 	// A form sent again (the browser's reload of the page that showed the key, "Continue"
 	// on its resubmit question, a double click) creates no second key: the page says which key
 	// it made, whose secret was shown once (newcomer trial: a reload made a second active key of

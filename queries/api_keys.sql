@@ -181,7 +181,7 @@ WHERE key_id = @key_id AND request_id = @request_id;
 -- name: SettleKeyReservation :execrows
 -- Ends a key reservation: its row is marked settled (and kept, as the marker that the request
 -- id was counted), its amount (0 if it was reaped) leaves the budget's reserved_micros, and
--- cost_micros (what the request's usage record charges; 0 for a release) joins spent_micros
+-- cost_micros (what the request's usage record charges) joins spent_micros
 -- and is kept as the reservation's settled_micros. A
 -- reservation settled already is not found (0 rows; a concurrent settlement waits for the row
 -- and then finds it settled): settling is idempotent, so a settlement retried after an unknown
@@ -195,6 +195,29 @@ WITH done AS (
 UPDATE key_budgets b
 SET spent_micros = b.spent_micros + @cost_micros::bigint,
     reserved_micros = b.reserved_micros - done.amount_micros
+FROM done
+WHERE b.key_id = @key_id AND b.period_start = done.period_start;
+
+-- name: ReleaseKeyReservation :execrows
+-- Ends a key reservation whose request is billed nothing under its request id (it never reached
+-- an upstream, or its failed attempt's usage record went under an id of its own): its amount
+-- leaves the budget's reserved_micros and its row is left as a reaped one is (amount 0, not
+-- settled), not as the marker of a request id counted: a retry with the same request id (an
+-- agent's step after a failed model call), which the ledger bills, takes the row over and is
+-- reserved against the cap and counted as any request. A reservation settled already is not
+-- found (0 rows).
+WITH old AS (
+    SELECT r.period_start, r.amount_micros FROM key_reservations r
+    WHERE r.key_id = @key_id AND r.request_id = @request_id AND r.settled_at IS NULL
+    FOR UPDATE
+), done AS (
+    UPDATE key_reservations r SET amount_micros = 0, reaped = true
+    FROM old
+    WHERE r.key_id = @key_id AND r.request_id = @request_id
+    RETURNING old.period_start, old.amount_micros
+)
+UPDATE key_budgets b
+SET reserved_micros = b.reserved_micros - done.amount_micros
 FROM done
 WHERE b.key_id = @key_id AND b.period_start = done.period_start;
 

@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -274,5 +275,43 @@ func TestLimitedKeyDrivesOnlyItsOwnSessions(t *testing.T) {
 	waitSession(t, svc, limited, own.SessionID, agent.StateReady)
 	if _, err := svc.SendMessage(ctx, limited, "second", "Again.", ""); err != nil {
 		t.Fatalf("the limited key messaging its own session: %v", err)
+	}
+}
+
+// TestAgentRetriedCallCountsAgainstTheKeysCap: a capped key's session whose model call's answer
+// is cut off (the upstream drops the connection mid-answer) runs the step again under the
+// turn's request id, and the call that delivers is billed under it (TestCutAnswerRetriedIsBilled).
+// The key's cap must count that call as the ledger bills it: the key's budget is what the key's
+// usage records charge, and nothing stays reserved. (It counted nothing: the undelivered
+// attempt's settlement at 0 marked the turn's request id as counted, and the retry was served
+// against no cap, so a capped key's agent could pass its cap one cut answer at a time.)
+func TestAgentRetriedCallCountsAgainstTheKeysCap(t *testing.T) {
+	clocktest.NotAcrossMidnight(t, time.Minute)
+	w := newWorld(t, twoAttempts)
+	n := w.start()
+	svc := n.gw.Agents
+	ctx := context.Background()
+	tn := w.tenant(n, "capped", 5_000_000)
+	p := keyed(t, w, n, tn, accounts.KeyOptions{Name: "capped", CreditCapMicros: new(int64(4_000_000)), CapPeriod: store.CapPeriodDaily})
+	res, err := svc.SpawnWith(ctx, p, "main", "Tell a story. [[sim fault=drop after=2 times=1 tag=capped-retry]] [[sim words=400]]", "",
+		agent.SpawnAction{Model: "service-flint-base"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := waitSession(t, svc, p, res.SessionID, agent.StateReady, agent.StateFailed, agent.StateStopped)
+	if s.State != agent.StateReady || s.Turns != 1 || s.SpentMicros <= 0 {
+		t.Fatalf("session %+v", s)
+	}
+	if jobs := stepJobs(t, w, res.SessionID); fmt.Sprint(jobs) != "map[1:completed/2]" {
+		t.Fatalf("step jobs %v (want the turn's job completed on its second attempt)", jobs)
+	}
+	usage := usageOf(t, w, p, res.SessionID, s.SpentMicros)
+	checkLedger(t, w, p, usage)
+	budget, err := w.store.GetKeyBudget(ctx, p.KeyID, store.CapPeriodDaily.Start(time.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if budget.SpentMicros != s.SpentMicros || budget.ReservedMicros != 0 {
+		t.Fatalf("the key's budget %+v, its usage records charge %d", budget, s.SpentMicros)
 	}
 }

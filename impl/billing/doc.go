@@ -280,7 +280,12 @@
 //
 // Settle ends the key's reservation in one more statement: the reservation row is marked
 // settled, its amount leaves reserved_micros and the real cost (the same clamped cost as the
-// usage record's) joins spent_micros; Release does the same with a cost of 0. Settling is
+// usage record's) joins spent_micros. Release (and a settlement at 0 whose record goes under an
+// id of its own, an in-process call's undelivered attempt) bills nothing under the request id,
+// which the ledger leaves free for a retry: its amount leaves reserved_micros and the row is
+// left as a reaped one (amount 0, not settled), so that a retry with the request id (an agent's
+// step after a failed model call) is reserved against the cap and counted as the ledger bills
+// it, not served as a request counted already. Settling is
 // idempotent (only a row not settled yet is settled), so a settlement retried after an unknown
 // outcome counts once. The
 // settlement is written synchronously, after the answer has reached the client and without the

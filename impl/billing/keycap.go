@@ -79,6 +79,21 @@ type keySettlement struct {
 	keyID     uuid.UUID
 	requestID string
 	cost      int64
+	// release: the request is billed nothing under its request id (Release, or a record
+	// written under an id of its own): its row is released (store.ReleaseKeyReservation), not
+	// marked as a request id counted, so that a retry with the id is counted.
+	release bool
+}
+
+// write writes the settlement to the database.
+func (s keySettlement) write(ctx context.Context, st *store.Store) error {
+	var err error
+	if s.release {
+		_, err = st.ReleaseKeyReservation(ctx, s.keyID, s.requestID)
+	} else {
+		_, err = st.SettleKeyReservation(ctx, s.keyID, s.requestID, s.cost)
+	}
+	return err
 }
 
 // keySettledRetention is how long a settled key reservation is kept as the marker that its
@@ -162,15 +177,18 @@ func (m *Meter) ReserveForKey(ctx context.Context, accountID uuid.UUID, requestI
 	}
 }
 
-// settleKey ends the key part of a reservation, adding cost to the key's spend (0 for a
-// release). A settlement the database does not take is kept and retried by the maintenance
-// (the reservation's lease is renewed meanwhile), so what the key's budget counts is what the
-// usage records charge. It never waits on the request's context: a client that went away is
-// billed all the same.
-func (m *Meter) settleKey(r *Reservation, cost int64) {
-	s := keySettlement{keyID: r.key.id, requestID: r.requestID, cost: cost}
+// settleKey ends the key part of a reservation, adding cost to the key's spend; release ends
+// one whose request is billed nothing under its request id (Release, or an attempt whose record
+// went under an id of its own, as an in-process call's undelivered attempt does), which counts
+// nothing and leaves the request id free for a retry (store.ReleaseKeyReservation), as the
+// ledger leaves it. A settlement the database does not take is kept and retried by the
+// maintenance (the reservation's lease is renewed meanwhile), so what the key's budget counts is
+// what the usage records charge. It never waits on the request's context: a client that went
+// away is billed all the same.
+func (m *Meter) settleKey(r *Reservation, cost int64, release bool) {
+	s := keySettlement{keyID: r.key.id, requestID: r.requestID, cost: cost, release: release}
 	ctx, cancel := context.WithTimeout(context.Background(), m.opts.WriteTimeout)
-	_, err := m.st.SettleKeyReservation(ctx, s.keyID, s.requestID, s.cost)
+	err := s.write(ctx, m.st)
 	cancel()
 	if err == nil {
 		m.keys.live.Add(-1)
@@ -190,7 +208,7 @@ func (m *Meter) retryKeySettlements(ctx context.Context) error {
 	for len(m.keys.pending) > 0 {
 		s := m.keys.pending[0]
 		cctx, cancel := context.WithTimeout(ctx, m.opts.WriteTimeout)
-		_, err := m.st.SettleKeyReservation(cctx, s.keyID, s.requestID, s.cost)
+		err := s.write(cctx, m.st)
 		cancel()
 		if err != nil {
 			m.noteDBError(err)

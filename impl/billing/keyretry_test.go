@@ -233,3 +233,82 @@ func TestKeyReservationSameRequestIDConcurrently(t *testing.T) {
 		t.Fatalf("usage %d (%v), the key's budget %d", usage, err, b.SpentMicros)
 	}
 }
+
+// TestKeyCapRetryAfterAFailedAttemptCounts: an agent's step whose model call failed (every
+// upstream refused it: its reservation released; or its answer was unusable: settled at 0
+// under an id of its own, "_undelivered_", so that the call's id stays free for the retry) is
+// retried with the same request id, as the agents' jobs retry it. The ledger bills the retry
+// (the failed attempt left no record under the call's id), so the key's budget must count it
+// too: it reserves the retry's worst case within the cap and adds its cost to the spend. (It
+// did not: the release, and the settlement at 0 under another id, marked the key's row settled,
+// as a request counted already; the retry was then served against no cap and its cost never
+// reached the budget, so a capped key's agent could spend past its cap one failed step at a
+// time.)
+func TestKeyCapRetryAfterAFailedAttemptCounts(t *testing.T) {
+	ctx := context.Background()
+	_, st := newDB(t)
+	acct := newAccount(t, st, 10_000_000)
+	c := newCappedKey(t, st, acct, 1000, store.CapPeriodDaily)
+	m := New(st, Options{Holder: "a"})
+
+	// The first attempt of step 1 is refused by every upstream: released.
+	r, err := m.ReserveForKey(ctx, acct, "agt_f_1", 600, &c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Release()
+	if b := budget(t, st, c); b.SpentMicros != 0 || b.ReservedMicros != 0 {
+		t.Fatalf("released: budget %+v, want nothing spent or reserved", b)
+	}
+	// Its retry is reserved against the cap, and counted.
+	r, err = m.ReserveForKey(ctx, acct, "agt_f_1", 600, &c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := budget(t, st, c); b.ReservedMicros != 600 {
+		t.Fatalf("retry after a release: budget %+v, want its 600 reserved against the cap", b)
+	}
+	if got := r.Settle(400, UsageRecord{KeyID: c.KeyID}); got != 400 {
+		t.Fatalf("charged %d, want 400", got)
+	}
+	if b := budget(t, st, c); b.SpentMicros != 400 || b.ReservedMicros != 0 {
+		t.Fatalf("retry after a release settled: budget %+v, want 400 spent", b)
+	}
+
+	// The first attempt of step 2 answers with an unusable body: settled at 0 under an id of
+	// its own (exchange.SettleUndelivered for an in-process call).
+	r, err = m.ReserveForKey(ctx, acct, "agt_f_2", 500, &c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Settle(0, UsageRecord{KeyID: c.KeyID, Status: "upstream_malformed", RequestID: "agt_f_2_undelivered_0a1b2c3d"})
+	if b := budget(t, st, c); b.SpentMicros != 400 || b.ReservedMicros != 0 {
+		t.Fatalf("undelivered: budget %+v, want 400 spent and nothing reserved", b)
+	}
+	// 600 are left of the cap: a retry of 601 is refused, as any request would be.
+	if _, err := m.ReserveForKey(ctx, acct, "agt_f_2", 601, &c); !isKeyCap(err, 601, 600) {
+		t.Fatalf("a retry past the cap: %v", err)
+	}
+	r, err = m.ReserveForKey(ctx, acct, "agt_f_2", 500, &c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Settle(300, UsageRecord{KeyID: c.KeyID})
+	if b := budget(t, st, c); b.SpentMicros != 700 || b.ReservedMicros != 0 {
+		t.Fatalf("retry after an undelivered attempt settled: budget %+v, want 700 spent", b)
+	}
+	// 300 are left: the cap holds for the next step.
+	if _, err := m.ReserveForKey(ctx, acct, "agt_f_3", 301, &c); !isKeyCap(err, 301, 300) {
+		t.Fatalf("a request past the cap: %v", err)
+	}
+	if err := m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, usage, err := st.UsageTotals(ctx, acct); err != nil || usage != 700 {
+		t.Fatalf("usage %d (%v), want 700", usage, err)
+	}
+	if b := budget(t, st, c); b.SpentMicros != 700 {
+		t.Fatalf("budget %+v: the key counts other than the ledger charges", b)
+	}
+	checkRest(t, st, acct)
+}

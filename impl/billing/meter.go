@@ -908,7 +908,10 @@ func (r *Reservation) Settle(actualMicros int64, usage UsageRecord) int64 {
 		m.onCreditMicros.Add(cost)
 	}
 	if r.key != nil {
-		m.settleKey(r, cost)
+		// An attempt billed nothing under the request's id (its record goes under an id of its
+		// own) counts nothing: the id stays free for the retry the ledger bills, and the key's
+		// budget must count that retry (its row is released, not marked as counted).
+		m.settleKey(r, cost, cost == 0 && rec.RequestID != r.requestID)
 	}
 	// The writer deletes the stream's checkpoint with the record, if one may have been written.
 	rec.Checkpointed = r.checkpointed()
@@ -990,7 +993,9 @@ func (r *Reservation) SettleUsage(usage UsageRecord) int64 {
 }
 
 // Release ends a reservation whose request never reached an upstream: the whole amount returns
-// to the hold and no usage is recorded. Releasing again, or after Settle, does nothing.
+// to the hold and no usage is recorded; a capped key's reservation returns to its budget, and a
+// retry with the request id is counted against the cap. Releasing again, or after Settle, does
+// nothing.
 func (r *Reservation) Release() {
 	if r == nil || !r.done.CompareAndSwap(false, true) {
 		return
@@ -1012,7 +1017,7 @@ func (r *Reservation) Release() {
 		r.m.atRisk.Add(-r.amount)
 	}
 	if r.key != nil {
-		r.m.settleKey(r, 0)
+		r.m.settleKey(r, 0, true)
 	}
 }
 

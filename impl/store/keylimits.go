@@ -299,11 +299,22 @@ func isDeadlock(err error) bool {
 }
 
 // SettleKeyReservation ends a key reservation: what it held (nothing if it was reaped) leaves the
-// budget and costMicros (0 for a release) is added to the budget's spend. The row stays, marked
+// budget and costMicros is added to the budget's spend. The row stays, marked
 // settled, until DeleteStaleKeyReservations. It reports whether the reservation was still
 // unsettled: settling twice, or settling a retry of a request id counted already, counts once.
 func (s *Store) SettleKeyReservation(ctx context.Context, keyID uuid.UUID, requestID string, costMicros int64) (bool, error) {
 	n, err := s.q.SettleKeyReservation(ctx, db.SettleKeyReservationParams{KeyID: keyID, RequestID: requestID, CostMicros: costMicros})
+	return n > 0, err
+}
+
+// ReleaseKeyReservation ends a key reservation whose request is billed nothing under its request
+// id (it never reached an upstream, or its failed attempt's usage record went under an id of its
+// own): what it held leaves the budget, nothing is added to the spend, and the row is left as a
+// reaped one, not as the marker of a request id counted, so that a retry with the same request
+// id (which the ledger bills) is reserved against the cap and counted. It reports whether the
+// reservation was still unsettled.
+func (s *Store) ReleaseKeyReservation(ctx context.Context, keyID uuid.UUID, requestID string) (bool, error) {
+	n, err := s.q.ReleaseKeyReservation(ctx, db.ReleaseKeyReservationParams{KeyID: keyID, RequestID: requestID})
 	return n > 0, err
 }
 

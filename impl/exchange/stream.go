@@ -313,9 +313,18 @@ loop:
 		// unless the failure was the request's or the client's doing, or a shutdown's.
 		produced := res.text > 0 || res.usage.OutputTokens > 0 || res.usage.HostedCalls.Any()
 		brokenByUpstream := res.status == "upstream_cut_off" || res.status == "upstream_malformed" || res.status == "upstream_error" && res.upstreamFault
-		if brokenByUpstream && !produced && x.ctx.Err() == nil && x.eng.streamsEnd.Err() == nil && x.failOverStream(res.status, res.cause) {
-			x.held = res.held[:0]
-			return true
+		if brokenByUpstream && !produced && x.ctx.Err() == nil && x.eng.streamsEnd.Err() == nil {
+			answered, clientGone := x.failOverStream(res.status, res.cause)
+			if answered {
+				x.held = res.held[:0]
+				return true
+			}
+			if clientGone {
+				// The client left while the next expert had the request: billed its input, as
+				// a client that leaves before any expert answered is (start). The failed
+				// expert's events and error go to no one.
+				res = streamResult{status: "client_disconnected", enc: enc}
+			}
 		}
 	}
 	res.finish(sw)
@@ -328,10 +337,14 @@ loop:
 var errUpstreamInBand = errors.New("the upstream sent an error event before its first output")
 
 // failOverStream ends the current expert's try as failed (status, cause: its span, its
-// operation, its health), closes its stream, and calls the next experts: true when one
+// operation, its health), closes its stream, and calls the next experts: answered when one
 // answered, whose stream Stream then relays. When none does, the exchange keeps the failed
-// expert, whose failure the client then gets.
-func (x *Exchange) failOverStream(status string, cause error) bool {
+// expert, whose failure the client then gets; except when the client went away while one of
+// the next experts had the request (its prompt sent, no refusal): clientGone, and the exchange
+// names that expert, whose provider has the prompt and bills it, so that the request is settled
+// as start settles a client gone before any answer (billed its input), not as the failed
+// expert's try, which bills nothing.
+func (x *Exchange) failOverStream(status string, cause error) (answered, clientGone bool) {
 	failed := x.expert
 	x.tries.failAnswer(status, cause)
 	x.attemptStart = time.Time{} // its operation is counted: finishAttempt counts none for it
@@ -342,19 +355,30 @@ func (x *Exchange) failOverStream(status string, cause error) bool {
 	x.eng.router.ObserveBroken(failed.Key)
 	x.Logger().Warn("upstream stream failed before its first output; trying the next expert", "expert", failed.Key, "status", status)
 	x.CloseUpstream()
+	from := x.calls.next // the first of the experts called now
 	callCtx, unlink := x.eng.upstreamContext(x.ctx)
 	ok := x.callNext(callCtx)
 	unlink()
-	if !ok {
-		// No other expert answered: the client gets the failed expert's failure, and its
-		// usage record names it (the calls after it were refused before their heads). Its
-		// health was observed here already.
-		x.headMu.Lock()
-		x.expert = failed
-		x.headMu.Unlock()
-		x.brokenObserved = true
+	if ok {
+		return true, false
 	}
-	return ok
+	if a := &x.calls; x.ctx.Err() != nil && x.eng.streamsEnd.Err() == nil && a.calledAny && a.called >= from && !a.refused {
+		// The client went away while a next expert had the request (start's condition for
+		// billing the input). That expert never answered: no hosted tool of its was run.
+		x.headMu.Lock()
+		x.expert = a.order[a.called]
+		x.headMu.Unlock()
+		x.hostedBounds, x.askedOutput = llm.HostedCalls{}, 0
+		return false, true
+	}
+	// No other expert answered: the client gets the failed expert's failure, and its usage
+	// record names it (the calls after it were refused before their heads). Its health was
+	// observed here already.
+	x.headMu.Lock()
+	x.expert = failed
+	x.headMu.Unlock()
+	x.brokenObserved = true
+	return false, false
 }
 
 // settleStream settles the exchange once its stream has ended.

@@ -496,3 +496,42 @@ func TestFusionStreamHeadGoesWithAHeartbeat(t *testing.T) {
 		t.Errorf("X-Tollgate-Expert %q, usage record %s by %s/%s", expert, rec.Status, rec.Provider, rec.UpstreamModel)
 	}
 }
+
+// TestClientGoneWhileAStreamFailsOverIsBilledItsInput: a fusion model's stream whose first
+// expert fails before its first output fails over to the next expert, which has the request
+// and has not answered yet when the client leaves. That expert's provider has the prompt and
+// bills it, so the request is billed its input, status client_disconnected, its usage record
+// naming that expert: as a client that leaves before any expert answered is
+// (TestClientGoneBeforeTheAnswerIsBilledItsInput). It was billed nothing, its record naming the
+// first expert, whose failed try is not billed, with that try's status (upstream_error), as if
+// no other upstream had the prompt.
+func TestClientGoneWhileAStreamFailsOverIsBilledItsInput(t *testing.T) {
+	s := sim.New(sim.Options{})
+	g := apitest.Start(t, apitest.Options{Config: moneyConfig(t), Sim: s})
+	tenant := g.NewTenant(t, "acme", 0, 50_000_000)
+	s.Enqueue("sim-general", sim.Fault{Kind: sim.FaultMidstream, Status: 529})
+	for _, m := range []string{"sim-coder", "sim-reasoner"} {
+		s.Enqueue(m, sim.Fault{Kind: sim.FaultStallBefore, Delay: 3 * time.Second})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", g.URL+"/v1/chat/completions", strings.NewReader(chatBody("service-flint", "hello", true, 16)))
+	req.Header.Set("Authorization", "Bearer "+tenant.Key)
+	if res, err := http.DefaultClient.Do(req); err == nil {
+		_, err = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if err == nil {
+			t.Fatalf("answered %d before the client left", res.StatusCode)
+		}
+	}
+	cancel()
+	if n := s.Requests("sim-general"); n != 1 {
+		t.Fatalf("the failing expert was asked %d times, want 1", n)
+	}
+	rec := latestUsage(t, g, tenant.Account, 1)
+	if rec.Status != "client_disconnected" || rec.InputTokens <= 0 || rec.OutputTokens != 0 || rec.CostMicros <= 0 || rec.UpstreamModel == "sim-general" {
+		t.Errorf("usage after the client left while the next expert had the request: %s by %s, %d input, %d output, %d micro-units; "+
+			"want client_disconnected by the next expert, billed its input", rec.Status, rec.UpstreamModel, rec.InputTokens, rec.OutputTokens, rec.CostMicros)
+	}
+	checkBooks(t, g, tenant.Account, 50_000_000)
+}

@@ -247,7 +247,7 @@ func (m *Meter) billLostStreams(ctx context.Context, gone []string) error {
 				rec.Checkpointed, rec.SettleKey = true, true
 				batch = append(batch, rec)
 			}
-			if err := m.writeBatch(ctx, holder, false, batch); err != nil {
+			if _, err := m.writeBatch(ctx, holder, false, batch); err != nil {
 				return err
 			}
 			m.opts.Logger.Info("billing: the streams of a lost process were billed from their last checkpoints",

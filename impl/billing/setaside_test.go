@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/tollgate/tollgate/impl/price"
 )
@@ -51,4 +52,80 @@ func TestRecordRefusedAsDataIsSetAside(t *testing.T) {
 	if got := strings.Join(logs.all(), "\n"); !strings.Contains(got, "set aside") || !strings.Contains(got, "absurd") {
 		t.Errorf("the set-aside record is not logged with its request:\n%s", got)
 	}
+}
+
+// TestSplitBatchFailingAfterItsFirstHalfCountsItOnce: a batch that the database refuses as data
+// is written in halves (TestRecordRefusedAsDataIsSetAside); when its first half is written (and
+// its refused record set aside) and the second half's write then fails for another reason (the
+// database goes away, a timeout), only what was not written waits in the backlog. The whole
+// batch went there: its replay skipped the records billed already (the ledger bills a request
+// once), but took their costs off the account's pending costs a second time and set the refused
+// record aside twice, so that the process saw more free credit in its hold than it had (the
+// account's pending went below zero by the first half's cost, for good).
+func TestSplitBatchFailingAfterItsFirstHalfCountsItOnce(t *testing.T) {
+	ctx := context.Background()
+	cs, st := newDB(t)
+	const granted = 10_000_000
+	acct, other := newAccount(t, st, granted), newAccount(t, st, granted)
+	db, err := pgx.Connect(ctx, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(ctx)
+	// PostgreSQL refuses "bad" as data (as an absurd count is refused), and fails the first
+	// write of "other" as a database that goes away would (not as data).
+	if _, err := db.Exec(ctx, `
+		CREATE SEQUENCE usage_fail_once;
+		CREATE FUNCTION usage_faults() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF NEW.request_id = 'bad' THEN
+				RAISE EXCEPTION 'refused as data by the test' USING ERRCODE = '22003';
+			END IF;
+			IF NEW.request_id = 'other' AND nextval('usage_fail_once') = 1 THEN
+				RAISE EXCEPTION 'a failure of the database, by the test' USING ERRCODE = '40001';
+			END IF;
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER usage_faults BEFORE INSERT ON usage_records FOR EACH ROW EXECUTE FUNCTION usage_faults()`); err != nil {
+		t.Fatal(err)
+	}
+	m := New(st, Options{FlushInterval: time.Hour, RetryMax: 50 * time.Millisecond})
+	p := checkpointPrice
+	// One batch, halves [before, bad] and [other, after].
+	for _, c := range []struct {
+		acct uuid.UUID
+		id   string
+	}{{acct, "before"}, {acct, "bad"}, {other, "other"}, {acct, "after"}} {
+		r, err := m.Reserve(ctx, c.acct, c.id, 100_000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.SettleUsage(UsageRecord{Model: "m", Route: "/v1/messages", Tokens: price.Tokens{Uncached: 1000, Output: 5}, Price: &p, Status: "ok"})
+	}
+	if err := m.flushAll(ctx); err == nil {
+		t.Fatal("the second half's write did not fail")
+	}
+	if s := m.WriterStats(); s.Backlog != 2 || s.SetAside != 1 {
+		t.Errorf("after the failed write: writer %+v, want the two records not written in the backlog and one set aside", s)
+	}
+	if err := m.flushAll(ctx); err != nil {
+		t.Fatalf("the backlog's replay: %v", err)
+	}
+	if s := m.WriterStats(); s.Backlog != 0 || s.Queued != 0 || s.SetAside != 1 {
+		t.Errorf("writer %+v: want nothing waiting and the refused record set aside once", s)
+	}
+	for _, id := range []uuid.UUID{acct, other} {
+		a := m.account(id, false)
+		a.mu.Lock()
+		pending, records := a.pending, a.pendingRecords
+		a.mu.Unlock()
+		if pending != 0 || records != 0 {
+			t.Errorf("account %s: %d micro-units in %d records pending once everything is written, want none", id, pending, records)
+		}
+	}
+	if err := m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkBilledOnce(t, st, acct, granted, map[string]int64{"before": streamCost(1000, 5), "after": streamCost(1000, 5)})
+	checkBilledOnce(t, st, other, granted, map[string]int64{"other": streamCost(1000, 5)})
 }

@@ -277,7 +277,7 @@ func (m *Meter) flushLocked(ctx context.Context, limit int) error {
 		if len(batch) == 0 {
 			return failure
 		}
-		err := m.writeBatch(ctx, m.opts.Holder, true, batch)
+		written, err := m.writeBatch(ctx, m.opts.Holder, true, batch)
 		if err == nil {
 			if since, failed, was := m.clearFailing(); was {
 				m.opts.Logger.Info("billing: the database takes usage records again",
@@ -286,20 +286,24 @@ func (m *Meter) flushLocked(ctx context.Context, limit int) error {
 			moved += len(batch)
 			continue
 		}
+		// What was written (the first parts of a batch written in parts) is billed and
+		// accounted for: only the rest waits.
+		moved += written
+		left := batch[written:]
 		if ctx.Err() != nil {
 			// The meter is stopping: the drain writes the batch, or keeps it in the backlog.
-			m.requeue(batch)
+			m.requeue(left)
 			return err
 		}
 		m.noteWriteFailed(err)
 		failure = err
 		m.spillMu.Lock()
 		m.backlogged = true
-		k, aerr := m.toBacklog(batch)
+		k, aerr := m.toBacklog(left)
 		m.spillMu.Unlock()
 		m.wakeReplayer()
-		if k < len(batch) {
-			m.requeue(batch[k:])
+		if k < len(left) {
+			m.requeue(left[k:])
 			return errors.Join(err, aerr)
 		}
 		moved += k
@@ -475,14 +479,19 @@ func (m *Meter) replayBatch(ctx context.Context) error {
 		for k := range batch {
 			batch[k] = entries[i+k].Record
 		}
-		if err := m.writeBatch(ctx, holder, own, batch); err != nil {
+		written, err := m.writeBatch(ctx, holder, own, batch)
+		if written > 0 {
+			// The records written (all, or the first parts of a batch written in parts) are
+			// not replayed again.
+			m.cursor = after[i+written-1]
+			m.backlogRecords.Add(-int64(written))
+		}
+		if err != nil {
 			if ctx.Err() == nil {
 				m.noteWriteFailed(err)
 			}
 			return err
 		}
-		m.cursor = after[j-1]
-		m.backlogRecords.Add(-int64(j - i))
 		i = j
 	}
 	return nil
@@ -498,7 +507,13 @@ func (m *Meter) replayBatch(ctx context.Context) error {
 // forever (trial h7: one upstream's absurd token count stopped billing for every account). It
 // is written in halves, down to the record the database refuses, which is set aside: logged
 // whole at error level, counted (tollgate_usage_records_set_aside_total), and not billed.
-func (m *Meter) writeBatch(ctx context.Context, holder string, own bool, batch []store.UsageRecord) error {
+//
+// It returns how many records of the batch, from its start, were written (or set aside) and
+// accounted for: all of them, or none, unless a batch written in halves fails after its first
+// parts (the database went away meanwhile). The caller keeps only the rest for another write:
+// written again, the first parts would be skipped by the ledger but taken off the accounts'
+// pending costs a second time, and their refused record set aside twice.
+func (m *Meter) writeBatch(ctx context.Context, holder string, own bool, batch []store.UsageRecord) (int, error) {
 	wctx, cancel := context.WithTimeout(ctx, m.opts.WriteTimeout)
 	defer cancel()
 	res, err := m.st.WriteUsage(wctx, holder, batch)
@@ -506,10 +521,11 @@ func (m *Meter) writeBatch(ctx context.Context, holder string, own bool, batch [
 		m.noteDBUp()
 		if len(batch) > 1 {
 			mid := len(batch) / 2
-			if err := m.writeBatch(ctx, holder, own, batch[:mid]); err != nil {
-				return err
+			if n, err := m.writeBatch(ctx, holder, own, batch[:mid]); err != nil {
+				return n, err
 			}
-			return m.writeBatch(ctx, holder, own, batch[mid:])
+			n, err := m.writeBatch(ctx, holder, own, batch[mid:])
+			return mid + n, err
 		}
 		m.setAsideRecord(batch[0], err)
 		res, err = store.UsageBatch{}, nil
@@ -518,7 +534,7 @@ func (m *Meter) writeBatch(ctx context.Context, holder string, own bool, batch [
 		if ctx.Err() == nil {
 			m.noteDBError(err)
 		}
-		return err
+		return 0, err
 	}
 	m.noteDBUp()
 	for _, c := range res.Charges {
@@ -536,7 +552,7 @@ func (m *Meter) writeBatch(ctx context.Context, holder string, own bool, batch [
 		m.opts.Logger.Warn("billing: usage of unknown accounts dropped", "records", res.Dropped)
 	}
 	if !own {
-		return nil
+		return len(batch), nil
 	}
 	type sum struct {
 		cost, credit int64
@@ -579,7 +595,7 @@ func (m *Meter) writeBatch(ctx context.Context, holder string, own bool, batch [
 		}
 		a.mu.Unlock()
 	}
-	return nil
+	return len(batch), nil
 }
 
 // setAsideRecord logs and counts a usage record the database refused as data (see writeBatch).

@@ -26,8 +26,8 @@ type agents struct{ svc *agent.Service }
 var _ mcp.AgentService = agents{}
 
 // mapAgentError turns the agent service's errors into what the MCP layer shows: a missing or
-// foreign id the not-owned refusal, a conflict or a validation error its message, anything else
-// an internal error.
+// foreign id the not-owned refusal, a conflict, a validation error or a refusal of the key its
+// message, anything else an internal error.
 func mapAgentError(err error) error {
 	if err == nil {
 		return nil
@@ -125,14 +125,16 @@ func (a agents) RequestPrompt(ctx context.Context, p auth.Principal, sessionID, 
 }
 
 // callerMessage is the message of a refusal the agent service wrote for the caller (an unknown
-// model or profile, a missing argument), and true; false for anything else.
+// model or profile, a missing argument, a key with limits prompting a session another key
+// started), and true; false for anything else.
 func callerMessage(err error) (string, bool) {
 	e, ok := errors.AsType[*apierror.Error](err)
 	if !ok {
 		return "", false
 	}
 	switch e.Kind {
-	case apierror.KindInvalidRequest, apierror.KindModelNotFound, apierror.KindConflict, apierror.KindInsufficientCredit:
+	case apierror.KindInvalidRequest, apierror.KindModelNotFound, apierror.KindConflict, apierror.KindInsufficientCredit,
+		apierror.KindForbidden:
 		return e.Message, true
 	}
 	return "", false

@@ -27,7 +27,11 @@ var sharedStateFields = map[llm.Format][]string{
 
 // SharedStateFields checks a request about to go, as it is, to an upstream of its own format.
 // A field naming provider-kept state (see sharedStateFields) that is set is a 400 naming it
-// (tools the provider runs and bills per call are PlanHostedTools' to decide). A Responses request asking the upstream to store its answer (store: true)
+// (tools the provider runs and bills per call are PlanHostedTools' to decide), and so is a
+// Responses request asking for background mode (background: true): the provider would keep
+// the response, queued, for the client to poll with GET /v1/responses/{id}, which the gateway
+// does not serve, so the client could never read it, while the provider went on generating
+// what the gateway, answered only "queued", billed nothing for. A Responses request asking the upstream to store its answer (store: true)
 // gets the names of what is dropped: ForUpstream with NoStore sends store: false, as the
 // provider would keep the answer where any tenant's later request could reach it.
 func SharedStateFields(f llm.Format, v *jsonview.View) (dropped []string, err error) {
@@ -39,6 +43,9 @@ func SharedStateFields(f llm.Format, v *jsonview.View) (dropped []string, err er
 			if string(key) == name && !isNull(value) {
 				return nil, apierror.Invalid(name, "'%s' is not supported: tollgate keeps no provider-side state for its tenants; send the whole conversation with every request.", name)
 			}
+		}
+		if f == llm.FormatResponses && string(key) == "background" && !isNull(value) && !bytes.Equal(bytes.TrimSpace(value), []byte("false")) {
+			return nil, apierror.Invalid("background", "'background' is not supported: a background response is kept by the provider, to be fetched later with GET /v1/responses/{id}, and tollgate keeps no provider-side state for its tenants; send the request without it (with \"stream\": true, a long answer comes as it is written).")
 		}
 		if f == llm.FormatResponses && string(key) == "store" && !isNull(value) && !bytes.Equal(bytes.TrimSpace(value), []byte("false")) {
 			dropped = append(dropped, "store")

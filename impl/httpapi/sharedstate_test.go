@@ -33,6 +33,11 @@ func TestProviderStateIsNotShared(t *testing.T) {
 		// reason given is still the gateway's own.
 		{request{"POST", "/v1/responses", `{"model":"service-flint","input":"hi","previous_response_id":"resp_abc"}`}, "previous_response_id", "invalid_request_error"},
 		{request{"POST", "/v1/messages", `{"model":"service-sonnet","max_tokens":16,"container":"container_abc","messages":[{"role":"user","content":"hi"}]}`}, "", "invalid_request_error"},
+		// A background response is kept by the provider to be polled (GET /v1/responses/{id},
+		// which the gateway does not serve): passed through, the client got a response it could
+		// never fetch, and the upstream went on generating with nothing billed for it.
+		{request{"POST", "/v1/responses", `{"model":"test-responses","input":"hi","background":true}`}, "background", "invalid_request_error"},
+		{request{"POST", "/v1/responses", `{"model":"service-flint","input":"hi","background":true,"stream":true}`}, "background", "invalid_request_error"},
 	}
 	for _, tc := range refused {
 		s.Reset()
@@ -55,6 +60,7 @@ func TestProviderStateIsNotShared(t *testing.T) {
 	for _, body := range []string{
 		`{"model":"test-responses","input":"hi","store":true}`,
 		`{"model":"test-responses","input":"hi"}`,
+		`{"model":"test-responses","input":"hi","background":false}`,
 	} {
 		status, h, answer := do(t, c, g.URL, request{"POST", "/v1/responses", body}, bearer)
 		if status != 200 {

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -56,6 +57,7 @@ type Service struct {
 	cfg      config.Agents
 	models   *config.Config
 	tools    map[string]tool.Tool
+	schemas  map[string]*tool.Schema // each tool's, to check a call's arguments before it runs
 	exchange *exchange.Engine
 	key      func(ctx context.Context, id uuid.UUID) (auth.Principal, error)
 	log      *slog.Logger
@@ -86,12 +88,16 @@ func New(o Options) (*Service, error) {
 		o.Logger = slog.Default()
 	}
 	s := &Service{store: o.Store, pool: o.Store.Pool(), q: o.Store.Agents(), cfg: cfg, models: o.Config,
-		tools: map[string]tool.Tool{}, exchange: o.Exchange, key: o.KeyPrincipal, log: o.Logger,
+		tools: map[string]tool.Tool{}, schemas: map[string]*tool.Schema{}, exchange: o.Exchange, key: o.KeyPrincipal, log: o.Logger,
 		// River reports every start and stop at info; its warnings and errors are what matter.
 		riverLog: slog.New(minLevel{o.Logger.Handler(), slog.LevelWarn})}
 	for _, t := range o.Tools {
 		if t.Annotations.ReadOnly && t.Name != ToolOpenTicket {
-			s.tools[t.Name] = t
+			schema, err := tool.CompileSchema(t)
+			if err != nil {
+				return nil, fmt.Errorf("agents: tool %q: input schema: %w", t.Name, err)
+			}
+			s.tools[t.Name], s.schemas[t.Name] = t, schema
 		}
 	}
 	var err error

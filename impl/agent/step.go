@@ -487,6 +487,12 @@ func (s *Service) runTool(ctx context.Context, p auth.Principal, row store.Agent
 		c.Result = fmt.Sprintf("ticket %s opened", id)
 		return
 	}
+	// The handler runs only with arguments its schema accepts (tool.Handler's contract), and
+	// the model is told what is wrong as an MCP client is.
+	if err := s.schemas[c.Name].Check(args); err != nil {
+		fail("invalid arguments for tool '%s': %v", c.Name, err)
+		return
+	}
 	res, err := s.tools[c.Name].Handler(ctx, p, args)
 	if err != nil {
 		var pe *tool.PublicError

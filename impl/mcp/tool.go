@@ -1,7 +1,6 @@
 package mcp
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,9 +10,6 @@ import (
 	"strings"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/santhosh-tekuri/jsonschema/v6"
-	"golang.org/x/text/language"
-	textmessage "golang.org/x/text/message"
 
 	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/tool"
@@ -26,7 +22,7 @@ var toolNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 // registeredTool is a tool.Tool with its schema compiled for validation.
 type registeredTool struct {
 	tool.Tool
-	schema *jsonschema.Schema
+	schema *tool.Schema
 }
 
 // newRegisteredTool checks t and prepares its schema.
@@ -43,18 +39,7 @@ func newRegisteredTool(t tool.Tool) (*registeredTool, error) {
 	if err := checkObjectSchema(t.InputSchema); err != nil {
 		return nil, fmt.Errorf("tool %q: input schema: %w", t.Name, err)
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(t.InputSchema))
-	if err != nil {
-		return nil, fmt.Errorf("tool %q: input schema: %w", t.Name, err)
-	}
-	// Schemas are JSON Schema 2020-12, the dialect MCP assumes when "$schema" is absent.
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	url := "tollgate-mcp-tool-" + t.Name + ".json"
-	if err := c.AddResource(url, doc); err != nil {
-		return nil, fmt.Errorf("tool %q: input schema: %w", t.Name, err)
-	}
-	compiled, err := c.Compile(url)
+	compiled, err := tool.CompileSchema(t)
 	if err != nil {
 		return nil, fmt.Errorf("tool %q: input schema: %w", t.Name, err)
 	}
@@ -123,12 +108,8 @@ func (h *handler) runTool(ctx context.Context, t *registeredTool, raw json.RawMe
 	if isAbsent(raw) {
 		raw = json.RawMessage("{}")
 	}
-	args, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
+	if err := t.schema.Check(raw); err != nil {
 		return tool.ErrorResult("invalid arguments for tool '%s': %v", t.Name, err), errorInvalidArgs
-	}
-	if err := t.schema.Validate(args); err != nil {
-		return tool.ErrorResult("invalid arguments for tool '%s': %s", t.Name, validationMessage(err)), errorInvalidArgs
 	}
 	defer func() {
 		if v := recover(); v != nil {
@@ -148,33 +129,4 @@ func (h *handler) runTool(ctx context.Context, t *registeredTool, raw json.RawMe
 		return tool.ErrorResult("%s", internalMessage(ctx)), errorInternal
 	}
 	return out, ""
-}
-
-// printer renders validation messages.
-var printer = textmessage.NewPrinter(language.English)
-
-// validationMessage lists what is wrong with the arguments, one "where: what" per failed
-// constraint, joined with "; ": "limit: minimum: got 0, want 1".
-func validationMessage(err error) string {
-	ve, ok := errors.AsType[*jsonschema.ValidationError](err)
-	if !ok {
-		return err.Error()
-	}
-	var msgs []string
-	var walk func(e *jsonschema.ValidationError)
-	walk = func(e *jsonschema.ValidationError) {
-		if len(e.Causes) == 0 {
-			where := "arguments"
-			if len(e.InstanceLocation) > 0 {
-				where = strings.Join(e.InstanceLocation, ".")
-			}
-			msgs = append(msgs, where+": "+e.ErrorKind.LocalizedString(printer))
-			return
-		}
-		for _, c := range e.Causes {
-			walk(c)
-		}
-	}
-	walk(ve)
-	return strings.Join(msgs, "; ")
 }

@@ -277,8 +277,6 @@ func TestRefusals(t *testing.T) {
 		{"svg image", llm.FormatChat, `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/svg+xml;base64,PHN2Zz4="}}]}]}`, llm.FormatMessages, "messages[0].content[0]"},
 		{"non-object arguments", llm.FormatChat, `{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"[1]"}}]},{"role":"tool","tool_call_id":"c","content":"ok"}]}`, llm.FormatMessages, "messages[1].tool_calls[0].function.arguments"},
 		{"non-object arguments from responses", llm.FormatResponses, `{"model":"m","input":[{"type":"function_call","call_id":"c","name":"f","arguments":"oops"}]}`, llm.FormatMessages, "input[0].arguments"},
-		{"previous_response_id", llm.FormatResponses, resp(`,"previous_response_id":"resp_1"`), llm.FormatChat, "previous_response_id"},
-		{"background", llm.FormatResponses, resp(`,"background":true`), llm.FormatMessages, "background"},
 		{"item_reference", llm.FormatResponses, `{"model":"m","input":[{"type":"item_reference","id":"msg_1"}]}`, llm.FormatChat, "input[0]"},
 		{"input_file", llm.FormatResponses, `{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"x"},{"type":"input_file","file_id":"f"}]}]}`, llm.FormatMessages, "input[0].content[1]"},
 		{"file_id image", llm.FormatResponses, `{"model":"m","input":[{"role":"user","content":[{"type":"input_image","file_id":"f","detail":"auto"}]}]}`, llm.FormatChat, "input[0].content[0]"},

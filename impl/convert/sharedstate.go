@@ -39,13 +39,8 @@ func SharedStateFields(f llm.Format, v *jsonview.View) (dropped []string, err er
 	body := v.Body()
 	for _, m := range v.Members() {
 		key, value := m.Key, body[m.Start:m.End]
-		for _, name := range refused {
-			if string(key) == name && !isNull(value) {
-				return nil, apierror.Invalid(name, "'%s' is not supported: tollgate keeps no provider-side state for its tenants; send the whole conversation with every request.", name)
-			}
-		}
-		if f == llm.FormatResponses && string(key) == "background" && !isNull(value) && !bytes.Equal(bytes.TrimSpace(value), []byte("false")) {
-			return nil, apierror.Invalid("background", "'background' is not supported: a background response is kept by the provider, to be fetched later with GET /v1/responses/{id}, and tollgate keeps no provider-side state for its tenants; send the request without it (with \"stream\": true, a long answer comes as it is written).")
+		if err := sharedStateRefusal(refused, f, string(key), value); err != nil {
+			return nil, err
 		}
 		if f == llm.FormatResponses && string(key) == "store" && !isNull(value) && !bytes.Equal(bytes.TrimSpace(value), []byte("false")) {
 			dropped = append(dropped, "store")
@@ -55,6 +50,23 @@ func SharedStateFields(f llm.Format, v *jsonview.View) (dropped []string, err er
 		return nil, err
 	}
 	return dropped, nil
+}
+
+// sharedStateRefusal is the 400 for the top-level field key with value of a request of format
+// f when it names provider-kept state (refused: sharedStateFields[f]) or asks for background
+// mode; nil otherwise. The translation of a request refuses them with the same reason
+// (writer.foreign), not as fields another format lacks: no upstream takes them as sent.
+func sharedStateRefusal(refused []string, f llm.Format, key string, value []byte) error {
+	if isNull(value) {
+		return nil
+	}
+	if slices.Contains(refused, key) {
+		return apierror.Invalid(key, "'%s' is not supported: tollgate keeps no provider-side state for its tenants; send the whole conversation with every request.", key)
+	}
+	if f == llm.FormatResponses && key == "background" && !bytes.Equal(bytes.TrimSpace(value), []byte("false")) {
+		return apierror.Invalid("background", "'background' is not supported: a background response is kept by the provider, to be fetched later with GET /v1/responses/{id}, and tollgate keeps no provider-side state for its tenants; send the request without it (with \"stream\": true, a long answer comes as it is written).")
+	}
+	return nil
 }
 
 // stateMarkers are the bytes without which the messages of a request of the format cannot hold

@@ -3,6 +3,7 @@ package convert
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/tollgate/tollgate/impl/apierror"
@@ -84,5 +85,42 @@ func TestClientToolsPass(t *testing.T) {
 		if dropped, err := sharedState(c.f, []byte(c.body)); err != nil || dropped != nil {
 			t.Errorf("%s: dropped %v, err %v; want it to pass", c.body, dropped, err)
 		}
+	}
+}
+
+// TestTranslatedSharedStateSaysWhy: translated to another format, a field naming provider-kept
+// state (or asking for background mode) is refused with the gateway's own reason, as it is on
+// an upstream of the client's format; not as a field the other format lacks, whose message
+// tells the client that "a model served through" its own format "takes it as sent", which no
+// model of this gateway does (TestSharedStateFields).
+func TestTranslatedSharedStateSaysWhy(t *testing.T) {
+	resp := func(extra string) string { return `{"model":"m","input":"hi"` + extra + `}` }
+	cases := []struct {
+		src   llm.Format
+		body  string
+		dst   llm.Format
+		param string
+	}{
+		{llm.FormatResponses, resp(`,"previous_response_id":"resp_1"`), llm.FormatChat, "previous_response_id"},
+		{llm.FormatResponses, resp(`,"conversation":"conv_1"`), llm.FormatMessages, "conversation"},
+		{llm.FormatResponses, resp(`,"prompt":{"id":"pmpt_1"}`), llm.FormatChat, "prompt"},
+		{llm.FormatResponses, resp(`,"background":true`), llm.FormatMessages, "background"},
+		{llm.FormatResponses, resp(`,"background":true`), llm.FormatChat, "background"},
+		{llm.FormatMessages, `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"container":"container_1"}`, llm.FormatChat, "container"},
+	}
+	for _, c := range cases {
+		req := mustDecode(t, c.src, []byte(c.body))
+		if req.MaxTokens == 0 {
+			req.MaxTokens = 1000
+		}
+		_, _, err := EncodeRequest(c.dst, req, "up")
+		e := invalid(t, err, c.param)
+		if !strings.Contains(e.Message, "no provider-side state") || strings.Contains(e.Message, "takes it as sent") {
+			t.Errorf("%s to %v: %q, want the provider-state reason", c.body, c.dst, e.Message)
+		}
+	}
+	// background: false is no request for background mode.
+	if _, _, err := EncodeRequest(llm.FormatChat, mustDecode(t, llm.FormatResponses, []byte(resp(`,"background":false`))), "up"); err != nil {
+		t.Errorf("background: false: %v", err)
 	}
 }

@@ -38,6 +38,10 @@ func TestProviderStateIsNotShared(t *testing.T) {
 		// never fetch, and the upstream went on generating with nothing billed for it.
 		{request{"POST", "/v1/responses", `{"model":"test-responses","input":"hi","background":true}`}, "background", "invalid_request_error"},
 		{request{"POST", "/v1/responses", `{"model":"service-flint","input":"hi","background":true,"stream":true}`}, "background", "invalid_request_error"},
+		// A model served only by translation refuses them for the same reason, not as fields
+		// its upstream's format lacks (which said a Responses-served model takes them as sent).
+		{request{"POST", "/v1/responses", `{"model":"service-flint-base","input":"hi","previous_response_id":"resp_abc"}`}, "previous_response_id", "invalid_request_error"},
+		{request{"POST", "/v1/responses", `{"model":"service-flint-base","input":"hi","background":true}`}, "background", "invalid_request_error"},
 	}
 	for _, tc := range refused {
 		s.Reset()

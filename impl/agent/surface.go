@@ -144,10 +144,19 @@ func (s *Service) resolveSpawn(ctx context.Context, q *store.AgentQueries, accou
 	if p.model == "" {
 		return p, apierror.Invalid("model", "no chat model is configured for agents")
 	}
-	m, ok := s.models.Model(p.model)
-	if ok && allows != nil {
-		ok = allows(p.model)
+	// Refused by the key's model subset, the model is "not available to this key", whether the
+	// account has it or not (a key learns nothing of the account's other models); else by the
+	// account's. A defaulted model is named as the default, for the caller to name another.
+	unavailable := func(to, which string) error {
+		if a.Model == "" {
+			return apierror.Invalid("model", "the agents' default model '%s' is not available to this %s; name %s with 'model'", p.model, to, which)
+		}
+		return apierror.Invalid("model", "model '%s' is not available to this %s", p.model, to)
 	}
+	if allows != nil && !allows(p.model) {
+		return p, unavailable("key", "a chat model the key may use")
+	}
+	m, ok := s.models.Model(p.model)
 	if ok {
 		has, err := q.AccountHasModel(ctx, account, p.model)
 		if err != nil {
@@ -156,7 +165,7 @@ func (s *Service) resolveSpawn(ctx context.Context, q *store.AgentQueries, accou
 		ok = has
 	}
 	if !ok {
-		return p, apierror.Invalid("model", "model '%s' is not available to this account", p.model)
+		return p, unavailable("account", "one of its chat models")
 	}
 	if m.Family != config.FamilyChat {
 		return p, apierror.Invalid("model", "model '%s' is a Messages model; agents run on chat models", p.model)

@@ -13,8 +13,9 @@ import (
 // that calls a tool with arguments the schema refuses (one missing, one of the wrong type, one
 // the tool does not take, a bound broken) gets the refusal that an MCP client gets, naming the
 // argument, and the tool does not run: before, the agent ran the handler with them, and the
-// model read "dataset '' is not owned by the caller" for a missing dataset, a Go decoding error
-// for a wrong type, and ran a query with an argument the tool does not take.
+// model was told that the dataset of an empty name is not owned by the caller when it sent
+// none, read a Go decoding error for a wrong type, and ran a query with an argument the tool
+// does not take.
 func TestAgentToolArgumentsAreValidated(t *testing.T) {
 	w := newWorld(t, nil)
 	n := w.start()

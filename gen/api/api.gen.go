@@ -2938,6 +2938,12 @@ type ClientInterface interface {
 	// idle (1000) and at shutdown (1001). See docs/inference.md. A `GET` without the upgrade
 	// is a `405`.
 	//
+	// tollgate keeps no provider-side state for its tenants: over HTTP, a request naming
+	// provider-kept state (`previous_response_id`, `conversation`, `prompt`, `container`) or
+	// asking for background mode (`"background": true`, whose answer the provider keeps for
+	// `GET /v1/responses/{id}`, which is not served) is refused with a `400` naming the
+	// field; `"store": true` is sent as `false` and named in `x-tollgate-dropped-fields`.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/responses (the `CreateResponse` operationId).
@@ -2959,6 +2965,12 @@ type ClientInterface interface {
 	// response runs at a time (the next one is queued). The socket closes after 5 minutes
 	// idle (1000) and at shutdown (1001). See docs/inference.md. A `GET` without the upgrade
 	// is a `405`.
+	//
+	// tollgate keeps no provider-side state for its tenants: over HTTP, a request naming
+	// provider-kept state (`previous_response_id`, `conversation`, `prompt`, `container`) or
+	// asking for background mode (`"background": true`, whose answer the provider keeps for
+	// `GET /v1/responses/{id}`, which is not served) is refused with a `400` naming the
+	// field; `"store": true` is sent as `false` and named in `x-tollgate-dropped-fields`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3382,6 +3394,12 @@ func (c *Client) RetrieveModel(ctx context.Context, model string, reqEditors ...
 // idle (1000) and at shutdown (1001). See docs/inference.md. A `GET` without the upgrade
 // is a `405`.
 //
+// tollgate keeps no provider-side state for its tenants: over HTTP, a request naming
+// provider-kept state (`previous_response_id`, `conversation`, `prompt`, `container`) or
+// asking for background mode (`"background": true`, whose answer the provider keeps for
+// `GET /v1/responses/{id}`, which is not served) is refused with a `400` naming the
+// field; `"store": true` is sent as `false` and named in `x-tollgate-dropped-fields`.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/responses (the `CreateResponse` operationId).
@@ -3413,6 +3431,12 @@ func (c *Client) CreateResponseWithBody(ctx context.Context, contentType string,
 // response runs at a time (the next one is queued). The socket closes after 5 minutes
 // idle (1000) and at shutdown (1001). See docs/inference.md. A `GET` without the upgrade
 // is a `405`.
+//
+// tollgate keeps no provider-side state for its tenants: over HTTP, a request naming
+// provider-kept state (`previous_response_id`, `conversation`, `prompt`, `container`) or
+// asking for background mode (`"background": true`, whose answer the provider keeps for
+// `GET /v1/responses/{id}`, which is not served) is refused with a `400` naming the
+// field; `"store": true` is sent as `false` and named in `x-tollgate-dropped-fields`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4310,6 +4334,12 @@ type ClientWithResponsesInterface interface {
 	// idle (1000) and at shutdown (1001). See docs/inference.md. A `GET` without the upgrade
 	// is a `405`.
 	//
+	// tollgate keeps no provider-side state for its tenants: over HTTP, a request naming
+	// provider-kept state (`previous_response_id`, `conversation`, `prompt`, `container`) or
+	// asking for background mode (`"background": true`, whose answer the provider keeps for
+	// `GET /v1/responses/{id}`, which is not served) is refused with a `400` naming the
+	// field; `"store": true` is sent as `false` and named in `x-tollgate-dropped-fields`.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/responses (the `CreateResponse` operationId).
@@ -4331,6 +4361,12 @@ type ClientWithResponsesInterface interface {
 	// response runs at a time (the next one is queued). The socket closes after 5 minutes
 	// idle (1000) and at shutdown (1001). See docs/inference.md. A `GET` without the upgrade
 	// is a `405`.
+	//
+	// tollgate keeps no provider-side state for its tenants: over HTTP, a request naming
+	// provider-kept state (`previous_response_id`, `conversation`, `prompt`, `container`) or
+	// asking for background mode (`"background": true`, whose answer the provider keeps for
+	// `GET /v1/responses/{id}`, which is not served) is refused with a `400` naming the
+	// field; `"store": true` is sent as `false` and named in `x-tollgate-dropped-fields`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6213,6 +6249,12 @@ func (c *ClientWithResponses) RetrieveModelWithResponse(ctx context.Context, mod
 // idle (1000) and at shutdown (1001). See docs/inference.md. A `GET` without the upgrade
 // is a `405`.
 //
+// tollgate keeps no provider-side state for its tenants: over HTTP, a request naming
+// provider-kept state (`previous_response_id`, `conversation`, `prompt`, `container`) or
+// asking for background mode (`"background": true`, whose answer the provider keeps for
+// `GET /v1/responses/{id}`, which is not served) is refused with a `400` naming the
+// field; `"store": true` is sent as `false` and named in `x-tollgate-dropped-fields`.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/responses (the `CreateResponse` operationId).
@@ -6240,6 +6282,12 @@ func (c *ClientWithResponses) CreateResponseWithBodyWithResponse(ctx context.Con
 // response runs at a time (the next one is queued). The socket closes after 5 minutes
 // idle (1000) and at shutdown (1001). See docs/inference.md. A `GET` without the upgrade
 // is a `405`.
+//
+// tollgate keeps no provider-side state for its tenants: over HTTP, a request naming
+// provider-kept state (`previous_response_id`, `conversation`, `prompt`, `container`) or
+// asking for background mode (`"background": true`, whose answer the provider keeps for
+// `GET /v1/responses/{id}`, which is not served) is refused with a `400` naming the
+// field; `"store": true` is sent as `false` and named in `x-tollgate-dropped-fields`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

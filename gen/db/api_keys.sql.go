@@ -486,7 +486,7 @@ type ReleaseKeyReservationParams struct {
 
 // Ends a key reservation whose request is billed nothing under its request id (it never reached
 // an upstream, or its failed attempt's usage record went under an id of its own): its amount
-// leaves the budget's reserved_micros and its row is left as a reaped one is (amount 0, not
+// leaves the budget's reserved_micros and its row is left as a reaped one (amount 0, not
 // settled), not as the marker of a request id counted: a retry with the same request id (an
 // agent's step after a failed model call), which the ledger bills, takes the row over and is
 // reserved against the cap and counted as any request. A reservation settled already is not

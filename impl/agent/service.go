@@ -56,8 +56,7 @@ type Service struct {
 	q        *store.AgentQueries
 	cfg      config.Agents
 	models   *config.Config
-	tools    map[string]tool.Tool
-	schemas  map[string]*tool.Schema // each tool's, to check a call's arguments before it runs
+	tools    map[string]checkedTool
 	exchange *exchange.Engine
 	key      func(ctx context.Context, id uuid.UUID) (auth.Principal, error)
 	log      *slog.Logger
@@ -72,6 +71,13 @@ type Service struct {
 // for them (their model calls settle through its meter) but not for the job runner's own
 // calls to a database that hangs.
 func (s *Service) Working() int64 { return s.working.Load() }
+
+// checkedTool is a tool the agents may call, with its input schema compiled: a call's
+// arguments are checked before its handler runs (tool.Handler's contract).
+type checkedTool struct {
+	tool.Tool
+	schema *tool.Schema
+}
 
 // New builds the service; it starts nothing (Run does).
 func New(o Options) (*Service, error) {
@@ -88,7 +94,7 @@ func New(o Options) (*Service, error) {
 		o.Logger = slog.Default()
 	}
 	s := &Service{store: o.Store, pool: o.Store.Pool(), q: o.Store.Agents(), cfg: cfg, models: o.Config,
-		tools: map[string]tool.Tool{}, schemas: map[string]*tool.Schema{}, exchange: o.Exchange, key: o.KeyPrincipal, log: o.Logger,
+		tools: map[string]checkedTool{}, exchange: o.Exchange, key: o.KeyPrincipal, log: o.Logger,
 		// River reports every start and stop at info; its warnings and errors are what matter.
 		riverLog: slog.New(minLevel{o.Logger.Handler(), slog.LevelWarn})}
 	for _, t := range o.Tools {
@@ -97,7 +103,7 @@ func New(o Options) (*Service, error) {
 			if err != nil {
 				return nil, fmt.Errorf("agents: tool %q: input schema: %w", t.Name, err)
 			}
-			s.tools[t.Name], s.schemas[t.Name] = t, schema
+			s.tools[t.Name] = checkedTool{Tool: t, schema: schema}
 		}
 	}
 	var err error

@@ -489,11 +489,12 @@ func (s *Service) runTool(ctx context.Context, p auth.Principal, row store.Agent
 	}
 	// The handler runs only with arguments its schema accepts (tool.Handler's contract), and
 	// the model is told what is wrong as an MCP client is.
-	if err := s.schemas[c.Name].Check(args); err != nil {
+	called := s.tools[c.Name]
+	if err := called.schema.Check(args); err != nil {
 		fail("invalid arguments for tool '%s': %v", c.Name, err)
 		return
 	}
-	res, err := s.tools[c.Name].Handler(ctx, p, args)
+	res, err := called.Handler(ctx, p, args)
 	if err != nil {
 		var pe *tool.PublicError
 		if errors.As(err, &pe) {

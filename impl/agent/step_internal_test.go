@@ -94,9 +94,9 @@ func (s *Service) chatRequestBody(row store.AgentSession, events []store.AgentEv
 // assistant message, tool calls without text, empty texts, tool results, answers, queued
 // messages) and the environment's tools: the upstreams are asked the same.
 func TestModelRequestIsTheChatRequestsNeutralForm(t *testing.T) {
-	s := &Service{tools: map[string]tool.Tool{
-		"query_data": {Name: "query_data", Description: "Run SQL over a dataset.",
-			InputSchema: json.RawMessage(`{"type": "object", "properties": {"sql": {"type": "string"}}}`)},
+	s := &Service{tools: map[string]checkedTool{
+		"query_data": {Tool: tool.Tool{Name: "query_data", Description: "Run SQL over a dataset.",
+			InputSchema: json.RawMessage(`{"type": "object", "properties": {"sql": {"type": "string"}}}`)}},
 	}}
 	ev := func(kind string, data map[string]any) store.AgentEvent {
 		b, err := json.Marshal(data)

@@ -368,7 +368,7 @@ func (w *writer) foreign() error {
 				w.carried = append(w.carried, k)
 			}
 		case decisive:
-			if err := sharedStateRefusal(sharedStateFields[w.src], w.src, k, v); err != nil {
+			if err := sharedStateRefusal(sharedStateFields[w.src], w.src, []byte(k), v); err != nil {
 				return err // no upstream takes it as sent: the gateway's own reason
 			}
 			return w.refuse(k, "`"+k+"`")

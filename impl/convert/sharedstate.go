@@ -39,7 +39,7 @@ func SharedStateFields(f llm.Format, v *jsonview.View) (dropped []string, err er
 	body := v.Body()
 	for _, m := range v.Members() {
 		key, value := m.Key, body[m.Start:m.End]
-		if err := sharedStateRefusal(refused, f, string(key), value); err != nil {
+		if err := sharedStateRefusal(refused, f, key, value); err != nil {
 			return nil, err
 		}
 		if f == llm.FormatResponses && string(key) == "store" && !isNull(value) && !bytes.Equal(bytes.TrimSpace(value), []byte("false")) {
@@ -55,16 +55,20 @@ func SharedStateFields(f llm.Format, v *jsonview.View) (dropped []string, err er
 // sharedStateRefusal is the 400 for the top-level field key with value of a request of format
 // f when it names provider-kept state (refused: sharedStateFields[f]) or asks for background
 // mode; nil otherwise. The translation of a request refuses them with the same reason
-// (writer.foreign), not as fields another format lacks: no upstream takes them as sent.
-func sharedStateRefusal(refused []string, f llm.Format, key string, value []byte) error {
-	if isNull(value) {
-		return nil
-	}
-	if slices.Contains(refused, key) {
-		return apierror.Invalid(key, "'%s' is not supported: tollgate keeps no provider-side state for its tenants; send the whole conversation with every request.", key)
-	}
-	if f == llm.FormatResponses && key == "background" && !bytes.Equal(bytes.TrimSpace(value), []byte("false")) {
-		return apierror.Invalid("background", "'background' is not supported: a background response is kept by the provider, to be fetched later with GET /v1/responses/{id}, and tollgate keeps no provider-side state for its tenants; send the request without it (with \"stream\": true, a long answer comes as it is written).")
+// (writer.foreign), not as fields another format lacks: no upstream takes them as sent. The key
+// is compared as bytes and made a string only for the refusal: this runs for every top-level
+// member of every request.
+func sharedStateRefusal(refused []string, f llm.Format, key, value []byte) error {
+	switch {
+	case slices.ContainsFunc(refused, func(name string) bool { return string(key) == name }):
+		if !isNull(value) {
+			name := string(key)
+			return apierror.Invalid(name, "'%s' is not supported: tollgate keeps no provider-side state for its tenants; send the whole conversation with every request.", name)
+		}
+	case f == llm.FormatResponses && string(key) == "background":
+		if !isNull(value) && !bytes.Equal(bytes.TrimSpace(value), []byte("false")) {
+			return apierror.Invalid("background", "'background' is not supported: a background response is kept by the provider, to be fetched later with GET /v1/responses/{id}, and tollgate keeps no provider-side state for its tenants; send the request without it (with \"stream\": true, a long answer comes as it is written).")
+		}
 	}
 	return nil
 }

@@ -72,6 +72,18 @@ func (s *Seal) OpenPair(token string) (a, b int64, ok bool) {
 	return int64(binary.BigEndian.Uint64(plain[:8])), int64(binary.BigEndian.Uint64(plain[8:])), true
 }
 
+// Tagged is the token of the positive id of one kind of row, tag naming the kind (a constant
+// of the caller's): a token of one kind (a session's) never opens as another's (a page cursor),
+// as OpenTagged checks.
+func (s *Seal) Tagged(id, tag int64) string { return s.Pair(id, tag) }
+
+// OpenTagged is the id whose token Tagged made with tag; ok is false for a token of another
+// kind, of no id, or of no shape.
+func (s *Seal) OpenTagged(token string, tag int64) (id int64, ok bool) {
+	id, t, ok := s.OpenPair(token)
+	return id, ok && t == tag && id > 0
+}
+
 // Loader makes a Seal once its key can be read and keeps it. A failed read (the database away)
 // is returned and tried again at the next call, so a process that started during an outage
 // seals as soon as the database is back.

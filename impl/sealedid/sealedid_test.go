@@ -89,3 +89,19 @@ func TestLoaderRetriesAFailedRead(t *testing.T) {
 		t.Error("a 16-byte key was taken")
 	}
 }
+
+// TestTaggedOpensOnlyAsItsKind: a tagged token opens to its id with its own tag only; a token
+// of another kind, of a non-positive id, or of no shape opens to nothing.
+func TestTaggedOpensOnlyAsItsKind(t *testing.T) {
+	s := seal(t, 3)
+	const kind, other = 0x7467_7465_7374_6b31, 0x7467_7465_7374_6b32
+	if id, ok := s.OpenTagged(s.Tagged(42, kind), kind); !ok || id != 42 {
+		t.Fatalf("the token of 42 opened to %d, %v", id, ok)
+	}
+	for name, token := range map[string]string{"another kind": s.Tagged(42, other), "id 0": s.Tagged(0, kind),
+		"a negative id": s.Tagged(-5, kind), "no shape": "not-a-token"} {
+		if id, ok := s.OpenTagged(token, kind); ok {
+			t.Errorf("%s opened to %d", name, id)
+		}
+	}
+}

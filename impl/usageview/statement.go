@@ -86,7 +86,7 @@ type StatementLine struct {
 // statement that meets it stops before its closing balance.
 var ErrLedgerMismatch = errors.New("the credit ledger does not add up")
 
-// ledgerTag is the second half of a ledger entry's sealed token (sealedid.Seal.Pair).
+// ledgerTag is the kind of a ledger entry's sealed token (sealedid.Seal.Tagged).
 const ledgerTag = 0x7467_6c65_6467_6572 // "tgledger"
 
 // EntryToken is how a statement names the ledger entry with id: "E" and the id sealed with seal
@@ -95,7 +95,7 @@ const ledgerTag = 0x7467_6c65_6467_6572 // "tgledger"
 // lines of a statement with plain ids told how many entries the whole gateway recorded between
 // them; sealed, an entry keeps one name from statement to statement and says nothing of its
 // number.
-func EntryToken(seal *sealedid.Seal, id int64) string { return "E" + seal.Pair(id, ledgerTag) }
+func EntryToken(seal *sealedid.Seal, id int64) string { return "E" + seal.Tagged(id, ledgerTag) }
 
 // WriteStatement writes the account's statement for the ledger entries recorded in
 // [from, to) to w as CSV (StatementHeader): the opening balance, one line per ledger entry in

@@ -35,9 +35,6 @@ import (
 // Path=/ and no Domain (browsers take Secure cookies over http://localhost and 127.0.0.1).
 const CookieName = "__Host-tollgate_session"
 
-// sealedIDsSecret names the server secret (store.Secret) of the ids the console seals.
-const sealedIDsSecret = sealedid.SecretName
-
 //go:embed templates/*.html
 var templateFS embed.FS
 
@@ -118,7 +115,7 @@ func New(o Options) (*App, error) {
 		datasets: o.Datasets, agents: o.Agents, tails: newTails(),
 		usage: usageview.New(pool, usageview.Options{Archive: o.UsageArchive}), oauth: o.OAuth,
 		signins: addrlimit.New[netip.Prefix](signinLimit, nil),
-		seals:   sealedid.NewLoader(func(ctx context.Context) ([]byte, error) { return o.Store.Secret(ctx, sealedIDsSecret) }),
+		seals:   sealedid.NewLoader(func(ctx context.Context) ([]byte, error) { return o.Store.Secret(ctx, sealedid.SecretName) }),
 	}
 	sm := scs.New()
 	sm.Store = a.sessions

@@ -1,12 +1,14 @@
 package web
 
-import "time"
+import (
+	"time"
 
-// SessionToken is sessionToken, for the tests that end a session they found in the database.
-var SessionToken = sessionToken
+	"github.com/tollgate/tollgate/impl/sealedid"
+)
 
-// SealedIDsSecret is the server secret the console seals ids with.
-const SealedIDsSecret = sealedIDsSecret
+// SessionToken is the Sessions page's name of the session id, for the tests that end a session
+// they found in the database.
+func SessionToken(seal *sealedid.Seal, id int64) string { return seal.Tagged(id, sessionTag) }
 
 // SetTailWriteWait sets how long a tail's write waits for its browser, until restore.
 func SetTailWriteWait(d time.Duration) (restore func()) {

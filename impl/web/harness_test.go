@@ -291,7 +291,7 @@ func (b *browser) cookie() string {
 // sealedSessionID is the token the Sessions page shows for the session with that id.
 func sealedSessionID(t *testing.T, e *env, id int64) string {
 	t.Helper()
-	key, err := e.Store.Secret(context.Background(), web.SealedIDsSecret)
+	key, err := e.Store.Secret(context.Background(), sealedid.SecretName)
 	if err != nil {
 		t.Fatal(err)
 	}

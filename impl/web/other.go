@@ -152,28 +152,24 @@ func (a *App) auditRoutes(mux *http.ServeMux) { mux.Handle("GET /audit", a.membe
 
 type auditData struct {
 	Entries []auditRow
-	Older   string // the before= of the next page, sealed (auditCursor; "": none)
+	Older   string // the before= of the next page, sealed (openAuditCursor; "": none)
 }
 
 const auditPageSize = 50
 
-// auditTag is the second half of an audit page's sealed cursor (sealedid.Seal.Pair): a token
+// auditTag is the kind of an audit page's sealed cursor (sealedid.Seal.Tagged): a token
 // that opens to any other pair (a session's token, a request log cursor, a forgery) is no page.
 const auditTag = 0x7467_6175_6469_7470 // "tgauditp"
 
-// auditCursor is the before= of the audit page after the entry with id: the id sealed, since
-// audit_log's ids count every account's entries together (plain, two of an account's own pages
-// told how many entries every other account made between two of its own).
-func auditCursor(seal *sealedid.Seal, id int64) string { return seal.Pair(id, auditTag) }
-
-// openAuditCursor is the entry id of an audit page's cursor ("" is the first page: 0); ok is
-// false when the token is not one.
+// openAuditCursor is the entry id of an audit page's before= ("" is the first page: 0): the id
+// sealed (Seal.Tagged with auditTag), since audit_log's ids count every account's entries
+// together (plain, two of an account's own pages told how many entries every other account
+// made between two of its own); ok is false when the token is not one.
 func openAuditCursor(seal *sealedid.Seal, token string) (int64, bool) {
 	if token == "" {
 		return 0, true
 	}
-	id, tag, ok := seal.OpenPair(token)
-	return id, ok && tag == auditTag && id > 0
+	return seal.OpenTagged(token, auditTag)
 }
 
 func (a *App) auditPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
@@ -195,7 +191,7 @@ func (a *App) auditPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	d := auditData{}
 	if len(entries) > auditPageSize {
 		entries = entries[:auditPageSize]
-		d.Older = auditCursor(seal, entries[auditPageSize-1].ID)
+		d.Older = seal.Tagged(entries[auditPageSize-1].ID, auditTag)
 	}
 	if d.Entries, err = a.auditRows(r.Context(), v.Account.AccountID, entries); err != nil {
 		a.failInternal(w, r, v, "audit log names", err)
@@ -215,24 +211,14 @@ func (a *App) sessionsRoutes(mux *http.ServeMux) {
 type signInRow struct {
 	session.Info
 	Browser string
-	// Token names the session in its End button's URL: its id sealed (sessionToken), since
+	// Token names the session in its End button's URL: its id sealed (Seal.Tagged), since
 	// web_sessions' ids count every account's sign-ins together.
 	Token string
 }
 
-// sessionTag is the second half of a session's sealed token (sealedid.Seal.Pair): a token that
+// sessionTag is the kind of a session's sealed token (sealedid.Seal.Tagged): a token that
 // opens to any other pair (a page cursor, a forgery) names no session.
 const sessionTag = 0x7467_7365_7373_696f // "tgsessio"
-
-// sessionToken is the session id as the Sessions page shows it.
-func sessionToken(seal *sealedid.Seal, id int64) string { return seal.Pair(id, sessionTag) }
-
-// openSessionToken is the session id of a token from the Sessions page; ok is false when the
-// token names none.
-func openSessionToken(seal *sealedid.Seal, token string) (int64, bool) {
-	id, tag, ok := seal.OpenPair(token)
-	return id, ok && tag == sessionTag && id > 0
-}
 
 func (a *App) sessionsPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	seal, err := a.seals.Seal(r.Context())
@@ -247,7 +233,7 @@ func (a *App) sessionsPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	}
 	rows := make([]signInRow, 0, len(list))
 	for _, s := range list {
-		rows = append(rows, signInRow{Info: s, Browser: browserSummary(s.UserAgent), Token: sessionToken(seal, s.ID)})
+		rows = append(rows, signInRow{Info: s, Browser: browserSummary(s.UserAgent), Token: seal.Tagged(s.ID, sessionTag)})
 	}
 	a.render(w, r, v, http.StatusOK, "sessions", "Sessions", rows)
 }
@@ -260,7 +246,7 @@ func (a *App) endSession(w http.ResponseWriter, r *http.Request, v *Visitor) {
 		a.failInternal(w, r, v, "session id key", err)
 		return
 	}
-	id, ok := openSessionToken(seal, r.PathValue("id"))
+	id, ok := seal.OpenTagged(r.PathValue("id"), sessionTag)
 	if !ok {
 		a.fail(w, r, v, http.StatusNotFound, "There is no such session.")
 		return

@@ -67,7 +67,14 @@ func (s *Server) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /oauth/token", limited(s.tokenLimit, s.token))
 	mux.HandleFunc("POST /oauth/revoke", limited(s.revokeLimit, s.revoke))
 	for _, p := range []string{"/oauth/register", "/oauth/token", "/oauth/revoke"} {
-		mux.HandleFunc("OPTIONS "+p, preflight)
+		mux.HandleFunc("OPTIONS "+p, preflight("POST", "Content-Type, Authorization, MCP-Protocol-Version"))
+	}
+	// The MCP clients' discovery sends MCP-Protocol-Version with its GETs of the metadata, which
+	// makes a browser ask first: a 405 there fails the preflight, and the TypeScript SDK then
+	// retries without the header (a console error and a second round trip in the Inspector).
+	for _, p := range []string{"/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource" + ResourcePath,
+		"/.well-known/oauth-authorization-server"} {
+		mux.HandleFunc("OPTIONS "+p, preflight("GET", "MCP-Protocol-Version"))
 	}
 }
 
@@ -138,14 +145,17 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
-// preflight answers a CORS preflight of the POST endpoints.
-func preflight(w http.ResponseWriter, r *http.Request) {
-	h := w.Header()
-	h.Set("Access-Control-Allow-Origin", "*")
-	h.Set("Access-Control-Allow-Methods", "POST")
-	h.Set("Access-Control-Allow-Headers", "Content-Type, Authorization, MCP-Protocol-Version")
-	h.Set("Access-Control-Max-Age", "600")
-	w.WriteHeader(http.StatusNoContent)
+// preflight returns the answer to a CORS preflight of an endpoint that takes methods and the
+// request headers headers (from any origin: none of these endpoints rests on a cookie).
+func preflight(methods, headers string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", "*")
+		h.Set("Access-Control-Allow-Methods", methods)
+		h.Set("Access-Control-Allow-Headers", headers)
+		h.Set("Access-Control-Max-Age", "600")
+		w.WriteHeader(http.StatusNoContent)
+	}
 }
 
 // RegistrationRequest is the client metadata of a dynamic registration (RFC 7591), as far as

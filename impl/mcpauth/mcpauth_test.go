@@ -292,6 +292,42 @@ func TestDiscovery(t *testing.T) {
 	}
 }
 
+// TestDiscoveryPreflight: a browser client (the MCP Inspector) fetching the metadata with the
+// MCP-Protocol-Version header, as the TypeScript SDK's discovery does, has its preflight
+// answered for each metadata document (before, it was 405 and the SDK retried without the
+// header), as are the POST endpoints' preflights, which the OpenAPI document now describes.
+func TestDiscoveryPreflight(t *testing.T) {
+	s := startSite(t)
+	for _, c := range []struct{ path, method, headers string }{
+		{"/.well-known/oauth-protected-resource/api/mcp", "GET", "mcp-protocol-version"},
+		{"/.well-known/oauth-protected-resource", "GET", "mcp-protocol-version"},
+		{"/.well-known/oauth-authorization-server", "GET", "mcp-protocol-version"},
+		{"/oauth/register", "POST", "content-type,mcp-protocol-version"},
+		{"/oauth/token", "POST", "content-type,mcp-protocol-version"},
+		{"/oauth/revoke", "POST", "content-type,mcp-protocol-version"},
+	} {
+		path := c.path
+		req, err := http.NewRequest(http.MethodOptions, s.URL+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Origin", "http://localhost:6274")
+		req.Header.Set("Access-Control-Request-Method", c.method)
+		req.Header.Set("Access-Control-Request-Headers", c.headers)
+		resp, err := s.GW.Client(t).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		h := resp.Header
+		if resp.StatusCode != http.StatusNoContent || h.Get("Access-Control-Allow-Origin") != "*" ||
+			h.Get("Access-Control-Allow-Methods") != c.method ||
+			!strings.Contains(strings.ToLower(h.Get("Access-Control-Allow-Headers")), "mcp-protocol-version") {
+			t.Errorf("preflight of %s: %d %v", path, resp.StatusCode, h)
+		}
+	}
+}
+
 // TestRegistrationRefusals: only public clients with https or loopback redirect URIs register.
 func TestRegistrationRefusals(t *testing.T) {
 	s := startSite(t)

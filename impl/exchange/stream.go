@@ -314,16 +314,23 @@ loop:
 		produced := res.text > 0 || res.usage.OutputTokens > 0 || res.usage.HostedCalls.Any()
 		brokenByUpstream := res.status == "upstream_cut_off" || res.status == "upstream_malformed" || res.status == "upstream_error" && res.upstreamFault
 		if brokenByUpstream && !produced && x.ctx.Err() == nil && x.eng.streamsEnd.Err() == nil {
-			answered, clientGone := x.failOverStream(res.status, res.cause)
-			if answered {
+			switch x.failOverStream(res.status, res.cause) {
+			case failOverAnswered:
 				x.held = res.held[:0]
 				return true
-			}
-			if clientGone {
+			case failOverClientGone:
 				// The client left while the next expert had the request: billed its input, as
 				// a client that leaves before any expert answered is (start). The failed
 				// expert's events and error go to no one.
 				res = streamResult{status: "client_disconnected", enc: enc}
+			case failOverShutdown:
+				// The shutdown's grace ended while the next expert had the request and had not
+				// answered: the client is told to retry, and nothing is billed, as start does
+				// for a request whose upstream is silent then. The failed expert's events and
+				// error go to no one, and a fresh encoder writes the error (the failed
+				// expert's has ended its stream with that expert's error).
+				res = streamResult{status: "shutdown", enc: streamconv.NewEncoder(x.client, meta)}
+				fail("overloaded_error", "the gateway is shutting down; retry the request")
 			}
 		}
 	}
@@ -336,15 +343,30 @@ loop:
 // errUpstreamInBand is the cause, for the try's span, of an upstream's in-band error.
 var errUpstreamInBand = errors.New("the upstream sent an error event before its first output")
 
+// failOver is how a stream's failover ended (failOverStream).
+type failOver uint8
+
+const (
+	// failOverNone: no next expert answered, and the client gets the failed expert's failure.
+	failOverNone failOver = iota
+	// failOverAnswered: a next expert answered, whose stream is relayed.
+	failOverAnswered
+	// failOverClientGone: the client went away while a next expert had the request.
+	failOverClientGone
+	// failOverShutdown: the shutdown's grace ended while a next expert had the request.
+	failOverShutdown
+)
+
 // failOverStream ends the current expert's try as failed (status, cause: its span, its
-// operation, its health), closes its stream, and calls the next experts: answered when one
-// answered, whose stream Stream then relays. When none does, the exchange keeps the failed
-// expert, whose failure the client then gets; except when the client went away while one of
-// the next experts had the request (its prompt sent, no refusal): clientGone, and the exchange
-// names that expert, whose provider has the prompt and bills it, so that the request is settled
-// as start settles a client gone before any answer (billed its input), not as the failed
-// expert's try, which bills nothing.
-func (x *Exchange) failOverStream(status string, cause error) (answered, clientGone bool) {
+// operation, its health), closes its stream, and calls the next experts: failOverAnswered when
+// one answered, whose stream Stream then relays. When none does, the exchange keeps the failed
+// expert, whose failure the client then gets; except when the client went away, or a
+// shutdown's grace ended, while one of the next experts had the request (its prompt sent, no
+// refusal): failOverClientGone or failOverShutdown, and the exchange names that expert, so that
+// the request is settled as start settles a client gone before any answer (billed its input,
+// whose provider has the prompt and bills it) or a request whose upstream was silent at the end
+// of grace (told to retry, not billed), not as the failed expert's try with its status.
+func (x *Exchange) failOverStream(status string, cause error) failOver {
 	failed := x.expert
 	x.tries.failAnswer(status, cause)
 	x.attemptStart = time.Time{} // its operation is counted: finishAttempt counts none for it
@@ -360,16 +382,20 @@ func (x *Exchange) failOverStream(status string, cause error) (answered, clientG
 	ok := x.callNext(callCtx)
 	unlink()
 	if ok {
-		return true, false
+		return failOverAnswered
 	}
-	if a := &x.calls; x.ctx.Err() != nil && x.eng.streamsEnd.Err() == nil && a.calledAny && a.called >= from && !a.refused {
-		// The client went away while a next expert had the request (start's condition for
-		// billing the input). That expert never answered: no hosted tool of its was run.
+	if a := &x.calls; a.calledAny && a.called >= from && !a.refused && (x.ctx.Err() != nil || x.eng.streamsEnd.Err() != nil) {
+		// The client went away (start's condition for billing the input), or the shutdown's
+		// grace ended, while a next expert had the request. That expert never answered: no
+		// hosted tool of its was run.
 		x.headMu.Lock()
 		x.expert = a.order[a.called]
 		x.headMu.Unlock()
 		x.hostedBounds, x.askedOutput = llm.HostedCalls{}, 0
-		return false, true
+		if x.eng.streamsEnd.Err() != nil {
+			return failOverShutdown
+		}
+		return failOverClientGone
 	}
 	// No other expert answered: the client gets the failed expert's failure, and its usage
 	// record names it (the calls after it were refused before their heads). Its health was
@@ -378,7 +404,7 @@ func (x *Exchange) failOverStream(status string, cause error) (answered, clientG
 	x.expert = failed
 	x.headMu.Unlock()
 	x.brokenObserved = true
-	return false, false
+	return failOverNone
 }
 
 // settleStream settles the exchange once its stream has ended.

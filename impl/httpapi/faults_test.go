@@ -535,3 +535,41 @@ func TestClientGoneWhileAStreamFailsOverIsBilledItsInput(t *testing.T) {
 	}
 	checkBooks(t, g, tenant.Account, 50_000_000)
 }
+
+// TestShutdownWhileAStreamFailsOverIsToldToRetry: a fusion model's stream whose first expert
+// fails before its first output fails over to the next expert, which has the request and has
+// not answered when the shutdown's grace period ends. The client is told to retry (the
+// shutdown's overloaded error, as a request whose upstream is silent then is), and the usage
+// record names that expert with status shutdown, billed nothing. It got the first expert's
+// failure ("upstream" error), its record naming the first expert with that try's status
+// (upstream_error).
+func TestShutdownWhileAStreamFailsOverIsToldToRetry(t *testing.T) {
+	s := sim.New(sim.Options{})
+	g := apitest.Start(t, apitest.Options{Config: moneyConfig(t), Sim: s})
+	tenant := g.NewTenant(t, "acme", 0, 50_000_000)
+	s.Enqueue("sim-general", sim.Fault{Kind: sim.FaultMidstream, Status: 529})
+	for _, m := range []string{"sim-coder", "sim-reasoner"} {
+		s.Enqueue(m, sim.Fault{Kind: sim.FaultStallBefore, Delay: 3 * time.Second})
+	}
+	time.AfterFunc(700*time.Millisecond, g.EndStreams)
+	req, _ := http.NewRequest("POST", g.URL+"/v1/chat/completions", strings.NewReader(chatBody("service-flint", "hello", true, 16)))
+	req.Header.Set("Authorization", "Bearer "+tenant.Key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if !strings.Contains(string(body), "the gateway is shutting down; retry the request") || !strings.Contains(string(body), "overloaded") {
+		t.Errorf("answer at the end of grace during a failover: %d %s", res.StatusCode, body)
+	}
+	if n := s.Requests("sim-general"); n != 1 {
+		t.Fatalf("the failing expert was asked %d times, want 1", n)
+	}
+	rec := latestUsage(t, g, tenant.Account, 1)
+	if rec.Status != "shutdown" || rec.CostMicros != 0 || rec.UpstreamModel == "sim-general" {
+		t.Errorf("usage after the end of grace while the next expert had the request: %s by %s, %d micro-units; "+
+			"want shutdown by the next expert, billed nothing", rec.Status, rec.UpstreamModel, rec.CostMicros)
+	}
+	checkBooks(t, g, tenant.Account, 50_000_000)
+}

@@ -109,7 +109,13 @@ type Gateway struct {
 	Agents *agent.Service
 
 	upstreamConns *atomic.Int64
+	gw            *gateway.Gateway
 }
+
+// EndStreams ends the gateway's shutdown grace period as tollgate serve does when it is over:
+// streams in flight end with their format's in-band error, and requests whose upstream has not
+// answered yet are told to retry.
+func (g *Gateway) EndStreams() { g.gw.EndStreams() }
 
 // Start runs a gateway for the rest of the test and waits until it receives key revocations.
 func Start(t testing.TB, o Options) *Gateway {
@@ -203,7 +209,7 @@ func Start(t testing.TB, o Options) *Gateway {
 	}
 	return &Gateway{
 		URL: "http://" + ln.Addr().String(), Datasets: gw.Datasets, Sim: o.Sim, SimURL: simServer.URL, Meter: gw.Meter, ConnString: o.ConnString, Store: st, Config: o.Config,
-		Accounts: &accounts.Service{Store: st, Config: o.Config}, Auth: gw.Auth, Readiness: gw.Readiness, Agents: gw.Agents, upstreamConns: upstreamConns,
+		Accounts: &accounts.Service{Store: st, Config: o.Config}, Auth: gw.Auth, Readiness: gw.Readiness, Agents: gw.Agents, upstreamConns: upstreamConns, gw: gw,
 	}
 }
 

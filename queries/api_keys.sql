@@ -82,6 +82,13 @@ UPDATE api_keys SET revoked_at = now()
 WHERE account_id = @account_id AND revoked_at IS NULL
 RETURNING *;
 
+-- name: RevokeMemberAPIKeys :many
+-- Revokes the keys of the account that the user made on the console and that are not revoked
+-- yet (a member's keys, when the member is removed); the operator's keys are never theirs.
+UPDATE api_keys SET revoked_at = now()
+WHERE account_id = @account_id AND created_by_user = @user_id AND revoked_at IS NULL
+RETURNING *;
+
 -- name: SetAPIKeyDisabled :one
 -- Disables (disabled true) or enables a key of the account that is not revoked. Disabling a
 -- disabled key keeps its first time.

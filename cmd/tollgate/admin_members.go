@@ -18,7 +18,9 @@ const memberAdminUsage = `  member add ACCOUNT EMAIL [-role owner|member]
                                             pages (default role member; the address must be the
                                             verified e-mail their OpenID provider reports)
   member list ACCOUNT                       the account's members, roles and last sign-in
-  member remove ACCOUNT EMAIL               end a membership
+  member remove ACCOUNT EMAIL [-keep-keys]  end a membership, its OAuth grants, and the keys the
+                                            person made in the account on the console (-keep-keys
+                                            leaves their keys working: the account's to revoke)
 `
 
 // memberAdmin runs the member commands.
@@ -74,7 +76,9 @@ func (a *admin) memberAdmin(ctx context.Context, verb string, args []string) err
 		}
 		return tw.Flush()
 	case "remove":
-		pos, err := parse(flag.NewFlagSet("member remove", flag.ContinueOnError), args, 2)
+		fs := flag.NewFlagSet("member remove", flag.ContinueOnError)
+		keepKeys := fs.Bool("keep-keys", false, "leave the keys the person made in the account working")
+		pos, err := parse(fs, args, 2)
 		if err != nil {
 			return err
 		}
@@ -82,7 +86,8 @@ func (a *admin) memberAdmin(ctx context.Context, verb string, args []string) err
 		if err != nil {
 			return err
 		}
-		if err := svc.Remove(ctx, acct.ID, pos[1]); errors.Is(err, members.ErrNotFound) {
+		revoked, err := svc.Remove(ctx, acct.ID, pos[1], *keepKeys)
+		if errors.Is(err, members.ErrNotFound) {
 			return fmt.Errorf("%s is not a member of account %s", pos[1], acct.Name)
 		} else if err != nil {
 			return err
@@ -91,7 +96,17 @@ func (a *admin) memberAdmin(ctx context.Context, verb string, args []string) err
 			Target: "user " + pos[1], Before: map[string]string{"email": pos[1]}}); err != nil {
 			return err
 		}
+		for _, k := range revoked {
+			before := k
+			before.RevokedAt = nil
+			if err := a.auditKey(ctx, audit.ActionKeyRevoked, " (its member removed)", &before, &k); err != nil {
+				return err
+			}
+		}
 		fmt.Fprintf(a.out, "%s is no longer a member of account %s\n", pos[1], acct.Name)
+		for _, k := range revoked {
+			fmt.Fprintf(a.out, "revoked their key %s %q (%s…%s)\n", k.ID, k.Name, k.DisplayPrefix, k.DisplaySuffix)
+		}
 		return nil
 	}
 	return usageError(fmt.Sprintf("unknown admin command %q", "member "+verb))

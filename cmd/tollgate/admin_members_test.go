@@ -1,10 +1,15 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"testing"
 
+	"github.com/tollgate/tollgate/impl/accounts"
+	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/devkit/pgtest"
+	"github.com/tollgate/tollgate/impl/store"
+	"github.com/tollgate/tollgate/impl/web/audit"
 )
 
 // TestAdminMembers: the operator adds members by e-mail (before they ever sign in), lists
@@ -40,5 +45,83 @@ func TestAdminMembers(t *testing.T) {
 	}
 	if list := mustAdmin(t, "member list acme"); strings.Contains(list, "alice") {
 		t.Fatalf("alice still listed:\n%s", list)
+	}
+}
+
+// TestMemberRemovalRevokesTheirKeys: removing a member revokes the keys they made in the
+// account on the console (each audited, each named in the output), and leaves the operator's
+// keys and other members' keys working; -keep-keys leaves the member's keys working. Before,
+// every key of a removed member kept working: the person who left took working keys along.
+func TestMemberRemovalRevokesTheirKeys(t *testing.T) {
+	url := pgtest.ConnString(t)
+	t.Setenv("DATABASE_URL", url)
+	t.Setenv("LOG_LEVEL", "error")
+	mustAdmin(t, "account create acme -plan demo")
+	mustAdmin(t, "member add acme alice@example.com")
+	mustAdmin(t, "member add acme bob@example.com")
+	ctx := context.Background()
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	acct, err := st.GetAccountByName(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := &accounts.Service{Store: st, Config: config.Default()}
+	keyOf := func(email, name string) store.APIKey {
+		t.Helper()
+		u, err := st.GetUserByEmail(ctx, email)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := svc.CreateKeyWith(ctx, acct.ID, accounts.KeyOptions{Name: name, RPM: -1, CreatedBy: email, CreatedByUser: u.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k.Key
+	}
+	alice1, alice2, bob := keyOf("alice@example.com", "alice-ci"), keyOf("alice@example.com", "alice-laptop"), keyOf("bob@example.com", "bob-ci")
+	operator, err := svc.CreateKeyWith(ctx, acct.ID, accounts.KeyOptions{Name: "service", RPM: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	revoked := func(k store.APIKey) bool {
+		t.Helper()
+		got, err := st.GetAPIKey(ctx, k.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.RevokedAt != nil
+	}
+
+	out := mustAdmin(t, "member remove acme alice@example.com")
+	if !strings.Contains(out, "no longer a member") || !strings.Contains(out, `"alice-ci"`) || !strings.Contains(out, `"alice-laptop"`) {
+		t.Errorf("member remove: %s", out)
+	}
+	if !revoked(alice1) || !revoked(alice2) || revoked(bob) || revoked(operator.Key) {
+		t.Errorf("after removing alice: her keys revoked %v %v, bob's %v, the operator's %v; want true true false false",
+			revoked(alice1), revoked(alice2), revoked(bob), revoked(operator.Key))
+	}
+	entries, err := (&audit.Log{Store: st}).List(ctx, acct.ID, 0, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	audited := 0
+	for _, e := range entries {
+		if e.Action == audit.ActionKeyRevoked && (strings.Contains(e.Target, alice1.ID.String()) || strings.Contains(e.Target, alice2.ID.String())) {
+			audited++
+		}
+	}
+	if audited != 2 {
+		t.Errorf("%d key revocations audited, want 2", audited)
+	}
+
+	if out := mustAdmin(t, "member remove acme bob@example.com -keep-keys"); !strings.Contains(out, "no longer a member") || strings.Contains(out, "revoked") {
+		t.Errorf("member remove -keep-keys: %s", out)
+	}
+	if revoked(bob) {
+		t.Error("-keep-keys revoked bob's key")
 	}
 }

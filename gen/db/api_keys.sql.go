@@ -724,6 +724,57 @@ func (q *Queries) RevokeAccountAPIKeys(ctx context.Context, accountID uuid.UUID)
 	return items, nil
 }
 
+const revokeMemberAPIKeys = `-- name: RevokeMemberAPIKeys :many
+UPDATE api_keys SET revoked_at = now()
+WHERE account_id = $1 AND created_by_user = $2 AND revoked_at IS NULL
+RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by, display_suffix, created_by_user
+`
+
+type RevokeMemberAPIKeysParams struct {
+	AccountID uuid.UUID
+	UserID    pgtype.UUID
+}
+
+// Revokes the keys of the account that the user made on the console and that are not revoked
+// yet (a member's keys, when the member is removed); the operator's keys are never theirs.
+func (q *Queries) RevokeMemberAPIKeys(ctx context.Context, arg RevokeMemberAPIKeysParams) ([]ApiKey, error) {
+	rows, err := q.db.Query(ctx, revokeMemberAPIKeys, arg.AccountID, arg.UserID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ApiKey{}
+	for rows.Next() {
+		var i ApiKey
+		if err := rows.Scan(
+			&i.ID,
+			&i.AccountID,
+			&i.Name,
+			&i.KeyHash,
+			&i.DisplayPrefix,
+			&i.RpmLimit,
+			&i.CreatedAt,
+			&i.LastUsedAt,
+			&i.RevokedAt,
+			&i.ExpiresAt,
+			&i.DisabledAt,
+			&i.CreditCapMicros,
+			&i.CapPeriod,
+			&i.Models,
+			&i.CreatedBy,
+			&i.DisplaySuffix,
+			&i.CreatedByUser,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const seedKeyBudgetSpend = `-- name: SeedKeyBudgetSpend :exec
 INSERT INTO key_budgets AS b (key_id, period_start, spent_micros)
 SELECT $1::uuid, $2::timestamptz, COALESCE(SUM(u.cost_micros), 0)::bigint

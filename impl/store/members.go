@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/tollgate/tollgate/gen/db"
 )
@@ -153,9 +154,26 @@ func (s *Store) SetMembership(ctx context.Context, accountID, userID uuid.UUID, 
 
 // DeleteMembership ends the user's membership of the account, and revokes in the same
 // statement the OAuth grants the member made in it: false when there was no such membership.
-func (s *Store) DeleteMembership(ctx context.Context, accountID, userID uuid.UUID) (bool, error) {
-	n, err := s.q.DeleteMembership(ctx, db.DeleteMembershipParams{AccountID: accountID, UserID: userID})
-	return n > 0, err
+// With revokeKeys, the keys the member made in the account on the console are revoked in the
+// same transaction, and returned: a person who leaves takes no working key along.
+func (s *Store) DeleteMembership(ctx context.Context, accountID, userID uuid.UUID, revokeKeys bool) (removed bool, revoked []APIKey, err error) {
+	err = s.inTx(ctx, func(q *db.Queries) error {
+		n, err := q.DeleteMembership(ctx, db.DeleteMembershipParams{AccountID: accountID, UserID: userID})
+		removed = n > 0
+		if err != nil || !removed || !revokeKeys {
+			return err
+		}
+		rows, err := q.RevokeMemberAPIKeys(ctx, db.RevokeMemberAPIKeysParams{AccountID: accountID,
+			UserID: pgtype.UUID{Bytes: userID, Valid: true}})
+		for _, r := range rows {
+			revoked = append(revoked, keyFromRow(r))
+		}
+		return err
+	})
+	if err != nil {
+		return false, nil, err
+	}
+	return removed, revoked, nil
 }
 
 // ListAccountMembers returns the account's members by e-mail.

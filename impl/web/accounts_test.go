@@ -75,7 +75,7 @@ func TestAccountSwitch(t *testing.T) {
 		t.Fatalf("home after switch: %.300s", h.Body)
 	}
 	// A membership removed takes effect at the next request.
-	if err := e.Members.Remove(context.Background(), a.ID, aliceEmail); err != nil {
+	if _, err := e.Members.Remove(context.Background(), a.ID, aliceEmail, false); err != nil {
 		t.Fatal(err)
 	}
 	if r := b.get("/keys"); r.Status != http.StatusSeeOther || r.Location != e.URL+"/signin/account" {

@@ -106,21 +106,23 @@ func (s *Service) Add(ctx context.Context, accountID uuid.UUID, email, role stri
 	return userFromStore(r), nil
 }
 
-// Remove ends the membership of the person with email in the account.
-func (s *Service) Remove(ctx context.Context, accountID uuid.UUID, email string) error {
+// Remove ends the membership of the person with email in the account, and revokes the keys
+// they made in it on the console unless keepKeys (returned: the keys revoked). Their OAuth
+// grants end with the membership always.
+func (s *Service) Remove(ctx context.Context, accountID uuid.UUID, email string, keepKeys bool) ([]store.APIKey, error) {
 	st := s.st()
 	r, err := st.GetUserByEmail(ctx, normalEmail(email))
 	if err != nil {
-		return notFound(err)
+		return nil, notFound(err)
 	}
-	removed, err := st.DeleteMembership(ctx, accountID, r.ID)
+	removed, revoked, err := st.DeleteMembership(ctx, accountID, r.ID, !keepKeys)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !removed {
-		return ErrNotFound
+		return nil, ErrNotFound
 	}
-	return nil
+	return revoked, nil
 }
 
 // List returns the account's members by e-mail.

@@ -10,7 +10,6 @@ import (
 	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/devkit/pgtest"
-	"github.com/tollgate/tollgate/impl/store"
 )
 
 var uuidPattern = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
@@ -76,15 +75,7 @@ func TestAdminAgentCommands(t *testing.T) {
 
 	// Approvals, requested as the MCP tools do.
 	ctx := context.Background()
-	st, err := store.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	acct, err := st.GetAccountByName(ctx, "acme")
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, acct := openAccount(t, url, "acme")
 	svc, err := agent.New(agent.Options{Store: st, Config: config.Default()})
 	if err != nil {
 		t.Fatal(err)

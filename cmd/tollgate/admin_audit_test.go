@@ -10,7 +10,6 @@ import (
 	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/devkit/pgtest"
-	"github.com/tollgate/tollgate/impl/store"
 	"github.com/tollgate/tollgate/impl/web/audit"
 )
 
@@ -24,15 +23,7 @@ func TestAdminApprovalDecisionsAudited(t *testing.T) {
 	t.Setenv("LOG_LEVEL", "error")
 	mustAdmin(t, "account create acme -plan demo")
 	ctx := context.Background()
-	st, err := store.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	acct, err := st.GetAccountByName(ctx, "acme")
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, acct := openAccount(t, url, "acme")
 	svc, err := agent.New(agent.Options{Store: st, Config: config.Default()})
 	if err != nil {
 		t.Fatal(err)
@@ -91,15 +82,7 @@ func TestAdminShowsAgentTextSafely(t *testing.T) {
 	t.Setenv("LOG_LEVEL", "error")
 	mustAdmin(t, "account create acme -plan demo")
 	ctx := context.Background()
-	st, err := store.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	acct, err := st.GetAccountByName(ctx, "acme")
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, acct := openAccount(t, url, "acme")
 	svc, err := agent.New(agent.Options{Store: st, Config: config.Default()})
 	if err != nil {
 		t.Fatal(err)

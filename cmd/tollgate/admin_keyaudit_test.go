@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/tollgate/tollgate/impl/devkit/pgtest"
-	"github.com/tollgate/tollgate/impl/store"
 	"github.com/tollgate/tollgate/impl/web/audit"
 )
 
@@ -42,15 +41,7 @@ func TestAdminKeyChangesAudited(t *testing.T) {
 	mustAdmin(t, "key revoke-all acme")
 
 	ctx := context.Background()
-	st, err := store.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	acct, err := st.GetAccountByName(ctx, "acme")
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, acct := openAccount(t, url, "acme")
 	entries, err := (&audit.Log{Store: st}).List(ctx, acct.ID, 0, 50)
 	if err != nil {
 		t.Fatal(err)

@@ -60,15 +60,7 @@ func TestMemberRemovalRevokesTheirKeys(t *testing.T) {
 	mustAdmin(t, "member add acme alice@example.com")
 	mustAdmin(t, "member add acme bob@example.com")
 	ctx := context.Background()
-	st, err := store.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	acct, err := st.GetAccountByName(ctx, "acme")
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, acct := openAccount(t, url, "acme")
 	svc := &accounts.Service{Store: st, Config: config.Default()}
 	keyOf := func(email, name string) store.APIKey {
 		t.Helper()

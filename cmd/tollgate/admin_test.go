@@ -33,6 +33,23 @@ func mustAdmin(t *testing.T, line string) string {
 	return out
 }
 
+// openAccount opens the store at url for the rest of the test and reads the account named
+// name, which an admin command made.
+func openAccount(t *testing.T, url, name string) (*store.Store, store.Account) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	acct, err := st.GetAccountByName(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, acct
+}
+
 func TestAdminCLI(t *testing.T) {
 	t.Setenv("DATABASE_URL", pgtest.ConnString(t))
 	t.Setenv("LOG_LEVEL", "error")
@@ -146,17 +163,9 @@ func TestAdminUsageList(t *testing.T) {
 	t.Setenv("LOG_LEVEL", "error")
 	mustAdmin(t, "account create acme -plan demo")
 	ctx := context.Background()
-	st, err := store.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	acct, err := st.GetAccountByName(ctx, "acme")
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, acct := openAccount(t, url, "acme")
 	now := time.Now()
-	_, err = st.WriteUsage(ctx, "test", []store.UsageRecord{
+	_, err := st.WriteUsage(ctx, "test", []store.UsageRecord{
 		{AccountID: acct.ID, RequestID: "req_search", Model: "service-sonnet", Route: "/v1/messages", Provider: "sim-anthropic", UpstreamModel: "sim-sonnet",
 			InputTokens: 1910, CacheReadTokens: 900, CacheWrite1hTokens: 1000, OutputTokens: 20, CostMicros: 20_330, HostedCalls: map[string]int64{"web_search": 2}, HostedMicros: 20_000, Status: "ok", StartedAt: now, FinishedAt: now,
 			TraceID: [16]byte{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36}},

@@ -59,7 +59,11 @@ SELECT * FROM agent_sessions WHERE slot_id = $1 ORDER BY created_at DESC LIMIT 1
 SELECT * FROM agent_sessions WHERE slot_id = $1 AND state NOT IN ('stopped', 'failed') FOR UPDATE;
 
 -- name: ListAccountAgentSessions :many
-SELECT * FROM agent_sessions WHERE account_id = $1 ORDER BY created_at DESC LIMIT $2;
+-- The account's sessions, newest first; with key_id, only those that key started.
+SELECT * FROM agent_sessions
+WHERE account_id = sqlc.arg('account_id')::uuid
+  AND (sqlc.narg('key_id')::uuid IS NULL OR key_id = sqlc.narg('key_id')::uuid)
+ORDER BY created_at DESC LIMIT sqlc.arg('max');
 
 -- name: UpdateAgentSession :exec
 -- Writes the session's mutable columns (the caller holds its row lock).
@@ -124,9 +128,12 @@ UPDATE agent_tickets SET state = 'closed', closed_at = now()
 WHERE id = $1 AND state = 'open' RETURNING *;
 
 -- name: ListAgentTickets :many
+-- With key_id, only the tickets that the sessions that key started opened.
 SELECT * FROM agent_tickets
 WHERE (sqlc.narg('account_id')::uuid IS NULL OR account_id = sqlc.narg('account_id')::uuid)
   AND (sqlc.arg('state')::text = '' OR state = sqlc.arg('state')::text)
+  AND (sqlc.narg('key_id')::uuid IS NULL
+       OR session_id IN (SELECT id FROM agent_sessions WHERE key_id = sqlc.narg('key_id')::uuid))
 ORDER BY created_at DESC LIMIT sqlc.arg('max');
 
 -- name: InsertAgentApproval :one

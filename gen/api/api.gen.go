@@ -2687,7 +2687,8 @@ type ClientInterface interface {
 	// Every slot the operator assigned to the caller's account, by name, with the session that
 	// runs in it now or, when none runs, the last one that ran (with its end state and reason);
 	// `session` is null for a slot that never ran one. Slots and sessions of other accounts are
-	// never listed.
+	// never listed. For a key with limits `session` is null too when another key started the
+	// slot's session (see "What a key with limits sees" in the agents tag).
 	//
 	// Corresponds with GET /v1/agents (the `ListAgents` operationId).
 	ListAgents(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2776,7 +2777,8 @@ type ClientInterface interface {
 	// already ended it sends what follows the cursor and ends. It also ends, at its next
 	// event or heartbeat, once the key that opened it is revoked, disabled or expired. A slot
 	// that never ran a session is a 409; a slot that is not the caller's a 403
-	// `permission_error`.
+	// `permission_error`, and so is, for a key with limits, a slot whose session another key
+	// started.
 	//
 	// The stream begins with `retry: 2000`. When it cannot go on (the database unreachable,
 	// the gateway shutting down) it ends with an `error` event without `id:` (so the client's
@@ -2983,7 +2985,8 @@ type ClientInterface interface {
 // Every slot the operator assigned to the caller's account, by name, with the session that
 // runs in it now or, when none runs, the last one that ran (with its end state and reason);
 // `session` is null for a slot that never ran one. Slots and sessions of other accounts are
-// never listed.
+// never listed. For a key with limits `session` is null too when another key started the
+// slot's session (see "What a key with limits sees" in the agents tag).
 //
 // Corresponds with GET /v1/agents (the `ListAgents` operationId).
 func (c *Client) ListAgents(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3112,7 +3115,8 @@ func (c *Client) StopAgent(ctx context.Context, slot SlotName, params *StopAgent
 // already ended it sends what follows the cursor and ends. It also ends, at its next
 // event or heartbeat, once the key that opened it is revoked, disabled or expired. A slot
 // that never ran a session is a 409; a slot that is not the caller's a 403
-// `permission_error`.
+// `permission_error`, and so is, for a key with limits, a slot whose session another key
+// started.
 //
 // The stream begins with `retry: 2000`. When it cannot go on (the database unreachable,
 // the gateway shutting down) it ends with an `error` event without `id:` (so the client's
@@ -4071,7 +4075,8 @@ type ClientWithResponsesInterface interface {
 	// Every slot the operator assigned to the caller's account, by name, with the session that
 	// runs in it now or, when none runs, the last one that ran (with its end state and reason);
 	// `session` is null for a slot that never ran one. Slots and sessions of other accounts are
-	// never listed.
+	// never listed. For a key with limits `session` is null too when another key started the
+	// slot's session (see "What a key with limits sees" in the agents tag).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -4164,7 +4169,8 @@ type ClientWithResponsesInterface interface {
 	// already ended it sends what follows the cursor and ends. It also ends, at its next
 	// event or heartbeat, once the key that opened it is revoked, disabled or expired. A slot
 	// that never ran a session is a 409; a slot that is not the caller's a 403
-	// `permission_error`.
+	// `permission_error`, and so is, for a key with limits, a slot whose session another key
+	// started.
 	//
 	// The stream begins with `retry: 2000`. When it cannot go on (the database unreachable,
 	// the gateway shutting down) it ends with an `error` event without `id:` (so the client's
@@ -5890,7 +5896,8 @@ func (r CreateResponseResponse) ContentType() string {
 // Every slot the operator assigned to the caller's account, by name, with the session that
 // runs in it now or, when none runs, the last one that ran (with its end state and reason);
 // `session` is null for a slot that never ran one. Slots and sessions of other accounts are
-// never listed.
+// never listed. For a key with limits `session` is null too when another key started the
+// slot's session (see "What a key with limits sees" in the agents tag).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -6007,7 +6014,8 @@ func (c *ClientWithResponses) StopAgentWithResponse(ctx context.Context, slot Sl
 // already ended it sends what follows the cursor and ends. It also ends, at its next
 // event or heartbeat, once the key that opened it is revoked, disabled or expired. A slot
 // that never ran a session is a 409; a slot that is not the caller's a 403
-// `permission_error`.
+// `permission_error`, and so is, for a key with limits, a slot whose session another key
+// started.
 //
 // The stream begins with `retry: 2000`. When it cannot go on (the database unreachable,
 // the gateway shutting down) it ends with an `error` event without `id:` (so the client's

@@ -827,16 +827,21 @@ func (q *Queries) LatestSlotSession(ctx context.Context, slotID pgtype.UUID) (Ag
 }
 
 const listAccountAgentSessions = `-- name: ListAccountAgentSessions :many
-SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent, oauth_grant_id FROM agent_sessions WHERE account_id = $1 ORDER BY created_at DESC LIMIT $2
+SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent, oauth_grant_id FROM agent_sessions
+WHERE account_id = $1::uuid
+  AND ($2::uuid IS NULL OR key_id = $2::uuid)
+ORDER BY created_at DESC LIMIT $3
 `
 
 type ListAccountAgentSessionsParams struct {
 	AccountID uuid.UUID
-	Limit     int32
+	KeyID     pgtype.UUID
+	Max       int32
 }
 
+// The account's sessions, newest first; with key_id, only those that key started.
 func (q *Queries) ListAccountAgentSessions(ctx context.Context, arg ListAccountAgentSessionsParams) ([]AgentSession, error) {
-	rows, err := q.db.Query(ctx, listAccountAgentSessions, arg.AccountID, arg.Limit)
+	rows, err := q.db.Query(ctx, listAccountAgentSessions, arg.AccountID, arg.KeyID, arg.Max)
 	if err != nil {
 		return nil, err
 	}
@@ -1060,17 +1065,26 @@ const listAgentTickets = `-- name: ListAgentTickets :many
 SELECT id, account_id, session_id, title, body, state, opened_by, created_at, closed_at FROM agent_tickets
 WHERE ($1::uuid IS NULL OR account_id = $1::uuid)
   AND ($2::text = '' OR state = $2::text)
-ORDER BY created_at DESC LIMIT $3
+  AND ($3::uuid IS NULL
+       OR session_id IN (SELECT id FROM agent_sessions WHERE key_id = $3::uuid))
+ORDER BY created_at DESC LIMIT $4
 `
 
 type ListAgentTicketsParams struct {
 	AccountID pgtype.UUID
 	State     string
+	KeyID     pgtype.UUID
 	Max       int32
 }
 
+// With key_id, only the tickets that the sessions that key started opened.
 func (q *Queries) ListAgentTickets(ctx context.Context, arg ListAgentTicketsParams) ([]AgentTicket, error) {
-	rows, err := q.db.Query(ctx, listAgentTickets, arg.AccountID, arg.State, arg.Max)
+	rows, err := q.db.Query(ctx, listAgentTickets,
+		arg.AccountID,
+		arg.State,
+		arg.KeyID,
+		arg.Max,
+	)
 	if err != nil {
 		return nil, err
 	}

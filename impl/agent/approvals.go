@@ -165,7 +165,9 @@ func (s *Service) RequestPrompt(ctx context.Context, p auth.Principal, sessionID
 	if len(prompt) > MaxApprovalText {
 		return Approval{}, apierror.Invalid("prompt", "'prompt' is %d bytes; it may be at most %d (a person reads it before approving)", len(prompt), MaxApprovalText)
 	}
-	row, err := s.session(ctx, p, sessionID)
+	// Another key's session is refused as the HTTP message to it is (403, mayDrive), rather than
+	// answered as unknown: the refusal says why.
+	row, err := s.accountSession(ctx, p, sessionID)
 	if err != nil {
 		return Approval{}, err
 	}
@@ -201,11 +203,15 @@ func (s *Service) approval(ctx context.Context, accountID *uuid.UUID, approvalID
 	return a, nil
 }
 
-// ApprovalStatus is the caller's approval (agent_action_status).
+// ApprovalStatus is the caller's approval (agent_action_status); a key with limits sees only
+// the approvals it asked for (sees): another key's is ErrNotFound, as another account's.
 func (s *Service) ApprovalStatus(ctx context.Context, p auth.Principal, approvalID string) (Approval, error) {
 	a, err := s.approval(ctx, &p.AccountID, approvalID)
 	if err != nil {
 		return Approval{}, err
+	}
+	if !sees(p, a.KeyID) {
+		return Approval{}, ErrNotFound
 	}
 	return approvalView(a), nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -313,5 +314,127 @@ func TestAgentRetriedCallCountsAgainstTheKeysCap(t *testing.T) {
 	}
 	if budget.SpentMicros != s.SpentMicros || budget.ReservedMicros != 0 {
 		t.Fatalf("the key's budget %+v, its usage records charge %d", budget, s.SpentMicros)
+	}
+}
+
+// TestLimitedKeySeesOnlyItsOwnSessions: a key with limits (a model subset, here) sees only the
+// sessions it started, their events and the tickets they opened, and the approvals it asked
+// for. Another key's session is left out of its listings (list_agent_sessions, GET /v1/agents,
+// list_agent_tickets) and is unknown to it by id (tail_agent_session, the events), as another
+// account's; following the slot of another key's session (the events stream) is refused; and
+// another key's approval is unknown to agent_action_status. A key without limits sees all of
+// them. (The limited key read every session, event, ticket and approval of its account.)
+func TestLimitedKeySeesOnlyItsOwnSessions(t *testing.T) {
+	w := newWorld(t, nil)
+	n := w.start()
+	svc := n.gw.Agents
+	ctx := context.Background()
+	tn := w.tenant(n, "acme", 5_000_000)
+	if err := svc.AssignSlot(ctx, tn.p.AccountID, "second"); err != nil {
+		t.Fatal(err)
+	}
+	open := keyed(t, w, n, tn, accounts.KeyOptions{Name: "open"})
+	limited := keyed(t, w, n, tn, accounts.KeyOptions{Name: "limited", Models: []string{"service-flint"}})
+
+	theirs, err := svc.Spawn(ctx, open, "main", "File it. "+script(`call open_ticket {"title":"the open key's ticket","body":"private"}`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitSession(t, svc, open, theirs.SessionID, agent.StateReady)
+	theirApproval, err := svc.RequestSpawn(ctx, open, agent.SpawnAction{Purpose: "The open key's secret plan."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine, err := svc.Spawn(ctx, limited, "second", "File mine. "+script(`call open_ticket {"title":"the limited key's ticket","body":"mine"}`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitSession(t, svc, limited, mine.SessionID, agent.StateReady)
+	myApproval, err := svc.RequestSpawn(ctx, limited, agent.SpawnAction{Purpose: "My plan."})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	sessionIDs := func(p auth.Principal) []string {
+		t.Helper()
+		list, err := svc.Sessions(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, s := range list {
+			ids = append(ids, s.ID)
+		}
+		return ids
+	}
+	if got := sessionIDs(limited); fmt.Sprint(got) != fmt.Sprint([]string{mine.SessionID}) {
+		t.Errorf("the limited key lists sessions %v, want only its own %s", got, mine.SessionID)
+	}
+	if got := sessionIDs(open); len(got) != 2 {
+		t.Errorf("the key without limits lists sessions %v, want both", got)
+	}
+	if _, err := svc.Tail(ctx, limited, theirs.SessionID, 0, 10, 0); !errors.Is(err, agent.ErrNotFound) {
+		t.Errorf("the limited key's tail of another key's session: %v, want ErrNotFound", err)
+	}
+	if _, err := svc.Events(ctx, limited, theirs.SessionID, 0, 10); !errors.Is(err, agent.ErrNotFound) {
+		t.Errorf("the limited key's events of another key's session: %v, want ErrNotFound", err)
+	}
+	if tail, err := svc.Tail(ctx, limited, mine.SessionID, 0, 10, 0); err != nil || len(tail.Events) == 0 {
+		t.Errorf("the limited key's tail of its own session: %+v, %v", tail, err)
+	}
+	if _, err := svc.Tail(ctx, open, mine.SessionID, 0, 10, 0); err != nil {
+		t.Errorf("the key without limits' tail of the limited key's session: %v", err)
+	}
+
+	slots, err := svc.Overview(ctx, limited)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sl := range slots {
+		switch {
+		case sl.Slot == "main" && sl.Session != nil:
+			t.Errorf("the limited key's GET /v1/agents shows the other key's session %+v", *sl.Session)
+		case sl.Slot == "second" && (sl.Session == nil || sl.Session.ID != mine.SessionID):
+			t.Errorf("the limited key's GET /v1/agents does not show its own session: %+v", sl)
+		}
+	}
+	if _, err := svc.SlotSession(ctx, limited, "main"); apierror.As(err) == nil || apierror.As(err).Kind != apierror.KindForbidden {
+		t.Errorf("the limited key following the slot of another key's session: %v, want 403", err)
+	}
+	if s, err := svc.SlotSession(ctx, limited, "second"); err != nil || s.ID != mine.SessionID {
+		t.Errorf("the limited key following its own slot: %+v, %v", s, err)
+	}
+	if s, err := svc.SlotSession(ctx, open, "second"); err != nil || s.ID != mine.SessionID {
+		t.Errorf("the key without limits following the limited key's slot: %+v, %v", s, err)
+	}
+
+	titles := func(p auth.Principal) []string {
+		t.Helper()
+		list, err := svc.Tickets(ctx, p, "all", 50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, tk := range list {
+			out = append(out, tk.Title)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got := titles(limited); fmt.Sprint(got) != "[the limited key's ticket]" {
+		t.Errorf("the limited key's tickets %q, want only its session's", got)
+	}
+	if got := titles(open); len(got) != 2 {
+		t.Errorf("the key without limits' tickets %q, want both", got)
+	}
+
+	if _, err := svc.ApprovalStatus(ctx, limited, theirApproval.ID); !errors.Is(err, agent.ErrNotFound) {
+		t.Errorf("the limited key's agent_action_status of another key's approval: %v, want ErrNotFound", err)
+	}
+	if _, err := svc.ApprovalStatus(ctx, limited, myApproval.ID); err != nil {
+		t.Errorf("the limited key's agent_action_status of its own approval: %v", err)
+	}
+	if _, err := svc.ApprovalStatus(ctx, open, myApproval.ID); err != nil {
+		t.Errorf("the key without limits' agent_action_status of the limited key's approval: %v", err)
 	}
 }

@@ -148,6 +148,11 @@ func (s *Service) CloseTicket(ctx context.Context, accountID *uuid.UUID, ticketI
 // ListTickets lists tickets (accountID nil: of every account; a zero id: ErrNotFound) in state (open, closed; "" or
 // "all": any), newest first, at most limit (1 to 500; 0: 50).
 func (s *Service) ListTickets(ctx context.Context, accountID *uuid.UUID, state string, limit int) ([]Ticket, error) {
+	return s.listTickets(ctx, accountID, uuid.Nil, state, limit)
+}
+
+// listTickets is ListTickets, of the sessions key started only unless it is uuid.Nil.
+func (s *Service) listTickets(ctx context.Context, accountID *uuid.UUID, key uuid.UUID, state string, limit int) ([]Ticket, error) {
 	switch state {
 	case "all":
 		state = ""
@@ -159,7 +164,7 @@ func (s *Service) ListTickets(ctx context.Context, accountID *uuid.UUID, state s
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.q.ListAgentTickets(ctx, acct, state, int32(listLimit(limit)))
+	rows, err := s.q.ListAgentTickets(ctx, acct, key, state, int32(listLimit(limit)))
 	if err != nil {
 		return nil, err
 	}

@@ -452,10 +452,30 @@ func isSession(st *sessionTx, want uuid.UUID) error {
 // spend past its own limits, on models outside its own. A key without limits may message any
 // session of its account (it could start one with the account's whole reach anyway).
 func mayDrive(p auth.Principal, sessionKey pgtype.UUID) error {
-	if p.Limits == nil || fromPG(sessionKey) == p.KeyID {
+	if sees(p, sessionKey) {
 		return nil
 	}
 	return apierror.Forbidden("this session was started by another key, and this key has limits (a credit cap, a model subset or an expiry): it may send messages only to the sessions it started")
+}
+
+// sees reports whether the caller may see a session that key started, or an approval that key
+// asked for. A key with limits (a credit cap, a model subset or an expiry) sees only its own: the
+// sessions it started (their events, and the tickets they opened) and the approvals it asked
+// for, as it drives only those (mayDrive); the rest of its account's are answered as if they
+// were not there (ErrNotFound, as another account's), and left out of its listings. Any other
+// caller (a key without limits, a member on the console, a connected app signed in with OAuth)
+// sees every one of its account's.
+func sees(p auth.Principal, key pgtype.UUID) bool {
+	return p.Limits == nil || fromPG(key) == p.KeyID
+}
+
+// ownKey is the key to whose sessions and approvals the caller's listings are narrowed (sees):
+// the caller's key when it has limits, else uuid.Nil (every one of the account's).
+func ownKey(p auth.Principal) uuid.UUID {
+	if p.Limits == nil {
+		return uuid.Nil
+	}
+	return p.KeyID
 }
 
 // stopSession asks a live session to stop with reason: a provisioning or ready one stops at
@@ -521,7 +541,9 @@ func (s *Service) stop(ctx context.Context, p auth.Principal, slot string, sessi
 }
 
 // Overview is every slot of the caller's account with its current (or last) session (GET
-// /v1/agents). ErrNotFound for a principal without an account.
+// /v1/agents); a key with limits is shown only a session it started (sees): a slot whose
+// session another key started is listed without it. ErrNotFound for a principal without an
+// account.
 func (s *Service) Overview(ctx context.Context, p auth.Principal) ([]SlotView, error) {
 	acct, err := tenantOf(p)
 	if err != nil {
@@ -541,6 +563,9 @@ func (s *Service) Overview(ctx context.Context, p auth.Principal) ([]SlotView, e
 		if err != nil {
 			return nil, err
 		}
+		if !sees(p, row.KeyID) {
+			continue
+		}
 		v := view(row)
 		out[i].Session = &v
 	}
@@ -548,7 +573,8 @@ func (s *Service) Overview(ctx context.Context, p auth.Principal) ([]SlotView, e
 }
 
 // SlotSession is the current (or last) session of the caller's slot: ErrNotFound for a slot
-// that is not the caller's, a conflict for one that never had a session.
+// that is not the caller's, a conflict for one that never had a session, and for a key with
+// limits a refusal (403) when another key started it (sees).
 func (s *Service) SlotSession(ctx context.Context, p auth.Principal, slot string) (SessionView, error) {
 	if _, err := tenantOf(p); err != nil {
 		return SessionView{}, err
@@ -567,11 +593,24 @@ func (s *Service) SlotSession(ctx context.Context, p auth.Principal, slot string
 	if err != nil {
 		return SessionView{}, err
 	}
+	if !sees(p, row.KeyID) {
+		return SessionView{}, apierror.Forbidden("the session in slot '%s' was started by another key, and this key has limits (a credit cap, a model subset or an expiry): it may follow only the sessions it started", slot)
+	}
 	return view(row), nil
 }
 
-// session is the caller's session with id.
+// session is the caller's session with id, one it sees (sees): another key's session is
+// ErrNotFound to a key with limits.
 func (s *Service) session(ctx context.Context, p auth.Principal, sessionID string) (store.AgentSession, error) {
+	row, err := s.accountSession(ctx, p, sessionID)
+	if err == nil && !sees(p, row.KeyID) {
+		return store.AgentSession{}, ErrNotFound
+	}
+	return row, err
+}
+
+// accountSession is the session with id of the caller's account, whichever key started it.
+func (s *Service) accountSession(ctx context.Context, p auth.Principal, sessionID string) (store.AgentSession, error) {
 	if _, err := tenantOf(p); err != nil {
 		return store.AgentSession{}, err
 	}
@@ -605,12 +644,13 @@ func (s *Service) events(ctx context.Context, id uuid.UUID, afterSeq int64, limi
 	return out, nil
 }
 
-// Sessions are the caller's sessions, newest first (at most 100).
+// Sessions are the caller's sessions, newest first (at most 100); a key with limits's only
+// those it started (sees).
 func (s *Service) Sessions(ctx context.Context, p auth.Principal) ([]SessionView, error) {
 	if _, err := tenantOf(p); err != nil {
 		return nil, err
 	}
-	rows, err := s.q.ListAccountAgentSessions(ctx, p.AccountID, 100)
+	rows, err := s.q.ListAccountAgentSessions(ctx, p.AccountID, ownKey(p), 100)
 	if err != nil {
 		return nil, err
 	}
@@ -679,7 +719,8 @@ func (s *Service) Tail(ctx context.Context, p auth.Principal, sessionID string, 
 }
 
 // Tickets are the caller's tickets in state (default open; "all" for every state), newest
-// first, at most limit (1 to 500; 0: 50). ErrNotFound for a principal without an account.
+// first, at most limit (1 to 500; 0: 50); a key with limits's only those that the sessions it
+// started opened (sees). ErrNotFound for a principal without an account.
 func (s *Service) Tickets(ctx context.Context, p auth.Principal, state string, limit int) ([]Ticket, error) {
 	if _, err := tenantOf(p); err != nil {
 		return nil, err
@@ -687,5 +728,5 @@ func (s *Service) Tickets(ctx context.Context, p auth.Principal, state string, l
 	if state == "" {
 		state = "open"
 	}
-	return s.ListTickets(ctx, &p.AccountID, state, limit)
+	return s.listTickets(ctx, &p.AccountID, ownKey(p), state, limit)
 }

@@ -82,7 +82,8 @@ func (a *AgentQueries) CloseAgentTicket(ctx context.Context, id uuid.UUID) (Agen
 }
 
 // ListAgentTickets lists the tickets of account (nil: every account's) in state ("" any),
-// newest first, at most limit.
-func (a *AgentQueries) ListAgentTickets(ctx context.Context, account *uuid.UUID, state string, limit int32) ([]AgentTicket, error) {
-	return a.q.ListAgentTickets(ctx, db.ListAgentTicketsParams{AccountID: agentScope(account), State: state, Max: limit})
+// newest first, at most limit; with a key (not uuid.Nil), only the tickets that the sessions
+// that key started opened.
+func (a *AgentQueries) ListAgentTickets(ctx context.Context, account *uuid.UUID, key uuid.UUID, state string, limit int32) ([]AgentTicket, error) {
+	return a.q.ListAgentTickets(ctx, db.ListAgentTicketsParams{AccountID: agentScope(account), KeyID: agentID(key), State: state, Max: limit})
 }

@@ -44,9 +44,10 @@ func (a *AgentQueries) GetAccountAgentSession(ctx context.Context, account, id u
 	return a.q.GetAccountAgentSession(ctx, db.GetAccountAgentSessionParams{AccountID: account, ID: id})
 }
 
-// ListAccountAgentSessions lists the account's sessions, newest first, at most limit.
-func (a *AgentQueries) ListAccountAgentSessions(ctx context.Context, account uuid.UUID, limit int32) ([]AgentSession, error) {
-	return a.q.ListAccountAgentSessions(ctx, db.ListAccountAgentSessionsParams{AccountID: account, Limit: limit})
+// ListAccountAgentSessions lists the account's sessions, newest first, at most limit; with a
+// key (not uuid.Nil), only the sessions that key started.
+func (a *AgentQueries) ListAccountAgentSessions(ctx context.Context, account, key uuid.UUID, limit int32) ([]AgentSession, error) {
+	return a.q.ListAccountAgentSessions(ctx, db.ListAccountAgentSessionsParams{AccountID: account, KeyID: agentID(key), Max: limit})
 }
 
 // LatestSlotSession reads the slot's newest session, live or ended.

@@ -131,9 +131,13 @@ func writeError(w http.ResponseWriter, status int, code, description string) {
 	writeJSON(w, status, oauthError{Error: code, ErrorDescription: description})
 }
 
+// writeJSON answers v as JSON with status: every JSON answer of the OAuth endpoints, the
+// documents and the refusals (writeError), which may repeat what the client sent. nosniff
+// keeps a browser from reading one as anything but JSON, as the web console's answers are.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "no-store")
 	h.Set("Pragma", "no-cache")
 	// Browser-based MCP clients (the MCP Inspector) read these documents and answers from

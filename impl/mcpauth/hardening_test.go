@@ -402,3 +402,50 @@ func TestLimitsPerClientBehindProxies(t *testing.T) {
 		t.Errorf("a peer that is no trusted proxy, with another X-Forwarded-For: %d, want 429 (the header not believed)", got)
 	}
 }
+
+// TestOAuthAnswersAreNotSniffed: every JSON answer of the OAuth endpoints, the refusals above
+// all (which repeat what the client sent: a parameter's name, say), carries
+// X-Content-Type-Options: nosniff with its application/json, so that no browser reads one as
+// another type: the metadata documents, a registration, the 400s of the registration, token
+// and revocation endpoints, and the 429 of an address over its rate. (They had none.)
+func TestOAuthAnswersAreNotSniffed(t *testing.T) {
+	s := startSite(t)
+	check := func(what string, resp *http.Response, status int) {
+		t.Helper()
+		if resp.StatusCode != status {
+			t.Errorf("%s: %d, want %d", what, resp.StatusCode, status)
+		}
+		if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+			t.Errorf("%s: Content-Type %q", what, ct)
+		}
+		if got := resp.Header.Get("X-Content-Type-Options"); got != "nosniff" {
+			t.Errorf("%s: X-Content-Type-Options %q, want nosniff", what, got)
+		}
+	}
+	resp, _ := s.do(t, http.MethodGet, "/.well-known/oauth-authorization-server", "", "", "")
+	check("the authorization server's metadata", resp, http.StatusOK)
+	resp, _ = s.do(t, http.MethodGet, "/.well-known/oauth-protected-resource/api/mcp", "", "", "")
+	check("the protected resource's metadata", resp, http.StatusOK)
+	resp, _ = s.do(t, http.MethodPost, "/oauth/register", "application/json", `{"redirect_uris":["https://app.example/cb"],"client_name":"ok"}`, "")
+	check("a registration", resp, http.StatusCreated)
+	resp, _ = s.do(t, http.MethodPost, "/oauth/register", "application/json", `not json`, "")
+	check("a refused registration", resp, http.StatusBadRequest)
+	resp, _ = s.do(t, http.MethodPost, "/oauth/token", "text/html", `<b>x</b>`, "")
+	check("a token request that is not a form", resp, http.StatusBadRequest)
+	resp, _ = s.do(t, http.MethodPost, "/oauth/token", "application/x-www-form-urlencoded", "grant_type=authorization_code&code=nope&code=<script>", "")
+	check("a token request with a repeated parameter", resp, http.StatusBadRequest)
+	resp, _ = s.do(t, http.MethodPost, "/oauth/token", "application/x-www-form-urlencoded", "grant_type=authorization_code&code=nope&client_id=nobody", "")
+	check("a token request with an unknown code", resp, http.StatusBadRequest)
+	resp, _ = s.do(t, http.MethodPost, "/oauth/revoke", "text/plain", "x", "")
+	check("a revocation that is not a form", resp, http.StatusBadRequest)
+	for i := 0; ; i++ {
+		resp, _ = s.do(t, http.MethodPost, "/oauth/register", "application/json", `not json`, "")
+		if resp.StatusCode == http.StatusTooManyRequests {
+			check("a registration over the address's rate", resp, http.StatusTooManyRequests)
+			break
+		}
+		if i > 100 {
+			t.Fatalf("no 429 after %d registrations", i)
+		}
+	}
+}

@@ -132,6 +132,10 @@ type upload struct {
 	name, format, fileName, replace string
 	file                            *os.File
 	size                            int64
+	// account is the account the form must have been shown in (the visitor's current one), and
+	// accountSeen whether its account_id field was read.
+	account     string
+	accountSeen bool
 }
 
 func (u *upload) close() {
@@ -144,14 +148,22 @@ func (u *upload) close() {
 // errTooLarge is an upload beyond the limit.
 var errTooLarge = errors.New("upload too large")
 
+// errOtherAccount is an upload whose form was shown in another account than the visitor's
+// current one (its account_id field names another, or is sent twice).
+var errOtherAccount = errors.New("upload form of another account")
+
 // readUpload reads the multipart form: the name and format fields (small) and the file
-// (into a temporary file, at most limit bytes).
-func readUpload(r *http.Request, limit int64) (*upload, error) {
+// (into a temporary file, at most limit bytes). The form's account_id field, when it has one,
+// must be account (the visitor's current account, as postedInShownAccount checks the other
+// forms'): the page writes it before the file, so a form shown in another account is refused
+// with errOtherAccount as soon as the field is read, before the file is, and one whose field
+// comes after the file has its temporary file removed; either way nothing is stored.
+func readUpload(r *http.Request, limit int64, account string) (*upload, error) {
 	mr, err := r.MultipartReader()
 	if err != nil {
 		return nil, err
 	}
-	u := &upload{}
+	u := &upload{account: account}
 	for {
 		part, err := mr.NextPart()
 		if err == io.EOF {
@@ -182,6 +194,12 @@ func (u *upload) readPart(part *multipart.Part, limit int64) error {
 		u.format, err = field()
 	case "replace":
 		u.replace, err = field()
+	case "account_id":
+		var shown string
+		if shown, err = field(); err == nil && (u.accountSeen || shown != u.account) {
+			err = errOtherAccount
+		}
+		u.accountSeen = true
 	case "file":
 		if u.file != nil || part.FileName() == "" {
 			_, err = io.Copy(io.Discard, part)
@@ -230,9 +248,13 @@ func (a *App) uploadDataset(w http.ResponseWriter, r *http.Request, v *Visitor) 
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, limit+uploadFormOverhead)
-	u, err := readUpload(r, limit)
+	u, err := readUpload(r, limit, acct.String())
 	var maxErr *http.MaxBytesError
 	switch {
+	case errors.Is(err, errOtherAccount):
+		w.Header().Set("Connection", "close") // the rest of the form is not read
+		a.refuseSwitchedAccount(w, r, v, "no dataset was stored.")
+		return
 	case errors.Is(err, errTooLarge) || errors.As(err, &maxErr):
 		w.Header().Set("Connection", "close")
 		a.renderDatasets(w, r, v, http.StatusRequestEntityTooLarge, tooLarge)

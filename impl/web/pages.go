@@ -211,15 +211,23 @@ func (a *App) fail(w http.ResponseWriter, r *http.Request, v *Visitor, status in
 // form's account_id field, and a form shown in one account and sent after the visitor
 // switched to another (in another tab) is refused with a page, creating nothing in the account
 // the visitor did not see named (as the consent page's decision is). A form without the field
-// (a page shown before it was added) is taken as before. what says what was not done.
+// (a page shown before it was added) is taken as before. what says what was not done. The
+// dataset upload, whose form is read as it streams, checks its field as it reads it
+// (readUpload) and refuses with refuseSwitchedAccount.
 func (a *App) postedInShownAccount(w http.ResponseWriter, r *http.Request, v *Visitor, what string) bool {
 	shown, ok := r.PostForm["account_id"]
 	if !ok || len(shown) == 1 && shown[0] == v.Account.AccountID.String() {
 		return true
 	}
+	a.refuseSwitchedAccount(w, r, v, what)
+	return false
+}
+
+// refuseSwitchedAccount is the 409 page of a form shown in one account and sent after the
+// visitor switched to another (postedInShownAccount); what says what was not done.
+func (a *App) refuseSwitchedAccount(w http.ResponseWriter, r *http.Request, v *Visitor, what string) {
 	a.fail(w, r, v, http.StatusConflict, "You switched accounts after this page was shown: "+what+" "+
 		"The page now names the account you are in; check it and send the form again.")
-	return false
 }
 
 // failInternal logs err and renders 503 (a dependency failed; the error is not shown).

@@ -1,12 +1,17 @@
 package web_test
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"mime/multipart"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -115,5 +120,128 @@ func TestAgentStartBindsTheShownAccount(t *testing.T) {
 		if err := e.Store.Pool().QueryRow(context.Background(), "SELECT count(*) FROM agent_sessions WHERE account_id = $1", id).Scan(&n); err != nil || n != 0 {
 			t.Fatalf("account %s has %d agent sessions (%v), want none", id, n, err)
 		}
+	}
+}
+
+// TestDatasetUploadBindsTheShownAccount: the Datasets page's upload form carries the account it
+// was shown in, before its file; sent after the visitor switched accounts in another tab, it is
+// refused (409) as soon as that field is read, before the file has been sent in full, and
+// stores nothing in either account (before, the file was stored in the account switched to). A
+// form whose field comes after the file (a client that orders the parts otherwise) is refused
+// too, and its temporary file is removed. Sent from a page shown in the current account, the
+// upload is stored there.
+func TestDatasetUploadBindsTheShownAccount(t *testing.T) {
+	e := start(t, nil)
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp) // where the upload's temporary file goes (after start: not the database's)
+	acme := e.account(t, "acme", aliceEmail, "owner")
+	globex := e.account(t, "globex", aliceEmail, "owner")
+	b := e.browser(t)
+	b.signIn(e, aliceEmail, alicePass)
+	b.chooseAccount(acme.ID.String())
+	shownIn := func() string {
+		t.Helper()
+		page := b.get("/datasets")
+		m := regexp.MustCompile(`<form method="post" action="/datasets" enctype="multipart/form-data"[^>]*>\s*<input type="hidden" name="account_id" value="([^"]+)">`).FindStringSubmatch(page.Body)
+		if m == nil {
+			t.Fatalf("the upload form does not begin with the account's id: %.3000s", page.Body)
+		}
+		return m[1]
+	}
+	shown := shownIn()
+	if shown != acme.ID.String() {
+		t.Fatalf("the upload form names %s, want acme %s", shown, acme.ID)
+	}
+	b.chooseAccount(globex.ID.String()) // the other tab
+
+	// The form's parts in the page's order, the file still being sent when the answer comes.
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	mw := multipart.NewWriter(pw)
+	req, err := http.NewRequest(http.MethodPost, b.app+"/datasets", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	req.Header.Set("Origin", b.app)
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	go func() {
+		_ = mw.WriteField("account_id", shown)
+		_ = mw.WriteField("name", "sales")
+		fw, err := mw.CreateFormFile("file", "sales.csv")
+		if err != nil {
+			return
+		}
+		_, _ = fw.Write([]byte(salesCSV))
+		// The rest of the file is never sent: only a refusal that does not wait for it answers.
+	}()
+	type answer struct {
+		status int
+		body   string
+		err    error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		resp, err := b.c.Do(req)
+		if err != nil {
+			done <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		done <- answer{status: resp.StatusCode, body: string(raw)}
+	}()
+	select {
+	case a := <-done:
+		if a.err != nil || a.status != http.StatusConflict || !strings.Contains(a.body, "You switched accounts after this page was shown: no dataset was stored.") {
+			t.Fatalf("the form shown in acme, sent in globex: %d %v %.500s", a.status, a.err, a.body)
+		}
+	case <-time.After(5 * time.Second):
+		// The old code reads the whole file first: finish the form, and see where it went.
+		_ = mw.Close()
+		_ = pw.Close()
+		a := <-done
+		t.Fatalf("no refusal before the file was sent in full; once it was: %d %v %.300s", a.status, a.err, a.body)
+	}
+
+	// The field after the file: refused all the same, and the temporary file is gone.
+	var body bytes.Buffer
+	mw2 := multipart.NewWriter(&body)
+	fw, _ := mw2.CreateFormFile("file", "sales.csv")
+	_, _ = fw.Write([]byte(salesCSV))
+	_ = mw2.WriteField("account_id", shown)
+	_ = mw2.Close()
+	req2, _ := http.NewRequest(http.MethodPost, b.app+"/datasets", &body)
+	req2.Header.Set("Content-Type", mw2.FormDataContentType())
+	req2.Header.Set("Origin", b.app)
+	req2.Header.Set("Sec-Fetch-Site", "same-origin")
+	resp, err := b.c.Do(req2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusConflict || !strings.Contains(string(raw), "no dataset was stored") {
+		t.Fatalf("the field after the file, shown in acme, sent in globex: %d %.500s", resp.StatusCode, raw)
+	}
+	if left, _ := filepath.Glob(filepath.Join(tmp, "tollgate-upload-*")); len(left) != 0 {
+		t.Errorf("temporary upload files left: %v", left)
+	}
+
+	for _, id := range []uuid.UUID{acme.ID, globex.ID} {
+		b.chooseAccount(id.String())
+		if p := b.get("/datasets"); !strings.Contains(p.Body, "No datasets yet") {
+			t.Fatalf("account %s stores a dataset after the refused uploads: %.2000s", id, p.Body)
+		}
+	}
+
+	// Shown in globex, sent in globex: stored there.
+	if now := shownIn(); now != globex.ID.String() {
+		t.Fatalf("the upload form names %s now, want globex", now)
+	} else if p := b.upload(map[string]string{"account_id": now, "name": "sales"}, "sales.csv", []byte(salesCSV)); p.Status != http.StatusSeeOther {
+		t.Fatalf("the form shown in globex, sent in globex: %d %.500s", p.Status, p.Body)
+	}
+	if p := b.get("/datasets"); !strings.Contains(p.Body, `<th scope="row">sales</th>`) {
+		t.Fatalf("globex does not store sales: %.2000s", p.Body)
 	}
 }

@@ -2780,6 +2780,13 @@ type ClientInterface interface {
 	// `permission_error`, and so is, for a key with limits, a slot whose session another key
 	// started.
 	//
+	// A stream of a session that has not ended is one of the account's live tails while it
+	// lives, with the console's live views of its sessions and `tail_agent_session` calls
+	// that wait: an account holds at most `agents.max_live_tails` (20 by default) at once in
+	// each gateway process, and a stream beyond them is refused before it starts with 429,
+	// `Retry-After` and a `rate_limit_error` naming the bound. A tail is given back when its
+	// stream ends, the client leaving included.
+	//
 	// The stream begins with `retry: 2000`. When it cannot go on (the database unreachable,
 	// the gateway shutting down) it ends with an `error` event without `id:` (so the client's
 	// `Last-Event-ID` stays the last session event), whose data is an error object
@@ -3117,6 +3124,13 @@ func (c *Client) StopAgent(ctx context.Context, slot SlotName, params *StopAgent
 // that never ran a session is a 409; a slot that is not the caller's a 403
 // `permission_error`, and so is, for a key with limits, a slot whose session another key
 // started.
+//
+// A stream of a session that has not ended is one of the account's live tails while it
+// lives, with the console's live views of its sessions and `tail_agent_session` calls
+// that wait: an account holds at most `agents.max_live_tails` (20 by default) at once in
+// each gateway process, and a stream beyond them is refused before it starts with 429,
+// `Retry-After` and a `rate_limit_error` naming the bound. A tail is given back when its
+// stream ends, the client leaving included.
 //
 // The stream begins with `retry: 2000`. When it cannot go on (the database unreachable,
 // the gateway shutting down) it ends with an `error` event without `id:` (so the client's
@@ -4171,6 +4185,13 @@ type ClientWithResponsesInterface interface {
 	// that never ran a session is a 409; a slot that is not the caller's a 403
 	// `permission_error`, and so is, for a key with limits, a slot whose session another key
 	// started.
+	//
+	// A stream of a session that has not ended is one of the account's live tails while it
+	// lives, with the console's live views of its sessions and `tail_agent_session` calls
+	// that wait: an account holds at most `agents.max_live_tails` (20 by default) at once in
+	// each gateway process, and a stream beyond them is refused before it starts with 429,
+	// `Retry-After` and a `rate_limit_error` naming the bound. A tail is given back when its
+	// stream ends, the client leaving included.
 	//
 	// The stream begins with `retry: 2000`. When it cannot go on (the database unreachable,
 	// the gateway shutting down) it ends with an `error` event without `id:` (so the client's
@@ -6016,6 +6037,13 @@ func (c *ClientWithResponses) StopAgentWithResponse(ctx context.Context, slot Sl
 // that never ran a session is a 409; a slot that is not the caller's a 403
 // `permission_error`, and so is, for a key with limits, a slot whose session another key
 // started.
+//
+// A stream of a session that has not ended is one of the account's live tails while it
+// lives, with the console's live views of its sessions and `tail_agent_session` calls
+// that wait: an account holds at most `agents.max_live_tails` (20 by default) at once in
+// each gateway process, and a stream beyond them is refused before it starts with 429,
+// `Retry-After` and a `rate_limit_error` naming the bound. A tail is given back when its
+// stream ends, the client leaving included.
 //
 // The stream begins with `retry: 2000`. When it cannot go on (the database unreachable,
 // the gateway shutting down) it ends with an `error` event without `id:` (so the client's

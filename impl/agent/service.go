@@ -63,6 +63,8 @@ type Service struct {
 	riverLog *slog.Logger
 	river    *river.Client[pgx.Tx]
 	waiters  waiters
+	// tails counts the live tails of each account (Follow).
+	tails liveTails
 	// working counts the jobs this process is running (Working).
 	working atomic.Int64
 }

@@ -663,7 +663,8 @@ func (s *Service) Sessions(ctx context.Context, p auth.Principal) ([]SessionView
 
 // Tail answers tail_agent_session. With cursor 0 it returns the session's newest maxLines
 // events; with a cursor (the seq of the last event seen) the events after it. When there are
-// none it waits up to maxWait for new ones. maxLines is clamped to 1..500 (0: 100), maxWait
+// none it waits up to maxWait for new ones, as one of the account's live tails (Follow: a
+// 429 when it holds agents.max_live_tails). maxLines is clamped to 1..500 (0: 100), maxWait
 // to 0..30 s. The answer's Cursor continues after its last event.
 func (s *Service) Tail(ctx context.Context, p auth.Principal, sessionID string, cursor int64, maxLines int, maxWait time.Duration) (Tail, error) {
 	if maxLines <= 0 {
@@ -695,6 +696,12 @@ func (s *Service) Tail(ctx context.Context, p auth.Principal, sessionID string, 
 		return Tail{}, err
 	}
 	if len(evs) == 0 && maxWait > 0 {
+		// Waiting, the call follows the session: one of the account's live tails.
+		release, err := s.Follow(p)
+		if err != nil {
+			return Tail{}, err
+		}
+		defer release()
 		wctx, cancel := context.WithTimeout(ctx, maxWait)
 		select {
 		case <-s.Wait(wctx, row.ID.String(), max(cursor, 0)):

@@ -23,6 +23,7 @@ const (
 	DefaultAgentMaxSpendMicros = 2_000_000
 	DefaultAgentMaxDuration    = time.Hour
 	DefaultAgentStopGrace      = 10 * time.Second
+	DefaultAgentMaxLiveTails   = 20
 )
 
 // Agents configures hosted agents (impl/agent): the resource profiles that bound a session, the
@@ -59,6 +60,11 @@ type Agents struct {
 	// StopGrace is how long a stopping process lets its running jobs finish before it cancels
 	// them (default 10 s); a cancelled step runs again, on any process.
 	StopGrace time.Duration `yaml:"stop_grace"`
+	// MaxLiveTails bounds the live tails of an account's sessions that one gateway process
+	// serves at once (default 20): the events streams, the console's live views and the
+	// tail_agent_session calls that wait, together. Each holds a connection for as long as it
+	// follows; one more is refused with 429 until one ends (impl/agent Service.Follow).
+	MaxLiveTails int `yaml:"max_live_tails"`
 }
 
 // AgentProfile bounds a session: model calls, spend and wall-clock time.
@@ -107,6 +113,7 @@ func (a *Agents) ApplyDefaults() {
 	orDefault(&a.StepAttempts, DefaultAgentStepAttempts)
 	orDefault(&a.Workers, DefaultAgentWorkers)
 	orDefault(&a.StopGrace, DefaultAgentStopGrace)
+	orDefault(&a.MaxLiveTails, DefaultAgentMaxLiveTails)
 }
 
 // Model is a session's model when the spawn names none: DefaultModel, else service-flint when
@@ -155,8 +162,8 @@ func (a Agents) Validate(c *Config) error {
 	if a.RescueAfter <= a.JobTimeout {
 		bad("rescue_after (%s) must be longer than job_timeout (%s)", a.RescueAfter, a.JobTimeout)
 	}
-	if a.ApprovalTTL <= 0 || a.ApprovalSweep <= 0 || a.StepAttempts < 1 || a.Workers < 1 {
-		bad("approval_ttl, approval_sweep, step_attempts and workers must be positive")
+	if a.ApprovalTTL <= 0 || a.ApprovalSweep <= 0 || a.StepAttempts < 1 || a.Workers < 1 || a.MaxLiveTails < 1 {
+		bad("approval_ttl, approval_sweep, step_attempts, workers and max_live_tails must be positive")
 	}
 	return errors.Join(errs...)
 }

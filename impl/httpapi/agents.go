@@ -275,7 +275,9 @@ type agentEvent struct {
 // unreachable; the gateway is ending its streams), it ends with an `error` event without an
 // id, whose data is the error in the chat-completions envelope, and the `retry:` field again,
 // so that the client reconnects with Last-Event-ID and loses nothing. A key that is no longer
-// valid ends the stream without a word (its reconnection gets the 401). Every write waits for
+// valid ends the stream without a word (its reconnection gets the 401). A stream of a session
+// that has not ended holds one of the account's live tails while it lives (agent
+// Service.Follow), and is refused with 429 beyond them. Every write waits for
 // the client at most stalledClientBeats heartbeat intervals, as an inference stream's: a client
 // that takes no byte for that long is let go, its goroutine and connection with it.
 func (s *Server) streamAgentEvents(w http.ResponseWriter, r *http.Request, slot string, params api.StreamAgentEventsParams) error {
@@ -301,6 +303,16 @@ func (s *Server) streamAgentEvents(w http.ResponseWriter, r *http.Request, slot 
 	evs, err := s.agents.Events(ctx, p, sess.ID, cursor, agentEventsPage)
 	if err != nil {
 		return agentError(slot, err)
+	}
+	// A stream that will follow the session is one of the account's live tails, given back
+	// when the stream ends, however it ends: beyond agents.max_live_tails, a 429 with
+	// Retry-After in the envelope.
+	if !ended {
+		release, err := s.agents.Follow(p)
+		if err != nil {
+			return err
+		}
+		defer release()
 	}
 	sw := sse.NewWriter(w)
 	armWrite := func() { sw.WaitAtMost(stalledClientBeats * s.heartbeat) }

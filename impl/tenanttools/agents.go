@@ -126,7 +126,7 @@ func (a agents) RequestPrompt(ctx context.Context, p auth.Principal, sessionID, 
 
 // callerMessage is the message of a refusal the agent service wrote for the caller (an unknown
 // model or profile, a missing argument, a key with limits prompting a session another key
-// started), and true; false for anything else.
+// started, a tail beyond the account's live tails), and true; false for anything else.
 func callerMessage(err error) (string, bool) {
 	e, ok := errors.AsType[*apierror.Error](err)
 	if !ok {
@@ -134,7 +134,7 @@ func callerMessage(err error) (string, bool) {
 	}
 	switch e.Kind {
 	case apierror.KindInvalidRequest, apierror.KindModelNotFound, apierror.KindConflict, apierror.KindInsufficientCredit,
-		apierror.KindForbidden:
+		apierror.KindForbidden, apierror.KindRateLimited:
 		return e.Message, true
 	}
 	return "", false

@@ -409,7 +409,8 @@ func (a *App) agentSessionPage(w http.ResponseWriter, r *http.Request, v *Visito
 // or at once when it had ended before the cursor). Woken by agent.Service.Wait (LISTEN/NOTIFY
 // on any replica); each wake-up and heartbeat reads the events after the last one sent, so
 // nothing is skipped or sent twice, once it has checked that the visitor is still signed in
-// and a member of the account.
+// and a member of the account. A tail of a session that has not ended holds one of the
+// account's live tails (agent Service.Follow) while it lives; beyond them it is a 429.
 func (a *App) agentTail(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	if a.agents == nil {
 		a.noSession(w, r, v)
@@ -442,6 +443,23 @@ func (a *App) agentTail(w http.ResponseWriter, r *http.Request, v *Visitor) {
 			return
 		}
 		ended = err != nil || agent.Ended(s.State)
+	}
+	// A tail that will follow the session is one of the account's live tails (the API's
+	// events streams count with it), given back when the tail ends, however it ends; beyond
+	// agents.max_live_tails it is refused with 429 and Retry-After (the page's script then says
+	// that live updates stopped).
+	if !ended {
+		release, err := a.agents.Follow(p)
+		if err != nil {
+			if e := apierror.As(err); e.Kind == apierror.KindRateLimited {
+				w.Header().Set("Retry-After", strconv.Itoa(apierror.Seconds(e.RetryAfter)))
+				a.fail(w, r, v, http.StatusTooManyRequests, e.Message)
+			} else {
+				a.failAgent(w, r, v, "agent tail", err)
+			}
+			return
+		}
+		defer release()
 	}
 
 	out := sse.NewWriter(w)

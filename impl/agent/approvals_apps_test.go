@@ -136,7 +136,7 @@ func TestApprovalOfAnAppThatLostItsAccess(t *testing.T) {
 	}
 	n.stop()
 	approveAsOperator(t, w, ap.ID)
-	if err := (&members.Service{Store: w.store}).Remove(ctx, tn.p.AccountID, "bob@example.com"); err != nil {
+	if _, err := (&members.Service{Store: w.store}).Remove(ctx, tn.p.AccountID, "bob@example.com", false); err != nil {
 		t.Fatal(err)
 	}
 	got := waitActionFailed(t, w.start().gw.Agents, tn.p, ap.ID)

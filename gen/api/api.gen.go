@@ -2942,7 +2942,9 @@ type ClientInterface interface {
 	// continues one of the connection's own recent responses (the last four) with only the new
 	// input, whatever the upstream's format (an unknown id: the error code
 	// `previous_response_not_found`, and the client resends the whole input).
-	// `"generate": false` warms the connection without an answer and is not billed. One
+	// `"generate": false` warms the connection without an answer and is not billed; its
+	// input may be empty (Codex's first warm-up of a session sends none), a generating
+	// request's input may not (after `previous_response_id` is expanded). One
 	// response runs at a time (the next one is queued). The socket closes after 5 minutes
 	// idle (1000) and at shutdown (1001). See docs/inference.md. A `GET` without the upgrade
 	// is a `405`.
@@ -2970,7 +2972,9 @@ type ClientInterface interface {
 	// continues one of the connection's own recent responses (the last four) with only the new
 	// input, whatever the upstream's format (an unknown id: the error code
 	// `previous_response_not_found`, and the client resends the whole input).
-	// `"generate": false` warms the connection without an answer and is not billed. One
+	// `"generate": false` warms the connection without an answer and is not billed; its
+	// input may be empty (Codex's first warm-up of a session sends none), a generating
+	// request's input may not (after `previous_response_id` is expanded). One
 	// response runs at a time (the next one is queued). The socket closes after 5 minutes
 	// idle (1000) and at shutdown (1001). See docs/inference.md. A `GET` without the upgrade
 	// is a `405`.
@@ -3407,7 +3411,9 @@ func (c *Client) RetrieveModel(ctx context.Context, model string, reqEditors ...
 // continues one of the connection's own recent responses (the last four) with only the new
 // input, whatever the upstream's format (an unknown id: the error code
 // `previous_response_not_found`, and the client resends the whole input).
-// `"generate": false` warms the connection without an answer and is not billed. One
+// `"generate": false` warms the connection without an answer and is not billed; its
+// input may be empty (Codex's first warm-up of a session sends none), a generating
+// request's input may not (after `previous_response_id` is expanded). One
 // response runs at a time (the next one is queued). The socket closes after 5 minutes
 // idle (1000) and at shutdown (1001). See docs/inference.md. A `GET` without the upgrade
 // is a `405`.
@@ -3445,7 +3451,9 @@ func (c *Client) CreateResponseWithBody(ctx context.Context, contentType string,
 // continues one of the connection's own recent responses (the last four) with only the new
 // input, whatever the upstream's format (an unknown id: the error code
 // `previous_response_not_found`, and the client resends the whole input).
-// `"generate": false` warms the connection without an answer and is not billed. One
+// `"generate": false` warms the connection without an answer and is not billed; its
+// input may be empty (Codex's first warm-up of a session sends none), a generating
+// request's input may not (after `previous_response_id` is expanded). One
 // response runs at a time (the next one is queued). The socket closes after 5 minutes
 // idle (1000) and at shutdown (1001). See docs/inference.md. A `GET` without the upgrade
 // is a `405`.
@@ -4356,7 +4364,9 @@ type ClientWithResponsesInterface interface {
 	// continues one of the connection's own recent responses (the last four) with only the new
 	// input, whatever the upstream's format (an unknown id: the error code
 	// `previous_response_not_found`, and the client resends the whole input).
-	// `"generate": false` warms the connection without an answer and is not billed. One
+	// `"generate": false` warms the connection without an answer and is not billed; its
+	// input may be empty (Codex's first warm-up of a session sends none), a generating
+	// request's input may not (after `previous_response_id` is expanded). One
 	// response runs at a time (the next one is queued). The socket closes after 5 minutes
 	// idle (1000) and at shutdown (1001). See docs/inference.md. A `GET` without the upgrade
 	// is a `405`.
@@ -4384,7 +4394,9 @@ type ClientWithResponsesInterface interface {
 	// continues one of the connection's own recent responses (the last four) with only the new
 	// input, whatever the upstream's format (an unknown id: the error code
 	// `previous_response_not_found`, and the client resends the whole input).
-	// `"generate": false` warms the connection without an answer and is not billed. One
+	// `"generate": false` warms the connection without an answer and is not billed; its
+	// input may be empty (Codex's first warm-up of a session sends none), a generating
+	// request's input may not (after `previous_response_id` is expanded). One
 	// response runs at a time (the next one is queued). The socket closes after 5 minutes
 	// idle (1000) and at shutdown (1001). See docs/inference.md. A `GET` without the upgrade
 	// is a `405`.
@@ -6280,7 +6292,9 @@ func (c *ClientWithResponses) RetrieveModelWithResponse(ctx context.Context, mod
 // continues one of the connection's own recent responses (the last four) with only the new
 // input, whatever the upstream's format (an unknown id: the error code
 // `previous_response_not_found`, and the client resends the whole input).
-// `"generate": false` warms the connection without an answer and is not billed. One
+// `"generate": false` warms the connection without an answer and is not billed; its
+// input may be empty (Codex's first warm-up of a session sends none), a generating
+// request's input may not (after `previous_response_id` is expanded). One
 // response runs at a time (the next one is queued). The socket closes after 5 minutes
 // idle (1000) and at shutdown (1001). See docs/inference.md. A `GET` without the upgrade
 // is a `405`.
@@ -6314,7 +6328,9 @@ func (c *ClientWithResponses) CreateResponseWithBodyWithResponse(ctx context.Con
 // continues one of the connection's own recent responses (the last four) with only the new
 // input, whatever the upstream's format (an unknown id: the error code
 // `previous_response_not_found`, and the client resends the whole input).
-// `"generate": false` warms the connection without an answer and is not billed. One
+// `"generate": false` warms the connection without an answer and is not billed; its
+// input may be empty (Codex's first warm-up of a session sends none), a generating
+// request's input may not (after `previous_response_id` is expanded). One
 // response runs at a time (the next one is queued). The socket closes after 5 minutes
 // idle (1000) and at shutdown (1001). See docs/inference.md. A `GET` without the upgrade
 // is a `405`.

@@ -318,7 +318,7 @@ func (sock *responsesSocket) serve(ctx context.Context, data []byte) bool {
 	body, input, warmup, err := sock.request(data)
 	var view jsonview.View
 	if err == nil {
-		err = s.validate.checkResponsesBody(body, &view)
+		err = s.validate.checkResponsesBody(body, &view, !warmup)
 	}
 	if err != nil {
 		return sock.sendError(ctx, requestID, err)
@@ -411,7 +411,10 @@ func inputItems(raw json.RawMessage) ([]json.RawMessage, error) {
 	}
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
-		return nil, apierror.Invalid("input", "input must be a string or an array of input items")
+		if err := checkResponsesInput(raw); err != nil {
+			return nil, err
+		}
+		return nil, apierror.Invalid("input", "invalid 'input': expected a string or an array of input items")
 	}
 	return items, nil
 }
@@ -601,14 +604,20 @@ func serverDraining(r *http.Request) <-chan struct{} {
 }
 
 // checkResponsesBody validates a body of POST /v1/responses as the route's validator does,
-// reading its view in the same pass.
-func (v *validator) checkResponsesBody(body []byte, view *jsonview.View) error {
+// reading its view in the same pass. The input of a generating request is checked as the
+// route's (checkResponsesInput); a warm-up's ("generate": false) may be empty: Codex's first
+// warm-up of a session sends no input, only the instructions and tools the next request
+// continues from.
+func (v *validator) checkResponsesBody(body []byte, view *jsonview.View, generating bool) error {
 	op, ok := v.operations["POST "+responsesPath]
 	if !ok {
 		return nil
 	}
 	if err := op.ValidateBodyView("application/json", body, view); err != nil {
 		return describe(err)
+	}
+	if input, ok := view.Value("input"); ok && generating {
+		return checkResponsesInput(input)
 	}
 	return nil
 }

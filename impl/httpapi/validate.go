@@ -14,6 +14,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 
 	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/jsonview"
 	"github.com/tollgate/tollgate/impl/readbody"
 	"github.com/tollgate/tollgate/impl/reqschema"
 )
@@ -130,7 +131,62 @@ func (v *validator) validate(r *http.Request) (*bodyLease, error) {
 	if err := op.ValidateBodyView(r.Header.Get("Content-Type"), body, &checked.view); err != nil {
 		return lease, describe(err)
 	}
+	if r.Pattern == "POST "+responsesPath {
+		if input, ok := checked.view.Value("input"); ok {
+			if err := checkResponsesInput(input); err != nil {
+				return lease, err
+			}
+		}
+	}
 	return lease, nil
+}
+
+// checkResponsesInput refuses the input of a Responses request (its value's bytes, which the
+// validator's pass found valid JSON) unless it is a string or an array of at least one input
+// item, with a 400 naming 'input'. The request schema cannot say so: the input is a string or
+// an array, which OpenAPI 3.0 says with oneOf, outside what reqschema validates, so the schema
+// names no type, and without this an empty array or a number went upstream (an empty input is
+// answered, and billed, by a Responses upstream). It reads the first bytes of the value only
+// and allocates nothing for an input it accepts: it runs on every Responses request.
+func checkResponsesInput(input []byte) error {
+	i := jsonview.SkipSpace(input, 0)
+	if i >= len(input) {
+		return nil // no value: the schema's to refuse
+	}
+	switch input[i] {
+	case '"':
+		return nil
+	case '[':
+		if j := jsonview.SkipSpace(input, i+1); j < len(input) && input[j] != ']' {
+			return nil
+		}
+		return apierror.Invalid("input", "invalid 'input': the array is empty: send at least one input item, or a string")
+	case 'n':
+		return nil // null: the schema's to refuse (it is not nullable)
+	}
+	return apierror.Invalid("input", "invalid 'input': expected a string or an array of input items, got %s", jsonKind(input))
+}
+
+// jsonKind names the kind of the JSON value v (valid JSON) for a refusal: "a string", "an
+// array", "an object", "a boolean", "null" or "a number".
+func jsonKind(v []byte) string {
+	i := jsonview.SkipSpace(v, 0)
+	if i >= len(v) {
+		return "nothing"
+	}
+	switch v[i] {
+	case '"':
+		return "a string"
+	case '[':
+		return "an array"
+	case '{':
+		return "an object"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
 }
 
 // clientStillThere marks an error answered although the request's context has ended: the read

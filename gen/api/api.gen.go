@@ -2944,7 +2944,9 @@ type ClientInterface interface {
 	// `previous_response_not_found`, and the client resends the whole input).
 	// `"generate": false` warms the connection without an answer and is not billed; its
 	// input may be empty (Codex's first warm-up of a session sends none), a generating
-	// request's input may not (after `previous_response_id` is expanded). One
+	// request's input may not (after `previous_response_id` is expanded); a `generate` that
+	// is not a boolean (`"no"`, `0`) is refused with the error event, status 400 naming it
+	// (`null` is as if absent). One
 	// response runs at a time (the next one is queued). The socket closes after 5 minutes
 	// idle (1000) and at shutdown (1001). See docs/inference.md. A `GET` without the upgrade
 	// is a `405`.
@@ -2974,7 +2976,9 @@ type ClientInterface interface {
 	// `previous_response_not_found`, and the client resends the whole input).
 	// `"generate": false` warms the connection without an answer and is not billed; its
 	// input may be empty (Codex's first warm-up of a session sends none), a generating
-	// request's input may not (after `previous_response_id` is expanded). One
+	// request's input may not (after `previous_response_id` is expanded); a `generate` that
+	// is not a boolean (`"no"`, `0`) is refused with the error event, status 400 naming it
+	// (`null` is as if absent). One
 	// response runs at a time (the next one is queued). The socket closes after 5 minutes
 	// idle (1000) and at shutdown (1001). See docs/inference.md. A `GET` without the upgrade
 	// is a `405`.
@@ -3413,7 +3417,9 @@ func (c *Client) RetrieveModel(ctx context.Context, model string, reqEditors ...
 // `previous_response_not_found`, and the client resends the whole input).
 // `"generate": false` warms the connection without an answer and is not billed; its
 // input may be empty (Codex's first warm-up of a session sends none), a generating
-// request's input may not (after `previous_response_id` is expanded). One
+// request's input may not (after `previous_response_id` is expanded); a `generate` that
+// is not a boolean (`"no"`, `0`) is refused with the error event, status 400 naming it
+// (`null` is as if absent). One
 // response runs at a time (the next one is queued). The socket closes after 5 minutes
 // idle (1000) and at shutdown (1001). See docs/inference.md. A `GET` without the upgrade
 // is a `405`.
@@ -3453,7 +3459,9 @@ func (c *Client) CreateResponseWithBody(ctx context.Context, contentType string,
 // `previous_response_not_found`, and the client resends the whole input).
 // `"generate": false` warms the connection without an answer and is not billed; its
 // input may be empty (Codex's first warm-up of a session sends none), a generating
-// request's input may not (after `previous_response_id` is expanded). One
+// request's input may not (after `previous_response_id` is expanded); a `generate` that
+// is not a boolean (`"no"`, `0`) is refused with the error event, status 400 naming it
+// (`null` is as if absent). One
 // response runs at a time (the next one is queued). The socket closes after 5 minutes
 // idle (1000) and at shutdown (1001). See docs/inference.md. A `GET` without the upgrade
 // is a `405`.
@@ -4366,7 +4374,9 @@ type ClientWithResponsesInterface interface {
 	// `previous_response_not_found`, and the client resends the whole input).
 	// `"generate": false` warms the connection without an answer and is not billed; its
 	// input may be empty (Codex's first warm-up of a session sends none), a generating
-	// request's input may not (after `previous_response_id` is expanded). One
+	// request's input may not (after `previous_response_id` is expanded); a `generate` that
+	// is not a boolean (`"no"`, `0`) is refused with the error event, status 400 naming it
+	// (`null` is as if absent). One
 	// response runs at a time (the next one is queued). The socket closes after 5 minutes
 	// idle (1000) and at shutdown (1001). See docs/inference.md. A `GET` without the upgrade
 	// is a `405`.
@@ -4396,7 +4406,9 @@ type ClientWithResponsesInterface interface {
 	// `previous_response_not_found`, and the client resends the whole input).
 	// `"generate": false` warms the connection without an answer and is not billed; its
 	// input may be empty (Codex's first warm-up of a session sends none), a generating
-	// request's input may not (after `previous_response_id` is expanded). One
+	// request's input may not (after `previous_response_id` is expanded); a `generate` that
+	// is not a boolean (`"no"`, `0`) is refused with the error event, status 400 naming it
+	// (`null` is as if absent). One
 	// response runs at a time (the next one is queued). The socket closes after 5 minutes
 	// idle (1000) and at shutdown (1001). See docs/inference.md. A `GET` without the upgrade
 	// is a `405`.
@@ -6294,7 +6306,9 @@ func (c *ClientWithResponses) RetrieveModelWithResponse(ctx context.Context, mod
 // `previous_response_not_found`, and the client resends the whole input).
 // `"generate": false` warms the connection without an answer and is not billed; its
 // input may be empty (Codex's first warm-up of a session sends none), a generating
-// request's input may not (after `previous_response_id` is expanded). One
+// request's input may not (after `previous_response_id` is expanded); a `generate` that
+// is not a boolean (`"no"`, `0`) is refused with the error event, status 400 naming it
+// (`null` is as if absent). One
 // response runs at a time (the next one is queued). The socket closes after 5 minutes
 // idle (1000) and at shutdown (1001). See docs/inference.md. A `GET` without the upgrade
 // is a `405`.
@@ -6330,7 +6344,9 @@ func (c *ClientWithResponses) CreateResponseWithBodyWithResponse(ctx context.Con
 // `previous_response_not_found`, and the client resends the whole input).
 // `"generate": false` warms the connection without an answer and is not billed; its
 // input may be empty (Codex's first warm-up of a session sends none), a generating
-// request's input may not (after `previous_response_id` is expanded). One
+// request's input may not (after `previous_response_id` is expanded); a `generate` that
+// is not a boolean (`"no"`, `0`) is refused with the error event, status 400 naming it
+// (`null` is as if absent). One
 // response runs at a time (the next one is queued). The socket closes after 5 minutes
 // idle (1000) and at shutdown (1001). See docs/inference.md. A `GET` without the upgrade
 // is a `405`.

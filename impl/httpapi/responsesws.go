@@ -361,8 +361,18 @@ func (sock *responsesSocket) request(data []byte) (body json.RawMessage, input [
 	}
 	delete(fields, "type")
 	// "generate": false (Codex's prewarm) asks for no answer: the input is kept for the next
-	// request, which continues from it with previous_response_id.
-	warmup = string(fields["generate"]) == "false"
+	// request, which continues from it with previous_response_id. Only a boolean says which
+	// (null as absent): "no", 0 or "false" would otherwise have been read as true, an answer
+	// generated and billed for a client that asked for none.
+	if raw, ok := fields["generate"]; ok {
+		switch string(raw) {
+		case "false":
+			warmup = true
+		case "true", "null":
+		default:
+			return nil, nil, false, apierror.Invalid("generate", "invalid 'generate': expected a boolean (false warms the connection without an answer), got %s", jsonKind(raw))
+		}
+	}
 	delete(fields, "generate")
 	body, input, err = sock.expand(fields)
 	return body, input, warmup, err

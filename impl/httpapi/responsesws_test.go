@@ -449,6 +449,52 @@ func TestResponsesWebSocketWarmup(t *testing.T) {
 	waitSettled(t, g, tenant.Account, 1)
 }
 
+// TestResponsesWebSocketGenerateIsABoolean: "generate" is a boolean. One of another kind ("no",
+// "false", 0) is refused with the socket's error event (status 400, param generate), nothing
+// goes upstream and the socket serves on; true and null (as absent) generate, false warms up.
+// On the old code anything but the literal false was taken as true: an answer was generated,
+// and billed, for a client that may have asked for none.
+func TestResponsesWebSocketGenerateIsABoolean(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{})
+	tenant := g.NewTenant(t, "ws-generate", 0, 100_000_000)
+	conn, _, err := dialResponses(t, g, tenant.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, generate := range []any{"no", "false", 0, map[string]any{}} {
+		before := g.Sim.TotalRequests()
+		sendCreate(t, conn, map[string]any{"model": "service-flint", "generate": generate, "input": "hi"})
+		evs := readResponse(t, conn)
+		var ev struct {
+			Error struct {
+				Param string `json:"param"`
+			} `json:"error"`
+		}
+		last := evs[len(evs)-1]
+		_ = json.Unmarshal(last.raw, &ev)
+		if len(evs) != 1 || last.Type != "error" || last.Status != http.StatusBadRequest || ev.Error.Param != "generate" ||
+			!strings.Contains(last.Error.Message, "expected a boolean") {
+			t.Errorf("generate %#v: events %v: %s; want one error event, status 400, param generate", generate, typesOf(evs), last.raw)
+		}
+		if n := g.Sim.TotalRequests() - before; n != 0 {
+			t.Errorf("generate %#v: %d requests went upstream", generate, n)
+		}
+	}
+	for _, c := range []struct {
+		generate any
+		upstream int
+	}{{true, 1}, {nil, 1}, {false, 0}} {
+		before := g.Sim.TotalRequests()
+		sendCreate(t, conn, map[string]any{"model": "service-flint", "generate": c.generate, "input": "hi", "max_output_tokens": 16})
+		if evs := readResponse(t, conn); evs[len(evs)-1].Type != "response.completed" {
+			t.Errorf("generate %v: %v: %s", c.generate, typesOf(evs), evs[len(evs)-1].raw)
+		}
+		if n := g.Sim.TotalRequests() - before; n != c.upstream {
+			t.Errorf("generate %v: %d requests went upstream, want %d", c.generate, n, c.upstream)
+		}
+	}
+}
+
 // TestResponsesWebSocketQueuedMessageGivesBackItsBudget: a large response.create waiting
 // behind a running response holds its share of the body budget; when the socket ends before it
 // is served (the client leaves; a third message closes the socket with 1008), the share is

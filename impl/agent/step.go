@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -35,6 +36,18 @@ const MaxToolResult = 4 << 10
 const openTicketSchema = `{"type":"object","additionalProperties":false,"required":["title","body"],"properties":{` +
 	`"title":{"type":"string","minLength":1,"maxLength":200,"description":"A one-line summary of what a person must look at."},` +
 	`"body":{"type":"string","maxLength":8000,"description":"The details: what was found, and what is asked."}}}`
+
+// openTicketArgs is openTicketSchema compiled, to check an open_ticket call's arguments as
+// every other tool's are checked against theirs (the schema is a constant: compiled once, and a
+// schema that does not compile is a programming error, which TestOpenTicketArgumentsAreChecked
+// would meet first).
+var openTicketArgs = sync.OnceValue(func() *tool.Schema {
+	schema, err := tool.CompileSchema(tool.Tool{Name: ToolOpenTicket, InputSchema: json.RawMessage(openTicketSchema)})
+	if err != nil {
+		panic("agent: open_ticket's input schema: " + err.Error())
+	}
+	return schema
+})
 
 // RequestID is the request id of a session's model call in a turn: deterministic, so a step run
 // again after a crash is billed once.
@@ -470,6 +483,18 @@ func (s *Service) runTool(ctx context.Context, p auth.Principal, row store.Agent
 		fail("the arguments of tool '%s' are not a JSON object", c.Name)
 		return
 	}
+	// The handler runs only with arguments its schema accepts (tool.Handler's contract), and
+	// the model is told what is wrong as an MCP client is; open_ticket's are checked against
+	// the schema the model was given, as every other tool's are.
+	called := s.tools[c.Name]
+	schema := called.schema
+	if c.Name == ToolOpenTicket {
+		schema = openTicketArgs()
+	}
+	if err := schema.Check(args); err != nil {
+		fail("invalid arguments for tool '%s': %v", c.Name, err)
+		return
+	}
 	if c.Name == ToolOpenTicket {
 		var t struct {
 			Title string `json:"title"`
@@ -485,13 +510,6 @@ func (s *Service) runTool(ctx context.Context, p auth.Principal, row store.Agent
 		c.ticket = &store.NewAgentTicket{ID: id, AccountID: row.AccountID, SessionID: pgUUID(row.ID),
 			Title: truncate(store.CleanText(t.Title), 200), Body: truncate(store.CleanText(t.Body), 8000), OpenedBy: "agent:" + row.ID.String()}
 		c.Result = fmt.Sprintf("ticket %s opened", id)
-		return
-	}
-	// The handler runs only with arguments its schema accepts (tool.Handler's contract), and
-	// the model is told what is wrong as an MCP client is.
-	called := s.tools[c.Name]
-	if err := called.schema.Check(args); err != nil {
-		fail("invalid arguments for tool '%s': %v", c.Name, err)
 		return
 	}
 	res, err := called.Handler(ctx, p, args)

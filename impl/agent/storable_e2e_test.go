@@ -99,7 +99,7 @@ func TestStepRefusedByTheDatabaseFailsAtOnce(t *testing.T) {
 	acme := w.tenant(n, "acme", 5_000_000)
 	ctx := context.Background()
 	before := w.sim.TotalRequests()
-	res, err := svc.Spawn(ctx, acme.p, "main", "File it. "+script(`call open_ticket {"title":"refused"}`), "")
+	res, err := svc.Spawn(ctx, acme.p, "main", "File it. "+script(`call open_ticket {"title":"refused","body":""}`), "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,9 +3,11 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/tollgate/tollgate/impl/agent"
+	"github.com/tollgate/tollgate/impl/auth"
 )
 
 // TestAgentToolArgumentsAreValidated: a tool's handler is run only with arguments its input
@@ -40,8 +42,23 @@ func TestAgentToolArgumentsAreValidated(t *testing.T) {
 	if s.State != agent.StateReady {
 		t.Fatalf("session: %+v", s)
 	}
+	results := toolResults(t, svc, acme.p, res.SessionID, len(calls))
+	if len(results) != len(calls) {
+		t.Fatalf("%d tool results, want %d: %q", len(results), len(calls), results)
+	}
+	for i, c := range calls {
+		if results[i] != c.want {
+			t.Errorf("%s: %q, want %q", c.call, results[i], c.want)
+		}
+	}
+}
+
+// toolResults are the texts of the session's tool results, in order; the first errors of them
+// must be errors (IsError).
+func toolResults(t *testing.T, svc *agent.Service, p auth.Principal, session string, errors int) []string {
+	t.Helper()
 	var results []string
-	for _, e := range allEvents(t, svc, acme.p, res.SessionID) {
+	for _, e := range allEvents(t, svc, p, session) {
 		if e.Kind != "tool_result" {
 			continue
 		}
@@ -52,17 +69,62 @@ func TestAgentToolArgumentsAreValidated(t *testing.T) {
 		if err := json.Unmarshal(e.Data, &r); err != nil {
 			t.Fatal(err)
 		}
-		if !r.IsError {
+		if len(results) < errors && !r.IsError {
 			t.Errorf("tool result %q is not an error", r.Text)
 		}
 		results = append(results, r.Text)
 	}
+	return results
+}
+
+// TestOpenTicketArgumentsAreChecked: open_ticket's arguments are checked against the input
+// schema the model is given, as every other tool's are (tool.Schema.Check): a call without the
+// required body, with a title of the wrong type or beyond 200 characters, or with an argument
+// the tool does not take gets the refusal naming it and opens no ticket; a call the schema
+// accepts opens one. On the old code open_ticket read what it could of its arguments: a ticket
+// was opened without a body, with a title cut to 200 characters, or with the unknown argument
+// ignored, and a title of the wrong type was told "open_ticket needs a title".
+func TestOpenTicketArgumentsAreChecked(t *testing.T) {
+	w := newWorld(t, nil)
+	n := w.start()
+	svc := n.gw.Agents
+	acme := w.tenant(n, "acme", 5_000_000)
+	ctx := context.Background()
+	long := strings.Repeat("t", 201)
+	calls := []struct{ call, want string }{
+		{`call open_ticket {"title":"no body"}`, "Error: invalid arguments for tool 'open_ticket': arguments: missing property 'body'"},
+		{`call open_ticket {"title":5,"body":"b"}`, "Error: invalid arguments for tool 'open_ticket': title: got number, want string"},
+		{`call open_ticket {"title":"` + long + `","body":"b"}`, "Error: invalid arguments for tool 'open_ticket': title: maxLength: got 201, want 200"},
+		{`call open_ticket {"title":"extra","body":"b","priority":"high"}`, "Error: invalid arguments for tool 'open_ticket': arguments: additional properties 'priority' not allowed"},
+		{`call open_ticket {"title":"  ","body":"b"}`, "Error: open_ticket needs a title"},
+		{`call open_ticket {"title":"checked","body":"the details"}`, "ticket "},
+	}
+	script2 := make([]string, len(calls))
+	for i, c := range calls {
+		script2[i] = c.call
+	}
+	res, err := svc.Spawn(ctx, acme.p, "main", "File them. "+script(script2...), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := waitSession(t, svc, acme.p, res.SessionID, agent.StateReady, agent.StateFailed, agent.StateStopped)
+	if s.State != agent.StateReady {
+		t.Fatalf("session: %+v", s)
+	}
+	results := toolResults(t, svc, acme.p, res.SessionID, len(calls)-1)
 	if len(results) != len(calls) {
 		t.Fatalf("%d tool results, want %d: %q", len(results), len(calls), results)
 	}
 	for i, c := range calls {
-		if results[i] != c.want {
-			t.Errorf("%s: %q, want %q", c.call, results[i], c.want)
+		if !strings.HasPrefix(results[i], c.want) {
+			t.Errorf("%.80s: %q, want %q", c.call, results[i], c.want)
 		}
+	}
+	tickets, err := svc.Tickets(ctx, acme.p, "all", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tickets) != 1 || tickets[0].Title != "checked" || tickets[0].Body != "the details" {
+		t.Errorf("tickets: %+v, want only the one the schema accepts", tickets)
 	}
 }

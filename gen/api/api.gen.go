@@ -270,7 +270,9 @@ type AgentSlot struct {
 
 // AgentSpawnRequest A session to start in one of the caller's slots, with the settings `agent_spawn` takes
 // (`max_turns` and `max_spend` may lower the resource profile's bounds, not raise them;
-// a bound above them is refused with 400 naming it). Other members are ignored.
+// a bound above them is refused with 400 naming it). The settings are checked before the
+// slot: a bad one is that 400 also on a slot that runs a session (a good spawn there is
+// the 409). Other members are ignored.
 type AgentSpawnRequest struct {
 	// AgentName A name for the agent, shown in listings.
 	AgentName *string `json:"agent_name,omitempty"`

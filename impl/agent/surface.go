@@ -261,6 +261,16 @@ func (s *Service) SpawnWith(ctx context.Context, p auth.Principal, slot, prompt,
 		return SpawnResult{}, err
 	}
 	err = s.idempotent(ctx, p.AccountID, idempotencyKey, requestHash("spawn", p.KeyID.String(), slot, prompt, string(asked)), &out, func(tx *store.AgentTx) (*store.NewAgentCommand, error) {
+		// The request is checked before the slot: a spawn with a bad setting (a bound above
+		// its profile's, an unknown profile, a model the key may not use) is a 400 whatever
+		// the slot runs, not a 409 that, once the slot is free, turns into the 400.
+		params, err := s.resolveSpawn(ctx, tx.AgentQueries, p.AccountID, settings, p.AllowsModel)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.fitsContext("prompt", params.model, prompt); err != nil {
+			return nil, err
+		}
 		sl, err := slotFor(ctx, tx.AgentQueries, p.AccountID, slot)
 		if err != nil {
 			return nil, err
@@ -269,13 +279,6 @@ func (s *Service) SpawnWith(ctx context.Context, p auth.Principal, slot, prompt,
 			return nil, err
 		} else if ok {
 			return nil, conflictf("slot '%s' already runs session %s (%s); stop it first with DELETE /v1/agents/%s", slot, live.row.ID, live.row.State, slot)
-		}
-		params, err := s.resolveSpawn(ctx, tx.AgentQueries, p.AccountID, settings, p.AllowsModel)
-		if err != nil {
-			return nil, err
-		}
-		if err := s.fitsContext("prompt", params.model, prompt); err != nil {
-			return nil, err
 		}
 		cmd := uuid.New()
 		row, err := s.createSession(ctx, tx, p.AccountID, p.KeyID, grantOf(p), sl, params, prompt, cmd)

@@ -760,6 +760,36 @@ func TestAgentSpawnSettings(t *testing.T) {
 	}
 }
 
+// TestAgentSpawnOnALiveSlotChecksTheRequestFirst: a spawn with a bad setting (a bound above the
+// profile's, an unknown profile or environment, a model the account lacks) on a slot that runs
+// a session is a 400 naming the setting, as on a free slot: the request is checked before the
+// slot. On the old code it was the 409 of the busy slot, and the caller who stopped the
+// session to retry met the 400 only then. A good spawn on the live slot is still the 409.
+func TestAgentSpawnOnALiveSlotChecksTheRequestFirst(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{})
+	tn := g.NewTenant(t, "acme", 0, 5_000_000)
+	g.AssignSlot(t, tn.Account.ID, "main")
+	a := newAgentsClient(t, g, tn.Key)
+	var sp spawned
+	a.json("POST", "/v1/agents", `{"slot":"main","prompt":"hi"}`, http.StatusAccepted, &sp)
+	for _, c := range []struct{ body, param string }{
+		{`{"slot":"main","prompt":"hi","max_turns":1000}`, "max_turns"},
+		{`{"slot":"main","prompt":"hi","max_spend":9007199254740991}`, "max_spend"},
+		{`{"slot":"main","prompt":"hi","resource_profile":"enormous"}`, "resource_profile"},
+		{`{"slot":"main","prompt":"hi","target_environment":"elsewhere"}`, "target_environment"},
+		{`{"slot":"main","prompt":"hi","model":"no-such-model"}`, "model"},
+	} {
+		status, _, body := a.do("POST", "/v1/agents", c.body, nil)
+		if env := errorEnvelopeOf(body); status != http.StatusBadRequest || env.Error.Param == nil || *env.Error.Param != c.param {
+			t.Errorf("%s on a live slot: %d %s; want 400 naming %s", c.body, status, body, c.param)
+		}
+	}
+	status, _, body := a.do("POST", "/v1/agents", `{"slot":"main","prompt":"hi","max_turns":1}`, nil)
+	if env := errorEnvelopeOf(body); status != http.StatusConflict || !strings.Contains(env.Error.Message, "already runs session "+sp.SessionID) {
+		t.Errorf("a good spawn on the live slot: %d %s; want 409 naming the session", status, body)
+	}
+}
+
 // TestStalledAgentEventsClientIsLetGo: a client of a session's events stream that takes no byte
 // for four heartbeat intervals (here 4 × 200 ms) is let go: its write fails, the stream ends
 // and the gateway closes the connection, as for an inference stream (trial h16 D2). On the old

@@ -102,8 +102,8 @@ SELECT * FROM agent_messages WHERE session_id = $1 AND state = 'queued' ORDER BY
 UPDATE agent_messages SET state = 'taken', taken_turn = @turn::integer WHERE id = ANY(@ids::uuid[]) AND state = 'queued';
 
 -- name: InsertAgentCommand :exec
-INSERT INTO agent_commands (id, account_id, slot_id, session_id, kind, status, idempotency_key, request_hash, answer)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9);
+INSERT INTO agent_commands (id, account_id, slot_id, session_id, kind, status, idempotency_key, request_hash, answer, key_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10);
 
 -- name: GetAgentCommandByKey :one
 SELECT * FROM agent_commands WHERE account_id = $1 AND idempotency_key = $2;

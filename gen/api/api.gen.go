@@ -733,7 +733,8 @@ type OpenAIUnavailable = OpenAIError
 type SpawnAgentParams struct {
 	// IdempotencyKey Up to 255 printable ASCII characters chosen by the client (a UUID, say). The same key
 	// with the same request within 24 hours gets the first answer again and does nothing
-	// more; the same key with a different request is a 409. Keys are per account.
+	// more; the same key with a different request is a 409. Keys are per account: one used
+	// by another API key of the account is a 409 saying so.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
@@ -741,7 +742,8 @@ type SpawnAgentParams struct {
 type StopAgentParams struct {
 	// IdempotencyKey Up to 255 printable ASCII characters chosen by the client (a UUID, say). The same key
 	// with the same request within 24 hours gets the first answer again and does nothing
-	// more; the same key with a different request is a 409. Keys are per account.
+	// more; the same key with a different request is a 409. Keys are per account: one used
+	// by another API key of the account is a 409 saying so.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
@@ -758,7 +760,8 @@ type StreamAgentEventsParams struct {
 type SendAgentMessageParams struct {
 	// IdempotencyKey Up to 255 printable ASCII characters chosen by the client (a UUID, say). The same key
 	// with the same request within 24 hours gets the first answer again and does nothing
-	// more; the same key with a different request is a 409. Keys are per account.
+	// more; the same key with a different request is a 409. Keys are per account: one used
+	// by another API key of the account is a 409 saying so.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 

@@ -347,7 +347,7 @@ func (q *Queries) GetAgentApprovalForUpdate(ctx context.Context, id uuid.UUID) (
 }
 
 const getAgentCommandByKey = `-- name: GetAgentCommandByKey :one
-SELECT id, account_id, slot_id, session_id, kind, status, idempotency_key, request_hash, answer, created_at FROM agent_commands WHERE account_id = $1 AND idempotency_key = $2
+SELECT id, account_id, slot_id, session_id, kind, status, idempotency_key, request_hash, answer, created_at, key_id FROM agent_commands WHERE account_id = $1 AND idempotency_key = $2
 `
 
 type GetAgentCommandByKeyParams struct {
@@ -369,6 +369,7 @@ func (q *Queries) GetAgentCommandByKey(ctx context.Context, arg GetAgentCommandB
 		&i.RequestHash,
 		&i.Answer,
 		&i.CreatedAt,
+		&i.KeyID,
 	)
 	return i, err
 }
@@ -567,8 +568,8 @@ func (q *Queries) InsertAgentApproval(ctx context.Context, arg InsertAgentApprov
 }
 
 const insertAgentCommand = `-- name: InsertAgentCommand :exec
-INSERT INTO agent_commands (id, account_id, slot_id, session_id, kind, status, idempotency_key, request_hash, answer)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+INSERT INTO agent_commands (id, account_id, slot_id, session_id, kind, status, idempotency_key, request_hash, answer, key_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 `
 
 type InsertAgentCommandParams struct {
@@ -581,6 +582,7 @@ type InsertAgentCommandParams struct {
 	IdempotencyKey *string
 	RequestHash    string
 	Answer         []byte
+	KeyID          pgtype.UUID
 }
 
 func (q *Queries) InsertAgentCommand(ctx context.Context, arg InsertAgentCommandParams) error {
@@ -594,6 +596,7 @@ func (q *Queries) InsertAgentCommand(ctx context.Context, arg InsertAgentCommand
 		arg.IdempotencyKey,
 		arg.RequestHash,
 		arg.Answer,
+		arg.KeyID,
 	)
 	return err
 }

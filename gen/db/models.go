@@ -52,6 +52,7 @@ type AgentCommand struct {
 	RequestHash    string
 	Answer         []byte
 	CreatedAt      time.Time
+	KeyID          pgtype.UUID
 }
 
 type AgentEvent struct {

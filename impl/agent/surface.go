@@ -34,8 +34,12 @@ func requestHash(parts ...string) string {
 
 // idempotent runs a command in one transaction under its Idempotency-Key: the same key with
 // the same request within 24 hours gets the first answer again (into out), the same key with
-// another request a conflict naming the key. Requests with one key are serialised.
-func (s *Service) idempotent(ctx context.Context, account uuid.UUID, key, hash string, out any, fn func(tx *store.AgentTx) (*store.NewAgentCommand, error)) error {
+// another request a conflict naming the key. Requests with one key are serialised. by is the
+// API key that sends the command (uuid.Nil: none), which its hash includes: the keys are per
+// account, and another API key of the account that reuses one gets a conflict saying so (the
+// same whatever its request, so that it learns nothing of the other key's), not the first
+// answer, which its own request might have been refused. Another account's keys are its own.
+func (s *Service) idempotent(ctx context.Context, account, by uuid.UUID, key, hash string, out any, fn func(tx *store.AgentTx) (*store.NewAgentCommand, error)) error {
 	return s.inTx(ctx, func(tx *store.AgentTx) error {
 		if key != "" {
 			if err := tx.LockAgentKey(ctx, account.String()+":"+key); err != nil {
@@ -46,6 +50,9 @@ func (s *Service) idempotent(ctx context.Context, account uuid.UUID, key, hash s
 			}
 			c, err := tx.GetAgentCommandByKey(ctx, account, key)
 			if err == nil {
+				if c.KeyID.Valid && uuid.UUID(c.KeyID.Bytes) != by {
+					return conflictf("the Idempotency-Key '%s' was already used by another API key of this account (the keys are per account): send this request with another Idempotency-Key", key)
+				}
 				if c.RequestHash != hash {
 					return conflictf("the Idempotency-Key '%s' was already used with a different request", key)
 				}
@@ -62,7 +69,7 @@ func (s *Service) idempotent(ctx context.Context, account uuid.UUID, key, hash s
 		if cmd.Answer, err = json.Marshal(out); err != nil {
 			return err
 		}
-		cmd.AccountID, cmd.RequestHash = account, hash
+		cmd.AccountID, cmd.RequestHash, cmd.KeyID = account, hash, pgUUID(by)
 		if key != "" {
 			cmd.IdempotencyKey = &key
 		}
@@ -260,7 +267,7 @@ func (s *Service) SpawnWith(ctx context.Context, p auth.Principal, slot, prompt,
 	if err != nil {
 		return SpawnResult{}, err
 	}
-	err = s.idempotent(ctx, p.AccountID, idempotencyKey, requestHash("spawn", p.KeyID.String(), slot, prompt, string(asked)), &out, func(tx *store.AgentTx) (*store.NewAgentCommand, error) {
+	err = s.idempotent(ctx, p.AccountID, p.KeyID, idempotencyKey, requestHash("spawn", p.KeyID.String(), slot, prompt, string(asked)), &out, func(tx *store.AgentTx) (*store.NewAgentCommand, error) {
 		// The request is checked before the slot: a spawn with a bad setting (a bound above
 		// its profile's, an unknown profile, a model the key may not use) is a 400 whatever
 		// the slot runs, not a 409 that, once the slot is free, turns into the 400.
@@ -412,7 +419,7 @@ func (s *Service) sendMessage(ctx context.Context, p auth.Principal, slot string
 		return MessageResult{}, err
 	}
 	var out MessageResult
-	err := s.idempotent(ctx, p.AccountID, idempotencyKey, requestHash("message", p.KeyID.String(), slot, text), &out, func(tx *store.AgentTx) (*store.NewAgentCommand, error) {
+	err := s.idempotent(ctx, p.AccountID, p.KeyID, idempotencyKey, requestHash("message", p.KeyID.String(), slot, text), &out, func(tx *store.AgentTx) (*store.NewAgentCommand, error) {
 		sl, err := slotFor(ctx, tx.AgentQueries, p.AccountID, slot)
 		if err != nil {
 			return nil, err
@@ -515,7 +522,7 @@ func (s *Service) stop(ctx context.Context, p auth.Principal, slot string, sessi
 		return StopResult{}, err
 	}
 	var out StopResult
-	err := s.idempotent(ctx, p.AccountID, idempotencyKey, requestHash("stop", p.KeyID.String(), slot), &out, func(tx *store.AgentTx) (*store.NewAgentCommand, error) {
+	err := s.idempotent(ctx, p.AccountID, p.KeyID, idempotencyKey, requestHash("stop", p.KeyID.String(), slot), &out, func(tx *store.AgentTx) (*store.NewAgentCommand, error) {
 		sl, err := slotFor(ctx, tx.AgentQueries, p.AccountID, slot)
 		if err != nil {
 			return nil, err

@@ -790,6 +790,65 @@ func TestAgentSpawnOnALiveSlotChecksTheRequestFirst(t *testing.T) {
 	}
 }
 
+// TestIdempotencyKeyOfAnotherAPIKey: Idempotency-Keys are per account. One used by another API
+// key of the account is a 409 that says so, the same for the same request and for another one,
+// naming nothing of the other key's request (on the old code it said the key "was already used
+// with a different request", also of the very same request); the key that used it is told of a
+// different request as before. Another account's use of the same Idempotency-Key is no
+// conflict: its request runs, answered with its own session, and learns nothing of the first.
+func TestIdempotencyKeyOfAnotherAPIKey(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{})
+	acme := g.NewTenant(t, "acme", 0, 5_000_000)
+	g.AssignSlot(t, acme.Account.ID, "main")
+	g.AssignSlot(t, acme.Account.ID, "second")
+	otherKey, _ := g.NewKey(t, acme.Account.ID, 0)
+	globex := g.NewTenant(t, "globex", 0, 5_000_000)
+	g.AssignSlot(t, globex.Account.ID, "main")
+	a, b, x := newAgentsClient(t, g, acme.Key), newAgentsClient(t, g, otherKey), newAgentsClient(t, g, globex.Key)
+
+	key := map[string]string{"Idempotency-Key": "shared-1"}
+	spawn := `{"slot":"main","prompt":"` + scriptPrompt + `"}`
+	status, _, first := a.do("POST", "/v1/agents", spawn, key)
+	if status != http.StatusAccepted {
+		t.Fatalf("spawn: %d %s", status, first)
+	}
+	var sp spawned
+	_ = json.Unmarshal(first, &sp)
+
+	var answers []string
+	for _, r := range []struct{ method, path, body string }{
+		{"POST", "/v1/agents", spawn},
+		{"POST", "/v1/agents", `{"slot":"second","prompt":"hi"}`},
+		{"POST", "/v1/agents/main/messages", `{"text":"hi"}`},
+		{"DELETE", "/v1/agents/main", ""},
+	} {
+		status, _, body := b.do(r.method, r.path, r.body, key)
+		env := errorEnvelopeOf(body)
+		if status != http.StatusConflict || env.Error.Type != "conflict" ||
+			!strings.Contains(env.Error.Message, "'shared-1' was already used by another API key of this account") ||
+			strings.Contains(env.Error.Message, "different request") || strings.Contains(string(body), sp.SessionID) {
+			t.Errorf("another key of the account, %s %s %s: %d %s; want 409 saying another API key used it", r.method, r.path, r.body, status, body)
+		}
+		answers = append(answers, string(body))
+	}
+	for _, ans := range answers[1:] {
+		if ans != answers[0] {
+			t.Errorf("another key's answers differ with its request (%s, %s): they would tell it whether the first request was the same", answers[0], ans)
+		}
+	}
+	status, _, body := a.do("POST", "/v1/agents", `{"slot":"main","prompt":"something else"}`, key)
+	if env := errorEnvelopeOf(body); status != http.StatusConflict || !strings.Contains(env.Error.Message, "already used with a different request") {
+		t.Errorf("the same key, another request: %d %s", status, body)
+	}
+
+	status, _, theirs := x.do("POST", "/v1/agents", spawn, key)
+	var xs spawned
+	_ = json.Unmarshal(theirs, &xs)
+	if status != http.StatusAccepted || xs.SessionID == "" || xs.SessionID == sp.SessionID {
+		t.Errorf("another account with the same Idempotency-Key: %d %s; want its own 202 (the first: %s)", status, theirs, first)
+	}
+}
+
 // TestStalledAgentEventsClientIsLetGo: a client of a session's events stream that takes no byte
 // for four heartbeat intervals (here 4 × 200 ms) is let go: its write fails, the stream ends
 // and the gateway closes the connection, as for an inference stream (trial h16 D2). On the old

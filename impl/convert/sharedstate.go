@@ -204,12 +204,17 @@ func RequestedServiceTier(f llm.Format, v *jsonview.View) string {
 // price has no rates for (OpenAI's scale tier always; flex and priority where the price catalog
 // does not give them), and reports whether it did: the request is then served on the
 // provider's default tier, the standard one its price bills, and the field is named in the
-// dropped list. "auto" and "default" (tier "") pass.
+// dropped list. "auto" and "default" (tier "") pass. Every member named service_tier is
+// removed: the providers read the last of duplicated members, as RequestedServiceTier does, so
+// removing only that one would hand the upstream the one before it.
 func DropUnpricedTier(v *jsonview.View, tier string, edits *jsonview.Edits, priced func(tier string) bool) bool {
 	if tier == "" || priced(tier) {
 		return false
 	}
-	m, _ := v.Lookup("service_tier")
-	edits.Remove(m)
+	for _, m := range v.Members() {
+		if string(m.Key) == "service_tier" {
+			edits.Remove(m)
+		}
+	}
 	return true
 }

@@ -46,6 +46,29 @@ func TestSharedStateFields(t *testing.T) {
 	}
 }
 
+// TestDropUnpricedTierRemovesEveryMember: a service_tier the price does not give is removed
+// however often it is written (the providers read the last of duplicated members, so removing
+// only that one sent the one before it); a priced tier stays as written.
+func TestDropUnpricedTierRemovesEveryMember(t *testing.T) {
+	priced := func(tier string) bool { return tier == "priority" }
+	for _, c := range []struct{ body, want string }{
+		{`{"model":"m","service_tier":"flex"}`, `{"model":"m"}`},
+		{`{"service_tier":"priority","model":"m","service_tier":"flex"}`, `{"model":"m"}`},
+		{`{"service_tier":"flex","service_tier":"scale","service_tier":"scale"}`, `{}`},
+		{`{"service_tier":"flex","model":"m","service_tier":"priority"}`, `{"service_tier":"flex","model":"m","service_tier":"priority"}`},
+	} {
+		v, err := ReadRequest([]byte(c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var edits jsonview.Edits
+		DropUnpricedTier(v, RequestedServiceTier(llm.FormatChat, v), &edits, priced)
+		if got := string(edits.AppendTo(nil, v)); got != c.want {
+			t.Errorf("%s: sent %s, want %s", c.body, got, c.want)
+		}
+	}
+}
+
 // TestForUpstreamNoStore: store becomes false, whether absent, true or already false, with
 // the other rewrites in the same pass.
 func TestForUpstreamNoStore(t *testing.T) {

@@ -154,6 +154,34 @@ func TestServiceTierDroppedIsNamed(t *testing.T) {
 	}
 }
 
+// TestDuplicatedServiceTierIsDroppedWhole: a service_tier written twice, the last one a tier
+// the price does not give, is dropped whole: the upstream is sent none, and the answer is
+// served and billed on the standard tier. Before, only the last member was removed and the
+// first went upstream: named as dropped, served on the priority tier and billed at the
+// standard rates (flex last, on a price that gives priority: served on priority, reserved at
+// the standard rates).
+func TestDuplicatedServiceTierIsDroppedWhole(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: serviceTierConfig(t)})
+	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	c := g.Client(t)
+	bearer := map[string]string{"Authorization": "Bearer " + tenant.Key}
+	var n int64
+	for _, r := range []request{
+		{"POST", "/v1/chat/completions", `{"model":"tiered-chat","service_tier":"priority","service_tier":"scale","messages":[{"role":"user","content":"hi"}]}`},
+		{"POST", "/v1/chat/completions", `{"model":"untiered-chat","service_tier":"priority","messages":[{"role":"user","content":"hi"}],"service_tier":"flex"}`},
+		{"POST", "/v1/responses", `{"model":"tiered-responses","service_tier":"priority","input":"hi","service_tier":"scale"}`},
+	} {
+		sent, named := sentAndDropped(t, g.Sim, c, g.URL, r, bearer, "service_tier")
+		if strings.Contains(sent, `"service_tier"`) || !named {
+			t.Errorf("%s: the upstream was sent %s (named as dropped: %v)", r.body, sent, named)
+		}
+		n++
+		if rec := latestUsage(t, g, tenant.Account, n); rec.ServiceTier != "default" || rec.Price.ServiceTier != "" {
+			t.Errorf("%s: the record says tier %q, billed on %q; want default, at the standard rates", r.body, rec.ServiceTier, rec.Price.ServiceTier)
+		}
+	}
+}
+
 // TestPriorityIsReservedAtItsRates: a request for the priority tier reserves its worst case at
 // the priority rates: a balance that covers the standard worst case but not the priority one
 // refuses it with 402, and serves the same request on the default tier.

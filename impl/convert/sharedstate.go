@@ -173,13 +173,18 @@ func findStateReference(f llm.Format, value any, path string) (string, string) {
 }
 
 // pricedTierFormats are the formats whose requests name an OpenAI service tier (auto, default,
-// flex, priority, scale). Anthropic's service_tier (auto, standard_only) only chooses capacity
+// flex, priority or fast, scale). Anthropic's service_tier (auto, standard_only) only chooses capacity
 // the operator has committed to, and passes.
 var pricedTierFormats = map[llm.Format]bool{llm.FormatChat: true, llm.FormatResponses: true}
 
 // RequestedServiceTier is the service tier a request of format f asks for by name ("flex",
-// "priority", "scale"), or "" when it asks for none, for "auto" or "default" (the provider's
-// default, which the reservation covers at the standard rates), or f has no such tiers.
+// "priority", "scale", ...), or "" when it asks for none, for "auto" or "default" (the
+// provider's default, which the reservation covers at the standard rates), or f has no such
+// tiers. "fast" is "priority": OpenAI's name for its priority tier since 2026-07-30, whose
+// answers say "priority" for either (openai-go v3.96, ChatCompletionNewParamsServiceTier). A
+// name the gateway does not know (OpenAI's access-controlled "ultrafast", one added later) is
+// returned as it is, so that a price without rates for it has it dropped (DropUnpricedTier)
+// rather than served on the provider's dearer tier and billed at the standard rates.
 func RequestedServiceTier(f llm.Format, v *jsonview.View) string {
 	if !pricedTierFormats[f] || v == nil {
 		return ""
@@ -193,10 +198,12 @@ func RequestedServiceTier(f llm.Format, v *jsonview.View) string {
 		return ""
 	}
 	switch tier {
-	case "flex", "priority", "scale":
-		return tier
+	case "", "auto", "default":
+		return ""
+	case "fast":
+		return "priority"
 	}
-	return ""
+	return tier
 }
 
 // DropUnpricedTier removes, with an edit, the service_tier of the request v when the tier it

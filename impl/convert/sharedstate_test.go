@@ -48,7 +48,8 @@ func TestSharedStateFields(t *testing.T) {
 
 // TestDropUnpricedTierRemovesEveryMember: a service_tier the price does not give is removed
 // however often it is written (the providers read the last of duplicated members, so removing
-// only that one sent the one before it); a priced tier stays as written.
+// only that one sent the one before it); a priced tier stays as written, "fast" as the
+// priority tier it is, and a tier the gateway does not know is one no price gives.
 func TestDropUnpricedTierRemovesEveryMember(t *testing.T) {
 	priced := func(tier string) bool { return tier == "priority" }
 	for _, c := range []struct{ body, want string }{
@@ -56,6 +57,10 @@ func TestDropUnpricedTierRemovesEveryMember(t *testing.T) {
 		{`{"service_tier":"priority","model":"m","service_tier":"flex"}`, `{"model":"m"}`},
 		{`{"service_tier":"flex","service_tier":"scale","service_tier":"scale"}`, `{}`},
 		{`{"service_tier":"flex","model":"m","service_tier":"priority"}`, `{"service_tier":"flex","model":"m","service_tier":"priority"}`},
+		// OpenAI's fast is its priority tier; a tier the gateway does not know is unpriced.
+		{`{"model":"m","service_tier":"fast"}`, `{"model":"m","service_tier":"fast"}`},
+		{`{"model":"m","service_tier":"ultrafast"}`, `{"model":"m"}`},
+		{`{"model":"m","service_tier":"auto"}`, `{"model":"m","service_tier":"auto"}`},
 	} {
 		v, err := ReadRequest([]byte(c.body))
 		if err != nil {

@@ -208,7 +208,8 @@ func ServiceTierOf(v []byte) string {
 		return "auto"
 	case `"flex"`:
 		return "flex"
-	case `"priority"`:
+	case `"priority"`, `"fast"`:
+		// OpenAI's fast tier is its priority tier (RequestedServiceTier).
 		return "priority"
 	case `"scale"`:
 		return "scale"

@@ -182,6 +182,60 @@ func TestDuplicatedServiceTierIsDroppedWhole(t *testing.T) {
 	}
 }
 
+// TestFastIsThePriorityTier: "fast", OpenAI's name for its priority tier since 2026-07-30
+// (whose answers say "priority"), is the priority tier: reserved at the priority rates (402
+// where only the standard worst case is covered), sent and billed at them where the price
+// gives them, and dropped where it does not (a typed price), as "priority" is; a tier the
+// gateway does not know ("ultrafast") is dropped too. Before, both were taken for the default
+// tier: reserved at the standard rates and sent as they were, so that an upstream served them
+// on its dearer tier and a price without that tier billed the standard rates.
+func TestFastIsThePriorityTier(t *testing.T) {
+	cfg := serviceTierConfig(t)
+	cfg.Models = append(cfg.Models, config.Model{ID: "typed-chat", Family: config.FamilyChat, OwnedBy: "test",
+		Price: config.Price{InputPerMTok: 1_000_000, OutputPerMTok: 2_000_000}, MaxOutputTokens: 4096,
+		Backend: &config.Upstream{Provider: "sim-openai-chat", Model: "sim-typed-chat"}})
+	cfg.Plans[0].Models = append(cfg.Plans[0].Models, "typed-chat")
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	g := apitest.Start(t, apitest.Options{Config: cfg})
+	c := g.Client(t)
+
+	// 1,000 output tokens: $0.01 standard, $0.02 priority, plus a few input tokens.
+	poor := g.NewTenant(t, "poor", 0, 15_000)
+	poorBearer := map[string]string{"Authorization": "Bearer " + poor.Key}
+	body := `{"model":"tiered-chat","service_tier":"fast","max_completion_tokens":1000,"messages":[{"role":"user","content":"hi"}]}`
+	if status, _, body := do(t, c, g.URL, request{"POST", "/v1/chat/completions", body}, poorBearer); status != 402 {
+		t.Errorf("fast on a balance that covers only the standard worst case: %d %s; want 402", status, body)
+	}
+
+	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	bearer := map[string]string{"Authorization": "Bearer " + tenant.Key}
+	var n int64
+	for _, tc := range []struct {
+		r       request
+		dropped bool
+		// wantTier is the tier the record says served the request, wantRates its rates.
+		wantTier  string
+		wantRates price.Rates
+	}{
+		{request{"POST", "/v1/chat/completions", `{"model":"tiered-chat","service_tier":"fast","messages":[{"role":"user","content":"hi"}]}`}, false, "priority", gpt5Priority},
+		{request{"POST", "/v1/responses", `{"model":"tiered-responses","service_tier":"fast","input":"hi"}`}, false, "priority", gpt5Priority},
+		{request{"POST", "/v1/chat/completions", `{"model":"typed-chat","service_tier":"fast","messages":[{"role":"user","content":"hi"}]}`}, true, "default", price.Rates{Input: 1_000_000, Output: 2_000_000}},
+		{request{"POST", "/v1/chat/completions", `{"model":"tiered-chat","service_tier":"ultrafast","messages":[{"role":"user","content":"hi"}]}`}, true, "default", gpt5Standard},
+	} {
+		sent, named := sentAndDropped(t, g.Sim, c, g.URL, tc.r, bearer, "service_tier")
+		if strings.Contains(sent, `"service_tier"`) == tc.dropped || named != tc.dropped {
+			t.Errorf("%s: the upstream was sent %s (named as dropped: %v)", tc.r.body, sent, named)
+		}
+		n++
+		rec := latestUsage(t, g, tenant.Account, n)
+		if rec.ServiceTier != tc.wantTier || rec.Price.Rates.Input != tc.wantRates.Input || rec.Price.Rates.Output != tc.wantRates.Output {
+			t.Errorf("%s: the record says tier %q at %+v; want %q at %+v", tc.r.body, rec.ServiceTier, rec.Price.Rates, tc.wantTier, tc.wantRates)
+		}
+	}
+}
+
 // TestPriorityIsReservedAtItsRates: a request for the priority tier reserves its worst case at
 // the priority rates: a balance that covers the standard worst case but not the priority one
 // refuses it with 402, and serves the same request on the default tier.

@@ -297,11 +297,15 @@ func (t *chatTurn) appendHead(b []byte) []byte {
 }
 
 // servedTier is the service tier an OpenAI answer says a request asking for asked was served
-// on: flex and priority as asked, the default tier otherwise (OpenAI answers "default" for
-// "auto" on a project without Scale Tier).
+// on: flex and priority as asked, priority for fast (OpenAI's name for it since 2026-07-30,
+// whose answers say "priority" for either), the default tier otherwise (OpenAI answers
+// "default" for "auto" on a project without Scale Tier).
 func servedTier(asked string) string {
-	if asked == "flex" || asked == "priority" {
+	switch asked {
+	case "flex", "priority":
 		return asked
+	case "fast":
+		return "priority"
 	}
 	return "default"
 }

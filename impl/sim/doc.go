@@ -251,8 +251,9 @@
 //	             "total_tokens":1519}
 //
 // and the answers carry "service_tier" at the top level (in every chat chunk, and in the
-// Responses object): the request's "flex" or "priority" when it asked for one, "default"
-// otherwise, as OpenAI reports the tier that served a request.
+// Responses object): the request's "flex" or "priority" when it asked for one ("priority"
+// for "fast", its other name), "default" otherwise, as OpenAI reports the tier that served a
+// request.
 //
 // # Fidelity
 //

@@ -177,6 +177,31 @@ func findStateReference(f llm.Format, value any, path string) (string, string) {
 // the operator has committed to, and passes.
 var pricedTierFormats = map[llm.Format]bool{llm.FormatChat: true, llm.FormatResponses: true}
 
+// DropPremiumSpeed removes, with an edit, every top-level speed member of a Messages request
+// v that asks for anything but the standard speed, and reports whether it did: Anthropic's
+// fast mode (speed "fast", with the fast-mode beta the client's anthropic-beta header may
+// carry) is priced at a multiple of the standard rates (two to six times, by model), which
+// no price has, so that served it would be billed at the standard rates. The request is served
+// at the standard speed, and the field is named in the dropped list. A request without it
+// costs a look-up.
+func DropPremiumSpeed(v *jsonview.View, edits *jsonview.Edits) bool {
+	if !v.Has("speed") {
+		return false
+	}
+	body, dropped := v.Body(), false
+	for _, m := range v.Members() {
+		if string(m.Key) != "speed" {
+			continue
+		}
+		if value := body[m.Start:m.End]; isNull(value) || string(value) == `"standard"` {
+			continue
+		}
+		edits.Remove(m)
+		dropped = true
+	}
+	return dropped
+}
+
 // RequestedServiceTier is the service tier a request of format f asks for by name ("flex",
 // "priority", "scale", ...), or "" when it asks for none, for "auto" or "default" (the
 // provider's default, which the reservation covers at the standard rates), or f has no such

@@ -167,3 +167,36 @@ func TestSharedStateFieldsAllocatesNothing(t *testing.T) {
 		t.Errorf("SharedStateFields: %v allocations", n)
 	}
 }
+
+// TestDropPremiumSpeed: every speed member but the standard one is removed, and a request
+// without one is read without allocating.
+func TestDropPremiumSpeed(t *testing.T) {
+	for _, c := range []struct {
+		body, want string
+		dropped    bool
+	}{
+		{`{"model":"m","speed":"fast"}`, `{"model":"m"}`, true},
+		{`{"speed":"fast","model":"m","speed":"standard"}`, `{"model":"m","speed":"standard"}`, true},
+		{`{"model":"m","speed":"standard"}`, `{"model":"m","speed":"standard"}`, false},
+		{`{"model":"m","speed":null}`, `{"model":"m","speed":null}`, false},
+		{`{"model":"m"}`, `{"model":"m"}`, false},
+	} {
+		v, err := ReadRequest([]byte(c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var edits jsonview.Edits
+		dropped := DropPremiumSpeed(v, &edits)
+		if got := string(edits.AppendTo(nil, v)); got != c.want || dropped != c.dropped {
+			t.Errorf("%s: sent %s (dropped %v), want %s (%v)", c.body, got, dropped, c.want, c.dropped)
+		}
+	}
+	v, err := ReadRequest([]byte(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var edits jsonview.Edits
+	if n := testing.AllocsPerRun(100, func() { DropPremiumSpeed(v, &edits) }); n != 0 {
+		t.Errorf("%v allocations for a request without speed", n)
+	}
+}

@@ -256,3 +256,29 @@ func TestPriorityIsReservedAtItsRates(t *testing.T) {
 		t.Errorf("default: %d %s; want 200", status, body)
 	}
 }
+
+// TestFastModeIsDropped: a Messages request for Anthropic's fast mode (speed "fast", priced at
+// two to six times the standard rates, which no price has) goes upstream without it, named in
+// x-tollgate-dropped-fields, and is billed at the standard rates it is then served at, written
+// twice or escaped too; speed "standard" passes. Before, it went upstream as sent: served in
+// fast mode and billed at the standard rates.
+func TestFastModeIsDropped(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: contractConfig(t)})
+	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	c := g.Client(t)
+	bearer := map[string]string{"Authorization": "Bearer " + tenant.Key, "anthropic-beta": "fast-mode-2026-02-01"}
+	for _, tc := range []struct {
+		body    string
+		dropped bool
+	}{
+		{`{"model":"service-sonnet","max_tokens":16,"speed":"fast","messages":[{"role":"user","content":"hi"}]}`, true},
+		{`{"model":"service-sonnet","max_tokens":16,"speed":"standard","messages":[{"role":"user","content":"hi"}],"speed":"fast"}`, true},
+		{`{"model":"service-sonnet","max_tokens":16,"spe\u0065d":"f\u0061st","messages":[{"role":"user","content":"hi"}]}`, true},
+		{`{"model":"service-sonnet","max_tokens":16,"speed":"standard","messages":[{"role":"user","content":"hi"}]}`, false},
+	} {
+		sent, named := sentAndDropped(t, g.Sim, c, g.URL, request{"POST", "/v1/messages", tc.body}, bearer, "speed")
+		if named != tc.dropped || strings.Contains(sent, "fast") || strings.Contains(sent, `f\u0061st`) {
+			t.Errorf("%s: the upstream was sent %s (named as dropped: %v, want %v)", tc.body, sent, named, tc.dropped)
+		}
+	}
+}

@@ -247,8 +247,31 @@ type messagesResponseWire struct {
 		OutputTokensDetails *struct {
 			ThinkingTokens int64 `json:"thinking_tokens"`
 		} `json:"output_tokens_details"`
-		ServiceTier ServiceTier `json:"service_tier"`
+		ServiceTier ServiceTier             `json:"service_tier"`
+		Iterations  []MessagesIterationWire `json:"iterations"`
 	} `json:"usage"`
+}
+
+// MessagesIterationWire is an item of an Anthropic usage's iterations, as encoding/json reads it.
+type MessagesIterationWire struct {
+	Type                     string `json:"type"`
+	InputTokens              int64  `json:"input_tokens"`
+	OutputTokens             int64  `json:"output_tokens"`
+	CacheCreationInputTokens int64  `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int64  `json:"cache_read_input_tokens"`
+	CacheCreation            *struct {
+		Ephemeral5mInputTokens int64 `json:"ephemeral_5m_input_tokens"`
+		Ephemeral1hInputTokens int64 `json:"ephemeral_1h_input_tokens"`
+	} `json:"cache_creation"`
+}
+
+// Counts are the item's counts.
+func (w MessagesIterationWire) Counts() AnthropicIteration {
+	it := AnthropicIteration{Input: w.InputTokens, CacheRead: w.CacheReadInputTokens, CacheWrite: w.CacheCreationInputTokens, Output: w.OutputTokens}
+	if w.CacheCreation != nil {
+		it.CacheWrite5m, it.CacheWrite1h = w.CacheCreation.Ephemeral5mInputTokens, w.CacheCreation.Ephemeral1hInputTokens
+	}
+	return it
 }
 
 func decodeMessagesResponse(body []byte) (*llm.Response, error) {
@@ -281,6 +304,9 @@ func decodeMessagesResponse(body []byte) (*llm.Response, error) {
 	}
 	if u.OutputTokensDetails != nil {
 		c.Thinking = u.OutputTokensDetails.ThinkingTokens
+	}
+	for _, it := range u.Iterations {
+		c.AddIteration(it.Type, it.Counts())
 	}
 	r.Usage = c.Usage()
 	return r, nil

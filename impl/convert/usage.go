@@ -144,6 +144,8 @@ func ResponseUsageOf(f llm.Format, v *jsonview.View) (llm.Usage, error) {
 					c.ServiceTier = ServiceTierOf(v)
 				case fold(key, "server_tool_use"):
 					return eachMember(v, func(key, v []byte) error { return countIf(key, "web_search_requests", v, &searches) })
+				case fold(key, "iterations"):
+					return eachIteration(v, c.AddIteration)
 				}
 				return nil
 			})
@@ -156,6 +158,52 @@ func ResponseUsageOf(f llm.Format, v *jsonview.View) (llm.Usage, error) {
 		u.HostedCalls[llm.HostedWebSearch] = max(u.HostedCalls[llm.HostedWebSearch], searches)
 	}
 	return u, nil
+}
+
+// eachIteration calls fn with the type and the counts of each item of the usage's iterations
+// array v (absent or null: none).
+func eachIteration(v []byte, fn func(typ string, it AnthropicIteration)) error {
+	if v == nil || string(v) == "null" {
+		return nil
+	}
+	items, ok := scanArray(v)
+	if !ok {
+		return errSyntax
+	}
+	for _, item := range items {
+		var typ []byte
+		var it AnthropicIteration
+		err := eachMember(item, func(key, v []byte) error {
+			switch {
+			case fold(key, "type"):
+				typ, _ = rawString(v)
+			case fold(key, "input_tokens"):
+				return readCount(v, &it.Input)
+			case fold(key, "output_tokens"):
+				return readCount(v, &it.Output)
+			case fold(key, "cache_creation_input_tokens"):
+				return readCount(v, &it.CacheWrite)
+			case fold(key, "cache_read_input_tokens"):
+				return readCount(v, &it.CacheRead)
+			case fold(key, "cache_creation"):
+				return eachMember(v, func(key, v []byte) error {
+					switch {
+					case fold(key, "ephemeral_5m_input_tokens"):
+						return readCount(v, &it.CacheWrite5m)
+					case fold(key, "ephemeral_1h_input_tokens"):
+						return readCount(v, &it.CacheWrite1h)
+					}
+					return nil
+				})
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		fn(string(typ), it)
+	}
+	return nil
 }
 
 // AnthropicCounts are the counts of an Anthropic Messages usage object
@@ -176,6 +224,37 @@ type AnthropicCounts struct {
 	Output, Thinking int64
 	// ServiceTier is usage.service_tier.
 	ServiceTier string
+	// Compaction is the sum of the usage's compaction iterations (usage.iterations items of
+	// type "compaction"): server-side compaction (context_management's compact edit, beta
+	// compact-2026-01-12) summarizes the conversation in a sampling step of its own, which the
+	// provider bills and the top-level counts leave out (it reads the whole conversation: 180,000
+	// tokens of input beside the top level's 23,000 in Anthropic's own example).
+	Compaction AnthropicIteration
+}
+
+// AnthropicIteration are the counts of an item of an Anthropic usage's iterations, with
+// AnthropicCounts' meanings.
+type AnthropicIteration struct {
+	Input, CacheRead, CacheWrite, CacheWrite5m, CacheWrite1h, Output int64
+}
+
+// add adds the counts of o to it.
+func (it *AnthropicIteration) add(o AnthropicIteration) {
+	it.Input += o.Input
+	it.CacheRead += o.CacheRead
+	it.CacheWrite += o.CacheWrite
+	it.CacheWrite5m += o.CacheWrite5m
+	it.CacheWrite1h += o.CacheWrite1h
+	it.Output += o.Output
+}
+
+// AddIteration adds an item of a usage's iterations of type typ to the counts: a compaction
+// step's counts go to Compaction; the other types (message, the sampling steps of a server
+// tool loop) are in the top-level counts already.
+func (c *AnthropicCounts) AddIteration(typ string, it AnthropicIteration) {
+	if typ == "compaction" {
+		c.Compaction.add(it)
+	}
 }
 
 // Usage is the neutral usage of the counts: InputTokens adds the cache reads and writes to
@@ -183,17 +262,35 @@ type AnthropicCounts struct {
 // count and the five-minute writes the rest of cache_creation_input_tokens, so that without a
 // breakdown every write is a five-minute one (Anthropic's default time to live). A breakdown
 // that adds up to more than cache_creation_input_tokens counts in its place.
+//
+// The compaction iterations' counts are added to those of the top level, kind by kind: they are
+// billed as the top level's are.
 func (c AnthropicCounts) Usage() llm.Usage {
-	w1h := max(c.CacheWrite1h, 0)
-	written := max(c.CacheWrite, max(c.CacheWrite5m, 0)+w1h)
+	top := AnthropicIteration{Input: c.Input, CacheRead: c.CacheRead, CacheWrite: c.CacheWrite,
+		CacheWrite5m: c.CacheWrite5m, CacheWrite1h: c.CacheWrite1h, Output: c.Output}
+	u := top.usage()
+	if c.Compaction != (AnthropicIteration{}) {
+		k := c.Compaction.usage()
+		u.InputTokens += k.InputTokens
+		u.OutputTokens += k.OutputTokens
+		u.CachedInputTokens += k.CachedInputTokens
+		u.CacheWrite5mTokens += k.CacheWrite5mTokens
+		u.CacheWrite1hTokens += k.CacheWrite1hTokens
+	}
+	u.ReasoningTokens, u.ServiceTier = c.Thinking, c.ServiceTier
+	return u
+}
+
+// usage is the neutral usage of one set of counts (see AnthropicCounts.Usage).
+func (it AnthropicIteration) usage() llm.Usage {
+	w1h := max(it.CacheWrite1h, 0)
+	written := max(it.CacheWrite, max(it.CacheWrite5m, 0)+w1h)
 	return llm.Usage{
-		InputTokens:        c.Input + c.CacheRead + written,
-		OutputTokens:       c.Output,
-		CachedInputTokens:  c.CacheRead,
+		InputTokens:        it.Input + it.CacheRead + written,
+		OutputTokens:       it.Output,
+		CachedInputTokens:  it.CacheRead,
 		CacheWrite5mTokens: written - w1h,
 		CacheWrite1hTokens: w1h,
-		ReasoningTokens:    c.Thinking,
-		ServiceTier:        c.ServiceTier,
 	}
 }
 

@@ -39,6 +39,37 @@ func TestResponseUsageAgreesWithDecodeResponse(t *testing.T) {
 	}
 }
 
+// TestMessagesCompactionIsBilled: the compaction iterations of an Anthropic usage (server-side
+// compaction, whose tokens the top-level counts leave out) are added to the top level's, kind by
+// kind, by the usage-only reader and the full decoder alike; the message iterations (in the top
+// level already) are not. Anthropic's own example: 23,000 and 1,000 at the top level, a
+// compaction of 180,000 and 3,500.
+func TestMessagesCompactionIsBilled(t *testing.T) {
+	const head = `{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[{"type":"compaction","content":"Summary"},{"type":"text","text":"Hi"}],"stop_reason":"end_turn","usage":`
+	for _, c := range []struct {
+		usage string
+		want  llm.Usage
+	}{
+		{`{"input_tokens":23000,"output_tokens":1000,"iterations":[{"type":"compaction","input_tokens":180000,"output_tokens":3500},{"type":"message","input_tokens":23000,"output_tokens":1000}]}`,
+			llm.Usage{InputTokens: 203000, OutputTokens: 4500}},
+		{`{"input_tokens":100,"cache_read_input_tokens":20000,"output_tokens":1000,"iterations":[{"type":"compaction","input_tokens":500,"cache_read_input_tokens":170000,"cache_creation_input_tokens":9000,"cache_creation":{"ephemeral_5m_input_tokens":0,"ephemeral_1h_input_tokens":9000},"output_tokens":3500}]}`,
+			llm.Usage{InputTokens: 199600, CachedInputTokens: 190000, CacheWrite1hTokens: 9000, OutputTokens: 4500}},
+		{`{"input_tokens":100,"output_tokens":10,"iterations":[{"type":"message","input_tokens":100,"output_tokens":10}]}`,
+			llm.Usage{InputTokens: 100, OutputTokens: 10}},
+		{`{"input_tokens":100,"output_tokens":10,"iterations":null}`, llm.Usage{InputTokens: 100, OutputTokens: 10}},
+	} {
+		body := []byte(head + c.usage + "}")
+		u, err := ResponseUsage(llm.FormatMessages, body)
+		if err != nil || u != c.want {
+			t.Errorf("%s: usage %+v (%v), want %+v", c.usage, u, err, c.want)
+		}
+		full, err := DecodeResponse(llm.FormatMessages, body)
+		if err != nil || full.Usage != c.want {
+			t.Errorf("%s: full decode %+v (%v), want %+v", c.usage, full, err, c.want)
+		}
+	}
+}
+
 func TestForUpstream(t *testing.T) {
 	cases := []struct {
 		in         string

@@ -15,10 +15,11 @@ import (
 // CachedInputTokens the part of them read from the cache and CacheWrite5mTokens and
 // CacheWrite1hTokens the parts written to it. Anthropic's input_tokens exclude the cache reads
 // and writes, so InputTokens is input_tokens + cache_read_input_tokens +
-// cache_creation_input_tokens (convert.AnthropicCounts). message_start carries the input, cache
-// and tier counts, message_delta the cumulative output and, in newer API versions, the input and
-// cache counts again: each count is the latest non-zero one reported, so that a stream cut short
-// keeps message_start's.
+// cache_creation_input_tokens (convert.AnthropicCounts), and the compaction iterations a usage
+// report lists are added to them (convert.AnthropicCounts.Compaction). message_start carries
+// the input, cache and tier counts, message_delta the cumulative output and, in newer API
+// versions, the input and cache counts again: each count is the latest non-zero one reported,
+// so that a stream cut short keeps message_start's.
 type messagesDecoder struct {
 	started bool
 	stopped bool
@@ -89,6 +90,7 @@ type msgUsage struct {
 	ServerToolUse *struct {
 		WebSearchRequests int64 `json:"web_search_requests"`
 	} `json:"server_tool_use"`
+	Iterations []convert.MessagesIterationWire `json:"iterations"`
 }
 
 // take records the counts present in an Anthropic usage report. They are cumulative, and a
@@ -117,6 +119,17 @@ func (d *messagesDecoder) take(m *msgUsage, output bool) {
 	}
 	if m.ServerToolUse != nil {
 		d.searches = max(d.searches, m.ServerToolUse.WebSearchRequests)
+	}
+	if len(m.Iterations) > 0 {
+		// The iterations so far, each report whole: the compaction steps are summed anew
+		// (convert.AnthropicCounts.Compaction), and a report without any keeps the last.
+		var k convert.AnthropicCounts
+		for _, it := range m.Iterations {
+			k.AddIteration(it.Type, it.Counts())
+		}
+		if k.Compaction != (convert.AnthropicIteration{}) {
+			c.Compaction = k.Compaction
+		}
 	}
 	if !output {
 		return

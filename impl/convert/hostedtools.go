@@ -47,15 +47,27 @@ func HostedToolOf(f llm.Format, kind string) (llm.HostedTool, bool) {
 // request states: Messages web_fetch_* (the pages it fetches) and Responses mcp (a remote MCP
 // server's tool lists and results). The reservation cannot cover them, so they never reach an
 // upstream (trial h12 D10: 99.5 % of a request's cost was waived). Messages' top-level
-// mcp_servers is the same, and is removed by PlanHostedTools too.
+// mcp_servers is the same, and is removed by PlanHostedTools too. So is Messages' advisor_*
+// (advisorTool), whose cost no price can state.
 func contentTool(f llm.Format, kind string) bool {
 	switch f {
 	case llm.FormatMessages:
-		return strings.HasPrefix(kind, "web_fetch_")
+		return strings.HasPrefix(kind, "web_fetch_") || advisorTool(f, kind)
 	case llm.FormatResponses:
 		return kind == "mcp"
 	}
 	return false
+}
+
+// advisorTool says whether a tool of wire type kind in a request of format f is Anthropic's
+// advisor tool (advisor_20260301, beta advisor-tool-2026-03-01): each call is a sub-inference of
+// another model the request names (Opus advising Sonnet or Haiku) over the whole conversation,
+// billed at that model's rates and reported only in usage.iterations (advisor_message items),
+// apart from the top-level counts. No price of the served model states what it costs, so it
+// never reaches an upstream: passed through, a tenant of a cheap model got the dearest one's
+// advice unbilled.
+func advisorTool(f llm.Format, kind string) bool {
+	return f == llm.FormatMessages && strings.HasPrefix(kind, "advisor_")
 }
 
 // HostedPolicy says whether an upstream runs hosted tool t for the gateway's tenants, and the
@@ -267,6 +279,9 @@ func forcedRemoved(f llm.Format, v *jsonview.View, removed []llm.HostedTool, rem
 	}
 	if len(removedContent) > 0 && (kind == "mcp" && f == llm.FormatResponses || f == llm.FormatMessages && kind == "web_fetch") {
 		return apierror.Invalid("tool_choice", "tool_choice forces the tool '%s', which tollgate does not pass to any upstream: the provider bills what it pulls into the prompt, with no bound the gateway can reserve", kind)
+	}
+	if f == llm.FormatMessages && kind == "advisor" && slices.ContainsFunc(removedContent, func(k string) bool { return advisorTool(f, k) }) {
+		return apierror.Invalid("tool_choice", "tool_choice forces the tool 'advisor', which tollgate does not pass to any upstream: the provider bills its calls at the advisor model's rates, which the gateway's price of this model does not give")
 	}
 	return nil
 }

@@ -89,6 +89,13 @@ func TestPlanHostedTools(t *testing.T) {
 			dropped: []string{"mcp_servers"}},
 		{name: "messages web fetch forced", f: llm.FormatMessages, policy: priced(0),
 			body: msgs(`,"tools":[{"type":"web_fetch_20250910","name":"web_fetch"}],"tool_choice":{"type":"tool","name":"web_fetch"}`), refused: "tool_choice"},
+		// The advisor tool's calls are billed at another model's rates, which no price gives.
+		{name: "messages advisor", f: llm.FormatMessages, policy: priced(5, llm.HostedWebSearch),
+			body:    msgs(`,"tools":[{"type":"bash_20250124","name":"bash"},{"type":"advisor_20260301","name":"advisor","model":"claude-opus-4-7","max_uses":3}]`),
+			want:    msgs(`,"tools":[{"type":"bash_20250124","name":"bash"}]`),
+			dropped: []string{"tools[].advisor_20260301"}},
+		{name: "messages advisor forced", f: llm.FormatMessages, policy: priced(0),
+			body: msgs(`,"tools":[{"type":"advisor_20260301","name":"advisor","model":"claude-opus-4-7"}],"tool_choice":{"type":"tool","name":"advisor"}`), refused: "tool_choice"},
 		{name: "responses mcp", f: llm.FormatResponses, policy: priced(0),
 			body:    resp(`,"tools":[{"type":"function","name":"f","parameters":{"type":"object"}},{"type":"mcp","server_label":"x","server_url":"https://example.com/mcp","require_approval":"never"}]`),
 			want:    resp(`,"tools":[{"type":"function","name":"f","parameters":{"type":"object"}}]`),

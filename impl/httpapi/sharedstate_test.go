@@ -293,7 +293,8 @@ func TestUnpricedServiceTierIsDropped(t *testing.T) {
 // itself (Messages web_fetch and mcp_servers, Responses mcp), billed as input with no bound the
 // reservation can cover, are removed before the upstream and named in the dropped list; the
 // rest of the request is served. Trial h12 D10: they passed, and 99.5 % of such a request's
-// cost was waived.
+// cost was waived. So is Messages' advisor tool, billed at another model's rates (trial h3: it
+// passed, unbilled).
 func TestContentToolsAreDropped(t *testing.T) {
 	s := sim.New(sim.Options{})
 	g := apitest.Start(t, apitest.Options{Config: contractConfig(t), Sim: s})
@@ -306,10 +307,13 @@ func TestContentToolsAreDropped(t *testing.T) {
 	}{
 		{request{"POST", "/v1/messages", `{"model":"service-sonnet","max_tokens":32,"tools":[{"type":"web_fetch_20250910","name":"web_fetch","max_uses":5}],"messages":[{"role":"user","content":"fetch https://example.com/big"}]}`}, "tools[].web_fetch_20250910"},
 		{request{"POST", "/v1/messages", `{"model":"service-sonnet","max_tokens":32,"mcp_servers":[{"type":"url","url":"https://example.com/mcp","name":"x"}],"messages":[{"role":"user","content":"hi"}]}`}, "mcp_servers"},
+		// Anthropic's advisor tool: each call a sub-inference of the model it names, billed at
+		// that model's rates and reported apart from the top-level usage.
+		{request{"POST", "/v1/messages", `{"model":"service-sonnet","max_tokens":32,"tools":[{"type":"advisor_20260301","name":"advisor","model":"claude-opus-4-7","max_uses":3}],"messages":[{"role":"user","content":"plan this"}]}`}, "tools[].advisor_20260301"},
 		{request{"POST", "/v1/responses", `{"model":"test-responses","input":"hi","tools":[{"type":"mcp","server_label":"x","server_url":"https://example.com/mcp","require_approval":"never"}]}`}, "tools[].mcp"},
 	} {
 		sent, named := sentAndDropped(t, s, c, g.URL, tc.r, bearer, tc.dropped)
-		if strings.Contains(sent, "web_fetch") || strings.Contains(sent, "mcp_servers") || strings.Contains(sent, `"mcp"`) || !named {
+		if strings.Contains(sent, "web_fetch") || strings.Contains(sent, "mcp_servers") || strings.Contains(sent, `"mcp"`) || strings.Contains(sent, "advisor") || !named {
 			t.Errorf("%s: the upstream was sent %s; %s named as dropped: %v", tc.r.body, sent, tc.dropped, named)
 		}
 	}

@@ -202,6 +202,26 @@ func DropPremiumSpeed(v *jsonview.View, edits *jsonview.Edits) bool {
 	return dropped
 }
 
+// DropFallbacks removes, with an edit, every top-level fallbacks member of a Messages request v
+// that is not null, and reports whether it did: Anthropic's server-side fallback (beta
+// server-side-fallback-2026-07-01) has the provider serve a request its model declines with the
+// models the fallbacks list names, which the gateway neither grants the key nor prices: a tenant
+// of one model could be served by any other, the dearest included, billed at its own model's
+// rates. The field is named in the dropped list; the request is served by its own model.
+func DropFallbacks(v *jsonview.View, edits *jsonview.Edits) bool {
+	if !v.Has("fallbacks") {
+		return false
+	}
+	body, dropped := v.Body(), false
+	for _, m := range v.Members() {
+		if string(m.Key) == "fallbacks" && !isNull(body[m.Start:m.End]) {
+			edits.Remove(m)
+			dropped = true
+		}
+	}
+	return dropped
+}
+
 // RequestedServiceTier is the service tier a request of format f asks for by name ("flex",
 // "priority", "scale", ...), or "" when it asks for none, for "auto" or "default" (the
 // provider's default, which the reservation covers at the standard rates), or f has no such

@@ -200,3 +200,35 @@ func TestDropPremiumSpeed(t *testing.T) {
 		t.Errorf("%v allocations for a request without speed", n)
 	}
 }
+
+// TestDropFallbacks: every fallbacks member but a null one is removed, and a request without
+// one is read without allocating.
+func TestDropFallbacks(t *testing.T) {
+	for _, c := range []struct {
+		body, want string
+		dropped    bool
+	}{
+		{`{"model":"m","fallbacks":[{"model":"claude-fable-5"}]}`, `{"model":"m"}`, true},
+		{`{"fallbacks":[{"model":"a"}],"model":"m","fallbacks":null}`, `{"model":"m","fallbacks":null}`, true},
+		{`{"model":"m","fallbacks":null}`, `{"model":"m","fallbacks":null}`, false},
+		{`{"model":"m"}`, `{"model":"m"}`, false},
+	} {
+		v, err := ReadRequest([]byte(c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var edits jsonview.Edits
+		dropped := DropFallbacks(v, &edits)
+		if got := string(edits.AppendTo(nil, v)); got != c.want || dropped != c.dropped {
+			t.Errorf("%s: sent %s (dropped %v), want %s (%v)", c.body, got, dropped, c.want, c.dropped)
+		}
+	}
+	v, err := ReadRequest([]byte(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var edits jsonview.Edits
+	if n := testing.AllocsPerRun(100, func() { DropFallbacks(v, &edits) }); n != 0 {
+		t.Errorf("%v allocations for a request without fallbacks", n)
+	}
+}

@@ -282,3 +282,27 @@ func TestFastModeIsDropped(t *testing.T) {
 		}
 	}
 }
+
+// TestFallbacksAreDropped: a Messages request naming server-side fallback models (Anthropic's
+// fallbacks, which the provider serves a declined request with) goes upstream without them,
+// named in x-tollgate-dropped-fields: the gateway neither grants the key those models nor prices
+// them. Before, they went upstream as sent: a tenant of service-sonnet could be served by any
+// model, billed at service-sonnet's rates.
+func TestFallbacksAreDropped(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: contractConfig(t)})
+	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	c := g.Client(t)
+	bearer := map[string]string{"Authorization": "Bearer " + tenant.Key, "anthropic-beta": "server-side-fallback-2026-07-01"}
+	for _, tc := range []struct {
+		body    string
+		dropped bool
+	}{
+		{`{"model":"service-sonnet","max_tokens":16,"fallbacks":[{"model":"claude-fable-5","speed":"fast"}],"messages":[{"role":"user","content":"hi"}]}`, true},
+		{`{"model":"service-sonnet","max_tokens":16,"fallbacks":null,"messages":[{"role":"user","content":"hi"}]}`, false},
+	} {
+		sent, named := sentAndDropped(t, g.Sim, c, g.URL, request{"POST", "/v1/messages", tc.body}, bearer, "fallbacks")
+		if named != tc.dropped || strings.Contains(sent, "fable") {
+			t.Errorf("%s: the upstream was sent %s (named as dropped: %v, want %v)", tc.body, sent, named, tc.dropped)
+		}
+	}
+}

@@ -571,3 +571,87 @@ func TestTruncatedBodyIsAnswered(t *testing.T) {
 		}
 	}
 }
+
+// mcpPing is a JSON-RPC ping of the MCP endpoint padded to about n bytes.
+func mcpPing(n int) string {
+	const head, tail = `{"jsonrpc":"2.0","id":7,"method":"ping","params":{"_meta":{"pad":"`, `"}}}`
+	return head + strings.Repeat("a", max(n-len(head)-len(tail), 0)) + tail
+}
+
+// TestBodyBudgetCountsMCPBodies: a body of the MCP endpoint beyond 16 KiB is admitted against
+// the body budget as the inference routes' are: uploads stalled after their first MiB hold
+// their whole length of it, a large body of the same account then gets 503 with Retry-After in
+// the JSON-RPC envelope (CodeUnavailable) while small requests are served, and once the uploads
+// end large bodies are served again; a body announcing more than the endpoint takes gets 413
+// unread. Before, the endpoint read its bodies (up to 4 MiB each) outside the budget: 200
+// stalled uploads took the heap to 1.2 GB against a 1 GiB memory limit, the budget at 0, and
+// here the large body was served (200) while the uploads held nothing.
+func TestBodyBudgetCountsMCPBodies(t *testing.T) {
+	g, collectors := budgetGateway(t, 64)
+	tenant := g.NewTenant(t, "acme", 0, 1_000_000_000)
+	// One account holds at most half the budget: eight uploads announcing 4 MiB fill it.
+	var uploads []net.Conn
+	for range 8 {
+		c, err := net.Dial("tcp", strings.TrimPrefix(g.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		uploads = append(uploads, c)
+		body := mcpPing(4 << 20)
+		if _, err := fmt.Fprintf(c, "POST /api/mcp HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", tenant.Key, len(body), body[:1<<20]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := &http.Client{Timeout: 30 * time.Second}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		a := postJSON(t, c, g.URL+"/api/mcp", tenant.Key, mcpPing(1<<20))
+		var env struct {
+			ID    json.RawMessage
+			Error struct{ Code int64 }
+		}
+		_ = json.Unmarshal(a.body, &env)
+		if a.status == http.StatusServiceUnavailable && env.Error.Code == -32003 && a.header.Get("Retry-After") != "" {
+			break
+		}
+		if a.status != http.StatusOK || time.Now().After(deadline) {
+			t.Fatalf("a 1 MiB MCP body while eight 4 MiB uploads hold the account's half of the budget: %s, want 503 with -32003 and Retry-After", a)
+		}
+	}
+	if a := postJSON(t, c, g.URL+"/api/mcp", tenant.Key, mcpPing(100)); a.status != http.StatusOK || !strings.Contains(string(a.body), `"result":{}`) {
+		t.Errorf("a small MCP request while the budget is spent: %s, want 200 and the ping's result", a)
+	}
+	scrape := httptest.NewRecorder()
+	collectors.Handler().ServeHTTP(scrape, httptest.NewRequest("GET", "/metrics", nil))
+	if !strings.Contains(scrape.Body.String(), "tollgate_body_budget_in_use_bytes 3.3554432e+07\n") {
+		t.Errorf("the budget in use is not the eight uploads' 32 MiB:\n%s", grepLines(scrape.Body.String(), "tollgate_body_budget"))
+	}
+	if a := postJSON(t, c, g.URL+"/api/mcp", tenant.Key, mcpPing(5<<20)); a.status != http.StatusRequestEntityTooLarge || !strings.Contains(string(a.body), "-32600") {
+		t.Errorf("a 5 MiB MCP body: %s, want 413 with -32600", a)
+	}
+	for _, u := range uploads {
+		_ = u.Close()
+	}
+	deadline = time.Now().Add(15 * time.Second)
+	for {
+		a := postJSON(t, c, g.URL+"/api/mcp", tenant.Key, mcpPing(1<<20))
+		if a.status == http.StatusOK && strings.Contains(string(a.body), `"result":{}`) {
+			break
+		}
+		if a.status != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			t.Fatalf("a 1 MiB MCP body once the uploads ended: %s, want 200 and the ping's result", a)
+		}
+	}
+}
+
+// grepLines is the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for line := range strings.Lines(s) {
+		if strings.Contains(line, sub) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "")
+}

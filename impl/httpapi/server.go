@@ -144,7 +144,7 @@ func (s *Server) Handler() http.Handler {
 		},
 	})
 	// Every method: the MCP handler answers GET with 405 itself.
-	mux.Handle("/api/mcp", mcp.WithCORS(s.mcp, s.authenticateMCP(s.limitRate(s.mcp))))
+	mux.Handle("/api/mcp", mcp.WithCORS(s.mcp, s.authenticateMCP(s.limitRate(s.budgetMCP(s.mcp)))))
 	if s.oauth != nil {
 		s.oauth.Routes(mux)
 	}

@@ -203,6 +203,17 @@ func planTools(f llm.Format, value []byte, policy HostedPolicy, plan *HostedPlan
 			continue
 		}
 		plan.Bounds[t] += int64(n)
+		if f == llm.FormatResponses && t == llm.HostedCodeExecution {
+			// A call is priced as one container of the default size.
+			sized, dropped, err := defaultContainerSize(raw)
+			if err != nil {
+				return nil, err
+			}
+			if dropped {
+				plan.Dropped = append(plan.Dropped, "tools[].code_interpreter.container.memory_limit")
+				changed, raw = true, sized
+			}
+		}
 		if f == llm.FormatMessages && t == llm.HostedWebSearch {
 			// Anthropic's own cap on the searches of one request.
 			capped, err := capMember(raw, "max_uses", n)
@@ -218,6 +229,46 @@ func planTools(f llm.Format, value []byte, policy HostedPolicy, plan *HostedPlan
 		return nil, nil
 	}
 	return append(append([]byte("["), bytes.Join(kept, []byte(","))...), ']'), nil
+}
+
+// defaultContainerSize returns the Responses code_interpreter tool obj with every
+// container.memory_limit but the default ("1g") removed, and whether it removed one. OpenAI bills
+// a container by its size (4g, 16g and 64g at 4, 16 and 64 times the 1g price), and the
+// configured price_micros_per_call prices one call of the tool, as a container of the default
+// size: a larger one would be billed at that price. A container named by its id (a string) is
+// left as it is.
+func defaultContainerSize(obj []byte) ([]byte, bool, error) {
+	var tool jsonview.View
+	if err := tool.Parse(obj); err != nil {
+		return nil, false, errSyntax
+	}
+	var edits jsonview.Edits
+	dropped := false
+	for _, m := range tool.Members() {
+		value := obj[m.Start:m.End]
+		if string(m.Key) != "container" || firstByte(value) != '{' {
+			continue
+		}
+		var container jsonview.View
+		if container.Parse(value) != nil {
+			return nil, false, errSyntax
+		}
+		var inner jsonview.Edits
+		for _, c := range container.Members() {
+			limit := value[c.Start:c.End]
+			if string(c.Key) == "memory_limit" && !isNull(limit) && string(limit) != `"1g"` {
+				inner.Remove(c)
+			}
+		}
+		if !inner.Empty() {
+			edits.Replace(m, inner.AppendTo(nil, &container))
+			dropped = true
+		}
+	}
+	if !dropped {
+		return obj, false, nil
+	}
+	return edits.AppendTo(nil, &tool), true, nil
 }
 
 // capMember returns the object obj with its integer member key lowered to n, or added as n

@@ -96,6 +96,16 @@ func TestPlanHostedTools(t *testing.T) {
 			dropped: []string{"tools[].advisor_20260301"}},
 		{name: "messages advisor forced", f: llm.FormatMessages, policy: priced(0),
 			body: msgs(`,"tools":[{"type":"advisor_20260301","name":"advisor","model":"claude-opus-4-7"}],"tool_choice":{"type":"tool","name":"advisor"}`), refused: "tool_choice"},
+		// A code interpreter call is priced as a container of the default size: a larger
+		// memory_limit (billed at up to 64 times the 1g price) is removed and named.
+		{name: "responses code interpreter memory limit", f: llm.FormatResponses, policy: priced(3, llm.HostedCodeExecution),
+			body:    resp(`,"tools":[{"type":"code_interpreter","container":{"type":"auto","memory_limit":"64g","memory_limit":"16g"}}]`),
+			want:    `{"max_tool_calls":3,` + resp(`,"tools":[{"type":"code_interpreter","container":{"type":"auto"}}]`)[1:],
+			dropped: []string{"tools[].code_interpreter.container.memory_limit"}, bounds: llm.HostedCalls{llm.HostedCodeExecution: 3}},
+		{name: "responses code interpreter default size", f: llm.FormatResponses, policy: priced(3, llm.HostedCodeExecution),
+			body:   resp(`,"tools":[{"type":"code_interpreter","container":{"type":"auto","memory_limit":"1g"}}]`),
+			want:   `{"max_tool_calls":3,` + resp(`,"tools":[{"type":"code_interpreter","container":{"type":"auto","memory_limit":"1g"}}]`)[1:],
+			bounds: llm.HostedCalls{llm.HostedCodeExecution: 3}},
 		{name: "responses mcp", f: llm.FormatResponses, policy: priced(0),
 			body:    resp(`,"tools":[{"type":"function","name":"f","parameters":{"type":"object"}},{"type":"mcp","server_label":"x","server_url":"https://example.com/mcp","require_approval":"never"}]`),
 			want:    resp(`,"tools":[{"type":"function","name":"f","parameters":{"type":"object"}}]`),

@@ -19,6 +19,7 @@ import (
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/exchange"
+	"github.com/tollgate/tollgate/impl/h1server"
 	"github.com/tollgate/tollgate/impl/jsonview"
 	"github.com/tollgate/tollgate/impl/llm"
 	"github.com/tollgate/tollgate/impl/sse"
@@ -54,7 +55,9 @@ import (
 // responsesSocketIdle; 1008 when the key stops being valid; 1009 for a message over 32 MiB;
 // 1011 for an internal failure; 1001 when the gateway shuts down (when the HTTP server starts
 // its shutdown an idle socket closes at once and a busy one after its response; EndStreams ends
-// the response in flight with the stream's in-band error first). A client that leaves during a
+// the response in flight with the stream's in-band error first); a message that stops arriving
+// half-way for responsesSocketStall ends the connection without a close frame, as a stalled
+// upload's does. A client that leaves during a
 // response ends the exchange as a client that leaves an SSE stream does: what was produced is
 // billed, with status client_disconnected.
 
@@ -63,7 +66,17 @@ import (
 // while other tests' sockets still run.
 var responsesSocketIdle atomic.Int64
 
-func init() { responsesSocketIdle.Store(int64(5 * time.Minute)) }
+// responsesSocketStall is how long a message whose first frame has arrived may wait for its
+// next bytes before the socket is closed (a time.Duration, atomic as responsesSocketIdle is):
+// the body read timeout of a POST (h1server.DefaultBodyReadTimeout), so that a message stalled
+// half-way holds its share of the body budget as long as a stalled upload does, not until the
+// socket's idle time ends it.
+var responsesSocketStall atomic.Int64
+
+func init() {
+	responsesSocketIdle.Store(int64(5 * time.Minute))
+	responsesSocketStall.Store(int64(h1server.DefaultBodyReadTimeout))
+}
 
 // responsesSocketWriteWait bounds the wait for the client to take one flush of events.
 const responsesSocketWriteWait = time.Minute
@@ -111,6 +124,8 @@ type responsesSocket struct {
 	account     uuid.UUID
 	memory      []rememberedResponse
 	memoryBytes int
+	// stall reads the messages, each wait for more of a message bounded (read).
+	stall stallBoundedReader
 }
 
 // rememberedResponse is what a later request on the socket needs of a completed response: the
@@ -125,6 +140,8 @@ type rememberedResponse struct {
 // client's close are seen while a response streams); the messages are served here, in order.
 func (sock *responsesSocket) run(parent context.Context) {
 	ctx, cancel := context.WithCancel(parent)
+	stopStall := sock.stall.start(ctx)
+	defer stopStall()
 	messages := make(chan socketMessage, 1)
 	readDone := make(chan error, 1)
 	readerExited := make(chan struct{})
@@ -230,10 +247,17 @@ type socketMessage struct {
 // A message the budget does not admit is drained without being kept and answered with the
 // budget's refusal (503, retry later); the socket stays open.
 func (sock *responsesSocket) read(ctx context.Context) (socketMessage, error) {
-	typ, r, err := sock.conn.Reader(ctx)
+	// Once the message has begun, each wait for more of it is bounded (responsesSocketStall):
+	// the library reads the whole message under the context given to Reader, and closes the
+	// connection when that context ends mid-read (the reader's context, ended by its timer).
+	typ, mr, err := sock.conn.Reader(sock.stall.ctx)
 	if err != nil {
 		return socketMessage{}, err
 	}
+	r := &sock.stall
+	r.r = mr
+	r.timer.Reset(r.every)
+	defer r.timer.Stop()
 	if typ != websocket.MessageText {
 		return socketMessage{}, &socketClose{code: websocket.StatusUnsupportedData, reason: "send each response.create as a JSON text message"}
 	}
@@ -255,6 +279,38 @@ func (sock *responsesSocket) read(ctx context.Context) (socketMessage, error) {
 		return socketMessage{}, err
 	}
 	return socketMessage{data: data, lease: lease}, nil
+}
+
+// stallBoundedReader reads the socket's messages under ctx, restarting timer (which ends ctx)
+// after each read that returns bytes: a message whose client stops sending for every is cut
+// off. One serves every message of a socket, in its reading goroutine: nothing is allocated per
+// message.
+type stallBoundedReader struct {
+	ctx   context.Context
+	r     io.Reader
+	every time.Duration
+	timer *time.Timer
+}
+
+// start sets the reader up under parent; the returned function ends its context.
+func (s *stallBoundedReader) start(parent context.Context) (stop func()) {
+	var cancel context.CancelFunc
+	s.ctx, cancel = context.WithCancel(parent)
+	s.every = time.Duration(responsesSocketStall.Load())
+	s.timer = time.AfterFunc(s.every, cancel)
+	s.timer.Stop()
+	return func() {
+		s.timer.Stop()
+		cancel()
+	}
+}
+
+func (s *stallBoundedReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if n > 0 {
+		s.timer.Reset(s.every)
+	}
+	return n, err
 }
 
 // socketClose is a read's refusal of what the client sent: the socket closes with its code and

@@ -9,5 +9,12 @@ func SetResponsesSocketIdle(d time.Duration) (restore func()) {
 	return func() { responsesSocketIdle.Store(old) }
 }
 
+// SetResponsesSocketStall sets how long a Responses WebSocket message may wait for its next
+// bytes, for the test, and restores it with the returned function.
+func SetResponsesSocketStall(d time.Duration) (restore func()) {
+	old := responsesSocketStall.Swap(int64(d))
+	return func() { responsesSocketStall.Store(old) }
+}
+
 // RaceEnabled lets the external tests ask whether the race detector is on.
 const RaceEnabled = raceEnabled

@@ -699,3 +699,39 @@ func TestResponsesWebSocketContinuesAnIncompleteResponse(t *testing.T) {
 		t.Fatalf("continuing the incomplete response: %s", evs[len(evs)-1].raw)
 	}
 }
+
+// TestResponsesWebSocketStalledMessageIsCutOff: a response.create message whose client stops
+// sending half-way, after its first MiB, holds its share of the body budget only as long as a
+// stalled upload's body would (the body read timeout, shortened here): then the socket is
+// closed and the share given back. On the code before it held it until the socket's idle time
+// (5 minutes) ended the socket.
+func TestResponsesWebSocketStalledMessageIsCutOff(t *testing.T) {
+	defer httpapi.SetResponsesSocketStall(500 * time.Millisecond)()
+	g, m := budgetGateway(t, 64)
+	tenant := g.NewTenant(t, "ws-stalled", 0, 1_000_000_000_000)
+	inUse := func() float64 { return metricValue(scrapeOpenMetrics(t, m), "tollgate_body_budget_in_use_bytes ") }
+	conn, _, err := dialResponses(t, g, tenant.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w, err := conn.Writer(ctx, websocket.MessageText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(w, `{"type":"response.create","model":"service-flint-base","input":"`+strings.Repeat("lorem ipsum ", (1<<20)/12)); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the message's first MiB admitted", func() bool { return inUse() > 0 })
+	start := time.Now()
+	waitUntil(t, "the stalled message's share given back", func() bool { return inUse() == 0 })
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the share was given back after %v", d)
+	}
+	rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer rcancel()
+	if _, _, err := conn.Read(rctx); err == nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("read on the stalled socket: %v, want it closed", err)
+	}
+}

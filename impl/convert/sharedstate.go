@@ -28,6 +28,9 @@ var sharedStateFields = map[llm.Format][]string{
 // SharedStateFields checks a request about to go, as it is, to an upstream of its own format.
 // A field naming provider-kept state (see sharedStateFields) that is set is a 400 naming it
 // (tools the provider runs and bills per call are PlanHostedTools' to decide), and so is a
+// Messages request asking for inference in one region (inference_geo other than "global"),
+// priced by Anthropic at a multiple no price states, which the gateway cannot drop without
+// serving the request outside that region, and a
 // Responses request asking for background mode (background: true): the provider would keep
 // the response, queued, for the client to poll with GET /v1/responses/{id}, which the gateway
 // does not serve, so the client could never read it, while the provider went on generating
@@ -68,6 +71,10 @@ func sharedStateRefusal(refused []string, f llm.Format, key, value []byte) error
 	case f == llm.FormatResponses && string(key) == "background":
 		if !isNull(value) && !bytes.Equal(bytes.TrimSpace(value), []byte("false")) {
 			return apierror.Invalid("background", "'background' is not supported: a background response is kept by the provider, to be fetched later with GET /v1/responses/{id}, and tollgate keeps no provider-side state for its tenants; send the request without it (with \"stream\": true, a long answer comes as it is written).")
+		}
+	case f == llm.FormatMessages && string(key) == "inference_geo":
+		if geo, ok := rawString(bytes.TrimSpace(value)); !isNull(value) && (!ok || string(geo) != "global") {
+			return apierror.Invalid("inference_geo", "'inference_geo' other than \"global\" is not supported: Anthropic prices inference kept in one region (\"us\") at a multiple of the standard rates (1.1 times), which the gateway's prices do not state, and dropping the field would serve the request outside the region it asks for; send the request without it.")
 		}
 	}
 	return nil

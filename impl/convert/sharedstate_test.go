@@ -32,6 +32,17 @@ func TestSharedStateFields(t *testing.T) {
 		{llm.FormatResponses, `{"model":"m","input":"hi"}`, "", nil},
 		{llm.FormatMessages, `{"model":"m","max_tokens":5,"messages":[],"container":"container_1"}`, "container", nil},
 		{llm.FormatMessages, `{"model":"m","max_tokens":5,"messages":[]}`, "", nil},
+		// Inference kept in one region, priced by Anthropic at 1.1 times the standard rates
+		// (inference_geo, anthropic-sdk-go v1.84 MessageNewParams.InferenceGeo): refused, as
+		// dropping it would serve the request outside that region; the default region passes.
+		{llm.FormatMessages, `{"model":"m","max_tokens":5,"messages":[],"inference_geo":"us"}`, "inference_geo", nil},
+		{llm.FormatMessages, `{"model":"m","max_tokens":5,"messages":[],"inference_geo":"u\u0073"}`, "inference_geo", nil},
+		{llm.FormatMessages, `{"model":"m","max_tokens":5,"messages":[],"inference_geo":7}`, "inference_geo", nil},
+		{llm.FormatMessages, `{"model":"m","max_tokens":5,"messages":[],"inference_ge\u006f":"us"}`, "inference_geo", nil},
+		{llm.FormatMessages, `{"model":"m","max_tokens":5,"messages":[],"inference_geo":"global"}`, "", nil},
+		{llm.FormatMessages, `{"model":"m","max_tokens":5,"messages":[],"inference_geo":"glob\u0061l"}`, "", nil},
+		{llm.FormatMessages, `{"model":"m","max_tokens":5,"messages":[],"inference_geo":null}`, "", nil},
+		{llm.FormatChat, `{"model":"m","messages":[],"inference_geo":"us"}`, "", nil},
 		{llm.FormatChat, `{"model":"m","messages":[],"store":true}`, "", nil},
 	}
 	for _, c := range cases {
@@ -165,6 +176,13 @@ func TestSharedStateFieldsAllocatesNothing(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { _, _ = SharedStateFields(llm.FormatResponses, v) }); n != 0 {
 		t.Errorf("SharedStateFields: %v allocations", n)
+	}
+	m, err := jsonview.Parse([]byte(`{"model":"m","max_tokens":5,"inference_geo":"global","messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = SharedStateFields(llm.FormatMessages, m) }); n != 0 {
+		t.Errorf("SharedStateFields of a Messages request in the default region: %v allocations", n)
 	}
 }
 

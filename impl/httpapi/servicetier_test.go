@@ -306,3 +306,29 @@ func TestFallbacksAreDropped(t *testing.T) {
 		}
 	}
 }
+
+// TestRegionalInferenceIsRefused: a Messages request asking for inference kept in one region
+// (Anthropic's inference_geo "us", priced at 1.1 times the standard rates, which no price of the
+// gateway states) is refused in the Messages envelope before any upstream call, since dropping
+// the field would serve the request outside the region it asks for; the default region
+// ("global") passes as sent. Before, "us" went upstream and was billed at the standard rates.
+func TestRegionalInferenceIsRefused(t *testing.T) {
+	s := sim.New(sim.Options{})
+	g := apitest.Start(t, apitest.Options{Config: contractConfig(t), Sim: s})
+	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	c := g.Client(t)
+	bearer := map[string]string{"Authorization": "Bearer " + tenant.Key}
+	status, _, body := do(t, c, g.URL, request{"POST", "/v1/messages",
+		`{"model":"service-sonnet","max_tokens":16,"inference_geo":"us","messages":[{"role":"user","content":"hi"}]}`}, bearer)
+	if status != 400 || !strings.Contains(string(body), `"invalid_request_error"`) || !strings.Contains(string(body), "inference_geo") {
+		t.Errorf("inference_geo us: %d %s, want a 400 naming inference_geo", status, body)
+	}
+	if n := s.TotalRequests(); n != 0 {
+		t.Errorf("inference_geo us: the upstream saw %d requests", n)
+	}
+	status, _, body = do(t, c, g.URL, request{"POST", "/v1/messages",
+		`{"model":"service-sonnet","max_tokens":16,"inference_geo":"global","messages":[{"role":"user","content":"hi"}]}`}, bearer)
+	if status != 200 || !strings.Contains(string(s.LastRequest().Body), `"inference_geo":"global"`) {
+		t.Errorf("inference_geo global: %d %s, the upstream sent %s", status, body, s.LastRequest().Body)
+	}
+}

@@ -179,7 +179,7 @@ func (o *tryObserver) EndTry(_ context.Context, _ int, status int, err error) {
 	}
 	if m := o.x.eng.metrics; m != nil {
 		m.ObserveGenAI(metrics.GenAIOperation{Operation: telemetry.OperationChat, Provider: providerName(o.e.Kind),
-			Model: o.x.model.ID, Duration: time.Since(o.start), ErrorType: et, TraceID: traceID})
+			RequestModel: o.e.Model, Model: o.x.model.ID, Duration: time.Since(o.start), ErrorType: et, TraceID: traceID})
 	}
 }
 
@@ -196,7 +196,7 @@ func (o *tryObserver) failAnswer(status string, err error) {
 	}
 	if m := o.x.eng.metrics; m != nil {
 		m.ObserveGenAI(metrics.GenAIOperation{Operation: telemetry.OperationChat, Provider: providerName(o.e.Kind),
-			Model: o.x.model.ID, Duration: time.Since(o.start), ErrorType: status, TraceID: traceID})
+			RequestModel: o.e.Model, Model: o.x.model.ID, Duration: time.Since(o.start), ErrorType: status, TraceID: traceID})
 	}
 }
 
@@ -300,7 +300,8 @@ func (x *Exchange) finishAttempt(status string) {
 		// counted by EndTry, an unusable answer by failAnswer (an exchange settled with no
 		// answer, its client gone or the shutdown's grace over, was counted once more, and
 		// from the zero time: an operation of two thousand years).
-		op := metrics.GenAIOperation{Operation: telemetry.OperationChat, Provider: providerName(x.expert.Kind), Model: x.model.ID,
+		op := metrics.GenAIOperation{Operation: telemetry.OperationChat, Provider: providerName(x.expert.Kind),
+			RequestModel: x.expert.Model, Model: x.model.ID,
 			InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Duration: time.Since(x.attemptStart),
 			TimeToFirstToken: x.ttft, TraceID: traceID}
 		if status != "ok" {

@@ -275,7 +275,7 @@ func TestEveryUpstreamTryIsAnOperation(t *testing.T) {
 		t.Fatalf("status %d: %s", status, body)
 	}
 	series := func(errorType string) string {
-		return `gen_ai_client_operation_duration_seconds_count{error_type="` + errorType + `",gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="service-flint-base"}`
+		return `gen_ai_client_operation_duration_seconds_count{error_type="` + errorType + `",gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="sim-general",tollgate_model="service-flint-base"}`
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for scrape(t, m, series("")) != 1 {
@@ -287,6 +287,72 @@ func TestEveryUpstreamTryIsAnOperation(t *testing.T) {
 	if n := scrape(t, m, series("429")); n != 1 {
 		t.Errorf("operations with error.type 429: %v, want the one try the retry absorbed", n)
 	}
+}
+
+// TestGenAIMetricsNameTheUpstreamModel: the client metrics' gen_ai_request_model is the model
+// the upstream operation's request was made to, the expert's, as on the try's span (the
+// conventions' "name of the GenAI model a request is being made to"), and tollgate_model the
+// gateway's model id the client named; before, gen_ai_request_model was the gateway's id, so
+// that a backend matching spans and metrics by model found nothing. The time to first token, a
+// server metric of the gateway's own answer, keeps the model its client's request named.
+func TestGenAIMetricsNameTheUpstreamModel(t *testing.T) {
+	m := metrics.New()
+	g := apitest.Start(t, apitest.Options{Metrics: m})
+	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	status, _, body := do(t, g.Client(t), g.URL, request{"POST", "/v1/chat/completions",
+		`{"model":"service-flint-base","max_tokens":16,"messages":[{"role":"user","content":"which model"}]}`},
+		map[string]string{"Authorization": "Bearer " + tenant.Key})
+	if status != http.StatusOK {
+		t.Fatalf("status %d: %s", status, body)
+	}
+	// service-flint-base's one expert is sim-openai-chat's sim-general (impl/config/default.yaml).
+	const labels = `gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="sim-general"`
+	duration := `gen_ai_client_operation_duration_seconds_count{error_type="",` + labels + `,tollgate_model="service-flint-base"}`
+	deadline := time.Now().Add(5 * time.Second)
+	for scrape(t, m, duration) != 1 {
+		if time.Now().After(deadline) {
+			rec := httptest.NewRecorder()
+			m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+			t.Fatalf("no operation observed as %s; the GenAI series:\n%s", duration, genAISeries(rec.Body.String()))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, tokenType := range []string{"input", "output"} {
+		series := `gen_ai_client_token_usage_count{` + labels + `,gen_ai_token_type="` + tokenType + `",tollgate_model="service-flint-base"}`
+		if n := scrape(t, m, series); n != 1 {
+			t.Errorf("%s: %v observations, want 1", series, n)
+		}
+	}
+
+	status, _, body = do(t, g.Client(t), g.URL, request{"POST", "/v1/messages",
+		`{"model":"service-sonnet","max_tokens":16,"stream":true,"messages":[{"role":"user","content":"stream please"}]}`},
+		map[string]string{"Authorization": "Bearer " + tenant.Key})
+	if status != http.StatusOK {
+		t.Fatalf("stream: status %d: %s", status, body)
+	}
+	ttft := `gen_ai_server_time_to_first_token_seconds_count{gen_ai_operation_name="chat",gen_ai_provider_name="anthropic",gen_ai_request_model="service-sonnet"}`
+	for scrape(t, m, ttft) != 1 {
+		if time.Now().After(deadline) {
+			rec := httptest.NewRecorder()
+			m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+			t.Fatalf("no time to first token observed as %s; the GenAI series:\n%s", ttft, genAISeries(rec.Body.String()))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := scrape(t, m, `gen_ai_client_operation_duration_seconds_count{error_type="",gen_ai_operation_name="chat",gen_ai_provider_name="anthropic",gen_ai_request_model="sim-sonnet",tollgate_model="service-sonnet"}`); n != 1 {
+		t.Errorf("the stream's operation: %v observations as sim-sonnet of service-sonnet, want 1", n)
+	}
+}
+
+// genAISeries is the count lines of the GenAI metrics in an exposition, for a failure's message.
+func genAISeries(text string) string {
+	var out []string
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, "gen_ai_") && strings.Contains(line, "_count{") {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // TestUnusableAnswerIsAnOperation: a try whose answer arrived but was cut off is one operation
@@ -324,13 +390,14 @@ func TestUnusableAnswerIsAnOperation(t *testing.T) {
 }
 
 // operations sums gen_ai.client.operation.duration's stat (count or sum) over the series of
-// model with error.type errorType, whatever their provider.
+// the gateway's model (tollgate_model) with error.type errorType, whatever their provider and
+// upstream model.
 func operations(t *testing.T, m *metrics.Metrics, stat, errorType, model string) float64 {
 	t.Helper()
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	re := regexp.MustCompile(`(?m)^gen_ai_client_operation_duration_seconds_` + stat + `\{error_type="` + regexp.QuoteMeta(errorType) +
-		`",[^}]*gen_ai_request_model="` + regexp.QuoteMeta(model) + `"\} (\S+)$`)
+		`",[^}]*tollgate_model="` + regexp.QuoteMeta(model) + `"\} (\S+)$`)
 	total := 0.0
 	for _, match := range re.FindAllStringSubmatch(rec.Body.String(), -1) {
 		v, err := strconv.ParseFloat(match[1], 64)

@@ -282,7 +282,9 @@ func TestRequestTracesInJaeger(t *testing.T) {
 		}
 		// The metrics count the operation, with the trace id as an exemplar.
 		text := scrapeOpenMetrics(t, m)
-		labels := []string{`gen_ai_operation_name="chat"`, `gen_ai_provider_name="openai"`, `gen_ai_request_model="service-flint-base"`}
+		// The metrics' gen_ai_request_model is the span's (the upstream's model), tollgate_model
+		// the gateway's.
+		labels := []string{`gen_ai_operation_name="chat"`, `gen_ai_provider_name="openai"`, `gen_ai_request_model="` + model + `"`, `tollgate_model="service-flint-base"`}
 		for _, want := range [][]string{
 			append([]string{`gen_ai_client_token_usage_count{`, `gen_ai_token_type="input"`}, labels...),
 			append([]string{`gen_ai_client_token_usage_count{`, `gen_ai_token_type="output"`}, labels...),

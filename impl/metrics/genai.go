@@ -24,7 +24,7 @@ type genAI struct {
 }
 
 type genAIKey struct {
-	operation, provider, model, errorType string
+	operation, provider, requestModel, model, errorType string
 }
 
 type genAIChildren struct {
@@ -32,13 +32,19 @@ type genAIChildren struct {
 	duration, ttft *exemplarHistogram
 }
 
-// GenAIOperation is one upstream operation as the GenAI metrics see it. Model must be the
-// gateway's model id from the catalog (never free text from a request), so that the label
-// sets stay bounded.
+// GenAIOperation is one upstream operation as the GenAI metrics see it. RequestModel and Model
+// must come from the configuration (an expert's model and the gateway's model id from the
+// catalog), never free text from a request, so that the label sets stay bounded.
 type GenAIOperation struct {
 	// Operation is gen_ai.operation.name ("chat"); Provider gen_ai.provider.name ("openai",
-	// "anthropic"); Model gen_ai.request.model (the gateway model id).
-	Operation, Provider, Model string
+	// "anthropic").
+	Operation, Provider string
+	// RequestModel is gen_ai.request.model of the client metrics (token usage and operation
+	// duration): the upstream's model, the one the operation's request was made to, as on the
+	// try's span. Model is the gateway's model id the client asked for: the label tollgate_model
+	// of the client metrics, and gen_ai.request.model of gen_ai.server.time_to_first_token,
+	// which measures the gateway as the server of its client's request.
+	RequestModel, Model string
 	// InputTokens and OutputTokens are the usage the upstream reported (not observed when
 	// both are 0, as for a failed operation).
 	InputTokens, OutputTokens int64
@@ -62,15 +68,18 @@ var (
 
 func newGenAI(reg *prometheus.Registry) *genAI {
 	labels := []string{"gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model"}
+	// The client metrics' gen_ai_request_model is the upstream's model; tollgate_model is the
+	// gateway's model id that the request named (a query of one gateway model's operations).
+	client := append(labels[:len(labels):len(labels)], "tollgate_model")
 	g := &genAI{
 		tokens: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "gen_ai_client_token_usage", Help: "Tokens used per upstream operation (gen_ai.client.token.usage), by token type (input, output).",
 			Buckets: tokenBuckets,
-		}, append([]string{"gen_ai_token_type"}, labels...)),
+		}, append([]string{"gen_ai_token_type"}, client...)),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "gen_ai_client_operation_duration_seconds", Help: "Duration of upstream operations (gen_ai.client.operation.duration), from the request to the end of the answer.",
 			Buckets: durationBuckets,
-		}, append(labels, "error_type")),
+		}, append(client, "error_type")),
 		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "gen_ai_server_time_to_first_token_seconds", Help: "Time from the start of a streamed request to its first event sent to the client (gen_ai.server.time_to_first_token).",
 			Buckets: ttftBuckets,
@@ -129,13 +138,13 @@ func (h *exemplarHistogram) observe(v float64, traceID trace.TraceID) {
 // ObserveGenAI records one upstream operation in the GenAI metrics.
 func (m *Metrics) ObserveGenAI(op GenAIOperation) {
 	g := m.genAI
-	key := genAIKey{op.Operation, op.Provider, op.Model, op.ErrorType}
+	key := genAIKey{op.Operation, op.Provider, op.RequestModel, op.Model, op.ErrorType}
 	c, ok := g.children.Load(key)
 	if !ok {
 		c, _ = g.children.LoadOrStore(key, &genAIChildren{
-			input:    g.tokens.WithLabelValues("input", op.Operation, op.Provider, op.Model),
-			output:   g.tokens.WithLabelValues("output", op.Operation, op.Provider, op.Model),
-			duration: newExemplarHistogram(g.duration.WithLabelValues(op.Operation, op.Provider, op.Model, op.ErrorType), durationBuckets),
+			input:    g.tokens.WithLabelValues("input", op.Operation, op.Provider, op.RequestModel, op.Model),
+			output:   g.tokens.WithLabelValues("output", op.Operation, op.Provider, op.RequestModel, op.Model),
+			duration: newExemplarHistogram(g.duration.WithLabelValues(op.Operation, op.Provider, op.RequestModel, op.Model, op.ErrorType), durationBuckets),
 			ttft:     newExemplarHistogram(g.ttft.WithLabelValues(op.Operation, op.Provider, op.Model), ttftBuckets),
 		})
 	}

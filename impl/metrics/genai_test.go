@@ -12,12 +12,14 @@ import (
 
 // TestGenAIMetrics: the GenAI histograms, the added time and the dropped spans are exposed
 // with their labels, and a sampled trace's id rides as an exemplar in the OpenMetrics format.
+// The client metrics' gen_ai_request_model is the upstream's model, the gateway's model id
+// their tollgate_model; the time to first token, a server metric, names the gateway's model.
 func TestGenAIMetrics(t *testing.T) {
 	m := New()
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
-	m.ObserveGenAI(GenAIOperation{Operation: "chat", Provider: "openai", Model: "service-flint", InputTokens: 12, OutputTokens: 30,
+	m.ObserveGenAI(GenAIOperation{Operation: "chat", Provider: "openai", RequestModel: "gpt-4.1", Model: "service-flint", InputTokens: 12, OutputTokens: 30,
 		Duration: 40 * time.Millisecond, TimeToFirstToken: 5 * time.Millisecond, TraceID: traceOf(traceID)})
-	m.ObserveGenAI(GenAIOperation{Operation: "chat", Provider: "openai", Model: "service-flint", Duration: time.Millisecond, ErrorType: "502"})
+	m.ObserveGenAI(GenAIOperation{Operation: "chat", Provider: "openai", RequestModel: "gpt-4.1", Model: "service-flint", Duration: time.Millisecond, ErrorType: "502"})
 	m.ObserveAdded("POST /v1/chat/completions", 150*time.Microsecond, trace.TraceID{})
 	m.ObserveAdded("POST /v1/chat/completions", -time.Microsecond, trace.TraceID{}) // clock skew: counted as 0
 	m.TraceSpansDropped("queue_full", 3)
@@ -28,9 +30,9 @@ func TestGenAIMetrics(t *testing.T) {
 	m.Handler().ServeHTTP(w, req)
 	text := w.Body.String()
 	for _, want := range []string{
-		`gen_ai_client_token_usage_sum{gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="service-flint",gen_ai_token_type="input"} 12`,
-		`gen_ai_client_token_usage_sum{gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="service-flint",gen_ai_token_type="output"} 30`,
-		`gen_ai_client_operation_duration_seconds_count{error_type="502",gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="service-flint"} 1`,
+		`gen_ai_client_token_usage_sum{gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="gpt-4.1",gen_ai_token_type="input",tollgate_model="service-flint"} 12`,
+		`gen_ai_client_token_usage_sum{gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="gpt-4.1",gen_ai_token_type="output",tollgate_model="service-flint"} 30`,
+		`gen_ai_client_operation_duration_seconds_count{error_type="502",gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="gpt-4.1",tollgate_model="service-flint"} 1`,
 		`gen_ai_server_time_to_first_token_seconds_count{gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="service-flint"} 1`,
 		`tollgate_added_seconds_count{route="POST /v1/chat/completions"} 2`,
 		`tollgate_trace_spans_dropped_total{reason="queue_full"} 3`,
@@ -41,7 +43,7 @@ func TestGenAIMetrics(t *testing.T) {
 		}
 	}
 	// The failed operation's tokens are not observed (it reported none).
-	if strings.Contains(text, `gen_ai_client_token_usage_count{gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="service-flint",gen_ai_token_type="input"} 2`) {
+	if strings.Contains(text, `gen_ai_client_token_usage_count{gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="gpt-4.1",gen_ai_token_type="input",tollgate_model="service-flint"} 2`) {
 		t.Error("a failed operation's (absent) tokens were observed")
 	}
 }
@@ -51,7 +53,7 @@ func TestGenAIMetrics(t *testing.T) {
 // while its buckets' exemplars are fresh.
 func TestGenAIObservationsAllocateNothing(t *testing.T) {
 	m := New()
-	op := GenAIOperation{Operation: "chat", Provider: "openai", Model: "service-flint", InputTokens: 1, OutputTokens: 2,
+	op := GenAIOperation{Operation: "chat", Provider: "openai", RequestModel: "gpt-4.1", Model: "service-flint", InputTokens: 1, OutputTokens: 2,
 		Duration: time.Millisecond, TimeToFirstToken: time.Millisecond}
 	m.ObserveGenAI(op)
 	m.ObserveAdded("POST /v1/chat/completions", time.Millisecond, trace.TraceID{})

@@ -23,8 +23,9 @@ import (
 // Tracing of agent sessions (issue 20). A session is one trace, whichever processes run it:
 //
 //   - Spawning it starts a new trace with the span "invoke_agent {agent}" (GenAI conventions:
-//     gen_ai.operation.name invoke_agent, gen_ai.agent.id and gen_ai.agent.name), linked to the
-//     span that spawned it (the POST /v1/agents request, or the approved agent_spawn's job).
+//     gen_ai.operation.name invoke_agent, gen_ai.provider.name tollgate, gen_ai.agent.id and
+//     gen_ai.agent.name), linked to the span that spawned it (the POST /v1/agents request, or
+//     the approved agent_spawn's job).
 //     The span covers the spawn; its W3C traceparent is kept in the session's row
 //     (agent_sessions.trace_parent).
 //   - Every River job of the session carries that traceparent, and the one of the span that
@@ -117,7 +118,8 @@ func agentID(session uuid.UUID, slot pgtype.UUID) string {
 func startInvokeAgent(ctx context.Context, p store.NewAgentSession) (context.Context, trace.Span) {
 	name := agentName(p.AgentName, p.SlotName)
 	attrs := []attribute.KeyValue{
-		telemetry.GenAIOperationName.String(spanInvokeAgent), telemetry.GenAIAgentID.String(agentID(p.ID, p.SlotID)), telemetry.GenAIAgentName.String(name),
+		telemetry.GenAIOperationName.String(spanInvokeAgent), telemetry.GenAIProviderName.String(telemetry.ProviderTollgate),
+		telemetry.GenAIAgentID.String(agentID(p.ID, p.SlotID)), telemetry.GenAIAgentName.String(name),
 		telemetry.GenAIConversationID.String(p.ID.String()), attrSessionID.String(p.ID.String()), attrSlot.String(p.SlotName),
 		telemetry.GenAIRequestModel.String(p.Model), telemetry.AttrAccount.String(p.AccountID.String()),
 	}

@@ -109,7 +109,8 @@ func TestAgentSessionIsOneTrace(t *testing.T) {
 	if id := a["gen_ai.agent.id"]; id == "" || id == res.SessionID {
 		t.Errorf("invoke_agent gen_ai.agent.id = %q, want the slot's id, not the session's (the conversation's)", id)
 	}
-	for k, v := range map[attribute.Key]string{"gen_ai.operation.name": "invoke_agent", "gen_ai.conversation.id": res.SessionID,
+	// gen_ai.provider.name is required on invoke_agent: the agent is the gateway's own.
+	for k, v := range map[attribute.Key]string{"gen_ai.operation.name": "invoke_agent", "gen_ai.provider.name": "tollgate", "gen_ai.conversation.id": res.SessionID,
 		"gen_ai.agent.name": "main", "tollgate.account.id": acme.p.AccountID.String(), "tollgate.key.id": acme.p.KeyID.String()} {
 		if a[k] != v {
 			t.Errorf("invoke_agent %s = %q, want %q", k, a[k], v)

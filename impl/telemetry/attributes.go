@@ -37,6 +37,13 @@ const (
 	OperationInvokeAgent = "invoke_agent"
 )
 
+// ProviderTollgate is the gen_ai.provider.name of the gateway's own agents' invoke_agent spans,
+// which the conventions require: the agent is tollgate's, run in its process, and its model a
+// gateway model that may be routed to experts of several providers, so no upstream's name fits
+// (a custom value, as the conventions allow where no well-known one applies). Each model call of
+// the agent names its upstream's provider on its own try's span.
+const ProviderTollgate = "tollgate"
+
 // ToolTypeFunction is the gen_ai.tool.type of the tools tollgate runs (MCP tools and the
 // agents' tools alike: functions the model calls with JSON arguments).
 const ToolTypeFunction = "function"

@@ -136,9 +136,10 @@ func (o *tryObserver) StartTry(ctx context.Context, n int) context.Context {
 var clientKind = trace.WithSpanKind(trace.SpanKindClient)
 
 // tryAttributes appends what a try's span says of the request, known when it began (the
-// GenAI operation, provider, model and output bound, the expert, the gateway's model, the
-// try's number and the upstream's address) and the upstream's HTTP status when an answer came
-// (http.response.status_code, as the HTTP conventions name it).
+// GenAI operation, provider, model and output bound, the choices asked for when more than one,
+// the expert, the gateway's model, the try's number and the upstream's address) and the
+// upstream's HTTP status when an answer came (http.response.status_code, as the HTTP
+// conventions name it).
 func (o *tryObserver) tryAttributes(attrs []attribute.KeyValue) []attribute.KeyValue {
 	attrs = append(attrs,
 		telemetry.GenAIOperationName.String(telemetry.OperationChat),
@@ -149,6 +150,11 @@ func (o *tryObserver) tryAttributes(attrs []attribute.KeyValue) []attribute.KeyV
 		telemetry.AttrModel.String(o.x.model.ID),
 		telemetry.AttrUpstreamAttempts.Int(o.n),
 	)
+	if c := o.x.calls.choices; c > 1 {
+		// The conventions require gen_ai.request.choice.count when the request asks for other
+		// than one choice (a chat request's n), and leave it out otherwise.
+		attrs = append(attrs, telemetry.GenAIRequestChoiceCount.Int(c))
+	}
 	if o.e.Host != "" {
 		attrs = append(attrs, telemetry.ServerAddress.String(o.e.Host), telemetry.ServerPort.Int(o.e.Port))
 	}
@@ -160,7 +166,7 @@ func (o *tryObserver) tryAttributes(attrs []attribute.KeyValue) []attribute.KeyV
 
 // failSpan ends the try's span as failed with errType and description.
 func (o *tryObserver) failSpan(errType, description string) {
-	telemetry.Fail(o.span, errType, description, o.tryAttributes(make([]attribute.KeyValue, 0, 10))...)
+	telemetry.Fail(o.span, errType, description, o.tryAttributes(make([]attribute.KeyValue, 0, 11))...)
 	o.span.End()
 }
 

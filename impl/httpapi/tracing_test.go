@@ -263,6 +263,9 @@ func TestRequestTracesInJaeger(t *testing.T) {
 				t.Errorf("attempt span without %s:\n%s", k, tr)
 			}
 		}
+		if a.Has("gen_ai.request.choice.count") {
+			t.Errorf("a request of one choice has gen_ai.request.choice.count:\n%s", tr)
+		}
 		// No content for an account that did not opt in.
 		if a.Has(string(telemetry.AttrInput)) || a.Has(string(telemetry.AttrOutput)) || strings.Contains(tr.String(), "hello there") {
 			t.Errorf("content recorded for an account that did not opt in:\n%s", tr)
@@ -297,6 +300,26 @@ func TestRequestTracesInJaeger(t *testing.T) {
 			if !lineWith(text, want...) {
 				t.Errorf("metrics lack a line with %q", want)
 			}
+		}
+	})
+
+	t.Run("n choices", func(t *testing.T) {
+		// A request for three choices says so on its attempt span: the conventions require
+		// gen_ai.request.choice.count when it is not 1 (and the JSON completion above, of one
+		// choice, has none).
+		status, h, body := tracedPost(t, g, tenant.Key, "/v1/chat/completions",
+			`{"model":"service-flint-base","n":3,"max_tokens":8,"messages":[{"role":"user","content":"three ways"}]}`)
+		if status != 200 {
+			t.Fatalf("status %d: %s", status, body)
+		}
+		traceID, _ := traceOf(t, h)
+		tr := j.WaitTrace(t, traceID, 5)
+		attempts := clientSpans(tr)
+		if len(attempts) != 1 {
+			t.Fatalf("%d attempt spans, want 1:\n%s", len(attempts), tr)
+		}
+		if got := attempts[0].Attr("gen_ai.request.choice.count"); got != "3" {
+			t.Errorf("attempt span gen_ai.request.choice.count = %q, want 3:\n%s", got, tr)
 		}
 	})
 

@@ -9,6 +9,7 @@ const (
 	GenAIRequestModel         = attribute.Key("gen_ai.request.model")
 	GenAIResponseModel        = attribute.Key("gen_ai.response.model")
 	GenAIRequestMaxTokens     = attribute.Key("gen_ai.request.max_tokens")
+	GenAIRequestChoiceCount   = attribute.Key("gen_ai.request.choice.count")
 	GenAIUsageInputTokens     = attribute.Key("gen_ai.usage.input_tokens")
 	GenAIUsageOutputTokens    = attribute.Key("gen_ai.usage.output_tokens")
 	GenAIUsageCacheRead       = attribute.Key("gen_ai.usage.cache_read.input_tokens")

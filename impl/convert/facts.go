@@ -70,3 +70,37 @@ func firstFinishReason(choices []byte) string {
 	})
 	return reason
 }
+
+// ChatFinishReasons is the finish_reason of every choice of a chat answer read into v, in the
+// order of its choices array (a choice without one is left out): gen_ai.response.finish_reasons
+// of an answer of several choices (a request's n), one reason for each generation, as the GenAI
+// conventions ask. ResponseFactsOf reads the first choice's alone, which is all one choice
+// needs; this one allocates the slice, so it is for answers of more than one choice.
+func ChatFinishReasons(v *jsonview.View) []string {
+	var reasons []string
+	_ = eachTop(v, func(key, value []byte) error {
+		if !fold(key, "choices") || len(value) < 2 || value[0] != '[' {
+			return nil
+		}
+		for i := jsonview.SkipSpace(value, 1); i < len(value) && value[i] != ']'; {
+			end, ok := jsonview.SkipValue(value, i)
+			if !ok {
+				return nil
+			}
+			_ = eachMember(value[i:end], func(key, value []byte) error {
+				if fold(key, "finish_reason") {
+					if r, _ := stringValue(value); r != "" {
+						reasons = append(reasons, r)
+					}
+				}
+				return nil
+			})
+			i = jsonview.SkipSpace(value, end)
+			if i < len(value) && value[i] == ',' {
+				i = jsonview.SkipSpace(value, i+1)
+			}
+		}
+		return nil
+	})
+	return reasons
+}

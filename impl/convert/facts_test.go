@@ -148,3 +148,30 @@ func BenchmarkResponseFacts(b *testing.B) {
 		})
 	}
 }
+
+// TestChatFinishReasons: every choice's finish_reason of a chat answer, in the order of its
+// choices (one without a reason left out); none for an answer without choices or of another
+// shape.
+func TestChatFinishReasons(t *testing.T) {
+	for _, c := range []struct {
+		body string
+		want []string
+	}{
+		{`{"id":"c","choices":[{"index":0,"message":{"content":"a, b"},"finish_reason":"stop"},` +
+			` {"index":1,"message":{"content":"[x]"},"finish_reason":"length"} ,{"index":2,"finish_reason":"tool_calls"}],"usage":{}}`,
+			[]string{"stop", "length", "tool_calls"}},
+		{`{"choices":[{"index":0,"finish_reason":"stop"},{"index":1,"finish_reason":null},{"index":2,"FINISH_REASON":"length"}]}`,
+			[]string{"stop", "length"}},
+		{`{"choices":[]}`, nil},
+		{`{"choices":null}`, nil},
+		{`{"id":"c"}`, nil},
+	} {
+		var v jsonview.View
+		if err := v.Parse([]byte(c.body)); err != nil {
+			t.Fatal(err)
+		}
+		if got := ChatFinishReasons(&v); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("ChatFinishReasons(%s) = %q, want %q", c.body, got, c.want)
+		}
+	}
+}

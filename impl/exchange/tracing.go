@@ -35,6 +35,9 @@ type exchangeTrace struct {
 	// finishReason (as the upstream's format writes it: "stop", "end_turn", "completed"...),
 	// responseID and responseModel are read from the answer.
 	finishReason, responseID, responseModel string
+	// finishReasons are an answer's of several choices (a chat request's n), one for each
+	// choice; nil for an answer of one, whose finishReason is its only one.
+	finishReasons []string
 	// output collects a stream's text when capture is set.
 	output strings.Builder
 }
@@ -236,7 +239,14 @@ func (x *Exchange) noteAnswer(resp *llm.Response) {
 // view its usage was read from): it is not decoded for the trace; its id, model and finish
 // reason are read from the view's members (convert.ResponseFactsOf, about a twentieth of a full
 // decode's CPU), and its text only when the account's content is captured.
+//
+// An answer of several choices (only a chat answer has them) has the finish reason of each
+// read too (convert.ChatFinishReasons): gen_ai.response.finish_reasons holds one for each
+// generation, as the conventions ask, not the first choice's alone.
 func (x *Exchange) noteRelayedAnswer(v *jsonview.View) {
+	if x.calls.choices > 1 && x.expert.Kind == llm.FormatChat {
+		x.tr.finishReasons = convert.ChatFinishReasons(v)
+	}
 	if x.tr.capture {
 		if resp, err := convert.DecodeResponse(x.expert.Kind, v.Body()); err == nil {
 			x.noteAnswer(resp)
@@ -270,7 +280,9 @@ func (x *Exchange) finishAttempt(status string) {
 		if w := u.CacheWrite5mTokens + u.CacheWrite1hTokens; w > 0 {
 			attrs = append(attrs, telemetry.GenAIUsageCacheCreation.Int64(w))
 		}
-		if x.tr.finishReason != "" {
+		if len(x.tr.finishReasons) > 1 {
+			attrs = append(attrs, telemetry.GenAIResponseFinishReason.StringSlice(x.tr.finishReasons))
+		} else if x.tr.finishReason != "" {
 			attrs = append(attrs, telemetry.GenAIResponseFinishReason.StringSlice([]string{x.tr.finishReason}))
 		}
 		if x.tr.responseID != "" {

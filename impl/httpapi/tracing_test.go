@@ -321,6 +321,25 @@ func TestRequestTracesInJaeger(t *testing.T) {
 		if got := attempts[0].Attr("gen_ai.request.choice.count"); got != "3" {
 			t.Errorf("attempt span gen_ai.request.choice.count = %q, want 3:\n%s", got, tr)
 		}
+		// gen_ai.response.finish_reasons has one reason for each generation, the answer's own.
+		var answer struct {
+			Choices []struct {
+				FinishReason string `json:"finish_reason"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(body), &answer); err != nil || len(answer.Choices) != 3 {
+			t.Fatalf("the answer's choices (%v): %s", err, body)
+		}
+		var want []string
+		for _, c := range answer.Choices {
+			want = append(want, c.FinishReason)
+		}
+		var reasons []string
+		if err := json.Unmarshal([]byte(attempts[0].Attr("gen_ai.response.finish_reasons")), &reasons); err != nil ||
+			strings.Join(reasons, " ") != strings.Join(want, " ") {
+			t.Errorf("attempt span gen_ai.response.finish_reasons = %s, want the three choices' %q:\n%s",
+				attempts[0].Attr("gen_ai.response.finish_reasons"), want, tr)
+		}
 	})
 
 	t.Run("a stream", func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
@@ -139,8 +140,9 @@ func (o *tryObserver) StartTry(ctx context.Context, n int) context.Context {
 var clientKind = trace.WithSpanKind(trace.SpanKindClient)
 
 // tryAttributes appends what a try's span says of the request, known when it began (the
-// GenAI operation, provider, model and output bound, the choices asked for when more than one,
-// the expert, the gateway's model, the try's number and the upstream's address) and the
+// GenAI operation, provider, model and output bound, an agent's call's session as the
+// conversation, the choices asked for when more than one, the expert, the gateway's model, the
+// try's number and the upstream's address) and the
 // upstream's HTTP status when an answer came (http.response.status_code, as the HTTP
 // conventions name it).
 func (o *tryObserver) tryAttributes(attrs []attribute.KeyValue) []attribute.KeyValue {
@@ -153,6 +155,11 @@ func (o *tryObserver) tryAttributes(attrs []attribute.KeyValue) []attribute.KeyV
 		telemetry.AttrModel.String(o.x.model.ID),
 		telemetry.AttrUpstreamAttempts.Int(o.n),
 	)
+	if op := o.x.opts; op != nil && op.sessionID != uuid.Nil {
+		// An agent's model call: its session is the conversation, which the conventions
+		// require on an inference span when it is available (as on the session's own spans).
+		attrs = append(attrs, telemetry.GenAIConversationID.String(op.sessionID.String()))
+	}
 	if c := o.x.calls.choices; c > 1 {
 		// The conventions require gen_ai.request.choice.count when the request asks for other
 		// than one choice (a chat request's n), and leave it out otherwise.
@@ -169,7 +176,7 @@ func (o *tryObserver) tryAttributes(attrs []attribute.KeyValue) []attribute.KeyV
 
 // failSpan ends the try's span as failed with errType and description.
 func (o *tryObserver) failSpan(errType, description string) {
-	telemetry.Fail(o.span, errType, description, o.tryAttributes(make([]attribute.KeyValue, 0, 11))...)
+	telemetry.Fail(o.span, errType, description, o.tryAttributes(make([]attribute.KeyValue, 0, 12))...)
 	o.span.End()
 }
 

@@ -448,6 +448,23 @@ func TestRequestTracesInJaeger(t *testing.T) {
 		if server := tr.One(t, "POST /v1/agents"); server.Attr("tollgate.agent.session_id") != res.SessionID {
 			t.Errorf("the spawn's server span names session %q, want %s:\n%s", server.Attr("tollgate.agent.session_id"), res.SessionID, tr)
 		}
+		// The session's model call is in the session's trace (its usage record keeps the trace
+		// id), and its attempt span names the session as gen_ai.conversation.id, which the
+		// conventions require on an inference span when it is known, as the session's own spans do.
+		rec := latestUsage(t, g, agents.Account, 1)
+		if rec.AgentSessionID.String() != res.SessionID {
+			t.Fatalf("the usage record's session %v, want %s", rec.AgentSessionID, res.SessionID)
+		}
+		session := j.WaitTrace(t, hex.EncodeToString(rec.TraceID[:]), 5) // invoke_agent, the step, admission, the attempt, settle
+		attempts := clientSpans(session)
+		if len(attempts) == 0 {
+			t.Fatalf("no attempt span in the session's trace:\n%s", session)
+		}
+		for _, a := range attempts {
+			if got := a.Attr("gen_ai.conversation.id"); got != res.SessionID {
+				t.Errorf("the session's attempt span gen_ai.conversation.id = %q, want %s:\n%s", got, res.SessionID, session)
+			}
+		}
 	})
 
 	t.Run("prompt-cache counts", func(t *testing.T) {

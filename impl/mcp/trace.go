@@ -30,6 +30,7 @@ const tracerName = "github.com/tollgate/tollgate/impl/mcp"
 const (
 	attrRPCMethod     = attribute.Key("mcp.method.name")
 	attrRPCRequestID  = attribute.Key("jsonrpc.request.id")
+	attrRPCStatusCode = attribute.Key("rpc.response.status_code")
 	methodToolsCall   = "tools/call"
 	errorToolError    = "tool_error"
 	errorInvalidArgs  = "invalid_arguments"
@@ -98,14 +99,17 @@ func endToolSpan(span trace.Span, res tool.Result, errType string) {
 
 // noteRPCError says on the request's span (the gateway's server span for POST /api/mcp) that
 // the JSON-RPC request failed before or instead of a tool's run: the method, the request id and
-// the JSON-RPC error code as error.type, with an error status, as the conventions for MCP
-// servers ask. Trial h8 D14: an unknown tool or bad params left a trace that said nothing.
+// the JSON-RPC error code, as error.type and as rpc.response.status_code (which the MCP
+// conventions require when the response carries an error code), with an error status, as the
+// conventions for MCP servers ask. Trial h8 D14: an unknown tool or bad params left a trace that
+// said nothing.
 func noteRPCError(ctx context.Context, method string, id json.RawMessage, code int64) {
 	span := trace.SpanFromContext(ctx)
 	if !span.IsRecording() {
 		return
 	}
-	attrs := []attribute.KeyValue{telemetry.ErrorType.String(strconv.FormatInt(code, 10))}
+	c := strconv.FormatInt(code, 10)
+	attrs := []attribute.KeyValue{telemetry.ErrorType.String(c), attrRPCStatusCode.String(c)}
 	if method != "" {
 		attrs = append(attrs, attrRPCMethod.String(method))
 	}
@@ -113,5 +117,5 @@ func noteRPCError(ctx context.Context, method string, id json.RawMessage, code i
 		attrs = append(attrs, attrRPCRequestID.String(rpcIDText(id)))
 	}
 	span.SetAttributes(attrs...)
-	span.SetStatus(codes.Error, "JSON-RPC error "+strconv.FormatInt(code, 10))
+	span.SetStatus(codes.Error, "JSON-RPC error "+c)
 }

@@ -169,8 +169,9 @@ func TestToolCallsAreExecuteToolSpans(t *testing.T) {
 	}
 
 	// A JSON-RPC error (an unknown tool, answered by the SDK; an unknown method) says so on the
-	// server span: the method, the request id and the code as error.type, an error status
-	// (trial h8 D14: the trace said nothing).
+	// server span: the method, the request id and the code as error.type and as
+	// rpc.response.status_code (required by the MCP conventions when the response carries an
+	// error code), an error status (trial h8 D14: the trace said nothing).
 	for _, c := range []struct{ body, method, code string }{
 		{`{"jsonrpc":"2.0","id":"u1","method":"tools/call","params":{"name":"no_such_tool","arguments":{}}}`, "tools/call", "-32602"},
 		{`{"jsonrpc":"2.0","id":"u2","method":"resources/list"}`, "resources/list", "-32601"},
@@ -182,7 +183,8 @@ func TestToolCallsAreExecuteToolSpans(t *testing.T) {
 			t.Fatalf("%s: spans %v, want the server span", c.method, names(ended))
 		}
 		a := attrs(ended[0])
-		if a["error.type"] != c.code || a["mcp.method.name"] != c.method || a["jsonrpc.request.id"] == "" || ended[0].Status().Code != codes.Error {
+		if a["error.type"] != c.code || a["rpc.response.status_code"] != c.code || a["mcp.method.name"] != c.method ||
+			a["jsonrpc.request.id"] == "" || ended[0].Status().Code != codes.Error {
 			t.Errorf("%s: the server span says %v (status %v), want error.type %s", c.method, a, ended[0].Status(), c.code)
 		}
 	}

@@ -1,7 +1,10 @@
 package exchange
 
 import (
+	"bytes"
 	"encoding/json"
+	"slices"
+	"strconv"
 
 	"go.opentelemetry.io/otel/attribute"
 
@@ -37,6 +40,11 @@ type (
 // answer's text with its finish reason (gen_ai.output.messages). The request is read from its
 // neutral form, decoded here for a request relayed in its own format (only for an account that
 // opted in).
+//
+// Each is a structured value (an array of maps, as the schemas have them: structuredOf), which
+// the conventions ask for on spans where the SDK has such values, as Go's now has
+// (attribute.SLICE and MAP); JSON text is their fallback for SDKs without. A backend that keeps
+// only scalar tags (Jaeger) shows them as JSON text.
 func (x *Exchange) contentAttributes(output, finishReason string) []attribute.KeyValue {
 	req := x.ir
 	if req == nil {
@@ -49,7 +57,7 @@ func (x *Exchange) contentAttributes(output, finishReason string) []attribute.Ke
 	if req != nil {
 		if req.System != "" {
 			if b, err := json.Marshal([]genAIPart{{Type: "text", Content: req.System}}); err == nil {
-				attrs = append(attrs, telemetry.AttrSystemInstructions.String(string(b)))
+				attrs = append(attrs, attribute.KeyValue{Key: telemetry.AttrSystemInstructions, Value: structuredOf(b)})
 			}
 		}
 		msgs := make([]genAIMessage, 0, len(req.Messages))
@@ -57,12 +65,12 @@ func (x *Exchange) contentAttributes(output, finishReason string) []attribute.Ke
 			msgs = append(msgs, inputMessage(m))
 		}
 		if b, err := json.Marshal(msgs); err == nil {
-			attrs = append(attrs, telemetry.AttrInput.String(string(b)))
+			attrs = append(attrs, attribute.KeyValue{Key: telemetry.AttrInput, Value: structuredOf(b)})
 		}
 	}
 	out := []genAIMessage{{Role: "assistant", Parts: []genAIPart{{Type: "text", Content: output}}, FinishReason: &finishReason}}
 	if b, err := json.Marshal(out); err == nil {
-		attrs = append(attrs, telemetry.AttrOutput.String(string(b)))
+		attrs = append(attrs, attribute.KeyValue{Key: telemetry.AttrOutput, Value: structuredOf(b)})
 	}
 	return attrs
 }
@@ -93,4 +101,53 @@ func inputMessage(m llm.Message) genAIMessage {
 		g.Parts = append(g.Parts, genAIPart{Type: "tool_call", ID: c.ID, Name: c.Name, Arguments: args})
 	}
 	return g
+}
+
+// structuredOf is the attribute value of the JSON text b, as the conventions' message schemas
+// are read: an array is a slice, an object a map (its members in name order, so that one
+// content is always one value), a string a string, an integer an int64 and another number a
+// float64, a boolean a boolean, null the empty value. JSON text that does not decode (never the
+// json.Marshal output it is given) stays the string it is.
+func structuredOf(b []byte) attribute.Value {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return attribute.StringValue(string(b))
+	}
+	return valueOf(v)
+}
+
+// valueOf is structuredOf of a value decoded with UseNumber.
+func valueOf(v any) attribute.Value {
+	switch v := v.(type) {
+	case []any:
+		vs := make([]attribute.Value, len(v))
+		for i, e := range v {
+			vs[i] = valueOf(e)
+		}
+		return attribute.SliceValue(vs...)
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		kvs := make([]attribute.KeyValue, len(keys))
+		for i, k := range keys {
+			kvs[i] = attribute.KeyValue{Key: attribute.Key(k), Value: valueOf(v[k])}
+		}
+		return attribute.MapValue(kvs...)
+	case string:
+		return attribute.StringValue(v)
+	case json.Number:
+		if n, err := strconv.ParseInt(string(v), 10, 64); err == nil {
+			return attribute.Int64Value(n)
+		}
+		f, _ := v.Float64()
+		return attribute.Float64Value(f)
+	case bool:
+		return attribute.BoolValue(v)
+	}
+	return attribute.Value{}
 }

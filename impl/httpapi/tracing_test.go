@@ -621,8 +621,9 @@ func TestRequestTracesInJaeger(t *testing.T) {
 		traceID, _ := traceOf(t, h)
 		tr := j.WaitTrace(t, traceID, 5)
 		a := clientSpans(tr)[0]
-		// The GenAI conventions' input and output message schemas, as JSON text on the span
-		// (trial h8 D3: the raw request body, and the answer's bare text in an event).
+		// The GenAI conventions' input and output message schemas, structured on the span, which
+		// Jaeger keeps as JSON text (trial h8 D3: the raw request body, and the answer's bare text
+		// in an event).
 		type part struct{ Type, Content string }
 		type message struct {
 			Role         string

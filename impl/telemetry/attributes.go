@@ -95,10 +95,11 @@ const (
 )
 
 // Captured content (only for accounts that opted in): the GenAI conventions' attributes, set on
-// the answering attempt's span as JSON text in the conventions' input and output message
-// schemas, which the conventions allow on spans where an SDK has no structured attribute values
-// (the Go SDK has none). Before, the input was the raw request body and the output a bare
-// text in an event of its own name (trial h8 D3).
+// the answering attempt's span as structured values (slices of maps) in the conventions' input
+// and output message schemas, as the conventions ask where the SDK has such values (Go's now
+// has; JSON text is only their fallback for SDKs without). Before, the input was the raw
+// request body and the output a bare text in an event of its own name (trial h8 D3), and then
+// JSON text.
 const (
 	AttrInput              = attribute.Key("gen_ai.input.messages")
 	AttrOutput             = attribute.Key("gen_ai.output.messages")

@@ -146,11 +146,17 @@ var clientKind = trace.WithSpanKind(trace.SpanKindClient)
 // upstream's HTTP status when an answer came (http.response.status_code, as the HTTP
 // conventions name it).
 func (o *tryObserver) tryAttributes(attrs []attribute.KeyValue) []attribute.KeyValue {
+	maxTokens := o.bound
+	if o.e.Kind == llm.FormatResponses {
+		// The bound the upstream was asked for (upstreamBody): the Responses API refuses less
+		// than minResponsesOutput, so a smaller one is raised to it.
+		maxTokens = max(maxTokens, minResponsesOutput)
+	}
 	attrs = append(attrs,
 		telemetry.GenAIOperationName.String(telemetry.OperationChat),
 		telemetry.GenAIProviderName.String(providerName(o.e.Kind)),
 		telemetry.GenAIRequestModel.String(o.e.Model),
-		telemetry.GenAIRequestMaxTokens.Int(o.bound),
+		telemetry.GenAIRequestMaxTokens.Int(maxTokens),
 		telemetry.AttrExpert.String(o.e.Key),
 		telemetry.AttrModel.String(o.x.model.ID),
 		telemetry.AttrUpstreamAttempts.Int(o.n),

@@ -301,11 +301,12 @@ func (x *Exchange) finishAttempt(status string) {
 		if x.tr.responseID != "" {
 			attrs = append(attrs, telemetry.GenAIResponseID.String(x.tr.responseID))
 		}
-		model := x.tr.responseModel
-		if model == "" {
-			model = x.expert.Model
+		if x.tr.responseModel != "" {
+			// The model the upstream says answered; an answer that did not say (a stream cut
+			// before its first event) has none, rather than the model asked for, which the
+			// span's gen_ai.request.model already is.
+			attrs = append(attrs, telemetry.GenAIResponseModel.String(x.tr.responseModel))
 		}
-		attrs = append(attrs, telemetry.GenAIResponseModel.String(model))
 		if x.ttft > 0 {
 			attrs = append(attrs, telemetry.AttrTimeToFirstToken.Float64(x.ttft.Seconds()))
 			// Stamped when the first event left, not when the span ends (trial h8 D7).

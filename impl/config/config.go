@@ -243,6 +243,69 @@ type Provider struct {
 	// the field). OpenAI caches every prompt by itself; Anthropic caches only where asked, so
 	// without it an OpenAI client routed to Anthropic pays the full input price on every turn.
 	PromptCache string `yaml:"prompt_cache,omitempty"`
+	// GenAIProvider is the provider's gen_ai.provider.name on traces and metrics, one of the
+	// GenAI conventions' values (openai, anthropic, aws.bedrock, azure.ai.openai,
+	// gcp.vertex_ai, ...) or a name of its own. Unset: GenAIProviderName's, from the base URL's
+	// host when it is a provider the conventions name, else from the kind.
+	GenAIProvider string `yaml:"gen_ai_provider,omitempty"`
+}
+
+// GenAIProviderName is the provider's gen_ai.provider.name: GenAIProvider when set; else the
+// conventions' name of the provider its base URL's host is (api.deepseek.com is deepseek,
+// bedrock-runtime.us-east-1.amazonaws.com aws.bedrock, an aiplatform.googleapis.com host
+// gcp.vertex_ai), since a well-known value that applies must be used, whatever API the
+// provider is spoken to in; else the kind's (anthropic for anthropic-messages, openai for the
+// OpenAI formats), the conventions' name for a provider known only by the API it speaks.
+func (p Provider) GenAIProviderName() string {
+	if p.GenAIProvider != "" {
+		return p.GenAIProvider
+	}
+	if u, err := url.Parse(p.BaseURL); err == nil && u.Hostname() != "" {
+		if name := genAIProviderOfHost(strings.ToLower(u.Hostname())); name != "" {
+			return name
+		}
+	}
+	if p.Kind == KindAnthropicMessages {
+		return "anthropic"
+	}
+	return "openai"
+}
+
+// genAIProviderOfHost is the GenAI conventions' gen_ai.provider.name of the provider whose API
+// host is host, "" for a host it does not know.
+func genAIProviderOfHost(host string) string {
+	under := func(domain string) bool { return host == domain || strings.HasSuffix(host, "."+domain) }
+	switch {
+	case under("api.openai.com"):
+		return "openai"
+	case under("api.anthropic.com"):
+		return "anthropic"
+	case strings.HasPrefix(host, "bedrock") && (under("amazonaws.com") || under("api.aws")):
+		return "aws.bedrock"
+	case under("openai.azure.com"):
+		return "azure.ai.openai"
+	case under("inference.ai.azure.com") || under("services.ai.azure.com"):
+		return "azure.ai.inference"
+	case strings.HasSuffix(host, "aiplatform.googleapis.com"):
+		return "gcp.vertex_ai"
+	case host == "generativelanguage.googleapis.com":
+		return "gcp.gemini"
+	case under("groq.com"):
+		return "groq"
+	case under("deepseek.com"):
+		return "deepseek"
+	case under("mistral.ai"):
+		return "mistral_ai"
+	case under("x.ai"):
+		return "x_ai"
+	case under("perplexity.ai"):
+		return "perplexity"
+	case under("cohere.com") || under("cohere.ai"):
+		return "cohere"
+	case under("ml.cloud.ibm.com"):
+		return "ibm.watsonx.ai"
+	}
+	return ""
 }
 
 // Prompt-cache settings of an anthropic-messages provider (Provider.PromptCache).
@@ -438,6 +501,10 @@ func parse(b []byte, dir string) (*Config, error) {
 // envName is what an environment variable's name may be.
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
+// genAIProviderName is what a provider's gen_ai_provider may be: the conventions' values are
+// lower-case names with '.' and '_' ("aws.bedrock", "mistral_ai").
+var genAIProviderName = regexp.MustCompile(`^[a-z0-9][a-z0-9._]*$`)
+
 // backendOf is a model's backend as a list: one upstream, or none for a fusion model.
 func backendOf(m Model) []Upstream {
 	if m.Backend == nil {
@@ -495,6 +562,9 @@ func (c *Config) Validate() error {
 			// Not echoed: it is most likely the key itself, pasted where its variable's name
 			// goes (configuration trial: the start-up warning logged it).
 			bad("provider %q: api_key_env must name an environment variable (letters, digits and _), not hold the key: put the key in that variable", p.Name)
+		}
+		if p.GenAIProvider != "" && !genAIProviderName.MatchString(p.GenAIProvider) {
+			bad("provider %q: gen_ai_provider must be a lower-case name of letters, digits, '.' and '_', e.g. aws.bedrock", p.Name)
 		}
 		switch {
 		case p.PromptCache != "" && p.PromptCache != PromptCacheAutomatic && p.PromptCache != PromptCacheOff:

@@ -122,6 +122,60 @@ models:
 	}
 }
 
+// TestGenAIProviderName: a provider's gen_ai.provider.name is its gen_ai_provider when set
+// (which must be a lower-case conventions-style name), else the conventions' name of its base
+// URL's host when they name it, else its kind's.
+func TestGenAIProviderName(t *testing.T) {
+	c, err := Parse([]byte(`
+providers:
+  - {name: br, kind: openai-chat, base_url: "https://gateway.example/bedrock", gen_ai_provider: aws.bedrock}
+models:
+  - {id: m, family: chat, max_output_tokens: 5, price: {input_micros_per_mtok: 1, output_micros_per_mtok: 1}, backend: {provider: br, model: x}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Providers[0].GenAIProviderName(); got != "aws.bedrock" {
+		t.Errorf("gen_ai_provider aws.bedrock: GenAIProviderName %q", got)
+	}
+	_, err = Parse([]byte(`
+providers:
+  - {name: bad, kind: openai-chat, base_url: "https://x", gen_ai_provider: "AWS Bedrock"}
+models:
+  - {id: m, family: chat, max_output_tokens: 5, backend: {provider: bad, model: x}}
+`))
+	if err == nil || !strings.Contains(err.Error(), `provider "bad": gen_ai_provider must be a lower-case name`) {
+		t.Errorf("validation: %v", err)
+	}
+	for _, c := range []struct {
+		kind, baseURL, want string
+	}{
+		{KindOpenAIChat, "https://api.openai.com/v1", "openai"},
+		{KindAnthropicMessages, "https://api.anthropic.com", "anthropic"},
+		{KindOpenAIChat, "https://bedrock-runtime.eu-west-1.amazonaws.com/openai/v1", "aws.bedrock"},
+		{KindOpenAIChat, "https://bedrock-mantle.us-east-1.api.aws/v1", "aws.bedrock"},
+		{KindAnthropicMessages, "https://us-east5-aiplatform.googleapis.com/v1/projects/p", "gcp.vertex_ai"},
+		{KindOpenAIChat, "https://generativelanguage.googleapis.com/v1beta/openai", "gcp.gemini"},
+		{KindOpenAIResponses, "https://acme.openai.azure.com/openai/v1", "azure.ai.openai"},
+		{KindOpenAIChat, "https://acme.services.ai.azure.com/models", "azure.ai.inference"},
+		{KindOpenAIChat, "https://api.groq.com/openai/v1", "groq"},
+		{KindOpenAIChat, "https://api.deepseek.com", "deepseek"},
+		{KindOpenAIChat, "https://api.mistral.ai/v1", "mistral_ai"},
+		{KindOpenAIChat, "https://api.x.ai/v1", "x_ai"},
+		{KindOpenAIChat, "https://api.perplexity.ai", "perplexity"},
+		{KindOpenAIChat, "https://api.cohere.ai/compatibility/v1", "cohere"},
+		{KindOpenAIChat, "https://us-south.ml.cloud.ibm.com/ml/v1", "ibm.watsonx.ai"},
+		{KindOpenAIChat, "http://10.0.0.7:8000/v1", "openai"},
+		{KindOpenAIChat, "https://notdeepseek.com.example/v1", "openai"},
+		{KindAnthropicMessages, "https://llm.internal.example", "anthropic"},
+		{KindOpenAIChat, SimulatorURL, "openai"},
+	} {
+		if got := (Provider{Kind: c.kind, BaseURL: c.baseURL}).GenAIProviderName(); got != c.want {
+			t.Errorf("%s at %s: GenAIProviderName %q, want %q", c.kind, c.baseURL, got, c.want)
+		}
+	}
+}
+
 // TestForgottenPriceIsRefused: a model whose upstream has no price of its own and none from
 // the model is refused at start, naming both, as is a price that charges nothing, unless the
 // price says free: true (and then nothing else); a fusion expert without a price takes the

@@ -43,9 +43,13 @@ type exchangeTrace struct {
 	output strings.Builder
 }
 
-// providerName is gen_ai.provider.name for an upstream kind.
-func providerName(k llm.Format) string {
-	if k == llm.FormatMessages {
+// providerName is gen_ai.provider.name for expert e: its provider's (routing.Expert's
+// GenAIProvider, from the configuration or the base URL's host), else its kind's.
+func providerName(e *routing.Expert) string {
+	switch {
+	case e.GenAIProvider != "":
+		return e.GenAIProvider
+	case e.Kind == llm.FormatMessages:
 		return "anthropic"
 	}
 	return "openai"
@@ -154,7 +158,7 @@ func (o *tryObserver) tryAttributes(attrs []attribute.KeyValue) []attribute.KeyV
 	}
 	attrs = append(attrs,
 		telemetry.GenAIOperationName.String(telemetry.OperationChat),
-		telemetry.GenAIProviderName.String(providerName(o.e.Kind)),
+		telemetry.GenAIProviderName.String(providerName(&o.e)),
 		telemetry.GenAIRequestModel.String(o.e.Model),
 		telemetry.GenAIRequestMaxTokens.Int(maxTokens),
 		telemetry.AttrExpert.String(o.e.Key),
@@ -200,7 +204,7 @@ func (o *tryObserver) EndTry(_ context.Context, _ int, status int, err error) {
 		traceID = telemetry.SampledTrace(o.span)
 	}
 	if m := o.x.eng.metrics; m != nil {
-		m.ObserveGenAI(metrics.GenAIOperation{Operation: telemetry.OperationChat, Provider: providerName(o.e.Kind),
+		m.ObserveGenAI(metrics.GenAIOperation{Operation: telemetry.OperationChat, Provider: providerName(&o.e),
 			RequestModel: o.e.Model, Model: o.x.model.ID, Duration: time.Since(o.start), ErrorType: et, TraceID: traceID})
 	}
 }
@@ -217,7 +221,7 @@ func (o *tryObserver) failAnswer(status string, err error) {
 		traceID = telemetry.SampledTrace(o.span)
 	}
 	if m := o.x.eng.metrics; m != nil {
-		m.ObserveGenAI(metrics.GenAIOperation{Operation: telemetry.OperationChat, Provider: providerName(o.e.Kind),
+		m.ObserveGenAI(metrics.GenAIOperation{Operation: telemetry.OperationChat, Provider: providerName(&o.e),
 			RequestModel: o.e.Model, Model: o.x.model.ID, Duration: time.Since(o.start), ErrorType: status, TraceID: traceID})
 	}
 }
@@ -332,7 +336,7 @@ func (x *Exchange) finishAttempt(status string) {
 		// counted by EndTry, an unusable answer by failAnswer (an exchange settled with no
 		// answer, its client gone or the shutdown's grace over, was counted once more, and
 		// from the zero time: an operation of two thousand years).
-		op := metrics.GenAIOperation{Operation: telemetry.OperationChat, Provider: providerName(x.expert.Kind),
+		op := metrics.GenAIOperation{Operation: telemetry.OperationChat, Provider: providerName(&x.expert),
 			RequestModel: x.expert.Model, Model: x.model.ID,
 			InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Duration: time.Since(x.attemptStart),
 			TimeToFirstToken: x.ttft, TraceID: traceID}

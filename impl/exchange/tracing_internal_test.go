@@ -7,6 +7,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/llm"
 	"github.com/tollgate/tollgate/impl/routing"
 	"github.com/tollgate/tollgate/impl/telemetry"
@@ -67,6 +68,50 @@ func TestResponseModelOnlyWhenTheUpstreamSaidIt(t *testing.T) {
 		}
 		if said == "" && has {
 			t.Errorf("gen_ai.response.model %q for an answer that named no model", got)
+		}
+	}
+}
+
+// TestTryProviderIsTheProviders: a try's gen_ai.provider.name (on its span and in the GenAI
+// metrics, both providerName's) is the conventions' name of the provider its base URL reaches,
+// whatever API it is spoken to in (a well-known value that applies must be used): Bedrock and
+// Vertex AI behind the OpenAI chat API, Azure OpenAI, DeepSeek; a provider the conventions do
+// not name keeps its kind's (openai, anthropic).
+func TestTryProviderIsTheProviders(t *testing.T) {
+	cfg := config.Default()
+	for _, c := range []struct{ name, kind, baseURL string }{
+		{"bedrock", config.KindOpenAIChat, "https://bedrock-runtime.us-east-1.amazonaws.com/openai/v1"},
+		{"vertex", config.KindOpenAIChat, "https://us-central1-aiplatform.googleapis.com/v1/projects/p/locations/us-central1/endpoints/openapi"},
+		{"azure", config.KindOpenAIResponses, "https://acme.openai.azure.com/openai/v1"},
+		{"deepseek", config.KindOpenAIChat, "https://api.deepseek.com/v1"},
+		{"anthropic", config.KindAnthropicMessages, "https://api.anthropic.com"},
+		{"own-chat", config.KindOpenAIChat, "http://10.0.0.7:8000/v1"},
+		{"own-messages", config.KindAnthropicMessages, "https://llm.internal.example"},
+	} {
+		cfg.Providers = append(cfg.Providers, config.Provider{Name: c.name, Kind: c.kind, BaseURL: c.baseURL})
+		m := cfg.Models[len(cfg.Models)-1]
+		m.ID, m.Backend = "via-"+c.name, &config.Upstream{Provider: c.name, Model: "m"}
+		cfg.Models = append(cfg.Models, m)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	reg := routing.NewRegistry(cfg)
+	for name, want := range map[string]string{"bedrock": "aws.bedrock", "vertex": "gcp.vertex_ai", "azure": "azure.ai.openai",
+		"deepseek": "deepseek", "anthropic": "anthropic", "own-chat": "openai", "own-messages": "anthropic"} {
+		m, ok := reg.Model("via-" + name)
+		if !ok || len(m.Experts) != 1 {
+			t.Fatalf("no model via-%s", name)
+		}
+		o := tryObserver{x: &Exchange{model: m}, e: m.Experts[0], n: 1, bound: 16}
+		got := ""
+		for _, kv := range o.tryAttributes(nil) {
+			if kv.Key == telemetry.GenAIProviderName {
+				got = kv.Value.AsString()
+			}
+		}
+		if got != want {
+			t.Errorf("%s: gen_ai.provider.name %q, want %q", name, got, want)
 		}
 	}
 }

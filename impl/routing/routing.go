@@ -76,6 +76,9 @@ type Expert struct {
 	// built-in simulator), for the upstream tries' trace spans.
 	Host string
 	Port int
+	// GenAIProvider is the provider's gen_ai.provider.name on the tries' spans and in the GenAI
+	// metrics (config.Provider.GenAIProviderName).
+	GenAIProvider string
 }
 
 // HostedPolicy is the expert's hosted tools as the converters ask for them.
@@ -162,18 +165,19 @@ type Registry struct {
 
 // NewRegistry builds the registry from a validated configuration.
 func NewRegistry(cfg *config.Config) *Registry {
-	// What each provider gives its experts: its wire format, hosted tools, prompt caching and
-	// address.
+	// What each provider gives its experts: its wire format, hosted tools, prompt caching,
+	// address and gen_ai.provider.name.
 	type providerFacts struct {
 		kind      llm.Format
 		hosted    [llm.NumHostedTools]config.HostedTool
 		autoCache bool
 		host      string
 		port      int
+		genAI     string
 	}
 	providers := map[string]providerFacts{}
 	for _, p := range cfg.Providers {
-		f := providerFacts{kind: llm.Format(p.Kind), autoCache: p.AutomaticPromptCache()}
+		f := providerFacts{kind: llm.Format(p.Kind), autoCache: p.AutomaticPromptCache(), genAI: p.GenAIProviderName()}
 		for name, price := range p.HostedTools {
 			if t, ok := llm.HostedToolNamed(name); ok {
 				n := price.InputTokens(name)
@@ -200,7 +204,7 @@ func NewRegistry(cfg *config.Config) *Registry {
 			f := providers[u.Provider]
 			e := Expert{Key: u.Provider + "/" + u.Model, Provider: u.Provider, Model: u.Model, Kind: f.kind,
 				Price: m.Price.Resolved(), MaxOutputTokens: m.MaxOutputTokens, Strengths: u.Strengths, Hosted: f.hosted,
-				AutomaticCache: f.autoCache, Host: f.host, Port: f.port}
+				AutomaticCache: f.autoCache, Host: f.host, Port: f.port, GenAIProvider: f.genAI}
 			for _, h := range e.Hosted {
 				rm.HostedPriced = rm.HostedPriced || h.MaxCalls > 0
 			}

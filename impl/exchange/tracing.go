@@ -282,7 +282,7 @@ func (x *Exchange) finishAttempt(status string) {
 	if x.tr != nil && x.tr.attempt != nil {
 		span := x.tr.attempt
 		// The answering try's attributes (x.tries is its expert's observer) and the answer's.
-		attrs := x.tries.tryAttributes(make([]attribute.KeyValue, 0, 20))
+		attrs := x.tries.tryAttributes(make([]attribute.KeyValue, 0, 22))
 		if u.InputTokens > 0 || u.OutputTokens > 0 {
 			// The counts the upstream reported; an answer cut before its usage has none, and
 			// its span says nothing rather than 0 (the bill's estimate is the usage record's:
@@ -296,6 +296,11 @@ func (x *Exchange) finishAttempt(status string) {
 		}
 		if w := u.CacheWrite5mTokens + u.CacheWrite1hTokens; w > 0 {
 			attrs = append(attrs, telemetry.GenAIUsageCacheCreation.Int64(w))
+		}
+		if u.ReasoningTokens > 0 {
+			// The part of the output spent on reasoning, when the upstream said (included in
+			// gen_ai.usage.output_tokens, as the conventions ask).
+			attrs = append(attrs, telemetry.GenAIUsageReasoning.Int64(u.ReasoningTokens))
 		}
 		if len(x.tr.finishReasons) > 1 {
 			attrs = append(attrs, telemetry.GenAIResponseFinishReason.StringSlice(x.tr.finishReasons))

@@ -115,3 +115,31 @@ func TestTryProviderIsTheProviders(t *testing.T) {
 		}
 	}
 }
+
+// TestReasoningTokensOnTheAttempt: the answering try's span carries
+// gen_ai.usage.reasoning.output_tokens when the upstream reported reasoning tokens (a part of
+// gen_ai.usage.output_tokens, as the conventions ask), and none when it reported none.
+func TestReasoningTokensOnTheAttempt(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	for _, reasoning := range []int64{20, 0} {
+		_, span := tp.Tracer("test").Start(context.Background(), "chat sim-reasoner")
+		x := &Exchange{eng: &Engine{}, model: &routing.Model{ID: "service-flint"},
+			expert: routing.Expert{Key: "p/sim-reasoner", Provider: "p", Model: "sim-reasoner", Kind: llm.FormatResponses},
+			usage:  llm.Usage{InputTokens: 10, OutputTokens: 30, ReasoningTokens: reasoning},
+			tr:     &exchangeTrace{attempt: span, responseModel: "sim-reasoner", finishReason: "completed"}}
+		x.tries = tryObserver{x: x, e: x.expert, n: 1, bound: 64}
+		x.finishAttempt("ok")
+		ended := rec.Ended()
+		got := int64(-1)
+		for _, kv := range ended[len(ended)-1].Attributes() {
+			if kv.Key == telemetry.GenAIUsageReasoning {
+				got = kv.Value.AsInt64()
+			}
+		}
+		if want := map[bool]int64{true: reasoning, false: -1}[reasoning > 0]; got != want {
+			t.Errorf("reported %d reasoning tokens: gen_ai.usage.reasoning.output_tokens %d (-1: absent), want %d", reasoning, got, want)
+		}
+	}
+}

@@ -12,6 +12,7 @@ const (
 	GenAIRequestChoiceCount   = attribute.Key("gen_ai.request.choice.count")
 	GenAIUsageInputTokens     = attribute.Key("gen_ai.usage.input_tokens")
 	GenAIUsageOutputTokens    = attribute.Key("gen_ai.usage.output_tokens")
+	GenAIUsageReasoning       = attribute.Key("gen_ai.usage.reasoning.output_tokens")
 	GenAIUsageCacheRead       = attribute.Key("gen_ai.usage.cache_read.input_tokens")
 	GenAIUsageCacheCreation   = attribute.Key("gen_ai.usage.cache_creation.input_tokens")
 	GenAIResponseFinishReason = attribute.Key("gen_ai.response.finish_reasons")

@@ -145,7 +145,7 @@ func (w *stepWorker) work(ctx context.Context, job *river.Job[stepArgs]) error {
 	calls := make([]toolCall, len(ans.Response.ToolCalls))
 	for i, c := range ans.Response.ToolCalls {
 		calls[i] = toolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments}
-		tctx, span := startToolSpan(ctx, row, &calls[i])
+		tctx, span := startToolSpan(ctx, row, &calls[i], req.Tools)
 		endToolSpan(span, &calls[i], s.runTool(tctx, p, row, env, &calls[i]))
 		if ctx.Err() != nil {
 			return ctx.Err()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/llm"
 	"github.com/tollgate/tollgate/impl/store"
 	"github.com/tollgate/tollgate/impl/telemetry"
 )
@@ -193,11 +194,19 @@ func endSpan(span trace.Span, err error) {
 	span.End()
 }
 
-// startToolSpan starts the execute_tool span of one tool call of a step.
-func startToolSpan(ctx context.Context, row store.AgentSession, c *toolCall) (context.Context, trace.Span) {
+// startToolSpan starts the execute_tool span of one tool call of a step; tools are the tools
+// the model was given, whose description of the called one is the span's
+// gen_ai.tool.description (which the conventions recommend; none for a name the model made up).
+func startToolSpan(ctx context.Context, row store.AgentSession, c *toolCall, tools []llm.Tool) (context.Context, trace.Span) {
 	attrs := []attribute.KeyValue{
 		telemetry.GenAIOperationName.String(spanExecuteTool), telemetry.GenAIToolName.String(c.Name), telemetry.GenAIToolType.String(telemetry.ToolTypeFunction),
 		attrSessionID.String(row.ID.String()), telemetry.AttrAccount.String(row.AccountID.String()),
+	}
+	for _, t := range tools {
+		if t.Name == c.Name && t.Description != "" {
+			attrs = append(attrs, telemetry.GenAIToolDescription.String(t.Description))
+			break
+		}
 	}
 	if c.ID != "" {
 		attrs = append(attrs, telemetry.GenAIToolCallID.String(c.ID))

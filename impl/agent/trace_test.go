@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"go.opentelemetry.io/otel"
@@ -148,6 +149,10 @@ func TestAgentSessionIsOneTrace(t *testing.T) {
 	ta := spanAttrs(tools[0])
 	if ta["gen_ai.operation.name"] != "execute_tool" || ta["gen_ai.tool.call.id"] == "" || ta["error.type"] != "" {
 		t.Errorf("execute_tool attributes %v", ta)
+	}
+	// The tool's description, as the model was given it (the conventions recommend it).
+	if d := ta["gen_ai.tool.description"]; d == "" || !strings.Contains(d, "dataset") {
+		t.Errorf("execute_tool gen_ai.tool.description %q, want query_data's description", d)
 	}
 }
 

@@ -91,7 +91,7 @@ func (t *registeredTool) sdkTool() *sdk.Tool {
 // arguments, runs the handler and turns every failure into an isError result.
 func (h *handler) toolHandler(t *registeredTool) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-		ctx, span := startToolSpan(ctx, t.Name, req.Params.Meta)
+		ctx, span := startToolSpan(ctx, t.Name, t.Description, req.Params.Meta)
 		res, errType := h.runTool(ctx, t, req.Params.Arguments)
 		endToolSpan(span, res, errType)
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: res.Text}}, IsError: res.IsError}, nil

@@ -51,11 +51,12 @@ func rpcIDText(id json.RawMessage) string {
 	return string(id)
 }
 
-// startToolSpan starts the execute_tool span of a call of the tool named name. When the call's
+// startToolSpan starts the execute_tool span of a call of the tool named name, described by
+// description (gen_ai.tool.description, which the conventions recommend). When the call's
 // params._meta carries a W3C traceparent (an MCP client continuing its own trace), the span is
 // a child of that context and links to the request's span, as the conventions for MCP servers
 // ask (trial h8 D14: the client's trace was ignored); otherwise it is a child of the request's.
-func startToolSpan(ctx context.Context, name string, meta map[string]any) (context.Context, trace.Span) {
+func startToolSpan(ctx context.Context, name, description string, meta map[string]any) (context.Context, trace.Span) {
 	var links []trace.Link
 	if tp, ok := meta["traceparent"].(string); ok && tp != "" {
 		carrier := propagation.MapCarrier{"traceparent": tp}
@@ -70,6 +71,9 @@ func startToolSpan(ctx context.Context, name string, meta map[string]any) (conte
 	attrs := []attribute.KeyValue{
 		telemetry.GenAIOperationName.String(telemetry.OperationExecuteTool), telemetry.GenAIToolName.String(name), telemetry.GenAIToolType.String(telemetry.ToolTypeFunction),
 		attrRPCMethod.String(methodToolsCall),
+	}
+	if description != "" {
+		attrs = append(attrs, telemetry.GenAIToolDescription.String(description))
 	}
 	if id, ok := ctx.Value(rpcIDKey{}).(string); ok && id != "" {
 		attrs = append(attrs, attrRPCRequestID.String(id))

@@ -53,7 +53,8 @@ func attrs(s sdktrace.ReadOnlySpan) map[attribute.Key]string {
 }
 
 // TestToolCallsAreExecuteToolSpans: every tools/call is one INTERNAL span "execute_tool {tool}"
-// under the request's server span, with the GenAI attributes, the caller's account and key and
+// under the request's server span, with the GenAI attributes (the tool's description among
+// them), the caller's account and key and
 // the JSON-RPC id; a failed call carries error.type and an error status, and the arguments and
 // the result are not recorded.
 func TestToolCallsAreExecuteToolSpans(t *testing.T) {
@@ -112,7 +113,7 @@ func TestToolCallsAreExecuteToolSpans(t *testing.T) {
 		a := attrs(exec)
 		want := map[attribute.Key]string{
 			"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "echo", "gen_ai.tool.type": "function",
-			"mcp.method.name": "tools/call", "jsonrpc.request.id": "1",
+			"mcp.method.name": "tools/call", "jsonrpc.request.id": "1", "gen_ai.tool.description": echo.Description,
 			"tollgate.account.id": accountA.String(), "tollgate.key.id": keys["x"].KeyID.String(),
 		}
 		if c.errType != "" {

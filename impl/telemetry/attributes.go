@@ -19,6 +19,7 @@ const (
 	GenAIResponseID           = attribute.Key("gen_ai.response.id")
 	GenAIToolName             = attribute.Key("gen_ai.tool.name")
 	GenAIToolType             = attribute.Key("gen_ai.tool.type")
+	GenAIToolDescription      = attribute.Key("gen_ai.tool.description")
 	GenAIToolCallID           = attribute.Key("gen_ai.tool.call.id")
 	GenAIAgentID              = attribute.Key("gen_ai.agent.id")
 	GenAIAgentName            = attribute.Key("gen_ai.agent.name")

@@ -186,67 +186,57 @@ func TestSharedStateFieldsAllocatesNothing(t *testing.T) {
 	}
 }
 
+// dropCase is a request body, the body a drop function leaves of it, and whether it reports
+// that it dropped something.
+type dropCase struct {
+	body, want string
+	dropped    bool
+}
+
+// checkDrop runs drop on each case, and checks that a request without the member it removes is
+// read without allocating.
+func checkDrop(t *testing.T, drop func(*jsonview.View, *jsonview.Edits) bool, cases []dropCase) {
+	t.Helper()
+	for _, c := range cases {
+		v, err := ReadRequest([]byte(c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var edits jsonview.Edits
+		dropped := drop(v, &edits)
+		if got := string(edits.AppendTo(nil, v)); got != c.want || dropped != c.dropped {
+			t.Errorf("%s: sent %s (dropped %v), want %s (%v)", c.body, got, dropped, c.want, c.dropped)
+		}
+	}
+	v, err := ReadRequest([]byte(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var edits jsonview.Edits
+	if n := testing.AllocsPerRun(100, func() { drop(v, &edits) }); n != 0 {
+		t.Errorf("%v allocations for a request without the member", n)
+	}
+}
+
 // TestDropPremiumSpeed: every speed member but the standard one is removed, and a request
 // without one is read without allocating.
 func TestDropPremiumSpeed(t *testing.T) {
-	for _, c := range []struct {
-		body, want string
-		dropped    bool
-	}{
+	checkDrop(t, DropPremiumSpeed, []dropCase{
 		{`{"model":"m","speed":"fast"}`, `{"model":"m"}`, true},
 		{`{"speed":"fast","model":"m","speed":"standard"}`, `{"model":"m","speed":"standard"}`, true},
 		{`{"model":"m","speed":"standard"}`, `{"model":"m","speed":"standard"}`, false},
 		{`{"model":"m","speed":null}`, `{"model":"m","speed":null}`, false},
 		{`{"model":"m"}`, `{"model":"m"}`, false},
-	} {
-		v, err := ReadRequest([]byte(c.body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var edits jsonview.Edits
-		dropped := DropPremiumSpeed(v, &edits)
-		if got := string(edits.AppendTo(nil, v)); got != c.want || dropped != c.dropped {
-			t.Errorf("%s: sent %s (dropped %v), want %s (%v)", c.body, got, dropped, c.want, c.dropped)
-		}
-	}
-	v, err := ReadRequest([]byte(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var edits jsonview.Edits
-	if n := testing.AllocsPerRun(100, func() { DropPremiumSpeed(v, &edits) }); n != 0 {
-		t.Errorf("%v allocations for a request without speed", n)
-	}
+	})
 }
 
 // TestDropFallbacks: every fallbacks member but a null one is removed, and a request without
 // one is read without allocating.
 func TestDropFallbacks(t *testing.T) {
-	for _, c := range []struct {
-		body, want string
-		dropped    bool
-	}{
+	checkDrop(t, DropFallbacks, []dropCase{
 		{`{"model":"m","fallbacks":[{"model":"claude-fable-5"}]}`, `{"model":"m"}`, true},
 		{`{"fallbacks":[{"model":"a"}],"model":"m","fallbacks":null}`, `{"model":"m","fallbacks":null}`, true},
 		{`{"model":"m","fallbacks":null}`, `{"model":"m","fallbacks":null}`, false},
 		{`{"model":"m"}`, `{"model":"m"}`, false},
-	} {
-		v, err := ReadRequest([]byte(c.body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var edits jsonview.Edits
-		dropped := DropFallbacks(v, &edits)
-		if got := string(edits.AppendTo(nil, v)); got != c.want || dropped != c.dropped {
-			t.Errorf("%s: sent %s (dropped %v), want %s (%v)", c.body, got, dropped, c.want, c.dropped)
-		}
-	}
-	v, err := ReadRequest([]byte(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var edits jsonview.Edits
-	if n := testing.AllocsPerRun(100, func() { DropFallbacks(v, &edits) }); n != 0 {
-		t.Errorf("%v allocations for a request without fallbacks", n)
-	}
+	})
 }

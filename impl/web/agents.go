@@ -241,6 +241,12 @@ type eventRow struct {
 	// turn of a model call: the live tail updates the page's summary with them.
 	State string `json:"state,omitempty"`
 	Turn  int    `json:"turn,omitempty"`
+	// Spend is the session's spend as the page writes it (moneyText), and SpendExact its
+	// exact amount when that was rounded: sent by the live tail with the last model call of
+	// each batch it sends, read from the session then, so that the page's summary does not say
+	// $0.00 beside a call that cost money.
+	Spend      string `json:"spend,omitempty"`
+	SpendExact string `json:"spend_exact,omitempty"`
 }
 
 func newEventRow(e agent.Event) eventRow {
@@ -488,8 +494,30 @@ func (a *App) agentTail(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	defer deadline.Stop()
 	for {
 		armWrite()
-		for _, e := range events {
-			b, _ := json.Marshal(newEventRow(e))
+		// The batch's last model call carries the session's spend as it is now (one read of the
+		// session a batch that has a model call).
+		lastCall, spent := -1, int64(0)
+		for i, e := range events {
+			if e.Kind == "model_call" {
+				lastCall = i
+			}
+		}
+		if lastCall >= 0 {
+			if s, err := a.findSession(ctx, p, id); err == nil {
+				spent = s.SpentMicros
+			} else {
+				lastCall = -1
+			}
+		}
+		for i, e := range events {
+			row := newEventRow(e)
+			if i == lastCall {
+				row.Spend = moneyText(spent)
+				if moneyRounded(spent) {
+					row.SpendExact = moneyExact(spent)
+				}
+			}
+			b, _ := json.Marshal(row)
 			if out.Write(sse.Event{ID: strconv.FormatInt(e.Seq, 10), Data: b}) != nil {
 				return
 			}

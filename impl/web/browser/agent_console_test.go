@@ -45,12 +45,14 @@ func TestAgentFromTheConsole(t *testing.T) {
 		t.Fatalf("%s: the session's page shows %d answers, want %d:\n%s", what, strings.Count(events, "message_out"), n, events)
 	}
 	waitEvents("the first turn", 1)
-	// The summary follows the live log (trial h6: it kept the state the page was loaded with).
+	// The summary follows the live log (trial h6: it kept the state the page was loaded with),
+	// its spend too: it said $0.00 beside a model call that cost $0.000204, which the console's
+	// money never says of an amount spent ("< $0.01" for less than a cent).
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if p.Text("#session-state") == "ready" && strings.HasPrefix(p.Text("#session-turns"), "1 /") {
+		if p.Text("#session-state") == "ready" && strings.HasPrefix(p.Text("#session-turns"), "1 /") && p.Text("#session-spend") == "< $0.01" {
 			break
 		} else if time.Now().After(deadline) {
-			t.Fatalf("after the first turn the summary says %q, %q", p.Text("#session-state"), p.Text("#session-turns"))
+			t.Fatalf("after the first turn the summary says %q, %q, spend %q", p.Text("#session-state"), p.Text("#session-turns"), p.Text("#session-spend"))
 		}
 	}
 	if strings.Contains(p.Text("#events"), "state  →") {

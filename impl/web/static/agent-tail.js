@@ -1,7 +1,8 @@
 // agent-tail.js follows an agent session's live tail on the session page (progressive
 // enhancement: without it, the page's "Refresh" link shows new events). The list #events
 // names its stream in data-tail (/agents/{session}/events?after=N); each server-sent event is
-// {seq, kind, at, summary} with the sequence number as its id, so the browser's reconnection
+// {seq, kind, at, summary} (with state, turn and spend when the summary above the log changes)
+// with the sequence number as its id, so the browser's reconnection
 // resumes after the last event received (Last-Event-ID). "end" says the session has ended.
 (function () {
   "use strict";
@@ -66,6 +67,18 @@
       var turns = document.getElementById("session-turns");
       if (turns) {
         turns.textContent = turns.textContent.replace(/^\d+/, String(e.turn));
+      }
+    }
+    // A model call's event brings the session's spend, written as the server writes money.
+    if (e.spend) {
+      var spend = document.querySelector("#session-spend .money");
+      if (spend) {
+        spend.textContent = e.spend;
+        if (e.spend_exact) {
+          spend.title = e.spend_exact;
+        } else {
+          spend.removeAttribute("title");
+        }
       }
     }
   };

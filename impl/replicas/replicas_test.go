@@ -63,7 +63,9 @@ func checkServed(t *testing.T, path, body string, a answer) {
 // the account's balance covers well under half of what they would cost (0.15 USD of 0.36). Every answer is a whole 200 or a
 // clean 402 (the route's envelope, x-should-retry: false, no internal text); every 200 has
 // exactly one usage record and ledger entry of its cost, no 402 has any, the balance never goes
-// below zero and is the sum of the ledger, and it went down by exactly what was billed.
+// below zero and is the sum of the ledger, and it went down by exactly what was billed. A
+// request whose reservation the account covered but whose credit moved during each of its draws
+// may get the meter's 503 to retry (billing.ErrContended), billed nothing.
 func TestSpendNeverExceedsBalanceAcrossProcesses(t *testing.T) {
 	c := startCluster(t, 3)
 	const credit = 150_000 // the 200 requests would cost about 360,000: 100 × 3,000 + 100 × 600
@@ -90,6 +92,7 @@ func TestSpendNeverExceedsBalanceAcrossProcesses(t *testing.T) {
 	t.Logf("the race took %v", time.Since(raced).Round(time.Millisecond))
 
 	var served, refused []string
+	contended := 0
 	byProcess := make([][2]int, len(c.procs))
 	for i, a := range answers {
 		switch {
@@ -111,11 +114,18 @@ func TestSpendNeverExceedsBalanceAcrossProcesses(t *testing.T) {
 			}
 			refused = append(refused, a.requestID)
 			byProcess[a.proc][1]++
+		case a.status == http.StatusServiceUnavailable && strings.Contains(string(a.body), "being drawn by many requests at once") &&
+			a.header.Get("Retry-After") != "" && !leaksInternals(string(a.body)):
+			// The meter's answer to a reservation the account covers but whose credit moved
+			// during each of its round trips (billing.ErrContended, impl/billing's doc): a 503
+			// to retry, never a 402, and billed nothing (the books below count only the 200s).
+			// Rare, and seen under a loaded CI host (one of 200).
+			contended++
 		default:
-			t.Errorf("request %d: neither 200 nor 402: %s", i, a)
+			t.Errorf("request %d: neither 200, 402 nor the contended 503: %s", i, a)
 		}
 	}
-	t.Logf("%d served, %d refused with 402; per process (served, refused): %v", len(served), len(refused), byProcess)
+	t.Logf("%d served, %d refused with 402, %d contended (503); per process (served, refused): %v", len(served), len(refused), contended, byProcess)
 	if len(served) == 0 || len(refused) == 0 {
 		t.Fatalf("the race needs both outcomes to show anything: %d served, %d refused", len(served), len(refused))
 	}

@@ -497,6 +497,21 @@ func TestFusionStreamHeadGoesWithAHeartbeat(t *testing.T) {
 	}
 }
 
+// failingOverStream starts a gateway whose service-flint stream fails over: its first expert,
+// sim-general, sends an in-band 529 before its first output, and the next ones stay silent for
+// 3 s before their heads; with a tenant holding $50 of credit.
+func failingOverStream(t *testing.T) (*sim.Simulator, *apitest.Gateway, apitest.Tenant) {
+	t.Helper()
+	s := sim.New(sim.Options{})
+	g := apitest.Start(t, apitest.Options{Config: moneyConfig(t), Sim: s})
+	tenant := g.NewTenant(t, "acme", 0, 50_000_000)
+	s.Enqueue("sim-general", sim.Fault{Kind: sim.FaultMidstream, Status: 529})
+	for _, m := range []string{"sim-coder", "sim-reasoner"} {
+		s.Enqueue(m, sim.Fault{Kind: sim.FaultStallBefore, Delay: 3 * time.Second})
+	}
+	return s, g, tenant
+}
+
 // TestClientGoneWhileAStreamFailsOverIsBilledItsInput: a fusion model's stream whose first
 // expert fails before its first output fails over to the next expert, which has the request
 // and has not answered yet when the client leaves. That expert's provider has the prompt and
@@ -506,13 +521,7 @@ func TestFusionStreamHeadGoesWithAHeartbeat(t *testing.T) {
 // first expert, whose failed try is not billed, with that try's status (upstream_error), as if
 // no other upstream had the prompt.
 func TestClientGoneWhileAStreamFailsOverIsBilledItsInput(t *testing.T) {
-	s := sim.New(sim.Options{})
-	g := apitest.Start(t, apitest.Options{Config: moneyConfig(t), Sim: s})
-	tenant := g.NewTenant(t, "acme", 0, 50_000_000)
-	s.Enqueue("sim-general", sim.Fault{Kind: sim.FaultMidstream, Status: 529})
-	for _, m := range []string{"sim-coder", "sim-reasoner"} {
-		s.Enqueue(m, sim.Fault{Kind: sim.FaultStallBefore, Delay: 3 * time.Second})
-	}
+	s, g, tenant := failingOverStream(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "POST", g.URL+"/v1/chat/completions", strings.NewReader(chatBody("service-flint", "hello", true, 16)))
@@ -544,13 +553,7 @@ func TestClientGoneWhileAStreamFailsOverIsBilledItsInput(t *testing.T) {
 // failure ("upstream" error), its record naming the first expert with that try's status
 // (upstream_error).
 func TestShutdownWhileAStreamFailsOverIsToldToRetry(t *testing.T) {
-	s := sim.New(sim.Options{})
-	g := apitest.Start(t, apitest.Options{Config: moneyConfig(t), Sim: s})
-	tenant := g.NewTenant(t, "acme", 0, 50_000_000)
-	s.Enqueue("sim-general", sim.Fault{Kind: sim.FaultMidstream, Status: 529})
-	for _, m := range []string{"sim-coder", "sim-reasoner"} {
-		s.Enqueue(m, sim.Fault{Kind: sim.FaultStallBefore, Delay: 3 * time.Second})
-	}
+	s, g, tenant := failingOverStream(t)
 	time.AfterFunc(700*time.Millisecond, g.EndStreams)
 	req, _ := http.NewRequest("POST", g.URL+"/v1/chat/completions", strings.NewReader(chatBody("service-flint", "hello", true, 16)))
 	req.Header.Set("Authorization", "Bearer "+tenant.Key)

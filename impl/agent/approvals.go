@@ -171,7 +171,7 @@ func (s *Service) RequestPrompt(ctx context.Context, p auth.Principal, sessionID
 	if err != nil {
 		return Approval{}, err
 	}
-	if err := mayDrive(p, row.KeyID); err != nil {
+	if err := mayDrive(p, row.KeyID, driveMessage); err != nil {
 		return Approval{}, err
 	}
 	if row.State == StateStopping || row.State == StateStopped || row.State == StateFailed {

@@ -255,8 +255,17 @@ func TestLimitedKeyDrivesOnlyItsOwnSessions(t *testing.T) {
 	}
 	// Nor may it stop that session (trial h13 D3), or replay, with another key's
 	// Idempotency-Key, the answer that key got.
-	if _, err := svc.Stop(ctx, limited, "main", ""); apierror.As(err) == nil || apierror.As(err).Kind != apierror.KindForbidden {
-		t.Fatalf("the limited key's stop of another key's session: %v", err)
+	if _, err := svc.Stop(ctx, limited, "main", ""); apierror.As(err) == nil || apierror.As(err).Kind != apierror.KindForbidden ||
+		!strings.Contains(err.Error(), "it may stop only the sessions it started") {
+		t.Fatalf("the limited key's stop of another key's session: %v (want a 403 saying it may stop only its own)", err)
+	}
+	// Its spawn on that slot is a conflict that neither names the session, which the key does
+	// not see, nor tells it to stop it, which it may not (the newcomer's trial of 2026-12-06:
+	// it named the session and said "stop it first with DELETE /v1/agents/main").
+	var busy *agent.ConflictError
+	if _, err := svc.Spawn(ctx, limited, "main", "Say hello.", ""); !errors.As(err, &busy) ||
+		strings.Contains(err.Error(), res.SessionID) || strings.Contains(err.Error(), "DELETE") {
+		t.Fatalf("the limited key's spawn on the slot of another key's session: %v", err)
 	}
 	if _, err := svc.SendMessage(ctx, open, "main", "Hello from open.", "k1"); err != nil {
 		t.Fatal(err)

@@ -119,6 +119,17 @@ func noLiveSession(ctx context.Context, q *store.AgentQueries, slot store.AgentS
 	return conflictf("the session in slot '%s' has ended (%s); start a new one with POST /v1/agents", slot.Name, endedText(last))
 }
 
+// busySlot is the conflict of a spawn on a slot whose live session has not ended. It names
+// that session and how to stop it, unless the caller is a key with limits and another key
+// started it: such a key neither sees that session (sees) nor may stop it (mayDrive), so it is
+// told neither its id nor to stop it.
+func busySlot(p auth.Principal, slot string, live store.AgentSession) error {
+	if !sees(p, live.KeyID) {
+		return conflictf("slot '%s' already runs a session that another key started, and this key has limits (a credit cap, a model subset or an expiry): it may neither follow nor stop it; spawn on another slot, or ask whoever started it to stop it", slot)
+	}
+	return conflictf("slot '%s' already runs session %s (%s); stop it first with DELETE /v1/agents/%s", slot, live.ID, live.State, slot)
+}
+
 // spawnParams are a new session's settings, resolved against the configuration.
 type spawnParams struct {
 	model, purpose, agentName, environment, profile string
@@ -285,7 +296,7 @@ func (s *Service) SpawnWith(ctx context.Context, p auth.Principal, slot, prompt,
 		if live, ok, err := liveSession(ctx, tx, sl.ID); err != nil {
 			return nil, err
 		} else if ok {
-			return nil, conflictf("slot '%s' already runs session %s (%s); stop it first with DELETE /v1/agents/%s", slot, live.row.ID, live.row.State, slot)
+			return nil, busySlot(p, slot, live.row)
 		}
 		cmd := uuid.New()
 		row, err := s.createSession(ctx, tx, p.AccountID, p.KeyID, grantOf(p), sl, params, prompt, cmd)
@@ -434,7 +445,7 @@ func (s *Service) sendMessage(ctx context.Context, p auth.Principal, slot string
 		if err := isSession(st, session); err != nil {
 			return nil, err
 		}
-		if err := mayDrive(p, st.row.KeyID); err != nil {
+		if err := mayDrive(p, st.row.KeyID, driveMessage); err != nil {
 			return nil, err
 		}
 		id, queued, err := s.send(st, text)
@@ -456,16 +467,23 @@ func isSession(st *sessionTx, want uuid.UUID) error {
 	return conflictf("session %s is no longer the live session of its slot (session %s is): nothing was done", want, st.row.ID)
 }
 
+// Verbs of what a key drives a session to do, for mayDrive's refusal.
+const (
+	driveMessage = "send messages only to"
+	driveStop    = "stop only"
+)
+
 // mayDrive refuses a key with limits (a credit cap, a model subset, an expiry) the messages to
-// a session that another key started: a session's turns run under the limits of the key that
-// started it and are billed to that key, so a limited key prompting another key's session would
-// spend past its own limits, on models outside its own. A key without limits may message any
-// session of its account (it could start one with the account's whole reach anyway).
-func mayDrive(p auth.Principal, sessionKey pgtype.UUID) error {
+// a session that another key started, and its stop (verb says which, driveMessage or
+// driveStop): a session's turns run under the limits of the key that started it and are billed
+// to that key, so a limited key prompting another key's session would spend past its own
+// limits, on models outside its own. A key without limits may message any session of its
+// account (it could start one with the account's whole reach anyway).
+func mayDrive(p auth.Principal, sessionKey pgtype.UUID, verb string) error {
 	if sees(p, sessionKey) {
 		return nil
 	}
-	return apierror.Forbidden("this session was started by another key, and this key has limits (a credit cap, a model subset or an expiry): it may send messages only to the sessions it started")
+	return apierror.Forbidden("this session was started by another key, and this key has limits (a credit cap, a model subset or an expiry): it may %s the sessions it started", verb)
 }
 
 // sees reports whether the caller may see a session that key started, or an approval that key
@@ -537,7 +555,7 @@ func (s *Service) stop(ctx context.Context, p auth.Principal, slot string, sessi
 		if err := isSession(st, session); err != nil {
 			return nil, err
 		}
-		if err := mayDrive(p, st.row.KeyID); err != nil {
+		if err := mayDrive(p, st.row.KeyID, driveStop); err != nil {
 			return nil, err
 		}
 		cmd := uuid.New()

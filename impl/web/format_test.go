@@ -153,3 +153,41 @@ func TestBrowserSummary(t *testing.T) {
 		}
 	}
 }
+
+// TestParseUSD shows what the key forms take for a credit cap: an amount of dollars as a person
+// types it, and as the pages write it ("$1,234.50", TestMoneyText), so that a cap copied from
+// the Keys page is taken; the newcomer's trial of 2026-12-06 had "1,000" refused. An amount
+// without a digit ("$") was read as a cap of $0.00, a key that can spend nothing.
+func TestParseUSD(t *testing.T) {
+	for _, c := range []struct {
+		in     string
+		micros int64
+		ok     bool
+	}{
+		{"5", 5_000_000, true},
+		{"2.50", 2_500_000, true},
+		{" $0.25 ", 250_000, true},
+		{".5", 500_000, true},
+		{"0", 0, true},
+		{"0.000001", 1, true},
+		{"1,000", 1_000_000_000, true},
+		{"$1,234.50", 1_234_500_000, true},
+		{"12,345,678.9", 12_345_678_900_000, true},
+		{"$", 0, false},
+		{".", 0, false},
+		{"", 0, false},
+		{"1,00", 0, false},
+		{",100", 0, false},
+		{"1000,000", 0, false},
+		{"1,,000", 0, false},
+		{"1,000,", 0, false},
+		{"0.0000001", 0, false},
+		{"-1", 0, false},
+		{"1e3", 0, false},
+		{"abc", 0, false},
+	} {
+		if got, ok := parseUSD(c.in); got != c.micros || ok != c.ok {
+			t.Errorf("parseUSD(%q) = %d, %v; want %d, %v", c.in, got, ok, c.micros, c.ok)
+		}
+	}
+}

@@ -225,14 +225,20 @@ func (a *App) claimKeyForm(r *http.Request, account uuid.UUID, formID string) (c
 	}
 }
 
-// parseUSD reads an amount of dollars ("5", "0.25") as micros.
+// parseUSD reads an amount of dollars ("5", "0.25", ".5") as micros, also as the pages write
+// it ("$1,234.50": thousands separated by commas in groups of three). An amount without a digit
+// ("$", ".") is not one.
 func parseUSD(s string) (int64, bool) {
 	s = strings.TrimPrefix(strings.TrimSpace(s), "$")
 	whole, frac, _ := strings.Cut(s, ".")
+	if whole+frac == "" {
+		return 0, false
+	}
 	if whole == "" {
 		whole = "0"
 	}
-	if len(frac) > 6 || strings.ContainsAny(whole+frac, "+-") {
+	whole, ok := withoutThousands(whole)
+	if !ok || len(frac) > 6 || strings.ContainsAny(whole+frac, "+-") {
 		return 0, false
 	}
 	w, err := strconv.ParseInt(whole, 10, 64)
@@ -246,6 +252,18 @@ func parseUSD(s string) (int64, bool) {
 		}
 	}
 	return w*1_000_000 + f, true
+}
+
+// withoutThousands is whole without the commas that separate its thousands ("1,234,500" is
+// "1234500"); a comma elsewhere ("1,23", ",5") is refused.
+func withoutThousands(whole string) (string, bool) {
+	groups := strings.Split(whole, ",")
+	for i, g := range groups[1:] {
+		if len(g) != 3 || (i == 0 && (groups[0] == "" || len(groups[0]) > 3)) {
+			return "", false
+		}
+	}
+	return strings.Join(groups, ""), true
 }
 
 // limitsFromForm reads the limit fields shared by the creation and the limits forms: rpm

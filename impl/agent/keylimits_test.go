@@ -244,7 +244,7 @@ func TestLimitedKeyDrivesOnlyItsOwnSessions(t *testing.T) {
 	}
 	s := waitSession(t, svc, open, res.SessionID, agent.StateReady)
 	_, err = svc.SendMessage(ctx, limited, "main", "Write a long story.", "")
-	if e := apierror.As(err); e == nil || e.Kind != apierror.KindForbidden || !strings.Contains(e.Message, "started by another key") {
+	if e := apierror.As(err); e == nil || e.Kind != apierror.KindForbidden || !strings.Contains(e.Message, "not started by this key") {
 		t.Fatalf("the limited key's message to another key's session: %v", err)
 	}
 	if _, err := svc.RequestPrompt(ctx, limited, res.SessionID, "Write a long story."); apierror.As(err).Kind != apierror.KindForbidden {

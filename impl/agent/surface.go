@@ -120,12 +120,12 @@ func noLiveSession(ctx context.Context, q *store.AgentQueries, slot store.AgentS
 }
 
 // busySlot is the conflict of a spawn on a slot whose live session has not ended. It names
-// that session and how to stop it, unless the caller is a key with limits and another key
-// started it: such a key neither sees that session (sees) nor may stop it (mayDrive), so it is
-// told neither its id nor to stop it.
+// that session and how to stop it, unless the caller is a key with limits that did not start
+// it (another key did, or a member on the console): such a key neither sees that session
+// (sees) nor may stop it (mayDrive), so it is told neither its id nor to stop it.
 func busySlot(p auth.Principal, slot string, live store.AgentSession) error {
 	if !sees(p, live.KeyID) {
-		return conflictf("slot '%s' already runs a session that another key started, and this key has limits (a credit cap, a model subset or an expiry): it may neither follow nor stop it; spawn on another slot, or ask whoever started it to stop it", slot)
+		return conflictf("slot '%s' already runs a session that this key did not start (another key did, or a member on the web console), and this key has limits (a credit cap, a model subset or an expiry): it may neither follow nor stop it; spawn on another slot, or ask whoever started it to stop it", slot)
 	}
 	return conflictf("slot '%s' already runs session %s (%s); stop it first with DELETE /v1/agents/%s", slot, live.ID, live.State, slot)
 }
@@ -483,7 +483,7 @@ func mayDrive(p auth.Principal, sessionKey pgtype.UUID, verb string) error {
 	if sees(p, sessionKey) {
 		return nil
 	}
-	return apierror.Forbidden("this session was started by another key, and this key has limits (a credit cap, a model subset or an expiry): it may %s the sessions it started", verb)
+	return apierror.Forbidden("this session was not started by this key (another key or a member on the web console started it), and this key has limits (a credit cap, a model subset or an expiry): it may %s the sessions it started", verb)
 }
 
 // sees reports whether the caller may see a session that key started, or an approval that key
@@ -622,7 +622,7 @@ func (s *Service) SlotSession(ctx context.Context, p auth.Principal, slot string
 		return SessionView{}, err
 	}
 	if !sees(p, row.KeyID) {
-		return SessionView{}, apierror.Forbidden("the session in slot '%s' was started by another key, and this key has limits (a credit cap, a model subset or an expiry): it may follow only the sessions it started", slot)
+		return SessionView{}, apierror.Forbidden("the session in slot '%s' was not started by this key (another key or a member on the web console started it), and this key has limits (a credit cap, a model subset or an expiry): it may follow only the sessions it started", slot)
 	}
 	return view(row), nil
 }

@@ -49,7 +49,7 @@ func TestLimitedKeysPromptRefusalIsSaid(t *testing.T) {
 
 	cs := connect(t, ctx, g, k.Plain)
 	text, isErr := call(t, ctx, cs, "agent_prompt", map[string]any{"session_id": spawned.SessionID, "prompt": "Spend on my behalf."})
-	if !isErr || !strings.HasPrefix(text, "Error: ") || !strings.Contains(text, "started by another key") || strings.Contains(text, "internal error") {
+	if !isErr || !strings.HasPrefix(text, "Error: ") || !strings.Contains(text, "not started by this key") || strings.Contains(text, "internal error") {
 		t.Errorf("agent_prompt by a limited key on another key's session: %q (isError %v), want the refusal in its words", text, isErr)
 	}
 	var pending int

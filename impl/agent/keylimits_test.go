@@ -278,6 +278,21 @@ func TestLimitedKeyDrivesOnlyItsOwnSessions(t *testing.T) {
 		t.Fatalf("a key without limits messaging another key's session: %v", err)
 	}
 
+	// Once that session has ended, the limited key's message to its slot is a conflict that
+	// does not read that session's end to it (it named its state and reason).
+	if _, err := svc.Stop(ctx, open, "main", ""); err != nil {
+		t.Fatal(err)
+	}
+	waitSession(t, svc, open, res.SessionID, agent.StateStopped)
+	var ended *agent.ConflictError
+	if _, err := svc.SendMessage(ctx, limited, "main", "Anyone there?", ""); !errors.As(err, &ended) ||
+		strings.Contains(err.Error(), agent.ReasonUserStop) || strings.Contains(err.Error(), "stopped") {
+		t.Fatalf("the limited key's message to the slot of another key's ended session: %v", err)
+	}
+	if _, err := svc.SendMessage(ctx, open, "main", "Anyone there?", ""); !errors.As(err, &ended) || !strings.Contains(err.Error(), agent.ReasonUserStop) {
+		t.Fatalf("the open key's message to its ended session: %v, want the conflict naming its end", err)
+	}
+
 	own, err := svc.Spawn(ctx, limited, "second", "Say hello.", "")
 	if err != nil {
 		t.Fatal(err)

@@ -107,14 +107,19 @@ func liveSession(ctx context.Context, tx *store.AgentTx, slot uuid.UUID) (*sessi
 }
 
 // noLiveSession is the conflict of a message or stop for a slot whose session has ended (or
-// that never had one).
-func noLiveSession(ctx context.Context, q *store.AgentQueries, slot store.AgentSlot) error {
+// that never had one). A key with limits is told of an ended session only when it started it
+// (sees): another's end (its state and reason) is not its to read, as GET /v1/agents shows it
+// the slot without that session.
+func noLiveSession(ctx context.Context, p auth.Principal, q *store.AgentQueries, slot store.AgentSlot) error {
 	last, err := q.LatestSlotSession(ctx, slot.ID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return conflictf("slot '%s' has no session; start one with POST /v1/agents", slot.Name)
 	}
 	if err != nil {
 		return err
+	}
+	if !sees(p, last.KeyID) {
+		return conflictf("slot '%s' has no live session, and this key started none there; start one with POST /v1/agents", slot.Name)
 	}
 	return conflictf("the session in slot '%s' has ended (%s); start a new one with POST /v1/agents", slot.Name, endedText(last))
 }
@@ -440,7 +445,7 @@ func (s *Service) sendMessage(ctx context.Context, p auth.Principal, slot string
 			return nil, err
 		}
 		if !ok {
-			return nil, noLiveSession(ctx, tx.AgentQueries, sl)
+			return nil, noLiveSession(ctx, p, tx.AgentQueries, sl)
 		}
 		if err := isSession(st, session); err != nil {
 			return nil, err
@@ -550,7 +555,7 @@ func (s *Service) stop(ctx context.Context, p auth.Principal, slot string, sessi
 			return nil, err
 		}
 		if !ok {
-			return nil, noLiveSession(ctx, tx.AgentQueries, sl)
+			return nil, noLiveSession(ctx, p, tx.AgentQueries, sl)
 		}
 		if err := isSession(st, session); err != nil {
 			return nil, err

@@ -370,6 +370,15 @@ func (a agentTools) tickets(ctx context.Context, p auth.Principal, raw json.RawM
 	return tool.TextResult(strings.TrimSuffix(b.String(), "\n")), nil
 }
 
+// actionStatusText is an approved action's status (queued, running, done or failed) in words:
+// "the action is running", "the action failed".
+func actionStatusText(status string) string {
+	if status == "failed" {
+		return "the action failed"
+	}
+	return "the action is " + status
+}
+
 // approvalText is an approval in words, then as one JSON line.
 func approvalText(ap AgentApproval, created bool) string {
 	var b strings.Builder
@@ -381,7 +390,7 @@ func approvalText(ap AgentApproval, created bool) string {
 	case ap.State == "pending":
 		fmt.Fprintf(&b, "Approval %s (%s) is pending until %s; nothing has run.", ap.ID, tool, formatTime(ap.ExpiresAt))
 	case ap.State == "approved":
-		fmt.Fprintf(&b, "Approval %s (%s) was approved; the action is %s", ap.ID, tool, ap.ActionStatus)
+		fmt.Fprintf(&b, "Approval %s (%s) was approved; %s", ap.ID, tool, actionStatusText(ap.ActionStatus))
 		switch {
 		case ap.SessionID != "" && ap.Action == "spawn":
 			fmt.Fprintf(&b, ", session %s", ap.SessionID)

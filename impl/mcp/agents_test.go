@@ -96,3 +96,24 @@ func TestAgentToolArgumentsOutsideTheBoundsAreRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestApprovalTextSaysTheActionsStatus: agent_action_status says an approved action's status in
+// words. A failed one read "the action is failed: no free slot: …" on the newcomer's trial of
+// 2026-12-06; it says "the action failed: …", and the other statuses "the action is …".
+func TestApprovalTextSaysTheActionsStatus(t *testing.T) {
+	for _, c := range []struct {
+		ap   AgentApproval
+		want string
+	}{
+		{AgentApproval{ID: "a1", Action: "spawn", State: "approved", ActionStatus: "failed", Failure: "no free slot: every agent slot of the account runs a session"},
+			"Approval a1 (agent_spawn) was approved; the action failed: no free slot: every agent slot of the account runs a session.\n"},
+		{AgentApproval{ID: "a2", Action: "spawn", State: "approved", ActionStatus: "done", SessionID: "s1"},
+			"Approval a2 (agent_spawn) was approved; the action is done, session s1.\n"},
+		{AgentApproval{ID: "a3", Action: "prompt", State: "approved", ActionStatus: "queued"},
+			"Approval a3 (agent_prompt) was approved; the action is queued.\n"},
+	} {
+		if got := approvalText(c.ap, false); !strings.HasPrefix(got, c.want) {
+			t.Errorf("approvalText(%+v) begins %q, want %q", c.ap, strings.SplitAfter(got, "\n")[0], c.want)
+		}
+	}
+}

@@ -351,9 +351,12 @@ func checkText(field, text string) error {
 }
 
 // fitsContext refuses a message (or a spawn's prompt) that alone is above the context window of
-// the session's model, by the gateway's own lenient count (four bytes a token, as its context
-// check counts): its turn's model call would be refused, and the session would fail with it
-// (trial h13 D8: a 262,144-character message of emoji was accepted, and failed its session).
+// the session's model, counted at four bytes a token: its turn's model call would be refused
+// (by the provider's count, or by the gateway's own check of a more certain count,
+// convert.ContextBytesPerToken), and the session would fail with it (trial h13 D8: a
+// 262,144-character message of emoji was accepted, and failed its session). The count is
+// closer than the inference check's, which leaves a request near the window to the provider:
+// a refused message only asks for a shorter one, a refused model call ends the session.
 // Messages that only together pass the window are the model call's to refuse.
 func (s *Service) fitsContext(field, model, text string) error {
 	if s.models == nil {

@@ -18,6 +18,15 @@ const (
 	RequestOverheadTokens = 3
 	// ToolOverheadTokens is added per tool definition and per tool call.
 	ToolOverheadTokens = 10
+	// ContextBytesPerToken is the divisor of the byte count in the context-window check,
+	// which refuses only a request that is over the window by any count a provider's
+	// tokenizer could make of it: text averages about 3.5 to 4.5 bytes a token with the
+	// providers' tokenizers (English prose, code), 5 for text of short repeated words, and no
+	// natural text reaches 6. A request between that count and a closer one is the provider's
+	// to refuse (its context_length_exceeded reaches the client in the client's format): four
+	// bytes a token refused text of 5 bytes a token from 80 % of the window on (a newcomer's
+	// trial, 2026-12-06).
+	ContextBytesPerToken = 6
 )
 
 // EstimateInputTokens is a deterministic, cheap estimate of the input tokens of req, meant to
@@ -47,13 +56,14 @@ func EstimateInputTokens(req *llm.Request, imageTokens int) int {
 const ContextImageTokens = 85
 
 // EstimateInput is, in one pass over req, EstimateInputTokens with images at imageTokens
-// (cautious, for the reservation) and with images at ContextImageTokens (context, for the
-// context-window check).
+// (cautious, for the reservation), and the count the context-window check takes (context):
+// the text at ContextBytesPerToken, images at ContextImageTokens, the same overheads.
 func EstimateInput(req *llm.Request, imageTokens int) (cautious, context int) {
 	n := countInput(req)
-	base := RequestOverheadTokens + n.messages*MessageOverheadTokens + n.tools*ToolOverheadTokens +
-		(n.bytes+BytesPerToken-1)/BytesPerToken
-	return base + n.images*imageTokens, base + n.images*ContextImageTokens
+	overhead := RequestOverheadTokens + n.messages*MessageOverheadTokens + n.tools*ToolOverheadTokens
+	cautious = overhead + (n.bytes+BytesPerToken-1)/BytesPerToken + n.images*imageTokens
+	context = overhead + n.bytes/ContextBytesPerToken + n.images*ContextImageTokens
+	return cautious, context
 }
 
 // inputCounts is what the estimates count of a request.

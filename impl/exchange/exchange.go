@@ -307,20 +307,21 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 		parsed, _ = convert.DecodeView(client, view)
 		read = true
 	}
-	// The context check uses a lenient count (four bytes a token; three quarters of the neutral
-	// estimate, which counts three) so that a request near the limit is not refused on an
-	// estimate; the reservation keeps the cautious one, not capped at the context window: a
+	// The context check uses a lenient count (convert.ContextBytesPerToken: six bytes a token,
+	// more than any natural text averages) so that only a request over the window by any count
+	// is refused, and one near the limit is the provider's to judge; the reservation keeps the
+	// cautious one (three bytes a token), not capped at the context window: a
 	// request admitted near the limit may be above it by the provider's count, which an upstream
 	// with a longer window (Anthropic's 1M-token beta the client asks for) bills, at its
 	// long-context rates (trial h12 D11: capped, the reservation never reached that tier, and 10 %
 	// of such a request's cost was waived).
-	contextEst := size / 4
+	contextEst := size / convert.ContextBytesPerToken
 	switch {
 	case parsed != nil:
 		// Images count at their billing bound in the reservation, at the fewest tokens one
 		// takes in the context check (convert.ContextImageTokens).
 		cautious, inContext := convert.EstimateInput(parsed, m.ImageTokens)
-		inputEst, contextEst = int64(cautious), inContext*3/4
+		inputEst, contextEst = int64(cautious), inContext
 	case read:
 		// Known by its size alone, its images are counted by their markers (at least one
 		// each) at the model's bound.

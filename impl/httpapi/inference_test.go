@@ -256,7 +256,9 @@ func TestInferenceEdges(t *testing.T) {
 	}
 	// An input beyond the context window is a 400, before any upstream is called.
 	calls := g.Sim.TotalRequests()
-	long := strings.Repeat("lorem ipsum ", 50_000) // ~150,000 tokens at four bytes a token
+	// Surely over the window: 1.2 MB of text is 200,000 tokens even at six bytes a token (the
+	// check's count, convert.ContextBytesPerToken), against service-flint-base's 128,000.
+	long := strings.Repeat("lorem ipsum ", 100_000)
 	status, _, body = do(t, c, g.URL, request{"POST", "/v1/chat/completions", chatBody("service-flint-base", long, false, 16)}, bearer)
 	if status != 400 || !strings.Contains(string(body), "maximum context length is 128000 tokens") || !strings.Contains(string(body), `"code":"context_length_exceeded"`) || g.Sim.TotalRequests() != calls {
 		t.Errorf("over the context window: %d %.300s", status, body)
@@ -264,7 +266,7 @@ func TestInferenceEdges(t *testing.T) {
 	// Each route words the refusal as its provider does, since clients act on the words:
 	// Claude Code compacts on Anthropic's "prompt is too long: N tokens > M maximum" (trial h10
 	// D1), OpenAI's Responses clients look for "exceeds the context window".
-	longer := strings.Repeat("lorem ipsum ", 80_000) // ~240,000 tokens, beyond service-sonnet's 200,000
+	longer := strings.Repeat("lorem ipsum ", 120_000) // 240,000 tokens at six bytes a token, beyond service-sonnet's 200,000
 	status, _, body = do(t, c, g.URL, request{"POST", "/v1/messages",
 		`{"model":"service-sonnet","max_tokens":16,"messages":[{"role":"user","content":"` + longer + `"}]}`}, bearer)
 	if status != 400 || !regexp.MustCompile(`"message":"prompt is too long: \d+ tokens > 200000 maximum`).Match(body) || g.Sim.TotalRequests() != calls {
@@ -275,6 +277,16 @@ func TestInferenceEdges(t *testing.T) {
 	if status != 400 || !strings.Contains(string(body), `"message":"Your input exceeds the context window of this model`) ||
 		!strings.Contains(string(body), `"code":"context_length_exceeded"`) || g.Sim.TotalRequests() != calls {
 		t.Errorf("over the context window on /v1/responses: %d %.300s", status, body)
+	}
+	// Near the window, the provider's count decides: 180,000 repetitions of "word " are 180,000
+	// tokens by the providers' tokenizers (five bytes a token), within service-sonnet's
+	// 200,000, and 225,000 at four bytes a token, which refused them (a newcomer's trial). They
+	// are sent upstream.
+	near := strings.Repeat("word ", 180_000)
+	status, _, body = do(t, c, g.URL, request{"POST", "/v1/messages",
+		`{"model":"service-sonnet","max_tokens":16,"messages":[{"role":"user","content":"` + near + `"}]}`}, bearer)
+	if status != 200 || g.Sim.TotalRequests() != calls+1 {
+		t.Errorf("text of five bytes a token within the window: %d %.300s (upstream requests %d, want %d)", status, body, g.Sim.TotalRequests(), calls+1)
 	}
 	// The same characters sent \u-escaped (as Python's json.dumps does) are not counted six
 	// times: 100,000 "é" are about 25,000 tokens, within the window, whether escaped or not.

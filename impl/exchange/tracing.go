@@ -119,6 +119,8 @@ type tryObserver struct {
 	status int
 	span   trace.Span
 	start  time.Time
+	// startAttrs holds the current try's start attributes (startAttributes).
+	startAttrs [5]attribute.KeyValue
 }
 
 // observeTries returns the observer of expert e's tries: the exchange's own, reset, so that
@@ -129,26 +131,45 @@ func (x *Exchange) observeTries(e routing.Expert, bound int) *tryObserver {
 }
 
 // StartTry begins try n's span (when traced; the try's request carries its traceparent) and
-// notes when it began. The span's attributes are set when the try ends (tryAttributes).
+// notes when it began. The attributes the GenAI conventions ask to have at the span's creation,
+// for samplers (gen_ai.operation.name, gen_ai.provider.name, gen_ai.request.model,
+// server.address and server.port: startAttributes), are given to the span's start; the others
+// are set when the try ends (tryAttributes).
 func (o *tryObserver) StartTry(ctx context.Context, n int) context.Context {
 	o.start, o.n, o.status = time.Now(), n, 0
 	if o.x.tr == nil {
 		return ctx
 	}
-	tctx, span := telemetry.Tracer().Start(ctx, telemetry.OperationChat+" "+o.e.Model, clientKind)
+	tctx, span := telemetry.Tracer().Start(ctx, telemetry.OperationChat+" "+o.e.Model, clientKind,
+		trace.WithAttributes(o.startAttributes()...))
 	o.span = span
 	return tctx
 }
 
-// clientKind is a try span's one start option, made once.
+// clientKind is a try span's kind option, made once.
 var clientKind = trace.WithSpanKind(trace.SpanKindClient)
 
-// tryAttributes appends what a try's span says of the request, known when it began (the
-// GenAI operation, provider, model and output bound, an agent's call's session as the
-// conversation, the choices asked for when more than one, the expert, the gateway's model, the
-// try's number and the upstream's address) and the
-// upstream's HTTP status when an answer came (http.response.status_code, as the HTTP
-// conventions name it).
+// startAttributes are the attributes of a try's span that the GenAI conventions ask to be
+// provided when the span starts, since samplers may read them: the operation, the provider,
+// the model asked for and the upstream's address. They are written into the observer's own
+// array (the SDK copies them), so that naming them allocates nothing of its own.
+func (o *tryObserver) startAttributes() []attribute.KeyValue {
+	a := append(o.startAttrs[:0],
+		telemetry.GenAIOperationName.String(telemetry.OperationChat),
+		telemetry.GenAIProviderName.String(providerName(&o.e)),
+		telemetry.GenAIRequestModel.String(o.e.Model),
+	)
+	if o.e.Host != "" {
+		a = append(a, telemetry.ServerAddress.String(o.e.Host), telemetry.ServerPort.Int(o.e.Port))
+	}
+	return a
+}
+
+// tryAttributes appends what a try's span says of the request beyond its start attributes,
+// known when it began (the output bound, whether it streams, an agent's call's session as the
+// conversation, the choices asked for when more than one, the expert, the gateway's model and
+// the try's number) and the upstream's HTTP status when an answer came
+// (http.response.status_code, as the HTTP conventions name it).
 func (o *tryObserver) tryAttributes(attrs []attribute.KeyValue) []attribute.KeyValue {
 	maxTokens := o.bound
 	if o.e.Kind == llm.FormatResponses {
@@ -157,14 +178,16 @@ func (o *tryObserver) tryAttributes(attrs []attribute.KeyValue) []attribute.KeyV
 		maxTokens = max(maxTokens, minResponsesOutput)
 	}
 	attrs = append(attrs,
-		telemetry.GenAIOperationName.String(telemetry.OperationChat),
-		telemetry.GenAIProviderName.String(providerName(&o.e)),
-		telemetry.GenAIRequestModel.String(o.e.Model),
 		telemetry.GenAIRequestMaxTokens.Int(maxTokens),
 		telemetry.AttrExpert.String(o.e.Key),
 		telemetry.AttrModel.String(o.x.model.ID),
 		telemetry.AttrUpstreamAttempts.Int(o.n),
 	)
+	if o.x.stream {
+		// The conventions require gen_ai.request.stream on a streamed request's inference
+		// span, and leave it out of the others (unset means not streamed).
+		attrs = append(attrs, telemetry.GenAIRequestStream.Bool(true))
+	}
 	if op := o.x.opts; op != nil && op.sessionID != uuid.Nil {
 		// An agent's model call: its session is the conversation, which the conventions
 		// require on an inference span when it is available (as on the session's own spans).
@@ -175,9 +198,6 @@ func (o *tryObserver) tryAttributes(attrs []attribute.KeyValue) []attribute.KeyV
 		// than one choice (a chat request's n), and leave it out otherwise.
 		attrs = append(attrs, telemetry.GenAIRequestChoiceCount.Int(c))
 	}
-	if o.e.Host != "" {
-		attrs = append(attrs, telemetry.ServerAddress.String(o.e.Host), telemetry.ServerPort.Int(o.e.Port))
-	}
 	if o.status != 0 {
 		attrs = append(attrs, telemetry.HTTPResponseStatusCode.Int(o.status))
 	}
@@ -186,7 +206,7 @@ func (o *tryObserver) tryAttributes(attrs []attribute.KeyValue) []attribute.KeyV
 
 // failSpan ends the try's span as failed with errType and description.
 func (o *tryObserver) failSpan(errType, description string) {
-	telemetry.Fail(o.span, errType, description, o.tryAttributes(make([]attribute.KeyValue, 0, 12))...)
+	telemetry.Fail(o.span, errType, description, o.tryAttributes(make([]attribute.KeyValue, 0, 9))...)
 	o.span.End()
 }
 
@@ -282,7 +302,7 @@ func (x *Exchange) finishAttempt(status string) {
 	if x.tr != nil && x.tr.attempt != nil {
 		span := x.tr.attempt
 		// The answering try's attributes (x.tries is its expert's observer) and the answer's.
-		attrs := x.tries.tryAttributes(make([]attribute.KeyValue, 0, 22))
+		attrs := x.tries.tryAttributes(make([]attribute.KeyValue, 0, 21))
 		if u.InputTokens > 0 || u.OutputTokens > 0 {
 			// The counts the upstream reported; an answer cut before its usage has none, and
 			// its span says nothing rather than 0 (the bill's estimate is the usage record's:
@@ -316,8 +336,12 @@ func (x *Exchange) finishAttempt(status string) {
 			// span's gen_ai.request.model already is.
 			attrs = append(attrs, telemetry.GenAIResponseModel.String(x.tr.responseModel))
 		}
+		if ttfc := x.timeToFirstChunk(); ttfc > 0 {
+			// The conventions' time to the first chunk, from the answering try's start (before,
+			// tollgate.time_to_first_token_s, from the request's start: the event's time).
+			attrs = append(attrs, telemetry.GenAIResponseTimeToFirst.Float64(ttfc.Seconds()))
+		}
 		if x.ttft > 0 {
-			attrs = append(attrs, telemetry.AttrTimeToFirstToken.Float64(x.ttft.Seconds()))
 			// Stamped when the first event left, not when the span ends (trial h8 D7).
 			span.AddEvent("gen_ai.first_token", trace.WithTimestamp(x.started.Add(x.ttft)))
 		}
@@ -344,13 +368,24 @@ func (x *Exchange) finishAttempt(status string) {
 		op := metrics.GenAIOperation{Operation: telemetry.OperationChat, Provider: providerName(&x.expert),
 			RequestModel: x.expert.Model, Model: x.model.ID,
 			InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Duration: time.Since(x.attemptStart),
-			TimeToFirstToken: x.ttft, TraceID: traceID}
+			TimeToFirstToken: x.ttft, TimeToFirstChunk: x.timeToFirstChunk(), TraceID: traceID}
 		if status != "ok" {
-			// gen_ai.server.time_to_first_token is of successful responses (trial h8 D9).
+			// gen_ai.server.time_to_first_token is of successful responses (trial h8 D9); the
+			// first chunk of a stream that then failed did come, and stays counted.
 			op.ErrorType, op.TimeToFirstToken = status, 0
 		}
 		x.eng.metrics.ObserveGenAI(op)
 	}
+}
+
+// timeToFirstChunk is a stream's gen_ai.client.operation.time_to_first_chunk: from the start of
+// the try that answered to its first chunk, relayed to the client as it was read (0: not a
+// stream, or no chunk came).
+func (x *Exchange) timeToFirstChunk() time.Duration {
+	if x.ttft <= 0 || x.attemptStart.IsZero() {
+		return 0
+	}
+	return max(x.started.Add(x.ttft).Sub(x.attemptStart), 0)
 }
 
 // traceSettlement records the settlement (cost, status) as a span of the request's trace.

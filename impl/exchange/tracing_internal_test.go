@@ -2,13 +2,20 @@ package exchange
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/llm"
+	"github.com/tollgate/tollgate/impl/metrics"
 	"github.com/tollgate/tollgate/impl/routing"
 	"github.com/tollgate/tollgate/impl/telemetry"
 )
@@ -105,7 +112,7 @@ func TestTryProviderIsTheProviders(t *testing.T) {
 		}
 		o := tryObserver{x: &Exchange{model: m}, e: m.Experts[0], n: 1, bound: 16}
 		got := ""
-		for _, kv := range o.tryAttributes(nil) {
+		for _, kv := range o.startAttributes() {
 			if kv.Key == telemetry.GenAIProviderName {
 				got = kv.Value.AsString()
 			}
@@ -141,5 +148,114 @@ func TestReasoningTokensOnTheAttempt(t *testing.T) {
 		if want := map[bool]int64{true: reasoning, false: -1}[reasoning > 0]; got != want {
 			t.Errorf("reported %d reasoning tokens: gen_ai.usage.reasoning.output_tokens %d (-1: absent), want %d", reasoning, got, want)
 		}
+	}
+}
+
+// samplerSeen is a sampler that notes the name and attributes of every span it is asked about
+// and samples none.
+type samplerSeen struct {
+	mu    sync.Mutex
+	names []string
+	attrs []map[attribute.Key]attribute.Value
+}
+
+func (s *samplerSeen) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
+	m := map[attribute.Key]attribute.Value{}
+	for _, kv := range p.Attributes {
+		m[kv.Key] = kv.Value
+	}
+	s.mu.Lock()
+	s.names, s.attrs = append(s.names, p.Name), append(s.attrs, m)
+	s.mu.Unlock()
+	return sdktrace.SamplingResult{Decision: sdktrace.Drop}
+}
+
+func (s *samplerSeen) Description() string { return "samplerSeen" }
+
+// TestTryStartAttributesReachTheSampler: a try's span is started with the attributes the GenAI
+// conventions ask to be provided at an inference span's creation, since samplers may read
+// them (gen_ai.operation.name, gen_ai.provider.name, gen_ai.request.model, server.address,
+// server.port); they were set only when the try ended, which no sampler sees. They are not set
+// again at its end.
+func TestTryStartAttributesReachTheSampler(t *testing.T) {
+	seen := &samplerSeen{}
+	tr, err := telemetry.Start(context.Background(), telemetry.Settings{Enabled: true, Sampler: seen, EndpointURL: "http://127.0.0.1:9/v1/traces",
+		QueueSize: 8, BatchSize: 8, BatchTimeout: time.Second, ExportTimeout: time.Second}, telemetry.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tr.Shutdown(context.Background()) })
+	x := &Exchange{model: &routing.Model{ID: "service-flint"}, tr: &exchangeTrace{}}
+	o := x.observeTries(routing.Expert{Key: "bedrock/m", Provider: "bedrock", Model: "m", Kind: llm.FormatChat,
+		GenAIProvider: "aws.bedrock", Host: "bedrock-runtime.us-east-1.amazonaws.com", Port: 443}, 16)
+	o.StartTry(context.Background(), 1)
+	if len(seen.names) != 1 || seen.names[0] != "chat m" {
+		t.Fatalf("the sampler saw spans %v, want chat m", seen.names)
+	}
+	want := map[attribute.Key]attribute.Value{
+		telemetry.GenAIOperationName: attribute.StringValue("chat"), telemetry.GenAIProviderName: attribute.StringValue("aws.bedrock"),
+		telemetry.GenAIRequestModel: attribute.StringValue("m"), telemetry.ServerAddress: attribute.StringValue("bedrock-runtime.us-east-1.amazonaws.com"),
+		telemetry.ServerPort: attribute.IntValue(443),
+	}
+	for k, v := range want {
+		if got := seen.attrs[0][k]; got != v {
+			t.Errorf("the sampler saw %s = %v, want %v", k, got.Emit(), v.Emit())
+		}
+	}
+	for _, kv := range o.tryAttributes(nil) {
+		if _, ok := want[kv.Key]; ok {
+			t.Errorf("%s is set again when the try ends", kv.Key)
+		}
+	}
+}
+
+// TestStreamedTryTimeToFirstChunk: a streamed request's answering try says so
+// (gen_ai.request.stream, which the conventions require of a streamed inference span, and only
+// of one) and carries gen_ai.response.time_to_first_chunk, from the try's start to its first
+// chunk, not from the request's; the same time is the try's observation in
+// gen_ai.client.operation.time_to_first_chunk. A complete answer has neither.
+func TestStreamedTryTimeToFirstChunk(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	m := metrics.New()
+	for _, stream := range []bool{true, false} {
+		_, span := tp.Tracer("test").Start(context.Background(), "chat sim-general")
+		started := time.Now().Add(-time.Second)
+		x := &Exchange{eng: &Engine{metrics: m}, model: &routing.Model{ID: "service-flint-base"}, stream: stream,
+			expert:  routing.Expert{Key: "p/sim-general", Provider: "p", Model: "sim-general", Kind: llm.FormatChat},
+			started: started, attemptStart: started.Add(400 * time.Millisecond),
+			tr: &exchangeTrace{attempt: span, responseID: "chatcmpl-1", finishReason: "stop"}}
+		if stream {
+			x.ttft = 500 * time.Millisecond
+		}
+		x.tries = tryObserver{x: x, e: x.expert, n: 1, bound: 16}
+		x.finishAttempt("ok")
+		ended := rec.Ended()
+		a := map[attribute.Key]attribute.Value{}
+		for _, kv := range ended[len(ended)-1].Attributes() {
+			a[kv.Key] = kv.Value
+		}
+		if !stream {
+			if _, ok := a[attribute.Key("gen_ai.request.stream")]; ok {
+				t.Errorf("a complete answer's try has gen_ai.request.stream")
+			}
+			if _, ok := a[attribute.Key("gen_ai.response.time_to_first_chunk")]; ok {
+				t.Errorf("a complete answer's try has gen_ai.response.time_to_first_chunk")
+			}
+			continue
+		}
+		if v, ok := a[attribute.Key("gen_ai.request.stream")]; !ok || !v.AsBool() {
+			t.Errorf("a stream's try: gen_ai.request.stream %v, want true", v.Emit())
+		}
+		if v := a[attribute.Key("gen_ai.response.time_to_first_chunk")].AsFloat64(); v < 0.0999 || v > 0.1001 {
+			t.Errorf("a stream's try: gen_ai.response.time_to_first_chunk %v, want 0.1 (from the try's start)", v)
+		}
+	}
+	w := httptest.NewRecorder()
+	m.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	const want = `gen_ai_client_operation_time_to_first_chunk_seconds_count{gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="sim-general",tollgate_model="service-flint-base"} 1`
+	if !strings.Contains(w.Body.String(), want) {
+		t.Errorf("the metrics lack %s", want)
 	}
 }

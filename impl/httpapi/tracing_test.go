@@ -358,8 +358,8 @@ func TestRequestTracesInJaeger(t *testing.T) {
 		if a.Attr("gen_ai.provider.name") != "anthropic" || a.Event("gen_ai.first_token") == nil {
 			t.Errorf("stream attempt span:\n%s", tr)
 		}
-		if ttft, err := strconv.ParseFloat(a.Attr("tollgate.time_to_first_token_s"), 64); err != nil || ttft <= 0 {
-			t.Errorf("time to first token %q:\n%s", a.Attr("tollgate.time_to_first_token_s"), tr)
+		if ttfc, err := strconv.ParseFloat(a.Attr("gen_ai.response.time_to_first_chunk"), 64); err != nil || ttfc <= 0 || a.Attr("gen_ai.request.stream") != "true" {
+			t.Errorf("time to first chunk %q, gen_ai.request.stream %q:\n%s", a.Attr("gen_ai.response.time_to_first_chunk"), a.Attr("gen_ai.request.stream"), tr)
 		}
 		if n, _ := strconv.Atoi(a.Attr("gen_ai.usage.output_tokens")); n <= 0 || a.Attr("gen_ai.response.finish_reasons") == "" {
 			t.Errorf("stream usage and finish reason:\n%s", tr)

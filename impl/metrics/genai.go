@@ -16,6 +16,7 @@ type genAI struct {
 	tokens   *prometheus.HistogramVec
 	duration *prometheus.HistogramVec
 	ttft     *prometheus.HistogramVec
+	ttfc     *prometheus.HistogramVec
 	added    *prometheus.HistogramVec
 	dropped  *prometheus.CounterVec
 
@@ -28,8 +29,8 @@ type genAIKey struct {
 }
 
 type genAIChildren struct {
-	input, output  prometheus.Observer
-	duration, ttft *exemplarHistogram
+	input, output        prometheus.Observer
+	duration, ttft, ttfc *exemplarHistogram
 }
 
 // GenAIOperation is one upstream operation as the GenAI metrics see it. RequestModel and Model
@@ -48,9 +49,11 @@ type GenAIOperation struct {
 	// InputTokens and OutputTokens are the usage the upstream reported (not observed when
 	// both are 0, as for a failed operation).
 	InputTokens, OutputTokens int64
-	// Duration is the operation's duration; TimeToFirstToken a stream's time to its first
-	// event (0: not a stream, or nothing came).
-	Duration, TimeToFirstToken time.Duration
+	// Duration is the operation's duration; TimeToFirstToken a stream's time from the start of
+	// the client's request to its first event sent to the client, TimeToFirstChunk from the
+	// start of the operation (the upstream try) to its first chunk (each 0: not a stream, or
+	// nothing came).
+	Duration, TimeToFirstToken, TimeToFirstChunk time.Duration
 	// ErrorType is error.type for a failed operation ("" when it succeeded).
 	ErrorType string
 	// TraceID, when valid (a sampled trace), is the exemplar of the duration and time to first
@@ -84,6 +87,10 @@ func newGenAI(reg *prometheus.Registry) *genAI {
 			Name: "gen_ai_server_time_to_first_token_seconds", Help: "Time from the start of a streamed request to its first event sent to the client (gen_ai.server.time_to_first_token).",
 			Buckets: ttftBuckets,
 		}, labels),
+		ttfc: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "gen_ai_client_operation_time_to_first_chunk_seconds", Help: "Time from the start of a streamed upstream operation to its first chunk (gen_ai.client.operation.time_to_first_chunk).",
+			Buckets: durationBuckets,
+		}, client),
 		added: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "tollgate_added_seconds", Help: "The gateway's own time per request: the request's duration minus the time spent waiting for the upstream, by route.",
 			Buckets: addedBuckets,
@@ -92,7 +99,7 @@ func newGenAI(reg *prometheus.Registry) *genAI {
 			Name: "tollgate_trace_spans_dropped_total", Help: "Trace spans dropped instead of exported, by reason (queue_full, export_failed, rejected, shutdown).",
 		}, []string{"reason"}),
 	}
-	reg.MustRegister(g.tokens, g.duration, g.ttft, g.added, g.dropped)
+	reg.MustRegister(g.tokens, g.duration, g.ttft, g.ttfc, g.added, g.dropped)
 	return g
 }
 
@@ -146,6 +153,7 @@ func (m *Metrics) ObserveGenAI(op GenAIOperation) {
 			output:   g.tokens.WithLabelValues("output", op.Operation, op.Provider, op.RequestModel, op.Model),
 			duration: newExemplarHistogram(g.duration.WithLabelValues(op.Operation, op.Provider, op.RequestModel, op.Model, op.ErrorType), durationBuckets),
 			ttft:     newExemplarHistogram(g.ttft.WithLabelValues(op.Operation, op.Provider, op.Model), ttftBuckets),
+			ttfc:     newExemplarHistogram(g.ttfc.WithLabelValues(op.Operation, op.Provider, op.RequestModel, op.Model), durationBuckets),
 		})
 	}
 	ch := c.(*genAIChildren)
@@ -158,6 +166,10 @@ func (m *Metrics) ObserveGenAI(op GenAIOperation) {
 	ch.duration.observe(op.Duration.Seconds(), op.TraceID)
 	if op.TimeToFirstToken > 0 {
 		ch.ttft.observe(op.TimeToFirstToken.Seconds(), op.TraceID)
+	}
+	if op.TimeToFirstChunk > 0 {
+		// Of streamed operations only, as the conventions ask.
+		ch.ttfc.observe(op.TimeToFirstChunk.Seconds(), op.TraceID)
 	}
 }
 

@@ -14,11 +14,13 @@ import (
 // with their labels, and a sampled trace's id rides as an exemplar in the OpenMetrics format.
 // The client metrics' gen_ai_request_model is the upstream's model, the gateway's model id
 // their tollgate_model; the time to first token, a server metric, names the gateway's model.
+// A streamed operation's time to its first chunk is gen_ai.client.operation.time_to_first_chunk,
+// a client metric (the conventions' for streams: none for an operation that did not stream).
 func TestGenAIMetrics(t *testing.T) {
 	m := New()
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 	m.ObserveGenAI(GenAIOperation{Operation: "chat", Provider: "openai", RequestModel: "gpt-4.1", Model: "service-flint", InputTokens: 12, OutputTokens: 30,
-		Duration: 40 * time.Millisecond, TimeToFirstToken: 5 * time.Millisecond, TraceID: traceOf(traceID)})
+		Duration: 40 * time.Millisecond, TimeToFirstToken: 5 * time.Millisecond, TimeToFirstChunk: 3 * time.Millisecond, TraceID: traceOf(traceID)})
 	m.ObserveGenAI(GenAIOperation{Operation: "chat", Provider: "openai", RequestModel: "gpt-4.1", Model: "service-flint", Duration: time.Millisecond, ErrorType: "502"})
 	m.ObserveAdded("POST /v1/chat/completions", 150*time.Microsecond, trace.TraceID{})
 	m.ObserveAdded("POST /v1/chat/completions", -time.Microsecond, trace.TraceID{}) // clock skew: counted as 0
@@ -34,6 +36,8 @@ func TestGenAIMetrics(t *testing.T) {
 		`gen_ai_client_token_usage_sum{gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="gpt-4.1",gen_ai_token_type="output",tollgate_model="service-flint"} 30`,
 		`gen_ai_client_operation_duration_seconds_count{error_type="502",gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="gpt-4.1",tollgate_model="service-flint"} 1`,
 		`gen_ai_server_time_to_first_token_seconds_count{gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="service-flint"} 1`,
+		`gen_ai_client_operation_time_to_first_chunk_seconds_count{gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="gpt-4.1",tollgate_model="service-flint"} 1`,
+		`gen_ai_client_operation_time_to_first_chunk_seconds_sum{gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="gpt-4.1",tollgate_model="service-flint"} 0.003`,
 		`tollgate_added_seconds_count{route="POST /v1/chat/completions"} 2`,
 		`tollgate_trace_spans_dropped_total{reason="queue_full"} 3`,
 		`# {trace_id="` + traceID + `"}`,
@@ -54,7 +58,7 @@ func TestGenAIMetrics(t *testing.T) {
 func TestGenAIObservationsAllocateNothing(t *testing.T) {
 	m := New()
 	op := GenAIOperation{Operation: "chat", Provider: "openai", RequestModel: "gpt-4.1", Model: "service-flint", InputTokens: 1, OutputTokens: 2,
-		Duration: time.Millisecond, TimeToFirstToken: time.Millisecond}
+		Duration: time.Millisecond, TimeToFirstToken: time.Millisecond, TimeToFirstChunk: time.Millisecond}
 	m.ObserveGenAI(op)
 	m.ObserveAdded("POST /v1/chat/completions", time.Millisecond, trace.TraceID{})
 	if n := testing.AllocsPerRun(100, func() { m.ObserveGenAI(op) }); n != 0 {

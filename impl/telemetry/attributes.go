@@ -10,6 +10,8 @@ const (
 	GenAIResponseModel        = attribute.Key("gen_ai.response.model")
 	GenAIRequestMaxTokens     = attribute.Key("gen_ai.request.max_tokens")
 	GenAIRequestChoiceCount   = attribute.Key("gen_ai.request.choice.count")
+	GenAIRequestStream        = attribute.Key("gen_ai.request.stream")
+	GenAIResponseTimeToFirst  = attribute.Key("gen_ai.response.time_to_first_chunk")
 	GenAIUsageInputTokens     = attribute.Key("gen_ai.usage.input_tokens")
 	GenAIUsageOutputTokens    = attribute.Key("gen_ai.usage.output_tokens")
 	GenAIUsageReasoning       = attribute.Key("gen_ai.usage.reasoning.output_tokens")
@@ -80,9 +82,6 @@ const (
 	// record's status ("ok", "client_disconnected", ...).
 	AttrCostMicros       = attribute.Key("tollgate.cost.micros")
 	AttrSettlementStatus = attribute.Key("tollgate.settlement.status")
-	// AttrTimeToFirstToken is a stream's time from the start of the request to its first
-	// event sent to the client, in seconds.
-	AttrTimeToFirstToken = attribute.Key("tollgate.time_to_first_token_s")
 	// AttrAuthOutcome is the authentication's outcome ("ok" or the refusal's reason).
 	AttrAuthOutcome = attribute.Key("tollgate.auth.outcome")
 )

@@ -18,16 +18,16 @@ func makeRequestSpans(tracer trace.Tracer) {
 	_, admission := tracer.Start(ctx, "admission")
 	admission.SetAttributes(AttrReservationMicros.Int64(12800), AttrAdmission.String(AdmissionAdmitted))
 	admission.End()
-	_, attempt := tracer.Start(ctx, OperationChat+" gpt-4o-mini", trace.WithSpanKind(trace.SpanKindClient))
-	attempt.SetAttributes(
+	_, attempt := tracer.Start(ctx, OperationChat+" gpt-4o-mini", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
 		GenAIOperationName.String(OperationChat),
 		GenAIProviderName.String("openai"),
 		GenAIRequestModel.String("gpt-4o-mini"),
+		ServerAddress.String("api.openai.com"), ServerPort.Int(443)))
+	attempt.SetAttributes(
 		GenAIRequestMaxTokens.Int(1024),
 		AttrExpert.String("openai/gpt-4o-mini"),
 		AttrModel.String("gpt-4o-mini"),
 		AttrUpstreamAttempts.Int(1),
-		ServerAddress.String("api.openai.com"), ServerPort.Int(443),
 		GenAIUsageInputTokens.Int64(1200), GenAIUsageOutputTokens.Int64(340),
 		GenAIUsageCacheRead.Int64(1024), GenAIResponseFinishReason.StringSlice([]string{"stop"}),
 		GenAIResponseID.String("chatcmpl-AbCdEf0123456789"), GenAIResponseModel.String("gpt-4o-mini-2024-07-18"))

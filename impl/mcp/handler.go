@@ -67,6 +67,8 @@ type handler struct {
 	log     *slog.Logger
 	maxBody int64
 	origins map[string]struct{}
+	// tools are the registered tools by name (a tool call's span describes its tool).
+	tools map[string]*registeredTool
 }
 
 // NewHandler returns the MCP endpoint. It assumes the authentication middleware has put the
@@ -113,7 +115,7 @@ func NewHandler(opts Options) http.Handler {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	h := &handler{log: opts.Logger, maxBody: opts.MaxBodyBytes, origins: originSet(opts.AllowedOrigins)}
+	h := &handler{log: opts.Logger, maxBody: opts.MaxBodyBytes, origins: originSet(opts.AllowedOrigins), tools: map[string]*registeredTool{}}
 	h.server = sdk.NewServer(&sdk.Implementation{Name: opts.Name, Version: opts.Version}, &sdk.ServerOptions{
 		Instructions: opts.Instructions,
 		Logger:       slog.New(minLevel{Handler: opts.Logger.Handler(), min: slog.LevelWarn}),
@@ -121,16 +123,15 @@ func NewHandler(opts Options) http.Handler {
 		Capabilities:              &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}},
 		SupportedProtocolVersions: protocolVersions,
 	})
-	seen := map[string]bool{}
 	for _, t := range opts.Tools {
 		reg, err := newRegisteredTool(t)
 		if err != nil {
 			panic(fmt.Sprintf("mcp: %v", err))
 		}
-		if seen[t.Name] {
+		if h.tools[t.Name] != nil {
 			panic(fmt.Sprintf("mcp: tool %q registered twice", t.Name))
 		}
-		seen[t.Name] = true
+		h.tools[t.Name] = reg
 		h.server.AddTool(reg.sdkTool(), h.toolHandler(reg))
 	}
 	return h
@@ -211,58 +212,70 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, id, codeInvalidRequest, `invalid request: "method" must be a string`)
 		return
 	}
-	if method == "server/discover" && msg.ID != nil {
+	version := r.Header.Get(headerProtocolVersion)
+	call := rpcCall{method: method, id: msg.ID, params: msg.Params, version: version}
+	if version == "" {
+		// The spec's rule for a request without the header.
+		call.version = "2025-03-26"
+	}
+	ctx, span := h.startRPCSpan(r, call)
+	defer span.End()
+	h.serveMethod(w, ctx, call, id, version)
+}
+
+// serveMethod answers call, a JSON-RPC request or notification whose method was read; id is the
+// id its answer echoes and version the Mcp-Protocol-Version header ("" when absent). ctx holds
+// the call's span, which a JSON-RPC error answered is noted on.
+func (h *handler) serveMethod(w http.ResponseWriter, ctx context.Context, call rpcCall, id json.RawMessage, version string) {
+	fail := func(status int, code int64, msg string) {
+		noteRPCError(ctx, code, msg)
+		writeError(w, status, id, code, msg)
+	}
+	method := call.method
+	if method == "server/discover" && call.id != nil {
 		// A dual-era client probing for the 2026-07-28 protocol: -32601 makes it fall back to
 		// initialize (a modern error code would not).
-		writeError(w, http.StatusOK, id, codeMethodNotFound,
+		fail(http.StatusOK, codeMethodNotFound,
 			fmt.Sprintf("method not found: server/discover (this server speaks MCP %s; use initialize)", strings.Join(protocolVersions, ", ")))
 		return
 	}
-	version := r.Header.Get(headerProtocolVersion)
 	if version != "" && method != "initialize" && !slices.Contains(protocolVersions, version) {
-		writeError(w, http.StatusBadRequest, id, codeInvalidRequest,
+		fail(http.StatusBadRequest, codeInvalidRequest,
 			fmt.Sprintf("unsupported %s header %q: this server speaks %s", headerProtocolVersion, version, strings.Join(protocolVersions, ", ")))
 		return
 	}
-	if msg.ID == nil {
+	if call.id == nil {
 		// Notifications (initialized, cancelled, roots/list_changed, ...) change nothing in a
 		// stateless server.
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	params, perr := checkParams(method, msg.Params)
+	params, perr := checkParams(method, call.params)
 	if perr != "" {
-		noteRPCError(r.Context(), method, id, codeInvalidParams)
-		writeError(w, http.StatusOK, id, codeInvalidParams, "invalid params: "+perr)
+		fail(http.StatusOK, codeInvalidParams, "invalid params: "+perr)
 		return
 	}
 	switch method {
 	case "initialize", "ping", "tools/list", "tools/call":
 	default:
-		noteRPCError(r.Context(), method, id, codeMethodNotFound)
-		writeError(w, http.StatusOK, id, codeMethodNotFound, fmt.Sprintf("method not found: %q", method))
+		fail(http.StatusOK, codeMethodNotFound, fmt.Sprintf("method not found: %q", method))
 		return
 	}
-	if version == "" {
-		// The spec's rule for a request without the header.
-		version = "2025-03-26"
-	}
-	ctx := context.WithValue(r.Context(), requestIDKey{}, w.Header().Get(headerRequestID))
-	ctx = context.WithValue(ctx, rpcIDKey{}, rpcIDText(id))
-	resp, err := h.dispatch(ctx, method, params, version)
+	ctx = context.WithValue(ctx, requestIDKey{}, w.Header().Get(headerRequestID))
+	resp, err := h.dispatch(ctx, method, params, call.version)
 	if err != nil {
 		if ctx.Err() != nil {
 			// The client went away; nobody reads the answer.
 			return
 		}
 		h.log.ErrorContext(ctx, "mcp: dispatching to the SDK server", "method", method, "err", err)
-		writeError(w, http.StatusOK, id, codeInternal, internalMessage(ctx))
+		fail(http.StatusOK, codeInternal, internalMessage(ctx))
 		return
 	}
 	out := rpcResponse{JSONRPC: "2.0", ID: id}
 	if resp.Error != nil {
 		out.Error = toRPCError(resp.Error)
-		noteRPCError(ctx, method, id, out.Error.Code)
+		noteRPCError(ctx, out.Error.Code, out.Error.Message)
 	} else {
 		out.Result = stripModernResult(resp.Result)
 		if len(out.Result) == 0 {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 
 	"go.opentelemetry.io/otel"
@@ -20,19 +22,46 @@ import (
 )
 
 // recordSpans makes the global tracer provider one that records every span in memory, for the
-// rest of the test.
-func recordSpans(t *testing.T) *tracetest.SpanRecorder {
+// rest of the test, and the attributes each span had when it started (by span id).
+func recordSpans(t *testing.T) (*tracetest.SpanRecorder, *startAttributes) {
 	t.Helper()
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	rec, started := tracetest.NewSpanRecorder(), &startAttributes{attrs: map[trace.SpanID]map[attribute.Key]string{}}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSpanProcessor(started))
 	prev := otel.GetTracerProvider()
 	otel.SetTracerProvider(tp)
 	t.Cleanup(func() {
 		otel.SetTracerProvider(prev)
 		_ = tp.Shutdown(context.Background())
 	})
-	return rec
+	return rec, started
 }
+
+// startAttributes is a span processor that keeps the attributes of each span as it starts:
+// what a sampler or a processor's OnStart can read of it.
+type startAttributes struct {
+	mu    sync.Mutex
+	attrs map[trace.SpanID]map[attribute.Key]string
+}
+
+func (s *startAttributes) OnStart(_ context.Context, sp sdktrace.ReadWriteSpan) {
+	m := map[attribute.Key]string{}
+	for _, kv := range sp.Attributes() {
+		m[kv.Key] = kv.Value.Emit()
+	}
+	s.mu.Lock()
+	s.attrs[sp.SpanContext().SpanID()] = m
+	s.mu.Unlock()
+}
+
+func (s *startAttributes) of(sp sdktrace.ReadOnlySpan) map[attribute.Key]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.attrs[sp.SpanContext().SpanID()]
+}
+
+func (*startAttributes) OnEnd(sdktrace.ReadOnlySpan)      {}
+func (*startAttributes) Shutdown(context.Context) error   { return nil }
+func (*startAttributes) ForceFlush(context.Context) error { return nil }
 
 // withServerSpan stands in for the gateway's edge, which starts the server span of every API
 // request before the handler runs.
@@ -52,13 +81,33 @@ func attrs(s sdktrace.ReadOnlySpan) map[attribute.Key]string {
 	return out
 }
 
-// TestToolCallsAreExecuteToolSpans: every tools/call is one INTERNAL span "execute_tool {tool}"
-// under the request's server span, with the GenAI attributes (the tool's description among
-// them), the caller's account and key and
-// the JSON-RPC id; a failed call carries error.type and an error status, and the arguments and
-// the result are not recorded.
-func TestToolCallsAreExecuteToolSpans(t *testing.T) {
-	rec := recordSpans(t)
+// mcpSpan returns, of the spans ended by one request, its gateway's server span and the one
+// other span, the MCP span, failing unless there are exactly those two.
+func mcpSpan(t *testing.T, ended []sdktrace.ReadOnlySpan) (server, rpc sdktrace.ReadOnlySpan) {
+	t.Helper()
+	for _, s := range ended {
+		if s.Name() == "POST /api/mcp" {
+			server = s
+		} else {
+			rpc = s
+		}
+	}
+	if server == nil || rpc == nil || len(ended) != 2 {
+		t.Fatalf("spans %v, want the server span and one MCP span", names(ended))
+	}
+	return server, rpc
+}
+
+// TestMCPRequestsAreMCPServerSpans: after the OpenTelemetry conventions for MCP servers, every
+// JSON-RPC request or notification is one SERVER span named after its method ("tools/call
+// {tool}" for a tool call) under the request's server span, started with its attributes (the
+// method, the JSON-RPC id, the protocol version, the transport, the caller's account and key;
+// for a tool call the GenAI execute_tool attributes, the tool's type and description among
+// them). A failed tool call carries error.type and an error status; the arguments and the
+// result are not recorded. Before, a tool call was an INTERNAL "execute_tool {tool}" span
+// without the protocol version or the transport, and other methods had no span.
+func TestMCPRequestsAreMCPServerSpans(t *testing.T) {
+	rec, started := recordSpans(t)
 	echo := tool.Tool{
 		Name: "echo", Description: "Answers its word, or fails when told to.", Annotations: tool.ReadOnlyAnnotations("Echo"),
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"word":{"type":"string"}},"required":["word"],"additionalProperties":false}`),
@@ -79,6 +128,10 @@ func TestToolCallsAreExecuteToolSpans(t *testing.T) {
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	url := srv.URL + "/api/mcp"
+	common := map[attribute.Key]string{
+		"mcp.protocol.version": "2025-03-26", "network.transport": "tcp", "network.protocol.name": "http", "network.protocol.version": "1.1",
+		"tollgate.account.id": accountA.String(), "tollgate.key.id": keys["x"].KeyID.String(),
+	}
 
 	for _, c := range []struct {
 		word, errType string
@@ -91,44 +144,35 @@ func TestToolCallsAreExecuteToolSpans(t *testing.T) {
 	} {
 		before := len(rec.Ended())
 		callTool(t, url, "x", "echo", c.args)
-		ended := rec.Ended()[before:]
-		var server, exec sdktrace.ReadOnlySpan
-		for _, s := range ended {
-			switch s.Name() {
-			case "POST /api/mcp":
-				server = s
-			case "execute_tool echo":
-				exec = s
-			}
+		server, call := mcpSpan(t, rec.Ended()[before:])
+		if call.Name() != "tools/call echo" {
+			t.Errorf("%s: span %q, want tools/call echo", c.word, call.Name())
 		}
-		if server == nil || exec == nil || len(ended) != 2 {
-			t.Fatalf("%s: spans %v, want the server span and execute_tool echo", c.word, names(ended))
+		if call.Parent().SpanID() != server.SpanContext().SpanID() || call.SpanContext().TraceID() != server.SpanContext().TraceID() {
+			t.Errorf("%s: the tools/call span is not a child of the server span", c.word)
 		}
-		if exec.Parent().SpanID() != server.SpanContext().SpanID() || exec.SpanContext().TraceID() != server.SpanContext().TraceID() {
-			t.Errorf("%s: execute_tool is not a child of the server span", c.word)
+		if call.SpanKind() != trace.SpanKindServer {
+			t.Errorf("%s: kind %v, want server", c.word, call.SpanKind())
 		}
-		if exec.SpanKind() != trace.SpanKindInternal {
-			t.Errorf("%s: kind %v, want internal", c.word, exec.SpanKind())
-		}
-		a := attrs(exec)
 		want := map[attribute.Key]string{
 			"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "echo", "gen_ai.tool.type": "function",
 			"mcp.method.name": "tools/call", "jsonrpc.request.id": "1", "gen_ai.tool.description": echo.Description,
-			"tollgate.account.id": accountA.String(), "tollgate.key.id": keys["x"].KeyID.String(),
 		}
-		if c.errType != "" {
-			want["error.type"] = c.errType
-		}
+		maps.Copy(want, common)
+		a, atStart := attrs(call), started.of(call)
 		for k, v := range want {
-			if a[k] != v {
-				t.Errorf("%s: %s = %q, want %q", c.word, k, a[k], v)
+			if atStart[k] != v {
+				t.Errorf("%s: %s = %q when the span started, want %q", c.word, k, atStart[k], v)
 			}
+		}
+		if c.errType != "" && a["error.type"] != c.errType {
+			t.Errorf("%s: error.type %q, want %q", c.word, a["error.type"], c.errType)
 		}
 		if _, ok := a["error.type"]; ok && c.errType == "" {
 			t.Errorf("%s: error.type %q on a call that succeeded", c.word, a["error.type"])
 		}
-		if wantCode := map[bool]codes.Code{true: codes.Error, false: codes.Unset}[c.errType != ""]; exec.Status().Code != wantCode {
-			t.Errorf("%s: status %v, want %v", c.word, exec.Status().Code, wantCode)
+		if wantCode := map[bool]codes.Code{true: codes.Error, false: codes.Unset}[c.errType != ""]; call.Status().Code != wantCode {
+			t.Errorf("%s: status %v, want %v", c.word, call.Status().Code, wantCode)
 		}
 		for k, v := range a {
 			if v == "secret answer hello" || k == "gen_ai.tool.call.arguments" || k == "gen_ai.tool.call.result" {
@@ -137,57 +181,76 @@ func TestToolCallsAreExecuteToolSpans(t *testing.T) {
 		}
 	}
 
-	// Methods other than tools/call make no execute_tool span.
-	before := len(rec.Ended())
-	post(t, url, "x", `{"jsonrpc":"2.0","id":"l1","method":"tools/list"}`)
-	if got := names(rec.Ended()[before:]); len(got) != 1 || got[0] != "POST /api/mcp" {
-		t.Errorf("tools/list made spans %v, want the server span alone", got)
+	// Other methods are spans of their own, named after the method, without the GenAI tool
+	// attributes; a notification's has no JSON-RPC id; initialize's protocol version is the
+	// one it agrees on.
+	for _, c := range []struct{ body, name, id, version string }{
+		{`{"jsonrpc":"2.0","id":"l1","method":"tools/list"}`, "tools/list", "l1", "2025-03-26"},
+		{`{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`, "initialize", "7", "2025-06-18"},
+		{`{"jsonrpc":"2.0","method":"notifications/initialized"}`, "notifications/initialized", "", "2025-03-26"},
+	} {
+		before := len(rec.Ended())
+		post(t, url, "x", c.body)
+		_, sp := mcpSpan(t, rec.Ended()[before:])
+		a := started.of(sp)
+		if sp.Name() != c.name || sp.SpanKind() != trace.SpanKindServer || a["mcp.method.name"] != c.name || a["jsonrpc.request.id"] != c.id ||
+			a["mcp.protocol.version"] != c.version || a["network.transport"] != "tcp" || sp.Status().Code != codes.Unset {
+			t.Errorf("%s: span %q (%v, %v) started with %v", c.name, sp.Name(), sp.SpanKind(), sp.Status(), a)
+		}
+		if _, ok := a["gen_ai.operation.name"]; ok {
+			t.Errorf("%s: gen_ai.operation.name on a span that runs no tool", c.name)
+		}
 	}
 
 	// A call whose params._meta carries the client's traceparent continues the client's trace:
-	// its execute_tool span is a child of the client's span and links to the request's
-	// (trial h8 D14: the client's context was ignored).
+	// its span is a child of the client's span and links to the request's (trial h8 D14: the
+	// client's context was ignored).
 	{
 		before := len(rec.Ended())
 		post(t, url, "x", `{"jsonrpc":"2.0","id":"m1","method":"tools/call","params":{"name":"echo","arguments":{"word":"hi"},`+
 			`"_meta":{"traceparent":"00-11111111111111111111111111111111-2222222222222222-01"}}}`)
-		var server, exec sdktrace.ReadOnlySpan
-		for _, sp := range rec.Ended()[before:] {
-			switch sp.Name() {
-			case "POST /api/mcp":
-				server = sp
-			case "execute_tool echo":
-				exec = sp
-			}
-		}
-		if server == nil || exec == nil {
-			t.Fatalf("spans %v", names(rec.Ended()[before:]))
-		}
-		if exec.SpanContext().TraceID().String() != "11111111111111111111111111111111" || exec.Parent().SpanID().String() != "2222222222222222" ||
-			len(exec.Links()) != 1 || exec.Links()[0].SpanContext.SpanID() != server.SpanContext().SpanID() {
-			t.Errorf("a call with the client's traceparent: trace %s, parent %s, links %v", exec.SpanContext().TraceID(), exec.Parent().SpanID(), exec.Links())
+		server, call := mcpSpan(t, rec.Ended()[before:])
+		if call.SpanContext().TraceID().String() != "11111111111111111111111111111111" || call.Parent().SpanID().String() != "2222222222222222" ||
+			len(call.Links()) != 1 || call.Links()[0].SpanContext.SpanID() != server.SpanContext().SpanID() {
+			t.Errorf("a call with the client's traceparent: trace %s, parent %s, links %v", call.SpanContext().TraceID(), call.Parent().SpanID(), call.Links())
 		}
 	}
 
-	// A JSON-RPC error (an unknown tool, answered by the SDK; an unknown method) says so on the
-	// server span: the method, the request id and the code as error.type and as
+	// A JSON-RPC error (an unknown tool, answered by the SDK; an unknown method; bad params)
+	// says so on the request's MCP span: the code as error.type and as
 	// rpc.response.status_code (required by the MCP conventions when the response carries an
-	// error code), an error status (trial h8 D14: the trace said nothing).
-	for _, c := range []struct{ body, method, code string }{
-		{`{"jsonrpc":"2.0","id":"u1","method":"tools/call","params":{"name":"no_such_tool","arguments":{}}}`, "tools/call", "-32602"},
+	// error code), an error status described by the error's message (trial h8 D14: the trace
+	// said nothing).
+	for _, c := range []struct{ body, name, code string }{
+		{`{"jsonrpc":"2.0","id":"u1","method":"tools/call","params":{"name":"no_such_tool","arguments":{}}}`, "tools/call no_such_tool", "-32602"},
 		{`{"jsonrpc":"2.0","id":"u2","method":"resources/list"}`, "resources/list", "-32601"},
+		{`{"jsonrpc":"2.0","id":"u3","method":"tools/call","params":{"name":"echo","arguments":[1]}}`, "tools/call echo", "-32602"},
 	} {
 		before := len(rec.Ended())
 		post(t, url, "x", c.body)
-		ended := rec.Ended()[before:]
-		if len(ended) != 1 || ended[0].Name() != "POST /api/mcp" {
-			t.Fatalf("%s: spans %v, want the server span", c.method, names(ended))
+		_, sp := mcpSpan(t, rec.Ended()[before:])
+		a := attrs(sp)
+		if sp.Name() != c.name || a["error.type"] != c.code || a["rpc.response.status_code"] != c.code || a["jsonrpc.request.id"] == "" ||
+			sp.Status().Code != codes.Error || sp.Status().Description == "" {
+			t.Errorf("%s: the MCP span says %v (status %v), want error.type %s", c.name, a, sp.Status(), c.code)
 		}
-		a := attrs(ended[0])
-		if a["error.type"] != c.code || a["rpc.response.status_code"] != c.code || a["mcp.method.name"] != c.method ||
-			a["jsonrpc.request.id"] == "" || ended[0].Status().Code != codes.Error {
-			t.Errorf("%s: the server span says %v (status %v), want error.type %s", c.method, a, ended[0].Status(), c.code)
-		}
+	}
+}
+
+// TestMCPSpansCostNothingUntraced: a request with no span in its context (the gateway's
+// tracing off) makes no MCP span, even with a tracer provider at hand.
+func TestMCPSpansCostNothingUntraced(t *testing.T) {
+	rec, _ := recordSpans(t)
+	hello := tool.Tool{Name: "hello", Description: "Says hello.", Annotations: tool.ReadOnlyAnnotations("Hello"), InputSchema: emptyObject,
+		Handler: func(context.Context, auth.Principal, json.RawMessage) (tool.Result, error) {
+			return tool.TextResult("hello"), nil
+		}}
+	srv := httptest.NewServer(withPrincipal(NewHandler(Options{Tools: []tool.Tool{hello}, Version: "test"})))
+	t.Cleanup(srv.Close)
+	post(t, srv.URL, "x", `{"jsonrpc":"2.0","id":"l1","method":"tools/list"}`)
+	callTool(t, srv.URL, "x", "hello", map[string]any{})
+	if got := names(rec.Ended()); len(got) != 0 {
+		t.Errorf("an untraced request made spans %v", got)
 	}
 }
 

@@ -382,8 +382,10 @@ func descendant(s *jaegertest.Span, match func(*jaegertest.Span) bool) *jaegerte
 }
 
 // TestMCPToolCallTraceInJaeger (issue 20, must-show 1): a tools/call on /api/mcp, read back from
-// a real Jaeger, is the request's server span with one execute_tool span under it carrying the
-// GenAI tool attributes, the caller's account and key and the JSON-RPC id.
+// a real Jaeger, is the request's server span with one MCP server span "tools/call {tool}" under
+// it (the MCP conventions' server span, which is the GenAI execute_tool span too) carrying the
+// GenAI tool attributes, the MCP protocol version and transport, the caller's account and key and
+// the JSON-RPC id.
 func TestMCPToolCallTraceInJaeger(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and jaeger")
@@ -399,18 +401,19 @@ func TestMCPToolCallTraceInJaeger(t *testing.T) {
 		t.Fatalf("tools/call: %s", a)
 	}
 	traceID, serverSpan := traceResponse(t, a)
-	tr := waitForTrace(t, j, traceID, func(tr *jaegertest.Trace) bool { return len(tr.Named("execute_tool list_storage_datasets")) == 1 })
-	exec := tr.One(t, "execute_tool list_storage_datasets")
+	tr := waitForTrace(t, j, traceID, func(tr *jaegertest.Trace) bool { return len(tr.Named("tools/call list_storage_datasets")) == 1 })
+	exec := tr.One(t, "tools/call list_storage_datasets")
 	if exec.Parent == nil || exec.ParentID != serverSpan || exec.Parent.Kind != "server" || !strings.Contains(exec.Parent.Name, "/api/mcp") {
-		t.Fatalf("execute_tool is not a child of the request's server span %s:\n%s", serverSpan, tr)
+		t.Fatalf("tools/call is not a child of the request's server span %s:\n%s", serverSpan, tr)
 	}
-	if exec.Kind != "internal" || exec.Error {
-		t.Errorf("execute_tool: kind %s, error %v", exec.Kind, exec.Error)
+	if exec.Kind != "server" || exec.Error {
+		t.Errorf("tools/call: kind %s, error %v", exec.Kind, exec.Error)
 	}
-	for k, v := range map[string]string{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "list_storage_datasets",
-		"mcp.method.name": "tools/call", "jsonrpc.request.id": "call-7", "tollgate.account.id": acct.String(), "tollgate.key.id": key.Key.ID.String()} {
+	for k, v := range map[string]string{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "list_storage_datasets", "gen_ai.tool.type": "function",
+		"mcp.method.name": "tools/call", "jsonrpc.request.id": "call-7", "mcp.protocol.version": "2025-03-26", "network.transport": "tcp",
+		"tollgate.account.id": acct.String(), "tollgate.key.id": key.Key.ID.String()} {
 		if got := exec.Attr(k); got != v {
-			t.Errorf("execute_tool %s = %q, want %q", k, got, v)
+			t.Errorf("tools/call %s = %q, want %q", k, got, v)
 		}
 	}
 	t.Logf("the trace:\n%s", tr)

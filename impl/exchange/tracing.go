@@ -2,6 +2,7 @@ package exchange
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
@@ -198,15 +199,88 @@ func (o *tryObserver) tryAttributes(attrs []attribute.KeyValue) []attribute.KeyV
 		// than one choice (a chat request's n), and leave it out otherwise.
 		attrs = append(attrs, telemetry.GenAIRequestChoiceCount.Int(c))
 	}
+	if t := requestedOutputType(o.x.client, o.x.view, o.x.ir); t != "" {
+		// Required by the conventions when the request names an output format.
+		attrs = append(attrs, telemetry.GenAIOutputType.String(t))
+	}
+	if seed, ok := requestedSeed(o.x.client, o.x.view); ok {
+		// Required by the conventions when the request includes a seed.
+		attrs = append(attrs, telemetry.GenAIRequestSeed.Int64(seed))
+	}
 	if o.status != 0 {
 		attrs = append(attrs, telemetry.HTTPResponseStatusCode.Int(o.status))
 	}
 	return attrs
 }
 
+// requestedOutputType is gen_ai.output.type of a request of format f, read from its view v (or,
+// for a request that has none, an in-process call's, from its neutral form ir): "text" or
+// "json" when it names an output format (a chat request's response_format, a Responses
+// request's text.format, a Messages request's output_format or output_config.format), "" when
+// it names none or one of another type.
+func requestedOutputType(f llm.Format, v *jsonview.View, ir *llm.Request) string {
+	var typ string
+	switch {
+	case v == nil && ir != nil && ir.ResponseFormat != nil:
+		typ = ir.ResponseFormat.Type
+	case v == nil:
+	case f == llm.FormatChat:
+		typ = formatType(v, "response_format", false)
+	case f == llm.FormatResponses:
+		typ = formatType(v, "text", true)
+	case f == llm.FormatMessages:
+		if typ = formatType(v, "output_format", false); typ == "" {
+			typ = formatType(v, "output_config", true)
+		}
+	}
+	switch typ {
+	case "text":
+		return "text"
+	case "json_object", "json_schema":
+		return "json"
+	}
+	return ""
+}
+
+// formatType is the "type" of v's member named member, or with nested of that member's
+// "format" ("" when there is none).
+func formatType(v *jsonview.View, member string, nested bool) string {
+	m, ok := v.Lookup(member)
+	if !ok {
+		return ""
+	}
+	var f struct {
+		Type   string `json:"type"`
+		Format struct {
+			Type string `json:"type"`
+		} `json:"format"`
+	}
+	if json.Unmarshal(v.ValueOf(m), &f) != nil {
+		return ""
+	}
+	if nested {
+		return f.Format.Type
+	}
+	return f.Type
+}
+
+// requestedSeed is gen_ai.request.seed of a request of format f: a chat request's seed, when
+// it has one (the other formats have none).
+func requestedSeed(f llm.Format, v *jsonview.View) (int64, bool) {
+	if f != llm.FormatChat || v == nil {
+		return 0, false
+	}
+	m, ok := v.Lookup("seed")
+	if !ok {
+		return 0, false
+	}
+	seed, err := strconv.ParseInt(string(v.ValueOf(m)), 10, 64)
+	return seed, err == nil
+}
+
 // failSpan ends the try's span as failed with errType and description.
 func (o *tryObserver) failSpan(errType, description string) {
-	telemetry.Fail(o.span, errType, description, o.tryAttributes(make([]attribute.KeyValue, 0, 9))...)
+	telemetry.Fail(o.span, errType, description, o.tryAttributes(make([]attribute.KeyValue, 0, 11))...)
 	o.span.End()
 }
 
@@ -302,7 +376,7 @@ func (x *Exchange) finishAttempt(status string) {
 	if x.tr != nil && x.tr.attempt != nil {
 		span := x.tr.attempt
 		// The answering try's attributes (x.tries is its expert's observer) and the answer's.
-		attrs := x.tries.tryAttributes(make([]attribute.KeyValue, 0, 21))
+		attrs := x.tries.tryAttributes(make([]attribute.KeyValue, 0, 23))
 		if u.InputTokens > 0 || u.OutputTokens > 0 {
 			// The counts the upstream reported; an answer cut before its usage has none, and
 			// its span says nothing rather than 0 (the bill's estimate is the usage record's:

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/jsonview"
 	"github.com/tollgate/tollgate/impl/llm"
 	"github.com/tollgate/tollgate/impl/metrics"
 	"github.com/tollgate/tollgate/impl/routing"
@@ -257,5 +258,47 @@ func TestStreamedTryTimeToFirstChunk(t *testing.T) {
 	const want = `gen_ai_client_operation_time_to_first_chunk_seconds_count{gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="sim-general",tollgate_model="service-flint-base"} 1`
 	if !strings.Contains(w.Body.String(), want) {
 		t.Errorf("the metrics lack %s", want)
+	}
+}
+
+// TestTryOutputTypeAndSeed: a try's span has gen_ai.output.type when its request names an
+// output format (json for a JSON object or schema, text for text) and gen_ai.request.seed when
+// it includes a seed, both of which the conventions require in those cases, and neither
+// otherwise; an in-process call (no view) names its format in its neutral request.
+func TestTryOutputTypeAndSeed(t *testing.T) {
+	for _, c := range []struct {
+		format     llm.Format
+		body       string
+		ir         *llm.Request
+		outputType string
+		seed       string
+	}{
+		{llm.FormatChat, `{"model":"m","messages":[],"response_format":{"type":"json_object"},"seed":42}`, nil, "json", "42"},
+		{llm.FormatChat, `{"model":"m","messages":[],"response_format":{"type":"text"}}`, nil, "text", ""},
+		{llm.FormatChat, `{"model":"m","messages":[]}`, nil, "", ""},
+		{llm.FormatResponses, `{"model":"m","input":"hi","text":{"format":{"type":"json_schema","name":"x","schema":{}}}}`, nil, "json", ""},
+		{llm.FormatResponses, `{"model":"m","input":"hi","text":{"verbosity":"low"}}`, nil, "", ""},
+		{llm.FormatMessages, `{"model":"m","max_tokens":8,"messages":[],"output_format":{"type":"json_schema","schema":{}}}`, nil, "json", ""},
+		{llm.FormatMessages, `{"model":"m","max_tokens":8,"messages":[],"output_config":{"format":{"type":"json_schema","schema":{}}}}`, nil, "json", ""},
+		{llm.FormatMessages, `{"model":"m","max_tokens":8,"messages":[]}`, nil, "", ""},
+		{llm.FormatChat, "", &llm.Request{ResponseFormat: &llm.ResponseFormat{Type: "json_schema"}}, "json", ""},
+		{llm.FormatChat, "", &llm.Request{}, "", ""},
+	} {
+		x := &Exchange{model: &routing.Model{ID: "service-flint"}, client: c.format, ir: c.ir}
+		if c.body != "" {
+			x.view = &jsonview.View{}
+			if err := x.view.Parse([]byte(c.body)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		o := tryObserver{x: x, e: routing.Expert{Key: "p/m", Provider: "p", Model: "m", Kind: c.format}, n: 1, bound: 16}
+		got := map[attribute.Key]string{}
+		for _, kv := range o.tryAttributes(nil) {
+			got[kv.Key] = kv.Value.Emit()
+		}
+		if got["gen_ai.output.type"] != c.outputType || got["gen_ai.request.seed"] != c.seed {
+			t.Errorf("%s %s: gen_ai.output.type %q, gen_ai.request.seed %q, want %q and %q",
+				c.format, c.body, got["gen_ai.output.type"], got["gen_ai.request.seed"], c.outputType, c.seed)
+		}
 	}
 }

@@ -11,6 +11,8 @@ const (
 	GenAIRequestMaxTokens     = attribute.Key("gen_ai.request.max_tokens")
 	GenAIRequestChoiceCount   = attribute.Key("gen_ai.request.choice.count")
 	GenAIRequestStream        = attribute.Key("gen_ai.request.stream")
+	GenAIRequestSeed          = attribute.Key("gen_ai.request.seed")
+	GenAIOutputType           = attribute.Key("gen_ai.output.type")
 	GenAIResponseTimeToFirst  = attribute.Key("gen_ai.response.time_to_first_chunk")
 	GenAIUsageInputTokens     = attribute.Key("gen_ai.usage.input_tokens")
 	GenAIUsageOutputTokens    = attribute.Key("gen_ai.usage.output_tokens")

@@ -12,12 +12,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/jsonview"
+	"github.com/tollgate/tollgate/impl/metrics"
 	"github.com/tollgate/tollgate/impl/tool"
 )
 
@@ -59,6 +61,8 @@ type Options struct {
 	// AllowedOrigins are the browser origins served besides the gateway's own (origin.go);
 	// a request with another Origin is answered 403.
 	AllowedOrigins []string
+	// Metrics, when set, receives each request's operation (mcp.server.operation.duration).
+	Metrics *metrics.Metrics
 }
 
 // handler is the MCP endpoint.
@@ -68,7 +72,8 @@ type handler struct {
 	maxBody int64
 	origins map[string]struct{}
 	// tools are the registered tools by name (a tool call's span describes its tool).
-	tools map[string]*registeredTool
+	tools   map[string]*registeredTool
+	metrics *metrics.Metrics
 }
 
 // NewHandler returns the MCP endpoint. It assumes the authentication middleware has put the
@@ -115,7 +120,8 @@ func NewHandler(opts Options) http.Handler {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	h := &handler{log: opts.Logger, maxBody: opts.MaxBodyBytes, origins: originSet(opts.AllowedOrigins), tools: map[string]*registeredTool{}}
+	h := &handler{log: opts.Logger, maxBody: opts.MaxBodyBytes, origins: originSet(opts.AllowedOrigins), tools: map[string]*registeredTool{},
+		metrics: opts.Metrics}
 	h.server = sdk.NewServer(&sdk.Implementation{Name: opts.Name, Version: opts.Version}, &sdk.ServerOptions{
 		Instructions: opts.Instructions,
 		Logger:       slog.New(minLevel{Handler: opts.Logger.Handler(), min: slog.LevelWarn}),
@@ -218,17 +224,26 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The spec's rule for a request without the header.
 		call.version = "2025-03-26"
 	}
+	start := time.Now()
 	ctx, span := h.startRPCSpan(r, call)
-	defer span.End()
-	h.serveMethod(w, ctx, call, id, version)
+	if h.metrics == nil && !span.IsRecording() {
+		// Neither traced nor measured: no outcome to keep.
+		h.serveMethod(ctx, w, call, id, version)
+		return
+	}
+	out := &rpcOutcome{span: span}
+	h.serveMethod(context.WithValue(ctx, outcomeKey{}, out), w, call, id, version)
+	span.End()
+	h.observe(call, out, start)
 }
 
 // serveMethod answers call, a JSON-RPC request or notification whose method was read; id is the
 // id its answer echoes and version the Mcp-Protocol-Version header ("" when absent). ctx holds
-// the call's span, which a JSON-RPC error answered is noted on.
-func (h *handler) serveMethod(w http.ResponseWriter, ctx context.Context, call rpcCall, id json.RawMessage, version string) {
+// the call's span and outcome, which a JSON-RPC error answered is noted on.
+func (h *handler) serveMethod(ctx context.Context, w http.ResponseWriter, call rpcCall, id json.RawMessage, version string) {
+	outcome := outcomeOf(ctx)
 	fail := func(status int, code int64, msg string) {
-		noteRPCError(ctx, code, msg)
+		outcome.rpcError(code, msg)
 		writeError(w, status, id, code, msg)
 	}
 	method := call.method
@@ -275,7 +290,7 @@ func (h *handler) serveMethod(w http.ResponseWriter, ctx context.Context, call r
 	out := rpcResponse{JSONRPC: "2.0", ID: id}
 	if resp.Error != nil {
 		out.Error = toRPCError(resp.Error)
-		noteRPCError(ctx, out.Error.Code, out.Error.Message)
+		outcome.rpcError(out.Error.Code, out.Error.Message)
 	} else {
 		out.Result = stripModernResult(resp.Result)
 		if len(out.Result) == 0 {

@@ -90,12 +90,12 @@ func (t *registeredTool) sdkTool() *sdk.Tool {
 
 // toolHandler adapts a tool to the SDK: it takes the caller from the context, validates the
 // arguments, runs the handler and turns every failure into an isError result, whose kind it
-// notes on the call's span (the request's tools/call span, trace.go).
+// notes on the call's outcome (its span and metric, trace.go).
 func (h *handler) toolHandler(t *registeredTool) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		res, errType := h.runTool(ctx, t, req.Params.Arguments)
 		if res.IsError {
-			noteToolError(ctx, cmp.Or(errType, errorToolError))
+			outcomeOf(ctx).toolError(cmp.Or(errType, errorToolError))
 		}
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: res.Text}}, IsError: res.IsError}, nil
 	}

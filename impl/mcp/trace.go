@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel"
@@ -15,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/metrics"
 	"github.com/tollgate/tollgate/impl/telemetry"
 )
 
@@ -155,28 +157,85 @@ func httpVersion(r *http.Request) string {
 	return strconv.Itoa(r.ProtoMajor) + "." + strconv.Itoa(r.ProtoMinor)
 }
 
-// noteToolError says on the tool call's span in ctx that its result is an error, of kind
-// errType (error.type: tool_error for the tool's own, invalid_arguments, internal, ...).
-func noteToolError(ctx context.Context, errType string) {
-	span := trace.SpanFromContext(ctx)
-	if !span.IsRecording() {
-		return
-	}
-	span.SetAttributes(telemetry.ErrorType.String(errType))
-	span.SetStatus(codes.Error, errType)
+// rpcOutcome is how one JSON-RPC request ended, for its span and the MCP server metric: a
+// JSON-RPC error's code, or the kind of a tool's error result. The request's context carries it
+// (outcomeKey), for the tool handler the SDK runs.
+type rpcOutcome struct {
+	span          trace.Span
+	errType, code string
 }
 
-// noteRPCError says on the request's MCP span in ctx that it was answered with a JSON-RPC error
-// of code, whose message is msg: the code as error.type and as rpc.response.status_code (which
-// the MCP conventions require when the response carries an error code), and an error status
-// described by the message, as the conventions ask. Trial h8 D14: an unknown tool or bad params
-// left a trace that said nothing.
-func noteRPCError(ctx context.Context, code int64, msg string) {
-	span := trace.SpanFromContext(ctx)
-	if !span.IsRecording() {
+// outcomeKey carries a request's *rpcOutcome.
+type outcomeKey struct{}
+
+// outcomeOf returns the outcome carried by ctx (a fresh one, noted nowhere, when it carries none).
+func outcomeOf(ctx context.Context) *rpcOutcome {
+	if o, ok := ctx.Value(outcomeKey{}).(*rpcOutcome); ok {
+		return o
+	}
+	return &rpcOutcome{span: trace.SpanFromContext(ctx)}
+}
+
+// toolError notes that the tool call's result is an error, of kind errType (error.type:
+// tool_error for the tool's own, invalid_arguments, internal, ...), on its span too.
+func (o *rpcOutcome) toolError(errType string) {
+	o.errType = errType
+	if o.span.IsRecording() {
+		o.span.SetAttributes(telemetry.ErrorType.String(errType))
+		o.span.SetStatus(codes.Error, errType)
+	}
+}
+
+// rpcError notes that the request was answered with a JSON-RPC error of code, whose message is
+// msg. Its span says so: the code as error.type and as rpc.response.status_code (which the MCP
+// conventions require when the response carries an error code), and an error status described
+// by the message, as the conventions ask. Trial h8 D14: an unknown tool or bad params left a
+// trace that said nothing.
+func (o *rpcOutcome) rpcError(code int64, msg string) {
+	c := strconv.FormatInt(code, 10)
+	o.errType, o.code = c, c
+	if o.span.IsRecording() {
+		o.span.SetAttributes(telemetry.ErrorType.String(c), attrRPCStatusCode.String(c))
+		o.span.SetStatus(codes.Error, msg)
+	}
+}
+
+// observe records the request in the MCP server metric, when the handler has metrics: its
+// method, tool and protocol version bounded to those the endpoint knows (others are _OTHER, an
+// unknown tool none), its outcome and its duration since start.
+func (h *handler) observe(call rpcCall, o *rpcOutcome, start time.Time) {
+	if h.metrics == nil {
 		return
 	}
-	c := strconv.FormatInt(code, 10)
-	span.SetAttributes(telemetry.ErrorType.String(c), attrRPCStatusCode.String(c))
-	span.SetStatus(codes.Error, msg)
+	op := metrics.MCPOperation{Method: call.method, ProtocolVersion: call.version, ErrorType: o.errType, StatusCode: o.code, Duration: time.Since(start)}
+	if !slices.Contains(knownMethods, op.Method) {
+		op.Method = "_OTHER"
+	}
+	if !slices.Contains(protocolVersions, op.ProtocolVersion) {
+		op.ProtocolVersion = "_OTHER"
+	}
+	if call.method == methodToolsCall {
+		op.Tool = h.toolOf(call.params)
+	}
+	h.metrics.ObserveMCP(op)
+}
+
+// toolOf is the name of the registered tool a tools/call's params name ("" for none).
+func (h *handler) toolOf(params json.RawMessage) string {
+	var p rpcParams
+	if isObject(params) && json.Unmarshal(params, &p) == nil && h.tools[p.Name] != nil {
+		return p.Name
+	}
+	return ""
+}
+
+// knownMethods are the mcp.method.name values the MCP conventions list, and server/discover: the
+// methods the metric names (any other is _OTHER, so that a client's text cannot grow its labels).
+var knownMethods = []string{
+	"completion/complete", "elicitation/create", "initialize", "logging/setLevel", "notifications/cancelled",
+	"notifications/initialized", "notifications/message", "notifications/progress", "notifications/prompts/list_changed",
+	"notifications/resources/list_changed", "notifications/resources/updated", "notifications/roots/list_changed",
+	"notifications/tools/list_changed", "ping", "prompts/get", "prompts/list", "resources/list", "resources/read",
+	"resources/subscribe", "resources/templates/list", "resources/unsubscribe", "roots/list", "sampling/createMessage",
+	"tools/call", "tools/list", "server/discover",
 }

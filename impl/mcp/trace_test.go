@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
@@ -18,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/metrics"
 	"github.com/tollgate/tollgate/impl/tool"
 )
 
@@ -260,4 +263,46 @@ func names(spans []sdktrace.ReadOnlySpan) []string {
 		out[i] = s.Name()
 	}
 	return out
+}
+
+// TestMCPServerOperationMetric: with metrics, every request the endpoint serves after reading
+// its method is one observation of mcp.server.operation.duration, traced or not: a tool call's
+// with its tool, a failed one's with its error type (the tool result's kind, or the JSON-RPC
+// code, then also rpc.response.status_code). A method, tool or protocol version the endpoint
+// does not know is _OTHER or none, so that a client's text cannot grow the labels.
+func TestMCPServerOperationMetric(t *testing.T) {
+	m := metrics.New()
+	echo := tool.Tool{Name: "echo", Description: "Fails when told to.", Annotations: tool.ReadOnlyAnnotations("Echo"),
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"word":{"type":"string"}}}`),
+		Handler: func(_ context.Context, _ auth.Principal, args json.RawMessage) (tool.Result, error) {
+			if strings.Contains(string(args), "fail") {
+				return tool.Result{}, tool.Errorf("told to")
+			}
+			return tool.TextResult("ok"), nil
+		}}
+	srv := httptest.NewServer(withPrincipal(NewHandler(Options{Tools: []tool.Tool{echo}, Version: "test", Metrics: m})))
+	t.Cleanup(srv.Close)
+	callTool(t, srv.URL, "x", "echo", map[string]any{"word": "hi"})
+	callTool(t, srv.URL, "x", "echo", map[string]any{"word": "fail"})
+	post(t, srv.URL, "x", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"made_up_tool_42","arguments":{}}}`)
+	post(t, srv.URL, "x", `{"jsonrpc":"2.0","id":3,"method":"made/up/method"}`)
+	post(t, srv.URL, "x", `{"jsonrpc":"2.0","id":4,"method":"tools/list"}`)
+	w := httptest.NewRecorder()
+	m.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	text := w.Body.String()
+	const series = `mcp_server_operation_duration_seconds_count{error_type="%s",gen_ai_operation_name="%s",gen_ai_tool_name="%s",mcp_method_name="%s",mcp_protocol_version="2025-03-26",rpc_response_status_code="%s"} 1`
+	for _, want := range []string{
+		fmt.Sprintf(series, "", "execute_tool", "echo", "tools/call", ""),
+		fmt.Sprintf(series, "tool_error", "execute_tool", "echo", "tools/call", ""),
+		fmt.Sprintf(series, "-32602", "", "", "tools/call", "-32602"),
+		fmt.Sprintf(series, "-32601", "", "", "_OTHER", "-32601"),
+		fmt.Sprintf(series, "", "", "", "tools/list", ""),
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the metrics lack %s", want)
+		}
+	}
+	if strings.Contains(text, "made_up") {
+		t.Error("a client's made-up name is a label")
+	}
 }

@@ -40,6 +40,8 @@ type Metrics struct {
 	children sync.Map // routeStatus → *requestChildren
 	// genAI holds the GenAI, added-time and trace-drop collectors (genai.go).
 	genAI *genAI
+	// mcp holds the MCP endpoint's operation durations (mcp.go).
+	mcp *mcpServer
 }
 
 type routeStatus struct {
@@ -106,6 +108,7 @@ func New() *Metrics {
 	})
 	reg.MustRegister(m.RateLimiterFallback)
 	m.genAI = newGenAI(reg)
+	m.mcp = newMCPServer(reg)
 	return m
 }
 

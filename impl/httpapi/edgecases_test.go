@@ -100,7 +100,10 @@ func TestClientClosedRequestIs499(t *testing.T) {
 // its side (as `nc -N` does) is taken as gone, as net/http takes it: the request is counted 499
 // and its connection ends without a byte. On the old code the wire carried a bare
 // "HTTP/1.1 499 status code 499" head, a status no client knows, where the code said nothing
-// is sent (trial h16 D8). The reservation is let go: the tenant is billed nothing.
+// is sent (trial h16 D8). The reservation is let go: the tenant is billed nothing. The
+// upstream stalls 10 s, far longer than the gateway takes to see the client gone (its
+// watcher starts 20 ms into the request): with 1 s, a CI run on a host at load 12 under the
+// race detector saw the answer arrive first, which is billed, as the provider bills it.
 func TestHalfClosedClientGetsNoBare499(t *testing.T) {
 	m := metrics.New()
 	g := apitest.Start(t, apitest.Options{Metrics: m})
@@ -110,8 +113,8 @@ func TestHalfClosedClientGetsNoBare499(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range []struct{ path, body string }{
-		{"/v1/chat/completions", `{"model":"service-flint-base","max_tokens":16,"messages":[{"role":"user","content":"hi [[sim fault=stall_before ms=1000 tag=half-chat]]"}]}`},
-		{"/v1/messages", `{"model":"service-sonnet","max_tokens":16,"messages":[{"role":"user","content":"hi [[sim fault=stall_before ms=1000 tag=half-messages]]"}]}`},
+		{"/v1/chat/completions", `{"model":"service-flint-base","max_tokens":16,"messages":[{"role":"user","content":"hi [[sim fault=stall_before ms=10000 tag=half-chat]]"}]}`},
+		{"/v1/messages", `{"model":"service-sonnet","max_tokens":16,"messages":[{"role":"user","content":"hi [[sim fault=stall_before ms=10000 tag=half-messages]]"}]}`},
 	} {
 		conn, err := net.Dial("tcp", strings.TrimPrefix(g.URL, "http://"))
 		if err != nil {

@@ -36,7 +36,9 @@ import (
 // the HTTP status and the OpenAI error object the POST would have answered.
 //
 // One response runs at a time on a connection: a response.create sent while one runs waits for
-// it and is served next; one more while one waits closes the socket (1008).
+// it and is served next; one more while one waits closes the socket (1008). A response runs, for
+// this count, until its terminal event is sent (the gateway may still be settling it): a
+// client may send its next message as soon as it has that event.
 //
 // "generate": false (Codex's prewarm, sent before each turn's request) is answered at once with
 // response.created and response.completed, no output, nothing upstream and nothing billed; its
@@ -126,6 +128,12 @@ type responsesSocket struct {
 	memoryBytes int
 	// stall reads the messages, each wait for more of a message bounded (read).
 	stall stallBoundedReader
+	// pending counts the messages read and not yet answered: the one served (until its
+	// terminal event is about to be sent) and the one waiting. The reader adds, the serving
+	// loop takes away (endTurn); a message read while two are pending closes the socket.
+	pending atomic.Int32
+	// turnOpen is whether the message being served still counts in pending (serving loop only).
+	turnOpen bool
 }
 
 // rememberedResponse is what a later request on the socket needs of a completed response: the
@@ -142,7 +150,7 @@ func (sock *responsesSocket) run(parent context.Context) {
 	ctx, cancel := context.WithCancel(parent)
 	stopStall := sock.stall.start(ctx)
 	defer stopStall()
-	messages := make(chan socketMessage, 1)
+	messages := make(chan socketMessage, 2)
 	readDone := make(chan error, 1)
 	readerExited := make(chan struct{})
 	var closing atomic.Bool // the reader ends the socket
@@ -152,10 +160,13 @@ func (sock *responsesSocket) run(parent context.Context) {
 		cancel()
 		sock.conn.CloseNow()
 		<-readerExited
-		select {
-		case msg := <-messages:
-			msg.lease.release()
-		default:
+		for {
+			select {
+			case msg := <-messages:
+				msg.lease.release()
+			default:
+				return
+			}
 		}
 	}()
 	go func() {
@@ -163,13 +174,18 @@ func (sock *responsesSocket) run(parent context.Context) {
 		for {
 			msg, err := sock.read(ctx)
 			if err == nil {
-				select {
-				case messages <- msg:
+				// Counted by what the client has seen, not by where the serving loop is: a
+				// response whose terminal event was sent is over for the client, though the
+				// loop may still be settling it (trial h2: the next message, sent on that
+				// event while another waited, closed the socket). pending is below two, so
+				// the channel has room.
+				if sock.pending.Load() < 2 {
+					sock.pending.Add(1)
+					messages <- msg
 					continue
-				default:
-					msg.lease.release()
-					err = &socketClose{code: websocket.StatusPolicyViolation, reason: "one response at a time: wait for response.completed before sending another response.create"}
 				}
+				msg.lease.release()
+				err = &socketClose{code: websocket.StatusPolicyViolation, reason: "one response at a time: wait for response.completed before sending another response.create"}
 			}
 			// The client left (or broke the protocol): a response in flight ends as a stream
 			// whose client left, and a message waiting is not served. A close waits up to five
@@ -198,11 +214,13 @@ func (sock *responsesSocket) run(parent context.Context) {
 				return
 			}
 			var served bool
+			sock.turnOpen = true
 			if msg.refused != nil {
 				served = sock.sendError(ctx, newRequestID(), msg.refused)
 			} else {
 				served = sock.serve(ctx, msg.data)
 			}
+			sock.endTurn()
 			msg.lease.release()
 			if !served {
 				return
@@ -229,6 +247,16 @@ func (sock *responsesSocket) run(parent context.Context) {
 			_ = sock.conn.Close(websocket.StatusGoingAway, "the gateway is shutting down; reconnect")
 			return
 		}
+	}
+}
+
+// endTurn counts the message being served as answered, once: called just before its terminal
+// event is sent (so that the client, once it has the event, may send its next two messages),
+// and after it was served in any case.
+func (sock *responsesSocket) endTurn() {
+	if sock.turnOpen {
+		sock.turnOpen = false
+		sock.pending.Add(-1)
 	}
 }
 
@@ -394,7 +422,7 @@ func (sock *responsesSocket) serve(ctx context.Context, data []byte) bool {
 		}
 		return sock.sendError(ctx, requestID, err)
 	}
-	w := &socketEvents{ctx: ctx, conn: sock.conn, header: http.Header{}}
+	w := &socketEvents{ctx: ctx, conn: sock.conn, header: http.Header{}, endTurn: sock.endTurn}
 	_ = respond(x, w)
 	if w.completedID != "" {
 		sock.remember(w.completedID, append(input, w.completedOutput...))
@@ -554,6 +582,7 @@ func (sock *responsesSocket) sendError(ctx context.Context, requestID string, er
 	}
 	e := apierror.As(err)
 	msg, _ := json.Marshal(socketErrorEvent{Type: "error", Status: e.Kind.Status(), Error: openAIErrorOf(e, requestID)})
+	sock.endTurn()
 	wctx, cancel := context.WithTimeout(ctx, responsesSocketWriteWait)
 	defer cancel()
 	return sock.conn.Write(wctx, websocket.MessageText, msg) == nil
@@ -572,6 +601,8 @@ type socketEvents struct {
 
 	completedID     string
 	completedOutput []json.RawMessage
+	// endTurn is called before a terminal event is sent (responsesSocket.endTurn).
+	endTurn func()
 }
 
 // Header implements http.ResponseWriter; the headers are not sent.
@@ -613,6 +644,9 @@ func (w *socketEvents) FlushError() error {
 			// An incomplete response (cut at max_output_tokens) is continued as OpenAI
 			// continues it: by its id (trial h4: previous_response_not_found).
 			w.noteCompleted(ev.Data)
+		}
+		if ev.Name == "response.completed" || ev.Name == "response.incomplete" || ev.Name == "response.failed" {
+			w.endTurn()
 		}
 		ctx, cancel := context.WithTimeout(w.ctx, responsesSocketWriteWait)
 		err = w.conn.Write(ctx, websocket.MessageText, ev.Data)
@@ -732,10 +766,9 @@ func (sock *responsesSocket) warmUp(ctx context.Context, p auth.Principal, reque
 	sock.remember(id, input)
 	wctx, cancel := context.WithTimeout(ctx, responsesSocketWriteWait)
 	defer cancel()
-	for _, msg := range [][]byte{created, completed} {
-		if sock.conn.Write(wctx, websocket.MessageText, msg) != nil {
-			return false
-		}
+	if sock.conn.Write(wctx, websocket.MessageText, created) != nil {
+		return false
 	}
-	return true
+	sock.endTurn()
+	return sock.conn.Write(wctx, websocket.MessageText, completed) == nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -734,4 +735,35 @@ func TestResponsesWebSocketStalledMessageIsCutOff(t *testing.T) {
 	if _, _, err := conn.Read(rctx); err == nil || errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("read on the stalled socket: %v, want it closed", err)
 	}
+}
+
+// TestResponsesWebSocketPipelinedTurns: a client that keeps one response.create waiting while
+// one runs (as the socket allows) and sends its next as soon as the running one's terminal
+// event arrives is served every turn: from the client's side the response it was waiting on is
+// the one running then. On the code before, a message was counted as running until the
+// gateway had settled it after its last event, so that next message, arriving meanwhile,
+// found the queue full and the socket was closed with 1008.
+func TestResponsesWebSocketPipelinedTurns(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{})
+	tenant := g.NewTenant(t, "ws-pipelined", 0, 1_000_000_000_000)
+	conn, _, err := dialResponses(t, g, tenant.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	turn := func(i int) map[string]any {
+		return map[string]any{"model": "service-flint-base", "max_output_tokens": 64, "input": fmt.Sprintf("turn %d [[sim words=5 tps=100]]", i)}
+	}
+	const turns = 12
+	sendCreate(t, conn, turn(0))
+	sendCreate(t, conn, turn(1))
+	for i := 0; i < turns; i++ {
+		evs := readResponse(t, conn)
+		if last := evs[len(evs)-1]; last.Type != "response.completed" {
+			t.Fatalf("turn %d ended with %s: %s", i, last.Type, last.raw)
+		}
+		if i+2 < turns {
+			sendCreate(t, conn, turn(i+2))
+		}
+	}
+	waitSettled(t, g, tenant.Account, turns)
 }

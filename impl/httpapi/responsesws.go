@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 	"github.com/google/uuid"
@@ -459,6 +460,12 @@ func (sock *responsesSocket) request(data []byte) (body json.RawMessage, input [
 	}
 	delete(fields, "generate")
 	body, input, err = sock.expand(fields)
+	if err == nil && !utf8.Valid(data) && utf8.Valid(body) {
+		// Decoding the message replaced the bytes of a string that is not UTF-8 (a member
+		// name) with U+FFFD: refused as the POST's validator refuses them (issue 23), where
+		// the validator would not see them any more. Bad bytes still in body are its to name.
+		return nil, nil, false, apierror.Invalid("", "the request body holds a string that is not valid UTF-8: send text encoded as UTF-8")
+	}
 	return body, input, warmup, err
 }
 
@@ -500,6 +507,11 @@ func inputItems(raw json.RawMessage) ([]json.RawMessage, error) {
 	}
 	var text string
 	if json.Unmarshal(raw, &text) == nil {
+		if !utf8.Valid(raw) {
+			// Decoded, its bad bytes would go upstream as U+FFFD: refused as the POST's
+			// validator refuses them (issue 23).
+			return nil, apierror.Invalid("input", "invalid 'input': the string is not valid UTF-8: send text encoded as UTF-8")
+		}
 		item, err := json.Marshal(map[string]string{"type": "message", "role": "user", "content": text})
 		return []json.RawMessage{item}, err
 	}

@@ -767,3 +767,51 @@ func TestResponsesWebSocketPipelinedTurns(t *testing.T) {
 	}
 	waitSettled(t, g, tenant.Account, turns)
 }
+
+// TestResponsesWebSocketRefusesInvalidUTF8: a response.create whose input is a string that is
+// not valid UTF-8 is refused with a 400 error event naming input, as the POST refuses it
+// (issue 23: strict, never served with U+FFFD in place of its bytes), and nothing goes
+// upstream; so is a message whose member name is not valid UTF-8. The socket serves on. On the
+// code before, the message's string input was decoded, its bad bytes replaced with U+FFFD, and
+// the request served and billed.
+func TestResponsesWebSocketRefusesInvalidUTF8(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{})
+	tenant := g.NewTenant(t, "ws-utf8", 0, 100_000_000)
+	conn, _, err := dialResponses(t, g, tenant.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := postJSON(t, &http.Client{Timeout: 30 * time.Second}, g.URL+"/v1/responses", tenant.Key,
+		"{\"model\":\"service-flint-base\",\"input\":\"caf\xe9\"}")
+	if post.status != http.StatusBadRequest || !strings.Contains(string(post.body), `"param":"input"`) {
+		t.Fatalf("the POST of the same body: %d %s", post.status, post.body)
+	}
+	for _, c := range []struct{ name, msg, param string }{
+		{"string input", "{\"type\":\"response.create\",\"model\":\"service-flint-base\",\"input\":\"caf\xe9\"}", "input"},
+		{"member name", "{\"type\":\"response.create\",\"model\":\"service-flint-base\",\"input\":\"hi\",\"caf\xe9\":1}", ""},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := conn.Write(ctx, websocket.MessageText, []byte(c.msg)); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		evs := readResponse(t, conn)
+		var ev struct {
+			Error struct {
+				Param *string `json:"param"`
+			} `json:"error"`
+		}
+		_ = json.Unmarshal(evs[0].raw, &ev)
+		if evs[0].Type != "error" || evs[0].Status != http.StatusBadRequest || !strings.Contains(evs[0].Error.Message, "UTF-8") ||
+			(c.param != "") != (ev.Error.Param != nil) || ev.Error.Param != nil && *ev.Error.Param != c.param {
+			t.Errorf("%s: %v: %s", c.name, typesOf(evs), evs[len(evs)-1].raw)
+		}
+	}
+	if n := g.Sim.TotalRequests(); n != 0 {
+		t.Errorf("the upstream saw %d requests", n)
+	}
+	sendCreate(t, conn, map[string]any{"model": "service-flint-base", "max_output_tokens": 16, "input": "café"})
+	if evs := readResponse(t, conn); evs[len(evs)-1].Type != "response.completed" {
+		t.Fatalf("valid text afterwards: %v: %s", typesOf(evs), evs[len(evs)-1].raw)
+	}
+}

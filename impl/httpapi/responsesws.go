@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -97,9 +98,10 @@ const codeResponseNotFound = "previous_response_not_found"
 // serveResponsesSocket serves the WebSocket upgrade of /v1/responses. It runs behind the
 // authentication and the rate limit of the handshake.
 func (s *Server) serveResponsesSocket(w http.ResponseWriter, r *http.Request) {
-	conn, err := websocket.Accept(w, r, nil)
+	hw := &handshakeWriter{ResponseWriter: w}
+	conn, err := websocket.Accept(hw, r, nil)
 	if err != nil {
-		// Accept has answered the handshake itself (a 400 or 403 for a malformed one).
+		hw.answerRefusal(r)
 		return
 	}
 	conn.SetReadLimit(maxBodyBytes)
@@ -115,6 +117,60 @@ func (s *Server) serveResponsesSocket(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	sock.run(r.Context())
+}
+
+// handshakeWriter is the http.ResponseWriter the WebSocket library answers a handshake on. It
+// passes the upgrade (101) and the hijack through, and holds back the library's plain-text
+// refusal of a malformed handshake (400: a missing or malformed Sec-WebSocket-Key, a version
+// other than 13; 403: an Origin of another host), which answerRefusal then gives in the OpenAI
+// envelope, as every refusal of /v1/responses is. Another refusal (the 426 of an HTTP/1.0
+// request, which clients read as "use HTTP") goes out as the library wrote it.
+type handshakeWriter struct {
+	http.ResponseWriter
+	refused int    // the status held back, 0 if none
+	reason  []byte // the library's text for it
+}
+
+// WriteHeader implements http.ResponseWriter.
+func (w *handshakeWriter) WriteHeader(status int) {
+	if status == http.StatusBadRequest || status == http.StatusForbidden {
+		w.refused = status
+		return
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+// Write implements http.ResponseWriter.
+func (w *handshakeWriter) Write(b []byte) (int, error) {
+	if w.refused != 0 {
+		if len(w.reason) < 1<<10 {
+			w.reason = append(w.reason, b...)
+		}
+		return len(b), nil
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap gives http.ResponseController, and the library's hijack, the underlying writer.
+func (w *handshakeWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// answerRefusal answers the refusal held back, if any, in the envelope.
+func (w *handshakeWriter) answerRefusal(r *http.Request) {
+	if w.refused == 0 {
+		return
+	}
+	reason := strings.TrimSpace(string(w.reason))
+	h := w.Header()
+	// The library's answer set these for its text; the envelope sets its own.
+	h.Del("Content-Type")
+	h.Del("X-Content-Type-Options")
+	var e *apierror.Error
+	if w.refused == http.StatusForbidden {
+		e = apierror.Forbidden("the WebSocket handshake is refused: %s (a socket is opened from a client, not from a web page of another site)", reason)
+	} else {
+		e = apierror.Invalid("", "invalid WebSocket handshake: %s", reason)
+	}
+	writeError(w.ResponseWriter, r, e)
 }
 
 // responsesSocket is one Responses WebSocket connection.

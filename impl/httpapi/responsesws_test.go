@@ -815,3 +815,48 @@ func TestResponsesWebSocketRefusesInvalidUTF8(t *testing.T) {
 		t.Fatalf("valid text afterwards: %v: %s", typesOf(evs), evs[len(evs)-1].raw)
 	}
 }
+
+// TestResponsesWebSocketHandshakeRefusalsAreInTheEnvelope: a handshake with a valid key that
+// the WebSocket library refuses (no Sec-WebSocket-Key, a version other than 13, an Origin of
+// another host) is answered in the OpenAI error envelope with the library's status, as every
+// refusal of /v1/responses is. On the code before, the library's own plain-text answer went
+// out ("WebSocket protocol violation: missing Sec-WebSocket-Key").
+func TestResponsesWebSocketHandshakeRefusalsAreInTheEnvelope(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{})
+	tenant := g.NewTenant(t, "ws-handshake", 0, 100_000_000)
+	for _, c := range []struct {
+		name   string
+		header map[string]string
+		status int
+		typ    string
+	}{
+		{"no key", map[string]string{"Sec-WebSocket-Version": "13"}, http.StatusBadRequest, "invalid_request_error"},
+		{"version 8", map[string]string{"Sec-WebSocket-Version": "8", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}, http.StatusBadRequest, "invalid_request_error"},
+		{"another origin", map[string]string{"Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+			"Origin": "https://elsewhere.example"}, http.StatusForbidden, "permission_error"},
+	} {
+		req, _ := http.NewRequest("GET", g.URL+"/v1/responses", nil)
+		req.Header.Set("Authorization", "Bearer "+tenant.Key)
+		req.Header.Set("Connection", "Upgrade")
+		req.Header.Set("Upgrade", "websocket")
+		for k, v := range c.header {
+			req.Header.Set(k, v)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		var env struct {
+			Error struct {
+				Message string `json:"message"`
+				Type    string `json:"type"`
+			} `json:"error"`
+		}
+		if res.StatusCode != c.status || !strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") ||
+			json.Unmarshal(b, &env) != nil || env.Error.Type != c.typ || env.Error.Message == "" {
+			t.Errorf("%s: %d %s: %s", c.name, res.StatusCode, res.Header.Get("Content-Type"), b)
+		}
+	}
+}

@@ -56,7 +56,9 @@ import (
 // the whole input.
 //
 // Close codes: 1000 when the client closes (echoed) and when the socket has been idle for
-// responsesSocketIdle; 1008 when the key stops being valid; 1009 for a message over 32 MiB;
+// responsesSocketIdle (no message arriving, none running); 1008 when the key stops being valid
+// or a third response.create comes while one runs and one waits; 1003 for a binary message;
+// 1009 for a message over 32 MiB;
 // 1011 for an internal failure; 1001 when the gateway shuts down (when the HTTP server starts
 // its shutdown an idle socket closes at once and a busy one after its response; EndStreams ends
 // the response in flight with the stream's in-band error first); a message that stops arriving
@@ -191,6 +193,9 @@ type responsesSocket struct {
 	pending atomic.Int32
 	// turnOpen is whether the message being served still counts in pending (serving loop only).
 	turnOpen bool
+	// arriving is set while a message is being read, from its first frame on: the socket is
+	// not idle then (its wait for more bytes is bounded by stall instead).
+	arriving atomic.Bool
 }
 
 // rememberedResponse is what a later request on the socket needs of a completed response: the
@@ -295,6 +300,11 @@ func (sock *responsesSocket) run(parent context.Context) {
 			sock.conn.CloseNow()
 			return
 		case <-idle.C:
+			if sock.arriving.Load() {
+				// A message is arriving, however slowly: not idle.
+				idle.Reset(time.Duration(responsesSocketIdle.Load()))
+				continue
+			}
 			_ = sock.conn.Close(websocket.StatusNormalClosure, "idle for too long; reconnect to continue")
 			return
 		case <-sock.s.streamsEnd.Done():
@@ -339,6 +349,8 @@ func (sock *responsesSocket) read(ctx context.Context) (socketMessage, error) {
 	if err != nil {
 		return socketMessage{}, err
 	}
+	sock.arriving.Store(true)
+	defer sock.arriving.Store(false)
 	r := &sock.stall
 	r.r = mr
 	r.timer.Reset(r.every)

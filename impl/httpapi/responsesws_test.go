@@ -860,3 +860,42 @@ func TestResponsesWebSocketHandshakeRefusalsAreInTheEnvelope(t *testing.T) {
 		}
 	}
 }
+
+// TestResponsesWebSocketArrivingMessageIsNotIdle: a socket whose client is sending a message,
+// steadily but for longer than the idle time, is not closed as idle: the message is served.
+// On the code before, the idle timer ran until a message had arrived whole, and the socket was
+// closed with 1000 ("idle for too long") while its client was still sending.
+func TestResponsesWebSocketArrivingMessageIsNotIdle(t *testing.T) {
+	defer httpapi.SetResponsesSocketIdle(300 * time.Millisecond)()
+	g := apitest.Start(t, apitest.Options{})
+	tenant := g.NewTenant(t, "ws-arriving", 0, 100_000_000)
+	conn, _, err := dialResponses(t, g, tenant.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w, err := conn.Writer(ctx, websocket.MessageText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(w, `{"type":"response.create","model":"service-flint-base","max_output_tokens":16,"input":"`); err != nil {
+		t.Fatal(err)
+	}
+	// Writer buffers: each flush of a chunk is a frame of its own.
+	for range 10 {
+		time.Sleep(100 * time.Millisecond)
+		if _, err := io.WriteString(w, strings.Repeat("slow ", 1000)); err != nil {
+			t.Fatalf("sending the message: %v", err)
+		}
+	}
+	if _, err := io.WriteString(w, `"}`); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if evs := readResponse(t, conn); evs[len(evs)-1].Type != "response.completed" {
+		t.Fatalf("the slowly sent message: %v: %s", typesOf(evs), evs[len(evs)-1].raw)
+	}
+}

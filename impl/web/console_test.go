@@ -188,3 +188,31 @@ func TestNamesNotIDs(t *testing.T) {
 		t.Errorf("the audit log shows a key's id where its name goes: %.3000s", auditPage)
 	}
 }
+
+// TestKeyCreatedWarnsOfASmallCap (newcomer trial: a key made with a $0.25 daily cap got Claude
+// Code's settings, and every turn was refused with a 402): the key-created page says, beside
+// Claude Code's settings, that the cap is below what a turn holds and what to do; a key
+// without a cap is told nothing of the kind.
+func TestKeyCreatedWarnsOfASmallCap(t *testing.T) {
+	e := start(t, nil)
+	e.account(t, "acme", aliceEmail, "owner")
+	b := e.browser(t)
+	b.signIn(e, aliceEmail, alicePass)
+	b.get("/keys/new")
+	p := b.post("/keys", url.Values{"name": {"small"}, "credit_cap": {"0.25"}, "cap_period": {"daily"}})
+	if p.Status != http.StatusCreated {
+		t.Fatalf("create: %d %.300s", p.Status, p.Body)
+	}
+	claude := html.UnescapeString(sectionOf(p.Body, "claude-code"))
+	for _, want := range []string{`<p class="warning" role="note">Warning: this key's credit cap ($0.25)`, "about $0.65",
+		"Raise the key's credit cap to $0.65 or more", "export CLAUDE_CODE_MAX_OUTPUT_TOKENS=5000", "CLAUDE_CODE_AUTO_COMPACT_WINDOW=200000"} {
+		if !strings.Contains(claude, want) {
+			t.Errorf("Claude Code's section for a $0.25 key lacks %q:\n%s", want, claude)
+		}
+	}
+	b.get("/keys/new")
+	p = b.post("/keys", url.Values{"name": {"open"}})
+	if claude := sectionOf(p.Body, "claude-code"); strings.Contains(claude, "Warning") {
+		t.Errorf("Claude Code's section for a key without a cap warns:\n%s", claude)
+	}
+}

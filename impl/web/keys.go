@@ -402,6 +402,10 @@ func (a *App) createKey(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	}
 	t := connect.Target{BaseURL: strings.TrimSuffix(a.web.PublicURL, "/"), Key: k.Plain}
 	t.ChatModel, t.MessagesModel = connect.ChooseModels(a.cfg, models)
+	if t.MessagesModel != "" {
+		// What a turn holds against the key's cap, said beside the settings it would refuse.
+		t.Messages, t.CreditCapMicros = connect.MessagesFacts(a.cfg, t.MessagesModel), k.Key.CreditCapMicros
+	}
 	a.render(w, r, v, http.StatusCreated, "keycreated", "Key created", keyCreated{Key: k.Key, Plain: k.Plain, Setups: connect.All(t)})
 }
 

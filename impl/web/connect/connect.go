@@ -19,6 +19,8 @@ import (
 	"strings"
 
 	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/price"
+	"github.com/tollgate/tollgate/impl/routing"
 )
 
 // KeyVariable is the environment variable the settings keep the key in, for the clients that
@@ -38,6 +40,31 @@ type Target struct {
 	// MessagesModel is a model served on Anthropic Messages (Claude Code, the Anthropic SDKs);
 	// "" when the key may use none.
 	MessagesModel string
+	// Messages is what the gateway reserves a turn on MessagesModel by (MessagesFacts); nil
+	// when it is not known, and then nothing is said of what a turn holds.
+	Messages *ModelFacts
+	// CreditCapMicros is the key's credit cap (store.APIKey.CreditCapMicros); nil when the key
+	// has none or it is not known.
+	CreditCapMicros *int64
+}
+
+// ModelFacts are what the gateway reserves a request to a model by: its price (the dearest of
+// its upstreams', kind by kind, as routing.Model.MaxPrice) and its output limit; and its
+// context window (0: not known).
+type ModelFacts struct {
+	Price           price.Price
+	MaxOutputTokens int
+	ContextTokens   int
+}
+
+// MessagesFacts are the configured model id's facts as the gateway's reservation reads them
+// (routing.Registry); nil for a model the configuration does not have.
+func MessagesFacts(cfg *config.Config, id string) *ModelFacts {
+	m, ok := routing.NewRegistry(cfg).Model(id)
+	if !ok {
+		return nil
+	}
+	return &ModelFacts{Price: m.MaxPrice(), MaxOutputTokens: m.MaxOutputTokens, ContextTokens: m.ContextTokens}
 }
 
 // Block is one piece of text to paste somewhere.
@@ -61,6 +88,10 @@ type Setup struct {
 	Blocks []Block
 	// Note says how the settings are known to work, and what to run once they are in place.
 	Note string
+	// Warning says why the settings, pasted as they are, will not work with this key (its
+	// credit cap is below what one of the client's requests holds), and what to do; "" when
+	// nothing is known to stand in the way.
+	Warning string
 	// Unavailable says why there is nothing to paste (the key may use no model the client
 	// speaks to); Blocks is then empty.
 	Unavailable string
@@ -74,6 +105,9 @@ func (s Setup) Text() string {
 	if s.Unavailable != "" {
 		fmt.Fprintf(&b, "# %s\n", s.Unavailable)
 		return b.String()
+	}
+	if s.Warning != "" {
+		fmt.Fprintf(&b, "# Warning: %s\n", s.Warning)
 	}
 	if s.Note != "" {
 		fmt.Fprintf(&b, "# %s\n", s.Note)
@@ -145,6 +179,98 @@ func ClaudeCode(t Target) Setup {
 		"claude\n"}}
 	s.Note = "Run by the test suite (impl/realclients) with these settings. The base URL has no /v1, " +
 		"and the key goes in ANTHROPIC_AUTH_TOKEN (sent as Authorization: Bearer), not ANTHROPIC_API_KEY."
+	if t.Messages != nil && t.Messages.ContextTokens > 0 {
+		s.Note += fmt.Sprintf(" Claude Code 2.1 assumes a context window of 1M tokens for a model it does not know, and says so on each run; "+
+			"export CLAUDE_CODE_AUTO_COMPACT_WINDOW=%d gives it %s's window and silences the warning.", t.Messages.ContextTokens, t.MessagesModel)
+	}
+	s.Warning = claudeCodeCapWarning(t)
+	return s
+}
+
+// ClaudeCodeInstructionTokens is about how many input tokens Claude Code's first turn sends
+// before a word of the conversation: its instructions and tool definitions, some 28,000 tokens
+// by the gateway's count (README, "Claude Code", measured with Claude Code 2.1). It is
+// approximate: it changes with the version, the tools and the MCP servers configured.
+const ClaudeCodeInstructionTokens = 28_000
+
+// ClaudeCodeMaxTokens is the max_tokens Claude Code asks for of any model (README), unless
+// CLAUDE_CODE_MAX_OUTPUT_TOKENS sets another.
+const ClaudeCodeMaxTokens = 32_000
+
+// claudeCodeTurn is what the gateway reserves for a Claude Code turn on the model with up to
+// output tokens of output (clamped to the model's limit), its input at its instructions'
+// size: the reservation's arithmetic (price.Worst: every input token at the dearest input
+// rate, the output at the output rate).
+func claudeCodeTurn(f ModelFacts, output int) int64 {
+	if f.MaxOutputTokens > 0 {
+		output = min(output, f.MaxOutputTokens)
+	}
+	return price.Worst(ClaudeCodeInstructionTokens, int64(output), f.Price)
+}
+
+// claudeCodeCapWarning says, for a key whose credit cap is below what Claude Code's first
+// turn holds, that every turn would be refused and what to do: raise the cap, or lower
+// Claude Code's output bound to one that fits (a whole thousand, at least 1,000), if one does.
+func claudeCodeCapWarning(t Target) string {
+	if t.Messages == nil || t.CreditCapMicros == nil {
+		return ""
+	}
+	limit := *t.CreditCapMicros
+	turn := claudeCodeTurn(*t.Messages, ClaudeCodeMaxTokens)
+	if turn <= limit {
+		return ""
+	}
+	w := fmt.Sprintf("this key's credit cap (%s) is below what one Claude Code turn on %s holds until it is answered, "+
+		"about %s (its instructions and tools, some %s tokens, at the dearest input rate, and %s output tokens at the output rate), "+
+		"so the gateway refuses every turn with a 402. Raise the key's credit cap to %s or more",
+		dollars(limit, false), t.MessagesModel, dollars(turn, true), thousands(ClaudeCodeInstructionTokens),
+		thousands(min(ClaudeCodeMaxTokens, orMax(t.Messages.MaxOutputTokens))), dollars(turn, true))
+	if fit := claudeCodeFittingOutput(*t.Messages, limit); fit > 0 {
+		w += fmt.Sprintf(", or export CLAUDE_CODE_MAX_OUTPUT_TOKENS=%d (a first turn then holds about %s; later turns hold more as the conversation grows)",
+			fit, dollars(claudeCodeTurn(*t.Messages, fit), true))
+	} else {
+		w += fmt.Sprintf(": no CLAUDE_CODE_MAX_OUTPUT_TOKENS fits, its instructions alone hold about %s", dollars(claudeCodeTurn(*t.Messages, 0), true))
+	}
+	return w + ". The instructions' size is approximate (measured with Claude Code 2.1), and so are these figures."
+}
+
+// claudeCodeFittingOutput is the largest output bound, a whole thousand of at least 1,000
+// tokens, whose Claude Code turn fits under limit; 0 when none does.
+func claudeCodeFittingOutput(f ModelFacts, limit int64) int {
+	best := 0
+	for out := 1000; out < ClaudeCodeMaxTokens && claudeCodeTurn(f, out) <= limit; out += 1000 {
+		best = out
+	}
+	return best
+}
+
+// orMax is n, or the largest int when n is 0 (no limit).
+func orMax(n int) int {
+	if n <= 0 {
+		return int(^uint(0) >> 1)
+	}
+	return n
+}
+
+// dollars writes micros as dollars to the cent (rounded up when up, so that an amount said to
+// be enough is), or exactly when the amount has a part below a cent and up is false.
+func dollars(micros int64, up bool) string {
+	if up {
+		micros = (micros + 9_999) / 10_000 * 10_000
+	}
+	whole, frac := micros/1_000_000, micros%1_000_000
+	if frac%10_000 == 0 {
+		return fmt.Sprintf("$%d.%02d", whole, frac/10_000)
+	}
+	return strings.TrimRight(fmt.Sprintf("$%d.%06d", whole, frac), "0")
+}
+
+// thousands writes n with a comma between each three digits (28,000).
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
 	return s
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/price"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the code")
@@ -138,5 +139,89 @@ func TestChooseModels(t *testing.T) {
 		if chat != c.chat || messages != c.messages {
 			t.Errorf("ChooseModels(%v) = %q, %q; want %q, %q", c.ids, chat, messages, c.chat, c.messages)
 		}
+	}
+}
+
+// capped is target with service-sonnet's facts from the default configuration and a credit
+// cap of micros.
+func capped(t *testing.T, micros int64) Target {
+	t.Helper()
+	c := target
+	c.Messages, c.CreditCapMicros = MessagesFacts(config.Default(), c.MessagesModel), &micros
+	if c.Messages == nil {
+		t.Fatal("no facts for service-sonnet")
+	}
+	return c
+}
+
+// TestClaudeCodeCapWarning (newcomer trial: a key made with a $0.25 daily cap got Claude Code's
+// settings and a 402 on every turn): a key whose credit cap is below what one Claude Code turn
+// holds is told so beside the settings, with README's figure ($0.65 on service-sonnet), the
+// cap to raise to, and the CLAUDE_CODE_MAX_OUTPUT_TOKENS that fits if one does; a cap that
+// holds a turn, no cap, or a model whose price is not known say nothing.
+func TestClaudeCodeCapWarning(t *testing.T) {
+	for _, c := range []struct {
+		micros int64
+		wants  []string
+	}{
+		{250_000, []string{"credit cap ($0.25)", "about $0.65", "28,000 tokens", "32,000 output tokens", "402",
+			"Raise the key's credit cap to $0.65 or more", "export CLAUDE_CODE_MAX_OUTPUT_TOKENS=5000", "holds about $0.25", "approximate"}},
+		{550_000, []string{"credit cap ($0.55)", "CLAUDE_CODE_MAX_OUTPUT_TOKENS=25000"}},
+		{100_000, []string{"credit cap ($0.10)", "no CLAUDE_CODE_MAX_OUTPUT_TOKENS fits", "instructions alone hold about $0.17"}},
+		{2_505_000, nil},
+		{650_000, nil},
+	} {
+		s := ClaudeCode(capped(t, c.micros))
+		if (s.Warning != "") != (c.wants != nil) {
+			t.Errorf("cap %d: warning %q", c.micros, s.Warning)
+		}
+		for _, want := range c.wants {
+			if !strings.Contains(s.Warning, want) || !strings.Contains(s.Text(), want) {
+				t.Errorf("cap %d: the warning lacks %q:\n%s", c.micros, want, s.Text())
+			}
+		}
+	}
+	golden(t, "claude-code-capped", ClaudeCode(capped(t, 250_000)).Text())
+
+	unknown := capped(t, 250_000)
+	unknown.Messages = nil
+	uncapped := capped(t, 0)
+	uncapped.CreditCapMicros = nil
+	for _, tg := range []Target{unknown, uncapped, target} {
+		if w := ClaudeCode(tg).Warning; w != "" {
+			t.Errorf("a warning without a known cap and price: %q", w)
+		}
+	}
+}
+
+// TestClaudeCodeFittingOutput: the output bound the warning suggests is the reservation's own
+// arithmetic (price.Worst at the model's price) under the cap, and the next thousand is not.
+func TestClaudeCodeFittingOutput(t *testing.T) {
+	f := *capped(t, 0).Messages
+	for _, limit := range []int64{200_000, 250_000, 288_000, 550_000, 640_000} {
+		fit := claudeCodeFittingOutput(f, limit)
+		if fit == 0 || fit%1000 != 0 {
+			t.Fatalf("cap %d: fit %d", limit, fit)
+		}
+		if got := price.Worst(ClaudeCodeInstructionTokens, int64(fit), f.Price); got > limit {
+			t.Errorf("cap %d: %d output tokens hold %d", limit, fit, got)
+		}
+		if next := price.Worst(ClaudeCodeInstructionTokens, int64(fit+1000), f.Price); next <= limit && fit+1000 < ClaudeCodeMaxTokens {
+			t.Errorf("cap %d: %d fits, %d would too", limit, fit, fit+1000)
+		}
+	}
+	if fit := claudeCodeFittingOutput(f, 160_000); fit != 0 {
+		t.Errorf("a cap below the instructions' hold fits %d", fit)
+	}
+}
+
+// TestClaudeCodeContextWindow: with the model's context window known, the note gives Claude
+// Code's CLAUDE_CODE_AUTO_COMPACT_WINDOW (README: it otherwise assumes 1M tokens and warns).
+func TestClaudeCodeContextWindow(t *testing.T) {
+	if n := ClaudeCode(capped(t, 0)).Note; !strings.Contains(n, "export CLAUDE_CODE_AUTO_COMPACT_WINDOW=200000") {
+		t.Errorf("the note lacks the context window: %q", n)
+	}
+	if n := ClaudeCode(target).Note; strings.Contains(n, "AUTO_COMPACT") {
+		t.Errorf("a window said without one known: %q", n)
 	}
 }

@@ -18,7 +18,8 @@ import (
 // TestConnectCommand runs `tollgate connect` against a real `tollgate serve`: with a key of an
 // account on the default plan it prints exactly the settings the console shows (the first chat
 // and Messages models the key may use, the gateway's URL, the key), with the client named before
-// or after the flags; `all` prints every client;
+// or after the flags; `all` prints every client; Claude Code's note says what a credit cap below a
+// turn does and what to do (the command learns neither the cap nor the price);
 // a key the gateway refuses, a missing key and an unknown client are errors that say so, and
 // print nothing.
 func TestConnectCommand(t *testing.T) {
@@ -43,7 +44,7 @@ func TestConnectCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "ANTHROPIC_BASE_URL="+p.base+"\n") || !strings.Contains(out.String(), key) ||
-		!strings.Contains(out.String(), "service-sonnet") {
+		!strings.Contains(out.String(), "service-sonnet") || !strings.Contains(out.String(), "CLAUDE_CODE_MAX_OUTPUT_TOKENS") {
 		t.Errorf("connect claude (from the environment) printed:\n%s", out.String())
 	}
 	out.Reset()

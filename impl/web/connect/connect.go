@@ -179,6 +179,14 @@ func ClaudeCode(t Target) Setup {
 		"claude\n"}}
 	s.Note = "Run by the test suite (impl/realclients) with these settings. The base URL has no /v1, " +
 		"and the key goes in ANTHROPIC_AUTH_TOKEN (sent as Authorization: Bearer), not ANTHROPIC_API_KEY."
+	if t.Messages == nil {
+		// Without the model's price (`tollgate connect`, which a key cannot ask it of), the rule
+		// rather than the figure.
+		s.Note += fmt.Sprintf(" Each turn holds, until it is answered, what its input (on the first turn some %s tokens of instructions and tools, "+
+			"approximately) at the model's dearest input rate and %s output tokens cost: a key whose credit cap is below that is refused every turn "+
+			"with a 402 that gives the figure. Raise the cap, or lower the output with CLAUDE_CODE_MAX_OUTPUT_TOKENS.",
+			thousands(ClaudeCodeInstructionTokens), thousands(ClaudeCodeMaxTokens))
+	}
 	if t.Messages != nil && t.Messages.ContextTokens > 0 {
 		s.Note += fmt.Sprintf(" Claude Code 2.1 assumes a context window of 1M tokens for a model it does not know, and says so on each run; "+
 			"export CLAUDE_CODE_AUTO_COMPACT_WINDOW=%d gives it %s's window and silences the warning.", t.Messages.ContextTokens, t.MessagesModel)

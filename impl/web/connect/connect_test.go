@@ -225,3 +225,18 @@ func TestClaudeCodeContextWindow(t *testing.T) {
 		t.Errorf("a window said without one known: %q", n)
 	}
 }
+
+// TestClaudeCodeTurnWithoutFacts: without the model's price and the key's cap (`tollgate
+// connect`, which cannot learn them from the gateway), Claude Code's note gives the rule a
+// small cap runs into, and what to do, rather than nothing; with them, the warning does.
+func TestClaudeCodeTurnWithoutFacts(t *testing.T) {
+	n := ClaudeCode(target).Note
+	for _, want := range []string{"28,000 tokens", "32,000 output tokens", "credit cap", "402", "CLAUDE_CODE_MAX_OUTPUT_TOKENS"} {
+		if !strings.Contains(n, want) {
+			t.Errorf("the note lacks %q: %q", want, n)
+		}
+	}
+	if n := ClaudeCode(capped(t, 0)).Note; strings.Contains(n, "402") {
+		t.Errorf("the rule said where the figure is known: %q", n)
+	}
+}

@@ -110,6 +110,27 @@ func (e ChatCompletionObject) Valid() bool {
 	}
 }
 
+// Defines values for KeyCreditCapPeriod.
+const (
+	Daily   KeyCreditCapPeriod = "daily"
+	Monthly KeyCreditCapPeriod = "monthly"
+	None    KeyCreditCapPeriod = "none"
+)
+
+// Valid indicates whether the value is a known member of the KeyCreditCapPeriod enum.
+func (e KeyCreditCapPeriod) Valid() bool {
+	switch e {
+	case Daily:
+		return true
+	case Monthly:
+		return true
+	case None:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for MessageRole.
 const (
 	Assistant MessageRole = "assistant"
@@ -446,11 +467,78 @@ type CreditBalance struct {
 	// BalanceUsd The same balance in US dollars, derived from `balance_micros`.
 	BalanceUsd float64 `json:"balance_usd"`
 
+	// Key The calling key's own limits; present only for a key that has a credit cap, an expiry or
+	// a model subset (absent for a key without limits). A member is absent when the key has
+	// no such limit.
+	Key *KeyAllowance `json:"key,omitempty"`
+
 	// Stale Present and true when the database could not be read (an outage) and the balance is
 	// the last one this gateway process read, as of `as_of`: settlements since then are not
 	// in it. Absent when the balance was read just now.
 	Stale *bool `json:"stale,omitempty"`
 }
+
+// KeyAllowance The calling key's own limits; present only for a key that has a credit cap, an expiry or
+// a model subset (absent for a key without limits). A member is absent when the key has
+// no such limit.
+type KeyAllowance struct {
+	// CreditCap The key's credit cap and where the key stands in its current period, read from the
+	// budget that the key's requests reserve against (the 402's figures come from the same
+	// budget). Spent plus reserved plus remaining is the cap, unless the key spent past a cap
+	// lowered since (then remaining is 0).
+	CreditCap *KeyCreditCap `json:"credit_cap,omitempty"`
+
+	// ExpiresAt When the key stops working (401 from then on).
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+
+	// Models The models the key may use (the account's others are 404 to it).
+	Models *[]string `json:"models,omitempty"`
+}
+
+// KeyCreditCap The key's credit cap and where the key stands in its current period, read from the
+// budget that the key's requests reserve against (the 402's figures come from the same
+// budget). Spent plus reserved plus remaining is the cap, unless the key spent past a cap
+// lowered since (then remaining is 0).
+type KeyCreditCap struct {
+	// CapMicros The most the key may spend in each period, in micro-units.
+	CapMicros int64 `json:"cap_micros"`
+
+	// Period How often the cap starts again: every UTC day, every UTC calendar month, or never
+	// (`none`: the cap is for the key's whole life).
+	Period KeyCreditCapPeriod `json:"period"`
+
+	// PeriodEnd When the next period starts and the key's spend counts from 0 again; absent for `none`.
+	PeriodEnd *time.Time `json:"period_end,omitempty"`
+
+	// PeriodStart The start of the current period (the Unix epoch for `none`).
+	PeriodStart time.Time `json:"period_start"`
+
+	// RemainingMicros What the cap leaves: cap_micros - spent_micros - reserved_micros, at least 0. A request
+	// whose worst case is more than this is refused with 402. It does not look at the
+	// account's balance.
+	RemainingMicros int64 `json:"remaining_micros"`
+
+	// RemainingUsd The same remainder in US dollars.
+	RemainingUsd float64 `json:"remaining_usd"`
+
+	// ReservedMicros What the key's requests in flight (from every gateway process) hold of the cap: each
+	// request's worst case, until it settles at its real cost.
+	ReservedMicros int64 `json:"reserved_micros"`
+
+	// SpendableMicros What the key can actually spend now: the lesser of `remaining_micros` and the
+	// account's `balance_micros` (at least 0). Use this one to budget.
+	SpendableMicros int64 `json:"spendable_micros"`
+
+	// SpendableUsd The same amount in US dollars.
+	SpendableUsd float64 `json:"spendable_usd"`
+
+	// SpentMicros What the key's settled requests cost in the current period.
+	SpentMicros int64 `json:"spent_micros"`
+}
+
+// KeyCreditCapPeriod How often the cap starts again: every UTC day, every UTC calendar month, or never
+// (`none`: the cap is for the key's whole life).
+type KeyCreditCapPeriod string
 
 // Message defines model for Message.
 type Message struct {
@@ -2867,10 +2955,20 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/chat/completions (the `CreateChatCompletion` operationId).
 	CreateChatCompletion(ctx context.Context, body CreateChatCompletionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// GetCredits The account's available credit balance.
+	// GetCredits The account's available credit balance, and the calling key's own limits.
 	//
 	// The settled balance. During a database outage a key this process already knows gets the
 	// last balance it read, marked `stale` with its `as_of` time, rather than a 503.
+	//
+	// A key with limits (a credit cap, an expiry or a model subset) also gets `key`: its
+	// limits and, for a credit cap, what the key spent in the current period, what its cap
+	// leaves (`credit_cap.remaining_micros`, the figure a request's 402 is computed from) and
+	// what it can actually spend (`credit_cap.spendable_micros`, the lesser of that remainder
+	// and the account's balance). Only the calling key's limits are shown, never another
+	// key's. A key without limits (and an OAuth client of the MCP endpoint) gets no `key`
+	// member: the answer is the account's balance alone, as before. A capped key's budget is
+	// kept only in the database, so during an outage a capped key gets a 503, as its
+	// inference requests do.
 	//
 	// Corresponds with GET /v1/credits (the `GetCredits` operationId).
 	GetCredits(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3270,10 +3368,20 @@ func (c *Client) CreateChatCompletion(ctx context.Context, body CreateChatComple
 	return c.Client.Do(req)
 }
 
-// GetCredits The account's available credit balance.
+// GetCredits The account's available credit balance, and the calling key's own limits.
 //
 // The settled balance. During a database outage a key this process already knows gets the
 // last balance it read, marked `stale` with its `as_of` time, rather than a 503.
+//
+// A key with limits (a credit cap, an expiry or a model subset) also gets `key`: its
+// limits and, for a credit cap, what the key spent in the current period, what its cap
+// leaves (`credit_cap.remaining_micros`, the figure a request's 402 is computed from) and
+// what it can actually spend (`credit_cap.spendable_micros`, the lesser of that remainder
+// and the account's balance). Only the calling key's limits are shown, never another
+// key's. A key without limits (and an OAuth client of the MCP endpoint) gets no `key`
+// member: the answer is the account's balance alone, as before. A capped key's budget is
+// kept only in the database, so during an outage a capped key gets a 503, as its
+// inference requests do.
 //
 // Corresponds with GET /v1/credits (the `GetCredits` operationId).
 func (c *Client) GetCredits(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4291,10 +4399,20 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/chat/completions (the `CreateChatCompletion` operationId).
 	CreateChatCompletionWithResponse(ctx context.Context, body CreateChatCompletionJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateChatCompletionResponse, error)
 
-	// GetCreditsWithResponse The account's available credit balance.
+	// GetCreditsWithResponse The account's available credit balance, and the calling key's own limits.
 	//
 	// The settled balance. During a database outage a key this process already knows gets the
 	// last balance it read, marked `stale` with its `as_of` time, rather than a 503.
+	//
+	// A key with limits (a credit cap, an expiry or a model subset) also gets `key`: its
+	// limits and, for a credit cap, what the key spent in the current period, what its cap
+	// leaves (`credit_cap.remaining_micros`, the figure a request's 402 is computed from) and
+	// what it can actually spend (`credit_cap.spendable_micros`, the lesser of that remainder
+	// and the account's balance). Only the calling key's limits are shown, never another
+	// key's. A key without limits (and an OAuth client of the MCP endpoint) gets no `key`
+	// member: the answer is the account's balance alone, as before. A capped key's budget is
+	// kept only in the database, so during an outage a capped key gets a 503, as its
+	// inference requests do.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6181,10 +6299,20 @@ func (c *ClientWithResponses) CreateChatCompletionWithResponse(ctx context.Conte
 	return ParseCreateChatCompletionResponse(rsp)
 }
 
-// GetCreditsWithResponse The account's available credit balance.
+// GetCreditsWithResponse The account's available credit balance, and the calling key's own limits.
 //
 // The settled balance. During a database outage a key this process already knows gets the
 // last balance it read, marked `stale` with its `as_of` time, rather than a 503.
+//
+// A key with limits (a credit cap, an expiry or a model subset) also gets `key`: its
+// limits and, for a credit cap, what the key spent in the current period, what its cap
+// leaves (`credit_cap.remaining_micros`, the figure a request's 402 is computed from) and
+// what it can actually spend (`credit_cap.spendable_micros`, the lesser of that remainder
+// and the account's balance). Only the calling key's limits are shown, never another
+// key's. A key without limits (and an OAuth client of the MCP endpoint) gets no `key`
+// member: the answer is the account's balance alone, as before. A capped key's budget is
+// kept only in the database, so during an outage a capped key gets a 503, as its
+// inference requests do.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -8111,7 +8239,7 @@ type ServerInterface interface {
 	// CreateChatCompletion Create a chat completion (JSON or SSE).
 	// (POST /v1/chat/completions)
 	CreateChatCompletion(w http.ResponseWriter, r *http.Request)
-	// GetCredits The account's available credit balance.
+	// GetCredits The account's available credit balance, and the calling key's own limits.
 	// (GET /v1/credits)
 	GetCredits(w http.ResponseWriter, r *http.Request)
 	// CreateMessage Create a message (Anthropic Messages format, JSON or SSE).
@@ -11001,7 +11129,7 @@ type StrictServerInterface interface {
 	// CreateChatCompletion Create a chat completion (JSON or SSE).
 	// (POST /v1/chat/completions)
 	CreateChatCompletion(ctx context.Context, request CreateChatCompletionRequestObject) (CreateChatCompletionResponseObject, error)
-	// GetCredits The account's available credit balance.
+	// GetCredits The account's available credit balance, and the calling key's own limits.
 	// (GET /v1/credits)
 	GetCredits(ctx context.Context, request GetCreditsRequestObject) (GetCreditsResponseObject, error)
 	// CreateMessage Create a message (Anthropic Messages format, JSON or SSE).

@@ -277,6 +277,8 @@
 // never pass it together), and which writes in the same statement the request's row of
 // key_reservations, held by this process with a lease. A refusal is a *KeyCapError, a 402 in
 // the route's envelope that names the key's cap; the account's reservation is released.
+// KeyBudget reads the same row for GET /v1/credits: what the cap leaves there (cap - spent -
+// reserved) is the figure such a 402 gives, so the two never disagree.
 //
 // Settle ends the key's reservation in one more statement: the reservation row is marked
 // settled, its amount leaves reserved_micros and the real cost (the same clamped cost as the

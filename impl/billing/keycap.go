@@ -257,3 +257,46 @@ func (m *Meter) maintainKeys(ctx context.Context, now time.Time) {
 func (m *Meter) ReapExpiredKeyReservations(ctx context.Context) (int64, error) {
 	return m.st.ReapKeyReservations(ctx, uuid.Nil)
 }
+
+// KeyBudgetReading is where a capped key stands in the cap period that holds now.
+type KeyBudgetReading struct {
+	// PeriodStart is the start of the period (the Unix epoch for the period none); PeriodEnd
+	// is when the next one starts (zero for none).
+	PeriodStart, PeriodEnd time.Time
+	// SpentMicros is what the key's settled requests cost in the period; ReservedMicros is
+	// what its requests in flight, from every process, hold of the cap.
+	SpentMicros, ReservedMicros int64
+	// RemainingMicros is what the cap leaves (at least 0): a request whose worst case is more
+	// is refused with a *KeyCapError, whose AvailableMicros is the same figure.
+	RemainingMicros int64
+}
+
+// KeyBudget reads the key's budget in the cap period that holds now, by the meter's clock, as
+// ReserveForKey reads it: the cap less the key's spend and its reservations in the period. While
+// the database cannot be reached it is a 503 (apierror.Unavailable wrapping
+// ErrKeyCapUnavailable), as a capped key's request is.
+func (m *Meter) KeyBudget(ctx context.Context, cap KeyCap) (KeyBudgetReading, error) {
+	start := cap.Period.Start(m.now())
+	b, err := m.st.GetKeyBudget(ctx, cap.KeyID, start)
+	if err != nil {
+		if store.Unavailable(err) {
+			return KeyBudgetReading{}, apierror.Unavailable("the database", errors.Join(ErrKeyCapUnavailable, err))
+		}
+		return KeyBudgetReading{}, fmt.Errorf("billing: read the key's budget: %w", err)
+	}
+	return KeyBudgetReading{PeriodStart: start, PeriodEnd: periodEnd(cap.Period, start),
+		SpentMicros: b.SpentMicros, ReservedMicros: b.ReservedMicros,
+		RemainingMicros: max(cap.CapMicros-b.SpentMicros-b.ReservedMicros, 0)}, nil
+}
+
+// periodEnd is the start of the cap period after the one that starts at start (zero for the
+// period none, which never ends).
+func periodEnd(p store.CapPeriod, start time.Time) time.Time {
+	switch p {
+	case store.CapPeriodDaily:
+		return start.AddDate(0, 0, 1)
+	case store.CapPeriodMonthly:
+		return start.AddDate(0, 1, 0)
+	}
+	return time.Time{}
+}

@@ -182,7 +182,8 @@ func New(baseURL, apiKey string, opts ...Option) (*Client, error) {
 	return &Client{API: gen, now: cfg.now, ttl: cfg.ttl}, nil
 }
 
-// Credits returns the account's available credit balance.
+// Credits returns the account's available credit balance and, for a key with limits, the
+// key's own (Key: its credit cap's remainder, expiry and models).
 func (c *Client) Credits(ctx context.Context) (*api.CreditBalance, error) {
 	resp, err := c.API.GetCredits(ctx)
 	if err != nil {

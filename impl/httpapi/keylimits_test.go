@@ -542,8 +542,9 @@ func TestKeyCapAcrossTwoGateways(t *testing.T) {
 	checkCappedBooks(t, g, tenant, id, capMicros, granted, statuses, 200)
 }
 
-// TestCappedKeyDuringDatabaseOutage: while the database is down, a capped key's request is
-// refused with 503 and Retry-After (its budget is kept only in the database), while an
+// TestCappedKeyDuringDatabaseOutage: while the database is down, a capped key's request (and
+// its GET /v1/credits) is refused with 503 and Retry-After (its budget is kept only in the
+// database), while an
 // uncapped key of the same account is still served from the process's credit hold; once the
 // database is back the capped key is served again.
 func TestCappedKeyDuringDatabaseOutage(t *testing.T) {
@@ -564,6 +565,11 @@ func TestCappedKeyDuringDatabaseOutage(t *testing.T) {
 	}
 	if status, _, body := do(t, c, g.URL, chat, map[string]string{"Authorization": "Bearer " + tenant.Key}); status != 200 {
 		t.Fatalf("an uncapped key while the database is down: %d %s", status, body)
+	}
+	// Its credits too: what its cap leaves is known only to the database.
+	credits := request{"GET", "/v1/credits", ""}
+	if status, h, body := do(t, c, g.URL, credits, map[string]string{"Authorization": "Bearer " + capped}); status != 503 || h.Get("Retry-After") == "" {
+		t.Fatalf("a capped key's credits while the database is down: %d %v %s", status, h, body)
 	}
 	o.Start()
 	deadline := time.Now().Add(15 * time.Second)

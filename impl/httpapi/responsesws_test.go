@@ -37,6 +37,23 @@ func dialResponses(t *testing.T, g *apitest.Gateway, key string) (*websocket.Con
 	return c, res, err
 }
 
+
+// openMessage dials the Responses WebSocket with key and begins a text message on it (within
+// 30 s), for a test to write by parts: the connection and the message's writer.
+func openMessage(t *testing.T, g *apitest.Gateway, key string) (*websocket.Conn, io.WriteCloser) {
+	t.Helper()
+	conn, _, err := dialResponses(t, g, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	w, err := conn.Writer(ctx, websocket.MessageText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn, w
+}
 // socketEvent is one message the gateway sent on the socket.
 type socketEvent struct {
 	Type     string `json:"type"`
@@ -711,16 +728,7 @@ func TestResponsesWebSocketStalledMessageIsCutOff(t *testing.T) {
 	g, m := budgetGateway(t, 64)
 	tenant := g.NewTenant(t, "ws-stalled", 0, 1_000_000_000_000)
 	inUse := func() float64 { return metricValue(scrapeOpenMetrics(t, m), "tollgate_body_budget_in_use_bytes ") }
-	conn, _, err := dialResponses(t, g, tenant.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	w, err := conn.Writer(ctx, websocket.MessageText)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn, w := openMessage(t, g, tenant.Key)
 	if _, err := io.WriteString(w, `{"type":"response.create","model":"service-flint-base","input":"`+strings.Repeat("lorem ipsum ", (1<<20)/12)); err != nil {
 		t.Fatal(err)
 	}
@@ -869,16 +877,7 @@ func TestResponsesWebSocketArrivingMessageIsNotIdle(t *testing.T) {
 	defer httpapi.SetResponsesSocketIdle(300 * time.Millisecond)()
 	g := apitest.Start(t, apitest.Options{})
 	tenant := g.NewTenant(t, "ws-arriving", 0, 100_000_000)
-	conn, _, err := dialResponses(t, g, tenant.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	w, err := conn.Writer(ctx, websocket.MessageText)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn, w := openMessage(t, g, tenant.Key)
 	if _, err := io.WriteString(w, `{"type":"response.create","model":"service-flint-base","max_output_tokens":16,"input":"`); err != nil {
 		t.Fatal(err)
 	}

@@ -216,8 +216,10 @@ func testClaudeCodeCachedTurns(t *testing.T, c clients, fx fixture) {
 }
 
 // testClaudeCodeCompactsAtTheContextWindow: a Claude Code conversation that outgrows
-// service-sonnet's 200,000-token context window (two turns of about 124,000 tokens each, piped
-// in as a user would) is compacted by Claude Code and goes on. Claude Code does not know
+// service-sonnet's 200,000-token context window (two turns of about 700 KB of notes each,
+// piped in as a user would: some 130,000 tokens a turn with Claude Code's instructions, at the
+// six bytes a token the gateway's context check counts) is compacted by Claude Code and goes
+// on. Claude Code does not know
 // service-sonnet's window (it assumes a million tokens), so the gateway's 400 is the only
 // signal it gets, and it acts on Anthropic's words for it, "prompt is too long: N tokens > M
 // maximum" (the Messages envelope has no code). Trial h10 D1: worded otherwise, the second turn
@@ -227,7 +229,7 @@ func testClaudeCodeCompactsAtTheContextWindow(t *testing.T, c clients, fx fixtur
 	own := fixture{gw: fx.gw, key: tenant.Key}
 	rec := newRecorder(t, own.gw.URL, own.key)
 	sb := claudeSandbox(t, c, own, rec)
-	words := make([]string, 45_000)
+	words := make([]string, 70_000)
 	for i := range words {
 		words[i] = "word" + strconv.Itoa(i)
 	}

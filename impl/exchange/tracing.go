@@ -2,7 +2,6 @@ package exchange
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
@@ -213,55 +212,17 @@ func (o *tryObserver) tryAttributes(attrs []attribute.KeyValue) []attribute.KeyV
 	return attrs
 }
 
-// requestedOutputType is gen_ai.output.type of a request of format f, read from its view v (or,
-// for a request that has none, an in-process call's, from its neutral form ir): "text" or
-// "json" when it names an output format (a chat request's response_format, a Responses
-// request's text.format, a Messages request's output_format or output_config.format), "" when
-// it names none or one of another type.
+// requestedOutputType is gen_ai.output.type of a request of format f, read from its view v
+// (convert.RequestedOutputType) or, for an in-process call that has none, from its neutral
+// form ir.
 func requestedOutputType(f llm.Format, v *jsonview.View, ir *llm.Request) string {
-	var typ string
-	switch {
-	case v == nil && ir != nil && ir.ResponseFormat != nil:
-		typ = ir.ResponseFormat.Type
-	case v == nil:
-	case f == llm.FormatChat:
-		typ = formatType(v, "response_format", false)
-	case f == llm.FormatResponses:
-		typ = formatType(v, "text", true)
-	case f == llm.FormatMessages:
-		if typ = formatType(v, "output_format", false); typ == "" {
-			typ = formatType(v, "output_config", true)
+	if v == nil {
+		if ir != nil && ir.ResponseFormat != nil {
+			return convert.OutputTypeOf(ir.ResponseFormat.Type)
 		}
-	}
-	switch typ {
-	case "text":
-		return "text"
-	case "json_object", "json_schema":
-		return "json"
-	}
-	return ""
-}
-
-// formatType is the "type" of v's member named member, or with nested of that member's
-// "format" ("" when there is none).
-func formatType(v *jsonview.View, member string, nested bool) string {
-	m, ok := v.Lookup(member)
-	if !ok {
 		return ""
 	}
-	var f struct {
-		Type   string `json:"type"`
-		Format struct {
-			Type string `json:"type"`
-		} `json:"format"`
-	}
-	if json.Unmarshal(v.ValueOf(m), &f) != nil {
-		return ""
-	}
-	if nested {
-		return f.Format.Type
-	}
-	return f.Type
+	return convert.RequestedOutputType(f, v)
 }
 
 // requestedSeed is gen_ai.request.seed of a request of format f: a chat request's seed, when

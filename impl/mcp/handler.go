@@ -225,7 +225,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		call.version = "2025-03-26"
 	}
 	start := time.Now()
-	ctx, span := h.startRPCSpan(r, call)
+	ctx, span := h.startRPCSpan(r, &call)
 	if h.metrics == nil && !span.IsRecording() {
 		// Neither traced nor measured: no outcome to keep.
 		h.serveMethod(ctx, w, call, id, version)
@@ -234,7 +234,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	out := &rpcOutcome{span: span}
 	h.serveMethod(context.WithValue(ctx, outcomeKey{}, out), w, call, id, version)
 	span.End()
-	h.observe(call, out, start)
+	h.observe(&call, out, start)
 }
 
 // serveMethod answers call, a JSON-RPC request or notification whose method was read; id is the

@@ -80,19 +80,31 @@ type rpcCall struct {
 	id      json.RawMessage
 	params  json.RawMessage
 	version string
+
+	// read is params' members the span and the metric read, decoded once (readParams).
+	read     rpcParams
+	readDone bool
+}
+
+// readParams decodes the members of call's params its span and its metric read, once for both.
+func (call *rpcCall) readParams() rpcParams {
+	if !call.readDone {
+		call.readDone = true
+		if isObject(call.params) {
+			_ = json.Unmarshal(call.params, &call.read)
+		}
+	}
+	return call.read
 }
 
 // startRPCSpan starts the MCP server span of call, received in r. Without a span in r's context
 // (tracing off) it returns r's context and a span that records nothing, having done nothing.
-func (h *handler) startRPCSpan(r *http.Request, call rpcCall) (context.Context, trace.Span) {
+func (h *handler) startRPCSpan(r *http.Request, call *rpcCall) (context.Context, trace.Span) {
 	ctx := r.Context()
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		return ctx, trace.SpanFromContext(ctx)
 	}
-	var p rpcParams
-	if isObject(call.params) {
-		_ = json.Unmarshal(call.params, &p)
-	}
+	p := call.readParams()
 	var links []trace.Link
 	if tp, ok := p.Meta["traceparent"].(string); ok && tp != "" {
 		// An MCP client tracing its own work: its span is the parent, and the request's (the
@@ -107,7 +119,7 @@ func (h *handler) startRPCSpan(r *http.Request, call rpcCall) (context.Context, 
 			ctx = remote
 		}
 	}
-	name, attrs := call.method, h.rpcAttributes(r, call, p)
+	name, attrs := call.method, h.rpcAttributes(r, *call, p)
 	if call.method == methodToolsCall && p.Name != "" {
 		name += " " + p.Name
 	}
@@ -203,7 +215,7 @@ func (o *rpcOutcome) rpcError(code int64, msg string) {
 // observe records the request in the MCP server metric, when the handler has metrics: its
 // method, tool and protocol version bounded to those the endpoint knows (others are _OTHER, an
 // unknown tool none), its outcome and its duration since start.
-func (h *handler) observe(call rpcCall, o *rpcOutcome, start time.Time) {
+func (h *handler) observe(call *rpcCall, o *rpcOutcome, start time.Time) {
 	if h.metrics == nil {
 		return
 	}
@@ -215,18 +227,12 @@ func (h *handler) observe(call rpcCall, o *rpcOutcome, start time.Time) {
 		op.ProtocolVersion = "_OTHER"
 	}
 	if call.method == methodToolsCall {
-		op.Tool = h.toolOf(call.params)
+		// Only a registered tool is named, so that a client's text cannot grow the labels.
+		if name := call.readParams().Name; h.tools[name] != nil {
+			op.Tool = name
+		}
 	}
 	h.metrics.ObserveMCP(op)
-}
-
-// toolOf is the name of the registered tool a tools/call's params name ("" for none).
-func (h *handler) toolOf(params json.RawMessage) string {
-	var p rpcParams
-	if isObject(params) && json.Unmarshal(params, &p) == nil && h.tools[p.Name] != nil {
-		return p.Name
-	}
-	return ""
 }
 
 // knownMethods are the mcp.method.name values the MCP conventions list, and server/discover: the

@@ -206,6 +206,24 @@ func (e ModelListObject) Valid() bool {
 	}
 }
 
+// Defines values for ModelPricingBasis.
+const (
+	ModelPricingBasisHighestOfExperts ModelPricingBasis = "highest_of_experts"
+	ModelPricingBasisModel            ModelPricingBasis = "model"
+)
+
+// Valid indicates whether the value is a known member of the ModelPricingBasis enum.
+func (e ModelPricingBasis) Valid() bool {
+	switch e {
+	case ModelPricingBasisHighestOfExperts:
+		return true
+	case ModelPricingBasisModel:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ResponseObject.
 const (
 	ResponseObjectResponse ResponseObject = "response"
@@ -478,6 +496,21 @@ type CreditBalance struct {
 	Stale *bool `json:"stale,omitempty"`
 }
 
+// HostedToolPrice What one call of a hosted tool the provider runs for the gateway costs (a web search),
+// on top of the tokens: the input its results bring into the request is billed at the
+// model's input rates.
+type HostedToolPrice struct {
+	// MaxCalls The most calls of the tool one request may make (more are not run); a chat
+	// completions request's web_search_options makes at most one.
+	MaxCalls int `json:"max_calls"`
+
+	// MicrosPerCall Micro-units a call.
+	MicrosPerCall int64 `json:"micros_per_call"`
+
+	// UsdPerCall The same in US dollars, a decimal string.
+	UsdPerCall string `json:"usd_per_call"`
+}
+
 // KeyAllowance The calling key's own limits; present only for a key that has a credit cap, an expiry or
 // a model subset (absent for a key without limits). A member is absent when the key has
 // no such limit.
@@ -620,19 +653,57 @@ type MessagesRequest = json.RawMessage
 
 // Model A model available to the account. `object`, `created` and `owned_by` follow the OpenAI
 // model shape; `type`, `display_name` and `created_at` let the Anthropic SDKs read the same
-// object.
+// object, with `max_input_tokens` and `max_tokens`. `context_length` and `pricing` (its
+// dollar strings) follow OpenRouter's model list; `pricing` also gives the rates in the
+// house's micro-units, and says how a fusion model is priced.
 type Model struct {
+	// ContextLength The model's context window in tokens (OpenRouter's name): a request whose input is
+	// surely longer is refused with 400 `context_length_exceeded` before anything is
+	// reserved or sent upstream. Absent when the configuration gives none (not enforced).
+	ContextLength *int `json:"context_length,omitempty"`
+
 	// Created Unix seconds at which the model was made available to the account.
 	Created     int64      `json:"created"`
 	CreatedAt   *time.Time `json:"created_at,omitempty"`
 	DisplayName *string    `json:"display_name,omitempty"`
 
 	// Family `chat` (served on /v1/chat/completions and /v1/responses) or `messages` (served on /v1/messages).
-	Family  *string     `json:"family,omitempty"`
-	Id      string      `json:"id"`
-	Object  ModelObject `json:"object"`
-	OwnedBy string      `json:"owned_by"`
-	Type    *ModelType  `json:"type,omitempty"`
+	Family *string `json:"family,omitempty"`
+	Id     string  `json:"id"`
+
+	// MaxInputTokens The same figure as `context_length`, under the Anthropic Models API's name; absent with it.
+	MaxInputTokens *int `json:"max_input_tokens,omitempty"`
+
+	// MaxTokens The most output tokens one request is given (the Anthropic Models API's name): a request
+	// that asks for no bound gets it, and a larger bound is clamped to it. For a fusion model
+	// it is the largest of its experts'; each expert clamps a request to its own.
+	MaxTokens *int        `json:"max_tokens,omitempty"`
+	Object    ModelObject `json:"object"`
+	OwnedBy   string      `json:"owned_by"`
+
+	// Pricing What the account is billed for the model: its base rates (the provider's standard
+	// service tier) per token kind, and, where the price has them, a long-context tier, the
+	// rates of the provider's other service tiers (OpenAI's `flex` and `priority`, by the name
+	// a request's `service_tier` gives) and the per-call prices of the hosted tools. They are
+	// the prices the meter bills at today (a catalog price that changes on a date changes here
+	// on that date); a bill is each kind's tokens times its rate, each part rounded up to a
+	// whole micro-unit.
+	//
+	// `basis` says whose price the rates are. `model`: the model's one price (a base model, or
+	// a fusion model whose experts are all priced alike). `highest_of_experts`: a fusion model
+	// whose experts are priced differently; the router picks the expert by the request's
+	// features and the experts' health, not by price, so no one expert's price can be promised.
+	// Each rate is then the highest any expert charges for that kind (a long-context tier the
+	// lowest threshold of any expert's, at the highest rates), which is what a request's
+	// reservation holds (a capped key or a low balance must cover it) and the most a request
+	// can be billed per token; it is billed at the price of the expert that served it, which
+	// the usage record names. `lowest` gives, kind by kind, the lowest base rate of any
+	// expert, so that the two bound what a token costs.
+	//
+	// `free` is true when no token is charged for (a price configured `free: true`): every rate
+	// is then 0. A hosted tool's calls are priced apart (`hosted_tools`).
+	Pricing *ModelPricing `json:"pricing,omitempty"`
+	Type    *ModelType    `json:"type,omitempty"`
 }
 
 // ModelObject defines model for Model.Object.
@@ -654,6 +725,164 @@ type ModelList struct {
 
 // ModelListObject defines model for ModelList.Object.
 type ModelListObject string
+
+// ModelLongContextRates A long-context price: a request whose input tokens of every kind together are above
+// `above_input_tokens` is billed, all of it, at these rates instead of the base ones.
+type ModelLongContextRates struct {
+	AboveInputTokens int64 `json:"above_input_tokens"`
+
+	// CacheReadMicrosPerMtok Input read from the prompt cache, micro-units per million tokens.
+	CacheReadMicrosPerMtok int64 `json:"cache_read_micros_per_mtok"`
+
+	// CacheWrite1hMicrosPerMtok Input written to the prompt cache for one hour, micro-units per million tokens.
+	CacheWrite1hMicrosPerMtok int64 `json:"cache_write_1h_micros_per_mtok"`
+
+	// CacheWrite5mMicrosPerMtok Input written to the prompt cache for five minutes, micro-units per million tokens.
+	CacheWrite5mMicrosPerMtok int64 `json:"cache_write_5m_micros_per_mtok"`
+
+	// Completion Output, US dollars per token.
+	Completion string `json:"completion"`
+
+	// InputCacheRead Input read from the prompt cache, US dollars per token.
+	InputCacheRead string `json:"input_cache_read"`
+
+	// InputCacheWrite Input written to the prompt cache for five minutes, US dollars per token.
+	InputCacheWrite string `json:"input_cache_write"`
+
+	// InputCacheWrite1h Input written to the prompt cache for one hour, US dollars per token.
+	InputCacheWrite1h string `json:"input_cache_write_1h"`
+
+	// InputMicrosPerMtok Uncached input, micro-units per million tokens.
+	InputMicrosPerMtok int64 `json:"input_micros_per_mtok"`
+
+	// OutputMicrosPerMtok Output (reasoning included), micro-units per million tokens.
+	OutputMicrosPerMtok int64 `json:"output_micros_per_mtok"`
+
+	// Prompt Uncached input, US dollars per token.
+	Prompt string `json:"prompt"`
+}
+
+// ModelPricing What the account is billed for the model: its base rates (the provider's standard
+// service tier) per token kind, and, where the price has them, a long-context tier, the
+// rates of the provider's other service tiers (OpenAI's `flex` and `priority`, by the name
+// a request's `service_tier` gives) and the per-call prices of the hosted tools. They are
+// the prices the meter bills at today (a catalog price that changes on a date changes here
+// on that date); a bill is each kind's tokens times its rate, each part rounded up to a
+// whole micro-unit.
+//
+// `basis` says whose price the rates are. `model`: the model's one price (a base model, or
+// a fusion model whose experts are all priced alike). `highest_of_experts`: a fusion model
+// whose experts are priced differently; the router picks the expert by the request's
+// features and the experts' health, not by price, so no one expert's price can be promised.
+// Each rate is then the highest any expert charges for that kind (a long-context tier the
+// lowest threshold of any expert's, at the highest rates), which is what a request's
+// reservation holds (a capped key or a low balance must cover it) and the most a request
+// can be billed per token; it is billed at the price of the expert that served it, which
+// the usage record names. `lowest` gives, kind by kind, the lowest base rate of any
+// expert, so that the two bound what a token costs.
+//
+// `free` is true when no token is charged for (a price configured `free: true`): every rate
+// is then 0. A hosted tool's calls are priced apart (`hosted_tools`).
+type ModelPricing struct {
+	Basis ModelPricingBasis `json:"basis"`
+
+	// CacheReadMicrosPerMtok Input read from the prompt cache, micro-units per million tokens.
+	CacheReadMicrosPerMtok int64 `json:"cache_read_micros_per_mtok"`
+
+	// CacheWrite1hMicrosPerMtok Input written to the prompt cache for one hour, micro-units per million tokens.
+	CacheWrite1hMicrosPerMtok int64 `json:"cache_write_1h_micros_per_mtok"`
+
+	// CacheWrite5mMicrosPerMtok Input written to the prompt cache for five minutes, micro-units per million tokens.
+	CacheWrite5mMicrosPerMtok int64 `json:"cache_write_5m_micros_per_mtok"`
+
+	// Completion Output, US dollars per token.
+	Completion string `json:"completion"`
+	Free       bool   `json:"free"`
+
+	// HostedTools The hosted tools the model's provider runs (by their configuration name:
+	// `web_search`), with what a call costs; for a fusion model the highest of the
+	// experts that run the tool (an expert passes a hosted tool on only for a request
+	// of its own wire format). Absent when it runs none.
+	HostedTools *map[string]HostedToolPrice `json:"hosted_tools,omitempty"`
+
+	// InputCacheRead Input read from the prompt cache, US dollars per token.
+	InputCacheRead string `json:"input_cache_read"`
+
+	// InputCacheWrite Input written to the prompt cache for five minutes, US dollars per token.
+	InputCacheWrite string `json:"input_cache_write"`
+
+	// InputCacheWrite1h Input written to the prompt cache for one hour, US dollars per token.
+	InputCacheWrite1h string `json:"input_cache_write_1h"`
+
+	// InputMicrosPerMtok Uncached input, micro-units per million tokens.
+	InputMicrosPerMtok int64 `json:"input_micros_per_mtok"`
+
+	// LongContext A long-context price: a request whose input tokens of every kind together are above
+	// `above_input_tokens` is billed, all of it, at these rates instead of the base ones.
+	LongContext *ModelLongContextRates `json:"long_context,omitempty"`
+
+	// Lowest Prices per token kind, each given twice and exactly: in integer micro-units (1 USD =
+	// 1,000,000) per million tokens, the house's money unit and the one a usage record's cost is
+	// computed from (`*_micros_per_mtok`, the configuration's names), and as US dollars per token
+	// in decimal strings (`prompt`, `completion`, `input_cache_read`, `input_cache_write`,
+	// `input_cache_write_1h`: OpenRouter's names and unit), the micro-units divided by 10^12
+	// (3000000 micro-units per million tokens is "0.000003"). The input kinds are disjoint:
+	// uncached input, input read from the provider's prompt cache, input written to it for five
+	// minutes and for one hour. Reasoning tokens are output tokens and cost the output price.
+	Lowest *ModelRates `json:"lowest,omitempty"`
+
+	// OutputMicrosPerMtok Output (reasoning included), micro-units per million tokens.
+	OutputMicrosPerMtok int64 `json:"output_micros_per_mtok"`
+
+	// Prompt Uncached input, US dollars per token.
+	Prompt string `json:"prompt"`
+
+	// ServiceTiers The rates a request served on the named service tier is billed at, all of it (no long-context tier applies there).
+	ServiceTiers *map[string]ModelRates `json:"service_tiers,omitempty"`
+}
+
+// ModelPricingBasis defines model for ModelPricing.Basis.
+type ModelPricingBasis string
+
+// ModelRates Prices per token kind, each given twice and exactly: in integer micro-units (1 USD =
+// 1,000,000) per million tokens, the house's money unit and the one a usage record's cost is
+// computed from (`*_micros_per_mtok`, the configuration's names), and as US dollars per token
+// in decimal strings (`prompt`, `completion`, `input_cache_read`, `input_cache_write`,
+// `input_cache_write_1h`: OpenRouter's names and unit), the micro-units divided by 10^12
+// (3000000 micro-units per million tokens is "0.000003"). The input kinds are disjoint:
+// uncached input, input read from the provider's prompt cache, input written to it for five
+// minutes and for one hour. Reasoning tokens are output tokens and cost the output price.
+type ModelRates struct {
+	// CacheReadMicrosPerMtok Input read from the prompt cache, micro-units per million tokens.
+	CacheReadMicrosPerMtok int64 `json:"cache_read_micros_per_mtok"`
+
+	// CacheWrite1hMicrosPerMtok Input written to the prompt cache for one hour, micro-units per million tokens.
+	CacheWrite1hMicrosPerMtok int64 `json:"cache_write_1h_micros_per_mtok"`
+
+	// CacheWrite5mMicrosPerMtok Input written to the prompt cache for five minutes, micro-units per million tokens.
+	CacheWrite5mMicrosPerMtok int64 `json:"cache_write_5m_micros_per_mtok"`
+
+	// Completion Output, US dollars per token.
+	Completion string `json:"completion"`
+
+	// InputCacheRead Input read from the prompt cache, US dollars per token.
+	InputCacheRead string `json:"input_cache_read"`
+
+	// InputCacheWrite Input written to the prompt cache for five minutes, US dollars per token.
+	InputCacheWrite string `json:"input_cache_write"`
+
+	// InputCacheWrite1h Input written to the prompt cache for one hour, US dollars per token.
+	InputCacheWrite1h string `json:"input_cache_write_1h"`
+
+	// InputMicrosPerMtok Uncached input, micro-units per million tokens.
+	InputMicrosPerMtok int64 `json:"input_micros_per_mtok"`
+
+	// OutputMicrosPerMtok Output (reasoning included), micro-units per million tokens.
+	OutputMicrosPerMtok int64 `json:"output_micros_per_mtok"`
+
+	// Prompt Uncached input, US dollars per token.
+	Prompt string `json:"prompt"`
+}
 
 // OpenAIError The chat-completions-compatible error envelope.
 type OpenAIError struct {

@@ -129,6 +129,13 @@ func (eng *Engine) Grants(ctx context.Context, account uuid.UUID) (*Grants, erro
 	return eng.access.grants(ctx, account)
 }
 
+// Model is the configured model id as the engine holds it today: its experts priced for the
+// current day, the registry its reservations and bills read (the models route shows these
+// prices); false for an id the configuration does not have. It does not check access.
+func (eng *Engine) Model(id string) (*routing.Model, bool) {
+	return eng.registry.Load().Model(id)
+}
+
 // logger returns a logger carrying the request id (built only when something is logged).
 func (eng *Engine) logger(requestID string) *slog.Logger {
 	if requestID == "" {

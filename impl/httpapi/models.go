@@ -10,11 +10,13 @@ import (
 	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/billing"
 	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/routing"
 	"github.com/tollgate/tollgate/impl/store"
 )
 
-// apiModel is the wire form of a configured model granted to an account.
-func apiModel(m config.Model, g store.ModelGrant) api.Model {
+// apiModel is the wire form of a configured model granted to an account, with its limits and
+// price as the engine holds them today (rm; nil leaves them out).
+func apiModel(m config.Model, rm *routing.Model, g store.ModelGrant) api.Model {
 	family := m.Family
 	display := m.DisplayName
 	if display == "" {
@@ -22,10 +24,22 @@ func apiModel(m config.Model, g store.ModelGrant) api.Model {
 	}
 	createdAt := g.GrantedAt.UTC()
 	typ := api.ModelTypeModel
-	return api.Model{
+	out := api.Model{
 		Id: m.ID, Object: api.ModelObjectModel, Created: createdAt.Unix(), OwnedBy: m.OwnedBy,
 		Type: &typ, DisplayName: &display, CreatedAt: &createdAt, Family: &family,
 	}
+	if rm != nil {
+		modelLimits(&out, rm)
+		pricing := modelPricing(rm)
+		out.Pricing = &pricing
+	}
+	return out
+}
+
+// apiModelOf is apiModel with the model as the engine holds it.
+func (s *Server) apiModelOf(m config.Model, g store.ModelGrant) api.Model {
+	rm, _ := s.exchange.Model(m.ID)
+	return apiModel(m, rm, g)
 }
 
 // ListModels lists the configured models granted to the caller's account, read through the
@@ -46,7 +60,7 @@ func (s *Server) ListModels(ctx context.Context, _ api.ListModelsRequestObject) 
 			continue
 		}
 		if m, ok := s.config.Model(g.ModelID); ok {
-			list.Data = append(list.Data, apiModel(m, g))
+			list.Data = append(list.Data, s.apiModelOf(m, g))
 		}
 	}
 	hasMore := false
@@ -75,7 +89,7 @@ func (s *Server) RetrieveModel(ctx context.Context, req api.RetrieveModelRequest
 	if !ok {
 		return nil, apierror.ModelNotFound(req.Model)
 	}
-	return api.RetrieveModel200JSONResponse{Body: apiModel(m, g)}, nil
+	return api.RetrieveModel200JSONResponse{Body: s.apiModelOf(m, g)}, nil
 }
 
 // GetCredits returns the caller's account balance and, for a key with limits, the key's own

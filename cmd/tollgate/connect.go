@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/tollgate/tollgate/gen/api"
 	"github.com/tollgate/tollgate/impl/client"
 	"github.com/tollgate/tollgate/impl/web/connect"
 )
@@ -20,7 +22,9 @@ const connectUsage = `usage: tollgate connect [-url URL] [-key KEY] CLIENT
 Prints the settings that point CLIENT at a tollgate gateway with an API key, the same the web
 console shows when a key is created: CLIENT is claude-code (or claude), codex, opencode,
 openai-sdk, anthropic-sdk, mcp, or all. The key is checked against the gateway first
-(GET /v1/models), and the settings name the first model of each family the key may use.
+(GET /v1/models), and the settings name the first model of each family the key may use. Claude
+Code's settings warn, as the console's do, when the key's credit cap (GET /v1/credits) is below
+what one of its turns holds at the model's price (GET /v1/models), and say what to do.
 
   -url URL   the gateway's public URL (default $TOLLGATE_URL, else http://localhost:8080)
   -key KEY   the API key (default $TOLLGATE_API_KEY)
@@ -99,6 +103,9 @@ func runConnect(ctx context.Context, args []string, out io.Writer) error {
 	}
 	target := connect.Target{BaseURL: *baseURL, Key: *key}
 	target.ChatModel, target.MessagesModel = connect.ChooseByFamily(ids, func(id string) string { return family[id] })
+	if which == "all" || which == "claude-code" {
+		target.Messages, target.CreditCapMicros = messagesFacts(ctx, c, models, target.MessagesModel)
+	}
 
 	var chosen []connect.Setup
 	for _, s := range connect.All(target) {
@@ -113,6 +120,29 @@ func runConnect(ctx context.Context, args []string, out io.Writer) error {
 		fmt.Fprint(out, s.Text())
 	}
 	return nil
+}
+
+// messagesFacts are what Claude Code's settings are checked by: the Messages model's price and
+// limits as the gateway's model list says them, and the key's credit cap (nil: none) as its
+// credits say it. When either is not known (a gateway that does not say the price, credits
+// that cannot be read) the facts are nil, and the settings say the rule rather than a figure.
+func messagesFacts(ctx context.Context, c *client.Client, models []api.Model, id string) (*connect.ModelFacts, *int64) {
+	i := slices.IndexFunc(models, func(m api.Model) bool { return m.Id == id })
+	if i < 0 {
+		return nil, nil
+	}
+	facts := connect.FactsOf(models[i])
+	if facts == nil {
+		return nil, nil
+	}
+	credits, err := c.Credits(ctx)
+	if err != nil {
+		return nil, nil
+	}
+	if credits.Key == nil || credits.Key.CreditCap == nil {
+		return facts, nil
+	}
+	return facts, &credits.Key.CreditCap.CapMicros
 }
 
 // unprefixed is err's message without the "tollgate: " that impl/client's errors begin with:

@@ -11,17 +11,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 	"github.com/tollgate/tollgate/impl/web/connect"
 )
 
 // TestConnectCommand runs `tollgate connect` against a real `tollgate serve`: with a key of an
 // account on the default plan it prints exactly the settings the console shows (the first chat
-// and Messages models the key may use, the gateway's URL, the key), with the client named before
-// or after the flags; `all` prints every client; Claude Code's note says what a credit cap below a
-// turn does and what to do (the command learns neither the cap nor the price);
-// a key the gateway refuses, a missing key and an unknown client are errors that say so, and
-// print nothing.
+// and Messages models the key may use, the gateway's URL, the key, and for Claude Code the
+// model's window, from the price and limits the gateway's model list gives), with the client
+// named before or after the flags; `all` prints every client; a key the gateway refuses, a
+// missing key and an unknown client are errors that say so, and print nothing.
 func TestConnectCommand(t *testing.T) {
 	db := pgtest.ConnString(t)
 	key := setupAccount(t, db)
@@ -43,15 +43,16 @@ func TestConnectCommand(t *testing.T) {
 	if err := runConnect(ctx, []string{"claude"}, &out); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "ANTHROPIC_BASE_URL="+p.base+"\n") || !strings.Contains(out.String(), key) ||
-		!strings.Contains(out.String(), "service-sonnet") || !strings.Contains(out.String(), "CLAUDE_CODE_MAX_OUTPUT_TOKENS") {
-		t.Errorf("connect claude (from the environment) printed:\n%s", out.String())
+	sonnet := connect.MessagesFacts(config.Default(), "service-sonnet")
+	console := connect.Target{BaseURL: p.base, Key: key, ChatModel: "service-flint", MessagesModel: "service-sonnet", Messages: sonnet}
+	if want := connect.ClaudeCode(console).Text(); out.String() != want || !strings.Contains(out.String(), "CLAUDE_CODE_AUTO_COMPACT_WINDOW=200000") {
+		t.Errorf("connect claude (from the environment) printed:\n%s\nwant:\n%s", out.String(), want)
 	}
 	out.Reset()
 	if err := runConnect(ctx, []string{"-url", p.base, "all"}, &out); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range connect.All(connect.Target{BaseURL: p.base, Key: key, ChatModel: "service-flint", MessagesModel: "service-sonnet"}) {
+	for _, s := range connect.All(console) {
 		if !strings.Contains(out.String(), s.Text()) {
 			t.Errorf("connect all lacks %s's settings", s.Client)
 		}
@@ -74,6 +75,52 @@ func TestConnectCommand(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) || out.Len() != 0 {
 			t.Errorf("connect %v: %v, printed %q; want an error containing %q", c.args, err, out.String(), c.want)
 		}
+	}
+}
+
+// TestConnectNamesTheCapsFigure: for a key whose credit cap ($0.50) is below what a Claude Code
+// turn on service-sonnet holds, `tollgate connect claude` against a real `tollgate serve` warns
+// with the figure and the output bound that fits, the very text the console's key-created page
+// gives the same key (the price read from GET /v1/models, the cap from GET /v1/credits, the
+// arithmetic connect's); a gateway whose model list says no price gets the rule instead.
+func TestConnectNamesTheCapsFigure(t *testing.T) {
+	db := pgtest.ConnString(t)
+	setupAccount(t, db)
+	key := strings.TrimSpace(mustAdmin(t, "key create acme -credit-cap 500000 -quiet"))
+	p := startServe(t, serveEnv(t, db))
+	p.waitReadyz(t, http.StatusOK, 30*time.Second)
+	ctx := context.Background()
+
+	var out bytes.Buffer
+	if err := runConnect(ctx, []string{"claude", "-url", p.base, "-key", key}, &out); err != nil {
+		t.Fatal(err)
+	}
+	capMicros := int64(500_000)
+	want := connect.ClaudeCode(connect.Target{BaseURL: p.base, Key: key, ChatModel: "service-flint", MessagesModel: "service-sonnet",
+		Messages: connect.MessagesFacts(config.Default(), "service-sonnet"), CreditCapMicros: &capMicros}).Text()
+	if out.String() != want {
+		t.Errorf("connect claude with a capped key printed:\n%s\nwant (the console's):\n%s", out.String(), want)
+	}
+	// 28,000 input tokens at $6 a million (a one-hour cache write) and 32,000 output tokens at $15.
+	for _, figure := range []string{"# Warning: this key's credit cap ($0.50)", "about $0.65", "CLAUDE_CODE_MAX_OUTPUT_TOKENS=22000"} {
+		if !strings.Contains(out.String(), figure) {
+			t.Errorf("connect claude with a capped key does not say %q:\n%s", figure, out.String())
+		}
+	}
+
+	// A gateway that lists its models without their prices: the rule.
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"object":"list","data":[{"id":"service-sonnet","object":"model","created":1,"owned_by":"x","family":"messages"}]}`)
+	}))
+	defer gw.Close()
+	out.Reset()
+	if err := runConnect(ctx, []string{"claude", "-url", gw.URL, "-key", key}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if want := connect.ClaudeCode(connect.Target{BaseURL: gw.URL, Key: key, MessagesModel: "service-sonnet"}).Text(); out.String() != want ||
+		!strings.Contains(out.String(), "a key whose credit cap is below that is refused every turn") {
+		t.Errorf("connect claude against a gateway that says no price printed:\n%s\nwant:\n%s", out.String(), want)
 	}
 }
 

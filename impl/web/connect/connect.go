@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/tollgate/tollgate/gen/api"
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/price"
 	"github.com/tollgate/tollgate/impl/routing"
@@ -40,8 +41,9 @@ type Target struct {
 	// MessagesModel is a model served on Anthropic Messages (Claude Code, the Anthropic SDKs);
 	// "" when the key may use none.
 	MessagesModel string
-	// Messages is what the gateway reserves a turn on MessagesModel by (MessagesFacts); nil
-	// when it is not known, and then nothing is said of what a turn holds.
+	// Messages is what the gateway reserves a turn on MessagesModel by (MessagesFacts, or
+	// FactsOf from GET /v1/models); nil when it is not known, and then the rule is said rather
+	// than the figure.
 	Messages *ModelFacts
 	// CreditCapMicros is the key's credit cap (store.APIKey.CreditCapMicros); nil when the key
 	// has none or it is not known.
@@ -65,6 +67,35 @@ func MessagesFacts(cfg *config.Config, id string) *ModelFacts {
 		return nil
 	}
 	return &ModelFacts{Price: m.MaxPrice(), MaxOutputTokens: m.MaxOutputTokens, ContextTokens: m.ContextTokens}
+}
+
+// FactsOf are a model's facts as the gateway says them on GET /v1/models (what `tollgate
+// connect` learns, where the console reads the configuration): its price's base rates and
+// long-context tier (for a fusion model the highest of any expert's, what the reservation
+// holds, as MessagesFacts), its output bound and its window; nil when the answer gives no
+// price (a gateway that does not say it), and then the rule is said rather than the figure.
+func FactsOf(m api.Model) *ModelFacts {
+	w := m.Pricing
+	if w == nil {
+		return nil
+	}
+	f := &ModelFacts{Price: price.Price{Rates: price.Rates{
+		Input: w.InputMicrosPerMtok, CacheRead: w.CacheReadMicrosPerMtok, CacheWrite5m: w.CacheWrite5mMicrosPerMtok,
+		CacheWrite1h: w.CacheWrite1hMicrosPerMtok, Output: w.OutputMicrosPerMtok,
+	}}}
+	if t := w.LongContext; t != nil {
+		f.Price.LongContext = &price.Tier{AboveInputTokens: t.AboveInputTokens, Rates: price.Rates{
+			Input: t.InputMicrosPerMtok, CacheRead: t.CacheReadMicrosPerMtok, CacheWrite5m: t.CacheWrite5mMicrosPerMtok,
+			CacheWrite1h: t.CacheWrite1hMicrosPerMtok, Output: t.OutputMicrosPerMtok,
+		}}
+	}
+	if m.MaxTokens != nil {
+		f.MaxOutputTokens = *m.MaxTokens
+	}
+	if m.ContextLength != nil {
+		f.ContextTokens = *m.ContextLength
+	}
+	return f
 }
 
 // Block is one piece of text to paste somewhere.
@@ -180,7 +211,7 @@ func ClaudeCode(t Target) Setup {
 	s.Note = "Run by the test suite (impl/realclients) with these settings. The base URL has no /v1, " +
 		"and the key goes in ANTHROPIC_AUTH_TOKEN (sent as Authorization: Bearer), not ANTHROPIC_API_KEY."
 	if t.Messages == nil {
-		// Without the model's price (`tollgate connect`, which a key cannot ask it of), the rule
+		// Without the model's price (a gateway whose model list does not say it), the rule
 		// rather than the figure.
 		s.Note += fmt.Sprintf(" Each turn holds, until it is answered, what its input (on the first turn some %s tokens of instructions and tools, "+
 			"approximately) at the model's dearest input rate and %s output tokens cost: a key whose credit cap is below that is refused every turn "+

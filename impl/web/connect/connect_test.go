@@ -5,9 +5,11 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/tollgate/tollgate/gen/api"
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/price"
 )
@@ -238,5 +240,34 @@ func TestClaudeCodeTurnWithoutFacts(t *testing.T) {
 	}
 	if n := ClaudeCode(capped(t, 0)).Note; strings.Contains(n, "402") {
 		t.Errorf("the rule said where the figure is known: %q", n)
+	}
+}
+
+// TestFactsOfTheModelList: a model of GET /v1/models gives the facts its pricing, max_tokens
+// and context_length say, the long-context tier included, so that `tollgate connect` reserves a
+// turn as the console does (a long turn at the tier's rates); a model whose answer says no
+// price gives none, and the rule is said.
+func TestFactsOfTheModelList(t *testing.T) {
+	maxTokens, window := 64000, 200000
+	m := api.Model{Id: "service-sonnet", MaxTokens: &maxTokens, ContextLength: &window, Pricing: &api.ModelPricing{
+		InputMicrosPerMtok: 3_000_000, CacheReadMicrosPerMtok: 300_000, CacheWrite5mMicrosPerMtok: 3_750_000,
+		CacheWrite1hMicrosPerMtok: 6_000_000, OutputMicrosPerMtok: 15_000_000,
+		LongContext: &api.ModelLongContextRates{AboveInputTokens: 200_000, InputMicrosPerMtok: 6_000_000, CacheReadMicrosPerMtok: 600_000,
+			CacheWrite5mMicrosPerMtok: 7_500_000, CacheWrite1hMicrosPerMtok: 12_000_000, OutputMicrosPerMtok: 22_500_000},
+	}}
+	want := ModelFacts{MaxOutputTokens: 64000, ContextTokens: 200000, Price: price.Price{
+		Rates: price.Rates{Input: 3_000_000, CacheRead: 300_000, CacheWrite5m: 3_750_000, CacheWrite1h: 6_000_000, Output: 15_000_000},
+		LongContext: &price.Tier{AboveInputTokens: 200_000,
+			Rates: price.Rates{Input: 6_000_000, CacheRead: 600_000, CacheWrite5m: 7_500_000, CacheWrite1h: 12_000_000, Output: 22_500_000}},
+	}}
+	got := FactsOf(m)
+	if got == nil || !reflect.DeepEqual(*got, want) {
+		t.Fatalf("FactsOf: %+v, want %+v", got, want)
+	}
+	if long := price.Worst(300_000, 0, got.Price); long != 300_000*12 {
+		t.Errorf("300,000 input tokens are held at %d micro-units, want the long-context tier's dearest input rate", long)
+	}
+	if f := FactsOf(api.Model{Id: "service-sonnet", MaxTokens: &maxTokens}); f != nil {
+		t.Errorf("a model without pricing: %+v, want no facts", f)
 	}
 }

@@ -37,7 +37,6 @@ func dialResponses(t *testing.T, g *apitest.Gateway, key string) (*websocket.Con
 	return c, res, err
 }
 
-
 // openMessage dials the Responses WebSocket with key and begins a text message on it (within
 // 30 s), for a test to write by parts: the connection and the message's writer.
 func openMessage(t *testing.T, g *apitest.Gateway, key string) (*websocket.Conn, io.WriteCloser) {
@@ -54,6 +53,7 @@ func openMessage(t *testing.T, g *apitest.Gateway, key string) (*websocket.Conn,
 	}
 	return conn, w
 }
+
 // socketEvent is one message the gateway sent on the socket.
 type socketEvent struct {
 	Type     string `json:"type"`

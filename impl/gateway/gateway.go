@@ -208,7 +208,7 @@ func New(o Options) (*Gateway, error) {
 	var pageNotFound http.Handler
 	if o.Config.Web.Enabled() {
 		if app, err = web.New(web.Options{Store: o.Store, Config: o.Config, Logger: o.Logger, HTTPClient: o.WebHTTPClient,
-			Datasets: datasets, Agents: agents, OAuth: oauth, RedirectToPublicURL: o.WebRedirectToPublicURL,
+			Datasets: datasets, Agents: agents, OAuth: oauth, Meter: meter, RedirectToPublicURL: o.WebRedirectToPublicURL,
 			UsageArchive: usageArchiveFiles(o.DatasetStorage)}); err != nil {
 			return fail(err)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/tollgate/tollgate/impl/accounts"
 	"github.com/tollgate/tollgate/impl/addrlimit"
 	"github.com/tollgate/tollgate/impl/agent"
+	"github.com/tollgate/tollgate/impl/billing"
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/dataset"
 	"github.com/tollgate/tollgate/impl/mcpauth"
@@ -58,6 +59,9 @@ type Options struct {
 	// OAuth is the MCP endpoint's authorization server, whose consent page and grants the
 	// console serves (oauth.go); nil: the pages say OAuth is not available.
 	OAuth *mcpauth.Server
+	// Meter reads a capped key's budget for the Keys page (billing.Meter.KeyBudget, what GET
+	// /v1/credits shows the key); nil: the page shows what the key spent alone.
+	Meter *billing.Meter
 	// RedirectToPublicURL sends a GET of "/" or /signin… whose Host is not web.public_url's
 	// to the same path there (303), so that a sign-in begins on the host its cookies and
 	// callback belong to. For `tollgate dev` only: behind a proxy that rewrites Host it loops.
@@ -87,6 +91,7 @@ type App struct {
 	tails    tails                // the live tails of agent sessions (agents.go)
 	usage    *usageview.Service   // the Usage page and the home page's spend (usage.go, other.go)
 	oauth    *mcpauth.Server      // the consent page and Connected apps (oauth.go); nil: none
+	meter    *billing.Meter       // a capped key's budget on the Keys page (keys.go); nil: none
 	signins  *addrlimit.ByAddress // the sign-ins started per client address (auth.go)
 	notFound http.Handler         // the "not found" page of paths nobody serves (NotFoundPage)
 	// uploadLocks serialise this process's dataset uploads, by account (a stripe each), before
@@ -113,7 +118,7 @@ func New(o Options) (*App, error) {
 		rp: signin.New(signin.Config{Issuer: w.Issuer, ClientID: w.ClientID, ClientSecret: w.ClientSecret,
 			RedirectURL: w.RedirectURL, HTTPClient: o.HTTPClient}),
 		datasets: o.Datasets, agents: o.Agents, tails: newTails(),
-		usage: usageview.New(pool, usageview.Options{Archive: o.UsageArchive}), oauth: o.OAuth,
+		usage: usageview.New(pool, usageview.Options{Archive: o.UsageArchive}), oauth: o.OAuth, meter: o.Meter,
 		signins: addrlimit.New[netip.Prefix](signinLimit, nil),
 		seals:   sealedid.NewLoader(func(ctx context.Context) ([]byte, error) { return o.Store.Secret(ctx, sealedid.SecretName) }),
 	}

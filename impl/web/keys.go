@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tollgate/tollgate/impl/accounts"
+	"github.com/tollgate/tollgate/impl/billing"
 	"github.com/tollgate/tollgate/impl/plaintext"
 	"github.com/tollgate/tollgate/impl/store"
 	"github.com/tollgate/tollgate/impl/web/audit"
@@ -76,6 +77,9 @@ type keyRow struct {
 	accounts.KeyInfo
 	LastFour string
 	MayStop  bool // the visitor may revoke or disable it (see mayStop)
+	// Budget is where a capped key stands in its cap period, the figures GET /v1/credits gives
+	// the key (keyBudget); nil for a key without a cap, a revoked one, or without a meter.
+	Budget *billing.KeyBudgetReading
 }
 
 type keysData struct {
@@ -121,9 +125,30 @@ func (a *App) keysPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
 		if keys[i].Status == "active" {
 			d.Active++
 		}
-		d.Keys = append(d.Keys, keyRow{KeyInfo: keys[i], LastFour: last[keys[i].ID], MayStop: mayStop(keys[i].APIKey, v)})
+		row := keyRow{KeyInfo: keys[i], LastFour: last[keys[i].ID], MayStop: mayStop(keys[i].APIKey, v)}
+		if row.Budget, err = a.keyBudget(r.Context(), keys[i]); err != nil {
+			a.failInternal(w, r, v, "key budget", err)
+			return
+		}
+		d.Keys = append(d.Keys, row)
 	}
 	a.render(w, r, v, http.StatusOK, "keys", "Keys", d)
+}
+
+// keyBudget is where the capped key k stands in the cap period that holds now: what it spent,
+// what its requests in flight reserve and what its cap leaves, read as GET /v1/credits reads
+// them for the key (billing.Meter.KeyBudget, the figures its 402 gives). It is nil for a key
+// without a cap and for a revoked one (whose cap no longer matters), and when the application
+// has no meter.
+func (a *App) keyBudget(ctx context.Context, k accounts.KeyInfo) (*billing.KeyBudgetReading, error) {
+	if a.meter == nil || k.CreditCapMicros == nil || k.Status == "revoked" {
+		return nil, nil
+	}
+	b, err := a.meter.KeyBudget(ctx, billing.KeyCap{KeyID: k.ID, CapMicros: *k.CreditCapMicros, Period: k.CapPeriod})
+	if err != nil {
+		return nil, err
+	}
+	return &b, nil
 }
 
 // modelChoice is one model of the account on the key form.

@@ -87,7 +87,7 @@ func TestKeyCreditCap(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	p.at(p.Navigate(s.URL+"/keys"), http.StatusOK, s.URL+"/keys")
-	spent := usdMicros(t, keyMoney(t, p, "capped", "Spent this period"))
+	spent := usdMicros(t, keyMoney(t, p, "capped", "This period"))
 	p.shot("keys-capped-spend")
 	t.Logf("%d requests answered, then 402; the Keys page shows %d micro-dollars spent of a %d cap", answered, spent, keyCapMicros)
 	if spent != cost {
@@ -96,6 +96,50 @@ func TestKeyCreditCap(t *testing.T) {
 	if spent > keyCapMicros {
 		t.Errorf("the Keys page shows %d micro-dollars spent, past the key's cap of %d", spent, keyCapMicros)
 	}
+	// Beside what it spent, the key's row says what its requests in flight reserve (nothing,
+	// now) and what its cap leaves: the figures GET /v1/credits gives the key (h3).
+	figures := keyFigures(t, p, "capped", "This period")
+	if figures["Spent"] != spent || figures["Reserved"] != 0 || figures["Remaining"] != keyCapMicros-spent {
+		t.Errorf("the capped key's period on the Keys page: %v, want %d spent, 0 reserved and %d remaining", figures, spent, keyCapMicros-spent)
+	}
+	// On a phone the figures stay readable: one named figure a line, the page no wider than
+	// the screen (the table scrolls within itself, TestNarrowScreen).
+	p.Do(chromedp.EmulateViewport(375, 800))
+	p.at(p.Navigate(s.URL+"/keys"), http.StatusOK, s.URL+"/keys")
+	p.shot("keys-capped-narrow")
+	ctx, cancel := context.WithTimeout(p.Context(), browsertest.ActionTimeout)
+	defer cancel()
+	width, err := chromedp.Run(ctx, chromedp.Evaluate[int]("document.documentElement.scrollWidth"))
+	if err != nil || width > 375 {
+		t.Errorf("the Keys page is %d pixels wide on a 375-pixel screen (%v)", width, err)
+	}
+}
+
+// keyFigures are the named amounts of the column headed column in the Keys page's row of the
+// key named name (a capped key's period: Spent, Reserved, Remaining), exactly, in micro-dollars.
+func keyFigures(t *testing.T, p *tour, name, column string) map[string]int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(p.Context(), browsertest.ActionTimeout)
+	defer cancel()
+	js := fmt.Sprintf(`(() => {
+		const heads = [...document.querySelectorAll("thead th")].map((h) => h.textContent.trim());
+		const row = [...document.querySelectorAll("tbody tr")].find((r) => r.children[0].textContent.trim() === %q);
+		const out = {};
+		for (const dt of row ? row.children[heads.indexOf(%q)].querySelectorAll("dl dt") : []) {
+			const money = dt.nextElementSibling.querySelector(".money");
+			if (money) out[dt.textContent.trim()] = money.title || money.textContent.trim() + "0000";
+		}
+		return out;
+	})()`, name, column)
+	texts, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]string](js))
+	if err != nil {
+		t.Fatalf("read the %s of key %s: %v", column, name, err)
+	}
+	out := make(map[string]int64, len(texts))
+	for k, v := range texts {
+		out[k] = usdMicros(t, v)
+	}
+	return out
 }
 
 // requireLabels fails the test, naming what is missing, unless the page has every label.

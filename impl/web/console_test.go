@@ -9,6 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
+
+	"github.com/tollgate/tollgate/impl/accounts"
+	"github.com/tollgate/tollgate/impl/store"
 	"github.com/tollgate/tollgate/impl/web/connect"
 )
 
@@ -214,5 +218,68 @@ func TestKeyCreatedWarnsOfASmallCap(t *testing.T) {
 	p = b.post("/keys", url.Values{"name": {"open"}})
 	if claude := sectionOf(p.Body, "claude-code"); strings.Contains(claude, "Warning") {
 		t.Errorf("Claude Code's section for a key without a cap warns:\n%s", claude)
+	}
+}
+
+// TestKeyLimitsWarnOfASmallCap (h3): a key's credit cap lowered on the Keys page to $0.25 a day
+// was saved with "Saved" alone, though every Claude Code turn with the key is then refused with
+// a 402, which the key-created page warns of. Now the page the change leads to gives the same
+// warning (connect.ClaudeCodeCapWarning), naming the key; a cap that holds a turn, and a key
+// with no Messages model, get none, and another account's key named in the address is not
+// spoken of.
+func TestKeyLimitsWarnOfASmallCap(t *testing.T) {
+	e := start(t, nil)
+	acme := e.account(t, "acme", aliceEmail, "owner")
+	ctx := context.Background()
+	tenDollars := int64(10_000_000)
+	big, err := e.Accounts.CreateKeyWith(ctx, acme.ID, accounts.KeyOptions{Name: "big", RPM: -1, CreditCapMicros: &tenDollars,
+		CapPeriod: store.CapPeriodDaily, CreatedBy: aliceEmail})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chat, err := e.Accounts.CreateKeyWith(ctx, acme.ID, accounts.KeyOptions{Name: "chat-only", RPM: -1, CreditCapMicros: &tenDollars,
+		CapPeriod: store.CapPeriodDaily, Models: []string{"service-flint"}, CreatedBy: aliceEmail})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := e.account(t, "globex", "", "")
+	quarter := int64(250_000)
+	theirs, err := e.Accounts.CreateKeyWith(ctx, other.ID, accounts.KeyOptions{Name: "theirs", RPM: -1, CreditCapMicros: &quarter,
+		CapPeriod: store.CapPeriodDaily})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := e.browser(t)
+	b.signIn(e, aliceEmail, alicePass)
+	// setCap changes the key's cap on the Keys page and returns the page the change leads to.
+	setCap := func(id uuid.UUID, dollars string) string {
+		t.Helper()
+		p := b.post("/keys/"+id.String()+"/limits", url.Values{"rpm": {"60"}, "credit_cap": {dollars}, "cap_period": {"daily"}})
+		if p.Status != http.StatusSeeOther {
+			t.Fatalf("limits: %d %.300s", p.Status, p.Body)
+		}
+		keys := b.get(p.Location)
+		if keys.Status != http.StatusOK || !strings.Contains(keys.Body, "Saved: the key") {
+			t.Fatalf("after the change, %s: %d %.300s", p.Location, keys.Status, keys.Body)
+		}
+		return html.UnescapeString(keys.Body)
+	}
+
+	page := setCap(big.Key.ID, "0.25")
+	for _, want := range []string{`<p class="warning" role="note">Warning for key “big” (` + big.Key.DisplayPrefix,
+		"this key's credit cap ($0.25) is below what one Claude Code turn on service-sonnet holds", "about $0.65",
+		"Raise the key's credit cap to $0.65 or more", "export CLAUDE_CODE_MAX_OUTPUT_TOKENS=5000"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the Keys page after lowering the cap to $0.25 lacks %q:\n%.3000s", want, page)
+		}
+	}
+	if page := setCap(big.Key.ID, "5"); strings.Contains(page, `class="warning"`) {
+		t.Errorf("a $5 cap, which holds a turn, is warned of:\n%.2000s", page)
+	}
+	if page := setCap(chat.Key.ID, "0.25"); strings.Contains(page, `class="warning"`) {
+		t.Errorf("a key with no Messages model is warned of Claude Code:\n%.2000s", page)
+	}
+	if page := b.get("/keys?done=limits&key=" + theirs.Key.ID.String()).Body; strings.Contains(page, "theirs") || strings.Contains(page, `class="warning"`) {
+		t.Errorf("the Keys page speaks of another account's key:\n%.2000s", page)
 	}
 }

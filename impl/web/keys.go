@@ -87,6 +87,9 @@ type keysData struct {
 	Active int
 	// Notice says what the visitor just did (from the redirect's query: keyNotices).
 	Notice string
+	// Warning says, after a key's limits were changed (?done=limits&key=), that its credit cap
+	// is now below what a Claude Code turn holds, as the key-created page says (limitsWarning).
+	Warning string
 }
 
 // keyNotices are the Keys page's words for the change just made (?done=), as the Approvals and
@@ -98,13 +101,14 @@ var keyNotices = map[string]string{
 	"limits":      "Saved: the key's new limits hold from its next request.",
 }
 
-// doneQuery is the ?done= of the Keys page after the audited action.
-func doneQuery(action string) string {
+// doneQuery is the ?done= of the Keys page after the audited action on the key; a change of
+// limits names the key too, for what the page says of its new cap (limitsWarning).
+func doneQuery(action string, key uuid.UUID) string {
 	switch action {
 	case audit.ActionKeyRevoked:
 		return "?done=revoked"
 	case audit.ActionLimitChanged:
-		return "?done=limits"
+		return "?done=limits&key=" + key.String()
 	}
 	return "?done=status"
 }
@@ -120,7 +124,8 @@ func (a *App) keysPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
 		a.failInternal(w, r, v, "key suffixes", err)
 		return
 	}
-	d := keysData{Notice: keyNotices[r.URL.Query().Get("done")]}
+	q := r.URL.Query()
+	d := keysData{Notice: keyNotices[q.Get("done")]}
 	for i := len(keys) - 1; i >= 0; i-- { // newest first
 		if keys[i].Status == "active" {
 			d.Active++
@@ -130,9 +135,53 @@ func (a *App) keysPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
 			a.failInternal(w, r, v, "key budget", err)
 			return
 		}
+		if q.Get("done") == "limits" && q.Get("key") == keys[i].ID.String() && keys[i].Status != "revoked" {
+			if d.Warning, err = a.limitsWarning(r.Context(), v.Account.AccountID, keys[i].APIKey); err != nil {
+				a.failInternal(w, r, v, "key models", err)
+				return
+			}
+		}
 		d.Keys = append(d.Keys, row)
 	}
 	a.render(w, r, v, http.StatusOK, "keys", "Keys", d)
+}
+
+// limitsWarning is what the Keys page says after k's limits were changed when its credit cap
+// is now below what one Claude Code turn on its Messages model holds: the key-created page's
+// warning (connect.ClaudeCodeCapWarning), naming the key. It is "" when the cap holds a turn,
+// the key has none, or it may use no Messages model.
+func (a *App) limitsWarning(ctx context.Context, account uuid.UUID, k store.APIKey) (string, error) {
+	if k.CreditCapMicros == nil {
+		return "", nil
+	}
+	models := k.Models
+	if len(models) == 0 {
+		grants, err := a.store.AccountModels(ctx, account)
+		if err != nil {
+			return "", err
+		}
+		for _, g := range grants {
+			models = append(models, g.ModelID)
+		}
+	}
+	w := connect.ClaudeCodeCapWarning(a.connectTarget("", models, k.CreditCapMicros))
+	if w == "" {
+		return "", nil
+	}
+	return "key " + keyLabel(k) + ": " + w, nil
+}
+
+// connectTarget is the connect.Target of a key (plain, "" when it is not shown) that may use
+// models and has the credit cap capMicros (nil: none): the models its settings name and, for
+// Claude Code's, what a turn holds against the cap.
+func (a *App) connectTarget(plain string, models []string, capMicros *int64) connect.Target {
+	t := connect.Target{BaseURL: strings.TrimSuffix(a.web.PublicURL, "/"), Key: plain}
+	t.ChatModel, t.MessagesModel = connect.ChooseModels(a.cfg, models)
+	if t.MessagesModel != "" {
+		// What a turn holds against the key's cap, said beside the settings it would refuse.
+		t.Messages, t.CreditCapMicros = connect.MessagesFacts(a.cfg, t.MessagesModel), capMicros
+	}
+	return t
 }
 
 // keyBudget is where the capped key k stands in the cap period that holds now: what it spent,
@@ -425,12 +474,7 @@ func (a *App) createKey(w http.ResponseWriter, r *http.Request, v *Visitor) {
 			models = append(models, m.ID)
 		}
 	}
-	t := connect.Target{BaseURL: strings.TrimSuffix(a.web.PublicURL, "/"), Key: k.Plain}
-	t.ChatModel, t.MessagesModel = connect.ChooseModels(a.cfg, models)
-	if t.MessagesModel != "" {
-		// What a turn holds against the key's cap, said beside the settings it would refuse.
-		t.Messages, t.CreditCapMicros = connect.MessagesFacts(a.cfg, t.MessagesModel), k.Key.CreditCapMicros
-	}
+	t := a.connectTarget(k.Plain, models, k.Key.CreditCapMicros)
 	a.render(w, r, v, http.StatusCreated, "keycreated", "Key created", keyCreated{Key: k.Key, Plain: k.Plain, Setups: connect.All(t)})
 }
 
@@ -476,7 +520,7 @@ func (a *App) changed(w http.ResponseWriter, r *http.Request, v *Visitor, action
 		a.failInternal(w, r, v, action, err)
 	default:
 		a.record(r, v, action, "key "+before.ID.String(), keyState(before), keyState(after))
-		http.Redirect(w, r, "/keys"+doneQuery(action), http.StatusSeeOther)
+		http.Redirect(w, r, "/keys"+doneQuery(action, before.ID), http.StatusSeeOther)
 	}
 }
 

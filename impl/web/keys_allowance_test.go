@@ -112,7 +112,8 @@ func TestKeysPageShowsTheCapsPeriod(t *testing.T) {
 	if fmt.Sprint(want) != fmt.Sprint(map[string]int64{"Spent": 120_000, "Reserved": 300_000, "Remaining": 580_000}) {
 		t.Fatalf("GET /v1/credits gives the key %+v, want $0.12 spent, $0.30 reserved and $0.58 remaining", cc)
 	}
-	resets := "<dt>Resets</dt><dd>" + cc.PeriodEnd.UTC().Format("2006-01-02 15:04 UTC") + "</dd>"
+	resets := "<dt>Resets</dt><dd><span>" + cc.PeriodEnd.UTC().Format("2006-01-02") + "</span> <span>" +
+		cc.PeriodEnd.UTC().Format("15:04 UTC") + "</span></dd>"
 
 	for _, who := range []struct{ email, password string }{{aliceEmail, alicePass}, {bobEmail, bobPass}} {
 		b := e.browser(t)

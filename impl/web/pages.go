@@ -104,7 +104,11 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04:05 UTC")
 	},
-	"datetime":   func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"datetime": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	// day and clock are the two halves of time, for a narrow column that breaks between them
+	// only (the Keys page's reset of a cap period).
+	"day":        func(t time.Time) string { return t.UTC().Format("2006-01-02") },
+	"clock":      func(t time.Time) string { return t.UTC().Format("15:04 UTC") },
 	"capPeriods": func() []string { return []string{"none", "daily", "monthly"} },
 	"dollars": func(micros int64) string {
 		return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%d.%06d", micros/1_000_000, micros%1_000_000), "0"), ".")

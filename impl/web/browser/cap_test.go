@@ -115,6 +115,41 @@ func TestKeyCreditCap(t *testing.T) {
 	}
 }
 
+// TestKeyCapLoweredWarns (h3): an owner lowers a key's credit cap to $0.25 a day with the
+// row's Change form; the page the change leads to warns, as the key-created page does, that a
+// Claude Code turn holds more than that and what to do, and stays within a phone's width.
+func TestKeyCapLoweredWarns(t *testing.T) {
+	s := start(t)
+	p := newTour(t)
+	s.signIn(p)
+	s.createKey(p, "agent", func() {
+		p.Fill(capLabel, "10")
+		p.Select(periodLabel, "daily")
+	})
+	p.at(p.Follow("Back to the keys"), http.StatusOK, s.URL+"/keys")
+	p.Do(chromedp.Click(chromedp.CSS("tbody details > summary")))
+	p.Fill("Credit cap (USD, empty: none)", "0.25")
+	p.shot("keys-lower-cap")
+	p.at(p.Submit("Save limits"), http.StatusOK, s.URL+"/keys")
+	p.shot("keys-cap-lowered")
+	warning := p.Text("p.warning")
+	for _, want := range []string{"Warning for key “agent”", "this key's credit cap ($0.25) is below what one Claude Code turn",
+		"Raise the key's credit cap to"} {
+		if !strings.Contains(warning, want) {
+			t.Errorf("the page after lowering the cap warns %q, without %q", warning, want)
+		}
+	}
+	p.Do(chromedp.EmulateViewport(375, 800))
+	p.at(p.Navigate(p.URL()), http.StatusOK, s.URL+"/keys")
+	p.shot("keys-cap-lowered-narrow")
+	ctx, cancel := context.WithTimeout(p.Context(), browsertest.ActionTimeout)
+	defer cancel()
+	width, err := chromedp.Run(ctx, chromedp.Evaluate[int]("document.documentElement.scrollWidth"))
+	if err != nil || width > 375 {
+		t.Errorf("the Keys page with the warning is %d pixels wide on a 375-pixel screen (%v)", width, err)
+	}
+}
+
 // keyFigures are the named amounts of the column headed column in the Keys page's row of the
 // key named name (a capped key's period: Spent, Reserved, Remaining), exactly, in micro-dollars.
 func keyFigures(t *testing.T, p *tour, name, column string) map[string]int64 {

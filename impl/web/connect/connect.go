@@ -222,7 +222,7 @@ func ClaudeCode(t Target) Setup {
 		s.Note += fmt.Sprintf(" Claude Code 2.1 assumes a context window of 1M tokens for a model it does not know, and says so on each run; "+
 			"export CLAUDE_CODE_AUTO_COMPACT_WINDOW=%d gives it %s's window and silences the warning.", t.Messages.ContextTokens, t.MessagesModel)
 	}
-	s.Warning = claudeCodeCapWarning(t)
+	s.Warning = ClaudeCodeCapWarning(t)
 	return s
 }
 
@@ -247,10 +247,13 @@ func claudeCodeTurn(f ModelFacts, output int) int64 {
 	return price.Worst(ClaudeCodeInstructionTokens, int64(output), f.Price)
 }
 
-// claudeCodeCapWarning says, for a key whose credit cap is below what Claude Code's first
+// ClaudeCodeCapWarning says, for a key whose credit cap is below what Claude Code's first
 // turn holds, that every turn would be refused and what to do: raise the cap, or lower
 // Claude Code's output bound to one that fits (a whole thousand, at least 1,000), if one does.
-func claudeCodeCapWarning(t Target) string {
+// It is "" when t says nothing of the Messages model's facts or of a cap, or the cap holds a
+// turn. Claude Code's setup carries it (Setup.Warning); the console says it too where a key's
+// cap is changed.
+func ClaudeCodeCapWarning(t Target) string {
 	if t.Messages == nil || t.CreditCapMicros == nil {
 		return ""
 	}

@@ -3197,7 +3197,8 @@ type ClientInterface interface {
 	// key's. A key without limits (and an OAuth client of the MCP endpoint) gets no `key`
 	// member: the answer is the account's balance alone, as before. A capped key's budget is
 	// kept only in the database, so during an outage a capped key gets a 503, as its
-	// inference requests do.
+	// inference requests do. The MCP tool `get_credits` gives the same answer, as JSON text
+	// (GetCreditsInput).
 	//
 	// Corresponds with GET /v1/credits (the `GetCredits` operationId).
 	GetCredits(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3610,7 +3611,8 @@ func (c *Client) CreateChatCompletion(ctx context.Context, body CreateChatComple
 // key's. A key without limits (and an OAuth client of the MCP endpoint) gets no `key`
 // member: the answer is the account's balance alone, as before. A capped key's budget is
 // kept only in the database, so during an outage a capped key gets a 503, as its
-// inference requests do.
+// inference requests do. The MCP tool `get_credits` gives the same answer, as JSON text
+// (GetCreditsInput).
 //
 // Corresponds with GET /v1/credits (the `GetCredits` operationId).
 func (c *Client) GetCredits(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4641,7 +4643,8 @@ type ClientWithResponsesInterface interface {
 	// key's. A key without limits (and an OAuth client of the MCP endpoint) gets no `key`
 	// member: the answer is the account's balance alone, as before. A capped key's budget is
 	// kept only in the database, so during an outage a capped key gets a 503, as its
-	// inference requests do.
+	// inference requests do. The MCP tool `get_credits` gives the same answer, as JSON text
+	// (GetCreditsInput).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6541,7 +6544,8 @@ func (c *ClientWithResponses) CreateChatCompletionWithResponse(ctx context.Conte
 // key's. A key without limits (and an OAuth client of the MCP endpoint) gets no `key`
 // member: the answer is the account's balance alone, as before. A capped key's budget is
 // kept only in the database, so during an outage a capped key gets a 503, as its
-// inference requests do.
+// inference requests do. The MCP tool `get_credits` gives the same answer, as JSON text
+// (GetCreditsInput).
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -217,7 +217,7 @@ func New(o Options) (*Gateway, error) {
 	srv, err := httpapi.New(httpapi.Options{
 		Store: o.Store, Config: o.Config, Auth: authn, Limiter: o.Limiter, Metrics: o.Metrics, Logger: o.Logger,
 		Exchange: exch, Meter: meter, Agents: agents, OAuth: oauth, PageNotFound: pageNotFound,
-		MCP: mcp.NewHandler(mcp.Options{Tools: append(tenanttools.Tools(datasets), tenanttools.AgentTools(agents)...), Logger: o.Logger,
+		MCP: mcp.NewHandler(mcp.Options{Tools: slices.Concat(tenanttools.Tools(datasets), tenanttools.AgentTools(agents), tenanttools.CreditTools(meter)), Logger: o.Logger,
 			AllowedOrigins: mcpOrigins(o.Config), Metrics: o.Metrics}),
 	})
 	if err != nil {

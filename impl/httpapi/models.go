@@ -2,14 +2,11 @@ package httpapi
 
 import (
 	"context"
-	"maps"
-	"slices"
 
 	"github.com/tollgate/tollgate/gen/api"
 	"github.com/tollgate/tollgate/impl/apierror"
-	"github.com/tollgate/tollgate/impl/auth"
-	"github.com/tollgate/tollgate/impl/billing"
 	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/credits"
 	"github.com/tollgate/tollgate/impl/routing"
 	"github.com/tollgate/tollgate/impl/store"
 )
@@ -92,67 +89,16 @@ func (s *Server) RetrieveModel(ctx context.Context, req api.RetrieveModelRequest
 	return api.RetrieveModel200JSONResponse{Body: s.apiModelOf(m, g)}, nil
 }
 
-// GetCredits returns the caller's account balance and, for a key with limits, the key's own
-// (keyAllowance). During a database outage it is the last balance this process read for the
-// account, marked stale with the time it was read (the key's own check during the outage is
-// the auth cache's, as for inference); a capped key then gets a 503, its budget being kept
-// only in the database, as its inference requests do.
+// GetCredits returns the caller's account balance and, for a key with limits, the key's own,
+// as credits.Read reads them (the MCP tool get_credits gives the same).
 func (s *Server) GetCredits(ctx context.Context, _ api.GetCreditsRequestObject) (api.GetCreditsResponseObject, error) {
 	p, err := principal(ctx)
 	if err != nil {
 		return nil, err
 	}
-	b, err := s.meter.BalanceOrLastKnown(ctx, p.AccountID)
+	body, err := credits.Read(ctx, s.meter, p)
 	if err != nil {
-		return nil, err
-	}
-	body := api.CreditBalance{BalanceMicros: b.Micros, BalanceUsd: float64(b.Micros) / 1e6}
-	if b.Stale {
-		stale, asOf := true, b.AsOf.UTC()
-		body.Stale, body.AsOf = &stale, &asOf
-	}
-	if body.Key, err = s.keyAllowance(ctx, p, b); err != nil {
 		return nil, err
 	}
 	return api.GetCredits200JSONResponse{Body: body}, nil
-}
-
-// keyAllowance is the calling key's own limits for the credits route, or nil for a key without
-// any (and an OAuth client). A credit cap's figures are read from the key's budget as its
-// requests' reservations read it (billing.Meter.KeyBudget), so they agree with the 402.
-func (s *Server) keyAllowance(ctx context.Context, p auth.Principal, balance billing.BalanceReading) (*api.KeyAllowance, error) {
-	l := p.Limits
-	if l == nil || (!l.HasCap && l.ExpiresAt.IsZero() && l.Models == nil) {
-		return nil, nil
-	}
-	a := &api.KeyAllowance{}
-	if !l.ExpiresAt.IsZero() {
-		at := l.ExpiresAt.UTC()
-		a.ExpiresAt = &at
-	}
-	if l.Models != nil {
-		models := slices.Sorted(maps.Keys(l.Models))
-		a.Models = &models
-	}
-	if !l.HasCap {
-		return a, nil
-	}
-	if balance.Stale {
-		return nil, apierror.Unavailable("the database", billing.ErrKeyCapUnavailable)
-	}
-	kb, err := s.meter.KeyBudget(ctx, billing.KeyCap{KeyID: p.KeyID, CapMicros: l.CapMicros, Period: l.CapPeriod})
-	if err != nil {
-		return nil, err
-	}
-	spendable := max(min(kb.RemainingMicros, balance.Micros), 0)
-	a.CreditCap = &api.KeyCreditCap{
-		CapMicros: l.CapMicros, Period: api.KeyCreditCapPeriod(l.CapPeriod), PeriodStart: kb.PeriodStart,
-		SpentMicros: kb.SpentMicros, ReservedMicros: kb.ReservedMicros,
-		RemainingMicros: kb.RemainingMicros, RemainingUsd: float64(kb.RemainingMicros) / 1e6,
-		SpendableMicros: spendable, SpendableUsd: float64(spendable) / 1e6,
-	}
-	if !kb.PeriodEnd.IsZero() {
-		a.CreditCap.PeriodEnd = &kb.PeriodEnd
-	}
-	return a, nil
 }

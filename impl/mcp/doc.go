@@ -42,5 +42,7 @@
 // [DatasetTools] builds the five read-only dataset tools over a [DatasetService]; [AgentTools]
 // the six agent tools over an [AgentService]: four read-only views of the caller's sessions,
 // tickets and approvals, and agent_spawn and agent_prompt, which only create an approval that a
-// person resolves elsewhere (no tool resolves one).
+// person resolves elsewhere (no tool resolves one). [CreditTools] builds get_credits over a
+// [CreditService]: what GET /v1/credits answers the caller, its balance and its own key's
+// allowance, as JSON.
 package mcp

@@ -5,7 +5,8 @@
 // dataset for the tools by its short name and its full name tenant/<account-id>/<name>
 // (dataset.FullName), and takes either back. It adapts the agent service (impl/agent) to the
 // agent tools the same way (AgentTools): a session or approval id of another account, or of
-// none, answers the same not-owned refusal.
+// none, answers the same not-owned refusal. It adapts the meter (impl/billing) to the credit
+// tool (CreditTools), which answers what GET /v1/credits does (impl/credits).
 package tenanttools
 
 import (

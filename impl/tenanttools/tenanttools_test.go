@@ -133,12 +133,12 @@ func TestDatasetToolsTakeFullAndShortNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The profile's eleven tools: the five dataset tools, then the six agent tools.
-	if len(tools.Tools) != 11 {
-		t.Fatalf("%d tools, want the 5 dataset tools and the 6 agent tools", len(tools.Tools))
+	// The profile's twelve tools: the five dataset tools, the six agent tools and get_credits.
+	if len(tools.Tools) != 12 {
+		t.Fatalf("%d tools, want the 5 dataset tools, the 6 agent tools and get_credits", len(tools.Tools))
 	}
 	for _, tool := range tools.Tools {
-		if strings.Contains(tool.Name, "agent") {
+		if strings.Contains(tool.Name, "agent") || tool.Name == "get_credits" {
 			continue
 		}
 		if !strings.Contains(tool.Description, "tenant/<account-id>/<") || !strings.Contains(tool.Description, "short name") {

@@ -94,7 +94,10 @@
 // conversation and prompt (Responses) and container (Messages), and, anywhere in the messages,
 // file ids (chat file parts, Responses input_file and input_image parts, Messages file
 // sources of document and image blocks), Responses item_reference items and Messages
-// container_upload blocks (the 400 names the place, such as input[0].content[1].file_id);
+// container_upload blocks (the 400 names the place, such as input[0].content[1].file_id), and
+// documents the provider fetches by their URL and bills by their pages, which no reservation
+// can cover (Messages document blocks with a url source, Responses input_file parts with a
+// file_url);
 // and tools the provider runs and bills per
 // use, which the gateway (billing tokens only) does not meter: chat web_search_options,
 // Responses built-in tools web_search* (web_search_preview, ...), file_search,

@@ -18,7 +18,7 @@ import (
 // reach the provider through that one account, so such an id would let one tenant continue
 // from, or read, another's state. The gateway keeps no such state per tenant, so it refuses the
 // fields rather than pass them through. Responses' prompt names a prompt template stored in
-// that account. The same holds for references inside the messages (sharedStateReference): file
+// that account. The same holds for references inside the messages (messageReferences): file
 // ids and items stored by the provider.
 var sharedStateFields = map[llm.Format][]string{
 	llm.FormatResponses: {"previous_response_id", "conversation", "prompt"},
@@ -36,7 +36,9 @@ var sharedStateFields = map[llm.Format][]string{
 // does not serve, so the client could never read it, while the provider went on generating
 // what the gateway, answered only "queued", billed nothing for. A Responses request asking the upstream to store its answer (store: true)
 // gets the names of what is dropped: ForUpstream with NoStore sends store: false, as the
-// provider would keep the answer where any tenant's later request could reach it.
+// provider would keep the answer where any tenant's later request could reach it. In the
+// messages, a reference to provider-kept state, or to a document the provider fetches by its
+// URL, is a 400 naming its place (messageReferences).
 func SharedStateFields(f llm.Format, v *jsonview.View) (dropped []string, err error) {
 	refused := sharedStateFields[f]
 	body := v.Body()
@@ -49,7 +51,7 @@ func SharedStateFields(f llm.Format, v *jsonview.View) (dropped []string, err er
 			dropped = append(dropped, "store")
 		}
 	}
-	if err := sharedStateReference(f, v); err != nil {
+	if err := messageReferences(f, v); err != nil {
 		return nil, err
 	}
 	return dropped, nil
@@ -80,23 +82,23 @@ func sharedStateRefusal(refused []string, f llm.Format, key, value []byte) error
 	return nil
 }
 
-// stateMarkers are the bytes without which the messages of a request of the format cannot hold
-// a reference to provider-kept state; messages with none of them (in a body with no \u escape,
-// which could spell one) are not decoded for the search.
-var stateMarkers = map[llm.Format][][]byte{
+// referenceMarkers are the bytes without which the messages of a request of the format cannot
+// hold a reference that messageReferences refuses; messages with none of them (in a body with no
+// \u escape, which could spell one) are not decoded for the search.
+var referenceMarkers = map[llm.Format][][]byte{
 	llm.FormatChat:      {[]byte(`"file_id"`)},
-	llm.FormatResponses: {[]byte(`"file_id"`), []byte(`"item_reference"`)},
-	llm.FormatMessages:  {[]byte(`"file"`), []byte(`"container_upload"`)},
+	llm.FormatResponses: {[]byte(`"file_id"`), []byte(`"item_reference"`), []byte(`"file_url"`)},
+	llm.FormatMessages:  {[]byte(`"file"`), []byte(`"container_upload"`), []byte(`"url"`)},
 }
 
-// stateHolders are the top-level members of each format whose values hold the messages.
-var stateHolders = map[llm.Format][]string{
+// referenceHolders are the top-level members of each format whose values hold the messages.
+var referenceHolders = map[llm.Format][]string{
 	llm.FormatChat:      {"messages"},
 	llm.FormatResponses: {"input"},
 	llm.FormatMessages:  {"messages", "system"},
 }
 
-// sharedStateReference refuses, with a 400 naming the place, a reference inside the messages to
+// messageReferences refuses, with a 400 naming the place, a reference inside the messages to
 // state the provider keeps for the account every tenant shares: a file by its id (chat file
 // parts, Responses input_file and input_image parts, Messages document and image blocks whose
 // source is a file), an item by its id (Responses item_reference) or a file put into a
@@ -105,13 +107,21 @@ var stateHolders = map[llm.Format][]string{
 // tools, Messages mcp_servers) are not state (the provider calls the server the client names,
 // with the client's credentials): they are not refused here, but removed as content tools by
 // PlanHostedTools.
-func sharedStateReference(f llm.Format, v *jsonview.View) error {
-	markers := stateMarkers[f]
+//
+// It refuses too a document the provider fetches by its URL (a Messages document block whose
+// source is a url, a Responses input_file with a file_url): the provider bills it as input by
+// its pages (a PDF's text and an image of each page), a count the request does not state, so
+// the reservation, which counted the URL's few bytes, could not cover it (trial h4: a 50-page
+// PDF's 125,000 input tokens were billed 15,564 micro-units and 363,936 waived). The same
+// document sent inline is counted by its size. An image by URL passes: the reservation counts
+// every image at its model's image bound.
+func messageReferences(f llm.Format, v *jsonview.View) error {
+	markers := referenceMarkers[f]
 	if markers == nil {
 		return nil
 	}
 	escaped := v.UnicodeEscapes() > 0
-	for _, name := range stateHolders[f] {
+	for _, name := range referenceHolders[f] {
 		raw, ok := v.Value(name)
 		if !ok || (!escaped && !containsAny(raw, markers)) {
 			// (A marker elsewhere, in a tool's schema say, is no reference.)
@@ -121,8 +131,8 @@ func sharedStateReference(f llm.Format, v *jsonview.View) error {
 		if err := json.Unmarshal(raw, &value); err != nil {
 			return nil // the validator's to refuse
 		}
-		if path, what := findStateReference(f, value, name); path != "" {
-			return apierror.Invalid(path, "'%s' is not supported: %s, and tollgate keeps no provider-side state for its tenants, who share one provider account; send the content itself.", path, what)
+		if path, why := findReference(f, value, name); path != "" {
+			return apierror.Invalid(path, "'%s' is not supported: %s", path, why)
 		}
 	}
 	return nil
@@ -138,42 +148,64 @@ func containsAny(b []byte, markers [][]byte) bool {
 	return false
 }
 
-// findStateReference is the path (and a description) of the first reference to provider-kept
-// state in value, found at path; "" when there is none.
-func findStateReference(f llm.Format, value any, path string) (string, string) {
+// The reasons of messageReferences' refusals.
+const (
+	noSharedState = ", and tollgate keeps no provider-side state for its tenants, who share one provider account; send the content itself."
+	fetchedByURL  = "the provider fetches the document at this URL and bills it as input by its pages (the text and an image of each page of a PDF), which the request does not state and the gateway cannot reserve credit for; send the document inline (its base64 data), which is counted by its size."
+)
+
+// findReference is the path of the first reference in value, found at path, that
+// messageReferences refuses, and why; "" when there is none.
+func findReference(f llm.Format, value any, path string) (string, string) {
 	switch x := value.(type) {
 	case []any:
 		for i, e := range x {
-			if p, what := findStateReference(f, e, path+"["+strconv.Itoa(i)+"]"); p != "" {
-				return p, what
+			if p, why := findReference(f, e, path+"["+strconv.Itoa(i)+"]"); p != "" {
+				return p, why
 			}
 		}
 	case map[string]any:
-		typ, _ := x["type"].(string)
-		switch f {
-		case llm.FormatChat:
-			if file, ok := x["file"].(map[string]any); ok && typ == "file" && file["file_id"] != nil {
-				return path + ".file.file_id", "a file id names a file the provider keeps"
-			}
-		case llm.FormatResponses:
-			if typ == "item_reference" {
-				return path + ".id", "an item reference names an item the provider stored"
-			}
-			if (typ == "input_file" || typ == "input_image") && x["file_id"] != nil {
-				return path + ".file_id", "a file id names a file the provider keeps"
-			}
-		case llm.FormatMessages:
-			if typ == "container_upload" {
-				return path + ".file_id", "a container upload names a file the provider keeps"
-			}
-			if src, ok := x["source"].(map[string]any); ok && (typ == "document" || typ == "image") && src["type"] == "file" {
-				return path + ".source.file_id", "a file source names a file the provider keeps"
-			}
+		if p, why := referenceIn(f, x, path); p != "" {
+			return p, why
 		}
 		for _, k := range slices.Sorted(maps.Keys(x)) {
-			if p, what := findStateReference(f, x[k], path+"."+k); p != "" {
-				return p, what
+			if p, why := findReference(f, x[k], path+"."+k); p != "" {
+				return p, why
 			}
+		}
+	}
+	return "", ""
+}
+
+// referenceIn is the path of the reference that the object x, found at path, is itself, and
+// why it is refused; "" when it is none.
+func referenceIn(f llm.Format, x map[string]any, path string) (string, string) {
+	typ, _ := x["type"].(string)
+	switch f {
+	case llm.FormatChat:
+		if file, ok := x["file"].(map[string]any); ok && typ == "file" && file["file_id"] != nil {
+			return path + ".file.file_id", "a file id names a file the provider keeps" + noSharedState
+		}
+	case llm.FormatResponses:
+		if typ == "item_reference" {
+			return path + ".id", "an item reference names an item the provider stored" + noSharedState
+		}
+		if (typ == "input_file" || typ == "input_image") && x["file_id"] != nil {
+			return path + ".file_id", "a file id names a file the provider keeps" + noSharedState
+		}
+		if typ == "input_file" && x["file_url"] != nil {
+			return path + ".file_url", fetchedByURL
+		}
+	case llm.FormatMessages:
+		if typ == "container_upload" {
+			return path + ".file_id", "a container upload names a file the provider keeps" + noSharedState
+		}
+		src, ok := x["source"].(map[string]any)
+		if ok && (typ == "document" || typ == "image") && src["type"] == "file" {
+			return path + ".source.file_id", "a file source names a file the provider keeps" + noSharedState
+		}
+		if ok && typ == "document" && src["type"] == "url" {
+			return path + ".source.url", fetchedByURL
 		}
 	}
 	return "", ""

@@ -57,6 +57,51 @@ func TestSharedStateFields(t *testing.T) {
 	}
 }
 
+// TestDocumentsByURLAreRefused: a document the provider fetches by its URL, billed as input by
+// its pages, which the request does not state, is refused with a 400 naming its place,
+// wherever it is in the messages and however its names are spelt; the same document inline,
+// an image by URL (counted at the image bound), and a "url" that is no document's source pass.
+func TestDocumentsByURLAreRefused(t *testing.T) {
+	const pdf = `"https://www.berkshirehathaway.com/letters/2024ltr.pdf"`
+	messages := func(content string) string {
+		return `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[` + content + `]}]}`
+	}
+	responses := func(content string) string {
+		return `{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"Sum it up."},` + content + `]}]}`
+	}
+	cases := []struct {
+		f     llm.Format
+		body  string
+		param string // "" when it passes
+	}{
+		{llm.FormatMessages, messages(`{"type":"document","source":{"type":"url","url":` + pdf + `}}`), "messages[0].content[0].source.url"},
+		{llm.FormatMessages, messages(`{"type":"text","text":"Read it."},{"type":"document","source":{"url":` + pdf + `,"type":"url"},"citations":{"enabled":true}}`), "messages[0].content[1].source.url"},
+		{llm.FormatMessages, messages(`{"type":"tool_result","tool_use_id":"t1","content":[{"type":"document","source":{"type":"url","url":` + pdf + `}}]}`), "messages[0].content[0].content[0].source.url"},
+		{llm.FormatMessages, messages(`{"type":"document","source":{"type":"\u0075rl","\u0075rl":` + pdf + `}}`), "messages[0].content[0].source.url"},
+		{llm.FormatMessages, messages(`{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"JVBERi0xLjQK"}}`), ""},
+		{llm.FormatMessages, messages(`{"type":"document","source":{"type":"text","media_type":"text/plain","data":"The url is below."}}`), ""},
+		{llm.FormatMessages, messages(`{"type":"image","source":{"type":"url","url":"https://example.com/a.png"}}`), ""},
+		{llm.FormatMessages, messages(`{"type":"text","text":"{\"type\":\"document\",\"source\":{\"type\":\"url\"}}"}`), ""},
+		{llm.FormatResponses, responses(`{"type":"input_file","file_url":` + pdf + `}`), "input[0].content[1].file_url"},
+		{llm.FormatResponses, responses(`{"type":"input_file","filename":"l.pdf","file_data":"data:application/pdf;base64,JVBERi0xLjQK"}`), ""},
+		{llm.FormatResponses, responses(`{"type":"input_image","image_url":"https://example.com/a.png"}`), ""},
+	}
+	for _, c := range cases {
+		_, err := sharedState(c.f, []byte(c.body))
+		if c.param == "" {
+			if err != nil {
+				t.Errorf("%s: %v, want it to pass", c.body, err)
+			}
+			continue
+		}
+		var e *apierror.Error
+		if !errors.As(err, &e) || e.Kind != apierror.KindInvalidRequest || e.Param != c.param ||
+			!strings.Contains(e.Message, "bills it as input by its pages") || !strings.Contains(e.Message, "inline") {
+			t.Errorf("%s: err %v, want a 400 naming %s that says to send the document inline", c.body, err, c.param)
+		}
+	}
+}
+
 // TestDropUnpricedTierRemovesEveryMember: a service_tier the price does not give is removed
 // however often it is written (the providers read the last of duplicated members, so removing
 // only that one sent the one before it); a priced tier stays as written, "fast" as the

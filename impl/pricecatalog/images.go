@@ -4,11 +4,15 @@ import "strings"
 
 // DefaultImageTokens is the most input tokens one image is taken to cost on a model this
 // package has no rule for: above what Anthropic bills an image at its largest accepted size
-// (about 1,600 tokens: "tokens = (width px × height px) / 750", images above about 1.15
-// megapixels are scaled down first; platform.claude.com/docs/en/build-with-claude/vision) and
-// above the largest high-detail image of every OpenAI model whose rule is at most 85 base
-// tokens and 170 a tile (1,445 tokens) or 1,536 patches at a multiplier of 1.3.
-const DefaultImageTokens = 2000
+// and above the largest high-detail image of every OpenAI model whose rule is at most 85 base
+// tokens and 170 a tile (1,445 tokens) or 1,536 patches at a multiplier of 1.3. Anthropic bills
+// an image by its 28-pixel patches, ⌈width / 28⌉ × ⌈height / 28⌉ visual tokens, after scaling
+// it down to the model's native resolution (platform.claude.com/docs/en/build-with-claude/vision):
+// about 1.15 megapixels up to Claude Opus 4.6 (some 1,600 tokens), 2,576 pixels on the long
+// edge and about 3.75 megapixels from Claude Opus 4.7 on, so up to 4,784 tokens (2,576 × 1,456
+// pixels: 92 × 52 patches). Trial h4: at 2,000 an image, ten screenshots on claude-opus-4-7
+// written to the one-hour cache were billed 207,670 micro-units of their 486,000.
+const DefaultImageTokens = 4800
 
 // openAIImageRules are OpenAI's published rules for what one image input costs, by model
 // family, from the "Calculating costs" section of the Images and vision guide

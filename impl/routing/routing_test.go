@@ -253,7 +253,7 @@ func TestImageTokensOfAModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := NewRegistry(cfg)
-	for id, want := range map[string]int{"configured": 123, "by-upstream": 3779, "by-catalog": 48169, "default": 2000, "largest": 48169} {
+	for id, want := range map[string]int{"configured": 123, "by-upstream": 3779, "by-catalog": 48169, "default": 4800, "largest": 48169} {
 		if m, _ := r.Model(id); m.ImageTokens != want {
 			t.Errorf("%s: %d, want %d", id, m.ImageTokens, want)
 		}

@@ -264,7 +264,8 @@ func (c *AnthropicCounts) AddIteration(typ string, it AnthropicIteration) {
 // that adds up to more than cache_creation_input_tokens counts in its place.
 //
 // The compaction iterations' counts are added to those of the top level, kind by kind: they are
-// billed as the top level's are.
+// billed as the top level's are. Their output is CompactionOutputTokens too, which the
+// request's max_tokens does not bound.
 func (c AnthropicCounts) Usage() llm.Usage {
 	top := AnthropicIteration{Input: c.Input, CacheRead: c.CacheRead, CacheWrite: c.CacheWrite,
 		CacheWrite5m: c.CacheWrite5m, CacheWrite1h: c.CacheWrite1h, Output: c.Output}
@@ -276,6 +277,7 @@ func (c AnthropicCounts) Usage() llm.Usage {
 		u.CachedInputTokens += k.CachedInputTokens
 		u.CacheWrite5mTokens += k.CacheWrite5mTokens
 		u.CacheWrite1hTokens += k.CacheWrite1hTokens
+		u.CompactionOutputTokens = max(k.OutputTokens, 0)
 	}
 	u.ReasoningTokens, u.ServiceTier = c.Thinking, c.ServiceTier
 	return u

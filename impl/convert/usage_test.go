@@ -41,7 +41,8 @@ func TestResponseUsageAgreesWithDecodeResponse(t *testing.T) {
 
 // TestMessagesCompactionIsBilled: the compaction iterations of an Anthropic usage (server-side
 // compaction, whose tokens the top-level counts leave out) are added to the top level's, kind by
-// kind, by the usage-only reader and the full decoder alike; the message iterations (in the top
+// kind, by the usage-only reader and the full decoder alike, their output named as compaction's
+// (CompactionOutputTokens, which max_tokens does not bound); the message iterations (in the top
 // level already) are not. Anthropic's own example: 23,000 and 1,000 at the top level, a
 // compaction of 180,000 and 3,500.
 func TestMessagesCompactionIsBilled(t *testing.T) {
@@ -51,9 +52,9 @@ func TestMessagesCompactionIsBilled(t *testing.T) {
 		want  llm.Usage
 	}{
 		{`{"input_tokens":23000,"output_tokens":1000,"iterations":[{"type":"compaction","input_tokens":180000,"output_tokens":3500},{"type":"message","input_tokens":23000,"output_tokens":1000}]}`,
-			llm.Usage{InputTokens: 203000, OutputTokens: 4500}},
+			llm.Usage{InputTokens: 203000, OutputTokens: 4500, CompactionOutputTokens: 3500}},
 		{`{"input_tokens":100,"cache_read_input_tokens":20000,"output_tokens":1000,"iterations":[{"type":"compaction","input_tokens":500,"cache_read_input_tokens":170000,"cache_creation_input_tokens":9000,"cache_creation":{"ephemeral_5m_input_tokens":0,"ephemeral_1h_input_tokens":9000},"output_tokens":3500}]}`,
-			llm.Usage{InputTokens: 199600, CachedInputTokens: 190000, CacheWrite1hTokens: 9000, OutputTokens: 4500}},
+			llm.Usage{InputTokens: 199600, CachedInputTokens: 190000, CacheWrite1hTokens: 9000, OutputTokens: 4500, CompactionOutputTokens: 3500}},
 		{`{"input_tokens":100,"output_tokens":10,"iterations":[{"type":"message","input_tokens":100,"output_tokens":10}]}`,
 			llm.Usage{InputTokens: 100, OutputTokens: 10}},
 		{`{"input_tokens":100,"output_tokens":10,"iterations":null}`, llm.Usage{InputTokens: 100, OutputTokens: 10}},

@@ -149,9 +149,13 @@ func (x *Exchange) tokens(u llm.Usage, producedChars int, input int64) price.Tok
 	if t.Output == 0 && producedChars > 0 {
 		t.Output = int64((producedChars + 3) / 4)
 	}
-	if x.askedOutput > 0 && t.Output > x.askedOutput {
+	// Server-side compaction's output is a sampling step of its own, which the client's bound
+	// does not bound: billed whole, as the provider bills it (trial h4: a Messages turn that
+	// compacted was billed 1,024 of its 4,500 output tokens).
+	compaction := min(max(u.CompactionOutputTokens, 0), t.Output)
+	if x.askedOutput > 0 && t.Output-compaction > x.askedOutput {
 		// More than asked: the Responses API's minimum bound, say. The excess is not billed.
-		t.Output = x.askedOutput
+		t.Output = x.askedOutput + compaction
 		t.Reasoning = min(t.Reasoning, t.Output)
 	}
 	return t

@@ -225,6 +225,10 @@ type Usage struct {
 	// answer that reports any is logged as not fully metered (impl/exchange).
 	AudioInputTokens  int64
 	AudioOutputTokens int64
+	// CompactionOutputTokens is the part of OutputTokens that server-side compaction wrote
+	// (the summaries of Anthropic's usage.iterations items of type compaction): a sampling step
+	// of its own, which the request's output bound (max_tokens) does not bound.
+	CompactionOutputTokens int64
 }
 
 // Response is a complete, non-streamed answer.

@@ -106,6 +106,7 @@ func mergeUsage(have, u llm.Usage) llm.Usage {
 	have.ReasoningTokens = max(have.ReasoningTokens, u.ReasoningTokens)
 	have.AudioInputTokens = max(have.AudioInputTokens, u.AudioInputTokens)
 	have.AudioOutputTokens = max(have.AudioOutputTokens, u.AudioOutputTokens)
+	have.CompactionOutputTokens = max(have.CompactionOutputTokens, u.CompactionOutputTokens)
 	if w := u.CacheWriteTokens(); w > 0 && w >= have.CacheWriteTokens() {
 		have.CacheWrite5mTokens, have.CacheWrite1hTokens = u.CacheWrite5mTokens, u.CacheWrite1hTokens
 	}

@@ -163,9 +163,9 @@ func TestMessagesUsageRepeatedInDelta(t *testing.T) {
 			llm.Usage{InputTokens: 62000, CachedInputTokens: 50000, CacheWrite1hTokens: 10000, OutputTokens: 500}},
 		// Server-side compaction: its iteration is billed and left out of the top-level counts.
 		{"compaction", `{"output_tokens":500,"iterations":[{"type":"compaction","input_tokens":170000,"cache_read_input_tokens":10000,"cache_creation_input_tokens":0,"output_tokens":3500},{"type":"message","input_tokens":2000,"cache_read_input_tokens":50000,"cache_creation_input_tokens":10000,"output_tokens":500}]}`,
-			llm.Usage{InputTokens: 242000, CachedInputTokens: 60000, CacheWrite5mTokens: 10000, OutputTokens: 4000}},
+			llm.Usage{InputTokens: 242000, CachedInputTokens: 60000, CacheWrite5mTokens: 10000, OutputTokens: 4000, CompactionOutputTokens: 3500}},
 		{"two compactions", `{"output_tokens":500,"iterations":[{"type":"compaction","input_tokens":100000,"output_tokens":2000},{"type":"message","input_tokens":2000,"output_tokens":100},{"type":"compaction","input_tokens":80000,"cache_creation":{"ephemeral_5m_input_tokens":0,"ephemeral_1h_input_tokens":0},"output_tokens":1500},{"type":"message","input_tokens":2000,"output_tokens":400}]}`,
-			llm.Usage{InputTokens: 242000, CachedInputTokens: 50000, CacheWrite5mTokens: 10000, OutputTokens: 4000}},
+			llm.Usage{InputTokens: 242000, CachedInputTokens: 50000, CacheWrite5mTokens: 10000, OutputTokens: 4000, CompactionOutputTokens: 3500}},
 	} {
 		evs := [][2]string{
 			{"message_start", start},

@@ -1,0 +1,91 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/devkit/apitest"
+)
+
+// TestCompactionOutputIsBilledWhole: server-side compaction (context_management's
+// compact_20260112 edit, beta compact-2026-01-12) summarizes the conversation in a sampling step
+// of its own, which Anthropic bills beside the answer's and reports in usage.iterations
+// (https://platform.claude.com/docs/en/build-with-claude/compaction, whose example the
+// stand-in answers with: 23,000 input and 1,000 output tokens at the top level, 180,000 and
+// 3,500 in the compaction iteration). Its summary is not bounded by the request's max_tokens,
+// but the gateway clamped the whole output to it: with max_tokens 1,024 the turn was billed
+// 1,024 of its 4,500 output tokens, the rest neither billed nor recorded as waived. At $3 and
+// $15 a million the turn costs 203,000 × $3 + 4,500 × $15 = 676,500 micro-units, JSON and
+// stream alike, relayed or translated.
+func TestCompactionOutputIsBilledWhole(t *testing.T) {
+	const iterations = `"iterations":[{"type":"compaction","input_tokens":180000,"output_tokens":3500},{"type":"message","input_tokens":23000,"output_tokens":1000}]`
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Stream bool `json:"stream"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		_, _ = io.Copy(io.Discard, r.Body)
+		if !req.Stream {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"id":"msg_01","type":"message","role":"assistant","model":"claude-sonnet-4-6","content":[{"type":"compaction","content":"Summary of the conversation."},{"type":"text","text":"Based on our conversation, here it is."}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":23000,"output_tokens":1000,`+iterations+`}}`)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_01\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-6\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":23000,\"output_tokens\":1}}}\n\n")
+		fmt.Fprint(w, "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n")
+		fmt.Fprint(w, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Based on our conversation, here it is.\"}}\n\n")
+		fmt.Fprint(w, "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n")
+		fmt.Fprint(w, "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"input_tokens\":23000,\"output_tokens\":1000,"+iterations+"}}\n\n")
+		fmt.Fprint(w, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+	}))
+	t.Cleanup(up.Close)
+	cfg := config.Default()
+	cfg.Providers = append(cfg.Providers, config.Provider{Name: "compacting", Kind: config.KindAnthropicMessages, BaseURL: up.URL})
+	for _, family := range []string{config.FamilyMessages, config.FamilyChat} {
+		cfg.Models = append(cfg.Models, config.Model{ID: "compacting-" + family, Family: family, OwnedBy: "test",
+			Price: config.Price{InputPerMTok: 3_000_000, OutputPerMTok: 15_000_000}, MaxOutputTokens: 8000, ContextTokens: 1_000_000,
+			Backend: &config.Upstream{Provider: "compacting", Model: "claude-sonnet-4-6"}})
+		cfg.Plans[0].Models = append(cfg.Plans[0].Models, "compacting-"+family)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	g := apitest.Start(t, apitest.Options{Config: cfg})
+	const granted = 100_000_000
+	tenant := g.NewTenant(t, "acme", 0, granted)
+	// A conversation long enough that the reservation covers the compaction's input.
+	history := longPrompt(270_000)
+	n := int64(0)
+	for _, stream := range []bool{false, true} {
+		body := fmt.Sprintf(`{"model":"compacting-messages","max_tokens":1024,"stream":%t,"context_management":{"edits":[{"type":"compact_20260112"}]},"messages":[{"role":"user","content":%q}]}`, stream, history)
+		status, answer := post(t, g, tenant.Key, "/v1/messages", body)
+		if status != http.StatusOK {
+			t.Fatalf("stream %v: %d %.300s", stream, status, answer)
+		}
+		n++
+		rec := latestUsage(t, g, tenant.Account, n)
+		checkReproducible(t, rec)
+		if rec.OutputTokens != 4_500 || rec.InputTokens != 203_000 || rec.CostMicros != 676_500 || rec.WaivedMicros != 0 {
+			t.Errorf("stream %v: billed %d (waived %d) for %d input and %d output tokens; want 676,500 for 203,000 and 4,500",
+				stream, rec.CostMicros, rec.WaivedMicros, rec.InputTokens, rec.OutputTokens)
+		}
+	}
+	// Translated for a chat client, the same turn is billed the same.
+	status, answer := post(t, g, tenant.Key, "/v1/chat/completions", inferenceBody("/v1/chat/completions", "compacting-chat", history, false))
+	if status != http.StatusOK {
+		t.Fatalf("chat: %d %.300s", status, answer)
+	}
+	if rec := latestUsage(t, g, tenant.Account, n+1); rec.OutputTokens != 4_500 || rec.CostMicros != 676_500 {
+		t.Errorf("chat: billed %d for %d output tokens; want 676,500 for 4,500", rec.CostMicros, rec.OutputTokens)
+	}
+	if !strings.Contains(string(answer), `"completion_tokens":4500`) {
+		t.Errorf("chat: the answer does not show the 4,500 output tokens billed: %.400s", answer)
+	}
+	checkBooks(t, g, tenant.Account, granted)
+}

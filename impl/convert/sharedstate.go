@@ -82,13 +82,16 @@ func sharedStateRefusal(refused []string, f llm.Format, key, value []byte) error
 	return nil
 }
 
-// referenceMarkers are the bytes without which the messages of a request of the format cannot
-// hold a reference that messageReferences refuses; messages with none of them (in a body with no
-// \u escape, which could spell one) are not decoded for the search.
-var referenceMarkers = map[llm.Format][][]byte{
-	llm.FormatChat:      {[]byte(`"file_id"`)},
-	llm.FormatResponses: {[]byte(`"file_id"`), []byte(`"item_reference"`), []byte(`"file_url"`)},
-	llm.FormatMessages:  {[]byte(`"file"`), []byte(`"container_upload"`), []byte(`"url"`)},
+// referenceMarkers are, for each format, groups of bytes: the messages of a request of the format
+// can hold a reference that messageReferences refuses only when they contain every marker of one
+// group; messages that do not (in a body with no \u escape, which could spell one) are not
+// decoded for the search. A document fetched by URL needs both "document" and "url": "url" alone
+// is in every image sent by URL and in every coding agent's web-fetch tool call (its input's
+// url), whose conversations would otherwise be decoded whole on every turn.
+var referenceMarkers = map[llm.Format][][][]byte{
+	llm.FormatChat:      {{[]byte(`"file_id"`)}},
+	llm.FormatResponses: {{[]byte(`"file_id"`)}, {[]byte(`"item_reference"`)}, {[]byte(`"file_url"`)}},
+	llm.FormatMessages:  {{[]byte(`"file"`)}, {[]byte(`"container_upload"`)}, {[]byte(`"document"`), []byte(`"url"`)}},
 }
 
 // referenceHolders are the top-level members of each format whose values hold the messages.
@@ -123,7 +126,7 @@ func messageReferences(f llm.Format, v *jsonview.View) error {
 	escaped := v.UnicodeEscapes() > 0
 	for _, name := range referenceHolders[f] {
 		raw, ok := v.Value(name)
-		if !ok || (!escaped && !containsAny(raw, markers)) {
+		if !ok || (!escaped && !containsAnyGroup(raw, markers)) {
 			// (A marker elsewhere, in a tool's schema say, is no reference.)
 			continue
 		}
@@ -138,10 +141,17 @@ func messageReferences(f llm.Format, v *jsonview.View) error {
 	return nil
 }
 
-// containsAny reports whether b contains one of the markers.
-func containsAny(b []byte, markers [][]byte) bool {
-	for _, m := range markers {
-		if bytes.Contains(b, m) {
+// containsAnyGroup reports whether b contains every marker of one of the groups.
+func containsAnyGroup(b []byte, groups [][][]byte) bool {
+	for _, group := range groups {
+		all := true
+		for _, m := range group {
+			if !bytes.Contains(b, m) {
+				all = false
+				break
+			}
+		}
+		if all {
 			return true
 		}
 	}

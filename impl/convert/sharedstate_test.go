@@ -229,6 +229,17 @@ func TestSharedStateFieldsAllocatesNothing(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { _, _ = SharedStateFields(llm.FormatMessages, m) }); n != 0 {
 		t.Errorf("SharedStateFields of a Messages request in the default region: %v allocations", n)
 	}
+	// A coding agent's conversation names "url" in its web-fetch tool calls, and an image may be
+	// sent by URL: neither is a document fetched by URL, and the messages are not decoded.
+	fetch, err := jsonview.Parse([]byte(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"read it"},` +
+		`{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"WebFetch","input":{"url":"https://example.com","prompt":"sum up"}}]},` +
+		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"it says hi"},{"type":"image","source":{"type":"url","url":"https://example.com/a.png"}}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = SharedStateFields(llm.FormatMessages, fetch) }); n != 0 {
+		t.Errorf("SharedStateFields of a Messages request with a web fetch and an image by URL: %v allocations", n)
+	}
 }
 
 // dropCase is a request body, the body a drop function leaves of it, and whether it reports

@@ -18,16 +18,18 @@ import (
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/dataset"
 	"github.com/tollgate/tollgate/impl/objectstore"
+	"github.com/tollgate/tollgate/impl/web/audit"
 )
 
 // datasetUsage documents the dataset commands and where their storage is.
 const datasetUsage = `  dataset put ACCOUNT FILE [-name N] [-format F] [-dir DIR]
                                             copy a local CSV (.csv), Parquet (.parquet) or JSON lines
                                             (.jsonl, .ndjson) file into the account's storage as dataset N
-                                            (default: the file's name without its extension); it replaces
-                                            the dataset and forgets its load
+                                            (default: made from the file's name as the web console does,
+                                            "Q3 sales.csv" is q3_sales); it replaces the dataset and
+                                            forgets its load (audited in the account's audit log)
   dataset list ACCOUNT [-dir DIR]           the account's datasets in storage, and which are loaded
-  dataset delete ACCOUNT NAME [-dir DIR]    delete a dataset and forget its load
+  dataset delete ACCOUNT NAME [-dir DIR]    delete a dataset and forget its load (audited)
 
 Dataset storage is the directory -dir when given, else the configured store (the config file's
 datasets section, or TOLLGATE_DATASET_STORE=s3 with TOLLGATE_S3_BUCKET and the other variables of
@@ -106,7 +108,7 @@ func (a *admin) dataset(ctx context.Context, verb string, args []string) error {
 	want := 1
 	switch verb {
 	case "put":
-		name = fs.String("name", "", "dataset name (default: the file's name without its extension)")
+		name = fs.String("name", "", "dataset name (default: made from the file's name, as the web console does)")
 		format = fs.String("format", "", "csv, parquet or jsonl (default: from the file's extension)")
 		want = 2
 	case "delete":
@@ -136,15 +138,7 @@ func (a *admin) dataset(ctx context.Context, verb string, args []string) error {
 	case "put":
 		return a.datasetPut(ctx, svc, acct.ID, acct.Name, pos[1], *name, *format)
 	case "delete":
-		err := svc.Delete(ctx, acct.ID, pos[1])
-		if errors.Is(err, dataset.ErrNotOwned) {
-			return fmt.Errorf("account %s has no dataset %q", acct.Name, pos[1])
-		}
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(a.out, "dataset %s of account %s deleted\n", pos[1], acct.Name)
-		return nil
+		return a.datasetDelete(ctx, svc, acct.ID, acct.Name, pos[1])
 	}
 	stored, err := svc.ListStorage(ctx, acct.ID)
 	if err != nil {
@@ -183,7 +177,7 @@ func (a *admin) datasetPut(ctx context.Context, svc *dataset.Service, account uu
 		return usageError(fmt.Sprintf("cannot tell the format of %s: use a .csv, .parquet or .jsonl file, or -format", file))
 	}
 	if name == "" {
-		name = strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
+		name = dataset.NameFor(file)
 	}
 	if !dataset.ValidName(name) {
 		return usageError(fmt.Sprintf("dataset name %q: use letters, digits, '_' and '-' (at most 64, starting with a letter or digit), or -name", name))
@@ -197,8 +191,19 @@ func (a *admin) datasetPut(ctx context.Context, svc *dataset.Service, account uu
 		return err
 	}
 	defer src.Close()
+	before, err := storedByName(ctx, svc, account)
+	if err != nil {
+		return err
+	}
 	d, err := svc.Put(ctx, account, name, f, src)
 	if err != nil {
+		return err
+	}
+	var was any
+	if s, ok := before[d.Name]; ok {
+		was = audit.DatasetState(s)
+	}
+	if err := a.auditDataset(ctx, account, audit.ActionDatasetUploaded, d.Name, was, audit.DatasetState(d)); err != nil {
 		return err
 	}
 	names := make([]string, len(cols))
@@ -206,5 +211,59 @@ func (a *admin) datasetPut(ctx context.Context, svc *dataset.Service, account uu
 		names[i] = c.Name + " " + c.Type
 	}
 	fmt.Fprintf(a.out, "dataset %s stored for account %s (%s, %d bytes; columns: %s)\n", d.Name, accountName, d.Format, d.SizeBytes, strings.Join(names, ", "))
+	return nil
+}
+
+// datasetDelete deletes the account's dataset ref and records each stored dataset it removed
+// in the account's audit log, as the Datasets page's deletions are.
+func (a *admin) datasetDelete(ctx context.Context, svc *dataset.Service, account uuid.UUID, accountName, ref string) error {
+	before, err := storedByName(ctx, svc, account)
+	if err != nil {
+		return err
+	}
+	err = svc.Delete(ctx, account, ref)
+	if errors.Is(err, dataset.ErrNotOwned) {
+		return fmt.Errorf("account %s has no dataset %q", accountName, ref)
+	}
+	if err != nil {
+		return err
+	}
+	after, err := storedByName(ctx, svc, account)
+	if err != nil {
+		return fmt.Errorf("dataset %s is deleted, but listing the account's datasets to audit it failed: %w", ref, err)
+	}
+	for name, s := range before {
+		if _, kept := after[name]; kept {
+			continue
+		}
+		if err := a.auditDataset(ctx, account, audit.ActionDatasetDeleted, name, audit.DatasetState(s), nil); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(a.out, "dataset %s of account %s deleted\n", ref, accountName)
+	return nil
+}
+
+// storedByName returns the account's stored datasets by name.
+func storedByName(ctx context.Context, svc *dataset.Service, account uuid.UUID) (map[string]dataset.StoredDataset, error) {
+	stored, err := svc.ListStorage(ctx, account)
+	if err != nil {
+		return nil, err
+	}
+	byName := make(map[string]dataset.StoredDataset, len(stored))
+	for _, s := range stored {
+		byName[s.Name] = s
+	}
+	return byName, nil
+}
+
+// auditDataset records a dataset change the operator made in the account's audit log, as the
+// Datasets page records its uploads and deletions: actor operator, target "dataset NAME", the
+// stored dataset as it was and as it is (nil: none).
+func (a *admin) auditDataset(ctx context.Context, account uuid.UUID, action, name string, before, after any) error {
+	e := audit.Entry{AccountID: account, Actor: "operator", Action: action, Target: "dataset " + name, Before: before, After: after}
+	if err := (&audit.Log{Store: a.svc.Store}).Record(ctx, e); err != nil {
+		return fmt.Errorf("dataset %s: the change is made, but recording it in the audit log failed: %w", name, err)
+	}
 	return nil
 }

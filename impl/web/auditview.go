@@ -48,18 +48,18 @@ type auditField struct {
 
 // auditActions says each recorded action in words.
 var auditActions = map[string]string{
-	audit.ActionSignIn:       "Signed in",
-	audit.ActionKeyCreated:   "Created a key",
-	audit.ActionKeyRevoked:   "Revoked a key",
-	audit.ActionKeyChanged:   "Changed a key's status",
-	audit.ActionLimitChanged: "Changed a key's limits",
-	audit.ActionApproval:     "Decided an agent action",
-	actionDatasetUploaded:    "Stored a dataset",
-	actionAgentStarted:       "Started an agent session",
-	actionAgentStopped:       "Stopped an agent session",
-	actionDatasetDeleted:     "Deleted a dataset",
-	"member.added":           "Added a member",
-	"member.removed":         "Removed a member",
+	audit.ActionSignIn:          "Signed in",
+	audit.ActionKeyCreated:      "Created a key",
+	audit.ActionKeyRevoked:      "Revoked a key",
+	audit.ActionKeyChanged:      "Changed a key's status",
+	audit.ActionLimitChanged:    "Changed a key's limits",
+	audit.ActionApproval:        "Decided an agent action",
+	audit.ActionDatasetUploaded: "Stored a dataset",
+	actionAgentStarted:          "Started an agent session",
+	actionAgentStopped:          "Stopped an agent session",
+	audit.ActionDatasetDeleted:  "Deleted a dataset",
+	"member.added":              "Added a member",
+	"member.removed":            "Removed a member",
 }
 
 // auditRows turns the entries into rows, naming users by the members service and keys by the

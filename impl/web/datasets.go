@@ -17,6 +17,7 @@ import (
 
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/dataset"
+	"github.com/tollgate/tollgate/impl/web/audit"
 )
 
 // The Datasets page: the account's dataset files (the ones the MCP tools load and query),
@@ -31,12 +32,6 @@ func (a *App) datasetsRoutes(mux *http.ServeMux) {
 	mux.Handle("POST /datasets", a.member(a.uploadDataset))
 	mux.Handle("POST /datasets/{name}/delete", a.owner(a.deleteDataset))
 }
-
-// Audit actions of the Datasets page.
-const (
-	actionDatasetUploaded = "dataset.uploaded"
-	actionDatasetDeleted  = "dataset.deleted"
-)
 
 // uploadFormOverhead is what a multipart form may add to the file it carries (boundaries,
 // headers, the name and format fields).
@@ -278,11 +273,11 @@ func (a *App) uploadDataset(w http.ResponseWriter, r *http.Request, v *Visitor) 
 	}
 	name := u.name
 	if name == "" {
-		name = datasetNameFor(u.fileName)
+		name = dataset.NameFor(u.fileName)
 	}
 	if !dataset.ValidName(name) {
 		bad("The name %q is not a dataset name: use letters, digits, '_' and '-', at most 64, starting with a letter or a digit (such as %s).",
-			name, datasetNameFor(name))
+			name, dataset.NameFor(name))
 		return
 	}
 	f, ok := formatOf(u.format, u.fileName)
@@ -318,7 +313,7 @@ func (a *App) uploadDataset(w http.ResponseWriter, r *http.Request, v *Visitor) 
 	others, othersBytes := 0, int64(0) // the account's datasets but the one this replaces
 	for _, s := range stored {
 		if s.Name == name {
-			before = datasetState(s)
+			before = audit.DatasetState(s)
 			continue
 		}
 		others++
@@ -370,7 +365,7 @@ func (a *App) uploadDataset(w http.ResponseWriter, r *http.Request, v *Visitor) 
 		a.failInternal(w, r, v, "store dataset", err)
 		return
 	}
-	a.record(r, v, actionDatasetUploaded, "dataset "+name, before, datasetState(saved))
+	a.record(r, v, audit.ActionDatasetUploaded, "dataset "+name, before, audit.DatasetState(saved))
 	http.Redirect(w, r, "/datasets?"+url.Values{"uploaded": {name}}.Encode(), http.StatusSeeOther)
 }
 
@@ -417,11 +412,11 @@ func (a *App) deleteDataset(w http.ResponseWriter, r *http.Request, v *Visitor) 
 		a.failInternal(w, r, v, "delete dataset", err)
 		return
 	}
-	a.record(r, v, actionDatasetDeleted, "dataset "+name, before, nil)
+	a.record(r, v, audit.ActionDatasetDeleted, "dataset "+name, before, nil)
 	http.Redirect(w, r, "/datasets?"+url.Values{"deleted": {name}}.Encode(), http.StatusSeeOther)
 }
 
-// storedState is the audit log's description (datasetState) of the account's stored dataset
+// storedState is the audit log's description (audit.DatasetState) of the account's stored dataset
 // name, or nil when the account has none by that name.
 func (a *App) storedState(ctx context.Context, acct uuid.UUID, name string) (any, error) {
 	stored, err := a.datasets.ListStorage(ctx, acct)
@@ -430,13 +425,13 @@ func (a *App) storedState(ctx context.Context, acct uuid.UUID, name string) (any
 	}
 	for _, s := range stored {
 		if s.Name == name {
-			return datasetState(s), nil
+			return audit.DatasetState(s), nil
 		}
 	}
 	return nil, nil
 }
 
-// describeStored says what a stored dataset is, from its datasetState: "CSV, 30 B, stored
+// describeStored says what a stored dataset is, from its audit.DatasetState: "CSV, 30 B, stored
 // 2026-01-02 10:00 UTC".
 func describeStored(state any) string {
 	m, _ := state.(map[string]any)
@@ -466,12 +461,6 @@ func (a *App) loadedState(ctx context.Context, acct uuid.UUID, name string) (str
 		}
 	}
 	return "", nil
-}
-
-// datasetState is what the audit log keeps of a dataset.
-func datasetState(s dataset.StoredDataset) map[string]any {
-	return map[string]any{"name": s.Name, "format": string(s.Format), "size_bytes": s.SizeBytes,
-		"updated": s.Updated.UTC().Format(time.RFC3339)}
 }
 
 // humanBytes is n in B, KiB, MiB or GiB.

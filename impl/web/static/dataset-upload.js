@@ -16,8 +16,8 @@
     var f = input.files && input.files[0];
     return f && f.size > max;
   }
-  // The dataset name a file's name gives, by the server's rule (impl/web/datasetname.go,
-  // datasetNameFor): shown in the name field before the upload, unless a name was typed.
+  // The dataset name a file's name gives, by the server's rule (NameFor in
+  // impl/dataset/filename.go): shown in the name field before the upload, unless a name was typed.
   var nameField = document.getElementById("dataset-name");
   var derivedNote = document.getElementById("dataset-name-derived");
   var valid = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;

@@ -1,4 +1,4 @@
-package web
+package dataset
 
 import (
 	"path"
@@ -6,29 +6,28 @@ import (
 	"unicode"
 
 	"golang.org/x/text/unicode/norm"
-
-	"github.com/tollgate/tollgate/impl/dataset"
 )
 
-// datasetNameMax is the longest dataset name (impl/dataset's grammar).
-const datasetNameMax = 64
+// nameMax is the longest dataset name (nameRE).
+const nameMax = 64
 
-// datasetNameFor derives a dataset name from an everyday file name, for an upload that names
+// NameFor derives a dataset name from an everyday file name, for an upload that names
 // none: the name without its directory and its last extension, as it is when it is already a
 // dataset name (letters, digits, '_' and '-', starting with a letter or a digit, at most 64:
-// impl/dataset's grammar, not loosened); otherwise with accents taken off its letters,
+// the grammar of ValidName, not loosened); otherwise with accents taken off its letters,
 // lowercased, each run of other characters made one '_' (a run of '-' alone stays '-'),
 // nothing but a letter or a digit at either end, and cut at 64 characters. "Q3 sales.csv" is
 // q3_sales, "Résumé (final).csv" resume_final; a name with no letter or digit left is
-// "dataset". static/dataset-upload.js applies the same rule to show the name before the
-// upload.
-func datasetNameFor(fileName string) string {
+// "dataset". The web console's upload and `tollgate admin dataset put` name a dataset so when
+// they are given no name, and impl/web's static/dataset-upload.js applies the same rule to show
+// the name before the upload.
+func NameFor(fileName string) string {
 	base := path.Base(strings.ReplaceAll(fileName, "\\", "/"))
 	if base == "." || base == "/" {
 		base = ""
 	}
 	stem := strings.TrimSuffix(base, path.Ext(base))
-	if dataset.ValidName(stem) {
+	if ValidName(stem) {
 		return stem
 	}
 	var plain strings.Builder
@@ -55,8 +54,8 @@ func datasetNameFor(fileName string) string {
 		}
 	}
 	name := b.String()
-	if len(name) > datasetNameMax {
-		name = strings.TrimRight(name[:datasetNameMax], "_-")
+	if len(name) > nameMax {
+		name = strings.TrimRight(name[:nameMax], "_-")
 	}
 	if name == "" {
 		return "dataset"

@@ -132,12 +132,12 @@ type grafanaPanel struct {
 }
 
 // The parts of a PromQL expression that are not metric names: label matchers, groupings,
-// and what is left is scanned for tollgate's and the GenAI conventions' metric names.
+// and what is left is scanned for tollgate's and the GenAI and MCP conventions' metric names.
 var (
 	promMatchers = regexp.MustCompile(`\{[^}]*\}`)
 	promGrouping = regexp.MustCompile(`\b(by|without)\s*\([^)]*\)`)
 	promRange    = regexp.MustCompile(`\[[^\]]*\]`)
-	promMetric   = regexp.MustCompile(`\b(tollgate|gen_ai)_[a-z0-9_]+\b`)
+	promMetric   = regexp.MustCompile(`\b(tollgate|gen_ai|mcp)_[a-z0-9_]+\b`)
 )
 
 // queriedMetrics are the metric names a PromQL expression reads.
@@ -163,10 +163,11 @@ func familyOf(series string, exposed map[string]string) string {
 // TestGrafanaDashboardQueriesExposedMetrics: docs/grafana/tollgate.json is a Grafana dashboard
 // on a Prometheus datasource variable whose every query reads metrics that `tollgate serve`
 // exposes on its metrics listener — scraped from a real process after a JSON request, a
-// stream, a 402 and spans dropped by an unreachable trace backend, so that every labelled
-// family has a series — and that covers what operators look at: requests and errors by route,
-// latency and added time, time to first token, tokens by type, credit refusals, the body
-// budget and dropped spans.
+// stream, an MCP tool call, a 402 and spans dropped by an unreachable trace backend, so that
+// every labelled family has a series — and that covers what operators look at: requests and
+// errors by route, latency and added time, time to first token and the upstream's time to
+// first chunk, tokens by type, MCP operations, credit refusals, the body budget and dropped
+// spans.
 func TestGrafanaDashboardQueriesExposedMetrics(t *testing.T) {
 	raw, err := os.ReadFile(dashboardPath)
 	if err != nil {
@@ -238,6 +239,10 @@ func TestGrafanaDashboardQueriesExposedMetrics(t *testing.T) {
 			t.Fatalf("request: %s", a)
 		}
 	}
+	if a := c.call(0, "POST", "/api/mcp", key.Plain,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_storage_datasets","arguments":{}}}`); a.status != http.StatusOK {
+		t.Fatalf("MCP tool call: %s", a)
+	}
 	if a := c.call(0, "POST", "/v1/chat/completions", broke.Plain, `{"model":"service-flint","messages":[{"role":"user","content":"Hello"}]}`); a.status != http.StatusPaymentRequired {
 		t.Fatalf("request without credit: %s", a)
 	}
@@ -266,7 +271,8 @@ func TestGrafanaDashboardQueriesExposedMetrics(t *testing.T) {
 	for _, want := range []string{"tollgate_http_requests_total", "tollgate_http_request_duration_seconds_bucket",
 		"tollgate_added_seconds_bucket", "gen_ai_server_time_to_first_token_seconds_bucket", "gen_ai_client_token_usage_sum",
 		"gen_ai_client_operation_duration_seconds_bucket", "tollgate_body_budget_in_use_bytes", "tollgate_trace_spans_dropped_total",
-		"tollgate_credit_outage_refused_total"} {
+		"tollgate_credit_outage_refused_total", "gen_ai_client_operation_time_to_first_chunk_seconds_bucket",
+		"mcp_server_operation_duration_seconds_count", "mcp_server_operation_duration_seconds_bucket"} {
 		if len(queried[want]) == 0 {
 			t.Errorf("no panel reads %s", want)
 		}

@@ -52,7 +52,7 @@ local development cluster when unset); it needs no API key.
 ` + usageExportUsage + `  model grant ACCOUNT MODEL                 let the account use a configured model
   model revoke ACCOUNT MODEL                withdraw a model from the account
   model list ACCOUNT                        the account's models
-` + datasetUsage + agentAdminUsage + memberAdminUsage + `
+` + datasetUsage + agentAdminUsage + memberAdminUsage + auditAdminUsage + `
 ACCOUNT is an account id or name. Global flag: -config FILE (models and plans).
 `
 
@@ -127,6 +127,8 @@ func (a *admin) run(ctx context.Context, noun, verb string, args []string) error
 		return a.model(ctx, verb, args)
 	case "dataset put", "dataset list", "dataset delete":
 		return a.dataset(ctx, verb, args)
+	case "audit list":
+		return a.auditList(ctx, args)
 	}
 	switch noun {
 	case "slot", "ticket", "approval":

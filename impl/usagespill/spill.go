@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -651,6 +652,12 @@ type record struct {
 	LongContext        bool         `json:"long_context,omitempty"`
 	WaivedMicros       int64        `json:"waived_micros,omitempty"`
 	CacheSavingsMicros int64        `json:"cache_savings_micros,omitempty"`
+	// The request's trace id (hex; absent: not traced), and what the writer does beside the
+	// record: delete its stream's checkpoint and settle its key's reservation (absent from the
+	// records of a spill file written before they were kept, which lost them).
+	TraceID      string `json:"trace_id,omitempty"`
+	Checkpointed bool   `json:"checkpointed,omitempty"`
+	SettleKey    bool   `json:"settle_key,omitempty"`
 }
 
 func encode(e Entry) ([]byte, error) {
@@ -667,6 +674,7 @@ func encode(e Entry) ([]byte, error) {
 		InputCost: r.Costs.Input, CacheReadCost: r.Costs.CacheRead, CacheWrite5mCost: r.Costs.CacheWrite5m,
 		CacheWrite1hCost: r.Costs.CacheWrite1h, OutputCost: r.Costs.Output, LongContext: r.Costs.LongContext,
 		WaivedMicros: r.WaivedMicros, CacheSavingsMicros: r.CacheSavingsMicros,
+		TraceID: traceID(r.TraceID), Checkpointed: r.Checkpointed, SettleKey: r.SettleKey,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("usagespill: encode the record of request %q: %w", r.RequestID, err)
@@ -693,11 +701,28 @@ func decode(payload []byte) (Entry, error) {
 		Costs: price.Breakdown{Input: r.InputCost, CacheRead: r.CacheReadCost, CacheWrite5m: r.CacheWrite5mCost,
 			CacheWrite1h: r.CacheWrite1hCost, Output: r.OutputCost, LongContext: r.LongContext},
 		WaivedMicros: r.WaivedMicros, CacheSavingsMicros: r.CacheSavingsMicros,
+		Checkpointed: r.Checkpointed, SettleKey: r.SettleKey,
 	}}
 	if r.AgentSession != nil {
 		e.Record.AgentSessionID = *r.AgentSession
 	}
+	if r.TraceID != "" {
+		if len(r.TraceID) != hex.EncodedLen(len(e.Record.TraceID)) {
+			return Entry{}, fmt.Errorf("usagespill: the record of request %q has the trace id %q, not 32 hex digits", r.RequestID, r.TraceID)
+		}
+		if _, err := hex.Decode(e.Record.TraceID[:], []byte(r.TraceID)); err != nil {
+			return Entry{}, fmt.Errorf("usagespill: the record of request %q has the trace id %q, not 32 hex digits", r.RequestID, r.TraceID)
+		}
+	}
 	return e, nil
+}
+
+// traceID is the trace id of a record as stored ("": not traced).
+func traceID(id [16]byte) string {
+	if id == ([16]byte{}) {
+		return ""
+	}
+	return hex.EncodeToString(id[:])
 }
 
 // agentSession is the agent session of a record as stored (nil: none).

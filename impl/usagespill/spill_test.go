@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tollgate/tollgate/impl/price"
 	"github.com/tollgate/tollgate/impl/store"
 )
 
@@ -367,5 +368,61 @@ func TestOpenDir(t *testing.T) {
 	defer e.Close()
 	if filepath.Base(e.Path()) != "usage-2.spill" {
 		t.Fatalf("took %s, want a new usage-2.spill", e.Path())
+	}
+}
+
+// TestEveryFieldKept (operator trial h1): a usage record comes back from the spill file with
+// every field the writer reads, whatever its kind: its trace id (the request log's and
+// `admin usage list`'s link to the trace) and SettleKey and Checkpointed, which make the write
+// settle a capped key's reservation and delete the stream's checkpoint. Before, the spill kept
+// none of the three: the records a gateway served during a database outage were written with
+// no trace id (seen by stopping PostgreSQL under a traced `tollgate serve`), and the key
+// settlement of trial h12 D2 (TestSpilledRecordSettlesItsKey, impl/store, which marshals the
+// record itself) was lost through the real spill file. Every field of store.UsageRecord but
+// RecordedAt (read back only) is set, so that a field added later fails here until the spill
+// keeps it.
+func TestEveryFieldKept(t *testing.T) {
+	at := time.Date(2026, 12, 6, 14, 30, 2, 123456789, time.UTC)
+	want := Entry{Holder: "host/1/abcd", Record: store.UsageRecord{
+		AccountID: uuid.New(), RequestID: "req_every_field", APIKeyID: uuid.New(),
+		Model: "service-sonnet", Route: "/v1/messages", Provider: "sim-anthropic", UpstreamModel: "sim-sonnet",
+		InputTokens: 1000, OutputTokens: 200, CacheReadTokens: 300, CacheWrite5mTokens: 40, CacheWrite1hTokens: 50,
+		ReasoningTokens: 60, ServiceTier: "priority", CostMicros: 4321,
+		Price: &price.Price{Rates: price.Rates{Input: 3_000_000, CacheRead: 300_000, CacheWrite5m: 3_750_000,
+			CacheWrite1h: 6_000_000, Output: 15_000_000}, Catalog: "claude-sonnet-4-5", Effective: "2026-01-01"},
+		Costs:        price.Breakdown{Input: 1000, CacheRead: 90, CacheWrite5m: 150, CacheWrite1h: 300, Output: 2781, LongContext: true},
+		WaivedMicros: 7, CacheSavingsMicros: 810,
+		HostedCalls: map[string]int64{"web_search": 2}, HostedMicros: 20_000,
+		Status: "ok", StartedAt: at, FinishedAt: at.Add(time.Second), OnCredit: true,
+		AgentSessionID: uuid.New(),
+		TraceID:        [16]byte{0x58, 0xab, 0xbf, 0xa4, 0xfb, 0xe9, 0x47, 0xaf, 0x76, 0x9c, 0xe3, 0xa7, 0x02, 0xde, 0xfa, 0x5a},
+		Checkpointed:   true, SettleKey: true,
+	}}
+	rv := reflect.ValueOf(want.Record)
+	for i := range rv.NumField() {
+		if name := rv.Type().Field(i).Name; name != "RecordedAt" && rv.Field(i).IsZero() {
+			t.Fatalf("the test's record leaves %s unset: set it, and keep it in the spill file", name)
+		}
+	}
+
+	s := open(t, filepath.Join(t.TempDir(), "u.spill"), Options{})
+	if _, err := s.Append([]Entry{want, entry(1)}); err != nil {
+		t.Fatal(err)
+	}
+	got := readAll(t, s)
+	if len(got) != 2 {
+		t.Fatalf("%d records read back", len(got))
+	}
+	if !reflect.DeepEqual(got[0], want) {
+		gv := reflect.ValueOf(got[0].Record)
+		for i := range rv.NumField() {
+			if !reflect.DeepEqual(gv.Field(i).Interface(), rv.Field(i).Interface()) {
+				t.Errorf("%s: read back %v, want %v", rv.Type().Field(i).Name, gv.Field(i).Interface(), rv.Field(i).Interface())
+			}
+		}
+		t.FailNow()
+	}
+	if got[1].Record.TraceID != ([16]byte{}) || got[1].Record.SettleKey || got[1].Record.Checkpointed {
+		t.Errorf("an untraced record without a checkpoint or key came back with %+v", got[1].Record)
 	}
 }

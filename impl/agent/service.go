@@ -97,8 +97,7 @@ func New(o Options) (*Service, error) {
 	}
 	s := &Service{store: o.Store, pool: o.Store.Pool(), q: o.Store.Agents(), cfg: cfg, models: o.Config,
 		tools: map[string]checkedTool{}, exchange: o.Exchange, key: o.KeyPrincipal, log: o.Logger,
-		// River reports every start and stop at info; its warnings and errors are what matter.
-		riverLog: slog.New(minLevel{o.Logger.Handler(), slog.LevelWarn})}
+		riverLog: riverLogger(o.Logger.Handler())}
 	for _, t := range o.Tools {
 		if t.Annotations.ReadOnly && t.Name != ToolOpenTicket {
 			schema, err := tool.CompileSchema(t)
@@ -147,22 +146,4 @@ func (s *Service) Run(ctx context.Context) error {
 	cancel()
 	wg.Wait()
 	return err
-}
-
-// minLevel is a slog handler that drops records below a level.
-type minLevel struct {
-	slog.Handler
-	min slog.Level
-}
-
-func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= h.min && h.Handler.Enabled(ctx, l)
-}
-
-func (h minLevel) WithAttrs(a []slog.Attr) slog.Handler {
-	return minLevel{h.Handler.WithAttrs(a), h.min}
-}
-
-func (h minLevel) WithGroup(name string) slog.Handler {
-	return minLevel{h.Handler.WithGroup(name), h.min}
 }

@@ -110,15 +110,29 @@ func (s *Service) Wait(ctx context.Context, sessionID string, afterSeq int64) <-
 }
 
 // listen holds a LISTEN connection on channelEvents until ctx ends, reconnecting when it is
-// lost, and wakes the waiters of each notified session.
+// lost, and wakes the waiters of each notified session. A loss is logged once, as a warning,
+// and the return of the notifications once: the attempts between (every 2 s while the
+// database is away) are logged at debug.
 func (s *Service) listen(ctx context.Context) {
 	backoff := 50 * time.Millisecond
+	lost := false
+	listening := func() {
+		if lost {
+			s.log.Info("agent: event notifications restored")
+			lost = false
+		}
+	}
 	for ctx.Err() == nil {
-		err := s.listenOnce(ctx)
+		err := s.listenOnce(ctx, listening)
 		if ctx.Err() != nil {
 			return
 		}
-		s.log.Warn("agent: event notifications lost; reconnecting", "err", err)
+		if lost {
+			s.log.Debug("agent: event notifications still lost; reconnecting", "err", err)
+		} else {
+			s.log.Warn("agent: event notifications lost; reconnecting", "err", err)
+			lost = true
+		}
 		s.waiters.wakeAll()
 		select {
 		case <-ctx.Done():
@@ -129,7 +143,8 @@ func (s *Service) listen(ctx context.Context) {
 	}
 }
 
-func (s *Service) listenOnce(ctx context.Context) error {
+// listenOnce listens on one connection until it fails, calling listening once it listens.
+func (s *Service) listenOnce(ctx context.Context, listening func()) error {
 	pooled, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return err
@@ -139,6 +154,7 @@ func (s *Service) listenOnce(ctx context.Context) error {
 	if _, err := conn.Exec(ctx, "LISTEN "+channelEvents); err != nil {
 		return err
 	}
+	listening()
 	s.waiters.wakeAll() // what happened before this connection listened
 	for {
 		n, err := conn.WaitForNotification(ctx)

@@ -66,7 +66,7 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
-		return usageError(err.Error())
+		return flagError(err)
 	}
 	args = global.Args()
 	if len(args) < 2 {
@@ -151,7 +151,7 @@ func parse(fs *flag.FlagSet, args []string, positional int) ([]string, error) {
 			continue
 		}
 		if err := fs.Parse(args); err != nil {
-			return nil, usageError(err.Error())
+			return nil, flagError(err)
 		}
 		args = fs.Args()
 		if len(args) == 0 {

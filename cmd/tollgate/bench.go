@@ -38,7 +38,7 @@ func runBench(ctx context.Context, args []string) error {
 	alongside := fs.String("traced-alongside", "", "run a second gateway alongside the first, tracing its requests (sink, or an OTLP/HTTP endpoint URL, at -sampling), measured in the same rounds: what tracing costs a request under the same load of the machine (the first gateway untraced: -tracing off)")
 	sampling := fs.Float64("sampling", 1, "with -tracing, the share of requests traced (1: every one, always_on; below 1: parentbased_traceidratio with that ratio)")
 	if err := fs.Parse(args); err != nil {
-		return usageError(err.Error())
+		return flagError(err)
 	}
 	self, err := os.Executable()
 	if err != nil {

@@ -31,7 +31,7 @@ func runChaos(ctx context.Context, args []string) error {
 	requireCutBilling := fs.Bool("require-cut-billing", true, "fail the run when a stream cut by the SIGKILL is not billed at all (false: such streams are only reported)")
 	keep := fs.Bool("keep", false, "keep the run's directory (database, replica logs)")
 	if err := fs.Parse(args); err != nil {
-		return usageError(err.Error())
+		return flagError(err)
 	}
 	bin, err := os.Executable()
 	if err != nil {

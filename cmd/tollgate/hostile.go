@@ -27,7 +27,7 @@ func runHostile(ctx context.Context, args []string) error {
 	keep := fs.Bool("keep", false, "keep the run's directory (database, gateway and simulator logs)")
 	binary := fs.String("binary", "", "the tollgate executable that serves, simulates and administers (default: this one; another build, to compare)")
 	if err := fs.Parse(args); err != nil {
-		return usageError(err.Error())
+		return flagError(err)
 	}
 	bin := *binary
 	if bin == "" {

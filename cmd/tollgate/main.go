@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -108,20 +109,41 @@ func main() {
 		fmt.Fprintf(os.Stderr, "tollgate: unknown command %q\n\n%s", cmd, usage)
 		os.Exit(2)
 	}
-	if err != nil {
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, "tollgate:", err)
-		var u usageError
-		if errors.As(err, &u) {
-			os.Exit(2)
-		}
-		os.Exit(1)
 	}
+	if code := exitStatus(err); code != 0 {
+		os.Exit(code)
+	}
+}
+
+// exitStatus is the process's exit status after a command returned err: 0 when it succeeded
+// or printed the help its -h asked for, 2 for a mistake in the command line, else 1.
+func exitStatus(err error) int {
+	var u usageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &u):
+		return 2
+	}
+	return 1
 }
 
 // usageError is a mistake in the command line.
 type usageError string
 
 func (u usageError) Error() string { return string(u) }
+
+// flagError is a command's error for its flags that did not parse: flag.ErrHelp as it is when
+// they asked for help (printed by the flag set; the process ends with status 0), else a usage
+// error.
+func flagError(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return usageError(err.Error())
+}
 
 // newLogger builds the process logger from LOG_FORMAT and LOG_LEVEL.
 func newLogger(defaultFormat string) *slog.Logger {
@@ -312,7 +334,14 @@ func requireLocalCluster() error {
 }
 
 func runMigrate(ctx context.Context, args []string) error {
-	if len(args) > 0 {
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "Usage of migrate: apply pending schema migrations to DATABASE_URL (or the local development cluster); it takes no arguments")
+	}
+	if err := fs.Parse(args); err != nil {
+		return flagError(err)
+	}
+	if fs.NArg() > 0 {
 		return usageError("migrate takes no arguments")
 	}
 	log := newLogger("text")

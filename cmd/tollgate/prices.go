@@ -28,7 +28,7 @@ func runPrices(args []string, out io.Writer) error {
 	configPath := fs.String("config", "", "the configuration whose models' prices are shown (default: TOLLGATE_CONFIG, else the built-in one)")
 	day := fs.String("date", time.Now().UTC().Format(time.DateOnly), "the day whose prices are shown (YYYY-MM-DD)")
 	if err := fs.Parse(args); err != nil {
-		return usageError(err.Error())
+		return flagError(err)
 	}
 	cat := pricecatalog.Builtin()
 	if *litellm != "" {

@@ -27,7 +27,7 @@ func runRelay(ctx context.Context, args []string) error {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
-		return usageError(err.Error())
+		return flagError(err)
 	}
 	if fs.NArg() > 0 {
 		return usageError(fmt.Sprintf("relay: unexpected argument %q", fs.Arg(0)))

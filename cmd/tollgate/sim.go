@@ -25,7 +25,7 @@ func runSim(ctx context.Context, args []string) error {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
-		return usageError(err.Error())
+		return flagError(err)
 	}
 	if fs.NArg() > 0 {
 		return usageError(fmt.Sprintf("sim: unexpected argument %q", fs.Arg(0)))

@@ -218,6 +218,12 @@ func (a *admin) keyCreate(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if *rpm < -1 {
+		return usageError("-rpm: the cap must be a non-negative integer, or -1 for the plan's default")
+	}
+	if *creditCap < -1 {
+		return usageError("-credit-cap: the cap must be a non-negative number of micro-units, or -1 for none")
+	}
 	acct, err := a.account(ctx, pos[0])
 	if err != nil {
 		return err

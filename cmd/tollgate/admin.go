@@ -570,7 +570,36 @@ func (a *admin) creditGrant(ctx context.Context, args []string) error {
 		fmt.Fprintf(a.out, "idempotency key %q was used already by ledger entry %d (+%d micros); nothing granted\n", e.IdempotencyKey, e.ID, e.AmountMicros)
 		return nil
 	}
+	if err := a.audit(ctx, acct.ID, audit.ActionCreditGranted, fmt.Sprintf("ledger entry %d", e.ID), nil,
+		map[string]any{"amount_micros": e.AmountMicros, "balance_after_micros": e.BalanceAfterMicros, "note": e.Note,
+			"idempotency_key": e.IdempotencyKey}); err != nil {
+		return err
+	}
 	fmt.Fprintf(a.out, "ledger entry %d: +%d micros to %s; balance %d micros (%s)\n", e.ID, e.AmountMicros, acct.Name, e.BalanceAfterMicros, apierror.USD(e.BalanceAfterMicros))
+	return nil
+}
+
+// hasModel reports whether the account is granted the model.
+func (a *admin) hasModel(ctx context.Context, account uuid.UUID, model string) (bool, error) {
+	grants, err := a.svc.Store.AccountModels(ctx, account)
+	if err != nil {
+		return false, err
+	}
+	for _, g := range grants {
+		if g.ModelID == model {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// audit records a change the operator made to the account in its audit log, as the web
+// console's changes are: actor operator, the target, and its state before and after (nil: none).
+func (a *admin) audit(ctx context.Context, account uuid.UUID, action, target string, before, after any) error {
+	e := audit.Entry{AccountID: account, Actor: "operator", Action: action, Target: target, Before: before, After: after}
+	if err := (&audit.Log{Store: a.svc.Store}).Record(ctx, e); err != nil {
+		return fmt.Errorf("%s: the change is made, but recording it in the audit log failed: %w", target, err)
+	}
 	return nil
 }
 
@@ -662,13 +691,25 @@ func (a *admin) model(ctx context.Context, verb string, args []string) error {
 	}
 	switch verb {
 	case "grant":
+		had, err := a.hasModel(ctx, acct.ID, pos[1])
+		if err != nil {
+			return err
+		}
 		if err := a.svc.GrantModel(ctx, acct.ID, pos[1]); err != nil {
 			return err
+		}
+		if !had {
+			if err := a.audit(ctx, acct.ID, audit.ActionModelGranted, "model "+pos[1], nil, map[string]string{"model": pos[1]}); err != nil {
+				return err
+			}
 		}
 		fmt.Fprintf(a.out, "account %s may use %s\n", acct.Name, pos[1])
 	case "revoke":
 		if err := a.svc.RevokeModel(ctx, acct.ID, pos[1]); err != nil {
 			return fmt.Errorf("model %s for %s: %w", pos[1], acct.Name, err)
+		}
+		if err := a.audit(ctx, acct.ID, audit.ActionModelRevoked, "model "+pos[1], map[string]string{"model": pos[1]}, nil); err != nil {
+			return err
 		}
 		fmt.Fprintf(a.out, "account %s may no longer use %s\n", acct.Name, pos[1])
 	default:

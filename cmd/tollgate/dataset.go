@@ -203,7 +203,7 @@ func (a *admin) datasetPut(ctx context.Context, svc *dataset.Service, account uu
 	if s, ok := before[d.Name]; ok {
 		was = audit.DatasetState(s)
 	}
-	if err := a.auditDataset(ctx, account, audit.ActionDatasetUploaded, d.Name, was, audit.DatasetState(d)); err != nil {
+	if err := a.audit(ctx, account, audit.ActionDatasetUploaded, "dataset "+d.Name, was, audit.DatasetState(d)); err != nil {
 		return err
 	}
 	names := make([]string, len(cols))
@@ -236,7 +236,7 @@ func (a *admin) datasetDelete(ctx context.Context, svc *dataset.Service, account
 		if _, kept := after[name]; kept {
 			continue
 		}
-		if err := a.auditDataset(ctx, account, audit.ActionDatasetDeleted, name, audit.DatasetState(s), nil); err != nil {
+		if err := a.audit(ctx, account, audit.ActionDatasetDeleted, "dataset "+name, audit.DatasetState(s), nil); err != nil {
 			return err
 		}
 	}
@@ -255,15 +255,4 @@ func storedByName(ctx context.Context, svc *dataset.Service, account uuid.UUID) 
 		byName[s.Name] = s
 	}
 	return byName, nil
-}
-
-// auditDataset records a dataset change the operator made in the account's audit log, as the
-// Datasets page records its uploads and deletions: actor operator, target "dataset NAME", the
-// stored dataset as it was and as it is (nil: none).
-func (a *admin) auditDataset(ctx context.Context, account uuid.UUID, action, name string, before, after any) error {
-	e := audit.Entry{AccountID: account, Actor: "operator", Action: action, Target: "dataset " + name, Before: before, After: after}
-	if err := (&audit.Log{Store: a.svc.Store}).Record(ctx, e); err != nil {
-		return fmt.Errorf("dataset %s: the change is made, but recording it in the audit log failed: %w", name, err)
-	}
-	return nil
 }

@@ -60,6 +60,9 @@ var auditActions = map[string]string{
 	audit.ActionDatasetDeleted:  "Deleted a dataset",
 	"member.added":              "Added a member",
 	"member.removed":            "Removed a member",
+	audit.ActionModelGranted:    "Granted a model",
+	audit.ActionModelRevoked:    "Withdrew a model",
+	audit.ActionCreditGranted:   "Added credit",
 }
 
 // auditRows turns the entries into rows, naming users by the members service and keys by the

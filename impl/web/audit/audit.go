@@ -84,3 +84,10 @@ func (l *Log) List(ctx context.Context, accountID uuid.UUID, beforeID int64, lim
 	}
 	return out, nil
 }
+
+// Actions on an account that only the operator takes (`tollgate admin`).
+const (
+	ActionModelGranted  = "model.granted"
+	ActionModelRevoked  = "model.revoked"
+	ActionCreditGranted = "credit.granted"
+)

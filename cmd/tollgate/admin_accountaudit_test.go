@@ -1,0 +1,50 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/tollgate/tollgate/impl/devkit/pgtest"
+	"github.com/tollgate/tollgate/impl/web/audit"
+)
+
+// TestAdminAccountChangesAudited (operator trial h1): the operator's grants of credit and of
+// models, and a model's withdrawal, are in the account's audit log beside the key and dataset
+// changes (actor operator): a credit grant with its ledger entry, amount, note and key; a
+// model granted or withdrawn. What changes nothing adds nothing: a grant repeated under its
+// idempotency key, a model granted again. Before, none of the three was recorded.
+func TestAdminAccountChangesAudited(t *testing.T) {
+	url := pgtest.ConnString(t)
+	t.Setenv("DATABASE_URL", url)
+	t.Setenv("LOG_LEVEL", "error")
+	mustAdmin(t, "account create acme -plan demo")
+	mustAdmin(t, "model revoke acme service-sonnet")
+	mustAdmin(t, "model grant acme service-sonnet")
+	mustAdmin(t, "model grant acme service-sonnet")
+	entry := strings.Fields(mustAdmin(t, "credit grant acme 5000000 -note invoice-42 -idempotency-key inv-42"))[2]
+	mustAdmin(t, "credit grant acme 5000000 -note invoice-42 -idempotency-key inv-42")
+
+	st, acct := openAccount(t, url, "acme")
+	entries, err := (&audit.Log{Store: st}).List(context.Background(), acct.ID, 0, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for i := len(entries) - 1; i >= 0; i-- { // oldest first
+		e := entries[i]
+		if e.Actor != "operator" {
+			t.Errorf("audit entry by %q: %+v", e.Actor, e)
+		}
+		got = append(got, fmt.Sprintf("%s %s: %s -> %s", e.Action, e.Target, auditState(e.Before), auditState(e.After)))
+	}
+	want := []string{
+		`model.revoked model service-sonnet: {"model":"service-sonnet"} -> -`,
+		`model.granted model service-sonnet: - -> {"model":"service-sonnet"}`,
+		`credit.granted ledger entry ` + strings.TrimSuffix(entry, ":") + `: - -> {"amount_micros":5000000,"balance_after_micros":15000000,"idempotency_key":"inv-42","note":"invoice-42"}`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("the audit log:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

@@ -126,8 +126,9 @@ type grafanaPanel struct {
 		H, W, X, Y int
 	} `json:"gridPos"`
 	Targets []struct {
-		RefID string `json:"refId"`
-		Expr  string `json:"expr"`
+		RefID        string `json:"refId"`
+		Expr         string `json:"expr"`
+		LegendFormat string `json:"legendFormat"`
 	} `json:"targets"`
 }
 
@@ -139,6 +140,66 @@ var (
 	promRange    = regexp.MustCompile(`\[[^\]]*\]`)
 	promMetric   = regexp.MustCompile(`\b(tollgate|gen_ai|mcp)_[a-z0-9_]+\b`)
 )
+
+// The labels a query reads: those it groups by, those its matchers select on, and those its
+// legend names.
+var (
+	promGroupingLabels = regexp.MustCompile(`\b(?:by|without)\s*\(([^)]*)\)`)
+	promMatcherLabel   = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)`)
+	promLegendLabel    = regexp.MustCompile(`\{\{\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}`)
+	seriesLabel        = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="`)
+)
+
+// queriedLabels are the labels a panel's query reads of its metrics' series, but those the
+// scrape adds (instance, job) and the histograms' le.
+func queriedLabels(expr, legend string) []string {
+	var out []string
+	for _, g := range promGroupingLabels.FindAllStringSubmatch(expr, -1) {
+		for l := range strings.SplitSeq(g[1], ",") {
+			out = append(out, strings.TrimSpace(l))
+		}
+	}
+	for _, m := range promMatchers.FindAllString(expr, -1) {
+		for _, l := range promMatcherLabel.FindAllStringSubmatch(m, -1) {
+			out = append(out, l[1])
+		}
+	}
+	for _, l := range promLegendLabel.FindAllStringSubmatch(legend, -1) {
+		out = append(out, l[1])
+	}
+	return slices.DeleteFunc(out, func(l string) bool { return l == "" || l == "instance" || l == "job" || l == "le" })
+}
+
+// exposedLabels scrapes a metrics listener and returns the label names of each series name's
+// samples.
+func exposedLabels(t *testing.T, addr string) map[string]map[string]bool {
+	t.Helper()
+	res, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	out := map[string]map[string]bool{}
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		name, labels, _ := strings.Cut(strings.Fields(line)[0], "{")
+		if out[name] == nil {
+			out[name] = map[string]bool{}
+		}
+		for _, l := range seriesLabel.FindAllStringSubmatch(labels, -1) {
+			out[name][l[1]] = true
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
 
 // queriedMetrics are the metric names a PromQL expression reads.
 func queriedMetrics(expr string) []string {
@@ -266,6 +327,20 @@ func TestGrafanaDashboardQueriesExposedMetrics(t *testing.T) {
 	slices.Sort(missing)
 	for _, n := range missing {
 		t.Errorf("the dashboard queries %s (panels %q), which the gateway does not expose", n, queried[n])
+	}
+	// Each label a query groups by, selects on or names in its legend is one its metrics'
+	// series carry: a panel split by a label its metric lacks shows one unnamed line.
+	labels := exposedLabels(t, metricsAddr)
+	for _, p := range d.Panels {
+		for _, q := range p.Targets {
+			for _, n := range queriedMetrics(q.Expr) {
+				for _, l := range queriedLabels(q.Expr, q.LegendFormat) {
+					if !labels[n][l] {
+						t.Errorf("panel %q, query %s reads the label %s of %s, which its series do not carry", p.Title, q.RefID, l, n)
+					}
+				}
+			}
+		}
 	}
 
 	for _, want := range []string{"tollgate_http_requests_total", "tollgate_http_request_duration_seconds_bucket",

@@ -11,10 +11,11 @@ import (
 )
 
 // TestAdminAccountChangesAudited (operator trial h1): the operator's grants of credit and of
-// models, and a model's withdrawal, are in the account's audit log beside the key and dataset
-// changes (actor operator): a credit grant with its ledger entry, amount, note and key; a
-// model granted or withdrawn. What changes nothing adds nothing: a grant repeated under its
-// idempotency key, a model granted again. Before, none of the three was recorded.
+// models, a model's withdrawal and an agent slot given or taken away are in the account's
+// audit log beside the key and dataset changes (actor operator): a credit grant with its
+// ledger entry, amount, note and key; a model granted or withdrawn; a slot assigned or
+// unassigned. What changes nothing adds nothing: a grant repeated under its idempotency key, a
+// model granted again, a slot assigned twice. Before, none of them was recorded.
 func TestAdminAccountChangesAudited(t *testing.T) {
 	url := pgtest.ConnString(t)
 	t.Setenv("DATABASE_URL", url)
@@ -25,6 +26,11 @@ func TestAdminAccountChangesAudited(t *testing.T) {
 	mustAdmin(t, "model grant acme service-sonnet")
 	entry := strings.Fields(mustAdmin(t, "credit grant acme 5000000 -note invoice-42 -idempotency-key inv-42"))[2]
 	mustAdmin(t, "credit grant acme 5000000 -note invoice-42 -idempotency-key inv-42")
+	mustAdmin(t, "slot assign acme main")
+	if _, err := adminRun(t, "slot assign acme main"); err == nil {
+		t.Fatal("a slot was assigned twice")
+	}
+	mustAdmin(t, "slot unassign acme main")
 
 	st, acct := openAccount(t, url, "acme")
 	entries, err := (&audit.Log{Store: st}).List(context.Background(), acct.ID, 0, 50)
@@ -43,6 +49,8 @@ func TestAdminAccountChangesAudited(t *testing.T) {
 		`model.revoked model service-sonnet: {"model":"service-sonnet"} -> -`,
 		`model.granted model service-sonnet: - -> {"model":"service-sonnet"}`,
 		`credit.granted ledger entry ` + strings.TrimSuffix(entry, ":") + `: - -> {"amount_micros":5000000,"balance_after_micros":15000000,"idempotency_key":"inv-42","note":"invoice-42"}`,
+		`slot.assigned slot main: - -> {"slot":"main"}`,
+		`slot.unassigned slot main: {"slot":"main"} -> -`,
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("the audit log:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

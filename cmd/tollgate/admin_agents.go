@@ -128,11 +128,17 @@ func (a *admin) slotAssign(ctx context.Context, svc *agent.Service, verb string,
 		if err := svc.AssignSlot(ctx, acct.ID, pos[1]); err != nil {
 			return agentErr(what, err)
 		}
+		if err := a.audit(ctx, acct.ID, audit.ActionSlotAssigned, "slot "+pos[1], nil, map[string]string{"slot": pos[1]}); err != nil {
+			return err
+		}
 		fmt.Fprintf(a.out, "account %s has agent slot '%s'\n", acct.Name, pos[1])
 		return nil
 	}
 	if err := svc.UnassignSlot(ctx, acct.ID, pos[1]); err != nil {
 		return agentErr(what, err)
+	}
+	if err := a.audit(ctx, acct.ID, audit.ActionSlotRemoved, "slot "+pos[1], map[string]string{"slot": pos[1]}, nil); err != nil {
+		return err
 	}
 	fmt.Fprintf(a.out, "account %s no longer has agent slot '%s' (a session running in it stops: slot_unassigned)\n", acct.Name, pos[1])
 	return nil

@@ -63,6 +63,8 @@ var auditActions = map[string]string{
 	audit.ActionModelGranted:    "Granted a model",
 	audit.ActionModelRevoked:    "Withdrew a model",
 	audit.ActionCreditGranted:   "Added credit",
+	audit.ActionSlotAssigned:    "Gave an agent slot",
+	audit.ActionSlotRemoved:     "Took an agent slot away",
 }
 
 // auditRows turns the entries into rows, naming users by the members service and keys by the

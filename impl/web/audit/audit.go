@@ -90,4 +90,6 @@ const (
 	ActionModelGranted  = "model.granted"
 	ActionModelRevoked  = "model.revoked"
 	ActionCreditGranted = "credit.granted"
+	ActionSlotAssigned  = "slot.assigned"
+	ActionSlotRemoved   = "slot.unassigned"
 )

@@ -24,7 +24,9 @@ console shows when a key is created: CLIENT is claude-code (or claude), codex, o
 openai-sdk, anthropic-sdk, mcp, or all. The key is checked against the gateway first
 (GET /v1/models), and the settings name the first model of each family the key may use. Claude
 Code's settings warn, as the console's do, when the key's credit cap (GET /v1/credits) is below
-what one of its turns holds at the model's price (GET /v1/models), and say what to do.
+what one of its turns holds at the model's price (GET /v1/models), and say what to do; Codex's
+and opencode's give them the chat model's window (and opencode its output bound and price)
+as GET /v1/models says them.
 
   -url URL   the gateway's public URL (default $TOLLGATE_URL, else http://localhost:8080)
   -key KEY   the API key (default $TOLLGATE_API_KEY)
@@ -103,6 +105,7 @@ func runConnect(ctx context.Context, args []string, out io.Writer) error {
 	}
 	target := connect.Target{BaseURL: *baseURL, Key: *key}
 	target.ChatModel, target.MessagesModel = connect.ChooseByFamily(ids, func(id string) string { return family[id] })
+	target.Chat = listedFacts(models, target.ChatModel)
 	if which == "all" || which == "claude-code" {
 		target.Messages, target.CreditCapMicros = messagesFacts(ctx, c, models, target.MessagesModel)
 	}
@@ -127,11 +130,7 @@ func runConnect(ctx context.Context, args []string, out io.Writer) error {
 // credits say it. When either is not known (a gateway that does not say the price, credits
 // that cannot be read) the facts are nil, and the settings say the rule rather than a figure.
 func messagesFacts(ctx context.Context, c *client.Client, models []api.Model, id string) (*connect.ModelFacts, *int64) {
-	i := slices.IndexFunc(models, func(m api.Model) bool { return m.Id == id })
-	if i < 0 {
-		return nil, nil
-	}
-	facts := connect.FactsOf(models[i])
+	facts := listedFacts(models, id)
 	if facts == nil {
 		return nil, nil
 	}
@@ -143,6 +142,16 @@ func messagesFacts(ctx context.Context, c *client.Client, models []api.Model, id
 		return facts, nil
 	}
 	return facts, &credits.Key.CreditCap.CapMicros
+}
+
+// listedFacts are the price and limits the gateway's model list gives the model id
+// (connect.FactsOf); nil when the list does not have it or says no price.
+func listedFacts(models []api.Model, id string) *connect.ModelFacts {
+	i := slices.IndexFunc(models, func(m api.Model) bool { return m.Id == id })
+	if i < 0 {
+		return nil
+	}
+	return connect.FactsOf(models[i])
 }
 
 // unprefixed is err's message without the "tollgate: " that impl/client's errors begin with:

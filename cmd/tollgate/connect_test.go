@@ -18,10 +18,11 @@ import (
 
 // TestConnectCommand runs `tollgate connect` against a real `tollgate serve`: with a key of an
 // account on the default plan it prints exactly the settings the console shows (the first chat
-// and Messages models the key may use, the gateway's URL, the key, and for Claude Code the
-// model's window, from the price and limits the gateway's model list gives), with the client
-// named before or after the flags; `all` prints every client; a key the gateway refuses, a
-// missing key and an unknown client are errors that say so, and print nothing.
+// and Messages models the key may use, the gateway's URL, the key, for Claude Code the Messages
+// model's window and for Codex and opencode the chat model's window, output bound and price,
+// from what the gateway's model list gives where the console reads the configuration), with
+// the client named before or after the flags; `all` prints every client; a key the gateway
+// refuses, a missing key and an unknown client are errors that say so, and print nothing.
 func TestConnectCommand(t *testing.T) {
 	db := pgtest.ConnString(t)
 	key := setupAccount(t, db)
@@ -33,8 +34,11 @@ func TestConnectCommand(t *testing.T) {
 	if err := runConnect(ctx, []string{"codex", "-url", p.base + "/", "-key", key}, &out); err != nil {
 		t.Fatal(err)
 	}
-	want := connect.Codex(connect.Target{BaseURL: p.base, Key: key, ChatModel: "service-flint", MessagesModel: "service-sonnet"}).Text()
-	if out.String() != want {
+	// The console's facts of the chat model, read from the configuration; the command's come
+	// from GET /v1/models.
+	flint := connect.Facts(config.Default(), "service-flint")
+	want := connect.Codex(connect.Target{BaseURL: p.base, Key: key, ChatModel: "service-flint", MessagesModel: "service-sonnet", Chat: flint}).Text()
+	if out.String() != want || !strings.Contains(out.String(), "model_context_window = 200000") {
 		t.Errorf("connect codex printed:\n%s\nwant:\n%s", out.String(), want)
 	}
 	out.Reset()
@@ -43,10 +47,17 @@ func TestConnectCommand(t *testing.T) {
 	if err := runConnect(ctx, []string{"claude"}, &out); err != nil {
 		t.Fatal(err)
 	}
-	sonnet := connect.MessagesFacts(config.Default(), "service-sonnet")
-	console := connect.Target{BaseURL: p.base, Key: key, ChatModel: "service-flint", MessagesModel: "service-sonnet", Messages: sonnet}
+	sonnet := connect.Facts(config.Default(), "service-sonnet")
+	console := connect.Target{BaseURL: p.base, Key: key, ChatModel: "service-flint", MessagesModel: "service-sonnet", Chat: flint, Messages: sonnet}
 	if want := connect.ClaudeCode(console).Text(); out.String() != want || !strings.Contains(out.String(), "CLAUDE_CODE_AUTO_COMPACT_WINDOW=200000") {
 		t.Errorf("connect claude (from the environment) printed:\n%s\nwant:\n%s", out.String(), want)
+	}
+	out.Reset()
+	if err := runConnect(ctx, []string{"opencode"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if want := connect.Opencode(console).Text(); out.String() != want || !strings.Contains(out.String(), "service-flint is a fusion model") {
+		t.Errorf("connect opencode printed:\n%s\nwant (the console's):\n%s", out.String(), want)
 	}
 	out.Reset()
 	if err := runConnect(ctx, []string{"-url", p.base, "all"}, &out); err != nil {
@@ -97,7 +108,7 @@ func TestConnectNamesTheCapsFigure(t *testing.T) {
 	}
 	capMicros := int64(500_000)
 	want := connect.ClaudeCode(connect.Target{BaseURL: p.base, Key: key, ChatModel: "service-flint", MessagesModel: "service-sonnet",
-		Messages: connect.MessagesFacts(config.Default(), "service-sonnet"), CreditCapMicros: &capMicros}).Text()
+		Messages: connect.Facts(config.Default(), "service-sonnet"), CreditCapMicros: &capMicros}).Text()
 	if out.String() != want {
 		t.Errorf("connect claude with a capped key printed:\n%s\nwant (the console's):\n%s", out.String(), want)
 	}

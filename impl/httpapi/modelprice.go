@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"reflect"
 	"strconv"
 	"strings"
 
@@ -37,7 +36,7 @@ func modelPricing(m *routing.Model) api.ModelPricing {
 		Prompt:              r.Prompt, InputCacheRead: r.InputCacheRead, InputCacheWrite: r.InputCacheWrite,
 		InputCacheWrite1h: r.InputCacheWrite1h, Completion: r.Completion,
 	}
-	if !pricedAlike(m.Experts) {
+	if !m.PricedAlike() {
 		out.Basis = api.ModelPricingBasisHighestOfExperts
 		low := wireRates(lowestRates(m.Experts))
 		out.Lowest = &low
@@ -88,22 +87,6 @@ func isFree(p price.Price) bool {
 		}
 	}
 	return true
-}
-
-// pricedAlike reports whether every expert bills at the same rates (their catalog entries'
-// names and dates aside), so that the model has one price.
-func pricedAlike(experts []routing.Expert) bool {
-	for _, e := range experts[1:] {
-		if !reflect.DeepEqual(ratesOf(e.Price), ratesOf(experts[0].Price)) {
-			return false
-		}
-	}
-	return true
-}
-
-// ratesOf is p's rates and tiers without where they came from.
-func ratesOf(p price.Price) price.Price {
-	return price.Price{Rates: p.Rates, LongContext: p.LongContext, ServiceTiers: p.ServiceTiers}
 }
 
 // lowestRates are, kind by kind, the lowest base rates of the experts.

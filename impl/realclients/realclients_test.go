@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,6 +20,7 @@ import (
 	"github.com/tollgate/tollgate/impl/devkit/apitest"
 	"github.com/tollgate/tollgate/impl/price"
 	"github.com/tollgate/tollgate/impl/store"
+	"github.com/tollgate/tollgate/impl/web/connect"
 )
 
 // The tools the gateway's MCP endpoint lists today.
@@ -445,15 +449,55 @@ func codexTurn(t *testing.T, r clientRun) []map[string]any {
 	return events
 }
 
-// testCodex: codex exec with the gateway as a custom Responses provider.
+// testCodex: codex exec with exactly the config.toml the console and `tollgate connect codex`
+// give a person (connect.Codex: the gateway as a custom Responses provider, the model's
+// context window as the console reads it), which --strict-config accepts (it refuses a field
+// Codex does not know). Codex holds the window it was given: its session's token counts say
+// model_context_window, which it compacts by, at 95% of it (190,000 for service-flint's
+// 200,000; without the setting, 258,400, 95% of the 272,000 its fallback metadata assumes).
 func testCodex(t *testing.T, c clients, fx fixture) {
 	rec := newRecorder(t, fx.gw.URL, fx.key)
 	sb := codexSandbox(t, c, fx, rec, false, false)
+	facts := connect.Facts(fx.gw.Config, "service-flint")
+	setup := connect.Codex(connect.Target{BaseURL: rec.URL, Key: fx.key, ChatModel: "service-flint", Chat: facts})
+	if facts == nil || setup.Unavailable != "" || !strings.Contains(setup.Blocks[0].Text, "model_context_window") {
+		t.Fatalf("connect.Codex gave no config.toml with the model's window: %+v", setup)
+	}
+	writeFile(t, filepath.Join(sb.env["CODEX_HOME"], "config.toml"), setup.Blocks[0].Text)
 	r := run(t, rec, sb, append(c.codex(), "exec", "--json", "--strict-config", "--skip-git-repo-check", "Say hi")...)
 	codexTurn(t, r)
 	checkInference(t, rec, "/v1/responses", "service-flint")
+	checkCodexWindow(t, sb.env["CODEX_HOME"], facts.ContextTokens)
 	rec.checkEgress(t)
 }
+
+// checkCodexWindow: the session Codex wrote under codexHome (sessions/…/rollout-*.jsonl) says
+// in its token counts that the model's context window is window, less the 5% Codex keeps back
+// (its model metadata's effective_context_window_percent, 95 for a model it has no metadata
+// for).
+func checkCodexWindow(t *testing.T, codexHome string, window int) {
+	t.Helper()
+	rollouts, _ := filepath.Glob(filepath.Join(codexHome, "sessions", "*", "*", "*", "rollout-*.jsonl"))
+	if len(rollouts) == 0 {
+		t.Fatalf("Codex wrote no session under %s", codexHome)
+	}
+	var windows []string
+	for _, path := range rollouts {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		windows = append(windows, codexWindowRe.FindAllString(string(b), -1)...)
+	}
+	t.Logf("Codex's session says %v", windows)
+	want := fmt.Sprintf(`"model_context_window":%d`, window*95/100)
+	if len(windows) == 0 || slices.ContainsFunc(windows, func(w string) bool { return w != want }) {
+		t.Errorf("Codex's session says %v, want %s", windows, want)
+	}
+}
+
+// codexWindowRe finds the context window in a Codex session's token counts.
+var codexWindowRe = regexp.MustCompile(`"model_context_window":[0-9]+`)
 
 // knownGaps names what the gateway does not do yet that a check below depends on, with why.
 // A check whose gap is listed is skipped (visibly, with the reason) instead of failing; once

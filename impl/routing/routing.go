@@ -42,6 +42,7 @@ package routing
 
 import (
 	"net/url"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -156,6 +157,23 @@ func (m *Model) MaxPrice() price.Price {
 		p = price.Max(p, e.Price)
 	}
 	return p
+}
+
+// PricedAlike reports whether every expert bills at the same rates (their catalog entries'
+// names and dates aside), so that the model has one price; when not, MaxPrice is the highest
+// rate of any expert, kind by kind, and no one expert's.
+func (m *Model) PricedAlike() bool {
+	for _, e := range m.Experts[1:] {
+		if !reflect.DeepEqual(ratesOf(e.Price), ratesOf(m.Experts[0].Price)) {
+			return false
+		}
+	}
+	return true
+}
+
+// ratesOf is p's rates and tiers without where they came from.
+func ratesOf(p price.Price) price.Price {
+	return price.Price{Rates: p.Rates, LongContext: p.LongContext, ServiceTiers: p.ServiceTiers}
 }
 
 // Registry holds the configured models.

@@ -32,7 +32,8 @@ func TestKeyCreatedShowsSettings(t *testing.T) {
 		t.Fatalf("create: %d %.300s", p.Status, p.Body)
 	}
 	plain := plainKeyRe.FindStringSubmatch(p.Body)[1]
-	tg := connect.Target{BaseURL: e.URL, Key: plain, ChatModel: "service-flint", MessagesModel: "service-sonnet"}
+	tg := connect.Target{BaseURL: e.URL, Key: plain, ChatModel: "service-flint", MessagesModel: "service-sonnet",
+		Chat: connect.Facts(e.Config, "service-flint")}
 	for _, s := range connect.All(tg) {
 		if !strings.Contains(p.Body, `<details class="setup" id="setup-`+s.ID+`"`) {
 			t.Errorf("no section for %s", s.Client)

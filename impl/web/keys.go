@@ -177,9 +177,13 @@ func (a *App) limitsWarning(ctx context.Context, account uuid.UUID, k store.APIK
 func (a *App) connectTarget(plain string, models []string, capMicros *int64) connect.Target {
 	t := connect.Target{BaseURL: strings.TrimSuffix(a.web.PublicURL, "/"), Key: plain}
 	t.ChatModel, t.MessagesModel = connect.ChooseModels(a.cfg, models)
+	if t.ChatModel != "" {
+		// What Codex and opencode are told the model costs and holds.
+		t.Chat = connect.Facts(a.cfg, t.ChatModel)
+	}
 	if t.MessagesModel != "" {
 		// What a turn holds against the key's cap, said beside the settings it would refuse.
-		t.Messages, t.CreditCapMicros = connect.MessagesFacts(a.cfg, t.MessagesModel), capMicros
+		t.Messages, t.CreditCapMicros = connect.Facts(a.cfg, t.MessagesModel), capMicros
 	}
 	return t
 }

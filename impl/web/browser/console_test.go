@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
+	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/devkit/browsertest"
 	"github.com/tollgate/tollgate/impl/web/connect"
 )
@@ -83,7 +84,8 @@ func TestKeyCreatedCopyAndSettings(t *testing.T) {
 	}))
 
 	// The settings shown are connect's, to the byte, for this gateway and key.
-	tg := connect.Target{BaseURL: s.URL, Key: key, ChatModel: "service-flint", MessagesModel: "service-sonnet"}
+	tg := connect.Target{BaseURL: s.URL, Key: key, ChatModel: "service-flint", MessagesModel: "service-sonnet",
+		Chat: connect.Facts(config.Default(), "service-flint")}
 	for _, setup := range connect.All(tg) {
 		for i, b := range setup.Blocks {
 			id := "setup-" + setup.ID + "-" + string(rune('0'+i))

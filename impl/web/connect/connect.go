@@ -41,9 +41,13 @@ type Target struct {
 	// MessagesModel is a model served on Anthropic Messages (Claude Code, the Anthropic SDKs);
 	// "" when the key may use none.
 	MessagesModel string
-	// Messages is what the gateway reserves a turn on MessagesModel by (MessagesFacts, or
-	// FactsOf from GET /v1/models); nil when it is not known, and then the rule is said rather
-	// than the figure.
+	// Chat is ChatModel's price, output bound and window (Facts, or FactsOf from GET
+	// /v1/models), which Codex's and opencode's settings give them; nil when they are not
+	// known, and then those settings say nothing of them.
+	Chat *ModelFacts
+	// Messages is what the gateway reserves a turn on MessagesModel by (Facts, or FactsOf from
+	// GET /v1/models); nil when it is not known, and then the rule is said rather than the
+	// figure.
 	Messages *ModelFacts
 	// CreditCapMicros is the key's credit cap (store.APIKey.CreditCapMicros); nil when the key
 	// has none or it is not known.
@@ -57,22 +61,29 @@ type ModelFacts struct {
 	Price           price.Price
 	MaxOutputTokens int
 	ContextTokens   int
+	// HighestOfExperts reports that Price is, kind by kind, the highest rate of a fusion
+	// model's experts, which are priced differently: the most a token can cost, while each
+	// request is billed at the rates of the expert that answered it (GET /v1/models says basis
+	// highest_of_experts).
+	HighestOfExperts bool
 }
 
-// MessagesFacts are the configured model id's facts as the gateway's reservation reads them
-// (routing.Registry); nil for a model the configuration does not have.
-func MessagesFacts(cfg *config.Config, id string) *ModelFacts {
+// Facts are the configured model id's facts as the gateway's reservation reads them
+// (routing.Registry), what the console gives the settings; nil for a model the configuration
+// does not have.
+func Facts(cfg *config.Config, id string) *ModelFacts {
 	m, ok := routing.NewRegistry(cfg).Model(id)
 	if !ok {
 		return nil
 	}
-	return &ModelFacts{Price: m.MaxPrice(), MaxOutputTokens: m.MaxOutputTokens, ContextTokens: m.ContextTokens}
+	return &ModelFacts{Price: m.MaxPrice(), MaxOutputTokens: m.MaxOutputTokens, ContextTokens: m.ContextTokens,
+		HighestOfExperts: !m.PricedAlike()}
 }
 
 // FactsOf are a model's facts as the gateway says them on GET /v1/models (what `tollgate
 // connect` learns, where the console reads the configuration): its price's base rates and
 // long-context tier (for a fusion model the highest of any expert's, what the reservation
-// holds, as MessagesFacts), its output bound and its window; nil when the answer gives no
+// holds, as Facts), its output bound and its window; nil when the answer gives no
 // price (a gateway that does not say it), and then the rule is said rather than the figure.
 func FactsOf(m api.Model) *ModelFacts {
 	w := m.Pricing
@@ -82,7 +93,7 @@ func FactsOf(m api.Model) *ModelFacts {
 	f := &ModelFacts{Price: price.Price{Rates: price.Rates{
 		Input: w.InputMicrosPerMtok, CacheRead: w.CacheReadMicrosPerMtok, CacheWrite5m: w.CacheWrite5mMicrosPerMtok,
 		CacheWrite1h: w.CacheWrite1hMicrosPerMtok, Output: w.OutputMicrosPerMtok,
-	}}}
+	}}, HighestOfExperts: w.Basis == api.ModelPricingBasisHighestOfExperts}
 	if t := w.LongContext; t != nil {
 		f.Price.LongContext = &price.Tier{AboveInputTokens: t.AboveInputTokens, Rates: price.Rates{
 			Input: t.InputMicrosPerMtok, CacheRead: t.CacheReadMicrosPerMtok, CacheWrite5m: t.CacheWrite5mMicrosPerMtok,
@@ -317,16 +328,24 @@ func thousands(n int) string {
 }
 
 // Codex is the Codex CLI's config.toml with the gateway as a custom provider on the Responses
-// API, the key read from KeyVariable, and its calls to github.com and chatgpt.com off.
+// API, the key read from KeyVariable, the model's context window when it is known (Codex
+// knows no window of a model it has no metadata for, and compacts by it), and its calls to
+// github.com and chatgpt.com off. Codex 0.169 has no setting for a model's output bound
+// (model_max_output_tokens is an unknown field to its --strict-config) nor for its price.
 func Codex(t Target) Setup {
 	s := Setup{ID: "codex", Client: "Codex CLI"}
 	if t.ChatModel == "" {
 		s.Unavailable = noModel("OpenAI Responses")
 		return s
 	}
+	window := ""
+	if t.Chat != nil && t.Chat.ContextTokens > 0 {
+		window = fmt.Sprintf("model_context_window = %d\n", t.Chat.ContextTokens)
+	}
 	s.Blocks = []Block{
 		{Where: "~/.codex/config.toml (or $CODEX_HOME/config.toml)", Lang: "toml", Text: "" +
 			"model = " + tomlString(t.ChatModel) + "\n" +
+			window +
 			"model_provider = \"tollgate\"\n" +
 			"# These four keep Codex from calling github.com and chatgpt.com.\n" +
 			"check_for_update_on_startup = false\n" +
@@ -344,13 +363,14 @@ func Codex(t Target) Setup {
 			"wire_api = \"responses\"\n"},
 		{Where: "Your shell", Lang: "sh", Text: exportKey(t) + "codex\n"},
 	}
-	s.Note = "Run by the test suite (impl/realclients) with these settings. Outside a git repository, " +
+	s.Note = "Run by the test suite (impl/realclients, Codex 0.169.0, with --strict-config) with these settings. Outside a git repository, " +
 		"codex exec needs --skip-git-repo-check."
 	return s
 }
 
 // Opencode is opencode's configuration with the gateway as an OpenAI-compatible provider (chat
-// completions), the key read from KeyVariable.
+// completions), the key read from KeyVariable, and the model's limit and cost when they are
+// known (opencodeModel).
 func Opencode(t Target) Setup {
 	s := Setup{ID: "opencode", Client: "opencode"}
 	if t.ChatModel == "" {
@@ -363,7 +383,7 @@ func Opencode(t Target) Setup {
 			"npm":     "@ai-sdk/openai-compatible",
 			"name":    "tollgate",
 			"options": map[string]any{"baseURL": t.BaseURL + "/v1", "apiKey": "{env:" + KeyVariable + "}"},
-			"models":  map[string]any{t.ChatModel: map[string]any{"name": t.ChatModel}},
+			"models":  map[string]any{t.ChatModel: opencodeModel(t.ChatModel, t.Chat)},
 		}},
 		"model": "tollgate/" + t.ChatModel,
 	}
@@ -373,7 +393,70 @@ func Opencode(t Target) Setup {
 	}
 	s.Note = "Run by the test suite (impl/realclients, opencode 1.18.33) with these settings: " +
 		"opencode streams from /v1/chat/completions and reports the tokens the gateway bills."
+	if f := t.Chat; f != nil {
+		s.Note += " The model's cost is the gateway's price in US dollars per million tokens, from which opencode shows what a session spent"
+		if f.HighestOfExperts {
+			s.Note += fmt.Sprintf(" (%s is a fusion model whose experts are priced differently: these are the dearest expert's rates, "+
+				"so opencode's figure is the most the session can have cost; each request is billed at the rates of the expert that answered it)", t.ChatModel)
+		}
+		s.Note += "."
+		if lc := f.Price.LongContext; lc != nil && (f.ContextTokens == 0 || lc.AboveInputTokens < int64(f.ContextTokens)) {
+			s.Note += fmt.Sprintf(" opencode prices a model of its configuration at these rates whatever the prompt's length, "+
+				"so for a request above %s input tokens, which the gateway bills at its long-context rates, its figure is below the bill.",
+				thousands(int(lc.AboveInputTokens)))
+		}
+	}
+	if opencodeLimit(t.Chat) != nil {
+		s.Note += " Its limit is the model's window and output bound, by which opencode compacts the conversation before it outgrows the window."
+	}
 	return s
+}
+
+// opencodeModel is the model's entry in opencode's provider configuration: its name, and with
+// its facts known, its cost and limit (the schema of opencode 1.18.33's ConfigProviderV1.Model:
+// cost {input, output, cache_read, cache_write} in US dollars per million tokens, limit
+// {context, output} in tokens, both required in a limit). opencode prices a session as the
+// gateway bills it: input less cache reads and writes at input, cache reads at cache_read,
+// cache writes at cache_write (the gateway's five-minute rate: opencode has one), output with
+// reasoning at output; it computes exactly where the gateway rounds each part of a bill up to
+// a micro-unit. The schema's cost.context_over_200k is left out: opencode 1.18.33 accepts it
+// but does not carry it into a configured model (`opencode models --verbose` shows no
+// long-context rates), so it would say a price opencode does not use.
+func opencodeModel(id string, f *ModelFacts) map[string]any {
+	m := map[string]any{"name": id}
+	if f == nil {
+		return m
+	}
+	m["cost"] = opencodeRates(f.Price.Rates)
+	if limit := opencodeLimit(f); limit != nil {
+		m["limit"] = limit
+	}
+	return m
+}
+
+// opencodeRates are rates as opencode's cost says them, in US dollars per million tokens.
+func opencodeRates(r price.Rates) map[string]any {
+	return map[string]any{"input": usdPerMillion(r.Input), "output": usdPerMillion(r.Output),
+		"cache_read": usdPerMillion(r.CacheRead), "cache_write": usdPerMillion(r.CacheWrite5m)}
+}
+
+// opencodeLimit is opencode's limit for a model, its window and output bound; nil unless both
+// are known (opencode's schema needs both).
+func opencodeLimit(f *ModelFacts) map[string]any {
+	if f == nil || f.ContextTokens <= 0 || f.MaxOutputTokens <= 0 {
+		return nil
+	}
+	return map[string]any{"context": f.ContextTokens, "output": f.MaxOutputTokens}
+}
+
+// usdPerMillion is a rate in micro-units per million tokens as US dollars per million tokens,
+// exactly (a decimal JSON number: 1250000 is 1.25).
+func usdPerMillion(micros int64) json.Number {
+	whole, frac := micros/1_000_000, micros%1_000_000
+	if frac == 0 {
+		return json.Number(fmt.Sprint(whole))
+	}
+	return json.Number(strings.TrimRight(fmt.Sprintf("%d.%06d", whole, frac), "0"))
 }
 
 // OpenAISDK is the OpenAI SDKs' base URL (with /v1) and key, in TypeScript and Python.

@@ -16,9 +16,11 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the code")
 
-// target is a gateway behind https with a key of the real shape.
+// target is a gateway behind https with a key of the real shape, and the chat model's facts
+// as the console reads them from the default configuration (service-flint: a fusion model
+// whose experts are priced differently).
 var target = Target{BaseURL: "https://gateway.example.com", Key: "tgk_0123456789ABCDEFabcdef0123456789ABCDEFab",
-	ChatModel: "service-flint", MessagesModel: "service-sonnet"}
+	ChatModel: "service-flint", MessagesModel: "service-sonnet", Chat: Facts(config.Default(), "service-flint")}
 
 // golden compares got with testdata/name.golden (rewritten with -update).
 func golden(t *testing.T, name, got string) {
@@ -149,7 +151,7 @@ func TestChooseModels(t *testing.T) {
 func capped(t *testing.T, micros int64) Target {
 	t.Helper()
 	c := target
-	c.Messages, c.CreditCapMicros = MessagesFacts(config.Default(), c.MessagesModel), &micros
+	c.Messages, c.CreditCapMicros = Facts(config.Default(), c.MessagesModel), &micros
 	if c.Messages == nil {
 		t.Fatal("no facts for service-sonnet")
 	}
@@ -269,5 +271,103 @@ func TestFactsOfTheModelList(t *testing.T) {
 	}
 	if f := FactsOf(api.Model{Id: "service-sonnet", MaxTokens: &maxTokens}); f != nil {
 		t.Errorf("a model without pricing: %+v, want no facts", f)
+	}
+}
+
+// opencodeEntry is the model's entry in opencode's configuration of the setup.
+func opencodeEntry(t *testing.T, s Setup, model string) map[string]any {
+	t.Helper()
+	var cfg struct {
+		Provider map[string]struct {
+			Models map[string]map[string]any `json:"models"`
+		} `json:"provider"`
+	}
+	if err := json.Unmarshal([]byte(s.Blocks[0].Text), &cfg); err != nil {
+		t.Fatalf("opencode's configuration is not JSON: %v\n%s", err, s.Blocks[0].Text)
+	}
+	entry, ok := cfg.Provider["tollgate"].Models[model]
+	if !ok {
+		t.Fatalf("opencode's configuration has no %s:\n%s", model, s.Blocks[0].Text)
+	}
+	return entry
+}
+
+// TestAgentsToldCostAndWindow: with the chat model's facts known, opencode's model entry says
+// its price in US dollars per million tokens, exactly (service-flint-base: $0.50 input, $0.125
+// cache reads, $0.50 cache writes, the configuration's default, $1.50 output) and its limit
+// (the window and output bound), and Codex's config.toml its window; a fusion model priced
+// differently by its experts says the dearest expert's rates and the note says they bound the
+// bill; without facts neither says any.
+func TestAgentsToldCostAndWindow(t *testing.T) {
+	base := target
+	base.ChatModel, base.Chat = "service-flint-base", Facts(config.Default(), "service-flint-base")
+	oc := Opencode(base)
+	golden(t, "opencode-flint-base", oc.Text())
+	golden(t, "codex-flint-base", Codex(base).Text())
+	entry := opencodeEntry(t, oc, "service-flint-base")
+	wantCost := map[string]any{"input": 0.5, "output": 1.5, "cache_read": 0.125, "cache_write": 0.5}
+	if !reflect.DeepEqual(entry["cost"], wantCost) {
+		t.Errorf("opencode's cost: %v, want %v", entry["cost"], wantCost)
+	}
+	if want := map[string]any{"context": 128000.0, "output": 32768.0}; !reflect.DeepEqual(entry["limit"], want) {
+		t.Errorf("opencode's limit: %v, want %v", entry["limit"], want)
+	}
+	if strings.Contains(oc.Note, "fusion") {
+		t.Errorf("a model with one price is said to be a fusion model's dearest: %q", oc.Note)
+	}
+	if !strings.Contains(Codex(base).Blocks[0].Text, "\nmodel_context_window = 128000\n") {
+		t.Errorf("Codex is not told the window:\n%s", Codex(base).Blocks[0].Text)
+	}
+
+	if n := Opencode(target).Note; !strings.Contains(n, "service-flint is a fusion model") || !strings.Contains(n, "the most the session can have cost") {
+		t.Errorf("the fusion model's note does not say its cost is the dearest expert's: %q", n)
+	}
+
+	unknown := base
+	unknown.Chat = nil
+	entry = opencodeEntry(t, Opencode(unknown), "service-flint-base")
+	if _, ok := entry["cost"]; ok || entry["limit"] != nil {
+		t.Errorf("opencode is told a price or limit that is not known: %v", entry)
+	}
+	if text := Codex(unknown).Text(); strings.Contains(text, "model_context_window") {
+		t.Errorf("Codex is told a window that is not known:\n%s", text)
+	}
+}
+
+// TestOpencodeLongContext: opencode 1.18.33 does not use a long-context price for a model of
+// its configuration, so none is given, and when the model's window holds a request above the
+// tier's threshold the note says opencode's figure is then below the bill; service-flint,
+// whose tier (the dearest of its experts') starts at its window, and a model without a tier
+// say nothing of it.
+func TestOpencodeLongContext(t *testing.T) {
+	long := *target.Chat
+	if long.Price.LongContext == nil || long.Price.LongContext.AboveInputTokens != 200_000 {
+		t.Fatalf("service-flint's long-context tier: %+v", long.Price.LongContext)
+	}
+	long.ContextTokens = 1_000_000
+	tg := target
+	tg.Chat = &long
+	s := Opencode(tg)
+	if strings.Contains(s.Blocks[0].Text, "context_over_200k") {
+		t.Errorf("opencode is given a long-context price it does not use:\n%s", s.Blocks[0].Text)
+	}
+	if !strings.Contains(s.Note, "above 200,000 input tokens") || !strings.Contains(s.Note, "below the bill") {
+		t.Errorf("the note does not say opencode's figure is below the bill above the tier: %q", s.Note)
+	}
+	base := target
+	base.ChatModel, base.Chat = "service-flint-base", Facts(config.Default(), "service-flint-base")
+	for _, tg := range []Target{target, base} {
+		if n := Opencode(tg).Note; strings.Contains(n, "below the bill") {
+			t.Errorf("%s: %q", tg.ChatModel, n)
+		}
+	}
+}
+
+// TestUSDPerMillion: micro-units per million tokens are written as exact decimal dollars.
+func TestUSDPerMillion(t *testing.T) {
+	for micros, want := range map[int64]string{0: "0", 1: "0.000001", 125_000: "0.125", 1_500_000: "1.5", 3_750_000: "3.75", 15_000_000: "15"} {
+		if got := usdPerMillion(micros); string(got) != want {
+			t.Errorf("usdPerMillion(%d) = %s, want %s", micros, got, want)
+		}
 	}
 }

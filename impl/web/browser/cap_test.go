@@ -107,11 +107,8 @@ func TestKeyCreditCap(t *testing.T) {
 	p.Do(chromedp.EmulateViewport(375, 800))
 	p.at(p.Navigate(s.URL+"/keys"), http.StatusOK, s.URL+"/keys")
 	p.shot("keys-capped-narrow")
-	ctx, cancel := context.WithTimeout(p.Context(), browsertest.ActionTimeout)
-	defer cancel()
-	width, err := chromedp.Run(ctx, chromedp.Evaluate[int]("document.documentElement.scrollWidth"))
-	if err != nil || width > 375 {
-		t.Errorf("the Keys page is %d pixels wide on a 375-pixel screen (%v)", width, err)
+	if width := p.width(); width > 375 {
+		t.Errorf("the Keys page is %d pixels wide on a 375-pixel screen", width)
 	}
 }
 
@@ -142,11 +139,8 @@ func TestKeyCapLoweredWarns(t *testing.T) {
 	p.Do(chromedp.EmulateViewport(375, 800))
 	p.at(p.Navigate(p.URL()), http.StatusOK, s.URL+"/keys")
 	p.shot("keys-cap-lowered-narrow")
-	ctx, cancel := context.WithTimeout(p.Context(), browsertest.ActionTimeout)
-	defer cancel()
-	width, err := chromedp.Run(ctx, chromedp.Evaluate[int]("document.documentElement.scrollWidth"))
-	if err != nil || width > 375 {
-		t.Errorf("the Keys page with the warning is %d pixels wide on a 375-pixel screen (%v)", width, err)
+	if width := p.width(); width > 375 {
+		t.Errorf("the Keys page with the warning is %d pixels wide on a 375-pixel screen", width)
 	}
 }
 

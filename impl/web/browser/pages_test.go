@@ -114,13 +114,7 @@ func TestNarrowScreen(t *testing.T) {
 	p.Do(chromedp.EmulateViewport(375, 800))
 	for _, n := range navigation {
 		p.at(p.Navigate(s.URL+n.path), http.StatusOK, s.URL+n.path)
-		ctx, cancel := context.WithTimeout(p.Context(), 10*time.Second)
-		width, err := chromedp.Run(ctx, chromedp.Evaluate[int]("document.documentElement.scrollWidth"))
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if width > 375 {
+		if width := p.width(); width > 375 {
 			p.shot("narrow-" + strings.TrimPrefix(n.path, "/"))
 			ctx, cancel := context.WithTimeout(p.Context(), 10*time.Second)
 			wide, _ := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("body *")].filter((e) => !e.closest("table") && e.getBoundingClientRect().right > 376).slice(0, 5).map((e) => e.tagName + "." + e.className + " " + Math.round(e.getBoundingClientRect().right))`))

@@ -114,6 +114,19 @@ func (p *tour) shot(name string) {
 	p.Screenshot(fmt.Sprintf("%s%02d-%s", p.who, p.n, name))
 }
 
+// width is how wide the page shown is in CSS pixels (its document's scroll width), for the
+// narrow-screen checks; it fails the test when the browser cannot tell.
+func (p *tour) width() int {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.Context(), browsertest.ActionTimeout)
+	defer cancel()
+	width, err := chromedp.Run(ctx, chromedp.Evaluate[int]("document.documentElement.scrollWidth"))
+	if err != nil {
+		p.t.Fatalf("the page's width: %v", err)
+	}
+	return width
+}
+
 // at fails the test unless the page shown is url (ignoring a query) with the wanted status.
 func (p *tour) at(status, wantStatus int, url string) {
 	p.t.Helper()

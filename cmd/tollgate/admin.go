@@ -210,7 +210,9 @@ func (a *admin) keyCreate(ctx context.Context, args []string) error {
 	name := fs.String("name", "", "a name for the key")
 	rpm := fs.Int("rpm", -1, "requests-per-minute cap (0: none, -1: the plan's default)")
 	expires := fs.String("expires", "", "when the key stops working: a duration (30d, 12h) or a date (2027-01-01, RFC 3339)")
-	creditCap := fs.Int64("credit-cap", -1, "the most the key may spend a cap period, in micro-units (-1: no cap)")
+	creditCap := new(microsValue)
+	*creditCap = -1
+	fs.Var(creditCap, "credit-cap", "the most the key may spend a cap period, in micro-units (1 USD = 1000000; -1: no cap)")
 	capPeriod := fs.String("cap-period", "none", "how often the credit cap starts again: none, daily or monthly (UTC)")
 	models := fs.String("models", "", "comma-separated models the key may use (default: every model of the account)")
 	quiet := fs.Bool("quiet", false, "print only the key")
@@ -237,7 +239,8 @@ func (a *admin) keyCreate(ctx context.Context, args []string) error {
 		o.ExpiresAt = &at
 	}
 	if *creditCap >= 0 {
-		o.CreditCapMicros = creditCap
+		micros := int64(*creditCap)
+		o.CreditCapMicros = &micros
 	}
 	if *models != "" {
 		o.Models = strings.Split(*models, ",")

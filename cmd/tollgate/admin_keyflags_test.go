@@ -19,6 +19,10 @@ func TestAdminKeyCreateRefusesNegativeLimits(t *testing.T) {
 		"key create acme -rpm -5":        "-rpm",
 		"key create acme -credit-cap -5": "-credit-cap",
 		"key create acme -credit-cap -2": "-credit-cap",
+		// Dollars are refused with the micro-units to give (the flag package said "parse error").
+		"key create acme -credit-cap 0.5":    "for $0.5 give 500000",
+		"key create acme -credit-cap $12.25": "for $12.25 give 12250000",
+		"key create acme -credit-cap lots":   "not an integer number of micro-units",
 	} {
 		out, err := adminRun(t, line)
 		if err == nil || !strings.Contains(err.Error(), want) || exitStatus(err) != 2 {
@@ -30,7 +34,8 @@ func TestAdminKeyCreateRefusesNegativeLimits(t *testing.T) {
 	}
 	mustAdmin(t, "key create acme -rpm -1 -credit-cap -1")
 	mustAdmin(t, "key create acme -rpm 0 -credit-cap 0")
-	if out := mustAdmin(t, "key list acme"); strings.Count(out, "tgk_") != 2 {
-		t.Fatalf("-1 and 0 are no longer taken:\n%s", out)
+	mustAdmin(t, "key create acme -credit-cap 1_500_000")
+	if out := mustAdmin(t, "key list acme"); strings.Count(out, "tgk_") != 3 || !strings.Contains(out, "1500000") {
+		t.Fatalf("-1, 0 and 1_500_000 are no longer taken:\n%s", out)
 	}
 }

@@ -159,6 +159,9 @@ func (x *Exchange) relayStream(sw streamWriter) (again bool) {
 		holding = x.MayFailOver()
 		// output: the upstream has produced some of the answer.
 		output bool
+		// unmodelled: the characters of output the neutral events do not carry (thinking,
+		// reasoning summaries), which the provider bills (streamconv.UnmodelledOutput).
+		unmodelled int
 	)
 	// write writes evs to the client, or holds a copy of them back.
 	write := func(evs []sse.Event) error {
@@ -202,6 +205,11 @@ loop:
 			fail("api_error", "the upstream stream could not be read")
 			break
 		}
+		if relay == nil {
+			// Thinking that a translated stream's client does not see is output all the
+			// same, which the provider bills, as it is when relayed (task h7).
+			unmodelled += streamconv.UnmodelledOutput(x.expert.Kind, ev)
+		}
 		// The encoder reuses its buffer on every call: write each call's events at once.
 		failed := false
 		for _, n := range neutral {
@@ -241,13 +249,12 @@ loop:
 				break
 			}
 			wrote = wrote || len(out) > 0
-			output = output || relay.Unmodelled() > 0
 		}
 		if relay != nil {
-			x.reserve.Progress(enc.Usage(), res.text+relay.Unmodelled())
-		} else {
-			x.reserve.Progress(enc.Usage(), res.text)
+			unmodelled = relay.Unmodelled()
 		}
+		output = output || unmodelled > 0
+		x.reserve.Progress(enc.Usage(), res.text+unmodelled)
 		if holding && (output || done || len(res.held) > maxHeld) {
 			// The upstream has begun its answer: what was held goes out, and the rest
 			// follows as it comes.
@@ -286,7 +293,7 @@ loop:
 					// did not report as Settle bills them (trial h14 D2). The usage settled,
 					// traced and recorded stays the upstream's.
 					reported, filled = u, true
-					out = enc.Encode(llm.Event{Kind: llm.EventUsage, Usage: x.billedUsage(u, res.text)}, out)
+					out = enc.Encode(llm.Event{Kind: llm.EventUsage, Usage: x.billedUsage(u, res.text+unmodelled)}, out)
 				}
 				out = enc.Finish(out)
 			} else {
@@ -301,9 +308,12 @@ loop:
 		}
 	}
 	x.upstreamWait += upstream.wait
+	// Thinking and the like: output the provider bills, billed from its length if no usage
+	// says so, whether the client has it (relayed) or not (translated).
 	if relay != nil {
-		res.text += relay.Unmodelled() // thinking and the like: output the client has, if no usage says so
+		unmodelled = relay.Unmodelled() // also the event whose write failed
 	}
+	res.text += unmodelled
 	res.usage = enc.Usage()
 	if filled {
 		res.usage = reported

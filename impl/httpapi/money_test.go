@@ -19,6 +19,7 @@ import (
 	"github.com/tollgate/tollgate/impl/convert"
 	"github.com/tollgate/tollgate/impl/devkit/apitest"
 	"github.com/tollgate/tollgate/impl/llm"
+	"github.com/tollgate/tollgate/impl/price"
 	"github.com/tollgate/tollgate/impl/pricecatalog"
 	"github.com/tollgate/tollgate/impl/provider"
 	"github.com/tollgate/tollgate/impl/sim"
@@ -297,6 +298,54 @@ func TestCutStreamBillsTheRequestsInput(t *testing.T) {
 		}
 	}
 	checkBooks(t, g, tenant.Account, 1_000_000_000)
+}
+
+// TestCutStreamBillsItsThinking: a stream the upstream cuts after some thinking (a Messages
+// upstream's thinking deltas, a Responses upstream's reasoning-summary deltas), before it
+// reported any output count, is billed at least that thinking's estimated tokens (four
+// characters a token) at the output rate, on every route: relayed to a client of the upstream's
+// format, which sees the thinking, and translated to the other formats, whose clients do not
+// but whose provider bills it all the same. On the code before, the translated routes were
+// billed no output (task h7); the relayed ones were billed the thinking.
+func TestCutStreamBillsItsThinking(t *testing.T) {
+	const deltas = 5
+	thought := strings.Repeat("Weighing the question before answering. ", 2) // 80 characters
+	want := int64((deltas*len(thought) + 3) / 4)
+	var messages, responses strings.Builder
+	messages.WriteString("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_01\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-5\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":20,\"output_tokens\":1}}}\n\n")
+	messages.WriteString("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\",\"signature\":\"\"}}\n\n")
+	responses.WriteString("event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_t1\",\"object\":\"response\",\"created_at\":1764777600,\"model\":\"gpt-4.1-mini\",\"status\":\"in_progress\",\"output\":[]}}\n\n")
+	responses.WriteString("event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":1,\"output_index\":0,\"item\":{\"id\":\"rs_1\",\"type\":\"reasoning\",\"summary\":[]}}\n\n")
+	responses.WriteString("event: response.reasoning_summary_part.added\ndata: {\"type\":\"response.reasoning_summary_part.added\",\"sequence_number\":2,\"item_id\":\"rs_1\",\"output_index\":0,\"summary_index\":0,\"part\":{\"type\":\"summary_text\",\"text\":\"\"}}\n\n")
+	for i := range deltas {
+		fmt.Fprintf(&messages, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":%q}}\n\n", thought)
+		fmt.Fprintf(&responses, "event: response.reasoning_summary_text.delta\ndata: {\"type\":\"response.reasoning_summary_text.delta\",\"sequence_number\":%d,\"item_id\":\"rs_1\",\"output_index\":0,\"summary_index\":0,\"delta\":%q}\n\n", 3+i, thought)
+	}
+	// Each stream ends here: no usage, no terminal event.
+	for _, up := range []struct{ name, kind, body string }{
+		{"thinker", config.KindAnthropicMessages, messages.String()},
+		{"reasoner", config.KindOpenAIResponses, responses.String()},
+	} {
+		g, tenant := standInGateway(t, up.name, up.kind, cannedUpstream(t, "text/event-stream", up.body))
+		for i, route := range []string{"/v1/chat/completions", "/v1/responses", "/v1/messages"} {
+			model := up.name + "-" + config.FamilyChat
+			if route == "/v1/messages" {
+				model = up.name + "-" + config.FamilyMessages
+			}
+			status, body := post(t, g, tenant.Key, route, inferenceBody(route, model, "think first, please", true))
+			if status != 200 {
+				t.Fatalf("%s %s: %d %.500s", up.kind, route, status, body)
+			}
+			rec := latestUsage(t, g, tenant.Account, int64(i+1))
+			checkReproducible(t, rec)
+			least := price.Cost(price.Tokens{Output: want}, *rec.Price).Output
+			if rec.Status != "upstream_cut_off" || rec.OutputTokens < want || rec.Costs.Output < least {
+				t.Errorf("%s upstream, %s: status %s, %d output tokens at %d micro-units; want at least the thinking's %d tokens at %d",
+					up.kind, route, rec.Status, rec.OutputTokens, rec.Costs.Output, want, least)
+			}
+		}
+		checkBooks(t, g, tenant.Account, 100_000_000)
+	}
 }
 
 // TestOutputBilledUpToWhatWasAsked: when the upstream's minimum bound makes the gateway ask for

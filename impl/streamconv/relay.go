@@ -112,9 +112,7 @@ func (r *Relay) Event(ev sse.Event, out []sse.Event) []sse.Event {
 		}
 		data, err = convert.SetModel(r.buf[:0], ev.Data, r.model)
 	case llm.FormatMessages:
-		if ev.Name == "content_block_delta" {
-			r.unmodelled += thinkingLen(ev.Data)
-		}
+		r.unmodelled += UnmodelledOutput(r.f, ev)
 		if ev.Name != "message_start" {
 			return append(out, ev)
 		}
@@ -129,9 +127,7 @@ func (r *Relay) Event(ev sse.Event, out []sse.Event) []sse.Event {
 		if seq, ok := sequenceNumber(ev.Data); ok && r.follower != nil {
 			r.follower.follow(seq)
 		}
-		if strings.HasSuffix(ev.Name, ".delta") && !modelledResponsesDeltas[ev.Name] {
-			r.unmodelled += memberLen(ev.Data, "delta")
-		}
+		r.unmodelled += UnmodelledOutput(r.f, ev)
 		r.items.note(ev)
 		data, err = convert.SetMemberModel(r.buf[:0], ev.Data, "response", r.model)
 	default:
@@ -145,14 +141,36 @@ func (r *Relay) Event(ev sse.Event, out []sse.Event) []sse.Event {
 }
 
 // Unmodelled is how many characters of output the relayed stream carried that the neutral
-// events do not (thinking, reasoning summaries and text, refusals of Responses): the gateway
+// events do not (thinking, reasoning summaries and text; see UnmodelledOutput): the gateway
 // bills them, estimated from their length, when the upstream's usage never came.
 func (r *Relay) Unmodelled() int { return r.unmodelled }
 
+// UnmodelledOutput is how many characters of output the upstream event ev, of an upstream of
+// format f, carries that the decoder's neutral events do not: a Messages thinking delta's
+// thinking, a Responses delta other than the text, refusal and arguments deltas (reasoning
+// summaries and reasoning text). The provider bills that output as it generates it, so a stream
+// cut before the upstream reported its usage is billed it, estimated from its length, relayed
+// (Relay.Unmodelled) or translated to another format (whose client never sees it) alike. Chat
+// upstreams carry nothing of the kind the gateway counts.
+func UnmodelledOutput(f llm.Format, ev sse.Event) int {
+	switch f {
+	case llm.FormatMessages:
+		if ev.Name == "content_block_delta" {
+			return thinkingLen(ev.Data)
+		}
+	case llm.FormatResponses:
+		if strings.HasSuffix(ev.Name, ".delta") && !modelledResponsesDeltas[ev.Name] {
+			return memberLen(ev.Data, "delta")
+		}
+	}
+	return 0
+}
+
 // modelledResponsesDeltas are the Responses delta events the decoder turns into neutral events
-// (whose text the caller counts itself).
+// (whose text the caller counts itself): a refusal delta is text to the neutral form.
 var modelledResponsesDeltas = map[string]bool{
 	"response.output_text.delta":             true,
+	"response.refusal.delta":                 true,
 	"response.function_call_arguments.delta": true,
 }
 

@@ -196,6 +196,27 @@ func TestRelayCountsWhatTheDecoderDoesNot(t *testing.T) {
 	}
 }
 
+// TestRelayCountsARefusalOnce: a Responses refusal delta is text to the decoder, which the
+// caller counts from the neutral event: the relay does not count it again as unmodelled output
+// (it did, billing a cut refusal twice over).
+func TestRelayCountsARefusalOnce(t *testing.T) {
+	ev := sse.Event{Name: "response.refusal.delta", Data: []byte(`{"type":"response.refusal.delta","sequence_number":2,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"I can't help with that."}`)}
+	dec := NewDecoder(llm.FormatResponses)
+	created := sse.Event{Name: "response.created", Data: []byte(`{"type":"response.created","sequence_number":0,"response":{"id":"r","status":"in_progress","model":"m","output":[]}}`)}
+	if _, _, err := dec.Decode(created, nil); err != nil {
+		t.Fatal(err)
+	}
+	evs, _, err := dec.Decode(ev, nil)
+	if err != nil || len(evs) != 1 || evs[0].Kind != llm.EventTextDelta {
+		t.Fatalf("decoded %+v, %v; want the refusal as a text delta", evs, err)
+	}
+	rl := NewRelay(llm.FormatResponses, "pub", false, NewEncoder(llm.FormatResponses, Meta{Relayed: true}))
+	rl.Event(ev, nil)
+	if n := rl.Unmodelled(); n != 0 {
+		t.Errorf("the relay counted %d characters of the refusal besides the decoder's text", n)
+	}
+}
+
 // TestRelayedResponsesFailure: the response.failed of a relayed stream carries the upstream's
 // id and lists the items the client has, as the Responses API's own does: the reasoning item
 // the upstream finished, as it came, and the message it was writing, incomplete, with the text

@@ -640,3 +640,99 @@ func TestKillLosesOnlyTheLastTick(t *testing.T) {
 	checkBilledOnce(t, st0, acct, granted, kept.costs[acct])
 	t.Logf("billed the %d records settled before the last tick; lost the %d of the last tick", kept.count(), lost.count())
 }
+
+// TestKilledDuringOutageSpillSettlesKeys: a capped key's requests settle around a database
+// outage in a process that is then killed (SIGKILL, no drain): the first settled while the
+// database was there (its key settlement reached it, its usage record was still queued), the
+// second during the outage (its key settlement waited in the process's memory, lost with it).
+// Both records went to the spill file at the outage's tick, through the real meter and usage
+// writer. The next process, with the database back, writes them from the spill file: each
+// usage row has its request's trace id, and the key's spend counts each request exactly once
+// (the lost settlement is made with the record, the one made already is not made again),
+// nothing of the key's cap left reserved. On the spill file before f9f5768, which dropped the
+// trace id and SettleKey, the rows had no trace id and the second request was never counted
+// against the key's cap (its reservation held until reaped, then returned).
+func TestKilledDuringOutageSpillSettlesKeys(t *testing.T) {
+	ctx := context.Background()
+	cs, st0 := newDB(t)
+	const granted = 10_000_000
+	acct := newAccount(t, st0, granted)
+	capped := newCappedKey(t, st0, acct, 5_000_000, store.CapPeriodMonthly)
+	relay := newRelay(t, cs)
+	stA, stB := openStore(t, relay.ConnString()), openStore(t, relay.ConnString())
+	path := filepath.Join(t.TempDir(), "usage.spill")
+	spA := openSpill(t, path, usagespill.Options{})
+	a := New(stA, Options{Spill: spA, ChunkMultiplier: 1000})
+	reqs := []struct {
+		id    string
+		cost  int64
+		trace [16]byte
+	}{
+		{"settled-before", 300, [16]byte{0x4b, 0xf9, 0x2f, 0x35, 1}},
+		{"settled-during", 400, [16]byte{0x0a, 0xf7, 0x65, 0x19, 2}},
+	}
+	var rs []*Reservation
+	for _, q := range reqs {
+		r, err := a.ReserveForKey(ctx, acct, q.id, 1_000, &capped)
+		if err != nil {
+			t.Fatalf("reserve %s: %v", q.id, err)
+		}
+		rs = append(rs, r)
+	}
+	settle := func(i int) {
+		q := reqs[i]
+		usage := UsageRecord{KeyID: capped.KeyID, Model: "service-flint", Route: "/v1/chat/completions",
+			InputTokens: 10, OutputTokens: 5, TraceID: q.trace}
+		if got := rs[i].Settle(q.cost, usage); got != q.cost {
+			t.Fatalf("%s settled at %d, want %d", q.id, got, q.cost)
+		}
+	}
+	settle(0)
+	if b := budget(t, st0, capped); b.SpentMicros != reqs[0].cost || b.ReservedMicros != 1_000 {
+		t.Fatalf("budget %+v before the outage: want the first settlement in the database", b)
+	}
+	relay.Cut()
+	settle(1)
+	if err := a.flushQueued(ctx); err == nil {
+		t.Fatal("a write succeeded during the outage")
+	}
+	// SIGKILL: no drain; the key settlement waiting in memory is lost, the kernel closes the
+	// spill file.
+	spA.Close()
+	if got := spA.Records(); got != 2 {
+		t.Fatalf("%d records in the spill file at the kill, want 2", got)
+	}
+
+	relay.Restore()
+	spB := openSpill(t, path, usagespill.Options{})
+	b := New(stB, Options{Spill: spB})
+	flushUntil(t, b)
+	if err := b.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recs := make(map[string]store.UsageRecord)
+	all, err := st0.UsageRecords(ctx, acct, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range all {
+		recs[r.RequestID] = r
+	}
+	costs := make(map[string]int64)
+	var spent int64
+	for _, q := range reqs {
+		costs[q.id] = q.cost
+		spent += q.cost
+		if r, ok := recs[q.id]; !ok || r.TraceID != q.trace || r.APIKeyID != capped.KeyID {
+			t.Errorf("%s: usage row found %v, trace id %x, key %s; want the trace id %x and the key %s", q.id, ok, r.TraceID, r.APIKeyID, q.trace, capped.KeyID)
+		}
+	}
+	if got := budget(t, st0, capped); got.SpentMicros != spent || got.ReservedMicros != 0 {
+		t.Errorf("the key's budget %+v: want %d spent (each request once) and nothing reserved", got, spent)
+	}
+	// The killed process's hold is reaped once its lease expires; here at once.
+	if _, err := st0.ReleaseCreditHolds(ctx, a.Holder(), nil); err != nil {
+		t.Fatal(err)
+	}
+	checkBilledOnce(t, st0, acct, granted, costs)
+}

@@ -3,7 +3,6 @@ package store_test
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"testing"
 	"time"
 
@@ -210,54 +209,4 @@ func recordsByRequest(t *testing.T, st *store.Store, acct uuid.UUID) map[string]
 		out[r.RequestID] = r
 	}
 	return out
-}
-
-// TestSpilledRecordSettlesItsKey: trial h12 D2. A capped key's request settled during a
-// database outage: its key settlement waited in its process's memory and its usage record in
-// the spill file, and the process was killed. When the next process writes the record from the
-// spill file (its SettleKey kept there), the key's reservation is settled at the record's cost
-// in the same transaction, so the key's spend is what its usage records charge; a settlement
-// that did reach the database is not counted again.
-func TestSpilledRecordSettlesItsKey(t *testing.T) {
-	ctx := context.Background()
-	st := openStore(t)
-	acct := fundedAccount(t, st, 10_000_000)
-	key := cappedKey(t, st, acct, 5_000_000)
-	period := store.CapPeriodMonthly.Start(time.Now())
-	for _, id := range []string{"lost", "settled"} {
-		kr, err := st.ReserveKeyBudget(ctx, store.KeyReservationRequest{KeyID: key, PeriodStart: period, CapMicros: 5_000_000,
-			AmountMicros: 1_000_000, RequestID: id, Holder: "killed", Lease: time.Minute})
-		if err != nil || !kr.Reserved {
-			t.Fatalf("reserve %s: %+v %v", id, kr, err)
-		}
-	}
-	at := time.Now().Add(-time.Minute)
-	lost := pricedRecord(acct, key, "lost", "ok", 100, 0, at)
-	settled := pricedRecord(acct, key, "settled", "ok", 200, 0, at)
-	if ok, err := st.SettleKeyReservation(ctx, key, "settled", settled.CostMicros); err != nil || !ok {
-		t.Fatalf("the settlement that reached the database: %v %v", ok, err)
-	}
-	var replayed []store.UsageRecord
-	for _, r := range []store.UsageRecord{lost, settled} {
-		r.SettleKey = true        // as the meter sets it on a capped key's record
-		b, err := json.Marshal(r) // through the spill file
-		if err != nil {
-			t.Fatal(err)
-		}
-		var back store.UsageRecord
-		if err := json.Unmarshal(b, &back); err != nil || !back.SettleKey {
-			t.Fatalf("the spill file lost SettleKey: %s", b)
-		}
-		replayed = append(replayed, back)
-	}
-	if res, err := st.WriteUsage(ctx, "next", replayed); err != nil || res.Written != 2 {
-		t.Fatalf("the replay: %+v %v", res, err)
-	}
-	b, err := st.GetKeyBudget(ctx, key, period)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := lost.CostMicros + settled.CostMicros; b.SpentMicros != want || b.ReservedMicros != 0 {
-		t.Errorf("key spent %d and holds %d, want %d and 0", b.SpentMicros, b.ReservedMicros, want)
-	}
 }

@@ -377,10 +377,10 @@ func TestOpenDir(t *testing.T) {
 // settle a capped key's reservation and delete the stream's checkpoint. Before, the spill kept
 // none of the three: the records a gateway served during a database outage were written with
 // no trace id (seen by stopping PostgreSQL under a traced `tollgate serve`), and the key
-// settlement of trial h12 D2 (TestSpilledRecordSettlesItsKey, impl/store, which marshals the
-// record itself) was lost through the real spill file. Every field of store.UsageRecord but
-// RecordedAt (read back only) is set, so that a field added later fails here until the spill
-// keeps it.
+// settlement of trial h12 D2 was lost through the real spill file (impl/billing's
+// TestKilledDuringOutageSpillSettlesKeys proves it kept through a killed process's spill).
+// Every field of store.UsageRecord but RecordedAt (read back only) is set, so that a field
+// added later fails here until the spill keeps it.
 func TestEveryFieldKept(t *testing.T) {
 	at := time.Date(2026, 12, 6, 14, 30, 2, 123456789, time.UTC)
 	want := Entry{Holder: "host/1/abcd", Record: store.UsageRecord{

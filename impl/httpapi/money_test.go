@@ -300,13 +300,16 @@ func TestCutStreamBillsTheRequestsInput(t *testing.T) {
 	checkBooks(t, g, tenant.Account, 1_000_000_000)
 }
 
-// TestCutStreamBillsItsThinking: a stream the upstream cuts after some thinking (a Messages
-// upstream's thinking deltas, a Responses upstream's reasoning-summary deltas), before it
+// TestCutStreamBillsItsThinking: a stream cut after some thinking (a Messages upstream's
+// thinking deltas, a Responses upstream's reasoning-summary deltas), before the upstream
 // reported any output count, is billed at least that thinking's estimated tokens (four
-// characters a token) at the output rate, on every route: relayed to a client of the upstream's
-// format, which sees the thinking, and translated to the other formats, whose clients do not
-// but whose provider bills it all the same. On the code before, the translated routes were
-// billed no output (task h7); the relayed ones were billed the thinking.
+// characters a token) at the output rate, on every route: relayed to a client of the
+// upstream's format, which sees the thinking, and translated to the other formats, whose
+// clients do not but whose provider bills it all the same. The stream is cut either way: the
+// upstream breaks off after the thinking, or the client leaves once the text that follows it
+// has come. On the code before, the translated routes were billed no output for the thinking
+// (task h7: 0 output tokens when the upstream broke off, the 11 characters of text's 3 when the
+// client left); the relayed ones were billed it.
 func TestCutStreamBillsItsThinking(t *testing.T) {
 	const deltas = 5
 	thought := strings.Repeat("Weighing the question before answering. ", 2) // 80 characters
@@ -321,31 +324,92 @@ func TestCutStreamBillsItsThinking(t *testing.T) {
 		fmt.Fprintf(&messages, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":%q}}\n\n", thought)
 		fmt.Fprintf(&responses, "event: response.reasoning_summary_text.delta\ndata: {\"type\":\"response.reasoning_summary_text.delta\",\"sequence_number\":%d,\"item_id\":\"rs_1\",\"output_index\":0,\"summary_index\":0,\"delta\":%q}\n\n", 3+i, thought)
 	}
-	// Each stream ends here: no usage, no terminal event.
-	for _, up := range []struct{ name, kind, body string }{
-		{"thinker", config.KindAnthropicMessages, messages.String()},
-		{"reasoner", config.KindOpenAIResponses, responses.String()},
+	// What follows the thinking when the client is to leave: a text the client waits for.
+	const text = "Hello-there"
+	messagesText := "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"text_delta\",\"text\":\"" + text + "\"}}\n\n"
+	responsesText := "event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":8,\"output_index\":1,\"item\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"status\":\"in_progress\",\"content\":[]}}\n\n" +
+		"event: response.content_part.added\ndata: {\"type\":\"response.content_part.added\",\"sequence_number\":9,\"item_id\":\"msg_1\",\"output_index\":1,\"content_index\":0,\"part\":{\"type\":\"output_text\",\"text\":\"\",\"annotations\":[]}}\n\n" +
+		"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":10,\"item_id\":\"msg_1\",\"output_index\":1,\"content_index\":0,\"delta\":\"" + text + "\"}\n\n"
+	for _, up := range []struct{ name, kind, thinking, text string }{
+		{"thinker", config.KindAnthropicMessages, messages.String(), messagesText},
+		{"reasoner", config.KindOpenAIResponses, responses.String(), responsesText},
 	} {
-		g, tenant := standInGateway(t, up.name, up.kind, cannedUpstream(t, "text/event-stream", up.body))
-		for i, route := range []string{"/v1/chat/completions", "/v1/responses", "/v1/messages"} {
-			model := up.name + "-" + config.FamilyChat
-			if route == "/v1/messages" {
-				model = up.name + "-" + config.FamilyMessages
-			}
-			status, body := post(t, g, tenant.Key, route, inferenceBody(route, model, "think first, please", true))
-			if status != 200 {
-				t.Fatalf("%s %s: %d %.500s", up.kind, route, status, body)
-			}
-			rec := latestUsage(t, g, tenant.Account, int64(i+1))
-			checkReproducible(t, rec)
-			least := price.Cost(price.Tokens{Output: want}, *rec.Price).Output
-			if rec.Status != "upstream_cut_off" || rec.OutputTokens < want || rec.Costs.Output < least {
-				t.Errorf("%s upstream, %s: status %s, %d output tokens at %d micro-units; want at least the thinking's %d tokens at %d",
-					up.kind, route, rec.Status, rec.OutputTokens, rec.Costs.Output, want, least)
+		g, tenant := standInGateway(t, up.name, up.kind, thinkingUpstream(t, up.thinking, up.text))
+		n := int64(0)
+		for _, leaves := range []bool{false, true} {
+			for _, route := range []string{"/v1/chat/completions", "/v1/responses", "/v1/messages"} {
+				model := up.name + "-" + config.FamilyChat
+				if route == "/v1/messages" {
+					model = up.name + "-" + config.FamilyMessages
+				}
+				cut := "upstream_cut_off"
+				if leaves {
+					cut = "client_disconnected"
+					leaveAfter(t, g, tenant.Key, route, inferenceBody(route, model, "think first, then wait for me", true), text)
+				} else if status, body := post(t, g, tenant.Key, route, inferenceBody(route, model, "think first, please", true)); status != 200 {
+					t.Fatalf("%s %s: %d %.500s", up.kind, route, status, body)
+				}
+				n++
+				rec := latestUsage(t, g, tenant.Account, n)
+				checkReproducible(t, rec)
+				least := price.Cost(price.Tokens{Output: want}, *rec.Price).Output
+				if rec.Status != cut || rec.OutputTokens < want || rec.Costs.Output < least {
+					t.Errorf("%s upstream, %s, %s: status %s, %d output tokens at %d micro-units; want at least the thinking's %d tokens at %d",
+						up.kind, route, cut, rec.Status, rec.OutputTokens, rec.Costs.Output, want, least)
+				}
 			}
 		}
 		checkBooks(t, g, tenant.Account, 100_000_000)
 	}
+}
+
+// thinkingUpstream serves thinking, a stream's start, to every request and then breaks the
+// stream off; to a request that says "wait for me" it serves text after it and then waits,
+// the stream open, until the request is gone. It returns its URL.
+func thinkingUpstream(t *testing.T, thinking, text string) string {
+	t.Helper()
+	done := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, thinking)
+		if !strings.Contains(string(body), "wait for me") {
+			return // the stream ends here: no usage, no terminal event
+		}
+		_, _ = io.WriteString(w, text)
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-done:
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(done) }) // before srv.Close, which waits for the handlers
+	return srv.URL
+}
+
+// leaveAfter sends a streamed request and goes away once a line of the answer has mark in it.
+func leaveAfter(t *testing.T, g *apitest.Gateway, key, route, body, mark string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", g.URL+route, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := g.Client(t).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), mark) {
+			return
+		}
+	}
+	t.Fatalf("%s: the answer ended (status %d) before %q came", route, res.StatusCode, mark)
 }
 
 // TestOutputBilledUpToWhatWasAsked: when the upstream's minimum bound makes the gateway ask for

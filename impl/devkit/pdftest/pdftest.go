@@ -1,0 +1,141 @@
+// Package pdftest builds small PDFs for tests: many pages in few bytes, as a compact or crafted
+// document holds them, with the page objects in the file (Plain) or compressed in an object
+// stream (ObjectStream). Every page shares one content stream, so a page costs a few dozen
+// bytes; qpdf --check finds no error in either and counts their pages (qpdf 11).
+package pdftest
+
+import (
+	"bytes"
+	"compress/zlib"
+	"fmt"
+	"strings"
+)
+
+// content is the one content stream every page shows: a line of text.
+const content = "BT /F1 12 Tf 72 720 Td (The same page again.) Tj ET"
+
+// Plain is a PDF of n pages whose page objects are written in the file as they are.
+func Plain(n int) []byte {
+	w := newWriter()
+	w.object(1, "<< /Type /Catalog /Pages 2 0 R >>")
+	w.object(2, fmt.Sprintf("<< /Type /Pages /Kids [%s] /Count %d >>", kids(5, n), n))
+	w.object(3, fmt.Sprintf("<< /Length %d >>\nstream\n%s\nendstream", len(content), content))
+	w.object(4, "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+	for i := range n {
+		w.object(5+i, page())
+	}
+	return w.finish(5+n, 1)
+}
+
+// ObjectStream is a PDF of n pages whose page objects and page tree are compressed
+// (FlateDecode) in one object stream, with a cross-reference stream, as PDF 1.5 and later
+// writers save them: no page dictionary, nor the page count, is in the file as text.
+func ObjectStream(n int) []byte {
+	w := newWriter()
+	w.object(1, "<< /Type /Catalog /Pages 2 0 R >>")
+	w.object(3, fmt.Sprintf("<< /Length %d >>\nstream\n%s\nendstream", len(content), content))
+	w.object(4, "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+	// The object stream (number 5) holds the page tree (2) and the pages (6 on).
+	objs := []string{fmt.Sprintf("<< /Type /Pages /Kids [%s] /Count %d >>", kids(6, n), n)}
+	nums := []int{2}
+	for i := range n {
+		objs = append(objs, page())
+		nums = append(nums, 6+i)
+	}
+	var header, body strings.Builder
+	for i, o := range objs {
+		fmt.Fprintf(&header, "%d %d ", nums[i], body.Len())
+		body.WriteString(o + "\n")
+	}
+	packed := deflate([]byte(header.String() + body.String()))
+	w.stream(5, fmt.Sprintf("<< /Type /ObjStm /N %d /First %d /Filter /FlateDecode /Length %d >>", len(objs), header.Len(), len(packed)), packed)
+	return w.finishStream(6+n, nums)
+}
+
+// kids is the page tree's /Kids of n pages numbered from first on.
+func kids(first, n int) string {
+	refs := make([]string, n)
+	for i := range n {
+		refs[i] = fmt.Sprintf("%d 0 R", first+i)
+	}
+	return strings.Join(refs, " ")
+}
+
+// page is one page dictionary, showing the shared content stream.
+func page() string {
+	return "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 3 0 R /Resources << /Font << /F1 4 0 R >> >> >>"
+}
+
+// deflate is b compressed with zlib (FlateDecode).
+func deflate(b []byte) []byte {
+	var buf bytes.Buffer
+	z := zlib.NewWriter(&buf)
+	_, _ = z.Write(b)
+	_ = z.Close()
+	return buf.Bytes()
+}
+
+// writer writes a PDF's objects and remembers where each starts.
+type writer struct {
+	buf     bytes.Buffer
+	offsets map[int]int
+}
+
+// newWriter starts a PDF with its header.
+func newWriter() *writer {
+	w := &writer{offsets: map[int]int{}}
+	w.buf.WriteString("%PDF-1.7\n%\xe2\xe3\xcf\xd3\n")
+	return w
+}
+
+// object writes object num with body.
+func (w *writer) object(num int, body string) {
+	w.offsets[num] = w.buf.Len()
+	fmt.Fprintf(&w.buf, "%d 0 obj\n%s\nendobj\n", num, body)
+}
+
+// stream writes object num as a stream with dictionary dict and data.
+func (w *writer) stream(num int, dict string, data []byte) {
+	w.offsets[num] = w.buf.Len()
+	fmt.Fprintf(&w.buf, "%d 0 obj\n%s\nstream\n", num, dict)
+	w.buf.Write(data)
+	w.buf.WriteString("\nendstream\nendobj\n")
+}
+
+// finish writes a classic cross-reference table of objects 1 to size-1 and the trailer.
+func (w *writer) finish(size, root int) []byte {
+	start := w.buf.Len()
+	fmt.Fprintf(&w.buf, "xref\n0 %d\n0000000000 65535 f \n", size)
+	for i := 1; i < size; i++ {
+		fmt.Fprintf(&w.buf, "%010d 00000 n \n", w.offsets[i])
+	}
+	fmt.Fprintf(&w.buf, "trailer\n<< /Size %d /Root %d 0 R >>\nstartxref\n%d\n%%%%EOF\n", size, root, start)
+	return w.buf.Bytes()
+}
+
+// finishStream writes a cross-reference stream (object size, uncompressed) of objects 0 to
+// size, those in packed being in object stream 5 at their index, and the end of the file.
+func (w *writer) finishStream(size int, packed []int) []byte {
+	in := map[int]int{}
+	for i, num := range packed {
+		in[num] = i
+	}
+	start := w.buf.Len()
+	var rows bytes.Buffer
+	for i := 0; i <= size; i++ {
+		switch idx, ok := in[i]; {
+		case i == 0:
+			rows.Write([]byte{0, 0, 0, 0, 0, 0xff, 0xff})
+		case ok:
+			rows.Write([]byte{2, 0, 0, 0, 5, byte(idx >> 8), byte(idx)})
+		case i == size:
+			rows.Write([]byte{1, byte(start >> 24), byte(start >> 16), byte(start >> 8), byte(start), 0, 0})
+		default:
+			off := w.offsets[i]
+			rows.Write([]byte{1, byte(off >> 24), byte(off >> 16), byte(off >> 8), byte(off), 0, 0})
+		}
+	}
+	w.stream(size, fmt.Sprintf("<< /Type /XRef /Size %d /W [1 4 2] /Root 1 0 R /Length %d >>", size+1, rows.Len()), rows.Bytes())
+	fmt.Fprintf(&w.buf, "startxref\n%d\n%%%%EOF\n", start)
+	return w.buf.Bytes()
+}

@@ -1,0 +1,294 @@
+package pdfpages
+
+import (
+	"bytes"
+	"compress/zlib"
+	"io"
+)
+
+// The bounds of Count.
+const (
+	// headerWindow is how far into the file its %PDF- header may start (readers accept
+	// leading bytes before it, within the first kilobyte).
+	headerWindow = 1024
+	// dictWindow is the longest a stream's dictionary may be, from the "obj" keyword before it
+	// to its "stream" keyword; a longer one makes the count uncertain.
+	dictWindow = 4096
+	// skipWindow is the most whitespace and comment scan reads after a name; more between
+	// /Type and the name after it is read as /Page (so that reading stays linear: each name in
+	// a long comment would read the rest of it).
+	skipWindow = 256
+	// inflateRatio and inflateCeiling bound the bytes all the object streams of one file may
+	// inflate to: inflateRatio times the file's size, and never more than inflateCeiling.
+	inflateRatio   = 64
+	inflateCeiling = 32 << 20
+	// MaxCount is the largest count Count reports (a page tree's /Count can state any number).
+	MaxCount = 1 << 20
+)
+
+// Count is the number of pages of the PDF in data, and whether it could be established: the
+// number of page objects (/Type /Page, names compared after their #xx escapes, whitespace and
+// comments between them allowed) in the file and in its FlateDecode object streams, or the
+// largest /Count stated in either, whichever is larger, at most MaxCount. It is not
+// established (false) for data without a PDF header, for an encrypted file (its object streams
+// cannot be read), when a stream that may be an object stream (its dictionary names /Type
+// /ObjStm, /N or /First) has a filter other than FlateDecode alone or decode parameters, or a
+// dictionary longer than dictWindow, when inflating reaches the bound (inflateRatio times the
+// file's size, at most inflateCeiling bytes in all), or when no page is found. The work is
+// linear in the size of data and of what it inflates to.
+func Count(data []byte) (int, bool) {
+	if !bytes.Contains(data[:min(len(data), headerWindow)], []byte("%PDF-")) {
+		return 0, false
+	}
+	var c counter
+	c.scan(data)
+	budget := min(inflateRatio*len(data), inflateCeiling)
+	// from is where the dictionary of the next stream may start: after the last "obj"
+	// keyword, and never before the previous "stream" keyword, so that each byte is read as
+	// part of one dictionary at most.
+	prev := 0
+	for i := 0; ; {
+		j := bytes.Index(data[i:], []byte("stream"))
+		if j < 0 {
+			break
+		}
+		at := i + j
+		i = at + len("stream")
+		if !streamKeyword(data, at) {
+			continue
+		}
+		from := prev
+		if k := bytes.LastIndex(data[prev:at], []byte("obj")); k >= 0 {
+			from = prev + k + len("obj")
+		}
+		prev = i
+		if at-from > dictWindow {
+			return 0, false
+		}
+		inflated, ok := objectStream(data, from, at, &budget)
+		if !ok {
+			return 0, false
+		}
+		c.scan(inflated)
+	}
+	if c.encrypted {
+		return 0, false
+	}
+	n := max(c.pages, c.stated)
+	if n == 0 {
+		return 0, false
+	}
+	return min(n, MaxCount), true
+}
+
+// streamKeyword reports whether the "stream" at data[at] can be the keyword that starts a
+// stream's data: not part of a longer word ("endstream", "upstream"), and followed by an end
+// of line.
+func streamKeyword(data []byte, at int) bool {
+	end := at + len("stream")
+	return (at == 0 || !regular(data[at-1])) && end < len(data) && (data[end] == '\r' || data[end] == '\n')
+}
+
+// counter holds what scan has found.
+type counter struct {
+	// pages is the number of page objects; stated the largest /Count.
+	pages, stated int
+	// encrypted is set when an /Encrypt name is found.
+	encrypted bool
+}
+
+// scan counts the page objects and /Count values in b: every name is read where it starts,
+// whatever surrounds it, so that nothing a reader would take for a page object is missed.
+func (c *counter) scan(b []byte) {
+	for i := 0; i < len(b); i++ {
+		if b[i] != '/' {
+			continue
+		}
+		nm, end := readName(b, i)
+		window := b[:min(len(b), end+skipWindow)]
+		j := skipSpace(window, end)
+		switch {
+		case nm.is("Type"):
+			if next, _ := readName(b, j); next.is("Page") || (j == len(window) && j < len(b)) {
+				c.pages++
+			}
+		case nm.is("Count"):
+			c.stated = max(c.stated, readInt(b, j))
+		case nm.is("Encrypt"):
+			c.encrypted = true
+		}
+	}
+}
+
+// objectStream is the inflated data of the stream whose dictionary is data[from:at] and whose
+// keyword "stream" is at data[at], when the dictionary makes it an object stream (/Type
+// /ObjStm, or /N or /First, which an object stream must have) compressed with FlateDecode, with
+// budget lowered by its size. It is nil and true for any other stream and for one without a
+// filter (its objects are in the file as they are, read by the caller's scan of the file). It
+// is false when an object stream cannot be read: another filter, decode parameters, data that
+// does not inflate, or budget exceeded.
+func objectStream(data []byte, from, at int, budget *int) ([]byte, bool) {
+	dict := data[from:at]
+	var filters []name
+	objStm, params := false, false
+	for i := 0; i < len(dict); i++ {
+		if dict[i] != '/' {
+			continue
+		}
+		nm, end := readName(dict, i)
+		switch {
+		case nm.is("Type"):
+			next, _ := readName(dict, skipSpace(dict, end))
+			objStm = objStm || next.is("ObjStm")
+		case nm.is("N"), nm.is("First"):
+			objStm = true
+		case nm.is("DecodeParms"):
+			params = true
+		case nm.is("Filter"):
+			filters = append(filters, filterNames(dict, skipSpace(dict, end))...)
+		}
+	}
+	if !objStm || len(filters) == 0 {
+		return nil, true
+	}
+	if params || len(filters) != 1 || !filters[0].is("FlateDecode") {
+		return nil, false
+	}
+	start := at + len("stream")
+	if data[start] == '\r' {
+		start++
+	}
+	if start < len(data) && data[start] == '\n' {
+		start++
+	}
+	r, err := zlib.NewReader(bytes.NewReader(data[start:]))
+	if err != nil {
+		return nil, false
+	}
+	out, err := io.ReadAll(io.LimitReader(r, int64(*budget)+1))
+	if len(out) > *budget || (err != nil && len(out) == 0) {
+		return nil, false
+	}
+	*budget -= len(out)
+	return out, true
+}
+
+// filterNames are the filter names of the /Filter value at b[i]: one name, or an array of
+// names (comments and whitespace between them skipped). Anything else is an empty name, so
+// that the caller does not take the filters for FlateDecode alone.
+func filterNames(b []byte, i int) []name {
+	if i < len(b) && b[i] == '/' {
+		nm, _ := readName(b, i)
+		return []name{nm}
+	}
+	if i >= len(b) || b[i] != '[' {
+		return []name{{}}
+	}
+	var names []name
+	for i = skipSpace(b, i+1); i < len(b) && b[i] != ']'; i = skipSpace(b, i) {
+		if b[i] != '/' {
+			return append(names, name{})
+		}
+		nm, end := readName(b, i)
+		names = append(names, nm)
+		i = end
+	}
+	return names
+}
+
+// name is a PDF name as readName decoded it: only a short one is kept (the names Count looks
+// for are short), a longer one has n above len(b) and equals none of them.
+type name struct {
+	b [16]byte
+	n int
+}
+
+// is reports whether the name is s.
+func (nm *name) is(s string) bool {
+	return nm.n == len(s) && string(nm.b[:nm.n]) == s
+}
+
+// readName reads the name that starts with the solidus at b[i]: its characters, with each
+// #xx escape decoded, and the index after it. Anything but a solidus at b[i] is an empty name.
+func readName(b []byte, i int) (name, int) {
+	var nm name
+	if i >= len(b) || b[i] != '/' {
+		return nm, i
+	}
+	for i++; i < len(b) && regular(b[i]); i++ {
+		c := b[i]
+		if c == '#' && i+2 < len(b) && hex(b[i+1]) >= 0 && hex(b[i+2]) >= 0 {
+			c = byte(hex(b[i+1])<<4 | hex(b[i+2]))
+			i += 2
+		}
+		if nm.n < len(nm.b) {
+			nm.b[nm.n] = c
+		}
+		nm.n++
+	}
+	return nm, i
+}
+
+// readInt is the non-negative integer at b[i] (an optional sign is read; a negative number is
+// 0), at most MaxCount.
+func readInt(b []byte, i int) int {
+	neg := false
+	if i < len(b) && (b[i] == '+' || b[i] == '-') {
+		neg = b[i] == '-'
+		i++
+	}
+	n := 0
+	for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+		n = min(n*10+int(b[i]-'0'), MaxCount)
+	}
+	if neg {
+		return 0
+	}
+	return n
+}
+
+// skipSpace is the index of the first byte at or after b[i] that is neither PDF whitespace
+// nor in a comment (from % to the end of its line).
+func skipSpace(b []byte, i int) int {
+	for i < len(b) {
+		switch {
+		case space(b[i]):
+			i++
+		case b[i] == '%':
+			for i < len(b) && b[i] != '\n' && b[i] != '\r' {
+				i++
+			}
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// space reports whether c is PDF whitespace: NUL, tab, line feed, form feed, carriage return,
+// space.
+func space(c byte) bool {
+	return c == 0 || c == '\t' || c == '\n' || c == '\f' || c == '\r' || c == ' '
+}
+
+// regular reports whether c is a regular character: neither whitespace nor a delimiter.
+func regular(c byte) bool {
+	switch c {
+	case '(', ')', '<', '>', '[', ']', '{', '}', '/', '%':
+		return false
+	}
+	return !space(c)
+}
+
+// hex is the value of the hexadecimal digit c, or -1.
+func hex(c byte) int {
+	switch {
+	case c >= '0' && c <= '9':
+		return int(c - '0')
+	case c >= 'a' && c <= 'f':
+		return int(c-'a') + 10
+	case c >= 'A' && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
+}

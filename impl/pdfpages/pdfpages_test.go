@@ -1,0 +1,103 @@
+package pdfpages_test
+
+import (
+	"bytes"
+	"compress/zlib"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/tollgate/tollgate/impl/devkit/pdftest"
+	"github.com/tollgate/tollgate/impl/pdfpages"
+)
+
+// deflate is b compressed with zlib.
+func deflate(b []byte) []byte {
+	var buf bytes.Buffer
+	z := zlib.NewWriter(&buf)
+	_, _ = z.Write(b)
+	_ = z.Close()
+	return buf.Bytes()
+}
+
+// objStm is a file whose one object stream, with dictionary dict, holds data compressed.
+func objStm(dict string, data []byte) []byte {
+	return []byte(fmt.Sprintf("%%PDF-1.7\n5 0 obj\n%s\nstream\n%s\nendstream\nendobj\n", dict, deflate(data)))
+}
+
+// TestCount: the pages of a PDF are counted wherever their page objects are, however the
+// names are spelled, and a file whose pages cannot be counted says so.
+func TestCount(t *testing.T) {
+	pages := strings.Repeat("<< /Type /Page >>\n", 7)
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want int
+		ok   bool
+	}{
+		{"plain, 1 page", pdftest.Plain(1), 1, true},
+		{"plain, 100 pages", pdftest.Plain(100), 100, true},
+		{"object stream, 100 pages", pdftest.ObjectStream(100), 100, true},
+		{"object stream, 3 pages", pdftest.ObjectStream(3), 3, true},
+		{"the page tree's count above the page objects", []byte("%PDF-1.4\n<< /Type /Pages /Count 12 >> << /Type /Page >>"), 12, true},
+		{"pages without a page tree count", []byte("%PDF-1.4\n<< /Type /Pages /Count 1 >>" + pages), 7, true},
+		{"a #xx escape in a name", []byte("%PDF-1.4\n<< /Type /P#61ge >> << /T#79pe /Page >>"), 2, true},
+		{"a comment between the key and the value", []byte("%PDF-1.4\n<< /Type % a comment\n/Page >>"), 1, true},
+		{"no space between them", []byte("%PDF-1.4\n<</Type/Page>>"), 1, true},
+		{"/Pages is not a page", []byte("%PDF-1.4\n<< /Type /Pages >> << /Type /Page >> << /Type /PageX >>"), 1, true},
+		{"the header after leading bytes", append(bytes.Repeat([]byte{' '}, 500), []byte("%PDF-1.4\n<< /Type /Page >>")...), 1, true},
+		{"an object stream known by /N and /First", objStm("<< /N 7 /First 0 /Filter /FlateDecode >>", []byte(pages)), 7, true},
+		{"an object stream's filter in an array", objStm("<< /Type /ObjStm /N 7 /First 0 /Filter [/FlateDecode] >>", []byte(pages)), 7, true},
+		{"an object stream's filter name escaped", objStm("<< /Type /ObjStm /N 7 /First 0 /Filter /Flate#44ecode >>", []byte(pages)), 7, true},
+		{"a compressed stream that is no object stream", objStm("<< /Filter /FlateDecode >>", []byte(pages)), 0, false},
+		{"no header", []byte("<< /Type /Page >>"), 0, false},
+		{"a Word document", []byte("PK\x03\x04word/document.xml"), 0, false},
+		{"no page", []byte("%PDF-1.4\n"), 0, false},
+		{"encrypted", []byte("%PDF-1.4\n<< /Type /Page >> trailer << /Encrypt 9 0 R >>"), 0, false},
+		{"an object stream with another filter", objStm("<< /Type /ObjStm /N 7 /First 0 /Filter /LZWDecode >>", []byte(pages)), 0, false},
+		{"an object stream with two filters", objStm("<< /Type /ObjStm /N 7 /First 0 /Filter [/ASCIIHexDecode /FlateDecode] >>", []byte(pages)), 0, false},
+		{"an object stream with decode parameters", objStm("<< /Type /ObjStm /N 7 /First 0 /Filter /FlateDecode /DecodeParms << /Predictor 12 >> >>", []byte(pages)), 0, false},
+		{"an object stream that does not inflate", []byte("%PDF-1.7\n5 0 obj\n<< /Type /ObjStm /N 1 /First 0 /Filter /FlateDecode >>\nstream\nnot zlib\nendstream\nendobj\n<< /Type /Page >>"), 0, false},
+		{"an object stream past the inflate bound", objStm("<< /Type /ObjStm /N 1 /First 0 /Filter /FlateDecode >>", append([]byte("<< /Type /Page >>"), make([]byte, 1<<20)...)), 0, false},
+		{"an object stream's dictionary padded past its window", []byte("%PDF-1.7\n5 0 obj\n<< /Type /ObjStm" + strings.Repeat(" ", 5000) + "/N 1 /First 0 /Filter /FlateDecode >>\nstream\n" + string(deflate([]byte(pages))) + "\nendstream"), 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n, ok := pdfpages.Count(tc.data)
+			if ok != tc.ok || (ok && n != tc.want) {
+				t.Errorf("Count = %d, %v; want %d, %v", n, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+// TestCountCompressedStreamOtherThanObjectStream: a compressed stream that is no object
+// stream (a page's content, an image) is not inflated, and its pages are those outside it.
+func TestCountCompressedStreamOtherThanObjectStream(t *testing.T) {
+	data := append(objStm("<< /Filter /FlateDecode /Length 9 >>", bytes.Repeat([]byte("x"), 1<<20)), "<< /Type /Page >>"...)
+	if n, ok := pdfpages.Count(data); n != 1 || !ok {
+		t.Errorf("Count = %d, %v; want 1, true", n, ok)
+	}
+}
+
+// FuzzCount: no input makes Count panic, report a negative count or one above MaxCount, or
+// report a count below the page objects written in the file as they are. Its seed corpus
+// runs as a normal test.
+func FuzzCount(f *testing.F) {
+	for _, seed := range [][]byte{
+		pdftest.Plain(3), pdftest.ObjectStream(5), []byte("%PDF-"), []byte("%PDF-/Type/Page"),
+		[]byte("%PDF-\n/Type%\n/Page obj stream\n"), []byte("%PDF- obj << /N 1 /Filter /FlateDecode >>\nstream\n"),
+		objStm("<< /Type /ObjStm /Filter [/FlateDecode >>", []byte("/Type /Page")),
+		[]byte("%PDF-" + strings.Repeat("/Type%", 100)), []byte("%PDF- /Count -5 /Count 99999999999999999999"),
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		n, ok := pdfpages.Count(data)
+		if n < 0 || n > pdfpages.MaxCount || (!ok && n != 0) {
+			t.Fatalf("Count = %d, %v", n, ok)
+		}
+		if plain := bytes.Count(data, []byte("/Type /Page ")); ok && n < min(plain, pdfpages.MaxCount) {
+			t.Fatalf("Count = %d below the %d page objects in the file", n, plain)
+		}
+	})
+}

@@ -10,7 +10,8 @@
 // of a request's model, stream flag and output bound from its view (PeekRequest), the rewrite of a
 // same-format request for its upstream (ForUpstream, with PlanHostedTools and FitThinking adding
 // their edits) and of an answer's model (SetModel), and the input-token estimate used to reserve
-// credit (EstimateInputTokens). Every function is pure: no I/O, no state.
+// credit (EstimateInputTokens, with DocumentTokens for the pages of inline documents). Every
+// function is pure: no I/O, no state.
 //
 // A request is read once: the functions that look at a request take its view (impl/jsonview),
 // which the gateway's validator fills in its pass over the body (ReadRequest reads one from

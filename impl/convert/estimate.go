@@ -40,8 +40,9 @@ const (
 // and bytes counts the UTF-8 bytes of the system text, the text parts, the tool calls' names
 // and arguments, the tool results, the tool definitions (name, description, parameter schema),
 // the response-format schema, and the JSON of everything listed in Unmodelled (an audio part or
-// a document counts by its encoded size, which over-counts it). Callers should cap the
-// estimate at the model's context window.
+// a document counts by its encoded size; a document's pages, which the providers bill, are
+// DocumentTokens', which the reservation adds). Callers should cap the estimate at the model's
+// context window.
 func EstimateInputTokens(req *llm.Request, imageTokens int) int {
 	cautious, _ := EstimateInput(req, imageTokens)
 	return cautious

@@ -116,7 +116,7 @@ var referenceHolders = map[llm.Format][]string{
 // its pages (a PDF's text and an image of each page), a count the request does not state, so
 // the reservation, which counted the URL's few bytes, could not cover it (trial h4: a 50-page
 // PDF's 125,000 input tokens were billed 15,564 micro-units and 363,936 waived). The same
-// document sent inline is counted by its size. An image by URL passes: the reservation counts
+// document sent inline is reserved by its pages (DocumentTokens). An image by URL passes: the reservation counts
 // every image at its model's image bound.
 func messageReferences(f llm.Format, v *jsonview.View) error {
 	markers := referenceMarkers[f]
@@ -161,7 +161,7 @@ func containsAnyGroup(b []byte, groups [][][]byte) bool {
 // The reasons of messageReferences' refusals.
 const (
 	noSharedState = ", and tollgate keeps no provider-side state for its tenants, who share one provider account; send the content itself."
-	fetchedByURL  = "the provider fetches the document at this URL and bills it as input by its pages (the text and an image of each page of a PDF), which the request does not state and the gateway cannot reserve credit for; send the document inline (its base64 data), which is counted by its size."
+	fetchedByURL  = "the provider fetches the document at this URL and bills it as input by its pages (the text and an image of each page of a PDF), which the request does not state and the gateway cannot reserve credit for; send the document inline (its base64 data), whose pages the gateway counts and reserves credit for."
 )
 
 // findReference is the path of the first reference in value, found at path, that

@@ -327,6 +327,12 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 		// each) at the model's bound.
 		inputEst += int64(convert.ImageMarkers(client, body)) * int64(m.ImageTokens)
 	}
+	// A document sent inline is billed by its pages (each page's text and an image of it), not
+	// by its bytes: a compact PDF holds a page in a few hundred bytes. Its pages are reserved at
+	// their bound besides its size; the context check keeps counting it by its size, leaving
+	// its pages to the provider's count (convert.DocumentTokens). A request without a document
+	// pays a look-up.
+	inputEst = billing.SaturatingAdd(inputEst, convert.DocumentTokens(client, view, m.ImageTokens))
 	if m.ContextTokens > 0 && contextEst > m.ContextTokens {
 		return nil, &apierror.Error{Kind: apierror.KindInvalidRequest, Param: inputField(client), Code: "context_length_exceeded",
 			Message: contextOverflowMessage(client, contextEst, m.ContextTokens, modelID)}

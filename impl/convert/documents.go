@@ -1,0 +1,146 @@
+package convert
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/tollgate/tollgate/impl/jsonview"
+	"github.com/tollgate/tollgate/impl/llm"
+	"github.com/tollgate/tollgate/impl/pdfpages"
+)
+
+// The constants of DocumentTokens, from the providers' documentation of what a PDF sent with a
+// request costs. Anthropic puts into the prompt each page's extracted text, "1,500-3,000 tokens
+// per page depending on content density", and an image of each page, billed as any image
+// (https://platform.claude.com/docs/en/build-with-claude/pdf-support, "Estimate your costs"),
+// and accepts at most 600 pages a request (100 when the request's context window is under one
+// million tokens; "Check PDF requirements"). OpenAI's vision models get "both the extracted text
+// and an image of each page" of a PDF, and the text of other files (.docx, .pptx, .txt; a
+// spreadsheet's first rows with a summary), with no page limit stated
+// (https://developers.openai.com/api/docs/guides/file-inputs, "How it works").
+const (
+	// DocumentPageTextTokens is what the text of one page is taken to cost at most.
+	DocumentPageTextTokens = 3000
+	// MaxDocumentPages is the pages a document whose pages cannot be counted is taken to
+	// have: the most Anthropic serves in a request.
+	MaxDocumentPages = 600
+)
+
+// documentMarkers are, by format, the bytes without which a request of the format holds no
+// inline document: chat's file parts and Responses' input_file parts carry it in file_data,
+// Messages' document blocks in a base64 source.
+var documentMarkers = map[llm.Format][]byte{
+	llm.FormatChat:      []byte(`"file_data"`),
+	llm.FormatResponses: []byte(`"file_data"`),
+	llm.FormatMessages:  []byte(`"document"`),
+}
+
+// DocumentTokens is what the documents sent inline in the request v of format f may cost
+// beyond their size, for its reservation: their pages (DocumentPages) times
+// DocumentPageTextTokens and imageTokens, the most the model's provider bills for one image,
+// which an image of a page is. The reservation counts a document by its size as well, which
+// covers text a page holds beyond DocumentPageTextTokens unless it is compressed. A request
+// that cannot hold one (no marker of its format, and no \u escape, which could spell one)
+// costs a look-up and allocates nothing; the context-window check does not count this, and
+// leaves a document's pages to the provider's count.
+func DocumentTokens(f llm.Format, v *jsonview.View, imageTokens int) int64 {
+	if v == nil {
+		return 0
+	}
+	return DocumentPages(f, v) * int64(DocumentPageTextTokens+imageTokens)
+}
+
+// DocumentPages is the number of pages of the documents sent inline in the request v of format
+// f (Messages document blocks with a base64 source, in a message or a tool result; Responses
+// input_file parts with file_data; chat file parts with file_data). A PDF's pages are counted
+// (pdfpages.Count); a document that is text (valid UTF-8, not a PDF) has none, being counted
+// by its size; any other, or a PDF whose pages cannot be counted, has MaxDocumentPages.
+func DocumentPages(f llm.Format, v *jsonview.View) int64 {
+	marker := documentMarkers[f]
+	if marker == nil {
+		return 0
+	}
+	escaped := v.UnicodeEscapes() > 0
+	var pages int64
+	for _, name := range referenceHolders[f] {
+		raw, ok := v.Value(name)
+		if !ok || (!escaped && !bytes.Contains(raw, marker)) {
+			continue
+		}
+		var value any
+		if err := json.Unmarshal(raw, &value); err != nil {
+			continue // the validator's to refuse
+		}
+		pages += documentPagesIn(f, value)
+	}
+	return pages
+}
+
+// documentPagesIn is the pages of the inline documents in value, wherever they are in it.
+func documentPagesIn(f llm.Format, value any) int64 {
+	var pages int64
+	switch x := value.(type) {
+	case []any:
+		for _, e := range x {
+			pages += documentPagesIn(f, e)
+		}
+	case map[string]any:
+		if data, ok := inlineDocument(f, x); ok {
+			pages += documentPagesOf(data)
+		}
+		for _, e := range x {
+			pages += documentPagesIn(f, e)
+		}
+	}
+	return pages
+}
+
+// inlineDocument is the data of the inline document that x is, as it is sent (base64 or a data
+// URL), and whether x is one.
+func inlineDocument(f llm.Format, x map[string]any) (string, bool) {
+	typ, _ := x["type"].(string)
+	switch f {
+	case llm.FormatMessages:
+		src, _ := x["source"].(map[string]any)
+		if data, ok := src["data"].(string); ok && typ == "document" && src["type"] == "base64" {
+			return data, true
+		}
+	case llm.FormatResponses:
+		if data, ok := x["file_data"].(string); ok && typ == "input_file" {
+			return data, true
+		}
+	case llm.FormatChat:
+		file, _ := x["file"].(map[string]any)
+		if data, ok := file["file_data"].(string); ok && typ == "file" {
+			return data, true
+		}
+	}
+	return "", false
+}
+
+// documentPagesOf is the pages of the document whose data is data: base64, or a data URL
+// ("data:application/pdf;base64,..."; one that is not base64 holds its bytes as they are).
+func documentPagesOf(data string) int64 {
+	encoded := true
+	if rest, ok := strings.CutPrefix(data, "data:"); ok {
+		params, payload, _ := strings.Cut(rest, ",")
+		data, encoded = payload, strings.HasSuffix(params, ";base64")
+	}
+	decoded := []byte(data)
+	if encoded {
+		var err error
+		if decoded, err = base64.StdEncoding.DecodeString(data); err != nil {
+			return MaxDocumentPages
+		}
+	}
+	if n, ok := pdfpages.Count(decoded); ok {
+		return int64(n)
+	}
+	if utf8.Valid(decoded) && !bytes.Contains(decoded[:min(len(decoded), 1024)], []byte("%PDF-")) {
+		return 0
+	}
+	return MaxDocumentPages
+}

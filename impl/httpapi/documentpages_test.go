@@ -1,0 +1,99 @@
+package httpapi_test
+
+import (
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/devkit/apitest"
+	"github.com/tollgate/tollgate/impl/devkit/pdftest"
+)
+
+// TestDocumentPagesAreReserved: a PDF sent inline is billed by its pages, not its bytes.
+// Anthropic puts each page's text, "1,500-3,000 tokens per page depending on content
+// density", and an image of the page into the prompt
+// (https://platform.claude.com/docs/en/build-with-claude/pdf-support, "Estimate your costs");
+// OpenAI "the extracted text and an image of each page"
+// (https://developers.openai.com/api/docs/guides/file-inputs). The reservation counted the
+// document by its encoded size, so a compact PDF was reserved far below its bill and the rest
+// waived: a 100-page PDF whose pages share one content stream is 16 KB (its page objects
+// written out) or 2 KB (in a compressed object stream), some 7,000 or 900 tokens by size,
+// while the stand-ins report what the providers would bill for 100 pages: at Anthropic 3,000
+// text tokens and 1,600 for the page's image (about 1.15 megapixels,
+// https://platform.claude.com/docs/en/build-with-claude/vision), 460,000 input tokens in all;
+// at OpenAI 3,000 and 1,390 for an 816 × 1,056 page image in 32-pixel patches at gpt-4.1-mini's
+// multiplier of 1.62, 439,000. Their pages are now counted and reserved at their bound (3,000
+// text tokens and the model's image bound each), and nothing is waived.
+func TestDocumentPagesAreReserved(t *testing.T) {
+	anthropicUp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"msg_01","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"A summary."}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":460000,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":300}}`)
+	}))
+	t.Cleanup(anthropicUp.Close)
+	responsesUp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"resp_1","object":"response","created_at":1700000000,"status":"completed","error":null,"incomplete_details":null,"model":"gpt-4.1-mini","output":[{"id":"msg_1","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":"A summary.","annotations":[]}]}],"usage":{"input_tokens":439000,"input_tokens_details":{"cached_tokens":0},"output_tokens":300,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":439300}}`)
+	}))
+	t.Cleanup(responsesUp.Close)
+	cfg := config.Default()
+	cfg.Providers = append(cfg.Providers,
+		config.Provider{Name: "pages-anthropic", Kind: config.KindAnthropicMessages, BaseURL: anthropicUp.URL},
+		config.Provider{Name: "pages-openai", Kind: config.KindOpenAIResponses, BaseURL: responsesUp.URL})
+	cfg.Models = append(cfg.Models,
+		config.Model{ID: "pages-sonnet", Family: config.FamilyMessages, OwnedBy: "test",
+			Price: config.Price{Catalog: "claude-sonnet-4-5"}, MaxOutputTokens: 1000, ContextTokens: 1_000_000,
+			Backend: &config.Upstream{Provider: "pages-anthropic", Model: "claude-sonnet-4-5"}},
+		config.Model{ID: "pages-mini", Family: config.FamilyChat, OwnedBy: "test",
+			Price: config.Price{Catalog: "gpt-4.1-mini"}, MaxOutputTokens: 1000, ContextTokens: 1_000_000,
+			Backend: &config.Upstream{Provider: "pages-openai", Model: "gpt-4.1-mini"}})
+	cfg.Plans[0].Models = append(cfg.Plans[0].Models, "pages-sonnet", "pages-mini")
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	g := apitest.Start(t, apitest.Options{Config: cfg})
+	const granted = 100_000_000
+	tenant := g.NewTenant(t, "acme", 0, granted)
+
+	var served int64
+	for _, pdf := range []struct {
+		name string
+		data []byte
+	}{
+		{"page objects in the file", pdftest.Plain(100)},
+		{"page objects in a compressed object stream", pdftest.ObjectStream(100)},
+	} {
+		data := base64.StdEncoding.EncodeToString(pdf.data)
+		for _, tc := range []struct {
+			name, route, body string
+			cost              int64
+		}{
+			// 460,000 input tokens and 300 output tokens at claude-sonnet-4-5's rates above
+			// 200,000 input tokens, $6 and $22.50 a million.
+			{"messages", "/v1/messages", `{"model":"pages-sonnet","max_tokens":1000,"messages":[{"role":"user","content":[` +
+				`{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"` + data + `"}},{"type":"text","text":"Summarize the report."}]}]}`,
+				2_766_750},
+			// 439,000 input tokens at $0.40 and 300 output tokens at $1.60 a million.
+			{"responses", "/v1/responses", `{"model":"pages-mini","max_output_tokens":1000,"input":[{"role":"user","content":[{"type":"input_text","text":"Summarize the report."},` +
+				`{"type":"input_file","filename":"report.pdf","file_data":"data:application/pdf;base64,` + data + `"}]}]}`,
+				176_080},
+		} {
+			t.Run(pdf.name+", "+tc.name, func(t *testing.T) {
+				status, body := post(t, g, tenant.Key, tc.route, tc.body)
+				if status != http.StatusOK {
+					t.Fatalf("%d %.300s", status, body)
+				}
+				served++
+				if rec := latestUsage(t, g, tenant.Account, served); rec.CostMicros != tc.cost || rec.WaivedMicros != 0 {
+					t.Errorf("a 100-page PDF of %d bytes: billed %d, waived %d; want %s and none", len(pdf.data), rec.CostMicros, rec.WaivedMicros, fmt.Sprint(tc.cost))
+				}
+			})
+		}
+	}
+	checkBooks(t, g, tenant.Account, granted)
+}

@@ -84,6 +84,10 @@ type Exchange struct {
 	// reservation covers: the most that are billed.
 	hostedBounds llm.HostedCalls
 	inputEst     int64
+	// documentTokens is what the pages of the request's inline documents count, at their
+	// bound, in inputEst (convert.DocumentTokens), and in the input billed when the upstream
+	// never said it.
+	documentTokens int64
 	// askedOutput is the output bound the client asked for (or the limit it was clamped to),
 	// times the choices it asked for (0 when it gave no bound): the most output it is billed
 	// for, even when an upstream's own minimum made the gateway ask for more.
@@ -332,7 +336,8 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 	// their bound besides its size; the context check keeps counting it by its size, leaving
 	// its pages to the provider's count (convert.DocumentTokens). A request without a document
 	// pays a look-up.
-	inputEst = billing.SaturatingAdd(inputEst, convert.DocumentTokens(client, view, m.ImageTokens))
+	documentTokens := convert.DocumentTokens(client, view, m.ImageTokens)
+	inputEst = billing.SaturatingAdd(inputEst, documentTokens)
 	if m.ContextTokens > 0 && contextEst > m.ContextTokens {
 		return nil, &apierror.Error{Kind: apierror.KindInvalidRequest, Param: inputField(client), Code: "context_length_exceeded",
 			Message: contextOverflowMessage(client, contextEst, m.ContextTokens, modelID)}
@@ -382,7 +387,7 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 		return nil, err
 	}
 	x := &Exchange{eng: eng, ctx: ctx, client: client, principal: p, requestID: requestID, model: m, stream: stream,
-		inputEst: inputEst, ir: ir, view: view, parsed: parsed, reserve: reservation, started: time.Now(), opts: o}
+		inputEst: inputEst, documentTokens: documentTokens, ir: ir, view: view, parsed: parsed, reserve: reservation, started: time.Now(), opts: o}
 	defer func() {
 		if startErr != nil && waited != nil {
 			*waited = x.upstreamWait

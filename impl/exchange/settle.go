@@ -109,10 +109,12 @@ func (x *Exchange) checkpointRecord(u llm.Usage, producedChars int) (billing.Usa
 
 // billedInput is the input count billed when the upstream never said it (a chat or Responses
 // stream cut short before its usage): convert.BilledInputTokens of the request, a central
-// estimate, where the reservation took a cautious one (at most that). It is worked out once,
-// by the first caller: the stream's settlement or the meter's checkpointer, in its own
-// goroutine; both only read the request, whose bytes and neutral form nothing changes once
-// the exchange has started.
+// estimate, where the reservation took a cautious one (at most that), and the pages of its
+// inline documents at their bound, as the reservation counted them (as an image counts its
+// bound: the provider bills each page's text and image whatever the document's size). It is
+// worked out once, by the first caller: the stream's settlement or the meter's checkpointer,
+// in its own goroutine; both only read the request, whose bytes and neutral form nothing
+// changes once the exchange has started.
 func (x *Exchange) billedInput() int64 {
 	x.billedOnce.Do(func() { x.billedIn = x.countBilledInput() })
 	return x.billedIn
@@ -127,10 +129,10 @@ func (x *Exchange) countBilledInput() int64 {
 	v := x.inputEst
 	switch {
 	case req != nil:
-		v = min(v, int64(convert.BilledInputTokens(req, x.model.ImageTokens)))
+		v = min(v, int64(convert.BilledInputTokens(req, x.model.ImageTokens))+x.documentTokens)
 	case x.view != nil:
 		// A request only its own format can read: four bytes a token of the whole body.
-		v = min(v, int64(len(x.view.Body())+3)/4)
+		v = min(v, int64(len(x.view.Body())+3)/4+x.documentTokens)
 	}
 	return max(v, 1)
 }

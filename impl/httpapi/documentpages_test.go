@@ -97,3 +97,33 @@ func TestDocumentPagesAreReserved(t *testing.T) {
 	}
 	checkBooks(t, g, tenant.Account, granted)
 }
+
+// TestCutDocumentStreamBillsItsPages: a Responses stream cut before its usage is billed the
+// input the gateway counts of the request, and the pages of an inline PDF count there as in
+// the reservation, at their bound (3,000 text tokens and gpt-4.1-mini's image bound, 2,489,
+// each), as an image counts its bound: the provider bills the pages whatever the file's size.
+// On the code before, a 100-page PDF of 2 KB was billed as its bytes, some 700 input tokens,
+// where the provider bills about 440,000.
+func TestCutDocumentStreamBillsItsPages(t *testing.T) {
+	url := cannedUpstream(t, "text/event-stream", `event: response.created
+data: {"type":"response.created","sequence_number":0,"response":{"id":"resp_d1","object":"response","created_at":1764777600,"model":"gpt-4.1-mini","status":"in_progress","output":[]}}
+
+event: response.output_text.delta
+data: {"type":"response.output_text.delta","sequence_number":1,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"Half a summary"}
+
+data: [DONE]
+
+`)
+	g, tenant := standInGateway(t, "cut-pages", config.KindOpenAIResponses, url)
+	data := base64.StdEncoding.EncodeToString(pdftest.ObjectStream(100))
+	body := `{"model":"cut-pages-chat","max_output_tokens":1000,"stream":true,"input":[{"role":"user","content":[{"type":"input_text","text":"Summarize the report."},` +
+		`{"type":"input_file","filename":"report.pdf","file_data":"data:application/pdf;base64,` + data + `"}]}]}`
+	if status, answer := post(t, g, tenant.Key, "/v1/responses", body); status != http.StatusOK {
+		t.Fatalf("%d %.300s", status, answer)
+	}
+	const pages = 100 * (3000 + 2489)
+	if rec := latestUsage(t, g, tenant.Account, 1); rec.Status != "upstream_cut_off" || rec.InputTokens < pages || rec.WaivedMicros != 0 {
+		t.Errorf("a cut stream with a 100-page PDF: status %s, billed %d input tokens, waived %d; want upstream_cut_off, at least %d and none",
+			rec.Status, rec.InputTokens, rec.WaivedMicros, pages)
+	}
+}

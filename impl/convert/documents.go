@@ -41,30 +41,49 @@ var documentMarkers = map[llm.Format][]byte{
 // DocumentTokens is what the documents sent inline in the request v of format f may cost
 // beyond their size, for its reservation: their pages (DocumentPages) times
 // DocumentPageTextTokens and imageTokens, the most the model's provider bills for one image,
-// which an image of a page is. The reservation counts a document by its size as well, which
-// covers text a page holds beyond DocumentPageTextTokens unless it is compressed. A request
-// that cannot hold one (no marker of its format, and no \u escape, which could spell one)
-// costs a look-up and allocates nothing; the context-window check does not count this, and
-// leaves a document's pages to the provider's count.
+// which an image of a page is, and the bytes their compressed streams inflate to
+// (pdfpages.Document.Inflated) at BytesPerToken: a page's text beyond DocumentPageTextTokens
+// that the file's size does not show. The reservation counts a document by its size as well.
+// A request that cannot hold one (no marker of its format, and no \u escape, which could spell
+// one) costs a look-up and allocates nothing; the context-window check does not count this,
+// and leaves a document's pages to the provider's count.
 func DocumentTokens(f llm.Format, v *jsonview.View, imageTokens int) int64 {
 	if v == nil {
 		return 0
 	}
-	return DocumentPages(f, v) * int64(DocumentPageTextTokens+imageTokens)
+	d := documents(f, v)
+	return d.pages*int64(DocumentPageTextTokens+imageTokens) + (d.inflated+BytesPerToken-1)/BytesPerToken
 }
 
 // DocumentPages is the number of pages of the documents sent inline in the request v of format
 // f (Messages document blocks with a base64 source, in a message or a tool result; Responses
 // input_file parts with file_data; chat file parts with file_data). A PDF's pages are counted
-// (pdfpages.Count); a document that is text (valid UTF-8, not a PDF) has none, being counted
-// by its size; any other, or a PDF whose pages cannot be counted, has MaxDocumentPages.
+// (pdfpages.Read); a document that is text (valid UTF-8, not a PDF) has none, being counted
+// by its size; any other, or a PDF that cannot be read, has MaxDocumentPages.
 func DocumentPages(f llm.Format, v *jsonview.View) int64 {
+	return documents(f, v).pages
+}
+
+// documentCounts are what the reservation counts of a request's inline documents: their
+// pages, and the bytes their compressed streams inflate to.
+type documentCounts struct {
+	pages, inflated int64
+}
+
+// add adds d to c.
+func (c *documentCounts) add(d documentCounts) {
+	c.pages += d.pages
+	c.inflated += d.inflated
+}
+
+// documents counts the inline documents of the request v of format f (see DocumentPages).
+func documents(f llm.Format, v *jsonview.View) documentCounts {
 	marker := documentMarkers[f]
 	if marker == nil {
-		return 0
+		return documentCounts{}
 	}
 	escaped := v.UnicodeEscapes() > 0
-	var pages int64
+	var counts documentCounts
 	for _, name := range referenceHolders[f] {
 		raw, ok := v.Value(name)
 		if !ok || (!escaped && !bytes.Contains(raw, marker)) {
@@ -74,28 +93,28 @@ func DocumentPages(f llm.Format, v *jsonview.View) int64 {
 		if err := json.Unmarshal(raw, &value); err != nil {
 			continue // the validator's to refuse
 		}
-		pages += documentPagesIn(f, value)
+		counts.add(documentsIn(f, value))
 	}
-	return pages
+	return counts
 }
 
-// documentPagesIn is the pages of the inline documents in value, wherever they are in it.
-func documentPagesIn(f llm.Format, value any) int64 {
-	var pages int64
+// documentsIn counts the inline documents in value, wherever they are in it.
+func documentsIn(f llm.Format, value any) documentCounts {
+	var counts documentCounts
 	switch x := value.(type) {
 	case []any:
 		for _, e := range x {
-			pages += documentPagesIn(f, e)
+			counts.add(documentsIn(f, e))
 		}
 	case map[string]any:
 		if data, ok := inlineDocument(f, x); ok {
-			pages += documentPagesOf(data)
+			counts.add(documentOf(data))
 		}
 		for _, e := range x {
-			pages += documentPagesIn(f, e)
+			counts.add(documentsIn(f, e))
 		}
 	}
-	return pages
+	return counts
 }
 
 // inlineDocument is the data of the inline document that x is, as it is sent (base64 or a data
@@ -121,9 +140,9 @@ func inlineDocument(f llm.Format, x map[string]any) (string, bool) {
 	return "", false
 }
 
-// documentPagesOf is the pages of the document whose data is data: base64, or a data URL
+// documentOf counts the document whose data is data: base64, or a data URL
 // ("data:application/pdf;base64,..."; one that is not base64 holds its bytes as they are).
-func documentPagesOf(data string) int64 {
+func documentOf(data string) documentCounts {
 	encoded := true
 	if rest, ok := strings.CutPrefix(data, "data:"); ok {
 		params, payload, _ := strings.Cut(rest, ",")
@@ -133,14 +152,14 @@ func documentPagesOf(data string) int64 {
 	if encoded {
 		var err error
 		if decoded, err = base64.StdEncoding.DecodeString(data); err != nil {
-			return MaxDocumentPages
+			return documentCounts{pages: MaxDocumentPages}
 		}
 	}
-	if n, ok := pdfpages.Count(decoded); ok {
-		return int64(n)
+	if d, ok := pdfpages.Read(decoded); ok {
+		return documentCounts{pages: int64(d.Pages), inflated: int64(d.Inflated)}
 	}
 	if utf8.Valid(decoded) && !bytes.Contains(decoded[:min(len(decoded), 1024)], []byte("%PDF-")) {
-		return 0
+		return documentCounts{}
 	}
-	return MaxDocumentPages
+	return documentCounts{pages: MaxDocumentPages}
 }

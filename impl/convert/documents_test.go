@@ -8,14 +8,23 @@ import (
 	"github.com/tollgate/tollgate/impl/devkit/pdftest"
 	"github.com/tollgate/tollgate/impl/jsonview"
 	"github.com/tollgate/tollgate/impl/llm"
+	"github.com/tollgate/tollgate/impl/pdfpages"
 )
 
 // TestDocumentPages: the inline documents of each format are found wherever they are (a
 // Messages document in a tool result too) and their pages counted; a text document has none,
-// and one whose pages cannot be counted has MaxDocumentPages.
+// and one whose pages cannot be counted has MaxDocumentPages. DocumentTokens counts each page
+// at its bound, and what the compressed streams inflate to at three bytes a token (a page
+// of compressed text: 60,000 bytes of text in a file of about 400).
 func TestDocumentPages(t *testing.T) {
 	b64 := func(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
-	pdf7, pdf30 := b64(pdftest.Plain(7)), b64(pdftest.ObjectStream(30))
+	pdf7, pdf30, dense := b64(pdftest.Plain(7)), b64(pdftest.ObjectStream(30)), b64(pdftest.CompressedText(60_000))
+	// inflated is what the compressed streams of the PDF in data inflate to.
+	inflated := func(data string) int64 {
+		raw, _ := base64.StdEncoding.DecodeString(data)
+		d, _ := pdfpages.Read(raw)
+		return int64(d.Inflated)
+	}
 	doc := func(data string) string {
 		return `{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"` + data + `"}}`
 	}
@@ -24,18 +33,21 @@ func TestDocumentPages(t *testing.T) {
 		f    llm.Format
 		body string
 		want int64
+		// inflated is what their compressed streams inflate to.
+		inflated int64
 	}{
-		{"messages, two documents", llm.FormatMessages, `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[` + doc(pdf7) + `,` + doc(pdf30) + `,{"type":"text","text":"hi"}]}]}`, 37},
-		{"messages, a document in a tool result", llm.FormatMessages, `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[` + doc(pdf30) + `]}]}]}`, 30},
-		{"messages, a document spelled with an escape", llm.FormatMessages, `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"\u0064ocument","source":{"type":"base64","media_type":"application/pdf","data":"` + pdf7 + `"}}]}]}`, 7},
-		{"messages, a text document", llm.FormatMessages, `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"text","media_type":"text/plain","data":"plain words"}}]}]}`, 0},
-		{"messages, not base64", llm.FormatMessages, `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[` + doc("%%%") + `]}]}`, MaxDocumentPages},
-		{"messages, an encrypted PDF", llm.FormatMessages, `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[` + doc(b64([]byte("%PDF-1.4 << /Type /Page >> << /Encrypt 5 0 R >>"))) + `]}]}`, MaxDocumentPages},
-		{"responses, a PDF", llm.FormatResponses, `{"model":"m","input":[{"role":"user","content":[{"type":"input_file","filename":"a.pdf","file_data":"data:application/pdf;base64,` + pdf30 + `"}]}]}`, 30},
-		{"responses, a text file", llm.FormatResponses, `{"model":"m","input":[{"role":"user","content":[{"type":"input_file","filename":"a.txt","file_data":"data:text/plain;base64,` + b64([]byte("just text")) + `"}]}]}`, 0},
-		{"responses, a Word document", llm.FormatResponses, `{"model":"m","input":[{"role":"user","content":[{"type":"input_file","filename":"a.docx","file_data":"data:application/vnd.openxmlformats-officedocument.wordprocessingml.document;base64,` + b64([]byte("PK\x03\x04\x14\x00\x06\x00\xff\xfe")) + `"}]}]}`, MaxDocumentPages},
-		{"chat, a PDF", llm.FormatChat, `{"model":"m","messages":[{"role":"user","content":[{"type":"file","file":{"filename":"a.pdf","file_data":"data:application/pdf;base64,` + pdf7 + `"}}]}]}`, 7},
-		{"chat, none", llm.FormatChat, `{"model":"m","messages":[{"role":"user","content":"file_data"}]}`, 0},
+		{"messages, two documents", llm.FormatMessages, `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[` + doc(pdf7) + `,` + doc(pdf30) + `,{"type":"text","text":"hi"}]}]}`, 37, inflated(pdf30)},
+		{"messages, a document in a tool result", llm.FormatMessages, `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[` + doc(pdf30) + `]}]}]}`, 30, inflated(pdf30)},
+		{"messages, a page of compressed text", llm.FormatMessages, `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[` + doc(dense) + `]}]}`, 1, inflated(dense)},
+		{"messages, a document spelled with an escape", llm.FormatMessages, `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"\u0064ocument","source":{"type":"base64","media_type":"application/pdf","data":"` + pdf7 + `"}}]}]}`, 7, 0},
+		{"messages, a text document", llm.FormatMessages, `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"text","media_type":"text/plain","data":"plain words"}}]}]}`, 0, 0},
+		{"messages, not base64", llm.FormatMessages, `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[` + doc("%%%") + `]}]}`, MaxDocumentPages, 0},
+		{"messages, an encrypted PDF", llm.FormatMessages, `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[` + doc(b64([]byte("%PDF-1.4 << /Type /Page >> << /Encrypt 5 0 R >>"))) + `]}]}`, MaxDocumentPages, 0},
+		{"responses, a PDF", llm.FormatResponses, `{"model":"m","input":[{"role":"user","content":[{"type":"input_file","filename":"a.pdf","file_data":"data:application/pdf;base64,` + pdf30 + `"}]}]}`, 30, inflated(pdf30)},
+		{"responses, a text file", llm.FormatResponses, `{"model":"m","input":[{"role":"user","content":[{"type":"input_file","filename":"a.txt","file_data":"data:text/plain;base64,` + b64([]byte("just text")) + `"}]}]}`, 0, 0},
+		{"responses, a Word document", llm.FormatResponses, `{"model":"m","input":[{"role":"user","content":[{"type":"input_file","filename":"a.docx","file_data":"data:application/vnd.openxmlformats-officedocument.wordprocessingml.document;base64,` + b64([]byte("PK\x03\x04\x14\x00\x06\x00\xff\xfe")) + `"}]}]}`, MaxDocumentPages, 0},
+		{"chat, a PDF", llm.FormatChat, `{"model":"m","messages":[{"role":"user","content":[{"type":"file","file":{"filename":"a.pdf","file_data":"data:application/pdf;base64,` + pdf7 + `"}}]}]}`, 7, 0},
+		{"chat, none", llm.FormatChat, `{"model":"m","messages":[{"role":"user","content":"file_data"}]}`, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v, err := jsonview.Parse([]byte(tc.body))
@@ -45,7 +57,7 @@ func TestDocumentPages(t *testing.T) {
 			if got := DocumentPages(tc.f, v); got != tc.want {
 				t.Errorf("DocumentPages = %d, want %d", got, tc.want)
 			}
-			if got, want := DocumentTokens(tc.f, v, 4800), tc.want*(DocumentPageTextTokens+4800); got != want {
+			if got, want := DocumentTokens(tc.f, v, 4800), tc.want*(DocumentPageTextTokens+4800)+(tc.inflated+2)/3; got != want {
 				t.Errorf("DocumentTokens = %d, want %d", got, want)
 			}
 		})

@@ -127,3 +127,35 @@ data: [DONE]
 			rec.Status, rec.InputTokens, rec.WaivedMicros, pages)
 	}
 }
+
+// TestCompressedPageTextIsReserved: a provider extracts and bills a page's text, which a
+// compressed content stream holds in far fewer bytes than it shows: a one-page PDF of 2.7 KB
+// whose content stream inflates to 600,000 bytes of text is billed some 150,000 text tokens
+// (four bytes a token) and 1,600 for the page's image on claude-sonnet-4-5, where a page was
+// reserved at 3,000 text tokens and its image bound. What the file's compressed streams
+// inflate to is reserved too, at three bytes a token, and nothing is waived.
+func TestCompressedPageTextIsReserved(t *testing.T) {
+	url := cannedUpstream(t, "application/json", `{"id":"msg_01","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"A summary."}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":151600,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":300}}`)
+	cfg := config.Default()
+	cfg.Providers = append(cfg.Providers, config.Provider{Name: "dense-anthropic", Kind: config.KindAnthropicMessages, BaseURL: url})
+	cfg.Models = append(cfg.Models, config.Model{ID: "dense-sonnet", Family: config.FamilyMessages, OwnedBy: "test",
+		Price: config.Price{Catalog: "claude-sonnet-4-5"}, MaxOutputTokens: 1000, ContextTokens: 1_000_000,
+		Backend: &config.Upstream{Provider: "dense-anthropic", Model: "claude-sonnet-4-5"}})
+	cfg.Plans[0].Models = append(cfg.Plans[0].Models, "dense-sonnet")
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	g := apitest.Start(t, apitest.Options{Config: cfg})
+	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	data := base64.StdEncoding.EncodeToString(pdftest.CompressedText(600_000))
+	status, body := post(t, g, tenant.Key, "/v1/messages", `{"model":"dense-sonnet","max_tokens":1000,"messages":[{"role":"user","content":[`+
+		`{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"`+data+`"}},{"type":"text","text":"Summarize the page."}]}]}`)
+	if status != http.StatusOK {
+		t.Fatalf("%d %.300s", status, body)
+	}
+	// 151,600 input tokens at $3 and 300 output tokens at $15 a million.
+	if rec := latestUsage(t, g, tenant.Account, 1); rec.CostMicros != 459_300 || rec.WaivedMicros != 0 {
+		t.Errorf("a page of compressed text: billed %d, waived %d; want 459,300 and none", rec.CostMicros, rec.WaivedMicros)
+	}
+	checkBooks(t, g, tenant.Account, 100_000_000)
+}

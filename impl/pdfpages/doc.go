@@ -5,12 +5,15 @@
 // extracted text and an image of each page", https://developers.openai.com/api/docs/guides/file-inputs),
 // not by its bytes: a compact or crafted PDF holds many pages in few bytes.
 //
-// Count reads the file as bytes, not as a PDF parser would: every page object (a dictionary
+// Read reads the file as bytes, not as a PDF parser would: every page object (a dictionary
 // with /Type /Page) is counted wherever it appears, in the file or inside an object stream
 // (compressed with FlateDecode, inflated under a hard output bound), and so is the largest
-// /Count a page tree node states. Anything that makes the count uncertain (no PDF header,
-// encryption, an object stream with another filter or with decode parameters, the inflate
-// bound reached) is reported, so that the caller assumes the most pages a provider accepts.
+// /Count a page tree node states. It also reports what the compressed streams other than
+// images inflate to (Document.Inflated): a page's content stream can show far more text, which
+// the provider extracts and bills, than its compressed bytes. Anything that makes the count
+// uncertain (no PDF header, encryption, a compressed stream with another filter, an object
+// stream with decode parameters, the inflate bound reached) is reported, so that the caller
+// assumes the most pages a provider accepts.
 // Text that only looks like a page object (in a string, a comment or a stream's data) counts
 // too: the count errs upwards, which costs a reservation nothing that is not released.
 package pdfpages

@@ -18,34 +18,53 @@ const (
 	// /Type and the name after it is read as /Page (so that reading stays linear: each name in
 	// a long comment would read the rest of it).
 	skipWindow = 256
-	// inflateRatio and inflateCeiling bound the bytes all the object streams of one file may
-	// inflate to: inflateRatio times the file's size, and never more than inflateCeiling.
+	// inflateRatio, inflateFloor and inflateCeiling bound the bytes all the compressed streams
+	// of one file may inflate to: inflateRatio times the file's size, or inflateFloor if that
+	// is more, and never more than inflateCeiling.
 	inflateRatio   = 64
+	inflateFloor   = 1 << 20
 	inflateCeiling = 32 << 20
 	// MaxCount is the largest count Count reports (a page tree's /Count can state any number).
 	MaxCount = 1 << 20
 )
 
-// Count is the number of pages of the PDF in data, and whether it could be established: the
+// Document is what Read finds in a PDF.
+type Document struct {
+	// Pages is the number of pages (see Read).
+	Pages int
+	// Inflated is the bytes the file's compressed streams other than images and
+	// cross-reference streams inflate to: its pages' content streams among them, whose text
+	// a provider extracts and bills, and which the file's size does not show.
+	Inflated int
+}
+
+// Count is Read's number of pages.
+func Count(data []byte) (int, bool) {
+	d, ok := Read(data)
+	return d.Pages, ok
+}
+
+// Read is what the PDF in data holds, and whether it could be established. Its pages are the
 // number of page objects (/Type /Page, names compared after their #xx escapes, whitespace and
 // comments between them allowed) in the file and in its FlateDecode object streams, or the
 // largest /Count stated in either, whichever is larger, at most MaxCount. It is not
-// established (false) for data without a PDF header, for an encrypted file (its object streams
-// cannot be read), when a stream that may be an object stream (its dictionary names /Type
-// /ObjStm, /N or /First) has a filter other than FlateDecode alone or decode parameters, or a
-// dictionary longer than dictWindow, when inflating reaches the bound (inflateRatio times the
-// file's size, at most inflateCeiling bytes in all), or when no page is found. The work is
-// linear in the size of data and of what it inflates to.
-func Count(data []byte) (int, bool) {
+// established (false) for data without a PDF header, for an encrypted file (its streams cannot
+// be read), when a compressed stream other than an image or a cross-reference stream has a
+// filter other than FlateDecode alone, or an object stream (its dictionary names /Type
+// /ObjStm, /N or /First) decode parameters, when a stream's dictionary is longer than
+// dictWindow, when inflating reaches the bound (inflateRatio times the file's size or
+// inflateFloor, at most inflateCeiling bytes in all), or when no page is found. The work is linear in the size of
+// data and of what it inflates to.
+func Read(data []byte) (Document, bool) {
 	if !bytes.Contains(data[:min(len(data), headerWindow)], []byte("%PDF-")) {
-		return 0, false
+		return Document{}, false
 	}
 	var c counter
 	c.scan(data)
-	budget := min(inflateRatio*len(data), inflateCeiling)
-	// from is where the dictionary of the next stream may start: after the last "obj"
-	// keyword, and never before the previous "stream" keyword, so that each byte is read as
-	// part of one dictionary at most.
+	budget := min(max(inflateRatio*len(data), inflateFloor), inflateCeiling)
+	inflated := 0
+	// prev is where the dictionary of the next stream may start at the earliest: after the
+	// previous "stream" keyword, so that each byte is read as part of one dictionary at most.
 	prev := 0
 	for i := 0; ; {
 		j := bytes.Index(data[i:], []byte("stream"))
@@ -63,22 +82,25 @@ func Count(data []byte) (int, bool) {
 		}
 		prev = i
 		if at-from > dictWindow {
-			return 0, false
+			return Document{}, false
 		}
-		inflated, ok := objectStream(data, from, at, &budget)
+		out, objStm, ok := streamData(data, from, at, &budget)
 		if !ok {
-			return 0, false
+			return Document{}, false
 		}
-		c.scan(inflated)
+		inflated += len(out)
+		if objStm {
+			c.scan(out)
+		}
 	}
 	if c.encrypted {
-		return 0, false
+		return Document{}, false
 	}
 	n := max(c.pages, c.stated)
 	if n == 0 {
-		return 0, false
+		return Document{}, false
 	}
-	return min(n, MaxCount), true
+	return Document{Pages: min(n, MaxCount), Inflated: inflated}, true
 }
 
 // streamKeyword reports whether the "stream" at data[at] can be the keyword that starts a
@@ -120,26 +142,28 @@ func (c *counter) scan(b []byte) {
 	}
 }
 
-// objectStream is the inflated data of the stream whose dictionary is data[from:at] and whose
-// keyword "stream" is at data[at], when the dictionary makes it an object stream (/Type
-// /ObjStm, or /N or /First, which an object stream must have) compressed with FlateDecode, with
-// budget lowered by its size. It is nil and true for any other stream and for one without a
-// filter (its objects are in the file as they are, read by the caller's scan of the file). It
-// is false when an object stream cannot be read: another filter, decode parameters, data that
+// streamData is the inflated data of the stream whose dictionary is data[from:at] and whose
+// keyword "stream" is at data[at], when it is compressed with FlateDecode and is neither an
+// image (/Subtype /Image) nor a cross-reference stream (/Type /XRef), with budget lowered by
+// its size, and whether it is an object stream (/Type /ObjStm, or /N or /First, which an object
+// stream must have), whose objects the caller reads. It is nil for any other stream and for
+// one without a filter (its bytes are in the file as they are). It is false (not ok) when such
+// a stream cannot be read: another filter, decode parameters on an object stream, data that
 // does not inflate, or budget exceeded.
-func objectStream(data []byte, from, at int, budget *int) ([]byte, bool) {
+func streamData(data []byte, from, at int, budget *int) (out []byte, objStm, ok bool) {
 	dict := data[from:at]
 	var filters []name
-	objStm, params := false, false
+	skip, params := false, false
 	for i := 0; i < len(dict); i++ {
 		if dict[i] != '/' {
 			continue
 		}
 		nm, end := readName(dict, i)
 		switch {
-		case nm.is("Type"):
+		case nm.is("Type"), nm.is("Subtype"):
 			next, _ := readName(dict, skipSpace(dict, end))
 			objStm = objStm || next.is("ObjStm")
+			skip = skip || next.is("Image") || next.is("XRef")
 		case nm.is("N"), nm.is("First"):
 			objStm = true
 		case nm.is("DecodeParms"):
@@ -148,11 +172,11 @@ func objectStream(data []byte, from, at int, budget *int) ([]byte, bool) {
 			filters = append(filters, filterNames(dict, skipSpace(dict, end))...)
 		}
 	}
-	if !objStm || len(filters) == 0 {
-		return nil, true
+	if (skip && !objStm) || len(filters) == 0 {
+		return nil, objStm, true
 	}
-	if params || len(filters) != 1 || !filters[0].is("FlateDecode") {
-		return nil, false
+	if (objStm && params) || len(filters) != 1 || !filters[0].is("FlateDecode") {
+		return nil, objStm, false
 	}
 	start := at + len("stream")
 	if data[start] == '\r' {
@@ -163,14 +187,14 @@ func objectStream(data []byte, from, at int, budget *int) ([]byte, bool) {
 	}
 	r, err := zlib.NewReader(bytes.NewReader(data[start:]))
 	if err != nil {
-		return nil, false
+		return nil, objStm, false
 	}
-	out, err := io.ReadAll(io.LimitReader(r, int64(*budget)+1))
+	out, err = io.ReadAll(io.LimitReader(r, int64(*budget)+1))
 	if len(out) > *budget || (err != nil && len(out) == 0) {
-		return nil, false
+		return nil, objStm, false
 	}
 	*budget -= len(out)
-	return out, true
+	return out, objStm, true
 }
 
 // filterNames are the filter names of the /Filter value at b[i]: one name, or an array of

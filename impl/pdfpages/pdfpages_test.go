@@ -58,7 +58,7 @@ func TestCount(t *testing.T) {
 		{"an object stream with two filters", objStm("<< /Type /ObjStm /N 7 /First 0 /Filter [/ASCIIHexDecode /FlateDecode] >>", []byte(pages)), 0, false},
 		{"an object stream with decode parameters", objStm("<< /Type /ObjStm /N 7 /First 0 /Filter /FlateDecode /DecodeParms << /Predictor 12 >> >>", []byte(pages)), 0, false},
 		{"an object stream that does not inflate", []byte("%PDF-1.7\n5 0 obj\n<< /Type /ObjStm /N 1 /First 0 /Filter /FlateDecode >>\nstream\nnot zlib\nendstream\nendobj\n<< /Type /Page >>"), 0, false},
-		{"an object stream past the inflate bound", objStm("<< /Type /ObjStm /N 1 /First 0 /Filter /FlateDecode >>", append([]byte("<< /Type /Page >>"), make([]byte, 1<<20)...)), 0, false},
+		{"an object stream past the inflate bound", objStm("<< /Type /ObjStm /N 1 /First 0 /Filter /FlateDecode >>", append([]byte("<< /Type /Page >>"), make([]byte, 2<<20)...)), 0, false},
 		{"an object stream's dictionary padded past its window", []byte("%PDF-1.7\n5 0 obj\n<< /Type /ObjStm" + strings.Repeat(" ", 5000) + "/N 1 /First 0 /Filter /FlateDecode >>\nstream\n" + string(deflate([]byte(pages))) + "\nendstream"), 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -70,21 +70,45 @@ func TestCount(t *testing.T) {
 	}
 }
 
-// TestCountCompressedStreamOtherThanObjectStream: a compressed stream that is no object
-// stream (a page's content, an image) is not inflated, and its pages are those outside it.
-func TestCountCompressedStreamOtherThanObjectStream(t *testing.T) {
-	data := append(objStm("<< /Filter /FlateDecode /Length 9 >>", bytes.Repeat([]byte("x"), 1<<20)), "<< /Type /Page >>"...)
-	if n, ok := pdfpages.Count(data); n != 1 || !ok {
-		t.Errorf("Count = %d, %v; want 1, true", n, ok)
+// TestReadInflated: the bytes of a compressed stream other than an object stream (a page's
+// content, whose text the provider extracts and bills) are inflated and counted, but not read
+// for pages; an image's and a cross-reference stream's are not inflated, however far they
+// would inflate.
+func TestReadInflated(t *testing.T) {
+	text := bytes.Repeat([]byte("BT (A line of text that is billed.) Tj ET "), 1000)
+	page := "<< /Type /Page >>\n"
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want pdfpages.Document
+		ok   bool
+	}{
+		{"a content stream", append(objStm("<< /Filter /FlateDecode >>", append(text, "/Type /Page"...)), page...), pdfpages.Document{Pages: 1, Inflated: len(text) + len("/Type /Page")}, true},
+		{"an image", append(objStm("<< /Type /XObject /Subtype /Image /Filter /FlateDecode >>", make([]byte, 2<<20)), page...), pdfpages.Document{Pages: 1}, true},
+		{"a cross-reference stream", append(objStm("<< /Type /XRef /Filter /FlateDecode /DecodeParms << /Predictor 12 >> >>", make([]byte, 2<<20)), page...), pdfpages.Document{Pages: 1}, true},
+		{"an object stream", pdftest.ObjectStream(3), pdfpages.Document{Pages: 3, Inflated: -1}, true},
+		{"a content stream past the inflate bound", append(objStm("<< /Filter /FlateDecode >>", make([]byte, 2<<20)), page...), pdfpages.Document{}, false},
+		{"a content stream with another filter", append(objStm("<< /Filter /LZWDecode >>", text), page...), pdfpages.Document{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, ok := pdfpages.Read(tc.data)
+			if tc.want.Inflated < 0 && d.Inflated > 0 {
+				tc.want.Inflated = d.Inflated
+			}
+			if ok != tc.ok || d != tc.want {
+				t.Errorf("Read = %+v, %v; want %+v, %v", d, ok, tc.want, tc.ok)
+			}
+		})
 	}
 }
 
-// FuzzCount: no input makes Count panic, report a negative count or one above MaxCount, or
+// FuzzCount: no input makes Read panic, report a negative count or one above MaxCount, more
+// inflated bytes than its ceiling, or
 // report a count below the page objects written in the file as they are. Its seed corpus
 // runs as a normal test.
 func FuzzCount(f *testing.F) {
 	for _, seed := range [][]byte{
-		pdftest.Plain(3), pdftest.ObjectStream(5), []byte("%PDF-"), []byte("%PDF-/Type/Page"),
+		pdftest.Plain(3), pdftest.ObjectStream(5), pdftest.CompressedText(5000), []byte("%PDF-"), []byte("%PDF-/Type/Page"),
 		[]byte("%PDF-\n/Type%\n/Page obj stream\n"), []byte("%PDF- obj << /N 1 /Filter /FlateDecode >>\nstream\n"),
 		objStm("<< /Type /ObjStm /Filter [/FlateDecode >>", []byte("/Type /Page")),
 		[]byte("%PDF-" + strings.Repeat("/Type%", 100)), []byte("%PDF- /Count -5 /Count 99999999999999999999"),
@@ -92,9 +116,10 @@ func FuzzCount(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		n, ok := pdfpages.Count(data)
-		if n < 0 || n > pdfpages.MaxCount || (!ok && n != 0) {
-			t.Fatalf("Count = %d, %v", n, ok)
+		d, ok := pdfpages.Read(data)
+		n := d.Pages
+		if n < 0 || n > pdfpages.MaxCount || d.Inflated < 0 || d.Inflated > 32<<20 || (!ok && d != pdfpages.Document{}) {
+			t.Fatalf("Read = %+v, %v", d, ok)
 		}
 		if plain := bytes.Count(data, []byte("/Type /Page ")); ok && n < min(plain, pdfpages.MaxCount) {
 			t.Fatalf("Count = %d below the %d page objects in the file", n, plain)

@@ -1,7 +1,9 @@
 // Package pdftest builds small PDFs for tests: many pages in few bytes, as a compact or crafted
 // document holds them, with the page objects in the file (Plain) or compressed in an object
-// stream (ObjectStream). Every page shares one content stream, so a page costs a few dozen
-// bytes; qpdf --check finds no error in either and counts their pages (qpdf 11).
+// stream (ObjectStream), and one page whose compressed content stream shows much more text
+// than the file's size (CompressedText). Every page of the first two shares one content
+// stream, so a page costs a few dozen bytes. qpdf --check (qpdf 11) finds no error in any of
+// them and counts their pages.
 package pdftest
 
 import (
@@ -50,6 +52,22 @@ func ObjectStream(n int) []byte {
 	packed := deflate([]byte(header.String() + body.String()))
 	w.stream(5, fmt.Sprintf("<< /Type /ObjStm /N %d /First %d /Filter /FlateDecode /Length %d >>", len(objs), header.Len(), len(packed)), packed)
 	return w.finishStream(6+n, nums)
+}
+
+// CompressedText is a PDF of one page whose content stream, compressed with FlateDecode,
+// shows about n bytes of text: a page whose text, which a provider extracts and bills, is far
+// more than the file's size.
+func CompressedText(n int) []byte {
+	const line = "(The same line of text, shown again and again on one page.) Tj T*\n"
+	shown := "BT /F1 1 Tf 1 TL 72 720 Td\n" + strings.Repeat(line, max(1, n/len(line))) + "ET"
+	packed := deflate([]byte(shown))
+	w := newWriter()
+	w.object(1, "<< /Type /Catalog /Pages 2 0 R >>")
+	w.object(2, "<< /Type /Pages /Kids [5 0 R] /Count 1 >>")
+	w.stream(3, fmt.Sprintf("<< /Filter /FlateDecode /Length %d >>", len(packed)), packed)
+	w.object(4, "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+	w.object(5, page())
+	return w.finish(6, 1)
 }
 
 // kids is the page tree's /Kids of n pages numbered from first on.

@@ -58,8 +58,9 @@ func DocumentTokens(f llm.Format, v *jsonview.View, imageTokens int) int64 {
 // DocumentPages is the number of pages of the documents sent inline in the request v of format
 // f (Messages document blocks with a base64 source, in a message or a tool result; Responses
 // input_file parts with file_data; chat file parts with file_data). A PDF's pages are counted
-// (pdfpages.Read); a document that is text (valid UTF-8, not a PDF) has none, being counted
-// by its size; any other, or a PDF that cannot be read, has MaxDocumentPages.
+// (pdfpages.Read); a document that is text (valid UTF-8, neither a PDF nor a zip archive such as
+// a .docx, .xlsx or .pptx, whose parts may be stored as they are) has none, being counted by its
+// size; any other, or a PDF that cannot be read, has MaxDocumentPages.
 func DocumentPages(f llm.Format, v *jsonview.View) int64 {
 	return documents(f, v).pages
 }
@@ -158,7 +159,7 @@ func documentOf(data string) documentCounts {
 	if d, ok := pdfpages.Read(decoded); ok {
 		return documentCounts{pages: int64(d.Pages), inflated: int64(d.Inflated)}
 	}
-	if utf8.Valid(decoded) && !bytes.Contains(decoded[:min(len(decoded), 1024)], []byte("%PDF-")) {
+	if utf8.Valid(decoded) && !bytes.Contains(decoded[:min(len(decoded), 1024)], []byte("%PDF-")) && !bytes.HasPrefix(decoded, []byte("PK\x03\x04")) {
 		return documentCounts{}
 	}
 	return documentCounts{pages: MaxDocumentPages}

@@ -46,6 +46,7 @@ func TestDocumentPages(t *testing.T) {
 		{"responses, a PDF", llm.FormatResponses, `{"model":"m","input":[{"role":"user","content":[{"type":"input_file","filename":"a.pdf","file_data":"data:application/pdf;base64,` + pdf30 + `"}]}]}`, 30, inflated(pdf30)},
 		{"responses, a text file", llm.FormatResponses, `{"model":"m","input":[{"role":"user","content":[{"type":"input_file","filename":"a.txt","file_data":"data:text/plain;base64,` + b64([]byte("just text")) + `"}]}]}`, 0, 0},
 		{"responses, a Word document", llm.FormatResponses, `{"model":"m","input":[{"role":"user","content":[{"type":"input_file","filename":"a.docx","file_data":"data:application/vnd.openxmlformats-officedocument.wordprocessingml.document;base64,` + b64([]byte("PK\x03\x04\x14\x00\x06\x00\xff\xfe")) + `"}]}]}`, MaxDocumentPages, 0},
+		{"responses, a Word document of stored parts", llm.FormatResponses, `{"model":"m","input":[{"role":"user","content":[{"type":"input_file","filename":"a.docx","file_data":"data:application/vnd.openxmlformats-officedocument.wordprocessingml.document;base64,` + b64([]byte("PK\x03\x04\x14\x00\x00\x00word/document.xml")) + `"}]}]}`, MaxDocumentPages, 0},
 		{"chat, a PDF", llm.FormatChat, `{"model":"m","messages":[{"role":"user","content":[{"type":"file","file":{"filename":"a.pdf","file_data":"data:application/pdf;base64,` + pdf7 + `"}}]}]}`, 7, 0},
 		{"chat, none", llm.FormatChat, `{"model":"m","messages":[{"role":"user","content":"file_data"}]}`, 0, 0},
 	} {

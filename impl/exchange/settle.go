@@ -111,7 +111,9 @@ func (x *Exchange) checkpointRecord(u llm.Usage, producedChars int) (billing.Usa
 // stream cut short before its usage): convert.BilledInputTokens of the request, a central
 // estimate, where the reservation took a cautious one (at most that), and the pages of its
 // inline documents at their bound, as the reservation counted them (as an image counts its
-// bound: the provider bills each page's text and image whatever the document's size). It is
+// bound: the provider bills each page's text and image whatever the document's size), but not
+// beyond the model's context window, which a served request's input is within (a document
+// whose pages cannot be counted is taken to have 600, more than any window holds). It is
 // worked out once, by the first caller: the stream's settlement or the meter's checkpointer,
 // in its own goroutine; both only read the request, whose bytes and neutral form nothing
 // changes once the exchange has started.
@@ -126,13 +128,16 @@ func (x *Exchange) countBilledInput() int64 {
 	if req == nil && x.view != nil {
 		req, _ = convert.DecodeView(x.client, x.view)
 	}
-	v := x.inputEst
+	v, documents := x.inputEst, x.documentTokens
+	if w := int64(x.model.ContextTokens); w > 0 {
+		documents = min(documents, w)
+	}
 	switch {
 	case req != nil:
-		v = min(v, int64(convert.BilledInputTokens(req, x.model.ImageTokens))+x.documentTokens)
+		v = min(v, int64(convert.BilledInputTokens(req, x.model.ImageTokens))+documents)
 	case x.view != nil:
 		// A request only its own format can read: four bytes a token of the whole body.
-		v = min(v, int64(len(x.view.Body())+3)/4+x.documentTokens)
+		v = min(v, int64(len(x.view.Body())+3)/4+documents)
 	}
 	return max(v, 1)
 }

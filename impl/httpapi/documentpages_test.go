@@ -102,8 +102,9 @@ func TestDocumentPagesAreReserved(t *testing.T) {
 // input the gateway counts of the request, and the pages of an inline PDF count there as in
 // the reservation, at their bound (3,000 text tokens and gpt-4.1-mini's image bound, 2,489,
 // each), as an image counts its bound: the provider bills the pages whatever the file's size.
-// On the code before, a 100-page PDF of 2 KB was billed as its bytes, some 700 input tokens,
-// where the provider bills about 440,000.
+// On the code before, a 30-page PDF of 1 KB was billed as its bytes, some 400 input
+// tokens, where the provider bills about 130,000 (4,390 a page, as in
+// TestDocumentPagesAreReserved).
 func TestCutDocumentStreamBillsItsPages(t *testing.T) {
 	url := cannedUpstream(t, "text/event-stream", `event: response.created
 data: {"type":"response.created","sequence_number":0,"response":{"id":"resp_d1","object":"response","created_at":1764777600,"model":"gpt-4.1-mini","status":"in_progress","output":[]}}
@@ -115,16 +116,28 @@ data: [DONE]
 
 `)
 	g, tenant := standInGateway(t, "cut-pages", config.KindOpenAIResponses, url)
-	data := base64.StdEncoding.EncodeToString(pdftest.ObjectStream(100))
+	data := base64.StdEncoding.EncodeToString(pdftest.ObjectStream(30))
 	body := `{"model":"cut-pages-chat","max_output_tokens":1000,"stream":true,"input":[{"role":"user","content":[{"type":"input_text","text":"Summarize the report."},` +
 		`{"type":"input_file","filename":"report.pdf","file_data":"data:application/pdf;base64,` + data + `"}]}]}`
 	if status, answer := post(t, g, tenant.Key, "/v1/responses", body); status != http.StatusOK {
 		t.Fatalf("%d %.300s", status, answer)
 	}
-	const pages = 100 * (3000 + 2489)
+	const pages = 30 * (3000 + 2489)
 	if rec := latestUsage(t, g, tenant.Account, 1); rec.Status != "upstream_cut_off" || rec.InputTokens < pages || rec.WaivedMicros != 0 {
-		t.Errorf("a cut stream with a 100-page PDF: status %s, billed %d input tokens, waived %d; want upstream_cut_off, at least %d and none",
+		t.Errorf("a cut stream with a 30-page PDF: status %s, billed %d input tokens, waived %d; want upstream_cut_off, at least %d and none",
 			rec.Status, rec.InputTokens, rec.WaivedMicros, pages)
+	}
+	// A Word document's pages are not counted: it is reserved as 600 pages, 3,293,400 tokens,
+	// more than the model's window of 200,000 holds, and a cut stream is billed no more than the
+	// window, which a served request's input is within.
+	docx := base64.StdEncoding.EncodeToString([]byte("PK\x03\x04\x14\x00\x06\x00word/document.xml"))
+	body = `{"model":"cut-pages-chat","max_output_tokens":1000,"stream":true,"input":[{"role":"user","content":[{"type":"input_text","text":"Summarize the report."},` +
+		`{"type":"input_file","filename":"report.docx","file_data":"data:application/vnd.openxmlformats-officedocument.wordprocessingml.document;base64,` + docx + `"}]}]}`
+	if status, answer := post(t, g, tenant.Key, "/v1/responses", body); status != http.StatusOK {
+		t.Fatalf("%d %.300s", status, answer)
+	}
+	if rec := latestUsage(t, g, tenant.Account, 2); rec.Status != "upstream_cut_off" || rec.InputTokens < 200_000 || rec.InputTokens > 200_100 {
+		t.Errorf("a cut stream with a Word document: status %s, billed %d input tokens; want upstream_cut_off and the window, 200,000, with the request's text", rec.Status, rec.InputTokens)
 	}
 }
 

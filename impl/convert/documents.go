@@ -87,7 +87,9 @@ func documents(f llm.Format, v *jsonview.View) documentCounts {
 	var counts documentCounts
 	for _, name := range referenceHolders[f] {
 		raw, ok := v.Value(name)
-		if !ok || (!escaped && !bytes.Contains(raw, marker)) {
+		// A member without the marker is read only when it holds a \u escape, which could
+		// spell one (the body's escapes may all be elsewhere).
+		if !ok || (!bytes.Contains(raw, marker) && !(escaped && bytes.Contains(raw, []byte(`\u`)))) {
 			continue
 		}
 		var value any

@@ -66,12 +66,13 @@ func TestDocumentPages(t *testing.T) {
 }
 
 // TestDocumentTokensAllocatesNothing: a request without a document (an image, a coding agent's
-// conversation) costs DocumentTokens a look-up and no allocation.
+// conversation, a \u escape outside the messages) costs DocumentTokens a look-up and no
+// allocation.
 func TestDocumentTokensAllocatesNothing(t *testing.T) {
 	for f, body := range map[llm.Format]string{
 		llm.FormatMessages:  `{"model":"m","max_tokens":5,"system":"be brief","messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}},{"type":"text","text":"` + strings.Repeat("words ", 100) + `"}]}]}`,
 		llm.FormatResponses: `{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"hi"},{"type":"input_image","image_url":"https://example.com/a.png"}]}]}`,
-		llm.FormatChat:      `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}`,
+		llm.FormatChat:      `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}],"user":"caf\u00e9"}`,
 	} {
 		v, err := jsonview.Parse([]byte(body))
 		if err != nil {

@@ -24,6 +24,11 @@ const (
 	inflateRatio   = 64
 	inflateFloor   = 1 << 20
 	inflateCeiling = 32 << 20
+	// objectStreamCeiling is the most one object stream may inflate to: its objects are held in
+	// memory to be read (a content stream's inflated bytes are only counted, never held), so
+	// that concurrent requests each with a small compressed PDF cannot make the process hold
+	// inflateCeiling bytes apiece; a larger one makes the count uncertain.
+	objectStreamCeiling = 4 << 20
 	// MaxCount is the largest count Count reports (a page tree's /Count can state any number).
 	MaxCount = 1 << 20
 )
@@ -84,14 +89,12 @@ func Read(data []byte) (Document, bool) {
 		if at-from > dictWindow {
 			return Document{}, false
 		}
-		out, objStm, ok := streamData(data, from, at, &budget)
+		n, objects, ok := streamData(data, from, at, &budget)
 		if !ok {
 			return Document{}, false
 		}
-		inflated += len(out)
-		if objStm {
-			c.scan(out)
-		}
+		inflated += n
+		c.scan(objects)
 	}
 	if c.encrypted {
 		return Document{}, false
@@ -142,18 +145,19 @@ func (c *counter) scan(b []byte) {
 	}
 }
 
-// streamData is the inflated data of the stream whose dictionary is data[from:at] and whose
-// keyword "stream" is at data[at], when it is compressed with FlateDecode and is neither an
+// streamData is the size the stream whose dictionary is data[from:at] and whose keyword
+// "stream" is at data[at] inflates to, when it is compressed with FlateDecode and is neither an
 // image (/Subtype /Image) nor a cross-reference stream (/Type /XRef), with budget lowered by
-// its size, and whether it is an object stream (/Type /ObjStm, or /N or /First, which an object
-// stream must have), whose objects the caller reads. It is nil for any other stream and for
-// one without a filter (its bytes are in the file as they are). It is false (not ok) when such
-// a stream cannot be read: another filter, decode parameters on an object stream, data that
-// does not inflate, or budget exceeded.
-func streamData(data []byte, from, at int, budget *int) (out []byte, objStm, ok bool) {
+// it; and, for an object stream (/Type /ObjStm, or /N or /First, which an object stream must
+// have), its inflated data, whose objects the caller reads (at most objectStreamCeiling bytes).
+// Other streams' inflated bytes are counted, not kept. The size is 0 for any other stream and
+// for one without a filter (its bytes are in the file as they are). It is false (not ok) when
+// such a stream cannot be read: another filter, decode parameters on an object stream, data
+// that does not inflate, or a bound exceeded.
+func streamData(data []byte, from, at int, budget *int) (n int, objects []byte, ok bool) {
 	dict := data[from:at]
 	var filters []name
-	skip, params := false, false
+	skip, params, objStm := false, false, false
 	for i := 0; i < len(dict); i++ {
 		if dict[i] != '/' {
 			continue
@@ -173,10 +177,10 @@ func streamData(data []byte, from, at int, budget *int) (out []byte, objStm, ok 
 		}
 	}
 	if (skip && !objStm) || len(filters) == 0 {
-		return nil, objStm, true
+		return 0, nil, true
 	}
 	if (objStm && params) || len(filters) != 1 || !filters[0].is("FlateDecode") {
-		return nil, objStm, false
+		return 0, nil, false
 	}
 	start := at + len("stream")
 	if data[start] == '\r' {
@@ -187,14 +191,23 @@ func streamData(data []byte, from, at int, budget *int) (out []byte, objStm, ok 
 	}
 	r, err := zlib.NewReader(bytes.NewReader(data[start:]))
 	if err != nil {
-		return nil, objStm, false
+		return 0, nil, false
 	}
-	out, err = io.ReadAll(io.LimitReader(r, int64(*budget)+1))
-	if len(out) > *budget || (err != nil && len(out) == 0) {
-		return nil, objStm, false
+	limit := *budget
+	if objStm {
+		limit = min(limit, objectStreamCeiling)
+		objects, err = io.ReadAll(io.LimitReader(r, int64(limit)+1))
+		n = len(objects)
+	} else {
+		var copied int64
+		copied, err = io.Copy(io.Discard, io.LimitReader(r, int64(limit)+1))
+		n = int(copied)
 	}
-	*budget -= len(out)
-	return out, objStm, true
+	if n > limit || (err != nil && n == 0) {
+		return 0, nil, false
+	}
+	*budget -= n
+	return n, objects, true
 }
 
 // filterNames are the filter names of the /Filter value at b[i]: one name, or an array of

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/zlib"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -125,4 +126,33 @@ func FuzzCount(f *testing.F) {
 			t.Fatalf("Count = %d below the %d page objects in the file", n, plain)
 		}
 	})
+}
+
+// TestReadHoldsOnlyObjectStreams: a content stream's inflated bytes are counted, not held, so
+// that a small compressed PDF (a request's document) cannot make the process hold tens of
+// megabytes while its pages are counted; an object stream, whose objects are read, is held,
+// and one that inflates past 4 MiB makes the count uncertain.
+func TestReadHoldsOnlyObjectStreams(t *testing.T) {
+	// A file of some 600 KB (so that its inflate budget is the 32 MiB ceiling) whose content
+	// stream inflates to 20 MiB from some 20 KB.
+	padded := func(file []byte) []byte { // a comment of 600 KB after the header's line
+		header := bytes.IndexByte(file, '\n') + 1
+		return append(append(append([]byte(nil), file[:header]...), "%"+strings.Repeat("x", 600<<10)+"\n"...), file[header:]...)
+	}
+	content := padded(objStm("<< /Filter /FlateDecode >>", make([]byte, 20<<20)))
+	content = append(content, "<< /Type /Page >>\n"...)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	d, ok := pdfpages.Read(content)
+	runtime.ReadMemStats(&after)
+	if !ok || d.Pages != 1 || d.Inflated != 20<<20 {
+		t.Fatalf("Read = %+v, %v; want one page and 20 MiB inflated", d, ok)
+	}
+	if allocated := after.TotalAlloc - before.TotalAlloc; allocated > 2<<20 {
+		t.Errorf("reading a content stream of 20 MiB allocated %d bytes", allocated)
+	}
+	objects := padded(objStm("<< /Type /ObjStm /N 1 /First 0 /Filter /FlateDecode >>", append(make([]byte, 5<<20), "/Type /Page"...)))
+	if d, ok := pdfpages.Read(objects); ok {
+		t.Errorf("an object stream of 5 MiB read as %+v; want the count uncertain", d)
+	}
 }

@@ -3,9 +3,7 @@ package httpapi_test
 import (
 	"encoding/base64"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/tollgate/tollgate/impl/config"
@@ -29,34 +27,7 @@ import (
 // multiplier of 1.62, 439,000. Their pages are now counted and reserved at their bound (3,000
 // text tokens and the model's image bound each), and nothing is waived.
 func TestDocumentPagesAreReserved(t *testing.T) {
-	anthropicUp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"id":"msg_01","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"A summary."}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":460000,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":300}}`)
-	}))
-	t.Cleanup(anthropicUp.Close)
-	responsesUp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"id":"resp_1","object":"response","created_at":1700000000,"status":"completed","error":null,"incomplete_details":null,"model":"gpt-4.1-mini","output":[{"id":"msg_1","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":"A summary.","annotations":[]}]}],"usage":{"input_tokens":439000,"input_tokens_details":{"cached_tokens":0},"output_tokens":300,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":439300}}`)
-	}))
-	t.Cleanup(responsesUp.Close)
-	cfg := config.Default()
-	cfg.Providers = append(cfg.Providers,
-		config.Provider{Name: "pages-anthropic", Kind: config.KindAnthropicMessages, BaseURL: anthropicUp.URL},
-		config.Provider{Name: "pages-openai", Kind: config.KindOpenAIResponses, BaseURL: responsesUp.URL})
-	cfg.Models = append(cfg.Models,
-		config.Model{ID: "pages-sonnet", Family: config.FamilyMessages, OwnedBy: "test",
-			Price: config.Price{Catalog: "claude-sonnet-4-5"}, MaxOutputTokens: 1000, ContextTokens: 1_000_000,
-			Backend: &config.Upstream{Provider: "pages-anthropic", Model: "claude-sonnet-4-5"}},
-		config.Model{ID: "pages-mini", Family: config.FamilyChat, OwnedBy: "test",
-			Price: config.Price{Catalog: "gpt-4.1-mini"}, MaxOutputTokens: 1000, ContextTokens: 1_000_000,
-			Backend: &config.Upstream{Provider: "pages-openai", Model: "gpt-4.1-mini"}})
-	cfg.Plans[0].Models = append(cfg.Plans[0].Models, "pages-sonnet", "pages-mini")
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	g := apitest.Start(t, apitest.Options{Config: cfg})
+	g, _ := documentGateway(t, "pages", 460_000, 439_000, 1_000_000)
 	const granted = 100_000_000
 	tenant := g.NewTenant(t, "acme", 0, granted)
 

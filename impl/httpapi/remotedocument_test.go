@@ -2,15 +2,9 @@ package httpapi_test
 
 import (
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
-
-	"github.com/tollgate/tollgate/impl/config"
-	"github.com/tollgate/tollgate/impl/devkit/apitest"
 )
 
 // TestDocumentByURLIsRefused: a document the provider fetches by its URL (a Messages document
@@ -26,37 +20,7 @@ import (
 // Such a request is refused with 400 invalid_request_error naming the place, before any
 // reservation or upstream call; the same document sent inline is served.
 func TestDocumentByURLIsRefused(t *testing.T) {
-	var calls atomic.Int64
-	anthropicUp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		calls.Add(1)
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"id":"msg_01","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"A summary."}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":125000,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":300}}`)
-	}))
-	t.Cleanup(anthropicUp.Close)
-	responsesUp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		calls.Add(1)
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"id":"resp_1","object":"response","created_at":1700000000,"status":"completed","error":null,"incomplete_details":null,"model":"gpt-4.1-mini","output":[{"id":"msg_1","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":"A summary.","annotations":[]}]}],"usage":{"input_tokens":125000,"input_tokens_details":{"cached_tokens":0},"output_tokens":300,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":125300}}`)
-	}))
-	t.Cleanup(responsesUp.Close)
-	cfg := config.Default()
-	cfg.Providers = append(cfg.Providers,
-		config.Provider{Name: "docs-anthropic", Kind: config.KindAnthropicMessages, BaseURL: anthropicUp.URL},
-		config.Provider{Name: "docs-openai", Kind: config.KindOpenAIResponses, BaseURL: responsesUp.URL})
-	cfg.Models = append(cfg.Models,
-		config.Model{ID: "docs-sonnet", Family: config.FamilyMessages, OwnedBy: "test",
-			Price: config.Price{Catalog: "claude-sonnet-4-5"}, MaxOutputTokens: 1000, ContextTokens: 200_000,
-			Backend: &config.Upstream{Provider: "docs-anthropic", Model: "claude-sonnet-4-5"}},
-		config.Model{ID: "docs-mini", Family: config.FamilyChat, OwnedBy: "test",
-			Price: config.Price{Catalog: "gpt-4.1-mini"}, MaxOutputTokens: 1000, ContextTokens: 200_000,
-			Backend: &config.Upstream{Provider: "docs-openai", Model: "gpt-4.1-mini"}})
-	cfg.Plans[0].Models = append(cfg.Plans[0].Models, "docs-sonnet", "docs-mini")
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	g := apitest.Start(t, apitest.Options{Config: cfg})
+	g, calls := documentGateway(t, "docs", 125_000, 125_000, 200_000)
 	const granted = 100_000_000
 	tenant := g.NewTenant(t, "acme", 0, granted)
 

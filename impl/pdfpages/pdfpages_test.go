@@ -2,7 +2,6 @@ package pdfpages_test
 
 import (
 	"bytes"
-	"compress/zlib"
 	"fmt"
 	"runtime"
 	"strings"
@@ -12,18 +11,9 @@ import (
 	"github.com/tollgate/tollgate/impl/pdfpages"
 )
 
-// deflate is b compressed with zlib.
-func deflate(b []byte) []byte {
-	var buf bytes.Buffer
-	z := zlib.NewWriter(&buf)
-	_, _ = z.Write(b)
-	_ = z.Close()
-	return buf.Bytes()
-}
-
 // objStm is a file whose one object stream, with dictionary dict, holds data compressed.
 func objStm(dict string, data []byte) []byte {
-	return []byte(fmt.Sprintf("%%PDF-1.7\n5 0 obj\n%s\nstream\n%s\nendstream\nendobj\n", dict, deflate(data)))
+	return []byte(fmt.Sprintf("%%PDF-1.7\n5 0 obj\n%s\nstream\n%s\nendstream\nendobj\n", dict, pdftest.Deflate(data)))
 }
 
 // TestCount: the pages of a PDF are counted wherever their page objects are, however the
@@ -60,7 +50,7 @@ func TestCount(t *testing.T) {
 		{"an object stream with decode parameters", objStm("<< /Type /ObjStm /N 7 /First 0 /Filter /FlateDecode /DecodeParms << /Predictor 12 >> >>", []byte(pages)), 0, false},
 		{"an object stream that does not inflate", []byte("%PDF-1.7\n5 0 obj\n<< /Type /ObjStm /N 1 /First 0 /Filter /FlateDecode >>\nstream\nnot zlib\nendstream\nendobj\n<< /Type /Page >>"), 0, false},
 		{"an object stream past the inflate bound", objStm("<< /Type /ObjStm /N 1 /First 0 /Filter /FlateDecode >>", append([]byte("<< /Type /Page >>"), make([]byte, 2<<20)...)), 0, false},
-		{"an object stream's dictionary padded past its window", []byte("%PDF-1.7\n5 0 obj\n<< /Type /ObjStm" + strings.Repeat(" ", 5000) + "/N 1 /First 0 /Filter /FlateDecode >>\nstream\n" + string(deflate([]byte(pages))) + "\nendstream"), 0, false},
+		{"an object stream's dictionary padded past its window", []byte("%PDF-1.7\n5 0 obj\n<< /Type /ObjStm" + strings.Repeat(" ", 5000) + "/N 1 /First 0 /Filter /FlateDecode >>\nstream\n" + string(pdftest.Deflate([]byte(pages))) + "\nendstream"), 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n, ok := pdfpages.Count(tc.data)

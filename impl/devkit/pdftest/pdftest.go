@@ -49,7 +49,7 @@ func ObjectStream(n int) []byte {
 		fmt.Fprintf(&header, "%d %d ", nums[i], body.Len())
 		body.WriteString(o + "\n")
 	}
-	packed := deflate([]byte(header.String() + body.String()))
+	packed := Deflate([]byte(header.String() + body.String()))
 	w.stream(5, fmt.Sprintf("<< /Type /ObjStm /N %d /First %d /Filter /FlateDecode /Length %d >>", len(objs), header.Len(), len(packed)), packed)
 	return w.finishStream(6+n, nums)
 }
@@ -60,7 +60,7 @@ func ObjectStream(n int) []byte {
 func CompressedText(n int) []byte {
 	const line = "(The same line of text, shown again and again on one page.) Tj T*\n"
 	shown := "BT /F1 1 Tf 1 TL 72 720 Td\n" + strings.Repeat(line, max(1, n/len(line))) + "ET"
-	packed := deflate([]byte(shown))
+	packed := Deflate([]byte(shown))
 	w := newWriter()
 	w.object(1, "<< /Type /Catalog /Pages 2 0 R >>")
 	w.object(2, "<< /Type /Pages /Kids [5 0 R] /Count 1 >>")
@@ -84,8 +84,8 @@ func page() string {
 	return "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 3 0 R /Resources << /Font << /F1 4 0 R >> >> >>"
 }
 
-// deflate is b compressed with zlib (FlateDecode).
-func deflate(b []byte) []byte {
+// Deflate is b compressed with zlib, as a PDF's FlateDecode streams are.
+func Deflate(b []byte) []byte {
 	var buf bytes.Buffer
 	z := zlib.NewWriter(&buf)
 	_, _ = z.Write(b)

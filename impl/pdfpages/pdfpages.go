@@ -31,6 +31,11 @@ const (
 	objectStreamCeiling = 4 << 20
 	// MaxCount is the largest count Count reports (a page tree's /Count can state any number).
 	MaxCount = 1 << 20
+	// scopeWindow is how far before and after a /Count its dictionary's delimiters are looked
+	// for, and scopeBudget the most bytes those looks read in one file: past either, a /Count is
+	// taken as a page tree's (the count errs upwards).
+	scopeWindow = 4096
+	scopeBudget = 1 << 20
 )
 
 // Document is what Read finds in a PDF.
@@ -52,7 +57,8 @@ func Count(data []byte) (int, bool) {
 // Read is what the PDF in data holds, and whether it could be established. Its pages are the
 // number of page objects (/Type /Page, names compared after their #xx escapes, whitespace and
 // comments between them allowed) in the file and in its FlateDecode object streams, or the
-// largest /Count stated in either, whichever is larger, at most MaxCount. It is not
+// largest /Count stated in either by a dictionary that is not an outline's, whichever is larger,
+// at most MaxCount. It is not
 // established (false) for data without a PDF header, for an encrypted file (its streams cannot
 // be read), when a compressed stream other than an image or a cross-reference stream has a
 // filter other than FlateDecode alone, or an object stream (its dictionary names /Type
@@ -116,10 +122,13 @@ func streamKeyword(data []byte, at int) bool {
 
 // counter holds what scan has found.
 type counter struct {
-	// pages is the number of page objects; stated the largest /Count.
+	// pages is the number of page objects; stated the largest /Count of a dictionary that is
+	// not an outline's (outlineCount).
 	pages, stated int
 	// encrypted is set when an /Encrypt name is found.
 	encrypted bool
+	// scoped is the bytes outlineCount has read.
+	scoped int
 }
 
 // scan counts the page objects and /Count values in b: every name is read where it starts,
@@ -138,11 +147,71 @@ func (c *counter) scan(b []byte) {
 				c.pages++
 			}
 		case nm.is("Count"):
-			c.stated = max(c.stated, readInt(b, j))
+			if n := readInt(b, j); n > c.stated && !c.outlineCount(b, i) {
+				c.stated = n
+			}
 		case nm.is("Encrypt"):
 			c.encrypted = true
 		}
 	}
+}
+
+// outlineCount reports whether the /Count at b[i] is an outline's: its dictionary (from the
+// nearest unclosed << before it to the >> that closes that) names /First, /Last, /Title or
+// /Outlines, which an outline or outline item has and a page tree node never has. An outline's
+// /Count is the number of its open items, not of pages (a manual with a thousand bookmarks
+// states 1,000), and read as pages it would reserve a document's pages several times over.
+// A dictionary whose delimiters are not found within scopeWindow, or once the file's
+// scopeBudget is spent, is taken as a page tree's.
+func (c *counter) outlineCount(b []byte, i int) bool {
+	from, to := max(i-scopeWindow, 0), min(i+scopeWindow, len(b))
+	if c.scoped+to-from > scopeBudget {
+		return false
+	}
+	c.scoped += to - from
+	start, depth := -1, 0
+	for k := i - 1; k > from; k-- {
+		if b[k] == '>' && b[k-1] == '>' {
+			depth++
+			k--
+		} else if b[k] == '<' && b[k-1] == '<' {
+			if depth == 0 {
+				start = k + 1
+				break
+			}
+			depth--
+			k--
+		}
+	}
+	end := -1
+	depth = 0
+	for k := i; k+1 < to; k++ {
+		if b[k] == '<' && b[k+1] == '<' {
+			depth++
+			k++
+		} else if b[k] == '>' && b[k+1] == '>' {
+			if depth == 0 {
+				end = k
+				break
+			}
+			depth--
+			k++
+		}
+	}
+	if start < 0 || end < 0 {
+		return false
+	}
+	dict := b[start:end]
+	for k := 0; k < len(dict); k++ {
+		if dict[k] != '/' {
+			continue
+		}
+		nm, _ := readName(dict, k)
+		if nm.is("First") || nm.is("Last") || nm.is("Title") || nm.is("Outlines") {
+			return true
+		}
+	}
+	return false
 }
 
 // streamData is the size the stream whose dictionary is data[from:at] and whose keyword

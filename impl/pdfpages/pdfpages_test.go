@@ -31,6 +31,10 @@ func TestCount(t *testing.T) {
 		{"object stream, 100 pages", pdftest.ObjectStream(100), 100, true},
 		{"object stream, 3 pages", pdftest.ObjectStream(3), 3, true},
 		{"the page tree's count above the page objects", []byte("%PDF-1.4\n<< /Type /Pages /Count 12 >> << /Type /Page >>"), 12, true},
+		{"an outline's count of bookmarks is no page count", []byte("%PDF-1.4\n<< /Type /Pages /Kids [3 0 R 4 0 R] /Count 2 >> << /Type /Page >> << /Type /Page >>" +
+			"<< /Type /Outlines /First 5 0 R /Last 6 0 R /Count 1000 >> << /Title (Part one) /Parent 4 0 R /First 7 0 R /Last 8 0 R /Count 500 >>"), 2, true},
+		{"a page tree's count beside a nested dictionary", []byte("%PDF-1.4\n<< /Type /Pages /Resources << /Font << /F1 5 0 R >> >> /Count 12 >> << /Type /Page >>"), 12, true},
+		{"a count whose dictionary is not closed", []byte("%PDF-1.4\n<< /Type /Page >> << /First 5 0 R /Count 9"), 9, true},
 		{"pages without a page tree count", []byte("%PDF-1.4\n<< /Type /Pages /Count 1 >>" + pages), 7, true},
 		{"a #xx escape in a name", []byte("%PDF-1.4\n<< /Type /P#61ge >> << /T#79pe /Page >>"), 2, true},
 		{"a comment between the key and the value", []byte("%PDF-1.4\n<< /Type % a comment\n/Page >>"), 1, true},

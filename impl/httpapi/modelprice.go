@@ -1,9 +1,6 @@
 package httpapi
 
 import (
-	"strconv"
-	"strings"
-
 	"github.com/tollgate/tollgate/gen/api"
 	"github.com/tollgate/tollgate/impl/llm"
 	"github.com/tollgate/tollgate/impl/price"
@@ -113,7 +110,7 @@ func hostedPrices(experts []routing.Expert) map[string]api.HostedToolPrice {
 			name := llm.HostedTool(t).String()
 			was := out[name]
 			micros := max(was.MicrosPerCall, h.PricePerCallMicros)
-			out[name] = api.HostedToolPrice{MicrosPerCall: micros, UsdPerCall: decimal(micros, 6), MaxCalls: max(was.MaxCalls, h.MaxCalls)}
+			out[name] = api.HostedToolPrice{MicrosPerCall: micros, UsdPerCall: price.Decimal(micros, 6), MaxCalls: max(was.MaxCalls, h.MaxCalls)}
 		}
 	}
 	return out
@@ -121,23 +118,4 @@ func hostedPrices(experts []routing.Expert) map[string]api.HostedToolPrice {
 
 // usdPerToken is a rate in micro-units per million tokens as exact dollars per token: the
 // rate divided by 10^12 (3000000 is "0.000003").
-func usdPerToken(microsPerMTok int64) string { return decimal(microsPerMTok, 12) }
-
-// decimal is n divided by 10^scale, written exactly in decimal without trailing zeros
-// (decimal(1500, 3) is "1.5", decimal(0, 12) is "0").
-func decimal(n int64, scale int) string {
-	sign := ""
-	u := uint64(n)
-	if n < 0 {
-		sign, u = "-", uint64(-n)
-	}
-	digits := strconv.FormatUint(u, 10)
-	if len(digits) <= scale {
-		digits = strings.Repeat("0", scale-len(digits)+1) + digits
-	}
-	whole, frac := digits[:len(digits)-scale], strings.TrimRight(digits[len(digits)-scale:], "0")
-	if frac == "" {
-		return sign + whole
-	}
-	return sign + whole + "." + frac
-}
+func usdPerToken(microsPerMTok int64) string { return price.Decimal(microsPerMTok, 12) }

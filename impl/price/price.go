@@ -14,6 +14,8 @@ package price
 import (
 	"math"
 	"math/bits"
+	"strconv"
+	"strings"
 )
 
 // PerMillion is the number of tokens a price is quoted for.
@@ -248,4 +250,24 @@ func CacheSavings(t Tokens, p Price, b Breakdown) int64 {
 	r, _ := p.RatesFor(t.Input())
 	cached := SaturatingAdd(SaturatingAdd(nonNeg(t.CacheRead), nonNeg(t.CacheWrite5m)), nonNeg(t.CacheWrite1h))
 	return Part(cached, r.Input) - (b.CacheRead + b.CacheWrite5m + b.CacheWrite1h)
+}
+
+// Decimal is n divided by 10^scale, written exactly in decimal without trailing zeros
+// (Decimal(1500, 3) is "1.5", Decimal(0, 12) is "0"): a rate in micro-units per million tokens
+// as dollars per token (scale 12) or per million tokens (scale 6), with no rounding.
+func Decimal(n int64, scale int) string {
+	sign := ""
+	u := uint64(n)
+	if n < 0 {
+		sign, u = "-", uint64(-n)
+	}
+	digits := strconv.FormatUint(u, 10)
+	if len(digits) <= scale {
+		digits = strings.Repeat("0", scale-len(digits)+1) + digits
+	}
+	whole, frac := digits[:len(digits)-scale], strings.TrimRight(digits[len(digits)-scale:], "0")
+	if frac == "" {
+		return sign + whole
+	}
+	return sign + whole + "." + frac
 }

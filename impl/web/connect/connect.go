@@ -451,13 +451,7 @@ func opencodeLimit(f *ModelFacts) map[string]any {
 
 // usdPerMillion is a rate in micro-units per million tokens as US dollars per million tokens,
 // exactly (a decimal JSON number: 1250000 is 1.25).
-func usdPerMillion(micros int64) json.Number {
-	whole, frac := micros/1_000_000, micros%1_000_000
-	if frac == 0 {
-		return json.Number(fmt.Sprint(whole))
-	}
-	return json.Number(strings.TrimRight(fmt.Sprintf("%d.%06d", whole, frac), "0"))
-}
+func usdPerMillion(micros int64) json.Number { return json.Number(price.Decimal(micros, 6)) }
 
 // OpenAISDK is the OpenAI SDKs' base URL (with /v1) and key, in TypeScript and Python.
 func OpenAISDK(t Target) Setup {

@@ -376,7 +376,13 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 	if m.HostedPriced && view != nil {
 		hostedFees, hostedInput = m.HostedWorst(client, convert.HostedToolsIn(client, view))
 	}
-	worst := billing.SaturatingAdd(price.WorstOnTier(billing.SaturatingAdd(inputEst, hostedInput), int64(outBound)*int64(choices), m.MaxPrice(), tier), hostedFees)
+	// Server-side compaction is a sampling step of its own: its summary is billed as output
+	// whatever max_tokens says, and read back as input by the step after it; reserved for its
+	// answer alone, such a turn's summary was billed beyond the hold, or waived.
+	compaction := compactionTokens(m, client, view)
+	input := billing.SaturatingAdd(billing.SaturatingAdd(inputEst, hostedInput), compaction)
+	output := billing.SaturatingAdd(int64(outBound)*int64(choices), compaction)
+	worst := billing.SaturatingAdd(price.WorstOnTier(input, output, m.MaxPrice(), tier), hostedFees)
 	var admission trace.Span
 	if telemetry.Enabled() && telemetry.Recording(ctx) {
 		_, admission = telemetry.StartInternal(ctx, "admission")
@@ -866,6 +872,19 @@ func hasExpertOfKind(m *routing.Model, f llm.Format) bool {
 		}
 	}
 	return false
+}
+
+// compactionTokens is what the reservation holds for the summary of Anthropic's server-side
+// compaction, when the request v of format client asks for it and an upstream of the Messages
+// kind may serve it (the field is dropped on the way to any other): the model's output bound,
+// the most one sampling step of the model writes. Anthropic bounds the summary by no parameter
+// and publishes no size for it, and the model that answers writes it. A request without a
+// context_management member pays a look-up.
+func compactionTokens(m *routing.Model, client llm.Format, v *jsonview.View) int64 {
+	if client != llm.FormatMessages || !convert.AsksForCompaction(client, v) || !hasExpertOfKind(m, llm.FormatMessages) {
+		return 0
+	}
+	return int64(m.MaxOutputTokens)
 }
 
 // inputField names the request field that holds the conversation.

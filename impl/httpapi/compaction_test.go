@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -24,6 +25,94 @@ import (
 // $15 a million the turn costs 203,000 × $3 + 4,500 × $15 = 676,500 micro-units, JSON and
 // stream alike, relayed or translated.
 func TestCompactionOutputIsBilledWhole(t *testing.T) {
+	g := compactingGateway(t)
+	const granted = 100_000_000
+	tenant := g.NewTenant(t, "acme", 0, granted)
+	// A conversation long enough that the reservation covers the compaction's input.
+	history := longPrompt(270_000)
+	n := int64(0)
+	for _, stream := range []bool{false, true} {
+		body := fmt.Sprintf(`{"model":"compacting-messages","max_tokens":1024,"stream":%t,"context_management":{"edits":[{"type":"compact_20260112"}]},"messages":[{"role":"user","content":%q}]}`, stream, history)
+		status, answer := post(t, g, tenant.Key, "/v1/messages", body)
+		if status != http.StatusOK {
+			t.Fatalf("stream %v: %d %.300s", stream, status, answer)
+		}
+		n++
+		rec := latestUsage(t, g, tenant.Account, n)
+		checkReproducible(t, rec)
+		if rec.OutputTokens != 4_500 || rec.InputTokens != 203_000 || rec.CostMicros != 676_500 || rec.WaivedMicros != 0 {
+			t.Errorf("stream %v: billed %d (waived %d) for %d input and %d output tokens; want 676,500 for 203,000 and 4,500",
+				stream, rec.CostMicros, rec.WaivedMicros, rec.InputTokens, rec.OutputTokens)
+		}
+	}
+	// Translated for a chat client, the same turn is billed the same.
+	status, answer := post(t, g, tenant.Key, "/v1/chat/completions", inferenceBody("/v1/chat/completions", "compacting-chat", history, false))
+	if status != http.StatusOK {
+		t.Fatalf("chat: %d %.300s", status, answer)
+	}
+	if rec := latestUsage(t, g, tenant.Account, n+1); rec.OutputTokens != 4_500 || rec.CostMicros != 676_500 {
+		t.Errorf("chat: billed %d for %d output tokens; want 676,500 for 4,500", rec.CostMicros, rec.OutputTokens)
+	}
+	if !strings.Contains(string(answer), `"completion_tokens":4500`) {
+		t.Errorf("chat: the answer does not show the 4,500 output tokens billed: %.400s", answer)
+	}
+	checkBooks(t, g, tenant.Account, granted)
+}
+
+// TestCompactionOutputIsReserved: a Messages request that asks for server-side compaction (a
+// compact edit in context_management) is reserved, beside its answer, for the summary that
+// compaction may write: billed as output whatever max_tokens says (TestCompactionOutputIsBilledWhole)
+// and read back as input by the answer's step. Anthropic bounds the summary by no parameter,
+// so it is reserved at the model's output bound: 8,000 tokens × $15 + 8,000 × $6 (a one-hour
+// cache write, the dearest input) = 168,000 micro-units more than the same request without it;
+// an edit that only clears tool results asks for nothing more. A balance that covers the answer
+// alone is refused with 402. On the code before, the request was reserved for its max_tokens
+// only (the difference was 0, and that balance was served), so a summary beyond the slack of
+// the input's estimate was waived.
+func TestCompactionOutputIsReserved(t *testing.T) {
+	g := compactingGateway(t)
+	// Three requests of the same length (the reservation counts the body's bytes), padded in the
+	// conversation's text, that differ only in their context_management.
+	const size = 4_000
+	body := func(field string) string {
+		head := `{"model":"compacting-messages","max_tokens":1024,` + field + `"messages":[{"role":"user","content":"`
+		tail := `"}]}`
+		return head + strings.Repeat("x", size-len(head)-len(tail)) + tail
+	}
+	compacting := body(`"context_management":{"edits":[{"type":"compact_20260112"}]},`)
+	clearing := body(`"context_management":{"edits":[{"type":"clear_tool_uses_20250919"}]},`)
+	plain := body("")
+	broke := g.NewTenant(t, "broke", 0, 0)
+	needs := func(tenant apitest.Tenant, what, body string) int64 {
+		t.Helper()
+		status, answer := post(t, g, tenant.Key, "/v1/messages", body)
+		if status != http.StatusPaymentRequired {
+			t.Fatalf("%s: %d, want 402: %.300s", what, status, answer)
+		}
+		m := neededRe.FindStringSubmatch(string(answer))
+		if m == nil {
+			t.Fatalf("%s: the 402 does not say what the request needs: %.300s", what, answer)
+		}
+		n, _ := strconv.ParseInt(m[1], 10, 64)
+		return n
+	}
+	answerOnly := needs(broke, "without compaction", plain)
+	if got := needs(broke, "with compaction", compacting) - answerOnly; got != 168_000 {
+		t.Errorf("compaction is reserved %d micro-units beside the answer; want 168,000 (8,000 tokens at $15 and at $6)", got)
+	}
+	if got := needs(broke, "clearing tool results", clearing) - answerOnly; got != 0 {
+		t.Errorf("an edit that clears tool results is reserved %d micro-units more; want 0", got)
+	}
+	short := g.NewTenant(t, "short", 0, answerOnly)
+	needs(short, "with compaction, on a balance that covers the answer alone", compacting)
+	checkBooks(t, g, short.Account, answerOnly)
+}
+
+// compactingGateway is a gateway whose models compacting-messages and compacting-chat (at $3 and
+// $15 a million, 8,000 output tokens at most) are served by a stand-in Anthropic upstream that
+// answers every request, JSON or stream, with the usage of Anthropic's compaction example
+// (https://platform.claude.com/docs/en/build-with-claude/compaction, "Understanding usage").
+func compactingGateway(t *testing.T) *apitest.Gateway {
 	const iterations = `"iterations":[{"type":"compaction","input_tokens":180000,"output_tokens":3500},{"type":"message","input_tokens":23000,"output_tokens":1000}]`
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
@@ -56,36 +145,5 @@ func TestCompactionOutputIsBilledWhole(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	g := apitest.Start(t, apitest.Options{Config: cfg})
-	const granted = 100_000_000
-	tenant := g.NewTenant(t, "acme", 0, granted)
-	// A conversation long enough that the reservation covers the compaction's input.
-	history := longPrompt(270_000)
-	n := int64(0)
-	for _, stream := range []bool{false, true} {
-		body := fmt.Sprintf(`{"model":"compacting-messages","max_tokens":1024,"stream":%t,"context_management":{"edits":[{"type":"compact_20260112"}]},"messages":[{"role":"user","content":%q}]}`, stream, history)
-		status, answer := post(t, g, tenant.Key, "/v1/messages", body)
-		if status != http.StatusOK {
-			t.Fatalf("stream %v: %d %.300s", stream, status, answer)
-		}
-		n++
-		rec := latestUsage(t, g, tenant.Account, n)
-		checkReproducible(t, rec)
-		if rec.OutputTokens != 4_500 || rec.InputTokens != 203_000 || rec.CostMicros != 676_500 || rec.WaivedMicros != 0 {
-			t.Errorf("stream %v: billed %d (waived %d) for %d input and %d output tokens; want 676,500 for 203,000 and 4,500",
-				stream, rec.CostMicros, rec.WaivedMicros, rec.InputTokens, rec.OutputTokens)
-		}
-	}
-	// Translated for a chat client, the same turn is billed the same.
-	status, answer := post(t, g, tenant.Key, "/v1/chat/completions", inferenceBody("/v1/chat/completions", "compacting-chat", history, false))
-	if status != http.StatusOK {
-		t.Fatalf("chat: %d %.300s", status, answer)
-	}
-	if rec := latestUsage(t, g, tenant.Account, n+1); rec.OutputTokens != 4_500 || rec.CostMicros != 676_500 {
-		t.Errorf("chat: billed %d for %d output tokens; want 676,500 for 4,500", rec.CostMicros, rec.OutputTokens)
-	}
-	if !strings.Contains(string(answer), `"completion_tokens":4500`) {
-		t.Errorf("chat: the answer does not show the 4,500 output tokens billed: %.400s", answer)
-	}
-	checkBooks(t, g, tenant.Account, granted)
+	return apitest.Start(t, apitest.Options{Config: cfg})
 }

@@ -302,20 +302,27 @@ func TestCutStreamBillsTheRequestsInput(t *testing.T) {
 }
 
 // TestCutStreamBillsItsThinking: a stream cut after some thinking (a Messages upstream's
-// thinking deltas, a Responses upstream's reasoning-summary deltas), before the upstream
-// reported any output count, is billed at least that thinking's estimated tokens (four
-// characters a token) at the output rate, on every route: relayed to a client of the
+// thinking deltas, a Responses upstream's reasoning-summary deltas, a chat upstream's reasoning
+// deltas: DeepSeek's delta.reasoning_content, vLLM's and OpenRouter's delta.reasoning), before
+// the upstream reported any output count, is billed at least that thinking's estimated tokens
+// (four characters a token) at the output rate, on every route: relayed to a client of the
 // upstream's format, which sees the thinking, and translated to the other formats, whose
 // clients do not but whose provider bills it all the same. The stream is cut either way: the
 // upstream breaks off after the thinking, or the client leaves once the text that follows it
 // has come. On the code before, the translated routes were billed no output for the thinking
 // (task h7: 0 output tokens when the upstream broke off, the 11 characters of text's 3 when the
-// client left); the relayed ones were billed it.
+// client left); the relayed ones were billed it. A chat upstream's reasoning was billed on no
+// route (0 output tokens when the upstream broke off, the text's 3 when the client left).
 func TestCutStreamBillsItsThinking(t *testing.T) {
 	const deltas = 5
 	thought := strings.Repeat("Weighing the question before answering. ", 2) // 80 characters
 	want := int64((deltas*len(thought) + 3) / 4)
-	var messages, responses strings.Builder
+	var messages, responses, deepseek, vllm strings.Builder
+	chatChunk := func(delta string) string {
+		return `data: {"id":"chatcmpl-r1","object":"chat.completion.chunk","created":1764777600,"model":"deepseek-reasoner","choices":[{"index":0,"delta":` + delta + `,"finish_reason":null}]}` + "\n\n"
+	}
+	deepseek.WriteString(chatChunk(`{"role":"assistant","content":null,"reasoning_content":""}`))
+	vllm.WriteString(chatChunk(`{"role":"assistant","content":""}`))
 	messages.WriteString("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_01\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-5\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":20,\"output_tokens\":1}}}\n\n")
 	messages.WriteString("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\",\"signature\":\"\"}}\n\n")
 	responses.WriteString("event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_t1\",\"object\":\"response\",\"created_at\":1764777600,\"model\":\"gpt-4.1-mini\",\"status\":\"in_progress\",\"output\":[]}}\n\n")
@@ -324,9 +331,12 @@ func TestCutStreamBillsItsThinking(t *testing.T) {
 	for i := range deltas {
 		fmt.Fprintf(&messages, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":%q}}\n\n", thought)
 		fmt.Fprintf(&responses, "event: response.reasoning_summary_text.delta\ndata: {\"type\":\"response.reasoning_summary_text.delta\",\"sequence_number\":%d,\"item_id\":\"rs_1\",\"output_index\":0,\"summary_index\":0,\"delta\":%q}\n\n", 3+i, thought)
+		deepseek.WriteString(chatChunk(fmt.Sprintf(`{"content":null,"reasoning_content":%q}`, thought)))
+		vllm.WriteString(chatChunk(fmt.Sprintf(`{"reasoning":%q}`, thought)))
 	}
 	// What follows the thinking when the client is to leave: a text the client waits for.
 	const text = "Hello-there"
+	chatText := chatChunk(`{"content":"` + text + `"}`)
 	messagesText := "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
 		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
 		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"text_delta\",\"text\":\"" + text + "\"}}\n\n"
@@ -336,6 +346,8 @@ func TestCutStreamBillsItsThinking(t *testing.T) {
 	for _, up := range []struct{ name, kind, thinking, text string }{
 		{"thinker", config.KindAnthropicMessages, messages.String(), messagesText},
 		{"reasoner", config.KindOpenAIResponses, responses.String(), responsesText},
+		{"deepseek", config.KindOpenAIChat, deepseek.String(), chatText},
+		{"vllm", config.KindOpenAIChat, vllm.String(), chatText},
 	} {
 		g, tenant := standInGateway(t, up.name, up.kind, thinkingUpstream(t, up.thinking, up.text))
 		n := int64(0)

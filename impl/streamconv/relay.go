@@ -91,6 +91,7 @@ func (r *Relay) Event(ev sse.Event, out []sse.Event) []sse.Event {
 		if isDone(ev.Data) {
 			return append(out, sse.Event{Name: ev.Name, Data: []byte("[DONE]")})
 		}
+		r.unmodelled += UnmodelledOutput(r.f, ev)
 		has, empty := chunkChoices(ev.Data)
 		if !has && r.includeUsage && isUsageChunk(ev.Data) {
 			// A usage chunk whose choices are null or absent (vLLM and other compatible
@@ -148,12 +149,14 @@ func (r *Relay) Unmodelled() int { return r.unmodelled }
 // UnmodelledOutput is how many characters of output the upstream event ev, of an upstream of
 // format f, carries that the decoder's neutral events do not: a Messages thinking delta's
 // thinking, a Responses delta other than the text, refusal and arguments deltas (reasoning
-// summaries and reasoning text). The provider bills that output as it generates it, so a stream
-// cut before the upstream reported its usage is billed it, estimated from its length, relayed
-// (Relay.Unmodelled) or translated to another format (whose client never sees it) alike. Chat
-// upstreams carry nothing of the kind the gateway counts.
+// summaries and reasoning text), a chat chunk's reasoning (chatReasoningLen). The provider
+// bills that output as it generates it, so a stream cut before the upstream reported its usage
+// is billed it, estimated from its length, relayed (Relay.Unmodelled) or translated to another
+// format (whose client never sees it) alike.
 func UnmodelledOutput(f llm.Format, ev sse.Event) int {
 	switch f {
+	case llm.FormatChat:
+		return chatReasoningLen(ev.Data)
 	case llm.FormatMessages:
 		if ev.Name == "content_block_delta" {
 			return thinkingLen(ev.Data)
@@ -195,6 +198,44 @@ func isUsageChunk(chunk []byte) bool {
 func thinkingLen(data []byte) int {
 	delta, _ := member(data, "delta")
 	return memberLen(delta, "thinking")
+}
+
+// reasoningMark is in every chat chunk that carries reasoning: the start of the name of a
+// reasoning_content or reasoning member.
+var reasoningMark = []byte(`"reasoning`)
+
+// chatReasoningLen is the length of the reasoning a chat chunk's choice 0 delta carries, which
+// the chat completions API of OpenAI does not have and compatible servers add beside the
+// content: DeepSeek's reasoning models stream it as delta.reasoning_content
+// (api-docs.deepseek.com, "Reasoning Model (deepseek-reasoner)"), vLLM as delta.reasoning
+// (docs.vllm.ai, "Reasoning Outputs"; its earlier versions named it reasoning_content),
+// OpenRouter as delta.reasoning (openrouter.ai/docs, "Reasoning Tokens"). A delta with both
+// names carries the same text twice: the longer counts. A chunk without reasoning (most of a
+// stream) costs one bytes.Contains over its data; only a chunk that has the mark is scanned.
+func chatReasoningLen(chunk []byte) int {
+	if !bytes.Contains(chunk, reasoningMark) {
+		return 0
+	}
+	choices, _ := member(chunk, "choices")
+	if len(choices) == 0 || choices[0] != '[' {
+		return 0
+	}
+	// Choice 0, as the decoder follows it: the first whose index is 0 (or absent).
+	for i := skipWS(choices, 1); i < len(choices) && choices[i] == '{'; {
+		end := scanValue(choices, i)
+		if end < 0 {
+			return 0
+		}
+		choice := choices[i:end]
+		if index, ok := member(choice, "index"); !ok || string(index) == "0" || isNull(index) {
+			delta, _ := member(choice, "delta")
+			return max(memberLen(delta, "reasoning_content"), memberLen(delta, "reasoning"))
+		}
+		if i = skipWS(choices, end); i < len(choices) && choices[i] == ',' {
+			i = skipWS(choices, i+1)
+		}
+	}
+	return 0
 }
 
 // memberLen is the length in bytes of the string member name of the object data, as sent

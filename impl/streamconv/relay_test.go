@@ -196,6 +196,43 @@ func TestRelayCountsWhatTheDecoderDoesNot(t *testing.T) {
 	}
 }
 
+// TestChatReasoningIsUnmodelledOutput: the reasoning that chat-compatible servers stream beside
+// the content, which the neutral events do not carry, counts as output (the provider bills it)
+// relayed and translated alike: DeepSeek's delta.reasoning_content (api-docs.deepseek.com,
+// "Reasoning Model (deepseek-reasoner)"), vLLM's and OpenRouter's delta.reasoning (docs.vllm.ai,
+// "Reasoning Outputs"; OpenRouter's "Reasoning Tokens"), once when a delta has both names;
+// neither content, a usage chunk's reasoning_tokens, another choice's reasoning nor
+// OpenRouter's reasoning_details beside a null reasoning count. On the code before, a chat
+// upstream's reasoning counted nothing (a stream cut during it was billed no output).
+func TestChatReasoningIsUnmodelledOutput(t *testing.T) {
+	chunk := func(delta string) sse.Event {
+		return sse.Event{Data: []byte(`{"id":"c","object":"chat.completion.chunk","created":1,"model":"up","choices":[{"index":0,"delta":` + delta + `,"finish_reason":null}]}`)}
+	}
+	for _, c := range []struct {
+		name string
+		ev   sse.Event
+		want int
+	}{
+		{"deepseek", chunk(`{"role":"assistant","content":"","reasoning_content":"Let me think"}`), len("Let me think")},
+		{"vllm", chunk(`{"reasoning":"Weighing \"both\" options"}`), len(`Weighing \"both\" options`)},
+		{"both names", chunk(`{"reasoning":"Same text","reasoning_content":"Same text"}`), len("Same text")},
+		{"openrouter encrypted", chunk(`{"content":"","reasoning":null,"reasoning_details":[{"type":"reasoning.encrypted","data":"gAAAAB"}]}`), 0},
+		{"content", chunk(`{"content":"the \"reasoning\" is sound"}`), 0},
+		{"other choice", sse.Event{Data: []byte(`{"choices":[{"index":1,"delta":{"reasoning":"not followed"}},{"index":0,"delta":{"reasoning":"followed"}}]}`)}, len("followed")},
+		{"usage", sse.Event{Data: []byte(`{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":9,"completion_tokens_details":{"reasoning_tokens":7}}}`)}, 0},
+		{"done", sse.Event{Data: []byte("[DONE]")}, 0},
+	} {
+		if n := UnmodelledOutput(llm.FormatChat, c.ev); n != c.want {
+			t.Errorf("%s: translated, %d characters of unmodelled output, want %d", c.name, n, c.want)
+		}
+		rl := NewRelay(llm.FormatChat, "pub", true, NewEncoder(llm.FormatChat, Meta{Model: "pub", IncludeUsage: true, Relayed: true}))
+		rl.Event(c.ev, nil)
+		if n := rl.Unmodelled(); n != c.want {
+			t.Errorf("%s: relayed, %d characters of unmodelled output, want %d", c.name, n, c.want)
+		}
+	}
+}
+
 // TestRelayCountsARefusalOnce: a Responses refusal delta is text to the decoder, which the
 // caller counts from the neutral event: the relay does not count it again as unmodelled output
 // (it did, billing a cut refusal twice over).

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
@@ -88,15 +89,18 @@ func TestAgentTurnsBilledPerKind(t *testing.T) {
 }
 
 // TestAgentTurnWithoutUsageBillsItsText: an agent's model call to an upstream that reports no
-// usage is billed as an HTTP answer without usage is: its output from its text (four
-// characters a token), its input counted from the request; and the model_call event shows the
-// counts billed. The review of e142fb0: the in-process call billed no output at all.
+// usage is billed as an HTTP answer without usage is: its output from its text and from the
+// reasoning the answer carries beside it (DeepSeek's message.reasoning_content), four
+// characters a token, its input counted from the request; and the model_call event shows the
+// counts billed. The review of e142fb0: the in-process call billed no output at all; later, it
+// billed the text's 10 tokens and not the reasoning's 100.
 func TestAgentTurnWithoutUsageBillsItsText(t *testing.T) {
-	const text = "Forty characters of answer text, exactly" // 10 tokens
+	const text = "Forty characters of answer text, exactly"                   // 10 tokens
+	thought := strings.Repeat("Weighing the question before answering. ", 10) // 100 tokens
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"gpt-4.1-mini-2025-04-14","choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}]}`, text)
+		fmt.Fprintf(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"gpt-4.1-mini-2025-04-14","choices":[{"index":0,"message":{"role":"assistant","content":%q,"reasoning_content":%q},"finish_reason":"stop"}]}`, text, thought)
 	}))
 	t.Cleanup(upstream.Close)
 	w := newWorld(t, flintOnStandIn(t, upstream.URL))
@@ -110,8 +114,8 @@ func TestAgentTurnWithoutUsageBillsItsText(t *testing.T) {
 	s := waitSession(t, svc, acme.p, res.SessionID, agent.StateReady)
 	usage := usageOf(t, w, acme.p, res.SessionID, s.SpentMicros)
 	r, ok := usage[agent.RequestID(uuidOf(res.SessionID), 1)]
-	if !ok || r.OutputTokens != 10 || r.InputTokens <= 0 || r.CostMicros <= 0 {
-		t.Fatalf("the turn's record %+v (found %v): want 10 output tokens from the text, the input counted, a cost", r, ok)
+	if !ok || r.OutputTokens != 110 || r.InputTokens <= 0 || r.CostMicros <= 0 {
+		t.Fatalf("the turn's record %+v (found %v): want 110 output tokens from the text and the reasoning, the input counted, a cost", r, ok)
 	}
 	for _, e := range allEvents(t, svc, acme.p, res.SessionID) {
 		if e.Kind != "model_call" {

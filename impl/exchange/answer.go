@@ -149,7 +149,7 @@ func (x *Exchange) Answer() ([]byte, llm.Usage, error) {
 			x.noteAnswer(resp)
 		}
 		if resp.Usage.OutputTokens <= 0 {
-			x.answerChars = answerChars(resp)
+			x.answerChars = answerChars(resp, x.expert.Kind, r)
 		}
 		// The answer the gateway writes shows what is billed: the counts the upstream did not
 		// report as Settle bills them (trial h14 D2: it showed 0 tokens, billed an estimate).
@@ -161,11 +161,11 @@ func (x *Exchange) Answer() ([]byte, llm.Usage, error) {
 	}
 	if err == nil && usage.OutputTokens <= 0 && resp == nil {
 		// An upstream that reports no output (one that is not quite the provider's API), or a
-		// count below zero, is billed for the answer's text and tool arguments, four
+		// count below zero, is billed for the answer's text, tool arguments and thinking, four
 		// characters a token, as a stream without usage is. Rare: the same-format answer is
 		// decoded only then. Its bytes are relayed as the upstream wrote them, usage included.
 		if resp, _ = convert.DecodeResponse(x.expert.Kind, r); resp != nil {
-			x.answerChars = answerChars(resp)
+			x.answerChars = answerChars(resp, x.expert.Kind, r)
 		}
 	}
 	if err != nil {
@@ -180,10 +180,12 @@ func (x *Exchange) Answer() ([]byte, llm.Usage, error) {
 	return ans, usage, nil
 }
 
-// answerChars are the characters of resp's text and tool arguments: what its output is billed
-// by when the upstream did not report it (four characters a token).
-func answerChars(resp *llm.Response) int {
-	n := len(resp.Text)
+// answerChars are the characters of resp's text and tool arguments, and of the thinking and
+// reasoning its upstream's answer body, of format f, carries that resp does not
+// (convert.UnmodelledOutput): what its output is billed by when the upstream did not report it
+// (four characters a token).
+func answerChars(resp *llm.Response, f llm.Format, body []byte) int {
+	n := len(resp.Text) + convert.UnmodelledOutput(f, body)
 	for _, c := range resp.ToolCalls {
 		n += len(c.Arguments)
 	}
@@ -210,9 +212,9 @@ func (x *Exchange) neutralAnswer() (*llm.Response, error) {
 		x.noteAnswer(resp)
 	}
 	if resp.Usage.OutputTokens <= 0 {
-		// Billed for its text and tool arguments, as an HTTP answer without usage is (the
-		// review of e142fb0: an agent's step was billed no output).
-		x.answerChars = answerChars(resp)
+		// Billed for its text, tool arguments and thinking, as an HTTP answer without usage is
+		// (the review of e142fb0: an agent's step was billed no output).
+		x.answerChars = answerChars(resp, x.expert.Kind, *x.answer)
 	}
 	resp.ID, resp.Model = ResponseID(x.client, x.requestID), x.model.ID
 	return resp, nil

@@ -556,6 +556,48 @@ func TestAnswerWithoutUsageBillsItsText(t *testing.T) {
 	}
 }
 
+// TestAnswerWithoutUsageBillsItsThinking: a complete answer whose upstream reports no output
+// count is billed, besides its text, the thinking it carries that the neutral answer does not
+// (convert.UnmodelledOutput), which the provider bills as output: a chat-compatible server's
+// reasoning (DeepSeek's message.reasoning_content, vLLM's and OpenRouter's message.reasoning),
+// a Responses reasoning item's summary, a Messages thinking block; relayed to a client of the
+// upstream's format and translated to the others alike, four characters a token. On the code
+// before, each was billed its text's 10 tokens and not the thinking's 100.
+func TestAnswerWithoutUsageBillsItsThinking(t *testing.T) {
+	const text = "Forty characters of answer text, exactly"                   // 40 characters: 10 tokens
+	thought := strings.Repeat("Weighing the question before answering. ", 10) // 400 characters: 100 tokens
+	chat := func(member string) string {
+		return fmt.Sprintf(`{"id":"chatcmpl-1","object":"chat.completion","created":1764777600,"model":"deepseek-reasoner","choices":[{"index":0,"message":{"role":"assistant","content":%q,%q:%q},"finish_reason":"stop"}]}`, text, member, thought)
+	}
+	for _, up := range []struct{ name, kind, body string }{
+		{"deepseek", config.KindOpenAIChat, chat("reasoning_content")},
+		{"vllm", config.KindOpenAIChat, chat("reasoning")},
+		{"reasoner", config.KindOpenAIResponses, fmt.Sprintf(`{"id":"resp_1","object":"response","created_at":1764777600,"status":"completed","model":"gpt-4.1-mini","output":[`+
+			`{"id":"rs_1","type":"reasoning","summary":[{"type":"summary_text","text":%q}]},`+
+			`{"id":"msg_1","type":"message","role":"assistant","status":"completed","content":[{"type":"output_text","text":%q,"annotations":[]}]}]}`, thought, text)},
+		{"thinker", config.KindAnthropicMessages, fmt.Sprintf(`{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[`+
+			`{"type":"thinking","thinking":%q,"signature":"c2ln"},{"type":"text","text":%q}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":20,"output_tokens":0}}`, thought, text)},
+	} {
+		g, tenant := standInGateway(t, up.name, up.kind, cannedUpstream(t, "application/json", up.body))
+		for i, route := range []string{"/v1/chat/completions", "/v1/responses", "/v1/messages"} {
+			model := up.name + "-" + config.FamilyChat
+			if route == "/v1/messages" {
+				model = up.name + "-" + config.FamilyMessages
+			}
+			status, body := post(t, g, tenant.Key, route, inferenceBody(route, model, "think first, please", false))
+			if status != 200 {
+				t.Fatalf("%s upstream, %s: %d %.500s", up.kind, route, status, body)
+			}
+			rec := latestUsage(t, g, tenant.Account, int64(i+1))
+			checkReproducible(t, rec)
+			if want := int64(len(text)+len(thought)) / 4; rec.OutputTokens != want {
+				t.Errorf("%s upstream (%s), %s: billed %d output tokens; want the text's and the thinking's %d", up.kind, up.name, route, rec.OutputTokens, want)
+			}
+		}
+		checkBooks(t, g, tenant.Account, 100_000_000)
+	}
+}
+
 // standInGateway starts a gateway whose provider name, of kind, is the stand-in upstream at url,
 // serving the models name+"-chat" and name+"-messages" (gpt-4.1-mini's catalog price), and a
 // tenant with credit.

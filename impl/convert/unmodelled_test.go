@@ -1,0 +1,40 @@
+package convert
+
+import (
+	"testing"
+
+	"github.com/tollgate/tollgate/impl/llm"
+)
+
+// TestUnmodelledOutput: what a complete answer carries that the neutral answer does not, and
+// that the provider bills as output, counts by its length as sent: a chat answer's reasoning
+// under DeepSeek's name (message.reasoning_content) or vLLM's and OpenRouter's
+// (message.reasoning), once when both are sent; the summary and reasoning text of Responses
+// reasoning items; the thinking of Messages thinking blocks. Text, an encrypted reasoning or a
+// redacted thinking block, a usage's reasoning_tokens and what is not an answer count nothing.
+func TestUnmodelledOutput(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		f    llm.Format
+		body string
+		want int
+	}{
+		{"deepseek", llm.FormatChat, `{"choices":[{"index":0,"message":{"role":"assistant","content":"9.8","reasoning_content":"Compare the decimals"}}]}`, len("Compare the decimals")},
+		{"vllm", llm.FormatChat, `{"choices":[{"index":0,"message":{"role":"assistant","content":"9.8","reasoning":"Line one\nline two"}}]}`, len(`Line one\nline two`)},
+		{"both names", llm.FormatChat, `{"choices":[{"message":{"reasoning":"Same","reasoning_content":"Same"}}]}`, len("Same")},
+		{"null reasoning", llm.FormatChat, `{"choices":[{"message":{"content":"the reasoning is sound","reasoning":null}}],"usage":{"completion_tokens_details":{"reasoning_tokens":9}}}`, 0},
+		{"summary and text", llm.FormatResponses, `{"status":"completed","output":[` +
+			`{"type":"reasoning","summary":[{"type":"summary_text","text":"First"},{"type":"summary_text","text":"Second"}],"content":[{"type":"reasoning_text","text":"Raw"}]},` +
+			`{"type":"reasoning","summary":[],"encrypted_content":"gAAAAB"},` +
+			`{"type":"message","content":[{"type":"output_text","text":"Answer"}]}]}`, len("First") + len("Second") + len("Raw")},
+		{"thinking", llm.FormatMessages, `{"type":"message","content":[` +
+			`{"type":"thinking","thinking":"Let me see","signature":"c2ln"},{"type":"redacted_thinking","data":"ZW5jcnlwdGVk"},` +
+			`{"type":"text","text":"Seen"},{"type":"thinking","thinking":"Again"}]}`, len("Let me see") + len("Again")},
+		{"text only", llm.FormatMessages, `{"type":"message","content":[{"type":"text","text":"no \"thinking\" here"}]}`, 0},
+		{"not an answer", llm.FormatChat, `"reasoning`, 0},
+	} {
+		if n := UnmodelledOutput(c.f, []byte(c.body)); n != c.want {
+			t.Errorf("%s: %d characters of unmodelled output, want %d", c.name, n, c.want)
+		}
+	}
+}

@@ -383,57 +383,66 @@ func TestCutStreamBillsItsThinking(t *testing.T) {
 // model's Messages expert whose stream breaks off after 400 characters of thinking is not
 // failed over to the next expert as a stream that produced nothing would be, but billed the
 // thinking, which its provider bills, and its client gets the in-band error, on the chat route
-// (translated) as on the Messages route (relayed). On the code before, the chat route's stream
-// failed over unbilled: both experts were asked, and no output was billed.
+// (translated) as on the Messages route (relayed); so is a chat expert's stream that breaks off
+// after 400 characters of reasoning (DeepSeek's delta.reasoning_content). On the code before,
+// the Messages expert's stream failed over unbilled on the chat route, and the chat expert's on
+// both routes: both experts were asked, and no output was billed.
 func TestFusionStreamCutAfterThinkingIsBilled(t *testing.T) {
 	thought := strings.Repeat("Weighing the question before answering. ", 10) // 400 characters
 	want := int64((len(thought) + 3) / 4)
-	body := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_01\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-5\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":20,\"output_tokens\":1}}}\n\n" +
+	messages := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_01\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-5\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":20,\"output_tokens\":1}}}\n\n" +
 		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\",\"signature\":\"\"}}\n\n" +
 		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"" + thought + "\"}}\n\n"
-	var asked atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		asked.Add(1)
-		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = io.WriteString(w, body) // then the stream breaks off
-	}))
-	t.Cleanup(srv.Close)
-	cfg := config.Default()
-	var experts []config.Upstream
-	for _, name := range []string{"thinker-a", "thinker-b"} {
-		cfg.Providers = append(cfg.Providers, config.Provider{Name: name, Kind: config.KindAnthropicMessages, BaseURL: srv.URL})
-		experts = append(experts, config.Upstream{Provider: name, Model: "claude-sonnet-4-5"})
-	}
-	for _, family := range []string{config.FamilyChat, config.FamilyMessages} {
-		id := "thinkers-" + family
-		cfg.Models = append(cfg.Models, config.Model{ID: id, Family: family, OwnedBy: "test",
-			Price: config.Price{Catalog: "claude-sonnet-4-5"}, MaxOutputTokens: 1000, ContextTokens: 200_000, Experts: experts})
-		cfg.Plans[0].Models = append(cfg.Plans[0].Models, id)
-	}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	g := apitest.Start(t, apitest.Options{Config: cfg})
-	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
-	for i, c := range []struct{ route, model, errEvent string }{
-		{"/v1/chat/completions", "thinkers-" + config.FamilyChat, `"error"`},
-		{"/v1/messages", "thinkers-" + config.FamilyMessages, "event: error"},
+	chat := `data: {"id":"chatcmpl-r1","object":"chat.completion.chunk","created":1764777600,"model":"deepseek-reasoner","choices":[{"index":0,"delta":{"role":"assistant","content":null,"reasoning_content":""},"finish_reason":null}]}` + "\n\n" +
+		`data: {"id":"chatcmpl-r1","object":"chat.completion.chunk","created":1764777600,"model":"deepseek-reasoner","choices":[{"index":0,"delta":{"content":null,"reasoning_content":"` + thought + `"},"finish_reason":null}]}` + "\n\n"
+	for _, up := range []struct{ name, kind, body string }{
+		{"thinkers", config.KindAnthropicMessages, messages},
+		{"reasoners", config.KindOpenAIChat, chat},
 	} {
-		asked.Store(0)
-		status, answer := post(t, g, tenant.Key, c.route, inferenceBody(c.route, c.model, "think first, please", true))
-		if status != 200 || !strings.Contains(string(answer), c.errEvent) {
-			t.Errorf("%s: status %d, want 200 and the in-band error: %.800s", c.route, status, answer)
+		var asked atomic.Int64
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			asked.Add(1)
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, up.body) // then the stream breaks off
+		}))
+		t.Cleanup(srv.Close)
+		cfg := config.Default()
+		var experts []config.Upstream
+		for _, name := range []string{up.name + "-a", up.name + "-b"} {
+			cfg.Providers = append(cfg.Providers, config.Provider{Name: name, Kind: up.kind, BaseURL: srv.URL})
+			experts = append(experts, config.Upstream{Provider: name, Model: "claude-sonnet-4-5"})
 		}
-		rec := latestUsage(t, g, tenant.Account, int64(i+1))
-		checkReproducible(t, rec)
-		least := price.Cost(price.Tokens{Output: want}, *rec.Price).Output
-		if n := asked.Load(); n != 1 || rec.Status != "upstream_cut_off" || rec.OutputTokens < want || rec.Costs.Output < least {
-			t.Errorf("%s: %d experts asked, record %s with %d output tokens at %d micro-units; want 1 asked, the cut billed at least the thinking's %d tokens at %d",
-				c.route, n, rec.Status, rec.OutputTokens, rec.Costs.Output, want, least)
+		for _, family := range []string{config.FamilyChat, config.FamilyMessages} {
+			id := up.name + "-" + family
+			cfg.Models = append(cfg.Models, config.Model{ID: id, Family: family, OwnedBy: "test",
+				Price: config.Price{Catalog: "claude-sonnet-4-5"}, MaxOutputTokens: 1000, ContextTokens: 200_000, Experts: experts})
+			cfg.Plans[0].Models = append(cfg.Plans[0].Models, id)
 		}
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		g := apitest.Start(t, apitest.Options{Config: cfg})
+		tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+		for i, c := range []struct{ route, model, errEvent string }{
+			{"/v1/chat/completions", up.name + "-" + config.FamilyChat, `"error"`},
+			{"/v1/messages", up.name + "-" + config.FamilyMessages, "event: error"},
+		} {
+			asked.Store(0)
+			status, answer := post(t, g, tenant.Key, c.route, inferenceBody(c.route, c.model, "think first, please", true))
+			if status != 200 || !strings.Contains(string(answer), c.errEvent) {
+				t.Errorf("%s upstream, %s: status %d, want 200 and the in-band error: %.800s", up.kind, c.route, status, answer)
+			}
+			rec := latestUsage(t, g, tenant.Account, int64(i+1))
+			checkReproducible(t, rec)
+			least := price.Cost(price.Tokens{Output: want}, *rec.Price).Output
+			if n := asked.Load(); n != 1 || rec.Status != "upstream_cut_off" || rec.OutputTokens < want || rec.Costs.Output < least {
+				t.Errorf("%s upstream, %s: %d experts asked, record %s with %d output tokens at %d micro-units; want 1 asked, the cut billed at least the thinking's %d tokens at %d",
+					up.kind, c.route, n, rec.Status, rec.OutputTokens, rec.Costs.Output, want, least)
+			}
+		}
+		checkBooks(t, g, tenant.Account, 100_000_000)
 	}
-	checkBooks(t, g, tenant.Account, 100_000_000)
 }
 
 // thinkingUpstream serves thinking, a stream's start, to every request and then breaks the

@@ -279,3 +279,12 @@ SELECT ((SELECT count(*) FROM reaped) + (SELECT count(*) FROM settled))::bigint 
 -- name: GetKeyBudget :one
 -- A key's budget in a period (for tests and the operator).
 SELECT * FROM key_budgets WHERE key_id = @key_id AND period_start = @period_start;
+
+-- name: GetKeyBudgets :many
+-- The budgets of several keys, each in its own period (key_ids[i] in period_starts[i]; the two
+-- unnests in one select list are read side by side), in one statement for the Keys page. A key
+-- without a row in its period has spent and reserved nothing there and is left out.
+SELECT b.key_id, b.spent_micros, b.reserved_micros
+FROM key_budgets b
+JOIN (SELECT unnest(@key_ids::uuid[]) AS key_id, unnest(@period_starts::timestamptz[]) AS period_start) AS p
+  ON b.key_id = p.key_id AND b.period_start = p.period_start;

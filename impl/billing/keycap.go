@@ -279,14 +279,45 @@ func (m *Meter) KeyBudget(ctx context.Context, cap KeyCap) (KeyBudgetReading, er
 	start := cap.Period.Start(m.now())
 	b, err := m.st.GetKeyBudget(ctx, cap.KeyID, start)
 	if err != nil {
-		if store.Unavailable(err) {
-			return KeyBudgetReading{}, apierror.Unavailable("the database", errors.Join(ErrKeyCapUnavailable, err))
-		}
-		return KeyBudgetReading{}, fmt.Errorf("billing: read the key's budget: %w", err)
+		return KeyBudgetReading{}, keyBudgetError(err)
 	}
+	return budgetReading(cap, start, b), nil
+}
+
+// KeyBudgets is KeyBudget for several keys (the Keys page's), read in one statement, keyed by
+// key id: each reading is the one KeyBudget gives its key.
+func (m *Meter) KeyBudgets(ctx context.Context, caps []KeyCap) (map[uuid.UUID]KeyBudgetReading, error) {
+	now := m.now()
+	periods := make(map[uuid.UUID]time.Time, len(caps))
+	for _, c := range caps {
+		periods[c.KeyID] = c.Period.Start(now)
+	}
+	budgets, err := m.st.GetKeyBudgets(ctx, periods)
+	if err != nil {
+		return nil, keyBudgetError(err)
+	}
+	out := make(map[uuid.UUID]KeyBudgetReading, len(caps))
+	for _, c := range caps {
+		out[c.KeyID] = budgetReading(c, periods[c.KeyID], budgets[c.KeyID])
+	}
+	return out, nil
+}
+
+// keyBudgetError is the error of a failed read of key budgets: a 503 while the database cannot
+// be reached (apierror.Unavailable wrapping ErrKeyCapUnavailable), else the error said.
+func keyBudgetError(err error) error {
+	if store.Unavailable(err) {
+		return apierror.Unavailable("the database", errors.Join(ErrKeyCapUnavailable, err))
+	}
+	return fmt.Errorf("billing: read the key's budget: %w", err)
+}
+
+// budgetReading is where the capped key stands in the period that starts at start, where its
+// budget is b.
+func budgetReading(cap KeyCap, start time.Time, b store.KeyBudget) KeyBudgetReading {
 	return KeyBudgetReading{PeriodStart: start, PeriodEnd: periodEnd(cap.Period, start),
 		SpentMicros: b.SpentMicros, ReservedMicros: b.ReservedMicros,
-		RemainingMicros: max(cap.CapMicros-b.SpentMicros-b.ReservedMicros, 0)}, nil
+		RemainingMicros: max(cap.CapMicros-b.SpentMicros-b.ReservedMicros, 0)}
 }
 
 // periodEnd is the start of the cap period after the one that starts at start (zero for the

@@ -354,3 +354,26 @@ func (s *Store) GetKeyBudget(ctx context.Context, keyID uuid.UUID, periodStart t
 	}
 	return KeyBudget{SpentMicros: row.SpentMicros, ReservedMicros: row.ReservedMicros}, nil
 }
+
+// GetKeyBudgets returns the budgets of several keys in one statement, each key in the period
+// that starts at its periods entry, keyed by key id: zero for a key that has none there, as
+// GetKeyBudget gives it.
+func (s *Store) GetKeyBudgets(ctx context.Context, periods map[uuid.UUID]time.Time) (map[uuid.UUID]KeyBudget, error) {
+	out := make(map[uuid.UUID]KeyBudget, len(periods))
+	if len(periods) == 0 {
+		return out, nil
+	}
+	p := db.GetKeyBudgetsParams{KeyIds: make([]uuid.UUID, 0, len(periods)), PeriodStarts: make([]time.Time, 0, len(periods))}
+	for id, start := range periods {
+		p.KeyIds, p.PeriodStarts = append(p.KeyIds, id), append(p.PeriodStarts, start)
+		out[id] = KeyBudget{}
+	}
+	rows, err := s.q.GetKeyBudgets(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range rows {
+		out[r.KeyID] = KeyBudget{SpentMicros: r.SpentMicros, ReservedMicros: r.ReservedMicros}
+	}
+	return out, nil
+}

@@ -4,12 +4,14 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -44,6 +46,48 @@ type env struct {
 	Members  *members.Service
 	IdP      *devoidc.Provider
 	Config   *config.Config
+	// Statements names the store's statements (store.OpenObserved), for a test that counts
+	// the reads a page makes.
+	Statements *statementLog
+}
+
+// statementLog counts the statements the store sent by their sqlc names ("GetKeyBudget").
+type statementLog struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+// observe counts the statement sql by its sqlc name; a statement without one is not counted.
+func (l *statementLog) observe(sql string) {
+	rest, ok := strings.CutPrefix(sql, "-- name: ")
+	if !ok {
+		return
+	}
+	name, _, _ := strings.Cut(rest, " ")
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.counts == nil {
+		l.counts = map[string]int{}
+	}
+	l.counts[name]++
+}
+
+// since returns how many statements of each name were sent while do ran (the gateway's own
+// work at the same time counted too).
+func (l *statementLog) since(do func()) map[string]int {
+	l.mu.Lock()
+	before := maps.Clone(l.counts)
+	l.mu.Unlock()
+	do()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	sent := map[string]int{}
+	for n, c := range l.counts {
+		if c > before[n] {
+			sent[n] = c - before[n]
+		}
+	}
+	return sent
 }
 
 // start runs the environment for the rest of the test; tune adjusts the web configuration.
@@ -97,7 +141,8 @@ func startServing(t *testing.T, tune func(*config.Config), wrap func(net.Listene
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(ctx, pgtest.ConnString(t))
+	statements := &statementLog{}
+	st, err := store.OpenObserved(ctx, pgtest.ConnString(t), statements.observe)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +181,7 @@ func startServing(t *testing.T, tune func(*config.Config), wrap func(net.Listene
 		time.Sleep(5 * time.Millisecond)
 	}
 	return &env{URL: appURL, Store: st, Accounts: &accounts.Service{Store: st, Config: cfg},
-		Members: &members.Service{Store: st}, IdP: idp, Config: cfg}
+		Members: &members.Service{Store: st}, IdP: idp, Config: cfg, Statements: statements}
 }
 
 // account creates an account with the e-mail as a member in role.

@@ -78,7 +78,7 @@ type keyRow struct {
 	LastFour string
 	MayStop  bool // the visitor may revoke or disable it (see mayStop)
 	// Budget is where a capped key stands in its cap period, the figures GET /v1/credits gives
-	// the key (keyBudget); nil for a key without a cap, a revoked one, or without a meter.
+	// the key (keyBudgets); nil for a key without a cap, a revoked one, or without a meter.
 	Budget *billing.KeyBudgetReading
 }
 
@@ -124,6 +124,11 @@ func (a *App) keysPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
 		a.failInternal(w, r, v, "key suffixes", err)
 		return
 	}
+	budgets, err := a.keyBudgets(r.Context(), keys)
+	if err != nil {
+		a.failInternal(w, r, v, "key budgets", err)
+		return
+	}
 	q := r.URL.Query()
 	d := keysData{Notice: keyNotices[q.Get("done")]}
 	for i := len(keys) - 1; i >= 0; i-- { // newest first
@@ -131,9 +136,8 @@ func (a *App) keysPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
 			d.Active++
 		}
 		row := keyRow{KeyInfo: keys[i], LastFour: last[keys[i].ID], MayStop: mayStop(keys[i].APIKey, v)}
-		if row.Budget, err = a.keyBudget(r.Context(), keys[i]); err != nil {
-			a.failInternal(w, r, v, "key budget", err)
-			return
+		if b, ok := budgets[keys[i].ID]; ok {
+			row.Budget = &b
 		}
 		if q.Get("done") == "limits" && q.Get("key") == keys[i].ID.String() && keys[i].Status != "revoked" {
 			if d.Warning, err = a.limitsWarning(r.Context(), v.Account.AccountID, keys[i].APIKey); err != nil {
@@ -188,20 +192,22 @@ func (a *App) connectTarget(plain string, models []string, capMicros *int64) con
 	return t
 }
 
-// keyBudget is where the capped key k stands in the cap period that holds now: what it spent,
-// what its requests in flight reserve and what its cap leaves, read as GET /v1/credits reads
-// them for the key (billing.Meter.KeyBudget, the figures its 402 gives). It is nil for a key
-// without a cap and for a revoked one (whose cap no longer matters), and when the application
-// has no meter.
-func (a *App) keyBudget(ctx context.Context, k accounts.KeyInfo) (*billing.KeyBudgetReading, error) {
-	if a.meter == nil || k.CreditCapMicros == nil || k.Status == "revoked" {
+// keyBudgets is where each capped key of keys stands in the cap period that holds now: what it
+// spent, what its requests in flight reserve and what its cap leaves, read as GET /v1/credits
+// reads them for the key (billing.Meter.KeyBudget, the figures its 402 gives), for all of them
+// in one read (billing.Meter.KeyBudgets). A key without a cap and a revoked one (whose cap no
+// longer matters) have none, and no key has one when the application has no meter.
+func (a *App) keyBudgets(ctx context.Context, keys []accounts.KeyInfo) (map[uuid.UUID]billing.KeyBudgetReading, error) {
+	var caps []billing.KeyCap
+	for _, k := range keys {
+		if k.CreditCapMicros != nil && k.Status != "revoked" {
+			caps = append(caps, billing.KeyCap{KeyID: k.ID, CapMicros: *k.CreditCapMicros, Period: k.CapPeriod})
+		}
+	}
+	if a.meter == nil || len(caps) == 0 {
 		return nil, nil
 	}
-	b, err := a.meter.KeyBudget(ctx, billing.KeyCap{KeyID: k.ID, CapMicros: *k.CreditCapMicros, Period: k.CapPeriod})
-	if err != nil {
-		return nil, err
-	}
-	return &b, nil
+	return a.meter.KeyBudgets(ctx, caps)
 }
 
 // modelChoice is one model of the account on the key form.

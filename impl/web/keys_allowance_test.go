@@ -139,3 +139,104 @@ func TestKeysPageShowsTheCapsPeriod(t *testing.T) {
 		}
 	}
 }
+
+// TestKeysPageReadsBudgetsAtOnce (h4): the Keys page read each capped key's budget with a
+// statement of its own (GetKeyBudget a key), so a page of many capped keys made as many round
+// trips. Now one statement (GetKeyBudgets) reads them all, each key in its own cap period, and
+// each row still shows the figures GET /v1/credits gives its key: here five capped keys, daily,
+// monthly and without a period, one that has spent nothing yet, beside a revoked capped key
+// and one without a cap.
+func TestKeysPageReadsBudgetsAtOnce(t *testing.T) {
+	clocktest.NotAcrossMidnight(t, time.Minute)
+	e := start(t, nil)
+	ctx := context.Background()
+	acme := e.account(t, "acme", aliceEmail, "owner")
+	capMicros := int64(2_000_000)
+	key := func(name string, period store.CapPeriod, capped bool) accounts.NewKey {
+		t.Helper()
+		o := accounts.KeyOptions{Name: name, RPM: -1, CreatedBy: aliceEmail}
+		if capped {
+			o.CreditCapMicros, o.CapPeriod = &capMicros, period
+		}
+		k, err := e.Accounts.CreateKeyWith(ctx, acme.ID, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	spend := func(k accounts.NewKey, period store.CapPeriod, settled, held int64) {
+		t.Helper()
+		for id, amount := range map[string]int64{"settled": settled, "held": held} {
+			kr, err := e.Store.ReserveKeyBudget(ctx, store.KeyReservationRequest{KeyID: k.Key.ID, PeriodStart: period.Start(time.Now()),
+				CapMicros: capMicros, AmountMicros: amount, RequestID: id, Holder: "web-test", Lease: time.Hour})
+			if err != nil || !kr.Reserved {
+				t.Fatalf("reserve %s: %+v %v", id, kr, err)
+			}
+		}
+		if ok, err := e.Store.SettleKeyReservation(ctx, k.Key.ID, "settled", settled/2); err != nil || !ok {
+			t.Fatalf("settle: %v %v", ok, err)
+		}
+	}
+	capped := map[string]accounts.NewKey{}
+	for i, c := range []struct {
+		name   string
+		period store.CapPeriod
+	}{{"day-a", store.CapPeriodDaily}, {"day-b", store.CapPeriodDaily}, {"month", store.CapPeriodMonthly}, {"ever", store.CapPeriodNone}} {
+		capped[c.name] = key(c.name, c.period, true)
+		spend(capped[c.name], c.period, int64(i+1)*200_000, int64(i+1)*70_000)
+	}
+	capped["unused"] = key("unused", store.CapPeriodDaily, true)
+	revoked := key("gone", store.CapPeriodDaily, true)
+	spend(revoked, store.CapPeriodDaily, 100_000, 10_000)
+	if _, err := e.Accounts.Revoke(ctx, acme.ID, revoked.Key.ID); err != nil {
+		t.Fatal(err)
+	}
+	key("open", store.CapPeriodNone, false)
+
+	// What GET /v1/credits gives each capped key itself.
+	api := e.browser(t)
+	want := map[string]map[string]int64{}
+	for name, k := range capped {
+		p := api.do("GET", "/v1/credits", nil, map[string]string{"Authorization": "Bearer " + k.Plain})
+		var credits struct {
+			Key struct {
+				CreditCap struct {
+					SpentMicros     int64 `json:"spent_micros"`
+					ReservedMicros  int64 `json:"reserved_micros"`
+					RemainingMicros int64 `json:"remaining_micros"`
+				} `json:"credit_cap"`
+			} `json:"key"`
+		}
+		if err := json.Unmarshal([]byte(p.Body), &credits); p.Status != http.StatusOK || err != nil {
+			t.Fatalf("%s: GET /v1/credits: %d %v %s", name, p.Status, err, p.Body)
+		}
+		cc := credits.Key.CreditCap
+		want[name] = map[string]int64{"Spent": cc.SpentMicros, "Reserved": cc.ReservedMicros, "Remaining": cc.RemainingMicros}
+	}
+	if want["month"]["Spent"] != 300_000 || want["month"]["Reserved"] != 210_000 || want["unused"]["Remaining"] != capMicros {
+		t.Fatalf("GET /v1/credits gives the keys %v", want)
+	}
+
+	b := e.browser(t)
+	b.signIn(e, aliceEmail, alicePass)
+	var keys page
+	sent := e.Statements.since(func() { keys = b.get("/keys") })
+	if keys.Status != http.StatusOK {
+		t.Fatalf("GET /keys: %d", keys.Status)
+	}
+	if sent["GetKeyBudgets"] != 1 || sent["GetKeyBudget"] != 0 {
+		t.Errorf("the Keys page of %d capped keys read their budgets with %d GetKeyBudget and %d GetKeyBudgets statements, want one GetKeyBudgets",
+			len(capped), sent["GetKeyBudget"], sent["GetKeyBudgets"])
+	}
+	for name, w := range want {
+		row := keyRowOf(keys.Body, name)
+		if got := allowanceOf(row); fmt.Sprint(got) != fmt.Sprint(w) {
+			t.Errorf("key %s: its row shows %v of its period, GET /v1/credits gives the key %v:\n%s", name, got, w, html.UnescapeString(row))
+		}
+	}
+	for _, name := range []string{"gone", "open"} {
+		if row := keyRowOf(keys.Body, name); row == "" || strings.Contains(row, "Remaining") {
+			t.Errorf("key %s: its row shows a budget (or is missing):\n%s", name, row)
+		}
+	}
+}

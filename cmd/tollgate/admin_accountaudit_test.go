@@ -11,11 +11,13 @@ import (
 )
 
 // TestAdminAccountChangesAudited (operator trial h1): the operator's grants of credit and of
-// models, a model's withdrawal and an agent slot given or taken away are in the account's
-// audit log beside the key and dataset changes (actor operator): a credit grant with its
-// ledger entry, amount, note and key; a model granted or withdrawn; a slot assigned or
-// unassigned. What changes nothing adds nothing: a grant repeated under its idempotency key, a
-// model granted again, a slot assigned twice. Before, none of them was recorded.
+// models, a model's withdrawal, an agent slot given or taken away and a ticket opened or
+// closed are in the account's audit log beside the key and dataset changes (actor operator):
+// a credit grant with its ledger entry, amount, note and key; a model granted or withdrawn; a
+// slot assigned or unassigned; a ticket opened or closed (task h4) with its title and state,
+// which `admin audit list` shows too. What changes nothing adds nothing: a grant repeated
+// under its idempotency key, a model granted again, a slot assigned twice, a ticket closed
+// twice. Before, none of them was recorded.
 func TestAdminAccountChangesAudited(t *testing.T) {
 	url := pgtest.ConnString(t)
 	t.Setenv("DATABASE_URL", url)
@@ -31,6 +33,11 @@ func TestAdminAccountChangesAudited(t *testing.T) {
 		t.Fatal("a slot was assigned twice")
 	}
 	mustAdmin(t, "slot unassign acme main")
+	ticket := strings.Fields(mustAdmin(t, "ticket open acme quota-review -body spend-doubled"))[1]
+	mustAdmin(t, "ticket close "+ticket)
+	if _, err := adminRun(t, "ticket close "+ticket); err == nil {
+		t.Fatal("a ticket was closed twice")
+	}
 
 	st, acct := openAccount(t, url, "acme")
 	entries, err := (&audit.Log{Store: st}).List(context.Background(), acct.ID, 0, 50)
@@ -51,8 +58,17 @@ func TestAdminAccountChangesAudited(t *testing.T) {
 		`credit.granted ledger entry ` + strings.TrimSuffix(entry, ":") + `: - -> {"amount_micros":5000000,"balance_after_micros":15000000,"idempotency_key":"inv-42","note":"invoice-42"}`,
 		`slot.assigned slot main: - -> {"slot":"main"}`,
 		`slot.unassigned slot main: {"slot":"main"} -> -`,
+		`ticket.opened ticket ` + ticket + `: - -> {"state":"open","title":"quota-review"}`,
+		`ticket.closed ticket ` + ticket + `: {"state":"open","title":"quota-review"} -> {"state":"closed","title":"quota-review"}`,
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("the audit log:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// The operator reads them back with `admin audit list`, newest first.
+	listed := strings.Split(strings.TrimSpace(mustAdmin(t, "audit list acme -n 2")), "\n")
+	for i, action := range []string{"ticket.closed", "ticket.opened"} {
+		if f := strings.Fields(listed[min(i+1, len(listed)-1)]); len(f) < 6 || fmt.Sprint(f[2:6]) != fmt.Sprint([]string{"operator", action, "ticket", ticket}) {
+			t.Errorf("admin audit list does not show %s of ticket %s by operator:\n%s", action, ticket, strings.Join(listed, "\n"))
+		}
 	}
 }

@@ -195,6 +195,9 @@ func (a *admin) ticketOpen(ctx context.Context, svc *agent.Service, args []strin
 	if err != nil {
 		return agentErr("ticket", err)
 	}
+	if err := a.audit(ctx, acct.ID, audit.ActionTicketOpened, "ticket "+t.ID, nil, ticketState(t)); err != nil {
+		return err
+	}
 	fmt.Fprintf(a.out, "ticket %s opened for %s: %s\n", t.ID, acct.Name, plaintext.Visible(t.Title, false))
 	return nil
 }
@@ -208,8 +211,23 @@ func (a *admin) ticketClose(ctx context.Context, svc *agent.Service, args []stri
 	if err != nil {
 		return agentErr("ticket "+pos[0], err)
 	}
+	before := t
+	before.State, before.ClosedAt = "open", nil
+	if err := a.audit(ctx, t.AccountID, audit.ActionTicketClosed, "ticket "+t.ID, ticketState(before), ticketState(t)); err != nil {
+		return err
+	}
 	fmt.Fprintf(a.out, "ticket %s closed at %s\n", t.ID, timeOrDash(t.ClosedAt))
 	return nil
+}
+
+// ticketState is what the audit log keeps of a ticket before and after an operator's change:
+// its title, its state and the session it is about, if any (not its text, which may be long).
+func ticketState(t agent.Ticket) map[string]string {
+	st := map[string]string{"title": t.Title, "state": t.State}
+	if t.SessionID != "" {
+		st["session"] = t.SessionID
+	}
+	return st
 }
 
 func (a *admin) ticketList(ctx context.Context, svc *agent.Service, args []string) error {

@@ -65,6 +65,8 @@ var auditActions = map[string]string{
 	audit.ActionCreditGranted:   "Added credit",
 	audit.ActionSlotAssigned:    "Gave an agent slot",
 	audit.ActionSlotRemoved:     "Took an agent slot away",
+	audit.ActionTicketOpened:    "Opened a ticket",
+	audit.ActionTicketClosed:    "Closed a ticket",
 }
 
 // auditRows turns the entries into rows, naming users by the members service and keys by the

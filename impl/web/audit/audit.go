@@ -92,4 +92,6 @@ const (
 	ActionCreditGranted = "credit.granted"
 	ActionSlotAssigned  = "slot.assigned"
 	ActionSlotRemoved   = "slot.unassigned"
+	ActionTicketOpened  = "ticket.opened"
+	ActionTicketClosed  = "ticket.closed"
 )

@@ -281,7 +281,7 @@ func (s *Server) budgetMCP(next http.Handler) http.Handler {
 		}
 		if r.ContentLength > mcp.DefaultMaxBodyBytes {
 			w.Header().Set("Connection", "close")
-			mcp.WriteError(w, http.StatusRequestEntityTooLarge, -32600, fmt.Sprintf("request body exceeds %d bytes", mcp.DefaultMaxBodyBytes))
+			mcp.WriteError(w, http.StatusRequestEntityTooLarge, nil, -32600, fmt.Sprintf("request body exceeds %d bytes", mcp.DefaultMaxBodyBytes))
 			return
 		}
 		body, lease, err := s.validate.read(r.Context(), http.MaxBytesReader(w, r.Body, mcp.DefaultMaxBodyBytes), r.ContentLength)

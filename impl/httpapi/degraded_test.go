@@ -200,10 +200,14 @@ func TestDatabaseOutageDegradedMode(t *testing.T) {
 	if n := scrape(t, m, `tollgate_stale_cache_served_total{cache="model_access"}`); n < 9 {
 		t.Fatalf("%v model-access lookups answered from memory, want at least 9", n)
 	}
-	// A key the process has never seen cannot be checked: 503 in every envelope.
+	// A key the process has never seen cannot be checked: 503 in every envelope; on /api/mcp
+	// the JSON-RPC error echoes the request's id (h4: it was null).
 	for _, r := range []request{chat, messages, mcpList, validRequests["GET /v1/models"]} {
 		status, h, body := do(t, c, g.URL, r, bearer(unseen))
 		checkUnavailable(t, "unseen key on "+r.path, r.path, status, h, body)
+		if r == mcpList && rpcIDOf(body) != "1" {
+			t.Errorf("unseen key on /api/mcp: the 503's id is not the request's (1): %s", body)
+		}
 	}
 	// A known key lists its models and reads its balance (issue 23, item 6): the models from
 	// the grants cache inference uses, the balance as last read (here with the credit grant

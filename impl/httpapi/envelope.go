@@ -71,14 +71,27 @@ const StatusClientClosedRequest = 499
 // writeError answers err in the envelope of the request's route family. Internal errors are
 // logged by the caller; the client sees only the request id. When the client has already
 // gone (the request's context ended), nothing is written: the request is recorded as 499 and
-// its connection closed (noteClientGone). It reports whether it wrote the answer.
+// its connection closed (noteClientGone). It reports whether it wrote the answer. On the MCP
+// endpoint the JSON-RPC error echoes the id of the request refused, when its body (a small one
+// not read yet) holds one (mcp.RefusedID).
 func writeError(w http.ResponseWriter, r *http.Request, err error) (written bool) {
+	return answerError(w, r, err, true)
+}
+
+// answerError is writeError; readID false keeps the body of an MCP request unread (its error's
+// id null).
+func answerError(w http.ResponseWriter, r *http.Request, err error, readID bool) (written bool) {
 	if clientClosed(r) && !errors.As(err, new(clientStillThere)) {
 		noteClientGone(w)
 		return false
 	}
 	noteRefusal(r, err)
-	writeErrorFamily(w, familyOf(r.URL.Path), err)
+	fam := familyOf(r.URL.Path)
+	var rpcID json.RawMessage
+	if fam == familyJSONRPC && readID {
+		rpcID = mcp.RefusedID(r)
+	}
+	writeErrorWithID(w, fam, err, rpcID)
 	return true
 }
 
@@ -168,6 +181,11 @@ func openAIErrorOf(e *apierror.Error, requestID string) openAIErrorDetail {
 // it) says at most apierror.MaxClientRetryAfter; x-should-retry: false goes with 401, 402, an
 // error that cannot be helped by retrying soon (NoRetry) and a longer wait.
 func writeErrorFamily(w http.ResponseWriter, fam family, err error) {
+	writeErrorWithID(w, fam, err, nil)
+}
+
+// writeErrorWithID is writeErrorFamily, rpcID being the id a JSON-RPC error echoes (nil: null).
+func writeErrorWithID(w http.ResponseWriter, fam family, err error, rpcID json.RawMessage) {
 	e := apierror.As(err)
 	status := e.Kind.Status()
 	h := w.Header()
@@ -209,7 +227,7 @@ func writeErrorFamily(w http.ResponseWriter, fam family, err error) {
 		case apierror.KindUnavailable:
 			code = mcp.CodeUnavailable
 		}
-		mcp.WriteError(w, status, code, message)
+		mcp.WriteError(w, status, rpcID, code, message)
 		return
 	default:
 		body = openAIErrorBody{Error: openAIErrorOf(e, reqID)}

@@ -33,5 +33,6 @@ func WriteUnavailable(w http.ResponseWriter, r *http.Request, message string, re
 	if familyOf(r.URL.Path) == familyAnthropic {
 		h[canonicalAnthropicRequestID] = []string{id}
 	}
-	return writeError(w, r, &apierror.Error{Kind: apierror.KindUnavailable, Message: message, RetryAfter: retryAfter})
+	// Not even an MCP request's id is read: the answer comes at once, whatever the body.
+	return answerError(w, r, &apierror.Error{Kind: apierror.KindUnavailable, Message: message, RetryAfter: retryAfter}, false)
 }

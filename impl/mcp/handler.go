@@ -146,14 +146,14 @@ func NewHandler(opts Options) http.Handler {
 // ServeHTTP answers one MCP message.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !h.originAllowed(r) {
-		writeError(w, http.StatusForbidden, nullID, codeInvalidRequest,
+		writeError(w, http.StatusForbidden, RefusedID(r), codeInvalidRequest,
 			"origin "+strconv.Quote(r.Header.Get("Origin"))+" may not call this MCP endpoint: a browser page is served from the gateway's own origin or one listed in server.mcp_allowed_origins")
 		return
 	}
 	if _, ok := auth.FromContext(r.Context()); !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="tollgate"`)
 		w.Header().Set("x-should-retry", "false")
-		writeError(w, http.StatusUnauthorized, nullID, codeUnauthenticated, noCallerMessage)
+		writeError(w, http.StatusUnauthorized, RefusedID(r), codeUnauthenticated, noCallerMessage)
 		return
 	}
 	if r.Method != http.MethodPost {

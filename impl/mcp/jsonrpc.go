@@ -3,6 +3,7 @@ package mcp
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 )
 
@@ -49,10 +50,46 @@ func Unauthenticated(reason string) string {
 // caller: the handler cannot tell why, and says what to send.
 var noCallerMessage = Unauthenticated("send an API key as 'Authorization: Bearer <key>'")
 
-// WriteError answers a JSON-RPC error with id null (the request was not read) and the given
-// HTTP status; the edge uses it so that its errors read exactly like the handler's.
-func WriteError(w http.ResponseWriter, status int, code int64, message string) {
-	writeError(w, status, nullID, code, message)
+// WriteError answers a JSON-RPC error with the given HTTP status and id (nil: null, the
+// request's id was not read; see RefusedID); the edge uses it so that its errors read exactly
+// like the handler's.
+func WriteError(w http.ResponseWriter, status int, id json.RawMessage, code int64, message string) {
+	writeError(w, status, id, code, message)
+}
+
+// RefusedIDBytes is the most of a request's body RefusedID reads: a body declared longer keeps
+// its id unread. It is the size below which the gateway reads a body outside its body budget.
+const RefusedIDBytes = 16 << 10
+
+// RefusedID returns the id of the JSON-RPC request in r's body, for the answer that refuses r
+// before anything read it (a 401, a 429, a 503 at the gateway's edge): JSON-RPC 2.0 has a
+// response carry its request's id, null only when the id cannot be read. It reads the body
+// (consuming it) only for a POST that declares a body of at most RefusedIDBytes
+// (Content-Length) and expects no 100 Continue, and parses it only there, on the refusal: the
+// requests served never pay for it. It is null for any other request, and for a body that is
+// not one JSON-RPC request with an id (a notification, a response, a batch, not JSON).
+func RefusedID(r *http.Request) json.RawMessage {
+	if r.Method != http.MethodPost || r.Body == nil || r.ContentLength <= 0 || r.ContentLength > RefusedIDBytes ||
+		r.Header.Get("Expect") != "" {
+		return nullID
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, RefusedIDBytes))
+	if err != nil {
+		return nullID
+	}
+	return requestID(body)
+}
+
+// requestID is the id of body when it is one JSON-RPC 2.0 request, as the client wrote it; else
+// null.
+func requestID(body []byte) json.RawMessage {
+	body = bytes.TrimSpace(body)
+	var msg message
+	if len(body) == 0 || body[0] != '{' || json.Unmarshal(body, &msg) != nil || string(msg.JSONRPC) != `"2.0"` ||
+		msg.Method == nil || !validID(msg.ID) {
+		return nullID
+	}
+	return msg.ID
 }
 
 // nullID is the id of a response to a message whose id could not be read.

@@ -62,7 +62,8 @@ func TestOriginIsValidated(t *testing.T) {
 		}
 		if c.want == http.StatusForbidden {
 			var msg rpcBody
-			if json.Unmarshal(body, &msg) != nil || msg.JSONRPC != "2.0" || string(msg.ID) != "null" || msg.Error == nil ||
+			// The refused request's id, as a JSON-RPC response carries it (h4: it was null).
+			if json.Unmarshal(body, &msg) != nil || msg.JSONRPC != "2.0" || string(msg.ID) != "7" || msg.Error == nil ||
 				msg.Error.Code != codeInvalidRequest || !strings.Contains(msg.Error.Message, "mcp_allowed_origins") {
 				t.Errorf("Origin %q: the refusal is not a JSON-RPC error naming the setting: %s", c.origin, body)
 			}

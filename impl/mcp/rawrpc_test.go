@@ -481,7 +481,8 @@ func rawExchanges() []exchange {
 			name: "unauthenticated", body: `{"jsonrpc":"2.0","id":15,"method":"tools/list"}`,
 			headers: map[string]string{"Authorization": ""},
 			check: func(t *testing.T, status int, h http.Header, body []byte) {
-				msg := expectError(t, status, h, body, http.StatusUnauthorized, "null", codeUnauthenticated)
+				// The refused request's id, as a JSON-RPC response carries it (h4: it was null).
+				msg := expectError(t, status, h, body, http.StatusUnauthorized, "15", codeUnauthenticated)
 				if msg != "unauthenticated: no verified caller: send an API key as 'Authorization: Bearer <key>'" {
 					t.Errorf("message %q", msg)
 				}
@@ -491,7 +492,7 @@ func rawExchanges() []exchange {
 			name: "revoked_key", body: `{"jsonrpc":"2.0","id":16,"method":"tools/call","params":{"name":"list_storage_datasets"}}`,
 			headers: map[string]string{"Authorization": "Bearer revoked"},
 			check: func(t *testing.T, status int, h http.Header, body []byte) {
-				expectError(t, status, h, body, http.StatusUnauthorized, "null", codeUnauthenticated)
+				expectError(t, status, h, body, http.StatusUnauthorized, "16", codeUnauthenticated)
 			},
 		},
 	}

@@ -35,7 +35,9 @@ Dataset storage is the directory -dir when given, else the configured store (the
 datasets section, or TOLLGATE_DATASET_STORE=s3 with TOLLGATE_S3_BUCKET and the other variables of
 docs/operations.md), else $TOLLGATE_DATASETS_DIR, else $TOLLGATE_DATA_DIR/datasets (default
 ./.data/datasets); an account's datasets are its objects tenant/<account-id>/<name>.<format>. A put
-returns once the store holds the object, so every replica sees it at once.
+returns once the store holds the object, so every replica sees it at once. A CSV file whose rows
+do not all have the header's fields (or with an unclosed quote, binary data or nothing in it) is
+refused, and nothing is stored.
 `
 
 // datasetsDir returns the dataset storage root from the environment: TOLLGATE_DATASETS_DIR,

@@ -250,7 +250,8 @@ func firstLine(s string) string {
 }
 
 // DescribeFile reads a local dataset file the way a load does and returns its columns, so that
-// an operator can check a file before storing it. Errors name the file.
+// an operator can check a file before storing it; a CSV file must also be one table that
+// DuckDB reads without working around faults (checkCSV). Errors name the file.
 func DescribeFile(ctx context.Context, path string, f Format) ([]Column, error) {
 	if _, ok := ParseFormat(string(f)); !ok {
 		return nil, fmt.Errorf("format %q is not one of csv, parquet, jsonl", f)
@@ -270,6 +271,11 @@ func DescribeFile(ctx context.Context, path string, f Format) ([]Column, error) 
 	if err := checkNesting(ctx, conn, path, f, path); err != nil {
 		return nil, err
 	}
+	if f == CSV {
+		if err := checkCSV(ctx, conn, path, path); err != nil {
+			return nil, err
+		}
+	}
 	cols, err := describe(ctx, conn, "DESCRIBE SELECT * FROM "+readerSQL(path, f))
 	if err != nil {
 		return nil, fmt.Errorf("%s is not a readable %s file: %s", path, f, firstLine(err.Error()))
@@ -280,7 +286,7 @@ func DescribeFile(ctx context.Context, path string, f Format) ([]Column, error) 
 	// (trial h9 D12). A file too large for the engine's memory limit is refused here too: no
 	// load could hold it.
 	if _, err := conn.ExecContext(ctx, "CREATE TABLE upload_check AS SELECT * FROM "+readerSQL(path, f)); err != nil {
-		return nil, fmt.Errorf("%s is not a readable %s file: %s", path, f, firstLine(err.Error()))
+		return nil, fmt.Errorf("%s is not a readable %s file: %s", path, f, csvReason(err))
 	}
 	return cols, nil
 }

@@ -46,6 +46,8 @@ type env struct {
 	Members  *members.Service
 	IdP      *devoidc.Provider
 	Config   *config.Config
+	// DatasetDir is the directory of the datasets' storage.
+	DatasetDir string
 	// Statements names the store's statements (store.OpenObserved), for a test that counts
 	// the reads a page makes.
 	Statements *statementLog
@@ -150,7 +152,8 @@ func startServing(t *testing.T, tune func(*config.Config), wrap func(net.Listene
 	if _, err := st.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	storage, err := dataset.NewDirStorage(t.TempDir())
+	datasetDir := t.TempDir()
+	storage, err := dataset.NewDirStorage(datasetDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +184,8 @@ func startServing(t *testing.T, tune func(*config.Config), wrap func(net.Listene
 		time.Sleep(5 * time.Millisecond)
 	}
 	return &env{URL: appURL, Store: st, Accounts: &accounts.Service{Store: st, Config: cfg},
-		Members: &members.Service{Store: st}, IdP: idp, Config: cfg, Statements: statements}
+		Members: &members.Service{Store: st}, IdP: idp, Config: cfg, Statements: statements,
+		DatasetDir: datasetDir}
 }
 
 // account creates an account with the e-mail as a member in role.

@@ -1,0 +1,132 @@
+package dataset
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"io"
+	"os"
+	"strings"
+)
+
+// csvDelimiters are the delimiters DuckDB's sniffer chooses among.
+const csvDelimiters = ",;\t|"
+
+// csvDialect is what DuckDB's sniffer (sniff_csv) makes of a CSV file.
+type csvDialect struct {
+	delim   string
+	quote   string // "(empty)" when the sniffer reads the file with no quote character
+	skip    int64  // lines skipped above the table
+	header  bool
+	columns int64
+	first   string // the first column's name
+}
+
+// checkCSV refuses a CSV file that DuckDB reads as a table only by working around its faults,
+// before it is stored (DescribeFile). DuckDB's sniffer never gives up on a text file: it skips
+// the lines above the last ones that agree (rows of differing field counts: "a,b,c", "1,2,3",
+// "4,5", "6,7,8,9" became the one row 6,7,8,9), reads a quote that nothing closes as a letter,
+// and, when no delimiter splits every line the same, reads each whole line as the one value
+// of a single VARCHAR column (as it does a binary file), so that an agent then queried
+// nonsense. A file is accepted when DuckDB reads it with its sniffed dialect from its first
+// line, with '"' as the quote when it has one, and, read as one column, its first line is one
+// field; the whole file is then read as a load reads it (DescribeFile). A file of one column
+// with a header is a table. name names the file in the error.
+func checkCSV(ctx context.Context, conn *sql.Conn, path, name string) error {
+	if err := checkText(path, name); err != nil {
+		return err
+	}
+	d, err := sniffCSV(ctx, conn, path, "")
+	if err != nil {
+		return userErr(CodeInvalid, "%s is not a readable csv file: %s", name, csvReason(err))
+	}
+	if d.skip > 0 {
+		return userErr(CodeInvalid, "%s is not one table: its rows do not all have the same number of fields (DuckDB could read it only by skipping its first %d lines). "+
+			"Give every row the header's fields, and remove any lines above the header", name, d.skip)
+	}
+	if d.quote == "(empty)" {
+		// Read with '"' as the quote, a file whose quotes pair up reads as it did.
+		q, err := sniffCSV(ctx, conn, path, `, quote = '"'`)
+		if err != nil || q.delim != d.delim || q.columns != d.columns || q.skip != 0 {
+			return userErr(CodeInvalid, `%s is not one table: a '"' opens a value that no '"' closes. Quote a value that holds the delimiter, a line break or '"' whole, with its '"' doubled ("5"" pipe")`, name)
+		}
+	}
+	if d.columns == 1 {
+		return checkOneColumn(ctx, conn, path, name, d)
+	}
+	return nil
+}
+
+// checkOneColumn refuses a file read as one column whose first line (its header, or its first
+// row) holds a delimiter that is not the sniffed one: a header of several columns whose rows
+// do not split the same way, read by DuckDB as whole lines.
+func checkOneColumn(ctx context.Context, conn *sql.Conn, path, name string, d csvDialect) error {
+	first := d.first
+	if !d.header {
+		var v any
+		err := conn.QueryRowContext(ctx, "SELECT * FROM "+readerSQL(path, CSV)+" LIMIT 1").Scan(&v)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return userErr(CodeInvalid, "%s is not a readable csv file: %s", name, firstLine(err.Error()))
+		}
+		if s, ok := v.(string); ok {
+			first = s
+		}
+	}
+	others := strings.ReplaceAll(csvDelimiters, d.delim, "")
+	if i := strings.IndexAny(first, others); i >= 0 {
+		return userErr(CodeInvalid, "%s is not one table: its first line has several fields separated by %q, but its rows do not all have that many "+
+			"(DuckDB could read it only as one column of whole lines). Give every row the header's fields", name, first[i:i+1])
+	}
+	return nil
+}
+
+// sniffCSV runs DuckDB's sniffer on the file with the given extra options (", quote = '\"'").
+func sniffCSV(ctx context.Context, conn *sql.Conn, path, options string) (csvDialect, error) {
+	var d csvDialect
+	err := conn.QueryRowContext(ctx, "SELECT Delimiter, Quote, SkipRows, HasHeader, len(Columns), Columns[1].name FROM sniff_csv("+
+		quoteString(path)+options+")").Scan(&d.delim, &d.quote, &d.skip, &d.header, &d.columns, &d.first)
+	return d, err
+}
+
+// checkText refuses an empty file (nothing but blanks) and a binary one: a file with a NUL
+// byte, which no CSV file holds and which DuckDB reads as text all the same.
+func checkText(path, name string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	blank := true
+	for {
+		n, err := f.Read(buf)
+		if bytes.IndexByte(buf[:n], 0) >= 0 {
+			return userErr(CodeInvalid, "%s is not a CSV file: it holds binary data (NUL bytes)", name)
+		}
+		blank = blank && len(bytes.TrimSpace(buf[:n])) == 0
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if blank {
+		return userErr(CodeInvalid, "%s is empty: it holds no header and no rows", name)
+	}
+	return nil
+}
+
+// csvReason is the first line of DuckDB's error and, for a row of the wrong field count, the
+// line that says so ("CSV Error on Line: 30003; Expected Number of Columns: 2 Found: 3"); the
+// rest (the options it read with, the fixes it suggests) is left out.
+func csvReason(err error) string {
+	reason := firstLine(err.Error())
+	for _, line := range strings.Split(err.Error(), "\n") {
+		if line = strings.TrimSpace(line); strings.HasPrefix(line, "Expected Number of Columns") {
+			return reason + "; " + line
+		}
+	}
+	return reason
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -86,13 +87,15 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer d.Close()
-	a := &admin{svc: &accounts.Service{Store: d.Store, Config: cfg}, out: out}
+	a := &admin{svc: &accounts.Service{Store: d.Store, Config: cfg}, out: out, notes: os.Stderr}
 	return a.run(ctx, args[0], args[1], args[2:])
 }
 
 type admin struct {
 	svc *accounts.Service
 	out io.Writer
+	// notes receives what the operator should know beside a command's output (stderr).
+	notes io.Writer
 }
 
 func (a *admin) run(ctx context.Context, noun, verb string, args []string) error {

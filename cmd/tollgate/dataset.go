@@ -31,13 +31,14 @@ const datasetUsage = `  dataset put ACCOUNT FILE [-name N] [-format F] [-dir DIR
   dataset list ACCOUNT [-dir DIR]           the account's datasets in storage, and which are loaded
   dataset delete ACCOUNT NAME [-dir DIR]    delete a dataset and forget its load (audited)
 
-Dataset storage is the directory -dir when given, else the configured store (the config file's
-datasets section, or TOLLGATE_DATASET_STORE=s3 with TOLLGATE_S3_BUCKET and the other variables of
-docs/operations.md), else $TOLLGATE_DATASETS_DIR, else $TOLLGATE_DATA_DIR/datasets (default
-./.data/datasets); an account's datasets are its objects tenant/<account-id>/<name>.<format>. A put
-returns once the store holds the object, so every replica sees it at once. A CSV file whose rows
-do not all have the header's fields (or with an unclosed quote, binary data or nothing in it) is
-refused, and nothing is stored.
+Dataset storage is the directory -dir when given, else the configured store (the datasets
+section of the config file, -config or TOLLGATE_CONFIG as for serve, or TOLLGATE_DATASET_STORE=s3
+with TOLLGATE_S3_BUCKET and the other variables of docs/operations.md), else
+$TOLLGATE_DATASETS_DIR, else $TOLLGATE_DATA_DIR/datasets (default ./.data/datasets); a command on
+a local directory says so on stderr. An account's datasets are its objects
+tenant/<account-id>/<name>.<format>. A put returns once the store holds the object, so every
+replica sees it at once; a CSV file whose rows do not all have the header's fields (or with an
+unclosed quote, binary data or nothing in it) is refused and nothing is stored.
 `
 
 // datasetsDir returns the dataset storage root from the environment: TOLLGATE_DATASETS_DIR,
@@ -133,6 +134,7 @@ func (a *admin) dataset(ctx context.Context, verb string, args []string) error {
 		return err
 	}
 	defer closeStorage()
+	a.sayDatasetStore(storage, *dir != "")
 	svc := dataset.New(a.svc.Store, storage, dataset.Options{})
 	defer svc.Close()
 
@@ -164,6 +166,23 @@ func (a *admin) dataset(ctx context.Context, verb string, args []string) error {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", d.Name, d.Format, d.SizeBytes, d.Updated.Format(time.RFC3339), state)
 	}
 	return tw.Flush()
+}
+
+// sayDatasetStore tells the operator, on stderr, when the dataset commands work on a local
+// directory: an operator whose gateways read an object store, named in the configuration that
+// serve is given, and who runs these commands without that configuration (-config or
+// TOLLGATE_CONFIG) would otherwise store datasets where no gateway reads them, unwarned.
+func (a *admin) sayDatasetStore(storage dataset.Storage, explicit bool) {
+	ds, ok := storage.(*dataset.DirStorage)
+	if !ok || a.notes == nil {
+		return
+	}
+	if explicit {
+		fmt.Fprintf(a.notes, "tollgate: datasets in the local directory %s (-dir)\n", ds.Dir())
+		return
+	}
+	fmt.Fprintf(a.notes, "tollgate: datasets in the local directory %s: the configuration selects no object store "+
+		"(give the configuration the gateways serve: -config FILE or TOLLGATE_CONFIG, or TOLLGATE_DATASET_STORE=s3)\n", ds.Dir())
 }
 
 func (a *admin) datasetPut(ctx context.Context, svc *dataset.Service, account uuid.UUID, accountName, file, name, format string) error {

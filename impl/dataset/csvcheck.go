@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 )
 
@@ -42,12 +43,15 @@ func checkCSV(ctx context.Context, conn *sql.Conn, path, name string) error {
 		return userErr(CodeInvalid, "%s is not a readable csv file: %s", name, csvReason(err))
 	}
 	if d.skip > 0 {
-		return userErr(CodeInvalid, "%s is not one table: its rows do not all have the same number of fields (DuckDB could read it only by skipping its first %d lines). "+
-			"Give every row the header's fields, and remove any lines above the header", name, d.skip)
+		return userErr(CodeInvalid, "%s is not one table: its rows do not all have the same number of fields (DuckDB could read it only by skipping its first %s). "+
+			"Give every row the header's fields, and remove any lines above the header", name, lineCount(d.skip))
 	}
 	if d.quote == "(empty)" {
 		// Read with '"' as the quote, a file whose quotes pair up reads as it did.
 		q, err := sniffCSV(ctx, conn, path, `, quote = '"'`)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		if err != nil || q.delim != d.delim || q.columns != d.columns || q.skip != 0 {
 			return userErr(CodeInvalid, `%s is not one table: a '"' opens a value that no '"' closes. Quote a value that holds the delimiter, a line break or '"' whole, with its '"' doubled ("5"" pipe")`, name)
 		}
@@ -79,6 +83,14 @@ func checkOneColumn(ctx context.Context, conn *sql.Conn, path, name string, d cs
 			"(DuckDB could read it only as one column of whole lines). Give every row the header's fields", name, first[i:i+1])
 	}
 	return nil
+}
+
+// lineCount is "1 line" or "n lines".
+func lineCount(n int64) string {
+	if n == 1 {
+		return "1 line"
+	}
+	return strconv.FormatInt(n, 10) + " lines"
 }
 
 // sniffCSV runs DuckDB's sniffer on the file with the given extra options (", quote = '\"'").
@@ -118,13 +130,23 @@ func checkText(path, name string) error {
 	return nil
 }
 
-// csvReason is the first line of DuckDB's error and, for a row of the wrong field count, the
-// line that says so ("CSV Error on Line: 30003; Expected Number of Columns: 2 Found: 3"); the
-// rest (the options it read with, the fixes it suggests) is left out.
+// csvReason is the first line of DuckDB's error and, for an error on a line of the file, the
+// reason it gives below the line's text ("CSV Error on Line: 30003; Expected Number of
+// Columns: 2 Found: 3", or "...; Invalid unicode (byte sequence mismatch) detected. This file is
+// not utf-8 encoded."); the rest (the line itself, the options it read with, the fixes it
+// suggests) is left out.
 func csvReason(err error) string {
-	reason := firstLine(err.Error())
-	for _, line := range strings.Split(err.Error(), "\n") {
-		if line = strings.TrimSpace(line); strings.HasPrefix(line, "Expected Number of Columns") {
+	lines := strings.Split(err.Error(), "\n")
+	reason := strings.TrimSpace(lines[0])
+	if !strings.Contains(reason, "CSV Error on Line") {
+		return reason
+	}
+	for _, line := range lines[1:] {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "Possible") {
+			break
+		}
+		if !strings.HasPrefix(line, "Original Line:") {
 			return reason + "; " + line
 		}
 	}

@@ -64,8 +64,12 @@ func Count(data []byte) (int, bool) {
 // filter other than FlateDecode alone, or an object stream (its dictionary names /Type
 // /ObjStm, /N or /First) decode parameters, when a stream's dictionary is longer than
 // dictWindow, when inflating reaches the bound (inflateRatio times the file's size or
-// inflateFloor, at most inflateCeiling bytes in all), or when no page is found. The work is linear in the size of
-// data and of what it inflates to.
+// inflateFloor, at most inflateCeiling bytes in all), or when no page is found. A stream's
+// dictionary is the text from its object's header to its "stream" keyword; when that text is
+// not one plain dictionary (plainDictionary: a string, a comment or a name may say "obj"
+// there), every name since the previous stream is read as the dictionary's, so that no text
+// can hide an object stream or its filter. The work is linear in the size of data and of what
+// it inflates to.
 func Read(data []byte) (Document, bool) {
 	if !bytes.Contains(data[:min(len(data), headerWindow)], []byte("%PDF-")) {
 		return Document{}, false
@@ -91,10 +95,16 @@ func Read(data []byte) (Document, bool) {
 		if k := bytes.LastIndex(data[prev:at], []byte("obj")); k >= 0 {
 			from = prev + k + len("obj")
 		}
-		prev = i
 		if at-from > dictWindow {
 			return Document{}, false
 		}
+		if !plainDictionary(data, from, at) {
+			// The "obj" may be in the dictionary itself (in a string, a comment or a name),
+			// hiding the entries before it: every name since the previous stream is read
+			// instead, which can only make the count err upwards.
+			from = prev
+		}
+		prev = i
 		n, objects, ok := streamData(data, from, at, &budget)
 		if !ok {
 			return Document{}, false
@@ -118,6 +128,81 @@ func Read(data []byte) (Document, bool) {
 func streamKeyword(data []byte, at int) bool {
 	end := at + len("stream")
 	return (at == 0 || !regular(data[at-1])) && end < len(data) && (data[end] == '\r' || data[end] == '\n')
+}
+
+// plainDictionary reports whether data[from:at], the text between the last "obj" before a
+// stream's keyword at data[at] and that keyword, is the stream's whole dictionary as a reader
+// sees it: the "obj" ends an object's header (an object number and a generation, alone on
+// their line or after an endobj), and what follows it is one dictionary holding no string and
+// no comment, its << and >> balanced. Otherwise the "obj" could be text in the dictionary
+// itself ("/Note (9 0 obj)", a comment, a name), and the entries before it, /Filter or /Type
+// /ObjStm among them, would go unread.
+func plainDictionary(data []byte, from, at int) bool {
+	return objectHeader(data, from-len("obj")) && oneDictionary(data[from:at])
+}
+
+// objectHeader reports whether the "obj" at data[i] follows an object number and a
+// generation (integers, whitespace between), which follow the start of the data, an end of
+// line or an "endobj".
+func objectHeader(data []byte, i int) bool {
+	if i < 0 || i >= len(data) {
+		return false
+	}
+	for range 2 {
+		j := i
+		for j > 0 && (data[j-1] == ' ' || data[j-1] == '\t') {
+			j--
+		}
+		if j == i {
+			return false
+		}
+		i = j
+		for j > 0 && data[j-1] >= '0' && data[j-1] <= '9' {
+			j--
+		}
+		if j == i {
+			return false
+		}
+		i = j
+	}
+	for i > 0 && space(data[i-1]) {
+		if data[i-1] == '\n' || data[i-1] == '\r' {
+			return true
+		}
+		i--
+	}
+	return i == 0 || bytes.HasSuffix(data[:i], []byte("endobj"))
+}
+
+// oneDictionary reports whether b is whitespace, one dictionary and whitespace, with no
+// string or comment in it (no parenthesis, no percent sign), its << and >> balanced.
+func oneDictionary(b []byte) bool {
+	i := 0
+	for i < len(b) && space(b[i]) {
+		i++
+	}
+	if !bytes.HasPrefix(b[i:], []byte("<<")) {
+		return false
+	}
+	depth := 0
+	for ; i < len(b); i++ {
+		switch {
+		case b[i] == '(' || b[i] == ')' || b[i] == '%':
+			return false
+		case b[i] == '<' && i+1 < len(b) && b[i+1] == '<':
+			depth++
+			i++
+		case b[i] == '>' && i+1 < len(b) && b[i+1] == '>':
+			depth--
+			i++
+			if depth == 0 {
+				for i++; i < len(b) && space(b[i]); i++ {
+				}
+				return i == len(b)
+			}
+		}
+	}
+	return false
 }
 
 // counter holds what scan has found.

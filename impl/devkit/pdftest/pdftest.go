@@ -32,7 +32,11 @@ func Plain(n int) []byte {
 // ObjectStream is a PDF of n pages whose page objects and page tree are compressed
 // (FlateDecode) in one object stream, with a cross-reference stream, as PDF 1.5 and later
 // writers save them: no page dictionary, nor the page count, is in the file as text.
-func ObjectStream(n int) []byte {
+func ObjectStream(n int) []byte { return ObjectStreamWith(n, "") }
+
+// ObjectStreamWith is ObjectStream with entries added at the end of its object stream's
+// dictionary, for a crafted file ("/Note (9 0 obj)", which a reader takes for a string).
+func ObjectStreamWith(n int, entries string) []byte {
 	w := newWriter()
 	w.object(1, "<< /Type /Catalog /Pages 2 0 R >>")
 	w.object(3, fmt.Sprintf("<< /Length %d >>\nstream\n%s\nendstream", len(content), content))
@@ -50,7 +54,7 @@ func ObjectStream(n int) []byte {
 		body.WriteString(o + "\n")
 	}
 	packed := Deflate([]byte(header.String() + body.String()))
-	w.stream(5, fmt.Sprintf("<< /Type /ObjStm /N %d /First %d /Filter /FlateDecode /Length %d >>", len(objs), header.Len(), len(packed)), packed)
+	w.stream(5, fmt.Sprintf("<< /Type /ObjStm /N %d /First %d /Filter /FlateDecode /Length %d%s >>", len(objs), header.Len(), len(packed), entries), packed)
 	return w.finishStream(6+n, nums)
 }
 

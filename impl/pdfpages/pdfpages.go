@@ -123,11 +123,27 @@ func Read(data []byte) (Document, bool) {
 }
 
 // streamKeyword reports whether the "stream" at data[at] can be the keyword that starts a
-// stream's data: not part of a longer word ("endstream", "upstream"), and followed by an end
-// of line.
+// stream's data: not part of a longer word ("endstream", "upstream"), and followed by
+// whitespace. The specification asks for an end of line, but readers take spaces before it
+// too (qpdf warns of "extraneous whitespace" and reads the stream), or none at all (MuPDF).
 func streamKeyword(data []byte, at int) bool {
 	end := at + len("stream")
-	return (at == 0 || !regular(data[at-1])) && end < len(data) && (data[end] == '\r' || data[end] == '\n')
+	return (at == 0 || !regular(data[at-1])) && end < len(data) && space(data[end])
+}
+
+// streamStart is where the data of the stream whose keyword ends at data[end] starts: after
+// the spaces and tabs, then the end of line (CR, LF or both) that follow the keyword.
+func streamStart(data []byte, end int) int {
+	for end < len(data) && (data[end] == ' ' || data[end] == '\t') {
+		end++
+	}
+	if end < len(data) && data[end] == '\r' {
+		end++
+	}
+	if end < len(data) && data[end] == '\n' {
+		end++
+	}
+	return end
 }
 
 // plainDictionary reports whether data[from:at], the text between the last "obj" before a
@@ -336,13 +352,7 @@ func streamData(data []byte, from, at int, budget *int) (n int, objects []byte, 
 	if (objStm && params) || len(filters) != 1 || !filters[0].is("FlateDecode") {
 		return 0, nil, false
 	}
-	start := at + len("stream")
-	if data[start] == '\r' {
-		start++
-	}
-	if start < len(data) && data[start] == '\n' {
-		start++
-	}
+	start := streamStart(data, at+len("stream"))
 	r, err := zlib.NewReader(bytes.NewReader(data[start:]))
 	if err != nil {
 		return 0, nil, false

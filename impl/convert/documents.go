@@ -60,7 +60,9 @@ func DocumentTokens(f llm.Format, v *jsonview.View, imageTokens int) int64 {
 // input_file parts with file_data; chat file parts with file_data). A PDF's pages are counted
 // (pdfpages.Read); a document that is text (valid UTF-8, neither a PDF nor a zip archive such as
 // a .docx, .xlsx or .pptx, whose parts may be stored as they are) has none, being counted by its
-// size; any other, or a PDF that cannot be read, has MaxDocumentPages.
+// size; any other, or a PDF that cannot be read, has MaxDocumentPages, as has a PDF whose
+// compressed streams would take what the request's documents inflate past what one file may
+// (pdfpages.Budget).
 func DocumentPages(f llm.Format, v *jsonview.View) int64 {
 	return documents(f, v).pages
 }
@@ -85,6 +87,7 @@ func documents(f llm.Format, v *jsonview.View) documentCounts {
 	}
 	escaped := v.UnicodeEscapes() > 0
 	var counts documentCounts
+	var budget *pdfpages.Budget // the request's documents inflate at most what one may
 	for _, name := range referenceHolders[f] {
 		raw, ok := v.Value(name)
 		// A member without the marker is read only when it holds a \u escape, which could
@@ -96,25 +99,29 @@ func documents(f llm.Format, v *jsonview.View) documentCounts {
 		if err := json.Unmarshal(raw, &value); err != nil {
 			continue // the validator's to refuse
 		}
-		counts.add(documentsIn(f, value))
+		if budget == nil {
+			budget = new(pdfpages.Budget)
+		}
+		counts.add(documentsIn(f, value, budget))
 	}
 	return counts
 }
 
-// documentsIn counts the inline documents in value, wherever they are in it.
-func documentsIn(f llm.Format, value any) documentCounts {
+// documentsIn counts the inline documents in value, wherever they are in it, their compressed
+// streams inflating within budget.
+func documentsIn(f llm.Format, value any, budget *pdfpages.Budget) documentCounts {
 	var counts documentCounts
 	switch x := value.(type) {
 	case []any:
 		for _, e := range x {
-			counts.add(documentsIn(f, e))
+			counts.add(documentsIn(f, e, budget))
 		}
 	case map[string]any:
 		if data, ok := inlineDocument(f, x); ok {
-			counts.add(documentOf(data))
+			counts.add(documentOf(data, budget))
 		}
 		for _, e := range x {
-			counts.add(documentsIn(f, e))
+			counts.add(documentsIn(f, e, budget))
 		}
 	}
 	return counts
@@ -144,8 +151,9 @@ func inlineDocument(f llm.Format, x map[string]any) (string, bool) {
 }
 
 // documentOf counts the document whose data is data: base64, or a data URL
-// ("data:application/pdf;base64,..."; one that is not base64 holds its bytes as they are).
-func documentOf(data string) documentCounts {
+// ("data:application/pdf;base64,..."; one that is not base64 holds its bytes as they are), its
+// compressed streams inflating within budget (past it, its pages cannot be counted).
+func documentOf(data string, budget *pdfpages.Budget) documentCounts {
 	encoded := true
 	if rest, ok := strings.CutPrefix(data, "data:"); ok {
 		params, payload, _ := strings.Cut(rest, ",")
@@ -158,7 +166,7 @@ func documentOf(data string) documentCounts {
 			return documentCounts{pages: MaxDocumentPages}
 		}
 	}
-	if d, ok := pdfpages.Read(decoded); ok {
+	if d, ok := pdfpages.ReadWithin(decoded, budget); ok {
 		return documentCounts{pages: int64(d.Pages), inflated: int64(d.Inflated)}
 	}
 	if utf8.Valid(decoded) && !bytes.Contains(decoded[:min(len(decoded), 1024)], []byte("%PDF-")) && !bytes.HasPrefix(decoded, []byte("PK\x03\x04")) {

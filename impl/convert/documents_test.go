@@ -83,3 +83,30 @@ func TestDocumentTokensAllocatesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestDocumentsInflateWithinOneBudget: the documents of one request inflate at most 32 MiB in
+// all, as one file may, so that many small compressed PDFs, each within its own bound (a file
+// of a few kilobytes may inflate 1 MiB), cannot make one request inflate gigabytes while its
+// reservation is worked out (some 0.6 s of CPU a megabyte of request before, for any key); the
+// documents past that bound cannot be counted, and are reserved as MaxDocumentPages each.
+func TestDocumentsInflateWithinOneBudget(t *testing.T) {
+	dense := pdftest.CompressedText(1<<20 - 4096) // a page showing almost 1 MiB of text
+	d, ok := pdfpages.Read(dense)
+	if !ok || d.Pages != 1 || d.Inflated > 1<<20 || len(dense) > 8<<10 {
+		t.Fatalf("the dense page: %d bytes read as %+v, %v", len(dense), d, ok)
+	}
+	const files = 40
+	within := (32 << 20) / d.Inflated
+	part := `{"type":"input_file","filename":"a.pdf","file_data":"data:application/pdf;base64,` + base64.StdEncoding.EncodeToString(dense) + `"}`
+	body := `{"model":"m","input":[{"role":"user","content":[` + strings.TrimSuffix(strings.Repeat(part+",", files), ",") + `]}]}`
+	v, err := jsonview.Parse([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := DocumentPages(llm.FormatResponses, v), int64(within+(files-within)*MaxDocumentPages); got != want {
+		t.Errorf("DocumentPages of %d dense pages = %d, want %d (%d counted, the rest not established)", files, got, want, within)
+	}
+	if got, want := DocumentTokens(llm.FormatResponses, v, 0), int64(within+(files-within)*MaxDocumentPages)*DocumentPageTextTokens+(int64(within*d.Inflated)+BytesPerToken-1)/BytesPerToken; got != want {
+		t.Errorf("DocumentTokens = %d, want %d", got, want)
+	}
+}

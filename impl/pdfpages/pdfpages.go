@@ -48,6 +48,15 @@ type Document struct {
 	Inflated int
 }
 
+// Budget is what the compressed streams of several files read with ReadWithin have inflated,
+// which is at most what one file's may (inflateCeiling, 32 MiB) in all: the documents of one
+// request share one, so that many small files, each within its own bound (at least 1 MiB for
+// a file of a kilobyte), cannot make one request inflate gigabytes. Its zero value is ready to
+// use.
+type Budget struct {
+	spent int
+}
+
 // Count is Read's number of pages.
 func Count(data []byte) (int, bool) {
 	d, ok := Read(data)
@@ -71,12 +80,24 @@ func Count(data []byte) (int, bool) {
 // can hide an object stream or its filter. The work is linear in the size of data and of what
 // it inflates to.
 func Read(data []byte) (Document, bool) {
+	return ReadWithin(data, nil)
+}
+
+// ReadWithin is Read, with what the file's compressed streams inflate also taken from shared
+// (nil: none), the file's own bound being at most what shared has left: once it is spent, a
+// file with a compressed stream to inflate is not established.
+func ReadWithin(data []byte, shared *Budget) (Document, bool) {
 	if !bytes.Contains(data[:min(len(data), headerWindow)], []byte("%PDF-")) {
 		return Document{}, false
 	}
 	var c counter
 	c.scan(data)
 	budget := min(max(inflateRatio*len(data), inflateFloor), inflateCeiling)
+	if shared != nil {
+		budget = min(budget, inflateCeiling-shared.spent)
+		own := budget
+		defer func() { shared.spent += own - budget }()
+	}
 	inflated := 0
 	// prev is where the dictionary of the next stream may start at the earliest: after the
 	// previous "stream" keyword, so that each byte is read as part of one dictionary at most.
@@ -367,7 +388,11 @@ func streamData(data []byte, from, at int, budget *int) (n int, objects []byte, 
 		copied, err = io.Copy(io.Discard, io.LimitReader(r, int64(limit)+1))
 		n = int(copied)
 	}
-	if n > limit || (err != nil && n == 0) {
+	if n > limit {
+		*budget -= limit // inflated, if not counted
+		return 0, nil, false
+	}
+	if err != nil && n == 0 {
 		return 0, nil, false
 	}
 	*budget -= n

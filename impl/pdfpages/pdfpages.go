@@ -279,8 +279,9 @@ func (c *counter) scan(b []byte) {
 }
 
 // outlineCount reports whether the /Count at b[i] is an outline's: its dictionary (from the
-// nearest unclosed << before it to the >> that closes that) names /First, /Last, /Title or
-// /Outlines, which an outline or outline item has and a page tree node never has. An outline's
+// nearest unclosed << before it to the >> that closes that, wholeDictionary) names /First,
+// /Last, /Title or /Outlines, which an outline or outline item has, and not /Kids, which a
+// page tree node has (a crafted one may name /Title too). An outline's
 // /Count is the number of its open items, not of pages (a manual with a thousand bookmarks
 // states 1,000), and read as pages it would reserve a document's pages several times over.
 // A dictionary whose delimiters are not found within scopeWindow, or once the file's
@@ -320,20 +321,56 @@ func (c *counter) outlineCount(b []byte, i int) bool {
 			k++
 		}
 	}
-	if start < 0 || end < 0 {
+	if start < 0 || end < 0 || !wholeDictionary(b, from, start, end) {
 		return false
 	}
 	dict := b[start:end]
+	outline := false
 	for k := 0; k < len(dict); k++ {
 		if dict[k] != '/' {
 			continue
 		}
 		nm, _ := readName(dict, k)
-		if nm.is("First") || nm.is("Last") || nm.is("Title") || nm.is("Outlines") {
-			return true
+		if nm.is("Kids") {
+			// A page tree node's, whatever else it names: readers find the pages through it
+			// (and take a leaf without /Type for a page), and an outline has none.
+			return false
+		}
+		outline = outline || nm.is("First") || nm.is("Last") || nm.is("Title") || nm.is("Outlines")
+	}
+	return outline
+}
+
+// wholeDictionary reports whether b[start:end], from a << to a >> found by looking for the
+// delimiters alone, is a dictionary as a reader reads it, not one whose delimiters are text in
+// a string or a comment (which could leave a page tree node's /Kids outside it): no % before
+// its << on that line (from from on), and within it parentheses balanced, never closing more
+// than they opened (a backslash escaping the byte after it, as in a string), with no % outside
+// them.
+func wholeDictionary(b []byte, from, start, end int) bool {
+	for k := start - 1; k >= from && b[k] != '\n' && b[k] != '\r'; k-- {
+		if b[k] == '%' {
+			return false
 		}
 	}
-	return false
+	depth := 0
+	for k := start; k < end; k++ {
+		switch b[k] {
+		case '\\':
+			k++
+		case '(':
+			depth++
+		case ')':
+			if depth--; depth < 0 {
+				return false
+			}
+		case '%':
+			if depth == 0 {
+				return false
+			}
+		}
+	}
+	return depth == 0
 }
 
 // streamData is the size the stream whose dictionary is data[from:at] and whose keyword

@@ -3,7 +3,8 @@
 // stream (ObjectStream), and one page whose compressed content stream shows much more text
 // than the file's size (CompressedText). Every page of the first two shares one content
 // stream, so a page costs a few dozen bytes. qpdf --check (qpdf 11) finds no error in any of
-// them and counts their pages.
+// them and counts their pages. ObjectStreamWith and UntypedPages are crafted files that qpdf
+// reads too (UntypedPages with a warning for each page), for the count's hostile cases.
 package pdftest
 
 import (
@@ -25,6 +26,21 @@ func Plain(n int) []byte {
 	w.object(4, "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
 	for i := range n {
 		w.object(5+i, page())
+	}
+	return w.finish(5+n, 1)
+}
+
+// UntypedPages is a PDF of n pages whose page dictionaries have no /Type, as a crafted file's
+// may (qpdf warns and takes each leaf of the page tree for a page, as readers do), with
+// entries added to its page tree's dictionary.
+func UntypedPages(n int, entries string) []byte {
+	w := newWriter()
+	w.object(1, "<< /Type /Catalog /Pages 2 0 R >>")
+	w.object(2, fmt.Sprintf("<< /Type /Pages /Kids [%s] /Count %d %s >>", kids(5, n), n, entries))
+	w.object(3, fmt.Sprintf("<< /Length %d >>\nstream\n%s\nendstream", len(content), content))
+	w.object(4, "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+	for i := range n {
+		w.object(5+i, strings.Replace(page(), "/Type /Page ", "", 1))
 	}
 	return w.finish(5+n, 1)
 }

@@ -99,6 +99,9 @@ func ReadWithin(data []byte, shared *Budget) (Document, bool) {
 		defer func() { shared.spent += own - budget }()
 	}
 	inflated := 0
+	// passed are the streams nothing was inflated of: those without a filter, and those taken
+	// for images or cross-reference streams by their dictionaries (readContents).
+	var passed []passedStream
 	// prev is where the dictionary of the next stream may start at the earliest: after the
 	// previous "stream" keyword, so that each byte is read as part of one dictionary at most.
 	prev := 0
@@ -119,20 +122,32 @@ func ReadWithin(data []byte, shared *Budget) (Document, bool) {
 		if at-from > dictWindow {
 			return Document{}, false
 		}
-		if !plainDictionary(data, from, at) {
+		num := -1 // not known
+		if plainDictionary(data, from, at) {
+			num, _ = objectHeader(data, from-len("obj"))
+		} else {
 			// The "obj" may be in the dictionary itself (in a string, a comment or a name),
 			// hiding the entries before it: every name since the previous stream is read
 			// instead, which can only make the count err upwards.
 			from = prev
 		}
 		prev = i
-		n, objects, ok := streamData(data, from, at, &budget)
+		c.noteStream(num)
+		n, objects, ok := streamData(data, from, at, &budget, false)
 		if !ok {
 			return Document{}, false
+		}
+		if n == 0 && objects == nil {
+			passed = append(passed, passedStream{num: num, from: from, at: at})
 		}
 		inflated += n
 		c.scan(objects)
 	}
+	contents, ok := c.readContents(data, passed, &budget)
+	if !ok {
+		return Document{}, false
+	}
+	inflated += contents
 	if c.encrypted {
 		return Document{}, false
 	}
@@ -141,6 +156,40 @@ func ReadWithin(data []byte, shared *Budget) (Document, bool) {
 		return Document{}, false
 	}
 	return Document{Pages: min(n, MaxCount), Inflated: inflated}, true
+}
+
+// passedStream is a stream Read inflated nothing of: its object number (-1: not known), and
+// its dictionary data[from:at].
+type passedStream struct {
+	num, from, at int
+}
+
+// readContents inflates, within budget, the compressed streams of passed that a page's
+// /Contents names (or whose object number is not known), and returns what they inflate to: a
+// reader draws a page's contents whatever their dictionary says, so that a content stream
+// whose dictionary says /Subtype /Image or /Type /XRef shows its text all the same. An image
+// or a cross-reference stream that no /Contents names is not inflated, unless a /Contents
+// names an object that is no stream of the file (an array of references, which is not read).
+func (c *counter) readContents(data []byte, passed []passedStream, budget *int) (int, bool) {
+	for num := range c.contents {
+		if _, ok := c.streams[num]; !ok {
+			// Not a stream of the file: an array of the contents' references, perhaps, which
+			// is not read, so that any stream may be among them.
+			c.allContents = true
+		}
+	}
+	inflated := 0
+	for _, s := range passed {
+		if _, named := c.contents[s.num]; !named && s.num >= 0 && !c.allContents {
+			continue
+		}
+		n, _, ok := streamData(data, s.from, s.at, budget, true)
+		if !ok {
+			return 0, false
+		}
+		inflated += n
+	}
+	return inflated, true
 }
 
 // streamKeyword reports whether the "stream" at data[at] can be the keyword that starts a
@@ -175,15 +224,16 @@ func streamStart(data []byte, end int) int {
 // itself ("/Note (9 0 obj)", a comment, a name), and the entries before it, /Filter or /Type
 // /ObjStm among them, would go unread.
 func plainDictionary(data []byte, from, at int) bool {
-	return objectHeader(data, from-len("obj")) && oneDictionary(data[from:at])
+	_, ok := objectHeader(data, from-len("obj"))
+	return ok && oneDictionary(data[from:at])
 }
 
-// objectHeader reports whether the "obj" at data[i] follows an object number and a
-// generation (integers, whitespace between), which follow the start of the data, an end of
-// line or an "endobj".
-func objectHeader(data []byte, i int) bool {
+// objectHeader is the object number before the "obj" at data[i], and whether that "obj"
+// follows an object number and a generation (integers, whitespace between), which follow the
+// start of the data, an end of line or an "endobj".
+func objectHeader(data []byte, i int) (int, bool) {
 	if i < 0 || i >= len(data) {
-		return false
+		return 0, false
 	}
 	for range 2 {
 		j := i
@@ -191,24 +241,25 @@ func objectHeader(data []byte, i int) bool {
 			j--
 		}
 		if j == i {
-			return false
+			return 0, false
 		}
 		i = j
 		for j > 0 && data[j-1] >= '0' && data[j-1] <= '9' {
 			j--
 		}
 		if j == i {
-			return false
+			return 0, false
 		}
 		i = j
 	}
-	for i > 0 && space(data[i-1]) {
-		if data[i-1] == '\n' || data[i-1] == '\r' {
-			return true
+	num := readInt(data, i)
+	for k := i; k > 0 && space(data[k-1]); k-- {
+		if data[k-1] == '\n' || data[k-1] == '\r' {
+			return num, true
 		}
-		i--
+		i = k - 1
 	}
-	return i == 0 || bytes.HasSuffix(data[:i], []byte("endobj"))
+	return num, i == 0 || bytes.HasSuffix(data[:i], []byte("endobj"))
 }
 
 // oneDictionary reports whether b is whitespace, one dictionary and whitespace, with no
@@ -251,7 +302,28 @@ type counter struct {
 	encrypted bool
 	// scoped is the bytes outlineCount has read.
 	scoped int
+	// contents are the object numbers that a /Contents value refers to (noteContents), at
+	// most maxContents of them; allContents is set past that, every stream then counting as
+	// one.
+	contents    map[int]struct{}
+	allContents bool
+	// streams are the object numbers of the file's streams (noteStream).
+	streams map[int]struct{}
 }
+
+// noteStream records the object number of a stream of the file (-1: not known).
+func (c *counter) noteStream(num int) {
+	if num < 0 {
+		return
+	}
+	if c.streams == nil {
+		c.streams = map[int]struct{}{}
+	}
+	c.streams[num] = struct{}{}
+}
+
+// maxContents is the most object numbers of /Contents values a counter keeps.
+const maxContents = 1 << 16
 
 // scan counts the page objects and /Count values in b: every name is read where it starts,
 // whatever surrounds it, so that nothing a reader would take for a page object is missed.
@@ -274,8 +346,60 @@ func (c *counter) scan(b []byte) {
 			}
 		case nm.is("Encrypt"):
 			c.encrypted = true
+		case nm.is("Contents"):
+			c.noteContents(b, j)
 		}
 	}
+}
+
+// noteContents records the object numbers that the /Contents value at b[i] refers to: one
+// reference (N G R) or an array of them (an annotation's /Contents, a string, refers to none).
+func (c *counter) noteContents(b []byte, i int) {
+	array := i < len(b) && b[i] == '['
+	if array {
+		i++
+	}
+	for {
+		num, next, ok := reference(b, i)
+		if !ok {
+			return
+		}
+		if c.contents == nil {
+			c.contents = map[int]struct{}{}
+		}
+		if len(c.contents) < maxContents {
+			c.contents[num] = struct{}{}
+		} else {
+			c.allContents = true
+		}
+		if !array {
+			return
+		}
+		i = next
+	}
+}
+
+// reference reads the indirect reference (an object number, a generation and R, whitespace
+// and comments before each, at most skipWindow bytes of them) at or after b[i]: the object
+// number and the index after the R.
+func reference(b []byte, i int) (num, next int, ok bool) {
+	var n [2]int
+	for k := range n {
+		i = skipSpace(b[:min(len(b), i+skipWindow)], i)
+		start := i
+		for i < len(b) && i-start < 10 && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		if i == start {
+			return 0, 0, false
+		}
+		n[k] = readInt(b, start)
+	}
+	i = skipSpace(b[:min(len(b), i+skipWindow)], i)
+	if i >= len(b) || b[i] != 'R' || (i+1 < len(b) && regular(b[i+1])) {
+		return 0, 0, false
+	}
+	return n[0], i + 1, true
 }
 
 // outlineCount reports whether the /Count at b[i] is an outline's: its dictionary (from the
@@ -381,8 +505,9 @@ func wholeDictionary(b []byte, from, start, end int) bool {
 // Other streams' inflated bytes are counted, not kept. The size is 0 for any other stream and
 // for one without a filter (its bytes are in the file as they are). It is false (not ok) when
 // such a stream cannot be read: another filter, decode parameters on an object stream, data
-// that does not inflate, or a bound exceeded.
-func streamData(data []byte, from, at int, budget *int) (n int, objects []byte, ok bool) {
+// that does not inflate, or a bound exceeded. content reads the stream as a page's contents,
+// whatever its dictionary says it is (an image, a cross-reference stream).
+func streamData(data []byte, from, at int, budget *int, content bool) (n int, objects []byte, ok bool) {
 	dict := data[from:at]
 	var filters []name
 	skip, params, objStm := false, false, false
@@ -404,7 +529,7 @@ func streamData(data []byte, from, at int, budget *int) (n int, objects []byte, 
 			filters = append(filters, filterNames(dict, skipSpace(dict, end))...)
 		}
 	}
-	if (skip && !objStm) || len(filters) == 0 {
+	if (skip && !objStm && !content) || len(filters) == 0 {
 		return 0, nil, true
 	}
 	if (objStm && params) || len(filters) != 1 || !filters[0].is("FlateDecode") {

@@ -88,6 +88,7 @@ func TestCount(t *testing.T) {
 func TestReadInflated(t *testing.T) {
 	text := bytes.Repeat([]byte("BT (A line of text that is billed.) Tj ET "), 1000)
 	page := "<< /Type /Page >>\n"
+	dense, _ := pdfpages.Read(pdftest.CompressedText(60_000))
 	for _, tc := range []struct {
 		name string
 		data []byte
@@ -98,6 +99,11 @@ func TestReadInflated(t *testing.T) {
 		{"an image", append(objStm("<< /Type /XObject /Subtype /Image /Filter /FlateDecode >>", make([]byte, 2<<20)), page...), pdfpages.Document{Pages: 1}, true},
 		{"a cross-reference stream", append(objStm("<< /Type /XRef /Filter /FlateDecode /DecodeParms << /Predictor 12 >> >>", make([]byte, 2<<20)), page...), pdfpages.Document{Pages: 1}, true},
 		{"an object stream", pdftest.ObjectStream(3), pdfpages.Document{Pages: 3, Inflated: -1}, true},
+		{"a page's contents that say they are an image", pdftest.CompressedTextWith(60_000, " /Subtype /Image /Width 1 /Height 1 /BitsPerComponent 8 /ColorSpace /DeviceGray"), pdfpages.Document{Pages: 1, Inflated: dense.Inflated}, true},
+		{"a page's contents that say they are a cross-reference stream", append(objStm("<< /Type /XRef /Filter /FlateDecode >>", text), "<< /Type /Page /Contents 5 0 R >>\n"...), pdfpages.Document{Pages: 1, Inflated: len(text)}, true},
+		{"a page's contents in an array, one an image", append(objStm("<< /Subtype /Image /Filter /FlateDecode >>", text), "<< /Type /Page /Contents [4 0 R % a comment\n 5 0 R] /Annots [<< /Contents (5 0 R) >>] >>\n"...), pdfpages.Document{Pages: 1, Inflated: len(text)}, true},
+		{"a page's contents in an array of their own", append(objStm("<< /Subtype /Image /Filter /FlateDecode >>", text), "<< /Type /Page /Contents 7 0 R >>\n7 0 obj\n[5 0 R]\nendobj\n"...), pdfpages.Document{Pages: 1, Inflated: len(text)}, true},
+		{"an image another object's contents do not name", append(objStm("<< /Subtype /Image /Filter /FlateDecode >>", text), "4 0 obj\n<< /Length 3 >>\nstream\nq Q\nendstream\nendobj\n<< /Type /Page /Contents 4 0 R >> << /Contents (5 0 R) >>\n"...), pdfpages.Document{Pages: 1}, true},
 		{"a content stream past the inflate bound", append(objStm("<< /Filter /FlateDecode >>", make([]byte, 2<<20)), page...), pdfpages.Document{}, false},
 		{"a content stream with another filter", append(objStm("<< /Filter /LZWDecode >>", text), page...), pdfpages.Document{}, false},
 	} {

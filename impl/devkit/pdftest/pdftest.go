@@ -3,8 +3,9 @@
 // stream (ObjectStream), and one page whose compressed content stream shows much more text
 // than the file's size (CompressedText). Every page of the first two shares one content
 // stream, so a page costs a few dozen bytes. qpdf --check (qpdf 11) finds no error in any of
-// them and counts their pages. ObjectStreamWith and UntypedPages are crafted files that qpdf
-// reads too (UntypedPages with a warning for each page), for the count's hostile cases.
+// them and counts their pages. ObjectStreamWith, UntypedPages and CompressedTextWith are
+// crafted files that qpdf reads too (UntypedPages with a warning for each page), for the
+// count's hostile cases.
 package pdftest
 
 import (
@@ -77,14 +78,18 @@ func ObjectStreamWith(n int, entries string) []byte {
 // CompressedText is a PDF of one page whose content stream, compressed with FlateDecode,
 // shows about n bytes of text: a page whose text, which a provider extracts and bills, is far
 // more than the file's size.
-func CompressedText(n int) []byte {
+func CompressedText(n int) []byte { return CompressedTextWith(n, "") }
+
+// CompressedTextWith is CompressedText with entries added to its content stream's dictionary,
+// for a crafted file ("/Subtype /Image", which a reader drawing the page disregards).
+func CompressedTextWith(n int, entries string) []byte {
 	const line = "(The same line of text, shown again and again on one page.) Tj T*\n"
 	shown := "BT /F1 1 Tf 1 TL 72 720 Td\n" + strings.Repeat(line, max(1, n/len(line))) + "ET"
 	packed := Deflate([]byte(shown))
 	w := newWriter()
 	w.object(1, "<< /Type /Catalog /Pages 2 0 R >>")
 	w.object(2, "<< /Type /Pages /Kids [5 0 R] /Count 1 >>")
-	w.stream(3, fmt.Sprintf("<< /Filter /FlateDecode /Length %d >>", len(packed)), packed)
+	w.stream(3, fmt.Sprintf("<< /Filter /FlateDecode /Length %d%s >>", len(packed), entries), packed)
 	w.object(4, "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
 	w.object(5, page())
 	return w.finish(6, 1)

@@ -65,8 +65,9 @@ func Count(data []byte) (int, bool) {
 
 // Read is what the PDF in data holds, and whether it could be established. Its pages are the
 // number of page objects (/Type /Page, names compared after their #xx escapes, whitespace and
-// comments between them allowed) in the file and in its FlateDecode object streams, or the
-// largest /Count stated in either by a dictionary that is not an outline's, whichever is larger,
+// comments between them allowed) in the file and in its FlateDecode object streams, the
+// largest /Count stated in either by a dictionary that is not an outline's, or the number of
+// /Contents that refer to an object (a page's, typed or not), whichever is largest,
 // at most MaxCount. It is not
 // established (false) for data without a PDF header, for an encrypted file (its streams cannot
 // be read), when a compressed stream other than an image or a cross-reference stream has a
@@ -151,7 +152,7 @@ func ReadWithin(data []byte, shared *Budget) (Document, bool) {
 	if c.encrypted {
 		return Document{}, false
 	}
-	n := max(c.pages, c.stated)
+	n := max(c.pages, c.stated, c.withContents)
 	if n == 0 {
 		return Document{}, false
 	}
@@ -307,6 +308,10 @@ type counter struct {
 	// one.
 	contents    map[int]struct{}
 	allContents bool
+	// withContents is the number of /Contents values that refer to an object: a page's
+	// (an annotation's is a string), whether or not the page says /Type /Page, which readers
+	// do not require of a leaf of the page tree.
+	withContents int
 	// streams are the object numbers of the file's streams (noteStream).
 	streams map[int]struct{}
 }
@@ -353,16 +358,21 @@ func (c *counter) scan(b []byte) {
 }
 
 // noteContents records the object numbers that the /Contents value at b[i] refers to: one
-// reference (N G R) or an array of them (an annotation's /Contents, a string, refers to none).
+// reference (N G R) or an array of them (an annotation's /Contents, a string, refers to none),
+// and counts the value in withContents when it refers to one.
 func (c *counter) noteContents(b []byte, i int) {
 	array := i < len(b) && b[i] == '['
 	if array {
 		i++
 	}
+	start := i
 	for {
 		num, next, ok := reference(b, i)
 		if !ok {
 			return
+		}
+		if i == start {
+			c.withContents++
 		}
 		if c.contents == nil {
 			c.contents = map[int]struct{}{}

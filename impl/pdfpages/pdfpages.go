@@ -70,7 +70,8 @@ func Count(data []byte) (int, bool) {
 // /Contents that refer to an object (a page's, typed or not), whichever is largest,
 // at most MaxCount. It is not
 // established (false) for data without a PDF header, for an encrypted file (its streams cannot
-// be read), when a compressed stream other than an image or a cross-reference stream has a
+// be read), for one whose page tree states a /Count or /Kids by an indirect reference (not
+// followed), when a compressed stream other than an image or a cross-reference stream has a
 // filter other than FlateDecode alone, or an object stream (its dictionary names /Type
 // /ObjStm, /N or /First) decode parameters, when a stream's dictionary is longer than
 // dictWindow, when inflating reaches the bound (inflateRatio times the file's size or
@@ -149,7 +150,7 @@ func ReadWithin(data []byte, shared *Budget) (Document, bool) {
 		return Document{}, false
 	}
 	inflated += contents
-	if c.encrypted {
+	if c.encrypted || c.indirect {
 		return Document{}, false
 	}
 	n := max(c.pages, c.stated, c.withContents)
@@ -301,6 +302,10 @@ type counter struct {
 	pages, stated int
 	// encrypted is set when an /Encrypt name is found.
 	encrypted bool
+	// indirect is set when a /Count or /Kids value is an indirect reference (the number or
+	// the array in another object, which readers follow and Read does not): a page tree
+	// whose pages need not say /Type /Page, nor have /Contents, could hide them there.
+	indirect bool
 	// scoped is the bytes outlineCount has read.
 	scoped int
 	// contents are the object numbers that a /Contents value refers to (noteContents), at
@@ -345,8 +350,10 @@ func (c *counter) scan(b []byte) {
 			if next, _ := readName(b, j); next.is("Page") || (j == len(window) && j < len(b)) {
 				c.pages++
 			}
-		case nm.is("Count"):
-			if n := readInt(b, j); n > c.stated && !c.outlineCount(b, i) {
+		case nm.is("Count"), nm.is("Kids"):
+			if _, _, ok := reference(b, j); ok {
+				c.indirect = true
+			} else if n := readInt(b, j); nm.is("Count") && n > c.stated && !c.outlineCount(b, i) {
 				c.stated = n
 			}
 		case nm.is("Encrypt"):

@@ -35,7 +35,9 @@ func TestCount(t *testing.T) {
 		{"an outline's count of bookmarks is no page count", []byte("%PDF-1.4\n<< /Type /Pages /Kids [3 0 R 4 0 R] /Count 2 >> << /Type /Page >> << /Type /Page >>" +
 			"<< /Type /Outlines /First 5 0 R /Last 6 0 R /Count 1000 >> << /Title (Part one) /Parent 4 0 R /First 7 0 R /Last 8 0 R /Count 500 >>"), 2, true},
 		{"untyped pages, a page tree naming /Title", pdftest.UntypedPages(100, "/Title (x) /Note (/Type /Page)"), 100, true},
-		{"untyped pages with contents, the page tree's count indirect", []byte("%PDF-1.4\n% /Type /Page\n<< /Type /Pages /Kids [3 0 R 4 0 R 5 0 R] /Count 1 0 R >> << /Parent 2 0 R /Contents 6 0 R >> << /Parent 2 0 R /Contents [6 0 R 7 0 R] >> << /Parent 2 0 R /Contents 6 0 R >> << /Type /Annot /Contents (a note) >>"), 3, true},
+		{"untyped pages with contents", []byte("%PDF-1.4\n% /Type /Page\n<< /Type /Pages /Kids [3 0 R 4 0 R 5 0 R] /Count 1 >> << /Parent 2 0 R /Contents 6 0 R >> << /Parent 2 0 R /Contents [6 0 R 7 0 R] >> << /Parent 2 0 R /Contents 6 0 R >> << /Type /Annot /Contents (a note) >>"), 3, true},
+		{"a page tree's count by an indirect reference", []byte("%PDF-1.4\n% /Type /Page\n<< /Type /Pages /Kids [3 0 R 4 0 R 5 0 R] /Count 1 0 R >> << /Parent 2 0 R >> << /Parent 2 0 R >> << /Parent 2 0 R >>"), 0, false},
+		{"a page tree's kids by an indirect reference", []byte("%PDF-1.4\n% /Type /Page\n<< /Type /Pages /Kids 9 0 R /Count 1 >> 9 0 obj [3 0 R 4 0 R 5 0 R] endobj << /Parent 2 0 R >> << /Parent 2 0 R >> << /Parent 2 0 R >>"), 0, false},
 		{"a page tree's count with an outline's name beside its kids", []byte("%PDF-1.4\n% /Type /Page\n<< /Type /Pages /Kids [3 0 R] /Count 100 /Title (x) >> << /Parent 2 0 R >>"), 100, true},
 		{"a page tree's kids before << in a string", []byte("%PDF-1.4\n% /Type /Page\n<< /Type /Pages /Kids [3 0 R] /X (<<) /Count 100 /Title (x) >>"), 100, true},
 		{"a page tree's kids before << in a string with an escape", []byte("%PDF-1.4\n% /Type /Page\n<< /Type /Pages /Kids [3 0 R] /X ( << \\( ) /Count 100 /Title (x) >>"), 100, true},

@@ -69,8 +69,8 @@
 // A step's model call carries the request id agt_<session>_<turn>, and the ledger bills a
 // request id once: a step retried after its process died (River's rescuer, after
 // config agents.rescue_after, runs it on another process) makes the call again and is billed
-// once. A step's effects (events, the session row, the ticket an open_ticket call opens, the
-// next job) commit together with the job's completion, or not at all.
+// once. A step's effects (events, the session row, the ticket an open_ticket call opens and its
+// audit log entry, the next job) commit together with the job's completion, or not at all.
 //
 // A step job has config agents.step_attempts attempts (River's MaxAttempts; the other jobs
 // 25): whatever makes a step fail — an upstream outage, the database, a fault of ours, a

@@ -222,6 +222,9 @@ func (w *stepWorker) work(ctx context.Context, job *river.Job[stepArgs]) error {
 				if _, err := st.tx.InsertAgentTicket(ctx, *c.ticket); err != nil {
 					return err
 				}
+				if err := st.tx.RecordAudit(ctx, ticketOpenedEntry(*c.ticket)); err != nil {
+					return err
+				}
 			}
 			if err := st.event("tool_result", map[string]any{"turn": turn, "call_id": c.ID, "name": c.Name, "text": c.Result,
 				"truncated": c.Truncated, "is_error": c.IsError}); err != nil {
@@ -525,6 +528,19 @@ func (s *Service) runTool(ctx context.Context, p auth.Principal, row store.Agent
 	}
 	c.Result, c.IsError = res.Text, res.IsError
 	return ""
+}
+
+// auditTicketOpened is the audit log's action for a ticket opened (audit.ActionTicketOpened of
+// impl/web/audit, which owns what the entries mean and is an edge's package; the tests check
+// that the two agree).
+const auditTicketOpened = "ticket.opened"
+
+// ticketOpenedEntry is the audit log's entry for a ticket an agent opened: its actor the agent
+// as the ticket's opened_by names it ("agent:" and the session's id), its target the ticket, and
+// after it what the operator's opening records (title, state and session, not the text).
+func ticketOpenedEntry(t store.NewAgentTicket) store.AuditEntry {
+	after, _ := json.Marshal(map[string]string{"title": t.Title, "state": "open", "session": idText(t.SessionID)})
+	return store.AuditEntry{AccountID: t.AccountID, Actor: t.OpenedBy, Action: auditTicketOpened, Target: "ticket " + t.ID.String(), After: after}
 }
 
 // bound cuts text to at most n bytes on a character boundary, and says whether it did.

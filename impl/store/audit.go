@@ -34,11 +34,21 @@ type AuditEntry struct {
 
 // RecordAudit appends e to its account's audit log (its ID and At are set by the database).
 func (s *Store) RecordAudit(ctx context.Context, e AuditEntry) error {
+	return insertAudit(ctx, s.q, e)
+}
+
+// RecordAudit appends e to its account's audit log in the agents' queries' transaction, so
+// that an agent's change and its entry commit together or not at all.
+func (a *AgentQueries) RecordAudit(ctx context.Context, e AuditEntry) error {
+	return insertAudit(ctx, a.q, e)
+}
+
+func insertAudit(ctx context.Context, q *db.Queries, e AuditEntry) error {
 	var actorID pgtype.UUID
 	if e.ActorUserID != uuid.Nil {
 		actorID = pgtype.UUID{Bytes: e.ActorUserID, Valid: true}
 	}
-	_, err := s.q.InsertAudit(ctx, db.InsertAuditParams{AccountID: e.AccountID, Actor: e.Actor, ActorUserID: actorID,
+	_, err := q.InsertAudit(ctx, db.InsertAuditParams{AccountID: e.AccountID, Actor: e.Actor, ActorUserID: actorID,
 		Action: e.Action, Target: e.Target, Before: e.Before, After: e.After})
 	return err
 }

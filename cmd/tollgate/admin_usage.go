@@ -25,7 +25,9 @@ const usageExportUsage = `  usage export ACCOUNT -from DATE -to DATE [-out FILE]
                                             adjustments), and the closing balance; amounts in micros
                                             and dollars. DATE: a UTC day (2025-01-01) or an RFC 3339
                                             time. -out: write FILE (whole or not at all) and print a
-                                            summary instead of writing to standard output
+                                            summary instead of writing to standard output;
+                                            archived months are read from the dataset store,
+                                            and a local directory is named on stderr
 `
 
 // usageExport writes the statement of an account and a period (usageview.WriteStatement).
@@ -92,7 +94,7 @@ func (a *admin) usageView(ctx context.Context) (*usageview.Service, func(), erro
 	if err != nil || len(months) == 0 {
 		return plain, func() {}, err
 	}
-	storage, closeStorage, err := openDatasetStorage(ctx, a.svc.Config, "", newLogger("text"))
+	storage, closeStorage, err := a.openDatasetStore(ctx, "usage archives", "", newLogger("text"))
 	if err != nil {
 		return nil, nil, fmt.Errorf("the dataset store, which holds the archived usage months: %w", err)
 	}

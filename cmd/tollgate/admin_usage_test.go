@@ -183,12 +183,20 @@ func TestAdminUsageExport(t *testing.T) {
 // TestAdminUsageExportReadsArchivedMonths: a statement over a month that usage retention has
 // archived (its usage rows moved to Parquet in the dataset store, its ledger kept) has its usage
 // lines whole, tokens and prices read from the archive, as the console's statement has. Before,
-// the admin command read PostgreSQL alone, and such a line had its amount and no usage.
+// the admin command read PostgreSQL alone, and such a line had its amount and no usage. Run as
+// a process with a configuration that selects no object store, the command says on stderr that
+// it reads the archives from the local directory, naming it, as the dataset commands do
+// (before, it said nothing, and an operator whose gateways archive to an object store was not
+// told where the command looked).
 func TestAdminUsageExportReadsArchivedMonths(t *testing.T) {
 	url := pgtest.ConnString(t)
 	t.Setenv("DATABASE_URL", url)
 	t.Setenv("LOG_LEVEL", "error")
-	t.Setenv("TOLLGATE_DATASETS_DIR", t.TempDir())
+	archives, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TOLLGATE_DATASETS_DIR", archives)
 	ctx := context.Background()
 	mustAdmin(t, "account create acme -plan demo")
 	st, err := store.Open(ctx, url)
@@ -268,5 +276,13 @@ func TestAdminUsageExportReadsArchivedMonths(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("no line for the archived request:\n%s", out)
+	}
+
+	env := append(os.Environ(), "TOLLGATE_CONFIG=", "TOLLGATE_DATASET_STORE=")
+	stdout, stderr, code := runTollgate(t, env, "admin", "usage", "export", "acme", "-from", start.Format(time.DateOnly),
+		"-to", end.Format(time.RFC3339Nano))
+	if code != 0 || !strings.Contains(stdout, "usage:req-archived") ||
+		!strings.Contains(stderr, "tollgate: usage archives in the local directory "+archives+": the configuration selects no object store") {
+		t.Errorf("usage export as a process: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
 }

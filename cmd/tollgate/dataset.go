@@ -129,12 +129,11 @@ func (a *admin) dataset(ctx context.Context, verb string, args []string) error {
 	if err != nil {
 		return err
 	}
-	storage, closeStorage, err := openDatasetStorage(ctx, a.svc.Config, *dir, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	storage, closeStorage, err := a.openDatasetStore(ctx, "datasets", *dir, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		return err
 	}
 	defer closeStorage()
-	a.sayDatasetStore(storage, *dir != "")
 	svc := dataset.New(a.svc.Store, storage, dataset.Options{})
 	defer svc.Close()
 
@@ -168,21 +167,35 @@ func (a *admin) dataset(ctx context.Context, verb string, args []string) error {
 	return tw.Flush()
 }
 
-// sayDatasetStore tells the operator, on stderr, when the dataset commands work on a local
-// directory: an operator whose gateways read an object store, named in the configuration that
-// serve is given, and who runs these commands without that configuration (-config or
-// TOLLGATE_CONFIG) would otherwise store datasets where no gateway reads them, unwarned.
-func (a *admin) sayDatasetStore(storage dataset.Storage, explicit bool) {
+// openDatasetStore opens the dataset store for an admin command (openDatasetStorage, dir
+// being its -dir if it has one) and says on stderr when it is a local directory
+// (sayDatasetStore); what names what the command keeps there, such as "datasets". Every admin
+// command that opens the dataset store opens it here.
+func (a *admin) openDatasetStore(ctx context.Context, what, dir string, log *slog.Logger) (dataset.Storage, func(), error) {
+	storage, closeStorage, err := openDatasetStorage(ctx, a.svc.Config, dir, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	a.sayDatasetStore(storage, what, dir != "")
+	return storage, closeStorage, nil
+}
+
+// sayDatasetStore tells the operator, on stderr, when an admin command works on a local
+// directory for the dataset store: an operator whose gateways read an object store, named in
+// the configuration that serve is given, and who runs the command without that configuration
+// (-config or TOLLGATE_CONFIG) would otherwise store datasets where no gateway reads them, or
+// read usage archives from where no gateway wrote them, unwarned.
+func (a *admin) sayDatasetStore(storage dataset.Storage, what string, explicit bool) {
 	ds, ok := storage.(*dataset.DirStorage)
 	if !ok || a.notes == nil {
 		return
 	}
 	if explicit {
-		fmt.Fprintf(a.notes, "tollgate: datasets in the local directory %s (-dir)\n", ds.Dir())
+		fmt.Fprintf(a.notes, "tollgate: %s in the local directory %s (-dir)\n", what, ds.Dir())
 		return
 	}
-	fmt.Fprintf(a.notes, "tollgate: datasets in the local directory %s: the configuration selects no object store "+
-		"(give the configuration the gateways serve: -config FILE or TOLLGATE_CONFIG, or TOLLGATE_DATASET_STORE=s3)\n", ds.Dir())
+	fmt.Fprintf(a.notes, "tollgate: %s in the local directory %s: the configuration selects no object store "+
+		"(give the configuration the gateways serve: -config FILE or TOLLGATE_CONFIG, or TOLLGATE_DATASET_STORE=s3)\n", what, ds.Dir())
 }
 
 func (a *admin) datasetPut(ctx context.Context, svc *dataset.Service, account uuid.UUID, accountName, file, name, format string) error {

@@ -474,8 +474,9 @@ func Load(path string) (*Config, error) {
 	return c, nil
 }
 
-// Parse decodes and validates a configuration; unknown keys are errors. Relative paths in it
-// are relative to the current directory.
+// Parse decodes and validates a configuration; unknown keys are errors, and an error of a key or
+// a value names its line and its key path (decodeError). Relative paths in it are relative to
+// the current directory.
 func Parse(b []byte) (*Config, error) { return parse(b, "") }
 
 func parse(b []byte, dir string) (*Config, error) {
@@ -483,6 +484,9 @@ func parse(b []byte, dir string) (*Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil {
+		return nil, decodeError(b, err)
+	}
+	if err := fractionalIntegers(b); err != nil {
 		return nil, err
 	}
 	if c.Server.Listen == "" {

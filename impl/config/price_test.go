@@ -303,7 +303,7 @@ func TestExplicitZeroOverridesTheCatalog(t *testing.T) {
 		t.Error("a price of 0 for input and output over a catalog entry was accepted without free: true")
 	}
 	for _, yaml := range []string{`{catalog: claude-sonnet-4-5, input_micros_per_mtk: 0}`, `{catalog: claude-sonnet-4-5, long_context: {above_input_tokens: 1, inptu_micros_per_mtok: 0}}`} {
-		if _, err := Parse([]byte(priceConfig(yaml, ""))); err == nil || !strings.Contains(err.Error(), "not found in type") {
+		if _, err := Parse([]byte(priceConfig(yaml, ""))); err == nil || !strings.Contains(err.Error(), "unknown key") {
 			t.Errorf("%s: %v, want an unknown field refused", yaml, err)
 		}
 	}
@@ -394,7 +394,7 @@ func TestMergedZeroPriceIsTyped(t *testing.T) {
 		`{catalog: claude-sonnet-4-5, long_context: {<<: {above_input_tokens: 1, inptu_micros_per_mtok: 0}}}`,
 	} {
 		_, err := Parse([]byte(mergedPriceConfig("  - {id: m, family: messages, max_output_tokens: 100, backend: {provider: p, model: x}, price: " + bad + "}\n")))
-		if err == nil || !strings.Contains(err.Error(), "not found in type") {
+		if err == nil || !strings.Contains(err.Error(), "unknown key") {
 			t.Errorf("%s: %v, want the misspelt merged key refused", bad, err)
 		}
 	}

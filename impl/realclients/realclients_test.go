@@ -295,14 +295,16 @@ func usageRecords(t *testing.T, gw *apitest.Gateway, account uuid.UUID, n int) [
 }
 
 // claudeMCPConfig is the --mcp-config file that points Claude Code at the gateway's MCP
-// endpoint with the key as a bearer header.
-func claudeMCPConfig(url, key string) string {
-	b, _ := json.MarshalIndent(map[string]any{"mcpServers": map[string]any{"tollgate": map[string]any{
-		"type":    "http",
-		"url":     url,
-		"headers": map[string]string{"Authorization": "Bearer " + key},
-	}}}, "", "  ")
-	return string(b)
+// endpoint, as `tollgate connect mcp` and the console give it: the key as a bearer header that
+// names the key's environment variable (connect.KeyVariable), which Claude Code expands.
+func claudeMCPConfig(t *testing.T, url string) string {
+	for _, b := range connect.MCP(connect.Target{BaseURL: strings.TrimSuffix(url, "/api/mcp")}).Blocks {
+		if b.Lang == "json" {
+			return b.Text
+		}
+	}
+	t.Fatal("connect.MCP gave no Claude Code file")
+	return ""
 }
 
 // testClaudeCodeMCP: Claude Code with the gateway's /api/mcp as an MCP server. The simulator
@@ -313,7 +315,11 @@ func testClaudeCodeMCP(t *testing.T, c clients, fx fixture) {
 	rec := newRecorder(t, fx.gw.URL, fx.key)
 	sb := claudeSandbox(t, c, fx, rec)
 	cfg := filepath.Join(sb.home, "tollgate-mcp.json")
-	writeFile(t, cfg, claudeMCPConfig(rec.URL+"/api/mcp", fx.key))
+	writeFile(t, cfg, claudeMCPConfig(t, rec.URL+"/api/mcp"))
+	if text, _ := os.ReadFile(cfg); strings.Contains(string(text), fx.key) {
+		t.Fatalf("the MCP settings file holds the key:\n%s", text)
+	}
+	sb.env[connect.KeyVariable] = fx.key
 	const tool = "mcp__tollgate__list_storage_datasets"
 	// Claude Code otherwise defers MCP tools behind its ToolSearch tool (the request carries a
 	// DeferredToolPlaceholder with defer_loading), which a simulated model cannot search.

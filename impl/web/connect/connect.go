@@ -504,18 +504,22 @@ func AnthropicSDK(t Target) Setup {
 
 // MCP is the gateway's MCP endpoint (streamable HTTP, /api/mcp) with the key as a bearer
 // header, as a URL and header, Claude Code's --mcp-config file and Codex's config.toml section.
-// Its note says what impl/realclients sets for Claude Code against the simulator
-// (ENABLE_TOOL_SEARCH=false; newcomer trial finding 4).
+// The files name the key's environment variable rather than hold the key: a settings file in a
+// project is the kind of file that gets committed (Claude Code expands ${VAR} in an MCP
+// server's url and headers, its documentation's "Environment variable expansion in .mcp.json";
+// Codex reads bearer_token_env_var). Its note says what impl/realclients sets for Claude Code
+// against the simulator (ENABLE_TOOL_SEARCH=false; newcomer trial finding 4).
 func MCP(t Target) Setup {
 	url := t.BaseURL + "/api/mcp"
 	claude := map[string]any{"mcpServers": map[string]any{"tollgate": map[string]any{
-		"type": "http", "url": url, "headers": map[string]string{"Authorization": "Bearer " + t.Key},
+		"type": "http", "url": url, "headers": map[string]string{"Authorization": "Bearer ${" + KeyVariable + "}"},
 	}}}
 	return Setup{ID: "mcp", Client: "MCP clients", Blocks: []Block{
+		{Where: "Your shell", Lang: "sh", Text: exportKey(t)},
 		{Where: "Any MCP client (streamable HTTP)", Lang: "text", Text: "" +
 			"URL: " + url + "\n" +
 			"Header: Authorization: Bearer " + t.Key + "\n"},
-		{Where: "Claude Code: tollgate-mcp.json, then claude --mcp-config tollgate-mcp.json", Lang: "json", Text: jsonText(claude)},
+		{Where: "Claude Code: tollgate-mcp.json (the key stays in " + KeyVariable + "), then claude --mcp-config tollgate-mcp.json", Lang: "json", Text: jsonText(claude)},
 		{Where: "Codex: add to ~/.codex/config.toml (the key in " + KeyVariable + ", as above)", Lang: "toml", Text: "" +
 			"[mcp_servers.tollgate]\n" +
 			"url = " + tomlString(url) + "\n" +

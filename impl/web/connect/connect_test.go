@@ -67,7 +67,7 @@ func TestSettingsAddresses(t *testing.T) {
 		"opencode":      {`"baseURL": "https://gateway.example.com/v1"`, `"apiKey": "{env:TOLLGATE_API_KEY}"`},
 		"openai-sdk":    {`baseURL: "https://gateway.example.com/v1"`, `base_url="https://gateway.example.com/v1"`},
 		"anthropic-sdk": {`baseURL: "https://gateway.example.com", authToken:`, `base_url="https://gateway.example.com", auth_token=`},
-		"mcp":           {"URL: https://gateway.example.com/api/mcp\n", "Header: Authorization: Bearer " + target.Key + "\n", `"Authorization": "Bearer ` + target.Key + `"`},
+		"mcp":           {"URL: https://gateway.example.com/api/mcp\n", "Header: Authorization: Bearer " + target.Key + "\n", `"Authorization": "Bearer ${TOLLGATE_API_KEY}"`, "export TOLLGATE_API_KEY=" + target.Key},
 	} {
 		for _, want := range wants {
 			if !strings.Contains(text[id], want) {
@@ -368,6 +368,19 @@ func TestUSDPerMillion(t *testing.T) {
 	for micros, want := range map[int64]string{0: "0", 1: "0.000001", 125_000: "0.125", 1_500_000: "1.5", 3_750_000: "3.75", 15_000_000: "15"} {
 		if got := usdPerMillion(micros); string(got) != want {
 			t.Errorf("usdPerMillion(%d) = %s, want %s", micros, got, want)
+		}
+	}
+}
+
+// TestFilesHoldNoKey: a settings file the page gives (JSON, TOML) names the key's environment
+// variable and never holds the key: such files live in a project or a home directory and get
+// committed or shared, where the shell's export does not.
+func TestFilesHoldNoKey(t *testing.T) {
+	for _, s := range All(target) {
+		for _, b := range s.Blocks {
+			if (b.Lang == "json" || b.Lang == "toml") && strings.Contains(b.Text, target.Key) {
+				t.Errorf("%s, %s holds the key:\n%s", s.ID, b.Where, b.Text)
+			}
 		}
 	}
 }

@@ -8,8 +8,8 @@ import (
 
 // UnmodelledOutput is how many characters of output the complete upstream answer body, of
 // format f, carries that DecodeResponse's neutral answer does not: the thinking of a Messages
-// answer's thinking blocks; the summary and reasoning text of a Responses answer's reasoning
-// items; and the reasoning of a chat answer's first choice, which compatible servers add
+// answer's thinking blocks; the output items of a Responses answer that are neither messages
+// nor function calls (unmodelledItemsLen); and the reasoning of a chat answer's first choice, which compatible servers add
 // beside the content (DeepSeek's message.reasoning_content, api-docs.deepseek.com, "Reasoning
 // Model (deepseek-reasoner)"; vLLM's and OpenRouter's message.reasoning, docs.vllm.ai,
 // "Reasoning Outputs"), one of the two when both are sent (the same text under two names).
@@ -31,10 +31,10 @@ func UnmodelledOutput(f llm.Format, body []byte) int {
 		msg := memberValue(choices[0], "message")
 		return max(stringLen(memberValue(msg, "reasoning_content")), stringLen(memberValue(msg, "reasoning")))
 	case llm.FormatResponses:
-		if !bytes.Contains(body, []byte(`"reasoning"`)) {
+		if !hasUnmodelledItems(body) {
 			return 0
 		}
-		return reasoningItemsLen(memberValue(body, "output"))
+		return unmodelledItemsLen(memberValue(body, "output"))
 	case llm.FormatMessages:
 		if !bytes.Contains(body, []byte(`"thinking"`)) {
 			return 0
@@ -44,22 +44,77 @@ func UnmodelledOutput(f llm.Format, body []byte) int {
 	return 0
 }
 
-// reasoningItemsLen is the length of the text of the reasoning items of a Responses answer's
-// output: their summary parts (summary_text) and their content parts (reasoning_text, which
-// servers that show the raw reasoning send, vLLM among them).
-func reasoningItemsLen(output []byte) int {
+// unmodelledItemMarks are the type names of the Responses output items whose output the
+// neutral answer does not hold (unmodelledItemsLen): a body without any of them is not scanned.
+var unmodelledItemMarks = [][]byte{
+	[]byte(`"reasoning"`), []byte(`"custom_tool_call"`), []byte(`"code_interpreter_call"`),
+	[]byte(`"mcp_call"`), []byte(`"shell_call"`),
+}
+
+// hasUnmodelledItems reports whether a Responses answer body holds the type name of an item
+// unmodelledItemsLen counts.
+func hasUnmodelledItems(body []byte) bool {
+	for _, mark := range unmodelledItemMarks {
+		if bytes.Contains(body, mark) {
+			return true
+		}
+	}
+	return false
+}
+
+// unmodelledItemsLen is the length of what the model wrote in the items of a Responses
+// answer's output that are neither messages nor function calls, the output a stream of the
+// same answer carries in deltas other than the text, refusal and arguments deltas
+// (streamconv.UnmodelledOutput), item for item (platform.openai.com/docs/api-reference/responses,
+// "The response object", output): a reasoning item's summary parts (summary_text, streamed as
+// response.reasoning_summary_text.delta) and content parts (reasoning_text, which servers
+// that show the raw reasoning send, vLLM among them; response.reasoning_text.delta); a
+// custom_tool_call's input (response.custom_tool_call_input.delta); a
+// code_interpreter_call's code (response.code_interpreter_call_code.delta); an mcp_call's
+// arguments (response.mcp_call_arguments.delta); a shell_call's action.commands
+// (response.shell_call_command.delta). A tool's results (a code interpreter's outputs, an MCP
+// server's output, a shell's output) are the tool's, not the model's: not counted.
+func unmodelledItemsLen(output []byte) int {
 	items, _ := scanArray(output)
 	n := 0
 	for _, item := range items {
-		if kind, _ := typeAndName(item); kind != "reasoning" {
-			continue
+		kind, _ := typeAndName(item)
+		switch kind {
+		case "reasoning":
+			n += reasoningItemLen(item)
+		case "custom_tool_call":
+			n += stringLen(memberValue(item, "input"))
+		case "code_interpreter_call":
+			n += stringLen(memberValue(item, "code"))
+		case "mcp_call":
+			n += stringLen(memberValue(item, "arguments"))
+		case "shell_call":
+			n += stringsLen(memberValue(memberValue(item, "action"), "commands"))
 		}
-		for _, parts := range [][]byte{memberValue(item, "summary"), memberValue(item, "content")} {
-			list, _ := scanArray(parts)
-			for _, part := range list {
-				n += stringLen(memberValue(part, "text"))
-			}
+	}
+	return n
+}
+
+// reasoningItemLen is the length of the text of a Responses reasoning item: its summary parts'
+// and its content parts'.
+func reasoningItemLen(item []byte) int {
+	n := 0
+	for _, parts := range [][]byte{memberValue(item, "summary"), memberValue(item, "content")} {
+		list, _ := scanArray(parts)
+		for _, part := range list {
+			n += stringLen(memberValue(part, "text"))
 		}
+	}
+	return n
+}
+
+// stringsLen is the length of the strings of the JSON array v as sent (stringLen each), or 0
+// when v is not an array.
+func stringsLen(v []byte) int {
+	list, _ := scanArray(v)
+	n := 0
+	for _, s := range list {
+		n += stringLen(s)
 	}
 	return n
 }

@@ -10,7 +10,8 @@ import (
 // that the provider bills as output, counts by its length as sent: a chat answer's reasoning
 // under DeepSeek's name (message.reasoning_content) or vLLM's and OpenRouter's
 // (message.reasoning), once when both are sent; the summary and reasoning text of Responses
-// reasoning items; the thinking of Messages thinking blocks. Text, an encrypted reasoning or a
+// reasoning items, and the input, code, arguments and commands the model wrote in custom tool,
+// code interpreter, MCP and shell calls (not the tools' outputs); the thinking of Messages thinking blocks. Text, an encrypted reasoning or a
 // redacted thinking block, a usage's reasoning_tokens and what is not an answer count nothing.
 func TestUnmodelledOutput(t *testing.T) {
 	for _, c := range []struct {
@@ -27,6 +28,15 @@ func TestUnmodelledOutput(t *testing.T) {
 			`{"type":"reasoning","summary":[{"type":"summary_text","text":"First"},{"type":"summary_text","text":"Second"}],"content":[{"type":"reasoning_text","text":"Raw"}]},` +
 			`{"type":"reasoning","summary":[],"encrypted_content":"gAAAAB"},` +
 			`{"type":"message","content":[{"type":"output_text","text":"Answer"}]}]}`, len("First") + len("Second") + len("Raw")},
+		{"tool items", llm.FormatResponses, `{"status":"completed","output":[` +
+			`{"type":"custom_tool_call","call_id":"call_1","name":"apply_patch","input":"*** Begin Patch"},` +
+			`{"type":"code_interpreter_call","id":"ci_1","code":"print(1 + 1)","outputs":[{"type":"logs","logs":"2"}],"container_id":"cntr_1"},` +
+			`{"type":"mcp_call","id":"mcp_1","server_label":"docs","name":"search","arguments":"{\"q\":\"go\"}","output":"many results"},` +
+			`{"type":"shell_call","call_id":"call_2","action":{"commands":["ls -l","pwd"],"timeout_ms":1000}},` +
+			`{"type":"function_call","call_id":"call_3","name":"f","arguments":"{}"},` +
+			`{"type":"message","content":[{"type":"output_text","text":"a custom_tool_call"}]}]}`,
+			len("*** Begin Patch") + len("print(1 + 1)") + len(`{\"q\":\"go\"}`) + len("ls -l") + len("pwd")},
+		{"null code", llm.FormatResponses, `{"status":"completed","output":[{"type":"code_interpreter_call","id":"ci_1","code":null}]}`, 0},
 		{"thinking", llm.FormatMessages, `{"type":"message","content":[` +
 			`{"type":"thinking","thinking":"Let me see","signature":"c2ln"},{"type":"redacted_thinking","data":"ZW5jcnlwdGVk"},` +
 			`{"type":"text","text":"Seen"},{"type":"thinking","thinking":"Again"}]}`, len("Let me see") + len("Again")},

@@ -47,23 +47,10 @@ func DecodeResponse(f llm.Format, body []byte) (*llm.Response, error) {
 }
 
 type chatResponseWire struct {
-	ID      string `json:"id"`
-	Model   string `json:"model"`
-	Choices []struct {
-		Message struct {
-			Content   json.RawMessage `json:"content"`
-			Refusal   *string         `json:"refusal"`
-			ToolCalls []struct {
-				ID       string `json:"id"`
-				Function struct {
-					Name      string `json:"name"`
-					Arguments string `json:"arguments"`
-				} `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"message"`
-		FinishReason string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *struct {
+	ID      string           `json:"id"`
+	Model   string           `json:"model"`
+	Choices []chatChoiceWire `json:"choices"`
+	Usage   *struct {
 		PromptTokens        int64 `json:"prompt_tokens"`
 		CompletionTokens    int64 `json:"completion_tokens"`
 		PromptTokensDetails *struct {
@@ -78,6 +65,48 @@ type chatResponseWire struct {
 	ServiceTier ServiceTier `json:"service_tier"`
 }
 
+// chatChoiceWire is a choice of a chat completion, as encoding/json reads it.
+type chatChoiceWire struct {
+	Message struct {
+		Content   json.RawMessage `json:"content"`
+		Refusal   *string         `json:"refusal"`
+		ToolCalls []struct {
+			ID       string `json:"id"`
+			Function struct {
+				Name      string `json:"name"`
+				Arguments string `json:"arguments"`
+			} `json:"function"`
+		} `json:"tool_calls"`
+	} `json:"message"`
+	FinishReason string `json:"finish_reason"`
+}
+
+// text is the choice's text, as the neutral answer holds it: its content (a string, or the
+// text parts some compatible servers answer with), else its refusal; refused says it is the
+// refusal.
+func (c *chatChoiceWire) text() (text string, refused bool) {
+	content := c.Message.Content
+	switch firstByte(content) {
+	case '"':
+		_ = json.Unmarshal(content, &text)
+	case '[': // some compatible servers answer with text parts
+		var parts []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		_ = json.Unmarshal(content, &parts)
+		for _, p := range parts {
+			if p.Type == "text" {
+				text += p.Text
+			}
+		}
+	}
+	if c.Message.Refusal != nil && *c.Message.Refusal != "" && text == "" {
+		return *c.Message.Refusal, true
+	}
+	return text, false
+}
+
 func decodeChatResponse(body []byte) (*llm.Response, error) {
 	var w chatResponseWire
 	if err := json.Unmarshal(body, &w); err != nil {
@@ -88,24 +117,9 @@ func decodeChatResponse(body []byte) (*llm.Response, error) {
 	}
 	c := w.Choices[0]
 	r := &llm.Response{ID: w.ID, Model: w.Model, Stop: StopReasonFrom(llm.FormatChat, c.FinishReason)}
-	content := c.Message.Content
-	switch firstByte(content) {
-	case '"':
-		_ = json.Unmarshal(content, &r.Text)
-	case '[': // some compatible servers answer with text parts
-		var parts []struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		}
-		_ = json.Unmarshal(content, &parts)
-		for _, p := range parts {
-			if p.Type == "text" {
-				r.Text += p.Text
-			}
-		}
-	}
-	if c.Message.Refusal != nil && *c.Message.Refusal != "" && r.Text == "" {
-		r.Text, r.Stop = *c.Message.Refusal, llm.StopContentFilter
+	var refused bool
+	if r.Text, refused = c.text(); refused {
+		r.Stop = llm.StopContentFilter
 	}
 	for _, tc := range c.Message.ToolCalls {
 		r.ToolCalls = append(r.ToolCalls, llm.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})

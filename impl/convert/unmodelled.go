@@ -2,6 +2,7 @@ package convert
 
 import (
 	"bytes"
+	"encoding/json"
 
 	"github.com/tollgate/tollgate/impl/llm"
 )
@@ -28,8 +29,7 @@ func UnmodelledOutput(f llm.Format, body []byte) int {
 		if len(choices) == 0 {
 			return 0
 		}
-		msg := memberValue(choices[0], "message")
-		return max(stringLen(memberValue(msg, "reasoning_content")), stringLen(memberValue(msg, "reasoning")))
+		return chatReasoningLen(choices[0])
 	case llm.FormatResponses:
 		if !hasUnmodelledItems(body) {
 			return 0
@@ -42,6 +42,46 @@ func UnmodelledOutput(f llm.Format, body []byte) int {
 		return thinkingBlocksLen(memberValue(body, "content"))
 	}
 	return 0
+}
+
+// ChatChoicesOutput is how many characters of output all the choices of a complete chat
+// answer body carry, each counted as an answer of one choice is (its text and tool arguments
+// as DecodeResponse reads them, its reasoning as UnmodelledOutput does): what an answer to a
+// request for several choices (n) is billed by when its upstream reported no output count, the
+// provider billing every choice's output (platform.openai.com/docs/api-reference/chat/create,
+// n: "you will be charged based on the number of generated tokens across all of the choices").
+// DecodeResponse and UnmodelledOutput read the first choice only. A body that cannot be read
+// has none.
+func ChatChoicesOutput(body []byte) int {
+	var w struct {
+		Choices []chatChoiceWire `json:"choices"`
+	}
+	if json.Unmarshal(body, &w) != nil {
+		return 0
+	}
+	n := 0
+	for i := range w.Choices {
+		text, _ := w.Choices[i].text()
+		n += len(text)
+		for _, tc := range w.Choices[i].Message.ToolCalls {
+			n += len(tc.Function.Arguments)
+		}
+	}
+	if bytes.Contains(body, []byte(`"reasoning`)) {
+		choices, _ := scanArray(memberValue(body, "choices"))
+		for _, c := range choices {
+			n += chatReasoningLen(c)
+		}
+	}
+	return n
+}
+
+// chatReasoningLen is the length of the reasoning of a chat answer's choice, which compatible
+// servers add beside the content, as sent: its message's reasoning_content or reasoning, the
+// longer when both are sent.
+func chatReasoningLen(choice []byte) int {
+	msg := memberValue(choice, "message")
+	return max(stringLen(memberValue(msg, "reasoning_content")), stringLen(memberValue(msg, "reasoning")))
 }
 
 // unmodelledItemMarks are the type names of the Responses output items whose output the

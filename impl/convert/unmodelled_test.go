@@ -48,3 +48,27 @@ func TestUnmodelledOutput(t *testing.T) {
 		}
 	}
 }
+
+// TestChatChoicesOutput: every choice of a chat answer counts, each as an answer of one choice
+// is: its text (a string or text parts, else its refusal) and tool arguments as decoded, its
+// reasoning as sent (the longer of the two names). An answer that cannot be read counts
+// nothing.
+func TestChatChoicesOutput(t *testing.T) {
+	for _, c := range []struct {
+		name, body string
+		want       int
+	}{
+		{"three choices", `{"choices":[` +
+			`{"index":0,"message":{"role":"assistant","content":"First","reasoning_content":"Think \"twice\""}},` +
+			`{"index":1,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]}},` +
+			`{"index":2,"message":{"role":"assistant","content":null,"refusal":"No","reasoning":"Why","reasoning_content":"Why"}},` +
+			`{"index":3,"message":{"role":"assistant","content":[{"type":"text","text":"Parts"}]}}]}`,
+			len("First") + len(`Think \"twice\"`) + len(`{"a":1}`) + len("No") + len("Why") + len("Parts")},
+		{"one choice", `{"choices":[{"index":0,"message":{"content":"Only"}}]}`, len("Only")},
+		{"not an answer", `{"choices":`, 0},
+	} {
+		if n := ChatChoicesOutput([]byte(c.body)); n != c.want {
+			t.Errorf("%s: %d characters of output, want %d", c.name, n, c.want)
+		}
+	}
+}

@@ -149,7 +149,7 @@ func (x *Exchange) Answer() ([]byte, llm.Usage, error) {
 			x.noteAnswer(resp)
 		}
 		if resp.Usage.OutputTokens <= 0 {
-			x.answerChars = answerChars(resp, x.expert.Kind, r)
+			x.answerChars = answerChars(resp, x.expert.Kind, r, x.calls.choices)
 		}
 		// The answer the gateway writes shows what is billed: the counts the upstream did not
 		// report as Settle bills them (trial h14 D2: it showed 0 tokens, billed an estimate).
@@ -165,7 +165,7 @@ func (x *Exchange) Answer() ([]byte, llm.Usage, error) {
 		// characters a token, as a stream without usage is. Rare: the same-format answer is
 		// decoded only then. Its bytes are relayed as the upstream wrote them, usage included.
 		if resp, _ = convert.DecodeResponse(x.expert.Kind, r); resp != nil {
-			x.answerChars = answerChars(resp, x.expert.Kind, r)
+			x.answerChars = answerChars(resp, x.expert.Kind, r, x.calls.choices)
 		}
 	}
 	if err != nil {
@@ -183,8 +183,13 @@ func (x *Exchange) Answer() ([]byte, llm.Usage, error) {
 // answerChars are the characters of resp's text and tool arguments, and of the thinking and
 // reasoning its upstream's answer body, of format f, carries that resp does not
 // (convert.UnmodelledOutput): what its output is billed by when the upstream did not report it
-// (four characters a token).
-func answerChars(resp *llm.Response, f llm.Format, body []byte) int {
+// (four characters a token). An answer to a request for several choices (only a chat upstream
+// serves one) is billed every choice's, which resp, holding the first, does not have
+// (convert.ChatChoicesOutput).
+func answerChars(resp *llm.Response, f llm.Format, body []byte, choices int) int {
+	if choices > 1 && f == llm.FormatChat {
+		return convert.ChatChoicesOutput(body)
+	}
 	n := len(resp.Text) + convert.UnmodelledOutput(f, body)
 	for _, c := range resp.ToolCalls {
 		n += len(c.Arguments)
@@ -214,7 +219,7 @@ func (x *Exchange) neutralAnswer() (*llm.Response, error) {
 	if resp.Usage.OutputTokens <= 0 {
 		// Billed for its text, tool arguments and thinking, as an HTTP answer without usage is
 		// (the review of e142fb0: an agent's step was billed no output).
-		x.answerChars = answerChars(resp, x.expert.Kind, *x.answer)
+		x.answerChars = answerChars(resp, x.expert.Kind, *x.answer, x.calls.choices)
 	}
 	resp.ID, resp.Model = ResponseID(x.client, x.requestID), x.model.ID
 	return resp, nil

@@ -598,6 +598,33 @@ func TestAnswerWithoutUsageBillsItsThinking(t *testing.T) {
 	}
 }
 
+// TestAnswerWithoutUsageBillsEveryChoice: a complete chat answer to a request for several
+// choices (n) whose upstream reports no output count is billed every choice's text, tool
+// arguments and reasoning, as the provider bills the output of all of them, four characters a
+// token. On the code before, only the first choice's was billed (10 tokens of 39).
+func TestAnswerWithoutUsageBillsEveryChoice(t *testing.T) {
+	const text = "Forty characters of answer text, exactly" // 40 characters: 10 tokens
+	thought := strings.Repeat("Weighing it. ", 4)           // 52 characters: 13 tokens
+	args := `{"city":"Lyon","days":3}`                      // 24 characters: 6 tokens
+	body := fmt.Sprintf(`{"id":"chatcmpl-1","object":"chat.completion","created":1764777600,"model":"gpt-4.1-mini","choices":[`+
+		`{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"},`+
+		`{"index":1,"message":{"role":"assistant","content":%q,"reasoning_content":%q},"finish_reason":"stop"},`+
+		`{"index":2,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"weather","arguments":%q}}]},"finish_reason":"tool_calls"}]}`,
+		text, text, thought, args)
+	g, tenant := standInGateway(t, "chooser", config.KindOpenAIChat, cannedUpstream(t, "application/json", body))
+	status, answer := post(t, g, tenant.Key, "/v1/chat/completions",
+		`{"model":"chooser-chat","n":3,"max_tokens":100,"messages":[{"role":"user","content":"three ways, please"}]}`)
+	if status != 200 {
+		t.Fatalf("%d %.500s", status, answer)
+	}
+	rec := latestUsage(t, g, tenant.Account, 1)
+	checkReproducible(t, rec)
+	if want := int64(2*len(text)+len(thought)+len(args)) / 4; rec.OutputTokens != want {
+		t.Errorf("billed %d output tokens for three choices; want all of their %d", rec.OutputTokens, want)
+	}
+	checkBooks(t, g, tenant.Account, 100_000_000)
+}
+
 // TestAnswerWithoutUsageBillsItsToolInput: a complete Responses answer whose upstream reports
 // no output count is billed, besides its text, what the model wrote in the output items that
 // are neither messages nor function calls, as a stream of the same answer is billed its

@@ -8,8 +8,9 @@ import (
 
 // TestAsksForCompaction: a Messages request asks for server-side compaction when an edit of
 // its context_management is of a compact type, whichever its place among the edits and however
-// its name is escaped; another edit (clearing tool results), another format's field of the same
-// name (OpenAI's Responses compaction is not Anthropic's) or a malformed one asks for nothing.
+// its name is escaped; a Responses request when an entry of its context_management array is of
+// type compaction (OpenAI's); another edit (clearing tool results), an entry of the other
+// provider's type, a chat request's field of the same name or a malformed one asks for nothing.
 func TestAsksForCompaction(t *testing.T) {
 	for _, c := range []struct {
 		f    llm.Format
@@ -25,7 +26,12 @@ func TestAsksForCompaction(t *testing.T) {
 		{llm.FormatMessages, `{"model":"m","max_tokens":5,"messages":[],"context_management":{"edits":{"type":"compact_20260112"}}}`, false},
 		{llm.FormatMessages, `{"model":"m","max_tokens":5,"messages":[],"context_management":null}`, false},
 		{llm.FormatMessages, `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"compact_20260112"}]}`, false},
-		{llm.FormatResponses, `{"model":"m","input":"hi","context_management":[{"type":"compaction","compact_threshold":200000}]}`, false},
+		{llm.FormatResponses, `{"model":"m","input":"hi","context_management":[{"type":"compaction","compact_threshold":200000}]}`, true},
+		{llm.FormatResponses, `{"model":"m","input":"hi","context_management":[{"type":"compaction"}]}`, true},
+		{llm.FormatResponses, `{"model":"m","input":"hi","context_management":{"type":"compaction"}}`, false},
+		{llm.FormatResponses, `{"model":"m","input":"hi","context_management":[{"type":"compact_20260112"}]}`, false},
+		{llm.FormatResponses, `{"model":"m","input":"compaction"}`, false},
+		{llm.FormatChat, `{"model":"m","messages":[],"context_management":[{"type":"compaction"}]}`, false},
 	} {
 		v, err := ReadRequest([]byte(c.body))
 		if err != nil {

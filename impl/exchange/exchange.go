@@ -92,6 +92,11 @@ type Exchange struct {
 	// times the choices it asked for (0 when it gave no bound): the most output it is billed
 	// for, even when an upstream's own minimum made the gateway ask for more.
 	askedOutput int64
+	// compaction is what the reservation holds for the output of server-side compaction
+	// (compactionTokens; 0 when the request does not ask for it): an OpenAI Responses answer
+	// that compacted may be billed that much beyond askedOutput, its usage not telling the
+	// compaction pass's output from the answer's.
+	compaction int64
 	// tries observes the current expert's upstream tries (observeTries), kept here so that
 	// observing them allocates nothing.
 	tries tryObserver
@@ -393,7 +398,7 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 		return nil, err
 	}
 	x := &Exchange{eng: eng, ctx: ctx, client: client, principal: p, requestID: requestID, model: m, stream: stream,
-		inputEst: inputEst, documentTokens: documentTokens, ir: ir, view: view, parsed: parsed, reserve: reservation, started: time.Now(), opts: o}
+		inputEst: inputEst, documentTokens: documentTokens, compaction: compaction, ir: ir, view: view, parsed: parsed, reserve: reservation, started: time.Now(), opts: o}
 	defer func() {
 		if startErr != nil && waited != nil {
 			*waited = x.upstreamWait
@@ -603,6 +608,11 @@ func (x *Exchange) callNext(callCtx context.Context) bool {
 			if a.maxTokens > 0 {
 				// The client is billed for at most the bound it asked for, or the clamp.
 				x.askedOutput = int64(min(a.maxTokens, bound)) * int64(a.choices)
+				if e.Kind == llm.FormatResponses {
+					// OpenAI reports a compaction pass's output in the answer's output_tokens,
+					// if at all: billed up to the bound reserved for it (compactionTokens).
+					x.askedOutput = billing.SaturatingAdd(x.askedOutput, x.compaction)
+				}
 				if a.maxTokens > bound {
 					clamped = maxTokensField(client, x.view) + "=" + strconv.Itoa(bound)
 					if ur.thinkingBudget > 0 {
@@ -874,14 +884,17 @@ func hasExpertOfKind(m *routing.Model, f llm.Format) bool {
 	return false
 }
 
-// compactionTokens is what the reservation holds for the summary of Anthropic's server-side
-// compaction, when the request v of format client asks for it and an upstream of the Messages
-// kind may serve it (the field is dropped on the way to any other): the model's output bound,
-// the most one sampling step of the model writes. Anthropic bounds the summary by no parameter
-// and publishes no size for it, and the model that answers writes it. A request without a
-// context_management member pays a look-up.
+// compactionTokens is what the reservation holds for the output of server-side compaction,
+// when the request v of format client asks for it (convert.AsksForCompaction) and an upstream
+// of the client's own format may serve it (the field is dropped on the way to any other): the
+// model's output bound, the most one sampling step of the model writes. Neither provider
+// bounds the compaction's output by a parameter or publishes a size for it: Anthropic's
+// summary is written by the model that answers and reported apart (usage.iterations);
+// OpenAI's compaction pass emits an encrypted item, and its guide says nothing of its usage
+// beyond the response's one usage object (developers.openai.com/api/docs/guides/compaction).
+// A request without a context_management member pays a look-up.
 func compactionTokens(m *routing.Model, client llm.Format, v *jsonview.View) int64 {
-	if client != llm.FormatMessages || !convert.AsksForCompaction(client, v) || !hasExpertOfKind(m, llm.FormatMessages) {
+	if !convert.AsksForCompaction(client, v) || !hasExpertOfKind(m, client) {
 		return 0
 	}
 	return int64(m.MaxOutputTokens)

@@ -147,3 +147,116 @@ func compactingGateway(t *testing.T) *apitest.Gateway {
 	}
 	return apitest.Start(t, apitest.Options{Config: cfg})
 }
+
+// TestResponsesCompactionOutputIsBilled: OpenAI's server-side compaction (a Responses request's
+// context_management entry of type compaction, with its compact_threshold) runs a compaction
+// pass that emits an encrypted compaction item before the answer
+// (developers.openai.com/api/docs/guides/compaction). OpenAI's usage has no part of its own for
+// that pass, so an answer that compacted may report more output than max_output_tokens: it is
+// billed up to the bound the reservation holds for the compaction (the model's output bound,
+// 8,000 here) beyond max_output_tokens. At $3 and $15 a million, 23,000 input and 4,500 output
+// tokens cost 136,500 micro-units; the same request without compaction is still billed no more
+// output than it asked for. On the code before, the output was clamped to max_output_tokens and
+// nothing was reserved for the compaction: 16,746 micro-units billed for 1,024 of the 4,500
+// output tokens, and 67,614 waived.
+func TestResponsesCompactionOutputIsBilled(t *testing.T) {
+	g := responsesCompactingGateway(t)
+	const granted = 100_000_000
+	tenant := g.NewTenant(t, "acme", 0, granted)
+	for i, c := range []struct {
+		field          string
+		in, out, costs int64
+	}{
+		{`"context_management":[{"type":"compaction","compact_threshold":20000}],`, 23_000, 4_500, 136_500},
+		{``, 100, 1_024, 100*3 + 1_024*15},
+	} {
+		body := `{"model":"compacting-responses","max_output_tokens":1024,` + c.field + `"input":"` + strings.Repeat("Where were we? ", 80) + `"}`
+		status, answer := post(t, g, tenant.Key, "/v1/responses", body)
+		if status != http.StatusOK {
+			t.Fatalf("%q: %d %.300s", c.field, status, answer)
+		}
+		rec := latestUsage(t, g, tenant.Account, int64(i+1))
+		checkReproducible(t, rec)
+		if rec.OutputTokens != c.out || rec.InputTokens != c.in || rec.CostMicros != c.costs || rec.WaivedMicros != 0 {
+			t.Errorf("%q: billed %d (waived %d) for %d input and %d output tokens; want %d for %d and %d",
+				c.field, rec.CostMicros, rec.WaivedMicros, rec.InputTokens, rec.OutputTokens, c.costs, c.in, c.out)
+		}
+	}
+	checkBooks(t, g, tenant.Account, granted)
+}
+
+// TestResponsesCompactionOutputIsReserved: a Responses request that asks for OpenAI's
+// server-side compaction is reserved, beside its answer, for what the compaction pass may
+// write, at the model's output bound (OpenAI publishes no bound for it), as output and as input
+// read back by the answer, as Anthropic's is (TestCompactionOutputIsReserved): 8,000 tokens ×
+// $15 + 8,000 × $3 (OpenAI bills no cache writes: the input's dearest kind is its own) =
+// 144,000 micro-units more than the same request with an empty context_management. A balance
+// that covers the answer alone is refused with 402. On the code before, the difference was 0.
+func TestResponsesCompactionOutputIsReserved(t *testing.T) {
+	g := responsesCompactingGateway(t)
+	const size = 4_000
+	body := func(field string) string {
+		head := `{"model":"compacting-responses","max_output_tokens":1024,` + field + `"input":"`
+		tail := `"}`
+		return head + strings.Repeat("x", size-len(head)-len(tail)) + tail
+	}
+	compacting := body(`"context_management":[{"type":"compaction","compact_threshold":200000}],`)
+	plain := body(`"context_management":[],`)
+	broke := g.NewTenant(t, "broke", 0, 0)
+	needs := func(tenant apitest.Tenant, what, body string) int64 {
+		t.Helper()
+		status, answer := post(t, g, tenant.Key, "/v1/responses", body)
+		if status != http.StatusPaymentRequired {
+			t.Fatalf("%s: %d, want 402: %.300s", what, status, answer)
+		}
+		m := neededRe.FindStringSubmatch(string(answer))
+		if m == nil {
+			t.Fatalf("%s: the 402 does not say what the request needs: %.300s", what, answer)
+		}
+		n, _ := strconv.ParseInt(m[1], 10, 64)
+		return n
+	}
+	answerOnly := needs(broke, "without compaction", plain)
+	if got := needs(broke, "with compaction", compacting) - answerOnly; got != 144_000 {
+		t.Errorf("compaction is reserved %d micro-units beside the answer; want 144,000 (8,000 tokens at $15 and at $3)", got)
+	}
+	short := g.NewTenant(t, "short", 0, answerOnly)
+	needs(short, "with compaction, on a balance that covers the answer alone", compacting)
+	checkBooks(t, g, short.Account, answerOnly)
+}
+
+// responsesCompactingGateway is a gateway whose model compacting-responses (at $3 and $15 a
+// million, 8,000 output tokens at most) is served by a stand-in OpenAI Responses upstream that
+// answers a request that asks for compaction with a compaction item and a message, 23,000 input
+// and 4,500 output tokens (the pass's output among them, which OpenAI's usage does not tell
+// apart), and any other with a message, 100 input tokens and its max_output_tokens.
+func responsesCompactingGateway(t *testing.T) *apitest.Gateway {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			MaxOutputTokens   int             `json:"max_output_tokens"`
+			ContextManagement json.RawMessage `json:"context_management"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		_, _ = io.Copy(io.Discard, r.Body)
+		input, output, items := 100, req.MaxOutputTokens, ""
+		if strings.Contains(string(req.ContextManagement), `"compaction"`) {
+			input, output, items = 23_000, 4_500, `{"id":"cmp_1","type":"compaction","encrypted_content":"gAAAAB-opaque"},`
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"resp_1","object":"response","created_at":1764777600,"status":"completed","model":"gpt-5.2","output":[%s`+
+			`{"id":"msg_1","type":"message","role":"assistant","status":"completed","content":[{"type":"output_text","text":"Based on our conversation, here it is.","annotations":[]}]}],`+
+			`"usage":{"input_tokens":%d,"input_tokens_details":{"cached_tokens":0},"output_tokens":%d,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":%d}}`,
+			items, input, output, input+output)
+	}))
+	t.Cleanup(up.Close)
+	cfg := config.Default()
+	cfg.Providers = append(cfg.Providers, config.Provider{Name: "compacting-openai", Kind: config.KindOpenAIResponses, BaseURL: up.URL})
+	cfg.Models = append(cfg.Models, config.Model{ID: "compacting-responses", Family: config.FamilyChat, OwnedBy: "test",
+		Price: config.Price{InputPerMTok: 3_000_000, OutputPerMTok: 15_000_000}, MaxOutputTokens: 8000, ContextTokens: 400_000,
+		Backend: &config.Upstream{Provider: "compacting-openai", Model: "gpt-5.2"}})
+	cfg.Plans[0].Models = append(cfg.Plans[0].Models, "compacting-responses")
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return apitest.Start(t, apitest.Options{Config: cfg})
+}

@@ -88,7 +88,7 @@ func chatReasoningLen(choice []byte) int {
 // neutral answer does not hold (unmodelledItemsLen): a body without any of them is not scanned.
 var unmodelledItemMarks = [][]byte{
 	[]byte(`"reasoning"`), []byte(`"custom_tool_call"`), []byte(`"code_interpreter_call"`),
-	[]byte(`"mcp_call"`), []byte(`"shell_call"`),
+	[]byte(`"mcp_call"`), []byte(`"shell_call"`), []byte(`"apply_patch_call"`),
 }
 
 // hasUnmodelledItems reports whether a Responses answer body holds the type name of an item
@@ -112,7 +112,8 @@ func hasUnmodelledItems(body []byte) bool {
 // custom_tool_call's input (response.custom_tool_call_input.delta); a
 // code_interpreter_call's code (response.code_interpreter_call_code.delta); an mcp_call's
 // arguments (response.mcp_call_arguments.delta); a shell_call's action.commands
-// (response.shell_call_command.delta). A tool's results (a code interpreter's outputs, an MCP
+// (response.shell_call_command.delta); an apply_patch_call's operation.diff
+// (response.apply_patch_call_operation_diff.delta). A tool's results (a code interpreter's outputs, an MCP
 // server's output, a shell's output) are the tool's, not the model's: not counted.
 func unmodelledItemsLen(output []byte) int {
 	items, _ := scanArray(output)
@@ -130,6 +131,8 @@ func unmodelledItemsLen(output []byte) int {
 			n += stringLen(memberValue(item, "arguments"))
 		case "shell_call":
 			n += stringsLen(memberValue(memberValue(item, "action"), "commands"))
+		case "apply_patch_call":
+			n += stringLen(memberValue(memberValue(item, "operation"), "diff"))
 		}
 	}
 	return n

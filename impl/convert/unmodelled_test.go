@@ -10,8 +10,8 @@ import (
 // that the provider bills as output, counts by its length as sent: a chat answer's reasoning
 // under DeepSeek's name (message.reasoning_content) or vLLM's and OpenRouter's
 // (message.reasoning), once when both are sent; the summary and reasoning text of Responses
-// reasoning items, and the input, code, arguments and commands the model wrote in custom tool,
-// code interpreter, MCP and shell calls (not the tools' outputs); the thinking of Messages thinking blocks. Text, an encrypted reasoning or a
+// reasoning items, and the input, code, arguments, commands and diff the model wrote in custom
+// tool, code interpreter, MCP, shell and apply_patch calls (not the tools' outputs); the thinking of Messages thinking blocks. Text, an encrypted reasoning or a
 // redacted thinking block, a usage's reasoning_tokens and what is not an answer count nothing.
 func TestUnmodelledOutput(t *testing.T) {
 	for _, c := range []struct {
@@ -33,9 +33,10 @@ func TestUnmodelledOutput(t *testing.T) {
 			`{"type":"code_interpreter_call","id":"ci_1","code":"print(1 + 1)","outputs":[{"type":"logs","logs":"2"}],"container_id":"cntr_1"},` +
 			`{"type":"mcp_call","id":"mcp_1","server_label":"docs","name":"search","arguments":"{\"q\":\"go\"}","output":"many results"},` +
 			`{"type":"shell_call","call_id":"call_2","action":{"commands":["ls -l","pwd"],"timeout_ms":1000}},` +
+			`{"type":"apply_patch_call","call_id":"call_4","status":"completed","operation":{"type":"update_file","path":"main.go","diff":"@@ -1 +1 @@"}},` +
 			`{"type":"function_call","call_id":"call_3","name":"f","arguments":"{}"},` +
 			`{"type":"message","content":[{"type":"output_text","text":"a custom_tool_call"}]}]}`,
-			len("*** Begin Patch") + len("print(1 + 1)") + len(`{\"q\":\"go\"}`) + len("ls -l") + len("pwd")},
+			len("*** Begin Patch") + len("print(1 + 1)") + len(`{\"q\":\"go\"}`) + len("ls -l") + len("pwd") + len("@@ -1 +1 @@")},
 		{"null code", llm.FormatResponses, `{"status":"completed","output":[{"type":"code_interpreter_call","id":"ci_1","code":null}]}`, 0},
 		{"thinking", llm.FormatMessages, `{"type":"message","content":[` +
 			`{"type":"thinking","thinking":"Let me see","signature":"c2ln"},{"type":"redacted_thinking","data":"ZW5jcnlwdGVk"},` +

@@ -629,22 +629,25 @@ func TestAnswerWithoutUsageBillsEveryChoice(t *testing.T) {
 // no output count is billed, besides its text, what the model wrote in the output items that
 // are neither messages nor function calls, as a stream of the same answer is billed its
 // deltas (streamconv.UnmodelledOutput): a custom_tool_call's input, a code_interpreter_call's
-// code, an mcp_call's arguments, a shell_call's commands; not the tools' outputs. Relayed to a
+// code, an mcp_call's arguments, a shell_call's commands, an apply_patch_call's diff; not the
+// tools' outputs. Relayed to a
 // Responses client and translated to the others alike, four characters a token. On the code
-// before, it was billed its text's 10 tokens and not the 101 of the tool calls.
+// before, it was billed its text's 10 tokens and not the 115 of the tool calls.
 func TestAnswerWithoutUsageBillsItsToolInput(t *testing.T) {
 	const text = "Forty characters of answer text, exactly" // 40 characters: 10 tokens
 	patch := strings.Repeat(`+ a line of the patch\n`, 4)   // 92 characters as sent: 23 tokens
 	code := strings.Repeat(`print(sum(range(10)))\n`, 4)    // 92 characters as sent: 23 tokens
 	args := strings.Repeat("search these words; ", 5)       // 100 characters: 25 tokens
 	command := strings.Repeat("ls -la /tmp ", 10)           // 120 characters, in two commands: 30 tokens
+	diff := strings.Repeat(`+ added line\n`, 4)             // 56 characters as sent: 14 tokens
 	body := fmt.Sprintf(`{"id":"resp_1","object":"response","created_at":1764777600,"status":"completed","model":"gpt-5","output":[`+
 		`{"id":"ctc_1","type":"custom_tool_call","status":"completed","call_id":"call_1","name":"apply_patch","input":"%s"},`+
 		`{"id":"ci_1","type":"code_interpreter_call","status":"completed","code":"%s","container_id":"cntr_1","outputs":[{"type":"logs","logs":%q}]},`+
 		`{"id":"mcp_1","type":"mcp_call","server_label":"docs","name":"search","arguments":%q,"output":%q},`+
 		`{"id":"sh_1","type":"shell_call","status":"completed","call_id":"call_2","action":{"commands":[%q,%q]}},`+
+		`{"id":"ap_1","type":"apply_patch_call","status":"completed","call_id":"call_3","operation":{"type":"update_file","path":"main.go","diff":"%s"}},`+
 		`{"id":"msg_1","type":"message","role":"assistant","status":"completed","content":[{"type":"output_text","text":%q,"annotations":[]}]}]}`,
-		patch, code, strings.Repeat("45\n", 100), args, strings.Repeat("a result ", 100), command[:60], command[60:], text)
+		patch, code, strings.Repeat("45\n", 100), args, strings.Repeat("a result ", 100), command[:60], command[60:], diff, text)
 	g, tenant := standInGateway(t, "tooler", config.KindOpenAIResponses, cannedUpstream(t, "application/json", body))
 	for i, route := range []string{"/v1/responses", "/v1/chat/completions", "/v1/messages"} {
 		model := "tooler-" + config.FamilyChat
@@ -657,7 +660,7 @@ func TestAnswerWithoutUsageBillsItsToolInput(t *testing.T) {
 		}
 		rec := latestUsage(t, g, tenant.Account, int64(i+1))
 		checkReproducible(t, rec)
-		if want := int64(len(text)+len(patch)+len(code)+len(args)+len(command)) / 4; rec.OutputTokens != want {
+		if want := int64(len(text)+len(patch)+len(code)+len(args)+len(command)+len(diff)) / 4; rec.OutputTokens != want {
 			t.Errorf("%s: billed %d output tokens; want the text's and the tool calls' %d", route, rec.OutputTokens, want)
 		}
 	}

@@ -84,17 +84,7 @@ func TestCompactionOutputIsReserved(t *testing.T) {
 	plain := body("")
 	broke := g.NewTenant(t, "broke", 0, 0)
 	needs := func(tenant apitest.Tenant, what, body string) int64 {
-		t.Helper()
-		status, answer := post(t, g, tenant.Key, "/v1/messages", body)
-		if status != http.StatusPaymentRequired {
-			t.Fatalf("%s: %d, want 402: %.300s", what, status, answer)
-		}
-		m := neededRe.FindStringSubmatch(string(answer))
-		if m == nil {
-			t.Fatalf("%s: the 402 does not say what the request needs: %.300s", what, answer)
-		}
-		n, _ := strconv.ParseInt(m[1], 10, 64)
-		return n
+		return neededFor(t, g, tenant, "/v1/messages", what, body)
 	}
 	answerOnly := needs(broke, "without compaction", plain)
 	if got := needs(broke, "with compaction", compacting) - answerOnly; got != 168_000 {
@@ -204,17 +194,7 @@ func TestResponsesCompactionOutputIsReserved(t *testing.T) {
 	plain := body(`"context_management":[],`)
 	broke := g.NewTenant(t, "broke", 0, 0)
 	needs := func(tenant apitest.Tenant, what, body string) int64 {
-		t.Helper()
-		status, answer := post(t, g, tenant.Key, "/v1/responses", body)
-		if status != http.StatusPaymentRequired {
-			t.Fatalf("%s: %d, want 402: %.300s", what, status, answer)
-		}
-		m := neededRe.FindStringSubmatch(string(answer))
-		if m == nil {
-			t.Fatalf("%s: the 402 does not say what the request needs: %.300s", what, answer)
-		}
-		n, _ := strconv.ParseInt(m[1], 10, 64)
-		return n
+		return neededFor(t, g, tenant, "/v1/responses", what, body)
 	}
 	answerOnly := needs(broke, "without compaction", plain)
 	if got := needs(broke, "with compaction", compacting) - answerOnly; got != 144_000 {
@@ -259,4 +239,20 @@ func responsesCompactingGateway(t *testing.T) *apitest.Gateway {
 		t.Fatal(err)
 	}
 	return apitest.Start(t, apitest.Options{Config: cfg})
+}
+
+// neededFor posts body to path as tenant, whose balance cannot pay for it, and returns what the
+// 402 says the request needs (micro-units): its reservation.
+func neededFor(t *testing.T, g *apitest.Gateway, tenant apitest.Tenant, path, what, body string) int64 {
+	t.Helper()
+	status, answer := post(t, g, tenant.Key, path, body)
+	if status != http.StatusPaymentRequired {
+		t.Fatalf("%s: %d, want 402: %.300s", what, status, answer)
+	}
+	m := neededRe.FindStringSubmatch(string(answer))
+	if m == nil {
+		t.Fatalf("%s: the 402 does not say what the request needs: %.300s", what, answer)
+	}
+	n, _ := strconv.ParseInt(m[1], 10, 64)
+	return n
 }

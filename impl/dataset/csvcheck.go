@@ -31,9 +31,10 @@ type csvDialect struct {
 // and, when no delimiter splits every line the same, reads each whole line as the one value
 // of a single VARCHAR column (as it does a binary file), so that an agent then queried
 // nonsense. A file is accepted when DuckDB reads it with its sniffed dialect from its first
-// line, with '"' as the quote when it has one, and, read as one column, its first line is one
-// field; the whole file is then read as a load reads it (DescribeFile). A file of one column
-// with a header is a table. name names the file in the error.
+// line, with '"' as the quote when it has one, and, read as one column, no other delimiter
+// in its first line splits its rows as well (checkOneColumn); the whole file is then read as
+// a load reads it (DescribeFile). A file of one column with a header is a table. name names
+// the file in the error.
 func checkCSV(ctx context.Context, conn *sql.Conn, path, name string) error {
 	if err := checkText(path, name); err != nil {
 		return err
@@ -63,26 +64,63 @@ func checkCSV(ctx context.Context, conn *sql.Conn, path, name string) error {
 }
 
 // checkOneColumn refuses a file read as one column whose first line (its header, or its first
-// row) holds a delimiter that is not the sniffed one: a header of several columns whose rows
-// do not split the same way, read by DuckDB as whole lines.
+// row) holds a delimiter that is not the sniffed one and that splits its other rows too: a
+// table whose rows do not split the same way, read by DuckDB as whole lines. A one-column file
+// whose header names a column with such a delimiter in it ("Price; incl. VAT") is taken: its
+// values do not hold that delimiter, or only some of them do (splitsRows).
 func checkOneColumn(ctx context.Context, conn *sql.Conn, path, name string, d csvDialect) error {
-	first := d.first
-	if !d.header {
-		var v any
-		err := conn.QueryRowContext(ctx, "SELECT * FROM "+readerSQL(path, CSV)+" LIMIT 1").Scan(&v)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return userErr(CodeInvalid, "%s is not a readable csv file: %s", name, firstLine(err.Error()))
-		}
-		if s, ok := v.(string); ok {
-			first = s
-		}
+	rows, err := oneColumnSample(ctx, conn, path)
+	if err != nil {
+		return userErr(CodeInvalid, "%s is not a readable csv file: %s", name, firstLine(err.Error()))
 	}
-	others := strings.ReplaceAll(csvDelimiters, d.delim, "")
-	if i := strings.IndexAny(first, others); i >= 0 {
-		return userErr(CodeInvalid, "%s is not one table: its first line has several fields separated by %q, but its rows do not all have that many "+
-			"(DuckDB could read it only as one column of whole lines). Give every row the header's fields", name, first[i:i+1])
+	first := d.first
+	if !d.header && len(rows) > 0 {
+		first, rows = rows[0], rows[1:]
+	}
+	for _, delim := range strings.ReplaceAll(csvDelimiters, d.delim, "") {
+		sep := string(delim)
+		if strings.Contains(first, sep) && splitsRows(rows, sep) {
+			return userErr(CodeInvalid, "%s is not one table: its first line has several fields separated by %q, but its rows do not all have that many "+
+				"(DuckDB could read it only as one column of whole lines). Give every row the header's fields", name, sep)
+		}
 	}
 	return nil
+}
+
+// oneColumnSampleRows is how many rows of a one-column file checkOneColumn reads.
+const oneColumnSampleRows = 2048
+
+// oneColumnSample is the text of the first rows of a file DuckDB reads as one column (a null
+// or a value that is not text is "").
+func oneColumnSample(ctx context.Context, conn *sql.Conn, path string) ([]string, error) {
+	rs, err := conn.QueryContext(ctx, "SELECT * FROM "+readerSQL(path, CSV)+" LIMIT "+strconv.Itoa(oneColumnSampleRows))
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	var rows []string
+	for rs.Next() {
+		var v any
+		if err := rs.Scan(&v); err != nil {
+			return nil, err
+		}
+		s, _ := v.(string)
+		rows = append(rows, s)
+	}
+	return rows, rs.Err()
+}
+
+// splitsRows reports whether sep splits at least half of the rows (and at least one) into
+// several fields, as it does the rows of a table separated by it, evenly or not (a ragged
+// table is refused too). The values of a genuine one-column file seldom hold it.
+func splitsRows(rows []string, sep string) bool {
+	split := 0
+	for _, r := range rows {
+		if strings.Contains(r, sep) {
+			split++
+		}
+	}
+	return split > 0 && 2*split >= len(rows)
 }
 
 // lineCount is "1 line" or "n lines".

@@ -66,3 +66,48 @@ func TestUploadCheckRefusesMalformedCSV(t *testing.T) {
 		}
 	}
 }
+
+// TestUploadCheckTakesAOneColumnHeaderWithADelimiter: a one-column CSV whose header names a
+// column with ';', '|' or a tab in it is taken, with its values read as one column, while a
+// table of such a delimiter read as one column (its rows split by it too, evenly or not) is
+// still refused. Before, any first line with another delimiter was refused.
+func TestUploadCheckTakesAOneColumnHeaderWithADelimiter(t *testing.T) {
+	accepted := []struct{ name, body, column string }{
+		{"a semicolon, numbers", "Price; incl. VAT\n10\n12\n15\n", "Price; incl. VAT"},
+		{"a semicolon, text", "Price; incl. VAT\nten\ntwelve\nfifteen\n", "Price; incl. VAT"},
+		{"a pipe", "in | out\n1\n2\n3\n", "in | out"},
+		{"a tab", "first\tname\nalice\nbob\ncarol\n", "first\tname"},
+		{"a semicolon in one value of three", "Price; incl. VAT\n10\nn/a; see note\n12\n", "Price; incl. VAT"},
+	}
+	refused := []struct{ name, body, says string }{
+		{"semicolons, a short row", "a;b;c\n1;2;3\n4;5\n6;7;8\n", `separated by ";"`},
+		{"pipes, rows of two under a header of three", "a|b|c\n1|2\n3|4\n", `separated by "|"`},
+		{"tabs, no header", "1\t2\t3\n4\t5\n", `separated by "\t"`},
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	for i, c := range accepted {
+		p := filepath.Join(dir, "a"+string(rune('a'+i))+".csv")
+		if err := os.WriteFile(p, []byte(c.body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cols, err := DescribeFile(ctx, p, CSV)
+		if err != nil || len(cols) != 1 {
+			t.Errorf("%s: DescribeFile = %v, %v, want one column", c.name, cols, err)
+			continue
+		}
+		if cols[0].Name != c.column {
+			t.Errorf("%s: the column is %q, want %q", c.name, cols[0].Name, c.column)
+		}
+	}
+	for i, c := range refused {
+		p := filepath.Join(dir, "r"+string(rune('a'+i))+".csv")
+		if err := os.WriteFile(p, []byte(c.body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := DescribeFile(ctx, p, CSV)
+		if err == nil || !strings.Contains(err.Error(), c.says) || !strings.Contains(err.Error(), "is not one table") {
+			t.Errorf("%s: DescribeFile = %v, want an error that says %q", c.name, err, c.says)
+		}
+	}
+}

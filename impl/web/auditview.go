@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/plaintext"
 	"github.com/tollgate/tollgate/impl/usageview"
 	"github.com/tollgate/tollgate/impl/web/audit"
@@ -24,8 +25,9 @@ import (
 // auditRow is one entry of the audit log as the page shows it.
 type auditRow struct {
 	At time.Time
-	// Actor names who did it; ActorTitle is what was recorded, when that says more.
-	Actor, ActorTitle string
+	// Actor names who did it; ActorTitle is what was recorded, when that says more; ActorURL
+	// is the page of an agent's session, when the account has it.
+	Actor, ActorTitle, ActorURL string
 	// Action says what was done in words; Code is the recorded action ("key.revoked").
 	Action, Code string
 	// Target names what it was done to; TargetTitle is the recorded target (with its id).
@@ -81,6 +83,7 @@ func (a *App) auditRows(ctx context.Context, acct uuid.UUID, entries []audit.Ent
 		keyLabels[k.ID.String()] = usageview.KeyLabelLastFour(k.Name, k.DisplayPrefix, k.DisplaySuffix)
 	}
 	users := map[uuid.UUID]*members.User{}
+	agents := map[string]agentActor{}
 	rows := make([]auditRow, 0, len(entries))
 	for _, e := range entries {
 		row := auditRow{At: e.At, Actor: e.Actor, Code: e.Action, Action: auditActions[e.Action],
@@ -103,10 +106,43 @@ func (a *App) auditRows(ctx context.Context, acct uuid.UUID, entries []audit.Ent
 				}
 			}
 		}
+		if id, ok := strings.CutPrefix(e.Actor, agentActorPrefix); ok && e.ActorUserID == uuid.Nil {
+			who, seen := agents[id]
+			if !seen {
+				who = a.agentActorOf(ctx, acct, id)
+				agents[id] = who
+			}
+			row.Actor, row.ActorTitle, row.ActorURL = who.name, e.Actor, who.url
+		}
 		row.Target, row.TargetTitle = auditTarget(e, keyLabels)
 		rows = append(rows, row)
 	}
 	return rows, nil
+}
+
+// agentActorPrefix starts the actor of an entry an agent recorded, before its session's id
+// ("agent:<session>", as the tickets it opens name it).
+const agentActorPrefix = "agent:"
+
+// agentActor is an agent as the Audit log page names it.
+type agentActor struct {
+	name, url string
+}
+
+// agentActorOf names the agent of session id as a person reads it: "agent in slot main
+// (session 1a2b3c4d)", linking to the session's page. A session the account does not have (or
+// no agent service) is named by its short id alone, with no link.
+func (a *App) agentActorOf(ctx context.Context, acct uuid.UUID, id string) agentActor {
+	short := id
+	if len(short) > 8 {
+		short = short[:8]
+	}
+	if a.agents != nil {
+		if s, err := a.findSession(ctx, auth.Principal{AccountID: acct}, id); err == nil {
+			return agentActor{name: "agent in slot " + s.Slot + " (session " + short + ")", url: "/agents/" + s.ID}
+		}
+	}
+	return agentActor{name: "agent (session " + short + ")"}
 }
 
 // personName is a user as a person reads them: "Alice (alice@example.com)", or the one of the

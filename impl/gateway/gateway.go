@@ -65,6 +65,9 @@ type Options struct {
 	DatasetStorage dataset.Storage
 	// Heartbeat overrides the stream heartbeat interval (0: the default).
 	Heartbeat time.Duration
+	// Now is the clock whose day the catalog prices are taken on, by the exchange and the
+	// console alike (nil: time.Now; tests move it across a dated price change).
+	Now func() time.Time
 	// Router orders the fusion models' experts and learns their health (nil: a fresh one on
 	// the real clock; tests give one on a clock of their own).
 	Router *routing.Router
@@ -179,7 +182,7 @@ func New(o Options) (*Gateway, error) {
 	datasets := dataset.New(o.Store, o.DatasetStorage, dataset.Options{Logger: o.Logger})
 	// The one exchange: the HTTP routes and the agents' steps both call it.
 	exch := exchange.New(exchange.Options{Config: o.Config, Store: o.Store, Feed: feed, Upstreams: upstreams, Meter: meter,
-		Metrics: o.Metrics, Logger: o.Logger, Heartbeat: o.Heartbeat, Router: o.Router})
+		Metrics: o.Metrics, Logger: o.Logger, Heartbeat: o.Heartbeat, Router: o.Router, Now: o.Now})
 	agents, err := agent.New(agent.Options{Store: o.Store, Config: o.Config, Tools: tenanttools.Tools(datasets),
 		Exchange: exch, KeyPrincipal: authn.KeyPrincipal, Logger: o.Logger})
 	// fail releases what was built so far when the gateway cannot be built.
@@ -208,7 +211,7 @@ func New(o Options) (*Gateway, error) {
 	var pageNotFound http.Handler
 	if o.Config.Web.Enabled() {
 		if app, err = web.New(web.Options{Store: o.Store, Config: o.Config, Logger: o.Logger, HTTPClient: o.WebHTTPClient,
-			Datasets: datasets, Agents: agents, OAuth: oauth, Meter: meter, RedirectToPublicURL: o.WebRedirectToPublicURL,
+			Datasets: datasets, Agents: agents, OAuth: oauth, Meter: meter, Models: exch.Model, RedirectToPublicURL: o.WebRedirectToPublicURL,
 			UsageArchive: usageArchiveFiles(o.DatasetStorage)}); err != nil {
 			return fail(err)
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/dataset"
 	"github.com/tollgate/tollgate/impl/mcpauth"
+	"github.com/tollgate/tollgate/impl/routing"
 	"github.com/tollgate/tollgate/impl/sealedid"
 	"github.com/tollgate/tollgate/impl/store"
 	"github.com/tollgate/tollgate/impl/usageview"
@@ -59,6 +60,10 @@ type Options struct {
 	// OAuth is the MCP endpoint's authorization server, whose consent page and grants the
 	// console serves (oauth.go); nil: the pages say OAuth is not available.
 	OAuth *mcpauth.Server
+	// Models is a configured model as the exchange holds it today, priced for the day
+	// (exchange.Engine.Model: the prices the meter bills by and GET /v1/models shows), which
+	// the settings the console gives read; nil: the configuration's, as validated.
+	Models func(id string) (*routing.Model, bool)
 	// Meter reads a capped key's budget for the Keys page (billing.Meter.KeyBudget, what GET
 	// /v1/credits shows the key); nil: the page shows what the key spent alone.
 	Meter *billing.Meter
@@ -94,6 +99,8 @@ type App struct {
 	meter    *billing.Meter       // a capped key's budget on the Keys page (keys.go); nil: none
 	signins  *addrlimit.ByAddress // the sign-ins started per client address (auth.go)
 	notFound http.Handler         // the "not found" page of paths nobody serves (NotFoundPage)
+	// models are the models priced for the day, which the settings read (Options.Models).
+	models func(id string) (*routing.Model, bool)
 	// uploadLocks serialise this process's dataset uploads, by account (a stripe each), before
 	// they take the account's upload lock in the database (datasets.go).
 	uploadLocks [64]sync.Mutex
@@ -119,8 +126,12 @@ func New(o Options) (*App, error) {
 			RedirectURL: w.RedirectURL, HTTPClient: o.HTTPClient}),
 		datasets: o.Datasets, agents: o.Agents, tails: newTails(),
 		usage: usageview.New(pool, usageview.Options{Archive: o.UsageArchive}), oauth: o.OAuth, meter: o.Meter,
+		models:  o.Models,
 		signins: addrlimit.New[netip.Prefix](signinLimit, nil),
 		seals:   sealedid.NewLoader(func(ctx context.Context) ([]byte, error) { return o.Store.Secret(ctx, sealedid.SecretName) }),
+	}
+	if a.models == nil {
+		a.models = routing.NewRegistry(o.Config).Model
 	}
 	sm := scs.New()
 	sm.Store = a.sessions

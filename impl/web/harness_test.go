@@ -111,6 +111,13 @@ func startConfig(t *testing.T, tune func(*config.Config)) *env {
 // startServing is startConfig with the application's listener wrapped by wrap (nil: as it is).
 func startServing(t *testing.T, tune func(*config.Config), wrap func(net.Listener) net.Listener) *env {
 	t.Helper()
+	return startClocked(t, tune, wrap, nil)
+}
+
+// startClocked is startServing with the gateway's prices taken on the day of now (nil:
+// time.Now; gateway.Options.Now).
+func startClocked(t *testing.T, tune func(*config.Config), wrap func(net.Listener) net.Listener, now func() time.Time) *env {
+	t.Helper()
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	appLn, err := net.Listen("tcp", "127.0.0.1:0")
@@ -157,7 +164,7 @@ func startServing(t *testing.T, tune func(*config.Config), wrap func(net.Listene
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw, err := gateway.New(gateway.Options{Store: st, Config: cfg, Logger: log, DatasetStorage: storage, SimulatorURL: "http://127.0.0.1:1"})
+	gw, err := gateway.New(gateway.Options{Store: st, Config: cfg, Logger: log, DatasetStorage: storage, SimulatorURL: "http://127.0.0.1:1", Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}

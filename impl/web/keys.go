@@ -183,13 +183,23 @@ func (a *App) connectTarget(plain string, models []string, capMicros *int64) con
 	t.ChatModel, t.MessagesModel = connect.ChooseModels(a.cfg, models)
 	if t.ChatModel != "" {
 		// What Codex and opencode are told the model costs and holds.
-		t.Chat = connect.Facts(a.cfg, t.ChatModel)
+		t.Chat = a.facts(t.ChatModel)
 	}
 	if t.MessagesModel != "" {
 		// What a turn holds against the key's cap, said beside the settings it would refuse.
-		t.Messages, t.CreditCapMicros = connect.Facts(a.cfg, t.MessagesModel), capMicros
+		t.Messages, t.CreditCapMicros = a.facts(t.MessagesModel), capMicros
 	}
 	return t
+}
+
+// facts are model id's facts as the exchange holds it today (Options.Models): priced for the
+// day, as the meter bills it and GET /v1/models shows it; nil for a model it does not have.
+func (a *App) facts(id string) *connect.ModelFacts {
+	m, ok := a.models(id)
+	if !ok {
+		return nil
+	}
+	return connect.FactsFor(m)
 }
 
 // keyBudgets is where each capped key of keys stands in the cap period that holds now: what it

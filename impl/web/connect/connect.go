@@ -68,14 +68,20 @@ type ModelFacts struct {
 	HighestOfExperts bool
 }
 
-// Facts are the configured model id's facts as the gateway's reservation reads them
-// (routing.Registry), what the console gives the settings; nil for a model the configuration
-// does not have.
+// Facts are the configured model id's facts as a registry built from cfg reads them, priced as
+// cfg was validated; nil for a model the configuration does not have. The console gives the
+// facts of the model as the exchange holds it today (FactsFor), whose prices change on the
+// day a dated catalog price does.
 func Facts(cfg *config.Config, id string) *ModelFacts {
 	m, ok := routing.NewRegistry(cfg).Model(id)
 	if !ok {
 		return nil
 	}
+	return FactsFor(m)
+}
+
+// FactsFor are a model's facts as the gateway's reservation reads them (routing.Model).
+func FactsFor(m *routing.Model) *ModelFacts {
 	return &ModelFacts{Price: m.MaxPrice(), MaxOutputTokens: m.MaxOutputTokens, ContextTokens: m.ContextTokens,
 		HighestOfExperts: !m.PricedAlike()}
 }

@@ -1,0 +1,170 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/param"
+
+	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/devkit/apitest"
+	"github.com/tollgate/tollgate/impl/devkit/pdftest"
+)
+
+// chatDocumentGateway is a gateway for the chat route's document tests: three chat models named
+// prefix+"-sonnet" (served by a stand-in Anthropic upstream at claude-sonnet-4-5's catalog
+// price), prefix+"-chat" (a stand-in chat upstream) and prefix+"-mini" (a stand-in Responses
+// upstream), the last two at gpt-4.1-mini's, each of a window of a million tokens. Each
+// stand-in answers with a short text and the usage of 300 output tokens and anthropicInput or
+// openAIInput input tokens, as the provider would report a document's pages; bodies holds the
+// last request each upstream got, by the model's name.
+func chatDocumentGateway(t *testing.T, prefix string, anthropicInput, openAIInput int) (*apitest.Gateway, *sync.Map) {
+	t.Helper()
+	bodies := new(sync.Map)
+	standIn := func(model, answer string) string {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			bodies.Store(model, b)
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, answer)
+		}))
+		t.Cleanup(s.Close)
+		return s.URL
+	}
+	upstreams := []struct {
+		model, kind, catalog, upstreamModel, answer string
+	}{
+		{"sonnet", config.KindAnthropicMessages, "claude-sonnet-4-5", "claude-sonnet-4-5", fmt.Sprintf(`{"id":"msg_01","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"A summary."}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":%d,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":300}}`, anthropicInput)},
+		{"chat", config.KindOpenAIChat, "gpt-4.1-mini", "gpt-4.1-mini", fmt.Sprintf(`{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"gpt-4.1-mini","choices":[{"index":0,"message":{"role":"assistant","content":"A summary.","refusal":null},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":%d,"completion_tokens":300,"total_tokens":%d,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":0}}}`, openAIInput, openAIInput+300)},
+		{"mini", config.KindOpenAIResponses, "gpt-4.1-mini", "gpt-4.1-mini", fmt.Sprintf(`{"id":"resp_1","object":"response","created_at":1700000000,"status":"completed","error":null,"incomplete_details":null,"model":"gpt-4.1-mini","output":[{"id":"msg_1","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":"A summary.","annotations":[]}]}],"usage":{"input_tokens":%d,"input_tokens_details":{"cached_tokens":0},"output_tokens":300,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":%d}}`, openAIInput, openAIInput+300)},
+	}
+	cfg := config.Default()
+	for _, u := range upstreams {
+		id, provider := prefix+"-"+u.model, prefix+"-"+u.model+"-upstream"
+		cfg.Providers = append(cfg.Providers, config.Provider{Name: provider, Kind: u.kind, BaseURL: standIn(id, u.answer)})
+		cfg.Models = append(cfg.Models, config.Model{ID: id, Family: config.FamilyChat, OwnedBy: "test",
+			Price: config.Price{Catalog: u.catalog}, MaxOutputTokens: 1000, ContextTokens: 1_000_000,
+			Backend: &config.Upstream{Provider: provider, Model: u.upstreamModel}})
+		cfg.Plans[0].Models = append(cfg.Plans[0].Models, id)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return apitest.Start(t, apitest.Options{Config: cfg}), bodies
+}
+
+// TestChatDocumentPagesAreReserved: a PDF sent inline on /v1/chat/completions, as a file
+// content part with file_data (the OpenAI SDK's FileContentPart), is billed by its pages as on
+// the other routes (TestDocumentPagesAreReserved): relayed to a chat upstream, it reaches the
+// upstream whole, is reserved at its pages' bound (impl/pdfpages via convert.DocumentTokens) and
+// billed the upstream's usage, with nothing waived. The gateway does not carry a document
+// across formats (docs/inference.md, "Pass-through and translation": text and image parts are
+// translated): to a model served by a Messages or Responses upstream the part is refused with a
+// 400 in the OpenAI envelope naming it, before the upstream is asked or anything is billed.
+func TestChatDocumentPagesAreReserved(t *testing.T) {
+	g, bodies := chatDocumentGateway(t, "cdoc", 460_000, 439_000)
+	const granted = 100_000_000
+	tenant := g.NewTenant(t, "acme", 0, granted)
+	client := openAIClient(g, t, tenant.Key)
+	ask := func(model, data string) (*openai.ChatCompletion, error) {
+		return client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+			Model: model, MaxTokens: param.NewOpt[int64](1000),
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage([]openai.ChatCompletionContentPartUnionParam{
+				openai.TextContentPart("Summarize the report."),
+				openai.FileContentPart(openai.ChatCompletionContentPartFileFileParam{
+					Filename: param.NewOpt("report.pdf"), FileData: param.NewOpt("data:application/pdf;base64," + data)}),
+			})}})
+	}
+
+	var served int64
+	for _, pdf := range []struct {
+		name string
+		data []byte
+	}{
+		{"page objects in the file", pdftest.Plain(100)},
+		{"page objects in a compressed object stream", pdftest.ObjectStream(100)},
+	} {
+		data := base64.StdEncoding.EncodeToString(pdf.data)
+		t.Run(pdf.name+", relayed", func(t *testing.T) {
+			res, err := ask("cdoc-chat", data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			served++
+			if res.Choices[0].Message.Content != "A summary." || res.Usage.PromptTokens != 439_000 {
+				t.Errorf("answer %q, %d prompt tokens; want the upstream's", res.Choices[0].Message.Content, res.Usage.PromptTokens)
+			}
+			sent, _ := bodies.Load("cdoc-chat")
+			if b, _ := sent.([]byte); !json.Valid(b) || !strings.Contains(string(b), `"type":"file"`) || !strings.Contains(string(b), data) {
+				t.Errorf("the upstream got %.300s; want the file part whole", b)
+			}
+			// 439,000 input tokens at $0.40 and 300 output tokens at $1.60 a million.
+			if rec := latestUsage(t, g, tenant.Account, served); rec.CostMicros != 176_080 || rec.WaivedMicros != 0 {
+				t.Errorf("a 100-page PDF of %d bytes: billed %d, waived %d; want 176,080 and none", len(pdf.data), rec.CostMicros, rec.WaivedMicros)
+			}
+		})
+		for _, model := range []string{"cdoc-sonnet", "cdoc-mini"} {
+			t.Run(pdf.name+", "+model+" refuses it", func(t *testing.T) {
+				_, err := ask(model, data)
+				var apiErr *openai.Error
+				if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || apiErr.Param != "messages[0].content[1]" || apiErr.Type != "invalid_request_error" {
+					t.Fatalf("got %v; want a 400 invalid_request_error naming messages[0].content[1]", err)
+				}
+				if _, asked := bodies.Load(model); asked {
+					t.Errorf("the upstream of %s was asked", model)
+				}
+			})
+		}
+	}
+	if _, usage := checkBooks(t, g, tenant.Account, granted); usage != 2*176_080 {
+		t.Errorf("usage %d; want the two relayed requests', %d", usage, 2*176_080)
+	}
+}
+
+// TestCutChatDocumentStreamBillsItsPages: a chat stream cut before its usage (the upstream
+// stops after a chunk of text, without a finish_reason or [DONE]) is billed the pages of an
+// inline PDF sent as a file content part, at their bound (3,000 text tokens and gpt-4.1-mini's
+// image bound, 2,489, each), as the Responses route bills them
+// (TestCutDocumentStreamBillsItsPages), not the file's size.
+func TestCutChatDocumentStreamBillsItsPages(t *testing.T) {
+	url := cannedUpstream(t, "text/event-stream", `data: {"id":"chatcmpl-d1","object":"chat.completion.chunk","created":1764777600,"model":"gpt-4.1-mini","choices":[{"index":0,"delta":{"role":"assistant","content":"Half a summary"},"finish_reason":null}]}
+
+`)
+	g, tenant := standInGateway(t, "cut-chat-pages", config.KindOpenAIChat, url)
+	client := openAIClient(g, t, tenant.Key)
+	data := base64.StdEncoding.EncodeToString(pdftest.ObjectStream(30))
+	stream := client.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
+		Model: "cut-chat-pages-chat", MaxTokens: param.NewOpt[int64](1000),
+		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: param.NewOpt(true)},
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage([]openai.ChatCompletionContentPartUnionParam{
+			openai.TextContentPart("Summarize the report."),
+			openai.FileContentPart(openai.ChatCompletionContentPartFileFileParam{
+				Filename: param.NewOpt("report.pdf"), FileData: param.NewOpt("data:application/pdf;base64," + data)}),
+		})}})
+	var text string
+	for stream.Next() {
+		if c := stream.Current(); len(c.Choices) > 0 {
+			text += c.Choices[0].Delta.Content
+		}
+	}
+	_ = stream.Close()
+	if text != "Half a summary" || stream.Err() == nil {
+		t.Errorf("the client got %q and stream error %v; want the text the upstream sent, then the in-band error", text, stream.Err())
+	}
+	const pages = 30 * (3000 + 2489)
+	if rec := latestUsage(t, g, tenant.Account, 1); rec.Status != "upstream_cut_off" || rec.InputTokens < pages || rec.WaivedMicros != 0 {
+		t.Errorf("a cut chat stream with a 30-page PDF: status %s, billed %d input tokens, waived %d; want upstream_cut_off, at least %d and none",
+			rec.Status, rec.InputTokens, rec.WaivedMicros, pages)
+	}
+	checkBooks(t, g, tenant.Account, 100_000_000)
+}

@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -29,15 +31,21 @@ and opencode's give them the chat model's window (and opencode its output bound 
 as GET /v1/models says them.
 
   -url URL   the gateway's public URL (default $TOLLGATE_URL, else http://localhost:8080)
-  -key KEY   the API key (default $TOLLGATE_API_KEY)
+  -key KEY   the API key (default $TOLLGATE_API_KEY, the safer way: a key on the command line
+             shows in the process list and in shell history)
+
+A warning goes to stderr when the key is given with -key, and when URL is http:// to a host
+other than this machine (localhost, 127.0.0.0/8, ::1), which the key would cross in clear.
 `
 
 // connectAliases are the other names a client is known by on the command line.
 var connectAliases = map[string]string{"claude": "claude-code", "claudecode": "claude-code", "openai": "openai-sdk", "anthropic": "anthropic-sdk"}
 
 // runConnect is `tollgate connect`: it asks the gateway which models the key may use, then
-// prints the chosen client's settings (impl/web/connect) to out.
-func runConnect(ctx context.Context, args []string, out io.Writer) error {
+// prints the chosen client's settings (impl/web/connect) to out. What the user should know
+// about how the key was given or where it goes (connectWarnings) is written to notes (stderr),
+// so that out stays the settings alone.
+func runConnect(ctx context.Context, args []string, out, notes io.Writer) error {
 	fs := flag.NewFlagSet("connect", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	baseURL := fs.String("url", "", "")
@@ -78,11 +86,16 @@ func runConnect(ctx context.Context, args []string, out io.Writer) error {
 		*baseURL = "http://localhost:8080"
 	}
 	*baseURL = strings.TrimSuffix(strings.TrimSuffix(*baseURL, "/"), "/v1")
+	fromFlag := *key != ""
 	if *key == "" {
 		*key = os.Getenv(connect.KeyVariable)
 	}
 	if *key == "" {
 		return usageError("connect needs an API key: -key, or $" + connect.KeyVariable + " (create one on the web console's Keys page or with `tollgate admin key create ACCOUNT`)")
+	}
+
+	for _, w := range connectWarnings(*baseURL, fromFlag) {
+		fmt.Fprintln(notes, "tollgate connect: warning:", w)
 	}
 
 	c, err := client.New(*baseURL, *key, client.WithMaxRetries(1))
@@ -123,6 +136,34 @@ func runConnect(ctx context.Context, args []string, out io.Writer) error {
 		fmt.Fprint(out, s.Text())
 	}
 	return nil
+}
+
+// connectWarnings are what the user should know before the key is sent to baseURL: that a
+// key given with -key (fromFlag) shows in the process list and in shell history, where
+// $TOLLGATE_API_KEY does not; and that an http:// URL to a host other than this machine
+// carries the key in clear text. A URL that cannot be parsed gets no warning: client.New
+// refuses it.
+func connectWarnings(baseURL string, fromFlag bool) []string {
+	var warnings []string
+	if fromFlag {
+		warnings = append(warnings, "a key given with -key shows in the process list (ps) and in shell history; $"+
+			connect.KeyVariable+" is the safer way")
+	}
+	if u, err := url.Parse(baseURL); err == nil && u.Scheme == "http" && !isLocalHost(u.Hostname()) {
+		warnings = append(warnings, fmt.Sprintf("%s is plain http:// to a host other than this machine: the key crosses the network in clear text; use https://", baseURL))
+	}
+	return warnings
+}
+
+// isLocalHost reports whether host names this machine: localhost (or a name under it,
+// RFC 6761), or a loopback address (127.0.0.0/8, ::1).
+func isLocalHost(host string) bool {
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // messagesFacts are what Claude Code's settings are checked by: the Messages model's price and

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -31,7 +32,7 @@ func TestConnectCommand(t *testing.T) {
 	ctx := context.Background()
 
 	var out bytes.Buffer
-	if err := runConnect(ctx, []string{"codex", "-url", p.base + "/", "-key", key}, &out); err != nil {
+	if err := runConnect(ctx, []string{"codex", "-url", p.base + "/", "-key", key}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	// The console's facts of the chat model, read from the configuration; the command's come
@@ -44,7 +45,7 @@ func TestConnectCommand(t *testing.T) {
 	out.Reset()
 	t.Setenv("TOLLGATE_URL", p.base+"/v1")
 	t.Setenv(connect.KeyVariable, key)
-	if err := runConnect(ctx, []string{"claude"}, &out); err != nil {
+	if err := runConnect(ctx, []string{"claude"}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	sonnet := connect.Facts(config.Default(), "service-sonnet")
@@ -53,14 +54,14 @@ func TestConnectCommand(t *testing.T) {
 		t.Errorf("connect claude (from the environment) printed:\n%s\nwant:\n%s", out.String(), want)
 	}
 	out.Reset()
-	if err := runConnect(ctx, []string{"opencode"}, &out); err != nil {
+	if err := runConnect(ctx, []string{"opencode"}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	if want := connect.Opencode(console).Text(); out.String() != want || !strings.Contains(out.String(), "service-flint is a fusion model") {
 		t.Errorf("connect opencode printed:\n%s\nwant (the console's):\n%s", out.String(), want)
 	}
 	out.Reset()
-	if err := runConnect(ctx, []string{"-url", p.base, "all"}, &out); err != nil {
+	if err := runConnect(ctx, []string{"-url", p.base, "all"}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range connect.All(console) {
@@ -82,7 +83,7 @@ func TestConnectCommand(t *testing.T) {
 	} {
 		t.Setenv(connect.KeyVariable, c.env)
 		out.Reset()
-		err := runConnect(ctx, c.args, &out)
+		err := runConnect(ctx, c.args, &out, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), c.want) || out.Len() != 0 {
 			t.Errorf("connect %v: %v, printed %q; want an error containing %q", c.args, err, out.String(), c.want)
 		}
@@ -103,7 +104,7 @@ func TestConnectNamesTheCapsFigure(t *testing.T) {
 	ctx := context.Background()
 
 	var out bytes.Buffer
-	if err := runConnect(ctx, []string{"claude", "-url", p.base, "-key", key}, &out); err != nil {
+	if err := runConnect(ctx, []string{"claude", "-url", p.base, "-key", key}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	capMicros := int64(500_000)
@@ -126,7 +127,7 @@ func TestConnectNamesTheCapsFigure(t *testing.T) {
 	}))
 	defer gw.Close()
 	out.Reset()
-	if err := runConnect(ctx, []string{"claude", "-url", gw.URL, "-key", key}, &out); err != nil {
+	if err := runConnect(ctx, []string{"claude", "-url", gw.URL, "-key", key}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	if want := connect.ClaudeCode(connect.Target{BaseURL: gw.URL, Key: key, MessagesModel: "service-sonnet"}).Text(); out.String() != want ||
@@ -150,17 +151,118 @@ func TestConnectChecksTheClientFirst(t *testing.T) {
 	defer gw.Close()
 	ctx := context.Background()
 	var out bytes.Buffer
-	err := runConnect(ctx, []string{"foo", "-url", gw.URL, "-key", "tgk_refused"}, &out)
+	err := runConnect(ctx, []string{"foo", "-url", gw.URL, "-key", "tgk_refused"}, &out, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), `unknown client "foo"`) || asked.Load() != 0 || out.Len() != 0 {
 		t.Errorf("connect foo: %v, %d requests to the gateway, printed %q; want the unknown client and no request", err, asked.Load(), out.String())
 	}
 	t.Setenv(connect.KeyVariable, "")
-	if err := runConnect(ctx, []string{"foo", "-url", gw.URL}, &out); err == nil || !strings.Contains(err.Error(), `unknown client "foo"`) {
+	if err := runConnect(ctx, []string{"foo", "-url", gw.URL}, &out, io.Discard); err == nil || !strings.Contains(err.Error(), `unknown client "foo"`) {
 		t.Errorf("connect foo without a key: %v, want the unknown client", err)
 	}
-	err = runConnect(ctx, []string{"codex", "-url", gw.URL, "-key", "tgk_refused"}, &out)
+	err = runConnect(ctx, []string{"codex", "-url", gw.URL, "-key", "tgk_refused"}, &out, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "did not list the key's models: 401") || strings.Contains(err.Error(), "tollgate:") ||
 		!strings.Contains(err.Error(), "unknown or has been revoked") {
 		t.Errorf("connect codex with a refused key: %v", err)
+	}
+}
+
+// TestConnectWarnsOfAnExposedKey: a key given with -key shows in the process list and in shell
+// history, and one sent over plain http:// to another machine crosses the network in clear:
+// `tollgate connect` says so on stderr, before the key is sent, and prints the same settings on
+// stdout as it does without the warning. A key from $TOLLGATE_API_KEY sent to this machine
+// (127.0.0.1, localhost) or over https:// gets no warning.
+func TestConnectWarnsOfAnExposedKey(t *testing.T) {
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"object":"list","data":[{"id":"service-flint","object":"model","created":1,"owned_by":"x","family":"chat"}]}`)
+	}))
+	defer gw.Close()
+	ctx := context.Background()
+	const key = "tgk_exposed"
+	localhost := strings.Replace(gw.URL, "127.0.0.1", "localhost", 1)
+	var settings string
+	for _, c := range []struct {
+		name, base string
+		args       []string
+		env        string
+		warnings   []string
+	}{
+		{"the environment's key to 127.0.0.1", gw.URL, []string{"codex", "-url", gw.URL}, key, nil},
+		{"-key", gw.URL, []string{"codex", "-url", gw.URL, "-key", key}, "", []string{"-key shows in the process list (ps) and in shell history; $TOLLGATE_API_KEY is the safer way"}},
+		{"-key over the environment's", gw.URL, []string{"codex", "-key", key, "-url", gw.URL}, "tgk_other", []string{"-key shows in the process list"}},
+		{"the environment's key to localhost", localhost, []string{"codex", "-url", localhost + "/v1"}, key, nil},
+	} {
+		t.Setenv(connect.KeyVariable, c.env)
+		var out, notes bytes.Buffer
+		if err := runConnect(ctx, c.args, &out, &notes); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if settings == "" {
+			settings = out.String() // the first case's, without a warning
+		}
+		if want := strings.ReplaceAll(settings, gw.URL, c.base); out.String() != want || !strings.Contains(want, key) {
+			t.Errorf("%s: printed\n%s\nwant the settings printed without a warning:\n%s", c.name, out.String(), settings)
+		}
+		if got := strings.Count(notes.String(), "tollgate connect: warning:"); got != len(c.warnings) {
+			t.Errorf("%s: stderr %q; want %d warnings", c.name, notes.String(), len(c.warnings))
+		}
+		for _, w := range c.warnings {
+			if !strings.Contains(notes.String(), w) {
+				t.Errorf("%s: stderr %q; want %q", c.name, notes.String(), w)
+			}
+		}
+	}
+
+	// The binary writes the settings to stdout and the warning to stderr.
+	stdout, stderr, code := runTollgate(t, []string{"TOLLGATE_API_KEY="}, "connect", "codex", "-url", gw.URL, "-key", key)
+	if code != 0 || stdout != settings || !strings.Contains(stderr, "tollgate connect: warning: a key given with -key") {
+		t.Errorf("tollgate connect -key: exit %d, stdout\n%s\nstderr %q; want the settings and the warning on stderr", code, stdout, stderr)
+	}
+
+	// A plain http:// URL to another host is warned of before the key is sent: the host here
+	// does not resolve, and the warning is there all the same.
+	t.Setenv(connect.KeyVariable, key)
+	var out, notes bytes.Buffer
+	err := runConnect(ctx, []string{"codex", "-url", "http://gateway.invalid:8080"}, &out, &notes)
+	if err == nil || out.Len() != 0 || !strings.Contains(notes.String(), "http://gateway.invalid:8080 is plain http:// to a host other than this machine: the key crosses the network in clear text; use https://") {
+		t.Errorf("connect to http://gateway.invalid: %v, printed %q, stderr %q; want an error and the warning", err, out.String(), notes.String())
+	}
+	// Over https:// the key is not in clear: no warning (this gateway's certificate is the
+	// test's own, which the command does not trust, so the call itself fails).
+	tls := httptest.NewTLSServer(gw.Config.Handler)
+	defer tls.Close()
+	out.Reset()
+	notes.Reset()
+	if err := runConnect(ctx, []string{"codex", "-url", tls.URL}, &out, &notes); err == nil || notes.Len() != 0 {
+		t.Errorf("connect to %s: %v, stderr %q; want the certificate refused and no warning", tls.URL, err, notes.String())
+	}
+}
+
+// TestConnectWarnings: which URLs carry the key in clear (plain http:// to a host other than
+// this machine) and that -key is warned of whatever the URL.
+func TestConnectWarnings(t *testing.T) {
+	for _, c := range []struct {
+		url      string
+		fromFlag bool
+		want     int
+	}{
+		{"https://gateway.example.com", false, 0},
+		{"HTTPS://gateway.example.com", false, 0},
+		{"http://gateway.example.com", false, 1},
+		{"http://10.0.0.7:8080", false, 1},
+		{"http://[2001:db8::1]:8080", false, 1},
+		{"http://localhost:8080", false, 0},
+		{"http://LOCALHOST.:8080", false, 0},
+		{"http://app.localhost:8080", false, 0},
+		{"http://127.0.0.1:8080", false, 0},
+		{"http://127.45.6.7", false, 0},
+		{"http://[::1]:8080", false, 0},
+		{"http://localhost:8080", true, 1},
+		{"https://gateway.example.com", true, 1},
+		{"http://gateway.example.com", true, 2},
+	} {
+		if got := connectWarnings(c.url, c.fromFlag); len(got) != c.want {
+			t.Errorf("connectWarnings(%q, -key %v) = %q; want %d", c.url, c.fromFlag, got, c.want)
+		}
 	}
 }

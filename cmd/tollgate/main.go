@@ -75,7 +75,7 @@ var commands = map[string]func(ctx context.Context, args []string) error{
 	"serve":   func(ctx context.Context, args []string) error { return runServe(ctx, args, false) },
 	"migrate": runMigrate,
 	"admin":   func(ctx context.Context, args []string) error { return runAdmin(ctx, args, os.Stdout) },
-	"connect": func(ctx context.Context, args []string) error { return runConnect(ctx, args, os.Stdout) },
+	"connect": func(ctx context.Context, args []string) error { return runConnect(ctx, args, os.Stdout, os.Stderr) },
 	"sim":     runSim,
 	"prices":  func(_ context.Context, args []string) error { return runPrices(args, os.Stdout) },
 }

@@ -119,7 +119,8 @@ type Spill struct {
 
 // Open opens (creating it when missing) the spill file at path and takes its lock: it fails
 // with ErrInUse when another live process holds it, and with ErrNotSpill when the file is
-// something else. A torn tail is dropped and reported (see the package documentation).
+// something else. A torn tail is dropped and reported (see the package documentation). The
+// file is made readable and writable by its owner only (0600), whatever it was before.
 func Open(path string, o Options) (*Spill, error) {
 	if o.MaxBytes <= 0 {
 		o.MaxBytes = DefaultMaxBytes
@@ -137,6 +138,12 @@ func Open(path string, o Options) (*Spill, error) {
 			return nil, fmt.Errorf("%w: %s", ErrInUse, path)
 		}
 		return nil, fmt.Errorf("usagespill: lock %s: %w", path, err)
+	}
+	// A file left by an older version or copied by an operator may be readable by others:
+	// usage records are the tenants' business, so only the owner reads the file.
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("usagespill: chmod %s: %w", path, err)
 	}
 	s := &Spill{path: path, max: o.MaxBytes, f: f, report: Report{Path: path}}
 	if err := s.load(o.Now); err != nil {
@@ -410,12 +417,18 @@ func syncDir(dir string) error {
 	return nil
 }
 
-// OpenDir opens a spill file in dir (created when missing) that no live process holds: among
+// OpenDir opens a spill file in dir (created when missing, and made the owner's only: 0700)
+// that no live process holds: among
 // the files usage-<n>.spill there, the first that holds records, else the first free one, else
 // a new one with the lowest free number. So a restarted process takes the file its predecessor
 // left, and any starting process takes the records of one that is gone.
 func OpenDir(dir string, o Options) (*Spill, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("usagespill: %w", err)
+	}
+	// MkdirAll leaves an existing directory as it was: one made by an older version or an
+	// operator may list and open the spill files to others.
+	if err := os.Chmod(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("usagespill: %w", err)
 	}
 	entries, err := os.ReadDir(dir)

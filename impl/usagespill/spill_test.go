@@ -426,3 +426,57 @@ func TestEveryFieldKept(t *testing.T) {
 		t.Errorf("an untraced record without a checkpoint or key came back with %+v", got[1].Record)
 	}
 }
+
+// TestOpenTightensPermissions: a spill file and directory that already exist with wider
+// permissions (0644 and 0755: left by an older version, or an operator's copy) are made the
+// owner's only on open, 0600 and 0700, as a new one is created. Before, Open and OpenDir left
+// them as they were, and every local user could read the tenants' usage.
+func TestOpenTightensPermissions(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "spill")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "usage-0.spill")
+	if err := os.WriteFile(path, []byte(header), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil { // whatever the umask made of it
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := OpenDir(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.Path() != path {
+		t.Fatalf("took %s, want %s", s.Path(), path)
+	}
+	for name, want := range map[string]os.FileMode{dir: 0o700, path: 0o600} {
+		info, err := os.Stat(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := info.Mode().Perm(); got != want {
+			t.Errorf("%s: mode %#o, want %#o", name, got, want)
+		}
+	}
+
+	other := filepath.Join(t.TempDir(), "u.spill")
+	if err := os.WriteFile(other, []byte(header), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(other, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	open(t, other, Options{})
+	info, err := os.Stat(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := info.Mode().Perm(); got != 0o600 {
+		t.Errorf("Open left %s at %#o, want 0600", other, got)
+	}
+}

@@ -22,6 +22,10 @@
 // covers its length, holds and its payload decodes), saves the damaged bytes beside the spill
 // (<name>.damaged-<unix nanoseconds>), moves the whole frames after them down over them and
 // reports the damage, so that one damaged record does not take the records after it along.
+// Looking for the next whole frame checksums at most 64 MiB in all (a real damaged region is
+// one frame, and a payload is a JSON object, so few offsets are checksummed at all): a file
+// crafted with a plausible frame head at every few offsets would otherwise cost hours. Past
+// that bound, the rest of the file is set aside as a torn tail and the report says so.
 //
 // # Size and emptying
 //

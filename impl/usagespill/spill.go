@@ -39,6 +39,14 @@ const (
 	maxPayload = 1 << 20
 )
 
+// resyncBudget bounds the bytes Open checksums while it looks for the next whole frame after
+// damaged ones, over the whole file: 64 of the longest frames. A real damaged region is at most
+// one frame long and rarely makes it checksum anything (a length that fits is rare in a JSON
+// payload's text), but a crafted file can put a plausible frame head at every few offsets, and
+// checksumming up to 1 MiB at each of a 256 MiB file's offsets would take hours. Past the
+// budget, the rest of the file is set aside as a torn tail (Report.ResyncGaveUp).
+const resyncBudget = 64 * maxPayload
+
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 var (
@@ -101,6 +109,11 @@ type Report struct {
 	DamagedRegions int
 	DamagedSaved   string
 	DamagedSaveErr error
+	// ResyncHashed counts the bytes checksummed while looking for whole frames after damaged
+	// ones; ResyncGaveUp reports that it reached its bound (resyncBudget) before it found one,
+	// and that the rest of the file, whole frames too perhaps, went to TornSaved with the tail.
+	ResyncHashed int64
+	ResyncGaveUp bool
 }
 
 // Spill is an open spill file. Its methods are safe for concurrent use.
@@ -201,8 +214,10 @@ func (s *Spill) load(now func() time.Time) error {
 	// it are kept (a crash tears only the last write).
 	good := []span{{int64(len(header)), end}}
 	var damaged []span
+	budget := &resyncWork{left: resyncBudget}
 	for end < n {
-		next, found, err := resync(s.f, end, n)
+		next, found, err := resync(s.f, end, n, budget)
+		s.report.ResyncHashed, s.report.ResyncGaveUp = budget.hashed, budget.gaveUp
 		if err != nil {
 			return err
 		}
@@ -246,11 +261,21 @@ func (s *Spill) load(now func() time.Time) error {
 // span is a region of the file, from start to end.
 type span struct{ start, end int64 }
 
+// resyncWork is what is left of the checksumming Open may do to resynchronise (in bytes), and
+// what it did.
+type resyncWork struct {
+	left, hashed int64
+	gaveUp       bool
+}
+
 // resync finds the first offset after from and before n at which a whole frame starts whose
 // payload decodes: where the file goes on after a damaged frame. found is false when no
-// whole frame follows (the rest is a torn tail). A frame's checksum covers its length, so a
-// false start is a 1 in 2^32 chance at each offset, and a decoding payload rules it out.
-func resync(f *os.File, from, n int64) (next int64, found bool, err error) {
+// whole frame follows (the rest is a torn tail), or when the frames tried would take the
+// checksumming beyond what is left of work (then work.gaveUp is set). A frame's checksum
+// covers its length, so a false start is a 1 in 2^32 chance at each offset, and a decoding
+// payload rules it out; a payload, a JSON object, starts with '{' and ends with '}', which is
+// looked at before anything is checksummed.
+func resync(f *os.File, from, n int64, work *resyncWork) (next int64, found bool, err error) {
 	const window = 4 << 20 // a frame's longest (1 MiB and its head) fits with room to slide
 	buf := make([]byte, 0, window)
 	base := int64(-1)
@@ -272,6 +297,15 @@ func resync(f *os.File, from, n int64) (next int64, found bool, err error) {
 			continue // cannot be: the window holds the longest frame, but never read past it
 		}
 		payload := at[frameHead : frameHead+l]
+		if l < 2 || payload[0] != '{' || payload[l-1] != '}' {
+			continue
+		}
+		if frameHead+l > work.left {
+			work.gaveUp = true
+			return 0, false, nil
+		}
+		work.left -= frameHead + l
+		work.hashed += frameHead + l
 		if crc32.Update(crc32.Checksum(at[:4], castagnoli), castagnoli, payload) != binary.LittleEndian.Uint32(at[4:frameHead]) {
 			continue
 		}

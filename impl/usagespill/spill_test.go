@@ -2,6 +2,7 @@ package usagespill
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -478,5 +479,65 @@ func TestOpenTightensPermissions(t *testing.T) {
 	}
 	if got := info.Mode().Perm(); got != 0o600 {
 		t.Errorf("Open left %s at %#o, want 0600", other, got)
+	}
+}
+
+// TestCraftedDamageIsBounded: a file crafted so that a plausible frame head (a length that
+// fits, a payload starting with '{' and ending with '}', a wrong checksum) stands at every
+// 16th offset after a damaged frame made Open checksum 64 KiB at each of them, some 8 GB for
+// these 2 MiB, and up to 1 MiB at each of a 256 MiB file's offsets (hours of CPU) before it
+// gave up. Open now checksums at most resyncBudget bytes in all, whatever the file's size,
+// then sets the rest aside as a torn tail, saved beside the file, and keeps the whole records
+// before it. The work is counted (Report.ResyncHashed), not timed.
+func TestCraftedDamageIsBounded(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "u.spill")
+	s := open(t, path, Options{})
+	if _, err := s.Append(entries(0, 2)); err != nil {
+		t.Fatal(err)
+	}
+	good := s.Size()
+	s.Close()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const l = 64<<10 - 8 // so that the payload's last byte is a '}' of the pattern
+	var unit [16]byte
+	binary.LittleEndian.PutUint32(unit[:4], l)
+	copy(unit[4:8], []byte{0xff, 0xff, 0xff, 0xff}) // no other offset reads a length that fits
+	copy(unit[8:], "{aaaaaa}")
+	crafted := bytes.Repeat(unit[:], (2<<20)/len(unit))
+	crafted[0] = 0xee // the first frame's length is too long: damage, not a frame
+	crafted[1], crafted[2], crafted[3] = 0xee, 0xee, 0xee
+	b := append(bytes.Clone(data), crafted...)
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, path, Options{})
+	r := s.Report()
+	t.Logf("checksummed %d bytes of a %d-byte file", r.ResyncHashed, len(b))
+	if r.ResyncHashed > 64<<20 || !r.ResyncGaveUp {
+		t.Fatalf("checksummed %d bytes (bound 64 MiB), gave up %v", r.ResyncHashed, r.ResyncGaveUp)
+	}
+	if r.Records != 2 || r.TornOffset != good || r.TornBytes != int64(len(crafted)) || r.DamagedRegions != 0 {
+		t.Fatalf("report %+v, want 2 records and the crafted %d bytes set aside from %d", r, len(crafted), good)
+	}
+	if saved, err := os.ReadFile(r.TornSaved); err != nil || !bytes.Equal(saved, crafted) {
+		t.Fatalf("the saved tail (%v) is not the crafted bytes", err)
+	}
+	if got := readAll(t, s); len(got) != 2 {
+		t.Fatalf("%d records read, want 2", len(got))
+	}
+
+	// A real damaged record costs little: the frames after it are found.
+	s.Close()
+	damaged := bytes.Clone(data)
+	damaged[len(header)+frameHead+3] ^= 0x01
+	if err := os.WriteFile(path, damaged, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, path, Options{})
+	if r := s.Report(); r.Records != 1 || r.DamagedRegions != 1 || r.ResyncGaveUp || r.ResyncHashed > int64(len(data)) {
+		t.Fatalf("one damaged record: %+v", r)
 	}
 }

@@ -462,11 +462,26 @@ func (m *Meter) replayBatch(ctx context.Context) error {
 	if len(entries) == 0 {
 		return fmt.Errorf("billing: the backlog ends at record %d, but reading it from record %d found nothing", m.backlog.End().Index, m.cursor.Index)
 	}
+	faults, err := m.replayFaults(ctx, entries, after)
+	if err != nil {
+		if ctx.Err() == nil {
+			m.noteWriteFailed(err)
+		}
+		return err
+	}
 	for i := 0; i < len(entries); {
+		if faults[i] != "" {
+			// Not applied: kept aside, and passed over as if written.
+			m.quarantine(entries[i], faults[i])
+			m.cursor = after[i]
+			m.backlogRecords.Add(-1)
+			i++
+			continue
+		}
 		own := after[i].Index-1 >= m.inherited
 		holder := entries[i].Holder
 		j := i + 1
-		for j < len(entries) && (after[j].Index-1 >= m.inherited) == own && entries[j].Holder == holder {
+		for j < len(entries) && faults[j] == "" && (after[j].Index-1 >= m.inherited) == own && entries[j].Holder == holder {
 			j++
 		}
 		if own {
@@ -495,6 +510,33 @@ func (m *Meter) replayBatch(ctx context.Context) error {
 		i = j
 	}
 	return nil
+}
+
+// replayFaults checks the records an earlier process left in the backlog (replayFault); the
+// process's own are the meter's and are not checked. It returns each entry's fault ("": it is
+// applied).
+func (m *Meter) replayFaults(ctx context.Context, entries []usagespill.Entry, after []usagespill.Cursor) ([]string, error) {
+	faults := make([]string, len(entries))
+	if after[0].Index-1 >= m.inherited {
+		return faults, nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, m.opts.WriteTimeout)
+	defer cancel()
+	known := make(map[uuid.UUID]bool)
+	for i, e := range entries {
+		if after[i].Index-1 >= m.inherited {
+			break
+		}
+		f, err := m.replayFault(wctx, e.Record, known)
+		if err != nil {
+			if ctx.Err() == nil {
+				m.noteDBError(err)
+			}
+			return nil, err
+		}
+		faults[i] = f
+	}
+	return faults, nil
 }
 
 // writeBatch writes one batch for holder, within WriteTimeout. For the process's own records

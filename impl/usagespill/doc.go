@@ -27,6 +27,11 @@
 // crafted with a plausible frame head at every few offsets would otherwise cost hours. Past
 // that bound, the rest of the file is set aside as a torn tail and the report says so.
 //
+// A checksum finds damage, not forgery: whether a record read back is one to apply is the
+// meter's call (impl/billing), and Quarantine keeps one it does not apply in a file beside the
+// spill (<name>.quarantine, 0600). Open makes the spill file 0600, and OpenDir its directory
+// 0700, whatever they were before.
+//
 // # Size and emptying
 //
 // The file never grows beyond Options.MaxBytes (default DefaultMaxBytes, 256 MiB, some 550,000

@@ -652,6 +652,51 @@ func (s *Spill) Reset() error {
 	return nil
 }
 
+// Quarantine keeps e aside, with the reason it is not applied, in a file beside the spill
+// (<name>.quarantine, the owner's only: 0600): one JSON object a line, {"reason", "record"},
+// the record as the spill stores it. It returns the file's name once the line is durable. The
+// spill itself is not changed: Reset empties it once the rest is written.
+func (s *Spill) Quarantine(e Entry, reason string) (string, error) {
+	payload, err := encode(e)
+	if err != nil {
+		return "", err
+	}
+	line, err := json.Marshal(struct {
+		Reason string          `json:"reason"`
+		Record json.RawMessage `json:"record"`
+	}{reason, payload})
+	if err != nil {
+		return "", fmt.Errorf("usagespill: quarantine the record of request %q: %w", e.Record.RequestID, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	name := s.path + ".quarantine"
+	if err := appendLine(name, append(line, '\n')); err != nil {
+		return "", fmt.Errorf("usagespill: quarantine the record of request %q: %w", e.Record.RequestID, err)
+	}
+	return name, nil
+}
+
+// appendLine appends line to the file name (created when missing), made the owner's only,
+// and makes it durable.
+func appendLine(name string, line []byte) error {
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	err = f.Chmod(0o600)
+	if err == nil {
+		_, err = f.Write(line)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // Close releases the file and its lock; the records stay in it for the next Open.
 func (s *Spill) Close() error {
 	s.mu.Lock()

@@ -115,6 +115,8 @@ var (
 	chatTextKeys    = setOf("type", "text")
 	chatImageKeys   = setOf("type", "image_url")
 	chatImageURL    = setOf("url", "detail")
+	chatFileKeys    = setOf("type", "file")
+	chatFileData    = setOf("file_data", "filename")
 	chatToolCall    = setOf("id", "function")
 	chatToolCallIgn = setOf("type", "index")
 	chatFunction    = setOf("name", "arguments")
@@ -238,12 +240,20 @@ func (d *decoder) chatContent(raw json.RawMessage, p, role string) ([]llm.Part, 
 			}
 			parts = append(parts, part)
 			d.noteKeys(pp, m, chatImageKeys, nil)
+		case kind == "file" && role == "user":
+			part, ok, err := d.chatFile(m, pp, e)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				parts = append(parts, part)
+			}
 		case kind == "refusal" && role == "assistant":
 			d.note(pp, ".refusal", true, e) // a refusal from an earlier turn
 		case kind == "":
 			return nil, apierror.Invalid(pp+".type", "Missing required parameter: '%s.type'.", pp)
 		default:
-			d.note(pp, "."+kind, false, e) // input_audio, file, ...
+			d.note(pp, "."+kind, false, e) // input_audio, ...
 		}
 	}
 	return parts, nil
@@ -274,6 +284,32 @@ func (d *decoder) chatImage(raw json.RawMessage, pp string) (llm.Part, error) {
 	}
 	d.noteKeys(p, m, chatImageURL, nil)
 	return imagePart(u, detail, pp), nil
+}
+
+// chatFile decodes a file part of a user turn; ok is false when it is not an inline base64
+// document (a file_id of OpenAI's Files API, which no other provider can read), which is noted.
+func (d *decoder) chatFile(m jsonObject, pp string, raw json.RawMessage) (llm.Part, bool, error) {
+	fp := pp + ".file"
+	f, err := parseObject(m.get("file"), fp)
+	if err != nil {
+		return llm.Part{}, false, err
+	}
+	fileData, err := optString(f.get("file_data"), fp+".file_data")
+	if err != nil {
+		return llm.Part{}, false, err
+	}
+	filename, err := optString(f.get("filename"), fp+".filename")
+	if err != nil {
+		return llm.Part{}, false, err
+	}
+	part, ok := documentPart(fileData, filename, pp)
+	if !ok || !isNull(f.get("file_id")) {
+		d.note(pp, ".file", false, raw)
+		return llm.Part{}, false, nil
+	}
+	d.noteKeys(pp, m, chatFileKeys, nil)
+	d.noteKeys(fp, f, chatFileData, nil)
+	return part, true, nil
 }
 
 // chatToolCall decodes one entry of an assistant turn's tool_calls.

@@ -21,7 +21,7 @@ func (w *writer) chatMessages(o *object) error {
 		case llm.RoleUser:
 			out = append(out, object{{"role", "user"}, {"content", chatContent(m.Parts)}})
 		case llm.RoleAssistant:
-			texts, err := w.textOnly(m.Parts, "An image in an assistant turn")
+			texts, err := w.textOnly(m.Parts, "an assistant turn")
 			if err != nil {
 				return err
 			}
@@ -44,7 +44,7 @@ func (w *writer) chatMessages(o *object) error {
 			}
 			out = append(out, mo)
 		case llm.RoleTool:
-			texts, err := w.textOnly(m.Parts, "An image in a tool result")
+			texts, err := w.textOnly(m.Parts, "a tool result")
 			if err != nil {
 				return err
 			}
@@ -58,14 +58,19 @@ func (w *writer) chatMessages(o *object) error {
 	return nil
 }
 
-// textOnly returns the text parts, refusing any other part when translating.
-func (w *writer) textOnly(parts []llm.Part, what string) ([]llm.Part, error) {
+// textOnly returns the text parts, refusing any other part of a message (where) when
+// translating.
+func (w *writer) textOnly(parts []llm.Part, where string) ([]llm.Part, error) {
 	texts := parts[:0:0]
 	for _, p := range parts {
 		if p.Kind == llm.PartText {
 			texts = append(texts, p)
 		} else if w.cross() {
-			return nil, w.refuse(paramOf(p.Path), what)
+			what := "An image in "
+			if p.Kind == llm.PartDocument {
+				what = "A document in "
+			}
+			return nil, w.refuse(paramOf(p.Path), what+where)
 		}
 	}
 	return texts, nil
@@ -87,6 +92,10 @@ func chatContent(parts []llm.Part) any {
 				img.set("detail", p.Detail)
 			}
 			out = append(out, object{{"type", "image_url"}, {"image_url", img}})
+			continue
+		}
+		if p.Kind == llm.PartDocument {
+			out = append(out, object{{"type", "file"}, {"file", object{{"file_data", documentDataURL(p)}, {"filename", documentFilename(p)}}}})
 			continue
 		}
 		out = append(out, object{{"type", "text"}, {"text", p.Text}})

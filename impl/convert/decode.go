@@ -423,6 +423,21 @@ func imagePart(url, detail, path string) llm.Part {
 	return p
 }
 
+// documentPart builds a document part from an inline base64 data: URL (file_data of the
+// OpenAI formats); ok is false when the URL is anything else, which is not modelled.
+func documentPart(fileData, filename, path string) (llm.Part, bool) {
+	mt, data, ok := parseDataURL(fileData)
+	if !ok {
+		return llm.Part{}, false
+	}
+	return llm.Part{Kind: llm.PartDocument, MediaType: mt, Data: data, Filename: filename, Path: path}, true
+}
+
+// documentDataURL is the data: URL form of a document part (file_data of the OpenAI formats).
+func documentDataURL(p llm.Part) string {
+	return "data:" + p.MediaType + ";base64," + p.Data
+}
+
 // imageURL is the URL form of an image part (inline data as a data: URL).
 func imageURL(p llm.Part) string {
 	if p.ImageURL != "" {

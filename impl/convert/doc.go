@@ -40,6 +40,9 @@
 //	                                                                                           same-role turns are merged
 //	text part             text / string content            input_text / output_text           text block (empty ones left out)
 //	image part            image_url (URL or data: URL)     input_image image_url              image source url / base64
+//	document part         file{file_data data: URL,        input_file{file_data data: URL,    document source base64 (PDF)
+//	(user turns; inline   filename} (a name made from the  filename} (likewise)               or text (text/plain, decoded;
+//	base64 only)          media type when none is given)                                      the file name dropped, named)
 //	ToolCalls             tool_calls[].function            function_call{call_id,arguments}   tool_use{id,input object}
 //	                      {name,arguments string}                                              (ids made ^[a-zA-Z0-9_-]+$)
 //	tool result           role tool + tool_call_id         function_call_output               tool_result{tool_use_id,content}
@@ -73,21 +76,27 @@
 //	             Messages); temperature > 1 (to Messages; the scales are not rescaled); stop (to
 //	             Responses); more than 4 stop sequences (to chat); logprobs, top_logprobs,
 //	             audio, modalities other than text, web_search_options, logit_bias, legacy
-//	             functions/function_call, when set; input_audio and file parts; custom tools
+//	             functions/function_call, when set; input_audio parts; file parts by
+//	             file_id; custom tools
 //	             and custom tool calls; allowed_tools and custom tool_choice; the legacy
 //	             function role; an assistant's audio reference
 //	Responses    text.format JSON (to Messages); previous_response_id, conversation, prompt,
 //	             background, max_tool_calls, top_logprobs, when set; built-in tools
 //	             (web_search, file_search, mcp, ...) and their tool_choice; item_reference and
-//	             built-in tool items; input_file parts and file_id images
+//	             built-in tool items; input_file parts by file_id or file_url, in a
+//	             system message, and in a function_call_output (to chat, Messages); file_id
+//	             images
 //	Messages     stop_sequences (to Responses; more than 4 to chat); container, mcp_servers,
 //	             output_format, output_config.format; server tools (a versioned type such as
-//	             web_search_20250305); document, search_result and server-tool blocks; file
-//	             image sources; tool names longer than 64 characters (to chat, Responses)
+//	             web_search_20250305); document blocks but of a base64
+//	             source, and their title, context and citations; a document in a tool result;
+//	             search_result and server-tool blocks; file image sources; tool names longer than 64 characters (to chat, Responses)
 //	any          an empty last user message (to Messages, which refuses empty content; an
 //	             empty user message elsewhere is left out and named as messages[] or input[]);
 //	             an image of a type Messages does not accept (to Messages: only jpeg, png,
-//	             gif, webp) or a non-base64 data: URL; an image in a tool result (to chat); tool
+//	             gif, webp) or a non-base64 data: URL; a document of a type Messages does not
+//	             accept (to Messages: only application/pdf, and text/plain in UTF-8); an image
+//	             or document in a tool result (to chat) or an assistant turn; tool
 //	             call arguments that are not a JSON object (to Messages)
 //
 // Refused also when the upstream speaks the client's format (SharedStateFields): ids of state a

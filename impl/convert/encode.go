@@ -539,6 +539,21 @@ func schemaOrEmpty(t llm.Tool) json.RawMessage {
 	return t.Parameters
 }
 
+// documentFilename is the file name of a document for the OpenAI formats, which want one: the
+// client's, or "document" with the extension of its media type.
+func documentFilename(p llm.Part) string {
+	if p.Filename != "" {
+		return p.Filename
+	}
+	switch p.MediaType {
+	case "application/pdf":
+		return "document.pdf"
+	case "text/plain":
+		return "document.txt"
+	}
+	return "document"
+}
+
 // textOf concatenates the text parts.
 func textOf(parts []llm.Part) string {
 	var b strings.Builder

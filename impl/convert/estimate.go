@@ -39,9 +39,10 @@ const (
 // not read: a URL's is not known; routing.Model.ImageTokens),
 // and bytes counts the UTF-8 bytes of the system text, the text parts, the tool calls' names
 // and arguments, the tool results, the tool definitions (name, description, parameter schema),
-// the response-format schema, and the JSON of everything listed in Unmodelled (an audio part or
-// a document counts by its encoded size; a document's pages, which the providers bill, are
-// DocumentTokens', which the reservation adds). Callers should cap the estimate at the model's
+// the response-format schema, the base64 data of the inline documents, and the JSON of
+// everything listed in Unmodelled (an audio part, or a document by reference, counts by its
+// encoded size; a document's pages, which the providers bill, are DocumentTokens', which the
+// reservation adds). Callers should cap the estimate at the model's
 // context window.
 func EstimateInputTokens(req *llm.Request, imageTokens int) int {
 	cautious, _ := EstimateInput(req, imageTokens)
@@ -85,6 +86,8 @@ func countInput(req *llm.Request) inputCounts {
 			switch p.Kind {
 			case llm.PartImage:
 				n.images++
+			case llm.PartDocument:
+				n.bytes += len(p.Data) // its encoded size, as when it was not modelled
 			default:
 				n.bytes += len(p.Text)
 			}

@@ -186,6 +186,14 @@ func (d *decoder) messagesMessage(i int, raw json.RawMessage) error {
 			if ok {
 				cur.Parts = append(cur.Parts, part)
 			}
+		case kind == "document" && role == "user":
+			part, ok, err := d.messagesDocument(b, bp, e)
+			if err != nil {
+				return err
+			}
+			if ok {
+				cur.Parts = append(cur.Parts, part)
+			}
 		case kind == "tool_use" && role == "assistant":
 			call := llm.ToolCall{Path: bp}
 			if call.ID, err = parseString(b.get("id"), bp+".id"); err != nil {
@@ -220,7 +228,7 @@ func (d *decoder) messagesMessage(i int, raw json.RawMessage) error {
 		case kind == "":
 			return apierror.Invalid(bp+".type", "Missing required parameter: '%s.type'.", bp)
 		default:
-			d.note(bp, "."+kind, false, e) // document, search_result, server tool blocks, ...
+			d.note(bp, "."+kind, false, e) // search_result, server tool blocks, ...
 		}
 	}
 	if len(cur.Parts) > 0 || len(cur.ToolCalls) > 0 || len(blocks) == 0 {
@@ -262,6 +270,47 @@ func (d *decoder) messagesImage(b jsonObject, bp string, raw json.RawMessage) (l
 	}
 	d.noteKeys(bp, b, messagesImageKeys, nil)
 	d.noteKeys(sp, src, messagesSourceKeys, nil)
+	return part, true, nil
+}
+
+var (
+	messagesDocumentKeys = setOf("type", "source", "title", "context", "citations")
+	// messagesDocumentOwn are what a document block says that no other format can: each is
+	// noted on its own, as not advisory.
+	messagesDocumentOwn = []string{"title", "context", "citations"}
+	messagesDocSource   = setOf("type", "media_type", "data")
+)
+
+// messagesDocument decodes a document block of a user turn; ok is false when its source is
+// not inline base64 data (a URL, a file id, plain text or content blocks), which is noted.
+func (d *decoder) messagesDocument(b jsonObject, bp string, raw json.RawMessage) (llm.Part, bool, error) {
+	sp := bp + ".source"
+	src, err := parseObject(b.get("source"), sp)
+	if err != nil {
+		return llm.Part{}, false, err
+	}
+	kind, err := objectKind(src, sp)
+	if err != nil {
+		return llm.Part{}, false, err
+	}
+	if kind != "base64" {
+		d.note(bp, ".document", false, raw)
+		return llm.Part{}, false, nil
+	}
+	part := llm.Part{Kind: llm.PartDocument, Path: bp}
+	if part.MediaType, err = parseString(src.get("media_type"), sp+".media_type"); err != nil {
+		return part, false, err
+	}
+	if part.Data, err = parseString(src.get("data"), sp+".data"); err != nil {
+		return part, false, err
+	}
+	for _, k := range messagesDocumentOwn {
+		if v := b.get(k); !isNull(v) {
+			d.note(bp+"."+k, "", false, v)
+		}
+	}
+	d.noteKeys(bp, b, messagesDocumentKeys, nil)
+	d.noteKeys(sp, src, messagesDocSource, nil)
 	return part, true, nil
 }
 

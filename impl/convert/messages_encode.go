@@ -3,10 +3,12 @@ package convert
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/llm"
@@ -79,7 +81,7 @@ func (w *writer) messagesMessages(o *object) error {
 			}
 			add("user", blocks)
 		case llm.RoleAssistant:
-			texts, err := w.textOnly(m.Parts, "An image in an assistant turn")
+			texts, err := w.textOnly(m.Parts, "an assistant turn")
 			if err != nil {
 				return err
 			}
@@ -101,6 +103,9 @@ func (w *writer) messagesMessages(o *object) error {
 			add("assistant", blocks)
 		case llm.RoleTool:
 			res := object{{"type", "tool_result"}, {"tool_use_id", toolUseID(m.ToolCallID)}}
+			if err := w.noDocuments(m.Parts, "A document in a tool result"); err != nil {
+				return err
+			}
 			blocks, err := w.messagesBlocks(m.Parts)
 			if err != nil {
 				return err
@@ -160,9 +165,57 @@ func (w *writer) messagesBlocks(parts []llm.Part) ([]any, error) {
 				return nil, err
 			}
 			out = append(out, object{{"type", "image"}, {"source", src}})
+		case llm.PartDocument:
+			doc, err := w.messagesDocument(p)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, doc)
 		}
 	}
 	return out, nil
+}
+
+// messagesDocument writes a document block. The Messages API reads a PDF as base64 data and
+// plain text as text, and no other type: a text/plain document of another format is decoded
+// from its base64 (it must be UTF-8), anything else is refused. It has no file name: one is
+// dropped and named.
+func (w *writer) messagesDocument(p llm.Part) (object, error) {
+	if !w.cross() || p.MediaType == "application/pdf" {
+		w.dropFilename(p)
+		return object{{"type", "document"}, {"source", object{{"type", "base64"}, {"media_type", p.MediaType}, {"data", p.Data}}}}, nil
+	}
+	if p.MediaType != "text/plain" {
+		return nil, w.refuse(paramOf(p.Path), fmt.Sprintf("A document of type %q (only application/pdf and text/plain are accepted)", p.MediaType))
+	}
+	text, err := base64.StdEncoding.DecodeString(p.Data)
+	if err != nil || !utf8.Valid(text) {
+		return nil, w.refuse(paramOf(p.Path), "A text/plain document that is not base64-encoded UTF-8")
+	}
+	w.dropFilename(p)
+	return object{{"type", "document"}, {"source", object{{"type", "text"}, {"media_type", "text/plain"}, {"data", string(text)}}}}, nil
+}
+
+// dropFilename names the file name of a document the Messages API cannot carry.
+func (w *writer) dropFilename(p llm.Part) {
+	if p.Filename == "" {
+		return
+	}
+	suffix := ".filename"
+	if w.src == llm.FormatChat {
+		suffix = ".file.filename"
+	}
+	w.drop(pathName(p.Path, suffix, "filename"))
+}
+
+// noDocuments refuses a document among parts when translating (what names it).
+func (w *writer) noDocuments(parts []llm.Part, what string) error {
+	for _, p := range parts {
+		if p.Kind == llm.PartDocument && w.cross() {
+			return w.refuse(paramOf(p.Path), what)
+		}
+	}
+	return nil
 }
 
 // messagesImageSource writes an image's source: base64 data or a URL.

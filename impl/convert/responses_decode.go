@@ -73,6 +73,7 @@ var (
 	responsesTextKeys    = setOf("type", "text")
 	responsesOutTextIgn  = setOf("annotations", "logprobs")
 	responsesImageKeys   = setOf("type", "image_url", "detail")
+	responsesFileKeys    = setOf("type", "file_data", "filename")
 )
 
 // responsesInput decodes input: a string (one user message) or an array of items.
@@ -243,6 +244,14 @@ func (d *decoder) responsesParts(raw json.RawMessage, p, role string) ([]llm.Par
 			}
 			parts = append(parts, imagePart(u, detail, pp))
 			d.noteKeys(pp, m, responsesImageKeys, nil)
+		case "input_file":
+			part, ok, err := d.responsesFile(m, pp, e)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				parts = append(parts, part)
+			}
 		case "refusal":
 			if role == "assistant" {
 				d.note(pp, ".refusal", true, e)
@@ -252,10 +261,30 @@ func (d *decoder) responsesParts(raw json.RawMessage, p, role string) ([]llm.Par
 		case "":
 			return nil, apierror.Invalid(pp+".type", "Missing required parameter: '%s.type'.", pp)
 		default:
-			d.note(pp, "."+kind, false, e) // input_file, input_audio, ...
+			d.note(pp, "."+kind, false, e) // input_audio, ...
 		}
 	}
 	return parts, nil
+}
+
+// responsesFile decodes an input_file part; ok is false when it is not an inline base64
+// document (a file_id of OpenAI's Files API or a file_url), which is noted.
+func (d *decoder) responsesFile(m jsonObject, pp string, raw json.RawMessage) (llm.Part, bool, error) {
+	fileData, err := optString(m.get("file_data"), pp+".file_data")
+	if err != nil {
+		return llm.Part{}, false, err
+	}
+	filename, err := optString(m.get("filename"), pp+".filename")
+	if err != nil {
+		return llm.Part{}, false, err
+	}
+	part, ok := documentPart(fileData, filename, pp)
+	if !ok || !isNull(m.get("file_id")) || !isNull(m.get("file_url")) {
+		d.note(pp, ".input_file", false, raw)
+		return llm.Part{}, false, nil
+	}
+	d.noteKeys(pp, m, responsesFileKeys, nil)
+	return part, true, nil
 }
 
 var responsesToolKeys = setOf("type", "name", "description", "parameters", "strict")

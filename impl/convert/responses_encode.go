@@ -19,7 +19,7 @@ func (w *writer) responsesInput(o *object) error {
 		case llm.RoleUser:
 			items = append(items, object{{"type", "message"}, {"role", "user"}, {"content", responsesParts(m.Parts)}})
 		case llm.RoleAssistant:
-			texts, err := w.textOnly(m.Parts, "An image in an assistant turn")
+			texts, err := w.textOnly(m.Parts, "an assistant turn")
 			if err != nil {
 				return err
 			}
@@ -58,6 +58,10 @@ func responsesParts(parts []llm.Part) []any {
 				detail = "auto"
 			}
 			out = append(out, object{{"type", "input_image"}, {"image_url", imageURL(p)}, {"detail", detail}})
+			continue
+		}
+		if p.Kind == llm.PartDocument {
+			out = append(out, object{{"type", "input_file"}, {"file_data", documentDataURL(p)}, {"filename", documentFilename(p)}})
 			continue
 		}
 		out = append(out, object{{"type", "input_text"}, {"text", p.Text}})

@@ -86,6 +86,8 @@ func inputMessage(m llm.Message) genAIMessage {
 			g.Parts = append(g.Parts, genAIPart{Type: "uri", Modality: "image", URI: p.ImageURL})
 		case p.Kind == llm.PartImage:
 			g.Parts = append(g.Parts, genAIPart{Type: "blob", Modality: "image", MimeType: p.MediaType, Content: p.Data})
+		case p.Kind == llm.PartDocument:
+			g.Parts = append(g.Parts, genAIPart{Type: "blob", Modality: "document", MimeType: p.MediaType, Content: p.Data})
 		default:
 			g.Parts = append(g.Parts, genAIPart{Type: "text", Content: p.Text})
 		}

@@ -4,12 +4,11 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
+	"reflect"
 	"sync"
 	"testing"
 
@@ -65,12 +64,13 @@ func chatDocumentGateway(t *testing.T, prefix string, anthropicInput, openAIInpu
 
 // TestChatDocumentPagesAreReserved: a PDF sent inline on /v1/chat/completions, as a file
 // content part with file_data (the OpenAI SDK's FileContentPart), is billed by its pages as on
-// the other routes (TestDocumentPagesAreReserved): relayed to a chat upstream, it reaches the
-// upstream whole, is reserved at its pages' bound (impl/pdfpages via convert.DocumentTokens) and
-// billed the upstream's usage, with nothing waived. The gateway does not carry a document
-// across formats (docs/inference.md, "Pass-through and translation": text and image parts are
-// translated): to a model served by a Messages or Responses upstream the part is refused with a
-// 400 in the OpenAI envelope naming it, before the upstream is asked or anything is billed.
+// the other routes (TestDocumentPagesAreReserved): it is reserved at its pages' bound
+// (impl/pdfpages via convert.DocumentTokens, on the client's request) and billed the upstream's
+// usage, with nothing waived. Relayed to a chat upstream, the part reaches it whole; translated
+// for a model served by a Messages or Responses upstream, it reaches the upstream as that
+// format's document (a document block with a base64 source, an input_file with file_data and
+// the file's name), its data byte for byte. On the code before, the translated part was
+// refused with a 400 (the gateway did not carry documents across formats).
 func TestChatDocumentPagesAreReserved(t *testing.T) {
 	g, bodies := chatDocumentGateway(t, "cdoc", 460_000, 439_000)
 	const granted = 100_000_000
@@ -95,40 +95,108 @@ func TestChatDocumentPagesAreReserved(t *testing.T) {
 		{"page objects in a compressed object stream", pdftest.ObjectStream(100)},
 	} {
 		data := base64.StdEncoding.EncodeToString(pdf.data)
-		t.Run(pdf.name+", relayed", func(t *testing.T) {
-			res, err := ask("cdoc-chat", data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			served++
-			if res.Choices[0].Message.Content != "A summary." || res.Usage.PromptTokens != 439_000 {
-				t.Errorf("answer %q, %d prompt tokens; want the upstream's", res.Choices[0].Message.Content, res.Usage.PromptTokens)
-			}
-			sent, _ := bodies.Load("cdoc-chat")
-			if b, _ := sent.([]byte); !json.Valid(b) || !strings.Contains(string(b), `"type":"file"`) || !strings.Contains(string(b), data) {
-				t.Errorf("the upstream got %.300s; want the file part whole", b)
-			}
-			// 439,000 input tokens at $0.40 and 300 output tokens at $1.60 a million.
-			if rec := latestUsage(t, g, tenant.Account, served); rec.CostMicros != 176_080 || rec.WaivedMicros != 0 {
-				t.Errorf("a 100-page PDF of %d bytes: billed %d, waived %d; want 176,080 and none", len(pdf.data), rec.CostMicros, rec.WaivedMicros)
-			}
-		})
-		for _, model := range []string{"cdoc-sonnet", "cdoc-mini"} {
-			t.Run(pdf.name+", "+model+" refuses it", func(t *testing.T) {
-				_, err := ask(model, data)
-				var apiErr *openai.Error
-				if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || apiErr.Param != "messages[0].content[1]" || apiErr.Type != "invalid_request_error" {
-					t.Fatalf("got %v; want a 400 invalid_request_error naming messages[0].content[1]", err)
+		for _, tc := range []struct {
+			model, prompt string
+			// part finds the document in the upstream's body.
+			part func(body []byte) (any, error)
+			want any
+			// cost is the upstream's usage at the model's price: 439,000 input tokens at
+			// $0.40 and 300 output tokens at $1.60 a million; 460,000 and 300 at
+			// claude-sonnet-4-5's rates above 200,000 input tokens, $6 and $22.50.
+			cost int64
+		}{
+			{"cdoc-chat", "relayed", chatFilePart, chatFile{Type: "file", File: chatFileData{FileData: "data:application/pdf;base64," + data, Filename: "report.pdf"}}, 176_080},
+			{"cdoc-sonnet", "translated for Messages", messagesDocumentBlock, messagesDocument{Type: "document", Source: messagesSource{Type: "base64", MediaType: "application/pdf", Data: data}}, 2_766_750},
+			{"cdoc-mini", "translated for Responses", responsesFilePart, responsesFile{Type: "input_file", FileData: "data:application/pdf;base64," + data, Filename: "report.pdf"}, 176_080},
+		} {
+			t.Run(pdf.name+", "+tc.prompt, func(t *testing.T) {
+				res, err := ask(tc.model, data)
+				if err != nil {
+					t.Fatal(err)
 				}
-				if _, asked := bodies.Load(model); asked {
-					t.Errorf("the upstream of %s was asked", model)
+				served++
+				if res.Choices[0].Message.Content != "A summary." {
+					t.Errorf("answer %q; want the upstream's", res.Choices[0].Message.Content)
+				}
+				sent, _ := bodies.Load(tc.model)
+				b, _ := sent.([]byte)
+				if got, err := tc.part(b); err != nil || !reflect.DeepEqual(got, tc.want) {
+					t.Errorf("the upstream got %.300s (%v); want the document as %+.300v", b, err, tc.want)
+				}
+				if rec := latestUsage(t, g, tenant.Account, served); rec.CostMicros != tc.cost || rec.WaivedMicros != 0 {
+					t.Errorf("a 100-page PDF of %d bytes: billed %d, waived %d; want %d and none", len(pdf.data), rec.CostMicros, rec.WaivedMicros, tc.cost)
 				}
 			})
 		}
 	}
-	if _, usage := checkBooks(t, g, tenant.Account, granted); usage != 2*176_080 {
-		t.Errorf("usage %d; want the two relayed requests', %d", usage, 2*176_080)
+	if _, usage := checkBooks(t, g, tenant.Account, granted); usage != 2*(2*176_080+2_766_750) {
+		t.Errorf("usage %d; want the six requests', %d", usage, 2*(2*176_080+2_766_750))
 	}
+}
+
+// The document parts of the three formats, as the upstreams' tests read them.
+type (
+	chatFileData struct {
+		FileData string `json:"file_data"`
+		Filename string `json:"filename"`
+	}
+	chatFile struct {
+		Type string       `json:"type"`
+		File chatFileData `json:"file"`
+	}
+	messagesSource struct {
+		Type      string `json:"type"`
+		MediaType string `json:"media_type"`
+		Data      string `json:"data"`
+	}
+	messagesDocument struct {
+		Type   string         `json:"type"`
+		Source messagesSource `json:"source"`
+	}
+	responsesFile struct {
+		Type     string `json:"type"`
+		FileData string `json:"file_data"`
+		Filename string `json:"filename"`
+	}
+)
+
+// chatFilePart is the second part of the first message of a chat request body.
+func chatFilePart(body []byte) (any, error) {
+	var req struct {
+		Messages []struct {
+			Content []chatFile `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil || len(req.Messages) == 0 || len(req.Messages[0].Content) < 2 {
+		return nil, fmt.Errorf("no second part of a first message (%v)", err)
+	}
+	return req.Messages[0].Content[1], nil
+}
+
+// messagesDocumentBlock is the second block of the first message of a Messages request body.
+func messagesDocumentBlock(body []byte) (any, error) {
+	var req struct {
+		Messages []struct {
+			Content []messagesDocument `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil || len(req.Messages) == 0 || len(req.Messages[0].Content) < 2 {
+		return nil, fmt.Errorf("no second block of a first message (%v)", err)
+	}
+	return req.Messages[0].Content[1], nil
+}
+
+// responsesFilePart is the second part of the first input item of a Responses request body.
+func responsesFilePart(body []byte) (any, error) {
+	var req struct {
+		Input []struct {
+			Content []responsesFile `json:"content"`
+		} `json:"input"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil || len(req.Input) == 0 || len(req.Input[0].Content) < 2 {
+		return nil, fmt.Errorf("no second part of a first item (%v)", err)
+	}
+	return req.Input[0].Content[1], nil
 }
 
 // TestCutChatDocumentStreamBillsItsPages: a chat stream cut before its usage (the upstream

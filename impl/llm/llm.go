@@ -117,8 +117,9 @@ type PartKind string
 
 // Content part kinds.
 const (
-	PartText  PartKind = "text"
-	PartImage PartKind = "image"
+	PartText     PartKind = "text"
+	PartImage    PartKind = "image"
+	PartDocument PartKind = "document"
 )
 
 // Part is one piece of message content.
@@ -126,10 +127,12 @@ type Part struct {
 	Kind PartKind
 	Text string
 	// An image is either a URL (ImageURL) or inline base64 data (MediaType and Data). A data:
-	// URL is decoded into MediaType and Data by the decoders.
+	// URL is decoded into MediaType and Data by the decoders. A document is always inline
+	// base64 data (MediaType and Data), with the file name the client gave, if any (Filename).
 	ImageURL  string
 	MediaType string
 	Data      string
+	Filename  string
 	// Detail is OpenAI's image detail hint ("auto", "low", "high"), if given.
 	Detail string
 	// Path is the wire path of the content part this was decoded from (e.g.

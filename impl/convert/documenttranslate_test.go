@@ -1,0 +1,163 @@
+package convert
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tollgate/tollgate/impl/llm"
+)
+
+// documentRequests are, by format, a request whose user turn holds a text part and an inline
+// document of media type mt, data data (base64) and, where the format names files, file name
+// report.pdf.
+func documentRequests(mt, data string) map[llm.Format]string {
+	return map[llm.Format]string{
+		llm.FormatChat: `{"model":"m","max_tokens":100,"messages":[{"role":"user","content":[{"type":"text","text":"Summarize."},` +
+			`{"type":"file","file":{"file_data":"data:` + mt + `;base64,` + data + `","filename":"report.pdf"}}]}]}`,
+		llm.FormatResponses: `{"model":"m","max_output_tokens":100,"input":[{"role":"user","content":[{"type":"input_text","text":"Summarize."},` +
+			`{"type":"input_file","file_data":"data:` + mt + `;base64,` + data + `","filename":"report.pdf"}]}]}`,
+		llm.FormatMessages: `{"model":"m","max_tokens":100,"messages":[{"role":"user","content":[{"type":"text","text":"Summarize."},` +
+			`{"type":"document","source":{"type":"base64","media_type":"` + mt + `","data":"` + data + `"}}]}]}`,
+	}
+}
+
+// sentDocument is the second part of the first user turn of a request body of format f, as sent.
+func sentDocument(t *testing.T, f llm.Format, body []byte) string {
+	t.Helper()
+	var req struct {
+		Messages []struct {
+			Content []json.RawMessage `json:"content"`
+		} `json:"messages"`
+		Input []struct {
+			Content []json.RawMessage `json:"content"`
+		} `json:"input"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		t.Fatal(err)
+	}
+	turns := req.Messages
+	if f == llm.FormatResponses {
+		turns = req.Input
+	}
+	if len(turns) == 0 || len(turns[0].Content) < 2 {
+		t.Fatalf("no second part in %s", body)
+	}
+	return string(turns[0].Content[1])
+}
+
+// TestDocumentsCrossFormats: an inline base64 PDF of any format reaches an upstream of any
+// other as that format's document, its data byte for byte: chat's file part with file_data,
+// Responses' input_file, Messages' document block with a base64 source. The file name goes to
+// the OpenAI formats (one is made up from the media type when the client gave none, as
+// Messages does not name files) and is dropped and named for Messages. On the code before,
+// the part was refused with a 400 naming it whenever the formats differed.
+func TestDocumentsCrossFormats(t *testing.T) {
+	const data = "JVBERi0xLjQKJcfsj6IKMSAwIG9iago8PC9UeXBlL0NhdGFsb2c+PgplbmRvYmoK+/=="
+	want := map[llm.Format]map[llm.Format]string{
+		llm.FormatChat: {
+			llm.FormatResponses: `{"type":"input_file","file_data":"data:application/pdf;base64,` + data + `","filename":"report.pdf"}`,
+			llm.FormatMessages:  `{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"` + data + `"}}`,
+		},
+		llm.FormatResponses: {
+			llm.FormatChat:     `{"type":"file","file":{"file_data":"data:application/pdf;base64,` + data + `","filename":"report.pdf"}}`,
+			llm.FormatMessages: `{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"` + data + `"}}`,
+		},
+		llm.FormatMessages: {
+			llm.FormatChat:      `{"type":"file","file":{"file_data":"data:application/pdf;base64,` + data + `","filename":"document.pdf"}}`,
+			llm.FormatResponses: `{"type":"input_file","file_data":"data:application/pdf;base64,` + data + `","filename":"document.pdf"}`,
+		},
+	}
+	wantDropped := map[llm.Format]string{
+		llm.FormatChat:      "messages[].content[].file.filename",
+		llm.FormatResponses: "input[].content[].filename",
+	}
+	for src, body := range documentRequests("application/pdf", data) {
+		for dst, doc := range want[src] {
+			t.Run(string(src)+" to "+string(dst), func(t *testing.T) {
+				out, dropped, err := EncodeRequest(dst, mustDecode(t, src, []byte(body)), "upstream-model")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := sentDocument(t, dst, out); got != doc {
+					t.Errorf("the document went as\n%s\nwant\n%s", got, doc)
+				}
+				if name := wantDropped[src]; dst == llm.FormatMessages && !slices.Contains(dropped, name) {
+					t.Errorf("dropped %v; want %s named", dropped, name)
+				}
+			})
+		}
+	}
+}
+
+// TestPlainTextDocumentToMessages: the Messages API reads plain text as a text source, not as
+// base64: a text/plain document of an OpenAI format reaches it decoded; one that is not UTF-8,
+// and a document of any type but application/pdf and text/plain, are refused with a 400 naming
+// the part.
+func TestPlainTextDocumentToMessages(t *testing.T) {
+	for _, src := range []llm.Format{llm.FormatChat, llm.FormatResponses} {
+		body := documentRequests("text/plain", "SGVsbG8sIHdvcmxkIQ==")[src]
+		out, _, err := EncodeRequest(llm.FormatMessages, mustDecode(t, src, []byte(body)), "upstream-model")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := sentDocument(t, llm.FormatMessages, out), `{"type":"document","source":{"type":"text","media_type":"text/plain","data":"Hello, world!"}}`; got != want {
+			t.Errorf("%s: the document went as %s; want %s", src, got, want)
+		}
+		param := "messages[0].content[1]"
+		if src == llm.FormatResponses {
+			param = "input[0].content[1]"
+		}
+		for _, c := range []struct{ mt, data, says string }{
+			{"text/plain", "/w==", "not base64-encoded UTF-8"},
+			{"text/csv", "YSxiCg==", `"text/csv"`},
+			{"application/vnd.openxmlformats-officedocument.wordprocessingml.document", "UEsDBA==", "only application/pdf and text/plain"},
+		} {
+			body := documentRequests(c.mt, c.data)[src]
+			_, _, err := EncodeRequest(llm.FormatMessages, mustDecode(t, src, []byte(body)), "upstream-model")
+			if ae := invalid(t, err, param); !strings.Contains(ae.Message, c.says) {
+				t.Errorf("%s, %s: %q; want it to say %s", src, c.mt, ae.Message, c.says)
+			}
+		}
+	}
+}
+
+// TestDocumentsNotCarried: what a document says that another format cannot, or what only its
+// provider can read, is refused across formats with a 400 naming it, as before: OpenAI file
+// ids, a document by URL or as plain text or content blocks, Messages' title, context and
+// citations, a document in a Messages tool result or a Responses function output. The same
+// request to an upstream of its own format passes.
+func TestDocumentsNotCarried(t *testing.T) {
+	const pdf = `"type":"base64","media_type":"application/pdf","data":"JVBERi0="`
+	for _, c := range []struct {
+		src   llm.Format
+		dst   llm.Format
+		body  string
+		param string
+	}{
+		{llm.FormatChat, llm.FormatMessages, `{"model":"m","messages":[{"role":"user","content":[{"type":"file","file":{"file_id":"file-abc"}}]}]}`, "messages[0].content[0]"},
+		{llm.FormatChat, llm.FormatResponses, `{"model":"m","messages":[{"role":"user","content":[{"type":"file","file":{"file_id":"file-abc","file_data":"data:application/pdf;base64,JVBERi0="}}]}]}`, "messages[0].content[0]"},
+		{llm.FormatResponses, llm.FormatChat, `{"model":"m","input":[{"role":"user","content":[{"type":"input_file","file_id":"file-abc"}]}]}`, "input[0].content[0]"},
+		{llm.FormatResponses, llm.FormatMessages, `{"model":"m","input":[{"role":"user","content":[{"type":"input_file","file_url":"https://example.com/a.pdf"}]}]}`, "input[0].content[0]"},
+		{llm.FormatMessages, llm.FormatChat, `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"text","media_type":"text/plain","data":"Hi"}}]}]}`, "messages[0].content[0]"},
+		{llm.FormatMessages, llm.FormatChat, `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"url","url":"https://example.com/a.pdf"}}]}]}`, "messages[0].content[0]"},
+		{llm.FormatMessages, llm.FormatResponses, `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":[{"type":"document","title":"Report","source":{` + pdf + `}}]}]}`, "messages[0].content[0].title"},
+		{llm.FormatMessages, llm.FormatResponses, `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":[{"type":"document","context":"Q3","source":{` + pdf + `}}]}]}`, "messages[0].content[0].context"},
+		{llm.FormatMessages, llm.FormatChat, `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":[{"type":"document","citations":{"enabled":true},"source":{` + pdf + `}}]}]}`, "messages[0].content[0].citations"},
+		{llm.FormatMessages, llm.FormatChat, `{"model":"m","max_tokens":10,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":{}}]},` +
+			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"document","source":{` + pdf + `}}]}]}]}`, "messages[1].content[0].content[0]"},
+		{llm.FormatResponses, llm.FormatMessages, `{"model":"m","input":[{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"},` +
+			`{"type":"function_call_output","call_id":"c1","output":[{"type":"input_file","file_data":"data:application/pdf;base64,JVBERi0=","filename":"a.pdf"}]}]}`, "input[1].output[0]"},
+		{llm.FormatResponses, llm.FormatChat, `{"model":"m","input":[{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"},` +
+			`{"type":"function_call_output","call_id":"c1","output":[{"type":"input_file","file_data":"data:application/pdf;base64,JVBERi0=","filename":"a.pdf"}]}]}`, "input[1].output[0]"},
+	} {
+		t.Run(c.param+" "+string(c.src)+" to "+string(c.dst), func(t *testing.T) {
+			_, _, err := EncodeRequest(c.dst, mustDecode(t, c.src, []byte(c.body)), "upstream-model")
+			invalid(t, err, c.param)
+			if _, _, err := EncodeRequest(c.src, mustDecode(t, c.src, []byte(c.body)), "upstream-model"); err != nil {
+				t.Errorf("to its own format: %v", err)
+			}
+		})
+	}
+}

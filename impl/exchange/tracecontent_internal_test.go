@@ -55,3 +55,23 @@ func TestContentAttributesAreStructured(t *testing.T) {
 		t.Errorf("the tool call's arguments are typed %v", types)
 	}
 }
+
+// TestDocumentContentIsABlob: an inline document of the conversation (a PDF sent as base64) is
+// captured as a blob part with its media type, as an inline image is; without inputMessage's
+// case for documents, which reads every part but an image as text, it was an empty text part.
+func TestDocumentContentIsABlob(t *testing.T) {
+	x := &Exchange{ir: &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Parts: []llm.Part{
+		{Kind: llm.PartText, Text: "Summarize."},
+		{Kind: llm.PartDocument, MediaType: "application/pdf", Data: "JVBERi0=", Filename: "report.pdf"},
+	}}}}}
+	want := `[{"parts":[{"content":"Summarize.","type":"text"},{"content":"JVBERi0=","mime_type":"application/pdf","modality":"document","type":"blob"}],"role":"user"}]`
+	for _, kv := range x.contentAttributes("", "stop") {
+		if kv.Key == telemetry.AttrInput {
+			if s := kv.Value.Emit(); s != want {
+				t.Errorf("%s = %s, want %s", kv.Key, s, want)
+			}
+			return
+		}
+	}
+	t.Errorf("no %s", telemetry.AttrInput)
+}

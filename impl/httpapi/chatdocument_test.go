@@ -134,6 +134,49 @@ func TestChatDocumentPagesAreReserved(t *testing.T) {
 	}
 }
 
+// TestResponsesDocumentIsTranslated: a PDF sent inline on /v1/responses (an input_file with
+// file_data) to a model served by a Messages or a chat upstream reaches it as that format's
+// document, its data byte for byte (the file name too, for chat), is reserved by its pages on
+// the client's request and billed the upstream's usage, with nothing waived. On the code before,
+// it was refused with a 400 naming input[0].content[1].
+func TestResponsesDocumentIsTranslated(t *testing.T) {
+	g, bodies := chatDocumentGateway(t, "rdoc", 460_000, 439_000)
+	const granted = 100_000_000
+	tenant := g.NewTenant(t, "acme", 0, granted)
+	data := base64.StdEncoding.EncodeToString(pdftest.ObjectStream(100))
+	body := func(model string) string {
+		return `{"model":"` + model + `","max_output_tokens":1000,"input":[{"role":"user","content":[{"type":"input_text","text":"Summarize the report."},` +
+			`{"type":"input_file","filename":"report.pdf","file_data":"data:application/pdf;base64,` + data + `"}]}]}`
+	}
+	var served int64
+	for _, tc := range []struct {
+		model string
+		part  func(body []byte) (any, error)
+		want  any
+		cost  int64
+	}{
+		{"rdoc-sonnet", messagesDocumentBlock, messagesDocument{Type: "document", Source: messagesSource{Type: "base64", MediaType: "application/pdf", Data: data}}, 2_766_750},
+		{"rdoc-chat", chatFilePart, chatFile{Type: "file", File: chatFileData{FileData: "data:application/pdf;base64," + data, Filename: "report.pdf"}}, 176_080},
+	} {
+		t.Run(tc.model, func(t *testing.T) {
+			status, res := post(t, g, tenant.Key, "/v1/responses", body(tc.model))
+			if status != http.StatusOK {
+				t.Fatalf("%d %.300s", status, res)
+			}
+			served++
+			sent, _ := bodies.Load(tc.model)
+			b, _ := sent.([]byte)
+			if got, err := tc.part(b); err != nil || !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("the upstream got %.300s (%v); want the document as %+.300v", b, err, tc.want)
+			}
+			if rec := latestUsage(t, g, tenant.Account, served); rec.CostMicros != tc.cost || rec.WaivedMicros != 0 {
+				t.Errorf("billed %d, waived %d; want %d and none", rec.CostMicros, rec.WaivedMicros, tc.cost)
+			}
+		})
+	}
+	checkBooks(t, g, tenant.Account, granted)
+}
+
 // The document parts of the three formats, as the upstreams' tests read them.
 type (
 	chatFileData struct {

@@ -242,22 +242,14 @@ var messagesSourceKeys = setOf("type", "media_type", "data", "url")
 // messagesImage decodes an image block; ok is false when its source (a file id) is not
 // modelled, which is noted.
 func (d *decoder) messagesImage(b jsonObject, bp string, raw json.RawMessage) (llm.Part, bool, error) {
-	sp := bp + ".source"
-	src, err := parseObject(b.get("source"), sp)
-	if err != nil {
-		return llm.Part{}, false, err
-	}
-	kind, err := objectKind(src, sp)
+	src, sp, kind, err := messagesSource(b, bp)
 	if err != nil {
 		return llm.Part{}, false, err
 	}
 	part := llm.Part{Kind: llm.PartImage, Path: bp}
 	switch kind {
 	case "base64":
-		if part.MediaType, err = parseString(src.get("media_type"), sp+".media_type"); err != nil {
-			return part, false, err
-		}
-		if part.Data, err = parseString(src.get("data"), sp+".data"); err != nil {
+		if err := readBase64Source(src, sp, &part); err != nil {
 			return part, false, err
 		}
 	case "url":
@@ -284,12 +276,7 @@ var (
 // messagesDocument decodes a document block of a user turn; ok is false when its source is
 // not inline base64 data (a URL, a file id, plain text or content blocks), which is noted.
 func (d *decoder) messagesDocument(b jsonObject, bp string, raw json.RawMessage) (llm.Part, bool, error) {
-	sp := bp + ".source"
-	src, err := parseObject(b.get("source"), sp)
-	if err != nil {
-		return llm.Part{}, false, err
-	}
-	kind, err := objectKind(src, sp)
+	src, sp, kind, err := messagesSource(b, bp)
 	if err != nil {
 		return llm.Part{}, false, err
 	}
@@ -298,10 +285,7 @@ func (d *decoder) messagesDocument(b jsonObject, bp string, raw json.RawMessage)
 		return llm.Part{}, false, nil
 	}
 	part := llm.Part{Kind: llm.PartDocument, Path: bp}
-	if part.MediaType, err = parseString(src.get("media_type"), sp+".media_type"); err != nil {
-		return part, false, err
-	}
-	if part.Data, err = parseString(src.get("data"), sp+".data"); err != nil {
+	if err := readBase64Source(src, sp, &part); err != nil {
 		return part, false, err
 	}
 	for _, k := range messagesDocumentOwn {
@@ -312,6 +296,26 @@ func (d *decoder) messagesDocument(b jsonObject, bp string, raw json.RawMessage)
 	d.noteKeys(bp, b, messagesDocumentKeys, nil)
 	d.noteKeys(sp, src, messagesDocSource, nil)
 	return part, true, nil
+}
+
+// messagesSource reads the source object of the image or document block b at bp: the object,
+// its path and its type.
+func messagesSource(b jsonObject, bp string) (src jsonObject, sp, kind string, err error) {
+	sp = bp + ".source"
+	if src, err = parseObject(b.get("source"), sp); err != nil {
+		return nil, sp, "", err
+	}
+	kind, err = objectKind(src, sp)
+	return src, sp, kind, err
+}
+
+// readBase64Source reads a base64 source's media type and data (the source src at sp) into part.
+func readBase64Source(src jsonObject, sp string, part *llm.Part) (err error) {
+	if part.MediaType, err = parseString(src.get("media_type"), sp+".media_type"); err != nil {
+		return err
+	}
+	part.Data, err = parseString(src.get("data"), sp+".data")
+	return err
 }
 
 // messagesToolResult decodes a tool_result block into a RoleTool message.

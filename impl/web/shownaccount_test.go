@@ -245,3 +245,76 @@ func TestDatasetUploadBindsTheShownAccount(t *testing.T) {
 		t.Fatalf("globex does not store sales: %.2000s", p.Body)
 	}
 }
+
+// TestDatasetDeleteBindsTheShownAccount: a dataset is deleted by its name, which another
+// account may use too. A member of two accounts that both hold "sales" asks to delete acme's,
+// switches to globex in another tab, then confirms on the page acme's request showed: the
+// deletion is refused (409) and both datasets stay (before, globex's "sales" was deleted, an
+// account whose deletion the person never saw named). The Datasets page's Delete button is
+// bound the same way. Confirmed in the account it was shown in, it deletes there only.
+func TestDatasetDeleteBindsTheShownAccount(t *testing.T) {
+	e := start(t, nil)
+	acme := e.account(t, "acme", aliceEmail, "owner")
+	globex := e.account(t, "globex", aliceEmail, "owner")
+	b := e.browser(t)
+	b.signIn(e, aliceEmail, alicePass)
+	for _, id := range []uuid.UUID{acme.ID, globex.ID} {
+		b.chooseAccount(id.String())
+		if p := b.upload(map[string]string{"account_id": id.String(), "name": "sales"}, "sales.csv", []byte(salesCSV)); p.Status != http.StatusSeeOther {
+			t.Fatalf("upload sales to %s: %d %.500s", id, p.Status, p.Body)
+		}
+	}
+	hidden := regexp.MustCompile(`<input type="hidden" name="([a-z_]+)" value="([^"]*)">`)
+	// formOf is the hidden fields of the form posting to action on a page, as a browser sends them.
+	formOf := func(body, action string) url.Values {
+		t.Helper()
+		i := strings.Index(body, `action="`+action+`"`)
+		if i < 0 {
+			t.Fatalf("no form posting to %s: %.3000s", action, body)
+		}
+		form := body[i:]
+		form = form[:strings.Index(form, "</form>")]
+		v := url.Values{}
+		for _, m := range hidden.FindAllStringSubmatch(form, -1) {
+			v.Set(m[1], m[2])
+		}
+		return v
+	}
+	stored := func(id uuid.UUID) bool {
+		t.Helper()
+		b.chooseAccount(id.String())
+		return strings.Contains(b.get("/datasets").Body, `<th scope="row">sales</th>`)
+	}
+
+	b.chooseAccount(acme.ID.String())
+	button := formOf(b.get("/datasets").Body, "/datasets/sales/delete")
+	ask := b.post("/datasets/sales/delete", button)
+	if ask.Status != http.StatusOK || !strings.Contains(ask.Body, "Deleting dataset “sales”") {
+		t.Fatalf("the deletion's confirmation in acme: %d %.1500s", ask.Status, ask.Body)
+	}
+	confirm := formOf(ask.Body, "/datasets/sales/delete")
+	if confirm.Get("confirm") != "yes" {
+		t.Fatalf("the confirmation's fields %v, want confirm=yes", confirm)
+	}
+	b.chooseAccount(globex.ID.String()) // the other tab
+	p := b.post("/datasets/sales/delete", confirm)
+	if p.Status != http.StatusConflict || !strings.Contains(p.Body, "You switched accounts after this page was shown: nothing was changed.") {
+		t.Fatalf("acme's confirmation sent in globex: %d %.800s", p.Status, p.Body)
+	}
+	if p := b.post("/datasets/sales/delete", button); p.Status != http.StatusConflict {
+		t.Fatalf("acme's Delete button sent in globex: %d %.800s", p.Status, p.Body)
+	}
+	if !stored(acme.ID) || !stored(globex.ID) {
+		t.Fatalf("a dataset was deleted by a confirmation shown in another account: acme %v, globex %v", stored(acme.ID), stored(globex.ID))
+	}
+
+	// Asked and confirmed in globex: globex's is deleted, acme's stays.
+	b.chooseAccount(globex.ID.String())
+	ask = b.post("/datasets/sales/delete", formOf(b.get("/datasets").Body, "/datasets/sales/delete"))
+	if p := b.post("/datasets/sales/delete", formOf(ask.Body, "/datasets/sales/delete")); p.Status != http.StatusSeeOther {
+		t.Fatalf("globex's confirmation sent in globex: %d %.800s", p.Status, p.Body)
+	}
+	if stored(globex.ID) || !stored(acme.ID) {
+		t.Fatalf("after deleting globex's: acme %v (want true), globex %v (want false)", stored(acme.ID), stored(globex.ID))
+	}
+}

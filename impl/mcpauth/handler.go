@@ -378,6 +378,10 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 				return &grantError{"invalid_grant", "the code_verifier does not match the code_challenge"}
 			case c.Resource != s.Resource():
 				return &grantError{"invalid_target", "the code was issued for another resource"}
+			case c.MemberRole == "":
+				return &grantError{"invalid_grant", "the member who allowed the client is no longer in the account"}
+			case roleLowered(c.Role, c.MemberRole):
+				return &grantError{"invalid_grant", "the member's role was lowered since the client was allowed; allow it again"}
 			}
 			return nil
 		}, tokens)

@@ -762,3 +762,78 @@ func TestGrantsPerClientAreBounded(t *testing.T) {
 	}
 	refused(t, s.call(t, first, "list_storage_datasets", nil), "the oldest grant's token after the eleventh grant")
 }
+
+// TestCodeOfAFormerMemberIsRefused: a code is issued on the consent page and redeemed by the
+// client up to a minute later. A member removed from the account (or whose role was lowered) in
+// between revokes the grants she holds, but the code was not a grant yet: redeemed after, it
+// made a grant in force that nothing had revoked, refused only while she was out of the account
+// (or below the role), so that adding her back (or raising the role again) brought it back to
+// life, against the promise of TestRevocationAndMembership. The token endpoint now refuses
+// such a code (invalid_grant, saying why) and issues nothing.
+func TestCodeOfAFormerMemberIsRefused(t *testing.T) {
+	s := startSite(t)
+	ctx := context.Background()
+	redirect := "https://app.example/cb"
+	client := s.register(t, "in-flight", redirect)
+	acme := s.Acme.Account.ID
+
+	for _, c := range []struct {
+		name, email, role string
+		change, restore   func(t *testing.T)
+		why               string
+	}{
+		{"removed", "carol@example.com", members.RoleMember,
+			func(t *testing.T) {
+				if _, err := s.members.Remove(ctx, acme, "carol@example.com", false); err != nil {
+					t.Fatal(err)
+				}
+			},
+			func(t *testing.T) {
+				if _, err := s.members.Add(ctx, acme, "carol@example.com", members.RoleMember); err != nil {
+					t.Fatal(err)
+				}
+			},
+			"no longer in the account"},
+		{"lowered", "dave@example.com", members.RoleOwner,
+			func(t *testing.T) {
+				if _, err := s.members.Add(ctx, acme, "dave@example.com", members.RoleMember); err != nil {
+					t.Fatal(err)
+				}
+			},
+			func(t *testing.T) {
+				if _, err := s.members.Add(ctx, acme, "dave@example.com", members.RoleOwner); err != nil {
+					t.Fatal(err)
+				}
+			},
+			"role was lowered"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			user, err := s.members.Add(ctx, acme, c.email, c.role)
+			if err != nil {
+				t.Fatal(err)
+			}
+			verifier, challenge := pkce()
+			code := s.authorize(t, s.request(client, redirect, challenge), acme, user, c.role)
+			c.change(t) // while the client has the code and has not redeemed it yet
+			status, out := s.token(t, s.codeGrant(client, code, verifier, redirect))
+			access, _ := out["access_token"].(string)
+			c.restore(t)
+			if access != "" {
+				r := s.call(t, access, "list_storage_datasets", nil)
+				t.Fatalf("the code was redeemed after the change (%d); once the member was restored its token answered %d: %.200s", status, r.Status, r.Text)
+			}
+			if desc, _ := out["error_description"].(string); status != http.StatusBadRequest || out["error"] != "invalid_grant" || !strings.Contains(desc, c.why) {
+				t.Fatalf("the code redeemed after the change: %d %v, want invalid_grant saying %q", status, out, c.why)
+			}
+			grants, err := s.OAuth.Grants(ctx, acme)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, g := range grants {
+				if g.UserID == user.ID {
+					t.Fatalf("a grant of %s is in force: %+v", c.email, g)
+				}
+			}
+		})
+	}
+}

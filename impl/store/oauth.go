@@ -52,6 +52,9 @@ type OAuthCode struct {
 	Resource      string
 	Scope         string
 	ExpiresAt     time.Time
+	// MemberRole is the member's role in the account when the code is redeemed, "" when they
+	// are no longer in it (set by RedeemOAuthCode only, for its check).
+	MemberRole string
 }
 
 // OAuthTokens are the hashes and expiries of an access token and a refresh token to store
@@ -190,8 +193,9 @@ const MaxOAuthGrantsPerClient = 10
 
 // RedeemOAuthCode exchanges the code whose hash is given for a new grant and its first tokens,
 // in one transaction. The code is marked used first; check then judges it (client, redirect
-// URI, PKCE verifier, resource, expiry): when check fails, the code stays used and check's
-// error is returned. A code that was used already is ErrOAuthReplay, and the grant it produced
+// URI, PKCE verifier, resource, expiry, and the member's role now, MemberRole: a member removed
+// or lowered since the consent revoked the grants they held, and the code must not become one
+// that nothing revoked): when check fails, the code stays used and check's error is returned. A code that was used already is ErrOAuthReplay, and the grant it produced
 // is revoked; an unknown code is ErrNotFound.
 func (s *Store) RedeemOAuthCode(ctx context.Context, hash []byte, check func(OAuthCode) error, tokens OAuthTokens) (OAuthGrant, error) {
 	tx, err := s.pool.Begin(ctx)
@@ -217,6 +221,13 @@ func (s *Store) RedeemOAuthCode(ctx context.Context, hash []byte, check func(OAu
 	}
 	code := OAuthCode{Hash: row.CodeHash, ClientID: row.ClientID, AccountID: row.AccountID, UserID: row.UserID, Role: row.Role,
 		RedirectURI: row.RedirectUri, CodeChallenge: row.CodeChallenge, Resource: row.Resource, Scope: row.Scope, ExpiresAt: row.ExpiresAt}
+	m, err := q.GetMembership(ctx, db.GetMembershipParams{UserID: row.UserID, AccountID: row.AccountID})
+	switch {
+	case err == nil:
+		code.MemberRole = m.Role
+	case !errors.Is(err, pgx.ErrNoRows):
+		return OAuthGrant{}, err
+	}
 	if err := check(code); err != nil {
 		// The code stays used: a wrong verifier is not given a second try.
 		if cerr := tx.Commit(ctx); cerr != nil {

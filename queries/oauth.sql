@@ -15,6 +15,13 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10);
 -- concurrent replay sees the grant it produced).
 UPDATE oauth_codes SET used_at = now() WHERE code_hash = $1 AND used_at IS NULL RETURNING *;
 
+-- name: OAuthCodeMemberRole :one
+-- The role of a code's member in its account, the membership row held FOR SHARE until the
+-- redemption commits: a removal or a change of role waits for it (LockMembershipForChange), and
+-- then revokes the grant it made. No row when the user is not a member (or was removed while
+-- this waited).
+SELECT role FROM memberships WHERE account_id = @account_id AND user_id = @user_id FOR SHARE;
+
 -- name: GetOAuthCode :one
 SELECT * FROM oauth_codes WHERE code_hash = $1;
 

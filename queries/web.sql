@@ -42,6 +42,14 @@ INSERT INTO memberships (account_id, user_id, role) VALUES (@account_id, @user_i
 ON CONFLICT (account_id, user_id) DO UPDATE SET role = EXCLUDED.role
 RETURNING *;
 
+-- name: LockMembershipForChange :one
+-- Locks a membership row until the transaction ends, before a statement that changes it and
+-- revokes the member's OAuth grants (DeleteMembership, UpsertMembership): an authorization code's
+-- redemption holds the row FOR SHARE (OAuthCodeMemberRole) while it makes a grant, so that a
+-- grant it made first is seen by the revoking statement, which starts after it committed, and a
+-- redemption that comes second finds the change. No row when the user is not a member.
+SELECT role FROM memberships WHERE account_id = @account_id AND user_id = @user_id FOR UPDATE;
+
 -- name: DeleteMembership :execrows
 -- Ends a membership, and revokes in the same statement the OAuth grants the member made in the
 -- account: a member removed and added again later does not get the old grants back (trial h6).

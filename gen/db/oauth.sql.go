@@ -436,6 +436,26 @@ func (q *Queries) OAuthAccessTokenGrant(ctx context.Context, tokenHash []byte) (
 	return i, err
 }
 
+const oAuthCodeMemberRole = `-- name: OAuthCodeMemberRole :one
+SELECT role FROM memberships WHERE account_id = $1 AND user_id = $2 FOR SHARE
+`
+
+type OAuthCodeMemberRoleParams struct {
+	AccountID uuid.UUID
+	UserID    uuid.UUID
+}
+
+// The role of a code's member in its account, the membership row held FOR SHARE until the
+// redemption commits: a removal or a change of role waits for it (LockMembershipForChange), and
+// then revokes the grant it made. No row when the user is not a member (or was removed while
+// this waited).
+func (q *Queries) OAuthCodeMemberRole(ctx context.Context, arg OAuthCodeMemberRoleParams) (string, error) {
+	row := q.db.QueryRow(ctx, oAuthCodeMemberRole, arg.AccountID, arg.UserID)
+	var role string
+	err := row.Scan(&role)
+	return role, err
+}
+
 const oAuthGrantActive = `-- name: OAuthGrantActive :one
 SELECT g.id, g.account_id, g.user_id, g.client_id, g.role, g.resource, g.scope, g.created_at, g.last_used_at, g.revoked_at, g.revoked_why, g.expires_at, m.role AS member_role
 FROM oauth_grants g JOIN memberships m ON m.account_id = g.account_id AND m.user_id = g.user_id

@@ -639,6 +639,27 @@ func (q *Queries) ListUserWebSessions(ctx context.Context, userID uuid.UUID) ([]
 	return items, nil
 }
 
+const lockMembershipForChange = `-- name: LockMembershipForChange :one
+SELECT role FROM memberships WHERE account_id = $1 AND user_id = $2 FOR UPDATE
+`
+
+type LockMembershipForChangeParams struct {
+	AccountID uuid.UUID
+	UserID    uuid.UUID
+}
+
+// Locks a membership row until the transaction ends, before a statement that changes it and
+// revokes the member's OAuth grants (DeleteMembership, UpsertMembership): an authorization code's
+// redemption holds the row FOR SHARE (OAuthCodeMemberRole) while it makes a grant, so that a
+// grant it made first is seen by the revoking statement, which starts after it committed, and a
+// redemption that comes second finds the change. No row when the user is not a member.
+func (q *Queries) LockMembershipForChange(ctx context.Context, arg LockMembershipForChangeParams) (string, error) {
+	row := q.db.QueryRow(ctx, lockMembershipForChange, arg.AccountID, arg.UserID)
+	var role string
+	err := row.Scan(&role)
+	return role, err
+}
+
 const recordSignIn = `-- name: RecordSignIn :one
 UPDATE users SET email = $2, name = $3, last_sign_in_at = now() WHERE id = $1 RETURNING id, oidc_issuer, oidc_subject, email, created_at, name, last_sign_in_at, signup_claimed_at, signup_account_id
 `

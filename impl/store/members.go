@@ -2,9 +2,11 @@ package store
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/tollgate/tollgate/gen/db"
@@ -146,9 +148,27 @@ func (s *Store) RecordSignIn(ctx context.Context, id uuid.UUID, email, name stri
 
 // SetMembership makes the user a member of the account with role, or sets the role of a member.
 // The member's OAuth grants made with a role above the new one are revoked in the same
-// statement.
+// statement, after the membership is locked (lockMembership).
 func (s *Store) SetMembership(ctx context.Context, accountID, userID uuid.UUID, role string) error {
-	_, err := s.q.UpsertMembership(ctx, db.UpsertMembershipParams{AccountID: accountID, UserID: userID, Role: role})
+	return s.inTx(ctx, func(q *db.Queries) error {
+		if err := lockMembership(ctx, q, accountID, userID); err != nil {
+			return err
+		}
+		_, err := q.UpsertMembership(ctx, db.UpsertMembershipParams{AccountID: accountID, UserID: userID, Role: role})
+		return err
+	})
+}
+
+// lockMembership locks the membership row of the user in the account (if there is one) for the
+// rest of the transaction, before the statement that changes it and revokes the member's OAuth
+// grants: an authorization code redeemed meanwhile holds the row (RedeemOAuthCode) until its
+// grant is committed, and the revoking statement, which starts after the lock, sees that grant
+// and revokes it; a redemption that comes after the lock waits, and then finds the change.
+func lockMembership(ctx context.Context, q *db.Queries, accountID, userID uuid.UUID) error {
+	_, err := q.LockMembershipForChange(ctx, db.LockMembershipForChangeParams{AccountID: accountID, UserID: userID})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
 	return err
 }
 
@@ -158,6 +178,9 @@ func (s *Store) SetMembership(ctx context.Context, accountID, userID uuid.UUID, 
 // same transaction, and returned: a person who leaves takes no working key along.
 func (s *Store) DeleteMembership(ctx context.Context, accountID, userID uuid.UUID, revokeKeys bool) (removed bool, revoked []APIKey, err error) {
 	err = s.inTx(ctx, func(q *db.Queries) error {
+		if err := lockMembership(ctx, q, accountID, userID); err != nil {
+			return err
+		}
 		n, err := q.DeleteMembership(ctx, db.DeleteMembershipParams{AccountID: accountID, UserID: userID})
 		removed = n > 0
 		if err != nil || !removed || !revokeKeys {

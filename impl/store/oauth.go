@@ -221,10 +221,12 @@ func (s *Store) RedeemOAuthCode(ctx context.Context, hash []byte, check func(OAu
 	}
 	code := OAuthCode{Hash: row.CodeHash, ClientID: row.ClientID, AccountID: row.AccountID, UserID: row.UserID, Role: row.Role,
 		RedirectURI: row.RedirectUri, CodeChallenge: row.CodeChallenge, Resource: row.Resource, Scope: row.Scope, ExpiresAt: row.ExpiresAt}
-	m, err := q.GetMembership(ctx, db.GetMembershipParams{UserID: row.UserID, AccountID: row.AccountID})
+	// The membership row is held until the grant is committed: a removal or a change of role
+	// that comes meanwhile waits, then revokes the grant (lockMembership).
+	role, err := q.OAuthCodeMemberRole(ctx, db.OAuthCodeMemberRoleParams{AccountID: row.AccountID, UserID: row.UserID})
 	switch {
 	case err == nil:
-		code.MemberRole = m.Role
+		code.MemberRole = role
 	case !errors.Is(err, pgx.ErrNoRows):
 		return OAuthGrant{}, err
 	}

@@ -66,12 +66,12 @@ func Count(data []byte) (int, bool) {
 // Read is what the PDF in data holds, and whether it could be established. Its pages are the
 // number of page objects (/Type /Page, names compared after their #xx escapes, whitespace and
 // comments between them allowed) in the file and in its FlateDecode object streams, the
-// largest /Count stated in either by a dictionary that is not an outline's, or the number of
-// /Contents that refer to an object (a page's, typed or not), whichever is largest,
-// at most MaxCount. It is not
+// largest /Count stated in either by a dictionary that is not an outline's, the number of
+// /Contents that refer to an object (a page's, typed or not), or the leaves of the page tree
+// (pageTree.pages), whichever is largest, at most MaxCount. It is not
 // established (false) for data without a PDF header, for an encrypted file (its streams cannot
 // be read), for one whose page tree states a /Count or /Kids by an indirect reference (not
-// followed), when a compressed stream other than an image or a cross-reference stream has a
+// followed), or whose page tree cannot be walked within its bounds, when a compressed stream other than an image or a cross-reference stream has a
 // filter other than FlateDecode alone, or an object stream (its dictionary names /Type
 // /ObjStm, /N or /First) decode parameters, when a stream's dictionary is longer than
 // dictWindow, when inflating reaches the bound (inflateRatio times the file's size or
@@ -94,6 +94,7 @@ func ReadWithin(data []byte, shared *Budget) (Document, bool) {
 	}
 	var c counter
 	c.scan(data)
+	c.tree.indexFile(data)
 	budget := min(max(inflateRatio*len(data), inflateFloor), inflateCeiling)
 	if shared != nil {
 		budget = min(budget, inflateCeiling-shared.spent)
@@ -143,6 +144,13 @@ func ReadWithin(data []byte, shared *Budget) (Document, bool) {
 			passed = append(passed, passedStream{num: num, from: from, at: at})
 		}
 		inflated += n
+		if objects != nil {
+			c.tree.indexObjectStream(data[from:at], objects)
+		} else if n == 0 {
+			// An object stream without a filter holds its objects as they are (and they
+			// were scanned with the file).
+			c.tree.indexObjectStream(data[from:at], data[streamStart(data, i):])
+		}
 		c.scan(objects)
 	}
 	contents, ok := c.readContents(data, passed, &budget)
@@ -150,10 +158,11 @@ func ReadWithin(data []byte, shared *Budget) (Document, bool) {
 		return Document{}, false
 	}
 	inflated += contents
-	if c.encrypted || c.indirect {
+	leaves, walked := c.tree.pages()
+	if c.encrypted || c.indirect || !walked {
 		return Document{}, false
 	}
-	n := max(c.pages, c.stated, c.withContents)
+	n := max(c.pages, c.stated, c.withContents, leaves)
 	if n == 0 {
 		return Document{}, false
 	}
@@ -319,6 +328,8 @@ type counter struct {
 	withContents int
 	// streams are the object numbers of the file's streams (noteStream).
 	streams map[int]struct{}
+	// tree is the page tree's roots and the objects' definitions, walked for its leaves.
+	tree pageTree
 }
 
 // noteStream records the object number of a stream of the file (-1: not known).
@@ -355,6 +366,10 @@ func (c *counter) scan(b []byte) {
 				c.indirect = true
 			} else if n := readInt(b, j); nm.is("Count") && n > c.stated && !c.outlineCount(b, i) {
 				c.stated = n
+			}
+		case nm.is("Pages"):
+			if num, _, ok := reference(b, j); ok {
+				c.tree.root(num)
 			}
 		case nm.is("Encrypt"):
 			c.encrypted = true

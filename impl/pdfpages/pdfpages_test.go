@@ -38,6 +38,14 @@ func TestCount(t *testing.T) {
 		{"untyped pages with contents", []byte("%PDF-1.4\n% /Type /Page\n<< /Type /Pages /Kids [3 0 R 4 0 R 5 0 R] /Count 1 >> << /Parent 2 0 R /Contents 6 0 R >> << /Parent 2 0 R /Contents [6 0 R 7 0 R] >> << /Parent 2 0 R /Contents 6 0 R >> << /Type /Annot /Contents (a note) >>"), 3, true},
 		{"a page tree's count by an indirect reference", []byte("%PDF-1.4\n% /Type /Page\n<< /Type /Pages /Kids [3 0 R 4 0 R 5 0 R] /Count 1 0 R >> << /Parent 2 0 R >> << /Parent 2 0 R >> << /Parent 2 0 R >>"), 0, false},
 		{"a page tree's kids by an indirect reference", []byte("%PDF-1.4\n% /Type /Page\n<< /Type /Pages /Kids 9 0 R /Count 1 >> 9 0 obj [3 0 R 4 0 R 5 0 R] endobj << /Parent 2 0 R >> << /Parent 2 0 R >> << /Parent 2 0 R >>"), 0, false},
+		{"blank untyped pages under a root stating one", pdftest.BlankPages(100, 1, true), 100, true},
+		{"blank untyped pages in nodes of ten, each stating one", pdftest.BlankPages(95, 1, false), 95, true},
+		{"blank untyped pages beside a decoy kids array", []byte("%PDF-1.4\n% /Type /Page\n1 0 obj << /Type /Catalog /Pages 2 0 R >> endobj\n2 0 obj << /Type /Pages /Kids [3 0 R 4 0 R 5 0 R] /Count 1 >> endobj\n3 0 obj << /Parent 2 0 R /X << /Kids [] >> /Y (/Kids []) >> endobj\n4 0 obj << /Parent 2 0 R >> endobj\n5 0 obj << /Parent 2 0 R >> endobj\n% 2 0 obj << /Kids [] >>\n"), 3, true},
+		{"a page tree node named twice", []byte("%PDF-1.4\n% /Type /Page\n1 0 obj << /Pages 2 0 R >> endobj\n2 0 obj << /Type /Pages /Kids [3 0 R 3 0 R] /Count 1 >> endobj\n3 0 obj << /Type /Pages /Kids [4 0 R 5 0 R 6 0 R] /Count 1 >> endobj\n4 0 obj << >> endobj\n5 0 obj << >> endobj\n6 0 obj << >> endobj\n"), 6, true},
+		{"a page tree node defined twice", []byte("%PDF-1.4\n% /Type /Page\n1 0 obj << /Pages 2 0 R >> endobj\n2 0 obj << /Type /Pages /Kids [4 0 R 5 0 R 6 0 R] /Count 1 >> endobj\n4 0 obj << >> endobj\n5 0 obj << >> endobj\n6 0 obj << >> endobj\n2 0 obj << /Type /Pages /Kids [4 0 R] /Count 1 >> endobj\n"), 3, true},
+		{"a page tree whose nodes are in a cycle", []byte("%PDF-1.4\n% /Type /Page\n1 0 obj << /Pages 2 0 R >> endobj\n2 0 obj << /Type /Pages /Kids [3 0 R 4 0 R] /Count 1 >> endobj\n3 0 obj << /Kids [2 0 R 5 0 R] >> endobj\n"), 2, true},
+		{"a kids array holding something but references", []byte("%PDF-1.4\n% /Type /Page\n1 0 obj << /Pages 2 0 R >> endobj\n2 0 obj << /Type /Pages /Kids [3 0 R null 4 0 R 5 0 R] /Count 1 >> endobj"), 0, false},
+		{"a page tree node that cannot be read", []byte("%PDF-1.4\n% /Type /Page\n1 0 obj << /Pages 2 0 R >> endobj\n2 0 obj << /Type /Pages /Count 1 ) /Kids [3 0 R 4 0 R 5 0 R] >> endobj"), 0, false},
 		{"a page tree's count with an outline's name beside its kids", []byte("%PDF-1.4\n% /Type /Page\n<< /Type /Pages /Kids [3 0 R] /Count 100 /Title (x) >> << /Parent 2 0 R >>"), 100, true},
 		{"a page tree's kids before << in a string", []byte("%PDF-1.4\n% /Type /Page\n<< /Type /Pages /Kids [3 0 R] /X (<<) /Count 100 /Title (x) >>"), 100, true},
 		{"a page tree's kids before << in a string with an escape", []byte("%PDF-1.4\n% /Type /Page\n<< /Type /Pages /Kids [3 0 R] /X ( << \\( ) /Count 100 /Title (x) >>"), 100, true},
@@ -132,6 +140,7 @@ func FuzzCount(f *testing.F) {
 		[]byte("%PDF-\n/Type%\n/Page obj stream\n"), []byte("%PDF- obj << /N 1 /Filter /FlateDecode >>\nstream\n"),
 		objStm("<< /Type /ObjStm /Filter [/FlateDecode >>", []byte("/Type /Page")),
 		[]byte("%PDF-" + strings.Repeat("/Type%", 100)), []byte("%PDF- /Count -5 /Count 99999999999999999999"),
+		pdftest.BlankPages(25, 1, true), []byte("%PDF- 1 0 obj << /Pages 2 0 R >> 2 0 obj << /Kids [3 0 R 3 0 R] >> 3 0 obj << /Kids [2 0 R 4 0 R] >> /Type /Page"),
 	} {
 		f.Add(seed)
 	}

@@ -4,8 +4,8 @@
 // than the file's size (CompressedText). Every page of the first two shares one content
 // stream, so a page costs a few dozen bytes. qpdf --check (qpdf 11) finds no error in any of
 // them and counts their pages. ObjectStreamWith, UntypedPages and CompressedTextWith are
-// crafted files that qpdf reads too (UntypedPages with a warning for each page), for the
-// count's hostile cases.
+// crafted files that qpdf reads too (UntypedPages and BlankPages with a warning for each
+// page), for the count's hostile cases.
 package pdftest
 
 import (
@@ -44,6 +44,29 @@ func UntypedPages(n int, entries string) []byte {
 		w.object(5+i, strings.Replace(page(), "/Type /Page ", "", 1))
 	}
 	return w.finish(5+n, 1)
+}
+
+// BlankPages is a PDF of n blank pages whose dictionaries have neither /Type nor /Contents
+// (a reader takes each leaf of the page tree for a page, and a provider bills its image), in
+// a page tree of two levels (nodes of ten pages under the root) whose every node states a
+// /Count of stated, as a crafted file's may: qpdf reads n pages (warning of each page's
+// /Type). With decoy, a comment says "/Type /Page" once.
+func BlankPages(n, stated int, decoy bool) []byte {
+	w := newWriter()
+	if decoy {
+		w.buf.WriteString("% /Type /Page\n")
+	}
+	w.object(1, "<< /Type /Catalog /Pages 2 0 R >>")
+	nodes := (n + 9) / 10
+	w.object(2, fmt.Sprintf("<< /Type /Pages /Kids [%s] /Count %d >>", kids(3, nodes), stated))
+	for i := range nodes {
+		first, size := 3+nodes+10*i, min(10, n-10*i)
+		w.object(3+i, fmt.Sprintf("<< /Type /Pages /Parent 2 0 R /Kids [%s] /Count %d >>", kids(first, size), stated))
+		for k := range size {
+			w.object(first+k, fmt.Sprintf("<< /Parent %d 0 R /MediaBox [0 0 612 792] >>", 3+i))
+		}
+	}
+	return w.finish(3+nodes+n, 1)
 }
 
 // ObjectStream is a PDF of n pages whose page objects and page tree are compressed

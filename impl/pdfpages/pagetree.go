@@ -1,0 +1,395 @@
+package pdfpages
+
+import (
+	"bytes"
+	"cmp"
+	"math"
+	"slices"
+)
+
+// The bounds of the page tree's walk.
+const (
+	// maxDefinitions is the most object definitions a file's index holds (an honest file of
+	// MaxCount pages has fewer); past it, the count is not established.
+	maxDefinitions = 1 << 18
+	// maxRoots is the most page tree roots (objects a /Pages entry refers to) walked.
+	maxRoots = 64
+	// maxDepth is the deepest a page tree may be walked; a deeper one is not established.
+	maxDepth = 256
+	// walkBudget is the most bytes of dictionaries the walk parses, and the most kids it
+	// visits, in one file; past either, the count is not established.
+	walkBudget = 32 << 20
+	// maxNesting is the deepest arrays and dictionaries in a node's dictionary are read.
+	maxNesting = 64
+)
+
+// pageTree is what a walk of a file's page tree reads: where each object is defined, in the
+// file or in an object stream, and the roots (the objects a catalog's /Pages refers to).
+type pageTree struct {
+	// sources are the file and its object streams' inflated data, and defs each object's
+	// definitions in them (sorted by number before the walk). Text that only looks like an
+	// object's header (in a string, a comment, an earlier version of the object) adds a
+	// definition, which can only make the walk find more pages (leaves takes the most).
+	sources [][]byte
+	defs    []definition
+	roots   []int
+	// full is set when defs or roots reached their bound.
+	full bool
+}
+
+// definition is where object num is defined: from sources[src][at] on.
+type definition struct {
+	num, src, at int32
+}
+
+// source adds b to the sources, and is its index.
+func (t *pageTree) source(b []byte) int32 {
+	t.sources = append(t.sources, b)
+	return int32(len(t.sources) - 1)
+}
+
+// define records a definition of object num, from sources[src][at] on.
+func (t *pageTree) define(num int, src int32, at int) {
+	if len(t.defs) >= maxDefinitions || num > math.MaxInt32 {
+		t.full = true
+		return
+	}
+	t.defs = append(t.defs, definition{num: int32(num), src: src, at: int32(at)})
+}
+
+// root records object num as a page tree's root.
+func (t *pageTree) root(num int) {
+	if slices.Contains(t.roots, num) {
+		return
+	}
+	if len(t.roots) >= maxRoots {
+		t.full = true
+		return
+	}
+	t.roots = append(t.roots, num)
+}
+
+// indexFile records the definitions of the objects written in data as they are: every "obj"
+// keyword after two integers (whitespace between them, and none needed before "obj").
+func (t *pageTree) indexFile(data []byte) {
+	src := t.source(data)
+	for i := 0; ; i += 3 {
+		k := bytes.Index(data[i:], []byte("obj"))
+		if k < 0 {
+			return
+		}
+		i += k
+		j := i
+		for j > 0 && space(data[j-1]) {
+			j--
+		}
+		gen := j
+		for j > 0 && gen-j < 10 && digit(data[j-1]) {
+			j--
+		}
+		if j == gen || j == 0 || !space(data[j-1]) {
+			continue
+		}
+		for j > 0 && space(data[j-1]) {
+			j--
+		}
+		end := j
+		for j > 0 && end-j < 10 && digit(data[j-1]) {
+			j--
+		}
+		if j == end || (j > 0 && digit(data[j-1])) {
+			continue
+		}
+		t.define(readInt(data, j), src, i+3)
+	}
+}
+
+// indexObjectStream records the definitions of the objects in an object stream whose
+// inflated data is objects and whose dictionary is dict: its header's pairs of an object
+// number and an offset from /First, /N of them. A header that cannot be read leaves the
+// stream's objects out, as readers do (they find none of them).
+func (t *pageTree) indexObjectStream(dict, objects []byte) {
+	first, n, ok := objectStreamHead(dict)
+	if !ok || first > len(objects) {
+		return
+	}
+	i, src := 0, int32(-1)
+	for range n {
+		var pair [2]int
+		for k := range pair {
+			i = skipSpace(objects[:first], i)
+			start := i
+			for i < first && i-start < 10 && digit(objects[i]) {
+				i++
+			}
+			if i == start {
+				return
+			}
+			pair[k] = readInt(objects, start)
+		}
+		if first+pair[1] > len(objects) {
+			return
+		}
+		if src < 0 {
+			src = t.source(objects)
+		}
+		t.define(pair[0], src, first+pair[1])
+	}
+}
+
+// objectStreamHead is an object stream's /First and /N, from its dictionary dict: each must
+// be given once (or with one value), as a direct integer.
+func objectStreamHead(dict []byte) (first, n int, ok bool) {
+	first, n = -1, -1
+	for i := 0; i < len(dict); i++ {
+		if dict[i] != '/' {
+			continue
+		}
+		nm, end := readName(dict, i)
+		if !nm.is("First") && !nm.is("N") {
+			continue
+		}
+		j := skipSpace(dict, end)
+		if j >= len(dict) || !digit(dict[j]) {
+			return 0, 0, false
+		}
+		v, slot := readInt(dict, j), &first
+		if nm.is("N") {
+			slot = &n
+		}
+		if *slot >= 0 && *slot != v {
+			return 0, 0, false
+		}
+		*slot = v
+	}
+	return first, n, first >= 0 && n >= 0
+}
+
+// pages is the most pages a reader walking the page tree from any of its roots finds, and
+// whether the walk could be done within its bounds. A reader takes each leaf of the tree for
+// a page, whatever a node's /Count states and whether or not the leaf says /Type /Page or has
+// /Contents: a root that states /Count 1 can hold a hundred blank pages.
+func (t *pageTree) pages() (int, bool) {
+	if t.full {
+		return 0, false
+	}
+	slices.SortFunc(t.defs, func(a, b definition) int { return cmp.Compare(a.num, b.num) })
+	w := walk{tree: t, memo: make([]int32, len(t.defs))}
+	most := 0
+	for _, num := range t.roots {
+		most = max(most, w.leaves(num, 0))
+	}
+	return most, !w.failed
+}
+
+// walk is one walk of a page tree.
+type walk struct {
+	tree *pageTree
+	// memo is, at the index of an object's first definition, the leaves under it plus one
+	// once walked, or onPath while it is walked, so that a cycle (which readers refuse or
+	// stop at) is not followed.
+	memo []int32
+	// spent is the bytes parsed and kids visited; failed is set when a bound is reached or a
+	// node's dictionary cannot be read.
+	spent  int
+	failed bool
+}
+
+// onPath marks an object being walked in walk.memo.
+const onPath = -1
+
+// leaves is the pages under object num: for a dictionary with /Kids, the sum of its kids'
+// (at least one: a reader may take a node that also says /Type /Page for a page), for any
+// other object or one not defined, one. An object defined more than once counts as its
+// definition with the most.
+func (w *walk) leaves(num, depth int) int {
+	defs := w.tree.defs
+	first, found := slices.BinarySearchFunc(defs, num, func(d definition, n int) int { return cmp.Compare(int(d.num), n) })
+	if !found {
+		return 1
+	}
+	switch m := w.memo[first]; {
+	case m > 0:
+		return int(m) - 1
+	case m == onPath || w.failed:
+		return 0
+	}
+	if depth > maxDepth {
+		w.failed = true
+		return 0
+	}
+	w.memo[first] = onPath
+	most := 1
+	for k := first; k < len(defs) && int(defs[k].num) == num; k++ {
+		kids, ok := w.kidsOf(w.tree.sources[defs[k].src][defs[k].at:])
+		if !ok {
+			w.failed = true
+			break
+		}
+		sum := 0
+		for _, kid := range kids {
+			if w.spent++; w.spent > walkBudget {
+				w.failed = true
+				break
+			}
+			sum = min(sum+w.leaves(kid, depth+1), MaxCount)
+		}
+		most = max(most, sum)
+	}
+	w.memo[first] = int32(most) + 1
+	return most
+}
+
+// kidsOf is the object numbers of the /Kids of the dictionary that def starts with (after
+// whitespace and comments): every direct array of references a /Kids key of it holds, in
+// order; none for an object that is no dictionary. It is false when the dictionary cannot be
+// read, holds /Kids by a reference or as anything but an array of references, or the walk's
+// budget is spent.
+func (w *walk) kidsOf(def []byte) ([]int, bool) {
+	if w.spent >= walkBudget {
+		return nil, false
+	}
+	p := parser{b: def[:min(len(def), walkBudget-w.spent)]}
+	defer func() { w.spent += p.i }()
+	p.space()
+	if !p.at("<<") {
+		return nil, true
+	}
+	p.i += 2
+	var kids []int
+	for {
+		p.space()
+		if p.at(">>") {
+			p.i += 2
+			return kids, true
+		}
+		if p.i >= len(p.b) || p.b[p.i] != '/' {
+			return nil, false
+		}
+		key, end := readName(p.b, p.i)
+		p.i = end
+		p.space()
+		if !key.is("Kids") {
+			if !p.value(0) {
+				return nil, false
+			}
+			continue
+		}
+		refs, ok := p.references()
+		if !ok {
+			return nil, false
+		}
+		kids = append(kids, refs...)
+	}
+}
+
+// parser reads PDF objects from b, at i.
+type parser struct {
+	b []byte
+	i int
+}
+
+// at reports whether s is at p.i.
+func (p *parser) at(s string) bool {
+	return len(p.b)-p.i >= len(s) && string(p.b[p.i:p.i+len(s)]) == s
+}
+
+// space skips whitespace and comments.
+func (p *parser) space() {
+	p.i = skipSpace(p.b, p.i)
+}
+
+// references reads an array of indirect references, and its object numbers.
+func (p *parser) references() ([]int, bool) {
+	if !p.at("[") {
+		return nil, false
+	}
+	p.i++
+	var nums []int
+	for {
+		p.space()
+		if p.at("]") {
+			p.i++
+			return nums, true
+		}
+		num, next, ok := reference(p.b, p.i)
+		if !ok {
+			return nil, false
+		}
+		nums = append(nums, num)
+		p.i = next
+	}
+}
+
+// value skips one object (a reference is read as three: two numbers and R) nested depth
+// arrays and dictionaries deep, and reports whether it could be read.
+func (p *parser) value(depth int) bool {
+	switch {
+	case p.i >= len(p.b) || depth > maxNesting:
+		return false
+	case p.at("<<"):
+		p.i += 2
+		for p.space(); !p.at(">>"); p.space() {
+			if p.i >= len(p.b) || !p.value(depth+1) {
+				return false
+			}
+		}
+		p.i += 2
+	case p.at("["):
+		p.i++
+		for p.space(); !p.at("]"); p.space() {
+			if p.i >= len(p.b) || !p.value(depth+1) {
+				return false
+			}
+		}
+		p.i++
+	case p.at("("):
+		return p.literalString()
+	case p.at("<"):
+		for p.i++; p.i < len(p.b) && p.b[p.i] != '>'; p.i++ {
+		}
+		if p.i >= len(p.b) {
+			return false
+		}
+		p.i++
+	case p.b[p.i] == '/':
+		_, p.i = readName(p.b, p.i)
+	case regular(p.b[p.i]):
+		if _, next, ok := reference(p.b, p.i); ok {
+			p.i = next
+			return true
+		}
+		// A number, a keyword (true, false, null) or anything else a reader may take.
+		for p.i < len(p.b) && regular(p.b[p.i]) {
+			p.i++
+		}
+	default:
+		return false // a stray ), ], >, { or }
+	}
+	return true
+}
+
+// literalString skips a string in parentheses: balanced ones within it, a backslash escaping
+// the byte after it.
+func (p *parser) literalString() bool {
+	depth := 0
+	for ; p.i < len(p.b); p.i++ {
+		switch p.b[p.i] {
+		case '\\':
+			p.i++
+		case '(':
+			depth++
+		case ')':
+			if depth--; depth == 0 {
+				p.i++
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// digit reports whether c is a decimal digit.
+func digit(c byte) bool {
+	return c >= '0' && c <= '9'
+}

@@ -286,8 +286,9 @@ func (d *decoder) chatImage(raw json.RawMessage, pp string) (llm.Part, error) {
 	return imagePart(u, detail, pp), nil
 }
 
-// chatFile decodes a file part of a user turn; ok is false when it is not an inline base64
-// document (a file_id of OpenAI's Files API, which no other provider can read), which is noted.
+// chatFile decodes a file part of a user turn; ok is false when it is not an inline document
+// (a file_id of OpenAI's Files API, which no other provider can read), which is noted. Inline
+// data that is not a base64 data: URL is refused, as OpenAI refuses it (documentPart).
 func (d *decoder) chatFile(m jsonObject, pp string, raw json.RawMessage) (llm.Part, bool, error) {
 	fp := pp + ".file"
 	f, err := parseObject(m.get("file"), fp)
@@ -302,10 +303,13 @@ func (d *decoder) chatFile(m jsonObject, pp string, raw json.RawMessage) (llm.Pa
 	if err != nil {
 		return llm.Part{}, false, err
 	}
-	part, ok := documentPart(fileData, filename, pp)
-	if !ok || !isNull(f.get("file_id")) {
+	if fileData == "" || !isNull(f.get("file_id")) {
 		d.note(pp, ".file", false, raw)
 		return llm.Part{}, false, nil
+	}
+	part, err := documentPart(fileData, filename, pp, fp+".file_data")
+	if err != nil {
+		return llm.Part{}, false, err
 	}
 	d.noteKeys(pp, m, chatFileKeys, nil)
 	d.noteKeys(fp, f, chatFileData, nil)

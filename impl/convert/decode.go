@@ -392,7 +392,9 @@ func optBoolPtr(raw json.RawMessage, param string) (*bool, error) {
 	return &b, nil
 }
 
-// parseDataURL splits a base64 data: URL into its media type and data.
+// parseDataURL splits a base64 data: URL into its media type and data. The media type is
+// read as RFC 2045 reads it, its case aside and without its parameters
+// ("Application/PDF;name=x.pdf" is application/pdf), and so is the base64 marker.
 func parseDataURL(u string) (mediaType, data string, ok bool) {
 	if !strings.HasPrefix(u, "data:") {
 		return "", "", false
@@ -402,14 +404,15 @@ func parseDataURL(u string) (mediaType, data string, ok bool) {
 		return "", "", false
 	}
 	header := u[len("data:"):comma]
-	if !strings.HasSuffix(header, ";base64") {
+	semi := strings.LastIndexByte(header, ';')
+	if semi < 0 || !strings.EqualFold(header[semi+1:], "base64") {
 		return "", "", false
 	}
-	header = strings.TrimSuffix(header, ";base64")
+	header = header[:semi]
 	if semi := strings.IndexByte(header, ';'); semi >= 0 {
 		header = header[:semi]
 	}
-	return header, u[comma+1:], true
+	return strings.ToLower(strings.TrimSpace(header)), u[comma+1:], true
 }
 
 // imagePart builds an image part from a URL (a base64 data: URL is split into its parts).
@@ -424,13 +427,19 @@ func imagePart(url, detail, path string) llm.Part {
 }
 
 // documentPart builds a document part from an inline base64 data: URL (file_data of the
-// OpenAI formats); ok is false when the URL is anything else, which is not modelled.
-func documentPart(fileData, filename, path string) (llm.Part, bool) {
+// OpenAI formats, at param). OpenAI refuses anything else there, bare base64 among it ("Expected
+// a base64-encoded data URL with an application/pdf MIME type"), and so does this with a 400
+// naming param.
+func documentPart(fileData, filename, path, param string) (llm.Part, error) {
 	mt, data, ok := parseDataURL(fileData)
-	if !ok {
-		return llm.Part{}, false
+	if !ok || mt == "" {
+		what := "a value without the 'data:' prefix"
+		if strings.HasPrefix(fileData, "data:") {
+			what = "a data URL that is not base64-encoded or names no MIME type"
+		}
+		return llm.Part{}, apierror.Invalid(param, "Invalid file data: '%s'. Expected a base64-encoded data URL with a MIME type (e.g. 'data:application/pdf;base64,SGVsbG8sIFdvcmxkIQ=='), but got %s.", param, what)
 	}
-	return llm.Part{Kind: llm.PartDocument, MediaType: mt, Data: data, Filename: filename, Path: path}, true
+	return llm.Part{Kind: llm.PartDocument, MediaType: mt, Data: data, Filename: filename, Path: path}, nil
 }
 
 // documentDataURL is the data: URL form of a document part (file_data of the OpenAI formats).

@@ -151,13 +151,15 @@ func inlineDocument(f llm.Format, x map[string]any) (string, bool) {
 }
 
 // documentOf counts the document whose data is data: base64, or a data URL
-// ("data:application/pdf;base64,..."; one that is not base64 holds its bytes as they are), its
+// ("data:application/pdf;base64,...", the marker in any case; one that is not base64 holds its
+// bytes as they are), its
 // compressed streams inflating within budget (past it, its pages cannot be counted).
 func documentOf(data string, budget *pdfpages.Budget) documentCounts {
 	encoded := true
 	if rest, ok := strings.CutPrefix(data, "data:"); ok {
 		params, payload, _ := strings.Cut(rest, ",")
-		data, encoded = payload, strings.HasSuffix(params, ";base64")
+		semi := strings.LastIndexByte(params, ';')
+		data, encoded = payload, semi >= 0 && strings.EqualFold(params[semi+1:], "base64")
 	}
 	decoded := []byte(data)
 	if encoded {

@@ -48,6 +48,9 @@ func TestDocumentPages(t *testing.T) {
 		{"responses, a Word document", llm.FormatResponses, `{"model":"m","input":[{"role":"user","content":[{"type":"input_file","filename":"a.docx","file_data":"data:application/vnd.openxmlformats-officedocument.wordprocessingml.document;base64,` + b64([]byte("PK\x03\x04\x14\x00\x06\x00\xff\xfe")) + `"}]}]}`, MaxDocumentPages, 0},
 		{"responses, a Word document of stored parts", llm.FormatResponses, `{"model":"m","input":[{"role":"user","content":[{"type":"input_file","filename":"a.docx","file_data":"data:application/vnd.openxmlformats-officedocument.wordprocessingml.document;base64,` + b64([]byte("PK\x03\x04\x14\x00\x00\x00word/document.xml")) + `"}]}]}`, MaxDocumentPages, 0},
 		{"chat, a PDF", llm.FormatChat, `{"model":"m","messages":[{"role":"user","content":[{"type":"file","file":{"filename":"a.pdf","file_data":"data:application/pdf;base64,` + pdf7 + `"}}]}]}`, 7, 0},
+		{"chat, a PDF in bare base64", llm.FormatChat, `{"model":"m","messages":[{"role":"user","content":[{"type":"file","file":{"filename":"a.pdf","file_data":"` + pdf7 + `"}}]}]}`, 7, 0},
+		{"chat, a PDF whose media type is spelled otherwise", llm.FormatChat, `{"model":"m","messages":[{"role":"user","content":[{"type":"file","file":{"filename":"a.pdf","file_data":"data:Application/PDF;name=a.pdf;BASE64,` + pdf30 + `"}}]}]}`, 30, inflated(pdf30)},
+		{"responses, a PDF in bare base64", llm.FormatResponses, `{"model":"m","input":[{"role":"user","content":[{"type":"input_file","filename":"a.pdf","file_data":"` + pdf30 + `"}]}]}`, 30, inflated(pdf30)},
 		{"chat, none", llm.FormatChat, `{"model":"m","messages":[{"role":"user","content":"file_data"}]}`, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

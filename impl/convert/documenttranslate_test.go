@@ -91,6 +91,67 @@ func TestDocumentsCrossFormats(t *testing.T) {
 	}
 }
 
+// TestDocumentMediaTypeSpelling: a data URL's media type is read whatever its case and
+// parameters, and its base64 marker whatever its case (RFC 2045 and 2397), so that a PDF sent
+// as "data:Application/PDF;name=report.pdf;BASE64,..." reaches a Messages upstream as an
+// application/pdf document and an OpenAI upstream of the other format as a plain data URL,
+// its data byte for byte. On the code before, the first was refused with a 400 naming the part
+// (a document of type "Application/PDF"), the second with one saying it is not carried.
+func TestDocumentMediaTypeSpelling(t *testing.T) {
+	const data = "JVBERi0xLjQKJcfsj6IKMSAwIG9iago8PC9UeXBlL0NhdGFsb2c+PgplbmRvYmoK+/=="
+	for _, spelling := range []string{"application/PDF", "Application/Pdf;name=report.pdf", "application/pdf;BASE64"} {
+		for src, body := range documentRequests(spelling, data) {
+			if src == llm.FormatMessages {
+				continue
+			}
+			body = strings.Replace(body, ";BASE64;base64,", ";BASE64,", 1)
+			want := map[llm.Format]string{
+				llm.FormatMessages:  `{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"` + data + `"}}`,
+				llm.FormatChat:      `{"type":"file","file":{"file_data":"data:application/pdf;base64,` + data + `","filename":"report.pdf"}}`,
+				llm.FormatResponses: `{"type":"input_file","file_data":"data:application/pdf;base64,` + data + `","filename":"report.pdf"}`,
+			}
+			for dst, doc := range want {
+				if dst == src {
+					continue
+				}
+				t.Run(spelling+", "+string(src)+" to "+string(dst), func(t *testing.T) {
+					out, _, err := EncodeRequest(dst, mustDecode(t, src, []byte(body)), "upstream-model")
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got := sentDocument(t, dst, out); got != doc {
+						t.Errorf("the document went as\n%s\nwant\n%s", got, doc)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestDocumentDataMustBeADataURL: OpenAI refuses file_data that is not a base64 data URL, bare
+// base64 among it ("Expected a base64-encoded data URL with an application/pdf MIME type"),
+// though its reference calls the field "the base64 encoded file data"; the decoder refuses it
+// the same way, with a 400 naming file_data, where the code before said that the gateway does
+// not carry the part across formats. A request of the client's format goes to an upstream of
+// that format as sent (the exchange relays what it cannot decode), and its pages are counted
+// all the same (TestDocumentPages).
+func TestDocumentDataMustBeADataURL(t *testing.T) {
+	const pdf = "JVBERi0xLjQKJcfsj6IKMSAwIG9iago8PC9UeXBlL0NhdGFsb2c+PgplbmRvYmoK+/=="
+	for _, c := range []struct{ data, says string }{
+		{pdf, "without the 'data:' prefix"},
+		{"data:application/pdf," + pdf, "not base64-encoded"},
+		{"data:;base64," + pdf, "names no MIME type"},
+	} {
+		for f, param := range map[llm.Format]string{llm.FormatChat: "messages[0].content[1].file.file_data", llm.FormatResponses: "input[0].content[1].file_data"} {
+			body := strings.Replace(documentRequests("application/pdf", pdf)[f], "data:application/pdf;base64,"+pdf, c.data, 1)
+			_, err := DecodeRequest(f, []byte(body))
+			if ae := invalid(t, err, param); !strings.Contains(ae.Message, c.says) || !strings.Contains(ae.Message, "data:application/pdf;base64,") {
+				t.Errorf("%s, %.30s: %q; want it to say %s and show a data URL", f, c.data, ae.Message, c.says)
+			}
+		}
+	}
+}
+
 // TestPlainTextDocumentToMessages: the Messages API reads plain text as a text source, not as
 // base64: a text/plain document of an OpenAI format reaches it decoded; one that is not UTF-8,
 // and a document of any type but application/pdf and text/plain, are refused with a 400 naming

@@ -267,8 +267,9 @@ func (d *decoder) responsesParts(raw json.RawMessage, p, role string) ([]llm.Par
 	return parts, nil
 }
 
-// responsesFile decodes an input_file part; ok is false when it is not an inline base64
-// document (a file_id of OpenAI's Files API or a file_url), which is noted.
+// responsesFile decodes an input_file part; ok is false when it is not an inline document (a
+// file_id of OpenAI's Files API or a file_url), which is noted. Inline data that is not a
+// base64 data: URL is refused, as OpenAI refuses it (documentPart).
 func (d *decoder) responsesFile(m jsonObject, pp string, raw json.RawMessage) (llm.Part, bool, error) {
 	fileData, err := optString(m.get("file_data"), pp+".file_data")
 	if err != nil {
@@ -278,10 +279,13 @@ func (d *decoder) responsesFile(m jsonObject, pp string, raw json.RawMessage) (l
 	if err != nil {
 		return llm.Part{}, false, err
 	}
-	part, ok := documentPart(fileData, filename, pp)
-	if !ok || !isNull(m.get("file_id")) || !isNull(m.get("file_url")) {
+	if fileData == "" || !isNull(m.get("file_id")) || !isNull(m.get("file_url")) {
 		d.note(pp, ".input_file", false, raw)
 		return llm.Part{}, false, nil
+	}
+	part, err := documentPart(fileData, filename, pp, pp+".file_data")
+	if err != nil {
+		return llm.Part{}, false, err
 	}
 	d.noteKeys(pp, m, responsesFileKeys, nil)
 	return part, true, nil

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 
@@ -175,6 +176,81 @@ func TestResponsesDocumentIsTranslated(t *testing.T) {
 		})
 	}
 	checkBooks(t, g, tenant.Account, granted)
+}
+
+// TestDocumentDataURLSpellings: a PDF whose data URL spells its media type otherwise
+// ("Application/PDF", a parameter, the base64 marker in capitals: RFC 2045 and 2397 read them
+// alike) is carried to a model served by a Messages upstream as an application/pdf document,
+// and relayed as sent to a chat upstream; either way it is reserved by its pages and billed the
+// upstream's usage with nothing waived. Bare base64 in file_data, which OpenAI refuses ("Expected
+// a base64-encoded data URL"), is refused for the Messages upstream with a 400 naming
+// file_data, nothing billed, and relayed as sent to the chat upstream, reserved by its pages
+// too. On the code before, "Application/PDF" was refused for Messages (a document of that
+// type) and the capital marker as not carried across formats, the capital marker was reserved
+// as text by its size on the relay (1,990 micro-units billed, 174,090 waived), and bare base64
+// was refused as not carried across formats; a parameter was read as now.
+func TestDocumentDataURLSpellings(t *testing.T) {
+	g, bodies := chatDocumentGateway(t, "sdoc", 460_000, 439_000)
+	const granted = 100_000_000
+	tenant := g.NewTenant(t, "acme", 0, granted)
+	data := base64.StdEncoding.EncodeToString(pdftest.ObjectStream(100))
+	body := func(model, fileData string) string {
+		return `{"model":"` + model + `","max_tokens":1000,"messages":[{"role":"user","content":[{"type":"text","text":"Summarize the report."},` +
+			`{"type":"file","file":{"filename":"report.pdf","file_data":"` + fileData + `"}}]}]}`
+	}
+	var served, billed int64
+	for _, prefix := range []string{"data:Application/PDF;base64,", "data:application/pdf;name=report.pdf;base64,", "data:application/pdf;BASE64,"} {
+		for _, tc := range []struct {
+			model string
+			part  func(body []byte) (any, error)
+			want  any
+			cost  int64
+		}{
+			{"sdoc-sonnet", messagesDocumentBlock, messagesDocument{Type: "document", Source: messagesSource{Type: "base64", MediaType: "application/pdf", Data: data}}, 2_766_750},
+			{"sdoc-chat", chatFilePart, chatFile{Type: "file", File: chatFileData{FileData: prefix + data, Filename: "report.pdf"}}, 176_080},
+		} {
+			t.Run(prefix+" "+tc.model, func(t *testing.T) {
+				status, res := post(t, g, tenant.Key, "/v1/chat/completions", body(tc.model, prefix+data))
+				if status != http.StatusOK {
+					t.Fatalf("%d %.300s", status, res)
+				}
+				served++
+				billed += tc.cost
+				sent, _ := bodies.Load(tc.model)
+				b, _ := sent.([]byte)
+				if got, err := tc.part(b); err != nil || !reflect.DeepEqual(got, tc.want) {
+					t.Errorf("the upstream got %.300s (%v); want the document as %+.300v", b, err, tc.want)
+				}
+				if rec := latestUsage(t, g, tenant.Account, served); rec.CostMicros != tc.cost || rec.WaivedMicros != 0 {
+					t.Errorf("billed %d, waived %d; want %d and none", rec.CostMicros, rec.WaivedMicros, tc.cost)
+				}
+			})
+		}
+	}
+	t.Run("bare base64", func(t *testing.T) {
+		status, res := post(t, g, tenant.Key, "/v1/chat/completions", body("sdoc-sonnet", data))
+		env := errorEnvelopeOf(res)
+		const param = "messages[0].content[1].file.file_data"
+		if status != http.StatusBadRequest || env.Error.Param == nil || *env.Error.Param != param || !strings.Contains(env.Error.Message, "data URL") {
+			t.Errorf("to the Messages upstream: %d %.300s; want a 400 naming %s and asking for a data URL", status, res, param)
+		}
+		if status, res = post(t, g, tenant.Key, "/v1/chat/completions", body("sdoc-chat", data)); status != http.StatusOK {
+			t.Fatalf("to the chat upstream: %d %.300s", status, res)
+		}
+		served++
+		billed += 176_080
+		sent, _ := bodies.Load("sdoc-chat")
+		b, _ := sent.([]byte)
+		if got, err := chatFilePart(b); err != nil || !reflect.DeepEqual(got, chatFile{Type: "file", File: chatFileData{FileData: data, Filename: "report.pdf"}}) {
+			t.Errorf("the chat upstream got %.300s (%v); want the part as sent", b, err)
+		}
+		if rec := latestUsage(t, g, tenant.Account, served); rec.CostMicros != 176_080 || rec.WaivedMicros != 0 {
+			t.Errorf("billed %d, waived %d; want 176,080 and none", rec.CostMicros, rec.WaivedMicros)
+		}
+	})
+	if _, usage := checkBooks(t, g, tenant.Account, granted); usage != billed {
+		t.Errorf("usage %d; want the served requests', %d", usage, billed)
+	}
 }
 
 // The document parts of the three formats, as the upstreams' tests read them.

@@ -59,7 +59,8 @@ func (w *writer) chatMessages(o *object) error {
 }
 
 // textOnly returns the text parts, refusing any other part of a message (where) when
-// translating.
+// translating, with a 400 naming it in its param and its message (the Messages envelope has
+// no param).
 func (w *writer) textOnly(parts []llm.Part, where string) ([]llm.Part, error) {
 	texts := parts[:0:0]
 	for _, p := range parts {
@@ -70,7 +71,7 @@ func (w *writer) textOnly(parts []llm.Part, where string) ([]llm.Part, error) {
 			if p.Kind == llm.PartDocument {
 				what = "A document in "
 			}
-			return nil, w.refuse(paramOf(p.Path), what+where)
+			return nil, w.refuse(paramOf(p.Path), what+where+" (`"+paramOf(p.Path)+"`)")
 		}
 	}
 	return texts, nil

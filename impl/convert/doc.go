@@ -85,13 +85,14 @@
 //	Responses    text.format JSON (to Messages); previous_response_id, conversation, prompt,
 //	             background, max_tool_calls, top_logprobs, when set; built-in tools
 //	             (web_search, file_search, mcp, ...) and their tool_choice; item_reference and
-//	             built-in tool items; input_file parts by file_id or file_url, in a
-//	             system message, and in a function_call_output (to chat, Messages); file_id
-//	             images
+//	             built-in tool items; input_file parts by file_id or file_url, or in a
+//	             system message; an inline one in a function_call_output to chat (to
+//	             Messages it is a document block of the tool_result); file_id images
 //	Messages     stop_sequences (to Responses; more than 4 to chat); container, mcp_servers,
 //	             output_format, output_config.format; server tools (a versioned type such as
 //	             web_search_20250305); document blocks but of a base64
-//	             source, and their title, context and citations; a document in a tool result;
+//	             source, and their title, context and citations; a document in a tool result
+//	             to chat (to Responses it is an input_file of the function_call_output);
 //	             search_result and server-tool blocks; file image sources; tool names longer than 64 characters (to chat, Responses)
 //	any          an empty last user message (to Messages, which refuses empty content; an
 //	             empty user message elsewhere is left out and named as messages[] or input[]);

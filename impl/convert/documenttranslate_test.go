@@ -184,11 +184,46 @@ func TestPlainTextDocumentToMessages(t *testing.T) {
 	}
 }
 
+// TestDocumentsInToolResults: a document a tool returned goes where both formats hold one: a
+// Messages tool_result's document block (a base64 source) becomes an input_file of the
+// Responses function_call_output's output, and back, its data byte for byte, the file name
+// made up for Responses and dropped and named for Messages. Chat's tool messages hold text
+// alone, so there it is refused with a 400 naming the part (TestDocumentsNotCarried). The code
+// before refused both with a 400 naming the part.
+func TestDocumentsInToolResults(t *testing.T) {
+	const data = "JVBERi0xLjQKJcfsj6IKMSAwIG9iago8PC9UeXBlL0NhdGFsb2c+PgplbmRvYmoK+/=="
+	messages := `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"Fetch the report."},{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"fetch","input":{}}]},` +
+		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"Here it is."},{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"` + data + `"}}]}]}]}`
+	responses := `{"model":"m","max_output_tokens":10,"input":[{"role":"user","content":"Fetch the report."},{"type":"function_call","call_id":"t1","name":"fetch","arguments":"{}"},` +
+		`{"type":"function_call_output","call_id":"t1","output":[{"type":"input_text","text":"Here it is."},{"type":"input_file","file_data":"data:application/pdf;base64,` + data + `","filename":"report.pdf"}]}]}`
+	out, _, err := EncodeRequest(llm.FormatResponses, mustDecode(t, llm.FormatMessages, []byte(messages)), "upstream-model")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"type":"function_call_output","call_id":"t1","output":[{"type":"input_text","text":"Here it is."},{"type":"input_file","file_data":"data:application/pdf;base64,` + data + `","filename":"document.pdf"}]}`
+	if !strings.Contains(string(out), want) {
+		t.Errorf("Messages to Responses: %s\nwant it to hold %s", out, want)
+	}
+	req := mustDecode(t, llm.FormatResponses, []byte(responses))
+	req.MaxTokens = 10
+	out, dropped, err := EncodeRequest(llm.FormatMessages, req, "upstream-model")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = `{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"Here it is."},{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"` + data + `"}}]}`
+	if !strings.Contains(string(out), want) {
+		t.Errorf("Responses to Messages: %s\nwant it to hold %s", out, want)
+	}
+	if !slices.Contains(dropped, "input[].output[].filename") {
+		t.Errorf("dropped %v; want the file name named", dropped)
+	}
+}
+
 // TestDocumentsNotCarried: what a document says that another format cannot, or what only its
 // provider can read, is refused across formats with a 400 naming it, as before: OpenAI file
 // ids, a document by URL or as plain text or content blocks, Messages' title, context and
-// citations, a document in a Messages tool result or a Responses function output. The same
-// request to an upstream of its own format passes.
+// citations (in a tool result too), a document in a tool result for chat, whose tool messages
+// hold text alone. The same request to an upstream of its own format passes.
 func TestDocumentsNotCarried(t *testing.T) {
 	const pdf = `"type":"base64","media_type":"application/pdf","data":"JVBERi0="`
 	for _, c := range []struct {
@@ -208,8 +243,8 @@ func TestDocumentsNotCarried(t *testing.T) {
 		{llm.FormatMessages, llm.FormatChat, `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":[{"type":"document","citations":{"enabled":true},"source":{` + pdf + `}}]}]}`, "messages[0].content[0].citations"},
 		{llm.FormatMessages, llm.FormatChat, `{"model":"m","max_tokens":10,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":{}}]},` +
 			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"document","source":{` + pdf + `}}]}]}]}`, "messages[1].content[0].content[0]"},
-		{llm.FormatResponses, llm.FormatMessages, `{"model":"m","input":[{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"},` +
-			`{"type":"function_call_output","call_id":"c1","output":[{"type":"input_file","file_data":"data:application/pdf;base64,JVBERi0=","filename":"a.pdf"}]}]}`, "input[1].output[0]"},
+		{llm.FormatMessages, llm.FormatResponses, `{"model":"m","max_tokens":10,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":{}}]},` +
+			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"document","title":"Report","source":{` + pdf + `}}]}]}]}`, "messages[1].content[0].content[0].title"},
 		{llm.FormatResponses, llm.FormatChat, `{"model":"m","input":[{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"},` +
 			`{"type":"function_call_output","call_id":"c1","output":[{"type":"input_file","file_data":"data:application/pdf;base64,JVBERi0=","filename":"a.pdf"}]}]}`, "input[1].output[0]"},
 	} {

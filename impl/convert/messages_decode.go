@@ -363,8 +363,12 @@ func (d *decoder) messagesToolResult(b jsonObject, bp string) (llm.Message, erro
 			}
 			msg.Parts = append(msg.Parts, llm.Part{Kind: llm.PartText, Text: text, Path: ip})
 			d.noteKeys(ip, ib, messagesTextKeys, nil)
-		case "image":
-			part, ok, err := d.messagesImage(ib, ip, e)
+		case "image", "document":
+			read := d.messagesImage
+			if kind == "document" {
+				read = d.messagesDocument
+			}
+			part, ok, err := read(ib, ip, e)
 			if err != nil {
 				return msg, err
 			}

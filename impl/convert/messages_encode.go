@@ -103,9 +103,6 @@ func (w *writer) messagesMessages(o *object) error {
 			add("assistant", blocks)
 		case llm.RoleTool:
 			res := object{{"type", "tool_result"}, {"tool_use_id", toolUseID(m.ToolCallID)}}
-			if err := w.noDocuments(m.Parts, "A document in a tool result"); err != nil {
-				return err
-			}
 			blocks, err := w.messagesBlocks(m.Parts)
 			if err != nil {
 				return err
@@ -206,16 +203,6 @@ func (w *writer) dropFilename(p llm.Part) {
 		suffix = ".file.filename"
 	}
 	w.drop(pathName(p.Path, suffix, "filename"))
-}
-
-// noDocuments refuses a document among parts when translating (what names it).
-func (w *writer) noDocuments(parts []llm.Part, what string) error {
-	for _, p := range parts {
-		if p.Kind == llm.PartDocument && w.cross() {
-			return w.refuse(paramOf(p.Path), what)
-		}
-	}
-	return nil
 }
 
 // messagesImageSource writes an image's source: base64 data or a URL.

@@ -21,14 +21,15 @@ import (
 	"github.com/tollgate/tollgate/impl/devkit/pdftest"
 )
 
-// chatDocumentGateway is a gateway for the chat route's document tests: three chat models named
-// prefix+"-sonnet" (served by a stand-in Anthropic upstream at claude-sonnet-4-5's catalog
+// chatDocumentGateway is a gateway for the document tests: three models of family (the chat
+// family is served on the chat and Responses routes, the Messages family on the Messages route)
+// named prefix+"-sonnet" (served by a stand-in Anthropic upstream at claude-sonnet-4-5's catalog
 // price), prefix+"-chat" (a stand-in chat upstream) and prefix+"-mini" (a stand-in Responses
 // upstream), the last two at gpt-4.1-mini's, each of a window of a million tokens. Each
 // stand-in answers with a short text and the usage of 300 output tokens and anthropicInput or
 // openAIInput input tokens, as the provider would report a document's pages; bodies holds the
 // last request each upstream got, by the model's name.
-func chatDocumentGateway(t *testing.T, prefix string, anthropicInput, openAIInput int) (*apitest.Gateway, *sync.Map) {
+func chatDocumentGateway(t *testing.T, prefix, family string, anthropicInput, openAIInput int) (*apitest.Gateway, *sync.Map) {
 	t.Helper()
 	bodies := new(sync.Map)
 	standIn := func(model, answer string) string {
@@ -52,7 +53,7 @@ func chatDocumentGateway(t *testing.T, prefix string, anthropicInput, openAIInpu
 	for _, u := range upstreams {
 		id, provider := prefix+"-"+u.model, prefix+"-"+u.model+"-upstream"
 		cfg.Providers = append(cfg.Providers, config.Provider{Name: provider, Kind: u.kind, BaseURL: standIn(id, u.answer)})
-		cfg.Models = append(cfg.Models, config.Model{ID: id, Family: config.FamilyChat, OwnedBy: "test",
+		cfg.Models = append(cfg.Models, config.Model{ID: id, Family: family, OwnedBy: "test",
 			Price: config.Price{Catalog: u.catalog}, MaxOutputTokens: 1000, ContextTokens: 1_000_000,
 			Backend: &config.Upstream{Provider: provider, Model: u.upstreamModel}})
 		cfg.Plans[0].Models = append(cfg.Plans[0].Models, id)
@@ -73,7 +74,7 @@ func chatDocumentGateway(t *testing.T, prefix string, anthropicInput, openAIInpu
 // the file's name), its data byte for byte. On the code before, the translated part was
 // refused with a 400 (the gateway did not carry documents across formats).
 func TestChatDocumentPagesAreReserved(t *testing.T) {
-	g, bodies := chatDocumentGateway(t, "cdoc", 460_000, 439_000)
+	g, bodies := chatDocumentGateway(t, "cdoc", config.FamilyChat, 460_000, 439_000)
 	const granted = 100_000_000
 	tenant := g.NewTenant(t, "acme", 0, granted)
 	client := openAIClient(g, t, tenant.Key)
@@ -141,7 +142,7 @@ func TestChatDocumentPagesAreReserved(t *testing.T) {
 // the client's request and billed the upstream's usage, with nothing waived. On the code before,
 // it was refused with a 400 naming input[0].content[1].
 func TestResponsesDocumentIsTranslated(t *testing.T) {
-	g, bodies := chatDocumentGateway(t, "rdoc", 460_000, 439_000)
+	g, bodies := chatDocumentGateway(t, "rdoc", config.FamilyChat, 460_000, 439_000)
 	const granted = 100_000_000
 	tenant := g.NewTenant(t, "acme", 0, granted)
 	data := base64.StdEncoding.EncodeToString(pdftest.ObjectStream(100))
@@ -190,7 +191,7 @@ func TestResponsesDocumentIsTranslated(t *testing.T) {
 // as text by its size on the relay (1,990 micro-units billed, 174,090 waived), and bare base64
 // was refused as not carried across formats; a parameter was read as now.
 func TestDocumentDataURLSpellings(t *testing.T) {
-	g, bodies := chatDocumentGateway(t, "sdoc", 460_000, 439_000)
+	g, bodies := chatDocumentGateway(t, "sdoc", config.FamilyChat, 460_000, 439_000)
 	const granted = 100_000_000
 	tenant := g.NewTenant(t, "acme", 0, granted)
 	data := base64.StdEncoding.EncodeToString(pdftest.ObjectStream(100))
@@ -251,6 +252,116 @@ func TestDocumentDataURLSpellings(t *testing.T) {
 	if _, usage := checkBooks(t, g, tenant.Account, granted); usage != billed {
 		t.Errorf("usage %d; want the served requests', %d", usage, billed)
 	}
+}
+
+// TestToolResultDocumentIsTranslated: a PDF a tool returned goes across formats where both
+// hold one: a Responses function_call_output whose output holds an input_file reaches a
+// Messages upstream as a document block of the tool_result, and a Messages tool_result's
+// document block reaches a Responses upstream as an input_file of the function_call_output,
+// the data byte for byte; each is reserved by its pages on the client's request and billed the
+// upstream's usage, with nothing waived. A chat upstream, whose tool messages hold text alone,
+// is refused with a 400 naming the block, and nothing is billed. On the code before, the two
+// translations were refused with a 400 naming the part.
+func TestToolResultDocumentIsTranslated(t *testing.T) {
+	// The Responses route serves the chat family, the Messages route the Messages family: one
+	// gateway for each, one served request in each.
+	const granted = 100_000_000
+	data := base64.StdEncoding.EncodeToString(pdftest.ObjectStream(100))
+	responses := `{"model":"tdoc-sonnet","max_output_tokens":1000,"tools":[{"type":"function","name":"fetch","parameters":{"type":"object"}}],"input":[` +
+		`{"role":"user","content":"Fetch the report and summarize it."},{"type":"function_call","call_id":"call_1","name":"fetch","arguments":"{}"},` +
+		`{"type":"function_call_output","call_id":"call_1","output":[{"type":"input_file","filename":"report.pdf","file_data":"data:application/pdf;base64,` + data + `"}]}]}`
+	messages := func(model string) string {
+		return `{"model":"` + model + `","max_tokens":1000,"tools":[{"name":"fetch","input_schema":{"type":"object"}}],"messages":[` +
+			`{"role":"user","content":"Fetch the report and summarize it."},{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"fetch","input":{}}]},` +
+			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"` + data + `"}}]}]}]}`
+	}
+	for _, tc := range []struct {
+		route, family, body, model string
+		// part finds the document in the upstream's body.
+		part func(body []byte) (any, error)
+		want any
+		cost int64
+	}{
+		{"/v1/responses", config.FamilyChat, responses, "tdoc-sonnet", toolResultDocument,
+			messagesDocument{Type: "document", Source: messagesSource{Type: "base64", MediaType: "application/pdf", Data: data}}, 2_766_750},
+		{"/v1/messages", config.FamilyMessages, messages("tdoc-mini"), "tdoc-mini", functionOutputFile,
+			responsesFile{Type: "input_file", FileData: "data:application/pdf;base64," + data, Filename: "document.pdf"}, 176_080},
+	} {
+		t.Run(tc.route+" to "+tc.model, func(t *testing.T) {
+			g, bodies := chatDocumentGateway(t, "tdoc", tc.family, 460_000, 439_000)
+			tenant := g.NewTenant(t, "acme", 0, granted)
+			status, res := post(t, g, tenant.Key, tc.route, tc.body)
+			if status != http.StatusOK {
+				t.Fatalf("%d %.300s", status, res)
+			}
+			sent, _ := bodies.Load(tc.model)
+			b, _ := sent.([]byte)
+			if got, err := tc.part(b); err != nil || !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("the upstream got %.300s (%v); want the document as %+.300v", b, err, tc.want)
+			}
+			if rec := latestUsage(t, g, tenant.Account, 1); rec.CostMicros != tc.cost || rec.WaivedMicros != 0 {
+				t.Errorf("billed %d, waived %d; want %d and none", rec.CostMicros, rec.WaivedMicros, tc.cost)
+			}
+			if tc.route == "/v1/messages" {
+				status, res := post(t, g, tenant.Key, "/v1/messages", messages("tdoc-chat"))
+				const place = "messages[2].content[0].content[0]"
+				if env := errorEnvelopeOf(res); status != http.StatusBadRequest || env.Error.Type != "invalid_request_error" || !strings.Contains(env.Error.Message, place) {
+					t.Errorf("to the chat upstream: %d %.300s; want a 400 naming %s", status, res, place)
+				}
+			}
+			if _, usage := checkBooks(t, g, tenant.Account, granted); usage != tc.cost {
+				t.Errorf("usage %d; want the served request's, %d", usage, tc.cost)
+			}
+		})
+	}
+}
+
+// toolResultDocument is the first block of the first tool_result of a Messages request body.
+func toolResultDocument(body []byte) (any, error) {
+	var req struct {
+		Messages []struct {
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, err
+	}
+	for _, m := range req.Messages {
+		var blocks []struct {
+			Type    string             `json:"type"`
+			Content []messagesDocument `json:"content"`
+		}
+		if json.Unmarshal(m.Content, &blocks) != nil {
+			continue // a string
+		}
+		for _, b := range blocks {
+			if b.Type == "tool_result" && len(b.Content) > 0 {
+				return b.Content[0], nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("no tool_result with content")
+}
+
+// functionOutputFile is the first part of the output of the first function_call_output of a
+// Responses request body.
+func functionOutputFile(body []byte) (any, error) {
+	var req struct {
+		Input []struct {
+			Type   string          `json:"type"`
+			Output json.RawMessage `json:"output"`
+		} `json:"input"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, err
+	}
+	for _, item := range req.Input {
+		var parts []responsesFile
+		if item.Type == "function_call_output" && json.Unmarshal(item.Output, &parts) == nil && len(parts) > 0 {
+			return parts[0], nil
+		}
+	}
+	return nil, fmt.Errorf("no function_call_output with an array output")
 }
 
 // The document parts of the three formats, as the upstreams' tests read them.

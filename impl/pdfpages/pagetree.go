@@ -70,9 +70,11 @@ func (t *pageTree) root(num int) {
 }
 
 // indexFile records the definitions of the objects written in data as they are: every "obj"
-// keyword after two integers (whitespace between them, and none needed before "obj").
+// keyword after two integers (whitespace between them, and none needed before "obj"), and
+// those its cross-reference tables place (indexXref).
 func (t *pageTree) indexFile(data []byte) {
 	src := t.source(data)
+	t.indexXref(data, src)
 	for i := 0; ; i += 3 {
 		k := bytes.Index(data[i:], []byte("obj"))
 		if k < 0 {
@@ -102,6 +104,87 @@ func (t *pageTree) indexFile(data []byte) {
 		}
 		t.define(readInt(data, j), src, i+3)
 	}
+}
+
+// indexXref records the definitions a classic cross-reference table of data (the text after
+// each "xref" keyword: subsections of a first object number and a count, then an entry of an
+// offset, a generation and n or f for each object) places: for each entry in use whose offset
+// starts an object's header, a definition of the entry's object number. A reader finds an
+// object by its entry, and the header there may be read otherwise from the file's text alone
+// ("12 0 obj" is object 2 for a reader sent to its second digit), which indexFile misses.
+func (t *pageTree) indexXref(data []byte, src int32) {
+	for i := 0; ; i += 4 {
+		k := bytes.Index(data[i:], []byte("xref"))
+		if k < 0 {
+			return
+		}
+		i += k
+		if i > 0 && regular(data[i-1]) { // startxref
+			continue
+		}
+		t.xrefSection(data, src, i+4)
+	}
+}
+
+// xrefSection reads the subsections of a cross-reference table from data[i] on (data being
+// sources[src]).
+func (t *pageTree) xrefSection(data []byte, src int32, i int) {
+	for {
+		var first, count int
+		var ok bool
+		if first, i, ok = xrefInt(data, i); !ok {
+			return
+		}
+		if count, i, ok = xrefInt(data, i); !ok {
+			return
+		}
+		for num := first; num < first+count; num++ {
+			var offset int
+			if offset, i, ok = xrefInt(data, i); !ok {
+				return
+			}
+			if _, i, ok = xrefInt(data, i); !ok {
+				return
+			}
+			i = skipSpace(data, i)
+			if i >= len(data) || (data[i] != 'n' && data[i] != 'f') {
+				return
+			}
+			if data[i] == 'n' && offset < len(data) {
+				if after, ok := headerAt(data, offset); ok {
+					t.define(num, src, after)
+				}
+			}
+			i++
+		}
+	}
+}
+
+// xrefInt reads the integer (at most ten digits) after whitespace at data[i], and the index
+// after it.
+func xrefInt(data []byte, i int) (int, int, bool) {
+	i = skipSpace(data[:min(len(data), i+skipWindow)], i)
+	start := i
+	for i < len(data) && i-start < 10 && digit(data[i]) {
+		i++
+	}
+	return readInt(data, start), i, i > start
+}
+
+// headerAt is the index after the "obj" of the object header (two integers and obj,
+// whitespace before and between them) at data[i], if there is one.
+func headerAt(data []byte, i int) (int, bool) {
+	for range 2 {
+		var ok bool
+		if _, i, ok = xrefInt(data, i); !ok {
+			return 0, false
+		}
+	}
+	i = skipSpace(data[:min(len(data), i+skipWindow)], i)
+	if !bytes.HasPrefix(data[i:], []byte("obj")) {
+		return 0, false
+	}
+	return i + 3, true
 }
 
 // indexObjectStream records the definitions of the objects in an object stream whose

@@ -44,6 +44,7 @@ func TestCount(t *testing.T) {
 		{"a page tree node named twice", []byte("%PDF-1.4\n% /Type /Page\n1 0 obj << /Pages 2 0 R >> endobj\n2 0 obj << /Type /Pages /Kids [3 0 R 3 0 R] /Count 1 >> endobj\n3 0 obj << /Type /Pages /Kids [4 0 R 5 0 R 6 0 R] /Count 1 >> endobj\n4 0 obj << >> endobj\n5 0 obj << >> endobj\n6 0 obj << >> endobj\n"), 6, true},
 		{"a page tree node defined twice", []byte("%PDF-1.4\n% /Type /Page\n1 0 obj << /Pages 2 0 R >> endobj\n2 0 obj << /Type /Pages /Kids [4 0 R 5 0 R 6 0 R] /Count 1 >> endobj\n4 0 obj << >> endobj\n5 0 obj << >> endobj\n6 0 obj << >> endobj\n2 0 obj << /Type /Pages /Kids [4 0 R] /Count 1 >> endobj\n"), 3, true},
 		{"a page tree whose nodes are in a cycle", []byte("%PDF-1.4\n% /Type /Page\n1 0 obj << /Pages 2 0 R >> endobj\n2 0 obj << /Type /Pages /Kids [3 0 R 4 0 R] /Count 1 >> endobj\n3 0 obj << /Kids [2 0 R 5 0 R] >> endobj\n"), 2, true},
+		{"a page tree node whose header a cross-reference entry reads within another's digits", gluedNode(), 5, true},
 		{"a kids array holding something but references", []byte("%PDF-1.4\n% /Type /Page\n1 0 obj << /Pages 2 0 R >> endobj\n2 0 obj << /Type /Pages /Kids [3 0 R null 4 0 R 5 0 R] /Count 1 >> endobj"), 0, false},
 		{"a page tree node that cannot be read", []byte("%PDF-1.4\n% /Type /Page\n1 0 obj << /Pages 2 0 R >> endobj\n2 0 obj << /Type /Pages /Count 1 ) /Kids [3 0 R 4 0 R 5 0 R] >> endobj"), 0, false},
 		{"a page tree's count with an outline's name beside its kids", []byte("%PDF-1.4\n% /Type /Page\n<< /Type /Pages /Kids [3 0 R] /Count 100 /Title (x) >> << /Parent 2 0 R >>"), 100, true},
@@ -90,6 +91,33 @@ func TestCount(t *testing.T) {
 			}
 		})
 	}
+}
+
+// gluedNode is a PDF whose page tree root, object 2, is written as "12 0 obj" (a 1 before its
+// header) and found by its cross-reference entry, which points at the 2: qpdf reads its five
+// blank untyped pages. A decoy object 2 that no entry points at holds one.
+func gluedNode() []byte {
+	var b bytes.Buffer
+	offsets := make([]int, 8)
+	object := func(num int, body string) {
+		offsets[num] = b.Len()
+		fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\n", num, body)
+	}
+	b.WriteString("%PDF-1.4\n")
+	object(1, "<< /Type /Catalog /Pages 2 0 R >>")
+	b.WriteString("1")
+	object(2, "<< /Type /Pages /Kids [3 0 R 4 0 R 5 0 R 6 0 R 7 0 R] /Count 1 >>")
+	for num := 3; num < 8; num++ {
+		object(num, "<< /Parent 2 0 R /MediaBox [0 0 612 792] >>")
+	}
+	b.WriteString("2 0 obj\n<< /Type /Pages /Kids [3 0 R] /Count 1 >>\nendobj\n")
+	xref := b.Len()
+	b.WriteString("xref\n0 8\n0000000000 65535 f \n")
+	for num := 1; num < 8; num++ {
+		fmt.Fprintf(&b, "%010d 00000 n \n", offsets[num])
+	}
+	fmt.Fprintf(&b, "trailer\n<< /Size 8 /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n", xref)
+	return b.Bytes()
 }
 
 // TestReadInflated: the bytes of a compressed stream other than an object stream (a page's

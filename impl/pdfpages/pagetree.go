@@ -33,7 +33,8 @@ type pageTree struct {
 	sources [][]byte
 	defs    []definition
 	roots   []int
-	// full is set when defs or roots reached their bound.
+	// full is set when defs or roots reached their bound, or an object stream's objects
+	// cannot be placed with certainty (indexObjectStream).
 	full bool
 }
 
@@ -190,9 +191,11 @@ func headerAt(data []byte, i int) (int, bool) {
 // indexObjectStream records the definitions of the objects in an object stream whose
 // inflated data is objects and whose dictionary is dict: its header's pairs of an object
 // number and an offset from /First, /N of them. A header that cannot be read leaves the
-// stream's objects out, as readers do (they find none of them).
+// stream's objects out, as readers do (they find none of them); one whose /First or /N is
+// uncertain (objectStreamHead) makes the walk not established.
 func (t *pageTree) indexObjectStream(dict, objects []byte) {
-	first, n, ok := objectStreamHead(dict)
+	first, n, ok, unsure := objectStreamHead(dict)
+	t.full = t.full || unsure
 	if !ok || first > len(objects) {
 		return
 	}
@@ -221,8 +224,10 @@ func (t *pageTree) indexObjectStream(dict, objects []byte) {
 }
 
 // objectStreamHead is an object stream's /First and /N, from its dictionary dict: each must
-// be given once (or with one value), as a direct integer.
-func objectStreamHead(dict []byte) (first, n int, ok bool) {
+// be given once (or with one value), as a direct integer. unsure is set when one is given by
+// a reference (which readers follow, and this does not) or twice with different values: the
+// stream's objects may then be elsewhere than this would read them.
+func objectStreamHead(dict []byte) (first, n int, ok, unsure bool) {
 	first, n = -1, -1
 	for i := 0; i < len(dict); i++ {
 		if dict[i] != '/' {
@@ -233,19 +238,22 @@ func objectStreamHead(dict []byte) (first, n int, ok bool) {
 			continue
 		}
 		j := skipSpace(dict, end)
+		if _, _, indirect := reference(dict, j); indirect {
+			return 0, 0, false, true
+		}
 		if j >= len(dict) || !digit(dict[j]) {
-			return 0, 0, false
+			return 0, 0, false, false
 		}
 		v, slot := readInt(dict, j), &first
 		if nm.is("N") {
 			slot = &n
 		}
 		if *slot >= 0 && *slot != v {
-			return 0, 0, false
+			return 0, 0, false, true
 		}
 		*slot = v
 	}
-	return first, n, first >= 0 && n >= 0
+	return first, n, first >= 0 && n >= 0, false
 }
 
 // pages is the most pages a reader walking the page tree from any of its roots finds, and

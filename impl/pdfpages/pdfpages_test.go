@@ -72,6 +72,8 @@ func TestCount(t *testing.T) {
 		{"an object stream whose dictionary has a string", objStm("<< /Type /ObjStm /N 7 /First 0 /Filter /FlateDecode /Note (a note) >>", []byte(pages)), 7, true},
 		{"an object stream whose keyword has spaces after it", []byte("%PDF-1.7\n% /Type /Page\n5 0 obj\n<< /Type /ObjStm /N 7 /First 0 /Filter /FlateDecode >>\nstream  \r\n" + string(pdftest.Deflate([]byte(pages))) + "\nendstream\nendobj\n"), 8, true},
 		{"an object stream whose keyword has no end of line after it", []byte("%PDF-1.7\n% /Type /Page\n5 0 obj\n<< /Type /ObjStm /N 7 /First 0 /Filter /FlateDecode >>\nstream " + string(pdftest.Deflate([]byte(pages))) + "\nendstream\nendobj\n"), 8, true},
+		{"an object stream whose /First is a reference", objStm("<< /Type /ObjStm /N 7 /First 9 0 R /Filter /FlateDecode >>", []byte(pages)), 0, false},
+		{"an object stream whose /N is given twice", objStm("<< /Type /ObjStm /N 7 /First 0 /Filter /FlateDecode /N 1 >>", []byte(pages)), 0, false},
 		{"a compressed stream that is no object stream", objStm("<< /Filter /FlateDecode >>", []byte(pages)), 0, false},
 		{"no header", []byte("<< /Type /Page >>"), 0, false},
 		{"a Word document", []byte("PK\x03\x04word/document.xml"), 0, false},

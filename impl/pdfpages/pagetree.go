@@ -3,6 +3,8 @@ package pdfpages
 import (
 	"bytes"
 	"cmp"
+	"compress/zlib"
+	"io"
 	"math"
 	"slices"
 )
@@ -19,6 +21,9 @@ const (
 	// walkBudget is the most bytes of dictionaries the walk parses, and the most kids it
 	// visits, in one file; past either, the count is not established.
 	walkBudget = 32 << 20
+	// maxXrefEntries is the most entries of cross-reference streams read in one file (an
+	// honest file of MaxCount pages has fewer); past it, the rest are not read.
+	maxXrefEntries = 1 << 20
 	// maxNesting is the deepest arrays and dictionaries in a node's dictionary are read.
 	maxNesting = 64
 )
@@ -33,6 +38,8 @@ type pageTree struct {
 	sources [][]byte
 	defs    []definition
 	roots   []int
+	// entries are the cross-reference streams' entries read (at most maxXrefEntries).
+	entries int
 	// full is set when defs or roots reached their bound, or an object stream's objects
 	// cannot be placed with certainty (indexObjectStream).
 	full bool
@@ -159,6 +166,196 @@ func (t *pageTree) xrefSection(data []byte, src int32, i int) {
 			i++
 		}
 	}
+}
+
+// indexXrefStream records the definitions a cross-reference stream (PDF 1.5 on) places, as
+// indexXref does a table's: its dictionary is dict, its data starts at data[start], and what
+// it inflates to is taken from budget (at most objectStreamCeiling). A stream that cannot be
+// read (another filter or predictor, fields of other widths, data that does not inflate) is
+// left out: the walk then finds the objects by their headers alone.
+func (t *pageTree) indexXrefStream(data, dict []byte, start int, budget *int) {
+	x, ok := readXrefDict(dict)
+	if !ok {
+		return
+	}
+	rows, ok := inflateXref(data[start:], x, budget)
+	if !ok {
+		return
+	}
+	width := x.w[0] + x.w[1] + x.w[2]
+	k := 0
+	for s := 0; s+1 < len(x.index); s += 2 {
+		for num := x.index[s]; num < x.index[s]+x.index[s+1] && (k+1)*width <= len(rows); num++ {
+			if t.entries++; t.entries > maxXrefEntries {
+				return
+			}
+			row := rows[k*width : (k+1)*width]
+			k++
+			kind := 1
+			if x.w[0] > 0 {
+				kind = field(row[:x.w[0]])
+			}
+			if offset := field(row[x.w[0] : x.w[0]+x.w[1]]); kind == 1 && offset >= 0 && offset < len(data) {
+				if after, ok := headerAt(data, offset); ok {
+					t.define(num, 0, after)
+				}
+			}
+		}
+	}
+}
+
+// xrefDict is what a cross-reference stream's dictionary says of its data: the widths of an
+// entry's fields (/W), the object numbers its entries are for (/Index, pairs of a first number
+// and a count; [0 /Size] by default), and its PNG predictor's columns (/Columns; 0 without one).
+type xrefDict struct {
+	w       [3]int
+	index   []int
+	columns int
+	// raw is set when the data has no filter.
+	raw bool
+}
+
+// readXrefDict reads a cross-reference stream's dictionary (/Type /XRef): FlateDecode or no
+// filter, no predictor or a PNG one (10 to 15), fields of at most eight bytes each.
+func readXrefDict(dict []byte) (xrefDict, bool) {
+	var x xrefDict
+	size, predictor, widths, xref := -1, 1, 0, false
+	var filters []name
+	for i := 0; i < len(dict); i++ {
+		if dict[i] != '/' {
+			continue
+		}
+		nm, end := readName(dict, i)
+		j := skipSpace(dict, end)
+		switch {
+		case nm.is("Type"):
+			next, _ := readName(dict, j)
+			xref = xref || next.is("XRef")
+		case nm.is("W"), nm.is("Index"):
+			ints := intArray(dict, j)
+			if nm.is("Index") {
+				x.index = ints
+			} else if widths = len(ints); widths == 3 {
+				copy(x.w[:], ints)
+			}
+		case nm.is("Size"):
+			size = readInt(dict, j)
+		case nm.is("Predictor"):
+			predictor = readInt(dict, j)
+		case nm.is("Columns"):
+			x.columns = readInt(dict, j)
+		case nm.is("Filter"):
+			filters = append(filters, filterNames(dict, j)...)
+		}
+	}
+	if x.index == nil && size >= 0 {
+		x.index = []int{0, size}
+	}
+	if predictor < 10 {
+		x.columns = 0
+	}
+	ok := widths == 3 && max(x.w[0], x.w[1], x.w[2]) <= 8 && x.w[1] > 0 && (predictor == 1 || predictor >= 10 && predictor <= 15) &&
+		(predictor == 1 || x.columns == x.w[0]+x.w[1]+x.w[2]) &&
+		(len(filters) == 0 || len(filters) == 1 && filters[0].is("FlateDecode"))
+	x.raw = len(filters) == 0
+	return x, ok && xref && x.index != nil
+}
+
+// intArray is the integers of the array at b[i] (nil for anything else).
+func intArray(b []byte, i int) []int {
+	if i >= len(b) || b[i] != '[' {
+		return nil
+	}
+	var ints []int
+	for i = skipSpace(b, i+1); i < len(b) && digit(b[i]); i = skipSpace(b, i) {
+		ints = append(ints, readInt(b, i))
+		for i < len(b) && digit(b[i]) {
+			i++
+		}
+	}
+	return ints
+}
+
+// inflateXref is a cross-reference stream's entries: its data inflated (within budget, at
+// most objectStreamCeiling) and, with a PNG predictor, each row's filter undone.
+func inflateXref(data []byte, x xrefDict, budget *int) ([]byte, bool) {
+	if x.raw {
+		// The entries are the file's bytes, read in place (a predictor would write them).
+		return data, x.columns == 0
+	}
+	r, err := zlib.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, false
+	}
+	limit := min(*budget, objectStreamCeiling)
+	out, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
+	*budget -= min(len(out), limit)
+	if len(out) > limit || (err != nil && len(out) == 0) {
+		return nil, false
+	}
+	if x.columns == 0 {
+		return out, true
+	}
+	return unpredict(out, x.columns), true
+}
+
+// unpredict undoes PNG predictors (one byte a pixel) on rows of columns bytes, each after its
+// filter byte, in place: the rows without their filter bytes.
+func unpredict(b []byte, columns int) []byte {
+	rows := b[:0]
+	prev := make([]byte, columns)
+	for k := 0; k+columns+1 <= len(b); k += columns + 1 {
+		filter, row := b[k], b[k+1:k+1+columns]
+		for i := range row {
+			var left, upLeft byte
+			if i > 0 {
+				left, upLeft = row[i-1], prev[i-1]
+			}
+			switch filter {
+			case 1:
+				row[i] += left
+			case 2:
+				row[i] += prev[i]
+			case 3:
+				row[i] += byte((int(left) + int(prev[i])) / 2)
+			case 4:
+				row[i] += paeth(left, prev[i], upLeft)
+			}
+		}
+		copy(prev, row)
+		rows = append(rows, row...)
+	}
+	return rows
+}
+
+// paeth is the PNG Paeth predictor of a byte from the bytes to its left, above and above left.
+func paeth(a, b, c byte) byte {
+	p := int(a) + int(b) - int(c)
+	pa, pb, pc := abs(p-int(a)), abs(p-int(b)), abs(p-int(c))
+	switch {
+	case pa <= pb && pa <= pc:
+		return a
+	case pb <= pc:
+		return b
+	}
+	return c
+}
+
+// abs is the absolute value of n.
+func abs(n int) int {
+	if n < 0 {
+		return -n
+	}
+	return n
+}
+
+// field is the big-endian number in b.
+func field(b []byte) int {
+	n := 0
+	for _, c := range b {
+		n = n<<8 | int(c)
+	}
+	return n
 }
 
 // xrefInt reads the integer (at most ten digits) after whitespace at data[i], and the index

@@ -144,6 +144,7 @@ func ReadWithin(data []byte, shared *Budget) (Document, bool) {
 			passed = append(passed, passedStream{num: num, from: from, at: at})
 		}
 		inflated += n
+		c.tree.indexXrefStream(data, data[from:at], streamStart(data, i), &budget)
 		if objects != nil {
 			c.tree.indexObjectStream(data[from:at], objects)
 		} else if n == 0 {

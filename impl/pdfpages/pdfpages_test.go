@@ -44,7 +44,8 @@ func TestCount(t *testing.T) {
 		{"a page tree node named twice", []byte("%PDF-1.4\n% /Type /Page\n1 0 obj << /Pages 2 0 R >> endobj\n2 0 obj << /Type /Pages /Kids [3 0 R 3 0 R] /Count 1 >> endobj\n3 0 obj << /Type /Pages /Kids [4 0 R 5 0 R 6 0 R] /Count 1 >> endobj\n4 0 obj << >> endobj\n5 0 obj << >> endobj\n6 0 obj << >> endobj\n"), 6, true},
 		{"a page tree node defined twice", []byte("%PDF-1.4\n% /Type /Page\n1 0 obj << /Pages 2 0 R >> endobj\n2 0 obj << /Type /Pages /Kids [4 0 R 5 0 R 6 0 R] /Count 1 >> endobj\n4 0 obj << >> endobj\n5 0 obj << >> endobj\n6 0 obj << >> endobj\n2 0 obj << /Type /Pages /Kids [4 0 R] /Count 1 >> endobj\n"), 3, true},
 		{"a page tree whose nodes are in a cycle", []byte("%PDF-1.4\n% /Type /Page\n1 0 obj << /Pages 2 0 R >> endobj\n2 0 obj << /Type /Pages /Kids [3 0 R 4 0 R] /Count 1 >> endobj\n3 0 obj << /Kids [2 0 R 5 0 R] >> endobj\n"), 2, true},
-		{"a page tree node whose header a cross-reference entry reads within another's digits", gluedNode(), 5, true},
+		{"a page tree node whose header a cross-reference entry reads within another's digits", gluedNode(false), 5, true},
+		{"a page tree node whose header a cross-reference stream's entry reads within another's digits", gluedNode(true), 5, true},
 		{"a kids array holding something but references", []byte("%PDF-1.4\n% /Type /Page\n1 0 obj << /Pages 2 0 R >> endobj\n2 0 obj << /Type /Pages /Kids [3 0 R null 4 0 R 5 0 R] /Count 1 >> endobj"), 0, false},
 		{"a page tree node that cannot be read", []byte("%PDF-1.4\n% /Type /Page\n1 0 obj << /Pages 2 0 R >> endobj\n2 0 obj << /Type /Pages /Count 1 ) /Kids [3 0 R 4 0 R 5 0 R] >> endobj"), 0, false},
 		{"a page tree's count with an outline's name beside its kids", []byte("%PDF-1.4\n% /Type /Page\n<< /Type /Pages /Kids [3 0 R] /Count 100 /Title (x) >> << /Parent 2 0 R >>"), 100, true},
@@ -97,8 +98,11 @@ func TestCount(t *testing.T) {
 
 // gluedNode is a PDF whose page tree root, object 2, is written as "12 0 obj" (a 1 before its
 // header) and found by its cross-reference entry, which points at the 2: qpdf reads its five
-// blank untyped pages. A decoy object 2 that no entry points at holds one.
-func gluedNode() []byte {
+// blank untyped pages. A decoy object 2 that no entry points at holds one. With stream, the
+// entries are in a cross-reference stream, compressed with a PNG predictor (Up, and Sub for the
+// first row and Paeth for object 2's, each filter a row may choose), as PDF 1.5 writers save
+// them.
+func gluedNode(stream bool) []byte {
 	var b bytes.Buffer
 	offsets := make([]int, 8)
 	object := func(num int, body string) {
@@ -114,12 +118,57 @@ func gluedNode() []byte {
 	}
 	b.WriteString("2 0 obj\n<< /Type /Pages /Kids [3 0 R] /Count 1 >>\nendobj\n")
 	xref := b.Len()
-	b.WriteString("xref\n0 8\n0000000000 65535 f \n")
-	for num := 1; num < 8; num++ {
-		fmt.Fprintf(&b, "%010d 00000 n \n", offsets[num])
+	if !stream {
+		b.WriteString("xref\n0 8\n0000000000 65535 f \n")
+		for num := 1; num < 8; num++ {
+			fmt.Fprintf(&b, "%010d 00000 n \n", offsets[num])
+		}
+		fmt.Fprintf(&b, "trailer\n<< /Size 8 /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n", xref)
+		return b.Bytes()
 	}
-	fmt.Fprintf(&b, "trailer\n<< /Size 8 /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n", xref)
+	// Entries of a type byte, a four-byte offset and a generation byte, for objects 0 to 8 (8
+	// being the stream itself).
+	offsets = append(offsets, xref)
+	var rows []byte
+	prev := make([]byte, 6)
+	for num, off := range offsets {
+		row := []byte{1, byte(off >> 24), byte(off >> 16), byte(off >> 8), byte(off), 0}
+		if num == 0 {
+			row = []byte{0, 0, 0, 0, 0, 0xff}
+		}
+		filter := map[int]byte{0: 1, 2: 4}[num]
+		if filter == 0 {
+			filter = 2
+		}
+		rows = append(rows, filter)
+		for i := range row {
+			var left, upLeft byte
+			if i > 0 {
+				left, upLeft = row[i-1], prev[i-1]
+			}
+			predicted := map[byte]byte{1: left, 2: prev[i], 4: paethOf(left, prev[i], upLeft)}[filter]
+			rows = append(rows, row[i]-predicted)
+		}
+		prev = row
+	}
+	packed := pdftest.Deflate(rows)
+	fmt.Fprintf(&b, "8 0 obj\n<< /Type /XRef /Size 9 /W [1 4 1] /Root 1 0 R /Filter /FlateDecode /DecodeParms << /Predictor 12 /Columns 6 >> /Length %d >>\nstream\n", len(packed))
+	b.Write(packed)
+	fmt.Fprintf(&b, "\nendstream\nendobj\nstartxref\n%d\n%%%%EOF\n", xref)
 	return b.Bytes()
+}
+
+// paethOf is PNG's Paeth predictor, for the test's encoder.
+func paethOf(a, b, c byte) byte {
+	p := int(a) + int(b) - int(c)
+	pa, pb, pc := max(p-int(a), int(a)-p), max(p-int(b), int(b)-p), max(p-int(c), int(c)-p)
+	if pa <= pb && pa <= pc {
+		return a
+	}
+	if pb <= pc {
+		return b
+	}
+	return c
 }
 
 // TestReadInflated: the bytes of a compressed stream other than an object stream (a page's

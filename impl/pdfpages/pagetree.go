@@ -24,6 +24,10 @@ const (
 	// maxXrefEntries is the most entries of cross-reference streams read in one file (an
 	// honest file of MaxCount pages has fewer); past it, the rest are not read.
 	maxXrefEntries = 1 << 20
+	// retainCeiling is the most bytes of inflated object streams that may hold page tree
+	// nodes a file's walk keeps (each is dropped once read otherwise); past it, the count is
+	// not established.
+	retainCeiling = 8 << 20
 	// maxNesting is the deepest arrays and dictionaries in a node's dictionary are read.
 	maxNesting = 64
 )
@@ -38,17 +42,22 @@ type pageTree struct {
 	sources [][]byte
 	defs    []definition
 	roots   []int
-	// entries are the cross-reference streams' entries read (at most maxXrefEntries).
-	entries int
+	// entries are the cross-reference streams' entries read (at most maxXrefEntries), and
+	// held the bytes of inflated object streams among the sources (at most retainCeiling).
+	entries, held int
 	// full is set when defs or roots reached their bound, or an object stream's objects
 	// cannot be placed with certainty (indexObjectStream).
 	full bool
 }
 
-// definition is where object num is defined: from sources[src][at] on.
+// definition is where object num is defined: from sources[src][at] on, or in an object
+// stream not held, as a leaf (src is leaf).
 type definition struct {
 	num, src, at int32
 }
+
+// leaf is the src of a definition that is no page tree node (pageTree.hold).
+const leaf = -2
 
 // source adds b to the sources, and is its index.
 func (t *pageTree) source(b []byte) int32 {
@@ -387,10 +396,11 @@ func headerAt(data []byte, i int) (int, bool) {
 
 // indexObjectStream records the definitions of the objects in an object stream whose
 // inflated data is objects and whose dictionary is dict: its header's pairs of an object
-// number and an offset from /First, /N of them. A header that cannot be read leaves the
+// number and an offset from /First, /N of them; inflated says whether objects were inflated
+// (pageTree.hold) or are a part of the file. A header that cannot be read leaves the
 // stream's objects out, as readers do (they find none of them); one whose /First or /N is
 // uncertain (objectStreamHead) makes the walk not established.
-func (t *pageTree) indexObjectStream(dict, objects []byte) {
+func (t *pageTree) indexObjectStream(dict, objects []byte, inflated bool) {
 	first, n, ok, unsure := objectStreamHead(dict)
 	t.full = t.full || unsure
 	if !ok || first > len(objects) {
@@ -413,11 +423,27 @@ func (t *pageTree) indexObjectStream(dict, objects []byte) {
 		if first+pair[1] > len(objects) {
 			return
 		}
-		if src < 0 {
-			src = t.source(objects)
+		if src == -1 && inflated {
+			src = t.hold(objects)
+		} else if src == -1 {
+			src = t.source(objects) // a part of the file, held anyway
 		}
 		t.define(pair[0], src, first+pair[1])
 	}
+}
+
+// hold adds an object stream's inflated data to the sources, and is its index; or leaf, when
+// the data holds neither "/Kids" nor a # (which could spell it), so that none of its objects
+// is a page tree node, and it is not held; past retainCeiling held, the walk is not
+// established.
+func (t *pageTree) hold(objects []byte) int32 {
+	if !bytes.Contains(objects, []byte("/Kids")) && bytes.IndexByte(objects, '#') < 0 {
+		return leaf
+	}
+	if t.held += len(objects); t.held > retainCeiling {
+		t.full = true
+	}
+	return t.source(objects)
 }
 
 // objectStreamHead is an object stream's /First and /N, from its dictionary dict: each must
@@ -509,6 +535,9 @@ func (w *walk) leaves(num, depth int) int {
 	w.memo[first] = onPath
 	most := 1
 	for k := first; k < len(defs) && int(defs[k].num) == num; k++ {
+		if defs[k].src == leaf {
+			continue // one page at most
+		}
 		kids, ok := w.kidsOf(w.tree.sources[defs[k].src][defs[k].at:])
 		if !ok {
 			w.failed = true

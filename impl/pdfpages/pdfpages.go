@@ -146,11 +146,11 @@ func ReadWithin(data []byte, shared *Budget) (Document, bool) {
 		inflated += n
 		c.tree.indexXrefStream(data, data[from:at], streamStart(data, i), &budget)
 		if objects != nil {
-			c.tree.indexObjectStream(data[from:at], objects)
+			c.tree.indexObjectStream(data[from:at], objects, true)
 		} else if n == 0 {
 			// An object stream without a filter holds its objects as they are (and they
 			// were scanned with the file).
-			c.tree.indexObjectStream(data[from:at], data[streamStart(data, i):])
+			c.tree.indexObjectStream(data[from:at], data[streamStart(data, i):], false)
 		}
 		c.scan(objects)
 	}

@@ -96,6 +96,31 @@ func TestCount(t *testing.T) {
 	}
 }
 
+// TestWalkHoldsOnlyWhatMayBeANode: the page tree's walk keeps the inflated object streams
+// whose objects may be page tree nodes (their data says /Kids, or has a # that could spell it),
+// at most 8 MiB of them in a file, and drops the others once read, as Read did before it
+// walked: nine object streams of 1 MiB each, with a page and padding, are counted; the same
+// with a page tree node in each are not established.
+func TestWalkHoldsOnlyWhatMayBeANode(t *testing.T) {
+	file := func(object string) []byte {
+		var b bytes.Buffer
+		b.WriteString("%PDF-1.7\n%" + strings.Repeat("x", 200<<10) + "\n1 0 obj\n<< /Type /Catalog /Pages 2 0 R >>\nendobj\n")
+		for k := range 9 {
+			packed := pdftest.Deflate([]byte("0 0 " + object + strings.Repeat(" ", 1<<20)))
+			fmt.Fprintf(&b, "%d 0 obj\n<< /Type /ObjStm /N 1 /First 4 /Filter /FlateDecode /Length %d >>\nstream\n", 10+k, len(packed))
+			b.Write(packed)
+			b.WriteString("\nendstream\nendobj\n")
+		}
+		return b.Bytes()
+	}
+	if n, ok := pdfpages.Count(file("<< /Type /Page >>")); !ok || n != 9 {
+		t.Errorf("nine object streams of a page each: Count = %d, %v; want 9", n, ok)
+	}
+	if n, ok := pdfpages.Count(file("<< /Type /Page /Kids [] >>")); ok {
+		t.Errorf("nine object streams of 1 MiB that may hold page tree nodes: Count = %d; want not established", n)
+	}
+}
+
 // gluedNode is a PDF whose page tree root, object 2, is written as "12 0 obj" (a 1 before its
 // header) and found by its cross-reference entry, which points at the 2: qpdf reads its five
 // blank untyped pages. A decoy object 2 that no entry points at holds one. With stream, the

@@ -10,9 +10,9 @@
 // (compressed with FlateDecode, inflated under a hard output bound), and so is the largest
 // /Count a page tree node states, and so are the leaves of the page tree, walked from the
 // objects a /Pages entry refers to (pagetree.go: readers take each leaf for a page, typed,
-// with contents or neither, whatever /Count says). It also reports what the compressed streams other than
-// images inflate to (Document.Inflated): a page's content stream can show far more text, which
-// the provider extracts and bills, than its compressed bytes. Anything that makes the count
+// with contents or neither, whatever /Count says). It also reports what the compressed
+// streams other than images inflate to (Document.Inflated): a page's content stream can show
+// far more text, which the provider extracts and bills, than its compressed bytes. Anything that makes the count
 // uncertain (no PDF header, encryption, a compressed stream with another filter, an object
 // stream with decode parameters, the inflate bound reached) is reported, so that the caller
 // assumes the most pages a provider accepts.

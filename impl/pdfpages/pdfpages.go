@@ -68,13 +68,13 @@ func Count(data []byte) (int, bool) {
 // comments between them allowed) in the file and in its FlateDecode object streams, the
 // largest /Count stated in either by a dictionary that is not an outline's, the number of
 // /Contents that refer to an object (a page's, typed or not), or the leaves of the page tree
-// (pageTree.pages), whichever is largest, at most MaxCount. It is not
-// established (false) for data without a PDF header, for an encrypted file (its streams cannot
-// be read), for one whose page tree states a /Count or /Kids by an indirect reference (not
-// followed), or whose page tree cannot be walked within its bounds, when a compressed stream other than an image or a cross-reference stream has a
-// filter other than FlateDecode alone, or an object stream (its dictionary names /Type
-// /ObjStm, /N or /First) decode parameters, when a stream's dictionary is longer than
-// dictWindow, when inflating reaches the bound (inflateRatio times the file's size or
+// (pageTree.pages), whichever is largest, at most MaxCount. It is not established (false)
+// for data without a PDF header, for an encrypted file (its streams cannot be read), for one
+// whose page tree states a /Count or /Kids by an indirect reference (not followed) or whose
+// page tree cannot be walked within its bounds, when a compressed stream other than an image
+// or a cross-reference stream has a filter other than FlateDecode alone, or an object stream
+// (its dictionary names /Type /ObjStm, /N or /First) decode parameters, when a stream's
+// dictionary is longer than dictWindow, when inflating reaches the bound (inflateRatio times the file's size or
 // inflateFloor, at most inflateCeiling bytes in all), or when no page is found. A stream's
 // dictionary is the text from its object's header to its "stream" keyword; when that text is
 // not one plain dictionary (plainDictionary: a string, a comment or a name may say "obj"
@@ -159,8 +159,11 @@ func ReadWithin(data []byte, shared *Budget) (Document, bool) {
 		return Document{}, false
 	}
 	inflated += contents
+	if c.encrypted || c.indirect {
+		return Document{}, false
+	}
 	leaves, walked := c.tree.pages()
-	if c.encrypted || c.indirect || !walked {
+	if !walked {
 		return Document{}, false
 	}
 	n := max(c.pages, c.stated, c.withContents, leaves)

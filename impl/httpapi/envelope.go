@@ -81,12 +81,17 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) (written bool
 // answerError is writeError; readID false keeps the body of an MCP request unread (its error's
 // id null).
 func answerError(w http.ResponseWriter, r *http.Request, err error, readID bool) (written bool) {
+	return answerErrorIn(w, r, familyOf(r.URL.Path), err, readID)
+}
+
+// answerErrorIn is answerError in the envelope fam, which a path no route serves takes from
+// the client that most likely sent it (baseURLHint) rather than from the path.
+func answerErrorIn(w http.ResponseWriter, r *http.Request, fam family, err error, readID bool) (written bool) {
 	if clientClosed(r) && !errors.As(err, new(clientStillThere)) {
 		noteClientGone(w)
 		return false
 	}
 	noteRefusal(r, err)
-	fam := familyOf(r.URL.Path)
 	var rpcID json.RawMessage
 	if fam == familyJSONRPC && readID {
 		rpcID = mcp.RefusedID(r)

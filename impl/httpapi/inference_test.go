@@ -306,13 +306,24 @@ func TestInferenceEdges(t *testing.T) {
 	}
 }
 
-// TestBaseURLHints: a base URL with one /v1 too many, or one too few, gets a hint.
+// TestBaseURLHints: a base URL with one /v1 too many, or one too few, or with a route in it,
+// gets a hint, in the envelope of the client that made the path: an Anthropic SDK given the
+// OpenAI route as its base URL (/v1/chat/completions/v1/messages), or a client that adds
+// /messages given the gateway's address alone (/messages), reads the Messages envelope with
+// its request-id header; an OpenAI SDK given a route (/v1/chat/completions/chat/completions)
+// reads its own. Newcomer trial h1: those three were a bare "Invalid URL" in the OpenAI
+// envelope.
 func TestBaseURLHints(t *testing.T) {
 	g := apitest.Start(t, apitest.Options{})
 	for path, want := range map[string]struct{ hint, envelope string }{
-		"/v1/v1/messages":         {"should not end with /v1", `"type":"error"`},
-		"/v1/v1/chat/completions": {"ends with a single /v1", `"error":{"message"`},
-		"/chat/completions":       {"should end with /v1", `"error":{"message"`},
+		"/v1/v1/messages":                       {"should not end with /v1", `"type":"error"`},
+		"/v1/v1/chat/completions":               {"ends with a single /v1", `"error":{"message"`},
+		"/chat/completions":                     {"should end with /v1", `"error":{"message"`},
+		"/v1/chat/completions/v1/messages":      {"the gateway's address alone, without /v1 or a route", `"type":"error"`},
+		"/v1/messages/v1/messages/count_tokens": {"the gateway's address alone, without /v1 or a route", `"type":"error"`},
+		"/messages":                             {"needs one that ends with /v1", `"type":"error"`},
+		"/v1/chat/completions/chat/completions": {"ends with /v1, without a route (they add /chat/completions", `"error":{"message"`},
+		"/v1/responses/responses":               {"without a route (they add /responses", `"error":{"message"`},
 	} {
 		res, err := http.Post(g.URL+path, "application/json", strings.NewReader(`{}`))
 		if err != nil {
@@ -323,6 +334,20 @@ func TestBaseURLHints(t *testing.T) {
 		if res.StatusCode != 404 || !strings.Contains(string(b), want.hint) || !strings.Contains(string(b), want.envelope) {
 			t.Errorf("%s: %d %s", path, res.StatusCode, b)
 		}
+		if anthropic := strings.Contains(want.envelope, `"type"`); anthropic && (res.Header.Get("request-id") == "" ||
+			!strings.Contains(string(b), `"request_id":"`+res.Header.Get("request-id")+`"`)) {
+			t.Errorf("%s: the Messages envelope without its request-id header (%q): %s", path, res.Header.Get("request-id"), b)
+		}
+	}
+	// A path of the gateway's own API that ends as a route does is no base URL mistake.
+	res, err := http.Post(g.URL+"/v1/agents/demo/x/messages", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 404 || strings.Contains(string(b), "base URL") {
+		t.Errorf("/v1/agents/demo/x/messages: %d %s", res.StatusCode, b)
 	}
 }
 

@@ -168,18 +168,45 @@ func (s *Server) Handler() http.Handler {
 			s.pageNotFound.ServeHTTP(w, r)
 			return
 		}
-		msg := fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.EscapedPath())
-		switch {
-		case strings.HasPrefix(r.URL.Path, "/v1/v1/messages"):
-			msg += ": the base URL should not end with /v1 for this client (Anthropic SDKs add /v1 themselves)"
-		case strings.HasPrefix(r.URL.Path, "/v1/v1/"):
-			msg += ": the path has /v1 twice; the base URL of OpenAI SDKs ends with a single /v1"
-		case r.URL.Path == "/chat/completions" || r.URL.Path == "/responses" || r.URL.Path == "/models":
-			msg += ": the base URL of OpenAI SDKs should end with /v1"
+		hint, fam := baseURLHint(r.URL.Path)
+		if fam == familyAnthropic {
+			w.Header()[canonicalAnthropicRequestID] = w.Header()[canonicalRequestID]
 		}
-		writeError(w, r, &apierror.Error{Kind: apierror.KindNotFound, Message: msg})
+		msg := fmt.Sprintf("Invalid URL (%s %s)%s", r.Method, r.URL.EscapedPath(), hint)
+		answerErrorIn(w, r, fam, &apierror.Error{Kind: apierror.KindNotFound, Message: msg}, true)
 	})
 	return s.edge(mux)
+}
+
+// openAIRoutes are the paths an OpenAI SDK adds to its base URL (which ends with /v1).
+var openAIRoutes = []string{"/chat/completions", "/responses", "/models"}
+
+// baseURLHint is what the 404 of an unknown path says of the base URL that most likely made
+// it, after "Invalid URL (…)", and the envelope the client that made it reads: an Anthropic
+// SDK's (which adds /v1/messages to its base URL) when the path ends as the Messages route
+// does, else the route family's. A client's base URL with one /v1 too many or too few, or
+// with a route in it (the OpenAI route given to an Anthropic SDK), is named; other paths get
+// no hint.
+func baseURLHint(path string) (string, family) {
+	messages := strings.HasSuffix(path, "/messages") || strings.HasSuffix(path, "/messages/count_tokens")
+	switch {
+	case strings.HasPrefix(path, "/v1/v1/messages"):
+		return ": the base URL should not end with /v1 for this client (Anthropic SDKs add /v1 themselves)", familyAnthropic
+	case strings.HasPrefix(path, "/v1/v1/"):
+		return ": the path has /v1 twice; the base URL of OpenAI SDKs ends with a single /v1", familyOf(path)
+	case path == "/messages" || path == "/messages/count_tokens":
+		return ": a client that adds /messages to its base URL needs one that ends with /v1 (the Anthropic SDKs and Claude Code add /v1/messages to the gateway's address alone)", familyAnthropic
+	case messages && strings.Contains(path, "/v1/messages"):
+		return ": the base URL of Anthropic SDKs and Claude Code is the gateway's address alone, without /v1 or a route (they add /v1/messages themselves)", familyAnthropic
+	case slices.Contains(openAIRoutes, path):
+		return ": the base URL of OpenAI SDKs should end with /v1", familyOpenAI
+	}
+	for _, route := range openAIRoutes {
+		if strings.HasSuffix(path, route) && strings.HasPrefix(path, "/v1/") {
+			return ": the base URL of OpenAI SDKs ends with /v1, without a route (they add " + route + " themselves)", familyOf(path)
+		}
+	}
+	return "", familyOf(path)
 }
 
 // authenticateMCP authenticates a request of the MCP endpoint: an OAuth access token of

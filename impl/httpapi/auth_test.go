@@ -201,6 +201,37 @@ func TestKeyErrorsSayWhatIsWrong(t *testing.T) {
 	}
 }
 
+// TestKeyRefusalsSayWhatTheHeaderHolds: an Authorization header with "Bearer" and no key (an
+// empty variable: curl -H "Authorization: Bearer $TOLLGATE_API_KEY" in a shell where it is not
+// set) is told the key is missing, not to use the Bearer scheme it uses; a variable's name
+// sent as the key (single quotes, a setting that does not expand it) is named as one; a key in
+// quotes is told to lose them; a header of another scheme is still told to use Bearer. On every
+// route family, in its envelope (newcomer trial h1: the first was told "must use the Bearer
+// scheme", the others "malformed API key").
+func TestKeyRefusalsSayWhatTheHeaderHolds(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{})
+	c := g.Client(t)
+	tenant := g.NewTenant(t, "acme", 0, 5_000_000)
+	for _, r := range []request{validRequests["POST /v1/chat/completions"], validRequests["POST /v1/messages"], validRequests["POST /api/mcp"]} {
+		for _, tc := range []struct{ header, want string }{
+			{"Bearer ", "no key after 'Bearer': the variable that should hold it (such as $TOLLGATE_API_KEY) is empty or unset"},
+			{"bearer", "no key after 'Bearer'"},
+			{"Bearer $TOLLGATE_API_KEY", "holds a variable's name ('$TOLLGATE_API_KEY'), not a key"},
+			{"Bearer ${TOLLGATE_API_KEY}", "holds a variable's name ('${TOLLGATE_API_KEY}'), not a key"},
+			{"Bearer %TOLLGATE_API_KEY%", "holds a variable's name ('%TOLLGATE_API_KEY%'), not a key"},
+			{`Bearer "` + tenant.Key + `"`, "sent with quotes around it"},
+			{"Bearer '" + tenant.Key + "'", "sent with quotes around it"},
+			{"Token " + tenant.Key, "must use the Bearer scheme"},
+		} {
+			status, h, body := do(t, c, g.URL, r, map[string]string{"Authorization": tc.header})
+			checkUnauthenticated(t, r.method+" "+r.path, status, h, body)
+			if !strings.Contains(string(body), tc.want) {
+				t.Errorf("%s %s with %q: %s, want it to say %q", r.method, r.path, tc.header, body, tc.want)
+			}
+		}
+	}
+}
+
 // TestTwoAuthorizationHeadersAreRefused: a request with two Authorization headers is refused
 // 401 in its route's envelope, whichever of the two is a valid key, on the inference routes and
 // on /api/mcp, and nothing is billed (trial h16 D6: the first was served and billed).

@@ -251,7 +251,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			case errors.Is(err, auth.ErrMissing):
 				e = apierror.Unauthenticated("missing API key: send it as 'Authorization: Bearer <key>'")
 			case errors.Is(err, auth.ErrScheme):
-				e = apierror.Unauthenticated("the Authorization header must use the Bearer scheme: 'Authorization: Bearer <key>'")
+				e = apierror.Unauthenticated(schemeRefusal(header))
 			case errors.Is(err, auth.ErrMistyped):
 				e = apierror.Unauthenticated("invalid API key: it has the form of a tollgate key, but its checksum does not match: a character was changed or mistyped (copy the whole key)")
 			case errors.Is(err, auth.ErrMalformed) && strings.HasPrefix(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "), mcpauth.AccessTokenPrefix):
@@ -259,7 +259,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 				// malformed key).
 				e = apierror.Unauthenticated("an OAuth access token ('" + mcpauth.AccessTokenPrefix + "…') is valid only on /api/mcp; the API routes take an API key ('tgk_…')")
 			case errors.Is(err, auth.ErrMalformed):
-				e = apierror.Unauthenticated("malformed API key: tollgate keys look like 'tgk_…' and are sent as 'Authorization: Bearer <key>'")
+				e = apierror.Unauthenticated(malformedRefusal(header))
 			case errors.Is(err, auth.ErrUnknown):
 				e = apierror.Unauthenticated("invalid API key: the key is unknown or has been revoked")
 			case errors.Is(err, auth.ErrDisabled):

@@ -85,11 +85,14 @@ func runConnect(ctx context.Context, args []string, out, notes io.Writer) error 
 	if *baseURL == "" {
 		*baseURL = "http://localhost:8080"
 	}
-	*baseURL = strings.TrimSuffix(strings.TrimSuffix(*baseURL, "/"), "/v1")
+	// A pasted key or URL (or one read from a file) may bring white space along: the settings
+	// carry them without it, as the gateway is sent them.
+	*baseURL = strings.TrimSuffix(strings.TrimSuffix(strings.TrimSpace(*baseURL), "/"), "/v1")
 	fromFlag := *key != ""
 	if *key == "" {
 		*key = os.Getenv(connect.KeyVariable)
 	}
+	*key = strings.TrimSpace(*key)
 	if *key == "" {
 		return usageError("connect needs an API key: -key, or $" + connect.KeyVariable + " (create one on the web console's Keys page or with `tollgate admin key create ACCOUNT`)")
 	}

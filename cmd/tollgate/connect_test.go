@@ -238,6 +238,47 @@ func TestConnectWarnsOfAnExposedKey(t *testing.T) {
 	}
 }
 
+// TestConnectTrimsAPastedKey: a key or URL with the white space a paste or a file brings
+// ($(cat key.txt) keeps none, a copied line often a newline) is printed and sent without it,
+// from -key, $TOLLGATE_API_KEY and $TOLLGATE_URL alike: the settings are the same as for the
+// bare key (newcomer trial h1: TOLLGATE_API_KEY with a trailing newline was checked, as
+// impl/client trims it, and printed as export ANTHROPIC_AUTH_TOKEN='tgk_…<newline>').
+func TestConnectTrimsAPastedKey(t *testing.T) {
+	var sent atomic.Value
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sent.Store(r.Header.Get("Authorization"))
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"object":"list","data":[{"id":"service-flint","object":"model","created":1,"owned_by":"x","family":"chat"},{"id":"service-sonnet","object":"model","created":1,"owned_by":"x","family":"messages"}]}`)
+	}))
+	defer gw.Close()
+	ctx := context.Background()
+	const key = "tgk_pasted"
+	want := connect.ClaudeCode(connect.Target{BaseURL: gw.URL, Key: key, ChatModel: "service-flint", MessagesModel: "service-sonnet"}).Text()
+	for _, c := range []struct {
+		name      string
+		args      []string
+		env, base string
+	}{
+		{"$TOLLGATE_API_KEY with a newline", []string{"claude", "-url", gw.URL}, key + "\n", ""},
+		{"-key with spaces and a CRLF", []string{"claude", "-url", gw.URL, "-key", "  " + key + "\r\n"}, "", ""},
+		{"$TOLLGATE_URL with a newline", []string{"claude"}, "\t" + key, gw.URL + "/v1\n"},
+	} {
+		t.Setenv(connect.KeyVariable, c.env)
+		t.Setenv("TOLLGATE_URL", c.base)
+		var out bytes.Buffer
+		if err := runConnect(ctx, c.args, &out, io.Discard); err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if out.String() != want {
+			t.Errorf("%s: printed\n%s\nwant the bare key's settings:\n%s", c.name, out.String(), want)
+		}
+		if got := sent.Load(); got != "Bearer "+key {
+			t.Errorf("%s: the gateway was sent %q", c.name, got)
+		}
+	}
+}
+
 // TestConnectWarnings: which URLs carry the key in clear (plain http:// to a host other than
 // this machine) and that -key is warned of whatever the URL.
 func TestConnectWarnings(t *testing.T) {

@@ -720,6 +720,24 @@ func (c *Config) Model(id string) (Model, bool) {
 	return Model{}, false
 }
 
+// Simulated reports whether the model with id is configured and every upstream of it is a
+// provider whose base URL is the built-in simulator (SimulatorURL): its answers are the
+// simulator's placeholder words and scripts, as under `make run` without provider keys.
+func (c *Config) Simulated(id string) bool {
+	m, ok := c.Model(id)
+	if !ok {
+		return false
+	}
+	ups := append(append([]Upstream(nil), m.Experts...), backendOf(m)...)
+	for _, u := range ups {
+		i := slices.IndexFunc(c.Providers, func(p Provider) bool { return p.Name == u.Provider })
+		if i < 0 || c.Providers[i].BaseURL != SimulatorURL {
+			return false
+		}
+	}
+	return len(ups) > 0
+}
+
 // Plan returns the plan called name.
 func (c *Config) Plan(name string) (Plan, bool) {
 	for _, p := range c.Plans {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -278,5 +279,37 @@ func TestStrengthsAreKnownWords(t *testing.T) {
 	}
 	if _, err := Parse([]byte(head + "{provider: o, model: y, strengths: [general, fast, code, tools, long]}]}\n")); err != nil {
 		t.Errorf("every accepted strength: %v", err)
+	}
+}
+
+// TestSimulated: a model is simulated when every upstream of it is a builtin:simulator
+// provider (every model of the default configuration); one real expert of a fusion model, or a
+// real backend, makes it not; an unknown model is not.
+func TestSimulated(t *testing.T) {
+	c := Default()
+	for _, m := range c.Models {
+		if !c.Simulated(m.ID) {
+			t.Errorf("%s of the default configuration is not simulated", m.ID)
+		}
+	}
+	if c.Simulated("no-such-model") {
+		t.Error("an unknown model is simulated")
+	}
+	flint, _ := c.Model("service-flint")
+	sonnet, _ := c.Model("service-sonnet")
+	for _, provider := range []string{flint.Experts[len(flint.Experts)-1].Provider, sonnet.Backend.Provider} {
+		c := Default()
+		for i := range c.Providers {
+			if c.Providers[i].Name == provider {
+				c.Providers[i].BaseURL = "https://api.example.com/v1"
+			}
+		}
+		for _, id := range []string{"service-flint", "service-sonnet"} {
+			m, _ := c.Model(id)
+			uses := slices.ContainsFunc(append(append([]Upstream(nil), m.Experts...), backendOf(m)...), func(u Upstream) bool { return u.Provider == provider })
+			if c.Simulated(id) == uses {
+				t.Errorf("with %s real, %s simulated: %v", provider, id, c.Simulated(id))
+			}
+		}
 	}
 }

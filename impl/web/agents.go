@@ -197,10 +197,22 @@ type agentsData struct {
 	Sessions  []sessionRow
 	// Free are the slots without a live session, where the page can start one.
 	Free []string
+	// Example is the first message the form offers when the sessions' model is played by the
+	// built-in simulator (config.Config.Simulated), which answers a question without a script
+	// with placeholder words: a script of one tool call, so that a first session gives a
+	// working answer (newcomer trial h1). Empty otherwise.
+	Example string
 }
+
+// simulatedAgentExample is agentsData.Example: a question and the script that answers it from
+// the account's own datasets, whatever they are.
+const simulatedAgentExample = `Which datasets does this account have? [[sim script: call list_storage_datasets {}]]`
 
 func (a *App) agentsPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	d := agentsData{Available: a.agents != nil}
+	if a.cfg.Simulated(a.cfg.Agents.Model(a.cfg)) {
+		d.Example = simulatedAgentExample
+	}
 	if a.agents != nil {
 		p := principal(v)
 		slots, err := a.agents.Overview(r.Context(), p)

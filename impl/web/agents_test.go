@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"html"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/tollgate/tollgate/gen/db"
+	"github.com/tollgate/tollgate/impl/config"
 )
 
 // agentSession writes a slot and a ready session of the account in it, as the agent service
@@ -288,5 +291,45 @@ func TestAgentTailResumes(t *testing.T) {
 	events, _ = b.tail(t, sess, "7")
 	if ev := take(events); ev.Event != "end" {
 		t.Fatalf("reconnecting after the end: %+v", ev)
+	}
+}
+
+// TestAgentsPageOffersASimulatorScript: when the sessions' model is played by the built-in
+// simulator (the default configuration, as under make run), the Agents page says that a plain
+// question gets placeholder words and offers a first message with a script, which calls a tool
+// of every account; when an upstream of the model is a real provider, the form is as before
+// (newcomer trial h1: a first session started on the console with a plain question answered
+// "signal river drift jasper …", and nothing said why).
+func TestAgentsPageOffersASimulatorScript(t *testing.T) {
+	const example = `Which datasets does this account have? [[sim script: call list_storage_datasets {}]]`
+	for _, c := range []struct {
+		name      string
+		tune      func(*config.Config)
+		simulated bool
+	}{
+		{"simulated", func(*config.Config) {}, true},
+		{"one real expert", func(cfg *config.Config) {
+			m, _ := cfg.Model(cfg.Agents.Model(cfg))
+			cfg.Providers[slices.IndexFunc(cfg.Providers, func(p config.Provider) bool { return p.Name == m.Experts[0].Provider })].BaseURL = "https://api.example.com/v1"
+		}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := startConfig(t, c.tune)
+			acme := e.account(t, "acme", aliceEmail, "owner")
+			if _, err := db.New(e.Store.Pool()).InsertAgentSlot(context.Background(), db.InsertAgentSlotParams{AccountID: acme.ID, Name: "main"}); err != nil {
+				t.Fatal(err)
+			}
+			b := e.browser(t)
+			b.signIn(e, aliceEmail, alicePass)
+			p := b.get("/agents")
+			if p.Status != http.StatusOK || !strings.Contains(p.Body, `name="prompt"`) {
+				t.Fatalf("agents page: %d %.3000s", p.Status, p.Body)
+			}
+			offered := strings.Contains(p.Body, `aria-describedby="simulated">`+html.EscapeString(example)+`</textarea>`)
+			said := strings.Contains(p.Body, "played by the built-in upstream simulator")
+			if offered != c.simulated || said != c.simulated {
+				t.Errorf("the example offered: %v, the simulator named: %v; want %v:\n%.4000s", offered, said, c.simulated, p.Body)
+			}
+		})
 	}
 }

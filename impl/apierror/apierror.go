@@ -146,10 +146,12 @@ func Conflict(format string, args ...any) *Error {
 }
 
 // ModelNotFound is the 404 for a model id that is unknown, not available to the account, or
-// sent to the wrong route family.
+// sent to the wrong route family. After OpenAI's own sentence it says where the caller finds the
+// ids it may use: a newcomer's client sends its own default (gpt-4o, a claude-… id), and the
+// gateway's models have names of the operator's choosing (newcomer trial h1).
 func ModelNotFound(id string) *Error {
 	return &Error{Kind: KindModelNotFound, Param: "model", Message: fmt.Sprintf(
-		"The model `%s` does not exist or you do not have access to it.", id)}
+		"The model `%s` does not exist or you do not have access to it. GET /v1/models lists the models this key may use.", id)}
 }
 
 // ModelOnOtherRoute is the model-not-found error for a model the caller may use, sent to a route

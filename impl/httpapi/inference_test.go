@@ -411,7 +411,8 @@ func TestFusionKeepsWhatOnlyTheClientFormatKnows(t *testing.T) {
 
 // TestModelNotFoundOnInferenceRoutes: an unknown id, an id the account may not use, and an id
 // sent to the wrong family are 404 model-not-found in the route's envelope; the last names the
-// route that serves the model.
+// route that serves the model, the others where the ids the key may use are listed (newcomer
+// trial h1: a client's default model, gpt-4o, was told only that it does not exist).
 func TestModelNotFoundOnInferenceRoutes(t *testing.T) {
 	g := apitest.Start(t, apitest.Options{})
 	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
@@ -425,6 +426,9 @@ func TestModelNotFoundOnInferenceRoutes(t *testing.T) {
 		want string
 	}{
 		{request{"POST", "/v1/chat/completions", chatBody("no-such-model", "hi", false, 16)}, `"code":"model_not_found"`},
+		{request{"POST", "/v1/chat/completions", chatBody("gpt-4o", "hi", false, 16)}, "GET /v1/models lists the models this key may use"},
+		{request{"POST", "/v1/responses", `{"model":"gpt-5","input":"hi"}`}, "GET /v1/models lists the models this key may use"},
+		{request{"POST", "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`}, "GET /v1/models lists the models this key may use"},
 		{request{"POST", "/v1/chat/completions", chatBody("service-flint-base", "hi", false, 16)}, `"code":"model_not_found"`},
 		{request{"POST", "/v1/chat/completions", chatBody("service-sonnet", "hi", false, 16)}, "send it to POST /v1/messages"},
 		{request{"POST", "/v1/responses", `{"model":"service-sonnet","input":"hi"}`}, `"code":"model_not_found"`},
@@ -432,6 +436,7 @@ func TestModelNotFoundOnInferenceRoutes(t *testing.T) {
 		{request{"POST", "/v1/messages", `{"model":"service-flint","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`}, "send it to POST /v1/chat/completions"},
 		// A model the account may not use is not said to be served elsewhere.
 		{request{"POST", "/v1/messages", `{"model":"service-flint-base","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`}, "does not exist or you do not have access to it"},
+		{request{"POST", "/v1/messages", `{"model":"service-flint-base","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`}, "GET /v1/models lists"},
 	}
 	for _, tc := range cases {
 		status, _, body := do(t, c, g.URL, tc.r, bearer)

@@ -324,6 +324,7 @@ func TestBaseURLHints(t *testing.T) {
 		"/messages":                             {"needs one that ends with /v1", `"type":"error"`},
 		"/v1/chat/completions/chat/completions": {"ends with /v1, without a route (they add /chat/completions", `"error":{"message"`},
 		"/v1/responses/responses":               {"without a route (they add /responses", `"error":{"message"`},
+		"/v1/messages/chat/completions":         {"without a route (they add /chat/completions", `"error":{"message"`},
 	} {
 		res, err := http.Post(g.URL+path, "application/json", strings.NewReader(`{}`))
 		if err != nil {

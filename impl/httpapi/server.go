@@ -203,7 +203,7 @@ func baseURLHint(path string) (string, family) {
 	}
 	for _, route := range openAIRoutes {
 		if strings.HasSuffix(path, route) && strings.HasPrefix(path, "/v1/") {
-			return ": the base URL of OpenAI SDKs ends with /v1, without a route (they add " + route + " themselves)", familyOf(path)
+			return ": the base URL of OpenAI SDKs ends with /v1, without a route (they add " + route + " themselves)", familyOpenAI
 		}
 	}
 	return "", familyOf(path)

@@ -312,7 +312,7 @@ func TestInferenceEdges(t *testing.T) {
 // /messages given the gateway's address alone (/messages), reads the Messages envelope with
 // its request-id header; an OpenAI SDK given a route (/v1/chat/completions/chat/completions)
 // reads its own. Newcomer trial h1: those three were a bare "Invalid URL" in the OpenAI
-// envelope.
+// envelope. An MCP client given /mcp, /v1/mcp or /api/mcp/ is told the endpoint's path.
 func TestBaseURLHints(t *testing.T) {
 	g := apitest.Start(t, apitest.Options{})
 	for path, want := range map[string]struct{ hint, envelope string }{
@@ -324,6 +324,9 @@ func TestBaseURLHints(t *testing.T) {
 		"/messages":                             {"needs one that ends with /v1", `"type":"error"`},
 		"/v1/chat/completions/chat/completions": {"ends with /v1, without a route (they add /chat/completions", `"error":{"message"`},
 		"/v1/responses/responses":               {"without a route (they add /responses", `"error":{"message"`},
+		"/mcp":                                  {"the MCP endpoint is /api/mcp", `"error":{"message"`},
+		"/v1/mcp":                               {"the MCP endpoint is /api/mcp", `"error":{"message"`},
+		"/api/mcp/":                             {"the MCP endpoint is /api/mcp", `"error":{"message"`},
 		"/v1/messages/chat/completions":         {"without a route (they add /chat/completions", `"error":{"message"`},
 	} {
 		res, err := http.Post(g.URL+path, "application/json", strings.NewReader(`{}`))

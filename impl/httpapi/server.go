@@ -186,7 +186,7 @@ var openAIRoutes = []string{"/chat/completions", "/responses", "/models"}
 // SDK's (which adds /v1/messages to its base URL) when the path ends as the Messages route
 // does, else the route family's. A client's base URL with one /v1 too many or too few, or
 // with a route in it (the OpenAI route given to an Anthropic SDK), is named; other paths get
-// no hint.
+// no hint. A path that names MCP elsewhere than the endpoint is told where it is.
 func baseURLHint(path string) (string, family) {
 	messages := strings.HasSuffix(path, "/messages") || strings.HasSuffix(path, "/messages/count_tokens")
 	switch {
@@ -200,6 +200,8 @@ func baseURLHint(path string) (string, family) {
 		return ": the base URL of Anthropic SDKs and Claude Code is the gateway's address alone, without /v1 or a route (they add /v1/messages themselves)", familyAnthropic
 	case slices.Contains(openAIRoutes, path):
 		return ": the base URL of OpenAI SDKs should end with /v1", familyOpenAI
+	case path == "/mcp" || strings.HasSuffix(path, "/mcp") || strings.HasPrefix(path, "/api/mcp/"):
+		return ": the MCP endpoint is /api/mcp (streamable HTTP)", familyOf(path)
 	}
 	for _, route := range openAIRoutes {
 		if strings.HasSuffix(path, route) && strings.HasPrefix(path, "/v1/") {

@@ -169,3 +169,21 @@ func TestListenFlagsTakeLoopbackOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminCommandNamesTheBuiltBinary: the banner's command for a new demo key runs the binary
+// make run built (at once) rather than `go run`, which compiles it again (newcomer trial h1);
+// a binary go run or go test built in a temporary directory, or one found on PATH by name, gets
+// `go run ./cmd/tollgate`.
+func TestAdminCommandNamesTheBuiltBinary(t *testing.T) {
+	for arg0, want := range map[string]string{
+		"./bin/tollgate-dev":                    "./bin/tollgate-dev",
+		"/opt/tollgate/bin/tollgate-dev":        "/opt/tollgate/bin/tollgate-dev",
+		"/tmp/go-build123456/b001/exe/tollgate": "go run ./cmd/tollgate",
+		"/tmp/go-build99/b001/tollgate.test":    "go run ./cmd/tollgate",
+		"tollgate-dev":                          "go run ./cmd/tollgate",
+	} {
+		if got := adminCommand(arg0); got != want {
+			t.Errorf("adminCommand(%q) = %q, want %q", arg0, got, want)
+		}
+	}
+}

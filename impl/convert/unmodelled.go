@@ -86,21 +86,21 @@ func chatReasoningLen(choice []byte) int {
 
 // unmodelledItemMarks are the type names of the Responses output items whose output the
 // neutral answer does not hold (unmodelledItemsLen): a body without any of them is not scanned.
-var unmodelledItemMarks = [][]byte{
+var unmodelledItemMarks = append([][]byte{
 	[]byte(`"reasoning"`), []byte(`"custom_tool_call"`), []byte(`"code_interpreter_call"`),
 	[]byte(`"mcp_call"`), []byte(`"shell_call"`), []byte(`"apply_patch_call"`),
+}, wholeItemMarks...)
+
+// wholeItemMarks are the type names of the Responses output items that WholeItemOutput counts:
+// an item without any of them is not scanned.
+var wholeItemMarks = [][]byte{
+	[]byte(`"local_shell_call"`), []byte(`"computer_call"`), []byte(`"web_search_call"`),
+	[]byte(`"image_generation_call"`),
 }
 
 // hasUnmodelledItems reports whether a Responses answer body holds the type name of an item
 // unmodelledItemsLen counts.
-func hasUnmodelledItems(body []byte) bool {
-	for _, mark := range unmodelledItemMarks {
-		if bytes.Contains(body, mark) {
-			return true
-		}
-	}
-	return false
-}
+func hasUnmodelledItems(body []byte) bool { return hasMark(body, unmodelledItemMarks) }
 
 // unmodelledItemsLen is the length of what the model wrote in the items of a Responses
 // answer's output that are neither messages nor function calls, the output a stream of the
@@ -113,8 +113,11 @@ func hasUnmodelledItems(body []byte) bool {
 // code_interpreter_call's code (response.code_interpreter_call_code.delta); an mcp_call's
 // arguments (response.mcp_call_arguments.delta); a shell_call's action.commands
 // (response.shell_call_command.delta); an apply_patch_call's operation.diff
-// (response.apply_patch_call_operation_diff.delta). A tool's results (a code interpreter's outputs, an MCP
-// server's output, a shell's output) are the tool's, not the model's: not counted.
+// (response.apply_patch_call_operation_diff.delta); and what the model wrote in the items a
+// stream carries whole, in no delta (wholeItemLen: a local_shell_call's or computer_call's
+// action, a web_search_call's query, url and pattern, an image_generation_call's
+// revised_prompt). A tool's results (a code interpreter's outputs, an MCP server's output, a
+// shell's output, a search's sources, an image) are the tool's, not the model's: not counted.
 func unmodelledItemsLen(output []byte) int {
 	items, _ := scanArray(output)
 	n := 0
@@ -133,9 +136,81 @@ func unmodelledItemsLen(output []byte) int {
 			n += stringsLen(memberValue(memberValue(item, "action"), "commands"))
 		case "apply_patch_call":
 			n += stringLen(memberValue(memberValue(item, "operation"), "diff"))
+		default:
+			n += wholeItemLen(kind, item)
 		}
 	}
 	return n
+}
+
+// WholeItemOutput is how many characters of output the model wrote in the Responses output
+// item of the stream event data (a response.output_item.done's item), for the items a stream
+// carries whole there and in no delta (wholeItemLen); 0 for any other item, whose output the
+// deltas carry, and for an event without any of their type names, which is not scanned. A
+// stream cut before the upstream reported its usage is billed it, estimated from its length, as
+// an answer without an output count is (UnmodelledOutput).
+func WholeItemOutput(data []byte) int {
+	if !hasMark(data, wholeItemMarks) {
+		return 0
+	}
+	item := memberValue(data, "item")
+	kind, _ := typeAndName(item)
+	return wholeItemLen(kind, item)
+}
+
+// wholeItemLen is the length of what the model wrote in a Responses output item of type kind
+// that no stream delta carries, after the Responses API reference's output items
+// (platform.openai.com/docs/api-reference/responses, "The response object", output) and its
+// streaming events (platform.openai.com/docs/api-reference/responses-streaming: these items
+// have progress events and response.output_item.added and .done, no delta): a
+// local_shell_call's action (its command array, env, working_directory, as sent) and a
+// computer_call's action (its type, coordinates, the text typed, the keys pressed; actions,
+// when it sends several), each object counted as sent; a web_search_call's action's query (or
+// queries), url and pattern, not its sources, which are the search's; an
+// image_generation_call's revised_prompt, when it has one, not its result, the image, which
+// the image model bills. Any other item has none here.
+func wholeItemLen(kind string, item []byte) int {
+	switch kind {
+	case "local_shell_call":
+		return objectLen(memberValue(item, "action"))
+	case "computer_call":
+		return objectLen(memberValue(item, "action")) + arrayLen(memberValue(item, "actions"))
+	case "web_search_call":
+		action := memberValue(item, "action")
+		return stringLen(memberValue(action, "query")) + stringsLen(memberValue(action, "queries")) +
+			stringLen(memberValue(action, "url")) + stringLen(memberValue(action, "pattern"))
+	case "image_generation_call":
+		return stringLen(memberValue(item, "revised_prompt"))
+	}
+	return 0
+}
+
+// hasMark reports whether data holds one of marks.
+func hasMark(data []byte, marks [][]byte) bool {
+	for _, mark := range marks {
+		if bytes.Contains(data, mark) {
+			return true
+		}
+	}
+	return false
+}
+
+// objectLen is the length in bytes of the JSON object v as sent, or 0 when v is absent or not
+// an object.
+func objectLen(v []byte) int {
+	if len(v) < 2 || v[0] != '{' {
+		return 0
+	}
+	return len(v)
+}
+
+// arrayLen is the length in bytes of the JSON array v as sent, or 0 when v is absent or not an
+// array.
+func arrayLen(v []byte) int {
+	if len(v) < 2 || v[0] != '[' {
+		return 0
+	}
+	return len(v)
 }
 
 // reasoningItemLen is the length of the text of a Responses reasoning item: its summary parts'

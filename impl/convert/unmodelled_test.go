@@ -73,3 +73,30 @@ func TestChatChoicesOutput(t *testing.T) {
 		}
 	}
 }
+
+// TestWholeItemOutput: a Responses stream's response.output_item.done counts what the model
+// wrote in an item that no delta carries (a local shell or computer call's action as sent, a
+// web search's query, url and pattern, an image generation's revised prompt), and nothing for
+// an item whose deltas were counted (a function call, a message, a shell call) or for the
+// tools' results (the search's sources, the image).
+func TestWholeItemOutput(t *testing.T) {
+	for _, c := range []struct {
+		name, data string
+		want       int
+	}{
+		{"local shell", `{"type":"response.output_item.done","item":{"type":"local_shell_call","action":{"type":"exec","command":["ls"]}}}`, len(`{"type":"exec","command":["ls"]}`)},
+		{"computer", `{"type":"response.output_item.done","item":{"type":"computer_call","action":{"type":"keypress","keys":["ENTER"]}}}`, len(`{"type":"keypress","keys":["ENTER"]}`)},
+		{"computer actions", `{"item":{"type":"computer_call","actions":[{"type":"wait"}]}}`, len(`[{"type":"wait"}]`)},
+		{"web search", `{"item":{"type":"web_search_call","action":{"type":"search","query":"go","sources":[{"type":"url","url":"https://a.example"}]}}}`, len("go")},
+		{"find", `{"item":{"type":"web_search_call","action":{"type":"find","url":"https://b.example","pattern":"x"}}}`, len("https://b.example") + len("x")},
+		{"image", `{"item":{"type":"image_generation_call","revised_prompt":"a cat","result":"iVBOR"}}`, len("a cat")},
+		{"image without a revised prompt", `{"item":{"type":"image_generation_call","result":"iVBOR"}}`, 0},
+		{"function call", `{"item":{"type":"function_call","arguments":"{\"computer_call\":1}"}}`, 0},
+		{"message", `{"item":{"type":"message","content":[{"type":"output_text","text":"web_search_call"}]}}`, 0},
+		{"not an item", `{"item":"local_shell_call"}`, 0},
+	} {
+		if n := WholeItemOutput([]byte(c.data)); n != c.want {
+			t.Errorf("%s: %d characters, want %d", c.name, n, c.want)
+		}
+	}
+}

@@ -149,7 +149,10 @@ func (r *Relay) Unmodelled() int { return r.unmodelled }
 // UnmodelledOutput is how many characters of output the upstream event ev, of an upstream of
 // format f, carries that the decoder's neutral events do not: a Messages thinking delta's
 // thinking, a Responses delta other than the text, refusal and arguments deltas (reasoning
-// summaries and reasoning text), a chat chunk's reasoning (chatReasoningLen). The provider
+// summaries and reasoning text, tool input), what the model wrote in a Responses item the
+// stream carries whole in its response.output_item.done and in no delta
+// (convert.WholeItemOutput: a local shell or computer call's action, a web search's query, an
+// image generation's revised prompt), a chat chunk's reasoning (chatReasoningLen). The provider
 // bills that output as it generates it, so a stream cut before the upstream reported its usage
 // is billed it, estimated from its length, relayed (Relay.Unmodelled) or translated to another
 // format (whose client never sees it) alike.
@@ -164,6 +167,9 @@ func UnmodelledOutput(f llm.Format, ev sse.Event) int {
 	case llm.FormatResponses:
 		if strings.HasSuffix(ev.Name, ".delta") && !modelledResponsesDeltas[ev.Name] {
 			return memberLen(ev.Data, "delta")
+		}
+		if ev.Name == "response.output_item.done" {
+			return convert.WholeItemOutput(ev.Data)
 		}
 	}
 	return 0

@@ -13,7 +13,8 @@ import (
 // nor function calls (unmodelledItemsLen); and the reasoning of a chat answer's first choice, which compatible servers add
 // beside the content (DeepSeek's message.reasoning_content, api-docs.deepseek.com, "Reasoning
 // Model (deepseek-reasoner)"; vLLM's and OpenRouter's message.reasoning, docs.vllm.ai,
-// "Reasoning Outputs"), one of the two when both are sent (the same text under two names).
+// "Reasoning Outputs"; OpenRouter's message.reasoning_details, ReasoningDetailsLen), the
+// longest when several are sent (the same text under several names).
 // The provider bills that output, so an answer whose upstream reported no output count is
 // billed it, estimated from its length, as a stream cut short is
 // (streamconv.UnmodelledOutput). Each string counts as sent, escapes included, as the
@@ -77,11 +78,36 @@ func ChatChoicesOutput(body []byte) int {
 }
 
 // chatReasoningLen is the length of the reasoning of a chat answer's choice, which compatible
-// servers add beside the content, as sent: its message's reasoning_content or reasoning, the
-// longer when both are sent.
+// servers add beside the content, as sent: its message's reasoning_content, reasoning or
+// reasoning_details (ReasoningDetailsLen), the longest when several are sent (OpenRouter sends
+// the same text as reasoning and in reasoning_details).
 func chatReasoningLen(choice []byte) int {
 	msg := memberValue(choice, "message")
-	return max(stringLen(memberValue(msg, "reasoning_content")), stringLen(memberValue(msg, "reasoning")))
+	return max(stringLen(memberValue(msg, "reasoning_content")), stringLen(memberValue(msg, "reasoning")),
+		ReasoningDetailsLen(memberValue(msg, "reasoning_details")))
+}
+
+// ReasoningDetailsLen is the length of the reasoning text, as sent, of the JSON array v, an
+// OpenRouter chat message's or delta's reasoning_details (openrouter.ai/docs, "Reasoning
+// Tokens", the reasoning_details array: objects of type reasoning.text, with the text, and
+// reasoning.summary, with the summary; reasoning.encrypted, with the data): the text of each
+// reasoning.text and the summary of each reasoning.summary. An encrypted entry's data is not
+// counted: it is ciphertext whose length the provider relates to no token count, as a
+// Messages redacted_thinking block's data and a Responses reasoning item's encrypted_content
+// are not; it accompanies a summary or text of the same reasoning, which is counted, or stands
+// for reasoning the provider hides, which the upstream's usage bills and no length can.
+func ReasoningDetailsLen(v []byte) int {
+	details, _ := scanArray(v)
+	n := 0
+	for _, d := range details {
+		switch kind, _ := typeAndName(d); kind {
+		case "reasoning.text":
+			n += stringLen(memberValue(d, "text"))
+		case "reasoning.summary":
+			n += stringLen(memberValue(d, "summary"))
+		}
+	}
+	return n
 }
 
 // unmodelledItemMarks are the type names of the Responses output items whose output the

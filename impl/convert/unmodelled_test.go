@@ -9,7 +9,8 @@ import (
 // TestUnmodelledOutput: what a complete answer carries that the neutral answer does not, and
 // that the provider bills as output, counts by its length as sent: a chat answer's reasoning
 // under DeepSeek's name (message.reasoning_content) or vLLM's and OpenRouter's
-// (message.reasoning), once when both are sent; the summary and reasoning text of Responses
+// (message.reasoning), or in OpenRouter's message.reasoning_details (its summary and text
+// entries, not its encrypted one), once when several are sent; the summary and reasoning text of Responses
 // reasoning items, and the input, code, arguments, commands and diff the model wrote in custom
 // tool, code interpreter, MCP, shell and apply_patch calls (not the tools' outputs); the thinking of Messages thinking blocks. Text, an encrypted reasoning or a
 // redacted thinking block, a usage's reasoning_tokens and what is not an answer count nothing.
@@ -23,6 +24,11 @@ func TestUnmodelledOutput(t *testing.T) {
 		{"deepseek", llm.FormatChat, `{"choices":[{"index":0,"message":{"role":"assistant","content":"9.8","reasoning_content":"Compare the decimals"}}]}`, len("Compare the decimals")},
 		{"vllm", llm.FormatChat, `{"choices":[{"index":0,"message":{"role":"assistant","content":"9.8","reasoning":"Line one\nline two"}}]}`, len(`Line one\nline two`)},
 		{"both names", llm.FormatChat, `{"choices":[{"message":{"reasoning":"Same","reasoning_content":"Same"}}]}`, len("Same")},
+		{"openrouter details", llm.FormatChat, `{"choices":[{"message":{"content":"9.8","reasoning_details":[` +
+			`{"type":"reasoning.summary","summary":"Compared","format":"openai-responses-v1","index":0},` +
+			`{"type":"reasoning.text","text":"the decimals","signature":null,"index":1},` +
+			`{"type":"reasoning.encrypted","data":"gAAAAB","index":2}]}}]}`, len("Compared") + len("the decimals")},
+		{"openrouter both", llm.FormatChat, `{"choices":[{"message":{"reasoning":"Same text","reasoning_details":[{"type":"reasoning.text","text":"Same text"}]}}]}`, len("Same text")},
 		{"null reasoning", llm.FormatChat, `{"choices":[{"message":{"content":"the reasoning is sound","reasoning":null}}],"usage":{"completion_tokens_details":{"reasoning_tokens":9}}}`, 0},
 		{"summary and text", llm.FormatResponses, `{"status":"completed","output":[` +
 			`{"type":"reasoning","summary":[{"type":"summary_text","text":"First"},{"type":"summary_text","text":"Second"}],"content":[{"type":"reasoning_text","text":"Raw"}]},` +

@@ -559,19 +559,31 @@ func TestAnswerWithoutUsageBillsItsText(t *testing.T) {
 // TestAnswerWithoutUsageBillsItsThinking: a complete answer whose upstream reports no output
 // count is billed, besides its text, the thinking it carries that the neutral answer does not
 // (convert.UnmodelledOutput), which the provider bills as output: a chat-compatible server's
-// reasoning (DeepSeek's message.reasoning_content, vLLM's and OpenRouter's message.reasoning),
-// a Responses reasoning item's summary, a Messages thinking block; relayed to a client of the
-// upstream's format and translated to the others alike, four characters a token. On the code
-// before, each was billed its text's 10 tokens and not the thinking's 100.
+// reasoning (DeepSeek's message.reasoning_content, vLLM's and OpenRouter's message.reasoning,
+// OpenRouter's message.reasoning_details, its summary and text entries and not its encrypted
+// one, alone or beside the same text as reasoning), a Responses reasoning item's summary, a
+// Messages thinking block; relayed to a client of the upstream's format and translated to the
+// others alike, four characters a token. On the code before, each was billed its text's 10
+// tokens and not the thinking's 100 (reasoning_details alone: task h2).
 func TestAnswerWithoutUsageBillsItsThinking(t *testing.T) {
 	const text = "Forty characters of answer text, exactly"                   // 40 characters: 10 tokens
 	thought := strings.Repeat("Weighing the question before answering. ", 10) // 400 characters: 100 tokens
 	chat := func(member string) string {
 		return fmt.Sprintf(`{"id":"chatcmpl-1","object":"chat.completion","created":1764777600,"model":"deepseek-reasoner","choices":[{"index":0,"message":{"role":"assistant","content":%q,%q:%q},"finish_reason":"stop"}]}`, text, member, thought)
 	}
+	// OpenRouter's reasoning_details: a summary and a text entry count, an encrypted one does
+	// not; sent beside reasoning, the same text is counted once.
+	details := fmt.Sprintf(`[{"type":"reasoning.summary","summary":%q,"format":"openai-responses-v1","index":0},`+
+		`{"type":"reasoning.text","text":%q,"signature":null,"format":"anthropic-claude-v1","index":1},`+
+		`{"type":"reasoning.encrypted","data":%q,"format":"openai-responses-v1","index":2}]`, thought[:200], thought[200:], strings.Repeat("gAAAAB", 100))
+	openrouter := func(extra string) string {
+		return fmt.Sprintf(`{"id":"gen-1","object":"chat.completion","created":1764777600,"model":"openai/gpt-5","choices":[{"index":0,"message":{"role":"assistant","content":%q,%s"reasoning_details":%s},"finish_reason":"stop"}]}`, text, extra, details)
+	}
 	for _, up := range []struct{ name, kind, body string }{
 		{"deepseek", config.KindOpenAIChat, chat("reasoning_content")},
 		{"vllm", config.KindOpenAIChat, chat("reasoning")},
+		{"openrouter", config.KindOpenAIChat, openrouter("")},
+		{"openrouter-both", config.KindOpenAIChat, openrouter(fmt.Sprintf(`"reasoning":%q,`, thought))},
 		{"reasoner", config.KindOpenAIResponses, fmt.Sprintf(`{"id":"resp_1","object":"response","created_at":1764777600,"status":"completed","model":"gpt-4.1-mini","output":[`+
 			`{"id":"rs_1","type":"reasoning","summary":[{"type":"summary_text","text":%q}]},`+
 			`{"id":"msg_1","type":"message","role":"assistant","status":"completed","content":[{"type":"output_text","text":%q,"annotations":[]}]}]}`, thought, text)},

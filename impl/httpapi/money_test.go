@@ -303,7 +303,9 @@ func TestCutStreamBillsTheRequestsInput(t *testing.T) {
 
 // TestCutStreamBillsItsThinking: a stream cut after some thinking (a Messages upstream's
 // thinking deltas, a Responses upstream's reasoning-summary deltas, a chat upstream's reasoning
-// deltas: DeepSeek's delta.reasoning_content, vLLM's and OpenRouter's delta.reasoning), before
+// deltas: DeepSeek's delta.reasoning_content, vLLM's and OpenRouter's delta.reasoning,
+// OpenRouter's delta.reasoning_details sent alone, its reasoning.text and reasoning.summary
+// entries counted and its reasoning.encrypted one not), before
 // the upstream reported any output count, is billed at least that thinking's estimated tokens
 // (four characters a token) at the output rate, on every route: relayed to a client of the
 // upstream's format, which sees the thinking, and translated to the other formats, whose
@@ -312,17 +314,19 @@ func TestCutStreamBillsTheRequestsInput(t *testing.T) {
 // has come. On the code before, the translated routes were billed no output for the thinking
 // (task h7: 0 output tokens when the upstream broke off, the 11 characters of text's 3 when the
 // client left); the relayed ones were billed it. A chat upstream's reasoning was billed on no
-// route (0 output tokens when the upstream broke off, the text's 3 when the client left).
+// route (0 output tokens when the upstream broke off, the text's 3 when the client left), and
+// OpenRouter's reasoning_details were billed on no route (task h2: the same).
 func TestCutStreamBillsItsThinking(t *testing.T) {
 	const deltas = 5
 	thought := strings.Repeat("Weighing the question before answering. ", 2) // 80 characters
 	want := int64((deltas*len(thought) + 3) / 4)
-	var messages, responses, deepseek, vllm strings.Builder
+	var messages, responses, deepseek, vllm, openrouter strings.Builder
 	chatChunk := func(delta string) string {
 		return `data: {"id":"chatcmpl-r1","object":"chat.completion.chunk","created":1764777600,"model":"deepseek-reasoner","choices":[{"index":0,"delta":` + delta + `,"finish_reason":null}]}` + "\n\n"
 	}
 	deepseek.WriteString(chatChunk(`{"role":"assistant","content":null,"reasoning_content":""}`))
 	vllm.WriteString(chatChunk(`{"role":"assistant","content":""}`))
+	openrouter.WriteString(chatChunk(`{"role":"assistant","content":"","reasoning_details":[{"type":"reasoning.encrypted","data":"gAAAAB","format":"openai-responses-v1","index":0}]}`))
 	messages.WriteString("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_01\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-5\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":20,\"output_tokens\":1}}}\n\n")
 	messages.WriteString("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\",\"signature\":\"\"}}\n\n")
 	responses.WriteString("event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_t1\",\"object\":\"response\",\"created_at\":1764777600,\"model\":\"gpt-4.1-mini\",\"status\":\"in_progress\",\"output\":[]}}\n\n")
@@ -333,6 +337,11 @@ func TestCutStreamBillsItsThinking(t *testing.T) {
 		fmt.Fprintf(&responses, "event: response.reasoning_summary_text.delta\ndata: {\"type\":\"response.reasoning_summary_text.delta\",\"sequence_number\":%d,\"item_id\":\"rs_1\",\"output_index\":0,\"summary_index\":0,\"delta\":%q}\n\n", 3+i, thought)
 		deepseek.WriteString(chatChunk(fmt.Sprintf(`{"content":null,"reasoning_content":%q}`, thought)))
 		vllm.WriteString(chatChunk(fmt.Sprintf(`{"reasoning":%q}`, thought)))
+		entry := fmt.Sprintf(`{"type":"reasoning.text","text":%q,"format":"anthropic-claude-v1","index":1}`, thought)
+		if i%2 == 1 {
+			entry = fmt.Sprintf(`{"type":"reasoning.summary","summary":%q,"format":"openai-responses-v1","index":1}`, thought)
+		}
+		openrouter.WriteString(chatChunk(`{"content":null,"reasoning_details":[` + entry + `]}`))
 	}
 	// What follows the thinking when the client is to leave: a text the client waits for.
 	const text = "Hello-there"
@@ -348,6 +357,7 @@ func TestCutStreamBillsItsThinking(t *testing.T) {
 		{"reasoner", config.KindOpenAIResponses, responses.String(), responsesText},
 		{"deepseek", config.KindOpenAIChat, deepseek.String(), chatText},
 		{"vllm", config.KindOpenAIChat, vllm.String(), chatText},
+		{"openrouter", config.KindOpenAIChat, openrouter.String(), chatText},
 	} {
 		g, tenant := standInGateway(t, up.name, up.kind, thinkingUpstream(t, up.thinking, up.text))
 		n := int64(0)

@@ -215,9 +215,11 @@ var reasoningMark = []byte(`"reasoning`)
 // content: DeepSeek's reasoning models stream it as delta.reasoning_content
 // (api-docs.deepseek.com, "Reasoning Model (deepseek-reasoner)"), vLLM as delta.reasoning
 // (docs.vllm.ai, "Reasoning Outputs"; its earlier versions named it reasoning_content),
-// OpenRouter as delta.reasoning (openrouter.ai/docs, "Reasoning Tokens"). A delta with both
-// names carries the same text twice: the longer counts. A chunk without reasoning (most of a
-// stream) costs one bytes.Contains over its data; only a chunk that has the mark is scanned.
+// OpenRouter as delta.reasoning and as delta.reasoning_details (openrouter.ai/docs, "Reasoning
+// Tokens"; convert.ReasoningDetailsLen reads the array), or in reasoning_details alone. A delta
+// with several of the names carries the same text several times: the longest counts. A chunk
+// without reasoning (most of a stream) costs one bytes.Contains over its data; only a chunk
+// that has the mark is scanned.
 func chatReasoningLen(chunk []byte) int {
 	if !bytes.Contains(chunk, reasoningMark) {
 		return 0
@@ -235,7 +237,8 @@ func chatReasoningLen(chunk []byte) int {
 		choice := choices[i:end]
 		if index, ok := member(choice, "index"); !ok || string(index) == "0" || isNull(index) {
 			delta, _ := member(choice, "delta")
-			return max(memberLen(delta, "reasoning_content"), memberLen(delta, "reasoning"))
+			details, _ := member(delta, "reasoning_details")
+			return max(memberLen(delta, "reasoning_content"), memberLen(delta, "reasoning"), convert.ReasoningDetailsLen(details))
 		}
 		if i = skipWS(choices, end); i < len(choices) && choices[i] == ',' {
 			i = skipWS(choices, i+1)

@@ -200,10 +200,12 @@ func TestRelayCountsWhatTheDecoderDoesNot(t *testing.T) {
 // the content, which the neutral events do not carry, counts as output (the provider bills it)
 // relayed and translated alike: DeepSeek's delta.reasoning_content (api-docs.deepseek.com,
 // "Reasoning Model (deepseek-reasoner)"), vLLM's and OpenRouter's delta.reasoning (docs.vllm.ai,
-// "Reasoning Outputs"; OpenRouter's "Reasoning Tokens"), once when a delta has both names;
-// neither content, a usage chunk's reasoning_tokens, another choice's reasoning nor
-// OpenRouter's reasoning_details beside a null reasoning count. On the code before, a chat
-// upstream's reasoning counted nothing (a stream cut during it was billed no output).
+// "Reasoning Outputs"; OpenRouter's "Reasoning Tokens"), OpenRouter's delta.reasoning_details
+// (its reasoning.text and reasoning.summary entries), once when a delta has several names;
+// neither content, a usage chunk's reasoning_tokens, another choice's reasoning nor an
+// encrypted reasoning_details entry count. On the code before, a chat upstream's reasoning
+// counted nothing (a stream cut during it was billed no output), and reasoning_details
+// nothing until task h2.
 func TestChatReasoningIsUnmodelledOutput(t *testing.T) {
 	chunk := func(delta string) sse.Event {
 		return sse.Event{Data: []byte(`{"id":"c","object":"chat.completion.chunk","created":1,"model":"up","choices":[{"index":0,"delta":` + delta + `,"finish_reason":null}]}`)}
@@ -217,6 +219,8 @@ func TestChatReasoningIsUnmodelledOutput(t *testing.T) {
 		{"vllm", chunk(`{"reasoning":"Weighing \"both\" options"}`), len(`Weighing \"both\" options`)},
 		{"both names", chunk(`{"reasoning":"Same text","reasoning_content":"Same text"}`), len("Same text")},
 		{"openrouter encrypted", chunk(`{"content":"","reasoning":null,"reasoning_details":[{"type":"reasoning.encrypted","data":"gAAAAB"}]}`), 0},
+		{"openrouter details", chunk(`{"content":null,"reasoning_details":[{"type":"reasoning.text","text":"Step \"one\"","index":0},{"type":"reasoning.summary","summary":"In short","index":1},{"type":"reasoning.encrypted","data":"gAAAAB"}]}`), len(`Step \"one\"`) + len("In short")},
+		{"openrouter both", chunk(`{"reasoning":"Same text","reasoning_details":[{"type":"reasoning.text","text":"Same text"}]}`), len("Same text")},
 		{"content", chunk(`{"content":"the \"reasoning\" is sound"}`), 0},
 		{"other choice", sse.Event{Data: []byte(`{"choices":[{"index":1,"delta":{"reasoning":"not followed"}},{"index":0,"delta":{"reasoning":"followed"}}]}`)}, len("followed")},
 		{"usage", sse.Event{Data: []byte(`{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":9,"completion_tokens_details":{"reasoning_tokens":7}}}`)}, 0},

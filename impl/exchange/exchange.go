@@ -377,14 +377,17 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 	// search's results) with the request's own (money trial D1: a search turn's results were
 	// not reserved, and two thirds of its cost was waived).
 	tier := convert.RequestedServiceTier(client, view)
-	var hostedFees, hostedInput int64
+	var hostedFees, hostedInput, hostedCalls int64
 	if m.HostedPriced && view != nil {
-		hostedFees, hostedInput = m.HostedWorst(client, convert.HostedToolsIn(client, view))
+		present := convert.HostedToolsIn(client, view)
+		hostedFees, hostedInput = m.HostedWorst(client, present)
+		hostedCalls = m.HostedCalls(client, present)
 	}
 	// Server-side compaction is a sampling step of its own: its summary is billed as output
 	// whatever max_tokens says, and read back as input by the step after it; reserved for its
-	// answer alone, such a turn's summary was billed beyond the hold, or waived.
-	compaction := compactionTokens(m, client, view)
+	// answer alone, such a turn's summary was billed beyond the hold, or waived. With server
+	// tools, a summary may be written before each of the turn's sampling steps.
+	compaction := compactionTokens(m, client, view, hostedCalls)
 	input := billing.SaturatingAdd(billing.SaturatingAdd(inputEst, hostedInput), compaction)
 	output := billing.SaturatingAdd(int64(outBound)*int64(choices), compaction)
 	worst := billing.SaturatingAdd(price.WorstOnTier(input, output, m.MaxPrice(), tier), hostedFees)
@@ -887,17 +890,39 @@ func hasExpertOfKind(m *routing.Model, f llm.Format) bool {
 // compactionTokens is what the reservation holds for the output of server-side compaction,
 // when the request v of format client asks for it (convert.AsksForCompaction) and an upstream
 // of the client's own format may serve it (the field is dropped on the way to any other): the
-// model's output bound, the most one sampling step of the model writes. Neither provider
-// bounds the compaction's output by a parameter or publishes a size for it: Anthropic's
-// summary is written by the model that answers and reported apart (usage.iterations);
-// OpenAI's compaction pass emits an encrypted item, and its guide says nothing of its usage
-// beyond the response's one usage object (developers.openai.com/api/docs/guides/compaction).
-// A request without a context_management member pays a look-up.
-func compactionTokens(m *routing.Model, client llm.Format, v *jsonview.View) int64 {
+// model's output bound, the most one sampling step of the model writes, for each summary the
+// turn may write (compactions). Neither provider bounds the compaction's output by a parameter
+// or publishes a size for it: Anthropic's summary is written by the model that answers and
+// reported apart (usage.iterations); OpenAI's compaction pass emits an encrypted item, and its
+// guide says nothing of its usage beyond the response's one usage object
+// (developers.openai.com/api/docs/guides/compaction). hostedCalls is the most server-tool
+// calls the request may make (routing.Model.HostedCalls). A request without a
+// context_management member pays a look-up.
+func compactionTokens(m *routing.Model, client llm.Format, v *jsonview.View, hostedCalls int64) int64 {
 	if !convert.AsksForCompaction(client, v) || !hasExpertOfKind(m, client) {
 		return 0
 	}
-	return int64(m.MaxOutputTokens)
+	return compactions(client, hostedCalls) * int64(m.MaxOutputTokens)
+}
+
+// serverToolIterations is the most sampling steps of one Messages request with server tools:
+// Anthropic's server-side sampling loop stops at 10 iterations and answers with pause_turn
+// (platform.claude.com/docs, *Server tools* and *Handling stop reasons*: "The server-side
+// sampling loop has a default limit of 10 iterations").
+const serverToolIterations = 10
+
+// compactions is how many compaction summaries a turn of format client may write, when it asks
+// for compaction and may make up to hostedCalls server-tool calls. Anthropic checks the
+// compaction trigger "at the start of each sampling iteration" when server tools are used, so
+// that "compaction might occur multiple times within a single request" (*Compaction*,
+// "Combining with other features", Server tools): a turn takes a sampling step before its
+// first call and one after each round of calls, at least one call a round, and no more than
+// serverToolIterations in all. OpenAI publishes nothing of several passes in one response: one.
+func compactions(client llm.Format, hostedCalls int64) int64 {
+	if client != llm.FormatMessages {
+		return 1
+	}
+	return min(1+max(hostedCalls, 0), serverToolIterations)
 }
 
 // inputField names the request field that holds the conversation.

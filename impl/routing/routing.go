@@ -146,6 +146,26 @@ func (m *Model) HostedWorst(f llm.Format, present [llm.NumHostedTools]bool) (fee
 	return fees, inputTokens
 }
 
+// HostedCalls is the most calls the hosted tools present (by llm.HostedTool) may make in one
+// request through any expert of kind f, each tool at its bound of calls, as HostedWorst counts
+// them: the server-tool rounds a request may take.
+func (m *Model) HostedCalls(f llm.Format, present [llm.NumHostedTools]bool) int64 {
+	var most int64
+	for _, e := range m.Experts {
+		if e.Kind != f {
+			continue
+		}
+		var calls int64
+		for t, on := range present {
+			if on {
+				calls += int64(e.Hosted[t].MaxCalls)
+			}
+		}
+		most = max(most, calls)
+	}
+	return most
+}
+
 // MaxPrice is, kind by kind, the highest price among the model's experts (and the lowest
 // long-context threshold), for the worst-case reservation.
 func (m *Model) MaxPrice() price.Price {

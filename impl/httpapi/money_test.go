@@ -315,7 +315,9 @@ func TestCutStreamBillsTheRequestsInput(t *testing.T) {
 // (task h7: 0 output tokens when the upstream broke off, the 11 characters of text's 3 when the
 // client left); the relayed ones were billed it. A chat upstream's reasoning was billed on no
 // route (0 output tokens when the upstream broke off, the text's 3 when the client left), and
-// OpenRouter's reasoning_details were billed on no route (task h2: the same).
+// OpenRouter's reasoning_details were billed on no route (task h2: the same), nor the thinking
+// of a Messages or Responses stream whose events have no event: line, which the decoders name
+// by their data's type (task h2: the same).
 func TestCutStreamBillsItsThinking(t *testing.T) {
 	const deltas = 5
 	thought := strings.Repeat("Weighing the question before answering. ", 2) // 80 characters
@@ -358,6 +360,10 @@ func TestCutStreamBillsItsThinking(t *testing.T) {
 		{"deepseek", config.KindOpenAIChat, deepseek.String(), chatText},
 		{"vllm", config.KindOpenAIChat, vllm.String(), chatText},
 		{"openrouter", config.KindOpenAIChat, openrouter.String(), chatText},
+		// A compatible server's stream whose events have no event: line, named by their data's
+		// type alone.
+		{"thinker-nameless", config.KindAnthropicMessages, withoutEventNames(messages.String()), withoutEventNames(messagesText)},
+		{"reasoner-nameless", config.KindOpenAIResponses, withoutEventNames(responses.String()), withoutEventNames(responsesText)},
 	} {
 		g, tenant := standInGateway(t, up.name, up.kind, thinkingUpstream(t, up.thinking, up.text))
 		n := int64(0)
@@ -453,6 +459,18 @@ func TestFusionStreamCutAfterThinkingIsBilled(t *testing.T) {
 		}
 		checkBooks(t, g, tenant.Account, 100_000_000)
 	}
+}
+
+// withoutEventNames is the SSE stream s with its event: lines removed.
+func withoutEventNames(s string) string {
+	lines := strings.SplitAfter(s, "\n")
+	kept := lines[:0]
+	for _, line := range lines {
+		if !strings.HasPrefix(line, "event: ") {
+			kept = append(kept, line)
+		}
+	}
+	return strings.Join(kept, "")
 }
 
 // thinkingUpstream serves thinking, a stream's start, to every request and then breaks the

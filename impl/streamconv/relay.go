@@ -157,22 +157,36 @@ func (r *Relay) Unmodelled() int { return r.unmodelled }
 // is billed it, estimated from its length, relayed (Relay.Unmodelled) or translated to another
 // format (whose client never sees it) alike.
 func UnmodelledOutput(f llm.Format, ev sse.Event) int {
-	switch f {
-	case llm.FormatChat:
+	if f == llm.FormatChat {
 		return chatReasoningLen(ev.Data)
+	}
+	name := ev.Name
+	if name == "" || name == "message" {
+		// An event without its name (a compatible server's): named by its data's type, as
+		// the decoders name it.
+		name = dataType(ev.Data)
+	}
+	switch f {
 	case llm.FormatMessages:
-		if ev.Name == "content_block_delta" {
+		if name == "content_block_delta" {
 			return thinkingLen(ev.Data)
 		}
 	case llm.FormatResponses:
-		if strings.HasSuffix(ev.Name, ".delta") && !modelledResponsesDeltas[ev.Name] {
+		if strings.HasSuffix(name, ".delta") && !modelledResponsesDeltas[name] {
 			return memberLen(ev.Data, "delta")
 		}
-		if ev.Name == "response.output_item.done" {
+		if name == "response.output_item.done" {
 			return convert.WholeItemOutput(ev.Data)
 		}
 	}
 	return 0
+}
+
+// dataType is the top-level type of an event's JSON data, or "" when it has none.
+func dataType(data []byte) string {
+	typ, _ := member(data, "type")
+	s, _ := stringOf(typ)
+	return s
 }
 
 // modelledResponsesDeltas are the Responses delta events the decoder turns into neutral events

@@ -9,7 +9,7 @@ import (
 
 // UnmodelledOutput is how many characters of output the complete upstream answer body, of
 // format f, carries that DecodeResponse's neutral answer does not: the thinking of a Messages
-// answer's thinking blocks; the output items of a Responses answer that are neither messages
+// answer's thinking blocks and the input of its server tool calls (messagesBlocksLen); the output items of a Responses answer that are neither messages
 // nor function calls (unmodelledItemsLen); and the reasoning of a chat answer's first choice, which compatible servers add
 // beside the content (DeepSeek's message.reasoning_content, api-docs.deepseek.com, "Reasoning
 // Model (deepseek-reasoner)"; vLLM's and OpenRouter's message.reasoning, docs.vllm.ai,
@@ -37,10 +37,10 @@ func UnmodelledOutput(f llm.Format, body []byte) int {
 		}
 		return unmodelledItemsLen(memberValue(body, "output"))
 	case llm.FormatMessages:
-		if !bytes.Contains(body, []byte(`"thinking"`)) {
+		if !bytes.Contains(body, []byte(`"thinking"`)) && !bytes.Contains(body, []byte(`"server_tool_use"`)) {
 			return 0
 		}
-		return thinkingBlocksLen(memberValue(body, "content"))
+		return messagesBlocksLen(memberValue(body, "content"))
 	}
 	return 0
 }
@@ -263,15 +263,21 @@ func stringsLen(v []byte) int {
 	return n
 }
 
-// thinkingBlocksLen is the length of the thinking of the thinking blocks of a Messages
+// messagesBlocksLen is the length of the thinking of the thinking blocks of a Messages
 // answer's content (a redacted_thinking block's data is encrypted, and its length says
-// nothing of the tokens: it is not counted, as a stream's is not).
-func thinkingBlocksLen(content []byte) int {
+// nothing of the tokens: it is not counted, as a stream's is not), and of the input of its
+// server_tool_use blocks as sent (a web search's query, the code a code execution runs, which
+// the model writes; not the tools' results blocks), as a stream's input_json_delta to such a
+// block is counted (streamconv.UnmodelledCounter).
+func messagesBlocksLen(content []byte) int {
 	blocks, _ := scanArray(content)
 	n := 0
 	for _, block := range blocks {
-		if kind, _ := typeAndName(block); kind == "thinking" {
+		switch kind, _ := typeAndName(block); kind {
+		case "thinking":
 			n += stringLen(memberValue(block, "thinking"))
+		case "server_tool_use":
+			n += objectLen(memberValue(block, "input"))
 		}
 	}
 	return n

@@ -47,6 +47,10 @@ func TestUnmodelledOutput(t *testing.T) {
 		{"thinking", llm.FormatMessages, `{"type":"message","content":[` +
 			`{"type":"thinking","thinking":"Let me see","signature":"c2ln"},{"type":"redacted_thinking","data":"ZW5jcnlwdGVk"},` +
 			`{"type":"text","text":"Seen"},{"type":"thinking","thinking":"Again"}]}`, len("Let me see") + len("Again")},
+		{"server tools", llm.FormatMessages, `{"type":"message","content":[` +
+			`{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{"query":"go"}},` +
+			`{"type":"web_search_tool_result","tool_use_id":"srvtoolu_1","content":[{"type":"web_search_result","url":"https://a.example"}]},` +
+			`{"type":"text","text":"Found"}]}`, len(`{"query":"go"}`)},
 		{"text only", llm.FormatMessages, `{"type":"message","content":[{"type":"text","text":"no \"thinking\" here"}]}`, 0},
 		{"not an answer", llm.FormatChat, `"reasoning`, 0},
 	} {

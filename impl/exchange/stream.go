@@ -160,8 +160,10 @@ func (x *Exchange) relayStream(sw streamWriter) (again bool) {
 		// output: the upstream has produced some of the answer.
 		output bool
 		// unmodelled: the characters of output the neutral events do not carry (thinking,
-		// reasoning summaries), which the provider bills (streamconv.UnmodelledOutput).
+		// reasoning summaries, server tools' input), which the provider bills, counted by
+		// counter when the stream is translated (the relay counts its own).
 		unmodelled int
+		counter    = streamconv.NewUnmodelledCounter(x.expert.Kind)
 	)
 	// write writes evs to the client, or holds a copy of them back.
 	write := func(evs []sse.Event) error {
@@ -208,7 +210,7 @@ loop:
 		if relay == nil {
 			// Thinking that a translated stream's client does not see is output all the
 			// same, which the provider bills, as it is when relayed (task h7).
-			unmodelled += streamconv.UnmodelledOutput(x.expert.Kind, ev)
+			unmodelled += counter.Count(ev)
 		}
 		// The encoder reuses its buffer on every call: write each call's events at once.
 		failed := false

@@ -2,6 +2,7 @@ package streamconv
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 
 	"github.com/tollgate/tollgate/impl/convert"
@@ -29,6 +30,7 @@ type Relay struct {
 	follower     sequenceFollower // the encoder, when it numbers its events (Responses)
 	buf          []byte
 	unmodelled   int
+	counter      UnmodelledCounter
 	// items is what a Responses client has of the output so far, for the response.failed the
 	// encoder sends when the stream fails (relayedItems).
 	items responsesItems
@@ -63,7 +65,7 @@ type sequenceFollower interface {
 // caller feeds (see Relay).
 func NewRelay(f llm.Format, model string, includeUsage bool, enc Encoder) *Relay {
 	follower, _ := enc.(sequenceFollower)
-	r := &Relay{f: f, model: model, includeUsage: includeUsage, follower: follower}
+	r := &Relay{f: f, model: model, includeUsage: includeUsage, follower: follower, counter: UnmodelledCounter{f: f}}
 	if src, ok := enc.(relayedItemsSource); ok && f == llm.FormatResponses {
 		src.listRelayedItems(r.items.appendTo)
 	}
@@ -91,7 +93,7 @@ func (r *Relay) Event(ev sse.Event, out []sse.Event) []sse.Event {
 		if isDone(ev.Data) {
 			return append(out, sse.Event{Name: ev.Name, Data: []byte("[DONE]")})
 		}
-		r.unmodelled += UnmodelledOutput(r.f, ev)
+		r.unmodelled += r.counter.Count(ev)
 		has, empty := chunkChoices(ev.Data)
 		if !has && r.includeUsage && isUsageChunk(ev.Data) {
 			// A usage chunk whose choices are null or absent (vLLM and other compatible
@@ -113,7 +115,7 @@ func (r *Relay) Event(ev sse.Event, out []sse.Event) []sse.Event {
 		}
 		data, err = convert.SetModel(r.buf[:0], ev.Data, r.model)
 	case llm.FormatMessages:
-		r.unmodelled += UnmodelledOutput(r.f, ev)
+		r.unmodelled += r.counter.Count(ev)
 		if ev.Name != "message_start" {
 			return append(out, ev)
 		}
@@ -128,7 +130,7 @@ func (r *Relay) Event(ev sse.Event, out []sse.Event) []sse.Event {
 		if seq, ok := sequenceNumber(ev.Data); ok && r.follower != nil {
 			r.follower.follow(seq)
 		}
-		r.unmodelled += UnmodelledOutput(r.f, ev)
+		r.unmodelled += r.counter.Count(ev)
 		r.items.note(ev)
 		data, err = convert.SetMemberModel(r.buf[:0], ev.Data, "response", r.model)
 	default:
@@ -180,6 +182,87 @@ func UnmodelledOutput(f llm.Format, ev sse.Event) int {
 		}
 	}
 	return 0
+}
+
+// UnmodelledCounter counts, event by event, the output of an upstream stream that the neutral
+// events do not carry: UnmodelledOutput's, and the input of a Messages stream's server tool
+// calls (a web search's query, the code a code execution runs), which the model writes and the
+// provider bills as output, streamed as input_json_delta to a server_tool_use block
+// (platform.claude.com/docs, *Server tools* and *Streaming Messages*) and known by its block,
+// which the counter remembers. Its zero value counts nothing: NewUnmodelledCounter.
+type UnmodelledCounter struct {
+	f llm.Format
+	// serverTools are the indexes of the Messages server_tool_use blocks started.
+	serverTools []int
+}
+
+// NewUnmodelledCounter returns a counter for a stream of an upstream of format f.
+func NewUnmodelledCounter(f llm.Format) *UnmodelledCounter { return &UnmodelledCounter{f: f} }
+
+// Count is how many characters of output the upstream event ev carries that the neutral events
+// do not. A Messages event pays a bytes.Contains for a block's start and a length check for a
+// delta while no server tool block has started.
+func (c *UnmodelledCounter) Count(ev sse.Event) int {
+	n := UnmodelledOutput(c.f, ev)
+	if c.f == llm.FormatMessages {
+		n += c.serverToolInput(ev)
+	}
+	return n
+}
+
+// serverToolMark is in every content_block_start of a Messages server tool call.
+var serverToolMark = []byte(`"server_tool_use"`)
+
+// serverToolInput is the length of the input a Messages event writes to a server tool call,
+// as sent: an input_json_delta's partial_json to a server_tool_use block, or the input a
+// block's start carries whole (other than the empty object streamed deltas fill).
+func (c *UnmodelledCounter) serverToolInput(ev sse.Event) int {
+	start := ev.Name == "content_block_start"
+	if ev.Name == "" || ev.Name == "message" {
+		start = dataType(ev.Data) == "content_block_start" // an event without its name
+	}
+	if start {
+		if !bytes.Contains(ev.Data, serverToolMark) {
+			return 0
+		}
+		block, _ := member(ev.Data, "content_block")
+		if dataType(block) != "server_tool_use" {
+			return 0
+		}
+		if index, ok := blockIndex(ev.Data); ok {
+			c.serverTools = append(c.serverTools, index)
+		}
+		if input, _ := member(block, "input"); len(input) > 0 && input[0] == '{' && !isEmptyObject(input) {
+			return len(input)
+		}
+		return 0
+	}
+	if len(c.serverTools) == 0 {
+		return 0
+	}
+	if index, ok := blockIndex(ev.Data); !ok || !slices.Contains(c.serverTools, index) {
+		return 0
+	}
+	delta, _ := member(ev.Data, "delta")
+	if dataType(delta) != "input_json_delta" {
+		return 0
+	}
+	return memberLen(delta, "partial_json")
+}
+
+// blockIndex is a Messages event's top-level index.
+func blockIndex(data []byte) (int, bool) {
+	val, ok := member(data, "index")
+	if !ok {
+		return 0, false
+	}
+	return intOf(val)
+}
+
+// isEmptyObject reports whether val is an empty JSON object.
+func isEmptyObject(val []byte) bool {
+	i := skipWS(val, 1)
+	return len(val) > 0 && val[0] == '{' && i < len(val) && val[i] == '}'
 }
 
 // dataType is the top-level type of an event's JSON data, or "" when it has none.

@@ -319,3 +319,26 @@ func TestRelayedUsageChunkWithoutChoices(t *testing.T) {
 		}
 	}
 }
+
+// TestServerToolInputIsUnmodelledOutput: a Messages stream's input_json_delta to a
+// server_tool_use block (a web search's query) counts as output, as sent, and so does an input
+// a block's start carries whole; a delta to a client tool's block (which the neutral events
+// carry) and the events of a stream without server tools count nothing.
+func TestServerToolInputIsUnmodelledOutput(t *testing.T) {
+	c := NewUnmodelledCounter(llm.FormatMessages)
+	n := 0
+	for _, ev := range []sse.Event{
+		{Name: "content_block_start", Data: []byte(`{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_1","name":"f","input":{}}}`)},
+		{Name: "content_block_delta", Data: []byte(`{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"a\":1}"}}`)},
+		{Name: "content_block_start", Data: []byte(`{"type":"content_block_start","index":1,"content_block":{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{}}}`)},
+		{Name: "content_block_delta", Data: []byte(`{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"query\":"}}`)},
+		{Data: []byte(`{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"\"go\"}"}}`)},
+		{Name: "content_block_start", Data: []byte(`{"type":"content_block_start","index":2,"content_block":{"type":"server_tool_use","id":"srvtoolu_2","name":"code_execution","input":{"code":"1+1"}}}`)},
+		{Name: "content_block_delta", Data: []byte(`{"type":"content_block_delta","index":3,"delta":{"type":"text_delta","text":"server_tool_use"}}`)},
+	} {
+		n += c.Count(ev)
+	}
+	if want := len(`{\"query\":`) + len(`\"go\"}`) + len(`{"code":"1+1"}`); n != want {
+		t.Errorf("%d characters of server tool input, want %d", n, want)
+	}
+}

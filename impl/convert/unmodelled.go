@@ -170,7 +170,7 @@ func unmodelledItemsLen(output []byte) int {
 }
 
 // WholeItemOutput is how many characters of output the model wrote in the Responses output
-// item of the stream event data (a response.output_item.done's item), for the items a stream
+// item of the stream event data (a response.output_item.added's or .done's item), for the items a stream
 // carries whole there and in no delta (wholeItemLen); 0 for any other item, whose output the
 // deltas carry, and for an event without any of their type names, which is not scanned. A
 // stream cut before the upstream reported its usage is billed it, estimated from its length, as

@@ -19,8 +19,10 @@ import (
 // (platform.openai.com/docs/api-reference/responses) and streaming events
 // (platform.openai.com/docs/api-reference/responses-streaming). A function_call's arguments
 // are billed too, from the answer's items and from the stream's argument deltas. Relayed to a
-// Responses client and translated to the chat and Messages routes alike. On the code before,
-// both were billed the text's and the arguments' 16 tokens, and not the 136 of the other items.
+// Responses client and translated to the chat and Messages routes alike; a stream cut before
+// its items are done is billed what their added events hold. On the code before, all three
+// were billed the text's and the arguments' 16 tokens, and not the 136 (79 when not done) of
+// the other items.
 func TestOutputItemsWithoutDeltasAreBilled(t *testing.T) {
 	const text = "Forty characters of answer text, exactly" // 40 characters: 10 tokens
 	args := `{\"city\":\"Lyon\",\"days\":3}`                // as sent in a JSON string: 24 characters decoded
@@ -50,16 +52,26 @@ func TestOutputItemsWithoutDeltasAreBilled(t *testing.T) {
 
 	// The same items streamed: each added and done (a function call's arguments and the
 	// message's text in deltas between), and then the stream breaks off before its usage.
-	var stream strings.Builder
+	// A second stream breaks off before any item is done: what an item's added event holds
+	// (the whole action of a local shell or computer call, as OpenAI streams them) is billed.
+	var stream, undone strings.Builder
 	seq := 0
 	event := func(name, data string) {
-		fmt.Fprintf(&stream, "event: %s\ndata: {\"type\":%q,\"sequence_number\":%d,%s}\n\n", name, name, seq, data)
+		line := fmt.Sprintf("event: %s\ndata: {\"type\":%q,\"sequence_number\":%d,%s}\n\n", name, name, seq, data)
+		stream.WriteString(line)
+		if name != "response.output_item.done" {
+			undone.WriteString(line)
+		}
 		seq++
 	}
 	event("response.created", `"response":{"id":"resp_1","object":"response","created_at":1764777600,"model":"gpt-5","status":"in_progress","output":[]}`)
 	for i, item := range items {
 		added := item
 		switch {
+		case strings.Contains(item, `"web_search_call"`):
+			added = `{"id":"ws","type":"web_search_call","status":"in_progress"}`
+		case strings.Contains(item, `"image_generation_call"`):
+			added = `{"id":"ig_1","type":"image_generation_call","status":"in_progress"}`
 		case strings.Contains(item, `"function_call"`):
 			added = strings.Replace(item, `"arguments":"`+args+`"`, `"arguments":""`, 1)
 		case strings.Contains(item, `"message"`):
@@ -81,6 +93,7 @@ func TestOutputItemsWithoutDeltasAreBilled(t *testing.T) {
 	}{
 		{"answer", "application/json", answer, false},
 		{"cut stream", "text/event-stream", stream.String(), true},
+		{"stream cut before the items are done", "text/event-stream", undone.String(), true},
 	} {
 		g, tenant := standInGateway(t, "actor", config.KindOpenAIResponses, cannedUpstream(t, c.contentType, c.body))
 		for i, route := range []string{"/v1/responses", "/v1/chat/completions", "/v1/messages"} {
@@ -95,6 +108,9 @@ func TestOutputItemsWithoutDeltasAreBilled(t *testing.T) {
 			rec := latestUsage(t, g, tenant.Account, int64(i+1))
 			checkReproducible(t, rec)
 			want := int64(unrequested+whole) / 4
+			if c.body == undone.String() {
+				want = int64(unrequested+len(shell)+len(click)+len(typed)+len(keys)+3) / 4 // the searches and the image are in progress when added
+			}
 			if rec.OutputTokens != want {
 				t.Errorf("%s, %s: billed %d output tokens (status %s); want the text's, the arguments' and the items' %d (the text's and the arguments' alone are %d)",
 					c.name, route, rec.OutputTokens, rec.Status, want, unrequested/4)

@@ -185,7 +185,8 @@ func UnmodelledOutput(f llm.Format, ev sse.Event) int {
 }
 
 // UnmodelledCounter counts, event by event, the output of an upstream stream that the neutral
-// events do not carry: UnmodelledOutput's, and the input of a Messages stream's server tool
+// events do not carry: UnmodelledOutput's, a Responses item carried whole from its
+// response.output_item.added on (wholeItem), and the input of a Messages stream's server tool
 // calls (a web search's query, the code a code execution runs), which the model writes and the
 // provider bills as output, streamed as input_json_delta to a server_tool_use block
 // (platform.claude.com/docs, *Server tools* and *Streaming Messages*) and known by its block,
@@ -194,6 +195,8 @@ type UnmodelledCounter struct {
 	f llm.Format
 	// serverTools are the indexes of the Messages server_tool_use blocks started.
 	serverTools []int
+	// wholeItems are the Responses items counted when added (wholeItem).
+	wholeItems []countedItem
 }
 
 // NewUnmodelledCounter returns a counter for a stream of an upstream of format f.
@@ -204,10 +207,53 @@ func NewUnmodelledCounter(f llm.Format) *UnmodelledCounter { return &UnmodelledC
 // delta while no server tool block has started.
 func (c *UnmodelledCounter) Count(ev sse.Event) int {
 	n := UnmodelledOutput(c.f, ev)
-	if c.f == llm.FormatMessages {
+	switch c.f {
+	case llm.FormatMessages:
 		n += c.serverToolInput(ev)
+	case llm.FormatResponses:
+		n = c.wholeItem(ev, n)
 	}
 	return n
+}
+
+// wholeItem is the count n of a Responses event, corrected for the items a stream carries
+// whole (convert.WholeItemOutput): what an item's response.output_item.added already holds (a
+// computer call's action, say) counts when it comes, so that a stream cut before the item's
+// done event is billed it, and its done event counts only what it adds.
+func (c *UnmodelledCounter) wholeItem(ev sse.Event, n int) int {
+	name := ev.Name
+	if name == "" || name == "message" {
+		name = dataType(ev.Data) // an event without its name
+	}
+	switch name {
+	case "response.output_item.added":
+		m := convert.WholeItemOutput(ev.Data)
+		if index, ok := outputIndex(ev.Data); ok && m > 0 {
+			c.wholeItems = append(c.wholeItems, countedItem{index: index, counted: m})
+		}
+		return n + m
+	case "response.output_item.done":
+		index, ok := outputIndex(ev.Data)
+		for i := range c.wholeItems {
+			if ok && c.wholeItems[i].index == index {
+				n, c.wholeItems[i].counted = max(n-c.wholeItems[i].counted, 0), max(n, c.wholeItems[i].counted)
+			}
+		}
+	}
+	return n
+}
+
+// countedItem is a Responses output item, by its output index, and the characters of it
+// counted so far (UnmodelledCounter.wholeItem).
+type countedItem struct{ index, counted int }
+
+// outputIndex is a Responses event's top-level output_index.
+func outputIndex(data []byte) (int, bool) {
+	val, ok := member(data, "output_index")
+	if !ok {
+		return 0, false
+	}
+	return intOf(val)
 }
 
 // serverToolMark is in every content_block_start of a Messages server tool call.

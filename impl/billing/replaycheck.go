@@ -78,13 +78,19 @@ func (m *Meter) replayFault(ctx context.Context, r store.UsageRecord, known map[
 
 // quarantine keeps aside an inherited record that is not applied (replayFault): in the spill
 // file's quarantine file, counted with the records set aside, and logged once with its
-// request id.
+// request id. A record the quarantine file holds already (an earlier process kept it aside
+// and died before it emptied the spill) is neither counted nor logged as an error again.
 func (m *Meter) quarantine(e usagespill.Entry, fault string) {
-	m.setAside.Add(1)
-	saved, err := "", error(nil)
+	saved, added, err := "", true, error(nil)
 	if m.opts.Spill != nil {
-		saved, err = m.opts.Spill.Quarantine(e, fault)
+		saved, added, err = m.opts.Spill.Quarantine(e, fault)
 	}
+	if err == nil && !added {
+		m.opts.Logger.Info("billing: a usage record in the spill file was kept aside already by an earlier process; it is passed over",
+			"fault", fault, "request_id", e.Record.RequestID, "account", e.Record.AccountID, "holder", e.Holder, "saved_to", saved)
+		return
+	}
+	m.setAside.Add(1)
 	m.opts.Logger.Error("billing: a usage record in the spill file is not one the meter writes; it is kept aside, not billed",
 		"fault", fault, "request_id", e.Record.RequestID, "account", e.Record.AccountID, "holder", e.Holder,
 		"saved_to", saved, "save_err", err)

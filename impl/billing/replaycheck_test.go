@@ -126,3 +126,91 @@ func TestSpilledRecordsAreChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayKilledBeforeResetQuarantinesOnce: a process replaying the records an earlier one
+// left is killed after its replay has written some and kept others aside, before it empties
+// the spill file (Reset): the file is then as it was, and the next process replays it from the
+// first record. The records written are skipped by the ledger, but every record kept aside was
+// quarantined again: a second line in the quarantine file (which an operator billing the
+// quarantined records by hand would bill twice), counted again with the records set aside and
+// logged again as an error. Restoring the file's bytes after a whole replay stands for the
+// kill at any point between the first record kept aside and the Reset, since the replay does
+// not change the file before it.
+func TestReplayKilledBeforeResetQuarantinesOnce(t *testing.T) {
+	ctx := context.Background()
+	_, st := newDB(t)
+	const granted = 1_000_000
+	acct := newAccount(t, st, granted)
+	path := filepath.Join(t.TempDir(), "usage.spill")
+	sp, err := usagespill.Open(path, usagespill.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	record := func(id string, cost int64) store.UsageRecord {
+		return store.UsageRecord{AccountID: acct, RequestID: id, Model: "service-flint", Route: "/v1/chat/completions",
+			CostMicros: cost, Status: "completed", StartedAt: time.Now(), FinishedAt: time.Now()}
+	}
+	unknown := record("unknown-account", 10)
+	unknown.AccountID = uuid.New()
+	costs := map[string]int64{"ok-1": 10, "ok-2": 20}
+	var entries []usagespill.Entry
+	for _, r := range []store.UsageRecord{record("ok-1", 10), record("negative-cost", -500), record("ok-2", 20), unknown} {
+		entries = append(entries, usagespill.Entry{Holder: "a-process-that-is-gone", Record: r})
+	}
+	if _, err := sp.Append(entries); err != nil {
+		t.Fatal(err)
+	}
+	sp.Close()
+	left, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for run, setAside := range []int64{2, 0} {
+		if run > 0 {
+			// Killed before the Reset: the spill file holds what it held.
+			if err := os.WriteFile(path, left, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sp := openSpill(t, path, usagespill.Options{})
+		var logs logSink
+		m := New(st, Options{Logger: logs.logger(), Spill: sp})
+		if err := m.flushAll(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if s := m.WriterStats(); s.SetAside != setAside || s.Backlog != 0 {
+			t.Errorf("run %d: writer %+v: want %d set aside and an empty backlog", run, s, setAside)
+		}
+		if run > 0 {
+			if n := logs.count("ERROR"); n != 0 {
+				t.Errorf("run %d: %d errors logged for records kept aside before:\n%s", run, n, strings.Join(logs.all(), "\n"))
+			}
+		}
+		if err := m.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		sp.Close()
+	}
+	checkBilledOnce(t, st, acct, granted, costs)
+
+	data, err := os.ReadFile(path + ".quarantine")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := make(map[string]int)
+	for _, text := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+		var line struct {
+			Record struct {
+				RequestID string `json:"request_id"`
+			} `json:"record"`
+		}
+		if err := json.Unmarshal([]byte(text), &line); err != nil {
+			t.Fatalf("quarantine line %q: %v", text, err)
+		}
+		lines[line.Record.RequestID]++
+	}
+	if len(lines) != 2 || lines["negative-cost"] != 1 || lines["unknown-account"] != 1 {
+		t.Errorf("quarantine file lines by request: %v, want negative-cost and unknown-account once each", lines)
+	}
+}

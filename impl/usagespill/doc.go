@@ -29,8 +29,9 @@
 //
 // A checksum finds damage, not forgery: whether a record read back is one to apply is the
 // meter's call (impl/billing), and Quarantine keeps one it does not apply in a file beside the
-// spill (<name>.quarantine, 0600). Open makes the spill file 0600, and OpenDir its directory
-// 0700, whatever they were before.
+// spill (<name>.quarantine, 0600), once: a record the file holds already (a process that
+// quarantined it died before Reset, and the next one read it again) is not written twice.
+// Open makes the spill file 0600, and OpenDir its directory 0700, whatever they were before.
 //
 // # Size and emptying
 //

@@ -128,6 +128,10 @@ type Spill struct {
 	// size is the end of the last whole record; records the number of records before it.
 	size    atomic.Int64
 	records atomic.Int64
+	// quarantined holds the records the quarantine file holds (their payloads), read at the
+	// first Quarantine; quarantineTorn says its last line lacks its newline.
+	quarantined    map[string]struct{}
+	quarantineTorn bool
 }
 
 // Open opens (creating it when missing) the spill file at path and takes its lock: it fails
@@ -656,25 +660,78 @@ func (s *Spill) Reset() error {
 // (<name>.quarantine, the owner's only: 0600): one JSON object a line, {"reason", "record"},
 // the record as the spill stores it. It returns the file's name once the line is durable. The
 // spill itself is not changed: Reset empties it once the rest is written.
-func (s *Spill) Quarantine(e Entry, reason string) (string, error) {
+//
+// A record the file holds already is not written again, and added is false: a process that
+// quarantined it and died before Reset left it in the spill, and the next one's replay reads
+// it again (without this, every restart in the middle of a replay added a copy, and an
+// operator who bills the quarantined records by hand would bill it twice). A line an earlier
+// process's crash left without its newline is ended before the next one is written.
+func (s *Spill) Quarantine(e Entry, reason string) (name string, added bool, err error) {
 	payload, err := encode(e)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	line, err := json.Marshal(struct {
 		Reason string          `json:"reason"`
 		Record json.RawMessage `json:"record"`
 	}{reason, payload})
 	if err != nil {
-		return "", fmt.Errorf("usagespill: quarantine the record of request %q: %w", e.Record.RequestID, err)
+		return "", false, fmt.Errorf("usagespill: quarantine the record of request %q: %w", e.Record.RequestID, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	name := s.path + ".quarantine"
-	if err := appendLine(name, append(line, '\n')); err != nil {
-		return "", fmt.Errorf("usagespill: quarantine the record of request %q: %w", e.Record.RequestID, err)
+	name = s.path + ".quarantine"
+	if s.quarantined == nil {
+		if err := s.loadQuarantine(name); err != nil {
+			return "", false, fmt.Errorf("usagespill: quarantine the record of request %q: %w", e.Record.RequestID, err)
+		}
 	}
-	return name, nil
+	if _, ok := s.quarantined[string(payload)]; ok {
+		return name, false, nil
+	}
+	if s.quarantineTorn {
+		line = append([]byte{'\n'}, line...)
+	}
+	if err := appendLine(name, append(line, '\n')); err != nil {
+		return "", false, fmt.Errorf("usagespill: quarantine the record of request %q: %w", e.Record.RequestID, err)
+	}
+	s.quarantineTorn = false
+	s.quarantined[string(payload)] = struct{}{}
+	return name, true, nil
+}
+
+// loadQuarantine reads the records the quarantine file name holds (none when it is missing)
+// into s.quarantined, and notes whether its last line lacks its newline (a crash in the middle
+// of a write), with s.mu held. A line that does not decode is passed over.
+func (s *Spill) loadQuarantine(name string) error {
+	s.quarantined = make(map[string]struct{})
+	f, err := os.Open(name)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 1<<16)
+	for {
+		text, err := r.ReadBytes('\n')
+		if len(text) > 0 {
+			s.quarantineTorn = text[len(text)-1] != '\n'
+			var line struct {
+				Record json.RawMessage `json:"record"`
+			}
+			if json.Unmarshal(text, &line) == nil && len(line.Record) > 0 {
+				s.quarantined[string(line.Record)] = struct{}{}
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // appendLine appends line to the file name (created when missing), made the owner's only,

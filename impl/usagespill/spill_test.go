@@ -3,6 +3,7 @@ package usagespill
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -539,5 +540,65 @@ func TestCraftedDamageIsBounded(t *testing.T) {
 	s = open(t, path, Options{})
 	if r := s.Report(); r.Records != 1 || r.DamagedRegions != 1 || r.ResyncGaveUp || r.ResyncHashed > int64(len(data)) {
 		t.Fatalf("one damaged record: %+v", r)
+	}
+}
+
+// TestQuarantineKeepsARecordOnce: a process that quarantined records and died before it
+// emptied the spill file leaves them in it, and the next one's replay quarantines them again:
+// each restart in the middle of a replay added a copy of each to the quarantine file. A record
+// the file holds is now kept once (another record still gets its line), and a last line a
+// crash left without its newline is ended before the next, so that every whole line decodes.
+func TestQuarantineKeepsARecordOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "usage.spill")
+	s := open(t, path, Options{})
+	first, second, third := entry(1), entry(2), entry(3)
+	if _, added, err := s.Quarantine(first, "a negative amount"); err != nil || !added {
+		t.Fatalf("first record: added %v, %v", added, err)
+	}
+	s.Close()
+
+	// The next process, on the same file, meets the first record again.
+	s = open(t, path, Options{})
+	name, added, err := s.Quarantine(first, "a negative amount")
+	if err != nil || added || name != path+".quarantine" {
+		t.Errorf("the first record again: %s, added %v, %v; want it not added", name, added, err)
+	}
+	if _, added, err := s.Quarantine(second, "an unknown account"); err != nil || !added {
+		t.Fatalf("second record: added %v, %v", added, err)
+	}
+	s.Close()
+
+	// A crash tears the last line; the next process quarantines another record.
+	data, err := os.ReadFile(path + ".quarantine")
+	if err != nil {
+		t.Fatal(err)
+	}
+	torn := data[:len(data)-20]
+	if err := os.WriteFile(path+".quarantine", torn, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, path, Options{})
+	if _, added, err := s.Quarantine(third, "an unknown account"); err != nil || !added {
+		t.Fatalf("third record: added %v, %v", added, err)
+	}
+	data, err = os.ReadFile(path + ".quarantine")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	if len(lines) != 3 || lines[1] != string(torn[bytes.IndexByte(torn, '\n')+1:]) {
+		t.Fatalf("quarantine file:\n%s\nwant the first record's line, the torn line, then the third's", data)
+	}
+	for i, want := range map[int]Entry{0: first, 2: third} {
+		var line struct {
+			Record json.RawMessage `json:"record"`
+		}
+		if err := json.Unmarshal([]byte(lines[i]), &line); err != nil {
+			t.Fatalf("line %d %q: %v", i, lines[i], err)
+		}
+		got, err := decode(line.Record)
+		if err != nil || got.Record.RequestID != want.Record.RequestID {
+			t.Errorf("line %d holds %+v (%v), want request %s", i, got.Record, err, want.Record.RequestID)
+		}
 	}
 }

@@ -1,7 +1,9 @@
 package billing
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/http"
@@ -497,6 +499,84 @@ func TestTornSpillTail(t *testing.T) {
 	m := New(st, Options{Logger: logs.logger(), Spill: sp})
 	if logs.count("torn record") != 1 {
 		t.Errorf("the torn tail was not reported:\n%s", strings.Join(logs.all(), "\n"))
+	}
+	if err := m.flushAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkBilledOnce(t, st, acct, granted, costs)
+}
+
+// TestSpillResyncGaveUpIsAnError: damage in the spill file past which Open's search for the
+// next whole record reaches its bound (a file crafted with a plausible frame head every few
+// bytes) sets the rest of the file aside, whole records after it too. The meter logged that
+// only as a torn last write ("a crash in the middle of a write", at warning level) and counted
+// nothing, so an operator took records lost to damage for the one unacknowledged write a crash
+// loses. It is now an error that says the rest may hold whole records, counted with the
+// records set aside; the records before the damage are billed once.
+func TestSpillResyncGaveUpIsAnError(t *testing.T) {
+	ctx := context.Background()
+	_, st := newDB(t)
+	const granted = 1_000_000
+	acct := newAccount(t, st, granted)
+	path := filepath.Join(t.TempDir(), "usage.spill")
+	sp, err := usagespill.Open(path, usagespill.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	costs := make(map[string]int64)
+	var entries []usagespill.Entry
+	for i := range 3 {
+		id := fmt.Sprintf("gone-%d", i)
+		costs[id] = int64(10 * (i + 1))
+		entries = append(entries, usagespill.Entry{Holder: "a-process-that-is-gone", Record: store.UsageRecord{
+			AccountID: acct, RequestID: id, Model: "service-flint", Route: "/v1/chat/completions", CostMicros: costs[id],
+			Status: "completed", StartedAt: time.Now(), FinishedAt: time.Now(),
+		}})
+	}
+	if _, err := sp.Append(entries[:2]); err != nil {
+		t.Fatal(err)
+	}
+	good := sp.Size()
+	if _, err := sp.Append(entries[2:]); err != nil {
+		t.Fatal(err)
+	}
+	sp.Close()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 2 MiB of frame heads whose length fits and whose payload looks like JSON ('{' to '}'),
+	// each failing its checksum, in front of the third record.
+	const l = 64<<10 - 8
+	var unit [16]byte
+	binary.LittleEndian.PutUint32(unit[:4], l)
+	copy(unit[4:8], []byte{0xff, 0xff, 0xff, 0xff})
+	copy(unit[8:], "{aaaaaa}")
+	crafted := bytes.Repeat(unit[:], (2<<20)/len(unit))
+	copy(crafted[:4], []byte{0xee, 0xee, 0xee, 0xee}) // the first frame's length is too long
+	file := append(append(bytes.Clone(data[:good]), crafted...), data[good:]...)
+	if err := os.WriteFile(path, file, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	delete(costs, "gone-2")
+
+	sp = openSpill(t, path, usagespill.Options{})
+	if r := sp.Report(); !r.ResyncGaveUp {
+		t.Fatalf("report %+v: the search did not reach its bound", r)
+	}
+	var logs logSink
+	m := New(st, Options{Logger: logs.logger(), Spill: sp})
+	if n := logs.count("ERROR billing: the usage spill file held damage past which no whole record was found"); n != 1 {
+		t.Errorf("the search's give-up logged %d times as an error, want once:\n%s", n, strings.Join(logs.all(), "\n"))
+	}
+	if n := logs.count("torn record"); n != 0 {
+		t.Errorf("the search's give-up taken for a torn write:\n%s", strings.Join(logs.all(), "\n"))
+	}
+	if s := m.WriterStats(); s.SetAside != 1 {
+		t.Errorf("writer %+v: want 1 set aside", s)
 	}
 	if err := m.flushAll(ctx); err != nil {
 		t.Fatal(err)

@@ -93,7 +93,15 @@ func (m *Meter) openBacklog() {
 	m.backlog = sp
 	m.cursor = sp.Start()
 	r := sp.Report()
-	if r.TornBytes > 0 {
+	switch {
+	case r.ResyncGaveUp:
+		// Not a crash's torn write: damage, after which the search for the next whole record
+		// reached its bound, so the rest of the file went aside with whatever whole records it
+		// held, unbilled. Counted as one with the records set aside, which operators alert on.
+		m.setAside.Add(1)
+		m.opts.Logger.Error("billing: the usage spill file held damage past which no whole record was found within the search's bound; the rest of the file, which may hold whole records, was set aside, not billed",
+			"path", r.Path, "offset", r.TornOffset, "bytes", r.TornBytes, "checksummed", r.ResyncHashed, "saved_to", r.TornSaved, "save_err", r.SaveErr)
+	case r.TornBytes > 0:
 		m.opts.Logger.Warn("billing: the usage spill file ended in a torn record (a crash in the middle of a write); the bytes after the last whole record were dropped from it",
 			"path", r.Path, "offset", r.TornOffset, "bytes", r.TornBytes, "saved_to", r.TornSaved, "save_err", r.SaveErr)
 	}

@@ -86,7 +86,7 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	delay := fs.Duration("shutdown-delay", 0, "after SIGTERM, how long to keep accepting requests while /readyz says not ready, for load balancers to notice")
 	dbWait := fs.Duration("database-wait", 0, "how long start-up waits for an unreachable database before giving up (0: for ever)")
 	spillDir := fs.String("usage-spill", usageSpillDir(), "directory of the usage spill files, which keep the usage records the database does not take until it does (\"off\": in memory only, lost with the process)")
-	spillMB := fs.Int64("usage-spill-max-mb", usagespill.DefaultMaxBytes>>20, "bound of the process's usage spill file in MiB; when it is full, new requests get 503")
+	spillMB := fs.Int64("usage-spill-max-mb", usagespill.DefaultMaxBytes>>20, "bound of the process's usage spill file in MiB; when it is full (its last eighth is kept for the requests in flight), new requests get 503")
 	maxStale := fs.Duration("max-stale", changefeed.DefaultMaxStale, "how long keys, caps and model grants already known keep serving while the database is unreachable")
 	outageCover := fs.Duration("credit-outage-cover", billing.DefaultOutageCover, "how long a database outage the credit holds of active accounts are sized to ride out, at each account's recent spend rate (0: no outage reserve)")
 	failureHandling := fs.String("credit-failure-handling", billing.FailureShare.String(), "what a request gets when its account's credit hold is spent while the database is unreachable: share (served on credit up to this process's share, 1/replicas, of the account's last-known available credit, billed when the database is back), refuse (503) or continue (served on credit up to -credit-risk-micros)")

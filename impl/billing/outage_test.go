@@ -668,6 +668,89 @@ func TestBacklogFullRefuses(t *testing.T) {
 	}
 }
 
+// TestBacklogFullKeepsTheRequestsInFlight: a database outage outlasts the spill file's bound
+// while requests are in flight, then the process stops (SIGTERM) before the database is back.
+// Reserve refused new requests only once an append had failed for want of room, so the
+// requests already let through (a stream started before, and the request whose record did not
+// fit) settled into memory, where the drain could keep them nowhere: they were served and never
+// billed, and a SIGKILL would lose them likewise. The last eighth of the bound is now kept for
+// them: Reserve refuses from the moment the file reaches it, and the records of the requests
+// in flight go to the spill file, so the next process bills every request served, once.
+func TestBacklogFullKeepsTheRequestsInFlight(t *testing.T) {
+	ctx := context.Background()
+	cs, st0 := newDB(t)
+	const granted = 10_000_000
+	acct := newAccount(t, st0, granted)
+	relay := newRelay(t, cs)
+	stA, stB := openStore(t, relay.ConnString()), openStore(t, relay.ConnString())
+	record := func(id string) store.UsageRecord {
+		return store.UsageRecord{AccountID: acct, RequestID: id, Model: "service-flint", Route: "/v1/chat/completions",
+			InputTokens: 10, OutputTokens: 5, CostMicros: 100, Status: "completed", StartedAt: time.Now(), FinishedAt: time.Now()}
+	}
+	// Room for forty records and a half of this test.
+	probe := openSpill(t, filepath.Join(t.TempDir(), "probe"), usagespill.Options{})
+	if _, err := probe.Append([]usagespill.Entry{{Holder: New(nil, Options{}).Holder(), Record: record("out-000")}}); err != nil {
+		t.Fatal(err)
+	}
+	one := probe.Size() - probe.Start().Offset
+	path := filepath.Join(t.TempDir(), "usage.spill")
+	spA := openSpill(t, path, usagespill.Options{MaxBytes: probe.Start().Offset + 40*one + one/2})
+	var logs logSink
+	a := New(stA, Options{Logger: logs.logger(), Spill: spA, ChunkMultiplier: 1000, DrainTimeout: 2 * time.Second})
+	var books settled
+	books.serveUntil(t, a, acct, "before", 1_000, 100)
+	flushUntil(t, a)
+	relay.Cut()
+
+	// Three requests start (streams, say) and stay in flight while the outage fills the file.
+	var inFlight []*Reservation
+	for i := range 3 {
+		r, err := a.Reserve(ctx, acct, fmt.Sprintf("in-%03d", i), 1_000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inFlight = append(inFlight, r)
+	}
+	refused := false
+	for i := 1; i <= 60 && !refused; i++ {
+		refused = !books.serve(ctx, a, acct, fmt.Sprintf("out-%03d", i), 1_000, 100)
+		_ = a.flushQueued(ctx)
+	}
+	if !refused {
+		t.Fatal("no request refused while the spill file filled")
+	}
+	for i, r := range inFlight {
+		id := fmt.Sprintf("in-%03d", i)
+		r.Settle(100, UsageRecord{Model: "service-flint", Route: "/v1/chat/completions", InputTokens: 10, OutputTokens: 5})
+		books.add(acct, id, 100)
+	}
+	_ = a.flushQueued(ctx)
+	if s := a.WriterStats(); s.Queued != 0 || !s.Full {
+		t.Errorf("writer %+v: want every record in the spill file, none queued, new requests refused", s)
+	}
+	// SIGTERM while the database is still away: the drain keeps what it cannot write.
+	if err := a.Close(ctx); err == nil {
+		t.Fatal("the drain reached the database during the outage")
+	}
+	spA.Close()
+
+	relay.Restore()
+	spB := openSpill(t, path, usagespill.Options{MaxBytes: spA.MaxBytes()})
+	b := New(stB, Options{Spill: spB})
+	flushUntil(t, b)
+	if err := b.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The first process's hold is reaped, as another process's reaper does after its lease.
+	if _, err := st0.ReleaseCreditHolds(ctx, a.Holder(), nil); err != nil {
+		t.Fatal(err)
+	}
+	checkBilledOnce(t, st0, acct, granted, books.costs[acct])
+	if logs.count("the usage backlog is full") != 1 {
+		t.Errorf("the full backlog was not logged once:\n%s", strings.Join(logs.all(), "\n"))
+	}
+}
+
 // TestKillLosesOnlyTheLastTick: a process killed without a drain (SIGKILL) during an outage
 // loses only what it settled after its last flush tick: every tick puts the records settled
 // before it into the spill file, durably (fsync), so the next process writes them; the records

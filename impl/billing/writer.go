@@ -21,6 +21,16 @@ import (
 // bound) is full, and a request served now could not be billed.
 var ErrBacklogFull = errors.New("billing: the usage backlog is full")
 
+// spillRoomShare is the part of the spill file's bound (one part in this many, an eighth) kept
+// for the records of the requests in flight once the rest is full: Reserve refuses new requests
+// from then on, and the requests it had let through settle into that room, durably, where
+// without it their records waited in memory, lost with the process however it stopped.
+const spillRoomShare = 8
+
+// errNearlyFull is what noteAppend is told when the spill file took every record but reached
+// the room kept for the requests in flight (spillRoomShare).
+var errNearlyFull = fmt.Errorf("%w but for the room kept for the requests in flight", ErrBacklogFull)
+
 // backlog keeps, in settlement order, the usage records that the database has not taken:
 // a *usagespill.Spill, or memBacklog without one.
 type backlog interface {
@@ -112,6 +122,9 @@ func (m *Meter) openBacklog() {
 		m.setAside.Add(int64(r.DamagedRegions))
 		m.opts.Logger.Error("billing: the usage spill file held damaged records (a bad checksum or length in the middle of the file: storage damage); they were set aside and the whole records after them kept",
 			"path", r.Path, "regions", r.DamagedRegions, "bytes", r.DamagedBytes, "saved_to", r.DamagedSaved, "save_err", r.DamagedSaveErr)
+	}
+	if m.spillNearlyFull() {
+		m.noteAppend(errNearlyFull)
 	}
 	if n := sp.End().Index; n > 0 {
 		m.inherited = n
@@ -328,8 +341,19 @@ func (m *Meter) toBacklog(batch []store.UsageRecord) (int, error) {
 	}
 	k, err := m.backlog.Append(entries)
 	m.backlogRecords.Add(int64(k))
-	m.noteAppend(err)
+	if err == nil && m.spillNearlyFull() {
+		m.noteAppend(errNearlyFull)
+	} else {
+		m.noteAppend(err)
+	}
 	return k, err
+}
+
+// spillNearlyFull reports that the spill file has reached the room kept for the records of the
+// requests in flight (spillRoomShare): new requests are refused, as when it is full.
+func (m *Meter) spillNearlyFull() bool {
+	sp := m.opts.Spill
+	return sp != nil && sp.Size() > sp.MaxBytes()-sp.MaxBytes()/spillRoomShare
 }
 
 // replayLoop writes the backlog whenever it is woken (the database refused a write, or an
@@ -714,10 +738,14 @@ func (m *Meter) noteAppend(err error) {
 	if !m.full.CompareAndSwap(false, true) {
 		return
 	}
-	if errors.Is(err, usagespill.ErrFull) {
+	switch {
+	case errors.Is(err, errNearlyFull):
+		m.opts.Logger.Error("billing: the usage backlog is full but for the room kept for the requests in flight; new requests are refused (503) until the database takes it",
+			"backlog", m.backlogName(), "records", m.backlogRecords.Load(), "bytes", m.backlog.Size())
+	case errors.Is(err, usagespill.ErrFull):
 		m.opts.Logger.Error("billing: the usage backlog is full; new requests are refused (503) until the database takes it",
 			"backlog", m.backlogName(), "records", m.backlogRecords.Load(), "bytes", m.backlog.Size())
-	} else {
+	default:
 		m.opts.Logger.Error("billing: the usage spill file cannot take records; new requests are refused (503) until it can or the database takes the backlog",
 			"backlog", m.backlogName(), "err", err)
 	}

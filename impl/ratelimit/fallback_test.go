@@ -66,7 +66,10 @@ func newReplica(t *testing.T, srv *redistest.Server, prefix, name string, logs i
 		o.ReadTimeout = 10 * time.Second
 	})
 	m := metrics.New()
-	o.Heartbeat, o.ProbeMin, o.ProbeMax = 50*ms, 20*ms, 200*ms
+	o.ProbeMin, o.ProbeMax = 20*ms, 200*ms
+	if o.Heartbeat == 0 {
+		o.Heartbeat = 50 * ms
+	}
 	o.Logger = slog.New(slog.NewTextHandler(logs, nil)).With("replica", name)
 	o.OnChange = func(fallback bool) {
 		if fallback {
@@ -386,4 +389,59 @@ func twoReplicas(t *testing.T) (srv *redistest.Server, prefix string, a, b repli
 	b = newReplica(t, srv, prefix, "b", logs, FallbackOptions{Now: clock.Now})
 	waitFor(t, "both replicas to count two replicas", func() bool { return a.Replicas() == 2 && b.Replicas() == 2 })
 	return srv, prefix, a, b, clock, logs
+}
+
+// TestFallbackFlappingRedis stops Redis (a crash: it comes back empty) four times in a row,
+// each time as soon as both replicas use it again, with traffic spread evenly over them: each
+// outage lets a fresh key have its cap and no more, Redis counts after each return exactly the
+// requests allowed, and once the window has passed every key has its whole cap again (none is
+// locked out). A Redis that comes back empty has lost the set of live replicas too: the first
+// replica to beat read a count of one and, until its next heartbeat, took the whole cap as its
+// share, so an outage soon after the return let a key have a cap and a half across two
+// replicas (three halves of the cap: the documented bound is the cap for even traffic).
+func TestFallbackFlappingRedis(t *testing.T) {
+	const limit = 10
+	srv := redistest.NewServer(t)
+	clock := newFakeClock()
+	prefix := redistest.Prefix(t)
+	logs := &logBuffer{}
+	// Heartbeats far apart, as in production (5 s) against an outage that comes back soon.
+	o := FallbackOptions{Now: clock.Now, Heartbeat: 2 * time.Second}
+	a := newReplica(t, srv, prefix, "a", logs, o)
+	b := newReplica(t, srv, prefix, "b", logs, o)
+	waitFor(t, "both replicas to count two replicas", func() bool { return a.Replicas() == 2 && b.Replicas() == 2 })
+
+	client := srv.NewClient(t, nil)
+	ctx := context.Background()
+	allowedBy := make(map[string]int)
+	for flap := range 4 {
+		clock.Set(time.Duration(flap) * s)
+		key := fmt.Sprintf("flap-%d", flap)
+		srv.Stop(t)
+		for _, r := range []replica{a, b} {
+			allowedBy[key] += allowed(t, allowN(t, r, key, limit, limit, nil), max(1, limit/r.Replicas()))
+			if !r.FallenBack() {
+				t.Fatalf("flap %d: a replica is not in fallback with Redis stopped", flap)
+			}
+		}
+		if allowedBy[key] > limit {
+			t.Errorf("flap %d: a fresh key had %d requests across two replicas during the outage, cap %d (shares: a %d, b %d)",
+				flap, allowedBy[key], limit, max(1, limit/a.Replicas()), max(1, limit/b.Replicas()))
+		}
+		srv.Start(t)
+		waitFor(t, "both replicas to use Redis again", func() bool { return !a.FallenBack() && !b.FallenBack() })
+		for k, want := range allowedBy {
+			if n, err := client.ZCard(ctx, prefix+k).Result(); err != nil || n != int64(want) {
+				t.Errorf("flap %d: Redis counts %d (%v) requests of %s, %d were allowed", flap, n, err, k, want)
+			}
+		}
+	}
+
+	// A window later, each key has its whole cap again.
+	clock.Set(Window + 3*s)
+	for k := range allowedBy {
+		if n := allowed(t, append(allowN(t, a, k, limit, limit/2, nil), allowN(t, b, k, limit, limit/2+1, nil)...), limit); n != limit {
+			t.Errorf("%s a window after the flapping: %d of %d requests allowed, want its cap %d", k, n, limit+1, limit)
+		}
+	}
 }

@@ -118,12 +118,12 @@
 // without touching its own view of its holds. So neither a long outage nor a restart during
 // one loses usage.
 //
-// When the backlog is full (the file has reached the last eighth of its bound, 256 MiB by
-// default, or cannot be written), Reserve refuses every new request with a 503 and Retry-After
-// (apierror.Unavailable, wrapping ErrBacklogFull) rather than serve requests it could not bill.
-// The last eighth is kept for the records of the requests in flight at that moment, so that
-// they are durable too; what the file cannot take even so waits in memory. It serves again
-// once the backlog has been written.
+// When the backlog is full (the file has reached its bound, 256 MiB by default, or the last
+// eighth of it while the database does not take usage, or it cannot be written), Reserve
+// refuses every new request with a 503 and Retry-After (apierror.Unavailable, wrapping
+// ErrBacklogFull) rather than serve requests it could not bill. The last eighth is kept for
+// the records of the requests in flight at that moment, so that they are durable too; what the
+// file cannot take even so waits in memory. It serves again once the backlog has been written.
 //
 // # Leases and crashes
 //

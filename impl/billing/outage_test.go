@@ -751,6 +751,50 @@ func TestBacklogFullKeepsTheRequestsInFlight(t *testing.T) {
 	}
 }
 
+// TestNearlyFullSpillAtStartServes: a process that starts, the database up, with a spill file
+// an outage left in the room kept for the requests in flight (its last eighth) serves requests
+// while it writes the file: the room is kept only while the database does not take usage, and
+// the backlog is on its way out. The first version of that room refused them until the whole
+// file was written.
+func TestNearlyFullSpillAtStartServes(t *testing.T) {
+	ctx := context.Background()
+	_, st := newDB(t)
+	const granted = 10_000_000
+	acct := newAccount(t, st, granted)
+	path := filepath.Join(t.TempDir(), "usage.spill")
+	sp, err := usagespill.Open(path, usagespill.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var books settled
+	var entries []usagespill.Entry
+	for i := range 15 {
+		id := fmt.Sprintf("gone-%02d", i)
+		books.add(acct, id, 100)
+		entries = append(entries, usagespill.Entry{Holder: "a-process-that-is-gone", Record: store.UsageRecord{
+			AccountID: acct, RequestID: id, Model: "service-flint", Route: "/v1/chat/completions",
+			InputTokens: 10, OutputTokens: 5, CostMicros: 100, Status: "completed", StartedAt: time.Now(), FinishedAt: time.Now(),
+		}})
+	}
+	if _, err := sp.Append(entries); err != nil {
+		t.Fatal(err)
+	}
+	size := sp.Size()
+	sp.Close()
+
+	// Fifteen sixteenths of the bound hold the records an earlier process left.
+	sp = openSpill(t, path, usagespill.Options{MaxBytes: size * 16 / 15})
+	m := New(st, Options{Spill: sp})
+	if !books.serve(ctx, m, acct, "after-start", 1_000, 100) {
+		t.Fatalf("a request refused at start with the database up: %+v", m.WriterStats())
+	}
+	flushUntil(t, m)
+	if err := m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkBilledOnce(t, st, acct, granted, books.costs[acct])
+}
+
 // TestKillLosesOnlyTheLastTick: a process killed without a drain (SIGKILL) during an outage
 // loses only what it settled after its last flush tick: every tick puts the records settled
 // before it into the spill file, durably (fsync), so the next process writes them; the records

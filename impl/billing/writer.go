@@ -123,9 +123,6 @@ func (m *Meter) openBacklog() {
 		m.opts.Logger.Error("billing: the usage spill file held damaged records (a bad checksum or length in the middle of the file: storage damage); they were set aside and the whole records after them kept",
 			"path", r.Path, "regions", r.DamagedRegions, "bytes", r.DamagedBytes, "saved_to", r.DamagedSaved, "save_err", r.DamagedSaveErr)
 	}
-	if m.spillNearlyFull() {
-		m.noteAppend(errNearlyFull)
-	}
 	if n := sp.End().Index; n > 0 {
 		m.inherited = n
 		m.backlogged = true
@@ -350,10 +347,13 @@ func (m *Meter) toBacklog(batch []store.UsageRecord) (int, error) {
 }
 
 // spillNearlyFull reports that the spill file has reached the room kept for the records of the
-// requests in flight (spillRoomShare): new requests are refused, as when it is full.
+// requests in flight (spillRoomShare) while the database does not take usage: new requests are
+// refused, as when it is full. While the database takes usage (a process that starts with a
+// file an outage left nearly full, and replays it) the backlog is on its way out, and requests
+// are served until the file is full.
 func (m *Meter) spillNearlyFull() bool {
 	sp := m.opts.Spill
-	return sp != nil && sp.Size() > sp.MaxBytes()-sp.MaxBytes()/spillRoomShare
+	return sp != nil && sp.Size() > sp.MaxBytes()-sp.MaxBytes()/spillRoomShare && m.failing()
 }
 
 // replayLoop writes the backlog whenever it is woken (the database refused a write, or an

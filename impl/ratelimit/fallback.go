@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -106,12 +105,11 @@ type FallbackOptions struct {
 // window) into Redis's logs, switches back to Redis, logs it and calls
 // OnChange(false). While Redis is up the same goroutine beats every
 // Heartbeat: it records the limiter as alive in a sorted set next to the
-// keys and reads how many limiters beat in the last three intervals; the
-// largest count of its last three beats is the replica count the cap is
-// shared out by during the next outage (before the first beat,
-// FallbackOptions.Replicas), so that a Redis that came back empty, and read
-// a count of one at the first beat after it, does not make the limiter take
-// the whole cap as its share.
+// keys and reads how many limiters beat in the last three intervals, which
+// is the replica count the cap is shared out by during the next outage
+// (before the first beat, FallbackOptions.Replicas). In the three intervals
+// after Redis comes back a lower count is not believed: every limiter beats
+// again within them, and until then the set holds only those that did.
 //
 // Counts across the switches, with N replicas each sharing cap/N: a
 // process that falls back keeps counting its own requests allowed through
@@ -146,15 +144,16 @@ type Fallback struct {
 	// downAt is the local limiter's time at which the last outage began;
 	// it is written before down is set.
 	downAt atomic.Int64
-	// learnt is the largest replica count read from Redis by the last
-	// livenessBeats heartbeats (counts, newest last, which belongs to the
-	// limiter's goroutine), zero before the first. A Redis that lost its
-	// data lost the set of live limiters with it: the first limiter to beat
-	// after that reads a count of one until the others beat again, and
-	// taking it for the replica count made it allow a key's whole cap in an
-	// outage that came soon after.
-	learnt atomic.Int64
-	counts []int64
+	// learnt is the replica count read from Redis at the last heartbeat,
+	// zero before the first; a lower count than it is believed only from
+	// trustLower on (which belongs to the limiter's goroutine). The set of
+	// live limiters is pruned of those that did not beat for livenessBeats
+	// heartbeats, which none could during an outage, and lost with Redis's
+	// data: the first limiter to beat after either read a count of one,
+	// and taking it for the replica count made it allow a key's whole cap
+	// in an outage that came before its next heartbeat.
+	learnt     atomic.Int64
+	trustLower time.Time
 	// epoch is the Redis epoch (epochKey) the last beat read, "" before the first; lost is set
 	// by a beat that read another: Redis lost the logs, so the next carry writes back this
 	// process's whole window, not only what it allowed during the outage. Both belong to the
@@ -394,9 +393,6 @@ func (f *Fallback) beat() error {
 	if err != nil {
 		return err
 	}
-	if n > 0 {
-		f.learnt.Store(f.noteCount(n))
-	}
 	var candidate [16]byte
 	_, _ = crand.Read(candidate[:])
 	pipe := f.redis.client.Pipeline()
@@ -410,6 +406,7 @@ func (f *Fallback) beat() error {
 		f.lost = true
 	}
 	f.epoch = epoch
+	f.noteCount(n)
 	if f.lost && !f.down.Load() {
 		// Redis lost its logs without this process noticing an outage (a quick restart):
 		// write back what it allowed in the window.
@@ -422,16 +419,20 @@ func (f *Fallback) beat() error {
 	return nil
 }
 
-// noteCount keeps n, the replica count a heartbeat read, among the last
-// livenessBeats and returns the largest of them. A limiter counts as live for
-// that many heartbeats after its last, so a replica that stopped leaves the
-// count at most that much later again, which errs on the strict side.
-func (f *Fallback) noteCount(n int64) int64 {
-	f.counts = append(f.counts, n)
-	if len(f.counts) > livenessBeats {
-		f.counts = f.counts[len(f.counts)-livenessBeats:]
+// noteCount takes n, the replica count a heartbeat read, as the replica
+// count, unless it is lower than the count the limiter has and Redis has just
+// come back (an outage of this limiter, or Redis's data lost): every live
+// limiter beats again within livenessBeats heartbeats of the return, and
+// until then a lower count is not believed. A replica that stopped meanwhile
+// leaves the count that much later, which errs on the strict side.
+func (f *Fallback) noteCount(n int64) {
+	now := time.Now()
+	if f.down.Load() || f.lost {
+		f.trustLower = now.Add(livenessBeats * f.o.Heartbeat)
 	}
-	return slices.Max(f.counts)
+	if n > 0 && (n >= f.learnt.Load() || !now.Before(f.trustLower)) {
+		f.learnt.Store(n)
+	}
 }
 
 // recover writes the requests allowed locally during the outage into Redis,

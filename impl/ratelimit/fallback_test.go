@@ -391,7 +391,7 @@ func twoReplicas(t *testing.T) (srv *redistest.Server, prefix string, a, b repli
 	return srv, prefix, a, b, clock, logs
 }
 
-// TestFallbackFlappingRedis stops Redis (a crash: it comes back empty) four times in a row,
+// TestFallbackFlappingRedis stops Redis (a crash: it comes back empty) six times in a row,
 // each time as soon as both replicas use it again, with traffic spread evenly over them: each
 // outage lets a fresh key have its cap and no more, Redis counts after each return exactly the
 // requests allowed, and once the window has passed every key has its whole cap again (none is
@@ -414,7 +414,8 @@ func TestFallbackFlappingRedis(t *testing.T) {
 	client := srv.NewClient(t, nil)
 	ctx := context.Background()
 	allowedBy := make(map[string]int)
-	for flap := range 4 {
+	const flaps = 6
+	for flap := range flaps {
 		clock.Set(time.Duration(flap) * s)
 		key := fmt.Sprintf("flap-%d", flap)
 		srv.Stop(t)
@@ -438,7 +439,7 @@ func TestFallbackFlappingRedis(t *testing.T) {
 	}
 
 	// A window later, each key has its whole cap again.
-	clock.Set(Window + 3*s)
+	clock.Set(Window + flaps*s)
 	for k := range allowedBy {
 		if n := allowed(t, append(allowN(t, a, k, limit, limit/2, nil), allowN(t, b, k, limit, limit/2+1, nil)...), limit); n != limit {
 			t.Errorf("%s a window after the flapping: %d of %d requests allowed, want its cap %d", k, n, limit+1, limit)

@@ -462,6 +462,12 @@ func (f *Fallback) recover() error {
 
 // carry adds the requests recorded locally in (from, to] to the Redis logs
 // of their keys and returns how many requests of how many keys it wrote.
+// Each request is named by its local time (carriedMember), so a request
+// carried twice is counted once: a carry that Redis failing again cut short
+// after some of its pipelines is done again from its start by the next
+// probe, and with a new name for each, the requests of the first pipelines
+// were counted twice, which kept their keys refused until they left the
+// window.
 func (f *Fallback) carry(from, to int64) (n, keys int, err error) {
 	ctx, cancel := context.WithTimeout(f.ctx, carryTimeout)
 	defer cancel()
@@ -478,9 +484,15 @@ func (f *Fallback) carry(from, to int64) (n, keys int, err error) {
 			return
 		}
 		zs := make([]redis.Z, len(ts))
+		same := 0
 		for i, t := range ts {
+			if i > 0 && ts[i-1] == t {
+				same++
+			} else {
+				same = 0
+			}
 			us := f.local.unixMicros(t)
-			zs[i] = redis.Z{Score: float64(us), Member: f.redis.member(us)}
+			zs[i] = redis.Z{Score: float64(us), Member: f.redis.carriedMember(us, t, same)}
 		}
 		k := f.redis.prefix + key
 		pipe.ZAdd(ctx, k, zs...)

@@ -446,3 +446,45 @@ func TestFallbackFlappingRedis(t *testing.T) {
 		}
 	}
 }
+
+// TestCarryTwiceCountsOnce: the requests a replica allowed during an outage are written into
+// Redis when it is back, in pipelines; a carry that Redis failing again cuts short after some
+// of them is done again, from its start, by the next probe. Each carried request had a new
+// member each time, so those of the first pipelines were counted twice, and a key they filled
+// was refused until they left the window (a flapping Redis locked keys out after it came
+// back). Carrying the same requests again now counts them once.
+func TestCarryTwiceCountsOnce(t *testing.T) {
+	const limit = 10
+	srv := redistest.NewServer(t)
+	clock := newFakeClock()
+	prefix := redistest.Prefix(t)
+	a := newReplica(t, srv, prefix, "a", &logBuffer{}, FallbackOptions{Now: clock.Now})
+	waitFor(t, "the replica to beat", func() bool { return a.Replicas() == 1 })
+	srv.Stop(t)
+	clock.Set(1 * s)
+	if n := allowed(t, allowN(t, a, "key", limit, 4, nil), limit); n != 4 {
+		t.Fatalf("%d of 4 requests allowed during the outage", n)
+	}
+	clock.Set(2 * s)
+	if n := allowed(t, allowN(t, a, "key", limit, 2, nil), limit); n != 2 {
+		t.Fatalf("%d of 2 requests allowed during the outage", n)
+	}
+	srv.Start(t)
+	waitFor(t, "the replica to use Redis again", func() bool { return !a.FallenBack() })
+	client := srv.NewClient(t, nil)
+	ctx := context.Background()
+	if n, err := client.ZCard(ctx, prefix+"key").Result(); err != nil || n != 6 {
+		t.Fatalf("Redis counts %d (%v) requests after the outage, want 6", n, err)
+	}
+	// The carry again, as the probe after a carry cut short does it.
+	now := a.local.clock()
+	if n, _, err := a.carry(now-int64(Window), now); err != nil || n != 6 {
+		t.Fatalf("carried %d requests again (%v), want 6", n, err)
+	}
+	if n, err := client.ZCard(ctx, prefix+"key").Result(); err != nil || n != 6 {
+		t.Errorf("Redis counts %d (%v) requests after carrying them again, want 6", n, err)
+	}
+	if d := allowN(t, a, "key", limit, 1, nil)[0]; d != ok(limit, limit-7, Window-1*s) {
+		t.Errorf("the next request = %+v, want allowed by Redis with %d left", d, limit-7)
+	}
+}

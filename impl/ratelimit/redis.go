@@ -120,3 +120,19 @@ func (r *Redis) member(now int64) string {
 	b = strconv.AppendUint(b, r.seq.Add(1), 10)
 	return string(b)
 }
+
+// carriedMember returns the sorted-set member of a request a Fallback allowed
+// locally at local (its local limiter's time), at us (µs), the n-th of its
+// key at that time: the same for the same request whenever it is carried,
+// and unique across the processes sharing the server.
+func (r *Redis) carriedMember(us, local int64, n int) string {
+	b := make([]byte, 0, 64)
+	b = strconv.AppendInt(b, us, 10)
+	b = append(b, '-')
+	b = append(b, r.id...)
+	b = append(b, "-c"...)
+	b = strconv.AppendInt(b, local, 10)
+	b = append(b, '.')
+	b = strconv.AppendInt(b, int64(n), 10)
+	return string(b)
+}

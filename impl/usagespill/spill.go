@@ -47,6 +47,13 @@ const (
 // budget, the rest of the file is set aside as a torn tail (Report.ResyncGaveUp).
 const resyncBudget = 64 * maxPayload
 
+// resyncReadBudget bounds the bytes Open reads while it looks for whole frames after damaged
+// ones, over the whole file: 256 MiB, some 65,000 damaged regions (4 KiB each) or 64 slides of
+// the large window, where real damage makes a few regions of a frame each. Past it, as past
+// resyncBudget, the rest is set aside as a torn tail: a file crafted of the smallest frames,
+// each followed by a byte of junk, has some 20 million regions.
+const resyncReadBudget = 256 << 20
+
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 var (
@@ -277,7 +284,8 @@ type resyncWork struct {
 // resync finds the first offset after from and before n at which a whole frame starts whose
 // payload decodes: where the file goes on after a damaged frame. found is false when no
 // whole frame follows (the rest is a torn tail), or when the frames tried would take the
-// checksumming beyond what is left of work (then work.gaveUp is set). A frame's checksum
+// checksumming beyond what is left of work, or the reading beyond resyncReadBudget (then
+// work.gaveUp is set). A frame's checksum
 // covers its length, so a false start is a 1 in 2^32 chance at each offset, and a decoding
 // payload rules it out; a payload, a JSON object, starts with '{' and ends with '}', which is
 // looked at before anything is checksummed.
@@ -296,6 +304,10 @@ func resync(f *os.File, from, n int64, work *resyncWork) (next int64, found bool
 	base := int64(-1)
 	read := func(pos int64, size int64) error {
 		size = min(size, n-pos)
+		if work.read+size > resyncReadBudget {
+			work.gaveUp = true
+			return errResyncGaveUp
+		}
 		if int64(cap(buf)) < size {
 			buf = make([]byte, 0, size)
 		}
@@ -314,7 +326,7 @@ func resync(f *os.File, from, n int64, work *resyncWork) (next int64, found bool
 				size = window
 			}
 			if err := read(pos, size); err != nil {
-				return 0, false, err
+				return 0, false, ignoreGaveUp(err)
 			}
 		}
 		at := buf[pos-base:]
@@ -328,7 +340,7 @@ func resync(f *os.File, from, n int64, work *resyncWork) (next int64, found bool
 		if frameHead+l > int64(len(at)) {
 			// The candidate reaches past the window: the large one holds it.
 			if err := read(pos, window); err != nil {
-				return 0, false, err
+				return 0, false, ignoreGaveUp(err)
 			}
 			at = buf
 		}
@@ -350,6 +362,18 @@ func resync(f *os.File, from, n int64, work *resyncWork) (next int64, found bool
 		}
 	}
 	return 0, false, nil
+}
+
+// errResyncGaveUp is how resync's reading says it reached resyncReadBudget.
+var errResyncGaveUp = errors.New("usagespill: the search for whole frames reached its bound")
+
+// ignoreGaveUp is err, but nil for errResyncGaveUp, which resync reports as not found (the
+// work says it gave up).
+func ignoreGaveUp(err error) error {
+	if errors.Is(err, errResyncGaveUp) {
+		return nil
+	}
+	return err
 }
 
 // saveSpans copies the bytes of spans, one after another, to a file beside the spill named

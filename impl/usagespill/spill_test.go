@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -636,5 +637,33 @@ func TestManyDamagedRegionsAreCheap(t *testing.T) {
 	}
 	if r.ResyncRead > 8<<10*regions {
 		t.Errorf("read %d bytes to resynchronise %d regions, more than 8 KiB each", r.ResyncRead, regions)
+	}
+}
+
+// TestSmallestFramesAreBounded: the smallest frame that decodes ("{}", ten bytes) followed by a
+// byte of junk, over and over, makes a region of damage every eleven bytes: even at 4 KiB each,
+// reading for the next whole frame is bounded only by a budget (256 MiB per Open), past which the
+// rest of the file is set aside as a torn tail and Report.ResyncGaveUp says so.
+func TestSmallestFramesAreBounded(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "u.spill")
+	payload := []byte("{}")
+	var unit [frameHead + 2 + 1]byte
+	binary.LittleEndian.PutUint32(unit[:4], uint32(len(payload)))
+	binary.LittleEndian.PutUint32(unit[4:8], crc32.Update(crc32.Checksum(unit[:4], castagnoli), castagnoli, payload))
+	copy(unit[frameHead:], payload)
+	unit[len(unit)-1] = 0xee
+	const units = 80_000 // more regions than 256 MiB of 4 KiB reads
+	b := append([]byte(header), bytes.Repeat(unit[:], units)...)
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, path, Options{})
+	r := s.Report()
+	t.Logf("read %d bytes, %d regions, %d records, gave up %v", r.ResyncRead, r.DamagedRegions, r.Records, r.ResyncGaveUp)
+	if !r.ResyncGaveUp || r.ResyncRead > 256<<20 || r.TornBytes == 0 {
+		t.Fatalf("report %+v: want the search to give up within 256 MiB read and the rest set aside", r)
+	}
+	if r.Records != int64(r.DamagedRegions)+1 {
+		t.Errorf("%d records for %d regions: want the whole frames before the bound kept", r.Records, r.DamagedRegions)
 	}
 }

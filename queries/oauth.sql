@@ -7,8 +7,8 @@ INSERT INTO oauth_clients (id, name, redirect_uris, client_uri) VALUES ($1, $2, 
 SELECT * FROM oauth_clients WHERE id = $1;
 
 -- name: InsertOAuthCode :exec
-INSERT INTO oauth_codes (code_hash, client_id, account_id, user_id, role, redirect_uri, code_challenge, resource, scope, expires_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10);
+INSERT INTO oauth_codes (code_hash, client_id, account_id, user_id, role, redirect_uri, code_challenge, resource, scope, expires_at, redirect_uri_sent)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11);
 
 -- name: RedeemOAuthCode :one
 -- Marks an unused code used (the row stays locked until the redemption commits, so a

@@ -225,18 +225,19 @@ type OauthClient struct {
 }
 
 type OauthCode struct {
-	CodeHash      []byte
-	ClientID      string
-	AccountID     uuid.UUID
-	UserID        uuid.UUID
-	Role          string
-	RedirectUri   string
-	CodeChallenge string
-	Resource      string
-	Scope         string
-	ExpiresAt     time.Time
-	UsedAt        *time.Time
-	GrantID       pgtype.UUID
+	CodeHash        []byte
+	ClientID        string
+	AccountID       uuid.UUID
+	UserID          uuid.UUID
+	Role            string
+	RedirectUri     string
+	CodeChallenge   string
+	Resource        string
+	Scope           string
+	ExpiresAt       time.Time
+	UsedAt          *time.Time
+	GrantID         pgtype.UUID
+	RedirectUriSent bool
 }
 
 type OauthGrant struct {

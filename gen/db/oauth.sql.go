@@ -130,7 +130,7 @@ func (q *Queries) GetOAuthClient(ctx context.Context, id string) (OauthClient, e
 }
 
 const getOAuthCode = `-- name: GetOAuthCode :one
-SELECT code_hash, client_id, account_id, user_id, role, redirect_uri, code_challenge, resource, scope, expires_at, used_at, grant_id FROM oauth_codes WHERE code_hash = $1
+SELECT code_hash, client_id, account_id, user_id, role, redirect_uri, code_challenge, resource, scope, expires_at, used_at, grant_id, redirect_uri_sent FROM oauth_codes WHERE code_hash = $1
 `
 
 func (q *Queries) GetOAuthCode(ctx context.Context, codeHash []byte) (OauthCode, error) {
@@ -149,6 +149,7 @@ func (q *Queries) GetOAuthCode(ctx context.Context, codeHash []byte) (OauthCode,
 		&i.ExpiresAt,
 		&i.UsedAt,
 		&i.GrantID,
+		&i.RedirectUriSent,
 	)
 	return i, err
 }
@@ -203,21 +204,22 @@ func (q *Queries) InsertOAuthClient(ctx context.Context, arg InsertOAuthClientPa
 }
 
 const insertOAuthCode = `-- name: InsertOAuthCode :exec
-INSERT INTO oauth_codes (code_hash, client_id, account_id, user_id, role, redirect_uri, code_challenge, resource, scope, expires_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+INSERT INTO oauth_codes (code_hash, client_id, account_id, user_id, role, redirect_uri, code_challenge, resource, scope, expires_at, redirect_uri_sent)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 `
 
 type InsertOAuthCodeParams struct {
-	CodeHash      []byte
-	ClientID      string
-	AccountID     uuid.UUID
-	UserID        uuid.UUID
-	Role          string
-	RedirectUri   string
-	CodeChallenge string
-	Resource      string
-	Scope         string
-	ExpiresAt     time.Time
+	CodeHash        []byte
+	ClientID        string
+	AccountID       uuid.UUID
+	UserID          uuid.UUID
+	Role            string
+	RedirectUri     string
+	CodeChallenge   string
+	Resource        string
+	Scope           string
+	ExpiresAt       time.Time
+	RedirectUriSent bool
 }
 
 func (q *Queries) InsertOAuthCode(ctx context.Context, arg InsertOAuthCodeParams) error {
@@ -232,6 +234,7 @@ func (q *Queries) InsertOAuthCode(ctx context.Context, arg InsertOAuthCodeParams
 		arg.Resource,
 		arg.Scope,
 		arg.ExpiresAt,
+		arg.RedirectUriSent,
 	)
 	return err
 }
@@ -521,7 +524,7 @@ func (q *Queries) OAuthRefreshRotatedWithin(ctx context.Context, arg OAuthRefres
 }
 
 const redeemOAuthCode = `-- name: RedeemOAuthCode :one
-UPDATE oauth_codes SET used_at = now() WHERE code_hash = $1 AND used_at IS NULL RETURNING code_hash, client_id, account_id, user_id, role, redirect_uri, code_challenge, resource, scope, expires_at, used_at, grant_id
+UPDATE oauth_codes SET used_at = now() WHERE code_hash = $1 AND used_at IS NULL RETURNING code_hash, client_id, account_id, user_id, role, redirect_uri, code_challenge, resource, scope, expires_at, used_at, grant_id, redirect_uri_sent
 `
 
 // Marks an unused code used (the row stays locked until the redemption commits, so a
@@ -542,6 +545,7 @@ func (q *Queries) RedeemOAuthCode(ctx context.Context, codeHash []byte) (OauthCo
 		&i.ExpiresAt,
 		&i.UsedAt,
 		&i.GrantID,
+		&i.RedirectUriSent,
 	)
 	return i, err
 }

@@ -48,8 +48,13 @@ func (a AuthorizeRequest) Values() url.Values {
 
 // Consent is an authorization request that passed every check: what the consent page shows.
 type Consent struct {
+	// Request is the request as the client sent it (the consent form posts it back as is: a
+	// redirect_uri the client left out stays out, and the code records that it did).
 	Request AuthorizeRequest
 	Client  store.OAuthClient
+	// RedirectURI is where the browser returns: the request's redirect_uri, or the client's
+	// only registered redirect URI when the request carried none.
+	RedirectURI string
 	// RedirectHost is the host the browser returns to (the redirect URI's host and port).
 	RedirectHost string
 	// RedirectOrigin is the redirect URI's scheme, host and port (for the page's
@@ -75,7 +80,7 @@ var challengeSyntax = regexp.MustCompile(`^[A-Za-z0-9_-]{43}$`)
 
 // CheckAuthorize checks an authorization request: a registered client (or one whose client_id
 // is the https URL of its client ID metadata document, fetched now), one of its redirect URIs
-// (exactly), response_type code, a PKCE S256 challenge (plain is refused), this gateway's
+// (exactly; a client with only one may leave redirect_uri out, RFC 6749 section 3.1.2.3), response_type code, a PKCE S256 challenge (plain is refused), this gateway's
 // MCP endpoint as the resource, and no scope beyond "mcp". Its error is an *AuthorizeError, or
 // a database failure.
 func (s *Server) CheckAuthorize(ctx context.Context, req AuthorizeRequest) (Consent, error) {
@@ -95,12 +100,13 @@ func (s *Server) CheckAuthorize(ctx context.Context, req AuthorizeRequest) (Cons
 	if err != nil {
 		return Consent{}, err
 	}
-	if req.RedirectURI == "" && len(c.RedirectURIs) == 1 {
-		req.RedirectURI = c.RedirectURIs[0]
+	redirect := req.RedirectURI
+	if redirect == "" && len(c.RedirectURIs) == 1 {
+		redirect = c.RedirectURIs[0]
 	}
 	registered := false
 	for _, u := range c.RedirectURIs {
-		registered = registered || u == req.RedirectURI
+		registered = registered || u == redirect
 	}
 	if !registered {
 		return Consent{}, &AuthorizeError{Code: "invalid_request",
@@ -128,34 +134,35 @@ func (s *Server) CheckAuthorize(ctx context.Context, req AuthorizeRequest) (Cons
 			return Consent{}, back("invalid_scope", "the only scope is "+Scope)
 		}
 	}
-	u, _ := url.Parse(req.RedirectURI)
-	return Consent{Request: req, Client: c, RedirectHost: u.Host, RedirectOrigin: u.Scheme + "://" + u.Host}, nil
+	u, _ := url.Parse(redirect)
+	return Consent{Request: req, Client: c, RedirectURI: redirect, RedirectHost: u.Host, RedirectOrigin: u.Scheme + "://" + u.Host}, nil
 }
 
 // Approve issues an authorization code for a consent the member approved, acting in accountID
 // with their role, and returns where to send the browser: the client's redirect URI with the
-// code, the state and the issuer (RFC 9207). The code is single use and lives CodeTTL.
+// code, the state and the issuer (RFC 9207). The code is single use and lives CodeTTL; it
+// records whether the request carried redirect_uri, which the token request must then repeat.
 func (s *Server) Approve(ctx context.Context, c Consent, accountID, userID uuid.UUID, role string) (string, error) {
 	code, h := secret(codePrefix)
 	err := s.store.CreateOAuthCode(ctx, store.OAuthCode{Hash: h, ClientID: c.Client.ID, AccountID: accountID, UserID: userID,
-		Role: role, RedirectURI: c.Request.RedirectURI, CodeChallenge: c.Request.CodeChallenge, Resource: c.Request.Resource,
+		Role: role, RedirectURI: c.RedirectURI, RedirectURISent: c.Request.RedirectURI != "", CodeChallenge: c.Request.CodeChallenge, Resource: c.Request.Resource,
 		Scope: Scope, ExpiresAt: s.now().Add(s.code)})
 	if err != nil {
 		return "", err
 	}
-	return s.redirectWith(c.Request, url.Values{"code": {code}}), nil
+	return s.redirectWith(c, url.Values{"code": {code}}), nil
 }
 
 // Deny returns where to send the browser when the member declines: the client's redirect URI
 // with error=access_denied.
 func (s *Server) Deny(c Consent) string {
-	return s.redirectWith(c.Request, url.Values{"error": {"access_denied"}, "error_description": {"the member declined"}})
+	return s.redirectWith(c, url.Values{"error": {"access_denied"}, "error_description": {"the member declined"}})
 }
 
-// redirectWith is the request's redirect URI with params, the state and the issuer added to
+// redirectWith is the consent's redirect URI with params, the state and the issuer added to
 // its query.
-func (s *Server) redirectWith(req AuthorizeRequest, params url.Values) string {
-	u, err := url.Parse(req.RedirectURI)
+func (s *Server) redirectWith(c Consent, params url.Values) string {
+	u, err := url.Parse(c.RedirectURI)
 	if err != nil {
 		return ""
 	}
@@ -163,8 +170,8 @@ func (s *Server) redirectWith(req AuthorizeRequest, params url.Values) string {
 	for k, vs := range params {
 		q[k] = vs
 	}
-	if req.State != "" {
-		q.Set("state", req.State)
+	if c.Request.State != "" {
+		q.Set("state", c.Request.State)
 	}
 	q.Set("iss", s.Issuer())
 	u.RawQuery = q.Encode()

@@ -361,8 +361,8 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	switch grantType {
 	case "authorization_code":
 		code, verifier, redirect := form.Get("code"), form.Get("code_verifier"), form.Get("redirect_uri")
-		if code == "" || verifier == "" || redirect == "" {
-			invalidRequest("code, code_verifier and redirect_uri are required")
+		if code == "" || verifier == "" {
+			invalidRequest("code and code_verifier are required")
 			return
 		}
 		now := s.now()
@@ -372,7 +372,9 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 				return &grantError{"invalid_grant", "the code was issued to another client"}
 			case !now.Before(c.ExpiresAt):
 				return &grantError{"invalid_grant", "the code expired"}
-			case c.RedirectURI != redirect:
+			case redirect == "" && c.RedirectURISent:
+				return &grantError{"invalid_request", "redirect_uri is required: the authorization request carried one"}
+			case redirect != "" && c.RedirectURI != redirect:
 				return &grantError{"invalid_grant", "redirect_uri differs from the authorization request's"}
 			case !pkceMatches(verifier, c.CodeChallenge):
 				return &grantError{"invalid_grant", "the code_verifier does not match the code_challenge"}

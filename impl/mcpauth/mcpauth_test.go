@@ -837,3 +837,72 @@ func TestCodeOfAFormerMemberIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestCodeWithoutRedirectURI: a client with one registered redirect URI may leave redirect_uri
+// out of the authorization request (RFC 6749 section 3.1.2.3); its token request then needs
+// none (section 4.1.3, OAuth 2.1 section 4.1.3), and may name the URI the code went to, but no
+// other. A request that carried redirect_uri must repeat it. The authorization request goes
+// through the consent page's round trip: checked, posted back from the form's fields, checked
+// again, approved.
+func TestCodeWithoutRedirectURI(t *testing.T) {
+	s := startSite(t)
+	redirect := "http://127.0.0.1:40000/callback"
+	client := s.register(t, "no-redirect", redirect)
+	acme := s.Acme.Account.ID
+
+	// consent is the consent page's round trip for req: the code, and where the browser went.
+	consent := func(req mcpauth.AuthorizeRequest) (string, *url.URL) {
+		t.Helper()
+		shown, err := s.OAuth.CheckAuthorize(context.Background(), req)
+		if err != nil {
+			t.Fatalf("the authorization request was refused: %v", err)
+		}
+		posted, err := s.OAuth.CheckAuthorize(context.Background(), mcpauth.AuthorizeRequestFrom(shown.Request.Values()))
+		if err != nil {
+			t.Fatalf("the consent form's request was refused: %v", err)
+		}
+		to, err := s.OAuth.Approve(context.Background(), posted, acme, s.Alice.ID, members.RoleOwner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err := url.Parse(to)
+		if err != nil || u.Query().Get("code") == "" {
+			t.Fatalf("Approve sent the browser to %q, want the redirect URI with a code", to)
+		}
+		return u.Query().Get("code"), u
+	}
+	for _, c := range []struct {
+		name       string
+		sent, told string // redirect_uri in the authorization request, in the token request
+		status     int
+		wantError  string
+	}{
+		{"left out, then left out", "", "", http.StatusOK, ""},
+		{"left out, then the one used", "", redirect, http.StatusOK, ""},
+		{"left out, then another", "", "http://127.0.0.1:40000/other", http.StatusBadRequest, "invalid_grant"},
+		{"sent, then left out", redirect, "", http.StatusBadRequest, "invalid_request"},
+		{"sent, then another", redirect, "http://127.0.0.1:40000/other", http.StatusBadRequest, "invalid_grant"},
+		{"sent, then sent", redirect, redirect, http.StatusOK, ""},
+	} {
+		verifier, challenge := pkce()
+		req := s.request(client, c.sent, challenge)
+		code, went := consent(req)
+		if went.Scheme+"://"+went.Host+went.Path != redirect {
+			t.Errorf("%s: the browser went to %s, want the registered %s", c.name, went, redirect)
+		}
+		form := s.codeGrant(client, code, verifier, c.told)
+		if c.told == "" {
+			form.Del("redirect_uri")
+		}
+		status, out := s.token(t, form)
+		if status != c.status || (c.wantError != "" && out["error"] != c.wantError) {
+			t.Errorf("%s: %d %v, want %d %s", c.name, status, out, c.status, c.wantError)
+			continue
+		}
+		if status == http.StatusOK {
+			if r := s.call(t, out["access_token"].(string), "list_storage_datasets", nil); r.Status != http.StatusOK || !strings.Contains(r.Text, "sales") {
+				t.Errorf("%s: tools/call with the access token: %+v", c.name, r)
+			}
+		}
+	}
+}

@@ -42,16 +42,19 @@ type OAuthClient struct {
 // OAuthCode is an authorization code as issued on the consent page: Hash is the SHA-256 of
 // the code, and the code is bound to the client, redirect URI, PKCE challenge and resource.
 type OAuthCode struct {
-	Hash          []byte
-	ClientID      string
-	AccountID     uuid.UUID
-	UserID        uuid.UUID
-	Role          string
-	RedirectURI   string
-	CodeChallenge string
-	Resource      string
-	Scope         string
-	ExpiresAt     time.Time
+	Hash        []byte
+	ClientID    string
+	AccountID   uuid.UUID
+	UserID      uuid.UUID
+	Role        string
+	RedirectURI string
+	// RedirectURISent reports whether the authorization request carried redirect_uri (false:
+	// the client's only registered one was used); the token request must repeat it only then.
+	RedirectURISent bool
+	CodeChallenge   string
+	Resource        string
+	Scope           string
+	ExpiresAt       time.Time
 	// MemberRole is the member's role in the account when the code is redeemed, "" when they
 	// are no longer in it (set by RedeemOAuthCode only, for its check).
 	MemberRole string
@@ -184,7 +187,7 @@ func (s *Store) CreateOAuthCode(ctx context.Context, c OAuthCode) error {
 	}
 	return s.q.InsertOAuthCode(ctx, db.InsertOAuthCodeParams{CodeHash: c.Hash, ClientID: c.ClientID, AccountID: c.AccountID,
 		UserID: c.UserID, Role: c.Role, RedirectUri: c.RedirectURI, CodeChallenge: c.CodeChallenge, Resource: c.Resource,
-		Scope: c.Scope, ExpiresAt: c.ExpiresAt})
+		Scope: c.Scope, ExpiresAt: c.ExpiresAt, RedirectUriSent: c.RedirectURISent})
 }
 
 // MaxOAuthGrantsPerClient is how many grants of one client a member of an account holds in
@@ -220,7 +223,7 @@ func (s *Store) RedeemOAuthCode(ctx context.Context, hash []byte, check func(OAu
 		return OAuthGrant{}, err
 	}
 	code := OAuthCode{Hash: row.CodeHash, ClientID: row.ClientID, AccountID: row.AccountID, UserID: row.UserID, Role: row.Role,
-		RedirectURI: row.RedirectUri, CodeChallenge: row.CodeChallenge, Resource: row.Resource, Scope: row.Scope, ExpiresAt: row.ExpiresAt}
+		RedirectURI: row.RedirectUri, RedirectURISent: row.RedirectUriSent, CodeChallenge: row.CodeChallenge, Resource: row.Resource, Scope: row.Scope, ExpiresAt: row.ExpiresAt}
 	// The membership row is held until the grant is committed: a removal or a change of role
 	// that comes meanwhile waits, then revokes the grant (lockMembership).
 	role, err := q.OAuthCodeMemberRole(ctx, db.OAuthCodeMemberRoleParams{AccountID: row.AccountID, UserID: row.UserID})

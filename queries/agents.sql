@@ -38,9 +38,9 @@ FOR NO KEY UPDATE OF s;
 -- name: InsertAgentSession :one
 INSERT INTO agent_sessions (
     id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile,
-    max_turns, max_spend_micros, max_duration_seconds, state, key_id, trace_parent, oauth_grant_id
+    max_turns, max_spend_micros, max_duration_seconds, state, key_id, trace_parent, oauth_grant_id, started_by_user
 ) VALUES (
-    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'provisioning', $13, $14, $15
+    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'provisioning', $13, $14, $15, $16
 ) RETURNING *;
 
 -- name: GetAgentSession :one
@@ -207,3 +207,8 @@ SELECT pg_advisory_xact_lock(hashtextextended(sqlc.arg('lock_key')::text, 731820
 -- name: FinishAgentStopCommands :exec
 -- The stop commands of a session that has ended are done.
 UPDATE agent_commands SET status = 'done' WHERE session_id = $1 AND kind = 'stop' AND status = 'running';
+
+-- name: AgentStarterRole :one
+-- The role in the account of the member who started a session on the console; no row when
+-- they are no longer in it.
+SELECT role FROM memberships WHERE account_id = $1 AND user_id = $2;

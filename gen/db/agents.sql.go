@@ -31,6 +31,24 @@ func (q *Queries) AgentSessionUsage(ctx context.Context, agentSessionID pgtype.U
 	return i, err
 }
 
+const agentStarterRole = `-- name: AgentStarterRole :one
+SELECT role FROM memberships WHERE account_id = $1 AND user_id = $2
+`
+
+type AgentStarterRoleParams struct {
+	AccountID uuid.UUID
+	UserID    uuid.UUID
+}
+
+// The role in the account of the member who started a session on the console; no row when
+// they are no longer in it.
+func (q *Queries) AgentStarterRole(ctx context.Context, arg AgentStarterRoleParams) (string, error) {
+	row := q.db.QueryRow(ctx, agentStarterRole, arg.AccountID, arg.UserID)
+	var role string
+	err := row.Scan(&role)
+	return role, err
+}
+
 const allAgentEvents = `-- name: AllAgentEvents :many
 SELECT session_id, seq, account_id, kind, data, created_at FROM agent_events WHERE session_id = $1 ORDER BY seq
 `
@@ -244,7 +262,7 @@ func (q *Queries) FreeAgentSlots(ctx context.Context, accountID uuid.UUID) ([]Ag
 }
 
 const getAccountAgentSession = `-- name: GetAccountAgentSession :one
-SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent, oauth_grant_id FROM agent_sessions WHERE account_id = $1 AND id = $2
+SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent, oauth_grant_id, started_by_user FROM agent_sessions WHERE account_id = $1 AND id = $2
 `
 
 type GetAccountAgentSessionParams struct {
@@ -280,6 +298,7 @@ func (q *Queries) GetAccountAgentSession(ctx context.Context, arg GetAccountAgen
 		&i.EndedAt,
 		&i.TraceParent,
 		&i.OauthGrantID,
+		&i.StartedByUser,
 	)
 	return i, err
 }
@@ -375,7 +394,7 @@ func (q *Queries) GetAgentCommandByKey(ctx context.Context, arg GetAgentCommandB
 }
 
 const getAgentSession = `-- name: GetAgentSession :one
-SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent, oauth_grant_id FROM agent_sessions WHERE id = $1
+SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent, oauth_grant_id, started_by_user FROM agent_sessions WHERE id = $1
 `
 
 func (q *Queries) GetAgentSession(ctx context.Context, id uuid.UUID) (AgentSession, error) {
@@ -406,12 +425,13 @@ func (q *Queries) GetAgentSession(ctx context.Context, id uuid.UUID) (AgentSessi
 		&i.EndedAt,
 		&i.TraceParent,
 		&i.OauthGrantID,
+		&i.StartedByUser,
 	)
 	return i, err
 }
 
 const getAgentSessionForUpdate = `-- name: GetAgentSessionForUpdate :one
-SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent, oauth_grant_id FROM agent_sessions WHERE id = $1 FOR UPDATE
+SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent, oauth_grant_id, started_by_user FROM agent_sessions WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) GetAgentSessionForUpdate(ctx context.Context, id uuid.UUID) (AgentSession, error) {
@@ -442,6 +462,7 @@ func (q *Queries) GetAgentSessionForUpdate(ctx context.Context, id uuid.UUID) (A
 		&i.EndedAt,
 		&i.TraceParent,
 		&i.OauthGrantID,
+		&i.StartedByUser,
 	)
 	return i, err
 }
@@ -648,10 +669,10 @@ func (q *Queries) InsertAgentMessage(ctx context.Context, arg InsertAgentMessage
 const insertAgentSession = `-- name: InsertAgentSession :one
 INSERT INTO agent_sessions (
     id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile,
-    max_turns, max_spend_micros, max_duration_seconds, state, key_id, trace_parent, oauth_grant_id
+    max_turns, max_spend_micros, max_duration_seconds, state, key_id, trace_parent, oauth_grant_id, started_by_user
 ) VALUES (
-    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'provisioning', $13, $14, $15
-) RETURNING id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent, oauth_grant_id
+    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'provisioning', $13, $14, $15, $16
+) RETURNING id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent, oauth_grant_id, started_by_user
 `
 
 type InsertAgentSessionParams struct {
@@ -670,6 +691,7 @@ type InsertAgentSessionParams struct {
 	KeyID              pgtype.UUID
 	TraceParent        string
 	OauthGrantID       pgtype.UUID
+	StartedByUser      pgtype.UUID
 }
 
 func (q *Queries) InsertAgentSession(ctx context.Context, arg InsertAgentSessionParams) (AgentSession, error) {
@@ -689,6 +711,7 @@ func (q *Queries) InsertAgentSession(ctx context.Context, arg InsertAgentSession
 		arg.KeyID,
 		arg.TraceParent,
 		arg.OauthGrantID,
+		arg.StartedByUser,
 	)
 	var i AgentSession
 	err := row.Scan(
@@ -716,6 +739,7 @@ func (q *Queries) InsertAgentSession(ctx context.Context, arg InsertAgentSession
 		&i.EndedAt,
 		&i.TraceParent,
 		&i.OauthGrantID,
+		&i.StartedByUser,
 	)
 	return i, err
 }
@@ -794,7 +818,7 @@ func (q *Queries) LastAgentEventSeq(ctx context.Context, sessionID uuid.UUID) (i
 }
 
 const latestSlotSession = `-- name: LatestSlotSession :one
-SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent, oauth_grant_id FROM agent_sessions WHERE slot_id = $1 ORDER BY created_at DESC LIMIT 1
+SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent, oauth_grant_id, started_by_user FROM agent_sessions WHERE slot_id = $1 ORDER BY created_at DESC LIMIT 1
 `
 
 func (q *Queries) LatestSlotSession(ctx context.Context, slotID pgtype.UUID) (AgentSession, error) {
@@ -825,12 +849,13 @@ func (q *Queries) LatestSlotSession(ctx context.Context, slotID pgtype.UUID) (Ag
 		&i.EndedAt,
 		&i.TraceParent,
 		&i.OauthGrantID,
+		&i.StartedByUser,
 	)
 	return i, err
 }
 
 const listAccountAgentSessions = `-- name: ListAccountAgentSessions :many
-SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent, oauth_grant_id FROM agent_sessions
+SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent, oauth_grant_id, started_by_user FROM agent_sessions
 WHERE account_id = $1::uuid
   AND ($2::uuid IS NULL OR key_id = $2::uuid)
 ORDER BY created_at DESC LIMIT $3
@@ -877,6 +902,7 @@ func (q *Queries) ListAccountAgentSessions(ctx context.Context, arg ListAccountA
 			&i.EndedAt,
 			&i.TraceParent,
 			&i.OauthGrantID,
+			&i.StartedByUser,
 		); err != nil {
 			return nil, err
 		}
@@ -1149,7 +1175,7 @@ func (q *Queries) ListQueuedAgentMessages(ctx context.Context, sessionID uuid.UU
 }
 
 const liveSlotSessionForUpdate = `-- name: LiveSlotSessionForUpdate :one
-SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent, oauth_grant_id FROM agent_sessions WHERE slot_id = $1 AND state NOT IN ('stopped', 'failed') FOR UPDATE
+SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent, oauth_grant_id, started_by_user FROM agent_sessions WHERE slot_id = $1 AND state NOT IN ('stopped', 'failed') FOR UPDATE
 `
 
 func (q *Queries) LiveSlotSessionForUpdate(ctx context.Context, slotID pgtype.UUID) (AgentSession, error) {
@@ -1180,6 +1206,7 @@ func (q *Queries) LiveSlotSessionForUpdate(ctx context.Context, slotID pgtype.UU
 		&i.EndedAt,
 		&i.TraceParent,
 		&i.OauthGrantID,
+		&i.StartedByUser,
 	)
 	return i, err
 }

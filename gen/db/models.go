@@ -99,6 +99,7 @@ type AgentSession struct {
 	EndedAt            *time.Time
 	TraceParent        string
 	OauthGrantID       pgtype.UUID
+	StartedByUser      pgtype.UUID
 }
 
 type AgentSlot struct {

@@ -497,7 +497,7 @@ func (s *Service) spawnApproved(ctx context.Context, tx *store.AgentTx, a store.
 	if err != nil {
 		return uuid.Nil, err
 	}
-	row, err := s.createSession(ctx, tx, a.AccountID, fromPG(a.KeyID), fromPG(a.OauthGrantID), free[0], params, args.Purpose, uuid.Nil)
+	row, err := s.createSession(ctx, tx, a.AccountID, starter{key: fromPG(a.KeyID), grant: fromPG(a.OauthGrantID)}, free[0], params, args.Purpose, uuid.Nil)
 	if err != nil {
 		return uuid.Nil, err
 	}

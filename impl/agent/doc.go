@@ -64,6 +64,12 @@
 // through too (agent_approvals.oauth_grant_id), and such an approval cannot be approved, nor
 // its action run, once the grant stopped working (requesterGone), as for a revoked key.
 //
+// A session a member started on the console (SpawnForMember) acts for its account and records
+// the member (agent_sessions.started_by_user): every step checks that they are still in the
+// account, and a removed member's session ends (member_removed) before any further model call
+// (starterGone). Starting needs only a membership, so a lowered role keeps the session; the
+// console's sessions started before the member was recorded run as before, within their bounds.
+//
 // # Crashes
 //
 // A step's model call carries the request id agt_<session>_<turn>, and the ledger bills a

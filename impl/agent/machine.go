@@ -30,6 +30,9 @@ const (
 	// lost its access (its OAuth grant was revoked or reached the end of its lifetime, or its
 	// member left the account or lost the role they allowed the app with).
 	ReasonAccessRevoked = "access_revoked"
+	// ReasonMemberRemoved: the member who started the session on the console is no longer in
+	// the account.
+	ReasonMemberRemoved = "member_removed"
 )
 
 // Command statuses (spawn and stop) and message states.

@@ -271,8 +271,9 @@ func (w *stepWorker) work(ctx context.Context, job *river.Job[stepArgs]) error {
 // lookup (Options.KeyPrincipal), with the limits the metering and the routes apply to it; a
 // session without a key acts for its account alone. A reason instead ends the session:
 // access_revoked when the connected app whose approved agent_spawn started it lost its OAuth
-// grant (revoked, past its lifetime, or its member removed or their role lowered), key_revoked when the key was
-// revoked, disabled or has expired, key_limit when its model subset no longer holds the
+// grant (revoked, past its lifetime, or its member removed or their role lowered),
+// member_removed when the member who started it on the console left the account (starterGone),
+// key_revoked when the key was revoked, disabled or has expired, key_limit when its model subset no longer holds the
 // session's model. Its errors are dependency failures.
 func (s *Service) principal(ctx context.Context, row store.AgentSession) (auth.Principal, string, error) {
 	if grant := fromPG(row.OauthGrantID); grant != uuid.Nil {
@@ -283,6 +284,13 @@ func (s *Service) principal(ctx context.Context, row store.AgentSession) (auth.P
 		if gone {
 			return auth.Principal{}, ReasonAccessRevoked, nil
 		}
+	}
+	gone, err := s.starterGone(ctx, row)
+	if err != nil {
+		return auth.Principal{}, "", err
+	}
+	if gone {
+		return auth.Principal{}, ReasonMemberRemoved, nil
 	}
 	id := fromPG(row.KeyID)
 	if id == uuid.Nil {
@@ -303,6 +311,20 @@ func (s *Service) principal(ctx context.Context, row store.AgentSession) (auth.P
 		return auth.Principal{}, ReasonKeyLimit, nil
 	}
 	return p, "", nil
+}
+
+// starterGone reports whether the member who started the session on the console is no longer
+// in its account (false for a session a key or a connected app started, and for the console's
+// sessions started before migration 0029 recorded the member, which run as before). Starting a
+// session on the console needs only a membership, whatever its role, so a member whose role is
+// lowered keeps their session; a removed one's ends before any further model call.
+func (s *Service) starterGone(ctx context.Context, row store.AgentSession) (bool, error) {
+	user := fromPG(row.StartedByUser)
+	if user == uuid.Nil {
+		return false, nil
+	}
+	role, err := s.q.StarterRole(ctx, row.AccountID, user)
+	return role == "", err
 }
 
 // keyRoom is what is left of the credit cap of the principal's key in the current period (its

@@ -219,16 +219,19 @@ func names[V any](m map[string]V) string {
 	return strings.Join(out, ", ")
 }
 
+// starter is who a session acts for, each uuid.Nil when not: the API key, the OAuth grant of
+// the connected app whose approved agent_spawn started it, and the member who started it on the
+// console. The session ends when the one it records stops working (principal).
+type starter struct{ key, grant, user uuid.UUID }
+
 // createSession creates a session in the slot, with the prompt as its first message, and the
-// job that provisions it. key is the API key the session acts for and grant the OAuth grant of
-// the connected app whose approved agent_spawn started it (uuid.Nil: none); the session ends
-// when either stops working (principal).
-func (s *Service) createSession(ctx context.Context, tx *store.AgentTx, account, key, grant uuid.UUID, slot store.AgentSlot, p spawnParams, prompt string, command uuid.UUID) (_ store.AgentSession, err error) {
+// job that provisions it, recording by.
+func (s *Service) createSession(ctx context.Context, tx *store.AgentTx, account uuid.UUID, by starter, slot store.AgentSlot, p spawnParams, prompt string, command uuid.UUID) (_ store.AgentSession, err error) {
 	params := store.NewAgentSession{
 		ID: uuid.New(), AccountID: account, SlotID: pgUUID(slot.ID), SlotName: slot.Name, Model: p.model,
 		Purpose: store.CleanText(p.purpose), AgentName: store.CleanText(p.agentName), TargetEnvironment: p.environment, ResourceProfile: p.profile,
 		MaxTurns: int32(p.maxTurns), MaxSpendMicros: p.maxSpend, MaxDurationSeconds: int32(max(p.maxDuration/time.Second, 1)),
-		KeyID: pgUUID(key), OauthGrantID: pgUUID(grant),
+		KeyID: pgUUID(by.key), OauthGrantID: pgUUID(by.grant), StartedByUser: pgUUID(by.user),
 	}
 	// The session's trace starts here (trace.go); its steps continue it from the row.
 	spanCtx, span := startInvokeAgent(ctx, params)
@@ -263,11 +266,26 @@ func (s *Service) Spawn(ctx context.Context, p auth.Principal, slot, prompt, ide
 	return s.SpawnWith(ctx, p, slot, prompt, idempotencyKey, SpawnAction{})
 }
 
+// SpawnForMember is Spawn for a member of p's account on the console (p has no key): the
+// session records the member (user), and each of its steps checks that they are still in the
+// account, so that it does not outlive their membership.
+func (s *Service) SpawnForMember(ctx context.Context, p auth.Principal, user uuid.UUID, slot, prompt string) (SpawnResult, error) {
+	if user == uuid.Nil {
+		return SpawnResult{}, errors.New("agent: a member's spawn names no member")
+	}
+	return s.spawn(ctx, p, user, slot, prompt, "", SpawnAction{})
+}
+
 // SpawnWith is Spawn with the settings agent_spawn takes (its Purpose is the prompt's first
 // line, whatever set): a model the key may use, an environment, a resource profile, a name, and
 // bounds that may lower the profile's, each checked as agent_spawn's are (trial h13 D5: POST
 // /v1/agents left them out without a word).
 func (s *Service) SpawnWith(ctx context.Context, p auth.Principal, slot, prompt, idempotencyKey string, settings SpawnAction) (SpawnResult, error) {
+	return s.spawn(ctx, p, uuid.Nil, slot, prompt, idempotencyKey, settings)
+}
+
+// spawn is SpawnWith for the member user of p's account (uuid.Nil: none, a key's or an app's).
+func (s *Service) spawn(ctx context.Context, p auth.Principal, user uuid.UUID, slot, prompt, idempotencyKey string, settings SpawnAction) (SpawnResult, error) {
 	if strings.TrimSpace(slot) == "" {
 		return SpawnResult{}, apierror.Invalid("slot", "'slot' is required: the name of one of your agent slots")
 	}
@@ -304,7 +322,7 @@ func (s *Service) SpawnWith(ctx context.Context, p auth.Principal, slot, prompt,
 			return nil, busySlot(p, slot, live.row)
 		}
 		cmd := uuid.New()
-		row, err := s.createSession(ctx, tx, p.AccountID, p.KeyID, grantOf(p), sl, params, prompt, cmd)
+		row, err := s.createSession(ctx, tx, p.AccountID, starter{key: p.KeyID, grant: grantOf(p), user: user}, sl, params, prompt, cmd)
 		if err != nil {
 			return nil, err
 		}

@@ -36,6 +36,16 @@ func (a *AgentQueries) OAuthGrantActive(ctx context.Context, id uuid.UUID) (bool
 	return err == nil, err
 }
 
+// StarterRole returns the role in the account of the member who started a session on the
+// console, "" when they are no longer in it.
+func (a *AgentQueries) StarterRole(ctx context.Context, account, user uuid.UUID) (string, error) {
+	role, err := a.q.AgentStarterRole(ctx, db.AgentStarterRoleParams{AccountID: account, UserID: user})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	return role, err
+}
+
 // AccountHasModel reports whether the account may use the model.
 func (a *AgentQueries) AccountHasModel(ctx context.Context, account uuid.UUID, model string) (bool, error) {
 	_, err := a.q.GetAccountModel(ctx, db.GetAccountModelParams{AccountID: account, ModelID: model})

@@ -45,7 +45,8 @@ const (
 // startAgent starts a session in the form's slot with its first message (the page's "Start a
 // session"), as POST /v1/agents does for a key, and opens the session's page. The member acts
 // for the account with no key: no key's limits bind the session, as for the member's other
-// actions on the console; the session's own bounds (turns, spend, duration) hold.
+// actions on the console; the session's own bounds (turns, spend, duration) hold. The session
+// records the member, and ends (member_removed) at its next step once they leave the account.
 func (a *App) startAgent(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	if a.agents == nil {
 		a.fail(w, r, v, http.StatusNotFound, "Agents are not available on this gateway.")
@@ -55,7 +56,7 @@ func (a *App) startAgent(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	if !a.postedInShownAccount(w, r, v, "no agent session was started.") {
 		return
 	}
-	res, err := a.agents.Spawn(r.Context(), principal(v), slot, prompt, "")
+	res, err := a.agents.SpawnForMember(r.Context(), principal(v), v.User.ID, slot, prompt)
 	if err != nil {
 		a.failAgentAction(w, r, v, "start an agent session", err)
 		return

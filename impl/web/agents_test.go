@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"html"
 	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -331,5 +332,33 @@ func TestAgentsPageOffersASimulatorScript(t *testing.T) {
 				t.Errorf("the example offered: %v, the simulator named: %v; want %v:\n%.4000s", offered, said, c.simulated, p.Body)
 			}
 		})
+	}
+}
+
+// TestAgentStartRecordsTheMember: a session started on the Agents page records the member who
+// started it (agent_sessions.started_by_user), which each of its steps checks is still in the
+// account (impl/agent's TestConsoleSessionEndsWhenItsMemberIsRemoved). Before, it recorded
+// nobody and outlived a removed member.
+func TestAgentStartRecordsTheMember(t *testing.T) {
+	e := start(t, nil)
+	acme := e.account(t, "acme", aliceEmail, "member")
+	ctx := context.Background()
+	if _, err := db.New(e.Store.Pool()).InsertAgentSlot(ctx, db.InsertAgentSlotParams{AccountID: acme.ID, Name: "main"}); err != nil {
+		t.Fatal(err)
+	}
+	b := e.browser(t)
+	b.signIn(e, aliceEmail, alicePass)
+	if p := b.post("/agents/start", url.Values{"account_id": {acme.ID.String()}, "slot": {"main"}, "prompt": {"tidy the docs"}}); p.Status != http.StatusSeeOther {
+		t.Fatalf("starting a session: %d %.500s", p.Status, p.Body)
+	}
+	var starter, alice uuid.UUID
+	if err := e.Store.Pool().QueryRow(ctx, "SELECT started_by_user FROM agent_sessions WHERE account_id = $1", acme.ID).Scan(&starter); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Store.Pool().QueryRow(ctx, "SELECT id FROM users WHERE email = $1", aliceEmail).Scan(&alice); err != nil {
+		t.Fatal(err)
+	}
+	if starter != alice {
+		t.Fatalf("the session records %s as its starter, want alice (%s)", starter, alice)
 	}
 }

@@ -6,8 +6,10 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"html"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -263,5 +265,53 @@ func TestStaleSignInConsentReauthenticates(t *testing.T) {
 	form.Set("decision", "deny")
 	if p := b.post("/oauth/authorize", form); p.Status != http.StatusSeeOther || !strings.HasPrefix(p.Location, redirect+"?error=access_denied") {
 		t.Fatalf("a stale Deny: %d %s", p.Status, p.Location)
+	}
+}
+
+// TestConsentWithoutRedirectURI: an authorization request that leaves redirect_uri out (its
+// client registered one) is shown, and its form posts it back as it came, without one; Allow
+// sends the browser to the registered URI with a code, which the token endpoint redeems without
+// redirect_uri, as RFC 6749 section 4.1.3 allows when the authorization request carried none.
+// Before, the page filled the URI in, and the token endpoint required it always.
+func TestConsentWithoutRedirectURI(t *testing.T) {
+	e := start(t, nil)
+	acme := e.account(t, "acme", aliceEmail, "owner")
+	redirect := "https://agent.example/cb"
+	clientID := e.registerClient(t, "Agent", redirect)
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	verifier := base64.RawURLEncoding.EncodeToString(b)
+	sum := sha256.Sum256([]byte(verifier))
+	q := url.Values{"response_type": {"code"}, "client_id": {clientID}, "code_challenge": {base64.RawURLEncoding.EncodeToString(sum[:])},
+		"code_challenge_method": {"S256"}, "resource": {e.URL + "/api/mcp"}, "state": {"st-1"}}
+	alice := e.browser(t)
+	alice.signIn(e, aliceEmail, alicePass)
+	p := alice.get("/oauth/authorize?" + q.Encode())
+	if p.Status != http.StatusOK || !strings.Contains(p.Body, "agent.example") {
+		t.Fatalf("the consent page: %d %.2000s", p.Status, p.Body)
+	}
+	form := url.Values{"decision": {"allow"}, "account_id": {acme.ID.String()}}
+	for _, m := range regexp.MustCompile(`<input type="hidden" name="([a-z_]+)" value="([^"]*)">`).FindAllStringSubmatch(p.Body, -1) {
+		if m[1] != "csrf" && m[1] != "account_id" {
+			form.Set(m[1], html.UnescapeString(m[2]))
+		}
+	}
+	if form.Has("redirect_uri") {
+		t.Errorf("the consent form carries redirect_uri %q, which the request left out", form.Get("redirect_uri"))
+	}
+	p = alice.post("/oauth/authorize", form)
+	to, err := url.Parse(p.Location)
+	if p.Status != http.StatusSeeOther || err != nil || to.Scheme+"://"+to.Host+to.Path != redirect || to.Query().Get("code") == "" {
+		t.Fatalf("Allow: %d %s, want the registered redirect URI with a code", p.Status, p.Location)
+	}
+	resp, err := http.PostForm(e.URL+"/oauth/token", url.Values{"grant_type": {"authorization_code"}, "client_id": {clientID},
+		"code": {to.Query().Get("code")}, "code_verifier": {verifier}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK || out["access_token"] == nil {
+		t.Fatalf("the token request without redirect_uri: %d %v (%v)", resp.StatusCode, out, err)
 	}
 }

@@ -7,11 +7,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 	"github.com/tollgate/tollgate/impl/store"
+	"github.com/tollgate/tollgate/impl/usagespill"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -134,4 +136,20 @@ func usageLedger(t *testing.T, st *store.Store, acct uuid.UUID) map[string]store
 		out[e.IdempotencyKey] = e
 	}
 	return out
+}
+
+// goneProcessEntries returns n spill entries of a process that is gone, for acct: requests
+// gone-0 to gone-<n-1>, costing 10, 20, ... micro-units, and their costs by request id.
+func goneProcessEntries(acct uuid.UUID, n int) (map[string]int64, []usagespill.Entry) {
+	costs := make(map[string]int64, n)
+	entries := make([]usagespill.Entry, 0, n)
+	for i := range n {
+		id := fmt.Sprintf("gone-%d", i)
+		costs[id] = int64(10 * (i + 1))
+		entries = append(entries, usagespill.Entry{Holder: "a-process-that-is-gone", Record: store.UsageRecord{
+			AccountID: acct, RequestID: id, Model: "service-flint", Route: "/v1/chat/completions", CostMicros: costs[id],
+			Status: "completed", StartedAt: time.Now(), FinishedAt: time.Now(),
+		}})
+	}
+	return costs, entries
 }

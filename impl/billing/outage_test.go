@@ -470,16 +470,7 @@ func TestTornSpillTail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	costs := make(map[string]int64)
-	var entries []usagespill.Entry
-	for i := range 6 {
-		id := fmt.Sprintf("gone-%d", i)
-		costs[id] = int64(10 * (i + 1))
-		entries = append(entries, usagespill.Entry{Holder: "a-process-that-is-gone", Record: store.UsageRecord{
-			AccountID: acct, RequestID: id, Model: "service-flint", Route: "/v1/chat/completions", CostMicros: costs[id],
-			Status: "completed", StartedAt: time.Now(), FinishedAt: time.Now(),
-		}})
-	}
+	costs, entries := goneProcessEntries(acct, 6)
 	if _, err := sp.Append(entries[:5]); err != nil {
 		t.Fatal(err)
 	}
@@ -526,16 +517,7 @@ func TestSpillResyncGaveUpIsAnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	costs := make(map[string]int64)
-	var entries []usagespill.Entry
-	for i := range 3 {
-		id := fmt.Sprintf("gone-%d", i)
-		costs[id] = int64(10 * (i + 1))
-		entries = append(entries, usagespill.Entry{Holder: "a-process-that-is-gone", Record: store.UsageRecord{
-			AccountID: acct, RequestID: id, Model: "service-flint", Route: "/v1/chat/completions", CostMicros: costs[id],
-			Status: "completed", StartedAt: time.Now(), FinishedAt: time.Now(),
-		}})
-	}
+	costs, entries := goneProcessEntries(acct, 3)
 	if _, err := sp.Append(entries[:2]); err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,7 @@ local development cluster when unset); it needs no API key.
   credit show ACCOUNT [-n N]                balance and the newest ledger entries
   usage list ACCOUNT [-n N]                 the newest usage records: model, upstream, tokens by kind, hosted
                                             tool calls, cost, status (on credit: served in an outage)
-` + usageExportUsage + `  model grant ACCOUNT MODEL                 let the account use a configured model
+` + usageExportUsage + usageImportSpillUsage + `  model grant ACCOUNT MODEL                 let the account use a configured model
   model revoke ACCOUNT MODEL                withdraw a model from the account
   model list ACCOUNT                        the account's models
 ` + datasetUsage + agentAdminUsage + memberAdminUsage + auditAdminUsage + `
@@ -126,6 +126,8 @@ func (a *admin) run(ctx context.Context, noun, verb string, args []string) error
 		return a.usageList(ctx, args)
 	case "usage export":
 		return a.usageExport(ctx, args)
+	case "usage import-spill":
+		return a.usageImportSpill(ctx, args)
 	case "model grant", "model revoke", "model list":
 		return a.model(ctx, verb, args)
 	case "dataset put", "dataset list", "dataset delete":

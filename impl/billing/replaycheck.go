@@ -54,16 +54,22 @@ func spilledFault(r store.UsageRecord) string {
 }
 
 // replayFault says why an inherited record read back from the spill file is not applied (""
-// when it is applied): spilledFault, or an account the database does not know. known caches
-// the accounts looked up during one replay pass. An error is the database's: the pass is
-// retried.
+// when it is applied): recordFault against the meter's store.
 func (m *Meter) replayFault(ctx context.Context, r store.UsageRecord, known map[uuid.UUID]bool) (string, error) {
+	return recordFault(ctx, m.st, r, known)
+}
+
+// recordFault says why a record read back from the spill file, or from a file it set aside, is
+// not applied ("" when it is): spilledFault, or an account the database does not know. known
+// caches the accounts looked up during one pass. An error is the database's: the pass is
+// retried.
+func recordFault(ctx context.Context, st *store.Store, r store.UsageRecord, known map[uuid.UUID]bool) (string, error) {
 	if f := spilledFault(r); f != "" {
 		return f, nil
 	}
 	ok, seen := known[r.AccountID]
 	if !seen {
-		_, err := m.st.GetAccount(ctx, r.AccountID)
+		_, err := st.GetAccount(ctx, r.AccountID)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return "", err
 		}

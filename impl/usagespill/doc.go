@@ -31,6 +31,9 @@
 // meter's call (impl/billing), and Quarantine keeps one it does not apply in a file beside the
 // spill (<name>.quarantine, 0600), once: a record the file holds already (a process that
 // quarantined it died before Reset, and the next one read it again) is not written twice.
+// ReadSetAside reads the records of the files set aside (a quarantine file, or the whole
+// frames of a torn or damaged one, found as Open finds them), for an operator to bill them
+// once they are seen to be genuine (tollgate admin usage import-spill).
 // Open makes the spill file 0600, and OpenDir its directory 0700, whatever they were before.
 //
 // # Size and emptying

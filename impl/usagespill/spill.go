@@ -219,7 +219,7 @@ func (s *Spill) load(now func() time.Time) error {
 	if string(got) != header {
 		return fmt.Errorf("%w: %s", ErrNotSpill, s.path)
 	}
-	end, records, err := scan(s.f, int64(len(header)), n)
+	end, records, err := scan(s.f, int64(len(header)), n, nil)
 	if err != nil {
 		return err
 	}
@@ -238,7 +238,7 @@ func (s *Spill) load(now func() time.Time) error {
 			break
 		}
 		damaged = append(damaged, span{end, next})
-		e, r, err := scan(s.f, next, n)
+		e, r, err := scan(s.f, next, n, nil)
 		if err != nil {
 			return err
 		}
@@ -430,8 +430,8 @@ func (s *Spill) compact(good []span) (int64, error) {
 
 // scan reads the frames from off to n and returns the end of the last whole one and how many
 // there are. A frame that is short, too long, fails its checksum or does not decode ends the
-// readable part.
-func scan(f *os.File, off, n int64) (end, records int64, err error) {
+// readable part. keep, when not nil, is given each whole frame's entry and offset.
+func scan(f *os.File, off, n int64, keep func(Entry, int64)) (end, records int64, err error) {
 	r := bufio.NewReaderSize(io.NewSectionReader(f, off, n-off), 1<<16)
 	end = off
 	for {
@@ -442,8 +442,12 @@ func scan(f *os.File, off, n int64) (end, records int64, err error) {
 		if err != nil {
 			return 0, 0, fmt.Errorf("usagespill: read %s: %w", f.Name(), err)
 		}
-		if _, err := decode(payload); err != nil {
+		e, err := decode(payload)
+		if err != nil {
 			return end, records, nil
+		}
+		if keep != nil {
+			keep(e, end)
 		}
 		end += size
 		records++

@@ -62,6 +62,8 @@ func reimportLine(r billing.Reimported, apply bool) string {
 	switch {
 	case r.Fault != "":
 		line += "still fails: " + r.Fault
+	case r.AlreadyBilled && !apply:
+		line += "billed already, would be skipped"
 	case r.AlreadyBilled:
 		line += "billed already, skipped"
 	case r.Billed:

@@ -29,8 +29,8 @@ func importRecord(account uuid.UUID, id string, micros int64) usagespill.Entry {
 // replay set aside (one of an account that was missing when it ran and exists now, one of an
 // account that is still missing, one with a negative amount) says per record what it would do
 // and changes nothing; with -apply it bills the first once, reports the other two as still
-// failing (not billed) and exits 1; run again it skips the first as billed already. The file is
-// never changed. A damaged file's whole records are found and billed, and one already billed
+// failing (not billed) and exits 1; run again it skips the first as billed already, as a dry
+// run then says it would. The file is never changed. A damaged file's whole records are found and billed, and one already billed
 // is skipped.
 func TestAdminUsageImportSpill(t *testing.T) {
 	url := pgtest.ConnString(t)
@@ -112,6 +112,12 @@ func TestAdminUsageImportSpill(t *testing.T) {
 		if b := balance(); b != start-1_234 {
 			t.Errorf("run %d: balance %d, want %d (billed once)", run, b, start-1_234)
 		}
+	}
+	// A dry run now says the record is billed already.
+	out, err = adminRun(t, "usage import-spill "+quarantine)
+	if err != nil || !strings.Contains(out, "req-restored account "+acme.ID.String()+" cost 1234 micros ($0.001234): billed already, would be skipped") ||
+		!strings.Contains(out, "3 records: 0 would be billed (0 micros, $0.000000), 1 billed already, 2 still failing") {
+		t.Errorf("dry run after -apply: %v\n%s", err, out)
 	}
 	if records, micros, err := st.UsageTotals(ctx, acme.ID); err != nil || records != 1 || micros != 1_234 {
 		t.Errorf("acme's usage: %d records, %d micros (%v), want the restored one only", records, micros, err)

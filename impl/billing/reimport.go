@@ -23,7 +23,8 @@ type Reimported struct {
 	Fault string
 	// Billed reports that it was written and billed now; AlreadyBilled that its request had
 	// been billed already (an earlier import, or the record reached the database another way),
-	// so it was skipped. Both are false in a dry run and for a record with a Fault.
+	// so it was (or would be) skipped. Both are false for a record with a Fault, and Billed in
+	// a dry run.
 	Billed, AlreadyBilled bool
 }
 
@@ -42,6 +43,12 @@ func Reimport(ctx context.Context, st *store.Store, records []usagespill.SetAsid
 			return out, fmt.Errorf("billing: check the record of request %q: %w", r.Entry.Record.RequestID, err)
 		}
 		done := Reimported{SetAside: r, Fault: fault}
+		if !apply && fault == "" {
+			// What WriteUsage would skip, said without writing.
+			if done.AlreadyBilled, err = st.UsageBilled(ctx, r.Entry.Record.AccountID, r.Entry.Record.RequestID); err != nil {
+				return out, fmt.Errorf("billing: look up the record of request %q: %w", r.Entry.Record.RequestID, err)
+			}
+		}
 		if apply && fault == "" {
 			res, err := st.WriteUsage(ctx, ReimportHolder, []store.UsageRecord{r.Entry.Record})
 			if err != nil {

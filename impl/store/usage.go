@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/tollgate/tollgate/gen/db"
 	"github.com/tollgate/tollgate/impl/price"
@@ -142,6 +144,16 @@ func (b *UsageBatch) addRest(rest UsageBatch) {
 
 // UsageLedgerKey is the idempotency key of a request's usage entry in the credit ledger.
 func UsageLedgerKey(requestID string) string { return "usage:" + requestID }
+
+// UsageBilled reports whether the account's request has its usage entry in the ledger: the
+// check by which WriteUsage skips a request billed already.
+func (s *Store) UsageBilled(ctx context.Context, accountID uuid.UUID, requestID string) (bool, error) {
+	_, err := s.q.GetLedgerEntryByKey(ctx, db.GetLedgerEntryByKeyParams{AccountID: accountID, IdempotencyKey: UsageLedgerKey(requestID)})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
 
 // WriteUsage writes a batch of usage records and bills them, in one transaction of two
 // statements whatever the batch size: it locks the batch's accounts (in id order, so that

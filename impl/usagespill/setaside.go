@@ -120,11 +120,11 @@ func readSaved(path string) (SetAsideFile, error) {
 	keep := func(e Entry, off int64) {
 		out.Records = append(out.Records, SetAside{Entry: e, Where: "offset " + strconv.FormatInt(off, 10)})
 	}
-	end, _, err := scan(f, 0, n, keep)
+	budget := newResyncWork()
+	end, _, err := scan(budget.reader, f, 0, n, keep)
 	if err != nil {
 		return out, err
 	}
-	budget := &resyncWork{left: resyncBudget}
 	for end < n {
 		next, found, err := resync(f, end, n, budget)
 		if err != nil {
@@ -134,7 +134,7 @@ func readSaved(path string) (SetAsideFile, error) {
 			break
 		}
 		out.Unread += next - end
-		if end, _, err = scan(f, next, n, keep); err != nil {
+		if end, _, err = scan(budget.reader, f, next, n, keep); err != nil {
 			return out, err
 		}
 	}

@@ -219,7 +219,8 @@ func (s *Spill) load(now func() time.Time) error {
 	if string(got) != header {
 		return fmt.Errorf("%w: %s", ErrNotSpill, s.path)
 	}
-	end, records, err := scan(s.f, int64(len(header)), n, nil)
+	budget := newResyncWork()
+	end, records, err := scan(budget.reader, s.f, int64(len(header)), n, nil)
 	if err != nil {
 		return err
 	}
@@ -227,7 +228,6 @@ func (s *Spill) load(now func() time.Time) error {
 	// it are kept (a crash tears only the last write).
 	good := []span{{int64(len(header)), end}}
 	var damaged []span
-	budget := &resyncWork{left: resyncBudget}
 	for end < n {
 		next, found, err := resync(s.f, end, n, budget)
 		s.report.ResyncHashed, s.report.ResyncGaveUp, s.report.ResyncRead = budget.hashed, budget.gaveUp, budget.read
@@ -238,7 +238,7 @@ func (s *Spill) load(now func() time.Time) error {
 			break
 		}
 		damaged = append(damaged, span{end, next})
-		e, r, err := scan(s.f, next, n, nil)
+		e, r, err := scan(budget.reader, s.f, next, n, nil)
 		if err != nil {
 			return err
 		}
@@ -275,10 +275,19 @@ func (s *Spill) load(now func() time.Time) error {
 type span struct{ start, end int64 }
 
 // resyncWork is what is left of the checksumming Open may do to resynchronise (in bytes), and
-// what it did.
+// what it did, with the buffers of the pass over the file, which its scans (reader) and its
+// resyncs (window) reuse: allocated afresh for every damaged region, they made a file of many
+// small regions cost some 4 GiB of allocation before the read bound stopped the search.
 type resyncWork struct {
 	left, hashed, read int64
 	gaveUp             bool
+	reader             *bufio.Reader
+	window             []byte
+}
+
+// newResyncWork is the work of one pass over a file, with the whole budget.
+func newResyncWork() *resyncWork {
+	return &resyncWork{left: resyncBudget, reader: bufio.NewReaderSize(nil, 1<<16)}
 }
 
 // resync finds the first offset after from and before n at which a whole frame starts whose
@@ -300,7 +309,8 @@ func resync(f *os.File, from, n int64, work *resyncWork) (next int64, found bool
 		small  = 4 << 10
 		window = 4 << 20 // a frame's longest (1 MiB and its head) fits with room to slide
 	)
-	var buf []byte
+	buf := work.window[:0]
+	defer func() { work.window = buf }()
 	base := int64(-1)
 	read := func(pos int64, size int64) error {
 		size = min(size, n-pos)
@@ -377,15 +387,18 @@ func ignoreGaveUp(err error) error {
 }
 
 // saveSpans copies the bytes of spans, one after another, to a file beside the spill named
-// with suffix and the time, and returns its name.
+// with suffix and the time, and returns its name. The spans share one copy buffer: io.Copy to
+// the file allocated 32 KiB for each (the file's ReadFrom falls back to a copy of its own for
+// a reader that is not a file), which the writer wrapping out hides.
 func (s *Spill) saveSpans(spans []span, suffix string, now time.Time) (string, error) {
 	name := s.path + suffix + strconv.FormatInt(now.UnixNano(), 10)
 	out, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return "", err
 	}
+	buf := make([]byte, 32<<10)
 	for _, sp := range spans {
-		if _, err = io.Copy(out, io.NewSectionReader(s.f, sp.start, sp.end-sp.start)); err != nil {
+		if _, err = io.CopyBuffer(struct{ io.Writer }{out}, io.NewSectionReader(s.f, sp.start, sp.end-sp.start), buf); err != nil {
 			break
 		}
 	}
@@ -429,10 +442,11 @@ func (s *Spill) compact(good []span) (int64, error) {
 }
 
 // scan reads the frames from off to n and returns the end of the last whole one and how many
-// there are. A frame that is short, too long, fails its checksum or does not decode ends the
-// readable part. keep, when not nil, is given each whole frame's entry and offset.
-func scan(f *os.File, off, n int64, keep func(Entry, int64)) (end, records int64, err error) {
-	r := bufio.NewReaderSize(io.NewSectionReader(f, off, n-off), 1<<16)
+// there are, reading through r (reset to the region). A frame that is short, too long, fails
+// its checksum or does not decode ends the readable part. keep, when not nil, is given each
+// whole frame's entry and offset.
+func scan(r *bufio.Reader, f *os.File, off, n int64, keep func(Entry, int64)) (end, records int64, err error) {
+	r.Reset(io.NewSectionReader(f, off, n-off))
 	end = off
 	for {
 		payload, size, err := nextFrame(r)

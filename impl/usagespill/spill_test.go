@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -665,5 +666,40 @@ func TestSmallestFramesAreBounded(t *testing.T) {
 	}
 	if r.Records != int64(r.DamagedRegions)+1 {
 		t.Errorf("%d records for %d regions: want the whole frames before the bound kept", r.Records, r.DamagedRegions)
+	}
+}
+
+// TestDamagedRegionsShareOneBuffer: Open's search after damage allocated a 64 KiB read buffer
+// (and a 4 KiB window) for every damaged region, so a file of the smallest frames each followed
+// by a byte of junk made it allocate some 4 GiB before its read bound (256 MiB) stopped it. One
+// pass over the file now reuses its buffers: the bytes Open allocates over a file of 2,000
+// damaged regions stay within a few MiB and a little per region (each record is decoded and
+// kept).
+func TestDamagedRegionsShareOneBuffer(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "u.spill")
+	payload := []byte("{}")
+	var unit [frameHead + 2 + 1]byte
+	binary.LittleEndian.PutUint32(unit[:4], uint32(len(payload)))
+	binary.LittleEndian.PutUint32(unit[4:8], crc32.Update(crc32.Checksum(unit[:4], castagnoli), castagnoli, payload))
+	copy(unit[frameHead:], payload)
+	unit[len(unit)-1] = 0xee
+	const regions = 2_000
+	b := append([]byte(header), bytes.Repeat(unit[:], regions)...)
+	b = append(b, unit[:len(unit)-1]...)
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	s := open(t, path, Options{})
+	runtime.ReadMemStats(&after)
+	r := s.Report()
+	if r.DamagedRegions != regions || r.Records != regions+1 || r.ResyncGaveUp {
+		t.Fatalf("report %+v, want %d damaged regions and %d records", r, regions, regions+1)
+	}
+	allocated := after.TotalAlloc - before.TotalAlloc
+	t.Logf("Open allocated %d bytes for %d damaged regions", allocated, regions)
+	if limit := uint64(4<<20 + 2<<10*regions); allocated > limit {
+		t.Errorf("Open allocated %d bytes for %d damaged regions, more than %d", allocated, regions, limit)
 	}
 }

@@ -165,3 +165,32 @@ func TestUsageBilledWhileTheBalanceCovers(t *testing.T) {
 		t.Errorf("balance %d held %d; entry %+v", credit.BalanceMicros, credit.HeldMicros, last)
 	}
 }
+
+// TestUsageBilledAsksTheAccountsLedger: UsageBilled, by which the dry run of `admin usage
+// import-spill` tells a record billed already, reports a request WriteUsage billed, not one it
+// did not, and not the request of the same id of another account (request ids are unique per
+// account only).
+func TestUsageBilledAsksTheAccountsLedger(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t)
+	acct, other := fundedAccount(t, st, 10_000), fundedAccount(t, st, 10_000)
+	now := time.Now()
+	res, err := st.WriteUsage(ctx, "", []store.UsageRecord{{AccountID: acct, RequestID: "billed", Model: "m", Route: "/v1/messages",
+		CostMicros: 5, Status: "completed", StartedAt: now, FinishedAt: now}})
+	if err != nil || res.Written != 1 {
+		t.Fatalf("write: %+v, %v", res, err)
+	}
+	for _, c := range []struct {
+		acct    uuid.UUID
+		request string
+		want    bool
+	}{{acct, "billed", true}, {acct, "not-billed", false}, {other, "billed", false}} {
+		got, err := st.UsageBilled(ctx, c.acct, c.request)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != c.want {
+			t.Errorf("UsageBilled(%s, %q) = %v, want %v", c.acct, c.request, got, c.want)
+		}
+	}
+}

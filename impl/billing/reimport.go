@@ -32,8 +32,10 @@ type Reimported struct {
 // replay's rules, now that an operator has looked at them (an account that was missing may be
 // back), and, when apply is set, bills those that pass, one transaction a record, idempotently
 // by request id as the replay does (store.WriteUsage skips a request billed already). A record
-// that still fails is not billed. It stops at the first database error, with what it did so
-// far.
+// that still fails is not billed; one the database refuses as data again (the writer set it
+// aside for that, and its cause is not fixed) still fails with the database's reason, which
+// only the write finds, so a dry run says it would be billed. It stops at the first other
+// database error, with what it did so far.
 func Reimport(ctx context.Context, st *store.Store, records []usagespill.SetAside, apply bool) ([]Reimported, error) {
 	known := make(map[uuid.UUID]bool)
 	out := make([]Reimported, 0, len(records))
@@ -51,6 +53,13 @@ func Reimport(ctx context.Context, st *store.Store, records []usagespill.SetAsid
 		}
 		if apply && fault == "" {
 			res, err := st.WriteUsage(ctx, ReimportHolder, []store.UsageRecord{r.Entry.Record})
+			if err != nil && store.RefusedData(err) {
+				// Refused as data again (the cause is not fixed yet): this record still fails, and
+				// the next is tried.
+				done.Fault = "refused by the database: " + err.Error()
+				out = append(out, done)
+				continue
+			}
 			if err != nil {
 				return out, fmt.Errorf("billing: bill the record of request %q: %w", r.Entry.Record.RequestID, err)
 			}

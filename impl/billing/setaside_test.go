@@ -3,6 +3,7 @@ package billing
 import (
 	"context"
 	"math"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tollgate/tollgate/impl/price"
+	"github.com/tollgate/tollgate/impl/usagespill"
 )
 
 // TestRecordRefusedAsDataIsSetAside: trial h7's D1. An upstream reported 9,223,372,036,854,775,807
@@ -128,4 +130,82 @@ func TestSplitBatchFailingAfterItsFirstHalfCountsItOnce(t *testing.T) {
 	}
 	checkBilledOnce(t, st, acct, granted, map[string]int64{"before": streamCost(1000, 5), "after": streamCost(1000, 5)})
 	checkBilledOnce(t, st, other, granted, map[string]int64{"other": streamCost(1000, 5)})
+}
+
+// TestRecordRefusedAsDataIsQuarantined: a record the database refused as data was only logged
+// and counted (TestRecordRefusedAsDataIsSetAside), in no file, so `admin usage import-spill`
+// could not bill it once an operator had fixed the cause. With a spill it is kept in the
+// spill's quarantine file with the database's reason; an import while the database still
+// refuses it reports it as failing, with that reason, and goes on; once the cause is gone
+// (here a trigger, dropped) the import bills it, once.
+func TestRecordRefusedAsDataIsQuarantined(t *testing.T) {
+	ctx := context.Background()
+	cs, st := newDB(t)
+	const granted = 10_000_000
+	acct := newAccount(t, st, granted)
+	db, err := pgx.Connect(ctx, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(ctx)
+	if _, err := db.Exec(ctx, `
+		CREATE FUNCTION usage_faults() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF NEW.request_id = 'bad' THEN
+				RAISE EXCEPTION 'refused as data by the test' USING ERRCODE = '23514';
+			END IF;
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER usage_faults BEFORE INSERT ON usage_records FOR EACH ROW EXECUTE FUNCTION usage_faults()`); err != nil {
+		t.Fatal(err)
+	}
+	sp := openSpill(t, filepath.Join(t.TempDir(), "usage-0.spill"), usagespill.Options{})
+	m := New(st, Options{Spill: sp, Holder: "host/1/abcd", FlushInterval: time.Hour, RetryMax: 50 * time.Millisecond})
+	p := checkpointPrice
+	for _, id := range []string{"before", "bad", "after"} {
+		r, err := m.Reserve(ctx, acct, id, 100_000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.SettleUsage(UsageRecord{Model: "m", Route: "/v1/messages", Tokens: price.Tokens{Uncached: 1000, Output: 5}, Price: &p, Status: "ok"})
+	}
+	if err := m.flushAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := m.WriterStats(); s.SetAside != 1 || s.Backlog != 0 {
+		t.Errorf("writer %+v: want one record set aside, nothing waiting", s)
+	}
+	if err := m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	file, err := usagespill.ReadSetAside(sp.Path() + ".quarantine")
+	if err != nil {
+		t.Fatalf("the refused record is not in the quarantine file: %v", err)
+	}
+	if len(file.Records) != 1 || file.Unread != 0 {
+		t.Fatalf("quarantine file %+v, want the refused record only", file)
+	}
+	q := file.Records[0]
+	if q.Entry.Record.RequestID != "bad" || q.Entry.Record.AccountID != acct || q.Entry.Holder != "host/1/abcd" ||
+		q.Entry.Record.CostMicros != streamCost(1000, 5) || !strings.Contains(q.Reason, "refused as data by the test") {
+		t.Errorf("quarantined %+v (%s), want request bad of the account, its cost and the database's reason", q.Entry, q.Reason)
+	}
+
+	// The cause is not fixed yet: the record still fails, with the database's reason.
+	done, err := Reimport(ctx, st, file.Records, true)
+	if err != nil || len(done) != 1 || done[0].Billed || !strings.Contains(done[0].Fault, "refused as data by the test") {
+		t.Fatalf("import while the database refuses the record: %+v, %v", done, err)
+	}
+	checkBilledOnce(t, st, acct, granted, map[string]int64{"before": streamCost(1000, 5), "after": streamCost(1000, 5)})
+
+	if _, err := db.Exec(ctx, `DROP TRIGGER usage_faults ON usage_records`); err != nil {
+		t.Fatal(err)
+	}
+	for run := 1; run <= 2; run++ {
+		done, err = Reimport(ctx, st, file.Records, true)
+		if err != nil || len(done) != 1 || done[0].Fault != "" || done[0].Billed != (run == 1) || done[0].AlreadyBilled != (run == 2) {
+			t.Fatalf("import %d once the cause is fixed: %+v, %v", run, done, err)
+		}
+	}
+	checkBilledOnce(t, st, acct, granted, map[string]int64{"before": streamCost(1000, 5), "bad": streamCost(1000, 5), "after": streamCost(1000, 5)})
 }

@@ -580,7 +580,8 @@ func (m *Meter) replayFaults(ctx context.Context, entries []usagespill.Entry, af
 // does not hold) would be refused on every retry, and every record behind it would wait
 // forever (trial h7: one upstream's absurd token count stopped billing for every account). It
 // is written in halves, down to the record the database refuses, which is set aside: logged
-// whole at error level, counted (tollgate_usage_records_set_aside_total), and not billed.
+// whole at error level, counted (tollgate_usage_records_set_aside_total), kept in the spill's
+// quarantine file when there is a spill (setAsideRecord), and not billed.
 //
 // It returns how many records of the batch, from its start, were written (or set aside) and
 // accounted for: all of them, or none, unless a batch written in halves fails after its first
@@ -601,7 +602,7 @@ func (m *Meter) writeBatch(ctx context.Context, holder string, own bool, batch [
 			n, err := m.writeBatch(ctx, holder, own, batch[mid:])
 			return mid + n, err
 		}
-		m.setAsideRecord(batch[0], err)
+		m.setAsideRecord(holder, batch[0], err)
 		res, err = store.UsageBatch{}, nil
 	}
 	if err != nil {
@@ -672,11 +673,21 @@ func (m *Meter) writeBatch(ctx context.Context, holder string, own bool, batch [
 	return len(batch), nil
 }
 
-// setAsideRecord logs and counts a usage record the database refused as data (see writeBatch).
-func (m *Meter) setAsideRecord(r store.UsageRecord, err error) {
+// setAsideRecord logs and counts a usage record of holder's that the database refused as data
+// (see writeBatch), and, when the meter has a spill, keeps it in the spill's quarantine file
+// with the database's reason, from which `tollgate admin usage import-spill` bills it once an
+// operator has fixed the cause. Without a spill, or when the quarantine file cannot be
+// written, the log line, which holds the whole record, is all that is left of it. A record the
+// quarantine file holds already is not written there again.
+func (m *Meter) setAsideRecord(holder string, r store.UsageRecord, err error) {
 	m.setAside.Add(1)
+	saved, saveErr := "", error(nil)
+	if m.opts.Spill != nil {
+		saved, _, saveErr = m.opts.Spill.Quarantine(usagespill.Entry{Holder: holder, Record: r}, "refused by the database: "+err.Error())
+	}
 	m.opts.Logger.Error("billing: the database refuses a usage record as data; it is set aside, not billed",
-		"err", err, "account", r.AccountID, "request_id", r.RequestID, "record", fmt.Sprintf("%+v", r))
+		"err", err, "account", r.AccountID, "request_id", r.RequestID, "record", fmt.Sprintf("%+v", r),
+		"saved_to", saved, "save_err", saveErr)
 }
 
 // noteWriteFailed counts a failed write and logs the start of an outage: the first failure

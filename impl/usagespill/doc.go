@@ -28,8 +28,8 @@
 // that bound, the rest of the file is set aside as a torn tail and the report says so.
 //
 // A checksum finds damage, not forgery: whether a record read back is one to apply is the
-// meter's call (impl/billing), and Quarantine keeps one it does not apply in a file beside the
-// spill (<name>.quarantine, 0600), once: a record the file holds already (a process that
+// meter's call (impl/billing), and Quarantine keeps one it does not apply, or one the database
+// refused as data, in a file beside the spill (<name>.quarantine, 0600), once: a record the file holds already (a process that
 // quarantined it died before Reset, and the next one read it again) is not written twice.
 // ReadSetAside reads the records of the files set aside (a quarantine file, or the whole
 // frames of a torn or damaged one, found as Open finds them), for an operator to bill them

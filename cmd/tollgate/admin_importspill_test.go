@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 	"github.com/tollgate/tollgate/impl/store"
@@ -168,5 +169,69 @@ func TestAdminUsageImportSpill(t *testing.T) {
 	}
 	if _, err := adminRun(t, "usage import-spill "+spill.Path()); exitStatus(err) != 2 {
 		t.Errorf("the spill itself: %v, want a usage error", err)
+	}
+}
+
+// TestAdminUsageImportSpillRefusedByTheDatabase: a record the usage writer set aside because the
+// database refused it as data (kept in the quarantine file with the database's reason, see
+// impl/billing's TestRecordRefusedAsDataIsQuarantined) is, while the database still refuses it,
+// reported by `admin usage import-spill -apply` as still failing with that reason, the next
+// record billed all the same, and exit 1; once the cause is fixed (here a trigger, dropped) it
+// is billed, once.
+func TestAdminUsageImportSpillRefusedByTheDatabase(t *testing.T) {
+	url := pgtest.ConnString(t)
+	t.Setenv("DATABASE_URL", url)
+	t.Setenv("LOG_LEVEL", "error")
+	ctx := context.Background()
+	mustAdmin(t, "account create acme -plan demo")
+	st, acme := openAccount(t, url, "acme")
+	db, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(ctx)
+	if _, err := db.Exec(ctx, `
+		CREATE FUNCTION usage_faults() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF NEW.request_id = 'req-refused' THEN
+				RAISE EXCEPTION 'refused as data by the test' USING ERRCODE = '23514';
+			END IF;
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER usage_faults BEFORE INSERT ON usage_records FOR EACH ROW EXECUTE FUNCTION usage_faults()`); err != nil {
+		t.Fatal(err)
+	}
+	spill, err := usagespill.Open(filepath.Join(t.TempDir(), "usage-0.spill"), usagespill.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spill.Close()
+	var quarantine string
+	for _, e := range []usagespill.Entry{importRecord(acme.ID, "req-refused", 500), importRecord(acme.ID, "req-next", 70)} {
+		if quarantine, _, err = spill.Quarantine(e, "refused by the database: an earlier refusal"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := adminRun(t, "usage import-spill -apply "+quarantine)
+	if exitStatus(err) != 1 {
+		t.Errorf("while the database refuses the record: %v (exit %d), want exit 1\n%s", err, exitStatus(err), out)
+	}
+	for _, want := range []string{"line 1: request req-refused account " + acme.ID.String() + " cost 500 micros ($0.000500): still fails: refused by the database: ERROR: refused as data by the test",
+		"line 2: request req-next account " + acme.ID.String() + " cost 70 micros ($0.000070): billed",
+		"2 records: 1 billed (70 micros, $0.000070), 0 billed already, 1 still failing"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("while the database refuses the record: no %q in\n%s", want, out)
+		}
+	}
+	if _, err := db.Exec(ctx, `DROP TRIGGER usage_faults ON usage_records`); err != nil {
+		t.Fatal(err)
+	}
+	out, err = adminRun(t, "usage import-spill -apply "+quarantine)
+	if err != nil || !strings.Contains(out, "req-refused account "+acme.ID.String()+" cost 500 micros ($0.000500): billed") ||
+		!strings.Contains(out, "2 records: 1 billed (500 micros, $0.000500), 1 billed already, 0 still failing") {
+		t.Errorf("once the cause is fixed: %v\n%s", err, out)
+	}
+	if records, micros, err := st.UsageTotals(ctx, acme.ID); err != nil || records != 2 || micros != 570 {
+		t.Errorf("acme's usage: %d records, %d micros (%v), want both, once", records, micros, err)
 	}
 }

@@ -678,13 +678,20 @@ func (m *Meter) writeBatch(ctx context.Context, holder string, own bool, batch [
 // with the database's reason, from which `tollgate admin usage import-spill` bills it once an
 // operator has fixed the cause. Without a spill, or when the quarantine file cannot be
 // written, the log line, which holds the whole record, is all that is left of it. A record the
-// quarantine file holds already is not written there again.
+// quarantine file holds already (a process set it aside, then died before it emptied its
+// spill, and the next one replayed it) is not written there, counted or logged as an error
+// again, as the replay's quarantine does.
 func (m *Meter) setAsideRecord(holder string, r store.UsageRecord, err error) {
-	m.setAside.Add(1)
-	saved, saveErr := "", error(nil)
+	saved, added, saveErr := "", true, error(nil)
 	if m.opts.Spill != nil {
-		saved, _, saveErr = m.opts.Spill.Quarantine(usagespill.Entry{Holder: holder, Record: r}, "refused by the database: "+err.Error())
+		saved, added, saveErr = m.opts.Spill.Quarantine(usagespill.Entry{Holder: holder, Record: r}, "refused by the database: "+err.Error())
 	}
+	if saveErr == nil && !added {
+		m.opts.Logger.Info("billing: the database refuses a usage record that was set aside already; it is passed over",
+			"err", err, "account", r.AccountID, "request_id", r.RequestID, "saved_to", saved)
+		return
+	}
+	m.setAside.Add(1)
 	m.opts.Logger.Error("billing: the database refuses a usage record as data; it is set aside, not billed",
 		"err", err, "account", r.AccountID, "request_id", r.RequestID, "record", fmt.Sprintf("%+v", r),
 		"saved_to", saved, "save_err", saveErr)

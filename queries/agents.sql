@@ -58,6 +58,13 @@ SELECT * FROM agent_sessions WHERE slot_id = $1 ORDER BY created_at DESC LIMIT 1
 -- name: LiveSlotSessionForUpdate :one
 SELECT * FROM agent_sessions WHERE slot_id = $1 AND state NOT IN ('stopped', 'failed') FOR UPDATE;
 
+-- name: MemberLiveAgentSessionIDs :many
+-- The live sessions the member started on the console in the account (started_by_user), for
+-- their removal from it to end them.
+SELECT id FROM agent_sessions
+WHERE account_id = $1 AND started_by_user = sqlc.arg('user_id')::uuid AND state NOT IN ('stopped', 'failed')
+ORDER BY created_at;
+
 -- name: ListAccountAgentSessions :many
 -- The account's sessions, newest first; with key_id, only those that key started.
 SELECT * FROM agent_sessions

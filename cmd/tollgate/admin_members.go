@@ -5,9 +5,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"text/tabwriter"
 	"time"
 
+	"github.com/tollgate/tollgate/impl/agent"
 	"github.com/tollgate/tollgate/impl/web/audit"
 	"github.com/tollgate/tollgate/impl/web/members"
 )
@@ -18,7 +20,8 @@ const memberAdminUsage = `  member add ACCOUNT EMAIL [-role owner|member]
                                             pages (default role member; the address must be the
                                             verified e-mail their OpenID provider reports)
   member list ACCOUNT                       the account's members, roles and last sign-in
-  member remove ACCOUNT EMAIL [-keep-keys]  end a membership, its OAuth grants, and the keys the
+  member remove ACCOUNT EMAIL [-keep-keys]  end a membership, its OAuth grants, the agent sessions
+                                            the person started on the console there, and the keys the
                                             person made in the account on the console (-keep-keys
                                             leaves their keys working: the account's to revoke)
 `
@@ -84,6 +87,12 @@ func (a *admin) memberAdmin(ctx context.Context, verb string, args []string) err
 		}
 		acct, err := a.account(ctx, pos[0])
 		if err != nil {
+			return err
+		}
+		// The sessions the person started on the console in the account end with the
+		// membership (member_removed), as on the web console.
+		if svc.Agents, err = agent.New(agent.Options{Store: a.svc.Store, Config: a.svc.Config,
+			Logger: slog.New(slog.NewTextHandler(a.out, &slog.HandlerOptions{Level: slog.LevelError}))}); err != nil {
 			return err
 		}
 		revoked, err := svc.Remove(ctx, acct.ID, pos[1], *keepKeys)

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/tollgate/tollgate/impl/accounts"
+	"github.com/tollgate/tollgate/impl/agent"
+	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 	"github.com/tollgate/tollgate/impl/store"
@@ -115,5 +117,68 @@ func TestMemberRemovalRevokesTheirKeys(t *testing.T) {
 	}
 	if revoked(bob) {
 		t.Error("-keep-keys revoked bob's key")
+	}
+}
+
+// TestMemberRemovalEndsTheirAgentSessions: `member remove` ends the agent sessions the person
+// started on the console in the account (member_removed) in the removal's transaction, as the
+// console's removal does, and leaves another member's session and a key's session alone. No
+// job runner runs here, so the sessions stay provisioning until something ends them: the
+// removed member's is stopped when the command returns. Before, the command did not touch
+// the sessions: they ran on until a step found the member gone, and a session waiting for a
+// message never did.
+func TestMemberRemovalEndsTheirAgentSessions(t *testing.T) {
+	url := pgtest.ConnString(t)
+	t.Setenv("DATABASE_URL", url)
+	t.Setenv("LOG_LEVEL", "error")
+	mustAdmin(t, "account create acme -plan demo")
+	mustAdmin(t, "member add acme alice@example.com")
+	mustAdmin(t, "member add acme bob@example.com")
+	for _, slot := range []string{"alice", "bob", "keyed"} {
+		mustAdmin(t, "slot assign acme "+slot)
+	}
+	ctx := context.Background()
+	st, acct := openAccount(t, url, "acme")
+	agents, err := agent.New(agent.Options{Store: st, Config: config.Default()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	console := auth.Principal{AccountID: acct.ID}
+	spawn := func(email, slot string) string {
+		t.Helper()
+		u, err := st.GetUserByEmail(ctx, email)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := agents.SpawnForMember(ctx, console, u.ID, slot, "Say hello.")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.SessionID
+	}
+	alice, bob := spawn("alice@example.com", "alice"), spawn("bob@example.com", "bob")
+	key, err := (&accounts.Service{Store: st, Config: config.Default()}).CreateKey(ctx, acct.ID, "service", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyed, err := agents.Spawn(ctx, auth.Principal{AccountID: acct.ID, KeyID: key.Key.ID}, "keyed", "Say hello.", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	mustAdmin(t, "member remove acme alice@example.com")
+	list, err := agents.Sessions(ctx, console)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{alice: agent.StateStopped + " " + agent.ReasonMemberRemoved,
+		bob: agent.StateProvisioning + " ", keyed.SessionID: agent.StateProvisioning + " "}
+	for _, s := range list {
+		if got := s.State + " " + s.EndReason; got != want[s.ID] {
+			t.Errorf("session %s (slot %s) is %q after alice's removal, want %q", s.ID, s.Slot, got, want[s.ID])
+		}
+	}
+	if len(list) != len(want) {
+		t.Errorf("%d sessions, want %d", len(list), len(want))
 	}
 }

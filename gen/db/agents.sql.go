@@ -1222,6 +1222,39 @@ func (q *Queries) LockAgentKey(ctx context.Context, lockKey string) error {
 	return err
 }
 
+const memberLiveAgentSessionIDs = `-- name: MemberLiveAgentSessionIDs :many
+SELECT id FROM agent_sessions
+WHERE account_id = $1 AND started_by_user = $2::uuid AND state NOT IN ('stopped', 'failed')
+ORDER BY created_at
+`
+
+type MemberLiveAgentSessionIDsParams struct {
+	AccountID uuid.UUID
+	UserID    uuid.UUID
+}
+
+// The live sessions the member started on the console in the account (started_by_user), for
+// their removal from it to end them.
+func (q *Queries) MemberLiveAgentSessionIDs(ctx context.Context, arg MemberLiveAgentSessionIDsParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, memberLiveAgentSessionIDs, arg.AccountID, arg.UserID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []uuid.UUID{}
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const resolveAgentApproval = `-- name: ResolveAgentApproval :one
 UPDATE agent_approvals
 SET state = $1::text, resolved_at = now(), resolved_by = $2::text,

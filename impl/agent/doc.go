@@ -67,7 +67,9 @@
 // A session a member started on the console (SpawnForMember) acts for its account and records
 // the member (agent_sessions.started_by_user): every step checks that they are still in the
 // account, and a removed member's session ends (member_removed) before any further model call
-// (starterGone). Starting needs only a membership, so a lowered role keeps the session; the
+// (starterGone). The removal itself ends the member's live sessions in its transaction
+// (EndMemberSessions, which members.Service.Remove passes to the store's DeleteMembership): a
+// session waiting for a message takes no step, and would otherwise keep its slot. Starting needs only a membership, so a lowered role keeps the session; the
 // console's sessions started before the member was recorded run as before, within their bounds.
 //
 // # Crashes

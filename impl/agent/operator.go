@@ -62,6 +62,45 @@ func (s *Service) UnassignSlot(ctx context.Context, accountID uuid.UUID, name st
 	})
 }
 
+// EndMemberSessions ends, in tx, the live sessions the member user started on the console in
+// the account (member_removed), for the member's removal from it (members.Service.Remove
+// passes it to the store's DeleteMembership, whose transaction it joins): a ready session,
+// waiting for a message, which no step would check, and a provisioning one are stopped at once
+// and their slots freed (a start job still to come finds the session ended); a busy one stops
+// at its step boundary, before any further model call, as its step's own check (starterGone)
+// would have it. A session stopping already keeps its reason. Sessions a key or a connected
+// app started are not the member's.
+func (s *Service) EndMemberSessions(ctx context.Context, tx *store.AgentTx, accountID, userID uuid.UUID) error {
+	ids, err := tx.MemberLiveSessionIDs(ctx, accountID, userID)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		st, err := lockSession(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if err := s.endForRemoval(st); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// endForRemoval ends the locked session st of a removed member (EndMemberSessions).
+func (s *Service) endForRemoval(st *sessionTx) error {
+	switch st.row.State {
+	case StateReady, StateProvisioning:
+		if err := st.end(StateStopped, ReasonMemberRemoved); err != nil {
+			return err
+		}
+		return st.save()
+	case StateBusy:
+		return s.stopSession(st, ReasonMemberRemoved, uuid.Nil)
+	}
+	return nil // stopping already, or ended since it was listed
+}
+
 // ListSlots lists the slots of an account (nil: of every account; a zero id: ErrNotFound) with
 // their live sessions.
 func (s *Service) ListSlots(ctx context.Context, accountID *uuid.UUID) ([]SlotAssignment, error) {

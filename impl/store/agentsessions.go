@@ -60,6 +60,12 @@ func (a *AgentQueries) LiveSlotSessionForUpdate(ctx context.Context, slot uuid.U
 	return a.q.LiveSlotSessionForUpdate(ctx, agentID(slot))
 }
 
+// MemberLiveSessionIDs returns the ids of the live sessions the member user started on the
+// console in the account, oldest first.
+func (a *AgentQueries) MemberLiveSessionIDs(ctx context.Context, account, user uuid.UUID) ([]uuid.UUID, error) {
+	return a.q.MemberLiveAgentSessionIDs(ctx, db.MemberLiveAgentSessionIDsParams{AccountID: account, UserID: user})
+}
+
 // UpdateAgentSession writes a session row's changed fields back.
 func (a *AgentQueries) UpdateAgentSession(ctx context.Context, u AgentSessionUpdate) error {
 	return a.q.UpdateAgentSession(ctx, u)

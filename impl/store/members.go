@@ -175,28 +175,47 @@ func lockMembership(ctx context.Context, q *db.Queries, accountID, userID uuid.U
 // DeleteMembership ends the user's membership of the account, and revokes in the same
 // statement the OAuth grants the member made in it: false when there was no such membership.
 // With revokeKeys, the keys the member made in the account on the console are revoked in the
-// same transaction, and returned: a person who leaves takes no working key along.
-func (s *Store) DeleteMembership(ctx context.Context, accountID, userID uuid.UUID, revokeKeys bool) (removed bool, revoked []APIKey, err error) {
-	err = s.inTx(ctx, func(q *db.Queries) error {
+// same transaction, and returned: a person who leaves takes no working key along. When there
+// was a membership, then (nil: nothing) runs in the same transaction after its removal (the
+// agents end the sessions the member started on the console in the account); its error undoes
+// the removal.
+func (s *Store) DeleteMembership(ctx context.Context, accountID, userID uuid.UUID, revokeKeys bool, then func(tx *AgentTx) error) (removed bool, revoked []APIKey, err error) {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		q := s.q.WithTx(tx)
 		if err := lockMembership(ctx, q, accountID, userID); err != nil {
 			return err
 		}
 		n, err := q.DeleteMembership(ctx, db.DeleteMembershipParams{AccountID: accountID, UserID: userID})
 		removed = n > 0
-		if err != nil || !removed || !revokeKeys {
+		if err != nil || !removed {
 			return err
 		}
-		rows, err := q.RevokeMemberAPIKeys(ctx, db.RevokeMemberAPIKeysParams{AccountID: accountID,
-			UserID: pgtype.UUID{Bytes: userID, Valid: true}})
-		for _, r := range rows {
-			revoked = append(revoked, keyFromRow(r))
+		if revokeKeys {
+			if revoked, err = revokeMemberKeys(ctx, q, accountID, userID); err != nil {
+				return err
+			}
 		}
-		return err
+		if then == nil {
+			return nil
+		}
+		return then(newAgentTx(s.q, tx))
 	})
 	if err != nil {
 		return false, nil, err
 	}
 	return removed, revoked, nil
+}
+
+// revokeMemberKeys revokes the keys the user made in the account on the console, and returns
+// them.
+func revokeMemberKeys(ctx context.Context, q *db.Queries, accountID, userID uuid.UUID) ([]APIKey, error) {
+	rows, err := q.RevokeMemberAPIKeys(ctx, db.RevokeMemberAPIKeysParams{AccountID: accountID,
+		UserID: pgtype.UUID{Bytes: userID, Valid: true}})
+	var revoked []APIKey
+	for _, r := range rows {
+		revoked = append(revoked, keyFromRow(r))
+	}
+	return revoked, err
 }
 
 // ListAccountMembers returns the account's members by e-mail.

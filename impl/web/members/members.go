@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tollgate/tollgate/impl/agent"
 	"github.com/tollgate/tollgate/impl/store"
 )
 
@@ -55,6 +56,22 @@ type Identity struct {
 type Service struct {
 	// Store is the database the users and memberships are kept in.
 	Store *store.Store
+	// Agents, when set, ends the live sessions a removed member started on the console in the
+	// account, in the transaction of the removal (agent.Service.EndMemberSessions). Without it
+	// such a session runs on until its next step finds the member gone, and one waiting for a
+	// message keeps its slot: every process that removes members sets it.
+	Agents *agent.Service
+}
+
+// endSessions is what ends the sessions the user started in the account in the transaction of
+// their removal (nil without Agents).
+func (s *Service) endSessions(ctx context.Context, accountID, userID uuid.UUID) func(tx *store.AgentTx) error {
+	if s.Agents == nil {
+		return nil
+	}
+	return func(tx *store.AgentTx) error {
+		return s.Agents.EndMemberSessions(ctx, tx, accountID, userID)
+	}
 }
 
 // st returns the store the service works on.
@@ -108,14 +125,15 @@ func (s *Service) Add(ctx context.Context, accountID uuid.UUID, email, role stri
 
 // Remove ends the membership of the person with email in the account, and revokes the keys
 // they made in it on the console unless keepKeys (returned: the keys revoked). Their OAuth
-// grants end with the membership always.
+// grants end with the membership always, and so, with Agents, do the agent sessions they
+// started on the console in the account (member_removed).
 func (s *Service) Remove(ctx context.Context, accountID uuid.UUID, email string, keepKeys bool) ([]store.APIKey, error) {
 	st := s.st()
 	r, err := st.GetUserByEmail(ctx, normalEmail(email))
 	if err != nil {
 		return nil, notFound(err)
 	}
-	removed, revoked, err := st.DeleteMembership(ctx, accountID, r.ID, !keepKeys)
+	removed, revoked, err := st.DeleteMembership(ctx, accountID, r.ID, !keepKeys, s.endSessions(ctx, accountID, r.ID))
 	if err != nil {
 		return nil, err
 	}

@@ -78,6 +78,11 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if asksForHelp(args[2:]) {
+		// The command prints its flags before it would touch the database: it needs none.
+		a := &admin{svc: &accounts.Service{Config: cfg}, out: out, notes: os.Stderr}
+		return a.run(ctx, args[0], args[1], args[2:])
+	}
 	if err := requireLocalCluster(); err != nil {
 		return err
 	}
@@ -89,6 +94,26 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 	defer d.Close()
 	a := &admin{svc: &accounts.Service{Store: d.Store, Config: cfg}, out: out, notes: os.Stderr}
 	return a.run(ctx, args[0], args[1], args[2:])
+}
+
+// asksForHelp reports whether a command's arguments ask for its help (-h, -help, --h or
+// --help) where no flag before it could take it as its value: the command then prints its
+// flags without a database. Help asked after another flag is printed as before, once the
+// database is open.
+func asksForHelp(args []string) bool {
+	for _, arg := range args {
+		switch {
+		case arg == "-h", arg == "-help", arg == "--h", arg == "--help":
+			return true
+		case arg == "--":
+			return false
+		case strings.HasPrefix(arg, "-"):
+			if _, err := strconv.ParseFloat(arg, 64); err != nil {
+				return false
+			}
+		}
+	}
+	return false
 }
 
 type admin struct {
@@ -103,7 +128,7 @@ func (a *admin) run(ctx context.Context, noun, verb string, args []string) error
 	case "account create":
 		return a.accountCreate(ctx, args)
 	case "account list":
-		return a.accountList(ctx)
+		return a.accountList(ctx, args)
 	case "key create":
 		return a.keyCreate(ctx, args)
 	case "key list":
@@ -197,7 +222,10 @@ func (a *admin) accountCreate(ctx context.Context, args []string) error {
 	return nil
 }
 
-func (a *admin) accountList(ctx context.Context) error {
+func (a *admin) accountList(ctx context.Context, args []string) error {
+	if _, err := parse(flag.NewFlagSet("account list", flag.ContinueOnError), args, 0); err != nil {
+		return err
+	}
 	accts, err := a.svc.Store.ListAccounts(ctx)
 	if err != nil {
 		return err

@@ -37,10 +37,16 @@ const agentAdminUsage = `  slot assign ACCOUNT NAME                  give the ac
 
 // agentAdmin runs the slot, ticket and approval commands.
 func (a *admin) agentAdmin(ctx context.Context, noun, verb string, args []string) error {
-	svc, err := agent.New(agent.Options{Store: a.svc.Store, Config: a.svc.Config,
-		Logger: slog.New(slog.NewTextHandler(a.out, &slog.HandlerOptions{Level: slog.LevelError}))})
-	if err != nil {
-		return err
+	// A command asked for its help runs without a database (runAdmin), and so without the
+	// service: it prints its flags before it would use it.
+	var svc *agent.Service
+	if a.svc.Store != nil {
+		var err error
+		svc, err = agent.New(agent.Options{Store: a.svc.Store, Config: a.svc.Config,
+			Logger: slog.New(slog.NewTextHandler(a.out, &slog.HandlerOptions{Level: slog.LevelError}))})
+		if err != nil {
+			return err
+		}
 	}
 	switch noun + " " + verb {
 	case "slot assign", "slot unassign":

@@ -36,3 +36,28 @@ func TestHelpExitsZero(t *testing.T) {
 		t.Error("a failure is not exit status 1")
 	}
 }
+
+// TestAdminHelpNeedsNoDatabase (operator trial h10): `tollgate admin key create -h` (and every
+// other admin command's -h) failed with status 1 where no database was to be had ("DATABASE_URL
+// is unset and there is no local PostgreSQL cluster"), though the help it asks for needs none:
+// an operator reading the flags before setting up, or on a host without the cluster, got
+// nothing. Each command's -h now prints its flags with status 0, without a database; a command
+// that is not one still answers as a usage error.
+func TestAdminHelpNeedsNoDatabase(t *testing.T) {
+	t.Setenv("DATABASE_URL", "")
+	t.Setenv("TOLLGATE_DATA_DIR", t.TempDir())
+	for _, line := range []string{"account create -h", "account list -h", "key create -h", "key list -help",
+		"key revoke --help", "key revoke-all -h", "key disable -h", "key enable -h", "key set-rpm -h", "key set-cap -h",
+		"credit grant -h", "credit show -h", "usage list -h", "usage export -h", "usage import-spill -h",
+		"model grant -h", "model revoke -h", "model list -h", "dataset put -h", "dataset list -h", "dataset delete -h",
+		"slot assign -h", "slot unassign -h", "slot list -h", "ticket open -h", "ticket close -h", "ticket list -h",
+		"approval list -h", "approval approve -h", "approval deny -h", "member add -h", "member list -h",
+		"member remove -h", "audit list -h", "key create acme -h"} {
+		if _, err := adminRun(t, line); exitStatus(err) != 0 {
+			t.Errorf("admin %s without a database: %v (exit status %d)", line, err, exitStatus(err))
+		}
+	}
+	if _, err := adminRun(t, "key frobnicate -h"); exitStatus(err) != 2 {
+		t.Errorf("admin key frobnicate -h: %v (exit status %d), want a usage error", err, exitStatus(err))
+	}
+}

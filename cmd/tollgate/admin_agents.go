@@ -68,6 +68,24 @@ func (a *admin) agentAdmin(ctx context.Context, noun, verb string, args []string
 	return usageError(fmt.Sprintf("unknown admin command %q", noun+" "+verb))
 }
 
+// listErr words an error of a list command for the operator: a -state the service does not
+// know is a mistake in the command line (exit status 2), as a bad flag of any other command.
+func listErr(what, state string, err error) error {
+	if e, ok := errors.AsType[*apierror.Error](err); ok && e.Param == "state" {
+		return usageError(fmt.Sprintf("-state %q: %s", state, e.Message))
+	}
+	return agentErr(what, err)
+}
+
+// agentID checks that s is the id of a ticket or an approval (what), as key ids are checked:
+// anything else is a mistake in the command line, which names the command that lists them.
+func agentID(what, s string) error {
+	if _, err := uuid.Parse(s); err != nil {
+		return usageError(fmt.Sprintf("%q is not an id (see 'admin %s list' for the %ss)", s, what, what))
+	}
+	return nil
+}
+
 // agentErr words an agent service error for the operator.
 func agentErr(what string, err error) error {
 	if errors.Is(err, agent.ErrNotFound) {
@@ -213,6 +231,9 @@ func (a *admin) ticketClose(ctx context.Context, svc *agent.Service, args []stri
 	if err != nil {
 		return err
 	}
+	if err := agentID("ticket", pos[0]); err != nil {
+		return err
+	}
 	t, err := svc.CloseTicket(ctx, nil, pos[0])
 	if err != nil {
 		return agentErr("ticket "+pos[0], err)
@@ -250,7 +271,7 @@ func (a *admin) ticketList(ctx context.Context, svc *agent.Service, args []strin
 	}
 	tickets, err := svc.ListTickets(ctx, acct, *state, *n)
 	if err != nil {
-		return agentErr("tickets", err)
+		return listErr("tickets", *state, err)
 	}
 	names, err := a.accountNames(ctx)
 	if err != nil {
@@ -281,7 +302,7 @@ func (a *admin) approvalList(ctx context.Context, svc *agent.Service, args []str
 	}
 	list, err := svc.ListApprovals(ctx, acct, *state, *n)
 	if err != nil {
-		return agentErr("approvals", err)
+		return listErr("approvals", *state, err)
 	}
 	names, err := a.accountNames(ctx)
 	if err != nil {
@@ -329,6 +350,9 @@ func (a *admin) approvalList(ctx context.Context, svc *agent.Service, args []str
 func (a *admin) approvalResolve(ctx context.Context, svc *agent.Service, verb string, args []string) error {
 	pos, err := parse(flag.NewFlagSet("approval "+verb, flag.ContinueOnError), args, 1)
 	if err != nil {
+		return err
+	}
+	if err := agentID("approval", pos[0]); err != nil {
 		return err
 	}
 	ap, err := svc.Resolve(ctx, nil, pos[0], verb == "approve", "operator")

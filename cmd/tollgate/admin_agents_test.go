@@ -113,7 +113,7 @@ func TestAdminAgentCommands(t *testing.T) {
 	if _, err := adminRun(t, "approval approve "+other.ID); err == nil || !strings.Contains(err.Error(), "already denied") {
 		t.Errorf("approve after deny: %v", err)
 	}
-	if _, err := adminRun(t, "approval approve not-an-id"); err == nil || !strings.Contains(err.Error(), "not found") {
+	if _, err := adminRun(t, "approval approve 00000000-0000-0000-0000-000000000000"); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Errorf("approve an unknown id: %v", err)
 	}
 	if out := mustAdmin(t, "approval list acme"); strings.Contains(out, spawn.ID) || strings.Contains(out, other.ID) {

@@ -223,11 +223,15 @@ func (s *Service) ListApprovals(ctx context.Context, accountID *uuid.UUID, state
 	if err != nil {
 		return nil, err
 	}
+	switch state {
+	case "all":
+		state = ""
+	case "", ApprovalPending, ApprovalApproved, ApprovalDenied, ApprovalExpired, ApprovalCancelled:
+	default:
+		return nil, apierror.Invalid("state", "'state' is pending, approved, denied, expired, cancelled or all")
+	}
 	if _, err := s.q.ExpireAgentApprovals(ctx); err != nil {
 		return nil, err
-	}
-	if state == "all" {
-		state = ""
 	}
 	rows, err := s.q.ListAgentApprovals(ctx, acct, state, int32(listLimit(limit)))
 	if err != nil {

@@ -454,10 +454,15 @@ func (a *admin) keyRevoke(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if k.RevokedAt != nil {
+		// A revoked key is refused (and adds nothing to the audit log), saying so rather than
+		// "not found": the operator sees the key is stopped, and since when.
+		return fmt.Errorf("key %s (%s…%s) was revoked already, at %s: nothing changed", k.ID, k.DisplayPrefix, k.DisplaySuffix, k.RevokedAt.Format(time.RFC3339))
+	}
 	before := k
 	k, err = a.svc.Revoke(ctx, k.AccountID, k.ID)
 	if err != nil {
-		return fmt.Errorf("revoke key %s: %w (unknown or already revoked)", pos[0], err)
+		return fmt.Errorf("revoke key %s: %w", pos[0], err)
 	}
 	if err := a.auditKey(ctx, audit.ActionKeyRevoked, "", &before, &k); err != nil {
 		return err

@@ -10,14 +10,16 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/tollgate/tollgate/impl/agent"
 )
 
 // TestLongNamesWrap (task h10): a key named with 100 characters without a break, a dataset
-// named with 64 and an account named with 120 do not widen the Keys or Datasets page past a
-// 1,280-pixel window (a newcomer trial saw the Keys page 2,089 pixels wide); they wrap within
-// a bounded cell. On a 375-pixel screen, where a wide table scrolls within itself, the name
-// cell stays wide enough to read the name in pieces, not letter by letter, and the
-// confirmation that names the key stays within the screen.
+// and an agent slot named with 64 and an account named with 120 do not widen the Keys,
+// Datasets or Agents page past a 1,280-pixel window (a newcomer trial saw the Keys page 2,089
+// pixels wide); they wrap within a bounded cell. On a 375-pixel screen, where a wide table
+// scrolls within itself, the name cell stays wide enough to read the name in pieces, not
+// letter by letter, and the confirmation that names the key stays within the screen.
 func TestLongNamesWrap(t *testing.T) {
 	s := start(t)
 	account := strings.Repeat("acmecorporation", 8)
@@ -27,6 +29,14 @@ func TestLongNamesWrap(t *testing.T) {
 	}
 	key := strings.Repeat("abcdefghij", 10)
 	dataset := strings.Repeat("q3salesdata", 6)[:64]
+	slot := strings.Repeat("nightlybuild", 6)[:64]
+	operator, err := agent.New(agent.Options{Store: s.GW.Store, Config: s.GW.Config})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := operator.AssignSlot(context.Background(), s.Account.ID, slot); err != nil {
+		t.Fatal(err)
+	}
 	file := filepath.Join(t.TempDir(), "sales.csv")
 	if err := os.WriteFile(file, []byte("region,units\nnorth,3\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -38,7 +48,7 @@ func TestLongNamesWrap(t *testing.T) {
 	p.Do(chromedp.SetUploadFiles(chromedp.CSS("#dataset-file"), []string{file}))
 	p.Do(chromedp.SetValue(chromedp.CSS("#dataset-name"), dataset))
 	p.at(p.Submit("Upload"), http.StatusOK, s.URL+"/datasets")
-	for _, page := range []struct{ path, name string }{{"/keys", key}, {"/datasets", dataset}} {
+	for _, page := range []struct{ path, name string }{{"/keys", key}, {"/datasets", dataset}, {"/agents", slot}} {
 		p.Do(chromedp.EmulateViewport(1280, 800))
 		p.at(p.Navigate(s.URL+page.path), http.StatusOK, s.URL+page.path)
 		p.shot("long-names-wide" + strings.ReplaceAll(page.path, "/", "-"))

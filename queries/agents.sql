@@ -65,6 +65,13 @@ SELECT id FROM agent_sessions
 WHERE account_id = $1 AND started_by_user = sqlc.arg('user_id')::uuid AND state NOT IN ('stopped', 'failed')
 ORDER BY created_at;
 
+-- name: KeysLiveAgentSessionIDs :many
+-- The live sessions of the account started with one of the keys, for their revocation to end
+-- them.
+SELECT id FROM agent_sessions
+WHERE account_id = $1 AND key_id = ANY(sqlc.arg('key_ids')::uuid[]) AND state NOT IN ('stopped', 'failed')
+ORDER BY created_at;
+
 -- name: ListAccountAgentSessions :many
 -- The account's sessions, newest first; with key_id, only those that key started.
 SELECT * FROM agent_sessions

@@ -38,7 +38,8 @@ local development cluster when unset); it needs no API key.
   key list ACCOUNT                          list the account's keys (never the keys themselves): status,
                                             caps, expiry, spend this cap period, last use
   key revoke KEY_ID                         revoke a key for ever (every gateway refuses it within a second)
-  key revoke-all ACCOUNT                    revoke every key of the account
+                                            and end the agent sessions started with it
+  key revoke-all ACCOUNT                    revoke every key of the account, ending their agent sessions
   key disable KEY_ID                        refuse a key until it is enabled again (within a second)
   key enable KEY_ID                         let a disabled key work again
   key set-rpm KEY_ID N                      set a key's requests-per-minute cap (0: no cap)
@@ -459,6 +460,10 @@ func (a *admin) keyRevoke(ctx context.Context, args []string) error {
 		// "not found": the operator sees the key is stopped, and since when.
 		return fmt.Errorf("key %s (%s…%s) was revoked already, at %s: nothing changed", k.ID, k.DisplayPrefix, k.DisplaySuffix, k.RevokedAt.Format(time.RFC3339))
 	}
+	// The agent sessions started with the key end with it (key_revoked), as on the console.
+	if a.svc.Agents, err = a.agents(); err != nil {
+		return err
+	}
 	before := k
 	k, err = a.svc.Revoke(ctx, k.AccountID, k.ID)
 	if err != nil {
@@ -478,6 +483,9 @@ func (a *admin) keyRevokeAll(ctx context.Context, args []string) error {
 	}
 	acct, err := a.account(ctx, pos[0])
 	if err != nil {
+		return err
+	}
+	if a.svc.Agents, err = a.agents(); err != nil {
 		return err
 	}
 	keys, err := a.svc.RevokeAll(ctx, acct.ID)

@@ -91,8 +91,7 @@ func (a *admin) memberAdmin(ctx context.Context, verb string, args []string) err
 		}
 		// The sessions the person started on the console in the account end with the
 		// membership (member_removed), as on the web console.
-		if svc.Agents, err = agent.New(agent.Options{Store: a.svc.Store, Config: a.svc.Config,
-			Logger: slog.New(slog.NewTextHandler(a.out, &slog.HandlerOptions{Level: slog.LevelError}))}); err != nil {
+		if svc.Agents, err = a.agents(); err != nil {
 			return err
 		}
 		revoked, err := svc.Remove(ctx, acct.ID, pos[1], *keepKeys)
@@ -119,4 +118,11 @@ func (a *admin) memberAdmin(ctx context.Context, verb string, args []string) err
 		return nil
 	}
 	return usageError(fmt.Sprintf("unknown admin command %q", "member "+verb))
+}
+
+// agents is the agent service the commands that end sessions pass on (a member's removal, a
+// key's revocation); it logs errors only, to the command's output.
+func (a *admin) agents() (*agent.Service, error) {
+	return agent.New(agent.Options{Store: a.svc.Store, Config: a.svc.Config,
+		Logger: slog.New(slog.NewTextHandler(a.out, &slog.HandlerOptions{Level: slog.LevelError}))})
 }

@@ -182,3 +182,57 @@ func TestMemberRemovalEndsTheirAgentSessions(t *testing.T) {
 		t.Errorf("%d sessions, want %d", len(list), len(want))
 	}
 }
+
+// TestKeyRevocationEndsItsAgentSessions: `key revoke` ends the agent sessions started with the
+// key (key_revoked) in the revocation's transaction, as the console's Keys page does, and
+// leaves another key's session alone; `key revoke-all` then ends that one too. No job runner
+// runs here, so the sessions stay provisioning until something ends them. Before, the command
+// did not touch the sessions: they ran on until a step found the key revoked, and a session
+// waiting for a message never did.
+func TestKeyRevocationEndsItsAgentSessions(t *testing.T) {
+	url := pgtest.ConnString(t)
+	t.Setenv("DATABASE_URL", url)
+	t.Setenv("LOG_LEVEL", "error")
+	mustAdmin(t, "account create acme -plan demo")
+	for _, slot := range []string{"first", "second"} {
+		mustAdmin(t, "slot assign acme "+slot)
+	}
+	ctx := context.Background()
+	st, acct := openAccount(t, url, "acme")
+	agents, err := agent.New(agent.Options{Store: st, Config: config.Default()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spawn := func(slot string) string {
+		t.Helper()
+		key, err := (&accounts.Service{Store: st, Config: config.Default()}).CreateKey(ctx, acct.ID, slot, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := agents.Spawn(ctx, auth.Principal{AccountID: acct.ID, KeyID: key.Key.ID}, slot, "Say hello.", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return key.Key.ID.String() + " " + res.SessionID
+	}
+	first, second := strings.Fields(spawn("first")), strings.Fields(spawn("second"))
+	check := func(after string, want map[string]string) {
+		t.Helper()
+		list, err := agents.Sessions(ctx, auth.Principal{AccountID: acct.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range list {
+			if got := s.State + " " + s.EndReason; got != want[s.ID] {
+				t.Errorf("session %s (slot %s) is %q after %s, want %q", s.ID, s.Slot, got, after, want[s.ID])
+			}
+		}
+	}
+
+	mustAdmin(t, "key revoke "+first[0])
+	check("key revoke", map[string]string{first[1]: agent.StateStopped + " " + agent.ReasonKeyRevoked,
+		second[1]: agent.StateProvisioning + " "})
+	mustAdmin(t, "key revoke-all acme")
+	check("key revoke-all", map[string]string{first[1]: agent.StateStopped + " " + agent.ReasonKeyRevoked,
+		second[1]: agent.StateStopped + " " + agent.ReasonKeyRevoked})
+}

@@ -806,6 +806,39 @@ func (q *Queries) InsertAgentTicket(ctx context.Context, arg InsertAgentTicketPa
 	return i, err
 }
 
+const keysLiveAgentSessionIDs = `-- name: KeysLiveAgentSessionIDs :many
+SELECT id FROM agent_sessions
+WHERE account_id = $1 AND key_id = ANY($2::uuid[]) AND state NOT IN ('stopped', 'failed')
+ORDER BY created_at
+`
+
+type KeysLiveAgentSessionIDsParams struct {
+	AccountID uuid.UUID
+	KeyIds    []uuid.UUID
+}
+
+// The live sessions of the account started with one of the keys, for their revocation to end
+// them.
+func (q *Queries) KeysLiveAgentSessionIDs(ctx context.Context, arg KeysLiveAgentSessionIDsParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, keysLiveAgentSessionIDs, arg.AccountID, arg.KeyIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []uuid.UUID{}
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const lastAgentEventSeq = `-- name: LastAgentEventSeq :one
 SELECT COALESCE(MAX(seq), 0)::bigint FROM agent_events WHERE session_id = $1
 `

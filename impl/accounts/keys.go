@@ -256,14 +256,27 @@ func (s *Service) GetKey(ctx context.Context, accountID, keyID uuid.UUID) (store
 }
 
 // Revoke revokes the account's key for ever; every gateway refuses it within a second. Another
-// account's key, or one revoked already, is store.ErrNotFound.
+// account's key, or one revoked already, is store.ErrNotFound. With Agents, the live agent
+// sessions started with the key end with it (key_revoked).
 func (s *Service) Revoke(ctx context.Context, accountID, keyID uuid.UUID) (store.APIKey, error) {
-	return s.Store.RevokeAccountAPIKey(ctx, accountID, keyID)
+	return s.Store.RevokeAccountAPIKey(ctx, accountID, keyID, s.endSessions(ctx, accountID))
 }
 
-// RevokeAll revokes every key of the account and returns them.
+// RevokeAll revokes every key of the account and returns them. With Agents, the live agent
+// sessions started with them end with them (key_revoked).
 func (s *Service) RevokeAll(ctx context.Context, accountID uuid.UUID) ([]store.APIKey, error) {
-	return s.Store.RevokeAccountAPIKeys(ctx, accountID)
+	return s.Store.RevokeAccountAPIKeys(ctx, accountID, s.endSessions(ctx, accountID))
+}
+
+// endSessions is what ends the sessions started with revoked keys of the account in the
+// transaction of their revocation (nil without Agents).
+func (s *Service) endSessions(ctx context.Context, accountID uuid.UUID) func(tx *store.AgentTx, keys []uuid.UUID) error {
+	if s.Agents == nil {
+		return nil
+	}
+	return func(tx *store.AgentTx, keys []uuid.UUID) error {
+		return s.Agents.EndKeySessions(ctx, tx, accountID, keys)
+	}
 }
 
 // Disable stops the account's key until Enable; every gateway refuses it within a second with

@@ -47,7 +47,10 @@
 // approved agent_spawn; agent_sessions.key_id), and keeps to that key's limits as its HTTP
 // requests do. Every step reads the key again through the gateway's own lookup
 // (Options.KeyPrincipal, auth.Authenticator.KeyPrincipal): a key revoked, disabled or expired
-// since the last step ends the session (key_revoked) before any further model call; a model
+// since the last step ends the session (key_revoked) before any further model call, and a
+// revocation itself ends the key's live sessions in its transaction (EndKeySessions, which
+// accounts.Service passes to the store's revocation), so a session waiting for a message does
+// not keep its slot; a model
 // taken out of the key's model subset ends it with key_limit. A key's credit cap is reserved
 // against as on the HTTP routes (billing.Meter.ReserveForKey): the call's output bound is
 // lowered to fit what is left of the cap in the period as well as of max_spend, and when not

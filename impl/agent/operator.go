@@ -80,23 +80,46 @@ func (s *Service) EndMemberSessions(ctx context.Context, tx *store.AgentTx, acco
 		if err != nil {
 			return err
 		}
-		if err := s.endForRemoval(st); err != nil {
+		if err := s.endFor(st, ReasonMemberRemoved); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// endForRemoval ends the locked session st of a removed member (EndMemberSessions).
-func (s *Service) endForRemoval(st *sessionTx) error {
+// EndKeySessions ends, in tx, the live sessions of the account started with one of the keys
+// (key_revoked), for the keys' revocation (accounts.Service passes it to the store's
+// revocation, whose transaction it joins), as EndMemberSessions does for a removed member: a
+// ready or provisioning session is stopped at once and its slot freed, a busy one stops at its
+// step boundary. Other keys' sessions are untouched.
+func (s *Service) EndKeySessions(ctx context.Context, tx *store.AgentTx, accountID uuid.UUID, keys []uuid.UUID) error {
+	ids, err := tx.KeysLiveSessionIDs(ctx, accountID, keys)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		st, err := lockSession(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if err := s.endFor(st, ReasonKeyRevoked); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// endFor ends the locked session st for reason, the removal of its member or the revocation
+// of its key (EndMemberSessions, EndKeySessions).
+func (s *Service) endFor(st *sessionTx, reason string) error {
 	switch st.row.State {
 	case StateReady, StateProvisioning:
-		if err := st.end(StateStopped, ReasonMemberRemoved); err != nil {
+		if err := st.end(StateStopped, reason); err != nil {
 			return err
 		}
 		return st.save()
 	case StateBusy:
-		return s.stopSession(st, ReasonMemberRemoved, uuid.Nil)
+		return s.stopSession(st, reason, uuid.Nil)
 	}
 	return nil // stopping already, or ended since it was listed
 }

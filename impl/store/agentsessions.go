@@ -66,6 +66,12 @@ func (a *AgentQueries) MemberLiveSessionIDs(ctx context.Context, account, user u
 	return a.q.MemberLiveAgentSessionIDs(ctx, db.MemberLiveAgentSessionIDsParams{AccountID: account, UserID: user})
 }
 
+// KeysLiveSessionIDs returns the ids of the live sessions of the account started with one of
+// the keys, oldest first.
+func (a *AgentQueries) KeysLiveSessionIDs(ctx context.Context, account uuid.UUID, keys []uuid.UUID) ([]uuid.UUID, error) {
+	return a.q.KeysLiveAgentSessionIDs(ctx, db.KeysLiveAgentSessionIDsParams{AccountID: account, KeyIds: keys})
+}
+
 // UpdateAgentSession writes a session row's changed fields back.
 func (a *AgentQueries) UpdateAgentSession(ctx context.Context, u AgentSessionUpdate) error {
 	return a.q.UpdateAgentSession(ctx, u)

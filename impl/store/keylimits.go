@@ -103,27 +103,57 @@ func (s *Store) ListAPIKeysWithSpend(ctx context.Context, accountID uuid.UUID, n
 }
 
 // RevokeAccountAPIKey revokes the account's key with id, for ever; every gateway process is
-// told at once. Another account's key, or one revoked already, is ErrNotFound.
-func (s *Store) RevokeAccountAPIKey(ctx context.Context, accountID, id uuid.UUID) (APIKey, error) {
-	row, err := s.q.RevokeAccountAPIKey(ctx, db.RevokeAccountAPIKeyParams{ID: id, AccountID: accountID})
+// told at once. Another account's key, or one revoked already, is ErrNotFound. then (nil:
+// nothing) runs in the same transaction after the revocation, with the key's id (the agents end
+// the sessions started with it); its error undoes the revocation.
+func (s *Store) RevokeAccountAPIKey(ctx context.Context, accountID, id uuid.UUID, then func(tx *AgentTx, keys []uuid.UUID) error) (APIKey, error) {
+	var k APIKey
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		row, err := s.q.WithTx(tx).RevokeAccountAPIKey(ctx, db.RevokeAccountAPIKeyParams{ID: id, AccountID: accountID})
+		if err != nil {
+			return notFound(err)
+		}
+		k = keyFromRow(row)
+		return afterRevoke(tx, s.q, []APIKey{k}, then)
+	})
 	if err != nil {
-		return APIKey{}, notFound(err)
+		return APIKey{}, err
 	}
-	return keyFromRow(row), nil
+	return k, nil
 }
 
 // RevokeAccountAPIKeys revokes every key of the account that is not revoked yet and returns
-// them.
-func (s *Store) RevokeAccountAPIKeys(ctx context.Context, accountID uuid.UUID) ([]APIKey, error) {
-	rows, err := s.q.RevokeAccountAPIKeys(ctx, accountID)
+// them. then (nil: nothing) runs in the same transaction after the revocation, with the
+// revoked keys' ids; its error undoes the revocation.
+func (s *Store) RevokeAccountAPIKeys(ctx context.Context, accountID uuid.UUID, then func(tx *AgentTx, keys []uuid.UUID) error) ([]APIKey, error) {
+	var out []APIKey
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		rows, err := s.q.WithTx(tx).RevokeAccountAPIKeys(ctx, accountID)
+		if err != nil {
+			return err
+		}
+		out = make([]APIKey, len(rows))
+		for i, r := range rows {
+			out[i] = keyFromRow(r)
+		}
+		return afterRevoke(tx, s.q, out, then)
+	})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]APIKey, len(rows))
-	for i, r := range rows {
-		out[i] = keyFromRow(r)
-	}
 	return out, nil
+}
+
+// afterRevoke runs then (when set and keys were revoked) in tx with the revoked keys' ids.
+func afterRevoke(tx pgx.Tx, q *db.Queries, keys []APIKey, then func(tx *AgentTx, keys []uuid.UUID) error) error {
+	if then == nil || len(keys) == 0 {
+		return nil
+	}
+	ids := make([]uuid.UUID, len(keys))
+	for i, k := range keys {
+		ids[i] = k.ID
+	}
+	return then(newAgentTx(q, tx), ids)
 }
 
 // SetAPIKeyDisabled disables or enables the account's key with id (reversible, unlike

@@ -176,10 +176,10 @@ func lockMembership(ctx context.Context, q *db.Queries, accountID, userID uuid.U
 // statement the OAuth grants the member made in it: false when there was no such membership.
 // With revokeKeys, the keys the member made in the account on the console are revoked in the
 // same transaction, and returned: a person who leaves takes no working key along. When there
-// was a membership, then (nil: nothing) runs in the same transaction after its removal (the
-// agents end the sessions the member started on the console in the account); its error undoes
-// the removal.
-func (s *Store) DeleteMembership(ctx context.Context, accountID, userID uuid.UUID, revokeKeys bool, then func(tx *AgentTx) error) (removed bool, revoked []APIKey, err error) {
+// was a membership, then (nil: nothing) runs in the same transaction after its removal, with
+// the ids of the keys revoked (the agents end the sessions the member started on the console
+// in the account, and those started with the keys); its error undoes the removal.
+func (s *Store) DeleteMembership(ctx context.Context, accountID, userID uuid.UUID, revokeKeys bool, then func(tx *AgentTx, revoked []uuid.UUID) error) (removed bool, revoked []APIKey, err error) {
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		q := s.q.WithTx(tx)
 		if err := lockMembership(ctx, q, accountID, userID); err != nil {
@@ -198,7 +198,11 @@ func (s *Store) DeleteMembership(ctx context.Context, accountID, userID uuid.UUI
 		if then == nil {
 			return nil
 		}
-		return then(newAgentTx(s.q, tx))
+		ids := make([]uuid.UUID, len(revoked))
+		for i, k := range revoked {
+			ids[i] = k.ID
+		}
+		return then(newAgentTx(s.q, tx), ids)
 	})
 	if err != nil {
 		return false, nil, err

@@ -133,6 +133,10 @@ func New(o Options) (*App, error) {
 	if a.models == nil {
 		a.models = routing.NewRegistry(o.Config).Model
 	}
+	if o.Agents != nil {
+		// A key's revocation ends the agent sessions started with it (key_revoked).
+		a.accounts.Agents = o.Agents
+	}
 	sm := scs.New()
 	sm.Store = a.sessions
 	sm.Lifetime = w.SessionAbsoluteTimeout

@@ -63,14 +63,21 @@ type Service struct {
 	Agents *agent.Service
 }
 
-// endSessions is what ends the sessions the user started in the account in the transaction of
-// their removal (nil without Agents).
-func (s *Service) endSessions(ctx context.Context, accountID, userID uuid.UUID) func(tx *store.AgentTx) error {
+// endSessions is what ends the sessions the user started in the account, and those started
+// with the keys their removal revokes, in the transaction of their removal (nil without
+// Agents).
+func (s *Service) endSessions(ctx context.Context, accountID, userID uuid.UUID) func(tx *store.AgentTx, revoked []uuid.UUID) error {
 	if s.Agents == nil {
 		return nil
 	}
-	return func(tx *store.AgentTx) error {
-		return s.Agents.EndMemberSessions(ctx, tx, accountID, userID)
+	return func(tx *store.AgentTx, revoked []uuid.UUID) error {
+		if err := s.Agents.EndMemberSessions(ctx, tx, accountID, userID); err != nil {
+			return err
+		}
+		if len(revoked) == 0 {
+			return nil
+		}
+		return s.Agents.EndKeySessions(ctx, tx, accountID, revoked)
 	}
 }
 
@@ -126,7 +133,8 @@ func (s *Service) Add(ctx context.Context, accountID uuid.UUID, email, role stri
 // Remove ends the membership of the person with email in the account, and revokes the keys
 // they made in it on the console unless keepKeys (returned: the keys revoked). Their OAuth
 // grants end with the membership always, and so, with Agents, do the agent sessions they
-// started on the console in the account (member_removed).
+// started on the console in the account (member_removed) and those started with the keys
+// revoked (key_revoked).
 func (s *Service) Remove(ctx context.Context, accountID uuid.UUID, email string, keepKeys bool) ([]store.APIKey, error) {
 	st := s.st()
 	r, err := st.GetUserByEmail(ctx, normalEmail(email))

@@ -75,16 +75,7 @@ func (s *Service) EndMemberSessions(ctx context.Context, tx *store.AgentTx, acco
 	if err != nil {
 		return err
 	}
-	for _, id := range ids {
-		st, err := lockSession(ctx, tx, id)
-		if err != nil {
-			return err
-		}
-		if err := s.endFor(st, ReasonMemberRemoved); err != nil {
-			return err
-		}
-	}
-	return nil
+	return s.endEach(ctx, tx, ids, ReasonMemberRemoved)
 }
 
 // EndKeySessions ends, in tx, the live sessions of the account started with one of the keys
@@ -97,12 +88,17 @@ func (s *Service) EndKeySessions(ctx context.Context, tx *store.AgentTx, account
 	if err != nil {
 		return err
 	}
+	return s.endEach(ctx, tx, ids, ReasonKeyRevoked)
+}
+
+// endEach locks each of the sessions ids in tx and ends it for reason (endFor).
+func (s *Service) endEach(ctx context.Context, tx *store.AgentTx, ids []uuid.UUID, reason string) error {
 	for _, id := range ids {
 		st, err := lockSession(ctx, tx, id)
 		if err != nil {
 			return err
 		}
-		if err := s.endFor(st, ReasonKeyRevoked); err != nil {
+		if err := s.endFor(st, reason); err != nil {
 			return err
 		}
 	}

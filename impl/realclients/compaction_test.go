@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tollgate/tollgate/impl/price"
+	"github.com/tollgate/tollgate/impl/store"
 	"github.com/tollgate/tollgate/impl/web/connect"
 )
 
@@ -21,7 +23,9 @@ import (
 // /compact (claude -c -p /compact, then a turn on the compacted conversation), Codex's
 // automatic compaction on the custom Responses provider connect.Codex gives (a low
 // model_auto_compact_token_limit, so the second codex exec compacts before its turn, with a
-// Responses request of its own), and opencode's automatic compaction (a model limit the first
+// Responses request of its own) and on its built-in provider (remote compaction over the
+// Responses WebSocket: a compaction_trigger item, answered with one compaction item), and
+// opencode's automatic compaction (a model limit the first
 // turn outgrows, so `opencode run -c` compacts before its turn, with a chat request of its
 // own). Each compaction request is answered 200, the client completes the turn after it, and
 // every call of the session is billed: its usage record holds, kind by kind, the usage the
@@ -36,6 +40,7 @@ func TestCompaction(t *testing.T) {
 	}{
 		{"ClaudeCode", compactClaudeCode},
 		{"Codex", compactCodex},
+		{"CodexBuiltinProvider", compactCodexBuiltin},
 		{"Opencode", compactOpencode},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -82,6 +87,98 @@ func compactCodex(t *testing.T, c clients, fx fixture) {
 	}
 	checkCompacted(t, rec, "/v1/responses", `\"request_kind\":\"compaction\"`, "")
 	checkSessionBilled(t, fx, rec, tenant.Account.ID, "/v1/responses")
+}
+
+// compactCodexBuiltin: codex exec, then exec resume --last past model_auto_compact_token_limit
+// on the built-in openai provider pointed at the gateway. Codex compacts remotely (its
+// remote_compaction_v2, on by default and no longer a setting): on the Responses WebSocket, a
+// response.create whose input ends with a compaction_trigger item, answered with exactly one
+// output item of type compaction, which the next request's input holds in place of the
+// conversation before it. Every answer that generated (a warm-up, generate false, is not billed)
+// has a usage record of its counts, billed as checkSessionBilled requires. Trial h4: the
+// simulator standing in for OpenAI answered the trigger with a message, and Codex failed the
+// turn ("remote compaction v2 expected exactly one compaction output item, got 0 from 1 output
+// items") after the gateway had billed it.
+func compactCodexBuiltin(t *testing.T, c clients, fx fixture) {
+	tenant := fx.gw.NewTenant(t, "compact-codex-builtin", 0, 100_000_000)
+	rec := newRecorder(t, fx.gw.URL, tenant.Key)
+	sb := codexSandbox(t, c, fixture{gw: fx.gw, key: tenant.Key}, rec, true, false)
+	writeFile(t, filepath.Join(sb.env["CODEX_HOME"], "config.toml"), "model_auto_compact_token_limit = 2000\n"+codexConfig(rec.URL, true, false))
+	flags := []string{"--json", "--strict-config", "--skip-git-repo-check"}
+	codexTurn(t, run(t, rec, sb, append(c.codex(), append(append([]string{"exec"}, flags...), "Say hi")...)...))
+	codexTurn(t, run(t, rec, sb, append(c.codex(), append(append([]string{"exec", "resume", "--last"}, flags...), "Say hi again")...)...))
+	triggers, compactions, resumed := 0, 0, 0
+	var answered []price.Tokens
+	for _, ex := range rec.snapshot() {
+		if ex.Path() != "/v1/responses" {
+			continue
+		}
+		if ex.Method != http.MethodGet || ex.Status != http.StatusSwitchingProtocols {
+			t.Errorf("%s /v1/responses answered %d: %s", ex.Method, ex.Status, errorMessage(ex.ResponseBody))
+			continue
+		}
+		for _, m := range socketMessages(ex.Socket, true) {
+			kinds := itemTypes(m.payload, "input")
+			switch {
+			case len(kinds) > 0 && kinds[len(kinds)-1] == "compaction_trigger":
+				triggers++
+			case slices.Contains(kinds, "compaction"):
+				resumed++
+			}
+		}
+		for _, m := range socketMessages(ex.Socket, false) {
+			var ev struct {
+				Type     string          `json:"type"`
+				Response json.RawMessage `json:"response"`
+			}
+			if json.Unmarshal(m.payload, &ev) != nil || ev.Type != "response.completed" {
+				continue
+			}
+			if out := itemTypes(ev.Response, "output"); slices.Contains(out, "compaction") {
+				compactions++
+				if len(out) != 1 {
+					t.Errorf("the compaction's answer has output items %v, want one compaction item", out)
+				}
+			}
+			if tok, ok := answeredUsage(append([]byte("data: "), m.payload...)); ok && tok.Input() > 0 {
+				answered = append(answered, tok)
+			}
+		}
+	}
+	if triggers != 1 || compactions != 1 || resumed == 0 {
+		t.Errorf("%d compaction triggers, %d compaction items answered, %d requests after them holding one: want 1, 1 and some", triggers, compactions, resumed)
+	}
+	records := usageRecords(t, fx.gw, tenant.Account.ID, len(answered))
+	if len(records) != len(answered) {
+		t.Errorf("%d usage records for %d answers", len(records), len(answered))
+	}
+	matched := map[string]bool{}
+	for _, want := range answered {
+		i := slices.IndexFunc(records, func(u store.UsageRecord) bool { return !matched[u.RequestID] && u.Tokens() == want })
+		if i < 0 {
+			t.Errorf("no usage record holds the usage of an answer, %+v", want)
+			continue
+		}
+		matched[records[i].RequestID] = true
+		checkBill(t, records[i])
+	}
+	rec.checkEgress(t)
+}
+
+// itemTypes lists the types of the items of the array member of the JSON object obj.
+func itemTypes(obj []byte, member string) []string {
+	var m map[string]json.RawMessage
+	var items []struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(obj, &m) != nil || json.Unmarshal(m[member], &items) != nil {
+		return nil
+	}
+	var kinds []string
+	for _, it := range items {
+		kinds = append(kinds, it.Type)
+	}
+	return kinds
 }
 
 // compactOpencode: `opencode run` with about 9,000 tokens of notes on a model whose limit the
@@ -197,25 +294,29 @@ func checkSessionBilled(t *testing.T, fx fixture, rec *recorder, account uuid.UU
 			t.Errorf("no usage record of request %q", id)
 			continue
 		}
-		u := records[i]
 		want, ok := answeredUsage(ex.ResponseBody)
 		if !ok {
 			t.Errorf("request %s: its answer reported no usage", id)
 			continue
 		}
-		got := u.Tokens()
-		if got != want {
+		if got := records[i].Tokens(); got != want {
 			t.Errorf("request %s: billed %+v, the answer reported %+v", id, got, want)
 		}
-		if u.Price == nil {
-			t.Errorf("request %s: an unpriced usage record", id)
-			continue
-		}
-		if again := price.Cost(got, *u.Price); u.Status != "ok" || u.WaivedMicros != 0 || u.CostMicros != again.Total()+u.HostedMicros {
-			t.Errorf("request %s: status %s, cost %d, waived %d; its counts at its price cost %d", id, u.Status, u.CostMicros, u.WaivedMicros, again.Total())
-		}
-		t.Logf("request %s (%s): %+v, %d micro-units", id, u.UpstreamModel, got, u.CostMicros)
+		checkBill(t, records[i])
 	}
+}
+
+// checkBill: the record is priced, status ok, its bill its counts at its price, nothing waived.
+func checkBill(t *testing.T, u store.UsageRecord) {
+	t.Helper()
+	if u.Price == nil {
+		t.Errorf("request %s: an unpriced usage record", u.RequestID)
+		return
+	}
+	if again := price.Cost(u.Tokens(), *u.Price); u.Status != "ok" || u.WaivedMicros != 0 || u.CostMicros != again.Total()+u.HostedMicros {
+		t.Errorf("request %s: status %s, cost %d, waived %d; its counts at its price cost %d", u.RequestID, u.Status, u.CostMicros, u.WaivedMicros, again.Total())
+	}
+	t.Logf("request %s (%s): %+v, %d micro-units", u.RequestID, u.UpstreamModel, u.Tokens(), u.CostMicros)
 }
 
 // answeredUsage is the usage a streamed answer reported to its client, in any of the three

@@ -47,6 +47,13 @@
 // response.function_call_arguments.done). Custom tools inside a namespace are not called.
 // Chat completions and Messages have no namespaces.
 //
+// A Responses input that ends with a compaction_trigger item (the remote compaction Codex CLI's
+// built-in provider asks OpenAI for) is answered, as OpenAI answers it, with exactly one output
+// item, {"type":"compaction","id":"cmp_…","encrypted_content":…}, and no tool call: the
+// summary's words, in base64, billed as output; the stream carries the item whole
+// (response.output_item.added and .done, no delta). A compaction item sent back as input counts
+// as its summary's words.
+//
 // # Structured output
 //
 // A request for structured output gets JSON text that validates against its schema in place

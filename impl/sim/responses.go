@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -42,6 +43,9 @@ type responsesItem struct {
 	Name      string          `json:"name"`
 	Arguments string          `json:"arguments"`
 	Output    json.RawMessage `json:"output"`
+	// EncryptedContent is a compaction item's: the summary a compaction_trigger answered
+	// with, which the simulator writes as the summary's text in base64 (compactionContent).
+	EncryptedContent string `json:"encrypted_content"`
 }
 
 // responsesTool is a tool of a Responses request: a function, a namespace of functions (and
@@ -67,6 +71,10 @@ type responsesTurn struct {
 	searchIDs []string // ws_… of the web_search_call items
 	obfuscate bool
 	seq       int
+	// compact is set when the input ends with a compaction_trigger item: the answer is one
+	// compaction item (itemID cmp_…) whose encrypted_content holds the summary, which streams
+	// no deltas.
+	compact bool
 }
 
 func (s *Simulator) serveResponses(w http.ResponseWriter, r *http.Request, body []byte) {
@@ -115,6 +123,7 @@ func (s *Simulator) serveResponses(w http.ResponseWriter, r *http.Request, body 
 		c.markRaw(req.Text)
 	}
 	var sc scriptScan
+	compact := false
 	if ins, ok := rawString(req.Instructions); ok {
 		c.mark("instructions")
 		c.add(ins)
@@ -151,6 +160,11 @@ func (s *Simulator) serveResponses(w http.ResponseWriter, r *http.Request, body 
 				c.mark(it.Type)
 				c.add(out)
 				sc.result(out)
+			case "compaction":
+				c.mark(it.Type)
+				c.add(compactionText(it.EncryptedContent))
+			case "compaction_trigger":
+				compact = i == len(items)-1
 			}
 		}
 	}
@@ -198,7 +212,11 @@ func (s *Simulator) serveResponses(w http.ResponseWriter, r *http.Request, body 
 		in.searchCap, in.searchCapped = *req.MaxToolCalls, true
 	}
 
-	t := &responsesTurn{turn: s.plan(RouteResponses, req.Model, req.Stream, c.tokens(), in), req: req}
+	if compact {
+		// A compaction pass writes a summary, whatever tools the conversation offers.
+		in.tools, in.webSearch, in.forced, in.forcedNS, in.anyTool, in.endsWithUser = nil, false, "", "", false, true
+	}
+	t := &responsesTurn{turn: s.plan(RouteResponses, req.Model, req.Stream, c.tokens(), in), req: req, compact: compact}
 	status := func(st int) { s.openAIStatus(w, st, req.Model) }
 	if s.preFault(w, r, t.turn, status) {
 		return
@@ -208,10 +226,13 @@ func (s *Simulator) serveResponses(w http.ResponseWriter, r *http.Request, body 
 	for range t.searches {
 		t.searchIDs = append(t.searchIDs, s.newID("ws_", 50, true))
 	}
-	if t.finish == finishTool {
+	switch {
+	case t.compact:
+		t.itemID = s.newID("cmp_", 50, true)
+	case t.finish == finishTool:
 		t.itemID = s.newID("fc_", 50, true)
 		t.callID = s.newID("call_", 24, false)
-	} else {
+	default:
 		t.itemID = s.newID("msg_", 50, true)
 	}
 	if !req.Stream {
@@ -247,6 +268,11 @@ func (t *responsesTurn) status() string {
 func (t *responsesTurn) appendItem(b []byte, n int, status string) []byte {
 	b = append(b, `{"id":`...)
 	b = appendString(b, t.itemID)
+	if t.compact {
+		b = append(b, `,"type":"compaction","encrypted_content":`...)
+		b = appendString(b, compactionContent(t.appendText(nil, t.contentEvents())))
+		return append(b, '}')
+	}
 	if t.finish == finishTool {
 		b = append(b, `,"type":"function_call","status":"`...)
 		b = append(b, status...)
@@ -444,7 +470,7 @@ func (t *responsesTurn) open(o *sse) {
 	o.buf = t.appendItem(o.buf, 0, "in_progress")
 	o.buf = append(o.buf, '}')
 	o.end()
-	if t.finish != finishTool {
+	if t.finish != finishTool && !t.compact {
 		t.event(o, "response.content_part.added")
 		t.itemRef(o)
 		o.buf = append(o.buf, `,"part":`...)
@@ -480,12 +506,15 @@ func (t *responsesTurn) search(o *sse, i int) {
 }
 
 func (t *responsesTurn) content(o *sse, i int) {
-	if t.finish == finishTool {
+	switch {
+	case t.compact:
+		return // the summary comes whole, in the item
+	case t.finish == finishTool:
 		t.event(o, "response.function_call_arguments.delta")
 		t.itemRef(o)
 		o.buf = append(o.buf, `,"delta":`...)
 		o.buf = appendString(o.buf, t.toolFragment(i))
-	} else {
+	default:
 		t.event(o, "response.output_text.delta")
 		t.itemRef(o)
 		o.buf = append(o.buf, `,"delta":"`...)
@@ -503,7 +532,9 @@ func (t *responsesTurn) content(o *sse, i int) {
 func (t *responsesTurn) close(o *sse) {
 	n := t.contentEvents()
 	itemStatus := t.status()
-	if t.finish == finishTool {
+	switch {
+	case t.compact:
+	case t.finish == finishTool:
 		t.event(o, "response.function_call_arguments.done")
 		t.itemRef(o)
 		o.buf = append(o.buf, `,"name":`...)
@@ -513,7 +544,7 @@ func (t *responsesTurn) close(o *sse) {
 		o.buf = appendString(o.buf, t.toolArgs())
 		o.buf = append(o.buf, '}')
 		o.end()
-	} else {
+	default:
 		t.event(o, "response.output_text.done")
 		t.itemRef(o)
 		o.buf = append(o.buf, `,"text":"`...)
@@ -559,4 +590,22 @@ func (t *responsesTurn) fail(o *sse, n int) {
 	o.buf = t.appendResponse(o.buf, respFailed, n)
 	o.buf = append(o.buf, '}')
 	o.end()
+}
+
+// compactionContent is the encrypted_content of the compaction item that answers a
+// compaction_trigger: the summary's text in base64, opaque to the client as OpenAI's is (the
+// item of OpenAI's compaction: type compaction, id, encrypted_content; Codex's remote
+// compaction asks for it with a compaction_trigger item at the end of the input and takes the
+// one compaction item of the answer as the conversation's new start).
+func compactionContent(summary []byte) string {
+	return base64.StdEncoding.EncodeToString(summary)
+}
+
+// compactionText is the summary a compaction item sent back as input holds, counted as input
+// as its text; content the simulator did not write counts as it is.
+func compactionText(content string) string {
+	if b, err := base64.StdEncoding.DecodeString(content); err == nil {
+		return string(b)
+	}
+	return content
 }

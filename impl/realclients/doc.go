@@ -6,7 +6,10 @@
 // and Anthropic TypeScript SDKs (npm/openai-sdk.mjs: chat completions and Responses, streamed
 // and not, structured output, tool round trips, models; npm/anthropic-sdk.mjs: Messages
 // streamed and not, a clamped max_tokens, a tool round trip, count_tokens, models; both with
-// the key as a bearer token only). The clients, and the Node.js 22 the Node-based ones run on,
+// the key as a bearer token only). TestCompaction drives each coding client's own compaction
+// of its context (Claude Code's /compact, Codex's automatic compaction on its custom provider
+// and, remotely over the Responses WebSocket, on its built-in one, opencode's) and checks that
+// the client goes on and that every call is billed as its answer reported. The clients, and the Node.js 22 the Node-based ones run on,
 // are npm packages pinned in npm/package.json and npm/package-lock.json; `make test` installs
 // them with `npm ci` (no install scripts: the tests run the platform binaries npm unpacks), and
 // nothing is downloaded while the tests run.

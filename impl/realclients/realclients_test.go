@@ -227,7 +227,8 @@ func testClaudeCodeCachedTurns(t *testing.T, c clients, fx fixture) {
 // service-sonnet's window (it assumes a million tokens), so the gateway's 400 is the only
 // signal it gets, and it acts on Anthropic's words for it, "prompt is too long: N tokens > M
 // maximum" (the Messages envelope has no code). Trial h10 D1: worded otherwise, the second turn
-// failed, and so did every later turn of the conversation.
+// failed, and so did every later turn of the conversation. Every call answered is billed with
+// the usage its answer reported, nothing waived (checkSessionBilled).
 func testClaudeCodeCompactsAtTheContextWindow(t *testing.T, c clients, fx fixture) {
 	tenant := fx.gw.NewTenant(t, "claude-compact", 0, 100_000_000)
 	own := fixture{gw: fx.gw, key: tenant.Key}
@@ -260,6 +261,9 @@ func testClaudeCodeCompactsAtTheContextWindow(t *testing.T, c clients, fx fixtur
 	if refused == 0 || answeredAfter == 0 {
 		t.Errorf("%d requests refused at the context window and %d answered after the first refusal: want Claude Code to meet the window and go on", refused, answeredAfter)
 	}
+	// The compaction that followed, and every other answered call, is billed as its answer
+	// reported, within its reservation (task h4).
+	checkSessionBilled(t, own, rec, tenant.Account.ID, "/v1/messages")
 }
 
 // messagesCalls counts the POST /v1/messages the recorder saw answered 200: each is one usage

@@ -359,8 +359,11 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 			features.Code = routing.LooksLikeCodeBytes(body)
 		}
 	}
+	// Anthropic writes a tool-use system prompt, and the definitions of its own client tools,
+	// into a request that offers tools: input the request's bytes do not hold.
+	toolPrompt := toolPromptTokens(m, client, view, ir)
 	if o != nil && o.ceiling > 0 {
-		if outBound, err = o.fit(m, inputEst, outBound, choices); err != nil {
+		if outBound, err = o.fit(m, billing.SaturatingAdd(inputEst, toolPrompt), outBound, choices); err != nil {
 			return nil, err
 		}
 		maxTokens = outBound
@@ -389,6 +392,7 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 	// tools, a summary may be written before each of the turn's sampling steps.
 	compaction := compactionTokens(m, client, view, hostedCalls)
 	input := billing.SaturatingAdd(billing.SaturatingAdd(inputEst, hostedInput), compaction)
+	input = billing.SaturatingAdd(input, toolPrompt)
 	output := billing.SaturatingAdd(int64(outBound)*int64(choices), compaction)
 	worst := billing.SaturatingAdd(price.WorstOnTier(input, output, m.MaxPrice(), tier), hostedFees)
 	var admission trace.Span
@@ -885,6 +889,21 @@ func hasExpertOfKind(m *routing.Model, f llm.Format) bool {
 		}
 	}
 	return false
+}
+
+// toolPromptTokens is the input an upstream of the Messages kind adds to the request (its view,
+// or ir for an in-process call, of format client) for the tools it offers
+// (convert.AnthropicToolTokens), when such an upstream may serve it; 0 otherwise.
+func toolPromptTokens(m *routing.Model, client llm.Format, view *jsonview.View, ir *llm.Request) int64 {
+	switch {
+	case !hasExpertOfKind(m, llm.FormatMessages):
+		return 0
+	case view != nil:
+		return int64(convert.AnthropicToolTokens(client, view))
+	case ir != nil && len(ir.Tools) > 0:
+		return convert.AnthropicToolPromptTokens
+	}
+	return 0
 }
 
 // compactionTokens is what the reservation holds for the output of server-side compaction,

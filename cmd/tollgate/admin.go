@@ -58,12 +58,19 @@ local development cluster when unset); it needs no API key.
 ACCOUNT is an account id or name. Global flag: -config FILE (models and plans).
 `
 
-// runAdmin runs one admin command, writing its output to out.
+// runAdmin runs one admin command, writing its output to out and what the operator should know
+// beside it (usage errors' help, notes, questions) to stderr; it asks its questions on stdin,
+// and only when stdin is a terminal.
 func runAdmin(ctx context.Context, args []string, out io.Writer) error {
+	return runAdminWith(ctx, args, adminIO{out: out, notes: os.Stderr, in: os.Stdin, interactive: stdinIsTerminal()})
+}
+
+// runAdminWith runs one admin command with the streams of io.
+func runAdminWith(ctx context.Context, args []string, streams adminIO) error {
 	global := flag.NewFlagSet("admin", flag.ContinueOnError)
 	configPath := global.String("config", "", "config file")
-	global.SetOutput(out)
-	global.Usage = func() { fmt.Fprint(out, adminUsage) }
+	global.SetOutput(streams.notes)
+	global.Usage = func() { fmt.Fprint(streams.out, adminUsage) }
 	if err := global.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -72,7 +79,7 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 	}
 	args = global.Args()
 	if len(args) < 2 {
-		fmt.Fprint(out, adminUsage)
+		fmt.Fprint(streams.notes, adminUsage)
 		return usageError("admin needs a command")
 	}
 	cfg, err := loadConfig(*configPath)
@@ -81,7 +88,7 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if asksForHelp(args[2:]) {
 		// The command prints its flags before it would touch the database: it needs none.
-		a := &admin{svc: &accounts.Service{Config: cfg}, out: out, notes: os.Stderr}
+		a := &admin{svc: &accounts.Service{Config: cfg}, adminIO: streams}
 		return a.run(ctx, args[0], args[1], args[2:])
 	}
 	if err := requireLocalCluster(); err != nil {
@@ -93,7 +100,7 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer d.Close()
-	a := &admin{svc: &accounts.Service{Store: d.Store, Config: cfg}, out: out, notes: os.Stderr}
+	a := &admin{svc: &accounts.Service{Store: d.Store, Config: cfg}, adminIO: streams}
 	return a.run(ctx, args[0], args[1], args[2:])
 }
 
@@ -117,58 +124,133 @@ func asksForHelp(args []string) bool {
 	return false
 }
 
-type admin struct {
-	svc *accounts.Service
+// adminIO is where an admin command talks to the operator.
+type adminIO struct {
+	// out receives the command's output (stdout): what a script reads.
 	out io.Writer
 	// notes receives what the operator should know beside a command's output (stderr).
 	notes io.Writer
+	// in is where the operator answers a question (stdin), asked only when interactive.
+	in io.Reader
+	// interactive reports whether in is a terminal, with a person at it to answer.
+	interactive bool
 }
 
+type admin struct {
+	svc *accounts.Service
+	adminIO
+}
+
+// adminHandler runs one admin command with its arguments.
+type adminHandler func(a *admin, ctx context.Context, args []string) error
+
+// adminCommands are the admin commands by "noun verb". Each has its lines in adminUsage, which
+// its -h prints (TestAdminCommandConventions checks every one of them).
+var adminCommands = map[string]adminHandler{
+	"account create":     (*admin).accountCreate,
+	"account list":       (*admin).accountList,
+	"key create":         (*admin).keyCreate,
+	"key list":           (*admin).keyList,
+	"key revoke":         (*admin).keyRevoke,
+	"key revoke-all":     (*admin).keyRevokeAll,
+	"key disable":        func(a *admin, ctx context.Context, args []string) error { return a.keyDisable(ctx, true, args) },
+	"key enable":         func(a *admin, ctx context.Context, args []string) error { return a.keyDisable(ctx, false, args) },
+	"key set-rpm":        (*admin).keySetRPM,
+	"key set-cap":        (*admin).keySetCap,
+	"credit grant":       (*admin).creditGrant,
+	"credit show":        (*admin).creditShow,
+	"usage list":         (*admin).usageList,
+	"usage export":       (*admin).usageExport,
+	"usage import-spill": (*admin).usageImportSpill,
+	"model grant":        verbCommand((*admin).model, "grant"),
+	"model revoke":       verbCommand((*admin).model, "revoke"),
+	"model list":         verbCommand((*admin).model, "list"),
+	"dataset put":        verbCommand((*admin).dataset, "put"),
+	"dataset list":       verbCommand((*admin).dataset, "list"),
+	"dataset delete":     verbCommand((*admin).dataset, "delete"),
+	"slot assign":        agentCommand("slot", "assign"),
+	"slot unassign":      agentCommand("slot", "unassign"),
+	"slot list":          agentCommand("slot", "list"),
+	"ticket open":        agentCommand("ticket", "open"),
+	"ticket close":       agentCommand("ticket", "close"),
+	"ticket list":        agentCommand("ticket", "list"),
+	"approval list":      agentCommand("approval", "list"),
+	"approval approve":   agentCommand("approval", "approve"),
+	"approval deny":      agentCommand("approval", "deny"),
+	"member add":         verbCommand((*admin).memberAdmin, "add"),
+	"member list":        verbCommand((*admin).memberAdmin, "list"),
+	"member remove":      verbCommand((*admin).memberAdmin, "remove"),
+	"audit list":         (*admin).auditList,
+}
+
+// verbCommand is the command of a noun's handler that takes the verb.
+func verbCommand(run func(a *admin, ctx context.Context, verb string, args []string) error, verb string) adminHandler {
+	return func(a *admin, ctx context.Context, args []string) error { return run(a, ctx, verb, args) }
+}
+
+// agentCommand is a slot, ticket or approval command.
+func agentCommand(noun, verb string) adminHandler {
+	return func(a *admin, ctx context.Context, args []string) error { return a.agentAdmin(ctx, noun, verb, args) }
+}
+
+// run runs the command noun verb. Asked for its help (-h), it prints its lines of adminUsage and
+// its flags on out and ends as flag.ErrHelp (exit status 0); a mistake in its command line is a
+// usageError (exit status 2), printed on stderr by main with the other failures (exit status 1).
 func (a *admin) run(ctx context.Context, noun, verb string, args []string) error {
-	switch noun + " " + verb {
-	case "account create":
-		return a.accountCreate(ctx, args)
-	case "account list":
-		return a.accountList(ctx, args)
-	case "key create":
-		return a.keyCreate(ctx, args)
-	case "key list":
-		return a.keyList(ctx, args)
-	case "key revoke":
-		return a.keyRevoke(ctx, args)
-	case "key set-rpm":
-		return a.keySetRPM(ctx, args)
-	case "key revoke-all":
-		return a.keyRevokeAll(ctx, args)
-	case "key disable", "key enable":
-		return a.keyDisable(ctx, verb == "disable", args)
-	case "key set-cap":
-		return a.keySetCap(ctx, args)
-	case "credit grant":
-		return a.creditGrant(ctx, args)
-	case "credit show":
-		return a.creditShow(ctx, args)
-	case "usage list":
-		return a.usageList(ctx, args)
-	case "usage export":
-		return a.usageExport(ctx, args)
-	case "usage import-spill":
-		return a.usageImportSpill(ctx, args)
-	case "model grant", "model revoke", "model list":
-		return a.model(ctx, verb, args)
-	case "dataset put", "dataset list", "dataset delete":
-		return a.dataset(ctx, verb, args)
-	case "audit list":
-		return a.auditList(ctx, args)
+	cmd, ok := adminCommands[noun+" "+verb]
+	if !ok {
+		fmt.Fprint(a.notes, adminUsage)
+		return usageError(fmt.Sprintf("unknown admin command %q", noun+" "+verb))
 	}
-	switch noun {
-	case "slot", "ticket", "approval":
-		return a.agentAdmin(ctx, noun, verb, args)
-	case "member":
-		return a.memberAdmin(ctx, verb, args)
+	err := cmd(a, ctx, args)
+	if h, ok := errors.AsType[*helpRequest](err); ok {
+		a.printHelp(h.flags)
+		return flag.ErrHelp
 	}
-	fmt.Fprint(a.out, adminUsage)
-	return usageError(fmt.Sprintf("unknown admin command %q", noun+" "+verb))
+	return err
+}
+
+// helpRequest is a command's -h, found by parse: run prints the help of the flag set's command.
+type helpRequest struct{ flags *flag.FlagSet }
+
+func (h *helpRequest) Error() string { return flag.ErrHelp.Error() }
+func (h *helpRequest) Unwrap() error { return flag.ErrHelp }
+
+// printHelp prints the help of the command whose flag set fs is: its lines of adminUsage, then
+// its flags, if it has any.
+func (a *admin) printHelp(fs *flag.FlagSet) {
+	fmt.Fprint(a.out, commandUsage(fs.Name()))
+	hasFlags := false
+	fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+	if !hasFlags {
+		return
+	}
+	fmt.Fprintf(a.out, "\nFlags of %s:\n", fs.Name())
+	fs.SetOutput(a.out)
+	fs.PrintDefaults()
+}
+
+// commandUsage is the lines of adminUsage that document command (such as "key create"): the
+// line that starts with it and the indented lines after it; a command without them gets a line
+// that says so.
+func commandUsage(command string) string {
+	var b strings.Builder
+	in := false
+	for line := range strings.Lines(adminUsage) {
+		switch {
+		case strings.HasPrefix(line, "  "+command+" "), strings.TrimSpace(line) == command:
+			in = true
+		case in && !strings.HasPrefix(line, "     "):
+			in = false
+		}
+		if in {
+			b.WriteString(line)
+		}
+	}
+	if b.Len() == 0 {
+		return "tollgate admin " + command + "\n"
+	}
+	return "tollgate admin" + strings.TrimPrefix(b.String(), " ")
 }
 
 // parse parses flags that may follow or precede the positional arguments, and checks their count.
@@ -181,8 +263,11 @@ func parse(fs *flag.FlagSet, args []string, positional int) ([]string, error) {
 			args = args[1:]
 			continue
 		}
-		if err := fs.Parse(args); err != nil {
-			return nil, flagError(err)
+		fs.SetOutput(io.Discard)
+		if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+			return nil, &helpRequest{flags: fs}
+		} else if err != nil {
+			return nil, usageError(fmt.Sprintf("%s: %v (see 'tollgate admin %s -h')", fs.Name(), err, fs.Name()))
 		}
 		args = fs.Args()
 		if len(args) == 0 {
@@ -192,7 +277,7 @@ func parse(fs *flag.FlagSet, args []string, positional int) ([]string, error) {
 		args = args[1:]
 	}
 	if len(pos) != positional {
-		return nil, usageError(fmt.Sprintf("%s takes %d argument(s), got %d", fs.Name(), positional, len(pos)))
+		return nil, usageError(fmt.Sprintf("%s takes %d argument(s), got %d (see 'tollgate admin %s -h')", fs.Name(), positional, len(pos), fs.Name()))
 	}
 	return pos, nil
 }
@@ -211,6 +296,14 @@ func (a *admin) accountCreate(ctx context.Context, args []string) error {
 	pos, err := parse(fs, args, 1)
 	if err != nil {
 		return err
+	}
+	// A name or a plan the operator mistyped is a mistake in the command line; a name taken is
+	// the database's answer.
+	if err := accounts.CheckAccountName(pos[0]); err != nil {
+		return usageError(err.Error())
+	}
+	if _, ok := a.svc.Config.Plan(*plan); !ok {
+		return usageError(fmt.Sprintf("-plan %q: no such plan in the configuration (%s)", *plan, strings.Join(a.planNames(), ", ")))
 	}
 	// A name taken (exactly, or but for letter case) is an *accounts.NameTakenError, whose
 	// message names the account that has it.
@@ -738,6 +831,11 @@ func (a *admin) model(ctx context.Context, verb string, args []string) error {
 	if err != nil {
 		return err
 	}
+	if verb != "list" {
+		if err := a.checkModelName(ctx, acct, verb, pos[1]); err != nil {
+			return err
+		}
+	}
 	switch verb {
 	case "grant":
 		had, err := a.hasModel(ctx, acct.ID, pos[1])
@@ -778,4 +876,34 @@ func (a *admin) model(ctx context.Context, verb string, args []string) error {
 		return tw.Flush()
 	}
 	return nil
+}
+
+// checkModelName refuses, as a mistake in the command line, a model name that the configuration
+// does not have: to grant, always; to revoke, unless the account holds it (a model taken out of
+// the configuration can still be withdrawn).
+func (a *admin) checkModelName(ctx context.Context, acct store.Account, verb, model string) error {
+	if _, ok := a.svc.Config.Model(model); ok {
+		return nil
+	}
+	if verb == "revoke" {
+		if had, err := a.hasModel(ctx, acct.ID, model); err != nil || had {
+			return err
+		}
+	}
+	ids := make([]string, 0, len(a.svc.Config.Models))
+	for _, m := range a.svc.Config.Models {
+		ids = append(ids, m.ID)
+	}
+	slices.Sort(ids)
+	return usageError(fmt.Sprintf("model %q is not in the configuration (it has %s)", model, strings.Join(ids, ", ")))
+}
+
+// planNames are the configuration's plans, sorted.
+func (a *admin) planNames() []string {
+	names := make([]string, 0, len(a.svc.Config.Plans))
+	for _, p := range a.svc.Config.Plans {
+		names = append(names, p.Name)
+	}
+	slices.Sort(names)
+	return names
 }

@@ -118,7 +118,7 @@ func (a *admin) dataset(ctx context.Context, verb string, args []string) error {
 		want = 2
 	case "list":
 	default:
-		fmt.Fprint(a.out, datasetUsage)
+		fmt.Fprint(a.notes, datasetUsage)
 		return usageError(fmt.Sprintf("unknown admin command %q", "dataset "+verb))
 	}
 	pos, err := parse(fs, args, want)

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/tollgate/tollgate/impl/devkit/pgtest"
+)
+
+// adminRunIO runs one admin command line as adminRun does, non-interactive, with stdin in
+// (nil: empty), and returns what it wrote to stdout and to stderr apart.
+func adminRunIO(t *testing.T, line string, in string) (stdout, stderr string, err error) {
+	t.Helper()
+	var out, notes bytes.Buffer
+	err = runAdminWith(context.Background(), strings.Fields(line), adminIO{out: &out, notes: &notes, in: strings.NewReader(in)})
+	return out.String(), notes.String(), err
+}
+
+// documentedCommands are the commands adminUsage lists: its lines "  noun verb ...".
+func documentedCommands() []string {
+	var names []string
+	for _, m := range regexp.MustCompile(`(?m)^  ([a-z]+ [a-z-]+)\b`).FindAllStringSubmatch(adminUsage, -1) {
+		names = append(names, m[1])
+	}
+	return names
+}
+
+// TestAdminCommandConventions (operator trial h1, item 1): every admin command follows the
+// same conventions, so that a script and `| less` can rely on them: -h prints the command's
+// lines of the usage and its flags on stdout and exits 0 (`admin key create -h` wrote the flag
+// package's "Usage of key create:" to stderr: `| less` showed nothing); a flag it does not
+// have is a usage error (exit status 2) on stderr with nothing on stdout; the usage lists
+// every command that runs, and runs every command it lists. Then a sample of mistakes in the
+// command line (a missing argument, an unknown model, plan or state: `model grant ACCOUNT
+// nosuch` exited 1 where `key create -models nosuch` exited 2) exits 2, and failures of what
+// the database holds (an account or a key that is not there) exit 1.
+func TestAdminCommandConventions(t *testing.T) {
+	documented := documentedCommands()
+	for name := range adminCommands {
+		if !slices.Contains(documented, name) {
+			t.Errorf("admin %s runs but the usage does not list it", name)
+		}
+	}
+	for _, name := range documented {
+		if adminCommands[name] == nil {
+			t.Errorf("the usage lists admin %s, which does not run", name)
+		}
+	}
+
+	t.Run("help", func(t *testing.T) {
+		t.Setenv("DATABASE_URL", "")
+		t.Setenv("TOLLGATE_DATA_DIR", t.TempDir())
+		for name := range adminCommands {
+			stdout, stderr, err := adminRunIO(t, name+" -h", "")
+			if exitStatus(err) != 0 || !strings.HasPrefix(stdout, "tollgate admin "+name+" ") || stderr != "" {
+				t.Errorf("admin %s -h: %v (exit status %d)\nstdout:\n%s\nstderr:\n%s", name, err, exitStatus(err), stdout, stderr)
+			}
+		}
+		stdout, _, _ := adminRunIO(t, "key create -h", "")
+		for _, want := range []string{"mint a key", "Flags of key create:", "-quiet", "-credit-cap"} {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("admin key create -h lacks %q:\n%s", want, stdout)
+			}
+		}
+	})
+
+	t.Setenv("DATABASE_URL", pgtest.ConnString(t))
+	t.Setenv("LOG_LEVEL", "error")
+	for name := range adminCommands {
+		stdout, _, err := adminRunIO(t, name+" -no-such-flag", "")
+		if exitStatus(err) != 2 || stdout != "" || !strings.Contains(err.Error(), "-no-such-flag") ||
+			!strings.Contains(err.Error(), "tollgate admin "+name+" -h") {
+			t.Errorf("admin %s -no-such-flag: %v (exit status %d), stdout %q; want a usage error naming the flag and -h", name, err, exitStatus(err), stdout)
+		}
+	}
+	mustAdmin(t, "account create acme -plan demo")
+	mustAdmin(t, "model revoke acme service-sonnet")
+	for line, want := range map[string]int{
+		"":                                                  2,
+		"frobnicate now":                                    2,
+		"key create":                                        2,
+		"key create acme extra":                             2,
+		"key create acme -models nosuch":                    2,
+		"key create acme -cap-period weekly":                2,
+		"model grant acme nosuch":                           2,
+		"model revoke acme nosuch":                          2,
+		"account create beta -plan nosuch":                  2,
+		"account create " + uuid.NewString():                2,
+		"ticket list acme -state bogus":                     2,
+		"key revoke not-an-id":                              2,
+		"credit grant acme lots":                            2,
+		"usage export acme -from 2025-13-01 -to 2026-01-01": 2,
+		"key list nosuch":                                   1,
+		"model revoke acme service-sonnet":                  1,
+		"key revoke " + uuid.NewString():                    1,
+		"account create acme":                               1,
+		"member remove acme nobody@example.com":             1,
+	} {
+		stdout, _, err := adminRunIO(t, line, "")
+		if exitStatus(err) != want {
+			t.Errorf("admin %s: %v (exit status %d), want exit status %d", line, err, exitStatus(err), want)
+		}
+		if want == 2 && stdout != "" {
+			t.Errorf("admin %s wrote its usage error's help on stdout, not stderr:\n%s", line, stdout)
+		}
+	}
+}

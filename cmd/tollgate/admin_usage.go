@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -17,7 +18,7 @@ import (
 )
 
 // usageExportUsage documents the statement command.
-const usageExportUsage = `  usage export ACCOUNT -from DATE -to DATE [-out FILE]
+const usageExportUsage = `  usage export ACCOUNT -from DATE -to DATE [-out FILE [-force]]
                                             the account's statement as CSV: the opening balance, one
                                             line per credit ledger entry recorded from -from up to
                                             (not including) -to (usage lines with their tokens per
@@ -25,7 +26,8 @@ const usageExportUsage = `  usage export ACCOUNT -from DATE -to DATE [-out FILE]
                                             adjustments), and the closing balance; amounts in micros
                                             and dollars. DATE: a UTC day (2025-01-01) or an RFC 3339
                                             time. -out: write FILE (whole or not at all) and print a
-                                            summary instead of writing to standard output;
+                                            summary instead of writing to standard output; a FILE
+                                            that exists is refused, unless -force replaces it;
                                             archived months are read from the dataset store,
                                             and a local directory is named on stderr
 `
@@ -35,7 +37,8 @@ func (a *admin) usageExport(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("usage export", flag.ContinueOnError)
 	fromFlag := fs.String("from", "", "the period's first day (UTC) or time, included")
 	toFlag := fs.String("to", "", "the period's end: a day (UTC) or time, not included")
-	outPath := fs.String("out", "", "the file to write (default: standard output)")
+	outPath := fs.String("out", "", "the file to write (default: standard output); it must not exist, unless -force")
+	force := fs.Bool("force", false, "with -out: replace FILE if it exists")
 	pos, err := parse(fs, args, 1)
 	if err != nil {
 		return err
@@ -43,6 +46,15 @@ func (a *admin) usageExport(ctx context.Context, args []string) error {
 	from, to, err := statementPeriod(*fromFlag, *toFlag)
 	if err != nil {
 		return err
+	}
+	if *force && *outPath == "" {
+		return usageError("-force replaces the file of -out, and there is none")
+	}
+	if *outPath != "" && !*force {
+		// Said before the statement is read; writeFileWhole checks again as it names the file.
+		if _, err := os.Lstat(*outPath); err == nil {
+			return existsError(*outPath)
+		}
 	}
 	acct, err := a.account(ctx, pos[0])
 	if err != nil {
@@ -68,11 +80,13 @@ func (a *admin) usageExport(ctx context.Context, args []string) error {
 		return err
 	}
 	var st usageview.Statement
-	err = writeFileWhole(*outPath, func(w io.Writer) error {
+	err = writeFileWhole(*outPath, *force, func(w io.Writer) error {
 		st, err = svc.WriteStatement(ctx, acct.ID, from, to, seal, w)
 		return err
 	})
-	if err != nil {
+	if errors.Is(err, iofs.ErrExist) {
+		return existsError(*outPath)
+	} else if err != nil {
 		return fmt.Errorf("statement of %s: %w", acct.Name, err)
 	}
 	fmt.Fprintf(a.out, "statement of account %s from %s to %s (not included): %d lines; opening balance %d micros (%s), "+
@@ -143,9 +157,16 @@ func periodBound(t time.Time) string {
 	return t.UTC().Format(time.RFC3339Nano)
 }
 
+// existsError is the refusal to write the statement over the file at path.
+func existsError(path string) error {
+	return fmt.Errorf("%s exists already: nothing written (-force replaces it)", path)
+}
+
 // writeFileWhole writes path through write: into a temporary file beside it, renamed to path
-// only when write succeeded, so that a failed statement leaves no file that looks whole.
-func writeFileWhole(path string, write func(io.Writer) error) error {
+// only when write succeeded, so that a failed statement leaves no file that looks whole. Unless
+// overwrite, a file at path, even one made while write ran, is left as it is and the error is
+// fs.ErrExist: the temporary file is linked to path, which never replaces a file.
+func writeFileWhole(path string, overwrite bool, write func(io.Writer) error) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return err
@@ -160,6 +181,9 @@ func writeFileWhole(path string, write func(io.Writer) error) error {
 	}
 	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
 		return err
+	}
+	if !overwrite {
+		return os.Link(tmp.Name(), path)
 	}
 	return os.Rename(tmp.Name(), path)
 }

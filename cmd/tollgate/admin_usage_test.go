@@ -175,7 +175,7 @@ func TestAdminUsageExport(t *testing.T) {
 	if entries, _ := os.ReadDir(filepath.Dir(file)); len(entries) != 1 {
 		t.Errorf("the export left files behind: %v", entries)
 	}
-	if help, _ := adminRun(t, "-h"); !strings.Contains(help, "usage export ACCOUNT -from DATE -to DATE [-out FILE]") {
+	if help, _ := adminRun(t, "-h"); !strings.Contains(help, "usage export ACCOUNT -from DATE -to DATE [-out FILE [-force]]") {
 		t.Errorf("admin -h lacks usage export:\n%s", help)
 	}
 }

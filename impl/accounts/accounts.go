@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -171,14 +172,24 @@ func (s *Service) ResolveAccount(ctx context.Context, ref string) (store.Account
 	return byID, nil
 }
 
+// MaxAccountNameLen is the most characters (Unicode code points) a new account's name may have:
+// as many as a slot's or a dataset's name, enough for a company and a team, and short enough
+// for a table column, a console heading and a log line. An account named longer before the
+// limit keeps its name, and every command still finds it by it.
+const MaxAccountNameLen = 64
+
 // CheckAccountName refuses an account name that a reference to an account ("a name or an id")
 // would read otherwise, or that shows other than it is: one that parses as an id (trial h16
 // D7: an account named with another's id, and every command given that name acted on the
-// other), one with spaces at either end, and one with control or invisible characters.
+// other), one with spaces at either end, and one with control or invisible characters; and
+// one longer than MaxAccountNameLen characters. Every account is created through it: the
+// operator's CLI, the console's sign-up and the demo seed.
 func CheckAccountName(name string) error {
 	switch {
 	case name == "":
 		return errors.New("an account needs a name")
+	case utf8.RuneCountInString(name) > MaxAccountNameLen:
+		return fmt.Errorf("account name %q has %d characters: at most %d", name, utf8.RuneCountInString(name), MaxAccountNameLen)
 	case strings.TrimSpace(name) != name:
 		return fmt.Errorf("account name %q has spaces at an end", name)
 	}

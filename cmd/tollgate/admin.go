@@ -39,7 +39,9 @@ local development cluster when unset); it needs no API key.
                                             caps, expiry, spend this cap period, last use
   key revoke KEY_ID                         revoke a key for ever (every gateway refuses it within a second)
                                             and end the agent sessions started with it
-  key revoke-all ACCOUNT                    revoke every key of the account, ending their agent sessions
+  key revoke-all ACCOUNT [-yes]             revoke every key of the account, ending their agent sessions
+                                            (asks first; -yes: without asking, as it must be when stdin
+                                            is not a terminal)
   key disable KEY_ID                        refuse a key until it is enabled again (within a second)
   key enable KEY_ID                         let a disabled key work again
   key set-rpm KEY_ID N                      set a key's requests-per-minute cap (0: no cap)
@@ -570,12 +572,21 @@ func (a *admin) keyRevoke(ctx context.Context, args []string) error {
 }
 
 func (a *admin) keyRevokeAll(ctx context.Context, args []string) error {
-	pos, err := parse(flag.NewFlagSet("key revoke-all", flag.ContinueOnError), args, 1)
+	fs := flag.NewFlagSet("key revoke-all", flag.ContinueOnError)
+	yes := yesFlag(fs)
+	pos, err := parse(fs, args, 1)
 	if err != nil {
 		return err
 	}
 	acct, err := a.account(ctx, pos[0])
 	if err != nil {
+		return err
+	}
+	what, err := a.revokeAllWhat(ctx, acct)
+	if err != nil {
+		return err
+	}
+	if err := a.confirm(*yes, "key revoke-all", what); err != nil {
 		return err
 	}
 	if a.svc.Agents, err = a.agents(); err != nil {

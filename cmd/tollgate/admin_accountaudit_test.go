@@ -32,7 +32,7 @@ func TestAdminAccountChangesAudited(t *testing.T) {
 	if _, err := adminRun(t, "slot assign acme main"); err == nil {
 		t.Fatal("a slot was assigned twice")
 	}
-	mustAdmin(t, "slot unassign acme main")
+	mustAdmin(t, "slot unassign acme main -yes")
 	ticket := strings.Fields(mustAdmin(t, "ticket open acme quota-review -body spend-doubled"))[1]
 	mustAdmin(t, "ticket close "+ticket)
 	if _, err := adminRun(t, "ticket close "+ticket); err == nil {

@@ -22,7 +22,8 @@ import (
 
 // agentAdminUsage documents the operator's agent commands: slots, tickets and approvals.
 const agentAdminUsage = `  slot assign ACCOUNT NAME                  give the account an agent slot called NAME (spawn never makes one)
-  slot unassign ACCOUNT NAME                take the slot away; a session running in it stops (slot_unassigned)
+  slot unassign ACCOUNT NAME [-yes]         take the slot away; a session running in it stops (slot_unassigned)
+                                            (asks first; -yes: without asking)
   slot list [ACCOUNT]                       slots (of every account, or of ACCOUNT) with their live sessions
   ticket open ACCOUNT TITLE [-body B]       open a ticket for the account (quote a TITLE of several words)
   ticket close TICKET_ID                    close a ticket
@@ -139,13 +140,27 @@ func (a *admin) accountNames(ctx context.Context) (map[uuid.UUID]string, error) 
 }
 
 func (a *admin) slotAssign(ctx context.Context, svc *agent.Service, verb string, args []string) error {
-	pos, err := parse(flag.NewFlagSet("slot "+verb, flag.ContinueOnError), args, 2)
+	fs := flag.NewFlagSet("slot "+verb, flag.ContinueOnError)
+	var yes *bool
+	if verb == "unassign" {
+		yes = yesFlag(fs)
+	}
+	pos, err := parse(fs, args, 2)
 	if err != nil {
 		return err
 	}
 	acct, err := a.account(ctx, pos[0])
 	if err != nil {
 		return err
+	}
+	if verb == "unassign" && !*yes {
+		what, err := a.slotUnassignWhat(ctx, svc, acct, pos[1])
+		if err != nil {
+			return err
+		}
+		if err := a.confirm(*yes, "slot unassign", what); err != nil {
+			return err
+		}
 	}
 	what := fmt.Sprintf("slot '%s' of %s", pos[1], acct.Name)
 	if verb == "assign" {

@@ -125,14 +125,14 @@ func TestAdminAgentCommands(t *testing.T) {
 	}
 
 	// Unassigning the slot takes it from the account only.
-	mustAdmin(t, "slot unassign acme main")
+	mustAdmin(t, "slot unassign acme main -yes")
 	if out := mustAdmin(t, "slot list acme"); strings.Contains(out, "main") {
 		t.Errorf("slot list after unassign: %s", out)
 	}
 	if out := mustAdmin(t, "slot list other"); !strings.Contains(out, "main") {
 		t.Errorf("unassigning acme's slot took other's: %s", out)
 	}
-	if _, err := adminRun(t, "slot unassign acme main"); err == nil || !strings.Contains(err.Error(), "not found") {
+	if _, err := adminRun(t, "slot unassign acme main -yes"); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Errorf("unassigning twice: %v", err)
 	}
 }

@@ -62,6 +62,12 @@ func TestAdminCommandConventions(t *testing.T) {
 				t.Errorf("admin %s -h: %v (exit status %d)\nstdout:\n%s\nstderr:\n%s", name, err, exitStatus(err), stdout, stderr)
 			}
 		}
+		// The commands that destroy or revoke more than one thing ask first (-yes: not).
+		for _, name := range []string{"key revoke-all", "dataset delete", "member remove", "slot unassign"} {
+			if stdout, _, _ := adminRunIO(t, name+" -h", ""); !strings.Contains(stdout, "-yes") {
+				t.Errorf("admin %s -h has no -yes:\n%s", name, stdout)
+			}
+		}
 		stdout, _, _ := adminRunIO(t, "key create -h", "")
 		for _, want := range []string{"mint a key", "Flags of key create:", "-quiet", "-credit-cap"} {
 			if !strings.Contains(stdout, want) {

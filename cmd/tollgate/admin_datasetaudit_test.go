@@ -44,8 +44,8 @@ func TestAdminDatasetChangesAudited(t *testing.T) {
 	if out := mustAdmin(t, "dataset list acme -dir "+store); !strings.Contains(out, "q3_sales") {
 		t.Fatalf("dataset list: %s", out)
 	}
-	mustAdmin(t, "dataset delete acme q3_sales -dir "+store)
-	if _, err := adminRun(t, "dataset delete acme q3_sales -dir "+store); err == nil {
+	mustAdmin(t, "dataset delete acme q3_sales -yes -dir "+store)
+	if _, err := adminRun(t, "dataset delete acme q3_sales -yes -dir "+store); err == nil {
 		t.Fatal("deleting a deleted dataset was accepted")
 	}
 

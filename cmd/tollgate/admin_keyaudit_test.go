@@ -38,7 +38,7 @@ func TestAdminKeyChangesAudited(t *testing.T) {
 	if _, err := adminRun(t, "key revoke "+one); err == nil {
 		t.Fatal("revoking a revoked key was accepted")
 	}
-	mustAdmin(t, "key revoke-all acme")
+	mustAdmin(t, "key revoke-all acme -yes")
 
 	ctx := context.Background()
 	st, acct := openAccount(t, url, "acme")

@@ -67,7 +67,7 @@ func TestAdminKeyLimits(t *testing.T) {
 		}
 	}
 
-	if out := mustAdmin(t, "key revoke-all acme"); !strings.Contains(out, "2 key(s) of account acme revoked") {
+	if out := mustAdmin(t, "key revoke-all acme -yes"); !strings.Contains(out, "2 key(s) of account acme revoked") {
 		t.Fatalf("revoke-all: %s", out)
 	}
 	if list := mustAdmin(t, "key list acme"); strings.Contains(list, "active") {

@@ -6,10 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/tollgate/tollgate/impl/agent"
+	"github.com/tollgate/tollgate/impl/store"
 	"github.com/tollgate/tollgate/impl/web/audit"
 	"github.com/tollgate/tollgate/impl/web/members"
 )
@@ -20,10 +22,12 @@ const memberAdminUsage = `  member add ACCOUNT EMAIL [-role owner|member]
                                             pages (default role member; the address must be the
                                             verified e-mail their OpenID provider reports)
   member list ACCOUNT                       the account's members, roles and last sign-in
-  member remove ACCOUNT EMAIL [-keep-keys]  end a membership, its OAuth grants, the agent sessions
+  member remove ACCOUNT EMAIL [-keep-keys] [-yes]
+                                            end a membership, its OAuth grants, the agent sessions
                                             the person started on the console there, and the keys the
                                             person made in the account on the console (-keep-keys
-                                            leaves their keys working: the account's to revoke)
+                                            leaves their keys working: the account's to revoke; asks
+                                            first, -yes: without asking)
 `
 
 // memberAdmin runs the member commands.
@@ -81,6 +85,7 @@ func (a *admin) memberAdmin(ctx context.Context, verb string, args []string) err
 	case "remove":
 		fs := flag.NewFlagSet("member remove", flag.ContinueOnError)
 		keepKeys := fs.Bool("keep-keys", false, "leave the keys the person made in the account working")
+		yes := yesFlag(fs)
 		pos, err := parse(fs, args, 2)
 		if err != nil {
 			return err
@@ -88,6 +93,18 @@ func (a *admin) memberAdmin(ctx context.Context, verb string, args []string) err
 		acct, err := a.account(ctx, pos[0])
 		if err != nil {
 			return err
+		}
+		if !*yes {
+			if err := a.isMember(ctx, svc, acct, pos[1]); err != nil {
+				return err
+			}
+			what, err := a.memberRemoveWhat(ctx, acct, pos[1], *keepKeys)
+			if err != nil {
+				return err
+			}
+			if err := a.confirm(*yes, "member remove", what); err != nil {
+				return err
+			}
 		}
 		// The sessions the person started on the console in the account end with the
 		// membership (member_removed), as on the web console.
@@ -125,4 +142,19 @@ func (a *admin) memberAdmin(ctx context.Context, verb string, args []string) err
 func (a *admin) agents() (*agent.Service, error) {
 	return agent.New(agent.Options{Store: a.svc.Store, Config: a.svc.Config,
 		Logger: slog.New(slog.NewTextHandler(a.out, &slog.HandlerOptions{Level: slog.LevelError}))})
+}
+
+// isMember refuses, before asking to confirm a removal, an e-mail that is not a member of the
+// account, as the removal itself would.
+func (a *admin) isMember(ctx context.Context, svc *members.Service, acct store.Account, email string) error {
+	list, err := svc.List(ctx, acct.ID)
+	if err != nil {
+		return err
+	}
+	for _, m := range list {
+		if strings.EqualFold(m.Email, email) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s is not a member of account %s", email, acct.Name)
 }

@@ -39,10 +39,10 @@ func TestAdminMembers(t *testing.T) {
 	if _, err := adminRun(t, "member add acme not-an-address"); err == nil {
 		t.Fatal("a name without @ accepted")
 	}
-	if out := mustAdmin(t, "member remove acme alice@example.com"); !strings.Contains(out, "no longer a member") {
+	if out := mustAdmin(t, "member remove acme alice@example.com -yes"); !strings.Contains(out, "no longer a member") {
 		t.Fatalf("member remove: %s", out)
 	}
-	if _, err := adminRun(t, "member remove acme alice@example.com"); err == nil || !strings.Contains(err.Error(), "not a member") {
+	if _, err := adminRun(t, "member remove acme alice@example.com -yes"); err == nil || !strings.Contains(err.Error(), "not a member") {
 		t.Fatalf("removing again: %v", err)
 	}
 	if list := mustAdmin(t, "member list acme"); strings.Contains(list, "alice") {
@@ -90,7 +90,7 @@ func TestMemberRemovalRevokesTheirKeys(t *testing.T) {
 		return got.RevokedAt != nil
 	}
 
-	out := mustAdmin(t, "member remove acme alice@example.com")
+	out := mustAdmin(t, "member remove acme alice@example.com -yes")
 	if !strings.Contains(out, "no longer a member") || !strings.Contains(out, `"alice-ci"`) || !strings.Contains(out, `"alice-laptop"`) {
 		t.Errorf("member remove: %s", out)
 	}
@@ -112,7 +112,7 @@ func TestMemberRemovalRevokesTheirKeys(t *testing.T) {
 		t.Errorf("%d key revocations audited, want 2", audited)
 	}
 
-	if out := mustAdmin(t, "member remove acme bob@example.com -keep-keys"); !strings.Contains(out, "no longer a member") || strings.Contains(out, "revoked") {
+	if out := mustAdmin(t, "member remove acme bob@example.com -keep-keys -yes"); !strings.Contains(out, "no longer a member") || strings.Contains(out, "revoked") {
 		t.Errorf("member remove -keep-keys: %s", out)
 	}
 	if revoked(bob) {
@@ -166,7 +166,7 @@ func TestMemberRemovalEndsTheirAgentSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	mustAdmin(t, "member remove acme alice@example.com")
+	mustAdmin(t, "member remove acme alice@example.com -yes")
 	list, err := agents.Sessions(ctx, console)
 	if err != nil {
 		t.Fatal(err)
@@ -232,7 +232,7 @@ func TestKeyRevocationEndsItsAgentSessions(t *testing.T) {
 	mustAdmin(t, "key revoke "+first[0])
 	check("key revoke", map[string]string{first[1]: agent.StateStopped + " " + agent.ReasonKeyRevoked,
 		second[1]: agent.StateProvisioning + " "})
-	mustAdmin(t, "key revoke-all acme")
+	mustAdmin(t, "key revoke-all acme -yes")
 	check("key revoke-all", map[string]string{first[1]: agent.StateStopped + " " + agent.ReasonKeyRevoked,
 		second[1]: agent.StateStopped + " " + agent.ReasonKeyRevoked})
 }

@@ -29,7 +29,9 @@ const datasetUsage = `  dataset put ACCOUNT FILE [-name N] [-format F] [-dir DIR
                                             "Q3 sales.csv" is q3_sales); it replaces the dataset and
                                             forgets its load (audited in the account's audit log)
   dataset list ACCOUNT [-dir DIR]           the account's datasets in storage, and which are loaded
-  dataset delete ACCOUNT NAME [-dir DIR]    delete a dataset and forget its load (audited)
+  dataset delete ACCOUNT NAME [-dir DIR] [-yes]
+                                            delete a dataset and forget its load (audited; asks first,
+                                            -yes: without asking)
 
 Dataset storage is the directory -dir when given, else the configured store (the datasets
 section of the config file, -config or TOLLGATE_CONFIG as for serve, or TOLLGATE_DATASET_STORE=s3
@@ -108,6 +110,7 @@ func (a *admin) dataset(ctx context.Context, verb string, args []string) error {
 	fs := flag.NewFlagSet("dataset "+verb, flag.ContinueOnError)
 	dir := fs.String("dir", "", "dataset storage directory (default: the configured store)")
 	var name, format *string
+	var yes *bool
 	want := 1
 	switch verb {
 	case "put":
@@ -115,6 +118,7 @@ func (a *admin) dataset(ctx context.Context, verb string, args []string) error {
 		format = fs.String("format", "", "csv, parquet or jsonl (default: from the file's extension)")
 		want = 2
 	case "delete":
+		yes = yesFlag(fs)
 		want = 2
 	case "list":
 	default:
@@ -141,7 +145,7 @@ func (a *admin) dataset(ctx context.Context, verb string, args []string) error {
 	case "put":
 		return a.datasetPut(ctx, svc, acct.ID, acct.Name, pos[1], *name, *format)
 	case "delete":
-		return a.datasetDelete(ctx, svc, acct.ID, acct.Name, pos[1])
+		return a.datasetDelete(ctx, svc, acct.ID, acct.Name, pos[1], *yes)
 	}
 	stored, err := svc.ListStorage(ctx, acct.ID)
 	if err != nil {
@@ -250,9 +254,16 @@ func (a *admin) datasetPut(ctx context.Context, svc *dataset.Service, account uu
 
 // datasetDelete deletes the account's dataset ref and records each stored dataset it removed
 // in the account's audit log, as the Datasets page's deletions are.
-func (a *admin) datasetDelete(ctx context.Context, svc *dataset.Service, account uuid.UUID, accountName, ref string) error {
+func (a *admin) datasetDelete(ctx context.Context, svc *dataset.Service, account uuid.UUID, accountName, ref string, yes bool) error {
 	before, err := storedByName(ctx, svc, account)
 	if err != nil {
+		return err
+	}
+	what := fmt.Sprintf("delete dataset %s of account %s and forget its load", ref, accountName)
+	if d, ok := before[ref]; ok {
+		what = fmt.Sprintf("delete dataset %s of account %s (%s, %d bytes) and forget its load", ref, accountName, d.Format, d.SizeBytes)
+	}
+	if err := a.confirm(yes, "dataset delete", what); err != nil {
 		return err
 	}
 	err = svc.Delete(ctx, account, ref)

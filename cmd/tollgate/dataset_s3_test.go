@@ -54,7 +54,7 @@ func TestAdminDatasetPutWritesTheObjectStore(t *testing.T) {
 	if out := mustAdmin(t, "dataset list acme"); !strings.Contains(out, "sales") || !strings.Contains(out, "csv") {
 		t.Fatalf("dataset list: %s", out)
 	}
-	mustAdmin(t, "dataset delete acme sales")
+	mustAdmin(t, "dataset delete acme sales -yes")
 	if out := mustAdmin(t, "dataset list acme"); strings.Contains(out, "sales") {
 		t.Fatalf("dataset list after delete: %s", out)
 	}

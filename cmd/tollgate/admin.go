@@ -57,7 +57,8 @@ local development cluster when unset); it needs no API key.
   model revoke ACCOUNT MODEL                withdraw a model from the account
   model list ACCOUNT                        the account's models
 ` + datasetUsage + agentAdminUsage + memberAdminUsage + auditAdminUsage + `
-ACCOUNT is an account id or name. Global flag: -config FILE (models and plans).
+ACCOUNT is an account id or name. Global flag: -config FILE (models and plans). Each list or show
+command takes -json: one JSON document of snake_case fields instead of the table, for scripts.
 `
 
 // runAdmin runs one admin command, writing its output to out and what the operator should know
@@ -319,12 +320,22 @@ func (a *admin) accountCreate(ctx context.Context, args []string) error {
 }
 
 func (a *admin) accountList(ctx context.Context, args []string) error {
-	if _, err := parse(flag.NewFlagSet("account list", flag.ContinueOnError), args, 0); err != nil {
+	fs := flag.NewFlagSet("account list", flag.ContinueOnError)
+	asJSON := jsonFlag(fs)
+	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
 	accts, err := a.svc.Store.ListAccounts(ctx)
 	if err != nil {
 		return err
+	}
+	if *asJSON {
+		list := make([]accountJSON, 0, len(accts))
+		for _, ac := range accts {
+			list = append(list, accountJSON{ID: ac.ID.String(), Name: ac.Name, Plan: ac.Plan, BalanceMicros: ac.BalanceMicros,
+				BalanceUSD: apierror.USD(ac.BalanceMicros), CreatedAt: utc(ac.CreatedAt)})
+		}
+		return a.writeJSON(list)
 	}
 	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tNAME\tPLAN\tBALANCE_MICROS\tBALANCE_USD\tCREATED")
@@ -450,7 +461,9 @@ func capPeriodText(p store.CapPeriod) string {
 }
 
 func (a *admin) keyList(ctx context.Context, args []string) error {
-	pos, err := parse(flag.NewFlagSet("key list", flag.ContinueOnError), args, 1)
+	fs := flag.NewFlagSet("key list", flag.ContinueOnError)
+	asJSON := jsonFlag(fs)
+	pos, err := parse(fs, args, 1)
 	if err != nil {
 		return err
 	}
@@ -461,6 +474,9 @@ func (a *admin) keyList(ctx context.Context, args []string) error {
 	keys, err := a.svc.ListKeys(ctx, acct.ID)
 	if err != nil {
 		return err
+	}
+	if *asJSON {
+		return a.writeJSON(keysJSON(keys))
 	}
 	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tPREFIX…LAST4\tNAME\tSTATUS\tRPM\tEXPIRES\tCREDIT_CAP\tPERIOD\tSPENT_THIS_PERIOD\tMODELS\tCREATED_BY\tCREATED\tLAST_USED")
@@ -478,13 +494,9 @@ func (a *admin) keyList(ctx context.Context, args []string) error {
 		if k.Models != nil {
 			models = strings.Join(k.Models, ",")
 		}
-		last := k.LastRequestAt
-		if last == nil || (k.LastUsedAt != nil && k.LastUsedAt.After(*last)) {
-			last = k.LastUsedAt
-		}
 		fmt.Fprintf(tw, "%s\t%s…%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", k.ID, k.DisplayPrefix, k.DisplaySuffix, plaintext.Visible(k.Name, false), k.Status,
 			k.RPMLimit, stamp(k.ExpiresAt), capText, k.CapPeriod, k.PeriodSpentMicros, models, plaintext.Visible(k.CreatedBy, false),
-			k.CreatedAt.UTC().Format(time.RFC3339), stamp(last))
+			k.CreatedAt.UTC().Format(time.RFC3339), stamp(lastUse(k)))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -501,6 +513,31 @@ func (a *admin) keyList(ctx context.Context, args []string) error {
 		_, err = fmt.Fprintf(a.out, "\nkeys: %d (plan %s has no key quota)\n", held, acct.Plan)
 	}
 	return err
+}
+
+// lastUse is when the key was last used: its last request or, if later, its last use
+// otherwise recorded; nil when never.
+func lastUse(k accounts.KeyInfo) *time.Time {
+	last := k.LastRequestAt
+	if last == nil || (k.LastUsedAt != nil && k.LastUsedAt.After(*last)) {
+		last = k.LastUsedAt
+	}
+	return last
+}
+
+// keysJSON is key list's -json: what its table shows of each key.
+func keysJSON(keys []accounts.KeyInfo) []keyJSON {
+	list := make([]keyJSON, 0, len(keys))
+	for _, k := range keys {
+		j := keyJSON{ID: k.ID.String(), Name: k.Name, Prefix: k.DisplayPrefix, LastFour: k.DisplaySuffix, Status: k.Status,
+			RPMLimit: k.RPMLimit, ExpiresAt: utcOrNil(k.ExpiresAt), Models: k.Models, CreatedBy: k.CreatedBy,
+			CreatedAt: utc(k.CreatedAt), LastUsedAt: utcOrNil(lastUse(k))}
+		if k.CreditCapMicros != nil {
+			j.CreditCap = &keyCapJSON{CapMicros: *k.CreditCapMicros, Period: string(k.CapPeriod), SpentMicros: k.PeriodSpentMicros}
+		}
+		list = append(list, j)
+	}
+	return list
 }
 
 // auditKey records a key change the operator made in the key's account's audit log, as the
@@ -757,29 +794,39 @@ func (a *admin) audit(ctx context.Context, account uuid.UUID, action, target str
 }
 
 // accountAndCount reads the arguments of a command that lists an account's newest rows of
-// what: ACCOUNT [-n N].
-func (a *admin) accountAndCount(ctx context.Context, command, what string, args []string) (store.Account, int, error) {
+// what: ACCOUNT [-n N] [-json]; asJSON tells whether -json was given.
+func (a *admin) accountAndCount(ctx context.Context, command, what string, args []string) (acct store.Account, n int, asJSON bool, err error) {
 	fs := flag.NewFlagSet(command, flag.ContinueOnError)
-	n := fs.Int("n", 20, "how many "+what)
+	count := fs.Int("n", 20, "how many "+what)
+	jsonOut := jsonFlag(fs)
 	pos, err := parse(fs, args, 1)
 	if err != nil {
-		return store.Account{}, 0, err
+		return store.Account{}, 0, false, err
 	}
-	if *n < 1 {
-		return store.Account{}, 0, usageError("-n must be at least 1")
+	if *count < 1 {
+		return store.Account{}, 0, false, usageError("-n must be at least 1")
 	}
-	acct, err := a.account(ctx, pos[0])
-	return acct, *n, err
+	acct, err = a.account(ctx, pos[0])
+	return acct, *count, *jsonOut, err
 }
 
 func (a *admin) creditShow(ctx context.Context, args []string) error {
-	acct, n, err := a.accountAndCount(ctx, "credit show", "ledger entries", args)
+	acct, n, asJSON, err := a.accountAndCount(ctx, "credit show", "ledger entries", args)
 	if err != nil {
 		return err
 	}
 	entries, err := a.svc.Store.LedgerEntries(ctx, acct.ID, n)
 	if err != nil {
 		return err
+	}
+	if asJSON {
+		c := creditJSON{AccountID: acct.ID.String(), Account: acct.Name, BalanceMicros: acct.BalanceMicros,
+			BalanceUSD: apierror.USD(acct.BalanceMicros), Entries: make([]ledgerEntryJSON, 0, len(entries))}
+		for _, e := range entries {
+			c.Entries = append(c.Entries, ledgerEntryJSON{ID: e.ID, CreatedAt: utc(e.CreatedAt), Reason: e.Reason, AmountMicros: e.AmountMicros,
+				BalanceAfterMicros: e.BalanceAfterMicros, IdempotencyKey: e.IdempotencyKey, Note: e.Note})
+		}
+		return a.writeJSON(c)
 	}
 	fmt.Fprintf(a.out, "account %s: balance %d micros (%s)\n\n", acct.Name, acct.BalanceMicros, apierror.USD(acct.BalanceMicros))
 	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
@@ -792,13 +839,28 @@ func (a *admin) creditShow(ctx context.Context, args []string) error {
 
 // usageList prints the account's newest usage records: what each request used and cost.
 func (a *admin) usageList(ctx context.Context, args []string) error {
-	acct, n, err := a.accountAndCount(ctx, "usage list", "usage records", args)
+	acct, n, asJSON, err := a.accountAndCount(ctx, "usage list", "usage records", args)
 	if err != nil {
 		return err
 	}
 	records, err := a.svc.Store.UsageRecords(ctx, acct.ID, n)
 	if err != nil {
 		return err
+	}
+	if asJSON {
+		list := make([]usageJSON, 0, len(records))
+		for _, r := range records {
+			var trace *string
+			if r.TraceID != ([16]byte{}) {
+				trace = nilIfEmpty(hex.EncodeToString(r.TraceID[:]))
+			}
+			list = append(list, usageJSON{FinishedAt: utc(r.FinishedAt), RequestID: r.RequestID, Model: r.Model, Provider: r.Provider,
+				UpstreamModel: r.UpstreamModel, InputTokens: r.InputTokens, CacheReadTokens: r.CacheReadTokens,
+				CacheWrite5mTokens: r.CacheWrite5mTokens, CacheWrite1hTokens: r.CacheWrite1hTokens, OutputTokens: r.OutputTokens,
+				HostedToolCalls: r.HostedCalls, HostedToolMicros: r.HostedMicros, CostMicros: r.CostMicros, Status: r.Status,
+				OnCredit: r.OnCredit, TraceID: trace})
+		}
+		return a.writeJSON(list)
 	}
 	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
 	// IN is every input token; CACHE_READ, WRITE_5M and WRITE_1H are the parts of it read from
@@ -834,7 +896,12 @@ func (a *admin) model(ctx context.Context, verb string, args []string) error {
 	if verb == "list" {
 		want = 1
 	}
-	pos, err := parse(flag.NewFlagSet("model "+verb, flag.ContinueOnError), args, want)
+	fs := flag.NewFlagSet("model "+verb, flag.ContinueOnError)
+	asJSON := new(bool)
+	if verb == "list" {
+		asJSON = jsonFlag(fs)
+	}
+	pos, err := parse(fs, args, want)
 	if err != nil {
 		return err
 	}
@@ -874,6 +941,17 @@ func (a *admin) model(ctx context.Context, verb string, args []string) error {
 		grants, err := a.svc.Store.AccountModels(ctx, acct.ID)
 		if err != nil {
 			return err
+		}
+		if *asJSON {
+			list := make([]modelGrantJSON, 0, len(grants))
+			for _, g := range grants {
+				j := modelGrantJSON{ID: g.ModelID, GrantedAt: utc(g.GrantedAt)}
+				if m, ok := a.svc.Config.Model(g.ModelID); ok {
+					j.Family = &m.Family
+				}
+				list = append(list, j)
+			}
+			return a.writeJSON(list)
 		}
 		tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "MODEL\tFAMILY\tGRANTED")

@@ -184,7 +184,9 @@ func (a *admin) slotAssign(ctx context.Context, svc *agent.Service, verb string,
 }
 
 func (a *admin) slotList(ctx context.Context, svc *agent.Service, args []string) error {
-	pos, err := parseOptional(flag.NewFlagSet("slot list", flag.ContinueOnError), args, 1)
+	fs := flag.NewFlagSet("slot list", flag.ContinueOnError)
+	asJSON := jsonFlag(fs)
+	pos, err := parseOptional(fs, args, 1)
 	if err != nil {
 		return err
 	}
@@ -195,6 +197,14 @@ func (a *admin) slotList(ctx context.Context, svc *agent.Service, args []string)
 	slots, err := svc.ListSlots(ctx, acct)
 	if err != nil {
 		return err
+	}
+	if *asJSON {
+		list := make([]slotJSON, 0, len(slots))
+		for _, s := range slots {
+			list = append(list, slotJSON{AccountID: s.AccountID.String(), Account: s.Account, Slot: s.Slot, Session: nilIfEmpty(s.SessionID),
+				SessionState: nilIfEmpty(s.SessionState), AssignedAt: utc(s.CreatedAt)})
+		}
+		return a.writeJSON(list)
 	}
 	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ACCOUNT\tSLOT\tSESSION\tSTATE\tASSIGNED")
@@ -276,6 +286,7 @@ func (a *admin) ticketList(ctx context.Context, svc *agent.Service, args []strin
 	fs := flag.NewFlagSet("ticket list", flag.ContinueOnError)
 	state := fs.String("state", "open", "open, closed or all")
 	n := fs.Int("n", 50, "how many tickets")
+	asJSON := jsonFlag(fs)
 	pos, err := parseOptional(fs, args, 1)
 	if err != nil {
 		return err
@@ -292,6 +303,14 @@ func (a *admin) ticketList(ctx context.Context, svc *agent.Service, args []strin
 	if err != nil {
 		return err
 	}
+	if *asJSON {
+		list := make([]ticketJSON, 0, len(tickets))
+		for _, t := range tickets {
+			list = append(list, ticketJSON{ID: t.ID, AccountID: t.AccountID.String(), Account: names[t.AccountID], State: t.State,
+				OpenedBy: t.OpenedBy, SessionID: nilIfEmpty(t.SessionID), CreatedAt: utc(t.CreatedAt), ClosedAt: utcOrNil(t.ClosedAt), Title: t.Title})
+		}
+		return a.writeJSON(list)
+	}
 	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tACCOUNT\tSTATE\tOPENED_BY\tSESSION\tOPENED\tCLOSED\tTITLE")
 	for _, t := range tickets {
@@ -307,6 +326,7 @@ func (a *admin) approvalList(ctx context.Context, svc *agent.Service, args []str
 	fs := flag.NewFlagSet("approval list", flag.ContinueOnError)
 	state := fs.String("state", "pending", "pending, approved, denied, expired, cancelled or all")
 	n := fs.Int("n", 50, "how many approvals")
+	asJSON := jsonFlag(fs)
 	pos, err := parseOptional(fs, args, 1)
 	if err != nil {
 		return err
@@ -322,6 +342,9 @@ func (a *admin) approvalList(ctx context.Context, svc *agent.Service, args []str
 	names, err := a.accountNames(ctx)
 	if err != nil {
 		return err
+	}
+	if *asJSON {
+		return a.writeJSON(approvalsJSON(list, names))
 	}
 	if len(list) == 0 {
 		fmt.Fprintf(a.out, "no %s approvals\n", strings.TrimPrefix(*state, "all"))
@@ -360,6 +383,19 @@ func (a *admin) approvalList(ctx context.Context, svc *agent.Service, args []str
 		}
 	}
 	return nil
+}
+
+// approvalsJSON is approval list's -json: what its blocks show of each approval.
+func approvalsJSON(list []agent.Approval, names map[uuid.UUID]string) []approvalJSON {
+	out := make([]approvalJSON, 0, len(list))
+	for _, ap := range list {
+		out = append(out, approvalJSON{ID: ap.ID, AccountID: ap.AccountID.String(), Account: names[ap.AccountID], State: ap.State,
+			Action: ap.Action, Arguments: ap.Arguments, ArgumentsHash: ap.ArgumentsHash, KeyID: nilIfEmpty(ap.KeyID),
+			RequestedBy: nilIfEmpty(ap.RequestedBy), CreatedAt: utc(ap.CreatedAt), ExpiresAt: utc(ap.ExpiresAt),
+			ResolvedAt: utcOrNil(ap.ResolvedAt), ResolvedBy: nilIfEmpty(ap.ResolvedBy), ActionStatus: nilIfEmpty(ap.ActionStatus),
+			SessionID: nilIfEmpty(ap.SessionID), MessageID: nilIfEmpty(ap.MessageID), Failure: nilIfEmpty(ap.Failure)})
+	}
+	return out
 }
 
 func (a *admin) approvalResolve(ctx context.Context, svc *agent.Service, verb string, args []string) error {

@@ -18,13 +18,21 @@ const auditAdminUsage = `  audit list ACCOUNT [-n N]                 the account
 
 // auditList prints the newest entries of the account's audit log.
 func (a *admin) auditList(ctx context.Context, args []string) error {
-	acct, n, err := a.accountAndCount(ctx, "audit list", "audit entries", args)
+	acct, n, asJSON, err := a.accountAndCount(ctx, "audit list", "audit entries", args)
 	if err != nil {
 		return err
 	}
 	entries, err := (&audit.Log{Store: a.svc.Store}).List(ctx, acct.ID, 0, n)
 	if err != nil {
 		return err
+	}
+	if asJSON {
+		list := make([]auditJSON, 0, len(entries))
+		for _, e := range entries {
+			list = append(list, auditJSON{ID: e.ID, At: utc(e.At), Actor: e.Actor, Action: e.Action, Target: e.Target,
+				Before: e.Before, After: e.After})
+		}
+		return a.writeJSON(list)
 	}
 	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tAT\tACTOR\tACTION\tTARGET\tBEFORE\tAFTER")

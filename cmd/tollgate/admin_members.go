@@ -60,7 +60,9 @@ func (a *admin) memberAdmin(ctx context.Context, verb string, args []string) err
 		fmt.Fprintf(a.out, "%s is a%s %s of account %s\n", u.Email, map[bool]string{true: "n", false: ""}[*role == members.RoleOwner], *role, acct.Name)
 		return nil
 	case "list":
-		pos, err := parse(flag.NewFlagSet("member list", flag.ContinueOnError), args, 1)
+		fs := flag.NewFlagSet("member list", flag.ContinueOnError)
+		asJSON := jsonFlag(fs)
+		pos, err := parse(fs, args, 1)
 		if err != nil {
 			return err
 		}
@@ -71,6 +73,13 @@ func (a *admin) memberAdmin(ctx context.Context, verb string, args []string) err
 		list, err := svc.List(ctx, acct.ID)
 		if err != nil {
 			return err
+		}
+		if *asJSON {
+			out := make([]memberJSON, 0, len(list))
+			for _, m := range list {
+				out = append(out, memberJSON{Email: m.Email, Role: m.Role, AddedAt: utc(m.Added), LastSignInAt: utcOrNil(m.LastSignIn)})
+			}
+			return a.writeJSON(out)
 		}
 		tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "EMAIL\tROLE\tADDED\tLAST_SIGN_IN")

@@ -111,6 +111,7 @@ func (a *admin) dataset(ctx context.Context, verb string, args []string) error {
 	dir := fs.String("dir", "", "dataset storage directory (default: the configured store)")
 	var name, format *string
 	var yes *bool
+	asJSON := new(bool)
 	want := 1
 	switch verb {
 	case "put":
@@ -121,6 +122,7 @@ func (a *admin) dataset(ctx context.Context, verb string, args []string) error {
 		yes = yesFlag(fs)
 		want = 2
 	case "list":
+		asJSON = jsonFlag(fs)
 	default:
 		fmt.Fprint(a.notes, datasetUsage)
 		return usageError(fmt.Sprintf("unknown admin command %q", "dataset "+verb))
@@ -158,6 +160,17 @@ func (a *admin) dataset(ctx context.Context, verb string, args []string) error {
 	byName := map[string]dataset.LoadedDataset{}
 	for _, l := range loaded {
 		byName[l.Name] = l
+	}
+	if *asJSON {
+		list := make([]datasetJSON, 0, len(stored))
+		for _, d := range stored {
+			j := datasetJSON{Name: d.Name, Format: string(d.Format), SizeBytes: d.SizeBytes, UpdatedAt: utc(d.Updated)}
+			if l, ok := byName[d.Name]; ok {
+				j.Loaded = &datasetLoadJSON{Rows: l.Rows, LoadedAt: utc(l.LoadedAt)}
+			}
+			list = append(list, j)
+		}
+		return a.writeJSON(list)
 	}
 	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tFORMAT\tBYTES\tUPDATED\tLOADED")

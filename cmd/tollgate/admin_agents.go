@@ -87,8 +87,12 @@ func agentID(what, s string) error {
 	return nil
 }
 
-// agentErr words an agent service error for the operator.
+// agentErr words an agent service error for the operator: a value the service refuses (a slot
+// name, a ticket's title) is a mistake in the command line (exit status 2).
 func agentErr(what string, err error) error {
+	if e, ok := errors.AsType[*apierror.Error](err); ok && e.Kind == apierror.KindInvalidRequest {
+		return usageError(fmt.Sprintf("%s: %s", what, e.Message))
+	}
 	if errors.Is(err, agent.ErrNotFound) {
 		return fmt.Errorf("%s: not found", what)
 	}

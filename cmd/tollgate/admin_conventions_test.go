@@ -102,6 +102,8 @@ func TestAdminCommandConventions(t *testing.T) {
 		"key revoke not-an-id":                              2,
 		"credit grant acme lots":                            2,
 		"usage export acme -from 2025-13-01 -to 2026-01-01": 2,
+		"member add acme not-an-address":                    2,
+		"slot assign acme bad/name":                         2,
 		"key list nosuch":                                   1,
 		"model revoke acme service-sonnet":                  1,
 		"key revoke " + uuid.NewString():                    1,

@@ -45,6 +45,9 @@ func (a *admin) memberAdmin(ctx context.Context, verb string, args []string) err
 		if !members.ValidRole(*role) {
 			return usageError(fmt.Sprintf("-role %q: want owner or member", *role))
 		}
+		if !strings.Contains(pos[1], "@") {
+			return usageError(fmt.Sprintf("%q is not an e-mail address", pos[1]))
+		}
 		acct, err := a.account(ctx, pos[0])
 		if err != nil {
 			return err

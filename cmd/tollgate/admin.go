@@ -68,7 +68,7 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 	return runAdminWith(ctx, args, adminIO{out: out, notes: os.Stderr, in: os.Stdin, interactive: stdinIsTerminal()})
 }
 
-// runAdminWith runs one admin command with the streams of io.
+// runAdminWith runs one admin command, talking to the operator through streams.
 func runAdminWith(ctx context.Context, args []string, streams adminIO) error {
 	global := flag.NewFlagSet("admin", flag.ContinueOnError)
 	configPath := global.String("config", "", "config file")

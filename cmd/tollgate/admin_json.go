@@ -3,7 +3,10 @@ package main
 import (
 	"encoding/json"
 	"flag"
+	"fmt"
 	"time"
+
+	"github.com/tollgate/tollgate/impl/plaintext"
 )
 
 // The -json output of the admin commands that list or show: one JSON array (or, for credit
@@ -18,11 +21,16 @@ func jsonFlag(fs *flag.FlagSet) *bool {
 	return fs.Bool("json", false, "print one JSON document (snake_case fields) instead of the table")
 }
 
-// writeJSON prints v as indented JSON on stdout.
+// writeJSON prints v as indented JSON on stdout, with every rune that does not show itself (a
+// terminal's escape, a bidirectional override in a tenant's ticket title or an agent's
+// arguments) written as its \u escape, as the tables write them: the same JSON, safe to look at.
 func (a *admin) writeJSON(v any) error {
-	enc := json.NewEncoder(a.out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(a.out, plaintext.Visible(string(b), true))
+	return err
 }
 
 // utc is t in UTC, for JSON.

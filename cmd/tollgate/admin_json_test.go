@@ -43,7 +43,7 @@ func TestAdminListsAsJSON(t *testing.T) {
 	mustAdmin(t, "credit grant acme 2500 -note invoice-7 -idempotency-key inv-7")
 	mustAdmin(t, "member add acme alice@example.com -role owner")
 	mustAdmin(t, "slot assign acme main")
-	mustAdmin(t, "ticket open acme broken")
+	mustAdmin(t, "ticket open acme broken\x1b[2J\u202e")
 	dir := t.TempDir()
 	file := filepath.Join(t.TempDir(), "sales.csv")
 	if err := os.WriteFile(file, []byte("region,units\nnorth,3\n"), 0o600); err != nil {
@@ -116,7 +116,11 @@ func TestAdminListsAsJSON(t *testing.T) {
 
 	var tickets []ticketJSON
 	adminJSON(t, "ticket list acme", &tickets)
-	if len(tickets) != 1 || tickets[0].Title != "broken" || tickets[0].State != "open" || tickets[0].Account != "acme" || tickets[0].ClosedAt != nil {
+	// The title as the tenant wrote it, its escape and override written as \u escapes.
+	if raw := mustAdmin(t, "ticket list acme -json"); strings.ContainsAny(raw, "\x1b\u202e") || !strings.Contains(raw, `broken\u001b[2J\u202e"`) {
+		t.Errorf("ticket list -json wrote the title's escape or override as it is:\n%q", raw)
+	}
+	if len(tickets) != 1 || tickets[0].Title != "broken\x1b[2J\u202e" || tickets[0].State != "open" || tickets[0].Account != "acme" || tickets[0].ClosedAt != nil {
 		t.Errorf("ticket list -json: %+v", tickets)
 	}
 

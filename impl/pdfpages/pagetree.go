@@ -30,6 +30,13 @@ const (
 	retainCeiling = 8 << 20
 	// maxNesting is the deepest arrays and dictionaries in a node's dictionary are read.
 	maxNesting = 64
+	// maxIndirect is the most objects that /Kids values refer to (kidsArray), and the most
+	// that /Count values do (countObject); past either, the count is not established.
+	maxIndirect = 1 << 16
+	// arraySearch is the most bytes of object streams not held that keepArray looks through
+	// for the ends of the arrays they define, in one file; past it, the count is not
+	// established.
+	arraySearch = 32 << 20
 )
 
 // pageTree is what a walk of a file's page tree reads: where each object is defined, in the
@@ -45,9 +52,23 @@ type pageTree struct {
 	// entries are the cross-reference streams' entries read (at most maxXrefEntries), and
 	// held the bytes of inflated object streams among the sources (at most retainCeiling).
 	entries, held int
-	// full is set when defs or roots reached their bound, or an object stream's objects
+	// full is set when defs, roots or kids reached their bound, or an object stream's objects
 	// cannot be placed with certainty (indexObjectStream).
 	full bool
+	// kids are the objects a /Kids value refers to (an array in an object of its own, which
+	// readers read as the node's kids): the walk must read each of them (walk.arrays), or the
+	// count is not established, as one it does not reach (a node no root leads to, text in a
+	// string) may hold pages it cannot find.
+	kids map[int]struct{}
+	// counts are the objects a page tree node's /Count value refers to (an integer in an
+	// object of its own, which readers read as the count).
+	counts map[int]struct{}
+	// arrays holds copies of the arrays that object streams not held define (keepArray), the
+	// source arraysSrc once the walk starts (0: none yet; the file is source 0); searched is
+	// the bytes keepArray has looked through for their ends.
+	arrays    []byte
+	arraysSrc int32
+	searched  int
 }
 
 // definition is where object num is defined: from sources[src][at] on, or in an object
@@ -84,6 +105,51 @@ func (t *pageTree) root(num int) {
 		return
 	}
 	t.roots = append(t.roots, num)
+}
+
+// kidsArray records object num as one a /Kids value refers to.
+func (t *pageTree) kidsArray(num int) {
+	t.full = t.full || !addTo(&t.kids, num)
+}
+
+// countObject records object num as one a /Count value refers to.
+func (t *pageTree) countObject(num int) {
+	t.full = t.full || !addTo(&t.counts, num)
+}
+
+// addTo adds num to the set, made when nil, unless it holds maxIndirect numbers already.
+func addTo(set *map[int]struct{}, num int) bool {
+	if *set == nil {
+		*set = map[int]struct{}{}
+	}
+	if len(*set) >= maxIndirect {
+		return false
+	}
+	(*set)[num] = struct{}{}
+	return true
+}
+
+// statedCounts is the largest count that the objects /Count values refer to state: the
+// integer that a definition of one is (the largest, for one defined more than once; none for
+// one not defined, which readers read as null), at most MaxCount. It is false when a
+// definition is in an object stream that is not held (its count cannot be read). It is called
+// once the walk has sorted the definitions (pages).
+func (t *pageTree) statedCounts() (int, bool) {
+	most := 0
+	for num := range t.counts {
+		first, found := t.definition(num)
+		for k := first; found && k < len(t.defs) && int(t.defs[k].num) == num; k++ {
+			d := t.defs[k]
+			if d.src == leaf {
+				return 0, false
+			}
+			def := t.sources[d.src][d.at:]
+			if i := skipSpace(def[:min(len(def), skipWindow)], 0); i < len(def) && (digit(def[i]) || def[i] == '+') {
+				most = max(most, readInt(def, i))
+			}
+		}
+	}
+	return most, true
 }
 
 // indexFile records the definitions of the objects written in data as they are: every "obj"
@@ -215,20 +281,23 @@ func (t *pageTree) indexXrefStream(data, dict []byte, start int, budget *int) {
 
 // xrefDict is what a cross-reference stream's dictionary says of its data: the widths of an
 // entry's fields (/W), the object numbers its entries are for (/Index, pairs of a first number
-// and a count; [0 /Size] by default), and its PNG predictor's columns (/Columns; 0 without one).
+// and a count; [0 /Size] by default), and its predictor (/Predictor in /DecodeParms: 1 none, 2
+// TIFF, 10 to 15 PNG) with the bytes of a pixel (/Colors, of /BitsPerComponent 8) and the
+// pixels of a row (/Columns).
 type xrefDict struct {
-	w       [3]int
-	index   []int
-	columns int
+	w                          [3]int
+	index                      []int
+	predictor, colors, columns int
 	// raw is set when the data has no filter.
 	raw bool
 }
 
 // readXrefDict reads a cross-reference stream's dictionary (/Type /XRef): FlateDecode or no
-// filter, no predictor or a PNG one (10 to 15), fields of at most eight bytes each.
+// filter, no predictor, a TIFF one (2) or a PNG one (10 to 15) on pixels of one to four
+// components of eight bits whose rows are the entries, fields of at most eight bytes each.
 func readXrefDict(dict []byte) (xrefDict, bool) {
-	var x xrefDict
-	size, predictor, widths, xref := -1, 1, 0, false
+	x := xrefDict{predictor: 1, colors: 1, columns: 1}
+	size, bits, widths, xref := -1, 8, 0, false
 	var filters []name
 	for i := 0; i < len(dict); i++ {
 		if dict[i] != '/' {
@@ -250,9 +319,13 @@ func readXrefDict(dict []byte) (xrefDict, bool) {
 		case nm.is("Size"):
 			size = readInt(dict, j)
 		case nm.is("Predictor"):
-			predictor = readInt(dict, j)
+			x.predictor = readInt(dict, j)
 		case nm.is("Columns"):
 			x.columns = readInt(dict, j)
+		case nm.is("Colors"):
+			x.colors = readInt(dict, j)
+		case nm.is("BitsPerComponent"):
+			bits = readInt(dict, j)
 		case nm.is("Filter"):
 			filters = append(filters, filterNames(dict, j)...)
 		}
@@ -260,11 +333,9 @@ func readXrefDict(dict []byte) (xrefDict, bool) {
 	if x.index == nil && size >= 0 {
 		x.index = []int{0, size}
 	}
-	if predictor < 10 {
-		x.columns = 0
-	}
-	ok := widths == 3 && max(x.w[0], x.w[1], x.w[2]) <= 8 && x.w[1] > 0 && (predictor == 1 || predictor >= 10 && predictor <= 15) &&
-		(predictor == 1 || x.columns == x.w[0]+x.w[1]+x.w[2]) &&
+	predicted := x.predictor == 2 || x.predictor >= 10 && x.predictor <= 15
+	ok := widths == 3 && max(x.w[0], x.w[1], x.w[2]) <= 8 && x.w[1] > 0 && (x.predictor == 1 || predicted) &&
+		(x.predictor == 1 || bits == 8 && x.colors >= 1 && x.colors <= 4 && x.colors*x.columns == x.w[0]+x.w[1]+x.w[2]) &&
 		(len(filters) == 0 || len(filters) == 1 && filters[0].is("FlateDecode"))
 	x.raw = len(filters) == 0
 	return x, ok && xref && x.index != nil
@@ -290,7 +361,7 @@ func intArray(b []byte, i int) []int {
 func inflateXref(data []byte, x xrefDict, budget *int) ([]byte, bool) {
 	if x.raw {
 		// The entries are the file's bytes, read in place (a predictor would write them).
-		return data, x.columns == 0
+		return data, x.predictor == 1
 	}
 	r, err := zlib.NewReader(bytes.NewReader(data))
 	if err != nil {
@@ -302,23 +373,40 @@ func inflateXref(data []byte, x xrefDict, budget *int) ([]byte, bool) {
 	if len(out) > limit || (err != nil && len(out) == 0) {
 		return nil, false
 	}
-	if x.columns == 0 {
-		return out, true
+	switch width := x.colors * x.columns; {
+	case x.predictor == 2:
+		return untiff(out, width, x.colors), true
+	case x.predictor >= 10:
+		return unpredict(out, width, x.colors), true
 	}
-	return unpredict(out, x.columns), true
+	return out, true
 }
 
-// unpredict undoes PNG predictors (one byte a pixel) on rows of columns bytes, each after its
+// untiff undoes TIFF predictor 2 (PDF's, of eight-bit components) on rows of width bytes, in
+// place: each byte of a row but its first pixel's is its difference from the byte a pixel (bpp
+// bytes) to its left. A last row shorter than width is dropped, as unpredict drops it.
+func untiff(b []byte, width, bpp int) []byte {
+	b = b[:len(b)-len(b)%width]
+	for k := 0; k < len(b); k += width {
+		row := b[k : k+width]
+		for i := bpp; i < width; i++ {
+			row[i] += row[i-bpp]
+		}
+	}
+	return b
+}
+
+// unpredict undoes PNG predictors (pixels of bpp bytes) on rows of width bytes, each after its
 // filter byte, in place: the rows without their filter bytes.
-func unpredict(b []byte, columns int) []byte {
+func unpredict(b []byte, width, bpp int) []byte {
 	rows := b[:0]
-	prev := make([]byte, columns)
-	for k := 0; k+columns+1 <= len(b); k += columns + 1 {
-		filter, row := b[k], b[k+1:k+1+columns]
+	prev := make([]byte, width)
+	for k := 0; k+width+1 <= len(b); k += width + 1 {
+		filter, row := b[k], b[k+1:k+1+width]
 		for i := range row {
 			var left, upLeft byte
-			if i > 0 {
-				left, upLeft = row[i-1], prev[i-1]
+			if i >= bpp {
+				left, upLeft = row[i-bpp], prev[i-bpp]
 			}
 			switch filter {
 			case 1:
@@ -428,8 +516,51 @@ func (t *pageTree) indexObjectStream(dict, objects []byte, inflated bool) {
 		} else if src == -1 {
 			src = t.source(objects) // a part of the file, held anyway
 		}
-		t.define(pair[0], src, first+pair[1])
+		if src == leaf {
+			t.keepArray(pair[0], objects, first+pair[1])
+		} else {
+			t.define(pair[0], src, first+pair[1])
+		}
 	}
+}
+
+// keepArray records object num, defined at objects[at] in an object stream that is not held:
+// as a leaf, or, when it is an array that starts with a reference or is empty (one a /Kids
+// value may refer to, in a stream that says no /Kids itself), by a copy of it up to its first ]
+// in arrays, so that the walk can read it once the stream is dropped. The copies count with
+// the held streams' bytes (retainCeiling), the bytes looked through for their ends with
+// arraySearch. Another array is a leaf: as kids, it would make the count not established, as
+// a direct /Kids holding something but references does.
+func (t *pageTree) keepArray(num int, objects []byte, at int) {
+	i := skipSpace(objects[:min(len(objects), at+skipWindow)], at)
+	if i >= len(objects) || objects[i] != '[' {
+		t.define(num, leaf, 0)
+		return
+	}
+	if j := skipSpace(objects[:min(len(objects), i+1+skipWindow)], i+1); j < len(objects) && objects[j] != ']' {
+		if _, _, ok := reference(objects, j); !ok {
+			t.define(num, leaf, 0)
+			return
+		}
+	}
+	window := objects[i:min(len(objects), i+arraySearch-t.searched)]
+	end := bytes.IndexByte(window, ']')
+	if end < 0 {
+		t.searched += len(window)
+		t.full = t.full || t.searched >= arraySearch
+		t.define(num, leaf, 0) // no array a reader would read
+		return
+	}
+	t.searched += end + 1
+	if t.held += end + 1; t.held > retainCeiling {
+		t.full = true
+		return
+	}
+	if t.arraysSrc == 0 {
+		t.arraysSrc = t.source(nil)
+	}
+	t.define(num, t.arraysSrc, len(t.arrays))
+	t.arrays = append(append(t.arrays, window[:end+1]...), '\n')
 }
 
 // hold adds an object stream's inflated data to the sources, and is its index; or leaf, when
@@ -487,11 +618,23 @@ func (t *pageTree) pages() (int, bool) {
 	if t.full {
 		return 0, false
 	}
-	slices.SortFunc(t.defs, func(a, b definition) int { return cmp.Compare(a.num, b.num) })
+	if t.arraysSrc > 0 {
+		t.sources[t.arraysSrc] = t.arrays
+	}
+	// By number, then by place, so that a definition found twice (by its header and by a
+	// cross-reference entry) is read once where that matters (arrayKids).
+	slices.SortFunc(t.defs, func(a, b definition) int {
+		return cmp.Or(cmp.Compare(a.num, b.num), cmp.Compare(a.src, b.src), cmp.Compare(a.at, b.at))
+	})
 	w := walk{tree: t, memo: make([]int32, len(t.defs))}
 	most := 0
 	for _, num := range t.roots {
 		most = max(most, w.leaves(num, 0))
+	}
+	for num := range t.kids {
+		if _, read := w.arrays[num]; !read {
+			return 0, false
+		}
 	}
 	return most, !w.failed
 }
@@ -507,6 +650,8 @@ type walk struct {
 	// node's dictionary cannot be read.
 	spent  int
 	failed bool
+	// arrays are the objects read as the kids of a node whose /Kids refers to them.
+	arrays map[int]struct{}
 }
 
 // onPath marks an object being walked in walk.memo.
@@ -518,7 +663,7 @@ const onPath = -1
 // definition with the most.
 func (w *walk) leaves(num, depth int) int {
 	defs := w.tree.defs
-	first, found := slices.BinarySearchFunc(defs, num, func(d definition, n int) int { return cmp.Compare(int(d.num), n) })
+	first, found := w.tree.definition(num)
 	if !found {
 		return 1
 	}
@@ -557,11 +702,17 @@ func (w *walk) leaves(num, depth int) int {
 	return most
 }
 
+// definition is the index in defs of the first definition of object num, and whether there is
+// one.
+func (t *pageTree) definition(num int) (int, bool) {
+	return slices.BinarySearchFunc(t.defs, num, func(d definition, n int) int { return cmp.Compare(int(d.num), n) })
+}
+
 // kidsOf is the object numbers of the /Kids of the dictionary that def starts with (after
-// whitespace and comments): every direct array of references a /Kids key of it holds, in
-// order; none for an object that is no dictionary. It is false when the dictionary cannot be
-// read, holds /Kids by a reference or as anything but an array of references, or the walk's
-// budget is spent.
+// whitespace and comments): every array of references a /Kids key of it holds, directly or in
+// the object a reference names (arrayKids), in order; none for an object that is no
+// dictionary. It is false when the dictionary cannot be read, holds /Kids as anything but an
+// array of references or a reference to one, or the walk's budget is spent.
 func (w *walk) kidsOf(def []byte) ([]int, bool) {
 	if w.spent >= walkBudget {
 		return nil, false
@@ -592,12 +743,59 @@ func (w *walk) kidsOf(def []byte) ([]int, bool) {
 			}
 			continue
 		}
-		refs, ok := p.references()
+		var refs []int
+		var ok bool
+		if num, next, indirect := reference(p.b, p.i); indirect {
+			p.i = next
+			refs, ok = w.arrayKids(num)
+		} else {
+			refs, ok = p.references()
+		}
 		if !ok {
 			return nil, false
 		}
 		kids = append(kids, refs...)
 	}
+}
+
+// arrayKids is the object numbers in object num, which a /Kids value refers to: the
+// references of each of its definitions that is an array, in order (a definition that is no
+// array, text that only looks like the object's header, is passed over; one found twice is
+// read once). It is false when no
+// definition is an array, one is an array of anything but references, or the walk's budget is
+// spent: a reader finds no kids there.
+func (w *walk) arrayKids(num int) ([]int, bool) {
+	if w.arrays == nil {
+		w.arrays = map[int]struct{}{}
+	}
+	w.arrays[num] = struct{}{}
+	defs := w.tree.defs
+	first, found := w.tree.definition(num)
+	var kids []int
+	arrays := 0
+	for k := first; found && k < len(defs) && int(defs[k].num) == num; k++ {
+		if defs[k].src == leaf || k > first && defs[k] == defs[k-1] {
+			continue // no array (keepArray), or one read already
+		}
+		if w.spent >= walkBudget {
+			return nil, false
+		}
+		def := w.tree.sources[defs[k].src][defs[k].at:]
+		p := parser{b: def[:min(len(def), walkBudget-w.spent)]}
+		p.space()
+		if !p.at("[") {
+			w.spent += p.i
+			continue
+		}
+		refs, ok := p.references()
+		w.spent += p.i
+		if !ok {
+			return nil, false
+		}
+		kids = append(kids, refs...)
+		arrays++
+	}
+	return kids, arrays > 0
 }
 
 // parser reads PDF objects from b, at i.

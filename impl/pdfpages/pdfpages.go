@@ -66,12 +66,13 @@ func Count(data []byte) (int, bool) {
 // Read is what the PDF in data holds, and whether it could be established. Its pages are the
 // number of page objects (/Type /Page, names compared after their #xx escapes, whitespace and
 // comments between them allowed) in the file and in its FlateDecode object streams, the
-// largest /Count stated in either by a dictionary that is not an outline's, the number of
+// largest /Count stated in either by a dictionary that is not an outline's (directly, or by a
+// reference to an object that holds the number: pageTree.counts), the number of
 // /Contents that refer to an object (a page's, typed or not), or the leaves of the page tree
 // (pageTree.pages), whichever is largest, at most MaxCount. It is not established (false)
 // for data without a PDF header, for an encrypted file (its streams cannot be read), for one
-// whose page tree states a /Count or /Kids by an indirect reference (not followed) or whose
-// page tree cannot be walked within its bounds, when a compressed stream other than an image
+// whose page tree states a /Kids by a reference the walk does not read as an array of
+// references (pageTree.kids), or whose page tree cannot be walked within its bounds, when a compressed stream other than an image
 // or a cross-reference stream has a filter other than FlateDecode alone, or an object stream
 // (its dictionary names /Type /ObjStm, /N or /First) decode parameters, when a stream's
 // dictionary is longer than dictWindow, when inflating reaches the bound (inflateRatio times the file's size or
@@ -159,13 +160,18 @@ func ReadWithin(data []byte, shared *Budget) (Document, bool) {
 		return Document{}, false
 	}
 	inflated += contents
-	if c.encrypted || c.indirect {
+	if c.encrypted {
 		return Document{}, false
 	}
 	leaves, walked := c.tree.pages()
 	if !walked {
 		return Document{}, false
 	}
+	counted, ok := c.tree.statedCounts()
+	if !ok {
+		return Document{}, false
+	}
+	c.stated = max(c.stated, counted)
 	n := max(c.pages, c.stated, c.withContents, leaves)
 	if n == 0 {
 		return Document{}, false
@@ -315,10 +321,6 @@ type counter struct {
 	pages, stated int
 	// encrypted is set when an /Encrypt name is found.
 	encrypted bool
-	// indirect is set when a /Count or /Kids value is an indirect reference (the number or
-	// the array in another object, which readers follow and Read does not): a page tree
-	// whose pages need not say /Type /Page, nor have /Contents, could hide them there.
-	indirect bool
 	// scoped is the bytes outlineCount has read.
 	scoped int
 	// contents are the object numbers that a /Contents value refers to (noteContents), at
@@ -366,10 +368,18 @@ func (c *counter) scan(b []byte) {
 				c.pages++
 			}
 		case nm.is("Count"), nm.is("Kids"):
-			if _, _, ok := reference(b, j); ok {
-				c.indirect = true
-			} else if n := readInt(b, j); nm.is("Count") && n > c.stated && !c.outlineCount(b, i) {
-				c.stated = n
+			num, _, indirect := reference(b, j)
+			switch {
+			case indirect && nm.is("Kids"):
+				c.tree.kidsArray(num)
+			case indirect:
+				if !c.outlineCount(b, i) {
+					c.tree.countObject(num)
+				}
+			default:
+				if n := readInt(b, j); nm.is("Count") && n > c.stated && !c.outlineCount(b, i) {
+					c.stated = n
+				}
 			}
 		case nm.is("Pages"):
 			if num, _, ok := reference(b, j); ok {

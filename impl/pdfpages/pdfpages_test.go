@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tollgate/tollgate/impl/devkit/pdftest"
 	"github.com/tollgate/tollgate/impl/pdfpages"
@@ -36,16 +37,29 @@ func TestCount(t *testing.T) {
 			"<< /Type /Outlines /First 5 0 R /Last 6 0 R /Count 1000 >> << /Title (Part one) /Parent 4 0 R /First 7 0 R /Last 8 0 R /Count 500 >>"), 2, true},
 		{"untyped pages, a page tree naming /Title", pdftest.UntypedPages(100, "/Title (x) /Note (/Type /Page)"), 100, true},
 		{"untyped pages with contents", []byte("%PDF-1.4\n% /Type /Page\n<< /Type /Pages /Kids [3 0 R 4 0 R 5 0 R] /Count 1 >> << /Parent 2 0 R /Contents 6 0 R >> << /Parent 2 0 R /Contents [6 0 R 7 0 R] >> << /Parent 2 0 R /Contents 6 0 R >> << /Type /Annot /Contents (a note) >>"), 3, true},
-		{"a page tree's count by an indirect reference", []byte("%PDF-1.4\n% /Type /Page\n<< /Type /Pages /Kids [3 0 R 4 0 R 5 0 R] /Count 1 0 R >> << /Parent 2 0 R >> << /Parent 2 0 R >> << /Parent 2 0 R >>"), 0, false},
-		{"a page tree's kids by an indirect reference", []byte("%PDF-1.4\n% /Type /Page\n<< /Type /Pages /Kids 9 0 R /Count 1 >> 9 0 obj [3 0 R 4 0 R 5 0 R] endobj << /Parent 2 0 R >> << /Parent 2 0 R >> << /Parent 2 0 R >>"), 0, false},
+		{"a page tree's count by an indirect reference", []byte("%PDF-1.4\n% /Type /Page\n1 0 obj << /Pages 2 0 R >> endobj\n2 0 obj << /Type /Pages /Kids [3 0 R] /Count 9 0 R >> endobj\n3 0 obj << /Parent 2 0 R >> endobj\n9 0 obj 12 endobj\n"), 12, true},
+		{"a page tree's count and kids by indirect references, as Oracle Reports writes them", oracleReports(), 4, true},
+		{"a page tree's count by a reference to an object not defined", []byte("%PDF-1.4\n% /Type /Page\n1 0 obj << /Pages 2 0 R >> endobj\n2 0 obj << /Type /Pages /Kids [3 0 R 4 0 R] /Count 9 0 R >> endobj\n"), 2, true},
+		{"a page tree's count by a reference to an object in an object stream not held", append(objStm("<< /Type /ObjStm /N 1 /First 4 /Filter /FlateDecode >>", []byte("9 0 12")), "1 0 obj << /Pages 2 0 R >> endobj\n2 0 obj << /Type /Pages /Kids [3 0 R] /Count 9 0 R >> endobj\n<< /Type /Page >>"...), 0, false},
+		{"an outline's count by an indirect reference is no page count", []byte("%PDF-1.4\n<< /Type /Page >> << /Type /Outlines /First 5 0 R /Last 6 0 R /Count 9 0 R >> 9 0 obj 1000 endobj"), 1, true},
+		{"a page tree's kids by an indirect reference no root leads to", []byte("%PDF-1.4\n% /Type /Page\n<< /Type /Pages /Kids 9 0 R /Count 1 >> 9 0 obj [3 0 R 4 0 R 5 0 R] endobj << /Parent 2 0 R >> << /Parent 2 0 R >> << /Parent 2 0 R >>"), 0, false},
+		{"a page tree's kids in an array object of their own", pdftest.KidsArray(100, false), 100, true},
+		{"a page tree's kids in an array object compressed in an object stream", pdftest.KidsArray(100, true), 100, true},
+		{"a page tree's kids in an array object defined twice, once by a decoy", kidsArrayFile("9 0 obj [3 0 R 4 0 R 5 0 R] endobj\n% 9 0 obj << /Kids [] >>\n"), 3, true},
+		{"a page tree's kids in an array object that lists the node itself", kidsArrayFile("9 0 obj [2 0 R 3 0 R 4 0 R] endobj\n"), 2, true},
+		{"a page tree's kids referring to a dictionary", kidsArrayFile("9 0 obj << /Kids [3 0 R 4 0 R 5 0 R] >> endobj\n"), 0, false},
+		{"a page tree's kids referring to an array holding something but references", kidsArrayFile("9 0 obj [3 0 R null 4 0 R 5 0 R] endobj\n"), 0, false},
+		{"a page tree's kids referring to an object not defined", kidsArrayFile(""), 0, false},
+		{"a page tree's kids by an indirect reference in a string", []byte("%PDF-1.4\n% /Type /Page\n1 0 obj << /Pages 2 0 R >> endobj\n2 0 obj << /Type /Pages /Note (/Kids 9 0 R) /Kids [3 0 R] /Count 1 >> endobj\n9 0 obj [3 0 R 4 0 R 5 0 R] endobj\n"), 0, false},
 		{"blank untyped pages under a root stating one", pdftest.BlankPages(100, 1, true), 100, true},
 		{"blank untyped pages in nodes of ten, each stating one", pdftest.BlankPages(95, 1, false), 95, true},
 		{"blank untyped pages beside a decoy kids array", []byte("%PDF-1.4\n% /Type /Page\n1 0 obj << /Type /Catalog /Pages 2 0 R >> endobj\n2 0 obj << /Type /Pages /Kids [3 0 R 4 0 R 5 0 R] /Count 1 >> endobj\n3 0 obj << /Parent 2 0 R /X << /Kids [] >> /Y (/Kids []) >> endobj\n4 0 obj << /Parent 2 0 R >> endobj\n5 0 obj << /Parent 2 0 R >> endobj\n% 2 0 obj << /Kids [] >>\n"), 3, true},
 		{"a page tree node named twice", []byte("%PDF-1.4\n% /Type /Page\n1 0 obj << /Pages 2 0 R >> endobj\n2 0 obj << /Type /Pages /Kids [3 0 R 3 0 R] /Count 1 >> endobj\n3 0 obj << /Type /Pages /Kids [4 0 R 5 0 R 6 0 R] /Count 1 >> endobj\n4 0 obj << >> endobj\n5 0 obj << >> endobj\n6 0 obj << >> endobj\n"), 6, true},
 		{"a page tree node defined twice", []byte("%PDF-1.4\n% /Type /Page\n1 0 obj << /Pages 2 0 R >> endobj\n2 0 obj << /Type /Pages /Kids [4 0 R 5 0 R 6 0 R] /Count 1 >> endobj\n4 0 obj << >> endobj\n5 0 obj << >> endobj\n6 0 obj << >> endobj\n2 0 obj << /Type /Pages /Kids [4 0 R] /Count 1 >> endobj\n"), 3, true},
 		{"a page tree whose nodes are in a cycle", []byte("%PDF-1.4\n% /Type /Page\n1 0 obj << /Pages 2 0 R >> endobj\n2 0 obj << /Type /Pages /Kids [3 0 R 4 0 R] /Count 1 >> endobj\n3 0 obj << /Kids [2 0 R 5 0 R] >> endobj\n"), 2, true},
-		{"a page tree node whose header a cross-reference entry reads within another's digits", gluedNode(false), 5, true},
-		{"a page tree node whose header a cross-reference stream's entry reads within another's digits", gluedNode(true), 5, true},
+		{"a page tree node whose header a cross-reference entry reads within another's digits", gluedNode("table"), 5, true},
+		{"a page tree node whose header a cross-reference stream's entry reads within another's digits", gluedNode("png"), 5, true},
+		{"the same, the stream's entries under a TIFF predictor", gluedNode("tiff"), 5, true},
 		{"a kids array holding something but references", []byte("%PDF-1.4\n% /Type /Page\n1 0 obj << /Pages 2 0 R >> endobj\n2 0 obj << /Type /Pages /Kids [3 0 R null 4 0 R 5 0 R] /Count 1 >> endobj"), 0, false},
 		{"a page tree node that cannot be read", []byte("%PDF-1.4\n% /Type /Page\n1 0 obj << /Pages 2 0 R >> endobj\n2 0 obj << /Type /Pages /Count 1 ) /Kids [3 0 R 4 0 R 5 0 R] >> endobj"), 0, false},
 		{"a page tree's count with an outline's name beside its kids", []byte("%PDF-1.4\n% /Type /Page\n<< /Type /Pages /Kids [3 0 R] /Count 100 /Title (x) >> << /Parent 2 0 R >>"), 100, true},
@@ -119,15 +133,81 @@ func TestWalkHoldsOnlyWhatMayBeANode(t *testing.T) {
 	if n, ok := pdfpages.Count(file("<< /Type /Page /Kids [] >>")); ok {
 		t.Errorf("nine object streams of 1 MiB that may hold page tree nodes: Count = %d; want not established", n)
 	}
+	// An array of references in a stream that is not held is kept (a /Kids value may refer to
+	// it), and counts with the held bytes.
+	page := []byte("<< /Type /Page >>\n")
+	if n, ok := pdfpages.Count(append(file("[3 0 R 4 0 R]"), page...)); !ok || n != 1 {
+		t.Errorf("nine object streams of an array of two references each: Count = %d, %v; want 1", n, ok)
+	}
+	if n, ok := pdfpages.Count(append(file("["+strings.Repeat("3 0 R ", 1<<20/6)+"]"), page...)); ok {
+		t.Errorf("nine object streams of an array of 1 MiB each: Count = %d; want not established", n)
+	}
+}
+
+// TestKeptArraysSearchIsBounded: the arrays of an object stream that is not held are looked
+// for their ends within 32 MiB of a file's bytes: an object stream of 4 MiB defining 60,000
+// arrays that start with a reference and never end (each would be looked through to the end of
+// the stream, some 200 GB in all) makes the count not established at once.
+func TestKeptArraysSearchIsBounded(t *testing.T) {
+	const n = 60_000
+	var header strings.Builder
+	for k := range n {
+		fmt.Fprintf(&header, "%d %d ", 10+k, 7*k)
+	}
+	objects := strings.Repeat("[1 0 R ", n) + strings.Repeat(" ", 4<<20-7*n-header.Len()-1)
+	file := objStm(fmt.Sprintf("<< /Type /ObjStm /N %d /First %d /Filter /FlateDecode >>", n, header.Len()), []byte(header.String()+objects))
+	file = append(file, "1 0 obj << /Pages 2 0 R >> endobj 2 0 obj << /Kids 10 0 R >> endobj << /Type /Page >>"...)
+	start := time.Now()
+	if d, ok := pdfpages.Read(file); ok {
+		t.Errorf("Read = %+v; want not established", d)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("Read took %v", took)
+	}
+}
+
+// oracleReports is a PDF of four pages whose page tree root gives both its /Kids and its /Count
+// by indirect references, as old Oracle Reports versions write them (galkahana/PDF-Writer pull
+// request 93 quotes one), with a classic cross-reference table: qpdf reads four pages.
+func oracleReports() []byte {
+	var b bytes.Buffer
+	offsets := map[int]int{}
+	object := func(num int, body string) {
+		offsets[num] = b.Len()
+		fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\n", num, body)
+	}
+	b.WriteString("%PDF-1.3\n")
+	object(1, "<< /Type /Catalog /Pages 3 0 R >>")
+	object(2, "4")
+	object(3, "<< /Type /Pages /Kids 4 0 R /Count 2 0 R >>")
+	object(4, "[ 5 0 R 6 0 R 7 0 R 8 0 R ]")
+	for num := 5; num < 9; num++ {
+		object(num, "<< /Type /Page /Parent 3 0 R /MediaBox [0 0 612 792] >>")
+	}
+	xref := b.Len()
+	b.WriteString("xref\n0 9\n0000000000 65535 f \n")
+	for num := 1; num < 9; num++ {
+		fmt.Fprintf(&b, "%010d 00000 n \n", offsets[num])
+	}
+	fmt.Fprintf(&b, "trailer\n<< /Size 9 /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n", xref)
+	return b.Bytes()
+}
+
+// kidsArrayFile is a PDF whose page tree root, object 2, states /Kids 9 0 R and /Count 1, with
+// three blank untyped pages (3 to 5) and array, which defines object 9 (or not).
+func kidsArrayFile(array string) []byte {
+	return []byte("%PDF-1.4\n% /Type /Page\n1 0 obj << /Type /Catalog /Pages 2 0 R >> endobj\n2 0 obj << /Type /Pages /Kids 9 0 R /Count 1 >> endobj\n" +
+		"3 0 obj << /Parent 2 0 R >> endobj\n4 0 obj << /Parent 2 0 R >> endobj\n5 0 obj << /Parent 2 0 R >> endobj\n" + array)
 }
 
 // gluedNode is a PDF whose page tree root, object 2, is written as "12 0 obj" (a 1 before its
 // header) and found by its cross-reference entry, which points at the 2: qpdf reads its five
-// blank untyped pages. A decoy object 2 that no entry points at holds one. With stream, the
-// entries are in a cross-reference stream, compressed with a PNG predictor (Up, and Sub for the
-// first row and Paeth for object 2's, each filter a row may choose), as PDF 1.5 writers save
-// them.
-func gluedNode(stream bool) []byte {
+// blank untyped pages. A decoy object 2 that no entry points at holds one. The entries are in
+// a cross-reference table (kind "table"), or in a cross-reference stream, as PDF 1.5 writers
+// save them, compressed with a PNG predictor ("png": Up, and Sub for the first row and Paeth
+// for object 2's, each filter a row may choose) or TIFF predictor 2 on pixels of two bytes
+// ("tiff": three a row).
+func gluedNode(kind string) []byte {
 	var b bytes.Buffer
 	offsets := make([]int, 8)
 	object := func(num int, body string) {
@@ -143,7 +223,7 @@ func gluedNode(stream bool) []byte {
 	}
 	b.WriteString("2 0 obj\n<< /Type /Pages /Kids [3 0 R] /Count 1 >>\nendobj\n")
 	xref := b.Len()
-	if !stream {
+	if kind == "table" {
 		b.WriteString("xref\n0 8\n0000000000 65535 f \n")
 		for num := 1; num < 8; num++ {
 			fmt.Fprintf(&b, "%010d 00000 n \n", offsets[num])
@@ -176,11 +256,33 @@ func gluedNode(stream bool) []byte {
 		}
 		prev = row
 	}
+	params := "/Predictor 12 /Columns 6"
+	if kind == "tiff" {
+		rows, params = tiffRows(offsets), "/Predictor 2 /Colors 2 /Columns 3 /BitsPerComponent 8"
+	}
 	packed := pdftest.Deflate(rows)
-	fmt.Fprintf(&b, "8 0 obj\n<< /Type /XRef /Size 9 /W [1 4 1] /Root 1 0 R /Filter /FlateDecode /DecodeParms << /Predictor 12 /Columns 6 >> /Length %d >>\nstream\n", len(packed))
+	fmt.Fprintf(&b, "8 0 obj\n<< /Type /XRef /Size 9 /W [1 4 1] /Root 1 0 R /Filter /FlateDecode /DecodeParms << %s >> /Length %d >>\nstream\n", params, len(packed))
 	b.Write(packed)
 	fmt.Fprintf(&b, "\nendstream\nendobj\nstartxref\n%d\n%%%%EOF\n", xref)
 	return b.Bytes()
+}
+
+// tiffRows are the cross-reference entries of gluedNode for the objects at offsets (object 0
+// free), encoded with TIFF predictor 2 on pixels of two bytes: each byte after a row's first
+// two is its difference from the byte two to its left.
+func tiffRows(offsets []int) []byte {
+	var rows []byte
+	for num, off := range offsets {
+		row := []byte{1, byte(off >> 24), byte(off >> 16), byte(off >> 8), byte(off), 0}
+		if num == 0 {
+			row = []byte{0, 0, 0, 0, 0, 0xff}
+		}
+		for i := len(row) - 1; i >= 2; i-- {
+			row[i] -= row[i-2]
+		}
+		rows = append(rows, row...)
+	}
+	return rows
 }
 
 // paethOf is PNG's Paeth predictor, for the test's encoder.
@@ -244,7 +346,7 @@ func FuzzCount(f *testing.F) {
 		[]byte("%PDF-\n/Type%\n/Page obj stream\n"), []byte("%PDF- obj << /N 1 /Filter /FlateDecode >>\nstream\n"),
 		objStm("<< /Type /ObjStm /Filter [/FlateDecode >>", []byte("/Type /Page")),
 		[]byte("%PDF-" + strings.Repeat("/Type%", 100)), []byte("%PDF- /Count -5 /Count 99999999999999999999"),
-		pdftest.BlankPages(25, 1, true), []byte("%PDF- 1 0 obj << /Pages 2 0 R >> 2 0 obj << /Kids [3 0 R 3 0 R] >> 3 0 obj << /Kids [2 0 R 4 0 R] >> /Type /Page"),
+		pdftest.BlankPages(25, 1, true), pdftest.KidsArray(5, true), gluedNode("tiff"), []byte("%PDF- 1 0 obj << /Pages 2 0 R >> 2 0 obj << /Kids [3 0 R 3 0 R] >> 3 0 obj << /Kids [2 0 R 4 0 R] >> /Type /Page"),
 	} {
 		f.Add(seed)
 	}

@@ -69,6 +69,34 @@ func BlankPages(n, stated int, decoy bool) []byte {
 	return w.finish(3+nodes+n, 1)
 }
 
+// KidsArray is a PDF of n blank pages (no /Type, no /Contents, as BlankPages) under a root
+// stating /Count 1, whose /Kids is an indirect reference to an array object of its own, as
+// the specification allows any value to be (qpdf reads n pages). With packed, the array is
+// compressed in an object stream (number 5, with a font and a cross-reference stream) that
+// says /Kids nowhere, the page tree's root being in the file.
+func KidsArray(n int, packed bool) []byte {
+	w := newWriter()
+	w.object(1, "<< /Type /Catalog /Pages 2 0 R >>")
+	w.object(2, "<< /Type /Pages /Kids 3 0 R /Count 1 >>")
+	array := "[" + kids(6, n) + "]"
+	if !packed {
+		w.object(3, array)
+	}
+	for i := range n {
+		w.object(6+i, "<< /Parent 2 0 R /MediaBox [0 0 612 792] >>")
+	}
+	if !packed {
+		w.object(4, "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+		w.object(5, "<< /Producer (pdftest) >>")
+		return w.finish(6+n, 1)
+	}
+	body := "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>\n" + array + "\n"
+	header := fmt.Sprintf("4 0 3 %d ", strings.IndexByte(body, '\n')+1)
+	data := Deflate([]byte(header + body))
+	w.stream(5, fmt.Sprintf("<< /Type /ObjStm /N 2 /First %d /Filter /FlateDecode /Length %d >>", len(header), len(data)), data)
+	return w.finishStream(6+n, []int{4, 3})
+}
+
 // ObjectStream is a PDF of n pages whose page objects and page tree are compressed
 // (FlateDecode) in one object stream, with a cross-reference stream, as PDF 1.5 and later
 // writers save them: no page dictionary, nor the page count, is in the file as text.

@@ -394,7 +394,8 @@ func optBoolPtr(raw json.RawMessage, param string) (*bool, error) {
 
 // parseDataURL splits a base64 data: URL into its media type and data. The media type is
 // read as RFC 2045 reads it, its case aside and without its parameters
-// ("Application/PDF;name=x.pdf" is application/pdf), and so is the base64 marker.
+// ("Application/PDF;name=x.pdf" is application/pdf: normalMediaType), and so is the base64
+// marker.
 func parseDataURL(u string) (mediaType, data string, ok bool) {
 	if !strings.HasPrefix(u, "data:") {
 		return "", "", false
@@ -408,11 +409,7 @@ func parseDataURL(u string) (mediaType, data string, ok bool) {
 	if semi < 0 || !strings.EqualFold(header[semi+1:], "base64") {
 		return "", "", false
 	}
-	header = header[:semi]
-	if semi := strings.IndexByte(header, ';'); semi >= 0 {
-		header = header[:semi]
-	}
-	return strings.ToLower(strings.TrimSpace(header)), u[comma+1:], true
+	return normalMediaType(header[:semi]), u[comma+1:], true
 }
 
 // imagePart builds an image part from a URL (a base64 data: URL is split into its parts).

@@ -44,7 +44,8 @@
 //	(user turns; inline   filename} (a name made from the  filename} (likewise)               or text (text/plain, decoded;
 //	base64 only)          media type when none is given)                                      the file name dropped, named)
 //	                      file_data that is no base64 data: URL (bare base64) is a 400 naming it, as OpenAI's;
-//	                      a data: URL's media type is read in lower case, without its parameters
+//	                      a data: URL's media type, and a Messages source's, is read in lower case,
+//	                      without its parameters (NormalizeMediaTypes does so on a relayed Messages request)
 //	ToolCalls             tool_calls[].function            function_call{call_id,arguments}   tool_use{id,input object}
 //	                      {name,arguments string}                                              (ids made ^[a-zA-Z0-9_-]+$)
 //	tool result           role tool + tool_call_id         function_call_output               tool_result{tool_use_id,content}

@@ -309,11 +309,14 @@ func messagesSource(b jsonObject, bp string) (src jsonObject, sp, kind string, e
 	return src, sp, kind, err
 }
 
-// readBase64Source reads a base64 source's media type and data (the source src at sp) into part.
+// readBase64Source reads a base64 source's media type, in its normal form (normalMediaType:
+// "image/PNG" is image/png, which Anthropic requires and a data: URL's reading gives), and data
+// (the source src at sp) into part.
 func readBase64Source(src jsonObject, sp string, part *llm.Part) (err error) {
 	if part.MediaType, err = parseString(src.get("media_type"), sp+".media_type"); err != nil {
 		return err
 	}
+	part.MediaType = normalMediaType(part.MediaType)
 	part.Data, err = parseString(src.get("data"), sp+".data")
 	return err
 }

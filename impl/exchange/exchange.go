@@ -825,6 +825,10 @@ func upstreamBody(client llm.Format, view *jsonview.View, ir *llm.Request, e rou
 		if client == llm.FormatMessages && convert.DropFallbacks(view, &edits) {
 			ur.dropped = append(ur.dropped, "fallbacks")
 		}
+		if client == llm.FormatMessages {
+			// Anthropic takes only lower-case media types; the copy is made only when one is not.
+			convert.NormalizeMediaTypes(view, &edits)
+		}
 		if client == llm.FormatMessages && asked > bound {
 			// A thinking budget must stay below the clamped max_tokens.
 			lowered, left, err := convert.FitThinking(view, bound, &edits)

@@ -473,7 +473,12 @@ func conformanceCases() []conformanceCase {
 		{name: "empty name", handoff: true, steps: one("GET /echo HTTP/1.1\r\nHost: x\r\n: v\r\n\r\n")},
 		{name: "control in value", handoff: true, steps: one("GET /echo HTTP/1.1\r\nHost: x\r\nX-A: a\x01b\r\n\r\n")},
 		{name: "nul in value", handoff: true, steps: one("GET /echo HTTP/1.1\r\nHost: x\r\nX-A: a\x00b\r\n\r\n")},
-		{name: "cr in value", handoff: true, steps: one("GET /echo HTTP/1.1\r\nHost: x\r\nX-A: a\rb\r\n\r\n")},
+		// A bare CR in a header value is refused by both, and h1server's 400 says which header
+		// holds it (net/http's says nothing): a key pasted with a Windows line end brings one.
+		{name: "cr in value", handoff: true, difference: "the 400 names the header that holds the bare CR; net/http's is a plain 400",
+			steps: one("GET /echo HTTP/1.1\r\nHost: x\r\nX-A: a\rb\r\n\r\n")},
+		{name: "cr ending the authorization value", handoff: true, difference: "the 400 names the Authorization header and asks whether its key was pasted with a Windows line end; net/http's is a plain 400",
+			steps: one("GET /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tgk_x\r\r\nX-B: 1\r\n\r\n")},
 		{name: "del in target", handoff: true, steps: one("GET /echo\x7f HTTP/1.1\r\nHost: x\r\n\r\n")},
 		{name: "control in target", handoff: true, steps: one("GET /echo\x01 HTTP/1.1\r\nHost: x\r\n\r\n")},
 		{name: "non-ascii target", handoff: true, steps: one("GET /caf\xc3\xa9 HTTP/1.1\r\nHost: x\r\n\r\n")},

@@ -36,7 +36,11 @@
 // Expect line, a large head, an earlier request on the connection) ends its connection once
 // answered, so that nothing behind its body is read, and so does every HTTP/1.0 request (whose
 // Transfer-Encoding net/http drops unseen, framing it by Content-Length). net/http serves such
-// requests and reads on. Requests served on the lean path see
+// requests and reads on. A bare CR in a header value (RFC 9112 section 2.2 lets a recipient
+// refuse it or read it as a space) is refused by both, but the 400 names the header where
+// net/http's says nothing, and asks, for Authorization or X-Api-Key, whether a key was pasted
+// from a file with Windows line ends; it is not read as a space, which a front taking the CR
+// for a line's end would read otherwise. Requests served on the lean path see
 // http.ServerContextKey set to that internal server as well, so handlers find one server either
 // way.
 //

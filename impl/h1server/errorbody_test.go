@@ -96,6 +96,14 @@ func TestErrorBodyReplacesNetHTTPAnswers(t *testing.T) {
 		{"missing host", "GET /a HTTP/1.1\r\nX: y\r\n\r\n", http.StatusBadRequest, "missing required Host header"},
 		{"unknown transfer coding", "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", http.StatusNotImplemented, "unsupported transfer encoding"},
 		{"head too large", "GET /a HTTP/1.1\r\nHost: x\r\n" + strings.Repeat("X-Filler: "+strings.Repeat("f", 1000)+"\r\n", 40) + "\r\n", http.StatusRequestHeaderFieldsTooLarge, ""},
+		// A bare CR in a header value: net/http's plain 400 says nothing, the reason names the
+		// header (a key pasted from a file with Windows line ends ends with one).
+		{"a key pasted with its CR", "GET /a HTTP/1.1\r\nHost: x\r\nauthorization: Bearer tgk_x\r\r\n\r\n", http.StatusBadRequest,
+			"the Authorization header holds a carriage return: a key pasted from a file with Windows line ends? Send the key without it"},
+		{"an x-api-key pasted with its CR", "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nX-Api-Key: sk-x\r\r\n\r\n{}", http.StatusBadRequest,
+			"the X-Api-Key header holds a carriage return: a key pasted from a file with Windows line ends? Send the key without it"},
+		{"a CR within another header's value", "GET /a HTTP/1.1\r\nHost: x\r\nX-Trace: a\rb\r\n\r\n", http.StatusBadRequest,
+			"the X-Trace header holds a carriage return, which a header value may not"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

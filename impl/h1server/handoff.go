@@ -78,6 +78,10 @@ type replayConn struct {
 	// errorResponse, when set, replaces every answer net/http writes itself to a head it
 	// cannot read (the Server's errorResponse, with its ErrorBody).
 	errorResponse func(status int, reason string) []byte
+	// crReason, when set, is the reason given in place of net/http's plain 400 (its textproto
+	// reader refuses the line; "invalid header value" were it to read it) for a head the lean
+	// path saw a bare CR in (headScan.bareCRReason).
+	crReason string
 
 	mu sync.Mutex
 	// headDL and reqDL are the lean path's head and whole-request deadlines of the handed-off
@@ -106,6 +110,9 @@ const netHTTPErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConn
 func (c *replayConn) Write(p []byte) (int, error) {
 	if c.errorResponse != nil {
 		if status, reason, ok := netHTTPErrorAnswer(p); ok {
+			if c.crReason != "" && status == http.StatusBadRequest && (reason == "" || reason == "invalid header value") {
+				reason = c.crReason
+			}
 			if _, err := c.Conn.Write(c.errorResponse(status, reason)); err != nil {
 				return 0, err
 			}

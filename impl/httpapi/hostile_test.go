@@ -206,7 +206,8 @@ func rss() uint64 {
 // refused 400 in the chat-completions envelope and its connection closed, and the chat
 // completion pipelined behind it (which a front framing by Content-Length would have read as
 // the first one's body) is never served nor billed; a head the server cannot read (no Host)
-// is answered in the same envelope, where it was net/http's plain text.
+// is answered in the same envelope, where it was net/http's plain text, and so is one whose
+// Authorization header holds a bare CR, the answer naming the header (task h3).
 func TestSmuggledRequestIsRefused(t *testing.T) {
 	g := apitest.Start(t, apitest.Options{})
 	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
@@ -225,6 +226,10 @@ func TestSmuggledRequestIsRefused(t *testing.T) {
 	}{
 		"length and encoding": {first + smuggled, "the request could not be read as HTTP/1.1: the request has both Content-Length and Transfer-Encoding"},
 		"no host":             {"GET /v1/models HTTP/1.1\r\nAuthorization: Bearer " + tenant.Key + "\r\n\r\n", "the request could not be read as HTTP/1.1: missing required Host header"},
+		// A key pasted from a file with Windows line ends: a bare CR at the end of the value,
+		// which net/http refused with a plain 400 ("the request could not be read as HTTP/1.1").
+		"a key with its CR": {"GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + tenant.Key + "\r\r\n\r\n",
+			"the request could not be read as HTTP/1.1: the Authorization header holds a carriage return: a key pasted from a file with Windows line ends? Send the key without it"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			c, err := net.Dial("tcp", addr)

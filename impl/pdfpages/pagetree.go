@@ -185,7 +185,7 @@ func (t *pageTree) indexFile(data []byte) {
 		if j == end || (j > 0 && digit(data[j-1])) {
 			continue
 		}
-		t.define(readInt(data, j), src, i+3)
+		t.define(readNumber(data, j), src, i+3)
 	}
 }
 
@@ -348,7 +348,7 @@ func intArray(b []byte, i int) []int {
 	}
 	var ints []int
 	for i = skipSpace(b, i+1); i < len(b) && digit(b[i]); i = skipSpace(b, i) {
-		ints = append(ints, readInt(b, i))
+		ints = append(ints, readNumber(b, i))
 		for i < len(b) && digit(b[i]) {
 			i++
 		}
@@ -463,7 +463,7 @@ func xrefInt(data []byte, i int) (int, int, bool) {
 	for i < len(data) && i-start < 10 && digit(data[i]) {
 		i++
 	}
-	return readInt(data, start), i, i > start
+	return readNumber(data, start), i, i > start
 }
 
 // headerAt is the index after the "obj" of the object header (two integers and obj,
@@ -506,7 +506,7 @@ func (t *pageTree) indexObjectStream(dict, objects []byte, inflated bool) {
 			if i == start {
 				return
 			}
-			pair[k] = readInt(objects, start)
+			pair[k] = readNumber(objects, start)
 		}
 		if first+pair[1] > len(objects) {
 			return
@@ -598,7 +598,7 @@ func objectStreamHead(dict []byte) (first, n int, ok, unsure bool) {
 		if j >= len(dict) || !digit(dict[j]) {
 			return 0, 0, false, false
 		}
-		v, slot := readInt(dict, j), &first
+		v, slot := readNumber(dict, j), &first
 		if nm.is("N") {
 			slot = &n
 		}

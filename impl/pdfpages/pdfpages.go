@@ -273,7 +273,7 @@ func objectHeader(data []byte, i int) (int, bool) {
 		}
 		i = j
 	}
-	num := readInt(data, i)
+	num := readNumber(data, i)
 	for k := i; k > 0 && space(data[k-1]); k-- {
 		if data[k-1] == '\n' || data[k-1] == '\r' {
 			return num, true
@@ -439,7 +439,7 @@ func reference(b []byte, i int) (num, next int, ok bool) {
 		if i == start {
 			return 0, 0, false
 		}
-		n[k] = readInt(b, start)
+		n[k] = readNumber(b, start)
 	}
 	i = skipSpace(b[:min(len(b), i+skipWindow)], i)
 	if i >= len(b) || b[i] != 'R' || (i+1 < len(b) && regular(b[i+1])) {
@@ -666,6 +666,24 @@ func readName(b []byte, i int) (name, int) {
 // readInt is the non-negative integer at b[i] (an optional sign is read; a negative number is
 // 0), at most MaxCount.
 func readInt(b []byte, i int) int {
+	return readIntUpTo(b, i, MaxCount)
+}
+
+// maxNumber is the most readNumber reads.
+const maxNumber = 1 << 40
+
+// readNumber is the integer at b[i] as readInt reads it, but at most maxNumber: an object
+// number, or an offset in the file or in an object stream, which may well be past MaxCount (an
+// object stream's objects past its first MiB, an object numbered 2,000,000), and which read as
+// MaxCount would name another object or place, the one of every such number. A number past
+// what a definition keeps makes the walk not established (pageTree.define).
+func readNumber(b []byte, i int) int {
+	return readIntUpTo(b, i, maxNumber)
+}
+
+// readIntUpTo is the non-negative integer at b[i] (an optional sign is read; a negative number
+// is 0), at most most.
+func readIntUpTo(b []byte, i, most int) int {
 	neg := false
 	if i < len(b) && (b[i] == '+' || b[i] == '-') {
 		neg = b[i] == '-'
@@ -673,7 +691,7 @@ func readInt(b []byte, i int) int {
 	}
 	n := 0
 	for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
-		n = min(n*10+int(b[i]-'0'), MaxCount)
+		n = min(n*10+int(b[i]-'0'), most)
 	}
 	if neg {
 		return 0

@@ -60,6 +60,10 @@ func TestCount(t *testing.T) {
 		{"a page tree node whose header a cross-reference entry reads within another's digits", gluedNode("table"), 5, true},
 		{"a page tree node whose header a cross-reference stream's entry reads within another's digits", gluedNode("png"), 5, true},
 		{"the same, the stream's entries under a TIFF predictor", gluedNode("tiff"), 5, true},
+		{"a page tree node past the first MiB of its object stream", pdftest.FarNode(100), 100, true},
+		{"a page tree node numbered past a million, its pages too", []byte("%PDF-1.4\n% /Type /Page\n1 0 obj << /Pages 2 0 R >> endobj\n2 0 obj << /Type /Pages /Kids [2000000 0 R] /Count 1 >> endobj\n" +
+			"2000000 0 obj << /Type /Pages /Kids [2000001 0 R 2000002 0 R 2000003 0 R] /Count 1 >> endobj\n2000001 0 obj << >> endobj\n2000002 0 obj << >> endobj\n2000003 0 obj << >> endobj\n"), 3, true},
+		{"a page tree node numbered past what a walk holds", []byte("%PDF-1.4\n<< /Type /Page >>\n1 0 obj << /Pages 2 0 R >> endobj\n2 0 obj << /Type /Pages /Kids [3000000000 0 R] /Count 1 >> endobj\n3000000000 0 obj << /Kids [4 0 R 5 0 R] >> endobj\n"), 0, false},
 		{"a kids array holding something but references", []byte("%PDF-1.4\n% /Type /Page\n1 0 obj << /Pages 2 0 R >> endobj\n2 0 obj << /Type /Pages /Kids [3 0 R null 4 0 R 5 0 R] /Count 1 >> endobj"), 0, false},
 		{"a page tree node that cannot be read", []byte("%PDF-1.4\n% /Type /Page\n1 0 obj << /Pages 2 0 R >> endobj\n2 0 obj << /Type /Pages /Count 1 ) /Kids [3 0 R 4 0 R 5 0 R] >> endobj"), 0, false},
 		{"a page tree's count with an outline's name beside its kids", []byte("%PDF-1.4\n% /Type /Page\n<< /Type /Pages /Kids [3 0 R] /Count 100 /Title (x) >> << /Parent 2 0 R >>"), 100, true},

@@ -97,6 +97,26 @@ func KidsArray(n int, packed bool) []byte {
 	return w.finishStream(6+n, []int{4, 3})
 }
 
+// FarNode is a PDF of n blank pages (as BlankPages) under a page tree node compressed in an
+// object stream (number 5) past its first MiB, after a string of padding, the root and the
+// pages being in the file, with a cross-reference stream (qpdf reads n pages). The node's
+// offset in the stream is past a million, where a count of pages would be capped.
+func FarNode(n int) []byte {
+	w := newWriter()
+	w.buf.WriteString("%" + strings.Repeat("c", 40<<10) + "\n") // a file large enough to inflate its stream
+	w.object(1, "<< /Type /Catalog /Pages 2 0 R >>")
+	w.object(2, "<< /Type /Pages /Kids [3 0 R] /Count 1 >>")
+	for i := range n {
+		w.object(6+i, "<< /Parent 3 0 R /MediaBox [0 0 612 792] >>")
+	}
+	padding := "(" + strings.Repeat("x", 1100<<10) + ")\n"
+	node := fmt.Sprintf("<< /Type /Pages /Parent 2 0 R /Kids [%s] /Count 1 >>\n", kids(6, n))
+	header := fmt.Sprintf("4 0 3 %d ", len(padding))
+	data := Deflate([]byte(header + padding + node))
+	w.stream(5, fmt.Sprintf("<< /Type /ObjStm /N 2 /First %d /Filter /FlateDecode /Length %d >>", len(header), len(data)), data)
+	return w.finishStream(6+n, []int{4, 3})
+}
+
 // ObjectStream is a PDF of n pages whose page objects and page tree are compressed
 // (FlateDecode) in one object stream, with a cross-reference stream, as PDF 1.5 and later
 // writers save them: no page dictionary, nor the page count, is in the file as text.

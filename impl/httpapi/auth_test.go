@@ -205,7 +205,9 @@ func TestKeyErrorsSayWhatIsWrong(t *testing.T) {
 // empty variable: curl -H "Authorization: Bearer $TOLLGATE_API_KEY" in a shell where it is not
 // set) is told the key is missing, not to use the Bearer scheme it uses; a variable's name
 // sent as the key (single quotes, a setting that does not expand it) is named as one; a key in
-// quotes is told to lose them; a header of another scheme is still told to use Bearer. On every
+// quotes is told to lose them; a key with a character no key has (a byte order mark from a
+// file Notepad saved, a zero-width space from a page) is told which (task h3); a header of
+// another scheme is still told to use Bearer. On every
 // route family, in its envelope (newcomer trial h1: the first was told "must use the Bearer
 // scheme", the others "malformed API key").
 func TestKeyRefusalsSayWhatTheHeaderHolds(t *testing.T) {
@@ -221,6 +223,8 @@ func TestKeyRefusalsSayWhatTheHeaderHolds(t *testing.T) {
 			{"Bearer %TOLLGATE_API_KEY%", "holds a variable's name ('%TOLLGATE_API_KEY%'), not a key"},
 			{`Bearer "` + tenant.Key + `"`, "sent with quotes around it"},
 			{"Bearer '" + tenant.Key + "'", "sent with quotes around it"},
+			{"Bearer \uFEFF" + tenant.Key, "holds a byte order mark (U+FEFF), which no key has: copied from a file or a page that added it?"},
+			{"Bearer " + tenant.Key + "\u200B", "holds a zero-width space (U+200B), which no key has"},
 			{"Token " + tenant.Key, "must use the Bearer scheme"},
 		} {
 			status, h, body := do(t, c, g.URL, r, map[string]string{"Authorization": tc.header})

@@ -319,6 +319,15 @@ type CreditStats struct {
 	// an account before answering 402; ReleasedOnAsk the holds it released when asked.
 	ReleaseAsks   int64
 	ReleasedOnAsk int64
+	// BeyondReservationRequests and BeyondReservationMicros count the requests that cost more
+	// than their reservation and were charged the excess out of the hold's free credit (see
+	// Settle), and the excess charged; WaivedRequests and WaivedMicros the requests whose cost
+	// was not charged whole, and the part not charged. Either growing says that reservations
+	// fall short of what upstreams bill: an estimate to look at.
+	BeyondReservationRequests int64
+	BeyondReservationMicros   int64
+	WaivedRequests            int64
+	WaivedMicros              int64
 }
 
 // CreditStats reports what the meter did with credit through database outages.
@@ -327,6 +336,8 @@ func (m *Meter) CreditStats() CreditStats {
 		DatabaseDown: m.dbDown(), OutageRefused: m.outageRefused.Load(),
 		OnCreditRequests: m.onCreditRequests.Load(), OnCreditMicros: m.onCreditMicros.Load(), AtRiskMicros: m.atRisk.Load(),
 		ReleaseAsks: m.releaseAsks.Load(), ReleasedOnAsk: m.releasedOnAsk.Load(),
+		BeyondReservationRequests: m.beyondRequests.Load(), BeyondReservationMicros: m.beyondMicros.Load(),
+		WaivedRequests: m.waivedRequests.Load(), WaivedMicros: m.waivedMicros.Load(),
 	}
 }
 
@@ -346,6 +357,12 @@ type creditCounters struct {
 	onCreditRequests atomic.Int64
 	onCreditMicros   atomic.Int64
 	atRisk           atomic.Int64
+	// beyondRequests and beyondMicros count the settlements charged beyond their reservation and
+	// the excess; waivedRequests and waivedMicros those not charged whole and what was not.
+	beyondRequests atomic.Int64
+	beyondMicros   atomic.Int64
+	waivedRequests atomic.Int64
+	waivedMicros   atomic.Int64
 	// liveHolders is how many processes held credit in the database at the last renewal of this
 	// process's holds (countHolders), for FailureShare's divisor.
 	liveHolders atomic.Int64

@@ -75,8 +75,14 @@
 // Close waits for the grants in flight before it returns the holds. Without Run, nothing is
 // drawn ahead of need.
 //
-// Settle clamps the real cost to the reservation, returns the rest to the hold at once and
-// queues a usage record. Release returns a reservation whole (the request never reached an
+// Settle charges the real cost, returns what the reservation did not use to the hold at once and
+// queues a usage record. A cost beyond the reservation (its input is an estimate, three bytes a
+// token, which text made to be dense passes by up to three times) is charged out of the hold's
+// free credit as far as that covers it, in memory, and the rest is waived (the record says how
+// much): the hold is credit set aside in the database, so the balance never goes below zero.
+// Nothing beyond the reservation is charged on credit, to a key with a credit cap or to an agent
+// session's call, whose bounds counted the reservation. CreditStats counts both, for the
+// operator to see reservations that fall short. Release returns a reservation whole (the request never reached an
 // upstream). Both are idempotent.
 //
 // # Batching writer

@@ -869,11 +869,15 @@ type UsageRecord struct {
 	RequestID string
 }
 
-// Settle ends the reservation with the request's real cost: actualMicros, clamped to the
-// reserved amount (a request is never charged more than was reserved for it), is charged and
-// the rest returns to the process's hold at once. A priced record (usage.Price set) is also
-// never charged more than its tokens and hosted calls cost at its price; its record keeps the
-// cost of each token kind and, as waived, the part of that cost not charged. The usage record
+// Settle ends the reservation with the request's real cost: actualMicros is charged and what
+// the reservation does not use returns to the process's hold at once. A priced record
+// (usage.Price set) is never charged more than its tokens and hosted calls cost at its price;
+// what it costs beyond its reservation (the input estimate passed by text made to be dense) is
+// charged out of the hold's free credit as far as that covers it (beyondReservation: never on
+// credit, for a key with a credit cap or for an agent session's call, whose bounds counted the
+// reservation), so the balance never goes below zero. Its record keeps the cost of each token
+// kind and, as waived, the part of that cost not charged. An unpriced record is charged at
+// most its reservation. The usage record
 // and its ledger entry are written by the batching writer within the flush interval. It returns the amount charged.
 // Settling again, or after Release, does nothing and returns 0; a request id whose usage is
 // already in the ledger is not billed again (the writer skips it and the credit returns).
@@ -896,8 +900,17 @@ func (r *Reservation) Settle(actualMicros int64, usage UsageRecord) int64 {
 	} else {
 		a.outstanding -= r.amount
 		a.open--
+		if extra := r.beyondReservation(a, actualMicros, &rec, now); extra > 0 {
+			cost += extra
+			m.beyondRequests.Add(1)
+			m.beyondMicros.Add(extra)
+		}
 		a.pending += cost
 		a.pendingRecords++
+	}
+	if short := shortOf(actualMicros, &rec); short > 0 {
+		m.waivedRequests.Add(1)
+		m.waivedMicros.Add(short)
 	}
 	a.noteSpend(now, cost)
 	a.lastUsed = now
@@ -924,6 +937,45 @@ func (r *Reservation) Settle(actualMicros int64, usage UsageRecord) int64 {
 		}
 	}
 	return cost
+}
+
+// beyondReservation charges, with a.mu held, what a priced record cost beyond the reservation
+// out of the hold's free credit: the reservation's input is an estimate (three bytes a token),
+// which text made to be dense passes, and the provider bills the count, so the part of the bill
+// the hold still covers is charged rather than waived. The hold is credit the database has set
+// aside for this process, so the charge never takes the balance below zero, and it costs no
+// database call. It moves rec's waived amount to its cost and returns the amount moved. It
+// charges nothing beyond the reservation of a request served on credit, of a key with a credit
+// cap (its budget counted the reservation) or of an agent session's call (its spend bound counted
+// it), nothing the caller chose not to bill (actualMicros below the record's cost), and nothing
+// when the hold is not certainly alive.
+func (r *Reservation) beyondReservation(a *account, actualMicros int64, rec *store.UsageRecord, now time.Time) int64 {
+	if r.onCredit || r.key != nil || rec.AgentSessionID != uuid.Nil {
+		return 0
+	}
+	if a.releasing || !a.usable(now) {
+		return 0
+	}
+	// The reservation is back in the hold's free credit (Settle took it out of outstanding) and
+	// the record's cost is not yet pending: both come out of what the hold can still give.
+	extra := min(shortOf(actualMicros, rec), a.free()-rec.CostMicros)
+	if extra <= 0 {
+		return 0
+	}
+	rec.CostMicros += extra
+	rec.WaivedMicros -= extra
+	return extra
+}
+
+// shortOf is what a priced record's cost falls short of the bill its caller settled it at
+// (actualMicros, at most what its tokens and hosted calls cost): the part waived because the
+// reservation, or the hold beyond it, did not cover it. A part the caller chose not to bill (an
+// answer the client never got, settled at 0) is not short.
+func shortOf(actualMicros int64, rec *store.UsageRecord) int64 {
+	if rec.Price == nil || rec.WaivedMicros <= 0 {
+		return 0
+	}
+	return max(min(max(actualMicros, 0), rec.CostMicros+rec.WaivedMicros)-rec.CostMicros, 0)
 }
 
 // usageRecord is the usage record of the reservation's request for usage at actualMicros,

@@ -488,7 +488,11 @@ data: {"type":"response.failed","sequence_number":3,"response":{"id":"resp_f1","
 		{"/v1/chat/completions", "failing-chat", `"error"`},
 		{"/v1/messages", "failing-messages", "event: error"},
 	} {
-		status, body := post(t, g, tenant.Key, c.route, inferenceBody(c.route, c.model, "fail, please", true))
+		// A prompt of about the 1,000 input tokens the canned answer reports, so that its
+		// reservation covers them as a real upstream's count would be (the harness fails a
+		// test whose requests cost more than their reservation).
+		prompt := strings.Repeat("fail, please. ", 250)
+		status, body := post(t, g, tenant.Key, c.route, inferenceBody(c.route, c.model, prompt, true))
 		if status != 200 || !strings.Contains(string(body), c.errEvent) {
 			t.Fatalf("%s: status %d, want 200 and an in-band error: %.800s", c.route, status, body)
 		}
@@ -684,6 +688,12 @@ func TestAnswerWithoutUsageBillsItsToolInput(t *testing.T) {
 // tenant with credit.
 func standInGateway(t *testing.T, name, kind, url string) (*apitest.Gateway, apitest.Tenant) {
 	t.Helper()
+	return standInGatewayWith(t, name, kind, url, apitest.Options{})
+}
+
+// standInGatewayWith is standInGateway with the gateway's options o (its Config is made here).
+func standInGatewayWith(t *testing.T, name, kind, url string, o apitest.Options) (*apitest.Gateway, apitest.Tenant) {
+	t.Helper()
 	cfg := config.Default()
 	cfg.Providers = append(cfg.Providers, config.Provider{Name: name, Kind: kind, BaseURL: url})
 	for _, family := range []string{config.FamilyChat, config.FamilyMessages} {
@@ -696,7 +706,8 @@ func standInGateway(t *testing.T, name, kind, url string) (*apitest.Gateway, api
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	g := apitest.Start(t, apitest.Options{Config: cfg})
+	o.Config = cfg
+	g := apitest.Start(t, o)
 	return g, g.NewTenant(t, "acme", 0, 100_000_000)
 }
 

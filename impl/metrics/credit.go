@@ -16,13 +16,22 @@ type CreditStats struct {
 	AtRiskMicros     int64
 	ReleaseAsks      int64
 	ReleasedOnAsk    int64
+	// BeyondReservationRequests requests were charged BeyondReservationMicros beyond their
+	// reservation (out of the hold's free credit); WaivedRequests requests were not charged
+	// WaivedMicros of their cost.
+	BeyondReservationRequests int64
+	BeyondReservationMicros   int64
+	WaivedRequests            int64
+	WaivedMicros              int64
 }
 
 // WatchCredit registers the meter's collectors of credit through database outages, read from
 // stats at each scrape: tollgate_credit_database_down, tollgate_credit_outage_refused_total,
 // tollgate_credit_on_credit_requests_total, tollgate_credit_on_credit_micros_total,
-// tollgate_credit_at_risk_micros, tollgate_credit_release_asks_total and
-// tollgate_credit_released_on_ask_total. Call it once.
+// tollgate_credit_at_risk_micros, tollgate_credit_release_asks_total,
+// tollgate_credit_released_on_ask_total, tollgate_credit_beyond_reservation_requests_total,
+// tollgate_credit_beyond_reservation_micros_total, tollgate_credit_waived_requests_total and
+// tollgate_credit_waived_micros_total. Call it once.
 func (m *Metrics) WatchCredit(stats func() CreditStats) {
 	gauge := func(name, help string, v func(CreditStats) float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return v(stats()) })
@@ -50,5 +59,13 @@ func (m *Metrics) WatchCredit(stats func() CreditStats) {
 			func(s CreditStats) float64 { return float64(s.ReleaseAsks) }),
 		counter("tollgate_credit_released_on_ask_total", "Credit holds this process released because another process asked for them.",
 			func(s CreditStats) float64 { return float64(s.ReleasedOnAsk) }),
+		counter("tollgate_credit_beyond_reservation_requests_total", "Requests that cost more than their reservation and were charged the excess out of the credit hold.",
+			func(s CreditStats) float64 { return float64(s.BeyondReservationRequests) }),
+		counter("tollgate_credit_beyond_reservation_micros_total", "Cost, in micro-units, charged beyond the requests' reservations out of the credit hold.",
+			func(s CreditStats) float64 { return float64(s.BeyondReservationMicros) }),
+		counter("tollgate_credit_waived_requests_total", "Requests whose cost was not charged whole (beyond the reservation and the credit hold).",
+			func(s CreditStats) float64 { return float64(s.WaivedRequests) }),
+		counter("tollgate_credit_waived_micros_total", "Cost, in micro-units, not charged: what requests cost beyond their reservation and the credit hold.",
+			func(s CreditStats) float64 { return float64(s.WaivedMicros) }),
 	)
 }

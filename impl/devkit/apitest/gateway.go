@@ -89,6 +89,12 @@ type Options struct {
 	// Listener is where the gateway is served (nil: a new one on 127.0.0.1); a test that must
 	// know the address before the configuration (the web application's public URL) makes it.
 	Listener net.Listener
+	// ShortReservations lets requests cost more than their reservation. By default the test
+	// fails at its end when one did (charged beyond it out of the credit hold, or waived): every
+	// test through the gateway also checks that the reservation covered what the upstream
+	// billed, which the charge beyond it would otherwise hide. A test that makes a reservation
+	// fall short on purpose sets it.
+	ShortReservations bool
 }
 
 // Gateway is one running gateway instance.
@@ -189,7 +195,16 @@ func Start(t testing.TB, o Options) *Gateway {
 	go func() { defer close(served); _ = srv.Serve(ln) }()
 	// Cleanups run last-in first-out: the server shuts down (in-flight requests finish), then
 	// the background work stops and the meter drains its usage records, then the datasets close.
-	t.Cleanup(func() { _ = gw.Close() })
+	t.Cleanup(func() {
+		_ = gw.Close()
+		if o.ShortReservations {
+			return
+		}
+		if s := gw.Meter.CreditStats(); s.BeyondReservationRequests > 0 || s.WaivedRequests > 0 {
+			t.Errorf("%d requests cost %d micro-units beyond their reservation (charged out of the credit hold) and %d were waived %d: a reservation fell short of what the upstream billed (apitest.Options.ShortReservations, if the test means it)",
+				s.BeyondReservationRequests, s.BeyondReservationMicros, s.WaivedRequests, s.WaivedMicros)
+		}
+	})
 	t.Cleanup(func() { stop(); <-done })
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

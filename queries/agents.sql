@@ -72,6 +72,33 @@ SELECT id FROM agent_sessions
 WHERE account_id = $1 AND key_id = ANY(sqlc.arg('key_ids')::uuid[]) AND state NOT IN ('stopped', 'failed')
 ORDER BY created_at;
 
+-- name: GrantLiveAgentSessionIDs :many
+-- The live sessions of the account that the connected app with the grant started (an approved
+-- agent_spawn), for the grant's revocation to end them.
+SELECT id FROM agent_sessions
+WHERE account_id = $1 AND oauth_grant_id = sqlc.arg('grant_id')::uuid AND state NOT IN ('stopped', 'failed')
+ORDER BY created_at;
+
+-- name: LapsedAgentSessions :many
+-- The live sessions, not stopping yet, whose right to run has lapsed with nobody ending them:
+-- the connected app's grant revoked, past its lifetime or its member gone (access_revoked), or
+-- the key revoked, disabled or expired (key_revoked, key_disabled, key_expired), in the order
+-- a step checks them; for the agents' sweep to end them.
+SELECT s.id, s.account_id, s.key_id, s.oauth_grant_id, (CASE
+    WHEN g.id IS NOT NULL AND (g.revoked_at IS NOT NULL OR g.expires_at <= now() OR m.user_id IS NULL) THEN 'access_revoked'
+    WHEN k.revoked_at IS NOT NULL THEN 'key_revoked'
+    WHEN k.disabled_at IS NOT NULL THEN 'key_disabled'
+    ELSE 'key_expired' END)::text AS reason
+FROM agent_sessions s
+LEFT JOIN oauth_grants g ON g.id = s.oauth_grant_id
+LEFT JOIN memberships m ON m.account_id = g.account_id AND m.user_id = g.user_id
+LEFT JOIN api_keys k ON k.id = s.key_id
+WHERE s.state IN ('provisioning', 'ready', 'busy')
+  AND ((g.id IS NOT NULL AND (g.revoked_at IS NOT NULL OR g.expires_at <= now() OR m.user_id IS NULL))
+    OR (k.id IS NOT NULL AND (k.revoked_at IS NOT NULL OR k.disabled_at IS NOT NULL OR k.expires_at <= now())))
+ORDER BY s.account_id, s.created_at
+LIMIT 500;
+
 -- name: ListAccountAgentSessions :many
 -- The account's sessions, newest first; with key_id, only those that key started.
 SELECT * FROM agent_sessions

@@ -48,6 +48,12 @@ WHERE id IN (SELECT g.id FROM oauth_grants g
 -- name: RevokeOAuthGrant :execrows
 UPDATE oauth_grants SET revoked_at = now(), revoked_why = $2 WHERE id = $1 AND revoked_at IS NULL;
 
+-- name: RevokeOAuthGrantOfAnyAccount :many
+-- Revokes a grant whatever its account, returning its account (nothing when it was revoked
+-- already).
+UPDATE oauth_grants SET revoked_at = now(), revoked_why = $2 WHERE id = $1 AND revoked_at IS NULL
+RETURNING account_id;
+
 -- name: RevokeAccountOAuthGrant :one
 UPDATE oauth_grants SET revoked_at = now(), revoked_why = $3
 WHERE id = $1 AND account_id = $2 AND revoked_at IS NULL

@@ -656,6 +656,10 @@ func (a *admin) keyDisable(ctx context.Context, disable bool, args []string) err
 	}
 	before := k
 	if disable {
+		// The agent sessions started with the key end with it (key_disabled), as on the console.
+		if a.svc.Agents, err = a.agents(); err != nil {
+			return err
+		}
 		k, err = a.svc.Disable(ctx, k.AccountID, k.ID)
 	} else {
 		k, err = a.svc.Enable(ctx, k.AccountID, k.ID)

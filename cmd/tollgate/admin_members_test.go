@@ -236,3 +236,48 @@ func TestKeyRevocationEndsItsAgentSessions(t *testing.T) {
 	check("key revoke-all", map[string]string{first[1]: agent.StateStopped + " " + agent.ReasonKeyRevoked,
 		second[1]: agent.StateStopped + " " + agent.ReasonKeyRevoked})
 }
+
+// TestKeyDisableEndsItsAgentSessions: `tollgate admin key disable` ends the agent sessions
+// started with the key (key_disabled), as the console's Disable does, and leaves another
+// key's; `key enable` revives none. Before, a disabled key's session waiting for a message
+// kept its slot until a message or its maximum duration came.
+func TestKeyDisableEndsItsAgentSessions(t *testing.T) {
+	url := pgtest.ConnString(t)
+	t.Setenv("DATABASE_URL", url)
+	t.Setenv("LOG_LEVEL", "error")
+	mustAdmin(t, "account create acme -plan demo")
+	for _, slot := range []string{"first", "second"} {
+		mustAdmin(t, "slot assign acme "+slot)
+	}
+	ctx := context.Background()
+	st, acct := openAccount(t, url, "acme")
+	agents, err := agent.New(agent.Options{Store: st, Config: config.Default()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys, sessions []string
+	for _, slot := range []string{"first", "second"} {
+		key, err := (&accounts.Service{Store: st, Config: config.Default()}).CreateKey(ctx, acct.ID, slot, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := agents.Spawn(ctx, auth.Principal{AccountID: acct.ID, KeyID: key.Key.ID}, slot, "Say hello.", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys, sessions = append(keys, key.Key.ID.String()), append(sessions, res.SessionID)
+	}
+	want := map[string]string{sessions[0]: agent.StateStopped + " " + agent.ReasonKeyDisabled, sessions[1]: agent.StateProvisioning + " "}
+	for _, cmd := range []string{"key disable " + keys[0], "key enable " + keys[0]} {
+		mustAdmin(t, cmd)
+		list, err := agents.Sessions(ctx, auth.Principal{AccountID: acct.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range list {
+			if got := s.State + " " + s.EndReason; got != want[s.ID] {
+				t.Errorf("session %s (slot %s) is %q after %s, want %q", s.ID, s.Slot, got, cmd, want[s.ID])
+			}
+		}
+	}
+}

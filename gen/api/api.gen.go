@@ -271,7 +271,7 @@ type AgentSession struct {
 	AgentName *string   `json:"agentName,omitempty"`
 	CreatedAt time.Time `json:"createdAt"`
 
-	// EndReason Why the session ended (`user_stop`, `max_turns`, `max_spend`, `max_duration`, `error`, `environment_ended`, `slot_unassigned`, `key_limit`, `key_revoked`, `access_revoked`, `member_removed`); null while it runs.
+	// EndReason Why the session ended (`user_stop`, `max_turns`, `max_spend`, `max_duration`, `error`, `environment_ended`, `slot_unassigned`, `key_limit`, `key_revoked`, `key_disabled`, `key_expired`, `access_revoked`, `member_removed`); null while it runs.
 	EndReason *string    `json:"endReason,omitempty"`
 	EndedAt   *time.Time `json:"endedAt,omitempty"`
 	Id        string     `json:"id"`

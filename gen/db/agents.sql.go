@@ -533,6 +533,39 @@ func (q *Queries) GetAgentTicket(ctx context.Context, id uuid.UUID) (AgentTicket
 	return i, err
 }
 
+const grantLiveAgentSessionIDs = `-- name: GrantLiveAgentSessionIDs :many
+SELECT id FROM agent_sessions
+WHERE account_id = $1 AND oauth_grant_id = $2::uuid AND state NOT IN ('stopped', 'failed')
+ORDER BY created_at
+`
+
+type GrantLiveAgentSessionIDsParams struct {
+	AccountID uuid.UUID
+	GrantID   uuid.UUID
+}
+
+// The live sessions of the account that the connected app with the grant started (an approved
+// agent_spawn), for the grant's revocation to end them.
+func (q *Queries) GrantLiveAgentSessionIDs(ctx context.Context, arg GrantLiveAgentSessionIDsParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, grantLiveAgentSessionIDs, arg.AccountID, arg.GrantID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []uuid.UUID{}
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const insertAgentApproval = `-- name: InsertAgentApproval :one
 INSERT INTO agent_approvals (id, account_id, key_id, action, arguments, arguments_hash, expires_at, requested_by, trace_parent, oauth_grant_id)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id, account_id, key_id, action, arguments, arguments_hash, state, action_status, session_id, message_id, failure, created_at, expires_at, resolved_at, resolved_by, requested_by, trace_parent, oauth_grant_id
@@ -832,6 +865,61 @@ func (q *Queries) KeysLiveAgentSessionIDs(ctx context.Context, arg KeysLiveAgent
 			return nil, err
 		}
 		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const lapsedAgentSessions = `-- name: LapsedAgentSessions :many
+SELECT s.id, s.account_id, s.key_id, s.oauth_grant_id, (CASE
+    WHEN g.id IS NOT NULL AND (g.revoked_at IS NOT NULL OR g.expires_at <= now() OR m.user_id IS NULL) THEN 'access_revoked'
+    WHEN k.revoked_at IS NOT NULL THEN 'key_revoked'
+    WHEN k.disabled_at IS NOT NULL THEN 'key_disabled'
+    ELSE 'key_expired' END)::text AS reason
+FROM agent_sessions s
+LEFT JOIN oauth_grants g ON g.id = s.oauth_grant_id
+LEFT JOIN memberships m ON m.account_id = g.account_id AND m.user_id = g.user_id
+LEFT JOIN api_keys k ON k.id = s.key_id
+WHERE s.state IN ('provisioning', 'ready', 'busy')
+  AND ((g.id IS NOT NULL AND (g.revoked_at IS NOT NULL OR g.expires_at <= now() OR m.user_id IS NULL))
+    OR (k.id IS NOT NULL AND (k.revoked_at IS NOT NULL OR k.disabled_at IS NOT NULL OR k.expires_at <= now())))
+ORDER BY s.account_id, s.created_at
+LIMIT 500
+`
+
+type LapsedAgentSessionsRow struct {
+	ID           uuid.UUID
+	AccountID    uuid.UUID
+	KeyID        pgtype.UUID
+	OauthGrantID pgtype.UUID
+	Reason       string
+}
+
+// The live sessions, not stopping yet, whose right to run has lapsed with nobody ending them:
+// the connected app's grant revoked, past its lifetime or its member gone (access_revoked), or
+// the key revoked, disabled or expired (key_revoked, key_disabled, key_expired), in the order
+// a step checks them; for the agents' sweep to end them.
+func (q *Queries) LapsedAgentSessions(ctx context.Context) ([]LapsedAgentSessionsRow, error) {
+	rows, err := q.db.Query(ctx, lapsedAgentSessions)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []LapsedAgentSessionsRow{}
+	for rows.Next() {
+		var i LapsedAgentSessionsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.AccountID,
+			&i.KeyID,
+			&i.OauthGrantID,
+			&i.Reason,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

@@ -599,6 +599,38 @@ func (q *Queries) RevokeOAuthGrant(ctx context.Context, arg RevokeOAuthGrantPara
 	return result.RowsAffected(), nil
 }
 
+const revokeOAuthGrantOfAnyAccount = `-- name: RevokeOAuthGrantOfAnyAccount :many
+UPDATE oauth_grants SET revoked_at = now(), revoked_why = $2 WHERE id = $1 AND revoked_at IS NULL
+RETURNING account_id
+`
+
+type RevokeOAuthGrantOfAnyAccountParams struct {
+	ID         uuid.UUID
+	RevokedWhy string
+}
+
+// Revokes a grant whatever its account, returning its account (nothing when it was revoked
+// already).
+func (q *Queries) RevokeOAuthGrantOfAnyAccount(ctx context.Context, arg RevokeOAuthGrantOfAnyAccountParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, revokeOAuthGrantOfAnyAccount, arg.ID, arg.RevokedWhy)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []uuid.UUID{}
+	for rows.Next() {
+		var account_id uuid.UUID
+		if err := rows.Scan(&account_id); err != nil {
+			return nil, err
+		}
+		items = append(items, account_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const revokeSurplusOAuthGrants = `-- name: RevokeSurplusOAuthGrants :execrows
 UPDATE oauth_grants SET revoked_at = now(), revoked_why = $1
 WHERE id IN (SELECT g.id FROM oauth_grants g

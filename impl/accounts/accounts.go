@@ -33,19 +33,20 @@ type Service struct {
 	Config *config.Config
 	// Now is the clock of expiry checks and cap periods (default time.Now).
 	Now func() time.Time
-	// Agents, when set, ends the live agent sessions started with a key when it is revoked, in
-	// the revocation's transaction (an *agent.Service). Without it such a session runs on until
-	// its next step finds the key revoked, and one waiting for a message keeps its slot: every
-	// process that revokes keys sets it.
+	// Agents, when set, ends the live agent sessions started with a key when it is revoked or
+	// disabled, in the change's transaction (an *agent.Service). Without it such a session runs
+	// on until its next step finds the key revoked, and one waiting for a message keeps its slot
+	// until the agents' sweep finds it: every process that revokes or disables keys sets it.
 	Agents KeySessions
 }
 
 // KeySessions ends the live agent sessions of the account started with one of keys, in tx,
-// the transaction that revokes the keys (agent.Service.EndKeySessions). It is an interface so
-// that this package does not import the agents, which import auth, whose tests import this
-// package.
+// the transaction that revokes the keys (agent.Service.EndKeySessions) or disables them
+// (EndDisabledKeySessions). It is an interface so that this package does not import the
+// agents, which import auth, whose tests import this package.
 type KeySessions interface {
 	EndKeySessions(ctx context.Context, tx *store.AgentTx, accountID uuid.UUID, keys []uuid.UUID) error
+	EndDisabledKeySessions(ctx context.Context, tx *store.AgentTx, accountID uuid.UUID, keys []uuid.UUID) error
 }
 
 // NewKey is a freshly minted key: Plain is shown once and never stored.

@@ -281,13 +281,21 @@ func (s *Service) endSessions(ctx context.Context, accountID uuid.UUID) func(tx 
 
 // Disable stops the account's key until Enable; every gateway refuses it within a second with
 // 401 "the key is disabled". Another account's key, or a revoked one, is store.ErrNotFound.
+// With Agents, the live agent sessions started with the key end with it (key_disabled), in
+// the same transaction: enabling the key again lets it start new ones, it revives none.
 func (s *Service) Disable(ctx context.Context, accountID, keyID uuid.UUID) (store.APIKey, error) {
-	return s.Store.SetAPIKeyDisabled(ctx, accountID, keyID, true)
+	var then func(tx *store.AgentTx, keys []uuid.UUID) error
+	if s.Agents != nil {
+		then = func(tx *store.AgentTx, keys []uuid.UUID) error {
+			return s.Agents.EndDisabledKeySessions(ctx, tx, accountID, keys)
+		}
+	}
+	return s.Store.SetAPIKeyDisabled(ctx, accountID, keyID, true, then)
 }
 
 // Enable lets a disabled key of the account work again.
 func (s *Service) Enable(ctx context.Context, accountID, keyID uuid.UUID) (store.APIKey, error) {
-	return s.Store.SetAPIKeyDisabled(ctx, accountID, keyID, false)
+	return s.Store.SetAPIKeyDisabled(ctx, accountID, keyID, false, nil)
 }
 
 // SetLimits sets every limit of the account's key at once (l.RPMLimit as KeyOptions.RPM, but

@@ -16,7 +16,7 @@
 // A session moves through provisioning → ready ⇄ busy → stopping → stopped | failed (see
 // SessionTransitions for the exact set; nothing else is allowed). It ends with a reason:
 // user_stop, max_turns, max_spend, max_duration, error, environment_ended, slot_unassigned,
-// key_limit, key_revoked or access_revoked.
+// key_limit, key_revoked, key_disabled, key_expired, access_revoked or member_removed.
 // A command (spawn, stop) moves accepted → running → done | failed; a message queued → taken.
 // An approval moves pending → approved | denied | expired | cancelled, and an approved one's
 // action queued → running → done | failed.
@@ -47,10 +47,13 @@
 // approved agent_spawn; agent_sessions.key_id), and keeps to that key's limits as its HTTP
 // requests do. Every step reads the key again through the gateway's own lookup
 // (Options.KeyPrincipal, auth.Authenticator.KeyPrincipal): a key revoked, disabled or expired
-// since the last step ends the session (key_revoked) before any further model call, and a
-// revocation itself ends the key's live sessions in its transaction (EndKeySessions, which
-// accounts.Service passes to the store's revocation), so a session waiting for a message does
-// not keep its slot; a model
+// since the last step ends the session (key_revoked, key_disabled, key_expired) before any
+// further model call, and a revocation or a disabling itself ends the key's live sessions in
+// its transaction (EndKeySessions, EndDisabledKeySessions, which accounts.Service passes to
+// the store), so a session waiting for a message does not keep its slot; an expiry, which
+// nobody acts on, is found by a sweep every config agents.approval_sweep (endLapsed), which
+// also ends the sessions of a grant past its lifetime and of keys or grants revoked by a
+// process without the agents; a model
 // taken out of the key's model subset ends it with key_limit. A key's credit cap is reserved
 // against as on the HTTP routes (billing.Meter.ReserveForKey): the call's output bound is
 // lowered to fit what is left of the cap in the period as well as of max_spend, and when not
@@ -65,7 +68,12 @@
 // the app with, ends the session
 // (access_revoked) before any further model call. An approval records the grant it was asked
 // through too (agent_approvals.oauth_grant_id), and such an approval cannot be approved, nor
-// its action run, once the grant stopped working (requesterGone), as for a revoked key.
+// its action run, once the grant stopped working (requesterGone), as for a revoked key. The
+// grant's revocation (mcpauth.Server with Options.Agents) ends the app's live sessions in its
+// transaction (EndGrantSessions).
+//
+// Every ending for a cause (a key, a member, a grant) is one entry of the account's audit log,
+// agent.sessions_ended, naming the cause and the sessions ended (endEach), committed with them.
 //
 // A session a member started on the console (SpawnForMember) acts for its account and records
 // the member (agent_sessions.started_by_user): every step checks that they are still in the

@@ -119,8 +119,8 @@ func TestAgentKeyCreditCap(t *testing.T) {
 
 // TestAgentKeyRevokedMidSession: the key that started a session is revoked (disabled, expired,
 // or its model subset loses the session's model) while the session's first model call is in
-// flight; that call is billed, and the next step ends the session (key_revoked, or key_limit
-// for the model subset) before any further model call: the simulator sees no other request,
+// flight; that call is billed, and the next step ends the session (key_revoked, key_disabled,
+// key_expired, or key_limit for the model subset) before any further model call: the simulator sees no other request,
 // and the session has one turn and one usage record.
 func TestAgentKeyRevokedMidSession(t *testing.T) {
 	w := newWorld(t, nil)
@@ -137,12 +137,12 @@ func TestAgentKeyRevokedMidSession(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-		{"disabled", agent.ReasonKeyRevoked, func(t *testing.T, account, key uuid.UUID) {
+		{"disabled", agent.ReasonKeyDisabled, func(t *testing.T, account, key uuid.UUID) {
 			if _, err := w.accts.Disable(ctx, account, key); err != nil {
 				t.Fatal(err)
 			}
 		}},
-		{"expired", agent.ReasonKeyRevoked, func(t *testing.T, account, key uuid.UUID) {
+		{"expired", agent.ReasonKeyExpired, func(t *testing.T, account, key uuid.UUID) {
 			past := time.Now().Add(-time.Second)
 			if _, err := w.store.SetAPIKeyLimits(ctx, account, key, store.KeyLimits{ExpiresAt: &past}); err != nil {
 				t.Fatal(err)

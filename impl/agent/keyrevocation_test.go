@@ -99,4 +99,15 @@ func TestKeyRevocationEndsItsWaitingSessions(t *testing.T) {
 	}
 	ended(second, "the last key's")
 	spawn(keyed(t, w, n, tn, accounts.KeyOptions{Name: "fresh"}), "other")
+
+	// Each revocation that ended a session is in the audit log, naming its key and the session.
+	targets, entries := sessionsEnded(t, w, acct)
+	if len(entries) != 3 || targets[0] != "key "+tn.p.KeyID.String() || targets[1] != "key "+alices.KeyID.String() {
+		t.Fatalf("audit entries %v %+v, want three: the first key's, alice's key's and the revocation of all", targets, entries)
+	}
+	for i, s := range []agent.SessionView{first, third, second} {
+		if e := entries[i]; e.Reason != agent.ReasonKeyRevoked || e.Count != 1 || len(e.Sessions) != 1 || e.Sessions[0] != s.ID {
+			t.Errorf("audit entry %d %+v, want session %s (key_revoked)", i, e, s.ID)
+		}
+	}
 }

@@ -24,8 +24,13 @@ const (
 	// ReasonKeyLimit: the key that started the session refused a model call by its limits
 	// (its credit cap reached in the period, or the session's model taken out of its subset).
 	ReasonKeyLimit = "key_limit"
-	// ReasonKeyRevoked: the key that started the session was revoked, disabled or expired.
+	// ReasonKeyRevoked: the key that started the session was revoked.
 	ReasonKeyRevoked = "key_revoked"
+	// ReasonKeyDisabled: the key that started the session was disabled (enabling it again
+	// revives no session).
+	ReasonKeyDisabled = "key_disabled"
+	// ReasonKeyExpired: the key that started the session reached its expiry.
+	ReasonKeyExpired = "key_expired"
 	// ReasonAccessRevoked: the connected app whose approved agent_spawn started the session
 	// lost its access (its OAuth grant was revoked or reached the end of its lifetime, or its
 	// member left the account or lost the role they allowed the app with).

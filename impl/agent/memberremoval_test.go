@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/tollgate/tollgate/impl/agent"
@@ -66,6 +67,12 @@ func TestMemberRemovalEndsTheirWaitingSessions(t *testing.T) {
 	checkSeq(t, evs)
 	if last := evs[len(evs)-1]; last.Kind != "state" || field(t, last, "to") != agent.StateStopped || field(t, last, "reason") != agent.ReasonMemberRemoved {
 		t.Fatalf("last event %s %s", last.Kind, last.Data)
+	}
+	// The removal's ending is in the audit log, naming the member and the session.
+	targets, entries := sessionsEnded(t, w, tn.p.AccountID)
+	if !slices.Equal(targets, []string{"member " + alice.ID.String()}) || len(entries) != 1 || entries[0].Reason != agent.ReasonMemberRemoved ||
+		entries[0].Count != 1 || !slices.Equal(entries[0].Sessions, []string{mine.ID}) {
+		t.Fatalf("audit entries %v %+v, want one of alice's removal naming her session", targets, entries)
 	}
 
 	// Back in the account, the member finds the session ended; the slot is free for a new one.

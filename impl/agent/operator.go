@@ -2,8 +2,10 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -69,13 +71,13 @@ func (s *Service) UnassignSlot(ctx context.Context, accountID uuid.UUID, name st
 // and their slots freed (a start job still to come finds the session ended); a busy one stops
 // at its step boundary, before any further model call, as its step's own check (starterGone)
 // would have it. A session stopping already keeps its reason. Sessions a key or a connected
-// app started are not the member's.
+// app started are not the member's. The ending is in the account's audit log (endEach).
 func (s *Service) EndMemberSessions(ctx context.Context, tx *store.AgentTx, accountID, userID uuid.UUID) error {
 	ids, err := tx.MemberLiveSessionIDs(ctx, accountID, userID)
 	if err != nil {
 		return err
 	}
-	return s.endEach(ctx, tx, ids, ReasonMemberRemoved)
+	return s.endEach(ctx, tx, accountID, ids, ReasonMemberRemoved, "member "+userID.String())
 }
 
 // EndKeySessions ends, in tx, the live sessions of the account started with one of the keys
@@ -84,40 +86,82 @@ func (s *Service) EndMemberSessions(ctx context.Context, tx *store.AgentTx, acco
 // ready or provisioning session is stopped at once and its slot freed, a busy one stops at its
 // step boundary. Other keys' sessions are untouched.
 func (s *Service) EndKeySessions(ctx context.Context, tx *store.AgentTx, accountID uuid.UUID, keys []uuid.UUID) error {
+	return s.endKeys(ctx, tx, accountID, keys, ReasonKeyRevoked)
+}
+
+// EndDisabledKeySessions is EndKeySessions for the keys' disabling (key_disabled). Disabling
+// is reversible but a session is not paused: a paused session would hold its slot as a
+// waiting one did, so it ends, and the key enabled again starts a new one.
+func (s *Service) EndDisabledKeySessions(ctx context.Context, tx *store.AgentTx, accountID uuid.UUID, keys []uuid.UUID) error {
+	return s.endKeys(ctx, tx, accountID, keys, ReasonKeyDisabled)
+}
+
+// endKeys ends, in tx, the live sessions of the account started with one of the keys, for
+// reason.
+func (s *Service) endKeys(ctx context.Context, tx *store.AgentTx, accountID uuid.UUID, keys []uuid.UUID, reason string) error {
 	ids, err := tx.KeysLiveSessionIDs(ctx, accountID, keys)
 	if err != nil {
 		return err
 	}
-	return s.endEach(ctx, tx, ids, ReasonKeyRevoked)
+	cause := make([]string, len(keys))
+	for i, k := range keys {
+		cause[i] = k.String()
+	}
+	target := "key " + strings.Join(cause, ", ")
+	if len(keys) > 1 {
+		target = "keys " + strings.Join(cause, ", ")
+	}
+	return s.endEach(ctx, tx, accountID, ids, reason, target)
 }
 
-// endEach locks each of the sessions ids in tx and ends it for reason (endFor).
-func (s *Service) endEach(ctx context.Context, tx *store.AgentTx, ids []uuid.UUID, reason string) error {
+// auditSessionsEnded is the audit log's action for the sessions a cause ended
+// (audit.ActionAgentSessionsEnded of impl/web/audit; the tests check that the two agree).
+const auditSessionsEnded = "agent.sessions_ended"
+
+// endEach locks each of the account's sessions ids in tx and ends it for reason (endFor), and
+// records, when it ended any, one entry in the account's audit log in tx: actor "tollgate",
+// the cause as its target (the key, the member, the grant), and after it the reason, the count
+// and the ids of the sessions ended, so that an operator can see why a session stopped.
+func (s *Service) endEach(ctx context.Context, tx *store.AgentTx, accountID uuid.UUID, ids []uuid.UUID, reason, cause string) error {
+	var ended []string
 	for _, id := range ids {
 		st, err := lockSession(ctx, tx, id)
 		if err != nil {
 			return err
 		}
-		if err := s.endFor(st, reason); err != nil {
+		did, err := s.endFor(st, reason)
+		if err != nil {
 			return err
 		}
+		if did {
+			ended = append(ended, id.String())
+		}
 	}
-	return nil
+	if len(ended) == 0 {
+		return nil
+	}
+	after, err := json.Marshal(map[string]any{"reason": reason, "count": len(ended), "sessions": ended})
+	if err != nil {
+		return err
+	}
+	return tx.RecordAudit(ctx, store.AuditEntry{AccountID: accountID, Actor: "tollgate", Action: auditSessionsEnded,
+		Target: cause, After: after})
 }
 
 // endFor ends the locked session st for reason, the removal of its member or the revocation
-// of its key (EndMemberSessions, EndKeySessions).
-func (s *Service) endFor(st *sessionTx, reason string) error {
+// of its key (EndMemberSessions, EndKeySessions), and reports whether it did: a session
+// stopping already, or ended since it was listed, keeps its reason.
+func (s *Service) endFor(st *sessionTx, reason string) (bool, error) {
 	switch st.row.State {
 	case StateReady, StateProvisioning:
 		if err := st.end(StateStopped, reason); err != nil {
-			return err
+			return false, err
 		}
-		return st.save()
+		return true, st.save()
 	case StateBusy:
-		return s.stopSession(st, reason, uuid.Nil)
+		return true, s.stopSession(st, reason, uuid.Nil)
 	}
-	return nil // stopping already, or ended since it was listed
+	return false, nil
 }
 
 // ListSlots lists the slots of an account (nil: of every account; a zero id: ErrNotFound) with
@@ -231,4 +275,77 @@ func (s *Service) listTickets(ctx context.Context, accountID *uuid.UUID, key uui
 		out[i] = ticketView(t)
 	}
 	return out, nil
+}
+
+// EndGrantSessions ends, in tx, the live sessions of the account that the connected app with
+// the OAuth grant started through approved agent_spawns (access_revoked), for the grant's
+// revocation, as EndKeySessions does for a key's: a ready or provisioning session is stopped
+// at once and its slot freed, a busy one stops at its step boundary.
+func (s *Service) EndGrantSessions(ctx context.Context, tx *store.AgentTx, accountID, grant uuid.UUID) error {
+	ids, err := tx.GrantLiveSessionIDs(ctx, accountID, grant)
+	if err != nil {
+		return err
+	}
+	return s.endEach(ctx, tx, accountID, ids, ReasonAccessRevoked, "grant "+grant.String())
+}
+
+// sweepLapsed ends, every config agents.approval_sweep until ctx ends, the live sessions whose
+// right to run lapsed with nobody ending them (endLapsed): a key that reached its expiry, a
+// grant past its lifetime, and whatever a process without the agents revoked or disabled.
+func (s *Service) sweepLapsed(ctx context.Context) {
+	t := time.NewTicker(s.cfg.ApprovalSweep)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n, err := s.endLapsed(ctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("agent: ending the sessions whose key or grant lapsed failed", "err", err)
+			} else if n > 0 {
+				s.log.Info("agent: sessions ended, their key or grant lapsed", "count", n)
+			}
+		}
+	}
+}
+
+// lapsedCause is what a group of lapsed sessions ends for: their account, the reason, and the
+// key or grant.
+type lapsedCause struct {
+	account uuid.UUID
+	reason  string
+	target  string
+}
+
+// endLapsed ends the live sessions, not stopping yet, whose connected app's grant no longer
+// works (access_revoked) or whose key was revoked, disabled or has expired (key_revoked,
+// key_disabled, key_expired), as their next step would, so that one waiting for a message
+// frees its slot: one transaction, and one audit entry, per account, reason and key or grant.
+// It returns how many it ended.
+func (s *Service) endLapsed(ctx context.Context) (int, error) {
+	rows, err := s.q.LapsedSessions(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var order []lapsedCause
+	groups := map[lapsedCause][]uuid.UUID{}
+	for _, r := range rows {
+		c := lapsedCause{account: r.AccountID, reason: r.Reason, target: "key " + idText(r.KeyID)}
+		if r.Reason == ReasonAccessRevoked {
+			c.target = "grant " + idText(r.OauthGrantID)
+		}
+		if _, ok := groups[c]; !ok {
+			order = append(order, c)
+		}
+		groups[c] = append(groups[c], r.ID)
+	}
+	for _, c := range order {
+		err := s.inTx(ctx, func(tx *store.AgentTx) error {
+			return s.endEach(ctx, tx, c.account, groups[c], c.reason, c.target)
+		})
+		if err != nil {
+			return 0, err
+		}
+	}
+	return len(rows), nil
 }

@@ -115,9 +115,10 @@ func New(o Options) (*Service, error) {
 }
 
 // Run runs the job runner (River: any process runs any session's jobs), the LISTEN fan-out of
-// events, the approval expiry and the sweep of discarded jobs until ctx ends. Then the running
-// jobs get config agents.stop_grace to finish before they are cancelled; a cancelled step runs
-// again, on any process, and its model call is billed once.
+// events, the approval expiry, the sweep of discarded jobs and that of lapsed sessions
+// (sweepLapsed) until ctx ends. Then the running jobs get config agents.stop_grace to finish
+// before they are cancelled; a cancelled step runs again, on any process, and its model call
+// is billed once.
 func (s *Service) Run(ctx context.Context) error {
 	if s.exchange == nil || s.key == nil {
 		return errors.New("agent: Run needs Options.Exchange and Options.KeyPrincipal")
@@ -131,6 +132,7 @@ func (s *Service) Run(ctx context.Context) error {
 	wg.Go(func() { s.listen(work) })
 	wg.Go(func() { s.sweepApprovals(work) })
 	wg.Go(func() { s.sweepDiscarded(work) })
+	wg.Go(func() { s.sweepLapsed(work) })
 	<-ctx.Done()
 	var err error
 	if s.cfg.StopGrace > 0 {

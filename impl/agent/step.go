@@ -273,8 +273,8 @@ func (w *stepWorker) work(ctx context.Context, job *river.Job[stepArgs]) error {
 // access_revoked when the connected app whose approved agent_spawn started it lost its OAuth
 // grant (revoked, past its lifetime, or its member removed or their role lowered),
 // member_removed when the member who started it on the console left the account (starterGone),
-// key_revoked when the key was revoked, disabled or has expired, key_limit when its model subset no longer holds the
-// session's model. Its errors are dependency failures.
+// key_revoked when the key was revoked, key_disabled when it is disabled, key_expired when it
+// has expired, key_limit when its model subset no longer holds the session's model. Its errors are dependency failures.
 func (s *Service) principal(ctx context.Context, row store.AgentSession) (auth.Principal, string, error) {
 	if grant := fromPG(row.OauthGrantID); grant != uuid.Nil {
 		gone, err := grantGone(ctx, s.q, grant)
@@ -297,10 +297,14 @@ func (s *Service) principal(ctx context.Context, row store.AgentSession) (auth.P
 		return auth.Principal{AccountID: row.AccountID}, "", nil
 	}
 	p, err := s.key(ctx, id)
-	if errors.Is(err, auth.ErrUnknown) || errors.Is(err, auth.ErrDisabled) || errors.As(err, new(*auth.ExpiredError)) {
+	switch {
+	case errors.Is(err, auth.ErrUnknown):
 		return auth.Principal{}, ReasonKeyRevoked, nil
-	}
-	if err != nil {
+	case errors.Is(err, auth.ErrDisabled):
+		return auth.Principal{}, ReasonKeyDisabled, nil
+	case errors.As(err, new(*auth.ExpiredError)):
+		return auth.Principal{}, ReasonKeyExpired, nil
+	case err != nil:
 		return auth.Principal{}, "", err
 	}
 	if p.AccountID != row.AccountID {

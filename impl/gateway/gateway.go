@@ -201,7 +201,7 @@ func New(o Options) (*Gateway, error) {
 	// authorization server of /api/mcp (impl/mcpauth).
 	var oauth *mcpauth.Server
 	if o.Config.Web.Enabled() {
-		if oauth, err = mcpauth.New(mcpauth.Options{Store: o.Store, PublicURL: o.Config.Web.PublicURL, Logger: o.Logger}); err != nil {
+		if oauth, err = mcpauth.New(mcpauth.Options{Store: o.Store, PublicURL: o.Config.Web.PublicURL, Logger: o.Logger, Agents: agents}); err != nil {
 			return fail(err)
 		}
 	}

@@ -192,7 +192,19 @@ func (s *Server) Grant(ctx context.Context, accountID, id uuid.UUID) (store.OAut
 }
 
 // Revoke revokes one of the account's grants: its tokens are refused from the next request
-// on, on every replica. store.ErrNotFound when the account has no such grant in force.
+// on, on every replica, and, with Options.Agents, the live agent sessions its app started end
+// (access_revoked). store.ErrNotFound when the account has no such grant in force.
 func (s *Server) Revoke(ctx context.Context, accountID, id uuid.UUID, by string) (store.OAuthGrant, error) {
-	return s.store.RevokeOAuthGrant(ctx, accountID, id, "revoked on the console by "+by)
+	return s.store.RevokeOAuthGrant(ctx, accountID, id, "revoked on the console by "+by, s.endSessions(ctx))
+}
+
+// endSessions is what ends the agent sessions of a grant in its revocation's transaction (nil
+// without Options.Agents).
+func (s *Server) endSessions(ctx context.Context) store.GrantRevoked {
+	if s.agents == nil {
+		return nil
+	}
+	return func(tx *store.AgentTx, accountID, grant uuid.UUID) error {
+		return s.agents.EndGrantSessions(ctx, tx, accountID, grant)
+	}
 }

@@ -465,7 +465,7 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, "find a token's grant", err)
 		return
 	case owner == clientID:
-		if err := s.store.RevokeOAuthGrantByID(r.Context(), grant, "revoked by the client"); err != nil {
+		if err := s.store.RevokeOAuthGrantByID(r.Context(), grant, "revoked by the client", s.endSessions(r.Context())); err != nil {
 			s.fail(w, r, "revoke a grant", err)
 			return
 		}

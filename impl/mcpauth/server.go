@@ -1,6 +1,7 @@
 package mcpauth
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/tollgate/tollgate/impl/addrlimit"
 	"github.com/tollgate/tollgate/impl/store"
@@ -70,6 +73,18 @@ type Options struct {
 	// GrantLifetime is a grant's absolute lifetime from its approval (default
 	// DefaultGrantLifetime).
 	GrantLifetime time.Duration
+	// Agents, when set, ends the live agent sessions a grant's app started when the grant is
+	// revoked, on the console or by its client, in the revocation's transaction (an
+	// *agent.Service). Without it they end at their next step, or when the agents' sweep finds
+	// the grant revoked.
+	Agents GrantSessions
+}
+
+// GrantSessions ends, in tx, the live agent sessions of the account that the connected app
+// with the grant started (agent.Service.EndGrantSessions). It is an interface so that this
+// package does not import the agents.
+type GrantSessions interface {
+	EndGrantSessions(ctx context.Context, tx *store.AgentTx, accountID, grant uuid.UUID) error
 }
 
 // Server is the authorization server of the MCP endpoint. Create it with New.
@@ -88,6 +103,8 @@ type Server struct {
 	grantRPM int
 	// lifetime is a grant's absolute lifetime from its approval.
 	lifetime time.Duration
+	// agents ends the agent sessions of a revoked grant (Options.Agents; nil: none).
+	agents GrantSessions
 	// registerLimit, tokenLimit and revokeLimit limit the endpoints per client address.
 	registerLimit, tokenLimit, revokeLimit *addrlimit.ByAddress
 	// cleanupMu guards cleanedAt, when unused registered clients were last deleted.
@@ -127,7 +144,7 @@ func New(o Options) (*Server, error) {
 	}
 	base := u.Scheme + "://" + u.Host + strings.TrimSuffix(u.Path, "/")
 	return &Server{store: o.Store, base: base, log: o.Logger, now: o.Now, access: o.AccessTTL, fresh: o.RefreshTTL, code: o.CodeTTL,
-		fetch: o.DocumentClient, grantRPM: o.GrantRPM, lifetime: o.GrantLifetime, registerLimit: addrlimit.New[netip.Prefix](registerLimit, o.Now),
+		fetch: o.DocumentClient, grantRPM: o.GrantRPM, lifetime: o.GrantLifetime, agents: o.Agents, registerLimit: addrlimit.New[netip.Prefix](registerLimit, o.Now),
 		tokenLimit: addrlimit.New[netip.Prefix](tokenLimit, o.Now), revokeLimit: addrlimit.New[netip.Prefix](revokeLimit, o.Now),
 		documentHosts: addrlimit.New[string](documentHostLimit, o.Now)}, nil
 }

@@ -72,6 +72,23 @@ func (a *AgentQueries) KeysLiveSessionIDs(ctx context.Context, account uuid.UUID
 	return a.q.KeysLiveAgentSessionIDs(ctx, db.KeysLiveAgentSessionIDsParams{AccountID: account, KeyIds: keys})
 }
 
+// GrantLiveSessionIDs returns the ids of the live sessions of the account that the connected
+// app with the OAuth grant started, oldest first.
+func (a *AgentQueries) GrantLiveSessionIDs(ctx context.Context, account, grant uuid.UUID) ([]uuid.UUID, error) {
+	return a.q.GrantLiveAgentSessionIDs(ctx, db.GrantLiveAgentSessionIDsParams{AccountID: account, GrantID: grant})
+}
+
+// LapsedSession is a live session whose right to run has lapsed with nobody ending it, and
+// the reason it ends with (LapsedSessions).
+type LapsedSession = db.LapsedAgentSessionsRow
+
+// LapsedSessions returns up to 500 live sessions, not stopping yet, whose connected app lost
+// its grant (access_revoked) or whose key was revoked, disabled or has expired (key_revoked,
+// key_disabled, key_expired), by account and oldest first.
+func (a *AgentQueries) LapsedSessions(ctx context.Context) ([]LapsedSession, error) {
+	return a.q.LapsedAgentSessions(ctx)
+}
+
 // UpdateAgentSession writes a session row's changed fields back.
 func (a *AgentQueries) UpdateAgentSession(ctx context.Context, u AgentSessionUpdate) error {
 	return a.q.UpdateAgentSession(ctx, u)

@@ -144,7 +144,7 @@ func (s *Store) RevokeAccountAPIKeys(ctx context.Context, accountID uuid.UUID, t
 	return out, nil
 }
 
-// afterRevoke runs then (when set and keys were revoked) in tx with the revoked keys' ids.
+// afterRevoke runs then (when set and keys were revoked or disabled) in tx with the keys' ids.
 func afterRevoke(tx pgx.Tx, q *db.Queries, keys []APIKey, then func(tx *AgentTx, keys []uuid.UUID) error) error {
 	if then == nil || len(keys) == 0 {
 		return nil
@@ -158,13 +158,22 @@ func afterRevoke(tx pgx.Tx, q *db.Queries, keys []APIKey, then func(tx *AgentTx,
 
 // SetAPIKeyDisabled disables or enables the account's key with id (reversible, unlike
 // revocation); every gateway process is told at once. Another account's key, or a revoked one,
-// is ErrNotFound.
-func (s *Store) SetAPIKeyDisabled(ctx context.Context, accountID, id uuid.UUID, disabled bool) (APIKey, error) {
-	row, err := s.q.SetAPIKeyDisabled(ctx, db.SetAPIKeyDisabledParams{Disabled: disabled, ID: id, AccountID: accountID})
+// is ErrNotFound. then (nil: nothing) runs in the same transaction after the change, with the
+// key's id (the agents end the sessions started with a key disabled); its error undoes it.
+func (s *Store) SetAPIKeyDisabled(ctx context.Context, accountID, id uuid.UUID, disabled bool, then func(tx *AgentTx, keys []uuid.UUID) error) (APIKey, error) {
+	var k APIKey
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		row, err := s.q.WithTx(tx).SetAPIKeyDisabled(ctx, db.SetAPIKeyDisabledParams{Disabled: disabled, ID: id, AccountID: accountID})
+		if err != nil {
+			return notFound(err)
+		}
+		k = keyFromRow(row)
+		return afterRevoke(tx, s.q, []APIKey{k}, then)
+	})
 	if err != nil {
-		return APIKey{}, notFound(err)
+		return APIKey{}, err
 	}
-	return keyFromRow(row), nil
+	return k, nil
 }
 
 // SetAPIKeyLimits sets every limit of the account's key with id; every gateway process is told

@@ -377,11 +377,22 @@ func (s *Store) OAuthTokenGrant(ctx context.Context, hash []byte) (grant uuid.UU
 	return g.ID, g.ClientID, nil
 }
 
+// GrantRevoked runs in the transaction that revokes an OAuth grant of the account, after the
+// revocation (the agents end the sessions the grant's app started); its error undoes it.
+type GrantRevoked func(tx *AgentTx, accountID, grant uuid.UUID) error
+
 // RevokeOAuthGrantByID revokes a grant whatever its account (the token endpoint's revocation,
-// RFC 7009, which has checked the client); revoking a revoked grant does nothing.
-func (s *Store) RevokeOAuthGrantByID(ctx context.Context, id uuid.UUID, why string) error {
-	_, err := s.q.RevokeOAuthGrant(ctx, db.RevokeOAuthGrantParams{ID: id, RevokedWhy: why})
-	return err
+// RFC 7009, which has checked the client); revoking a revoked grant does nothing. then (nil:
+// nothing) runs in the revocation's transaction when it revoked the grant.
+func (s *Store) RevokeOAuthGrantByID(ctx context.Context, id uuid.UUID, why string, then GrantRevoked) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		q := s.q.WithTx(tx)
+		accounts, err := q.RevokeOAuthGrantOfAnyAccount(ctx, db.RevokeOAuthGrantOfAnyAccountParams{ID: id, RevokedWhy: why})
+		if err != nil || then == nil || len(accounts) == 0 {
+			return err
+		}
+		return then(newAgentTx(s.q, tx), accounts[0], id)
+	})
 }
 
 // ListOAuthGrants returns the account's grants that are in force at now, newest first (at
@@ -415,12 +426,23 @@ func (s *Store) GetOAuthGrant(ctx context.Context, accountID, id uuid.UUID) (OAu
 }
 
 // RevokeOAuthGrant revokes one grant of the account; ErrNotFound when the account has no such
-// grant in force. Its tokens are refused from the next request on, on every replica (tokens
+// grant in force. then (nil: nothing) runs in the revocation's transaction. Its tokens are refused from the next request on, on every replica (tokens
 // are checked against the database on each use).
-func (s *Store) RevokeOAuthGrant(ctx context.Context, accountID, id uuid.UUID, why string) (OAuthGrant, error) {
-	g, err := s.q.RevokeAccountOAuthGrant(ctx, db.RevokeAccountOAuthGrantParams{ID: id, AccountID: accountID, RevokedWhy: why})
+func (s *Store) RevokeOAuthGrant(ctx context.Context, accountID, id uuid.UUID, why string, then GrantRevoked) (OAuthGrant, error) {
+	var g db.OauthGrant
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		g, err = s.q.WithTx(tx).RevokeAccountOAuthGrant(ctx, db.RevokeAccountOAuthGrantParams{ID: id, AccountID: accountID, RevokedWhy: why})
+		if err != nil {
+			return notFound(err)
+		}
+		if then == nil {
+			return nil
+		}
+		return then(newAgentTx(s.q, tx), accountID, id)
+	})
 	if err != nil {
-		return OAuthGrant{}, notFound(err)
+		return OAuthGrant{}, err
 	}
 	return oauthGrantOf(g), nil
 }

@@ -117,7 +117,7 @@ func (a *App) liveSession(w http.ResponseWriter, r *http.Request, v *Visitor) (a
 		return agent.SessionView{}, false
 	}
 	if agent.Ended(s.State) {
-		a.fail(w, r, v, http.StatusConflict, "This session has ended ("+s.EndReason+"); start a new one on the Agents page.")
+		a.fail(w, r, v, http.StatusConflict, "This session has ended ("+endReasonText(s.EndReason)+"); start a new one on the Agents page.")
 		return agent.SessionView{}, false
 	}
 	return s, true
@@ -272,7 +272,7 @@ func newEventRow(e agent.Event) eventRow {
 		if e.Kind == "state" {
 			row.State = d.To
 			if d.Reason != "" {
-				row.State += " (" + d.Reason + ")"
+				row.State += " (" + endReasonText(d.Reason) + ")"
 			}
 		} else {
 			row.Turn = d.Turn
@@ -583,3 +583,28 @@ func (a *App) agentTail(w http.ResponseWriter, r *http.Request, v *Visitor) {
 
 // formatUSD shows micro-units as dollars.
 func formatUSD(micros int64) string { return apierror.USD(micros) }
+
+// endReasons says each end reason of a session (agent.Reason…) in a member's words.
+var endReasons = map[string]string{
+	agent.ReasonUserStop:         "stopped on request",
+	agent.ReasonMaxTurns:         "reached its maximum number of turns",
+	agent.ReasonMaxSpend:         "reached its maximum spend",
+	agent.ReasonMaxDuration:      "reached its maximum duration",
+	agent.ReasonError:            "failed with an error",
+	agent.ReasonEnvironmentEnded: "its environment ended",
+	agent.ReasonSlotUnassigned:   "the operator took its slot away",
+	agent.ReasonKeyLimit:         "its API key's limits no longer allow a call",
+	agent.ReasonKeyRevoked:       "the API key that started it was revoked",
+	agent.ReasonKeyDisabled:      "the API key that started it was disabled",
+	agent.ReasonKeyExpired:       "the API key that started it expired",
+	agent.ReasonAccessRevoked:    "the connected app that started it lost its access",
+	agent.ReasonMemberRemoved:    "the member who started it left the account",
+}
+
+// endReasonText is a session's end reason in words (the reason itself when it has none).
+func endReasonText(reason string) string {
+	if text, ok := endReasons[reason]; ok {
+		return text
+	}
+	return reason
+}

@@ -123,6 +123,8 @@ var funcs = template.FuncMap{
 		return id[:8] + "…"
 	},
 	"neg": func(n int64) int64 { return -n },
+	// endReason is a session's end reason in words (agents.go).
+	"endReason": endReasonText,
 	// visible is text a tenant wrote as it shows to someone else: every character that does
 	// not show itself (a bidirectional override, a control) as its \u escape.
 	"visible": func(s string) string { return plaintext.Visible(s, true) },

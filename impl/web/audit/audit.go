@@ -95,3 +95,9 @@ const (
 	ActionTicketOpened  = "ticket.opened"
 	ActionTicketClosed  = "ticket.closed"
 )
+
+// ActionAgentSessionsEnded is the entry of the agent sessions that one cause ended, a key
+// revoked, disabled or expired, a member removed or a connected app's grant revoked
+// (agent.Service records it; actor "tollgate", the cause as its target, after it the end
+// reason, the count and the ids of the sessions).
+const ActionAgentSessionsEnded = "agent.sessions_ended"

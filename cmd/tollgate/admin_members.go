@@ -120,10 +120,11 @@ func (a *admin) memberAdmin(ctx context.Context, verb string, args []string) err
 		}
 		// The sessions the person started on the console in the account end with the
 		// membership (member_removed), as on the web console.
-		if svc.Agents, err = a.agents(); err != nil {
+		agents, err := a.agents()
+		if err != nil {
 			return err
 		}
-		revoked, err := svc.Remove(ctx, acct.ID, pos[1], *keepKeys)
+		revoked, err := svc.Remove(ctx, agents, acct.ID, pos[1], *keepKeys)
 		if errors.Is(err, members.ErrNotFound) {
 			return fmt.Errorf("%s is not a member of account %s", pos[1], acct.Name)
 		} else if err != nil {

@@ -136,7 +136,11 @@ func TestApprovalOfAnAppThatLostItsAccess(t *testing.T) {
 	}
 	n.stop()
 	approveAsOperator(t, w, ap.ID)
-	if _, err := (&members.Service{Store: w.store}).Remove(ctx, tn.p.AccountID, "bob@example.com", false); err != nil {
+	operator, err := agent.New(agent.Options{Store: w.store, Config: w.cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (&members.Service{Store: w.store}).Remove(ctx, operator, tn.p.AccountID, "bob@example.com", false); err != nil {
 		t.Fatal(err)
 	}
 	got := waitActionFailed(t, w.start().gw.Agents, tn.p, ap.ID)

@@ -23,7 +23,7 @@ func TestMemberRemovalEndsTheirWaitingSessions(t *testing.T) {
 	n := w.start()
 	svc := n.gw.Agents
 	ctx := context.Background()
-	people := &members.Service{Store: w.store, Agents: svc}
+	people := &members.Service{Store: w.store}
 	tn := w.tenant(n, "removal", 5_000_000)
 	console := auth.Principal{AccountID: tn.p.AccountID}
 	for _, slot := range []string{"bob", "keyed"} {
@@ -56,7 +56,7 @@ func TestMemberRemovalEndsTheirWaitingSessions(t *testing.T) {
 	}
 
 	calls := w.sim.TotalRequests()
-	if _, err := people.Remove(ctx, tn.p.AccountID, alice.Email, false); err != nil {
+	if _, err := people.Remove(ctx, svc, tn.p.AccountID, alice.Email, false); err != nil {
 		t.Fatal(err)
 	}
 	s := sessionNow(t, svc, console, mine.ID)

@@ -5,8 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/tollgate/tollgate/impl/agent"
 	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/store"
 	"github.com/tollgate/tollgate/impl/web/members"
 )
 
@@ -28,7 +31,9 @@ func TestConsoleSessionEndsWhenItsMemberIsRemoved(t *testing.T) {
 		want   string // the end reason; "" for a session that runs to its answer
 	}{
 		{"removed", func(t *testing.T, tn tenant, email string) {
-			if _, err := people.Remove(ctx, tn.p.AccountID, email, false); err != nil {
+			// Removed with no agents ending the session at the removal (as a removal before
+			// they did): the step's own check ends it.
+			if _, err := people.Remove(ctx, keepSessions{}, tn.p.AccountID, email, false); err != nil {
 				t.Fatal(err)
 			}
 		}, agent.ReasonMemberRemoved},
@@ -83,4 +88,16 @@ func TestConsoleSessionEndsWhenItsMemberIsRemoved(t *testing.T) {
 			}
 		})
 	}
+}
+
+// keepSessions is a members.Sessions that ends nothing: a removal through it leaves the
+// member's sessions to their steps' own check.
+type keepSessions struct{}
+
+func (keepSessions) EndMemberSessions(context.Context, *store.AgentTx, uuid.UUID, uuid.UUID) error {
+	return nil
+}
+
+func (keepSessions) EndKeySessions(context.Context, *store.AgentTx, uuid.UUID, []uuid.UUID) error {
+	return nil
 }

@@ -101,7 +101,7 @@ func TestApprovalOfARevokedAppsRequest(t *testing.T) {
 	}
 	access, _ = s.tokens(t, client, redirect, acme, carol, members.RoleOwner)
 	prompt := approvalID(t, s.call(t, access, "agent_prompt", map[string]any{"session_id": started.SessionID, "prompt": "asked, then the member left"}))
-	if _, err := s.members.Remove(ctx, acme, "carol@example.com", false); err != nil {
+	if _, err := s.members.Remove(ctx, s.GW.Agents, acme, "carol@example.com", false); err != nil {
 		t.Fatal(err)
 	}
 	refusedApproval(t, svc, acme, prompt, "a prompt of a removed member's app")

@@ -566,7 +566,7 @@ func TestRevocationAndMembership(t *testing.T) {
 	if r := s.call(t, access, "list_storage_datasets", nil); r.Status != http.StatusOK {
 		t.Fatalf("carol's token: %+v", r)
 	}
-	if _, err := s.members.Remove(ctx, acme, "carol@example.com", false); err != nil {
+	if _, err := s.members.Remove(ctx, s.GW.Agents, acme, "carol@example.com", false); err != nil {
 		t.Fatal(err)
 	}
 	refused(t, s.call(t, access, "list_storage_datasets", nil), "after removing the member")
@@ -784,7 +784,7 @@ func TestCodeOfAFormerMemberIsRefused(t *testing.T) {
 	}{
 		{"removed", "carol@example.com", members.RoleMember,
 			func(t *testing.T) {
-				if _, err := s.members.Remove(ctx, acme, "carol@example.com", false); err != nil {
+				if _, err := s.members.Remove(ctx, s.GW.Agents, acme, "carol@example.com", false); err != nil {
 					t.Fatal(err)
 				}
 			},

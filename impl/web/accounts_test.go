@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tollgate/tollgate/impl/agent"
 	"github.com/tollgate/tollgate/impl/config"
 )
 
@@ -75,7 +76,11 @@ func TestAccountSwitch(t *testing.T) {
 		t.Fatalf("home after switch: %.300s", h.Body)
 	}
 	// A membership removed takes effect at the next request.
-	if _, err := e.Members.Remove(context.Background(), a.ID, aliceEmail, false); err != nil {
+	agents, err := agent.New(agent.Options{Store: e.Store, Config: e.Config})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Members.Remove(context.Background(), agents, a.ID, aliceEmail, false); err != nil {
 		t.Fatal(err)
 	}
 	if r := b.get("/keys"); r.Status != http.StatusSeeOther || r.Location != e.URL+"/signin/account" {

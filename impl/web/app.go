@@ -119,7 +119,7 @@ func New(o Options) (*App, error) {
 	a := &App{
 		cfg: o.Config, web: w, log: o.Logger, store: o.Store,
 		accounts: &accounts.Service{Store: o.Store, Config: o.Config},
-		members:  &members.Service{Store: o.Store, Agents: o.Agents},
+		members:  &members.Service{Store: o.Store},
 		audit:    &audit.Log{Store: o.Store},
 		sessions: session.New(o.Store, nil),
 		rp: signin.New(signin.Config{Issuer: w.Issuer, ClientID: w.ClientID, ClientSecret: w.ClientSecret,

@@ -9,7 +9,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/tollgate/tollgate/impl/agent"
 	"github.com/tollgate/tollgate/impl/store"
 )
 
@@ -56,28 +55,32 @@ type Identity struct {
 type Service struct {
 	// Store is the database the users and memberships are kept in.
 	Store *store.Store
-	// Agents, when set, ends the live sessions a removed member started on the console in the
-	// account, in the transaction of the removal (agent.Service.EndMemberSessions). Without it
-	// such a session runs on until its next step finds the member gone, and one waiting for a
-	// message keeps its slot: every process that removes members sets it.
-	Agents *agent.Service
 }
 
+// Sessions ends the live agent sessions a removal ends, in its transaction: those the member
+// started on the console in the account (agent.Service.EndMemberSessions) and those started
+// with the keys the removal revokes (EndKeySessions). Remove takes it as an argument, not as a
+// field one may leave unset: a member removed without it would keep their sessions running,
+// one waiting for a message holding its slot.
+type Sessions interface {
+	EndMemberSessions(ctx context.Context, tx *store.AgentTx, accountID, userID uuid.UUID) error
+	EndKeySessions(ctx context.Context, tx *store.AgentTx, accountID uuid.UUID, keys []uuid.UUID) error
+}
+
+// errNoSessions refuses a removal without the agents that end the member's sessions.
+var errNoSessions = errors.New("members: a removal needs the agents (Sessions) that end the member's agent sessions")
+
 // endSessions is what ends the sessions the user started in the account, and those started
-// with the keys their removal revokes, in the transaction of their removal (nil without
-// Agents).
-func (s *Service) endSessions(ctx context.Context, accountID, userID uuid.UUID) func(tx *store.AgentTx, revoked []uuid.UUID) error {
-	if s.Agents == nil {
-		return nil
-	}
+// with the keys their removal revokes, in the transaction of their removal.
+func endSessions(ctx context.Context, agents Sessions, accountID, userID uuid.UUID) func(tx *store.AgentTx, revoked []uuid.UUID) error {
 	return func(tx *store.AgentTx, revoked []uuid.UUID) error {
-		if err := s.Agents.EndMemberSessions(ctx, tx, accountID, userID); err != nil {
+		if err := agents.EndMemberSessions(ctx, tx, accountID, userID); err != nil {
 			return err
 		}
 		if len(revoked) == 0 {
 			return nil
 		}
-		return s.Agents.EndKeySessions(ctx, tx, accountID, revoked)
+		return agents.EndKeySessions(ctx, tx, accountID, revoked)
 	}
 }
 
@@ -132,16 +135,20 @@ func (s *Service) Add(ctx context.Context, accountID uuid.UUID, email, role stri
 
 // Remove ends the membership of the person with email in the account, and revokes the keys
 // they made in it on the console unless keepKeys (returned: the keys revoked). Their OAuth
-// grants end with the membership always, and so, with Agents, do the agent sessions they
-// started on the console in the account (member_removed) and those started with the keys
-// revoked (key_revoked).
-func (s *Service) Remove(ctx context.Context, accountID uuid.UUID, email string, keepKeys bool) ([]store.APIKey, error) {
+// grants end with the membership always, and so, through agents (an *agent.Service, in the
+// removal's transaction), do the agent sessions they started on the console in the account
+// (member_removed) and those started with the keys revoked (key_revoked). A nil agents is
+// refused.
+func (s *Service) Remove(ctx context.Context, agents Sessions, accountID uuid.UUID, email string, keepKeys bool) ([]store.APIKey, error) {
+	if agents == nil {
+		return nil, errNoSessions
+	}
 	st := s.st()
 	r, err := st.GetUserByEmail(ctx, normalEmail(email))
 	if err != nil {
 		return nil, notFound(err)
 	}
-	removed, revoked, err := st.DeleteMembership(ctx, accountID, r.ID, !keepKeys, s.endSessions(ctx, accountID, r.ID))
+	removed, revoked, err := st.DeleteMembership(ctx, accountID, r.ID, !keepKeys, endSessions(ctx, agents, accountID, r.ID))
 	if err != nil {
 		return nil, err
 	}

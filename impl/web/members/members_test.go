@@ -3,8 +3,11 @@ package members_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
+	"github.com/tollgate/tollgate/impl/agent"
+	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 	"github.com/tollgate/tollgate/impl/store"
 	"github.com/tollgate/tollgate/impl/web/members"
@@ -69,5 +72,37 @@ func TestSignInClaims(t *testing.T) {
 	}
 	if _, err := svc.Membership(ctx, other.ID, acct.ID); !errors.Is(err, members.ErrNotFound) {
 		t.Fatalf("membership of a stranger: %v", err)
+	}
+}
+
+// TestRemoveNeedsTheAgents: a removal is refused without the agents that end the member's
+// agent sessions (a nil Sessions), and the member stays; given them, it removes. Before, the
+// agents were a field of Service that a construction could leave unset, and such a removal
+// silently left the member's sessions running.
+func TestRemoveNeedsTheAgents(t *testing.T) {
+	ctx := context.Background()
+	svc, st := setup(t)
+	acct, err := st.CreateAccount(ctx, "acme", "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Add(ctx, acct.ID, "alice@example.com", members.RoleOwner); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Remove(ctx, nil, acct.ID, "alice@example.com", false); err == nil || !strings.Contains(err.Error(), "needs the agents") {
+		t.Fatalf("a removal without the agents: %v, want it refused", err)
+	}
+	if list, err := svc.List(ctx, acct.ID); err != nil || len(list) != 1 {
+		t.Fatalf("members after the refused removal: %+v %v, want alice", list, err)
+	}
+	agents, err := agent.New(agent.Options{Store: st, Config: config.Default()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Remove(ctx, agents, acct.ID, "alice@example.com", false); err != nil {
+		t.Fatal(err)
+	}
+	if list, err := svc.List(ctx, acct.ID); err != nil || len(list) != 0 {
+		t.Fatalf("members after the removal: %+v %v, want none", list, err)
 	}
 }

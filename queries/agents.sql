@@ -79,6 +79,13 @@ SELECT id FROM agent_sessions
 WHERE account_id = $1 AND oauth_grant_id = sqlc.arg('grant_id')::uuid AND state NOT IN ('stopped', 'failed')
 ORDER BY created_at;
 
+-- name: MemberGrantsLiveAgentSessionIDs :many
+-- The live sessions of the account that the connected apps the member allowed started (their
+-- OAuth grants', revoked with the membership), for the member's removal to end them.
+SELECT s.id FROM agent_sessions s JOIN oauth_grants g ON g.id = s.oauth_grant_id
+WHERE s.account_id = $1 AND g.account_id = $1 AND g.user_id = sqlc.arg('user_id')::uuid AND s.state NOT IN ('stopped', 'failed')
+ORDER BY s.created_at;
+
 -- name: LapsedAgentSessions :many
 -- The live sessions, not stopping yet, whose right to run has lapsed with nobody ending them:
 -- the connected app's grant revoked, past its lifetime or its member gone (access_revoked), or

@@ -1343,6 +1343,39 @@ func (q *Queries) LockAgentKey(ctx context.Context, lockKey string) error {
 	return err
 }
 
+const memberGrantsLiveAgentSessionIDs = `-- name: MemberGrantsLiveAgentSessionIDs :many
+SELECT s.id FROM agent_sessions s JOIN oauth_grants g ON g.id = s.oauth_grant_id
+WHERE s.account_id = $1 AND g.account_id = $1 AND g.user_id = $2::uuid AND s.state NOT IN ('stopped', 'failed')
+ORDER BY s.created_at
+`
+
+type MemberGrantsLiveAgentSessionIDsParams struct {
+	AccountID uuid.UUID
+	UserID    uuid.UUID
+}
+
+// The live sessions of the account that the connected apps the member allowed started (their
+// OAuth grants', revoked with the membership), for the member's removal to end them.
+func (q *Queries) MemberGrantsLiveAgentSessionIDs(ctx context.Context, arg MemberGrantsLiveAgentSessionIDsParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, memberGrantsLiveAgentSessionIDs, arg.AccountID, arg.UserID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []uuid.UUID{}
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const memberLiveAgentSessionIDs = `-- name: MemberLiveAgentSessionIDs :many
 SELECT id FROM agent_sessions
 WHERE account_id = $1 AND started_by_user = $2::uuid AND state NOT IN ('stopped', 'failed')

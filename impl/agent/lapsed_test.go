@@ -15,6 +15,7 @@ import (
 	"github.com/tollgate/tollgate/impl/mcpauth"
 	"github.com/tollgate/tollgate/impl/store"
 	"github.com/tollgate/tollgate/impl/web/audit"
+	"github.com/tollgate/tollgate/impl/web/members"
 )
 
 // endedEntry is the after of an agent.sessions_ended audit entry.
@@ -266,6 +267,54 @@ func TestKeyRevocationStopsABusySession(t *testing.T) {
 	targets, entries := sessionsEnded(t, w, tn.p.AccountID)
 	if !slices.Equal(targets, []string{"key " + p.KeyID.String()}) || len(entries) != 1 ||
 		entries[0].Reason != agent.ReasonKeyRevoked || !slices.Equal(entries[0].Sessions, []string{res.SessionID}) {
+		t.Fatalf("audit entries %v %+v", targets, entries)
+	}
+}
+
+// TestMemberRemovalEndsTheirAppsSessions: a member's removal (members.Service.Remove with the
+// agents) revokes the OAuth grants of the apps they allowed, and ends, in its transaction,
+// the waiting session such an app's approved agent_spawn started (access_revoked), its slot
+// free at once and the ending audited under the member's grants; another member's app's
+// session runs on. Before, the session waited for the agents' sweep, or a message, to find
+// its grant gone.
+func TestMemberRemovalEndsTheirAppsSessions(t *testing.T) {
+	w := newWorld(t, nil)
+	n := w.start()
+	svc := n.gw.Agents
+	ctx := context.Background()
+	tn := w.tenant(n, "apps-removal", 5_000_000)
+	acct, console := tn.p.AccountID, auth.Principal{AccountID: tn.p.AccountID}
+	if err := svc.AssignSlot(ctx, acct, "other"); err != nil {
+		t.Fatal(err)
+	}
+	var started []agent.SessionView
+	var users []uuid.UUID
+	for _, email := range []string{"erin@example.com", "frank@example.com"} {
+		app := appPrincipal(t, w, tn, email)
+		ap, err := svc.RequestSpawn(ctx, app, agent.SpawnAction{Purpose: "wait for a message"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.Resolve(ctx, &acct, ap.ID, true, "owner@example.com"); err != nil {
+			t.Fatal(err)
+		}
+		got := waitAction(t, svc, console, ap.ID)
+		s := waitSession(t, svc, console, got.SessionID, agent.StateReady, agent.StateStopped, agent.StateFailed)
+		if s.State != agent.StateReady {
+			t.Fatalf("%s's app's session %+v, want ready", email, s)
+		}
+		started, users = append(started, s), append(users, app.OAuth.UserID)
+	}
+	if _, err := (&members.Service{Store: w.store}).Remove(ctx, svc, acct, "erin@example.com", false); err != nil {
+		t.Fatal(err)
+	}
+	checkEnded(t, svc, console, started[0], agent.ReasonAccessRevoked)
+	if s := sessionNow(t, svc, console, started[1].ID); s.State != agent.StateReady {
+		t.Fatalf("the other member's app's session %+v, want ready", s)
+	}
+	targets, entries := sessionsEnded(t, w, acct)
+	if !slices.Equal(targets, []string{"grants of member " + users[0].String()}) || len(entries) != 1 ||
+		entries[0].Reason != agent.ReasonAccessRevoked || !slices.Equal(entries[0].Sessions, []string{started[0].ID}) {
 		t.Fatalf("audit entries %v %+v", targets, entries)
 	}
 }

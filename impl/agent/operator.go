@@ -70,14 +70,22 @@ func (s *Service) UnassignSlot(ctx context.Context, accountID uuid.UUID, name st
 // waiting for a message, which no step would check, and a provisioning one are stopped at once
 // and their slots freed (a start job still to come finds the session ended); a busy one stops
 // at its step boundary, before any further model call, as its step's own check (starterGone)
-// would have it. A session stopping already keeps its reason. Sessions a key or a connected
-// app started are not the member's. The ending is in the account's audit log (endEach).
+// would have it. A session stopping already keeps its reason. Sessions a key started are not
+// the member's; those the connected apps they allowed started end too, with access_revoked,
+// as the removal revokes the apps' grants. Each ending is in the account's audit log
+// (endEach).
 func (s *Service) EndMemberSessions(ctx context.Context, tx *store.AgentTx, accountID, userID uuid.UUID) error {
 	ids, err := tx.MemberLiveSessionIDs(ctx, accountID, userID)
 	if err != nil {
 		return err
 	}
-	return s.endEach(ctx, tx, accountID, ids, ReasonMemberRemoved, "member "+userID.String())
+	if err := s.endEach(ctx, tx, accountID, ids, ReasonMemberRemoved, "member "+userID.String()); err != nil {
+		return err
+	}
+	if ids, err = tx.MemberGrantsLiveSessionIDs(ctx, accountID, userID); err != nil {
+		return err
+	}
+	return s.endEach(ctx, tx, accountID, ids, ReasonAccessRevoked, "grants of member "+userID.String())
 }
 
 // EndKeySessions ends, in tx, the live sessions of the account started with one of the keys

@@ -78,6 +78,12 @@ func (a *AgentQueries) GrantLiveSessionIDs(ctx context.Context, account, grant u
 	return a.q.GrantLiveAgentSessionIDs(ctx, db.GrantLiveAgentSessionIDsParams{AccountID: account, GrantID: grant})
 }
 
+// MemberGrantsLiveSessionIDs returns the ids of the live sessions of the account that the
+// connected apps the member user allowed started, oldest first.
+func (a *AgentQueries) MemberGrantsLiveSessionIDs(ctx context.Context, account, user uuid.UUID) ([]uuid.UUID, error) {
+	return a.q.MemberGrantsLiveAgentSessionIDs(ctx, db.MemberGrantsLiveAgentSessionIDsParams{AccountID: account, UserID: user})
+}
+
 // LapsedSession is a live session whose right to run has lapsed with nobody ending it, and
 // the reason it ends with (LapsedSessions).
 type LapsedSession = db.LapsedAgentSessionsRow

@@ -38,11 +38,11 @@ import (
 	"github.com/tollgate/tollgate/impl/web"
 )
 
-// HeadErrorBody gives the Content-Type and body, in the API's error envelope, of the answers
-// the server that serves Handler writes itself to a request head it will not read on
-// (h1server.Server.ErrorBody).
-func HeadErrorBody(status int, reason string) (contentType string, body []byte) {
-	return httpapi.HeadErrorBody(status, reason)
+// HeadErrorBody gives the Content-Type and body, in the error envelope of the route the
+// request target names, of the answers the server that serves Handler writes itself to a
+// request head it will not read on (h1server.Server.ErrorBody).
+func HeadErrorBody(status int, reason, target string) (contentType string, body []byte) {
+	return httpapi.HeadErrorBody(status, reason, target)
 }
 
 // Options are what a gateway is built from.

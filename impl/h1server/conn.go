@@ -124,7 +124,9 @@ func (c *conn) serve() {
 			handedOff = c.handOff()
 			return
 		case ambiguousLength:
-			c.refuseHead(http.StatusBadRequest, "the request has both Content-Length and Transfer-Encoding")
+			sc := &c.bufs.scan
+			target := string(c.bufs.rbuf[c.r+sc.targetStart : c.r+sc.targetEnd])
+			c.refuseHead(http.StatusBadRequest, "the request has both Content-Length and Transfer-Encoding", target)
 			return
 		case connEnded:
 			return
@@ -468,6 +470,7 @@ func (c *conn) handOff() bool {
 	rc := &replayConn{Conn: c.rwc, pending: pending, headDL: headDL, reqDL: reqDL, asked: headDL, crReason: crReason}
 	if c.srv.ErrorBody != nil || crReason != "" {
 		rc.errorResponse = c.srv.errorResponse
+		rc.head = pending
 	}
 	if !c.srv.handoff.hand(rc) {
 		_ = c.rwc.Close()
@@ -475,11 +478,11 @@ func (c *conn) handOff() bool {
 	return true
 }
 
-// refuseHead answers a head the server will not read on with status and reason (the Server's
-// ErrorBody, or plain text) and Connection: close; the connection then ends, its unread bytes
-// unread.
-func (c *conn) refuseHead(status int, reason string) {
-	_, _ = c.rwc.Write(c.srv.errorResponse(status, reason))
+// refuseHead answers a head the server will not read on, for the request target given, with
+// status and reason (the Server's ErrorBody, or plain text) and Connection: close; the
+// connection then ends, its unread bytes unread.
+func (c *conn) refuseHead(status int, reason, target string) {
+	_, _ = c.rwc.Write(c.srv.errorResponse(status, reason, target))
 	c.closeWriteAndWait()
 }
 

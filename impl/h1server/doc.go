@@ -29,7 +29,8 @@
 // ErrorLog, which owns the connection from then on. net/http therefore produces its exact
 // behaviour for those requests, including its 400, 431, 501 and 505 answers, 100-continue,
 // HTTP/1.0 keep-alive and Hijack for protocol upgrades (with Server.ErrorBody set, those
-// answers carry its body in place of net/http's plain text). Differences on purpose, against
+// answers carry its body in place of net/http's plain text, ErrorBody being told the refused
+// request's target so that the body can take the envelope of the route it was meant for). Differences on purpose, against
 // request smuggling (RFC 9112 section 6.1): a head the lean path reads whole with both
 // Content-Length and Transfer-Encoding is refused (400) and the connection closed; and any
 // request net/http serves with a Transfer-Encoding (handed off for another reason too: an

@@ -14,9 +14,9 @@ import (
 	"time"
 )
 
-// envelope is the ErrorBody of the tests: a JSON object naming the status and reason.
-func envelope(status int, reason string) (string, []byte) {
-	b, _ := json.Marshal(map[string]any{"status": status, "reason": reason})
+// envelope is the ErrorBody of the tests: a JSON object naming the status, reason and target.
+func envelope(status int, reason, target string) (string, []byte) {
+	b, _ := json.Marshal(map[string]any{"status": status, "reason": reason, "target": target})
 	return "application/json", b
 }
 
@@ -71,7 +71,7 @@ func TestAmbiguousLengthIsRefused(t *testing.T) {
 				}
 				wantType, wantBody := "text/plain; charset=utf-8", "400 Bad Request: the request has both Content-Length and Transfer-Encoding"
 				if withBody {
-					ct, b := envelope(http.StatusBadRequest, "the request has both Content-Length and Transfer-Encoding")
+					ct, b := envelope(http.StatusBadRequest, "the request has both Content-Length and Transfer-Encoding", "/a")
 					wantType, wantBody = ct, string(b)
 				}
 				if got := resp.Header.Get("Content-Type"); got != wantType || body != wantBody {
@@ -118,9 +118,65 @@ func TestErrorBodyReplacesNetHTTPAnswers(t *testing.T) {
 				t.Fatal(err)
 			}
 			resp, body, _ := readAnswer(t, bufio.NewReader(c), c)
-			ct, want := envelope(tc.status, tc.reason)
+			ct, want := envelope(tc.status, tc.reason, "/a")
 			if resp.StatusCode != tc.status || resp.Header.Get("Content-Type") != ct || body != string(want) || !resp.Close {
 				t.Errorf("got %d %q %q close=%v, want %d %q %q and Connection: close", resp.StatusCode, resp.Header.Get("Content-Type"), body, resp.Close, tc.status, ct, want)
+			}
+		})
+	}
+}
+
+// TestErrorBodyIsToldTheTarget: ErrorBody is told the request target of the head it refuses,
+// on the lean path and on the hand-off path, whatever form the target has and whatever made
+// the lean path hand the head off (so that an API server answers in the envelope of the route
+// the request was meant for), and nothing when there is no request line to read one from or
+// when the refused head is a later one on a connection net/http serves.
+func TestErrorBodyIsToldTheTarget(t *testing.T) {
+	cases := []struct {
+		name, request string
+		answers       int // the refusal is the last of these
+		status        int
+		target        string
+	}{
+		{"lean refusal", "POST /v1/messages?beta=true HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", 1, http.StatusBadRequest, "/v1/messages?beta=true"},
+		{"hand-off refusal", "POST /v1/messages HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 1, http.StatusNotImplemented, "/v1/messages"},
+		{"a CR in a value", "POST /api/mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\r\n\r\n", 1, http.StatusBadRequest, "/api/mcp"},
+		{"absolute form", "POST http://x/v1/messages HTTP/1.1\r\nX-Api-Key: k\r\r\n\r\n", 1, http.StatusBadRequest, "http://x/v1/messages"},
+		{"HTTP/1.0", "POST /v1/messages HTTP/1.0\r\nHost: x\r\nX-Api-Key: k\r\r\n\r\n", 1, http.StatusBadRequest, "/v1/messages"},
+		{"empty lines first", "\r\n\r\nGET /v1/models HTTP/1.1\r\nX: y\r\n\r\n", 1, http.StatusBadRequest, "/v1/models"},
+		{"no request line", "NOT-HTTP\r\n\r\n", 1, http.StatusBadRequest, ""},
+		{"a later head", "GET /v1/messages HTTP/1.1\r\nHost: x\r\nUpgrade: foo\r\n\r\nGET /v1/models HTTP/1.1\r\nX: y\r\n\r\n", 2, http.StatusBadRequest, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var targets []string
+			var mu sync.Mutex
+			_, addr, _ := startH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}), func(s *Server) {
+				s.ErrorBody = func(status int, reason, target string) (string, []byte) {
+					mu.Lock()
+					targets = append(targets, target)
+					mu.Unlock()
+					return envelope(status, reason, target)
+				}
+			})
+			c := dial(t, addr)
+			if _, err := io.WriteString(c, tc.request); err != nil {
+				t.Fatal(err)
+			}
+			r := bufio.NewReader(c)
+			for range tc.answers - 1 {
+				_ = c.SetReadDeadline(time.Now().Add(guard))
+				served, err := http.ReadResponse(r, nil)
+				if err != nil {
+					t.Fatalf("no answer to the first request: %v", err)
+				}
+				_, _ = io.Copy(io.Discard, served.Body)
+			}
+			resp, _, _ := readAnswer(t, r, c)
+			mu.Lock()
+			defer mu.Unlock()
+			if resp.StatusCode != tc.status || !slices.Equal(targets, []string{tc.target}) {
+				t.Errorf("status %d, ErrorBody told %q; want %d and %q", resp.StatusCode, targets, tc.status, tc.target)
 			}
 		})
 	}

@@ -77,7 +77,12 @@ type replayConn struct {
 	pending []byte
 	// errorResponse, when set, replaces every answer net/http writes itself to a head it
 	// cannot read (the Server's errorResponse, with its ErrorBody).
-	errorResponse func(status int, reason string) []byte
+	errorResponse func(status int, reason, target string) []byte
+	// head is what the lean path had read of the connection when it handed it off, starting
+	// with the request line of the head net/http reads first, for the target that
+	// errorResponse is told (requestTarget); it is dropped once net/http has answered a
+	// request, so that a later head's refusal is not told the first one's target.
+	head []byte
 	// crReason, when set, is the reason given in place of net/http's plain 400 (its textproto
 	// reader refuses the line; "invalid header value" were it to read it) for a head the lean
 	// path saw a bare CR in (headScan.bareCRReason).
@@ -113,13 +118,34 @@ func (c *replayConn) Write(p []byte) (int, error) {
 			if c.crReason != "" && status == http.StatusBadRequest && (reason == "" || reason == "invalid header value") {
 				reason = c.crReason
 			}
-			if _, err := c.Conn.Write(c.errorResponse(status, reason)); err != nil {
+			if _, err := c.Conn.Write(c.errorResponse(status, reason, requestTarget(c.head))); err != nil {
 				return 0, err
 			}
 			return len(p), nil
 		}
+		c.head = nil
 	}
 	return c.Conn.Write(p)
+}
+
+// requestTarget is the target in the request line that head starts with (its second word:
+// "/v1/messages?x=1", "http://host/v1/messages"), or empty when head holds no complete request
+// line. Empty lines before the request line, which net/http skips, are skipped. It runs only
+// for a refusal.
+func requestTarget(head []byte) string {
+	line, _, ok := bytes.Cut(bytes.TrimLeft(head, "\r\n"), []byte("\n"))
+	if !ok {
+		return ""
+	}
+	_, rest, ok := bytes.Cut(line, []byte(" "))
+	if !ok {
+		return ""
+	}
+	target, _, ok := bytes.Cut(rest, []byte(" "))
+	if !ok {
+		return ""
+	}
+	return string(target)
 }
 
 // netHTTPErrorAnswer reads the status and reason of an answer net/http writes itself to a head

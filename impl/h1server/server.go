@@ -60,8 +60,12 @@ type Server struct {
 	// its own error envelope): a head with both Content-Length and Transfer-Encoding (400), and
 	// the answers net/http writes to a head it cannot read (400 with its reason, 431 beyond
 	// MaxHeaderBytes, 501 for a transfer coding it does not know, 505). The status line and
-	// Connection: close stay.
-	ErrorBody func(status int, reason string) (contentType string, body []byte)
+	// Connection: close stay. target is the request target of the refused head (its request
+	// line's second word, as sent: "/v1/messages", or an absolute form), so that the answer can
+	// take the envelope of the route it was meant for; it is empty when the head was not read
+	// far enough to have one, or when the refusal is for a later request on a connection that
+	// net/http serves (whose head only net/http read).
+	ErrorBody func(status int, reason, target string) (contentType string, body []byte)
 	// ErrorLog receives the server's error messages (the log package's standard logger when nil),
 	// for both paths.
 	ErrorLog *log.Logger
@@ -356,11 +360,12 @@ func (l *onceCloseListener) Close() error {
 }
 
 // errorResponse is the whole answer, ending the connection, to a request the server will not
-// read on: status with reason, its body from ErrorBody or, without it, net/http's plain text.
-func (s *Server) errorResponse(status int, reason string) []byte {
+// read on: status with reason, its body from ErrorBody (told the request target, if known) or,
+// without it, net/http's plain text.
+func (s *Server) errorResponse(status int, reason, target string) []byte {
 	text := http.StatusText(status)
 	if s.ErrorBody != nil {
-		ct, body := s.ErrorBody(status, reason)
+		ct, body := s.ErrorBody(status, reason, target)
 		return fmt.Appendf(nil, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", status, text, ct, len(body), body)
 	}
 	if reason != "" {

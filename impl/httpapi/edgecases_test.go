@@ -151,11 +151,12 @@ func TestHalfClosedClientGetsNoBare499(t *testing.T) {
 
 // TestHugeHeadGetsTheJSONEnvelope: a request head over the server's limit (1 MiB) is answered
 // 431 in the chat-completions error envelope, not net/http's plain text (issue 23, item 6),
-// and the connection is closed.
+// and the connection is closed. (On /v1/messages it is the Messages envelope:
+// TestAnthropicSDKReadsAHeadTooLarge.)
 func TestHugeHeadGetsTheJSONEnvelope(t *testing.T) {
 	g := apitest.Start(t, apitest.Options{})
 	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
-	for _, path := range []string{"/v1/chat/completions", "/v1/messages"} {
+	for _, path := range []string{"/v1/chat/completions", "/v1/responses"} {
 		conn, err := net.Dial("tcp", strings.TrimPrefix(g.URL, "http://"))
 		if err != nil {
 			t.Fatal(err)

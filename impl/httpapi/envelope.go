@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -243,31 +244,60 @@ func writeErrorWithID(w http.ResponseWriter, fam family, err error, rpcID json.R
 	_ = enc.Encode(body)
 }
 
-// headTooLargeBody is the body of the 431 answered to a request whose head (request line and
-// headers) exceeds the server's limit (HeadErrorBody).
-var headTooLargeBody = []byte(`{"error":{"message":"the request head (request line and headers) is larger than the server accepts (1 MiB): send fewer or shorter headers","type":"invalid_request_error","param":null,"code":"request_header_fields_too_large"}}` + "\n")
+// headTooLargeMessage is the message of the 431 answered to a request whose head (request line
+// and headers) exceeds the server's limit (HeadErrorBody).
+const headTooLargeMessage = "the request head (request line and headers) is larger than the server accepts (1 MiB): send fewer or shorter headers"
 
-// HeadErrorBody is the body, in the chat-completions error envelope, of an answer the API server
-// writes itself to a request it will not read on (h1server.Server.ErrorBody): a head it cannot
-// parse (400 with net/http's reason, such as a missing Host), both Content-Length and
-// Transfer-Encoding (400), a head beyond its limit (431: headTooLargeBody), a transfer coding
-// it does not know (501) or another HTTP version (505). The route, and with it the route's own
-// envelope, is unknown: nothing of the request was read, so nothing is billed.
-func HeadErrorBody(status int, reason string) (contentType string, body []byte) {
-	if status == http.StatusRequestHeaderFieldsTooLarge {
-		return "application/json", headTooLargeBody
+// HeadErrorBody is the body of an answer the API server writes itself to a request it will not
+// read on (h1server.Server.ErrorBody): a head it cannot parse (400 with net/http's reason, such
+// as a missing Host, or a header value holding a bare CR), both Content-Length and
+// Transfer-Encoding (400), a head beyond its limit (431), a transfer coding it does not know
+// (501) or another HTTP version (505). It comes in the envelope of the route that target (the
+// request line's, empty when the head was not read that far) names, as the route's own errors
+// do: the Messages envelope for /v1/messages, a JSON-RPC error (Invalid Request, id null) for
+// /api/mcp, and the chat-completions envelope for any other target or none. Nothing of the
+// request was read, so nothing is billed.
+func HeadErrorBody(status int, reason, target string) (contentType string, body []byte) {
+	message := headTooLargeMessage
+	if status != http.StatusRequestHeaderFieldsTooLarge {
+		message = "the request could not be read as HTTP/1.1"
+		if reason != "" {
+			message += ": " + reason
+		}
 	}
-	code := "bad_request"
-	switch status {
-	case http.StatusNotImplemented:
-		code = "not_implemented"
-	case http.StatusHTTPVersionNotSupported:
-		code = "http_version_not_supported"
+	var v any
+	switch familyOf(targetPath(target)) {
+	case familyAnthropic:
+		v = anthropicErrorBody{Type: "error", Error: anthropicErrorDetail{Type: "invalid_request_error", Message: message}}
+	case familyJSONRPC:
+		return "application/json", mcp.RefusedHeadBody(message)
+	default:
+		code := headErrorCode(status)
+		v = openAIErrorBody{Error: openAIErrorDetail{Message: message, Type: "invalid_request_error", Code: &code}}
 	}
-	message := "the request could not be read as HTTP/1.1"
-	if reason != "" {
-		message += ": " + reason
-	}
-	b, _ := json.Marshal(openAIErrorBody{Error: openAIErrorDetail{Message: message, Type: "invalid_request_error", Code: &code}})
+	b, _ := json.Marshal(v)
 	return "application/json", append(b, '\n')
+}
+
+// headErrorCode is the chat-completions envelope's code of a refused head's status.
+func headErrorCode(status int) string {
+	switch status {
+	case http.StatusRequestHeaderFieldsTooLarge:
+		return "request_header_fields_too_large"
+	case http.StatusNotImplemented:
+		return "not_implemented"
+	case http.StatusHTTPVersionNotSupported:
+		return "http_version_not_supported"
+	}
+	return "bad_request"
+}
+
+// targetPath is the path of a request target as sent (origin or absolute form), as a route
+// matches it; empty when target is not one.
+func targetPath(target string) string {
+	u, err := url.ParseRequestURI(target)
+	if err != nil {
+		return ""
+	}
+	return u.Path
 }

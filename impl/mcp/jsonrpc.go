@@ -57,6 +57,17 @@ func WriteError(w http.ResponseWriter, status int, id json.RawMessage, code int6
 	writeError(w, status, id, code, message)
 }
 
+// RefusedHeadBody is the body of the JSON-RPC error (Invalid Request, id null: no body was
+// read) that the gateway answers to a request for the MCP endpoint whose HTTP head it will
+// not read on, with message saying why; the HTTP status is the refusal's own (400, 431).
+func RefusedHeadBody(message string) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(rpcResponse{JSONRPC: "2.0", ID: nullID, Error: &rpcError{Code: codeInvalidRequest, Message: "invalid request: " + message}})
+	return buf.Bytes()
+}
+
 // RefusedIDBytes is the most of a request's body RefusedID reads: a body declared longer keeps
 // its id unread. It is the size below which the gateway reads a body outside its body budget.
 const RefusedIDBytes = 16 << 10

@@ -221,3 +221,26 @@ func (s *sseValidator) eventSchema() string {
 	name, _ := mt.Schema.Value.Extensions["x-sse-event-schema"].(string)
 	return name
 }
+
+// ValidateSchema checks body against the OpenAPI document's component schema name (such as
+// AnthropicError), for an answer no operation documents: one the server writes itself to a
+// request head it will not read on, before any route.
+func ValidateSchema(t testing.TB, name string, body []byte) {
+	t.Helper()
+	s, err := loadSpec()
+	if err != nil {
+		t.Fatalf("load spec: %v", err)
+	}
+	ref := s.doc.Components.Schemas[name]
+	if ref == nil || ref.Value == nil {
+		t.Fatalf("no component schema %q", name)
+	}
+	var v any
+	if err := json.Unmarshal(body, &v); err != nil {
+		t.Errorf("not JSON (%v): %s", err, truncate(body))
+		return
+	}
+	if err := ref.Value.VisitJSON(v); err != nil {
+		t.Errorf("does not match %s: %v\n%s", name, err, truncate(body))
+	}
+}

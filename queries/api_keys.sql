@@ -28,11 +28,6 @@ SELECT * FROM api_keys WHERE id = $1;
 -- name: ListAPIKeys :many
 SELECT * FROM api_keys WHERE account_id = $1 ORDER BY created_at, id;
 
--- name: RevokeAPIKey :one
-UPDATE api_keys SET revoked_at = now()
-WHERE id = $1 AND revoked_at IS NULL
-RETURNING *;
-
 -- name: SetAPIKeyRPMLimit :one
 UPDATE api_keys SET rpm_limit = $2 WHERE id = $1 RETURNING *;
 

@@ -36,17 +36,16 @@ VALUES (@account_id, @user_id, @client_id, @role, @resource, @scope,
         CASE WHEN @lifetime_seconds::float8 > 0 THEN now() + make_interval(secs => @lifetime_seconds::float8) END)
 RETURNING *;
 
--- name: RevokeSurplusOAuthGrants :execrows
+-- name: RevokeSurplusOAuthGrants :many
 -- Revokes the grants in force of one member of an account to one client beyond the newest
--- @keep, with why: a member keeps at most that many of one client's grants (one a device, say).
+-- @keep, with why, and returns them: a member keeps at most that many of one client's grants
+-- (one a device, say).
 UPDATE oauth_grants SET revoked_at = now(), revoked_why = @why
 WHERE id IN (SELECT g.id FROM oauth_grants g
              WHERE g.account_id = @account_id AND g.user_id = @user_id AND g.client_id = @client_id AND g.revoked_at IS NULL
              ORDER BY g.created_at DESC, g.id DESC
-             OFFSET @keep);
-
--- name: RevokeOAuthGrant :execrows
-UPDATE oauth_grants SET revoked_at = now(), revoked_why = $2 WHERE id = $1 AND revoked_at IS NULL;
+             OFFSET @keep)
+RETURNING id;
 
 -- name: RevokeOAuthGrantOfAnyAccount :many
 -- Revokes a grant whatever its account, returning its account (nothing when it was revoked

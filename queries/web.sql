@@ -26,18 +26,20 @@ RETURNING *;
 -- name: RecordSignIn :one
 UPDATE users SET email = $2, name = $3, last_sign_in_at = now() WHERE id = $1 RETURNING *;
 
+-- name: RevokeOAuthGrantsAboveRole :many
+-- Revokes the member's OAuth grants made with a role above @role, for a change of their role to
+-- it (SetMembership, after LockMembershipForChange), and returns them: a grant acts with the
+-- role its member had when they allowed the client, and one whose member's role was lowered
+-- must not work again when the role is raised later (the member allows the client again).
+UPDATE oauth_grants g SET revoked_at = now(), revoked_why = 'the member''s role was lowered since the client was allowed'
+WHERE g.account_id = @account_id AND g.user_id = @user_id AND g.revoked_at IS NULL
+  AND (CASE g.role WHEN 'owner' THEN 3 WHEN 'admin' THEN 2 WHEN 'member' THEN 1 ELSE 0 END)
+    > (CASE @role::text WHEN 'owner' THEN 3 WHEN 'admin' THEN 2 WHEN 'member' THEN 1 ELSE 0 END)
+RETURNING g.id;
+
 -- name: UpsertMembership :one
--- Adds the member or sets their role. The member's OAuth grants (MCP clients they allowed) made
--- with a role above the new one are revoked in the same statement: a grant acts with the role
--- its member had when they allowed the client, and one whose member's role was lowered must not
--- work again when the role is raised later (the member allows the client again).
-WITH lowered AS (
-    UPDATE oauth_grants g SET revoked_at = now(), revoked_why = 'the member''s role was lowered since the client was allowed'
-    WHERE g.account_id = @account_id AND g.user_id = @user_id AND g.revoked_at IS NULL
-      AND (CASE g.role WHEN 'owner' THEN 3 WHEN 'admin' THEN 2 WHEN 'member' THEN 1 ELSE 0 END)
-        > (CASE @role::text WHEN 'owner' THEN 3 WHEN 'admin' THEN 2 WHEN 'member' THEN 1 ELSE 0 END)
-    RETURNING g.id
-)
+-- Adds the member or sets their role (a lowered role's grants are revoked first, in the same
+-- transaction: RevokeOAuthGrantsAboveRole).
 INSERT INTO memberships (account_id, user_id, role) VALUES (@account_id, @user_id, @role::text)
 ON CONFLICT (account_id, user_id) DO UPDATE SET role = EXCLUDED.role
 RETURNING *;

@@ -52,7 +52,13 @@ func (a *admin) memberAdmin(ctx context.Context, verb string, args []string) err
 		if err != nil {
 			return err
 		}
-		u, err := svc.Add(ctx, acct.ID, pos[1], *role)
+		// A role lowered revokes the grants the person made with a higher one, and the
+		// agent sessions their apps started end with them (access_revoked).
+		agents, err := a.agents()
+		if err != nil {
+			return err
+		}
+		u, err := svc.Add(ctx, agents, acct.ID, pos[1], *role)
 		if err != nil {
 			return err
 		}

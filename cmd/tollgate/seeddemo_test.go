@@ -65,7 +65,7 @@ func TestSeedDemoMakesTheKeyAFailedRunDidNot(t *testing.T) {
 	if key, err := seedDemo(ctx, svc); err != nil || key != "" {
 		t.Errorf("third run: %q, %v; want no key (it was shown once)", key, err)
 	}
-	if _, err := st.RevokeAPIKey(ctx, k.ID); err != nil {
+	if _, err := st.RevokeAccountAPIKey(ctx, acct.ID, k.ID, nil); err != nil {
 		t.Fatal(err)
 	}
 	if key, err := seedDemo(ctx, svc); err != nil || key != "" {

@@ -651,37 +651,6 @@ func (q *Queries) ReturnKeyBudgetReservation(ctx context.Context, arg ReturnKeyB
 	return err
 }
 
-const revokeAPIKey = `-- name: RevokeAPIKey :one
-UPDATE api_keys SET revoked_at = now()
-WHERE id = $1 AND revoked_at IS NULL
-RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by, display_suffix, created_by_user
-`
-
-func (q *Queries) RevokeAPIKey(ctx context.Context, id uuid.UUID) (ApiKey, error) {
-	row := q.db.QueryRow(ctx, revokeAPIKey, id)
-	var i ApiKey
-	err := row.Scan(
-		&i.ID,
-		&i.AccountID,
-		&i.Name,
-		&i.KeyHash,
-		&i.DisplayPrefix,
-		&i.RpmLimit,
-		&i.CreatedAt,
-		&i.LastUsedAt,
-		&i.RevokedAt,
-		&i.ExpiresAt,
-		&i.DisabledAt,
-		&i.CreditCapMicros,
-		&i.CapPeriod,
-		&i.Models,
-		&i.CreatedBy,
-		&i.DisplaySuffix,
-		&i.CreatedByUser,
-	)
-	return i, err
-}
-
 const revokeAccountAPIKey = `-- name: RevokeAccountAPIKey :one
 UPDATE api_keys SET revoked_at = now()
 WHERE id = $1 AND account_id = $2 AND revoked_at IS NULL

@@ -582,23 +582,6 @@ func (q *Queries) RevokeAccountOAuthGrant(ctx context.Context, arg RevokeAccount
 	return i, err
 }
 
-const revokeOAuthGrant = `-- name: RevokeOAuthGrant :execrows
-UPDATE oauth_grants SET revoked_at = now(), revoked_why = $2 WHERE id = $1 AND revoked_at IS NULL
-`
-
-type RevokeOAuthGrantParams struct {
-	ID         uuid.UUID
-	RevokedWhy string
-}
-
-func (q *Queries) RevokeOAuthGrant(ctx context.Context, arg RevokeOAuthGrantParams) (int64, error) {
-	result, err := q.db.Exec(ctx, revokeOAuthGrant, arg.ID, arg.RevokedWhy)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
 const revokeOAuthGrantOfAnyAccount = `-- name: RevokeOAuthGrantOfAnyAccount :many
 UPDATE oauth_grants SET revoked_at = now(), revoked_why = $2 WHERE id = $1 AND revoked_at IS NULL
 RETURNING account_id
@@ -631,12 +614,13 @@ func (q *Queries) RevokeOAuthGrantOfAnyAccount(ctx context.Context, arg RevokeOA
 	return items, nil
 }
 
-const revokeSurplusOAuthGrants = `-- name: RevokeSurplusOAuthGrants :execrows
+const revokeSurplusOAuthGrants = `-- name: RevokeSurplusOAuthGrants :many
 UPDATE oauth_grants SET revoked_at = now(), revoked_why = $1
 WHERE id IN (SELECT g.id FROM oauth_grants g
              WHERE g.account_id = $2 AND g.user_id = $3 AND g.client_id = $4 AND g.revoked_at IS NULL
              ORDER BY g.created_at DESC, g.id DESC
              OFFSET $5)
+RETURNING id
 `
 
 type RevokeSurplusOAuthGrantsParams struct {
@@ -648,9 +632,10 @@ type RevokeSurplusOAuthGrantsParams struct {
 }
 
 // Revokes the grants in force of one member of an account to one client beyond the newest
-// @keep, with why: a member keeps at most that many of one client's grants (one a device, say).
-func (q *Queries) RevokeSurplusOAuthGrants(ctx context.Context, arg RevokeSurplusOAuthGrantsParams) (int64, error) {
-	result, err := q.db.Exec(ctx, revokeSurplusOAuthGrants,
+// @keep, with why, and returns them: a member keeps at most that many of one client's grants
+// (one a device, say).
+func (q *Queries) RevokeSurplusOAuthGrants(ctx context.Context, arg RevokeSurplusOAuthGrantsParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, revokeSurplusOAuthGrants,
 		arg.Why,
 		arg.AccountID,
 		arg.UserID,
@@ -658,9 +643,21 @@ func (q *Queries) RevokeSurplusOAuthGrants(ctx context.Context, arg RevokeSurplu
 		arg.Keep,
 	)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return result.RowsAffected(), nil
+	defer rows.Close()
+	items := []uuid.UUID{}
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const setOAuthCodeGrant = `-- name: SetOAuthCodeGrant :exec

@@ -712,6 +712,44 @@ func (q *Queries) ReleaseSignup(ctx context.Context, id uuid.UUID) error {
 	return err
 }
 
+const revokeOAuthGrantsAboveRole = `-- name: RevokeOAuthGrantsAboveRole :many
+UPDATE oauth_grants g SET revoked_at = now(), revoked_why = 'the member''s role was lowered since the client was allowed'
+WHERE g.account_id = $1 AND g.user_id = $2 AND g.revoked_at IS NULL
+  AND (CASE g.role WHEN 'owner' THEN 3 WHEN 'admin' THEN 2 WHEN 'member' THEN 1 ELSE 0 END)
+    > (CASE $3::text WHEN 'owner' THEN 3 WHEN 'admin' THEN 2 WHEN 'member' THEN 1 ELSE 0 END)
+RETURNING g.id
+`
+
+type RevokeOAuthGrantsAboveRoleParams struct {
+	AccountID uuid.UUID
+	UserID    uuid.UUID
+	Role      string
+}
+
+// Revokes the member's OAuth grants made with a role above @role, for a change of their role to
+// it (SetMembership, after LockMembershipForChange), and returns them: a grant acts with the
+// role its member had when they allowed the client, and one whose member's role was lowered
+// must not work again when the role is raised later (the member allows the client again).
+func (q *Queries) RevokeOAuthGrantsAboveRole(ctx context.Context, arg RevokeOAuthGrantsAboveRoleParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, revokeOAuthGrantsAboveRole, arg.AccountID, arg.UserID, arg.Role)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []uuid.UUID{}
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const setAPIKeySuffix = `-- name: SetAPIKeySuffix :exec
 UPDATE api_keys SET display_suffix = $3 WHERE id = $1 AND account_id = $2
 `
@@ -763,13 +801,6 @@ func (q *Queries) SetSignupAccount(ctx context.Context, arg SetSignupAccountPara
 }
 
 const upsertMembership = `-- name: UpsertMembership :one
-WITH lowered AS (
-    UPDATE oauth_grants g SET revoked_at = now(), revoked_why = 'the member''s role was lowered since the client was allowed'
-    WHERE g.account_id = $1 AND g.user_id = $2 AND g.revoked_at IS NULL
-      AND (CASE g.role WHEN 'owner' THEN 3 WHEN 'admin' THEN 2 WHEN 'member' THEN 1 ELSE 0 END)
-        > (CASE $3::text WHEN 'owner' THEN 3 WHEN 'admin' THEN 2 WHEN 'member' THEN 1 ELSE 0 END)
-    RETURNING g.id
-)
 INSERT INTO memberships (account_id, user_id, role) VALUES ($1, $2, $3::text)
 ON CONFLICT (account_id, user_id) DO UPDATE SET role = EXCLUDED.role
 RETURNING account_id, user_id, role, created_at
@@ -781,10 +812,8 @@ type UpsertMembershipParams struct {
 	Role      string
 }
 
-// Adds the member or sets their role. The member's OAuth grants (MCP clients they allowed) made
-// with a role above the new one are revoked in the same statement: a grant acts with the role
-// its member had when they allowed the client, and one whose member's role was lowered must not
-// work again when the role is raised later (the member allows the client again).
+// Adds the member or sets their role (a lowered role's grants are revoked first, in the same
+// transaction: RevokeOAuthGrantsAboveRole).
 func (q *Queries) UpsertMembership(ctx context.Context, arg UpsertMembershipParams) (Membership, error) {
 	row := q.db.QueryRow(ctx, upsertMembership, arg.AccountID, arg.UserID, arg.Role)
 	var i Membership

@@ -24,7 +24,7 @@ import (
 func appPrincipal(t *testing.T, w *world, tn tenant, email string) auth.Principal {
 	t.Helper()
 	ctx := context.Background()
-	user, err := (&members.Service{Store: w.store}).Add(ctx, tn.p.AccountID, email, members.RoleOwner)
+	user, err := (&members.Service{Store: w.store}).Add(ctx, nil, tn.p.AccountID, email, members.RoleOwner)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func appPrincipal(t *testing.T, w *world, tn tenant, email string) auth.Principa
 	}
 	g, err := w.store.RedeemOAuthCode(ctx, code.Hash, func(store.OAuthCode) error { return nil }, store.OAuthTokens{
 		AccessHash: randomHash(), AccessExpires: time.Now().Add(time.Hour),
-		RefreshHash: randomHash(), RefreshExpires: time.Now().Add(24 * time.Hour), GrantLifetime: grantLifetime})
+		RefreshHash: randomHash(), RefreshExpires: time.Now().Add(24 * time.Hour), GrantLifetime: grantLifetime}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

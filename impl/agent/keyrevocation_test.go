@@ -32,7 +32,7 @@ func TestKeyRevocationEndsItsWaitingSessions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	alice, err := people.Add(ctx, acct, "alice@example.com", members.RoleMember)
+	alice, err := people.Add(ctx, nil, acct, "alice@example.com", members.RoleMember)
 	if err != nil {
 		t.Fatal(err)
 	}

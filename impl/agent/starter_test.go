@@ -38,7 +38,7 @@ func TestConsoleSessionEndsWhenItsMemberIsRemoved(t *testing.T) {
 			}
 		}, agent.ReasonMemberRemoved},
 		{"lowered", func(t *testing.T, tn tenant, email string) {
-			if _, err := people.Add(ctx, tn.p.AccountID, email, members.RoleMember); err != nil {
+			if _, err := people.Add(ctx, nil, tn.p.AccountID, email, members.RoleMember); err != nil {
 				t.Fatal(err)
 			}
 		}, ""},
@@ -46,7 +46,7 @@ func TestConsoleSessionEndsWhenItsMemberIsRemoved(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			tn := w.tenant(n, "console-"+c.name, 5_000_000)
 			email := "starter-" + c.name + "@example.com"
-			user, err := people.Add(ctx, tn.p.AccountID, email, members.RoleOwner)
+			user, err := people.Add(ctx, nil, tn.p.AccountID, email, members.RoleOwner)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -99,5 +99,9 @@ func (keepSessions) EndMemberSessions(context.Context, *store.AgentTx, uuid.UUID
 }
 
 func (keepSessions) EndKeySessions(context.Context, *store.AgentTx, uuid.UUID, []uuid.UUID) error {
+	return nil
+}
+
+func (keepSessions) EndGrantSessions(context.Context, *store.AgentTx, uuid.UUID, uuid.UUID) error {
 	return nil
 }

@@ -63,7 +63,7 @@ func TestAuthMatrix(t *testing.T) {
 	c := g.Client(t)
 	tenant := g.NewTenant(t, "acme", 0, 5_000_000)
 	revoked, revokedID := g.NewKey(t, tenant.Account.ID, 0)
-	if _, err := g.Store.RevokeAPIKey(context.Background(), revokedID); err != nil {
+	if _, err := g.Store.RevokeAccountAPIKey(context.Background(), tenant.Account.ID, revokedID, nil); err != nil {
 		t.Fatal(err)
 	}
 	unknown, err := apikey.Generate()
@@ -131,7 +131,7 @@ func TestRevocationReachesOtherInstanceWithinOneSecond(t *testing.T) {
 			t.Fatalf("before revocation: %d %s", status, body)
 		}
 	}
-	if _, err := a.Store.RevokeAPIKey(context.Background(), tenant.KeyID); err != nil {
+	if _, err := a.Store.RevokeAccountAPIKey(context.Background(), tenant.Account.ID, tenant.KeyID, nil); err != nil {
 		t.Fatal(err)
 	}
 	revokedAt := time.Now()
@@ -164,7 +164,7 @@ func TestKeyErrorsSayWhatIsWrong(t *testing.T) {
 		mistyped[i] = 'a'
 	}
 	revoked, revokedID := g.NewKey(t, tenant.Account.ID, 0)
-	if _, err := g.Store.RevokeAPIKey(context.Background(), revokedID); err != nil {
+	if _, err := g.Store.RevokeAccountAPIKey(context.Background(), tenant.Account.ID, revokedID, nil); err != nil {
 		t.Fatal(err)
 	}
 	mcp := validRequests["POST /api/mcp"]

@@ -415,7 +415,7 @@ func TestResponsesWebSocketRevokedKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.Store.RevokeAPIKey(context.Background(), tenant.KeyID); err != nil {
+	if _, err := g.Store.RevokeAccountAPIKey(context.Background(), tenant.Account.ID, tenant.KeyID, nil); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(5 * time.Second)

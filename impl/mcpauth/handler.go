@@ -386,7 +386,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 				return &grantError{"invalid_grant", "the member's role was lowered since the client was allowed; allow it again"}
 			}
 			return nil
-		}, tokens)
+		}, tokens, s.endSessions(r.Context()))
 		if errors.Is(err, store.ErrNotFound) {
 			err = &grantError{"invalid_grant", "the code is unknown"}
 		}
@@ -410,7 +410,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 				return &grantError{"invalid_grant", "the member's role was lowered since the client was allowed; allow it again"}
 			}
 			return nil
-		}, tokens)
+		}, tokens, s.endSessions(r.Context()))
 		if errors.Is(err, store.ErrNotFound) {
 			err = &grantError{"invalid_grant", "the refresh token is unknown, expired or revoked"}
 		}

@@ -102,11 +102,17 @@ func (s *Store) ListAPIKeysWithSpend(ctx context.Context, accountID uuid.UUID, n
 	return out, nil
 }
 
+// KeysRevoked runs in the transaction that revokes or disables keys of the account, after the
+// change, with their ids (the agents end the sessions started with them); its error undoes it.
+// Every store function that revokes or disables keys takes one (impl/store's
+// TestEveryRevocationTakesACallback).
+type KeysRevoked func(tx *AgentTx, keys []uuid.UUID) error
+
 // RevokeAccountAPIKey revokes the account's key with id, for ever; every gateway process is
 // told at once. Another account's key, or one revoked already, is ErrNotFound. then (nil:
 // nothing) runs in the same transaction after the revocation, with the key's id (the agents end
 // the sessions started with it); its error undoes the revocation.
-func (s *Store) RevokeAccountAPIKey(ctx context.Context, accountID, id uuid.UUID, then func(tx *AgentTx, keys []uuid.UUID) error) (APIKey, error) {
+func (s *Store) RevokeAccountAPIKey(ctx context.Context, accountID, id uuid.UUID, then KeysRevoked) (APIKey, error) {
 	var k APIKey
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		row, err := s.q.WithTx(tx).RevokeAccountAPIKey(ctx, db.RevokeAccountAPIKeyParams{ID: id, AccountID: accountID})
@@ -125,7 +131,7 @@ func (s *Store) RevokeAccountAPIKey(ctx context.Context, accountID, id uuid.UUID
 // RevokeAccountAPIKeys revokes every key of the account that is not revoked yet and returns
 // them. then (nil: nothing) runs in the same transaction after the revocation, with the
 // revoked keys' ids; its error undoes the revocation.
-func (s *Store) RevokeAccountAPIKeys(ctx context.Context, accountID uuid.UUID, then func(tx *AgentTx, keys []uuid.UUID) error) ([]APIKey, error) {
+func (s *Store) RevokeAccountAPIKeys(ctx context.Context, accountID uuid.UUID, then KeysRevoked) ([]APIKey, error) {
 	var out []APIKey
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		rows, err := s.q.WithTx(tx).RevokeAccountAPIKeys(ctx, accountID)
@@ -145,7 +151,7 @@ func (s *Store) RevokeAccountAPIKeys(ctx context.Context, accountID uuid.UUID, t
 }
 
 // afterRevoke runs then (when set and keys were revoked or disabled) in tx with the keys' ids.
-func afterRevoke(tx pgx.Tx, q *db.Queries, keys []APIKey, then func(tx *AgentTx, keys []uuid.UUID) error) error {
+func afterRevoke(tx pgx.Tx, q *db.Queries, keys []APIKey, then KeysRevoked) error {
 	if then == nil || len(keys) == 0 {
 		return nil
 	}
@@ -160,7 +166,7 @@ func afterRevoke(tx pgx.Tx, q *db.Queries, keys []APIKey, then func(tx *AgentTx,
 // revocation); every gateway process is told at once. Another account's key, or a revoked one,
 // is ErrNotFound. then (nil: nothing) runs in the same transaction after the change, with the
 // key's id (the agents end the sessions started with a key disabled); its error undoes it.
-func (s *Store) SetAPIKeyDisabled(ctx context.Context, accountID, id uuid.UUID, disabled bool, then func(tx *AgentTx, keys []uuid.UUID) error) (APIKey, error) {
+func (s *Store) SetAPIKeyDisabled(ctx context.Context, accountID, id uuid.UUID, disabled bool, then KeysRevoked) (APIKey, error) {
 	var k APIKey
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		row, err := s.q.WithTx(tx).SetAPIKeyDisabled(ctx, db.SetAPIKeyDisabledParams{Disabled: disabled, ID: id, AccountID: accountID})

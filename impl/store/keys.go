@@ -168,17 +168,6 @@ func (s *Store) ListAPIKeys(ctx context.Context, accountID uuid.UUID) ([]APIKey,
 	return out, nil
 }
 
-// RevokeAPIKey revokes the key with id. Every gateway process is told at once (a database
-// trigger notifies), so the key stops working everywhere. Revoking an already revoked or
-// unknown key is ErrNotFound.
-func (s *Store) RevokeAPIKey(ctx context.Context, id uuid.UUID) (APIKey, error) {
-	row, err := s.q.RevokeAPIKey(ctx, id)
-	if err != nil {
-		return APIKey{}, notFound(err)
-	}
-	return keyFromRow(row), nil
-}
-
 // SetAPIKeyRPMLimit sets the key's requests-per-minute cap (0: no cap).
 func (s *Store) SetAPIKeyRPMLimit(ctx context.Context, id uuid.UUID, limit int) (APIKey, error) {
 	row, err := s.q.SetAPIKeyRPMLimit(ctx, db.SetAPIKeyRPMLimitParams{ID: id, RpmLimit: int32(limit)})

@@ -148,14 +148,22 @@ func (s *Store) RecordSignIn(ctx context.Context, id uuid.UUID, email, name stri
 
 // SetMembership makes the user a member of the account with role, or sets the role of a member.
 // The member's OAuth grants made with a role above the new one are revoked in the same
-// statement, after the membership is locked (lockMembership).
-func (s *Store) SetMembership(ctx context.Context, accountID, userID uuid.UUID, role string) error {
-	return s.inTx(ctx, func(q *db.Queries) error {
+// transaction, after the membership is locked (lockMembership), and then (nil: nothing) runs
+// in it for each (the agents end the sessions their app started); its error undoes the change.
+func (s *Store) SetMembership(ctx context.Context, accountID, userID uuid.UUID, role string, then GrantRevoked) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		q := s.q.WithTx(tx)
 		if err := lockMembership(ctx, q, accountID, userID); err != nil {
 			return err
 		}
-		_, err := q.UpsertMembership(ctx, db.UpsertMembershipParams{AccountID: accountID, UserID: userID, Role: role})
-		return err
+		lowered, err := q.RevokeOAuthGrantsAboveRole(ctx, db.RevokeOAuthGrantsAboveRoleParams{AccountID: accountID, UserID: userID, Role: role})
+		if err != nil {
+			return err
+		}
+		if _, err := q.UpsertMembership(ctx, db.UpsertMembershipParams{AccountID: accountID, UserID: userID, Role: role}); err != nil {
+			return err
+		}
+		return grantsRevoked(q, tx, accountID, lowered, then)
 	})
 }
 
@@ -179,7 +187,7 @@ func lockMembership(ctx context.Context, q *db.Queries, accountID, userID uuid.U
 // was a membership, then (nil: nothing) runs in the same transaction after its removal, with
 // the ids of the keys revoked (the agents end the sessions the member started on the console
 // in the account, and those started with the keys); its error undoes the removal.
-func (s *Store) DeleteMembership(ctx context.Context, accountID, userID uuid.UUID, revokeKeys bool, then func(tx *AgentTx, revoked []uuid.UUID) error) (removed bool, revoked []APIKey, err error) {
+func (s *Store) DeleteMembership(ctx context.Context, accountID, userID uuid.UUID, revokeKeys bool, then KeysRevoked) (removed bool, revoked []APIKey, err error) {
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		q := s.q.WithTx(tx)
 		if err := lockMembership(ctx, q, accountID, userID); err != nil {
@@ -191,8 +199,13 @@ func (s *Store) DeleteMembership(ctx context.Context, accountID, userID uuid.UUI
 			return err
 		}
 		if revokeKeys {
-			if revoked, err = revokeMemberKeys(ctx, q, accountID, userID); err != nil {
+			rows, err := q.RevokeMemberAPIKeys(ctx, db.RevokeMemberAPIKeysParams{AccountID: accountID,
+				UserID: pgtype.UUID{Bytes: userID, Valid: true}})
+			if err != nil {
 				return err
+			}
+			for _, r := range rows {
+				revoked = append(revoked, keyFromRow(r))
 			}
 		}
 		if then == nil {
@@ -208,18 +221,6 @@ func (s *Store) DeleteMembership(ctx context.Context, accountID, userID uuid.UUI
 		return false, nil, err
 	}
 	return removed, revoked, nil
-}
-
-// revokeMemberKeys revokes the keys the user made in the account on the console, and returns
-// them.
-func revokeMemberKeys(ctx context.Context, q *db.Queries, accountID, userID uuid.UUID) ([]APIKey, error) {
-	rows, err := q.RevokeMemberAPIKeys(ctx, db.RevokeMemberAPIKeysParams{AccountID: accountID,
-		UserID: pgtype.UUID{Bytes: userID, Valid: true}})
-	var revoked []APIKey
-	for _, r := range rows {
-		revoked = append(revoked, keyFromRow(r))
-	}
-	return revoked, err
 }
 
 // ListAccountMembers returns the account's members by e-mail.

@@ -199,8 +199,10 @@ const MaxOAuthGrantsPerClient = 10
 // URI, PKCE verifier, resource, expiry, and the member's role now, MemberRole: a member removed
 // or lowered since the consent revoked the grants they held, and the code must not become one
 // that nothing revoked): when check fails, the code stays used and check's error is returned. A code that was used already is ErrOAuthReplay, and the grant it produced
-// is revoked; an unknown code is ErrNotFound.
-func (s *Store) RedeemOAuthCode(ctx context.Context, hash []byte, check func(OAuthCode) error, tokens OAuthTokens) (OAuthGrant, error) {
+// is revoked; an unknown code is ErrNotFound. then (nil: nothing) runs in the transaction for
+// each grant it revokes: the replayed code's, or the member's oldest of the client's beyond
+// MaxOAuthGrantsPerClient (the agents end the sessions their app started).
+func (s *Store) RedeemOAuthCode(ctx context.Context, hash []byte, check func(OAuthCode) error, tokens OAuthTokens, then GrantRevoked) (OAuthGrant, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return OAuthGrant{}, err
@@ -217,7 +219,7 @@ func (s *Store) RedeemOAuthCode(ctx context.Context, hash []byte, check func(OAu
 			// Used, but no grant came of it (its verifier was wrong): nothing to revoke.
 			return OAuthGrant{}, ErrOAuthReplay
 		}
-		return OAuthGrant{}, revokeReplayed(ctx, tx, q, used.GrantID.Bytes, "authorization code replayed")
+		return OAuthGrant{}, revokeReplayed(ctx, tx, q, used.GrantID.Bytes, "authorization code replayed", then)
 	}
 	if err != nil {
 		return OAuthGrant{}, err
@@ -251,8 +253,12 @@ func (s *Store) RedeemOAuthCode(ctx context.Context, hash []byte, check func(OAu
 	// A member keeps at most MaxOAuthGrantsPerClient of one client's grants in force: the oldest
 	// go as a new one comes (trial h11 D8: each grant has its own request budget, and a member
 	// could hold any number).
-	if _, err := q.RevokeSurplusOAuthGrants(ctx, db.RevokeSurplusOAuthGrantsParams{Why: fmt.Sprintf("superseded: at most %d grants of one client per member", MaxOAuthGrantsPerClient),
-		AccountID: code.AccountID, UserID: code.UserID, ClientID: code.ClientID, Keep: MaxOAuthGrantsPerClient}); err != nil {
+	surplus, err := q.RevokeSurplusOAuthGrants(ctx, db.RevokeSurplusOAuthGrantsParams{Why: fmt.Sprintf("superseded: at most %d grants of one client per member", MaxOAuthGrantsPerClient),
+		AccountID: code.AccountID, UserID: code.UserID, ClientID: code.ClientID, Keep: MaxOAuthGrantsPerClient})
+	if err != nil {
+		return OAuthGrant{}, err
+	}
+	if err := grantsRevoked(q, tx, code.AccountID, surplus, then); err != nil {
 		return OAuthGrant{}, err
 	}
 	// The grant's expires_at is its creation plus tokens.GrantLifetime (none without one): no
@@ -276,8 +282,9 @@ func (s *Store) RedeemOAuthCode(ctx context.Context, hash []byte, check func(OAu
 // ErrOAuthRefreshRaced when it was rotated less than OAuthRefreshGrace ago (the grant stays in
 // force), else ErrOAuthReplay, and its grant is revoked; an unknown, expired or revoked one, or
 // one whose grant is past tokens.GrantLifetime, is ErrNotFound. The new tokens never outlive
-// the grant's lifetime.
-func (s *Store) RefreshOAuthTokens(ctx context.Context, hash []byte, now time.Time, check func(OAuthGrant) error, tokens OAuthTokens) (OAuthGrant, error) {
+// the grant's lifetime. then (nil: nothing) runs in the transaction when a replay revokes the
+// grant.
+func (s *Store) RefreshOAuthTokens(ctx context.Context, hash []byte, now time.Time, check func(OAuthGrant) error, tokens OAuthTokens, then GrantRevoked) (OAuthGrant, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return OAuthGrant{}, err
@@ -297,7 +304,7 @@ func (s *Store) RefreshOAuthTokens(ctx context.Context, hash []byte, now time.Ti
 		if recent {
 			return OAuthGrant{}, ErrOAuthRefreshRaced
 		}
-		return OAuthGrant{}, revokeReplayed(ctx, tx, q, old.GrantID, "rotated refresh token reused")
+		return OAuthGrant{}, revokeReplayed(ctx, tx, q, old.GrantID, "rotated refresh token reused", then)
 	}
 	if err != nil {
 		return OAuthGrant{}, err
@@ -452,14 +459,34 @@ func oauthGrantOf(g db.OauthGrant) OAuthGrant {
 		Scope: g.Scope, CreatedAt: g.CreatedAt, LastUsedAt: g.LastUsedAt, RevokedAt: g.RevokedAt}
 }
 
-// revokeReplayed revokes the grant of a replayed code or refresh token, saying why, and commits
-// tx; it returns ErrOAuthReplay, or the error that kept the revocation from being stored.
-func revokeReplayed(ctx context.Context, tx pgx.Tx, q *db.Queries, grant uuid.UUID, why string) error {
-	if _, err := q.RevokeOAuthGrant(ctx, db.RevokeOAuthGrantParams{ID: grant, RevokedWhy: why}); err != nil {
+// revokeReplayed revokes the grant of a replayed code or refresh token, saying why, runs then
+// (nil: nothing) when it revoked it, and commits tx; it returns ErrOAuthReplay, or the error
+// that kept the revocation from being stored.
+func revokeReplayed(ctx context.Context, tx pgx.Tx, q *db.Queries, grant uuid.UUID, why string, then GrantRevoked) error {
+	accounts, err := q.RevokeOAuthGrantOfAnyAccount(ctx, db.RevokeOAuthGrantOfAnyAccountParams{ID: grant, RevokedWhy: why})
+	if err != nil {
 		return err
+	}
+	for _, account := range accounts {
+		if err := grantsRevoked(q, tx, account, []uuid.UUID{grant}, then); err != nil {
+			return err
+		}
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return err
 	}
 	return ErrOAuthReplay
+}
+
+// grantsRevoked runs then (nil: nothing) in tx for each of the account's grants revoked.
+func grantsRevoked(q *db.Queries, tx pgx.Tx, accountID uuid.UUID, grants []uuid.UUID, then GrantRevoked) error {
+	if then == nil {
+		return nil
+	}
+	for _, g := range grants {
+		if err := then(newAgentTx(q, tx), accountID, g); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -203,7 +203,7 @@ func (e *env) account(t *testing.T, name, email, role string) store.Account {
 		t.Fatal(err)
 	}
 	if email != "" {
-		if _, err := e.Members.Add(context.Background(), acct.ID, email, role); err != nil {
+		if _, err := e.Members.Add(context.Background(), nil, acct.ID, email, role); err != nil {
 			t.Fatal(err)
 		}
 	}

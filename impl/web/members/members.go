@@ -57,18 +57,20 @@ type Service struct {
 	Store *store.Store
 }
 
-// Sessions ends the live agent sessions a removal ends, in its transaction: those the member
-// started on the console in the account (agent.Service.EndMemberSessions) and those started
-// with the keys the removal revokes (EndKeySessions). Remove takes it as an argument, not as a
-// field one may leave unset: a member removed without it would keep their sessions running,
-// one waiting for a message holding its slot.
+// Sessions ends the live agent sessions a removal or a lowered role ends, in its transaction:
+// those the member started on the console in the account (agent.Service.EndMemberSessions),
+// those started with the keys the removal revokes (EndKeySessions), and those the apps whose
+// grants a lowered role revokes started (EndGrantSessions). Remove and Add take it as an
+// argument, not as a field one may leave unset: a member removed without it would keep their
+// sessions running, one waiting for a message holding its slot.
 type Sessions interface {
 	EndMemberSessions(ctx context.Context, tx *store.AgentTx, accountID, userID uuid.UUID) error
 	EndKeySessions(ctx context.Context, tx *store.AgentTx, accountID uuid.UUID, keys []uuid.UUID) error
+	EndGrantSessions(ctx context.Context, tx *store.AgentTx, accountID, grant uuid.UUID) error
 }
 
 // errNoSessions refuses a removal without the agents that end the member's sessions.
-var errNoSessions = errors.New("members: a removal needs the agents (Sessions) that end the member's agent sessions")
+var errNoSessions = errors.New("members: a removal or a lowered role needs the agents (Sessions) that end the member's agent sessions")
 
 // endSessions is what ends the sessions the user started in the account, and those started
 // with the keys their removal revokes, in the transaction of their removal.
@@ -81,6 +83,18 @@ func endSessions(ctx context.Context, agents Sessions, accountID, userID uuid.UU
 			return nil
 		}
 		return agents.EndKeySessions(ctx, tx, accountID, revoked)
+	}
+}
+
+// endGrantSessions is what ends the sessions of the apps whose grants a lowered role revokes,
+// in the transaction of the change: with a nil agents, a change that revokes a grant is refused
+// (errNoSessions) and undone; one that revokes none, as adding a member does, goes through.
+func endGrantSessions(ctx context.Context, agents Sessions) store.GrantRevoked {
+	return func(tx *store.AgentTx, accountID, grant uuid.UUID) error {
+		if agents == nil {
+			return errNoSessions
+		}
+		return agents.EndGrantSessions(ctx, tx, accountID, grant)
 	}
 }
 
@@ -107,8 +121,12 @@ func notFound(err error) error {
 func normalEmail(email string) string { return strings.TrimSpace(email) }
 
 // Add makes the person with email a member of the account with role (creating the user when
-// nobody has that address yet); an existing membership gets the new role.
-func (s *Service) Add(ctx context.Context, accountID uuid.UUID, email, role string) (User, error) {
+// nobody has that address yet); an existing membership gets the new role. A role lowered
+// revokes the OAuth grants the member made with a higher one, and the agent sessions their
+// apps started end with them (access_revoked) through agents, in the change's transaction;
+// agents may be nil only for a change that revokes no grant (a new member's): one that does is
+// refused.
+func (s *Service) Add(ctx context.Context, agents Sessions, accountID uuid.UUID, email, role string) (User, error) {
 	email = normalEmail(email)
 	if !strings.Contains(email, "@") {
 		return User{}, fmt.Errorf("%q is not an e-mail address", email)
@@ -127,7 +145,7 @@ func (s *Service) Add(ctx context.Context, accountID uuid.UUID, email, role stri
 	if err != nil {
 		return User{}, err
 	}
-	if err := st.SetMembership(ctx, accountID, r.ID, role); err != nil {
+	if err := st.SetMembership(ctx, accountID, r.ID, role, endGrantSessions(ctx, agents)); err != nil {
 		return User{}, err
 	}
 	return userFromStore(r), nil

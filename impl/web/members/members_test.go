@@ -39,7 +39,7 @@ func TestSignInClaims(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	added, err := svc.Add(ctx, acct.ID, "Alice@Example.com", members.RoleOwner)
+	added, err := svc.Add(ctx, nil, acct.ID, "Alice@Example.com", members.RoleOwner)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestRemoveNeedsTheAgents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.Add(ctx, acct.ID, "alice@example.com", members.RoleOwner); err != nil {
+	if _, err := svc.Add(ctx, nil, acct.ID, "alice@example.com", members.RoleOwner); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := svc.Remove(ctx, nil, acct.ID, "alice@example.com", false); err == nil || !strings.Contains(err.Error(), "needs the agents") {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/tollgate/tollgate/impl/agent"
 	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/web/members"
 )
 
@@ -202,4 +205,60 @@ func waitSession(t *testing.T, svc *agent.Service, p auth.Principal, id string, 
 	}
 	t.Fatalf("session %s is %s (%q) after %d turns: it did not get where the test waits for", id, last.State, last.EndReason, last.Turns)
 	return last
+}
+
+// TestReplayedRefreshEndsTheAppsSessions: a rotated refresh token presented again after the
+// grace, at the token endpoint, revokes its grant, and the session the app's approved
+// agent_spawn started, waiting for a message, ends in that transaction (access_revoked), with
+// the agents' sweep off. Before, the replay's revocation ended no session: it waited for the
+// sweep, holding its slot.
+func TestReplayedRefreshEndsTheAppsSessions(t *testing.T) {
+	s := startSite(t, func(c *config.Config) { c.Agents.ApprovalSweep = time.Hour })
+	ctx := context.Background()
+	acme := s.Acme.Account.ID
+	s.GW.AssignSlot(t, acme, "main")
+	svc := s.GW.Agents
+	redirect := "https://app.example/cb"
+	client := s.register(t, "Claude Code", redirect)
+	access, first := s.tokens(t, client, redirect, acme, s.Alice, members.RoleOwner)
+	id := approvalID(t, s.call(t, access, "agent_spawn", map[string]any{"purpose": "say hello"}))
+	if _, err := svc.Resolve(ctx, &acme, id, true, "alice@example.com"); err != nil {
+		t.Fatal(err)
+	}
+	account := auth.Principal{AccountID: acme}
+	var session string
+	for deadline := time.Now().Add(20 * time.Second); session == ""; time.Sleep(20 * time.Millisecond) {
+		ap, err := svc.ApprovalStatus(ctx, account, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case ap.ActionStatus == agent.ActionDone:
+			session = ap.SessionID
+		case ap.ActionStatus == agent.ActionFailed || time.Now().After(deadline):
+			t.Fatalf("the approved spawn: %+v", ap)
+		}
+	}
+	waitSession(t, svc, account, session, func(v agent.SessionView) bool { return v.State == agent.StateReady })
+	refresh := func() (int, map[string]any) {
+		return s.token(t, url.Values{"grant_type": {"refresh_token"}, "client_id": {client}, "refresh_token": {first}, "resource": {s.URL + "/api/mcp"}})
+	}
+	if status, out := refresh(); status != http.StatusOK {
+		t.Fatalf("refresh: %d %v", status, out)
+	}
+	if _, err := s.GW.Store.Pool().Exec(ctx, `UPDATE oauth_tokens SET used_at = used_at - interval '1 minute' WHERE used_at IS NOT NULL`); err != nil {
+		t.Fatal(err)
+	}
+	if status, out := refresh(); status != http.StatusBadRequest || out["error"] != "invalid_grant" {
+		t.Fatalf("the rotated refresh token again: %d %v, want invalid_grant", status, out)
+	}
+	list, err := svc.Sessions(ctx, account)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range list {
+		if v.ID == session && (v.State != agent.StateStopped || v.EndReason != agent.ReasonAccessRevoked) {
+			t.Fatalf("right after the replay the session is %s (%q), want stopped (access_revoked)", v.State, v.EndReason)
+		}
+	}
 }

@@ -340,9 +340,19 @@ func grantGone(ctx context.Context, q *store.AgentQueries, grant uuid.UUID) (boo
 	return !active, nil
 }
 
-// sweepApprovals expires pending approvals past their expiry every ApprovalSweep, until ctx
-// ends.
-func (s *Service) sweepApprovals(ctx context.Context) {
+// expireApprovals expires the pending approvals past their expiry (one sweep of Run's, every
+// config agents.approval_sweep).
+func (s *Service) expireApprovals(ctx context.Context) {
+	if ids, err := s.q.ExpireAgentApprovals(ctx); err != nil && ctx.Err() == nil {
+		s.log.Warn("agent: expiring approvals failed", "err", err)
+	} else if len(ids) > 0 {
+		s.log.Info("agent: approvals expired", "count", len(ids))
+	}
+}
+
+// everySweep calls sweep every config agents.approval_sweep until ctx ends: the approvals'
+// expiry, the sweep of discarded jobs and that of lapsed sessions share the one interval.
+func (s *Service) everySweep(ctx context.Context, sweep func(context.Context)) {
 	t := time.NewTicker(s.cfg.ApprovalSweep)
 	defer t.Stop()
 	for {
@@ -350,11 +360,7 @@ func (s *Service) sweepApprovals(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if ids, err := s.q.ExpireAgentApprovals(ctx); err != nil && ctx.Err() == nil {
-				s.log.Warn("agent: expiring approvals failed", "err", err)
-			} else if len(ids) > 0 {
-				s.log.Info("agent: approvals expired", "count", len(ids))
-			}
+			sweep(ctx)
 		}
 	}
 }

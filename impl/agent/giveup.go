@@ -93,22 +93,13 @@ func publicText(err error) string {
 	return "internal error"
 }
 
-// sweepDiscarded ends, every config agents.approval_sweep until ctx ends, the sessions whose
-// jobs River has discarded (sweep).
+// sweepDiscarded ends the sessions whose jobs River has discarded (sweep; one sweep of Run's,
+// every config agents.approval_sweep).
 func (s *Service) sweepDiscarded(ctx context.Context) {
-	t := time.NewTicker(s.cfg.ApprovalSweep)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if n, err := s.sweep(ctx); err != nil && ctx.Err() == nil {
-				s.log.Warn("agent: sweeping discarded jobs failed", "err", err)
-			} else if n > 0 {
-				s.log.Warn("agent: sessions ended after River discarded their jobs", "count", n)
-			}
-		}
+	if n, err := s.sweep(ctx); err != nil && ctx.Err() == nil {
+		s.log.Warn("agent: sweeping discarded jobs failed", "err", err)
+	} else if n > 0 {
+		s.log.Warn("agent: sessions ended after River discarded their jobs", "count", n)
 	}
 }
 

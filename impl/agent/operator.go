@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -297,23 +296,15 @@ func (s *Service) EndGrantSessions(ctx context.Context, tx *store.AgentTx, accou
 	return s.endEach(ctx, tx, accountID, ids, ReasonAccessRevoked, "grant "+grant.String())
 }
 
-// sweepLapsed ends, every config agents.approval_sweep until ctx ends, the live sessions whose
-// right to run lapsed with nobody ending them (endLapsed): a key that reached its expiry, a
-// grant past its lifetime, and whatever a process without the agents revoked or disabled.
+// sweepLapsed ends the live sessions whose right to run lapsed with nobody ending them
+// (endLapsed): a key that reached its expiry, a grant past its lifetime, and whatever a process
+// without the agents revoked or disabled (one sweep of Run's, every config
+// agents.approval_sweep).
 func (s *Service) sweepLapsed(ctx context.Context) {
-	t := time.NewTicker(s.cfg.ApprovalSweep)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if n, err := s.endLapsed(ctx); err != nil && ctx.Err() == nil {
-				s.log.Warn("agent: ending the sessions whose key or grant lapsed failed", "err", err)
-			} else if n > 0 {
-				s.log.Info("agent: sessions ended, their key or grant lapsed", "count", n)
-			}
-		}
+	if n, err := s.endLapsed(ctx); err != nil && ctx.Err() == nil {
+		s.log.Warn("agent: ending the sessions whose key or grant lapsed failed", "err", err)
+	} else if n > 0 {
+		s.log.Info("agent: sessions ended, their key or grant lapsed", "count", n)
 	}
 }
 

@@ -130,9 +130,9 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { s.listen(work) })
-	wg.Go(func() { s.sweepApprovals(work) })
-	wg.Go(func() { s.sweepDiscarded(work) })
-	wg.Go(func() { s.sweepLapsed(work) })
+	wg.Go(func() { s.everySweep(work, s.expireApprovals) })
+	wg.Go(func() { s.everySweep(work, s.sweepDiscarded) })
+	wg.Go(func() { s.everySweep(work, s.sweepLapsed) })
 	<-ctx.Done()
 	var err error
 	if s.cfg.StopGrace > 0 {

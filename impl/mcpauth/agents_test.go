@@ -144,23 +144,8 @@ func TestAppSessionEndsWhenItsAccessIsRevoked(t *testing.T) {
 	client := s.register(t, "Claude Code", redirect)
 	access, _ := s.tokens(t, client, redirect, acme, s.Alice, members.RoleOwner)
 	id := approvalID(t, s.call(t, access, "agent_spawn", map[string]any{"purpose": "say hello"}))
-	if _, err := svc.Resolve(ctx, &acme, id, true, "alice@example.com"); err != nil {
-		t.Fatal(err)
-	}
 	account := auth.Principal{AccountID: acme}
-	var session string
-	for deadline := time.Now().Add(20 * time.Second); session == ""; time.Sleep(20 * time.Millisecond) {
-		ap, err := svc.ApprovalStatus(ctx, account, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		switch {
-		case ap.ActionStatus == agent.ActionDone:
-			session = ap.SessionID
-		case ap.ActionStatus == agent.ActionFailed || time.Now().After(deadline):
-			t.Fatalf("the approved spawn: %+v", ap)
-		}
-	}
+	session := approvedSpawn(t, svc, acme, id)
 	// The first turn (the purpose) is answered while the app's access works.
 	first := waitSession(t, svc, account, session, func(v agent.SessionView) bool { return v.State == agent.StateReady })
 	if first.Turns != 1 {
@@ -222,23 +207,8 @@ func TestReplayedRefreshEndsTheAppsSessions(t *testing.T) {
 	client := s.register(t, "Claude Code", redirect)
 	access, first := s.tokens(t, client, redirect, acme, s.Alice, members.RoleOwner)
 	id := approvalID(t, s.call(t, access, "agent_spawn", map[string]any{"purpose": "say hello"}))
-	if _, err := svc.Resolve(ctx, &acme, id, true, "alice@example.com"); err != nil {
-		t.Fatal(err)
-	}
 	account := auth.Principal{AccountID: acme}
-	var session string
-	for deadline := time.Now().Add(20 * time.Second); session == ""; time.Sleep(20 * time.Millisecond) {
-		ap, err := svc.ApprovalStatus(ctx, account, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		switch {
-		case ap.ActionStatus == agent.ActionDone:
-			session = ap.SessionID
-		case ap.ActionStatus == agent.ActionFailed || time.Now().After(deadline):
-			t.Fatalf("the approved spawn: %+v", ap)
-		}
-	}
+	session := approvedSpawn(t, svc, acme, id)
 	waitSession(t, svc, account, session, func(v agent.SessionView) bool { return v.State == agent.StateReady })
 	refresh := func() (int, map[string]any) {
 		return s.token(t, url.Values{"grant_type": {"refresh_token"}, "client_id": {client}, "refresh_token": {first}, "resource": {s.URL + "/api/mcp"}})
@@ -259,6 +229,29 @@ func TestReplayedRefreshEndsTheAppsSessions(t *testing.T) {
 	for _, v := range list {
 		if v.ID == session && (v.State != agent.StateStopped || v.EndReason != agent.ReasonAccessRevoked) {
 			t.Fatalf("right after the replay the session is %s (%q), want stopped (access_revoked)", v.State, v.EndReason)
+		}
+	}
+}
+
+// approvedSpawn approves, as alice, the agent_spawn approval id of the account acme and returns
+// the id of the session it started, once the spawn is done (within 20 s).
+func approvedSpawn(t *testing.T, svc *agent.Service, acme uuid.UUID, id string) string {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := svc.Resolve(ctx, &acme, id, true, "alice@example.com"); err != nil {
+		t.Fatal(err)
+	}
+	account := auth.Principal{AccountID: acme}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		ap, err := svc.ApprovalStatus(ctx, account, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case ap.ActionStatus == agent.ActionDone:
+			return ap.SessionID
+		case ap.ActionStatus == agent.ActionFailed || time.Now().After(deadline):
+			t.Fatalf("the approved spawn: %+v", ap)
 		}
 	}
 }

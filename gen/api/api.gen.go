@@ -980,6 +980,9 @@ type AnthropicBadRequest = AnthropicError
 // AnthropicGatewayTimeout The Messages-format error envelope.
 type AnthropicGatewayTimeout = AnthropicError
 
+// AnthropicHeadRefused The Messages-format error envelope.
+type AnthropicHeadRefused = AnthropicError
+
 // AnthropicInternal The Messages-format error envelope.
 type AnthropicInternal = AnthropicError
 
@@ -1018,6 +1021,9 @@ type OpenAIForbidden = OpenAIError
 
 // OpenAIGatewayTimeout The chat-completions-compatible error envelope.
 type OpenAIGatewayTimeout = OpenAIError
+
+// OpenAIHeadRefused The chat-completions-compatible error envelope.
+type OpenAIHeadRefused = OpenAIError
 
 // OpenAIInternal The chat-completions-compatible error envelope.
 type OpenAIInternal = OpenAIError
@@ -4892,6 +4898,11 @@ type SpawnAgentResponse202Headers struct {
 	XRequestId    *string
 }
 
+// SpawnAgentResponse400Headers the declared response headers of an HTTP 400 response for SpawnAgent
+type SpawnAgentResponse400Headers struct {
+	XShouldRetry *string
+}
+
 // SpawnAgentResponse401Headers the declared response headers of an HTTP 401 response for SpawnAgent
 type SpawnAgentResponse401Headers struct {
 	XShouldRetry *string
@@ -4933,6 +4944,8 @@ type SpawnAgentResponse struct {
 	JSON503 *OpenAIUnavailable
 	// Headers202 the parsed response headers for an HTTP 202 response
 	Headers202 *SpawnAgentResponse202Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *SpawnAgentResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *SpawnAgentResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -5026,6 +5039,11 @@ type StopAgentResponse202Headers struct {
 	XRequestId    *string
 }
 
+// StopAgentResponse400Headers the declared response headers of an HTTP 400 response for StopAgent
+type StopAgentResponse400Headers struct {
+	XShouldRetry *string
+}
+
 // StopAgentResponse401Headers the declared response headers of an HTTP 401 response for StopAgent
 type StopAgentResponse401Headers struct {
 	XShouldRetry *string
@@ -5065,6 +5083,8 @@ type StopAgentResponse struct {
 	JSON503 *OpenAIUnavailable
 	// Headers202 the parsed response headers for an HTTP 202 response
 	Headers202 *StopAgentResponse202Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *StopAgentResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *StopAgentResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -5153,6 +5173,11 @@ type StreamAgentEventsResponse200Headers struct {
 	XRequestId    *string
 }
 
+// StreamAgentEventsResponse400Headers the declared response headers of an HTTP 400 response for StreamAgentEvents
+type StreamAgentEventsResponse400Headers struct {
+	XShouldRetry *string
+}
+
 // StreamAgentEventsResponse401Headers the declared response headers of an HTTP 401 response for StreamAgentEvents
 type StreamAgentEventsResponse401Headers struct {
 	XShouldRetry *string
@@ -5190,6 +5215,8 @@ type StreamAgentEventsResponse struct {
 	JSON503 *OpenAIUnavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *StreamAgentEventsResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *StreamAgentEventsResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *StreamAgentEventsResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -5273,6 +5300,11 @@ type SendAgentMessageResponse202Headers struct {
 	XRequestId    *string
 }
 
+// SendAgentMessageResponse400Headers the declared response headers of an HTTP 400 response for SendAgentMessage
+type SendAgentMessageResponse400Headers struct {
+	XShouldRetry *string
+}
+
 // SendAgentMessageResponse401Headers the declared response headers of an HTTP 401 response for SendAgentMessage
 type SendAgentMessageResponse401Headers struct {
 	XShouldRetry *string
@@ -5314,6 +5346,8 @@ type SendAgentMessageResponse struct {
 	JSON503 *OpenAIUnavailable
 	// Headers202 the parsed response headers for an HTTP 202 response
 	Headers202 *SendAgentMessageResponse202Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *SendAgentMessageResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *SendAgentMessageResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -5410,6 +5444,11 @@ type CreateChatCompletionResponse200Headers struct {
 	XTollgateExpert        *string
 }
 
+// CreateChatCompletionResponse400Headers the declared response headers of an HTTP 400 response for CreateChatCompletion
+type CreateChatCompletionResponse400Headers struct {
+	XShouldRetry *string
+}
+
 // CreateChatCompletionResponse401Headers the declared response headers of an HTTP 401 response for CreateChatCompletion
 type CreateChatCompletionResponse401Headers struct {
 	XShouldRetry *string
@@ -5426,9 +5465,24 @@ type CreateChatCompletionResponse429Headers struct {
 	XShouldRetry *string
 }
 
+// CreateChatCompletionResponse431Headers the declared response headers of an HTTP 431 response for CreateChatCompletion
+type CreateChatCompletionResponse431Headers struct {
+	XShouldRetry *string
+}
+
+// CreateChatCompletionResponse501Headers the declared response headers of an HTTP 501 response for CreateChatCompletion
+type CreateChatCompletionResponse501Headers struct {
+	XShouldRetry *string
+}
+
 // CreateChatCompletionResponse503Headers the declared response headers of an HTTP 503 response for CreateChatCompletion
 type CreateChatCompletionResponse503Headers struct {
 	RetryAfter *int
+}
+
+// CreateChatCompletionResponse505Headers the declared response headers of an HTTP 505 response for CreateChatCompletion
+type CreateChatCompletionResponse505Headers struct {
+	XShouldRetry *string
 }
 
 type CreateChatCompletionResponse struct {
@@ -5448,26 +5502,40 @@ type CreateChatCompletionResponse struct {
 	JSON413 *OpenAIRequestTooLarge
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *OpenAITooManyRequests
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *OpenAIHeadRefused
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *OpenAIInternal
+	// JSON501 the response for an HTTP 501 `application/json` response
+	JSON501 *OpenAIHeadRefused
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *OpenAIBadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *OpenAIUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *OpenAIGatewayTimeout
+	// JSON505 the response for an HTTP 505 `application/json` response
+	JSON505 *OpenAIHeadRefused
 	// JSON529 the response for an HTTP 529 `application/json` response
 	JSON529 *OpenAIOverloaded
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *CreateChatCompletionResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CreateChatCompletionResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateChatCompletionResponse401Headers
 	// Headers402 the parsed response headers for an HTTP 402 response
 	Headers402 *CreateChatCompletionResponse402Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateChatCompletionResponse429Headers
+	// Headers431 the parsed response headers for an HTTP 431 response
+	Headers431 *CreateChatCompletionResponse431Headers
+	// Headers501 the parsed response headers for an HTTP 501 response
+	Headers501 *CreateChatCompletionResponse501Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *CreateChatCompletionResponse503Headers
+	// Headers505 the parsed response headers for an HTTP 505 response
+	Headers505 *CreateChatCompletionResponse505Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -5505,9 +5573,19 @@ func (r CreateChatCompletionResponse) GetJSON429() *OpenAITooManyRequests {
 	return r.JSON429
 }
 
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r CreateChatCompletionResponse) GetJSON431() *OpenAIHeadRefused {
+	return r.JSON431
+}
+
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r CreateChatCompletionResponse) GetJSON500() *OpenAIInternal {
 	return r.JSON500
+}
+
+// GetJSON501 returns the response for an HTTP 501 `application/json` response
+func (r CreateChatCompletionResponse) GetJSON501() *OpenAIHeadRefused {
+	return r.JSON501
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -5523,6 +5601,11 @@ func (r CreateChatCompletionResponse) GetJSON503() *OpenAIUnavailable {
 // GetJSON504 returns the response for an HTTP 504 `application/json` response
 func (r CreateChatCompletionResponse) GetJSON504() *OpenAIGatewayTimeout {
 	return r.JSON504
+}
+
+// GetJSON505 returns the response for an HTTP 505 `application/json` response
+func (r CreateChatCompletionResponse) GetJSON505() *OpenAIHeadRefused {
+	return r.JSON505
 }
 
 // GetJSON529 returns the response for an HTTP 529 `application/json` response
@@ -5667,6 +5750,11 @@ type CreateMessageResponse200Headers struct {
 	XTollgateExpert        *string
 }
 
+// CreateMessageResponse400Headers the declared response headers of an HTTP 400 response for CreateMessage
+type CreateMessageResponse400Headers struct {
+	XShouldRetry *string
+}
+
 // CreateMessageResponse401Headers the declared response headers of an HTTP 401 response for CreateMessage
 type CreateMessageResponse401Headers struct {
 	XShouldRetry *string
@@ -5683,9 +5771,24 @@ type CreateMessageResponse429Headers struct {
 	XShouldRetry *string
 }
 
+// CreateMessageResponse431Headers the declared response headers of an HTTP 431 response for CreateMessage
+type CreateMessageResponse431Headers struct {
+	XShouldRetry *string
+}
+
+// CreateMessageResponse501Headers the declared response headers of an HTTP 501 response for CreateMessage
+type CreateMessageResponse501Headers struct {
+	XShouldRetry *string
+}
+
 // CreateMessageResponse503Headers the declared response headers of an HTTP 503 response for CreateMessage
 type CreateMessageResponse503Headers struct {
 	RetryAfter *int
+}
+
+// CreateMessageResponse505Headers the declared response headers of an HTTP 505 response for CreateMessage
+type CreateMessageResponse505Headers struct {
+	XShouldRetry *string
 }
 
 type CreateMessageResponse struct {
@@ -5705,26 +5808,40 @@ type CreateMessageResponse struct {
 	JSON413 *AnthropicRequestTooLarge
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *AnthropicTooManyRequests
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *AnthropicHeadRefused
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *AnthropicInternal
+	// JSON501 the response for an HTTP 501 `application/json` response
+	JSON501 *AnthropicHeadRefused
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *AnthropicBadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *AnthropicUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *AnthropicGatewayTimeout
+	// JSON505 the response for an HTTP 505 `application/json` response
+	JSON505 *AnthropicHeadRefused
 	// JSON529 the response for an HTTP 529 `application/json` response
 	JSON529 *AnthropicOverloaded
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *CreateMessageResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CreateMessageResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateMessageResponse401Headers
 	// Headers402 the parsed response headers for an HTTP 402 response
 	Headers402 *CreateMessageResponse402Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateMessageResponse429Headers
+	// Headers431 the parsed response headers for an HTTP 431 response
+	Headers431 *CreateMessageResponse431Headers
+	// Headers501 the parsed response headers for an HTTP 501 response
+	Headers501 *CreateMessageResponse501Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *CreateMessageResponse503Headers
+	// Headers505 the parsed response headers for an HTTP 505 response
+	Headers505 *CreateMessageResponse505Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -5762,9 +5879,19 @@ func (r CreateMessageResponse) GetJSON429() *AnthropicTooManyRequests {
 	return r.JSON429
 }
 
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r CreateMessageResponse) GetJSON431() *AnthropicHeadRefused {
+	return r.JSON431
+}
+
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r CreateMessageResponse) GetJSON500() *AnthropicInternal {
 	return r.JSON500
+}
+
+// GetJSON501 returns the response for an HTTP 501 `application/json` response
+func (r CreateMessageResponse) GetJSON501() *AnthropicHeadRefused {
+	return r.JSON501
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -5780,6 +5907,11 @@ func (r CreateMessageResponse) GetJSON503() *AnthropicUnavailable {
 // GetJSON504 returns the response for an HTTP 504 `application/json` response
 func (r CreateMessageResponse) GetJSON504() *AnthropicGatewayTimeout {
 	return r.JSON504
+}
+
+// GetJSON505 returns the response for an HTTP 505 `application/json` response
+func (r CreateMessageResponse) GetJSON505() *AnthropicHeadRefused {
+	return r.JSON505
 }
 
 // GetJSON529 returns the response for an HTTP 529 `application/json` response
@@ -5816,6 +5948,11 @@ func (r CreateMessageResponse) ContentType() string {
 	return ""
 }
 
+// CountMessageTokensResponse400Headers the declared response headers of an HTTP 400 response for CountMessageTokens
+type CountMessageTokensResponse400Headers struct {
+	XShouldRetry *string
+}
+
 // CountMessageTokensResponse401Headers the declared response headers of an HTTP 401 response for CountMessageTokens
 type CountMessageTokensResponse401Headers struct {
 	XShouldRetry *string
@@ -5827,9 +5964,24 @@ type CountMessageTokensResponse429Headers struct {
 	XShouldRetry *string
 }
 
+// CountMessageTokensResponse431Headers the declared response headers of an HTTP 431 response for CountMessageTokens
+type CountMessageTokensResponse431Headers struct {
+	XShouldRetry *string
+}
+
+// CountMessageTokensResponse501Headers the declared response headers of an HTTP 501 response for CountMessageTokens
+type CountMessageTokensResponse501Headers struct {
+	XShouldRetry *string
+}
+
 // CountMessageTokensResponse503Headers the declared response headers of an HTTP 503 response for CountMessageTokens
 type CountMessageTokensResponse503Headers struct {
 	RetryAfter *int
+}
+
+// CountMessageTokensResponse505Headers the declared response headers of an HTTP 505 response for CountMessageTokens
+type CountMessageTokensResponse505Headers struct {
+	XShouldRetry *string
 }
 
 type CountMessageTokensResponse struct {
@@ -5847,16 +5999,30 @@ type CountMessageTokensResponse struct {
 	JSON413 *AnthropicRequestTooLarge
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *AnthropicTooManyRequests
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *AnthropicHeadRefused
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *AnthropicInternal
+	// JSON501 the response for an HTTP 501 `application/json` response
+	JSON501 *AnthropicHeadRefused
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *AnthropicUnavailable
+	// JSON505 the response for an HTTP 505 `application/json` response
+	JSON505 *AnthropicHeadRefused
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CountMessageTokensResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CountMessageTokensResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CountMessageTokensResponse429Headers
+	// Headers431 the parsed response headers for an HTTP 431 response
+	Headers431 *CountMessageTokensResponse431Headers
+	// Headers501 the parsed response headers for an HTTP 501 response
+	Headers501 *CountMessageTokensResponse501Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *CountMessageTokensResponse503Headers
+	// Headers505 the parsed response headers for an HTTP 505 response
+	Headers505 *CountMessageTokensResponse505Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -5889,14 +6055,29 @@ func (r CountMessageTokensResponse) GetJSON429() *AnthropicTooManyRequests {
 	return r.JSON429
 }
 
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r CountMessageTokensResponse) GetJSON431() *AnthropicHeadRefused {
+	return r.JSON431
+}
+
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r CountMessageTokensResponse) GetJSON500() *AnthropicInternal {
 	return r.JSON500
 }
 
+// GetJSON501 returns the response for an HTTP 501 `application/json` response
+func (r CountMessageTokensResponse) GetJSON501() *AnthropicHeadRefused {
+	return r.JSON501
+}
+
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
 func (r CountMessageTokensResponse) GetJSON503() *AnthropicUnavailable {
 	return r.JSON503
+}
+
+// GetJSON505 returns the response for an HTTP 505 `application/json` response
+func (r CountMessageTokensResponse) GetJSON505() *AnthropicHeadRefused {
+	return r.JSON505
 }
 
 // GetBody returns the raw response body bytes
@@ -6142,6 +6323,11 @@ type CreateResponseResponse200Headers struct {
 	XTollgateExpert        *string
 }
 
+// CreateResponseResponse400Headers the declared response headers of an HTTP 400 response for CreateResponse
+type CreateResponseResponse400Headers struct {
+	XShouldRetry *string
+}
+
 // CreateResponseResponse401Headers the declared response headers of an HTTP 401 response for CreateResponse
 type CreateResponseResponse401Headers struct {
 	XShouldRetry *string
@@ -6158,9 +6344,24 @@ type CreateResponseResponse429Headers struct {
 	XShouldRetry *string
 }
 
+// CreateResponseResponse431Headers the declared response headers of an HTTP 431 response for CreateResponse
+type CreateResponseResponse431Headers struct {
+	XShouldRetry *string
+}
+
+// CreateResponseResponse501Headers the declared response headers of an HTTP 501 response for CreateResponse
+type CreateResponseResponse501Headers struct {
+	XShouldRetry *string
+}
+
 // CreateResponseResponse503Headers the declared response headers of an HTTP 503 response for CreateResponse
 type CreateResponseResponse503Headers struct {
 	RetryAfter *int
+}
+
+// CreateResponseResponse505Headers the declared response headers of an HTTP 505 response for CreateResponse
+type CreateResponseResponse505Headers struct {
+	XShouldRetry *string
 }
 
 type CreateResponseResponse struct {
@@ -6180,26 +6381,40 @@ type CreateResponseResponse struct {
 	JSON413 *OpenAIRequestTooLarge
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *OpenAITooManyRequests
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *OpenAIHeadRefused
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *OpenAIInternal
+	// JSON501 the response for an HTTP 501 `application/json` response
+	JSON501 *OpenAIHeadRefused
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *OpenAIBadGateway
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *OpenAIUnavailable
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *OpenAIGatewayTimeout
+	// JSON505 the response for an HTTP 505 `application/json` response
+	JSON505 *OpenAIHeadRefused
 	// JSON529 the response for an HTTP 529 `application/json` response
 	JSON529 *OpenAIOverloaded
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *CreateResponseResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CreateResponseResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateResponseResponse401Headers
 	// Headers402 the parsed response headers for an HTTP 402 response
 	Headers402 *CreateResponseResponse402Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateResponseResponse429Headers
+	// Headers431 the parsed response headers for an HTTP 431 response
+	Headers431 *CreateResponseResponse431Headers
+	// Headers501 the parsed response headers for an HTTP 501 response
+	Headers501 *CreateResponseResponse501Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *CreateResponseResponse503Headers
+	// Headers505 the parsed response headers for an HTTP 505 response
+	Headers505 *CreateResponseResponse505Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -6237,9 +6452,19 @@ func (r CreateResponseResponse) GetJSON429() *OpenAITooManyRequests {
 	return r.JSON429
 }
 
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r CreateResponseResponse) GetJSON431() *OpenAIHeadRefused {
+	return r.JSON431
+}
+
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r CreateResponseResponse) GetJSON500() *OpenAIInternal {
 	return r.JSON500
+}
+
+// GetJSON501 returns the response for an HTTP 501 `application/json` response
+func (r CreateResponseResponse) GetJSON501() *OpenAIHeadRefused {
+	return r.JSON501
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -6255,6 +6480,11 @@ func (r CreateResponseResponse) GetJSON503() *OpenAIUnavailable {
 // GetJSON504 returns the response for an HTTP 504 `application/json` response
 func (r CreateResponseResponse) GetJSON504() *OpenAIGatewayTimeout {
 	return r.JSON504
+}
+
+// GetJSON505 returns the response for an HTTP 505 `application/json` response
+func (r CreateResponseResponse) GetJSON505() *OpenAIHeadRefused {
+	return r.JSON505
 }
 
 // GetJSON529 returns the response for an HTTP 529 `application/json` response
@@ -6956,6 +7186,16 @@ func ParseSpawnAgentResponse(rsp *http.Response) (*SpawnAgentResponse, error) {
 			headers.XRequestId = &value
 		}
 		response.Headers202 = &headers
+	case rsp.StatusCode == 400:
+		var headers SpawnAgentResponse400Headers
+		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-should-retry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XShouldRetry = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers SpawnAgentResponse401Headers
 		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
@@ -7095,6 +7335,16 @@ func ParseStopAgentResponse(rsp *http.Response) (*StopAgentResponse, error) {
 			headers.XRequestId = &value
 		}
 		response.Headers202 = &headers
+	case rsp.StatusCode == 400:
+		var headers StopAgentResponse400Headers
+		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-should-retry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XShouldRetry = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers StopAgentResponse401Headers
 		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
@@ -7227,6 +7477,16 @@ func ParseStreamAgentEventsResponse(rsp *http.Response) (*StreamAgentEventsRespo
 			headers.XRequestId = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers StreamAgentEventsResponse400Headers
+		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-should-retry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XShouldRetry = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers StreamAgentEventsResponse401Headers
 		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
@@ -7373,6 +7633,16 @@ func ParseSendAgentMessageResponse(rsp *http.Response) (*SendAgentMessageRespons
 			headers.XRequestId = &value
 		}
 		response.Headers202 = &headers
+	case rsp.StatusCode == 400:
+		var headers SendAgentMessageResponse400Headers
+		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-should-retry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XShouldRetry = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers SendAgentMessageResponse401Headers
 		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
@@ -7478,12 +7748,26 @@ func ParseCreateChatCompletionResponse(rsp *http.Response) (*CreateChatCompletio
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest OpenAIHeadRefused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest OpenAIInternal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 501:
+		var dest OpenAIHeadRefused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON501 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest OpenAIBadGateway
@@ -7505,6 +7789,13 @@ func ParseCreateChatCompletionResponse(rsp *http.Response) (*CreateChatCompletio
 			return nil, err
 		}
 		response.JSON504 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 505:
+		var dest OpenAIHeadRefused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON505 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 529:
 		var dest OpenAIOverloaded
@@ -7557,6 +7848,16 @@ func ParseCreateChatCompletionResponse(rsp *http.Response) (*CreateChatCompletio
 			headers.XTollgateExpert = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers CreateChatCompletionResponse400Headers
+		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-should-retry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XShouldRetry = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers CreateChatCompletionResponse401Headers
 		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
@@ -7594,6 +7895,26 @@ func ParseCreateChatCompletionResponse(rsp *http.Response) (*CreateChatCompletio
 			headers.XShouldRetry = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 431:
+		var headers CreateChatCompletionResponse431Headers
+		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-should-retry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XShouldRetry = &value
+		}
+		response.Headers431 = &headers
+	case rsp.StatusCode == 501:
+		var headers CreateChatCompletionResponse501Headers
+		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-should-retry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XShouldRetry = &value
+		}
+		response.Headers501 = &headers
 	case rsp.StatusCode == 503:
 		var headers CreateChatCompletionResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -7604,6 +7925,16 @@ func ParseCreateChatCompletionResponse(rsp *http.Response) (*CreateChatCompletio
 			headers.RetryAfter = &value
 		}
 		response.Headers503 = &headers
+	case rsp.StatusCode == 505:
+		var headers CreateChatCompletionResponse505Headers
+		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-should-retry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XShouldRetry = &value
+		}
+		response.Headers505 = &headers
 	}
 
 	return response, nil
@@ -7783,12 +8114,26 @@ func ParseCreateMessageResponse(rsp *http.Response) (*CreateMessageResponse, err
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest AnthropicHeadRefused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest AnthropicInternal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 501:
+		var dest AnthropicHeadRefused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON501 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest AnthropicBadGateway
@@ -7810,6 +8155,13 @@ func ParseCreateMessageResponse(rsp *http.Response) (*CreateMessageResponse, err
 			return nil, err
 		}
 		response.JSON504 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 505:
+		var dest AnthropicHeadRefused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON505 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 529:
 		var dest AnthropicOverloaded
@@ -7862,6 +8214,16 @@ func ParseCreateMessageResponse(rsp *http.Response) (*CreateMessageResponse, err
 			headers.XTollgateExpert = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers CreateMessageResponse400Headers
+		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-should-retry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XShouldRetry = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers CreateMessageResponse401Headers
 		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
@@ -7899,6 +8261,26 @@ func ParseCreateMessageResponse(rsp *http.Response) (*CreateMessageResponse, err
 			headers.XShouldRetry = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 431:
+		var headers CreateMessageResponse431Headers
+		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-should-retry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XShouldRetry = &value
+		}
+		response.Headers431 = &headers
+	case rsp.StatusCode == 501:
+		var headers CreateMessageResponse501Headers
+		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-should-retry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XShouldRetry = &value
+		}
+		response.Headers501 = &headers
 	case rsp.StatusCode == 503:
 		var headers CreateMessageResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -7909,6 +8291,16 @@ func ParseCreateMessageResponse(rsp *http.Response) (*CreateMessageResponse, err
 			headers.RetryAfter = &value
 		}
 		response.Headers503 = &headers
+	case rsp.StatusCode == 505:
+		var headers CreateMessageResponse505Headers
+		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-should-retry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XShouldRetry = &value
+		}
+		response.Headers505 = &headers
 	}
 
 	return response, nil
@@ -7970,12 +8362,26 @@ func ParseCountMessageTokensResponse(rsp *http.Response) (*CountMessageTokensRes
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest AnthropicHeadRefused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest AnthropicInternal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 501:
+		var dest AnthropicHeadRefused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON501 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
 		var dest AnthropicUnavailable
@@ -7984,9 +8390,26 @@ func ParseCountMessageTokensResponse(rsp *http.Response) (*CountMessageTokensRes
 		}
 		response.JSON503 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 505:
+		var dest AnthropicHeadRefused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON505 = &dest
+
 	}
 
 	switch {
+	case rsp.StatusCode == 400:
+		var headers CountMessageTokensResponse400Headers
+		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-should-retry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XShouldRetry = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers CountMessageTokensResponse401Headers
 		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
@@ -8014,6 +8437,26 @@ func ParseCountMessageTokensResponse(rsp *http.Response) (*CountMessageTokensRes
 			headers.XShouldRetry = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 431:
+		var headers CountMessageTokensResponse431Headers
+		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-should-retry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XShouldRetry = &value
+		}
+		response.Headers431 = &headers
+	case rsp.StatusCode == 501:
+		var headers CountMessageTokensResponse501Headers
+		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-should-retry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XShouldRetry = &value
+		}
+		response.Headers501 = &headers
 	case rsp.StatusCode == 503:
 		var headers CountMessageTokensResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -8024,6 +8467,16 @@ func ParseCountMessageTokensResponse(rsp *http.Response) (*CountMessageTokensRes
 			headers.RetryAfter = &value
 		}
 		response.Headers503 = &headers
+	case rsp.StatusCode == 505:
+		var headers CountMessageTokensResponse505Headers
+		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-should-retry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XShouldRetry = &value
+		}
+		response.Headers505 = &headers
 	}
 
 	return response, nil
@@ -8321,12 +8774,26 @@ func ParseCreateResponseResponse(rsp *http.Response) (*CreateResponseResponse, e
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest OpenAIHeadRefused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest OpenAIInternal
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 501:
+		var dest OpenAIHeadRefused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON501 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest OpenAIBadGateway
@@ -8348,6 +8815,13 @@ func ParseCreateResponseResponse(rsp *http.Response) (*CreateResponseResponse, e
 			return nil, err
 		}
 		response.JSON504 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 505:
+		var dest OpenAIHeadRefused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON505 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 529:
 		var dest OpenAIOverloaded
@@ -8400,6 +8874,16 @@ func ParseCreateResponseResponse(rsp *http.Response) (*CreateResponseResponse, e
 			headers.XTollgateExpert = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers CreateResponseResponse400Headers
+		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-should-retry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XShouldRetry = &value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers CreateResponseResponse401Headers
 		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
@@ -8437,6 +8921,26 @@ func ParseCreateResponseResponse(rsp *http.Response) (*CreateResponseResponse, e
 			headers.XShouldRetry = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 431:
+		var headers CreateResponseResponse431Headers
+		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-should-retry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XShouldRetry = &value
+		}
+		response.Headers431 = &headers
+	case rsp.StatusCode == 501:
+		var headers CreateResponseResponse501Headers
+		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-should-retry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XShouldRetry = &value
+		}
+		response.Headers501 = &headers
 	case rsp.StatusCode == 503:
 		var headers CreateResponseResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -8447,6 +8951,16 @@ func ParseCreateResponseResponse(rsp *http.Response) (*CreateResponseResponse, e
 			headers.RetryAfter = &value
 		}
 		response.Headers503 = &headers
+	case rsp.StatusCode == 505:
+		var headers CreateResponseResponse505Headers
+		if values := rsp.Header.Values("x-should-retry"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-should-retry", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XShouldRetry = &value
+		}
+		response.Headers505 = &headers
 	}
 
 	return response, nil
@@ -9059,9 +9573,25 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 
 type AnthropicBadGatewayJSONResponse AnthropicError
 
-type AnthropicBadRequestJSONResponse AnthropicError
+type AnthropicBadRequestResponseHeaders struct {
+	XShouldRetry *string
+}
+type AnthropicBadRequestJSONResponse struct {
+	Body AnthropicError
+
+	Headers AnthropicBadRequestResponseHeaders
+}
 
 type AnthropicGatewayTimeoutJSONResponse AnthropicError
+
+type AnthropicHeadRefusedResponseHeaders struct {
+	XShouldRetry *string
+}
+type AnthropicHeadRefusedJSONResponse struct {
+	Body AnthropicError
+
+	Headers AnthropicHeadRefusedResponseHeaders
+}
 
 type AnthropicInternalJSONResponse AnthropicError
 
@@ -9110,13 +9640,29 @@ type AnthropicUnavailableJSONResponse struct {
 
 type OpenAIBadGatewayJSONResponse OpenAIError
 
-type OpenAIBadRequestJSONResponse OpenAIError
+type OpenAIBadRequestResponseHeaders struct {
+	XShouldRetry *string
+}
+type OpenAIBadRequestJSONResponse struct {
+	Body OpenAIError
+
+	Headers OpenAIBadRequestResponseHeaders
+}
 
 type OpenAIConflictJSONResponse OpenAIError
 
 type OpenAIForbiddenJSONResponse OpenAIError
 
 type OpenAIGatewayTimeoutJSONResponse OpenAIError
+
+type OpenAIHeadRefusedResponseHeaders struct {
+	XShouldRetry *string
+}
+type OpenAIHeadRefusedJSONResponse struct {
+	Body OpenAIError
+
+	Headers OpenAIHeadRefusedResponseHeaders
+}
 
 type OpenAIInternalJSONResponse OpenAIError
 
@@ -9328,10 +9874,13 @@ type SpawnAgent400JSONResponse struct{ OpenAIBadRequestJSONResponse }
 func (response SpawnAgent400JSONResponse) VisitSpawnAgentResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XShouldRetry != nil {
+		w.Header().Set("x-should-retry", fmt.Sprint(*response.Headers.XShouldRetry))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9509,10 +10058,13 @@ type StopAgent400JSONResponse struct{ OpenAIBadRequestJSONResponse }
 func (response StopAgent400JSONResponse) VisitStopAgentResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XShouldRetry != nil {
+		w.Header().Set("x-should-retry", fmt.Sprint(*response.Headers.XShouldRetry))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9701,10 +10253,13 @@ type StreamAgentEvents400JSONResponse struct{ OpenAIBadRequestJSONResponse }
 func (response StreamAgentEvents400JSONResponse) VisitStreamAgentEventsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XShouldRetry != nil {
+		w.Header().Set("x-should-retry", fmt.Sprint(*response.Headers.XShouldRetry))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9867,10 +10422,13 @@ type SendAgentMessage400JSONResponse struct{ OpenAIBadRequestJSONResponse }
 func (response SendAgentMessage400JSONResponse) VisitSendAgentMessageResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XShouldRetry != nil {
+		w.Header().Set("x-should-retry", fmt.Sprint(*response.Headers.XShouldRetry))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10118,10 +10676,13 @@ type CreateChatCompletion400JSONResponse struct{ OpenAIBadRequestJSONResponse }
 func (response CreateChatCompletion400JSONResponse) VisitCreateChatCompletionResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XShouldRetry != nil {
+		w.Header().Set("x-should-retry", fmt.Sprint(*response.Headers.XShouldRetry))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10215,6 +10776,23 @@ func (response CreateChatCompletion429JSONResponse) VisitCreateChatCompletionRes
 	return err
 }
 
+type CreateChatCompletion431JSONResponse struct{ OpenAIHeadRefusedJSONResponse }
+
+func (response CreateChatCompletion431JSONResponse) VisitCreateChatCompletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XShouldRetry != nil {
+		w.Header().Set("x-should-retry", fmt.Sprint(*response.Headers.XShouldRetry))
+	}
+	w.WriteHeader(431)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreateChatCompletion500JSONResponse struct{ OpenAIInternalJSONResponse }
 
 func (response CreateChatCompletion500JSONResponse) VisitCreateChatCompletionResponse(w http.ResponseWriter) error {
@@ -10225,6 +10803,30 @@ func (response CreateChatCompletion500JSONResponse) VisitCreateChatCompletionRes
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateChatCompletion501ResponseHeaders struct {
+	XShouldRetry *string
+}
+
+type CreateChatCompletion501JSONResponse struct {
+	Body    OpenAIError
+	Headers CreateChatCompletion501ResponseHeaders
+}
+
+func (response CreateChatCompletion501JSONResponse) VisitCreateChatCompletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XShouldRetry != nil {
+		w.Header().Set("x-should-retry", fmt.Sprint(*response.Headers.XShouldRetry))
+	}
+	w.WriteHeader(501)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -10272,6 +10874,30 @@ func (response CreateChatCompletion504JSONResponse) VisitCreateChatCompletionRes
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(504)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateChatCompletion505ResponseHeaders struct {
+	XShouldRetry *string
+}
+
+type CreateChatCompletion505JSONResponse struct {
+	Body    OpenAIError
+	Headers CreateChatCompletion505ResponseHeaders
+}
+
+func (response CreateChatCompletion505JSONResponse) VisitCreateChatCompletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XShouldRetry != nil {
+		w.Header().Set("x-should-retry", fmt.Sprint(*response.Headers.XShouldRetry))
+	}
+	w.WriteHeader(505)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -10510,10 +11136,13 @@ type CreateMessage400JSONResponse struct {
 func (response CreateMessage400JSONResponse) VisitCreateMessageResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XShouldRetry != nil {
+		w.Header().Set("x-should-retry", fmt.Sprint(*response.Headers.XShouldRetry))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10609,6 +11238,25 @@ func (response CreateMessage429JSONResponse) VisitCreateMessageResponse(w http.R
 	return err
 }
 
+type CreateMessage431JSONResponse struct {
+	AnthropicHeadRefusedJSONResponse
+}
+
+func (response CreateMessage431JSONResponse) VisitCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XShouldRetry != nil {
+		w.Header().Set("x-should-retry", fmt.Sprint(*response.Headers.XShouldRetry))
+	}
+	w.WriteHeader(431)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreateMessage500JSONResponse struct{ AnthropicInternalJSONResponse }
 
 func (response CreateMessage500JSONResponse) VisitCreateMessageResponse(w http.ResponseWriter) error {
@@ -10619,6 +11267,30 @@ func (response CreateMessage500JSONResponse) VisitCreateMessageResponse(w http.R
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateMessage501ResponseHeaders struct {
+	XShouldRetry *string
+}
+
+type CreateMessage501JSONResponse struct {
+	Body    AnthropicError
+	Headers CreateMessage501ResponseHeaders
+}
+
+func (response CreateMessage501JSONResponse) VisitCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XShouldRetry != nil {
+		w.Header().Set("x-should-retry", fmt.Sprint(*response.Headers.XShouldRetry))
+	}
+	w.WriteHeader(501)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -10674,6 +11346,30 @@ func (response CreateMessage504JSONResponse) VisitCreateMessageResponse(w http.R
 	return err
 }
 
+type CreateMessage505ResponseHeaders struct {
+	XShouldRetry *string
+}
+
+type CreateMessage505JSONResponse struct {
+	Body    AnthropicError
+	Headers CreateMessage505ResponseHeaders
+}
+
+func (response CreateMessage505JSONResponse) VisitCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XShouldRetry != nil {
+		w.Header().Set("x-should-retry", fmt.Sprint(*response.Headers.XShouldRetry))
+	}
+	w.WriteHeader(505)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreateMessage529JSONResponse struct {
 	AnthropicOverloadedJSONResponse
 }
@@ -10720,10 +11416,13 @@ type CountMessageTokens400JSONResponse struct {
 func (response CountMessageTokens400JSONResponse) VisitCountMessageTokensResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XShouldRetry != nil {
+		w.Header().Set("x-should-retry", fmt.Sprint(*response.Headers.XShouldRetry))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10800,6 +11499,25 @@ func (response CountMessageTokens429JSONResponse) VisitCountMessageTokensRespons
 	return err
 }
 
+type CountMessageTokens431JSONResponse struct {
+	AnthropicHeadRefusedJSONResponse
+}
+
+func (response CountMessageTokens431JSONResponse) VisitCountMessageTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XShouldRetry != nil {
+		w.Header().Set("x-should-retry", fmt.Sprint(*response.Headers.XShouldRetry))
+	}
+	w.WriteHeader(431)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CountMessageTokens500JSONResponse struct{ AnthropicInternalJSONResponse }
 
 func (response CountMessageTokens500JSONResponse) VisitCountMessageTokensResponse(w http.ResponseWriter) error {
@@ -10810,6 +11528,30 @@ func (response CountMessageTokens500JSONResponse) VisitCountMessageTokensRespons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CountMessageTokens501ResponseHeaders struct {
+	XShouldRetry *string
+}
+
+type CountMessageTokens501JSONResponse struct {
+	Body    AnthropicError
+	Headers CountMessageTokens501ResponseHeaders
+}
+
+func (response CountMessageTokens501JSONResponse) VisitCountMessageTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XShouldRetry != nil {
+		w.Header().Set("x-should-retry", fmt.Sprint(*response.Headers.XShouldRetry))
+	}
+	w.WriteHeader(501)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -10829,6 +11571,30 @@ func (response CountMessageTokens503JSONResponse) VisitCountMessageTokensRespons
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CountMessageTokens505ResponseHeaders struct {
+	XShouldRetry *string
+}
+
+type CountMessageTokens505JSONResponse struct {
+	Body    AnthropicError
+	Headers CountMessageTokens505ResponseHeaders
+}
+
+func (response CountMessageTokens505JSONResponse) VisitCountMessageTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XShouldRetry != nil {
+		w.Header().Set("x-should-retry", fmt.Sprint(*response.Headers.XShouldRetry))
+	}
+	w.WriteHeader(505)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -11170,10 +11936,13 @@ type CreateResponse400JSONResponse struct{ OpenAIBadRequestJSONResponse }
 func (response CreateResponse400JSONResponse) VisitCreateResponseResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XShouldRetry != nil {
+		w.Header().Set("x-should-retry", fmt.Sprint(*response.Headers.XShouldRetry))
+	}
 	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
@@ -11267,6 +12036,23 @@ func (response CreateResponse429JSONResponse) VisitCreateResponseResponse(w http
 	return err
 }
 
+type CreateResponse431JSONResponse struct{ OpenAIHeadRefusedJSONResponse }
+
+func (response CreateResponse431JSONResponse) VisitCreateResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XShouldRetry != nil {
+		w.Header().Set("x-should-retry", fmt.Sprint(*response.Headers.XShouldRetry))
+	}
+	w.WriteHeader(431)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreateResponse500JSONResponse struct{ OpenAIInternalJSONResponse }
 
 func (response CreateResponse500JSONResponse) VisitCreateResponseResponse(w http.ResponseWriter) error {
@@ -11277,6 +12063,30 @@ func (response CreateResponse500JSONResponse) VisitCreateResponseResponse(w http
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateResponse501ResponseHeaders struct {
+	XShouldRetry *string
+}
+
+type CreateResponse501JSONResponse struct {
+	Body    OpenAIError
+	Headers CreateResponse501ResponseHeaders
+}
+
+func (response CreateResponse501JSONResponse) VisitCreateResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XShouldRetry != nil {
+		w.Header().Set("x-should-retry", fmt.Sprint(*response.Headers.XShouldRetry))
+	}
+	w.WriteHeader(501)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -11324,6 +12134,30 @@ func (response CreateResponse504JSONResponse) VisitCreateResponseResponse(w http
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(504)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateResponse505ResponseHeaders struct {
+	XShouldRetry *string
+}
+
+type CreateResponse505JSONResponse struct {
+	Body    OpenAIError
+	Headers CreateResponse505ResponseHeaders
+}
+
+func (response CreateResponse505JSONResponse) VisitCreateResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XShouldRetry != nil {
+		w.Header().Set("x-should-retry", fmt.Sprint(*response.Headers.XShouldRetry))
+	}
+	w.WriteHeader(505)
 	_, err := buf.WriteTo(w)
 	return err
 }

@@ -452,7 +452,6 @@ func (c *conn) handOff() bool {
 	}
 	c.disarmWatch()
 	pending := bytes.Clone(c.bufs.rbuf[c.r:c.w])
-	crReason := c.bufs.scan.bareCRReason(pending)
 	c.releaseBuffers()
 	// The request's head and whole-request deadlines run from where the lean path started
 	// them, not from the hand-off: replayConn holds net/http's own to them.
@@ -467,11 +466,8 @@ func (c *conn) handOff() bool {
 	}
 	_ = c.rwc.SetReadDeadline(headDL)
 	c.srv.trackConn(c, false)
-	rc := &replayConn{Conn: c.rwc, pending: pending, headDL: headDL, reqDL: reqDL, asked: headDL, crReason: crReason}
-	if c.srv.ErrorBody != nil || crReason != "" {
-		rc.errorResponse = c.srv.errorResponse
-		rc.head = pending
-	}
+	rc := &replayConn{Conn: c.rwc, pending: pending, headDL: headDL, reqDL: reqDL, asked: headDL,
+		errorResponse: c.srv.errorResponse, errorBody: c.srv.ErrorBody != nil, head: pending}
 	if !c.srv.handoff.hand(rc) {
 		_ = c.rwc.Close()
 	}

@@ -30,7 +30,8 @@
 // behaviour for those requests, including its 400, 431, 501 and 505 answers, 100-continue,
 // HTTP/1.0 keep-alive and Hijack for protocol upgrades (with Server.ErrorBody set, those
 // answers carry its body in place of net/http's plain text, ErrorBody being told the refused
-// request's target so that the body can take the envelope of the route it was meant for). Differences on purpose, against
+// request's target so that the body can take the envelope of the route it was meant for, and
+// X-Should-Retry: false, since the same head is refused again). Differences on purpose, against
 // request smuggling (RFC 9112 section 6.1): a head the lean path reads whole with both
 // Content-Length and Transfer-Encoding is refused (400) and the connection closed; and any
 // request net/http serves with a Transfer-Encoding (handed off for another reason too: an
@@ -39,7 +40,7 @@
 // Transfer-Encoding net/http drops unseen, framing it by Content-Length). net/http serves such
 // requests and reads on. A bare CR in a header value (RFC 9112 section 2.2 lets a recipient
 // refuse it or read it as a space) is refused by both, but the 400 names the header where
-// net/http's says nothing, and asks, for Authorization or X-Api-Key, whether a key was pasted
+// net/http's says nothing (whatever the request line: absolute form and HTTP/1.0 too), and asks, for Authorization or X-Api-Key, whether a key was pasted
 // from a file with Windows line ends; it is not read as a space, which a front taking the CR
 // for a line's end would read otherwise. Requests served on the lean path see
 // http.ServerContextKey set to that internal server as well, so handlers find one server either

@@ -77,6 +77,9 @@ func TestAmbiguousLengthIsRefused(t *testing.T) {
 				if got := resp.Header.Get("Content-Type"); got != wantType || body != wantBody {
 					t.Errorf("answer %q %q, want %q %q", got, body, wantType, wantBody)
 				}
+				if got, want := resp.Header.Get("X-Should-Retry"), map[bool]string{true: "false"}[withBody]; got != want {
+					t.Errorf("X-Should-Retry %q, want %q", got, want)
+				}
 				if n := served.Load(); n != 0 {
 					t.Errorf("the handler served %d requests, want none", n)
 				}
@@ -86,7 +89,9 @@ func TestAmbiguousLengthIsRefused(t *testing.T) {
 }
 
 // TestErrorBodyReplacesNetHTTPAnswers: the answers net/http writes itself to a head it cannot
-// read (on the hand-off path) come in the Server's ErrorBody, with net/http's status and reason.
+// read (on the hand-off path) come in the Server's ErrorBody, with net/http's status and reason,
+// and say X-Should-Retry: false: the same head is refused again, and the OpenAI and Anthropic
+// SDKs sent a 501 or 505's request again (three times in all by default) without it.
 func TestErrorBodyReplacesNetHTTPAnswers(t *testing.T) {
 	cases := []struct {
 		name, request string
@@ -95,6 +100,7 @@ func TestErrorBodyReplacesNetHTTPAnswers(t *testing.T) {
 	}{
 		{"missing host", "GET /a HTTP/1.1\r\nX: y\r\n\r\n", http.StatusBadRequest, "missing required Host header"},
 		{"unknown transfer coding", "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", http.StatusNotImplemented, "unsupported transfer encoding"},
+		{"another HTTP version", "GET /a HTTP/3.0\r\nHost: x\r\n\r\n", http.StatusHTTPVersionNotSupported, "unsupported protocol version"},
 		{"head too large", "GET /a HTTP/1.1\r\nHost: x\r\n" + strings.Repeat("X-Filler: "+strings.Repeat("f", 1000)+"\r\n", 40) + "\r\n", http.StatusRequestHeaderFieldsTooLarge, ""},
 		// A bare CR in a header value: net/http's plain 400 says nothing, the reason names the
 		// header (a key pasted from a file with Windows line ends ends with one).
@@ -122,7 +128,49 @@ func TestErrorBodyReplacesNetHTTPAnswers(t *testing.T) {
 			if resp.StatusCode != tc.status || resp.Header.Get("Content-Type") != ct || body != string(want) || !resp.Close {
 				t.Errorf("got %d %q %q close=%v, want %d %q %q and Connection: close", resp.StatusCode, resp.Header.Get("Content-Type"), body, resp.Close, tc.status, ct, want)
 			}
+			if got := resp.Header.Get("X-Should-Retry"); got != "false" {
+				t.Errorf("X-Should-Retry %q, want false", got)
+			}
 		})
+	}
+}
+
+// TestBareCRIsNamedWhateverTheRequestLine: a bare CR in a header value is named in the 400
+// whatever sent the head to net/http before its headers were scanned (an absolute-form target,
+// HTTP/1.0, a bare LF on an earlier line), with ErrorBody and in net/http's plain text. Such a
+// head lost the header's name: the lean path's scan stopped at the request line, before the CR.
+func TestBareCRIsNamedWhateverTheRequestLine(t *testing.T) {
+	const keyReason = "the X-Api-Key header holds a carriage return: a key pasted from a file with Windows line ends? Send the key without it"
+	cases := []struct{ name, request, target string }{
+		{"absolute form", "POST http://x/v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: k\r\r\nContent-Length: 2\r\n\r\n{}", "http://x/v1/messages"},
+		{"HTTP/1.0", "POST /v1/messages HTTP/1.0\r\nHost: x\r\nX-Api-Key: k\r\r\nContent-Length: 2\r\n\r\n{}", "/v1/messages"},
+		{"a bare LF before", "POST /v1/messages HTTP/1.1\r\nHost: x\nX-Api-Key: k\r\r\nContent-Length: 2\r\n\r\n{}", "/v1/messages"},
+	}
+	for _, tc := range cases {
+		for _, withBody := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/ErrorBody=%v", tc.name, withBody), func(t *testing.T) {
+				_, addr, _ := startH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					t.Errorf("the handler was called for %s", r.URL)
+				}), func(s *Server) {
+					if withBody {
+						s.ErrorBody = envelope
+					}
+				})
+				c := dial(t, addr)
+				if _, err := io.WriteString(c, tc.request); err != nil {
+					t.Fatal(err)
+				}
+				resp, body, _ := readAnswer(t, bufio.NewReader(c), c)
+				want := "400 Bad Request: " + keyReason
+				if withBody {
+					_, b := envelope(http.StatusBadRequest, keyReason, tc.target)
+					want = string(b)
+				}
+				if resp.StatusCode != http.StatusBadRequest || body != want {
+					t.Errorf("got %d %q, want 400 %q", resp.StatusCode, body, want)
+				}
+			})
+		}
 	}
 }
 

@@ -75,18 +75,18 @@ func (handoffAddr) String() string  { return "h1server-handoff" }
 type replayConn struct {
 	net.Conn
 	pending []byte
-	// errorResponse, when set, replaces every answer net/http writes itself to a head it
-	// cannot read (the Server's errorResponse, with its ErrorBody).
+	// errorResponse is the Server's errorResponse, which replaces an answer net/http writes
+	// itself to a head it cannot read: every such answer when the Server has an ErrorBody
+	// (errorBody), and otherwise its plain 400 to a head whose header value holds a bare CR,
+	// which the reason then names (bareCRReason).
 	errorResponse func(status int, reason, target string) []byte
+	errorBody     bool
 	// head is what the lean path had read of the connection when it handed it off, starting
 	// with the request line of the head net/http reads first, for the target that
-	// errorResponse is told (requestTarget); it is dropped once net/http has answered a
-	// request, so that a later head's refusal is not told the first one's target.
+	// errorResponse is told (requestTarget) and the header a bare CR is in; it is dropped once
+	// net/http has answered a request, so that a later head's refusal is not told the first
+	// one's target.
 	head []byte
-	// crReason, when set, is the reason given in place of net/http's plain 400 (its textproto
-	// reader refuses the line; "invalid header value" were it to read it) for a head the lean
-	// path saw a bare CR in (headScan.bareCRReason).
-	crReason string
 
 	mu sync.Mutex
 	// headDL and reqDL are the lean path's head and whole-request deadlines of the handed-off
@@ -112,20 +112,30 @@ const netHTTPErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConn
 // Write writes p, or the Server's own answer in place of one net/http writes itself to a head
 // it cannot read (its status line followed at once by netHTTPErrorHeaders, which a handler's
 // response, with the Date header net/http adds before them, never is), through ErrorBody.
+// net/http's plain 400 (or its "invalid header value") to a first head with a bare CR in a
+// header value is given the reason naming that header, with or without an ErrorBody.
 func (c *replayConn) Write(p []byte) (int, error) {
-	if c.errorResponse != nil {
-		if status, reason, ok := netHTTPErrorAnswer(p); ok {
-			if c.crReason != "" && status == http.StatusBadRequest && (reason == "" || reason == "invalid header value") {
-				reason = c.crReason
-			}
-			if _, err := c.Conn.Write(c.errorResponse(status, reason, requestTarget(c.head))); err != nil {
-				return 0, err
-			}
-			return len(p), nil
-		}
-		c.head = nil
+	if !c.errorBody && c.head == nil {
+		return c.Conn.Write(p)
 	}
-	return c.Conn.Write(p)
+	status, reason, ok := netHTTPErrorAnswer(p)
+	if !ok {
+		c.head = nil
+		return c.Conn.Write(p)
+	}
+	replace := c.errorBody
+	if status == http.StatusBadRequest && (reason == "" || reason == "invalid header value") {
+		if cr := bareCRReason(c.head); cr != "" {
+			reason, replace = cr, true
+		}
+	}
+	if !replace {
+		return c.Conn.Write(p)
+	}
+	if _, err := c.Conn.Write(c.errorResponse(status, reason, requestTarget(c.head))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // requestTarget is the target in the request line that head starts with (its second word:

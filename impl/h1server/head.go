@@ -57,10 +57,6 @@ type headScan struct {
 	clen        int // 1 + the index in fields of the Content-Length line, or 0
 	hasConn     bool
 	te          bool // a Transfer-Encoding line was seen: the request is net/http's
-	// crField is the header line whose value holds a bare CR (one not before the line's LF),
-	// set when the scan stops there (its end is 0 otherwise), so that net/http's refusal can
-	// name the header (bareCRReason).
-	crField field
 }
 
 // reset prepares the scan for a new head, keeping the fields slice's storage.
@@ -111,9 +107,6 @@ func scanHead(b []byte, sc *headScan) verdict {
 		}
 		for _, c := range line[colon+1:] {
 			if !httpfield.ValidValueByte(c) {
-				if c == '\r' {
-					sc.crField = field{int32(pos), int32(pos + colon), int32(eol - 1)}
-				}
 				return handOff
 			}
 		}
@@ -151,25 +144,39 @@ func scanHead(b []byte, sc *headScan) verdict {
 	return serveLean
 }
 
-// bareCRReason is the reason, naming the header, given for a head that scanHead stopped at a
-// bare CR in a header value of (b being the bytes it scanned), or "" for any other head. RFC
-// 9112 section 2.2 lets a recipient read a bare CR as a space or refuse the message; the
-// server refuses it, as net/http does, but says where and why: a key pasted from a file with
-// Windows line ends ("tgk_…\r") brings its CR into the header, and net/http's "invalid header
-// value" tells its sender nothing of that. (Reading it as a space would make the key work, but
-// a front that takes a bare CR for a line's end would then read other headers than the
-// server: the framing of a request must not depend on it.)
-func (sc *headScan) bareCRReason(b []byte) string {
-	f := sc.crField
-	if f.end == 0 || int(f.end) > len(b) {
-		return ""
+// bareCRReason is the reason, naming the header, given for a refused head whose header value
+// holds a bare CR (one not before its line's LF), head being the bytes from its request line
+// on, or "" when no header line of the head does. RFC 9112 section 2.2 lets a recipient read a
+// bare CR as a space or refuse the message; the server refuses it, as net/http does, but says
+// where and why: a key pasted from a file with Windows line ends ("tgk_…\r") brings its CR
+// into the header, and net/http's "invalid header value" tells its sender nothing of that.
+// (Reading it as a space would make the key work, but a front that takes a bare CR for a
+// line's end would then read other headers than the server: the framing of a request must not
+// depend on it.) It runs only for a refusal, whatever request line the head has (an
+// absolute-form target, HTTP/1.0), so that the lean path's scan does nothing for it.
+func bareCRReason(head []byte) string {
+	_, rest, ok := bytes.Cut(bytes.TrimLeft(head, "\r\n"), []byte("\n")) // the request line
+	for ok {
+		var line []byte
+		if line, rest, ok = bytes.Cut(rest, []byte("\n")); !ok {
+			return "" // a line not complete: not the one net/http refused
+		}
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		if len(line) == 0 {
+			return "" // the end of the head
+		}
+		colon := bytes.IndexByte(line, ':')
+		if colon <= 0 || bytes.IndexByte(line[colon+1:], '\r') < 0 {
+			continue
+		}
+		name := canonicalKey(string(line[:colon]))
+		switch name {
+		case "Authorization", "X-Api-Key", "Api-Key":
+			return "the " + name + " header holds a carriage return: a key pasted from a file with Windows line ends? Send the key without it"
+		}
+		return "the " + name + " header holds a carriage return, which a header value may not"
 	}
-	name := canonicalKey(string(b[f.start:f.colon]))
-	switch name {
-	case "Authorization", "X-Api-Key", "Api-Key":
-		return "the " + name + " header holds a carriage return: a key pasted from a file with Windows line ends? Send the key without it"
-	}
-	return "the " + name + " header holds a carriage return, which a header value may not"
+	return ""
 }
 
 // scanRequestLine checks the request line (with its line end) and records where its parts are.

@@ -255,8 +255,12 @@ const headTooLargeMessage = "the request head (request line and headers) is larg
 // (501) or another HTTP version (505). It comes in the envelope of the route that target (the
 // request line's, empty when the head was not read that far) names, as the route's own errors
 // do: the Messages envelope for /v1/messages, a JSON-RPC error (Invalid Request, id null) for
-// /api/mcp, and the chat-completions envelope for any other target or none. Nothing of the
-// request was read, so nothing is billed.
+// /api/mcp, and the chat-completions envelope for any other target or none. A path no route
+// serves takes the envelope its 404 would (baseURLHint: the Messages one for /messages or
+// /anthropic/v1/messages, the client that sent it most likely an Anthropic SDK given another
+// base URL), so that a client reads its refused head as it would read that 404. The server
+// adds x-should-retry: false (h1server.Server.ErrorBody). Nothing of the request was read, so
+// nothing is billed.
 func HeadErrorBody(status int, reason, target string) (contentType string, body []byte) {
 	message := headTooLargeMessage
 	if status != http.StatusRequestHeaderFieldsTooLarge {
@@ -266,7 +270,8 @@ func HeadErrorBody(status int, reason, target string) (contentType string, body 
 		}
 	}
 	var v any
-	switch familyOf(targetPath(target)) {
+	_, fam := baseURLHint(targetPath(target))
+	switch fam {
 	case familyAnthropic:
 		v = anthropicErrorBody{Type: "error", Error: anthropicErrorDetail{Type: "invalid_request_error", Message: message}}
 	case familyJSONRPC:

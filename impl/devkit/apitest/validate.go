@@ -110,6 +110,13 @@ func (v *ValidatingTransport) RoundTrip(req *http.Request) (*http.Response, erro
 	if err != nil {
 		return res, err
 	}
+	validateResponse(v.t, route, req, res, body)
+	return res, nil
+}
+
+// validateResponse checks res, whose body is body, against the operation route of req.
+func validateResponse(t testing.TB, route *routers.Route, req *http.Request, res *http.Response, body []byte) {
+	t.Helper()
 	params := map[string]string{}
 	for _, p := range route.Operation.Parameters {
 		if p.Value != nil && p.Value.In == openapi3.ParameterInPath {
@@ -128,9 +135,29 @@ func (v *ValidatingTransport) RoundTrip(req *http.Request) (*http.Response, erro
 	}
 	in.SetBodyBytes(body)
 	if err := openapi3filter.ValidateResponse(context.Background(), in); err != nil {
-		v.t.Errorf("%s %s: response %d does not match the OpenAPI document: %v\nbody: %s", req.Method, req.URL.Path, res.StatusCode, err, truncate(body))
+		t.Errorf("%s %s: response %d does not match the OpenAPI document: %v\nbody: %s", req.Method, req.URL.Path, res.StatusCode, err, truncate(body))
 	}
-	return res, nil
+}
+
+// ValidateAnswer checks res, read by the test itself (a raw request's answer, such as a
+// refused head's), whose body is body, against the operation "METHOD /path" of the document:
+// that its status is documented there and its body matches the documented schema.
+func ValidateAnswer(t testing.TB, operation string, res *http.Response, body []byte) {
+	t.Helper()
+	s, err := loadSpec()
+	if err != nil {
+		t.Fatalf("load spec: %v", err)
+	}
+	route := s.routes[operation]
+	if route == nil {
+		t.Fatalf("%s: not an operation of the OpenAPI document", operation)
+	}
+	method, path, _ := strings.Cut(operation, " ")
+	req, err := http.NewRequest(method, "http://gateway"+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	validateResponse(t, route, req, res, body)
 }
 
 func pathValue(pattern, path, name string) string {

@@ -14,7 +14,7 @@
 // streams other than images inflate to (Document.Inflated): a page's content stream can show
 // far more text, which the provider extracts and bills, than its compressed bytes. Anything that makes the count
 // uncertain (no PDF header, encryption, a compressed stream with another filter, an object
-// stream with decode parameters, the inflate bound reached) is reported, so that the caller
+// stream under a predictor that cannot be undone, the inflate bound reached) is reported, so that the caller
 // assumes the most pages a provider accepts.
 // Text that only looks like a page object (in a string, a comment or a stream's data) counts
 // too: the count errs upwards, which costs a reservation nothing that is not released.

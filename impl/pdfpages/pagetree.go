@@ -56,10 +56,16 @@ type pageTree struct {
 	// cannot be placed with certainty (indexObjectStream).
 	full bool
 	// kids are the objects a /Kids value refers to (an array in an object of its own, which
-	// readers read as the node's kids): the walk must read each of them (walk.arrays), or the
-	// count is not established, as one it does not reach (a node no root leads to, text in a
-	// string) may hold pages it cannot find.
+	// readers read as the node's kids). A reader finds pages only in the page tree its
+	// catalog's /Pages refers to, which the walk reads from every root: one it does not reach
+	// is an interactive form's fields, a structure tree's or a name tree's, or text in a
+	// string, and holds none. Only when the file states no root by a reference (directRoot,
+	// or none at all: a reader repairing the file may take any node for one) must the walk
+	// read each of them (walk.arrays), or the count is not established.
 	kids map[int]struct{}
+	// directRoot is set when a /Pages value is no reference (a dictionary written in the
+	// catalog itself, which the walk does not read).
+	directRoot bool
 	// counts are the objects a page tree node's /Count value refers to (an integer in an
 	// object of its own, which readers read as the count).
 	counts map[int]struct{}
@@ -69,6 +75,8 @@ type pageTree struct {
 	arrays    []byte
 	arraysSrc int32
 	searched  int
+	// resolved is the indirect decode parameters resolveParams has looked for.
+	resolved int
 }
 
 // definition is where object num is defined: from sources[src][at] on, or in an object
@@ -246,11 +254,15 @@ func (t *pageTree) xrefSection(data []byte, src int32, i int) {
 // indexXrefStream records the definitions a cross-reference stream (PDF 1.5 on) places, as
 // indexXref does a table's: its dictionary is dict, its data starts at data[start], and what
 // it inflates to is taken from budget (at most objectStreamCeiling). A stream that cannot be
-// read (another filter or predictor, fields of other widths, data that does not inflate) is
-// left out: the walk then finds the objects by their headers alone.
+// read (another filter or predictor, fields of other widths, decode parameters that cannot be
+// resolved, data that does not inflate) is left out: the walk then finds the objects by their
+// headers alone.
 func (t *pageTree) indexXrefStream(data, dict []byte, start int, budget *int) {
 	x, ok := readXrefDict(dict)
 	if !ok {
+		return
+	}
+	if x.predictor, ok = t.streamPredictor(dict); !ok {
 		return
 	}
 	rows, ok := inflateXref(data[start:], x, budget)
@@ -281,23 +293,21 @@ func (t *pageTree) indexXrefStream(data, dict []byte, start int, budget *int) {
 
 // xrefDict is what a cross-reference stream's dictionary says of its data: the widths of an
 // entry's fields (/W), the object numbers its entries are for (/Index, pairs of a first number
-// and a count; [0 /Size] by default), and its predictor (/Predictor in /DecodeParms: 1 none, 2
-// TIFF, 10 to 15 PNG) with the bytes of a pixel (/Colors, of /BitsPerComponent 8) and the
-// pixels of a row (/Columns).
+// and a count; [0 /Size] by default), and its predictor (pageTree.streamPredictor). Its
+// entries follow each other in the data, whatever the predictor's rows are.
 type xrefDict struct {
-	w                          [3]int
-	index                      []int
-	predictor, colors, columns int
+	w         [3]int
+	index     []int
+	predictor predictor
 	// raw is set when the data has no filter.
 	raw bool
 }
 
 // readXrefDict reads a cross-reference stream's dictionary (/Type /XRef): FlateDecode or no
-// filter, no predictor, a TIFF one (2) or a PNG one (10 to 15) on pixels of one to four
-// components of eight bits whose rows are the entries, fields of at most eight bytes each.
+// filter, fields of at most eight bytes each.
 func readXrefDict(dict []byte) (xrefDict, bool) {
-	x := xrefDict{predictor: 1, colors: 1, columns: 1}
-	size, bits, widths, xref := -1, 8, 0, false
+	var x xrefDict
+	size, widths, xref := -1, 0, false
 	var filters []name
 	for i := 0; i < len(dict); i++ {
 		if dict[i] != '/' {
@@ -318,14 +328,6 @@ func readXrefDict(dict []byte) (xrefDict, bool) {
 			}
 		case nm.is("Size"):
 			size = readInt(dict, j)
-		case nm.is("Predictor"):
-			x.predictor = readInt(dict, j)
-		case nm.is("Columns"):
-			x.columns = readInt(dict, j)
-		case nm.is("Colors"):
-			x.colors = readInt(dict, j)
-		case nm.is("BitsPerComponent"):
-			bits = readInt(dict, j)
 		case nm.is("Filter"):
 			filters = append(filters, filterNames(dict, j)...)
 		}
@@ -333,9 +335,7 @@ func readXrefDict(dict []byte) (xrefDict, bool) {
 	if x.index == nil && size >= 0 {
 		x.index = []int{0, size}
 	}
-	predicted := x.predictor == 2 || x.predictor >= 10 && x.predictor <= 15
-	ok := widths == 3 && max(x.w[0], x.w[1], x.w[2]) <= 8 && x.w[1] > 0 && (x.predictor == 1 || predicted) &&
-		(x.predictor == 1 || bits == 8 && x.colors >= 1 && x.colors <= 4 && x.colors*x.columns == x.w[0]+x.w[1]+x.w[2]) &&
+	ok := widths == 3 && max(x.w[0], x.w[1], x.w[2]) <= 8 && x.w[1] > 0 &&
 		(len(filters) == 0 || len(filters) == 1 && filters[0].is("FlateDecode"))
 	x.raw = len(filters) == 0
 	return x, ok && xref && x.index != nil
@@ -357,11 +357,11 @@ func intArray(b []byte, i int) []int {
 }
 
 // inflateXref is a cross-reference stream's entries: its data inflated (within budget, at
-// most objectStreamCeiling) and, with a PNG predictor, each row's filter undone.
+// most objectStreamCeiling), its predictor undone.
 func inflateXref(data []byte, x xrefDict, budget *int) ([]byte, bool) {
 	if x.raw {
 		// The entries are the file's bytes, read in place (a predictor would write them).
-		return data, x.predictor == 1
+		return data, x.predictor.kind == 1
 	}
 	r, err := zlib.NewReader(bytes.NewReader(data))
 	if err != nil {
@@ -373,77 +373,7 @@ func inflateXref(data []byte, x xrefDict, budget *int) ([]byte, bool) {
 	if len(out) > limit || (err != nil && len(out) == 0) {
 		return nil, false
 	}
-	switch width := x.colors * x.columns; {
-	case x.predictor == 2:
-		return untiff(out, width, x.colors), true
-	case x.predictor >= 10:
-		return unpredict(out, width, x.colors), true
-	}
-	return out, true
-}
-
-// untiff undoes TIFF predictor 2 (PDF's, of eight-bit components) on rows of width bytes, in
-// place: each byte of a row but its first pixel's is its difference from the byte a pixel (bpp
-// bytes) to its left. A last row shorter than width is dropped, as unpredict drops it.
-func untiff(b []byte, width, bpp int) []byte {
-	b = b[:len(b)-len(b)%width]
-	for k := 0; k < len(b); k += width {
-		row := b[k : k+width]
-		for i := bpp; i < width; i++ {
-			row[i] += row[i-bpp]
-		}
-	}
-	return b
-}
-
-// unpredict undoes PNG predictors (pixels of bpp bytes) on rows of width bytes, each after its
-// filter byte, in place: the rows without their filter bytes.
-func unpredict(b []byte, width, bpp int) []byte {
-	rows := b[:0]
-	prev := make([]byte, width)
-	for k := 0; k+width+1 <= len(b); k += width + 1 {
-		filter, row := b[k], b[k+1:k+1+width]
-		for i := range row {
-			var left, upLeft byte
-			if i >= bpp {
-				left, upLeft = row[i-bpp], prev[i-bpp]
-			}
-			switch filter {
-			case 1:
-				row[i] += left
-			case 2:
-				row[i] += prev[i]
-			case 3:
-				row[i] += byte((int(left) + int(prev[i])) / 2)
-			case 4:
-				row[i] += paeth(left, prev[i], upLeft)
-			}
-		}
-		copy(prev, row)
-		rows = append(rows, row...)
-	}
-	return rows
-}
-
-// paeth is the PNG Paeth predictor of a byte from the bytes to its left, above and above left.
-func paeth(a, b, c byte) byte {
-	p := int(a) + int(b) - int(c)
-	pa, pb, pc := abs(p-int(a)), abs(p-int(b)), abs(p-int(c))
-	switch {
-	case pa <= pb && pa <= pc:
-		return a
-	case pb <= pc:
-		return b
-	}
-	return c
-}
-
-// abs is the absolute value of n.
-func abs(n int) int {
-	if n < 0 {
-		return -n
-	}
-	return n
+	return x.predictor.undo(out), true
 }
 
 // field is the big-endian number in b.
@@ -530,9 +460,13 @@ func (t *pageTree) indexObjectStream(dict, objects []byte, inflated bool) {
 // in arrays, so that the walk can read it once the stream is dropped. The copies count with
 // the held streams' bytes (retainCeiling), the bytes looked through for their ends with
 // arraySearch. Another array is a leaf: as kids, it would make the count not established, as
-// a direct /Kids holding something but references does.
+// a direct /Kids holding something but references does. A number is kept too (keepNumber).
 func (t *pageTree) keepArray(num int, objects []byte, at int) {
 	i := skipSpace(objects[:min(len(objects), at+skipWindow)], at)
+	if _, _, ref := reference(objects, i); !ref && i < len(objects) && (digit(objects[i]) || objects[i] == '+' || objects[i] == '-') {
+		t.keepNumber(num, objects, i)
+		return
+	}
 	if i >= len(objects) || objects[i] != '[' {
 		t.define(num, leaf, 0)
 		return
@@ -561,6 +495,25 @@ func (t *pageTree) keepArray(num int, objects []byte, at int) {
 	}
 	t.define(num, t.arraysSrc, len(t.arrays))
 	t.arrays = append(append(t.arrays, window[:end+1]...), '\n')
+}
+
+// keepNumber records object num, a number at objects[i] in an object stream that is not held,
+// by a copy of its sign and digits (at most twenty bytes) in arrays, as keepArray does an
+// array, so that a /Count that refers to it can be read (pageTree.statedCounts).
+func (t *pageTree) keepNumber(num int, objects []byte, i int) {
+	end := i + 1
+	for end < len(objects) && end-i < 20 && (digit(objects[end]) || objects[end] == '.') {
+		end++
+	}
+	if t.held += end - i + 1; t.held > retainCeiling {
+		t.full = true
+		return
+	}
+	if t.arraysSrc == 0 {
+		t.arraysSrc = t.source(nil)
+	}
+	t.define(num, t.arraysSrc, len(t.arrays))
+	t.arrays = append(append(t.arrays, objects[i:end]...), '\n')
 }
 
 // hold adds an object stream's inflated data to the sources, and is its index; or leaf, when
@@ -631,9 +584,11 @@ func (t *pageTree) pages() (int, bool) {
 	for _, num := range t.roots {
 		most = max(most, w.leaves(num, 0))
 	}
-	for num := range t.kids {
-		if _, read := w.arrays[num]; !read {
-			return 0, false
+	if len(t.roots) == 0 || t.directRoot {
+		for num := range t.kids {
+			if _, read := w.arrays[num]; !read {
+				return 0, false
+			}
 		}
 	}
 	return most, !w.failed

@@ -72,11 +72,14 @@ func Count(data []byte) (int, bool) {
 // (pageTree.pages), whichever is largest, at most MaxCount. It is not established (false)
 // for data without a PDF header, for an encrypted file (its streams cannot be read), for one
 // whose page tree states a /Kids by a reference the walk does not read as an array of
-// references (pageTree.kids), or whose page tree cannot be walked within its bounds, when a compressed stream other than an image
-// or a cross-reference stream has a filter other than FlateDecode alone, or an object stream
-// (its dictionary names /Type /ObjStm, /N or /First) decode parameters, when a stream's
-// dictionary is longer than dictWindow, when inflating reaches the bound (inflateRatio times the file's size or
-// inflateFloor, at most inflateCeiling bytes in all), or when no page is found. A stream's
+// references (pageTree.kids: a /Kids outside the page tree, a form's or a name tree's, is not
+// read), or whose page tree cannot be walked within its bounds, when a compressed stream other
+// than an image or a cross-reference stream has a filter other than FlateDecode alone, or an
+// object stream (its dictionary names /Type /ObjStm, /N or /First) decode parameters that
+// cannot be undone (readPredictor: a PNG or TIFF predictor is undone, its parameters direct or
+// in an object of their own), when a stream's dictionary is longer than dictWindow, when
+// inflating reaches the bound (inflateRatio times the file's size or inflateFloor, at most
+// inflateCeiling bytes in all), or when no page is found. A stream's
 // dictionary is the text from its object's header to its "stream" keyword; when that text is
 // not one plain dictionary (plainDictionary: a string, a comment or a name may say "obj"
 // there), every name since the previous stream is read as the dictionary's, so that no text
@@ -138,6 +141,9 @@ func ReadWithin(data []byte, shared *Budget) (Document, bool) {
 		prev = i
 		c.noteStream(num)
 		n, objects, ok := streamData(data, from, at, &budget, false)
+		if ok && objects != nil {
+			objects, ok = c.tree.undoPredictor(data[from:at], objects)
+		}
 		if !ok {
 			return Document{}, false
 		}
@@ -384,6 +390,8 @@ func (c *counter) scan(b []byte) {
 		case nm.is("Pages"):
 			if num, _, ok := reference(b, j); ok {
 				c.tree.root(num)
+			} else if bytes.HasPrefix(b[j:], []byte("<<")) {
+				c.tree.directRoot = true
 			}
 		case nm.is("Encrypt"):
 			c.encrypted = true
@@ -550,13 +558,13 @@ func wholeDictionary(b []byte, from, start, end int) bool {
 // have), its inflated data, whose objects the caller reads (at most objectStreamCeiling bytes).
 // Other streams' inflated bytes are counted, not kept. The size is 0 for any other stream and
 // for one without a filter (its bytes are in the file as they are). It is false (not ok) when
-// such a stream cannot be read: another filter, decode parameters on an object stream, data
-// that does not inflate, or a bound exceeded. content reads the stream as a page's contents,
+// such a stream cannot be read: another filter, data that does not inflate, or a bound
+// exceeded. An object stream's predictor is the caller's to undo (pageTree.undoPredictor). content reads the stream as a page's contents,
 // whatever its dictionary says it is (an image, a cross-reference stream).
 func streamData(data []byte, from, at int, budget *int, content bool) (n int, objects []byte, ok bool) {
 	dict := data[from:at]
 	var filters []name
-	skip, params, objStm := false, false, false
+	skip, objStm := false, false
 	for i := 0; i < len(dict); i++ {
 		if dict[i] != '/' {
 			continue
@@ -569,8 +577,6 @@ func streamData(data []byte, from, at int, budget *int, content bool) (n int, ob
 			skip = skip || next.is("Image") || next.is("XRef")
 		case nm.is("N"), nm.is("First"):
 			objStm = true
-		case nm.is("DecodeParms"):
-			params = true
 		case nm.is("Filter"):
 			filters = append(filters, filterNames(dict, skipSpace(dict, end))...)
 		}
@@ -578,7 +584,7 @@ func streamData(data []byte, from, at int, budget *int, content bool) (n int, ob
 	if (skip && !objStm && !content) || len(filters) == 0 {
 		return 0, nil, true
 	}
-	if (objStm && params) || len(filters) != 1 || !filters[0].is("FlateDecode") {
+	if len(filters) != 1 || !filters[0].is("FlateDecode") {
 		return 0, nil, false
 	}
 	start := streamStart(data, at+len("stream"))

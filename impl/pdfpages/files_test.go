@@ -263,6 +263,37 @@ func TestCountReadsXrefStreamPredictors(t *testing.T) {
 	}
 }
 
+// TestCountRefusesXrefStreamsItCannotRead: a cross-reference stream whose entries a reader
+// reads but the count cannot (another filter, a predictor not known) makes the count not
+// established, as its entries may place a page tree node where no header shows it; one that
+// no reader reads (its data does not inflate) leaves the objects to their headers, as readers
+// do when they rebuild the file's cross-reference.
+func TestCountRefusesXrefStreamsItCannotRead(t *testing.T) {
+	hex := func(b []byte) []byte { return []byte(fmt.Sprintf("%X>", b)) }
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want int
+		ok   bool
+	}{
+		{"entries under ASCIIHexDecode", gluedFile("/Filter /ASCIIHexDecode", hex, ""), 0, false},
+		{"entries under a predictor not known", gluedFile("/DecodeParms << /Predictor 5 /Columns 7 >>", func(b []byte) []byte { return b }, ""), 0, false},
+		{"entries that do not inflate", bytes.Replace(gluedFile("", nil, ""), []byte("/W [1 4 2]"), []byte("/W [1 4 2] /Filter /FlateDecode"), 1), 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// qpdf reads the first file's five pages, and refuses the others.
+			if strings.Contains(tc.name, "ASCIIHex") {
+				if n, ok := qpdfPages(t, tc.data); ok && n != 5 {
+					t.Fatalf("qpdf reads %d pages; want 5", n)
+				}
+			}
+			if n, ok := pdfpages.Count(tc.data); ok != tc.ok || (ok && n != tc.want) {
+				t.Errorf("Count = %d, %v; want %d, %v", n, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
 // TestCountReadsANumberInAnObjectStream: a page tree's /Count that refers to an integer
 // object packed in an object stream that holds no page tree node (so that it is not held) is
 // read, as pdf.js reads a document's number of pages from its root's /Count.

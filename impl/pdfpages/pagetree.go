@@ -253,28 +253,33 @@ func (t *pageTree) xrefSection(data []byte, src int32, i int) {
 
 // indexXrefStream records the definitions a cross-reference stream (PDF 1.5 on) places, as
 // indexXref does a table's: its dictionary is dict, its data starts at data[start], and what
-// it inflates to is taken from budget (at most objectStreamCeiling). A stream that cannot be
-// read (another filter or predictor, fields of other widths, decode parameters that cannot be
-// resolved, data that does not inflate) is left out: the walk then finds the objects by their
-// headers alone.
-func (t *pageTree) indexXrefStream(data, dict []byte, start int, budget *int) {
+// it inflates to is taken from budget (at most objectStreamCeiling). A stream no reader reads
+// as one (fields of other widths, data that does not inflate) is left out, as readers then
+// find the objects by their headers, which indexFile records. It is false when the stream is
+// one whose entries readers read but this cannot (another filter, a predictor that cannot be
+// undone, decode parameters that cannot be resolved, an inflate bound reached): an entry may
+// place an object where no header shows it (gluedNode), and the walk would miss its pages.
+func (t *pageTree) indexXrefStream(data, dict []byte, start int, budget *int) bool {
 	x, ok := readXrefDict(dict)
 	if !ok {
-		return
+		return true
 	}
-	if x.predictor, ok = t.streamPredictor(dict); !ok {
-		return
+	if !x.flate && !x.raw {
+		return false
+	}
+	if x.predictor, ok = t.streamPredictor(dict); !ok && !x.raw {
+		return false
 	}
 	rows, ok := inflateXref(data[start:], x, budget)
 	if !ok {
-		return
+		return rows == nil
 	}
 	width := x.w[0] + x.w[1] + x.w[2]
 	k := 0
 	for s := 0; s+1 < len(x.index); s += 2 {
 		for num := x.index[s]; num < x.index[s]+x.index[s+1] && (k+1)*width <= len(rows); num++ {
 			if t.entries++; t.entries > maxXrefEntries {
-				return
+				return true
 			}
 			row := rows[k*width : (k+1)*width]
 			k++
@@ -289,6 +294,7 @@ func (t *pageTree) indexXrefStream(data, dict []byte, start int, budget *int) {
 			}
 		}
 	}
+	return true
 }
 
 // xrefDict is what a cross-reference stream's dictionary says of its data: the widths of an
@@ -299,12 +305,13 @@ type xrefDict struct {
 	w         [3]int
 	index     []int
 	predictor predictor
-	// raw is set when the data has no filter.
-	raw bool
+	// raw is set when the data has no filter, flate when it has FlateDecode alone.
+	raw, flate bool
 }
 
-// readXrefDict reads a cross-reference stream's dictionary (/Type /XRef): FlateDecode or no
-// filter, fields of at most eight bytes each.
+// readXrefDict reads a cross-reference stream's dictionary (/Type /XRef), and whether it is
+// one a reader reads: fields of at most eight bytes each, the second not empty, its object
+// numbers given.
 func readXrefDict(dict []byte) (xrefDict, bool) {
 	var x xrefDict
 	size, widths, xref := -1, 0, false
@@ -335,9 +342,9 @@ func readXrefDict(dict []byte) (xrefDict, bool) {
 	if x.index == nil && size >= 0 {
 		x.index = []int{0, size}
 	}
-	ok := widths == 3 && max(x.w[0], x.w[1], x.w[2]) <= 8 && x.w[1] > 0 &&
-		(len(filters) == 0 || len(filters) == 1 && filters[0].is("FlateDecode"))
+	ok := widths == 3 && max(x.w[0], x.w[1], x.w[2]) <= 8 && x.w[1] > 0
 	x.raw = len(filters) == 0
+	x.flate = len(filters) == 1 && filters[0].is("FlateDecode")
 	return x, ok && xref && x.index != nil
 }
 
@@ -357,11 +364,12 @@ func intArray(b []byte, i int) []int {
 }
 
 // inflateXref is a cross-reference stream's entries: its data inflated (within budget, at
-// most objectStreamCeiling), its predictor undone.
+// most objectStreamCeiling), its predictor undone; or, when it cannot be, nil for data that
+// does not inflate (which no reader reads either), the data read so far for a bound reached.
 func inflateXref(data []byte, x xrefDict, budget *int) ([]byte, bool) {
 	if x.raw {
-		// The entries are the file's bytes, read in place (a predictor would write them).
-		return data, x.predictor.kind == 1
+		// The entries are the file's bytes, read in place: decode parameters belong to a filter.
+		return data, true
 	}
 	r, err := zlib.NewReader(bytes.NewReader(data))
 	if err != nil {
@@ -370,7 +378,10 @@ func inflateXref(data []byte, x xrefDict, budget *int) ([]byte, bool) {
 	limit := min(*budget, objectStreamCeiling)
 	out, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
 	*budget -= min(len(out), limit)
-	if len(out) > limit || (err != nil && len(out) == 0) {
+	if len(out) > limit {
+		return out[:0], false
+	}
+	if err != nil && len(out) == 0 {
 		return nil, false
 	}
 	return x.predictor.undo(out), true

@@ -77,7 +77,8 @@ func Count(data []byte) (int, bool) {
 // than an image or a cross-reference stream has a filter other than FlateDecode alone, or an
 // object stream (its dictionary names /Type /ObjStm, /N or /First) decode parameters that
 // cannot be undone (readPredictor: a PNG or TIFF predictor is undone, its parameters direct or
-// in an object of their own), when a stream's dictionary is longer than dictWindow, when
+// in an object of their own), or a cross-reference stream entries readers read and this
+// cannot (pageTree.indexXrefStream), when a stream's dictionary is longer than dictWindow, when
 // inflating reaches the bound (inflateRatio times the file's size or inflateFloor, at most
 // inflateCeiling bytes in all), or when no page is found. A stream's
 // dictionary is the text from its object's header to its "stream" keyword; when that text is
@@ -151,7 +152,9 @@ func ReadWithin(data []byte, shared *Budget) (Document, bool) {
 			passed = append(passed, passedStream{num: num, from: from, at: at})
 		}
 		inflated += n
-		c.tree.indexXrefStream(data, data[from:at], streamStart(data, i), &budget)
+		if !c.tree.indexXrefStream(data, data[from:at], streamStart(data, i), &budget) {
+			return Document{}, false
+		}
 		if objects != nil {
 			c.tree.indexObjectStream(data[from:at], objects, true)
 		} else if n == 0 {

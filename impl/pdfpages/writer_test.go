@@ -115,7 +115,7 @@ func (f *pdfFile) table(size int, trailer string) {
 // xrefStream writes object num as a cross-reference stream of the objects written since the
 // last section and itself (of entries of a type byte, four bytes of offset and two of
 // generation or index), compressed after encode (nil: none) with the entries of extra (its
-// /DecodeParms), and the end of the file; or, packedOnly, of the objects in object streams
+// /DecodeParms; encode's alone when extra names a /Filter), and the end of the file; or, packedOnly, of the objects in object streams
 // alone, without the end of the file (a hybrid file's, which its table's /XRefStm names).
 func (f *pdfFile) xrefStream(num, size int, extra string, encode func([]byte) []byte, packedOnly bool) int {
 	at := f.b.Len()
@@ -145,7 +145,10 @@ func (f *pdfFile) xrefStream(num, size int, extra string, encode func([]byte) []
 	}
 	dict := fmt.Sprintf("/Type /XRef /Size %d /W [1 4 2] /Index [%s] %s", size, index.String(), extra)
 	data := rows
-	if encode != nil {
+	switch {
+	case encode != nil && strings.Contains(extra, "/Filter"):
+		data = encode(rows) // another filter
+	case encode != nil:
 		data = pdftest.Deflate(encode(rows))
 		dict += " /Filter /FlateDecode"
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/impl/devkit/pdftest"
 	"github.com/tollgate/tollgate/impl/pdfpages"
 )
 
@@ -18,10 +19,12 @@ import (
 // stream placing the pages in an object stream), "linearized" (a linearization dictionary and
 // a first page's section before the rest), "predicted" (the pages in an object stream and the
 // entries both under PNG predictors). comment is written as a comment after the header, its
-// ends of line dropped. A reader finds pages pages in each.
+// ends of line dropped, and as the string of a document information dictionary (object 9, in
+// each layout's first section). A reader finds pages pages in each.
 func pagedFile(layout string, pages int, comment string) []byte {
 	f := newPDF()
 	f.raw("%" + strings.NewReplacer("\r", " ", "\n", " ").Replace(comment) + "\n")
+	f.obj(9, "<< /Producer ("+strings.NewReplacer("\\", "\\\\", "(", "\\(", ")", "\\)").Replace(comment)+") >>")
 	size := 10 + pages + 2
 	catalog := "<< /Type /Catalog /Pages 2 0 R >>"
 	root := fmt.Sprintf("<< /Type /Pages /Kids %s /Count 1 /MediaBox [0 0 612 792] >>", kidRefs(10, pages))
@@ -215,7 +218,13 @@ func TestCountUndoesObjectStreamPredictors(t *testing.T) {
 // by encode under the decode parameters params (object 9, when it is a dictionary, is defined as
 // params9). Only a reader of the entries finds five pages.
 func gluedFile(params string, encode func([]byte) []byte, params9 string) []byte {
+	return gluedFileAfter("", params, encode, params9)
+}
+
+// gluedFileAfter is gluedFile with prefix written after its header.
+func gluedFileAfter(prefix, params string, encode func([]byte) []byte, params9 string) []byte {
 	f := newPDF()
+	f.raw(prefix)
 	f.obj(1, "<< /Type /Catalog /Pages 2 0 R >>")
 	f.raw("1")
 	f.obj(2, "<< /Type /Pages /Kids [3 0 R 4 0 R 5 0 R 6 0 R 7 0 R] /Count 1 /MediaBox [0 0 612 792] >>")
@@ -291,6 +300,27 @@ func TestCountRefusesXrefStreamsItCannotRead(t *testing.T) {
 				t.Errorf("Count = %d, %v; want %d, %v", n, ok, tc.want, tc.ok)
 			}
 		})
+	}
+}
+
+// TestCountRefusesPastTheXrefEntriesBound: the entries of cross-reference streams are read up
+// to 1,048,576 in a file; past it the count is not established, as the entries not read may
+// place a page tree node where no header shows it. Before, they were passed over: gluedFile's
+// five pages after streams no cross-reference names, stating 1,050,000 entries of a byte (a
+// file of some 30 KB), were counted one page where qpdf reads five.
+func TestCountRefusesPastTheXrefEntriesBound(t *testing.T) {
+	var prefix strings.Builder
+	prefix.WriteString("%" + strings.Repeat("x", 20<<10) + "\n")
+	for k := range 105 {
+		packed := pdftest.Deflate(make([]byte, 10_000))
+		fmt.Fprintf(&prefix, "%d 0 obj\n<< /Type /XRef /W [0 1 0] /Index [0 10000] /Filter /FlateDecode /Length %d >>\nstream\n%s\nendstream\nendobj\n", 100+k, len(packed), packed)
+	}
+	data := gluedFileAfter(prefix.String(), "/DecodeParms << /Predictor 12 /Columns 7 >>", func(b []byte) []byte { return pngEncode(b, 7, 1, 2) }, "")
+	if n, ok := qpdfPages(t, data); ok && n != 5 {
+		t.Fatalf("qpdf reads %d pages; want 5", n)
+	}
+	if n, ok := pdfpages.Count(data); ok {
+		t.Errorf("Count = %d; want not established", n)
 	}
 }
 

@@ -22,7 +22,7 @@ const (
 	// visits, in one file; past either, the count is not established.
 	walkBudget = 32 << 20
 	// maxXrefEntries is the most entries of cross-reference streams read in one file (an
-	// honest file of MaxCount pages has fewer); past it, the rest are not read.
+	// honest file of MaxCount pages has fewer); past it, the count is not established.
 	maxXrefEntries = 1 << 20
 	// retainCeiling is the most bytes of inflated object streams that may hold page tree
 	// nodes a file's walk keeps (each is dropped once read otherwise); past it, the count is
@@ -52,8 +52,8 @@ type pageTree struct {
 	// entries are the cross-reference streams' entries read (at most maxXrefEntries), and
 	// held the bytes of inflated object streams among the sources (at most retainCeiling).
 	entries, held int
-	// full is set when defs, roots or kids reached their bound, or an object stream's objects
-	// cannot be placed with certainty (indexObjectStream).
+	// full is set when defs, roots, kids or entries reached their bound, or an object
+	// stream's objects cannot be placed with certainty (indexObjectStream).
 	full bool
 	// kids are the objects a /Kids value refers to (an array in an object of its own, which
 	// readers read as the node's kids). A reader finds pages only in the page tree its
@@ -279,6 +279,7 @@ func (t *pageTree) indexXrefStream(data, dict []byte, start int, budget *int) bo
 	for s := 0; s+1 < len(x.index); s += 2 {
 		for num := x.index[s]; num < x.index[s]+x.index[s+1] && (k+1)*width <= len(rows); num++ {
 			if t.entries++; t.entries > maxXrefEntries {
+				t.full = true // the entries past it could place a node no header shows
 				return true
 			}
 			row := rows[k*width : (k+1)*width]

@@ -19,12 +19,16 @@ import (
 // stream placing the pages in an object stream), "linearized" (a linearization dictionary and
 // a first page's section before the rest), "predicted" (the pages in an object stream and the
 // entries both under PNG predictors). comment is written as a comment after the header, its
-// ends of line dropped, and as the string of a document information dictionary (object 9, in
-// each layout's first section). A reader finds pages pages in each.
+// ends of line dropped, as the string of a document information dictionary (object 9, in
+// each layout's first section), and as it is as the body of objects no cross-reference
+// names (8 after the header, 7 before the last section; readers do not read them). A reader
+// finds pages pages in each.
 func pagedFile(layout string, pages int, comment string) []byte {
 	f := newPDF()
 	f.raw("%" + strings.NewReplacer("\r", " ", "\n", " ").Replace(comment) + "\n")
 	f.obj(9, "<< /Producer ("+strings.NewReplacer("\\", "\\\\", "(", "\\(", ")", "\\)").Replace(comment)+") >>")
+	unreferenced := func(num int) { f.raw(fmt.Sprintf("%d 0 obj\n%s\nendobj\n", num, comment)) }
+	unreferenced(8)
 	size := 10 + pages + 2
 	catalog := "<< /Type /Catalog /Pages 2 0 R >>"
 	root := fmt.Sprintf("<< /Type /Pages /Kids %s /Count 1 /MediaBox [0 0 612 792] >>", kidRefs(10, pages))
@@ -40,6 +44,7 @@ func pagedFile(layout string, pages int, comment string) []byte {
 		for k := range pages {
 			f.obj(10+k, page)
 		}
+		unreferenced(7)
 		f.table(size, "/Root 1 0 R")
 	case "stream", "predicted":
 		f.obj(1, catalog)
@@ -52,6 +57,7 @@ func pagedFile(layout string, pages int, comment string) []byte {
 			entries = func(b []byte) []byte { return pngEncode(b, 7, 1, 4) }
 		}
 		f.objStm(5, params, encode, 10, bodies...)
+		unreferenced(7)
 		if entries == nil {
 			f.xrefStream(size-1, size, "/Root 1 0 R", nil, false)
 		} else {
@@ -66,11 +72,13 @@ func pagedFile(layout string, pages int, comment string) []byte {
 		f.table(size, "/Root 1 0 R")
 		f.obj(2, root)
 		f.obj(10+pages-1, page)
+		unreferenced(7)
 		f.table(size, "/Root 1 0 R")
 	case "hybrid":
 		f.obj(1, catalog)
 		f.obj(2, root)
 		f.objStm(5, "", nil, 10, bodies...)
+		unreferenced(7)
 		at := f.xrefStream(size-1, size, "", nil, true)
 		f.table(size, fmt.Sprintf("/Root 1 0 R /XRefStm %d", at))
 	case "linearized":
@@ -81,6 +89,7 @@ func pagedFile(layout string, pages int, comment string) []byte {
 		for k := range pages {
 			f.obj(10+k, page)
 		}
+		unreferenced(7)
 		f.table(size, "/Root 1 0 R")
 	default:
 		panic(layout)

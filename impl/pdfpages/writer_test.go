@@ -242,11 +242,14 @@ func tiffEncode(b []byte, colors, bits, columns int) []byte {
 // qpdfPages is the number of pages qpdf finds in data (the pages of its JSON description, which
 // walks the page tree, where --show-npages may answer the root's /Count), when qpdf is
 // installed (ok false otherwise), so that the tests' files are known to have the pages they
-// are said to have.
+// are said to have. Under CI=true (where .ci/run installs it) a missing qpdf fails the test.
 func qpdfPages(t *testing.T, data []byte) (int, bool) {
 	t.Helper()
 	path, err := exec.LookPath("qpdf")
 	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("qpdf is not installed (CI=true: .ci/run installs it): %v", err)
+		}
 		return 0, false
 	}
 	file := t.TempDir() + "/file.pdf"

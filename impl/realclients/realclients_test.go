@@ -47,6 +47,8 @@ func TestRealClients(t *testing.T) {
 		{"MCPInspectorCLI", testMCPInspectorCLI},
 		{"OpenAITypeScriptSDK", testOpenAISDK},
 		{"AnthropicTypeScriptSDK", testAnthropicSDK},
+		{"AISDK", testAISDK},
+		{"LangChain", testLangChain},
 		{"Opencode", testOpencode},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

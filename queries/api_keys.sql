@@ -200,6 +200,14 @@ SET spent_micros = b.spent_micros + @cost_micros::bigint,
 FROM done
 WHERE b.key_id = @key_id AND b.period_start = done.period_start;
 
+-- name: LockKeyBudget :one
+-- A key's budget in a period, locked until the transaction ends: the settlement of a bill beyond
+-- its reservation (SettleKeyReservationBeyond) reads what the cap has free and adds to the spend
+-- while no other reservation or settlement of the key's period moves it.
+SELECT spent_micros, reserved_micros FROM key_budgets
+WHERE key_id = @key_id AND period_start = @period_start
+FOR UPDATE;
+
 -- name: ReleaseKeyReservation :execrows
 -- Ends a key reservation whose request is billed nothing under its request id (it never reached
 -- an upstream, or its failed attempt's usage record went under an id of its own): its amount

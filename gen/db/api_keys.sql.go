@@ -434,6 +434,32 @@ func (q *Queries) LockAccountKeys(ctx context.Context, id uuid.UUID) (uuid.UUID,
 	return id_2, err
 }
 
+const lockKeyBudget = `-- name: LockKeyBudget :one
+SELECT spent_micros, reserved_micros FROM key_budgets
+WHERE key_id = $1 AND period_start = $2
+FOR UPDATE
+`
+
+type LockKeyBudgetParams struct {
+	KeyID       uuid.UUID
+	PeriodStart time.Time
+}
+
+type LockKeyBudgetRow struct {
+	SpentMicros    int64
+	ReservedMicros int64
+}
+
+// A key's budget in a period, locked until the transaction ends: the settlement of a bill beyond
+// its reservation (SettleKeyReservationBeyond) reads what the cap has free and adds to the spend
+// while no other reservation or settlement of the key's period moves it.
+func (q *Queries) LockKeyBudget(ctx context.Context, arg LockKeyBudgetParams) (LockKeyBudgetRow, error) {
+	row := q.db.QueryRow(ctx, lockKeyBudget, arg.KeyID, arg.PeriodStart)
+	var i LockKeyBudgetRow
+	err := row.Scan(&i.SpentMicros, &i.ReservedMicros)
+	return i, err
+}
+
 const lockKeyReservation = `-- name: LockKeyReservation :one
 SELECT period_start, amount_micros, reaped, settled_at FROM key_reservations
 WHERE key_id = $1 AND request_id = $2

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tollgate/tollgate/impl/agent"
 	"github.com/tollgate/tollgate/impl/config"
@@ -144,5 +145,47 @@ func flintOnStandIn(t *testing.T, url string) func(*config.Config) {
 		if err := c.Validate(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestAgentCallBeyondItsReservationIsChargedWithinMaxSpend: an agent's model call whose
+// upstream bills far more input than the reservation's estimate (a provider's count of text
+// made to be dense: 1,000,000 tokens, 400,000 micro-units at gpt-4.1-mini's $0.40 a million)
+// is charged beyond its reservation up to what was left of the session's max_spend (200,000),
+// and no further: the session has spent its max_spend and stops with max_spend; the rest is
+// waived. Before, the call was charged its reservation alone (the excess waived) and the
+// session went on.
+func TestAgentCallBeyondItsReservationIsChargedWithinMaxSpend(t *testing.T) {
+	const maxSpend = 200_000
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"gpt-4.1-mini-2025-04-14","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1000000,"completion_tokens":1,"total_tokens":1000001}}`)
+	}))
+	t.Cleanup(upstream.Close)
+	onStandIn := flintOnStandIn(t, upstream.URL)
+	w := newWorld(t, func(c *config.Config) {
+		c.Agents.Profiles = map[string]config.AgentProfile{
+			"standard": {MaxTurns: 50, MaxSpendMicros: maxSpend, MaxDuration: time.Hour},
+		}
+		onStandIn(c)
+	})
+	n := w.start()
+	svc := n.gw.Agents
+	acme := w.tenant(n, "acme", 5_000_000)
+	res, err := svc.Spawn(context.Background(), acme.p, "main", "Say it.", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := waitSession(t, svc, acme.p, res.SessionID, agent.StateStopped, agent.StateReady, agent.StateFailed)
+	usage := usageOf(t, w, acme.p, res.SessionID, s.SpentMicros)
+	r, ok := usage[agent.RequestID(uuidOf(res.SessionID), 1)]
+	full := price.Cost(r.Tokens(), *r.Price).Total()
+	if !ok || r.CostMicros != maxSpend || r.WaivedMicros != full-maxSpend {
+		t.Fatalf("the turn's record (found %v): cost %d, waived %d; want the session's max_spend %d charged and the rest of %d waived",
+			ok, r.CostMicros, r.WaivedMicros, maxSpend, full)
+	}
+	if s.State != agent.StateStopped || s.EndReason != agent.ReasonMaxSpend || s.SpentMicros != maxSpend {
+		t.Errorf("session %+v: want stopped with max_spend, %d spent", s, maxSpend)
 	}
 }

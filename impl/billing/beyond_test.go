@@ -2,6 +2,9 @@ package billing
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/google/uuid"
@@ -118,11 +121,13 @@ func TestSettleBeyondTheHoldIsWaived(t *testing.T) {
 	}
 }
 
-// TestSettleBeyondTheReservationRespectsBounds: nothing beyond the reservation is charged to a
-// key with a credit cap (its budget counted the reservation: the cap holds), to an agent
-// session's call (its spend bound counted it), or when the caller settles at less than the
-// bill (an answer the client never got, settled at 0, is not a shortfall). The hold has the room
-// in each case.
+// TestSettleBeyondTheReservationRespectsBounds: a key with a credit cap is charged beyond the
+// reservation only what its cap has free (the rest waived, counted), an agent session's call
+// only within its ceiling (what was left of its max_spend), one without a ceiling nothing
+// beyond its reservation, and nothing is charged when the caller settles at less than the bill
+// (an answer the client never got, settled at 0, is not a shortfall). The hold has the room in
+// each case. Before, the capped key's request and the call with a ceiling were charged their
+// reservation, 666,676, and 1,333,332 micro-units were waived each.
 func TestSettleBeyondTheReservationRespectsBounds(t *testing.T) {
 	ctx := context.Background()
 	_, st := newDB(t)
@@ -134,11 +139,16 @@ func TestSettleBeyondTheReservationRespectsBounds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := r.SettleUsage(denseRecord()); got != denseReserved {
-		t.Errorf("a capped key's request charged %d, want its reservation %d", got, denseReserved)
+	rec := denseRecord()
+	rec.KeyID = capped.KeyID
+	if got := r.SettleUsage(rec); got != capped.CapMicros {
+		t.Errorf("a capped key's request charged %d, want its whole cap %d (reserved %d)", got, capped.CapMicros, denseReserved)
 	}
-	if b := budget(t, st, capped); b.SpentMicros != denseReserved {
-		t.Errorf("the capped key spent %d, want %d", b.SpentMicros, denseReserved)
+	if b := budget(t, st, capped); b.SpentMicros != capped.CapMicros || b.ReservedMicros != 0 {
+		t.Errorf("the capped key's budget %+v, want %d spent", b, capped.CapMicros)
+	}
+	if w := settledRecord(t, m, st, acct, "capped"); w.CostMicros != capped.CapMicros || w.WaivedMicros != denseBill-capped.CapMicros {
+		t.Errorf("the capped key's record: cost %d waived %d, want %d and %d", w.CostMicros, w.WaivedMicros, capped.CapMicros, denseBill-capped.CapMicros)
 	}
 
 	r, err = m.Reserve(ctx, acct, "undelivered", denseReserved)
@@ -148,22 +158,101 @@ func TestSettleBeyondTheReservationRespectsBounds(t *testing.T) {
 	if got := r.Settle(0, denseRecord()); got != 0 {
 		t.Errorf("an answer settled at 0 charged %d", got)
 	}
-	if s := m.CreditStats(); s.BeyondReservationRequests != 0 || s.WaivedRequests != 1 {
-		t.Errorf("stats %+v: want nothing charged beyond a reservation and one waived (the capped key's)", s)
+	want := denseBill - capped.CapMicros
+	if s := m.CreditStats(); s.BeyondReservationRequests != 1 || s.BeyondReservationMicros != capped.CapMicros-denseReserved ||
+		s.WaivedRequests != 1 || s.WaivedMicros != want {
+		t.Errorf("stats %+v: want the capped key's request charged %d beyond its reservation and %d waived, nothing else",
+			s, capped.CapMicros-denseReserved, want)
+	}
+
+	// An agent session's call, within what its session had left (its ceiling), and one that
+	// names no ceiling.
+	const ceiling = 1_500_000
+	r, err = m.Reserve(ctx, acct, "agent-step", denseReserved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec = denseRecord()
+	rec.AgentSessionID, rec.CeilingMicros = uuid.New(), ceiling
+	if got := r.SettleUsage(rec); got != ceiling {
+		t.Errorf("an agent session's call charged %d, want its ceiling %d", got, ceiling)
+	}
+	r, err = m.Reserve(ctx, acct, "agent-step-unbounded", denseReserved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.CeilingMicros = 0
+	if got := r.SettleUsage(rec); got != denseReserved {
+		t.Errorf("an agent session's call without a ceiling charged %d, want its reservation %d", got, denseReserved)
 	}
 	if err := m.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
 
-	// An agent session's call: the record names a session (not written: the meter is dropped).
-	m2 := New(st, Options{ChunkCapMicros: 10_000_000})
-	r, err = m2.Reserve(ctx, acct, "agent-step", denseReserved)
+// TestCappedKeyBeyondReservationsNeverPassTheCap: requests of one capped key, from two meters
+// (two gateway processes) at once, each billed three times its reservation (the dense text),
+// are charged beyond their reservations out of the cap's free part, and together never take
+// the key past its cap: the budget's spend is what the records charge, at most the cap.
+func TestCappedKeyBeyondReservationsNeverPassTheCap(t *testing.T) {
+	ctx := context.Background()
+	_, st := newDB(t)
+	acct := newAccount(t, st, 100_000_000)
+	meters := []*Meter{New(st, Options{ChunkCapMicros: 20_000_000}), New(st, Options{ChunkCapMicros: 20_000_000})}
+	const capMicros = 5_000_000
+	capped := newCappedKey(t, st, acct, capMicros, store.CapPeriodNone)
+
+	var mu sync.Mutex
+	var charged, beyond int64
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m := meters[g%2]
+			for i := range 6 {
+				id := fmt.Sprintf("dense-%d-%d", g, i)
+				r, err := m.ReserveForKey(ctx, acct, id, denseReserved, &capped)
+				var kc *KeyCapError
+				if errors.As(err, &kc) {
+					continue
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				rec := denseRecord()
+				rec.KeyID = capped.KeyID
+				got := r.SettleUsage(rec)
+				mu.Lock()
+				charged += got
+				beyond += max(got-denseReserved, 0)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	for _, m := range meters {
+		if err := m.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := budget(t, st, capped)
+	if b.SpentMicros > capMicros || b.SpentMicros != charged || b.ReservedMicros != 0 {
+		t.Errorf("the key's budget %+v after requests charged %d in all; want that spend, at most the cap %d", b, charged, capMicros)
+	}
+	if beyond == 0 {
+		t.Errorf("no request was charged beyond its reservation (%d charged in all)", charged)
+	}
+	recs, err := st.UsageRecords(ctx, acct, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := denseRecord()
-	rec.AgentSessionID = uuid.New()
-	if got := r.SettleUsage(rec); got != denseReserved {
-		t.Errorf("an agent session's call charged %d, want its reservation %d", got, denseReserved)
+	var recorded int64
+	for _, r := range recs {
+		recorded += r.CostMicros
+	}
+	if recorded != charged {
+		t.Errorf("the records charge %d, the settlements said %d", recorded, charged)
 	}
 }

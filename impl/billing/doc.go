@@ -80,8 +80,10 @@
 // token, which text made to be dense passes by up to three times) is charged out of the hold's
 // free credit as far as that covers it, in memory, and the rest is waived (the record says how
 // much): the hold is credit set aside in the database, so the balance never goes below zero.
-// Nothing beyond the reservation is charged on credit, to a key with a credit cap or to an agent
-// session's call, whose bounds counted the reservation. CreditStats counts both, for the
+// A key with a credit cap is charged the excess only as far as its cap has it free too (read and
+// written with the key's budget locked, so the cap holds across processes), an agent session's
+// call only within its ceiling (what was left of its max_spend); nothing beyond the reservation
+// is charged on credit. CreditStats counts both, for the
 // operator to see reservations that fall short. Release returns a reservation whole (the request never reached an
 // upstream). Both are idempotent.
 //

@@ -60,6 +60,9 @@ type keyHold struct {
 	id     uuid.UUID
 	period time.Time
 	kind   store.CapPeriod
+	// capMicros is the key's cap when the reservation was made: a bill beyond the reservation
+	// is charged within what it has free (keySettlement.extra).
+	capMicros int64
 }
 
 // keyCaps is the meter's state of key reservations: how many of this process's are in the
@@ -79,21 +82,29 @@ type keySettlement struct {
 	keyID     uuid.UUID
 	requestID string
 	cost      int64
+	// extra is what the request cost beyond its reservation and its account's hold covers:
+	// the settlement adds as much of it to the key's spend as the cap has free
+	// (store.SettleKeyReservationBeyond), and capMicros is that cap.
+	extra, capMicros int64
 	// release: the request is billed nothing under its request id (Release, or a record
 	// written under an id of its own): its row is released (store.ReleaseKeyReservation), not
 	// marked as a request id counted, so that a retry with the id is counted.
 	release bool
 }
 
-// write writes the settlement to the database.
-func (s keySettlement) write(ctx context.Context, st *store.Store) error {
+// write writes the settlement to the database and returns the part of its extra added to the
+// key's spend.
+func (s keySettlement) write(ctx context.Context, st *store.Store) (int64, error) {
 	var err error
-	if s.release {
+	switch {
+	case s.release:
 		_, err = st.ReleaseKeyReservation(ctx, s.keyID, s.requestID)
-	} else {
+	case s.extra > 0:
+		return st.SettleKeyReservationBeyond(ctx, s.keyID, s.requestID, s.cost, s.extra, s.capMicros)
+	default:
 		_, err = st.SettleKeyReservation(ctx, s.keyID, s.requestID, s.cost)
 	}
-	return err
+	return 0, err
 }
 
 // keySettledRetention is how long a settled key reservation is kept as the marker that its
@@ -133,7 +144,7 @@ func (m *Meter) ReserveForKey(ctx context.Context, accountID uuid.UUID, requestI
 		r.Release()
 		return nil, apierror.Unavailable("the database", ErrKeyCapUnavailable)
 	}
-	h := &keyHold{id: cap.KeyID, period: cap.Period.Start(r.startedAt), kind: cap.Period}
+	h := &keyHold{id: cap.KeyID, period: cap.Period.Start(r.startedAt), kind: cap.Period, capMicros: cap.CapMicros}
 	req := store.KeyReservationRequest{KeyID: cap.KeyID, PeriodStart: h.period, CapMicros: cap.CapMicros,
 		AmountMicros: r.amount, RequestID: requestID, Holder: m.opts.Holder, Lease: m.opts.Lease}
 	for attempt := 0; ; attempt++ {
@@ -177,27 +188,31 @@ func (m *Meter) ReserveForKey(ctx context.Context, accountID uuid.UUID, requestI
 	}
 }
 
-// settleKey ends the key part of a reservation, adding cost to the key's spend; release ends
+// settleKey ends the key part of a reservation, adding cost to the key's spend, and as much of
+// extra (what the request cost beyond its reservation, which its account's hold covers) as the
+// key's cap has free; it returns the part of extra added. release ends
 // one whose request is billed nothing under its request id (Release, or an attempt whose record
 // went under an id of its own, as an in-process call's undelivered attempt does), which counts
 // nothing and leaves the request id free for a retry (store.ReleaseKeyReservation), as the
 // ledger leaves it. A settlement the database does not take is kept and retried by the
-// maintenance (the reservation's lease is renewed meanwhile), so what the key's budget counts is
-// what the usage records charge. It never waits on the request's context: a client that went
-// away is billed all the same.
-func (m *Meter) settleKey(r *Reservation, cost int64, release bool) {
-	s := keySettlement{keyID: r.key.id, requestID: r.requestID, cost: cost, release: release}
+// maintenance (the reservation's lease is renewed meanwhile) without its extra (the request is
+// charged none of it), so what the key's budget counts is what the usage records charge. It
+// never waits on the request's context: a client that went away is billed all the same.
+func (m *Meter) settleKey(r *Reservation, cost, extra int64, release bool) int64 {
+	s := keySettlement{keyID: r.key.id, requestID: r.requestID, cost: cost, release: release, extra: extra, capMicros: r.key.capMicros}
 	ctx, cancel := context.WithTimeout(context.Background(), m.opts.WriteTimeout)
-	err := s.write(ctx, m.st)
+	charged, err := s.write(ctx, m.st)
 	cancel()
 	if err == nil {
 		m.keys.live.Add(-1)
-		return
+		return charged
 	}
 	m.noteDBError(err)
+	s.extra = 0
 	m.keys.mu.Lock()
 	m.keys.pending = append(m.keys.pending, s)
 	m.keys.mu.Unlock()
+	return 0
 }
 
 // retryKeySettlements writes the key settlements the database did not take, in order, until
@@ -208,7 +223,7 @@ func (m *Meter) retryKeySettlements(ctx context.Context) error {
 	for len(m.keys.pending) > 0 {
 		s := m.keys.pending[0]
 		cctx, cancel := context.WithTimeout(ctx, m.opts.WriteTimeout)
-		err := s.write(cctx, m.st)
+		_, err := s.write(cctx, m.st)
 		cancel()
 		if err != nil {
 			m.noteDBError(err)

@@ -860,6 +860,11 @@ type UsageRecord struct {
 	FinishedAt time.Time
 	// AgentSessionID tags the model call of an agent session (uuid.Nil: none).
 	AgentSessionID uuid.UUID
+	// CeilingMicros is the most an agent session's call may be charged in all: what was left of
+	// the session's max_spend (and of its key's cap) when the call was made, which its
+	// reservation fitted. A call that costs beyond its reservation is charged the excess within
+	// it (0: none is, the reservation bounds the charge).
+	CeilingMicros int64
 	// TraceID is the W3C trace id of the request's trace (all zero: not traced); the usage
 	// record keeps it, so that a request in the usage log leads to its trace.
 	TraceID [16]byte
@@ -874,8 +879,9 @@ type UsageRecord struct {
 // (usage.Price set) is never charged more than its tokens and hosted calls cost at its price;
 // what it costs beyond its reservation (the input estimate passed by text made to be dense) is
 // charged out of the hold's free credit as far as that covers it (beyondReservation: never on
-// credit, for a key with a credit cap or for an agent session's call, whose bounds counted the
-// reservation), so the balance never goes below zero. Its record keeps the cost of each token
+// credit; for a key with a credit cap as far as the cap has it free too, and for an agent
+// session's call within its ceiling, usage.CeilingMicros), so the balance never goes below
+// zero, nor a key's spend above its cap, nor a session's above its max_spend. Its record keeps the cost of each token
 // kind and, as waived, the part of that cost not charged. An unpriced record is charged at
 // most its reservation. The usage record
 // and its ledger entry are written by the batching writer within the flush interval. It returns the amount charged.
@@ -891,7 +897,7 @@ func (r *Reservation) Settle(actualMicros int64, usage UsageRecord) int64 {
 	r.untrackStream()
 	now := m.now()
 	rec := r.usageRecord(actualMicros, usage, now)
-	cost := rec.CostMicros
+	cost, extra := rec.CostMicros, int64(0)
 	a.mu.Lock()
 	if r.onCredit {
 		a.credit -= r.amount - cost
@@ -900,17 +906,12 @@ func (r *Reservation) Settle(actualMicros int64, usage UsageRecord) int64 {
 	} else {
 		a.outstanding -= r.amount
 		a.open--
-		if extra := r.beyondReservation(a, actualMicros, &rec, now); extra > 0 {
-			cost += extra
-			m.beyondRequests.Add(1)
-			m.beyondMicros.Add(extra)
-		}
+		// The hold's part beyond the reservation is taken now; a capped key's is given back
+		// below for what its cap does not cover.
+		extra = r.beyondReservation(a, actualMicros, usage.CeilingMicros, &rec, now)
+		cost += extra
 		a.pending += cost
 		a.pendingRecords++
-	}
-	if short := shortOf(actualMicros, &rec); short > 0 {
-		m.waivedRequests.Add(1)
-		m.waivedMicros.Add(short)
 	}
 	a.noteSpend(now, cost)
 	a.lastUsed = now
@@ -924,7 +925,20 @@ func (r *Reservation) Settle(actualMicros int64, usage UsageRecord) int64 {
 		// An attempt billed nothing under the request's id (its record goes under an id of its
 		// own) counts nothing: the id stays free for the retry the ledger bills, and the key's
 		// budget must count that retry (its row is released, not marked as counted).
-		m.settleKey(r, cost, cost == 0 && rec.RequestID != r.requestID)
+		base := cost - extra
+		charged := m.settleKey(r, base, extra, cost == 0 && rec.RequestID != r.requestID)
+		if back := extra - charged; back > 0 {
+			r.giveBack(&rec, back)
+			cost, extra = cost-back, charged
+		}
+	}
+	if extra > 0 {
+		m.beyondRequests.Add(1)
+		m.beyondMicros.Add(extra)
+	}
+	if short := shortOf(actualMicros, &rec); short > 0 {
+		m.waivedRequests.Add(1)
+		m.waivedMicros.Add(short)
 	}
 	// The writer deletes the stream's checkpoint with the record, if one may have been written.
 	rec.Checkpointed = r.checkpointed()
@@ -944,13 +958,15 @@ func (r *Reservation) Settle(actualMicros int64, usage UsageRecord) int64 {
 // which text made to be dense passes, and the provider bills the count, so the part of the bill
 // the hold still covers is charged rather than waived. The hold is credit the database has set
 // aside for this process, so the charge never takes the balance below zero, and it costs no
-// database call. It moves rec's waived amount to its cost and returns the amount moved. It
-// charges nothing beyond the reservation of a request served on credit, of a key with a credit
-// cap (its budget counted the reservation) or of an agent session's call (its spend bound counted
-// it), nothing the caller chose not to bill (actualMicros below the record's cost), and nothing
-// when the hold is not certainly alive.
-func (r *Reservation) beyondReservation(a *account, actualMicros int64, rec *store.UsageRecord, now time.Time) int64 {
-	if r.onCredit || r.key != nil || rec.AgentSessionID != uuid.Nil {
+// database call. It moves rec's waived amount to its cost and returns the amount moved. An
+// agent session's call is charged within its ceiling (what was left of its max_spend, which
+// its reservation fitted); a capped key's request is charged here as far as the hold covers
+// it, and Settle gives back what the key's cap does not have free (settleKey). It charges
+// nothing beyond the reservation of a request served on credit, of an agent session's call
+// without a ceiling, nothing the caller chose not to bill (actualMicros below the record's
+// cost), and nothing when the hold is not certainly alive.
+func (r *Reservation) beyondReservation(a *account, actualMicros, ceiling int64, rec *store.UsageRecord, now time.Time) int64 {
+	if r.onCredit || (rec.AgentSessionID != uuid.Nil && ceiling <= 0) {
 		return 0
 	}
 	if a.releasing || !a.usable(now) {
@@ -959,12 +975,26 @@ func (r *Reservation) beyondReservation(a *account, actualMicros int64, rec *sto
 	// The reservation is back in the hold's free credit (Settle took it out of outstanding) and
 	// the record's cost is not yet pending: both come out of what the hold can still give.
 	extra := min(shortOf(actualMicros, rec), a.free()-rec.CostMicros)
+	if rec.AgentSessionID != uuid.Nil {
+		extra = min(extra, ceiling-rec.CostMicros)
+	}
 	if extra <= 0 {
 		return 0
 	}
 	rec.CostMicros += extra
 	rec.WaivedMicros -= extra
 	return extra
+}
+
+// giveBack returns back of what beyondReservation charged a capped key's request out of the
+// hold, the part its key's cap did not have free: rec waives it again and the hold has it free.
+func (r *Reservation) giveBack(rec *store.UsageRecord, back int64) {
+	rec.CostMicros -= back
+	rec.WaivedMicros += back
+	a := r.acct
+	a.mu.Lock()
+	a.pending -= back
+	a.mu.Unlock()
 }
 
 // shortOf is what a priced record's cost falls short of the bill its caller settled it at
@@ -1069,7 +1099,7 @@ func (r *Reservation) Release() {
 		r.m.atRisk.Add(-r.amount)
 	}
 	if r.key != nil {
-		r.m.settleKey(r, 0, true)
+		r.m.settleKey(r, 0, 0, true)
 	}
 }
 

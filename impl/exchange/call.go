@@ -54,8 +54,8 @@ type CallAnswer struct {
 	// CacheReadTokens and CacheWriteTokens are the parts of InputTokens read from and written
 	// to the provider's prompt cache (each billed at its own price).
 	CacheReadTokens, CacheWriteTokens int64
-	// CostMicros is what was charged (never more than the reservation, so never more than the
-	// ceiling).
+	// CostMicros is what was charged: the reservation at most, and beyond it (a bill its input
+	// estimate did not cover) never more than the ceiling.
 	CostMicros int64
 }
 

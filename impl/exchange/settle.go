@@ -210,7 +210,9 @@ func (x *Exchange) usageRecord(t price.Tokens, tier, status string) billing.Usag
 		Tokens: t, Price: &p, ServiceTier: tier, Status: status, StartedAt: x.started, FinishedAt: time.Now(),
 	}
 	if x.opts != nil {
-		rec.Route, rec.AgentSessionID = x.opts.route, x.opts.sessionID
+		// An in-process call (an agent's step) is charged beyond its reservation within its
+		// ceiling, which its reservation fitted.
+		rec.Route, rec.AgentSessionID, rec.CeilingMicros = x.opts.route, x.opts.sessionID, x.opts.ceiling
 	}
 	if x.tr != nil {
 		rec.TraceID = trace.SpanContextFromContext(x.ctx).TraceID()

@@ -352,6 +352,44 @@ func (s *Store) SettleKeyReservation(ctx context.Context, keyID uuid.UUID, reque
 	return n > 0, err
 }
 
+// SettleKeyReservationBeyond is SettleKeyReservation for a request whose bill passed its
+// reservation (its input estimate passed by text made to be dense): costMicros, at most the
+// reservation, is added to the spend with as much of extraMicros as the key's cap of capMicros
+// still has free in the reservation's period: the cap less the budget's spend, less the other
+// reservations in flight, less costMicros. The reservation and its budget are locked for the
+// time of the read and the write, so concurrent settlements and reservations, from any
+// process, never take the key past its cap together. It returns the part of extraMicros added
+// (0 when the reservation was settled already, which counts nothing).
+func (s *Store) SettleKeyReservationBeyond(ctx context.Context, keyID uuid.UUID, requestID string, costMicros, extraMicros, capMicros int64) (int64, error) {
+	var charged int64
+	err := s.inTx(ctx, func(q *db.Queries) error {
+		charged = 0
+		row, err := q.LockKeyReservation(ctx, db.LockKeyReservationParams{KeyID: keyID, RequestID: requestID})
+		if errors.Is(err, pgx.ErrNoRows) || (err == nil && row.SettledAt != nil) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		b, err := q.LockKeyBudget(ctx, db.LockKeyBudgetParams{KeyID: keyID, PeriodStart: row.PeriodStart})
+		switch {
+		case err == nil:
+			// The reservation's own amount (0 once reaped) is in reserved_micros: it is what
+			// the settlement ends, not another request's.
+			free := capMicros - b.SpentMicros - (b.ReservedMicros - row.AmountMicros) - costMicros
+			charged = max(min(extraMicros, free), 0)
+		case !errors.Is(err, pgx.ErrNoRows):
+			return err
+		}
+		_, err = q.SettleKeyReservation(ctx, db.SettleKeyReservationParams{KeyID: keyID, RequestID: requestID, CostMicros: costMicros + charged})
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return charged, nil
+}
+
 // ReleaseKeyReservation ends a key reservation whose request is billed nothing under its request
 // id (it never reached an upstream, or its failed attempt's usage record went under an id of its
 // own): what it held leaves the budget, nothing is added to the spend, and the row is left as a

@@ -286,11 +286,12 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 	for _, e := range m.Experts {
 		needIR = needIR || e.Kind != client
 	}
-	size := 0
+	size, escapes := 0, 0
 	if view != nil {
-		size = len(body) - 5*view.UnicodeEscapes()
+		escapes = view.UnicodeEscapes()
+		size = len(body) - 5*escapes
 	}
-	inputEst := int64(sizeEstimate(size))
+	inputEst := int64(sizeEstimate(size, escapes))
 	features := routing.Features{OutputTokens: maxTokens} // what the client asked for; 0 when it did not say
 	// onlySameFormat is set when the request cannot be put in the neutral form (it holds what
 	// only its own format knows): it may still go, untouched, to an upstream of its format.
@@ -701,22 +702,25 @@ func publicRefusal(err error, e routing.Expert, modelID string, client llm.Forma
 	return &c
 }
 
-// unescapedSize is the size of a request body with each \uXXXX escape counted as the one
-// character it stands for: a client that escapes all non-ASCII text (Python's json.dumps does)
-// sends six bytes a character, which must not count six times against the context window or
-// the credit. (A request's view counts its escapes in the validator's pass.)
-func unescapedSize(body []byte) int {
-	return len(body) - 5*bytes.Count(body, []byte(`\u`))
+// EstimateBySize is the cautious input estimate, in tokens, of a request body known only by
+// its size (one the neutral form cannot hold), as the reservation makes it. Each \uXXXX escape
+// counts as the one character it stands for: a client that escapes all non-ASCII text
+// (Python's json.dumps does) sends six bytes a character, which must not count six times
+// against the credit (a request's view counts its escapes in the validator's pass).
+func EstimateBySize(body []byte) int {
+	escapes := bytes.Count(body, []byte(`\u`))
+	return sizeEstimate(len(body)-5*escapes, escapes)
 }
 
-// EstimateBySize is the cautious input estimate, in tokens, of a request body known only by
-// its size (one the neutral form cannot hold), as the reservation makes it.
-func EstimateBySize(body []byte) int { return sizeEstimate(unescapedSize(body)) }
-
 // sizeEstimate is the cautious input estimate of a request known only by its (unescaped)
-// size, for one that cannot be put in the neutral form.
-func sizeEstimate(size int) int {
-	return size/convert.BytesPerToken + 16
+// size, of which escapes \uXXXX escapes count a byte each, for one that cannot be put in the
+// neutral form. Each escape is counted as a token (convert.BytesPerToken bytes): it stands for
+// a code point of its own, which a provider counts as at least one token in text made to be
+// dense (a surrogate pair, two escapes, as two), where a byte is a third of one. A body of
+// nothing but escapes was estimated at a third of a token each, and two thirds of its input
+// went unreserved.
+func sizeEstimate(size, escapes int) int {
+	return (size+(convert.BytesPerToken-1)*escapes)/convert.BytesPerToken + 16
 }
 
 // inPublicWords is what an upstream said, as the client may read it: the upstream's model id,

@@ -35,7 +35,7 @@ WITH new_usage AS (
         hosted_tool_calls, hosted_tool_micros, on_credit, agent_session_id,
         cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, reasoning_tokens, service_tier, price,
         input_cost_micros, cache_read_cost_micros, cache_write_5m_cost_micros, cache_write_1h_cost_micros,
-        output_cost_micros, waived_micros, cache_savings_micros, trace_id
+        output_cost_micros, waived_micros, cache_savings_micros, trace_id, fitted_output_tokens
     )
     SELECT r.account_id, r.request_id, NULLIF(r.api_key_id, '00000000-0000-0000-0000-000000000000'::uuid),
            r.model, r.route, r.provider, r.upstream_model,
@@ -44,7 +44,8 @@ WITH new_usage AS (
            NULLIF(r.agent_session_id, '00000000-0000-0000-0000-000000000000'::uuid),
            r.cache_read_tokens, r.cache_write_5m_tokens, r.cache_write_1h_tokens, r.reasoning_tokens, r.service_tier,
            r.price, r.input_cost_micros, r.cache_read_cost_micros, r.cache_write_5m_cost_micros,
-           r.cache_write_1h_cost_micros, r.output_cost_micros, r.waived_micros, r.cache_savings_micros, r.trace_id
+           r.cache_write_1h_cost_micros, r.output_cost_micros, r.waived_micros, r.cache_savings_micros, r.trace_id,
+           r.fitted_output_tokens
     FROM (
         SELECT unnest(@record_account_ids::uuid[]) AS account_id, unnest(@request_ids::text[]) AS request_id,
                unnest(@api_key_ids::uuid[]) AS api_key_id, unnest(@models::text[]) AS model,
@@ -70,7 +71,8 @@ WITH new_usage AS (
                unnest(@output_cost_micros::bigint[]) AS output_cost_micros,
                unnest(@waived_micros::bigint[]) AS waived_micros,
                unnest(@cache_savings_micros::bigint[]) AS cache_savings_micros,
-               unnest(@trace_ids::bytea[]) AS trace_id
+               unnest(@trace_ids::bytea[]) AS trace_id,
+               unnest(@fitted_output_tokens::bigint[]) AS fitted_output_tokens
     ) AS r
     WHERE NOT EXISTS (SELECT 1 FROM credit_ledger b
                       WHERE b.account_id = r.account_id AND b.idempotency_key = 'usage:' || r.request_id)

@@ -5437,11 +5437,12 @@ func (r SendAgentMessageResponse) ContentType() string {
 
 // CreateChatCompletionResponse200Headers the declared response headers of an HTTP 200 response for CreateChatCompletion
 type CreateChatCompletionResponse200Headers struct {
-	Traceresponse          *string
-	XRequestId             *string
-	XTollgateClampedFields *string
-	XTollgateDroppedFields *string
-	XTollgateExpert        *string
+	Traceresponse              *string
+	XRequestId                 *string
+	XTollgateClampedFields     *string
+	XTollgateDroppedFields     *string
+	XTollgateExpert            *string
+	XTollgateFittedOutputBound *int
 }
 
 // CreateChatCompletionResponse400Headers the declared response headers of an HTTP 400 response for CreateChatCompletion
@@ -5743,11 +5744,12 @@ func (r GetCreditsResponse) ContentType() string {
 
 // CreateMessageResponse200Headers the declared response headers of an HTTP 200 response for CreateMessage
 type CreateMessageResponse200Headers struct {
-	Traceresponse          *string
-	XRequestId             *string
-	XTollgateClampedFields *string
-	XTollgateDroppedFields *string
-	XTollgateExpert        *string
+	Traceresponse              *string
+	XRequestId                 *string
+	XTollgateClampedFields     *string
+	XTollgateDroppedFields     *string
+	XTollgateExpert            *string
+	XTollgateFittedOutputBound *int
 }
 
 // CreateMessageResponse400Headers the declared response headers of an HTTP 400 response for CreateMessage
@@ -6316,11 +6318,12 @@ func (r RetrieveModelResponse) ContentType() string {
 
 // CreateResponseResponse200Headers the declared response headers of an HTTP 200 response for CreateResponse
 type CreateResponseResponse200Headers struct {
-	Traceresponse          *string
-	XRequestId             *string
-	XTollgateClampedFields *string
-	XTollgateDroppedFields *string
-	XTollgateExpert        *string
+	Traceresponse              *string
+	XRequestId                 *string
+	XTollgateClampedFields     *string
+	XTollgateDroppedFields     *string
+	XTollgateExpert            *string
+	XTollgateFittedOutputBound *int
 }
 
 // CreateResponseResponse400Headers the declared response headers of an HTTP 400 response for CreateResponse
@@ -7847,6 +7850,13 @@ func ParseCreateChatCompletionResponse(rsp *http.Response) (*CreateChatCompletio
 			}
 			headers.XTollgateExpert = &value
 		}
+		if values := rsp.Header.Values("x-tollgate-fitted-output-bound"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-tollgate-fitted-output-bound", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XTollgateFittedOutputBound = &value
+		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 400:
 		var headers CreateChatCompletionResponse400Headers
@@ -8212,6 +8222,13 @@ func ParseCreateMessageResponse(rsp *http.Response) (*CreateMessageResponse, err
 				return nil, err
 			}
 			headers.XTollgateExpert = &value
+		}
+		if values := rsp.Header.Values("x-tollgate-fitted-output-bound"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-tollgate-fitted-output-bound", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XTollgateFittedOutputBound = &value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 400:
@@ -8872,6 +8889,13 @@ func ParseCreateResponseResponse(rsp *http.Response) (*CreateResponseResponse, e
 				return nil, err
 			}
 			headers.XTollgateExpert = &value
+		}
+		if values := rsp.Header.Values("x-tollgate-fitted-output-bound"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "x-tollgate-fitted-output-bound", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XTollgateFittedOutputBound = &value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 400:
@@ -10573,11 +10597,12 @@ type CreateChatCompletionResponseObject interface {
 }
 
 type CreateChatCompletion200ResponseHeaders struct {
-	Traceresponse          *string
-	XRequestId             *string
-	XTollgateClampedFields *string
-	XTollgateDroppedFields *string
-	XTollgateExpert        *string
+	Traceresponse              *string
+	XRequestId                 *string
+	XTollgateClampedFields     *string
+	XTollgateDroppedFields     *string
+	XTollgateExpert            *string
+	XTollgateFittedOutputBound *int
 }
 
 type CreateChatCompletion200JSONResponse struct {
@@ -10606,6 +10631,9 @@ func (response CreateChatCompletion200JSONResponse) VisitCreateChatCompletionRes
 	}
 	if response.Headers.XTollgateExpert != nil {
 		w.Header().Set("x-tollgate-expert", fmt.Sprint(*response.Headers.XTollgateExpert))
+	}
+	if response.Headers.XTollgateFittedOutputBound != nil {
+		w.Header().Set("x-tollgate-fitted-output-bound", fmt.Sprint(*response.Headers.XTollgateFittedOutputBound))
 	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
@@ -10638,6 +10666,9 @@ func (response CreateChatCompletion200TexteventStreamResponse) VisitCreateChatCo
 	}
 	if response.Headers.XTollgateExpert != nil {
 		w.Header().Set("x-tollgate-expert", fmt.Sprint(*response.Headers.XTollgateExpert))
+	}
+	if response.Headers.XTollgateFittedOutputBound != nil {
+		w.Header().Set("x-tollgate-fitted-output-bound", fmt.Sprint(*response.Headers.XTollgateFittedOutputBound))
 	}
 	w.WriteHeader(200)
 
@@ -11031,11 +11062,12 @@ type CreateMessageResponseObject interface {
 }
 
 type CreateMessage200ResponseHeaders struct {
-	Traceresponse          *string
-	XRequestId             *string
-	XTollgateClampedFields *string
-	XTollgateDroppedFields *string
-	XTollgateExpert        *string
+	Traceresponse              *string
+	XRequestId                 *string
+	XTollgateClampedFields     *string
+	XTollgateDroppedFields     *string
+	XTollgateExpert            *string
+	XTollgateFittedOutputBound *int
 }
 
 type CreateMessage200JSONResponse struct {
@@ -11064,6 +11096,9 @@ func (response CreateMessage200JSONResponse) VisitCreateMessageResponse(w http.R
 	}
 	if response.Headers.XTollgateExpert != nil {
 		w.Header().Set("x-tollgate-expert", fmt.Sprint(*response.Headers.XTollgateExpert))
+	}
+	if response.Headers.XTollgateFittedOutputBound != nil {
+		w.Header().Set("x-tollgate-fitted-output-bound", fmt.Sprint(*response.Headers.XTollgateFittedOutputBound))
 	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
@@ -11096,6 +11131,9 @@ func (response CreateMessage200TexteventStreamResponse) VisitCreateMessageRespon
 	}
 	if response.Headers.XTollgateExpert != nil {
 		w.Header().Set("x-tollgate-expert", fmt.Sprint(*response.Headers.XTollgateExpert))
+	}
+	if response.Headers.XTollgateFittedOutputBound != nil {
+		w.Header().Set("x-tollgate-fitted-output-bound", fmt.Sprint(*response.Headers.XTollgateFittedOutputBound))
 	}
 	w.WriteHeader(200)
 
@@ -11833,11 +11871,12 @@ type CreateResponseResponseObject interface {
 }
 
 type CreateResponse200ResponseHeaders struct {
-	Traceresponse          *string
-	XRequestId             *string
-	XTollgateClampedFields *string
-	XTollgateDroppedFields *string
-	XTollgateExpert        *string
+	Traceresponse              *string
+	XRequestId                 *string
+	XTollgateClampedFields     *string
+	XTollgateDroppedFields     *string
+	XTollgateExpert            *string
+	XTollgateFittedOutputBound *int
 }
 
 type CreateResponse200JSONResponse struct {
@@ -11866,6 +11905,9 @@ func (response CreateResponse200JSONResponse) VisitCreateResponseResponse(w http
 	}
 	if response.Headers.XTollgateExpert != nil {
 		w.Header().Set("x-tollgate-expert", fmt.Sprint(*response.Headers.XTollgateExpert))
+	}
+	if response.Headers.XTollgateFittedOutputBound != nil {
+		w.Header().Set("x-tollgate-fitted-output-bound", fmt.Sprint(*response.Headers.XTollgateFittedOutputBound))
 	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
@@ -11898,6 +11940,9 @@ func (response CreateResponse200TexteventStreamResponse) VisitCreateResponseResp
 	}
 	if response.Headers.XTollgateExpert != nil {
 		w.Header().Set("x-tollgate-expert", fmt.Sprint(*response.Headers.XTollgateExpert))
+	}
+	if response.Headers.XTollgateFittedOutputBound != nil {
+		w.Header().Set("x-tollgate-fitted-output-bound", fmt.Sprint(*response.Headers.XTollgateFittedOutputBound))
 	}
 	w.WriteHeader(200)
 

@@ -342,6 +342,7 @@ type UsageRecord struct {
 	WaivedMicros           int64
 	CacheSavingsMicros     int64
 	TraceID                []byte
+	FittedOutputTokens     int64
 }
 
 type UsageRecordsDefault struct {

@@ -137,7 +137,7 @@ func (q *Queries) ListStreamCheckpoints(ctx context.Context, accountID uuid.UUID
 }
 
 const lostStreamUsage = `-- name: LostStreamUsage :many
-SELECT u.id, u.account_id, u.request_id, u.api_key_id, u.model, u.route, u.provider, u.upstream_model, u.input_tokens, u.output_tokens, u.cost_micros, u.status, u.started_at, u.finished_at, u.recorded_at, u.hosted_tool_calls, u.hosted_tool_micros, u.on_credit, u.agent_session_id, u.cache_read_tokens, u.cache_write_5m_tokens, u.cache_write_1h_tokens, u.reasoning_tokens, u.service_tier, u.price, u.input_cost_micros, u.cache_read_cost_micros, u.cache_write_5m_cost_micros, u.cache_write_1h_cost_micros, u.output_cost_micros, u.waived_micros, u.cache_savings_micros, u.trace_id FROM usage_records u
+SELECT u.id, u.account_id, u.request_id, u.api_key_id, u.model, u.route, u.provider, u.upstream_model, u.input_tokens, u.output_tokens, u.cost_micros, u.status, u.started_at, u.finished_at, u.recorded_at, u.hosted_tool_calls, u.hosted_tool_micros, u.on_credit, u.agent_session_id, u.cache_read_tokens, u.cache_write_5m_tokens, u.cache_write_1h_tokens, u.reasoning_tokens, u.service_tier, u.price, u.input_cost_micros, u.cache_read_cost_micros, u.cache_write_5m_cost_micros, u.cache_write_1h_cost_micros, u.output_cost_micros, u.waived_micros, u.cache_savings_micros, u.trace_id, u.fitted_output_tokens FROM usage_records u
 JOIN (SELECT unnest($1::uuid[]) AS account_id, unnest($2::text[]) AS request_id) AS r
     ON u.account_id = r.account_id AND u.request_id = r.request_id
 WHERE u.status = 'process_lost'
@@ -194,6 +194,7 @@ func (q *Queries) LostStreamUsage(ctx context.Context, arg LostStreamUsageParams
 			&i.WaivedMicros,
 			&i.CacheSavingsMicros,
 			&i.TraceID,
+			&i.FittedOutputTokens,
 		); err != nil {
 			return nil, err
 		}

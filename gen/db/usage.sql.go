@@ -13,7 +13,7 @@ import (
 )
 
 const listUsageRecords = `-- name: ListUsageRecords :many
-SELECT id, account_id, request_id, api_key_id, model, route, provider, upstream_model, input_tokens, output_tokens, cost_micros, status, started_at, finished_at, recorded_at, hosted_tool_calls, hosted_tool_micros, on_credit, agent_session_id, cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, reasoning_tokens, service_tier, price, input_cost_micros, cache_read_cost_micros, cache_write_5m_cost_micros, cache_write_1h_cost_micros, output_cost_micros, waived_micros, cache_savings_micros, trace_id FROM usage_records WHERE account_id = $1 ORDER BY id DESC LIMIT $2
+SELECT id, account_id, request_id, api_key_id, model, route, provider, upstream_model, input_tokens, output_tokens, cost_micros, status, started_at, finished_at, recorded_at, hosted_tool_calls, hosted_tool_micros, on_credit, agent_session_id, cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, reasoning_tokens, service_tier, price, input_cost_micros, cache_read_cost_micros, cache_write_5m_cost_micros, cache_write_1h_cost_micros, output_cost_micros, waived_micros, cache_savings_micros, trace_id, fitted_output_tokens FROM usage_records WHERE account_id = $1 ORDER BY id DESC LIMIT $2
 `
 
 type ListUsageRecordsParams struct {
@@ -65,6 +65,7 @@ func (q *Queries) ListUsageRecords(ctx context.Context, arg ListUsageRecordsPara
 			&i.WaivedMicros,
 			&i.CacheSavingsMicros,
 			&i.TraceID,
+			&i.FittedOutputTokens,
 		); err != nil {
 			return nil, err
 		}
@@ -101,7 +102,7 @@ WITH new_usage AS (
         hosted_tool_calls, hosted_tool_micros, on_credit, agent_session_id,
         cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, reasoning_tokens, service_tier, price,
         input_cost_micros, cache_read_cost_micros, cache_write_5m_cost_micros, cache_write_1h_cost_micros,
-        output_cost_micros, waived_micros, cache_savings_micros, trace_id
+        output_cost_micros, waived_micros, cache_savings_micros, trace_id, fitted_output_tokens
     )
     SELECT r.account_id, r.request_id, NULLIF(r.api_key_id, '00000000-0000-0000-0000-000000000000'::uuid),
            r.model, r.route, r.provider, r.upstream_model,
@@ -110,7 +111,8 @@ WITH new_usage AS (
            NULLIF(r.agent_session_id, '00000000-0000-0000-0000-000000000000'::uuid),
            r.cache_read_tokens, r.cache_write_5m_tokens, r.cache_write_1h_tokens, r.reasoning_tokens, r.service_tier,
            r.price, r.input_cost_micros, r.cache_read_cost_micros, r.cache_write_5m_cost_micros,
-           r.cache_write_1h_cost_micros, r.output_cost_micros, r.waived_micros, r.cache_savings_micros, r.trace_id
+           r.cache_write_1h_cost_micros, r.output_cost_micros, r.waived_micros, r.cache_savings_micros, r.trace_id,
+           r.fitted_output_tokens
     FROM (
         SELECT unnest($1::uuid[]) AS account_id, unnest($2::text[]) AS request_id,
                unnest($3::uuid[]) AS api_key_id, unnest($4::text[]) AS model,
@@ -136,7 +138,8 @@ WITH new_usage AS (
                unnest($28::bigint[]) AS output_cost_micros,
                unnest($29::bigint[]) AS waived_micros,
                unnest($30::bigint[]) AS cache_savings_micros,
-               unnest($31::bytea[]) AS trace_id
+               unnest($31::bytea[]) AS trace_id,
+               unnest($32::bigint[]) AS fitted_output_tokens
     ) AS r
     WHERE NOT EXISTS (SELECT 1 FROM credit_ledger b
                       WHERE b.account_id = r.account_id AND b.idempotency_key = 'usage:' || r.request_id)
@@ -155,8 +158,8 @@ WITH new_usage AS (
            LEAST(COALESCE(t.hold_total, 0), COALESCE(h.amount_micros, 0))::bigint AS from_hold
     FROM accounts a
     LEFT JOIN totals t ON t.account_id = a.id
-    LEFT JOIN credit_holds h ON h.account_id = a.id AND h.holder = $32::text
-    WHERE a.id = ANY($33::uuid[])
+    LEFT JOIN credit_holds h ON h.account_id = a.id AND h.holder = $33::text
+    WHERE a.id = ANY($34::uuid[])
 ), plan AS (
     -- Whatever the balance covers is billed (from_hold <= the holder's hold <= held <= balance,
     -- so billed >= from_hold). What the holds leave free may not cover it (credit served while
@@ -196,16 +199,16 @@ WITH new_usage AS (
     -- Each hold of the batch's accounts gives: the writer's its records' from_hold, and then,
     -- while plan.cut is not covered, what is left of each hold, the writer's first, then the
     -- largest. A hold that changes gets a new version, so its holder sees it changed.
-    SELECT h.id, h.account_id, h.holder = $32::text AS own, o.from_hold + o.cut AS taken
+    SELECT h.id, h.account_id, h.holder = $33::text AS own, o.from_hold + o.cut AS taken
     FROM (
         SELECT h.id,
-               CASE WHEN h.holder = $32::text THEN p.from_hold ELSE 0 END AS from_hold,
-               GREATEST(0, LEAST(h.amount_micros - CASE WHEN h.holder = $32::text THEN p.from_hold ELSE 0 END,
-                   p.cut - (SUM(h.amount_micros - CASE WHEN h.holder = $32::text THEN p.from_hold ELSE 0 END)
-                                OVER (PARTITION BY h.account_id ORDER BY h.holder <> $32::text, h.amount_micros DESC, h.id)
-                            - (h.amount_micros - CASE WHEN h.holder = $32::text THEN p.from_hold ELSE 0 END))))::bigint AS cut
+               CASE WHEN h.holder = $33::text THEN p.from_hold ELSE 0 END AS from_hold,
+               GREATEST(0, LEAST(h.amount_micros - CASE WHEN h.holder = $33::text THEN p.from_hold ELSE 0 END,
+                   p.cut - (SUM(h.amount_micros - CASE WHEN h.holder = $33::text THEN p.from_hold ELSE 0 END)
+                                OVER (PARTITION BY h.account_id ORDER BY h.holder <> $33::text, h.amount_micros DESC, h.id)
+                            - (h.amount_micros - CASE WHEN h.holder = $33::text THEN p.from_hold ELSE 0 END))))::bigint AS cut
         FROM credit_holds h JOIN plan p ON p.account_id = h.account_id
-        WHERE h.holder = $32::text OR p.cut > 0
+        WHERE h.holder = $33::text OR p.cut > 0
     ) AS o JOIN credit_holds h ON h.id = o.id
 ), held AS (
     UPDATE credit_holds
@@ -214,7 +217,7 @@ WITH new_usage AS (
     FROM cuts WHERE credit_holds.id = cuts.id AND (cuts.own OR cuts.taken > 0)
     RETURNING credit_holds.account_id, credit_holds.holder, credit_holds.amount_micros, credit_holds.version
 ), own_held AS (
-    SELECT held.account_id, held.amount_micros, held.version FROM held WHERE held.holder = $32::text
+    SELECT held.account_id, held.amount_micros, held.version FROM held WHERE held.holder = $33::text
 )
 SELECT plan.account_id,
        plan.records::bigint AS written_records,
@@ -260,6 +263,7 @@ type WriteUsageBatchParams struct {
 	WaivedMicros           []int64
 	CacheSavingsMicros     []int64
 	TraceIds               [][]byte
+	FittedOutputTokens     []int64
 	Holder                 string
 	AccountIds             []uuid.UUID
 }
@@ -337,6 +341,7 @@ func (q *Queries) WriteUsageBatch(ctx context.Context, arg WriteUsageBatchParams
 		arg.WaivedMicros,
 		arg.CacheSavingsMicros,
 		arg.TraceIds,
+		arg.FittedOutputTokens,
 		arg.Holder,
 		arg.AccountIds,
 	)

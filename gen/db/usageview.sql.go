@@ -90,10 +90,46 @@ type UsageMonthRowsParams struct {
 	Lim      int32
 }
 
+type UsageMonthRowsRow struct {
+	ID                     int64
+	AccountID              uuid.UUID
+	RequestID              string
+	ApiKeyID               pgtype.UUID
+	Model                  string
+	Route                  string
+	Provider               string
+	UpstreamModel          string
+	InputTokens            int64
+	OutputTokens           int64
+	CostMicros             int64
+	Status                 string
+	StartedAt              time.Time
+	FinishedAt             time.Time
+	RecordedAt             time.Time
+	HostedToolCalls        []byte
+	HostedToolMicros       int64
+	OnCredit               bool
+	AgentSessionID         pgtype.UUID
+	CacheReadTokens        int64
+	CacheWrite5mTokens     int64
+	CacheWrite1hTokens     int64
+	ReasoningTokens        int64
+	ServiceTier            string
+	Price                  []byte
+	InputCostMicros        int64
+	CacheReadCostMicros    int64
+	CacheWrite5mCostMicros int64
+	CacheWrite1hCostMicros int64
+	OutputCostMicros       int64
+	WaivedMicros           int64
+	CacheSavingsMicros     int64
+	TraceID                []byte
+}
+
 // One batch of the usage records of every account that started in [@from_time, @to_time), in
 // id order after @after_id: the archiver reads a month in batches (one index range scan of the
 // month's partition each).
-func (q *Queries) UsageMonthRows(ctx context.Context, arg UsageMonthRowsParams) ([]UsageRecord, error) {
+func (q *Queries) UsageMonthRows(ctx context.Context, arg UsageMonthRowsParams) ([]UsageMonthRowsRow, error) {
 	rows, err := q.db.Query(ctx, usageMonthRows,
 		arg.FromTime,
 		arg.ToTime,
@@ -104,9 +140,9 @@ func (q *Queries) UsageMonthRows(ctx context.Context, arg UsageMonthRowsParams) 
 		return nil, err
 	}
 	defer rows.Close()
-	items := []UsageRecord{}
+	items := []UsageMonthRowsRow{}
 	for rows.Next() {
-		var i UsageRecord
+		var i UsageMonthRowsRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.AccountID,
@@ -1065,7 +1101,7 @@ FROM (
     LIMIT $4
 ) AS l
 LEFT JOIN LATERAL (
-    SELECT r.id, r.account_id, r.request_id, r.api_key_id, r.model, r.route, r.provider, r.upstream_model, r.input_tokens, r.output_tokens, r.cost_micros, r.status, r.started_at, r.finished_at, r.recorded_at, r.hosted_tool_calls, r.hosted_tool_micros, r.on_credit, r.agent_session_id, r.cache_read_tokens, r.cache_write_5m_tokens, r.cache_write_1h_tokens, r.reasoning_tokens, r.service_tier, r.price, r.input_cost_micros, r.cache_read_cost_micros, r.cache_write_5m_cost_micros, r.cache_write_1h_cost_micros, r.output_cost_micros, r.waived_micros, r.cache_savings_micros, r.trace_id FROM usage_records r
+    SELECT r.id, r.account_id, r.request_id, r.api_key_id, r.model, r.route, r.provider, r.upstream_model, r.input_tokens, r.output_tokens, r.cost_micros, r.status, r.started_at, r.finished_at, r.recorded_at, r.hosted_tool_calls, r.hosted_tool_micros, r.on_credit, r.agent_session_id, r.cache_read_tokens, r.cache_write_5m_tokens, r.cache_write_1h_tokens, r.reasoning_tokens, r.service_tier, r.price, r.input_cost_micros, r.cache_read_cost_micros, r.cache_write_5m_cost_micros, r.cache_write_1h_cost_micros, r.output_cost_micros, r.waived_micros, r.cache_savings_micros, r.trace_id, r.fitted_output_tokens FROM usage_records r
     WHERE l.reason = 'usage' AND r.account_id = l.account_id AND r.request_id = substr(l.idempotency_key, 7)
       AND r.started_at <= l.created_at + interval '1 day'
     LIMIT 1

@@ -868,6 +868,10 @@ type UsageRecord struct {
 	// TraceID is the W3C trace id of the request's trace (all zero: not traced); the usage
 	// record keeps it, so that a request in the usage log leads to its trace.
 	TraceID [16]byte
+	// FittedOutputTokens is the output bound a request without one was fitted to, its
+	// caller's credit not covering the model's whole bound (0: not fitted; the exchange's
+	// reserveFitted).
+	FittedOutputTokens int64
 	// RequestID, when set, is the id the record is written under instead of the reservation's:
 	// an attempt that delivered nothing, of a call whose id must stay free for the attempt that
 	// delivers (the ledger bills an id once, and an agent's retried step reuses its call's id).
@@ -1031,6 +1035,7 @@ func (r *Reservation) usageRecord(actualMicros int64, usage UsageRecord, now tim
 		Status: usage.Status, StartedAt: usage.StartedAt, FinishedAt: usage.FinishedAt,
 		HostedCalls: hostedCallsByName(usage.HostedCalls), HostedMicros: min(usage.HostedMicros, cost),
 		OnCredit: r.onCredit, AgentSessionID: usage.AgentSessionID, TraceID: usage.TraceID,
+		FittedOutputTokens: usage.FittedOutputTokens,
 	}
 	if usage.Price != nil {
 		t := usage.Tokens

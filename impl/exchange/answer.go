@@ -40,6 +40,13 @@ func (x *Exchange) Serving() (expert string, dropped []string, clamped string) {
 	return x.expert.Key, x.dropped, x.clamped
 }
 
+// FittedBound is the output bound the request was fitted to, its client having given none and
+// its caller's credit not covering the model's whole bound (docs/billing.md, "A request without
+// an output bound is fitted to the credit"): the bound reserved, sent to the upstream (or an
+// expert's own lower limit) and the most output billed. It is 0 when the request was not
+// fitted.
+func (x *Exchange) FittedBound() int { return x.fitted }
+
 // UpstreamWait is the time spent waiting for upstreams so far (calls, answer reads): the part
 // of the request's duration that is not the gateway's own.
 func (x *Exchange) UpstreamWait() time.Duration { return x.upstreamWait }

@@ -25,7 +25,6 @@ import (
 	"github.com/tollgate/tollgate/impl/convert"
 	"github.com/tollgate/tollgate/impl/jsonview"
 	"github.com/tollgate/tollgate/impl/llm"
-	"github.com/tollgate/tollgate/impl/price"
 	"github.com/tollgate/tollgate/impl/provider"
 	"github.com/tollgate/tollgate/impl/routing"
 	"github.com/tollgate/tollgate/impl/sse"
@@ -80,6 +79,9 @@ type Exchange struct {
 	echo      []byte // what a Responses stream's response objects echo from the request
 	dropped   []string
 	clamped   string // the clamped output bound, "field=limit", or ""
+	// fitted is the output bound a request without one was fitted to, its caller's credit not
+	// covering the model's whole bound (reserveFitted); 0 when it was not.
+	fitted int
 	// hostedBounds are the calls of each hosted tool passed to the upstream that the
 	// reservation covers: the most that are billed.
 	hostedBounds llm.HostedCalls
@@ -394,18 +396,27 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 	compaction := compactionTokens(m, client, view, hostedCalls)
 	input := billing.SaturatingAdd(billing.SaturatingAdd(inputEst, hostedInput), compaction)
 	input = billing.SaturatingAdd(input, toolPrompt)
-	output := billing.SaturatingAdd(int64(outBound)*int64(choices), compaction)
-	worst := billing.SaturatingAdd(price.WorstOnTier(input, output, m.MaxPrice(), tier), hostedFees)
+	w := worstCase{input: input, compaction: compaction, hostedFees: hostedFees, choices: choices, price: m.MaxPrice(), tier: tier}
+	worst := w.at(outBound)
 	var admission trace.Span
 	if telemetry.Enabled() && telemetry.Recording(ctx) {
 		_, admission = telemetry.StartInternal(ctx, "admission")
 	}
 	reservation, err := eng.meter.ReserveForKey(ctx, p.AccountID, requestID, worst, keyCap(p))
+	fitted := 0
+	if err != nil && o == nil {
+		// A request without an output bound is fitted to the credit the refusal names; one
+		// with a bound is told what the credit affords (reserveFitted).
+		reservation, fitted, err = eng.reserveFitted(ctx, p, requestID, &w, outBound, maxTokens, maxTokensField(client, view), err)
+		if fitted > 0 {
+			outBound, worst = fitted, w.at(fitted)
+		}
+	}
 	endAdmission(admission, worst, reservation, err)
 	if err != nil {
 		return nil, err
 	}
-	x := &Exchange{eng: eng, ctx: ctx, client: client, principal: p, requestID: requestID, model: m, stream: stream,
+	x := &Exchange{eng: eng, ctx: ctx, client: client, principal: p, requestID: requestID, model: m, stream: stream, fitted: fitted,
 		inputEst: inputEst, documentTokens: documentTokens, compaction: compaction, ir: ir, view: view, parsed: parsed, reserve: reservation, started: time.Now(), opts: o}
 	defer func() {
 		if startErr != nil && waited != nil {
@@ -613,9 +624,10 @@ func (x *Exchange) callNext(callCtx context.Context) bool {
 			}
 			x.askedOutput = 0
 			clamped := ""
-			if a.maxTokens > 0 {
+			// A fitted bound is the most output the reservation covers: billed no further.
+			if asked := max(a.maxTokens, x.fitted); asked > 0 {
 				// The client is billed for at most the bound it asked for, or the clamp.
-				x.askedOutput = int64(min(a.maxTokens, bound)) * int64(a.choices)
+				x.askedOutput = int64(min(asked, bound)) * int64(a.choices)
 				if e.Kind == llm.FormatResponses {
 					// OpenAI reports a compaction pass's output in the answer's output_tokens,
 					// if at all: billed up to the bound reserved for it (compactionTokens).

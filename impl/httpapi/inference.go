@@ -25,6 +25,9 @@ const (
 	// headerClamped names an output bound beyond the limit of the model (or of the chosen
 	// expert) and the limit it was lowered to, e.g. "max_tokens=8192".
 	headerClamped = "x-tollgate-clamped-fields"
+	// headerFitted is the output bound a request without one was fitted to, its caller's
+	// credit not covering the model's whole bound (exchange.Exchange.FittedBound).
+	headerFitted = "x-tollgate-fitted-output-bound"
 )
 
 // CreateChatCompletion serves POST /v1/chat/completions.
@@ -117,7 +120,7 @@ func respond(x *exchange.Exchange, w http.ResponseWriter) error {
 }
 
 // setServedHeaders sets the headers that say how the answer is served (exchange.Serving): the
-// expert, the advisory fields it was not sent, the clamped bound.
+// expert, the advisory fields it was not sent, the clamped bound, the fitted bound.
 func setServedHeaders(h http.Header, x *exchange.Exchange) {
 	expert, dropped, clamped := x.Serving()
 	h[headerExpert] = []string{expert}
@@ -126,6 +129,9 @@ func setServedHeaders(h http.Header, x *exchange.Exchange) {
 	}
 	if clamped != "" {
 		h.Set(headerClamped, clamped)
+	}
+	if fitted := x.FittedBound(); fitted > 0 {
+		h.Set(headerFitted, strconv.Itoa(fitted))
 	}
 }
 

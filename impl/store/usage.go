@@ -77,6 +77,10 @@ type UsageRecord struct {
 	// TraceID is the W3C trace id of the request's trace (all zero: not traced, stored as
 	// NULL).
 	TraceID [16]byte
+	// FittedOutputTokens is the output bound a request without one was fitted to, its
+	// caller's credit not covering the model's whole bound (0: not fitted): the upstream was
+	// sent it and the output billed is capped at it.
+	FittedOutputTokens int64
 	// RecordedAt is when the row was written (read back only).
 	RecordedAt time.Time
 	// Checkpointed says that the request's stream had a checkpoint (StreamCheckpoint):
@@ -310,6 +314,7 @@ func appendUsage(p *db.WriteUsageBatchParams, r UsageRecord) {
 		trace = r.TraceID[:]
 	}
 	p.TraceIds = append(p.TraceIds, trace)
+	p.FittedOutputTokens = append(p.FittedOutputTokens, max(r.FittedOutputTokens, 0))
 }
 
 // consistent reports whether a priced record's parts add up to its cost (the database's
@@ -357,7 +362,7 @@ func recordOf(r db.UsageRecord) (UsageRecord, error) {
 		CacheWrite1hTokens: r.CacheWrite1hTokens, ReasoningTokens: r.ReasoningTokens, ServiceTier: r.ServiceTier,
 		Costs: price.Breakdown{Input: r.InputCostMicros, CacheRead: r.CacheReadCostMicros,
 			CacheWrite5m: r.CacheWrite5mCostMicros, CacheWrite1h: r.CacheWrite1hCostMicros, Output: r.OutputCostMicros},
-		WaivedMicros: r.WaivedMicros, CacheSavingsMicros: r.CacheSavingsMicros,
+		WaivedMicros: r.WaivedMicros, CacheSavingsMicros: r.CacheSavingsMicros, FittedOutputTokens: r.FittedOutputTokens,
 	}
 	if len(r.Price) > 0 {
 		var p price.Price

@@ -881,6 +881,8 @@ type record struct {
 	TraceID      string `json:"trace_id,omitempty"`
 	Checkpointed bool   `json:"checkpointed,omitempty"`
 	SettleKey    bool   `json:"settle_key,omitempty"`
+	// The output bound a request without one was fitted to (absent: not fitted).
+	FittedOutputTokens int64 `json:"fitted_output_tokens,omitempty"`
 }
 
 func encode(e Entry) ([]byte, error) {
@@ -898,6 +900,7 @@ func encode(e Entry) ([]byte, error) {
 		CacheWrite1hCost: r.Costs.CacheWrite1h, OutputCost: r.Costs.Output, LongContext: r.Costs.LongContext,
 		WaivedMicros: r.WaivedMicros, CacheSavingsMicros: r.CacheSavingsMicros,
 		TraceID: traceID(r.TraceID), Checkpointed: r.Checkpointed, SettleKey: r.SettleKey,
+		FittedOutputTokens: r.FittedOutputTokens,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("usagespill: encode the record of request %q: %w", r.RequestID, err)
@@ -924,7 +927,7 @@ func decode(payload []byte) (Entry, error) {
 		Costs: price.Breakdown{Input: r.InputCost, CacheRead: r.CacheReadCost, CacheWrite5m: r.CacheWrite5mCost,
 			CacheWrite1h: r.CacheWrite1hCost, Output: r.OutputCost, LongContext: r.LongContext},
 		WaivedMicros: r.WaivedMicros, CacheSavingsMicros: r.CacheSavingsMicros,
-		Checkpointed: r.Checkpointed, SettleKey: r.SettleKey,
+		Checkpointed: r.Checkpointed, SettleKey: r.SettleKey, FittedOutputTokens: r.FittedOutputTokens,
 	}}
 	if r.AgentSession != nil {
 		e.Record.AgentSessionID = *r.AgentSession

@@ -400,7 +400,7 @@ func TestEveryFieldKept(t *testing.T) {
 		Status: "ok", StartedAt: at, FinishedAt: at.Add(time.Second), OnCredit: true,
 		AgentSessionID: uuid.New(),
 		TraceID:        [16]byte{0x58, 0xab, 0xbf, 0xa4, 0xfb, 0xe9, 0x47, 0xaf, 0x76, 0x9c, 0xe3, 0xa7, 0x02, 0xde, 0xfa, 0x5a},
-		Checkpointed:   true, SettleKey: true,
+		Checkpointed:   true, SettleKey: true, FittedOutputTokens: 18_400,
 	}}
 	rv := reflect.ValueOf(want.Record)
 	for i := range rv.NumField() {

@@ -1,0 +1,241 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/impl/accounts"
+	"github.com/tollgate/tollgate/impl/devkit/apitest"
+	"github.com/tollgate/tollgate/impl/devkit/clocktest"
+	"github.com/tollgate/tollgate/impl/store"
+)
+
+// sentBound is the output bound the upstream was last sent, in whichever field its format
+// bounds the output with (0: none).
+func sentBound(t *testing.T, g *apitest.Gateway) int {
+	t.Helper()
+	var sent map[string]any
+	if err := json.Unmarshal(g.Sim.LastRequest().Body, &sent); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"max_output_tokens", "max_completion_tokens", "max_tokens"} {
+		if v, ok := sent[k].(float64); ok {
+			return int(v)
+		}
+	}
+	return 0
+}
+
+// fittedOf is the fitted bound a response's head names (0: none).
+func fittedOf(t *testing.T, h map[string][]string) int {
+	t.Helper()
+	v := ""
+	for k, vs := range h {
+		if strings.EqualFold(k, "x-tollgate-fitted-output-bound") && len(vs) > 0 {
+			v = vs[0]
+		}
+	}
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		t.Fatalf("x-tollgate-fitted-output-bound %q", v)
+	}
+	return n
+}
+
+// TestUnboundedRequestIsFittedToTheCredit: a request that gives no output bound, whose caller's
+// credit does not cover a worst case at the model's whole bound, is served with the largest
+// bound the credit covers (as OpenRouter serves it), sent to the upstream in its own field and
+// named in x-tollgate-fitted-output-bound; the bill stays within the credit. Codex's turn on
+// service-flint (no max_output_tokens, the web search tool) on a $1 account is the case that
+// was refused on every try (docs/billing.md). A request that gave a bound keeps its 402, which
+// now says how many output tokens the credit affords; below the floor of 1,024 tokens a request
+// without a bound is refused too.
+func TestUnboundedRequestIsFittedToTheCredit(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: contractConfig(t)})
+	c := g.Client(t)
+	bearer := func(key string) map[string]string { return map[string]string{"Authorization": "Bearer " + key} }
+
+	t.Run("codex turn on a $1 account", func(t *testing.T) {
+		for _, stream := range []bool{false, true} {
+			const granted = 1_000_000
+			tenant := g.NewTenant(t, fmt.Sprintf("codex-%t", stream), 0, granted)
+			body := fmt.Sprintf(`{"model":"service-flint","stream":%t,"input":"fix the bug","tools":[{"type":"web_search"}]}`, stream)
+			status, hdr, out := do(t, c, g.URL, request{"POST", "/v1/responses", body}, bearer(tenant.Key))
+			if status != 200 {
+				t.Fatalf("stream=%t: %d %s", stream, status, out)
+			}
+			fitted := fittedOf(t, hdr)
+			if fitted < 1024 || fitted >= 65536 {
+				t.Fatalf("stream=%t: fitted bound %d", stream, fitted)
+			}
+			if got := sentBound(t, g); got != fitted {
+				t.Errorf("stream=%t: the upstream was sent a bound of %d, want %d: %s", stream, got, fitted, g.Sim.LastRequest().Body)
+			}
+			rec := latestUsage(t, g, tenant.Account, 1)
+			if rec.OutputTokens > int64(fitted) || rec.CostMicros <= 0 || rec.CostMicros > granted || rec.WaivedMicros != 0 ||
+				rec.FittedOutputTokens != int64(fitted) {
+				t.Errorf("stream=%t: usage record %+v", stream, rec)
+			}
+			if balance, _ := checkBooks(t, g, tenant.Account, granted); balance < 0 {
+				t.Errorf("stream=%t: balance %d", stream, balance)
+			}
+
+			// The same turn with a bound it cannot afford keeps its 402, which says what it can.
+			explicit := strings.Replace(body, `"stream"`, `"max_output_tokens":60000,"stream"`, 1)
+			status, hdr, out = do(t, c, g.URL, request{"POST", "/v1/responses", explicit}, bearer(tenant.Key))
+			if status != 402 || !strings.Contains(string(out), "You requested up to 60000 output tokens (max_output_tokens), but can only afford ") ||
+				fittedOf(t, hdr) != 0 {
+				t.Errorf("stream=%t: an explicit bound: %d %s", stream, status, out)
+			}
+		}
+	})
+
+	t.Run("chat cut at the fitted bound", func(t *testing.T) {
+		// service-flint-base: $0.50 input, $1.50 output a million, 32,768 output tokens at most.
+		const granted = 2_500
+		tenant := g.NewTenant(t, "chat-small", 0, granted)
+		body := `{"model":"service-flint-base","messages":[{"role":"user","content":"hi [[sim words=3000]]"}]}`
+		status, hdr, out := do(t, c, g.URL, request{"POST", "/v1/chat/completions", body}, bearer(tenant.Key))
+		if status != 200 {
+			t.Fatalf("%d %s", status, out)
+		}
+		fitted := fittedOf(t, hdr)
+		if fitted < 1024 || fitted > granted*2/3 {
+			t.Fatalf("fitted bound %d", fitted)
+		}
+		var answer struct {
+			Choices []struct {
+				FinishReason string `json:"finish_reason"`
+			} `json:"choices"`
+			Usage struct {
+				CompletionTokens int `json:"completion_tokens"`
+			} `json:"usage"`
+		}
+		_ = json.Unmarshal(out, &answer)
+		if len(answer.Choices) != 1 || answer.Choices[0].FinishReason != "length" || answer.Usage.CompletionTokens > fitted {
+			t.Errorf("the answer is not the provider's, cut at %d: %s", fitted, out)
+		}
+		if got := sentBound(t, g); got != fitted {
+			t.Errorf("the upstream was sent %d, want %d: %s", got, fitted, g.Sim.LastRequest().Body)
+		}
+		rec := latestUsage(t, g, tenant.Account, 1)
+		if rec.OutputTokens > int64(fitted) || rec.CostMicros > granted || rec.WaivedMicros != 0 || rec.FittedOutputTokens != int64(fitted) {
+			t.Errorf("usage record %+v", rec)
+		}
+		if balance, _ := checkBooks(t, g, tenant.Account, granted); balance < 0 {
+			t.Errorf("balance %d", balance)
+		}
+		// What is left affords fewer than 1,024 output tokens: refused, saying so.
+		status, _, out = do(t, c, g.URL, request{"POST", "/v1/chat/completions", body}, bearer(tenant.Key))
+		if status != 402 || !strings.Contains(string(out), "the credit affords only") {
+			t.Errorf("below the floor: %d %s", status, out)
+		}
+	})
+
+	t.Run("messages", func(t *testing.T) {
+		tenant := g.NewTenant(t, "messages-small", 0, 100_000)
+		// A Messages request always bounds its output: never lowered, told what it affords.
+		status, _, out := do(t, c, g.URL, request{"POST", "/v1/messages",
+			`{"model":"service-sonnet","max_tokens":64000,"messages":[{"role":"user","content":"hi"}]}`}, bearer(tenant.Key))
+		if status != 402 || !strings.Contains(string(out), "You requested up to 64000 output tokens (max_tokens), but can only afford ") ||
+			!strings.Contains(string(out), `"type":"error"`) {
+			t.Errorf("messages with a bound: %d %s", status, out)
+		}
+		// A chat request served by a Messages upstream is sent its fitted bound as max_tokens
+		// (chat-via-messages: $2 a million output tokens, 4,096 at most).
+		poor := g.NewTenant(t, "via-messages", 0, 5_000)
+		status, hdr, out := do(t, c, g.URL, request{"POST", "/v1/chat/completions",
+			`{"model":"chat-via-messages","messages":[{"role":"user","content":"hi"}]}`}, bearer(poor.Key))
+		fitted := fittedOf(t, hdr)
+		if status != 200 || fitted < 1024 || fitted >= 4096 {
+			t.Fatalf("chat via messages: %d fitted %d: %s", status, fitted, out)
+		}
+		var sent struct {
+			MaxTokens int `json:"max_tokens"`
+		}
+		_ = json.Unmarshal(g.Sim.LastRequest().Body, &sent)
+		if sent.MaxTokens != fitted {
+			t.Errorf("the Messages upstream was sent max_tokens %d, want %d", sent.MaxTokens, fitted)
+		}
+	})
+
+	t.Run("key credit cap", func(t *testing.T) {
+		clocktest.NotAcrossMidnight(t, time.Minute)
+		tenant := g.NewTenant(t, "capped", 0, 100_000_000)
+		capMicros := int64(3_000)
+		key, _ := keyWith(t, g, tenant.Account.ID, accounts.KeyOptions{Name: "capped", CreditCapMicros: &capMicros, CapPeriod: store.CapPeriodDaily})
+		status, hdr, out := do(t, c, g.URL, request{"POST", "/v1/chat/completions",
+			`{"model":"service-flint-base","messages":[{"role":"user","content":"hi"}]}`}, bearer(key))
+		fitted := fittedOf(t, hdr)
+		if status != 200 || fitted < 1024 || fitted > 2_000 {
+			t.Fatalf("capped key: %d fitted %d: %s", status, fitted, out)
+		}
+		rec := latestUsage(t, g, tenant.Account, 1)
+		if rec.CostMicros > capMicros || rec.FittedOutputTokens != int64(fitted) {
+			t.Errorf("usage record %+v beyond the cap", rec)
+		}
+		status, _, out = do(t, c, g.URL, request{"POST", "/v1/chat/completions",
+			`{"model":"service-flint-base","max_tokens":32768,"messages":[{"role":"user","content":"hi"}]}`}, bearer(key))
+		if status != 402 || !strings.Contains(string(out), "You requested up to 32768 output tokens (max_tokens), but can only afford ") ||
+			!strings.Contains(string(out), "credit cap") {
+			t.Errorf("capped key with a bound: %d %s", status, out)
+		}
+	})
+}
+
+// TestFittedRequestsNeverOverspend: concurrent requests without an output bound on a small
+// balance are each fitted to what is left when they reserve; together they never spend more
+// than the account had, and the ledger sums to the balance.
+func TestFittedRequestsNeverOverspend(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: contractConfig(t)})
+	const granted = 60_000
+	tenant := g.NewTenant(t, "acme", 0, granted)
+	body := `{"model":"service-flint-base","messages":[{"role":"user","content":"hi [[sim words=3000]]"}]}`
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	statuses := map[string]int{}
+	for range 30 {
+		wg.Go(func() {
+			status, hdr, out := do(t, g.Client(t), g.URL, request{"POST", "/v1/chat/completions", body}, map[string]string{"Authorization": "Bearer " + tenant.Key})
+			kind := strconv.Itoa(status)
+			if status == 200 && fittedOf(t, hdr) > 0 {
+				kind = "fitted"
+			}
+			if status != 200 && status != 402 {
+				t.Errorf("%d %.200s", status, out)
+			}
+			mu.Lock()
+			statuses[kind]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if statuses["fitted"] == 0 {
+		t.Fatalf("statuses %v: no request was fitted", statuses)
+	}
+	served := int64(statuses["200"] + statuses["fitted"])
+	waitSettled(t, g, tenant.Account, served)
+	balance, usage := checkBooks(t, g, tenant.Account, granted)
+	if balance < 0 || usage > granted {
+		t.Errorf("balance %d, usage %d of %d granted", balance, usage, granted)
+	}
+	recs, err := g.Store.UsageRecords(context.Background(), tenant.Account.ID, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rec := range recs {
+		if rec.WaivedMicros != 0 {
+			t.Errorf("record %+v: waived %d", rec, rec.WaivedMicros)
+		}
+	}
+	t.Logf("%v; balance left %d", statuses, balance)
+}

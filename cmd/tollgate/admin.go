@@ -37,8 +37,9 @@ local development cluster when unset); it needs no API key.
                                             account's models, the others answer as unknown)
   key list ACCOUNT                          list the account's keys (never the keys themselves): status,
                                             caps, expiry, spend this cap period, last use
-  key revoke KEY_ID                         revoke a key for ever (every gateway refuses it within a second)
-                                            and end the agent sessions started with it
+  key revoke KEY_ID [-yes]                  revoke a key for ever (every gateway refuses it within a second)
+                                            and end the agent sessions started with it (asks first; -yes:
+                                            without asking, as it must be when stdin is not a terminal)
   key revoke-all ACCOUNT [-yes]             revoke every key of the account, ending their agent sessions
                                             (asks first; -yes: without asking, as it must be when stdin
                                             is not a terminal)
@@ -475,8 +476,13 @@ func (a *admin) keyList(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	held, quota := heldKeys(keys), a.svc.KeyQuota(acct.Plan)
 	if *asJSON {
-		return a.writeJSON(keysJSON(keys))
+		list := keyListJSON{AccountID: acct.ID.String(), Account: acct.Name, Plan: acct.Plan, KeysHeld: held, Keys: keysJSON(keys)}
+		if quota > 0 {
+			list.MaxKeys = &quota
+		}
+		return a.writeJSON(list)
 	}
 	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tPREFIX…LAST4\tNAME\tSTATUS\tRPM\tEXPIRES\tCREDIT_CAP\tPERIOD\tSPENT_THIS_PERIOD\tMODELS\tCREATED_BY\tCREATED\tLAST_USED")
@@ -501,18 +507,23 @@ func (a *admin) keyList(ctx context.Context, args []string) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if quota > 0 {
+		_, err = fmt.Fprintf(a.out, "\nkeys: %d of %d (max_keys of plan %s; revoked keys do not count)\n", held, quota, acct.Plan)
+	} else {
+		_, err = fmt.Fprintf(a.out, "\nkeys: %d (plan %s has no key quota)\n", held, acct.Plan)
+	}
+	return err
+}
+
+// heldKeys is how many of keys count against the plan's max_keys: those not revoked.
+func heldKeys(keys []accounts.KeyInfo) int {
 	held := 0
 	for _, k := range keys {
 		if k.Status != "revoked" {
 			held++
 		}
 	}
-	if quota := a.svc.KeyQuota(acct.Plan); quota > 0 {
-		_, err = fmt.Fprintf(a.out, "\nkeys: %d of %d (max_keys of plan %s; revoked keys do not count)\n", held, quota, acct.Plan)
-	} else {
-		_, err = fmt.Fprintf(a.out, "\nkeys: %d (plan %s has no key quota)\n", held, acct.Plan)
-	}
-	return err
+	return held
 }
 
 // lastUse is when the key was last used: its last request or, if later, its last use
@@ -579,7 +590,9 @@ func (a *admin) keyArg(ctx context.Context, arg string) (store.APIKey, error) {
 }
 
 func (a *admin) keyRevoke(ctx context.Context, args []string) error {
-	pos, err := parse(flag.NewFlagSet("key revoke", flag.ContinueOnError), args, 1)
+	fs := flag.NewFlagSet("key revoke", flag.ContinueOnError)
+	yes := yesFlag(fs)
+	pos, err := parse(fs, args, 1)
 	if err != nil {
 		return err
 	}
@@ -591,6 +604,14 @@ func (a *admin) keyRevoke(ctx context.Context, args []string) error {
 		// A revoked key is refused (and adds nothing to the audit log), saying so rather than
 		// "not found": the operator sees the key is stopped, and since when.
 		return fmt.Errorf("key %s (%s…%s) was revoked already, at %s: nothing changed", k.ID, k.DisplayPrefix, k.DisplaySuffix, k.RevokedAt.Format(time.RFC3339))
+	}
+	// A revoked key cannot be made to work again: it is asked for as revoke-all is.
+	what, err := a.revokeWhat(ctx, k)
+	if err != nil {
+		return err
+	}
+	if err := a.confirm(*yes, "key revoke", what); err != nil {
+		return err
 	}
 	// The agent sessions started with the key end with it (key_revoked), as on the console.
 	if a.svc.Agents, err = a.agents(); err != nil {

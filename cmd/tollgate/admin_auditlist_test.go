@@ -18,7 +18,7 @@ func TestAdminAuditList(t *testing.T) {
 	mustAdmin(t, "account create acme -plan demo")
 	mustAdmin(t, "account create other -plan demo")
 	id := strings.Fields(mustAdmin(t, "key create acme -name ci -rpm 10"))[1]
-	mustAdmin(t, "key revoke "+id)
+	mustAdmin(t, "key revoke "+id+" -yes")
 	mustAdmin(t, "key create other -name theirs")
 
 	lines := strings.Split(strings.TrimSpace(mustAdmin(t, "audit list acme")), "\n")

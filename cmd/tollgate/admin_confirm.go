@@ -12,10 +12,11 @@ import (
 
 	"github.com/tollgate/tollgate/impl/agent"
 	"github.com/tollgate/tollgate/impl/store"
+	"github.com/tollgate/tollgate/impl/web/members"
 )
 
-// yesFlag adds -yes to the flag set of a command that destroys or revokes more than one thing
-// (confirm).
+// yesFlag adds -yes to the flag set of a command that destroys or revokes what cannot be had
+// back (confirm).
 func yesFlag(fs *flag.FlagSet) *bool {
 	return fs.Bool("yes", false, "do it without asking (needed when stdin is not a terminal)")
 }
@@ -72,11 +73,28 @@ func (a *admin) revokeAllWhat(ctx context.Context, acct store.Account) (string, 
 	return fmt.Sprintf("revoke %s of account %s and end %s", plural(len(live), "key"), acct.Name, plural(len(sessions), "agent session")), nil
 }
 
+// revokeWhat says what `key revoke` will do to the key k: revoke it for ever and end the agent
+// sessions started with it.
+func (a *admin) revokeWhat(ctx context.Context, k store.APIKey) (string, error) {
+	acct, err := a.svc.Store.GetAccount(ctx, k.AccountID)
+	if err != nil {
+		return "", err
+	}
+	sessions, err := a.svc.Store.Agents().KeysLiveSessionIDs(ctx, acct.ID, []uuid.UUID{k.ID})
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("revoke key %s (%s…%s, %q) of account %s for ever and end %s", k.ID, k.DisplayPrefix, k.DisplaySuffix,
+		k.Name, acct.Name, plural(len(sessions), "agent session")), nil
+}
+
 // memberRemoveWhat says what `member remove` will do: end the membership and what hangs on it,
-// and revoke the keys the person made in the account (those whose creator is their e-mail)
-// unless keepKeys.
-func (a *admin) memberRemoveWhat(ctx context.Context, acct store.Account, email string, keepKeys bool) (string, error) {
-	what := fmt.Sprintf("remove %s from account %s, ending their OAuth grants and the agent sessions they started on the console", email, acct.Name)
+// and revoke the keys the person made in the account on the console unless keepKeys. Their keys
+// are those the removal revokes (store.RevokeMemberAPIKeys): made by their user, whatever
+// e-mail address the key recorded then (an address changes at a sign-in; another user may
+// have had it before).
+func (a *admin) memberRemoveWhat(ctx context.Context, acct store.Account, m members.Member, keepKeys bool) (string, error) {
+	what := fmt.Sprintf("remove %s from account %s, ending their OAuth grants and the agent sessions they started on the console", m.Email, acct.Name)
 	if keepKeys {
 		return what + ", and leave their keys working", nil
 	}
@@ -86,7 +104,7 @@ func (a *admin) memberRemoveWhat(ctx context.Context, acct store.Account, email 
 	}
 	n := 0
 	for _, k := range keys {
-		if k.Status != "revoked" && k.CreatedByUser != uuid.Nil && strings.EqualFold(k.CreatedBy, email) {
+		if k.RevokedAt == nil && k.CreatedByUser == m.ID {
 			n++
 		}
 	}

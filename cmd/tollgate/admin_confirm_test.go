@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tollgate/tollgate/impl/accounts"
+	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 )
 
@@ -91,5 +93,109 @@ func TestAdminConfirmations(t *testing.T) {
 	mustAdmin(t, "slot assign acme main")
 	if stdout, stderr, err := adminAsk(t, "slot unassign acme main -yes", true, ""); err != nil || !strings.Contains(stdout, "no longer has agent slot") || stderr != "" {
 		t.Errorf("slot unassign -yes at a terminal: %v\nstdout %q\nstderr %q", err, stdout, stderr)
+	}
+}
+
+// TestAdminKeyRevokeConfirms (operator trial s10h5, item 1): `key revoke KEY_ID` revoked at
+// once while `key revoke-all` asked, though a revoked key can never work again: a key id
+// pasted from the wrong line was gone for good. It now asks as the others do: at a terminal it
+// names the key, its account and the agent sessions it ends, and revokes only on y or yes (no,
+// or no answer, is exit status 1 and the key still works); without a terminal it refuses in one
+// line, exit status 2, naming -yes; -yes revokes without asking.
+func TestAdminKeyRevokeConfirms(t *testing.T) {
+	url := pgtest.ConnString(t)
+	t.Setenv("DATABASE_URL", url)
+	t.Setenv("LOG_LEVEL", "error")
+	mustAdmin(t, "account create acme -plan demo")
+	mustAdmin(t, "key create acme -name leak -quiet")
+	mustAdmin(t, "key create acme -name spare -quiet")
+	st, acct := openAccount(t, url, "acme")
+	keys, err := st.ListAPIKeys(context.Background(), acct.ID)
+	if err != nil || len(keys) != 2 {
+		t.Fatalf("the account's keys: %v %v", keys, err)
+	}
+	byName := map[string]string{}
+	for _, k := range keys {
+		byName[k.Name] = k.ID.String()
+	}
+	leak := keys[0]
+	if leak.Name != "leak" {
+		leak = keys[1]
+	}
+	says := "revoke key " + leak.ID.String() + " (" + leak.DisplayPrefix + "…" + leak.DisplaySuffix + `, "leak") of account acme for ever and end 0 agent sessions`
+	active := func(when string) {
+		t.Helper()
+		k, err := st.GetAPIKey(context.Background(), leak.ID)
+		if err != nil || k.RevokedAt != nil {
+			t.Errorf("key revoke %s revoked the key (%v)", when, err)
+		}
+	}
+	line := "key revoke " + leak.ID.String()
+	stdout, stderr, err := adminAsk(t, line, false, "y\n")
+	if exitStatus(err) != 2 || !strings.Contains(err.Error(), says) || !strings.Contains(err.Error(), "add -yes") ||
+		strings.Contains(err.Error(), "\n") || stdout != "" || strings.Contains(stderr, "Continue?") {
+		t.Errorf("key revoke without a terminal: %v (exit status %d)\nstdout %q stderr %q", err, exitStatus(err), stdout, stderr)
+	}
+	active("without a terminal")
+	for _, answer := range []string{"n\n", "\n", "", "maybe\n"} {
+		stdout, stderr, err = adminAsk(t, line, true, answer)
+		if exitStatus(err) != 1 || err != errNotConfirmed || stdout != "" || !strings.HasSuffix(stderr, "This will "+says+".\nContinue? [y/N] ") {
+			t.Errorf("key revoke answered %q: %v (exit status %d)\nstdout %q\nstderr %q", answer, err, exitStatus(err), stdout, stderr)
+		}
+	}
+	active("answered no")
+	stdout, stderr, err = adminAsk(t, line, true, "yes\n")
+	if err != nil || !strings.Contains(stdout, "revoked at") || !strings.Contains(stderr, says) {
+		t.Errorf("key revoke answered yes: %v\nstdout %q\nstderr %q", err, stdout, stderr)
+	}
+	if stdout, stderr, err := adminAsk(t, "key revoke "+byName["spare"]+" -yes", false, ""); err != nil || !strings.Contains(stdout, "revoked at") || stderr != "" {
+		t.Errorf("key revoke -yes: %v\nstdout %q\nstderr %q", err, stdout, stderr)
+	}
+}
+
+// TestMemberRemoveCountsTheirKeys (operator trial s10h5, item 1): `member remove`'s question
+// counted the keys whose creator e-mail was the member's address, while the removal revokes
+// the keys their user made: the keys a member made before their address changed at a sign-in
+// were left out of the count and revoked all the same, and the keys a former holder of the
+// address made were counted though they stay (here: "revoke the 2 keys", and three went). The question now counts the member's own keys, as the removal
+// revokes them.
+func TestMemberRemoveCountsTheirKeys(t *testing.T) {
+	url := pgtest.ConnString(t)
+	t.Setenv("DATABASE_URL", url)
+	t.Setenv("LOG_LEVEL", "error")
+	mustAdmin(t, "account create acme -plan demo")
+	mustAdmin(t, "member add acme alice@example.com")
+	mustAdmin(t, "member add acme bob@example.com")
+	ctx := context.Background()
+	st, acct := openAccount(t, url, "acme")
+	svc := &accounts.Service{Store: st, Config: config.Default()}
+	key := func(name, createdBy, user string) {
+		t.Helper()
+		u, err := st.GetUserByEmail(ctx, user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.CreateKeyWith(ctx, acct.ID, accounts.KeyOptions{Name: name, RPM: -1, CreatedBy: createdBy, CreatedByUser: u.ID}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Alice made three keys, two when her address was another; Bob made one when he had hers.
+	key("alice-ci", "alice@example.com", "alice@example.com")
+	key("alice-old", "alice@old.example.com", "alice@example.com")
+	key("alice-laptop", "alice@old.example.com", "alice@example.com")
+	key("bob-ci", "alice@example.com", "bob@example.com")
+
+	_, stderr, err := adminAsk(t, "member remove acme alice@example.com", true, "y\n")
+	if err != nil || !strings.Contains(stderr, "and revoke the 3 keys they made there.") {
+		t.Errorf("member remove: %v\nstderr %q", err, stderr)
+	}
+	keys, err := st.ListAPIKeys(ctx, acct.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if revoked := k.RevokedAt != nil; revoked != (k.Name != "bob-ci") {
+			t.Errorf("after removing alice, key %s revoked: %v", k.Name, revoked)
+		}
 	}
 }

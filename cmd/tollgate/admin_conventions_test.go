@@ -62,8 +62,8 @@ func TestAdminCommandConventions(t *testing.T) {
 				t.Errorf("admin %s -h: %v (exit status %d)\nstdout:\n%s\nstderr:\n%s", name, err, exitStatus(err), stdout, stderr)
 			}
 		}
-		// The commands that destroy or revoke more than one thing ask first (-yes: not).
-		for _, name := range []string{"key revoke-all", "dataset delete", "member remove", "slot unassign"} {
+		// The commands that destroy or revoke what cannot be had back ask first (-yes: not).
+		for _, name := range []string{"key revoke", "key revoke-all", "dataset delete", "member remove", "slot unassign"} {
 			if stdout, _, _ := adminRunIO(t, name+" -h", ""); !strings.Contains(stdout, "-yes") {
 				t.Errorf("admin %s -h has no -yes:\n%s", name, stdout)
 			}

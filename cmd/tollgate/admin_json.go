@@ -10,7 +10,7 @@ import (
 )
 
 // The -json output of the admin commands that list or show: one JSON array (or, for credit
-// show, one object) on stdout, for scripts. Field names are snake_case and stable, the OpenAPI
+// show and key list, one object) on stdout, for scripts. Field names are snake_case and stable, the OpenAPI
 // document's where it has the same thing (balance_micros and balance_usd of CreditBalance,
 // cap_micros, period and spent_micros of KeyCreditCap, expires_at and models of KeyAllowance,
 // slot and session of AgentSlot, a model's id), the usage statement's for a usage record's
@@ -81,6 +81,17 @@ type keyJSON struct {
 	CreatedBy  string      `json:"created_by"`
 	CreatedAt  time.Time   `json:"created_at"`
 	LastUsedAt *time.Time  `json:"last_used_at"`
+}
+
+// keyListJSON is key list's -json: the account's keys and the table's footer, the keys that
+// count against the plan's max_keys (those not revoked) and the quota (null: the plan has none).
+type keyListJSON struct {
+	AccountID string    `json:"account_id"`
+	Account   string    `json:"account"`
+	Plan      string    `json:"plan"`
+	KeysHeld  int       `json:"keys_held"`
+	MaxKeys   *int      `json:"max_keys"`
+	Keys      []keyJSON `json:"keys"`
 }
 
 type ledgerEntryJSON struct {

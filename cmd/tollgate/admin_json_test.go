@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -64,9 +65,15 @@ func TestAdminListsAsJSON(t *testing.T) {
 		t.Errorf("account list -json: %+v", accts)
 	}
 
-	var keys []keyJSON
-	adminJSON(t, "key list acme", &keys)
+	var list keyListJSON
+	adminJSON(t, "key list acme", &list)
+	keys := list.Keys
 	table := mustAdmin(t, "key list acme")
+	// The table's footer too (operator trial s10h5): the keys held of the plan's max_keys.
+	if list.Account != "acme" || list.AccountID != acct.ID.String() || list.Plan != "demo" || list.KeysHeld != 1 ||
+		list.MaxKeys == nil || !strings.Contains(table, fmt.Sprintf("keys: %d of %d (max_keys of plan demo", list.KeysHeld, *list.MaxKeys)) {
+		t.Errorf("key list -json: %+v\nthe table:\n%s", list, table)
+	}
 	if len(keys) != 1 || !strings.Contains(table, keys[0].ID) || !strings.Contains(table, keys[0].Prefix+"…"+keys[0].LastFour) ||
 		keys[0].Name != "ci" || keys[0].Status != "active" || keys[0].CreditCap == nil || keys[0].CreditCap.CapMicros != 5000 ||
 		keys[0].CreditCap.Period != "daily" || len(keys[0].Models) != 1 || keys[0].Models[0] != "service-flint" || keys[0].CreatedBy != "operator" ||

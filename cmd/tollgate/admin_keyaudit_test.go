@@ -34,8 +34,8 @@ func TestAdminKeyChangesAudited(t *testing.T) {
 	mustAdmin(t, "key set-cap "+one+" 5000 -cap-period daily")
 	mustAdmin(t, "key disable "+one)
 	mustAdmin(t, "key enable "+one)
-	mustAdmin(t, "key revoke "+one)
-	if _, err := adminRun(t, "key revoke "+one); err == nil {
+	mustAdmin(t, "key revoke "+one+" -yes")
+	if _, err := adminRun(t, "key revoke "+one+" -yes"); err == nil {
 		t.Fatal("revoking a revoked key was accepted")
 	}
 	mustAdmin(t, "key revoke-all acme -yes")

@@ -29,7 +29,7 @@ func TestAdminKeyQuota(t *testing.T) {
 	if list := mustAdmin(t, "key list acme"); !strings.Contains(list, "keys: 20 of 20 (max_keys of plan default") {
 		t.Fatalf("key list does not show the quota:\n%s", list)
 	}
-	mustAdmin(t, "key revoke "+first)
+	mustAdmin(t, "key revoke "+first+" -yes")
 	mustAdmin(t, "key create acme -name after-revoke")
 	if list := mustAdmin(t, "key list acme"); !strings.Contains(list, "keys: 20 of 20") {
 		t.Fatalf("key list after a revoke and a create:\n%s", list)

@@ -57,7 +57,7 @@ func TestKeysMadeByTheCLIKeepTheirLastFour(t *testing.T) {
 		}
 	}
 	id := regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f-]{27}`).FindString(mustAdmin(t, "key list acme"))
-	if out := mustAdmin(t, "key revoke "+id); !strings.Contains(out, "("+shown(cli)+")") {
+	if out := mustAdmin(t, "key revoke "+id+" -yes"); !strings.Contains(out, "("+shown(cli)+")") {
 		t.Errorf("key revoke: %s", out)
 	}
 }

@@ -113,10 +113,11 @@ func (a *admin) memberAdmin(ctx context.Context, verb string, args []string) err
 			return err
 		}
 		if !*yes {
-			if err := a.isMember(ctx, svc, acct, pos[1]); err != nil {
+			m, err := a.member(ctx, svc, acct, pos[1])
+			if err != nil {
 				return err
 			}
-			what, err := a.memberRemoveWhat(ctx, acct, pos[1], *keepKeys)
+			what, err := a.memberRemoveWhat(ctx, acct, m, *keepKeys)
 			if err != nil {
 				return err
 			}
@@ -163,17 +164,17 @@ func (a *admin) agents() (*agent.Service, error) {
 		Logger: slog.New(slog.NewTextHandler(a.out, &slog.HandlerOptions{Level: slog.LevelError}))})
 }
 
-// isMember refuses, before asking to confirm a removal, an e-mail that is not a member of the
-// account, as the removal itself would.
-func (a *admin) isMember(ctx context.Context, svc *members.Service, acct store.Account, email string) error {
+// member is the account's member with email, found before asking to confirm a removal; an
+// e-mail that is not a member of the account is refused, as the removal itself would refuse it.
+func (a *admin) member(ctx context.Context, svc *members.Service, acct store.Account, email string) (members.Member, error) {
 	list, err := svc.List(ctx, acct.ID)
 	if err != nil {
-		return err
+		return members.Member{}, err
 	}
 	for _, m := range list {
 		if strings.EqualFold(m.Email, email) {
-			return nil
+			return m, nil
 		}
 	}
-	return fmt.Errorf("%s is not a member of account %s", email, acct.Name)
+	return members.Member{}, fmt.Errorf("%s is not a member of account %s", email, acct.Name)
 }

@@ -229,7 +229,7 @@ func TestKeyRevocationEndsItsAgentSessions(t *testing.T) {
 		}
 	}
 
-	mustAdmin(t, "key revoke "+first[0])
+	mustAdmin(t, "key revoke "+first[0]+" -yes")
 	check("key revoke", map[string]string{first[1]: agent.StateStopped + " " + agent.ReasonKeyRevoked,
 		second[1]: agent.StateProvisioning + " "})
 	mustAdmin(t, "key revoke-all acme -yes")

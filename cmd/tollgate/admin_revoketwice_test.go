@@ -25,17 +25,17 @@ func TestAdminKeyRevokeTwice(t *testing.T) {
 		t.Fatalf("the account's keys: %v %v", keys, err)
 	}
 	id := keys[0].ID.String()
-	if out := mustAdmin(t, "key revoke "+id); !strings.Contains(out, "revoked at") {
+	if out := mustAdmin(t, "key revoke "+id+" -yes"); !strings.Contains(out, "revoked at") {
 		t.Fatalf("key revoke: %s", out)
 	}
-	if _, err := adminRun(t, "key revoke "+id); exitStatus(err) != 1 || !strings.Contains(err.Error(), "was revoked already, at ") ||
+	if _, err := adminRun(t, "key revoke "+id+" -yes"); exitStatus(err) != 1 || !strings.Contains(err.Error(), "was revoked already, at ") ||
 		strings.Contains(err.Error(), "not found") {
 		t.Errorf("revoking the key again: %v (exit status %d)", err, exitStatus(err))
 	}
 	if n := strings.Count(mustAdmin(t, "audit list acme"), "key.revoked"); n != 1 {
 		t.Errorf("the audit log has %d key.revoked entries, want 1", n)
 	}
-	if _, err := adminRun(t, "key revoke 00000000-0000-0000-0000-000000000000"); exitStatus(err) != 1 || !strings.Contains(err.Error(), "not found") {
+	if _, err := adminRun(t, "key revoke 00000000-0000-0000-0000-000000000000 -yes"); exitStatus(err) != 1 || !strings.Contains(err.Error(), "not found") {
 		t.Errorf("revoking an unknown key: %v (exit status %d)", err, exitStatus(err))
 	}
 }

@@ -111,10 +111,10 @@ func TestAdminCLI(t *testing.T) {
 		t.Fatal("granting an unconfigured model must fail")
 	}
 
-	if out := mustAdmin(t, "key revoke "+id); !strings.Contains(out, "revoked") {
+	if out := mustAdmin(t, "key revoke "+id+" -yes"); !strings.Contains(out, "revoked") {
 		t.Fatalf("revoke: %s", out)
 	}
-	if _, err := adminRun(t, "key revoke "+id); err == nil {
+	if _, err := adminRun(t, "key revoke "+id+" -yes"); err == nil {
 		t.Fatal("revoking twice must fail")
 	}
 	if _, err := adminRun(t, "frobnicate now"); err == nil {

@@ -220,7 +220,7 @@ func multiHostRevocation(t *testing.T, c *cluster, hosts []*netns.Host) {
 			}
 		}
 	}
-	out, answered := c.adminOn(hosts[0], "key", "revoke", key.Key.ID.String())
+	out, answered := c.adminOn(hosts[0], "key", "revoke", key.Key.ID.String(), "-yes")
 	if !strings.Contains(out, "revoked") {
 		t.Fatalf("admin key revoke on h1: %s", out)
 	}

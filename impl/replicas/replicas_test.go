@@ -159,7 +159,7 @@ func TestRevokedKeyRefusedByEveryProcessWithinASecond(t *testing.T) {
 	// The revocation commits while the command runs: timed from the command's start, the bound
 	// is checked with a margin of the command's own run time.
 	revoked := time.Now()
-	out := c.admin("key", "revoke", key.Key.ID.String())
+	out := c.admin("key", "revoke", key.Key.ID.String(), "-yes")
 	ran := time.Since(revoked)
 	if !strings.Contains(out, "revoked") {
 		t.Fatalf("admin key revoke: %s", out)

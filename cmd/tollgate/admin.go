@@ -691,7 +691,7 @@ func (a *admin) keyDisable(ctx context.Context, disable bool, args []string) err
 	if err := a.auditKey(ctx, audit.ActionKeyChanged, "", &before, &k); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.out, "key %s (%s…) %sd\n", k.ID, k.DisplayPrefix, verb)
+	fmt.Fprintf(a.out, "key %s (%s…%s) %sd\n", k.ID, k.DisplayPrefix, k.DisplaySuffix, verb)
 	return nil
 }
 

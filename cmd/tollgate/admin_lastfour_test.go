@@ -15,7 +15,9 @@ import (
 
 // TestKeysMadeByTheCLIKeepTheirLastFour: a key made by `admin key create` and make run's demo
 // key (seedDemo) are stored with their last four characters, so that `admin key list` and the
-// Keys page show them as prefix…last four; revoking one names it so too.
+// Keys page show them as prefix…last four; disabling, enabling and revoking one name it so too
+// (disable and enable named the prefix alone, "(tgk_AbCdEfGh…)", until the operator trial
+// s10h5).
 func TestKeysMadeByTheCLIKeepTheirLastFour(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.ConnString(t)
@@ -57,6 +59,11 @@ func TestKeysMadeByTheCLIKeepTheirLastFour(t *testing.T) {
 		}
 	}
 	id := regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f-]{27}`).FindString(mustAdmin(t, "key list acme"))
+	for _, verb := range []string{"disable", "enable"} {
+		if out := mustAdmin(t, "key "+verb+" "+id); !strings.Contains(out, "("+shown(cli)+") "+verb+"d") {
+			t.Errorf("key %s: %s", verb, out)
+		}
+	}
 	if out := mustAdmin(t, "key revoke "+id+" -yes"); !strings.Contains(out, "("+shown(cli)+")") {
 		t.Errorf("key revoke: %s", out)
 	}

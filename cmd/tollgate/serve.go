@@ -122,6 +122,10 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	if dev && !loopbackAddr(*devOIDCListen) {
 		return usageError("-dev-oidc-listen takes a loopback address and port, such as 127.0.0.1:18091")
 	}
+	if !dev && os.Getenv("DATABASE_URL") == "" {
+		// Said before a listener is taken or a line logged: serve runs on no local cluster.
+		return usageError("DATABASE_URL is not set: serve runs on the PostgreSQL it names (tollgate dev starts a local one)")
+	}
 	creditOutage := billing.OutagePolicy{Cover: *outageCover, FailureHandling: handling, RiskMicros: *riskMicros}
 	meterTiming, err := meterTestTimings()
 	if err != nil {

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 
 	"github.com/tollgate/tollgate/impl/devkit/pgtest"
@@ -59,5 +63,23 @@ func TestAdminHelpNeedsNoDatabase(t *testing.T) {
 	}
 	if _, err := adminRun(t, "key frobnicate -h"); exitStatus(err) != 2 {
 		t.Errorf("admin key frobnicate -h: %v (exit status %d), want a usage error", err, exitStatus(err))
+	}
+}
+
+// TestServeHelpOnStdout (operator trial s10h5, item 2): `tollgate serve -h` and `migrate -h`
+// printed their flags on standard error, while every admin command's -h prints on standard
+// output (operations.md's convention), so `tollgate serve -h | less` showed nothing. Both now
+// print on standard output, exit status 0, and nothing on standard error.
+func TestServeHelpOnStdout(t *testing.T) {
+	bin := testBinary(t)
+	for _, args := range [][]string{{"serve", "-h"}, {"migrate", "-h"}} {
+		var stdout, stderr bytes.Buffer
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "DATABASE_URL=")
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		if err != nil || !strings.Contains(stdout.String(), "Usage of "+args[0]) || stderr.Len() != 0 {
+			t.Errorf("tollgate %s: %v\nstdout %q\nstderr %q", strings.Join(args, " "), err, stdout.String(), stderr.String())
+		}
 	}
 }

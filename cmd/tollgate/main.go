@@ -145,6 +145,15 @@ func flagError(err error) error {
 	return usageError(err.Error())
 }
 
+// helpOnStdout sends the flag set's help to standard output when args ask for it (-h, -help),
+// as the admin commands' help goes: `tollgate serve -h | less` shows it, and the exit status is
+// 0. A flag that does not parse is still told on standard error.
+func helpOnStdout(fs *flag.FlagSet, args []string) {
+	if asksForHelp(args) {
+		fs.SetOutput(os.Stdout)
+	}
+}
+
 // newLogger builds the process logger from LOG_FORMAT and LOG_LEVEL.
 func newLogger(defaultFormat string) *slog.Logger {
 	return slog.New(newLogHandler(defaultFormat, os.Stderr))
@@ -338,6 +347,7 @@ func runMigrate(ctx context.Context, args []string) error {
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "Usage of migrate: apply pending schema migrations to DATABASE_URL (or the local development cluster); it takes no arguments")
 	}
+	helpOnStdout(fs, args)
 	if err := fs.Parse(args); err != nil {
 		return flagError(err)
 	}

@@ -174,6 +174,46 @@ func TestBareCRIsNamedWhateverTheRequestLine(t *testing.T) {
 	}
 }
 
+// TestBareCRReasonRepeatsNoSendersBytes: the refusal of a bare CR names the header only when
+// its name is a token, so that a name holding a CR of the sender's is not repeated: the plain
+// answer puts the reason in its status line, where that CR would be a line end the sender
+// chose (the envelope escapes it, but still repeats bytes that name no header).
+func TestBareCRReasonRepeatsNoSendersBytes(t *testing.T) {
+	const plain = "a header line holds a carriage return, which HTTP/1.1 allows only before a line's end"
+	for _, withBody := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ErrorBody=%v", withBody), func(t *testing.T) {
+			_, addr, _ := startH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				t.Errorf("the handler was called for %s", r.URL)
+			}), func(s *Server) {
+				if withBody {
+					s.ErrorBody = envelope
+				}
+			})
+			c := dial(t, addr)
+			request := "POST /v1/messages HTTP/1.0\r\nHost: x\r\nX\rSet-Cookie: a\r\r\nContent-Length: 2\r\n\r\n{}"
+			if _, err := io.WriteString(c, request); err != nil {
+				t.Fatal(err)
+			}
+			_ = c.SetReadDeadline(time.Now().Add(guard))
+			answer, err := io.ReadAll(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			statusLine, _, _ := strings.Cut(string(answer), "\n")
+			want := "HTTP/1.1 400 Bad Request: " + plain + "\r"
+			if withBody {
+				want = "HTTP/1.1 400 Bad Request\r"
+			}
+			if statusLine != want {
+				t.Errorf("status line %q, want %q", statusLine, want)
+			}
+			if strings.Contains(string(answer), "et-Cookie") {
+				t.Errorf("the answer repeats the name: %q", answer)
+			}
+		})
+	}
+}
+
 // TestErrorBodyIsToldTheTarget: ErrorBody is told the request target of the head it refuses,
 // on the lean path and on the hand-off path, whatever form the target has and whatever made
 // the lean path hand the head off (so that an API server answers in the envelope of the route

@@ -154,6 +154,9 @@ func scanHead(b []byte, sc *headScan) verdict {
 // line's end would then read other headers than the server: the framing of a request must not
 // depend on it.) It runs only for a refusal, whatever request line the head has (an
 // absolute-form target, HTTP/1.0), so that the lean path's scan does nothing for it.
+//
+// The header is named only when its name is a token: the reason goes into the status line of
+// the plain answer, which must not carry a CR the sender chose.
 func bareCRReason(head []byte) string {
 	_, rest, ok := bytes.Cut(bytes.TrimLeft(head, "\r\n"), []byte("\n")) // the request line
 	for ok {
@@ -168,6 +171,11 @@ func bareCRReason(head []byte) string {
 		colon := bytes.IndexByte(line, ':')
 		if colon <= 0 || bytes.IndexByte(line[colon+1:], '\r') < 0 {
 			continue
+		}
+		if !httpfield.IsToken(line[:colon]) {
+			// Not a name to repeat: the plain answer would carry a CR of the sender's in its
+			// status line.
+			return "a header line holds a carriage return, which HTTP/1.1 allows only before a line's end"
 		}
 		name := canonicalKey(string(line[:colon]))
 		switch name {

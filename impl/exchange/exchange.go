@@ -99,6 +99,10 @@ type Exchange struct {
 	// that compacted may be billed that much beyond askedOutput, its usage not telling the
 	// compaction pass's output from the answer's.
 	compaction int64
+	// prediction is what the reservation holds for a predicted output's rejected tokens
+	// (predictionTokens; 0 for a request without one): a chat answer's completion_tokens hold
+	// them beyond askedOutput.
+	prediction int64
 	// tries observes the current expert's upstream tries (observeTries), kept here so that
 	// observing them allocates nothing.
 	tries tryObserver
@@ -396,7 +400,10 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 	compaction := compactionTokens(m, client, view, hostedCalls)
 	input := billing.SaturatingAdd(billing.SaturatingAdd(inputEst, hostedInput), compaction)
 	input = billing.SaturatingAdd(input, toolPrompt)
-	w := worstCase{input: input, compaction: compaction, hostedFees: hostedFees, choices: choices, price: m.MaxPrice(), tier: tier}
+	// A predicted output's tokens that the answer does not use are billed as output beyond
+	// the bound, by an upstream of the chat format (any other drops the member).
+	prediction := predictionTokens(m, client, view, choices)
+	w := worstCase{input: input, compaction: compaction, prediction: prediction, hostedFees: hostedFees, choices: choices, price: m.MaxPrice(), tier: tier}
 	worst := w.at(outBound)
 	var admission trace.Span
 	if telemetry.Enabled() && telemetry.Recording(ctx) {
@@ -417,7 +424,7 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 		return nil, err
 	}
 	x := &Exchange{eng: eng, ctx: ctx, client: client, principal: p, requestID: requestID, model: m, stream: stream, fitted: fitted,
-		inputEst: inputEst, documentTokens: documentTokens, compaction: compaction, ir: ir, view: view, parsed: parsed, reserve: reservation, started: time.Now(), opts: o}
+		inputEst: inputEst, documentTokens: documentTokens, compaction: compaction, prediction: prediction, ir: ir, view: view, parsed: parsed, reserve: reservation, started: time.Now(), opts: o}
 	defer func() {
 		if startErr != nil && waited != nil {
 			*waited = x.upstreamWait
@@ -632,6 +639,11 @@ func (x *Exchange) callNext(callCtx context.Context) bool {
 					// OpenAI reports a compaction pass's output in the answer's output_tokens,
 					// if at all: billed up to the bound reserved for it (compactionTokens).
 					x.askedOutput = billing.SaturatingAdd(x.askedOutput, x.compaction)
+				}
+				if e.Kind == llm.FormatChat {
+					// Rejected prediction tokens are in the answer's completion_tokens, beyond
+					// the bound: billed up to what was reserved for them (predictionTokens).
+					x.askedOutput = billing.SaturatingAdd(x.askedOutput, x.prediction)
 				}
 				if a.maxTokens > bound {
 					clamped = maxTokensField(client, x.view) + "=" + strconv.Itoa(bound)
@@ -924,6 +936,18 @@ func toolPromptTokens(m *routing.Model, client llm.Format, view *jsonview.View, 
 		return convert.AnthropicToolPromptTokens
 	}
 	return 0
+}
+
+// predictionTokens is what the reservation holds, beyond the output bound, for the rejected
+// tokens of a chat request's predicted output (convert.PredictionTokens) for each of its
+// choices, when an upstream of the chat format may serve it (any other drops the member): 0
+// for a request without one.
+func predictionTokens(m *routing.Model, client llm.Format, v *jsonview.View, choices int) int64 {
+	p := convert.PredictionTokens(client, v)
+	if p == 0 || !hasExpertOfKind(m, client) {
+		return 0
+	}
+	return p * int64(max(choices, 1))
 }
 
 // compactionTokens is what the reservation holds for the output of server-side compaction,

@@ -25,10 +25,12 @@ const fitTries = 3
 
 // worstCase is what a request's reservation is made of, all but its output bound: its input
 // (with hosted tools' results, compaction and tool prompts), the output of server-side
-// compaction, its choices, the price and service tier it is reserved at, and its hosted tools'
+// compaction and of a predicted output's rejected tokens, its choices, the price and service tier it is reserved at, and its hosted tools'
 // fees.
 type worstCase struct {
-	input, compaction, hostedFees int64
+	// prediction is the output a chat request's predicted output may add beyond its bound
+	// (rejected prediction tokens, billed as output: predictionTokens), for all its choices.
+	input, compaction, prediction, hostedFees int64
 	choices                       int
 	price                         price.Price
 	tier                          string
@@ -36,7 +38,7 @@ type worstCase struct {
 
 // at is the worst case of the request with output bound out, in micro-units.
 func (w *worstCase) at(out int) int64 {
-	output := billing.SaturatingAdd(int64(out)*int64(w.choices), w.compaction)
+	output := billing.SaturatingAdd(billing.SaturatingAdd(int64(out)*int64(w.choices), w.compaction), w.prediction)
 	return billing.SaturatingAdd(price.WorstOnTier(w.input, output, w.price, w.tier), w.hostedFees)
 }
 

@@ -350,10 +350,11 @@ func (s *Service) expireApprovals(ctx context.Context) {
 	}
 }
 
-// everySweep calls sweep every config agents.approval_sweep until ctx ends: the approvals'
-// expiry, the sweep of discarded jobs and that of lapsed sessions share the one interval.
-func (s *Service) everySweep(ctx context.Context, sweep func(context.Context)) {
-	t := time.NewTicker(s.cfg.ApprovalSweep)
+// everySweep calls sweep every interval until ctx ends: the approvals' expiry and the sweep of
+// discarded jobs every config agents.approval_sweep, that of lapsed sessions every
+// agents.session_sweep.
+func (s *Service) everySweep(ctx context.Context, interval time.Duration, sweep func(context.Context)) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {

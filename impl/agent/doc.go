@@ -51,7 +51,7 @@
 // further model call, and a revocation or a disabling itself ends the key's live sessions in
 // its transaction (EndKeySessions, EndDisabledKeySessions, which accounts.Service passes to
 // the store), so a session waiting for a message does not keep its slot; an expiry, which
-// nobody acts on, is found by a sweep every config agents.approval_sweep (endLapsed), which
+// nobody acts on, is found by a sweep every config agents.session_sweep (endLapsed), which
 // also ends the sessions of a grant past its lifetime and of keys or grants revoked by a
 // process without the agents; a model
 // taken out of the key's model subset ends it with key_limit. A key's credit cap is reserved

@@ -70,7 +70,7 @@ func appSession(t *testing.T, svc *agent.Service, app auth.Principal) agent.Sess
 
 // noSweep keeps the agents' sweep of lapsed sessions from running in a test: what ends a
 // session there is the revocation's own transaction.
-func noSweep(c *config.Config) { c.Agents.ApprovalSweep = time.Hour }
+func noSweep(c *config.Config) { c.Agents.SessionSweep = time.Hour }
 
 // checkGrantEnded checks that the waiting session ended right away (access_revoked) and that
 // the account's last agent.sessions_ended entry names the grant and the session.

@@ -64,6 +64,7 @@ func newWorld(t *testing.T, tune func(*config.Config)) *world {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Agents.ApprovalSweep = 100 * time.Millisecond
+	cfg.Agents.SessionSweep = 100 * time.Millisecond
 	cfg.Agents.JobTimeout = 20 * time.Second
 	cfg.Agents.RescueAfter = 30 * time.Second
 	cfg.Agents.StopGrace = 2 * time.Second

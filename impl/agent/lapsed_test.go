@@ -12,6 +12,7 @@ import (
 	"github.com/tollgate/tollgate/impl/accounts"
 	"github.com/tollgate/tollgate/impl/agent"
 	"github.com/tollgate/tollgate/impl/auth"
+	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/mcpauth"
 	"github.com/tollgate/tollgate/impl/store"
 	"github.com/tollgate/tollgate/impl/web/audit"
@@ -317,4 +318,34 @@ func TestMemberRemovalEndsTheirAppsSessions(t *testing.T) {
 		entries[0].Reason != agent.ReasonAccessRevoked || !slices.Equal(entries[0].Sessions, []string{started[0].ID}) {
 		t.Fatalf("audit entries %v %+v", targets, entries)
 	}
+}
+
+// TestLapsedSweepHasItsOwnInterval: the sweep of lapsed sessions runs every config
+// agents.session_sweep, whatever agents.approval_sweep is: with the approvals' sweep an hour
+// apart and the sessions' 100 ms, an expired key's waiting session ends within a few sweeps
+// (key_expired). Before, the sessions' sweep ran every approval_sweep and had no key of its own.
+func TestLapsedSweepHasItsOwnInterval(t *testing.T) {
+	w := newWorld(t, func(c *config.Config) {
+		c.Agents.ApprovalSweep = time.Hour
+		c.Agents.SessionSweep = 100 * time.Millisecond
+	})
+	n := w.start()
+	svc := n.gw.Agents
+	ctx := context.Background()
+	tn := w.tenant(n, "sweeping", 5_000_000)
+	console := auth.Principal{AccountID: tn.p.AccountID}
+	res, err := svc.Spawn(ctx, tn.p, "main", "Say hello.", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := waitSession(t, svc, console, res.SessionID, agent.StateReady, agent.StateStopped, agent.StateFailed)
+	if s.State != agent.StateReady {
+		t.Fatalf("session %+v, want ready", s)
+	}
+	past := time.Now().Add(-time.Second)
+	if _, err := w.store.SetAPIKeyLimits(ctx, tn.p.AccountID, tn.p.KeyID, store.KeyLimits{ExpiresAt: &past}); err != nil {
+		t.Fatal(err)
+	}
+	waitSession(t, svc, console, s.ID, agent.StateStopped, agent.StateFailed)
+	checkEnded(t, svc, console, s, agent.ReasonKeyExpired)
 }

@@ -299,7 +299,7 @@ func (s *Service) EndGrantSessions(ctx context.Context, tx *store.AgentTx, accou
 // sweepLapsed ends the live sessions whose right to run lapsed with nobody ending them
 // (endLapsed): a key that reached its expiry, a grant past its lifetime, and whatever a process
 // without the agents revoked or disabled (one sweep of Run's, every config
-// agents.approval_sweep).
+// agents.session_sweep).
 func (s *Service) sweepLapsed(ctx context.Context) {
 	if n, err := s.endLapsed(ctx); err != nil && ctx.Err() == nil {
 		s.log.Warn("agent: ending the sessions whose key or grant lapsed failed", "err", err)

@@ -130,9 +130,9 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { s.listen(work) })
-	wg.Go(func() { s.everySweep(work, s.expireApprovals) })
-	wg.Go(func() { s.everySweep(work, s.sweepDiscarded) })
-	wg.Go(func() { s.everySweep(work, s.sweepLapsed) })
+	wg.Go(func() { s.everySweep(work, s.cfg.ApprovalSweep, s.expireApprovals) })
+	wg.Go(func() { s.everySweep(work, s.cfg.ApprovalSweep, s.sweepDiscarded) })
+	wg.Go(func() { s.everySweep(work, s.cfg.SessionSweep, s.sweepLapsed) })
 	<-ctx.Done()
 	var err error
 	if s.cfg.StopGrace > 0 {

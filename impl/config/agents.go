@@ -15,6 +15,7 @@ const (
 	DefaultAgentEnvironment    = "datasets"
 	DefaultApprovalTTL         = 24 * time.Hour
 	DefaultApprovalSweep       = time.Minute
+	DefaultSessionSweep        = time.Minute
 	DefaultAgentJobTimeout     = 5 * time.Minute
 	DefaultAgentRescueAfter    = 10 * time.Minute
 	DefaultAgentStepAttempts   = 3
@@ -47,6 +48,11 @@ type Agents struct {
 	// resolution checks expiry itself).
 	ApprovalTTL   time.Duration `yaml:"approval_ttl"`
 	ApprovalSweep time.Duration `yaml:"approval_sweep"`
+	// SessionSweep is how often the live sessions whose right to run lapsed with nobody ending
+	// them are looked for and ended (default 1 min): a key that reached its expiry, a grant past
+	// its lifetime, and a revocation whose own ending of its sessions failed or ran in a
+	// process without the agents (impl/agent's sweepLapsed).
+	SessionSweep time.Duration `yaml:"session_sweep"`
 	// JobTimeout bounds one job (a step: one model call and its tool calls; default 5 min).
 	JobTimeout time.Duration `yaml:"job_timeout"`
 	// RescueAfter is how long a job may stay running before another process takes it over, as
@@ -108,6 +114,7 @@ func (a *Agents) ApplyDefaults() {
 	}
 	orDefault(&a.ApprovalTTL, DefaultApprovalTTL)
 	orDefault(&a.ApprovalSweep, DefaultApprovalSweep)
+	orDefault(&a.SessionSweep, DefaultSessionSweep)
 	orDefault(&a.JobTimeout, DefaultAgentJobTimeout)
 	orDefault(&a.RescueAfter, DefaultAgentRescueAfter)
 	orDefault(&a.StepAttempts, DefaultAgentStepAttempts)
@@ -162,8 +169,8 @@ func (a Agents) Validate(c *Config) error {
 	if a.RescueAfter <= a.JobTimeout {
 		bad("rescue_after (%s) must be longer than job_timeout (%s)", a.RescueAfter, a.JobTimeout)
 	}
-	if a.ApprovalTTL <= 0 || a.ApprovalSweep <= 0 || a.StepAttempts < 1 || a.Workers < 1 || a.MaxLiveTails < 1 {
-		bad("approval_ttl, approval_sweep, step_attempts, workers and max_live_tails must be positive")
+	if a.ApprovalTTL <= 0 || a.ApprovalSweep <= 0 || a.SessionSweep <= 0 || a.StepAttempts < 1 || a.Workers < 1 || a.MaxLiveTails < 1 {
+		bad("approval_ttl, approval_sweep, session_sweep, step_attempts, workers and max_live_tails must be positive")
 	}
 	return errors.Join(errs...)
 }

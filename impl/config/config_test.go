@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestDefaultAndExampleAreValid(t *testing.T) {
@@ -311,5 +312,29 @@ func TestSimulated(t *testing.T) {
 				t.Errorf("with %s real, %s simulated: %v", provider, id, c.Simulated(id))
 			}
 		}
+	}
+}
+
+// TestAgentsSessionSweep: the sweep of lapsed agent sessions has its own interval,
+// agents.session_sweep (default a minute), apart from approval_sweep; a value not above zero
+// is refused (by Agents.Validate, which agent.New runs), naming it.
+func TestAgentsSessionSweep(t *testing.T) {
+	c, err := Parse([]byte("agents:\n  session_sweep: 5s\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Agents.ApplyDefaults(); c.Agents.SessionSweep != 5*time.Second || c.Agents.ApprovalSweep != DefaultApprovalSweep {
+		t.Fatalf("session_sweep %s, approval_sweep %s: want 5s and the default", c.Agents.SessionSweep, c.Agents.ApprovalSweep)
+	}
+	d := Default().Agents
+	if d.ApplyDefaults(); d.SessionSweep != time.Minute {
+		t.Fatalf("default session_sweep %s, want 1m", d.SessionSweep)
+	}
+	if c, err = Parse([]byte("agents:\n  session_sweep: -1s\n")); err != nil {
+		t.Fatal(err)
+	}
+	c.Agents.ApplyDefaults()
+	if err := c.Agents.Validate(c); err == nil || !strings.Contains(err.Error(), "session_sweep") {
+		t.Fatalf("a negative session_sweep: %v, want an error naming it", err)
 	}
 }

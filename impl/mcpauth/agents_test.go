@@ -198,7 +198,7 @@ func waitSession(t *testing.T, svc *agent.Service, p auth.Principal, id string, 
 // the agents' sweep off. Before, the replay's revocation ended no session: it waited for the
 // sweep, holding its slot.
 func TestReplayedRefreshEndsTheAppsSessions(t *testing.T) {
-	s := startSite(t, func(c *config.Config) { c.Agents.ApprovalSweep = time.Hour })
+	s := startSite(t, func(c *config.Config) { c.Agents.SessionSweep = time.Hour })
 	ctx := context.Background()
 	acme := s.Acme.Account.ID
 	s.GW.AssignSlot(t, acme, "main")

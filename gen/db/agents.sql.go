@@ -873,34 +873,39 @@ func (q *Queries) KeysLiveAgentSessionIDs(ctx context.Context, arg KeysLiveAgent
 }
 
 const lapsedAgentSessions = `-- name: LapsedAgentSessions :many
-SELECT s.id, s.account_id, s.key_id, s.oauth_grant_id, (CASE
+SELECT s.id, s.account_id, s.key_id, s.oauth_grant_id, s.started_by_user, (CASE
     WHEN g.id IS NOT NULL AND (g.revoked_at IS NOT NULL OR g.expires_at <= now() OR m.user_id IS NULL) THEN 'access_revoked'
     WHEN k.revoked_at IS NOT NULL THEN 'key_revoked'
     WHEN k.disabled_at IS NOT NULL THEN 'key_disabled'
-    ELSE 'key_expired' END)::text AS reason
+    WHEN k.id IS NOT NULL AND k.expires_at <= now() THEN 'key_expired'
+    ELSE 'member_removed' END)::text AS reason
 FROM agent_sessions s
 LEFT JOIN oauth_grants g ON g.id = s.oauth_grant_id
 LEFT JOIN memberships m ON m.account_id = g.account_id AND m.user_id = g.user_id
 LEFT JOIN api_keys k ON k.id = s.key_id
+LEFT JOIN memberships sm ON sm.account_id = s.account_id AND sm.user_id = s.started_by_user
 WHERE s.state IN ('provisioning', 'ready', 'busy')
   AND ((g.id IS NOT NULL AND (g.revoked_at IS NOT NULL OR g.expires_at <= now() OR m.user_id IS NULL))
-    OR (k.id IS NOT NULL AND (k.revoked_at IS NOT NULL OR k.disabled_at IS NOT NULL OR k.expires_at <= now())))
+    OR (k.id IS NOT NULL AND (k.revoked_at IS NOT NULL OR k.disabled_at IS NOT NULL OR k.expires_at <= now()))
+    OR (s.started_by_user IS NOT NULL AND sm.user_id IS NULL))
 ORDER BY s.account_id, s.created_at
 LIMIT 500
 `
 
 type LapsedAgentSessionsRow struct {
-	ID           uuid.UUID
-	AccountID    uuid.UUID
-	KeyID        pgtype.UUID
-	OauthGrantID pgtype.UUID
-	Reason       string
+	ID            uuid.UUID
+	AccountID     uuid.UUID
+	KeyID         pgtype.UUID
+	OauthGrantID  pgtype.UUID
+	StartedByUser pgtype.UUID
+	Reason        string
 }
 
 // The live sessions, not stopping yet, whose right to run has lapsed with nobody ending them:
 // the connected app's grant revoked, past its lifetime or its member gone (access_revoked), or
-// the key revoked, disabled or expired (key_revoked, key_disabled, key_expired), in the order
-// a step checks them; for the agents' sweep to end them.
+// the key revoked, disabled or expired (key_revoked, key_disabled, key_expired), or the member
+// who started it on the console gone from the account (member_removed), in the order a step
+// checks them; for the agents' sweep to end them (a removal's own ending may have failed).
 func (q *Queries) LapsedAgentSessions(ctx context.Context) ([]LapsedAgentSessionsRow, error) {
 	rows, err := q.db.Query(ctx, lapsedAgentSessions)
 	if err != nil {
@@ -915,6 +920,7 @@ func (q *Queries) LapsedAgentSessions(ctx context.Context) ([]LapsedAgentSession
 			&i.AccountID,
 			&i.KeyID,
 			&i.OauthGrantID,
+			&i.StartedByUser,
 			&i.Reason,
 		); err != nil {
 			return nil, err

@@ -74,6 +74,13 @@ func (s *Service) UnassignSlot(ctx context.Context, accountID uuid.UUID, name st
 // as the removal revokes the apps' grants. Each ending is in the account's audit log
 // (endEach).
 func (s *Service) EndMemberSessions(ctx context.Context, tx *store.AgentTx, accountID, userID uuid.UUID) error {
+	return s.endOrLeave(ctx, tx, "member "+userID.String(), func(tx *store.AgentTx) error {
+		return s.endMember(ctx, tx, accountID, userID)
+	})
+}
+
+// endMember is EndMemberSessions' ending, in tx.
+func (s *Service) endMember(ctx context.Context, tx *store.AgentTx, accountID, userID uuid.UUID) error {
 	ids, err := tx.MemberLiveSessionIDs(ctx, accountID, userID)
 	if err != nil {
 		return err
@@ -106,10 +113,6 @@ func (s *Service) EndDisabledKeySessions(ctx context.Context, tx *store.AgentTx,
 // endKeys ends, in tx, the live sessions of the account started with one of the keys, for
 // reason.
 func (s *Service) endKeys(ctx context.Context, tx *store.AgentTx, accountID uuid.UUID, keys []uuid.UUID, reason string) error {
-	ids, err := tx.KeysLiveSessionIDs(ctx, accountID, keys)
-	if err != nil {
-		return err
-	}
 	cause := make([]string, len(keys))
 	for i, k := range keys {
 		cause[i] = k.String()
@@ -118,8 +121,44 @@ func (s *Service) endKeys(ctx context.Context, tx *store.AgentTx, accountID uuid
 	if len(keys) > 1 {
 		target = "keys " + strings.Join(cause, ", ")
 	}
-	return s.endEach(ctx, tx, accountID, ids, reason, target)
+	return s.endOrLeave(ctx, tx, target, func(tx *store.AgentTx) error {
+		ids, err := tx.KeysLiveSessionIDs(ctx, accountID, keys)
+		if err != nil {
+			return err
+		}
+		return s.endEach(ctx, tx, accountID, ids, reason, target)
+	})
 }
+
+// endOrLeave runs end, the ending of the sessions of a revocation (of cause: a key, a grant, a
+// member), in a savepoint of the revocation's transaction tx. The agents never undo a
+// revocation: when end fails (a lock timeout, River's insert, the sessions' update), its writes
+// are rolled back to the savepoint, the failure is logged and counted (EndingsLeft), and the
+// revocation commits all the same; the sweep of lapsed sessions (config agents.session_sweep)
+// ends those sessions later, and each of their steps refuses to run meanwhile. Only a
+// transaction that cannot go on at all (the savepoint neither started nor rolled back) is an
+// error, which the revocation could not have committed either.
+func (s *Service) endOrLeave(ctx context.Context, tx *store.AgentTx, cause string, end func(tx *store.AgentTx) error) error {
+	sp, err := tx.Savepoint(ctx)
+	if err != nil {
+		return err
+	}
+	err = end(sp.AgentTx)
+	if err == nil {
+		return sp.Release(ctx)
+	}
+	if rerr := sp.Rollback(ctx); rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	s.endingsLeft.Add(1)
+	s.log.Warn("agent: ending the sessions of a revocation failed; the revocation stands and the sweep of lapsed sessions will end them",
+		"cause", cause, "err", err)
+	return nil
+}
+
+// EndingsLeft is how many revocations' endings of sessions failed in this process and were
+// left to the sweep of lapsed sessions (endOrLeave).
+func (s *Service) EndingsLeft() int64 { return s.endingsLeft.Load() }
 
 // auditSessionsEnded is the audit log's action for the sessions a cause ended
 // (audit.ActionAgentSessionsEnded of impl/web/audit; the tests check that the two agree).
@@ -289,17 +328,20 @@ func (s *Service) listTickets(ctx context.Context, accountID *uuid.UUID, key uui
 // revocation, as EndKeySessions does for a key's: a ready or provisioning session is stopped
 // at once and its slot freed, a busy one stops at its step boundary.
 func (s *Service) EndGrantSessions(ctx context.Context, tx *store.AgentTx, accountID, grant uuid.UUID) error {
-	ids, err := tx.GrantLiveSessionIDs(ctx, accountID, grant)
-	if err != nil {
-		return err
-	}
-	return s.endEach(ctx, tx, accountID, ids, ReasonAccessRevoked, "grant "+grant.String())
+	target := "grant " + grant.String()
+	return s.endOrLeave(ctx, tx, target, func(tx *store.AgentTx) error {
+		ids, err := tx.GrantLiveSessionIDs(ctx, accountID, grant)
+		if err != nil {
+			return err
+		}
+		return s.endEach(ctx, tx, accountID, ids, ReasonAccessRevoked, target)
+	})
 }
 
 // sweepLapsed ends the live sessions whose right to run lapsed with nobody ending them
 // (endLapsed): a key that reached its expiry, a grant past its lifetime, and whatever a process
-// without the agents revoked or disabled (one sweep of Run's, every config
-// agents.session_sweep).
+// without the agents revoked or disabled, or whose revocation's own ending of them failed
+// (endOrLeave) (one sweep of Run's, every config agents.session_sweep).
 func (s *Service) sweepLapsed(ctx context.Context) {
 	if n, err := s.endLapsed(ctx); err != nil && ctx.Err() == nil {
 		s.log.Warn("agent: ending the sessions whose key or grant lapsed failed", "err", err)
@@ -317,8 +359,9 @@ type lapsedCause struct {
 }
 
 // endLapsed ends the live sessions, not stopping yet, whose connected app's grant no longer
-// works (access_revoked) or whose key was revoked, disabled or has expired (key_revoked,
-// key_disabled, key_expired), as their next step would, so that one waiting for a message
+// works (access_revoked), whose key was revoked, disabled or has expired (key_revoked,
+// key_disabled, key_expired), or whose member who started them on the console left the
+// account (member_removed), as their next step would, so that one waiting for a message
 // frees its slot: one transaction, and one audit entry, per account, reason and key or grant.
 // It returns how many it ended.
 func (s *Service) endLapsed(ctx context.Context) (int, error) {
@@ -330,8 +373,11 @@ func (s *Service) endLapsed(ctx context.Context) (int, error) {
 	groups := map[lapsedCause][]uuid.UUID{}
 	for _, r := range rows {
 		c := lapsedCause{account: r.AccountID, reason: r.Reason, target: "key " + idText(r.KeyID)}
-		if r.Reason == ReasonAccessRevoked {
+		switch r.Reason {
+		case ReasonAccessRevoked:
 			c.target = "grant " + idText(r.OauthGrantID)
+		case ReasonMemberRemoved:
+			c.target = "member " + idText(r.StartedByUser)
 		}
 		if _, ok := groups[c]; !ok {
 			order = append(order, c)

@@ -89,8 +89,9 @@ func (a *AgentQueries) MemberGrantsLiveSessionIDs(ctx context.Context, account, 
 type LapsedSession = db.LapsedAgentSessionsRow
 
 // LapsedSessions returns up to 500 live sessions, not stopping yet, whose connected app lost
-// its grant (access_revoked) or whose key was revoked, disabled or has expired (key_revoked,
-// key_disabled, key_expired), by account and oldest first.
+// its grant (access_revoked), whose key was revoked, disabled or has expired (key_revoked,
+// key_disabled, key_expired), or whose member who started it on the console left the account
+// (member_removed), by account and oldest first.
 func (a *AgentQueries) LapsedSessions(ctx context.Context) ([]LapsedSession, error) {
 	return a.q.LapsedAgentSessions(ctx)
 }

@@ -104,6 +104,9 @@ func (s *Store) ListAPIKeysWithSpend(ctx context.Context, accountID uuid.UUID, n
 
 // KeysRevoked runs in the transaction that revokes or disables keys of the account, after the
 // change, with their ids (the agents end the sessions started with them); its error undoes it.
+// The agents' callbacks never undo a revocation: their ending runs in a savepoint and a
+// failure of it is left to their sweep (agent.Service.endOrLeave), so they return an error only
+// when the transaction itself cannot go on.
 // Every store function that revokes or disables keys takes one (impl/store's
 // TestEveryRevocationTakesACallback).
 type KeysRevoked func(tx *AgentTx, keys []uuid.UUID) error

@@ -385,7 +385,8 @@ func (s *Store) OAuthTokenGrant(ctx context.Context, hash []byte) (grant uuid.UU
 }
 
 // GrantRevoked runs in the transaction that revokes an OAuth grant of the account, after the
-// revocation (the agents end the sessions the grant's app started); its error undoes it.
+// revocation (the agents end the sessions the grant's app started); its error undoes it. The
+// agents' callbacks never undo a revocation (see KeysRevoked).
 type GrantRevoked func(tx *AgentTx, accountID, grant uuid.UUID) error
 
 // RevokeOAuthGrantByID revokes a grant whatever its account (the token endpoint's revocation,

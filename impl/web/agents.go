@@ -305,7 +305,7 @@ func eventSummary(e agent.Event) string {
 	case "state":
 		s = strings.TrimPrefix(d.From+" → "+d.To, " ") // the first has no state to come from
 		if d.Reason != "" {
-			s += " (" + d.Reason + ")"
+			s += " (" + endReasonText(d.Reason) + ")"
 		}
 	case "message_in":
 		s = "message: " + d.Text

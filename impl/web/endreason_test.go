@@ -16,7 +16,9 @@ import (
 // TestAgentsPageSaysWhyASessionEnded: the Agents page and a session's page say why a session
 // ended in words a member reads (a key disabled, expired, a connected app's access lost), the
 // recorded reason in the title, and the Audit log page names the entry of the sessions a
-// cause ended. Before, the pages showed the codes (key_revoked for a disabled key too).
+// cause ended; so does the session's event log (its state event's summary, which the live tail
+// sends too). Before, the pages showed the codes (key_revoked for a disabled key too), and the
+// event log showed them after the pages said words.
 func TestAgentsPageSaysWhyASessionEnded(t *testing.T) {
 	e := start(t, nil)
 	acme := e.account(t, "acme", aliceEmail, members.RoleOwner)
@@ -52,6 +54,9 @@ func TestAgentsPageSaysWhyASessionEnded(t *testing.T) {
 		s := b.get("/agents/" + sessions[reason])
 		if !strings.Contains(s.Body, `<dd id="session-state">stopped (`+want+`)</dd>`) {
 			t.Errorf("the session page of one ended with %s lacks its words: %.1500s", reason, s.Body)
+		}
+		if logged := `<span class="summary">ready → stopped (` + words + `)</span>`; !strings.Contains(html.UnescapeString(s.Body), logged) {
+			t.Errorf("the event log of one ended with %s lacks %q: %.3000s", reason, logged, s.Body)
 		}
 	}
 	a := b.get("/audit")

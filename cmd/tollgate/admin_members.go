@@ -32,7 +32,15 @@ const memberAdminUsage = `  member add ACCOUNT EMAIL [-role owner|member]
 
 // memberAdmin runs the member commands.
 func (a *admin) memberAdmin(ctx context.Context, verb string, args []string) error {
-	svc := &members.Service{Store: a.svc.Store}
+	// reader lists and checks members; people, with the agents, adds and removes them.
+	reader := members.New(a.svc.Store, nil)
+	people := func() (*members.Service, error) {
+		agents, err := a.agents()
+		if err != nil {
+			return nil, err
+		}
+		return members.New(a.svc.Store, agents), nil
+	}
 	log := &audit.Log{Store: a.svc.Store}
 	switch verb {
 	case "add":
@@ -54,11 +62,11 @@ func (a *admin) memberAdmin(ctx context.Context, verb string, args []string) err
 		}
 		// A role lowered revokes the grants the person made with a higher one, and the
 		// agent sessions their apps started end with them (access_revoked).
-		agents, err := a.agents()
+		svc, err := people()
 		if err != nil {
 			return err
 		}
-		u, err := svc.Add(ctx, agents, acct.ID, pos[1], *role)
+		u, err := svc.Add(ctx, acct.ID, pos[1], *role)
 		if err != nil {
 			return err
 		}
@@ -79,7 +87,7 @@ func (a *admin) memberAdmin(ctx context.Context, verb string, args []string) err
 		if err != nil {
 			return err
 		}
-		list, err := svc.List(ctx, acct.ID)
+		list, err := reader.List(ctx, acct.ID)
 		if err != nil {
 			return err
 		}
@@ -113,7 +121,7 @@ func (a *admin) memberAdmin(ctx context.Context, verb string, args []string) err
 			return err
 		}
 		if !*yes {
-			m, err := a.member(ctx, svc, acct, pos[1])
+			m, err := a.member(ctx, reader, acct, pos[1])
 			if err != nil {
 				return err
 			}
@@ -127,11 +135,11 @@ func (a *admin) memberAdmin(ctx context.Context, verb string, args []string) err
 		}
 		// The sessions the person started on the console in the account end with the
 		// membership (member_removed), as on the web console.
-		agents, err := a.agents()
+		svc, err := people()
 		if err != nil {
 			return err
 		}
-		revoked, err := svc.Remove(ctx, agents, acct.ID, pos[1], *keepKeys)
+		revoked, err := svc.Remove(ctx, acct.ID, pos[1], *keepKeys)
 		if errors.Is(err, members.ErrNotFound) {
 			return fmt.Errorf("%s is not a member of account %s", pos[1], acct.Name)
 		} else if err != nil {

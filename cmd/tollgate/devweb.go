@@ -90,7 +90,7 @@ func startDevWeb(ctx context.Context, cfg *config.Config, st *store.Store, apiAd
 		d.Close()
 		return nil, fmt.Errorf("demo account: %w", err)
 	}
-	if _, err := (&members.Service{Store: st}).Add(ctx, nil, acct.ID, devUserEmail, members.RoleOwner); err != nil {
+	if _, err := (members.New(st, nil)).Add(ctx, acct.ID, devUserEmail, members.RoleOwner); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("demo member: %w", err)
 	}

@@ -47,7 +47,7 @@ func TestDevWeb(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	list, err := (&members.Service{Store: st}).List(ctx, demo.ID)
+	list, err := (members.New(st, nil)).List(ctx, demo.ID)
 	if err != nil || len(list) != 1 || list[0].Email != devUserEmail || list[0].Role != members.RoleOwner {
 		t.Fatalf("demo members: %+v %v", list, err)
 	}

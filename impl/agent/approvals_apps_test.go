@@ -24,7 +24,7 @@ import (
 func appPrincipal(t *testing.T, w *world, tn tenant, email string) auth.Principal {
 	t.Helper()
 	ctx := context.Background()
-	user, err := (&members.Service{Store: w.store}).Add(ctx, nil, tn.p.AccountID, email, members.RoleOwner)
+	user, err := (members.New(w.store, nil)).Add(ctx, tn.p.AccountID, email, members.RoleOwner)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestApprovalOfAnAppThatLostItsAccess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := (&members.Service{Store: w.store}).Remove(ctx, operator, tn.p.AccountID, "bob@example.com", false); err != nil {
+	if _, err := (members.New(w.store, operator)).Remove(ctx, tn.p.AccountID, "bob@example.com", false); err != nil {
 		t.Fatal(err)
 	}
 	got := waitActionFailed(t, w.start().gw.Agents, tn.p, ap.ID)

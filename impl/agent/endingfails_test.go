@@ -23,10 +23,10 @@ func TestMemberRemovalStandsWhenEndingFails(t *testing.T) {
 	n := w.start()
 	svc := n.gw.Agents
 	ctx := context.Background()
-	people := &members.Service{Store: w.store}
+	people := members.New(w.store, svc)
 	tn := w.tenant(n, "refused", 5_000_000)
 	console := auth.Principal{AccountID: tn.p.AccountID}
-	alice, err := people.Add(ctx, nil, tn.p.AccountID, "alice@example.com", members.RoleOwner)
+	alice, err := people.Add(ctx, tn.p.AccountID, "alice@example.com", members.RoleOwner)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ CREATE TRIGGER test_refuse_ending BEFORE UPDATE ON agent_sessions FOR EACH ROW
 WHEN (NEW.state IS DISTINCT FROM OLD.state) EXECUTE FUNCTION test_refuse_ending();`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := people.Remove(ctx, svc, tn.p.AccountID, alice.Email, false); err != nil {
+	if _, err := people.Remove(ctx, tn.p.AccountID, alice.Email, false); err != nil {
 		t.Fatalf("the removal, the endings refused: %v", err)
 	}
 	if _, err := w.store.GetMembership(ctx, alice.ID, tn.p.AccountID); !errors.Is(err, store.ErrNotFound) {

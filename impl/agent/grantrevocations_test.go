@@ -172,14 +172,14 @@ func TestLoweredRoleEndsItsAppsSessions(t *testing.T) {
 	tn := w.tenant(n, "lowered", 5_000_000)
 	app := appPrincipal(t, w, tn, "frank@example.com")
 	s := appSession(t, svc, app)
-	people := &members.Service{Store: w.store}
-	if _, err := people.Add(ctx, nil, tn.p.AccountID, "frank@example.com", members.RoleMember); err == nil {
+	people := members.New(w.store, svc)
+	if _, err := members.New(w.store, nil).Add(ctx, tn.p.AccountID, "frank@example.com", members.RoleMember); err == nil {
 		t.Fatal("a role lowered without the agents went through")
 	}
 	if got := sessionNow(t, svc, auth.Principal{AccountID: tn.p.AccountID}, s.ID); got.State != agent.StateReady {
 		t.Fatalf("the session %+v after a refused change, want ready", got)
 	}
-	if _, err := people.Add(ctx, svc, tn.p.AccountID, "frank@example.com", members.RoleMember); err != nil {
+	if _, err := people.Add(ctx, tn.p.AccountID, "frank@example.com", members.RoleMember); err != nil {
 		t.Fatal(err)
 	}
 	checkGrantEnded(t, w, svc, s, app)

@@ -24,7 +24,7 @@ func TestKeyRevocationEndsItsWaitingSessions(t *testing.T) {
 	svc := n.gw.Agents
 	ctx := context.Background()
 	keys := &accounts.Service{Store: w.store, Config: w.accts.Config, Agents: svc}
-	people := &members.Service{Store: w.store}
+	people := members.New(w.store, svc)
 	tn := w.tenant(n, "revocation", 5_000_000)
 	acct, console := tn.p.AccountID, auth.Principal{AccountID: tn.p.AccountID}
 	for _, slot := range []string{"other", "alices"} {
@@ -32,7 +32,7 @@ func TestKeyRevocationEndsItsWaitingSessions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	alice, err := people.Add(ctx, nil, acct, "alice@example.com", members.RoleMember)
+	alice, err := people.Add(ctx, acct, "alice@example.com", members.RoleMember)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestKeyRevocationEndsItsWaitingSessions(t *testing.T) {
 	second, third = running(other, "other", second), running(alices, "alices", third)
 
 	// The removal of a member revokes the keys they made, and ends those keys' sessions.
-	if _, err := people.Remove(ctx, svc, acct, alice.Email, false); err != nil {
+	if _, err := people.Remove(ctx, acct, alice.Email, false); err != nil {
 		t.Fatal(err)
 	}
 	ended(third, "the removed member's key's")

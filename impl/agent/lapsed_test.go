@@ -306,7 +306,7 @@ func TestMemberRemovalEndsTheirAppsSessions(t *testing.T) {
 		}
 		started, users = append(started, s), append(users, app.OAuth.UserID)
 	}
-	if _, err := (&members.Service{Store: w.store}).Remove(ctx, svc, acct, "erin@example.com", false); err != nil {
+	if _, err := (members.New(w.store, svc)).Remove(ctx, acct, "erin@example.com", false); err != nil {
 		t.Fatal(err)
 	}
 	checkEnded(t, svc, console, started[0], agent.ReasonAccessRevoked)

@@ -23,7 +23,7 @@ func TestMemberRemovalEndsTheirWaitingSessions(t *testing.T) {
 	n := w.start()
 	svc := n.gw.Agents
 	ctx := context.Background()
-	people := &members.Service{Store: w.store}
+	people := members.New(w.store, svc)
 	tn := w.tenant(n, "removal", 5_000_000)
 	console := auth.Principal{AccountID: tn.p.AccountID}
 	for _, slot := range []string{"bob", "keyed"} {
@@ -31,11 +31,11 @@ func TestMemberRemovalEndsTheirWaitingSessions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	alice, err := people.Add(ctx, nil, tn.p.AccountID, "alice@example.com", members.RoleOwner)
+	alice, err := people.Add(ctx, tn.p.AccountID, "alice@example.com", members.RoleOwner)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bob, err := people.Add(ctx, nil, tn.p.AccountID, "bob@example.com", members.RoleMember)
+	bob, err := people.Add(ctx, tn.p.AccountID, "bob@example.com", members.RoleMember)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestMemberRemovalEndsTheirWaitingSessions(t *testing.T) {
 	}
 
 	calls := w.sim.TotalRequests()
-	if _, err := people.Remove(ctx, svc, tn.p.AccountID, alice.Email, false); err != nil {
+	if _, err := people.Remove(ctx, tn.p.AccountID, alice.Email, false); err != nil {
 		t.Fatal(err)
 	}
 	s := sessionNow(t, svc, console, mine.ID)
@@ -76,7 +76,7 @@ func TestMemberRemovalEndsTheirWaitingSessions(t *testing.T) {
 	}
 
 	// Back in the account, the member finds the session ended; the slot is free for a new one.
-	if _, err := people.Add(ctx, nil, tn.p.AccountID, alice.Email, members.RoleOwner); err != nil {
+	if _, err := people.Add(ctx, tn.p.AccountID, alice.Email, members.RoleOwner); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := svc.SendSessionMessage(ctx, console, "main", uuidOf(mine.ID), "Are you there?"); !isConflict(err, "has ended") {

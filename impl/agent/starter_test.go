@@ -24,7 +24,7 @@ func TestConsoleSessionEndsWhenItsMemberIsRemoved(t *testing.T) {
 	n := w.start()
 	svc := n.gw.Agents
 	ctx := context.Background()
-	people := &members.Service{Store: w.store}
+	people := members.New(w.store, keepSessions{})
 	for _, c := range []struct {
 		name   string
 		change func(t *testing.T, tn tenant, email string)
@@ -33,12 +33,12 @@ func TestConsoleSessionEndsWhenItsMemberIsRemoved(t *testing.T) {
 		{"removed", func(t *testing.T, tn tenant, email string) {
 			// Removed with no agents ending the session at the removal (as a removal before
 			// they did): the step's own check ends it.
-			if _, err := people.Remove(ctx, keepSessions{}, tn.p.AccountID, email, false); err != nil {
+			if _, err := people.Remove(ctx, tn.p.AccountID, email, false); err != nil {
 				t.Fatal(err)
 			}
 		}, agent.ReasonMemberRemoved},
 		{"lowered", func(t *testing.T, tn tenant, email string) {
-			if _, err := people.Add(ctx, nil, tn.p.AccountID, email, members.RoleMember); err != nil {
+			if _, err := people.Add(ctx, tn.p.AccountID, email, members.RoleMember); err != nil {
 				t.Fatal(err)
 			}
 		}, ""},
@@ -46,7 +46,7 @@ func TestConsoleSessionEndsWhenItsMemberIsRemoved(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			tn := w.tenant(n, "console-"+c.name, 5_000_000)
 			email := "starter-" + c.name + "@example.com"
-			user, err := people.Add(ctx, nil, tn.p.AccountID, email, members.RoleOwner)
+			user, err := people.Add(ctx, tn.p.AccountID, email, members.RoleOwner)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -98,25 +98,25 @@ func TestApprovalOfARevokedAppsRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	carol, err := s.members.Add(ctx, s.GW.Agents, acme, "carol@example.com", members.RoleOwner)
+	carol, err := s.members.Add(ctx, acme, "carol@example.com", members.RoleOwner)
 	if err != nil {
 		t.Fatal(err)
 	}
 	access, _ = s.tokens(t, client, redirect, acme, carol, members.RoleOwner)
 	prompt := approvalID(t, s.call(t, access, "agent_prompt", map[string]any{"session_id": started.SessionID, "prompt": "asked, then the member left"}))
-	if _, err := s.members.Remove(ctx, s.GW.Agents, acme, "carol@example.com", false); err != nil {
+	if _, err := s.members.Remove(ctx, acme, "carol@example.com", false); err != nil {
 		t.Fatal(err)
 	}
 	refusedApproval(t, svc, acme, prompt, "a prompt of a removed member's app")
 
 	// The member's role lowered below the one they allowed the app with.
-	dave, err := s.members.Add(ctx, s.GW.Agents, acme, "dave@example.com", members.RoleOwner)
+	dave, err := s.members.Add(ctx, acme, "dave@example.com", members.RoleOwner)
 	if err != nil {
 		t.Fatal(err)
 	}
 	access, _ = s.tokens(t, client, redirect, acme, dave, members.RoleOwner)
 	spawn = approvalID(t, s.call(t, access, "agent_spawn", map[string]any{"purpose": "asked, then the member's role was lowered"}))
-	if _, err := s.members.Add(ctx, s.GW.Agents, acme, "dave@example.com", members.RoleMember); err != nil {
+	if _, err := s.members.Add(ctx, acme, "dave@example.com", members.RoleMember); err != nil {
 		t.Fatal(err)
 	}
 	refusedApproval(t, svc, acme, spawn, "a spawn of a lowered member's app")

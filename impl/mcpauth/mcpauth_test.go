@@ -73,13 +73,13 @@ func startSite(t *testing.T, configure ...func(*config.Config)) *site {
 		t.Fatal(err)
 	}
 	gw := apitest.Start(t, apitest.Options{Config: cfg, Listener: ln})
-	s := &site{URL: appURL, GW: gw, members: &members.Service{Store: gw.Store}}
+	s := &site{URL: appURL, GW: gw, members: members.New(gw.Store, gw.Agents)}
 	s.Acme = gw.NewTenant(t, "acme", 0, 1_000_000)
 	s.Globex = gw.NewTenant(t, "globex", 0, 1_000_000)
-	if s.Alice, err = s.members.Add(ctx, s.GW.Agents, s.Acme.Account.ID, "alice@example.com", members.RoleOwner); err != nil {
+	if s.Alice, err = s.members.Add(ctx, s.Acme.Account.ID, "alice@example.com", members.RoleOwner); err != nil {
 		t.Fatal(err)
 	}
-	if s.Bob, err = s.members.Add(ctx, s.GW.Agents, s.Globex.Account.ID, "bob@example.com", members.RoleOwner); err != nil {
+	if s.Bob, err = s.members.Add(ctx, s.Globex.Account.ID, "bob@example.com", members.RoleOwner); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := gw.Datasets.Put(ctx, s.Acme.Account.ID, "sales", dataset.CSV, strings.NewReader("region,units\nnorth,3\n")); err != nil {
@@ -558,7 +558,7 @@ func TestRevocationAndMembership(t *testing.T) {
 	}
 
 	// A member removed from the account: the grant stops.
-	carol, err := s.members.Add(ctx, s.GW.Agents, acme, "carol@example.com", members.RoleMember)
+	carol, err := s.members.Add(ctx, acme, "carol@example.com", members.RoleMember)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -566,7 +566,7 @@ func TestRevocationAndMembership(t *testing.T) {
 	if r := s.call(t, access, "list_storage_datasets", nil); r.Status != http.StatusOK {
 		t.Fatalf("carol's token: %+v", r)
 	}
-	if _, err := s.members.Remove(ctx, s.GW.Agents, acme, "carol@example.com", false); err != nil {
+	if _, err := s.members.Remove(ctx, acme, "carol@example.com", false); err != nil {
 		t.Fatal(err)
 	}
 	refused(t, s.call(t, access, "list_storage_datasets", nil), "after removing the member")
@@ -574,7 +574,7 @@ func TestRevocationAndMembership(t *testing.T) {
 		t.Errorf("refresh after removing the member: %d %v, want 400", status, out)
 	}
 	// Added again (trial h6: the old tokens worked again): the grant stays revoked, and says why.
-	if _, err := s.members.Add(ctx, s.GW.Agents, acme, "carol@example.com", members.RoleOwner); err != nil {
+	if _, err := s.members.Add(ctx, acme, "carol@example.com", members.RoleOwner); err != nil {
 		t.Fatal(err)
 	}
 	r := s.call(t, access, "list_storage_datasets", nil)
@@ -588,7 +588,7 @@ func TestRevocationAndMembership(t *testing.T) {
 
 	// An owner lowered to member: the grant she approved as owner stops (she allows the client
 	// again, within her new role), and so does its refresh token.
-	dave, err := s.members.Add(ctx, s.GW.Agents, acme, "dave@example.com", members.RoleOwner)
+	dave, err := s.members.Add(ctx, acme, "dave@example.com", members.RoleOwner)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -596,7 +596,7 @@ func TestRevocationAndMembership(t *testing.T) {
 	if r := s.call(t, access, "list_storage_datasets", nil); r.Status != http.StatusOK {
 		t.Fatalf("dave's token: %+v", r)
 	}
-	if _, err := s.members.Add(ctx, s.GW.Agents, acme, "dave@example.com", members.RoleMember); err != nil {
+	if _, err := s.members.Add(ctx, acme, "dave@example.com", members.RoleMember); err != nil {
 		t.Fatal(err)
 	}
 	r = s.call(t, access, "list_storage_datasets", nil)
@@ -608,11 +608,11 @@ func TestRevocationAndMembership(t *testing.T) {
 		t.Errorf("refresh after lowering the role: %d %v, want invalid_grant", status, out)
 	}
 	// Raised again: the grant made as owner stays revoked.
-	if _, err := s.members.Add(ctx, s.GW.Agents, acme, "dave@example.com", members.RoleOwner); err != nil {
+	if _, err := s.members.Add(ctx, acme, "dave@example.com", members.RoleOwner); err != nil {
 		t.Fatal(err)
 	}
 	refused(t, s.call(t, access, "list_storage_datasets", nil), "after raising the lowered role again")
-	if _, err := s.members.Add(ctx, s.GW.Agents, acme, "dave@example.com", members.RoleMember); err != nil {
+	if _, err := s.members.Add(ctx, acme, "dave@example.com", members.RoleMember); err != nil {
 		t.Fatal(err)
 	}
 	access, _ = s.tokens(t, client, redirect, acme, dave, members.RoleMember)
@@ -784,31 +784,31 @@ func TestCodeOfAFormerMemberIsRefused(t *testing.T) {
 	}{
 		{"removed", "carol@example.com", members.RoleMember,
 			func(t *testing.T) {
-				if _, err := s.members.Remove(ctx, s.GW.Agents, acme, "carol@example.com", false); err != nil {
+				if _, err := s.members.Remove(ctx, acme, "carol@example.com", false); err != nil {
 					t.Fatal(err)
 				}
 			},
 			func(t *testing.T) {
-				if _, err := s.members.Add(ctx, s.GW.Agents, acme, "carol@example.com", members.RoleMember); err != nil {
+				if _, err := s.members.Add(ctx, acme, "carol@example.com", members.RoleMember); err != nil {
 					t.Fatal(err)
 				}
 			},
 			"no longer in the account"},
 		{"lowered", "dave@example.com", members.RoleOwner,
 			func(t *testing.T) {
-				if _, err := s.members.Add(ctx, s.GW.Agents, acme, "dave@example.com", members.RoleMember); err != nil {
+				if _, err := s.members.Add(ctx, acme, "dave@example.com", members.RoleMember); err != nil {
 					t.Fatal(err)
 				}
 			},
 			func(t *testing.T) {
-				if _, err := s.members.Add(ctx, s.GW.Agents, acme, "dave@example.com", members.RoleOwner); err != nil {
+				if _, err := s.members.Add(ctx, acme, "dave@example.com", members.RoleOwner); err != nil {
 					t.Fatal(err)
 				}
 			},
 			"role was lowered"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			user, err := s.members.Add(ctx, s.GW.Agents, acme, c.email, c.role)
+			user, err := s.members.Add(ctx, acme, c.email, c.role)
 			if err != nil {
 				t.Fatal(err)
 			}

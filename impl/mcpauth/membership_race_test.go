@@ -27,7 +27,7 @@ func TestCodeRedeemedDuringARemovalIsRefused(t *testing.T) {
 	redirect := "https://app.example/cb"
 	client := s.register(t, "racing", redirect)
 	acme := s.Acme.Account.ID
-	erin, err := s.members.Add(ctx, s.GW.Agents, acme, "erin@example.com", members.RoleMember)
+	erin, err := s.members.Add(ctx, acme, "erin@example.com", members.RoleMember)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestCodeRedeemedDuringARemovalIsRefused(t *testing.T) {
 	if err := json.Unmarshal(a.body, &out); err != nil {
 		t.Fatalf("token: %d %s", a.status, a.body)
 	}
-	if _, err := s.members.Add(ctx, s.GW.Agents, acme, "erin@example.com", members.RoleMember); err != nil {
+	if _, err := s.members.Add(ctx, acme, "erin@example.com", members.RoleMember); err != nil {
 		t.Fatal(err)
 	}
 	if access, _ := out["access_token"].(string); access != "" {

@@ -79,7 +79,7 @@ func TestMCPOAuthSignIn(t *testing.T) {
 	}
 	gw := apitest.Start(t, apitest.Options{Config: cfg, Listener: ln})
 	tenant := gw.NewTenant(t, "acme", 0, 100_000_000)
-	if _, err := (&members.Service{Store: gw.Store}).Add(ctx, nil, tenant.Account.ID, oauthUser.Email, members.RoleOwner); err != nil {
+	if _, err := (members.New(gw.Store, nil)).Add(ctx, tenant.Account.ID, oauthUser.Email, members.RoleOwner); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := gw.Datasets.Put(ctx, tenant.Account.ID, "sales", dataset.CSV, strings.NewReader(salesCSV)); err != nil {

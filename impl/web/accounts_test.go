@@ -11,6 +11,7 @@ import (
 
 	"github.com/tollgate/tollgate/impl/agent"
 	"github.com/tollgate/tollgate/impl/config"
+	"github.com/tollgate/tollgate/impl/web/members"
 )
 
 // TestNoMembershipNoAccount: a user nobody added sees the "no account" page, and no page.
@@ -80,7 +81,7 @@ func TestAccountSwitch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Members.Remove(context.Background(), agents, a.ID, aliceEmail, false); err != nil {
+	if _, err := members.New(e.Store, agents).Remove(context.Background(), a.ID, aliceEmail, false); err != nil {
 		t.Fatal(err)
 	}
 	if r := b.get("/keys"); r.Status != http.StatusSeeOther || r.Location != e.URL+"/signin/account" {

@@ -119,7 +119,7 @@ func New(o Options) (*App, error) {
 	a := &App{
 		cfg: o.Config, web: w, log: o.Logger, store: o.Store,
 		accounts: &accounts.Service{Store: o.Store, Config: o.Config},
-		members:  &members.Service{Store: o.Store},
+		members:  members.New(o.Store, memberSessions(o.Agents)),
 		audit:    &audit.Log{Store: o.Store},
 		sessions: session.New(o.Store, nil),
 		rp: signin.New(signin.Config{Issuer: w.Issuer, ClientID: w.ClientID, ClientSecret: w.ClientSecret,
@@ -245,3 +245,12 @@ func (a *App) unavailable(w http.ResponseWriter) {
 
 // now is the application's clock.
 func now() time.Time { return time.Now() }
+
+// memberSessions is the agents that end the sessions of a member's removal (members.New): nil
+// without agents, never a nil *agent.Service inside a non-nil interface.
+func memberSessions(agents *agent.Service) members.Sessions {
+	if agents == nil {
+		return nil
+	}
+	return agents
+}

@@ -46,7 +46,7 @@ func (e *env) approvalState(t *testing.T, id string) string {
 func TestApprovalsPage(t *testing.T) {
 	e := start(t, nil)
 	acme := e.account(t, "acme", aliceEmail, "owner")
-	if _, err := e.Members.Add(context.Background(), nil, acme.ID, bobEmail, "member"); err != nil {
+	if _, err := e.Members.Add(context.Background(), acme.ID, bobEmail, "member"); err != nil {
 		t.Fatal(err)
 	}
 	key, err := e.Accounts.CreateKey(context.Background(), acme.ID, "ci-bot", 0)
@@ -109,7 +109,7 @@ func TestApprovalsPage(t *testing.T) {
 func TestApprovalDecidedExactlyOnce(t *testing.T) {
 	e := start(t, nil)
 	acme := e.account(t, "acme", aliceEmail, "owner")
-	if _, err := e.Members.Add(context.Background(), nil, acme.ID, bobEmail, "owner"); err != nil {
+	if _, err := e.Members.Add(context.Background(), acme.ID, bobEmail, "owner"); err != nil {
 		t.Fatal(err)
 	}
 	key, err := e.Accounts.CreateKey(context.Background(), acme.ID, "ci-bot", 0)

@@ -61,7 +61,7 @@ const salesCSV = "region,amount\nnorth,3\nsouth,4\n"
 func TestDatasetsUploadListDelete(t *testing.T) {
 	e := start(t, func(w *config.Web) { w.DatasetUploadMaxBytes = 4096 })
 	acme := e.account(t, "acme", aliceEmail, "owner")
-	if _, err := e.Members.Add(context.Background(), nil, acme.ID, bobEmail, "member"); err != nil {
+	if _, err := e.Members.Add(context.Background(), acme.ID, bobEmail, "member"); err != nil {
 		t.Fatal(err)
 	}
 	alice := e.browser(t)

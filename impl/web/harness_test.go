@@ -191,7 +191,7 @@ func startClocked(t *testing.T, tune func(*config.Config), wrap func(net.Listene
 		time.Sleep(5 * time.Millisecond)
 	}
 	return &env{URL: appURL, Store: st, Accounts: &accounts.Service{Store: st, Config: cfg},
-		Members: &members.Service{Store: st}, IdP: idp, Config: cfg, Statements: statements,
+		Members: members.New(st, nil), IdP: idp, Config: cfg, Statements: statements,
 		DatasetDir: datasetDir}
 }
 
@@ -203,7 +203,7 @@ func (e *env) account(t *testing.T, name, email, role string) store.Account {
 		t.Fatal(err)
 	}
 	if email != "" {
-		if _, err := e.Members.Add(context.Background(), nil, acct.ID, email, role); err != nil {
+		if _, err := e.Members.Add(context.Background(), acct.ID, email, role); err != nil {
 			t.Fatal(err)
 		}
 	}

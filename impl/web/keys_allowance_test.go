@@ -55,7 +55,7 @@ func TestKeysPageShowsTheCapsPeriod(t *testing.T) {
 	e := start(t, nil)
 	ctx := context.Background()
 	acme := e.account(t, "acme", aliceEmail, "owner")
-	if _, err := e.Members.Add(ctx, nil, acme.ID, bobEmail, "member"); err != nil {
+	if _, err := e.Members.Add(ctx, acme.ID, bobEmail, "member"); err != nil {
 		t.Fatal(err)
 	}
 	capMicros := int64(1_000_000)

@@ -21,7 +21,7 @@ func TestMemberCannotLiftOwnersLimits(t *testing.T) {
 	e := start(t, nil)
 	ctx := context.Background()
 	acme := e.account(t, "acme", aliceEmail, "owner")
-	if _, err := e.Members.Add(ctx, nil, acme.ID, bobEmail, "member"); err != nil {
+	if _, err := e.Members.Add(ctx, acme.ID, bobEmail, "member"); err != nil {
 		t.Fatal(err)
 	}
 	capMicros := int64(1_000_000)
@@ -79,7 +79,7 @@ func TestMemberStopsOwnKey(t *testing.T) {
 	e := start(t, nil)
 	ctx := context.Background()
 	acme := e.account(t, "acme", aliceEmail, "owner")
-	if _, err := e.Members.Add(ctx, nil, acme.ID, bobEmail, "member"); err != nil {
+	if _, err := e.Members.Add(ctx, acme.ID, bobEmail, "member"); err != nil {
 		t.Fatal(err)
 	}
 	mine, err := e.Accounts.CreateKeyWith(ctx, acme.ID, accounts.KeyOptions{Name: "bob's", RPM: -1, CreatedBy: bobEmail})
@@ -127,7 +127,7 @@ func TestMemberOwnKeyFollowsTheUserNotTheEmail(t *testing.T) {
 	e := start(t, nil)
 	ctx := context.Background()
 	acme := e.account(t, "acme", aliceEmail, "owner")
-	if _, err := e.Members.Add(ctx, nil, acme.ID, bobEmail, "member"); err != nil {
+	if _, err := e.Members.Add(ctx, acme.ID, bobEmail, "member"); err != nil {
 		t.Fatal(err)
 	}
 	bob := e.browser(t)

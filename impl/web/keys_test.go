@@ -158,7 +158,7 @@ func TestOtherAccountKeyNotFound(t *testing.T) {
 func TestKeyRevokeAndRevokeAll(t *testing.T) {
 	e := start(t, nil)
 	acct := e.account(t, "acme", aliceEmail, "owner")
-	e.Members.Add(context.Background(), nil, acct.ID, bobEmail, "member")
+	e.Members.Add(context.Background(), acct.ID, bobEmail, "member")
 	b := e.browser(t)
 	b.signIn(e, aliceEmail, alicePass)
 	plain := createKey(t, b, "one")

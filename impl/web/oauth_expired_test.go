@@ -57,11 +57,11 @@ func TestConnectedAppsListsUsableGrantsOnly(t *testing.T) {
 	ctx := context.Background()
 	acme := e.account(t, "acme", aliceEmail, "owner")
 	globex := e.account(t, "globex", bobEmail, "owner")
-	alice, err := e.Members.Add(ctx, nil, acme.ID, aliceEmail, "owner")
+	alice, err := e.Members.Add(ctx, acme.ID, aliceEmail, "owner")
 	if err != nil {
 		t.Fatal(err)
 	}
-	bob, err := e.Members.Add(ctx, nil, globex.ID, bobEmail, "owner")
+	bob, err := e.Members.Add(ctx, globex.ID, bobEmail, "owner")
 	if err != nil {
 		t.Fatal(err)
 	}

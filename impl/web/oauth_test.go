@@ -80,11 +80,11 @@ func TestOAuthGrantsByRole(t *testing.T) {
 	e := start(t, nil)
 	ctx := context.Background()
 	acme := e.account(t, "acme", aliceEmail, "owner")
-	bobUser, err := e.Members.Add(ctx, nil, acme.ID, bobEmail, "member")
+	bobUser, err := e.Members.Add(ctx, acme.ID, bobEmail, "member")
 	if err != nil {
 		t.Fatal(err)
 	}
-	aliceUser, err := e.Members.Add(ctx, nil, acme.ID, aliceEmail, "owner")
+	aliceUser, err := e.Members.Add(ctx, acme.ID, aliceEmail, "owner")
 	if err != nil {
 		t.Fatal(err)
 	}

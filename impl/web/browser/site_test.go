@@ -83,7 +83,7 @@ func start(t *testing.T) *site {
 	if _, _, err := gw.Accounts.GrantCredit(ctx, acct.ID, startingCredit, "browser-test", "browser test"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := (&members.Service{Store: gw.Store}).Add(ctx, nil, acct.ID, alice.Email, members.RoleOwner); err != nil {
+	if _, err := (members.New(gw.Store, nil)).Add(ctx, acct.ID, alice.Email, members.RoleOwner); err != nil {
 		t.Fatal(err)
 	}
 	return &site{URL: appURL, GW: gw, IdP: idp, Account: acct}

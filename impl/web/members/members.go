@@ -51,18 +51,25 @@ type Identity struct {
 	Name            string
 }
 
-// Service reads and writes users and memberships.
+// Service reads and writes users and memberships. Build it with New.
 type Service struct {
-	// Store is the database the users and memberships are kept in.
-	Store *store.Store
+	store  *store.Store
+	agents Sessions
 }
+
+// New is the service on the database st, with the agents that end the agent sessions a
+// removal or a lowered role ends (an *agent.Service). The agents are an argument of the
+// constructor, not a field one may leave unset, nor an argument of Add alone: a service built
+// without naming them does not compile. nil is for a service that only reads and signs in (a
+// console without agents): its Remove and a change of Add that revokes a grant are refused.
+func New(st *store.Store, agents Sessions) *Service { return &Service{store: st, agents: agents} }
 
 // Sessions ends the live agent sessions a removal or a lowered role ends, in its transaction:
 // those the member started on the console in the account (agent.Service.EndMemberSessions),
 // those started with the keys the removal revokes (EndKeySessions), and those the apps whose
-// grants a lowered role revokes started (EndGrantSessions). Remove and Add take it as an
-// argument, not as a field one may leave unset: a member removed without it would keep their
-// sessions running, one waiting for a message holding its slot.
+// grants a lowered role revokes started (EndGrantSessions). New takes it as an argument: a
+// member removed without it would keep their sessions running, one waiting for a message
+// holding its slot.
 type Sessions interface {
 	EndMemberSessions(ctx context.Context, tx *store.AgentTx, accountID, userID uuid.UUID) error
 	EndKeySessions(ctx context.Context, tx *store.AgentTx, accountID uuid.UUID, keys []uuid.UUID) error
@@ -99,7 +106,7 @@ func endGrantSessions(ctx context.Context, agents Sessions) store.GrantRevoked {
 }
 
 // st returns the store the service works on.
-func (s *Service) st() *store.Store { return s.Store }
+func (s *Service) st() *store.Store { return s.store }
 
 func userFromStore(r store.User) User {
 	u := User{ID: r.ID, Email: r.Email, Name: r.Name, LastSignIn: r.LastSignIn}
@@ -123,10 +130,9 @@ func normalEmail(email string) string { return strings.TrimSpace(email) }
 // Add makes the person with email a member of the account with role (creating the user when
 // nobody has that address yet); an existing membership gets the new role. A role lowered
 // revokes the OAuth grants the member made with a higher one, and the agent sessions their
-// apps started end with them (access_revoked) through agents, in the change's transaction;
-// agents may be nil only for a change that revokes no grant (a new member's): one that does is
-// refused.
-func (s *Service) Add(ctx context.Context, agents Sessions, accountID uuid.UUID, email, role string) (User, error) {
+// apps started end with them (access_revoked) through the service's agents (New), in the
+// change's transaction; a service without agents refuses a change that revokes a grant.
+func (s *Service) Add(ctx context.Context, accountID uuid.UUID, email, role string) (User, error) {
 	email = normalEmail(email)
 	if !strings.Contains(email, "@") {
 		return User{}, fmt.Errorf("%q is not an e-mail address", email)
@@ -145,7 +151,7 @@ func (s *Service) Add(ctx context.Context, agents Sessions, accountID uuid.UUID,
 	if err != nil {
 		return User{}, err
 	}
-	if err := st.SetMembership(ctx, accountID, r.ID, role, endGrantSessions(ctx, agents)); err != nil {
+	if err := st.SetMembership(ctx, accountID, r.ID, role, endGrantSessions(ctx, s.agents)); err != nil {
 		return User{}, err
 	}
 	return userFromStore(r), nil
@@ -153,11 +159,12 @@ func (s *Service) Add(ctx context.Context, agents Sessions, accountID uuid.UUID,
 
 // Remove ends the membership of the person with email in the account, and revokes the keys
 // they made in it on the console unless keepKeys (returned: the keys revoked). Their OAuth
-// grants end with the membership always, and so, through agents (an *agent.Service, in the
+// grants end with the membership always, and so, through the service's agents (New, in the
 // removal's transaction), do the agent sessions they started on the console in the account
-// (member_removed) and those started with the keys revoked (key_revoked). A nil agents is
-// refused.
-func (s *Service) Remove(ctx context.Context, agents Sessions, accountID uuid.UUID, email string, keepKeys bool) ([]store.APIKey, error) {
+// (member_removed) and those started with the keys revoked (key_revoked). A service without
+// agents refuses it.
+func (s *Service) Remove(ctx context.Context, accountID uuid.UUID, email string, keepKeys bool) ([]store.APIKey, error) {
+	agents := s.agents
 	if agents == nil {
 		return nil, errNoSessions
 	}

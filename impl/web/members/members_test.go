@@ -25,7 +25,7 @@ func setup(t *testing.T) (*members.Service, *store.Store) {
 	if _, err := st.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	return &members.Service{Store: st}, st
+	return members.New(st, nil), st
 }
 
 // TestSignInClaims: a member added by e-mail is claimed by the first sign-in with that
@@ -39,7 +39,7 @@ func TestSignInClaims(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	added, err := svc.Add(ctx, nil, acct.ID, "Alice@Example.com", members.RoleOwner)
+	added, err := svc.Add(ctx, acct.ID, "Alice@Example.com", members.RoleOwner)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,8 +75,10 @@ func TestSignInClaims(t *testing.T) {
 	}
 }
 
-// TestRemoveNeedsTheAgents: a removal is refused without the agents that end the member's
-// agent sessions (a nil Sessions), and the member stays; given them, it removes. Before, the
+// TestRemoveNeedsTheAgents: a removal by a service built without the agents that end the
+// member's agent sessions (members.New with a nil Sessions) is refused, and the member stays;
+// by one built with them, it removes. The agents are New's argument, so no construction
+// leaves them out unseen (s10h4: they were an argument of Add and Remove that Add let be nil). Before, the
 // agents were a field of Service that a construction could leave unset, and such a removal
 // silently left the member's sessions running.
 func TestRemoveNeedsTheAgents(t *testing.T) {
@@ -86,10 +88,10 @@ func TestRemoveNeedsTheAgents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.Add(ctx, nil, acct.ID, "alice@example.com", members.RoleOwner); err != nil {
+	if _, err := svc.Add(ctx, acct.ID, "alice@example.com", members.RoleOwner); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.Remove(ctx, nil, acct.ID, "alice@example.com", false); err == nil || !strings.Contains(err.Error(), "needs the agents") {
+	if _, err := svc.Remove(ctx, acct.ID, "alice@example.com", false); err == nil || !strings.Contains(err.Error(), "needs the agents") {
 		t.Fatalf("a removal without the agents: %v, want it refused", err)
 	}
 	if list, err := svc.List(ctx, acct.ID); err != nil || len(list) != 1 {
@@ -99,7 +101,7 @@ func TestRemoveNeedsTheAgents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.Remove(ctx, agents, acct.ID, "alice@example.com", false); err != nil {
+	if _, err := members.New(st, agents).Remove(ctx, acct.ID, "alice@example.com", false); err != nil {
 		t.Fatal(err)
 	}
 	if list, err := svc.List(ctx, acct.ID); err != nil || len(list) != 0 {

@@ -31,9 +31,9 @@ type worstCase struct {
 	// prediction is the output a chat request's predicted output may add beyond its bound
 	// (rejected prediction tokens, billed as output: predictionTokens), for all its choices.
 	input, compaction, prediction, hostedFees int64
-	choices                       int
-	price                         price.Price
-	tier                          string
+	choices                                   int
+	price                                     price.Price
+	tier                                      string
 }
 
 // at is the worst case of the request with output bound out, in micro-units.

@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"testing"
@@ -70,4 +71,84 @@ WHEN (NEW.state IS DISTINCT FROM OLD.state) EXECUTE FUNCTION test_refuse_ending(
 	if len(targets) != 1 || targets[0] != "member "+alice.ID.String() || entries[0].Reason != agent.ReasonMemberRemoved {
 		t.Fatalf("audit entries %v %+v, want the sweep's one naming alice", targets, entries)
 	}
+}
+
+// TestSweepGoesOnPastAGroupItCannotEnd: the sweep of lapsed sessions ends each account's
+// sessions whatever another account's ending does. Two accounts' members are removed while the
+// database refuses every ending (their sessions left to the sweep); then it refuses only the
+// sessions of the account the sweep reaches first (it takes them by account). The other
+// account's session ends at the next sweep, and the first's once the database lets it. Before,
+// the sweep stopped at its first failure, and every account after one whose ending kept failing
+// kept its sessions running.
+func TestSweepGoesOnPastAGroupItCannotEnd(t *testing.T) {
+	w := newWorld(t, nil)
+	n := w.start()
+	svc := n.gw.Agents
+	ctx := context.Background()
+	people := members.New(w.store, svc)
+	type started struct {
+		console auth.Principal
+		member  members.User
+		session agent.SessionView
+	}
+	var two []started
+	for _, name := range []string{"first", "second"} {
+		tn := w.tenant(n, name, 5_000_000)
+		console := auth.Principal{AccountID: tn.p.AccountID}
+		m, err := people.Add(ctx, tn.p.AccountID, name+"@example.com", members.RoleOwner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := svc.SpawnForMember(ctx, console, m.ID, "main", "Say hello.")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := waitSession(t, svc, console, res.SessionID, agent.StateReady, agent.StateStopped, agent.StateFailed)
+		if s.State != agent.StateReady {
+			t.Fatalf("session %+v, want ready", s)
+		}
+		two = append(two, started{console, m, s})
+	}
+	if bytes.Compare(two[0].console.AccountID[:], two[1].console.AccountID[:]) > 0 {
+		two[0], two[1] = two[1], two[0] // two[0] is the account the sweep reaches first
+	}
+	pool := w.store.Pool()
+	// The trigger refuses the sessions of the accounts in test_refused, of every account while
+	// it holds a NULL.
+	if _, err := pool.Exec(ctx, `
+CREATE TABLE test_refused (account_id uuid);
+INSERT INTO test_refused VALUES (NULL);
+CREATE FUNCTION test_refuse_ending() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF EXISTS (SELECT 1 FROM test_refused WHERE account_id IS NULL OR account_id = NEW.account_id) THEN
+    RAISE EXCEPTION 'the test refuses to change the state of agent session %', OLD.id;
+  END IF;
+  RETURN NEW;
+END $$;
+CREATE TRIGGER test_refuse_ending BEFORE UPDATE ON agent_sessions FOR EACH ROW
+WHEN (NEW.state IS DISTINCT FROM OLD.state) EXECUTE FUNCTION test_refuse_ending();`); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range two {
+		if _, err := people.Remove(ctx, s.console.AccountID, s.member.Email, false); err != nil {
+			t.Fatalf("the removal, the endings refused: %v", err)
+		}
+	}
+	if got := svc.EndingsLeft(); got != 2 {
+		t.Fatalf("EndingsLeft is %d, want both removals' endings", got)
+	}
+	// From now on only the first account's sessions are refused.
+	if _, err := pool.Exec(ctx, `UPDATE test_refused SET account_id = $1`, two[0].console.AccountID); err != nil {
+		t.Fatal(err)
+	}
+	waitSession(t, svc, two[1].console, two[1].session.ID, agent.StateStopped, agent.StateFailed)
+	checkEnded(t, svc, two[1].console, two[1].session, agent.ReasonMemberRemoved)
+	if s := sessionNow(t, svc, two[0].console, two[0].session.ID); s.State != agent.StateReady {
+		t.Fatalf("the first account's session while the database refuses its ending: %+v, want ready", s)
+	}
+	if _, err := pool.Exec(ctx, `DROP TRIGGER test_refuse_ending ON agent_sessions`); err != nil {
+		t.Fatal(err)
+	}
+	waitSession(t, svc, two[0].console, two[0].session.ID, agent.StateStopped, agent.StateFailed)
+	checkEnded(t, svc, two[0].console, two[0].session, agent.ReasonMemberRemoved)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/google/uuid"
@@ -343,9 +344,11 @@ func (s *Service) EndGrantSessions(ctx context.Context, tx *store.AgentTx, accou
 // without the agents revoked or disabled, or whose revocation's own ending of them failed
 // (endOrLeave) (one sweep of Run's, every config agents.session_sweep).
 func (s *Service) sweepLapsed(ctx context.Context) {
-	if n, err := s.endLapsed(ctx); err != nil && ctx.Err() == nil {
+	n, err := s.endLapsed(ctx)
+	if err != nil && ctx.Err() == nil {
 		s.log.Warn("agent: ending the sessions whose key or grant lapsed failed", "err", err)
-	} else if n > 0 {
+	}
+	if n > 0 {
 		s.log.Info("agent: sessions ended, their key or grant lapsed", "count", n)
 	}
 }
@@ -363,7 +366,7 @@ type lapsedCause struct {
 // key_disabled, key_expired), or whose member who started them on the console left the
 // account (member_removed), as their next step would, so that one waiting for a message
 // frees its slot: one transaction, and one audit entry, per account, reason and key or grant.
-// It returns how many it ended.
+// It returns how many it ended, and the failures of the groups it could not end.
 func (s *Service) endLapsed(ctx context.Context) (int, error) {
 	rows, err := s.q.LapsedSessions(ctx)
 	if err != nil {
@@ -384,13 +387,23 @@ func (s *Service) endLapsed(ctx context.Context) (int, error) {
 		}
 		groups[c] = append(groups[c], r.ID)
 	}
+	// A group that fails is left to the next sweep and the others go on: stopping at the
+	// first failure would leave every later account's sessions running, round after round,
+	// behind one whose ending keeps failing.
+	ended := 0
+	var failed []error
 	for _, c := range order {
 		err := s.inTx(ctx, func(tx *store.AgentTx) error {
 			return s.endEach(ctx, tx, c.account, groups[c], c.reason, c.target)
 		})
 		if err != nil {
-			return 0, err
+			if ctx.Err() != nil {
+				return ended, err
+			}
+			failed = append(failed, fmt.Errorf("account %s, %s (%s): %w", c.account, c.target, c.reason, err))
+			continue
 		}
+		ended += len(groups[c])
 	}
-	return len(rows), nil
+	return ended, errors.Join(failed...)
 }

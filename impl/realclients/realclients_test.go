@@ -41,6 +41,7 @@ func TestRealClients(t *testing.T) {
 		{"ClaudeCodeMCP", testClaudeCodeMCP},
 		{"Codex", testCodex},
 		{"CodexMCP", testCodexMCP},
+		{"CodexMCPSlowStart", testCodexMCPSlowStart},
 		{"CodexBuiltinProvider", testCodexBuiltinProvider},
 		{"CodexWebSocketTurns", testCodexWebSocketTurns},
 		{"MCPTypeScriptSDK", testMCPTypeScriptSDK},
@@ -374,7 +375,8 @@ func testClaudeCodeMCP(t *testing.T, c clients, fx fixture) {
 // provider on the Responses API with the key in TOLLGATE_API_KEY; with builtin true the built-in
 // openai provider's base URL points at the gateway (the key is then CODEX_API_KEY, which
 // codex exec reads; with OPENAI_API_KEY alone it sends no Authorization and gets 401). mcp adds
-// the gateway's MCP endpoint with the same key as its bearer token. The update check,
+// the gateway's MCP endpoint with the same key as its bearer token, as a required server, which
+// Codex waits for before the first turn (testCodexMCPSlowStart). The update check,
 // analytics and feedback are off, and so are plugins, whose start-up sync of the curated
 // plugin list otherwise reaches github.com, api.github.com and chatgpt.com.
 func codexConfig(recURL string, builtin, mcp bool) string {
@@ -410,6 +412,7 @@ wire_api = "responses"
 [mcp_servers.tollgate]
 url = "%s/api/mcp"
 bearer_token_env_var = "TOLLGATE_API_KEY"
+required = true
 `, recURL)
 	}
 	return b.String()
@@ -537,7 +540,24 @@ func knownGap(t *testing.T, gap, name string, check func() error) {
 // client before the turn, so the recording shows initialize and tools/list whatever the model
 // does; the prompt asks the simulator for a call of the namespaced tool.
 func testCodexMCP(t *testing.T, c clients, fx fixture) {
+	codexMCPTurn(t, c, fx, 0)
+}
+
+// testCodexMCPSlowStart is testCodexMCP with every request to /api/mcp held 1.5 s, as a loaded
+// machine once did (TestRealClients/CodexMCP/ToolCall failed when Codex 0.169 sent its first
+// POST /v1/responses 17 ms after the MCP initialize, before tools/list): Codex builds the first
+// turn's tools waiting for an optional MCP server only mcp_optional_startup_grace_ms (1,000 ms
+// by default), so a server slower than that is left out of the turn. The configuration marks
+// the server required, which makes Codex wait for it up to its startup_timeout_sec.
+func testCodexMCPSlowStart(t *testing.T, c clients, fx fixture) {
+	codexMCPTurn(t, c, fx, 1500*time.Millisecond)
+}
+
+// codexMCPTurn is one codex exec turn that asks for the gateway's MCP tool, with each MCP
+// request held delay, and its checks.
+func codexMCPTurn(t *testing.T, c clients, fx fixture, delay time.Duration) {
 	rec := newRecorder(t, fx.gw.URL, fx.key)
+	rec.mcpDelay = delay
 	sb := codexSandbox(t, c, fx, rec, false, true)
 	r := run(t, rec, sb, append(c.codex(), "exec", "--json", "--strict-config", "--skip-git-repo-check", "call mcp__tollgate__list_storage_datasets")...)
 	codexTurn(t, r)

@@ -32,6 +32,11 @@ type recorder struct {
 	// URL is the recorder's base URL, http://127.0.0.1:<port>.
 	URL string
 
+	// mcpDelay holds each request to the MCP endpoint (/api/mcp) this long before it is
+	// relayed: an MCP server slow to start and answer, as on a loaded machine. Set it before
+	// a client runs.
+	mcpDelay time.Duration
+
 	name   string
 	host   string
 	start  time.Time
@@ -116,6 +121,9 @@ func newRecorder(t *testing.T, target string, secrets ...string) *recorder {
 			// A forward-proxy request for the recorder itself: served like a direct one.
 			r = r.WithContext(withViaProxy(r.Context()))
 			r.URL.Scheme, r.URL.Host = "", ""
+		}
+		if rec.mcpDelay > 0 && r.URL.Path == "/api/mcp" {
+			time.Sleep(rec.mcpDelay)
 		}
 		rp.ServeHTTP(w, r)
 	}))

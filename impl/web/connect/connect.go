@@ -529,7 +529,9 @@ func MCP(t Target) Setup {
 		{Where: "Codex: add to ~/.codex/config.toml (the key in " + KeyVariable + ", as above)", Lang: "toml", Text: "" +
 			"[mcp_servers.tollgate]\n" +
 			"url = " + tomlString(url) + "\n" +
-			"bearer_token_env_var = " + tomlString(KeyVariable) + "\n"},
+			"bearer_token_env_var = " + tomlString(KeyVariable) + "\n" +
+			"# Codex waits for a server that is not required only 1 s before the first turn, which then goes without its tools.\n" +
+			"required = true\n"},
 	}, Note: "Run by the test suite (impl/realclients) with Claude Code, Codex, the MCP TypeScript SDK and the MCP Inspector. " +
 		"Against the built-in simulator (make run), run Claude Code with ENABLE_TOOL_SEARCH=false to have it call the tools: " +
 		"it otherwise hides MCP tools behind its ToolSearch tool, which the simulator does not use (real models do)."}

@@ -23,7 +23,7 @@ const connectUsage = `usage: tollgate connect [-url URL] [-key KEY] CLIENT
 
 Prints the settings that point CLIENT at a tollgate gateway with an API key, the same the web
 console shows when a key is created: CLIENT is claude-code (or claude), codex, opencode,
-openai-sdk, anthropic-sdk, mcp, or all. The key is checked against the gateway first
+openai-sdk, anthropic-sdk, ai-sdk (Vercel's AI SDK, or vercel), langchain, mcp, or all. The key is checked against the gateway first
 (GET /v1/models), and the settings name the first model of each family the key may use. Claude
 Code's settings warn, as the console's do, when the key's credit cap (GET /v1/credits) is below
 what one of its turns holds at the model's price (GET /v1/models), and say what to do; Codex's
@@ -39,7 +39,8 @@ other than this machine (localhost, 127.0.0.0/8, ::1), which the key would cross
 `
 
 // connectAliases are the other names a client is known by on the command line.
-var connectAliases = map[string]string{"claude": "claude-code", "claudecode": "claude-code", "openai": "openai-sdk", "anthropic": "anthropic-sdk"}
+var connectAliases = map[string]string{"claude": "claude-code", "claudecode": "claude-code", "openai": "openai-sdk", "anthropic": "anthropic-sdk",
+	"vercel": "ai-sdk", "aisdk": "ai-sdk"}
 
 // runConnect is `tollgate connect`: it asks the gateway which models the key may use, then
 // prints the chosen client's settings (impl/web/connect) to out. What the user should know

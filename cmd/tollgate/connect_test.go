@@ -60,6 +60,18 @@ func TestConnectCommand(t *testing.T) {
 	if want := connect.Opencode(console).Text(); out.String() != want || !strings.Contains(out.String(), "service-flint is a fusion model") {
 		t.Errorf("connect opencode printed:\n%s\nwant (the console's):\n%s", out.String(), want)
 	}
+	for _, c := range []struct {
+		name string
+		want connect.Setup
+	}{{"ai-sdk", connect.AISDK(console)}, {"vercel", connect.AISDK(console)}, {"langchain", connect.LangChain(console)}} {
+		out.Reset()
+		if err := runConnect(ctx, []string{c.name}, &out, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		if want := c.want.Text(); out.String() != want {
+			t.Errorf("connect %s printed:\n%s\nwant (the console's):\n%s", c.name, out.String(), want)
+		}
+	}
 	out.Reset()
 	if err := runConnect(ctx, []string{"-url", p.base, "all"}, &out, io.Discard); err != nil {
 		t.Fatal(err)

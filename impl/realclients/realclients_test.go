@@ -50,6 +50,7 @@ func TestRealClients(t *testing.T) {
 		{"AnthropicTypeScriptSDK", testAnthropicSDK},
 		{"AISDK", testAISDK},
 		{"LangChain", testLangChain},
+		{"ConnectSnippets", testConnectSnippets},
 		{"Opencode", testOpencode},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

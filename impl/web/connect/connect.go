@@ -1,13 +1,15 @@
 // Package connect writes the settings that point a client at a tollgate gateway with a key:
-// Claude Code, the Codex CLI, opencode, the OpenAI and Anthropic SDKs and MCP clients. The web
+// Claude Code, the Codex CLI, opencode, the OpenAI and Anthropic SDKs, Vercel's AI SDK,
+// LangChain and MCP clients. The web
 // console's key-created page shows them, filled with the gateway's public URL and the new key;
 // a command for a person at a terminal can print the same (Setup.Text).
 //
 // The settings are the ones the test suite runs the real clients with (impl/realclients:
 // Claude Code's environment, Codex's config.toml with a custom Responses provider, the MCP
 // configurations of Claude Code and Codex, opencode's opencode.json, the MCP TypeScript SDK and
-// Inspector, and the OpenAI and Anthropic TypeScript SDKs), except where a Setup's Note says
-// otherwise (the Python lines of the SDKs, which follow those clients' documentation). Changing a setting here
+// Inspector, the OpenAI and Anthropic TypeScript SDKs, and the TypeScript lines of the AI SDK
+// and LangChain, which impl/realclients runs as they are written here), except where a Setup's
+// Note says otherwise (the Python lines, which follow those clients' documentation). Changing a setting here
 // without the test that runs it is inventing one: keep them in step with impl/realclients.
 //
 // Every function is pure: the same Target gives the same text, byte for byte.
@@ -168,7 +170,7 @@ func (s Setup) Text() string {
 
 // All is the setup of every client, in the order the console shows them.
 func All(t Target) []Setup {
-	return []Setup{ClaudeCode(t), Codex(t), Opencode(t), OpenAISDK(t), AnthropicSDK(t), MCP(t)}
+	return []Setup{ClaudeCode(t), Codex(t), Opencode(t), OpenAISDK(t), AnthropicSDK(t), AISDK(t), LangChain(t), MCP(t)}
 }
 
 // ChooseModels picks, among the model ids a key may use (in the account's order), the first
@@ -369,7 +371,7 @@ func Codex(t Target) Setup {
 			"wire_api = \"responses\"\n"},
 		{Where: "Your shell", Lang: "sh", Text: exportKey(t) + "codex\n"},
 	}
-	s.Note = "Run by the test suite (impl/realclients, Codex 0.169.0, with --strict-config) with these settings. Outside a git repository, " +
+	s.Note = "Run by the test suite (impl/realclients, Codex 0.171.0, with --strict-config) with these settings. Outside a git repository, " +
 		"codex exec needs --skip-git-repo-check."
 	return s
 }
@@ -508,12 +510,99 @@ func AnthropicSDK(t Target) Setup {
 	return s
 }
 
+// AISDK is Vercel's AI SDK (npm ai) with its OpenAI provider (@ai-sdk/openai: the base URL
+// with /v1, the key as its API key, sent as Authorization: Bearer) and its Anthropic provider
+// (@ai-sdk/anthropic: the same base URL, the key as its authToken; its apiKey would be sent as
+// x-api-key, which the gateway refuses), each in TypeScript ending with the model to pass to
+// generateText or streamText.
+func AISDK(t Target) Setup {
+	s := Setup{ID: "ai-sdk", Client: "Vercel AI SDK"}
+	if t.ChatModel == "" && t.MessagesModel == "" {
+		s.Unavailable = noModel("OpenAI Responses or Anthropic Messages")
+		return s
+	}
+	base := t.BaseURL + "/v1"
+	s.Blocks = []Block{{Where: "Your shell", Lang: "sh", Text: exportKey(t)}}
+	if t.ChatModel != "" {
+		s.Blocks = append(s.Blocks, Block{Where: "TypeScript (ai with @ai-sdk/openai)", Lang: "typescript", Text: "" +
+			"import { createOpenAI } from \"@ai-sdk/openai\";\n" +
+			"const tollgate = createOpenAI({ baseURL: " + jsString(base) + ", apiKey: process.env." + KeyVariable + " });\n" +
+			"// The Responses API; tollgate.chat(" + jsString(t.ChatModel) + ") is the same model on chat completions.\n" +
+			"const model = tollgate(" + jsString(t.ChatModel) + ");\n"})
+	}
+	if t.MessagesModel != "" {
+		s.Blocks = append(s.Blocks, Block{Where: "TypeScript (ai with @ai-sdk/anthropic)", Lang: "typescript", Text: "" +
+			"import { createAnthropic } from \"@ai-sdk/anthropic\";\n" +
+			"const tollgate = createAnthropic({ baseURL: " + jsString(base) + ", authToken: process.env." + KeyVariable + " });\n" +
+			"const model = tollgate(" + jsString(t.MessagesModel) + ");\n"})
+	}
+	s.Note = "Pass model to generateText or streamText. Run by the test suite (impl/realclients, ai 7) as written here. " +
+		"The Anthropic provider takes the key as authToken (Authorization: Bearer), not apiKey: an x-api-key header alone is refused. " +
+		"@ai-sdk/openai-compatible works too, with the same baseURL and apiKey (and includeUsage: true for streamed usage)."
+	return s
+}
+
+// LangChain is LangChain's chat models: ChatOpenAI with the base URL (with /v1) and the key, in
+// TypeScript (@langchain/openai) and Python (langchain-openai), and in TypeScript
+// ChatAnthropic (@langchain/anthropic) with the gateway (without /v1) and a createClient that
+// gives the Anthropic SDK the key as its authToken, since ChatAnthropic hands its client the
+// key as an API key (x-api-key, which the gateway refuses). Python's langchain-anthropic has
+// no such setting (its ChatAnthropic builds its client with the key as api_key only), and the
+// note says so rather than show a setting that fails.
+func LangChain(t Target) Setup {
+	s := Setup{ID: "langchain", Client: "LangChain"}
+	if t.ChatModel == "" && t.MessagesModel == "" {
+		s.Unavailable = noModel("OpenAI chat completions or Anthropic Messages")
+		return s
+	}
+	base := t.BaseURL + "/v1"
+	s.Blocks = []Block{{Where: "Your shell", Lang: "sh", Text: exportKey(t)}}
+	if t.ChatModel != "" {
+		s.Blocks = append(s.Blocks,
+			Block{Where: "TypeScript (@langchain/openai)", Lang: "typescript", Text: "" +
+				"import { ChatOpenAI } from \"@langchain/openai\";\n" +
+				"// Add useResponsesApi: true for the Responses API.\n" +
+				"const model = new ChatOpenAI({ model: " + jsString(t.ChatModel) + ", apiKey: process.env." + KeyVariable +
+				", configuration: { baseURL: " + jsString(base) + " } });\n"},
+			Block{Where: "Python (langchain-openai)", Lang: "python", Text: "" +
+				"import os\n" +
+				"from langchain_openai import ChatOpenAI\n" +
+				"model = ChatOpenAI(model=" + pyString(t.ChatModel) + ", base_url=" + pyString(base) +
+				", api_key=os.environ[" + pyString(KeyVariable) + "])\n"})
+	}
+	if t.MessagesModel != "" {
+		s.Blocks = append(s.Blocks, Block{Where: "TypeScript (@langchain/anthropic)", Lang: "typescript", Text: "" +
+			"import Anthropic from \"@anthropic-ai/sdk\";\n" +
+			"import { ChatAnthropic } from \"@langchain/anthropic\";\n" +
+			"const model = new ChatAnthropic({\n" +
+			"  model: " + jsString(t.MessagesModel) + ",\n" +
+			"  anthropicApiUrl: " + jsString(t.BaseURL) + ",\n" +
+			"  createClient: (options) => new Anthropic({ ...options, apiKey: null, authToken: process.env." + KeyVariable + " }),\n" +
+			"});\n"})
+	}
+	s.Note = "The TypeScript lines are run by the test suite (impl/realclients, @langchain/openai and @langchain/anthropic 1) as written here; " +
+		"the Python line follows langchain-openai's documentation."
+	if t.MessagesModel != "" {
+		s.Note += " ChatAnthropic hands its client the key as an API key, sent as x-api-key, which the gateway refuses: " +
+			"createClient gives the Anthropic SDK's client the key as its authToken (Authorization: Bearer) instead."
+	}
+	if t.MessagesModel != "" {
+		s.Note += " Python's langchain-anthropic has no setting for a bearer token: its ChatAnthropic sends the key only as x-api-key, " +
+			"which the gateway refuses, so it cannot be pointed at the gateway as it is."
+	}
+	return s
+}
+
 // MCP is the gateway's MCP endpoint (streamable HTTP, /api/mcp) with the key as a bearer
 // header, as a URL and header, Claude Code's --mcp-config file and Codex's config.toml section.
 // The files name the key's environment variable rather than hold the key: a settings file in a
 // project is the kind of file that gets committed (Claude Code expands ${VAR} in an MCP
 // server's url and headers, its documentation's "Environment variable expansion in .mcp.json";
-// Codex reads bearer_token_env_var). Its note says what impl/realclients sets for Claude Code
+// Codex reads bearer_token_env_var). Codex's server is required: Codex 0.171 builds the first
+// turn's tools waiting for a server that is not only mcp_optional_startup_grace_ms (1,000 ms by
+// default), so on a slow machine or network the turn went without the gateway's tools;
+// required makes it wait up to the server's startup_timeout_sec (10 s) and fail loudly when the
+// server cannot start. Its note says what impl/realclients sets for Claude Code
 // against the simulator (ENABLE_TOOL_SEARCH=false; newcomer trial finding 4).
 func MCP(t Target) Setup {
 	url := t.BaseURL + "/api/mcp"

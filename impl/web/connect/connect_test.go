@@ -67,6 +67,8 @@ func TestSettingsAddresses(t *testing.T) {
 		"opencode":      {`"baseURL": "https://gateway.example.com/v1"`, `"apiKey": "{env:TOLLGATE_API_KEY}"`},
 		"openai-sdk":    {`baseURL: "https://gateway.example.com/v1"`, `base_url="https://gateway.example.com/v1"`},
 		"anthropic-sdk": {`baseURL: "https://gateway.example.com", authToken:`, `base_url="https://gateway.example.com", auth_token=`},
+		"ai-sdk":        {`createOpenAI({ baseURL: "https://gateway.example.com/v1", apiKey:`, `createAnthropic({ baseURL: "https://gateway.example.com/v1", authToken:`},
+		"langchain":     {`configuration: { baseURL: "https://gateway.example.com/v1" }`, `base_url="https://gateway.example.com/v1"`, `anthropicApiUrl: "https://gateway.example.com",`, `apiKey: null, authToken:`},
 		"mcp":           {"URL: https://gateway.example.com/api/mcp\n", "Header: Authorization: Bearer " + target.Key + "\n", `"Authorization": "Bearer ${TOLLGATE_API_KEY}"`, "export TOLLGATE_API_KEY=" + target.Key},
 	} {
 		for _, want := range wants {

@@ -338,8 +338,8 @@ func thousands(n int) string {
 // Codex is the Codex CLI's config.toml with the gateway as a custom provider on the Responses
 // API, the key read from KeyVariable, the model's context window when it is known (Codex
 // knows no window of a model it has no metadata for, and compacts by it), and its calls to
-// github.com and chatgpt.com off. Codex 0.169 has no setting for a model's output bound
-// (model_max_output_tokens is an unknown field to its --strict-config) nor for its price.
+// github.com and chatgpt.com off. Codex 0.169 and 0.171 have no setting for a model's output bound
+// (model_max_output_tokens is an unknown field to their --strict-config) nor for its price.
 func Codex(t Target) Setup {
 	s := Setup{ID: "codex", Client: "Codex CLI"}
 	if t.ChatModel == "" {

@@ -130,6 +130,15 @@ func refuseBound(err error, said string) error {
 		return err
 	}
 	c := *ae
-	c.Message = said + " " + c.Message
+	c.Message = said + " " + sentence(c.Message)
 	return &boundRefusal{err: err, api: &c}
+}
+
+// sentence is s, a message that may begin in lower case (the meter's, written to follow a
+// colon), with its first letter in upper case, to follow another sentence.
+func sentence(s string) string {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return s
+	}
+	return string(s[0]-'a'+'A') + s[1:]
 }

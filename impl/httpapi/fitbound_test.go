@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -93,7 +94,7 @@ func TestUnboundedRequestIsFittedToTheCredit(t *testing.T) {
 			explicit := strings.Replace(body, `"stream"`, `"max_output_tokens":60000,"stream"`, 1)
 			status, hdr, out = do(t, c, g.URL, request{"POST", "/v1/responses", explicit}, bearer(tenant.Key))
 			if status != 402 || !strings.Contains(string(out), "You requested up to 60000 output tokens (max_output_tokens), but can only afford ") ||
-				fittedOf(t, hdr) != 0 {
+				!sentencesBegin.Match(out) || fittedOf(t, hdr) != 0 {
 				t.Errorf("stream=%t: an explicit bound: %d %s", stream, status, out)
 			}
 		}
@@ -136,7 +137,7 @@ func TestUnboundedRequestIsFittedToTheCredit(t *testing.T) {
 		}
 		// What is left affords fewer than 1,024 output tokens: refused, saying so.
 		status, _, out = do(t, c, g.URL, request{"POST", "/v1/chat/completions", body}, bearer(tenant.Key))
-		if status != 402 || !strings.Contains(string(out), "the credit affords only") {
+		if status != 402 || !strings.Contains(string(out), "the credit affords only") || !sentencesBegin.Match(out) {
 			t.Errorf("below the floor: %d %s", status, out)
 		}
 	})
@@ -239,3 +240,7 @@ func TestFittedRequestsNeverOverspend(t *testing.T) {
 	}
 	t.Logf("%v; balance left %d", statuses, balance)
 }
+
+// sentencesBegin matches a refusal whose sentence after the fitting's own begins with a
+// capital letter (the meter's message, which begins in lower case, joined to it).
+var sentencesBegin = regexp.MustCompile(`(afford \d+\.|such a request to\.) [A-Z]`)

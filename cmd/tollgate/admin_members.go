@@ -166,10 +166,12 @@ func (a *admin) memberAdmin(ctx context.Context, verb string, args []string) err
 }
 
 // agents is the agent service the commands that end sessions pass on (a member's removal, a
-// key's revocation); it logs errors only, to the command's output.
+// key's revocation); it logs warnings and errors to the command's stderr, so that an operator
+// whose revocation left its sessions' ending to the gateway's sweep of lapsed sessions
+// (agent.Service.EndingsLeft) is told, while the command's output (-json too) stays its own.
 func (a *admin) agents() (*agent.Service, error) {
 	return agent.New(agent.Options{Store: a.svc.Store, Config: a.svc.Config,
-		Logger: slog.New(slog.NewTextHandler(a.out, &slog.HandlerOptions{Level: slog.LevelError}))})
+		Logger: slog.New(slog.NewTextHandler(a.notes, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 }
 
 // member is the account's member with email, found before asking to confirm a removal; an

@@ -281,3 +281,69 @@ func TestKeyDisableEndsItsAgentSessions(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminSaysWhenEndingsAreLeftToTheSweep: when the database refuses to end the agent
+// sessions of a `member remove` or a `key revoke` (a trigger in the test's PostgreSQL), the
+// revocation stands and the command says on stderr that the gateway's sweep of lapsed sessions
+// will end them, and within how long; its output is the removal's and the revocation's alone.
+// Before, the command's agent service logged errors only, and the operator was told nothing.
+func TestAdminSaysWhenEndingsAreLeftToTheSweep(t *testing.T) {
+	url := pgtest.ConnString(t)
+	t.Setenv("DATABASE_URL", url)
+	t.Setenv("LOG_LEVEL", "error")
+	mustAdmin(t, "account create acme -plan demo")
+	mustAdmin(t, "member add acme alice@example.com")
+	mustAdmin(t, "slot assign acme alice")
+	mustAdmin(t, "slot assign acme keyed")
+	ctx := context.Background()
+	st, acct := openAccount(t, url, "acme")
+	agents, err := agent.New(agent.Options{Store: st, Config: config.Default()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	console := auth.Principal{AccountID: acct.ID}
+	alice, err := st.GetUserByEmail(ctx, "alice@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := agents.SpawnForMember(ctx, console, alice.ID, "alice", "Say hello."); err != nil {
+		t.Fatal(err)
+	}
+	key, err := (&accounts.Service{Store: st, Config: config.Default()}).CreateKey(ctx, acct.ID, "service", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := agents.Spawn(ctx, auth.Principal{AccountID: acct.ID, KeyID: key.Key.ID}, "keyed", "Say hello.", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Pool().Exec(ctx, `
+CREATE FUNCTION test_refuse_ending() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION 'the test refuses to change the state of agent session %', OLD.id; END $$;
+CREATE TRIGGER test_refuse_ending BEFORE UPDATE ON agent_sessions FOR EACH ROW
+WHEN (NEW.state IS DISTINCT FROM OLD.state) EXECUTE FUNCTION test_refuse_ending();`); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, line := range []string{"member remove acme alice@example.com -yes", "key revoke " + key.Key.ID.String() + " -yes"} {
+		out, notes, err := adminRunIO(t, line, "")
+		if err != nil {
+			t.Fatalf("admin %s, the endings refused: %v\n%s", line, err, notes)
+		}
+		if !strings.Contains(notes, "level=WARN") || !strings.Contains(notes, "sweep of lapsed sessions will end them") ||
+			!strings.Contains(notes, "within=1m0s") || !strings.Contains(notes, "the test refuses") {
+			t.Errorf("admin %s's stderr does not say the endings were left to the sweep:\n%s", line, notes)
+		}
+		if strings.Contains(out, "sweep") {
+			t.Errorf("admin %s's output carries the warning:\n%s", line, out)
+		}
+	}
+	list, err := agents.Sessions(ctx, console)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range list {
+		if s.State != agent.StateProvisioning {
+			t.Errorf("session %s (slot %s) is %s while the database refuses its ending, want provisioning", s.ID, s.Slot, s.State)
+		}
+	}
+}

@@ -152,8 +152,8 @@ func (s *Service) endOrLeave(ctx context.Context, tx *store.AgentTx, cause strin
 		return errors.Join(err, rerr)
 	}
 	s.endingsLeft.Add(1)
-	s.log.Warn("agent: ending the sessions of a revocation failed; the revocation stands and the sweep of lapsed sessions will end them",
-		"cause", cause, "err", err)
+	s.log.Warn("agent: ending the sessions of a revocation failed; the revocation stands and the gateway's sweep of lapsed sessions will end them",
+		"cause", cause, "within", s.cfg.SessionSweep, "err", err)
 	return nil
 }
 

@@ -197,6 +197,9 @@ func New(o Options) (*Gateway, error) {
 	if err != nil {
 		return fail(err)
 	}
+	if o.Metrics != nil {
+		o.Metrics.WatchAgents(agents.EndingsLeft)
+	}
 	// With the web console, MCP clients may sign in with OAuth: the console is the
 	// authorization server of /api/mcp (impl/mcpauth).
 	var oauth *mcpauth.Server

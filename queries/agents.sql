@@ -90,7 +90,8 @@ ORDER BY s.created_at;
 -- The live sessions, not stopping yet, whose right to run has lapsed with nobody ending them:
 -- the connected app's grant revoked, past its lifetime or its member gone (access_revoked), or
 -- the key revoked, disabled or expired (key_revoked, key_disabled, key_expired), or the member
--- who started it on the console gone from the account (member_removed), in the order a step
+-- who started it on the console gone from the account (member_removed; a membership that began
+-- after the session did is theirs no longer: removed and added back), in the order a step
 -- checks them; for the agents' sweep to end them (a removal's own ending may have failed).
 SELECT s.id, s.account_id, s.key_id, s.oauth_grant_id, s.started_by_user, (CASE
     WHEN g.id IS NOT NULL AND (g.revoked_at IS NOT NULL OR g.expires_at <= now() OR m.user_id IS NULL) THEN 'access_revoked'
@@ -102,7 +103,7 @@ FROM agent_sessions s
 LEFT JOIN oauth_grants g ON g.id = s.oauth_grant_id
 LEFT JOIN memberships m ON m.account_id = g.account_id AND m.user_id = g.user_id
 LEFT JOIN api_keys k ON k.id = s.key_id
-LEFT JOIN memberships sm ON sm.account_id = s.account_id AND sm.user_id = s.started_by_user
+LEFT JOIN memberships sm ON sm.account_id = s.account_id AND sm.user_id = s.started_by_user AND sm.created_at <= s.created_at
 WHERE s.state IN ('provisioning', 'ready', 'busy')
   AND ((g.id IS NOT NULL AND (g.revoked_at IS NOT NULL OR g.expires_at <= now() OR m.user_id IS NULL))
     OR (k.id IS NOT NULL AND (k.revoked_at IS NOT NULL OR k.disabled_at IS NOT NULL OR k.expires_at <= now()))
@@ -262,5 +263,7 @@ UPDATE agent_commands SET status = 'done' WHERE session_id = $1 AND kind = 'stop
 
 -- name: AgentStarterRole :one
 -- The role in the account of the member who started a session on the console; no row when
--- they are no longer in it.
-SELECT role FROM memberships WHERE account_id = $1 AND user_id = $2;
+-- they are no longer in it, or when their membership began after the session did (they were
+-- removed and added back: adding a member back revives nothing).
+SELECT role FROM memberships
+WHERE account_id = $1 AND user_id = $2 AND created_at <= sqlc.arg('session_started')::timestamptz;

@@ -32,18 +32,21 @@ func (q *Queries) AgentSessionUsage(ctx context.Context, agentSessionID pgtype.U
 }
 
 const agentStarterRole = `-- name: AgentStarterRole :one
-SELECT role FROM memberships WHERE account_id = $1 AND user_id = $2
+SELECT role FROM memberships
+WHERE account_id = $1 AND user_id = $2 AND created_at <= $3::timestamptz
 `
 
 type AgentStarterRoleParams struct {
-	AccountID uuid.UUID
-	UserID    uuid.UUID
+	AccountID      uuid.UUID
+	UserID         uuid.UUID
+	SessionStarted time.Time
 }
 
 // The role in the account of the member who started a session on the console; no row when
-// they are no longer in it.
+// they are no longer in it, or when their membership began after the session did (they were
+// removed and added back: adding a member back revives nothing).
 func (q *Queries) AgentStarterRole(ctx context.Context, arg AgentStarterRoleParams) (string, error) {
-	row := q.db.QueryRow(ctx, agentStarterRole, arg.AccountID, arg.UserID)
+	row := q.db.QueryRow(ctx, agentStarterRole, arg.AccountID, arg.UserID, arg.SessionStarted)
 	var role string
 	err := row.Scan(&role)
 	return role, err
@@ -883,7 +886,7 @@ FROM agent_sessions s
 LEFT JOIN oauth_grants g ON g.id = s.oauth_grant_id
 LEFT JOIN memberships m ON m.account_id = g.account_id AND m.user_id = g.user_id
 LEFT JOIN api_keys k ON k.id = s.key_id
-LEFT JOIN memberships sm ON sm.account_id = s.account_id AND sm.user_id = s.started_by_user
+LEFT JOIN memberships sm ON sm.account_id = s.account_id AND sm.user_id = s.started_by_user AND sm.created_at <= s.created_at
 WHERE s.state IN ('provisioning', 'ready', 'busy')
   AND ((g.id IS NOT NULL AND (g.revoked_at IS NOT NULL OR g.expires_at <= now() OR m.user_id IS NULL))
     OR (k.id IS NOT NULL AND (k.revoked_at IS NOT NULL OR k.disabled_at IS NOT NULL OR k.expires_at <= now()))
@@ -904,7 +907,8 @@ type LapsedAgentSessionsRow struct {
 // The live sessions, not stopping yet, whose right to run has lapsed with nobody ending them:
 // the connected app's grant revoked, past its lifetime or its member gone (access_revoked), or
 // the key revoked, disabled or expired (key_revoked, key_disabled, key_expired), or the member
-// who started it on the console gone from the account (member_removed), in the order a step
+// who started it on the console gone from the account (member_removed; a membership that began
+// after the session did is theirs no longer: removed and added back), in the order a step
 // checks them; for the agents' sweep to end them (a removal's own ending may have failed).
 func (q *Queries) LapsedAgentSessions(ctx context.Context) ([]LapsedAgentSessionsRow, error) {
 	rows, err := q.db.Query(ctx, lapsedAgentSessions)

@@ -152,3 +152,55 @@ WHEN (NEW.state IS DISTINCT FROM OLD.state) EXECUTE FUNCTION test_refuse_ending(
 	waitSession(t, svc, two[0].console, two[0].session.ID, agent.StateStopped, agent.StateFailed)
 	checkEnded(t, svc, two[0].console, two[0].session, agent.ReasonMemberRemoved)
 }
+
+// TestReAddedMemberRevivesNoSession: a member removed while the database refuses to end their
+// console session, and added back before the sweep of lapsed sessions ends it, does not get it
+// back: the session recorded who started it and when, and a membership that began after it did
+// is not the one it ran under, so the sweep (and the step's own check) ends it, member_removed.
+// Before, the new membership looked like the old one, and the session ran on, against
+// agents.md's rule that adding a member back revives nothing.
+func TestReAddedMemberRevivesNoSession(t *testing.T) {
+	w := newWorld(t, nil)
+	n := w.start()
+	svc := n.gw.Agents
+	ctx := context.Background()
+	people := members.New(w.store, svc)
+	tn := w.tenant(n, "readded", 5_000_000)
+	console := auth.Principal{AccountID: tn.p.AccountID}
+	alice, err := people.Add(ctx, tn.p.AccountID, "alice@example.com", members.RoleOwner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := svc.SpawnForMember(ctx, console, alice.ID, "main", "Say hello.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := waitSession(t, svc, console, res.SessionID, agent.StateReady, agent.StateStopped, agent.StateFailed)
+	if mine.State != agent.StateReady {
+		t.Fatalf("session %+v, want ready", mine)
+	}
+	pool := w.store.Pool()
+	if _, err := pool.Exec(ctx, `
+CREATE FUNCTION test_refuse_ending() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION 'the test refuses to change the state of agent session %', OLD.id; END $$;
+CREATE TRIGGER test_refuse_ending BEFORE UPDATE ON agent_sessions FOR EACH ROW
+WHEN (NEW.state IS DISTINCT FROM OLD.state) EXECUTE FUNCTION test_refuse_ending();`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := people.Remove(ctx, tn.p.AccountID, alice.Email, false); err != nil {
+		t.Fatalf("the removal, the endings refused: %v", err)
+	}
+	if got := svc.EndingsLeft(); got != 1 {
+		t.Fatalf("EndingsLeft is %d, want the removal's ending", got)
+	}
+	if _, err := people.Add(ctx, tn.p.AccountID, alice.Email, members.RoleOwner); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `DROP TRIGGER test_refuse_ending ON agent_sessions`); err != nil {
+		t.Fatal(err)
+	}
+	if s := waitSession(t, svc, console, mine.ID, agent.StateStopped, agent.StateFailed); s.State != agent.StateStopped {
+		t.Fatalf("the session after alice was removed and added back: %+v, want stopped", s)
+	}
+	checkEnded(t, svc, console, mine, agent.ReasonMemberRemoved)
+}

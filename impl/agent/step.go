@@ -321,13 +321,14 @@ func (s *Service) principal(ctx context.Context, row store.AgentSession) (auth.P
 // in its account (false for a session a key or a connected app started, and for the console's
 // sessions started before migration 0029 recorded the member, which run as before). Starting a
 // session on the console needs only a membership, whatever its role, so a member whose role is
-// lowered keeps their session; a removed one's ends before any further model call.
+// lowered keeps their session; a removed one's ends before any further model call, and stays
+// ended when they are added back (their new membership began after the session did).
 func (s *Service) starterGone(ctx context.Context, row store.AgentSession) (bool, error) {
 	user := fromPG(row.StartedByUser)
 	if user == uuid.Nil {
 		return false, nil
 	}
-	role, err := s.q.StarterRole(ctx, row.AccountID, user)
+	role, err := s.q.StarterRole(ctx, row.AccountID, user, row.CreatedAt)
 	return role == "", err
 }
 

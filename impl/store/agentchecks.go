@@ -37,9 +37,10 @@ func (a *AgentQueries) OAuthGrantActive(ctx context.Context, id uuid.UUID) (bool
 }
 
 // StarterRole returns the role in the account of the member who started a session on the
-// console, "" when they are no longer in it.
-func (a *AgentQueries) StarterRole(ctx context.Context, account, user uuid.UUID) (string, error) {
-	role, err := a.q.AgentStarterRole(ctx, db.AgentStarterRoleParams{AccountID: account, UserID: user})
+// console at started, "" when they are no longer in it or their membership began after started
+// (removed and added back since).
+func (a *AgentQueries) StarterRole(ctx context.Context, account, user uuid.UUID, started time.Time) (string, error) {
+	role, err := a.q.AgentStarterRole(ctx, db.AgentStarterRoleParams{AccountID: account, UserID: user, SessionStarted: started})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", nil
 	}

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/tollgate/tollgate/impl/agent"
 	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/store"
@@ -26,28 +29,10 @@ func TestMemberRemovalStandsWhenEndingFails(t *testing.T) {
 	ctx := context.Background()
 	people := members.New(w.store, svc)
 	tn := w.tenant(n, "refused", 5_000_000)
-	console := auth.Principal{AccountID: tn.p.AccountID}
-	alice, err := people.Add(ctx, tn.p.AccountID, "alice@example.com", members.RoleOwner)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := svc.SpawnForMember(ctx, console, alice.ID, "main", "Say hello.")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mine := waitSession(t, svc, console, res.SessionID, agent.StateReady, agent.StateStopped, agent.StateFailed)
-	if mine.State != agent.StateReady {
-		t.Fatalf("session %+v, want ready", mine)
-	}
+	console, alice, mine := memberSession(t, people, svc, tn.p.AccountID, "alice")
 
 	pool := w.store.Pool()
-	if _, err := pool.Exec(ctx, `
-CREATE FUNCTION test_refuse_ending() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN RAISE EXCEPTION 'the test refuses to change the state of agent session %', OLD.id; END $$;
-CREATE TRIGGER test_refuse_ending BEFORE UPDATE ON agent_sessions FOR EACH ROW
-WHEN (NEW.state IS DISTINCT FROM OLD.state) EXECUTE FUNCTION test_refuse_ending();`); err != nil {
-		t.Fatal(err)
-	}
+	refuseEndings(t, pool, "")
 	if _, err := people.Remove(ctx, tn.p.AccountID, alice.Email, false); err != nil {
 		t.Fatalf("the removal, the endings refused: %v", err)
 	}
@@ -94,41 +79,14 @@ func TestSweepGoesOnPastAGroupItCannotEnd(t *testing.T) {
 	var two []started
 	for _, name := range []string{"first", "second"} {
 		tn := w.tenant(n, name, 5_000_000)
-		console := auth.Principal{AccountID: tn.p.AccountID}
-		m, err := people.Add(ctx, tn.p.AccountID, name+"@example.com", members.RoleOwner)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := svc.SpawnForMember(ctx, console, m.ID, "main", "Say hello.")
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := waitSession(t, svc, console, res.SessionID, agent.StateReady, agent.StateStopped, agent.StateFailed)
-		if s.State != agent.StateReady {
-			t.Fatalf("session %+v, want ready", s)
-		}
+		console, m, s := memberSession(t, people, svc, tn.p.AccountID, name)
 		two = append(two, started{console, m, s})
 	}
 	if bytes.Compare(two[0].console.AccountID[:], two[1].console.AccountID[:]) > 0 {
 		two[0], two[1] = two[1], two[0] // two[0] is the account the sweep reaches first
 	}
 	pool := w.store.Pool()
-	// The trigger refuses the sessions of the accounts in test_refused, of every account while
-	// it holds a NULL.
-	if _, err := pool.Exec(ctx, `
-CREATE TABLE test_refused (account_id uuid);
-INSERT INTO test_refused VALUES (NULL);
-CREATE FUNCTION test_refuse_ending() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  IF EXISTS (SELECT 1 FROM test_refused WHERE account_id IS NULL OR account_id = NEW.account_id) THEN
-    RAISE EXCEPTION 'the test refuses to change the state of agent session %', OLD.id;
-  END IF;
-  RETURN NEW;
-END $$;
-CREATE TRIGGER test_refuse_ending BEFORE UPDATE ON agent_sessions FOR EACH ROW
-WHEN (NEW.state IS DISTINCT FROM OLD.state) EXECUTE FUNCTION test_refuse_ending();`); err != nil {
-		t.Fatal(err)
-	}
+	refuseEndings(t, pool, "test_refused")
 	for _, s := range two {
 		if _, err := people.Remove(ctx, s.console.AccountID, s.member.Email, false); err != nil {
 			t.Fatalf("the removal, the endings refused: %v", err)
@@ -166,27 +124,9 @@ func TestReAddedMemberRevivesNoSession(t *testing.T) {
 	ctx := context.Background()
 	people := members.New(w.store, svc)
 	tn := w.tenant(n, "readded", 5_000_000)
-	console := auth.Principal{AccountID: tn.p.AccountID}
-	alice, err := people.Add(ctx, tn.p.AccountID, "alice@example.com", members.RoleOwner)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := svc.SpawnForMember(ctx, console, alice.ID, "main", "Say hello.")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mine := waitSession(t, svc, console, res.SessionID, agent.StateReady, agent.StateStopped, agent.StateFailed)
-	if mine.State != agent.StateReady {
-		t.Fatalf("session %+v, want ready", mine)
-	}
+	console, alice, mine := memberSession(t, people, svc, tn.p.AccountID, "alice")
 	pool := w.store.Pool()
-	if _, err := pool.Exec(ctx, `
-CREATE FUNCTION test_refuse_ending() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN RAISE EXCEPTION 'the test refuses to change the state of agent session %', OLD.id; END $$;
-CREATE TRIGGER test_refuse_ending BEFORE UPDATE ON agent_sessions FOR EACH ROW
-WHEN (NEW.state IS DISTINCT FROM OLD.state) EXECUTE FUNCTION test_refuse_ending();`); err != nil {
-		t.Fatal(err)
-	}
+	refuseEndings(t, pool, "")
 	if _, err := people.Remove(ctx, tn.p.AccountID, alice.Email, false); err != nil {
 		t.Fatalf("the removal, the endings refused: %v", err)
 	}
@@ -203,4 +143,51 @@ WHEN (NEW.state IS DISTINCT FROM OLD.state) EXECUTE FUNCTION test_refuse_ending(
 		t.Fatalf("the session after alice was removed and added back: %+v, want stopped", s)
 	}
 	checkEnded(t, svc, console, mine, agent.ReasonMemberRemoved)
+}
+
+// memberSession adds name@example.com to account as an owner and starts a console session
+// for them, ready: the person, and the session with its console principal.
+func memberSession(t *testing.T, people *members.Service, svc *agent.Service, account uuid.UUID, name string) (auth.Principal, members.User, agent.SessionView) {
+	t.Helper()
+	ctx := context.Background()
+	console := auth.Principal{AccountID: account}
+	m, err := people.Add(ctx, account, name+"@example.com", members.RoleOwner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := svc.SpawnForMember(ctx, console, m.ID, "main", "Say hello.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := waitSession(t, svc, console, res.SessionID, agent.StateReady, agent.StateStopped, agent.StateFailed)
+	if s.State != agent.StateReady {
+		t.Fatalf("session %+v, want ready", s)
+	}
+	return console, m, s
+}
+
+// refuseEndings makes the test's PostgreSQL refuse every change of an agent session's state
+// (the trigger test_refuse_ending, which a test drops to let them through). With table named,
+// it refuses only the sessions of the accounts listed in that new table, and every session
+// while it holds a NULL, which it holds to begin with.
+func refuseEndings(t *testing.T, pool *pgxpool.Pool, table string) {
+	t.Helper()
+	body := `RAISE EXCEPTION 'the test refuses to change the state of agent session %', OLD.id;`
+	setup := ""
+	if table != "" {
+		setup = `CREATE TABLE ` + table + ` (account_id uuid); INSERT INTO ` + table + ` VALUES (NULL);`
+		body = `IF EXISTS (SELECT 1 FROM ` + table + ` WHERE account_id IS NULL OR account_id = NEW.account_id) THEN
+    RAISE EXCEPTION 'the test refuses to change the state of agent session %', OLD.id;
+  END IF;
+  RETURN NEW;`
+	}
+	if _, err := pool.Exec(context.Background(), setup+`
+CREATE FUNCTION test_refuse_ending() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  `+body+`
+END $$;
+CREATE TRIGGER test_refuse_ending BEFORE UPDATE ON agent_sessions FOR EACH ROW
+WHEN (NEW.state IS DISTINCT FROM OLD.state) EXECUTE FUNCTION test_refuse_ending();`); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -22,7 +22,8 @@ SELECT u.id, u.request_id, u.started_at, u.finished_at, u.route, u.model, u.prov
        u.status, u.on_credit,
        u.cache_read_tokens, u.cache_write_5m_tokens, u.cache_write_1h_tokens, u.reasoning_tokens,
        u.service_tier, u.price, u.input_cost_micros, u.cache_read_cost_micros, u.cache_write_5m_cost_micros,
-       u.cache_write_1h_cost_micros, u.output_cost_micros, u.waived_micros, u.cache_savings_micros, u.trace_id
+       u.cache_write_1h_cost_micros, u.output_cost_micros, u.waived_micros, u.cache_savings_micros, u.trace_id,
+       u.fitted_output_tokens
 FROM usage_records u
 WHERE u.account_id = @account_id
   AND u.started_at >= @from_time::timestamptz AND u.started_at < @to_time::timestamptz
@@ -41,7 +42,8 @@ SELECT u.id, u.request_id, u.started_at, u.finished_at, u.route, u.model, u.prov
        u.status, u.on_credit,
        u.cache_read_tokens, u.cache_write_5m_tokens, u.cache_write_1h_tokens, u.reasoning_tokens,
        u.service_tier, u.price, u.input_cost_micros, u.cache_read_cost_micros, u.cache_write_5m_cost_micros,
-       u.cache_write_1h_cost_micros, u.output_cost_micros, u.waived_micros, u.cache_savings_micros, u.trace_id
+       u.cache_write_1h_cost_micros, u.output_cost_micros, u.waived_micros, u.cache_savings_micros, u.trace_id,
+       u.fitted_output_tokens
 FROM usage_records u
 WHERE u.account_id = @account_id AND u.api_key_id = @api_key_id::uuid
   AND u.started_at >= @from_time::timestamptz AND u.started_at < @to_time::timestamptz
@@ -59,7 +61,8 @@ SELECT u.id, u.request_id, u.started_at, u.finished_at, u.route, u.model, u.prov
        u.status, u.on_credit,
        u.cache_read_tokens, u.cache_write_5m_tokens, u.cache_write_1h_tokens, u.reasoning_tokens,
        u.service_tier, u.price, u.input_cost_micros, u.cache_read_cost_micros, u.cache_write_5m_cost_micros,
-       u.cache_write_1h_cost_micros, u.output_cost_micros, u.waived_micros, u.cache_savings_micros, u.trace_id
+       u.cache_write_1h_cost_micros, u.output_cost_micros, u.waived_micros, u.cache_savings_micros, u.trace_id,
+       u.fitted_output_tokens
 FROM usage_records u
 WHERE u.account_id = @account_id AND u.model = @model::text
   AND u.started_at >= @from_time::timestamptz AND u.started_at < @to_time::timestamptz
@@ -191,7 +194,8 @@ SELECT l.id, l.amount_micros, l.balance_after_micros, l.reason, l.idempotency_ke
        COALESCE(u.waived_micros, 0)::bigint AS waived_micros,
        COALESCE(u.cache_savings_micros, 0)::bigint AS cache_savings_micros,
        COALESCE(u.cost_micros, 0)::bigint AS cost_micros,
-       COALESCE(u.on_credit, false)::boolean AS on_credit
+       COALESCE(u.on_credit, false)::boolean AS on_credit,
+       COALESCE(u.fitted_output_tokens, 0)::bigint AS fitted_output_tokens
 FROM (
     SELECT e.id, e.account_id, e.amount_micros, e.balance_after_micros, e.reason, e.idempotency_key, e.note, e.created_at
     FROM credit_ledger e
@@ -237,7 +241,8 @@ SELECT id, account_id, request_id, api_key_id, model, route, provider, upstream_
        cost_micros, status, started_at, finished_at, recorded_at, hosted_tool_calls, hosted_tool_micros, on_credit,
        agent_session_id, cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, reasoning_tokens,
        service_tier, price, input_cost_micros, cache_read_cost_micros, cache_write_5m_cost_micros,
-       cache_write_1h_cost_micros, output_cost_micros, waived_micros, cache_savings_micros, trace_id
+       cache_write_1h_cost_micros, output_cost_micros, waived_micros, cache_savings_micros, trace_id,
+       fitted_output_tokens
 FROM usage_records
 WHERE started_at >= @from_time::timestamptz AND started_at < @to_time::timestamptz AND id > @after_id::bigint
 ORDER BY id

@@ -76,7 +76,8 @@ SELECT id, account_id, request_id, api_key_id, model, route, provider, upstream_
        cost_micros, status, started_at, finished_at, recorded_at, hosted_tool_calls, hosted_tool_micros, on_credit,
        agent_session_id, cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, reasoning_tokens,
        service_tier, price, input_cost_micros, cache_read_cost_micros, cache_write_5m_cost_micros,
-       cache_write_1h_cost_micros, output_cost_micros, waived_micros, cache_savings_micros, trace_id
+       cache_write_1h_cost_micros, output_cost_micros, waived_micros, cache_savings_micros, trace_id,
+       fitted_output_tokens
 FROM usage_records
 WHERE started_at >= $1::timestamptz AND started_at < $2::timestamptz AND id > $3::bigint
 ORDER BY id
@@ -90,46 +91,10 @@ type UsageMonthRowsParams struct {
 	Lim      int32
 }
 
-type UsageMonthRowsRow struct {
-	ID                     int64
-	AccountID              uuid.UUID
-	RequestID              string
-	ApiKeyID               pgtype.UUID
-	Model                  string
-	Route                  string
-	Provider               string
-	UpstreamModel          string
-	InputTokens            int64
-	OutputTokens           int64
-	CostMicros             int64
-	Status                 string
-	StartedAt              time.Time
-	FinishedAt             time.Time
-	RecordedAt             time.Time
-	HostedToolCalls        []byte
-	HostedToolMicros       int64
-	OnCredit               bool
-	AgentSessionID         pgtype.UUID
-	CacheReadTokens        int64
-	CacheWrite5mTokens     int64
-	CacheWrite1hTokens     int64
-	ReasoningTokens        int64
-	ServiceTier            string
-	Price                  []byte
-	InputCostMicros        int64
-	CacheReadCostMicros    int64
-	CacheWrite5mCostMicros int64
-	CacheWrite1hCostMicros int64
-	OutputCostMicros       int64
-	WaivedMicros           int64
-	CacheSavingsMicros     int64
-	TraceID                []byte
-}
-
 // One batch of the usage records of every account that started in [@from_time, @to_time), in
 // id order after @after_id: the archiver reads a month in batches (one index range scan of the
 // month's partition each).
-func (q *Queries) UsageMonthRows(ctx context.Context, arg UsageMonthRowsParams) ([]UsageMonthRowsRow, error) {
+func (q *Queries) UsageMonthRows(ctx context.Context, arg UsageMonthRowsParams) ([]UsageRecord, error) {
 	rows, err := q.db.Query(ctx, usageMonthRows,
 		arg.FromTime,
 		arg.ToTime,
@@ -140,9 +105,9 @@ func (q *Queries) UsageMonthRows(ctx context.Context, arg UsageMonthRowsParams) 
 		return nil, err
 	}
 	defer rows.Close()
-	items := []UsageMonthRowsRow{}
+	items := []UsageRecord{}
 	for rows.Next() {
-		var i UsageMonthRowsRow
+		var i UsageRecord
 		if err := rows.Scan(
 			&i.ID,
 			&i.AccountID,
@@ -177,6 +142,7 @@ func (q *Queries) UsageMonthRows(ctx context.Context, arg UsageMonthRowsParams) 
 			&i.WaivedMicros,
 			&i.CacheSavingsMicros,
 			&i.TraceID,
+			&i.FittedOutputTokens,
 		); err != nil {
 			return nil, err
 		}
@@ -485,7 +451,8 @@ SELECT u.id, u.request_id, u.started_at, u.finished_at, u.route, u.model, u.prov
        u.status, u.on_credit,
        u.cache_read_tokens, u.cache_write_5m_tokens, u.cache_write_1h_tokens, u.reasoning_tokens,
        u.service_tier, u.price, u.input_cost_micros, u.cache_read_cost_micros, u.cache_write_5m_cost_micros,
-       u.cache_write_1h_cost_micros, u.output_cost_micros, u.waived_micros, u.cache_savings_micros, u.trace_id
+       u.cache_write_1h_cost_micros, u.output_cost_micros, u.waived_micros, u.cache_savings_micros, u.trace_id,
+       u.fitted_output_tokens
 FROM usage_records u
 WHERE u.account_id = $1
   AND u.started_at >= $2::timestamptz AND u.started_at < $3::timestamptz
@@ -542,6 +509,7 @@ type UsageViewLogPageRow struct {
 	WaivedMicros           int64
 	CacheSavingsMicros     int64
 	TraceID                []byte
+	FittedOutputTokens     int64
 }
 
 // One keyset page of the request log, newest first. Every query of the Usage page is scoped by
@@ -607,6 +575,7 @@ func (q *Queries) UsageViewLogPage(ctx context.Context, arg UsageViewLogPagePara
 			&i.WaivedMicros,
 			&i.CacheSavingsMicros,
 			&i.TraceID,
+			&i.FittedOutputTokens,
 		); err != nil {
 			return nil, err
 		}
@@ -625,7 +594,8 @@ SELECT u.id, u.request_id, u.started_at, u.finished_at, u.route, u.model, u.prov
        u.status, u.on_credit,
        u.cache_read_tokens, u.cache_write_5m_tokens, u.cache_write_1h_tokens, u.reasoning_tokens,
        u.service_tier, u.price, u.input_cost_micros, u.cache_read_cost_micros, u.cache_write_5m_cost_micros,
-       u.cache_write_1h_cost_micros, u.output_cost_micros, u.waived_micros, u.cache_savings_micros, u.trace_id
+       u.cache_write_1h_cost_micros, u.output_cost_micros, u.waived_micros, u.cache_savings_micros, u.trace_id,
+       u.fitted_output_tokens
 FROM usage_records u
 WHERE u.account_id = $1 AND u.api_key_id = $2::uuid
   AND u.started_at >= $3::timestamptz AND u.started_at < $4::timestamptz
@@ -681,6 +651,7 @@ type UsageViewLogPageByKeyRow struct {
 	WaivedMicros           int64
 	CacheSavingsMicros     int64
 	TraceID                []byte
+	FittedOutputTokens     int64
 }
 
 func (q *Queries) UsageViewLogPageByKey(ctx context.Context, arg UsageViewLogPageByKeyParams) ([]UsageViewLogPageByKeyRow, error) {
@@ -734,6 +705,7 @@ func (q *Queries) UsageViewLogPageByKey(ctx context.Context, arg UsageViewLogPag
 			&i.WaivedMicros,
 			&i.CacheSavingsMicros,
 			&i.TraceID,
+			&i.FittedOutputTokens,
 		); err != nil {
 			return nil, err
 		}
@@ -752,7 +724,8 @@ SELECT u.id, u.request_id, u.started_at, u.finished_at, u.route, u.model, u.prov
        u.status, u.on_credit,
        u.cache_read_tokens, u.cache_write_5m_tokens, u.cache_write_1h_tokens, u.reasoning_tokens,
        u.service_tier, u.price, u.input_cost_micros, u.cache_read_cost_micros, u.cache_write_5m_cost_micros,
-       u.cache_write_1h_cost_micros, u.output_cost_micros, u.waived_micros, u.cache_savings_micros, u.trace_id
+       u.cache_write_1h_cost_micros, u.output_cost_micros, u.waived_micros, u.cache_savings_micros, u.trace_id,
+       u.fitted_output_tokens
 FROM usage_records u
 WHERE u.account_id = $1 AND u.model = $2::text
   AND u.started_at >= $3::timestamptz AND u.started_at < $4::timestamptz
@@ -806,6 +779,7 @@ type UsageViewLogPageByModelRow struct {
 	WaivedMicros           int64
 	CacheSavingsMicros     int64
 	TraceID                []byte
+	FittedOutputTokens     int64
 }
 
 func (q *Queries) UsageViewLogPageByModel(ctx context.Context, arg UsageViewLogPageByModelParams) ([]UsageViewLogPageByModelRow, error) {
@@ -858,6 +832,7 @@ func (q *Queries) UsageViewLogPageByModel(ctx context.Context, arg UsageViewLogP
 			&i.WaivedMicros,
 			&i.CacheSavingsMicros,
 			&i.TraceID,
+			&i.FittedOutputTokens,
 		); err != nil {
 			return nil, err
 		}
@@ -1092,7 +1067,8 @@ SELECT l.id, l.amount_micros, l.balance_after_micros, l.reason, l.idempotency_ke
        COALESCE(u.waived_micros, 0)::bigint AS waived_micros,
        COALESCE(u.cache_savings_micros, 0)::bigint AS cache_savings_micros,
        COALESCE(u.cost_micros, 0)::bigint AS cost_micros,
-       COALESCE(u.on_credit, false)::boolean AS on_credit
+       COALESCE(u.on_credit, false)::boolean AS on_credit,
+       COALESCE(u.fitted_output_tokens, 0)::bigint AS fitted_output_tokens
 FROM (
     SELECT e.id, e.account_id, e.amount_micros, e.balance_after_micros, e.reason, e.idempotency_key, e.note, e.created_at
     FROM credit_ledger e
@@ -1151,6 +1127,7 @@ type UsageViewStatementLinesRow struct {
 	CacheSavingsMicros     int64
 	CostMicros             int64
 	OnCredit               bool
+	FittedOutputTokens     int64
 }
 
 // One page of a statement's lines: the account's ledger entries after @after_id up to
@@ -1211,6 +1188,7 @@ func (q *Queries) UsageViewStatementLines(ctx context.Context, arg UsageViewStat
 			&i.CacheSavingsMicros,
 			&i.CostMicros,
 			&i.OnCredit,
+			&i.FittedOutputTokens,
 		); err != nil {
 			return nil, err
 		}

@@ -82,7 +82,8 @@ func newWorld(t *testing.T) *world {
 }
 
 // writeMonths writes n records per account in each of the three months before now's and in
-// now's month: priced and unpriced, with and without a key, hosted calls and a trace id.
+// now's month: priced (and fitted to their credit) and unpriced, with and without a key,
+// hosted calls and a trace id.
 func (w *world) writeMonths(t *testing.T, n int) {
 	t.Helper()
 	p := price.Price{Rates: price.Rates{Input: 3_000_000, CacheRead: 300_000, CacheWrite5m: 3_750_000, CacheWrite1h: 6_000_000, Output: 15_000_000}}
@@ -108,6 +109,7 @@ func (w *world) writeMonths(t *testing.T, n int) {
 					r.InputTokens, r.OutputTokens = tok.Input(), tok.Output
 					r.CacheReadTokens, r.CacheWrite5mTokens, r.ReasoningTokens = tok.CacheRead, tok.CacheWrite5m, tok.Reasoning
 					r.CostMicros = r.Costs.Total()
+					r.FittedOutputTokens = 1024 + int64(i) // a request fitted to its credit
 				} else {
 					r.InputTokens, r.OutputTokens, r.CostMicros = 10+int64(i), 20, 1000+int64(i)
 				}

@@ -46,7 +46,7 @@ var ArchiveColumns = []struct{ Name, Type string }{
 	{"price", "VARCHAR"}, {"input_cost_micros", "BIGINT"}, {"cache_read_cost_micros", "BIGINT"},
 	{"cache_write_5m_cost_micros", "BIGINT"}, {"cache_write_1h_cost_micros", "BIGINT"},
 	{"output_cost_micros", "BIGINT"}, {"waived_micros", "BIGINT"}, {"cache_savings_micros", "BIGINT"},
-	{"trace_id", "BLOB"},
+	{"trace_id", "BLOB"}, {"fitted_output_tokens", "BIGINT"},
 }
 
 // ArchivedMonth is a month whose partition was archived.
@@ -133,21 +133,29 @@ func (s *Service) archivedFiles(ctx context.Context, from, to time.Time) ([]Arch
 	return months, paths, nil
 }
 
-// parquetList is DuckDB's list of the files, for read_parquet.
+// parquetList is the rows of the files as one relation, for a FROM clause. Columns were
+// added to the archive over time (fitted_output_tokens with migration 0030), so the files are
+// read by column name and a column a file does not have is NULL in its rows; every column
+// added since the first archives is in the relation even when no file has it (the empty
+// SELECT of addedColumns), and its readers read NULL as 0.
 func parquetList(paths []string) string {
 	quoted := make([]string, len(paths))
 	for i, p := range paths {
 		quoted[i] = "'" + strings.ReplaceAll(p, "'", "''") + "'"
 	}
-	return "read_parquet([" + strings.Join(quoted, ", ") + "])"
+	return "(SELECT * FROM read_parquet([" + strings.Join(quoted, ", ") + "], union_by_name = true)" +
+		" UNION ALL BY NAME SELECT " + addedColumns + " WHERE false)"
 }
+
+// addedColumns are the archive's columns that files written before them lack, typed.
+const addedColumns = "NULL::BIGINT AS fitted_output_tokens"
 
 // logColumns are the request log's columns in the archive, in UsageViewLogPageRow's order.
 const logColumns = `id, request_id, started_at, finished_at, route, model, provider, upstream_model, api_key_id,
 	input_tokens, output_tokens, cost_micros, hosted_tool_calls, hosted_tool_micros, status, on_credit,
 	cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, reasoning_tokens, service_tier, price,
 	input_cost_micros, cache_read_cost_micros, cache_write_5m_cost_micros, cache_write_1h_cost_micros,
-	output_cost_micros, waived_micros, cache_savings_micros, trace_id`
+	output_cost_micros, waived_micros, cache_savings_micros, trace_id, COALESCE(fitted_output_tokens, 0)`
 
 // scanLogRow reads one archived row in logColumns' order.
 func scanLogRow(rows *sql.Rows) (db.UsageViewLogPageRow, error) {
@@ -157,7 +165,7 @@ func scanLogRow(rows *sql.Rows) (db.UsageViewLogPageRow, error) {
 		&key, &r.InputTokens, &r.OutputTokens, &r.CostMicros, &calls, &r.HostedToolMicros, &r.Status, &r.OnCredit,
 		&r.CacheReadTokens, &r.CacheWrite5mTokens, &r.CacheWrite1hTokens, &r.ReasoningTokens, &r.ServiceTier, &price,
 		&r.InputCostMicros, &r.CacheReadCostMicros, &r.CacheWrite5mCostMicros, &r.CacheWrite1hCostMicros,
-		&r.OutputCostMicros, &r.WaivedMicros, &r.CacheSavingsMicros, &r.TraceID)
+		&r.OutputCostMicros, &r.WaivedMicros, &r.CacheSavingsMicros, &r.TraceID, &r.FittedOutputTokens)
 	if err != nil {
 		return r, err
 	}
@@ -304,6 +312,7 @@ func (s *Service) MonthRows(ctx context.Context, from, to time.Time, afterID int
 			r.CacheReadTokens, r.CacheWrite5mTokens, r.CacheWrite1hTokens, r.ReasoningTokens, r.ServiceTier,
 			nullText(r.Price), r.InputCostMicros, r.CacheReadCostMicros, r.CacheWrite5mCostMicros,
 			r.CacheWrite1hCostMicros, r.OutputCostMicros, r.WaivedMicros, r.CacheSavingsMicros, nullBytes(r.TraceID),
+			r.FittedOutputTokens,
 		}}
 	}
 	return out, nil

@@ -19,13 +19,23 @@ const exportPageSize = 1000
 
 // CSVHeader is the header row of ExportCSV: the columns of the first export, then KindsHeader
 // (added with per-kind prices), then trace_id (the request's trace, hex, empty when it was not
-// traced), each addition after the others so that a reader of the old columns by position
-// still reads them.
+// traced), then fitted_output_tokens (FittedCell), each addition after the others so that a
+// reader of the old columns by position still reads them.
 var CSVHeader = append(append([]string{
 	"started_at", "request_id", "route", "model", "provider", "expert", "key_id", "key_name",
 	"input_tokens", "output_tokens", "cost_micros", "cost_usd", "hosted_tool_calls",
 	"hosted_tool_micros", "status", "latency_ms", "on_credit",
-}, KindsHeader...), "trace_id")
+}, KindsHeader...), "trace_id", "fitted_output_tokens")
+
+// FittedCell is the fitted_output_tokens cell of an export or a statement: the output bound
+// the gateway fitted to the caller's credit for a request that gave none (docs/billing.md),
+// empty when the request was not fitted.
+func FittedCell(r Request) string {
+	if r.FittedOutputTokens <= 0 {
+		return ""
+	}
+	return strconv.FormatInt(r.FittedOutputTokens, 10)
+}
 
 // KindsHeader names the columns that explain a request's cost, in the request log's export and
 // in a statement's usage lines: the tokens per kind (uncached_input_tokens plus the three cache
@@ -110,6 +120,7 @@ func csvRecord(record []string, r Request) []string {
 	if r.TraceID != ([16]byte{}) {
 		record[17+len(KindsHeader)] = hex.EncodeToString(r.TraceID[:])
 	}
+	record[18+len(KindsHeader)] = FittedCell(r)
 	return record
 }
 

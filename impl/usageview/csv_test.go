@@ -27,7 +27,7 @@ func TestExportCSV(t *testing.T) {
 		Model: "+cmd", Route: "-2+3", Provider: "@SUM(A1)", UpstreamModel: "a,b \"quoted\"\nline two",
 		InputTokens: 12, OutputTokens: 34, CostMicros: 1_234_567, Status: "\tfailed",
 		HostedCalls: map[string]int64{"web_search": 2, "code_execution": 1}, HostedMicros: 20_000,
-		StartedAt: base.Add(time.Hour), FinishedAt: base.Add(time.Hour + 1500*time.Millisecond),
+		StartedAt: base.Add(time.Hour), FinishedAt: base.Add(time.Hour + 1500*time.Millisecond), FittedOutputTokens: 1100,
 		TraceID: [16]byte{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36}}
 	var plain []store.UsageRecord
 	for i := range 2100 {
@@ -64,7 +64,7 @@ func TestExportCSV(t *testing.T) {
 		"key_name": "'=evil (tgk_=evi…)", "input_tokens": "12", "output_tokens": "34", "cost_micros": "1234567",
 		"cost_usd": "1.234567", "hosted_tool_calls": "code_execution=1 web_search=2", "hosted_tool_micros": "20000",
 		"status": "'\tfailed", "latency_ms": "1500.000", "on_credit": "false",
-		"trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
+		"trace_id": "4bf92f3577b34da6a3ce929d0e0e4736", "fitted_output_tokens": "1100",
 	}
 	for h, v := range want {
 		if first[col[h]] != v {
@@ -77,7 +77,8 @@ func TestExportCSV(t *testing.T) {
 			t.Fatalf("row %d: %s again, or another account's", i, r[col["request_id"]])
 		}
 		seen[r[col["request_id"]]] = true
-		if r[col["key_id"]] != "" || r[col["cost_usd"]] != "0.000005" || r[col["trace_id"]] != "" {
+		if r[col["key_id"]] != "" || r[col["cost_usd"]] != "0.000005" || r[col["trace_id"]] != "" ||
+			r[col["fitted_output_tokens"]] != "" {
 			t.Fatalf("row %d: %v", i, r)
 		}
 	}

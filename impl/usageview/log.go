@@ -92,6 +92,10 @@ type Request struct {
 	CacheWrite5mTokens int64
 	CacheWrite1hTokens int64
 	ReasoningTokens    int64
+	// FittedOutputTokens is the output bound the gateway fitted to the caller's credit for a
+	// request that gave none and could not afford the model's whole bound (0: not fitted;
+	// docs/billing.md). Output billed never exceeds it.
+	FittedOutputTokens int64
 	// ServiceTier is the service tier the upstream reported ("" when it did not say).
 	ServiceTier string
 	// CostMicros is what the request was billed. For a priced request (Price not nil) it is
@@ -291,6 +295,7 @@ func requestOf(r db.UsageViewLogPageRow, prices priceCache) (Request, error) {
 		InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CostMicros: r.CostMicros,
 		CacheReadTokens: r.CacheReadTokens, CacheWrite5mTokens: r.CacheWrite5mTokens,
 		CacheWrite1hTokens: r.CacheWrite1hTokens, ReasoningTokens: r.ReasoningTokens, ServiceTier: r.ServiceTier,
+		FittedOutputTokens: r.FittedOutputTokens,
 		Costs: price.Breakdown{Input: r.InputCostMicros, CacheRead: r.CacheReadCostMicros,
 			CacheWrite5m: r.CacheWrite5mCostMicros, CacheWrite1h: r.CacheWrite1hCostMicros, Output: r.OutputCostMicros},
 		WaivedMicros: r.WaivedMicros, CacheSavingsMicros: r.CacheSavingsMicros,

@@ -39,6 +39,9 @@ const statementPageSize = 1000
 //     its usage record: the request, its tokens per kind, its price and each kind's cost
 //     (KindsHeader), its hosted tools, its cost_micros and not_billed_micros (cost_micros less
 //     what the ledger took: the ledger's note says why);
+//     A usage line's last column, fitted_output_tokens (added after the others, so that a
+//     reader of the old columns by position still reads them), is the output bound its
+//     request was fitted to, empty when it was not (FittedCell);
 //   - the closing balance (line_type closing_balance, recorded_at the period's end), which is
 //     the opening balance plus every amount above, and the balance after the period's last
 //     ledger entry.
@@ -51,7 +54,11 @@ var StatementHeader = append(append([]string{
 	"input_tokens", "output_tokens", "hosted_tool_calls", "hosted_tool_micros",
 }, KindsHeader...),
 	"cost_micros", "not_billed_micros", "amount_micros", "amount_usd", "balance_micros", "balance_usd",
+	"fitted_output_tokens",
 )
+
+// statementAdded counts StatementHeader's columns after balance_usd.
+const statementAdded = 1
 
 // Statement is what WriteStatement wrote: the period, the balances at its two ends and the
 // number of ledger entries between them.
@@ -255,6 +262,7 @@ func statementUsage(r db.UsageViewStatementLinesRow, prices priceCache) (Request
 		Price: r.Price, InputCostMicros: r.InputCostMicros, CacheReadCostMicros: r.CacheReadCostMicros,
 		CacheWrite5mCostMicros: r.CacheWrite5mCostMicros, CacheWrite1hCostMicros: r.CacheWrite1hCostMicros,
 		OutputCostMicros: r.OutputCostMicros, WaivedMicros: r.WaivedMicros, CacheSavingsMicros: r.CacheSavingsMicros,
+		FittedOutputTokens: r.FittedOutputTokens,
 	}
 	row.ApiKeyID.Bytes, row.ApiKeyID.Valid = r.ApiKeyID, r.ApiKeyID != uuid.Nil
 	req, err := requestOf(row, prices)
@@ -277,7 +285,7 @@ func balanceRecord(record []string, lineType string, at time.Time, note string, 
 	record[0] = lineType
 	record[2] = at.UTC().Format(time.RFC3339Nano)
 	record[4] = SafeCell(note)
-	last := len(record)
+	last := len(record) - statementAdded
 	record[last-2] = strconv.FormatInt(balance, 10)
 	record[last-1] = USD(balance)
 	return record
@@ -292,12 +300,13 @@ func lineRecord(record []string, l StatementLine, seal *sealedid.Seal) []string 
 	record[2] = l.RecordedAt.UTC().Format(time.RFC3339Nano)
 	record[3] = SafeCell(l.Reference)
 	record[4] = SafeCell(l.Note)
+	last := len(record) - statementAdded
 	if r := l.Usage; r != nil {
 		usageCells(record[5:17+len(KindsHeader)], *r)
-		record[len(record)-6] = n(r.CostMicros, 10)
-		record[len(record)-5] = n(r.CostMicros+l.AmountMicros, 10)
+		record[last-6] = n(r.CostMicros, 10)
+		record[last-5] = n(r.CostMicros+l.AmountMicros, 10)
+		record[last] = FittedCell(*r)
 	}
-	last := len(record)
 	record[last-4] = n(l.AmountMicros, 10)
 	record[last-3] = USD(l.AmountMicros)
 	record[last-2] = n(l.BalanceAfterMicros, 10)

@@ -224,6 +224,7 @@ func TestStatement(t *testing.T) {
 	f.grant(acct, store.ReasonGrant, "top-up", 1_000_000)
 	searched := priced(rec(acct, "turn-3", "service-sonnet"), p, price.Tokens{Uncached: 1_000, Output: 200}, 10_000, 500)
 	searched.HostedCalls = map[string]int64{"web_search": 1}
+	searched.FittedOutputTokens = 1024 // it gave no output bound and was fitted to the credit
 	f.write(searched)
 	f.grant(acct, store.ReasonAdjustment, "correction", -2_000)
 	t2 := f.dbNow()
@@ -272,6 +273,7 @@ func TestStatement(t *testing.T) {
 		"cache_write_1h_cost_micros": "60000", "output_cost_micros": "7500", "waived_micros": "0",
 		"cache_savings_micros": "105000", "cost_micros": "88500", "not_billed_micros": "0",
 		"amount_micros": "-88500", "amount_usd": "-0.088500", "balance_micros": "1500", "balance_usd": "0.001500",
+		"fitted_output_tokens": "",
 	} {
 		if got := s.cell(1, name); got != want {
 			t.Errorf("turn-1 %s = %q, want %q", name, got, want)
@@ -289,7 +291,8 @@ func TestStatement(t *testing.T) {
 	}
 	// The search: its hosted tool and what was waived, and the parts that add up to its cost.
 	if s.cell(4, "hosted_tool_calls") != "web_search=1" || s.cell(4, "hosted_tool_micros") != "10000" ||
-		s.cell(4, "waived_micros") != "500" || s.micros(4, "cost_micros") != searchedCost || s.micros(4, "amount_micros") != -searchedCost {
+		s.cell(4, "waived_micros") != "500" || s.micros(4, "cost_micros") != searchedCost || s.micros(4, "amount_micros") != -searchedCost ||
+		s.cell(4, "fitted_output_tokens") != "1024" || s.cell(3, "fitted_output_tokens") != "" {
 		t.Errorf("the search: %q", s.rows[5])
 	}
 	for i := 1; i <= s.lines(); i++ {

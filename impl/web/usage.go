@@ -123,8 +123,10 @@ type usageRow struct {
 	Time                      time.Time
 	Route, Model, Expert, Key string
 	// Uncached, CacheRead, CacheWrite and Output are the request's tokens per kind; Reasoning
-	// the part of the output spent on reasoning ("" when none).
-	Uncached, CacheRead, CacheWrite, Output, Reasoning string
+	// the part of the output spent on reasoning ("" when none); Fitted the output bound the
+	// gateway fitted to the account's credit for a request that gave none ("" when it was not
+	// fitted: docs/billing.md).
+	Uncached, CacheRead, CacheWrite, Output, Reasoning, Fitted string
 	// Cost is the request's cost in micro-dollars (written to the cent), CostExact to the
 	// micro-dollar (in how it was made).
 	Cost            int64
@@ -286,6 +288,9 @@ func logRow(r usageview.Request) usageRow {
 		Latency: latencyText(r.Latency(), r.FinishedAt.IsZero()), OnCredit: r.OnCredit, Bill: billOf(r)}
 	if r.ReasoningTokens > 0 {
 		row.Reasoning = usageview.Thousands(r.ReasoningTokens)
+	}
+	if r.FittedOutputTokens > 0 {
+		row.Fitted = usageview.Thousands(r.FittedOutputTokens)
 	}
 	return row
 }

@@ -63,6 +63,7 @@ func TestUsagePageTokenKindsAndStatement(t *testing.T) {
 	searched := pricedUsage(rec(acme, "searched", "service-sonnet", 2*time.Minute), sonnet,
 		price.Tokens{Uncached: 1_000, CacheWrite5m: 4_000, Output: 200}, 10_000, 500)
 	searched.HostedCalls = map[string]int64{"web_search": 1}
+	searched.FittedOutputTokens = 1_024 // it gave no output bound and was fitted to the credit
 	old := rec(acme, "old", "service-flint", time.Minute)
 	old.InputTokens, old.OutputTokens, old.CostMicros = 7_000, 300, 4_321
 	secret := pricedUsage(rec(other, "secret", "secret-model", time.Minute), sonnet,
@@ -108,6 +109,8 @@ func TestUsagePageTokenKindsAndStatement(t *testing.T) {
 		"<li>4,000 cache write (5 min) × $3.75/MTok = $0.015000</li>",
 		"<li>hosted tools web_search=1: $0.010000</li>", "<li>waived (not billed): −$0.000500</li>",
 		"<li><strong>cost $0.030500</strong></li>",
+		// The search was fitted to the credit: its bound, under its output.
+		`<td class="num">200<br><span class="help" title="The request gave no output bound and the credit did not cover the model's whole bound: it was fitted to this many output tokens.">fitted bound 1,024</span></td>`,
 		// The old request: its cost alone, under a cent, with the exact amount in its title.
 		`<td class="num">7,000</td><td class="num">0</td><td class="num">0</td><td class="num">300</td><td class="num cost"><span class="money" title="$0.004321">< $0.01</span></td>`,
 		// The cached turn's cost, rounded to the cent where the log lists it.

@@ -329,7 +329,7 @@ func TestKeyCreditCapIs402AtTheCap(t *testing.T) {
 		}
 		// The cap is not spent: the request's worst case does not fit what is left, and the
 		// message says so and what the caller can lower (trial h10 D3).
-		if strings.Contains(string(body), "is reached") || !strings.Contains(string(body), "not enough of the API key's credit cap is left") ||
+		if strings.Contains(string(body), "is reached") || !strings.Contains(strings.ToLower(string(body)), "not enough of the api key's credit cap is left") ||
 			!strings.Contains(string(body), "worst case") || !strings.Contains(string(body), "a lower output bound needs less") {
 			t.Errorf("the 402 does not say that the request's worst case does not fit: %s", body)
 		}

@@ -350,7 +350,7 @@ func multiHostNoFalse402(t *testing.T, c *cluster) {
 			served = append(served, a.requestID)
 		case http.StatusPaymentRequired:
 			typ, msg := errorMessage(a.body)
-			if typ != "insufficient_quota" || !strings.HasPrefix(msg, "insufficient credit:") || leaksInternals(msg) || a.requestID == "" {
+			if typ != "insufficient_quota" || !insufficientCredit(msg) || leaksInternals(msg) || a.requestID == "" {
 				t.Errorf("batch request %d: a 402 that is not clean: %s", i, a)
 			}
 			t.Errorf("batch request %d, covered by the balance (%d for 9 × at most %d): %s", i, 10*worst, worst, a)

@@ -108,7 +108,7 @@ func TestSpendNeverExceedsBalanceAcrossProcesses(t *testing.T) {
 			if paths[i] == "/v1/messages" {
 				want = "billing_error"
 			}
-			if typ != want || !strings.HasPrefix(msg, "insufficient credit:") || leaksInternals(msg) ||
+			if typ != want || !insufficientCredit(msg) || leaksInternals(msg) ||
 				a.header.Get("x-should-retry") != "false" || a.requestID == "" {
 				t.Errorf("request %d: a 402 that is not clean: %s (x-should-retry %q)", i, a, a.header.Get("x-should-retry"))
 			}
@@ -496,4 +496,15 @@ func TestKilledProcessHoldIsReapedAndOthersKeepServing(t *testing.T) {
 	if status != "process_lost" || output != checkpointed || output == 0 {
 		t.Errorf("the killed stream's record: status %q, %d output tokens; want process_lost and the %d of its checkpoint", status, output, checkpointed)
 	}
+}
+
+// insufficientCredit reports whether msg is the 402 of a request its account's credit does not
+// cover: the meter's message, led, for a request that gave an output bound, by what the credit
+// affords (docs/billing.md, "A request without an output bound is fitted to the credit").
+func insufficientCredit(msg string) bool {
+	if strings.HasPrefix(msg, "You requested up to ") {
+		_, meter, ok := strings.Cut(msg, ", but can only afford ")
+		return ok && strings.Contains(meter, ". Insufficient credit:")
+	}
+	return strings.HasPrefix(msg, "insufficient credit:")
 }

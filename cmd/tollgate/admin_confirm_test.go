@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/tollgate/tollgate/impl/accounts"
-	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 )
 
@@ -160,15 +159,8 @@ func TestAdminKeyRevokeConfirms(t *testing.T) {
 // address made were counted though they stay (here: "revoke the 2 keys", and three went). The question now counts the member's own keys, as the removal
 // revokes them.
 func TestMemberRemoveCountsTheirKeys(t *testing.T) {
-	url := pgtest.ConnString(t)
-	t.Setenv("DATABASE_URL", url)
-	t.Setenv("LOG_LEVEL", "error")
-	mustAdmin(t, "account create acme -plan demo")
-	mustAdmin(t, "member add acme alice@example.com")
-	mustAdmin(t, "member add acme bob@example.com")
+	st, acct, svc := acmeWithAliceAndBob(t)
 	ctx := context.Background()
-	st, acct := openAccount(t, url, "acme")
-	svc := &accounts.Service{Store: st, Config: config.Default()}
 	key := func(name, createdBy, user string) {
 		t.Helper()
 		u, err := st.GetUserByEmail(ctx, user)

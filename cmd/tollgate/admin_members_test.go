@@ -55,15 +55,8 @@ func TestAdminMembers(t *testing.T) {
 // keys and other members' keys working; -keep-keys leaves the member's keys working. Before,
 // every key of a removed member kept working: the person who left took working keys along.
 func TestMemberRemovalRevokesTheirKeys(t *testing.T) {
-	url := pgtest.ConnString(t)
-	t.Setenv("DATABASE_URL", url)
-	t.Setenv("LOG_LEVEL", "error")
-	mustAdmin(t, "account create acme -plan demo")
-	mustAdmin(t, "member add acme alice@example.com")
-	mustAdmin(t, "member add acme bob@example.com")
+	st, acct, svc := acmeWithAliceAndBob(t)
 	ctx := context.Background()
-	st, acct := openAccount(t, url, "acme")
-	svc := &accounts.Service{Store: st, Config: config.Default()}
 	keyOf := func(email, name string) store.APIKey {
 		t.Helper()
 		u, err := st.GetUserByEmail(ctx, email)
@@ -346,4 +339,19 @@ WHEN (NEW.state IS DISTINCT FROM OLD.state) EXECUTE FUNCTION test_refuse_ending(
 			t.Errorf("session %s (slot %s) is %s while the database refuses its ending, want provisioning", s.ID, s.Slot, s.State)
 		}
 	}
+}
+
+// acmeWithAliceAndBob makes the account acme on plan demo with the members alice@example.com
+// and bob@example.com through the admin command, on a throwaway database DATABASE_URL names:
+// its store, the account, and an accounts service over them for the test's own keys.
+func acmeWithAliceAndBob(t *testing.T) (*store.Store, store.Account, *accounts.Service) {
+	t.Helper()
+	url := pgtest.ConnString(t)
+	t.Setenv("DATABASE_URL", url)
+	t.Setenv("LOG_LEVEL", "error")
+	mustAdmin(t, "account create acme -plan demo")
+	mustAdmin(t, "member add acme alice@example.com")
+	mustAdmin(t, "member add acme bob@example.com")
+	st, acct := openAccount(t, url, "acme")
+	return st, acct, &accounts.Service{Store: st, Config: config.Default()}
 }

@@ -101,7 +101,12 @@ type ServerMetadata struct {
 	TokenEndpointAuthMethodsSupported      []string `json:"token_endpoint_auth_methods_supported"`
 	RevocationEndpointAuthMethodsSupported []string `json:"revocation_endpoint_auth_methods_supported"`
 	ScopesSupported                        []string `json:"scopes_supported"`
-	ClientIDMetadataDocumentSupported      bool     `json:"client_id_metadata_document_supported"`
+	// AuthorizationResponseIssParameterSupported says that the authorization response carries
+	// iss (RFC 9207, Server.redirectWith). A client takes iss as a defence against mix-up only
+	// when the metadata says so: without it, an authorization server that leaves iss out
+	// cannot be told from one that does not support it.
+	AuthorizationResponseIssParameterSupported bool `json:"authorization_response_iss_parameter_supported"`
+	ClientIDMetadataDocumentSupported          bool `json:"client_id_metadata_document_supported"`
 }
 
 func (s *Server) resourceMetadata(w http.ResponseWriter, r *http.Request) {
@@ -116,7 +121,7 @@ func (s *Server) serverMetadata(w http.ResponseWriter, r *http.Request) {
 		ResponseTypesSupported: []string{"code"}, ResponseModesSupported: []string{"query"},
 		GrantTypesSupported: []string{"authorization_code", "refresh_token"}, CodeChallengeMethodsSupported: []string{"S256"},
 		TokenEndpointAuthMethodsSupported: []string{"none"}, RevocationEndpointAuthMethodsSupported: []string{"none"},
-		ScopesSupported: []string{Scope}, ClientIDMetadataDocumentSupported: true,
+		ScopesSupported: []string{Scope}, AuthorizationResponseIssParameterSupported: true, ClientIDMetadataDocumentSupported: true,
 	})
 }
 

@@ -287,6 +287,11 @@ func TestDiscovery(t *testing.T) {
 		m.RegistrationEndpoint != s.URL+"/oauth/register" || strings.Join(m.CodeChallengeMethodsSupported, ",") != "S256" {
 		t.Errorf("authorization-server metadata: %+v", m)
 	}
+	// The consent's redirect carries iss (site.authorize checks it), and the metadata says so
+	// (RFC 9207): a client takes iss against mix-up only when it does; before, it was left out.
+	if !strings.Contains(string(raw), `"authorization_response_iss_parameter_supported":true`) {
+		t.Errorf("authorization-server metadata: %s, want authorization_response_iss_parameter_supported true", raw)
+	}
 	if r := s.call(t, s.Acme.Key, "list_storage_datasets", nil); r.Status != http.StatusOK || !strings.Contains(r.Text, "sales") {
 		t.Errorf("with an API key: %+v, want acme's datasets", r)
 	}

@@ -254,13 +254,18 @@ func (t *pageTree) xrefSection(data []byte, src int32, i int) {
 // indexXrefStream records the definitions a cross-reference stream (PDF 1.5 on) places, as
 // indexXref does a table's: its dictionary is dict, its data starts at data[start], and what
 // it inflates to is taken from budget (at most objectStreamCeiling). A stream no reader reads
-// as one (fields of other widths, data that does not inflate) is left out, as readers then
-// find the objects by their headers, which indexFile records. It is false when the stream is
+// as one (no /W of three numbers, an empty offset field, data that does not inflate) is left
+// out, as readers then find the objects by their headers, which indexFile records. Each entry
+// is read as qpdf reads it and as pdf.js does (entryOffsets). It is false when the stream is
 // one whose entries readers read but this cannot (another filter, a predictor that cannot be
-// undone, decode parameters that cannot be resolved, an inflate bound reached): an entry may
-// place an object where no header shows it (gluedNode), and the walk would miss its pages.
+// undone, decode parameters that cannot be resolved, a /W or /Index given by a reference, an
+// inflate bound reached): an entry may place an object where no header shows it (gluedNode),
+// and the walk would miss its pages.
 func (t *pageTree) indexXrefStream(data, dict []byte, start int, budget *int) bool {
 	x, ok := readXrefDict(dict)
+	if x.unsure {
+		return false
+	}
 	if !ok {
 		return true
 	}
@@ -284,13 +289,11 @@ func (t *pageTree) indexXrefStream(data, dict []byte, start int, budget *int) bo
 			}
 			row := rows[k*width : (k+1)*width]
 			k++
-			kind := 1
-			if x.w[0] > 0 {
-				kind = field(row[:x.w[0]])
-			}
-			if offset := field(row[x.w[0] : x.w[0]+x.w[1]]); kind == 1 && offset >= 0 && offset < len(data) {
-				if after, ok := headerAt(data, offset); ok {
-					t.define(num, 0, after)
+			for _, offset := range entryOffsets(row, x.w) {
+				if offset >= 0 && offset < len(data) {
+					if after, ok := headerAt(data, offset); ok {
+						t.define(num, 0, after)
+					}
 				}
 			}
 		}
@@ -308,14 +311,17 @@ type xrefDict struct {
 	predictor predictor
 	// raw is set when the data has no filter, flate when it has FlateDecode alone.
 	raw, flate bool
+	// unsure is set when the dictionary says /Type /XRef and gives its /W or /Index, or one of
+	// the first three widths, by a reference, which readers may resolve and this does not.
+	unsure bool
 }
 
 // readXrefDict reads a cross-reference stream's dictionary (/Type /XRef), and whether it is
-// one a reader reads: fields of at most eight bytes each, the second not empty, its object
-// numbers given.
+// one a reader reads: a /W whose first three elements are numbers (readWidths), the second not
+// zero, its object numbers given.
 func readXrefDict(dict []byte) (xrefDict, bool) {
 	var x xrefDict
-	size, widths, xref := -1, 0, false
+	size, widths, xref, unsure := -1, false, false, false
 	var filters []name
 	for i := 0; i < len(dict); i++ {
 		if dict[i] != '/' {
@@ -327,13 +333,15 @@ func readXrefDict(dict []byte) (xrefDict, bool) {
 		case nm.is("Type"):
 			next, _ := readName(dict, j)
 			xref = xref || next.is("XRef")
-		case nm.is("W"), nm.is("Index"):
-			ints := intArray(dict, j)
-			if nm.is("Index") {
-				x.index = ints
-			} else if widths = len(ints); widths == 3 {
-				copy(x.w[:], ints)
+		case nm.is("W"):
+			var sure bool
+			x.w, widths, sure = readWidths(dict, j)
+			unsure = unsure || !sure
+		case nm.is("Index"):
+			if _, _, indirect := reference(dict, j); indirect {
+				unsure = true
 			}
+			x.index = intArray(dict, j)
 		case nm.is("Size"):
 			size = readInt(dict, j)
 		case nm.is("Filter"):
@@ -343,10 +351,47 @@ func readXrefDict(dict []byte) (xrefDict, bool) {
 	if x.index == nil && size >= 0 {
 		x.index = []int{0, size}
 	}
-	ok := widths == 3 && max(x.w[0], x.w[1], x.w[2]) <= 8 && x.w[1] > 0
+	x.unsure = xref && unsure
 	x.raw = len(filters) == 0
 	x.flate = len(filters) == 1 && filters[0].is("FlateDecode")
-	return x, ok && xref && x.index != nil
+	return x, widths && x.w[1] > 0 && xref && x.index != nil
+}
+
+// readWidths reads the /W value at b[i]: the first three elements of an array, and whether
+// they are numbers readers take for widths (ok), and whether they could be read with certainty
+// (sure: neither the array nor one of them is a reference). qpdf and pdf.js read the first three
+// elements of a longer array, and pdf.js takes a real of no fraction (4.0) for an integer;
+// qpdf refuses a width of more than eight bytes, which pdf.js reads (entryOffsets).
+func readWidths(b []byte, i int) (w [3]int, ok, sure bool) {
+	if _, _, indirect := reference(b, i); indirect {
+		return w, false, false
+	}
+	if i >= len(b) || b[i] != '[' {
+		return w, false, true
+	}
+	i++
+	for k := range w {
+		i = skipSpace(b, i)
+		if _, _, indirect := reference(b, i); indirect {
+			return w, false, false
+		}
+		start := i
+		for i < len(b) && digit(b[i]) {
+			i++
+		}
+		if i == start && (i >= len(b) || b[i] != '.') {
+			return w, false, true // no number, or a negative one
+		}
+		w[k] = readNumber(b, start)
+		if i < len(b) && b[i] == '.' {
+			for i++; i < len(b) && b[i] == '0'; i++ {
+			}
+		}
+		if i < len(b) && regular(b[i]) {
+			return w, false, true // a fraction: no integer
+		}
+	}
+	return w, true, true
 }
 
 // intArray is the integers of the array at b[i] (nil for anything else).
@@ -388,7 +433,26 @@ func inflateXref(data []byte, x xrefDict, budget *int) ([]byte, bool) {
 	return x.predictor.undo(out), true
 }
 
-// field is the big-endian number in b.
+// entryOffsets are the offsets at which the cross-reference stream entry row, of fields of
+// widths w, places an object (a type of 1, or no type field): as qpdf reads its fields
+// (big-endian numbers of up to eight bytes), and as pdf.js does (any width, each field's low
+// 32 bits as a signed number), when that differs. A type that is not 1 places none.
+func entryOffsets(row []byte, w [3]int) []int {
+	kind, offset := 1, field(row[w[0]:w[0]+w[1]])
+	if w[0] > 0 {
+		kind = field(row[:w[0]])
+	}
+	var offsets []int
+	if kind == 1 && w[0] <= 8 && w[1] <= 8 {
+		offsets = append(offsets, offset)
+	}
+	if low := int(int32(uint32(offset))); int32(uint32(kind)) == 1 && (len(offsets) == 0 || low != offset) {
+		offsets = append(offsets, low)
+	}
+	return offsets
+}
+
+// field is the big-endian number in b (its low 64 bits, for more than eight bytes).
 func field(b []byte) int {
 	n := 0
 	for _, c := range b {

@@ -379,7 +379,8 @@ func TestCountRefusesPastTheXrefEntriesBound(t *testing.T) {
 
 // TestCountReadsANumberInAnObjectStream: a page tree's /Count that refers to an integer
 // object packed in an object stream that holds no page tree node (so that it is not held) is
-// read, as pdf.js reads a document's number of pages from its root's /Count.
+// read, as pdf.js reads a document's number of pages from its root's /Count; so is one that
+// refers to a reference to it there, as MuPDF reads it.
 func TestCountReadsANumberInAnObjectStream(t *testing.T) {
 	f := newPDF()
 	f.obj(1, "<< /Type /Catalog /Pages 2 0 R >>")
@@ -390,10 +391,46 @@ func TestCountReadsANumberInAnObjectStream(t *testing.T) {
 	if n, ok := pdfpages.Count(f.bytes()); !ok || n != 12 {
 		t.Errorf("Count = %d, %v; want 12", n, ok)
 	}
-	// The same count by a reference to object 10, which is a reference itself: not read.
 	data := bytes.Replace(f.bytes(), []byte("/Count 9 0 R"), []byte("/Count 10 0 R"), 1)
-	if n, ok := pdfpages.Count(data); ok {
-		t.Errorf("a count by a reference to a reference: Count = %d; want not established", n)
+	if n, ok := pdfpages.Count(data); !ok || n != 12 {
+		t.Errorf("a count by a reference to a reference: Count = %d, %v; want 12", n, ok)
+	}
+}
+
+// TestCountFollowsACountsChainOfReferences: a page tree's /Count that refers to an object
+// that is itself a reference is read through the chain, as MuPDF (and so PyMuPDF's
+// page_count) reads the root's /Count, following up to ten references: a file of one page
+// whose root's /Count leads to 500 through two references is counted 500 (it was counted 9,
+// the object number of the reference read as a number; qpdf, pdf.js and PDFium follow no
+// such chain and walk the tree, one page). A chain that is a cycle, or longer than 32
+// references, makes the count not established.
+func TestCountFollowsACountsChainOfReferences(t *testing.T) {
+	file := func(objects string) []byte {
+		return []byte("%PDF-1.4\n1 0 obj << /Type /Catalog /Pages 2 0 R >> endobj\n" +
+			"2 0 obj << /Type /Pages /Kids [3 0 R] /Count 10 0 R >> endobj\n3 0 obj << /Type /Page /Parent 2 0 R >> endobj\n" + objects)
+	}
+	var long strings.Builder
+	for num := 10; num < 50; num++ {
+		fmt.Fprintf(&long, "%d 0 obj %d 0 R endobj\n", num, num+1)
+	}
+	long.WriteString("50 0 obj 500 endobj\n")
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want int
+		ok   bool
+	}{
+		{"two references to a number", file("10 0 obj 9 0 R endobj\n9 0 obj 8 0 R endobj\n8 0 obj 500 endobj\n"), 500, true},
+		{"a reference to an object defined twice", file("10 0 obj 9 0 R endobj\n9 0 obj 7 endobj\n9 0 obj 500 endobj\n"), 500, true},
+		{"a reference to an object not defined", file("10 0 obj 9 0 R endobj\n"), 1, true},
+		{"a cycle", file("10 0 obj 9 0 R endobj\n9 0 obj 10 0 R endobj\n"), 0, false},
+		{"a chain of 40 references", file(long.String()), 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if n, ok := pdfpages.Count(tc.data); ok != tc.ok || (ok && n != tc.want) {
+				t.Errorf("Count = %d, %v; want %d, %v", n, ok, tc.want, tc.ok)
+			}
+		})
 	}
 }
 

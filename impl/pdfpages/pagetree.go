@@ -138,25 +138,61 @@ func addTo(set *map[int]struct{}, num int) bool {
 }
 
 // statedCounts is the largest count that the objects /Count values refer to state: the
-// integer that a definition of one is (the largest, for one defined more than once; none for
-// one not defined, which readers read as null), at most MaxCount. It is false when a
-// definition is in an object stream that is not held (its count cannot be read). It is called
-// once the walk has sorted the definitions (pages).
+// integer that a definition of one is, or refers to through a chain of references (countOf),
+// at most MaxCount. It is false when a definition is in an object stream that is not held (its
+// count cannot be read), or a chain is longer than maxChain. It is called once the walk has
+// sorted the definitions (pages).
 func (t *pageTree) statedCounts() (int, bool) {
 	most := 0
+	memo := map[int]int{}
 	for num := range t.counts {
-		first, found := t.definition(num)
-		for k := first; found && k < len(t.defs) && int(t.defs[k].num) == num; k++ {
-			d := t.defs[k]
-			if d.src == leaf {
+		n, ok := t.countOf(num, memo, 0)
+		if !ok {
+			return 0, false
+		}
+		most = max(most, n)
+	}
+	return most, true
+}
+
+// maxChain is the most references countOf follows from a /Count value's object: MuPDF, which
+// reads a document's number of pages from its root's /Count, follows a chain of ten (a reader
+// that follows none reads no count and walks the tree).
+const maxChain = 32
+
+// countOf is the largest integer a definition of object num is (none for one not defined,
+// which readers read as null), or that the object a definition refers to is, followed through
+// at most maxChain references; memo holds each object's once read (onPath while it is read).
+// It is false when a definition is in an object stream that is not held, or the chain is
+// longer or a cycle.
+func (t *pageTree) countOf(num int, memo map[int]int, depth int) (int, bool) {
+	if n, read := memo[num]; read {
+		return n, n != onPath
+	}
+	if depth > maxChain {
+		return 0, false
+	}
+	memo[num] = onPath
+	most := 0
+	first, found := t.definition(num)
+	for k := first; found && k < len(t.defs) && int(t.defs[k].num) == num; k++ {
+		d := t.defs[k]
+		if d.src == leaf {
+			return 0, false
+		}
+		def := t.sources[d.src][d.at:]
+		i := skipSpace(def[:min(len(def), skipWindow)], 0)
+		if ref, _, indirect := reference(def, i); indirect {
+			n, ok := t.countOf(ref, memo, depth+1)
+			if !ok {
 				return 0, false
 			}
-			def := t.sources[d.src][d.at:]
-			if i := skipSpace(def[:min(len(def), skipWindow)], 0); i < len(def) && (digit(def[i]) || def[i] == '+') {
-				most = max(most, readInt(def, i))
-			}
+			most = max(most, n)
+		} else if i < len(def) && (digit(def[i]) || def[i] == '+') {
+			most = max(most, readInt(def, i))
 		}
 	}
+	memo[num] = most
 	return most, true
 }
 
@@ -536,10 +572,14 @@ func (t *pageTree) indexObjectStream(dict, objects []byte, inflated bool) {
 // in arrays, so that the walk can read it once the stream is dropped. The copies count with
 // the held streams' bytes (retainCeiling), the bytes looked through for their ends with
 // arraySearch. Another array is a leaf: as kids, it would make the count not established, as
-// a direct /Kids holding something but references does. A number is kept too (keepNumber).
+// a direct /Kids holding something but references does. A number or a reference is kept too
+// (keepNumber, keep).
 func (t *pageTree) keepArray(num int, objects []byte, at int) {
 	i := skipSpace(objects[:min(len(objects), at+skipWindow)], at)
-	if _, _, ref := reference(objects, i); !ref && i < len(objects) && (digit(objects[i]) || objects[i] == '+' || objects[i] == '-') {
+	if _, next, ref := reference(objects, i); ref {
+		t.keep(num, objects[i:next])
+		return
+	} else if i < len(objects) && (digit(objects[i]) || objects[i] == '+' || objects[i] == '-') {
 		t.keepNumber(num, objects, i)
 		return
 	}
@@ -574,14 +614,20 @@ func (t *pageTree) keepArray(num int, objects []byte, at int) {
 }
 
 // keepNumber records object num, a number at objects[i] in an object stream that is not held,
-// by a copy of its sign and digits (at most twenty bytes) in arrays, as keepArray does an
-// array, so that a /Count that refers to it can be read (pageTree.statedCounts).
+// by a copy of its sign and digits (at most twenty bytes) in arrays (keep).
 func (t *pageTree) keepNumber(num int, objects []byte, i int) {
 	end := i + 1
 	for end < len(objects) && end-i < 20 && (digit(objects[end]) || objects[end] == '.') {
 		end++
 	}
-	if t.held += end - i + 1; t.held > retainCeiling {
+	t.keep(num, objects[i:end])
+}
+
+// keep records object num, in an object stream that is not held, by a copy of its definition
+// def (a number, or a reference to another object) in arrays, as keepArray does an array, so
+// that a /Count that refers to it can be read (pageTree.statedCounts).
+func (t *pageTree) keep(num int, def []byte) {
+	if t.held += len(def) + 1; t.held > retainCeiling {
 		t.full = true
 		return
 	}
@@ -589,7 +635,7 @@ func (t *pageTree) keepNumber(num int, objects []byte, i int) {
 		t.arraysSrc = t.source(nil)
 	}
 	t.define(num, t.arraysSrc, len(t.arrays))
-	t.arrays = append(append(t.arrays, objects[i:end]...), '\n')
+	t.arrays = append(append(t.arrays, def...), '\n')
 }
 
 // hold adds an object stream's inflated data to the sources, and is its index; or leaf, when

@@ -8,8 +8,8 @@
 // Read reads the file as bytes, not as a PDF parser would: every page object (a dictionary
 // with /Type /Page) is counted wherever it appears, in the file or inside an object stream
 // (compressed with FlateDecode, inflated under a hard output bound), and so is the largest
-// /Count a page tree node states, and so are the leaves of the page tree, walked from the
-// objects a /Pages entry refers to (pagetree.go: readers take each leaf for a page, typed,
+// /Count a page tree node states (and the /N of a linearization dictionary), and so are the
+// leaves of the page tree, walked from the objects a /Pages entry refers to (pagetree.go: readers take each leaf for a page, typed,
 // with contents or neither, whatever /Count says). It also reports what the compressed
 // streams other than images inflate to (Document.Inflated): a page's content stream can show
 // far more text, which the provider extracts and bills, than its compressed bytes. Anything that makes the count

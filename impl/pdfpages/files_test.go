@@ -3,6 +3,8 @@ package pdfpages_test
 import (
 	"bytes"
 	"fmt"
+	"os"
+	"os/exec"
 	"runtime"
 	"strings"
 	"testing"
@@ -429,6 +431,74 @@ func TestCountFollowsACountsChainOfReferences(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if n, ok := pdfpages.Count(tc.data); ok != tc.ok || (ok && n != tc.want) {
 				t.Errorf("Count = %d, %v; want %d, %v", n, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+// skippedFile is a linearized PDF, its linearization dictionary lin (object 3, first in the
+// file after prefix; none when it is empty), whose page tree's root (object 2, stating no
+// /Count) holds a node (object 10) stating /Count 100 over one page (object 20), then five
+// pages (11 to 15). A /L 0000000000 in lin is written as the file's length. pdf.js takes a
+// linearization dictionary's /N for the number of pages and keeps it when a page is found at
+// index /N-1: its getPageDict skips node 10 by its /Count to index 100, and pages 11 to 15
+// are 100 to 104, so that with /N 105 it shows 105 pages. qpdf walks the tree (six pages).
+func skippedFile(prefix, lin string) []byte {
+	f := newPDF()
+	f.raw(prefix)
+	if lin != "" {
+		f.obj(3, lin)
+	}
+	f.obj(1, "<< /Type /Catalog /Pages 2 0 R >>")
+	f.obj(2, "<< /Type /Pages /Kids [10 0 R 11 0 R 12 0 R 13 0 R 14 0 R 15 0 R] /MediaBox [0 0 612 792] >>")
+	f.obj(10, "<< /Type /Pages /Parent 2 0 R /Kids [20 0 R] /Count 100 >>")
+	f.obj(20, "<< /Type /Page /Parent 10 0 R >>")
+	for num := 11; num <= 15; num++ {
+		f.obj(num, "<< /Type /Page /Parent 2 0 R >>")
+	}
+	f.table(21, "/Root 1 0 R")
+	data := f.bytes()
+	return bytes.Replace(data, []byte("/L 0000000000"), []byte(fmt.Sprintf("/L %010d", len(data))), 1)
+}
+
+// TestCountTakesTheLinearizedPages: a linearized file's /N is a lower bound of its pages, as
+// pdf.js (and PDFium loading it progressively) show a linearized file's /N pages: skippedFile
+// with /N 105 is counted 105 (it was counted 100, node 10's /Count), and qpdf takes it for a
+// linearized file (--check). A /Linearized dictionary that is not the file's first
+// object, or whose /N is a reference, is no linearization dictionary to readers, and its /N is
+// not taken.
+func TestCountTakesTheLinearizedPages(t *testing.T) {
+	lin := func(n string) string {
+		return "<< /Linearized 1 /L 0000000000 /H [100 100] /O 20 /E 100 /N " + n + " /T 100 >>"
+	}
+	for _, tc := range []struct {
+		name, prefix, lin string
+		want              int
+	}{
+		{"the first object", "", lin("105"), 105},
+		{"no linearization dictionary", "", "", 100},
+		{"after 2 KB", "%" + strings.Repeat("x", 2048) + "\n", lin("105"), 100},
+		{"its /N by a reference", "", lin("9 0 R"), 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := skippedFile(tc.prefix, tc.lin)
+			if n, ok := qpdfPages(t, data); ok && n != 6 {
+				t.Fatalf("qpdf reads %d pages; want 6", n)
+			}
+			if tc.want == 105 {
+				if path, err := exec.LookPath("qpdf"); err == nil {
+					file := t.TempDir() + "/file.pdf"
+					if err := os.WriteFile(file, data, 0o600); err != nil {
+						t.Fatal(err)
+					}
+					// qpdf --check warns that /N does not match the pages, and exits 3.
+					if out, _ := exec.Command(path, "--check", file).CombinedOutput(); !bytes.Contains(out, []byte("File is linearized")) {
+						t.Fatalf("qpdf --check: %s", out)
+					}
+				}
+			}
+			if n, ok := pdfpages.Count(data); !ok || n != tc.want {
+				t.Errorf("Count = %d, %v; want %d", n, ok, tc.want)
 			}
 		})
 	}

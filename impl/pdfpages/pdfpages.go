@@ -67,7 +67,8 @@ func Count(data []byte) (int, bool) {
 // number of page objects (/Type /Page, names compared after their #xx escapes, whitespace and
 // comments between them allowed) in the file and in its FlateDecode object streams, the
 // largest /Count stated in either by a dictionary that is not an outline's (directly, or by a
-// reference to an object that holds the number: pageTree.counts), the number of
+// reference to an object that holds the number: pageTree.counts), the pages a linearization
+// dictionary at the file's start states (linearizedPages), the number of
 // /Contents that refer to an object (a page's, typed or not), or the leaves of the page tree
 // (pageTree.pages), whichever is largest, at most MaxCount. It is not established (false)
 // for data without a PDF header, for an encrypted file (its streams cannot be read), for one
@@ -94,11 +95,13 @@ func Read(data []byte) (Document, bool) {
 // (nil: none), the file's own bound being at most what shared has left: once it is spent, a
 // file with a compressed stream to inflate is not established.
 func ReadWithin(data []byte, shared *Budget) (Document, bool) {
-	if !bytes.Contains(data[:min(len(data), headerWindow)], []byte("%PDF-")) {
+	header := bytes.Index(data[:min(len(data), headerWindow)], []byte("%PDF-"))
+	if header < 0 {
 		return Document{}, false
 	}
 	var c counter
 	c.scan(data)
+	c.stated = max(c.stated, linearizedPages(data, header))
 	c.tree.indexFile(data)
 	budget := min(max(inflateRatio*len(data), inflateFloor), inflateCeiling)
 	if shared != nil {

@@ -223,6 +223,67 @@ func TestCountUndoesObjectStreamPredictors(t *testing.T) {
 	}
 }
 
+// laterParamsFile is a PDF of ten blank untyped pages under a node (object 10) that its root
+// (object 2, stating /Count 1) names, the node and the pages in an object stream (object 5)
+// under a PNG predictor whose decode parameters, object 40, are in an object stream further on
+// (object 6), itself under the decode parameters params6 (direct, or object 50 in object
+// stream 7 after it, or none), with decoy written before object 5. Readers resolve object 40
+// by the cross-reference stream, wherever it is.
+func laterParamsFile(decoy, params6 string) []byte {
+	f := newPDF()
+	f.obj(1, "<< /Type /Catalog /Pages 2 0 R >>")
+	f.obj(2, "<< /Type /Pages /Kids [10 0 R] /Count 1 /MediaBox [0 0 612 792] >>")
+	f.raw(decoy)
+	bodies := []string{"<< /Type /Pages /Parent 2 0 R /Kids " + kidRefs(11, 10) + " /Count 10 >>"}
+	for range 10 {
+		bodies = append(bodies, "<< /Parent 10 0 R >>")
+	}
+	f.objStm(5, "/DecodeParms 40 0 R", func(b []byte) []byte { return pngEncode(b, 7, 1, 3) }, 10, bodies...)
+	var encode6 func([]byte) []byte
+	if params6 != "" {
+		encode6 = func(b []byte) []byte { return pngEncode(b, 4, 1, 2) }
+	}
+	f.objStm(6, params6, encode6, 40, "<< /Predictor 13 /Columns 7 >>")
+	f.objStm(7, "", nil, 50, "<< /Predictor 12 /Columns 4 >>")
+	f.xrefStream(51, 52, "/Root 1 0 R", nil, false)
+	return f.bytes()
+}
+
+// TestCountResolvesParametersDefinedLater: an object stream whose decode parameters are given
+// by a reference to an object in an object stream further on (even one under parameters of its
+// own further on still) is read once every other stream has been, as qpdf reads it (ten
+// pages); before, the parameters were looked for among the objects read so far, so the file
+// was not established, and with a decoy object 40 earlier in the file, which no
+// cross-reference names, the stream was read under the decoy's predictor and its pages missed
+// (counted 1). Parameters that resolve otherwise once every stream is read (the decoy beside
+// the real object), or streams that wait on each other's parameters, make the count not
+// established; an image's parameters, which the count does not read, do not.
+func TestCountResolvesParametersDefinedLater(t *testing.T) {
+	const decoy = "40 0 obj\n<< /Predictor 12 /Columns 5 >>\nendobj\n"
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want int
+		ok   bool
+	}{
+		{"in an object stream further on", laterParamsFile("", ""), 10, true},
+		{"in one under parameters further on still", laterParamsFile("", "/DecodeParms 50 0 R"), 10, true},
+		{"in one under direct parameters", laterParamsFile("", "/DecodeParms << /Predictor 12 /Columns 4 >>"), 10, true},
+		{"an image's parameters by a reference to no object", laterParamsFile("60 0 obj\n<< /Subtype /Image /Width 8 /Height 1 /BitsPerComponent 1 /Filter /CCITTFaxDecode /DecodeParms 99 0 R /Length 1 >>\nstream\nx\nendstream\nendobj\n", ""), 10, true},
+		{"a decoy before them", laterParamsFile(decoy, ""), 0, false},
+		{"in one whose parameters are in the first", laterParamsFile("", "/DecodeParms 11 0 R"), 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if n, ok := qpdfPages(t, tc.data); ok && !strings.Contains(tc.name, "first") && n != 10 {
+				t.Fatalf("qpdf reads %d pages; want 10", n)
+			}
+			if n, ok := pdfpages.Count(tc.data); ok != tc.ok || (ok && n != tc.want) {
+				t.Errorf("Count = %d, %v; want %d, %v", n, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
 // gluedFile is a PDF whose page tree root, object 2, is written as "12 0 obj" (a 1 before its
 // header) and found by its cross-reference stream's entry alone, with five blank untyped pages
 // and a decoy object 2 that no entry points at holding one: the stream's entries are encoded
@@ -516,6 +577,8 @@ func FuzzPageCount(f *testing.F) {
 		kidsArrayFile("9 0 obj [3 0 R 4 0 R 5 0 R] endobj\n"),
 		predictedFile("/DecodeParms 40 0 R", func(b []byte) []byte { return pngEncode(b, 7, 1, 3) }, "<< /Predictor 13 /Columns 7 >>"),
 		gluedFile("/DecodeParms << /Predictor 2 /BitsPerComponent 4 /Colors 2 /Columns 7 >>", func(b []byte) []byte { return tiffEncode(b, 2, 4, 7) }, ""),
+		laterParamsFile("", "/DecodeParms 50 0 R"),
+		skippedFile("", "<< /Linearized 1 /L 0000000000 /H [100 100] /O 20 /E 100 /N 105 /T 100 >>"),
 	}
 	for k, layout := range layouts {
 		seeds = append(seeds, pagedFile(layout, 3+k, ""))

@@ -67,16 +67,18 @@ type pageTree struct {
 	// catalog itself, which the walk does not read).
 	directRoot bool
 	// counts are the objects a page tree node's /Count value refers to (an integer in an
-	// object of its own, which readers read as the count).
-	counts map[int]struct{}
+	// object of its own, which readers read as the count), params those a /DecodeParms value
+	// does (a stream's decode parameters, resolveParams).
+	counts, params map[int]struct{}
 	// arrays holds copies of the arrays that object streams not held define (keepArray), the
 	// source arraysSrc once the walk starts (0: none yet; the file is source 0); searched is
 	// the bytes keepArray has looked through for their ends.
 	arrays    []byte
 	arraysSrc int32
 	searched  int
-	// resolved is the indirect decode parameters resolveParams has looked for.
-	resolved int
+	// resolved is the indirect decode parameters resolveParams has looked for, and waiting the
+	// bytes of inflated object streams held until their parameters are resolved (deferred).
+	resolved, waiting int
 }
 
 // definition is where object num is defined: from sources[src][at] on, or in an object
@@ -123,6 +125,11 @@ func (t *pageTree) kidsArray(num int) {
 // countObject records object num as one a /Count value refers to.
 func (t *pageTree) countObject(num int) {
 	t.full = t.full || !addTo(&t.counts, num)
+}
+
+// paramsObject records object num as one a /DecodeParms value refers to.
+func (t *pageTree) paramsObject(num int) {
+	t.full = t.full || !addTo(&t.params, num)
 }
 
 // addTo adds num to the set, made when nil, unless it holds maxIndirect numbers already.
@@ -573,9 +580,13 @@ func (t *pageTree) indexObjectStream(dict, objects []byte, inflated bool) {
 // the held streams' bytes (retainCeiling), the bytes looked through for their ends with
 // arraySearch. Another array is a leaf: as kids, it would make the count not established, as
 // a direct /Kids holding something but references does. A number or a reference is kept too
-// (keepNumber, keep).
+// (keepNumber, keep), and a dictionary a /DecodeParms value refers to (keepDictionary).
 func (t *pageTree) keepArray(num int, objects []byte, at int) {
 	i := skipSpace(objects[:min(len(objects), at+skipWindow)], at)
+	if _, params := t.params[num]; params && bytes.HasPrefix(objects[i:], []byte("<<")) {
+		t.keepDictionary(num, objects[i:])
+		return
+	}
 	if _, next, ref := reference(objects, i); ref {
 		t.keep(num, objects[i:next])
 		return
@@ -621,6 +632,19 @@ func (t *pageTree) keepNumber(num int, objects []byte, i int) {
 		end++
 	}
 	t.keep(num, objects[i:end])
+}
+
+// keepDictionary records object num, a dictionary that def starts with in an object stream
+// that is not held and that a /DecodeParms value refers to, by a copy of it (at most
+// dictWindow bytes; a longer one, or one that cannot be read, is a leaf, which resolveParams
+// does not resolve) in arrays (keep), so that a stream's decode parameters can be resolved.
+func (t *pageTree) keepDictionary(num int, def []byte) {
+	p := parser{b: def[:min(len(def), dictWindow)]}
+	if !p.value(0) {
+		t.define(num, leaf, 0)
+		return
+	}
+	t.keep(num, def[:p.i])
 }
 
 // keep records object num, in an object stream that is not held, by a copy of its definition

@@ -113,6 +113,9 @@ func ReadWithin(data []byte, shared *Budget) (Document, bool) {
 	// passed are the streams nothing was inflated of: those without a filter, and those taken
 	// for images or cross-reference streams by their dictionaries (readContents).
 	var passed []passedStream
+	// deferred are the streams whose decode parameters are given by a reference, read once
+	// every other stream has been (readDeferred).
+	var deferred []deferredStream
 	// prev is where the dictionary of the next stream may start at the earliest: after the
 	// previous "stream" keyword, so that each byte is read as part of one dictionary at most.
 	prev := 0
@@ -145,9 +148,6 @@ func ReadWithin(data []byte, shared *Budget) (Document, bool) {
 		prev = i
 		c.noteStream(num)
 		n, objects, ok := streamData(data, from, at, &budget, false)
-		if ok && objects != nil {
-			objects, ok = c.tree.undoPredictor(data[from:at], objects)
-		}
 		if !ok {
 			return Document{}, false
 		}
@@ -155,17 +155,20 @@ func ReadWithin(data []byte, shared *Budget) (Document, bool) {
 			passed = append(passed, passedStream{num: num, from: from, at: at})
 		}
 		inflated += n
-		if !c.tree.indexXrefStream(data, data[from:at], streamStart(data, i), &budget) {
+		s := deferredStream{dict: data[from:at], start: streamStart(data, i), objects: objects, raw: n == 0}
+		if s.predictedByReference() {
+			// Its decode parameters may be defined in an object stream further on.
+			if deferred = append(deferred, s); !c.tree.deferred(len(deferred), len(objects)) {
+				return Document{}, false
+			}
+			continue
+		}
+		if !c.readStream(data, s, &budget) {
 			return Document{}, false
 		}
-		if objects != nil {
-			c.tree.indexObjectStream(data[from:at], objects, true)
-		} else if n == 0 {
-			// An object stream without a filter holds its objects as they are (and they
-			// were scanned with the file).
-			c.tree.indexObjectStream(data[from:at], data[streamStart(data, i):], false)
-		}
-		c.scan(objects)
+	}
+	if !c.readDeferred(data, deferred, &budget) {
+		return Document{}, false
 	}
 	contents, ok := c.readContents(data, passed, &budget)
 	if !ok {
@@ -403,6 +406,13 @@ func (c *counter) scan(b []byte) {
 			c.encrypted = true
 		case nm.is("Contents"):
 			c.noteContents(b, j)
+		case nm.is("DecodeParms"):
+			if j < len(b) && b[j] == '[' {
+				j = skipSpace(b[:min(len(b), j+1+skipWindow)], j+1)
+			}
+			if num, _, ok := reference(b, j); ok {
+				c.tree.paramsObject(num)
+			}
 		}
 	}
 }

@@ -188,20 +188,28 @@ func (t *pageTree) streamPredictor(dict []byte) (predictor, bool) {
 }
 
 // resolveParams is the dictionary that object num is defined as, among the definitions read so
-// far (the file's, and those of the object streams before the stream being read), and whether
-// there is exactly one such dictionary (its definitions may repeat it: a header and a
-// cross-reference entry), within dictWindow bytes; at most maxResolved are looked for in a file.
-// The copies of arrays kept from object streams not held (keepArray) are no dictionary.
+// far, and whether there is exactly one such dictionary (its definitions may repeat it: a
+// header and a cross-reference entry), within dictWindow bytes, and no definition is anything
+// else or in an object stream not held (a leaf, whose dictionary is not kept: keepDictionary);
+// at most maxResolved are looked for in a file. It is called once the streams whose
+// parameters are direct have been read (readDeferred).
 func (t *pageTree) resolveParams(num int) ([]byte, bool) {
 	if t.resolved++; t.resolved > maxResolved {
 		return nil, false
 	}
 	var found []byte
 	for _, d := range t.defs {
-		if int(d.num) != num || d.src == leaf || (t.arraysSrc > 0 && d.src == t.arraysSrc) {
+		if int(d.num) != num {
 			continue
 		}
-		def := t.sources[d.src][d.at:]
+		if d.src == leaf {
+			return nil, false
+		}
+		src := t.sources[d.src]
+		if t.arraysSrc > 0 && d.src == t.arraysSrc {
+			src = t.arrays // the walk's source once it starts (pageTree.pages)
+		}
+		def := src[d.at:]
 		p := parser{b: def[:min(len(def), dictWindow)]}
 		p.space()
 		start := p.i
@@ -214,6 +222,107 @@ func (t *pageTree) resolveParams(num int) ([]byte, bool) {
 		found = p.b[start:p.i]
 	}
 	return found, found != nil
+}
+
+// deferredStream is a stream of the file as Read finds it: its dictionary, where its data
+// starts in the file, its inflated data when it is an object stream (objects, nil otherwise),
+// and whether nothing of it was inflated (raw: no filter, or a stream left compressed); params
+// is the dictionary its decode parameters were resolved as, when they are given by a
+// reference.
+type deferredStream struct {
+	dict    []byte
+	start   int
+	objects []byte
+	raw     bool
+	params  []byte
+}
+
+// predictedByReference reports whether s is an object stream or a compressed cross-reference
+// stream, whose predictor is undone, and its decode parameters are given by a reference (the
+// parameters of another stream, an image's, are not read).
+func (s deferredStream) predictedByReference() bool {
+	if _, ref, _ := readPredictor(s.dict); ref < 0 {
+		return false
+	}
+	x, xref := readXrefDict(s.dict)
+	return s.objects != nil || xref && !x.raw
+}
+
+// deferred reports whether the streams whose decode parameters are given by a reference, n of
+// them so far, the last holding size bytes of inflated objects, are within their bounds: at
+// most maxResolved streams (each resolves its parameters at least once), and retainCeiling
+// bytes of objects held until they are read.
+func (t *pageTree) deferred(n, size int) bool {
+	t.waiting += size
+	return n <= maxResolved && t.waiting <= retainCeiling
+}
+
+// readStream reads the stream s of data: its object stream's objects (its predictor undone)
+// and its cross-reference stream's entries are indexed, and its objects scanned. It is false
+// when the stream cannot be read with certainty (pageTree.undoPredictor,
+// pageTree.indexXrefStream).
+func (c *counter) readStream(data []byte, s deferredStream, budget *int) bool {
+	objects := s.objects
+	if objects != nil {
+		var ok bool
+		if objects, ok = c.tree.undoPredictor(s.dict, objects); !ok {
+			return false
+		}
+	}
+	if !c.tree.indexXrefStream(data, s.dict, s.start, budget) {
+		return false
+	}
+	if objects != nil {
+		c.tree.indexObjectStream(s.dict, objects, true)
+	} else if s.raw {
+		// An object stream without a filter holds its objects as they are (and they were
+		// scanned with the file).
+		c.tree.indexObjectStream(s.dict, data[s.start:], false)
+	}
+	c.scan(objects)
+	return true
+}
+
+// readDeferred reads the streams whose decode parameters are given by a reference, once every
+// other stream has been read, as readers resolve the reference wherever the object is: each
+// whose parameters resolve among the definitions read so far (pageTree.resolveParams), in
+// rounds, as one may define another's. It is false when a round reads none of those left, or
+// when, all read, one's parameters no longer resolve to the dictionary it was read with (an
+// object stream read after it defines the object otherwise: a decoy earlier in the file, which
+// the reader's cross-reference does not name, could otherwise have its data misread and its
+// pages missed).
+func (c *counter) readDeferred(data []byte, deferred []deferredStream, budget *int) bool {
+	pending := make([]int, len(deferred))
+	for k := range pending {
+		pending[k] = k
+	}
+	for len(pending) > 0 {
+		var left []int
+		for _, k := range pending {
+			s := &deferred[k]
+			_, ref, _ := readPredictor(s.dict)
+			params, found := c.tree.resolveParams(ref)
+			if !found {
+				left = append(left, k)
+				continue
+			}
+			s.params = params
+			if !c.readStream(data, *s, budget) {
+				return false
+			}
+		}
+		if len(left) == len(pending) {
+			return false
+		}
+		pending = left
+	}
+	for _, s := range deferred {
+		_, ref, _ := readPredictor(s.dict)
+		if params, found := c.tree.resolveParams(ref); !found || string(params) != string(s.params) {
+			return false
+		}
+	}
+	return true
 }
 
 // undoPredictor is the objects of an object stream whose dictionary is dict and whose

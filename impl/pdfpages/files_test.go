@@ -378,11 +378,11 @@ func TestCountRefusesXrefStreamsItCannotRead(t *testing.T) {
 // TestCountReadsXrefStreamWidthsAsReadersDo: a cross-reference stream's /W is read as qpdf
 // and pdf.js read it: the first three elements of a longer array (qpdf reads gluedFile's five
 // pages with /W [1 4 2 0]), a width written as a real of no fraction (pdf.js's
-// Number.isInteger takes 4.0), and fields wider than eight bytes, of which pdf.js reads the low
-// 32 bits (qpdf refuses them and rebuilds the cross-reference from the headers, which the
-// count reads too). A /W, or one of its widths, given by a reference, which a reader may
-// resolve, makes the count not established. Before, each such stream was passed over, and the
-// first three files were counted one page.
+// Number.isInteger takes 4.0) or with a sign (+4, which qpdf reads too), and fields wider than
+// eight bytes, of which pdf.js reads the low 32 bits (qpdf refuses them and rebuilds the
+// cross-reference from the headers, which the count reads too). A /W, or one of its widths,
+// given by a reference, which a reader may resolve, makes the count not established. Before,
+// each such stream was passed over, and the first four files were counted one page.
 func TestCountReadsXrefStreamWidthsAsReadersDo(t *testing.T) {
 	widen := func(rows []byte) []byte {
 		var out []byte
@@ -402,12 +402,13 @@ func TestCountReadsXrefStreamWidthsAsReadersDo(t *testing.T) {
 	}{
 		{"a /W of four elements", withW(gluedFile("", nil, ""), "/W [1 4 2 0]"), 5, true},
 		{"a width written 4.0", withW(gluedFile("", nil, ""), "/W [1 4.0 2]"), 5, true},
+		{"a width written +4", withW(gluedFile("", nil, ""), "/W [1 +4 2]"), 5, true},
 		{"an offset field of nine bytes", withW(gluedFile("", widen, ""), "/W [1 9 2]"), 5, true},
 		{"a /W by a reference", withW(gluedFile("", nil, "[1 4 2]"), "/W 9 0 R"), 0, false},
 		{"a width by a reference", withW(gluedFile("", nil, "4"), "/W [1 9 0 R 2]"), 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if strings.Contains(tc.name, "four") {
+			if strings.Contains(tc.name, "four") || strings.Contains(tc.name, "+4") {
 				if n, ok := qpdfPages(t, tc.data); ok && n != 5 {
 					t.Fatalf("qpdf reads %d pages; want 5", n)
 				}

@@ -418,6 +418,9 @@ func readWidths(b []byte, i int) (w [3]int, ok, sure bool) {
 		if _, _, indirect := reference(b, i); indirect {
 			return w, false, false
 		}
+		if i < len(b) && b[i] == '+' {
+			i++
+		}
 		start := i
 		for i < len(b) && digit(b[i]) {
 			i++

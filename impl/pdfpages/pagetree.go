@@ -354,14 +354,16 @@ type xrefDict struct {
 	predictor predictor
 	// raw is set when the data has no filter, flate when it has FlateDecode alone.
 	raw, flate bool
-	// unsure is set when the dictionary says /Type /XRef and gives its /W or /Index, or one of
-	// the first three widths, by a reference, which readers may resolve and this does not.
+	// unsure is set when the dictionary says /Type /XRef or gives a /W, and gives its /W or
+	// /Index, or one of the first three widths, by a reference, which readers may resolve and
+	// this does not.
 	unsure bool
 }
 
-// readXrefDict reads a cross-reference stream's dictionary (/Type /XRef), and whether it is
-// one a reader reads: a /W whose first three elements are numbers (readWidths), the second not
-// zero, its object numbers given.
+// readXrefDict reads a cross-reference stream's dictionary (/Type /XRef, or any stream's that
+// gives a /W: pdf.js reads the stream at a startxref's offset as one whatever its /Type), and
+// whether it is one a reader reads: a /W whose first three elements are numbers (readWidths),
+// the second not zero, its object numbers given.
 func readXrefDict(dict []byte) (xrefDict, bool) {
 	var x xrefDict
 	size, widths, xref, unsure := -1, false, false, false
@@ -380,6 +382,7 @@ func readXrefDict(dict []byte) (xrefDict, bool) {
 			var sure bool
 			x.w, widths, sure = readWidths(dict, j)
 			unsure = unsure || !sure
+			xref = true
 		case nm.is("Index"):
 			if _, _, indirect := reference(dict, j); indirect {
 				unsure = true

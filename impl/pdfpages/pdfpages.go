@@ -67,8 +67,8 @@ func Count(data []byte) (int, bool) {
 // number of page objects (/Type /Page, names compared after their #xx escapes, whitespace and
 // comments between them allowed) in the file and in its FlateDecode object streams, the
 // largest /Count stated in either by a dictionary that is not an outline's (directly, or by a
-// reference to an object that holds the number: pageTree.counts), the pages a linearization
-// dictionary at the file's start states (linearizedPages), the number of
+// reference to an object that holds the number, or refers to it: pageTree.counts), the pages
+// a linearization dictionary at the file's start states (linearizedPages), the number of
 // /Contents that refer to an object (a page's, typed or not), or the leaves of the page tree
 // (pageTree.pages), whichever is largest, at most MaxCount. It is not established (false)
 // for data without a PDF header, for an encrypted file (its streams cannot be read), for one
@@ -78,15 +78,15 @@ func Count(data []byte) (int, bool) {
 // than an image or a cross-reference stream has a filter other than FlateDecode alone, or an
 // object stream (its dictionary names /Type /ObjStm, /N or /First) decode parameters that
 // cannot be undone (readPredictor: a PNG or TIFF predictor is undone, its parameters direct or
-// in an object of their own), or a cross-reference stream entries readers read and this
-// cannot (pageTree.indexXrefStream), when a stream's dictionary is longer than dictWindow, when
-// inflating reaches the bound (inflateRatio times the file's size or inflateFloor, at most
-// inflateCeiling bytes in all), or when no page is found. A stream's
-// dictionary is the text from its object's header to its "stream" keyword; when that text is
-// not one plain dictionary (plainDictionary: a string, a comment or a name may say "obj"
-// there), every name since the previous stream is read as the dictionary's, so that no text
-// can hide an object stream or its filter. The work is linear in the size of data and of what
-// it inflates to.
+// in an object of their own, wherever that is: readDeferred), or a cross-reference stream
+// entries readers read and this cannot (pageTree.indexXrefStream), when a stream's dictionary
+// is longer than dictWindow, when inflating reaches the bound (inflateRatio times the file's
+// size or inflateFloor, at most inflateCeiling bytes in all), or when no page is found. A
+// stream's dictionary is the text from its object's header to its "stream" keyword; when that
+// text is not one plain dictionary (plainDictionary: a string, a comment or a name may say
+// "obj" there), every name since the previous stream is read as the dictionary's, so that no
+// text can hide an object stream or its filter. The work is linear in the size of data and of
+// what it inflates to.
 func Read(data []byte) (Document, bool) {
 	return ReadWithin(data, nil)
 }

@@ -382,9 +382,10 @@ func TestCountRefusesXrefStreamsItCannotRead(t *testing.T) {
 // eight bytes, of which pdf.js reads the low 32 bits (qpdf refuses them and rebuilds the
 // cross-reference from the headers, which the count reads too); and a stream whose dictionary
 // says no /Type /XRef, which pdf.js reads as one when a startxref names it (qpdf does not, and
-// rebuilds the cross-reference). A /W, or one of its widths, given by a reference, which a
-// reader may resolve, makes the count not established. Before, each such stream was passed
-// over, and the first five files were counted one page.
+// rebuilds the cross-reference). An /Index is read as pdf.js reads it too (0.0 a count of
+// nothing, the subsections after it read). A /W, or one of its widths, given by a reference,
+// which a reader may resolve, makes the count not established. Before, each such stream was
+// passed over (or its /Index cut at 0.0), and the first six files were counted one page.
 func TestCountReadsXrefStreamWidthsAsReadersDo(t *testing.T) {
 	widen := func(rows []byte) []byte {
 		var out []byte
@@ -406,6 +407,7 @@ func TestCountReadsXrefStreamWidthsAsReadersDo(t *testing.T) {
 		{"a width written 4.0", withW(gluedFile("", nil, ""), "/W [1 4.0 2]"), 5, true},
 		{"a width written +4", withW(gluedFile("", nil, ""), "/W [1 +4 2]"), 5, true},
 		{"an offset field of nine bytes", withW(gluedFile("", widen, ""), "/W [1 9 2]"), 5, true},
+		{"an /Index written 0.0", bytes.Replace(gluedFile("", nil, ""), []byte("/Index [1 7"), []byte("/Index [0 0.0 1 7"), 1), 5, true},
 		{"no /Type /XRef", bytes.Replace(gluedFile("", nil, ""), []byte("/Type /XRef "), nil, 1), 5, true},
 		{"a /W by a reference", withW(gluedFile("", nil, "[1 4 2]"), "/W 9 0 R"), 0, false},
 		{"a width by a reference", withW(gluedFile("", nil, "4"), "/W [1 9 0 R 2]"), 0, false},

@@ -421,39 +421,50 @@ func readWidths(b []byte, i int) (w [3]int, ok, sure bool) {
 		if _, _, indirect := reference(b, i); indirect {
 			return w, false, false
 		}
-		if i < len(b) && b[i] == '+' {
-			i++
-		}
-		start := i
-		for i < len(b) && digit(b[i]) {
-			i++
-		}
-		if i == start && (i >= len(b) || b[i] != '.') {
-			return w, false, true // no number, or a negative one
-		}
-		w[k] = readNumber(b, start)
-		if i < len(b) && b[i] == '.' {
-			for i++; i < len(b) && b[i] == '0'; i++ {
-			}
-		}
-		if i < len(b) && regular(b[i]) {
-			return w, false, true // a fraction: no integer
+		var whole bool
+		if w[k], i, whole = wholeNumber(b, i); !whole {
+			return w, false, true // no number, a negative one or a fraction
 		}
 	}
 	return w, true, true
 }
 
-// intArray is the integers of the array at b[i] (nil for anything else).
+// wholeNumber reads the number at b[i] as readers take it for an integer (a sign of +, and a
+// fraction of zeros, which pdf.js's Number.isInteger takes: 4.0), and the index after it; ok is
+// false for anything else (a negative number, a fraction, no number).
+func wholeNumber(b []byte, i int) (n, next int, ok bool) {
+	if i < len(b) && b[i] == '+' {
+		i++
+	}
+	start := i
+	for i < len(b) && digit(b[i]) {
+		i++
+	}
+	if i == start && (i >= len(b) || b[i] != '.') {
+		return 0, i, false
+	}
+	n = readNumber(b, start)
+	if i < len(b) && b[i] == '.' {
+		for i++; i < len(b) && b[i] == '0'; i++ {
+		}
+	}
+	return n, i, i >= len(b) || !regular(b[i])
+}
+
+// intArray is the whole numbers (wholeNumber) of the array at b[i], up to its first element
+// that is none (nil for none, or anything but an array).
 func intArray(b []byte, i int) []int {
 	if i >= len(b) || b[i] != '[' {
 		return nil
 	}
 	var ints []int
-	for i = skipSpace(b, i+1); i < len(b) && digit(b[i]); i = skipSpace(b, i) {
-		ints = append(ints, readNumber(b, i))
-		for i < len(b) && digit(b[i]) {
-			i++
+	for i = skipSpace(b, i+1); i < len(b); i = skipSpace(b, i) {
+		n, next, ok := wholeNumber(b, i)
+		if !ok {
+			break
 		}
+		ints = append(ints, n)
+		i = next
 	}
 	return ints
 }

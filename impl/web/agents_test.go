@@ -362,3 +362,28 @@ func TestAgentStartRecordsTheMember(t *testing.T) {
 		t.Fatalf("the session records %s as its starter, want alice (%s)", starter, alice)
 	}
 }
+
+// TestAgentsPageSaysWhyNoSessionCanStart: when every slot of the account runs a session, the
+// Agents page has no form to start one, and says so with what to do: open the slot's session
+// to message it, or stop it there to start another. Before, the form just vanished (newcomer
+// walk s11h3: after a first session in make run's one slot, the page offered nothing to start
+// and said nothing about why); with a slot free, the form is there and the sentence is not.
+func TestAgentsPageSaysWhyNoSessionCanStart(t *testing.T) {
+	e := start(t, nil)
+	acme := e.account(t, "acme", aliceEmail, "owner")
+	sess := e.agentSession(t, acme.ID, "main")
+	b := e.browser(t)
+	b.signIn(e, aliceEmail, alicePass)
+	const why = `<p id="no-free-slot">Every slot runs a session, so none can be started now: open a slot's session below to send it a message, or stop it there to start a new one in its slot.</p>`
+	p := b.get("/agents")
+	if p.Status != http.StatusOK || strings.Contains(p.Body, `name="prompt"`) || !strings.Contains(p.Body, why) ||
+		!strings.Contains(p.Body, `href="/agents/`+sess.String()+`"`) {
+		t.Fatalf("every slot busy: the agents page (%d) does not say why no session can start:\n%.3000s", p.Status, p.Body)
+	}
+	if _, err := db.New(e.Store.Pool()).InsertAgentSlot(context.Background(), db.InsertAgentSlotParams{AccountID: acme.ID, Name: "spare"}); err != nil {
+		t.Fatal(err)
+	}
+	if p := b.get("/agents"); !strings.Contains(p.Body, `name="prompt"`) || strings.Contains(p.Body, `id="no-free-slot"`) {
+		t.Errorf("a slot free: the agents page lacks the form or says none can start:\n%.3000s", p.Body)
+	}
+}

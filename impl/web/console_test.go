@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tollgate/tollgate/gen/db"
 	"github.com/tollgate/tollgate/impl/accounts"
 	"github.com/tollgate/tollgate/impl/store"
 	"github.com/tollgate/tollgate/impl/web/connect"
@@ -115,6 +116,28 @@ func TestHomePageSummary(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("the home page lacks %q:\n%.3000s", want, body)
 		}
+	}
+}
+
+// TestHomePageOffersAFreeSlot: with an agent slot free, the home page offers to start an agent
+// next to creating a key, saying how many slots are free; with every slot running a session it
+// does not. Before, a key was the home page's only next step (newcomer walk s11h3: make run's
+// account has a free slot, and the way to a working agent was the Agents link, unsaid).
+func TestHomePageOffersAFreeSlot(t *testing.T) {
+	e := start(t, nil)
+	acme := e.account(t, "acme", aliceEmail, "owner")
+	e.agentSession(t, acme.ID, "main")
+	b := e.browser(t)
+	b.signIn(e, aliceEmail, alicePass)
+	if p := b.get("/"); p.Status != http.StatusOK || strings.Contains(p.Body, `id="home-start-agent"`) {
+		t.Fatalf("every slot busy: the home page (%d) offers to start an agent:\n%.3000s", p.Status, p.Body)
+	}
+	if _, err := db.New(e.Store.Pool()).InsertAgentSlot(context.Background(), db.InsertAgentSlotParams{AccountID: acme.ID, Name: "spare"}); err != nil {
+		t.Fatal(err)
+	}
+	const want = `<a class="button" href="/agents" id="home-start-agent">Start an agent</a> <span class="help">in a free slot (1 of 2 free) and follow it live`
+	if p := b.get("/"); !strings.Contains(html.UnescapeString(p.Body), want) {
+		t.Errorf("a slot free: the home page lacks %q:\n%.3000s", want, p.Body)
 	}
 }
 

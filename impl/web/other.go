@@ -50,6 +50,9 @@ type homeData struct {
 	MorePending      bool
 	// RunningAgents counts the slots whose session has not ended, of Slots.
 	RunningAgents, Slots int
+	// FreeSlots counts the slots where a session can start now (Slots less RunningAgents), for
+	// which the page offers to start an agent next to creating a key.
+	FreeSlots int
 }
 
 func (a *App) homeData(r *http.Request, v *Visitor) (homeData, error) {
@@ -100,6 +103,7 @@ func (a *App) homeData(r *http.Request, v *Visitor) (homeData, error) {
 			d.RunningAgents++
 		}
 	}
+	d.FreeSlots = d.Slots - d.RunningAgents
 	return d, nil
 }
 

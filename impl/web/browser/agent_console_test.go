@@ -12,9 +12,10 @@ import (
 
 // TestAgentFromTheConsole: a member gets to a working agent on the console alone (trial h6:
 // the Agents page could only show sessions, so a person had to leave it for curl or an MCP
-// client): on the Agents page she starts a session in a free slot with a first message, lands
-// on its page, sees the answer arrive in the live log, sends a second message, which the
-// agent answers too, and stops the session. The audit log names both actions.
+// client): from the home page's "Start an agent" (s11h3: a key was its only next step) to the
+// Agents page, where she starts a session in a free slot with a first message, lands on its
+// page, sees the answer arrive in the live log, sends a second message, which the agent
+// answers too, and stops the session. The audit log names both actions.
 func TestAgentFromTheConsole(t *testing.T) {
 	s := start(t)
 	operator, err := agent.New(agent.Options{Store: s.GW.Store, Config: s.GW.Config})
@@ -26,7 +27,7 @@ func TestAgentFromTheConsole(t *testing.T) {
 	}
 	p := newTour(t)
 	s.signIn(p)
-	p.at(p.Follow("Agents"), http.StatusOK, s.URL+"/agents")
+	p.at(p.Follow("Start an agent"), http.StatusOK, s.URL+"/agents")
 	p.Select("Slot", "main")
 	p.Fill("First message", "Say hello to the console.")
 	p.shot("agent-start")

@@ -10,6 +10,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/google/uuid"
 
+	"github.com/tollgate/tollgate/impl/agent"
 	"github.com/tollgate/tollgate/impl/price"
 	"github.com/tollgate/tollgate/impl/pricecatalog"
 	"github.com/tollgate/tollgate/impl/store"
@@ -33,9 +34,20 @@ var navigation = []struct{ name, path string }{
 // under its own heading, is built (not the "coming soon" placeholder), and loads its scripts
 // and styles within its Content-Security-Policy (a violation fails the test when the page
 // closes). A screenshot of each is written; the Usage page's is taken with the newest
-// request's cost opened into how it was made (docs/screenshots/usage.png).
+// request's cost opened into how it was made (docs/screenshots/usage.png). The home page is
+// shot again once the account has an agent slot (docs/screenshots/home.png).
 func TestEveryPage(t *testing.T) {
 	s, p := signedInWithUsage(t)
+	operator, err := agent.New(agent.Options{Store: s.GW.Store, Config: s.GW.Config})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := operator.AssignSlot(context.Background(), s.Account.ID, "main"); err != nil {
+		t.Fatal(err)
+	}
+	p.at(p.Navigate(s.URL+"/"), http.StatusOK, s.URL+"/")
+	p.WaitVisible("#home-start-agent")
+	p.shot("home-with-a-slot")
 	for _, n := range navigation {
 		p.at(p.Follow(n.name), http.StatusOK, s.URL+n.path)
 		if n.path == "/usage" {

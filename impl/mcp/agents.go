@@ -385,8 +385,8 @@ func approvalText(ap AgentApproval, created bool) string {
 	tool := "agent_" + ap.Action
 	switch {
 	case created:
-		fmt.Fprintf(&b, "Approval %s created: %s waits for a person's approval (the operator or the web application) until %s; nothing runs before. Poll agent_action_status with approval_id %s.",
-			ap.ID, tool, formatTime(ap.ExpiresAt), ap.ID)
+		fmt.Fprintf(&b, "Approval %s created: %s waits until %s for a person to approve it, on the web console's Approvals page or with tollgate admin approval approve %s; nothing runs before. Poll agent_action_status with approval_id %s.",
+			ap.ID, tool, formatTime(ap.ExpiresAt), ap.ID, ap.ID)
 	case ap.State == "pending":
 		fmt.Fprintf(&b, "Approval %s (%s) is pending until %s; nothing has run.", ap.ID, tool, formatTime(ap.ExpiresAt))
 	case ap.State == "approved":

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestAgentInputSchemasComeFromTheContract checks that each agent tool's input schema is the
@@ -115,5 +116,19 @@ func TestApprovalTextSaysTheActionsStatus(t *testing.T) {
 		if got := approvalText(c.ap, false); !strings.HasPrefix(got, c.want) {
 			t.Errorf("approvalText(%+v) begins %q, want %q", c.ap, strings.SplitAfter(got, "\n")[0], c.want)
 		}
+	}
+}
+
+// TestApprovalCreatedSaysWhereToApprove: the answer to agent_spawn and agent_prompt says where a
+// person approves the action: the web console's Approvals page, or tollgate admin approval
+// approve with its id. It said "the operator or the web application" (newcomer walk s11h3: an
+// MCP client relays the answer to a person, who then had to find the page).
+func TestApprovalCreatedSaysWhereToApprove(t *testing.T) {
+	ap := AgentApproval{ID: "a1", Action: "spawn", State: "pending", ExpiresAt: time.Date(2026, 12, 8, 6, 5, 47, 0, time.UTC)}
+	const want = "Approval a1 created: agent_spawn waits until 2026-12-08T06:05:47Z for a person to approve it, " +
+		"on the web console's Approvals page or with tollgate admin approval approve a1; nothing runs before. " +
+		"Poll agent_action_status with approval_id a1.\n"
+	if got := approvalText(ap, true); !strings.HasPrefix(got, want) {
+		t.Errorf("approvalText of a new approval begins %q, want %q", strings.SplitAfter(got, "\n")[0], want)
 	}
 }

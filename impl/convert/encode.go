@@ -376,7 +376,23 @@ func (w *writer) foreign() error {
 			w.drop(k)
 		}
 	}
-	return nil
+	return w.somethingToSay()
+}
+
+// somethingToSay refuses a translation that would leave the upstream nothing to answer: no
+// message at all for a chat upstream (which refuses an empty messages array, and answers
+// instructions alone), no turn for a Messages upstream (which needs at least one). It happens
+// when a Responses request's input holds only items that carry no message across formats (a
+// reasoning item, say); before, the upstream was called and refused it in its own words.
+func (w *writer) somethingToSay() error {
+	if len(w.req.Messages) > 0 || (w.dst == llm.FormatChat && w.req.System != "") {
+		return nil
+	}
+	param := "messages"
+	if w.src == llm.FormatResponses {
+		param = "input"
+	}
+	return apierror.Invalid(param, "`%s` holds no message for the model: this model is served through %s, which needs at least one, and items such as reasoning carry none across formats. Send a message with content.", param, formatNames[w.dst])
 }
 
 // lastSegment is what follows the last dot of a wire path.

@@ -25,7 +25,7 @@ var formats = []struct {
 	{llm.FormatMessages, "messages"},
 }
 
-func fixture(t *testing.T, path ...string) []byte {
+func fixture(t testing.TB, path ...string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(append([]string{"testdata"}, path...)...))
 	if err != nil {

@@ -781,3 +781,27 @@ func TestReasoningEffortAndVerbosityCarry(t *testing.T) {
 		t.Errorf("the answer echoes text %v, want its format and verbosity low", tx)
 	}
 }
+
+// TestNothingToSayIsRefused checks that a translation leaving the upstream no message is a 400
+// naming the client's field (found by FuzzTranslateRequest: a Responses input of a reasoning
+// item alone reached a chat upstream as an empty messages array, which it refused in its own
+// words), and that instructions alone still reach a chat upstream, which answers them.
+func TestNothingToSayIsRefused(t *testing.T) {
+	reasoningOnly := []byte(`{"model":"m","input":[{"type":"reasoning","id":"rs_1","summary":[]}]}`)
+	for _, dst := range []llm.Format{llm.FormatChat, llm.FormatMessages} {
+		_, _, err := EncodeRequest(dst, mustDecode(t, llm.FormatResponses, reasoningOnly), "up")
+		ae := invalid(t, err, "input")
+		if !strings.Contains(ae.Message, "holds no message") {
+			t.Errorf("responses -> %s: %q", dst, ae.Message)
+		}
+	}
+	systemOnly := []byte(`{"model":"m","messages":[{"role":"system","content":"Say hi."}]}`)
+	req := mustDecode(t, llm.FormatChat, systemOnly)
+	req.MaxTokens = 64
+	_, _, err := EncodeRequest(llm.FormatMessages, req, "up")
+	invalid(t, err, "messages")
+	withInstructions := []byte(`{"model":"m","instructions":"Say hi.","input":[{"type":"reasoning","id":"rs_1","summary":[]}]}`)
+	if _, _, err := EncodeRequest(llm.FormatChat, mustDecode(t, llm.FormatResponses, withInstructions), "up"); err != nil {
+		t.Errorf("instructions alone to a chat upstream: %v", err)
+	}
+}

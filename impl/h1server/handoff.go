@@ -276,10 +276,11 @@ func withReplayConn(ctx context.Context, c net.Conn) context.Context {
 	return ctx
 }
 
-// handoffHandler is the internal server's Handler when there is a body read timeout: it gives
-// the Server's handler the request with its body read under that timeout (handoffBody), and
-// bounds net/http's own reads of the body too (discarding what the handler left unread, before
-// the answer's head or after the handler).
+// handoffHandler is the internal server's Handler. It refuses the HTTP/2 connection preface
+// (refuseHTTP2) and, when there is a body read timeout, gives the Server's handler the request
+// with its body read under that timeout (handoffBody), and bounds net/http's own reads of the
+// body too (discarding what the handler left unread, before the answer's head or after the
+// handler).
 //
 // The body read deadline is in force from the handler's start until the body ends (or fails),
 // moved on by each Read of the handler, and again from the handler's return until net/http sets
@@ -292,6 +293,12 @@ type handoffHandler struct {
 }
 
 func (h *handoffHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if isHTTP2Preface(r) {
+		// Unencrypted HTTP/2 is not served: without this, the handler's mux answered a bare
+		// 400 in HTTP/1.1, which an HTTP/2 client reads as a broken frame.
+		refuseHTTP2(w)
+		return
+	}
 	if len(r.TransferEncoding) > 0 || !r.ProtoAtLeast(1, 1) {
 		// A body framed by Transfer-Encoding ends its connection once answered: net/http
 		// serves a request that has a Content-Length too by its Transfer-Encoding (and has

@@ -1,6 +1,7 @@
 package h1server
 
 import (
+	"bufio"
 	"encoding/binary"
 	"io"
 	"net/http"
@@ -11,20 +12,21 @@ import (
 // upgrade): the debug data of the GOAWAY frame that answers it.
 const http2Refusal = "HTTP/2 without TLS is not served here; use HTTP/1.1 (or TLS with ALPN h2 at your front)"
 
-// http2Frames is the whole answer to an HTTP/2 connection preface (RFC 9113 section 3.4): the
-// server's preface, an empty SETTINGS frame, then a GOAWAY frame that processed no stream (last
-// stream id 0) with the error code HTTP_1_1_REQUIRED (0xd, section 7) and http2Refusal as its
-// debug data, so that an HTTP/2 client reads a refusal it understands and a person reading the
-// bytes reads the sentence.
-var http2Frames = func() []byte {
-	frame := func(b []byte, typ byte, payload []byte) []byte {
-		b = append(b, byte(len(payload)>>16), byte(len(payload)>>8), byte(len(payload)), typ, 0, 0, 0, 0, 0)
-		return append(b, payload...)
-	}
-	const settings, goAway, http11Required = 0x4, 0x7, 0xd
-	payload := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, 0), http11Required)
-	return frame(frame(nil, settings, nil), goAway, append(payload, http2Refusal...))
-}()
+// http2Settings is the server's connection preface (RFC 9113 section 3.4): an empty SETTINGS
+// frame.
+var http2Settings = http2Frame(nil, 0x4, nil)
+
+// http2GoAway is a GOAWAY frame that processed no stream (last stream id 0), with the error code
+// HTTP_1_1_REQUIRED (0xd, RFC 9113 section 7) and http2Refusal as its debug data, so that an
+// HTTP/2 client reads a refusal it understands and a person reading the bytes reads the
+// sentence.
+var http2GoAway = http2Frame(nil, 0x7, append(binary.BigEndian.AppendUint64(nil, 0xd), http2Refusal...))
+
+// http2Frame appends to b the frame of type typ, with no flags on stream 0, carrying payload.
+func http2Frame(b []byte, typ byte, payload []byte) []byte {
+	b = append(b, byte(len(payload)>>16), byte(len(payload)>>8), byte(len(payload)), typ, 0, 0, 0, 0, 0)
+	return append(b, payload...)
+}
 
 // isHTTP2Preface reports whether r is the request line of the HTTP/2 connection preface ("PRI *
 // HTTP/2.0"), which net/http passes to the handler.
@@ -32,24 +34,57 @@ func isHTTP2Preface(r *http.Request) bool {
 	return r.Method == "PRI" && r.ProtoMajor == 2 && r.RequestURI == "*"
 }
 
-// refuseHTTP2 answers an HTTP/2 connection preface with http2Frames and closes the connection,
-// after reading what the client sent meanwhile (the rest of the preface, its SETTINGS, its first
-// request) for up to rstAvoidanceDelay, so that the frames are not lost to a reset. Without a
-// hijackable connection it answers 505 with the sentence.
+// refuseHTTP2 answers an HTTP/2 connection preface and closes the connection: it sends the
+// server's preface at once, reads the client's frames until its first request (HEADERS) for
+// at most http2RefusalWait, then sends http2GoAway, half-closes and reads what else comes for
+// up to rstAvoidanceDelay, so that the frames are not lost to a reset. Waiting for the request
+// lets the client refuse that request with the GOAWAY's code (golang.org/x/net/http2: "received
+// GOAWAY from server ErrCode:HTTP_1_1_REQUIRED") rather than find its connection closed before
+// it could send it ("client conn could not be established"). Without a hijackable connection
+// it answers 505 with the sentence.
 func refuseHTTP2(w http.ResponseWriter) {
-	c, _, err := http.NewResponseController(w).Hijack()
+	c, rw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		w.Header().Set("Connection", "close")
 		http.Error(w, http2Refusal, http.StatusHTTPVersionNotSupported)
 		return
 	}
 	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(http2RefusalWait))
+	if _, err := c.Write(http2Settings); err != nil {
+		return
+	}
+	awaitHTTP2Request(rw.Reader)
 	_ = c.SetDeadline(time.Now().Add(rstAvoidanceDelay))
-	if _, err := c.Write(http2Frames); err != nil {
+	if _, err := c.Write(http2GoAway); err != nil {
 		return
 	}
 	if cw, ok := c.(interface{ CloseWrite() error }); ok {
 		_ = cw.CloseWrite()
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(c, 64<<10))
+}
+
+// http2RefusalWait bounds how long refuseHTTP2 waits for the client's first request.
+const http2RefusalWait = time.Second
+
+// awaitHTTP2Request reads the rest of the client's preface ("SM\r\n\r\n") and its frames up to
+// its first HEADERS frame, the read deadline, anything that is not HTTP/2, or 64 KiB.
+func awaitHTTP2Request(r *bufio.Reader) {
+	const headers = 0x1
+	if rest, err := r.Peek(6); err != nil || string(rest) != "SM\r\n\r\n" {
+		return
+	}
+	_, _ = r.Discard(6)
+	for budget := 64 << 10; budget > 0; {
+		h, err := r.Peek(9)
+		if err != nil || h[3] == headers {
+			return
+		}
+		n := 9 + (int(h[0])<<16 | int(h[1])<<8 | int(h[2]))
+		if _, err := r.Discard(n); err != nil {
+			return
+		}
+		budget -= n
+	}
 }

@@ -31,9 +31,11 @@
 // HTTP/1.0 keep-alive and Hijack for protocol upgrades (with Server.ErrorBody set, those
 // answers carry its body in place of net/http's plain text, ErrorBody being told the refused
 // request's target so that the body can take the envelope of the route it was meant for, and
-// X-Should-Retry: false, since the same head is refused again). Differences on purpose, against
-// request smuggling (RFC 9112 section 6.1): a head the lean path reads whole with both
-// Content-Length and Transfer-Encoding is refused (400) and the connection closed; and any
+// X-Should-Retry: false, since the same head is refused again; a later head on the connection
+// is told its own target, found behind the request before it by that request's head and
+// Content-Length). Differences on purpose, against request smuggling (RFC 9112 section 6.1):
+// a head the lean path reads whole with both Content-Length and Transfer-Encoding is refused
+// (400) and the connection closed; and any
 // request net/http serves with a Transfer-Encoding (handed off for another reason too: an
 // Expect line, a large head, an earlier request on the connection) ends its connection once
 // answered, so that nothing behind its body is read, and so does every HTTP/1.0 request (whose

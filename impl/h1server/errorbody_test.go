@@ -217,23 +217,34 @@ func TestBareCRReasonRepeatsNoSendersBytes(t *testing.T) {
 // TestErrorBodyIsToldTheTarget: ErrorBody is told the request target of the head it refuses,
 // on the lean path and on the hand-off path, whatever form the target has and whatever made
 // the lean path hand the head off (so that an API server answers in the envelope of the route
-// the request was meant for), and nothing when there is no request line to read one from or
-// when the refused head is a later one on a connection net/http serves.
+// the request was meant for), and nothing when there is no request line to read one from. A
+// later head on a connection net/http serves is told its own target, pipelined or sent after
+// the answer, behind a body that looks like a request line too; it was told none, and the
+// gateway answered in the chat-completions envelope whatever the route. Only behind a head
+// too long to place (over maxTrackedHead) is it told none.
 func TestErrorBodyIsToldTheTarget(t *testing.T) {
 	cases := []struct {
 		name, request string
-		answers       int // the refusal is the last of these
+		then          string // sent once the answers before the refusal are read
+		answers       int    // the refusal is the last of these
 		status        int
 		target        string
 	}{
-		{"lean refusal", "POST /v1/messages?beta=true HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", 1, http.StatusBadRequest, "/v1/messages?beta=true"},
-		{"hand-off refusal", "POST /v1/messages HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 1, http.StatusNotImplemented, "/v1/messages"},
-		{"a CR in a value", "POST /api/mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\r\n\r\n", 1, http.StatusBadRequest, "/api/mcp"},
-		{"absolute form", "POST http://x/v1/messages HTTP/1.1\r\nX-Api-Key: k\r\r\n\r\n", 1, http.StatusBadRequest, "http://x/v1/messages"},
-		{"HTTP/1.0", "POST /v1/messages HTTP/1.0\r\nHost: x\r\nX-Api-Key: k\r\r\n\r\n", 1, http.StatusBadRequest, "/v1/messages"},
-		{"empty lines first", "\r\n\r\nGET /v1/models HTTP/1.1\r\nX: y\r\n\r\n", 1, http.StatusBadRequest, "/v1/models"},
-		{"no request line", "NOT-HTTP\r\n\r\n", 1, http.StatusBadRequest, ""},
-		{"a later head", "GET /v1/messages HTTP/1.1\r\nHost: x\r\nUpgrade: foo\r\n\r\nGET /v1/models HTTP/1.1\r\nX: y\r\n\r\n", 2, http.StatusBadRequest, ""},
+		{"lean refusal", "POST /v1/messages?beta=true HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", "", 1, http.StatusBadRequest, "/v1/messages?beta=true"},
+		{"hand-off refusal", "POST /v1/messages HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", "", 1, http.StatusNotImplemented, "/v1/messages"},
+		{"a CR in a value", "POST /api/mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\r\n\r\n", "", 1, http.StatusBadRequest, "/api/mcp"},
+		{"absolute form", "POST http://x/v1/messages HTTP/1.1\r\nX-Api-Key: k\r\r\n\r\n", "", 1, http.StatusBadRequest, "http://x/v1/messages"},
+		{"HTTP/1.0", "POST /v1/messages HTTP/1.0\r\nHost: x\r\nX-Api-Key: k\r\r\n\r\n", "", 1, http.StatusBadRequest, "/v1/messages"},
+		{"empty lines first", "\r\n\r\nGET /v1/models HTTP/1.1\r\nX: y\r\n\r\n", "", 1, http.StatusBadRequest, "/v1/models"},
+		{"no request line", "NOT-HTTP\r\n\r\n", "", 1, http.StatusBadRequest, ""},
+		{"a later head", "GET /v1/messages HTTP/1.1\r\nHost: x\r\nUpgrade: foo\r\n\r\nGET /v1/models HTTP/1.1\r\nX: y\r\n\r\n", "", 2, http.StatusBadRequest, "/v1/models"},
+		{"a later head sent after the answer", "GET /v1/messages HTTP/1.1\r\nHost: x\r\nUpgrade: foo\r\n\r\n", "POST /api/mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\r\n\r\n", 2, http.StatusBadRequest, "/api/mcp"},
+		{"a later head behind a body", "POST /v1/messages HTTP/1.1\r\nHost: x\r\nUpgrade: foo\r\nContent-Length: 25\r\n\r\nGET /v1/models HTTP/1.1\r\n" +
+			"POST /api/mcp HTTP/1.1\r\nX: y\r\n\r\n", "", 2, http.StatusBadRequest, "/api/mcp"},
+		{"a third head", "GET /v1/messages HTTP/1.1\r\nHost: x\r\nUpgrade: foo\r\n\r\nPOST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}" +
+			"\r\n\r\nPOST /v1/messages?beta=true HTTP/1.1\r\nTransfer-Encoding: gzip\r\nHost: x\r\n\r\n", "", 3, http.StatusNotImplemented, "/v1/messages?beta=true"},
+		{"a later head past a long head", "GET /v1/messages HTTP/1.1\r\nHost: x\r\nX-Long: " + strings.Repeat("a", 3*readBufferSize) + "\r\n\r\n" +
+			"GET /v1/models HTTP/1.1\r\nX: y\r\n\r\n", "", 2, http.StatusBadRequest, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -259,6 +270,9 @@ func TestErrorBodyIsToldTheTarget(t *testing.T) {
 					t.Fatalf("no answer to the first request: %v", err)
 				}
 				_, _ = io.Copy(io.Discard, served.Body)
+			}
+			if _, err := io.WriteString(c, tc.then); err != nil {
+				t.Fatal(err)
 			}
 			resp, _, _ := readAnswer(t, r, c)
 			mu.Lock()

@@ -81,12 +81,20 @@ type replayConn struct {
 	// which the reason then names (bareCRReason).
 	errorResponse func(status int, reason, target string) []byte
 	errorBody     bool
-	// head is what the lean path had read of the connection when it handed it off, starting
-	// with the request line of the head net/http reads first, for the target that
-	// errorResponse is told (requestTarget) and the header a bare CR is in; it is dropped once
-	// net/http has answered a request, so that a later head's refusal is not told the first
-	// one's target.
+
+	// headMu guards head and the counts that place it in the connection's bytes (Read may run
+	// in net/http's background read while a handler writes).
+	headMu sync.Mutex
+	// head is what net/http has read of the head it reads next (or is reading: the one a
+	// refusal is for), from its first byte and at most maxTrackedHead bytes, for the target
+	// that errorResponse is told (requestTarget) and the header a bare CR is in. At the
+	// hand-off it is what the lean path had read; each request net/http passes on moves it to
+	// the head behind that request (nextHead).
 	head []byte
+	// read counts the bytes net/http has read of the connection, the replayed ones included,
+	// and next is where among them the head in head starts (-1: not known any more, after a
+	// request whose head or body length could not be placed; head is nil then).
+	read, next int64
 
 	mu sync.Mutex
 	// headDL and reqDL are the lean path's head and whole-request deadlines of the handed-off
@@ -111,28 +119,28 @@ const netHTTPErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConn
 
 // Write writes p, or the Server's own answer in place of one net/http writes itself to a head
 // it cannot read (its status line followed at once by netHTTPErrorHeaders, which a handler's
-// response, with the Date header net/http adds before them, never is), through ErrorBody.
-// net/http's plain 400 (or its "invalid header value") to a first head with a bare CR in a
-// header value is given the reason naming that header, with or without an ErrorBody.
+// response, with the Date header net/http adds before them, never is), through ErrorBody, told
+// that head's target. net/http's plain 400 (or its "invalid header value") to a head with a
+// bare CR in a header value is given the reason naming that header, with or without an
+// ErrorBody.
 func (c *replayConn) Write(p []byte) (int, error) {
-	if !c.errorBody && c.head == nil {
-		return c.Conn.Write(p)
-	}
 	status, reason, ok := netHTTPErrorAnswer(p)
 	if !ok {
-		c.head = nil
 		return c.Conn.Write(p)
 	}
+	c.headMu.Lock()
+	head := c.head
+	c.headMu.Unlock()
 	replace := c.errorBody
 	if status == http.StatusBadRequest && (reason == "" || reason == "invalid header value") {
-		if cr := bareCRReason(c.head); cr != "" {
+		if cr := bareCRReason(head); cr != "" {
 			reason, replace = cr, true
 		}
 	}
 	if !replace {
 		return c.Conn.Write(p)
 	}
-	if _, err := c.Conn.Write(c.errorResponse(status, reason, requestTarget(c.head))); err != nil {
+	if _, err := c.Conn.Write(c.errorResponse(status, reason, requestTarget(head))); err != nil {
 		return 0, err
 	}
 	return len(p), nil
@@ -188,12 +196,75 @@ func netHTTPErrorAnswer(p []byte) (status int, reason string, ok bool) {
 }
 
 func (c *replayConn) Read(p []byte) (int, error) {
+	var n int
+	var err error
 	if len(c.pending) > 0 {
-		n := copy(p, c.pending)
+		n = copy(p, c.pending)
 		c.pending = c.pending[n:]
-		return n, nil
+	} else {
+		n, err = c.Conn.Read(p)
 	}
-	return c.Conn.Read(p)
+	c.track(p[:n])
+	return n, err
+}
+
+// maxTrackedHead bounds head: a head longer than that has its target and its first headers
+// in it, and the request it begins cannot be placed (nextHead) to find the one behind it.
+const maxTrackedHead = 2 * readBufferSize
+
+// track counts b, the bytes just read, and adds to head those of them that continue it.
+func (c *replayConn) track(b []byte) {
+	c.headMu.Lock()
+	defer c.headMu.Unlock()
+	from := c.read
+	c.read += int64(len(b))
+	if c.next < 0 {
+		return
+	}
+	end := c.next + int64(len(c.head)) // where head's bytes end among those read
+	if end < from || end >= c.read || len(c.head) >= maxTrackedHead {
+		return // before the head (a body), past what head can hold, or known already
+	}
+	b = b[end-from:]
+	c.head = append(c.head, b[:min(len(b), maxTrackedHead-len(c.head))]...)
+}
+
+// nextHead is called as net/http passes on r, the request whose head head holds: head moves to
+// the head behind r's (its Content-Length body), so that a refusal of a later head on the
+// connection is told that head's target, not the first one's, nor none. A head or body that
+// cannot be placed (a head longer than maxTrackedHead, a body without a length, which ends the
+// connection anyway) ends the tracking: later refusals are told no target.
+func (c *replayConn) nextHead(r *http.Request) {
+	c.headMu.Lock()
+	defer c.headMu.Unlock()
+	if c.next < 0 {
+		return
+	}
+	n := headLength(c.head)
+	if n < 0 || r.ContentLength < 0 {
+		c.next, c.head = -1, nil
+		return
+	}
+	skip := int64(n) + r.ContentLength
+	c.next += skip
+	c.head = append([]byte(nil), c.head[min(skip, int64(len(c.head))):]...)
+}
+
+// headLength is the length of the head that b starts with (empty lines before its request
+// line, which net/http skips after a POST, included), through the empty line that ends it;
+// -1 when b does not hold all of it.
+func headLength(b []byte) int {
+	for i := len(b) - len(bytes.TrimLeft(b, "\r\n")); ; {
+		nl := bytes.IndexByte(b[i:], '\n')
+		if nl < 0 {
+			return -1
+		}
+		line := b[i : i+nl]
+		i += nl + 1
+		if len(line) == 0 || (len(line) == 1 && line[0] == '\r') {
+			return i // the first empty line after the request line
+		}
+	}
 }
 
 // SetReadDeadline is net/http's (or a hijacking handler's) read deadline, held to the lean
@@ -249,6 +320,9 @@ func (c *replayConn) bodyStalled() {
 // SetDeadline is called on the connection only once a handler hijacked it (net/http clears
 // both deadlines then): from that point on the handler's deadlines are passed on as they are.
 func (c *replayConn) SetDeadline(t time.Time) error {
+	c.headMu.Lock()
+	c.next, c.head = -1, nil // the connection carries no more heads of net/http's
+	c.headMu.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.detached, c.bodyDL, c.clearOnSet, c.stuck = true, time.Time{}, false, false
@@ -311,6 +385,9 @@ func (h *handoffHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Connection", "close")
 	}
 	rc, ok := r.Context().Value(replayConnKey{}).(*replayConn)
+	if ok {
+		rc.nextHead(r)
+	}
 	if h.timeout <= 0 || !ok || r.Body == nil || r.Body == http.NoBody {
 		h.s.handler().ServeHTTP(w, r)
 		return

@@ -64,9 +64,10 @@ type Server struct {
 	// changes when the same head is sent again, and the SDKs of the OpenAI and Anthropic APIs
 	// retry a 5xx unless told not to. target is the request target of the refused head (its request
 	// line's second word, as sent: "/v1/messages", or an absolute form), so that the answer can
-	// take the envelope of the route it was meant for; it is empty when the head was not read
-	// far enough to have one, or when the refusal is for a later request on a connection that
-	// net/http serves (whose head only net/http read).
+	// take the envelope of the route it was meant for, on a later request of a connection
+	// that net/http serves too; it is empty when the head was not read far enough to have
+	// one, or when an earlier head on that connection was too long to place (over 8 KiB) or
+	// its body had no length.
 	ErrorBody func(status int, reason, target string) (contentType string, body []byte)
 	// ErrorLog receives the server's error messages (the log package's standard logger when nil),
 	// for both paths.
@@ -113,9 +114,9 @@ func (s *Server) setup() {
 		// Handed-off requests read their bodies under BodyReadTimeout too, and one with a
 		// Transfer-Encoding ends its connection (handoff.go).
 		s.inner.Handler = &handoffHandler{s: s}
+		s.inner.ConnContext = withReplayConn // for the head behind each request (nextHead)
 		if d := s.bodyReadTimeout(); d > 0 {
 			s.inner.Handler = &handoffHandler{s: s, timeout: d}
-			s.inner.ConnContext = withReplayConn
 		}
 		if s.disableKeepAlives.Load() {
 			s.inner.SetKeepAlivesEnabled(false)

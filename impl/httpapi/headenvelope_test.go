@@ -205,6 +205,79 @@ func sendRaw(t *testing.T, base, request string) (*http.Response, []byte) {
 	return resp, body
 }
 
+// TestLaterRefusedHeadAnswersInItsRoutesEnvelope: on a connection handed to net/http (its
+// first request asked for an upgrade), a later head the server refuses is answered in the
+// envelope of its own route, as a first head would be: the Messages envelope for
+// /v1/messages, a JSON-RPC error for /api/mcp, whether it follows the first request's body in
+// the same packet or comes after its answer. It came in the chat-completions envelope
+// whatever its route (the server was told no target for a later head).
+func TestLaterRefusedHeadAnswersInItsRoutesEnvelope(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{})
+	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	const crReason = "the request could not be read as HTTP/1.1: the X-Api-Key header holds a carriage return: a key pasted from a file with Windows line ends? Send the key without it"
+	first := "POST /v1/messages/count_tokens HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + tenant.Key + "\r\nUpgrade: foo\r\nContent-Type: application/json\r\n" +
+		"Content-Length: 83\r\n\r\n" + `{"model":"service-sonnet","messages":[{"role":"user","content":"GET /a HTTP/1.1"}]}`
+	withCR := func(target string) string {
+		return "POST " + target + " HTTP/1.1\r\nHost: x\r\nX-Api-Key: " + tenant.Key + "\r\r\nContent-Length: 2\r\n\r\n{}"
+	}
+	cases := []struct {
+		name, target string
+		pipelined    bool
+	}{
+		{"messages, after the answer", "/v1/messages", false},
+		{"messages, pipelined", "/v1/messages", true},
+		{"mcp, after the answer", "/api/mcp", false},
+		{"mcp, pipelined", "/api/mcp", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", strings.TrimPrefix(g.URL, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second)) // a guard
+			r := bufio.NewReader(c)
+			send := first
+			if tc.pipelined {
+				send += withCR(tc.target)
+			}
+			if _, err := io.WriteString(c, send); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.ReadResponse(r, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("the first request: %d %s", resp.StatusCode, body)
+			}
+			if !tc.pipelined {
+				if _, err := io.WriteString(c, withCR(tc.target)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if resp, err = http.ReadResponse(r, nil); err != nil {
+				t.Fatal(err)
+			}
+			body, _ = io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("X-Should-Retry") != "false" {
+				t.Fatalf("the later head: %d %s, want 400 with x-should-retry: false", resp.StatusCode, body)
+			}
+			env := readEnvelope(t, body)
+			if tc.target == "/api/mcp" {
+				if env.JSONRPC != "2.0" || env.ID != nil || env.Error.Code != float64(-32600) || env.Error.Message != "invalid request: "+crReason {
+					t.Errorf("%s, want a JSON-RPC Invalid Request with a null id", body)
+				}
+			} else if env.Type != "error" || env.Error.Type != "invalid_request_error" || env.Error.Message != crReason {
+				t.Errorf("%s, want the Messages envelope", body)
+			}
+			apitest.ValidateAnswer(t, "POST "+tc.target, resp, body)
+		})
+	}
+}
+
 // TestSDKsDoNotRetryARefusedHead: the official SDKs (anthropic-sdk-go, openai-go, with their
 // default two retries), whose request reaches the gateway with a head it refuses with a 5xx (a
 // front that adds a transfer coding the server does not implement, 501, or that speaks another

@@ -655,3 +655,84 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "")
 }
+
+// TestBodyBudgetCountsExpandedSocketInput: a response.create that continues a response of its
+// socket (previous_response_id) is expanded to the whole conversation, and that body takes its
+// bytes from the body budget as a POST of the whole conversation would. While an upload of the
+// same account holds its share (32 MiB of 64 here) but 64 KiB, a 1 KiB message that expands to
+// over 200 KiB waits, then gets the budget's 503 as the socket's error event; once the upload
+// ends, the same message is served with the whole conversation upstream, and its share is given
+// back after it. Before, the expansion held none of the budget and was served at once.
+func TestBodyBudgetCountsExpandedSocketInput(t *testing.T) {
+	g, m := budgetGateway(t, 64)
+	tenant := g.NewTenant(t, "acme", 0, 1_000_000_000_000)
+	inUse := func() float64 { return metricValue(scrapeOpenMetrics(t, m), "tollgate_body_budget_in_use_bytes ") }
+	sock, _, err := dialResponses(t, g, tenant.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendCreate(t, sock, map[string]any{"model": "service-flint-base", "generate": false,
+		"input": []any{userMessage("the earlier context " + strings.Repeat("lorem ipsum ", (200<<10)/12))}})
+	evs := readResponse(t, sock)
+	if evs[len(evs)-1].Type != "response.completed" {
+		t.Fatalf("warmup: %v: %s", typesOf(evs), evs[len(evs)-1].raw)
+	}
+	next := map[string]any{"model": "service-flint-base", "max_output_tokens": 16, "previous_response_id": evs[len(evs)-1].Response.ID,
+		"input": []any{userMessage("and now?")}}
+
+	holder := holdBody(t, g, tenant.Key, 32<<20-64<<10)
+	waitUntil(t, "the upload admitted", func() bool { return inUse() >= 31<<20 })
+	sendCreate(t, sock, next)
+	evs = readResponse(t, sock)
+	if last := evs[len(evs)-1]; last.Type != "error" || last.Status != http.StatusServiceUnavailable || last.Error.Code != "server_busy" {
+		t.Fatalf("an expanded message while the account's share is spent: %v: %s, want the 503 error event", typesOf(evs), last.raw)
+	}
+
+	_ = holder.Close()
+	waitUntil(t, "the upload's share given back", func() bool { return inUse() == 0 })
+	sendCreate(t, sock, next)
+	evs = readResponse(t, sock)
+	if last := evs[len(evs)-1]; last.Type != "response.completed" {
+		t.Fatalf("the expanded message once the upload ended: %v: %s, want response.completed", typesOf(evs), last.raw)
+	}
+	if body := string(g.Sim.LastRequest().Body); !strings.Contains(body, "the earlier context") {
+		t.Errorf("the upstream request lacks the conversation it continues")
+	}
+	waitUntil(t, "the expansion's share given back", func() bool { return inUse() == 0 })
+}
+
+// TestExpandedSocketInputIsBoundedAsABody: a response.create whose expansion from
+// previous_response_id is over 32 MiB (a 20 MiB turn continued by a 13 MiB one) is refused as a
+// POST of that body is, with a 413 error event naming previous_response_id and saying what to
+// do; the socket stays open. Before, nothing bounded the expanded body but what a socket
+// remembers (64 MiB) and one message (32 MiB).
+func TestExpandedSocketInputIsBoundedAsABody(t *testing.T) {
+	g, _ := budgetGateway(t, 512)
+	tenant := g.NewTenant(t, "acme", 0, 1_000_000_000_000)
+	sock, _, err := dialResponses(t, g, tenant.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	warmUp := func(previous string, mb int) socketEvent {
+		t.Helper()
+		body := map[string]any{"model": "service-flint-base", "generate": false, "input": []any{userMessage(strings.Repeat("a", mb<<20))}}
+		if previous != "" {
+			body["previous_response_id"] = previous
+		}
+		sendCreate(t, sock, body)
+		evs := readResponse(t, sock)
+		return evs[len(evs)-1]
+	}
+	first := warmUp("", 20)
+	if first.Type != "response.completed" {
+		t.Fatalf("the first turn: %s", first.raw)
+	}
+	if last := warmUp(first.Response.ID, 13); last.Type != "error" || last.Status != http.StatusRequestEntityTooLarge ||
+		last.Error.Param != "previous_response_id" || !strings.Contains(last.Error.Message, "start a new conversation") {
+		t.Fatalf("a continuation expanding to 33 MiB: %s, want a 413 error event naming previous_response_id", last.raw)
+	}
+	sendCreate(t, sock, map[string]any{"model": "service-flint-base", "max_output_tokens": 16, "input": "Hello"})
+	if evs := readResponse(t, sock); evs[len(evs)-1].Type != "response.completed" {
+		t.Fatalf("a small message after the refusal: %v, want response.completed", typesOf(evs))
+	}
+}

@@ -53,7 +53,8 @@ import (
 // the new input with the previous response's id is expanded to the whole conversation before
 // the exchange, so any upstream kind (chat, Messages, Responses) serves it. An id the
 // connection does not know is refused with previous_response_not_found, on which Codex resends
-// the whole input.
+// the whole input. The expanded body is held to what a POST of it would be (admitExpanded): at
+// most 32 MiB, and its bytes taken from the body budget.
 //
 // Close codes: 1000 when the client closes (echoed) and when the socket has been idle for
 // responsesSocketIdle (no message arriving, none running); 1008 when the key stops being valid
@@ -468,15 +469,21 @@ func (sock *responsesSocket) serve(ctx context.Context, data []byte) bool {
 			return sock.sendError(ctx, requestID, apierror.RateLimited(d.Limit, d.RetryAfter))
 		}
 	}
-	body, input, warmup, err := sock.request(data)
+	sr, err := sock.request(data)
+	if err == nil && sr.expanded {
+		var lease *bodyLease
+		lease, err = sock.admitExpanded(ctx, sr.body)
+		defer lease.release()
+	}
 	var view jsonview.View
 	if err == nil {
-		err = s.validate.checkResponsesBody(body, &view, !warmup)
+		err = s.validate.checkResponsesBody(sr.body, &view, !sr.warmup)
 	}
 	if err != nil {
 		return sock.sendError(ctx, requestID, err)
 	}
-	if warmup {
+	body, input := sr.body, sr.input
+	if sr.warmup {
 		return sock.warmUp(ctx, p, requestID, body, input)
 	}
 	req := exchange.Request{Client: llm.FormatResponses, Body: body, Principal: p, RequestID: requestID}
@@ -499,73 +506,110 @@ func (sock *responsesSocket) serve(ctx context.Context, data []byte) bool {
 	return true
 }
 
+// socketRequest is a response.create message read as the body of a POST /v1/responses.
+type socketRequest struct {
+	body json.RawMessage
+	// input is the items of body's input.
+	input []json.RawMessage
+	// warmup is "generate": false.
+	warmup bool
+	// expanded says that the input was expanded from a previous response (previous_response_id).
+	expanded bool
+}
+
+// admitExpanded holds the body budget for a body expanded from a previous response, as a POST's
+// body of its size holds it (the message's own lease holds only the bytes that arrived): nothing
+// up to largeBodyBytes, else its whole length, until the response is served. Such a body is
+// refused as that POST would be: over maxBodyBytes with 413, and with the budget's 503 when the
+// budget stays spent. The expansion was bounded only by what a socket remembers (64 MiB) and
+// one message (32 MiB), and held none of the budget.
+func (sock *responsesSocket) admitExpanded(ctx context.Context, body []byte) (*bodyLease, error) {
+	if len(body) > maxBodyBytes {
+		return nil, &apierror.Error{Kind: apierror.KindRequestTooLarge, Param: "previous_response_id",
+			Message: fmt.Sprintf("the conversation that previous_response_id continues is %d bytes with this input, over the %d bytes (32 MiB) a request body may be: start a new conversation, or send a shorter input", len(body), maxBodyBytes)}
+	}
+	b := sock.s.validate.budget
+	if b == nil || len(body) <= largeBodyBytes {
+		return nil, nil
+	}
+	lease := newBodyLease(b, ctx)
+	if !lease.admit(int64(len(body))) {
+		return nil, b.refusal()
+	}
+	return &lease, nil
+}
+
 // request turns a response.create message into the body of a POST /v1/responses with stream
-// true, its input expanded from the previous response when it names one. It also returns the
-// expanded input's items.
-func (sock *responsesSocket) request(data []byte) (body json.RawMessage, input []json.RawMessage, warmup bool, err error) {
+// true, its input expanded from the previous response when it names one.
+func (sock *responsesSocket) request(data []byte) (socketRequest, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(data, &fields); err != nil || fields == nil {
-		return nil, nil, false, apierror.Invalid("", "a message must be a JSON object: {\"type\":\"response.create\", ...the body of POST /v1/responses}")
+		return socketRequest{}, apierror.Invalid("", "a message must be a JSON object: {\"type\":\"response.create\", ...the body of POST /v1/responses}")
 	}
 	var typ string
 	_ = json.Unmarshal(fields["type"], &typ)
 	if typ != "response.create" {
-		return nil, nil, false, apierror.Invalid("type", "unsupported message type %q: this socket serves \"response.create\"", typ)
+		return socketRequest{}, apierror.Invalid("type", "unsupported message type %q: this socket serves \"response.create\"", typ)
 	}
 	delete(fields, "type")
 	// "generate": false (Codex's prewarm) asks for no answer: the input is kept for the next
 	// request, which continues from it with previous_response_id. Only a boolean says which
 	// (null as absent): "no", 0 or "false" would otherwise have been read as true, an answer
 	// generated and billed for a client that asked for none.
+	var sr socketRequest
 	if raw, ok := fields["generate"]; ok {
 		switch string(raw) {
 		case "false":
-			warmup = true
+			sr.warmup = true
 		case "true", "null":
 		default:
-			return nil, nil, false, apierror.Invalid("generate", "invalid 'generate': expected a boolean (false warms the connection without an answer), got %s", jsonKind(raw))
+			return socketRequest{}, apierror.Invalid("generate", "invalid 'generate': expected a boolean (false warms the connection without an answer), got %s", jsonKind(raw))
 		}
 	}
 	delete(fields, "generate")
-	body, input, err = sock.expand(fields)
-	if err == nil && !utf8.Valid(data) && utf8.Valid(body) {
+	var err error
+	sr.body, sr.input, sr.expanded, err = sock.expand(fields)
+	if err == nil && !utf8.Valid(data) && utf8.Valid(sr.body) {
 		// Decoding the message replaced the bytes of a string that is not UTF-8 (a member
 		// name) with U+FFFD: refused as the POST's validator refuses them (issue 23), where
 		// the validator would not see them any more. Bad bytes still in body are its to name.
-		return nil, nil, false, apierror.Invalid("", "the request body holds a string that is not valid UTF-8: send text encoded as UTF-8")
+		return socketRequest{}, apierror.Invalid("", "the request body holds a string that is not valid UTF-8: send text encoded as UTF-8")
 	}
-	return body, input, warmup, err
+	return sr, err
 }
 
-// expand is request's body once the message's own fields are gone.
-func (sock *responsesSocket) expand(fields map[string]json.RawMessage) (json.RawMessage, []json.RawMessage, error) {
+// expand is request's body once the message's own fields are gone, its input's items, and
+// whether they were expanded from a previous response.
+func (sock *responsesSocket) expand(fields map[string]json.RawMessage) (json.RawMessage, []json.RawMessage, bool, error) {
 	// Transport fields of the HTTP API: a response on the socket is always streamed.
 	delete(fields, "background")
 	fields["stream"] = json.RawMessage("true")
 	input, err := inputItems(fields["input"])
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
+	expanded := false
 	if raw, ok := fields["previous_response_id"]; ok && string(raw) != "null" {
 		var id string
 		if json.Unmarshal(raw, &id) != nil {
-			return nil, nil, apierror.Invalid("previous_response_id", "previous_response_id must be a string")
+			return nil, nil, false, apierror.Invalid("previous_response_id", "previous_response_id must be a string")
 		}
 		prev, ok := sock.recall(id)
 		if !ok {
-			return nil, nil, &apierror.Error{Kind: apierror.KindInvalidRequest, Param: "previous_response_id", Code: codeResponseNotFound,
+			return nil, nil, false, &apierror.Error{Kind: apierror.KindInvalidRequest, Param: "previous_response_id", Code: codeResponseNotFound,
 				Message: fmt.Sprintf("Previous response with id '%s' not found: this connection continues only its own recent responses; send the whole input", id)}
 		}
 		input = append(append(make([]json.RawMessage, 0, len(prev.items)+len(input)), prev.items...), input...)
+		expanded = true
 	}
 	delete(fields, "previous_response_id")
 	items, err := json.Marshal(input)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	fields["input"] = items
 	body, err := json.Marshal(fields)
-	return body, input, err
+	return body, input, expanded, err
 }
 
 // inputItems are the items of a request's input: a string is one user message.

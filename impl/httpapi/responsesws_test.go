@@ -65,6 +65,7 @@ type socketEvent struct {
 	Error struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
+		Param   string `json:"param"`
 	} `json:"error"`
 	raw []byte
 }

@@ -99,13 +99,42 @@ func runAdminWith(ctx context.Context, args []string, streams adminIO) error {
 		return err
 	}
 	log := newLogger("text")
-	d, err := openDatabase(ctx, true, log)
+	d, err := connectDatabase(ctx, true, log)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
+	if err := requireMigrated(ctx, d.Store); err != nil {
+		return err
+	}
 	a := &admin{svc: &accounts.Service{Store: d.Store, Config: cfg}, adminIO: streams}
 	return a.run(ctx, args[0], args[1], args[2:])
+}
+
+// requireMigrated refuses an admin command against a database that lacks migrations this
+// binary has: the operator's CLI never changes the schema, which an admin binary newer than the
+// running gateways would otherwise upgrade under them; `tollgate migrate` (or serve, or dev)
+// applies them, once the gateways are ready for it.
+func requireMigrated(ctx context.Context, st *store.Store) error {
+	pending, err := st.PendingMigrations(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the database's schema version: %w", err)
+	}
+	if len(pending) == 0 {
+		return nil
+	}
+	return fmt.Errorf("the database lacks %d schema migration(s) this tollgate has (%s): the admin commands do not change the schema; "+
+		"run `tollgate migrate` with this binary first (it upgrades the schema under the running gateways: upgrade them with it)",
+		len(pending), versionSpan(pending))
+}
+
+// versionSpan names migration versions: all of them when they are few, else the first and the
+// last.
+func versionSpan(versions []string) string {
+	if len(versions) <= 3 {
+		return strings.Join(versions, ", ")
+	}
+	return versions[0] + " … " + versions[len(versions)-1]
 }
 
 // asksForHelp reports whether a command's arguments ask for its help (-h, -help, --h or

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 	"github.com/tollgate/tollgate/impl/web/audit"
 )
 
@@ -19,7 +18,7 @@ import (
 // under its idempotency key, a model granted again, a slot assigned twice, a ticket closed
 // twice. Before, none of them was recorded.
 func TestAdminAccountChangesAudited(t *testing.T) {
-	url := pgtest.ConnString(t)
+	url := migratedDatabase(t)
 	t.Setenv("DATABASE_URL", url)
 	t.Setenv("LOG_LEVEL", "error")
 	mustAdmin(t, "account create acme -plan demo")

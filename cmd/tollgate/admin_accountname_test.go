@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 	"github.com/tollgate/tollgate/impl/store"
 )
 
@@ -15,7 +14,7 @@ import (
 // bytes; a longer one is a usage error (exit status 2) that says the limit, and nothing is
 // made. An account named longer before the limit keeps working by its name.
 func TestAccountNameLimit(t *testing.T) {
-	url := pgtest.ConnString(t)
+	url := migratedDatabase(t)
 	t.Setenv("DATABASE_URL", url)
 	t.Setenv("LOG_LEVEL", "error")
 	for _, name := range []string{strings.Repeat("a", 64), strings.Repeat("é", 64)} {

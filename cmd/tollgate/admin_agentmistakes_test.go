@@ -2,8 +2,6 @@ package main
 
 import (
 	"testing"
-
-	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 )
 
 // TestAdminAgentCommandMistakes (operator trial h10): a mistake in an agent command's line is a
@@ -13,7 +11,7 @@ import (
 // `ticket close nope` and `approval deny nope` said "not found" with status 1, naming nothing
 // to look ids up with.
 func TestAdminAgentCommandMistakes(t *testing.T) {
-	t.Setenv("DATABASE_URL", pgtest.ConnString(t))
+	t.Setenv("DATABASE_URL", migratedDatabase(t))
 	t.Setenv("LOG_LEVEL", "error")
 	mustAdmin(t, "account create acme -plan demo")
 	for line, want := range map[string]string{

@@ -9,7 +9,6 @@ import (
 	"github.com/tollgate/tollgate/impl/agent"
 	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/config"
-	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 )
 
 var uuidPattern = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
@@ -20,7 +19,7 @@ var uuidPattern = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-
 // action and arguments, approved exactly once (a second approve and a deny are refused naming
 // its state), and a denied one is listed as denied.
 func TestAdminAgentCommands(t *testing.T) {
-	url := pgtest.ConnString(t)
+	url := migratedDatabase(t)
 	t.Setenv("DATABASE_URL", url)
 	t.Setenv("LOG_LEVEL", "error")
 	mustAdmin(t, "account create acme -plan demo")

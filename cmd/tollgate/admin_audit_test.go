@@ -9,7 +9,6 @@ import (
 	"github.com/tollgate/tollgate/impl/agent"
 	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/config"
-	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 	"github.com/tollgate/tollgate/impl/web/audit"
 )
 
@@ -18,7 +17,7 @@ import (
 // operator, the approval, its state before and after and the hash of its arguments; a refused
 // second decision adds nothing.
 func TestAdminApprovalDecisionsAudited(t *testing.T) {
-	url := pgtest.ConnString(t)
+	url := migratedDatabase(t)
 	t.Setenv("DATABASE_URL", url)
 	t.Setenv("LOG_LEVEL", "error")
 	mustAdmin(t, "account create acme -plan demo")
@@ -77,7 +76,7 @@ func TestAdminApprovalDecisionsAudited(t *testing.T) {
 // (ESC starting an escape sequence, a C1 CSI, a right-to-left override, a newline splitting the
 // table's row) written as \u escapes.
 func TestAdminShowsAgentTextSafely(t *testing.T) {
-	url := pgtest.ConnString(t)
+	url := migratedDatabase(t)
 	t.Setenv("DATABASE_URL", url)
 	t.Setenv("LOG_LEVEL", "error")
 	mustAdmin(t, "account create acme -plan demo")

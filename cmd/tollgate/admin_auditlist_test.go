@@ -3,8 +3,6 @@ package main
 import (
 	"strings"
 	"testing"
-
-	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 )
 
 // TestAdminAuditList (operator trial h1): `tollgate admin audit list ACCOUNT` prints the
@@ -13,7 +11,7 @@ import (
 // audit log (key and dataset changes, approvals, members) but had no command to read it: an
 // operator needed a member's sign-in to the console or SQL.
 func TestAdminAuditList(t *testing.T) {
-	t.Setenv("DATABASE_URL", pgtest.ConnString(t))
+	t.Setenv("DATABASE_URL", migratedDatabase(t))
 	t.Setenv("LOG_LEVEL", "error")
 	mustAdmin(t, "account create acme -plan demo")
 	mustAdmin(t, "account create other -plan demo")

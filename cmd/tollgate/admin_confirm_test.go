@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/tollgate/tollgate/impl/accounts"
-	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 )
 
 // adminAsk runs one admin command line as at a terminal (interactive) or not, with answer on
@@ -29,7 +28,7 @@ func adminAsk(t *testing.T, line string, interactive bool, answer string) (stdou
 // nothing changes); when stdin is not a terminal it refuses in one line, exit status 2,
 // naming -yes, and changes nothing; -yes does it without asking.
 func TestAdminConfirmations(t *testing.T) {
-	t.Setenv("DATABASE_URL", pgtest.ConnString(t))
+	t.Setenv("DATABASE_URL", migratedDatabase(t))
 	t.Setenv("LOG_LEVEL", "error")
 	mustAdmin(t, "account create acme -plan demo")
 	mustAdmin(t, "key create acme -name ci -quiet")
@@ -102,7 +101,7 @@ func TestAdminConfirmations(t *testing.T) {
 // or no answer, is exit status 1 and the key still works); without a terminal it refuses in one
 // line, exit status 2, naming -yes; -yes revokes without asking.
 func TestAdminKeyRevokeConfirms(t *testing.T) {
-	url := pgtest.ConnString(t)
+	url := migratedDatabase(t)
 	t.Setenv("DATABASE_URL", url)
 	t.Setenv("LOG_LEVEL", "error")
 	mustAdmin(t, "account create acme -plan demo")

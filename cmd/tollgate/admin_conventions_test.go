@@ -9,8 +9,6 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
-
-	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 )
 
 // adminRunIO runs one admin command line as adminRun does, non-interactive, with stdin in
@@ -76,7 +74,7 @@ func TestAdminCommandConventions(t *testing.T) {
 		}
 	})
 
-	t.Setenv("DATABASE_URL", pgtest.ConnString(t))
+	t.Setenv("DATABASE_URL", migratedDatabase(t))
 	t.Setenv("LOG_LEVEL", "error")
 	for name := range adminCommands {
 		stdout, _, err := adminRunIO(t, name+" -no-such-flag", "")

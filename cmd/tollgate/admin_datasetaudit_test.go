@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 	"github.com/tollgate/tollgate/impl/web/audit"
 )
 
@@ -20,7 +19,7 @@ import (
 // no -name is named as the page names it ("Q3 sales.csv" is q3_sales). Before, the CLI's
 // changes left no audit entry, and that file was refused for its name.
 func TestAdminDatasetChangesAudited(t *testing.T) {
-	url := pgtest.ConnString(t)
+	url := migratedDatabase(t)
 	t.Setenv("DATABASE_URL", url)
 	t.Setenv("LOG_LEVEL", "error")
 	mustAdmin(t, "account create acme -plan demo")

@@ -5,8 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 )
 
 // TestAdminDatasetPutRefusesMalformedCSV: `tollgate admin dataset put` refuses a CSV file that
@@ -15,7 +13,7 @@ import (
 // and the reason, naming the file, and stores nothing; a file of one column with a header is
 // stored. Before, DuckDB's sniffer read each as some table and the file was stored.
 func TestAdminDatasetPutRefusesMalformedCSV(t *testing.T) {
-	t.Setenv("DATABASE_URL", pgtest.ConnString(t))
+	t.Setenv("DATABASE_URL", migratedDatabase(t))
 	t.Setenv("LOG_LEVEL", "error")
 	mustAdmin(t, "account create acme -plan demo")
 	store, files := t.TempDir(), t.TempDir()

@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 )
 
 // TestAdminUsageExportKeepsAnExistingFile (operator trial h1, item 4): `usage export -out FILE`
@@ -18,7 +16,7 @@ import (
 // temporary file beside it; -force replaces it with the whole statement; -force without -out is
 // a usage error.
 func TestAdminUsageExportKeepsAnExistingFile(t *testing.T) {
-	t.Setenv("DATABASE_URL", pgtest.ConnString(t))
+	t.Setenv("DATABASE_URL", migratedDatabase(t))
 	t.Setenv("LOG_LEVEL", "error")
 	mustAdmin(t, "account create acme -plan demo")
 	dir := t.TempDir()

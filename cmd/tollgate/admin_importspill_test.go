@@ -13,7 +13,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 	"github.com/tollgate/tollgate/impl/store"
 	"github.com/tollgate/tollgate/impl/usagespill"
 )
@@ -34,7 +33,7 @@ func importRecord(account uuid.UUID, id string, micros int64) usagespill.Entry {
 // run then says it would. The file is never changed. A damaged file's whole records are found and billed, and one already billed
 // is skipped.
 func TestAdminUsageImportSpill(t *testing.T) {
-	url := pgtest.ConnString(t)
+	url := migratedDatabase(t)
 	t.Setenv("DATABASE_URL", url)
 	t.Setenv("LOG_LEVEL", "error")
 	ctx := context.Background()
@@ -179,7 +178,7 @@ func TestAdminUsageImportSpill(t *testing.T) {
 // record billed all the same, and exit 1; once the cause is fixed (here a trigger, dropped) it
 // is billed, once.
 func TestAdminUsageImportSpillRefusedByTheDatabase(t *testing.T) {
-	url := pgtest.ConnString(t)
+	url := migratedDatabase(t)
 	t.Setenv("DATABASE_URL", url)
 	t.Setenv("LOG_LEVEL", "error")
 	ctx := context.Background()

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 	"github.com/tollgate/tollgate/impl/store"
 )
 
@@ -35,7 +34,7 @@ func adminJSON(t *testing.T, line string, v any) {
 // for nothing, a footer under key list). With -json each prints one JSON document of snake_case
 // fields, the OpenAPI document's where it has the same object, and it holds what the table shows.
 func TestAdminListsAsJSON(t *testing.T) {
-	url := pgtest.ConnString(t)
+	url := migratedDatabase(t)
 	t.Setenv("DATABASE_URL", url)
 	t.Setenv("LOG_LEVEL", "error")
 	mustAdmin(t, "account create acme -plan demo")

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 	"github.com/tollgate/tollgate/impl/web/audit"
 )
 
@@ -16,7 +15,7 @@ import (
 // account's audit log, as the Keys page's changes are: actor operator, the key as it was and
 // as it is; a refused change (revoking a revoked key) adds nothing.
 func TestAdminKeyChangesAudited(t *testing.T) {
-	url := pgtest.ConnString(t)
+	url := migratedDatabase(t)
 	t.Setenv("DATABASE_URL", url)
 	t.Setenv("LOG_LEVEL", "error")
 	mustAdmin(t, "account create acme -plan demo")

@@ -3,8 +3,6 @@ package main
 import (
 	"strings"
 	"testing"
-
-	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 )
 
 // TestAdminKeyCreateRefusesNegativeLimits (operator trial h1): `key create -rpm -5` made a key
@@ -12,7 +10,7 @@ import (
 // `key set-rpm` and `key set-cap` refuse such a number; -1 (the plan's default, no cap) and 0
 // are taken as before. A refused creation makes no key.
 func TestAdminKeyCreateRefusesNegativeLimits(t *testing.T) {
-	t.Setenv("DATABASE_URL", pgtest.ConnString(t))
+	t.Setenv("DATABASE_URL", migratedDatabase(t))
 	t.Setenv("LOG_LEVEL", "error")
 	mustAdmin(t, "account create acme -plan demo")
 	for line, want := range map[string]string{

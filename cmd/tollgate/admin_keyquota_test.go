@@ -5,14 +5,12 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-
-	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 )
 
 // TestAdminKeyQuota: with the built-in plan's key quota of 20, key create makes 20 keys and
 // refuses the 21st naming max_keys; key list says "keys: 20 of 20"; a revoked key makes room.
 func TestAdminKeyQuota(t *testing.T) {
-	t.Setenv("DATABASE_URL", pgtest.ConnString(t))
+	t.Setenv("DATABASE_URL", migratedDatabase(t))
 	t.Setenv("LOG_LEVEL", "error")
 	mustAdmin(t, "account create acme -plan default")
 	var first string

@@ -7,13 +7,12 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/impl/apikey"
-	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 )
 
 // TestAdminKeyLimits: key create with every limit, key list showing them, disable and enable,
 // set-cap, the refusals of options that cannot be used (naming the flag), and revoke-all.
 func TestAdminKeyLimits(t *testing.T) {
-	t.Setenv("DATABASE_URL", pgtest.ConnString(t))
+	t.Setenv("DATABASE_URL", migratedDatabase(t))
 	t.Setenv("LOG_LEVEL", "error")
 	mustAdmin(t, "account create acme -plan demo")
 

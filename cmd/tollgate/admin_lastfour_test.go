@@ -9,7 +9,6 @@ import (
 	"github.com/tollgate/tollgate/impl/accounts"
 	"github.com/tollgate/tollgate/impl/apikey"
 	"github.com/tollgate/tollgate/impl/config"
-	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 	"github.com/tollgate/tollgate/impl/store"
 )
 
@@ -20,7 +19,7 @@ import (
 // s10h5).
 func TestKeysMadeByTheCLIKeepTheirLastFour(t *testing.T) {
 	ctx := context.Background()
-	url := pgtest.ConnString(t)
+	url := migratedDatabase(t)
 	t.Setenv("DATABASE_URL", url)
 	t.Setenv("LOG_LEVEL", "error")
 	st, err := store.Open(ctx, url)

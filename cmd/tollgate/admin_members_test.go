@@ -9,7 +9,6 @@ import (
 	"github.com/tollgate/tollgate/impl/agent"
 	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/config"
-	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 	"github.com/tollgate/tollgate/impl/store"
 	"github.com/tollgate/tollgate/impl/web/audit"
 )
@@ -18,7 +17,7 @@ import (
 // them with their roles, changes a role by adding again, and removes them; each change is in
 // the account's audit log.
 func TestAdminMembers(t *testing.T) {
-	t.Setenv("DATABASE_URL", pgtest.ConnString(t))
+	t.Setenv("DATABASE_URL", migratedDatabase(t))
 	t.Setenv("LOG_LEVEL", "error")
 	mustAdmin(t, "account create acme -plan demo")
 	if out := mustAdmin(t, "member add acme alice@example.com -role owner"); !strings.Contains(out, "alice@example.com is an owner of account acme") {
@@ -121,7 +120,7 @@ func TestMemberRemovalRevokesTheirKeys(t *testing.T) {
 // the sessions: they ran on until a step found the member gone, and a session waiting for a
 // message never did.
 func TestMemberRemovalEndsTheirAgentSessions(t *testing.T) {
-	url := pgtest.ConnString(t)
+	url := migratedDatabase(t)
 	t.Setenv("DATABASE_URL", url)
 	t.Setenv("LOG_LEVEL", "error")
 	mustAdmin(t, "account create acme -plan demo")
@@ -183,7 +182,7 @@ func TestMemberRemovalEndsTheirAgentSessions(t *testing.T) {
 // did not touch the sessions: they ran on until a step found the key revoked, and a session
 // waiting for a message never did.
 func TestKeyRevocationEndsItsAgentSessions(t *testing.T) {
-	url := pgtest.ConnString(t)
+	url := migratedDatabase(t)
 	t.Setenv("DATABASE_URL", url)
 	t.Setenv("LOG_LEVEL", "error")
 	mustAdmin(t, "account create acme -plan demo")
@@ -235,7 +234,7 @@ func TestKeyRevocationEndsItsAgentSessions(t *testing.T) {
 // key's; `key enable` revives none. Before, a disabled key's session waiting for a message
 // kept its slot until a message or its maximum duration came.
 func TestKeyDisableEndsItsAgentSessions(t *testing.T) {
-	url := pgtest.ConnString(t)
+	url := migratedDatabase(t)
 	t.Setenv("DATABASE_URL", url)
 	t.Setenv("LOG_LEVEL", "error")
 	mustAdmin(t, "account create acme -plan demo")
@@ -281,7 +280,7 @@ func TestKeyDisableEndsItsAgentSessions(t *testing.T) {
 // will end them, and within how long; its output is the removal's and the revocation's alone.
 // Before, the command's agent service logged errors only, and the operator was told nothing.
 func TestAdminSaysWhenEndingsAreLeftToTheSweep(t *testing.T) {
-	url := pgtest.ConnString(t)
+	url := migratedDatabase(t)
 	t.Setenv("DATABASE_URL", url)
 	t.Setenv("LOG_LEVEL", "error")
 	mustAdmin(t, "account create acme -plan demo")
@@ -346,7 +345,7 @@ WHEN (NEW.state IS DISTINCT FROM OLD.state) EXECUTE FUNCTION test_refuse_ending(
 // its store, the account, and an accounts service over them for the test's own keys.
 func acmeWithAliceAndBob(t *testing.T) (*store.Store, store.Account, *accounts.Service) {
 	t.Helper()
-	url := pgtest.ConnString(t)
+	url := migratedDatabase(t)
 	t.Setenv("DATABASE_URL", url)
 	t.Setenv("LOG_LEVEL", "error")
 	mustAdmin(t, "account create acme -plan demo")

@@ -4,8 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-
-	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 )
 
 // TestAdminKeyRevokeTwice (operator trial h10): revoking a key that is revoked already said
@@ -14,7 +12,7 @@ import (
 // refused (status 1, nothing added to the audit log, TestAdminKeyChangesAudited) but says that
 // the key was revoked and when; an unknown key is still "not found".
 func TestAdminKeyRevokeTwice(t *testing.T) {
-	url := pgtest.ConnString(t)
+	url := migratedDatabase(t)
 	t.Setenv("DATABASE_URL", url)
 	t.Setenv("LOG_LEVEL", "error")
 	mustAdmin(t, "account create acme -plan demo")

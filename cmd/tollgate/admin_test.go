@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/impl/apikey"
-	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 	"github.com/tollgate/tollgate/impl/store"
 )
 
@@ -51,7 +50,7 @@ func openAccount(t *testing.T, url, name string) (*store.Store, store.Account) {
 }
 
 func TestAdminCLI(t *testing.T) {
-	t.Setenv("DATABASE_URL", pgtest.ConnString(t))
+	t.Setenv("DATABASE_URL", migratedDatabase(t))
 	t.Setenv("LOG_LEVEL", "error")
 
 	out := mustAdmin(t, "account create acme -plan demo")
@@ -133,7 +132,7 @@ func TestAdminHelp(t *testing.T) {
 // TestDevWithABusyPortCreatesNothing: when the API address is taken, dev fails before it
 // creates the demo account, whose key would otherwise be shown on no run at all.
 func TestDevWithABusyPortCreatesNothing(t *testing.T) {
-	t.Setenv("DATABASE_URL", pgtest.ConnString(t))
+	t.Setenv("DATABASE_URL", migratedDatabase(t))
 	t.Setenv("LOG_LEVEL", "error")
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -158,7 +157,7 @@ func TestDevWithABusyPortCreatesNothing(t *testing.T) {
 // reads and writes apart), and cost, hosted tool calls and requests served on credit during an
 // outage included.
 func TestAdminUsageList(t *testing.T) {
-	url := pgtest.ConnString(t)
+	url := migratedDatabase(t)
 	t.Setenv("DATABASE_URL", url)
 	t.Setenv("LOG_LEVEL", "error")
 	mustAdmin(t, "account create acme -plan demo")

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 	"github.com/tollgate/tollgate/impl/price"
 	"github.com/tollgate/tollgate/impl/pricecatalog"
 	"github.com/tollgate/tollgate/impl/store"
@@ -27,7 +26,7 @@ import (
 // balance; another account's usage is not on it, nor are entries after the period. Mistakes in
 // the command line are usage errors that name the flag, and an unknown account names it.
 func TestAdminUsageExport(t *testing.T) {
-	url := pgtest.ConnString(t)
+	url := migratedDatabase(t)
 	t.Setenv("DATABASE_URL", url)
 	t.Setenv("LOG_LEVEL", "error")
 	ctx := context.Background()
@@ -189,7 +188,7 @@ func TestAdminUsageExport(t *testing.T) {
 // (before, it said nothing, and an operator whose gateways archive to an object store was not
 // told where the command looked).
 func TestAdminUsageExportReadsArchivedMonths(t *testing.T) {
-	url := pgtest.ConnString(t)
+	url := migratedDatabase(t)
 	t.Setenv("DATABASE_URL", url)
 	t.Setenv("LOG_LEVEL", "error")
 	archives, err := filepath.EvalSymlinks(t.TempDir())

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/impl/config"
-	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 	"github.com/tollgate/tollgate/impl/web/connect"
 )
 
@@ -25,7 +24,7 @@ import (
 // the client named before or after the flags; `all` prints every client; a key the gateway
 // refuses, a missing key and an unknown client are errors that say so, and print nothing.
 func TestConnectCommand(t *testing.T) {
-	db := pgtest.ConnString(t)
+	db := migratedDatabase(t)
 	key := setupAccount(t, db)
 	p := startServe(t, serveEnv(t, db))
 	p.waitReadyz(t, http.StatusOK, 30*time.Second)
@@ -108,7 +107,7 @@ func TestConnectCommand(t *testing.T) {
 // gives the same key (the price read from GET /v1/models, the cap from GET /v1/credits, the
 // arithmetic connect's); a gateway whose model list says no price gets the rule instead.
 func TestConnectNamesTheCapsFigure(t *testing.T) {
-	db := pgtest.ConnString(t)
+	db := migratedDatabase(t)
 	setupAccount(t, db)
 	key := strings.TrimSpace(mustAdmin(t, "key create acme -credit-cap 500000 -quiet"))
 	p := startServe(t, serveEnv(t, db))

@@ -10,7 +10,6 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
-	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 	"github.com/tollgate/tollgate/impl/devkit/s3test"
 )
 
@@ -20,7 +19,7 @@ import (
 // delete removes it. With the default directory store nothing would reach the bucket.
 func TestAdminDatasetPutWritesTheObjectStore(t *testing.T) {
 	srv := s3test.Start(t, s3test.Options{})
-	t.Setenv("DATABASE_URL", pgtest.ConnString(t))
+	t.Setenv("DATABASE_URL", migratedDatabase(t))
 	t.Setenv("LOG_LEVEL", "error")
 	t.Setenv("TOLLGATE_DATA_DIR", t.TempDir())
 	for _, kv := range srv.Env() {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
-	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 	"github.com/tollgate/tollgate/impl/devkit/s3test"
 )
 
@@ -59,7 +58,7 @@ func bucketKeys(t *testing.T, srv *s3test.Server) []string {
 // nothing of it is left in the bucket.
 func TestAdminDatasetCommandsSayTheirStore(t *testing.T) {
 	srv := s3test.Start(t, s3test.Options{})
-	db := pgtest.ConnString(t)
+	db := migratedDatabase(t)
 	t.Setenv("DATABASE_URL", db)
 	t.Setenv("LOG_LEVEL", "error")
 	mustAdmin(t, "account create acme -plan demo")

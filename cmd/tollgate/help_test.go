@@ -8,8 +8,6 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
-
-	"github.com/tollgate/tollgate/impl/devkit/pgtest"
 )
 
 // TestHelpExitsZero (operator trial h1): -h on a command prints its flags and ends the process
@@ -18,7 +16,7 @@ import (
 // 2, and `migrate -h` was refused as an argument. A flag that is not defined, or an argument
 // migrate does not take, is still a usage error (status 2).
 func TestHelpExitsZero(t *testing.T) {
-	t.Setenv("DATABASE_URL", pgtest.ConnString(t))
+	t.Setenv("DATABASE_URL", migratedDatabase(t))
 	t.Setenv("LOG_LEVEL", "error")
 	ctx := context.Background()
 	for _, name := range []string{"serve", "migrate", "connect", "sim", "prices"} {

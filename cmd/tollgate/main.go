@@ -217,8 +217,27 @@ type database struct {
 }
 
 // openDatabase connects to DATABASE_URL or, when local is true and it is unset, to the local
-// development cluster (started if it is not running). It applies pending migrations.
+// development cluster (started if it is not running), and applies pending migrations: serve,
+// dev and migrate open it so.
 func openDatabase(ctx context.Context, local bool, log *slog.Logger) (*database, error) {
+	d, err := connectDatabase(ctx, local, log)
+	if err != nil {
+		return nil, err
+	}
+	applied, err := d.Store.Migrate(ctx)
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	if len(applied) > 0 {
+		log.Info("applied migrations", "versions", applied)
+	}
+	return d, nil
+}
+
+// connectDatabase connects to DATABASE_URL or, when local is true and it is unset, to the local
+// development cluster (started if it is not running), leaving its schema as it is.
+func connectDatabase(ctx context.Context, local bool, log *slog.Logger) (*database, error) {
 	d := &database{URL: os.Getenv("DATABASE_URL")}
 	if d.URL == "" {
 		if !local {
@@ -251,14 +270,6 @@ func openDatabase(ctx context.Context, local bool, log *slog.Logger) (*database,
 		return nil, err
 	}
 	d.Store = st
-	applied, err := st.Migrate(ctx)
-	if err != nil {
-		d.Close()
-		return nil, err
-	}
-	if len(applied) > 0 {
-		log.Info("applied migrations", "versions", applied)
-	}
 	return d, nil
 }
 

@@ -215,7 +215,7 @@ func checkBilled(t *testing.T, b books, answers []answer, status func(answer) st
 // the process has exited every request has its usage record and ledger entry and no credit is
 // held.
 func TestServeSIGTERMDrains(t *testing.T) {
-	db := pgtest.ConnString(t)
+	db := migratedDatabase(t)
 	key := setupAccount(t, db)
 	p := startServe(t, serveEnv(t, db)) // the default grace period (20 s)
 	// 200 may come first with "degraded": the change feed reports itself degraded until its
@@ -308,7 +308,7 @@ func TestServeSIGTERMDrains(t *testing.T) {
 // then [DONE]; Responses: error then response.failed; Messages: an error event, no
 // message_stop), and is billed for what it produced.
 func TestServeShutdownGraceEndsStreams(t *testing.T) {
-	db := pgtest.ConnString(t)
+	db := migratedDatabase(t)
 	key := setupAccount(t, db)
 	p := startServe(t, serveEnv(t, db), "-shutdown-grace", "1s")
 	p.waitReadyz(t, http.StatusOK, 30*time.Second)
@@ -368,7 +368,7 @@ func TestServeShutdownGraceEndsStreams(t *testing.T) {
 // held. Trial h12 D3: they were cut by the connections' close 5 s later (the client got no
 // reply at all) and billed their input as client_disconnected.
 func TestServeShutdownGraceEndsSilentUpstreams(t *testing.T) {
-	db := pgtest.ConnString(t)
+	db := migratedDatabase(t)
 	key := setupAccount(t, db)
 	p := startServe(t, serveEnv(t, db), "-shutdown-grace", "1s")
 	p.waitReadyz(t, http.StatusOK, 30*time.Second)
@@ -419,7 +419,7 @@ func TestServeShutdownGraceEndsSilentUpstreams(t *testing.T) {
 // TestServeSecondSignalEndsGrace: a second SIGTERM during a long grace period ends the streams
 // in flight at once, with the in-band error, and they are billed.
 func TestServeSecondSignalEndsGrace(t *testing.T) {
-	db := pgtest.ConnString(t)
+	db := migratedDatabase(t)
 	key := setupAccount(t, db)
 	p := startServe(t, serveEnv(t, db), "-shutdown-grace", "10m")
 	p.waitReadyz(t, http.StatusOK, 30*time.Second)

@@ -75,3 +75,36 @@ func (s *Store) applyMigration(ctx context.Context, version, script string) (boo
 	})
 	return did, err
 }
+
+// PendingMigrations returns the versions Migrate would apply, ours and then River's, without
+// applying any: a command that must not change the schema (the operator's CLI) refuses to run
+// against a database that lacks some of them.
+func (s *Store) PendingMigrations(ctx context.Context) ([]string, error) {
+	files, err := fs.Glob(queries.Migrations, "migrations/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(files)
+	applied := map[string]bool{}
+	present, err := s.q.SchemaMigrationsTableExists(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if present {
+		versions, err := s.q.ListAppliedMigrations(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range versions {
+			applied[v] = true
+		}
+	}
+	var pending []string
+	for _, file := range files {
+		if version := strings.TrimSuffix(strings.TrimPrefix(file, "migrations/"), ".sql"); !applied[version] {
+			pending = append(pending, version)
+		}
+	}
+	river, err := s.pendingRiver(ctx)
+	return append(pending, river...), err
+}

@@ -45,3 +45,27 @@ func (s *Store) migrateRiver(ctx context.Context) ([]string, error) {
 	}
 	return applied, nil
 }
+
+// pendingRiver returns the versions of River's migrations that migrateRiver would apply, named
+// as it names them.
+func (s *Store) pendingRiver(ctx context.Context) ([]string, error) {
+	m, err := rivermigrate.New(riverpgxv5.New(s.pool), nil)
+	if err != nil {
+		return nil, err
+	}
+	existing, err := m.ExistingVersions(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("river migrations: %w", err)
+	}
+	done := map[int]bool{}
+	for _, v := range existing {
+		done[v.Version] = true
+	}
+	var pending []string
+	for _, v := range m.AllVersions() {
+		if !done[v.Version] {
+			pending = append(pending, fmt.Sprintf("river-%03d", v.Version))
+		}
+	}
+	return pending, nil
+}

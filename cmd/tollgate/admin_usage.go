@@ -18,23 +18,26 @@ import (
 )
 
 // usageExportUsage documents the statement command.
-const usageExportUsage = `  usage export ACCOUNT -from DATE -to DATE [-out FILE [-force]]
+const usageExportUsage = `  usage export ACCOUNT (-month YYYY-MM | -from DATE -to DATE) [-out FILE [-force]]
                                             the account's statement as CSV: the opening balance, one
                                             line per credit ledger entry recorded from -from up to
                                             (not including) -to (usage lines with their tokens per
                                             kind, prices, costs and what was billed; grants and
                                             adjustments), and the closing balance; amounts in micros
-                                            and dollars. DATE: a UTC day (2025-01-01) or an RFC 3339
-                                            time. -out: write FILE (whole or not at all) and print a
-                                            summary instead of writing to standard output; a FILE
-                                            that exists is refused, unless -force replaces it;
-                                            archived months are read from the dataset store,
-                                            and a local directory is named on stderr
+                                            and dollars. -month: one calendar month in UTC (-month
+                                            2026-11 is -from 2026-11-01 -to 2026-12-01); a month not
+                                            over yet is said on stderr. DATE: a UTC day (2025-01-01)
+                                            or an RFC 3339 time. -out: write FILE (whole or not at
+                                            all) and print a summary instead of writing to standard
+                                            output; a FILE that exists is refused, unless -force
+                                            replaces it; archived months are read from the dataset
+                                            store, and a local directory is named on stderr
 `
 
 // usageExport writes the statement of an account and a period (usageview.WriteStatement).
 func (a *admin) usageExport(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("usage export", flag.ContinueOnError)
+	monthFlag := fs.String("month", "", "the period: one calendar month in UTC, YYYY-MM (instead of -from and -to)")
 	fromFlag := fs.String("from", "", "the period's first day (UTC) or time, included")
 	toFlag := fs.String("to", "", "the period's end: a day (UTC) or time, not included")
 	outPath := fs.String("out", "", "the file to write (default: standard output); it must not exist, unless -force")
@@ -43,9 +46,12 @@ func (a *admin) usageExport(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	from, to, err := statementPeriod(*fromFlag, *toFlag)
+	from, to, err := statementPeriod(*monthFlag, *fromFlag, *toFlag)
 	if err != nil {
 		return err
+	}
+	if now := time.Now(); to.After(now) {
+		fmt.Fprintf(a.notes, "note: the period is not over (it ends %s): the statement holds what is recorded so far\n", periodBound(to))
 	}
 	if *force && *outPath == "" {
 		return usageError("-force replaces the file of -out, and there is none")
@@ -120,11 +126,22 @@ func (a *admin) usageView(ctx context.Context) (*usageview.Service, func(), erro
 	return usageview.New(pool, usageview.Options{Archive: files}), closeStorage, nil
 }
 
-// statementPeriod reads -from and -to: both required, each a UTC day or an RFC 3339 time, -to
-// after -from.
-func statementPeriod(fromText, toText string) (from, to time.Time, err error) {
+// statementPeriod reads -month, or -from and -to: a calendar month in UTC
+// (usageview.MonthPeriod, the console's boundaries), or both of -from and -to, each a UTC day
+// or an RFC 3339 time, -to after -from.
+func statementPeriod(monthText, fromText, toText string) (from, to time.Time, err error) {
+	if monthText != "" {
+		if fromText != "" || toText != "" {
+			return from, to, usageError("-month is the whole period: give it without -from and -to")
+		}
+		p, err := usageview.MonthPeriod(monthText)
+		if err != nil {
+			return from, to, usageError("-month " + err.Error())
+		}
+		return p.From, p.To, nil
+	}
 	if fromText == "" || toText == "" {
-		return from, to, usageError("usage export needs -from and -to (a UTC day such as 2025-01-01, or an RFC 3339 time)")
+		return from, to, usageError("usage export needs -month (a UTC calendar month such as 2026-11), or -from and -to (a UTC day such as 2025-01-01, or an RFC 3339 time)")
 	}
 	if from, err = statementTime("-from", fromText); err != nil {
 		return from, to, err

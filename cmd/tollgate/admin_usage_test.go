@@ -155,7 +155,7 @@ func TestAdminUsageExport(t *testing.T) {
 	}
 
 	for line, want := range map[string]string{
-		"usage export acme -from " + from:                   "needs -from and -to",
+		"usage export acme -from " + from:                   "or -from and -to",
 		"usage export acme -from yesterday -to " + from:     `-from "yesterday"`,
 		"usage export acme -from " + from + " -to " + from:  "is not after -from",
 		"usage export -from " + from + " -to " + to:         "takes 1 argument(s)",
@@ -174,7 +174,7 @@ func TestAdminUsageExport(t *testing.T) {
 	if entries, _ := os.ReadDir(filepath.Dir(file)); len(entries) != 1 {
 		t.Errorf("the export left files behind: %v", entries)
 	}
-	if help, _ := adminRun(t, "-h"); !strings.Contains(help, "usage export ACCOUNT -from DATE -to DATE [-out FILE [-force]]") {
+	if help, _ := adminRun(t, "-h"); !strings.Contains(help, "usage export ACCOUNT (-month YYYY-MM | -from DATE -to DATE) [-out FILE [-force]]") {
 		t.Errorf("admin -h lacks usage export:\n%s", help)
 	}
 }

@@ -348,6 +348,20 @@ func ThisMonth(now time.Time, loc *time.Location) Period {
 	return Period{From: today.AddDate(0, 0, 1-today.Day()), To: today.AddDate(0, 0, 1)}
 }
 
+// MonthLayout is how a calendar month is named: 2026-11.
+const MonthLayout = "2006-01"
+
+// MonthPeriod is the calendar month named s (MonthLayout) in UTC: from its first midnight
+// (included) to the next month's (excluded), the period ThisMonth starts with and the one a
+// statement's from and to of the month's first and last days name.
+func MonthPeriod(s string) (Period, error) {
+	t, err := time.Parse(MonthLayout, s)
+	if err != nil {
+		return Period{}, fmt.Errorf("%q is not a calendar month: want one such as 2026-11 (year and month)", s)
+	}
+	return Period{From: t, To: t.AddDate(0, 1, 0)}, nil
+}
+
 // Values is the period as the URL query values ParseStatementQuery reads (days as days, to
 // included).
 func (p Period) Values(loc *time.Location) url.Values {

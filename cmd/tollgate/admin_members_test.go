@@ -277,8 +277,9 @@ func TestKeyDisableEndsItsAgentSessions(t *testing.T) {
 // TestAdminSaysWhenEndingsAreLeftToTheSweep: when the database refuses to end the agent
 // sessions of a `member remove` or a `key revoke` (a trigger in the test's PostgreSQL), the
 // revocation stands and the command says on stderr that the gateway's sweep of lapsed sessions
-// will end them, and within how long; its output is the removal's and the revocation's alone.
-// Before, the command's agent service logged errors only, and the operator was told nothing.
+// will end them, how many they are (one each: sessions=1) and within how long; its output is
+// the removal's and the revocation's alone. Before, the command's agent service logged errors
+// only, and the operator was told nothing; then it was told neither how many.
 func TestAdminSaysWhenEndingsAreLeftToTheSweep(t *testing.T) {
 	url := migratedDatabase(t)
 	t.Setenv("DATABASE_URL", url)
@@ -322,7 +323,7 @@ WHEN (NEW.state IS DISTINCT FROM OLD.state) EXECUTE FUNCTION test_refuse_ending(
 			t.Fatalf("admin %s, the endings refused: %v\n%s", line, err, notes)
 		}
 		if !strings.Contains(notes, "level=WARN") || !strings.Contains(notes, "sweep of lapsed sessions will end them") ||
-			!strings.Contains(notes, "within=1m0s") || !strings.Contains(notes, "the test refuses") {
+			!strings.Contains(notes, "within=1m0s") || !strings.Contains(notes, "the test refuses") || !strings.Contains(notes, " sessions=1 ") {
 			t.Errorf("admin %s's stderr does not say the endings were left to the sweep:\n%s", line, notes)
 		}
 		if strings.Contains(out, "sweep") {

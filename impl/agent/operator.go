@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/google/uuid"
@@ -75,21 +76,22 @@ func (s *Service) UnassignSlot(ctx context.Context, accountID uuid.UUID, name st
 // as the removal revokes the apps' grants. Each ending is in the account's audit log
 // (endEach).
 func (s *Service) EndMemberSessions(ctx context.Context, tx *store.AgentTx, accountID, userID uuid.UUID) error {
-	return s.endOrLeave(ctx, tx, "member "+userID.String(), func(tx *store.AgentTx) error {
-		return s.endMember(ctx, tx, accountID, userID)
+	return s.endOrLeave(ctx, tx, "member "+userID.String(), func(tx *store.AgentTx, found *sessionCount) error {
+		return s.endMember(ctx, tx, accountID, userID, found)
 	})
 }
 
-// endMember is EndMemberSessions' ending, in tx.
-func (s *Service) endMember(ctx context.Context, tx *store.AgentTx, accountID, userID uuid.UUID) error {
-	ids, err := tx.MemberLiveSessionIDs(ctx, accountID, userID)
+// endMember is EndMemberSessions' ending, in tx; it counts the sessions it finds to end in
+// found.
+func (s *Service) endMember(ctx context.Context, tx *store.AgentTx, accountID, userID uuid.UUID, found *sessionCount) error {
+	ids, err := found.add(tx.MemberLiveSessionIDs(ctx, accountID, userID))
 	if err != nil {
 		return err
 	}
 	if err := s.endEach(ctx, tx, accountID, ids, ReasonMemberRemoved, "member "+userID.String()); err != nil {
 		return err
 	}
-	if ids, err = tx.MemberGrantsLiveSessionIDs(ctx, accountID, userID); err != nil {
+	if ids, err = found.add(tx.MemberGrantsLiveSessionIDs(ctx, accountID, userID)); err != nil {
 		return err
 	}
 	return s.endEach(ctx, tx, accountID, ids, ReasonAccessRevoked, "grants of member "+userID.String())
@@ -122,8 +124,8 @@ func (s *Service) endKeys(ctx context.Context, tx *store.AgentTx, accountID uuid
 	if len(keys) > 1 {
 		target = "keys " + strings.Join(cause, ", ")
 	}
-	return s.endOrLeave(ctx, tx, target, func(tx *store.AgentTx) error {
-		ids, err := tx.KeysLiveSessionIDs(ctx, accountID, keys)
+	return s.endOrLeave(ctx, tx, target, func(tx *store.AgentTx, found *sessionCount) error {
+		ids, err := found.add(tx.KeysLiveSessionIDs(ctx, accountID, keys))
 		if err != nil {
 			return err
 		}
@@ -138,13 +140,15 @@ func (s *Service) endKeys(ctx context.Context, tx *store.AgentTx, accountID uuid
 // revocation commits all the same; the sweep of lapsed sessions (config agents.session_sweep)
 // ends those sessions later, and each of their steps refuses to run meanwhile. Only a
 // transaction that cannot go on at all (the savepoint neither started nor rolled back) is an
-// error, which the revocation could not have committed either.
-func (s *Service) endOrLeave(ctx context.Context, tx *store.AgentTx, cause string, end func(tx *store.AgentTx) error) error {
+// error, which the revocation could not have committed either. end counts in found the
+// sessions it looks up to end, which the warning names (sessions).
+func (s *Service) endOrLeave(ctx context.Context, tx *store.AgentTx, cause string, end func(tx *store.AgentTx, found *sessionCount) error) error {
 	sp, err := tx.Savepoint(ctx)
 	if err != nil {
 		return err
 	}
-	err = end(sp.AgentTx)
+	var found sessionCount
+	err = end(sp.AgentTx, &found)
 	if err == nil {
 		return sp.Release(ctx)
 	}
@@ -153,8 +157,36 @@ func (s *Service) endOrLeave(ctx context.Context, tx *store.AgentTx, cause strin
 	}
 	s.endingsLeft.Add(1)
 	s.log.Warn("agent: ending the sessions of a revocation failed; the revocation stands and the gateway's sweep of lapsed sessions will end them",
-		"cause", cause, "within", s.cfg.SessionSweep, "err", err)
+		"cause", cause, "sessions", found.value(), "within", s.cfg.SessionSweep, "err", err)
 	return nil
+}
+
+// sessionCount counts the live sessions an ending of endOrLeave looked up to end: all of them
+// are left to the sweep when the ending fails, since its writes are rolled back.
+type sessionCount struct {
+	n int
+	// unknown is set when a look-up failed: n counts the sessions of the look-ups before it.
+	unknown bool
+}
+
+// add counts the sessions of one look-up, and passes its answer on.
+func (c *sessionCount) add(ids []uuid.UUID, err error) ([]uuid.UUID, error) {
+	c.n += len(ids)
+	c.unknown = c.unknown || err != nil
+	return ids, err
+}
+
+// value is the count as the warning logs it: a number, "unknown", or "at least N" when a
+// look-up failed after others found N.
+func (c *sessionCount) value() any {
+	switch {
+	case !c.unknown:
+		return c.n
+	case c.n == 0:
+		return "unknown"
+	default:
+		return "at least " + strconv.Itoa(c.n)
+	}
 }
 
 // EndingsLeft is how many revocations' endings of sessions failed in this process and were
@@ -330,8 +362,8 @@ func (s *Service) listTickets(ctx context.Context, accountID *uuid.UUID, key uui
 // at once and its slot freed, a busy one stops at its step boundary.
 func (s *Service) EndGrantSessions(ctx context.Context, tx *store.AgentTx, accountID, grant uuid.UUID) error {
 	target := "grant " + grant.String()
-	return s.endOrLeave(ctx, tx, target, func(tx *store.AgentTx) error {
-		ids, err := tx.GrantLiveSessionIDs(ctx, accountID, grant)
+	return s.endOrLeave(ctx, tx, target, func(tx *store.AgentTx, found *sessionCount) error {
+		ids, err := found.add(tx.GrantLiveSessionIDs(ctx, accountID, grant))
 		if err != nil {
 			return err
 		}

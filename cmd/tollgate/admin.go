@@ -422,12 +422,41 @@ func (a *admin) keyCreate(ctx context.Context, args []string) error {
 	if err := a.auditKey(ctx, audit.ActionKeyCreated, "", nil, &k.Key); err != nil {
 		return err
 	}
+	if err := a.noteNamesakes(ctx, acct.Name, k.Key); err != nil {
+		return err
+	}
 	if *quiet {
 		fmt.Fprintln(a.out, k.Plain)
 		return nil
 	}
 	fmt.Fprintf(a.out, "key %s created for account %s (%s). It is shown once; only its hash is stored:\n\n%s\n",
 		k.Key.ID, acct.Name, describeLimits(k.Key), k.Plain)
+	return nil
+}
+
+// noteNamesakes says on stderr which other keys of the account that are not revoked have the
+// new key's name, which a rotation makes for a while (the new key beside the old, both named
+// ci): the keys are then told apart by their ids and last four only, which it names. Names need
+// not be unique, since a rotation needs two for a while; the note keeps a mistaken second key
+// from going unseen.
+func (a *admin) noteNamesakes(ctx context.Context, account string, k store.APIKey) error {
+	if k.Name == "" {
+		return nil
+	}
+	keys, err := a.svc.Store.ListAPIKeys(ctx, k.AccountID)
+	if err != nil {
+		return err
+	}
+	var others []string
+	for _, o := range keys {
+		if o.ID != k.ID && o.RevokedAt == nil && strings.EqualFold(o.Name, k.Name) {
+			others = append(others, fmt.Sprintf("%s (%s…%s)", o.ID, o.DisplayPrefix, o.DisplaySuffix))
+		}
+	}
+	if len(others) > 0 {
+		fmt.Fprintf(a.notes, "note: account %s has %d other key(s) named %q that are not revoked: %s; the new key %s ends %s\n",
+			account, len(others), plaintext.Visible(k.Name, false), strings.Join(others, ", "), k.ID, k.DisplaySuffix)
+	}
 	return nil
 }
 

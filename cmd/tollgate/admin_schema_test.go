@@ -14,6 +14,13 @@ import (
 func migratedDatabase(t *testing.T) string {
 	t.Helper()
 	url := pgtest.ConnString(t)
+	migrateDatabase(t, url)
+	return url
+}
+
+// migrateDatabase applies every migration to the database at url, as `tollgate migrate` does.
+func migrateDatabase(t *testing.T, url string) {
+	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, url)
 	if err != nil {
@@ -23,7 +30,6 @@ func migratedDatabase(t *testing.T) string {
 	if _, err := st.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return url
 }
 
 // TestAdminLeavesTheSchemaAlone: an admin command against a database that lacks migrations

@@ -110,11 +110,13 @@ func sendUntil(p *serveProc, key string, c call, marker string) (started chan st
 	return started, done
 }
 
-// setupAccount creates the account acme on db with $10 of credit and returns a key of it.
+// setupAccount migrates db, as `tollgate migrate` does, and creates the account acme on it with
+// $10 of credit; it returns a key of it.
 func setupAccount(t *testing.T, db string) string {
 	t.Helper()
 	t.Setenv("DATABASE_URL", db)
 	t.Setenv("LOG_LEVEL", "error")
+	migrateDatabase(t, db)
 	mustAdmin(t, "account create acme -plan demo")
 	return strings.TrimSpace(mustAdmin(t, "key create acme -quiet"))
 }

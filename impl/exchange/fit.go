@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/auth"
@@ -63,6 +64,18 @@ func (w *worstCase) affordable(hi int, available int64) int {
 	return lo
 }
 
+// inputAlone is the sentence of a refusal whose request's worst case without any output,
+// held micro-units, is more than the available credit: what the input (with hosted tools'
+// results and fees, when the request offers them) holds, and what is free.
+func (w *worstCase) inputAlone(held, available int64) string {
+	what := "input alone holds"
+	if w.hostedFees > 0 {
+		what = "input and hosted tools alone hold"
+	}
+	return fmt.Sprintf("The request's %s up to %d micro-units (%s) before any output, more than the %d (%s) free.",
+		what, held, apierror.USD(held), available, apierror.USD(available))
+}
+
 // creditLeft is what a refused reservation's error says the caller can afford: the account's
 // free credit as the meter sees it, or what is left of the key's credit cap. ok is false for
 // any other error (an outage, a contended account), which no fitting answers.
@@ -92,14 +105,19 @@ func (eng *Engine) reserveFitted(ctx context.Context, p auth.Principal, requestI
 		if !ok {
 			return nil, 0, err
 		}
+		if held := w.at(0); held > available {
+			// Not one output token fits: the input (and hosted tools) alone is more than the
+			// credit, which is what the refusal says rather than "0 output tokens".
+			return nil, 0, refuseBound(err, w.inputAlone(held, available), true)
+		}
 		fits := w.affordable(outBound, available)
 		if asked > 0 {
 			return nil, 0, refuseBound(err, fmt.Sprintf("You requested up to %d output tokens (%s), but can only afford %d.",
-				outBound, field, fits))
+				outBound, field, fits), false)
 		}
 		if floor := min(minFittedOutput, outBound); fits < floor {
 			return nil, 0, refuseBound(err, fmt.Sprintf("The request gave no %s, and the credit affords only %d output tokens, fewer than the %d the gateway fits such a request to.",
-				field, fits, floor))
+				field, fits, floor), false)
 		}
 		if try == fitTries {
 			return nil, 0, err
@@ -123,14 +141,20 @@ type boundRefusal struct {
 func (e *boundRefusal) Error() string   { return e.api.Message }
 func (e *boundRefusal) Unwrap() []error { return []error{e.api, e.err} }
 
-// refuseBound is err, a refusal of the credit, with its message led by said.
-func refuseBound(err error, said string) error {
+// refuseBound is err, a refusal of the credit, with its message led by said; without its
+// closing note on the worst case (apierror.WorstCaseNote, which says a lower output bound
+// needs less) when noNote is set: said tells that no output bound would do.
+func refuseBound(err error, said string, noNote bool) error {
 	var ae *apierror.Error
 	if !errors.As(err, &ae) {
 		return err
 	}
 	c := *ae
-	c.Message = said + " " + sentence(c.Message)
+	msg := c.Message
+	if noNote {
+		msg = strings.TrimSuffix(msg, " "+apierror.WorstCaseNote)
+	}
+	c.Message = said + " " + sentence(msg)
 	return &boundRefusal{err: err, api: &c}
 }
 

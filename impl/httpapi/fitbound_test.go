@@ -135,9 +135,11 @@ func TestUnboundedRequestIsFittedToTheCredit(t *testing.T) {
 		if balance, _ := checkBooks(t, g, tenant.Account, granted); balance < 0 {
 			t.Errorf("balance %d", balance)
 		}
-		// What is left affords fewer than 1,024 output tokens: refused, saying so.
+		// What is left affords fewer than 1,024 output tokens (or not even the input, what the
+		// answer left being a few micro-units): refused, saying so.
 		status, _, out = do(t, c, g.URL, request{"POST", "/v1/chat/completions", body}, bearer(tenant.Key))
-		if status != 402 || !strings.Contains(string(out), "the credit affords only") || !sentencesBegin.Match(out) {
+		if status != 402 || !strings.Contains(string(out), "the credit affords only") && !strings.Contains(string(out), "input alone holds") ||
+			!sentencesBegin.Match(out) {
 			t.Errorf("below the floor: %d %s", status, out)
 		}
 	})
@@ -243,4 +245,60 @@ func TestFittedRequestsNeverOverspend(t *testing.T) {
 
 // sentencesBegin matches a refusal whose sentence after the fitting's own begins with a
 // capital letter (the meter's message, which begins in lower case, joined to it).
-var sentencesBegin = regexp.MustCompile(`(afford \d+\.|such a request to\.) [A-Z]`)
+var sentencesBegin = regexp.MustCompile(`(afford \d+\.|such a request to\.|\) free\.) [A-Z]`)
+
+// TestInputAloneBeyondTheCreditSaysSo: a request whose input (with its hosted tools' holds)
+// alone is more than the caller's free credit is refused with a 402 that says so, with what
+// the input holds and what is free, in the route's envelope; a request with a bound and one
+// without alike, and for a key's cap as for the account's credit. Before, the refusal said the
+// credit "affords only 0 output tokens" (or "can only afford 0"), which reads as if a smaller
+// bound would do.
+func TestInputAloneBeyondTheCreditSaysSo(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: contractConfig(t)})
+	c := g.Client(t)
+	bearer := func(key string) map[string]string { return map[string]string{"Authorization": "Bearer " + key} }
+	const granted = 1_000
+	long := strings.Repeat("hello ", 5_000) // 30,000 bytes: some 10,000 input tokens
+	tenant := g.NewTenant(t, "poor", 0, granted)
+	rich := g.NewTenant(t, "rich", 0, 100_000_000)
+	capMicros := int64(granted)
+	capped, _ := keyWith(t, g, rich.Account.ID, accounts.KeyOptions{Name: "capped", CreditCapMicros: &capMicros, CapPeriod: store.CapPeriodNone})
+	inputAlone := regexp.MustCompile(`^The request's (input alone holds|input and hosted tools alone hold) up to (\d+) micro-units \(\$\d+\.\d{6}\) before any output, more than the (\d+) \(\$\d+\.\d{6}\) free\. [A-Z]`)
+	for _, c2 := range []struct {
+		name, path, body, key, what string
+		messages                    bool
+	}{
+		{"chat without a bound", "/v1/chat/completions", `{"model":"service-flint-base","messages":[{"role":"user","content":"` + long + `"}]}`, tenant.Key, "input alone holds", false},
+		{"chat with a bound", "/v1/chat/completions", `{"model":"service-flint-base","max_tokens":100,"messages":[{"role":"user","content":"` + long + `"}]}`, tenant.Key, "input alone holds", false},
+		{"responses with web search", "/v1/responses", `{"model":"service-flint","input":"hi","tools":[{"type":"web_search"}]}`, tenant.Key, "input and hosted tools alone hold", false},
+		{"messages", "/v1/messages", `{"model":"service-sonnet","max_tokens":1024,"messages":[{"role":"user","content":"` + long + `"}]}`, tenant.Key, "input alone holds", true},
+		{"a key's cap", "/v1/chat/completions", `{"model":"service-flint-base","messages":[{"role":"user","content":"` + long + `"}]}`, capped, "input alone holds", false},
+	} {
+		t.Run(c2.name, func(t *testing.T) {
+			status, hdr, out := do(t, c, g.URL, request{"POST", c2.path, c2.body}, bearer(c2.key))
+			var env struct {
+				Type  string `json:"type"`
+				Error struct {
+					Type    string `json:"type"`
+					Message string `json:"message"`
+				} `json:"error"`
+			}
+			if err := json.Unmarshal(out, &env); err != nil || status != 402 || fittedOf(t, hdr) != 0 {
+				t.Fatalf("%d %s", status, out)
+			}
+			if c2.messages && (env.Type != "error" || env.Error.Type != "billing_error") ||
+				!c2.messages && env.Error.Type != "insufficient_quota" {
+				t.Errorf("not the route's envelope: %s", out)
+			}
+			m := inputAlone.FindStringSubmatch(env.Error.Message)
+			if m == nil || m[1] != c2.what || strings.Contains(env.Error.Message, "afford") || strings.Contains(env.Error.Message, "a lower output bound") {
+				t.Fatalf("the refusal does not say the input alone is more than the credit: %s", env.Error.Message)
+			}
+			held, _ := strconv.ParseInt(m[2], 10, 64)
+			free, _ := strconv.ParseInt(m[3], 10, 64)
+			if free != granted || held <= free {
+				t.Errorf("the input holds %d, %d free; want more than the %d free", held, free, granted)
+			}
+		})
+	}
+}

@@ -500,8 +500,13 @@ func TestKilledProcessHoldIsReapedAndOthersKeepServing(t *testing.T) {
 
 // insufficientCredit reports whether msg is the 402 of a request its account's credit does not
 // cover: the meter's message, led, for a request that gave an output bound, by what the credit
-// affords (docs/billing.md, "A request without an output bound is fitted to the credit").
+// affords, or, for one whose input alone is more than the credit, by what the input holds and
+// what is free (docs/billing.md, "A request without an output bound is fitted to the credit").
 func insufficientCredit(msg string) bool {
+	if strings.HasPrefix(msg, "The request's input") {
+		_, meter, ok := strings.Cut(msg, " free. ")
+		return ok && strings.HasPrefix(meter, "Insufficient credit:")
+	}
 	if strings.HasPrefix(msg, "You requested up to ") {
 		_, meter, ok := strings.Cut(msg, ", but can only afford ")
 		return ok && strings.Contains(meter, ". Insufficient credit:")

@@ -42,10 +42,24 @@ func (x *Exchange) Serving() (expert string, dropped []string, clamped string) {
 
 // FittedBound is the output bound the request was fitted to, its client having given none and
 // its caller's credit not covering the model's whole bound (docs/billing.md, "A request without
-// an output bound is fitted to the credit"): the bound reserved, sent to the upstream (or an
-// expert's own lower limit) and the most output billed. It is 0 when the request was not
-// fitted.
-func (x *Exchange) FittedBound() int { return x.fitted }
+// an output bound is fitted to the credit"), as the upstream serving it was sent it: the bound
+// reserved, or the expert's own limit when that is lower, and the most output billed. It is 0
+// when the request was not fitted. Like Serving it may be called from any goroutine while a
+// stream runs.
+func (x *Exchange) FittedBound() int {
+	x.headMu.Lock()
+	defer x.headMu.Unlock()
+	return x.fittedFor(x.expert)
+}
+
+// fittedFor is the fitted bound expert e is sent: the bound reserved, lowered to e's own output
+// limit when that is below it (callNext sends it no more); 0 when the request was not fitted.
+func (x *Exchange) fittedFor(e routing.Expert) int {
+	if x.fitted > 0 && e.MaxOutputTokens > 0 {
+		return min(x.fitted, e.MaxOutputTokens)
+	}
+	return x.fitted
+}
 
 // UpstreamWait is the time spent waiting for upstreams so far (calls, answer reads): the part
 // of the request's duration that is not the gateway's own.

@@ -208,7 +208,7 @@ func (x *Exchange) usageRecord(t price.Tokens, tier, status string) billing.Usag
 		KeyID: x.principal.KeyID, Model: x.model.ID, Route: Route(x.client),
 		Provider: x.expert.Provider, UpstreamModel: x.expert.Model,
 		Tokens: t, Price: &p, ServiceTier: tier, Status: status, StartedAt: x.started, FinishedAt: time.Now(),
-		FittedOutputTokens: int64(x.fitted),
+		FittedOutputTokens: int64(x.fittedFor(x.expert)),
 	}
 	if x.opts != nil {
 		// An in-process call (an agent's step) is charged beyond its reservation within its

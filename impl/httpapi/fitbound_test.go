@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/impl/accounts"
+	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/devkit/apitest"
 	"github.com/tollgate/tollgate/impl/devkit/clocktest"
 	"github.com/tollgate/tollgate/impl/store"
@@ -300,5 +301,48 @@ func TestInputAloneBeyondTheCreditSaysSo(t *testing.T) {
 				t.Errorf("the input holds %d, %d free; want more than the %d free", held, free, granted)
 			}
 		})
+	}
+}
+
+// TestFittedBoundNamesWhatTheExpertWasSent: a request fitted to its credit that a fusion
+// model's expert serves with an output limit of its own below the fitted bound is sent that
+// limit; x-tollgate-fitted-output-bound and the usage record's fitted_output_tokens name the
+// bound the upstream was sent, whichever expert the router chose. Before, both named the
+// fitted bound reserved (some 2,900 tokens) while the upstream was sent 1,100 or 1,200.
+func TestFittedBoundNamesWhatTheExpertWasSent(t *testing.T) {
+	cfg := config.Default()
+	cfg.Models = append(cfg.Models, config.Model{ID: "two-short-experts", Family: config.FamilyChat, OwnedBy: "test",
+		Price: config.Price{InputPerMTok: 1_000_000, OutputPerMTok: 2_000_000}, MaxOutputTokens: 4096,
+		Experts: []config.Upstream{
+			{Provider: "sim-openai-chat", Model: "sim-short", MaxOutputTokens: 1100},
+			{Provider: "sim-anthropic", Model: "sim-shortish", MaxOutputTokens: 1200},
+		}})
+	cfg.Plans[0].Models = append(cfg.Plans[0].Models, "two-short-experts")
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	g := apitest.Start(t, apitest.Options{Config: cfg})
+	c := g.Client(t)
+	const granted = 6_000 // 4,096 output tokens hold 8,192: fitted to some 2,900
+	for i := range 4 {
+		// Each request on an account of its own, granted the same.
+		poor := g.NewTenant(t, fmt.Sprintf("poor-%d", i), 0, granted)
+		status, hdr, out := do(t, c, g.URL, request{"POST", "/v1/chat/completions",
+			`{"model":"two-short-experts","messages":[{"role":"user","content":"hi [[sim words=3000]]"}]}`},
+			map[string]string{"Authorization": "Bearer " + poor.Key})
+		if status != 200 {
+			t.Fatalf("%d %s", status, out)
+		}
+		sent := sentBound(t, g)
+		if sent != 1100 && sent != 1200 {
+			t.Fatalf("the expert %s was sent %d: %s", hdr.Get("X-Tollgate-Expert"), sent, g.Sim.LastRequest().Body)
+		}
+		if got := fittedOf(t, hdr); got != sent {
+			t.Errorf("x-tollgate-fitted-output-bound %d, the upstream (%s) was sent %d", got, hdr.Get("X-Tollgate-Expert"), sent)
+		}
+		rec := latestUsage(t, g, poor.Account, 1)
+		if rec.FittedOutputTokens != int64(sent) || rec.OutputTokens > int64(sent) || rec.CostMicros > granted {
+			t.Errorf("usage record %+v: fitted_output_tokens want %d", rec, sent)
+		}
 	}
 }

@@ -189,3 +189,70 @@ func TestAgentCallBeyondItsReservationIsChargedWithinMaxSpend(t *testing.T) {
 		t.Errorf("session %+v: want stopped with max_spend, %d spent", s, maxSpend)
 	}
 }
+
+// TestAgentCallFittedToTheAccountsCredit: an agent's step on an account with $0.50 left, whose
+// session's max_spend ($5) would allow the model's whole output bound but whose credit does not
+// (service-flint priced as gpt-4.1: 65,536 output tokens at $8 a million hold $0.524288), runs
+// its call with the output bound fitted to the account's free credit: the upstream is sent it,
+// the usage record keeps it as fitted_output_tokens, the session goes on and the balance stays
+// above zero. Before, the call was fitted to the session's max_spend only, its reservation was
+// refused with 402 and the session failed.
+func TestAgentCallFittedToTheAccountsCredit(t *testing.T) {
+	const credit = 500_000
+	var mu sync.Mutex
+	var sent []map[string]any
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		mu.Lock()
+		sent = append(sent, body)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"gpt-4.1-2025-04-14","choices":[{"index":0,"message":{"role":"assistant","content":"done"},"finish_reason":"stop"}],"usage":{"prompt_tokens":500,"completion_tokens":2,"total_tokens":502}}`)
+	}))
+	t.Cleanup(upstream.Close)
+	w := newWorld(t, func(c *config.Config) {
+		c.Agents.Profiles = map[string]config.AgentProfile{
+			"standard": {MaxTurns: 50, MaxSpendMicros: 5_000_000, MaxDuration: time.Hour},
+		}
+		c.Providers = append(c.Providers, config.Provider{Name: "standin", Kind: config.KindOpenAIChat, BaseURL: upstream.URL})
+		for i, m := range c.Models {
+			if m.ID == "service-flint" {
+				c.Models[i].Experts = []config.Upstream{{Provider: "standin", Model: "gpt-4.1", Price: &config.Price{Catalog: "gpt-4.1"}}}
+			}
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	n := w.start()
+	svc := n.gw.Agents
+	acme := w.tenant(n, "acme", credit)
+	res, err := svc.Spawn(context.Background(), acme.p, "main", "Say it.", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := waitSession(t, svc, acme.p, res.SessionID, agent.StateStopped, agent.StateReady, agent.StateFailed)
+	if s.State == agent.StateFailed {
+		t.Fatalf("session %+v failed; want its step fitted to the account's credit", s)
+	}
+	usage := usageOf(t, w, acme.p, res.SessionID, s.SpentMicros)
+	r, ok := usage[agent.RequestID(uuidOf(res.SessionID), 1)]
+	mu.Lock()
+	defer mu.Unlock()
+	if !ok || len(sent) == 0 {
+		t.Fatalf("no record of the step (%v) or no upstream call (%d)", ok, len(sent))
+	}
+	bound := 0
+	for _, k := range []string{"max_completion_tokens", "max_tokens"} {
+		if v, ok := sent[0][k].(float64); ok {
+			bound = int(v)
+		}
+	}
+	if bound < 1024 || bound >= 65536 || r.FittedOutputTokens != int64(bound) {
+		t.Errorf("the upstream was sent a bound of %d, the record's fitted_output_tokens %d; want one bound below 65,536", bound, r.FittedOutputTokens)
+	}
+	if bal, err := w.store.Balance(context.Background(), acme.p.AccountID); err != nil || bal < 0 || bal != credit-s.SpentMicros {
+		t.Errorf("balance %d (%v), spent %d of %d", bal, err, s.SpentMicros, credit)
+	}
+}

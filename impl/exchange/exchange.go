@@ -369,6 +369,9 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 	// Anthropic writes a tool-use system prompt, and the definitions of its own client tools,
 	// into a request that offers tools: input the request's bytes do not hold.
 	toolPrompt := toolPromptTokens(m, client, view, ir)
+	// asked is the bound the request itself gave (0: none); an in-process call's bound may be
+	// lowered to its ceiling below, which is not the request's.
+	asked := maxTokens
 	if o != nil && o.ceiling > 0 {
 		if outBound, err = o.fit(m, billing.SaturatingAdd(inputEst, toolPrompt), outBound, choices); err != nil {
 			return nil, err
@@ -411,12 +414,21 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 	}
 	reservation, err := eng.meter.ReserveForKey(ctx, p.AccountID, requestID, worst, keyCap(p))
 	fitted := 0
-	if err != nil && o == nil {
+	if err != nil {
 		// A request without an output bound is fitted to the credit the refusal names; one
-		// with a bound is told what the credit affords (reserveFitted).
-		reservation, fitted, err = eng.reserveFitted(ctx, p, requestID, &w, outBound, maxTokens, maxTokensField(client, view), err)
+		// with a bound is told what the credit affords (reserveFitted). An in-process call
+		// fitted to its ceiling is fitted again when the account's free credit (or its key's
+		// cap) is less, down to the smallest call its ceiling allows.
+		floor := minFittedOutput
+		if o != nil {
+			floor = minAgentOutput
+		}
+		reservation, fitted, err = eng.reserveFitted(ctx, p, requestID, &w, outBound, asked, floor, maxTokensField(client, view), err)
 		if fitted > 0 {
 			outBound, worst = fitted, w.at(fitted)
+			if o != nil {
+				maxTokens = fitted
+			}
 		}
 	}
 	endAdmission(admission, worst, reservation, err)

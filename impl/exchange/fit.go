@@ -91,14 +91,14 @@ func creditLeft(err error) (available int64, ok bool) {
 	return 0, false
 }
 
-// reserveFitted answers the refused first reservation of a request made over HTTP (err, a
-// 402 or another failure) at outBound. A request whose client gave no output bound (asked 0)
-// is fitted to the credit the refusal names: the largest bound whose worst case it covers, at
-// least min(minFittedOutput, outBound), is reserved instead and returned as fitted (the
-// upstream is sent it, and the answer says so). A request whose client gave one keeps its
-// 402, whose message now says how many output tokens the credit affords (boundRefusal). Any
-// other error is returned as it is.
-func (eng *Engine) reserveFitted(ctx context.Context, p auth.Principal, requestID string, w *worstCase, outBound, asked int,
+// reserveFitted answers the refused first reservation of a request (err, a 402 or another
+// failure) at outBound. A request whose client gave no output bound (asked 0) is fitted to the
+// credit the refusal names: the largest bound whose worst case it covers, at least
+// min(floor, outBound) (minFittedOutput over HTTP, minAgentOutput for an in-process call), is
+// reserved instead and returned as fitted (the upstream is sent it, and the answer says so).
+// A request whose client gave one keeps its 402, whose message now says how many output
+// tokens the credit affords (boundRefusal). Any other error is returned as it is.
+func (eng *Engine) reserveFitted(ctx context.Context, p auth.Principal, requestID string, w *worstCase, outBound, asked, floor int,
 	field string, err error) (r *billing.Reservation, fitted int, _ error) {
 	for try := 1; ; try++ {
 		available, ok := creditLeft(err)
@@ -115,7 +115,7 @@ func (eng *Engine) reserveFitted(ctx context.Context, p auth.Principal, requestI
 			return nil, 0, refuseBound(err, fmt.Sprintf("You requested up to %d output tokens (%s), but can only afford %d.",
 				outBound, field, fits), false)
 		}
-		if floor := min(minFittedOutput, outBound); fits < floor {
+		if floor := min(floor, outBound); fits < floor {
 			return nil, 0, refuseBound(err, fmt.Sprintf("The request gave no %s, and the credit affords only %d output tokens, fewer than the %d the gateway fits such a request to.",
 				field, fits, floor), false)
 		}

@@ -77,8 +77,11 @@ type Exchange struct {
 	stream    bool
 	include   bool   // chat stream_options.include_usage
 	echo      []byte // what a Responses stream's response objects echo from the request
-	dropped   []string
-	clamped   string // the clamped output bound, "field=limit", or ""
+	// echoReq is the request echo was made of, kept when the request was fitted (nil when it
+	// was not read), to echo the bound its expert was sent (responsesEcho).
+	echoReq *llm.Request
+	dropped []string
+	clamped string // the clamped output bound, "field=limit", or ""
 	// fitted is the output bound a request without one was fitted to, its caller's credit not
 	// covering the model's whole bound (reserveFitted); 0 when it was not.
 	fitted int
@@ -455,6 +458,9 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 			parsed, _ = convert.DecodeView(client, view)
 		}
 		x.echo = convert.ResponsesEchoMembers(parsed)
+		if fitted > 0 {
+			x.echoReq = parsed
+		}
 	}
 	callCtx, unlink := eng.upstreamContext(ctx)
 	order := eng.router.Order(m, features)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/convert"
 	"github.com/tollgate/tollgate/impl/llm"
 	"github.com/tollgate/tollgate/impl/sse"
 	"github.com/tollgate/tollgate/impl/streamconv"
@@ -127,7 +128,7 @@ func (x *Exchange) relayStream(sw streamWriter) (again bool) {
 	dec := streamconv.NewDecoder(x.expert.Kind)
 	meta := streamconv.Meta{
 		ID: ResponseID(x.client, x.requestID), Created: x.started.Unix(), Model: x.model.ID,
-		IncludeUsage: x.include, InputTokensEstimate: x.inputEst, ResponsesEcho: x.echo,
+		IncludeUsage: x.include, InputTokensEstimate: x.inputEst, ResponsesEcho: x.responsesEcho(),
 	}
 	// An upstream of the client's format is relayed event by event (streamconv.Relay): the
 	// encoder follows it only to end the stream in the format should it fail, with the
@@ -574,4 +575,21 @@ func (s streamWriter) send(evs []sse.Event) error {
 		return err
 	}
 	return s.w.Flush()
+}
+
+// responsesEcho is what a Responses stream's response objects echo from the request (x.echo);
+// for a request fitted to its credit, with max_output_tokens the bound the serving expert was
+// sent, as OpenAI's response objects give the bound in effect: on the WebSocket mode, which
+// has no head per response, response.created says so (docs/billing.md).
+func (x *Exchange) responsesEcho() []byte {
+	f := x.fittedFor(x.expert)
+	if f == 0 || x.echo == nil {
+		return x.echo
+	}
+	var r llm.Request
+	if x.echoReq != nil {
+		r = *x.echoReq
+	}
+	r.MaxTokens = f
+	return convert.ResponsesEchoMembers(&r)
 }

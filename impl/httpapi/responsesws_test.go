@@ -899,3 +899,50 @@ func TestResponsesWebSocketArrivingMessageIsNotIdle(t *testing.T) {
 		t.Fatalf("the slowly sent message: %v: %s", typesOf(evs), evs[len(evs)-1].raw)
 	}
 }
+
+// TestResponsesWebSocketShowsTheFittedBound: a response.create without max_output_tokens on an
+// account whose credit does not cover the model's whole bound is fitted to the credit; the
+// socket has no head per response to carry x-tollgate-fitted-output-bound, so the response
+// objects say it as OpenAI gives the bound in effect: response.created's (and the terminal
+// event's) response.max_output_tokens is the bound the upstream was sent, the one the usage
+// record keeps as fitted_output_tokens, on a Responses upstream and on a chat upstream behind
+// service-flint. Before, a translated stream's response objects said null.
+func TestResponsesWebSocketShowsTheFittedBound(t *testing.T) {
+	for _, c := range []struct {
+		name, model string
+		credit      int64
+		cfg         func(*testing.T) *config.Config
+	}{
+		{"responses upstream", "test-responses", 5_000, passthroughConfig},
+		{"chat upstream behind service-flint", "service-flint", 500_000, chatFlintConfig},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := apitest.Start(t, apitest.Options{Config: c.cfg(t)})
+			tenant := g.NewTenant(t, "ws-fitted", 0, c.credit)
+			conn, _, err := dialResponses(t, g, tenant.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sendCreate(t, conn, map[string]any{"model": c.model, "store": false, "input": []any{userMessage("hi")}})
+			evs := readResponse(t, conn)
+			if last := evs[len(evs)-1]; last.Type != "response.completed" && last.Type != "response.incomplete" {
+				t.Fatalf("ended with %s: %s", last.Type, last.raw)
+			}
+			sent := sentBound(t, g)
+			rec := latestUsage(t, g, tenant.Account, 1)
+			if sent == 0 || rec.FittedOutputTokens != int64(sent) {
+				t.Fatalf("the upstream was sent %d, the record's fitted_output_tokens is %d: not fitted", sent, rec.FittedOutputTokens)
+			}
+			for _, ev := range []socketEvent{evs[0], evs[len(evs)-1]} {
+				var obj struct {
+					Response struct {
+						MaxOutputTokens *int `json:"max_output_tokens"`
+					} `json:"response"`
+				}
+				if err := json.Unmarshal(ev.raw, &obj); err != nil || obj.Response.MaxOutputTokens == nil || *obj.Response.MaxOutputTokens != sent {
+					t.Errorf("%s: response.max_output_tokens %v, want the fitted %d: %.400s", ev.Type, obj.Response.MaxOutputTokens, sent, ev.raw)
+				}
+			}
+		})
+	}
+}

@@ -22,7 +22,7 @@ func TestNoMembershipNoAccount(t *testing.T) {
 	if p.Status != http.StatusForbidden || !strings.Contains(p.Body, "not a member of any account") {
 		t.Fatalf("no membership: %d %.300s", p.Status, p.Body)
 	}
-	if p := b.get("/keys"); p.Status != http.StatusSeeOther || p.Location != e.URL+"/signin/account" {
+	if p := b.get("/keys"); p.Status != http.StatusSeeOther || p.Location != e.URL+"/signin/account?next=%2Fkeys" {
 		t.Fatalf("GET /keys without an account: %d %s", p.Status, p.Location)
 	}
 	if p := b.post("/signin/signup", nil); p.Status != http.StatusNotFound {
@@ -84,7 +84,7 @@ func TestAccountSwitch(t *testing.T) {
 	if _, err := members.New(e.Store, agents).Remove(context.Background(), a.ID, aliceEmail, false); err != nil {
 		t.Fatal(err)
 	}
-	if r := b.get("/keys"); r.Status != http.StatusSeeOther || r.Location != e.URL+"/signin/account" {
+	if r := b.get("/keys"); r.Status != http.StatusSeeOther || r.Location != e.URL+"/signin/account?next=%2Fkeys" {
 		t.Fatalf("after removal: %d %s", r.Status, r.Location)
 	}
 }

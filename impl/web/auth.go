@@ -105,11 +105,17 @@ func (a *App) signedIn(h handlerFunc) http.Handler {
 	})
 }
 
-// member serves h to members of an account; a signed-in user without one chooses it first.
+// member serves h to members of an account; a signed-in user without one chooses it first,
+// and comes back to the page they asked for (a GET's): an MCP client's authorization request,
+// say, which is lost when the person lands on the home page instead.
 func (a *App) member(h handlerFunc) http.Handler {
 	return a.signedIn(func(w http.ResponseWriter, r *http.Request, v *Visitor) {
 		if v.Account == nil {
-			http.Redirect(w, r, "/signin/account", http.StatusSeeOther)
+			next := ""
+			if r.Method == http.MethodGet {
+				next = r.URL.RequestURI()
+			}
+			http.Redirect(w, r, chooseAccountURL(next), http.StatusSeeOther)
 			return
 		}
 		h(w, r, v)
@@ -146,6 +152,14 @@ func signinURL(reauth bool, next string) string {
 		return "/signin"
 	}
 	return "/signin?" + q.Encode()
+}
+
+// chooseAccountURL is the account choice's path, returning to next (a local path) afterwards.
+func chooseAccountURL(next string) string {
+	if !localPath(next) {
+		return "/signin/account"
+	}
+	return "/signin/account?" + url.Values{"next": {next}}.Encode()
 }
 
 // maxNextLength bounds the page a sign-in returns to (next), which the pre-sign-in session

@@ -315,3 +315,61 @@ func TestConsentWithoutRedirectURI(t *testing.T) {
 		t.Fatalf("the token request without redirect_uri: %d %v (%v)", resp.StatusCode, out, err)
 	}
 }
+
+// nextFieldRe finds the page the account choice's forms return to.
+var nextFieldRe = regexp.MustCompile(`name="next" value="([^"]*)"`)
+
+// chooseAccountThenAllow follows p, the redirect of a visitor without a current account, to the
+// account choice, chooses account there as the person does (the form the page shows), and
+// allows the client on the consent page it comes back to; it returns where Allow sends the
+// browser.
+func chooseAccountThenAllow(t *testing.T, b *browser, p page, account uuid.UUID, q url.Values) string {
+	t.Helper()
+	choice := b.get(p.Location)
+	m := nextFieldRe.FindStringSubmatch(choice.Body)
+	if choice.Status != http.StatusOK || m == nil {
+		t.Fatalf("the account choice: %d %.500s", choice.Status, choice.Body)
+	}
+	chosen := b.post("/signin/account", url.Values{"account_id": {account.String()}, "next": {html.UnescapeString(m[1])}})
+	consent := b.follow(chosen, nil)
+	if consent.Status != http.StatusOK || !strings.Contains(consent.Body, `name="decision" value="allow"`) {
+		t.Fatalf("after choosing the account (sent to %s): %d %.300s, want the consent page", chosen.Location, consent.Status, consent.Body)
+	}
+	form := url.Values{"decision": {"allow"}, "account_id": {account.String()}}
+	for k, v := range q {
+		form[k] = v
+	}
+	allowed := b.post("/oauth/authorize", form)
+	if allowed.Status != http.StatusSeeOther {
+		t.Fatalf("Allow: %d %.300s", allowed.Status, allowed.Body)
+	}
+	return allowed.Location
+}
+
+// TestAccountChoiceKeepsTheAuthorizationRequest: a person signed in (at the real provider)
+// with two accounts and none chosen yet, whose MCP client opens the consent page, is sent to
+// choose the account and then back to the consent page with the client's request, whose Allow
+// returns a code and the client's state to the client. Before, the choice lost the request:
+// the person landed on the home page and the client waited for ever.
+func TestAccountChoiceKeepsTheAuthorizationRequest(t *testing.T) {
+	e := start(t, nil)
+	acme := e.account(t, "acme", aliceEmail, "owner")
+	e.account(t, "globex", aliceEmail, "member")
+	redirect := "https://agent.example/cb"
+	clientID := e.registerClient(t, "Agent", redirect)
+	q := url.Values{"response_type": {"code"}, "client_id": {clientID}, "redirect_uri": {redirect}, "state": {"st-choose"},
+		"code_challenge": {strings.Repeat("A", 43)}, "code_challenge_method": {"S256"}, "resource": {e.URL + "/api/mcp"}}
+	b := e.browser(t)
+	if p := b.signIn(e, aliceEmail, alicePass); p.Status != http.StatusOK || !strings.Contains(p.Body, "Choose the one to work in") {
+		t.Fatalf("the sign-in of a member of two accounts: %d, want the account choice", p.Status)
+	}
+	p := b.get("/oauth/authorize?" + q.Encode())
+	if p.Status != http.StatusSeeOther || !strings.HasPrefix(p.Location, e.URL+"/signin/account") {
+		t.Fatalf("the consent page without an account chosen: %d %s", p.Status, p.Location)
+	}
+	to, err := url.Parse(chooseAccountThenAllow(t, b, p, acme.ID, q))
+	if err != nil || !strings.HasPrefix(to.String(), redirect+"?") || to.Query().Get("code") == "" || to.Query().Get("state") != "st-choose" {
+		t.Fatalf("Allow after the account choice sent the browser to %v, want %s with a code and the state", to, redirect)
+	}
+}
+

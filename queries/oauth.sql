@@ -100,7 +100,8 @@ SELECT * FROM oauth_tokens WHERE token_hash = $1;
 -- not an access token.
 SELECT t.expires_at, g.id AS grant_id, g.account_id, g.user_id, g.client_id, g.role AS granted_role,
        g.resource, g.scope, COALESCE(m.role, '')::text AS member_role, u.email AS user_email, c.name AS client_name,
-       g.created_at AS granted_at, (g.revoked_at IS NOT NULL)::boolean AS revoked, g.revoked_why
+       g.created_at AS granted_at, (g.revoked_at IS NOT NULL)::boolean AS revoked, g.revoked_why,
+       (t.used_at IS NOT NULL)::boolean AS seen
 FROM oauth_tokens t
 JOIN oauth_grants g ON g.id = t.grant_id
 LEFT JOIN memberships m ON m.account_id = g.account_id AND m.user_id = g.user_id
@@ -136,6 +137,23 @@ RETURNING *;
 -- with the same token, which is refused without revoking the grant).
 SELECT COALESCE(used_at > now() - make_interval(secs => sqlc.arg(grace_seconds)::float8), false)::bool AS recent
 FROM oauth_tokens WHERE token_hash = sqlc.arg(token_hash) AND kind = 'refresh';
+
+-- name: MarkOAuthAccessSeen :exec
+-- Records the first use of an access token at the MCP endpoint (its used_at), which tells a
+-- refresh token's reuse within the grace from a concurrent refresh (OAuthRefreshSuccessorsUsed).
+UPDATE oauth_tokens SET used_at = now() WHERE token_hash = $1 AND kind = 'access' AND used_at IS NULL;
+
+-- name: OAuthRefreshSuccessorsUsed :one
+-- Whether a token of the used refresh token's grant issued at its rotation or after it (the
+-- rotation stores the new pair in the transaction that marks the old token used, so their
+-- created_at is its used_at) has been used since: the new access token seen at the MCP
+-- endpoint, or the new refresh token presented.
+SELECT EXISTS (
+    SELECT 1 FROM oauth_tokens old
+    JOIN oauth_tokens t ON t.grant_id = old.grant_id AND t.token_hash <> old.token_hash
+    WHERE old.token_hash = $1 AND old.kind = 'refresh' AND old.used_at IS NOT NULL
+      AND t.created_at >= old.used_at AND t.used_at IS NOT NULL
+)::bool AS used;
 
 -- name: DeleteUnusedOAuthClients :execrows
 -- Registered clients older than a day that never got a grant and have no code pending (a

@@ -385,10 +385,22 @@ func (q *Queries) ListAccountOAuthGrants(ctx context.Context, arg ListAccountOAu
 	return items, nil
 }
 
+const markOAuthAccessSeen = `-- name: MarkOAuthAccessSeen :exec
+UPDATE oauth_tokens SET used_at = now() WHERE token_hash = $1 AND kind = 'access' AND used_at IS NULL
+`
+
+// Records the first use of an access token at the MCP endpoint (its used_at), which tells a
+// refresh token's reuse within the grace from a concurrent refresh (OAuthRefreshSuccessorsUsed).
+func (q *Queries) MarkOAuthAccessSeen(ctx context.Context, tokenHash []byte) error {
+	_, err := q.db.Exec(ctx, markOAuthAccessSeen, tokenHash)
+	return err
+}
+
 const oAuthAccessTokenGrant = `-- name: OAuthAccessTokenGrant :one
 SELECT t.expires_at, g.id AS grant_id, g.account_id, g.user_id, g.client_id, g.role AS granted_role,
        g.resource, g.scope, COALESCE(m.role, '')::text AS member_role, u.email AS user_email, c.name AS client_name,
-       g.created_at AS granted_at, (g.revoked_at IS NOT NULL)::boolean AS revoked, g.revoked_why
+       g.created_at AS granted_at, (g.revoked_at IS NOT NULL)::boolean AS revoked, g.revoked_why,
+       (t.used_at IS NOT NULL)::boolean AS seen
 FROM oauth_tokens t
 JOIN oauth_grants g ON g.id = t.grant_id
 LEFT JOIN memberships m ON m.account_id = g.account_id AND m.user_id = g.user_id
@@ -412,6 +424,7 @@ type OAuthAccessTokenGrantRow struct {
 	GrantedAt   time.Time
 	Revoked     bool
 	RevokedWhy  string
+	Seen        bool
 }
 
 // The grant an access token stands for, with the member's current role (” when the member is
@@ -435,6 +448,7 @@ func (q *Queries) OAuthAccessTokenGrant(ctx context.Context, tokenHash []byte) (
 		&i.GrantedAt,
 		&i.Revoked,
 		&i.RevokedWhy,
+		&i.Seen,
 	)
 	return i, err
 }
@@ -521,6 +535,26 @@ func (q *Queries) OAuthRefreshRotatedWithin(ctx context.Context, arg OAuthRefres
 	var recent bool
 	err := row.Scan(&recent)
 	return recent, err
+}
+
+const oAuthRefreshSuccessorsUsed = `-- name: OAuthRefreshSuccessorsUsed :one
+SELECT EXISTS (
+    SELECT 1 FROM oauth_tokens old
+    JOIN oauth_tokens t ON t.grant_id = old.grant_id AND t.token_hash <> old.token_hash
+    WHERE old.token_hash = $1 AND old.kind = 'refresh' AND old.used_at IS NOT NULL
+      AND t.created_at >= old.used_at AND t.used_at IS NOT NULL
+)::bool AS used
+`
+
+// Whether a token of the used refresh token's grant issued at its rotation or after it (the
+// rotation stores the new pair in the transaction that marks the old token used, so their
+// created_at is its used_at) has been used since: the new access token seen at the MCP
+// endpoint, or the new refresh token presented.
+func (q *Queries) OAuthRefreshSuccessorsUsed(ctx context.Context, tokenHash []byte) (bool, error) {
+	row := q.db.QueryRow(ctx, oAuthRefreshSuccessorsUsed, tokenHash)
+	var used bool
+	err := row.Scan(&used)
+	return used, err
 }
 
 const redeemOAuthCode = `-- name: RedeemOAuthCode :one

@@ -13,7 +13,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -476,14 +478,11 @@ func TestRefreshRotation(t *testing.T) {
 		t.Fatalf("refresh: %d %v, want new tokens", status, out)
 	}
 	second, access := out["refresh_token"].(string), out["access_token"].(string)
-	if r := s.call(t, access, "list_storage_datasets", nil); r.Status != http.StatusOK {
-		t.Fatalf("the refreshed access token: %+v", r)
-	}
 	if status, out := s.token(t, url.Values{"grant_type": {"refresh_token"}, "client_id": {"tgc_other"}, "refresh_token": {second}}); status != http.StatusBadRequest || out["error"] != "invalid_grant" {
 		t.Errorf("refresh by another client: %d %v", status, out)
 	}
-	// Within the grace after its rotation the old refresh token is refused, but the grant stays
-	// (two requests of the client refreshing at once).
+	// Within the grace after its rotation, and before the new tokens are used, the old refresh
+	// token is refused, but the grant stays (two requests of the client refreshing at once).
 	if status, out := refresh(first); status != http.StatusBadRequest || out["error"] != "invalid_grant" {
 		t.Fatalf("the rotated refresh token again at once: %d %v, want invalid_grant", status, out)
 	}
@@ -501,6 +500,80 @@ func TestRefreshRotation(t *testing.T) {
 	if status, out := refresh(second); status != http.StatusBadRequest || out["error"] != "invalid_grant" {
 		t.Errorf("the newest refresh token after the reuse: %d %v, want invalid_grant (the grant is revoked)", status, out)
 	}
+}
+
+// TestRefreshReuseAfterItsSuccessorWasUsed: a rotated refresh token presented again within the
+// grace revokes the grant once the tokens its rotation issued have been used (RFC 9700 section
+// 4.14.2): an attacker who refreshed a stolen token first and used the new access token, or
+// refreshed again, loses the grant when the client presents the token it still holds; the
+// attacker's tokens are refused from then on. Before, the reuse within the grace was refused
+// and the grant stayed with the attacker. A client racing itself keeps its grant: two
+// refreshes with one token at the same instant get one new pair and one invalid_grant, and the
+// new pair works.
+func TestRefreshReuseAfterItsSuccessorWasUsed(t *testing.T) {
+	s := startSite(t)
+	redirect := "https://app.example/cb"
+	client := s.register(t, "reuse", redirect)
+	refresh := func(token string) (int, map[string]any) {
+		return s.token(t, url.Values{"grant_type": {"refresh_token"}, "client_id": {client}, "refresh_token": {token}, "resource": {s.URL + "/api/mcp"}})
+	}
+	t.Run("benign race", func(t *testing.T) {
+		_, stolen := s.tokens(t, client, redirect, s.Acme.Account.ID, s.Alice, members.RoleOwner)
+		var wg sync.WaitGroup
+		statuses := make([]int, 2)
+		answers := make([]map[string]any, 2)
+		for i := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				statuses[i], answers[i] = refresh(stolen)
+			}()
+		}
+		wg.Wait()
+		won := slices.Index(statuses, http.StatusOK)
+		if won < 0 || statuses[1-won] != http.StatusBadRequest || answers[1-won]["error"] != "invalid_grant" {
+			t.Fatalf("two refreshes at once: %v %v, want one new pair and one invalid_grant", statuses, answers)
+		}
+		if r := s.call(t, answers[won]["access_token"].(string), "list_storage_datasets", nil); r.Status != http.StatusOK {
+			t.Fatalf("the new access token after a concurrent refresh: %+v, want the grant in force", r)
+		}
+		if status, out := refresh(answers[won]["refresh_token"].(string)); status != http.StatusOK {
+			t.Fatalf("the new refresh token after a concurrent refresh: %d %v", status, out)
+		}
+	})
+	t.Run("new access token used", func(t *testing.T) {
+		_, stolen := s.tokens(t, client, redirect, s.Acme.Account.ID, s.Alice, members.RoleOwner)
+		status, out := refresh(stolen) // the attacker, first
+		if status != http.StatusOK {
+			t.Fatalf("the attacker's refresh: %d %v", status, out)
+		}
+		access, next := out["access_token"].(string), out["refresh_token"].(string)
+		if r := s.call(t, access, "list_storage_datasets", nil); r.Status != http.StatusOK {
+			t.Fatalf("the attacker's access token: %+v", r)
+		}
+		if status, out := refresh(stolen); status != http.StatusBadRequest || out["error"] != "invalid_grant" || !strings.Contains(out["error_description"].(string), "revoked") { // the client, within the grace
+			t.Fatalf("the client's refresh after the attacker's use: %d %v, want invalid_grant saying the grant is revoked", status, out)
+		}
+		refused(t, s.call(t, access, "list_storage_datasets", nil), "the attacker's access token after the reuse")
+		if status, out := refresh(next); status != http.StatusBadRequest || out["error"] != "invalid_grant" {
+			t.Errorf("the attacker's refresh token after the reuse: %d %v, want invalid_grant", status, out)
+		}
+	})
+	t.Run("new refresh token used", func(t *testing.T) {
+		_, stolen := s.tokens(t, client, redirect, s.Acme.Account.ID, s.Alice, members.RoleOwner)
+		status, out := refresh(stolen)
+		if status != http.StatusOK {
+			t.Fatalf("the attacker's refresh: %d %v", status, out)
+		}
+		status, out = refresh(out["refresh_token"].(string))
+		if status != http.StatusOK {
+			t.Fatalf("the attacker's second refresh: %d %v", status, out)
+		}
+		if status, out := refresh(stolen); status != http.StatusBadRequest || out["error"] != "invalid_grant" {
+			t.Fatalf("the client's refresh after the attacker's: %d %v, want invalid_grant", status, out)
+		}
+		refused(t, s.call(t, out["access_token"].(string), "list_storage_datasets", nil), "the attacker's newest access token after the reuse")
+	})
 }
 
 // TestExpiredToken: an access token past its lifetime is refused, and a refresh brings a new

@@ -80,6 +80,13 @@ func (s *Server) Verify(ctx context.Context, token string) (auth.Principal, Gran
 	if roleLowered(a.GrantedRole, a.MemberRole) {
 		return auth.Principal{}, Grant{}, &InvalidTokenError{Reason: "the member's role was lowered since the client was allowed; allow it again"}
 	}
+	if !a.Seen {
+		// The token's first use: a reuse of the refresh token it was rotated from, within the
+		// grace, now revokes the grant (store.OAuthRefreshGrace).
+		if err := s.store.MarkOAuthAccessSeen(ctx, hash(token)); err != nil {
+			s.log.Warn("mcpauth: recording an access token's first use failed", "grant", a.GrantID, "err", err)
+		}
+	}
 	if err := s.store.TouchOAuthGrant(ctx, a.GrantID, s.now()); err != nil {
 		s.log.Debug("mcpauth: recording a grant's last use failed", "grant", a.GrantID, "err", err)
 	}

@@ -21,13 +21,16 @@ import (
 var ErrOAuthReplay = errors.New("the code or refresh token was already used; its grant is revoked")
 
 // ErrOAuthRefreshRaced reports a refresh token presented again within OAuthRefreshGrace of its
-// rotation: most likely two requests of the same client refreshing at once. It is refused, and
-// the grant is left in force (the other request got the new tokens).
+// rotation while nothing the rotation issued has been used yet: most likely two requests of the
+// same client refreshing at once. It is refused, and the grant is left in force (the other
+// request got the new tokens).
 var ErrOAuthRefreshRaced = errors.New("the refresh token was rotated moments ago by another request")
 
 // OAuthRefreshGrace is how long after its rotation a refresh token presented again counts as a
 // concurrent refresh (ErrOAuthRefreshRaced) rather than a reuse (ErrOAuthReplay, which revokes
-// the grant).
+// the grant), as long as the tokens the rotation issued are unused: once the new access token
+// was seen at the MCP endpoint or the new refresh token presented, a reuse within the grace
+// revokes the grant too.
 const OAuthRefreshGrace = 10 * time.Second
 
 // OAuthClient is a registered OAuth client (a public client: it has no secret).
@@ -131,6 +134,8 @@ type OAuthAccess struct {
 	// the member is no longer in the account.
 	Revoked    bool
 	RevokedWhy string
+	// Seen says that the token was used before (MarkOAuthAccessSeen).
+	Seen bool
 }
 
 // The reasons a change of membership gives for the grants it revokes (queries/web.sql writes
@@ -279,8 +284,8 @@ func (s *Store) RedeemOAuthCode(ctx context.Context, hash []byte, check func(OAu
 // marked used and the new tokens are stored for its grant. check judges the grant the token
 // belongs to (client, resource; the grant is still in force and its member still in the
 // account when check is called) before anything is issued. A refresh token used already is
-// ErrOAuthRefreshRaced when it was rotated less than OAuthRefreshGrace ago (the grant stays in
-// force), else ErrOAuthReplay, and its grant is revoked; an unknown, expired or revoked one, or
+// ErrOAuthRefreshRaced when it was rotated less than OAuthRefreshGrace ago and no token issued
+// since has been used (the grant stays in force), else ErrOAuthReplay, and its grant is revoked; an unknown, expired or revoked one, or
 // one whose grant is past tokens.GrantLifetime, is ErrNotFound. The new tokens never outlive
 // the grant's lifetime. then (nil: nothing) runs in the transaction when a replay revokes the
 // grant.
@@ -301,10 +306,20 @@ func (s *Store) RefreshOAuthTokens(ctx context.Context, hash []byte, now time.Ti
 		if err != nil {
 			return OAuthGrant{}, err
 		}
-		if recent {
-			return OAuthGrant{}, ErrOAuthRefreshRaced
+		if !recent {
+			return OAuthGrant{}, revokeReplayed(ctx, tx, q, old.GrantID, "rotated refresh token reused", then)
 		}
-		return OAuthGrant{}, revokeReplayed(ctx, tx, q, old.GrantID, "rotated refresh token reused", then)
+		used, err := q.OAuthRefreshSuccessorsUsed(ctx, hash)
+		if err != nil {
+			return OAuthGrant{}, err
+		}
+		if used {
+			// Whoever rotated the token has used what it got: this is not a request of a
+			// client racing itself, but one of two holders of the token (RFC 9700 section
+			// 4.14.2), and which of them is the thief cannot be told.
+			return OAuthGrant{}, revokeReplayed(ctx, tx, q, old.GrantID, "rotated refresh token reused after its successor was used", then)
+		}
+		return OAuthGrant{}, ErrOAuthRefreshRaced
 	}
 	if err != nil {
 		return OAuthGrant{}, err
@@ -362,7 +377,13 @@ func (s *Store) OAuthAccessByHash(ctx context.Context, hash []byte) (OAuthAccess
 	}
 	return OAuthAccess{GrantID: r.GrantID, AccountID: r.AccountID, UserID: r.UserID, ClientID: r.ClientID, Resource: r.Resource,
 		Scope: r.Scope, GrantedRole: r.GrantedRole, MemberRole: r.MemberRole, ExpiresAt: r.ExpiresAt, UserEmail: r.UserEmail,
-		ClientName: r.ClientName, GrantedAt: r.GrantedAt, Revoked: r.Revoked, RevokedWhy: r.RevokedWhy}, nil
+		ClientName: r.ClientName, GrantedAt: r.GrantedAt, Revoked: r.Revoked, RevokedWhy: r.RevokedWhy, Seen: r.Seen}, nil
+}
+
+// MarkOAuthAccessSeen records the first use of the access token whose hash is given (a refresh
+// token's reuse within OAuthRefreshGrace after it revokes the grant); later uses write nothing.
+func (s *Store) MarkOAuthAccessSeen(ctx context.Context, hash []byte) error {
+	return s.q.MarkOAuthAccessSeen(ctx, hash)
 }
 
 // TouchOAuthGrant records that the grant was used at at (written at most once a minute).

@@ -165,7 +165,13 @@ func chooseAccountURL(next string) string {
 // maxNextLength bounds the page a sign-in returns to (next), which the pre-sign-in session
 // keeps: a longer one is dropped (the person lands on the home page). Trial h11 D11: an
 // anonymous /signin?next= of a megabyte stored a megabyte in web_sessions, for two hours.
-const maxNextLength = 2048
+// 8 KiB, not the 2 KiB it was: the longest page a sign-in (or a re-authentication, or the
+// account choice) returns to is an MCP client's authorization request, whose redirect URI
+// may have 2 KiB (registration's bound), whose client ID may be the URL of a metadata
+// document, and whose state is the client's to choose; at 2 KiB a client with a long state
+// (3 KiB) lost its request and waited for ever. Each client address still starts at most
+// signinLimit sign-ins, so an anonymous loop stores at most 8 KiB a row, 60 rows a minute.
+const maxNextLength = 8192
 
 // signinLimit bounds the sign-ins one client address starts in each process: each keeps a
 // pre-sign-in session row (its state, nonce and PKCE verifier) and allows one code exchange at

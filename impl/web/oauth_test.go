@@ -373,3 +373,67 @@ func TestAccountChoiceKeepsTheAuthorizationRequest(t *testing.T) {
 	}
 }
 
+// TestLongAuthorizationRequestSurvivesSignIns: an MCP client's authorization request with a
+// state of 3 KiB comes back to the consent page through a first sign-in at the real provider,
+// through the account choice and through the re-authentication before a grant, and Allow
+// returns the whole state to the client. Before, the console kept the page a sign-in returns
+// to only up to 2 KiB, and the person landed on the home page instead: the client waited for
+// ever.
+func TestLongAuthorizationRequestSurvivesSignIns(t *testing.T) {
+	const reauthAfter = 3 * time.Second
+	e := start(t, func(w *config.Web) { w.ReauthAfter = reauthAfter })
+	acme := e.account(t, "acme", aliceEmail, "owner")
+	e.account(t, "globex", aliceEmail, "member")
+	redirect := "https://agent.example/cb"
+	clientID := e.registerClient(t, "Agent", redirect)
+	raw := make([]byte, 2304)
+	_, _ = rand.Read(raw)
+	state := base64.RawURLEncoding.EncodeToString(raw) // 3 KiB
+	q := url.Values{"response_type": {"code"}, "client_id": {clientID}, "redirect_uri": {redirect}, "state": {state},
+		"code_challenge": {strings.Repeat("A", 43)}, "code_challenge_method": {"S256"}, "resource": {e.URL + "/api/mcp"}}
+	allowedWithState := func(to string) {
+		t.Helper()
+		u, err := url.Parse(to)
+		if err != nil || !strings.HasPrefix(to, redirect+"?") || u.Query().Get("code") == "" || u.Query().Get("state") != state {
+			t.Fatalf("Allow sent the browser to %.200s, want %s with a code and the whole state", to, redirect)
+		}
+	}
+	b := e.browser(t)
+	// The first sign-in, from the consent page, then the choice of the account.
+	p := b.get("/oauth/authorize?" + q.Encode())
+	if p.Status != http.StatusSeeOther || !strings.HasPrefix(p.Location, e.URL+"/signin?") {
+		t.Fatalf("the consent page signed out: %d %s", p.Status, p.Location)
+	}
+	begin := b.get(p.Location)
+	if begin.Status != http.StatusFound || !strings.HasPrefix(begin.Location, e.IdP.Issuer()) {
+		t.Fatalf("the sign-in: %d %s", begin.Status, begin.Location)
+	}
+	back := b.get(b.toCallback(begin.Location, e.IdP.Issuer(), aliceEmail, alicePass))
+	if back.Status != http.StatusSeeOther || !strings.HasPrefix(back.Location, e.URL+"/signin/account?") {
+		t.Fatalf("the sign-in's callback: %d %s, want the account choice", back.Status, back.Location)
+	}
+	allowedWithState(chooseAccountThenAllow(t, b, back, acme.ID, q))
+	// The re-authentication before a grant, once the sign-in is older than reauth_after.
+	time.Sleep(reauthAfter + 100*time.Millisecond)
+	p = b.get("/oauth/authorize?" + q.Encode())
+	if p.Status != http.StatusSeeOther || !strings.Contains(p.Location, "reauth=1") {
+		t.Fatalf("a stale consent page: %d %s", p.Status, p.Location)
+	}
+	begin = b.get(p.Location)
+	if begin.Status != http.StatusFound || !strings.HasPrefix(begin.Location, e.IdP.Issuer()) {
+		t.Fatalf("the re-authentication: %d %s", begin.Status, begin.Location)
+	}
+	consent := b.follow(b.get(b.toCallback(begin.Location, e.IdP.Issuer(), aliceEmail, alicePass)), nil)
+	if consent.Status != http.StatusOK || !strings.Contains(consent.Body, `name="decision" value="allow"`) || !strings.Contains(consent.Body, state) {
+		t.Fatalf("after the re-authentication: %d %.300s, want the consent page with the state", consent.Status, consent.Body)
+	}
+	form := url.Values{"decision": {"allow"}, "account_id": {acme.ID.String()}}
+	for k, v := range q {
+		form[k] = v
+	}
+	allowed := b.post("/oauth/authorize", form)
+	if allowed.Status != http.StatusSeeOther {
+		t.Fatalf("Allow after the re-authentication: %d %.300s", allowed.Status, allowed.Body)
+	}
+	allowedWithState(allowed.Location)
+}

@@ -170,7 +170,7 @@ func TestReplayedCallbackRefused(t *testing.T) {
 	}
 }
 
-// TestSignInStartIsBounded: the page a sign-in returns to is kept only up to 2 KiB (a longer
+// TestSignInStartIsBounded: the page a sign-in returns to is kept only up to 8 KiB (a longer
 // one is dropped, so the pre-sign-in session stays small), and one client address starts at
 // most 60 sign-ins at once, then gets 429 with Retry-After, until its bucket refills. Trial
 // h11 D11 and D12: an anonymous /signin?next= of a megabyte stored a megabyte per request in

@@ -140,6 +140,10 @@ type Approval struct {
 	ArgumentsHash        string
 	CreatedAt, ExpiresAt time.Time
 	ResolvedAt           *time.Time
+	// NoFreeSlot reports, on the approval RequestSpawn has just made, that every slot of the
+	// account ran a session when it was asked, so that approved then the spawn would fail; it
+	// is false on every other approval.
+	NoFreeSlot bool
 }
 
 // SlotAssignment is a slot as the operator sees it.

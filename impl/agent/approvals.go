@@ -137,7 +137,8 @@ func (s *Service) RequestSpawn(ctx context.Context, p auth.Principal, a SpawnAct
 		return Approval{}, err
 	}
 	// An account without a slot gets a refusal now, not an approval that can only fail once a
-	// person has approved it (trial h9 D10). Whether a slot is free is seen when it runs.
+	// person has approved it (trial h9 D10). Whether a slot is free is seen when it runs; the
+	// approval says whether one is now (newcomer walk s11h3: only the Approvals page said so).
 	has, err := hasSlot(ctx, s.q, p.AccountID)
 	if err != nil {
 		return Approval{}, err
@@ -145,7 +146,35 @@ func (s *Service) RequestSpawn(ctx context.Context, p auth.Principal, a SpawnAct
 	if !has {
 		return Approval{}, errNoSlot
 	}
-	return s.request(ctx, p, "spawn", a)
+	free, err := hasFreeSlot(ctx, s.q, p.AccountID)
+	if err != nil {
+		return Approval{}, err
+	}
+	ap, err := s.request(ctx, p, "spawn", a)
+	ap.NoFreeSlot = err == nil && !free
+	return ap, err
+}
+
+// hasFreeSlot reports whether a slot of the account runs no session now, whichever key
+// started the sessions that run (the rule of FreeAgentSlots, without its lock).
+func hasFreeSlot(ctx context.Context, q *store.AgentQueries, account uuid.UUID) (bool, error) {
+	slots, err := q.ListAgentSlots(ctx, &account)
+	if err != nil {
+		return false, err
+	}
+	for _, sl := range slots {
+		row, err := q.LatestSlotSession(ctx, sl.ID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return true, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if Ended(row.State) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // hasSlot reports whether the account has an agent slot at all (free or not).

@@ -107,6 +107,9 @@ type AgentApproval struct {
 	SessionID, MessageID, Failure string
 	CreatedAt, ExpiresAt          time.Time
 	ResolvedAt                    *time.Time
+	// NoFreeSlot reports, on a spawn's approval just created, that every slot of the caller's
+	// account ran a session at the time of the call: approved then, the spawn would fail.
+	NoFreeSlot bool
 }
 
 // Agent tool names.
@@ -387,6 +390,10 @@ func approvalText(ap AgentApproval, created bool) string {
 	case created:
 		fmt.Fprintf(&b, "Approval %s created: %s waits until %s for a person to approve it, on the web console's Approvals page or with tollgate admin approval approve %s; nothing runs before. Poll agent_action_status with approval_id %s.",
 			ap.ID, tool, formatTime(ap.ExpiresAt), ap.ID, ap.ID)
+		if ap.NoFreeSlot {
+			b.WriteString(" No slot is free now: every agent slot of the account runs a session, so approved now the spawn would fail. " +
+				"Stop a session first (DELETE /v1/agents/{slot}, or Stop the session on the web console's Agents page) or wait for one to end, then have it approved.")
+		}
 	case ap.State == "pending":
 		fmt.Fprintf(&b, "Approval %s (%s) is pending until %s; nothing has run.", ap.ID, tool, formatTime(ap.ExpiresAt))
 	case ap.State == "approved":

@@ -132,3 +132,24 @@ func TestApprovalCreatedSaysWhereToApprove(t *testing.T) {
 		t.Errorf("approvalText of a new approval begins %q, want %q", strings.SplitAfter(got, "\n")[0], want)
 	}
 }
+
+// TestApprovalCreatedSaysNoSlotIsFree: a spawn's approval made while every slot of the account
+// ran a session says so after where to approve it, with what to do; one made with a slot free,
+// and any approval read later, say nothing of it (newcomer walk s11h3: only the console's
+// Approvals page warned, and the spawn failed once approved).
+func TestApprovalCreatedSaysNoSlotIsFree(t *testing.T) {
+	ap := AgentApproval{ID: "a1", Action: "spawn", State: "pending", ExpiresAt: time.Date(2026, 12, 8, 6, 5, 47, 0, time.UTC), NoFreeSlot: true}
+	const want = "Poll agent_action_status with approval_id a1. No slot is free now: every agent slot of the account runs a session, " +
+		"so approved now the spawn would fail. Stop a session first (DELETE /v1/agents/{slot}, or Stop the session on the web console's Agents page) " +
+		"or wait for one to end, then have it approved.\n"
+	if got := approvalText(ap, true); !strings.Contains(got, want) {
+		t.Errorf("approvalText of a spawn with no free slot begins %q, want it to hold %q", strings.SplitAfter(got, "\n")[0], want)
+	}
+	free := ap
+	free.NoFreeSlot = false
+	for _, got := range []string{approvalText(free, true), approvalText(ap, false)} {
+		if strings.Contains(got, "No slot is free") {
+			t.Errorf("approvalText says no slot is free where it need not: %q", strings.SplitAfter(got, "\n")[0])
+		}
+	}
+}

@@ -53,7 +53,7 @@ func session(v agent.SessionView) mcp.AgentSession {
 func approval(a agent.Approval) mcp.AgentApproval {
 	return mcp.AgentApproval{ID: a.ID, Action: a.Action, Arguments: a.Arguments, State: a.State, ActionStatus: a.ActionStatus,
 		SessionID: a.SessionID, MessageID: a.MessageID, Failure: a.Failure, CreatedAt: a.CreatedAt, ExpiresAt: a.ExpiresAt,
-		ResolvedAt: a.ResolvedAt}
+		ResolvedAt: a.ResolvedAt, NoFreeSlot: a.NoFreeSlot}
 }
 
 // Sessions implements mcp.AgentService.

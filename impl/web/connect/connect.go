@@ -170,7 +170,7 @@ func (s Setup) Text() string {
 
 // All is the setup of every client, in the order the console shows them.
 func All(t Target) []Setup {
-	return []Setup{ClaudeCode(t), Codex(t), Opencode(t), OpenAISDK(t), AnthropicSDK(t), AISDK(t), LangChain(t), MCP(t)}
+	return []Setup{ClaudeCode(t), Codex(t), Opencode(t), OpenAISDK(t), AnthropicSDK(t), AISDK(t), LangChain(t), MCP(t), Curl(t)}
 }
 
 // ChooseModels picks, among the model ids a key may use (in the account's order), the first
@@ -624,6 +624,31 @@ func MCP(t Target) Setup {
 	}, Note: "Run by the test suite (impl/realclients) with Claude Code, Codex, the MCP TypeScript SDK and the MCP Inspector. " +
 		"Against the built-in simulator (make run), run Claude Code with ENABLE_TOOL_SEARCH=false to have it call the tools: " +
 		"it otherwise hides MCP tools behind its ToolSearch tool, which the simulator does not use (real models do)."}
+}
+
+// Curl is a plain check that the key works, with curl: the key's models (GET /v1/models), then
+// one chat completion on the chat model (or, for a key without one, one Anthropic message on
+// the Messages model). Its note says that the same key starts an agent (POST /v1/agents), and
+// that the MCP agent tools only ask for an owner's approval.
+func Curl(t Target) Setup {
+	s := Setup{ID: "curl", Client: "curl (a quick check)"}
+	auth := ` -H "Authorization: Bearer $` + KeyVariable + `"`
+	text := exportKey(t) + "curl -s " + shellWord(t.BaseURL+"/v1/models") + auth + "\n"
+	switch {
+	case t.ChatModel != "":
+		body := `{"model":` + jsonString(t.ChatModel) + `,"messages":[{"role":"user","content":"Hello!"}]}`
+		text += "curl -s " + shellWord(t.BaseURL+"/v1/chat/completions") + auth + " \\\n" +
+			"  -H 'Content-Type: application/json' -d " + shellWord(body) + "\n"
+	case t.MessagesModel != "":
+		body := `{"model":` + jsonString(t.MessagesModel) + `,"max_tokens":200,"messages":[{"role":"user","content":"Hello!"}]}`
+		text += "curl -s " + shellWord(t.BaseURL+"/v1/messages") + auth + " \\\n" +
+			"  -H 'Content-Type: application/json' -H 'anthropic-version: 2023-06-01' -d " + shellWord(body) + "\n"
+	}
+	s.Blocks = []Block{{Where: "Your shell", Lang: "sh", Text: text}}
+	s.Note = "The model list, then one request: a key that works gets JSON back, a refused one an error that says why. " +
+		"The same key starts an agent session in one of the account's slots (POST /v1/agents); " +
+		"the MCP agent tools (agent_spawn, agent_prompt) only ask, and wait for an owner's approval on the web console's Approvals page."
+	return s
 }
 
 // shellWord is s as one shell word: as it is when it holds only characters the shell takes

@@ -66,14 +66,19 @@ func (w *worstCase) affordable(hi int, available int64) int {
 
 // inputAlone is the sentence of a refusal whose request's worst case without any output,
 // held micro-units, is more than the available credit: what the input (with hosted tools'
-// results and fees, when the request offers them) holds, and what is free.
-func (w *worstCase) inputAlone(held, available int64) string {
+// results and fees, when the request offers them) holds, and what is free of the account's
+// credit or left of the key's cap (capped).
+func (w *worstCase) inputAlone(held, available int64, capped bool) string {
 	what := "input alone holds"
 	if w.hostedFees > 0 {
 		what = "input and hosted tools alone hold"
 	}
-	return fmt.Sprintf("The request's %s up to %d micro-units (%s) before any output, more than the %d (%s) free.",
-		what, held, apierror.USD(held), available, apierror.USD(available))
+	whose := "free"
+	if capped {
+		whose = "left of the key's credit cap"
+	}
+	return fmt.Sprintf("The request's %s up to %d micro-units (%s) before any output, more than the %d (%s) %s.",
+		what, held, apierror.USD(held), available, apierror.USD(available), whose)
 }
 
 // creditLeft is what a refused reservation's error says the caller can afford: the account's
@@ -108,7 +113,8 @@ func (eng *Engine) reserveFitted(ctx context.Context, p auth.Principal, requestI
 		if held := w.at(0); held > available {
 			// Not one output token fits: the input (and hosted tools) alone is more than the
 			// credit, which is what the refusal says rather than "0 output tokens".
-			return nil, 0, refuseBound(err, w.inputAlone(held, available), true)
+			var capped *billing.KeyCapError
+			return nil, 0, refuseBound(err, w.inputAlone(held, available, errors.As(err, &capped)), true)
 		}
 		fits := w.affordable(outBound, available)
 		if asked > 0 {

@@ -264,7 +264,7 @@ func TestInputAloneBeyondTheCreditSaysSo(t *testing.T) {
 	rich := g.NewTenant(t, "rich", 0, 100_000_000)
 	capMicros := int64(granted)
 	capped, _ := keyWith(t, g, rich.Account.ID, accounts.KeyOptions{Name: "capped", CreditCapMicros: &capMicros, CapPeriod: store.CapPeriodNone})
-	inputAlone := regexp.MustCompile(`^The request's (input alone holds|input and hosted tools alone hold) up to (\d+) micro-units \(\$\d+\.\d{6}\) before any output, more than the (\d+) \(\$\d+\.\d{6}\) free\. [A-Z]`)
+	inputAlone := regexp.MustCompile(`^The request's (input alone holds|input and hosted tools alone hold) up to (\d+) micro-units \(\$\d+\.\d{6}\) before any output, more than the (\d+) \(\$\d+\.\d{6}\) (free|left of the key's credit cap)\. [A-Z]`)
 	for _, c2 := range []struct {
 		name, path, body, key, what string
 		messages                    bool
@@ -299,6 +299,9 @@ func TestInputAloneBeyondTheCreditSaysSo(t *testing.T) {
 			free, _ := strconv.ParseInt(m[3], 10, 64)
 			if free != granted || held <= free {
 				t.Errorf("the input holds %d, %d free; want more than the %d free", held, free, granted)
+			}
+			if whose := map[bool]string{false: "free", true: "left of the key's credit cap"}[c2.key == capped]; m[4] != whose {
+				t.Errorf("the credit is said to be %q, want %q: %s", m[4], whose, env.Error.Message)
 			}
 		})
 	}

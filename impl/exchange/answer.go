@@ -178,7 +178,7 @@ func (x *Exchange) Answer() ([]byte, llm.Usage, error) {
 		// it the same.
 		shown := *resp
 		shown.Usage = x.billedUsage(usage, 0)
-		ans, err = convert.EncodeResponse(x.client, &shown, convert.Meta{ID: ResponseID(x.client, x.requestID), Created: x.started.Unix(), Model: x.model.ID, Request: x.ir})
+		ans, err = convert.EncodeResponse(x.client, &shown, convert.Meta{ID: ResponseID(x.client, x.requestID), Created: x.started.Unix(), Model: x.model.ID, Request: x.echoedRequest()})
 	}
 	if err == nil && usage.OutputTokens <= 0 && resp == nil {
 		// An upstream that reports no output (one that is not quite the provider's API), or a
@@ -199,6 +199,20 @@ func (x *Exchange) Answer() ([]byte, llm.Usage, error) {
 		return nil, usage, err
 	}
 	return ans, usage, nil
+}
+
+// echoedRequest is the request a translated whole answer echoes (a Responses answer's
+// max_output_tokens and the rest): the client's, with the bound the serving expert was sent
+// when the request was fitted to its credit, as a Responses stream's response objects
+// (responsesEcho) and a Responses upstream's own answer, relayed, give it.
+func (x *Exchange) echoedRequest() *llm.Request {
+	f := x.fittedFor(x.expert)
+	if f == 0 || x.ir == nil || x.client != llm.FormatResponses {
+		return x.ir
+	}
+	r := *x.ir
+	r.MaxTokens = f
+	return &r
 }
 
 // answerChars are the characters of resp's text and tool arguments, and of the thinking and

@@ -349,3 +349,50 @@ func TestFittedBoundNamesWhatTheExpertWasSent(t *testing.T) {
 		}
 	}
 }
+
+// TestFittedResponsesEchoTheBound: a Responses request without max_output_tokens fitted to its
+// credit and served by a chat upstream (translated) echoes, in the response object, the bound
+// the upstream was sent, whole or streamed, as a Responses upstream's own answer does (its
+// echo is relayed) and as OpenAI's response objects give the bound in effect. Before, the
+// whole answer translated from chat echoed max_output_tokens null while the stream's
+// response.completed gave the bound.
+func TestFittedResponsesEchoTheBound(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: contractConfig(t)})
+	c := g.Client(t)
+	for _, stream := range []bool{false, true} {
+		// service-flint-base: a chat upstream, $1.50 a million output tokens.
+		tenant := g.NewTenant(t, fmt.Sprintf("responses-fitted-%t", stream), 0, 2_500)
+		body := fmt.Sprintf(`{"model":"service-flint-base","stream":%t,"input":"hi [[sim words=20]]"}`, stream)
+		status, hdr, out := do(t, c, g.URL, request{"POST", "/v1/responses", body}, map[string]string{"Authorization": "Bearer " + tenant.Key})
+		if status != 200 {
+			t.Fatalf("stream=%t: %d %s", stream, status, out)
+		}
+		fitted := fittedOf(t, hdr)
+		if fitted < 1024 || fitted != sentBound(t, g) {
+			t.Fatalf("stream=%t: fitted %d, the upstream was sent %d", stream, fitted, sentBound(t, g))
+		}
+		object := out
+		if stream {
+			// The last event's data is response.completed's.
+			i := strings.LastIndex(string(out), "data: ")
+			object = []byte(strings.TrimSpace(string(out[i+len("data: "):])))
+			var ev struct {
+				Type     string          `json:"type"`
+				Response json.RawMessage `json:"response"`
+			}
+			if err := json.Unmarshal(object, &ev); err != nil || ev.Type != "response.completed" {
+				t.Fatalf("stream: last event %s (%v)", object, err)
+			}
+			object = ev.Response
+		}
+		var echo struct {
+			MaxOutputTokens *int `json:"max_output_tokens"`
+		}
+		if err := json.Unmarshal(object, &echo); err != nil {
+			t.Fatal(err)
+		}
+		if echo.MaxOutputTokens == nil || *echo.MaxOutputTokens != fitted {
+			t.Errorf("stream=%t: the response object echoes max_output_tokens %v, want the fitted %d: %s", stream, echo.MaxOutputTokens, fitted, object)
+		}
+	}
+}

@@ -107,6 +107,9 @@ func runAdminWith(ctx context.Context, args []string, streams adminIO) error {
 	if err := requireMigrated(ctx, d.Store); err != nil {
 		return err
 	}
+	if unknown, err := d.Store.UnknownMigrations(ctx); err == nil && len(unknown) > 0 {
+		fmt.Fprintln(streams.notes, newerSchemaWarning(unknown, "this admin command runs on"))
+	}
 	a := &admin{svc: &accounts.Service{Store: d.Store, Config: cfg}, adminIO: streams}
 	return a.run(ctx, args[0], args[1], args[2:])
 }
@@ -126,6 +129,18 @@ func requireMigrated(ctx context.Context, st *store.Store) error {
 	return fmt.Errorf("the database lacks %d schema migration(s) this tollgate has (%s): the admin commands do not change the schema; "+
 		"run `tollgate migrate` with this binary first (it upgrades the schema under the running gateways: upgrade them with it)",
 		len(pending), versionSpan(pending))
+}
+
+// newerSchemaWarning is what a binary says when the database records migrations it does not
+// have (store.UnknownMigrations): the schema is newer than the binary, whose writes the newer
+// schema may refuse or read otherwise. It runs on, said what: a rolling upgrade leaves the older
+// gateways serving on the new schema for a while, and refusing would stop them; the operator
+// is told to finish the upgrade (or the rollback's restore).
+func newerSchemaWarning(unknown []string, what string) string {
+	return fmt.Sprintf("warning: the database's schema is newer than this tollgate: it has %d migration(s) this binary does not know (%s), "+
+		"applied by a newer tollgate; %s, but rows it writes may be refused or read otherwise: "+
+		"run the tollgate version that applied them (upgrade this binary), or restore the database from before them to roll back",
+		len(unknown), versionSpan(unknown), what)
 }
 
 // versionSpan names migration versions: all of them when they are few, else the first and the

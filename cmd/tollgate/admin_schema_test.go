@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -77,5 +79,46 @@ func TestAdminLeavesTheSchemaAlone(t *testing.T) {
 	}
 	if out := mustAdmin(t, "account create acme"); !strings.Contains(out, "account acme created") {
 		t.Fatalf("account create once migrated: %s", out)
+	}
+}
+
+// TestOlderBinaryWarnsOfANewerSchema: a database that records a migration this binary does not
+// have (a newer tollgate applied it; this one is a rollback, or an admin older than the
+// gateways) is said so, with the version: on the admin command's stderr (the command still
+// runs, its stdout unchanged) and in the log of a process that opens the database to serve
+// (serve, dev, migrate). Before, nothing told the operator.
+func TestOlderBinaryWarnsOfANewerSchema(t *testing.T) {
+	url := migratedDatabase(t)
+	t.Setenv("DATABASE_URL", url)
+	t.Setenv("LOG_LEVEL", "error")
+	ctx := context.Background()
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if unknown, err := st.UnknownMigrations(ctx); err != nil || len(unknown) != 0 {
+		t.Fatalf("a database this binary migrated has unknown migrations %v (%v)", unknown, err)
+	}
+	const future = "9999_from_a_newer_tollgate"
+	if _, err := st.Pool().Exec(ctx, "INSERT INTO schema_migrations (version) VALUES ($1)", future); err != nil {
+		t.Fatal(err)
+	}
+	out, notes, err := adminRunIO(t, "account create acme", "")
+	if err != nil || !strings.Contains(out, "account acme created") {
+		t.Fatalf("account create on a newer schema: %v\n%s", err, out)
+	}
+	if !strings.Contains(notes, "schema is newer than this tollgate") || !strings.Contains(notes, future) {
+		t.Errorf("the admin command did not warn of the newer schema on stderr: %q", notes)
+	}
+
+	var log bytes.Buffer
+	d, err := openDatabase(ctx, false, slog.New(slog.NewTextHandler(&log, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	if !strings.Contains(log.String(), "level=WARN") || !strings.Contains(log.String(), future) {
+		t.Errorf("opening the database to serve did not warn of the newer schema: %s", log.String())
 	}
 }

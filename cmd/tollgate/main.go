@@ -232,6 +232,9 @@ func openDatabase(ctx context.Context, local bool, log *slog.Logger) (*database,
 	if len(applied) > 0 {
 		log.Info("applied migrations", "versions", applied)
 	}
+	if unknown, err := d.Store.UnknownMigrations(ctx); err == nil && len(unknown) > 0 {
+		log.Warn(newerSchemaWarning(unknown, "this process runs on"), "unknown_migrations", unknown)
+	}
 	return d, nil
 }
 

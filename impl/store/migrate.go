@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"slices"
 	"sort"
 	"strings"
 
@@ -17,15 +18,13 @@ import (
 // versions it applied. Concurrent callers
 // (several gateway processes starting together) are serialised by an advisory lock.
 func (s *Store) Migrate(ctx context.Context) ([]string, error) {
-	files, err := fs.Glob(queries.Migrations, "migrations/*.sql")
+	versions, err := knownMigrations()
 	if err != nil {
 		return nil, err
 	}
-	sort.Strings(files)
 	var applied []string
-	for _, file := range files {
-		version := strings.TrimSuffix(strings.TrimPrefix(file, "migrations/"), ".sql")
-		script, err := fs.ReadFile(queries.Migrations, file)
+	for _, version := range versions {
+		script, err := fs.ReadFile(queries.Migrations, "migrations/"+version+".sql")
 		if err != nil {
 			return applied, err
 		}
@@ -80,31 +79,67 @@ func (s *Store) applyMigration(ctx context.Context, version, script string) (boo
 // applying any: a command that must not change the schema (the operator's CLI) refuses to run
 // against a database that lacks some of them.
 func (s *Store) PendingMigrations(ctx context.Context) ([]string, error) {
-	files, err := fs.Glob(queries.Migrations, "migrations/*.sql")
+	known, err := knownMigrations()
 	if err != nil {
 		return nil, err
 	}
-	sort.Strings(files)
-	applied := map[string]bool{}
-	present, err := s.q.SchemaMigrationsTableExists(ctx)
+	applied, err := s.appliedMigrations(ctx)
 	if err != nil {
 		return nil, err
-	}
-	if present {
-		versions, err := s.q.ListAppliedMigrations(ctx)
-		if err != nil {
-			return nil, err
-		}
-		for _, v := range versions {
-			applied[v] = true
-		}
 	}
 	var pending []string
-	for _, file := range files {
-		if version := strings.TrimSuffix(strings.TrimPrefix(file, "migrations/"), ".sql"); !applied[version] {
+	for _, version := range known {
+		if !slices.Contains(applied, version) {
 			pending = append(pending, version)
 		}
 	}
 	river, err := s.pendingRiver(ctx)
 	return append(pending, river...), err
+}
+
+// UnknownMigrations returns the versions the database records as applied that this binary does
+// not have: its schema is newer than the binary (a gateway rolled back after a newer one
+// migrated, or an admin command older than the gateways). Such a binary may write rows the
+// newer schema refuses or reads differently; the caller warns.
+func (s *Store) UnknownMigrations(ctx context.Context) ([]string, error) {
+	known, err := knownMigrations()
+	if err != nil {
+		return nil, err
+	}
+	applied, err := s.appliedMigrations(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var unknown []string
+	for _, version := range applied {
+		if _, found := slices.BinarySearch(known, version); !found {
+			unknown = append(unknown, version)
+		}
+	}
+	return unknown, nil
+}
+
+// knownMigrations returns the versions of the embedded migrations, in the order Migrate
+// applies them.
+func knownMigrations() ([]string, error) {
+	files, err := fs.Glob(queries.Migrations, "migrations/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	versions := make([]string, 0, len(files))
+	for _, file := range files {
+		versions = append(versions, strings.TrimSuffix(strings.TrimPrefix(file, "migrations/"), ".sql"))
+	}
+	sort.Strings(versions)
+	return versions, nil
+}
+
+// appliedMigrations returns the versions the database records as applied (none before the
+// first migration made schema_migrations).
+func (s *Store) appliedMigrations(ctx context.Context) ([]string, error) {
+	present, err := s.q.SchemaMigrationsTableExists(ctx)
+	if err != nil || !present {
+		return nil, err
+	}
+	return s.q.ListAppliedMigrations(ctx)
 }

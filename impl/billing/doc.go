@@ -299,7 +299,11 @@
 // step after a failed model call) is reserved against the cap and counted as the ledger bills
 // it, not served as a request counted already. Settling is
 // idempotent (only a row not settled yet is settled), so a settlement retried after an unknown
-// outcome counts once. The
+// outcome counts once. A settlement beyond the reservation whose COMMIT went unanswered
+// (store.ErrOutcomeUnknown) may have added the excess the account was not charged (Settle
+// charges the reservation's part alone when the write fails): its retry settles the row at
+// that part, or brings a row the first write settled down to it, with the budget's spend
+// (store.ResettleKeyReservationBeyond), so the key counts what the usage record bills. The
 // settlement is written synchronously, after the answer has reached the client and without the
 // request's context (a client that went away is billed all the same); one that the database
 // does not take is kept in memory and retried by the maintenance, whose lease renewals keep

@@ -1,0 +1,138 @@
+package billing
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/impl/store"
+)
+
+// TestLostCommitOfABeyondSettlementCountsWhatWasBilled: a capped key's request billed beyond
+// its reservation (the dense text) settles against the key's budget in a transaction whose
+// COMMIT the server carries out and whose answer the relay drops, closing the connection. The
+// meter, told nothing, charges the account the reservation alone (the excess waived) and
+// leaves the settlement to the maintenance; the database holds the settlement with the excess
+// the cap had free. After the maintenance's retry the key's spend is what the account was
+// billed (its usage record and its ledger entry), and the rest of the cap is usable. Before,
+// the retry found the reservation settled and did nothing: the key counted 1,500,000 where the
+// account was billed 666,676, and a request needing the difference was refused.
+func TestLostCommitOfABeyondSettlementCountsWhatWasBilled(t *testing.T) {
+	ctx := context.Background()
+	cs, st0 := newDB(t)
+	acct := newAccount(t, st0, 100_000_000)
+	relay := newRelay(t, cs)
+	st := openStore(t, relay.ConnString())
+	m := New(st, Options{ChunkCapMicros: 10_000_000})
+	const capMicros = 1_500_000
+	capped := newCappedKey(t, st0, acct, capMicros, store.CapPeriodNone)
+
+	r, err := m.ReserveForKey(ctx, acct, "lost-commit", denseReserved, &capped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := denseRecord()
+	rec.KeyID = capped.KeyID
+	relay.LoseCommitAck()
+	charged := r.SettleUsage(rec)
+	if relay.LostAcks() != 1 {
+		t.Fatalf("%d commit answers lost: the settlement's COMMIT should have lost its answer", relay.LostAcks())
+	}
+	if charged != denseReserved {
+		t.Fatalf("charged %d: a settlement that failed should charge the reservation %d alone", charged, denseReserved)
+	}
+	if len(m.keys.pending) != 1 || m.keys.pending[0].unknownExtra != denseBill-denseReserved {
+		t.Fatalf("pending settlements %+v: want one whose outcome is unknown, with the excess %d", m.keys.pending, denseBill-denseReserved)
+	}
+	// The server committed the settlement, with the excess the cap had free.
+	if b := budget(t, st0, capped); b.SpentMicros != capMicros || b.ReservedMicros != 0 {
+		t.Fatalf("the key's budget after the lost answer %+v: the settlement should have committed %d", b, capMicros)
+	}
+
+	m.maintainKeys(ctx, time.Now())
+	if n := len(m.keys.pending); n != 0 {
+		t.Fatalf("%d key settlements still wait after the maintenance", n)
+	}
+	billed := settledRecord(t, m, st0, acct, "lost-commit")
+	if billed.CostMicros != charged || billed.CostMicros+billed.WaivedMicros != denseBill {
+		t.Fatalf("record: cost %d waived %d; want %d charged and the rest of %d waived", billed.CostMicros, billed.WaivedMicros, charged, denseBill)
+	}
+	if e, ok := usageLedger(t, st0, acct)["usage:lost-commit"]; !ok || -e.AmountMicros != billed.CostMicros {
+		t.Fatalf("ledger entry %+v (found %v), want %d billed", e, ok, billed.CostMicros)
+	}
+	if b := budget(t, st0, capped); b.SpentMicros != billed.CostMicros || b.ReservedMicros != 0 {
+		t.Errorf("the key's budget %+v after the retry: the key counts other than the account was billed (%d)", b, billed.CostMicros)
+	}
+	// The retry again (another maintenance, a duplicate) changes nothing.
+	m.keys.pending = append(m.keys.pending, keySettlement{keyID: capped.KeyID, requestID: "lost-commit", cost: charged})
+	m.keys.live.Add(1)
+	m.maintainKeys(ctx, time.Now())
+	if b := budget(t, st0, capped); b.SpentMicros != billed.CostMicros {
+		t.Errorf("the key's budget %+v after a second retry, want %d spent", b, billed.CostMicros)
+	}
+
+	// What the account was not billed is free in the cap.
+	rest := capMicros - billed.CostMicros
+	r, err = m.ReserveForKey(ctx, acct, "after", rest, &capped)
+	if err != nil {
+		t.Fatalf("a request needing the %d left of the cap: %v", rest, err)
+	}
+	r.Settle(rest, UsageRecord{KeyID: capped.KeyID})
+	if err := m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if b := budget(t, st0, capped); b.SpentMicros != capMicros {
+		t.Errorf("the key's budget %+v, want its cap %d spent", b, capMicros)
+	}
+	if _, usage, err := st0.UsageTotals(ctx, acct); err != nil || usage != capMicros {
+		t.Errorf("usage %d (%v), want %d: the key's spend is what the records charge", usage, err, capMicros)
+	}
+	checkRest(t, st0, acct)
+}
+
+// TestRefusedBeyondSettlementIsRetriedAtWhatWasBilled: the same request's settlement with the
+// database cut off (the connection reset before anything committed) is known not to have been
+// carried out: the retry, once the database is back, settles the reservation at what the
+// account was billed (the reservation), and the key counts that.
+func TestRefusedBeyondSettlementIsRetriedAtWhatWasBilled(t *testing.T) {
+	ctx := context.Background()
+	cs, st0 := newDB(t)
+	acct := newAccount(t, st0, 100_000_000)
+	relay := newRelay(t, cs)
+	st := openStore(t, relay.ConnString())
+	m := New(st, Options{ChunkCapMicros: 10_000_000})
+	capped := newCappedKey(t, st0, acct, 1_500_000, store.CapPeriodNone)
+
+	r, err := m.ReserveForKey(ctx, acct, "refused", denseReserved, &capped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := denseRecord()
+	rec.KeyID = capped.KeyID
+	relay.Cut()
+	if charged := r.SettleUsage(rec); charged != denseReserved {
+		t.Fatalf("charged %d: a settlement that failed should charge the reservation %d alone", charged, denseReserved)
+	}
+	if len(m.keys.pending) != 1 || m.keys.pending[0].unknownExtra != 0 {
+		t.Fatalf("pending settlements %+v: want one the database refused", m.keys.pending)
+	}
+	if b := budget(t, st0, capped); b.SpentMicros != 0 || b.ReservedMicros != denseReserved {
+		t.Fatalf("the key's budget %+v: nothing should have been settled", b)
+	}
+	relay.Restore()
+	// The pool's first tries may take connections the cut closed.
+	for deadline := time.Now().Add(10 * time.Second); len(m.keys.pending) > 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d key settlements still wait after the maintenance", len(m.keys.pending))
+		}
+		m.maintainKeys(ctx, time.Now())
+	}
+	billed := settledRecord(t, m, st0, acct, "refused")
+	if b := budget(t, st0, capped); b.SpentMicros != billed.CostMicros || b.SpentMicros != denseReserved || b.ReservedMicros != 0 {
+		t.Errorf("the key's budget %+v after the retry, want what the account was billed, %d", b, billed.CostMicros)
+	}
+	if err := m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkRest(t, st0, acct)
+}

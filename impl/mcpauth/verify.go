@@ -47,7 +47,9 @@ type Grant struct {
 // principal acts for the grant's account with no API key (KeyID is zero: no key's limits
 // apply, as for the member on the console); its OAuth field names the grant, the member and
 // the client, and its RPMLimit is the per-grant rate limit (Options.GrantRPM), which the
-// gateway's limiter keeps per grant. Other errors are the database's (apierror.Unavailable).
+// gateway's limiter keeps per grant. Other errors are the database's (apierror.Unavailable),
+// among them a failure to record the token's first use, which the refresh token reuse
+// detection needs: such a request is refused, not served.
 func (s *Server) Verify(ctx context.Context, token string) (auth.Principal, Grant, error) {
 	if !strings.HasPrefix(token, AccessTokenPrefix) {
 		return auth.Principal{}, Grant{}, &InvalidTokenError{Reason: "not an access token of this server"}
@@ -82,9 +84,13 @@ func (s *Server) Verify(ctx context.Context, token string) (auth.Principal, Gran
 	}
 	if !a.Seen {
 		// The token's first use: a reuse of the refresh token it was rotated from, within the
-		// grace, now revokes the grant (store.OAuthRefreshGrace).
+		// grace, now revokes the grant (store.OAuthRefreshGrace). A use that was not recorded
+		// is not served: an attacker who refreshed a stolen token first and then used what it
+		// got unrecorded would keep the grant when the client presented the stolen token
+		// within the grace (refused as a race of the client's own), the very case reuse
+		// detection is for. The client retries after the 503; its retry records the use.
 		if err := s.store.MarkOAuthAccessSeen(ctx, hash(token)); err != nil {
-			s.log.Warn("mcpauth: recording an access token's first use failed", "grant", a.GrantID, "err", err)
+			return auth.Principal{}, Grant{}, apierror.Unavailable("the database", err)
 		}
 	}
 	if err := s.store.TouchOAuthGrant(ctx, a.GrantID, s.now()); err != nil {

@@ -26,7 +26,7 @@ import (
 // Session data keys (besides session.UserIDKey and session.UserAgentKey).
 const (
 	keySignin    = "signin"     // the sign-in in progress (signin.Request, encoded)
-	keyAuthTime  = "auth_time"  // when the provider last authenticated the user (Unix seconds)
+	keyAuthTime  = "auth_time"  // when the provider last authenticated the user (Unix seconds; absent: it did not say)
 	keyIDToken   = "id_token"   // the raw ID token, for the logout's id_token_hint
 	keyAccountID = "account_id" // the account the user works in
 )
@@ -34,8 +34,10 @@ const (
 // Visitor is who makes a request: nobody (User nil), a signed-in user without an account
 // chosen (Account nil), or a member of Account.
 type Visitor struct {
-	User     *members.User
-	Account  *members.Membership
+	User    *members.User
+	Account *members.Membership
+	// AuthTime is when the provider last authenticated the user (its auth_time), zero when it
+	// did not say: then no sign-in of the session counts as recent (fresh).
 	AuthTime time.Time
 }
 
@@ -63,7 +65,9 @@ func (a *App) visitor(r *http.Request) (*Visitor, error) {
 		return nil, err
 	}
 	v.User = &u
-	v.AuthTime = time.Unix(a.sm.GetInt64(ctx, keyAuthTime), 0)
+	if at := a.sm.GetInt64(ctx, keyAuthTime); at != 0 {
+		v.AuthTime = time.Unix(at, 0)
+	}
 	if acct, err := uuid.Parse(a.sm.GetString(ctx, keyAccountID)); err == nil {
 		m, err := a.members.Membership(ctx, u.ID, acct)
 		switch {
@@ -254,7 +258,11 @@ func (a *App) callback(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	}
 	res, err := a.rp.Finish(ctx, req, r.URL.Query())
 	if err != nil {
-		if errors.Is(err, signin.ErrState) || errors.Is(err, signin.ErrNonce) || errors.Is(err, signin.ErrNotReauthed) || errors.Is(err, signin.ErrProvider) {
+		if errors.Is(err, signin.ErrNotReauthed) {
+			a.refuseReauth(w, r, v, err)
+			return
+		}
+		if errors.Is(err, signin.ErrState) || errors.Is(err, signin.ErrNonce) || errors.Is(err, signin.ErrProvider) {
 			a.log.Info("web: sign-in refused", "err", err)
 			a.fail(w, r, v, http.StatusBadRequest, "The sign-in failed. Sign in again.")
 			return
@@ -280,7 +288,14 @@ func (a *App) callback(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	a.sm.SetDeadline(ctx, now().Add(a.web.SessionAbsoluteTimeout))
 	a.sm.Put(ctx, session.UserIDKey, u.ID.String())
 	a.sm.Put(ctx, session.UserAgentKey, truncate(r.UserAgent(), 300))
-	a.sm.Put(ctx, keyAuthTime, res.AuthTime.Unix())
+	if res.AuthTime.IsZero() {
+		// The provider did not say when the person signed in: the token's issue time is not
+		// it (a provider re-issues tokens for its live session), so the sign-in does not
+		// count as recent, and the first key or grant goes through a re-authentication.
+		a.sm.Remove(ctx, keyAuthTime)
+	} else {
+		a.sm.Put(ctx, keyAuthTime, res.AuthTime.Unix())
+	}
 	a.sm.Put(ctx, keyIDToken, res.IDToken)
 	a.sm.Remove(ctx, keyAccountID)
 	if _, err := a.sessions.DeleteExpired(ctx); err != nil {
@@ -310,6 +325,29 @@ func (a *App) callback(w http.ResponseWriter, r *http.Request, v *Visitor) {
 		return
 	}
 	http.Redirect(w, r, "/signin/account?"+url.Values{"next": {next}}.Encode(), http.StatusSeeOther)
+}
+
+// refuseReauth answers a re-authentication the provider did not confirm (err is a
+// signin.ErrNotReauthed): nothing was done, the session stays as it was, and the page says
+// why and what the operator can change. With signin.ErrNoAuthTime the provider's ID token did
+// not say when the person signed in (no auth_time); otherwise it named an earlier sign-in.
+func (a *App) refuseReauth(w http.ResponseWriter, r *http.Request, v *Visitor, err error) {
+	why := "Creating a key or allowing an app needs a sign-in confirmed just now, so nothing was done. "
+	if v.User != nil {
+		why = "Creating a key or allowing an app needs a sign-in confirmed just now, so nothing was done; you are still signed in as before. "
+	}
+	if errors.Is(err, signin.ErrNoAuthTime) {
+		a.log.Warn("web: re-authentication refused: the provider's ID token has no auth_time; configure the provider to send it (docs/web.md)",
+			"issuer", a.web.Issuer)
+		a.fail(w, r, v, http.StatusForbidden, "Your identity provider did not confirm that you signed in again just now: "+
+			"its ID token does not say when you signed in (it has no auth_time). "+why+
+			"Ask the operator of this gateway to configure the identity provider to send auth_time in its ID tokens.")
+		return
+	}
+	a.log.Warn("web: re-authentication refused: the provider named an earlier sign-in (it ignored max_age=0 and prompt=login)",
+		"issuer", a.web.Issuer, "err", err)
+	a.fail(w, r, v, http.StatusForbidden, "Your identity provider did not sign you in again: it named an earlier sign-in. "+why+
+		"Try again; if this page comes back, ask the operator of this gateway to make the identity provider honour prompt=login and max_age.")
 }
 
 // enterAccount makes m the session's account, and audits the sign-in into it.

@@ -118,6 +118,13 @@ func startServing(t *testing.T, tune func(*config.Config), wrap func(net.Listene
 // time.Now; gateway.Options.Now).
 func startClocked(t *testing.T, tune func(*config.Config), wrap func(net.Listener) net.Listener, now func() time.Time) *env {
 	t.Helper()
+	return startWithProvider(t, tune, wrap, now, devoidc.Options{})
+}
+
+// startWithProvider is startClocked with the development provider behaving as quirks says
+// (its OmitAuthTime and IgnoreForcedLogin; its users and clients are the harness's).
+func startWithProvider(t *testing.T, tune func(*config.Config), wrap func(net.Listener) net.Listener, now func() time.Time, quirks devoidc.Options) *env {
+	t.Helper()
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	appLn, err := net.Listen("tcp", "127.0.0.1:0")
@@ -137,6 +144,8 @@ func startClocked(t *testing.T, tune func(*config.Config), wrap func(net.Listene
 		},
 		Clients: []devoidc.Client{{ID: "tollgate", Secret: "client-secret",
 			RedirectURIs: []string{appURL + "/auth/callback"}, PostLogoutRedirectURIs: []string{appURL + "/"}}},
+		OmitAuthTime:      quirks.OmitAuthTime,
+		IgnoreForcedLogin: quirks.IgnoreForcedLogin,
 	})
 	if err != nil {
 		t.Fatal(err)

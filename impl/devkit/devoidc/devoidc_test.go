@@ -42,22 +42,29 @@ type rp struct {
 	conf     oauth2.Config
 	verifier *oidc.IDTokenVerifier
 	browser  *http.Client
+	// noAuthTime says the provider leaves auth_time out (Options.OmitAuthTime).
+	noAuthTime bool
 }
 
 func start(t *testing.T) *rp {
+	t.Helper()
+	return startWith(t, devoidc.Options{})
+}
+
+// startWith is start with the provider's options o (its users and clients are the tests').
+func startWith(t *testing.T, o devoidc.Options) *rp {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := devoidc.Serve(ln, devoidc.Options{
-		Users: []devoidc.User{demo},
-		Clients: []devoidc.Client{{
-			ID: clientID, Secret: clientSecret,
-			RedirectURIs:           []string{redirectURI},
-			PostLogoutRedirectURIs: []string{afterLogout},
-		}},
-	})
+	o.Users = []devoidc.User{demo}
+	o.Clients = []devoidc.Client{{
+		ID: clientID, Secret: clientSecret,
+		RedirectURIs:           []string{redirectURI},
+		PostLogoutRedirectURIs: []string{afterLogout},
+	}}
+	p, err := devoidc.Serve(ln, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,8 +86,9 @@ func start(t *testing.T) *rp {
 			ClientID: clientID, ClientSecret: clientSecret, RedirectURL: redirectURI,
 			Endpoint: op.Endpoint(), Scopes: []string{oidc.ScopeOpenID, "email", "profile"},
 		},
-		verifier: op.Verifier(&oidc.Config{ClientID: clientID}),
-		browser:  newBrowser(t),
+		verifier:   op.Verifier(&oidc.Config{ClientID: clientID}),
+		browser:    newBrowser(t),
+		noAuthTime: o.OmitAuthTime,
 	}
 }
 
@@ -241,8 +249,11 @@ func (r *rp) exchange(code string, f flow) (*oauth2.Token, string, claims) {
 	if idt.Nonce != f.nonce || c.Nonce != f.nonce {
 		r.t.Fatalf("nonce %q, want %q", idt.Nonce, f.nonce)
 	}
-	if c.AuthTime == 0 {
+	if c.AuthTime == 0 && !r.noAuthTime {
 		r.t.Fatal("ID token without auth_time")
+	}
+	if c.AuthTime != 0 && r.noAuthTime {
+		r.t.Fatalf("ID token with auth_time %d from a provider told to omit it", c.AuthTime)
 	}
 	return tok, raw, c
 }
@@ -458,6 +469,35 @@ func TestForcedLogin(t *testing.T) {
 	pg := fresh.authorize(newFlow(), oauth2.SetAuthURLParam("prompt", "none"))
 	if pg.redirect == nil || pg.redirect.Query().Get("error") != "login_required" {
 		t.Fatalf("prompt=none without a session: got %d %v", pg.status, pg.redirect)
+	}
+}
+
+// TestProviderQuirks: OmitAuthTime leaves auth_time out of every ID token, a forced login's
+// too, and IgnoreForcedLogin completes prompt=login and max_age=0 from a signed-in browser
+// without the form, as the providers they stand for do; a browser without a session still
+// gets the form.
+func TestProviderQuirks(t *testing.T) {
+	r := startWith(t, devoidc.Options{OmitAuthTime: true, IgnoreForcedLogin: true})
+	_, first := r.signIn()
+	if first.SID == "" {
+		t.Fatal("ID token without sid")
+	}
+	for _, opt := range []oauth2.AuthCodeOption{
+		oauth2.SetAuthURLParam("prompt", "login"),
+		oauth2.SetAuthURLParam("max_age", "0"),
+	} {
+		f := newFlow()
+		pg := r.authorize(f, opt)
+		if isForm(pg) {
+			t.Fatalf("IgnoreForcedLogin showed the form for %v", opt)
+		}
+		if _, _, c := r.exchange(r.code(pg, f), f); c.SID != first.SID {
+			t.Fatalf("the forced login's sid %q, want the live session's %q", c.SID, first.SID)
+		}
+	}
+	other := &rp{t: t, p: r.p, oidc: r.oidc, conf: r.conf, verifier: r.verifier, browser: newBrowser(t), noAuthTime: true}
+	if pg := other.authorize(newFlow(), oauth2.SetAuthURLParam("prompt", "login")); !isForm(pg) {
+		t.Fatalf("a browser without a session skipped the form: %d %v", pg.status, pg.redirect)
 	}
 }
 

@@ -31,6 +31,11 @@
 //     cookie names and the one the id_token_hint's sid names, and redirects to the client's
 //     registered post_logout_redirect_uri with the state, or to a plain "signed out" page.
 //
+// Two options make it behave as some real providers do, for tests of a relying party:
+// Options.OmitAuthTime leaves auth_time out of every ID token (released Dex; Google without
+// its session age claims), and Options.IgnoreForcedLogin completes a request from a browser
+// with a live provider session without the form, prompt=login and max_age notwithstanding.
+//
 // Sessions reports how many provider sessions a subject holds, which is how tests check that
 // signing out ended them. The op package logs through slog's default logger; Options.Logger
 // receives this package's own lines (sign-ins, refused passwords, sessions ended).

@@ -82,7 +82,7 @@ func (p *Provider) showLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if c, err := r.Cookie(p.cookie); err == nil {
-		if sess, ok := p.store.sessionByCookie(c.Value); ok && !req.forcesLogin(sess.authTime, time.Now()) {
+		if sess, ok := p.store.sessionByCookie(c.Value); ok && (p.ignoreForcedLogin || !req.forcesLogin(sess.authTime, time.Now())) {
 			p.finish(w, r, id, sess, http.StatusFound)
 			return
 		}

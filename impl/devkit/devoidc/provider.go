@@ -34,6 +34,19 @@ type Options struct {
 	Clients []Client
 	// Logger receives the provider's own log lines; nil discards them.
 	Logger *slog.Logger
+
+	// The two options below make the provider behave as some real ones do, for tests of how a
+	// relying party copes; leave them off otherwise.
+
+	// OmitAuthTime leaves auth_time out of the ID tokens, even when the request carries
+	// max_age or prompt=login (OpenID Connect Core 1.0 section 2 requires it then): released
+	// Dex sends none, Google only with its session age claims, Entra ID only as an optional
+	// claim.
+	OmitAuthTime bool
+	// IgnoreForcedLogin completes a request from a browser with a live provider session
+	// without the form even when it carries prompt=login or a max_age the session is older
+	// than: the provider re-issues a token instead of authenticating the person again.
+	IgnoreForcedLogin bool
 }
 
 // Provider is a running development OpenID provider.
@@ -46,9 +59,11 @@ type Provider struct {
 	// onlyEmail is the e-mail of the provider's one user ("" when it has several): the
 	// sign-in form starts with it (make run's demo user; trial h6).
 	onlyEmail string
-	srv       *http.Server
-	served    chan struct{}
-	closing   sync.Once
+	// ignoreForcedLogin is Options.IgnoreForcedLogin.
+	ignoreForcedLogin bool
+	srv               *http.Server
+	served            chan struct{}
+	closing           sync.Once
 }
 
 // Serve builds the provider for the listener's address (issuer "http://<ln.Addr()>") and
@@ -91,8 +106,9 @@ func newProvider(issuer string, o Options) (*Provider, error) {
 		log:    log,
 		// Cookies do not tell ports apart: two providers on one host keep their sessions in
 		// different cookies.
-		cookie: "devoidc_session_" + u.Port(),
-		served: make(chan struct{}),
+		cookie:            "devoidc_session_" + u.Port(),
+		served:            make(chan struct{}),
+		ignoreForcedLogin: o.IgnoreForcedLogin,
 	}
 	users, err := checkUsers(o.Users)
 	if err != nil {
@@ -112,6 +128,9 @@ func newProvider(issuer string, o Options) (*Provider, error) {
 		clients[c.ID] = &client{Client: c, loginURL: p.loginURL}
 	}
 	p.store, err = newStorage(users, clients, log)
+	if p.store != nil {
+		p.store.omitAuthTime = o.OmitAuthTime
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -43,6 +43,8 @@ type authRequest struct {
 	subject  string
 	authTime time.Time
 	sid      string
+	// omitAuthTime keeps auth_time out of the ID token (Options.OmitAuthTime).
+	omitAuthTime bool
 
 	// code is the authorization code issued for the request, codeIssued when; exchanged is
 	// set by the first token exchange so that a concurrent second one fails.
@@ -57,6 +59,9 @@ func (a *authRequest) GetID() string         { return a.id }
 func (a *authRequest) GetACR() string        { return "" }
 func (a *authRequest) GetAudience() []string { return []string{a.req.ClientID} }
 func (a *authRequest) GetAuthTime() time.Time {
+	if a.omitAuthTime {
+		return time.Time{} // op leaves a zero auth_time out of the ID token
+	}
 	return a.authTime
 }
 func (a *authRequest) GetClientID() string                { return a.req.ClientID }
@@ -127,6 +132,8 @@ type storage struct {
 	users   []User // fixed after start
 	clients map[string]*client
 	log     *slog.Logger
+	// omitAuthTime is Options.OmitAuthTime, given to every authorization request.
+	omitAuthTime bool
 
 	mu       sync.Mutex
 	requests map[string]*authRequest // by request id
@@ -233,7 +240,7 @@ func (s *storage) CreateAuthRequest(_ context.Context, req *oidc.AuthRequest, _ 
 		return nil, oidc.ErrInvalidRequest().WithDescription("PKCE with code_challenge_method=S256 is required")
 	}
 	now := time.Now()
-	r := &authRequest{id: rand.Text(), created: now, req: *req}
+	r := &authRequest{id: rand.Text(), created: now, req: *req, omitAuthTime: s.omitAuthTime}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.pruneLocked(now)

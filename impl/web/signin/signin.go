@@ -28,12 +28,18 @@ type Config struct {
 // clocks of the provider and the gateway differ a little).
 const reauthSkew = 5 * time.Second
 
-// Errors of Finish. None of them is shown to the user beyond "sign-in failed".
+// Errors of Finish. Beyond what ErrNotReauthed and ErrNoAuthTime say (that the provider did
+// not confirm a fresh sign-in), none of them is shown to the user beyond "sign-in failed".
 var (
 	ErrState       = errors.New("signin: state does not match")
 	ErrNonce       = errors.New("signin: nonce does not match")
 	ErrNotReauthed = errors.New("signin: the provider did not sign the user in again")
-	ErrProvider    = errors.New("signin: the provider refused")
+	// ErrNoAuthTime is a re-authentication whose ID token does not say when the provider
+	// authenticated the user (no auth_time, which OpenID Connect Core 1.0 section 2 requires
+	// when max_age is requested): the provider may have re-issued a token for its live session
+	// without asking anyone anything. It is an ErrNotReauthed.
+	ErrNoAuthTime = fmt.Errorf("%w: the ID token has no auth_time", ErrNotReauthed)
+	ErrProvider   = errors.New("signin: the provider refused")
 )
 
 // RP is the relying party. It is safe for concurrent use.
@@ -145,8 +151,9 @@ type Result struct {
 	Email           string
 	EmailVerified   bool
 	Name            string
-	// AuthTime is when the provider last authenticated the user (auth_time; the token's
-	// issue time when the provider does not say).
+	// AuthTime is when the provider last authenticated the user (auth_time), zero when the
+	// provider does not say. It is never the token's issue time: a provider with single
+	// sign-on issues a token now for a person who typed their password days ago.
 	AuthTime time.Time
 	// IDToken is the raw ID token, kept for the logout's id_token_hint.
 	IDToken string
@@ -154,7 +161,8 @@ type Result struct {
 
 // Finish completes the sign-in req with the callback's query: it checks the state, redeems the
 // code with the PKCE verifier, verifies the ID token (issuer, audience, expiry, signature), and
-// checks its nonce and, for a re-authentication, that auth_time is not older than the request.
+// checks its nonce and, for a re-authentication, that auth_time is there (ErrNoAuthTime) and
+// not older than the request (ErrNotReauthed). An ordinary sign-in needs no auth_time.
 func (rp *RP) Finish(ctx context.Context, req Request, query url.Values) (Result, error) {
 	if subtle.ConstantTimeCompare([]byte(query.Get("state")), []byte(req.State)) != 1 {
 		return Result{}, ErrState
@@ -194,8 +202,7 @@ func (rp *RP) Finish(ctx context.Context, req Request, query url.Values) (Result
 	if err := idt.Claims(&claims); err != nil {
 		return Result{}, fmt.Errorf("%w: claims: %v", ErrProvider, err)
 	}
-	res := Result{Issuer: idt.Issuer, Subject: idt.Subject, Email: claims.Email, Name: claims.Name,
-		AuthTime: idt.IssuedAt, IDToken: raw}
+	res := Result{Issuer: idt.Issuer, Subject: idt.Subject, Email: claims.Email, Name: claims.Name, IDToken: raw}
 	// Some providers send email_verified as a string.
 	switch string(claims.EmailVerified) {
 	case "true", `"true"`:
@@ -204,7 +211,10 @@ func (rp *RP) Finish(ctx context.Context, req Request, query url.Values) (Result
 	if claims.AuthTime != nil {
 		res.AuthTime = time.Unix(int64(*claims.AuthTime), 0)
 	}
-	if req.Reauth && (claims.AuthTime == nil || res.AuthTime.Before(req.Started.Add(-reauthSkew))) {
+	if req.Reauth && claims.AuthTime == nil {
+		return Result{}, ErrNoAuthTime
+	}
+	if req.Reauth && res.AuthTime.Before(req.Started.Add(-reauthSkew)) {
 		return Result{}, ErrNotReauthed
 	}
 	return res, nil

@@ -149,8 +149,8 @@ func signinURL(reauth bool, next string) string {
 	if reauth {
 		q.Set("reauth", "1")
 	}
-	if localPath(next) {
-		q.Set("next", next)
+	if kept := keptNext(next); kept != "" {
+		q.Set("next", kept)
 	}
 	if len(q) == 0 {
 		return "/signin"
@@ -160,14 +160,16 @@ func signinURL(reauth bool, next string) string {
 
 // chooseAccountURL is the account choice's path, returning to next (a local path) afterwards.
 func chooseAccountURL(next string) string {
-	if !localPath(next) {
+	kept := keptNext(next)
+	if kept == "" {
 		return "/signin/account"
 	}
-	return "/signin/account?" + url.Values{"next": {next}}.Encode()
+	return "/signin/account?" + url.Values{"next": {kept}}.Encode()
 }
 
 // maxNextLength bounds the page a sign-in returns to (next), which the pre-sign-in session
-// keeps: a longer one is dropped (the person lands on the home page). Trial h11 D11: an
+// keeps: a longer one is replaced by nextTooLongPath (the person lands on the home page, which
+// says why: keptNext). Trial h11 D11: an
 // anonymous /signin?next= of a megabyte stored a megabyte in web_sessions, for two hours.
 // 8 KiB, not the 2 KiB it was: the longest page a sign-in (or a re-authentication, or the
 // account choice) returns to is an MCP client's authorization request, whose redirect URI
@@ -187,11 +189,35 @@ var signinLimit = addrlimit.Rate{Burst: 60, PerMinute: 60}
 // localPath reports whether next is a path of this application (never another host: no
 // "//host", no backslashes, no scheme) of at most maxNextLength bytes.
 func localPath(next string) bool {
-	if next == "" || len(next) > maxNextLength || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+	return len(next) <= maxNextLength && localPathOfAnyLength(next)
+}
+
+// localPathOfAnyLength is localPath without the bound on the length.
+func localPathOfAnyLength(next string) bool {
+	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
 		return false
 	}
 	u, err := url.Parse(next)
 	return err == nil && u.Scheme == "" && u.Host == "" && Owns(u.Path)
+}
+
+// nextTooLongPath is the page a sign-in returns to in place of a page of this application
+// whose address is longer than maxNextLength: the home page, with a notice saying that the
+// page asked for could not be kept (homeNotices). Before, the person landed on the home page
+// with nothing saying why (an MCP client's authorization request of more than 8 KiB, say).
+const nextTooLongPath = "/?notice=next-too-long"
+
+// keptNext is the page a sign-in, a re-authentication or the account choice returns to when
+// asked for next: next when it is a local path (localPath), nextTooLongPath when it is one
+// but longer than maxNextLength, and "" (none: the home page, with nothing to say) otherwise.
+func keptNext(next string) string {
+	switch {
+	case localPath(next):
+		return next
+	case len(next) > maxNextLength && localPathOfAnyLength(next):
+		return nextTooLongPath
+	}
+	return ""
 }
 
 func (a *App) authRoutes(mux *http.ServeMux) {
@@ -214,10 +240,7 @@ func (a *App) signinStart(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	}
 	q := r.URL.Query()
 	reauth := q.Get("reauth") == "1"
-	next := q.Get("next")
-	if !localPath(next) {
-		next = ""
-	}
+	next := keptNext(q.Get("next"))
 	if v.User != nil && !reauth {
 		if next == "" {
 			next = "/"
@@ -393,9 +416,7 @@ func (a *App) chooseAccountPage(w http.ResponseWriter, r *http.Request, v *Visit
 		return
 	}
 	d := accountChoice{Memberships: ms, Signup: a.web.SignupPlan}
-	if next := r.URL.Query().Get("next"); localPath(next) {
-		d.Next = next
-	}
+	d.Next = keptNext(r.URL.Query().Get("next"))
 	if v.Account != nil {
 		d.Current = v.Account.AccountID.String()
 	}
@@ -426,8 +447,8 @@ func (a *App) chooseAccount(w http.ResponseWriter, r *http.Request, v *Visitor) 
 		return
 	}
 	a.enterAccount(r, v.User, m, false)
-	next := r.PostFormValue("next")
-	if !localPath(next) {
+	next := keptNext(r.PostFormValue("next"))
+	if next == "" {
 		next = "/"
 	}
 	http.Redirect(w, r, next, http.StatusSeeOther)

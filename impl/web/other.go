@@ -18,8 +18,13 @@ func (a *App) home(w http.ResponseWriter, r *http.Request, v *Visitor) {
 		a.render(w, r, v, http.StatusOK, "signedout", "Sign in", nil)
 		return
 	}
+	notice := homeNotices[r.URL.Query().Get("notice")]
 	if v.Account == nil {
-		http.Redirect(w, r, "/signin/account", http.StatusSeeOther)
+		to := "/signin/account"
+		if notice != "" {
+			to = chooseAccountURL(r.URL.RequestURI()) // back here after the choice, to say it
+		}
+		http.Redirect(w, r, to, http.StatusSeeOther)
 		return
 	}
 	d, err := a.homeData(r, v)
@@ -27,13 +32,25 @@ func (a *App) home(w http.ResponseWriter, r *http.Request, v *Visitor) {
 		a.failInternal(w, r, v, "home page", err)
 		return
 	}
+	d.Notice = notice
 	a.render(w, r, v, http.StatusOK, "home", v.Account.AccountName, d)
+}
+
+// homeNotices are the home page's words for why the visitor is there (?notice=).
+var homeNotices = map[string]string{
+	// nextTooLongPath: a sign-in asked to return to a page whose address was too long to keep.
+	"next-too-long": "The page you asked for could not be kept across the sign-in: its address is longer than " +
+		"the 8 KiB a sign-in keeps, so you are on the home page. If an application sent you here to connect it, " +
+		"start again from the application.",
 }
 
 // homeData is the home page's summary of the account, each part linking to its page: the
 // balance, the spend this month (UTC), the keys in use, the approvals waiting for a decision
 // and the agents running.
 type homeData struct {
+	// Notice says why the visitor landed here, when a sign-in could not return them to the
+	// page they asked for (homeNotices).
+	Notice string
 	Credit store.Credit
 	// MonthSpent is the spend since MonthStart (the first day of this UTC month), MonthRequests
 	// its requests.

@@ -48,6 +48,12 @@ type Web struct {
 	// ReauthAfter is how recent a sign-in must be for sensitive actions (creating a key);
 	// older sign-ins go through the provider again (default 10 min).
 	ReauthAfter time.Duration `yaml:"reauth_after"`
+	// ReauthTrustsIssueTime, for a provider whose ID tokens carry no auth_time (released Dex,
+	// Google without "Session age claims"), counts a sign-in from its ID token's issue time,
+	// so that keys can be created and apps allowed in the console at all. Weaker, and off by
+	// default: a provider with single sign-on that re-issues a token for its live session
+	// without asking for a password passes the re-authentication (docs/web.md).
+	ReauthTrustsIssueTime bool `yaml:"reauth_trusts_issue_time"`
 	// DatasetUploadMaxBytes is the largest dataset file the Datasets page accepts (default
 	// 100 MiB; `tollgate admin dataset put` has no limit).
 	DatasetUploadMaxBytes int64 `yaml:"dataset_upload_max_bytes"`

@@ -123,7 +123,7 @@ func New(o Options) (*App, error) {
 		audit:    &audit.Log{Store: o.Store},
 		sessions: session.New(o.Store, nil),
 		rp: signin.New(signin.Config{Issuer: w.Issuer, ClientID: w.ClientID, ClientSecret: w.ClientSecret,
-			RedirectURL: w.RedirectURL, HTTPClient: o.HTTPClient}),
+			RedirectURL: w.RedirectURL, HTTPClient: o.HTTPClient, TrustIssueTime: w.ReauthTrustsIssueTime}),
 		datasets: o.Datasets, agents: o.Agents, tails: newTails(),
 		usage: usageview.New(pool, usageview.Options{Archive: o.UsageArchive}), oauth: o.OAuth, meter: o.Meter,
 		models:  o.Models,

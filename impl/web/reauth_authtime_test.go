@@ -81,3 +81,25 @@ func TestReauthNamingAnEarlierSignInIsRefused(t *testing.T) {
 		t.Fatalf("%d keys made without a fresh sign-in", len(keys))
 	}
 }
+
+// TestReauthTrustsIssueTimeWhenTheOperatorSaysSo: with web.reauth_trusts_issue_time, the
+// operator's choice for a provider that never sends auth_time, a sign-in counts from its ID
+// token's issue time: the key form is served right after it and a key is made, where without
+// the setting (TestReauthWithoutAuthTimeIsRefused) no key could be made in the console at all.
+func TestReauthTrustsIssueTimeWhenTheOperatorSaysSo(t *testing.T) {
+	e := startWithProvider(t, func(c *config.Config) { c.Web.ReauthTrustsIssueTime = true }, nil, nil, devoidc.Options{OmitAuthTime: true})
+	acct := e.account(t, "acme", aliceEmail, "owner")
+	b := e.browser(t)
+	if home := b.signIn(e, aliceEmail, alicePass); home.Status != http.StatusOK || !signedIn(b) {
+		t.Fatalf("sign-in: %d %s", home.Status, home.Location)
+	}
+	if form := b.get("/keys/new"); form.Status != http.StatusOK {
+		t.Fatalf("the key form right after a sign-in without auth_time, trusted by its issue time: %d %s", form.Status, form.Location)
+	}
+	if p := b.post("/keys", url.Values{"name": {"trusted"}}); p.Status >= 400 || strings.Contains(p.Location, "reauth=1") {
+		t.Fatalf("POST /keys: %d %s", p.Status, p.Location)
+	}
+	if keys, _ := e.Store.ListAPIKeys(context.Background(), acct.ID); len(keys) != 1 {
+		t.Fatalf("%d keys made, want 1", len(keys))
+	}
+}

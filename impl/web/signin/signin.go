@@ -22,6 +22,10 @@ type Config struct {
 	Issuer, ClientID, ClientSecret, RedirectURL string
 	// HTTPClient talks to the provider (nil: a client with a 10 s timeout).
 	HTTPClient *http.Client
+	// TrustIssueTime takes an ID token's issue time for its auth_time when it has none
+	// (config.Web.ReauthTrustsIssueTime, the operator's choice for a provider that never
+	// sends auth_time): a re-authentication is then checked against it.
+	TrustIssueTime bool
 }
 
 // reauthSkew is how much older than the re-authentication request an auth_time may be (the
@@ -208,10 +212,13 @@ func (rp *RP) Finish(ctx context.Context, req Request, query url.Values) (Result
 	case "true", `"true"`:
 		res.EmailVerified = true
 	}
-	if claims.AuthTime != nil {
+	switch {
+	case claims.AuthTime != nil:
 		res.AuthTime = time.Unix(int64(*claims.AuthTime), 0)
+	case rp.cfg.TrustIssueTime:
+		res.AuthTime = idt.IssuedAt
 	}
-	if req.Reauth && claims.AuthTime == nil {
+	if req.Reauth && res.AuthTime.IsZero() {
 		return Result{}, ErrNoAuthTime
 	}
 	if req.Reauth && res.AuthTime.Before(req.Started.Add(-reauthSkew)) {

@@ -31,7 +31,8 @@
 // HTTP/1.0 keep-alive and Hijack for protocol upgrades (with Server.ErrorBody set, those
 // answers carry its body in place of net/http's plain text, ErrorBody being told the refused
 // request's target so that the body can take the envelope of the route it was meant for, and
-// X-Should-Retry: false, since the same head is refused again; a later head on the connection
+// X-Should-Retry: false, since the same head is refused again, and X-Content-Type-Options:
+// nosniff, since the body may echo the target; a later head on the connection
 // is told its own target, found behind the request before it by that request's head and
 // Content-Length). Differences on purpose, against request smuggling (RFC 9112 section 6.1):
 // a head the lean path reads whole with both Content-Length and Transfer-Encoding is refused

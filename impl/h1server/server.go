@@ -62,7 +62,8 @@ type Server struct {
 	// MaxHeaderBytes, 501 for a transfer coding it does not know, 505). The status line and
 	// Connection: close stay, and X-Should-Retry: false is added: none of these refusals
 	// changes when the same head is sent again, and the SDKs of the OpenAI and Anthropic APIs
-	// retry a 5xx unless told not to. target is the request target of the refused head (its request
+	// retry a 5xx unless told not to; so is X-Content-Type-Options: nosniff, the body being
+	// free to echo the target. target is the request target of the refused head (its request
 	// line's second word, as sent: "/v1/messages", or an absolute form), so that the answer can
 	// take the envelope of the route it was meant for, on a later request of a connection
 	// that net/http serves too; it is empty when the head was not read far enough to have
@@ -366,12 +367,14 @@ func (l *onceCloseListener) Close() error {
 // read on: status with reason, its body from ErrorBody (told the request target, if known) or,
 // without it, net/http's plain text. An answer in ErrorBody's envelope says X-Should-Retry:
 // false, which the OpenAI and Anthropic SDKs obey before the status: the same head sent again
-// is refused again, and they would otherwise send a 501 or 505's request again and again.
+// is refused again, and they would otherwise send a 501 or 505's request again and again. It
+// also says X-Content-Type-Options: nosniff, since ErrorBody may echo the target: a browser
+// sent to a crafted address must not read the answer as a page or a script.
 func (s *Server) errorResponse(status int, reason, target string) []byte {
 	text := http.StatusText(status)
 	if s.ErrorBody != nil {
 		ct, body := s.ErrorBody(status, reason, target)
-		return fmt.Appendf(nil, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\nX-Should-Retry: false\r\nConnection: close\r\n\r\n%s", status, text, ct, len(body), body)
+		return fmt.Appendf(nil, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\nX-Content-Type-Options: nosniff\r\nX-Should-Retry: false\r\nConnection: close\r\n\r\n%s", status, text, ct, len(body), body)
 	}
 	if reason != "" {
 		text += ": " + reason

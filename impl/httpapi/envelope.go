@@ -185,7 +185,10 @@ func openAIErrorOf(e *apierror.Error, requestID string) openAIErrorDetail {
 
 // writeErrorFamily answers err in the given envelope. Retry-After (and retry-after-ms beside
 // it) says at most apierror.MaxClientRetryAfter; x-should-retry: false goes with 401, 402, an
-// error that cannot be helped by retrying soon (NoRetry) and a longer wait.
+// error that cannot be helped by retrying soon (NoRetry) and a longer wait. Every error answer
+// says X-Content-Type-Options: nosniff: its message may echo what the request sent (the 404 of
+// an unknown path names the path), and a browser sent to a crafted address must not read the
+// JSON as a page or a script.
 func writeErrorFamily(w http.ResponseWriter, fam family, err error) {
 	writeErrorWithID(w, fam, err, nil)
 }
@@ -217,6 +220,7 @@ func writeErrorWithID(w http.ResponseWriter, fam family, err error, rpcID json.R
 		h.Set("retry-after-ms", strconv.FormatInt(retryAfter.Milliseconds(), 10))
 	}
 	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
 	var body any
 	switch fam {
 	case familyAnthropic:

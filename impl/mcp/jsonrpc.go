@@ -177,8 +177,10 @@ func writeJSON(w http.ResponseWriter, status int, body any) {
 	_, _ = w.Write(buf.Bytes())
 }
 
-// writeError answers a JSON-RPC error with the given HTTP status.
+// writeError answers a JSON-RPC error with the given HTTP status, with X-Content-Type-Options:
+// nosniff as every error answer of the gateway's API (a message may echo what the request sent).
 func writeError(w http.ResponseWriter, status int, id json.RawMessage, code int64, msg string) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	if len(id) == 0 {
 		id = nullID
 	}

@@ -231,7 +231,7 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	api := newAPIHandover(startup, m, dev || cfg.Web.Enabled())
 	httpSrv := &h1server.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
 		BodyReadTimeout: 60 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		ErrorBody: gateway.HeadErrorBody}
+		ErrorBody: gateway.HeadErrorBody, RefusedHead: gateway.RefusedHeads(m, log)}
 	go func() { errc <- httpSrv.Serve(apiLn) }()
 	handedOver := false
 	defer func() {

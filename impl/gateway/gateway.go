@@ -45,6 +45,14 @@ func HeadErrorBody(status int, reason, target string) (contentType string, body 
 	return httpapi.HeadErrorBody(status, reason, target)
 }
 
+// RefusedHeads gives what the server that serves Handler tells of each request head it
+// refuses before any route (h1server.Server.RefusedHead): counted in m (unless nil) and
+// logged to log as a line of the access log (httpapi.RefusedHeads). The server is built before
+// the gateway, so it takes the process's metrics and logger, which the gateway is given too.
+func RefusedHeads(m *metrics.Metrics, log *slog.Logger) func(status int, reason, target string) {
+	return httpapi.RefusedHeads(m, log)
+}
+
 // Options are what a gateway is built from.
 type Options struct {
 	Store  *store.Store

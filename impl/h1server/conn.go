@@ -467,7 +467,7 @@ func (c *conn) handOff() bool {
 	_ = c.rwc.SetReadDeadline(headDL)
 	c.srv.trackConn(c, false)
 	rc := &replayConn{Conn: c.rwc, pending: pending, headDL: headDL, reqDL: reqDL, asked: headDL,
-		errorResponse: c.srv.errorResponse, errorBody: c.srv.ErrorBody != nil, head: pending}
+		errorResponse: c.srv.errorResponse, errorBody: c.srv.ErrorBody != nil, refusedHead: c.srv.noteRefusedHead, head: pending}
 	if !c.srv.handoff.hand(rc) {
 		_ = c.rwc.Close()
 	}
@@ -475,9 +475,10 @@ func (c *conn) handOff() bool {
 }
 
 // refuseHead answers a head the server will not read on, for the request target given, with
-// status and reason (the Server's ErrorBody, or plain text) and Connection: close; the
-// connection then ends, its unread bytes unread.
+// status and reason (the Server's ErrorBody, or plain text) and Connection: close, the
+// Server's RefusedHead told first; the connection then ends, its unread bytes unread.
 func (c *conn) refuseHead(status int, reason, target string) {
+	c.srv.noteRefusedHead(status, reason, target)
 	_, _ = c.rwc.Write(c.srv.errorResponse(status, reason, target))
 	c.closeWriteAndWait()
 }

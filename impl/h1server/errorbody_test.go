@@ -361,3 +361,71 @@ func TestErrorBodyKeepsHandlerAnswers(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusedHeadIsTold: the Server's RefusedHead is told of every head the server refuses
+// before any handler, once, with the status, reason and target the answer is built from: on
+// the lean path (both Content-Length and Transfer-Encoding) and on the hand-off path
+// (net/http's 400, 431, 501 and 505, its 400 to a bare CR), with an ErrorBody and without one
+// (net/http's own plain answers, passed on unchanged, are told too). A request a handler
+// answers, even with an error, is not a refused head. Such refusals were told nowhere: an
+// operator could not see a client sending broken heads.
+func TestRefusedHeadIsTold(t *testing.T) {
+	type refusal struct {
+		status         int
+		reason, target string
+	}
+	cases := []struct {
+		name, request string
+		want          refusal
+	}{
+		{"lean path, both lengths", "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+			refusal{http.StatusBadRequest, "the request has both Content-Length and Transfer-Encoding", "/a"}},
+		{"missing host", "GET /a HTTP/1.1\r\nX: y\r\n\r\n", refusal{http.StatusBadRequest, "missing required Host header", "/a"}},
+		{"a bare CR", "GET /a HTTP/1.1\r\nHost: x\r\nX-Trace: a\rb\r\n\r\n",
+			refusal{http.StatusBadRequest, "the X-Trace header holds a carriage return, which a header value may not", "/a"}},
+		{"head too large", "GET /a HTTP/1.1\r\nHost: x\r\n" + strings.Repeat("X-Filler: "+strings.Repeat("f", 1000)+"\r\n", 40) + "\r\n",
+			refusal{http.StatusRequestHeaderFieldsTooLarge, "", "/a"}},
+		{"an unknown transfer coding", "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n",
+			refusal{http.StatusNotImplemented, "unsupported transfer encoding", "/a"}},
+		{"another HTTP version", "GET /a HTTP/3.0\r\nHost: x\r\n\r\n", refusal{http.StatusHTTPVersionNotSupported, "unsupported protocol version", "/a"}},
+		{"a handler's error", "GET /a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", refusal{}},
+		{"a handler's error, handed off", "GET /a HTTP/1.0\r\nHost: x\r\n\r\n", refusal{}},
+	}
+	for _, tc := range cases {
+		for _, withBody := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/ErrorBody=%v", tc.name, withBody), func(t *testing.T) {
+				var (
+					mu   sync.Mutex
+					told []refusal
+				)
+				_, addr, _ := startH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					http.Error(w, "not here", http.StatusBadRequest)
+				}), func(s *Server) {
+					if withBody {
+						s.ErrorBody = envelope
+					}
+					s.MaxHeaderBytes = 8 << 10
+					s.RefusedHead = func(status int, reason, target string) {
+						mu.Lock()
+						told = append(told, refusal{status, reason, target})
+						mu.Unlock()
+					}
+				})
+				c := dial(t, addr)
+				if _, err := io.WriteString(c, tc.request); err != nil {
+					t.Fatal(err)
+				}
+				resp, _, _ := readAnswer(t, bufio.NewReader(c), c)
+				mu.Lock()
+				defer mu.Unlock()
+				want := []refusal{tc.want}
+				if tc.want == (refusal{}) {
+					want = nil
+				}
+				if !slices.Equal(told, want) {
+					t.Errorf("answered %d; RefusedHead told %+v, want %+v", resp.StatusCode, told, want)
+				}
+			})
+		}
+	}
+}

@@ -81,6 +81,9 @@ type replayConn struct {
 	// which the reason then names (bareCRReason).
 	errorResponse func(status int, reason, target string) []byte
 	errorBody     bool
+	// refusedHead is the Server's noteRefusedHead, told of every answer net/http writes itself
+	// to a head it cannot read, replaced or not.
+	refusedHead func(status int, reason, target string)
 
 	// headMu guards head and the counts that place it in the connection's bytes (Read may run
 	// in net/http's background read while a handler writes).
@@ -122,7 +125,7 @@ const netHTTPErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConn
 // response, with the Date header net/http adds before them, never is), through ErrorBody, told
 // that head's target. net/http's plain 400 (or its "invalid header value") to a head with a
 // bare CR in a header value is given the reason naming that header, with or without an
-// ErrorBody.
+// ErrorBody. Every such answer, replaced or not, is told to the Server's RefusedHead.
 func (c *replayConn) Write(p []byte) (int, error) {
 	status, reason, ok := netHTTPErrorAnswer(p)
 	if !ok {
@@ -137,10 +140,12 @@ func (c *replayConn) Write(p []byte) (int, error) {
 			reason, replace = cr, true
 		}
 	}
+	target := requestTarget(head)
+	c.refusedHead(status, reason, target)
 	if !replace {
 		return c.Conn.Write(p)
 	}
-	if _, err := c.Conn.Write(c.errorResponse(status, reason, requestTarget(head))); err != nil {
+	if _, err := c.Conn.Write(c.errorResponse(status, reason, target)); err != nil {
 		return 0, err
 	}
 	return len(p), nil

@@ -70,6 +70,14 @@ type Server struct {
 	// one, or when an earlier head on that connection was too long to place (over 8 KiB) or
 	// its body had no length.
 	ErrorBody func(status int, reason, target string) (contentType string, body []byte)
+	// RefusedHead, when set, is told of every answer the server writes itself to a request head
+	// it will not read on (those whose body ErrorBody gives, with or without an ErrorBody, on
+	// both paths), once per refusal, with the status, reason and target ErrorBody is told,
+	// just before the answer is written: such a request reaches no handler, so this is where a
+	// server counts and logs clients that send broken heads. It runs in the connection's
+	// goroutine (or net/http's), for each refusal alone, so it must be safe for concurrent use
+	// and must not block.
+	RefusedHead func(status int, reason, target string)
 	// ErrorLog receives the server's error messages (the log package's standard logger when nil),
 	// for both paths.
 	ErrorLog *log.Logger
@@ -380,4 +388,11 @@ func (s *Server) errorResponse(status int, reason, target string) []byte {
 		text += ": " + reason
 	}
 	return fmt.Appendf(nil, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n%d %s", status, text, status, text)
+}
+
+// noteRefusedHead tells RefusedHead, when set, of a refused head.
+func (s *Server) noteRefusedHead(status int, reason, target string) {
+	if s.RefusedHead != nil {
+		s.RefusedHead(status, reason, target)
+	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/auth"
 	"github.com/tollgate/tollgate/impl/mcpauth"
+	"github.com/tollgate/tollgate/impl/metrics"
 	"github.com/tollgate/tollgate/impl/telemetry"
 )
 
@@ -193,6 +194,45 @@ func (s *Server) logRequest(r *http.Request, id string, status int, start time.T
 	rec := slog.NewRecord(start.Add(elapsed), slog.LevelInfo, "request", 0)
 	rec.AddAttrs(attrs...)
 	_ = s.log.Handler().Handle(r.Context(), rec)
+}
+
+// maxRefusedHeadField bounds the path and the reason a refused head's log line gives: the
+// path is the client's, as long as its head allowed.
+const maxRefusedHeadField = 256
+
+// RefusedHeads returns what the API server tells of each request head it refuses before any
+// route (h1server.Server.RefusedHead: 400 a head it cannot read, a bare CR in a header value
+// or both Content-Length and Transfer-Encoding; 431; 501; 505). Such a request never reaches
+// the edge, whose metrics and access log would not see it: each is counted in
+// tollgate_http_refused_heads_total by status (m, unless nil) and written as one line of the
+// access log (log, at info as the access log's lines are, message "request head refused")
+// with its status, the path of its target (no query, at most 256 bytes; empty when the
+// request line could not be read) and the reason its answer gives. No header value is
+// logged: a bare CR's reason names the header alone.
+func RefusedHeads(m *metrics.Metrics, log *slog.Logger) func(status int, reason, target string) {
+	return func(status int, reason, target string) {
+		if m != nil {
+			m.ObserveRefusedHead(status)
+		}
+		ctx := context.Background()
+		if !log.Enabled(ctx, slog.LevelInfo) {
+			return
+		}
+		path := targetPath(target)
+		if path == "" {
+			path, _, _ = strings.Cut(target, "?")
+		}
+		log.LogAttrs(ctx, slog.LevelInfo, "request head refused", slog.Int("status", status),
+			slog.String("path", truncateField(path)), slog.String("reason", truncateField(reason)))
+	}
+}
+
+// truncateField is s cut to maxRefusedHeadField bytes, with "…" when cut, and valid UTF-8.
+func truncateField(s string) string {
+	if len(s) > maxRefusedHeadField {
+		s = s[:maxRefusedHeadField] + "…"
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
 // logger returns a logger carrying the request's id (built only when something is logged).

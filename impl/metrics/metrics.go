@@ -35,6 +35,9 @@ type Metrics struct {
 	// StaleServed counts lookups answered from a cache entry that could not be re-checked with
 	// the database, by cache ("api_key", "model_access").
 	StaleServed *prometheus.CounterVec
+	// RefusedHeads counts the request heads the API server refused before any route, by
+	// status (ObserveRefusedHead).
+	RefusedHeads *prometheus.CounterVec
 
 	// children caches, per route and status, the collectors ObserveRequest updates.
 	children sync.Map // routeStatus → *requestChildren
@@ -75,6 +78,23 @@ func (m *Metrics) ObserveRequest(route string, status int, d time.Duration, trac
 	rc.duration.observe(d.Seconds(), traceID)
 }
 
+// refusedHeadStatuses are the status labels of tollgate_http_refused_heads_total: the answers
+// the server writes itself to a head it will not read on, and "other" for any other status
+// (none is known), so that the label stays bounded whatever a server answers.
+var refusedHeadStatuses = []string{"400", "431", "501", "505", "other"}
+
+// ObserveRefusedHead counts a request head the API server refused before any route, with
+// status (h1server.Server.RefusedHead): such a request reaches no handler, so it is counted
+// neither in tollgate_http_requests_total nor anywhere else.
+func (m *Metrics) ObserveRefusedHead(status int) {
+	label := "other"
+	switch status {
+	case http.StatusBadRequest, http.StatusRequestHeaderFieldsTooLarge, http.StatusNotImplemented, http.StatusHTTPVersionNotSupported:
+		label = strconv.Itoa(status)
+	}
+	m.RefusedHeads.WithLabelValues(label).Inc()
+}
+
 // New registers the collectors (and the Go and process collectors) on a fresh registry.
 func New() *Metrics {
 	reg := prometheus.NewRegistry()
@@ -99,8 +119,15 @@ func New() *Metrics {
 		StaleServed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tollgate_stale_cache_served_total", Help: "Lookups answered from a cache entry that could not be re-checked with the database, by cache.",
 		}, []string{"cache"}),
+		RefusedHeads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_http_refused_heads_total",
+			Help: "Request heads the API server refused before any route (not in tollgate_http_requests_total), by status: 400 unreadable (a bare CR, both Content-Length and Transfer-Encoding, no Host, ...), 431 too large, 501 an unknown transfer coding, 505 another HTTP version.",
+		}, []string{"status"}),
 	}
-	reg.MustRegister(m.Requests, m.Duration, m.RateLimited, m.RateLimiterErrors, m.Degraded, m.StaleServed,
+	for _, status := range refusedHeadStatuses {
+		m.RefusedHeads.WithLabelValues(status) // each status at 0 from the start, for rate()
+	}
+	reg.MustRegister(m.Requests, m.Duration, m.RateLimited, m.RateLimiterErrors, m.Degraded, m.StaleServed, m.RefusedHeads,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.RateLimiterFallback = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "tollgate_rate_limiter_fallback",

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"maps"
 	"testing"
 	"time"
 
@@ -44,5 +45,36 @@ func TestObserveRequest(t *testing.T) {
 	}
 	if histograms != 2 {
 		t.Errorf("%d duration series, want 2", histograms)
+	}
+}
+
+// TestObserveRefusedHead: refused heads are counted by status, each known status shown at 0
+// before its first, and any other status under "other", so that the label stays bounded.
+func TestObserveRefusedHead(t *testing.T) {
+	m := New()
+	counts := func() map[string]float64 {
+		families, err := m.registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]float64{}
+		for _, f := range families {
+			if f.GetName() != "tollgate_http_refused_heads_total" {
+				continue
+			}
+			for _, mt := range f.GetMetric() {
+				out[mt.GetLabel()[0].GetValue()] = mt.GetCounter().GetValue()
+			}
+		}
+		return out
+	}
+	if got := counts(); !maps.Equal(got, map[string]float64{"400": 0, "431": 0, "501": 0, "505": 0, "other": 0}) {
+		t.Errorf("before any refusal: %v, want each status at 0", got)
+	}
+	for _, status := range []int{400, 400, 431, 505, 417, 999} {
+		m.ObserveRefusedHead(status)
+	}
+	if got := counts(); !maps.Equal(got, map[string]float64{"400": 2, "431": 1, "501": 0, "505": 1, "other": 2}) {
+		t.Errorf("after the refusals: %v", got)
 	}
 }

@@ -190,7 +190,7 @@ func Start(t testing.TB, o Options) *Gateway {
 		}
 	}
 	srv := &h1server.Server{Handler: gw.Handler, BodyReadTimeout: o.BodyReadTimeout, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		ErrorBody: gateway.HeadErrorBody}
+		ErrorBody: gateway.HeadErrorBody, RefusedHead: gateway.RefusedHeads(o.Metrics, log)}
 	served := make(chan struct{})
 	go func() { defer close(served); _ = srv.Serve(ln) }()
 	// Cleanups run last-in first-out: the server shuts down (in-flight requests finish), then

@@ -1,0 +1,90 @@
+package httpapi_test
+
+import (
+	"log/slog"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/tollgate/tollgate/impl/devkit/apitest"
+	"github.com/tollgate/tollgate/impl/metrics"
+)
+
+// TestRefusedHeadsAreCountedAndLogged: a request head the server refuses before any route is
+// counted in tollgate_http_refused_heads_total by its status and written as one line of the
+// access log ("request head refused", at info) with its status, its target's path (cut at 256
+// bytes) and the reason its answer gives, and no header value (the key of a head whose
+// X-Api-Key holds a bare CR is not in it): on the lean path (both Content-Length and
+// Transfer-Encoding) and on the path handed to net/http (a bare CR, an unknown transfer
+// coding, another HTTP version, a head beyond the limit). Such requests reach no handler, and
+// were counted and logged nowhere: an operator could not see a client sending broken heads.
+func TestRefusedHeadsAreCountedAndLogged(t *testing.T) {
+	m := metrics.New()
+	logs := &recordingHandler{}
+	g := apitest.Start(t, apitest.Options{Metrics: m, LogHandler: logs})
+	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
+	long := "/v1/" + strings.Repeat("a", 600)
+	cases := []struct {
+		name, send   string
+		status       int
+		path, reason string
+	}{
+		{"lean path, both lengths", "POST /v1/chat/completions?x=1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + tenant.Key + "\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+			400, "/v1/chat/completions", "the request has both Content-Length and Transfer-Encoding"},
+		{"handed off, a bare CR", "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: " + tenant.Key + "\r\r\nContent-Length: 2\r\n\r\n{}",
+			400, "/v1/messages", "the X-Api-Key header holds a carriage return: a key pasted from a file with Windows line ends? Send the key without it"},
+		{"handed off, an unknown transfer coding", "POST /api/mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + tenant.Key + "\r\nTransfer-Encoding: gzip\r\n\r\n",
+			501, "/api/mcp", "unsupported transfer encoding"},
+		{"handed off, another version", "POST " + long + " HTTP/3.0\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}",
+			505, long[:256] + "…", "unsupported protocol version"},
+		{"handed off, a head too large", "POST /v1/responses HTTP/1.1\r\nHost: x\r\nX-Filler: " + strings.Repeat("f", 1<<20+16<<10) + "\r\nContent-Length: 2\r\n\r\n{}",
+			431, "/v1/responses", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			series := `tollgate_http_refused_heads_total{status="` + strconv.Itoa(tc.status) + `"}`
+			before, logged := scrape(t, m, series), len(refusedHeadLines(logs))
+			resp, body := sendRaw(t, g.URL, tc.send)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("answered %d %s, want %d", resp.StatusCode, body, tc.status)
+			}
+			if got := scrape(t, m, series); got != before+1 {
+				t.Errorf("%s went from %v to %v, want one more", series, before, got)
+			}
+			lines := refusedHeadLines(logs)[logged:]
+			if len(lines) != 1 {
+				t.Fatalf("logged %d lines %v, want one", len(lines), lines)
+			}
+			want := map[string]string{"status": strconv.Itoa(tc.status), "path": tc.path, "reason": tc.reason}
+			got := lines[0]
+			if got["level"] != slog.LevelInfo.String() || got["status"] != want["status"] || got["path"] != want["path"] || got["reason"] != want["reason"] || len(got) != 4 {
+				t.Errorf("logged %v, want at info %v", got, want)
+			}
+			for k, v := range got {
+				if strings.Contains(v, tenant.Key) {
+					t.Errorf("the line's %s holds the key: %q", k, v)
+				}
+			}
+		})
+	}
+}
+
+// refusedHeadLines are the "request head refused" lines logged so far, each as its level and
+// its attributes' values.
+func refusedHeadLines(h *recordingHandler) []map[string]string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []map[string]string
+	for _, r := range h.records {
+		if r.Message != "request head refused" {
+			continue
+		}
+		line := map[string]string{"level": r.Level.String()}
+		r.Attrs(func(a slog.Attr) bool {
+			line[a.Key] = a.Value.String()
+			return true
+		})
+		out = append(out, line)
+	}
+	return out
+}

@@ -145,6 +145,69 @@ func TestReAddedMemberRevivesNoSession(t *testing.T) {
 	checkEnded(t, svc, console, mine, agent.ReasonMemberRemoved)
 }
 
+// TestEndingsLeftCountRevocationsAndSessions: what the counters of endings left to the sweep
+// count. A member with two console sessions is removed while the database refuses every
+// ending: one revocation left to the sweep (EndingsLeft, tollgate_agent_endings_left_total)
+// and two sessions left running until it ends them (SessionsLeft,
+// tollgate_agent_sessions_left_total). Removing a member without a session meanwhile has no
+// ending to fail: neither moves. Before, only the revocations were counted, and the
+// operations page spoke of them as sessions.
+func TestEndingsLeftCountRevocationsAndSessions(t *testing.T) {
+	w := newWorld(t, nil)
+	n := w.start()
+	svc := n.gw.Agents
+	ctx := context.Background()
+	people := members.New(w.store, svc)
+	tn := w.tenant(n, "counted", 5_000_000)
+	if err := svc.AssignSlot(ctx, tn.p.AccountID, "second"); err != nil {
+		t.Fatal(err)
+	}
+	console := auth.Principal{AccountID: tn.p.AccountID}
+	alice, err := people.Add(ctx, tn.p.AccountID, "alice@example.com", members.RoleOwner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob, err := people.Add(ctx, tn.p.AccountID, "bob@example.com", members.RoleMember)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hers []agent.SessionView
+	for _, slot := range []string{"main", "second"} {
+		res, err := svc.SpawnForMember(ctx, console, alice.ID, slot, "Say hello.")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := waitSession(t, svc, console, res.SessionID, agent.StateReady, agent.StateStopped, agent.StateFailed)
+		if s.State != agent.StateReady {
+			t.Fatalf("session %+v, want ready", s)
+		}
+		hers = append(hers, s)
+	}
+	refuseEndings(t, w.store.Pool(), "")
+	if _, err := people.Remove(ctx, tn.p.AccountID, bob.Email, false); err != nil {
+		t.Fatalf("removing bob, who has no session: %v", err)
+	}
+	if e, s := svc.EndingsLeft(), svc.SessionsLeft(); e != 0 || s != 0 {
+		t.Fatalf("after removing a member without a session: EndingsLeft %d, SessionsLeft %d; want 0 and 0", e, s)
+	}
+	if _, err := people.Remove(ctx, tn.p.AccountID, alice.Email, false); err != nil {
+		t.Fatalf("the removal, the endings refused: %v", err)
+	}
+	if e, s := svc.EndingsLeft(), svc.SessionsLeft(); e != 1 || s != 2 {
+		t.Fatalf("after alice's removal: EndingsLeft %d, SessionsLeft %d; want 1 revocation and her 2 sessions", e, s)
+	}
+	if _, err := w.store.Pool().Exec(ctx, `DROP TRIGGER test_refuse_ending ON agent_sessions`); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range hers {
+		waitSession(t, svc, console, s.ID, agent.StateStopped, agent.StateFailed)
+		checkEnded(t, svc, console, s, agent.ReasonMemberRemoved)
+	}
+	if e, s := svc.EndingsLeft(), svc.SessionsLeft(); e != 1 || s != 2 {
+		t.Fatalf("after the sweep: EndingsLeft %d, SessionsLeft %d; want them unchanged (counters)", e, s)
+	}
+}
+
 // memberSession adds name@example.com to account as an owner and starts a console session
 // for them, ready: the person, and the session with its console principal.
 func memberSession(t *testing.T, people *members.Service, svc *agent.Service, account uuid.UUID, name string) (auth.Principal, members.User, agent.SessionView) {

@@ -136,7 +136,8 @@ func (s *Service) endKeys(ctx context.Context, tx *store.AgentTx, accountID uuid
 // endOrLeave runs end, the ending of the sessions of a revocation (of cause: a key, a grant, a
 // member), in a savepoint of the revocation's transaction tx. The agents never undo a
 // revocation: when end fails (a lock timeout, River's insert, the sessions' update), its writes
-// are rolled back to the savepoint, the failure is logged and counted (EndingsLeft), and the
+// are rolled back to the savepoint, the failure is logged and counted (EndingsLeft, and its
+// sessions in SessionsLeft), and the
 // revocation commits all the same; the sweep of lapsed sessions (config agents.session_sweep)
 // ends those sessions later, and each of their steps refuses to run meanwhile. Only a
 // transaction that cannot go on at all (the savepoint neither started nor rolled back) is an
@@ -156,6 +157,7 @@ func (s *Service) endOrLeave(ctx context.Context, tx *store.AgentTx, cause strin
 		return errors.Join(err, rerr)
 	}
 	s.endingsLeft.Add(1)
+	s.sessionsLeft.Add(int64(found.n))
 	s.log.Warn("agent: ending the sessions of a revocation failed; the revocation stands and the gateway's sweep of lapsed sessions will end them",
 		"cause", cause, "sessions", found.value(), "within", s.cfg.SessionSweep, "err", err)
 	return nil
@@ -189,9 +191,17 @@ func (c *sessionCount) value() any {
 	}
 }
 
-// EndingsLeft is how many revocations' endings of sessions failed in this process and were
-// left to the sweep of lapsed sessions (endOrLeave).
+// EndingsLeft is how many revocations (of a key, a grant, a member) had their ending of agent
+// sessions fail in this process and left it to the sweep of lapsed sessions (endOrLeave): one
+// for each such revocation, whether it had found one session, several or none. It counts
+// revocations, not sessions: SessionsLeft counts those.
 func (s *Service) EndingsLeft() int64 { return s.endingsLeft.Load() }
+
+// SessionsLeft is how many live agent sessions the endings counted in EndingsLeft had found
+// and left running until the sweep of lapsed sessions ends them: each revocation's count, as
+// its warning gives it (a session left by two revocations counted twice; when a look-up of
+// sessions failed, only those found before it, so a lower bound).
+func (s *Service) SessionsLeft() int64 { return s.sessionsLeft.Load() }
 
 // auditSessionsEnded is the audit log's action for the sessions a cause ended
 // (audit.ActionAgentSessionsEnded of impl/web/audit; the tests check that the two agree).

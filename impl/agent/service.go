@@ -67,8 +67,9 @@ type Service struct {
 	tails liveTails
 	// working counts the jobs this process is running (Working).
 	working atomic.Int64
-	// endingsLeft counts the revocations whose ending of sessions failed (EndingsLeft).
-	endingsLeft atomic.Int64
+	// endingsLeft counts the revocations whose ending of sessions failed (EndingsLeft), and
+	// sessionsLeft the live sessions those endings had found (SessionsLeft).
+	endingsLeft, sessionsLeft atomic.Int64
 }
 
 // Working is the number of the agents' jobs this process is running: a stopping gateway waits

@@ -206,7 +206,7 @@ func New(o Options) (*Gateway, error) {
 		return fail(err)
 	}
 	if o.Metrics != nil {
-		o.Metrics.WatchAgents(agents.EndingsLeft)
+		o.Metrics.WatchAgents(agents.EndingsLeft, agents.SessionsLeft)
 	}
 	// With the web console, MCP clients may sign in with OAuth: the console is the
 	// authorization server of /api/mcp (impl/mcpauth).

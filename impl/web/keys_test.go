@@ -334,3 +334,33 @@ func TestKeyFormSentTwice(t *testing.T) {
 		t.Errorf("%d keys named reload-test after a second form, want 2", n)
 	}
 }
+
+// TestKeyFormSaysTheNameIsOptional (last session's newcomer walk): the new-key form's Name field did
+// not say it may be left empty, though a key without a name is made (as `tollgate admin key
+// create` without -name makes one). The label now says "(optional)", and a hint the field
+// points to says what an empty name gives: a key the Keys page lists as (unnamed), known by its
+// prefix and last four. A form sent with the name empty creates such a key.
+func TestKeyFormSaysTheNameIsOptional(t *testing.T) {
+	e := start(t, nil)
+	e.account(t, "acme", aliceEmail, "member")
+	b := e.browser(t)
+	b.signIn(e, aliceEmail, alicePass)
+	form := html.UnescapeString(b.get("/keys/new").Body)
+	for _, want := range []string{`<label for="name">Name (optional)</label>`, `aria-describedby="name-help"`,
+		`<span id="name-help" class="help">Empty: the key has no name; the Keys page lists it as (unnamed), known by its prefix and last four characters. At most 100 characters.</span>`} {
+		if !strings.Contains(form, want) {
+			t.Errorf("the new-key form lacks %q:\n%.2500s", want, form)
+		}
+	}
+	plain := createKey(t, b, "")
+	keys := b.get("/keys").Body
+	if !strings.Contains(keys, "(unnamed)") || !strings.Contains(keys, "…"+plain[len(plain)-4:]+"</code>") {
+		t.Errorf("the Keys page after a key made without a name:\n%.2500s", keys)
+	}
+	// The form refused for its name still points at both the hint and the error.
+	b.get("/keys/new")
+	p := b.post("/keys", url.Values{"name": {strings.Repeat("n", 101)}})
+	if p.Status != http.StatusUnprocessableEntity || !strings.Contains(p.Body, `aria-describedby="name-help form-error"`) {
+		t.Errorf("a name of 101 characters: %d %.2500s", p.Status, p.Body)
+	}
+}

@@ -35,7 +35,7 @@ func (s *site) createKey(p *tour, name string, fill func()) string {
 	p.at(p.Follow("Keys"), http.StatusOK, s.URL+"/keys")
 	p.shot("keys")
 	p.at(p.Follow("Create a key"), http.StatusOK, s.URL+"/keys/new")
-	p.Fill("Name", name)
+	p.Fill("Name (optional)", name)
 	if fill != nil {
 		fill()
 	}
@@ -138,7 +138,7 @@ func TestKeyFormSendsOnce(t *testing.T) {
 	s.signIn(p)
 	p.at(p.Follow("Keys"), http.StatusOK, s.URL+"/keys")
 	p.at(p.Follow("Create a key"), http.StatusOK, s.URL+"/keys/new")
-	p.Fill("Name", "twice")
+	p.Fill("Name (optional)", "twice")
 	// Two clicks in one task, before the first submission leaves; a listener added after the
 	// page's own notes whether each submission was cancelled.
 	cancelled := eval[[]bool](p, `(function () {

@@ -450,23 +450,17 @@ func (a *admin) keyCreate(ctx context.Context, args []string) error {
 }
 
 // noteNamesakes says on stderr which other keys of the account that are not revoked have the
-// new key's name, which a rotation makes for a while (the new key beside the old, both named
-// ci): the keys are then told apart by their ids and last four only, which it names. Names need
-// not be unique, since a rotation needs two for a while; the note keeps a mistaken second key
-// from going unseen.
+// new key's name (accounts.Service.Namesakes), which a rotation makes for a while (the new key
+// beside the old, both named ci): the keys are then told apart by their ids and last four
+// only, which it names. The console's key-created page says the same (impl/web).
 func (a *admin) noteNamesakes(ctx context.Context, account string, k store.APIKey) error {
-	if k.Name == "" {
-		return nil
-	}
-	keys, err := a.svc.Store.ListAPIKeys(ctx, k.AccountID)
+	namesakes, err := a.svc.Namesakes(ctx, k)
 	if err != nil {
 		return err
 	}
 	var others []string
-	for _, o := range keys {
-		if o.ID != k.ID && o.RevokedAt == nil && strings.EqualFold(o.Name, k.Name) {
-			others = append(others, fmt.Sprintf("%s (%s…%s)", o.ID, o.DisplayPrefix, o.DisplaySuffix))
-		}
+	for _, o := range namesakes {
+		others = append(others, fmt.Sprintf("%s (%s…%s)", o.ID, o.DisplayPrefix, o.DisplaySuffix))
 	}
 	if len(others) > 0 {
 		fmt.Fprintf(a.notes, "note: account %s has %d other key(s) named %q that are not revoked: %s; the new key %s ends %s\n",

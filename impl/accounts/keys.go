@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -248,6 +249,28 @@ func (s *Service) ListKeys(ctx context.Context, accountID uuid.UUID) ([]KeyInfo,
 		out[i] = KeyInfo{KeyWithSpend: k, Status: KeyStatus(k.APIKey, now)}
 	}
 	return out, nil
+}
+
+// Namesakes returns the other keys of k's account that are not revoked and have k's name,
+// whatever its letter case, oldest first; a key without a name has none. Names need not be
+// unique, since a rotation keeps the old key beside the new one, both named ci, for a while;
+// `tollgate admin key create` and the console's key-created page name the namesakes so that a
+// second key made by mistake does not go unseen.
+func (s *Service) Namesakes(ctx context.Context, k store.APIKey) ([]store.APIKey, error) {
+	if k.Name == "" {
+		return nil, nil
+	}
+	keys, err := s.Store.ListAPIKeys(ctx, k.AccountID)
+	if err != nil {
+		return nil, err
+	}
+	var others []store.APIKey
+	for _, o := range keys {
+		if o.ID != k.ID && o.RevokedAt == nil && strings.EqualFold(o.Name, k.Name) {
+			others = append(others, o)
+		}
+	}
+	return others, nil
 }
 
 // GetKey returns the account's key with id; another account's is store.ErrNotFound.

@@ -495,7 +495,37 @@ func (a *App) createKey(w http.ResponseWriter, r *http.Request, v *Visitor) {
 		}
 	}
 	t := a.connectTarget(k.Plain, models, k.Key.CreditCapMicros)
-	a.render(w, r, v, http.StatusCreated, "keycreated", "Key created", keyCreated{Key: k.Key, Plain: k.Plain, Setups: connect.All(t)})
+	d := keyCreated{Key: k.Key, Plain: k.Plain, Setups: connect.All(t)}
+	if namesakes, err := a.accounts.Namesakes(r.Context(), k.Key); err != nil {
+		// The key is made and its secret must be shown now: the warning is left out.
+		a.log.Warn("web: list the new key's namesakes", "err", err)
+	} else {
+		d.NamesakeWarning = namesakeWarning(k.Key, namesakes)
+	}
+	a.render(w, r, v, http.StatusCreated, "keycreated", "Key created", d)
+}
+
+// namesakeWarning is what the key-created page says when other keys of the account that are
+// not revoked have the new key k's name (namesakes, accounts.Service.Namesakes), as `tollgate
+// admin key create` notes it: which keys, by name, prefix and last four, and the new key's last
+// four, by which the Keys page tells them apart. It is "" without namesakes.
+func namesakeWarning(k store.APIKey, namesakes []store.APIKey) string {
+	if len(namesakes) == 0 {
+		return ""
+	}
+	labels := make([]string, len(namesakes))
+	for i, o := range namesakes {
+		labels[i] = keyLabel(o) + ", created " + o.CreatedAt.UTC().Format("2006-01-02 15:04 UTC")
+	}
+	keys := "1 other key"
+	verb := "is"
+	if len(namesakes) > 1 {
+		keys, verb = fmt.Sprintf("%d other keys", len(namesakes)), "are"
+	}
+	return fmt.Sprintf("the account has %s named “%s” that %s not revoked: %s. The new key ends …%s. "+
+		"The Keys page tells keys of one name apart by their last four. A rotation keeps two keys of a name for a while; "+
+		"if this one was made by mistake, revoke one of them on the Keys page.",
+		keys, plaintext.Visible(k.Name, false), verb, strings.Join(labels, "; "), k.DisplaySuffix)
 }
 
 // keyCreated is the page that shows a new key, once, with the settings of each client filled
@@ -504,6 +534,9 @@ type keyCreated struct {
 	Key    store.APIKey
 	Plain  string
 	Setups []connect.Setup
+	// NamesakeWarning names the other keys of the account that are not revoked and have the
+	// new key's name (namesakeWarning); "" when there are none.
+	NamesakeWarning string
 }
 
 // keyAction loads the {id} key of the visitor's account for h; any other id is not found.

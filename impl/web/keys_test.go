@@ -364,3 +364,67 @@ func TestKeyFormSaysTheNameIsOptional(t *testing.T) {
 		t.Errorf("a name of 101 characters: %d %.2500s", p.Status, p.Body)
 	}
 }
+
+// TestKeyCreatedNamesItsNamesakes (last session's newcomer walk): a key made on the console
+// with the name of another key of the account that is not revoked was shown with no word of
+// the other, while `tollgate admin key create` names its namesakes. The key-created page now
+// warns, naming the other keys of the name (whatever its letter case) by their prefix and last
+// four, and the new key's last four; the key is made all the same. A revoked key, another
+// account's key and a key without a name are not named.
+func TestKeyCreatedNamesItsNamesakes(t *testing.T) {
+	e := start(t, nil)
+	acme := e.account(t, "acme", aliceEmail, "owner")
+	rival := e.account(t, "rival", "", "")
+	if _, err := e.Accounts.CreateKey(context.Background(), rival.ID, "ci", -1); err != nil {
+		t.Fatal(err)
+	}
+	b := e.browser(t)
+	b.signIn(e, aliceEmail, alicePass)
+	// create makes a key named name on the page and returns its last four and the page.
+	create := func(name string) (string, string) {
+		t.Helper()
+		b.get("/keys/new")
+		p := b.post("/keys", url.Values{"name": {name}})
+		m := plainKeyRe.FindStringSubmatch(p.Body)
+		if p.Status != http.StatusCreated || m == nil {
+			t.Fatalf("create %q: %d %.500s", name, p.Status, p.Body)
+		}
+		return m[1][len(m[1])-4:], html.UnescapeString(p.Body)
+	}
+	const warning = `<p class="warning" role="note" id="namesakes">Warning: `
+	first, page := create("ci")
+	if strings.Contains(page, warning) {
+		t.Errorf("the account's first ci warns:\n%.3000s", page)
+	}
+	second, page := create("ci")
+	for _, want := range []string{warning + "the account has 1 other key named “ci” that is not revoked: “ci” (tgk_",
+		"…" + first + ")", "The new key ends …" + second + ".", "revoke one of them on the Keys page"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the second ci's page lacks %q:\n%.3000s", want, page)
+		}
+	}
+	if _, page := create("CI"); !strings.Contains(page, "2 other keys named “CI” that are not revoked") ||
+		!strings.Contains(page, "…"+first+")") || !strings.Contains(page, "…"+second+")") {
+		t.Errorf("CI beside two ci:\n%.3000s", page)
+	}
+	if _, page := create(""); strings.Contains(page, warning) {
+		t.Errorf("a key without a name warns:\n%.3000s", page)
+	}
+	if _, page := create("deploy"); strings.Contains(page, warning) {
+		t.Errorf("a key named deploy warns:\n%.3000s", page)
+	}
+	keys, err := e.Accounts.ListKeys(context.Background(), acme.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if k.DisplaySuffix == first {
+			if _, err := e.Accounts.Revoke(context.Background(), k.AccountID, k.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, page := create("ci"); strings.Contains(page, "…"+first+")") || !strings.Contains(page, "2 other keys named “ci”") {
+		t.Errorf("ci after the first ci's revocation, want it left out:\n%.3000s", page)
+	}
+}

@@ -50,7 +50,8 @@ type usageData struct {
 	Rows                []usageRow
 	NewestURL, OlderURL string // "" when not applicable
 	CSVURL              string
-	// StatementFrom and StatementTo are the statement form's days (to included): this month.
+	// StatementFrom and StatementTo are the statement form's days (to included): the request
+	// log's days, or this month (statementPeriod).
 	StatementFrom, StatementTo string
 }
 
@@ -242,9 +243,36 @@ func (a *App) usagePage(w http.ResponseWriter, r *http.Request, v *Visitor, svc 
 		}
 		d.CSVURL = "/usage/export.csv?" + lq.Values(time.UTC).Encode()
 	}
-	period := usageview.ThisMonth(time.Now(), time.UTC).Values(time.UTC)
+	// The statement form names the days the log shows (lq is zero when its filter could not
+	// be read: this month).
+	period := statementPeriod(lq.Filter, time.Now()).Values(time.UTC)
 	d.StatementFrom, d.StatementTo = period.Get(usageview.ParamFrom), period.Get(usageview.ParamTo)
 	a.render(w, r, v, status, "usage", "Usage", d)
+}
+
+// statementPeriod is the period the Usage page's statement form names, so that a view of a
+// past month's requests (the log's from and to in the URL, which a person bookmarks or
+// shares) offers that month's statement: the days of the request log's filter f as whole UTC
+// days (a time within a day takes the day), and this month (usageview.ThisMonth) when f names
+// no days. A filter with a start only ends today (or on the start's day, when that is later);
+// one with an end only starts on the first day of the end's month.
+func statementPeriod(f usageview.Filter, now time.Time) usageview.Period {
+	p := usageview.ThisMonth(now, time.UTC)
+	day := func(t time.Time) time.Time {
+		y, m, d := t.UTC().Date()
+		return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+	}
+	if !f.To.IsZero() {
+		last := day(f.To.Add(-time.Nanosecond)) // the filter's end is excluded
+		p = usageview.Period{From: last.AddDate(0, 0, 1-last.Day()), To: last.AddDate(0, 0, 1)}
+	}
+	if !f.From.IsZero() {
+		p.From = day(f.From)
+		if !p.To.After(p.From) {
+			p.To = p.From.AddDate(0, 0, 1)
+		}
+	}
+	return p
 }
 
 // chartData lays the daily spend out as the table the chart is drawn from.

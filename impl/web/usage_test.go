@@ -193,3 +193,41 @@ func logTable(body string) string {
 	log, _, _ = strings.Cut(log, "</table>")
 	return log
 }
+
+// TestStatementFormTakesThePagesDays (last session's newcomer walk): the Usage page's
+// statement form always named this month, so that on a view of a past month's requests (the
+// request log's from and to in the URL, which is what a person bookmarks or shares) Download
+// statement gave this month's statement. The form now names the days of the log's filter, as
+// whole UTC days (a time within a day takes the day; a filter with an end only starts on the
+// first of the end's month), and this month when the filter names no days; the statement
+// route, which takes from and to, writes the statement of those days.
+func TestStatementFormTakesThePagesDays(t *testing.T) {
+	e := start(t, nil)
+	e.account(t, "acme", aliceEmail, "member")
+	b := e.browser(t)
+	b.signIn(e, aliceEmail, alicePass)
+	formRe := regexp.MustCompile(`(?s)<input id="s-from" name="from" type="date" value="([^"]*)"[^>]*>.*<input id="s-to" name="to" type="date" value="([^"]*)"`)
+	now := time.Now().UTC()
+	for _, c := range []struct{ query, from, to string }{
+		{"?from=2025-11-01&to=2025-11-30", "2025-11-01", "2025-11-30"},
+		{"?to=2025-11-30", "2025-11-01", "2025-11-30"},
+		{"?from=2025-11-03T10:00:00Z&to=2025-11-05T00:00:00Z&model=service-flint", "2025-11-03", "2025-11-04"},
+		{"?from=2025-11-03", "2025-11-03", now.Format(time.DateOnly)},
+		{"?days=7", now.Format("2006-01") + "-01", now.Format(time.DateOnly)},
+		{"", now.Format("2006-01") + "-01", now.Format(time.DateOnly)},
+	} {
+		p := b.get("/usage" + c.query)
+		m := formRe.FindStringSubmatch(p.Body)
+		if p.Status != http.StatusOK || m == nil {
+			t.Fatalf("GET /usage%s: %d, no statement form: %.3000s", c.query, p.Status, p.Body)
+		}
+		if m[1] != c.from || m[2] != c.to {
+			t.Errorf("GET /usage%s: the statement form names %s to %s, want %s to %s", c.query, m[1], m[2], c.from, c.to)
+		}
+		statement := b.get("/usage/statement.csv?" + url.Values{"from": {m[1]}, "to": {m[2]}}.Encode())
+		if want := `filename="statement-` + c.from + "-to-" + c.to + `.csv"`; statement.Status != http.StatusOK ||
+			!strings.Contains(statement.Header.Get("Content-Disposition"), want) {
+			t.Errorf("the statement of GET /usage%s's form: %d %q, want %s", c.query, statement.Status, statement.Header.Get("Content-Disposition"), want)
+		}
+	}
+}

@@ -300,7 +300,9 @@ func TestAgentTailResumes(t *testing.T) {
 // question gets placeholder words and offers a first message with a script, which calls a tool
 // of every account; when an upstream of the model is a real provider, the form is as before
 // (newcomer trial h1: a first session started on the console with a plain question answered
-// "signal river drift jasper …", and nothing said why).
+// "signal river drift jasper …", and nothing said why). The hint links to a disclosure on the
+// page that says how a script plays the model (last session's newcomer walk: the hint named
+// "docs/agents.md" as plain text, which the console does not serve).
 func TestAgentsPageOffersASimulatorScript(t *testing.T) {
 	const example = `Which datasets does this account have? [[sim script: call list_storage_datasets {}]]`
 	for _, c := range []struct {
@@ -330,6 +332,17 @@ func TestAgentsPageOffersASimulatorScript(t *testing.T) {
 			said := strings.Contains(p.Body, "played by the built-in upstream simulator")
 			if offered != c.simulated || said != c.simulated {
 				t.Errorf("the example offered: %v, the simulator named: %v; want %v:\n%.4000s", offered, said, c.simulated, p.Body)
+			}
+			// How a script plays the model is on the page, which the hint links to; the
+			// documents are named as files of tollgate's source, not as a bare path.
+			body := html.UnescapeString(p.Body)
+			explained := strings.Contains(body, `…]]</code>: <a href="#sim-script">how a script plays the model</a>)`) &&
+				strings.Contains(body, `<details id="sim-script"><summary>How a script plays the model</summary>`) &&
+				strings.Contains(body, `then answers “Answer from <tool>: …”, quoting the last tool's result`) &&
+				strings.Contains(body, "<code>docs/agents.md</code> and <code>impl/sim/doc.go</code> in tollgate's source")
+			if explained != c.simulated || strings.Contains(body, ", docs/agents.md)") {
+				t.Errorf("the script explained on the page: %v, want %v; a bare docs path: %v\n%.5000s", explained, c.simulated,
+					strings.Contains(body, ", docs/agents.md)"), body)
 			}
 		})
 	}

@@ -80,6 +80,36 @@ func (c *oauthClient) callback(t *testing.T) url.Values {
 	}
 }
 
+// connectApp connects the MCP client c as the person signed in on p does: a fresh
+// authorization request, Allow access on the consent page, and the code the client gets back
+// exchanged for tokens, as the client does; it returns the access token. From then on the
+// Connected apps page lists the grant.
+func (s *site) connectApp(p *tour, c *oauthClient) string {
+	t := p.t
+	t.Helper()
+	authURL, verifier := s.authorizeURL(c, "")
+	p.at(p.Navigate(authURL), http.StatusOK, s.URL+"/oauth/authorize")
+	p.Submit("Allow access")
+	q := c.callback(t)
+	if q.Get("code") == "" || q.Get("state") != "xyz" || q.Get("iss") != s.URL {
+		t.Fatalf("Allow brought the client %v, want a code, the state and the issuer", q)
+	}
+	form := url.Values{"grant_type": {"authorization_code"}, "client_id": {c.ID}, "code": {q.Get("code")},
+		"code_verifier": {verifier}, "redirect_uri": {c.Redirect}, "resource": {s.URL + "/api/mcp"}}
+	resp, err := s.GW.Client(t).PostForm(s.URL+"/oauth/token", form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var tokens struct {
+		AccessToken string `json:"access_token"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&tokens); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("token: %d %v", resp.StatusCode, err)
+	}
+	return tokens.AccessToken
+}
+
 // mcpStatus calls list_storage_datasets with token and returns the status and body.
 func (s *site) mcpStatus(t *testing.T, token string) (int, string) {
 	t.Helper()
@@ -122,27 +152,8 @@ func TestOAuthConsent(t *testing.T) {
 		t.Errorf("Deny brought the client %v, want error=access_denied with the state and no code", q)
 	}
 
-	authURL, verifier := s.authorizeURL(client, "")
-	p.at(p.Navigate(authURL), http.StatusOK, s.URL+"/oauth/authorize")
-	p.Submit("Allow access")
-	q := client.callback(t)
-	if q.Get("code") == "" || q.Get("state") != "xyz" || q.Get("iss") != s.URL {
-		t.Fatalf("Allow brought the client %v, want a code, the state and the issuer", q)
-	}
-	form := url.Values{"grant_type": {"authorization_code"}, "client_id": {client.ID}, "code": {q.Get("code")},
-		"code_verifier": {verifier}, "redirect_uri": {client.Redirect}, "resource": {s.URL + "/api/mcp"}}
-	resp, err := s.GW.Client(t).PostForm(s.URL+"/oauth/token", form)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tokens struct {
-		AccessToken string `json:"access_token"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&tokens); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("token: %d %v", resp.StatusCode, err)
-	}
-	resp.Body.Close()
-	if status, body := s.mcpStatus(t, tokens.AccessToken); status != http.StatusOK || !strings.Contains(body, "sales") {
+	token := s.connectApp(p, client)
+	if status, body := s.mcpStatus(t, token); status != http.StatusOK || !strings.Contains(body, "sales") {
 		t.Fatalf("tools/call with the token: %d %s", status, body)
 	}
 
@@ -163,7 +174,7 @@ func TestOAuthConsent(t *testing.T) {
 		t.Errorf("the confirmation does not say what stops:\n%s", what)
 	}
 	// Nothing is revoked until it is confirmed.
-	if status, _ := s.mcpStatus(t, tokens.AccessToken); status != http.StatusOK {
+	if status, _ := s.mcpStatus(t, token); status != http.StatusOK {
 		t.Errorf("the token stopped before the revocation was confirmed: %d", status)
 	}
 	p.Submit("Revoke access of “Example Agent”")
@@ -173,7 +184,7 @@ func TestOAuthConsent(t *testing.T) {
 	if got := p.Text("tbody"); !strings.Contains(got, "No apps connected yet.") {
 		t.Errorf("after revoking, Connected apps lists:\n%s", got)
 	}
-	if status, body := s.mcpStatus(t, tokens.AccessToken); status != http.StatusUnauthorized {
+	if status, body := s.mcpStatus(t, token); status != http.StatusUnauthorized {
 		t.Errorf("the revoked grant's token: %d %s, want 401", status, body)
 	}
 

@@ -25,6 +25,7 @@ var navigation = []struct{ name, path string }{
 	{"Approvals", "/approvals"},
 	{"Agents", "/agents"},
 	{"Datasets", "/datasets"},
+	{"Connected apps", "/oauth/grants"},
 	{"Audit log", "/audit"},
 	{"Sessions", "/sessions"},
 }
@@ -35,7 +36,10 @@ var navigation = []struct{ name, path string }{
 // and styles within its Content-Security-Policy (a violation fails the test when the page
 // closes). A screenshot of each is written; the Usage page's is taken with the newest
 // request's cost opened into how it was made (docs/screenshots/usage.png). The home page is
-// shot again once the account has an agent slot (docs/screenshots/home.png).
+// shot again once the account has an agent slot (docs/screenshots/home.png). The list above
+// must name every link of the page's navigation (before, it left out Connected apps, which
+// was never visited); an MCP client is connected first (allowed on the consent page, its code
+// exchanged), so that Connected apps lists it.
 func TestEveryPage(t *testing.T) {
 	s, p := signedInWithUsage(t)
 	operator, err := agent.New(agent.Options{Store: s.GW.Store, Config: s.GW.Config})
@@ -45,11 +49,26 @@ func TestEveryPage(t *testing.T) {
 	if err := operator.AssignSlot(context.Background(), s.Account.ID, "main"); err != nil {
 		t.Fatal(err)
 	}
+	s.connectApp(p, s.registerOAuthClient(t, "Example Agent"))
 	p.at(p.Navigate(s.URL+"/"), http.StatusOK, s.URL+"/")
 	p.WaitVisible("#home-start-agent")
 	p.shot("home-with-a-slot")
+	listed := map[string]bool{}
+	for _, n := range navigation {
+		listed[n.path] = true
+	}
+	for _, path := range eval[[]string](p, `[...document.querySelectorAll('nav[aria-label="Main"] a')].map((a) => new URL(a.href).pathname)`) {
+		if !listed[path] {
+			t.Errorf("the navigation links %s, which the test's list (navigation) leaves out", path)
+		}
+	}
 	for _, n := range navigation {
 		p.at(p.Follow(n.name), http.StatusOK, s.URL+n.path)
+		if n.path == "/oauth/grants" {
+			if got := p.Text("main tbody"); !strings.Contains(got, "Example Agent") || !strings.Contains(got, alice.Email) {
+				t.Errorf("Connected apps does not list the client allowed: %q", got)
+			}
+		}
 		if n.path == "/usage" {
 			p.Do(chromedp.Click(chromedp.CSS("#usage-requests details.bill > summary")))
 			p.WaitVisible("#usage-requests details.bill[open] .bill-body")
@@ -62,7 +81,7 @@ func TestEveryPage(t *testing.T) {
 				t.Errorf("the Usage page's days without spend: %q", got)
 			}
 		}
-		p.shot(strings.TrimPrefix(n.path, "/"))
+		p.shot(strings.ReplaceAll(strings.TrimPrefix(n.path, "/"), "/", "-"))
 		if got := p.Text("main h1"); got != n.name {
 			t.Errorf("%s: the heading is %q, want %q", n.path, got, n.name)
 		}
@@ -127,7 +146,7 @@ func TestNarrowScreen(t *testing.T) {
 	for _, n := range navigation {
 		p.at(p.Navigate(s.URL+n.path), http.StatusOK, s.URL+n.path)
 		if width := p.width(); width > 375 {
-			p.shot("narrow-" + strings.TrimPrefix(n.path, "/"))
+			p.shot("narrow-" + strings.ReplaceAll(strings.TrimPrefix(n.path, "/"), "/", "-"))
 			ctx, cancel := context.WithTimeout(p.Context(), 10*time.Second)
 			wide, _ := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("body *")].filter((e) => !e.closest("table") && e.getBoundingClientRect().right > 376).slice(0, 5).map((e) => e.tagName + "." + e.className + " " + Math.round(e.getBoundingClientRect().right))`))
 			cancel()

@@ -378,7 +378,7 @@ func (a *admin) accountList(ctx context.Context, args []string) error {
 		list := make([]accountJSON, 0, len(accts))
 		for _, ac := range accts {
 			list = append(list, accountJSON{ID: ac.ID.String(), Name: ac.Name, Plan: ac.Plan, BalanceMicros: ac.BalanceMicros,
-				BalanceUSD: apierror.USD(ac.BalanceMicros), CreatedAt: utc(ac.CreatedAt)})
+				BalanceUSD: balanceUSD(ac.BalanceMicros), CreatedAt: utc(ac.CreatedAt)})
 		}
 		return a.writeJSON(list)
 	}
@@ -913,7 +913,7 @@ func (a *admin) creditShow(ctx context.Context, args []string) error {
 	}
 	if asJSON {
 		c := creditJSON{AccountID: acct.ID.String(), Account: acct.Name, BalanceMicros: acct.BalanceMicros,
-			BalanceUSD: apierror.USD(acct.BalanceMicros), Entries: make([]ledgerEntryJSON, 0, len(entries))}
+			BalanceUSD: balanceUSD(acct.BalanceMicros), Entries: make([]ledgerEntryJSON, 0, len(entries))}
 		for _, e := range entries {
 			c.Entries = append(c.Entries, ledgerEntryJSON{ID: e.ID, CreatedAt: utc(e.CreatedAt), Reason: e.Reason, AmountMicros: e.AmountMicros,
 				BalanceAfterMicros: e.BalanceAfterMicros, IdempotencyKey: e.IdempotencyKey, Note: e.Note})

@@ -45,6 +45,11 @@ func utcOrNil(t *time.Time) *time.Time {
 	return &u
 }
 
+// balanceUSD is micros in US dollars as a JSON number, as CreditBalance's balance_usd is (GET
+// /v1/credits): the same field of the same thing has the same type in every document. The
+// tables keep their "$9.982170" for people.
+func balanceUSD(micros int64) float64 { return float64(micros) / 1e6 }
+
 // nilIfEmpty is s, or nil when it is empty.
 func nilIfEmpty(s string) *string {
 	if s == "" {
@@ -58,7 +63,7 @@ type accountJSON struct {
 	Name          string    `json:"name"`
 	Plan          string    `json:"plan"`
 	BalanceMicros int64     `json:"balance_micros"`
-	BalanceUSD    string    `json:"balance_usd"`
+	BalanceUSD    float64   `json:"balance_usd"`
 	CreatedAt     time.Time `json:"created_at"`
 }
 
@@ -108,7 +113,7 @@ type creditJSON struct {
 	AccountID     string            `json:"account_id"`
 	Account       string            `json:"account"`
 	BalanceMicros int64             `json:"balance_micros"`
-	BalanceUSD    string            `json:"balance_usd"`
+	BalanceUSD    float64           `json:"balance_usd"`
 	Entries       []ledgerEntryJSON `json:"entries"`
 }
 

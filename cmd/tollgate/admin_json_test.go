@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/gen/api"
 	"github.com/tollgate/tollgate/impl/store"
 )
 
@@ -60,7 +61,7 @@ func TestAdminListsAsJSON(t *testing.T) {
 
 	var accts []accountJSON
 	adminJSON(t, "account list", &accts)
-	if len(accts) != 2 || accts[0].Name != "acme" || accts[0].ID != acct.ID.String() || accts[0].BalanceMicros != 9_982_170 || accts[0].BalanceUSD != "$9.982170" {
+	if len(accts) != 2 || accts[0].Name != "acme" || accts[0].ID != acct.ID.String() || accts[0].BalanceMicros != 9_982_170 || accts[0].BalanceUSD != 9.98217 {
 		t.Errorf("account list -json: %+v", accts)
 	}
 
@@ -152,4 +153,36 @@ func TestAdminListsAsJSON(t *testing.T) {
 			t.Errorf("admin %s -h has no -json:\n%s", name, out)
 		}
 	}
+}
+
+// TestAdminJSONBalanceIsCreditBalances (newcomer trial s12h5): the -json of account list and
+// credit show named the balance balance_usd, as the OpenAPI document's CreditBalance does (GET
+// /v1/credits, the MCP tool get_credits) and as docs/operations.md says it is, but wrote it as
+// a string for people ("$9.982170") where CreditBalance has a number (9.98217), so a script
+// that read both, or compared it (jq '.balance_usd < 1'), was wrong about one. Both now decode
+// into the generated CreditBalance, and balance_usd is balance_micros in dollars.
+func TestAdminJSONBalanceIsCreditBalances(t *testing.T) {
+	url := migratedDatabase(t)
+	t.Setenv("DATABASE_URL", url)
+	t.Setenv("LOG_LEVEL", "error")
+	mustAdmin(t, "account create acme")
+	mustAdmin(t, "credit grant acme 2500000")
+	mustAdmin(t, "credit grant acme 1")
+
+	decodeBalance := func(what string, doc json.RawMessage) {
+		t.Helper()
+		var b api.CreditBalance
+		if err := json.Unmarshal(doc, &b); err != nil {
+			t.Fatalf("%s -json is not CreditBalance's balance_micros and balance_usd: %v\n%s", what, err, doc)
+		}
+		if b.BalanceMicros != 2_500_001 || b.BalanceUsd != 2.500001 {
+			t.Errorf("%s -json: balance_micros %d, balance_usd %v; want 2500001 and 2.500001", what, b.BalanceMicros, b.BalanceUsd)
+		}
+	}
+	var accts []json.RawMessage
+	if err := json.Unmarshal([]byte(mustAdmin(t, "account list -json")), &accts); err != nil || len(accts) != 1 {
+		t.Fatalf("account list -json: %v (%d accounts)", err, len(accts))
+	}
+	decodeBalance("account list", accts[0])
+	decodeBalance("credit show", json.RawMessage(mustAdmin(t, "credit show acme -json")))
 }

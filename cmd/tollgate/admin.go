@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -82,9 +83,14 @@ func runAdminWith(ctx context.Context, args []string, streams adminIO) error {
 		return flagError(err)
 	}
 	args = global.Args()
-	if len(args) < 2 {
+	if len(args) == 1 && args[0] == "help" {
+		fmt.Fprint(streams.out, adminUsage)
+		return nil
+	}
+	if len(args) < 2 || adminCommands[args[0]+" "+args[1]] == nil {
+		// Before the database: a mistyped command needs none to be told so.
 		fmt.Fprint(streams.notes, adminUsage)
-		return usageError("admin needs a command")
+		return commandLineError(args)
 	}
 	cfg, err := loadConfig(*configPath)
 	if err != nil {
@@ -231,6 +237,52 @@ var adminCommands = map[string]adminHandler{
 	"audit list":         (*admin).auditList,
 }
 
+// usageCommandLine matches a command's first line in adminUsage: "  noun verb ...".
+var usageCommandLine = regexp.MustCompile(`(?m)^  ([a-z]+) ([a-z-]+)\b`)
+
+// commandsOf are the admin commands of noun ("key create", "key list", …) in adminUsage's
+// order, or none when no command begins with noun.
+func commandsOf(noun string) []string {
+	var names []string
+	for _, m := range usageCommandLine.FindAllStringSubmatch(adminUsage, -1) {
+		if name := m[1] + " " + m[2]; m[1] == noun && adminCommands[name] != nil {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// commandLineError is the usage error of an admin command line whose first words name no
+// command: no words at all, a noun that begins no command (the error names those that do), or
+// a noun without a verb or with one it lacks (the error names its commands).
+func commandLineError(args []string) error {
+	if len(args) == 0 {
+		return usageError("admin needs a command")
+	}
+	noun, given := args[0], strings.Join(args[:min(2, len(args))], " ")
+	commands := commandsOf(noun)
+	if len(commands) == 0 {
+		var nouns []string
+		for name := range adminCommands {
+			nouns = append(nouns, strings.Fields(name)[0])
+		}
+		slices.Sort(nouns)
+		return usageError(fmt.Sprintf("unknown admin command %q: the commands begin with %s", given, orList(slices.Compact(nouns))))
+	}
+	if len(args) == 1 {
+		return usageError(fmt.Sprintf("admin %s needs a command: %s", noun, orList(commands)))
+	}
+	return usageError(fmt.Sprintf("unknown admin command %q: admin %s has %s", given, noun, orList(commands)))
+}
+
+// orList is "a, b or c".
+func orList(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
+}
+
 // verbCommand is the command of a noun's handler that takes the verb.
 func verbCommand(run func(a *admin, ctx context.Context, verb string, args []string) error, verb string) adminHandler {
 	return func(a *admin, ctx context.Context, args []string) error { return run(a, ctx, verb, args) }
@@ -248,7 +300,7 @@ func (a *admin) run(ctx context.Context, noun, verb string, args []string) error
 	cmd, ok := adminCommands[noun+" "+verb]
 	if !ok {
 		fmt.Fprint(a.notes, adminUsage)
-		return usageError(fmt.Sprintf("unknown admin command %q", noun+" "+verb))
+		return commandLineError([]string{noun, verb})
 	}
 	err := cmd(a, ctx, args)
 	if h, ok := errors.AsType[*helpRequest](err); ok {

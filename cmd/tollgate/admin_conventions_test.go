@@ -117,3 +117,30 @@ func TestAdminCommandConventions(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminNamesTheMistakeInTheCommand (newcomer trial s12h5): `admin frobnicate` and `admin
+// key` both said "admin needs a command", of a command line that had one: the first word was
+// taken for no command at all, so a mistyped noun and a noun without its verb got the same
+// words, neither naming what was wrong. Each now says what it is: an unknown command names the
+// nouns there are; a noun without a verb, or with one it lacks, names that noun's verbs; `admin`
+// alone still needs a command, and `admin help` prints the usage on stdout as -h does. Each
+// mistake is a usage error (exit status 2); none needs a database.
+func TestAdminNamesTheMistakeInTheCommand(t *testing.T) {
+	for _, tc := range []struct{ line, want string }{
+		{"", "admin needs a command"},
+		{"frobnicate", `unknown admin command "frobnicate": the commands begin with account, approval, audit, credit, dataset, key, member, model, slot, ticket or usage`},
+		{"keys list", `unknown admin command "keys list": the commands begin with account, approval, audit, credit, dataset, key, member, model, slot, ticket or usage`},
+		{"key", "admin key needs a command: key create, key list, key revoke, key revoke-all, key disable, key enable, key set-rpm or key set-cap"},
+		{"key foo", `unknown admin command "key foo": admin key has key create, key list, key revoke, key revoke-all, key disable, key enable, key set-rpm or key set-cap`},
+		{"audit", "admin audit needs a command: audit list"},
+	} {
+		stdout, stderr, err := adminRunIO(t, tc.line, "")
+		if err == nil || err.Error() != tc.want || exitStatus(err) != 2 || stdout != "" || !strings.Contains(stderr, "account create NAME") {
+			t.Errorf("admin %s: %v (exit status %d), want %q (exit status 2) after the usage on stderr\nstdout:\n%s", tc.line, err, exitStatus(err), tc.want, stdout)
+		}
+	}
+	stdout, stderr, err := adminRunIO(t, "help", "")
+	if err != nil || !strings.HasPrefix(stdout, "tollgate admin: the operator's CLI") || stderr != "" {
+		t.Errorf("admin help: %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
+	}
+}

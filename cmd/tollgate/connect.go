@@ -81,11 +81,13 @@ func runConnect(ctx context.Context, args []string, out, notes io.Writer) error 
 	if !known {
 		return usageError(fmt.Sprintf("connect: unknown client %q\n\n%s", named[0], connectUsage))
 	}
+	// urlFrom is where the address came from, for an error that cannot reach it: "" is the default.
+	urlFrom := "-url"
 	if *baseURL == "" {
-		*baseURL = os.Getenv("TOLLGATE_URL")
+		*baseURL, urlFrom = os.Getenv("TOLLGATE_URL"), "$TOLLGATE_URL"
 	}
 	if *baseURL == "" {
-		*baseURL = "http://localhost:8080"
+		*baseURL, urlFrom = "http://localhost:8080", ""
 	}
 	// A pasted key or URL (or one read from a file) may bring white space along: the settings
 	// carry them without it, as the gateway is sent them.
@@ -110,6 +112,9 @@ func runConnect(ctx context.Context, args []string, out, notes io.Writer) error 
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	models, err := c.Models(ctx)
+	if _, unreached := errors.AsType[*url.Error](err); unreached {
+		return unreachableGateway(*baseURL, urlFrom, err)
+	}
 	if err != nil {
 		return fmt.Errorf("the gateway at %s did not list the key's models: %s", *baseURL, unprefixed(err))
 	}
@@ -198,6 +203,27 @@ func listedFacts(models []api.Model, id string) *connect.ModelFacts {
 		return nil
 	}
 	return connect.FactsOf(models[i])
+}
+
+// unreachableGateway is the error of a gateway address at which nothing answered (err is the
+// transport's: refused, no such host, timed out), which says where the address came from (from:
+// "-url", "$TOLLGATE_URL", or "" for the default) and how to give the right one (newcomer trial
+// s12h5: with make run on ports of its own, connect tried the default and said only that "the
+// gateway … did not list the key's models: … connection refused"). A usage error: the address
+// is the command line's to fix.
+func unreachableGateway(baseURL, from string, err error) error {
+	why := unprefixed(err)
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		why = ue.Err.Error()
+	}
+	switch from {
+	case "":
+		return usageError(fmt.Sprintf("no gateway answers at %s (the default: neither -url nor $TOLLGATE_URL was given): %s; "+
+			"give the gateway's address with -url (make run prints it: \"tollgate is running on http://…\")", baseURL, why))
+	case "-url":
+		return usageError(fmt.Sprintf("no gateway answers at %s (-url): %s; is the gateway running, and is -url its address?", baseURL, why))
+	}
+	return usageError(fmt.Sprintf("no gateway answers at %s (%s): %s; is the gateway running, and is %s its address? (-url gives another)", baseURL, from, why, from))
 }
 
 // unprefixed is err's message without the "tollgate: " that impl/client's errors begin with:

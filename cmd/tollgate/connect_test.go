@@ -5,8 +5,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -316,5 +318,46 @@ func TestConnectWarnings(t *testing.T) {
 		if got := connectWarnings(c.url, c.fromFlag); len(got) != c.want {
 			t.Errorf("connectWarnings(%q, -key %v) = %q; want %d", c.url, c.fromFlag, got, c.want)
 		}
+	}
+}
+
+// TestConnectSaysWhereItLookedForTheGateway (newcomer trial s12h5): with make run on ports of
+// its own, `tollgate connect codex` went to http://localhost:8080, the default, and said only
+// `the gateway at http://localhost:8080 did not list the key's models: Get "…": dial tcp
+// 127.0.0.1:8080: connect: connection refused`, as though a gateway were there and had
+// refused, with no word of where the address came from or how to give another. A gateway that
+// cannot be reached is now said to be so, with where the address came from (-url,
+// $TOLLGATE_URL or the default) and how to give the right one; a usage error, as the address
+// is the command line's.
+func TestConnectSaysWhereItLookedForTheGateway(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + l.Addr().String()
+	l.Close()
+	t.Setenv(connect.KeyVariable, "tgk_0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLM")
+	ctx := context.Background()
+
+	var out bytes.Buffer
+	err = runConnect(ctx, []string{"codex", "-url", closed}, &out, io.Discard)
+	if want := "no gateway answers at " + closed + " (-url): "; err == nil || !strings.HasPrefix(err.Error(), want) ||
+		!strings.Contains(err.Error(), "connection refused") || !strings.Contains(err.Error(), "is the gateway running, and is -url its address?") ||
+		exitStatus(err) != 2 || out.Len() != 0 {
+		t.Errorf("connect -url %s: %v (exit status %d), want it to begin %q and ask of -url\nstdout:\n%s", closed, err, exitStatus(err), want, out.String())
+	}
+	t.Setenv("TOLLGATE_URL", closed)
+	err = runConnect(ctx, []string{"codex"}, &out, io.Discard)
+	if want := "no gateway answers at " + closed + " ($TOLLGATE_URL): "; err == nil || !strings.HasPrefix(err.Error(), want) ||
+		!strings.Contains(err.Error(), "is the gateway running, and is $TOLLGATE_URL its address? (-url gives another)") {
+		t.Errorf("connect with TOLLGATE_URL=%s: %v, want it to begin %q and ask of $TOLLGATE_URL", closed, err, want)
+	}
+	// The default address is this machine's port 8080, where a gateway of another test may
+	// answer: its words are checked on the error the command makes of a refused connection.
+	refused := fmt.Errorf("Get %q: dial tcp 127.0.0.1:8080: connect: connection refused", "http://localhost:8080/v1/models")
+	err = unreachableGateway("http://localhost:8080", "", &url.Error{Op: "Get", URL: "http://localhost:8080/v1/models", Err: refused})
+	if want := `no gateway answers at http://localhost:8080 (the default: neither -url nor $TOLLGATE_URL was given): `; err == nil ||
+		!strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), `give the gateway's address with -url (make run prints it: "tollgate is running on http://…")`) {
+		t.Errorf("the default address: %v, want it to begin %q and say to give -url", err, want)
 	}
 }

@@ -24,9 +24,8 @@ const connectUsage = `usage: tollgate connect [-url URL] [-key KEY] CLIENT
 Prints the settings that point CLIENT at a tollgate gateway with an API key, the same the web
 console shows when a key is created: CLIENT is claude-code (or claude), codex, opencode,
 openai-sdk, anthropic-sdk, ai-sdk (Vercel's AI SDK, or vercel), langchain, mcp, curl (a quick
-check that the key works), or all. The
-key is checked against the gateway first (GET /v1/models), and the settings name the first
-model of each family the key may use. Claude Code's settings warn, as the console's do, when
+check that the key works), or all. The key is checked against the gateway first (GET
+/v1/models), and the settings name the first model of each family the key may use. Claude Code's settings warn, as the console's do, when
 the key's credit cap (GET /v1/credits) is below what one of its turns holds at the model's
 price (GET /v1/models), and say what to do; Codex's and opencode's give them the chat model's
 window (and opencode its output bound and price) as GET /v1/models says them.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -359,5 +360,26 @@ func TestConnectSaysWhereItLookedForTheGateway(t *testing.T) {
 	if want := `no gateway answers at http://localhost:8080 (the default: neither -url nor $TOLLGATE_URL was given): `; err == nil ||
 		!strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), `give the gateway's address with -url (make run prints it: "tollgate is running on http://…")`) {
 		t.Errorf("the default address: %v, want it to begin %q and say to give -url", err, want)
+	}
+}
+
+// TestHelpNamesEveryConnectClient (newcomer trial s12h5): `tollgate -h` said connect gives "the
+// settings for claude-code, codex, opencode, openai-sdk, anthropic-sdk, mcp or all", leaving
+// out ai-sdk, langchain and curl, which connect -h and the README name; and it said to "run
+// 'tollgate admin' for its commands", which prints them on stderr as a mistake (exit status
+// 2). The binary's help now names every client connect knows (connect.All), as connect -h
+// does, and points at `tollgate admin -h`.
+func TestHelpNamesEveryConnectClient(t *testing.T) {
+	connectLines := usage[strings.Index(usage, "tollgate connect"):strings.Index(usage, "tollgate sim")]
+	for _, s := range connect.All(connect.Target{}) {
+		if !regexp.MustCompile(`\b` + regexp.QuoteMeta(s.ID) + `\b`).MatchString(connectLines) {
+			t.Errorf("tollgate -h does not name the connect client %s:\n%s", s.ID, connectLines)
+		}
+		if !strings.Contains(connectUsage, s.ID) {
+			t.Errorf("tollgate connect -h does not name the client %s", s.ID)
+		}
+	}
+	if !strings.Contains(usage, "'tollgate admin -h'") || strings.Contains(usage, "run 'tollgate admin' for") {
+		t.Errorf("tollgate -h does not point at `tollgate admin -h` for the admin commands:\n%s", usage)
 	}
 }

@@ -30,10 +30,11 @@ var usage = `tollgate: a metered multi-tenant gateway to hosted language models.
 Usage:
   tollgate serve   [-config FILE]   serve the API (needs DATABASE_URL; REDIS_URL optional)
   tollgate migrate                  apply pending schema migrations
-  tollgate admin ...                the operator's CLI (run 'tollgate admin' for its commands)
+  tollgate admin ...                the operator's CLI ('tollgate admin -h' lists its commands)
   tollgate connect [-url URL] [-key KEY] CLIENT
                                     the settings for claude-code, codex, opencode, openai-sdk,
-                                    anthropic-sdk, mcp or all, checked against the gateway
+                                    anthropic-sdk, ai-sdk, langchain, mcp, curl (a quick check)
+                                    or all, checked against the gateway ('tollgate connect -h')
   tollgate sim     [-listen ADDR]   the upstream simulator (OpenAI chat, Responses, Anthropic Messages)
   tollgate prices  [-config FILE] [-litellm FILE] [NAME...]
                                     the price catalog (USD per million tokens of each kind), and

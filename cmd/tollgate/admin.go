@@ -974,7 +974,7 @@ func (a *admin) creditShow(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(a.out, "account %s: balance %d micros (%s)\n\n", acct.Name, acct.BalanceMicros, apierror.USD(acct.BalanceMicros))
 	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tAT\tREASON\tAMOUNT_MICROS\tBALANCE_AFTER\tKEY\tNOTE")
+	fmt.Fprintln(tw, "ID\tAT\tREASON\tAMOUNT_MICROS\tBALANCE_AFTER\tIDEMPOTENCY_KEY\tNOTE")
 	for _, e := range entries {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%+d\t%d\t%s\t%s\n", e.ID, e.CreatedAt.Format(time.RFC3339), e.Reason, e.AmountMicros, e.BalanceAfterMicros, e.IdempotencyKey, e.Note)
 	}

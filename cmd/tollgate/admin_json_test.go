@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -185,4 +186,25 @@ func TestAdminJSONBalanceIsCreditBalances(t *testing.T) {
 	}
 	decodeBalance("account list", accts[0])
 	decodeBalance("credit show", json.RawMessage(mustAdmin(t, "credit show acme -json")))
+}
+
+// TestCreditShowNamesTheIdempotencyKey (newcomer trial s12h5): credit show's table headed the
+// ledger entry's idempotency key (grant-…, usage:req_…) KEY, which a newcomer read as an API
+// key; -json calls it idempotency_key, and so does the table now.
+func TestCreditShowNamesTheIdempotencyKey(t *testing.T) {
+	url := migratedDatabase(t)
+	t.Setenv("DATABASE_URL", url)
+	t.Setenv("LOG_LEVEL", "error")
+	mustAdmin(t, "account create acme")
+	mustAdmin(t, "credit grant acme 1000 -idempotency-key inv-42")
+	out := mustAdmin(t, "credit show acme")
+	var header string
+	for line := range strings.Lines(out) {
+		if strings.HasPrefix(line, "ID ") {
+			header = line
+		}
+	}
+	if !slices.Contains(strings.Fields(header), "IDEMPOTENCY_KEY") || slices.Contains(strings.Fields(header), "KEY") || !strings.Contains(out, "inv-42") {
+		t.Errorf("credit show's table does not head the idempotency key so:\n%s", out)
+	}
 }

@@ -646,7 +646,7 @@ func Curl(t Target) Setup {
 	}
 	s.Blocks = []Block{{Where: "Your shell", Lang: "sh", Text: text}}
 	s.Note = "The model list, then one request: a key that works gets JSON back, a refused one an error that says why. " +
-		"The same key starts an agent session in one of the account's slots (POST /v1/agents); " +
+		"When the account has agent slots (an operator assigns them; GET /v1/agents lists them), the same key starts an agent session in one (POST /v1/agents); " +
 		"the MCP agent tools (agent_spawn, agent_prompt) only ask, and wait for an owner's approval on the web console's Approvals page."
 	return s
 }

@@ -347,7 +347,8 @@ func TestGrafanaDashboardQueriesExposedMetrics(t *testing.T) {
 		"tollgate_added_seconds_bucket", "gen_ai_server_time_to_first_token_seconds_bucket", "gen_ai_client_token_usage_sum",
 		"gen_ai_client_operation_duration_seconds_bucket", "tollgate_body_budget_in_use_bytes", "tollgate_trace_spans_dropped_total",
 		"tollgate_credit_outage_refused_total", "gen_ai_client_operation_time_to_first_chunk_seconds_bucket",
-		"mcp_server_operation_duration_seconds_count", "mcp_server_operation_duration_seconds_bucket"} {
+		"mcp_server_operation_duration_seconds_count", "mcp_server_operation_duration_seconds_bucket",
+		"tollgate_http_refused_heads_total"} {
 		if len(queried[want]) == 0 {
 			t.Errorf("no panel reads %s", want)
 		}

@@ -356,7 +356,7 @@ func withReplayConn(ctx context.Context, c net.Conn) context.Context {
 }
 
 // handoffHandler is the internal server's Handler. It refuses the HTTP/2 connection preface
-// (refuseHTTP2) and, when there is a body read timeout, gives the Server's handler the request
+// (refuseHTTP2, told to the Server's RefusedHead) and, when there is a body read timeout, gives the Server's handler the request
 // with its body read under that timeout (handoffBody), and bounds net/http's own reads of the
 // body too (discarding what the handler left unread, before the answer's head or after the
 // handler).
@@ -374,7 +374,9 @@ type handoffHandler struct {
 func (h *handoffHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if isHTTP2Preface(r) {
 		// Unencrypted HTTP/2 is not served: without this, the handler's mux answered a bare
-		// 400 in HTTP/1.1, which an HTTP/2 client reads as a broken frame.
+		// 400 in HTTP/1.1, which an HTTP/2 client reads as a broken frame. The refusal is told
+		// as the 505 it is (and answers without a hijackable connection), with its own reason.
+		h.s.noteRefusedHead(http.StatusHTTPVersionNotSupported, HTTP2Refusal, r.RequestURI)
 		refuseHTTP2(w)
 		return
 	}

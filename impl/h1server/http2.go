@@ -8,19 +8,20 @@ import (
 	"time"
 )
 
-// http2Refusal is the sentence that refuses HTTP/2 with prior knowledge (h2c without an
-// upgrade): the debug data of the GOAWAY frame that answers it.
-const http2Refusal = "HTTP/2 without TLS is not served here; use HTTP/1.1 (or TLS with ALPN h2 at your front)"
+// HTTP2Refusal is the sentence that refuses HTTP/2 with prior knowledge (h2c without an
+// upgrade): the debug data of the GOAWAY frame that answers it, and the reason the Server's
+// RefusedHead is told of that refusal, by which it tells it from the others.
+const HTTP2Refusal = "HTTP/2 without TLS is not served here; use HTTP/1.1 (or TLS with ALPN h2 at your front)"
 
 // http2Settings is the server's connection preface (RFC 9113 section 3.4): an empty SETTINGS
 // frame.
 var http2Settings = http2Frame(nil, 0x4, nil)
 
 // http2GoAway is a GOAWAY frame that processed no stream (last stream id 0), with the error code
-// HTTP_1_1_REQUIRED (0xd, RFC 9113 section 7) and http2Refusal as its debug data, so that an
+// HTTP_1_1_REQUIRED (0xd, RFC 9113 section 7) and HTTP2Refusal as its debug data, so that an
 // HTTP/2 client reads a refusal it understands and a person reading the bytes reads the
 // sentence.
-var http2GoAway = http2Frame(nil, 0x7, append(binary.BigEndian.AppendUint64(nil, 0xd), http2Refusal...))
+var http2GoAway = http2Frame(nil, 0x7, append(binary.BigEndian.AppendUint64(nil, 0xd), HTTP2Refusal...))
 
 // http2Frame appends to b the frame of type typ, with no flags on stream 0, carrying payload.
 func http2Frame(b []byte, typ byte, payload []byte) []byte {
@@ -36,7 +37,7 @@ func isHTTP2Preface(r *http.Request) bool {
 
 // refuseHTTP2 answers an HTTP/2 connection preface and closes the connection: it sends the
 // server's preface at once, reads the client's frames until its first request (HEADERS) for
-// at most http2RefusalWait, then sends http2GoAway, half-closes and reads what else comes for
+// at most HTTP2RefusalWait, then sends http2GoAway, half-closes and reads what else comes for
 // up to rstAvoidanceDelay, so that the frames are not lost to a reset. Waiting for the request
 // lets the client refuse that request with the GOAWAY's code (golang.org/x/net/http2: "received
 // GOAWAY from server ErrCode:HTTP_1_1_REQUIRED") rather than find its connection closed before
@@ -46,11 +47,11 @@ func refuseHTTP2(w http.ResponseWriter) {
 	c, rw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		w.Header().Set("Connection", "close")
-		http.Error(w, http2Refusal, http.StatusHTTPVersionNotSupported)
+		http.Error(w, HTTP2Refusal, http.StatusHTTPVersionNotSupported)
 		return
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(http2RefusalWait))
+	_ = c.SetDeadline(time.Now().Add(HTTP2RefusalWait))
 	if _, err := c.Write(http2Settings); err != nil {
 		return
 	}
@@ -65,8 +66,8 @@ func refuseHTTP2(w http.ResponseWriter) {
 	_, _ = io.Copy(io.Discard, io.LimitReader(c, 64<<10))
 }
 
-// http2RefusalWait bounds how long refuseHTTP2 waits for the client's first request.
-const http2RefusalWait = time.Second
+// HTTP2RefusalWait bounds how long refuseHTTP2 waits for the client's first request.
+const HTTP2RefusalWait = time.Second
 
 // awaitHTTP2Request reads the rest of the client's preface ("SM\r\n\r\n") and its frames up to
 // its first HEADERS frame, the read deadline, anything that is not HTTP/2, or 64 KiB.

@@ -7,7 +7,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,17 +21,48 @@ import (
 // an upgrade) gets the server's preface and a GOAWAY with HTTP_1_1_REQUIRED, whose debug data
 // says in a sentence what to use, and the connection ends; the handler never sees the preface.
 // Before, the preface went on to the handler, and the gateway's mux answered a bare HTTP/1.1
-// 400, which golang.org/x/net/http2 reads as a frame too large.
+// 400, which golang.org/x/net/http2 reads as a frame too large. Each refusal is told to
+// RefusedHead, as 505 with the sentence as its reason and the target "*", before the GOAWAY
+// is sent; it was told nowhere, so an operator did not see clients speaking HTTP/2 to the port.
 func TestHTTP2PriorKnowledgeIsRefused(t *testing.T) {
-	var served atomic.Int64
+	type refusal struct {
+		status         int
+		reason, target string
+	}
+	var (
+		served atomic.Int64
+		mu     sync.Mutex
+		told   []refusal
+	)
 	_, addr, _ := startH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		served.Add(1)
 		if r.RequestURI == "*" {
 			w.WriteHeader(http.StatusBadRequest)
 		}
-	}), func(s *Server) { s.ErrorBody = envelope })
+	}), func(s *Server) {
+		s.ErrorBody = envelope
+		s.RefusedHead = func(status int, reason, target string) {
+			mu.Lock()
+			told = append(told, refusal{status, reason, target})
+			mu.Unlock()
+		}
+	})
+	toldSoFar := func() []refusal {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(told)
+	}
+	const sentence = "HTTP/2 without TLS is not served here; use HTTP/1.1 (or TLS with ALPN h2 at your front)"
+	refused := refusal{http.StatusHTTPVersionNotSupported, sentence, "*"}
+	checkTold := func(t *testing.T, before int) {
+		t.Helper()
+		if got := toldSoFar()[before:]; !slices.Equal(got, []refusal{refused}) {
+			t.Errorf("RefusedHead told %+v, want %+v", got, []refusal{refused})
+		}
+	}
 
 	t.Run("an HTTP/2 client", func(t *testing.T) {
+		before := len(toldSoFar())
 		tr := &http2.Transport{AllowHTTP: true, DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, network, addr)
 		}}
@@ -45,10 +78,11 @@ func TestHTTP2PriorKnowledgeIsRefused(t *testing.T) {
 		if !strings.Contains(err.Error(), "HTTP_1_1_REQUIRED") {
 			t.Errorf("error %q, want the GOAWAY's HTTP_1_1_REQUIRED", err)
 		}
+		checkTold(t, before)
 	})
 
 	t.Run("the bytes", func(t *testing.T) {
-		const sentence = "HTTP/2 without TLS is not served here; use HTTP/1.1 (or TLS with ALPN h2 at your front)"
+		before := len(toldSoFar())
 		c := dial(t, addr)
 		if _, err := io.WriteString(c, http2.ClientPreface+"\x00\x00\x00\x04\x00\x00\x00\x00\x00"); err != nil {
 			t.Fatal(err)
@@ -76,6 +110,7 @@ func TestHTTP2PriorKnowledgeIsRefused(t *testing.T) {
 		if _, err := fr.ReadFrame(); err != io.EOF {
 			t.Errorf("after the GOAWAY: %v, want the connection's end", err)
 		}
+		checkTold(t, before)
 	})
 	if n := served.Load(); n != 0 {
 		t.Errorf("the handler saw %d requests, want none", n)

@@ -74,9 +74,12 @@ type Server struct {
 	// it will not read on (those whose body ErrorBody gives, with or without an ErrorBody, on
 	// both paths), once per refusal, with the status, reason and target ErrorBody is told,
 	// just before the answer is written: such a request reaches no handler, so this is where a
-	// server counts and logs clients that send broken heads. It runs in the connection's
-	// goroutine (or net/http's), for each refusal alone, so it must be safe for concurrent use
-	// and must not block.
+	// server counts and logs clients that send broken heads. It is told too of each HTTP/2
+	// connection preface (a client speaking HTTP/2 with prior knowledge), which is refused
+	// with a GOAWAY rather than an HTTP/1.1 answer: as status 505, reason HTTP2Refusal and
+	// target "*", before the GOAWAY is sent. It runs in the connection's goroutine (or
+	// net/http's), for each refusal alone, so it must be safe for concurrent use and must not
+	// block.
 	RefusedHead func(status int, reason, target string)
 	// ErrorLog receives the server's error messages (the log package's standard logger when nil),
 	// for both paths.

@@ -1,10 +1,18 @@
 package httpapi_test
 
 import (
+	"context"
+	"crypto/tls"
 	"log/slog"
+	"maps"
+	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
 
 	"github.com/tollgate/tollgate/impl/devkit/apitest"
 	"github.com/tollgate/tollgate/impl/metrics"
@@ -87,4 +95,51 @@ func refusedHeadLines(h *recordingHandler) []map[string]string {
 		out = append(out, line)
 	}
 	return out
+}
+
+// TestHTTP2PriorKnowledgeIsCountedAndLogged: a client speaking HTTP/2 with prior knowledge to
+// the API port (golang.org/x/net/http2 without TLS, as curl --http2-prior-knowledge or a gRPC
+// client without TLS does) is refused with a GOAWAY HTTP_1_1_REQUIRED, and that refusal is
+// counted in tollgate_http_refused_heads_total under its own label, status="h2c" (not with
+// the 505s of another HTTP/1 version), and logged as one "request head refused" line at info
+// with the status 505, the target "*" and the GOAWAY's sentence as its reason. It was counted
+// and logged nowhere, so an operator could not see such clients.
+func TestHTTP2PriorKnowledgeIsCountedAndLogged(t *testing.T) {
+	m := metrics.New()
+	logs := &recordingHandler{}
+	g := apitest.Start(t, apitest.Options{Metrics: m, LogHandler: logs})
+	const h2c, other505 = `tollgate_http_refused_heads_total{status="h2c"}`, `tollgate_http_refused_heads_total{status="505"}`
+	before, before505, logged := scrape(t, m, h2c), scrape(t, m, other505), len(refusedHeadLines(logs))
+
+	tr := &http2.Transport{AllowHTTP: true, DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}}
+	defer tr.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.URL+"/v1/chat/completions", strings.NewReader("{}"))
+	resp, err := tr.RoundTrip(req)
+	if err == nil {
+		_ = resp.Body.Close()
+		t.Fatalf("answered %s, want a refusal", resp.Status)
+	}
+	if !strings.Contains(err.Error(), "HTTP_1_1_REQUIRED") {
+		t.Fatalf("error %q, want the GOAWAY's HTTP_1_1_REQUIRED", err)
+	}
+
+	if got := scrape(t, m, h2c); got != before+1 {
+		t.Errorf("%s went from %v to %v, want one more", h2c, before, got)
+	}
+	if got := scrape(t, m, other505); got != before505 {
+		t.Errorf("%s went from %v to %v, want it unchanged", other505, before505, got)
+	}
+	lines := refusedHeadLines(logs)[logged:]
+	if len(lines) != 1 {
+		t.Fatalf("logged %d lines %v, want one", len(lines), lines)
+	}
+	want := map[string]string{"level": slog.LevelInfo.String(), "status": "505", "path": "*",
+		"reason": "HTTP/2 without TLS is not served here; use HTTP/1.1 (or TLS with ALPN h2 at your front)"}
+	if !maps.Equal(lines[0], want) {
+		t.Errorf("logged %v, want %v", lines[0], want)
+	}
 }

@@ -79,9 +79,13 @@ func (m *Metrics) ObserveRequest(route string, status int, d time.Duration, trac
 }
 
 // refusedHeadStatuses are the status labels of tollgate_http_refused_heads_total: the answers
-// the server writes itself to a head it will not read on, and "other" for any other status
-// (none is known), so that the label stays bounded whatever a server answers.
-var refusedHeadStatuses = []string{"400", "431", "501", "505", "other"}
+// the server writes itself to a head it will not read on, refusedHTTP2Label, and "other" for
+// any other status (none is known), so that the label stays bounded whatever a server answers.
+var refusedHeadStatuses = []string{"400", "431", "501", "505", refusedHTTP2Label, "other"}
+
+// refusedHTTP2Label is the status label of an HTTP/2 connection preface the API server refused
+// (ObserveRefusedHTTP2): h2c, HTTP/2 without TLS, spoken with prior knowledge.
+const refusedHTTP2Label = "h2c"
 
 // ObserveRefusedHead counts a request head the API server refused before any route, with
 // status (h1server.Server.RefusedHead): such a request reaches no handler, so it is counted
@@ -93,6 +97,14 @@ func (m *Metrics) ObserveRefusedHead(status int) {
 		label = strconv.Itoa(status)
 	}
 	m.RefusedHeads.WithLabelValues(label).Inc()
+}
+
+// ObserveRefusedHTTP2 counts an HTTP/2 connection preface the API server refused with a GOAWAY
+// (a client speaking HTTP/2 with prior knowledge to an HTTP/1.1 port: h1server.HTTP2Refusal),
+// under its own status label, "h2c", apart from the 505s of another HTTP/1 version: such a
+// client needs another setting (HTTP/1.1, or TLS at a front), not a fixed request.
+func (m *Metrics) ObserveRefusedHTTP2() {
+	m.RefusedHeads.WithLabelValues(refusedHTTP2Label).Inc()
 }
 
 // New registers the collectors (and the Go and process collectors) on a fresh registry.
@@ -121,7 +133,7 @@ func New() *Metrics {
 		}, []string{"cache"}),
 		RefusedHeads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tollgate_http_refused_heads_total",
-			Help: "Request heads the API server refused before any route (not in tollgate_http_requests_total), by status: 400 unreadable (a bare CR, both Content-Length and Transfer-Encoding, no Host, ...), 431 too large, 501 an unknown transfer coding, 505 another HTTP version.",
+			Help: "Request heads the API server refused before any route (not in tollgate_http_requests_total), by status: 400 unreadable (a bare CR, both Content-Length and Transfer-Encoding, no Host, ...), 431 too large, 501 an unknown transfer coding, 505 another HTTP version, h2c HTTP/2 without TLS (prior knowledge, refused with a GOAWAY).",
 		}, []string{"status"}),
 	}
 	for _, status := range refusedHeadStatuses {

@@ -49,7 +49,8 @@ func TestObserveRequest(t *testing.T) {
 }
 
 // TestObserveRefusedHead: refused heads are counted by status, each known status shown at 0
-// before its first, and any other status under "other", so that the label stays bounded.
+// before its first, any other status under "other", so that the label stays bounded, and a
+// refused HTTP/2 preface under "h2c".
 func TestObserveRefusedHead(t *testing.T) {
 	m := New()
 	counts := func() map[string]float64 {
@@ -68,13 +69,14 @@ func TestObserveRefusedHead(t *testing.T) {
 		}
 		return out
 	}
-	if got := counts(); !maps.Equal(got, map[string]float64{"400": 0, "431": 0, "501": 0, "505": 0, "other": 0}) {
+	if got := counts(); !maps.Equal(got, map[string]float64{"400": 0, "431": 0, "501": 0, "505": 0, "h2c": 0, "other": 0}) {
 		t.Errorf("before any refusal: %v, want each status at 0", got)
 	}
 	for _, status := range []int{400, 400, 431, 505, 417, 999} {
 		m.ObserveRefusedHead(status)
 	}
-	if got := counts(); !maps.Equal(got, map[string]float64{"400": 2, "431": 1, "501": 0, "505": 1, "other": 2}) {
+	m.ObserveRefusedHTTP2()
+	if got := counts(); !maps.Equal(got, map[string]float64{"400": 2, "431": 1, "501": 0, "505": 1, "h2c": 1, "other": 2}) {
 		t.Errorf("after the refusals: %v", got)
 	}
 }

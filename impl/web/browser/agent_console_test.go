@@ -7,13 +7,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/tollgate/tollgate/impl/agent"
 )
 
 // TestAgentFromTheConsole: a member gets to a working agent on the console alone (trial h6:
 // the Agents page could only show sessions, so a person had to leave it for curl or an MCP
 // client): from the home page's "Start an agent" (s11h3: a key was its only next step) to the
-// Agents page, where she starts a session in a free slot with a first message, lands on its
+// Agents page, where the simulator's hint's link opens How a script plays the model (it only
+// scrolled to the closed disclosure), and she starts a session in a free slot with a first message, lands on its
 // page, sees the answer arrive in the live log, sends a second message, which the agent
 // answers too, and stops the session. The audit log names both actions.
 func TestAgentFromTheConsole(t *testing.T) {
@@ -28,6 +31,20 @@ func TestAgentFromTheConsole(t *testing.T) {
 	p := newTour(t)
 	s.signIn(p)
 	p.at(p.Follow("Start an agent"), http.StatusOK, s.URL+"/agents")
+	// The simulator's hint links to How a script plays the model, a disclosure below it:
+	// following the link opens it (it scrolled to the closed disclosure and left it closed).
+	if eval[bool](p, `document.getElementById("sim-script").open`) {
+		t.Error("How a script plays the model is open before its link is followed")
+	}
+	p.Do(chromedp.Click(chromedp.CSS(`#simulated a[href="#sim-script"]`)))
+	for deadline := time.Now().Add(5 * time.Second); !eval[bool](p, `document.getElementById("sim-script").open`); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("after its link is followed, How a script plays the model is still closed")
+		}
+	}
+	if got := p.Text("#sim-script p"); !strings.Contains(got, "The simulated model then calls the tools in order") {
+		t.Errorf("the opened disclosure says %q", got)
+	}
 	p.Select("Slot", "main")
 	p.Fill("First message", "Say hello to the console.")
 	p.shot("agent-start")

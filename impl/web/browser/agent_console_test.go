@@ -31,6 +31,9 @@ func TestAgentFromTheConsole(t *testing.T) {
 	p := newTour(t)
 	s.signIn(p)
 	p.at(p.Follow("Start an agent"), http.StatusOK, s.URL+"/agents")
+	// The page as a newcomer first sees it: a free slot, the form to start a session and the
+	// simulator's hint with its link (docs/screenshots/agents.png).
+	p.shot("agents")
 	// The simulator's hint links to How a script plays the model, a disclosure below it:
 	// following the link opens it (it scrolled to the closed disclosure and left it closed).
 	if eval[bool](p, `document.getElementById("sim-script").open`) {

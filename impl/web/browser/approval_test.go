@@ -110,12 +110,12 @@ func TestApproveAgentAction(t *testing.T) {
 		t.Errorf("the session's events, as the page wrote them, lack the answer or seconds:\n%s", events)
 	}
 	p.shot("agent-session")
-	// The Agents page lists the session with its spend to the cent (docs/screenshots/agents.png).
+	// The Agents page lists the session with its spend to the cent.
 	p.at(p.Follow("Agents"), http.StatusOK, s.URL+"/agents")
 	if got := p.Text("main"); !strings.Contains(got, spawnPurpose) || !strings.Contains(got, "/ $0.10") {
 		t.Errorf("the Agents page does not list the session with its max spend of $0.10:\n%s", got)
 	}
-	p.shot("agents")
+	p.shot("agents-session-listed")
 }
 
 // timeWithSeconds matches an event's time as the session page shows it.

@@ -105,6 +105,9 @@ func TestAgentFromTheConsole(t *testing.T) {
 			t.Fatalf("the session is %q 30 s after Stop", state)
 		}
 	}
+	// The page's live updates may have written "stopped" into a page the server rendered while
+	// the session was still stopping; a page rendered now shows it ended.
+	p.at(p.Navigate(session), http.StatusOK, session)
 	if strings.Contains(p.Text("main"), "Stop the session") {
 		t.Error("an ended session still offers Stop")
 	}

@@ -79,19 +79,9 @@ func (s *Store) applyMigration(ctx context.Context, version, script string) (boo
 // applying any: a command that must not change the schema (the operator's CLI) refuses to run
 // against a database that lacks some of them.
 func (s *Store) PendingMigrations(ctx context.Context) ([]string, error) {
-	known, err := knownMigrations()
+	pending, _, err := s.migrationsApart(ctx)
 	if err != nil {
 		return nil, err
-	}
-	applied, err := s.appliedMigrations(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var pending []string
-	for _, version := range known {
-		if !slices.Contains(applied, version) {
-			pending = append(pending, version)
-		}
 	}
 	river, err := s.pendingRiver(ctx)
 	return append(pending, river...), err
@@ -102,21 +92,33 @@ func (s *Store) PendingMigrations(ctx context.Context) ([]string, error) {
 // migrated, or an admin command older than the gateways). Such a binary may write rows the
 // newer schema refuses or reads differently; the caller warns.
 func (s *Store) UnknownMigrations(ctx context.Context) ([]string, error) {
+	_, unknown, err := s.migrationsApart(ctx)
+	return unknown, err
+}
+
+// migrationsApart compares this binary's migrations with those the database records as
+// applied: pending are the binary's the database lacks, in the order Migrate applies them;
+// unknown the database's the binary lacks.
+func (s *Store) migrationsApart(ctx context.Context) (pending, unknown []string, err error) {
 	known, err := knownMigrations()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	applied, err := s.appliedMigrations(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var unknown []string
+	for _, version := range known {
+		if !slices.Contains(applied, version) {
+			pending = append(pending, version)
+		}
+	}
 	for _, version := range applied {
 		if _, found := slices.BinarySearch(known, version); !found {
 			unknown = append(unknown, version)
 		}
 	}
-	return unknown, nil
+	return pending, unknown, nil
 }
 
 // knownMigrations returns the versions of the embedded migrations, in the order Migrate

@@ -998,7 +998,8 @@ func (a *admin) usageList(ctx context.Context, args []string) error {
 			if r.TraceID != ([16]byte{}) {
 				trace = nilIfEmpty(hex.EncodeToString(r.TraceID[:]))
 			}
-			list = append(list, usageJSON{FinishedAt: utc(r.FinishedAt), RequestID: r.RequestID, Model: r.Model, Provider: r.Provider,
+			list = append(list, usageJSON{FinishedAt: utc(r.FinishedAt), RequestID: r.RequestID, Model: r.Model, Route: r.Route,
+				APIKeyID: idOrNull(r.APIKeyID), AgentSessionID: idOrNull(r.AgentSessionID), Provider: r.Provider,
 				UpstreamModel: r.UpstreamModel, InputTokens: r.InputTokens, CacheReadTokens: r.CacheReadTokens,
 				CacheWrite5mTokens: r.CacheWrite5mTokens, CacheWrite1hTokens: r.CacheWrite1hTokens, OutputTokens: r.OutputTokens,
 				HostedToolCalls: r.HostedCalls, HostedToolMicros: r.HostedMicros, CostMicros: r.CostMicros, Status: r.Status,
@@ -1010,7 +1011,9 @@ func (a *admin) usageList(ctx context.Context, args []string) error {
 	// IN is every input token; CACHE_READ, WRITE_5M and WRITE_1H are the parts of it read from
 	// and written to the provider's prompt cache, each billed at its own rate (docs/billing.md).
 	// TRACE is the request's trace id, which the tracing backend finds it by ("-": not traced).
-	fmt.Fprintln(tw, "FINISHED	REQUEST	MODEL	UPSTREAM	IN	CACHE_READ	WRITE_5M	WRITE_1H	OUT	HOSTED_CALLS	COST_MICROS	STATUS	TRACE")
+	// ROUTE is the API route that served the request, "agent" for an agent session's model
+	// call (-json has the key's and the session's ids).
+	fmt.Fprintln(tw, "FINISHED	REQUEST	MODEL	ROUTE	UPSTREAM	IN	CACHE_READ	WRITE_5M	WRITE_1H	OUT	HOSTED_CALLS	COST_MICROS	STATUS	TRACE")
 	for _, r := range records {
 		hosted := "-"
 		if len(r.HostedCalls) > 0 {
@@ -1028,8 +1031,8 @@ func (a *admin) usageList(ctx context.Context, args []string) error {
 		if r.TraceID != ([16]byte{}) {
 			trace = hex.EncodeToString(r.TraceID[:])
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s/%s\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%s\n", r.FinishedAt.Format(time.RFC3339), r.RequestID, r.Model,
-			r.Provider, r.UpstreamModel, r.InputTokens, r.CacheReadTokens, r.CacheWrite5mTokens, r.CacheWrite1hTokens, r.OutputTokens,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s/%s\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%s\n", r.FinishedAt.Format(time.RFC3339), r.RequestID, r.Model,
+			orDash(r.Route), r.Provider, r.UpstreamModel, r.InputTokens, r.CacheReadTokens, r.CacheWrite5mTokens, r.CacheWrite1hTokens, r.OutputTokens,
 			hosted, r.CostMicros, status, trace)
 	}
 	return tw.Flush()

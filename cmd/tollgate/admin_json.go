@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/tollgate/tollgate/impl/plaintext"
 )
 
@@ -51,6 +53,14 @@ func utcOrNil(t *time.Time) *time.Time {
 func balanceUSD(micros int64) float64 { return float64(micros) / 1e6 }
 
 // nilIfEmpty is s, or nil when it is empty.
+// idOrNull is id as a string, nil for uuid.Nil (none): a usage record's key or agent session.
+func idOrNull(id uuid.UUID) *string {
+	if id == uuid.Nil {
+		return nil
+	}
+	return nilIfEmpty(id.String())
+}
+
 func nilIfEmpty(s string) *string {
 	if s == "" {
 		return nil
@@ -121,6 +131,9 @@ type usageJSON struct {
 	FinishedAt         time.Time        `json:"finished_at"`
 	RequestID          string           `json:"request_id"`
 	Model              string           `json:"model"`
+	Route              string           `json:"route"`
+	APIKeyID           *string          `json:"api_key_id"`
+	AgentSessionID     *string          `json:"agent_session_id"`
 	Provider           string           `json:"provider"`
 	UpstreamModel      string           `json:"upstream_model"`
 	InputTokens        int64            `json:"input_tokens"`

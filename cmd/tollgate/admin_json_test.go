@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/tollgate/tollgate/gen/api"
 	"github.com/tollgate/tollgate/impl/store"
 )
@@ -206,5 +208,45 @@ func TestCreditShowNamesTheIdempotencyKey(t *testing.T) {
 	}
 	if !slices.Contains(strings.Fields(header), "IDEMPOTENCY_KEY") || slices.Contains(strings.Fields(header), "KEY") || !strings.Contains(out, "inv-42") {
 		t.Errorf("credit show's table does not head the idempotency key so:\n%s", out)
+	}
+}
+
+// TestUsageListNamesRouteKeyAndSession (newcomer trial s12h5): `admin usage list` showed
+// neither the route that served a request nor the key it came with nor the agent session whose
+// call it was, which the console's request log shows, so a script could not reconcile usage
+// per key or tell agent calls apart. -json now has route, api_key_id and agent_session_id (null
+// for none) and the table a ROUTE column ("agent" for an agent session's call).
+func TestUsageListNamesRouteKeyAndSession(t *testing.T) {
+	url := migratedDatabase(t)
+	t.Setenv("DATABASE_URL", url)
+	t.Setenv("LOG_LEVEL", "error")
+	mustAdmin(t, "account create acme")
+	st, acct := openAccount(t, url, "acme")
+	keyID, sessionID := uuid.New(), uuid.New()
+	now := time.Now()
+	if _, err := st.WriteUsage(context.Background(), "test", []store.UsageRecord{
+		{AccountID: acct.ID, RequestID: "req_key", APIKeyID: keyID, Model: "service-sonnet", Route: "/v1/messages", Provider: "sim-anthropic",
+			UpstreamModel: "sim-sonnet", InputTokens: 10, OutputTokens: 2, CostMicros: 30, Status: "ok", StartedAt: now, FinishedAt: now},
+		{AccountID: acct.ID, RequestID: "req_agent", AgentSessionID: sessionID, Model: "service-flint", Route: "agent", Provider: "sim-openai-chat",
+			UpstreamModel: "sim-general", InputTokens: 10, OutputTokens: 2, CostMicros: 30, Status: "ok", StartedAt: now, FinishedAt: now.Add(time.Millisecond)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var usage []usageJSON
+	adminJSON(t, "usage list acme", &usage)
+	byID := map[string]usageJSON{}
+	for _, u := range usage {
+		byID[u.RequestID] = u
+	}
+	k, a := byID["req_key"], byID["req_agent"]
+	if k.Route != "/v1/messages" || k.APIKeyID == nil || *k.APIKeyID != keyID.String() || k.AgentSessionID != nil {
+		t.Errorf("a key's request: route %q, key %v, session %v", k.Route, k.APIKeyID, k.AgentSessionID)
+	}
+	if a.Route != "agent" || a.APIKeyID != nil || a.AgentSessionID == nil || *a.AgentSessionID != sessionID.String() {
+		t.Errorf("an agent's call: route %q, key %v, session %v", a.Route, a.APIKeyID, a.AgentSessionID)
+	}
+	table := mustAdmin(t, "usage list acme")
+	if !strings.Contains(table, "ROUTE") || !strings.Contains(table, "/v1/messages") || !strings.Contains(table, " agent ") {
+		t.Errorf("usage list's table has no route:\n%s", table)
 	}
 }

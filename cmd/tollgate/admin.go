@@ -110,10 +110,11 @@ func runAdminWith(ctx context.Context, args []string, streams adminIO) error {
 		return err
 	}
 	defer d.Close()
-	if err := requireMigrated(ctx, d.Store); err != nil {
+	unknown, err := requireMigrated(ctx, d.Store)
+	if err != nil {
 		return err
 	}
-	if unknown, err := d.Store.UnknownMigrations(ctx); err == nil && len(unknown) > 0 {
+	if len(unknown) > 0 {
 		fmt.Fprintln(streams.notes, newerSchemaWarning(unknown, "this admin command runs on"))
 	}
 	a := &admin{svc: &accounts.Service{Store: d.Store, Config: cfg}, adminIO: streams}
@@ -123,16 +124,17 @@ func runAdminWith(ctx context.Context, args []string, streams adminIO) error {
 // requireMigrated refuses an admin command against a database that lacks migrations this
 // binary has: the operator's CLI never changes the schema, which an admin binary newer than the
 // running gateways would otherwise upgrade under them; `tollgate migrate` (or serve, or dev)
-// applies them, once the gateways are ready for it.
-func requireMigrated(ctx context.Context, st *store.Store) error {
-	pending, err := st.PendingMigrations(ctx)
+// applies them, once the gateways are ready for it. It returns the migrations the database
+// has that the binary lacks (store.MigrationStatus), of which the command warns.
+func requireMigrated(ctx context.Context, st *store.Store) (unknown []string, err error) {
+	pending, unknown, err := st.MigrationStatus(ctx)
 	if err != nil {
-		return fmt.Errorf("reading the database's schema version: %w", err)
+		return nil, fmt.Errorf("reading the database's schema version: %w", err)
 	}
 	if len(pending) == 0 {
-		return nil
+		return unknown, nil
 	}
-	return fmt.Errorf("the database lacks %d schema migration(s) this tollgate has (%s): the admin commands do not change the schema; "+
+	return nil, fmt.Errorf("the database lacks %d schema migration(s) this tollgate has (%s): the admin commands do not change the schema; "+
 		"run `tollgate migrate` with this binary first (it upgrades the schema under the running gateways: upgrade them with it)",
 		len(pending), versionSpan(pending))
 }

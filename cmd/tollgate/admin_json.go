@@ -52,15 +52,16 @@ func utcOrNil(t *time.Time) *time.Time {
 // tables keep their "$9.982170" for people.
 func balanceUSD(micros int64) float64 { return float64(micros) / 1e6 }
 
-// nilIfEmpty is s, or nil when it is empty.
 // idOrNull is id as a string, nil for uuid.Nil (none): a usage record's key or agent session.
 func idOrNull(id uuid.UUID) *string {
 	if id == uuid.Nil {
 		return nil
 	}
-	return nilIfEmpty(id.String())
+	s := id.String()
+	return &s
 }
 
+// nilIfEmpty is s, or nil when it is empty.
 func nilIfEmpty(s string) *string {
 	if s == "" {
 		return nil

@@ -25,10 +25,11 @@ Prints the settings that point CLIENT at a tollgate gateway with an API key, the
 console shows when a key is created: CLIENT is claude-code (or claude), codex, opencode,
 openai-sdk, anthropic-sdk, ai-sdk (Vercel's AI SDK, or vercel), langchain, mcp, curl (a quick
 check that the key works), or all. The key is checked against the gateway first (GET
-/v1/models), and the settings name the first model of each family the key may use. Claude Code's settings warn, as the console's do, when
-the key's credit cap (GET /v1/credits) is below what one of its turns holds at the model's
-price (GET /v1/models), and say what to do; Codex's and opencode's give them the chat model's
-window (and opencode its output bound and price) as GET /v1/models says them.
+/v1/models), and the settings name the first model of each family the key may use. Claude
+Code's settings warn, as the console's do, when the key's credit cap (GET /v1/credits) is
+below what one of its turns holds at the model's price (GET /v1/models), and say what to do;
+Codex's and opencode's give them the chat model's window (and opencode its output bound and
+price) as GET /v1/models says them.
 
   -url URL   the gateway's public URL (default $TOLLGATE_URL, else http://localhost:8080)
   -key KEY   the API key (default $TOLLGATE_API_KEY, the safer way: a key on the command line
@@ -111,8 +112,8 @@ func runConnect(ctx context.Context, args []string, out, notes io.Writer) error 
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	models, err := c.Models(ctx)
-	if _, unreached := errors.AsType[*url.Error](err); unreached {
-		return unreachableGateway(*baseURL, urlFrom, err)
+	if ue, unreached := errors.AsType[*url.Error](err); unreached {
+		return unreachableGateway(*baseURL, urlFrom, ue)
 	}
 	if err != nil {
 		return fmt.Errorf("the gateway at %s did not list the key's models: %s", *baseURL, unprefixed(err))
@@ -205,16 +206,13 @@ func listedFacts(models []api.Model, id string) *connect.ModelFacts {
 }
 
 // unreachableGateway is the error of a gateway address at which nothing answered (err is the
-// transport's: refused, no such host, timed out), which says where the address came from (from:
-// "-url", "$TOLLGATE_URL", or "" for the default) and how to give the right one (newcomer trial
-// s12h5: with make run on ports of its own, connect tried the default and said only that "the
-// gateway … did not list the key's models: … connection refused"). A usage error: the address
-// is the command line's to fix.
-func unreachableGateway(baseURL, from string, err error) error {
-	why := unprefixed(err)
-	if ue, ok := errors.AsType[*url.Error](err); ok {
-		why = ue.Err.Error()
-	}
+// transport's, whose cause it gives: refused, no such host, timed out), which says where the
+// address came from (from: "-url", "$TOLLGATE_URL", or "" for the default) and how to give the
+// right one (newcomer trial s12h5: with make run on ports of its own, connect tried the default
+// and said only that "the gateway … did not list the key's models: … connection refused"). A
+// usage error: the address is the command line's to fix.
+func unreachableGateway(baseURL, from string, err *url.Error) error {
+	why := err.Err.Error()
 	switch from {
 	case "":
 		return usageError(fmt.Sprintf("no gateway answers at %s (the default: neither -url nor $TOLLGATE_URL was given): %s; "+

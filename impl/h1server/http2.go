@@ -37,7 +37,7 @@ func isHTTP2Preface(r *http.Request) bool {
 
 // refuseHTTP2 answers an HTTP/2 connection preface and closes the connection: it sends the
 // server's preface at once, reads the client's frames until its first request (HEADERS) for
-// at most HTTP2RefusalWait, then sends http2GoAway, half-closes and reads what else comes for
+// at most http2RefusalWait, then sends http2GoAway, half-closes and reads what else comes for
 // up to rstAvoidanceDelay, so that the frames are not lost to a reset. Waiting for the request
 // lets the client refuse that request with the GOAWAY's code (golang.org/x/net/http2: "received
 // GOAWAY from server ErrCode:HTTP_1_1_REQUIRED") rather than find its connection closed before
@@ -51,7 +51,7 @@ func refuseHTTP2(w http.ResponseWriter) {
 		return
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(HTTP2RefusalWait))
+	_ = c.SetDeadline(time.Now().Add(http2RefusalWait))
 	if _, err := c.Write(http2Settings); err != nil {
 		return
 	}
@@ -66,8 +66,8 @@ func refuseHTTP2(w http.ResponseWriter) {
 	_, _ = io.Copy(io.Discard, io.LimitReader(c, 64<<10))
 }
 
-// HTTP2RefusalWait bounds how long refuseHTTP2 waits for the client's first request.
-const HTTP2RefusalWait = time.Second
+// http2RefusalWait bounds how long refuseHTTP2 waits for the client's first request.
+const http2RefusalWait = time.Second
 
 // awaitHTTP2Request reads the rest of the client's preface ("SM\r\n\r\n") and its frames up to
 // its first HEADERS frame, the read deadline, anything that is not HTTP/2, or 64 KiB.

@@ -79,12 +79,20 @@ func (s *Store) applyMigration(ctx context.Context, version, script string) (boo
 // applying any: a command that must not change the schema (the operator's CLI) refuses to run
 // against a database that lacks some of them.
 func (s *Store) PendingMigrations(ctx context.Context) ([]string, error) {
-	pending, _, err := s.migrationsApart(ctx)
+	pending, _, err := s.MigrationStatus(ctx)
+	return pending, err
+}
+
+// MigrationStatus returns what PendingMigrations and UnknownMigrations return, reading the
+// database's migrations once: for a command that refuses a schema behind it and warns of one
+// ahead of it.
+func (s *Store) MigrationStatus(ctx context.Context) (pending, unknown []string, err error) {
+	pending, unknown, err = s.migrationsApart(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	river, err := s.pendingRiver(ctx)
-	return append(pending, river...), err
+	return append(pending, river...), unknown, err
 }
 
 // UnknownMigrations returns the versions the database records as applied that this binary does

@@ -187,13 +187,8 @@ const maxNextLength = 8192
 var signinLimit = addrlimit.Rate{Burst: 60, PerMinute: 60}
 
 // localPath reports whether next is a path of this application (never another host: no
-// "//host", no backslashes, no scheme) of at most maxNextLength bytes.
+// "//host", no backslashes, no scheme), whatever its length (keptNext bounds that).
 func localPath(next string) bool {
-	return len(next) <= maxNextLength && localPathOfAnyLength(next)
-}
-
-// localPathOfAnyLength is localPath without the bound on the length.
-func localPathOfAnyLength(next string) bool {
 	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
 		return false
 	}
@@ -208,16 +203,17 @@ func localPathOfAnyLength(next string) bool {
 const nextTooLongPath = "/?notice=next-too-long"
 
 // keptNext is the page a sign-in, a re-authentication or the account choice returns to when
-// asked for next: next when it is a local path (localPath), nextTooLongPath when it is one
-// but longer than maxNextLength, and "" (none: the home page, with nothing to say) otherwise.
+// asked for next: next when it is a local path (localPath) of at most maxNextLength bytes,
+// nextTooLongPath when it is a longer one, and "" (none: the home page, with nothing to say)
+// otherwise.
 func keptNext(next string) string {
 	switch {
-	case localPath(next):
-		return next
-	case len(next) > maxNextLength && localPathOfAnyLength(next):
+	case !localPath(next):
+		return ""
+	case len(next) > maxNextLength:
 		return nextTooLongPath
 	}
-	return ""
+	return next
 }
 
 func (a *App) authRoutes(mux *http.ServeMux) {

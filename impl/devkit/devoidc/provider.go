@@ -128,12 +128,10 @@ func newProvider(issuer string, o Options) (*Provider, error) {
 		clients[c.ID] = &client{Client: c, loginURL: p.loginURL}
 	}
 	p.store, err = newStorage(users, clients, log)
-	if p.store != nil {
-		p.store.omitAuthTime = o.OmitAuthTime
-	}
 	if err != nil {
 		return nil, err
 	}
+	p.store.omitAuthTime = o.OmitAuthTime
 	var cryptoKey [32]byte
 	rand.Read(cryptoKey[:])
 	config := &op.Config{

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/tollgate/tollgate/impl/store"
 )
 
@@ -19,20 +21,9 @@ import (
 // account was billed 666,676, and a request needing the difference was refused.
 func TestLostCommitOfABeyondSettlementCountsWhatWasBilled(t *testing.T) {
 	ctx := context.Background()
-	cs, st0 := newDB(t)
-	acct := newAccount(t, st0, 100_000_000)
-	relay := newRelay(t, cs)
-	st := openStore(t, relay.ConnString())
-	m := New(st, Options{ChunkCapMicros: 10_000_000})
 	const capMicros = 1_500_000
-	capped := newCappedKey(t, st0, acct, capMicros, store.CapPeriodNone)
-
-	r, err := m.ReserveForKey(ctx, acct, "lost-commit", denseReserved, &capped)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := denseRecord()
-	rec.KeyID = capped.KeyID
+	b := beyondSettlement(t, "lost-commit", capMicros)
+	m, st0, acct, relay, capped, r, rec := b.m, b.st0, b.acct, b.relay, b.capped, b.r, b.rec
 	relay.LoseCommitAck()
 	charged := r.SettleUsage(rec)
 	if relay.LostAcks() != 1 {
@@ -73,7 +64,7 @@ func TestLostCommitOfABeyondSettlementCountsWhatWasBilled(t *testing.T) {
 
 	// What the account was not billed is free in the cap.
 	rest := capMicros - billed.CostMicros
-	r, err = m.ReserveForKey(ctx, acct, "after", rest, &capped)
+	r, err := m.ReserveForKey(ctx, acct, "after", rest, &capped)
 	if err != nil {
 		t.Fatalf("a request needing the %d left of the cap: %v", rest, err)
 	}
@@ -96,19 +87,8 @@ func TestLostCommitOfABeyondSettlementCountsWhatWasBilled(t *testing.T) {
 // account was billed (the reservation), and the key counts that.
 func TestRefusedBeyondSettlementIsRetriedAtWhatWasBilled(t *testing.T) {
 	ctx := context.Background()
-	cs, st0 := newDB(t)
-	acct := newAccount(t, st0, 100_000_000)
-	relay := newRelay(t, cs)
-	st := openStore(t, relay.ConnString())
-	m := New(st, Options{ChunkCapMicros: 10_000_000})
-	capped := newCappedKey(t, st0, acct, 1_500_000, store.CapPeriodNone)
-
-	r, err := m.ReserveForKey(ctx, acct, "refused", denseReserved, &capped)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := denseRecord()
-	rec.KeyID = capped.KeyID
+	b := beyondSettlement(t, "refused", 1_500_000)
+	m, st0, acct, relay, capped, r, rec := b.m, b.st0, b.acct, b.relay, b.capped, b.r, b.rec
 	relay.Cut()
 	if charged := r.SettleUsage(rec); charged != denseReserved {
 		t.Fatalf("charged %d: a settlement that failed should charge the reservation %d alone", charged, denseReserved)
@@ -135,4 +115,35 @@ func TestRefusedBeyondSettlementIsRetriedAtWhatWasBilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkRest(t, st0, acct)
+}
+
+// beyondSettlementCase is a capped key's request reserved and ready to settle beyond its
+// reservation (the dense text), its meter talking to the database through a relay that can
+// cut the connection or lose a COMMIT's answer.
+type beyondSettlementCase struct {
+	m      *Meter
+	st0    *store.Store // the database, not through the relay
+	acct   uuid.UUID
+	relay  *dbRelay
+	capped KeyCap
+	r      *Reservation
+	rec    UsageRecord
+}
+
+// beyondSettlement reserves request, on an account with $100, for a key capped at capMicros
+// (no period).
+func beyondSettlement(t *testing.T, request string, capMicros int64) beyondSettlementCase {
+	t.Helper()
+	cs, st0 := newDB(t)
+	acct := newAccount(t, st0, 100_000_000)
+	relay := newRelay(t, cs)
+	m := New(openStore(t, relay.ConnString()), Options{ChunkCapMicros: 10_000_000})
+	capped := newCappedKey(t, st0, acct, capMicros, store.CapPeriodNone)
+	r, err := m.ReserveForKey(context.Background(), acct, request, denseReserved, &capped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := denseRecord()
+	rec.KeyID = capped.KeyID
+	return beyondSettlementCase{m: m, st0: st0, acct: acct, relay: relay, capped: capped, r: r, rec: rec}
 }

@@ -307,7 +307,13 @@
 // settlement is written synchronously, after the answer has reached the client and without the
 // request's context (a client that went away is billed all the same); one that the database
 // does not take is kept in memory and retried by the maintenance, whose lease renewals keep
-// the reservation meanwhile. A request counts in the period its reservation was made in, and
+// the reservation meanwhile. The usage record is what outlives a process killed or stopped
+// before that retry: it settles the reservation at its cost when it is written (SettleKey,
+// below), and the record of a settlement of unknown outcome carries the excess it may have
+// added and the process that made it (store.UsageRecord.KeyExcessUnknownMicros and
+// KeySettledBy, kept in the spill file), which the writer takes back in the record's
+// transaction as the retry does. A release left pending is the reaper's: the reservation holds
+// its worst case until its lease ends. A request counts in the period its reservation was made in, and
 // its usage record's started_at is kept in that period, so the spend the key list shows (the
 // sum of the key's usage records since the period start) is what the budget counts. A cap put
 // on a key, or moved to another period, starts from that spend too: setting it raises the
@@ -366,7 +372,9 @@
 // same account are served from the holds as before. A capped key's usage record carries the
 // settlement of its reservation too (store.UsageRecord.SettleKey, kept in the spill file): a
 // settlement that waited in memory during an outage and was lost with its process is made when
-// the record is written, and one made already is not counted again. The spend of a key is what
+// the record is written, and one made already is not counted again (one of unknown outcome is
+// brought down to the record's cost, as above), whether the reservation was reaped meanwhile
+// (its row waits, with amount 0, for a day after its lease ended) or not. The spend of a key is what
 // its usage records charge, except in the cases where the usage writer bills less than a record's cost
 // (a hold lost to a long partition: the ledger note says so) and where a process is killed
 // after a settlement but before its usage record is written (the record is lost, in the

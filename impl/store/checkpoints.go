@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tollgate/tollgate/gen/db"
+	"github.com/tollgate/tollgate/impl/price"
 )
 
 // StreamCheckpoint is a stream in flight as its process last wrote it to stream_checkpoints:
@@ -101,13 +102,17 @@ func (s *Store) DeleteHolderStreamCheckpoints(ctx context.Context, holder string
 	return s.q.DeleteHolderStreamCheckpoints(ctx, holder)
 }
 
-// endStreamCheckpoints is WriteUsage's part for stream checkpoints, in its transaction: it
-// deletes the checkpoints of the batch's records that had one (Checkpointed or SettleKey), and
-// settles, at their cost, the key reservations of the records billed from a lost stream's
-// checkpoint (SettleKey). A batch without such records costs nothing more.
+// endStreamCheckpoints is WriteUsage's part for stream checkpoints and key reservations, in its
+// transaction: it deletes the checkpoints of the batch's records that had one (Checkpointed or
+// SettleKey), settles, at their cost, the key reservations of the records that settle their
+// key's (SettleKey: a capped key's request, or one billed from a lost stream's checkpoint),
+// and brings the settlements of unknown outcome (KeyExcessUnknownMicros) down to the records'
+// cost. A batch without such records costs nothing more; each settlement of unknown outcome
+// costs one statement.
 func endStreamCheckpoints(ctx context.Context, q *db.Queries, records []UsageRecord) error {
 	var del db.DeleteStreamCheckpointsParams
 	var keys db.SettleLostStreamKeyReservationsParams
+	var unknown []UsageRecord
 	for _, r := range records {
 		if r.Checkpointed || r.SettleKey {
 			del.AccountIds = append(del.AccountIds, r.AccountID)
@@ -117,6 +122,9 @@ func endStreamCheckpoints(ctx context.Context, q *db.Queries, records []UsageRec
 			keys.KeyIds = append(keys.KeyIds, r.APIKeyID)
 			keys.RequestIds = append(keys.RequestIds, r.RequestID)
 			keys.Costs = append(keys.Costs, max(r.CostMicros, 0))
+			if r.KeyExcessUnknownMicros > 0 {
+				unknown = append(unknown, r)
+			}
 		}
 	}
 	if len(del.RequestIds) > 0 {
@@ -127,6 +135,17 @@ func endStreamCheckpoints(ctx context.Context, q *db.Queries, records []UsageRec
 	if len(keys.KeyIds) > 0 {
 		if _, err := q.SettleLostStreamKeyReservations(ctx, keys); err != nil {
 			return fmt.Errorf("settle the key reservations of lost streams: %w", err)
+		}
+	}
+	// A reservation the settlement above found unsettled is now settled at the record's cost,
+	// and one its own settlement of unknown outcome committed after all is brought down to it
+	// (a row settled by another holder, a retry that took it over, is left as it is).
+	for _, r := range unknown {
+		cost := max(r.CostMicros, 0)
+		if _, err := q.TakeBackKeySettlementExcess(ctx, db.TakeBackKeySettlementExcessParams{
+			KeyID: r.APIKeyID, RequestID: r.RequestID, Holder: r.KeySettledBy,
+			BilledMicros: cost, MostMicros: price.SaturatingAdd(cost, r.KeyExcessUnknownMicros)}); err != nil {
+			return fmt.Errorf("bring a key settlement of unknown outcome down to its record: %w", err)
 		}
 	}
 	return nil

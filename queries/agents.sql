@@ -5,7 +5,7 @@
 INSERT INTO agent_slots (account_id, name) VALUES ($1, $2) RETURNING *;
 
 -- name: DeleteAgentSlot :execrows
-DELETE FROM agent_slots WHERE id = $1;
+DELETE FROM agent_slots WHERE id = $1 AND account_id = $2;
 
 -- name: GetAgentSlot :one
 SELECT * FROM agent_slots WHERE account_id = $1 AND name = $2;
@@ -44,19 +44,28 @@ INSERT INTO agent_sessions (
 ) RETURNING *;
 
 -- name: GetAgentSession :one
+-- A session by id alone, of any account: for the agents' River workers only (a step reading
+-- the session its own job names). A path that serves a tenant reads GetAccountAgentSession.
 SELECT * FROM agent_sessions WHERE id = $1;
 
 -- name: GetAgentSessionForUpdate :one
+-- A session by id alone, of any account, locked: for the agents' River workers only (the
+-- session their own job names). A path that serves a tenant locks
+-- GetAccountAgentSessionForUpdate.
 SELECT * FROM agent_sessions WHERE id = $1 FOR UPDATE;
 
 -- name: GetAccountAgentSession :one
 SELECT * FROM agent_sessions WHERE account_id = $1 AND id = $2;
 
+-- name: GetAccountAgentSessionForUpdate :one
+-- The account's session with id, locked; no row for another account's.
+SELECT * FROM agent_sessions WHERE account_id = $1 AND id = $2 FOR UPDATE;
+
 -- name: LatestSlotSession :one
-SELECT * FROM agent_sessions WHERE slot_id = $1 ORDER BY created_at DESC LIMIT 1;
+SELECT * FROM agent_sessions WHERE account_id = $1 AND slot_id = $2 ORDER BY created_at DESC LIMIT 1;
 
 -- name: LiveSlotSessionForUpdate :one
-SELECT * FROM agent_sessions WHERE slot_id = $1 AND state NOT IN ('stopped', 'failed') FOR UPDATE;
+SELECT * FROM agent_sessions WHERE account_id = $1 AND slot_id = $2 AND state NOT IN ('stopped', 'failed') FOR UPDATE;
 
 -- name: MemberLiveAgentSessionIDs :many
 -- The live sessions the member started on the console in the account (started_by_user), for
@@ -129,11 +138,12 @@ WHERE id = $1;
 INSERT INTO agent_events (session_id, seq, account_id, kind, data) VALUES ($1, $2, $3, $4, $5);
 
 -- name: ListAgentEvents :many
-SELECT * FROM agent_events WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3;
+-- The events of the account's session after seq, in order; none for another account's session.
+SELECT * FROM agent_events WHERE account_id = $1 AND session_id = $2 AND seq > $3 ORDER BY seq LIMIT $4;
 
 -- name: ListAgentEventsTail :many
--- The newest events of a session, newest first.
-SELECT * FROM agent_events WHERE session_id = $1 ORDER BY seq DESC LIMIT $2;
+-- The newest events of the account's session, newest first; none for another account's session.
+SELECT * FROM agent_events WHERE account_id = $1 AND session_id = $2 ORDER BY seq DESC LIMIT $3;
 
 -- name: AllAgentEvents :many
 SELECT * FROM agent_events WHERE session_id = $1 ORDER BY seq;
@@ -174,11 +184,19 @@ INSERT INTO agent_tickets (id, account_id, session_id, title, body, opened_by)
 VALUES ($1, $2, $3, $4, $5, $6) RETURNING *;
 
 -- name: GetAgentTicket :one
+-- A ticket by id alone, of any account: for the operator's commands only (tollgate admin ticket
+-- close). A path that serves a tenant reads GetAccountAgentTicket.
 SELECT * FROM agent_tickets WHERE id = $1;
 
+-- name: GetAccountAgentTicket :one
+-- The account's ticket with id; no row for another account's.
+SELECT * FROM agent_tickets WHERE id = $1 AND account_id = $2;
+
 -- name: CloseAgentTicket :one
+-- Closes the account's open ticket with id; no row when it is closed already or another
+-- account's.
 UPDATE agent_tickets SET state = 'closed', closed_at = now()
-WHERE id = $1 AND state = 'open' RETURNING *;
+WHERE id = $1 AND account_id = $2 AND state = 'open' RETURNING *;
 
 -- name: ListAgentTickets :many
 -- With key_id, only the tickets that the sessions that key started opened.
@@ -194,15 +212,21 @@ INSERT INTO agent_approvals (id, account_id, key_id, action, arguments, argument
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING *;
 
 -- name: GetAgentApproval :one
+-- An approval by id alone, of any account: for the operator's commands only (tollgate admin
+-- approval approve/deny/show). A path that serves a tenant reads GetAccountAgentApproval.
 SELECT * FROM agent_approvals WHERE id = $1;
 
+-- name: GetAccountAgentApproval :one
+-- The account's approval with id; no row for another account's.
+SELECT * FROM agent_approvals WHERE id = $1 AND account_id = $2;
+
 -- name: ResolveAgentApproval :one
--- Resolves a pending, unexpired approval: the one conditional update that makes resolution
--- happen exactly once under any concurrency. An approved one's action is queued.
+-- Resolves the account's pending, unexpired approval: the one conditional update that makes
+-- resolution happen exactly once under any concurrency. An approved one's action is queued.
 UPDATE agent_approvals
 SET state = sqlc.arg('state')::text, resolved_at = now(), resolved_by = sqlc.arg('resolved_by')::text,
     action_status = CASE WHEN sqlc.arg('state')::text = 'approved' THEN 'queued' END
-WHERE id = sqlc.arg('id') AND state = 'pending' AND expires_at > now()
+WHERE id = sqlc.arg('id') AND account_id = sqlc.arg('account_id') AND state = 'pending' AND expires_at > now()
 RETURNING *;
 
 -- name: ExpireAgentApprovals :many
@@ -225,12 +249,15 @@ WHERE account_id = sqlc.arg('account_id') AND state = 'pending' AND action = 'pr
   AND arguments->>'session_id' = sqlc.arg('session_id')::text;
 
 -- name: ExpireAgentApproval :execrows
+-- Expires the account's approval with id when it is pending past its expiry; another
+-- account's is not touched.
 UPDATE agent_approvals SET state = 'expired', resolved_at = now(), resolved_by = 'expiry'
-WHERE id = $1 AND state = 'pending' AND expires_at <= now();
+WHERE id = $1 AND account_id = $2 AND state = 'pending' AND expires_at <= now();
 
 -- name: GetAgentApprovalForUpdate :one
 -- An approval, locked until the transaction ends: the worker of an approved action holds it
--- while the action runs, so a second run of the job waits and then finds it done.
+-- while the action runs, so a second run of the job waits and then finds it done. By id alone:
+-- for that River worker only (the approval its own job names).
 SELECT * FROM agent_approvals WHERE id = $1 FOR UPDATE;
 
 -- name: SetAgentApprovalAction :execrows
@@ -246,11 +273,6 @@ SELECT * FROM agent_approvals
 WHERE (sqlc.narg('account_id')::uuid IS NULL OR account_id = sqlc.narg('account_id')::uuid)
   AND (sqlc.arg('state')::text = '' OR state = sqlc.arg('state')::text)
 ORDER BY created_at DESC LIMIT sqlc.arg('max');
-
--- name: AgentSessionUsage :one
--- The usage records of an agent session: how many, and their cost.
-SELECT COUNT(*)::bigint AS records, COALESCE(SUM(cost_micros), 0)::bigint AS cost_micros
-FROM usage_records WHERE agent_session_id = $1;
 
 -- name: LockAgentKey :exec
 -- Serialises the requests of one account that carry the same Idempotency-Key, for the rest of

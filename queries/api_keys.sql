@@ -23,13 +23,12 @@ SELECT count(*) FROM api_keys WHERE account_id = $1 AND revoked_at IS NULL;
 SELECT * FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL;
 
 -- name: GetAPIKey :one
+-- A key by id alone, of any account: for the operator's commands only (tollgate admin key
+-- ...: KEY_ID names the account). A path that serves a tenant reads GetAccountAPIKey.
 SELECT * FROM api_keys WHERE id = $1;
 
 -- name: ListAPIKeys :many
 SELECT * FROM api_keys WHERE account_id = $1 ORDER BY created_at, id;
-
--- name: SetAPIKeyRPMLimit :one
-UPDATE api_keys SET rpm_limit = $2 WHERE id = $1 RETURNING *;
 
 -- name: TouchAPIKeys :exec
 -- Records the last use of many keys at once, each at its own time (@used_at[i] for @ids[i]:

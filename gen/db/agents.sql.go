@@ -13,24 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const agentSessionUsage = `-- name: AgentSessionUsage :one
-SELECT COUNT(*)::bigint AS records, COALESCE(SUM(cost_micros), 0)::bigint AS cost_micros
-FROM usage_records WHERE agent_session_id = $1
-`
-
-type AgentSessionUsageRow struct {
-	Records    int64
-	CostMicros int64
-}
-
-// The usage records of an agent session: how many, and their cost.
-func (q *Queries) AgentSessionUsage(ctx context.Context, agentSessionID pgtype.UUID) (AgentSessionUsageRow, error) {
-	row := q.db.QueryRow(ctx, agentSessionUsage, agentSessionID)
-	var i AgentSessionUsageRow
-	err := row.Scan(&i.Records, &i.CostMicros)
-	return i, err
-}
-
 const agentStarterRole = `-- name: AgentStarterRole :one
 SELECT role FROM memberships
 WHERE account_id = $1 AND user_id = $2 AND created_at <= $3::timestamptz
@@ -103,11 +85,18 @@ func (q *Queries) CancelSessionPromptApprovals(ctx context.Context, arg CancelSe
 
 const closeAgentTicket = `-- name: CloseAgentTicket :one
 UPDATE agent_tickets SET state = 'closed', closed_at = now()
-WHERE id = $1 AND state = 'open' RETURNING id, account_id, session_id, title, body, state, opened_by, created_at, closed_at
+WHERE id = $1 AND account_id = $2 AND state = 'open' RETURNING id, account_id, session_id, title, body, state, opened_by, created_at, closed_at
 `
 
-func (q *Queries) CloseAgentTicket(ctx context.Context, id uuid.UUID) (AgentTicket, error) {
-	row := q.db.QueryRow(ctx, closeAgentTicket, id)
+type CloseAgentTicketParams struct {
+	ID        uuid.UUID
+	AccountID uuid.UUID
+}
+
+// Closes the account's open ticket with id; no row when it is closed already or another
+// account's.
+func (q *Queries) CloseAgentTicket(ctx context.Context, arg CloseAgentTicketParams) (AgentTicket, error) {
+	row := q.db.QueryRow(ctx, closeAgentTicket, arg.ID, arg.AccountID)
 	var i AgentTicket
 	err := row.Scan(
 		&i.ID,
@@ -150,11 +139,16 @@ func (q *Queries) CountQueuedAgentMessages(ctx context.Context, sessionID uuid.U
 }
 
 const deleteAgentSlot = `-- name: DeleteAgentSlot :execrows
-DELETE FROM agent_slots WHERE id = $1
+DELETE FROM agent_slots WHERE id = $1 AND account_id = $2
 `
 
-func (q *Queries) DeleteAgentSlot(ctx context.Context, id uuid.UUID) (int64, error) {
-	result, err := q.db.Exec(ctx, deleteAgentSlot, id)
+type DeleteAgentSlotParams struct {
+	ID        uuid.UUID
+	AccountID uuid.UUID
+}
+
+func (q *Queries) DeleteAgentSlot(ctx context.Context, arg DeleteAgentSlotParams) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteAgentSlot, arg.ID, arg.AccountID)
 	if err != nil {
 		return 0, err
 	}
@@ -163,11 +157,18 @@ func (q *Queries) DeleteAgentSlot(ctx context.Context, id uuid.UUID) (int64, err
 
 const expireAgentApproval = `-- name: ExpireAgentApproval :execrows
 UPDATE agent_approvals SET state = 'expired', resolved_at = now(), resolved_by = 'expiry'
-WHERE id = $1 AND state = 'pending' AND expires_at <= now()
+WHERE id = $1 AND account_id = $2 AND state = 'pending' AND expires_at <= now()
 `
 
-func (q *Queries) ExpireAgentApproval(ctx context.Context, id uuid.UUID) (int64, error) {
-	result, err := q.db.Exec(ctx, expireAgentApproval, id)
+type ExpireAgentApprovalParams struct {
+	ID        uuid.UUID
+	AccountID uuid.UUID
+}
+
+// Expires the account's approval with id when it is pending past its expiry; another
+// account's is not touched.
+func (q *Queries) ExpireAgentApproval(ctx context.Context, arg ExpireAgentApprovalParams) (int64, error) {
+	result, err := q.db.Exec(ctx, expireAgentApproval, arg.ID, arg.AccountID)
 	if err != nil {
 		return 0, err
 	}
@@ -264,6 +265,42 @@ func (q *Queries) FreeAgentSlots(ctx context.Context, accountID uuid.UUID) ([]Ag
 	return items, nil
 }
 
+const getAccountAgentApproval = `-- name: GetAccountAgentApproval :one
+SELECT id, account_id, key_id, action, arguments, arguments_hash, state, action_status, session_id, message_id, failure, created_at, expires_at, resolved_at, resolved_by, requested_by, trace_parent, oauth_grant_id FROM agent_approvals WHERE id = $1 AND account_id = $2
+`
+
+type GetAccountAgentApprovalParams struct {
+	ID        uuid.UUID
+	AccountID uuid.UUID
+}
+
+// The account's approval with id; no row for another account's.
+func (q *Queries) GetAccountAgentApproval(ctx context.Context, arg GetAccountAgentApprovalParams) (AgentApproval, error) {
+	row := q.db.QueryRow(ctx, getAccountAgentApproval, arg.ID, arg.AccountID)
+	var i AgentApproval
+	err := row.Scan(
+		&i.ID,
+		&i.AccountID,
+		&i.KeyID,
+		&i.Action,
+		&i.Arguments,
+		&i.ArgumentsHash,
+		&i.State,
+		&i.ActionStatus,
+		&i.SessionID,
+		&i.MessageID,
+		&i.Failure,
+		&i.CreatedAt,
+		&i.ExpiresAt,
+		&i.ResolvedAt,
+		&i.ResolvedBy,
+		&i.RequestedBy,
+		&i.TraceParent,
+		&i.OauthGrantID,
+	)
+	return i, err
+}
+
 const getAccountAgentSession = `-- name: GetAccountAgentSession :one
 SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent, oauth_grant_id, started_by_user FROM agent_sessions WHERE account_id = $1 AND id = $2
 `
@@ -306,10 +343,82 @@ func (q *Queries) GetAccountAgentSession(ctx context.Context, arg GetAccountAgen
 	return i, err
 }
 
+const getAccountAgentSessionForUpdate = `-- name: GetAccountAgentSessionForUpdate :one
+SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent, oauth_grant_id, started_by_user FROM agent_sessions WHERE account_id = $1 AND id = $2 FOR UPDATE
+`
+
+type GetAccountAgentSessionForUpdateParams struct {
+	AccountID uuid.UUID
+	ID        uuid.UUID
+}
+
+// The account's session with id, locked; no row for another account's.
+func (q *Queries) GetAccountAgentSessionForUpdate(ctx context.Context, arg GetAccountAgentSessionForUpdateParams) (AgentSession, error) {
+	row := q.db.QueryRow(ctx, getAccountAgentSessionForUpdate, arg.AccountID, arg.ID)
+	var i AgentSession
+	err := row.Scan(
+		&i.ID,
+		&i.AccountID,
+		&i.SlotID,
+		&i.SlotName,
+		&i.Model,
+		&i.Purpose,
+		&i.AgentName,
+		&i.TargetEnvironment,
+		&i.ResourceProfile,
+		&i.MaxTurns,
+		&i.MaxSpendMicros,
+		&i.MaxDurationSeconds,
+		&i.State,
+		&i.EndReason,
+		&i.Turns,
+		&i.SpentMicros,
+		&i.Step,
+		&i.KeyID,
+		&i.NextSeq,
+		&i.CreatedAt,
+		&i.ReadyAt,
+		&i.EndedAt,
+		&i.TraceParent,
+		&i.OauthGrantID,
+		&i.StartedByUser,
+	)
+	return i, err
+}
+
+const getAccountAgentTicket = `-- name: GetAccountAgentTicket :one
+SELECT id, account_id, session_id, title, body, state, opened_by, created_at, closed_at FROM agent_tickets WHERE id = $1 AND account_id = $2
+`
+
+type GetAccountAgentTicketParams struct {
+	ID        uuid.UUID
+	AccountID uuid.UUID
+}
+
+// The account's ticket with id; no row for another account's.
+func (q *Queries) GetAccountAgentTicket(ctx context.Context, arg GetAccountAgentTicketParams) (AgentTicket, error) {
+	row := q.db.QueryRow(ctx, getAccountAgentTicket, arg.ID, arg.AccountID)
+	var i AgentTicket
+	err := row.Scan(
+		&i.ID,
+		&i.AccountID,
+		&i.SessionID,
+		&i.Title,
+		&i.Body,
+		&i.State,
+		&i.OpenedBy,
+		&i.CreatedAt,
+		&i.ClosedAt,
+	)
+	return i, err
+}
+
 const getAgentApproval = `-- name: GetAgentApproval :one
 SELECT id, account_id, key_id, action, arguments, arguments_hash, state, action_status, session_id, message_id, failure, created_at, expires_at, resolved_at, resolved_by, requested_by, trace_parent, oauth_grant_id FROM agent_approvals WHERE id = $1
 `
 
+// An approval by id alone, of any account: for the operator's commands only (tollgate admin
+// approval approve/deny/show). A path that serves a tenant reads GetAccountAgentApproval.
 func (q *Queries) GetAgentApproval(ctx context.Context, id uuid.UUID) (AgentApproval, error) {
 	row := q.db.QueryRow(ctx, getAgentApproval, id)
 	var i AgentApproval
@@ -341,7 +450,8 @@ SELECT id, account_id, key_id, action, arguments, arguments_hash, state, action_
 `
 
 // An approval, locked until the transaction ends: the worker of an approved action holds it
-// while the action runs, so a second run of the job waits and then finds it done.
+// while the action runs, so a second run of the job waits and then finds it done. By id alone:
+// for that River worker only (the approval its own job names).
 func (q *Queries) GetAgentApprovalForUpdate(ctx context.Context, id uuid.UUID) (AgentApproval, error) {
 	row := q.db.QueryRow(ctx, getAgentApprovalForUpdate, id)
 	var i AgentApproval
@@ -400,6 +510,8 @@ const getAgentSession = `-- name: GetAgentSession :one
 SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent, oauth_grant_id, started_by_user FROM agent_sessions WHERE id = $1
 `
 
+// A session by id alone, of any account: for the agents' River workers only (a step reading
+// the session its own job names). A path that serves a tenant reads GetAccountAgentSession.
 func (q *Queries) GetAgentSession(ctx context.Context, id uuid.UUID) (AgentSession, error) {
 	row := q.db.QueryRow(ctx, getAgentSession, id)
 	var i AgentSession
@@ -437,6 +549,9 @@ const getAgentSessionForUpdate = `-- name: GetAgentSessionForUpdate :one
 SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent, oauth_grant_id, started_by_user FROM agent_sessions WHERE id = $1 FOR UPDATE
 `
 
+// A session by id alone, of any account, locked: for the agents' River workers only (the
+// session their own job names). A path that serves a tenant locks
+// GetAccountAgentSessionForUpdate.
 func (q *Queries) GetAgentSessionForUpdate(ctx context.Context, id uuid.UUID) (AgentSession, error) {
 	row := q.db.QueryRow(ctx, getAgentSessionForUpdate, id)
 	var i AgentSession
@@ -519,6 +634,8 @@ const getAgentTicket = `-- name: GetAgentTicket :one
 SELECT id, account_id, session_id, title, body, state, opened_by, created_at, closed_at FROM agent_tickets WHERE id = $1
 `
 
+// A ticket by id alone, of any account: for the operator's commands only (tollgate admin ticket
+// close). A path that serves a tenant reads GetAccountAgentTicket.
 func (q *Queries) GetAgentTicket(ctx context.Context, id uuid.UUID) (AgentTicket, error) {
 	row := q.db.QueryRow(ctx, getAgentTicket, id)
 	var i AgentTicket
@@ -949,11 +1066,16 @@ func (q *Queries) LastAgentEventSeq(ctx context.Context, sessionID uuid.UUID) (i
 }
 
 const latestSlotSession = `-- name: LatestSlotSession :one
-SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent, oauth_grant_id, started_by_user FROM agent_sessions WHERE slot_id = $1 ORDER BY created_at DESC LIMIT 1
+SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent, oauth_grant_id, started_by_user FROM agent_sessions WHERE account_id = $1 AND slot_id = $2 ORDER BY created_at DESC LIMIT 1
 `
 
-func (q *Queries) LatestSlotSession(ctx context.Context, slotID pgtype.UUID) (AgentSession, error) {
-	row := q.db.QueryRow(ctx, latestSlotSession, slotID)
+type LatestSlotSessionParams struct {
+	AccountID uuid.UUID
+	SlotID    pgtype.UUID
+}
+
+func (q *Queries) LatestSlotSession(ctx context.Context, arg LatestSlotSessionParams) (AgentSession, error) {
+	row := q.db.QueryRow(ctx, latestSlotSession, arg.AccountID, arg.SlotID)
 	var i AgentSession
 	err := row.Scan(
 		&i.ID,
@@ -1098,17 +1220,24 @@ func (q *Queries) ListAgentApprovals(ctx context.Context, arg ListAgentApprovals
 }
 
 const listAgentEvents = `-- name: ListAgentEvents :many
-SELECT session_id, seq, account_id, kind, data, created_at FROM agent_events WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3
+SELECT session_id, seq, account_id, kind, data, created_at FROM agent_events WHERE account_id = $1 AND session_id = $2 AND seq > $3 ORDER BY seq LIMIT $4
 `
 
 type ListAgentEventsParams struct {
+	AccountID uuid.UUID
 	SessionID uuid.UUID
 	Seq       int64
 	Limit     int32
 }
 
+// The events of the account's session after seq, in order; none for another account's session.
 func (q *Queries) ListAgentEvents(ctx context.Context, arg ListAgentEventsParams) ([]AgentEvent, error) {
-	rows, err := q.db.Query(ctx, listAgentEvents, arg.SessionID, arg.Seq, arg.Limit)
+	rows, err := q.db.Query(ctx, listAgentEvents,
+		arg.AccountID,
+		arg.SessionID,
+		arg.Seq,
+		arg.Limit,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -1135,17 +1264,18 @@ func (q *Queries) ListAgentEvents(ctx context.Context, arg ListAgentEventsParams
 }
 
 const listAgentEventsTail = `-- name: ListAgentEventsTail :many
-SELECT session_id, seq, account_id, kind, data, created_at FROM agent_events WHERE session_id = $1 ORDER BY seq DESC LIMIT $2
+SELECT session_id, seq, account_id, kind, data, created_at FROM agent_events WHERE account_id = $1 AND session_id = $2 ORDER BY seq DESC LIMIT $3
 `
 
 type ListAgentEventsTailParams struct {
+	AccountID uuid.UUID
 	SessionID uuid.UUID
 	Limit     int32
 }
 
-// The newest events of a session, newest first.
+// The newest events of the account's session, newest first; none for another account's session.
 func (q *Queries) ListAgentEventsTail(ctx context.Context, arg ListAgentEventsTailParams) ([]AgentEvent, error) {
-	rows, err := q.db.Query(ctx, listAgentEventsTail, arg.SessionID, arg.Limit)
+	rows, err := q.db.Query(ctx, listAgentEventsTail, arg.AccountID, arg.SessionID, arg.Limit)
 	if err != nil {
 		return nil, err
 	}
@@ -1306,11 +1436,16 @@ func (q *Queries) ListQueuedAgentMessages(ctx context.Context, sessionID uuid.UU
 }
 
 const liveSlotSessionForUpdate = `-- name: LiveSlotSessionForUpdate :one
-SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent, oauth_grant_id, started_by_user FROM agent_sessions WHERE slot_id = $1 AND state NOT IN ('stopped', 'failed') FOR UPDATE
+SELECT id, account_id, slot_id, slot_name, model, purpose, agent_name, target_environment, resource_profile, max_turns, max_spend_micros, max_duration_seconds, state, end_reason, turns, spent_micros, step, key_id, next_seq, created_at, ready_at, ended_at, trace_parent, oauth_grant_id, started_by_user FROM agent_sessions WHERE account_id = $1 AND slot_id = $2 AND state NOT IN ('stopped', 'failed') FOR UPDATE
 `
 
-func (q *Queries) LiveSlotSessionForUpdate(ctx context.Context, slotID pgtype.UUID) (AgentSession, error) {
-	row := q.db.QueryRow(ctx, liveSlotSessionForUpdate, slotID)
+type LiveSlotSessionForUpdateParams struct {
+	AccountID uuid.UUID
+	SlotID    pgtype.UUID
+}
+
+func (q *Queries) LiveSlotSessionForUpdate(ctx context.Context, arg LiveSlotSessionForUpdateParams) (AgentSession, error) {
+	row := q.db.QueryRow(ctx, liveSlotSessionForUpdate, arg.AccountID, arg.SlotID)
 	var i AgentSession
 	err := row.Scan(
 		&i.ID,
@@ -1423,7 +1558,7 @@ const resolveAgentApproval = `-- name: ResolveAgentApproval :one
 UPDATE agent_approvals
 SET state = $1::text, resolved_at = now(), resolved_by = $2::text,
     action_status = CASE WHEN $1::text = 'approved' THEN 'queued' END
-WHERE id = $3 AND state = 'pending' AND expires_at > now()
+WHERE id = $3 AND account_id = $4 AND state = 'pending' AND expires_at > now()
 RETURNING id, account_id, key_id, action, arguments, arguments_hash, state, action_status, session_id, message_id, failure, created_at, expires_at, resolved_at, resolved_by, requested_by, trace_parent, oauth_grant_id
 `
 
@@ -1431,12 +1566,18 @@ type ResolveAgentApprovalParams struct {
 	State      string
 	ResolvedBy string
 	ID         uuid.UUID
+	AccountID  uuid.UUID
 }
 
-// Resolves a pending, unexpired approval: the one conditional update that makes resolution
-// happen exactly once under any concurrency. An approved one's action is queued.
+// Resolves the account's pending, unexpired approval: the one conditional update that makes
+// resolution happen exactly once under any concurrency. An approved one's action is queued.
 func (q *Queries) ResolveAgentApproval(ctx context.Context, arg ResolveAgentApprovalParams) (AgentApproval, error) {
-	row := q.db.QueryRow(ctx, resolveAgentApproval, arg.State, arg.ResolvedBy, arg.ID)
+	row := q.db.QueryRow(ctx, resolveAgentApproval,
+		arg.State,
+		arg.ResolvedBy,
+		arg.ID,
+		arg.AccountID,
+	)
 	var i AgentApproval
 	err := row.Scan(
 		&i.ID,

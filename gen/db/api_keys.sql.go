@@ -149,6 +149,8 @@ const getAPIKey = `-- name: GetAPIKey :one
 SELECT id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by, display_suffix, created_by_user FROM api_keys WHERE id = $1
 `
 
+// A key by id alone, of any account: for the operator's commands only (tollgate admin key
+// ...: KEY_ID names the account). A path that serves a tenant reads GetAccountAPIKey.
 func (q *Queries) GetAPIKey(ctx context.Context, id uuid.UUID) (ApiKey, error) {
 	row := q.db.QueryRow(ctx, getAPIKey, id)
 	var i ApiKey
@@ -903,40 +905,6 @@ func (q *Queries) SetAPIKeyLimits(ctx context.Context, arg SetAPIKeyLimitsParams
 		arg.ID,
 		arg.AccountID,
 	)
-	var i ApiKey
-	err := row.Scan(
-		&i.ID,
-		&i.AccountID,
-		&i.Name,
-		&i.KeyHash,
-		&i.DisplayPrefix,
-		&i.RpmLimit,
-		&i.CreatedAt,
-		&i.LastUsedAt,
-		&i.RevokedAt,
-		&i.ExpiresAt,
-		&i.DisabledAt,
-		&i.CreditCapMicros,
-		&i.CapPeriod,
-		&i.Models,
-		&i.CreatedBy,
-		&i.DisplaySuffix,
-		&i.CreatedByUser,
-	)
-	return i, err
-}
-
-const setAPIKeyRPMLimit = `-- name: SetAPIKeyRPMLimit :one
-UPDATE api_keys SET rpm_limit = $2 WHERE id = $1 RETURNING id, account_id, name, key_hash, display_prefix, rpm_limit, created_at, last_used_at, revoked_at, expires_at, disabled_at, credit_cap_micros, cap_period, models, created_by, display_suffix, created_by_user
-`
-
-type SetAPIKeyRPMLimitParams struct {
-	ID       uuid.UUID
-	RpmLimit int32
-}
-
-func (q *Queries) SetAPIKeyRPMLimit(ctx context.Context, arg SetAPIKeyRPMLimitParams) (ApiKey, error) {
-	row := q.db.QueryRow(ctx, setAPIKeyRPMLimit, arg.ID, arg.RpmLimit)
 	var i ApiKey
 	err := row.Scan(
 		&i.ID,

@@ -163,7 +163,7 @@ func hasFreeSlot(ctx context.Context, q *store.AgentQueries, account uuid.UUID) 
 		return false, err
 	}
 	for _, sl := range slots {
-		row, err := q.LatestSlotSession(ctx, sl.ID)
+		row, err := q.LatestSlotSession(ctx, account, sl.ID)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return true, nil
 		}
@@ -209,8 +209,10 @@ func (s *Service) RequestPrompt(ctx context.Context, p auth.Principal, sessionID
 	return s.request(ctx, p, "prompt", promptAction{SessionID: row.ID.String(), Prompt: prompt})
 }
 
-// approval reads an approval, expiring it first when it is pending past its expiry; accountID
-// nil reads any account's (a zero id: ErrNotFound).
+// approval reads an approval, expiring it when it is pending past its expiry; accountID nil
+// reads any account's (the operator's; a zero id: ErrNotFound). It reads by the account before
+// it writes anything: another account's approval is ErrNotFound, as an unknown one, and its
+// row is left untouched (expired or not).
 func (s *Service) approval(ctx context.Context, accountID *uuid.UUID, approvalID string) (store.AgentApproval, error) {
 	if _, err := scope(accountID); err != nil {
 		return store.AgentApproval{}, err
@@ -219,17 +221,27 @@ func (s *Service) approval(ctx context.Context, accountID *uuid.UUID, approvalID
 	if err != nil {
 		return store.AgentApproval{}, err
 	}
-	if _, err := s.q.ExpireAgentApproval(ctx, id); err != nil {
-		return store.AgentApproval{}, err
-	}
-	a, err := s.q.GetAgentApproval(ctx, id)
-	if err != nil {
+	read := func() (store.AgentApproval, error) {
+		if accountID == nil {
+			a, err := s.q.GetAgentApproval(ctx, id)
+			return a, notFound(err)
+		}
+		a, err := s.q.GetAccountAgentApproval(ctx, *accountID, id)
 		return a, notFound(err)
 	}
-	if accountID != nil && a.AccountID != *accountID {
-		return a, ErrNotFound
+	a, err := read()
+	if err != nil || a.State != ApprovalPending {
+		return a, err
 	}
-	return a, nil
+	owner := a.AccountID // the operator's: the approval's own account
+	if accountID != nil {
+		owner = *accountID
+	}
+	expired, err := s.q.ExpireAgentApproval(ctx, owner, id)
+	if err != nil || expired == 0 {
+		return a, err
+	}
+	return read()
 }
 
 // ApprovalStatus is the caller's approval (agent_action_status); a key with limits sees only
@@ -294,14 +306,21 @@ func (s *Service) Resolve(ctx context.Context, accountID *uuid.UUID, approvalID 
 			return Approval{}, conflictf("approval %s cannot be approved: %s; deny it", cur.ID, why)
 		}
 	}
+	// The writes name the caller's account (the approval's own, read above, for the operator's
+	// nil), so that they could touch no other account's row even if the read above did not
+	// check it.
+	owner := cur.AccountID
+	if accountID != nil {
+		owner = *accountID
+	}
 	var out store.AgentApproval
 	err = s.inTx(ctx, func(tx *store.AgentTx) error {
-		a, err := tx.ResolveAgentApproval(ctx, cur.ID, state, by)
+		a, err := tx.ResolveAgentApproval(ctx, owner, cur.ID, state, by)
 		if errors.Is(err, pgx.ErrNoRows) {
-			if _, err := tx.ExpireAgentApproval(ctx, cur.ID); err != nil {
+			if _, err := tx.ExpireAgentApproval(ctx, owner, cur.ID); err != nil {
 				return err
 			}
-			now, err := tx.GetAgentApproval(ctx, cur.ID)
+			now, err := tx.GetAccountAgentApproval(ctx, owner, cur.ID)
 			if err != nil {
 				return err
 			}
@@ -554,12 +573,11 @@ func (s *Service) promptApproved(ctx context.Context, tx *store.AgentTx, a store
 	if err != nil {
 		return uuid.Nil, uuid.Nil, ErrNotFound
 	}
-	st, err := lockSession(ctx, tx, id)
+	// The session id is the requester's argument: it is locked as the approval's account's
+	// only (another account's is ErrNotFound).
+	st, err := lockAccountSession(ctx, tx, a.AccountID, id)
 	if err != nil {
 		return uuid.Nil, uuid.Nil, err
-	}
-	if st.row.AccountID != a.AccountID {
-		return uuid.Nil, uuid.Nil, ErrNotFound
 	}
 	msg, _, err := s.send(st, args.Prompt)
 	return id, msg, err

@@ -15,7 +15,11 @@ func (s *Service) ApproveWithJobs(ctx context.Context, approvalID string, runs i
 		return err
 	}
 	return s.inTx(ctx, func(tx *store.AgentTx) error {
-		a, err := tx.ResolveAgentApproval(ctx, id, ApprovalApproved, "operator")
+		cur, err := tx.GetAgentApproval(ctx, id)
+		if err != nil {
+			return err
+		}
+		a, err := tx.ResolveAgentApproval(ctx, cur.AccountID, id, ApprovalApproved, "operator")
 		if err != nil {
 			return err
 		}

@@ -30,7 +30,7 @@ func keyed(t *testing.T, w *world, n *node, tn tenant, o accounts.KeyOptions) au
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := n.gw.Auth.KeyPrincipal(ctx, k.Key.ID)
+	p, err := n.gw.Auth.KeyPrincipal(ctx, tn.p.AccountID, k.Key.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,7 @@ func (s *Service) UnassignSlot(ctx context.Context, accountID uuid.UUID, name st
 		if err != nil {
 			return err
 		}
-		st, ok, err := liveSession(ctx, tx, sl.ID)
+		st, ok, err := liveSession(ctx, tx, accountID, sl.ID)
 		if err != nil {
 			return err
 		}
@@ -60,7 +60,7 @@ func (s *Service) UnassignSlot(ctx context.Context, accountID uuid.UUID, name st
 				return err
 			}
 		}
-		_, err = tx.DeleteAgentSlot(ctx, sl.ID)
+		_, err = tx.DeleteAgentSlot(ctx, accountID, sl.ID)
 		return err
 	})
 }
@@ -214,7 +214,7 @@ const auditSessionsEnded = "agent.sessions_ended"
 func (s *Service) endEach(ctx context.Context, tx *store.AgentTx, accountID uuid.UUID, ids []uuid.UUID, reason, cause string) error {
 	var ended []string
 	for _, id := range ids {
-		st, err := lockSession(ctx, tx, id)
+		st, err := lockAccountSession(ctx, tx, accountID, id)
 		if err != nil {
 			return err
 		}
@@ -289,12 +289,8 @@ func (s *Service) OpenTicket(ctx context.Context, accountID uuid.UUID, sessionID
 	}
 	p := store.NewAgentTicket{ID: uuid.New(), AccountID: accountID, Title: truncate(store.CleanText(title), 200), Body: store.CleanText(body), OpenedBy: openedBy}
 	if sessionID != nil {
-		row, err := s.q.GetAgentSession(ctx, *sessionID)
-		if err != nil || row.AccountID != accountID {
-			if err == nil || errors.Is(err, pgx.ErrNoRows) {
-				return Ticket{}, ErrNotFound
-			}
-			return Ticket{}, err
+		if _, err := s.q.GetAccountAgentSession(ctx, accountID, *sessionID); err != nil {
+			return Ticket{}, notFound(err)
 		}
 		p.SessionID = pgUUID(*sessionID)
 	}
@@ -319,14 +315,20 @@ func (s *Service) CloseTicket(ctx context.Context, accountID *uuid.UUID, ticketI
 	if err != nil {
 		return Ticket{}, err
 	}
-	t, err := s.q.GetAgentTicket(ctx, id)
+	var t store.AgentTicket
+	if accountID == nil {
+		t, err = s.q.GetAgentTicket(ctx, id) // the operator's: any account's
+	} else {
+		t, err = s.q.GetAccountAgentTicket(ctx, *accountID, id)
+	}
 	if err != nil {
 		return Ticket{}, notFound(err)
 	}
-	if accountID != nil && t.AccountID != *accountID {
-		return Ticket{}, ErrNotFound
+	owner := t.AccountID // the operator's: the ticket's own account
+	if accountID != nil {
+		owner = *accountID
 	}
-	closed, err := s.q.CloseAgentTicket(ctx, id)
+	closed, err := s.q.CloseAgentTicket(ctx, owner, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Ticket{}, conflictf("ticket %s is already closed", id)
 	}

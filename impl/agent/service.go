@@ -40,12 +40,12 @@ type Options struct {
 	// attempts, metering) called directly; nil for a Service that only reads and records (the
 	// operator's commands), whose Run must not be called.
 	Exchange *exchange.Engine
-	// KeyPrincipal returns the API key with id as the gateway's authentication sees it, with
+	// KeyPrincipal returns the account's API key with id as the gateway's authentication sees it, with
 	// its limits (auth.Authenticator.KeyPrincipal): auth.ErrUnknown for a revoked or unknown
 	// key, auth.ErrDisabled for a disabled one, an *auth.ExpiredError for an expired one. Every
 	// step of a session started with a key calls it, so that the session's model calls keep to
 	// the key's limits; required with Exchange.
-	KeyPrincipal func(ctx context.Context, id uuid.UUID) (auth.Principal, error)
+	KeyPrincipal func(ctx context.Context, accountID, id uuid.UUID) (auth.Principal, error)
 	Logger       *slog.Logger
 }
 
@@ -58,7 +58,7 @@ type Service struct {
 	models   *config.Config
 	tools    map[string]checkedTool
 	exchange *exchange.Engine
-	key      func(ctx context.Context, id uuid.UUID) (auth.Principal, error)
+	key      func(ctx context.Context, accountID, id uuid.UUID) (auth.Principal, error)
 	log      *slog.Logger
 	riverLog *slog.Logger
 	river    *river.Client[pgx.Tx]

@@ -30,9 +30,21 @@ type sessionTx struct {
 	now time.Time
 }
 
-// lockSession locks the session's row for the rest of the transaction.
+// lockSession locks the session's row for the rest of the transaction, whatever its account:
+// for the River workers, locking the session their own job names. A path that serves a
+// tenant locks with lockAccountSession.
 func lockSession(ctx context.Context, tx *store.AgentTx, id uuid.UUID) (*sessionTx, error) {
 	row, err := tx.GetAgentSessionForUpdate(ctx, id)
+	if err != nil {
+		return nil, notFound(err)
+	}
+	return &sessionTx{ctx: ctx, tx: tx, row: row, now: time.Now()}, nil
+}
+
+// lockAccountSession locks the account's session's row for the rest of the transaction;
+// ErrNotFound for another account's session, as for an unknown one.
+func lockAccountSession(ctx context.Context, tx *store.AgentTx, account, id uuid.UUID) (*sessionTx, error) {
+	row, err := tx.GetAccountAgentSessionForUpdate(ctx, account, id)
 	if err != nil {
 		return nil, notFound(err)
 	}

@@ -296,7 +296,7 @@ func (s *Service) principal(ctx context.Context, row store.AgentSession) (auth.P
 	if id == uuid.Nil {
 		return auth.Principal{AccountID: row.AccountID}, "", nil
 	}
-	p, err := s.key(ctx, id)
+	p, err := s.key(ctx, row.AccountID, id)
 	switch {
 	case errors.Is(err, auth.ErrUnknown):
 		return auth.Principal{}, ReasonKeyRevoked, nil

@@ -94,9 +94,9 @@ func slotNameStorable(name string) bool {
 	return utf8.ValidString(name) && !strings.ContainsRune(name, 0)
 }
 
-// liveSession is the slot's live session, locked (ok false when it has none).
-func liveSession(ctx context.Context, tx *store.AgentTx, slot uuid.UUID) (*sessionTx, bool, error) {
-	row, err := tx.LiveSlotSessionForUpdate(ctx, slot)
+// liveSession is the live session of the account's slot, locked (ok false when it has none).
+func liveSession(ctx context.Context, tx *store.AgentTx, account, slot uuid.UUID) (*sessionTx, bool, error) {
+	row, err := tx.LiveSlotSessionForUpdate(ctx, account, slot)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, false, nil
 	}
@@ -111,7 +111,7 @@ func liveSession(ctx context.Context, tx *store.AgentTx, slot uuid.UUID) (*sessi
 // (sees): another's end (its state and reason) is not its to read, as GET /v1/agents shows it
 // the slot without that session.
 func noLiveSession(ctx context.Context, p auth.Principal, q *store.AgentQueries, slot store.AgentSlot) error {
-	last, err := q.LatestSlotSession(ctx, slot.ID)
+	last, err := q.LatestSlotSession(ctx, p.AccountID, slot.ID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return conflictf("slot '%s' has no session; start one with POST /v1/agents", slot.Name)
 	}
@@ -316,7 +316,7 @@ func (s *Service) spawn(ctx context.Context, p auth.Principal, user uuid.UUID, s
 		if err != nil {
 			return nil, err
 		}
-		if live, ok, err := liveSession(ctx, tx, sl.ID); err != nil {
+		if live, ok, err := liveSession(ctx, tx, p.AccountID, sl.ID); err != nil {
 			return nil, err
 		} else if ok {
 			return nil, busySlot(p, slot, live.row)
@@ -461,7 +461,7 @@ func (s *Service) sendMessage(ctx context.Context, p auth.Principal, slot string
 		if err != nil {
 			return nil, err
 		}
-		st, ok, err := liveSession(ctx, tx, sl.ID)
+		st, ok, err := liveSession(ctx, tx, p.AccountID, sl.ID)
 		if err != nil {
 			return nil, err
 		}
@@ -571,7 +571,7 @@ func (s *Service) stop(ctx context.Context, p auth.Principal, slot string, sessi
 		if err != nil {
 			return nil, err
 		}
-		st, ok, err := liveSession(ctx, tx, sl.ID)
+		st, ok, err := liveSession(ctx, tx, p.AccountID, sl.ID)
 		if err != nil {
 			return nil, err
 		}
@@ -610,7 +610,7 @@ func (s *Service) Overview(ctx context.Context, p auth.Principal) ([]SlotView, e
 	out := make([]SlotView, len(slots))
 	for i, sl := range slots {
 		out[i].Slot = sl.Name
-		row, err := s.q.LatestSlotSession(ctx, sl.ID)
+		row, err := s.q.LatestSlotSession(ctx, acct, sl.ID)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue
 		}
@@ -640,7 +640,7 @@ func (s *Service) SlotSession(ctx context.Context, p auth.Principal, slot string
 	if err != nil {
 		return SessionView{}, notFound(err)
 	}
-	row, err := s.q.LatestSlotSession(ctx, sl.ID)
+	row, err := s.q.LatestSlotSession(ctx, p.AccountID, sl.ID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return SessionView{}, conflictf("slot '%s' has no session; start one with POST /v1/agents", slot)
 	}
@@ -682,12 +682,14 @@ func (s *Service) Events(ctx context.Context, p auth.Principal, sessionID string
 	if err != nil {
 		return nil, err
 	}
-	return s.events(ctx, row.ID, afterSeq, limit)
+	return s.events(ctx, p.AccountID, row.ID, afterSeq, limit)
 }
 
-func (s *Service) events(ctx context.Context, id uuid.UUID, afterSeq int64, limit int) ([]Event, error) {
+// events are the events of the account's session id after afterSeq, in order, at most limit
+// (1 to 500); none for another account's session.
+func (s *Service) events(ctx context.Context, account, id uuid.UUID, afterSeq int64, limit int) ([]Event, error) {
 	limit = min(max(limit, 1), MaxTailLines)
-	rows, err := s.q.ListAgentEvents(ctx, id, max(afterSeq, 0), int32(limit))
+	rows, err := s.q.ListAgentEvents(ctx, account, id, max(afterSeq, 0), int32(limit))
 	if err != nil {
 		return nil, err
 	}
@@ -733,7 +735,7 @@ func (s *Service) Tail(ctx context.Context, p auth.Principal, sessionID string, 
 	start := time.Now()
 	read := func() ([]Event, error) {
 		if cursor <= 0 {
-			rows, err := s.q.ListAgentEventsTail(ctx, row.ID, int32(maxLines))
+			rows, err := s.q.ListAgentEventsTail(ctx, p.AccountID, row.ID, int32(maxLines))
 			if err != nil {
 				return nil, err
 			}
@@ -743,7 +745,7 @@ func (s *Service) Tail(ctx context.Context, p auth.Principal, sessionID string, 
 			}
 			return out, nil
 		}
-		return s.events(ctx, row.ID, cursor, maxLines)
+		return s.events(ctx, p.AccountID, row.ID, cursor, maxLines)
 	}
 	evs, err := read()
 	if err != nil {
@@ -769,7 +771,7 @@ func (s *Service) Tail(ctx context.Context, p auth.Principal, sessionID string, 
 			return Tail{}, err
 		}
 	}
-	if row, err = s.q.GetAgentSession(ctx, row.ID); err != nil {
+	if row, err = s.q.GetAccountAgentSession(ctx, p.AccountID, row.ID); err != nil {
 		return Tail{}, err
 	}
 	t := Tail{Session: view(row), Events: evs, Cursor: max(cursor, 0), Waited: time.Since(start)}

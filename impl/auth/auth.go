@@ -221,14 +221,14 @@ func (a *Authenticator) Authenticate(ctx context.Context, authorization string) 
 	return p, nil
 }
 
-// KeyPrincipal returns the caller that the key with id stands for, as Authenticate would: its
-// account, RPM cap and limits (the credit cap and the model subset that the metering and the
-// routes apply to a Principal). It is for work done later on a key's behalf, such as an agent
+// KeyPrincipal returns the caller that the account's key with id stands for, as Authenticate
+// would: its account, RPM cap and limits (the credit cap and the model subset that the metering
+// and the routes apply to a Principal); another account's key is ErrUnknown, as an unknown one. It is for work done later on a key's behalf, such as an agent
 // session's model calls, which must keep to the key's limits as its requests do: a revoked or
 // unknown key is ErrUnknown, a disabled one ErrDisabled, an expired one an *ExpiredError. It
 // reads the database on every call (no cache); its other errors are dependency failures.
-func (a *Authenticator) KeyPrincipal(ctx context.Context, id uuid.UUID) (Principal, error) {
-	k, err := a.store.GetAPIKey(ctx, id)
+func (a *Authenticator) KeyPrincipal(ctx context.Context, accountID, id uuid.UUID) (Principal, error) {
+	k, err := a.store.GetAccountAPIKey(ctx, accountID, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return Principal{}, ErrUnknown
 	}

@@ -585,40 +585,44 @@ func TestCappedKeyDuringDatabaseOutage(t *testing.T) {
 	}
 }
 
-// TestKeyPrincipalForLaterWork: the principal of a key looked up by id (for work done later on
-// its behalf, such as an agent's model calls) carries the key's limits, and a disabled,
-// expired or revoked key has none.
+// TestKeyPrincipalForLaterWork: the principal of a key looked up by its account and id (for
+// work done later on its behalf, such as an agent's model calls) carries the key's limits; a
+// disabled, expired or revoked key has none, nor has the key looked up under another account.
 func TestKeyPrincipalForLaterWork(t *testing.T) {
 	g := apitest.Start(t, apitest.Options{})
 	ctx := context.Background()
 	tenant := g.NewTenant(t, "acme", 0, 1_000_000)
 	capMicros := int64(1234)
 	_, id := keyWith(t, g, tenant.Account.ID, accounts.KeyOptions{CreditCapMicros: &capMicros, CapPeriod: store.CapPeriodDaily, Models: []string{"service-flint"}})
-	p, err := g.Auth.KeyPrincipal(ctx, id)
+	p, err := g.Auth.KeyPrincipal(ctx, tenant.Account.ID, id)
 	if err != nil || p.AccountID != tenant.Account.ID || p.Limits == nil || !p.Limits.HasCap || p.Limits.CapMicros != capMicros ||
 		p.Limits.CapPeriod != store.CapPeriodDaily || !p.AllowsModel("service-flint") || p.AllowsModel("service-sonnet") {
 		t.Fatalf("the principal of a capped, confined key: %+v %+v, %v", p, p.Limits, err)
 	}
-	if p, err := g.Auth.KeyPrincipal(ctx, tenant.KeyID); err != nil || p.Limits != nil || !p.AllowsModel("service-sonnet") {
+	other := g.NewTenant(t, "globex", 0, 1_000_000)
+	if _, err := g.Auth.KeyPrincipal(ctx, other.Account.ID, id); !errors.Is(err, auth.ErrUnknown) {
+		t.Fatalf("acme's key looked up as globex's: %v, want ErrUnknown", err)
+	}
+	if p, err := g.Auth.KeyPrincipal(ctx, tenant.Account.ID, tenant.KeyID); err != nil || p.Limits != nil || !p.AllowsModel("service-sonnet") {
 		t.Fatalf("the principal of a key without limits: %+v, %v", p, err)
 	}
 	if _, err := g.Accounts.Disable(ctx, tenant.Account.ID, id); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.Auth.KeyPrincipal(ctx, id); !errors.Is(err, auth.ErrDisabled) {
+	if _, err := g.Auth.KeyPrincipal(ctx, tenant.Account.ID, id); !errors.Is(err, auth.ErrDisabled) {
 		t.Fatalf("a disabled key: %v", err)
 	}
 	past := time.Now().Add(-time.Second)
 	if _, err := g.Store.SetAPIKeyLimits(ctx, tenant.Account.ID, tenant.KeyID, store.KeyLimits{ExpiresAt: &past}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.Auth.KeyPrincipal(ctx, tenant.KeyID); !errors.As(err, new(*auth.ExpiredError)) {
+	if _, err := g.Auth.KeyPrincipal(ctx, tenant.Account.ID, tenant.KeyID); !errors.As(err, new(*auth.ExpiredError)) {
 		t.Fatalf("an expired key: %v", err)
 	}
 	if _, err := g.Accounts.RevokeAll(ctx, tenant.Account.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.Auth.KeyPrincipal(ctx, id); !errors.Is(err, auth.ErrUnknown) {
+	if _, err := g.Auth.KeyPrincipal(ctx, tenant.Account.ID, id); !errors.Is(err, auth.ErrUnknown) {
 		t.Fatalf("a revoked key: %v", err)
 	}
 }

@@ -20,12 +20,19 @@ func (a *AgentQueries) CountPendingAgentApprovals(ctx context.Context, account u
 	return a.q.CountPendingAgentApprovals(ctx, account)
 }
 
-// GetAgentApproval reads the approval with id.
+// GetAgentApproval reads the approval with id, of any account: for the operator's commands.
+// A path that serves a tenant reads GetAccountAgentApproval.
 func (a *AgentQueries) GetAgentApproval(ctx context.Context, id uuid.UUID) (AgentApproval, error) {
 	return a.q.GetAgentApproval(ctx, id)
 }
 
-// GetAgentApprovalForUpdate reads the approval with id and locks its row (FOR UPDATE).
+// GetAccountAgentApproval reads the account's approval with id; no row for another account's.
+func (a *AgentQueries) GetAccountAgentApproval(ctx context.Context, account, id uuid.UUID) (AgentApproval, error) {
+	return a.q.GetAccountAgentApproval(ctx, db.GetAccountAgentApprovalParams{ID: id, AccountID: account})
+}
+
+// GetAgentApprovalForUpdate reads the approval with id, of any account, and locks its row (FOR
+// UPDATE): for the worker of an approved action, reading the approval its own job names.
 func (a *AgentQueries) GetAgentApprovalForUpdate(ctx context.Context, id uuid.UUID) (AgentApproval, error) {
 	return a.q.GetAgentApprovalForUpdate(ctx, id)
 }
@@ -36,10 +43,10 @@ func (a *AgentQueries) ListAgentApprovals(ctx context.Context, account *uuid.UUI
 	return a.q.ListAgentApprovals(ctx, db.ListAgentApprovalsParams{AccountID: agentScope(account), State: state, Max: limit})
 }
 
-// ExpireAgentApproval expires the approval with id when it is pending past its expiry, and
-// returns how many it expired.
-func (a *AgentQueries) ExpireAgentApproval(ctx context.Context, id uuid.UUID) (int64, error) {
-	return a.q.ExpireAgentApproval(ctx, id)
+// ExpireAgentApproval expires the account's approval with id when it is pending past its
+// expiry, and returns how many it expired (none of another account's).
+func (a *AgentQueries) ExpireAgentApproval(ctx context.Context, account, id uuid.UUID) (int64, error) {
+	return a.q.ExpireAgentApproval(ctx, db.ExpireAgentApprovalParams{ID: id, AccountID: account})
 }
 
 // ExpireAgentApprovals expires every approval pending past its expiry, and returns their ids.
@@ -47,10 +54,11 @@ func (a *AgentQueries) ExpireAgentApprovals(ctx context.Context) ([]uuid.UUID, e
 	return a.q.ExpireAgentApprovals(ctx)
 }
 
-// ResolveAgentApproval moves the pending approval with id to state (approved, with its action
-// queued, or denied), resolved by by; no row when it is not pending.
-func (a *AgentQueries) ResolveAgentApproval(ctx context.Context, id uuid.UUID, state, by string) (AgentApproval, error) {
-	return a.q.ResolveAgentApproval(ctx, db.ResolveAgentApprovalParams{State: state, ResolvedBy: by, ID: id})
+// ResolveAgentApproval moves the account's pending approval with id to state (approved, with
+// its action queued, or denied), resolved by by; no row when it is not pending or is another
+// account's.
+func (a *AgentQueries) ResolveAgentApproval(ctx context.Context, account, id uuid.UUID, state, by string) (AgentApproval, error) {
+	return a.q.ResolveAgentApproval(ctx, db.ResolveAgentApprovalParams{State: state, ResolvedBy: by, ID: id, AccountID: account})
 }
 
 // SetAgentApprovalAction moves an approved action's status when it is still u.From, and
@@ -71,14 +79,21 @@ func (a *AgentQueries) InsertAgentTicket(ctx context.Context, t NewAgentTicket) 
 	return a.q.InsertAgentTicket(ctx, t)
 }
 
-// GetAgentTicket reads the ticket with id.
+// GetAgentTicket reads the ticket with id, of any account: for the operator's commands. A path
+// that serves a tenant reads GetAccountAgentTicket.
 func (a *AgentQueries) GetAgentTicket(ctx context.Context, id uuid.UUID) (AgentTicket, error) {
 	return a.q.GetAgentTicket(ctx, id)
 }
 
-// CloseAgentTicket closes the open ticket with id; no row when it is closed already.
-func (a *AgentQueries) CloseAgentTicket(ctx context.Context, id uuid.UUID) (AgentTicket, error) {
-	return a.q.CloseAgentTicket(ctx, id)
+// GetAccountAgentTicket reads the account's ticket with id; no row for another account's.
+func (a *AgentQueries) GetAccountAgentTicket(ctx context.Context, account, id uuid.UUID) (AgentTicket, error) {
+	return a.q.GetAccountAgentTicket(ctx, db.GetAccountAgentTicketParams{ID: id, AccountID: account})
+}
+
+// CloseAgentTicket closes the account's open ticket with id; no row when it is closed already
+// or another account's.
+func (a *AgentQueries) CloseAgentTicket(ctx context.Context, account, id uuid.UUID) (AgentTicket, error) {
+	return a.q.CloseAgentTicket(ctx, db.CloseAgentTicketParams{ID: id, AccountID: account})
 }
 
 // ListAgentTickets lists the tickets of account (nil: every account's) in state ("" any),

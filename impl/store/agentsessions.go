@@ -28,15 +28,24 @@ func (a *AgentQueries) InsertAgentSession(ctx context.Context, s NewAgentSession
 	return a.q.InsertAgentSession(ctx, s)
 }
 
-// GetAgentSession reads the session with id.
+// GetAgentSession reads the session with id, of any account: for the agents' River workers,
+// reading the session their own job names. A path that serves a tenant reads
+// GetAccountAgentSession.
 func (a *AgentQueries) GetAgentSession(ctx context.Context, id uuid.UUID) (AgentSession, error) {
 	return a.q.GetAgentSession(ctx, id)
 }
 
-// GetAgentSessionForUpdate reads the session with id and locks its row (FOR UPDATE) for the
-// rest of the transaction.
+// GetAgentSessionForUpdate reads the session with id, of any account, and locks its row (FOR
+// UPDATE) for the rest of the transaction: for the agents' River workers, locking the session
+// their own job names. A path that serves a tenant locks GetAccountAgentSessionForUpdate.
 func (a *AgentQueries) GetAgentSessionForUpdate(ctx context.Context, id uuid.UUID) (AgentSession, error) {
 	return a.q.GetAgentSessionForUpdate(ctx, id)
+}
+
+// GetAccountAgentSessionForUpdate reads the account's session with id and locks its row (FOR
+// UPDATE) for the rest of the transaction; no row for another account's.
+func (a *AgentQueries) GetAccountAgentSessionForUpdate(ctx context.Context, account, id uuid.UUID) (AgentSession, error) {
+	return a.q.GetAccountAgentSessionForUpdate(ctx, db.GetAccountAgentSessionForUpdateParams{AccountID: account, ID: id})
 }
 
 // GetAccountAgentSession reads the account's session with id (no row for another account's).
@@ -50,14 +59,16 @@ func (a *AgentQueries) ListAccountAgentSessions(ctx context.Context, account, ke
 	return a.q.ListAccountAgentSessions(ctx, db.ListAccountAgentSessionsParams{AccountID: account, KeyID: agentID(key), Max: limit})
 }
 
-// LatestSlotSession reads the slot's newest session, live or ended.
-func (a *AgentQueries) LatestSlotSession(ctx context.Context, slot uuid.UUID) (AgentSession, error) {
-	return a.q.LatestSlotSession(ctx, agentID(slot))
+// LatestSlotSession reads the newest session, live or ended, of the account's slot (none of
+// another account's).
+func (a *AgentQueries) LatestSlotSession(ctx context.Context, account, slot uuid.UUID) (AgentSession, error) {
+	return a.q.LatestSlotSession(ctx, db.LatestSlotSessionParams{AccountID: account, SlotID: agentID(slot)})
 }
 
-// LiveSlotSessionForUpdate reads the slot's live session and locks its row (FOR UPDATE).
-func (a *AgentQueries) LiveSlotSessionForUpdate(ctx context.Context, slot uuid.UUID) (AgentSession, error) {
-	return a.q.LiveSlotSessionForUpdate(ctx, agentID(slot))
+// LiveSlotSessionForUpdate reads the live session of the account's slot (none of another
+// account's) and locks its row (FOR UPDATE).
+func (a *AgentQueries) LiveSlotSessionForUpdate(ctx context.Context, account, slot uuid.UUID) (AgentSession, error) {
+	return a.q.LiveSlotSessionForUpdate(ctx, db.LiveSlotSessionForUpdateParams{AccountID: account, SlotID: agentID(slot)})
 }
 
 // MemberLiveSessionIDs returns the ids of the live sessions the member user started on the
@@ -112,14 +123,16 @@ func (a *AgentQueries) AllAgentEvents(ctx context.Context, session uuid.UUID) ([
 	return a.q.AllAgentEvents(ctx, session)
 }
 
-// ListAgentEvents lists the session's events after seq, in order, at most limit.
-func (a *AgentQueries) ListAgentEvents(ctx context.Context, session uuid.UUID, afterSeq int64, limit int32) ([]AgentEvent, error) {
-	return a.q.ListAgentEvents(ctx, db.ListAgentEventsParams{SessionID: session, Seq: afterSeq, Limit: limit})
+// ListAgentEvents lists the events of the account's session after seq, in order, at most
+// limit (none for another account's session).
+func (a *AgentQueries) ListAgentEvents(ctx context.Context, account, session uuid.UUID, afterSeq int64, limit int32) ([]AgentEvent, error) {
+	return a.q.ListAgentEvents(ctx, db.ListAgentEventsParams{AccountID: account, SessionID: session, Seq: afterSeq, Limit: limit})
 }
 
-// ListAgentEventsTail lists the session's newest events, newest first, at most limit.
-func (a *AgentQueries) ListAgentEventsTail(ctx context.Context, session uuid.UUID, limit int32) ([]AgentEvent, error) {
-	return a.q.ListAgentEventsTail(ctx, db.ListAgentEventsTailParams{SessionID: session, Limit: limit})
+// ListAgentEventsTail lists the newest events of the account's session, newest first, at most
+// limit (none for another account's session).
+func (a *AgentQueries) ListAgentEventsTail(ctx context.Context, account, session uuid.UUID, limit int32) ([]AgentEvent, error) {
+	return a.q.ListAgentEventsTail(ctx, db.ListAgentEventsTailParams{AccountID: account, SessionID: session, Limit: limit})
 }
 
 // LastAgentEventSeq is the number of the session's last event.

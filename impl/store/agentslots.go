@@ -36,7 +36,8 @@ func (a *AgentQueries) FreeAgentSlots(ctx context.Context, account uuid.UUID) ([
 	return a.q.FreeAgentSlots(ctx, account)
 }
 
-// DeleteAgentSlot deletes the slot with id, and returns how many slots it deleted.
-func (a *AgentQueries) DeleteAgentSlot(ctx context.Context, id uuid.UUID) (int64, error) {
-	return a.q.DeleteAgentSlot(ctx, id)
+// DeleteAgentSlot deletes the account's slot with id, and returns how many slots it deleted
+// (none for another account's).
+func (a *AgentQueries) DeleteAgentSlot(ctx context.Context, account, id uuid.UUID) (int64, error) {
+	return a.q.DeleteAgentSlot(ctx, db.DeleteAgentSlotParams{ID: id, AccountID: account})
 }

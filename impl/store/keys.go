@@ -146,7 +146,9 @@ func (s *Store) ActiveAPIKeyByHash(ctx context.Context, hash []byte) (APIKey, er
 	return keyFromRow(row), nil
 }
 
-// GetAPIKey returns the key with id, revoked or not, or ErrNotFound.
+// GetAPIKey returns the key with id, revoked or not, of any account, or ErrNotFound: for the
+// operator's commands, whose KEY_ID names the account. A path that serves a tenant reads
+// GetAccountAPIKey.
 func (s *Store) GetAPIKey(ctx context.Context, id uuid.UUID) (APIKey, error) {
 	row, err := s.q.GetAPIKey(ctx, id)
 	if err != nil {
@@ -166,15 +168,6 @@ func (s *Store) ListAPIKeys(ctx context.Context, accountID uuid.UUID) ([]APIKey,
 		out[i] = keyFromRow(r)
 	}
 	return out, nil
-}
-
-// SetAPIKeyRPMLimit sets the key's requests-per-minute cap (0: no cap).
-func (s *Store) SetAPIKeyRPMLimit(ctx context.Context, id uuid.UUID, limit int) (APIKey, error) {
-	row, err := s.q.SetAPIKeyRPMLimit(ctx, db.SetAPIKeyRPMLimitParams{ID: id, RpmLimit: int32(limit)})
-	if err != nil {
-		return APIKey{}, notFound(err)
-	}
-	return keyFromRow(row), nil
 }
 
 // TouchAPIKeys records that each key of uses was last used at its time (never moving a

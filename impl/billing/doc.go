@@ -180,7 +180,9 @@
 //
 // So a SIGKILL loses, of each stream in flight, at most what it delivered after the last
 // checkpoint write that committed: at most one CheckpointInterval of output plus the duration
-// of one write (the write that would have carried it). During a database outage checkpoints
+// of one write (the write that would have carried it). A stream that had delivered nothing at
+// that write has no checkpoint and is lost whole, its input included, as is a request that is
+// not a stream (nothing tracks it before it settles). During a database outage checkpoints
 // are not written (the streams are served on), so the bound is then the outage's start. A
 // stream whose process is cut off from the database for longer than a lease, while others
 // reach it, is billed from its checkpoint by them; when its own record reaches the database

@@ -64,8 +64,8 @@ command takes -json: one JSON document of snake_case fields instead of the table
 `
 
 // runAdmin runs one admin command, writing its output to out and what the operator should know
-// beside it (usage errors' help, notes, questions) to stderr; it asks its questions on stdin,
-// and only when stdin is a terminal.
+// beside it (the usage, when no command is given; notes; questions) to stderr; it asks its
+// questions on stdin, and only when stdin is a terminal.
 func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 	return runAdminWith(ctx, args, adminIO{out: out, notes: os.Stderr, in: os.Stdin, interactive: stdinIsTerminal()})
 }
@@ -74,23 +74,27 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 func runAdminWith(ctx context.Context, args []string, streams adminIO) error {
 	global := flag.NewFlagSet("admin", flag.ContinueOnError)
 	configPath := global.String("config", "", "config file")
-	global.SetOutput(streams.notes)
-	global.Usage = func() { fmt.Fprint(streams.out, adminUsage) }
-	if err := global.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return flagError(err)
+	// The usage is printed when asked for, never before a mistake (errorReport names -h).
+	global.SetOutput(io.Discard)
+	if err := global.Parse(args); errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(streams.out, adminUsage)
+		return nil
+	} else if err != nil {
+		return withHelp(usageError("admin: "+err.Error()), "tollgate admin -h", "its commands and flags")
 	}
 	args = global.Args()
 	if len(args) == 1 && args[0] == "help" {
 		fmt.Fprint(streams.out, adminUsage)
 		return nil
 	}
-	if len(args) < 2 || adminCommands[args[0]+" "+args[1]] == nil {
-		// Before the database: a mistyped command needs none to be told so.
+	if len(args) == 0 {
+		// `tollgate admin` alone lists the commands, as `tollgate` alone does.
 		fmt.Fprint(streams.notes, adminUsage)
 		return commandLineError(args)
+	}
+	if len(args) < 2 || adminCommands[args[0]+" "+args[1]] == nil {
+		// Before the database: a mistyped command needs none to be told so.
+		return withHelp(commandLineError(args), "tollgate admin -h", "the commands")
 	}
 	cfg, err := loadConfig(*configPath)
 	if err != nil {
@@ -297,19 +301,19 @@ func agentCommand(noun, verb string) adminHandler {
 
 // run runs the command noun verb. Asked for its help (-h), it prints its lines of adminUsage and
 // its flags on out and ends as flag.ErrHelp (exit status 0); a mistake in its command line is a
-// usageError (exit status 2), printed on stderr by main with the other failures (exit status 1).
+// usageError (exit status 2) with the hint of the command's -h (withHelp), printed on stderr by
+// main with the other failures (exit status 1).
 func (a *admin) run(ctx context.Context, noun, verb string, args []string) error {
 	cmd, ok := adminCommands[noun+" "+verb]
 	if !ok {
-		fmt.Fprint(a.notes, adminUsage)
-		return commandLineError([]string{noun, verb})
+		return withHelp(commandLineError([]string{noun, verb}), "tollgate admin -h", "the commands")
 	}
 	err := cmd(a, ctx, args)
 	if h, ok := errors.AsType[*helpRequest](err); ok {
 		a.printHelp(h.flags)
 		return flag.ErrHelp
 	}
-	return err
+	return withHelp(err, "tollgate admin "+noun+" "+verb+" -h", "its arguments and flags")
 }
 
 // helpRequest is a command's -h, found by parse: run prints the help of the flag set's command.
@@ -369,7 +373,7 @@ func parse(fs *flag.FlagSet, args []string, positional int) ([]string, error) {
 		if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 			return nil, &helpRequest{flags: fs}
 		} else if err != nil {
-			return nil, usageError(fmt.Sprintf("%s: %v (see 'tollgate admin %s -h')", fs.Name(), err, fs.Name()))
+			return nil, usageError(fmt.Sprintf("%s: %v", fs.Name(), err))
 		}
 		args = fs.Args()
 		if len(args) == 0 {
@@ -379,7 +383,7 @@ func parse(fs *flag.FlagSet, args []string, positional int) ([]string, error) {
 		args = args[1:]
 	}
 	if len(pos) != positional {
-		return nil, usageError(fmt.Sprintf("%s takes %d argument(s), got %d (see 'tollgate admin %s -h')", fs.Name(), positional, len(pos), fs.Name()))
+		return nil, usageError(fmt.Sprintf("%s takes %d argument(s), got %d", fs.Name(), positional, len(pos)))
 	}
 	return pos, nil
 }

@@ -65,7 +65,6 @@ func (a *admin) agentAdmin(ctx context.Context, noun, verb string, args []string
 	case "approval approve", "approval deny":
 		return a.approvalResolve(ctx, svc, verb, args)
 	}
-	fmt.Fprint(a.notes, agentAdminUsage)
 	return usageError(fmt.Sprintf("unknown admin command %q", noun+" "+verb))
 }
 

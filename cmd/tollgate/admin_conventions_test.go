@@ -77,10 +77,13 @@ func TestAdminCommandConventions(t *testing.T) {
 	t.Setenv("DATABASE_URL", migratedDatabase(t))
 	t.Setenv("LOG_LEVEL", "error")
 	for name := range adminCommands {
-		stdout, _, err := adminRunIO(t, name+" -no-such-flag", "")
-		if exitStatus(err) != 2 || stdout != "" || !strings.Contains(err.Error(), "-no-such-flag") ||
-			!strings.Contains(err.Error(), "tollgate admin "+name+" -h") {
-			t.Errorf("admin %s -no-such-flag: %v (exit status %d), stdout %q; want a usage error naming the flag and -h", name, err, exitStatus(err), stdout)
+		for _, mistake := range []string{" -no-such-flag", " a b c d e f"} {
+			stdout, stderr, err := adminRunIO(t, name+mistake, "")
+			named := mistake != " -no-such-flag" || strings.Contains(err.Error(), "-no-such-flag")
+			if exitStatus(err) != 2 || stdout != "" || stderr != "" || !named || !hintedOnce(errorReport(err), "tollgate admin "+name+" -h") {
+				t.Errorf("admin %s%s: %v (exit status %d), stdout %q, stderr %q\nreport:\n%s"+
+					"want a usage error naming the mistake on one line and -h on the next, and nothing else", name, mistake, err, exitStatus(err), stdout, stderr, errorReport(err))
+			}
 		}
 	}
 	mustAdmin(t, "account create acme -plan demo")
@@ -108,14 +111,25 @@ func TestAdminCommandConventions(t *testing.T) {
 		"account create acme":                               1,
 		"member remove acme nobody@example.com":             1,
 	} {
-		stdout, _, err := adminRunIO(t, line, "")
+		stdout, stderr, err := adminRunIO(t, line, "")
 		if exitStatus(err) != want {
 			t.Errorf("admin %s: %v (exit status %d), want exit status %d", line, err, exitStatus(err), want)
 		}
 		if want == 2 && stdout != "" {
 			t.Errorf("admin %s wrote its usage error's help on stdout, not stderr:\n%s", line, stdout)
 		}
+		if want == 2 && line != "" && (strings.Contains(stderr, "account create NAME") || !hintedOnce(errorReport(err), "-h")) {
+			t.Errorf("admin %s: want its mistake on one line and a hint naming -h on the next, without the usage\nstderr:\n%s\nreport:\n%s", line, stderr, errorReport(err))
+		}
 	}
+}
+
+// hintedOnce reports whether report (errorReport) is two lines: the mistake after "tollgate: ",
+// then "run '<help>' for ..." with help containing want.
+func hintedOnce(report, want string) bool {
+	lines := strings.Split(strings.TrimSuffix(report, "\n"), "\n")
+	return len(lines) == 2 && strings.HasPrefix(lines[0], "tollgate: ") &&
+		strings.HasPrefix(lines[1], "run 'tollgate ") && strings.Contains(lines[1], want+"' for ")
 }
 
 // TestAdminNamesTheMistakeInTheCommand (newcomer trial s12h5): `admin frobnicate` and `admin
@@ -124,10 +138,16 @@ func TestAdminCommandConventions(t *testing.T) {
 // words, neither naming what was wrong. Each now says what it is: an unknown command names the
 // nouns there are; a noun without a verb, or with one it lacks, names that noun's verbs; `admin`
 // alone still needs a command, and `admin help` prints the usage on stdout as -h does. Each
-// mistake is a usage error (exit status 2); none needs a database.
+// mistake is a usage error (exit status 2); none needs a database. Each but `admin` alone
+// printed the whole usage before it, burying its one line (operator notes, session 12): it is
+// now the mistake's line and a hint naming `tollgate admin -h`, and `admin` alone lists the
+// commands on stderr, as `tollgate` alone does.
 func TestAdminNamesTheMistakeInTheCommand(t *testing.T) {
+	stdout, stderr, err := adminRunIO(t, "", "")
+	if err == nil || err.Error() != "admin needs a command" || exitStatus(err) != 2 || stdout != "" || !strings.Contains(stderr, "account create NAME") {
+		t.Errorf("admin alone: %v (exit status %d), want the usage on stderr and %q (exit status 2)\nstdout:\n%s", err, exitStatus(err), "admin needs a command", stdout)
+	}
 	for _, tc := range []struct{ line, want string }{
-		{"", "admin needs a command"},
 		{"frobnicate", `unknown admin command "frobnicate": the commands begin with account, approval, audit, credit, dataset, key, member, model, slot, ticket or usage`},
 		{"keys list", `unknown admin command "keys list": the commands begin with account, approval, audit, credit, dataset, key, member, model, slot, ticket or usage`},
 		{"key", "admin key needs a command: key create, key list, key revoke, key revoke-all, key disable, key enable, key set-rpm or key set-cap"},
@@ -135,11 +155,20 @@ func TestAdminNamesTheMistakeInTheCommand(t *testing.T) {
 		{"audit", "admin audit needs a command: audit list"},
 	} {
 		stdout, stderr, err := adminRunIO(t, tc.line, "")
-		if err == nil || err.Error() != tc.want || exitStatus(err) != 2 || stdout != "" || !strings.Contains(stderr, "account create NAME") {
-			t.Errorf("admin %s: %v (exit status %d), want %q (exit status 2) after the usage on stderr\nstdout:\n%s", tc.line, err, exitStatus(err), tc.want, stdout)
+		if err == nil || err.Error() != tc.want || exitStatus(err) != 2 || stdout != "" || stderr != "" ||
+			errorReport(err) != "tollgate: "+tc.want+"\nrun 'tollgate admin -h' for the commands\n" {
+			t.Errorf("admin %s: %v (exit status %d), want %q (exit status 2) and the hint of admin -h, nothing else\nstdout:\n%s\nstderr:\n%s\nreport:\n%s",
+				tc.line, err, exitStatus(err), tc.want, stdout, stderr, errorReport(err))
 		}
 	}
-	stdout, stderr, err := adminRunIO(t, "help", "")
+	for _, line := range []string{"-bogus key list", "-config"} {
+		stdout, stderr, err := adminRunIO(t, line, "")
+		if exitStatus(err) != 2 || stdout != "" || stderr != "" || !hintedOnce(errorReport(err), "tollgate admin -h") {
+			t.Errorf("admin %s: %v (exit status %d), want a usage error and the hint of admin -h, nothing else\nstdout:\n%s\nstderr:\n%s\nreport:\n%s",
+				line, err, exitStatus(err), stdout, stderr, errorReport(err))
+		}
+	}
+	stdout, stderr, err = adminRunIO(t, "help", "")
 	if err != nil || !strings.HasPrefix(stdout, "tollgate admin: the operator's CLI") || stderr != "" {
 		t.Errorf("admin help: %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/csv"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -168,7 +169,7 @@ func TestAdminUsageExport(t *testing.T) {
 	}
 	if _, err := adminRun(t, "usage export acme -from "+from+" -to "+from); err == nil {
 		t.Error("an empty period was accepted")
-	} else if _, ok := err.(usageError); !ok {
+	} else if _, ok := errors.AsType[usageError](err); !ok {
 		t.Errorf("an empty period is not a usage error: %T", err)
 	}
 	if entries, _ := os.ReadDir(filepath.Dir(file)); len(entries) != 1 {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/csv"
+	"errors"
 	"net/url"
 	"slices"
 	"strings"
@@ -93,7 +94,7 @@ func TestAdminUsageExportMonth(t *testing.T) {
 	} {
 		if _, err := adminRun(t, line); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("admin %s: %v, want an error with %q", line, err, want)
-		} else if _, ok := err.(usageError); !ok {
+		} else if _, ok := errors.AsType[usageError](err); !ok {
 			t.Errorf("admin %s: %T, want a usage error", line, err)
 		}
 	}

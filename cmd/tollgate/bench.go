@@ -37,8 +37,8 @@ func runBench(ctx context.Context, args []string) error {
 	tracing := fs.String("tracing", "off", "the gateway's tracing: off; sink (exported over OTLP/HTTP to a local sink that discards the spans); or an OTLP/HTTP endpoint URL (a local collector or Jaeger)")
 	alongside := fs.String("traced-alongside", "", "run a second gateway alongside the first, tracing its requests (sink, or an OTLP/HTTP endpoint URL, at -sampling), measured in the same rounds: what tracing costs a request under the same load of the machine (the first gateway untraced: -tracing off)")
 	sampling := fs.Float64("sampling", 1, "with -tracing, the share of requests traced (1: every one, always_on; below 1: parentbased_traceidratio with that ratio)")
-	if err := fs.Parse(args); err != nil {
-		return flagError(err)
+	if err := parseFlags(fs, args, os.Stdout); err != nil {
+		return err
 	}
 	self, err := os.Executable()
 	if err != nil {

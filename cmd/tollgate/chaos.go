@@ -30,8 +30,8 @@ func runChaos(ctx context.Context, args []string) error {
 	answerWithin := fs.Duration("answer-within", 5*time.Second, "how soon the replica restarted during the database outage must answer a request")
 	requireCutBilling := fs.Bool("require-cut-billing", true, "fail the run when a stream cut by the SIGKILL is not billed at all (false: such streams are only reported)")
 	keep := fs.Bool("keep", false, "keep the run's directory (database, replica logs)")
-	if err := fs.Parse(args); err != nil {
-		return flagError(err)
+	if err := parseFlags(fs, args, os.Stdout); err != nil {
+		return err
 	}
 	bin, err := os.Executable()
 	if err != nil {

@@ -124,7 +124,6 @@ func (a *admin) dataset(ctx context.Context, verb string, args []string) error {
 	case "list":
 		asJSON = jsonFlag(fs)
 	default:
-		fmt.Fprint(a.notes, datasetUsage)
 		return usageError(fmt.Sprintf("unknown admin command %q", "dataset "+verb))
 	}
 	pos, err := parse(fs, args, want)

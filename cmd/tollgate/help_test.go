@@ -81,3 +81,36 @@ func TestServeHelpOnStdout(t *testing.T) {
 		}
 	}
 }
+
+// TestUsageErrorsAreOneLineAndAHint (operator notes, session 12): a mistake in the command line
+// printed the whole usage and then its one line (`tollgate admin usage`, `tollgate admin -bogus`,
+// `tollgate bogus`: forty to ninety lines, the mistake scrolled off or last after them, and
+// `admin -bogus` printed the usage on standard output), as a flag serve, prices or sim does not
+// have printed their flags before it (prices on standard output). Each now prints on standard
+// error the mistake's line and a line naming the -h that helps, nothing on standard output,
+// exit status 2.
+func TestUsageErrorsAreOneLineAndAHint(t *testing.T) {
+	bin := testBinary(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bogus"}, "tollgate: unknown command \"bogus\"\nrun 'tollgate -h' for the commands\n"},
+		{[]string{"admin", "usage"}, "tollgate: admin usage needs a command: usage list, usage export or usage import-spill\n" +
+			"run 'tollgate admin -h' for the commands\n"},
+		{[]string{"admin", "-bogus", "key", "list"}, "tollgate: admin: flag provided but not defined: -bogus\nrun 'tollgate admin -h' for its commands and flags\n"},
+		{[]string{"serve", "-bogus"}, "tollgate: flag provided but not defined: -bogus\nrun 'tollgate serve -h' for its flags\n"},
+		{[]string{"prices", "-bogus"}, "tollgate: flag provided but not defined: -bogus\nrun 'tollgate prices -h' for its flags\n"},
+		{[]string{"sim", "-listen"}, "tollgate: flag needs an argument: -listen\nrun 'tollgate sim -h' for its flags\n"},
+		{[]string{"migrate", "now"}, "tollgate: migrate takes no arguments\nrun 'tollgate migrate -h' for what it does\n"},
+	} {
+		var stdout, stderr bytes.Buffer
+		cmd := exec.Command(bin, tc.args...)
+		cmd.Env = append(os.Environ(), "DATABASE_URL=", "TOLLGATE_DATA_DIR="+t.TempDir())
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		if code := cmd.ProcessState.ExitCode(); code != 2 || stdout.Len() != 0 || stderr.String() != tc.want {
+			t.Errorf("tollgate %s: %v (exit status %d)\nstdout:\n%s\nstderr:\n%s\nwant on stderr:\n%s", strings.Join(tc.args, " "), err, code, stdout.String(), stderr.String(), tc.want)
+		}
+	}
+}

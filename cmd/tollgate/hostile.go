@@ -26,8 +26,8 @@ func runHostile(ctx context.Context, args []string) error {
 	seed := fs.Int64("seed", 1, "orders the bad requests")
 	keep := fs.Bool("keep", false, "keep the run's directory (database, gateway and simulator logs)")
 	binary := fs.String("binary", "", "the tollgate executable that serves, simulates and administers (default: this one; another build, to compare)")
-	if err := fs.Parse(args); err != nil {
-		return flagError(err)
+	if err := parseFlags(fs, args, os.Stdout); err != nil {
+		return err
 	}
 	bin := *binary
 	if bin == "" {

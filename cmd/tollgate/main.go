@@ -107,11 +107,11 @@ func main() {
 		fmt.Fprintf(os.Stderr, "tollgate: %q is a development command, left out of this build: build with `go build -tags dev ./cmd/tollgate` (make run, make bench, make chaos and make hostile do)\n", cmd)
 		os.Exit(2)
 	default:
-		fmt.Fprintf(os.Stderr, "tollgate: unknown command %q\n\n%s", cmd, usage)
+		fmt.Fprint(os.Stderr, errorReport(withHelp(usageError(fmt.Sprintf("unknown command %q", cmd)), "tollgate -h", "the commands")))
 		os.Exit(2)
 	}
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(os.Stderr, "tollgate:", err)
+		fmt.Fprint(os.Stderr, errorReport(err))
 	}
 	if code := exitStatus(err); code != 0 {
 		os.Exit(code)
@@ -136,23 +136,64 @@ type usageError string
 
 func (u usageError) Error() string { return string(u) }
 
-// flagError is a command's error for its flags that did not parse: flag.ErrHelp as it is when
-// they asked for help (printed by the flag set; the process ends with status 0), else a usage
-// error.
-func flagError(err error) error {
-	if errors.Is(err, flag.ErrHelp) {
-		return err
-	}
-	return usageError(err.Error())
+// helpHint is a mistake in the command line with the help that tells how to right it, which
+// errorReport names on a line of its own after the mistake's: the mistake stays the last thing
+// the operator reads, where the whole usage printed before it buried it.
+type helpHint struct {
+	err error
+	// help is the command line that prints the help, such as "tollgate admin usage list -h".
+	help string
+	// what is what the help tells, such as "its arguments and flags".
+	what string
 }
 
-// helpOnStdout sends the flag set's help to standard output when args ask for it (-h, -help),
-// as the admin commands' help goes: `tollgate serve -h | less` shows it, and the exit status is
-// 0. A flag that does not parse is still told on standard error.
-func helpOnStdout(fs *flag.FlagSet, args []string) {
-	if asksForHelp(args) {
-		fs.SetOutput(os.Stdout)
+func (h *helpHint) Error() string { return h.err.Error() }
+func (h *helpHint) Unwrap() error { return h.err }
+
+// withHelp is err with the hint that help (a command line) tells what, when err is a usage
+// error that has no hint yet; any other error is returned as it is.
+func withHelp(err error, help, what string) error {
+	if _, ok := errors.AsType[usageError](err); !ok {
+		return err
 	}
+	if _, ok := errors.AsType[*helpHint](err); ok {
+		return err
+	}
+	return &helpHint{err: err, help: help, what: what}
+}
+
+// errorReport is what the process prints on standard error for a command's error: the error
+// on one line after "tollgate: ", then, for a usage error with a hint (withHelp), "run 'HELP'
+// for WHAT" on the next.
+func errorReport(err error) string {
+	report := "tollgate: " + err.Error() + "\n"
+	if h, ok := errors.AsType[*helpHint](err); ok {
+		report += "run '" + h.help + "' for " + h.what + "\n"
+	}
+	return report
+}
+
+// parseFlags parses a command's flags as every command does: asked for its help (-h, -help),
+// it prints the flag set's usage on help (standard output: `tollgate serve -h | less` shows
+// it) and returns flag.ErrHelp (exit status 0); a flag that does not parse is a usage error
+// whose hint names the command's -h (withHelp), the usage not printed before it.
+func parseFlags(fs *flag.FlagSet, args []string, help io.Writer) error {
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(help)
+		if fs.Usage != nil {
+			fs.Usage()
+		} else {
+			fmt.Fprintf(help, "Usage of %s:\n", fs.Name())
+			fs.PrintDefaults()
+		}
+		return err
+	case err != nil:
+		return withHelp(usageError(err.Error()), "tollgate "+fs.Name()+" -h", "its flags")
+	}
+	return nil
 }
 
 // newLogger builds the process logger from LOG_FORMAT and LOG_LEVEL.
@@ -362,12 +403,11 @@ func runMigrate(ctx context.Context, args []string) error {
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "Usage of migrate: apply pending schema migrations to DATABASE_URL (or the local development cluster); it takes no arguments")
 	}
-	helpOnStdout(fs, args)
-	if err := fs.Parse(args); err != nil {
-		return flagError(err)
+	if err := parseFlags(fs, args, os.Stdout); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
-		return usageError("migrate takes no arguments")
+		return withHelp(usageError("migrate takes no arguments"), "tollgate migrate -h", "what it does")
 	}
 	log := newLogger("text")
 	d, err := openDatabase(ctx, true, log)

@@ -23,12 +23,11 @@ import (
 // cache writes cost their input price).
 func runPrices(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("prices", flag.ContinueOnError)
-	fs.SetOutput(out)
 	litellm := fs.String("litellm", "", "a LiteLLM model_prices_and_context_window.json to list over the built-in catalog")
 	configPath := fs.String("config", "", "the configuration whose models' prices are shown (default: TOLLGATE_CONFIG, else the built-in one)")
 	day := fs.String("date", time.Now().UTC().Format(time.DateOnly), "the day whose prices are shown (YYYY-MM-DD)")
-	if err := fs.Parse(args); err != nil {
-		return flagError(err)
+	if err := parseFlags(fs, args, out); err != nil {
+		return err
 	}
 	cat := pricecatalog.Builtin()
 	if *litellm != "" {

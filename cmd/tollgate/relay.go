@@ -4,12 +4,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/url"
+	"os"
 	"time"
 
 	"github.com/tollgate/tollgate/impl/devkit/bench"
@@ -23,11 +23,8 @@ func runRelay(ctx context.Context, args []string) error {
 	listen := fs.String("listen", "127.0.0.1:8092", "address to listen on")
 	upstream := fs.String("upstream", "http://127.0.0.1:8090", "base URL every request is forwarded to")
 	bytesOnly := fs.Bool("bytes", false, "relay bytes framed by hand (bench.ByteRelay) instead of through the gateway's HTTP layers")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return flagError(err)
+	if err := parseFlags(fs, args, os.Stdout); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return usageError(fmt.Sprintf("relay: unexpected argument %q", fs.Arg(0)))

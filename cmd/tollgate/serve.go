@@ -97,9 +97,8 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	if dev {
 		fs.StringVar(devOIDCListen, "dev-oidc-listen", "127.0.0.1:0", "the development OpenID provider's address, a loopback one (default: a free port), when the configuration names no provider")
 	}
-	helpOnStdout(fs, args)
-	if err := fs.Parse(args); err != nil {
-		return flagError(err)
+	if err := parseFlags(fs, args, os.Stdout); err != nil {
+		return err
 	}
 	if *grace < 0 || *delay < 0 || *dbWait < 0 {
 		return usageError("-shutdown-grace, -shutdown-delay and -database-wait take durations of 0 or more")

@@ -2,11 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/tollgate/tollgate/impl/sim"
@@ -21,11 +21,8 @@ func runSim(ctx context.Context, args []string) error {
 	latency := fs.Duration("latency", 0, "pause before the first content event of a reply")
 	tps := fs.Float64("tps", 0, "content events (tokens) per second; 0 = as fast as possible")
 	words := fs.Int("words", sim.DefaultWords, "default reply length in words (tokens)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return flagError(err)
+	if err := parseFlags(fs, args, os.Stdout); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return usageError(fmt.Sprintf("sim: unexpected argument %q", fs.Arg(0)))

@@ -61,7 +61,8 @@ local development cluster when unset); it needs no API key.
 ` + datasetUsage + agentAdminUsage + memberAdminUsage + auditAdminUsage + `
 ACCOUNT is an account id or name. Global flag: -config FILE (models and plans). Each list or show
 command takes -json: one JSON document of snake_case fields instead of the table, for scripts.
-`
+
+` + datasetStorageNote
 
 // runAdmin runs one admin command, writing its output to out and what the operator should know
 // beside it (the usage, when no command is given; notes; questions) to stderr; it asks its

@@ -12,7 +12,7 @@ import (
 )
 
 // usageImportSpillUsage documents the command that bills the records the spill set aside.
-const usageImportSpillUsage = `  usage import-spill FILE [-apply]         the usage records the spill file set aside (FILE: its
+const usageImportSpillUsage = `  usage import-spill FILE [-apply]          the usage records the spill file set aside (FILE: its
                                             .quarantine, or a .torn-<n> or .damaged-<n> file, whose
                                             whole records are found), checked as the replay checks
                                             them: prints per record its request, account and cost

@@ -122,10 +122,46 @@ func TestAdminCLI(t *testing.T) {
 }
 
 // TestAdminHelp: -h lists the commands, not just the global flag, and is not an error.
+// TestAdminHelp checks admin -h's shape: one list of the commands, each line of it a command's
+// first line or a continuation indented under it, the descriptions in one column, and the notes
+// after it. The dataset commands' note on their storage sat in the list, between dataset delete
+// and slot assign (operator notes, session 12), and usage import-spill's description was a
+// column left of the others.
 func TestAdminHelp(t *testing.T) {
 	out, err := adminRun(t, "-h")
 	if err != nil || !strings.Contains(out, "key create ACCOUNT") || !strings.Contains(out, "credit grant ACCOUNT MICROS") {
 		t.Errorf("admin -h: %v\n%s", err, out)
+	}
+	lines := strings.Split(out, "\n")
+	first, last := -1, -1
+	for i, line := range lines {
+		if usageCommandLine.MatchString(line) {
+			if first < 0 {
+				first = i
+			}
+			last = i
+		}
+	}
+	if first < 0 {
+		t.Fatalf("admin -h lists no command:\n%s", out)
+	}
+	const column = 44 // where a command's description starts
+	for _, line := range lines[first : last+1] {
+		switch {
+		case usageCommandLine.MatchString(line):
+			// The description on the command's line, when there is one, starts at the column.
+			if gap := strings.Index(line[2:], "   "); gap >= 0 {
+				if desc := 2 + gap + len(line[2+gap:]) - len(strings.TrimLeft(line[2+gap:], " ")); desc != column {
+					t.Errorf("admin -h: the description of %q starts at column %d, not %d", strings.Fields(line)[:2], desc, column)
+				}
+			}
+		case strings.HasPrefix(line, "     ") && strings.TrimSpace(line) != "":
+		default:
+			t.Errorf("admin -h: the command list is broken by %q (each of its lines is a command or indented under one; notes go after it)", line)
+		}
+	}
+	if !strings.Contains(strings.Join(lines[last+1:], "\n"), "Dataset storage is") {
+		t.Errorf("admin -h: the note on the dataset storage is not after the command list:\n%s", out)
 	}
 }
 

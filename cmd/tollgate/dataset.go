@@ -21,7 +21,8 @@ import (
 	"github.com/tollgate/tollgate/impl/web/audit"
 )
 
-// datasetUsage documents the dataset commands and where their storage is.
+// datasetUsage documents the dataset commands (datasetStorageNote, after the command list,
+// where their storage is).
 const datasetUsage = `  dataset put ACCOUNT FILE [-name N] [-format F] [-dir DIR]
                                             copy a local CSV (.csv), Parquet (.parquet) or JSON lines
                                             (.jsonl, .ndjson) file into the account's storage as dataset N
@@ -32,8 +33,11 @@ const datasetUsage = `  dataset put ACCOUNT FILE [-name N] [-format F] [-dir DIR
   dataset delete ACCOUNT NAME [-dir DIR] [-yes]
                                             delete a dataset and forget its load (audited; asks first,
                                             -yes: without asking)
+`
 
-Dataset storage is the directory -dir when given, else the configured store (the datasets
+// datasetStorageNote is the note of adminUsage, after its command list, on where the dataset
+// commands find their storage.
+const datasetStorageNote = `Dataset storage is the directory -dir when given, else the configured store (the datasets
 section of the config file, -config or TOLLGATE_CONFIG as for serve, or TOLLGATE_DATASET_STORE=s3
 with TOLLGATE_S3_BUCKET and the other variables of docs/operations.md), else
 $TOLLGATE_DATASETS_DIR, else $TOLLGATE_DATA_DIR/datasets (default ./.data/datasets); a command on

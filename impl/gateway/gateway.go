@@ -23,6 +23,7 @@ import (
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/dataset"
 	"github.com/tollgate/tollgate/impl/exchange"
+	"github.com/tollgate/tollgate/impl/h1server"
 	"github.com/tollgate/tollgate/impl/health"
 	"github.com/tollgate/tollgate/impl/httpapi"
 	"github.com/tollgate/tollgate/impl/mcp"
@@ -49,7 +50,7 @@ func HeadErrorBody(status int, reason, target string) (contentType string, body 
 // refuses before any route (h1server.Server.RefusedHead): counted in m (unless nil) and
 // logged to log as a line of the access log (httpapi.RefusedHeads). The server is built before
 // the gateway, so it takes the process's metrics and logger, which the gateway is given too.
-func RefusedHeads(m *metrics.Metrics, log *slog.Logger) func(status int, reason, target string) {
+func RefusedHeads(m *metrics.Metrics, log *slog.Logger) func(h1server.Refusal) {
 	return httpapi.RefusedHeads(m, log)
 }
 

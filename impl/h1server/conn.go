@@ -126,7 +126,8 @@ func (c *conn) serve() {
 		case ambiguousLength:
 			sc := &c.bufs.scan
 			target := string(c.bufs.rbuf[c.r+sc.targetStart : c.r+sc.targetEnd])
-			c.refuseHead(http.StatusBadRequest, "the request has both Content-Length and Transfer-Encoding", target)
+			c.refuseHead(Refusal{Kind: RefusedAmbiguousLength, Status: http.StatusBadRequest,
+				Reason: "the request has both Content-Length and Transfer-Encoding", Target: target})
 			return
 		case connEnded:
 			return
@@ -474,12 +475,12 @@ func (c *conn) handOff() bool {
 	return true
 }
 
-// refuseHead answers a head the server will not read on, for the request target given, with
-// status and reason (the Server's ErrorBody, or plain text) and Connection: close, the
-// Server's RefusedHead told first; the connection then ends, its unread bytes unread.
-func (c *conn) refuseHead(status int, reason, target string) {
-	c.srv.noteRefusedHead(status, reason, target)
-	_, _ = c.rwc.Write(c.srv.errorResponse(status, reason, target))
+// refuseHead answers a head the server will not read on, as r says (its status and reason for
+// its target: the Server's ErrorBody, or plain text) with Connection: close, the Server's
+// RefusedHead told first; the connection then ends, its unread bytes unread.
+func (c *conn) refuseHead(r Refusal) {
+	c.srv.noteRefusedHead(r)
+	_, _ = c.rwc.Write(c.srv.errorResponse(r.Status, r.Reason, r.Target))
 	c.closeWriteAndWait()
 }
 

@@ -88,7 +88,7 @@
 // HTTP/1.1 (or TLS with ALPN h2 at your front)", and the connection ends (RFC 9113 sections 3.4
 // and 7): an HTTP/2 client reads a refusal it understands where net/http, unconfigured, passes
 // the preface to the handler, whose mux answers a bare HTTP/1.1 400. The refusal is told to
-// RefusedHead (505, reason HTTP2Refusal). On the lean path a ResponseWriter cannot be hijacked
+// RefusedHead (kind RefusedHTTP2, status 505, reason HTTP2Refusal). On the lean path a ResponseWriter cannot be hijacked
 // (requests that ask for an upgrade are handed off, so WebSocket handlers still can), has no
 // CloseNotify and no ReadFrom (io.Copy works, without sendfile). It has no ConnState, BaseContext or ConnContext hooks.
 // http.MaxBytesReader cannot tell the lean path that its limit was hit (the method it looks for

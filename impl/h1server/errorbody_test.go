@@ -363,40 +363,38 @@ func TestErrorBodyKeepsHandlerAnswers(t *testing.T) {
 }
 
 // TestRefusedHeadIsTold: the Server's RefusedHead is told of every head the server refuses
-// before any handler, once, with the status, reason and target the answer is built from: on
+// before any handler, once, with its kind and the status, reason and target the answer is
+// built from (a server counts by the kind, not by the reason's words: session 12): on
 // the lean path (both Content-Length and Transfer-Encoding) and on the hand-off path
 // (net/http's 400, 431, 501 and 505, its 400 to a bare CR), with an ErrorBody and without one
 // (net/http's own plain answers, passed on unchanged, are told too). A request a handler
 // answers, even with an error, is not a refused head. Such refusals were told nowhere: an
 // operator could not see a client sending broken heads.
 func TestRefusedHeadIsTold(t *testing.T) {
-	type refusal struct {
-		status         int
-		reason, target string
-	}
 	cases := []struct {
 		name, request string
-		want          refusal
+		want          Refusal
 	}{
 		{"lean path, both lengths", "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
-			refusal{http.StatusBadRequest, "the request has both Content-Length and Transfer-Encoding", "/a"}},
-		{"missing host", "GET /a HTTP/1.1\r\nX: y\r\n\r\n", refusal{http.StatusBadRequest, "missing required Host header", "/a"}},
+			Refusal{RefusedAmbiguousLength, http.StatusBadRequest, "the request has both Content-Length and Transfer-Encoding", "/a"}},
+		{"missing host", "GET /a HTTP/1.1\r\nX: y\r\n\r\n", Refusal{RefusedMalformed, http.StatusBadRequest, "missing required Host header", "/a"}},
 		{"a bare CR", "GET /a HTTP/1.1\r\nHost: x\r\nX-Trace: a\rb\r\n\r\n",
-			refusal{http.StatusBadRequest, "the X-Trace header holds a carriage return, which a header value may not", "/a"}},
+			Refusal{RefusedMalformed, http.StatusBadRequest, "the X-Trace header holds a carriage return, which a header value may not", "/a"}},
+		{"a malformed request line", "GET\r\nHost: x\r\n\r\n", Refusal{RefusedMalformed, http.StatusBadRequest, "", ""}},
 		{"head too large", "GET /a HTTP/1.1\r\nHost: x\r\n" + strings.Repeat("X-Filler: "+strings.Repeat("f", 1000)+"\r\n", 40) + "\r\n",
-			refusal{http.StatusRequestHeaderFieldsTooLarge, "", "/a"}},
+			Refusal{RefusedTooLarge, http.StatusRequestHeaderFieldsTooLarge, "", "/a"}},
 		{"an unknown transfer coding", "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n",
-			refusal{http.StatusNotImplemented, "unsupported transfer encoding", "/a"}},
-		{"another HTTP version", "GET /a HTTP/3.0\r\nHost: x\r\n\r\n", refusal{http.StatusHTTPVersionNotSupported, "unsupported protocol version", "/a"}},
-		{"a handler's error", "GET /a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", refusal{}},
-		{"a handler's error, handed off", "GET /a HTTP/1.0\r\nHost: x\r\n\r\n", refusal{}},
+			Refusal{RefusedTransferCoding, http.StatusNotImplemented, "unsupported transfer encoding", "/a"}},
+		{"another HTTP version", "GET /a HTTP/3.0\r\nHost: x\r\n\r\n", Refusal{RefusedVersion, http.StatusHTTPVersionNotSupported, "unsupported protocol version", "/a"}},
+		{"a handler's error", "GET /a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", Refusal{}},
+		{"a handler's error, handed off", "GET /a HTTP/1.0\r\nHost: x\r\n\r\n", Refusal{}},
 	}
 	for _, tc := range cases {
 		for _, withBody := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/ErrorBody=%v", tc.name, withBody), func(t *testing.T) {
 				var (
 					mu   sync.Mutex
-					told []refusal
+					told []Refusal
 				)
 				_, addr, _ := startH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					http.Error(w, "not here", http.StatusBadRequest)
@@ -405,9 +403,9 @@ func TestRefusedHeadIsTold(t *testing.T) {
 						s.ErrorBody = envelope
 					}
 					s.MaxHeaderBytes = 8 << 10
-					s.RefusedHead = func(status int, reason, target string) {
+					s.RefusedHead = func(r Refusal) {
 						mu.Lock()
-						told = append(told, refusal{status, reason, target})
+						told = append(told, r)
 						mu.Unlock()
 					}
 				})
@@ -418,8 +416,8 @@ func TestRefusedHeadIsTold(t *testing.T) {
 				resp, _, _ := readAnswer(t, bufio.NewReader(c), c)
 				mu.Lock()
 				defer mu.Unlock()
-				want := []refusal{tc.want}
-				if tc.want == (refusal{}) {
+				want := []Refusal{tc.want}
+				if tc.want == (Refusal{}) {
 					want = nil
 				}
 				if !slices.Equal(told, want) {

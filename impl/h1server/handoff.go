@@ -83,7 +83,7 @@ type replayConn struct {
 	errorBody     bool
 	// refusedHead is the Server's noteRefusedHead, told of every answer net/http writes itself
 	// to a head it cannot read, replaced or not.
-	refusedHead func(status int, reason, target string)
+	refusedHead func(Refusal)
 
 	// headMu guards head and the counts that place it in the connection's bytes (Read may run
 	// in net/http's background read while a handler writes).
@@ -141,7 +141,7 @@ func (c *replayConn) Write(p []byte) (int, error) {
 		}
 	}
 	target := requestTarget(head)
-	c.refusedHead(status, reason, target)
+	c.refusedHead(Refusal{Kind: refusalKind(status), Status: status, Reason: reason, Target: target})
 	if !replace {
 		return c.Conn.Write(p)
 	}
@@ -376,7 +376,7 @@ func (h *handoffHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Unencrypted HTTP/2 is not served: without this, the handler's mux answered a bare
 		// 400 in HTTP/1.1, which an HTTP/2 client reads as a broken frame. The refusal is told
 		// as the 505 it is (and answers without a hijackable connection), with its own reason.
-		h.s.noteRefusedHead(http.StatusHTTPVersionNotSupported, HTTP2Refusal, r.RequestURI)
+		h.s.noteRefusedHead(Refusal{Kind: RefusedHTTP2, Status: http.StatusHTTPVersionNotSupported, Reason: HTTP2Refusal, Target: r.RequestURI})
 		refuseHTTP2(w)
 		return
 	}

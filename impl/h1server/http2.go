@@ -10,7 +10,7 @@ import (
 
 // HTTP2Refusal is the sentence that refuses HTTP/2 with prior knowledge (h2c without an
 // upgrade): the debug data of the GOAWAY frame that answers it, and the reason the Server's
-// RefusedHead is told of that refusal, by which it tells it from the others.
+// RefusedHead is told of that refusal (whose kind, RefusedHTTP2, tells it from the others).
 const HTTP2Refusal = "HTTP/2 without TLS is not served here; use HTTP/1.1 (or TLS with ALPN h2 at your front)"
 
 // http2Settings is the server's connection preface (RFC 9113 section 3.4): an empty SETTINGS

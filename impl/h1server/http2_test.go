@@ -22,17 +22,14 @@ import (
 // says in a sentence what to use, and the connection ends; the handler never sees the preface.
 // Before, the preface went on to the handler, and the gateway's mux answered a bare HTTP/1.1
 // 400, which golang.org/x/net/http2 reads as a frame too large. Each refusal is told to
-// RefusedHead, as 505 with the sentence as its reason and the target "*", before the GOAWAY
-// is sent; it was told nowhere, so an operator did not see clients speaking HTTP/2 to the port.
+// RefusedHead, as kind RefusedHTTP2 (which a server counts it by; session 12: by the reason's
+// words before), 505 with the sentence as its reason and the target "*", before the GOAWAY is
+// sent; it was told nowhere, so an operator did not see clients speaking HTTP/2 to the port.
 func TestHTTP2PriorKnowledgeIsRefused(t *testing.T) {
-	type refusal struct {
-		status         int
-		reason, target string
-	}
 	var (
 		served atomic.Int64
 		mu     sync.Mutex
-		told   []refusal
+		told   []Refusal
 	)
 	_, addr, _ := startH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		served.Add(1)
@@ -41,23 +38,23 @@ func TestHTTP2PriorKnowledgeIsRefused(t *testing.T) {
 		}
 	}), func(s *Server) {
 		s.ErrorBody = envelope
-		s.RefusedHead = func(status int, reason, target string) {
+		s.RefusedHead = func(r Refusal) {
 			mu.Lock()
-			told = append(told, refusal{status, reason, target})
+			told = append(told, r)
 			mu.Unlock()
 		}
 	})
-	toldSoFar := func() []refusal {
+	toldSoFar := func() []Refusal {
 		mu.Lock()
 		defer mu.Unlock()
 		return slices.Clone(told)
 	}
 	const sentence = "HTTP/2 without TLS is not served here; use HTTP/1.1 (or TLS with ALPN h2 at your front)"
-	refused := refusal{http.StatusHTTPVersionNotSupported, sentence, "*"}
+	refused := Refusal{RefusedHTTP2, http.StatusHTTPVersionNotSupported, sentence, "*"}
 	checkTold := func(t *testing.T, before int) {
 		t.Helper()
-		if got := toldSoFar()[before:]; !slices.Equal(got, []refusal{refused}) {
-			t.Errorf("RefusedHead told %+v, want %+v", got, []refusal{refused})
+		if got := toldSoFar()[before:]; !slices.Equal(got, []Refusal{refused}) {
+			t.Errorf("RefusedHead told %+v, want %+v", got, []Refusal{refused})
 		}
 	}
 

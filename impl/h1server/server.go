@@ -72,15 +72,15 @@ type Server struct {
 	ErrorBody func(status int, reason, target string) (contentType string, body []byte)
 	// RefusedHead, when set, is told of every answer the server writes itself to a request head
 	// it will not read on (those whose body ErrorBody gives, with or without an ErrorBody, on
-	// both paths), once per refusal, with the status, reason and target ErrorBody is told,
-	// just before the answer is written: such a request reaches no handler, so this is where a
-	// server counts and logs clients that send broken heads. It is told too of each HTTP/2
-	// connection preface (a client speaking HTTP/2 with prior knowledge), which is refused
-	// with a GOAWAY rather than an HTTP/1.1 answer: as status 505, reason HTTP2Refusal and
-	// target "*", before the GOAWAY is sent. It runs in the connection's goroutine (or
-	// net/http's), for each refusal alone, so it must be safe for concurrent use and must not
-	// block.
-	RefusedHead func(status int, reason, target string)
+	// both paths), once per refusal, with its kind and the status, reason and target ErrorBody
+	// is told (Refusal), just before the answer is written: such a request reaches no handler,
+	// so this is where a server counts and logs clients that send broken heads. It is told too
+	// of each HTTP/2 connection preface (a client speaking HTTP/2 with prior knowledge), which
+	// is refused with a GOAWAY rather than an HTTP/1.1 answer: as kind RefusedHTTP2, status 505,
+	// reason HTTP2Refusal and target "*", before the GOAWAY is sent. It runs in the connection's
+	// goroutine (or net/http's), for each refusal alone, so it must be safe for concurrent use
+	// and must not block.
+	RefusedHead func(Refusal)
 	// ErrorLog receives the server's error messages (the log package's standard logger when nil),
 	// for both paths.
 	ErrorLog *log.Logger
@@ -393,9 +393,81 @@ func (s *Server) errorResponse(status int, reason, target string) []byte {
 	return fmt.Appendf(nil, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n%d %s", status, text, status, text)
 }
 
+// Refusal is what a Server tells its RefusedHead of a request head it refused itself.
+type Refusal struct {
+	// Kind is why the head was refused: what a server counts it by, rather than by Reason's
+	// words.
+	Kind RefusalKind
+	// Status is the answer's status (505 for an HTTP/2 preface, answered with a GOAWAY).
+	Status int
+	// Reason is the reason the answer gives (empty for net/http's 431), or HTTP2Refusal.
+	Reason string
+	// Target is the request target ErrorBody is told: empty when the head was not read far
+	// enough to have one, "*" for an HTTP/2 preface.
+	Target string
+}
+
+// RefusalKind is why a Server refused a request head itself (Refusal).
+type RefusalKind uint8
+
+const (
+	// RefusedMalformed is a head the server cannot read (400): a request line or header that
+	// does not parse, a bare CR in a header value, no Host.
+	RefusedMalformed RefusalKind = iota + 1
+	// RefusedAmbiguousLength is a head with both Content-Length and Transfer-Encoding (400).
+	RefusedAmbiguousLength
+	// RefusedTooLarge is a head beyond MaxHeaderBytes (431).
+	RefusedTooLarge
+	// RefusedTransferCoding is a transfer coding the server does not know (501).
+	RefusedTransferCoding
+	// RefusedVersion is an HTTP version the server does not speak (505).
+	RefusedVersion
+	// RefusedHTTP2 is an HTTP/2 connection preface: a client speaking HTTP/2 with prior
+	// knowledge (h2c without an upgrade), refused with a GOAWAY (HTTP2Refusal).
+	RefusedHTTP2
+	// RefusedOther is any other answer net/http writes itself to a head (none is known).
+	RefusedOther
+)
+
+// String names the kind in a word or two ("malformed", "http2-preface").
+func (k RefusalKind) String() string {
+	switch k {
+	case RefusedMalformed:
+		return "malformed"
+	case RefusedAmbiguousLength:
+		return "ambiguous-length"
+	case RefusedTooLarge:
+		return "too-large"
+	case RefusedTransferCoding:
+		return "transfer-coding"
+	case RefusedVersion:
+		return "version"
+	case RefusedHTTP2:
+		return "http2-preface"
+	case RefusedOther:
+		return "other"
+	}
+	return fmt.Sprintf("RefusalKind(%d)", uint8(k))
+}
+
+// refusalKind is the kind of an answer net/http wrote itself to a head, by its status.
+func refusalKind(status int) RefusalKind {
+	switch status {
+	case http.StatusBadRequest:
+		return RefusedMalformed
+	case http.StatusRequestHeaderFieldsTooLarge:
+		return RefusedTooLarge
+	case http.StatusNotImplemented:
+		return RefusedTransferCoding
+	case http.StatusHTTPVersionNotSupported:
+		return RefusedVersion
+	}
+	return RefusedOther
+}
+
 // noteRefusedHead tells RefusedHead, when set, of a refused head.
-func (s *Server) noteRefusedHead(status int, reason, target string) {
+func (s *Server) noteRefusedHead(r Refusal) {
 	if s.RefusedHead != nil {
-		s.RefusedHead(status, reason, target)
+		s.RefusedHead(r)
 	}
 }

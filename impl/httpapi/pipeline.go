@@ -204,19 +204,20 @@ const maxRefusedHeadField = 256
 // RefusedHeads returns what the API server tells of each request head it refuses before any
 // route (h1server.Server.RefusedHead: 400 a head it cannot read, a bare CR in a header value
 // or both Content-Length and Transfer-Encoding; 431; 501; 505; and the HTTP/2 connection
-// preface of a client speaking HTTP/2 with prior knowledge, told as 505 with the reason
-// h1server.HTTP2Refusal). Such a request never reaches the edge, whose metrics and access log
-// would not see it: each is counted in tollgate_http_refused_heads_total by status (the
-// HTTP/2 preface under "h2c"; m, unless nil) and written as one line of the
-// access log (log, at info as the access log's lines are, message "request head refused")
-// with its status, the path of its target (no query, at most 256 bytes; empty when the
-// request line could not be read) and the reason its answer gives. No header value is
+// preface of a client speaking HTTP/2 with prior knowledge, told as kind
+// h1server.RefusedHTTP2, status 505). Such a request never reaches the edge, whose metrics
+// and access log would not see it: each is counted in tollgate_http_refused_heads_total by
+// status (the HTTP/2 preface, by its kind, under "h2c"; m, unless nil) and written as one line
+// of the access log (log, at info as the access log's lines are, message "request head
+// refused") with its status, the path of its target (no query, at most 256 bytes; empty when
+// the request line could not be read) and the reason its answer gives. No header value is
 // logged: a bare CR's reason names the header alone.
-func RefusedHeads(m *metrics.Metrics, log *slog.Logger) func(status int, reason, target string) {
-	return func(status int, reason, target string) {
+func RefusedHeads(m *metrics.Metrics, log *slog.Logger) func(h1server.Refusal) {
+	return func(refusal h1server.Refusal) {
+		status, reason, target := refusal.Status, refusal.Reason, refusal.Target
 		switch {
 		case m == nil:
-		case reason == h1server.HTTP2Refusal:
+		case refusal.Kind == h1server.RefusedHTTP2:
 			m.ObserveRefusedHTTP2()
 		default:
 			m.ObserveRefusedHead(status)

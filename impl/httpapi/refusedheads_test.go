@@ -15,6 +15,8 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/tollgate/tollgate/impl/devkit/apitest"
+	"github.com/tollgate/tollgate/impl/h1server"
+	"github.com/tollgate/tollgate/impl/httpapi"
 	"github.com/tollgate/tollgate/impl/metrics"
 )
 
@@ -141,5 +143,26 @@ func TestHTTP2PriorKnowledgeIsCountedAndLogged(t *testing.T) {
 		"reason": "HTTP/2 without TLS is not served here; use HTTP/1.1 (or TLS with ALPN h2 at your front)"}
 	if !maps.Equal(lines[0], want) {
 		t.Errorf("logged %v, want %v", lines[0], want)
+	}
+}
+
+// TestRefusedHeadsAreCountedByKind: the refused heads' status label is chosen by the kind
+// h1server tells (h1server.Refusal), never by the reason's words: an HTTP/2 preface counts
+// under "h2c" whatever its reason says, and a 505 of another HTTP version under "505" even if
+// its reason were the HTTP/2 sentence. The label was chosen by matching the reason against
+// h1server.HTTP2Refusal (session 12), so rewording the sentence would have moved the h2c
+// clients under "505" without a word; the label values (which docs/grafana/tollgate.json
+// reads) are unchanged.
+func TestRefusedHeadsAreCountedByKind(t *testing.T) {
+	m := metrics.New()
+	told := httpapi.RefusedHeads(m, slog.New(&recordingHandler{}))
+	const h2c, version = `tollgate_http_refused_heads_total{status="h2c"}`, `tollgate_http_refused_heads_total{status="505"}`
+	told(h1server.Refusal{Kind: h1server.RefusedHTTP2, Status: http.StatusHTTPVersionNotSupported, Reason: "HTTP/2 is refused, in other words", Target: "*"})
+	if got, other := scrape(t, m, h2c), scrape(t, m, version); got != 1 || other != 0 {
+		t.Errorf("an HTTP/2 preface counted %v under h2c and %v under 505, want 1 and 0", got, other)
+	}
+	told(h1server.Refusal{Kind: h1server.RefusedVersion, Status: http.StatusHTTPVersionNotSupported, Reason: h1server.HTTP2Refusal, Target: "/v1/messages"})
+	if got, other := scrape(t, m, h2c), scrape(t, m, version); got != 1 || other != 1 {
+		t.Errorf("another version's 505 counted %v under h2c and %v under 505, want 1 and 1", got, other)
 	}
 }

@@ -100,7 +100,7 @@ func (m *Metrics) ObserveRefusedHead(status int) {
 }
 
 // ObserveRefusedHTTP2 counts an HTTP/2 connection preface the API server refused with a GOAWAY
-// (a client speaking HTTP/2 with prior knowledge to an HTTP/1.1 port: h1server.HTTP2Refusal),
+// (a client speaking HTTP/2 with prior knowledge to an HTTP/1.1 port: h1server.RefusedHTTP2),
 // under its own status label, "h2c", apart from the 505s of another HTTP/1 version: such a
 // client needs another setting (HTTP/1.1, or TLS at a front), not a fixed request.
 func (m *Metrics) ObserveRefusedHTTP2() {

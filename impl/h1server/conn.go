@@ -125,9 +125,10 @@ func (c *conn) serve() {
 			return
 		case ambiguousLength:
 			sc := &c.bufs.scan
-			target := string(c.bufs.rbuf[c.r+sc.targetStart : c.r+sc.targetEnd])
 			c.refuseHead(Refusal{Kind: RefusedAmbiguousLength, Status: http.StatusBadRequest,
-				Reason: "the request has both Content-Length and Transfer-Encoding", Target: target})
+				Reason: "the request has both Content-Length and Transfer-Encoding",
+				Target: string(c.bufs.rbuf[c.r+sc.targetStart : c.r+sc.targetEnd]),
+				Method: string(c.bufs.rbuf[c.r : c.r+sc.methodEnd]), RemoteAddr: c.remoteAddr})
 			return
 		case connEnded:
 			return

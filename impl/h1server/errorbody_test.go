@@ -364,7 +364,9 @@ func TestErrorBodyKeepsHandlerAnswers(t *testing.T) {
 
 // TestRefusedHeadIsTold: the Server's RefusedHead is told of every head the server refuses
 // before any handler, once, with its kind and the status, reason and target the answer is
-// built from (a server counts by the kind, not by the reason's words: session 12): on
+// built from (a server counts by the kind, not by the reason's words: session 12), the
+// request line's method when it was read and the connection's peer address (an operator could
+// not tell who sent the head: session 12): on
 // the lean path (both Content-Length and Transfer-Encoding) and on the hand-off path
 // (net/http's 400, 431, 501 and 505, its 400 to a bare CR), with an ErrorBody and without one
 // (net/http's own plain answers, passed on unchanged, are told too). A request a handler
@@ -376,16 +378,16 @@ func TestRefusedHeadIsTold(t *testing.T) {
 		want          Refusal
 	}{
 		{"lean path, both lengths", "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
-			Refusal{RefusedAmbiguousLength, http.StatusBadRequest, "the request has both Content-Length and Transfer-Encoding", "/a"}},
-		{"missing host", "GET /a HTTP/1.1\r\nX: y\r\n\r\n", Refusal{RefusedMalformed, http.StatusBadRequest, "missing required Host header", "/a"}},
+			Refusal{RefusedAmbiguousLength, http.StatusBadRequest, "the request has both Content-Length and Transfer-Encoding", "/a", "POST", ""}},
+		{"missing host", "GET /a HTTP/1.1\r\nX: y\r\n\r\n", Refusal{RefusedMalformed, http.StatusBadRequest, "missing required Host header", "/a", "GET", ""}},
 		{"a bare CR", "GET /a HTTP/1.1\r\nHost: x\r\nX-Trace: a\rb\r\n\r\n",
-			Refusal{RefusedMalformed, http.StatusBadRequest, "the X-Trace header holds a carriage return, which a header value may not", "/a"}},
-		{"a malformed request line", "GET\r\nHost: x\r\n\r\n", Refusal{RefusedMalformed, http.StatusBadRequest, "", ""}},
+			Refusal{RefusedMalformed, http.StatusBadRequest, "the X-Trace header holds a carriage return, which a header value may not", "/a", "GET", ""}},
+		{"a malformed request line", "GET\r\nHost: x\r\n\r\n", Refusal{RefusedMalformed, http.StatusBadRequest, "", "", "", ""}},
 		{"head too large", "GET /a HTTP/1.1\r\nHost: x\r\n" + strings.Repeat("X-Filler: "+strings.Repeat("f", 1000)+"\r\n", 40) + "\r\n",
-			Refusal{RefusedTooLarge, http.StatusRequestHeaderFieldsTooLarge, "", "/a"}},
+			Refusal{RefusedTooLarge, http.StatusRequestHeaderFieldsTooLarge, "", "/a", "GET", ""}},
 		{"an unknown transfer coding", "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n",
-			Refusal{RefusedTransferCoding, http.StatusNotImplemented, "unsupported transfer encoding", "/a"}},
-		{"another HTTP version", "GET /a HTTP/3.0\r\nHost: x\r\n\r\n", Refusal{RefusedVersion, http.StatusHTTPVersionNotSupported, "unsupported protocol version", "/a"}},
+			Refusal{RefusedTransferCoding, http.StatusNotImplemented, "unsupported transfer encoding", "/a", "POST", ""}},
+		{"another HTTP version", "GET /a HTTP/3.0\r\nHost: x\r\n\r\n", Refusal{RefusedVersion, http.StatusHTTPVersionNotSupported, "unsupported protocol version", "/a", "GET", ""}},
 		{"a handler's error", "GET /a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", Refusal{}},
 		{"a handler's error, handed off", "GET /a HTTP/1.0\r\nHost: x\r\n\r\n", Refusal{}},
 	}
@@ -417,6 +419,7 @@ func TestRefusedHeadIsTold(t *testing.T) {
 				mu.Lock()
 				defer mu.Unlock()
 				want := []Refusal{tc.want}
+				want[0].RemoteAddr = c.LocalAddr().String() // the connection's peer, as the server sees it
 				if tc.want == (Refusal{}) {
 					want = nil
 				}

@@ -90,7 +90,7 @@ type replayConn struct {
 	headMu sync.Mutex
 	// head is what net/http has read of the head it reads next (or is reading: the one a
 	// refusal is for), from its first byte and at most maxTrackedHead bytes, for the target
-	// that errorResponse is told (requestTarget) and the header a bare CR is in. At the
+	// that errorResponse is told (requestLine) and the header a bare CR is in. At the
 	// hand-off it is what the lean path had read; each request net/http passes on moves it to
 	// the head behind that request (nextHead).
 	head []byte
@@ -140,8 +140,9 @@ func (c *replayConn) Write(p []byte) (int, error) {
 			reason, replace = cr, true
 		}
 	}
-	target := requestTarget(head)
-	c.refusedHead(Refusal{Kind: refusalKind(status), Status: status, Reason: reason, Target: target})
+	method, target := requestLine(head)
+	c.refusedHead(Refusal{Kind: refusalKind(status), Status: status, Reason: reason, Target: target,
+		Method: method, RemoteAddr: addrString(c.RemoteAddr())})
 	if !replace {
 		return c.Conn.Write(p)
 	}
@@ -151,24 +152,24 @@ func (c *replayConn) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// requestTarget is the target in the request line that head starts with (its second word:
-// "/v1/messages?x=1", "http://host/v1/messages"), or empty when head holds no complete request
-// line. Empty lines before the request line, which net/http skips, are skipped. It runs only
-// for a refusal.
-func requestTarget(head []byte) string {
+// requestLine is the method and the target in the request line that head starts with (its
+// first and second words: "POST", "/v1/messages?x=1" or "http://host/v1/messages"), or both
+// empty when head holds no complete request line of three words. Empty lines before the
+// request line, which net/http skips, are skipped. It runs only for a refusal.
+func requestLine(head []byte) (method, target string) {
 	line, _, ok := bytes.Cut(bytes.TrimLeft(head, "\r\n"), []byte("\n"))
 	if !ok {
-		return ""
+		return "", ""
 	}
-	_, rest, ok := bytes.Cut(line, []byte(" "))
+	m, rest, ok := bytes.Cut(line, []byte(" "))
 	if !ok {
-		return ""
+		return "", ""
 	}
-	target, _, ok := bytes.Cut(rest, []byte(" "))
+	t, _, ok := bytes.Cut(rest, []byte(" "))
 	if !ok {
-		return ""
+		return "", ""
 	}
-	return string(target)
+	return string(m), string(t)
 }
 
 // netHTTPErrorAnswer reads the status and reason of an answer net/http writes itself to a head
@@ -376,7 +377,8 @@ func (h *handoffHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Unencrypted HTTP/2 is not served: without this, the handler's mux answered a bare
 		// 400 in HTTP/1.1, which an HTTP/2 client reads as a broken frame. The refusal is told
 		// as the 505 it is (and answers without a hijackable connection), with its own reason.
-		h.s.noteRefusedHead(Refusal{Kind: RefusedHTTP2, Status: http.StatusHTTPVersionNotSupported, Reason: HTTP2Refusal, Target: r.RequestURI})
+		h.s.noteRefusedHead(Refusal{Kind: RefusedHTTP2, Status: http.StatusHTTPVersionNotSupported, Reason: HTTP2Refusal,
+			Target: r.RequestURI, Method: r.Method, RemoteAddr: r.RemoteAddr})
 		refuseHTTP2(w)
 		return
 	}

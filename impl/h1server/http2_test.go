@@ -50,10 +50,18 @@ func TestHTTP2PriorKnowledgeIsRefused(t *testing.T) {
 		return slices.Clone(told)
 	}
 	const sentence = "HTTP/2 without TLS is not served here; use HTTP/1.1 (or TLS with ALPN h2 at your front)"
-	refused := Refusal{RefusedHTTP2, http.StatusHTTPVersionNotSupported, sentence, "*"}
+	refused := Refusal{Kind: RefusedHTTP2, Status: http.StatusHTTPVersionNotSupported, Reason: sentence, Target: "*", Method: "PRI"}
 	checkTold := func(t *testing.T, before int) {
 		t.Helper()
-		if got := toldSoFar()[before:]; !slices.Equal(got, []Refusal{refused}) {
+		got := toldSoFar()[before:]
+		for i := range got {
+			// The peer's port is the client's own: a loopback address, with a port.
+			if host, port, err := net.SplitHostPort(got[i].RemoteAddr); err != nil || host != "127.0.0.1" || port == "0" {
+				t.Errorf("RefusedHead told the peer %q, want the client's 127.0.0.1:port", got[i].RemoteAddr)
+			}
+			got[i].RemoteAddr = ""
+		}
+		if !slices.Equal(got, []Refusal{refused}) {
 			t.Errorf("RefusedHead told %+v, want %+v", got, []Refusal{refused})
 		}
 	}

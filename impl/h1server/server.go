@@ -405,6 +405,13 @@ type Refusal struct {
 	// Target is the request target ErrorBody is told: empty when the head was not read far
 	// enough to have one, "*" for an HTTP/2 preface.
 	Target string
+	// Method is the request line's method, as sent ("PRI" for an HTTP/2 preface): empty when
+	// Target is, the request line not read. No header is read for a Refusal.
+	Method string
+	// RemoteAddr is the connection's peer ("ip:port"), as http.Request.RemoteAddr is before
+	// any handler: behind a proxy, the proxy's address. No X-Forwarded-For is read from a head
+	// the server refuses.
+	RemoteAddr string
 }
 
 // RefusalKind is why a Server refused a request head itself (Refusal).
@@ -463,6 +470,14 @@ func refusalKind(status int) RefusalKind {
 		return RefusedVersion
 	}
 	return RefusedOther
+}
+
+// addrString is a's String, or empty when a is nil.
+func addrString(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
 }
 
 // noteRefusedHead tells RefusedHead, when set, of a refused head.

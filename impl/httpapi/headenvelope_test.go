@@ -188,6 +188,13 @@ func TestAnthropicSDKReadsAHeadTooLarge(t *testing.T) {
 // answer.
 func sendRaw(t *testing.T, base, request string) (*http.Response, []byte) {
 	t.Helper()
+	resp, body, _ := sendRawFrom(t, base, request)
+	return resp, body
+}
+
+// sendRawFrom is sendRaw, and the address it sent from (the server's peer).
+func sendRawFrom(t *testing.T, base, request string) (resp *http.Response, body []byte, from string) {
+	t.Helper()
 	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
 	if err != nil {
 		t.Fatal(err)
@@ -197,12 +204,12 @@ func sendRaw(t *testing.T, base, request string) (*http.Response, []byte) {
 	if _, err := io.WriteString(c, request); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	resp, err = http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := io.ReadAll(resp.Body)
-	return resp, body
+	body, _ = io.ReadAll(resp.Body)
+	return resp, body, c.LocalAddr().String()
 }
 
 // TestLaterRefusedHeadAnswersInItsRoutesEnvelope: on a connection handed to net/http (its

@@ -201,6 +201,10 @@ func (s *Server) logRequest(r *http.Request, id string, status int, start time.T
 // path is the client's, as long as its head allowed.
 const maxRefusedHeadField = 256
 
+// maxRefusedMethod bounds the method a refused head's log line gives: the client's word, which
+// a method of the API's never comes near.
+const maxRefusedMethod = 32
+
 // RefusedHeads returns what the API server tells of each request head it refuses before any
 // route (h1server.Server.RefusedHead: 400 a head it cannot read, a bare CR in a header value
 // or both Content-Length and Transfer-Encoding; 431; 501; 505; and the HTTP/2 connection
@@ -209,9 +213,12 @@ const maxRefusedHeadField = 256
 // and access log would not see it: each is counted in tollgate_http_refused_heads_total by
 // status (the HTTP/2 preface, by its kind, under "h2c"; m, unless nil) and written as one line
 // of the access log (log, at info as the access log's lines are, message "request head
-// refused") with its status, the path of its target (no query, at most 256 bytes; empty when
-// the request line could not be read) and the reason its answer gives. No header value is
-// logged: a bare CR's reason names the header alone.
+// refused") with its status, its method and the path of its target (no query; at most 32 and
+// 256 bytes; both empty when the request line could not be read), the reason its answer gives
+// and the connection's peer address (remote_addr). No header value is logged: a bare CR's
+// reason names the header alone. The address is the peer's even behind server.trusted_proxies
+// (then the proxy's, whose own log names the client): X-Forwarded-For is a header of the very
+// head refused, which the server did not read, or could not, and is not believed.
 func RefusedHeads(m *metrics.Metrics, log *slog.Logger) func(h1server.Refusal) {
 	return func(refusal h1server.Refusal) {
 		status, reason, target := refusal.Status, refusal.Reason, refusal.Target
@@ -231,14 +238,17 @@ func RefusedHeads(m *metrics.Metrics, log *slog.Logger) func(h1server.Refusal) {
 			path, _, _ = strings.Cut(target, "?")
 		}
 		log.LogAttrs(ctx, slog.LevelInfo, "request head refused", slog.Int("status", status),
-			slog.String("path", truncateField(path)), slog.String("reason", truncateField(reason)))
+			slog.String("method", truncateField(refusal.Method, maxRefusedMethod)),
+			slog.String("path", truncateField(path, maxRefusedHeadField)),
+			slog.String("reason", truncateField(reason, maxRefusedHeadField)),
+			slog.String("remote_addr", refusal.RemoteAddr))
 	}
 }
 
-// truncateField is s cut to maxRefusedHeadField bytes, with "…" when cut, and valid UTF-8.
-func truncateField(s string) string {
-	if len(s) > maxRefusedHeadField {
-		s = s[:maxRefusedHeadField] + "…"
+// truncateField is s cut to limit bytes, with "…" when cut, and valid UTF-8.
+func truncateField(s string, limit int) string {
+	if len(s) > limit {
+		s = s[:limit] + "…"
 	}
 	return strings.ToValidUTF8(s, "\uFFFD")
 }

@@ -22,39 +22,46 @@ import (
 
 // TestRefusedHeadsAreCountedAndLogged: a request head the server refuses before any route is
 // counted in tollgate_http_refused_heads_total by its status and written as one line of the
-// access log ("request head refused", at info) with its status, its target's path (cut at 256
-// bytes) and the reason its answer gives, and no header value (the key of a head whose
-// X-Api-Key holds a bare CR is not in it): on the lean path (both Content-Length and
-// Transfer-Encoding) and on the path handed to net/http (a bare CR, an unknown transfer
-// coding, another HTTP version, a head beyond the limit). Such requests reach no handler, and
-// were counted and logged nowhere: an operator could not see a client sending broken heads.
+// access log ("request head refused", at info) with its status, its method (cut at 32 bytes)
+// and its target's path (cut at 256), both empty when the request line could not be read, the
+// reason its answer gives and the client's address (the connection's peer), and no header
+// value (the key of a head whose X-Api-Key holds a bare CR is not in it): on the lean path
+// (both Content-Length and Transfer-Encoding) and on the path handed to net/http (a bare CR,
+// an unknown transfer coding, another HTTP version, a head beyond the limit, a method and a
+// request line it cannot read). Such requests reach no handler, and were counted and logged
+// nowhere: an operator could not see a client sending broken heads; and the line had neither
+// address nor method, so an operator could not tell who sent them (session 12).
 func TestRefusedHeadsAreCountedAndLogged(t *testing.T) {
 	m := metrics.New()
 	logs := &recordingHandler{}
 	g := apitest.Start(t, apitest.Options{Metrics: m, LogHandler: logs})
 	tenant := g.NewTenant(t, "acme", 0, 100_000_000)
 	long := "/v1/" + strings.Repeat("a", 600)
+	longMethod := "P(" + strings.Repeat("O", 60)
 	cases := []struct {
-		name, send   string
-		status       int
-		path, reason string
+		name, send           string
+		status               int
+		method, path, reason string
 	}{
 		{"lean path, both lengths", "POST /v1/chat/completions?x=1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + tenant.Key + "\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
-			400, "/v1/chat/completions", "the request has both Content-Length and Transfer-Encoding"},
+			400, "POST", "/v1/chat/completions", "the request has both Content-Length and Transfer-Encoding"},
 		{"handed off, a bare CR", "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: " + tenant.Key + "\r\r\nContent-Length: 2\r\n\r\n{}",
-			400, "/v1/messages", "the X-Api-Key header holds a carriage return: a key pasted from a file with Windows line ends? Send the key without it"},
+			400, "POST", "/v1/messages", "the X-Api-Key header holds a carriage return: a key pasted from a file with Windows line ends? Send the key without it"},
 		{"handed off, an unknown transfer coding", "POST /api/mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + tenant.Key + "\r\nTransfer-Encoding: gzip\r\n\r\n",
-			501, "/api/mcp", "unsupported transfer encoding"},
-		{"handed off, another version", "POST " + long + " HTTP/3.0\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}",
-			505, long[:256] + "…", "unsupported protocol version"},
+			501, "POST", "/api/mcp", "unsupported transfer encoding"},
+		{"handed off, another version", "PUT " + long + " HTTP/3.0\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}",
+			505, "PUT", long[:256] + "…", "unsupported protocol version"},
 		{"handed off, a head too large", "POST /v1/responses HTTP/1.1\r\nHost: x\r\nX-Filler: " + strings.Repeat("f", 1<<20+16<<10) + "\r\nContent-Length: 2\r\n\r\n{}",
-			431, "/v1/responses", ""},
+			431, "POST", "/v1/responses", ""},
+		{"handed off, a method it cannot read", longMethod + " /v1/models HTTP/1.1\r\nHost: x\r\n\r\n",
+			400, longMethod[:32] + "…", "/v1/models", ""},
+		{"handed off, a request line it cannot read", "GET\r\nHost: x\r\n\r\n", 400, "", "", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			series := `tollgate_http_refused_heads_total{status="` + strconv.Itoa(tc.status) + `"}`
 			before, logged := scrape(t, m, series), len(refusedHeadLines(logs))
-			resp, body := sendRaw(t, g.URL, tc.send)
+			resp, body, from := sendRawFrom(t, g.URL, tc.send)
 			if resp.StatusCode != tc.status {
 				t.Fatalf("answered %d %s, want %d", resp.StatusCode, body, tc.status)
 			}
@@ -65,12 +72,12 @@ func TestRefusedHeadsAreCountedAndLogged(t *testing.T) {
 			if len(lines) != 1 {
 				t.Fatalf("logged %d lines %v, want one", len(lines), lines)
 			}
-			want := map[string]string{"status": strconv.Itoa(tc.status), "path": tc.path, "reason": tc.reason}
-			got := lines[0]
-			if got["level"] != slog.LevelInfo.String() || got["status"] != want["status"] || got["path"] != want["path"] || got["reason"] != want["reason"] || len(got) != 4 {
-				t.Errorf("logged %v, want at info %v", got, want)
+			want := map[string]string{"level": slog.LevelInfo.String(), "status": strconv.Itoa(tc.status), "method": tc.method,
+				"path": tc.path, "reason": tc.reason, "remote_addr": from}
+			if got := lines[0]; !maps.Equal(got, want) {
+				t.Errorf("logged %v, want %v", got, want)
 			}
-			for k, v := range got {
+			for k, v := range lines[0] {
 				if strings.Contains(v, tenant.Key) {
 					t.Errorf("the line's %s holds the key: %q", k, v)
 				}
@@ -104,8 +111,9 @@ func refusedHeadLines(h *recordingHandler) []map[string]string {
 // client without TLS does) is refused with a GOAWAY HTTP_1_1_REQUIRED, and that refusal is
 // counted in tollgate_http_refused_heads_total under its own label, status="h2c" (not with
 // the 505s of another HTTP/1 version), and logged as one "request head refused" line at info
-// with the status 505, the target "*" and the GOAWAY's sentence as its reason. It was counted
-// and logged nowhere, so an operator could not see such clients.
+// with the status 505, the method PRI, the target "*", the GOAWAY's sentence as its reason and
+// the client's address. It was counted and logged nowhere, so an operator could not see such
+// clients.
 func TestHTTP2PriorKnowledgeIsCountedAndLogged(t *testing.T) {
 	m := metrics.New()
 	logs := &recordingHandler{}
@@ -113,8 +121,13 @@ func TestHTTP2PriorKnowledgeIsCountedAndLogged(t *testing.T) {
 	const h2c, other505 = `tollgate_http_refused_heads_total{status="h2c"}`, `tollgate_http_refused_heads_total{status="505"}`
 	before, before505, logged := scrape(t, m, h2c), scrape(t, m, other505), len(refusedHeadLines(logs))
 
+	var from string
 	tr := &http2.Transport{AllowHTTP: true, DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, network, addr)
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err == nil {
+			from = c.LocalAddr().String()
+		}
+		return c, err
 	}}
 	defer tr.CloseIdleConnections()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -139,8 +152,8 @@ func TestHTTP2PriorKnowledgeIsCountedAndLogged(t *testing.T) {
 	if len(lines) != 1 {
 		t.Fatalf("logged %d lines %v, want one", len(lines), lines)
 	}
-	want := map[string]string{"level": slog.LevelInfo.String(), "status": "505", "path": "*",
-		"reason": "HTTP/2 without TLS is not served here; use HTTP/1.1 (or TLS with ALPN h2 at your front)"}
+	want := map[string]string{"level": slog.LevelInfo.String(), "status": "505", "method": "PRI", "path": "*",
+		"reason": "HTTP/2 without TLS is not served here; use HTTP/1.1 (or TLS with ALPN h2 at your front)", "remote_addr": from}
 	if !maps.Equal(lines[0], want) {
 		t.Errorf("logged %v, want %v", lines[0], want)
 	}

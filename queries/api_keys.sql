@@ -209,13 +209,17 @@ WHERE b.key_id = @key_id AND b.period_start = done.period_start;
 -- settled at billed_micros (the first write did not commit and the retry, or the usage
 -- writer, settled it), by another holder (a retry of the request id that took the reservation
 -- over) or at more than most_micros changes nothing, so the statement may run any number of
--- times.
+-- times. Nor does a request id the ledger has a usage record of: the usage writer made the
+-- reservation count that record's bill (SettleKeyReservationsAtBill), which may be another
+-- attempt's (a retry served by another process and billed first).
 WITH was AS (
     SELECT r.key_id, r.request_id, r.period_start, r.settled_micros - @billed_micros::bigint AS excess
     FROM key_reservations r
     WHERE r.key_id = @key_id AND r.request_id = @request_id AND r.holder = @holder
       AND r.settled_at IS NOT NULL
       AND r.settled_micros > @billed_micros::bigint AND r.settled_micros <= @most_micros::bigint
+      AND NOT EXISTS (SELECT 1 FROM usage_records u JOIN api_keys k ON k.account_id = u.account_id
+                      WHERE k.id = @key_id AND u.request_id = @request_id)
     FOR UPDATE
 ), lowered AS (
     UPDATE key_reservations r SET settled_micros = @billed_micros::bigint

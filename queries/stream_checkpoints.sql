@@ -75,29 +75,63 @@ WHERE (c.account_id, c.request_id) IN (
 SELECT account_id, request_id, holder, record, updated_at, expires_at
 FROM stream_checkpoints WHERE account_id = @account_id ORDER BY request_id;
 
--- name: SettleLostStreamKeyReservations :execrows
--- Settles the key reservations of streams billed from their checkpoints after their process
--- was lost (parallel arrays: key, request id, cost), as SettleKeyReservation does one: each
--- reservation not settled yet (live or reaped) is marked settled, its amount leaves the
--- budget's reserved_micros and the cost joins spent_micros (and is kept as settled_micros). A
--- request without a reservation
--- of the key (an uncapped key), or one settled already, changes nothing.
+-- name: SettleKeyReservationsAtBill :execrows
+-- Makes the key reservations of a batch's usage records (parallel arrays: key, account,
+-- request id, the record's cost and start), written now or refused as duplicates, count what
+-- the ledger bills for their request ids: the cost of the usage record billed under the
+-- request id that started within window_millis of the record (this
+-- record's, or another attempt's that the ledger took first, a retry's served by another
+-- process), with the record that billed the rest of a lost stream (request id + '_rest'), when
+-- those records are of the key (0 when the request id was billed to another key). A
+-- reservation not settled yet (live or reaped) is marked settled at that bill: its amount
+-- leaves the budget's reserved_micros and the bill joins spent_micros. A settled one whose
+-- settled_micros is not the bill (another attempt of the request id settled it, or a
+-- settlement beyond the reservation whose COMMIT went unanswered added what the record does
+-- not charge) is moved to the bill, and spent_micros by the difference (never below 0). When
+-- the request id has no usage record within the window (its account was deleted, its month
+-- archived, or the billed attempt started further away than any retry of it comes), an
+-- unsettled reservation is settled at the record's cost and a settled one is left as it is, as
+-- is one settled before migration 0021 (settled_micros NULL). A request id without a
+-- reservation of the key (an uncapped key) changes nothing. Each request id costs one index
+-- probe of key_reservations and one of each partition of usage_records the window reaches
+-- (one or two: the others are pruned as the statement runs).
 WITH input AS (
-    SELECT unnest(@key_ids::uuid[]) AS key_id, unnest(@request_ids::text[]) AS request_id,
-           unnest(@costs::bigint[]) AS cost_micros
-), done AS (
-    UPDATE key_reservations r SET settled_at = now(), settled_micros = input.cost_micros
+    SELECT unnest(@key_ids::uuid[]) AS key_id, unnest(@account_ids::uuid[]) AS account_id,
+           unnest(@request_ids::text[]) AS request_id, unnest(@costs::bigint[]) AS cost_micros,
+           unnest(@started_at::timestamptz[]) AS started_at
+), billed AS (
+    SELECT input.key_id, input.request_id, input.cost_micros, found.records, found.bill
     FROM input
-    WHERE r.key_id = input.key_id AND r.request_id = input.request_id AND r.settled_at IS NULL
-    RETURNING r.key_id, r.period_start, r.amount_micros, input.cost_micros
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS records,
+               COALESCE(SUM(u.cost_micros) FILTER (WHERE u.api_key_id = input.key_id), 0)::bigint AS bill
+        FROM usage_records u
+        WHERE u.account_id = input.account_id
+          AND u.request_id IN (input.request_id, input.request_id || '_rest')
+          AND u.started_at >= input.started_at - sqlc.arg(window_millis)::bigint * interval '1 millisecond'
+          AND u.started_at <= input.started_at + sqlc.arg(window_millis)::bigint * interval '1 millisecond'
+    ) AS found
+), was AS (
+    SELECT r.key_id, r.request_id, r.period_start, r.amount_micros, r.settled_at IS NULL AS unsettled,
+           r.settled_micros, CASE WHEN billed.records > 0 THEN billed.bill ELSE billed.cost_micros END AS bill
+    FROM key_reservations r JOIN billed ON r.key_id = billed.key_id AND r.request_id = billed.request_id
+    WHERE r.settled_at IS NULL
+       OR (billed.records > 0 AND r.settled_micros IS NOT NULL AND r.settled_micros <> billed.bill)
+    ORDER BY r.key_id, r.request_id
+    FOR UPDATE OF r
+), done AS (
+    UPDATE key_reservations r SET settled_at = COALESCE(r.settled_at, now()), settled_micros = was.bill
+    FROM was WHERE r.key_id = was.key_id AND r.request_id = was.request_id
+    RETURNING r.key_id
 ), per_budget AS (
-    SELECT done.key_id, done.period_start, SUM(done.amount_micros)::bigint AS amount,
-           SUM(done.cost_micros)::bigint AS cost_micros
-    FROM done GROUP BY done.key_id, done.period_start
+    SELECT was.key_id, was.period_start,
+           SUM(CASE WHEN was.unsettled THEN was.amount_micros ELSE 0 END)::bigint AS returned,
+           SUM(CASE WHEN was.unsettled THEN was.bill ELSE was.bill - was.settled_micros END)::bigint AS added
+    FROM was GROUP BY was.key_id, was.period_start
 )
 UPDATE key_budgets b
-SET spent_micros = b.spent_micros + per_budget.cost_micros,
-    reserved_micros = b.reserved_micros - per_budget.amount
+SET spent_micros = GREATEST(b.spent_micros + per_budget.added, 0),
+    reserved_micros = b.reserved_micros - per_budget.returned
 FROM per_budget
 WHERE b.key_id = per_budget.key_id AND b.period_start = per_budget.period_start;
 

@@ -970,6 +970,8 @@ WITH was AS (
     WHERE r.key_id = $2 AND r.request_id = $3 AND r.holder = $4
       AND r.settled_at IS NOT NULL
       AND r.settled_micros > $1::bigint AND r.settled_micros <= $5::bigint
+      AND NOT EXISTS (SELECT 1 FROM usage_records u JOIN api_keys k ON k.account_id = u.account_id
+                      WHERE k.id = $2 AND u.request_id = $3)
     FOR UPDATE
 ), lowered AS (
     UPDATE key_reservations r SET settled_micros = $1::bigint
@@ -999,7 +1001,9 @@ type TakeBackKeySettlementExcessParams struct {
 // settled at billed_micros (the first write did not commit and the retry, or the usage
 // writer, settled it), by another holder (a retry of the request id that took the reservation
 // over) or at more than most_micros changes nothing, so the statement may run any number of
-// times.
+// times. Nor does a request id the ledger has a usage record of: the usage writer made the
+// reservation count that record's bill (SettleKeyReservationsAtBill), which may be another
+// attempt's (a retry served by another process and billed first).
 func (q *Queries) TakeBackKeySettlementExcess(ctx context.Context, arg TakeBackKeySettlementExcessParams) (int64, error) {
 	result, err := q.db.Exec(ctx, takeBackKeySettlementExcess,
 		arg.BilledMicros,

@@ -310,11 +310,9 @@
 // request's context (a client that went away is billed all the same); one that the database
 // does not take is kept in memory and retried by the maintenance, whose lease renewals keep
 // the reservation meanwhile. The usage record is what outlives a process killed or stopped
-// before that retry: it settles the reservation at its cost when it is written (SettleKey,
-// below), and the record of a settlement of unknown outcome carries the excess it may have
-// added and the process that made it (store.UsageRecord.KeyExcessUnknownMicros and
-// KeySettledBy, kept in the spill file), which the writer takes back in the record's
-// transaction as the retry does. A release left pending is the reaper's: the reservation holds
+// before that retry: when it is written, the writer makes the reservation count what the
+// ledger billed for the request id (SettleKey, below), which also takes back what a settlement
+// of unknown outcome added beyond the record's cost. A release left pending is the reaper's: the reservation holds
 // its worst case until its lease ends. A request counts in the period its reservation was made in, and
 // its usage record's started_at is kept in that period, so the spend the key list shows (the
 // sum of the key's usage records since the period start) is what the budget counts. A cap put
@@ -374,9 +372,16 @@
 // same account are served from the holds as before. A capped key's usage record carries the
 // settlement of its reservation too (store.UsageRecord.SettleKey, kept in the spill file): a
 // settlement that waited in memory during an outage and was lost with its process is made when
-// the record is written, and one made already is not counted again (one of unknown outcome is
-// brought down to the record's cost, as above), whether the reservation was reaped meanwhile
-// (its row waits, with amount 0, for a day after its lease ended) or not. The spend of a key is what
+// the record is written, and one made already is not counted again, whether the reservation
+// was reaped meanwhile (its row waits, with amount 0, for a day after its lease ended) or not.
+// The writer makes the reservation count the bill of the usage record the ledger holds for the
+// request id, whether it takes the record or refuses it as a duplicate
+// (store.SettleKeyReservationsAtBill): a settlement of unknown outcome is brought down to it,
+// and when the ledger billed another attempt of the request id than the one the key counted (a
+// retry served by another process while the first attempt's record waited in a dead
+// process's spill file, or the replayed record billed before a retry's that settled against
+// the key), the reservation is moved to that attempt's bill. A retry that found its request
+// counted already (it holds nothing against the cap) still carries SettleKey for that. The spend of a key is what
 // its usage records charge, except in the cases where the usage writer bills less than a record's cost
 // (a hold lost to a long partition: the ledger note says so) and where a process is killed
 // after a settlement but before its usage record is written (the record is lost, in the

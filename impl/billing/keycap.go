@@ -120,10 +120,9 @@ func (s keySettlement) write(ctx context.Context, st *store.Store, holder string
 }
 
 // keySettledRetention is how long a settled key reservation is kept as the marker that its
-// request id was counted: longer than any retry of a request id can come (an agent's step is
-// retried within its session's max_duration, an hour by default, and a crashed step's job is
-// rescued after agents.rescue_after, 10 minutes by default).
-const keySettledRetention = 7 * 24 * time.Hour
+// request id was counted: longer than any retry of a request id can come
+// (store.KeyReservationRetention).
+const keySettledRetention = store.KeyReservationRetention
 
 // ReserveForKey is Reserve for a request made with a key that has a credit cap (nil: none, and
 // it is Reserve): the worst case is reserved against the account's credit as Reserve does and,
@@ -176,7 +175,10 @@ func (m *Meter) ReserveForKey(ctx context.Context, accountID uuid.UUID, requestI
 		m.noteDBUp()
 		if kr.Settled {
 			// A retry of a request whose cost the key's budget counted already (the ledger
-			// bills it once too): nothing is reserved and there is nothing to settle.
+			// bills it once too): nothing is reserved and there is nothing to settle. Its
+			// record, if the ledger bills it rather than the first attempt's (waiting in a
+			// dead process's spill file), makes the key count it instead (SettleKey).
+			r.keyCounted = true
 			return r, nil
 		}
 		if kr.Reserved {

@@ -587,6 +587,10 @@ type Reservation struct {
 	done     atomic.Bool
 	// key is the part held against the key's credit cap (ReserveForKey), or nil.
 	key *keyHold
+	// keyCounted says that the request id was counted against its key's cap already (a retry
+	// of a request settled against the key, ReserveForKey): nothing is held against the cap,
+	// and the record still makes the key count what the ledger bills for the request id.
+	keyCounted bool
 	// stream is the progress of a stream in flight that TrackStream registered for
 	// checkpoints (checkpoint.go), or nil.
 	stream *streamState
@@ -1069,10 +1073,13 @@ func (r *Reservation) usageRecord(actualMicros int64, usage UsageRecord, now tim
 		// The key's spend in a period is read from the records that started in it.
 		rec.StartedAt = r.startedAt
 	}
-	if r.key != nil {
+	if r.key != nil || r.keyCounted {
 		// The record settles the key's reservation too, when it is written, if the settlement
 		// of its own (settleKey) never reached the database: it waits in memory during an
-		// outage, and is lost with the process, while the record waits in the spill file.
+		// outage, and is lost with the process, while the record waits in the spill file. And
+		// it makes the key count what the ledger billed for the request id, which may be
+		// another attempt's record than the one the key's settlement counted: a retry's,
+		// billed while the first attempt's record waited in a dead process's spill file.
 		rec.SettleKey = true
 	}
 	return rec

@@ -13,7 +13,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tollgate/tollgate/gen/db"
-	"github.com/tollgate/tollgate/impl/price"
 )
 
 // StreamCheckpoint is a stream in flight as its process last wrote it to stream_checkpoints:
@@ -103,28 +102,32 @@ func (s *Store) DeleteHolderStreamCheckpoints(ctx context.Context, holder string
 }
 
 // endStreamCheckpoints is WriteUsage's part for stream checkpoints and key reservations, in its
-// transaction: it deletes the checkpoints of the batch's records that had one (Checkpointed or
-// SettleKey), settles, at their cost, the key reservations of the records that settle their
-// key's (SettleKey: a capped key's request, or one billed from a lost stream's checkpoint),
-// and brings the settlements of unknown outcome (KeyExcessUnknownMicros) down to the records'
-// cost. A batch without such records costs nothing more; each settlement of unknown outcome
-// costs one statement.
+// transaction, after the records were written: it deletes the checkpoints of the batch's
+// records that had one (Checkpointed or SettleKey), and makes the key reservations of the
+// records that settle their key's (SettleKey: a capped key's request, or one billed from a lost
+// stream's checkpoint), written now or refused as duplicates, count what the ledger billed for
+// their request ids (SettleKeyReservationsAtBill): a reservation nobody settled is settled at
+// it, one settled at another amount (by another attempt of the request id, or by a settlement
+// of unknown outcome that added what the record does not charge: KeyExcessUnknownMicros) is
+// moved to it. A batch without such records costs nothing more; one with them costs one
+// statement, which looks each of their request ids up in key_reservations and in the
+// partitions of usage_records that hold the records started within billedAttemptWindow of it
+// (one index probe each, one to three partitions).
 func endStreamCheckpoints(ctx context.Context, q *db.Queries, records []UsageRecord) error {
 	var del db.DeleteStreamCheckpointsParams
-	var keys db.SettleLostStreamKeyReservationsParams
-	var unknown []UsageRecord
+	var keys db.SettleKeyReservationsAtBillParams
 	for _, r := range records {
 		if r.Checkpointed || r.SettleKey {
 			del.AccountIds = append(del.AccountIds, r.AccountID)
 			del.RequestIds = append(del.RequestIds, CleanText(r.RequestID))
 		}
-		if r.SettleKey && r.APIKeyID != uuid.Nil {
+		// A request id that is not clean text has no reservation (the database refused it).
+		if r.SettleKey && r.APIKeyID != uuid.Nil && CleanText(r.RequestID) == r.RequestID {
 			keys.KeyIds = append(keys.KeyIds, r.APIKeyID)
+			keys.AccountIds = append(keys.AccountIds, r.AccountID)
 			keys.RequestIds = append(keys.RequestIds, r.RequestID)
 			keys.Costs = append(keys.Costs, max(r.CostMicros, 0))
-			if r.KeyExcessUnknownMicros > 0 {
-				unknown = append(unknown, r)
-			}
+			keys.StartedAt = append(keys.StartedAt, r.StartedAt)
 		}
 	}
 	if len(del.RequestIds) > 0 {
@@ -133,19 +136,9 @@ func endStreamCheckpoints(ctx context.Context, q *db.Queries, records []UsageRec
 		}
 	}
 	if len(keys.KeyIds) > 0 {
-		if _, err := q.SettleLostStreamKeyReservations(ctx, keys); err != nil {
-			return fmt.Errorf("settle the key reservations of lost streams: %w", err)
-		}
-	}
-	// A reservation the settlement above found unsettled is now settled at the record's cost,
-	// and one its own settlement of unknown outcome committed after all is brought down to it
-	// (a row settled by another holder, a retry that took it over, is left as it is).
-	for _, r := range unknown {
-		cost := max(r.CostMicros, 0)
-		if _, err := q.TakeBackKeySettlementExcess(ctx, db.TakeBackKeySettlementExcessParams{
-			KeyID: r.APIKeyID, RequestID: r.RequestID, Holder: r.KeySettledBy,
-			BilledMicros: cost, MostMicros: price.SaturatingAdd(cost, r.KeyExcessUnknownMicros)}); err != nil {
-			return fmt.Errorf("bring a key settlement of unknown outcome down to its record: %w", err)
+		keys.WindowMillis = leaseMillis(billedAttemptWindow)
+		if _, err := q.SettleKeyReservationsAtBill(ctx, keys); err != nil {
+			return fmt.Errorf("settle the key reservations at what the ledger billed: %w", err)
 		}
 	}
 	return nil

@@ -1,0 +1,252 @@
+package billing
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tollgate/tollgate/impl/store"
+	"github.com/tollgate/tollgate/impl/usagespill"
+)
+
+// The environment that makes TestRetriedRequestFirstAttemptChildProcess the child process of
+// the tests below, and what it tells the child.
+const (
+	firstAttemptDB       = "TOLLGATE_TEST_FIRSTATTEMPT_DB"
+	firstAttemptAccount  = "TOLLGATE_TEST_FIRSTATTEMPT_ACCOUNT"
+	firstAttemptKey      = "TOLLGATE_TEST_FIRSTATTEMPT_KEY"
+	firstAttemptCap      = "TOLLGATE_TEST_FIRSTATTEMPT_CAP"
+	firstAttemptSpill    = "TOLLGATE_TEST_FIRSTATTEMPT_SPILL"
+	firstAttemptHolder   = "TOLLGATE_TEST_FIRSTATTEMPT_HOLDER"
+	firstAttemptScenario = "TOLLGATE_TEST_FIRSTATTEMPT_SCENARIO"
+	// firstAttemptReady is the line the child prints once its record is in the spill file.
+	firstAttemptReady = "FIRSTATTEMPT-READY"
+)
+
+// The retried request: its id, its worst case, what its first attempt (in the killed process)
+// and its retry (in another process) cost, and the key's cap.
+const (
+	retriedRequest   = "retried"
+	retriedWorst     = 1_000
+	firstAttemptCost = 300
+	retryCost        = 700
+	retriedCap       = 1_000_000
+	retriedGranted   = 10_000_000
+)
+
+// The first attempt's key settlement: made before the database is cut off ("settled"), or
+// refused because it is ("refused").
+const (
+	keySettledThenSpilled = "settled"
+	keyRefusedAndSpilled  = "refused"
+)
+
+// killedFirstAttempt runs the first attempt of the retried request in a child process (a
+// gateway process) with its own relay to the database at cs: it reserves against the key, the
+// key's settlement is made or refused as scenario says, the usage record goes to the spill file
+// at path (the database cut off), and the process is killed with SIGKILL, its key reservation
+// held by holder.
+func killedFirstAttempt(t *testing.T, cs string, acct uuid.UUID, capped KeyCap, path, holder, scenario string) {
+	t.Helper()
+	cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, os.Args[0], "-test.run=^TestRetriedRequestFirstAttemptChildProcess$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(),
+		firstAttemptDB+"="+cs, firstAttemptAccount+"="+acct.String(), firstAttemptKey+"="+capped.KeyID.String(),
+		firstAttemptCap+"="+strconv.FormatInt(capped.CapMicros, 10), firstAttemptSpill+"="+path,
+		firstAttemptHolder+"="+holder, firstAttemptScenario+"="+scenario)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var said []string
+	ready := false
+	for sc := bufio.NewScanner(out); sc.Scan(); {
+		said = append(said, sc.Text())
+		if sc.Text() == firstAttemptReady {
+			ready = true
+			break
+		}
+	}
+	if !ready {
+		cmd.Wait()
+		t.Fatalf("the child process ended before its record was spilled:\n%s", strings.Join(said, "\n"))
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err == nil || cmd.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("the child process ended with %v, not killed", err)
+	}
+}
+
+// TestRetriedRequestFirstAttemptChildProcess is the gateway process that killedFirstAttempt
+// kills; run alone, it is skipped.
+func TestRetriedRequestFirstAttemptChildProcess(t *testing.T) {
+	cs := os.Getenv(firstAttemptDB)
+	if cs == "" {
+		t.Skip("the child process of the tests of retried request ids")
+	}
+	ctx := context.Background()
+	acct := uuid.MustParse(os.Getenv(firstAttemptAccount))
+	capMicros, err := strconv.ParseInt(os.Getenv(firstAttemptCap), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	capped := KeyCap{KeyID: uuid.MustParse(os.Getenv(firstAttemptKey)), CapMicros: capMicros, Period: store.CapPeriodNone}
+	relay := newRelay(t, cs)
+	sp := openSpill(t, os.Getenv(firstAttemptSpill), usagespill.Options{})
+	m := New(openStore(t, relay.ConnString()), Options{Spill: sp, Holder: os.Getenv(firstAttemptHolder)})
+	r, err := m.ReserveForKey(ctx, acct, retriedRequest, retriedWorst, &capped)
+	if err != nil || r.key == nil {
+		t.Fatalf("reserve against the key: %v", err)
+	}
+	scenario := os.Getenv(firstAttemptScenario)
+	if scenario == keyRefusedAndSpilled {
+		relay.Cut()
+	}
+	if got := r.Settle(firstAttemptCost, UsageRecord{KeyID: capped.KeyID, Model: "service-flint", Route: "/v1/chat/completions"}); got != firstAttemptCost {
+		t.Fatalf("charged %d, want %d", got, firstAttemptCost)
+	}
+	if scenario == keySettledThenSpilled {
+		relay.Cut()
+	}
+	if err := m.flushQueued(ctx); err == nil {
+		t.Fatal("a write succeeded with the database cut off")
+	}
+	if n := sp.Records(); n != 1 {
+		t.Fatalf("%d records in the spill file, want 1", n)
+	}
+	fmt.Println(firstAttemptReady)
+	time.Sleep(time.Minute)
+	t.Fatal("not killed within a minute")
+}
+
+// TestRetryBilledBeforeTheSpilledAttemptCountsTheRetry: a capped key's request is settled
+// against the key (300 micro-units) by a process that then loses the database, spills the
+// request's usage record and is killed. The client retries the request id on another process,
+// which finds the request counted against the key (it reserves nothing of the cap) and bills
+// it at 700: the ledger's record of the request id is the retry's. When the dead process's
+// spill file is replayed, its record is refused as a duplicate. The key counts what the ledger
+// billed, 700, from the retry's record on. Before, it counted the first attempt's 300 for ever,
+// where the records charge 700.
+func TestRetryBilledBeforeTheSpilledAttemptCountsTheRetry(t *testing.T) {
+	ctx := context.Background()
+	cs, st0 := newDB(t)
+	acct := newAccount(t, st0, retriedGranted)
+	capped := newCappedKey(t, st0, acct, retriedCap, store.CapPeriodNone)
+	path := filepath.Join(t.TempDir(), "usage.spill")
+	const holder = "killed-gateway"
+	killedFirstAttempt(t, cs, acct, capped, path, holder, keySettledThenSpilled)
+	if b := budget(t, st0, capped); b.SpentMicros != firstAttemptCost || b.ReservedMicros != 0 {
+		t.Fatalf("the key's budget %+v after the kill: want the first attempt's settlement, %d, counted", b, firstAttemptCost)
+	}
+
+	retry := New(st0, Options{Holder: "retrying-gateway"})
+	r, err := retry.ReserveForKey(ctx, acct, retriedRequest, retriedWorst, &capped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Settle(retryCost, UsageRecord{KeyID: capped.KeyID, Model: "service-flint", Route: "/v1/chat/completions"}); got != retryCost {
+		t.Fatalf("the retry charged %d, want %d", got, retryCost)
+	}
+	flushUntil(t, retry)
+	if b := budget(t, st0, capped); b.SpentMicros != retryCost || b.ReservedMicros != 0 {
+		t.Errorf("the key's budget %+v once the retry's record is billed: want its %d", b, retryCost)
+	}
+
+	replay := New(st0, Options{Spill: openSpill(t, path, usagespill.Options{})})
+	flushUntil(t, replay)
+	for _, m := range []*Meter{retry, replay} {
+		if err := m.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b := budget(t, st0, capped); b.SpentMicros != retryCost || b.ReservedMicros != 0 {
+		t.Errorf("the key's budget %+v after the spill file's replay: want what the ledger billed, %d", b, retryCost)
+	}
+	// The killed process's hold is reaped once its lease expires; here at once.
+	if _, err := st0.ReleaseCreditHolds(ctx, holder, nil); err != nil {
+		t.Fatal(err)
+	}
+	checkBilledOnce(t, st0, acct, retriedGranted, map[string]int64{retriedRequest: retryCost})
+}
+
+// TestSpilledAttemptBilledBeforeTheRetryCountsTheFirstAttempt: a capped key's request is
+// settled (300 micro-units) by a process cut off from the database, so that its key
+// settlement is refused and its record spilled, and the process is killed. Its reservation is
+// reaped, and the client's retry of the request id on another process takes it over and
+// settles it against the key at 700, its record waiting for that process's next write. The
+// dead process's spill file is replayed first: the ledger bills the first attempt's record,
+// and the retry's record, written after it, is refused as a duplicate. The key counts what
+// the ledger billed, 300. Before, it counted the retry's 700 (the record found the reservation
+// settled and left it so).
+func TestSpilledAttemptBilledBeforeTheRetryCountsTheFirstAttempt(t *testing.T) {
+	ctx := context.Background()
+	cs, st0 := newDB(t)
+	acct := newAccount(t, st0, retriedGranted)
+	capped := newCappedKey(t, st0, acct, retriedCap, store.CapPeriodNone)
+	path := filepath.Join(t.TempDir(), "usage.spill")
+	const holder = "killed-gateway"
+	killedFirstAttempt(t, cs, acct, capped, path, holder, keyRefusedAndSpilled)
+	expireAndReap(t, st0, holder, time.Second)
+
+	retry := New(st0, Options{Holder: "retrying-gateway"})
+	r, err := retry.ReserveForKey(ctx, acct, retriedRequest, retriedWorst, &capped)
+	if err != nil || r.key == nil {
+		t.Fatalf("the retry did not take the reaped reservation over: %v", err)
+	}
+	if got := r.Settle(retryCost, UsageRecord{KeyID: capped.KeyID, Model: "service-flint", Route: "/v1/chat/completions"}); got != retryCost {
+		t.Fatalf("the retry charged %d, want %d", got, retryCost)
+	}
+	if b := budget(t, st0, capped); b.SpentMicros != retryCost {
+		t.Fatalf("the key's budget %+v after the retry's settlement: want its %d", b, retryCost)
+	}
+
+	replay := New(st0, Options{Spill: openSpill(t, path, usagespill.Options{})})
+	flushUntil(t, replay)
+	if b := budget(t, st0, capped); b.SpentMicros != firstAttemptCost || b.ReservedMicros != 0 {
+		t.Errorf("the key's budget %+v once the first attempt's record is billed: want its %d", b, firstAttemptCost)
+	}
+	flushUntil(t, retry)
+	for _, m := range []*Meter{retry, replay} {
+		if err := m.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b := budget(t, st0, capped); b.SpentMicros != firstAttemptCost || b.ReservedMicros != 0 {
+		t.Errorf("the key's budget %+v after the retry's duplicate: want what the ledger billed, %d", b, firstAttemptCost)
+	}
+	if _, err := st0.ReleaseCreditHolds(ctx, holder, nil); err != nil {
+		t.Fatal(err)
+	}
+	checkBilledOnce(t, st0, acct, retriedGranted, map[string]int64{retriedRequest: firstAttemptCost})
+}
+
+// expireAndReap ends the leases of holder's key reservations as if they had ended ago (the
+// holder is gone) and reaps them, as a survivor's maintenance does.
+func expireAndReap(t *testing.T, st *store.Store, holder string, ago time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := st.Pool().Exec(ctx, `UPDATE key_reservations SET expires_at = now() - $2::bigint * interval '1 millisecond' WHERE holder = $1`,
+		holder, ago.Milliseconds()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ReapKeyReservations(ctx, uuid.Nil); err != nil {
+		t.Fatal(err)
+	}
+}

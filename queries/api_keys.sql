@@ -296,12 +296,13 @@ FROM per_budget
 WHERE b.key_id = per_budget.key_id AND b.period_start = per_budget.period_start;
 
 -- name: DeleteStaleKeyReservations :one
--- Deletes the reaped reservations whose process has been gone for a day (they will never
--- settle) and the settled ones settled more than retention_millis ago (no retry of their request id can
--- come any more).
+-- Deletes the reaped reservations whose lease ended more than retention_millis ago (a record
+-- replayed later from a spill file is not counted against its key) and the settled ones
+-- settled more than retention_millis ago (no retry of their request id can come any more).
 WITH reaped AS (
     DELETE FROM key_reservations
-    WHERE reaped AND settled_at IS NULL AND expires_at < now() - interval '1 day'
+    WHERE reaped AND settled_at IS NULL
+      AND expires_at < now() - sqlc.arg(retention_millis)::bigint * interval '1 millisecond'
     RETURNING 1
 ), settled AS (
     DELETE FROM key_reservations

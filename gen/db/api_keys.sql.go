@@ -125,7 +125,8 @@ func (q *Queries) CreateAPIKey(ctx context.Context, arg CreateAPIKeyParams) (Api
 const deleteStaleKeyReservations = `-- name: DeleteStaleKeyReservations :one
 WITH reaped AS (
     DELETE FROM key_reservations
-    WHERE reaped AND settled_at IS NULL AND expires_at < now() - interval '1 day'
+    WHERE reaped AND settled_at IS NULL
+      AND expires_at < now() - $1::bigint * interval '1 millisecond'
     RETURNING 1
 ), settled AS (
     DELETE FROM key_reservations
@@ -135,9 +136,9 @@ WITH reaped AS (
 SELECT ((SELECT count(*) FROM reaped) + (SELECT count(*) FROM settled))::bigint AS deleted
 `
 
-// Deletes the reaped reservations whose process has been gone for a day (they will never
-// settle) and the settled ones settled more than retention_millis ago (no retry of their request id can
-// come any more).
+// Deletes the reaped reservations whose lease ended more than retention_millis ago (a record
+// replayed later from a spill file is not counted against its key) and the settled ones
+// settled more than retention_millis ago (no retry of their request id can come any more).
 func (q *Queries) DeleteStaleKeyReservations(ctx context.Context, retentionMillis int64) (int64, error) {
 	row := q.db.QueryRow(ctx, deleteStaleKeyReservations, retentionMillis)
 	var deleted int64

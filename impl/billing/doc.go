@@ -351,8 +351,9 @@
 // once more. A reaped reservation keeps its row, with amount 0, so that the settlement of a
 // request whose process was cut off from the database for longer than the lease (but not
 // dead) still counts its cost: the one way a key can pass its cap, by at most such requests'
-// worst cases. Reaped rows of processes gone for a day are deleted, and settled rows once
-// they are 7 days old. The indexes of the renewal and of the reaper hold live rows only, so
+// worst cases. Reaped rows are deleted 7 days after their lease ended, and settled rows 7
+// days after their settlement (store.KeyReservationRetention): a usage record replayed from a
+// spill file within that week still settles its reaped reservation. The indexes of the renewal and of the reaper hold live rows only, so
 // the settled markers a process keeps cost them nothing.
 //
 // What it costs. A key without a cap costs nothing: no database call, no allocation (the
@@ -373,7 +374,7 @@
 // settlement of its reservation too (store.UsageRecord.SettleKey, kept in the spill file): a
 // settlement that waited in memory during an outage and was lost with its process is made when
 // the record is written, and one made already is not counted again, whether the reservation
-// was reaped meanwhile (its row waits, with amount 0, for a day after its lease ended) or not.
+// was reaped meanwhile (its row waits, with amount 0, for 7 days after its lease ended) or not.
 // The writer makes the reservation count the bill of the usage record the ledger holds for the
 // request id, whether it takes the record or refuses it as a duplicate
 // (store.SettleKeyReservationsAtBill): a settlement of unknown outcome is brought down to it,

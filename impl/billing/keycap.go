@@ -119,8 +119,9 @@ func (s keySettlement) write(ctx context.Context, st *store.Store, holder string
 	return 0, err
 }
 
-// keySettledRetention is how long a settled key reservation is kept as the marker that its
-// request id was counted: longer than any retry of a request id can come
+// keySettledRetention is how long an ended key reservation's row is kept: a settled one as the
+// marker that its request id was counted, longer than any retry of a request id can come, and
+// a reaped one for the usage record, replayed from a spill file, that settles it
 // (store.KeyReservationRetention).
 const keySettledRetention = store.KeyReservationRetention
 
@@ -262,7 +263,7 @@ func (m *Meter) retryKeySettlements(ctx context.Context) error {
 // maintainKeys is the key reservations' part of the maintenance: it retries the settlements the
 // database did not take, renews the leases of this process's reservations every Lease/6 while
 // it has any, and every ReapInterval returns the expired reservations of every process (and
-// deletes those gone for a day).
+// deletes the rows that ended longer than keySettledRetention ago).
 func (m *Meter) maintainKeys(ctx context.Context, now time.Time) {
 	if err := m.retryKeySettlements(ctx); err != nil && ctx.Err() == nil {
 		m.opts.Logger.Debug("billing: settle key reservations", "err", err)

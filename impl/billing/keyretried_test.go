@@ -250,3 +250,48 @@ func expireAndReap(t *testing.T, st *store.Store, holder string, ago time.Durati
 		t.Fatal(err)
 	}
 }
+
+// TestSpillReplayedDaysLaterCountsAgainstTheKey: a capped key's request is settled (300
+// micro-units) by a process cut off from the database, so that its key settlement is refused
+// and its record spilled, and the process is killed. A survivor reaps its reservation, and
+// three days later (its lease ended three days ago) the maintenance deletes the stale rows;
+// then a process starts on the dead one's spill directory and bills the record. The key
+// counts it, as its records charge it: the reaped row is kept as long as a settled one
+// (store.KeyReservationRetention, 7 days), and deleted after. Before, reaped rows were deleted
+// a day after their lease, and the key counted 0 of the 300 billed.
+func TestSpillReplayedDaysLaterCountsAgainstTheKey(t *testing.T) {
+	ctx := context.Background()
+	cs, st0 := newDB(t)
+	acct := newAccount(t, st0, retriedGranted)
+	capped := newCappedKey(t, st0, acct, retriedCap, store.CapPeriodNone)
+	path := filepath.Join(t.TempDir(), "usage.spill")
+	const holder = "killed-gateway"
+	killedFirstAttempt(t, cs, acct, capped, path, holder, keyRefusedAndSpilled)
+	expireAndReap(t, st0, holder, 3*24*time.Hour)
+	if _, err := st0.DeleteStaleKeyReservations(ctx, keySettledRetention); err != nil {
+		t.Fatal(err)
+	}
+
+	replay := New(st0, Options{Spill: openSpill(t, path, usagespill.Options{})})
+	flushUntil(t, replay)
+	if err := replay.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if b := budget(t, st0, capped); b.SpentMicros != firstAttemptCost || b.ReservedMicros != 0 {
+		t.Errorf("the key's budget %+v after the replay three days later: want the %d billed", b, firstAttemptCost)
+	}
+	if _, err := st0.ReleaseCreditHolds(ctx, holder, nil); err != nil {
+		t.Fatal(err)
+	}
+	checkBilledOnce(t, st0, acct, retriedGranted, map[string]int64{retriedRequest: firstAttemptCost})
+
+	// A reaped row whose lease ended longer ago than the retention is deleted.
+	if _, err := st0.ReserveKeyBudget(ctx, store.KeyReservationRequest{KeyID: capped.KeyID, PeriodStart: capped.Period.Start(time.Now()),
+		CapMicros: retriedCap, AmountMicros: retriedWorst, RequestID: "gone-for-good", Holder: "another-killed-gateway", Lease: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	expireAndReap(t, st0, "another-killed-gateway", keySettledRetention+time.Hour)
+	if n, err := st0.DeleteStaleKeyReservations(ctx, keySettledRetention); err != nil || n != 1 {
+		t.Fatalf("deleted %d stale rows (%v), want the one reaped longer ago than the retention", n, err)
+	}
+}

@@ -444,10 +444,13 @@ func (s *Store) ReapKeyReservations(ctx context.Context, keyID uuid.UUID) (int64
 	return s.q.ReapKeyReservations(ctx, keyID)
 }
 
-// KeyReservationRetention is how long the row of a settled key reservation is kept (the
-// maintenance passes it to DeleteStaleKeyReservations), as the marker that its request id was
-// counted, which a retry of the request id finds and the usage writer moves to what the ledger
-// billed for it. A retry of a request id comes within it (an agent's step is
+// KeyReservationRetention is how long the row of an ended key reservation is kept (the
+// maintenance passes it to DeleteStaleKeyReservations): a settled one, from its settlement, as
+// the marker that its request id was counted, which a retry of the request id finds and the
+// usage writer moves to what the ledger billed for it; a reaped one (its process gone, or a
+// release), from the end of its lease, for the usage record that settles it when it is written
+// or replayed from a spill file. A record replayed later than that is billed to its account
+// and not counted against its key. A retry of a request id comes within it (an agent's step is
 // retried within its session's max_duration, an hour by default, and a crashed step's job is
 // rescued after agents.rescue_after, 10 minutes by default), and the usage writer looks for the
 // record the ledger billed for a request id among the records that started within a day more
@@ -459,9 +462,10 @@ const KeyReservationRetention = 7 * 24 * time.Hour
 // partitions of usage_records the look-up reaches.
 const billedAttemptWindow = KeyReservationRetention + 24*time.Hour
 
-// DeleteStaleKeyReservations deletes the reaped key reservations whose process has been gone for
-// a day and the settled ones (the markers that their request ids were counted) settled longer
-// than retention ago, by the database's clock. It says how many rows it deleted.
+// DeleteStaleKeyReservations deletes the reaped key reservations whose lease ended longer than
+// retention ago and the settled ones (the markers that their request ids were counted) settled
+// longer than retention ago, by the database's clock (KeyReservationRetention). It says how
+// many rows it deleted.
 func (s *Store) DeleteStaleKeyReservations(ctx context.Context, retention time.Duration) (int64, error) {
 	return s.q.DeleteStaleKeyReservations(ctx, leaseMillis(retention))
 }

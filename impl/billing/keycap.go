@@ -96,7 +96,7 @@ type keySettlement struct {
 	// key's spend beyond cost, while the request was billed cost. Its retry settles the
 	// reservation at cost or brings a committed settlement down to cost
 	// (store.ResettleKeyReservationBeyond), as the writer of the request's usage record does
-	// (store.UsageRecord.KeyExcessUnknownMicros), whichever comes first. A write the database
+	// (SettleKey), whichever comes first. A write the database
 	// refused or never got leaves it 0: the reservation is unsettled, and the retry settles it
 	// at cost, as the usage record does (SettleKey).
 	unknownExtra int64
@@ -213,20 +213,20 @@ func (m *Meter) ReserveForKey(ctx context.Context, accountID uuid.UUID, requestI
 // maintenance (the reservation's lease is renewed meanwhile) without its extra (the request is
 // charged none of it), so what the key's budget counts is what the usage records charge: when
 // the write's outcome is unknown (its COMMIT went unanswered, and the database may hold the
-// extra), the retry takes back what the database holds of the extra, and unknown, the most it
-// may hold, goes with the usage record (store.UsageRecord.KeyExcessUnknownMicros), whose
-// writer takes it back too. The retries are kept in memory only: the usage record, which
-// settles the reservation at its cost when written (SettleKey) and corrects a settlement of
-// unknown outcome, is what outlives the process, in the spill file (docs/billing.md). It never
-// waits on the request's context: a client that went away is billed all the same.
-func (m *Meter) settleKey(r *Reservation, cost, extra int64, release bool) (charged, unknown int64) {
+// extra), the retry takes back what the database holds of the extra. The retries are kept in
+// memory only: the usage record, whose writer makes the reservation count what the ledger
+// billed for its request id (SettleKey: it settles an unsettled reservation and moves one
+// settled at another amount, such as a settlement of unknown outcome), is what outlives the
+// process, in the spill file (docs/billing.md). It never waits on the request's context: a
+// client that went away is billed all the same.
+func (m *Meter) settleKey(r *Reservation, cost, extra int64, release bool) int64 {
 	s := keySettlement{keyID: r.key.id, requestID: r.requestID, cost: cost, release: release, extra: extra, capMicros: r.key.capMicros}
 	ctx, cancel := context.WithTimeout(context.Background(), m.opts.WriteTimeout)
 	charged, err := s.write(ctx, m.st, m.opts.Holder)
 	cancel()
 	if err == nil {
 		m.keys.live.Add(-1)
-		return charged, 0
+		return charged
 	}
 	m.noteDBError(err)
 	if s.extra > 0 && errors.Is(err, store.ErrOutcomeUnknown) {
@@ -236,7 +236,7 @@ func (m *Meter) settleKey(r *Reservation, cost, extra int64, release bool) (char
 	m.keys.mu.Lock()
 	m.keys.pending = append(m.keys.pending, s)
 	m.keys.mu.Unlock()
-	return 0, s.unknownExtra
+	return 0
 }
 
 // retryKeySettlements writes the key settlements the database did not take, in order, until

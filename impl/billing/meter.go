@@ -934,16 +934,10 @@ func (r *Reservation) Settle(actualMicros int64, usage UsageRecord) int64 {
 		// own) counts nothing: the id stays free for the retry the ledger bills, and the key's
 		// budget must count that retry (its row is released, not marked as counted).
 		base := cost - extra
-		charged, unknown := m.settleKey(r, base, extra, cost == 0 && rec.RequestID != r.requestID)
+		charged := m.settleKey(r, base, extra, cost == 0 && rec.RequestID != r.requestID)
 		if back := extra - charged; back > 0 {
 			r.giveBack(&rec, back)
 			cost, extra = cost-back, charged
-		}
-		if unknown > 0 {
-			// The settlement may have committed with the excess the record does not charge:
-			// the writer brings it down to the record's cost when it writes the record, from
-			// the spill file too if this process dies before its own retry.
-			rec.KeyExcessUnknownMicros, rec.KeySettledBy = unknown, m.opts.Holder
 		}
 	}
 	if extra > 0 {

@@ -108,7 +108,7 @@ func (s *Store) DeleteHolderStreamCheckpoints(ctx context.Context, holder string
 // stream's checkpoint), written now or refused as duplicates, count what the ledger billed for
 // their request ids (SettleKeyReservationsAtBill): a reservation nobody settled is settled at
 // it, one settled at another amount (by another attempt of the request id, or by a settlement
-// of unknown outcome that added what the record does not charge: KeyExcessUnknownMicros) is
+// of unknown outcome that added what the record does not charge) is
 // moved to it. A batch without such records costs nothing more; one with them costs one
 // statement, which looks each of their request ids up in key_reservations and in the
 // partitions of usage_records that hold the records started within billedAttemptWindow of it

@@ -94,16 +94,6 @@ type UsageRecord struct {
 	// process during a database outage while the record waited in the spill file (trial h12
 	// D2). Kept in the spill file; not stored in the database.
 	SettleKey bool `json:"settle_key,omitempty"`
-	// KeyExcessUnknownMicros is set, with SettleKey, on the record of a capped key's request
-	// whose settlement beyond its reservation (SettleKeyReservationBeyond, by the process
-	// KeySettledBy) went unanswered (ErrOutcomeUnknown): the database may hold it with up to
-	// this much added to the key's spend beyond CostMicros, which the record does not charge.
-	// WriteUsage brings such a settlement down to CostMicros in the same transaction (as
-	// ResettleKeyReservationBeyond does), so that the correction lasts as long as the record:
-	// a process killed before its own retry leaves it in the spill file with the record. Kept
-	// in the spill file; not stored in the database.
-	KeyExcessUnknownMicros int64  `json:"key_excess_unknown_micros,omitempty"`
-	KeySettledBy           string `json:"key_settled_by,omitempty"`
 }
 
 // UsageCharge is what WriteUsage did to one account of a batch.
@@ -178,8 +168,8 @@ func (s *Store) UsageBilled(ctx context.Context, accountID uuid.UUID, requestID 
 // records served on credit out of the account's free credit); see UsageCharge for when it
 // cannot. When the batch has records of checkpointed streams (Checkpointed, SettleKey), their
 // checkpoints are deleted in the same transaction, and the key reservations of SettleKey
-// records settled, whether the records were written now or before (a settlement of unknown
-// outcome brought down to the record's cost: KeyExcessUnknownMicros). A record whose request was
+// records made to count what the ledger billed for their request ids, whether the records
+// were written now or before (endStreamCheckpoints). A record whose request was
 // billed already from its stream's checkpoint (status process_lost: its process was taken for
 // lost, yet the stream went on and settled) bills the rest of its usage as a second record in
 // the same transaction (restOfLostStreams), so that the two records together charge what the

@@ -141,7 +141,6 @@ func restOf(full, was UsageRecord) (UsageRecord, bool) {
 	rest.ReasoningTokens = t.Reasoning
 	rest.HostedCalls, rest.HostedMicros = calls, hosted
 	rest.Checkpointed, rest.SettleKey = false, false
-	rest.KeyExcessUnknownMicros, rest.KeySettledBy = 0, ""
 	budget := max(full.CostMicros-max(was.CostMicros, 0), 0)
 	if full.Price == nil {
 		// A record settled by an amount alone: the rest is the difference of the amounts.

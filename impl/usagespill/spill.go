@@ -883,13 +883,6 @@ type record struct {
 	SettleKey    bool   `json:"settle_key,omitempty"`
 	// The output bound a request without one was fitted to (absent: not fitted).
 	FittedOutputTokens int64 `json:"fitted_output_tokens,omitempty"`
-	// A capped key's settlement beyond the reservation whose outcome was unknown, which the
-	// writer brings down to the record's cost: the most it may have added and the process
-	// that made it (absent: none, and from the records of a spill file written before they
-	// were kept; the header's version is unchanged, as for the fields above, since a reader
-	// that does not know them ignores them and one that does reads their absence as none).
-	KeyExcessUnknown int64  `json:"key_excess_unknown_micros,omitempty"`
-	KeySettledBy     string `json:"key_settled_by,omitempty"`
 }
 
 func encode(e Entry) ([]byte, error) {
@@ -908,7 +901,6 @@ func encode(e Entry) ([]byte, error) {
 		WaivedMicros: r.WaivedMicros, CacheSavingsMicros: r.CacheSavingsMicros,
 		TraceID: traceID(r.TraceID), Checkpointed: r.Checkpointed, SettleKey: r.SettleKey,
 		FittedOutputTokens: r.FittedOutputTokens,
-		KeyExcessUnknown:   r.KeyExcessUnknownMicros, KeySettledBy: r.KeySettledBy,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("usagespill: encode the record of request %q: %w", r.RequestID, err)
@@ -936,7 +928,6 @@ func decode(payload []byte) (Entry, error) {
 			CacheWrite1h: r.CacheWrite1hCost, Output: r.OutputCost, LongContext: r.LongContext},
 		WaivedMicros: r.WaivedMicros, CacheSavingsMicros: r.CacheSavingsMicros,
 		Checkpointed: r.Checkpointed, SettleKey: r.SettleKey, FittedOutputTokens: r.FittedOutputTokens,
-		KeyExcessUnknownMicros: r.KeyExcessUnknown, KeySettledBy: r.KeySettledBy,
 	}}
 	if r.AgentSession != nil {
 		e.Record.AgentSessionID = *r.AgentSession

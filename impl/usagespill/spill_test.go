@@ -384,10 +384,9 @@ func TestOpenDir(t *testing.T) {
 // settlement of trial h12 D2 was lost through the real spill file (impl/billing's
 // TestKilledDuringOutageSpillSettlesKeys proves it kept through a killed process's spill).
 // Every field of store.UsageRecord but RecordedAt (read back only) is set, so that a field
-// added later fails here until the spill keeps it: KeyExcessUnknownMicros and KeySettledBy,
-// with which the writer corrects a capped key's settlement of unknown outcome, were added so.
-// A record without them (the second, and every record of an older spill file, whose payloads
-// lack their members) reads back without them.
+// added later fails here until the spill keeps it. A record without the optional ones (the
+// second, and every record of an older spill file, whose payloads lack their members) reads
+// back without them.
 func TestEveryFieldKept(t *testing.T) {
 	at := time.Date(2026, 12, 6, 14, 30, 2, 123456789, time.UTC)
 	want := Entry{Holder: "host/1/abcd", Record: store.UsageRecord{
@@ -404,7 +403,6 @@ func TestEveryFieldKept(t *testing.T) {
 		AgentSessionID: uuid.New(),
 		TraceID:        [16]byte{0x58, 0xab, 0xbf, 0xa4, 0xfb, 0xe9, 0x47, 0xaf, 0x76, 0x9c, 0xe3, 0xa7, 0x02, 0xde, 0xfa, 0x5a},
 		Checkpointed:   true, SettleKey: true, FittedOutputTokens: 18_400,
-		KeyExcessUnknownMicros: 1_333_332, KeySettledBy: "host/1/abcd",
 	}}
 	rv := reflect.ValueOf(want.Record)
 	for i := range rv.NumField() {
@@ -430,7 +428,7 @@ func TestEveryFieldKept(t *testing.T) {
 		}
 		t.FailNow()
 	}
-	if r := got[1].Record; r.TraceID != ([16]byte{}) || r.SettleKey || r.Checkpointed || r.KeyExcessUnknownMicros != 0 || r.KeySettledBy != "" {
+	if r := got[1].Record; r.TraceID != ([16]byte{}) || r.SettleKey || r.Checkpointed {
 		t.Errorf("an untraced record without a checkpoint or key came back with %+v", r)
 	}
 }

@@ -1,15 +1,11 @@
 package billing
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -61,39 +57,10 @@ func TestKilledWithPendingKeySettlementsCountsWhatWasBilled(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "usage.spill")
 	const holder = "killed-gateway"
 
-	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(cctx, os.Args[0], "-test.run=^TestKeySettlementsChildProcess$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(),
-		keyKillChildDB+"="+cs, keyKillChildAccount+"="+acct.String(), keyKillChildKey+"="+capped.KeyID.String(),
-		keyKillChildCap+"="+strconv.FormatInt(capMicros, 10), keyKillChildSpill+"="+path, keyKillChildHolder+"="+holder)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var said []string
-	ready := false
-	for sc := bufio.NewScanner(out); sc.Scan(); {
-		said = append(said, sc.Text())
-		if sc.Text() == keyKillReady {
-			ready = true
-			break
-		}
-	}
-	if !ready {
-		cmd.Wait()
-		t.Fatalf("the child process ended before its settlements were pending:\n%s", strings.Join(said, "\n"))
-	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Wait(); err == nil || cmd.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Fatalf("the child process ended with %v, not killed", err)
-	}
+	killChildWhenReady(t, "TestKeySettlementsChildProcess", []string{
+		keyKillChildDB + "=" + cs, keyKillChildAccount + "=" + acct.String(), keyKillChildKey + "=" + capped.KeyID.String(),
+		keyKillChildCap + "=" + strconv.FormatInt(capMicros, 10), keyKillChildSpill + "=" + path, keyKillChildHolder + "=" + holder},
+		keyKillReady, "its settlements were pending")
 
 	// The killed process's lease on the refused request's reservation ends and a survivor's
 	// maintenance reaps it before the spill file is replayed (here at once): the reservation

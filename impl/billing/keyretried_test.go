@@ -1,15 +1,11 @@
 package billing
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -58,40 +54,11 @@ const (
 // held by holder.
 func killedFirstAttempt(t *testing.T, cs string, acct uuid.UUID, capped KeyCap, path, holder, scenario string) {
 	t.Helper()
-	cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(cctx, os.Args[0], "-test.run=^TestRetriedRequestFirstAttemptChildProcess$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(),
-		firstAttemptDB+"="+cs, firstAttemptAccount+"="+acct.String(), firstAttemptKey+"="+capped.KeyID.String(),
-		firstAttemptCap+"="+strconv.FormatInt(capped.CapMicros, 10), firstAttemptSpill+"="+path,
-		firstAttemptHolder+"="+holder, firstAttemptScenario+"="+scenario)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var said []string
-	ready := false
-	for sc := bufio.NewScanner(out); sc.Scan(); {
-		said = append(said, sc.Text())
-		if sc.Text() == firstAttemptReady {
-			ready = true
-			break
-		}
-	}
-	if !ready {
-		cmd.Wait()
-		t.Fatalf("the child process ended before its record was spilled:\n%s", strings.Join(said, "\n"))
-	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Wait(); err == nil || cmd.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Fatalf("the child process ended with %v, not killed", err)
-	}
+	killChildWhenReady(t, "TestRetriedRequestFirstAttemptChildProcess", []string{
+		firstAttemptDB + "=" + cs, firstAttemptAccount + "=" + acct.String(), firstAttemptKey + "=" + capped.KeyID.String(),
+		firstAttemptCap + "=" + strconv.FormatInt(capped.CapMicros, 10), firstAttemptSpill + "=" + path,
+		firstAttemptHolder + "=" + holder, firstAttemptScenario + "=" + scenario},
+		firstAttemptReady, "its record was spilled")
 }
 
 // TestRetriedRequestFirstAttemptChildProcess is the gateway process that killedFirstAttempt

@@ -101,29 +101,48 @@ func runAdminWith(ctx context.Context, args []string, streams adminIO) error {
 	if err != nil {
 		return err
 	}
-	if asksForHelp(args[2:]) {
-		// The command prints its flags before it would touch the database: it needs none.
-		a := &admin{svc: &accounts.Service{Config: cfg}, adminIO: streams}
-		return a.run(ctx, args[0], args[1], args[2:])
+	// The command checks its command line before it opens the database (useDatabase): a
+	// mistake in it, or its -h, needs none.
+	a := &admin{svc: &accounts.Service{Config: cfg}, adminIO: streams}
+	defer a.closeDatabase()
+	return a.run(ctx, args[0], args[1], args[2:])
+}
+
+// useDatabase opens the database for the command, once its command line is checked: each
+// command calls it after its flags and arguments parsed and every check of them that needs no
+// database passed, before its first use of a.svc.Store (or of a service made from it), so that
+// a mistake in the command line is told as one (exit status 2) where there is no database to
+// be had. It connects to DATABASE_URL or the local cluster (requireLocalCluster), refuses a
+// database whose schema is older than the binary (requireMigrated) and warns of one newer; it
+// does nothing when the database is open already.
+func (a *admin) useDatabase(ctx context.Context) error {
+	if a.svc.Store != nil {
+		return nil
 	}
 	if err := requireLocalCluster(); err != nil {
 		return err
 	}
-	log := newLogger("text")
-	d, err := connectDatabase(ctx, true, log)
+	d, err := connectDatabase(ctx, true, newLogger("text"))
 	if err != nil {
 		return err
 	}
-	defer d.Close()
+	a.db = d
 	unknown, err := requireMigrated(ctx, d.Store)
 	if err != nil {
 		return err
 	}
 	if len(unknown) > 0 {
-		fmt.Fprintln(streams.notes, newerSchemaWarning(unknown, "this admin command runs on"))
+		fmt.Fprintln(a.notes, newerSchemaWarning(unknown, "this admin command runs on"))
 	}
-	a := &admin{svc: &accounts.Service{Store: d.Store, Config: cfg}, adminIO: streams}
-	return a.run(ctx, args[0], args[1], args[2:])
+	a.svc.Store = d.Store
+	return nil
+}
+
+// closeDatabase closes the database useDatabase opened, if it did.
+func (a *admin) closeDatabase() {
+	if a.db != nil {
+		a.db.Close()
+	}
 }
 
 // requireMigrated refuses an admin command against a database that lacks migrations this
@@ -165,26 +184,6 @@ func versionSpan(versions []string) string {
 	return versions[0] + " … " + versions[len(versions)-1]
 }
 
-// asksForHelp reports whether a command's arguments ask for its help (-h, -help, --h or
-// --help) where no flag before it could take it as its value: the command then prints its
-// flags without a database. Help asked after another flag is printed as before, once the
-// database is open.
-func asksForHelp(args []string) bool {
-	for _, arg := range args {
-		switch {
-		case arg == "-h", arg == "-help", arg == "--h", arg == "--help":
-			return true
-		case arg == "--":
-			return false
-		case strings.HasPrefix(arg, "-"):
-			if _, err := strconv.ParseFloat(arg, 64); err != nil {
-				return false
-			}
-		}
-	}
-	return false
-}
-
 // adminIO is where an admin command talks to the operator.
 type adminIO struct {
 	// out receives the command's output (stdout): what a script reads.
@@ -198,15 +197,20 @@ type adminIO struct {
 }
 
 type admin struct {
+	// svc holds the configuration, and the store once the command opened the database
+	// (useDatabase).
 	svc *accounts.Service
 	adminIO
+	// db is the database useDatabase opened, which runAdminWith closes.
+	db *database
 }
 
 // adminHandler runs one admin command with its arguments.
 type adminHandler func(a *admin, ctx context.Context, args []string) error
 
 // adminCommands are the admin commands by "noun verb". Each has its lines in adminUsage, which
-// its -h prints (TestAdminCommandConventions checks every one of them).
+// its -h prints (TestAdminCommandConventions checks every one of them), and checks its command
+// line before it opens the database (useDatabase; TestAdminMistakesNeedNoDatabase).
 var adminCommands = map[string]adminHandler{
 	"account create":     (*admin).accountCreate,
 	"account list":       (*admin).accountList,
@@ -412,6 +416,9 @@ func (a *admin) accountCreate(ctx context.Context, args []string) error {
 	if _, ok := a.svc.Config.Plan(*plan); !ok {
 		return usageError(fmt.Sprintf("-plan %q: no such plan in the configuration (%s)", *plan, strings.Join(a.planNames(), ", ")))
 	}
+	if err := a.useDatabase(ctx); err != nil {
+		return err
+	}
 	// A name taken (exactly, or but for letter case) is an *accounts.NameTakenError, whose
 	// message names the account that has it.
 	acct, err := a.svc.CreateAccount(ctx, pos[0], *plan)
@@ -427,6 +434,9 @@ func (a *admin) accountList(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("account list", flag.ContinueOnError)
 	asJSON := jsonFlag(fs)
 	if _, err := parse(fs, args, 0); err != nil {
+		return err
+	}
+	if err := a.useDatabase(ctx); err != nil {
 		return err
 	}
 	accts, err := a.svc.Store.ListAccounts(ctx)
@@ -470,17 +480,24 @@ func (a *admin) keyCreate(ctx context.Context, args []string) error {
 	if *creditCap < -1 {
 		return usageError("-credit-cap: the cap must be a non-negative number of micro-units, or -1 for none")
 	}
-	acct, err := a.account(ctx, pos[0])
+	period, err := capPeriodFlag(*capPeriod)
 	if err != nil {
 		return err
 	}
-	o := accounts.KeyOptions{Name: *name, RPM: *rpm, CapPeriod: store.CapPeriod(*capPeriod), CreatedBy: "operator"}
+	o := accounts.KeyOptions{Name: *name, RPM: *rpm, CapPeriod: period, CreatedBy: "operator"}
 	if *expires != "" {
 		at, err := parseExpiry(*expires, time.Now())
 		if err != nil {
 			return err
 		}
 		o.ExpiresAt = &at
+	}
+	if err := a.useDatabase(ctx); err != nil {
+		return err
+	}
+	acct, err := a.account(ctx, pos[0])
+	if err != nil {
+		return err
 	}
 	if *creditCap >= 0 {
 		micros := int64(*creditCap)
@@ -542,6 +559,15 @@ func keyError(err error) error {
 	return err
 }
 
+// capPeriodFlag reads -cap-period: none, daily or monthly ("" is none).
+func capPeriodFlag(s string) (store.CapPeriod, error) {
+	p, err := store.ParseCapPeriod(s)
+	if err != nil {
+		return "", usageError(fmt.Sprintf("-cap-period: the cap period %q is not none, daily or monthly", s))
+	}
+	return p, nil
+}
+
 // parseExpiry reads -expires: a duration from now (30d, 12h, 90m) or a time (2027-01-01, taken
 // as the start of that UTC day, or RFC 3339).
 func parseExpiry(s string, now time.Time) (time.Time, error) {
@@ -592,6 +618,9 @@ func (a *admin) keyList(ctx context.Context, args []string) error {
 	asJSON := jsonFlag(fs)
 	pos, err := parse(fs, args, 1)
 	if err != nil {
+		return err
+	}
+	if err := a.useDatabase(ctx); err != nil {
 		return err
 	}
 	acct, err := a.account(ctx, pos[0])
@@ -701,11 +730,11 @@ func keyID(s string) (uuid.UUID, error) {
 	return id, nil
 }
 
-// keyArg reads the KEY_ID argument and the key's account, for the account-scoped operations of
-// accounts.Service (the operator may act on any account).
-func (a *admin) keyArg(ctx context.Context, arg string) (store.APIKey, error) {
-	id, err := keyID(arg)
-	if err != nil {
+// key opens the database (useDatabase) and reads the key of a KEY_ID argument (keyID) with
+// its account, for the account-scoped operations of accounts.Service (the operator may act on
+// any account).
+func (a *admin) key(ctx context.Context, id uuid.UUID) (store.APIKey, error) {
+	if err := a.useDatabase(ctx); err != nil {
 		return store.APIKey{}, err
 	}
 	k, err := a.svc.Store.GetAPIKey(ctx, id)
@@ -722,7 +751,11 @@ func (a *admin) keyRevoke(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	k, err := a.keyArg(ctx, pos[0])
+	id, err := keyID(pos[0])
+	if err != nil {
+		return err
+	}
+	k, err := a.key(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -762,6 +795,9 @@ func (a *admin) keyRevokeAll(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := a.useDatabase(ctx); err != nil {
+		return err
+	}
 	acct, err := a.account(ctx, pos[0])
 	if err != nil {
 		return err
@@ -797,7 +833,11 @@ func (a *admin) keyDisable(ctx context.Context, disable bool, args []string) err
 	if err != nil {
 		return err
 	}
-	k, err := a.keyArg(ctx, pos[0])
+	id, err := keyID(pos[0])
+	if err != nil {
+		return err
+	}
+	k, err := a.key(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -826,13 +866,17 @@ func (a *admin) keySetRPM(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	k, err := a.keyArg(ctx, pos[0])
+	id, err := keyID(pos[0])
 	if err != nil {
 		return err
 	}
 	n, err := strconv.Atoi(pos[1])
 	if err != nil || n < 0 {
 		return usageError("the cap must be a non-negative integer")
+	}
+	k, err := a.key(ctx, id)
+	if err != nil {
+		return err
 	}
 	l := accounts.LimitsOf(k)
 	l.RPMLimit = n
@@ -855,7 +899,7 @@ func (a *admin) keySetCap(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	k, err := a.keyArg(ctx, pos[0])
+	id, err := keyID(pos[0])
 	if err != nil {
 		return err
 	}
@@ -863,9 +907,17 @@ func (a *admin) keySetCap(ctx context.Context, args []string) error {
 	if err != nil || micros < -1 {
 		return usageError("the cap must be a non-negative number of micro-units, or -1 for none")
 	}
+	newPeriod, err := capPeriodFlag(*capPeriod)
+	if err != nil {
+		return err
+	}
+	k, err := a.key(ctx, id)
+	if err != nil {
+		return err
+	}
 	period := k.CapPeriod
 	if *capPeriod != "" {
-		period = store.CapPeriod(*capPeriod)
+		period = newPeriod
 	}
 	var capMicros *int64
 	if micros >= 0 {
@@ -895,13 +947,16 @@ func (a *admin) creditGrant(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	acct, err := a.account(ctx, pos[0])
-	if err != nil {
-		return err
-	}
 	micros, err := strconv.ParseInt(strings.ReplaceAll(pos[1], "_", ""), 10, 64)
 	if err != nil || micros <= 0 {
 		return usageError("MICROS must be a positive integer (1 USD = 1000000)")
+	}
+	if err := a.useDatabase(ctx); err != nil {
+		return err
+	}
+	acct, err := a.account(ctx, pos[0])
+	if err != nil {
+		return err
 	}
 	e, created, err := a.svc.GrantCredit(ctx, acct.ID, micros, *idem, *note)
 	if err != nil {
@@ -956,6 +1011,9 @@ func (a *admin) accountAndCount(ctx context.Context, command, what string, args 
 	}
 	if *count < 1 {
 		return store.Account{}, 0, false, usageError("-n must be at least 1")
+	}
+	if err := a.useDatabase(ctx); err != nil {
+		return store.Account{}, 0, false, err
 	}
 	acct, err = a.account(ctx, pos[0])
 	return acct, *count, *jsonOut, err
@@ -1059,12 +1117,20 @@ func (a *admin) model(ctx context.Context, verb string, args []string) error {
 	if err != nil {
 		return err
 	}
+	if verb == "grant" {
+		if err := a.configuredModel(pos[1]); err != nil {
+			return err
+		}
+	}
+	if err := a.useDatabase(ctx); err != nil {
+		return err
+	}
 	acct, err := a.account(ctx, pos[0])
 	if err != nil {
 		return err
 	}
-	if verb != "list" {
-		if err := a.checkModelName(ctx, acct, verb, pos[1]); err != nil {
+	if verb == "revoke" {
+		if err := a.checkRevokedModel(ctx, acct, pos[1]); err != nil {
 			return err
 		}
 	}
@@ -1121,17 +1187,24 @@ func (a *admin) model(ctx context.Context, verb string, args []string) error {
 	return nil
 }
 
-// checkModelName refuses, as a mistake in the command line, a model name that the configuration
-// does not have: to grant, always; to revoke, unless the account holds it (a model taken out of
-// the configuration can still be withdrawn).
-func (a *admin) checkModelName(ctx context.Context, acct store.Account, verb, model string) error {
+// checkRevokedModel refuses, as a mistake in the command line, a model to revoke that the
+// configuration does not have, unless the account holds it (a model taken out of the
+// configuration can still be withdrawn).
+func (a *admin) checkRevokedModel(ctx context.Context, acct store.Account, model string) error {
 	if _, ok := a.svc.Config.Model(model); ok {
 		return nil
 	}
-	if verb == "revoke" {
-		if had, err := a.hasModel(ctx, acct.ID, model); err != nil || had {
-			return err
-		}
+	if had, err := a.hasModel(ctx, acct.ID, model); err != nil || had {
+		return err
+	}
+	return a.configuredModel(model)
+}
+
+// configuredModel refuses, as a mistake in the command line, a model name the configuration
+// does not have (a model to grant must be configured; checkRevokedModel).
+func (a *admin) configuredModel(model string) error {
+	if _, ok := a.svc.Config.Model(model); ok {
+		return nil
 	}
 	ids := make([]string, 0, len(a.svc.Config.Models))
 	for _, m := range a.svc.Config.Models {

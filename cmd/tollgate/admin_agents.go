@@ -38,34 +38,34 @@ const agentAdminUsage = `  slot assign ACCOUNT NAME                  give the ac
 
 // agentAdmin runs the slot, ticket and approval commands.
 func (a *admin) agentAdmin(ctx context.Context, noun, verb string, args []string) error {
-	// A command asked for its help runs without a database (runAdmin), and so without the
-	// service: it prints its flags before it would use it.
-	var svc *agent.Service
-	if a.svc.Store != nil {
-		var err error
-		svc, err = agent.New(agent.Options{Store: a.svc.Store, Config: a.svc.Config,
-			Logger: slog.New(slog.NewTextHandler(a.out, &slog.HandlerOptions{Level: slog.LevelError}))})
-		if err != nil {
-			return err
-		}
-	}
 	switch noun + " " + verb {
 	case "slot assign", "slot unassign":
-		return a.slotAssign(ctx, svc, verb, args)
+		return a.slotAssign(ctx, verb, args)
 	case "slot list":
-		return a.slotList(ctx, svc, args)
+		return a.slotList(ctx, args)
 	case "ticket open":
-		return a.ticketOpen(ctx, svc, args)
+		return a.ticketOpen(ctx, args)
 	case "ticket close":
-		return a.ticketClose(ctx, svc, args)
+		return a.ticketClose(ctx, args)
 	case "ticket list":
-		return a.ticketList(ctx, svc, args)
+		return a.ticketList(ctx, args)
 	case "approval list":
-		return a.approvalList(ctx, svc, args)
+		return a.approvalList(ctx, args)
 	case "approval approve", "approval deny":
-		return a.approvalResolve(ctx, svc, verb, args)
+		return a.approvalResolve(ctx, verb, args)
 	}
 	return usageError(fmt.Sprintf("unknown admin command %q", noun+" "+verb))
+}
+
+// agentService opens the database (useDatabase), once the command's command line is checked,
+// and returns the agent service of the slot, ticket and approval commands, which logs only its
+// errors.
+func (a *admin) agentService(ctx context.Context) (*agent.Service, error) {
+	if err := a.useDatabase(ctx); err != nil {
+		return nil, err
+	}
+	return agent.New(agent.Options{Store: a.svc.Store, Config: a.svc.Config,
+		Logger: slog.New(slog.NewTextHandler(a.out, &slog.HandlerOptions{Level: slog.LevelError}))})
 }
 
 // listErr words an error of a list command for the operator: a -state the service does not
@@ -142,13 +142,17 @@ func (a *admin) accountNames(ctx context.Context) (map[uuid.UUID]string, error) 
 	return out, nil
 }
 
-func (a *admin) slotAssign(ctx context.Context, svc *agent.Service, verb string, args []string) error {
+func (a *admin) slotAssign(ctx context.Context, verb string, args []string) error {
 	fs := flag.NewFlagSet("slot "+verb, flag.ContinueOnError)
 	var yes *bool
 	if verb == "unassign" {
 		yes = yesFlag(fs)
 	}
 	pos, err := parse(fs, args, 2)
+	if err != nil {
+		return err
+	}
+	svc, err := a.agentService(ctx)
 	if err != nil {
 		return err
 	}
@@ -186,10 +190,14 @@ func (a *admin) slotAssign(ctx context.Context, svc *agent.Service, verb string,
 	return nil
 }
 
-func (a *admin) slotList(ctx context.Context, svc *agent.Service, args []string) error {
+func (a *admin) slotList(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("slot list", flag.ContinueOnError)
 	asJSON := jsonFlag(fs)
 	pos, err := parseOptional(fs, args, 1)
+	if err != nil {
+		return err
+	}
+	svc, err := a.agentService(ctx)
 	if err != nil {
 		return err
 	}
@@ -232,10 +240,14 @@ func timeOrDash(t *time.Time) string {
 	return t.Format(time.RFC3339)
 }
 
-func (a *admin) ticketOpen(ctx context.Context, svc *agent.Service, args []string) error {
+func (a *admin) ticketOpen(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("ticket open", flag.ContinueOnError)
 	body := fs.String("body", "", "the ticket's text")
 	pos, err := parse(fs, args, 2)
+	if err != nil {
+		return err
+	}
+	svc, err := a.agentService(ctx)
 	if err != nil {
 		return err
 	}
@@ -254,12 +266,16 @@ func (a *admin) ticketOpen(ctx context.Context, svc *agent.Service, args []strin
 	return nil
 }
 
-func (a *admin) ticketClose(ctx context.Context, svc *agent.Service, args []string) error {
+func (a *admin) ticketClose(ctx context.Context, args []string) error {
 	pos, err := parse(flag.NewFlagSet("ticket close", flag.ContinueOnError), args, 1)
 	if err != nil {
 		return err
 	}
 	if err := agentID("ticket", pos[0]); err != nil {
+		return err
+	}
+	svc, err := a.agentService(ctx)
+	if err != nil {
 		return err
 	}
 	t, err := svc.CloseTicket(ctx, nil, pos[0])
@@ -285,12 +301,16 @@ func ticketState(t agent.Ticket) map[string]string {
 	return st
 }
 
-func (a *admin) ticketList(ctx context.Context, svc *agent.Service, args []string) error {
+func (a *admin) ticketList(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("ticket list", flag.ContinueOnError)
 	state := fs.String("state", "open", "open, closed or all")
 	n := fs.Int("n", 50, "how many tickets")
 	asJSON := jsonFlag(fs)
 	pos, err := parseOptional(fs, args, 1)
+	if err != nil {
+		return err
+	}
+	svc, err := a.agentService(ctx)
 	if err != nil {
 		return err
 	}
@@ -325,12 +345,16 @@ func (a *admin) ticketList(ctx context.Context, svc *agent.Service, args []strin
 
 // approvalList prints each approval as a block: what it is, then the exact action it is bound
 // to, with its arguments indented and their hash.
-func (a *admin) approvalList(ctx context.Context, svc *agent.Service, args []string) error {
+func (a *admin) approvalList(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("approval list", flag.ContinueOnError)
 	state := fs.String("state", "pending", "pending, approved, denied, expired, cancelled or all")
 	n := fs.Int("n", 50, "how many approvals")
 	asJSON := jsonFlag(fs)
 	pos, err := parseOptional(fs, args, 1)
+	if err != nil {
+		return err
+	}
+	svc, err := a.agentService(ctx)
 	if err != nil {
 		return err
 	}
@@ -401,12 +425,16 @@ func approvalsJSON(list []agent.Approval, names map[uuid.UUID]string) []approval
 	return out
 }
 
-func (a *admin) approvalResolve(ctx context.Context, svc *agent.Service, verb string, args []string) error {
+func (a *admin) approvalResolve(ctx context.Context, verb string, args []string) error {
 	pos, err := parse(flag.NewFlagSet("approval "+verb, flag.ContinueOnError), args, 1)
 	if err != nil {
 		return err
 	}
 	if err := agentID("approval", pos[0]); err != nil {
+		return err
+	}
+	svc, err := a.agentService(ctx)
+	if err != nil {
 		return err
 	}
 	ap, err := svc.Resolve(ctx, nil, pos[0], verb == "approve", "operator")

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
 	"regexp"
 	"slices"
 	"strings"
@@ -171,5 +172,56 @@ func TestAdminNamesTheMistakeInTheCommand(t *testing.T) {
 	stdout, stderr, err = adminRunIO(t, "help", "")
 	if err != nil || !strings.HasPrefix(stdout, "tollgate admin: the operator's CLI") || stderr != "" {
 		t.Errorf("admin help: %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
+	}
+}
+
+// unreachableDatabase is a DATABASE_URL at which nothing listens (a port taken and given back):
+// a connection to it is refused at once.
+func unreachableDatabase(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return "postgres://tollgate@" + addr + "/tollgate?sslmode=disable&connect_timeout=5"
+}
+
+// TestAdminMistakesNeedNoDatabase (operator notes, session 13): an admin command checked only
+// its -h before it looked for the database, so that a mistake in its command line (`admin usage
+// list -bogus`, `admin key create` without its account) was answered, where the database could
+// not be reached, by the connection's failure or "there is no local PostgreSQL cluster" (exit
+// status 1), not by the mistake. Every command now checks its flags, its arguments and each of
+// their values that needs no database before it opens one: each mistake below is the usage
+// error's line and the hint of the command's -h (exit status 2), nothing on stdout or stderr,
+// with DATABASE_URL unreachable and with no database at all.
+func TestAdminMistakesNeedNoDatabase(t *testing.T) {
+	t.Setenv("LOG_LEVEL", "error")
+	lines := []string{"key create", "key create acme -cap-period weekly", "key create acme -expires soon",
+		"key create acme -rpm -2", "account create beta -plan nosuch", "account create " + uuid.NewString(),
+		"key revoke not-an-id", "key disable not-an-id", "key set-rpm " + uuid.NewString() + " -5",
+		"key set-cap " + uuid.NewString() + " lots", "key set-cap " + uuid.NewString() + " 5 -cap-period weekly",
+		"credit grant acme lots", "credit show acme -n 0", "usage list acme -n 0", "audit list acme -n 0",
+		"usage export acme -from 2025-13-01 -to 2026-01-01", "usage export acme", "model grant acme nosuch",
+		"member add acme not-an-address", "member add acme a@example.com -role boss", "ticket close not-an-id",
+		"approval approve not-an-id", "approval deny not-an-id", "dataset put acme notes.txt",
+		"dataset put acme rows.csv -name bad/name"}
+	for name := range adminCommands {
+		lines = append(lines, name+" -no-such-flag", name+" a b c d e f")
+	}
+	for _, database := range []struct{ what, url string }{{"unreachable", unreachableDatabase(t)}, {"none", ""}} {
+		t.Run(database.what, func(t *testing.T) {
+			t.Setenv("DATABASE_URL", database.url)
+			t.Setenv("TOLLGATE_DATA_DIR", t.TempDir())
+			for _, line := range lines {
+				stdout, stderr, err := adminRunIO(t, line, "")
+				command := strings.Join(strings.Fields(line)[:2], " ")
+				if exitStatus(err) != 2 || stdout != "" || stderr != "" || !hintedOnce(errorReport(err), "tollgate admin "+command+" -h") {
+					t.Errorf("admin %s (database %s): %v (exit status %d), stdout %q, stderr %q\nreport:\n%s"+
+						"want its mistake on one line and the hint of its -h on the next, and nothing else", line, database.what, err, exitStatus(err), stdout, stderr, errorReport(err))
+				}
+			}
+		})
 	}
 }

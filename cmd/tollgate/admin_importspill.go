@@ -39,6 +39,9 @@ func (a *admin) usageImportSpill(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := a.useDatabase(ctx); err != nil {
+		return err
+	}
 	done, err := billing.Reimport(ctx, a.svc.Store, file.Records, *apply)
 	for _, r := range done {
 		fmt.Fprintln(a.out, reimportLine(r, *apply))

@@ -32,8 +32,10 @@ const memberAdminUsage = `  member add ACCOUNT EMAIL [-role owner|member]
 
 // memberAdmin runs the member commands.
 func (a *admin) memberAdmin(ctx context.Context, verb string, args []string) error {
-	// reader lists and checks members; people, with the agents, adds and removes them.
-	reader := members.New(a.svc.Store, nil)
+	// Each command opens the database (useDatabase) once its command line is checked; then
+	// reader lists and checks members, people, with the agents, adds and removes them, and log
+	// is the account's audit log.
+	reader := func() *members.Service { return members.New(a.svc.Store, nil) }
 	people := func() (*members.Service, error) {
 		agents, err := a.agents()
 		if err != nil {
@@ -41,7 +43,7 @@ func (a *admin) memberAdmin(ctx context.Context, verb string, args []string) err
 		}
 		return members.New(a.svc.Store, agents), nil
 	}
-	log := &audit.Log{Store: a.svc.Store}
+	log := func() *audit.Log { return &audit.Log{Store: a.svc.Store} }
 	switch verb {
 	case "add":
 		fs := flag.NewFlagSet("member add", flag.ContinueOnError)
@@ -55,6 +57,9 @@ func (a *admin) memberAdmin(ctx context.Context, verb string, args []string) err
 		}
 		if !strings.Contains(pos[1], "@") {
 			return usageError(fmt.Sprintf("%q is not an e-mail address", pos[1]))
+		}
+		if err := a.useDatabase(ctx); err != nil {
+			return err
 		}
 		acct, err := a.account(ctx, pos[0])
 		if err != nil {
@@ -70,7 +75,7 @@ func (a *admin) memberAdmin(ctx context.Context, verb string, args []string) err
 		if err != nil {
 			return err
 		}
-		if err := log.Record(ctx, audit.Entry{AccountID: acct.ID, Actor: "operator", Action: "member.added",
+		if err := log().Record(ctx, audit.Entry{AccountID: acct.ID, Actor: "operator", Action: "member.added",
 			Target: "user " + u.Email, After: map[string]string{"email": u.Email, "role": *role}}); err != nil {
 			return err
 		}
@@ -83,11 +88,14 @@ func (a *admin) memberAdmin(ctx context.Context, verb string, args []string) err
 		if err != nil {
 			return err
 		}
+		if err := a.useDatabase(ctx); err != nil {
+			return err
+		}
 		acct, err := a.account(ctx, pos[0])
 		if err != nil {
 			return err
 		}
-		list, err := reader.List(ctx, acct.ID)
+		list, err := reader().List(ctx, acct.ID)
 		if err != nil {
 			return err
 		}
@@ -116,12 +124,15 @@ func (a *admin) memberAdmin(ctx context.Context, verb string, args []string) err
 		if err != nil {
 			return err
 		}
+		if err := a.useDatabase(ctx); err != nil {
+			return err
+		}
 		acct, err := a.account(ctx, pos[0])
 		if err != nil {
 			return err
 		}
 		if !*yes {
-			m, err := a.member(ctx, reader, acct, pos[1])
+			m, err := a.member(ctx, reader(), acct, pos[1])
 			if err != nil {
 				return err
 			}
@@ -145,7 +156,7 @@ func (a *admin) memberAdmin(ctx context.Context, verb string, args []string) err
 		} else if err != nil {
 			return err
 		}
-		if err := log.Record(ctx, audit.Entry{AccountID: acct.ID, Actor: "operator", Action: "member.removed",
+		if err := log().Record(ctx, audit.Entry{AccountID: acct.ID, Actor: "operator", Action: "member.removed",
 			Target: "user " + pos[1], Before: map[string]string{"email": pos[1]}}); err != nil {
 			return err
 		}

@@ -62,6 +62,9 @@ func (a *admin) usageExport(ctx context.Context, args []string) error {
 			return existsError(*outPath)
 		}
 	}
+	if err := a.useDatabase(ctx); err != nil {
+		return err
+	}
 	acct, err := a.account(ctx, pos[0])
 	if err != nil {
 		return err

@@ -134,6 +134,16 @@ func (a *admin) dataset(ctx context.Context, verb string, args []string) error {
 	if err != nil {
 		return err
 	}
+	var putName string
+	var putFormat dataset.Format
+	if verb == "put" {
+		if putName, putFormat, err = datasetOfFile(pos[1], *name, *format); err != nil {
+			return err
+		}
+	}
+	if err := a.useDatabase(ctx); err != nil {
+		return err
+	}
 	acct, err := a.account(ctx, pos[0])
 	if err != nil {
 		return err
@@ -148,7 +158,7 @@ func (a *admin) dataset(ctx context.Context, verb string, args []string) error {
 
 	switch verb {
 	case "put":
-		return a.datasetPut(ctx, svc, acct.ID, acct.Name, pos[1], *name, *format)
+		return a.datasetPut(ctx, svc, acct.ID, acct.Name, pos[1], putName, putFormat)
 	case "delete":
 		return a.datasetDelete(ctx, svc, acct.ID, acct.Name, pos[1], *yes)
 	}
@@ -218,7 +228,10 @@ func (a *admin) sayDatasetStore(storage dataset.Storage, what string, explicit b
 		"(give the configuration the gateways serve: -config FILE or TOLLGATE_CONFIG, or TOLLGATE_DATASET_STORE=s3)\n", what, ds.Dir())
 }
 
-func (a *admin) datasetPut(ctx context.Context, svc *dataset.Service, account uuid.UUID, accountName, file, name, format string) error {
+// datasetOfFile is the name and the format of the dataset dataset put stores from file: -name
+// (name) or one made from the file's name, -format (format) or the file's extension; a name or
+// a format it cannot have is a mistake in the command line.
+func datasetOfFile(file, name, format string) (string, dataset.Format, error) {
 	ext := strings.ToLower(strings.TrimPrefix(filepath.Ext(file), "."))
 	if format == "" {
 		format = ext
@@ -228,14 +241,19 @@ func (a *admin) datasetPut(ctx context.Context, svc *dataset.Service, account uu
 	}
 	f, ok := dataset.ParseFormat(format)
 	if !ok {
-		return usageError(fmt.Sprintf("cannot tell the format of %s: use a .csv, .parquet or .jsonl file, or -format", file))
+		return "", "", usageError(fmt.Sprintf("cannot tell the format of %s: use a .csv, .parquet or .jsonl file, or -format", file))
 	}
 	if name == "" {
 		name = dataset.NameFor(file)
 	}
 	if !dataset.ValidName(name) {
-		return usageError(fmt.Sprintf("dataset name %q: use letters, digits, '_' and '-' (at most 64, starting with a letter or digit), or -name", name))
+		return "", "", usageError(fmt.Sprintf("dataset name %q: use letters, digits, '_' and '-' (at most 64, starting with a letter or digit), or -name", name))
 	}
+	return name, f, nil
+}
+
+// datasetPut stores file as the account's dataset name in format f (datasetOfFile).
+func (a *admin) datasetPut(ctx context.Context, svc *dataset.Service, account uuid.UUID, accountName, file, name string, f dataset.Format) error {
 	cols, err := dataset.DescribeFile(ctx, file, f)
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestHelpExitsZero (operator trial h1): -h on a command prints its flags and ends the process
@@ -111,6 +112,37 @@ func TestUsageErrorsAreOneLineAndAHint(t *testing.T) {
 		err := cmd.Run()
 		if code := cmd.ProcessState.ExitCode(); code != 2 || stdout.Len() != 0 || stderr.String() != tc.want {
 			t.Errorf("tollgate %s: %v (exit status %d)\nstdout:\n%s\nstderr:\n%s\nwant on stderr:\n%s", strings.Join(tc.args, " "), err, code, stdout.String(), stderr.String(), tc.want)
+		}
+	}
+}
+
+// TestAdminMistakeWithTheDatabaseUnreachable (operator notes, session 13): the process, run
+// with DATABASE_URL at a port where nothing listens, answered `admin usage list -bogus` and
+// `admin key create` with the connection's failure (exit status 1). It now answers at once
+// with the mistake and the hint of the command's -h, exit status 2, without trying the database
+// (TestAdminMistakesNeedNoDatabase checks every command).
+func TestAdminMistakeWithTheDatabaseUnreachable(t *testing.T) {
+	bin := testBinary(t)
+	url := unreachableDatabase(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"admin", "usage", "list", "-bogus"}, "tollgate: usage list: flag provided but not defined: -bogus\n" +
+			"run 'tollgate admin usage list -h' for its arguments and flags\n"},
+		{[]string{"admin", "key", "create"}, "tollgate: key create takes 1 argument(s), got 0\n" +
+			"run 'tollgate admin key create -h' for its arguments and flags\n"},
+	} {
+		var stdout, stderr bytes.Buffer
+		cmd := exec.Command(bin, tc.args...)
+		cmd.Env = append(os.Environ(), "DATABASE_URL="+url, "LOG_LEVEL=error")
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		start := time.Now()
+		err := cmd.Run()
+		took := time.Since(start)
+		if code := cmd.ProcessState.ExitCode(); code != 2 || stdout.Len() != 0 || stderr.String() != tc.want || took > 5*time.Second {
+			t.Errorf("tollgate %s: %v (exit status %d, %v)\nstdout:\n%s\nstderr:\n%s\nwant on stderr:\n%s",
+				strings.Join(tc.args, " "), err, code, took, stdout.String(), stderr.String(), tc.want)
 		}
 	}
 }

@@ -93,6 +93,14 @@ func runAdminWith(ctx context.Context, args []string, streams adminIO) error {
 		fmt.Fprint(streams.notes, adminUsage)
 		return commandLineError(args)
 	}
+	if len(args) >= 2 && isHelpFlag(args[1]) {
+		// `tollgate admin key -h`: the noun's commands, before the database too.
+		if len(commandsOf(args[0])) == 0 {
+			return withHelp(commandLineError(args[:1]), "tollgate admin -h", "the commands")
+		}
+		fmt.Fprint(streams.out, nounUsage(args[0]))
+		return nil
+	}
 	if len(args) < 2 || adminCommands[args[0]+" "+args[1]] == nil {
 		// Before the database: a mistyped command needs none to be told so.
 		return withHelp(commandLineError(args), "tollgate admin -h", "the commands")
@@ -341,10 +349,20 @@ func (a *admin) printHelp(fs *flag.FlagSet) {
 	fs.PrintDefaults()
 }
 
-// commandUsage is the lines of adminUsage that document command (such as "key create"): the
-// line that starts with it and the indented lines after it; a command without them gets a line
-// that says so.
+// commandUsage is the lines of adminUsage that document command (such as "key create") after
+// "tollgate admin" (commandLines); a command without them gets a line that says so.
 func commandUsage(command string) string {
+	lines := commandLines(command)
+	if lines == "" {
+		return "tollgate admin " + command + "\n"
+	}
+	return "tollgate admin" + strings.TrimPrefix(lines, " ")
+}
+
+// commandLines is the lines of adminUsage that document command (such as "key create"), as
+// `tollgate admin -h` prints them: the line that starts with it and the indented lines after
+// it.
+func commandLines(command string) string {
 	var b strings.Builder
 	in := false
 	for line := range strings.Lines(adminUsage) {
@@ -358,10 +376,25 @@ func commandUsage(command string) string {
 			b.WriteString(line)
 		}
 	}
-	if b.Len() == 0 {
-		return "tollgate admin " + command + "\n"
+	return b.String()
+}
+
+// nounUsage is `tollgate admin NOUN -h`: the lines of adminUsage of noun's commands
+// (commandLines), under a line naming the noun and over one naming each command's -h.
+func nounUsage(noun string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "tollgate admin %s: the %s commands ('tollgate admin -h' lists every command).\n\n", noun, noun)
+	for _, command := range commandsOf(noun) {
+		b.WriteString(commandLines(command))
 	}
-	return "tollgate admin" + strings.TrimPrefix(b.String(), " ")
+	fmt.Fprintf(&b, "\nRun 'tollgate admin %s VERB -h' for a command's arguments and flags.\n", noun)
+	return b.String()
+}
+
+// isHelpFlag reports whether arg asks for help as the flag package reads it: -h, -help, --h or
+// --help.
+func isHelpFlag(arg string) bool {
+	return arg == "-h" || arg == "-help" || arg == "--h" || arg == "--help"
 }
 
 // parse parses flags that may follow or precede the positional arguments, and checks their count.

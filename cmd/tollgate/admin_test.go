@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -248,5 +249,55 @@ func TestAdminWithoutALocalClusterMakesNone(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("the refused command left %d entries in its directory (%s…)", len(entries), entries[0].Name())
+	}
+}
+
+// TestAdminNounHelp (operator notes, session 13): `tollgate admin usage -h` (a noun and -h) was
+// answered as an unknown command, "usage -h", exit status 2. It now prints that noun's commands
+// on stdout, exit status 0, without a database: the very lines `tollgate admin -h` lists for
+// them, and no other command's; a noun no command begins with is still an unknown command.
+func TestAdminNounHelp(t *testing.T) {
+	t.Setenv("DATABASE_URL", "")
+	t.Setenv("TOLLGATE_DATA_DIR", t.TempDir())
+	all, err := adminRun(t, "-h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nouns := map[string]bool{}
+	for name := range adminCommands {
+		nouns[strings.Fields(name)[0]] = true
+	}
+	for noun := range nouns {
+		for _, help := range []string{"-h", "--help"} {
+			stdout, stderr, err := adminRunIO(t, noun+" "+help, "")
+			if err != nil || stderr != "" {
+				t.Errorf("admin %s %s: %v (exit status %d), stderr:\n%s", noun, help, err, exitStatus(err), stderr)
+				continue
+			}
+			var list strings.Builder
+			var listed []string
+			for line := range strings.Lines(stdout) {
+				if m := usageCommandLine.FindStringSubmatch(line); m != nil {
+					listed = append(listed, m[1]+" "+m[2])
+				}
+				if len(listed) > 0 && (strings.HasPrefix(line, "  ")) {
+					list.WriteString(line)
+				}
+			}
+			var want []string
+			for _, name := range documentedCommands() {
+				if strings.HasPrefix(name, noun+" ") {
+					want = append(want, name)
+				}
+			}
+			if !slices.Equal(listed, want) || !strings.Contains(all, list.String()) {
+				t.Errorf("admin %s %s lists %v, want %v, in the lines of admin -h:\n%s", noun, help, listed, want, stdout)
+			}
+		}
+	}
+	stdout, stderr, err := adminRunIO(t, "keys -h", "")
+	if exitStatus(err) != 2 || stdout != "" || stderr != "" || !hintedOnce(errorReport(err), "tollgate admin -h") ||
+		!strings.HasPrefix(err.Error(), `unknown admin command "keys": `) {
+		t.Errorf("admin keys -h: %v (exit status %d), want an unknown command and the hint of admin -h\nstdout:\n%s\nstderr:\n%s", err, exitStatus(err), stdout, stderr)
 	}
 }

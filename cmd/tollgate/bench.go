@@ -23,6 +23,30 @@ import (
 	"github.com/tollgate/tollgate/impl/pgcluster"
 )
 
+// checkBenchTracing checks bench's -tracing, -traced-alongside and -sampling before anything is
+// started: a mistake in them is told at once, not after the database, the simulators and the
+// relays have started.
+func checkBenchTracing(tracing, alongside string, sampling float64) error {
+	if alongside != "" && tracing != "off" {
+		return usageError("-traced-alongside compares a traced gateway with an untraced one: leave -tracing off")
+	}
+	modes := []string{tracing}
+	if alongside != "" {
+		modes = append(modes, alongside)
+	}
+	traced := false
+	for _, mode := range modes {
+		if mode != "off" && mode != "sink" && !strings.HasPrefix(mode, "http://") && !strings.HasPrefix(mode, "https://") {
+			return usageError("-tracing and -traced-alongside take sink or an OTLP/HTTP endpoint URL (and -tracing off)")
+		}
+		traced = traced || mode != "off"
+	}
+	if traced && sampling <= 0 {
+		return usageError("-sampling takes a ratio above 0 and at most 1")
+	}
+	return nil
+}
+
 // runBench starts two simulators (fast, and slowly streaming), a throwaway PostgreSQL cluster
 // (unless DATABASE_URL is set), a gateway and the two reference relays (bare and byte) in
 // processes of their own, then drives them with impl/devkit/bench and prints and writes the report.
@@ -38,6 +62,12 @@ func runBench(ctx context.Context, args []string) error {
 	alongside := fs.String("traced-alongside", "", "run a second gateway alongside the first, tracing its requests (sink, or an OTLP/HTTP endpoint URL, at -sampling), measured in the same rounds: what tracing costs a request under the same load of the machine (the first gateway untraced: -tracing off)")
 	sampling := fs.Float64("sampling", 1, "with -tracing, the share of requests traced (1: every one, always_on; below 1: parentbased_traceidratio with that ratio)")
 	if err := parseFlags(fs, args, os.Stdout); err != nil {
+		return err
+	}
+	if err := takesNoArguments(fs); err != nil {
+		return err
+	}
+	if err := checkBenchTracing(*tracing, *alongside, *sampling); err != nil {
 		return err
 	}
 	self, err := os.Executable()
@@ -66,9 +96,6 @@ func runBench(ctx context.Context, args []string) error {
 			return err
 		}
 		dbURL = c.ConnString("tollgate")
-	}
-	if *alongside != "" && *tracing != "off" {
-		return usageError("-traced-alongside compares a traced gateway with an untraced one: leave -tracing off")
 	}
 	fast, slow, gw, metricsAddr, relay, floor := freeAddr(), freeAddr(), freeAddr(), freeAddr(), freeAddr(), freeAddr()
 	cfgPath := filepath.Join(work, "bench.yaml")
@@ -153,20 +180,14 @@ func runBench(ctx context.Context, args []string) error {
 			}
 			stopSinks = append(stopSinks, func() { sink.Close(); logf("trace sink took %s", sink) })
 			out = append(out, "OTEL_EXPORTER_OTLP_ENDPOINT="+sink.URL)
-		default:
-			if !strings.HasPrefix(mode, "http://") && !strings.HasPrefix(mode, "https://") {
-				return nil, usageError("-tracing and -traced-alongside take sink or an OTLP/HTTP endpoint URL (and -tracing off)")
-			}
+		default: // an endpoint URL (checkBenchTracing)
 			out = append(out, "OTEL_EXPORTER_OTLP_ENDPOINT="+mode)
 		}
 		out = append(out, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf")
-		switch {
-		case *sampling >= 1:
+		if *sampling >= 1 {
 			out = append(out, "OTEL_TRACES_SAMPLER=always_on")
-		case *sampling > 0:
+		} else {
 			out = append(out, "OTEL_TRACES_SAMPLER=parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG="+strconv.FormatFloat(*sampling, 'f', -1, 64))
-		default:
-			return nil, usageError("-sampling takes a ratio above 0 and at most 1")
 		}
 		return out, nil
 	}

@@ -33,6 +33,9 @@ func runChaos(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args, os.Stdout); err != nil {
 		return err
 	}
+	if err := takesNoArguments(fs); err != nil {
+		return err
+	}
 	bin, err := os.Executable()
 	if err != nil {
 		return err

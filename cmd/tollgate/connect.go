@@ -49,7 +49,7 @@ var connectAliases = map[string]string{"claude": "claude-code", "claudecode": "c
 // so that out stays the settings alone.
 func runConnect(ctx context.Context, args []string, out, notes io.Writer) error {
 	fs := flag.NewFlagSet("connect", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), connectUsage) }
 	baseURL := fs.String("url", "", "")
 	key := fs.String("key", "", "")
 	// The client may come before the flags (`tollgate connect codex -url ...`) or after them.
@@ -57,16 +57,22 @@ func runConnect(ctx context.Context, args []string, out, notes io.Writer) error 
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		named, args = args[:1], args[1:]
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(out, connectUsage)
-			return nil
-		}
-		return usageError(err.Error() + "\n\n" + connectUsage)
+	if err := parseFlags(fs, args, out); err != nil {
+		return err
 	}
 	named = append(named, fs.Args()...)
-	if len(named) != 1 {
-		return usageError("connect takes one client\n\n" + connectUsage)
+	// A mistake in the client is its line, which names the clients, and the hint of connect -h.
+	clients := []string{}
+	for _, s := range connect.All(connect.Target{}) {
+		clients = append(clients, s.ID)
+	}
+	clients = append(clients, "all")
+	switch {
+	case len(named) == 0:
+		return withHelp(usageError("connect takes one client: "+orList(clients)), "tollgate connect -h", "its clients and flags")
+	case len(named) > 1:
+		return withHelp(usageError(fmt.Sprintf("connect takes one client, got %d: %s", len(named), strings.Join(named, " "))),
+			"tollgate connect -h", "its clients and flags")
 	}
 	which := strings.ToLower(named[0])
 	if alias, ok := connectAliases[which]; ok {
@@ -74,12 +80,9 @@ func runConnect(ctx context.Context, args []string, out, notes io.Writer) error 
 	}
 	// An unknown client is a mistake in the command line: said before the gateway is asked
 	// anything, so that it is not hidden behind a refused key or an unreachable URL.
-	known := which == "all"
-	for _, s := range connect.All(connect.Target{}) {
-		known = known || s.ID == which
-	}
-	if !known {
-		return usageError(fmt.Sprintf("connect: unknown client %q\n\n%s", named[0], connectUsage))
+	if !slices.Contains(clients, which) {
+		return withHelp(usageError(fmt.Sprintf("connect: unknown client %q: the clients are %s", named[0], orList(clients))),
+			"tollgate connect -h", "its clients and flags")
 	}
 	// urlFrom is where the address came from, for an error that cannot reach it: "" is the default.
 	urlFrom := "-url"

@@ -29,6 +29,9 @@ func runHostile(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args, os.Stdout); err != nil {
 		return err
 	}
+	if err := takesNoArguments(fs); err != nil {
+		return err
+	}
 	bin := *binary
 	if bin == "" {
 		var err error

@@ -102,7 +102,7 @@ func main() {
 		fmt.Print(usage)
 		return
 	case commands[cmd] != nil:
-		err = commands[cmd](ctx, os.Args[2:])
+		err = runCommand(ctx, cmd, os.Args[2:])
 	case slices.Contains(developmentCommands, cmd):
 		fmt.Fprintf(os.Stderr, "tollgate: %q is a development command, left out of this build: build with `go build -tags dev ./cmd/tollgate` (make run, make bench, make chaos and make hostile do)\n", cmd)
 		os.Exit(2)
@@ -116,6 +116,13 @@ func main() {
 	if code := exitStatus(err); code != 0 {
 		os.Exit(code)
 	}
+}
+
+// runCommand runs the command cmd with args. A usage error it returns without a hint gets the
+// hint of the command's -h (withHelp), so that every command's mistake is its line and the help
+// that rights it, none followed or preceded by the usage.
+func runCommand(ctx context.Context, cmd string, args []string) error {
+	return withHelp(commands[cmd](ctx, args), "tollgate "+cmd+" -h", "its flags")
 }
 
 // exitStatus is the process's exit status after a command returned err: 0 when it succeeded
@@ -194,6 +201,15 @@ func parseFlags(fs *flag.FlagSet, args []string, help io.Writer) error {
 		return withHelp(usageError(err.Error()), "tollgate "+fs.Name()+" -h", "its flags")
 	}
 	return nil
+}
+
+// takesNoArguments refuses the arguments left after the flags of fs's command, which takes
+// none (parseFlags parsed them): a usage error naming the first.
+func takesNoArguments(fs *flag.FlagSet) error {
+	if fs.NArg() == 0 {
+		return nil
+	}
+	return usageError(fmt.Sprintf("%s takes no arguments, got %q", fs.Name(), fs.Arg(0)))
 }
 
 // newLogger builds the process logger from LOG_FORMAT and LOG_LEVEL.
@@ -406,8 +422,8 @@ func runMigrate(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args, os.Stdout); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return withHelp(usageError("migrate takes no arguments"), "tollgate migrate -h", "what it does")
+	if err := takesNoArguments(fs); err != nil {
+		return withHelp(err, "tollgate migrate -h", "what it does")
 	}
 	log := newLogger("text")
 	d, err := openDatabase(ctx, true, log)

@@ -26,8 +26,8 @@ func runRelay(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args, os.Stdout); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return usageError(fmt.Sprintf("relay: unexpected argument %q", fs.Arg(0)))
+	if err := takesNoArguments(fs); err != nil {
+		return err
 	}
 	log := newLogger("text")
 	ln, err := net.Listen("tcp", *listen)

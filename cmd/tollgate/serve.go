@@ -100,6 +100,9 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	if err := parseFlags(fs, args, os.Stdout); err != nil {
 		return err
 	}
+	if err := takesNoArguments(fs); err != nil {
+		return err
+	}
 	if *grace < 0 || *delay < 0 || *dbWait < 0 {
 		return usageError("-shutdown-grace, -shutdown-delay and -database-wait take durations of 0 or more")
 	}
@@ -124,7 +127,8 @@ func runServe(ctx context.Context, args []string, dev bool) error {
 	}
 	if !dev && os.Getenv("DATABASE_URL") == "" {
 		// Said before a listener is taken or a line logged: serve runs on no local cluster.
-		return usageError("DATABASE_URL is not set: serve runs on the PostgreSQL it names (tollgate dev starts a local one)")
+		return withHelp(usageError("DATABASE_URL is not set: serve runs on the PostgreSQL it names (tollgate dev starts a local one)"),
+			"tollgate -h", "the environment it reads")
 	}
 	creditOutage := billing.OutagePolicy{Cover: *outageCover, FailureHandling: handling, RiskMicros: *riskMicros}
 	meterTiming, err := meterTestTimings()

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -24,8 +23,8 @@ func runSim(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args, os.Stdout); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return usageError(fmt.Sprintf("sim: unexpected argument %q", fs.Arg(0)))
+	if err := takesNoArguments(fs); err != nil {
+		return err
 	}
 	if *tps < 0 || *words < 0 || *latency < 0 {
 		return usageError("sim: -latency, -tps and -words must not be negative")

@@ -61,6 +61,7 @@ local development cluster when unset); it needs no API key.
 ` + datasetUsage + agentAdminUsage + memberAdminUsage + auditAdminUsage + `
 ACCOUNT is an account id or name. Global flag: -config FILE (models and plans). Each list or show
 command takes -json: one JSON document of snake_case fields instead of the table, for scripts.
+A noun with -h lists its commands alone (tollgate admin key -h), a command with -h its flags.
 
 ` + datasetStorageNote
 

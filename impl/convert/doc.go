@@ -38,7 +38,8 @@
 //	                                                       function_call_output items          results are tool_result blocks
 //	                                                                                           of a user turn; adjacent
 //	                                                                                           same-role turns are merged
-//	text part             text / string content            input_text / output_text           text block (empty ones left out)
+//	text part             text / string content            input_text / output_text           text block (empty ones, and those
+//	                                                                                           of whitespace alone, left out)
 //	image part            image_url (URL or data: URL)     input_image image_url              image source url / base64
 //	document part         file{file_data data: URL,        input_file{file_data data: URL,    document source base64 (PDF)
 //	(user turns; inline   filename} (a name made from the  filename} (likewise)               or text (text/plain, decoded;
@@ -95,8 +96,9 @@
 //	             source, and their title, context and citations; a document in a tool result
 //	             to chat (to Responses it is an input_file of the function_call_output);
 //	             search_result and server-tool blocks; file image sources; tool names longer than 64 characters (to chat, Responses)
-//	any          an empty last user message (to Messages, which refuses empty content; an
-//	             empty user message elsewhere is left out and named as messages[] or input[]);
+//	any          an empty last user message, or one of whitespace alone (to Messages, which
+//	             refuses empty content and text of whitespace alone; such a user message
+//	             elsewhere is left out and named as messages[] or input[]);
 //	             an image of a type Messages does not accept (to Messages: only jpeg, png,
 //	             gif, webp) or a non-base64 data: URL; a document of a type Messages does not
 //	             accept (to Messages: only application/pdf, and text/plain in UTF-8); an image

@@ -147,13 +147,16 @@ func (w *writer) messagesMessages(o *object) error {
 	return nil
 }
 
-// messagesBlocks writes text and image parts as content blocks.
+// messagesBlocks writes text and image parts as content blocks. Text of whitespace alone is
+// left out, as empty text is: the API refuses both ("text content blocks must contain
+// non-whitespace text"), and an assistant turn of another format often opens its tool calls
+// with "\n\n" (a Messages upstream answers so itself).
 func (w *writer) messagesBlocks(parts []llm.Part) ([]any, error) {
 	var out []any
 	for _, p := range parts {
 		switch p.Kind {
 		case llm.PartText:
-			if p.Text != "" {
+			if !blank(p.Text) {
 				out = append(out, object{{"type", "text"}, {"text", p.Text}})
 			}
 		case llm.PartImage:
@@ -172,6 +175,9 @@ func (w *writer) messagesBlocks(parts []llm.Part) ([]any, error) {
 	}
 	return out, nil
 }
+
+// blank reports whether s is empty or whitespace alone.
+func blank(s string) bool { return strings.TrimSpace(s) == "" }
 
 // messagesDocument writes a document block. The Messages API reads a PDF as base64 data and
 // plain text as text, and no other type: a text/plain document of another format is decoded

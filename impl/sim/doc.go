@@ -37,6 +37,10 @@
 // user message, so a tool loop ends after the tool result is sent back. Stop sequences are
 // honoured when the next word equals one of them.
 //
+// Messages requests are refused as the API refuses them (400 invalid_request_error) when a
+// message holds a text block (or string content) of whitespace alone ("messages: text content
+// blocks must contain non-whitespace text").
+//
 // On the Responses route the functions of a namespace tool ({"type":"namespace","name":ns,
 // "tools":[{"type":"function","name":f,"parameters":…},…]}, as Codex CLI offers its MCP tools)
 // are callable too: "call <ns>__<f>" (Codex's own spelling, mcp__server__tool) or "call <f>"

@@ -91,6 +91,9 @@ func (s *Simulator) decodeMessages(w http.ResponseWriter, r *http.Request, rt Ro
 		if m.Role != "user" && m.Role != "assistant" && m.Role != "system" {
 			return bad("messages: Input tag '" + m.Role + "' found using 'role' does not match any of the expected tags: 'user', 'assistant', 'system'")
 		}
+		if blankText(m.Content) {
+			return bad("messages: text content blocks must contain non-whitespace text")
+		}
 	}
 	if rt == RouteMessages {
 		in.maxTokens = *req.MaxTokens
@@ -160,6 +163,26 @@ func (s *Simulator) decodeMessages(w http.ResponseWriter, r *http.Request, rt Ro
 		c.blocks[n-1].ttl = max(c.blocks[n-1].ttl, req.CacheControl.life())
 	}
 	return true
+}
+
+// blankText reports whether a message's content (a string or blocks) has a text block of
+// whitespace alone, which the Messages API refuses ("text content blocks must contain
+// non-whitespace text"); an empty string is another refusal, not simulated.
+func blankText(raw json.RawMessage) bool {
+	blank := func(s string) bool { return s != "" && strings.TrimSpace(s) == "" }
+	if s, ok := rawString(raw); ok {
+		return blank(s)
+	}
+	var blocks []anthropicBlock
+	if json.Unmarshal(raw, &blocks) != nil {
+		return false
+	}
+	for _, b := range blocks {
+		if b.Type == "text" && blank(b.Text) {
+			return true
+		}
+	}
+	return false
 }
 
 // systemBlocks counts the text of the blocks of a system prompt given as an array, as

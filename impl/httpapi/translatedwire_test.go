@@ -1,0 +1,79 @@
+package httpapi_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
+	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/tollgate/tollgate/impl/devkit/apitest"
+)
+
+// TestBlankTextIsNotSentToMessages: the Messages API refuses a text block of whitespace alone
+// ("messages: text content blocks must contain non-whitespace text", which the simulator plays),
+// and an assistant turn that opens its tool calls with "\n\n" is common: a Messages upstream
+// answers so itself, and the gateway hands that text to a chat or Responses client, which
+// sends it back with the tool result. Translated for a Messages upstream, such text is left
+// out, as empty text is, and the tool loop goes on; a user message of whitespace alone is left
+// out and named, as an empty one is. On the code before, the blank text went upstream and the
+// client got the provider's 400 on the turn after every such tool call.
+func TestBlankTextIsNotSentToMessages(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: contractConfig(t)})
+	tenant := g.NewTenant(t, "acme", 0, 10_000_000)
+	client := openAIClient(g, t, tenant.Key)
+	ctx := context.Background()
+	weather := openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{Name: "get_weather",
+		Parameters: shared.FunctionParameters{"type": "object", "properties": map[string]any{"q": map[string]any{"type": "string"}}}})
+
+	// Chat: the assistant's "\n\n" before its call, a tool result, and a user turn of blanks.
+	call := openai.ChatCompletionMessageParamUnion{OfAssistant: &openai.ChatCompletionAssistantMessageParam{
+		Content: openai.ChatCompletionAssistantMessageParamContentUnion{OfString: openai.String("\n\n")},
+		ToolCalls: []openai.ChatCompletionMessageToolCallUnionParam{{OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+			ID: "call_1", Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: "get_weather", Arguments: `{"q":"Paris"}`}}}},
+	}}
+	var raw *http.Response
+	done, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "chat-via-messages", Tools: []openai.ChatCompletionToolUnionParam{weather},
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Weather in Paris?"), call, openai.ToolMessage(`{"temp":21}`, "call_1"),
+			openai.UserMessage(" \n"), openai.UserMessage("And tomorrow?")}}, option.WithResponseInto(&raw))
+	if err != nil {
+		t.Fatalf("chat history with blank text: %v", err)
+	}
+	if done.Choices[0].Message.Content == "" || done.Choices[0].FinishReason != "stop" {
+		t.Errorf("chat answer %s", done.RawJSON())
+	}
+	if got := raw.Header.Get("x-tollgate-dropped-fields"); got != "messages[]" {
+		t.Errorf("dropped %q, want the blank user message named messages[]", got)
+	}
+
+	// Responses: the assistant's output_text "\n\n" before its function call, as a client
+	// sends back the output items it was given.
+	items := responses.ResponseInputParam{
+		responses.ResponseInputItemParamOfMessage("Weather in Paris?", responses.EasyInputMessageRoleUser),
+		responses.ResponseInputItemParamOfOutputMessage([]responses.ResponseOutputMessageContentUnionParam{{OfOutputText: &responses.ResponseOutputTextParam{Text: "\n\n"}}},
+			"msg_1", responses.ResponseOutputMessageStatusCompleted),
+		responses.ResponseInputItemParamOfFunctionCall(`{"q":"Paris"}`, "call_1", "get_weather"),
+		{OfFunctionCallOutput: &responses.ResponseInputItemFunctionCallOutputParam{CallID: openai.String("call_1"),
+			Output: responses.ResponseInputItemFunctionCallOutputOutputUnionParam{OfString: openai.String(`{"temp":21}`)}}},
+	}
+	r, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: "chat-via-messages", Input: responses.ResponseNewParamsInputUnion{OfInputItemList: items},
+		Tools: []responses.ToolUnionParam{{OfFunction: &responses.FunctionToolParam{Name: "get_weather", Parameters: map[string]any{"type": "object"}, Strict: openai.Bool(false)}}}})
+	if err != nil {
+		t.Fatalf("Responses input with blank text: %v", err)
+	}
+	if r.OutputText() == "" || r.Status != "completed" {
+		t.Errorf("response %s", r.RawJSON())
+	}
+
+	// A last user message of blanks alone is refused by the gateway, naming it, as an empty one.
+	_, err = client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "chat-via-messages",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Hello"), openai.AssistantMessage("Hi."), openai.UserMessage("\n\t ")}})
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Param != "messages[2].content" {
+		t.Errorf("a blank last user message: %v", err)
+	}
+}

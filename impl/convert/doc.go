@@ -98,7 +98,8 @@
 //	             search_result and server-tool blocks; file image sources; tool names longer than 64 characters (to chat, Responses)
 //	any          an empty last user message, or one of whitespace alone (to Messages, which
 //	             refuses empty content and text of whitespace alone; such a user message
-//	             elsewhere is left out and named as messages[] or input[]);
+//	             elsewhere is left out and named as messages[] or input[]); a stop sequence
+//	             of whitespace alone or empty (to Messages, which refuses it: chat's "\n");
 //	             an image of a type Messages does not accept (to Messages: only jpeg, png,
 //	             gif, webp) or a non-base64 data: URL; a document of a type Messages does not
 //	             accept (to Messages: only application/pdf, and text/plain in UTF-8); an image

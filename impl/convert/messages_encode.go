@@ -291,11 +291,21 @@ func (w *writer) messagesTemperature(o *object) error {
 	return nil
 }
 
-// messagesStop writes stop_sequences.
+// messagesStop writes stop_sequences, refusing a sequence of whitespace alone (or empty),
+// which the API refuses: a chat client's stop "\n" cannot be honoured, and left out the
+// answer would run past it.
 func (w *writer) messagesStop(o *object) error {
-	if len(w.req.Stop) > 0 {
-		o.set("stop_sequences", w.req.Stop)
+	if len(w.req.Stop) == 0 {
+		return nil
 	}
+	if w.cross() {
+		for _, s := range w.req.Stop {
+			if blank(s) {
+				return w.refuse(w.srcName("stop"), fmt.Sprintf("A stop sequence of whitespace alone (%q)", s))
+			}
+		}
+	}
+	o.set("stop_sequences", w.req.Stop)
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
@@ -75,5 +76,54 @@ func TestBlankTextIsNotSentToMessages(t *testing.T) {
 	var apiErr *openai.Error
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Param != "messages[2].content" {
 		t.Errorf("a blank last user message: %v", err)
+	}
+}
+
+// TestBlankStopSequencesAreNotSentToMessages: the Messages API refuses a stop sequence that is
+// empty or whitespace alone ("stop_sequences: each stop sequence must contain non-whitespace",
+// which the simulator plays), and chat clients send stop: "\n" for one-line answers. Such a
+// stop cannot be honoured by a Messages upstream, and left out the answer would run past it:
+// translated, it is refused as any field the upstream cannot honour, so a fusion model passes
+// the Messages expert over for one that can (the chat expert here, tools making the Messages
+// expert the first choice), and a model served by Messages alone answers 400 naming stop. On
+// the code before, the stop went upstream: the fusion model answered the provider's 400
+// (an upstream's refusal is the caller's doing, not failed over), naming stop_sequences, a
+// field the client never sent.
+func TestBlankStopSequencesAreNotSentToMessages(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: contractConfig(t)})
+	tenant := g.NewTenant(t, "acme", 0, 10_000_000)
+	client := openAIClient(g, t, tenant.Key)
+	ctx := context.Background()
+	weather := openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{Name: "get_weather",
+		Parameters: shared.FunctionParameters{"type": "object", "properties": map[string]any{"q": map[string]any{"type": "string"}}}})
+	for name, stop := range map[string]openai.ChatCompletionNewParamsStopUnion{
+		`"\n"`:            {OfString: openai.String("\n")},
+		`["END", "\n\n"]`: {OfStringArray: []string{"END", "\n\n"}},
+	} {
+		params := openai.ChatCompletionNewParams{Model: "service-flint", Stop: stop, Tools: []openai.ChatCompletionToolUnionParam{weather},
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Write some code, in one line.")}}
+		var raw *http.Response
+		done, err := client.Chat.Completions.New(ctx, params, option.WithResponseInto(&raw))
+		if err != nil {
+			t.Fatalf("fusion model with stop %s: %v", name, err)
+		}
+		if expert := raw.Header.Get("x-tollgate-expert"); !strings.HasPrefix(expert, "sim-openai-chat/") || done.Choices[0].Message.Content == "" {
+			t.Errorf("stop %s served by %q: %s", name, expert, done.RawJSON())
+		}
+		params.Model = "chat-via-messages"
+		_, err = client.Chat.Completions.New(ctx, params)
+		var apiErr *openai.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Param != "stop" || !strings.Contains(apiErr.Message, "whitespace") {
+			t.Errorf("stop %s through Messages alone: %v", name, err)
+		}
+	}
+	// A stop with words in it still goes to the Messages expert.
+	var raw *http.Response
+	if _, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "service-flint", Stop: openai.ChatCompletionNewParamsStopUnion{OfStringArray: []string{"END", " and\n"}},
+		Tools:    []openai.ChatCompletionToolUnionParam{weather},
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Write some code.")}}, option.WithResponseInto(&raw)); err != nil {
+		t.Fatal(err)
+	} else if expert := raw.Header.Get("x-tollgate-expert"); !strings.HasPrefix(expert, "sim-anthropic/") {
+		t.Errorf("a stop with words served by %q", expert)
 	}
 }

@@ -39,7 +39,8 @@
 //
 // Messages requests are refused as the API refuses them (400 invalid_request_error) when a
 // message holds a text block (or string content) of whitespace alone ("messages: text content
-// blocks must contain non-whitespace text").
+// blocks must contain non-whitespace text"), and when a stop sequence is empty or whitespace
+// alone ("stop_sequences: each stop sequence must contain non-whitespace").
 //
 // On the Responses route the functions of a namespace tool ({"type":"namespace","name":ns,
 // "tools":[{"type":"function","name":f,"parameters":…},…]}, as Codex CLI offers its MCP tools)

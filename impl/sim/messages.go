@@ -95,6 +95,15 @@ func (s *Simulator) decodeMessages(w http.ResponseWriter, r *http.Request, rt Ro
 			return bad("messages: text content blocks must contain non-whitespace text")
 		}
 	}
+	for _, s := range req.StopSequences {
+		// As the API refuses them: a newline cannot stop a Messages answer.
+		if s == "" {
+			return bad("stop_sequences: each stop sequence must be non-empty")
+		}
+		if strings.TrimSpace(s) == "" {
+			return bad("stop_sequences: each stop sequence must contain non-whitespace")
+		}
+	}
 	if rt == RouteMessages {
 		in.maxTokens = *req.MaxTokens
 	}

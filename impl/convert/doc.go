@@ -100,6 +100,7 @@
 //	             refuses empty content and text of whitespace alone; such a user message
 //	             elsewhere is left out and named as messages[] or input[]); a stop sequence
 //	             of whitespace alone or empty (to Messages, which refuses it: chat's "\n");
+//	             top_p other than 1 beside a temperature (to Messages, which takes one);
 //	             an image of a type Messages does not accept (to Messages: only jpeg, png,
 //	             gif, webp) or a non-base64 data: URL; a document of a type Messages does not
 //	             accept (to Messages: only application/pdf, and text/plain in UTF-8); an image
@@ -147,7 +148,8 @@
 //	             without a format; cache_control (top-level, system, blocks, tools: the OpenAI
 //	             formats cache prompts by themselves); citations; thinking and
 //	             redacted_thinking blocks; tool_result is_error (to chat, Responses)
-//	any          a field this table does not know (unknown fields are dropped and named, never
+//	any          top_p 1 beside a temperature (to Messages, which takes one; 1 changes
+//	             nothing); a field this table does not know (unknown fields are dropped and named, never
 //	             passed to another format and never silently lost); an unknown key inside a
 //	             message, part or tool
 //

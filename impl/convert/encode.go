@@ -461,7 +461,7 @@ var targetGroups = map[llm.Format][]group{
 		{[]string{"system"}, eqSystem, (*writer).messagesSystem},
 		{[]string{"messages"}, eqMessages, (*writer).messagesMessages},
 		{[]string{"temperature"}, eqTemperature, (*writer).messagesTemperature},
-		{[]string{"top_p"}, eqTopP, (*writer).topP},
+		{[]string{"top_p"}, func(a, b *llm.Request) bool { return eqTopP(a, b) && eqTemperature(a, b) }, (*writer).messagesTopP},
 		{[]string{"stop_sequences"}, eqStop, (*writer).messagesStop},
 		{nil, nil, (*writer).messagesChecks},
 		{[]string{"tools"}, eqTools, (*writer).messagesTools},

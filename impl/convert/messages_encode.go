@@ -291,6 +291,26 @@ func (w *writer) messagesTemperature(o *object) error {
 	return nil
 }
 
+// messagesTopP writes top_p. The Messages API takes temperature or top_p, not both ("cannot
+// both be specified for this model", since the Claude 4.5 models): with a temperature, a top_p
+// of 1 (nucleus sampling over everything, what the model does anyway) is dropped and named,
+// and any other cannot be honoured.
+func (w *writer) messagesTopP(o *object) error {
+	p := w.req.TopP
+	if p == nil {
+		return nil
+	}
+	if w.cross() && w.req.Temperature != nil {
+		if *p >= 1 {
+			w.drop("top_p")
+			return nil
+		}
+		return w.refuse("top_p", fmt.Sprintf("A top_p of %g together with a temperature (the API takes one of them)", *p))
+	}
+	o.set("top_p", p)
+	return nil
+}
+
 // messagesStop writes stop_sequences, refusing a sequence of whitespace alone (or empty),
 // which the API refuses: a chat client's stop "\n" cannot be honoured, and left out the
 // answer would run past it.

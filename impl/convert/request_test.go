@@ -229,6 +229,9 @@ func TestCrossFormatPreservesCommonFields(t *testing.T) {
 			_, body, out, _ := portable(t, src.f, dst.f, fixture(t, "requests", src.name+".json"))
 			want := core(mustDecode(t, src.f, body))
 			got := core(mustDecode(t, dst.f, out))
+			if dst.f == llm.FormatMessages && src.f != dst.f && want.Temperature != nil && want.TopP != nil && *want.TopP == 1 {
+				want.TopP = nil // beside a temperature, a top_p of 1 is dropped for Messages: it changes nothing
+			}
 			if !reflect.DeepEqual(got, want) {
 				g, _ := json.MarshalIndent(got, "", " ")
 				w, _ := json.MarshalIndent(want, "", " ")

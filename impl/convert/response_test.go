@@ -309,7 +309,7 @@ func TestResponseEdgeCases(t *testing.T) {
 		t.Fatal(err)
 	}
 	if r.Instructions.OfString != req.System || len(r.Tools) != 1 || r.Tools[0].Name != "get_weather" ||
-		r.ToolChoice.Name != "get_weather" || r.Temperature != 0.7 || r.TopP != 0.9 || r.ParallelToolCalls ||
+		r.ToolChoice.Name != "get_weather" || r.Temperature != 0.7 || r.TopP != 1 || r.ParallelToolCalls ||
 		r.Text.Format.Type != "json_schema" || r.Text.Format.Name != "answer" || r.MaxOutputTokens != 512 {
 		t.Errorf("echo: %s", out)
 	}

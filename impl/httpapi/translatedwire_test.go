@@ -9,6 +9,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/openai/openai-go/v3/shared"
 
@@ -125,5 +126,64 @@ func TestBlankStopSequencesAreNotSentToMessages(t *testing.T) {
 		t.Fatal(err)
 	} else if expert := raw.Header.Get("x-tollgate-expert"); !strings.HasPrefix(expert, "sim-anthropic/") {
 		t.Errorf("a stop with words served by %q", expert)
+	}
+}
+
+// TestTemperatureWithTopPToMessages: the Messages API takes temperature or top_p, not both
+// ("`temperature` and `top_p` cannot both be specified for this model", since the Claude 4.5
+// models, which the simulator plays), and OpenAI clients often send both, top_p mostly at its
+// default of 1. Translated for a Messages upstream, a top_p of 1 beside a temperature (which
+// changes nothing) is dropped and named; any other top_p beside a temperature cannot be
+// honoured: a fusion model passes its Messages expert over, and a model served by Messages
+// alone answers 400 naming top_p. On the code before, both went upstream and every such
+// request was the provider's 400.
+func TestTemperatureWithTopPToMessages(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: contractConfig(t)})
+	tenant := g.NewTenant(t, "acme", 0, 10_000_000)
+	client := openAIClient(g, t, tenant.Key)
+	ctx := context.Background()
+	weather := openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{Name: "get_weather",
+		Parameters: shared.FunctionParameters{"type": "object", "properties": map[string]any{"q": map[string]any{"type": "string"}}}})
+	params := openai.ChatCompletionNewParams{Model: "chat-via-messages", Temperature: openai.Float(0.7), TopP: openai.Float(1),
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Say hello.")}}
+	var raw *http.Response
+	done, err := client.Chat.Completions.New(ctx, params, option.WithResponseInto(&raw))
+	if err != nil {
+		t.Fatalf("temperature with top_p 1: %v", err)
+	}
+	if done.Choices[0].Message.Content == "" || raw.Header.Get("x-tollgate-dropped-fields") != "top_p" {
+		t.Errorf("dropped %q: %s", raw.Header.Get("x-tollgate-dropped-fields"), done.RawJSON())
+	}
+	r, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: "chat-via-messages", Temperature: openai.Float(0.2), TopP: openai.Float(1),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Say hello.")}}, option.WithResponseInto(&raw))
+	if err != nil {
+		t.Fatalf("Responses temperature with top_p 1: %v", err)
+	}
+	if r.OutputText() == "" || raw.Header.Get("x-tollgate-dropped-fields") != "top_p" {
+		t.Errorf("Responses dropped %q: %s", raw.Header.Get("x-tollgate-dropped-fields"), r.RawJSON())
+	}
+
+	params.TopP = openai.Float(0.9)
+	_, err = client.Chat.Completions.New(ctx, params)
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Param != "top_p" {
+		t.Errorf("temperature with top_p 0.9 through Messages alone: %v", err)
+	}
+	params.Model, params.Tools = "service-flint", []openai.ChatCompletionToolUnionParam{weather}
+	params.Messages = []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Write some code.")}
+	done, err = client.Chat.Completions.New(ctx, params, option.WithResponseInto(&raw))
+	if err != nil {
+		t.Fatalf("fusion model, temperature with top_p 0.9: %v", err)
+	}
+	if expert := raw.Header.Get("x-tollgate-expert"); !strings.HasPrefix(expert, "sim-openai-chat/") || done.Choices[0].Message.Content == "" {
+		t.Errorf("temperature with top_p 0.9 served by %q: %s", expert, done.RawJSON())
+	}
+	// Either alone still goes to the Messages expert.
+	params.Temperature = openai.Float(0.5)
+	params.TopP = param.Opt[float64]{}
+	if _, err := client.Chat.Completions.New(ctx, params, option.WithResponseInto(&raw)); err != nil {
+		t.Fatal(err)
+	} else if expert := raw.Header.Get("x-tollgate-expert"); !strings.HasPrefix(expert, "sim-anthropic/") {
+		t.Errorf("a temperature alone served by %q", expert)
 	}
 }

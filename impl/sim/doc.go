@@ -39,8 +39,10 @@
 //
 // Messages requests are refused as the API refuses them (400 invalid_request_error) when a
 // message holds a text block (or string content) of whitespace alone ("messages: text content
-// blocks must contain non-whitespace text"), and when a stop sequence is empty or whitespace
-// alone ("stop_sequences: each stop sequence must contain non-whitespace").
+// blocks must contain non-whitespace text"), when a stop sequence is empty or whitespace alone
+// ("stop_sequences: each stop sequence must contain non-whitespace"), and when temperature and
+// top_p are both given ("cannot both be specified for this model", as for the Claude 4.5
+// models and later, which the simulated models stand in for).
 //
 // On the Responses route the functions of a namespace tool ({"type":"namespace","name":ns,
 // "tools":[{"type":"function","name":f,"parameters":…},…]}, as Codex CLI offers its MCP tools)

@@ -15,6 +15,8 @@ type messagesRequest struct {
 	System        json.RawMessage    `json:"system"`
 	Stream        bool               `json:"stream"`
 	StopSequences []string           `json:"stop_sequences"`
+	Temperature   *float64           `json:"temperature"`
+	TopP          *float64           `json:"top_p"`
 	Tools         []struct {
 		Type         string          `json:"type"`
 		Name         string          `json:"name"`
@@ -94,6 +96,11 @@ func (s *Simulator) decodeMessages(w http.ResponseWriter, r *http.Request, rt Ro
 		if blankText(m.Content) {
 			return bad("messages: text content blocks must contain non-whitespace text")
 		}
+	}
+	if req.Temperature != nil && req.TopP != nil {
+		// As the API refuses them for the Claude 4.5 models and later, which the simulated
+		// models stand in for.
+		return bad("`temperature` and `top_p` cannot both be specified for this model. Please use only one.")
 	}
 	for _, s := range req.StopSequences {
 		// As the API refuses them: a newline cannot stop a Messages answer.

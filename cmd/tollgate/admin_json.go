@@ -15,8 +15,10 @@ import (
 // show and key list, one object) on stdout, for scripts. Field names are snake_case and stable, the OpenAPI
 // document's where it has the same thing (balance_micros and balance_usd of CreditBalance,
 // cap_micros, period and spent_micros of KeyCreditCap, expires_at and models of KeyAllowance,
-// slot and session of AgentSlot, a model's id), the usage statement's for a usage record's
-// tokens and cost; a time is RFC 3339 in UTC, and a thing that is not there is null.
+// slot of AgentSlot, a model's id), the usage statement's for a usage record's tokens and cost;
+// a time is RFC 3339 in UTC, and a thing that is not there is null. A slot's session is the id
+// of its live session (AgentSlot's is the session itself), and session_state that session's
+// state.
 
 // jsonFlag adds -json to the flag set of a command that lists or shows.
 func jsonFlag(fs *flag.FlagSet) *bool {

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"strings"
@@ -28,6 +30,46 @@ func TestDevBannerSaysWhereTheClusterIs(t *testing.T) {
 	}
 	if remote := devBanner("127.0.0.1:8080", "tgk_x", pgcluster.Location{}, ""); strings.Contains(remote, "PostgreSQL") {
 		t.Errorf("DATABASE_URL:\n%s", remote)
+	}
+}
+
+// TestDevBannerNewKeyKeepsTheDataDir: on a later run of make run with TOLLGATE_DATA_DIR set
+// (TOLLGATE_DATA_DIR=/tmp/x make run), the banner's command for a new key names that data
+// directory, absolute and quoted for the shell, so that pasted into another terminal it finds
+// the run's cluster; it printed the admin command alone, which there looked in ./.data and
+// answered that there is no local cluster (docs-versus-behaviour trial s13h9). Without
+// TOLLGATE_DATA_DIR, or with DATABASE_URL (no local cluster), the command is as it was.
+func TestDevBannerNewKeyKeepsTheDataDir(t *testing.T) {
+	local := pgcluster.Location{DataDir: "/srv/tollgate data/postgres"}
+	newKey := func(b string) string {
+		for _, line := range strings.Split(b, "\n") {
+			if strings.Contains(line, "admin key create demo -quiet") {
+				return strings.TrimSpace(line)
+			}
+		}
+		t.Fatalf("no new-key command in the banner:\n%s", b)
+		return ""
+	}
+	t.Setenv("TOLLGATE_DATA_DIR", "/srv/tollgate data")
+	if got, want := newKey(devBanner("127.0.0.1:8080", "", local, "")), "export TOLLGATE_API_KEY=$(TOLLGATE_DATA_DIR='/srv/tollgate data' "; !strings.HasPrefix(got, want) {
+		t.Errorf("with TOLLGATE_DATA_DIR: got %q, want it to begin %q", got, want)
+	}
+	t.Chdir(t.TempDir())
+	t.Setenv("TOLLGATE_DATA_DIR", "mydata")
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := newKey(devBanner("127.0.0.1:8080", "", local, "")), "$(TOLLGATE_DATA_DIR="+filepath.Join(wd, "mydata")+" "; !strings.Contains(got, want) {
+		t.Errorf("with a relative TOLLGATE_DATA_DIR: got %q, want %q in it", got, want)
+	}
+	t.Setenv("TOLLGATE_DATA_DIR", "")
+	if got := newKey(devBanner("127.0.0.1:8080", "", local, "")); strings.Contains(got, "TOLLGATE_DATA_DIR") {
+		t.Errorf("without TOLLGATE_DATA_DIR: %q", got)
+	}
+	t.Setenv("TOLLGATE_DATA_DIR", "/srv/tollgate data")
+	if got := newKey(devBanner("127.0.0.1:8080", "", pgcluster.Location{}, "")); strings.Contains(got, "TOLLGATE_DATA_DIR") {
+		t.Errorf("with DATABASE_URL: %q", got)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -542,7 +543,7 @@ func devBanner(addr, key string, where pgcluster.Location, upstreams string) str
 		b.WriteString("  export TOLLGATE_API_KEY=" + key + "\n")
 	} else {
 		b.WriteString("  The demo account exists already; its key was printed by an earlier run. A new key:\n")
-		b.WriteString("    export TOLLGATE_API_KEY=$(" + adminCommand(os.Args[0]) + " admin key create demo -quiet)\n")
+		b.WriteString("    export TOLLGATE_API_KEY=$(" + adminEnvironment(where) + adminCommand(os.Args[0]) + " admin key create demo -quiet)\n")
 	}
 	b.WriteString("  curl -s " + base + "/v1/models -H \"Authorization: Bearer $TOLLGATE_API_KEY\"\n")
 	b.WriteString("  curl -s " + base + "/v1/credits -H \"Authorization: Bearer $TOLLGATE_API_KEY\"\n")
@@ -552,6 +553,31 @@ func devBanner(addr, key string, where pgcluster.Location, upstreams string) str
 	b.WriteString("    -d '{\"model\":\"service-sonnet\",\"max_tokens\":64,\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"Hello!\"}]}'\n\n")
 	b.WriteString("  MCP: " + base + "/api/mcp (the key as a Bearer header, or an OAuth sign-in: docs/mcp-oauth.md)\n\n")
 	return b.String()
+}
+
+// adminEnvironment is what the banner's admin command needs before it to find this run's local
+// cluster from a terminal of its own: TOLLGATE_DATA_DIR, made absolute and quoted for the shell,
+// when the run was given one (without it, the command pasted elsewhere looked in ./.data and
+// answered that there is no local cluster). Empty without TOLLGATE_DATA_DIR, and with
+// DATABASE_URL (where is zero), whose value may hold a password the banner does not print.
+func adminEnvironment(where pgcluster.Location) string {
+	dir := os.Getenv("TOLLGATE_DATA_DIR")
+	if where.DataDir == "" || dir == "" {
+		return ""
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	return "TOLLGATE_DATA_DIR=" + shellWord(dir) + " "
+}
+
+// shellWord is s as one word of a POSIX shell's command line: as it is when it has no character
+// the shell treats specially, else in single quotes.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+:@%,=") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // adminCommand returns the command that runs this binary's admin commands from the checkout:

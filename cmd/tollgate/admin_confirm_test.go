@@ -25,8 +25,8 @@ func adminAsk(t *testing.T, line string, interactive bool, answer string) (stdou
 // so a mistyped account lost all its keys. Each now asks: at a terminal it says on stderr what
 // it will do (how many keys and agent sessions, the dataset's size, the member's keys, the
 // slot's session) and goes ahead only on y or yes (no, or no answer, is exit status 1 and
-// nothing changes); when stdin is not a terminal it refuses in one line, exit status 2,
-// naming -yes, and changes nothing; -yes does it without asking.
+// nothing changes); when stdin is not a terminal it refuses with a line naming -yes (and the
+// -h hint after it), exit status 2, and changes nothing; -yes does it without asking.
 func TestAdminConfirmations(t *testing.T) {
 	t.Setenv("DATABASE_URL", migratedDatabase(t))
 	t.Setenv("LOG_LEVEL", "error")

@@ -68,18 +68,41 @@ func TestAdminHelpNeedsNoDatabase(t *testing.T) {
 // TestServeHelpOnStdout (operator trial s10h5, item 2): `tollgate serve -h` and `migrate -h`
 // printed their flags on standard error, while every admin command's -h prints on standard
 // output (operations.md's convention), so `tollgate serve -h | less` showed nothing. Both now
-// print on standard output, exit status 0, and nothing on standard error.
+// print on standard output, exit status 0, and nothing on standard error. And a command's -h
+// printed "Usage of prices:" and its flags alone, so `prices -h` never said it takes model
+// names (trial s13h9): each command's -h now begins with what `tollgate -h` says of it, its
+// arguments and what it does, from the same text (topCommandLines), then its flags.
 func TestServeHelpOnStdout(t *testing.T) {
 	bin := testBinary(t)
-	for _, args := range [][]string{{"serve", "-h"}, {"migrate", "-h"}} {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"serve", "-h"}, []string{"Usage:\n  tollgate serve   [-config FILE]   serve the API", "\nFlags:\n  -config string"}},
+		{[]string{"migrate", "-h"}, []string{"Usage:\n  tollgate migrate                  apply pending schema migrations to DATABASE_URL"}},
+		{[]string{"prices", "-h"}, []string{"Usage:\n  tollgate prices  [-config FILE] [-litellm FILE] [NAME...]\n", "the price each configured model", "\nFlags:\n", "-date string"}},
+		{[]string{"sim", "--help"}, []string{"Usage:\n  tollgate sim     [-listen ADDR]   the upstream simulator", "\nFlags:\n"}},
+	} {
 		var stdout, stderr bytes.Buffer
-		cmd := exec.Command(bin, args...)
+		cmd := exec.Command(bin, tc.args...)
 		cmd.Env = append(os.Environ(), "DATABASE_URL=")
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		err := cmd.Run()
-		if err != nil || !strings.Contains(stdout.String(), "Usage of "+args[0]) || stderr.Len() != 0 {
-			t.Errorf("tollgate %s: %v\nstdout %q\nstderr %q", strings.Join(args, " "), err, stdout.String(), stderr.String())
+		if err != nil || stderr.Len() != 0 {
+			t.Errorf("tollgate %s: %v\nstdout %q\nstderr %q", strings.Join(tc.args, " "), err, stdout.String(), stderr.String())
+			continue
 		}
+		for _, w := range tc.want {
+			if !strings.Contains(stdout.String(), w) {
+				t.Errorf("tollgate %s printed\n%s\nwithout %q", strings.Join(tc.args, " "), stdout.String(), w)
+			}
+		}
+	}
+	if lines := topCommandLines("prices"); !strings.Contains(usage, lines) || !strings.HasPrefix(lines, "  tollgate prices") {
+		t.Errorf("topCommandLines(prices) = %q: not the usage's lines of prices", lines)
+	}
+	if lines := topCommandLines("nosuch"); lines != "" {
+		t.Errorf("topCommandLines(nosuch) = %q, want none", lines)
 	}
 }
 
@@ -120,6 +143,7 @@ func TestUsageErrorsAreOneLineAndAHint(t *testing.T) {
 			"run 'tollgate -h' for the environment it reads\n"},
 		{[]string{"sim", "now"}, "tollgate: sim takes no arguments, got \"now\"\nrun 'tollgate sim -h' for its flags\n"},
 		{[]string{"sim", "-tps", "-1"}, "tollgate: sim: -latency, -tps and -words must not be negative\nrun 'tollgate sim -h' for its flags\n"},
+		{[]string{"prices", "-date", "bogus"}, "tollgate: prices: -date \"bogus\" is not a day (YYYY-MM-DD)\nrun 'tollgate prices -h' for its flags\n"},
 	} {
 		var stdout, stderr bytes.Buffer
 		cmd := exec.Command(bin, tc.args...)

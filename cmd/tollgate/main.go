@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -29,7 +30,8 @@ var usage = `tollgate: a metered multi-tenant gateway to hosted language models.
 
 Usage:
   tollgate serve   [-config FILE]   serve the API (needs DATABASE_URL; REDIS_URL optional)
-  tollgate migrate                  apply pending schema migrations
+  tollgate migrate                  apply pending schema migrations to DATABASE_URL (or the local
+                                    development cluster)
   tollgate admin ...                the operator's CLI ('tollgate admin -h' lists its commands)
   tollgate connect [-url URL] [-key KEY] CLIENT
                                     the settings for claude-code, codex, opencode, openai-sdk,
@@ -190,17 +192,56 @@ func parseFlags(fs *flag.FlagSet, args []string, help io.Writer) error {
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		fs.SetOutput(help)
-		if fs.Usage != nil {
-			fs.Usage()
+		if lines := topCommandLines(fs.Name()); lines != "" && !customUsage[fs.Name()] {
+			fmt.Fprintf(help, "Usage:\n%s", lines)
+			if hasFlags(fs) {
+				fmt.Fprintln(help, "\nFlags:")
+				fs.PrintDefaults()
+			}
 		} else {
-			fmt.Fprintf(help, "Usage of %s:\n", fs.Name())
-			fs.PrintDefaults()
+			fs.Usage()
 		}
 		return err
 	case err != nil:
 		return withHelp(usageError(err.Error()), "tollgate "+fs.Name()+" -h", "its flags")
 	}
 	return nil
+}
+
+// customUsage names the commands whose flag set prints a help of its own (connect's lists its
+// clients) rather than its lines of the top-level usage and its flags.
+var customUsage = map[string]bool{"connect": true}
+
+// topCommandLines is what the top-level usage (tollgate -h, with the development commands in a
+// build that has them) says of the command name: its line, "  tollgate NAME ...", and the
+// lines indented under it; "" for a command it does not list. A command's -h shows it above
+// the command's flags, so that its arguments (prices' NAME...) and what it does are said where
+// its flags are, from the one text.
+func topCommandLines(name string) string {
+	var b strings.Builder
+	in := false
+	for line := range strings.Lines(usage) {
+		rest, isCommand := strings.CutPrefix(line, "  tollgate ")
+		switch {
+		case isCommand:
+			word, _, _ := strings.Cut(strings.TrimSpace(rest), " ")
+			in = word == name
+		case in && strings.HasPrefix(line, "    "):
+		default:
+			in = false
+		}
+		if in {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
+}
+
+// hasFlags reports whether fs defines any flag.
+func hasFlags(fs *flag.FlagSet) bool {
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	return n > 0
 }
 
 // takesNoArguments refuses the arguments left after the flags of fs's command, which takes
@@ -416,9 +457,6 @@ func requireLocalCluster() error {
 
 func runMigrate(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage of migrate: apply pending schema migrations to DATABASE_URL (or the local development cluster); it takes no arguments")
-	}
 	if err := parseFlags(fs, args, os.Stdout); err != nil {
 		return err
 	}

@@ -29,6 +29,9 @@ func runPrices(args []string, out io.Writer) error {
 	if err := parseFlags(fs, args, out); err != nil {
 		return err
 	}
+	if _, err := time.Parse(time.DateOnly, *day); err != nil {
+		return withHelp(usageError(fmt.Sprintf("prices: -date %q is not a day (YYYY-MM-DD)", *day)), "tollgate prices -h", "its flags")
+	}
 	cat := pricecatalog.Builtin()
 	if *litellm != "" {
 		file, err := pricecatalog.LoadLiteLLMFile(*litellm)

@@ -140,8 +140,9 @@ func (w *stepWorker) work(ctx context.Context, job *river.Job[stepArgs]) error {
 	if err != nil {
 		return s.callFailed(ctx, job, bound, err)
 	}
-	// The answer comes back in the neutral form: its text and its tool calls.
-	text := ans.Response.Text
+	// The answer comes back in the neutral form: its text (or the model's refusal, which an
+	// OpenAI upstream says apart) and its tool calls.
+	text := ans.Response.Text + ans.Response.Refusal
 	calls := make([]toolCall, len(ans.Response.ToolCalls))
 	for i, c := range ans.Response.ToolCalls {
 		calls[i] = toolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments}

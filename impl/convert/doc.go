@@ -165,12 +165,15 @@
 // # Answers
 //
 // EncodeResponse writes what the official SDKs parse: a chat.completion with one choice
-// (content null when there are only tool calls, refusal null, annotations [], logprobs null,
-// usage with both details objects); a Responses object (status completed or incomplete with
-// incomplete_details, a message item with output_text parts and function_call items with fc_
-// ids, usage with both details objects, and the echo fields, taken from Meta.Request when
-// given); a Messages message (text then tool_use blocks, stop_reason, stop_sequence, usage with
-// the cache fields).
+// (content null when there are only tool calls or a refusal, refusal null unless the model
+// refused, annotations [], logprobs null, usage with both details objects); a Responses object
+// (status completed or incomplete with incomplete_details, a message item with an output_text
+// part and a refusal part when the model refused, and function_call items with fc_ ids, usage
+// with both details objects, and the echo fields, taken from Meta.Request when given); a
+// Messages message (text then tool_use blocks, stop_reason, stop_sequence, usage with the cache
+// fields). A refusal (Response.Refusal, StopRefusal) is carried exactly between the two OpenAI
+// formats, with the stop of a normal end; a Messages client gets its words as text with
+// stop_reason refusal (see stopreason.go).
 //
 // # Usage
 //

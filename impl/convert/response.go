@@ -82,9 +82,8 @@ type chatChoiceWire struct {
 }
 
 // text is the choice's text, as the neutral answer holds it: its content (a string, or the
-// text parts some compatible servers answer with), else its refusal; refused says it is the
-// refusal.
-func (c *chatChoiceWire) text() (text string, refused bool) {
+// text parts some compatible servers answer with).
+func (c *chatChoiceWire) text() (text string) {
 	content := c.Message.Content
 	switch firstByte(content) {
 	case '"':
@@ -101,10 +100,7 @@ func (c *chatChoiceWire) text() (text string, refused bool) {
 			}
 		}
 	}
-	if c.Message.Refusal != nil && *c.Message.Refusal != "" && text == "" {
-		return *c.Message.Refusal, true
-	}
-	return text, false
+	return text
 }
 
 func decodeChatResponse(body []byte) (*llm.Response, error) {
@@ -117,10 +113,11 @@ func decodeChatResponse(body []byte) (*llm.Response, error) {
 	}
 	c := w.Choices[0]
 	r := &llm.Response{ID: w.ID, Model: w.Model, Stop: StopReasonFrom(llm.FormatChat, c.FinishReason)}
-	var refused bool
-	if r.Text, refused = c.text(); refused {
-		r.Stop = llm.StopContentFilter
+	r.Text = c.text()
+	if c.Message.Refusal != nil {
+		r.Refusal = *c.Message.Refusal
 	}
+	r.Stop = refusedStop(r)
 	for _, tc := range c.Message.ToolCalls {
 		r.ToolCalls = append(r.ToolCalls, llm.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 	}
@@ -138,6 +135,16 @@ func decodeChatResponse(body []byte) (*llm.Response, error) {
 	}
 	r.Usage.ServiceTier = string(w.ServiceTier)
 	return r, nil
+}
+
+// refusedStop is the stop reason of an answer that says it simply ended though it is the
+// model's refusal: a refusal, so that a Messages client is told stop_reason refusal. The
+// stream converters apply the same rule.
+func refusedStop(r *llm.Response) llm.StopReason {
+	if r.Stop == llm.StopEnd && r.Refusal != "" {
+		return llm.StopRefusal
+	}
+	return r.Stop
 }
 
 // calledTools is the stop reason of an answer that says it simply ended though it called tools
@@ -198,7 +205,6 @@ func decodeResponsesResponse(body []byte) (*llm.Response, error) {
 		return nil, upstreamFailed(msg)
 	}
 	r := &llm.Response{ID: w.ID, Model: w.Model}
-	refused := false
 	for _, item := range w.Output {
 		switch item.Type {
 		case "message":
@@ -207,8 +213,7 @@ func decodeResponsesResponse(body []byte) (*llm.Response, error) {
 				case "output_text":
 					r.Text += c.Text
 				case "refusal":
-					r.Text += c.Refusal
-					refused = true
+					r.Refusal += c.Refusal
 				}
 			}
 		case "function_call":
@@ -220,9 +225,7 @@ func decodeResponsesResponse(body []byte) (*llm.Response, error) {
 		reason = w.IncompleteDetails.Reason
 	}
 	r.Stop = ResponsesStopReason(w.Status, reason, len(r.ToolCalls) > 0)
-	if refused && r.Stop == llm.StopEnd {
-		r.Stop = llm.StopContentFilter
-	}
+	r.Stop = refusedStop(r)
 	if u := w.Usage; u != nil {
 		r.Usage = llm.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens}
 		if u.InputTokensDetails != nil {
@@ -351,12 +354,16 @@ func EncodeResponse(f llm.Format, resp *llm.Response, meta Meta) ([]byte, error)
 
 func chatResponse(resp *llm.Response, meta Meta) object {
 	msg := object{{"role", "assistant"}}
-	if resp.Text == "" && len(resp.ToolCalls) > 0 {
-		msg.set("content", nil)
+	if resp.Text == "" && (len(resp.ToolCalls) > 0 || resp.Refusal != "") {
+		msg.set("content", nil) // as OpenAI answers a refusal: content null, refusal its words
 	} else {
 		msg.set("content", resp.Text)
 	}
-	msg.set("refusal", nil)
+	if resp.Refusal != "" {
+		msg.set("refusal", resp.Refusal)
+	} else {
+		msg.set("refusal", nil)
+	}
 	msg.set("annotations", []any{})
 	if len(resp.ToolCalls) > 0 {
 		calls := make([]any, 0, len(resp.ToolCalls))
@@ -507,11 +514,19 @@ func responsesResponse(resp *llm.Response, meta Meta) object {
 	msgID, fcID := itemIDs(meta.ID)
 	output := []any{}
 	status := StopReasonFor(llm.FormatResponses, resp.Stop)
-	if resp.Text != "" || len(resp.ToolCalls) == 0 {
-		// The message of an incomplete answer is incomplete too, as the stream's is.
+	if resp.Text != "" || resp.Refusal != "" || len(resp.ToolCalls) == 0 {
+		// The message of an incomplete answer is incomplete too, as the stream's is. A
+		// refusal is a part of its own, as OpenAI answers it.
+		content := []any{}
+		if resp.Text != "" || resp.Refusal == "" {
+			content = append(content, object{{"type", "output_text"}, {"text", resp.Text}, {"annotations", []any{}}, {"logprobs", []any{}}})
+		}
+		if resp.Refusal != "" {
+			content = append(content, object{{"type", "refusal"}, {"refusal", resp.Refusal}})
+		}
 		output = append(output, object{
 			{"id", msgID}, {"type", "message"}, {"status", status}, {"role", "assistant"},
-			{"content", []any{object{{"type", "output_text"}, {"text", resp.Text}, {"annotations", []any{}}, {"logprobs", []any{}}}}},
+			{"content", content},
 		})
 	}
 	for i, c := range resp.ToolCalls {
@@ -647,8 +662,10 @@ func responsesEcho(req *llm.Request, tier string) object {
 
 func messagesResponse(resp *llm.Response, meta Meta) (object, error) {
 	content := []any{}
-	if resp.Text != "" {
-		content = append(content, object{{"type", "text"}, {"text", resp.Text}})
+	// A Messages answer has no place for a refusal's words but its text (its stop_reason says
+	// refusal).
+	if text := resp.Text + resp.Refusal; text != "" {
+		content = append(content, object{{"type", "text"}, {"text", text}})
 	}
 	for i, c := range resp.ToolCalls {
 		input, ok := toolInput(c.Arguments)

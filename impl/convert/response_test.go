@@ -267,17 +267,18 @@ func TestResponseEdgeCases(t *testing.T) {
 		t.Errorf("%+v %v", resp, err)
 	}
 
-	// A chat refusal is content filtered.
+	// A chat refusal is a refusal, kept apart from the text: a Messages client reads its words
+	// as text with stop_reason refusal.
 	resp, err = DecodeResponse(llm.FormatChat, []byte(`{"id":"c","object":"chat.completion","model":"g","choices":[{"index":0,"message":{"role":"assistant","content":null,"refusal":"I can't help with that."},"finish_reason":"stop"}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.Stop != llm.StopContentFilter || resp.Text != "I can't help with that." {
+	if resp.Stop != llm.StopRefusal || resp.Text != "" || resp.Refusal != "I can't help with that." {
 		t.Errorf("%+v", resp)
 	}
 	out, _ = EncodeResponse(llm.FormatMessages, resp, metaFor(llm.FormatMessages))
 	_ = json.Unmarshal(out, &m)
-	if m.StopReason != "refusal" {
+	if m.StopReason != "refusal" || len(m.Content) != 1 || m.Content[0].Text != "I can't help with that." {
 		t.Errorf("messages: %s", out)
 	}
 

@@ -11,12 +11,17 @@ import "github.com/tollgate/tollgate/impl/llm"
 //	tool_calls       tool_calls      completed                             tool_use
 //	stop_sequence    stop            completed                             stop_sequence
 //	content_filter   content_filter  incomplete (content_filter)           refusal
+//	refusal          stop            completed                             refusal
 //
 // Reverse: chat function_call is tool_calls; Messages pause_turn is end and
 // model_context_window_exceeded is length; a Responses answer that completed with function
 // calls is tool_calls (see ResponsesStopReason). An unknown or empty value maps to end. An
-// answer that ended normally as a refusal (a chat message whose only text is its refusal, a
-// Responses refusal part) is content_filter, whole or streamed (the stream decoders follow).
+// answer that ended normally with a refusal (a chat message.refusal or delta.refusal, a
+// Responses refusal part) is refusal, whole or streamed (the stream decoders follow): the
+// OpenAI formats carry the refusal apart from the text, with the stop and status of a normal
+// end, and a Messages client, whose format has no place for a refusal's words, gets them as
+// text with stop_reason refusal. A Messages refusal (its classifiers stopped the answer, whose
+// text so far is not a refusal message) is content_filter, as chat's content filter is.
 
 // StopReasonFor is the wire value of r in format f: chat's finish_reason, Messages'
 // stop_reason, or a Responses status ("completed" or "incomplete"; ResponsesIncompleteReason
@@ -47,7 +52,7 @@ func StopReasonFor(f llm.Format, r llm.StopReason) string {
 			return "tool_use"
 		case llm.StopSequence:
 			return "stop_sequence"
-		case llm.StopContentFilter:
+		case llm.StopContentFilter, llm.StopRefusal:
 			return "refusal"
 		default:
 			return "end_turn"

@@ -62,8 +62,10 @@ func ChatChoicesOutput(body []byte) int {
 	}
 	n := 0
 	for i := range w.Choices {
-		text, _ := w.Choices[i].text()
-		n += len(text)
+		n += len(w.Choices[i].text())
+		if r := w.Choices[i].Message.Refusal; r != nil {
+			n += len(*r)
+		}
 		for _, tc := range w.Choices[i].Message.ToolCalls {
 			n += len(tc.Function.Arguments)
 		}

@@ -225,7 +225,7 @@ func answerChars(resp *llm.Response, f llm.Format, body []byte, choices int) int
 	if choices > 1 && f == llm.FormatChat {
 		return convert.ChatChoicesOutput(body)
 	}
-	n := len(resp.Text) + convert.UnmodelledOutput(f, body)
+	n := len(resp.Text) + len(resp.Refusal) + convert.UnmodelledOutput(f, body)
 	for _, c := range resp.ToolCalls {
 		n += len(c.Arguments)
 	}

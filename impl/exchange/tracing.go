@@ -304,6 +304,7 @@ func (x *Exchange) noteAnswer(resp *llm.Response) {
 	x.tr.finishReason = convert.StopReasonFor(x.expert.Kind, resp.Stop)
 	if x.tr.capture {
 		x.tr.output.WriteString(resp.Text)
+		x.tr.output.WriteString(resp.Refusal)
 	}
 }
 

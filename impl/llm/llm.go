@@ -197,7 +197,11 @@ const (
 	StopLength        StopReason = "length"         // the output bound was reached
 	StopToolCalls     StopReason = "tool_calls"     // the model called tools
 	StopSequence      StopReason = "stop_sequence"  // a stop sequence matched
-	StopContentFilter StopReason = "content_filter" // refused or filtered
+	StopContentFilter StopReason = "content_filter" // filtered (chat content_filter, Messages refusal)
+	// StopRefusal is an answer that ended normally as the model's refusal to answer: a chat
+	// message.refusal with finish_reason stop, a Responses refusal part in a completed answer
+	// (the refusal's text is Response.Refusal, or the Refusal text deltas of a stream).
+	StopRefusal StopReason = "refusal"
 )
 
 // Usage counts tokens. InputTokens counts every input token, those read from or written to a
@@ -239,7 +243,10 @@ type Response struct {
 	ID    string
 	Model string
 	// Text is the answer's text (the concatenation of its text parts).
-	Text      string
+	Text string
+	// Refusal is the model's refusal to answer, kept apart from its text as the OpenAI formats
+	// keep it (chat message.refusal, a Responses refusal part); "" when it did not refuse.
+	Refusal   string
 	ToolCalls []ToolCall
 	Stop      StopReason
 	// StopSequence is the sequence that matched when Stop is StopSequence.
@@ -269,8 +276,10 @@ type Event struct {
 	// Start: the upstream's id and model.
 	ID    string
 	Model string
-	// TextDelta: the text.
-	Text string
+	// TextDelta: the text; Refusal says it is a piece of the model's refusal to answer (chat
+	// delta.refusal, Responses response.refusal.delta) rather than of its answer.
+	Text    string
+	Refusal bool
 	// ToolCallStart / ToolCallDelta: which call (0, 1, ... in order of appearance), and for
 	// Start its id and name, for Delta an arguments fragment.
 	ToolIndex  int

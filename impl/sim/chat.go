@@ -267,12 +267,20 @@ func (t *chatTurn) body() []byte {
 			b = append(b, `,"arguments":`...)
 			b = appendString(b, t.toolArgs())
 			b = append(b, `}}]`...)
+		} else if t.refusal {
+			// As OpenAI answers a refusal: content null, refusal its words, finish_reason stop.
+			b = append(b, `null,"refusal":"`...)
+			b = t.appendText(b, t.words)
+			b = append(b, '"')
 		} else {
 			b = append(b, '"')
 			b = t.appendText(b, t.words)
 			b = append(b, '"')
 		}
-		b = append(b, `,"refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"`...)
+		if !t.refusal {
+			b = append(b, `,"refusal":null`...)
+		}
+		b = append(b, `,"annotations":[]},"logprobs":null,"finish_reason":"`...)
 		b = append(b, t.finishReason()...)
 	}
 	b = append(b, `"}],"usage":`...)
@@ -341,6 +349,8 @@ func (t *chatTurn) open(o *sse) {
 		o.buf = append(o.buf, `,"type":"function","function":{"name":`...)
 		o.buf = appendString(o.buf, t.tool)
 		o.buf = append(o.buf, `,"arguments":""}}],"refusal":null}`...)
+	} else if t.refusal {
+		o.buf = append(o.buf, `{"role":"assistant","content":null,"refusal":""}`...)
 	} else {
 		o.buf = append(o.buf, `{"role":"assistant","content":"","refusal":null}`...)
 	}
@@ -354,7 +364,11 @@ func (t *chatTurn) content(o *sse, i int) {
 		o.buf = appendString(o.buf, t.toolFragment(i))
 		o.buf = append(o.buf, `}}]}`...)
 	} else {
-		o.buf = append(o.buf, `{"content":"`...)
+		if t.refusal {
+			o.buf = append(o.buf, `{"refusal":"`...)
+		} else {
+			o.buf = append(o.buf, `{"content":"`...)
+		}
 		o.buf = t.appendToken(o.buf, i)
 		o.buf = append(o.buf, `"}`...)
 	}

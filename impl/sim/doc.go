@@ -44,6 +44,15 @@
 // top_p are both given ("cannot both be specified for this model", as for the Claude 4.5
 // models and later, which the simulated models stand in for).
 //
+// [[sim refuse=true]] makes the reply the model's refusal to answer, its words as usual,
+// whatever the request asks for (no tool call, no structured output, no stop sequence): chat
+// content null with the words in message.refusal and finish_reason "stop", streamed as
+// delta.refusal after a role chunk {"role":"assistant","content":null,"refusal":""}; a
+// Responses message whose one part is {"type":"refusal","refusal":…} in a completed response,
+// streamed as response.content_part.added (a refusal part), response.refusal.delta…,
+// response.refusal.done, content_part.done; a Messages answer of text with stop_reason
+// "refusal".
+//
 // On the Responses route the functions of a namespace tool ({"type":"namespace","name":ns,
 // "tools":[{"type":"function","name":f,"parameters":…},…]}, as Codex CLI offers its MCP tools)
 // are callable too: "call <ns>__<f>" (Codex's own spelling, mcp__server__tool) or "call <f>"
@@ -108,6 +117,7 @@
 //	[[sim fault=429 times=2]]          fault the first 2 requests carrying this exact text
 //	[[sim web_search=2]]               run 2 hosted web searches before the reply (see below)
 //	[[sim cache_min=256]]              cache prompt prefixes from 256 tokens on (see Prompt caching)
+//	[[sim refuse=true]]                answer with the model's refusal (see above)
 //	[[sim script: call t {"a":1}]]     play an agent's model, one call a turn (see Scripts)
 //
 // Other keys: status= (the error type of a midstream fault: 429, 500, 503, 529),

@@ -95,6 +95,8 @@ type directive struct {
 	// cacheMin is the shortest cacheable prompt prefix asked for, in tokens (at least 1);
 	// 0 = the model's own.
 	cacheMin int
+	// refuse asks for the model's refusal in place of an answer (refuse=true).
+	refuse bool
 }
 
 // parseDirectives reads every [[sim key=value ...]] in text. Unknown keys and malformed values
@@ -215,6 +217,8 @@ func (d *directive) set(k, v string) {
 		if n, err := strconv.Atoi(v); err == nil && n >= 1 {
 			d.webSearch = n
 		}
+	case "refuse":
+		d.refuse = v == "true"
 	case "cache_min":
 		if n, err := strconv.Atoi(v); err == nil && n >= 0 {
 			d.cacheMin = max(n, 1)

@@ -314,6 +314,9 @@ func (t *messagesTurn) stopReason() string {
 	case finishTool:
 		return "tool_use"
 	default:
+		if t.refusal {
+			return "refusal" // its classifiers stopped the answer
+		}
 		return "end_turn"
 	}
 }

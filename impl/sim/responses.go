@@ -330,8 +330,14 @@ func (t *responsesTurn) appendSearchItems(b []byte) []byte {
 	return b
 }
 
-// appendPart appends the output_text part holding the first n tokens.
+// appendPart appends the output_text part holding the first n tokens, or the refusal part of
+// a refusal.
 func (t *responsesTurn) appendPart(b []byte, n int) []byte {
+	if t.refusal {
+		b = append(b, `{"type":"refusal","refusal":"`...)
+		b = t.appendText(b, n)
+		return append(b, `"}`...)
+	}
 	b = append(b, `{"type":"output_text","annotations":[],"logprobs":[],"text":"`...)
 	b = t.appendText(b, n)
 	return append(b, `"}`...)
@@ -514,6 +520,12 @@ func (t *responsesTurn) content(o *sse, i int) {
 		t.itemRef(o)
 		o.buf = append(o.buf, `,"delta":`...)
 		o.buf = appendString(o.buf, t.toolFragment(i))
+	case t.refusal:
+		t.event(o, "response.refusal.delta")
+		t.itemRef(o)
+		o.buf = append(o.buf, `,"delta":"`...)
+		o.buf = t.appendToken(o.buf, i)
+		o.buf = append(o.buf, '"')
 	default:
 		t.event(o, "response.output_text.delta")
 		t.itemRef(o)
@@ -545,11 +557,19 @@ func (t *responsesTurn) close(o *sse) {
 		o.buf = append(o.buf, '}')
 		o.end()
 	default:
-		t.event(o, "response.output_text.done")
-		t.itemRef(o)
-		o.buf = append(o.buf, `,"text":"`...)
-		o.buf = t.appendText(o.buf, n)
-		o.buf = append(o.buf, `","logprobs":[]}`...)
+		if t.refusal {
+			t.event(o, "response.refusal.done")
+			t.itemRef(o)
+			o.buf = append(o.buf, `,"refusal":"`...)
+			o.buf = t.appendText(o.buf, n)
+			o.buf = append(o.buf, `"}`...)
+		} else {
+			t.event(o, "response.output_text.done")
+			t.itemRef(o)
+			o.buf = append(o.buf, `,"text":"`...)
+			o.buf = t.appendText(o.buf, n)
+			o.buf = append(o.buf, `","logprobs":[]}`...)
+		}
 		o.end()
 		t.event(o, "response.content_part.done")
 		t.itemRef(o)

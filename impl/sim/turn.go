@@ -36,6 +36,9 @@ type turn struct {
 	namespace string
 	// searches is the number of hosted web searches that open the reply (see websearch.go).
 	searches int
+	// refusal says the reply's words are the model's refusal to answer (the refuse directive):
+	// chat message.refusal, a Responses refusal part, Messages text with stop_reason refusal.
+	refusal bool
 	// frags, when set, are the reply's content events in place of vocabulary words: the
 	// tokens of the tool call's arguments when finish == finishTool, else the tokens of the
 	// JSON text of a structured answer (see structured.go).
@@ -111,6 +114,16 @@ func (s *Simulator) plan(rt Route, model string, stream bool, input int, in plan
 	if in.script != nil {
 		t.playScript(in.script, &in)
 		t.fault = s.takeFault(model, d.orNil(hasDirective))
+		return t
+	}
+	if hasDirective && d.refuse {
+		// A refusal is words, whatever the request asks for: no tool call, no structured
+		// output (it is where the OpenAI models refuse), no stop sequence.
+		if in.maxTokens > 0 && in.maxTokens < n {
+			n, t.finish = in.maxTokens, finishLength
+		}
+		t.words, t.refusal = n, true
+		t.fault = s.takeFault(model, &d)
 		return t
 	}
 	if in.format != nil {

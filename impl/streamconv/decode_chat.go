@@ -17,9 +17,9 @@ type chatDecoder struct {
 	chunk chatChunk
 	// pair joins a character split between two content deltas.
 	pair surrogatePair
-	// refused and texted say whether the answer had refusal and content deltas: an answer that
-	// is only a refusal stops as content_filter, as a complete one does (convert).
-	refused, texted bool
+	// refused says whether the answer had refusal deltas: one that ends with finish_reason
+	// stop stops as a refusal, as a complete one does (convert).
+	refused bool
 }
 
 type chatChunk struct {
@@ -87,7 +87,6 @@ func (d *chatDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, bool, 
 					text, _ = d.pair.text(f.textTok) // a token stringOf read
 				}
 				if text != "" {
-					d.texted = true
 					out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: text})
 				}
 				return out, false, nil
@@ -128,13 +127,11 @@ func (d *chatDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, bool, 
 			continue
 		}
 		if ch.Delta.Content != "" {
-			d.texted = true
 			out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: ch.Delta.Content})
 		}
 		if ch.Delta.Refusal != "" {
-			// A refusal has no place of its own in the neutral form; its text is the answer.
 			d.refused = true
-			out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: ch.Delta.Refusal})
+			out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: ch.Delta.Refusal, Refusal: true})
 		}
 		for j := range ch.Delta.ToolCalls {
 			out = d.toolCall(&ch.Delta.ToolCalls[j], out)
@@ -142,8 +139,8 @@ func (d *chatDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, bool, 
 		if ch.FinishReason != "" && !d.stopped {
 			d.stopped = true
 			stop := convert.StopReasonFrom(llm.FormatChat, ch.FinishReason)
-			if stop == llm.StopEnd && d.refused && !d.texted {
-				stop = llm.StopContentFilter
+			if stop == llm.StopEnd && d.refused {
+				stop = llm.StopRefusal
 			}
 			out = append(out, llm.Event{Kind: llm.EventStop, Stop: stop})
 		}

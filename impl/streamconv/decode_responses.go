@@ -26,8 +26,8 @@ type responsesDecoder struct {
 	ev     respEvent
 	// pair joins a character split between two text deltas.
 	pair surrogatePair
-	// refused says whether the answer had a refusal: a completed one stops as content_filter,
-	// as a complete answer does (convert).
+	// refused says whether the answer had a refusal: a completed one stops as a refusal, as a
+	// complete answer does (convert).
 	refused bool
 }
 
@@ -199,13 +199,15 @@ func (d *responsesDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, b
 			d.tools[n].argsSeen = true
 			out = append(out, llm.Event{Kind: llm.EventToolCallDelta, ToolIndex: n, Arguments: e.Item.Arguments})
 		}
-	case "response.output_text.delta", "response.refusal.delta":
-		if typ == "response.refusal.delta" {
-			d.refused = true
-		}
+	case "response.output_text.delta":
 		if e.Delta != "" {
 			d.markText(e.OutputIndex)
 			out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: e.Delta})
+		}
+	case "response.refusal.delta":
+		d.refused = true
+		if e.Delta != "" {
+			out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: e.Delta, Refusal: true})
 		}
 	case "response.output_text.done":
 		out = d.pair.flush(out)
@@ -234,7 +236,7 @@ func (d *responsesDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, b
 		}
 		stop := convert.ResponsesStopReason(status, reason, len(d.tools) > 0 || (e.Response != nil && hasFunctionCall(e.Response)))
 		if stop == llm.StopEnd && d.refused {
-			stop = llm.StopContentFilter
+			stop = llm.StopRefusal
 		}
 		out = append(out, llm.Event{Kind: llm.EventStop, Stop: stop})
 		if e.Response != nil && e.Response.Usage != nil {

@@ -391,10 +391,12 @@ func TestSurrogatePairSplitBetweenDeltas(t *testing.T) {
 }
 
 // TestRefusalStopsAlikeStreamedOrNot: an answer that is a refusal (chat's refusal field,
-// Responses' refusal part; OpenAI's structured-outputs refusals) stops as content_filter when
-// decoded from a stream, as it does when decoded whole (convert.DecodeResponse), so that a
-// Messages client reads stop_reason "refusal" either way (trial h14 D1: "end_turn" streamed,
-// "refusal" whole). A chat answer with content besides its refusal stops as it said.
+// Responses' refusal part; OpenAI's structured-outputs refusals) stops as a refusal, its words
+// apart from its text, when decoded from a stream as when decoded whole
+// (convert.DecodeResponse), so that a Messages client reads stop_reason "refusal" either way
+// (trial h14 D1: "end_turn" streamed, "refusal" whole) and an OpenAI client of the other
+// format gets a refusal (wire-format trial s13h6). A chat answer with content besides its
+// refusal keeps both apart.
 func TestRefusalStopsAlikeStreamedOrNot(t *testing.T) {
 	cases := []struct {
 		name   string
@@ -426,8 +428,9 @@ func TestRefusalStopsAlikeStreamedOrNot(t *testing.T) {
 			}
 			evs, done := decodeEvents(t, c.f, c.stream...)
 			r := accumulate(evs)
-			if !done || whole.Stop != llm.StopContentFilter || r.Stop != whole.Stop || r.Text != whole.Text {
-				t.Errorf("streamed: stop %q text %q (done %v); whole: stop %q text %q", r.Stop, r.Text, done, whole.Stop, whole.Text)
+			if !done || whole.Stop != llm.StopRefusal || r.Stop != whole.Stop || r.Text != whole.Text || r.Text != "" ||
+				r.Refusal != whole.Refusal || r.Refusal != "I can't help with that." {
+				t.Errorf("streamed: stop %q text %q refusal %q (done %v); whole: stop %q text %q refusal %q", r.Stop, r.Text, r.Refusal, done, whole.Stop, whole.Text, whole.Refusal)
 			}
 			if got := convert.StopReasonFor(llm.FormatMessages, r.Stop); got != "refusal" {
 				t.Errorf("a Messages client reads stop_reason %q, want refusal", got)
@@ -438,8 +441,8 @@ func TestRefusalStopsAlikeStreamedOrNot(t *testing.T) {
 		evs, _ := decodeEvents(t, llm.FormatChat,
 			[2]string{"", `{"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"Here:"}}]}`},
 			[2]string{"", `{"id":"c","model":"m","choices":[{"index":0,"delta":{"refusal":"no"},"finish_reason":"stop"}]}`})
-		if r := accumulate(evs); r.Stop != llm.StopEnd {
-			t.Errorf("stop %q, want end", r.Stop)
+		if r := accumulate(evs); r.Stop != llm.StopRefusal || r.Text != "Here:" || r.Refusal != "no" {
+			t.Errorf("stop %q text %q refusal %q, want refusal, Here: and no", r.Stop, r.Text, r.Refusal)
 		}
 	})
 }

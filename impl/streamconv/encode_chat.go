@@ -55,7 +55,11 @@ func (c *chatEncoder) Encode(ev llm.Event, out []sse.Event) []sse.Event {
 		}
 		c.start("", "")
 		s := c.chunkStart()
-		c.em.buf = append(c.em.buf, `{"content":`...)
+		if ev.Refusal {
+			c.em.buf = append(c.em.buf, `{"refusal":`...)
+		} else {
+			c.em.buf = append(c.em.buf, `{"content":`...)
+		}
 		c.em.buf = appendString(c.em.buf, ev.Text)
 		c.chunkEnd(s, "}")
 	case llm.EventToolCallStart:

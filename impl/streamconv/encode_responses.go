@@ -13,7 +13,8 @@ import (
 // responsesEncoder writes OpenAI Responses stream events (wire-protocols.md §2.2–2.5): every
 // event named by its type and numbered from 0; created and in_progress first; each message item
 // as output_item.added, content_part.added, output_text.delta…, output_text.done,
-// content_part.done, output_item.done; each function call as output_item.added,
+// content_part.done, output_item.done (a refusal as a message of its own whose part is a
+// refusal, with refusal.delta… and refusal.done); each function call as output_item.added,
 // function_call_arguments.delta…, function_call_arguments.done, output_item.done; then the
 // terminal response.completed or response.incomplete carrying every output item and the usage.
 // A failure is the flat error event, then response.failed. There is no [DONE].
@@ -41,10 +42,12 @@ type responsesEncoder struct {
 
 // respOut is one output item as far as it has been streamed.
 type respOut struct {
-	fc     bool
-	id     string
-	callID string
-	name   string
+	fc bool
+	// refusal marks a message whose one part is the model's refusal, not output_text.
+	refusal bool
+	id      string
+	callID  string
+	name    string
 	// text is the item's text or arguments, JSON-escaped (without quotes), so that the done
 	// events and the final response can repeat it without escaping it again.
 	text   []byte
@@ -74,12 +77,21 @@ func (r *responsesEncoder) Encode(ev llm.Event, out []sse.Event) []sse.Event {
 			break
 		}
 		r.start("", "")
-		if r.open < 0 || r.items[r.open].fc {
-			r.openMessage()
+		if r.open < 0 || r.items[r.open].fc || r.items[r.open].refusal != ev.Refusal {
+			r.openMessage(ev.Refusal)
 		}
 		it := &r.items[r.open]
 		n := len(it.text)
 		it.text = appendEscaped(it.text, ev.Text)
+		if ev.Refusal {
+			s := r.begin("response.refusal.delta")
+			r.appendItemRef(r.open)
+			r.em.buf = append(r.em.buf, `,"content_index":0,"delta":"`...)
+			r.em.buf = append(r.em.buf, it.text[n:]...)
+			r.em.buf = append(r.em.buf, '"')
+			r.end(s)
+			break
+		}
 		s := r.begin("response.output_text.delta")
 		r.appendItemRef(r.open)
 		r.em.buf = append(r.em.buf, `,"content_index":0,"delta":"`...)
@@ -236,8 +248,9 @@ func (r *responsesEncoder) start(id, model string) {
 // the converters derive them for a complete answer (msg_<base>, fc_<base>_<tool index>).
 func (r *responsesEncoder) idBase() string { return strings.TrimPrefix(r.id, "resp_") }
 
-// openMessage closes the open item and opens a message item with one output_text part.
-func (r *responsesEncoder) openMessage() {
+// openMessage closes the open item and opens a message item with one output_text part, or
+// with one refusal part when refusal is set.
+func (r *responsesEncoder) openMessage(refusal bool) {
 	r.closeOpen("completed")
 	r.open = len(r.items)
 	id := "msg_" + r.idBase()
@@ -248,7 +261,7 @@ func (r *responsesEncoder) openMessage() {
 			break
 		}
 	}
-	r.items = append(r.items, respOut{id: id, status: "in_progress"})
+	r.items = append(r.items, respOut{id: id, status: "in_progress", refusal: refusal})
 	s := r.begin("response.output_item.added")
 	r.em.buf = append(r.em.buf, `,"output_index":`...)
 	r.em.buf = appendInt(r.em.buf, int64(r.open))
@@ -258,7 +271,7 @@ func (r *responsesEncoder) openMessage() {
 	s = r.begin("response.content_part.added")
 	r.appendItemRef(r.open)
 	r.em.buf = append(r.em.buf, `,"content_index":0,"part":`...)
-	r.appendPart(nil)
+	r.appendPart(nil, refusal)
 	r.end(s)
 }
 
@@ -280,6 +293,18 @@ func (r *responsesEncoder) closeOpen(status string) {
 		r.em.buf = append(r.em.buf, it.text...)
 		r.em.buf = append(r.em.buf, '"')
 		r.end(s)
+	} else if it.refusal {
+		s := r.begin("response.refusal.done")
+		r.appendItemRef(i)
+		r.em.buf = append(r.em.buf, `,"content_index":0,"refusal":"`...)
+		r.em.buf = append(r.em.buf, it.text...)
+		r.em.buf = append(r.em.buf, '"')
+		r.end(s)
+		s = r.begin("response.content_part.done")
+		r.appendItemRef(i)
+		r.em.buf = append(r.em.buf, `,"content_index":0,"part":`...)
+		r.appendPart(it.text, true)
+		r.end(s)
 	} else {
 		s := r.begin("response.output_text.done")
 		r.appendItemRef(i)
@@ -290,7 +315,7 @@ func (r *responsesEncoder) closeOpen(status string) {
 		s = r.begin("response.content_part.done")
 		r.appendItemRef(i)
 		r.em.buf = append(r.em.buf, `,"content_index":0,"part":`...)
-		r.appendPart(it.text)
+		r.appendPart(it.text, false)
 		r.end(s)
 	}
 	s := r.begin("response.output_item.done")
@@ -328,8 +353,15 @@ func (r *responsesEncoder) appendItemRef(i int) {
 	r.em.buf = appendInt(r.em.buf, int64(i))
 }
 
-// appendPart appends an output_text part with the given escaped text.
-func (r *responsesEncoder) appendPart(text []byte) {
+// appendPart appends an output_text part with the given escaped text, or a refusal part
+// when refusal is set.
+func (r *responsesEncoder) appendPart(text []byte, refusal bool) {
+	if refusal {
+		r.em.buf = append(r.em.buf, `{"type":"refusal","refusal":"`...)
+		r.em.buf = append(r.em.buf, text...)
+		r.em.buf = append(r.em.buf, `"}`...)
+		return
+	}
 	r.em.buf = append(r.em.buf, `{"type":"output_text","text":"`...)
 	r.em.buf = append(r.em.buf, text...)
 	r.em.buf = append(r.em.buf, `","annotations":[],"logprobs":[]}`...)
@@ -359,7 +391,7 @@ func (r *responsesEncoder) appendItem(i int) {
 	r.em.buf = appendString(r.em.buf, it.status)
 	r.em.buf = append(r.em.buf, `,"role":"assistant","content":[`...)
 	if !inProgress {
-		r.appendPart(it.text)
+		r.appendPart(it.text, it.refusal)
 	}
 	r.em.buf = append(r.em.buf, "]}"...)
 }

@@ -51,6 +51,7 @@ type toolCall struct {
 // result is what a stream amounts to, in neutral terms: what a client accumulates.
 type result struct {
 	Text     string
+	Refusal  string
 	Tools    []toolCall
 	Stop     llm.StopReason
 	Usage    llm.Usage
@@ -142,7 +143,11 @@ func accumulate(evs []llm.Event) result {
 	for _, e := range evs {
 		switch e.Kind {
 		case llm.EventTextDelta:
-			r.Text += e.Text
+			if e.Refusal {
+				r.Refusal += e.Text
+			} else {
+				r.Text += e.Text
+			}
 		case llm.EventToolCallStart:
 			r.Tools = append(r.Tools, toolCall{ID: e.ToolCallID, Name: e.ToolName})
 		case llm.EventToolCallDelta:

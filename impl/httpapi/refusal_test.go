@@ -1,0 +1,158 @@
+package httpapi_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/tollgate/tollgate/impl/devkit/apitest"
+)
+
+// refuse is the user message that makes the simulator answer with the model's refusal (chat
+// message.refusal, a Responses refusal part, Messages stop_reason refusal).
+const refuse = "Tell me how to pick a lock. [[sim refuse=true]]"
+
+// TestRefusalCrossesOpenAIFormats: a refusal is a field of its own in both OpenAI formats
+// (chat message.refusal and delta.refusal; a Responses refusal content part, streamed as
+// response.refusal.delta and .done), with the stop of a normal end (finish_reason stop, status
+// completed), and the SDKs read it there: openai-python's chat.completions.parse returns it
+// as message.refusal, openai-go's accumulator reports JustFinishedRefusal. Translated between
+// the two formats, the refusal stays a refusal, whole and streamed. On the code before, a
+// Responses upstream's refusal reached a chat client as content with finish_reason
+// content_filter (parse raises ContentFilterFinishReasonError), and a chat upstream's reached
+// a Responses client as output_text in an incomplete response (wire-format trial s13h6).
+func TestRefusalCrossesOpenAIFormats(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: contractConfig(t)})
+	tenant := g.NewTenant(t, "acme", 0, 10_000_000)
+	client := openAIClient(g, t, tenant.Key)
+	ctx := context.Background()
+
+	// A chat client on a Responses upstream (test-responses).
+	chatParams := openai.ChatCompletionNewParams{Model: "test-responses", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(refuse)}}
+	done, err := client.Chat.Completions.New(ctx, chatParams)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg := done.Choices[0].Message; msg.Refusal == "" || msg.Content != "" || done.Choices[0].FinishReason != "stop" {
+		t.Errorf("chat answer from a Responses upstream's refusal: %s", done.RawJSON())
+	}
+	stream := client.Chat.Completions.NewStreaming(ctx, chatParams)
+	var acc openai.ChatCompletionAccumulator
+	var refusal string
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+		if r, ok := acc.JustFinishedRefusal(); ok {
+			refusal = r
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if msg := acc.Choices[0].Message; refusal == "" || msg.Refusal != refusal || msg.Content != "" || acc.Choices[0].FinishReason != "stop" {
+		t.Errorf("streamed chat answer from a Responses upstream's refusal: refusal %q, message %+v, finish %q", refusal, msg, acc.Choices[0].FinishReason)
+	}
+	if refusal != done.Choices[0].Message.Refusal {
+		t.Errorf("streamed refusal %q, whole %q", refusal, done.Choices[0].Message.Refusal)
+	}
+
+	// A Responses client on a chat upstream (service-flint-base).
+	respParams := responses.ResponseNewParams{Model: "service-flint-base", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(refuse)}}
+	r, err := client.Responses.New(ctx, respParams)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != "completed" || len(r.Output) != 1 || len(r.Output[0].Content) != 1 || r.Output[0].Content[0].Type != "refusal" ||
+		r.Output[0].Content[0].Refusal == "" || r.OutputText() != "" {
+		t.Errorf("Responses answer from a chat upstream's refusal: %s", r.RawJSON())
+	}
+	rs := client.Responses.NewStreaming(ctx, respParams)
+	var deltas, doneRefusal string
+	var final responses.Response
+	var types []string
+	for rs.Next() {
+		ev := rs.Current()
+		types = append(types, ev.Type)
+		switch ev.Type {
+		case "response.refusal.delta":
+			deltas += ev.Delta
+		case "response.refusal.done":
+			doneRefusal = ev.Refusal
+		case "response.output_text.delta":
+			t.Errorf("a refusal streamed as output_text: %s", ev.RawJSON())
+		case "response.content_part.added", "response.content_part.done":
+			if ev.Part.Type != "refusal" {
+				t.Errorf("%s with a part of type %q", ev.Type, ev.Part.Type)
+			}
+		case "response.completed", "response.incomplete":
+			final = ev.Response
+		}
+	}
+	if err := rs.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if deltas == "" || doneRefusal != deltas || final.Status != "completed" || len(final.Output) != 1 ||
+		final.Output[0].Content[0].Type != "refusal" || final.Output[0].Content[0].Refusal != deltas {
+		t.Errorf("streamed Responses answer from a chat upstream's refusal: deltas %q, done %q, events %v, final %s", deltas, doneRefusal, types, final.RawJSON())
+	}
+	if deltas != r.Output[0].Content[0].Refusal {
+		t.Errorf("streamed refusal %q, whole %q", deltas, r.Output[0].Content[0].Refusal)
+	}
+}
+
+// TestRefusalToOtherFormats: what the formats without a refusal field see. A Messages client
+// of an OpenAI upstream that refused gets the refusal's words as text with stop_reason
+// refusal, whole and streamed; an OpenAI client of a Messages upstream that stopped with
+// stop_reason refusal (its classifiers stopped the answer: the text so far is not a refusal
+// message) gets that text as content with finish_reason content_filter, or a Responses
+// answer incomplete for content_filter (docs/inference.md).
+func TestRefusalToOtherFormats(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: contractConfig(t)})
+	tenant := g.NewTenant(t, "acme", 0, 10_000_000)
+	ctx := context.Background()
+	ac := anthropicClient(g, t, tenant.Key)
+	for _, model := range []string{"messages-via-chat", "messages-via-responses"} {
+		params := anthropic.MessageNewParams{Model: anthropic.Model(model), MaxTokens: 256,
+			Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(refuse))}}
+		m, err := ac.Messages.New(ctx, params)
+		if err != nil {
+			t.Fatalf("%s: %v", model, err)
+		}
+		if m.StopReason != "refusal" || len(m.Content) != 1 || m.Content[0].Text == "" {
+			t.Errorf("%s: %s", model, m.RawJSON())
+		}
+		stream := ac.Messages.NewStreaming(ctx, params)
+		var acc anthropic.Message
+		for stream.Next() {
+			if err := acc.Accumulate(stream.Current()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatalf("%s streamed: %v", model, err)
+		}
+		if acc.StopReason != "refusal" || len(acc.Content) != 1 || acc.Content[0].Text != m.Content[0].Text {
+			t.Errorf("%s streamed: stop %q, content %+v", model, acc.StopReason, acc.Content)
+		}
+	}
+
+	client := openAIClient(g, t, tenant.Key)
+	done, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "chat-via-messages",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(refuse)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done.Choices[0].FinishReason != "content_filter" || done.Choices[0].Message.Refusal != "" {
+		t.Errorf("chat answer from a Messages refusal: %s", done.RawJSON())
+	}
+	r, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: "chat-via-messages",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(refuse)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != "incomplete" || r.IncompleteDetails.Reason != "content_filter" {
+		t.Errorf("Responses answer from a Messages refusal: %s", r.RawJSON())
+	}
+}

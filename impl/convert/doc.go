@@ -39,7 +39,11 @@
 //	                                                                                           of a user turn; adjacent
 //	                                                                                           same-role turns are merged
 //	text part             text / string content            input_text / output_text           text block (empty ones, and those
-//	                                                                                           of whitespace alone, left out)
+//	                                                                                           of whitespace alone, left out; the
+//	                                                                                           trailing whitespace of the text
+//	                                                                                           that ends a final assistant turn,
+//	                                                                                           a prefill, trimmed and named
+//	                                                                                           "<path> (trailing whitespace)")
 //	image part            image_url (URL or data: URL)     input_image image_url              image source url / base64
 //	document part         file{file_data data: URL,        input_file{file_data data: URL,    document source base64 (PDF)
 //	(user turns; inline   filename} (a name made from the  filename} (likewise)               or text (text/plain, decoded;

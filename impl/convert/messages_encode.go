@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/tollgate/tollgate/impl/apierror"
@@ -55,6 +56,9 @@ func (w *writer) messagesMessages(o *object) error {
 	// content ("" when none), and emptyLast says it was the last message: one that leaves the
 	// conversation on the assistant's turn is refused below.
 	emptyUser, emptyLast := "", false
+	// prefillText is the path of the last text of an assistant turn, which ends the
+	// conversation's text when the conversation ends on the assistant's turn (a prefill).
+	prefillText := ""
 	add := func(role string, blocks []any) {
 		if len(blocks) == 0 {
 			return
@@ -86,6 +90,11 @@ func (w *writer) messagesMessages(o *object) error {
 				return err
 			}
 			blocks, _ := w.messagesBlocks(texts)
+			for _, p := range texts {
+				if !blank(p.Text) {
+					prefillText = p.Path
+				}
+			}
 			for _, c := range m.ToolCalls {
 				input, ok := toolInput(c.Arguments)
 				if !ok {
@@ -133,6 +142,10 @@ func (w *writer) messagesMessages(o *object) error {
 		}
 		return apierror.Invalid(emptyUser, "Invalid '%s': %s is empty, and this model is served through %s, which refuses empty content (without it the conversation would end on the assistant's turn, which that API continues). Send the message's text.", emptyUser, which, formatNames[w.dst])
 	}
+	if n := len(turns); n > 0 && turns[n-1].role == "assistant" && w.cross() {
+		// A Messages client's own prefill goes as it sent it.
+		w.trimPrefill(turns[n-1].blocks, prefillText)
+	}
 	out := make([]any, 0, len(turns))
 	for _, t := range turns {
 		var content any = t.blocks
@@ -145,6 +158,26 @@ func (w *writer) messagesMessages(o *object) error {
 	}
 	o.set("messages", out)
 	return nil
+}
+
+// trimPrefill trims the trailing whitespace of the text that ends blocks, the assistant turn
+// that ends the conversation (a prefill, which the model continues): the Messages API refuses
+// it ("final assistant content cannot end with trailing whitespace"), and chat and Responses
+// clients, whose APIs take such turns, send them, a prefill like "The answer is " among them. What was trimmed is
+// named as the text's path with " (trailing whitespace)" (path is that text's, "" when the
+// request was not decoded).
+func (w *writer) trimPrefill(blocks []any, path string) {
+	last, ok := blocks[len(blocks)-1].(object)
+	if !ok || len(last) != 2 || last[0].value != "text" {
+		return // a tool call ends it
+	}
+	text, _ := last[1].value.(string)
+	trimmed := strings.TrimRightFunc(text, unicode.IsSpace)
+	if trimmed == text {
+		return
+	}
+	blocks[len(blocks)-1] = object{{"type", "text"}, {"text", trimmed}}
+	w.drop(pathName(path, "", "messages[].content") + " (trailing whitespace)")
 }
 
 // messagesBlocks writes text and image parts as content blocks. Text of whitespace alone is

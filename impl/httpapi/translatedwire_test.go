@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/param"
@@ -185,5 +186,73 @@ func TestTemperatureWithTopPToMessages(t *testing.T) {
 		t.Fatal(err)
 	} else if expert := raw.Header.Get("x-tollgate-expert"); !strings.HasPrefix(expert, "sim-anthropic/") {
 		t.Errorf("a temperature alone served by %q", expert)
+	}
+}
+
+// TestPrefillTrailingWhitespaceToMessages: a conversation that ends on the assistant's turn is
+// a prefill, which a Messages upstream continues, and the Messages API refuses one whose text
+// ends in whitespace ("final assistant content cannot end with trailing whitespace", which the
+// simulator plays); chat and Responses take such turns. Translated for Messages, the trailing
+// whitespace of that final text is trimmed and named in x-tollgate-dropped-fields. On the code
+// before, it went upstream and the client got the provider's 400.
+func TestPrefillTrailingWhitespaceToMessages(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: contractConfig(t)})
+	tenant := g.NewTenant(t, "acme", 0, 10_000_000)
+	client := openAIClient(g, t, tenant.Key)
+	ctx := context.Background()
+
+	var raw *http.Response
+	done, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "chat-via-messages",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Name a colour."), openai.AssistantMessage("The colour is \n")}},
+		option.WithResponseInto(&raw))
+	if err != nil {
+		t.Fatalf("chat prefill ending in whitespace: %v", err)
+	}
+	if done.Choices[0].Message.Content == "" {
+		t.Errorf("chat answer %s", done.RawJSON())
+	}
+	if got := raw.Header.Get("x-tollgate-dropped-fields"); got != "messages[].content (trailing whitespace)" {
+		t.Errorf("dropped %q, want the trimmed whitespace named", got)
+	}
+
+	items := responses.ResponseInputParam{
+		responses.ResponseInputItemParamOfMessage("Name a colour.", responses.EasyInputMessageRoleUser),
+		responses.ResponseInputItemParamOfOutputMessage([]responses.ResponseOutputMessageContentUnionParam{{OfOutputText: &responses.ResponseOutputTextParam{Text: "The colour is "}}},
+			"msg_1", responses.ResponseOutputMessageStatusCompleted),
+	}
+	stream := client.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: "chat-via-messages",
+		Input: responses.ResponseNewParamsInputUnion{OfInputItemList: items}}, option.WithResponseInto(&raw))
+	var final responses.Response
+	for stream.Next() {
+		if ev := stream.Current(); ev.Type == "response.completed" {
+			final = ev.Response
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatalf("streamed Responses prefill ending in whitespace: %v", err)
+	}
+	if final.Status != "completed" || final.OutputText() == "" {
+		t.Errorf("Responses answer %s", final.RawJSON())
+	}
+	if got := raw.Header.Get("x-tollgate-dropped-fields"); got != "input[].content[] (trailing whitespace)" {
+		t.Errorf("dropped %q, want the trimmed whitespace named", got)
+	}
+
+	// A prefill without trailing whitespace goes as it is, and names nothing.
+	if _, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "chat-via-messages",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Name a colour."), openai.AssistantMessage("The colour is")}},
+		option.WithResponseInto(&raw)); err != nil {
+		t.Fatal(err)
+	} else if got := raw.Header.Get("x-tollgate-dropped-fields"); got != "" {
+		t.Errorf("dropped %q for a prefill without trailing whitespace", got)
+	}
+
+	// A Messages client's own prefill is relayed as sent: the API's refusal is its answer.
+	ac := anthropicClient(g, t, tenant.Key)
+	_, err = ac.Messages.New(ctx, anthropic.MessageNewParams{Model: "service-sonnet", MaxTokens: 64, Messages: []anthropic.MessageParam{
+		anthropic.NewUserMessage(anthropic.NewTextBlock("Name a colour.")), anthropic.NewAssistantMessage(anthropic.NewTextBlock("The colour is "))}})
+	var apiErr *anthropic.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || !strings.Contains(apiErr.Error(), "trailing whitespace") {
+		t.Errorf("a Messages client's prefill ending in whitespace: %v", err)
 	}
 }

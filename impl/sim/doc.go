@@ -40,9 +40,11 @@
 // Messages requests are refused as the API refuses them (400 invalid_request_error) when a
 // message holds a text block (or string content) of whitespace alone ("messages: text content
 // blocks must contain non-whitespace text"), when a stop sequence is empty or whitespace alone
-// ("stop_sequences: each stop sequence must contain non-whitespace"), and when temperature and
+// ("stop_sequences: each stop sequence must contain non-whitespace"), when temperature and
 // top_p are both given ("cannot both be specified for this model", as for the Claude 4.5
-// models and later, which the simulated models stand in for).
+// models and later, which the simulated models stand in for), and when the conversation ends
+// on an assistant turn (a prefill) whose final text ends in whitespace ("messages: final
+// assistant content cannot end with trailing whitespace").
 //
 // [[sim refuse=true]] makes the reply the model's refusal to answer, its words as usual,
 // whatever the request asks for (no tool call, no structured output, no stop sequence): chat

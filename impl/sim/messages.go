@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"unicode"
 )
 
 // messagesRequest is the part of an Anthropic Messages request the simulator reads.
@@ -96,6 +97,11 @@ func (s *Simulator) decodeMessages(w http.ResponseWriter, r *http.Request, rt Ro
 		if blankText(m.Content) {
 			return bad("messages: text content blocks must contain non-whitespace text")
 		}
+	}
+	if trailingPrefill(req.Messages) {
+		// As the API refuses a prefill (the assistant turn it continues) that ends in
+		// whitespace.
+		return bad("messages: final assistant content cannot end with trailing whitespace")
 	}
 	if req.Temperature != nil && req.TopP != nil {
 		// As the API refuses them for the Claude 4.5 models and later, which the simulated
@@ -199,6 +205,28 @@ func blankText(raw json.RawMessage) bool {
 		}
 	}
 	return false
+}
+
+// trailingPrefill reports whether the conversation ends with an assistant turn (a prefill,
+// which the model continues) whose final content is text ending in whitespace, which the
+// Messages API refuses ("final assistant content cannot end with trailing whitespace").
+func trailingPrefill(msgs []anthropicMessage) bool {
+	last := len(msgs) - 1
+	for last >= 0 && msgs[last].Role == "system" {
+		last--
+	}
+	if last < 0 || msgs[last].Role != "assistant" {
+		return false
+	}
+	text, ok := rawString(msgs[last].Content)
+	if !ok {
+		var blocks []anthropicBlock
+		if json.Unmarshal(msgs[last].Content, &blocks) != nil || len(blocks) == 0 || blocks[len(blocks)-1].Type != "text" {
+			return false
+		}
+		text = blocks[len(blocks)-1].Text
+	}
+	return text != strings.TrimRightFunc(text, unicode.IsSpace)
 }
 
 // systemBlocks counts the text of the blocks of a system prompt given as an array, as

@@ -13,6 +13,7 @@ const chatStopLimit = 4
 // chatMessages writes messages: the system text first, then the turns.
 func (w *writer) chatMessages(o *object) error {
 	var out []any
+	var moved []llm.Part // images of the tool results since the last message that was no tool result
 	if s := w.req.System; s != "" {
 		out = append(out, object{{"role", "system"}, {"content", s}})
 	}
@@ -44,12 +45,17 @@ func (w *writer) chatMessages(o *object) error {
 			}
 			out = append(out, mo)
 		case llm.RoleTool:
-			texts, err := w.textOnly(m.Parts, "a tool result")
+			texts, images, err := w.toolResultParts(m.Parts)
 			if err != nil {
 				return err
 			}
 			w.dropIsError(m)
 			out = append(out, object{{"role", "tool"}, {"tool_call_id", m.ToolCallID}, {"content", chatContent(texts)}})
+			moved = append(moved, images...)
+			if next := i + 1; len(moved) > 0 && (next == len(w.req.Messages) || w.req.Messages[next].Role != llm.RoleTool) {
+				out = append(out, object{{"role", "user"}, {"content", chatContent(moved)}})
+				moved = nil
+			}
 		default:
 			return fmt.Errorf("convert: messages[%d] has unknown role %q", i, m.Role)
 		}
@@ -75,6 +81,24 @@ func (w *writer) textOnly(parts []llm.Part, where string) ([]llm.Part, error) {
 		}
 	}
 	return texts, nil
+}
+
+// toolResultParts splits a tool result's parts for a chat tool message, which holds text
+// alone: the text parts, and, translating, the images, which go in a user message after the
+// tool messages of the turn (named "<path> (moved to a user message)"); a document is refused
+// with a 400 naming it, as textOnly does.
+func (w *writer) toolResultParts(parts []llm.Part) (texts, images []llm.Part, err error) {
+	rest := parts[:0:0]
+	for _, p := range parts {
+		if p.Kind == llm.PartImage && w.cross() {
+			images = append(images, p)
+			w.drop(pathName(p.Path, " (moved to a user message)", "messages[].content (moved to a user message)"))
+			continue
+		}
+		rest = append(rest, p)
+	}
+	texts, err = w.textOnly(rest, "a tool result")
+	return texts, images, err
 }
 
 // chatContent is a message's content: a string for one text part (or none), else parts.

@@ -54,6 +54,8 @@
 //	ToolCalls             tool_calls[].function            function_call{call_id,arguments}   tool_use{id,input object}
 //	                      {name,arguments string}                                              (ids made ^[a-zA-Z0-9_-]+$)
 //	tool result           role tool + tool_call_id         function_call_output               tool_result{tool_use_id,content}
+//	                      (text alone: the images of a tool result go in a user message after the tool
+//	                      messages of the turn, named "<path> (moved to a user message)")
 //	MaxTokens             max_completion_tokens            max_output_tokens                  max_tokens (required: the
 //	                      (max_tokens read too)                                                caller fills it, see below)
 //	Temperature, TopP     temperature, top_p               temperature, top_p                 temperature (0..1), top_p
@@ -107,8 +109,8 @@
 //	             top_p other than 1 beside a temperature (to Messages, which takes one);
 //	             an image of a type Messages does not accept (to Messages: only jpeg, png,
 //	             gif, webp) or a non-base64 data: URL; a document of a type Messages does not
-//	             accept (to Messages: only application/pdf, and text/plain in UTF-8); an image
-//	             or document in a tool result (to chat) or an assistant turn; tool
+//	             accept (to Messages: only application/pdf, and text/plain in UTF-8); a
+//	             document in a tool result (to chat), an image or document in an assistant turn; tool
 //	             call arguments that are not a JSON object (to Messages)
 //
 // Refused also when the upstream speaks the client's format (SharedStateFields): ids of state a

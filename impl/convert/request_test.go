@@ -285,7 +285,6 @@ func TestRefusals(t *testing.T) {
 		{"file_id image", llm.FormatResponses, `{"model":"m","input":[{"role":"user","content":[{"type":"input_image","file_id":"f","detail":"auto"}]}]}`, llm.FormatChat, "input[0].content[0]"},
 		{"tool_choice built-in", llm.FormatResponses, resp(`,"tool_choice":{"type":"web_search_preview"}`), llm.FormatChat, "tool_choice"},
 		{"document block", llm.FormatMessages, `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"url","url":"https://x/a.pdf"}}]}]}`, llm.FormatChat, "messages[0].content[0]"},
-		{"image in a tool result to chat", llm.FormatMessages, `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"shot","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"here"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA"}}]}]}]}`, llm.FormatChat, "messages[2].content[0].content[1]"},
 		{"long tool name", llm.FormatMessages, msgs(`,"tools":[{"name":"` + longName + `","input_schema":{"type":"object"}}]`), llm.FormatChat, "tools[0].name"},
 		{"output_config format", llm.FormatMessages, msgs(`,"output_config":{"format":{"type":"json_schema","schema":{}}}`), llm.FormatChat, "output_config"},
 		{"mcp_servers", llm.FormatMessages, msgs(`,"mcp_servers":[{"type":"url","url":"https://x","name":"x"}]`), llm.FormatChat, "mcp_servers"},
@@ -451,6 +450,37 @@ func TestEmptyAssistantTurn(t *testing.T) {
 		}
 		if !reflect.DeepEqual(dropped, []string{"messages[].content[].thinking"}) {
 			t.Errorf("%s: dropped %v", f, dropped)
+		}
+	}
+}
+
+// TestToolResultImagesToChat: a chat tool message holds text alone, so the images of a tool
+// result (a Messages tool_result's image blocks, a Responses function_call_output's
+// input_image parts) go to a chat upstream in a user message after the tool messages of the
+// turn, named as moved; a tool result's document is still refused.
+func TestToolResultImagesToChat(t *testing.T) {
+	cases := []struct{ name, body, messages, dropped string }{
+		{"messages", `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"shot","input":{}},{"type":"tool_use","id":"t2","name":"shot","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"here"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA"}}]},{"type":"tool_result","tool_use_id":"t2","content":[{"type":"image","source":{"type":"url","url":"https://x/b.png"}}]}]}]}`,
+			`[{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":[{"id":"t1","type":"function","function":{"name":"shot","arguments":"{}"}},{"id":"t2","type":"function","function":{"name":"shot","arguments":"{}"}}]},{"role":"tool","tool_call_id":"t1","content":"here"},{"role":"tool","tool_call_id":"t2","content":""},{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,AA"}},{"type":"image_url","image_url":{"url":"https://x/b.png"}}]}]`,
+			"messages[].content[].content[] (moved to a user message)"},
+		{"responses", `{"model":"m","input":[{"role":"user","content":"hi"},{"type":"function_call","call_id":"c1","name":"shot","arguments":"{}"},{"type":"function_call_output","call_id":"c1","output":[{"type":"input_text","text":"here"},{"type":"input_image","image_url":"https://x/a.png","detail":"auto"}]},{"role":"user","content":"and?"}]}`,
+			`[{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"shot","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":"here"},{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x/a.png","detail":"auto"}}]},{"role":"user","content":"and?"}]`,
+			"input[].output[] (moved to a user message)"},
+	}
+	for _, c := range cases {
+		src := llm.FormatMessages
+		if c.name == "responses" {
+			src = llm.FormatResponses
+		}
+		out, dropped, err := EncodeRequest(llm.FormatChat, mustDecode(t, src, []byte(c.body)), "x")
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := string(topLevel(t, out)["messages"]); got != c.messages {
+			t.Errorf("%s: messages\n%s\nwant\n%s", c.name, got, c.messages)
+		}
+		if !reflect.DeepEqual(dropped, []string{c.dropped}) {
+			t.Errorf("%s: dropped %v", c.name, dropped)
 		}
 	}
 }

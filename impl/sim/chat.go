@@ -105,6 +105,14 @@ func (s *Simulator) serveChat(w http.ResponseWriter, r *http.Request, body []byt
 			"Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.", "messages", "empty_array")
 		return
 	}
+	for i, m := range req.Messages {
+		if m.Role != "user" && hasImagePart(m.Content) {
+			s.writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error",
+				"Invalid 'messages["+strconv.Itoa(i)+"]'. Image URLs are only allowed for messages with role 'user', but this message with role '"+m.Role+"' contains an image URL.",
+				"messages["+strconv.Itoa(i)+"]", "invalid_value")
+			return
+		}
+	}
 	in := planInput{}
 	for _, p := range []struct {
 		name string
@@ -397,4 +405,21 @@ func (t *chatTurn) fail(o *sse, _ int) {
 	o.start("")
 	o.buf = appendOpenAIError(o.buf, typ, msg, "", code)
 	o.end()
+}
+
+// hasImagePart reports whether a chat message's content is an array holding an image_url
+// part, which the API takes in a user message alone.
+func hasImagePart(content json.RawMessage) bool {
+	var parts []struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(content, &parts) != nil {
+		return false
+	}
+	for _, p := range parts {
+		if p.Type == "image_url" {
+			return true
+		}
+	}
+	return false
 }

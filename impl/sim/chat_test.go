@@ -385,3 +385,24 @@ func TestInputTokenEstimate(t *testing.T) {
 		t.Errorf("prompt_tokens %d, want 7", got)
 	}
 }
+
+// TestChatImageOutsideUserMessageRefused: the chat API takes an image_url part in a user
+// message alone, and refuses one in a tool (or assistant, system) message with a 400 naming
+// the message; the simulator does too, so a gateway that carried a tool result's image into
+// the tool message is caught.
+func TestChatImageOutsideUserMessageRefused(t *testing.T) {
+	_, srv := newServer(t, Options{})
+	image := `[{"type":"text","text":"here"},{"type":"image_url","image_url":{"url":"https://x/a.png"}}]`
+	body := `{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"shot","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":` + image + `}]}`
+	resp := post(t, srv, "/v1/chat/completions", body)
+	got := decode(t, readAll(t, resp))
+	e, _ := got["error"].(map[string]any)
+	if resp.StatusCode != 400 || e["param"] != "messages[2]" || !strings.Contains(e["message"].(string), "role 'tool' contains an image URL") {
+		t.Errorf("an image in a tool message: %d %v", resp.StatusCode, got)
+	}
+	// In a user message it is served.
+	body = `{"model":"m","messages":[{"role":"user","content":` + image + `}]}`
+	if resp := post(t, srv, "/v1/chat/completions", body); resp.StatusCode != 200 {
+		t.Errorf("an image in a user message: %d %s", resp.StatusCode, readAll(t, resp))
+	}
+}

@@ -44,7 +44,9 @@
 // top_p are both given ("cannot both be specified for this model", as for the Claude 4.5
 // models and later, which the simulated models stand in for), and when the conversation ends
 // on an assistant turn (a prefill) whose final text ends in whitespace ("messages: final
-// assistant content cannot end with trailing whitespace").
+// assistant content cannot end with trailing whitespace"). Chat requests are refused likewise
+// when a message other than a user message (a tool result, above all) holds an image_url part
+// ("Image URLs are only allowed for messages with role 'user'", naming the message).
 //
 // [[sim refuse=true]] makes the reply the model's refusal to answer, its words as usual,
 // whatever the request asks for (no tool call, no structured output, no stop sequence): chat

@@ -30,8 +30,7 @@ func TestBlankTextIsNotSentToMessages(t *testing.T) {
 	tenant := g.NewTenant(t, "acme", 0, 10_000_000)
 	client := openAIClient(g, t, tenant.Key)
 	ctx := context.Background()
-	weather := openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{Name: "get_weather",
-		Parameters: shared.FunctionParameters{"type": "object", "properties": map[string]any{"q": map[string]any{"type": "string"}}}})
+	weather := weatherChatTool()
 
 	// Chat: the assistant's "\n\n" before its call, a tool result, and a user turn of blanks.
 	call := openai.ChatCompletionMessageParamUnion{OfAssistant: &openai.ChatCompletionAssistantMessageParam{
@@ -96,8 +95,7 @@ func TestBlankStopSequencesAreNotSentToMessages(t *testing.T) {
 	tenant := g.NewTenant(t, "acme", 0, 10_000_000)
 	client := openAIClient(g, t, tenant.Key)
 	ctx := context.Background()
-	weather := openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{Name: "get_weather",
-		Parameters: shared.FunctionParameters{"type": "object", "properties": map[string]any{"q": map[string]any{"type": "string"}}}})
+	weather := weatherChatTool()
 	for name, stop := range map[string]openai.ChatCompletionNewParamsStopUnion{
 		`"\n"`:            {OfString: openai.String("\n")},
 		`["END", "\n\n"]`: {OfStringArray: []string{"END", "\n\n"}},
@@ -143,8 +141,7 @@ func TestTemperatureWithTopPToMessages(t *testing.T) {
 	tenant := g.NewTenant(t, "acme", 0, 10_000_000)
 	client := openAIClient(g, t, tenant.Key)
 	ctx := context.Background()
-	weather := openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{Name: "get_weather",
-		Parameters: shared.FunctionParameters{"type": "object", "properties": map[string]any{"q": map[string]any{"type": "string"}}}})
+	weather := weatherChatTool()
 	params := openai.ChatCompletionNewParams{Model: "chat-via-messages", Temperature: openai.Float(0.7), TopP: openai.Float(1),
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Say hello.")}}
 	var raw *http.Response
@@ -255,4 +252,11 @@ func TestPrefillTrailingWhitespaceToMessages(t *testing.T) {
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || !strings.Contains(apiErr.Error(), "trailing whitespace") {
 		t.Errorf("a Messages client's prefill ending in whitespace: %v", err)
 	}
+}
+
+// weatherChatTool is the chat tool get_weather(q) these tests' requests offer (on service-flint,
+// a request with tools goes to its Messages expert first).
+func weatherChatTool() openai.ChatCompletionToolUnionParam {
+	return openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{Name: "get_weather",
+		Parameters: shared.FunctionParameters{"type": "object", "properties": map[string]any{"q": map[string]any{"type": "string"}}}})
 }

@@ -83,20 +83,12 @@ func (r *responsesEncoder) Encode(ev llm.Event, out []sse.Event) []sse.Event {
 		it := &r.items[r.open]
 		n := len(it.text)
 		it.text = appendEscaped(it.text, ev.Text)
-		if ev.Refusal {
-			s := r.begin("response.refusal.delta")
-			r.appendItemRef(r.open)
-			r.em.buf = append(r.em.buf, `,"content_index":0,"delta":"`...)
-			r.em.buf = append(r.em.buf, it.text[n:]...)
-			r.em.buf = append(r.em.buf, '"')
-			r.end(s)
-			break
-		}
-		s := r.begin("response.output_text.delta")
+		kind := partKindOf(it.refusal)
+		s := r.begin(kind.delta)
 		r.appendItemRef(r.open)
 		r.em.buf = append(r.em.buf, `,"content_index":0,"delta":"`...)
 		r.em.buf = append(r.em.buf, it.text[n:]...)
-		r.em.buf = append(r.em.buf, `","logprobs":[]`...)
+		r.em.buf = append(r.em.buf, kind.tail...)
 		r.end(s)
 	case llm.EventToolCallStart:
 		if r.stop != "" {
@@ -293,29 +285,18 @@ func (r *responsesEncoder) closeOpen(status string) {
 		r.em.buf = append(r.em.buf, it.text...)
 		r.em.buf = append(r.em.buf, '"')
 		r.end(s)
-	} else if it.refusal {
-		s := r.begin("response.refusal.done")
-		r.appendItemRef(i)
-		r.em.buf = append(r.em.buf, `,"content_index":0,"refusal":"`...)
-		r.em.buf = append(r.em.buf, it.text...)
-		r.em.buf = append(r.em.buf, '"')
-		r.end(s)
-		s = r.begin("response.content_part.done")
-		r.appendItemRef(i)
-		r.em.buf = append(r.em.buf, `,"content_index":0,"part":`...)
-		r.appendPart(it.text, true)
-		r.end(s)
 	} else {
-		s := r.begin("response.output_text.done")
+		kind := partKindOf(it.refusal)
+		s := r.begin(kind.done)
 		r.appendItemRef(i)
-		r.em.buf = append(r.em.buf, `,"content_index":0,"text":"`...)
+		r.em.buf = append(r.em.buf, kind.doneField...)
 		r.em.buf = append(r.em.buf, it.text...)
-		r.em.buf = append(r.em.buf, `","logprobs":[]`...)
+		r.em.buf = append(r.em.buf, kind.tail...)
 		r.end(s)
 		s = r.begin("response.content_part.done")
 		r.appendItemRef(i)
 		r.em.buf = append(r.em.buf, `,"content_index":0,"part":`...)
-		r.appendPart(it.text, false)
+		r.appendPart(it.text, it.refusal)
 		r.end(s)
 	}
 	s := r.begin("response.output_item.done")
@@ -351,6 +332,27 @@ func (r *responsesEncoder) appendItemRef(i int) {
 	r.em.buf = appendString(r.em.buf, r.items[i].id)
 	r.em.buf = append(r.em.buf, `,"output_index":`...)
 	r.em.buf = appendInt(r.em.buf, int64(i))
+}
+
+// partKind is how a message's one part streams: its delta and done events, the done event's
+// field, and what follows the text in both.
+type partKind struct {
+	delta, done, doneField, tail string
+}
+
+var (
+	outputTextPart = partKind{delta: "response.output_text.delta", done: "response.output_text.done",
+		doneField: `,"content_index":0,"text":"`, tail: `","logprobs":[]`}
+	refusalPart = partKind{delta: "response.refusal.delta", done: "response.refusal.done",
+		doneField: `,"content_index":0,"refusal":"`, tail: `"`}
+)
+
+// partKindOf is the part kind of a message: its refusal, or its output_text.
+func partKindOf(refusal bool) *partKind {
+	if refusal {
+		return &refusalPart
+	}
+	return &outputTextPart
 }
 
 // appendPart appends an output_text part with the given escaped text, or a refusal part

@@ -436,27 +436,6 @@ const (
 	RefusedOther
 )
 
-// String names the kind in a word or two ("malformed", "http2-preface").
-func (k RefusalKind) String() string {
-	switch k {
-	case RefusedMalformed:
-		return "malformed"
-	case RefusedAmbiguousLength:
-		return "ambiguous-length"
-	case RefusedTooLarge:
-		return "too-large"
-	case RefusedTransferCoding:
-		return "transfer-coding"
-	case RefusedVersion:
-		return "version"
-	case RefusedHTTP2:
-		return "http2-preface"
-	case RefusedOther:
-		return "other"
-	}
-	return fmt.Sprintf("RefusalKind(%d)", uint8(k))
-}
-
 // refusalKind is the kind of an answer net/http wrote itself to a head, by its status.
 func refusalKind(status int) RefusalKind {
 	switch status {

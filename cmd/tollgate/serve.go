@@ -37,6 +37,7 @@ import (
 	"github.com/tollgate/tollgate/impl/usagearchive"
 	"github.com/tollgate/tollgate/impl/usagespill"
 	"github.com/tollgate/tollgate/impl/usageview"
+	"github.com/tollgate/tollgate/impl/web/connect"
 )
 
 // The defaults of the shutdown (see runServe and the README): the grace period in-flight
@@ -568,16 +569,7 @@ func adminEnvironment(where pgcluster.Location) string {
 	if abs, err := filepath.Abs(dir); err == nil {
 		dir = abs
 	}
-	return "TOLLGATE_DATA_DIR=" + shellWord(dir) + " "
-}
-
-// shellWord is s as one word of a POSIX shell's command line: as it is when it has no character
-// the shell treats specially, else in single quotes.
-func shellWord(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+:@%,=") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	return "TOLLGATE_DATA_DIR=" + connect.ShellWord(dir) + " "
 }
 
 // adminCommand returns the command that runs this binary's admin commands from the checkout:

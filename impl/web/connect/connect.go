@@ -207,7 +207,7 @@ func noModel(route string) string {
 }
 
 // exportKey is the shell line that keeps the key in KeyVariable.
-func exportKey(t Target) string { return "export " + KeyVariable + "=" + shellWord(t.Key) + "\n" }
+func exportKey(t Target) string { return "export " + KeyVariable + "=" + ShellWord(t.Key) + "\n" }
 
 // ClaudeCode is Claude Code's environment: the gateway as its Anthropic base URL (without
 // /v1), the key as a bearer token (ANTHROPIC_AUTH_TOKEN: ANTHROPIC_API_KEY would send
@@ -219,10 +219,10 @@ func ClaudeCode(t Target) Setup {
 		s.Unavailable = noModel("Anthropic Messages")
 		return s
 	}
-	m := shellWord(t.MessagesModel)
+	m := ShellWord(t.MessagesModel)
 	s.Blocks = []Block{{Where: "Your shell (or your shell's profile)", Lang: "sh", Text: "" +
-		"export ANTHROPIC_BASE_URL=" + shellWord(t.BaseURL) + "\n" +
-		"export ANTHROPIC_AUTH_TOKEN=" + shellWord(t.Key) + "\n" +
+		"export ANTHROPIC_BASE_URL=" + ShellWord(t.BaseURL) + "\n" +
+		"export ANTHROPIC_AUTH_TOKEN=" + ShellWord(t.Key) + "\n" +
 		"export ANTHROPIC_MODEL=" + m + " ANTHROPIC_DEFAULT_SONNET_MODEL=" + m + " \\\n" +
 		"       ANTHROPIC_DEFAULT_OPUS_MODEL=" + m + " ANTHROPIC_DEFAULT_HAIKU_MODEL=" + m + "\n" +
 		"export CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1\n" +
@@ -633,16 +633,16 @@ func MCP(t Target) Setup {
 func Curl(t Target) Setup {
 	s := Setup{ID: "curl", Client: "curl (a quick check)"}
 	auth := ` -H "Authorization: Bearer $` + KeyVariable + `"`
-	text := exportKey(t) + "curl -s " + shellWord(t.BaseURL+"/v1/models") + auth + "\n"
+	text := exportKey(t) + "curl -s " + ShellWord(t.BaseURL+"/v1/models") + auth + "\n"
 	switch {
 	case t.ChatModel != "":
 		body := `{"model":` + jsonString(t.ChatModel) + `,"messages":[{"role":"user","content":"Hello!"}]}`
-		text += "curl -s " + shellWord(t.BaseURL+"/v1/chat/completions") + auth + " \\\n" +
-			"  -H 'Content-Type: application/json' -d " + shellWord(body) + "\n"
+		text += "curl -s " + ShellWord(t.BaseURL+"/v1/chat/completions") + auth + " \\\n" +
+			"  -H 'Content-Type: application/json' -d " + ShellWord(body) + "\n"
 	case t.MessagesModel != "":
 		body := `{"model":` + jsonString(t.MessagesModel) + `,"max_tokens":200,"messages":[{"role":"user","content":"Hello!"}]}`
-		text += "curl -s " + shellWord(t.BaseURL+"/v1/messages") + auth + " \\\n" +
-			"  -H 'Content-Type: application/json' -H 'anthropic-version: 2023-06-01' -d " + shellWord(body) + "\n"
+		text += "curl -s " + ShellWord(t.BaseURL+"/v1/messages") + auth + " \\\n" +
+			"  -H 'Content-Type: application/json' -H 'anthropic-version: 2023-06-01' -d " + ShellWord(body) + "\n"
 	}
 	s.Blocks = []Block{{Where: "Your shell", Lang: "sh", Text: text}}
 	s.Note = "The model list, then one request: a key that works gets JSON back, a refused one an error that says why. " +
@@ -651,9 +651,9 @@ func Curl(t Target) Setup {
 	return s
 }
 
-// shellWord is s as one shell word: as it is when it holds only characters the shell takes
+// ShellWord is s as one shell word: as it is when it holds only characters the shell takes
 // literally, else in single quotes.
-func shellWord(s string) string {
+func ShellWord(s string) string {
 	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.,:/@%+=") == "" {
 		return s
 	}

@@ -62,6 +62,13 @@ type SessionView struct {
 	ReadyAt, EndedAt                                      *time.Time
 	// LastSeq is the sequence number of the session's newest event (0: none yet).
 	LastSeq int64
+	// StartedByKey, StartedByGrant and StartedByUser say who started the session, each
+	// uuid.Nil when not: the API key (POST /v1/agents, or the key whose agent_spawn was
+	// approved), the OAuth grant of the connected app whose agent_spawn was approved, and the
+	// member who started it on the web console (recorded since migration 0029: a console
+	// session from before it has none of the three). The console lets a member act only on the
+	// sessions they started (impl/web's mayControlSession).
+	StartedByKey, StartedByGrant, StartedByUser uuid.UUID
 }
 
 // Event is one entry of a session's event log. Kinds: state (from, to, reason), message_in

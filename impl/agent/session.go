@@ -193,7 +193,8 @@ func view(r store.AgentSession) SessionView {
 		State: r.State, EndReason: r.EndReason, TargetEnvironment: r.TargetEnvironment, ResourceProfile: r.ResourceProfile,
 		Turns: int(r.Turns), MaxTurns: int(r.MaxTurns), SpentMicros: r.SpentMicros, MaxSpendMicros: r.MaxSpendMicros,
 		MaxDurationSeconds: int(r.MaxDurationSeconds), CreatedAt: r.CreatedAt, ReadyAt: r.ReadyAt, EndedAt: r.EndedAt,
-		LastSeq: r.NextSeq - 1,
+		LastSeq:      r.NextSeq - 1,
+		StartedByKey: fromPG(r.KeyID), StartedByGrant: fromPG(r.OauthGrantID), StartedByUser: fromPG(r.StartedByUser),
 	}
 }
 

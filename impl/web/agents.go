@@ -104,8 +104,9 @@ func (a *App) stopAgent(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	http.Redirect(w, r, "/agents/"+s.ID+"?stopping=1", http.StatusSeeOther)
 }
 
-// liveSession is the {session} of the visitor's account when it is its slot's live session;
-// otherwise it answers (not found, or a conflict naming the state) and reports false.
+// liveSession is the {session} of the visitor's account when the visitor may act on it
+// (mayControlSession) and it is its slot's live session; otherwise it answers (not found, 403
+// saying who may act on it, or a conflict naming the state) and reports false.
 func (a *App) liveSession(w http.ResponseWriter, r *http.Request, v *Visitor) (agent.SessionView, bool) {
 	if a.agents == nil {
 		a.noSession(w, r, v)
@@ -116,11 +117,79 @@ func (a *App) liveSession(w http.ResponseWriter, r *http.Request, v *Visitor) (a
 		a.failAgent(w, r, v, "agent session", err)
 		return agent.SessionView{}, false
 	}
+	if !mayControlSession(s, v) {
+		a.fail(w, r, v, http.StatusForbidden, a.sessionControlOf(r, s, v).Refusal)
+		return agent.SessionView{}, false
+	}
 	if agent.Ended(s.State) {
 		a.fail(w, r, v, http.StatusConflict, "This session has ended ("+endReasonText(s.EndReason)+"); start a new one on the Agents page.")
 		return agent.SessionView{}, false
 	}
 	return s, true
+}
+
+// mayControlSession reports whether the visitor may send messages to session s and stop it on
+// the console: owners any session of the account, members only the sessions they started on
+// the console (agent_sessions.started_by_user), as on Connected apps owners revoke any grant and
+// members the ones they allowed. A session started with an API key or by a connected app, and
+// a console session from before migration 0029 (which recorded nobody), is the owners' alone
+// on the console; a member sees it (its page and its live tail) but cannot act on it. The API
+// routes are not the console's: there a key's own rules apply (impl/agent's mayDrive).
+func mayControlSession(s agent.SessionView, v *Visitor) bool {
+	return v.Owner() || s.StartedByUser != uuid.Nil && v.User != nil && s.StartedByUser == v.User.ID
+}
+
+// sessionControl is who started a session and what the visitor may do with it, as the
+// session's page says it.
+type sessionControl struct {
+	// StartedBy names who started the session: "you", a member, an API key, a connected app,
+	// or that it was not recorded.
+	StartedBy string
+	// May is mayControlSession: the visitor may send the session messages and stop it.
+	May bool
+	// Refusal says, when the visitor may not, who may: the session's page shows it in place
+	// of its forms, and a refused message or stop answers it (403).
+	Refusal string
+}
+
+// sessionControlOf is the visitor's sessionControl of s, naming its starter from the account's
+// members, keys and connected apps.
+func (a *App) sessionControlOf(r *http.Request, s agent.SessionView, v *Visitor) sessionControl {
+	c := sessionControl{May: mayControlSession(s, v)}
+	const act = "only the account's owners may send it messages or stop it on this console"
+	switch {
+	case s.StartedByUser != uuid.Nil:
+		if v.User != nil && s.StartedByUser == v.User.ID {
+			c.StartedBy = "you"
+		} else if u, err := a.members.User(r.Context(), s.StartedByUser); err == nil {
+			c.StartedBy = personName(&u)
+		} else {
+			c.StartedBy = "user " + s.StartedByUser.String()
+		}
+		c.Refusal = "Only the member who started this session (" + c.StartedBy + ") or an owner of the account may send it messages or stop it."
+	case s.StartedByKey != uuid.Nil:
+		c.StartedBy = "the API key " + s.StartedByKey.String()
+		if keys, err := a.keyNames(r, v.Account.AccountID); err == nil {
+			c.StartedBy = "the API key " + keys.name(s.StartedByKey.String())
+		}
+		c.Refusal = "This session was started with " + c.StartedBy + ": " + act + "."
+	case s.StartedByGrant != uuid.Nil:
+		c.StartedBy = "a connected app"
+		if a.oauth != nil {
+			if g, err := a.oauth.Grant(r.Context(), v.Account.AccountID, s.StartedByGrant); err == nil {
+				row := grantRowOf(g, v)
+				c.StartedBy = "the connected app " + row.Client + ", allowed by " + row.Member
+			}
+		}
+		c.Refusal = "This session was started by " + c.StartedBy + ": " + act + "."
+	default:
+		c.StartedBy = "not recorded (started on this console before tollgate recorded who starts a session)"
+		c.Refusal = "Who started this session was not recorded (it was started before tollgate recorded it): " + act + "."
+	}
+	if !c.May && v.Account != nil {
+		c.Refusal += " You are a " + v.Account.Role + "."
+	}
+	return c
 }
 
 // failAgentAction answers an error of an agent command in the page's words: the request's
@@ -354,6 +423,8 @@ func (a *App) findSession(ctx context.Context, p auth.Principal, id string) (age
 
 type sessionData struct {
 	Session sessionRow
+	// Control is who started the session and whether the visitor may act on it.
+	Control sessionControl
 	Events  []eventRow
 	// After is the cursor the list starts after; Cursor the last event listed (After when
 	// none); Earlier the cursor of the page before (-1: none); More says newer events wait.
@@ -402,7 +473,7 @@ func (a *App) agentSessionPage(w http.ResponseWriter, r *http.Request, v *Visito
 		a.failAgent(w, r, v, "agent events", err)
 		return
 	}
-	d := sessionData{Session: newSessionRow(s), After: after, Cursor: after, Earlier: -1}
+	d := sessionData{Session: newSessionRow(s), Control: a.sessionControlOf(r, s, v), After: after, Cursor: after, Earlier: -1}
 	if len(events) > eventsShown {
 		events, d.More = events[:eventsShown], true
 	}

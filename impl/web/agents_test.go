@@ -26,6 +26,14 @@ import (
 // does when one is spawned, and returns the session's id.
 func (e *env) agentSession(t *testing.T, account uuid.UUID, slot string) uuid.UUID {
 	t.Helper()
+	return e.agentSessionStartedBy(t, account, slot, uuid.Nil, uuid.Nil)
+}
+
+// agentSessionStartedBy is agentSession of a session that records who started it: the API
+// key, or the member on the console (uuid.Nil: not that one; both: a console session from
+// before migration 0029, which recorded nobody).
+func (e *env) agentSessionStartedBy(t *testing.T, account uuid.UUID, slot string, key, user uuid.UUID) uuid.UUID {
+	t.Helper()
 	ctx := context.Background()
 	q := db.New(e.Store.Pool())
 	s, err := q.InsertAgentSlot(ctx, db.InsertAgentSlotParams{AccountID: account, Name: slot})
@@ -34,7 +42,8 @@ func (e *env) agentSession(t *testing.T, account uuid.UUID, slot string) uuid.UU
 	}
 	sess, err := q.InsertAgentSession(ctx, db.InsertAgentSessionParams{ID: uuid.New(), AccountID: account,
 		SlotID: pgtype.UUID{Bytes: s.ID, Valid: true}, SlotName: slot, Model: "sim-small", Purpose: "tidy the docs",
-		MaxTurns: 10, MaxSpendMicros: 2_000_000, MaxDurationSeconds: 600})
+		MaxTurns: 10, MaxSpendMicros: 2_000_000, MaxDurationSeconds: 600,
+		KeyID: pgtype.UUID{Bytes: key, Valid: key != uuid.Nil}, StartedByUser: pgtype.UUID{Bytes: user, Valid: user != uuid.Nil}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,9 @@
 // acting on keys others created, revoking all keys, deciding approvals and deleting or
 // replacing datasets are the owners' (mayStop in keys.go, the owner wrapper): a member's
 // attempt answers 403 with the reason and changes nothing, and the page shows those buttons
-// disabled with the reason beside them.
+// disabled with the reason beside them. A member messages and stops only the agent sessions
+// they started on the console, owners any (mayControlSession in agents.go): the page of
+// another's session is read-only, saying who started it and who may act.
 //
 // What a person reads: amounts are written to the cent by one rule (money.go: "< $0.01" for a
 // sub-cent amount, the exact amount in the title of any rounded one), projections only from

@@ -35,6 +35,8 @@ const (
 	alicePass  = "alice-password"
 	bobEmail   = "bob@example.com"
 	bobPass    = "bob-password"
+	carolEmail = "carol@example.com"
+	carolPass  = "carol-password"
 )
 
 // env is a gateway with the web application, at http://localhost:<port> (its own site), and the
@@ -141,6 +143,7 @@ func startWithProvider(t *testing.T, tune func(*config.Config), wrap func(net.Li
 		Users: []devoidc.User{
 			{Subject: "alice", Email: aliceEmail, Name: "Alice", Password: alicePass},
 			{Subject: "bob", Email: bobEmail, Name: "Bob", Password: bobPass},
+			{Subject: "carol", Email: carolEmail, Name: "Carol", Password: carolPass},
 		},
 		Clients: []devoidc.Client{{ID: "tollgate", Secret: "client-secret",
 			RedirectURIs: []string{appURL + "/auth/callback"}, PostLogoutRedirectURIs: []string{appURL + "/"}}},

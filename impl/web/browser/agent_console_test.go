@@ -10,6 +10,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/tollgate/tollgate/impl/agent"
+	"github.com/tollgate/tollgate/impl/web/members"
 )
 
 // TestAgentFromTheConsole: a member gets to a working agent on the console alone (trial h6:
@@ -115,5 +116,85 @@ func TestAgentFromTheConsole(t *testing.T) {
 	p.at(p.Follow("Audit log"), http.StatusOK, s.URL+"/audit")
 	if got := p.Text("main"); !strings.Contains(got, "Started an agent session") || !strings.Contains(got, "Stopped an agent session") {
 		t.Errorf("the audit log does not name the start and the stop:\n%s", got)
+	}
+}
+
+// TestMemberSessionReadOnlyInTheBrowser: a member sees another person's agent session but
+// cannot drive it, and drives their own; an owner drives any. Alice (an owner) starts a session
+// on the Agents page; Bob, a member, opens it: the page says Alice started it and that only she
+// or an owner may send it messages or stop it, and offers neither Send nor Stop (before, it
+// offered both to any member, and both worked). Bob starts his own session, whose page says he
+// started it, and sends it a message. Alice opens Bob's session and stops it (confirmed).
+func TestMemberSessionReadOnlyInTheBrowser(t *testing.T) {
+	s := start(t)
+	ctx := context.Background()
+	operator, err := agent.New(agent.Options{Store: s.GW.Store, Config: s.GW.Config})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, slot := range []string{"main", "bobs"} {
+		if err := operator.AssignSlot(ctx, s.Account.ID, slot); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := members.New(s.GW.Store, nil).Add(ctx, s.Account.ID, bob.Email, members.RoleMember); err != nil {
+		t.Fatal(err)
+	}
+	startSession := func(p *tour, slot, message string) string {
+		t.Helper()
+		p.at(p.Navigate(s.URL+"/agents"), http.StatusOK, s.URL+"/agents")
+		p.Select("Slot", slot)
+		p.Fill("First message", message)
+		if status := p.Submit("Start"); status != http.StatusOK || !strings.HasPrefix(p.URL(), s.URL+"/agents/") {
+			t.Fatalf("after Start in slot %s: %d at %s:\n%s", slot, status, p.URL(), p.Text("body"))
+		}
+		return p.URL()
+	}
+	offers := func(p *tour) (send, stop bool) {
+		t.Helper()
+		return eval[bool](p, `[...document.querySelectorAll("main button")].some((b) => b.textContent.trim() === "Send")`),
+			eval[bool](p, `[...document.querySelectorAll("main button")].some((b) => b.textContent.trim() === "Stop the session")`)
+	}
+
+	ap := newNamedTour(t, "alice")
+	s.signIn(ap)
+	alices := startSession(ap, "main", "Say hello to the console.")
+
+	bp := newNamedTour(t, "bob")
+	s.signInAs(bp, bob)
+	bp.at(bp.Navigate(alices), http.StatusOK, alices)
+	if send, stop := offers(bp); send || stop {
+		t.Errorf("Alice's session's page offers Bob Send (%v) or Stop the session (%v)", send, stop)
+	}
+	if got := bp.Text("#session-starter"); got != "Alice (alice@example.com)" {
+		t.Errorf("Bob reads that Alice's session was started by %q", got)
+	}
+	if got := bp.Text("#session-read-only"); !strings.Contains(got, "Only the member who started this session (Alice (alice@example.com)) or an owner of the account may send it messages or stop it.") ||
+		!strings.Contains(got, "You are a member.") {
+		t.Errorf("Alice's session's page tells Bob %q", got)
+	}
+	bp.shot("member-read-only")
+
+	bobs := startSession(bp, "bobs", "Say hello to Bob.")
+	if got := bp.Text("#session-starter"); got != "you" {
+		t.Errorf("Bob's own session says it was started by %q", got)
+	}
+	if send, stop := offers(bp); !send || !stop {
+		t.Fatalf("Bob's own session's page offers Send %v, Stop the session %v", send, stop)
+	}
+	bp.Fill("Message", "And once more.")
+	bp.at(bp.Submit("Send"), http.StatusOK, bobs)
+	if got := bp.Text("[role=status]"); !strings.HasPrefix(got, "Message sent") {
+		t.Errorf("after Bob's Send, the page says %q", got)
+	}
+
+	ap.at(ap.Navigate(bobs), http.StatusOK, bobs)
+	if got := ap.Text("#session-starter"); got != "Bob (bob@example.com)" {
+		t.Errorf("Alice reads that Bob's session was started by %q", got)
+	}
+	ap.at(ap.Submit("Stop the session"), http.StatusOK, bobs+"/stop")
+	ap.at(ap.Submit("Stop the session"), http.StatusOK, bobs)
+	if got := ap.Text("main"); !strings.Contains(got, "Stopping") {
+		t.Errorf("after the owner's Stop, the page says:\n%s", got)
 	}
 }

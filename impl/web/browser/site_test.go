@@ -23,6 +23,10 @@ import (
 // alice owns the test account; she signs in at the development provider with this password.
 var alice = devoidc.User{Subject: "alice", Email: "alice@example.com", Name: "Alice", Password: "alice-password"}
 
+// bob is a person the provider knows, with no membership until a test gives him one
+// (signInAs signs him in).
+var bob = devoidc.User{Subject: "bob", Email: "bob@example.com", Name: "Bob", Password: "bob-password"}
+
 // sessionCookie is the web application's session cookie (impl/web's doc.go).
 const sessionCookie = "__Host-tollgate_session"
 
@@ -58,7 +62,7 @@ func start(t *testing.T) *site {
 		t.Fatal(err)
 	}
 	idp, err := devoidc.Serve(idpLn, devoidc.Options{
-		Users: []devoidc.User{alice},
+		Users: []devoidc.User{alice, bob},
 		Clients: []devoidc.Client{{ID: "tollgate", Secret: "browser-test-secret",
 			RedirectURIs: []string{appURL + "/auth/callback"}, PostLogoutRedirectURIs: []string{appURL + "/"}}},
 	})
@@ -182,6 +186,12 @@ func (p *tour) labels() []string {
 // fit for a session (__Host-, Secure, HttpOnly, SameSite=Lax), which it returns.
 func (s *site) signIn(p *tour) string {
 	p.t.Helper()
+	return s.signInAs(p, alice)
+}
+
+// signInAs is signIn of user, who must be a member of the site's account alone.
+func (s *site) signInAs(p *tour, user devoidc.User) string {
+	p.t.Helper()
 	p.at(p.Navigate(s.URL+"/"), http.StatusOK, s.URL+"/")
 	if got := p.Title(); !strings.HasPrefix(got, "Sign in") {
 		p.t.Fatalf("the signed-out home page is titled %q", got)
@@ -189,8 +199,8 @@ func (s *site) signIn(p *tour) string {
 	p.shot("signed-out-home")
 	p.at(p.Follow("Sign in"), http.StatusOK, s.IdP.Issuer()+"/login")
 	p.shot("provider-login")
-	p.Fill("E-mail", alice.Email)
-	p.Fill("Password", alice.Password)
+	p.Fill("E-mail", user.Email)
+	p.Fill("Password", user.Password)
 	p.at(p.Submit("Sign in"), http.StatusOK, s.URL+"/")
 	if got := p.Title(); !strings.Contains(got, s.Account.Name) {
 		p.t.Fatalf("after signing in the home page is titled %q, want the account's name %q", got, s.Account.Name)

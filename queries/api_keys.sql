@@ -199,38 +199,6 @@ SET spent_micros = b.spent_micros + @cost_micros::bigint,
 FROM done
 WHERE b.key_id = @key_id AND b.period_start = done.period_start;
 
--- name: TakeBackKeySettlementExcess :execrows
--- The retry of a settlement beyond its reservation whose outcome was unknown (its COMMIT was
--- sent and no answer came): when that settlement committed after all, it added up to
--- most_micros to the key's spend where the request was billed billed_micros (the meter charged
--- the account the reservation's part alone). A reservation settled by holder at more than
--- billed_micros and at most most_micros is brought down to billed_micros, and its budget's
--- spent_micros by the difference, so that the key counts what the usage record bills. A row
--- settled at billed_micros (the first write did not commit and the retry, or the usage
--- writer, settled it), by another holder (a retry of the request id that took the reservation
--- over) or at more than most_micros changes nothing, so the statement may run any number of
--- times. Nor does a request id the ledger has a usage record of: the usage writer made the
--- reservation count that record's bill (SettleKeyReservationsAtBill), which may be another
--- attempt's (a retry served by another process and billed first).
-WITH was AS (
-    SELECT r.key_id, r.request_id, r.period_start, r.settled_micros - @billed_micros::bigint AS excess
-    FROM key_reservations r
-    WHERE r.key_id = @key_id AND r.request_id = @request_id AND r.holder = @holder
-      AND r.settled_at IS NOT NULL
-      AND r.settled_micros > @billed_micros::bigint AND r.settled_micros <= @most_micros::bigint
-      AND NOT EXISTS (SELECT 1 FROM usage_records u JOIN api_keys k ON k.account_id = u.account_id
-                      WHERE k.id = @key_id AND u.request_id = @request_id)
-    FOR UPDATE
-), lowered AS (
-    UPDATE key_reservations r SET settled_micros = @billed_micros::bigint
-    FROM was WHERE r.key_id = was.key_id AND r.request_id = was.request_id
-    RETURNING r.key_id
-)
-UPDATE key_budgets b
-SET spent_micros = GREATEST(b.spent_micros - was.excess, 0)
-FROM was
-WHERE b.key_id = was.key_id AND b.period_start = was.period_start;
-
 -- name: LockKeyBudget :one
 -- A key's budget in a period, locked until the transaction ends: the settlement of a bill beyond
 -- its reservation (SettleKeyReservationBeyond) reads what the cap has free and adds to the spend

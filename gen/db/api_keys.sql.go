@@ -964,61 +964,6 @@ func (q *Queries) SettleKeyReservation(ctx context.Context, arg SettleKeyReserva
 	return result.RowsAffected(), nil
 }
 
-const takeBackKeySettlementExcess = `-- name: TakeBackKeySettlementExcess :execrows
-WITH was AS (
-    SELECT r.key_id, r.request_id, r.period_start, r.settled_micros - $1::bigint AS excess
-    FROM key_reservations r
-    WHERE r.key_id = $2 AND r.request_id = $3 AND r.holder = $4
-      AND r.settled_at IS NOT NULL
-      AND r.settled_micros > $1::bigint AND r.settled_micros <= $5::bigint
-      AND NOT EXISTS (SELECT 1 FROM usage_records u JOIN api_keys k ON k.account_id = u.account_id
-                      WHERE k.id = $2 AND u.request_id = $3)
-    FOR UPDATE
-), lowered AS (
-    UPDATE key_reservations r SET settled_micros = $1::bigint
-    FROM was WHERE r.key_id = was.key_id AND r.request_id = was.request_id
-    RETURNING r.key_id
-)
-UPDATE key_budgets b
-SET spent_micros = GREATEST(b.spent_micros - was.excess, 0)
-FROM was
-WHERE b.key_id = was.key_id AND b.period_start = was.period_start
-`
-
-type TakeBackKeySettlementExcessParams struct {
-	BilledMicros int64
-	KeyID        uuid.UUID
-	RequestID    string
-	Holder       string
-	MostMicros   int64
-}
-
-// The retry of a settlement beyond its reservation whose outcome was unknown (its COMMIT was
-// sent and no answer came): when that settlement committed after all, it added up to
-// most_micros to the key's spend where the request was billed billed_micros (the meter charged
-// the account the reservation's part alone). A reservation settled by holder at more than
-// billed_micros and at most most_micros is brought down to billed_micros, and its budget's
-// spent_micros by the difference, so that the key counts what the usage record bills. A row
-// settled at billed_micros (the first write did not commit and the retry, or the usage
-// writer, settled it), by another holder (a retry of the request id that took the reservation
-// over) or at more than most_micros changes nothing, so the statement may run any number of
-// times. Nor does a request id the ledger has a usage record of: the usage writer made the
-// reservation count that record's bill (SettleKeyReservationsAtBill), which may be another
-// attempt's (a retry served by another process and billed first).
-func (q *Queries) TakeBackKeySettlementExcess(ctx context.Context, arg TakeBackKeySettlementExcessParams) (int64, error) {
-	result, err := q.db.Exec(ctx, takeBackKeySettlementExcess,
-		arg.BilledMicros,
-		arg.KeyID,
-		arg.RequestID,
-		arg.Holder,
-		arg.MostMicros,
-	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
 const takeOverKeyReservation = `-- name: TakeOverKeyReservation :exec
 UPDATE key_reservations
 SET period_start = $1, amount_micros = $2, holder = $3, reaped = false,

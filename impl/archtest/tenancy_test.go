@@ -67,7 +67,6 @@ var accountless = map[string]string{
 	"DeleteHolderStreamCheckpoints": "a gateway process deletes its own streams' checkpoints",
 	"LostStreamUsage":               "the recovery reads the usage records it wrote for lost streams",
 	"SettleKeyReservationsAtBill":   "the usage writer's batch: each record's request id looked up in usage_records under the record's own account (an array)",
-	"TakeBackKeySettlementExcess":   "the meter's retry of its own key settlement: usage_records read under the account of the key the reservation holds",
 	"UsageMonthTotals":              "the usage archiver, over a whole month of every account",
 	"UsageMonthRows":                "the usage archiver, over a whole month of every account",
 

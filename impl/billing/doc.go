@@ -301,18 +301,18 @@
 // step after a failed model call) is reserved against the cap and counted as the ledger bills
 // it, not served as a request counted already. Settling is
 // idempotent (only a row not settled yet is settled), so a settlement retried after an unknown
-// outcome counts once. A settlement beyond the reservation whose COMMIT went unanswered
-// (store.ErrOutcomeUnknown) may have added the excess the account was not charged (Settle
-// charges the reservation's part alone when the write fails): its retry settles the row at
-// that part, or brings a row the first write settled down to it, with the budget's spend
-// (store.ResettleKeyReservationBeyond), so the key counts what the usage record bills. The
-// settlement is written synchronously, after the answer has reached the client and without the
-// request's context (a client that went away is billed all the same); one that the database
-// does not take is kept in memory and retried by the maintenance, whose lease renewals keep
-// the reservation meanwhile. The usage record is what outlives a process killed or stopped
-// before that retry: when it is written, the writer makes the reservation count what the
-// ledger billed for the request id (SettleKey, below), which also takes back what a settlement
-// of unknown outcome added beyond the record's cost. A release left pending is the reaper's: the reservation holds
+// outcome counts once. The settlement is written synchronously, after the answer has reached
+// the client and without the request's context (a client that went away is billed all the
+// same); one that the database does not take is kept in memory and retried by the maintenance
+// (whose lease renewals keep the reservation meanwhile) at the reservation's part of the cost,
+// which is all Settle charges when the write fails. A settlement beyond the reservation
+// whose COMMIT went unanswered may have committed, with the excess the account was not charged:
+// its retry finds the row settled and leaves it, and the writer of the request's usage record,
+// enqueued after the settlement returned, takes the excess back: it makes the reservation
+// count what the ledger billed for the request id (SettleKey, below), in the transaction that
+// writes the record, and waits on the reservation's row lock for a settlement whose COMMIT
+// the server has not carried out yet. The usage record is also what outlives a process killed
+// or stopped before the retry. A release left pending is the reaper's: the reservation holds
 // its worst case until its lease ends. A request counts in the period its reservation was made in, and
 // its usage record's started_at is kept in that period, so the spend the key list shows (the
 // sum of the key's usage records since the period start) is what the budget counts. A cap put
@@ -377,7 +377,8 @@
 // was reaped meanwhile (its row waits, with amount 0, for 7 days after its lease ended) or not.
 // The writer makes the reservation count the bill of the usage record the ledger holds for the
 // request id, whether it takes the record or refuses it as a duplicate
-// (store.SettleKeyReservationsAtBill): a settlement of unknown outcome is brought down to it,
+// (store.SettleKeyReservationsAtBill): a settlement whose COMMIT went unanswered is brought
+// down to it (the meter keeps no retry of its own for that),
 // and when the ledger billed another attempt of the request id than the one the key counted (a
 // retry served by another process while the first attempt's record waited in a dead
 // process's spill file, or the replayed record billed before a retry's that settled against

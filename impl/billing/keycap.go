@@ -90,27 +90,15 @@ type keySettlement struct {
 	// written under an id of its own): its row is released (store.ReleaseKeyReservation), not
 	// marked as a request id counted, so that a retry with the id is counted.
 	release bool
-	// unknownExtra is set on a pending settlement whose first write, beyond the reservation,
-	// failed with its outcome unknown (its COMMIT sent and never answered,
-	// store.ErrOutcomeUnknown): the database may hold it, with up to unknownExtra added to the
-	// key's spend beyond cost, while the request was billed cost. Its retry settles the
-	// reservation at cost or brings a committed settlement down to cost
-	// (store.ResettleKeyReservationBeyond), as the writer of the request's usage record does
-	// (SettleKey), whichever comes first. A write the database
-	// refused or never got leaves it 0: the reservation is unsettled, and the retry settles it
-	// at cost, as the usage record does (SettleKey).
-	unknownExtra int64
 }
 
-// write writes the settlement to the database, for the meter's process holder, and returns the
-// part of its extra added to the key's spend.
-func (s keySettlement) write(ctx context.Context, st *store.Store, holder string) (int64, error) {
+// write writes the settlement to the database and returns the part of its extra added to the
+// key's spend.
+func (s keySettlement) write(ctx context.Context, st *store.Store) (int64, error) {
 	var err error
 	switch {
 	case s.release:
 		_, err = st.ReleaseKeyReservation(ctx, s.keyID, s.requestID)
-	case s.unknownExtra > 0:
-		_, err = st.ResettleKeyReservationBeyond(ctx, s.keyID, s.requestID, holder, s.cost, s.unknownExtra)
 	case s.extra > 0:
 		return st.SettleKeyReservationBeyond(ctx, s.keyID, s.requestID, s.cost, s.extra, s.capMicros)
 	default:
@@ -211,27 +199,26 @@ func (m *Meter) ReserveForKey(ctx context.Context, accountID uuid.UUID, requestI
 // nothing and leaves the request id free for a retry (store.ReleaseKeyReservation), as the
 // ledger leaves it. A settlement the database does not take is kept and retried by the
 // maintenance (the reservation's lease is renewed meanwhile) without its extra (the request is
-// charged none of it), so what the key's budget counts is what the usage records charge: when
-// the write's outcome is unknown (its COMMIT went unanswered, and the database may hold the
-// extra), the retry takes back what the database holds of the extra. The retries are kept in
-// memory only: the usage record, whose writer makes the reservation count what the ledger
-// billed for its request id (SettleKey: it settles an unsettled reservation and moves one
-// settled at another amount, such as a settlement of unknown outcome), is what outlives the
-// process, in the spill file (docs/billing.md). It never waits on the request's context: a
-// client that went away is billed all the same.
+// charged none of it), as a settlement at cost, which counts once: it settles a reservation
+// the failed write left unsettled and leaves alone one it settled. A write whose COMMIT went
+// unanswered may have settled it with part of the extra, which nobody was charged; the writer
+// of the request's usage record, enqueued after this returns, takes that back: it makes the
+// reservation count what the ledger billed for the request id (store.UsageRecord.SettleKey,
+// store.SettleKeyReservationsAtBill) in the transaction that writes the record, and the
+// reservation's row, locked by the settlement until its transaction ends, makes it wait for
+// the settlement's outcome. The retries are kept in memory only: the usage record is what
+// outlives the process, in the spill file (docs/billing.md). It never waits on the request's
+// context: a client that went away is billed all the same.
 func (m *Meter) settleKey(r *Reservation, cost, extra int64, release bool) int64 {
 	s := keySettlement{keyID: r.key.id, requestID: r.requestID, cost: cost, release: release, extra: extra, capMicros: r.key.capMicros}
 	ctx, cancel := context.WithTimeout(context.Background(), m.opts.WriteTimeout)
-	charged, err := s.write(ctx, m.st, m.opts.Holder)
+	charged, err := s.write(ctx, m.st)
 	cancel()
 	if err == nil {
 		m.keys.live.Add(-1)
 		return charged
 	}
 	m.noteDBError(err)
-	if s.extra > 0 && errors.Is(err, store.ErrOutcomeUnknown) {
-		s.unknownExtra = s.extra
-	}
 	s.extra = 0
 	m.keys.mu.Lock()
 	m.keys.pending = append(m.keys.pending, s)
@@ -247,7 +234,7 @@ func (m *Meter) retryKeySettlements(ctx context.Context) error {
 	for len(m.keys.pending) > 0 {
 		s := m.keys.pending[0]
 		cctx, cancel := context.WithTimeout(ctx, m.opts.WriteTimeout)
-		_, err := s.write(cctx, m.st, m.opts.Holder)
+		_, err := s.write(cctx, m.st)
 		cancel()
 		if err != nil {
 			m.noteDBError(err)

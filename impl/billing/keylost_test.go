@@ -14,11 +14,13 @@ import (
 // its reservation (the dense text) settles against the key's budget in a transaction whose
 // COMMIT the server carries out and whose answer the relay drops, closing the connection. The
 // meter, told nothing, charges the account the reservation alone (the excess waived) and
-// leaves the settlement to the maintenance; the database holds the settlement with the excess
-// the cap had free. After the maintenance's retry the key's spend is what the account was
-// billed (its usage record and its ledger entry), and the rest of the cap is usable. Before,
-// the retry found the reservation settled and did nothing: the key counted 1,500,000 where the
-// account was billed 666,676, and a request needing the difference was refused.
+// leaves a settlement at that cost to the maintenance; the database holds the settlement with
+// the excess the cap had free. The maintenance's retry finds the reservation settled and
+// leaves it; the writer of the usage record makes it count the record's bill, so the key's
+// spend is what the account was billed (its usage record and its ledger entry), and the rest
+// of the cap is usable. Before the writer did (and before the meter's own retry took the
+// excess back, which it no longer does), the key counted 1,500,000 where the account was
+// billed 666,676, and a request needing the difference was refused.
 func TestLostCommitOfABeyondSettlementCountsWhatWasBilled(t *testing.T) {
 	ctx := context.Background()
 	const capMicros = 1_500_000
@@ -32,8 +34,8 @@ func TestLostCommitOfABeyondSettlementCountsWhatWasBilled(t *testing.T) {
 	if charged != denseReserved {
 		t.Fatalf("charged %d: a settlement that failed should charge the reservation %d alone", charged, denseReserved)
 	}
-	if len(m.keys.pending) != 1 || m.keys.pending[0].unknownExtra != denseBill-denseReserved {
-		t.Fatalf("pending settlements %+v: want one whose outcome is unknown, with the excess %d", m.keys.pending, denseBill-denseReserved)
+	if len(m.keys.pending) != 1 || m.keys.pending[0].cost != denseReserved || m.keys.pending[0].extra != 0 {
+		t.Fatalf("pending settlements %+v: want one at the reservation %d, without the excess", m.keys.pending, denseReserved)
 	}
 	// The server committed the settlement, with the excess the cap had free.
 	if b := budget(t, st0, capped); b.SpentMicros != capMicros || b.ReservedMicros != 0 {
@@ -52,7 +54,7 @@ func TestLostCommitOfABeyondSettlementCountsWhatWasBilled(t *testing.T) {
 		t.Fatalf("ledger entry %+v (found %v), want %d billed", e, ok, billed.CostMicros)
 	}
 	if b := budget(t, st0, capped); b.SpentMicros != billed.CostMicros || b.ReservedMicros != 0 {
-		t.Errorf("the key's budget %+v after the retry: the key counts other than the account was billed (%d)", b, billed.CostMicros)
+		t.Errorf("the key's budget %+v after the record was written: the key counts other than the account was billed (%d)", b, billed.CostMicros)
 	}
 	// The retry again (another maintenance, a duplicate) changes nothing.
 	m.keys.pending = append(m.keys.pending, keySettlement{keyID: capped.KeyID, requestID: "lost-commit", cost: charged})
@@ -93,8 +95,8 @@ func TestRefusedBeyondSettlementIsRetriedAtWhatWasBilled(t *testing.T) {
 	if charged := r.SettleUsage(rec); charged != denseReserved {
 		t.Fatalf("charged %d: a settlement that failed should charge the reservation %d alone", charged, denseReserved)
 	}
-	if len(m.keys.pending) != 1 || m.keys.pending[0].unknownExtra != 0 {
-		t.Fatalf("pending settlements %+v: want one the database refused", m.keys.pending)
+	if len(m.keys.pending) != 1 || m.keys.pending[0].cost != denseReserved || m.keys.pending[0].extra != 0 {
+		t.Fatalf("pending settlements %+v: want one the database refused, at the reservation %d", m.keys.pending, denseReserved)
 	}
 	if b := budget(t, st0, capped); b.SpentMicros != 0 || b.ReservedMicros != denseReserved {
 		t.Fatalf("the key's budget %+v: nothing should have been settled", b)

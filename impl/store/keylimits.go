@@ -362,12 +362,14 @@ func (s *Store) SettleKeyReservation(ctx context.Context, keyID uuid.UUID, reque
 // reservations in flight, less costMicros. The reservation and its budget are locked for the
 // time of the read and the write, so concurrent settlements and reservations, from any
 // process, never take the key past its cap together. It returns the part of extraMicros added
-// (0 when the reservation was settled already, which counts nothing). When its COMMIT goes
-// unanswered the error wraps ErrOutcomeUnknown: the database may hold the settlement with up
-// to extraMicros added, and ResettleKeyReservationBeyond is its retry.
+// (0 when the reservation was settled already, which counts nothing). A settlement whose
+// COMMIT goes unanswered may hold the part of extraMicros it added while its caller charged
+// none of it: the usage writer brings the reservation to what the ledger billed for the
+// request id (SettleKeyReservationsAtBill), and the reservation's lock, held until this
+// transaction ends, makes that write wait for the settlement's outcome.
 func (s *Store) SettleKeyReservationBeyond(ctx context.Context, keyID uuid.UUID, requestID string, costMicros, extraMicros, capMicros int64) (int64, error) {
 	var charged int64
-	err := s.inTxOutcomeKnown(ctx, func(q *db.Queries) error {
+	err := s.inTx(ctx, func(q *db.Queries) error {
 		charged = 0
 		row, err := q.LockKeyReservation(ctx, db.LockKeyReservationParams{KeyID: keyID, RequestID: requestID})
 		if errors.Is(err, pgx.ErrNoRows) || (err == nil && row.SettledAt != nil) {
@@ -393,32 +395,6 @@ func (s *Store) SettleKeyReservationBeyond(ctx context.Context, keyID uuid.UUID,
 		return 0, err
 	}
 	return charged, nil
-}
-
-// ResettleKeyReservationBeyond retries, for holder (the process that held the reservation), a
-// SettleKeyReservationBeyond whose outcome was unknown (ErrOutcomeUnknown), after which the
-// request was billed costMicros alone (its excess waived): in one transaction, a reservation
-// still unsettled (the first write did not commit) is settled at costMicros as
-// SettleKeyReservation settles it, and one that the first write settled (it committed after
-// all) with up to extraMicros beyond costMicros is brought down to costMicros, the budget's
-// spend with it. Either way the key counts the request at what it was billed. A reservation
-// settled at costMicros (by an earlier retry, or by the usage writer), or by a retry of the
-// request id that took it over from another holder, is left as it is: it may run any number of
-// times. It reports whether it changed anything.
-func (s *Store) ResettleKeyReservationBeyond(ctx context.Context, keyID uuid.UUID, requestID, holder string, costMicros, extraMicros int64) (bool, error) {
-	var changed bool
-	err := s.inTx(ctx, func(q *db.Queries) error {
-		n, err := q.SettleKeyReservation(ctx, db.SettleKeyReservationParams{KeyID: keyID, RequestID: requestID, CostMicros: costMicros})
-		if err != nil || n > 0 {
-			changed = n > 0
-			return err
-		}
-		n, err = q.TakeBackKeySettlementExcess(ctx, db.TakeBackKeySettlementExcessParams{
-			KeyID: keyID, RequestID: requestID, Holder: holder, BilledMicros: costMicros, MostMicros: costMicros + extraMicros})
-		changed = n > 0
-		return err
-	})
-	return changed, err
 }
 
 // ReleaseKeyReservation ends a key reservation whose request is billed nothing under its request

@@ -70,41 +70,6 @@ func (s *Store) inTx(ctx context.Context, fn func(q *db.Queries) error) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return fn(s.q.WithTx(tx)) })
 }
 
-// ErrOutcomeUnknown is wrapped by the error of a write whose COMMIT was sent and never answered
-// (the connection broke, or the deadline passed, while the server may have been committing):
-// the database may hold the write or not. A retry must allow for both.
-var ErrOutcomeUnknown = errors.New("store: the COMMIT was sent and no answer came: the write may have been committed")
-
-// inTxOutcomeKnown is inTx for a write whose retry must tell a transaction the database refused
-// or never got (it holds nothing of it) from one whose COMMIT went unanswered: the error of
-// such a COMMIT wraps ErrOutcomeUnknown. Its statements are inTx's.
-func (s *Store) inTxOutcomeKnown(ctx context.Context, fn func(q *db.Queries) error) error {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback(ctx) }() // after Commit: ErrTxClosed, nothing sent
-	if err := fn(s.q.WithTx(tx)); err != nil {
-		return err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		if commitMayHaveApplied(err) {
-			return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
-		}
-		return err
-	}
-	return nil
-}
-
-// commitMayHaveApplied reports whether a failed COMMIT may have been carried out by the server:
-// any failure but the server's answer that it rolled back (an error, or ROLLBACK for a failed
-// transaction). pgconn.SafeToRetry is no guide here: pgx v5.12 reports a connection lost while
-// the COMMIT's answer was awaited as "conn closed", which it says is safe to retry.
-func commitMayHaveApplied(err error) bool {
-	var pgErr *pgconn.PgError
-	return !errors.As(err, &pgErr) && !errors.Is(err, pgx.ErrTxCommitRollback)
-}
-
 // notFound maps pgx's no-rows error to ErrNotFound and passes every other error through.
 func notFound(err error) error {
 	if errors.Is(err, pgx.ErrNoRows) {

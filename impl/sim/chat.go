@@ -276,9 +276,18 @@ func (t *chatTurn) body() []byte {
 			b = appendString(b, t.toolArgs())
 			b = append(b, `}}]`...)
 		} else if t.refusal {
-			// As OpenAI answers a refusal: content null, refusal its words, finish_reason stop.
-			b = append(b, `null,"refusal":"`...)
-			b = t.appendText(b, t.words)
+			// As OpenAI answers a refusal: content null (or the text before it), refusal its
+			// words, finish_reason stop.
+			if t.refusalFrom > 0 {
+				b = append(b, '"')
+				b = t.appendText(b, t.refusalFrom)
+				b = append(b, `","refusal":"`...)
+			} else {
+				b = append(b, `null,"refusal":"`...)
+			}
+			for i := t.refusalFrom; i < t.words; i++ {
+				b = t.appendToken(b, i)
+			}
 			b = append(b, '"')
 		} else {
 			b = append(b, '"')
@@ -357,7 +366,7 @@ func (t *chatTurn) open(o *sse) {
 		o.buf = append(o.buf, `,"type":"function","function":{"name":`...)
 		o.buf = appendString(o.buf, t.tool)
 		o.buf = append(o.buf, `,"arguments":""}}],"refusal":null}`...)
-	} else if t.refusal {
+	} else if t.refusal && t.refusalFrom == 0 {
 		o.buf = append(o.buf, `{"role":"assistant","content":null,"refusal":""}`...)
 	} else {
 		o.buf = append(o.buf, `{"role":"assistant","content":"","refusal":null}`...)
@@ -372,7 +381,7 @@ func (t *chatTurn) content(o *sse, i int) {
 		o.buf = appendString(o.buf, t.toolFragment(i))
 		o.buf = append(o.buf, `}}]}`...)
 	} else {
-		if t.refusal {
+		if t.refusal && i >= t.refusalFrom {
 			o.buf = append(o.buf, `{"refusal":"`...)
 		} else {
 			o.buf = append(o.buf, `{"content":"`...)

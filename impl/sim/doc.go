@@ -55,7 +55,10 @@
 // Responses message whose one part is {"type":"refusal","refusal":…} in a completed response,
 // streamed as response.content_part.added (a refusal part), response.refusal.delta…,
 // response.refusal.done, content_part.done; a Messages answer of text with stop_reason
-// "refusal".
+// "refusal". [[sim refuse=after_text]] does the same, except that on the chat route the first
+// half of the words (rounded down) is the answer's text and the rest its refusal: content and
+// message.refusal both set, streamed as delta.content after the usual role chunk, then
+// delta.refusal (the refusal's first word keeps its leading space).
 //
 // On the Responses route the functions of a namespace tool ({"type":"namespace","name":ns,
 // "tools":[{"type":"function","name":f,"parameters":…},…]}, as Codex CLI offers its MCP tools)
@@ -122,6 +125,7 @@
 //	[[sim web_search=2]]               run 2 hosted web searches before the reply (see below)
 //	[[sim cache_min=256]]              cache prompt prefixes from 256 tokens on (see Prompt caching)
 //	[[sim refuse=true]]                answer with the model's refusal (see above)
+//	[[sim refuse=after_text]]          on chat, text and then the refusal (see above)
 //	[[sim script: call t {"a":1}]]     play an agent's model, one call a turn (see Scripts)
 //
 // Other keys: status= (the error type of a midstream fault: 429, 500, 503, 529),

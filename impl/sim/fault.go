@@ -97,6 +97,9 @@ type directive struct {
 	cacheMin int
 	// refuse asks for the model's refusal in place of an answer (refuse=true).
 	refuse bool
+	// refuseAfterText asks for an answer whose first half is text and the rest the model's
+	// refusal, on the chat route (refuse=after_text).
+	refuseAfterText bool
 }
 
 // parseDirectives reads every [[sim key=value ...]] in text. Unknown keys and malformed values
@@ -218,7 +221,8 @@ func (d *directive) set(k, v string) {
 			d.webSearch = n
 		}
 	case "refuse":
-		d.refuse = v == "true"
+		d.refuse = v == "true" || v == "after_text"
+		d.refuseAfterText = v == "after_text"
 	case "cache_min":
 		if n, err := strconv.Atoi(v); err == nil && n >= 0 {
 			d.cacheMin = max(n, 1)

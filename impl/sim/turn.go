@@ -39,6 +39,9 @@ type turn struct {
 	// refusal says the reply's words are the model's refusal to answer (the refuse directive):
 	// chat message.refusal, a Responses refusal part, Messages text with stop_reason refusal.
 	refusal bool
+	// refusalFrom, on the chat route, is the first token of the refusal when the reply's words
+	// before it are the answer's text (refuse=after_text); 0 when every word is the refusal.
+	refusalFrom int
 	// frags, when set, are the reply's content events in place of vocabulary words: the
 	// tokens of the tool call's arguments when finish == finishTool, else the tokens of the
 	// JSON text of a structured answer (see structured.go).
@@ -123,6 +126,9 @@ func (s *Simulator) plan(rt Route, model string, stream bool, input int, in plan
 			n, t.finish = in.maxTokens, finishLength
 		}
 		t.words, t.refusal = n, true
+		if d.refuseAfterText && rt == RouteChat {
+			t.refusalFrom = n / 2
+		}
 		t.fault = s.takeFault(model, &d)
 		return t
 	}

@@ -156,3 +156,82 @@ func TestRefusalToOtherFormats(t *testing.T) {
 		t.Errorf("Responses answer from a Messages refusal: %s", r.RawJSON())
 	}
 }
+
+// TestTextAndRefusalAreOneResponsesMessage: a chat upstream's answer with text and a refusal
+// (content and message.refusal both set) reaches a Responses client as one message item whose
+// content holds an output_text part and a refusal part, as the Responses API's message does
+// (openai-go ResponseOutputMessage.Content), whole and streamed: one output_item.added, the
+// parts at content_index 0 and 1, each with its deltas, done and content_part.done, and the
+// same item in response.completed. On the code before, the stream held two message items
+// (the refusal at output_index 1), unlike the answer's JSON.
+func TestTextAndRefusalAreOneResponsesMessage(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: contractConfig(t)})
+	tenant := g.NewTenant(t, "acme", 0, 10_000_000)
+	client := openAIClient(g, t, tenant.Key)
+	ctx := context.Background()
+
+	params := responses.ResponseNewParams{Model: "service-flint-base",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Tell me how to pick a lock. [[sim refuse=after_text]]")}}
+	r, err := client.Responses.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != "completed" || len(r.Output) != 1 || len(r.Output[0].Content) != 2 ||
+		r.Output[0].Content[0].Type != "output_text" || r.Output[0].Content[0].Text == "" ||
+		r.Output[0].Content[1].Type != "refusal" || r.Output[0].Content[1].Refusal == "" {
+		t.Fatalf("Responses answer of text and a refusal: %s", r.RawJSON())
+	}
+	wantText, wantRefusal := r.Output[0].Content[0].Text, r.Output[0].Content[1].Refusal
+
+	rs := client.Responses.NewStreaming(ctx, params)
+	var text, refusal, doneText, doneRefusal string
+	var final responses.Response
+	var itemsAdded, itemsDone int
+	partsAdded := map[int64]string{}
+	for rs.Next() {
+		ev := rs.Current()
+		if ev.OutputIndex != 0 {
+			t.Errorf("%s at output_index %d: %s", ev.Type, ev.OutputIndex, ev.RawJSON())
+		}
+		switch ev.Type {
+		case "response.output_item.added":
+			itemsAdded++
+		case "response.output_item.done":
+			itemsDone++
+			if len(ev.Item.Content) != 2 {
+				t.Errorf("output_item.done: %s", ev.RawJSON())
+			}
+		case "response.content_part.added":
+			partsAdded[ev.ContentIndex] = ev.Part.Type
+		case "response.output_text.delta":
+			if ev.ContentIndex != 0 {
+				t.Errorf("output_text delta at content_index %d", ev.ContentIndex)
+			}
+			text += ev.Delta
+		case "response.refusal.delta":
+			if ev.ContentIndex != 1 {
+				t.Errorf("refusal delta at content_index %d", ev.ContentIndex)
+			}
+			refusal += ev.Delta
+		case "response.output_text.done":
+			doneText = ev.Text
+		case "response.refusal.done":
+			doneRefusal = ev.Refusal
+		case "response.completed", "response.incomplete":
+			final = ev.Response
+		}
+	}
+	if err := rs.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if itemsAdded != 1 || itemsDone != 1 || partsAdded[0] != "output_text" || partsAdded[1] != "refusal" || len(partsAdded) != 2 {
+		t.Errorf("streamed: %d items added, %d done, parts %v", itemsAdded, itemsDone, partsAdded)
+	}
+	if text != wantText || doneText != wantText || refusal != wantRefusal || doneRefusal != wantRefusal {
+		t.Errorf("streamed text %q (done %q), refusal %q (done %q); whole %q, %q", text, doneText, refusal, doneRefusal, wantText, wantRefusal)
+	}
+	if final.Status != "completed" || len(final.Output) != 1 || len(final.Output[0].Content) != 2 ||
+		final.Output[0].Content[0].Text != wantText || final.Output[0].Content[1].Refusal != wantRefusal {
+		t.Errorf("response.completed: %s", final.RawJSON())
+	}
+}

@@ -13,8 +13,12 @@ import (
 // responsesEncoder writes OpenAI Responses stream events (wire-protocols.md §2.2–2.5): every
 // event named by its type and numbered from 0; created and in_progress first; each message item
 // as output_item.added, content_part.added, output_text.delta…, output_text.done,
-// content_part.done, output_item.done (a refusal as a message of its own whose part is a
-// refusal, with refusal.delta… and refusal.done); each function call as output_item.added,
+// content_part.done, output_item.done; a refusal as a part of the message, of type refusal
+// with refusal.delta… and refusal.done, after its text (content_index 1) when the model wrote
+// some first, as the Responses API's message holds an output_text part and a refusal part
+// (openai-go v3.96.0 ResponseOutputMessage.Content; openai-agents-python's
+// chatcmpl_stream_handler gives a chat answer's content and refusal one message item, the
+// parts numbered in the order they began); each function call as output_item.added,
 // function_call_arguments.delta…, function_call_arguments.done, output_item.done; then the
 // terminal response.completed or response.incomplete carrying every output item and the usage.
 // A failure is the flat error event, then response.failed. There is no [DONE].
@@ -42,16 +46,41 @@ type responsesEncoder struct {
 
 // respOut is one output item as far as it has been streamed.
 type respOut struct {
-	fc bool
-	// refusal marks a message whose one part is the model's refusal, not output_text.
-	refusal bool
-	id      string
-	callID  string
-	name    string
-	// text is the item's text or arguments, JSON-escaped (without quotes), so that the done
-	// events and the final response can repeat it without escaping it again.
-	text   []byte
-	status string
+	fc     bool
+	id     string
+	callID string
+	name   string
+	// text is a function call's arguments, or the text of a message's output_text part,
+	// JSON-escaped (without quotes), so that the done events and the final response can
+	// repeat it without escaping it again; refusal is the text of a message's refusal part,
+	// likewise.
+	text, refusal []byte
+	// textIndex and refusalIndex are the content_index of a message's output_text and
+	// refusal parts, -1 for a part it does not have; a part is added when its first delta
+	// comes.
+	textIndex, refusalIndex int
+	status                  string
+}
+
+// parts is how many content parts a message item has.
+func (it *respOut) parts() int {
+	n := 0
+	if it.textIndex >= 0 {
+		n++
+	}
+	if it.refusalIndex >= 0 {
+		n++
+	}
+	return n
+}
+
+// part is the content_index of a message's output_text part, or of its refusal part when
+// refusal is set (-1 when it has none), and the part's escaped text.
+func (it *respOut) part(refusal bool) (int, *[]byte) {
+	if refusal {
+		return it.refusalIndex, &it.refusal
+	}
+	return it.textIndex, &it.text
 }
 
 // Encode implements Encoder.
@@ -77,17 +106,22 @@ func (r *responsesEncoder) Encode(ev llm.Event, out []sse.Event) []sse.Event {
 			break
 		}
 		r.start("", "")
-		if r.open < 0 || r.items[r.open].fc || r.items[r.open].refusal != ev.Refusal {
-			r.openMessage(ev.Refusal)
+		if r.open < 0 || r.items[r.open].fc {
+			r.openMessage()
 		}
 		it := &r.items[r.open]
-		n := len(it.text)
-		it.text = appendEscaped(it.text, ev.Text)
-		kind := partKindOf(it.refusal)
+		ci, text := it.part(ev.Refusal)
+		if ci < 0 {
+			ci = r.addPart(ev.Refusal)
+		}
+		n := len(*text)
+		*text = appendEscaped(*text, ev.Text)
+		kind := partKindOf(ev.Refusal)
 		s := r.begin(kind.delta)
 		r.appendItemRef(r.open)
-		r.em.buf = append(r.em.buf, `,"content_index":0,"delta":"`...)
-		r.em.buf = append(r.em.buf, it.text[n:]...)
+		r.appendContentIndex(ci)
+		r.em.buf = append(r.em.buf, `,"delta":"`...)
+		r.em.buf = append(r.em.buf, (*text)[n:]...)
 		r.em.buf = append(r.em.buf, kind.tail...)
 		r.end(s)
 	case llm.EventToolCallStart:
@@ -101,7 +135,8 @@ func (r *responsesEncoder) Encode(ev llm.Event, out []sse.Event) []sse.Event {
 			callID = derivedID("call_", r.id, ev.ToolIndex)
 		}
 		r.open = len(r.items)
-		r.items = append(r.items, respOut{fc: true, id: "fc_" + r.idBase() + "_" + strconv.Itoa(ev.ToolIndex), callID: callID, name: ev.ToolName, status: "in_progress"})
+		r.items = append(r.items, respOut{fc: true, id: "fc_" + r.idBase() + "_" + strconv.Itoa(ev.ToolIndex), callID: callID, name: ev.ToolName,
+			textIndex: -1, refusalIndex: -1, status: "in_progress"})
 		for len(r.tools) <= ev.ToolIndex {
 			r.tools = append(r.tools, -1)
 		}
@@ -240,9 +275,9 @@ func (r *responsesEncoder) start(id, model string) {
 // the converters derive them for a complete answer (msg_<base>, fc_<base>_<tool index>).
 func (r *responsesEncoder) idBase() string { return strings.TrimPrefix(r.id, "resp_") }
 
-// openMessage closes the open item and opens a message item with one output_text part, or
-// with one refusal part when refusal is set.
-func (r *responsesEncoder) openMessage(refusal bool) {
+// openMessage closes the open item and opens a message item, without parts: the first delta
+// of each part adds it (addPart).
+func (r *responsesEncoder) openMessage() {
 	r.closeOpen("completed")
 	r.open = len(r.items)
 	id := "msg_" + r.idBase()
@@ -253,19 +288,62 @@ func (r *responsesEncoder) openMessage(refusal bool) {
 			break
 		}
 	}
-	r.items = append(r.items, respOut{id: id, status: "in_progress", refusal: refusal})
+	r.items = append(r.items, respOut{id: id, textIndex: -1, refusalIndex: -1, status: "in_progress"})
 	s := r.begin("response.output_item.added")
 	r.em.buf = append(r.em.buf, `,"output_index":`...)
 	r.em.buf = appendInt(r.em.buf, int64(r.open))
 	r.em.buf = append(r.em.buf, `,"item":`...)
 	r.appendItem(r.open)
 	r.end(s)
-	s = r.begin("response.content_part.added")
+}
+
+// addPart adds an output_text part, or a refusal part when refusal is set, to the open
+// message, after the part it has, and returns its content_index.
+func (r *responsesEncoder) addPart(refusal bool) int {
+	it := &r.items[r.open]
+	ci := it.parts()
+	if refusal {
+		it.refusalIndex = ci
+	} else {
+		it.textIndex = ci
+	}
+	s := r.begin("response.content_part.added")
 	r.appendItemRef(r.open)
-	r.em.buf = append(r.em.buf, `,"content_index":0,"part":`...)
+	r.appendContentIndex(ci)
+	r.em.buf = append(r.em.buf, `,"part":`...)
 	r.appendPart(nil, refusal)
 	r.end(s)
+	return ci
 }
+
+// appendContentIndex appends the content_index of a part.
+func (r *responsesEncoder) appendContentIndex(ci int) {
+	r.em.buf = append(r.em.buf, `,"content_index":`...)
+	r.em.buf = appendInt(r.em.buf, int64(ci))
+}
+
+// messageParts lists the kinds of a message's parts in content_index order: false for its
+// output_text part, true for its refusal part.
+func (it *respOut) messageParts() []bool {
+	switch {
+	case it.textIndex == 0 && it.refusalIndex == 1:
+		return orderTextRefusal
+	case it.refusalIndex == 0 && it.textIndex == 1:
+		return orderRefusalText
+	case it.refusalIndex == 0:
+		return orderRefusal
+	case it.textIndex == 0:
+		return orderText
+	}
+	return nil
+}
+
+var (
+	orderText        = []bool{false}
+	orderRefusal     = []bool{true}
+	orderTextRefusal = []bool{false, true}
+	orderRefusalText = []bool{true, false}
+)
 
 // closeOpen sends the done events of the open item, which ends with the given status.
 func (r *responsesEncoder) closeOpen(status string) {
@@ -286,18 +364,23 @@ func (r *responsesEncoder) closeOpen(status string) {
 		r.em.buf = append(r.em.buf, '"')
 		r.end(s)
 	} else {
-		kind := partKindOf(it.refusal)
-		s := r.begin(kind.done)
-		r.appendItemRef(i)
-		r.em.buf = append(r.em.buf, kind.doneField...)
-		r.em.buf = append(r.em.buf, it.text...)
-		r.em.buf = append(r.em.buf, kind.tail...)
-		r.end(s)
-		s = r.begin("response.content_part.done")
-		r.appendItemRef(i)
-		r.em.buf = append(r.em.buf, `,"content_index":0,"part":`...)
-		r.appendPart(it.text, it.refusal)
-		r.end(s)
+		for ci, refusal := range it.messageParts() {
+			_, text := it.part(refusal)
+			kind := partKindOf(refusal)
+			s := r.begin(kind.done)
+			r.appendItemRef(i)
+			r.appendContentIndex(ci)
+			r.em.buf = append(r.em.buf, kind.doneField...)
+			r.em.buf = append(r.em.buf, *text...)
+			r.em.buf = append(r.em.buf, kind.tail...)
+			r.end(s)
+			s = r.begin("response.content_part.done")
+			r.appendItemRef(i)
+			r.appendContentIndex(ci)
+			r.em.buf = append(r.em.buf, `,"part":`...)
+			r.appendPart(*text, refusal)
+			r.end(s)
+		}
 	}
 	s := r.begin("response.output_item.done")
 	r.em.buf = append(r.em.buf, `,"output_index":`...)
@@ -334,7 +417,7 @@ func (r *responsesEncoder) appendItemRef(i int) {
 	r.em.buf = appendInt(r.em.buf, int64(i))
 }
 
-// partKind is how a message's one part streams: its delta and done events, the done event's
+// partKind is how a message's part streams: its delta and done events, the done event's
 // field, and what follows the text in both.
 type partKind struct {
 	delta, done, doneField, tail string
@@ -342,9 +425,9 @@ type partKind struct {
 
 var (
 	outputTextPart = partKind{delta: "response.output_text.delta", done: "response.output_text.done",
-		doneField: `,"content_index":0,"text":"`, tail: `","logprobs":[]`}
+		doneField: `,"text":"`, tail: `","logprobs":[]`}
 	refusalPart = partKind{delta: "response.refusal.delta", done: "response.refusal.done",
-		doneField: `,"content_index":0,"refusal":"`, tail: `"`}
+		doneField: `,"refusal":"`, tail: `"`}
 )
 
 // partKindOf is the part kind of a message: its refusal, or its output_text.
@@ -393,7 +476,13 @@ func (r *responsesEncoder) appendItem(i int) {
 	r.em.buf = appendString(r.em.buf, it.status)
 	r.em.buf = append(r.em.buf, `,"role":"assistant","content":[`...)
 	if !inProgress {
-		r.appendPart(it.text, it.refusal)
+		for ci, refusal := range it.messageParts() {
+			if ci > 0 {
+				r.em.buf = append(r.em.buf, ',')
+			}
+			_, text := it.part(refusal)
+			r.appendPart(*text, refusal)
+		}
 	}
 	r.em.buf = append(r.em.buf, "]}"...)
 }

@@ -126,6 +126,9 @@
 //	[[sim cache_min=256]]              cache prompt prefixes from 256 tokens on (see Prompt caching)
 //	[[sim refuse=true]]                answer with the model's refusal (see above)
 //	[[sim refuse=after_text]]          on chat, text and then the refusal (see above)
+//	[[sim deltas=false]]               on Responses, no output_text or refusal deltas: the text
+//	                                   comes only in the done events, the completed item and
+//	                                   the terminal response, as some compatible servers send it
 //	[[sim script: call t {"a":1}]]     play an agent's model, one call a turn (see Scripts)
 //
 // Other keys: status= (the error type of a midstream fault: 429, 500, 503, 529),

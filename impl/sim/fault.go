@@ -100,6 +100,9 @@ type directive struct {
 	// refuseAfterText asks for an answer whose first half is text and the rest the model's
 	// refusal, on the chat route (refuse=after_text).
 	refuseAfterText bool
+	// noTextDeltas asks a Responses stream without its text and refusal deltas
+	// (deltas=false).
+	noTextDeltas bool
 }
 
 // parseDirectives reads every [[sim key=value ...]] in text. Unknown keys and malformed values
@@ -223,6 +226,8 @@ func (d *directive) set(k, v string) {
 	case "refuse":
 		d.refuse = v == "true" || v == "after_text"
 		d.refuseAfterText = v == "after_text"
+	case "deltas":
+		d.noTextDeltas = v == "false"
 	case "cache_min":
 		if n, err := strconv.Atoi(v); err == nil && n >= 0 {
 			d.cacheMin = max(n, 1)

@@ -515,6 +515,8 @@ func (t *responsesTurn) content(o *sse, i int) {
 	switch {
 	case t.compact:
 		return // the summary comes whole, in the item
+	case t.noTextDeltas && t.finish != finishTool:
+		return // the text comes whole, in the done events (deltas=false)
 	case t.finish == finishTool:
 		t.event(o, "response.function_call_arguments.delta")
 		t.itemRef(o)

@@ -42,6 +42,9 @@ type turn struct {
 	// refusalFrom, on the chat route, is the first token of the refusal when the reply's words
 	// before it are the answer's text (refuse=after_text); 0 when every word is the refusal.
 	refusalFrom int
+	// noTextDeltas, on the Responses route, leaves out the output_text and refusal deltas, so
+	// that a part's text comes only in its done events (deltas=false).
+	noTextDeltas bool
 	// frags, when set, are the reply's content events in place of vocabulary words: the
 	// tokens of the tool call's arguments when finish == finishTool, else the tokens of the
 	// JSON text of a structured answer (see structured.go).
@@ -110,6 +113,7 @@ func (s *Simulator) plan(rt Route, model string, stream bool, input int, in plan
 		}
 		t.searches = planSearches(d.webSearch, &in)
 		t.cacheMin = d.cacheMin
+		t.noTextDeltas = d.noTextDeltas && rt == RouteResponses
 	}
 	if tps > 0 {
 		t.every = time.Duration(float64(time.Second) / tps)

@@ -235,3 +235,63 @@ func TestTextAndRefusalAreOneResponsesMessage(t *testing.T) {
 		t.Errorf("response.completed: %s", final.RawJSON())
 	}
 }
+
+// TestResponsesTextFromDoneEvents: a Responses upstream that sends a part's text only in its
+// done events (response.output_text.done or response.refusal.done, content_part.done,
+// output_item.done and the terminal response; [[sim deltas=false]]) and none in deltas still
+// gives a chat or Messages client all of it, once, streamed as the whole answer gives it;
+// with deltas the text is not doubled. On the code before, a refusal sent so was lost (the
+// decoder read refusal deltas only).
+func TestResponsesTextFromDoneEvents(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: contractConfig(t)})
+	tenant := g.NewTenant(t, "acme", 0, 10_000_000)
+	client := openAIClient(g, t, tenant.Key)
+	ctx := context.Background()
+
+	for _, prompt := range []string{"Say hello. [[sim deltas=false]]", "Say hello.", refuse + " [[sim deltas=false]]", refuse} {
+		params := openai.ChatCompletionNewParams{Model: "test-responses", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt)}}
+		done, err := client.Chat.Completions.New(ctx, params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := done.Choices[0].Message
+		if want.Content == "" && want.Refusal == "" {
+			t.Fatalf("%q: whole answer without text: %s", prompt, done.RawJSON())
+		}
+		stream := client.Chat.Completions.NewStreaming(ctx, params)
+		var acc openai.ChatCompletionAccumulator
+		for stream.Next() {
+			acc.AddChunk(stream.Current())
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if got := acc.Choices[0].Message; got.Content != want.Content || got.Refusal != want.Refusal || acc.Choices[0].FinishReason != done.Choices[0].FinishReason {
+			t.Errorf("%q streamed to chat: content %q refusal %q finish %q; whole content %q refusal %q finish %q",
+				prompt, got.Content, got.Refusal, acc.Choices[0].FinishReason, want.Content, want.Refusal, done.Choices[0].FinishReason)
+		}
+	}
+
+	ac := anthropicClient(g, t, tenant.Key)
+	for _, prompt := range []string{"Say hello. [[sim deltas=false]]", refuse + " [[sim deltas=false]]"} {
+		params := anthropic.MessageNewParams{Model: "messages-via-responses", MaxTokens: 256,
+			Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(prompt))}}
+		m, err := ac.Messages.New(ctx, params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stream := ac.Messages.NewStreaming(ctx, params)
+		var acc anthropic.Message
+		for stream.Next() {
+			if err := acc.Accumulate(stream.Current()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if len(m.Content) != 1 || m.Content[0].Text == "" || len(acc.Content) != 1 || acc.Content[0].Text != m.Content[0].Text || acc.StopReason != m.StopReason {
+			t.Errorf("%q streamed to Messages: %+v (stop %q); whole %s", prompt, acc.Content, acc.StopReason, m.RawJSON())
+		}
+	}
+}

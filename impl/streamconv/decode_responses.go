@@ -18,9 +18,12 @@ type responsesDecoder struct {
 	// tools are the function_call items seen, in order: their position is the neutral tool
 	// index.
 	tools []respToolState
-	// textSeen lists the output indexes of message items that had text deltas, so that a
-	// done event carrying text the deltas never did is not lost.
-	textSeen []int
+	// partsSeen lists the message parts (output_text or refusal) whose text has been yielded,
+	// from their deltas or from a done event, so that the text of a part that came in no
+	// delta is taken from the first done event that carries it (the part's .done,
+	// response.content_part.done, response.output_item.done, or the terminal response's
+	// output), exactly once.
+	partsSeen []partRef
 	// hosted counts the calls of hosted tools (web searches, ...) among the items done so far.
 	hosted llm.HostedCalls
 	ev     respEvent
@@ -31,6 +34,9 @@ type responsesDecoder struct {
 	refused bool
 }
 
+// partRef is a message part: its item's output_index and its content_index.
+type partRef struct{ outputIndex, contentIndex int }
+
 type respToolState struct {
 	outputIndex int
 	itemID      string
@@ -38,16 +44,21 @@ type respToolState struct {
 }
 
 type respEvent struct {
-	Type        string          `json:"type"`
-	Response    *respObject     `json:"response"`
-	OutputIndex int             `json:"output_index"`
-	Item        *respItem       `json:"item"`
-	ItemID      string          `json:"item_id"`
-	Delta       string          `json:"delta"`
-	Text        string          `json:"text"`
-	Arguments   string          `json:"arguments"`
-	Code        json.RawMessage `json:"code"`
-	Message     string          `json:"message"`
+	Type        string      `json:"type"`
+	Response    *respObject `json:"response"`
+	OutputIndex int         `json:"output_index"`
+	Item        *respItem   `json:"item"`
+	ItemID      string      `json:"item_id"`
+	Delta       string      `json:"delta"`
+	Text        string      `json:"text"`
+	// ContentIndex, Refusal and Part are those of a message part's events (refusal.done,
+	// content_part.done).
+	ContentIndex int             `json:"content_index"`
+	Refusal      string          `json:"refusal"`
+	Part         *respPart       `json:"part"`
+	Arguments    string          `json:"arguments"`
+	Code         json.RawMessage `json:"code"`
+	Message      string          `json:"message"`
 	// Error is the nested form of the error event that OpenAI has been seen sending (§2.5).
 	Error *wireError `json:"error"`
 }
@@ -61,7 +72,8 @@ type respObject struct {
 	} `json:"incomplete_details"`
 	Error  *wireError `json:"error"`
 	Output []struct {
-		Type string `json:"type"`
+		Type    string     `json:"type"`
+		Content []respPart `json:"content"`
 	} `json:"output"`
 	Usage *respUsage `json:"usage"`
 	// ServiceTier is the tier that served the response; only a terminal event's says so (the
@@ -75,6 +87,15 @@ type respItem struct {
 	CallID    string `json:"call_id"`
 	Name      string `json:"name"`
 	Arguments string `json:"arguments"`
+	// Content is a message item's parts.
+	Content []respPart `json:"content"`
+}
+
+// respPart is a message's content part: output_text (Text) or refusal (Refusal).
+type respPart struct {
+	Type    string `json:"type"`
+	Text    string `json:"text"`
+	Refusal string `json:"refusal"`
 }
 
 type respUsage struct {
@@ -140,11 +161,12 @@ func (d *responsesDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, b
 	case "response.created", "response.in_progress", "response.queued",
 		"response.output_item.added", "response.output_item.done",
 		"response.output_text.delta", "response.output_text.done", "response.refusal.delta",
+		"response.refusal.done", "response.content_part.done",
 		"response.function_call_arguments.delta", "response.function_call_arguments.done",
 		"response.completed", "response.incomplete", "response.failed", "error":
 	default:
-		// Reasoning, annotations, content parts, tool progress and whatever comes next carry
-		// nothing the neutral form has.
+		// Reasoning, annotations, content parts added (empty), tool progress and whatever comes
+		// next carry nothing the neutral form has.
 		return out, false, nil
 	}
 	if d.started && !d.failed && !disableFastPath &&
@@ -183,6 +205,13 @@ func (d *responsesDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, b
 		if e.Item == nil {
 			break
 		}
+		if e.Item.Type == "message" {
+			out = d.pair.flush(out)
+			for ci := range e.Item.Content {
+				out = d.unseenPart(e.OutputIndex, ci, &e.Item.Content[ci], out)
+			}
+			break
+		}
 		if t, hosted := convert.HostedItemTool(e.Item.Type); hosted {
 			// Billed per call: counted as it is done, in case the stream ends before its
 			// terminal event.
@@ -201,19 +230,25 @@ func (d *responsesDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, b
 		}
 	case "response.output_text.delta":
 		if e.Delta != "" {
-			d.markText(e.OutputIndex)
+			d.markPart(e.OutputIndex, e.ContentIndex)
 			out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: e.Delta})
 		}
 	case "response.refusal.delta":
 		d.refused = true
 		if e.Delta != "" {
+			d.markPart(e.OutputIndex, e.ContentIndex)
 			out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: e.Delta, Refusal: true})
 		}
 	case "response.output_text.done":
 		out = d.pair.flush(out)
-		if e.Text != "" && !d.hadText(e.OutputIndex) {
-			d.markText(e.OutputIndex)
-			out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: e.Text})
+		out = d.unseenPart(e.OutputIndex, e.ContentIndex, &respPart{Type: "output_text", Text: e.Text}, out)
+	case "response.refusal.done":
+		d.refused = true
+		out = d.unseenPart(e.OutputIndex, e.ContentIndex, &respPart{Type: "refusal", Refusal: e.Refusal}, out)
+	case "response.content_part.done":
+		if e.Part != nil {
+			out = d.pair.flush(out)
+			out = d.unseenPart(e.OutputIndex, e.ContentIndex, e.Part, out)
 		}
 	case "response.function_call_arguments.delta":
 		if n := d.tool(e.OutputIndex, e.ItemID); n >= 0 && e.Delta != "" {
@@ -227,6 +262,16 @@ func (d *responsesDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, b
 		}
 	case "response.completed", "response.incomplete":
 		out = d.pair.flush(out)
+		if e.Response != nil {
+			// The final output holds the text of the parts no event before carried.
+			for oi := range e.Response.Output {
+				if it := &e.Response.Output[oi]; it.Type == "message" {
+					for ci := range it.Content {
+						out = d.unseenPart(oi, ci, &it.Content[ci], out)
+					}
+				}
+			}
+		}
 		status, reason := "completed", ""
 		if typ == "response.incomplete" {
 			status = "incomplete"
@@ -296,19 +341,41 @@ func (d *responsesDecoder) tool(outputIndex int, itemID string) int {
 	return -1
 }
 
-func (d *responsesDecoder) markText(outputIndex int) {
-	if !d.hadText(outputIndex) {
-		d.textSeen = append(d.textSeen, outputIndex)
+// markPart records that the text of a message part has been yielded (in part at least: a part
+// whose deltas came is taken as they gave it).
+func (d *responsesDecoder) markPart(outputIndex, contentIndex int) {
+	if !d.partSeen(outputIndex, contentIndex) {
+		d.partsSeen = append(d.partsSeen, partRef{outputIndex, contentIndex})
 	}
 }
 
-func (d *responsesDecoder) hadText(outputIndex int) bool {
-	for _, i := range d.textSeen {
-		if i == outputIndex {
+// partSeen reports whether the text of a message part has been yielded. The latest part is
+// looked at first: it is the one the deltas of a stream go on adding to.
+func (d *responsesDecoder) partSeen(outputIndex, contentIndex int) bool {
+	for i := len(d.partsSeen) - 1; i >= 0; i-- {
+		if d.partsSeen[i] == (partRef{outputIndex, contentIndex}) {
 			return true
 		}
 	}
 	return false
+}
+
+// unseenPart yields the text of message part p, at output_index outputIndex and content_index
+// contentIndex, unless the text of that part was yielded before (from its deltas or an earlier
+// done event); a refusal part's text is the refusal's. A part without text yields nothing.
+func (d *responsesDecoder) unseenPart(outputIndex, contentIndex int, p *respPart, out []llm.Event) []llm.Event {
+	text, refusal := p.Text, p.Type == "refusal"
+	if refusal {
+		text = p.Refusal
+		d.refused = true
+	} else if p.Type != "output_text" {
+		return out
+	}
+	if text == "" || d.partSeen(outputIndex, contentIndex) {
+		return out
+	}
+	d.markPart(outputIndex, contentIndex)
+	return append(out, llm.Event{Kind: llm.EventTextDelta, Text: text, Refusal: refusal})
 }
 
 func hasFunctionCall(r *respObject) bool {
@@ -323,7 +390,7 @@ func hasFunctionCall(r *respObject) bool {
 // fastDelta decodes the common text and arguments delta events, with a string delta and an
 // integer output_index, without encoding/json; ok is false for anything else.
 func (d *responsesDecoder) fastDelta(typ string, data []byte, out []llm.Event) ([]llm.Event, bool) {
-	var delta, itemID, index []byte
+	var delta, itemID, index, content []byte
 	it := iterObject(data)
 	for {
 		k, v, more := it.next()
@@ -338,6 +405,8 @@ func (d *responsesDecoder) fastDelta(typ string, data []byte, out []llm.Event) (
 			dst = &itemID
 		case "output_index":
 			dst = &index
+		case "content_index":
+			dst = &content
 		default:
 			// Fields of respEvent this event does not carry would still be decoded by the
 			// encoding/json path; none of them changes what a delta yields except these.
@@ -372,6 +441,12 @@ func (d *responsesDecoder) fastDelta(typ string, data []byte, out []llm.Event) (
 			return out, false
 		}
 	}
+	contentIndex := 0
+	if content != nil {
+		if contentIndex, ok = intOf(content); !ok {
+			return out, false
+		}
+	}
 	if itemID != nil {
 		// item_id only selects a tool; an unescaped one is compared in place.
 		if len(itemID) < 2 || itemID[0] != '"' || bytes.IndexByte(itemID, '\\') >= 0 {
@@ -380,7 +455,7 @@ func (d *responsesDecoder) fastDelta(typ string, data []byte, out []llm.Event) (
 	}
 	if typ == "response.output_text.delta" {
 		if text != "" {
-			d.markText(outputIndex)
+			d.markPart(outputIndex, contentIndex)
 			out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: text})
 		}
 		return out, true

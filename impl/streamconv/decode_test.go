@@ -446,3 +446,45 @@ func TestRefusalStopsAlikeStreamedOrNot(t *testing.T) {
 		}
 	})
 }
+
+// TestResponsesTextFromEveryDoneEvent: the text of a message part that came in no delta is
+// taken from the first done event that carries it, whichever that is (the part's .done,
+// response.content_part.done, response.output_item.done, the terminal response's output),
+// exactly once; a part whose deltas came is not repeated from any of them; a message's
+// output_text and refusal parts are told apart by their content_index.
+func TestResponsesTextFromEveryDoneEvent(t *testing.T) {
+	const (
+		created   = `{"type":"response.created","response":{"id":"r","status":"in_progress","model":"m","output":[]}}`
+		item      = `{"type":"message","id":"msg_1","role":"assistant","status":"completed","content":[{"type":"output_text","text":"Here:","annotations":[]},{"type":"refusal","refusal":"no"}]}`
+		itemDone  = `{"type":"response.output_item.done","output_index":0,"item":` + item + `}`
+		completed = `{"type":"response.completed","response":{"id":"r","status":"completed","model":"m","output":[` + item + `],"usage":{"input_tokens":5,"output_tokens":6,"total_tokens":11}}}`
+		textDelta = `{"type":"response.output_text.delta","output_index":0,"content_index":0,"item_id":"msg_1","delta":"Here:"}`
+		refDelta  = `{"type":"response.refusal.delta","output_index":0,"content_index":1,"item_id":"msg_1","delta":"no"}`
+		textDone  = `{"type":"response.output_text.done","output_index":0,"content_index":0,"item_id":"msg_1","text":"Here:"}`
+		refDone   = `{"type":"response.refusal.done","output_index":0,"content_index":1,"item_id":"msg_1","refusal":"no"}`
+		textPart  = `{"type":"response.content_part.done","output_index":0,"content_index":0,"item_id":"msg_1","part":{"type":"output_text","text":"Here:"}}`
+		refPart   = `{"type":"response.content_part.done","output_index":0,"content_index":1,"item_id":"msg_1","part":{"type":"refusal","refusal":"no"}}`
+	)
+	ev := func(data string) [2]string { return [2]string{dataType([]byte(data)), data} }
+	cases := map[string][]string{
+		"deltas and every done event":   {created, textDelta, textDone, textPart, refDelta, refDone, refPart, itemDone, completed},
+		"the parts' done events":        {created, textDone, textPart, refDone, refPart, itemDone, completed},
+		"content_part.done":             {created, textPart, refPart, itemDone, completed},
+		"output_item.done":              {created, itemDone, completed},
+		"the terminal response":         {created, completed},
+		"text deltas, refusal done":     {created, textDelta, refDone, itemDone, completed},
+		"refusal delta, text item done": {created, refDelta, itemDone, completed},
+	}
+	for name, stream := range cases {
+		t.Run(name, func(t *testing.T) {
+			evs := make([][2]string, len(stream))
+			for i, data := range stream {
+				evs[i] = ev(data)
+			}
+			got, done := decodeEvents(t, llm.FormatResponses, evs...)
+			if r := accumulate(got); !done || r.Text != "Here:" || r.Refusal != "no" || r.Stop != llm.StopRefusal {
+				t.Errorf("text %q refusal %q stop %q (done %v), want Here:, no, refusal", r.Text, r.Refusal, r.Stop, done)
+			}
+		})
+	}
+}

@@ -122,6 +122,13 @@ var (
 	chatFunction    = setOf("name", "arguments")
 )
 
+// chatAssistantKeys are an assistant message's keys: chatMessageKeys and its refusal;
+// chatRefusalKeys are a refusal part's.
+var (
+	chatAssistantKeys = setOf("role", "content", "tool_calls", "tool_call_id", "refusal")
+	chatRefusalKeys   = setOf("type", "refusal")
+)
+
 // chatMessage decodes messages[i].
 func (d *decoder) chatMessage(i int, raw json.RawMessage) error {
 	p := idx("messages", i)
@@ -139,7 +146,7 @@ func (d *decoder) chatMessage(i int, raw json.RawMessage) error {
 	msg := llm.Message{Path: p}
 	switch role {
 	case "system", "developer":
-		parts, err := d.chatContent(m.get("content"), p+".content", role)
+		parts, err := d.chatContent(m.get("content"), p+".content", role, nil)
 		if err != nil {
 			return err
 		}
@@ -152,6 +159,13 @@ func (d *decoder) chatMessage(i int, raw json.RawMessage) error {
 		msg.Role = llm.RoleUser
 	case "assistant":
 		msg.Role = llm.RoleAssistant
+		if v := m.get("refusal"); !isNull(v) {
+			// The model's refusal in an earlier turn, carried where the target has a place for
+			// it (chat message.refusal, a Responses refusal part; text for Messages).
+			if msg.Refusal, err = parseString(v, p+".refusal"); err != nil {
+				return err
+			}
+		}
 		if v := m.get("tool_calls"); !isNull(v) {
 			calls, err := parseArray(v, p+".tool_calls")
 			if err != nil {
@@ -184,19 +198,24 @@ func (d *decoder) chatMessage(i int, raw json.RawMessage) error {
 	default:
 		return apierror.Invalid(p+".role", "Invalid value: '%s'. Supported values are: 'system', 'assistant', 'user', 'tool', 'function' and 'developer'.", role)
 	}
-	parts, err := d.chatContent(m.get("content"), p+".content", role)
+	parts, err := d.chatContent(m.get("content"), p+".content", role, &msg.Refusal)
 	if err != nil {
 		return err
 	}
 	msg.Parts = parts
-	d.noteKeys(p, m, chatMessageKeys, chatNotedKeys)
+	known := chatMessageKeys
+	if msg.Role == llm.RoleAssistant {
+		known = chatAssistantKeys
+	}
+	d.noteKeys(p, m, known, chatNotedKeys)
 	d.req.Messages = append(d.req.Messages, msg)
 	return nil
 }
 
 // chatContent decodes a message's content: null, a string, or an array of parts. An empty
 // string from an assistant gives no part (it is how an assistant turn says "tool calls only").
-func (d *decoder) chatContent(raw json.RawMessage, p, role string) ([]llm.Part, error) {
+// An assistant's refusal parts are added to *refusal.
+func (d *decoder) chatContent(raw json.RawMessage, p, role string, refusal *string) ([]llm.Part, error) {
 	if isNull(raw) {
 		return nil, nil
 	}
@@ -248,8 +267,13 @@ func (d *decoder) chatContent(raw json.RawMessage, p, role string) ([]llm.Part, 
 			if ok {
 				parts = append(parts, part)
 			}
-		case kind == "refusal" && role == "assistant":
-			d.note(pp, ".refusal", true, e) // a refusal from an earlier turn
+		case kind == "refusal" && role == "assistant" && refusal != nil:
+			text, err := parseString(m.get("refusal"), pp+".refusal")
+			if err != nil {
+				return nil, err
+			}
+			*refusal += text // a refusal from an earlier turn
+			d.noteKeys(pp, m, chatRefusalKeys, nil)
 		case kind == "":
 			return nil, apierror.Invalid(pp+".type", "Missing required parameter: '%s.type'.", pp)
 		default:

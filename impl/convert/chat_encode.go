@@ -26,7 +26,7 @@ func (w *writer) chatMessages(o *object) error {
 			if err != nil {
 				return err
 			}
-			if len(texts) == 0 && len(m.ToolCalls) == 0 && w.cross() {
+			if len(texts) == 0 && len(m.ToolCalls) == 0 && m.Refusal == "" && w.cross() {
 				continue // nothing left (e.g. only thinking blocks); the API rejects an empty turn
 			}
 			mo := object{{"role", "assistant"}}
@@ -34,6 +34,9 @@ func (w *writer) chatMessages(o *object) error {
 				mo.set("content", nil)
 			} else {
 				mo.set("content", chatContent(texts))
+			}
+			if m.Refusal != "" {
+				mo.set("refusal", m.Refusal)
 			}
 			if len(m.ToolCalls) > 0 {
 				calls := make([]any, 0, len(m.ToolCalls))

@@ -141,13 +141,13 @@
 //	             Messages), prediction; prompt_cache_key and prompt_cache_retention (to Messages,
 //	             unless automatic caching is asked for: above);
 //	             modalities ["text"] and the refused fields above when unset
-//	             (false, 0, "", []); messages[].name, messages[].refusal and refusal parts;
+//	             (false, 0, "", []); messages[].name;
 //	             image detail low/high and tools[].function.strict: true (to Messages)
 //	Responses    reasoning.summary, reasoning.effort and text.verbosity (to Messages), include,
 //	             store, metadata, service_tier (to Messages), user, safety_identifier,
 //	             truncation, context_management; prompt_cache_key and
 //	             prompt_cache_retention (to Messages, unless automatic caching is asked
-//	             for: above); reasoning items; refusal parts; image
+//	             for: above); reasoning items; image
 //	             detail low/high and tools[].strict (to Messages; a Responses function tool is
 //	             strict unless it says strict: false)
 //	Messages     metadata, service_tier, thinking, top_k, context_management, output_config
@@ -158,6 +158,13 @@
 //	             nothing); a field this table does not know (unknown fields are dropped and named, never
 //	             passed to another format and never silently lost); an unknown key inside a
 //	             message, part or tool
+//
+// Carried, not named: the model's refusal in an earlier assistant turn (chat
+// messages[].refusal and refusal parts, Responses refusal parts; llm.Message.Refusal) goes to
+// chat as the assistant message's refusal, to Responses as a refusal part after the turn's
+// output_text, and to Messages, which has no refusal, as a text block of its words after the
+// turn's text: what the assistant said in that turn, as a Messages client is answered a
+// refusal (its words as text).
 //
 // Consumed by the gateway, not named: chat stream_options (include_usage is
 // Request.IncludeUsage) and Responses stream_options; item ids and statuses of Responses input

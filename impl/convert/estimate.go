@@ -81,7 +81,7 @@ func countInput(req *llm.Request) inputCounts {
 	n := inputCounts{bytes: len(req.System)}
 	for _, m := range req.Messages {
 		n.messages++
-		n.bytes += len(m.ToolCallID)
+		n.bytes += len(m.ToolCallID) + len(m.Refusal)
 		for _, p := range m.Parts {
 			switch p.Kind {
 			case llm.PartImage:

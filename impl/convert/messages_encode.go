@@ -95,6 +95,12 @@ func (w *writer) messagesMessages(o *object) error {
 					prefillText = p.Path
 				}
 			}
+			if !blank(m.Refusal) {
+				// Messages has no place for a refusal: its words are what the assistant said,
+				// as a Messages client is answered a refusal (docs/inference.md).
+				blocks = append(blocks, object{{"type", "text"}, {"text", m.Refusal}})
+				prefillText = m.Path
+			}
 			for _, c := range m.ToolCalls {
 				input, ok := toolInput(c.Arguments)
 				if !ok {

@@ -324,7 +324,7 @@ func TestDropped(t *testing.T) {
 		{"chat detail and strict kept by responses", llm.FormatChat, `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x/a.png","detail":"low"}}]}],"tools":[{"type":"function","function":{"name":"f","strict":true}}]}`,
 			llm.FormatResponses, nil},
 		{"responses advisory fields", llm.FormatResponses, `{"model":"m","input":[{"type":"reasoning","id":"rs","summary":[]},{"role":"user","content":"hi"},{"type":"message","role":"assistant","id":"msg_1","status":"completed","phase":"final_answer","content":[{"type":"output_text","text":"x","annotations":[]},{"type":"refusal","refusal":"no"}]}],"store":true,"metadata":{},"reasoning":{"effort":"high"},"include":["reasoning.encrypted_content"],"truncation":"auto","service_tier":"auto","user":"u","safety_identifier":"s","prompt_cache_key":"k","text":{"verbosity":"low"},"stream_options":{"include_obfuscation":false},"max_tool_calls":null}`,
-			llm.FormatChat, []string{"include", "input[].content[].refusal", "input[].phase", "input[].reasoning", "metadata", "safety_identifier", "store", "truncation", "user"}},
+			llm.FormatChat, []string{"include", "input[].phase", "input[].reasoning", "metadata", "safety_identifier", "store", "truncation", "user"}},
 		{"responses reasoning summary", llm.FormatResponses, `{"model":"m","input":"hi","reasoning":{"effort":"low","summary":"auto"}}`,
 			llm.FormatChat, []string{"reasoning.summary"}},
 		{"chat effort and verbosity to messages", llm.FormatChat, `{"model":"m","messages":[{"role":"user","content":"hi"}],"reasoning_effort":"high","verbosity":"low"}`,
@@ -836,5 +836,44 @@ func TestNothingToSayIsRefused(t *testing.T) {
 	withInstructions := []byte(`{"model":"m","instructions":"Say hi.","input":[{"type":"reasoning","id":"rs_1","summary":[]}]}`)
 	if _, _, err := EncodeRequest(llm.FormatChat, mustDecode(t, llm.FormatResponses, withInstructions), "up"); err != nil {
 		t.Errorf("instructions alone to a chat upstream: %v", err)
+	}
+}
+
+// TestEarlierRefusalIsCarried: the model's refusal in an earlier assistant turn (chat
+// message.refusal or a refusal part, a Responses refusal part) goes where the target has a
+// place for it (chat message.refusal, a Responses refusal part after the text) and, for
+// Messages, which has none, as the assistant's text (docs/inference.md); nothing is dropped.
+func TestEarlierRefusalIsCarried(t *testing.T) {
+	chat := `{"model":"m","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"Well.","refusal":"I can't help."},{"role":"user","content":"b"}]}`
+	chatParts := `{"model":"m","messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"text","text":"Well."},{"type":"refusal","refusal":"I can't help."}]},{"role":"user","content":"b"}]}`
+	responses := `{"model":"m","input":[{"role":"user","content":"a"},{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Well.","annotations":[]},{"type":"refusal","refusal":"I can't help."}]},{"role":"user","content":"b"}]}`
+	wantChat := `{"role":"assistant","content":"Well.","refusal":"I can't help."}`
+	wantResponses := `{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Well."},{"type":"refusal","refusal":"I can't help."}]}`
+	wantMessages := `{"role":"assistant","content":[{"type":"text","text":"Well."},{"type":"text","text":"I can't help."}]}`
+	cases := []struct {
+		name string
+		src  llm.Format
+		body string
+		dst  llm.Format
+		want string
+	}{
+		{"chat to responses", llm.FormatChat, chat, llm.FormatResponses, wantResponses},
+		{"chat parts to responses", llm.FormatChat, chatParts, llm.FormatResponses, wantResponses},
+		{"chat to messages", llm.FormatChat, chat, llm.FormatMessages, wantMessages},
+		{"responses to chat", llm.FormatResponses, responses, llm.FormatChat, wantChat},
+		{"responses to messages", llm.FormatResponses, responses, llm.FormatMessages, wantMessages},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			req := mustDecode(t, c.src, []byte(c.body))
+			req.MaxTokens = 1000
+			body, dropped, err := EncodeRequest(c.dst, req, "up")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(dropped) > 0 || !strings.Contains(string(body), c.want) {
+				t.Errorf("dropped %q, body %s\nwant it to hold %s", dropped, body, c.want)
+			}
+		})
 	}
 }

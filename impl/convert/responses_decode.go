@@ -71,6 +71,7 @@ var (
 	responsesCallKeys    = setOf("call_id", "name", "arguments")
 	responsesOutputKeys  = setOf("call_id", "output")
 	responsesTextKeys    = setOf("type", "text")
+	responsesRefusalKeys = setOf("type", "refusal")
 	responsesOutTextIgn  = setOf("annotations", "logprobs")
 	responsesImageKeys   = setOf("type", "image_url", "detail")
 	responsesFileKeys    = setOf("type", "file_data", "filename")
@@ -145,7 +146,7 @@ func (d *decoder) responsesItem(p string, raw json.RawMessage) error {
 			s, _ := parseString(out, p+".output")
 			msg.Parts = []llm.Part{{Kind: llm.PartText, Text: s, Path: p + ".output"}}
 		} else if !isNull(out) {
-			if msg.Parts, err = d.responsesParts(out, p+".output", "user"); err != nil {
+			if msg.Parts, err = d.responsesParts(out, p+".output", "user", nil); err != nil {
 				return err
 			}
 		}
@@ -176,12 +177,13 @@ func (d *decoder) responsesMessage(p string, m jsonObject) error {
 		return apierror.Invalid(p+".role", "Invalid value: '%s'. Supported values are: 'user', 'assistant', 'system', and 'developer'.", role)
 	}
 	var parts []llm.Part
+	var refusal string
 	c := m.get("content")
 	if firstByte(c) == '"' {
 		s, _ := parseString(c, p+".content")
 		parts = []llm.Part{{Kind: llm.PartText, Text: s, Path: p + ".content"}}
 	} else if !isNull(c) {
-		if parts, err = d.responsesParts(c, p+".content", role); err != nil {
+		if parts, err = d.responsesParts(c, p+".content", role, &refusal); err != nil {
 			return err
 		}
 	}
@@ -198,14 +200,14 @@ func (d *decoder) responsesMessage(p string, m jsonObject) error {
 	case "user":
 		d.req.Messages = append(d.req.Messages, llm.Message{Role: llm.RoleUser, Parts: parts, Path: p})
 	case "assistant":
-		d.req.Messages = append(d.req.Messages, llm.Message{Role: llm.RoleAssistant, Parts: parts, Path: p})
+		d.req.Messages = append(d.req.Messages, llm.Message{Role: llm.RoleAssistant, Parts: parts, Refusal: refusal, Path: p})
 	}
 	return nil
 }
 
 // responsesParts decodes an array of content parts (of a message, or of a function call's
-// output).
-func (d *decoder) responsesParts(raw json.RawMessage, p, role string) ([]llm.Part, error) {
+// output). An assistant's refusal parts are added to *refusal.
+func (d *decoder) responsesParts(raw json.RawMessage, p, role string, refusal *string) ([]llm.Part, error) {
 	arr, err := parseArray(raw, p)
 	if err != nil {
 		return nil, typeError(p, "a string or an array of content parts")
@@ -253,11 +255,17 @@ func (d *decoder) responsesParts(raw json.RawMessage, p, role string) ([]llm.Par
 				parts = append(parts, part)
 			}
 		case "refusal":
-			if role == "assistant" {
-				d.note(pp, ".refusal", true, e)
+			if role != "assistant" || refusal == nil {
+				d.note(pp, ".refusal", false, e)
 				continue
 			}
-			d.note(pp, ".refusal", false, e)
+			// A refusal from an earlier turn, carried where the target has a place for it.
+			text, err := parseString(m.get("refusal"), pp+".refusal")
+			if err != nil {
+				return nil, err
+			}
+			*refusal += text
+			d.noteKeys(pp, m, responsesRefusalKeys, nil)
 		case "":
 			return nil, apierror.Invalid(pp+".type", "Missing required parameter: '%s.type'.", pp)
 		default:

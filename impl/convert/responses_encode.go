@@ -23,10 +23,14 @@ func (w *writer) responsesInput(o *object) error {
 			if err != nil {
 				return err
 			}
-			if len(texts) > 0 || (len(m.ToolCalls) == 0 && !w.cross()) {
-				content := make([]any, 0, len(texts))
+			if len(texts) > 0 || m.Refusal != "" || (len(m.ToolCalls) == 0 && !w.cross()) {
+				content := make([]any, 0, len(texts)+1)
 				for _, p := range texts {
 					content = append(content, object{{"type", "output_text"}, {"text", p.Text}})
+				}
+				if m.Refusal != "" {
+					// After the text, as the API answers a message of both.
+					content = append(content, object{{"type", "refusal"}, {"refusal", m.Refusal}})
 				}
 				items = append(items, object{{"type", "message"}, {"role", "assistant"}, {"content", content}})
 			}

@@ -2,10 +2,13 @@ package httpapi_test
 
 import (
 	"context"
+	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/tollgate/tollgate/impl/devkit/apitest"
@@ -292,6 +295,69 @@ func TestResponsesTextFromDoneEvents(t *testing.T) {
 		}
 		if len(m.Content) != 1 || m.Content[0].Text == "" || len(acc.Content) != 1 || acc.Content[0].Text != m.Content[0].Text || acc.StopReason != m.StopReason {
 			t.Errorf("%q streamed to Messages: %+v (stop %q); whole %s", prompt, acc.Content, acc.StopReason, m.RawJSON())
+		}
+	}
+}
+
+// TestEarlierRefusalIsCarried: the model's refusal in an earlier assistant turn, sent back in
+// the conversation (a chat assistant message's refusal, a Responses output message's refusal
+// part), reaches an upstream of the other OpenAI format where that format keeps it (a
+// Responses refusal part after the turn's output_text, chat message.refusal) and a Messages
+// upstream, which has no refusal, as the assistant's text; x-tollgate-dropped-fields names
+// nothing. On the code before, it was dropped and named (messages[].refusal,
+// input[].content[].refusal), and the upstream saw a turn without it.
+func TestEarlierRefusalIsCarried(t *testing.T) {
+	g := apitest.Start(t, apitest.Options{Config: contractConfig(t)})
+	tenant := g.NewTenant(t, "acme", 0, 10_000_000)
+	client := openAIClient(g, t, tenant.Key)
+	ctx := context.Background()
+	const words = "I can't help with picking locks."
+
+	chatHistory := []openai.ChatCompletionMessageParamUnion{
+		openai.UserMessage("Tell me how to pick a lock."),
+		{OfAssistant: &openai.ChatCompletionAssistantMessageParam{
+			Content: openai.ChatCompletionAssistantMessageParamContentUnion{OfString: openai.String("Well.")},
+			Refusal: openai.String(words)}},
+		openai.UserMessage("Then say hello."),
+	}
+	for model, want := range map[string]string{
+		"test-responses":    `{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Well."},{"type":"refusal","refusal":"` + words + `"}]}`,
+		"chat-via-messages": `{"role":"assistant","content":[{"type":"text","text":"Well."},{"type":"text","text":"` + words + `"}]}`,
+	} {
+		var raw *http.Response
+		if _, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: model, Messages: chatHistory}, option.WithResponseInto(&raw)); err != nil {
+			t.Fatalf("chat client, %s: %v", model, err)
+		}
+		if dropped := raw.Header.Get("x-tollgate-dropped-fields"); dropped != "" {
+			t.Errorf("chat client, %s: dropped %q", model, dropped)
+		}
+		if body := string(g.Sim.LastRequest().Body); !strings.Contains(body, want) {
+			t.Errorf("chat client, %s: the upstream was sent %s\nwant it to hold %s", model, body, want)
+		}
+	}
+
+	responsesHistory := responses.ResponseInputParam{
+		responses.ResponseInputItemParamOfMessage("Tell me how to pick a lock.", responses.EasyInputMessageRoleUser),
+		responses.ResponseInputItemParamOfOutputMessage([]responses.ResponseOutputMessageContentUnionParam{
+			{OfOutputText: &responses.ResponseOutputTextParam{Text: "Well.", Annotations: []responses.ResponseOutputTextAnnotationUnionParam{}}},
+			{OfRefusal: &responses.ResponseOutputRefusalParam{Refusal: words}},
+		}, "msg_1", responses.ResponseOutputMessageStatusCompleted),
+		responses.ResponseInputItemParamOfMessage("Then say hello.", responses.EasyInputMessageRoleUser),
+	}
+	for model, want := range map[string]string{
+		"service-flint-base": `{"role":"assistant","content":"Well.","refusal":"` + words + `"}`,
+		"chat-via-messages":  `{"role":"assistant","content":[{"type":"text","text":"Well."},{"type":"text","text":"` + words + `"}]}`,
+	} {
+		var raw *http.Response
+		if _, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: model,
+			Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responsesHistory}}, option.WithResponseInto(&raw)); err != nil {
+			t.Fatalf("Responses client, %s: %v", model, err)
+		}
+		if dropped := raw.Header.Get("x-tollgate-dropped-fields"); dropped != "" {
+			t.Errorf("Responses client, %s: dropped %q", model, dropped)
+		}
+		if body := string(g.Sim.LastRequest().Body); !strings.Contains(body, want) {
+			t.Errorf("Responses client, %s: the upstream was sent %s\nwant it to hold %s", model, body, want)
 		}
 	}
 }

@@ -106,6 +106,10 @@ type Message struct {
 	ToolCallID string
 	// IsError marks a tool result that reports a failure.
 	IsError bool
+	// Refusal is the model's refusal to answer in an earlier assistant turn, kept apart from
+	// its text as the OpenAI formats keep it (chat message.refusal or refusal parts, a
+	// Responses refusal part; several are joined); "" when that turn did not refuse.
+	Refusal string
 	// Path is the wire path of the item this message was decoded from (e.g. "messages[3]",
 	// "input[5]", "messages[4].content[0]" for an Anthropic tool result), used to name it in
 	// errors; empty when the message was not decoded from a request.

@@ -23,5 +23,9 @@ DELETE FROM loaded_datasets WHERE account_id = $1 AND dataset = $2;
 
 -- name: LockDatasetUploads :exec
 -- Serialises the dataset uploads of one account (lock_key names it) for the rest of the
--- transaction: each checks what is stored and stores its file while it holds the lock.
-SELECT pg_advisory_xact_lock(hashtextextended(sqlc.arg('lock_key')::text, 7318204919));
+-- transaction: each checks what is stored and stores its file while it holds the lock. The
+-- transaction idles while the file is stored (as long as a large upload takes), so it lifts
+-- the pool's idle_in_transaction_session_timeout for itself (impl/store/sessionbounds.go); the
+-- server's TCP keepalives still end it when its client is gone.
+SELECT pg_advisory_xact_lock(hashtextextended(sqlc.arg('lock_key')::text, 7318204919)),
+       set_config('idle_in_transaction_session_timeout', '0', true);

@@ -87,11 +87,15 @@ func (q *Queries) ListLoadedDatasets(ctx context.Context, accountID uuid.UUID) (
 }
 
 const lockDatasetUploads = `-- name: LockDatasetUploads :exec
-SELECT pg_advisory_xact_lock(hashtextextended($1::text, 7318204919))
+SELECT pg_advisory_xact_lock(hashtextextended($1::text, 7318204919)),
+       set_config('idle_in_transaction_session_timeout', '0', true)
 `
 
 // Serialises the dataset uploads of one account (lock_key names it) for the rest of the
-// transaction: each checks what is stored and stores its file while it holds the lock.
+// transaction: each checks what is stored and stores its file while it holds the lock. The
+// transaction idles while the file is stored (as long as a large upload takes), so it lifts
+// the pool's idle_in_transaction_session_timeout for itself (impl/store/sessionbounds.go); the
+// server's TCP keepalives still end it when its client is gone.
 func (q *Queries) LockDatasetUploads(ctx context.Context, lockKey string) error {
 	_, err := q.db.Exec(ctx, lockDatasetUploads, lockKey)
 	return err

@@ -22,7 +22,9 @@ import (
 // client's queries fail as they do when the server is gone (connection reset, unexpected EOF,
 // failed to connect). LoseCommitAck makes the next COMMIT's answer go missing: the server
 // commits, the relay drops its answer and closes the client's connection, as when a connection
-// breaks at the worst moment.
+// breaks at the worst moment. PartitionAtCommit makes the network between them go silent at
+// the next COMMIT a client sends, as a partition does: nothing passes either way, no socket is
+// closed on the other side, and the server is left waiting, until Heal.
 type dbRelay struct {
 	t      *testing.T
 	ln     net.Listener
@@ -35,7 +37,9 @@ type dbRelay struct {
 	conns    map[net.Conn]struct{}
 	loseAck  bool
 	lostAcks int
-	wg       sync.WaitGroup
+	// partitionArmed: the next COMMIT starts a partition; partitioned: one is under way.
+	partitionArmed, partitioned bool
+	wg                          sync.WaitGroup
 }
 
 // newRelay starts a relay to the database of connection string cs and returns it; ConnString
@@ -144,6 +148,35 @@ func (r *dbRelay) LostAcks() int {
 	return r.lostAcks
 }
 
+// PartitionAtCommit makes the next COMMIT a client sends the start of a network partition: the
+// COMMIT does not reach the server, whose backend is left idle in its transaction with its
+// locks; from then on nothing passes in either direction, a client that closes its connection
+// is not heard of by the server (nor the server's close by the client), and a new connection
+// is accepted and answered nothing, until Heal.
+func (r *dbRelay) PartitionAtCommit() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.partitionArmed = true
+}
+
+// Partitioned reports whether a partition is under way.
+func (r *dbRelay) Partitioned() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.partitioned
+}
+
+// Heal ends the partition: every connection that lived through it is reset (as the first
+// packet across a healed network finds the other end gone), and new ones reach the server.
+func (r *dbRelay) Heal() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.partitioned, r.partitionArmed = false, false
+	for c := range r.conns {
+		c.Close()
+	}
+}
+
 func (r *dbRelay) close() {
 	r.ln.Close()
 	r.Cut()
@@ -158,10 +191,23 @@ func (r *dbRelay) accept() {
 			return
 		}
 		r.mu.Lock()
-		cut := r.cut
+		cut, partitioned := r.cut, r.partitioned
+		if partitioned {
+			r.conns[client] = struct{}{}
+		}
 		r.mu.Unlock()
 		if cut {
 			client.Close()
+			continue
+		}
+		if partitioned {
+			// The connection reaches nobody: what the client sends is lost.
+			r.wg.Add(1)
+			go func() {
+				defer r.wg.Done()
+				_, _ = io.Copy(io.Discard, client)
+				r.drop(client)
+			}()
 			continue
 		}
 		server, err := r.dial()
@@ -182,13 +228,13 @@ func (r *dbRelay) accept() {
 		r.wg.Add(2)
 		go func() {
 			defer r.wg.Done()
-			_, _ = io.Copy(server, client)
-			r.drop(client, server)
+			r.requests(client, server)
+			r.dropUnlessPartitioned(client, server)
 		}()
 		go func() {
 			defer r.wg.Done()
 			r.answers(client, server)
-			r.drop(client, server)
+			r.dropUnlessPartitioned(server, client)
 		}()
 	}
 }
@@ -199,6 +245,64 @@ func (r *dbRelay) drop(conns ...net.Conn) {
 	for _, c := range conns {
 		c.Close()
 		delete(r.conns, c)
+	}
+}
+
+// dropUnlessPartitioned closes both ends of a relayed connection whose end gone went away, or
+// only that end while a partition is under way: its close does not reach the other side.
+func (r *dbRelay) dropUnlessPartitioned(gone, other net.Conn) {
+	if r.Partitioned() {
+		r.drop(gone)
+		return
+	}
+	r.drop(gone, other)
+}
+
+// requests relays the client's messages to the server one by one (the start-up message has no
+// type byte; every one after it is a type byte and a length that counts itself), starting a
+// partition at a COMMIT when PartitionAtCommit asked for it, and dropping every message during
+// one.
+func (r *dbRelay) requests(client, server net.Conn) {
+	var length [4]byte
+	if _, err := io.ReadFull(client, length[:]); err != nil {
+		return
+	}
+	n := int(binary.BigEndian.Uint32(length[:]))
+	if n < 4 {
+		return
+	}
+	startup := make([]byte, n-4)
+	if _, err := io.ReadFull(client, startup); err != nil {
+		return
+	}
+	if _, err := server.Write(append(length[:], startup...)); err != nil {
+		return
+	}
+	var head [5]byte
+	for {
+		if _, err := io.ReadFull(client, head[:]); err != nil {
+			return
+		}
+		n := int(binary.BigEndian.Uint32(head[1:]))
+		if n < 4 {
+			return
+		}
+		body := make([]byte, n-4)
+		if _, err := io.ReadFull(client, body); err != nil {
+			return
+		}
+		r.mu.Lock()
+		if r.partitionArmed && head[0] == 'Q' && strings.EqualFold(string(body), "commit\x00") {
+			r.partitionArmed, r.partitioned = false, true
+		}
+		partitioned := r.partitioned
+		r.mu.Unlock()
+		if partitioned {
+			continue
+		}
+		if _, err := server.Write(append(head[:], body...)); err != nil {
+			return
+		}
 	}
 }
 
@@ -232,6 +336,9 @@ func (r *dbRelay) answers(client, server net.Conn) {
 			}
 		}
 		r.waitUnhung()
+		if r.Partitioned() {
+			continue
+		}
 		if _, err := client.Write(append(head[:], body...)); err != nil {
 			return
 		}

@@ -37,9 +37,10 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	return openPool(ctx, cfg)
 }
 
-// openPool connects a pool configured by cfg, with the store's codecs on every connection,
-// and checks that the database answers.
+// openPool connects a pool configured by cfg, with the store's codecs and session bounds
+// (boundSessions) on every connection, and checks that the database answers.
 func openPool(ctx context.Context, cfg *pgxpool.Config) (*Store, error) {
+	boundSessions(cfg)
 	afterConnect := cfg.AfterConnect
 	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
 		registerUUIDCodec(conn.TypeMap())

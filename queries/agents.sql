@@ -279,6 +279,13 @@ ORDER BY created_at DESC LIMIT sqlc.arg('max');
 -- the transaction.
 SELECT pg_advisory_xact_lock(hashtextextended(sqlc.arg('lock_key')::text, 7318204918));
 
+-- name: FirstLiveAgentStopCommand :one
+-- The session's first stop command still under way (accepted, or running until the session
+-- ends): a stop of a session that is stopping answers it again rather than queue another.
+SELECT * FROM agent_commands
+WHERE account_id = $1 AND session_id = $2 AND kind = 'stop' AND status IN ('accepted', 'running')
+ORDER BY created_at, id LIMIT 1;
+
 -- name: FinishAgentStopCommands :exec
 -- The stop commands of a session that has ended are done.
 UPDATE agent_commands SET status = 'done' WHERE session_id = $1 AND kind = 'stop' AND status = 'running';

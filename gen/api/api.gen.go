@@ -3071,7 +3071,10 @@ type ClientInterface interface {
 	// reason `user_stop`) at its next step boundary; a model call in flight finishes and is
 	// billed, nothing after it runs. Stopping a slot whose session has already ended, or
 	// that never ran one, is a 409 naming the state; a second stop while the session is
-	// `stopping` answers the first stop's command again. A slot that is not the caller's is
+	// `stopping` answers the stop under way again (its `commandId`) and changes nothing (with
+	// a new `Idempotency-Key`, the key keeps that answer); when no stop is under way (the
+	// session stops for a bound or a revocation, or the first stop's command failed) it is
+	// carried out as a new stop, with its own command. A slot that is not the caller's is
 	// a 403 `permission_error`. With `Idempotency-Key`, a repeated request gets the first
 	// answer again.
 	//
@@ -3425,7 +3428,10 @@ func (c *Client) SpawnAgent(ctx context.Context, params *SpawnAgentParams, body 
 // reason `user_stop`) at its next step boundary; a model call in flight finishes and is
 // billed, nothing after it runs. Stopping a slot whose session has already ended, or
 // that never ran one, is a 409 naming the state; a second stop while the session is
-// `stopping` answers the first stop's command again. A slot that is not the caller's is
+// `stopping` answers the stop under way again (its `commandId`) and changes nothing (with
+// a new `Idempotency-Key`, the key keeps that answer); when no stop is under way (the
+// session stops for a bound or a revocation, or the first stop's command failed) it is
+// carried out as a new stop, with its own command. A slot that is not the caller's is
 // a 403 `permission_error`. With `Idempotency-Key`, a repeated request gets the first
 // answer again.
 //
@@ -4513,7 +4519,10 @@ type ClientWithResponsesInterface interface {
 	// reason `user_stop`) at its next step boundary; a model call in flight finishes and is
 	// billed, nothing after it runs. Stopping a slot whose session has already ended, or
 	// that never ran one, is a 409 naming the state; a second stop while the session is
-	// `stopping` answers the first stop's command again. A slot that is not the caller's is
+	// `stopping` answers the stop under way again (its `commandId`) and changes nothing (with
+	// a new `Idempotency-Key`, the key keeps that answer); when no stop is under way (the
+	// session stops for a bound or a revocation, or the first stop's command failed) it is
+	// carried out as a new stop, with its own command. A slot that is not the caller's is
 	// a 403 `permission_error`. With `Idempotency-Key`, a repeated request gets the first
 	// answer again.
 	//
@@ -6605,7 +6614,10 @@ func (c *ClientWithResponses) SpawnAgentWithResponse(ctx context.Context, params
 // reason `user_stop`) at its next step boundary; a model call in flight finishes and is
 // billed, nothing after it runs. Stopping a slot whose session has already ended, or
 // that never ran one, is a 409 naming the state; a second stop while the session is
-// `stopping` answers the first stop's command again. A slot that is not the caller's is
+// `stopping` answers the stop under way again (its `commandId`) and changes nothing (with
+// a new `Idempotency-Key`, the key keeps that answer); when no stop is under way (the
+// session stops for a bound or a revocation, or the first stop's command failed) it is
+// carried out as a new stop, with its own command. A slot that is not the caller's is
 // a 403 `permission_error`. With `Idempotency-Key`, a repeated request gets the first
 // answer again.
 //

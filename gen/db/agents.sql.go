@@ -212,6 +212,38 @@ func (q *Queries) FinishAgentStopCommands(ctx context.Context, sessionID pgtype.
 	return err
 }
 
+const firstLiveAgentStopCommand = `-- name: FirstLiveAgentStopCommand :one
+SELECT id, account_id, slot_id, session_id, kind, status, idempotency_key, request_hash, answer, created_at, key_id FROM agent_commands
+WHERE account_id = $1 AND session_id = $2 AND kind = 'stop' AND status IN ('accepted', 'running')
+ORDER BY created_at, id LIMIT 1
+`
+
+type FirstLiveAgentStopCommandParams struct {
+	AccountID uuid.UUID
+	SessionID pgtype.UUID
+}
+
+// The session's first stop command still under way (accepted, or running until the session
+// ends): a stop of a session that is stopping answers it again rather than queue another.
+func (q *Queries) FirstLiveAgentStopCommand(ctx context.Context, arg FirstLiveAgentStopCommandParams) (AgentCommand, error) {
+	row := q.db.QueryRow(ctx, firstLiveAgentStopCommand, arg.AccountID, arg.SessionID)
+	var i AgentCommand
+	err := row.Scan(
+		&i.ID,
+		&i.AccountID,
+		&i.SlotID,
+		&i.SessionID,
+		&i.Kind,
+		&i.Status,
+		&i.IdempotencyKey,
+		&i.RequestHash,
+		&i.Answer,
+		&i.CreatedAt,
+		&i.KeyID,
+	)
+	return i, err
+}
+
 const forgetOldAgentCommandKey = `-- name: ForgetOldAgentCommandKey :execrows
 UPDATE agent_commands SET idempotency_key = NULL
 WHERE account_id = $1 AND idempotency_key = $2 AND created_at < now() - interval '24 hours'

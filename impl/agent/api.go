@@ -43,6 +43,9 @@ type StopResult struct {
 	CommandID, Slot, SessionID string
 	// Status is "stopping".
 	Status string
+	// Repeated reports that the session was stopping already: CommandID is the stop under way,
+	// and this stop changed nothing (the console then says so and audits nothing).
+	Repeated bool
 }
 
 // SlotView is one of the caller's slots with its current (or last) session.

@@ -39,6 +39,8 @@ func requestHash(parts ...string) string {
 // account, and another API key of the account that reuses one gets a conflict saying so (the
 // same whatever its request, so that it learns nothing of the other key's), not the first
 // answer, which its own request might have been refused. Another account's keys are its own.
+// fn returns the command to record with its answer, or nil, when there is no key, to record
+// none (a request that changed nothing).
 func (s *Service) idempotent(ctx context.Context, account, by uuid.UUID, key, hash string, out any, fn func(tx *store.AgentTx) (*store.NewAgentCommand, error)) error {
 	return s.inTx(ctx, func(tx *store.AgentTx) error {
 		if key != "" {
@@ -63,8 +65,8 @@ func (s *Service) idempotent(ctx context.Context, account, by uuid.UUID, key, ha
 			}
 		}
 		cmd, err := fn(tx)
-		if err != nil {
-			return err
+		if err != nil || cmd == nil {
+			return err // nil: nothing to record (no command, no key)
 		}
 		if cmd.Answer, err = json.Marshal(out); err != nil {
 			return err
@@ -533,10 +535,18 @@ func ownKey(p auth.Principal) uuid.UUID {
 }
 
 // stopSession asks a live session to stop with reason: a provisioning or ready one stops at
-// once (its stop job), a busy one at its next step boundary.
+// once (its stop job), a busy one at its next step boundary. A session stopping already keeps
+// its state and reason; its new stop job finishes it when no step is in flight (stoppedIdle:
+// a stop whose job was lost), else the step in flight ends it.
 func (s *Service) stopSession(st *sessionTx, reason string, command uuid.UUID) error {
 	finish := st.row.State == StateReady || st.row.State == StateProvisioning
-	if st.row.State != StateStopping {
+	if st.row.State == StateStopping {
+		idle, err := stoppedIdle(st)
+		if err != nil {
+			return err
+		}
+		finish = idle
+	} else {
 		if err := st.move(StateStopping, reason); err != nil {
 			return err
 		}
@@ -545,6 +555,22 @@ func (s *Service) stopSession(st *sessionTx, reason string, command uuid.UUID) e
 		}
 	}
 	return s.insert(st.ctx, st.tx, stopArgs{SessionID: st.row.ID, CommandID: command, Finish: finish}, nil)
+}
+
+// stoppedIdle reports whether the stopping session st entered stopping with no step in flight
+// (from ready or provisioning), which no step will end: a step in flight, or one that ran
+// after, ends a stopping session in the transaction that appends its events, so the move to
+// stopping is the session's last event.
+func stoppedIdle(st *sessionTx) (bool, error) {
+	evs, err := st.tx.ListAgentEvents(st.ctx, st.row.AccountID, st.row.ID, st.row.NextSeq-2, 1)
+	if err != nil || len(evs) == 0 {
+		return false, err
+	}
+	var moved struct{ From, To string }
+	if evs[0].Kind != "state" || json.Unmarshal(evs[0].Data, &moved) != nil || moved.To != StateStopping {
+		return false, nil
+	}
+	return moved.From == StateReady || moved.From == StateProvisioning, nil
 }
 
 // Stop stops the live session of the caller's slot (DELETE /v1/agents/{slot}), asynchronously:
@@ -583,6 +609,24 @@ func (s *Service) stop(ctx context.Context, p auth.Principal, slot string, sessi
 		}
 		if err := mayDrive(p, st.row.KeyID, driveStop); err != nil {
 			return nil, err
+		}
+		// A stop of a session that is stopping already answers the stop under way (its first
+		// command) and changes nothing: no command, no job, no state event. With an
+		// Idempotency-Key, the key keeps that answer (a command done at once). Only when no stop
+		// command is under way (the session stops for a bound or a revocation, or its stop
+		// command failed) is the stop recorded and carried out as a new one.
+		if st.row.State == StateStopping {
+			under, err := tx.FirstLiveAgentStopCommand(ctx, p.AccountID, st.row.ID)
+			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return nil, err
+			}
+			if err == nil {
+				out = StopResult{CommandID: under.ID.String(), Slot: slot, SessionID: st.row.ID.String(), Status: StateStopping, Repeated: true}
+				if idempotencyKey == "" {
+					return nil, nil
+				}
+				return &store.NewAgentCommand{ID: uuid.New(), SlotID: pgUUID(sl.ID), SessionID: pgUUID(st.row.ID), Kind: "stop", Status: CommandDone}, nil
+			}
 		}
 		cmd := uuid.New()
 		if err := s.stopSession(st, ReasonUserStop, cmd); err != nil {

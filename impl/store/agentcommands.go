@@ -41,3 +41,9 @@ func (a *AgentQueries) SetAgentCommandStatus(ctx context.Context, id uuid.UUID, 
 func (a *AgentQueries) FinishAgentStopCommands(ctx context.Context, session uuid.UUID) error {
 	return a.q.FinishAgentStopCommands(ctx, agentID(session))
 }
+
+// FirstLiveAgentStopCommand is the account's session's first stop command still under way
+// (accepted, or running until the session ends); pgx.ErrNoRows when it has none.
+func (a *AgentQueries) FirstLiveAgentStopCommand(ctx context.Context, account, session uuid.UUID) (AgentCommand, error) {
+	return a.q.FirstLiveAgentStopCommand(ctx, db.FirstLiveAgentStopCommandParams{AccountID: account, SessionID: agentID(session)})
+}

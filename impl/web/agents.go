@@ -84,6 +84,13 @@ func (a *App) stopAgent(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	if !ok {
 		return
 	}
+	// A session stopping already ends whatever is confirmed, so it is not asked about: the
+	// service answers the stop under way and changes nothing, or, when none is (a bound or a
+	// revocation stops the session, or a stop's command failed), carries this one out.
+	if s.State == agent.StateStopping {
+		a.requestStop(w, r, v, s)
+		return
+	}
 	// Confirmed first, as a key's revocation is (newcomer trial: Stop acted on one click).
 	what := "The session in slot " + s.Slot + " (" + s.Model
 	if s.Purpose != "" {
@@ -96,8 +103,21 @@ func (a *App) stopAgent(w http.ResponseWriter, r *http.Request, v *Visitor) {
 		}}) {
 		return
 	}
-	if _, err := a.agents.StopSession(r.Context(), principal(v), s.Slot, uuid.MustParse(s.ID)); err != nil {
+	a.requestStop(w, r, v, s)
+}
+
+// requestStop asks the service to stop session s and goes back to its page: a stop that changed
+// nothing (the session was stopping already, with a stop under way: another tab's, or the
+// API's) says so and is not audited, as nothing was done; any other is audited
+// (agent.stopped).
+func (a *App) requestStop(w http.ResponseWriter, r *http.Request, v *Visitor, s agent.SessionView) {
+	res, err := a.agents.StopSession(r.Context(), principal(v), s.Slot, uuid.MustParse(s.ID))
+	if err != nil {
 		a.failAgentAction(w, r, v, "stop an agent session", err)
+		return
+	}
+	if res.Repeated {
+		http.Redirect(w, r, "/agents/"+s.ID+"?stopping=already", http.StatusSeeOther)
 		return
 	}
 	a.record(r, v, actionAgentStopped, "agent session "+s.ID, map[string]any{"state": s.State}, map[string]any{"state": "stopping"})
@@ -487,6 +507,8 @@ func (a *App) agentSessionPage(w http.ResponseWriter, r *http.Request, v *Visito
 	switch q := r.URL.Query(); {
 	case q.Has("sent"):
 		d.Notice = "Message sent: the agent takes it now, or at its next turn when it is busy."
+	case q.Get("stopping") == "already":
+		d.Notice = "This session was stopping already: it ends after its current step, or at once when the agent waits. Stopping it again changed nothing."
 	case q.Has("stopping"):
 		d.Notice = "Stopping: at once when the agent waits, after its current step when it is busy."
 	}

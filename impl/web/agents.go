@@ -175,41 +175,82 @@ type sessionControl struct {
 // sessionControlOf is the visitor's sessionControl of s, naming its starter from the account's
 // members, keys and connected apps.
 func (a *App) sessionControlOf(r *http.Request, s agent.SessionView, v *Visitor) sessionControl {
-	c := sessionControl{May: mayControlSession(s, v)}
+	c := sessionControl{May: mayControlSession(s, v), StartedBy: a.starterNames(r, v).of(s)}
 	const act = "only the account's owners may send it messages or stop it on this console"
 	switch {
 	case s.StartedByUser != uuid.Nil:
-		if v.User != nil && s.StartedByUser == v.User.ID {
-			c.StartedBy = "you"
-		} else if u, err := a.members.User(r.Context(), s.StartedByUser); err == nil {
-			c.StartedBy = personName(&u)
-		} else {
-			c.StartedBy = "user " + s.StartedByUser.String()
-		}
 		c.Refusal = "Only the member who started this session (" + c.StartedBy + ") or an owner of the account may send it messages or stop it."
 	case s.StartedByKey != uuid.Nil:
-		c.StartedBy = "the API key " + s.StartedByKey.String()
-		if keys, err := a.keyNames(r, v.Account.AccountID); err == nil {
-			c.StartedBy = "the API key " + keys.name(s.StartedByKey.String())
-		}
 		c.Refusal = "This session was started with " + c.StartedBy + ": " + act + "."
 	case s.StartedByGrant != uuid.Nil:
-		c.StartedBy = "a connected app"
-		if a.oauth != nil {
-			if g, err := a.oauth.Grant(r.Context(), v.Account.AccountID, s.StartedByGrant); err == nil {
-				row := grantRowOf(g, v)
-				c.StartedBy = "the connected app " + row.Client + ", allowed by " + row.Member
-			}
-		}
 		c.Refusal = "This session was started by " + c.StartedBy + ": " + act + "."
 	default:
-		c.StartedBy = "not recorded (started on this console before tollgate recorded who starts a session)"
 		c.Refusal = "Who started this session was not recorded (it was started before tollgate recorded it): " + act + "."
 	}
 	if !c.May && v.Account != nil {
 		c.Refusal += " You are a " + v.Account.Role + "."
 	}
 	return c
+}
+
+// starterNamer names who started sessions as the pages say it (sessionControl.StartedBy):
+// "you", a member, an API key by name and prefix, a connected app and who allowed it, or that
+// it was not recorded. It reads each member, the account's keys and each grant once, however
+// many sessions of the Agents list it names.
+type starterNamer struct {
+	a      *App
+	r      *http.Request
+	v      *Visitor
+	users  map[uuid.UUID]string
+	keys   keyNamer
+	grants map[uuid.UUID]string
+}
+
+// starterNames is a starterNamer for the visitor's account.
+func (a *App) starterNames(r *http.Request, v *Visitor) *starterNamer {
+	return &starterNamer{a: a, r: r, v: v, users: map[uuid.UUID]string{}, grants: map[uuid.UUID]string{}}
+}
+
+// of names who started s.
+func (n *starterNamer) of(s agent.SessionView) string {
+	switch {
+	case s.StartedByUser != uuid.Nil:
+		if n.v.User != nil && s.StartedByUser == n.v.User.ID {
+			return "you"
+		}
+		if name, ok := n.users[s.StartedByUser]; ok {
+			return name
+		}
+		name := "user " + s.StartedByUser.String()
+		if u, err := n.a.members.User(n.r.Context(), s.StartedByUser); err == nil {
+			name = personName(&u)
+		}
+		n.users[s.StartedByUser] = name
+		return name
+	case s.StartedByKey != uuid.Nil:
+		if n.keys == nil {
+			if keys, err := n.a.keyNames(n.r, n.v.Account.AccountID); err == nil {
+				n.keys = keys
+			} else {
+				return "the API key " + s.StartedByKey.String()
+			}
+		}
+		return "the API key " + n.keys.name(s.StartedByKey.String())
+	case s.StartedByGrant != uuid.Nil:
+		if name, ok := n.grants[s.StartedByGrant]; ok {
+			return name
+		}
+		name := "a connected app"
+		if n.a.oauth != nil {
+			if g, err := n.a.oauth.Grant(n.r.Context(), n.v.Account.AccountID, s.StartedByGrant); err == nil {
+				row := grantRowOf(g, n.v)
+				name = "the connected app " + row.Client + ", allowed by " + row.Member
+			}
+		}
+		n.grants[s.StartedByGrant] = name
+		return name
+	}
+	return "not recorded (started on this console before tollgate recorded who starts a session)"
 }
 
 // failAgentAction answers an error of an agent command in the page's words: the request's
@@ -270,6 +311,9 @@ func principal(v *Visitor) auth.Principal { return auth.Principal{AccountID: v.A
 type sessionRow struct {
 	agent.SessionView
 	Ended bool
+	// StartedBy names who started it, on the Agents list (starterNamer): a member sees there
+	// which sessions are theirs to act on.
+	StartedBy string
 }
 
 func newSessionRow(s agent.SessionView) sessionRow {
@@ -326,8 +370,11 @@ func (a *App) agentsPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
 			a.failInternal(w, r, v, "agent sessions", err)
 			return
 		}
+		starters := a.starterNames(r, v)
 		for _, s := range sessions {
-			d.Sessions = append(d.Sessions, newSessionRow(s))
+			row := newSessionRow(s)
+			row.StartedBy = starters.of(s)
+			d.Sessions = append(d.Sessions, row)
 		}
 	}
 	a.render(w, r, v, http.StatusOK, "agents", "Agents", d)

@@ -198,3 +198,72 @@ func TestMemberSessionReadOnlyInTheBrowser(t *testing.T) {
 		t.Errorf("after the owner's Stop, the page says:\n%s", got)
 	}
 }
+
+// TestAgentsListSaysWhoStartedEach: the Agents page's list of sessions says who started each,
+// so that a member sees which are theirs to act on (before, only a session's own page said
+// it). Alice, an owner, starts a session; Bob, a member, starts one in another slot: on his
+// Agents page Alice's row reads "Alice (alice@example.com)" and his "you", and on hers his
+// reads "Bob (bob@example.com)". At a phone's width (375 CSS pixels) the page is no wider than
+// the screen (the table scrolls within itself, TestNarrowScreen).
+func TestAgentsListSaysWhoStartedEach(t *testing.T) {
+	s := start(t)
+	ctx := context.Background()
+	operator, err := agent.New(agent.Options{Store: s.GW.Store, Config: s.GW.Config})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, slot := range []string{"main", "bobs"} {
+		if err := operator.AssignSlot(ctx, s.Account.ID, slot); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := members.New(s.GW.Store, nil).Add(ctx, s.Account.ID, bob.Email, members.RoleMember); err != nil {
+		t.Fatal(err)
+	}
+	startSession := func(p *tour, slot, message string) string {
+		t.Helper()
+		p.at(p.Navigate(s.URL+"/agents"), http.StatusOK, s.URL+"/agents")
+		p.Select("Slot", slot)
+		p.Fill("First message", message)
+		if status := p.Submit("Start"); status != http.StatusOK || !strings.HasPrefix(p.URL(), s.URL+"/agents/") {
+			t.Fatalf("after Start in slot %s: %d at %s:\n%s", slot, status, p.URL(), p.Text("body"))
+		}
+		return strings.TrimPrefix(p.URL(), s.URL+"/agents/")
+	}
+	// startedBy is the Started by column of the Agents list, by session id.
+	startedBy := func(p *tour) map[string]string {
+		t.Helper()
+		p.at(p.Navigate(s.URL+"/agents"), http.StatusOK, s.URL+"/agents")
+		rows := eval[[][]string](p, `(() => {
+			const table = [...document.querySelectorAll("main table")].find((t) => t.caption && t.caption.textContent.startsWith("Sessions"));
+			const col = [...table.tHead.rows[0].cells].findIndex((c) => c.textContent.trim() === "Started by");
+			return [...table.tBodies[0].rows].map((r) => [r.querySelector("a").title, col < 0 ? "(no Started by column)" : r.cells[col].textContent.trim()]);
+		})()`)
+		out := map[string]string{}
+		for _, r := range rows {
+			out[r[0]] = r[1]
+		}
+		return out
+	}
+
+	ap := newNamedTour(t, "alice")
+	s.signIn(ap)
+	alices := startSession(ap, "main", "Say hello to the console.")
+	bp := newNamedTour(t, "bob")
+	s.signInAs(bp, bob)
+	bobs := startSession(bp, "bobs", "Say hello to Bob.")
+
+	if got := startedBy(bp); got[alices] != "Alice (alice@example.com)" || got[bobs] != "you" {
+		t.Errorf("Bob's Agents list says the sessions were started by %v; want Alice's by Alice (alice@example.com) and his by you", got)
+	}
+	bp.shot("agents-started-by")
+	if got := startedBy(ap); got[alices] != "you" || got[bobs] != "Bob (bob@example.com)" {
+		t.Errorf("Alice's Agents list says the sessions were started by %v; want hers by you and Bob's by Bob (bob@example.com)", got)
+	}
+	bp.Do(chromedp.EmulateViewport(375, 800))
+	bp.at(bp.Navigate(s.URL+"/agents"), http.StatusOK, s.URL+"/agents")
+	if width := bp.width(); width > 375 {
+		bp.shot("agents-narrow")
+		t.Errorf("the Agents page with its Started by column is %d pixels wide on a 375-pixel screen", width)
+	}
+}

@@ -475,7 +475,7 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 		// the request whole, so it goes first.
 		order = firstWhere(order, func(e routing.Expert) bool { return e.Kind == client })
 	}
-	x.calls = calls{order: order, forward: forward, tier: tier, modelID: modelID, outBound: outBound, maxTokens: maxTokens,
+	x.calls = calls{order: order, features: features, forward: forward, tier: tier, modelID: modelID, outBound: outBound, maxTokens: maxTokens,
 		choices: choices, onlySameFormat: onlySameFormat}
 	a := &x.calls
 	// The upstream calls run under callCtx, which a shutdown's end of grace (EndStreams) also
@@ -541,6 +541,9 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 type calls struct {
 	order []routing.Expert
 	next  int
+	// features are what the router read from the request: an answer teaches it the expert's
+	// latency for requests of their size class (routing.Router.Observe).
+	features routing.Features
 	// What each call is made of: the client's headers to forward, the service tier asked
 	// for, the model id as the client named it, the output bound (clamped to the model's),
 	// the bound the client asked for (0: none), its choices; onlySameFormat: the request can
@@ -631,7 +634,7 @@ func (x *Exchange) callNext(callCtx context.Context) bool {
 					a.bodyFailed = ""
 					return false
 				}
-				eng.router.Observe(e.Key, 0, true) // a failure counts against health, not latency
+				eng.router.Observe(e.Key, x.principal.AccountID, a.features, 0, true) // a failure counts against health, not latency
 				eng.logger(x.requestID).Warn("upstream answer unusable; trying the next expert", "expert", e.Key, "status", status, "err", rerr)
 				continue
 			}
@@ -640,7 +643,9 @@ func (x *Exchange) callNext(callCtx context.Context) bool {
 		if err == nil {
 			// The answering try's operation runs from its own start: not the expert's first
 			// try's (the tries that failed and the back-off between them are no operation's).
-			eng.router.Observe(e.Key, ttfb, false)
+			// It counts for requests of this one's size, as one account's voice among those
+			// the expert answered (trial s14h9: one tenant's long prompts moved the others).
+			eng.router.Observe(e.Key, x.principal.AccountID, a.features, ttfb, false)
 			x.res, x.hostedBounds = res, ur.hosted
 			x.live.Store(res)
 			x.attemptStart = tries.start
@@ -687,7 +692,7 @@ func (x *Exchange) callNext(callCtx context.Context) bool {
 			// nothing about the expert's health and must not move other callers' traffic.
 			return false
 		}
-		eng.router.Observe(e.Key, 0, true) // a failure counts against health, not latency
+		eng.router.Observe(e.Key, x.principal.AccountID, a.features, 0, true) // a failure counts against health, not latency
 		eng.logger(x.requestID).Warn("upstream failed; trying the next expert", "expert", e.Key, "err", err)
 	}
 	return false

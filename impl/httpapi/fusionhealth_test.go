@@ -136,3 +136,51 @@ func TestFusionBrokenStreamsCount(t *testing.T) {
 	}
 	t.Errorf("4 in-band overloaded errors in a row left the traffic on %s", general)
 }
+
+// TestFusionOneTenantsLongPromptsMoveNoOtherTenant: service-flint learns its experts' time to
+// first byte per request size and per account (security review s14h9: the time was one
+// average per expert for every tenant, so account A's long prompts, slow to their first byte
+// as any long prompt is, made the expert serving account B's short requests look slow, and
+// B's traffic moved to another expert, dearer or worse for it: one answer of 6 s weighed 1.2 s
+// of the average, 2.4 points). A prompt of A's of about 6,700 tokens answered in 6 s leaves
+// B's short requests on the expert they went to, and sends A's next prompt of that size
+// elsewhere; a short request of A's answered as slowly (a non-streamed answer's head comes
+// after all of it), one voice against B's, leaves B's where they were too.
+func TestFusionOneTenantsLongPromptsMoveNoOtherTenant(t *testing.T) {
+	clock := newRouterClock()
+	g := apitest.Start(t, apitest.Options{Config: moneyConfig(t), Router: clock.router()})
+	a := g.NewTenant(t, "tenant-a", 0, 50_000_000)
+	b := g.NewTenant(t, "tenant-b", 0, 50_000_000)
+	c := g.Client(t)
+	ask := func(who apitest.Tenant, what, prompt string) string {
+		t.Helper()
+		status, h, body := do(t, c, g.URL, flintChat(prompt, false), map[string]string{"Authorization": "Bearer " + who.Key})
+		if status != 200 {
+			t.Fatalf("%s: %d %s", what, status, body)
+		}
+		return h.Get("x-tollgate-expert")
+	}
+	long := strings.Repeat("lorem ipsum dolor sit amet ", 750) // 20,250 bytes: a medium request
+	if got := ask(b, "B's first", "hello"); got != general {
+		t.Fatalf("B's short request went to %s, not %s", got, general)
+	}
+	if got := ask(a, "A's long prompt", long+"[[sim first_ms=6000]]"); got != general {
+		t.Fatalf("A's long prompt went to %s, not %s", got, general)
+	}
+	for i := range 3 {
+		if got := ask(b, "B's short", fmt.Sprintf("hello %d", i)); got != general {
+			t.Fatalf("after A's slow long prompt, B's short request %d went to %s, not %s", i, got, general)
+		}
+	}
+	if got := ask(a, "A's next long prompt", long+"again"); got == general {
+		t.Errorf("A's next long prompt went to %s, slow for its size", got)
+	}
+	if got := ask(a, "A's slow short", "hi [[sim first_ms=6000]]"); got != general {
+		t.Fatalf("A's short request went to %s, not %s", got, general)
+	}
+	for i := range 3 {
+		if got := ask(b, "B's short", fmt.Sprintf("hello again %d", i)); got != general {
+			t.Fatalf("after A's slow short request, B's short request %d went to %s, not %s", i, got, general)
+		}
+	}
+}

@@ -5,6 +5,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/uuid"
 )
 
 // codeRE is the regular expression LooksLikeCode replaced; the differential test holds the
@@ -84,5 +87,37 @@ func BenchmarkLooksLikeCode(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkObserve measures the router's record of an answer, which runs on every request:
+// accounts in turn, more of them than an expert's class keeps places for.
+func BenchmarkObserve(b *testing.B) {
+	r := NewRouter(nil)
+	accounts := make([]uuid.UUID, 2*AccountsPerClass)
+	for i := range accounts {
+		accounts[i] = uuid.New()
+	}
+	f := Features{InputTokens: 200, OutputTokens: 100}
+	i := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		i++
+		r.Observe("p/first", accounts[i%len(accounts)], f, time.Duration(i%500)*time.Millisecond, false)
+	}
+}
+
+// BenchmarkOrder measures the order of a fusion model's two experts, each with a full class of
+// accounts' times to take the median of.
+func BenchmarkOrder(b *testing.B) {
+	r := NewRouter(nil)
+	f := Features{InputTokens: 200, OutputTokens: 100}
+	for i := range AccountsPerClass {
+		r.Observe("p/first", uuid.New(), f, time.Duration(i)*100*time.Millisecond, false)
+		r.Observe("p/second", uuid.New(), f, time.Duration(i)*150*time.Millisecond, false)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		r.Order(twins, f)
 	}
 }

@@ -23,15 +23,25 @@
 //     answer began, and a streamed answer fails when it breaks off (cut off, an in-band error
 //     of the upstream's making, silent for too long), which then counts as a failure instead
 //     of the success its head counted (ObserveBroken). A failure says nothing of latency;
-//   - latency: minus one point per 500 ms of the expert's smoothed time to first byte, so a
-//     slower expert wins only on strengths. The time is the answering try's own, from its
-//     start to its head: not the tries that failed before it nor the waits between them (a
-//     Retry-After), and a failed attempt adds none. It is smoothed with weight 0.2 for the
-//     newest answer, and it ages: its points count in full at the expert's last answer and
-//     fade linearly to nothing 60 seconds later (LatencyMemory), and a new answer weighs
-//     against what is left of the average (the whole, once it has faded). An expert that once
-//     answered slowly therefore gets back, within a minute, the traffic its strengths earn,
-//     and is measured afresh, instead of never.
+//   - latency: minus one point per 500 ms of the expert's time to first byte for requests of
+//     this one's size, so a slower expert wins only on strengths. The time is the answering
+//     try's own, from its start to its head: not the tries that failed before it nor the waits
+//     between them (a Retry-After), and a failed attempt adds none. A prompt's first byte
+//     comes after its prefill, so the times are kept per size class, the classes of the
+//     strengths above (SizeClass: small, under 1,000 tokens in and out; long, over 8,000 in or
+//     4,000 out; medium, the rest), and a request is scored with its own class's only: a long
+//     prompt's time says nothing of a short one's. Within a class the time is kept per
+//     account, each account's smoothed with weight 0.2 for its newest answer, for the last
+//     AccountsPerClass (8) accounts the expert answered there; the expert's time is the lower
+//     median of theirs, so an account is one voice however many requests it sends, and one
+//     tenant's slow answers cannot make the expert look slower to the others than they found
+//     it (security review s14h9); alone in a class in the last minute, an account's time is
+//     the class's. Each account's time ages: it counts in full at its last answer and fades
+//     linearly to nothing 60 seconds later (LatencyMemory), and its new answer weighs against
+//     what is left of its average (the whole, once it has faded). An expert that once answered
+//     slowly therefore gets back, within a minute, the traffic its strengths earn, and is
+//     measured afresh, instead of never. An expert not measured in a class in the last minute
+//     counts no latency points there.
 //
 // Reading the request for these signals is bounded: the code test is a plain substring search
 // for each marker over at most 32 KiB, whatever the request's size, so a prompt of tens of
@@ -48,6 +58,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/llm"
@@ -370,6 +382,40 @@ const FailureWindow = 30 * time.Second
 // byte.
 const alpha = 0.2
 
+// SizeClass is a request's size as the policy's strengths read it, the class whose times to
+// first byte the router compares the experts on: a prompt's first byte comes after its
+// prefill, so a long prompt's time says little about a short one's.
+type SizeClass uint8
+
+// The size classes, by the thresholds of the "fast" and "long" strengths.
+const (
+	// SizeSmall is a request of fewer than 1,000 input tokens asking for fewer than 1,000
+	// output tokens (what "fast" earns its point on).
+	SizeSmall SizeClass = iota
+	// SizeMedium is any request neither small nor long.
+	SizeMedium
+	// SizeLong is a request of more than 8,000 input tokens or asking for more than 4,000
+	// output tokens (what "long" earns its points on).
+	SizeLong
+	numSizeClasses
+)
+
+// Size is the size class of a request with features f.
+func (f Features) Size() SizeClass {
+	switch {
+	case f.InputTokens > 8000 || f.OutputTokens > 4000:
+		return SizeLong
+	case f.InputTokens < 1000 && f.OutputTokens < 1000:
+		return SizeSmall
+	}
+	return SizeMedium
+}
+
+// AccountsPerClass is how many accounts' times to first byte the router keeps per expert and
+// size class: the accounts that answered there most recently. An account holds one place, so
+// however many requests it sends it is one voice of AccountsPerClass.
+const AccountsPerClass = 8
+
 type health struct {
 	failRate float64 // EWMA of failures (1) and successes (0)
 	streak   int     // consecutive failures
@@ -377,8 +423,16 @@ type health struct {
 	// answer that broke off was no success.
 	resetStreak int
 	lastFailure time.Time
-	ttfb        time.Duration // EWMA of the answering tries' time to first byte
-	lastAnswer  time.Time     // when ttfb was last observed (zero: never)
+	// latency is, by size class, the smoothed times to first byte of the accounts whose
+	// requests the expert answered most recently, one place an account.
+	latency [numSizeClasses][AccountsPerClass]accountLatency
+}
+
+// accountLatency is one account's smoothed time to first byte at an expert in a size class.
+type accountLatency struct {
+	account    uuid.UUID
+	ttfb       time.Duration // EWMA of the answering tries' time to first byte
+	lastAnswer time.Time     // when ttfb was last observed (zero: never, the place is free)
 }
 
 // NewRouter returns a Router; now is the clock (nil: time.Now).
@@ -400,10 +454,11 @@ func (r *Router) Order(m *Model, f Features) []Expert {
 		pos   int
 	}
 	now := r.now()
+	size := f.Size()
 	r.mu.Lock()
 	list := make([]scored, len(m.Experts))
 	for i, e := range m.Experts {
-		list[i] = scored{e: e, score: strengthScore(e, f) + r.healthScore(e.Key, now), pos: i}
+		list[i] = scored{e: e, score: strengthScore(e, f) + r.healthScore(e.Key, size, now), pos: i}
 	}
 	r.mu.Unlock()
 	slices.SortStableFunc(list, func(a, b scored) int {
@@ -452,36 +507,92 @@ func strengthScore(e Expert, f Features) float64 {
 	return score
 }
 
-// healthScore must be called with r.mu held.
-func (r *Router) healthScore(key string, now time.Time) float64 {
+// healthScore is the expert's health and latency points for a request of the size class;
+// it must be called with r.mu held.
+func (r *Router) healthScore(key string, size SizeClass, now time.Time) float64 {
 	h := r.health[key]
 	if h == nil {
 		return 0
 	}
-	score := -float64(h.ttfb) / float64(500*time.Millisecond) * h.latencyWeight(now)
+	score := -float64(h.ttfb(size, now)) / float64(500*time.Millisecond)
 	if (h.failRate > 0.5 || h.streak >= 3) && now.Sub(h.lastFailure) < FailureWindow {
 		score -= 10
 	}
 	return score
 }
 
-// latencyWeight is how much of the smoothed time to first byte still counts at now: 1 at the
-// last answer, falling linearly to 0 at LatencyMemory after it (0 when there was none).
-func (h *health) latencyWeight(now time.Time) float64 {
-	if h.lastAnswer.IsZero() {
+// ttfb is the expert's time to first byte for a request of the size class, as the latency
+// points count it at now: the lower median of the accounts' smoothed times in that class,
+// each faded by its age (latencyWeight), among the accounts whose time has not faded out; 0
+// when none. One account alone sets it; among several, it is no higher than what half of
+// them (rounded up) saw, so one account's slow answers cannot make the expert look slower
+// for the others than they found it.
+func (h *health) ttfb(size SizeClass, now time.Time) time.Duration {
+	var seen [AccountsPerClass]time.Duration
+	n := 0
+	for i := range h.latency[size] {
+		a := &h.latency[size][i]
+		if w := a.latencyWeight(now); w > 0 {
+			// Insertion in order: at most AccountsPerClass values, no allocation.
+			v := time.Duration(float64(a.ttfb) * w)
+			j := n
+			for ; j > 0 && seen[j-1] > v; j-- {
+				seen[j] = seen[j-1]
+			}
+			seen[j] = v
+			n++
+		}
+	}
+	if n == 0 {
 		return 0
 	}
-	age := now.Sub(h.lastAnswer)
+	return seen[(n-1)/2]
+}
+
+// latencyWeight is how much of the smoothed time to first byte still counts at now: 1 at the
+// last answer, falling linearly to 0 at LatencyMemory after it (0 when there was none).
+func (a *accountLatency) latencyWeight(now time.Time) float64 {
+	if a.lastAnswer.IsZero() {
+		return 0
+	}
+	age := now.Sub(a.lastAnswer)
 	if age <= 0 {
 		return 1
 	}
 	return max(0, 1-float64(age)/float64(LatencyMemory))
 }
 
-// Observe records one attempt at an expert. A success's ttfb is the answering try's own time
-// to first byte (from the try's start, not the call's); a failure's ttfb is ignored: a failure
-// counts through the health penalty only, and never seeds or moves the latency.
-func (r *Router) Observe(key string, ttfb time.Duration, failed bool) {
+// place is the account's place among the latencies of a size class: its own, else a free
+// one, else the one whose last answer is the oldest (that account's time is forgotten).
+func place(class *[AccountsPerClass]accountLatency, account uuid.UUID) *accountLatency {
+	var free, oldest *accountLatency
+	for i := range class {
+		a := &class[i]
+		switch {
+		case a.lastAnswer.IsZero():
+			if free == nil {
+				free = a
+			}
+		case a.account == account:
+			return a
+		case oldest == nil || a.lastAnswer.Before(oldest.lastAnswer):
+			oldest = a
+		}
+	}
+	if free != nil {
+		return free
+	}
+	return oldest
+}
+
+// Observe records one attempt at an expert, made for account by a request with features f.
+// A success's ttfb is the answering try's own time to first byte (from the try's start, not
+// the call's), and it teaches the router the expert's latency for requests of f's size class
+// only, in the account's own place (see health.ttfb). A failure's ttfb, account and features
+// are ignored: a failure counts through the health penalty only, and never seeds or moves the
+// latency. Observe allocates nothing (it runs on every request): an expert's record is made
+// at its first attempt and keeps a fixed number of places.
+func (r *Router) Observe(key string, account uuid.UUID, f Features, ttfb time.Duration, failed bool) {
 	now := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -494,10 +605,14 @@ func (r *Router) Observe(key string, ttfb time.Duration, failed bool) {
 	}
 	h.failRate *= 1 - alpha
 	h.streak, h.resetStreak = 0, h.streak
+	a := place(&h.latency[f.Size()], account)
+	if a.account != account {
+		*a = accountLatency{account: account}
+	}
 	// The older average weighs what is left of it: an answer after a long silence replaces it.
-	w := (1 - alpha) * h.latencyWeight(now)
-	h.ttfb = time.Duration(float64(h.ttfb)*w + float64(ttfb)*(1-w))
-	h.lastAnswer = now
+	w := (1 - alpha) * a.latencyWeight(now)
+	a.ttfb = time.Duration(float64(a.ttfb)*w + float64(ttfb)*(1-w))
+	a.lastAnswer = now
 }
 
 // ObserveBroken records that an answer the expert began, already observed as a success, broke

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/llm"
 )
@@ -57,7 +59,7 @@ func TestFusionPolicy(t *testing.T) {
 	}
 	// Health: three failures in a row push the preferred expert back, for 30 s.
 	for range 3 {
-		r.Observe("sim-openai-chat/sim-general", 0, true)
+		r.Observe("sim-openai-chat/sim-general", uuid.Nil, small, 0, true)
 	}
 	order := keys(r.Order(flint, small))
 	if order[0] == "sim-openai-chat/sim-general" || order[len(order)-1] != "sim-openai-chat/sim-general" {
@@ -69,8 +71,9 @@ func TestFusionPolicy(t *testing.T) {
 	}
 	// Latency: a slow expert loses to an equal one.
 	r2 := NewRouter(nil)
-	r2.Observe("sim-openai-chat/sim-general", 3*time.Second, false)
-	if got := keys(r2.Order(flint, Features{InputTokens: 2000, OutputTokens: 2000}))[0]; got == "sim-openai-chat/sim-general" {
+	medium := Features{InputTokens: 2000, OutputTokens: 2000}
+	r2.Observe("sim-openai-chat/sim-general", uuid.Nil, medium, 3*time.Second, false)
+	if got := keys(r2.Order(flint, medium))[0]; got == "sim-openai-chat/sim-general" {
 		t.Errorf("a 3 s expert should lose on a tie")
 	}
 }
@@ -101,12 +104,12 @@ func TestFailureIsNoLatency(t *testing.T) {
 	flint, _ := NewRegistry(config.Default()).Model("service-flint")
 	small := Features{InputTokens: 50, OutputTokens: 100}
 	const general = "sim-openai-chat/sim-general"
-	r.Observe(general, 4*time.Second, true)
+	r.Observe(general, uuid.Nil, small, 4*time.Second, true)
 	if got := keys(r.Order(flint, small))[0]; got != general {
 		t.Errorf("after one failed call of 4 s the preferred expert lost the lead to %s", got)
 	}
-	r.Observe(general, 4*time.Second, true)
-	r.Observe(general, 4*time.Second, true)
+	r.Observe(general, uuid.Nil, small, 4*time.Second, true)
+	r.Observe(general, uuid.Nil, small, 4*time.Second, true)
 	if got := keys(r.Order(flint, small))[0]; got == general {
 		t.Errorf("after three failures in a row the expert still leads")
 	}
@@ -115,8 +118,8 @@ func TestFailureIsNoLatency(t *testing.T) {
 		t.Errorf("30 s after its last failure the expert is not probed: %s leads", got)
 	}
 	// A success's time is the answering try's: after the failures it stands alone.
-	r.Observe(general, 100*time.Millisecond, false)
-	if s := r.healthScore(general, clock); !near(s, -0.2) {
+	r.Observe(general, uuid.Nil, small, 100*time.Millisecond, false)
+	if s := r.healthScore(general, SizeSmall, clock); !near(s, -0.2) {
 		t.Errorf("score %v after one answer in 100 ms, want -0.2", s)
 	}
 }
@@ -134,7 +137,7 @@ func TestBrokenAnswersCount(t *testing.T) {
 		if got := keys(r.Order(flint, small))[0]; got != general {
 			t.Fatalf("after %d broken answers %s leads", i, got)
 		}
-		r.Observe(general, 100*time.Millisecond, false)
+		r.Observe(general, uuid.Nil, small, 100*time.Millisecond, false)
 		r.ObserveBroken(general)
 	}
 	// Three in a row are a run of failures, as three failed calls are (the review of D3: each
@@ -142,8 +145,8 @@ func TestBrokenAnswersCount(t *testing.T) {
 	if got := keys(r.Order(flint, small))[0]; got == general || r.health[general].streak != 3 {
 		t.Errorf("after 3 broken answers in a row the expert still leads (run of %d failures)", r.health[general].streak)
 	}
-	if h := r.health[general]; h.ttfb != 100*time.Millisecond {
-		t.Errorf("latency %v after broken answers of 100 ms to the head", h.ttfb)
+	if h := r.health[general]; h.ttfb(SizeSmall, clock) != 100*time.Millisecond {
+		t.Errorf("latency %v after broken answers of 100 ms to the head", h.ttfb(SizeSmall, clock))
 	}
 	clock = clock.Add(FailureWindow + time.Second)
 	if got := keys(r.Order(flint, small))[0]; got != general {
@@ -163,12 +166,12 @@ func TestLatencyAges(t *testing.T) {
 	flint, _ := NewRegistry(config.Default()).Model("service-flint")
 	small := Features{InputTokens: 50, OutputTokens: 100}
 	const general = "sim-openai-chat/sim-general"
-	r.Observe(general, 3*time.Second, false) // -6 points against its strengths' 2
+	r.Observe(general, uuid.Nil, small, 3*time.Second, false) // -6 points against its strengths' 2
 	if got := keys(r.Order(flint, small))[0]; got == general {
 		t.Fatal("an expert 3 s to its first byte still leads")
 	}
 	clock = clock.Add(LatencyMemory / 2)
-	if s := r.healthScore(general, clock); !near(s, -3) {
+	if s := r.healthScore(general, SizeSmall, clock); !near(s, -3) {
 		t.Errorf("half way, the latency score is %v, want -3", s)
 	}
 	if got := keys(r.Order(flint, small))[0]; got == general {
@@ -178,13 +181,13 @@ func TestLatencyAges(t *testing.T) {
 	if got := keys(r.Order(flint, small))[0]; got != general {
 		t.Errorf("60 s after its last answer the slow expert is not tried again: %s leads", got)
 	}
-	r.Observe(general, 50*time.Millisecond, false)
-	if s := r.healthScore(general, clock); !near(s, -0.1) {
+	r.Observe(general, uuid.Nil, small, 50*time.Millisecond, false)
+	if s := r.healthScore(general, SizeSmall, clock); !near(s, -0.1) {
 		t.Errorf("an answer after the old latency faded: score %v, want -0.1", s)
 	}
 	// A fresh average still weighs the newest answer at 0.2.
-	r.Observe(general, 550*time.Millisecond, false)
-	if s := r.healthScore(general, clock); !near(s, -0.3) {
+	r.Observe(general, uuid.Nil, small, 550*time.Millisecond, false)
+	if s := r.healthScore(general, SizeSmall, clock); !near(s, -0.3) {
 		t.Errorf("score %v, want -0.3 (150 ms smoothed)", s)
 	}
 }
@@ -257,5 +260,109 @@ func TestImageTokensOfAModel(t *testing.T) {
 		if m, _ := r.Model(id); m.ImageTokens != want {
 			t.Errorf("%s: %d, want %d", id, m.ImageTokens, want)
 		}
+	}
+}
+
+// twins is a fusion model of two experts alike in strengths: only their latency tells them
+// apart, and the first leads on a tie (an expert not measured in a class counts no latency
+// there, so the tests measure the second too).
+var twins = &Model{ID: "twins", Fusion: true, Experts: []Expert{
+	{Key: "p/first", Strengths: []string{config.StrengthGeneral}},
+	{Key: "p/second", Strengths: []string{config.StrengthGeneral}},
+}}
+
+// TestOneAccountsLongPromptsMoveNoOtherAccount: the time to first byte of a request grows
+// with its prompt (prefill), so an expert's latency is learnt per size class and a request is
+// scored with its own class's (security review s14h9: account A's long prompts made the
+// expert that served account B's short requests look slow, and B's traffic moved to the other
+// expert and back). A's long and medium prompts, however slow, leave B's short requests where
+// they were; A's next long prompt does move, on its own class's evidence.
+func TestOneAccountsLongPromptsMoveNoOtherAccount(t *testing.T) {
+	clock := time.Unix(0, 0)
+	r := NewRouter(func() time.Time { return clock })
+	a, b := uuid.New(), uuid.New()
+	short := Features{InputTokens: 200, OutputTokens: 100}
+	medium := Features{InputTokens: 6000, OutputTokens: 100}
+	long := Features{InputTokens: 100_000, OutputTokens: 100}
+	for i := range 20 {
+		r.Observe("p/first", b, short, 150*time.Millisecond, false)
+		r.Observe("p/second", b, short, 400*time.Millisecond, false)
+		r.Observe("p/first", a, long, 8*time.Second, false)
+		r.Observe("p/first", a, medium, 2*time.Second, false)
+		clock = clock.Add(time.Second)
+		if got := keys(r.Order(twins, short))[0]; got != "p/first" {
+			t.Fatalf("after %d of A's long prompts B's short request went to %s", i+1, got)
+		}
+	}
+	if s := r.healthScore("p/first", SizeSmall, clock); s < -0.5 {
+		t.Errorf("a short request's latency score is %v after A's long prompts, want B's own -0.3", s)
+	}
+	for what, f := range map[string]Features{"long": long, "medium": medium} {
+		if got := keys(r.Order(twins, f))[0]; got != "p/second" {
+			t.Errorf("a %s prompt still goes to the expert slow for its size", what)
+		}
+	}
+}
+
+// TestOneAccountIsOneVoice: within a size class, an account is one voice among the accounts
+// the expert answered in the last minute, however many requests it sends: the expert's time
+// is the lower median of theirs, so one account's slow answers (long non-streamed outputs,
+// say) cannot make the expert look slower to the others than they found it; a majority that
+// finds it slow moves everyone, and an account alone sets it.
+func TestOneAccountIsOneVoice(t *testing.T) {
+	clock := time.Unix(0, 0)
+	r := NewRouter(func() time.Time { return clock })
+	small := Features{InputTokens: 200, OutputTokens: 100}
+	a, b, c := uuid.New(), uuid.New(), uuid.New()
+	r.Observe("p/second", b, small, 400*time.Millisecond, false)
+	r.Observe("p/first", b, small, 100*time.Millisecond, false)
+	for range 1000 {
+		r.Observe("p/first", a, small, 5*time.Second, false)
+	}
+	if got := keys(r.Order(twins, small))[0]; got != "p/first" {
+		t.Fatalf("a thousand slow answers of one account moved the other's traffic to %s", got)
+	}
+	if s := r.healthScore("p/first", SizeSmall, clock); !near(s, -0.2) {
+		t.Errorf("score %v, want B's -0.2", s)
+	}
+	// Two accounts of three find it slow: the expert is slow.
+	r.Observe("p/first", c, small, 4*time.Second, false)
+	if got := keys(r.Order(twins, small))[0]; got != "p/second" {
+		t.Errorf("two accounts of three found the expert slow and it still leads")
+	}
+	// Once B's and C's times have faded, A's alone count.
+	clock = clock.Add(LatencyMemory)
+	r.Observe("p/first", a, small, 5*time.Second, false)
+	if s := r.healthScore("p/first", SizeSmall, clock); !near(s, -10) {
+		t.Errorf("score %v with A's time alone, want -10", s)
+	}
+	// An account takes one place of AccountsPerClass: the latest accounts' times count, the
+	// oldest is forgotten first.
+	clock = clock.Add(LatencyMemory)
+	for i := range AccountsPerClass {
+		clock = clock.Add(time.Millisecond)
+		r.Observe("p/first", a, small, 5*time.Second, false)
+		r.Observe("p/first", uuid.New(), small, time.Duration(i+1)*100*time.Millisecond, false)
+	}
+	// The places: A's 5 s and the last seven new accounts' 200 to 800 ms (the first new one,
+	// and B's and C's faded times, gave theirs up); the lower median is 500 ms.
+	if s := r.healthScore("p/first", SizeSmall, clock); !near(s, -1) {
+		t.Errorf("score %v among %d accounts, A's one of them, want -1 (500 ms)", s, AccountsPerClass)
+	}
+}
+
+// TestObserveAllocatesNothing: Observe runs on every request; after an expert's first
+// attempt it allocates nothing, whatever the accounts and sizes.
+func TestObserveAllocatesNothing(t *testing.T) {
+	r := NewRouter(nil)
+	accounts := []uuid.UUID{uuid.New(), uuid.New(), uuid.New()}
+	sizes := []Features{{InputTokens: 10}, {InputTokens: 5000}, {InputTokens: 50_000}}
+	r.Observe("p/first", accounts[0], sizes[0], time.Millisecond, false)
+	i := 0
+	if n := testing.AllocsPerRun(1000, func() {
+		i++
+		r.Observe("p/first", accounts[i%3], sizes[i%3], time.Duration(i)*time.Millisecond, i%7 == 0)
+	}); n != 0 {
+		t.Errorf("Observe allocates %v times a call", n)
 	}
 }

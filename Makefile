@@ -48,7 +48,8 @@ check-tidy:
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'go mod tidy' and commit the result"; exit 1; }
 
 ## test: the whole suite. PostgreSQL: TEST_DATABASE_URL, else a throwaway cluster from the
-## installed binaries. Redis: REDIS_URL, else a throwaway redis-server when installed. The real
+## installed binaries. Redis: REDIS_URL, else a throwaway redis-server when installed. PgBouncer
+## (impl/store's tests through a pooler): a throwaway pgbouncer when installed. The real
 ## clients impl/realclients drives (Claude Code, Codex, the MCP SDK and Inspector, pinned in
 ## $(REALCLIENTS_NPM)/package-lock.json) are installed with npm ci when that lock changed; without
 ## npm their tests skip, and under CI=true they fail.

@@ -1,9 +1,15 @@
 package store
 
 import (
+	"errors"
+	"log/slog"
 	"net"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -46,18 +52,66 @@ var sessionBounds = map[string]string{
 var clientKeepAlive = net.KeepAliveConfig{Enable: true, Idle: 15 * time.Second, Interval: 5 * time.Second, Count: 3}
 
 // boundSessions sets the session bounds on cfg (but those the URL names) and dials its
-// connections with clientKeepAlive.
-func boundSessions(cfg *pgxpool.Config) {
+// connections with clientKeepAlive. It returns the names of the parameters it set, sorted.
+func boundSessions(cfg *pgxpool.Config) (set []string) {
 	if cfg.ConnConfig.RuntimeParams == nil {
 		cfg.ConnConfig.RuntimeParams = make(map[string]string, len(sessionBounds))
 	}
 	params := cfg.ConnConfig.RuntimeParams
 	for name, value := range sessionBounds {
-		if _, set := params[name]; !set {
+		if _, named := params[name]; !named {
 			params[name] = value
+			set = append(set, name)
 		}
 	}
+	slices.Sort(set)
 	// connect_timeout in the URL bounds the dial, as pgconn's own dialer does.
 	dialer := &net.Dialer{Timeout: cfg.ConnConfig.ConnectTimeout, KeepAliveConfig: clientKeepAlive}
 	cfg.ConnConfig.DialFunc = dialer.DialContext
+	return set
+}
+
+// refusedSessionBound reports which of the start-up parameters set (boundSessions's) the server
+// refused, when err is such a refusal: that of a connection pooler that passes on no start-up
+// parameter it does not know. PgBouncer (1.18 and others) answers the first one it meets with
+// FATAL "unsupported startup parameter: NAME", SQLSTATE 08P01 (protocol_violation), unless its
+// ignore_startup_parameters lists it; PostgreSQL itself takes every one of them. Any other error,
+// or the refusal of a parameter the URL names, is no such refusal.
+func refusedSessionBound(err error, set []string) (string, bool) {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "08P01" {
+		return "", false
+	}
+	name, found := strings.CutPrefix(pgErr.Message, "unsupported startup parameter: ")
+	if !found || !slices.Contains(set, name) {
+		return "", false
+	}
+	return name, true
+}
+
+// unboundSessions takes the start-up parameters set (boundSessions's) off cfg, leaving the
+// client's TCP keepalives, for a server that refused them (refusedSessionBound).
+func unboundSessions(cfg *pgxpool.Config, set []string) {
+	for _, name := range set {
+		delete(cfg.ConnConfig.RuntimeParams, name)
+	}
+}
+
+// sessionBoundsDropped makes warnSessionBoundsDropped warn once per process, whichever pool and
+// however many times the process opens the store (tollgate serve retries while its database is
+// unreachable).
+var sessionBoundsDropped sync.Once
+
+// warnSessionBoundsDropped logs, once per process, that the server (a connection pooler) refused
+// the session bounds, which the process then connects without, and how an operator restores
+// them. It logs through slog's default logger: the store has no logger of its own.
+func warnSessionBoundsDropped(refused string, dropped []string) {
+	sessionBoundsDropped.Do(func() {
+		slog.Warn("the database refused the session bounds as start-up parameters (a connection pooler, such as PgBouncer, that does not pass them on): "+
+			"connecting without them, so a connection lost in a transaction may hold its locks until the kernel gives up on it (about 2 h). "+
+			"Restore them on the PostgreSQL server for the gateway's role (ALTER ROLE ... SET idle_in_transaction_session_timeout = '10s', and tcp_keepalives_idle, tcp_keepalives_interval, tcp_keepalives_count, tcp_user_timeout), "+
+			"and bound the pooler's own clients (PgBouncer: idle_transaction_timeout = 10, tcp_keepidle, tcp_keepintvl, tcp_keepcnt, tcp_user_timeout); "+
+			"the gateway's own TCP keepalives are kept (docs/operations.md, \"Behind a connection pooler\")",
+			"refused", refused, "dropped", strings.Join(dropped, ","))
+	})
 }

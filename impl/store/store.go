@@ -39,8 +39,13 @@ func Open(ctx context.Context, url string) (*Store, error) {
 
 // openPool connects a pool configured by cfg, with the store's codecs and session bounds
 // (boundSessions) on every connection, and checks that the database answers.
+//
+// A connection pooler that refuses the session bounds' start-up parameters (PgBouncer does, but
+// for those its ignore_startup_parameters lists) would leave the gateway unable to connect at
+// all: the pool is then opened again without them, and a warning says so once per process
+// (warnSessionBoundsDropped). Any other error is returned as it is.
 func openPool(ctx context.Context, cfg *pgxpool.Config) (*Store, error) {
-	boundSessions(cfg)
+	bounds := boundSessions(cfg)
 	afterConnect := cfg.AfterConnect
 	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
 		registerUUIDCodec(conn.TypeMap())
@@ -49,6 +54,18 @@ func openPool(ctx context.Context, cfg *pgxpool.Config) (*Store, error) {
 		}
 		return nil
 	}
+	st, err := connectPool(ctx, cfg)
+	if refused, ok := refusedSessionBound(err, bounds); ok {
+		unboundSessions(cfg, bounds)
+		if st, err = connectPool(ctx, cfg); err == nil {
+			warnSessionBoundsDropped(refused, bounds)
+		}
+	}
+	return st, err
+}
+
+// connectPool connects a pool configured by cfg and checks that the database answers.
+func connectPool(ctx context.Context, cfg *pgxpool.Config) (*Store, error) {
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to database: %w", err)

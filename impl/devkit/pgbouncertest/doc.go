@@ -9,4 +9,7 @@
 // when the CI environment variable is "true", as with redistest. PgBouncer refuses to run as
 // root: a test that runs as root starts it as the "postgres" OS user, which the PostgreSQL
 // server itself runs as then (package pgcluster).
+//
+// The package's own test, TestGatewayBehindPgBouncer, runs two real gateways (apitest) through
+// it; impl/store's tests open the store through it in both pool modes.
 package pgbouncertest

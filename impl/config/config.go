@@ -243,6 +243,13 @@ type Provider struct {
 	// the field). OpenAI caches every prompt by itself; Anthropic caches only where asked, so
 	// without it an OpenAI client routed to Anthropic pays the full input price on every turn.
 	PromptCache string `yaml:"prompt_cache,omitempty"`
+	// EndUserIDs is what the provider is sent as a request's end-user identifier (OpenAI's
+	// safety_identifier and user, Anthropic's metadata.user_id): "namespaced" (the default),
+	// an identifier the gateway makes per account in place of the client's value (the
+	// account's own when the client sent none; impl/enduserid), or "pass_through", the
+	// client's value as it came (none when it sent none), for an operator whose provider
+	// account serves its own end users only.
+	EndUserIDs string `yaml:"end_user_ids,omitempty"`
 	// GenAIProvider is the provider's gen_ai.provider.name on traces and metrics, one of the
 	// GenAI conventions' values (openai, anthropic, aws.bedrock, azure.ai.openai,
 	// gcp.vertex_ai, ...) or a name of its own. Unset: GenAIProviderName's, from the base URL's
@@ -313,6 +320,16 @@ const (
 	PromptCacheAutomatic = "automatic"
 	PromptCacheOff       = "off"
 )
+
+// End-user identifier settings of a provider (Provider.EndUserIDs).
+const (
+	EndUserIDsNamespaced  = "namespaced"
+	EndUserIDsPassThrough = "pass_through"
+)
+
+// PassEndUserIDs reports whether the provider is sent the clients' end-user identifiers as
+// they came (end_user_ids: pass_through) rather than the gateway's, namespaced per account.
+func (p Provider) PassEndUserIDs() bool { return p.EndUserIDs == EndUserIDsPassThrough }
 
 // AutomaticPromptCache reports whether requests translated for the provider ask for
 // automatic prompt caching (an anthropic-messages provider whose prompt_cache is not off).
@@ -575,6 +592,9 @@ func (c *Config) Validate() error {
 			bad("provider %q: prompt_cache must be automatic or off", p.Name)
 		case p.PromptCache != "" && p.Kind != KindAnthropicMessages:
 			bad("provider %q: prompt_cache applies only to an anthropic-messages provider (OpenAI caches by itself)", p.Name)
+		}
+		if p.EndUserIDs != "" && p.EndUserIDs != EndUserIDsNamespaced && p.EndUserIDs != EndUserIDsPassThrough {
+			bad("provider %q: end_user_ids must be namespaced or pass_through", p.Name)
 		}
 		for _, name := range slices.Sorted(maps.Keys(p.HostedTools)) {
 			t := p.HostedTools[name]

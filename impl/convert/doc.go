@@ -136,21 +136,21 @@
 // Dropped, and named in the dropped list (advisory: leaving them out cannot change what the
 // answer must be):
 //
-//	chat         user, safety_identifier, metadata, store, service_tier (to Messages), seed,
-//	             presence_penalty, frequency_penalty, reasoning_effort and verbosity (to
+//	chat         user beside a safety_identifier (below), metadata, store, service_tier (to
+//	             Messages), seed, presence_penalty, frequency_penalty, reasoning_effort and verbosity (to
 //	             Messages), prediction; prompt_cache_key and prompt_cache_retention (to Messages,
 //	             unless automatic caching is asked for: above);
 //	             modalities ["text"] and the refused fields above when unset
 //	             (false, 0, "", []); messages[].name;
 //	             image detail low/high and tools[].function.strict: true (to Messages)
 //	Responses    reasoning.summary, reasoning.effort and text.verbosity (to Messages), include,
-//	             store, metadata, service_tier (to Messages), user, safety_identifier,
-//	             truncation, context_management; prompt_cache_key and
+//	             store, metadata, service_tier (to Messages), user beside a
+//	             safety_identifier (below), truncation, context_management; prompt_cache_key and
 //	             prompt_cache_retention (to Messages, unless automatic caching is asked
 //	             for: above); reasoning items; image
 //	             detail low/high and tools[].strict (to Messages; a Responses function tool is
 //	             strict unless it says strict: false)
-//	Messages     metadata, service_tier, thinking, top_k, context_management, output_config
+//	Messages     service_tier, thinking, top_k, context_management, output_config
 //	             without a format; cache_control (top-level, system, blocks, tools: the OpenAI
 //	             formats cache prompts by themselves); citations; thinking and
 //	             redacted_thinking blocks; tool_result is_error (to chat, Responses)
@@ -158,6 +158,16 @@
 //	             nothing); a field this table does not know (unknown fields are dropped and named, never
 //	             passed to another format and never silently lost); an unknown key inside a
 //	             message, part or tool
+//
+// End-user identifiers (chat and Responses safety_identifier and user, Messages metadata,
+// whose one member is user_id) are consumed, never carried to another format as they came:
+// the upstream is sent Request.EndUser in its own field (safety_identifier, metadata.user_id),
+// which the gateway sets to its identifier of the client's value for the caller's account
+// (ClientEndUser reads that value: safety_identifier, else user, else metadata.user_id); only
+// a user sent beside a safety_identifier, which wins, is named. On the same-format path
+// ForUpstream puts the account's identifiers in place where they stand (UpstreamEdits.EndUser)
+// and adds the account's own to a request that names none, in the same copy as the model's.
+// prompt_cache_key is no end-user identifier: it is carried as a cache hint (above).
 //
 // Carried, not named: the model's refusal in an earlier assistant turn (chat
 // messages[].refusal and refusal parts, Responses refusal parts; llm.Message.Refusal) goes to

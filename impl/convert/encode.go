@@ -14,7 +14,8 @@ import (
 // EncodeRequest writes req as a request body for an upstream of format f, with model
 // upstreamModel.
 //
-// When f is req.Source, every Extra field passes through untouched, and each modelled field
+// When f is req.Source, every Extra field passes through untouched (but the end-user
+// identifiers when req.EndUser replaces them), and each modelled field
 // group the caller left unchanged is re-sent exactly as the client sent it (req.Raw); a
 // streaming chat request always asks for usage (stream_options.include_usage), because the
 // gateway meters every answer. No field is dropped or refused.
@@ -23,7 +24,10 @@ import (
 // table). A field that changes what the answer must be and that f cannot honour gives a 400
 // *apierror.Error naming the field (with the client's wire name); an advisory field f cannot
 // use is dropped and its client-side wire name returned in dropped (sorted, without
-// duplicates). An Anthropic Messages upstream requires max_tokens: the caller must fill
+// duplicates). The end-user identifier sent is req.EndUser, whatever the client sent (chat and
+// Responses safety_identifier, Messages metadata.user_id; none when it is empty): the client's
+// own (ClientEndUser) is consumed, never carried to another format as it came nor named. An Anthropic Messages
+// upstream requires max_tokens: the caller must fill
 // req.MaxTokens (e.g. from the model's output limit) before encoding to it when the client gave
 // no bound; a zero MaxTokens is then an internal error, not a 400.
 func EncodeRequest(f llm.Format, req *llm.Request, upstreamModel string) (body []byte, dropped []string, err error) {
@@ -72,9 +76,12 @@ func EncodeRequestWith(f llm.Format, req *llm.Request, upstreamModel string, opt
 	if w.fault != nil {
 		return nil, nil, w.fault
 	}
+	// The end-user identifier is the one the caller put in req.EndUser: the client's own
+	// value (in Extra) goes only to its own format, when the caller set none.
+	endUserWire(f, req.EndUser, &o)
 	if w.same {
 		for _, k := range sortedKeys(req.Extra) {
-			if !o.has(k) {
+			if !o.has(k) && (req.EndUser == "" || extraFields[f][k] != endUserField) {
 				o.set(k, req.Extra[k])
 			}
 		}
@@ -244,6 +251,10 @@ const (
 	// openAIShared: a field the two OpenAI formats share, with the same name and meaning:
 	// carried as it is between them, dropped and named (advisory) for Messages.
 	openAIShared
+	// endUserField: names the request's end user (ClientEndUser); consumed, not named: the
+	// upstream is sent Request.EndUser in its own format's field. Only a user sent beside a
+	// safety_identifier, which wins, is named.
+	endUserField
 )
 
 // extraFields classify, per source format, the top-level fields that are not modelled. A field
@@ -265,8 +276,8 @@ var extraFields = map[llm.Format]map[string]fieldClass{
 		"metadata":           advisory,
 		"store":              advisory,
 		"service_tier":       openAIShared, // the exchange drops a tier the upstream's price lacks
-		"user":               advisory,
-		"safety_identifier":  advisory,
+		"user":               endUserField,
+		"safety_identifier":  endUserField,
 		// Prompt-cache hints (https://platform.openai.com/docs/guides/prompt-caching).
 		"prompt_cache_key":       openAIShared,
 		"prompt_cache_retention": openAIShared,
@@ -283,8 +294,8 @@ var extraFields = map[llm.Format]map[string]fieldClass{
 		"store":                  advisory,
 		"metadata":               advisory,
 		"service_tier":           openAIShared, // the exchange drops a tier the upstream's price lacks
-		"user":                   advisory,
-		"safety_identifier":      advisory,
+		"user":                   endUserField,
+		"safety_identifier":      endUserField,
 		"prompt_cache_key":       openAIShared,
 		"prompt_cache_retention": openAIShared,
 		"truncation":             advisory,
@@ -294,8 +305,8 @@ var extraFields = map[llm.Format]map[string]fieldClass{
 		"container":          decisive,
 		"mcp_servers":        decisive,
 		"output_format":      decisive,
-		"output_config":      decisive, // only when it sets a format
-		"metadata":           advisory,
+		"output_config":      decisive,     // only when it sets a format
+		"metadata":           endUserField, // its one member is user_id
 		"service_tier":       advisory,
 		"thinking":           advisory,
 		"top_k":              advisory,
@@ -361,6 +372,10 @@ func (w *writer) foreign() error {
 		}
 		switch classify(w.src, k, v) {
 		case gatewaySide:
+		case endUserField:
+			if k == "user" && nonEmptyString(w.req.Extra["safety_identifier"]) {
+				w.drop(k)
+			}
 		case openAIShared:
 			if w.dst == llm.FormatMessages {
 				w.drop(k)

@@ -244,24 +244,33 @@ type UpstreamEdits struct {
 	// expert can produce. MinBound wins over it.
 	MaxBound  int
 	ClampKeys []string
+	// EndUser, when set, puts the account's identifiers in place of the end-user identifiers
+	// of the request, of format Client (chat and Responses safety_identifier and user,
+	// Messages metadata.user_id), and adds the account's own to a request that names none;
+	// nil leaves them as the client sent them.
+	EndUser *EndUser
+	Client  llm.Format
 }
 
 // BoundKeys are the top-level fields of a request of format f that bound its output.
 func BoundKeys(f llm.Format) []string { return maxTokensKeys[f] }
 
 // ForUpstream appends to dst the request of view v rewritten for an upstream of the same
-// format: every top-level "model" becomes model, and the fields of ed are set, together with the
-// edits already made (the hosted tools' plan, a lowered thinking budget), in one copy. Every
-// other byte stays as the client sent it.
+// format: every top-level "model" becomes model, and the fields of ed are set (the end-user
+// identifiers among them, in the same pass over the members), together with the edits already
+// made (the hosted tools' plan, a lowered thinking budget), in one copy. Every other byte stays
+// as the client sent it.
 func ForUpstream(dst []byte, v *jsonview.View, model string, ed UpstreamEdits, edits *jsonview.Edits) ([]byte, error) {
 	var quotedBuf [64]byte
 	quoted := jsontext.AppendString(quotedBuf[:0], model)
 	body := v.Body()
 	setModel(v, edits, quoted)
-	haveOpts, haveStore, haveBound := false, false, false
+	haveOpts, haveStore, haveBound, haveEndUser := false, false, false, false
 	for _, m := range v.Members() {
 		key, value := m.Key, body[m.Start:m.End]
 		switch {
+		case ed.EndUser != nil && ed.EndUser.edit(ed.Client, m, value, edits):
+			haveEndUser = true
 		case string(key) == "stream_options" && ed.IncludeUsage:
 			haveOpts = true
 			_, members, err := streamOptions(value)
@@ -317,6 +326,9 @@ func ForUpstream(dst []byte, v *jsonview.View, model string, ed UpstreamEdits, e
 	}
 	if ed.DefaultBound > 0 && !haveBound {
 		edits.Add(ed.BoundKey, strconv.AppendInt(nil, int64(ed.DefaultBound), 10))
+	}
+	if ed.EndUser != nil && !haveEndUser {
+		ed.EndUser.addAccount(ed.Client, edits)
 	}
 	return edits.AppendTo(dst, v), nil
 }

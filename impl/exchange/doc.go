@@ -12,7 +12,10 @@
 // worst-case cost (impl/billing; 402 when it cannot be covered), orders the experts
 // (impl/routing) and calls them (impl/provider: retries before the first byte, failover to the
 // next expert) until one answers; everything that can still fail before the answer fails
-// there, with the apierror vocabulary, and leaves nothing reserved. The Exchange it returns
+// there, with the apierror vocabulary, and leaves nothing reserved. Every upstream is sent the
+// gateway's end-user identifiers in place of the client's (impl/enduserid: namespaced by the
+// account, whose part is made once with its cached model grants), unless its provider is
+// configured to take the clients' values as they came. The Exchange it returns
 // owns the reservation and the upstream's response:
 //
 //   - Answer reads a complete answer and puts it in the client's format (the upstream's bytes

@@ -164,22 +164,28 @@ type Exchange struct {
 // caller's sent to the other family's route, model not found naming the route that serves it
 // (a model the caller may not use is not even said to exist).
 func (eng *Engine) ResolveModel(ctx context.Context, p auth.Principal, id string, client llm.Format) (*routing.Model, error) {
+	m, _, err := eng.resolveModel(ctx, p, id, client)
+	return m, err
+}
+
+// resolveModel is ResolveModel with the account's grants, which hold its end-user identifiers.
+func (eng *Engine) resolveModel(ctx context.Context, p auth.Principal, id string, client llm.Format) (*routing.Model, *Grants, error) {
 	m, ok := eng.registry.Load().Model(id)
 	if !ok || !p.AllowsModel(id) {
 		// A model outside the key's subset is answered as one that does not exist.
-		return nil, apierror.ModelNotFound(id)
+		return nil, nil, apierror.ModelNotFound(id)
 	}
-	allowed, err := eng.access.allowed(ctx, p.AccountID, id)
+	allowed, grants, err := eng.access.allowed(ctx, p.AccountID, id)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !allowed {
-		return nil, apierror.ModelNotFound(id)
+		return nil, nil, apierror.ModelNotFound(id)
 	}
 	if m.Family != familyFor(client) {
-		return nil, apierror.ModelOnOtherRoute(id, familyRoute(m.Family))
+		return nil, nil, apierror.ModelOnOtherRoute(id, familyRoute(m.Family))
 	}
-	return m, nil
+	return m, grants, nil
 }
 
 // keyCap is the credit cap of the caller's key, or nil: a key without one pays nothing for it.
@@ -277,7 +283,7 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 		// the first choice only; and only a chat upstream could stream several.
 		return nil, apierror.Invalid("n", "'n' is %d, but a streamed answer through tollgate has one choice: set 'n' to 1 or 'stream' to false", choices)
 	}
-	m, err := eng.ResolveModel(ctx, p, modelID, client)
+	m, grants, err := eng.resolveModel(ctx, p, modelID, client)
 	if err != nil {
 		return nil, err
 	}
@@ -476,7 +482,7 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 		order = firstWhere(order, func(e routing.Expert) bool { return e.Kind == client })
 	}
 	x.calls = calls{order: order, features: features, forward: forward, tier: tier, modelID: modelID, outBound: outBound, maxTokens: maxTokens,
-		choices: choices, onlySameFormat: onlySameFormat}
+		choices: choices, onlySameFormat: onlySameFormat, endUser: grants.endUser}
 	a := &x.calls
 	// The upstream calls run under callCtx, which a shutdown's end of grace (EndStreams) also
 	// cancels while no upstream has begun its answer: a request still waiting then gets the
@@ -555,6 +561,9 @@ type calls struct {
 	maxTokens      int
 	choices        int
 	onlySameFormat bool
+	// endUser puts the account's end-user identifiers in place of the client's (for an
+	// expert whose provider does not take them as they came).
+	endUser *convert.EndUser
 
 	// lastErr is the last upstream failure; refusal why an expert could not take the request
 	// as it is (a field it cannot honour), which another expert may still serve: the first
@@ -596,7 +605,7 @@ func (x *Exchange) callNext(callCtx context.Context) bool {
 		if e.MaxOutputTokens > 0 {
 			bound = min(bound, e.MaxOutputTokens)
 		}
-		ur, err := upstreamBody(client, x.view, x.ir, e, x.stream, bound, a.maxTokens, a.tier)
+		ur, err := upstreamBody(client, x.view, x.ir, e, x.stream, bound, a.maxTokens, a.tier, a.endUser)
 		if err != nil {
 			if a.refusal == nil || (e.Kind == client && !a.refusalSameFormat) {
 				a.refusal, a.refusalSameFormat = err, e.Kind == client
@@ -847,8 +856,9 @@ type upstreamRequest struct {
 // (asked, 0 when it gave none) lowered to the limit of the model and of the expert, or that
 // limit when the client gave none, which the upstream is always sent: the reservation, and
 // what the model's card promises, hold only for answers within it. tier is the service tier
-// the request asks for (convert.RequestedServiceTier).
-func upstreamBody(client llm.Format, view *jsonview.View, ir *llm.Request, e routing.Expert, stream bool, bound, asked int, tier string) (upstreamRequest, error) {
+// the request asks for (convert.RequestedServiceTier). endUser is the account's end-user
+// identifiers, sent in place of the client's unless e's provider takes them as they came.
+func upstreamBody(client llm.Format, view *jsonview.View, ir *llm.Request, e routing.Expert, stream bool, bound, asked int, tier string, endUser *convert.EndUser) (upstreamRequest, error) {
 	var ur upstreamRequest
 	if e.Kind == client && view != nil {
 		// Provider-kept state is refused or turned off: every tenant reaches the provider
@@ -892,7 +902,12 @@ func upstreamBody(client llm.Format, view *jsonview.View, ir *llm.Request, e rou
 			}
 		}
 		ed := convert.UpstreamEdits{IncludeUsage: stream && client == llm.FormatChat, NoStore: client == llm.FormatResponses,
-			MaxBound: bound, ClampKeys: convert.BoundKeys(client)}
+			MaxBound: bound, ClampKeys: convert.BoundKeys(client), Client: client}
+		if !e.PassEndUserIDs {
+			// The account's identifiers in place of the client's end-user ids, in the same
+			// pass and copy as the model's rewrite (an HMAC only when the client sent one).
+			ed.EndUser = endUser
+		}
 		switch client {
 		case llm.FormatResponses:
 			// The Responses API refuses bounds under 16; the gateway accepts them (a chat or
@@ -919,6 +934,7 @@ func upstreamBody(client llm.Format, view *jsonview.View, ir *llm.Request, e rou
 	}
 	req.Stream = stream
 	req.IncludeUsage = true
+	req.EndUser = translatedEndUser(&req, e, endUser)
 	// OpenAI's service_tier is carried between its two formats; a tier the upstream's price has
 	// no rates for is dropped, as on the same-format path (trial h14 D5: a priced flex tier was
 	// dropped on every translation, and billed at twice its price).
@@ -934,6 +950,22 @@ func upstreamBody(client llm.Format, view *jsonview.View, ir *llm.Request, e rou
 		ur.dropped = append(ur.dropped, "service_tier")
 	}
 	return ur, err
+}
+
+// translatedEndUser is the end-user identifier a request put in another format (or an
+// in-process caller's) is sent with: the client's value as it came for a provider that takes
+// it so, else the account's identifier of that value, or the account's own when it names none.
+func translatedEndUser(req *llm.Request, e routing.Expert, endUser *convert.EndUser) string {
+	value, named := convert.ClientEndUser(req)
+	switch {
+	case e.PassEndUserIDs:
+		return value
+	case endUser == nil:
+		return ""
+	case named:
+		return string(endUser.AppendUser(nil, []byte(value)))
+	}
+	return endUser.ID
 }
 
 // hasExpertOfKind reports whether one of the model's upstreams speaks format f.

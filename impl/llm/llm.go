@@ -63,6 +63,12 @@ type Request struct {
 	Stream bool
 	// IncludeUsage records a chat request's stream_options.include_usage.
 	IncludeUsage bool
+	// EndUser is the end-user identifier the upstream is sent (OpenAI safety_identifier,
+	// Anthropic metadata.user_id); "" sends none. The decoders leave it empty (the client's
+	// own value stays in Extra, see convert.ClientEndUser): the gateway sets it to the
+	// identifier it makes of that value for the caller's account (impl/enduserid), or to the
+	// value itself where the operator passes values through.
+	EndUser string
 	// Extra holds the request's other top-level fields, by wire name, exactly as sent. An
 	// encoder for the same format passes them through; for another format it carries those it
 	// can map and reports the rest (see the converters' field tables).

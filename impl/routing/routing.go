@@ -85,6 +85,9 @@ type Expert struct {
 	// AutomaticCache is true when a request translated for the expert from an OpenAI format
 	// may ask for the provider's automatic prompt caching (config.Provider.PromptCache).
 	AutomaticCache bool
+	// PassEndUserIDs is true when the expert's provider is sent the clients' end-user
+	// identifiers as they came (config.Provider.EndUserIDs pass_through), not the gateway's.
+	PassEndUserIDs bool
 	// Host and Port are the provider's address, from its base URL (empty and 0 for the
 	// built-in simulator), for the upstream tries' trace spans.
 	Host string
@@ -221,13 +224,14 @@ func NewRegistry(cfg *config.Config) *Registry {
 		kind      llm.Format
 		hosted    [llm.NumHostedTools]config.HostedTool
 		autoCache bool
+		passUsers bool
 		host      string
 		port      int
 		genAI     string
 	}
 	providers := map[string]providerFacts{}
 	for _, p := range cfg.Providers {
-		f := providerFacts{kind: llm.Format(p.Kind), autoCache: p.AutomaticPromptCache(), genAI: p.GenAIProviderName()}
+		f := providerFacts{kind: llm.Format(p.Kind), autoCache: p.AutomaticPromptCache(), passUsers: p.PassEndUserIDs(), genAI: p.GenAIProviderName()}
 		for name, price := range p.HostedTools {
 			if t, ok := llm.HostedToolNamed(name); ok {
 				n := price.InputTokens(name)
@@ -254,7 +258,7 @@ func NewRegistry(cfg *config.Config) *Registry {
 			f := providers[u.Provider]
 			e := Expert{Key: u.Provider + "/" + u.Model, Provider: u.Provider, Model: u.Model, Kind: f.kind,
 				Price: m.Price.Resolved(), MaxOutputTokens: m.MaxOutputTokens, Strengths: u.Strengths, Hosted: f.hosted,
-				AutomaticCache: f.autoCache, Host: f.host, Port: f.port, GenAIProvider: f.genAI}
+				AutomaticCache: f.autoCache, PassEndUserIDs: f.passUsers, Host: f.host, Port: f.port, GenAIProvider: f.genAI}
 			for _, h := range e.Hosted {
 				rm.HostedPriced = rm.HostedPriced || h.MaxCalls > 0
 			}

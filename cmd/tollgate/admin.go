@@ -30,6 +30,10 @@ local development cluster when unset); it needs no API key.
 
   account create NAME [-plan PLAN]          create an account (grants the plan's models and credit)
   account list                              list accounts with their balances
+  account end-user ID [-value V]            the account a provider's end-user identifier (tg_...: a
+                                            safety_identifier or metadata.user_id in an abuse report)
+                                            was sent for; -value: check that it stands for the end-user
+                                            value V the account's client sent
   key create ACCOUNT [-name N] [-rpm N] [-expires 30d|2027-01-01] [-credit-cap MICROS
              [-cap-period none|daily|monthly]] [-models a,b] [-quiet]
                                             mint a key; it is printed once (-rpm -1: the plan's default,
@@ -223,6 +227,7 @@ type adminHandler func(a *admin, ctx context.Context, args []string) error
 var adminCommands = map[string]adminHandler{
 	"account create":     (*admin).accountCreate,
 	"account list":       (*admin).accountList,
+	"account end-user":   (*admin).accountEndUser,
 	"key create":         (*admin).keyCreate,
 	"key list":           (*admin).keyList,
 	"key revoke":         (*admin).keyRevoke,

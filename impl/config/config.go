@@ -244,11 +244,17 @@ type Provider struct {
 	// without it an OpenAI client routed to Anthropic pays the full input price on every turn.
 	PromptCache string `yaml:"prompt_cache,omitempty"`
 	// EndUserIDs is what the provider is sent as a request's end-user identifier (OpenAI's
-	// safety_identifier and user, Anthropic's metadata.user_id): "namespaced" (the default),
-	// an identifier the gateway makes per account in place of the client's value (the
-	// account's own when the client sent none; impl/enduserid), or "pass_through", the
-	// client's value as it came (none when it sent none), for an operator whose provider
-	// account serves its own end users only.
+	// safety_identifier and user, Anthropic's metadata.user_id; impl/enduserid makes the
+	// gateway's): "namespaced_always", the gateway's identifier of the client's value for the
+	// caller's account, or the account's own when the client sent none, in every format the
+	// provider is sent; "namespaced", the gateway's identifier of a value the client sent in
+	// the provider's own format, nothing added when it sent none nor to a translated request
+	// (the client's field dropped and named); "pass_through", the client's value as it came
+	// (none when it sent none); "off", none at all, the client's dropped and named. Unset: the
+	// default of where BaseURL points (EndUserPolicy): namespaced_always for the providers
+	// known to take the fields (api.openai.com, api.anthropic.com, the built-in simulator),
+	// namespaced for any other host, which may refuse a field its client did not send (Azure
+	// OpenAI on older api-versions, Mistral, Anthropic-compatible servers and metadata).
 	EndUserIDs string `yaml:"end_user_ids,omitempty"`
 	// GenAIProvider is the provider's gen_ai.provider.name on traces and metrics, one of the
 	// GenAI conventions' values (openai, anthropic, aws.bedrock, azure.ai.openai,
@@ -323,13 +329,62 @@ const (
 
 // End-user identifier settings of a provider (Provider.EndUserIDs).
 const (
-	EndUserIDsNamespaced  = "namespaced"
-	EndUserIDsPassThrough = "pass_through"
+	EndUserIDsNamespacedAlways = "namespaced_always"
+	EndUserIDsNamespaced       = "namespaced"
+	EndUserIDsPassThrough      = "pass_through"
+	EndUserIDsOff              = "off"
 )
 
-// PassEndUserIDs reports whether the provider is sent the clients' end-user identifiers as
-// they came (end_user_ids: pass_through) rather than the gateway's, namespaced per account.
-func (p Provider) PassEndUserIDs() bool { return p.EndUserIDs == EndUserIDsPassThrough }
+// EndUserPolicy is what a provider is sent as a request's end-user identifier
+// (Provider.EndUserIDs, its default resolved): decided once when the configuration is loaded
+// and kept with each of the provider's experts (routing.Expert.EndUserIDs).
+type EndUserPolicy uint8
+
+// The end-user policies. The zero value is EndUserNamespaced, which adds no field a client
+// did not send.
+const (
+	// EndUserNamespaced: the gateway's identifier of a value the client sent in the
+	// provider's format; nothing added otherwise, and a translated request's value dropped.
+	EndUserNamespaced EndUserPolicy = iota
+	// EndUserNamespacedAlways: the gateway's identifier of the client's value, or the
+	// account's own when it sent none, in every format.
+	EndUserNamespacedAlways
+	// EndUserPassThrough: the client's value as it came, none when it sent none.
+	EndUserPassThrough
+	// EndUserOff: none, the client's dropped.
+	EndUserOff
+)
+
+// EndUserPolicy is the provider's end_user_ids, or, unset, its default for where its base URL
+// points: EndUserNamespacedAlways for a provider known to take the end-user fields (the
+// built-in simulator, api.openai.com, api.anthropic.com and hosts under them), EndUserNamespaced for any other
+// host (an "OpenAI-compatible" or Anthropic-compatible API may refuse a field its client did
+// not send, and every request would then fail).
+func (p Provider) EndUserPolicy() EndUserPolicy {
+	switch p.EndUserIDs {
+	case EndUserIDsNamespacedAlways:
+		return EndUserNamespacedAlways
+	case EndUserIDsNamespaced:
+		return EndUserNamespaced
+	case EndUserIDsPassThrough:
+		return EndUserPassThrough
+	case EndUserIDsOff:
+		return EndUserOff
+	}
+	if p.BaseURL == SimulatorURL {
+		return EndUserNamespacedAlways
+	}
+	if u, err := url.Parse(p.BaseURL); err == nil {
+		// As GenAIProviderName recognises them: the host or one under it (eu.api.openai.com).
+		host := strings.ToLower(u.Hostname())
+		for _, known := range []string{"api.openai.com", "api.anthropic.com"} {
+			if host == known || strings.HasSuffix(host, "."+known) {
+				return EndUserNamespacedAlways
+			}
+		}
+	}
+	return EndUserNamespaced
+}
 
 // AutomaticPromptCache reports whether requests translated for the provider ask for
 // automatic prompt caching (an anthropic-messages provider whose prompt_cache is not off).
@@ -593,8 +648,8 @@ func (c *Config) Validate() error {
 		case p.PromptCache != "" && p.Kind != KindAnthropicMessages:
 			bad("provider %q: prompt_cache applies only to an anthropic-messages provider (OpenAI caches by itself)", p.Name)
 		}
-		if p.EndUserIDs != "" && p.EndUserIDs != EndUserIDsNamespaced && p.EndUserIDs != EndUserIDsPassThrough {
-			bad("provider %q: end_user_ids must be namespaced or pass_through", p.Name)
+		if p.EndUserIDs != "" && !slices.Contains([]string{EndUserIDsNamespacedAlways, EndUserIDsNamespaced, EndUserIDsPassThrough, EndUserIDsOff}, p.EndUserIDs) {
+			bad("provider %q: end_user_ids must be namespaced_always, namespaced, pass_through or off (unset: namespaced_always for api.openai.com, api.anthropic.com and %s, namespaced for another host)", p.Name, SimulatorURL)
 		}
 		for _, name := range slices.Sorted(maps.Keys(p.HostedTools)) {
 			t := p.HostedTools[name]

@@ -338,3 +338,53 @@ func TestAgentsSessionSweep(t *testing.T) {
 		t.Fatalf("a negative session_sweep: %v, want an error naming it", err)
 	}
 }
+
+// TestEndUserPolicy: a provider's end_user_ids, when unset, is namespaced_always where its
+// base URL is a provider known to take the end-user fields (api.openai.com, api.anthropic.com,
+// hosts under them, the built-in simulator) and namespaced for any other host (Azure OpenAI,
+// Mistral, a local server: they may refuse a field the client did not send); set, it is what
+// it says there too; another value is refused, naming the four.
+func TestEndUserPolicy(t *testing.T) {
+	for _, c := range []struct {
+		baseURL, set string
+		want         EndUserPolicy
+	}{
+		{"https://api.openai.com/v1", "", EndUserNamespacedAlways},
+		{"https://API.OpenAI.com/v1", "", EndUserNamespacedAlways},
+		{"https://eu.api.openai.com/v1", "", EndUserNamespacedAlways},
+		{"https://api.anthropic.com", "", EndUserNamespacedAlways},
+		{SimulatorURL, "", EndUserNamespacedAlways},
+		{"https://acme.openai.azure.com/openai/v1", "", EndUserNamespaced},
+		{"https://api.mistral.ai/v1", "", EndUserNamespaced},
+		{"http://127.0.0.1:8000/v1", "", EndUserNamespaced},
+		{"https://api.openai.com.example/v1", "", EndUserNamespaced},
+		{"https://acme.openai.azure.com/openai/v1", EndUserIDsNamespacedAlways, EndUserNamespacedAlways},
+		{"https://api.openai.com/v1", EndUserIDsNamespaced, EndUserNamespaced},
+		{"https://api.openai.com/v1", EndUserIDsPassThrough, EndUserPassThrough},
+		{"https://api.openai.com/v1", EndUserIDsOff, EndUserOff},
+		{"http://127.0.0.1:8000/v1", EndUserIDsOff, EndUserOff},
+	} {
+		if got := (Provider{Kind: KindOpenAIChat, BaseURL: c.baseURL, EndUserIDs: c.set}).EndUserPolicy(); got != c.want {
+			t.Errorf("%s, end_user_ids %q: EndUserPolicy %d, want %d", c.baseURL, c.set, got, c.want)
+		}
+	}
+	for _, v := range []string{"namespaced_always", "namespaced", "pass_through", "off"} {
+		if _, err := Parse([]byte(`
+providers:
+  - {name: a, kind: openai-chat, base_url: "https://llm.internal.example/v1", end_user_ids: ` + v + `}
+models:
+  - {id: m, family: chat, max_output_tokens: 5, price: {input_micros_per_mtok: 1, output_micros_per_mtok: 1}, backend: {provider: a, model: x}}
+`)); err != nil {
+			t.Errorf("end_user_ids %s: %v", v, err)
+		}
+	}
+	_, err := Parse([]byte(`
+providers:
+  - {name: a, kind: openai-chat, base_url: "https://llm.internal.example/v1", end_user_ids: always}
+models:
+  - {id: m, family: chat, max_output_tokens: 5, price: {input_micros_per_mtok: 1, output_micros_per_mtok: 1}, backend: {provider: a, model: x}}
+`))
+	if err == nil || !strings.Contains(err.Error(), `provider "a": end_user_ids must be namespaced_always, namespaced, pass_through or off`) {
+		t.Errorf("end_user_ids always: %v", err)
+	}
+}

@@ -164,9 +164,12 @@
 // the upstream is sent Request.EndUser in its own field (safety_identifier, metadata.user_id),
 // which the gateway sets to its identifier of the client's value for the caller's account
 // (ClientEndUser reads that value: safety_identifier, else user, else metadata.user_id); only
-// a user sent beside a safety_identifier, which wins, is named. On the same-format path
-// ForUpstream puts the account's identifiers in place where they stand (UpstreamEdits.EndUser)
-// and adds the account's own to a request that names none, in the same copy as the model's.
+// a user sent beside a safety_identifier, which wins, is named. When Request.EndUser is empty
+// (a provider that may refuse the target's field, or end_user_ids off) none is sent and the
+// client's is dropped and named. On the same-format path ForUpstream puts the account's
+// identifiers in place where they stand (UpstreamEdits.EndUser) and, with AddEndUser only
+// (end_user_ids namespaced_always), adds the account's own to a request that names none, in the
+// same copy as the model's; DropEndUserIDs removes them (off).
 // prompt_cache_key is no end-user identifier: it is carried as a cache hint (above).
 //
 // Carried, not named: the model's refusal in an earlier assistant turn (chat

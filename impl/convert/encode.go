@@ -25,8 +25,9 @@ import (
 // *apierror.Error naming the field (with the client's wire name); an advisory field f cannot
 // use is dropped and its client-side wire name returned in dropped (sorted, without
 // duplicates). The end-user identifier sent is req.EndUser, whatever the client sent (chat and
-// Responses safety_identifier, Messages metadata.user_id; none when it is empty): the client's
-// own (ClientEndUser) is consumed, never carried to another format as it came nor named. An Anthropic Messages
+// Responses safety_identifier, Messages metadata.user_id): the client's own (ClientEndUser) is
+// consumed, never carried to another format as it came; when req.EndUser is empty none is
+// sent and the client's is dropped and named. An Anthropic Messages
 // upstream requires max_tokens: the caller must fill
 // req.MaxTokens (e.g. from the model's output limit) before encoding to it when the client gave
 // no bound; a zero MaxTokens is then an internal error, not a 400.
@@ -251,9 +252,9 @@ const (
 	// openAIShared: a field the two OpenAI formats share, with the same name and meaning:
 	// carried as it is between them, dropped and named (advisory) for Messages.
 	openAIShared
-	// endUserField: names the request's end user (ClientEndUser); consumed, not named: the
-	// upstream is sent Request.EndUser in its own format's field. Only a user sent beside a
-	// safety_identifier, which wins, is named.
+	// endUserField: names the request's end user (ClientEndUser); consumed, not named, when
+	// the upstream is sent Request.EndUser in its own format's field (only a user sent beside a
+	// safety_identifier, which wins, is named); dropped and named when it is sent none.
 	endUserField
 )
 
@@ -373,7 +374,9 @@ func (w *writer) foreign() error {
 		switch classify(w.src, k, v) {
 		case gatewaySide:
 		case endUserField:
-			if k == "user" && nonEmptyString(w.req.Extra["safety_identifier"]) {
+			// Sent none (an upstream that may refuse the target's field, or end_user_ids off),
+			// the client's is dropped and named; else only a user beside a safety_identifier.
+			if w.req.EndUser == "" || (k == "user" && nonEmptyString(w.req.Extra["safety_identifier"])) {
 				w.drop(k)
 			}
 		case openAIShared:

@@ -2,6 +2,8 @@ package convert
 
 import (
 	"encoding/json"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/tollgate/tollgate/impl/jsonview"
@@ -55,10 +57,14 @@ func (e *EndUser) identifier(value []byte) []byte {
 	return append(out, '"')
 }
 
-// messagesMetadata is a Messages metadata value with its user_id put in place (or added).
-func (e *EndUser) messagesMetadata(value []byte) []byte {
+// messagesMetadata is a Messages metadata value with its user_id put in place, or added when
+// add is set; nil when it is to stay as it came (no user_id, and add unset).
+func (e *EndUser) messagesMetadata(value []byte, add bool) []byte {
 	var v jsonview.View
 	if isNull(value) || value[0] != '{' || v.Parse(value) != nil {
+		if !add {
+			return nil
+		}
 		return e.Metadata
 	}
 	var edits jsonview.Edits
@@ -70,17 +76,23 @@ func (e *EndUser) messagesMetadata(value []byte) []byte {
 		}
 	}
 	if !found {
+		if !add {
+			return nil
+		}
 		edits.Add("user_id", e.Account)
 	}
 	return edits.AppendTo(nil, &v)
 }
 
-// edit puts e's identifiers in place of those of member m of a request of format f,
-// and reports whether m is one.
-func (e *EndUser) edit(f llm.Format, m jsonview.Member, value []byte, edits *jsonview.Edits) bool {
+// edit puts e's identifiers in place of those of member m of a request of format f, and
+// reports whether m is one; add also gives a Messages metadata without a user_id the
+// account's.
+func (e *EndUser) edit(f llm.Format, m jsonview.Member, value []byte, add bool, edits *jsonview.Edits) bool {
 	switch {
 	case f == llm.FormatMessages && string(m.Key) == "metadata":
-		edits.Replace(m, e.messagesMetadata(value))
+		if md := e.messagesMetadata(value, add); md != nil {
+			edits.Replace(m, md)
+		}
 	case f != llm.FormatMessages && (string(m.Key) == "safety_identifier" || string(m.Key) == "user"):
 		edits.Replace(m, e.identifier(value))
 	default:
@@ -96,6 +108,52 @@ func (e *EndUser) addAccount(f llm.Format, edits *jsonview.Edits) {
 		return
 	}
 	edits.Add("safety_identifier", e.Account)
+}
+
+// isEndUserMember reports whether key names a top-level member of a request of format f that
+// names its end user.
+func isEndUserMember(f llm.Format, key []byte) bool {
+	if f == llm.FormatMessages {
+		return string(key) == "metadata"
+	}
+	return string(key) == "safety_identifier" || string(key) == "user"
+}
+
+// DropEndUserIDs removes from the request of view v, of format f, the members that name its
+// end user (chat and Responses safety_identifier and user, the Messages metadata object, whose
+// one member is user_id), for an upstream sent none (end_user_ids: off), and returns their
+// names for x-tollgate-dropped-fields (null ones, the same as absent, are removed unnamed).
+func DropEndUserIDs(f llm.Format, v *jsonview.View, edits *jsonview.Edits) (dropped []string) {
+	body := v.Body()
+	for _, m := range v.Members() {
+		if isEndUserMember(f, m.Key) {
+			edits.Remove(m)
+			if !isNull(body[m.Start:m.End]) {
+				dropped = append(dropped, string(m.Key))
+			}
+		}
+	}
+	return dropped
+}
+
+// WithoutEndUserIDs is req with the end-user members of its Extra left out (an in-process
+// request of the upstream's own format, whose Extra would otherwise pass through, for an
+// upstream sent none), and their names.
+func WithoutEndUserIDs(req llm.Request) (llm.Request, []string) {
+	var dropped []string
+	for k, v := range req.Extra {
+		if isEndUserMember(req.Source, []byte(k)) {
+			if dropped == nil {
+				req.Extra = maps.Clone(req.Extra)
+			}
+			delete(req.Extra, k)
+			if !isNull(v) {
+				dropped = append(dropped, k)
+			}
+		}
+	}
+	slices.Sort(dropped)
+	return req, dropped
 }
 
 // ClientEndUser is the end user a decoded request names, as the client sent it: chat and

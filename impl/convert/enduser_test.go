@@ -3,6 +3,7 @@ package convert
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"testing"
 
 	"github.com/google/uuid"
@@ -20,8 +21,9 @@ var testEndUser = NewEndUser("acct", func(dst, raw []byte) []byte {
 })
 
 // TestEndUserEdits: a same-format request's end-user identifiers are put in place (each
-// value by its own), null and "" are the account's, a request naming none gets the account's,
-// and the rest of a Messages metadata object stays as it came.
+// value by its own), null and "" are the account's, a request naming none gets the account's
+// (AddEndUser, end_user_ids namespaced_always), and the rest of a Messages metadata object
+// stays as it came.
 func TestEndUserEdits(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -41,7 +43,7 @@ func TestEndUserEdits(t *testing.T) {
 		{"messages null metadata", llm.FormatMessages, `{"model":"m","metadata":null}`, `{"model":"up","metadata":{"user_id":"acct"}}`},
 		{"messages null user_id", llm.FormatMessages, `{"model":"m","metadata":{"user_id":null}}`, `{"model":"up","metadata":{"user_id":"acct"}}`},
 	} {
-		got, err := forUpstream(nil, []byte(tc.body), "up", UpstreamEdits{EndUser: testEndUser, Client: tc.f})
+		got, err := forUpstream(nil, []byte(tc.body), "up", UpstreamEdits{EndUser: testEndUser, AddEndUser: true, Client: tc.f})
 		if err != nil || string(got) != tc.want {
 			t.Errorf("%s: %s, %v\nwant %s", tc.name, got, err, tc.want)
 		}
@@ -55,8 +57,73 @@ func TestEndUserEdits(t *testing.T) {
 	}
 }
 
+// TestEndUserNotAdded: without AddEndUser (end_user_ids namespaced, the default for a host
+// that may refuse the fields), the identifiers a client sent are put in place as with it, and
+// a request gains none it did not send: no safety_identifier, no metadata, no user_id in a
+// Messages metadata object without one.
+func TestEndUserNotAdded(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		f    llm.Format
+		body string
+		want string
+	}{
+		{"chat without", llm.FormatChat, `{"model":"m","messages":[]}`, `{"model":"up","messages":[]}`},
+		{"chat safety_identifier", llm.FormatChat, `{"model":"m","safety_identifier":"alice"}`, `{"model":"up","safety_identifier":"u(alice)"}`},
+		{"chat user alone", llm.FormatChat, `{"model":"m","user":"bob"}`, `{"model":"up","user":"u(bob)"}`},
+		{"chat empty", llm.FormatChat, `{"model":"m","user":""}`, `{"model":"up","user":"acct"}`},
+		{"chat metadata is not an id", llm.FormatChat, `{"model":"m","metadata":{"user_id":"x"}}`, `{"model":"up","metadata":{"user_id":"x"}}`},
+		{"responses without", llm.FormatResponses, `{"model":"m","input":"hi"}`, `{"model":"up","input":"hi"}`},
+		{"messages without", llm.FormatMessages, `{"model":"m","max_tokens":5}`, `{"model":"up","max_tokens":5}`},
+		{"messages user_id", llm.FormatMessages, `{"model":"m","metadata":{"user_id":"alice","x":1}}`, `{"model":"up","metadata":{"user_id":"u(alice)","x":1}}`},
+		{"messages empty metadata", llm.FormatMessages, `{"model":"m","metadata":{}}`, `{"model":"up","metadata":{}}`},
+		{"messages null metadata", llm.FormatMessages, `{"model":"m","metadata":null}`, `{"model":"up","metadata":null}`},
+	} {
+		got, err := forUpstream(nil, []byte(tc.body), "up", UpstreamEdits{EndUser: testEndUser, Client: tc.f})
+		if err != nil || string(got) != tc.want {
+			t.Errorf("%s: %s, %v\nwant %s", tc.name, got, err, tc.want)
+		}
+	}
+}
+
+// TestDropEndUserIDs: end_user_ids off removes the members that name the end user, of the
+// request's own format only, and names those that were not null.
+func TestDropEndUserIDs(t *testing.T) {
+	for _, tc := range []struct {
+		f       llm.Format
+		body    string
+		want    string
+		dropped []string
+	}{
+		{llm.FormatChat, `{"model":"m","user":"bob","safety_identifier":"alice","metadata":{"user_id":"x"},"messages":[{"role":"user","content":"hi"}]}`, `{"model":"m","metadata":{"user_id":"x"},"messages":[{"role":"user","content":"hi"}]}`, []string{"user", "safety_identifier"}},
+		{llm.FormatResponses, `{"model":"m","safety_identifier":null,"input":"hi"}`, `{"model":"m","input":"hi"}`, nil},
+		{llm.FormatMessages, `{"model":"m","metadata":{"user_id":"alice"},"max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`, `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`, []string{"metadata"}},
+		{llm.FormatMessages, `{"model":"m","max_tokens":5,"user":"bob","messages":[{"role":"user","content":"hi"}]}`, `{"model":"m","max_tokens":5,"user":"bob","messages":[{"role":"user","content":"hi"}]}`, nil},
+	} {
+		var v jsonview.View
+		if err := v.Parse([]byte(tc.body)); err != nil {
+			t.Fatal(err)
+		}
+		var edits jsonview.Edits
+		dropped := DropEndUserIDs(tc.f, &v, &edits)
+		if got := edits.AppendTo(nil, &v); string(got) != tc.want || !slices.Equal(dropped, tc.dropped) {
+			t.Errorf("%s %s: %s, dropped %q\nwant %s, %q", tc.f, tc.body, got, dropped, tc.want, tc.dropped)
+		}
+		req, err := DecodeRequest(tc.f, []byte(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, names := WithoutEndUserIDs(*req)
+		if _, ok := ClientEndUser(&out); ok || len(names) != len(tc.dropped) {
+			t.Errorf("%s %s: WithoutEndUserIDs left %v, named %q", tc.f, tc.body, out.Extra, names)
+		}
+	}
+}
+
 // TestEndUserTranslated: a translated request is sent Request.EndUser in its target's field,
-// the client's own value is neither carried nor named, and none is sent when it is empty.
+// the client's own value is neither carried nor named; none is sent when it is empty, and the
+// client's is then dropped and named (an upstream sent none: end_user_ids namespaced for a
+// host that may refuse the target's field, or off).
 func TestEndUserTranslated(t *testing.T) {
 	for _, tc := range []struct {
 		src  llm.Format
@@ -104,9 +171,14 @@ func TestEndUserTranslated(t *testing.T) {
 				if sent != id || got.User != nil || (dst != llm.FormatMessages && got.Metadata != nil) {
 					t.Errorf("%s to %s, EndUser %q: sent %s", tc.src, dst, id, body)
 				}
+				named := map[string]bool{}
 				for _, d := range dropped {
-					if d == "safety_identifier" || d == "metadata" || (d == "user" && tc.raw != "alice") {
-						t.Errorf("%s to %s: named %q dropped", tc.src, dst, d)
+					named[d] = true
+				}
+				for k := range req.Extra {
+					beside := k == "user" && tc.raw == "alice" // a user beside a safety_identifier
+					if want := id == "" || beside; named[k] != want {
+						t.Errorf("%s to %s, EndUser %q: %q named dropped: %v, want %v", tc.src, dst, id, k, named[k], want)
 					}
 				}
 			}
@@ -115,8 +187,9 @@ func TestEndUserTranslated(t *testing.T) {
 }
 
 // BenchmarkForUpstreamEndUser measures the same-format rewrite of a small chat request without
-// the end-user edit (pass_through), with the account's identifier added (no end user named),
-// and with a client's value put through the account's HMAC.
+// the end-user edit (pass_through), with the account's identifier added (no end user named,
+// namespaced_always), with nothing added (namespaced, another host), and with a client's value
+// put through the account's HMAC.
 func BenchmarkForUpstreamEndUser(b *testing.B) {
 	keys, err := enduserid.New(bytes.Repeat([]byte{7}, 32))
 	if err != nil {
@@ -130,7 +203,8 @@ func BenchmarkForUpstreamEndUser(b *testing.B) {
 		name string
 		body []byte
 		eu   *EndUser
-	}{{"pass_through", plain, nil}, {"account", plain, eu}, {"end_user", named, eu}} {
+		add  bool
+	}{{"pass_through", plain, nil, false}, {"account", plain, eu, true}, {"not_added", plain, eu, false}, {"end_user", named, eu, true}} {
 		b.Run(bc.name, func(b *testing.B) {
 			var v jsonview.View
 			if err := v.Parse(bc.body); err != nil {
@@ -140,7 +214,7 @@ func BenchmarkForUpstreamEndUser(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				var edits jsonview.Edits
-				out, err := ForUpstream(dst[:0], &v, "sim-general", UpstreamEdits{IncludeUsage: true, BoundKey: "max_completion_tokens", DefaultBound: 4096, EndUser: bc.eu, Client: llm.FormatChat}, &edits)
+				out, err := ForUpstream(dst[:0], &v, "sim-general", UpstreamEdits{IncludeUsage: true, BoundKey: "max_completion_tokens", DefaultBound: 4096, EndUser: bc.eu, AddEndUser: bc.add, Client: llm.FormatChat}, &edits)
 				if err != nil || len(out) == 0 {
 					b.Fatal(err)
 				}

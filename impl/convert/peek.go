@@ -246,10 +246,12 @@ type UpstreamEdits struct {
 	ClampKeys []string
 	// EndUser, when set, puts the account's identifiers in place of the end-user identifiers
 	// of the request, of format Client (chat and Responses safety_identifier and user,
-	// Messages metadata.user_id), and adds the account's own to a request that names none;
-	// nil leaves them as the client sent them.
-	EndUser *EndUser
-	Client  llm.Format
+	// Messages metadata.user_id); nil leaves them as the client sent them. AddEndUser also
+	// adds the account's own to a request that names none (end_user_ids namespaced_always):
+	// unset, a request gains no field its client did not send.
+	EndUser    *EndUser
+	AddEndUser bool
+	Client     llm.Format
 }
 
 // BoundKeys are the top-level fields of a request of format f that bound its output.
@@ -269,7 +271,7 @@ func ForUpstream(dst []byte, v *jsonview.View, model string, ed UpstreamEdits, e
 	for _, m := range v.Members() {
 		key, value := m.Key, body[m.Start:m.End]
 		switch {
-		case ed.EndUser != nil && ed.EndUser.edit(ed.Client, m, value, edits):
+		case ed.EndUser != nil && ed.EndUser.edit(ed.Client, m, value, ed.AddEndUser, edits):
 			haveEndUser = true
 		case string(key) == "stream_options" && ed.IncludeUsage:
 			haveOpts = true
@@ -327,7 +329,7 @@ func ForUpstream(dst []byte, v *jsonview.View, model string, ed UpstreamEdits, e
 	if ed.DefaultBound > 0 && !haveBound {
 		edits.Add(ed.BoundKey, strconv.AppendInt(nil, int64(ed.DefaultBound), 10))
 	}
-	if ed.EndUser != nil && !haveEndUser {
+	if ed.EndUser != nil && ed.AddEndUser && !haveEndUser {
 		ed.EndUser.addAccount(ed.Client, edits)
 	}
 	return edits.AppendTo(dst, v), nil

@@ -903,10 +903,15 @@ func upstreamBody(client llm.Format, view *jsonview.View, ir *llm.Request, e rou
 		}
 		ed := convert.UpstreamEdits{IncludeUsage: stream && client == llm.FormatChat, NoStore: client == llm.FormatResponses,
 			MaxBound: bound, ClampKeys: convert.BoundKeys(client), Client: client}
-		if !e.PassEndUserIDs {
+		switch e.EndUserIDs {
+		case config.EndUserNamespacedAlways, config.EndUserNamespaced:
 			// The account's identifiers in place of the client's end-user ids, in the same
-			// pass and copy as the model's rewrite (an HMAC only when the client sent one).
-			ed.EndUser = endUser
+			// pass and copy as the model's rewrite (an HMAC only when the client sent one);
+			// the account's own added to a request naming none only where the provider is
+			// known to take the field.
+			ed.EndUser, ed.AddEndUser = endUser, e.EndUserIDs == config.EndUserNamespacedAlways
+		case config.EndUserOff:
+			ur.dropped = append(ur.dropped, convert.DropEndUserIDs(client, view, &edits)...)
 		}
 		switch client {
 		case llm.FormatResponses:
@@ -934,6 +939,11 @@ func upstreamBody(client llm.Format, view *jsonview.View, ir *llm.Request, e rou
 	}
 	req.Stream = stream
 	req.IncludeUsage = true
+	var droppedEndUser []string
+	if e.EndUserIDs == config.EndUserOff && req.Source == e.Kind {
+		// The same format passes Extra through: the client's go with it unless left out.
+		req, droppedEndUser = convert.WithoutEndUserIDs(req)
+	}
 	req.EndUser = translatedEndUser(&req, e, endUser)
 	// OpenAI's service_tier is carried between its two formats; a tier the upstream's price has
 	// no rates for is dropped, as on the same-format path (trial h14 D5: a priced flex tier was
@@ -949,18 +959,26 @@ func upstreamBody(client llm.Format, view *jsonview.View, ir *llm.Request, e rou
 	if unpricedTier && err == nil {
 		ur.dropped = append(ur.dropped, "service_tier")
 	}
+	if err == nil {
+		ur.dropped = append(ur.dropped, droppedEndUser...)
+	}
 	return ur, err
 }
 
 // translatedEndUser is the end-user identifier a request put in another format (or an
-// in-process caller's) is sent with: the client's value as it came for a provider that takes
-// it so, else the account's identifier of that value, or the account's own when it names none.
+// in-process caller's) is sent with, by e's end_user_ids: the client's value as it came
+// (pass_through); the account's identifier of that value, or the account's own when it names
+// none (namespaced_always); the account's identifier of a value the client sent in e's own
+// format, else none (namespaced: another format's field is one the upstream may refuse);
+// none (off). With none, EncodeRequest drops and names the client's field.
 func translatedEndUser(req *llm.Request, e routing.Expert, endUser *convert.EndUser) string {
 	value, named := convert.ClientEndUser(req)
 	switch {
-	case e.PassEndUserIDs:
+	case e.EndUserIDs == config.EndUserPassThrough:
 		return value
-	case endUser == nil:
+	case e.EndUserIDs == config.EndUserOff || endUser == nil:
+		return ""
+	case e.EndUserIDs == config.EndUserNamespaced && (!named || req.Source != e.Kind):
 		return ""
 	case named:
 		return string(endUser.AppendUser(nil, []byte(value)))

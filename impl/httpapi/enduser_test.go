@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/tollgate/tollgate/impl/devkit/apitest"
 	"github.com/tollgate/tollgate/impl/enduserid"
 	"github.com/tollgate/tollgate/impl/sealedid"
+	"github.com/tollgate/tollgate/impl/sim"
 )
 
 // endUserSender sends one request through an official SDK naming the end user raw ("" names
@@ -223,5 +225,117 @@ func TestEndUserIDsPassThrough(t *testing.T) {
 	routes["Messages to Responses"](t, acme.Key, raw)
 	if ids := upstreamEndUsers(t, g); len(ids) != 1 || !endUserIDForm.MatchString(ids[0]) {
 		t.Errorf("Messages to a namespaced Responses provider: the upstream was sent %q", ids)
+	}
+}
+
+// servedSimulatorConfig is contractConfig with every provider pointed at a simulator served at
+// a plain http://127.0.0.1 address, as an "OpenAI-compatible" or Anthropic-compatible server
+// of the operator's would be (not builtin:simulator, a host known to take the end-user
+// fields), each provider's end_user_ids set to endUserIDs ("" leaves its default); and the
+// simulator, for apitest.Options.Sim, where the requests it received are read.
+func servedSimulatorConfig(t *testing.T, endUserIDs string) (*config.Config, *sim.Simulator) {
+	t.Helper()
+	simulator := sim.New(sim.Options{})
+	server := httptest.NewServer(simulator)
+	t.Cleanup(server.Close)
+	cfg := contractConfig(t)
+	for i := range cfg.Providers {
+		p := &cfg.Providers[i]
+		if p.BaseURL != config.SimulatorURL {
+			continue
+		}
+		p.BaseURL = server.URL
+		if p.Kind != config.KindAnthropicMessages {
+			p.BaseURL += "/v1"
+		}
+		p.EndUserIDs = endUserIDs
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, simulator
+}
+
+// clientEndUserField is the field a route's client names its end user in.
+func clientEndUserField(route string) string {
+	switch {
+	case strings.HasPrefix(route, "Messages"):
+		return "metadata"
+	case strings.Contains(route, "(user)"):
+		return "user"
+	}
+	return "safety_identifier"
+}
+
+// sameFormatRoute reports whether a route of endUserRoutes goes to an upstream of the
+// client's own format.
+func sameFormatRoute(route string) bool {
+	return strings.HasPrefix(route, "chat to chat") || route == "Responses to Responses" || route == "Messages to Messages"
+}
+
+// TestEndUserIDsAtAnotherHost (follow-up of s14h7): the gateway added "safety_identifier" (or
+// Anthropic's metadata) to every request, and its field to every translated one, whatever the
+// upstream; an "OpenAI-compatible" or Anthropic-compatible API that refuses fields it does
+// not know (Azure OpenAI on older api-versions, Mistral's 422) then refuses every request
+// after an upgrade. A provider at a host not known to take the fields (here the simulator
+// served at http://127.0.0.1) is, by default: sent the gateway's identifier of a value the
+// client sent in the same format; nothing when the client sent none; and on a translation no
+// field of the target's, the client's dropped and named in x-tollgate-dropped-fields.
+func TestEndUserIDsAtAnotherHost(t *testing.T) {
+	cfg, simulator := servedSimulatorConfig(t, "")
+	g := apitest.Start(t, apitest.Options{Config: cfg, Sim: simulator})
+	acme := g.NewTenant(t, "acme", 0, 10_000_000)
+	const raw = "alice@example.com"
+	for name, send := range endUserRoutes(g) {
+		t.Run(name, func(t *testing.T) {
+			if dropped := send(t, acme.Key, ""); dropped != "" {
+				t.Errorf("no end user: dropped %q", dropped)
+			}
+			if ids := upstreamEndUsers(t, g); len(ids) != 0 {
+				t.Errorf("no end user: the upstream was sent %q, want no field the client did not send\n%s", ids, g.Sim.LastRequest().Body)
+			}
+			dropped := send(t, acme.Key, raw)
+			ids := upstreamEndUsers(t, g)
+			if sameFormatRoute(name) {
+				if len(ids) != 1 || !endUserIDForm.MatchString(ids[0]) || dropped != "" {
+					t.Errorf("the upstream was sent %q (dropped %q), want the gateway's identifier of the client's value\n%s", ids, dropped, g.Sim.LastRequest().Body)
+				}
+				return
+			}
+			if len(ids) != 0 || dropped != clientEndUserField(name) {
+				t.Errorf("translated: the upstream was sent %q, dropped %q; want none, and %q named dropped\n%s", ids, dropped, clientEndUserField(name), g.Sim.LastRequest().Body)
+			}
+		})
+	}
+}
+
+// TestEndUserIDsOff: a provider configured end_user_ids: off is sent no end-user identifier,
+// not even the client's, to an upstream of the client's format or translated; the client's
+// field is named in x-tollgate-dropped-fields. namespaced_always at the same host is what the
+// known hosts get by default (TestEndUserIDsAreNamespacedPerAccount's identifiers).
+func TestEndUserIDsOff(t *testing.T) {
+	cfg, simulator := servedSimulatorConfig(t, config.EndUserIDsOff)
+	g := apitest.Start(t, apitest.Options{Config: cfg, Sim: simulator})
+	acme := g.NewTenant(t, "acme", 0, 10_000_000)
+	for name, send := range endUserRoutes(g) {
+		if dropped := send(t, acme.Key, "alice@example.com"); dropped != clientEndUserField(name) {
+			t.Errorf("%s: dropped %q, want %q", name, dropped, clientEndUserField(name))
+		}
+		if ids := upstreamEndUsers(t, g); len(ids) != 0 {
+			t.Errorf("%s: the upstream was sent %q, want none\n%s", name, ids, g.Sim.LastRequest().Body)
+		}
+		if dropped := send(t, acme.Key, ""); dropped != "" {
+			t.Errorf("%s without an end user: dropped %q", name, dropped)
+		}
+	}
+
+	cfg, simulator = servedSimulatorConfig(t, config.EndUserIDsNamespacedAlways)
+	g = apitest.Start(t, apitest.Options{Config: cfg, Sim: simulator})
+	acme = g.NewTenant(t, "acme", 0, 10_000_000)
+	for name, send := range endUserRoutes(g) {
+		send(t, acme.Key, "")
+		if ids := upstreamEndUsers(t, g); len(ids) != 1 || !accountIDForm.MatchString(ids[0]) {
+			t.Errorf("%s, namespaced_always, no end user: the upstream was sent %q, want the account's identifier", name, ids)
+		}
 	}
 }

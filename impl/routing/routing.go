@@ -85,9 +85,10 @@ type Expert struct {
 	// AutomaticCache is true when a request translated for the expert from an OpenAI format
 	// may ask for the provider's automatic prompt caching (config.Provider.PromptCache).
 	AutomaticCache bool
-	// PassEndUserIDs is true when the expert's provider is sent the clients' end-user
-	// identifiers as they came (config.Provider.EndUserIDs pass_through), not the gateway's.
-	PassEndUserIDs bool
+	// EndUserIDs is what the expert's provider is sent as a request's end-user identifier
+	// (config.Provider.EndUserPolicy: its end_user_ids, or the default of its host), decided
+	// once here rather than per request.
+	EndUserIDs config.EndUserPolicy
 	// Host and Port are the provider's address, from its base URL (empty and 0 for the
 	// built-in simulator), for the upstream tries' trace spans.
 	Host string
@@ -224,14 +225,14 @@ func NewRegistry(cfg *config.Config) *Registry {
 		kind      llm.Format
 		hosted    [llm.NumHostedTools]config.HostedTool
 		autoCache bool
-		passUsers bool
+		endUsers  config.EndUserPolicy
 		host      string
 		port      int
 		genAI     string
 	}
 	providers := map[string]providerFacts{}
 	for _, p := range cfg.Providers {
-		f := providerFacts{kind: llm.Format(p.Kind), autoCache: p.AutomaticPromptCache(), passUsers: p.PassEndUserIDs(), genAI: p.GenAIProviderName()}
+		f := providerFacts{kind: llm.Format(p.Kind), autoCache: p.AutomaticPromptCache(), endUsers: p.EndUserPolicy(), genAI: p.GenAIProviderName()}
 		for name, price := range p.HostedTools {
 			if t, ok := llm.HostedToolNamed(name); ok {
 				n := price.InputTokens(name)
@@ -258,7 +259,7 @@ func NewRegistry(cfg *config.Config) *Registry {
 			f := providers[u.Provider]
 			e := Expert{Key: u.Provider + "/" + u.Model, Provider: u.Provider, Model: u.Model, Kind: f.kind,
 				Price: m.Price.Resolved(), MaxOutputTokens: m.MaxOutputTokens, Strengths: u.Strengths, Hosted: f.hosted,
-				AutomaticCache: f.autoCache, PassEndUserIDs: f.passUsers, Host: f.host, Port: f.port, GenAIProvider: f.genAI}
+				AutomaticCache: f.autoCache, EndUserIDs: f.endUsers, Host: f.host, Port: f.port, GenAIProvider: f.genAI}
 			for _, h := range e.Hosted {
 				rm.HostedPriced = rm.HostedPriced || h.MaxCalls > 0
 			}

@@ -129,8 +129,9 @@
 // web_search_* and code_execution_*. Tools that pull content into the prompt by themselves,
 // billed as input with no bound (Messages web_fetch_* and mcp_servers, Responses mcp tools),
 // are removed and named in the dropped list, priced or not. Client tools (function, custom,
-// computer use, shell, text editor) pass. A Responses upstream is always sent store: false; a client's
-// store: true is named in the dropped list. A service_tier the price catalog has no price for
+// computer use, shell, text editor) pass. A Responses upstream is always sent store: false, and a chat
+// upstream when the client asked for store: true (the operator's stored completions); a
+// client's store: true is named in the dropped list. A service_tier the price catalog has no price for
 // (OpenAI's priority, flex, scale: DropUnpricedTier) is removed and named in the dropped list.
 //
 // Dropped, and named in the dropped list (advisory: leaving them out cannot change what the

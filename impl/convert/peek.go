@@ -229,7 +229,11 @@ type UpstreamEdits struct {
 	// the gateway must meter.
 	IncludeUsage bool
 	// NoStore sets store to false: a Responses request, whose answer the upstream must not keep
-	// where any tenant's later request could reach it (see SharedStateFields).
+	// where any tenant's later request could reach it, or a chat request that asked for its
+	// completion to be stored (see SharedStateFields). A body without store gets store: false
+	// added, which a Responses request needs (the API stores by default) and a chat request
+	// does not (it does not store unless asked): NoStore is set for a chat request only when
+	// its store is set.
 	NoStore bool
 	// MinBound, when positive, raises a top-level BoundKey below it to MinBound: the output
 	// bound of an upstream that refuses smaller ones (the Responses API's max_output_tokens

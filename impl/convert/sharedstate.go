@@ -34,9 +34,13 @@ var sharedStateFields = map[llm.Format][]string{
 // Responses request asking for background mode (background: true): the provider would keep
 // the response, queued, for the client to poll with GET /v1/responses/{id}, which the gateway
 // does not serve, so the client could never read it, while the provider went on generating
-// what the gateway, answered only "queued", billed nothing for. A Responses request asking the upstream to store its answer (store: true)
-// gets the names of what is dropped: ForUpstream with NoStore sends store: false, as the
-// provider would keep the answer where any tenant's later request could reach it. In the
+// what the gateway, answered only "queued", billed nothing for. A Responses or chat request
+// asking the upstream to store its answer (store: true) gets the names of what is dropped:
+// ForUpstream with NoStore sends store: false. A stored Responses answer would be kept where
+// any tenant's later request could reach it (previous_response_id); a stored chat completion
+// would be kept, with its metadata, among the operator's stored completions, listed and read
+// with the operator's key (GET /v1/chat/completions), which no tenant can reach through the
+// gateway: the tenant's prompt and answer would stay with the provider for nothing. In the
 // messages, a reference to provider-kept state, or to a document the provider fetches by its
 // URL, is a 400 naming its place (messageReferences).
 func SharedStateFields(f llm.Format, v *jsonview.View) (dropped []string, err error) {
@@ -47,7 +51,7 @@ func SharedStateFields(f llm.Format, v *jsonview.View) (dropped []string, err er
 		if err := sharedStateRefusal(refused, f, key, value); err != nil {
 			return nil, err
 		}
-		if f == llm.FormatResponses && string(key) == "store" && !isNull(value) && !bytes.Equal(bytes.TrimSpace(value), []byte("false")) {
+		if (f == llm.FormatResponses || f == llm.FormatChat) && string(key) == "store" && !isNull(value) && !bytes.Equal(bytes.TrimSpace(value), []byte("false")) {
 			dropped = append(dropped, "store")
 		}
 	}

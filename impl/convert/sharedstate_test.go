@@ -12,7 +12,7 @@ import (
 )
 
 // TestSharedStateFields: fields naming provider-kept state are refused, naming the field;
-// null ones and nested ones are not; store: true is reported as dropped.
+// null ones and nested ones are not; store: true (Responses and chat) is reported as dropped.
 func TestSharedStateFields(t *testing.T) {
 	cases := []struct {
 		f       llm.Format
@@ -43,7 +43,11 @@ func TestSharedStateFields(t *testing.T) {
 		{llm.FormatMessages, `{"model":"m","max_tokens":5,"messages":[],"inference_geo":"glob\u0061l"}`, "", nil},
 		{llm.FormatMessages, `{"model":"m","max_tokens":5,"messages":[],"inference_geo":null}`, "", nil},
 		{llm.FormatChat, `{"model":"m","messages":[],"inference_geo":"us"}`, "", nil},
-		{llm.FormatChat, `{"model":"m","messages":[],"store":true}`, "", nil},
+		// A stored chat completion is kept with the operator's stored completions, out of the
+		// tenant's reach: its store: true is dropped too (sent as false).
+		{llm.FormatChat, `{"model":"m","messages":[],"store":true}`, "", []string{"store"}},
+		{llm.FormatChat, `{"model":"m","messages":[],"store":false}`, "", nil},
+		{llm.FormatChat, `{"model":"m","messages":[]}`, "", nil},
 	}
 	for _, c := range cases {
 		dropped, err := sharedState(c.f, []byte(c.body))

@@ -901,7 +901,12 @@ func upstreamBody(client llm.Format, view *jsonview.View, ir *llm.Request, e rou
 				ur.dropped = append(ur.dropped, "thinking")
 			}
 		}
-		ed := convert.UpstreamEdits{IncludeUsage: stream && client == llm.FormatChat, NoStore: client == llm.FormatResponses,
+		// A stored answer is kept by the provider under the operator's account: a Responses
+		// request always says store: false (its API stores by default), a chat request only
+		// when it asked for store (SharedStateFields named it), so that nothing is added to the
+		// others.
+		noStore := client == llm.FormatResponses || client == llm.FormatChat && slices.Contains(dropped, "store")
+		ed := convert.UpstreamEdits{IncludeUsage: stream && client == llm.FormatChat, NoStore: noStore,
 			MaxBound: bound, ClampKeys: convert.BoundKeys(client), Client: client}
 		switch e.EndUserIDs {
 		case config.EndUserNamespacedAlways, config.EndUserNamespaced:

@@ -1,11 +1,17 @@
 package httpapi_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/param"
+	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/devkit/apitest"
@@ -330,4 +336,61 @@ func sentAndDropped(t *testing.T, s *sim.Simulator, c *http.Client, url string, 
 		t.Fatalf("%s: %d %s", r.body, status, body)
 	}
 	return string(s.LastRequest().Body), slices.Contains(strings.Split(h.Get("x-tollgate-dropped-fields"), ", "), field)
+}
+
+// TestChatCompletionIsNotStored: a chat request asking the upstream to store its completion
+// (store: true, OpenAI's stored completions, kept with its metadata under the operator's
+// account, where only the operator's key lists and reads them) is sent store: false, and the
+// store is named as dropped; a chat request that did not ask gains no store field. Through the
+// official openai-go client, streamed and not, to a chat upstream.
+func TestChatCompletionIsNotStored(t *testing.T) {
+	s := sim.New(sim.Options{})
+	g := apitest.Start(t, apitest.Options{Config: contractConfig(t), Sim: s})
+	tenant := g.NewTenant(t, "acme", 0, 50_000_000)
+	c := openAIClient(g, t, tenant.Key)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		store  param.Opt[bool]
+		stream bool
+	}{
+		{"store true", openai.Bool(true), false},
+		{"store true, streamed", openai.Bool(true), true},
+		{"store false", openai.Bool(false), false},
+		{"no store", param.Opt[bool]{}, false},
+	} {
+		s.Reset()
+		p := openai.ChatCompletionNewParams{Model: "service-flint-base", Store: tc.store,
+			Metadata: shared.Metadata{"ticket": "T-1"},
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Say hello.")}}
+		var res *http.Response
+		if tc.stream {
+			st := c.Chat.Completions.NewStreaming(ctx, p, option.WithResponseInto(&res))
+			for st.Next() {
+			}
+			if err := st.Err(); err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+		} else if _, err := c.Chat.Completions.New(ctx, p, option.WithResponseInto(&res)); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		var sent struct {
+			Store *bool `json:"store"`
+		}
+		if err := json.Unmarshal(s.LastRequest().Body, &sent); err != nil {
+			t.Fatal(err)
+		}
+		asked := tc.store.Valid() && tc.store.Value
+		switch {
+		case asked && (sent.Store == nil || *sent.Store):
+			t.Errorf("%s: the upstream was sent %s, want store false", tc.name, s.LastRequest().Body)
+		case !tc.store.Valid() && sent.Store != nil:
+			t.Errorf("%s: the upstream was sent a store the client did not send: %s", tc.name, s.LastRequest().Body)
+		case tc.store.Valid() && !asked && (sent.Store == nil || *sent.Store):
+			t.Errorf("%s: the upstream was sent %s, want the client's store false", tc.name, s.LastRequest().Body)
+		}
+		if dropped := res.Header.Get("x-tollgate-dropped-fields"); asked != slices.Contains(strings.Split(dropped, ", "), "store") {
+			t.Errorf("%s: dropped fields %q", tc.name, dropped)
+		}
+	}
 }

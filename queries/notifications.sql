@@ -14,3 +14,8 @@ LISTEN tollgate_credit_release;
 -- name: NotifyCreditRelease :exec
 -- Sends a message to every gateway process listening on tollgate_credit_release.
 SELECT pg_notify('tollgate_credit_release', @payload::text);
+
+-- name: NotifyAPIKeyChannel :exec
+-- Sends payload on tollgate_api_key_changed as a key's trigger would: the change feed's
+-- heartbeat, which proves the notifications reach its listening connection (impl/changefeed).
+SELECT pg_notify('tollgate_api_key_changed', @payload::text);

@@ -40,6 +40,17 @@ func (q *Queries) ListenModelAccessChanged(ctx context.Context) error {
 	return err
 }
 
+const notifyAPIKeyChannel = `-- name: NotifyAPIKeyChannel :exec
+SELECT pg_notify('tollgate_api_key_changed', $1::text)
+`
+
+// Sends payload on tollgate_api_key_changed as a key's trigger would: the change feed's
+// heartbeat, which proves the notifications reach its listening connection (impl/changefeed).
+func (q *Queries) NotifyAPIKeyChannel(ctx context.Context, payload string) error {
+	_, err := q.db.Exec(ctx, notifyAPIKeyChannel, payload)
+	return err
+}
+
 const notifyCreditRelease = `-- name: NotifyCreditRelease :exec
 SELECT pg_notify('tollgate_credit_release', $1::text)
 `

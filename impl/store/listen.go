@@ -51,6 +51,14 @@ func (s *Store) NotifyCreditRelease(ctx context.Context, payload string) error {
 	return s.q.NotifyCreditRelease(ctx, payload)
 }
 
+// NotifyAPIKeyChannel sends payload on ChannelAPIKeyChanged, from a connection of the pool (as a
+// key's trigger sends from the transaction that changed it). The change feed's heartbeat uses it
+// to see its notifications arrive; a payload that is no key's hash must be one every listener
+// skips (see impl/changefeed).
+func (s *Store) NotifyAPIKeyChannel(ctx context.Context, payload string) error {
+	return s.q.NotifyAPIKeyChannel(ctx, payload)
+}
+
 // listen holds one connection that subscribes with subscribe and reconnects when it is lost,
 // until ctx ends.
 func (s *Store) listen(ctx context.Context, sub Subscription, subscribe func(context.Context, *db.Queries) error) {

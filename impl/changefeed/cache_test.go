@@ -3,6 +3,7 @@ package changefeed
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"errors"
 	"log/slog"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/metrics"
+	"github.com/tollgate/tollgate/impl/store"
 )
 
 // clock is the real clock moved forward by the test.
@@ -51,6 +53,13 @@ func newTestFeed(maxStale time.Duration) (*Feed, *clock, *metrics.Metrics, *logB
 	f := NewWithOptions(nil, Options{MaxStale: maxStale, Now: clk.now, Metrics: m,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	return f, clk, m, logs
+}
+
+// goLive does what a connection whose delivery the heartbeat proved does: a new generation,
+// live.
+func goLive(f *Feed) {
+	f.connected()
+	f.proved(f.state.Load().gen, f.now())
 }
 
 // metric reads one series (name with its labels, as the exposition writes it) from the
@@ -94,7 +103,7 @@ func TestCacheLive(t *testing.T) {
 
 	// Not live yet (never connected): every lookup of an unknown key loads.
 	c.Get(ctx, "x", ld.load)
-	f.connected()
+	goLive(f)
 	if v, _ := c.Get(ctx, "a", ld.load); v != 1 || ld.calls != 2 {
 		t.Fatalf("first lookup: %d after %d loads", v, ld.calls)
 	}
@@ -139,7 +148,7 @@ func TestCacheDegraded(t *testing.T) {
 	f, clk, m, logs := newTestFeed(5 * time.Minute)
 	c := NewCache[string, int](f, "test", time.Minute, 10)
 	ctx := context.Background()
-	f.connected()
+	goLive(f)
 	if d, _ := f.Degraded(); d || metric(t, m, "tollgate_degraded") != 0 {
 		t.Fatal("degraded while live")
 	}
@@ -179,7 +188,7 @@ func TestCacheDegraded(t *testing.T) {
 		t.Fatalf("known key beyond MaxStale: %v", err)
 	}
 
-	f.connected()
+	goLive(f)
 	if d, _ := f.Degraded(); d || metric(t, m, "tollgate_degraded") != 0 {
 		t.Fatal("still degraded after reconnecting")
 	}
@@ -204,13 +213,13 @@ func TestCacheReconnect(t *testing.T) {
 	c := NewCache[string, int](f, "test", 5*time.Minute, 10)
 	ctx := context.Background()
 	errRevoked := errors.New("revoked")
-	f.connected()
+	goLive(f)
 	for _, k := range []string{"kept", "revoked", "flapping"} {
 		c.Get(ctx, k, func(context.Context) (int, error) { return 1, nil })
 	}
 	f.lost(f.state.Load().gen, errors.New("connection lost"))
 	clk.advance(time.Minute)
-	f.connected()
+	goLive(f)
 
 	// Re-checked: the database says the key was revoked while this process could not hear.
 	ld := &counter{err: errRevoked}
@@ -243,5 +252,62 @@ func TestCacheReconnect(t *testing.T) {
 	clk.advance(time.Minute + time.Second)
 	if _, err := c.Get(ctx, "flapping", ld.load); !apierror.IsUnavailable(err) {
 		t.Fatalf("beyond MaxStale of the first loss: %v", err)
+	}
+}
+
+// TestCacheUndelivered: a connection that listens but whose notifications never arrive (its
+// heartbeat's does not) leaves the feed degraded, so a cache answers as in any degraded mode
+// (from memory within MaxStale, then from the database); the warning naming the likely cause
+// is logged once however many connections fail so, and again only after the feed was live.
+// Heartbeats' notifications reach no subscriber, whichever process sent them.
+func TestCacheUndelivered(t *testing.T) {
+	f, clk, m, logs := newTestFeed(time.Minute)
+	c := NewCache[string, int](f, "test", 5*time.Minute, 10)
+	ctx := context.Background()
+	for range 3 {
+		f.connected()
+		if d, _ := f.Degraded(); !d || f.Live() || metric(t, m, "tollgate_degraded") != 1 {
+			t.Fatal("a connection not proven is live")
+		}
+		f.lost(f.state.Load().gen, errUndelivered)
+	}
+	ld := &counter{value: 1}
+	if v, _ := c.Get(ctx, "a", ld.load); v != 1 || ld.calls != 1 {
+		t.Fatalf("first lookup: %d after %d loads", v, ld.calls)
+	}
+	ld.value = 2 // changed, and the notification lost
+	clk.advance(30 * time.Second)
+	if v, _ := c.Get(ctx, "a", ld.load); v != 1 || ld.calls != 1 {
+		t.Fatalf("within MaxStale: %d after %d loads", v, ld.calls)
+	}
+	clk.advance(31 * time.Second)
+	if v, _ := c.Get(ctx, "a", ld.load); v != 2 || ld.calls != 2 {
+		t.Fatalf("beyond MaxStale: %d after %d loads", v, ld.calls)
+	}
+	warnings := func() (n int) {
+		for _, l := range logs.lines() {
+			if strings.Contains(l, "not delivered") && strings.Contains(l, "pool_mode = transaction") {
+				n++
+			}
+		}
+		return n
+	}
+	if n := warnings(); n != 1 {
+		t.Fatalf("%d warnings naming the cause after three connections, want 1:\n%s", n, strings.Join(logs.lines(), "\n"))
+	}
+	goLive(f)
+	f.lost(f.state.Load().gen, errUndelivered)
+	if n := warnings(); n != 2 {
+		t.Fatalf("%d warnings after a live period and another loss, want 2", n)
+	}
+
+	var changed []string
+	f.Subscribe(Handlers{KeyChanged: func(h [32]byte) { changed = append(changed, hex.EncodeToString(h[:])) },
+		Reset: func() { changed = append(changed, "reset") }})
+	key := strings.Repeat("ab", 32)
+	f.notify(store.ChannelAPIKeyChanged, heartbeatMarker+strings.Repeat("0", 32)) // another process's heartbeat
+	f.notify(store.ChannelAPIKeyChanged, key)
+	if len(changed) != 1 || changed[0] != key {
+		t.Fatalf("subscribers got %q, want only the key's change", changed)
 	}
 }

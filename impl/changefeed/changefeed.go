@@ -3,22 +3,34 @@
 // the process's degraded mode: what those caches may still answer while the notifications are
 // lost.
 //
-// The feed holds one LISTEN connection, reconnecting when it is lost, and checks every
-// Heartbeat that the database still answers, so that a process cut off from the database
-// without a broken connection to show it (a network partition) notices too. While the feed is
-// live a cache trusts its entries (a change is pushed to it within a notification's delay).
-// When the feed is lost the process is degraded: a cache answers from an entry it already holds
-// as long as that entry was known to be current less than MaxStale ago, and only what it has
-// never seen (or has held too long) goes to the database, whose failure the caller answers with
-// 503. Each (re)connection starts a new generation: an entry from an earlier one may have missed
-// a change, so it is re-checked with the database on its next use (and still answered, within
+// The feed holds one LISTEN connection, reconnecting when it is lost, and proves that its
+// notifications arrive: at each connection and then every Heartbeat it sends a notification of
+// its own (pg_notify from the pool, another connection, as a change would come) and waits for it
+// on the listening connection. So a process cut off from the database without a broken
+// connection to show it (a network partition) notices, and so does one whose LISTEN succeeds
+// but delivers nothing (a connection pooler in transaction mode, a proxy): an answer of the
+// database proves nothing about its notifications. The feed is live only from its first proof
+// on a connection, and while the proofs keep arriving; a cache trusts its entries only then (a
+// change is pushed to it within a notification's delay). Otherwise the process is degraded: a
+// cache answers from an entry it already holds as long as that entry was known to be current
+// less than MaxStale ago, and only what it has never seen (or has held too long) goes to the
+// database, whose failure the caller answers with 503. Each (re)connection starts a new
+// generation: an entry from an earlier one may have missed a change, so it is re-checked with
+// the database on its first use once the new connection is live (and still answered, within
 // MaxStale, when that check cannot reach the database). The feed logs one line per change of
 // state, shows the state in tollgate_degraded and reports it with Degraded for readiness.
+//
+// The proofs travel on ChannelAPIKeyChanged with a payload no key has (heartbeatMarker and a
+// nonce, in the 64 hex digits of a key's hash): every listening process receives every other's,
+// skips them by their marker, and a process of a version before the proofs reads them as the
+// change of a key no one holds (it drops nothing and logs nothing).
 package changefeed
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -45,10 +57,12 @@ type Options struct {
 	// until MaxStale after the last moment it was known to be current; after that, and for
 	// anything the process has never seen, a lookup fails with a dependency error (503).
 	MaxStale time.Duration
-	// Heartbeat is how often the feed checks, while it listens, that the database answers
-	// (default 5 seconds). A check that fails, or gets no answer within HeartbeatWait (default
-	// 5 seconds), counts as the notifications lost: the process goes degraded and listens
-	// again on a new connection.
+	// Heartbeat is how often the feed checks, while it listens, that its notifications arrive
+	// (default 5 seconds): it sends one from the pool and waits for it on the listening
+	// connection. A check whose notification cannot be sent, or does not arrive, within
+	// HeartbeatWait (default 5 seconds) counts as the notifications lost: the process goes
+	// degraded and listens again on a new connection (after a pause of Heartbeat when the
+	// database answered but delivered nothing), which is live once a check succeeds on it.
 	Heartbeat     time.Duration
 	HeartbeatWait time.Duration
 	// LookupTimeout bounds a cache's database lookup (default 5 seconds), so that a database
@@ -105,9 +119,21 @@ type Feed struct {
 	// state is the current state; it is replaced whole (under transition), never changed.
 	state atomic.Pointer[state]
 	// confirmed is the last moment (Unix nanoseconds) the notifications were known to flow:
-	// the connection, a notification, a successful heartbeat.
+	// a notification received, the sending of a heartbeat's that arrived.
 	confirmed  atomic.Int64
 	transition sync.Mutex
+	// wasLive (guarded by transition) says the feed has been live once: its next live state is
+	// a restoration.
+	wasLive bool
+	// undeliveredLogged (guarded by transition) says that the warning about notifications that
+	// are not delivered was logged since the feed was last live: it is logged once, not at
+	// every connection that fails the same way.
+	undeliveredLogged bool
+
+	// proof is the heartbeat's notification awaited now (nil between checks).
+	proof atomic.Pointer[proof]
+	// prove wakes the heartbeat when a connection listens, to prove it at once.
+	prove chan struct{}
 
 	mu   sync.RWMutex
 	subs []Handlers
@@ -115,7 +141,11 @@ type Feed struct {
 
 // state is one situation of the feed.
 type state struct {
+	// live says that the notifications of this generation's connection are known to arrive.
 	live bool
+	// listening says that this generation's connection listens (live or not yet proven); it
+	// ends when the connection is lost or its proof fails.
+	listening bool
 	// gen grows at every connection: a cached entry of an older generation may have missed a
 	// change and is re-checked before it is trusted again.
 	gen uint64
@@ -152,7 +182,7 @@ func New(st *store.Store, log *slog.Logger) *Feed {
 // NewWithOptions returns a feed over st; Run starts it. Until it first connects the process
 // knows nothing, so it reports itself degraded.
 func NewWithOptions(st *store.Store, opts Options) *Feed {
-	f := &Feed{store: st, opts: opts.withDefaults()}
+	f := &Feed{store: st, opts: opts.withDefaults(), prove: make(chan struct{}, 1)}
 	f.state.Store(&state{since: f.opts.Now()})
 	if f.opts.Metrics != nil {
 		f.opts.Metrics.Degraded.Set(1)
@@ -167,7 +197,8 @@ func (f *Feed) Subscribe(h Handlers) {
 	f.mu.Unlock()
 }
 
-// Live reports whether notifications are being received now.
+// Live reports whether notifications are being received now: the listening connection has
+// received the feed's own notification, and keeps receiving them every Heartbeat.
 func (f *Feed) Live() bool { return f.state.Load().live }
 
 // Degraded reports whether the process is degraded (its notifications are lost, or were never
@@ -198,9 +229,18 @@ func (f *Feed) Run(ctx context.Context) {
 				Notify:       f.notify,
 			})
 		}()
-		f.heartbeat(session, end)
+		undelivered := f.heartbeat(session, end)
 		end()
 		<-done
+		if undelivered {
+			// The database answers but delivers nothing (a pooler, a proxy): a new connection
+			// is tried, but not at once, so that such a path costs the database one
+			// connection and one notification per Heartbeat, not a loop.
+			select {
+			case <-ctx.Done():
+			case <-time.After(f.opts.Heartbeat):
+			}
+		}
 	}
 	f.transition.Lock()
 	old := f.state.Load()
@@ -208,35 +248,85 @@ func (f *Feed) Run(ctx context.Context) {
 	f.transition.Unlock()
 }
 
-// heartbeat checks every Heartbeat, while the feed is live, that the database answers; when it
-// does not, the feed is lost and the session ended. It returns when session ends.
-func (f *Feed) heartbeat(session context.Context, end context.CancelFunc) {
+// errUndelivered is the failure of a heartbeat whose notification was sent (the database
+// answered) but did not reach the listening connection.
+var errUndelivered = errors.New("the database answered, but the feed's own notification, sent from the pool, did not reach its listening connection within heartbeat_wait: " +
+	"the notifications are not delivered, most likely because a connection pooler in transaction mode (PgBouncer's pool_mode = transaction) or a proxy stands between the gateway and PostgreSQL " +
+	"(docs/operations.md, \"Behind a connection pooler\": use session pooling or a direct URL)")
+
+// heartbeat proves the delivery of the notifications at each connection and then every
+// Heartbeat while the feed listens (see roundTrip); when a proof fails, the feed is lost and
+// the session ended. It returns when session ends, saying whether the last proof failed for
+// want of delivery alone.
+func (f *Feed) heartbeat(session context.Context, end context.CancelFunc) (undelivered bool) {
 	t := time.NewTicker(f.opts.Heartbeat)
 	defer t.Stop()
 	for {
 		select {
 		case <-session.Done():
-			return
+			return false
 		case <-t.C:
+		case <-f.prove:
 		}
 		s := f.state.Load()
-		if !s.live {
+		if !s.listening {
 			continue // the listener is reconnecting
 		}
 		began := f.now()
-		ctx, cancel := context.WithTimeout(session, f.opts.HeartbeatWait)
-		err := f.store.Ping(ctx)
-		cancel()
+		err := f.roundTrip(session)
 		if session.Err() != nil {
-			return
+			return false
 		}
 		if err == nil {
-			f.confirm(began)
+			f.proved(s.gen, began)
 			continue
 		}
 		f.lost(s.gen, err)
 		end()
-		return
+		return errors.Is(err, errUndelivered)
+	}
+}
+
+// heartbeatMarker opens the payload of every heartbeat's notification: the first 16 bytes of
+// the 32 of a key's hash (hex of "tgfeedheartbeat!"), which a key's SHA-256 has with a chance
+// of 2^-128. The other 16 are a nonce.
+const heartbeatMarker = "74676665656468656172746265617421"
+
+// isHeartbeat reports whether payload, received on ChannelAPIKeyChanged, is a heartbeat's.
+func isHeartbeat(payload string) bool {
+	return len(payload) == 2*len(heartbeatMarker) && payload[:len(heartbeatMarker)] == heartbeatMarker
+}
+
+// proof is a heartbeat's notification: arrived is closed when the listener receives payload.
+type proof struct {
+	payload string
+	arrived chan struct{}
+	once    sync.Once
+}
+
+// roundTrip sends a notification of the feed's own from the pool and waits for the listening
+// connection to receive it, within HeartbeatWait in all. It fails with the database's error
+// when the notification cannot be sent, and with errUndelivered when it was sent but did not
+// arrive.
+func (f *Feed) roundTrip(session context.Context) error {
+	var nonce [16]byte
+	_, _ = rand.Read(nonce[:]) // never fails (crypto/rand)
+	p := &proof{payload: heartbeatMarker + hex.EncodeToString(nonce[:]), arrived: make(chan struct{})}
+	f.proof.Store(p)
+	defer f.proof.CompareAndSwap(p, nil)
+	ctx, cancel := context.WithTimeout(session, f.opts.HeartbeatWait)
+	defer cancel()
+	if err := f.store.NotifyAPIKeyChannel(ctx, p.payload); err != nil {
+		return err
+	}
+	select {
+	case <-p.arrived:
+		return nil
+	case <-ctx.Done():
+		if session.Err() != nil {
+			return session.Err()
+		}
+		return errUndelivered
 	}
 }
 
@@ -259,7 +349,9 @@ func (f *Feed) knownUntil(s *state) time.Time {
 	return time.Unix(0, f.confirmed.Load())
 }
 
-// connected starts a new generation: entries cached before it are re-checked on their next use.
+// connected starts a new generation, listening but not live until the heartbeat proves that
+// its notifications arrive (it is woken to do so at once); entries cached before it are
+// re-checked on their first use once it is live.
 func (f *Feed) connected() {
 	f.transition.Lock()
 	defer f.transition.Unlock()
@@ -272,12 +364,41 @@ func (f *Feed) connected() {
 		}
 	}
 	past = append(past, pastGen{gen: old.gen, knownUntil: f.knownUntil(old), replaced: now})
-	f.confirmed.Store(now.UnixNano())
-	f.state.Store(&state{live: true, gen: old.gen + 1, since: now, past: past})
+	since := old.since // still degraded, since the loss (or the start)
+	if old.live {
+		since = now
+	}
+	f.state.Store(&state{listening: true, gen: old.gen + 1, since: since, knownUntil: f.knownUntil(old), past: past})
+	if f.opts.Metrics != nil {
+		f.opts.Metrics.Degraded.Set(1)
+	}
+	select {
+	case f.prove <- struct{}{}:
+	default:
+	}
+}
+
+// proved records that generation gen's notifications were known to arrive at t (a heartbeat's
+// sent then arrived), making it live if it is not yet.
+func (f *Feed) proved(gen uint64, t time.Time) {
+	f.transition.Lock()
+	defer f.transition.Unlock()
+	old := f.state.Load()
+	if old.gen != gen || !old.listening {
+		return
+	}
+	f.confirm(t)
+	if old.live {
+		return
+	}
+	now := f.now()
+	f.state.Store(&state{live: true, listening: true, gen: gen, since: now, past: old.past})
 	if f.opts.Metrics != nil {
 		f.opts.Metrics.Degraded.Set(0)
 	}
-	if old.gen == 0 {
+	f.undeliveredLogged = false
+	if !f.wasLive {
+		f.wasLive = true
 		f.opts.Logger.Info("change notifications live")
 		return
 	}
@@ -285,25 +406,49 @@ func (f *Feed) connected() {
 		"degraded_for", now.Sub(old.since).Round(time.Millisecond).String())
 }
 
-// lost ends generation gen's live state, if it is still the current one.
+// lost ends generation gen's listening (and live) state, if it is still the current one. It
+// logs the loss of a live feed, and the first failure for want of delivery since the feed was
+// last live (whose error names the likely cause).
 func (f *Feed) lost(gen uint64, err error) {
 	f.transition.Lock()
 	defer f.transition.Unlock()
 	old := f.state.Load()
-	if !old.live || old.gen != gen {
+	if !old.listening || old.gen != gen {
 		return
 	}
 	now := f.now()
-	f.state.Store(&state{gen: old.gen, since: now, knownUntil: f.knownUntil(old), past: old.past})
+	since := old.since
+	if old.live {
+		since = now
+	}
+	f.state.Store(&state{gen: old.gen, since: since, knownUntil: f.knownUntil(old), past: old.past})
 	if f.opts.Metrics != nil {
 		f.opts.Metrics.Degraded.Set(1)
+	}
+	undelivered := errors.Is(err, errUndelivered)
+	if !old.live && (!undelivered || f.undeliveredLogged) {
+		return
+	}
+	if undelivered {
+		f.undeliveredLogged = true
+		f.opts.Logger.Warn("change notifications lost: not delivered to this process although the database answers; degraded mode: keys and model access already known are served from memory for up to max_stale, then re-checked with the database",
+			"max_stale", f.opts.MaxStale.String(), "heartbeat_wait", f.opts.HeartbeatWait.String(), "err", err)
+		return
 	}
 	f.opts.Logger.Warn("change notifications lost: degraded mode; keys and model access already known are served from memory for up to max_stale, anything else gets 503 until the database is back",
 		"max_stale", f.opts.MaxStale.String(), "err", err)
 }
 
+// notify hands a notification to the subscribers. A heartbeat's is no change: the feed's own
+// completes its proof, another process's is skipped.
 func (f *Feed) notify(channel, payload string) {
 	f.confirm(f.now())
+	if channel == store.ChannelAPIKeyChanged && isHeartbeat(payload) {
+		if p := f.proof.Load(); p != nil && p.payload == payload {
+			p.once.Do(func() { close(p.arrived) })
+		}
+		return
+	}
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	switch channel {

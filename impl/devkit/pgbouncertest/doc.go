@@ -10,6 +10,7 @@
 // root: a test that runs as root starts it as the "postgres" OS user, which the PostgreSQL
 // server itself runs as then (package pgcluster).
 //
-// The package's own test, TestGatewayBehindPgBouncer, runs two real gateways (apitest) through
-// it; impl/store's tests open the store through it in both pool modes.
+// The package's own tests: TestGatewayBehindPgBouncer runs two real gateways (apitest) through
+// it in session pooling, TestRevocationBehindTransactionPooling the change feed and key cache
+// in transaction pooling; impl/store's tests open the store through it in both pool modes.
 package pgbouncertest

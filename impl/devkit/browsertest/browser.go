@@ -1,7 +1,6 @@
 package browsertest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/tollgate/tollgate/impl/devkit/syncbuf"
 )
 
 // Window size of every page, so that screenshots are comparable from run to run.
@@ -67,7 +68,7 @@ type browser struct {
 	ctx         context.Context
 	cancel      context.CancelFunc
 	allocCancel context.CancelFunc
-	out         *syncBuffer
+	out         *syncbuf.Buffer
 }
 
 // stop closes the browser and waits for its processes and profile to go.
@@ -119,7 +120,7 @@ func chromiumPath() (string, error) {
 
 // allocatorOptions are the flags the browser starts with. See the package
 // documentation for why each is there.
-func allocatorOptions(path string, out *syncBuffer) []chromedp.ExecAllocatorOption {
+func allocatorOptions(path string, out *syncbuf.Buffer) []chromedp.ExecAllocatorOption {
 	return append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path),
 		// Chromium refuses to start as root with its sandbox (containers, CI).
@@ -142,7 +143,7 @@ func allocatorOptions(path string, out *syncBuffer) []chromedp.ExecAllocatorOpti
 
 // start starts Chromium from path and waits until it answers.
 func start(path string) (*browser, error) {
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	allocCtx, allocCancel := chromedp.NewExecAllocator(context.Background(), allocatorOptions(path, out)...)
 	ctx, cancel := chromedp.NewContext(allocCtx)
 	b := &browser{ctx: ctx, cancel: cancel, allocCancel: allocCancel, out: out}
@@ -162,25 +163,4 @@ func start(path string) (*browser, error) {
 		return nil, fmt.Errorf("start %s: no answer within %s\n%s", path, startTimeout, out.String())
 	}
 	return b, nil
-}
-
-// syncBuffer is a bytes.Buffer that the browser's output goroutine and a
-// failing test may use at the same time.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-// Write appends p.
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// String returns what was written so far.
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

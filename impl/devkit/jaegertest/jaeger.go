@@ -1,7 +1,6 @@
 package jaegertest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -14,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/impl/devkit/syncbuf"
 )
 
 // startWait bounds the wait for a started jaeger to answer.
@@ -29,7 +30,7 @@ type Jaeger struct {
 	mu          sync.Mutex
 	cmd         *exec.Cmd
 	exited      chan struct{}
-	log         *lockedBuffer
+	log         *syncbuf.Buffer
 }
 
 // Start runs jaeger on free loopback ports until the end of the test, and returns once its
@@ -114,7 +115,7 @@ func (j *Jaeger) Restart(t testing.TB) {
 	if j.cmd != nil {
 		t.Fatal("jaegertest: Restart while jaeger is running; Stop it first")
 	}
-	j.log = new(lockedBuffer)
+	j.log = new(syncbuf.Buffer)
 	cmd := exec.Command(j.bin, "--config", j.config)
 	cmd.Stdout, cmd.Stderr = j.log, j.log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -185,24 +186,6 @@ func (j *Jaeger) Log() string {
 		return ""
 	}
 	return j.log.String()
-}
-
-// lockedBuffer is jaeger's output, written by the process's copier and read by Log.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // freePort returns a loopback TCP port nobody listens on now.

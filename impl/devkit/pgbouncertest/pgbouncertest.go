@@ -1,7 +1,6 @@
 package pgbouncertest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,12 +12,13 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/tollgate/tollgate/impl/devkit/syncbuf"
 )
 
 // Mode is PgBouncer's pool_mode: when a client's server connection goes back to the pool.
@@ -49,7 +49,7 @@ type Bouncer struct {
 	url  string
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the process has exited
-	out  *syncBuffer
+	out  *syncbuf.Buffer
 }
 
 // URL is a postgres:// URL that reaches, through the PgBouncer, the database of the connection
@@ -169,7 +169,7 @@ func tryStart(path, ini string, port int, userName, database string, attr *sysca
 			Path: "/" + database, RawQuery: "sslmode=disable"}).String(),
 		cmd:  exec.Command(path, ini),
 		done: make(chan struct{}),
-		out:  &syncBuffer{},
+		out:  &syncbuf.Buffer{},
 	}
 	b.cmd.Stdout, b.cmd.Stderr = b.out, b.out
 	b.cmd.SysProcAttr = attr
@@ -227,24 +227,4 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-// Write appends p to the buffer.
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// String returns the buffer's contents.
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

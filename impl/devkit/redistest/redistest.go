@@ -2,7 +2,6 @@ package redistest
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -20,6 +19,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tollgate/tollgate/impl/devkit/syncbuf"
 )
 
 // startTimeout bounds how long a started redis-server may take to answer.
@@ -133,7 +134,7 @@ type server struct {
 	dir  string
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the process has exited
-	out  *syncBuffer
+	out  *syncbuf.Buffer
 }
 
 // loopback is the address the package's servers listen on unless a test
@@ -171,7 +172,7 @@ func tryStart(path, host string, port int) (*server, error) {
 		port: port,
 		dir:  dir,
 		done: make(chan struct{}),
-		out:  &syncBuffer{},
+		out:  &syncbuf.Buffer{},
 		cmd: exec.Command(path,
 			"--port", strconv.Itoa(port),
 			"--bind", host,
@@ -280,24 +281,4 @@ func newRunID() string {
 	var b [6]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails.
 	return hex.EncodeToString(b[:])
-}
-
-// syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-// Write appends p to the buffer.
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// String returns the buffer's contents.
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

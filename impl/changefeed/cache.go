@@ -3,6 +3,7 @@ package changefeed
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +23,18 @@ import (
 // MaxStale; any other failure (a revoked key, a deleted account) drops the entry. A lookup that
 // raced with an invalidation is not stored, so a change announced while a value was being read
 // from the database is never hidden by that stale value.
+//
+// While degraded, an entry answered from memory that was read from the database more than the
+// feed's Heartbeat ago is also re-checked in the background (stale-while-revalidate), for the
+// notifications may be lost while the database still answers (a pooler in transaction mode, a
+// proxy): the request is answered from memory at once, and one reload of the key starts. Its
+// value replaces the entry (current as of its read: its MaxStale window starts again); the
+// database's refusal (a non-Unavailable error) drops the entry, so the next lookup is refused;
+// a dependency error changes nothing, and the cache starts no other reload for a Heartbeat. A
+// reload that raced with an invalidation is not stored. The reloads are bounded: at most one per
+// key and maxReloads per cache run at once (a request that would start another starts none),
+// each within LookupTimeout, so a database that hangs holds at most maxReloads goroutines of a
+// cache, each for LookupTimeout.
 type Cache[K comparable, V any] struct {
 	feed  *Feed
 	ttl   time.Duration
@@ -30,7 +43,17 @@ type Cache[K comparable, V any] struct {
 	mu    sync.RWMutex
 	items map[K]cacheItem[V]
 	epoch uint64 // grows on every invalidation
+
+	// reloadMu guards reloading, the keys being reloaded in the background while degraded.
+	reloadMu  sync.Mutex
+	reloading map[K]struct{}
+	// reloadPausedUntil (Unix nanoseconds) is when reloads may start again after one failed
+	// for want of the database.
+	reloadPausedUntil atomic.Int64
 }
+
+// maxReloads bounds the background reloads of one cache running at once (see Cache).
+const maxReloads = 4
 
 type cacheItem[V any] struct {
 	value V
@@ -71,7 +94,11 @@ func (c *Cache[K, V]) Get(ctx context.Context, k K, load func(context.Context) (
 	usable := ok && c.withinMaxStale(st, it, now)
 	if usable && !st.live {
 		// Degraded: changes may be missed whether or not the database answers a lookup now,
-		// so the entry answers without one; the feed's reconnection re-checks it.
+		// so the entry answers without waiting for one; an entry read more than a Heartbeat
+		// ago is re-checked in the background, and the feed's reconnection re-checks it too.
+		if now.Sub(it.loaded) >= c.feed.opts.Heartbeat {
+			c.reload(ctx, k, st.gen, epoch, now, load)
+		}
 		c.servedStale()
 		return it.value, nil
 	}
@@ -106,6 +133,57 @@ func (c *Cache[K, V]) Get(ctx context.Context, k K, load func(context.Context) (
 	}
 	var zero V
 	return zero, err
+}
+
+// reload starts the background re-check of k's entry while degraded (see Cache), unless one is
+// running for k, maxReloads are running, or reloads are paused. gen, epoch and now are the
+// feed's generation, the cache's epoch and the time when the request read the entry.
+func (c *Cache[K, V]) reload(ctx context.Context, k K, gen, epoch uint64, now time.Time, load func(context.Context) (V, error)) {
+	if now.UnixNano() < c.reloadPausedUntil.Load() {
+		return
+	}
+	c.reloadMu.Lock()
+	_, running := c.reloading[k]
+	if running || len(c.reloading) >= maxReloads {
+		c.reloadMu.Unlock()
+		return
+	}
+	if c.reloading == nil {
+		c.reloading = map[K]struct{}{}
+	}
+	c.reloading[k] = struct{}{}
+	c.reloadMu.Unlock()
+	// The reload keeps the request's values (its trace) but not its end: the request is
+	// answered at once.
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.feed.opts.LookupTimeout)
+	go func() {
+		defer func() {
+			cancel()
+			c.reloadMu.Lock()
+			delete(c.reloading, k)
+			c.reloadMu.Unlock()
+		}()
+		v, err := load(lctx)
+		switch {
+		case err == nil:
+			c.mu.Lock()
+			if c.epoch == epoch {
+				if len(c.items) >= c.max {
+					clear(c.items)
+				}
+				c.items[k] = cacheItem[V]{value: v, loaded: now, gen: gen}
+			}
+			c.mu.Unlock()
+		case apierror.IsUnavailable(err):
+			c.reloadPausedUntil.Store(c.feed.now().Add(c.feed.opts.Heartbeat).UnixNano())
+		default:
+			// The database answered that the entry is wrong now.
+			c.mu.Lock()
+			c.epoch++
+			delete(c.items, k)
+			c.mu.Unlock()
+		}
+	}()
 }
 
 // withinMaxStale reports whether the entry was known to be current less than MaxStale ago.

@@ -81,7 +81,19 @@ func metric(t *testing.T, m *metrics.Metrics, series string) float64 {
 
 var errDown = apierror.Unavailable("the database", errors.New("connection refused"))
 
-// counter is a load function that counts its calls and answers what the test sets.
+// settle waits until the cache's background reloads have ended; what they did is then seen by
+// the test (they end under the cache's lock).
+func settle[K comparable, V any](t *testing.T, c *Cache[K, V]) {
+	t.Helper()
+	waitFor(t, "the background reloads to end", func() bool {
+		c.reloadMu.Lock()
+		defer c.reloadMu.Unlock()
+		return len(c.reloading) == 0
+	})
+}
+
+// counter is a load function that counts its calls and answers what the test sets. A
+// background reload may call it: the test reads or sets its fields only once settled.
 type counter struct {
 	calls int
 	value int
@@ -168,8 +180,13 @@ func TestCacheDegraded(t *testing.T) {
 	// Past the entry's TTL (a minute after it was read) but within MaxStale of the last
 	// heartbeat: the entry answers, with no lookup.
 	clk.advance(4 * time.Minute)
-	if v, err := c.Get(ctx, "known", ld.load); v != 7 || err != nil || ld.calls != 1 {
-		t.Fatalf("known key while degraded: %d %v after %d loads", v, err, ld.calls)
+	if v, err := c.Get(ctx, "known", ld.load); v != 7 || err != nil {
+		t.Fatalf("known key while degraded: %d %v", v, err)
+	}
+	// Its re-check in the background could not reach the database: nothing changed.
+	settle(t, c)
+	if ld.calls != 2 {
+		t.Fatalf("%d loads, want the first and one background re-check", ld.calls)
 	}
 	if got := metric(t, m, `tollgate_stale_cache_served_total{cache="test"}`); got != 1 {
 		t.Fatalf("stale answers counted: %v", got)
@@ -183,6 +200,7 @@ func TestCacheDegraded(t *testing.T) {
 	if _, err := c.Get(ctx, "known", ld.load); err != nil {
 		t.Fatalf("known key a second before MaxStale: %v", err)
 	}
+	settle(t, c)
 	clk.advance(2 * time.Second)
 	if _, err := c.Get(ctx, "known", ld.load); !apierror.IsUnavailable(err) {
 		t.Fatalf("known key beyond MaxStale: %v", err)
@@ -246,8 +264,12 @@ func TestCacheReconnect(t *testing.T) {
 	}
 	f.lost(f.state.Load().gen, errors.New("lost again"))
 	clk.advance(3 * time.Minute)
-	if v, err := c.Get(ctx, "flapping", ld.load); v != 1 || err != nil || ld.calls != 1 {
-		t.Fatalf("second loss: %d %v after %d loads", v, err, ld.calls)
+	if v, err := c.Get(ctx, "flapping", ld.load); v != 1 || err != nil {
+		t.Fatalf("second loss: %d %v", v, err)
+	}
+	settle(t, c)
+	if ld.calls != 2 {
+		t.Fatalf("second loss: %d loads, want the failed re-check and one failed background re-check", ld.calls)
 	}
 	clk.advance(time.Minute + time.Second)
 	if _, err := c.Get(ctx, "flapping", ld.load); !apierror.IsUnavailable(err) {
@@ -257,7 +279,8 @@ func TestCacheReconnect(t *testing.T) {
 
 // TestCacheUndelivered: a connection that listens but whose notifications never arrive (its
 // heartbeat's does not) leaves the feed degraded, so a cache answers as in any degraded mode
-// (from memory within MaxStale, then from the database); the warning naming the likely cause
+// (from memory within MaxStale, re-checked in the background once older than a Heartbeat, then
+// from the database); the warning naming the likely cause
 // is logged once however many connections fail so, and again only after the feed was live.
 // Heartbeats' notifications reach no subscriber, whichever process sent them.
 func TestCacheUndelivered(t *testing.T) {
@@ -277,13 +300,24 @@ func TestCacheUndelivered(t *testing.T) {
 	}
 	ld.value = 2 // changed, and the notification lost
 	clk.advance(30 * time.Second)
-	if v, _ := c.Get(ctx, "a", ld.load); v != 1 || ld.calls != 1 {
-		t.Fatalf("within MaxStale: %d after %d loads", v, ld.calls)
+	if v, _ := c.Get(ctx, "a", ld.load); v != 1 {
+		t.Fatalf("within MaxStale: %d", v)
 	}
-	clk.advance(31 * time.Second)
+	settle(t, c)
 	if v, _ := c.Get(ctx, "a", ld.load); v != 2 || ld.calls != 2 {
-		t.Fatalf("beyond MaxStale: %d after %d loads", v, ld.calls)
+		t.Fatalf("after the background re-check: %d after %d loads", v, ld.calls)
 	}
+	ld.err = errDown // and now the database is lost too
+	clk.advance(30 * time.Second)
+	if v, err := c.Get(ctx, "a", ld.load); v != 2 || err != nil {
+		t.Fatalf("within MaxStale of the re-check: %d %v", v, err)
+	}
+	settle(t, c)
+	clk.advance(31 * time.Second)
+	if _, err := c.Get(ctx, "a", ld.load); !apierror.IsUnavailable(err) || ld.calls != 4 {
+		t.Fatalf("beyond MaxStale: %v after %d loads", err, ld.calls)
+	}
+	ld.err = nil
 	warnings := func() (n int) {
 		for _, l := range logs.lines() {
 			if strings.Contains(l, "not delivered") && strings.Contains(l, "pool_mode = transaction") {
@@ -309,5 +343,173 @@ func TestCacheUndelivered(t *testing.T) {
 	f.notify(store.ChannelAPIKeyChanged, key)
 	if len(changed) != 1 || changed[0] != key {
 		t.Fatalf("subscribers got %q, want only the key's change", changed)
+	}
+}
+
+// TestCacheRevalidatesWhileDegraded: while degraded with a database that answers (the
+// notifications lost, the queries working), an entry answered from memory that was read more
+// than a Heartbeat ago starts a re-check in the background: a key revoked meanwhile is refused
+// from the next request on, a changed value replaces the entry and starts its MaxStale window
+// again, an entry read less than a Heartbeat ago starts none, and a re-check that raced with an
+// invalidation is not stored.
+func TestCacheRevalidatesWhileDegraded(t *testing.T) {
+	f, clk, _, _ := newTestFeed(5 * time.Minute)
+	c := NewCache[string, int](f, "test", 5*time.Minute, 10)
+	ctx := context.Background()
+	errRevoked := errors.New("revoked")
+	goLive(f)
+	for _, k := range []string{"revoked", "kept", "raced"} {
+		c.Get(ctx, k, func(context.Context) (int, error) { return 1, nil })
+	}
+	f.lost(f.state.Load().gen, errUndelivered)
+
+	// Read less than a Heartbeat ago: answered from memory, no re-check.
+	clk.advance(DefaultHeartbeat - time.Second)
+	ld := &counter{err: errRevoked}
+	if v, err := c.Get(ctx, "revoked", ld.load); v != 1 || err != nil {
+		t.Fatalf("within a heartbeat of its read: %d %v", v, err)
+	}
+	settle(t, c)
+	if ld.calls != 0 {
+		t.Fatalf("an entry read less than a heartbeat ago was re-checked (%d loads)", ld.calls)
+	}
+
+	// Revoked on another replica, its notification lost: the request that finds the entry
+	// older than a Heartbeat is answered from memory, and the next one is refused.
+	clk.advance(2 * time.Second)
+	if v, err := c.Get(ctx, "revoked", ld.load); v != 1 || err != nil {
+		t.Fatalf("the request that starts the re-check: %d %v", v, err)
+	}
+	settle(t, c)
+	if _, err := c.Get(ctx, "revoked", ld.load); !errors.Is(err, errRevoked) {
+		t.Fatalf("the revoked key after its re-check while degraded: %v", err)
+	}
+	if ld.calls != 2 {
+		t.Fatalf("%d loads, want the background re-check and the refused lookup", ld.calls)
+	}
+
+	// Changed: the re-check's value replaces the entry, current as of its read.
+	ld = &counter{value: 2}
+	if v, _ := c.Get(ctx, "kept", ld.load); v != 1 {
+		t.Fatalf("the request that starts the re-check: %d", v)
+	}
+	settle(t, c)
+	if v, _ := c.Get(ctx, "kept", ld.load); v != 2 || ld.calls != 1 {
+		t.Fatalf("after the re-check: %d after %d loads", v, ld.calls)
+	}
+	// Its MaxStale window starts at the re-check: the database lost too, it still answers
+	// from memory a second before MaxStale after it, long after MaxStale from the loss.
+	rechecked := clk.now()
+	ld.err = errDown
+	clk.advance(5*time.Minute - time.Second)
+	if v, err := c.Get(ctx, "kept", ld.load); v != 2 || err != nil {
+		t.Fatalf("within MaxStale of the re-check: %d %v", v, err)
+	}
+	settle(t, c)
+	clk.advance(rechecked.Add(5*time.Minute + time.Second).Sub(clk.now()))
+	if _, err := c.Get(ctx, "kept", ld.load); !apierror.IsUnavailable(err) {
+		t.Fatalf("beyond MaxStale of the re-check: %v", err)
+	}
+
+	// A re-check during which an invalidation happened is not stored.
+	c.Get(ctx, "raced", func(context.Context) (int, error) { c.Invalidate("raced"); return 100, nil })
+	settle(t, c)
+	if v, err := c.Get(ctx, "raced", func(context.Context) (int, error) { return 200, nil }); v != 200 || err != nil {
+		t.Fatalf("a raced re-check was stored: %d %v", v, err)
+	}
+}
+
+// TestCacheRevalidationHungDatabase: while degraded with a database that does not answer, the
+// requests are answered from memory at once while their re-checks hang; at most one re-check
+// runs per key and maxReloads per cache, each bounded by LookupTimeout; a re-check that fails
+// for want of the database changes nothing, and no other starts for a Heartbeat.
+func TestCacheRevalidationHungDatabase(t *testing.T) {
+	clk := &clock{}
+	const lookupTimeout = 2 * time.Second
+	f := NewWithOptions(nil, Options{MaxStale: 5 * time.Minute, LookupTimeout: lookupTimeout, Now: clk.now,
+		Logger: slog.New(slog.NewTextHandler(&logBuffer{}, nil))})
+	c := NewCache[int, int](f, "test", 5*time.Minute, 100)
+	ctx := context.Background()
+	goLive(f)
+	for k := range 10 {
+		c.Get(ctx, k, func(context.Context) (int, error) { return k, nil })
+	}
+	f.lost(f.state.Load().gen, errors.New("heartbeat: context deadline exceeded"))
+	clk.advance(time.Minute)
+
+	var entered atomic.Int32
+	var mu sync.Mutex
+	var deadlines []time.Duration
+	hung := func(ctx context.Context) (int, error) {
+		entered.Add(1)
+		d, ok := ctx.Deadline()
+		mu.Lock()
+		deadlines = append(deadlines, map[bool]time.Duration{true: time.Until(d), false: -1}[ok])
+		mu.Unlock()
+		<-ctx.Done()
+		return 0, apierror.Unavailable("the database", ctx.Err())
+	}
+	// Many requests for one key at once, then one for each other key: all answered from
+	// memory while the re-checks hang.
+	began := time.Now()
+	var wg sync.WaitGroup
+	answers := make(chan int, 100)
+	for range 50 {
+		wg.Go(func() {
+			v, err := c.Get(context.Background(), 0, hung)
+			if err != nil {
+				v = -1
+			}
+			answers <- v
+		})
+	}
+	wg.Wait()
+	for k := 1; k < 10; k++ {
+		if v, err := c.Get(ctx, k, hung); v != k || err != nil {
+			t.Fatalf("key %d while its re-check hangs: %d %v", k, v, err)
+		}
+	}
+	close(answers)
+	for v := range answers {
+		if v != 0 {
+			t.Fatalf("a request for the key whose re-check hangs got %d", v)
+		}
+	}
+	if took := time.Since(began); took >= lookupTimeout {
+		t.Fatalf("the requests took %v: they waited for their re-checks", took)
+	}
+	c.reloadMu.Lock()
+	running := len(c.reloading)
+	c.reloadMu.Unlock()
+	if running != maxReloads {
+		t.Fatalf("%d re-checks running, want %d (one per key, at most %d)", running, maxReloads, maxReloads)
+	}
+	settle(t, c) // they end at LookupTimeout
+	if n := entered.Load(); n != maxReloads {
+		t.Fatalf("%d re-checks started, want %d", n, maxReloads)
+	}
+	for _, d := range deadlines {
+		if d <= 0 || d > lookupTimeout {
+			t.Fatalf("a re-check's deadline %v from its start, want within LookupTimeout (%v)", d, lookupTimeout)
+		}
+	}
+
+	// Failed for want of the database: the entries answer as before, and no re-check starts
+	// until a Heartbeat has passed.
+	if v, err := c.Get(ctx, 0, hung); v != 0 || err != nil {
+		t.Fatalf("after its failed re-check: %d %v", v, err)
+	}
+	settle(t, c)
+	if n := entered.Load(); n != maxReloads {
+		t.Fatalf("a re-check started %d right after one failed for want of the database", n-maxReloads)
+	}
+	clk.advance(DefaultHeartbeat + lookupTimeout)
+	ld := &counter{value: 10}
+	if v, _ := c.Get(ctx, 0, ld.load); v != 0 {
+		t.Fatalf("the request that starts the re-check: %d", v)
+	}
+	settle(t, c)
+	if v, _ := c.Get(ctx, 0, ld.load); v != 10 || ld.calls != 1 {
+		t.Fatalf("the re-check a heartbeat after the failure: %d after %d loads", v, ld.calls)
 	}
 }

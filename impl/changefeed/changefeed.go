@@ -13,8 +13,11 @@
 // on a connection, and while the proofs keep arriving; a cache trusts its entries only then (a
 // change is pushed to it within a notification's delay). Otherwise the process is degraded: a
 // cache answers from an entry it already holds as long as that entry was known to be current
-// less than MaxStale ago, and only what it has never seen (or has held too long) goes to the
-// database, whose failure the caller answers with 503. Each (re)connection starts a new
+// less than MaxStale ago, without waiting for the database, and only what it has never seen (or
+// has held too long) goes to the database, whose failure the caller answers with 503; an entry
+// read more than a Heartbeat ago is re-checked in the background meanwhile, so that, when the
+// database answers although its notifications are lost, a revoked key is refused within about
+// a Heartbeat. Each (re)connection starts a new
 // generation: an entry from an earlier one may have missed a change, so it is re-checked with
 // the database on its first use once the new connection is live (and still answered, within
 // MaxStale, when that check cannot reach the database). The feed logs one line per change of
@@ -63,6 +66,8 @@ type Options struct {
 	// HeartbeatWait (default 5 seconds) counts as the notifications lost: the process goes
 	// degraded and listens again on a new connection (after a pause of Heartbeat when the
 	// database answered but delivered nothing), which is live once a check succeeds on it.
+	// While degraded, it is also how old an entry a cache answers from memory may be before
+	// that answer starts a background re-check of it with the database (see Cache).
 	Heartbeat     time.Duration
 	HeartbeatWait time.Duration
 	// LookupTimeout bounds a cache's database lookup (default 5 seconds), so that a database
@@ -431,8 +436,8 @@ func (f *Feed) lost(gen uint64, err error) {
 	}
 	if undelivered {
 		f.undeliveredLogged = true
-		f.opts.Logger.Warn("change notifications lost: not delivered to this process although the database answers; degraded mode: keys and model access already known are served from memory for up to max_stale, then re-checked with the database",
-			"max_stale", f.opts.MaxStale.String(), "heartbeat_wait", f.opts.HeartbeatWait.String(), "err", err)
+		f.opts.Logger.Warn("change notifications lost: not delivered to this process although the database answers; degraded mode: keys and model access already known are served from memory, re-checked with the database in the background once older than heartbeat, for up to max_stale",
+			"max_stale", f.opts.MaxStale.String(), "heartbeat", f.opts.Heartbeat.String(), "heartbeat_wait", f.opts.HeartbeatWait.String(), "err", err)
 		return
 	}
 	f.opts.Logger.Warn("change notifications lost: degraded mode; keys and model access already known are served from memory for up to max_stale, anything else gets 503 until the database is back",

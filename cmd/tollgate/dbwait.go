@@ -50,7 +50,7 @@ func openDatabaseWaiting(ctx context.Context, local bool, log *slog.Logger, limi
 	}
 	start := time.Now()
 	for attempt := 1; ; attempt++ {
-		err := reachDatabase(ctx, url)
+		err := reachDatabase(ctx, url, log)
 		if err == nil {
 			d, openErr := openDatabase(ctx, local, log)
 			if openErr == nil {
@@ -59,7 +59,7 @@ func openDatabaseWaiting(ctx context.Context, local bool, log *slog.Logger, limi
 				}
 				return d, nil
 			}
-			if ctx.Err() == nil && reachDatabase(ctx, url) == nil {
+			if ctx.Err() == nil && reachDatabase(ctx, url, log) == nil {
 				// The server answers: the failure is not an outage.
 				return nil, openErr
 			}
@@ -89,11 +89,12 @@ func openDatabaseWaiting(ctx context.Context, local bool, log *slog.Logger, limi
 	}
 }
 
-// reachDatabase reports whether the database at url accepts a connection and answers.
-func reachDatabase(ctx context.Context, url string) error {
+// reachDatabase reports whether the database at url accepts a connection and answers. What
+// opening the store warns about goes to log, the process's logger.
+func reachDatabase(ctx context.Context, url string, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, dbAttemptTimeout)
 	defer cancel()
-	st, err := store.Open(ctx, url)
+	st, err := store.Open(ctx, url, store.WithLogger(log))
 	if err != nil {
 		return err
 	}

@@ -366,7 +366,7 @@ func connectDatabase(ctx context.Context, local bool, log *slog.Logger) (*databa
 		}
 		d.URL = c.ConnString("tollgate")
 	}
-	st, err := store.Open(ctx, d.URL)
+	st, err := store.Open(ctx, d.URL, store.WithLogger(log))
 	if err != nil {
 		d.Close()
 		return nil, err

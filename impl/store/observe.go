@@ -12,13 +12,13 @@ import (
 // sends, before it is sent, on the calling goroutine. The text of a named query
 // begins with its sqlc name ("-- name: TakeCreditHold :one"). It is for tests that must show
 // how many round trips a code path makes, and for diagnostics.
-func OpenObserved(ctx context.Context, url string, observe func(sql string)) (*Store, error) {
+func OpenObserved(ctx context.Context, url string, observe func(sql string), opts ...Option) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
 	cfg.ConnConfig.Tracer = observer(observe)
-	return openPool(ctx, cfg)
+	return openPool(ctx, cfg, opts)
 }
 
 // observer is a pgx.QueryTracer that reports each statement's text.

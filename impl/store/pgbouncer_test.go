@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -26,19 +27,20 @@ import (
 //
 // In session pooling, the mode docs/operations.md supports, a second process opens and migrates
 // too, notifications are delivered, and the process warned once that it dropped the bounds,
-// naming them. In transaction pooling (with default_query_exec_mode=cache_describe, which the
+// naming them, through the logger Open was given (store.WithLogger): with a JSON logger, as
+// tollgate serve's, the warning is one JSON line at level WARN. In transaction pooling (with default_query_exec_mode=cache_describe, which the
 // docs ask for) the request path's statements work; what does not there (LISTEN, session-level
 // advisory locks) is in docs/operations.md, "Behind a connection pooler".
 func TestStoreThroughPgBouncer(t *testing.T) {
 	t.Run("session", func(t *testing.T) {
 		ctx := context.Background()
-		warnings := captureWarnings(t)
+		log, warnings := captureWarnings(t)
 		bouncer := startBouncer(t, pgtest.ConnString(t), pgbouncertest.Session)
-		st := openThrough(t, bouncer.URL())
+		st := openThrough(t, bouncer.URL(), store.WithLogger(log))
 		requestsThroughPgBouncer(t, st)
 
 		// A second replica starts: it connects and migrates (nothing to do) as well.
-		second := openThrough(t, bouncer.URL())
+		second := openThrough(t, bouncer.URL(), store.WithLogger(log))
 		// Notifications (key revocations, credit releases, agents' events) reach a listener.
 		got := make(chan string, 1)
 		listening := make(chan struct{}, 1)
@@ -68,12 +70,26 @@ func TestStoreThroughPgBouncer(t *testing.T) {
 		// One warning for the process, however many pools it opened, naming what it dropped.
 		w := warnings()
 		if len(w) != 1 {
-			t.Fatalf("%d warnings, want one: %q", len(w), w)
+			t.Fatalf("%d lines logged, want one warning: %q", len(w), w)
 		}
-		for _, want := range []string{"refused=", "dropped=idle_in_transaction_session_timeout,tcp_keepalives_count,tcp_keepalives_idle,tcp_keepalives_interval,tcp_user_timeout",
-			"ALTER ROLE", "idle_transaction_timeout"} {
-			if !strings.Contains(w[0], want) {
-				t.Errorf("the warning does not say %q: %s", want, w[0])
+		var warning struct {
+			Level, Msg, Refused, Dropped string
+		}
+		if err := json.Unmarshal([]byte(w[0]), &warning); err != nil {
+			t.Fatalf("the warning is not one JSON line (%v): %s", err, w[0])
+		}
+		if warning.Level != "WARN" {
+			t.Errorf("the warning's level is %q, want WARN: %s", warning.Level, w[0])
+		}
+		if warning.Refused == "" {
+			t.Errorf("the warning does not say which parameter was refused: %s", w[0])
+		}
+		if want := "idle_in_transaction_session_timeout,tcp_keepalives_count,tcp_keepalives_idle,tcp_keepalives_interval,tcp_user_timeout"; warning.Dropped != want {
+			t.Errorf("the warning says dropped=%q, want %q", warning.Dropped, want)
+		}
+		for _, want := range []string{"ALTER ROLE", "idle_transaction_timeout"} {
+			if !strings.Contains(warning.Msg, want) {
+				t.Errorf("the warning does not say %q: %s", want, warning.Msg)
 			}
 		}
 	})
@@ -141,11 +157,11 @@ func startBouncer(t *testing.T, cs string, mode pgbouncertest.Mode) *pgbouncerte
 	return bouncer
 }
 
-// openThrough opens the store at url, as tollgate serve does, and migrates it.
-func openThrough(t *testing.T, url string) *store.Store {
+// openThrough opens the store at url with opts, as tollgate serve does, and migrates it.
+func openThrough(t *testing.T, url string, opts ...store.Option) *store.Store {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, url)
+	st, err := store.Open(ctx, url, opts...)
 	if err != nil {
 		t.Fatalf("open the store through PgBouncer: %v", err)
 	}
@@ -156,23 +172,21 @@ func openThrough(t *testing.T, url string) *store.Store {
 	return st
 }
 
-// captureWarnings makes the process's default logger (which the store's warnings go to) record
-// warnings for the rest of t, and lets the store warn once more (a test before may have had the
-// process's warning); it returns what was recorded so far.
-func captureWarnings(t *testing.T) func() []string {
+// captureWarnings returns a JSON logger, as tollgate serve's by default, that records what is
+// logged at level WARN and above for the rest of t, and what it recorded so far, a line each. It
+// lets the store warn once more (a test before may have had the process's warning).
+func captureWarnings(t *testing.T) (*slog.Logger, func() []string) {
 	var (
-		mu   sync.Mutex
-		buf  strings.Builder
-		prev = slog.Default()
+		mu  sync.Mutex
+		buf strings.Builder
 	)
-	slog.SetDefault(slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+	log := slog.New(slog.NewJSONHandler(writerFunc(func(p []byte) (int, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		return buf.Write(p)
-	}), &slog.HandlerOptions{Level: slog.LevelWarn})))
+	}), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	store.ResetSessionBoundsWarning()
-	t.Cleanup(func() { slog.SetDefault(prev) })
-	return func() []string {
+	return log, func() []string {
 		mu.Lock()
 		defer mu.Unlock()
 		return strings.FieldsFunc(buf.String(), func(r rune) bool { return r == '\n' })

@@ -104,10 +104,10 @@ var sessionBoundsDropped sync.Once
 
 // warnSessionBoundsDropped logs, once per process, that the server (a connection pooler) refused
 // the session bounds, which the process then connects without, and how an operator restores
-// them. It logs through slog's default logger: the store has no logger of its own.
-func warnSessionBoundsDropped(refused string, dropped []string) {
+// them. It logs through log, the logger Open was given (WithLogger), or slog's default logger.
+func warnSessionBoundsDropped(log *slog.Logger, refused string, dropped []string) {
 	sessionBoundsDropped.Do(func() {
-		slog.Warn("the database refused the session bounds as start-up parameters (a connection pooler, such as PgBouncer, that does not pass them on): "+
+		log.Warn("the database refused the session bounds as start-up parameters (a connection pooler, such as PgBouncer, that does not pass them on): "+
 			"connecting without them, so a connection lost in a transaction may hold its locks until the kernel gives up on it (about 2 h). "+
 			"Restore them on the PostgreSQL server for the gateway's role (ALTER ROLE ... SET idle_in_transaction_session_timeout = '10s', and tcp_keepalives_idle, tcp_keepalives_interval, tcp_keepalives_count, tcp_user_timeout), "+
 			"and bound the pooler's own clients (PgBouncer: idle_transaction_timeout = 10, tcp_keepidle, tcp_keepintvl, tcp_keepcnt, tcp_user_timeout); "+

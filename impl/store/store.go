@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -29,12 +30,40 @@ type Store struct {
 }
 
 // Open connects a pool to the database at url and checks that it answers.
-func Open(ctx context.Context, url string) (*Store, error) {
+func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
-	return openPool(ctx, cfg)
+	return openPool(ctx, cfg, opts)
+}
+
+// Option changes how Open and OpenObserved open the store.
+type Option func(*openOptions)
+
+// openOptions is what the Options of an Open set.
+type openOptions struct {
+	// log is the logger of what opening the store warns about (warnSessionBoundsDropped).
+	log *slog.Logger
+}
+
+// WithLogger makes the store log what it warns about while opening (a connection pooler that
+// refused the session bounds) through log, the process's logger, in its format and with its
+// attributes. Without it, or with nil, the store logs through slog's default logger.
+func WithLogger(log *slog.Logger) Option {
+	return func(o *openOptions) { o.log = log }
+}
+
+// resolveOptions applies opts over the defaults.
+func resolveOptions(opts []Option) openOptions {
+	var o openOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.log == nil {
+		o.log = slog.Default()
+	}
+	return o
 }
 
 // openPool connects a pool configured by cfg, with the store's codecs and session bounds
@@ -43,8 +72,9 @@ func Open(ctx context.Context, url string) (*Store, error) {
 // A connection pooler that refuses the session bounds' start-up parameters (PgBouncer does, but
 // for those its ignore_startup_parameters lists) would leave the gateway unable to connect at
 // all: the pool is then opened again without them, and a warning says so once per process
-// (warnSessionBoundsDropped). Any other error is returned as it is.
-func openPool(ctx context.Context, cfg *pgxpool.Config) (*Store, error) {
+// (warnSessionBoundsDropped), through the logger of opts (WithLogger). Any other error is returned as it is.
+func openPool(ctx context.Context, cfg *pgxpool.Config, opts []Option) (*Store, error) {
+	o := resolveOptions(opts)
 	bounds := boundSessions(cfg)
 	afterConnect := cfg.AfterConnect
 	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
@@ -58,7 +88,7 @@ func openPool(ctx context.Context, cfg *pgxpool.Config) (*Store, error) {
 	if refused, ok := refusedSessionBound(err, bounds); ok {
 		unboundSessions(cfg, bounds)
 		if st, err = connectPool(ctx, cfg); err == nil {
-			warnSessionBoundsDropped(refused, bounds)
+			warnSessionBoundsDropped(o.log, refused, bounds)
 		}
 	}
 	return st, err

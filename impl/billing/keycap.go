@@ -167,12 +167,12 @@ func (m *Meter) ReserveForKey(ctx context.Context, accountID uuid.UUID, requestI
 			// bills it once too): nothing is reserved and there is nothing to settle. Its
 			// record, if the ledger bills it rather than the first attempt's (waiting in a
 			// dead process's spill file), makes the key count it instead (SettleKey).
-			r.keyCounted = true
+			r.keyCounted, r.keyID = true, cap.KeyID
 			return r, nil
 		}
 		if kr.Reserved {
 			m.keys.live.Add(1)
-			r.key = h
+			r.key, r.keyID = h, cap.KeyID
 			return r, nil
 		}
 		if attempt == 0 {

@@ -2,6 +2,7 @@ package billing
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -148,4 +149,73 @@ func beyondSettlement(t *testing.T, request string, capMicros int64) beyondSettl
 	rec := denseRecord()
 	rec.KeyID = capped.KeyID
 	return beyondSettlementCase{m: m, st0: st0, acct: acct, relay: relay, capped: capped, r: r, rec: rec}
+}
+
+// TestLostCommitWithoutTheRecordsKeyID: the request of TestLostCommitOfABeyondSettlementCountsWhatWasBilled
+// settled with a record whose KeyID its caller left empty. The record's key is the one the
+// meter reserved against (ReserveForKey), whatever the caller said: the written record names
+// the key, and its writer finds the key's reservation, so the key still counts what the account
+// was billed. Before, the record's key was the caller's KeyID alone: the record named no key,
+// the writer left the reservation as the lost COMMIT settled it, and the key counted 1,500,000
+// where the account was billed 666,676.
+func TestLostCommitWithoutTheRecordsKeyID(t *testing.T) {
+	ctx := context.Background()
+	b := beyondSettlement(t, "no-key-id", 1_500_000)
+	m, st0, acct, relay, capped, r, rec := b.m, b.st0, b.acct, b.relay, b.capped, b.r, b.rec
+	rec.KeyID = uuid.Nil
+	relay.LoseCommitAck()
+	charged := r.SettleUsage(rec)
+	if relay.LostAcks() != 1 || charged != denseReserved {
+		t.Fatalf("%d commit answers lost, charged %d: want the settlement's COMMIT answer lost and the reservation %d charged", relay.LostAcks(), charged, denseReserved)
+	}
+	m.maintainKeys(ctx, time.Now())
+	billed := settledRecord(t, m, st0, acct, "no-key-id")
+	if billed.APIKeyID != capped.KeyID {
+		t.Errorf("the record names key %s, want the reservation's %s", billed.APIKeyID, capped.KeyID)
+	}
+	if b := budget(t, st0, capped); b.SpentMicros != billed.CostMicros || b.ReservedMicros != 0 {
+		t.Errorf("the key's budget %+v after the record was written: the key counts other than the account was billed (%d)", b, billed.CostMicros)
+	}
+	if err := m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkRest(t, st0, acct)
+}
+
+// TestRecordNamingAnotherKeyThanItsReservation: a capped key's request settled with a record
+// whose KeyID names another key (a caller's bug) is recorded against the key its reservation
+// was made for, and the meter logs the mismatch as a bug.
+func TestRecordNamingAnotherKeyThanItsReservation(t *testing.T) {
+	ctx := context.Background()
+	cs, st0 := newDB(t)
+	acct := newAccount(t, st0, 100_000_000)
+	var logs logSink
+	m := New(openStore(t, cs), Options{Logger: logs.logger()})
+	capped := newCappedKey(t, st0, acct, 1_000_000, store.CapPeriodNone)
+	r, err := m.ReserveForKey(ctx, acct, "other-key", 10_000, &capped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := uuid.New()
+	r.Settle(4_000, UsageRecord{KeyID: other})
+	billed := settledRecord(t, m, st0, acct, "other-key")
+	if billed.APIKeyID != capped.KeyID {
+		t.Errorf("the record names key %s, want the reservation's %s", billed.APIKeyID, capped.KeyID)
+	}
+	if b := budget(t, st0, capped); b.SpentMicros != 4_000 || b.ReservedMicros != 0 {
+		t.Errorf("the key's budget %+v, want 4000 spent", b)
+	}
+	var mismatches int
+	for _, l := range logs.all() {
+		if strings.Contains(l, other.String()) && strings.Contains(l, capped.KeyID.String()) {
+			mismatches++
+		}
+	}
+	if mismatches != 1 {
+		t.Errorf("%d log lines name both keys, want one: %q", mismatches, logs.all())
+	}
+	if err := m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkRest(t, st0, acct)
 }

@@ -587,6 +587,11 @@ type Reservation struct {
 	done     atomic.Bool
 	// key is the part held against the key's credit cap (ReserveForKey), or nil.
 	key *keyHold
+	// keyID is the capped key the reservation was made for (ReserveForKey: held against its
+	// cap, key, or counted already, keyCounted), or uuid.Nil. The request's usage record names
+	// it, whatever the caller's UsageRecord.KeyID says: the record's writer finds the key's
+	// reservation through it (store.UsageRecord.SettleKey).
+	keyID uuid.UUID
 	// keyCounted says that the request id was counted against its key's cap already (a retry
 	// of a request settled against the key, ReserveForKey): nothing is held against the cap,
 	// and the record still makes the key count what the ledger bills for the request id.
@@ -834,7 +839,9 @@ func (e *contendedError) Unwrap() []error { return []error{e.client, ErrContende
 // UsageRecord is what the caller knows of a finished request; the meter adds the account, the
 // request id and the cost.
 type UsageRecord struct {
-	// KeyID is the API key the request came with (uuid.Nil for none).
+	// KeyID is the API key the request came with (uuid.Nil for none). A request reserved
+	// against its key's cap (ReserveForKey) is recorded against that key whatever KeyID says:
+	// left empty it is filled in, and naming another key is logged as a bug.
 	KeyID uuid.UUID
 	// Model is the gateway model asked for; Route the API route (e.g. "/v1/chat/completions").
 	Model string
@@ -905,6 +912,10 @@ func (r *Reservation) Settle(actualMicros int64, usage UsageRecord) int64 {
 	r.untrackStream()
 	now := m.now()
 	rec := r.usageRecord(actualMicros, usage, now)
+	if usage.KeyID != uuid.Nil && usage.KeyID != rec.APIKeyID {
+		m.opts.Logger.Error("billing: bug: the usage record names another key than the one its request was reserved for; recorded against the reservation's",
+			"request_id", r.requestID, "record_key_id", usage.KeyID, "reservation_key_id", rec.APIKeyID)
+	}
 	cost, extra := rec.CostMicros, int64(0)
 	a.mu.Lock()
 	if r.onCredit {
@@ -1033,7 +1044,7 @@ func (r *Reservation) usageRecord(actualMicros int64, usage UsageRecord, now tim
 		cost = min(cost, full)
 	}
 	rec := store.UsageRecord{
-		AccountID: r.accountID, RequestID: r.requestID, APIKeyID: usage.KeyID,
+		AccountID: r.accountID, RequestID: r.requestID, APIKeyID: r.recordKeyID(usage),
 		Model: usage.Model, Route: usage.Route, Provider: usage.Provider, UpstreamModel: usage.UpstreamModel,
 		InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens, CostMicros: cost,
 		Status: usage.Status, StartedAt: usage.StartedAt, FinishedAt: usage.FinishedAt,
@@ -1077,6 +1088,16 @@ func (r *Reservation) usageRecord(actualMicros int64, usage UsageRecord, now tim
 		rec.SettleKey = true
 	}
 	return rec
+}
+
+// recordKeyID is the key the request's usage record names: the capped key the reservation was
+// made for, when it was (keyID), else the caller's usage.KeyID. A caller that leaves KeyID empty
+// or names another key cannot leave a capped key counting other than the ledger's bill.
+func (r *Reservation) recordKeyID(usage UsageRecord) uuid.UUID {
+	if r.keyID != uuid.Nil {
+		return r.keyID
+	}
+	return usage.KeyID
 }
 
 // SettleUsage settles a priced record (usage.Price set) at what its tokens and hosted calls

@@ -101,6 +101,8 @@ type App struct {
 	notFound http.Handler         // the "not found" page of paths nobody serves (NotFoundPage)
 	// models are the models priced for the day, which the settings read (Options.Models).
 	models func(id string) (*routing.Model, bool)
+	// routePatterns are the patterns of the console's routes, as registered (router).
+	routePatterns []string
 	// uploadLocks serialise this process's dataset uploads, by account (a stripe each), before
 	// they take the account's upload lock in the database (datasets.go).
 	uploadLocks [64]sync.Mutex
@@ -155,7 +157,9 @@ func New(o Options) (*App, error) {
 	}
 
 	mux := http.NewServeMux()
-	a.routes(mux)
+	rt := &router{mux: mux}
+	a.routes(rt)
+	a.routePatterns = rt.patterns
 	static, _ := fs.Sub(staticFS, "static")
 	outer := http.NewServeMux()
 	outer.Handle("GET /static/", http.StripPrefix("/static/", cacheStatic(http.FileServerFS(static))))

@@ -23,7 +23,7 @@ import (
 // ones already resolved. Owners approve or deny them; each decision is made exactly once by
 // agent.Service.Resolve (one conditional update), and only the decision that won is audited.
 
-func (a *App) approvalsRoutes(mux *http.ServeMux) {
+func (a *App) approvalsRoutes(mux *router) {
 	mux.Handle("GET /approvals", a.member(a.approvalsPage))
 	mux.Handle("POST /approvals/{id}/approve", a.owner(a.decide(true)))
 	mux.Handle("POST /approvals/{id}/deny", a.owner(a.decide(false)))

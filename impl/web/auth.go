@@ -111,7 +111,9 @@ func (a *App) signedIn(h handlerFunc) http.Handler {
 
 // member serves h to members of an account; a signed-in user without one chooses it first,
 // and comes back to the page they asked for (a GET's): an MCP client's authorization request,
-// say, which is lost when the person lands on the home page instead.
+// say, which is lost when the person lands on the home page instead. A request that changes
+// something must have been made for the account the visitor is in now (postedInShownAccount,
+// the one place of that rule): every route of an account goes through here.
 func (a *App) member(h handlerFunc) http.Handler {
 	return a.signedIn(func(w http.ResponseWriter, r *http.Request, v *Visitor) {
 		if v.Account == nil {
@@ -120,6 +122,9 @@ func (a *App) member(h handlerFunc) http.Handler {
 				next = r.URL.RequestURI()
 			}
 			http.Redirect(w, r, chooseAccountURL(next), http.StatusSeeOther)
+			return
+		}
+		if changesState(r) && !a.postedInShownAccount(w, r, v) {
 			return
 		}
 		h(w, r, v)
@@ -216,7 +221,7 @@ func keptNext(next string) string {
 	return next
 }
 
-func (a *App) authRoutes(mux *http.ServeMux) {
+func (a *App) authRoutes(mux *router) {
 	mux.Handle("GET /signin", a.anyone(a.signinStart))
 	mux.Handle("GET /auth/callback", a.anyone(a.callback))
 	mux.Handle("POST /signout", a.anyone(a.signout))

@@ -43,15 +43,13 @@ type confirmation struct {
 // confirmed reports whether the request confirms the action (its form carried
 // confirmField=confirmYes, and the typed word when c asks for one); when it does not, it has
 // answered with the confirmation page (422 when a typed word was wrong, else 200). The
-// confirmation's form carries the account it was shown in, as the button that asked for it may
-// (postedInShownAccount): an action is named by what the page shows (a dataset by its name,
-// which another account may use too), so one asked for or confirmed on a page of one account
-// and sent after the visitor switched to another is refused (409) and changes nothing there.
+// confirmation's form carries the account it was shown in, as every form of an account's page
+// does (postedInShownAccount, which member checks before the handler runs): an action is named
+// by what the page shows (a dataset by its name, which another account may use too), so one
+// asked for or confirmed on a page of one account and sent after the visitor switched to
+// another is refused (409) and changes nothing there.
 func (a *App) confirmed(w http.ResponseWriter, r *http.Request, v *Visitor, c confirmation) bool {
 	_ = r.ParseForm()
-	if !a.postedInShownAccount(w, r, v, "nothing was changed.") {
-		return false
-	}
 	if r.PostFormValue(confirmField) == confirmYes {
 		if c.TypeToConfirm == "" || strings.TrimSpace(r.PostFormValue(typedField)) == c.TypeToConfirm {
 			return true

@@ -27,7 +27,7 @@ import (
 // the admin command checks it), then stored; members upload new datasets, owners also
 // replace and delete them. Uploads, replacements and deletions are audited.
 
-func (a *App) datasetsRoutes(mux *http.ServeMux) {
+func (a *App) datasetsRoutes(mux *router) {
 	mux.Handle("GET /datasets", a.member(a.datasetsPage))
 	mux.Handle("POST /datasets", a.member(a.uploadDataset))
 	mux.Handle("POST /datasets/{name}/delete", a.owner(a.deleteDataset))
@@ -148,11 +148,10 @@ var errTooLarge = errors.New("upload too large")
 var errOtherAccount = errors.New("upload form of another account")
 
 // readUpload reads the multipart form: the name and format fields (small) and the file
-// (into a temporary file, at most limit bytes). The form's account_id field, when it has one,
-// must be account (the visitor's current account, as postedInShownAccount checks the other
-// forms'): the page writes it before the file, so a form shown in another account is refused
-// with errOtherAccount as soon as the field is read, before the file is, and one whose field
-// comes after the file has its temporary file removed; either way nothing is stored.
+// (into a temporary file, at most limit bytes). Its first part, account_id, was checked before
+// the handler ran (postedInShownAccount: the page writes it before the file); another
+// account_id part that names another account, or a second one, is refused with
+// errOtherAccount and the temporary file is removed: nothing is stored.
 func readUpload(r *http.Request, limit int64, account string) (*upload, error) {
 	mr, err := r.MultipartReader()
 	if err != nil {
@@ -248,7 +247,7 @@ func (a *App) uploadDataset(w http.ResponseWriter, r *http.Request, v *Visitor) 
 	switch {
 	case errors.Is(err, errOtherAccount):
 		w.Header().Set("Connection", "close") // the rest of the form is not read
-		a.refuseSwitchedAccount(w, r, v, "no dataset was stored.")
+		a.refuseOtherAccount(w, r, v, "")
 		return
 	case errors.Is(err, errTooLarge) || errors.As(err, &maxErr):
 		w.Header().Set("Connection", "close")

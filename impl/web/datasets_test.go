@@ -19,8 +19,16 @@ func (b *browser) upload(fields map[string]string, fileName string, content []by
 	b.t.Helper()
 	var body bytes.Buffer
 	mw := multipart.NewWriter(&body)
+	// The page's form begins with the account it was shown in (the session's current one).
+	if id, named := fields["account_id"]; named {
+		_ = mw.WriteField("account_id", id)
+	} else if id := b.currentAccount(); id != "" {
+		_ = mw.WriteField("account_id", id)
+	}
 	for k, v := range fields {
-		_ = mw.WriteField(k, v)
+		if k != "account_id" {
+			_ = mw.WriteField(k, v)
+		}
 	}
 	fw, err := mw.CreateFormFile("file", fileName)
 	if err != nil {

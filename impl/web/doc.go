@@ -57,7 +57,7 @@
 //
 // Then write usage.go with the routes and handlers:
 //
-//	func (a *App) usageRoutes(mux *http.ServeMux) {
+//	func (a *App) usageRoutes(mux *router) {
 //		mux.Handle("GET /usage", a.member(a.usagePage))     // members of the account
 //		mux.Handle("POST /usage/x", a.owner(a.usageAction)) // owners only
 //	}
@@ -81,7 +81,12 @@
 // .Title, .Visitor, .Nonce (for <script nonce="{{.Nonce}}" src="/static/…">: scripts without
 // the nonce are blocked, and so are inline style attributes) and the handler's data as .Data.
 // Use <table> with <caption> and <th scope>, <label for> on every input, and POST forms for
-// every change (they pass the cross-origin check as they are). Static files (scripts, the
+// every change (they pass the cross-origin check as they are). Every form of an account's page
+// carries the account it was shown in, first:
+// <input type="hidden" name="account_id" value="{{$.Visitor.Account.AccountID}}">; member (and
+// owner) refuses a POST whose form names none or another account with 409 before the handler
+// runs (postedInShownAccount), and TestEveryPostIsBoundToTheShownAccount posts to every route
+// the router holds. Static files (scripts, the
 // chart library) go under static/, embedded and served at /static/; nothing comes from a CDN.
 //
 // A new top-level path must also be added to ownedPrefixes (app.go), or the API answers it.

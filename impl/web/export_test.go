@@ -16,3 +16,6 @@ func SetTailWriteWait(d time.Duration) (restore func()) {
 	tailWriteWait = d
 	return func() { tailWriteWait = old }
 }
+
+// RoutePatterns are the patterns of the console's routes, as registered on its router.
+func (a *App) RoutePatterns() []string { return append([]string(nil), a.routePatterns...) }

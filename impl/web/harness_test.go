@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alexedwards/scs/v2"
+
 	"github.com/tollgate/tollgate/impl/accounts"
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/dataset"
@@ -26,6 +28,7 @@ import (
 	"github.com/tollgate/tollgate/impl/store"
 	"github.com/tollgate/tollgate/impl/web"
 	"github.com/tollgate/tollgate/impl/web/members"
+	"github.com/tollgate/tollgate/impl/web/session"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -229,11 +232,13 @@ type browser struct {
 	app string
 	// userAgent is the User-Agent header sent ("web-test" when empty).
 	userAgent string
+	// e is the environment the browser signs in to (its session store).
+	e *env
 }
 
 func (e *env) browser(t *testing.T) *browser {
 	jar, _ := cookiejar.New(nil)
-	return &browser{t: t, app: e.URL, c: &http.Client{Jar: jar, Timeout: 10 * time.Second,
+	return &browser{t: t, e: e, app: e.URL, c: &http.Client{Jar: jar, Timeout: 10 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
 
@@ -286,12 +291,65 @@ func (b *browser) do(method, u string, form url.Values, hdr map[string]string) p
 
 func (b *browser) get(u string) page { return b.do(http.MethodGet, u, nil, nil) }
 
-// post submits a form as a same-origin browser does (Origin and Sec-Fetch-Site).
+// post submits a form as a same-origin browser does (Origin and Sec-Fetch-Site), from a page
+// shown just now: a form without account_id to a route of an account gets the session's
+// current account's, as every form of its page carries (postRaw sends the form as given).
 func (b *browser) post(u string, form url.Values) page {
 	if form == nil {
 		form = url.Values{}
 	}
+	if _, named := form["account_id"]; !named && boundPath(u) {
+		if id := b.currentAccount(); id != "" {
+			form = maps.Clone(form) // the caller's may be sent again, elsewhere
+			form.Set("account_id", id)
+		}
+	}
+	return b.postRaw(u, form)
+}
+
+// postRaw submits form as it is, as a same-origin browser does.
+func (b *browser) postRaw(u string, form url.Values) page {
+	if form == nil {
+		form = url.Values{}
+	}
 	return b.do(http.MethodPost, u, form, map[string]string{"Origin": b.app, "Sec-Fetch-Site": "same-origin"})
+}
+
+// unboundPrefixes are the console's POST routes that act on no account (docs/web.md, "Forms
+// bound to the account they were shown in"): the account switch and sign-up, sign-out and the
+// Sessions page's.
+var unboundPrefixes = []string{"/signin/", "/signout", "/sessions/"}
+
+// boundPath reports whether a POST to u must name the account it was made for.
+func boundPath(u string) bool {
+	for _, p := range unboundPrefixes {
+		if strings.HasPrefix(u, p) {
+			return false
+		}
+	}
+	return strings.HasPrefix(u, "/")
+}
+
+// currentAccount is the id of the account the browser's session works in ("" when none).
+func (b *browser) currentAccount() string {
+	b.t.Helper()
+	token := b.cookie()
+	if token == "" {
+		return ""
+	}
+	data, found, err := session.New(b.e.Store, nil).FindCtx(context.Background(), token)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if !found {
+		return ""
+	}
+	_, values, err := scs.GobCodec{}.Decode(data)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	id, _ := values["account_id"].(string)
+	return id
 }
 
 // follow follows redirects from p until stop says so or a page is not a redirect.

@@ -20,7 +20,7 @@ import (
 	"github.com/tollgate/tollgate/impl/web/connect"
 )
 
-func (a *App) keysRoutes(mux *http.ServeMux) {
+func (a *App) keysRoutes(mux *router) {
 	mux.Handle("GET /keys", a.member(a.keysPage))
 	mux.Handle("GET /keys/new", a.member(a.newKeyPage))
 	mux.Handle("POST /keys", a.member(a.createKey))
@@ -403,9 +403,6 @@ func (a *App) createKey(w http.ResponseWriter, r *http.Request, v *Visitor) {
 		return
 	}
 	_ = r.ParseForm()
-	if !a.postedInShownAccount(w, r, v, "no key was created.") {
-		return
-	}
 	// A form sent again (the browser's reload of the page that showed the key, "Continue"
 	// on its resubmit question, a double click) creates no second key: the page says which key
 	// it made, whose secret was shown once (newcomer trial: a reload made a second active key of

@@ -27,7 +27,7 @@ func TestKeyFormSentAtOnce(t *testing.T) {
 	if m == nil {
 		t.Fatal("the form has no form_id")
 	}
-	form := url.Values{"form_id": {m[1]}, "name": {"double-click"}}.Encode()
+	form := url.Values{"form_id": {m[1]}, "name": {"double-click"}, "account_id": {b.currentAccount()}}.Encode()
 
 	const posts = 12
 	type answer struct {

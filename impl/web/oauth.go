@@ -32,7 +32,7 @@ func init() {
 }
 
 // oauthRoutes registers the consent page and the Connected apps page.
-func (a *App) oauthRoutes(mux *http.ServeMux) {
+func (a *App) oauthRoutes(mux *router) {
 	mux.Handle("GET /oauth/authorize", a.member(a.consentPage))
 	mux.Handle("POST /oauth/authorize", a.member(a.consentDecision))
 	mux.Handle("GET /oauth/grants", a.member(a.grantsPage))
@@ -97,13 +97,9 @@ func (a *App) consentDecision(w http.ResponseWriter, r *http.Request, v *Visitor
 		a.fail(w, r, v, http.StatusBadRequest, "The form could not be read.")
 		return
 	}
-	// The decision binds the account the page showed: a visitor who switched accounts in
-	// another tab since is not granting (or denying) in an account they did not see named.
-	if shown := r.PostFormValue("account_id"); shown != v.Account.AccountID.String() {
-		a.fail(w, r, v, http.StatusConflict, "You switched accounts after this consent page was shown: nothing was allowed. "+
-			"Start the sign-in again from the client, and check the account the page names.")
-		return
-	}
+	// The decision binds the account the page showed (its account_id, checked by member
+	// before this runs, as every form of an account's page): a visitor who switched accounts
+	// in another tab since is not granting (or denying) in an account they did not see named.
 	c, ok := a.checkConsent(w, r, v, mcpauth.AuthorizeRequestFrom(r.PostForm))
 	if !ok {
 		return

@@ -124,7 +124,7 @@ func (a *App) homeData(r *http.Request, v *Visitor) (homeData, error) {
 	return d, nil
 }
 
-func (a *App) planRoutes(mux *http.ServeMux) { mux.Handle("GET /plan", a.member(a.planPage)) }
+func (a *App) planRoutes(mux *router) { mux.Handle("GET /plan", a.member(a.planPage)) }
 
 type planData struct {
 	Plan       config.Plan
@@ -169,7 +169,7 @@ func (a *App) planPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	a.render(w, r, v, http.StatusOK, "plan", "Plan & limits", d)
 }
 
-func (a *App) auditRoutes(mux *http.ServeMux) { mux.Handle("GET /audit", a.member(a.auditPage)) }
+func (a *App) auditRoutes(mux *router) { mux.Handle("GET /audit", a.member(a.auditPage)) }
 
 type auditData struct {
 	Entries []auditRow
@@ -221,7 +221,7 @@ func (a *App) auditPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	a.render(w, r, v, http.StatusOK, "audit", "Audit log", d)
 }
 
-func (a *App) sessionsRoutes(mux *http.ServeMux) {
+func (a *App) sessionsRoutes(mux *router) {
 	mux.Handle("GET /sessions", a.signedIn(a.sessionsPage))
 	mux.Handle("POST /sessions/{id}/end", a.signedIn(a.endSession))
 	mux.Handle("POST /sessions/end-all", a.signedIn(a.endAllSessions))

@@ -1,13 +1,19 @@
 package web
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"html/template"
+	"io"
 	"io/fs"
+	"mime"
+	"mime/multipart"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/tollgate/tollgate/impl/plaintext"
 )
@@ -18,7 +24,7 @@ import (
 type page struct {
 	Path   string
 	Title  string
-	Routes func(a *App, mux *http.ServeMux)
+	Routes func(a *App, mux *router)
 }
 
 // navigation is the navigation, in order. Sign out follows it (a form, not a link).
@@ -37,7 +43,7 @@ func navigation() []page {
 }
 
 // routes registers every route of the application on mux.
-func (a *App) routes(mux *http.ServeMux) {
+func (a *App) routes(mux *router) {
 	mux.Handle("GET /{$}", a.anyone(a.home))
 	a.authRoutes(mux)
 	for _, p := range a.nav {
@@ -51,6 +57,19 @@ func (a *App) routes(mux *http.ServeMux) {
 		}))
 	}
 	mux.Handle("/", a.anyone(a.noSuchPage))
+}
+
+// router is the console's mux, which remembers the patterns registered on it so that a test
+// can list every route from it (TestEveryPostIsBoundToTheShownAccount).
+type router struct {
+	mux      *http.ServeMux
+	patterns []string
+}
+
+// Handle registers h for pattern, as http.ServeMux.Handle does.
+func (rt *router) Handle(pattern string, h http.Handler) {
+	rt.mux.Handle(pattern, h)
+	rt.patterns = append(rt.patterns, pattern)
 }
 
 // noSuchPage answers a path that no page has: 404, with a link home.
@@ -212,28 +231,103 @@ func (a *App) fail(w http.ResponseWriter, r *http.Request, v *Visitor, status in
 	a.render(w, r, v, status, "error", http.StatusText(status), message)
 }
 
-// postedInShownAccount reports whether a form that creates something (a key, an agent
-// session) was sent in the account its page showed: the page writes that account in the
-// form's account_id field, and a form shown in one account and sent after the visitor
-// switched to another (in another tab) is refused with a page, creating nothing in the account
-// the visitor did not see named (as the consent page's decision is). A form without the field
-// (a page shown before it was added) is taken as before. what says what was not done. The
-// dataset upload, whose form is read as it streams, checks its field as it reads it
-// (readUpload) and refuses with refuseSwitchedAccount.
-func (a *App) postedInShownAccount(w http.ResponseWriter, r *http.Request, v *Visitor, what string) bool {
-	shown, ok := r.PostForm["account_id"]
-	if !ok || len(shown) == 1 && shown[0] == v.Account.AccountID.String() {
+// postedInShownAccount is the console's one rule for the account a state-changing request
+// acts on (docs/web.md, "Forms bound to the account they were shown in"): every form of a page
+// shown in an account carries that account's id (account_id), and a request other than GET or
+// HEAD to a route of an account (member, and so owner, runs it before the handler) is served
+// only when its form names exactly one account and it is the visitor's current one. One whose
+// form names none, several, or another account (the page was shown in one account and the
+// visitor switched to another in another tab since) is refused with the 409 page naming both
+// accounts, before the handler runs: it acts on nothing and audits nothing. A multipart form
+// (the dataset upload, read as it streams) must name it in its first part, which is read from
+// the body's beginning without consuming it; a urlencoded form is parsed (r.PostForm).
+func (a *App) postedInShownAccount(w http.ResponseWriter, r *http.Request, v *Visitor) bool {
+	shown, ok := shownAccount(r)
+	if ok && shown == v.Account.AccountID.String() {
 		return true
 	}
-	a.refuseSwitchedAccount(w, r, v, what)
+	if isMultipart(r) {
+		w.Header().Set("Connection", "close") // the rest of the form is not read
+	}
+	a.refuseOtherAccount(w, r, v, shown)
 	return false
 }
 
-// refuseSwitchedAccount is the 409 page of a form shown in one account and sent after the
-// visitor switched to another (postedInShownAccount); what says what was not done.
-func (a *App) refuseSwitchedAccount(w http.ResponseWriter, r *http.Request, v *Visitor, what string) {
-	a.fail(w, r, v, http.StatusConflict, "You switched accounts after this page was shown: "+what+" "+
-		"The page now names the account you are in; check it and send the form again.")
+// changesState reports whether r may change something: every method but GET and HEAD (the
+// console's GET routes only read).
+func changesState(r *http.Request) bool {
+	return r.Method != http.MethodGet && r.Method != http.MethodHead
+}
+
+// isMultipart reports whether r's body is a multipart form.
+func isMultipart(r *http.Request) bool {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return err == nil && mt == "multipart/form-data"
+}
+
+// firstPartLimit bounds what is read of a multipart form to find its first part (account_id).
+const firstPartLimit = 4096
+
+// shownAccount is the account id r's form names (its account_id field) and whether it names
+// exactly one. A multipart form's must be its first part: that part is read from a peek at
+// the body's first firstPartLimit bytes, and r.Body is replaced by a reader that still yields
+// the whole body to the handler.
+func shownAccount(r *http.Request) (string, bool) {
+	if !isMultipart(r) {
+		if err := r.ParseForm(); err != nil {
+			return "", false
+		}
+		shown := r.PostForm["account_id"]
+		if len(shown) != 1 {
+			return "", false
+		}
+		return shown[0], true
+	}
+	_, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	buffered := bufio.NewReaderSize(r.Body, firstPartLimit)
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{buffered, r.Body}
+	// Peek at what has arrived, one more byte at a time at least, until the first part is
+	// whole: a refusal does not wait for the rest of the form (the file).
+	for n := 1; ; {
+		_, peekErr := buffered.Peek(n)                // waits for n bytes (at the body's end, fewer)
+		head, _ := buffered.Peek(buffered.Buffered()) // all that has arrived, without waiting
+		part, err := multipart.NewReader(bytes.NewReader(head), params["boundary"]).NextPart()
+		if err == nil && part.FormName() != "account_id" {
+			return "", false
+		}
+		if err == nil {
+			value, err := io.ReadAll(io.LimitReader(part, 256))
+			if err == nil {
+				return strings.TrimSpace(string(value)), true
+			}
+		}
+		if peekErr != nil || n >= firstPartLimit {
+			return "", false
+		}
+		n = min(len(head)+1, firstPartLimit)
+	}
+}
+
+// refuseOtherAccount is the 409 page of a state-changing request whose form does not name the
+// visitor's current account (postedInShownAccount): it names the account the page was for
+// (when the visitor is a member of it) and the one they are working in now.
+func (a *App) refuseOtherAccount(w http.ResponseWriter, r *http.Request, v *Visitor, shown string) {
+	now := v.Account.AccountName
+	was := "another account"
+	if shown == "" {
+		was = "no account (the form does not say which account it was made for)"
+	}
+	if id, err := uuid.Parse(shown); err == nil && v.User != nil {
+		if m, err := a.members.Membership(r.Context(), v.User.ID, id); err == nil {
+			was = m.AccountName
+		}
+	}
+	a.fail(w, r, v, http.StatusConflict, "This page was for "+was+"; you are now working in "+now+
+		" (you switched accounts after the page was shown, maybe in another tab). Nothing was done: "+
+		"go back and reload the page, which then names the account you are in, and check it before sending the form again.")
 }
 
 // failInternal logs err and renders 503 (a dependency failed; the error is not shown).

@@ -22,8 +22,8 @@ import (
 // one, switches to the other in another tab, then sends the form: it is refused (409, a page
 // saying so) and no key is created in either account (before, the key was created in the
 // account switched to, which the form never named: trial h3 of 2026-12-06). Sent again from a
-// page shown in the current account, it creates the key there. A form without the field (a
-// page shown before it was added) is taken as before.
+// page shown in the current account, it creates the key there. A form without the field is
+// refused too (before, it was taken as sent in the current account).
 func TestCreationFormsBindTheShownAccount(t *testing.T) {
 	e := start(t, nil)
 	acme := e.account(t, "acme", aliceEmail, "owner")
@@ -51,7 +51,7 @@ func TestCreationFormsBindTheShownAccount(t *testing.T) {
 	}
 	form.Set("name", "made-in-acme's-page")
 	p := b.post("/keys", form)
-	if p.Status != http.StatusConflict || !strings.Contains(p.Body, "You switched accounts after this page was shown: no key was created.") {
+	if p.Status != http.StatusConflict || !strings.Contains(p.Body, "This page was for acme; you are now working in globex") {
 		t.Fatalf("the form shown in acme, sent in globex: %d %.500s", p.Status, p.Body)
 	}
 	named := func(name string) (n int) {
@@ -83,11 +83,14 @@ func TestCreationFormsBindTheShownAccount(t *testing.T) {
 	if err != nil || len(keys) != 1 || keys[0].Name != "made-in-globex" {
 		t.Fatalf("globex's keys %v (%v), want the one made there", keys, err)
 	}
+	// A form that names no account is refused too (before, it was taken as in the account
+	// the visitor was in).
 	form = shown()
 	form.Del("account_id")
 	form.Set("name", "older-page")
-	if p := b.post("/keys", form); p.Status != http.StatusCreated || named("older-page") != 1 {
-		t.Fatalf("a form without account_id: %d, %d keys", p.Status, named("older-page"))
+	if p := b.postRaw("/keys", form); p.Status != http.StatusConflict || named("older-page") != 0 ||
+		!strings.Contains(p.Body, "This page was for no account") {
+		t.Fatalf("a form without account_id: %d, %d keys: %.500s", p.Status, named("older-page"), p.Body)
 	}
 }
 
@@ -112,7 +115,7 @@ func TestAgentStartBindsTheShownAccount(t *testing.T) {
 	}
 	b.post("/signin/account", url.Values{"account_id": {globex.ID.String()}})
 	p := b.post("/agents/start", url.Values{"account_id": {m[1]}, "slot": {"main"}, "prompt": {"tidy the docs"}})
-	if p.Status != http.StatusConflict || !strings.Contains(p.Body, "no agent session was started") {
+	if p.Status != http.StatusConflict || !strings.Contains(p.Body, "This page was for acme; you are now working in globex") {
 		t.Fatalf("the form shown in acme, sent in globex: %d %.500s", p.Status, p.Body)
 	}
 	for _, id := range []uuid.UUID{acme.ID, globex.ID} {
@@ -127,8 +130,8 @@ func TestAgentStartBindsTheShownAccount(t *testing.T) {
 // was shown in, before its file; sent after the visitor switched accounts in another tab, it is
 // refused (409) as soon as that field is read, before the file has been sent in full, and
 // stores nothing in either account (before, the file was stored in the account switched to). A
-// form whose field comes after the file (a client that orders the parts otherwise) is refused
-// too, and its temporary file is removed. Sent from a page shown in the current account, the
+// form whose field comes after the file (a client that orders the parts otherwise) names no
+// account in its first part and is refused too, before its file is read. Sent from a page shown in the current account, the
 // upload is stored there.
 func TestDatasetUploadBindsTheShownAccount(t *testing.T) {
 	e := start(t, nil)
@@ -193,7 +196,7 @@ func TestDatasetUploadBindsTheShownAccount(t *testing.T) {
 	}()
 	select {
 	case a := <-done:
-		if a.err != nil || a.status != http.StatusConflict || !strings.Contains(a.body, "You switched accounts after this page was shown: no dataset was stored.") {
+		if a.err != nil || a.status != http.StatusConflict || !strings.Contains(a.body, "This page was for acme; you are now working in globex") {
 			t.Fatalf("the form shown in acme, sent in globex: %d %v %.500s", a.status, a.err, a.body)
 		}
 	case <-time.After(5 * time.Second):
@@ -204,7 +207,8 @@ func TestDatasetUploadBindsTheShownAccount(t *testing.T) {
 		t.Fatalf("no refusal before the file was sent in full; once it was: %d %v %.300s", a.status, a.err, a.body)
 	}
 
-	// The field after the file: refused all the same, and the temporary file is gone.
+	// The field after the file: the first part names no account, refused all the same, and no
+	// temporary file is left.
 	var body bytes.Buffer
 	mw2 := multipart.NewWriter(&body)
 	fw, _ := mw2.CreateFormFile("file", "sales.csv")
@@ -221,7 +225,7 @@ func TestDatasetUploadBindsTheShownAccount(t *testing.T) {
 	}
 	raw, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusConflict || !strings.Contains(string(raw), "no dataset was stored") {
+	if resp.StatusCode != http.StatusConflict || !strings.Contains(string(raw), "This page was for no account") {
 		t.Fatalf("the field after the file, shown in acme, sent in globex: %d %.500s", resp.StatusCode, raw)
 	}
 	if left, _ := filepath.Glob(filepath.Join(tmp, "tollgate-upload-*")); len(left) != 0 {
@@ -298,7 +302,7 @@ func TestDatasetDeleteBindsTheShownAccount(t *testing.T) {
 	}
 	b.chooseAccount(globex.ID.String()) // the other tab
 	p := b.post("/datasets/sales/delete", confirm)
-	if p.Status != http.StatusConflict || !strings.Contains(p.Body, "You switched accounts after this page was shown: nothing was changed.") {
+	if p.Status != http.StatusConflict || !strings.Contains(p.Body, "This page was for acme; you are now working in globex") {
 		t.Fatalf("acme's confirmation sent in globex: %d %.800s", p.Status, p.Body)
 	}
 	if p := b.post("/datasets/sales/delete", button); p.Status != http.StatusConflict {

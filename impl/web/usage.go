@@ -27,7 +27,7 @@ import (
 // usageChartGroups is how many groups the chart and its table show (the rest are added up).
 const usageChartGroups = 8
 
-func (a *App) usageRoutes(mux *http.ServeMux) {
+func (a *App) usageRoutes(mux *router) {
 	svc := a.usage
 	mux.Handle("GET /usage", a.member(func(w http.ResponseWriter, r *http.Request, v *Visitor) { a.usagePage(w, r, v, svc) }))
 	mux.Handle("GET /usage/export.csv", a.member(func(w http.ResponseWriter, r *http.Request, v *Visitor) { a.usageExport(w, r, v, svc) }))

@@ -307,7 +307,7 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 		size = len(body) - 5*escapes
 	}
 	inputEst := int64(sizeEstimate(size, escapes))
-	features := routing.Features{OutputTokens: maxTokens} // what the client asked for; 0 when it did not say
+	features := routing.Features{OutputTokens: maxTokens, Stream: stream} // OutputTokens: what the client asked for; 0 when it did not say
 	// onlySameFormat is set when the request cannot be put in the neutral form (it holds what
 	// only its own format knows): it may still go, untouched, to an upstream of its format.
 	onlySameFormat := false

@@ -24,13 +24,15 @@
 //     of the upstream's making, silent for too long), which then counts as a failure instead
 //     of the success its head counted (ObserveBroken). A failure says nothing of latency;
 //   - latency: minus one point per 500 ms of the expert's time to first byte for requests of
-//     this one's size, so a slower expert wins only on strengths. The time is the answering
+//     this one's size and streaming, so a slower expert wins only on strengths. The time is the answering
 //     try's own, from its start to its head: not the tries that failed before it nor the waits
 //     between them (a Retry-After), and a failed attempt adds none. A prompt's first byte
 //     comes after its prefill, so the times are kept per size class, the classes of the
 //     strengths above (SizeClass: small, under 1,000 tokens in and out; long, over 8,000 in or
-//     4,000 out; medium, the rest), and a request is scored with its own class's only: a long
-//     prompt's time says nothing of a short one's. Within a class the time is kept per
+//     4,000 out; medium, the rest), each apart for streamed and non-streamed answers (a
+//     non-streamed answer's first byte waits for the whole answer, a stream's for its first
+//     token), and a request is scored with its own class's only: a long prompt's time says
+//     nothing of a short one's, nor a whole answer's of a first token's. Within a class the time is kept per
 //     account, each account's smoothed with weight 0.2 for its newest answer, for the last
 //     AccountsPerClass (8) accounts the expert answered there; the expert's time is the lower
 //     median of theirs, so an account is one voice however many requests it sends, and one
@@ -309,6 +311,10 @@ type Features struct {
 	OutputTokens int
 	Tools        bool
 	Code         bool
+	// Stream says whether the answer is streamed: a streamed answer's first byte comes with
+	// its first token, a non-streamed one's after the whole answer, so the router compares the
+	// experts' times to first byte of the two apart (latencyClass).
+	Stream bool
 }
 
 // CodeWindow is how much of each end of a text LooksLikeCode reads: a text longer than twice
@@ -416,9 +422,27 @@ func (f Features) Size() SizeClass {
 	return SizeMedium
 }
 
+// latencyClass is the class a request's time to first byte is kept and compared in: its size
+// class, and whether its answer is streamed (a non-streamed answer's first byte waits for the
+// whole answer, so its time says nothing of a stream's first token, nor the reverse).
+type latencyClass uint8
+
+// numLatencyClasses is the number of latency classes: each size class, streamed or not.
+const numLatencyClasses = 2 * numSizeClasses
+
+// latencyClassOf is the latency class of a request with features f.
+func latencyClassOf(f Features) latencyClass {
+	c := latencyClass(f.Size())
+	if f.Stream {
+		c += latencyClass(numSizeClasses)
+	}
+	return c
+}
+
 // AccountsPerClass is how many accounts' times to first byte the router keeps per expert and
-// size class: the accounts that answered there most recently. An account holds one place, so
-// however many requests it sends it is one voice of AccountsPerClass.
+// latency class (a size class, streamed or not): the accounts that answered there most
+// recently. An account holds one place, so however many requests it sends it is one voice of
+// AccountsPerClass.
 const AccountsPerClass = 8
 
 type health struct {
@@ -428,12 +452,12 @@ type health struct {
 	// answer that broke off was no success.
 	resetStreak int
 	lastFailure time.Time
-	// latency is, by size class, the smoothed times to first byte of the accounts whose
+	// latency is, by latency class, the smoothed times to first byte of the accounts whose
 	// requests the expert answered most recently, one place an account.
-	latency [numSizeClasses][AccountsPerClass]accountLatency
+	latency [numLatencyClasses][AccountsPerClass]accountLatency
 }
 
-// accountLatency is one account's smoothed time to first byte at an expert in a size class.
+// accountLatency is one account's smoothed time to first byte at an expert in a latency class.
 type accountLatency struct {
 	account    uuid.UUID
 	ttfb       time.Duration // EWMA of the answering tries' time to first byte
@@ -459,11 +483,11 @@ func (r *Router) Order(m *Model, f Features) []Expert {
 		pos   int
 	}
 	now := r.now()
-	size := f.Size()
+	class := latencyClassOf(f)
 	r.mu.Lock()
 	list := make([]scored, len(m.Experts))
 	for i, e := range m.Experts {
-		list[i] = scored{e: e, score: strengthScore(e, f) + r.healthScore(e.Key, size, now), pos: i}
+		list[i] = scored{e: e, score: strengthScore(e, f) + r.healthScore(e.Key, class, now), pos: i}
 	}
 	r.mu.Unlock()
 	slices.SortStableFunc(list, func(a, b scored) int {
@@ -512,31 +536,31 @@ func strengthScore(e Expert, f Features) float64 {
 	return score
 }
 
-// healthScore is the expert's health and latency points for a request of the size class;
+// healthScore is the expert's health and latency points for a request of the latency class;
 // it must be called with r.mu held.
-func (r *Router) healthScore(key string, size SizeClass, now time.Time) float64 {
+func (r *Router) healthScore(key string, class latencyClass, now time.Time) float64 {
 	h := r.health[key]
 	if h == nil {
 		return 0
 	}
-	score := -float64(h.ttfb(size, now)) / float64(500*time.Millisecond)
+	score := -float64(h.ttfb(class, now)) / float64(500*time.Millisecond)
 	if (h.failRate > 0.5 || h.streak >= 3) && now.Sub(h.lastFailure) < FailureWindow {
 		score -= 10
 	}
 	return score
 }
 
-// ttfb is the expert's time to first byte for a request of the size class, as the latency
+// ttfb is the expert's time to first byte for a request of the latency class, as the latency
 // points count it at now: the lower median of the accounts' smoothed times in that class,
 // each faded by its age (latencyWeight), among the accounts whose time has not faded out; 0
 // when none. One account alone sets it; among several, it is no higher than what half of
 // them (rounded up) saw, so one account's slow answers cannot make the expert look slower
 // for the others than they found it.
-func (h *health) ttfb(size SizeClass, now time.Time) time.Duration {
+func (h *health) ttfb(class latencyClass, now time.Time) time.Duration {
 	var seen [AccountsPerClass]time.Duration
 	n := 0
-	for i := range h.latency[size] {
-		a := &h.latency[size][i]
+	for i := range h.latency[class] {
+		a := &h.latency[class][i]
 		if w := a.latencyWeight(now); w > 0 {
 			// Insertion in order: at most AccountsPerClass values, no allocation.
 			v := time.Duration(float64(a.ttfb) * w)
@@ -567,7 +591,7 @@ func (a *accountLatency) latencyWeight(now time.Time) float64 {
 	return max(0, 1-float64(age)/float64(LatencyMemory))
 }
 
-// place is the account's place among the latencies of a size class: its own, else a free
+// place is the account's place among the latencies of a latency class: its own, else a free
 // one, else the one whose last answer is the oldest (that account's time is forgotten).
 func place(class *[AccountsPerClass]accountLatency, account uuid.UUID) *accountLatency {
 	var free, oldest *accountLatency
@@ -592,8 +616,8 @@ func place(class *[AccountsPerClass]accountLatency, account uuid.UUID) *accountL
 
 // Observe records one attempt at an expert, made for account by a request with features f.
 // A success's ttfb is the answering try's own time to first byte (from the try's start, not
-// the call's), and it teaches the router the expert's latency for requests of f's size class
-// only, in the account's own place (see health.ttfb). A failure's ttfb, account and features
+// the call's), and it teaches the router the expert's latency for requests of f's latency
+// class (its size class, streamed or not) only, in the account's own place (see health.ttfb). A failure's ttfb, account and features
 // are ignored: a failure counts through the health penalty only, and never seeds or moves the
 // latency. Observe allocates nothing (it runs on every request): an expert's record is made
 // at its first attempt and keeps a fixed number of places.
@@ -610,7 +634,7 @@ func (r *Router) Observe(key string, account uuid.UUID, f Features, ttfb time.Du
 	}
 	h.failRate *= 1 - alpha
 	h.streak, h.resetStreak = 0, h.streak
-	a := place(&h.latency[f.Size()], account)
+	a := place(&h.latency[latencyClassOf(f)], account)
 	if a.account != account {
 		*a = accountLatency{account: account}
 	}

@@ -119,7 +119,7 @@ func TestFailureIsNoLatency(t *testing.T) {
 	}
 	// A success's time is the answering try's: after the failures it stands alone.
 	r.Observe(general, uuid.Nil, small, 100*time.Millisecond, false)
-	if s := r.healthScore(general, SizeSmall, clock); !near(s, -0.2) {
+	if s := r.healthScore(general, latencyClassOf(Features{}), clock); !near(s, -0.2) {
 		t.Errorf("score %v after one answer in 100 ms, want -0.2", s)
 	}
 }
@@ -145,8 +145,8 @@ func TestBrokenAnswersCount(t *testing.T) {
 	if got := keys(r.Order(flint, small))[0]; got == general || r.health[general].streak != 3 {
 		t.Errorf("after 3 broken answers in a row the expert still leads (run of %d failures)", r.health[general].streak)
 	}
-	if h := r.health[general]; h.ttfb(SizeSmall, clock) != 100*time.Millisecond {
-		t.Errorf("latency %v after broken answers of 100 ms to the head", h.ttfb(SizeSmall, clock))
+	if h := r.health[general]; h.ttfb(latencyClassOf(Features{}), clock) != 100*time.Millisecond {
+		t.Errorf("latency %v after broken answers of 100 ms to the head", h.ttfb(latencyClassOf(Features{}), clock))
 	}
 	clock = clock.Add(FailureWindow + time.Second)
 	if got := keys(r.Order(flint, small))[0]; got != general {
@@ -171,7 +171,7 @@ func TestLatencyAges(t *testing.T) {
 		t.Fatal("an expert 3 s to its first byte still leads")
 	}
 	clock = clock.Add(LatencyMemory / 2)
-	if s := r.healthScore(general, SizeSmall, clock); !near(s, -3) {
+	if s := r.healthScore(general, latencyClassOf(Features{}), clock); !near(s, -3) {
 		t.Errorf("half way, the latency score is %v, want -3", s)
 	}
 	if got := keys(r.Order(flint, small))[0]; got == general {
@@ -182,12 +182,12 @@ func TestLatencyAges(t *testing.T) {
 		t.Errorf("60 s after its last answer the slow expert is not tried again: %s leads", got)
 	}
 	r.Observe(general, uuid.Nil, small, 50*time.Millisecond, false)
-	if s := r.healthScore(general, SizeSmall, clock); !near(s, -0.1) {
+	if s := r.healthScore(general, latencyClassOf(Features{}), clock); !near(s, -0.1) {
 		t.Errorf("an answer after the old latency faded: score %v, want -0.1", s)
 	}
 	// A fresh average still weighs the newest answer at 0.2.
 	r.Observe(general, uuid.Nil, small, 550*time.Millisecond, false)
-	if s := r.healthScore(general, SizeSmall, clock); !near(s, -0.3) {
+	if s := r.healthScore(general, latencyClassOf(Features{}), clock); !near(s, -0.3) {
 		t.Errorf("score %v, want -0.3 (150 ms smoothed)", s)
 	}
 }
@@ -294,13 +294,44 @@ func TestOneAccountsLongPromptsMoveNoOtherAccount(t *testing.T) {
 			t.Fatalf("after %d of A's long prompts B's short request went to %s", i+1, got)
 		}
 	}
-	if s := r.healthScore("p/first", SizeSmall, clock); s < -0.5 {
+	if s := r.healthScore("p/first", latencyClassOf(Features{}), clock); s < -0.5 {
 		t.Errorf("a short request's latency score is %v after A's long prompts, want B's own -0.3", s)
 	}
 	for what, f := range map[string]Features{"long": long, "medium": medium} {
 		if got := keys(r.Order(twins, f))[0]; got != "p/second" {
 			t.Errorf("a %s prompt still goes to the expert slow for its size", what)
 		}
+	}
+}
+
+// TestWholeAnswersMoveNoStream: a non-streamed answer's first byte comes after the whole
+// answer, a stream's with its first token, so the two are compared apart: the experts' slow
+// whole answers (every account's, a majority) leave the streamed requests of the same size
+// where their own first tokens put them, and the reverse. Before, they shared one time per size
+// class, and an expert that answered non-streamed requests slowly (long outputs) lost the
+// streams it served fastest.
+func TestWholeAnswersMoveNoStream(t *testing.T) {
+	clock := time.Unix(0, 0)
+	r := NewRouter(func() time.Time { return clock })
+	whole := Features{InputTokens: 200, OutputTokens: 500}
+	streamed := Features{InputTokens: 200, OutputTokens: 500, Stream: true}
+	for range 3 {
+		account := uuid.New()
+		for range 10 {
+			r.Observe("p/first", account, streamed, 150*time.Millisecond, false)
+			r.Observe("p/second", account, streamed, 400*time.Millisecond, false)
+			r.Observe("p/first", account, whole, 9*time.Second, false)
+			r.Observe("p/second", account, whole, 3*time.Second, false)
+		}
+	}
+	if got := keys(r.Order(twins, streamed))[0]; got != "p/first" {
+		t.Errorf("a streamed request went to %s, slower to its first token, moved by whole answers", got)
+	}
+	if got := keys(r.Order(twins, whole))[0]; got != "p/second" {
+		t.Errorf("a non-streamed request went to %s, slower to its whole answer, moved by streams", got)
+	}
+	if s := r.healthScore("p/first", latencyClassOf(streamed), clock); !near(s, -0.3) {
+		t.Errorf("the streamed class's latency score is %v, want its own -0.3", s)
 	}
 }
 
@@ -322,7 +353,7 @@ func TestOneAccountIsOneVoice(t *testing.T) {
 	if got := keys(r.Order(twins, small))[0]; got != "p/first" {
 		t.Fatalf("a thousand slow answers of one account moved the other's traffic to %s", got)
 	}
-	if s := r.healthScore("p/first", SizeSmall, clock); !near(s, -0.2) {
+	if s := r.healthScore("p/first", latencyClassOf(Features{}), clock); !near(s, -0.2) {
 		t.Errorf("score %v, want B's -0.2", s)
 	}
 	// Two accounts of three find it slow: the expert is slow.
@@ -333,7 +364,7 @@ func TestOneAccountIsOneVoice(t *testing.T) {
 	// Once B's and C's times have faded, A's alone count.
 	clock = clock.Add(LatencyMemory)
 	r.Observe("p/first", a, small, 5*time.Second, false)
-	if s := r.healthScore("p/first", SizeSmall, clock); !near(s, -10) {
+	if s := r.healthScore("p/first", latencyClassOf(Features{}), clock); !near(s, -10) {
 		t.Errorf("score %v with A's time alone, want -10", s)
 	}
 	// An account takes one place of AccountsPerClass: the latest accounts' times count, the
@@ -346,7 +377,7 @@ func TestOneAccountIsOneVoice(t *testing.T) {
 	}
 	// The places: A's 5 s and the last seven new accounts' 200 to 800 ms (the first new one,
 	// and B's and C's faded times, gave theirs up); the lower median is 500 ms.
-	if s := r.healthScore("p/first", SizeSmall, clock); !near(s, -1) {
+	if s := r.healthScore("p/first", latencyClassOf(Features{}), clock); !near(s, -1) {
 		t.Errorf("score %v among %d accounts, A's one of them, want -1 (500 ms)", s, AccountsPerClass)
 	}
 }

@@ -40,9 +40,12 @@ type Cache[K comparable, V any] struct {
 	ttl   time.Duration
 	max   int
 	stale prometheus.Counter // nil without metrics
-	mu    sync.RWMutex
-	items map[K]cacheItem[V]
-	epoch uint64 // grows on every invalidation
+	// rechecked counts the background re-checks by outcome (recheckCurrent, recheckGone,
+	// recheckUnavailable); nil without metrics.
+	rechecked [numRecheckOutcomes]prometheus.Counter
+	mu        sync.RWMutex
+	items     map[K]cacheItem[V]
+	epoch     uint64 // grows on every invalidation
 
 	// reloadMu guards reloading, the keys being reloaded in the background while degraded.
 	reloadMu  sync.Mutex
@@ -71,6 +74,9 @@ func NewCache[K comparable, V any](feed *Feed, name string, ttl time.Duration, m
 	c := &Cache[K, V]{feed: feed, ttl: ttl, max: max, items: map[K]cacheItem[V]{}}
 	if feed != nil && feed.opts.Metrics != nil {
 		c.stale = feed.opts.Metrics.StaleServed.WithLabelValues(name)
+		for o, label := range recheckOutcomeLabels {
+			c.rechecked[o] = feed.opts.Metrics.StaleRechecks.WithLabelValues(name, label)
+		}
 	}
 	return c
 }
@@ -164,6 +170,7 @@ func (c *Cache[K, V]) reload(ctx context.Context, k K, gen, epoch uint64, now ti
 			c.reloadMu.Unlock()
 		}()
 		v, err := load(lctx)
+		c.countRecheck(err)
 		switch {
 		case err == nil:
 			c.mu.Lock()
@@ -184,6 +191,31 @@ func (c *Cache[K, V]) reload(ctx context.Context, k K, gen, epoch uint64, now ti
 			c.mu.Unlock()
 		}
 	}()
+}
+
+// The outcomes of a background re-check, as tollgate_stale_cache_rechecks_total labels them.
+const (
+	recheckCurrent = iota
+	recheckGone
+	recheckUnavailable
+	numRecheckOutcomes
+)
+
+var recheckOutcomeLabels = [numRecheckOutcomes]string{"current", "gone", "unavailable"}
+
+// countRecheck counts a background re-check whose load returned err.
+func (c *Cache[K, V]) countRecheck(err error) {
+	o := recheckCurrent
+	switch {
+	case err == nil:
+	case apierror.IsUnavailable(err):
+		o = recheckUnavailable
+	default:
+		o = recheckGone
+	}
+	if ctr := c.rechecked[o]; ctr != nil {
+		ctr.Inc()
+	}
 }
 
 // withinMaxStale reports whether the entry was known to be current less than MaxStale ago.

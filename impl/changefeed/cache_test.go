@@ -353,7 +353,7 @@ func TestCacheUndelivered(t *testing.T) {
 // again, an entry read less than a Heartbeat ago starts none, and a re-check that raced with an
 // invalidation is not stored.
 func TestCacheRevalidatesWhileDegraded(t *testing.T) {
-	f, clk, _, _ := newTestFeed(5 * time.Minute)
+	f, clk, m, _ := newTestFeed(5 * time.Minute)
 	c := NewCache[string, int](f, "test", 5*time.Minute, 10)
 	ctx := context.Background()
 	errRevoked := errors.New("revoked")
@@ -387,6 +387,9 @@ func TestCacheRevalidatesWhileDegraded(t *testing.T) {
 	if ld.calls != 2 {
 		t.Fatalf("%d loads, want the background re-check and the refused lookup", ld.calls)
 	}
+	if n := metric(t, m, `tollgate_stale_cache_rechecks_total{cache="test",outcome="gone"}`); n != 1 {
+		t.Errorf("tollgate_stale_cache_rechecks_total gone: %v, want 1", n)
+	}
 
 	// Changed: the re-check's value replaces the entry, current as of its read.
 	ld = &counter{value: 2}
@@ -396,6 +399,9 @@ func TestCacheRevalidatesWhileDegraded(t *testing.T) {
 	settle(t, c)
 	if v, _ := c.Get(ctx, "kept", ld.load); v != 2 || ld.calls != 1 {
 		t.Fatalf("after the re-check: %d after %d loads", v, ld.calls)
+	}
+	if n := metric(t, m, `tollgate_stale_cache_rechecks_total{cache="test",outcome="current"}`); n != 1 {
+		t.Errorf("tollgate_stale_cache_rechecks_total current: %v, want 1", n)
 	}
 	// Its MaxStale window starts at the re-check: the database lost too, it still answers
 	// from memory a second before MaxStale after it, long after MaxStale from the loss.

@@ -35,6 +35,11 @@ type Metrics struct {
 	// StaleServed counts lookups answered from a cache entry that could not be re-checked with
 	// the database, by cache ("api_key", "model_access").
 	StaleServed *prometheus.CounterVec
+	// StaleRechecks counts the background re-checks of cache entries while degraded, by cache
+	// and outcome: "current" (the database answered, the entry replaced), "gone" (the
+	// database answered that it is no more: a revoked key, dropped) and "unavailable" (no
+	// answer: nothing changed).
+	StaleRechecks *prometheus.CounterVec
 	// RefusedHeads counts the request heads the API server refused before any route, by
 	// status (ObserveRefusedHead).
 	RefusedHeads *prometheus.CounterVec
@@ -131,6 +136,9 @@ func New() *Metrics {
 		StaleServed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tollgate_stale_cache_served_total", Help: "Lookups answered from a cache entry that could not be re-checked with the database, by cache.",
 		}, []string{"cache"}),
+		StaleRechecks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_stale_cache_rechecks_total", Help: "Background re-checks with the database of cache entries answered from memory while degraded, by cache and outcome (current, gone, unavailable).",
+		}, []string{"cache", "outcome"}),
 		RefusedHeads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tollgate_http_refused_heads_total",
 			Help: "Request heads the API server refused before any route (not in tollgate_http_requests_total), by status: 400 unreadable (a bare CR, both Content-Length and Transfer-Encoding, no Host, ...), 431 too large, 501 an unknown transfer coding, 505 another HTTP version, h2c HTTP/2 without TLS (prior knowledge, refused with a GOAWAY).",
@@ -139,7 +147,7 @@ func New() *Metrics {
 	for _, status := range refusedHeadStatuses {
 		m.RefusedHeads.WithLabelValues(status) // each status at 0 from the start, for rate()
 	}
-	reg.MustRegister(m.Requests, m.Duration, m.RateLimited, m.RateLimiterErrors, m.Degraded, m.StaleServed, m.RefusedHeads,
+	reg.MustRegister(m.Requests, m.Duration, m.RateLimited, m.RateLimiterErrors, m.Degraded, m.StaleServed, m.StaleRechecks, m.RefusedHeads,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.RateLimiterFallback = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "tollgate_rate_limiter_fallback",

@@ -287,8 +287,10 @@ WHERE account_id = $1 AND session_id = $2 AND kind = 'stop' AND status IN ('acce
 ORDER BY created_at, id LIMIT 1;
 
 -- name: FinishAgentStopCommands :exec
--- The stop commands of a session that has ended are done.
-UPDATE agent_commands SET status = 'done' WHERE session_id = $1 AND kind = 'stop' AND status = 'running';
+-- The stop commands still under way (accepted or running) of a session that has ended end with
+-- it: done when it ended stopped by the user, failed when it ended for another cause first.
+UPDATE agent_commands SET status = sqlc.arg('status')::text
+WHERE session_id = $1 AND kind = 'stop' AND status IN ('accepted', 'running');
 
 -- name: AgentStarterRole :one
 -- The role in the account of the member who started a session on the console; no row when

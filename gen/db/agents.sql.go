@@ -203,12 +203,19 @@ func (q *Queries) ExpireAgentApprovals(ctx context.Context) ([]uuid.UUID, error)
 }
 
 const finishAgentStopCommands = `-- name: FinishAgentStopCommands :exec
-UPDATE agent_commands SET status = 'done' WHERE session_id = $1 AND kind = 'stop' AND status = 'running'
+UPDATE agent_commands SET status = $2::text
+WHERE session_id = $1 AND kind = 'stop' AND status IN ('accepted', 'running')
 `
 
-// The stop commands of a session that has ended are done.
-func (q *Queries) FinishAgentStopCommands(ctx context.Context, sessionID pgtype.UUID) error {
-	_, err := q.db.Exec(ctx, finishAgentStopCommands, sessionID)
+type FinishAgentStopCommandsParams struct {
+	SessionID pgtype.UUID
+	Status    string
+}
+
+// The stop commands still under way (accepted or running) of a session that has ended end with
+// it: done when it ended stopped by the user, failed when it ended for another cause first.
+func (q *Queries) FinishAgentStopCommands(ctx context.Context, arg FinishAgentStopCommandsParams) error {
+	_, err := q.db.Exec(ctx, finishAgentStopCommands, arg.SessionID, arg.Status)
 	return err
 }
 

@@ -204,16 +204,19 @@ func (w *stopWorker) NextRetry(job *river.Job[stopArgs]) time.Time { return retr
 
 func (w *stopWorker) Work(ctx context.Context, job *river.Job[stopArgs]) error {
 	return withSession(ctx, w.s, job, job.Args.SessionID, func(st *sessionTx) error {
+		// A session that has ended ended its stop commands with it (sessionTx.move: done when
+		// stopped by the user, failed when it ended for another cause first): this one is not
+		// taken up again.
+		if !live(st.row.State) {
+			return nil
+		}
 		// The command runs until the session has ended: at once for a session that was ready,
-		// at the step boundary for a busy one (sessionTx.end marks it done).
+		// at the step boundary for a busy one (sessionTx.move ends it).
 		if err := setCommand(st, job.Args.CommandID, CommandRunning); err != nil {
 			return err
 		}
 		if job.Args.Finish && st.row.State == StateStopping {
 			return st.end(StateStopped, "")
-		}
-		if !live(st.row.State) {
-			return setCommand(st, job.Args.CommandID, CommandDone)
 		}
 		return nil
 	})

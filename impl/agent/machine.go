@@ -109,7 +109,10 @@ var (
 		[2]string{StateStopping, StateStopped}, [2]string{StateStopping, StateFailed})
 	CommandMachine = newMachine("command",
 		[]string{CommandAccepted, CommandRunning, CommandDone, CommandFailed},
-		[2]string{CommandAccepted, CommandRunning}, [2]string{CommandRunning, CommandDone}, [2]string{CommandRunning, CommandFailed})
+		[2]string{CommandAccepted, CommandRunning}, [2]string{CommandRunning, CommandDone}, [2]string{CommandRunning, CommandFailed},
+		// A stop command whose session ended before its job ran (or whose job was discarded)
+		// ends with the session: done when stopped by the user, else failed.
+		[2]string{CommandAccepted, CommandDone}, [2]string{CommandAccepted, CommandFailed})
 	MessageMachine  = newMachine("message", []string{MessageQueued, MessageTaken}, [2]string{MessageQueued, MessageTaken})
 	ApprovalMachine = newMachine("approval",
 		[]string{ApprovalPending, ApprovalApproved, ApprovalDenied, ApprovalExpired, ApprovalCancelled},

@@ -20,7 +20,7 @@ import (
 var allowed = map[*Machine][]string{
 	&SessionMachine: {"provisioning→ready", "provisioning→stopping", "provisioning→failed", "ready→busy", "ready→stopping",
 		"busy→ready", "busy→stopping", "busy→failed", "stopping→stopped", "stopping→failed"},
-	&CommandMachine:  {"accepted→running", "running→done", "running→failed"},
+	&CommandMachine:  {"accepted→running", "running→done", "running→failed", "accepted→done", "accepted→failed"},
 	&MessageMachine:  {"queued→taken"},
 	&ApprovalMachine: {"pending→approved", "pending→denied", "pending→expired", "pending→cancelled"},
 	&ActionMachine:   {"queued→running", "running→done", "running→failed"},

@@ -82,7 +82,7 @@ func (st *sessionTx) move(to, reason string) error {
 	case StateStopped, StateFailed:
 		t := st.now
 		st.row.EndedAt = &t
-		if err := st.tx.FinishAgentStopCommands(st.ctx, st.row.ID); err != nil {
+		if err := st.tx.FinishAgentStopCommands(st.ctx, st.row.ID, stopCommandsEnd(to, st.row.EndReason)); err != nil {
 			return err
 		}
 		if err := st.tx.CancelSessionPromptApprovals(st.ctx, st.row.AccountID, st.row.ID.String()); err != nil {
@@ -94,6 +94,17 @@ func (st *sessionTx) move(to, reason string) error {
 		data["reason"] = reason
 	}
 	return st.event("state", data)
+}
+
+// stopCommandsEnd is how the stop commands still under way (accepted or running) of a session
+// that ends in state to with reason end: done when it ended stopped by the user (the stop took
+// effect, whichever command's job carried it out), failed when it ended for another cause first
+// (a bound, a revocation, an error: the session's end reason says which).
+func stopCommandsEnd(to, reason string) string {
+	if to == StateStopped && reason == ReasonUserStop {
+		return CommandDone
+	}
+	return CommandFailed
 }
 
 // end ends a live session with reason: through stopping to stopped, or to failed.

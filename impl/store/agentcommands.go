@@ -37,9 +37,10 @@ func (a *AgentQueries) SetAgentCommandStatus(ctx context.Context, id uuid.UUID, 
 	return a.q.SetAgentCommandStatus(ctx, db.SetAgentCommandStatusParams{ID: id, Status: status})
 }
 
-// FinishAgentStopCommands marks the session's running stop commands done (the session ended).
-func (a *AgentQueries) FinishAgentStopCommands(ctx context.Context, session uuid.UUID) error {
-	return a.q.FinishAgentStopCommands(ctx, agentID(session))
+// FinishAgentStopCommands moves the session's stop commands still under way (accepted or running)
+// to status (done or failed): the session ended.
+func (a *AgentQueries) FinishAgentStopCommands(ctx context.Context, session uuid.UUID, status string) error {
+	return a.q.FinishAgentStopCommands(ctx, db.FinishAgentStopCommandsParams{SessionID: agentID(session), Status: status})
 }
 
 // FirstLiveAgentStopCommand is the account's session's first stop command still under way

@@ -308,13 +308,16 @@ func principal(v *Visitor) auth.Principal { return auth.Principal{AccountID: v.A
 type sessionRow struct {
 	agent.SessionView
 	Ended bool
+	// Stopping: the session is stopping (its stop waits for the step in flight), so its page
+	// says so in place of Send and Stop, neither of which would do anything.
+	Stopping bool
 	// StartedBy names who started it, on the Agents list (starterNamer): a member sees there
 	// which sessions are theirs to act on.
 	StartedBy string
 }
 
 func newSessionRow(s agent.SessionView) sessionRow {
-	return sessionRow{SessionView: s, Ended: agent.Ended(s.State)}
+	return sessionRow{SessionView: s, Ended: agent.Ended(s.State), Stopping: s.State == agent.StateStopping}
 }
 
 type slotRow struct {

@@ -267,3 +267,83 @@ func TestAgentsListSaysWhoStartedEach(t *testing.T) {
 		t.Errorf("the Agents page with its Started by column is %d pixels wide on a 375-pixel screen", width)
 	}
 }
+
+// TestStoppingSessionPage: a session stopping (its stop waiting for the model call in flight,
+// which the simulator stalls) offers neither Send nor Stop: its page says it is stopping and
+// waiting for the step in flight in their place, and the Agents list shows it stopping with no
+// action; once stopped, the page shows neither the forms nor that line. Before, the page of a
+// stopping session still offered Stop (which changed nothing) and Send (which is refused).
+func TestStoppingSessionPage(t *testing.T) {
+	s := start(t)
+	operator, err := agent.New(agent.Options{Store: s.GW.Store, Config: s.GW.Config})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := operator.AssignSlot(context.Background(), s.Account.ID, "main"); err != nil {
+		t.Fatal(err)
+	}
+	p := newTour(t)
+	s.signIn(p)
+	p.at(p.Navigate(s.URL+"/agents"), http.StatusOK, s.URL+"/agents")
+	p.Select("Slot", "main")
+	p.Fill("First message", "Take your time. [[sim fault=stall_before ms=6000]]")
+	calls := s.GW.Sim.TotalRequests()
+	if status := p.Submit("Start"); status != http.StatusOK || !strings.HasPrefix(p.URL(), s.URL+"/agents/") {
+		t.Fatalf("after Start: %d at %s:\n%s", status, p.URL(), p.Text("body"))
+	}
+	session := p.URL()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		p.at(p.Navigate(session), http.StatusOK, session)
+		if p.Text("#session-state") == agent.StateBusy {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the session is %q, not busy", p.Text("#session-state"))
+		}
+	}
+	// Its model call in flight (a stop before the call would end it at the step's start).
+	for deadline := time.Now().Add(30 * time.Second); s.GW.Sim.TotalRequests() == calls; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the session's model call did not start")
+		}
+	}
+	p.at(p.Submit("Stop the session"), http.StatusOK, session+"/stop")
+	p.at(p.Submit("Stop the session"), http.StatusOK, session)
+	if state := p.Text("#session-state"); !strings.HasPrefix(state, agent.StateStopping) {
+		t.Fatalf("after Stop the session is %q (the model call should still be in flight)", state)
+	}
+	forms := func() int {
+		return eval[int](p, `document.querySelectorAll('main form[action$="/stop"], main form[action$="/message"]').length`)
+	}
+	// A page rendered while stopping, not only the one Stop went back to.
+	p.at(p.Navigate(session), http.StatusOK, session)
+	if state := p.Text("#session-state"); !strings.HasPrefix(state, agent.StateStopping) {
+		t.Fatalf("the session is %q before the model call's stall ended", state)
+	}
+	if n := forms(); n != 0 {
+		t.Errorf("the page of a stopping session offers %d forms (Send, Stop):\n%s", n, p.Text("main"))
+	}
+	if got := waitText(p, "#session-stopping"); got != "Stopping… (waiting for the step in flight)" {
+		t.Errorf("the page of a stopping session says %q", got)
+	}
+	p.at(p.Navigate(s.URL+"/agents"), http.StatusOK, s.URL+"/agents")
+	if got := p.Text("main table.named tbody tr"); !strings.Contains(got, agent.StateStopping) {
+		t.Errorf("the Agents list's slot row says %q, not stopping", got)
+	}
+	if n := eval[int](p, `document.querySelectorAll('main form[action$="/stop"]').length`); n != 0 {
+		t.Errorf("the Agents list offers %d Stop forms for a stopping session", n)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		p.at(p.Navigate(session), http.StatusOK, session)
+		if state := p.Text("#session-state"); strings.HasPrefix(state, agent.StateStopped) {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the session is %q 30 s after Stop", state)
+		}
+	}
+	if n := forms(); n != 0 {
+		t.Errorf("the page of a stopped session offers %d forms", n)
+	}
+	if n := eval[int](p, `document.querySelectorAll("#session-stopping").length`); n != 0 {
+		t.Errorf("the page of a stopped session still says it is stopping: %q", p.Text("main"))
+	}
+}

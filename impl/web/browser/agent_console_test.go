@@ -126,30 +126,7 @@ func TestAgentFromTheConsole(t *testing.T) {
 // offered both to any member, and both worked). Bob starts his own session, whose page says he
 // started it, and sends it a message. Alice opens Bob's session and stops it (confirmed).
 func TestMemberSessionReadOnlyInTheBrowser(t *testing.T) {
-	s := start(t)
-	ctx := context.Background()
-	operator, err := agent.New(agent.Options{Store: s.GW.Store, Config: s.GW.Config})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, slot := range []string{"main", "bobs"} {
-		if err := operator.AssignSlot(ctx, s.Account.ID, slot); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := members.New(s.GW.Store, nil).Add(ctx, s.Account.ID, bob.Email, members.RoleMember); err != nil {
-		t.Fatal(err)
-	}
-	startSession := func(p *tour, slot, message string) string {
-		t.Helper()
-		p.at(p.Navigate(s.URL+"/agents"), http.StatusOK, s.URL+"/agents")
-		p.Select("Slot", slot)
-		p.Fill("First message", message)
-		if status := p.Submit("Start"); status != http.StatusOK || !strings.HasPrefix(p.URL(), s.URL+"/agents/") {
-			t.Fatalf("after Start in slot %s: %d at %s:\n%s", slot, status, p.URL(), p.Text("body"))
-		}
-		return p.URL()
-	}
+	s := startWithBob(t)
 	offers := func(p *tour) (send, stop bool) {
 		t.Helper()
 		return eval[bool](p, `[...document.querySelectorAll("main button")].some((b) => b.textContent.trim() === "Send")`),
@@ -158,7 +135,7 @@ func TestMemberSessionReadOnlyInTheBrowser(t *testing.T) {
 
 	ap := newNamedTour(t, "alice")
 	s.signIn(ap)
-	alices := startSession(ap, "main", "Say hello to the console.")
+	alices := s.startAgentSession(ap, "main", "Say hello to the console.")
 
 	bp := newNamedTour(t, "bob")
 	s.signInAs(bp, bob)
@@ -175,7 +152,7 @@ func TestMemberSessionReadOnlyInTheBrowser(t *testing.T) {
 	}
 	bp.shot("member-read-only")
 
-	bobs := startSession(bp, "bobs", "Say hello to Bob.")
+	bobs := s.startAgentSession(bp, "bobs", "Say hello to Bob.")
 	if got := bp.Text("#session-starter"); got != "you" {
 		t.Errorf("Bob's own session says it was started by %q", got)
 	}
@@ -206,29 +183,10 @@ func TestMemberSessionReadOnlyInTheBrowser(t *testing.T) {
 // reads "Bob (bob@example.com)". At a phone's width (375 CSS pixels) the page is no wider than
 // the screen (the table scrolls within itself, TestNarrowScreen).
 func TestAgentsListSaysWhoStartedEach(t *testing.T) {
-	s := start(t)
-	ctx := context.Background()
-	operator, err := agent.New(agent.Options{Store: s.GW.Store, Config: s.GW.Config})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, slot := range []string{"main", "bobs"} {
-		if err := operator.AssignSlot(ctx, s.Account.ID, slot); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := members.New(s.GW.Store, nil).Add(ctx, s.Account.ID, bob.Email, members.RoleMember); err != nil {
-		t.Fatal(err)
-	}
+	s := startWithBob(t)
 	startSession := func(p *tour, slot, message string) string {
 		t.Helper()
-		p.at(p.Navigate(s.URL+"/agents"), http.StatusOK, s.URL+"/agents")
-		p.Select("Slot", slot)
-		p.Fill("First message", message)
-		if status := p.Submit("Start"); status != http.StatusOK || !strings.HasPrefix(p.URL(), s.URL+"/agents/") {
-			t.Fatalf("after Start in slot %s: %d at %s:\n%s", slot, status, p.URL(), p.Text("body"))
-		}
-		return strings.TrimPrefix(p.URL(), s.URL+"/agents/")
+		return strings.TrimPrefix(s.startAgentSession(p, slot, message), s.URL+"/agents/")
 	}
 	// startedBy is the Started by column of the Agents list, by session id.
 	startedBy := func(p *tour) map[string]string {
@@ -346,4 +304,38 @@ func TestStoppingSessionPage(t *testing.T) {
 	if n := eval[int](p, `document.querySelectorAll("#session-stopping").length`); n != 0 {
 		t.Errorf("the page of a stopped session still says it is stopping: %q", p.Text("main"))
 	}
+}
+
+// startWithBob is the site of start with the agent slots "main" and "bobs" assigned to its
+// account and Bob added to it as a member, for the tests of who may act on whose session.
+func startWithBob(t *testing.T) *site {
+	t.Helper()
+	s := start(t)
+	ctx := context.Background()
+	operator, err := agent.New(agent.Options{Store: s.GW.Store, Config: s.GW.Config})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, slot := range []string{"main", "bobs"} {
+		if err := operator.AssignSlot(ctx, s.Account.ID, slot); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := members.New(s.GW.Store, nil).Add(ctx, s.Account.ID, bob.Email, members.RoleMember); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// startAgentSession starts a session in slot from the Agents page of p with its first
+// message, and returns the URL of the session's page, where Start leads.
+func (s *site) startAgentSession(p *tour, slot, message string) string {
+	p.t.Helper()
+	p.at(p.Navigate(s.URL+"/agents"), http.StatusOK, s.URL+"/agents")
+	p.Select("Slot", slot)
+	p.Fill("First message", message)
+	if status := p.Submit("Start"); status != http.StatusOK || !strings.HasPrefix(p.URL(), s.URL+"/agents/") {
+		p.t.Fatalf("after Start in slot %s: %d at %s:\n%s", slot, status, p.URL(), p.Text("body"))
+	}
+	return p.URL()
 }

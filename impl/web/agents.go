@@ -390,6 +390,11 @@ type eventRow struct {
 	// turn of a model call: the live tail updates the page's summary with them.
 	State string `json:"state,omitempty"`
 	Turn  int    `json:"turn,omitempty"`
+	// Stopping and Ended say that a state event moves the session to stopping, or to an end:
+	// the live tail then takes away the page's forms (and, at the end, its "Stopping…" line),
+	// which the page rendered for the state it was in and which would be refused now.
+	Stopping bool `json:"stopping,omitempty"`
+	Ended    bool `json:"ended,omitempty"`
 	// Spend is the session's spend as the page writes it (moneyText), and SpendExact its
 	// exact amount when that was rounded: sent by the live tail with the last model call of
 	// each batch it sends, read from the session then, so that the page's summary does not say
@@ -407,6 +412,7 @@ func newEventRow(e agent.Event) eventRow {
 		_ = json.Unmarshal(e.Data, &d)
 		if e.Kind == "state" {
 			row.State = d.To
+			row.Stopping, row.Ended = d.To == agent.StateStopping, agent.Ended(d.To)
 			if d.Reason != "" {
 				row.State += " (" + endReasonText(d.Reason) + ")"
 			}

@@ -20,6 +20,21 @@
       status.textContent = text;
     }
   }
+  // The page's forms (Send, Stop) and its "Stopping…" line were rendered for the state the
+  // session was in then: once it is stopping its forms would change nothing, and once it has
+  // ended neither applies.
+  function dropForms() {
+    document.querySelectorAll('main form[action$="/message"], main form[action$="/stop"]').forEach(function (form) {
+      form.remove();
+    });
+  }
+  function ended() {
+    dropForms();
+    var stopping = document.getElementById("session-stopping");
+    if (stopping) {
+      stopping.remove();
+    }
+  }
   function when(iso) {
     // As the server writes it: 2006-01-02 15:04:05 UTC.
     return iso.slice(0, 10) + " " + iso.slice(11, 19) + " UTC";
@@ -63,6 +78,11 @@
         state.textContent = e.state;
       }
     }
+    if (e.ended) {
+      ended();
+    } else if (e.stopping) {
+      dropForms();
+    }
     if (e.turn) {
       var turns = document.getElementById("session-turns");
       if (turns) {
@@ -84,6 +104,7 @@
   };
   source.addEventListener("end", function () {
     source.close();
+    ended();
     say("The session has ended. Refresh for its final state.");
   });
   source.onerror = function () {

@@ -62,7 +62,7 @@ local development cluster when unset); it needs no API key.
 ` + usageExportUsage + usageImportSpillUsage + `  model grant ACCOUNT MODEL                 let the account use a configured model
   model revoke ACCOUNT MODEL                withdraw a model from the account
   model list ACCOUNT                        the account's models
-` + datasetUsage + agentAdminUsage + memberAdminUsage + auditAdminUsage + `
+` + providerKeyAdminUsage + datasetUsage + agentAdminUsage + memberAdminUsage + auditAdminUsage + `
 ACCOUNT is an account id or name. Global flag: -config FILE (models and plans). Each list or show
 command takes -json: one JSON document of snake_case fields instead of the table, for scripts.
 A noun with -h lists its commands alone (tollgate admin key -h), a command with -h its flags.
@@ -225,45 +225,48 @@ type adminHandler func(a *admin, ctx context.Context, args []string) error
 // its -h prints (TestAdminCommandConventions checks every one of them), and checks its command
 // line before it opens the database (useDatabase; TestAdminMistakesNeedNoDatabase).
 var adminCommands = map[string]adminHandler{
-	"account create":     (*admin).accountCreate,
-	"account list":       (*admin).accountList,
-	"account end-user":   (*admin).accountEndUser,
-	"key create":         (*admin).keyCreate,
-	"key list":           (*admin).keyList,
-	"key revoke":         (*admin).keyRevoke,
-	"key revoke-all":     (*admin).keyRevokeAll,
-	"key disable":        func(a *admin, ctx context.Context, args []string) error { return a.keyDisable(ctx, true, args) },
-	"key enable":         func(a *admin, ctx context.Context, args []string) error { return a.keyDisable(ctx, false, args) },
-	"key set-rpm":        (*admin).keySetRPM,
-	"key set-cap":        (*admin).keySetCap,
-	"credit grant":       (*admin).creditGrant,
-	"credit show":        (*admin).creditShow,
-	"usage list":         (*admin).usageList,
-	"usage export":       (*admin).usageExport,
-	"usage import-spill": (*admin).usageImportSpill,
-	"model grant":        verbCommand((*admin).model, "grant"),
-	"model revoke":       verbCommand((*admin).model, "revoke"),
-	"model list":         verbCommand((*admin).model, "list"),
-	"dataset put":        verbCommand((*admin).dataset, "put"),
-	"dataset list":       verbCommand((*admin).dataset, "list"),
-	"dataset delete":     verbCommand((*admin).dataset, "delete"),
-	"slot assign":        agentCommand("slot", "assign"),
-	"slot unassign":      agentCommand("slot", "unassign"),
-	"slot list":          agentCommand("slot", "list"),
-	"ticket open":        agentCommand("ticket", "open"),
-	"ticket close":       agentCommand("ticket", "close"),
-	"ticket list":        agentCommand("ticket", "list"),
-	"approval list":      agentCommand("approval", "list"),
-	"approval approve":   agentCommand("approval", "approve"),
-	"approval deny":      agentCommand("approval", "deny"),
-	"member add":         verbCommand((*admin).memberAdmin, "add"),
-	"member list":        verbCommand((*admin).memberAdmin, "list"),
-	"member remove":      verbCommand((*admin).memberAdmin, "remove"),
-	"audit list":         (*admin).auditList,
+	"account create":      (*admin).accountCreate,
+	"account list":        (*admin).accountList,
+	"account end-user":    (*admin).accountEndUser,
+	"key create":          (*admin).keyCreate,
+	"key list":            (*admin).keyList,
+	"key revoke":          (*admin).keyRevoke,
+	"key revoke-all":      (*admin).keyRevokeAll,
+	"key disable":         func(a *admin, ctx context.Context, args []string) error { return a.keyDisable(ctx, true, args) },
+	"key enable":          func(a *admin, ctx context.Context, args []string) error { return a.keyDisable(ctx, false, args) },
+	"key set-rpm":         (*admin).keySetRPM,
+	"key set-cap":         (*admin).keySetCap,
+	"credit grant":        (*admin).creditGrant,
+	"credit show":         (*admin).creditShow,
+	"usage list":          (*admin).usageList,
+	"usage export":        (*admin).usageExport,
+	"usage import-spill":  (*admin).usageImportSpill,
+	"model grant":         verbCommand((*admin).model, "grant"),
+	"model revoke":        verbCommand((*admin).model, "revoke"),
+	"model list":          verbCommand((*admin).model, "list"),
+	"provider-key set":    verbCommand((*admin).providerKeyAdmin, "set"),
+	"provider-key list":   verbCommand((*admin).providerKeyAdmin, "list"),
+	"provider-key remove": verbCommand((*admin).providerKeyAdmin, "remove"),
+	"dataset put":         verbCommand((*admin).dataset, "put"),
+	"dataset list":        verbCommand((*admin).dataset, "list"),
+	"dataset delete":      verbCommand((*admin).dataset, "delete"),
+	"slot assign":         agentCommand("slot", "assign"),
+	"slot unassign":       agentCommand("slot", "unassign"),
+	"slot list":           agentCommand("slot", "list"),
+	"ticket open":         agentCommand("ticket", "open"),
+	"ticket close":        agentCommand("ticket", "close"),
+	"ticket list":         agentCommand("ticket", "list"),
+	"approval list":       agentCommand("approval", "list"),
+	"approval approve":    agentCommand("approval", "approve"),
+	"approval deny":       agentCommand("approval", "deny"),
+	"member add":          verbCommand((*admin).memberAdmin, "add"),
+	"member list":         verbCommand((*admin).memberAdmin, "list"),
+	"member remove":       verbCommand((*admin).memberAdmin, "remove"),
+	"audit list":          (*admin).auditList,
 }
 
 // usageCommandLine matches a command's first line in adminUsage: "  noun verb ...".
-var usageCommandLine = regexp.MustCompile(`(?m)^  ([a-z]+) ([a-z-]+)\b`)
+var usageCommandLine = regexp.MustCompile(`(?m)^  ([a-z][a-z-]*) ([a-z-]+)\b`)
 
 // commandsOf are the admin commands of noun ("key create", "key list", …) in adminUsage's
 // order, or none when no command begins with noun.

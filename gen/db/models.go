@@ -20,6 +20,15 @@ type Account struct {
 	HeldMicros    int64
 }
 
+type AccountUpstreamKey struct {
+	AccountID uuid.UUID
+	Provider  string
+	Sealed    []byte
+	Hint      string
+	SetBy     string
+	SetAt     time.Time
+}
+
 type AgentApproval struct {
 	ID            uuid.UUID
 	AccountID     uuid.UUID

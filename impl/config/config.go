@@ -261,7 +261,25 @@ type Provider struct {
 	// gcp.vertex_ai, ...) or a name of its own. Unset: GenAIProviderName's, from the base URL's
 	// host when it is a provider the conventions name, else from the kind.
 	GenAIProvider string `yaml:"gen_ai_provider,omitempty"`
+	// AccountKeys says whether an account must reach the provider with an upstream key of its
+	// own (set with tollgate admin provider-key set): "optional" (the default), an account
+	// with one is sent with it and any other with the operator's key (APIKey); "required", an
+	// account without one is not sent to the provider at all (another expert of the model may
+	// serve it; else the request is refused). The provider's prompt cache belongs to the
+	// upstream account a key is of, so only accounts of their own keys keep their cached
+	// prompts apart (docs/inference.md).
+	AccountKeys string `yaml:"account_keys,omitempty"`
 }
+
+// Account key settings of a provider (Provider.AccountKeys).
+const (
+	AccountKeysOptional = "optional"
+	AccountKeysRequired = "required"
+)
+
+// AccountKeysRequired reports whether an account without an upstream key of its own for the
+// provider is kept from it (Provider.AccountKeys).
+func (p Provider) AccountKeysRequired() bool { return p.AccountKeys == AccountKeysRequired }
 
 // GenAIProviderName is the provider's gen_ai.provider.name: GenAIProvider when set; else the
 // conventions' name of the provider its base URL's host is (api.deepseek.com is deepseek,
@@ -650,6 +668,9 @@ func (c *Config) Validate() error {
 		}
 		if p.EndUserIDs != "" && !slices.Contains([]string{EndUserIDsNamespacedAlways, EndUserIDsNamespaced, EndUserIDsPassThrough, EndUserIDsOff}, p.EndUserIDs) {
 			bad("provider %q: end_user_ids must be namespaced_always, namespaced, pass_through or off (unset: namespaced_always for api.openai.com, api.anthropic.com and %s, namespaced for another host)", p.Name, SimulatorURL)
+		}
+		if p.AccountKeys != "" && p.AccountKeys != AccountKeysOptional && p.AccountKeys != AccountKeysRequired {
+			bad("provider %q: account_keys must be optional or required", p.Name)
 		}
 		for _, name := range slices.Sorted(maps.Keys(p.HostedTools)) {
 			t := p.HostedTools[name]

@@ -95,6 +95,36 @@ func TestPlanKeyQuota(t *testing.T) {
 	}
 }
 
+// TestAccountKeys: account_keys is optional (the default) or required; AccountKeysRequired
+// follows it.
+func TestAccountKeys(t *testing.T) {
+	_, err := Parse([]byte(`
+providers:
+  - {name: a, kind: anthropic-messages, base_url: "https://a", account_keys: always}
+models:
+  - {id: m, family: messages, max_output_tokens: 5, backend: {provider: a, model: x}}
+`))
+	if err == nil || !strings.Contains(err.Error(), `provider "a": account_keys must be optional or required`) {
+		t.Errorf("validation: %v", err)
+	}
+	c, err := Parse([]byte(`
+providers:
+  - {name: a, kind: anthropic-messages, base_url: "https://a", account_keys: required}
+  - {name: o, kind: openai-chat, base_url: "https://o", account_keys: optional}
+  - {name: d, kind: openai-chat, base_url: "https://d"}
+models:
+  - {id: m, family: messages, max_output_tokens: 5, price: {free: true}, backend: {provider: a, model: x}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range c.Providers {
+		if got, want := p.AccountKeysRequired(), p.Name == "a"; got != want {
+			t.Errorf("provider %s: AccountKeysRequired %v, want %v", p.Name, got, want)
+		}
+	}
+}
+
 // TestPromptCache: prompt_cache is automatic (the default) or off, on anthropic-messages
 // providers only; AutomaticPromptCache follows it.
 func TestPromptCache(t *testing.T) {

@@ -70,6 +70,8 @@ var auditActions = map[string]string{
 	audit.ActionTicketOpened:       "Opened a ticket",
 	audit.ActionTicketClosed:       "Closed a ticket",
 	audit.ActionAgentSessionsEnded: "Ended agent sessions",
+	audit.ActionUpstreamKeySet:     "Set the account's own provider key",
+	audit.ActionUpstreamKeyRemoved: "Removed the account's own provider key",
 }
 
 // auditRows turns the entries into rows, naming users by the members service and keys by the

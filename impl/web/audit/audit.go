@@ -94,6 +94,10 @@ const (
 	ActionSlotRemoved   = "slot.unassigned"
 	ActionTicketOpened  = "ticket.opened"
 	ActionTicketClosed  = "ticket.closed"
+	// The account's own upstream key for a provider set or removed (tollgate admin
+	// provider-key): the target names the provider, the state its hint, never the key.
+	ActionUpstreamKeySet     = "upstream_key.set"
+	ActionUpstreamKeyRemoved = "upstream_key.removed"
 )
 
 // ActionAgentSessionsEnded is the entry of the agent sessions that one cause ended, a key

@@ -1007,6 +1007,9 @@ type AnthropicUnauthorized = AnthropicError
 // AnthropicUnavailable The Messages-format error envelope.
 type AnthropicUnavailable = AnthropicError
 
+// AnthropicUpstreamKeyRequired The Messages-format error envelope.
+type AnthropicUpstreamKeyRequired = AnthropicError
+
 // OpenAIBadGateway The chat-completions-compatible error envelope.
 type OpenAIBadGateway = OpenAIError
 
@@ -1051,6 +1054,9 @@ type OpenAIUnauthorized = OpenAIError
 
 // OpenAIUnavailable The chat-completions-compatible error envelope.
 type OpenAIUnavailable = OpenAIError
+
+// OpenAIUpstreamKeyRequired The chat-completions-compatible error envelope.
+type OpenAIUpstreamKeyRequired = OpenAIError
 
 // SpawnAgentParams defines parameters for SpawnAgent.
 type SpawnAgentParams struct {
@@ -5506,6 +5512,8 @@ type CreateChatCompletionResponse struct {
 	JSON401 *OpenAIUnauthorized
 	// JSON402 the response for an HTTP 402 `application/json` response
 	JSON402 *OpenAIPaymentRequired
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *OpenAIUpstreamKeyRequired
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *OpenAINotFound
 	// JSON413 the response for an HTTP 413 `application/json` response
@@ -5566,6 +5574,11 @@ func (r CreateChatCompletionResponse) GetJSON401() *OpenAIUnauthorized {
 // GetJSON402 returns the response for an HTTP 402 `application/json` response
 func (r CreateChatCompletionResponse) GetJSON402() *OpenAIPaymentRequired {
 	return r.JSON402
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateChatCompletionResponse) GetJSON403() *OpenAIUpstreamKeyRequired {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -5813,6 +5826,8 @@ type CreateMessageResponse struct {
 	JSON401 *AnthropicUnauthorized
 	// JSON402 the response for an HTTP 402 `application/json` response
 	JSON402 *AnthropicPaymentRequired
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *AnthropicUpstreamKeyRequired
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *AnthropicNotFound
 	// JSON413 the response for an HTTP 413 `application/json` response
@@ -5873,6 +5888,11 @@ func (r CreateMessageResponse) GetJSON401() *AnthropicUnauthorized {
 // GetJSON402 returns the response for an HTTP 402 `application/json` response
 func (r CreateMessageResponse) GetJSON402() *AnthropicPaymentRequired {
 	return r.JSON402
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateMessageResponse) GetJSON403() *AnthropicUpstreamKeyRequired {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -6387,6 +6407,8 @@ type CreateResponseResponse struct {
 	JSON401 *OpenAIUnauthorized
 	// JSON402 the response for an HTTP 402 `application/json` response
 	JSON402 *OpenAIPaymentRequired
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *OpenAIUpstreamKeyRequired
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *OpenAINotFound
 	// JSON413 the response for an HTTP 413 `application/json` response
@@ -6447,6 +6469,11 @@ func (r CreateResponseResponse) GetJSON401() *OpenAIUnauthorized {
 // GetJSON402 returns the response for an HTTP 402 `application/json` response
 func (r CreateResponseResponse) GetJSON402() *OpenAIPaymentRequired {
 	return r.JSON402
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateResponseResponse) GetJSON403() *OpenAIUpstreamKeyRequired {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -7742,6 +7769,13 @@ func ParseCreateChatCompletionResponse(rsp *http.Response) (*CreateChatCompletio
 		}
 		response.JSON402 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest OpenAIUpstreamKeyRequired
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest OpenAINotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -8114,6 +8148,13 @@ func ParseCreateMessageResponse(rsp *http.Response) (*CreateMessageResponse, err
 			return nil, err
 		}
 		response.JSON402 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AnthropicUpstreamKeyRequired
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest AnthropicNotFound
@@ -8781,6 +8822,13 @@ func ParseCreateResponseResponse(rsp *http.Response) (*CreateResponseResponse, e
 			return nil, err
 		}
 		response.JSON402 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest OpenAIUpstreamKeyRequired
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest OpenAINotFound
@@ -9674,6 +9722,8 @@ type AnthropicUnavailableJSONResponse struct {
 	Headers AnthropicUnavailableResponseHeaders
 }
 
+type AnthropicUpstreamKeyRequiredJSONResponse AnthropicError
+
 type OpenAIBadGatewayJSONResponse OpenAIError
 
 type OpenAIBadRequestResponseHeaders struct {
@@ -9746,6 +9796,8 @@ type OpenAIUnavailableJSONResponse struct {
 
 	Headers OpenAIUnavailableResponseHeaders
 }
+
+type OpenAIUpstreamKeyRequiredJSONResponse OpenAIError
 
 type ListAgentsRequestObject struct {
 }
@@ -10767,6 +10819,22 @@ func (response CreateChatCompletion402JSONResponse) VisitCreateChatCompletionRes
 	return err
 }
 
+type CreateChatCompletion403JSONResponse struct {
+	OpenAIUpstreamKeyRequiredJSONResponse
+}
+
+func (response CreateChatCompletion403JSONResponse) VisitCreateChatCompletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreateChatCompletion404JSONResponse struct{ OpenAINotFoundJSONResponse }
 
 func (response CreateChatCompletion404JSONResponse) VisitCreateChatCompletionResponse(w http.ResponseWriter) error {
@@ -11232,6 +11300,22 @@ func (response CreateMessage402JSONResponse) VisitCreateMessageResponse(w http.R
 		w.Header().Set("x-should-retry", fmt.Sprint(*response.Headers.XShouldRetry))
 	}
 	w.WriteHeader(402)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateMessage403JSONResponse struct {
+	AnthropicUpstreamKeyRequiredJSONResponse
+}
+
+func (response CreateMessage403JSONResponse) VisitCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -12037,6 +12121,22 @@ func (response CreateResponse402JSONResponse) VisitCreateResponseResponse(w http
 		w.Header().Set("x-should-retry", fmt.Sprint(*response.Headers.XShouldRetry))
 	}
 	w.WriteHeader(402)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateResponse403JSONResponse struct {
+	OpenAIUpstreamKeyRequiredJSONResponse
+}
+
+func (response CreateResponse403JSONResponse) VisitCreateResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }

@@ -11,8 +11,10 @@ import (
 	"github.com/tollgate/tollgate/impl/changefeed"
 	"github.com/tollgate/tollgate/impl/convert"
 	"github.com/tollgate/tollgate/impl/enduserid"
+	"github.com/tollgate/tollgate/impl/provider"
 	"github.com/tollgate/tollgate/impl/sealedid"
 	"github.com/tollgate/tollgate/impl/store"
+	"github.com/tollgate/tollgate/impl/upstreamkeys"
 )
 
 // accessTTL bounds how long a cached model list of an account is trusted while notifications
@@ -27,13 +29,24 @@ const accessTTL = 5 * time.Minute
 //
 // The account's part of the end-user identifiers its requests are sent upstream with
 // (impl/enduserid) is made with its grants, so that a request pays for it once per account and
-// cache entry, not once per request.
+// cache entry, not once per request. So are the account's own upstream keys (impl/upstreamkeys),
+// opened and made into request headers once per entry: a change of them notifies the same
+// channel as a change of the model list (the table's trigger), so a key removed or replaced
+// stops being sent as soon as a revoked API key stops being accepted, and during a database
+// outage the keys in memory answer within the same staleness bound as the grants (an account
+// not in memory gets the 503, never the operator's key).
 type modelAccess struct {
 	store *store.Store
 	cache *changefeed.Cache[uuid.UUID, *Grants]
 	// endUserKeys make the accounts' end-user identifiers, from the server secret of the
 	// sealed ids (read once, when the first account's grants are).
 	endUserKeys *enduserid.Loader
+	// sealer opens the accounts' upstream keys, from the same server secret (read once, when
+	// the first account with a key is loaded).
+	sealer *upstreamkeys.Loader
+	// upstreams are the configured providers, by name, whose request headers an account's keys
+	// are made into.
+	upstreams map[string]*provider.Upstream
 }
 
 // Grants are an account's model grants, in the database's order, and by model id, and the
@@ -43,11 +56,23 @@ type Grants struct {
 	index map[string]int
 	// endUser puts the account's identifiers in place of its clients' end-user ids.
 	endUser *convert.EndUser
+	// upstreamKeys are the account's own upstream keys by provider name; nil for an account
+	// with none (the operator's keys serve it).
+	upstreamKeys map[string]accountKey
 }
 
-func newModelAccess(st *store.Store, feed *changefeed.Feed) *modelAccess {
+// accountKey is an account's own key for one provider: its credential, or, when its sealed key
+// did not open, the error every attempt of the account on the provider fails with (the
+// operator's key is never sent in its place).
+type accountKey struct {
+	cred *provider.Credential
+	err  error
+}
+
+func newModelAccess(st *store.Store, feed *changefeed.Feed, upstreams map[string]*provider.Upstream) *modelAccess {
+	secret := func(ctx context.Context) ([]byte, error) { return st.Secret(ctx, sealedid.SecretName) }
 	a := &modelAccess{store: st, cache: changefeed.NewCache[uuid.UUID, *Grants](feed, "model_access", accessTTL, 100_000),
-		endUserKeys: enduserid.NewLoader(func(ctx context.Context) ([]byte, error) { return st.Secret(ctx, sealedid.SecretName) })}
+		endUserKeys: enduserid.NewLoader(secret), sealer: upstreamkeys.NewLoader(secret), upstreams: upstreams}
 	if feed != nil {
 		feed.Subscribe(changefeed.Handlers{ModelAccessChanged: a.cache.Invalidate, Reset: a.cache.Reset})
 	}
@@ -73,8 +98,44 @@ func (a *modelAccess) grants(ctx context.Context, account uuid.UUID) (*Grants, e
 		for i, m := range list {
 			g.index[m.ModelID] = i
 		}
+		if g.upstreamKeys, err = a.accountKeys(ctx, account); err != nil {
+			return nil, err
+		}
 		return g, nil
 	})
+}
+
+// accountKeys reads and opens the account's own upstream keys (nil when it has none). A key for
+// a provider the configuration no longer has is left out; one that does not open is kept as
+// its error. Its error is a dependency failure (apierror.Unavailable).
+func (a *modelAccess) accountKeys(ctx context.Context, account uuid.UUID) (map[string]accountKey, error) {
+	rows, err := a.store.UpstreamKeys(ctx, account)
+	if err != nil {
+		return nil, apierror.Unavailable("the database", err)
+	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	sealer, err := a.sealer.Sealer(ctx)
+	if err != nil {
+		return nil, apierror.Unavailable("the database", err)
+	}
+	keys := make(map[string]accountKey, len(rows))
+	for _, r := range rows {
+		up, ok := a.upstreams[r.Provider]
+		if !ok {
+			continue
+		}
+		key, err := sealer.Open(account, r.Provider, r.Sealed)
+		if err != nil {
+			keys[r.Provider] = accountKey{err: &apierror.Error{Kind: apierror.KindUnavailable, RetryAfter: apierror.DependencyRetryAfter,
+				Message: "the gateway cannot read this account's own upstream credential for the provider " + r.Provider +
+					" (it does not open with this gateway's secret): the operator must set it again (tollgate admin provider-key set); the operator's credential is not used in its place"}}
+			continue
+		}
+		keys[r.Provider] = accountKey{cred: up.Credential(key)}
+	}
+	return keys, nil
 }
 
 // List is the account's grants, in the database's order; the caller must not change it.

@@ -482,7 +482,7 @@ func (eng *Engine) start(ctx context.Context, r Request, o *callOptions, waited 
 		order = firstWhere(order, func(e routing.Expert) bool { return e.Kind == client })
 	}
 	x.calls = calls{order: order, features: features, forward: forward, tier: tier, modelID: modelID, outBound: outBound, maxTokens: maxTokens,
-		choices: choices, onlySameFormat: onlySameFormat, endUser: grants.endUser}
+		choices: choices, onlySameFormat: onlySameFormat, endUser: grants.endUser, accountKeys: grants.upstreamKeys}
 	a := &x.calls
 	// The upstream calls run under callCtx, which a shutdown's end of grace (EndStreams) also
 	// cancels while no upstream has begun its answer: a request still waiting then gets the
@@ -564,6 +564,9 @@ type calls struct {
 	// endUser puts the account's end-user identifiers in place of the client's (for an
 	// expert whose provider does not take them as they came).
 	endUser *convert.EndUser
+	// accountKeys are the account's own upstream keys by provider (nil: none): an expert on a
+	// provider it has one for is called with it (credentialFor).
+	accountKeys map[string]accountKey
 
 	// lastErr is the last upstream failure; refusal why an expert could not take the request
 	// as it is (a field it cannot honour), which another expert may still serve: the first
@@ -600,6 +603,12 @@ func (x *Exchange) callNext(callCtx context.Context) bool {
 			a.lastErr = fmt.Errorf("no upstream %q", e.Provider)
 			continue
 		}
+		cred, err := a.credentialFor(up)
+		if err != nil {
+			// Not sent with the operator's key instead: the next expert may serve it.
+			a.lastErr = err
+			continue
+		}
 		// The expert's bound: the model's, or its own limit when that is lower.
 		bound := a.outBound
 		if e.MaxOutputTokens > 0 {
@@ -615,7 +624,7 @@ func (x *Exchange) callNext(callCtx context.Context) bool {
 		t0 := time.Now()
 		tries := x.observeTries(e, bound)
 		a.called, a.calledAny = a.next-1, true
-		res, _, err := up.CallObserved(callCtx, ur.body, x.stream, a.forward, tries)
+		res, _, err := up.CallObserved(callCtx, ur.body, x.stream, a.forward, tries, cred)
 		x.upstreamWait += time.Since(t0)
 		// The router learns the answering try's own time to first byte: not the tries that
 		// failed before it, nor the back-off between them, nor a non-streamed body's read.
@@ -701,11 +710,36 @@ func (x *Exchange) callNext(callCtx context.Context) bool {
 			// nothing about the expert's health and must not move other callers' traffic.
 			return false
 		}
+		if cred != nil && provider.AccountKeyRefused(err) {
+			// The account's own key was refused: the account's doing, not the expert's (its
+			// health is the same for every other account); another expert may serve it.
+			eng.logger(x.requestID).Warn("upstream refused the account's own key; trying the next expert", "expert", e.Key, "err", err)
+			continue
+		}
 		eng.router.Observe(e.Key, x.principal.AccountID, a.features, 0, true) // a failure counts against health, not latency
 		eng.logger(x.requestID).Warn("upstream failed; trying the next expert", "expert", e.Key, "err", err)
 	}
 	return false
 }
+
+// credentialFor is the account's own credential for upstream up (nil: the operator's key is
+// sent), or the error that keeps the account from it: its key there does not open, or the
+// upstream takes only accounts with a key of their own and the account has none.
+func (a *calls) credentialFor(up *provider.Upstream) (*provider.Credential, error) {
+	if k, ok := a.accountKeys[up.Name]; ok {
+		return k.cred, k.err
+	}
+	if up.AccountKeysRequired {
+		return nil, &apierror.Error{Kind: apierror.KindForbidden, Code: UpstreamKeyRequiredCode,
+			Message: "the provider " + up.Name + " serves only accounts with an upstream key of their own, and this account has none for it: " +
+				"the operator must set one (tollgate admin provider-key set ACCOUNT " + up.Name + ")"}
+	}
+	return nil, nil
+}
+
+// UpstreamKeyRequiredCode is the error code of a request that no upstream could be sent,
+// every one that could serve it taking only accounts with a key of their own.
+const UpstreamKeyRequiredCode = "upstream_key_required"
 
 // hasUntranslatableTools reports whether a request offers tools that a translation to
 

@@ -54,6 +54,10 @@ type Upstream struct {
 	// opening events, so that an error event before any content is a failed try (checkOpening):
 	// 0 is DefaultOpeningWait, a negative value does not look.
 	OpeningWait time.Duration
+	// AccountKeysRequired says that an account is sent to the upstream only with a key of its
+	// own (a Credential; config.Provider.AccountKeys): the caller does not call it for an
+	// account without one.
+	AccountKeysRequired bool
 
 	// prepared is what every request to the upstream shares, made on first use (prepare).
 	prepareOnce sync.Once
@@ -77,19 +81,40 @@ func (u *Upstream) prepare() *prepared {
 		if p.err == nil && p.url.Host == "" {
 			p.err = fmt.Errorf("upstream %q: the base URL %q has no host", u.Name, u.BaseURL)
 		}
-		for i, accept := range [2]string{"application/json", "text/event-stream"} {
-			h := http.Header{"Content-Type": {"application/json"}, "Accept": {accept}}
-			switch {
-			case u.APIKey == "":
-			case u.Kind == llm.FormatMessages:
-				h["X-Api-Key"] = []string{u.APIKey}
-			default:
-				h["Authorization"] = []string{"Bearer " + u.APIKey}
-			}
-			p.header[i] = h
-		}
+		p.header = u.headers(u.APIKey)
 	})
 	return &u.prepared
+}
+
+// headers are the headers of a non-streamed and a streamed request sent with key ("": none):
+// x-api-key for the Messages kind, Authorization: Bearer for the others.
+func (u *Upstream) headers(key string) [2]http.Header {
+	var out [2]http.Header
+	for i, accept := range [2]string{"application/json", "text/event-stream"} {
+		h := http.Header{"Content-Type": {"application/json"}, "Accept": {accept}}
+		switch {
+		case key == "":
+		case u.Kind == llm.FormatMessages:
+			h["X-Api-Key"] = []string{key}
+		default:
+			h["Authorization"] = []string{"Bearer " + key}
+		}
+		out[i] = h
+	}
+	return out
+}
+
+// Credential is an account's own key for an upstream (impl/upstreamkeys), sent in place of the
+// operator's (Upstream.APIKey) on the account's calls. Its headers are made once, when it is
+// made (Upstream.Credential), so that a call with it costs what a call with the operator's key
+// costs; they are shared by every such call and only read.
+type Credential struct {
+	header [2]http.Header
+}
+
+// Credential is key as the account's own credential for the upstream.
+func (u *Upstream) Credential(key string) *Credential {
+	return &Credential{header: u.headers(key)}
 }
 
 // RetryPolicy bounds retries of one upstream call.
@@ -149,14 +174,14 @@ func (u *Upstream) Endpoint() string {
 	}
 }
 
-// Call sends body and returns the upstream's 2xx response once its headers have arrived; the
-// caller reads (and closes) the body. forward holds client headers that select provider features
-// (anthropic-version, anthropic-beta), sent only to an upstream of the Messages kind. Attempts
-// counts the tries made. A failure holds, for errors.As, the *apierror.Error the client sees (its
-// own Error text, for logs, quotes the upstream); Retryable reports whether another
-// upstream may be tried.
+// Call sends body with the operator's key and returns the upstream's 2xx response once its
+// headers have arrived; the caller reads (and closes) the body. forward holds client headers
+// that select provider features (anthropic-version, anthropic-beta), sent only to an upstream
+// of the Messages kind. Attempts counts the tries made. A failure holds, for errors.As, the
+// *apierror.Error the client sees (its own Error text, for logs, quotes the upstream);
+// Retryable reports whether another upstream may be tried.
 func (u *Upstream) Call(ctx context.Context, body []byte, stream bool, forward http.Header) (res *http.Response, attempts int, err error) {
-	return u.CallObserved(ctx, body, stream, forward, nil)
+	return u.CallObserved(ctx, body, stream, forward, nil, nil)
 }
 
 // TryObserver is told of each try of a call (CallObserved): a call retries an upstream that
@@ -171,8 +196,11 @@ type TryObserver interface {
 	EndTry(ctx context.Context, n int, status int, err error)
 }
 
-// CallObserved is Call with obs told of each try; a nil obs costs nothing.
-func (u *Upstream) CallObserved(ctx context.Context, body []byte, stream bool, forward http.Header, obs TryObserver) (res *http.Response, attempts int, err error) {
+// CallObserved is Call with obs told of each try (a nil obs costs nothing), sent with cred, the
+// account's own key, in place of the operator's when cred is not nil. A call with cred never
+// falls back to the operator's key: the upstream's refusal of it (401, 403) is the call's
+// failure, which says that the account's credential was refused (AccountKeyRefused).
+func (u *Upstream) CallObserved(ctx context.Context, body []byte, stream bool, forward http.Header, obs TryObserver, cred *Credential) (res *http.Response, attempts int, err error) {
 	p := u.Retry.withDefaults()
 	transport := u.Transport
 	if transport == nil {
@@ -184,14 +212,14 @@ func (u *Upstream) CallObserved(ctx context.Context, body []byte, stream bool, f
 	for attempt := 1; ; attempt++ {
 		if obs != nil {
 			tctx := obs.StartTry(ctx, attempt)
-			res, err = u.once(tctx, transport, body, stream, forward)
+			res, err = u.once(tctx, transport, body, stream, forward, cred)
 			if err != nil {
 				obs.EndTry(tctx, attempt, statusOf(err), u.describe(err))
 			} else {
 				obs.EndTry(tctx, attempt, res.StatusCode, nil)
 			}
 		} else {
-			res, err = u.once(ctx, transport, body, stream, forward)
+			res, err = u.once(ctx, transport, body, stream, forward, cred)
 		}
 		if err == nil {
 			return res, attempt, nil
@@ -236,8 +264,12 @@ type failure struct {
 	// noRetry says that the upstream answered x-should-retry: false: retrying soon will not
 	// help (an exhausted quota or credit).
 	noRetry bool
-	detail  upstreamDetail
-	cause   error
+	// accountKey says that the try was sent with the account's own key (a Credential), and
+	// provider names the upstream, for the error of its refusal (statusError).
+	accountKey bool
+	provider   string
+	detail     upstreamDetail
+	cause      error
 }
 
 func (f *failure) Error() string {
@@ -250,14 +282,18 @@ func (f *failure) Error() string {
 	return fmt.Sprintf("upstream answered %d: %s", f.status, f.detail.message)
 }
 
-func (u *Upstream) once(ctx context.Context, transport http.RoundTripper, body []byte, stream bool, forward http.Header) (*http.Response, error) {
+func (u *Upstream) once(ctx context.Context, transport http.RoundTripper, body []byte, stream bool, forward http.Header, cred *Credential) (*http.Response, error) {
 	p := u.prepare()
 	if p.err != nil {
 		return nil, p.err
 	}
-	header := p.header[0]
+	headers := &p.header
+	if cred != nil {
+		headers = &cred.header
+	}
+	header := headers[0]
 	if stream {
-		header = p.header[1]
+		header = headers[1]
 	}
 	if u.Kind == llm.FormatMessages {
 		// The Messages kind carries the client's anthropic-version and anthropic-beta.
@@ -326,7 +362,7 @@ func (u *Upstream) once(ctx context.Context, transport http.RoundTripper, body [
 	}
 	defer res.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
-	f := &failure{status: res.StatusCode, detail: parseUpstreamError(raw)}
+	f := &failure{status: res.StatusCode, detail: parseUpstreamError(raw), provider: u.Name, accountKey: cred != nil}
 	// Rate limits and every 5xx (502, 503, 504, Anthropic's 529 overloaded) may pass, unless
 	// the upstream says they will not: x-should-retry: false, which OpenAI and Anthropic send
 	// with an exhausted quota or credit, and which every official SDK obeys whatever the
@@ -486,6 +522,11 @@ func statusError(f *failure) *apierror.Error {
 	case f.status == http.StatusBadRequest || f.status == http.StatusUnprocessableEntity || f.status == http.StatusRequestEntityTooLarge:
 		return &apierror.Error{Kind: apierror.KindInvalidRequest, Param: f.detail.param, Code: f.detail.code,
 			Message: "the upstream refused the request: " + apierror.Excerpt(f.detail.message, apierror.MaxQuotedLen)}
+	case (f.status == http.StatusUnauthorized || f.status == http.StatusForbidden) && f.accountKey:
+		// The account's own key: the operator's is not tried in its place (the account's
+		// prompts would go to the operator's upstream account, whose cache others share).
+		return &apierror.Error{Kind: apierror.KindUpstream, Code: AccountKeyRefusedCode,
+			Message: fmt.Sprintf("the provider %s refused this account's own upstream credential (HTTP %d): the operator must set a valid one (tollgate admin provider-key set)", f.provider, f.status)}
 	case f.status == http.StatusUnauthorized || f.status == http.StatusForbidden:
 		return &apierror.Error{Kind: apierror.KindUpstream, Message: "the upstream refused the gateway's credentials"}
 	case f.status == http.StatusNotFound:
@@ -493,6 +534,17 @@ func statusError(f *failure) *apierror.Error {
 	default:
 		return &apierror.Error{Kind: apierror.KindUpstream, Message: fmt.Sprintf("the upstream failed (HTTP %d)", f.status)}
 	}
+}
+
+// AccountKeyRefusedCode is the error code of a call whose upstream refused the account's own
+// key (401 or 403).
+const AccountKeyRefusedCode = "upstream_credential_refused"
+
+// AccountKeyRefused reports whether err, returned by CallObserved with an account's own
+// credential, is the upstream's refusal of that credential (401 or 403).
+func AccountKeyRefused(err error) bool {
+	var e *apierror.Error
+	return errors.As(err, &e) && e.Code == AccountKeyRefusedCode
 }
 
 // Retryable reports whether err, returned by Call, allows trying another upstream: upstream
@@ -640,7 +692,8 @@ func FromConfig(cfg *config.Config, simulatorURL string, transport http.RoundTri
 				base += "/v1"
 			}
 		}
-		out[p.Name] = &Upstream{Name: p.Name, Kind: llm.Format(p.Kind), BaseURL: base, APIKey: p.APIKey, Transport: transport}
+		out[p.Name] = &Upstream{Name: p.Name, Kind: llm.Format(p.Kind), BaseURL: base, APIKey: p.APIKey, Transport: transport,
+			AccountKeysRequired: p.AccountKeysRequired()}
 	}
 	return out
 }

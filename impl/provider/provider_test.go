@@ -146,6 +146,63 @@ func TestEndpointsAndHeaders(t *testing.T) {
 	}
 }
 
+// TestAccountCredential: a call with an account's credential carries the account's key in the
+// provider kind's header (x-api-key for Messages, Authorization: Bearer otherwise) in place of
+// the operator's, streamed or not; the operator's calls before and after keep the operator's.
+// The upstream's 401 of the account's key is its own error (AccountKeyRefused: the provider
+// named, the operator's key not tried), not retried; the same 401 of the operator's key is not
+// one.
+func TestAccountCredential(t *testing.T) {
+	var got http.Header
+	status := 200
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.Header.Clone()
+		w.WriteHeader(status)
+		io.WriteString(w, "{}")
+	}))
+	defer srv.Close()
+	call := func(u *Upstream, stream bool, cred *Credential) error {
+		t.Helper()
+		res, _, err := u.CallObserved(context.Background(), []byte(`{}`), stream, nil, nil, cred)
+		if err == nil {
+			res.Body.Close()
+		}
+		return err
+	}
+	a := &Upstream{Name: "anthropic", Kind: llm.FormatMessages, BaseURL: srv.URL, APIKey: "sk-operator", OpeningWait: -1}
+	o := &Upstream{Name: "openai", Kind: llm.FormatChat, BaseURL: srv.URL + "/v1", APIKey: "sk-operator"}
+	for _, stream := range []bool{false, true} {
+		for _, c := range []struct {
+			u      *Upstream
+			header string
+			own    string
+		}{{a, "X-Api-Key", "sk-account"}, {o, "Authorization", "Bearer sk-account"}} {
+			cred := c.u.Credential("sk-account")
+			if err := call(c.u, stream, cred); err != nil {
+				t.Fatal(err)
+			}
+			if got.Get(c.header) != c.own || len(got.Values("X-Api-Key"))+len(got.Values("Authorization")) != 1 {
+				t.Errorf("%s (stream %v) with the account's credential: %v", c.u.Name, stream, got)
+			}
+			if err := call(c.u, stream, nil); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasSuffix(got.Get(c.header), "sk-operator") {
+				t.Errorf("%s (stream %v), the operator's call after the account's: %v", c.u.Name, stream, got)
+			}
+		}
+	}
+	status = http.StatusUnauthorized
+	err := call(o, false, o.Credential("sk-account"))
+	var e *apierror.Error
+	if !AccountKeyRefused(err) || !errors.As(err, &e) || !strings.Contains(e.Message, "the provider openai refused this account's own upstream credential (HTTP 401)") {
+		t.Errorf("the account's key refused: %v", err)
+	}
+	if err := call(o, false, nil); err == nil || AccountKeyRefused(err) {
+		t.Errorf("the operator's key refused: %v", err)
+	}
+}
+
 // TestRedirectIsNotFollowed: an upstream's redirect is a failed answer; the request and its key
 // never go to the address it names.
 func TestRedirectIsNotFollowed(t *testing.T) {
@@ -366,7 +423,7 @@ func TestTryStatusReachesTheObserverOnEveryTransport(t *testing.T) {
 		calls = 0
 		obs := &statusObserver{}
 		up := &Upstream{Kind: llm.FormatChat, BaseURL: c.url, APIKey: "sk", Transport: c.transport, Retry: noRetryWait}
-		res, _, err := up.CallObserved(context.Background(), []byte(`{}`), false, nil, obs)
+		res, _, err := up.CallObserved(context.Background(), []byte(`{}`), false, nil, obs, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
@@ -379,7 +436,7 @@ func TestTryStatusReachesTheObserverOnEveryTransport(t *testing.T) {
 	// No answer: the connection is refused.
 	obs := &statusObserver{}
 	up := &Upstream{Kind: llm.FormatChat, BaseURL: "http://127.0.0.1:1", APIKey: "sk", Transport: NewTransport(), Retry: RetryPolicy{MaxAttempts: 1}}
-	if _, _, err := up.CallObserved(context.Background(), []byte(`{}`), false, nil, obs); err == nil {
+	if _, _, err := up.CallObserved(context.Background(), []byte(`{}`), false, nil, obs, nil); err == nil {
 		t.Fatal("a call to a closed port succeeded")
 	}
 	if want := []string{"1:0:true"}; !slices.Equal(obs.tries, want) {

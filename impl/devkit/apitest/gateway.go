@@ -29,8 +29,10 @@ import (
 	"github.com/tollgate/tollgate/impl/provider"
 	"github.com/tollgate/tollgate/impl/ratelimit"
 	"github.com/tollgate/tollgate/impl/routing"
+	"github.com/tollgate/tollgate/impl/sealedid"
 	"github.com/tollgate/tollgate/impl/sim"
 	"github.com/tollgate/tollgate/impl/store"
+	"github.com/tollgate/tollgate/impl/upstreamkeys"
 )
 
 // Main runs a package's tests and then stops the throwaway PostgreSQL cluster and redis-server
@@ -316,4 +318,37 @@ func (h teeHandler) WithAttrs(as []slog.Attr) slog.Handler {
 
 func (h teeHandler) WithGroup(name string) slog.Handler {
 	return teeHandler{h[0].WithGroup(name), h[1].WithGroup(name)}
+}
+
+// SetUpstreamKey gives the account its own key for the configured provider, sealed and stored
+// as `tollgate admin provider-key set` does (from the database's side: every gateway on it
+// drops its cached keys of the account when notified).
+func (g *Gateway) SetUpstreamKey(t testing.TB, account uuid.UUID, provider, key string) {
+	t.Helper()
+	ctx := context.Background()
+	secret, err := g.Store.Secret(ctx, sealedid.SecretName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealer, err := upstreamkeys.New(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed, err := sealer.Seal(account, provider, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Store.SetUpstreamKey(ctx, store.UpstreamKey{AccountID: account, Provider: provider, Sealed: sealed,
+		Hint: upstreamkeys.Hint(key), SetBy: "test"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// RemoveUpstreamKey removes the account's own key for the provider, as `tollgate admin
+// provider-key remove` does.
+func (g *Gateway) RemoveUpstreamKey(t testing.TB, account uuid.UUID, provider string) {
+	t.Helper()
+	if err := g.Store.RemoveUpstreamKey(context.Background(), account, provider); err != nil {
+		t.Fatal(err)
+	}
 }

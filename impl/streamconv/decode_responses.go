@@ -18,12 +18,18 @@ type responsesDecoder struct {
 	// tools are the function_call items seen, in order: their position is the neutral tool
 	// index.
 	tools []respToolState
-	// partsSeen lists the message parts (output_text or refusal) whose text has been yielded,
-	// from their deltas or from a done event, so that the text of a part that came in no
-	// delta is taken from the first done event that carries it (the part's .done,
+	// messages are the message items seen (from their output_item.added, or from the first
+	// event of one of their parts), in order; parts refers to them by position.
+	messages []respMessage
+	// parts lists the message parts (output_text or refusal) whose text has been yielded, from
+	// their deltas or from a done event, and how much of it: the text of a part that came in
+	// no delta is taken from the first done event that carries it (the part's .done,
 	// response.content_part.done, response.output_item.done, or the terminal response's
-	// output), exactly once.
-	partsSeen []partRef
+	// output), and a done event whose text is longer than what was yielded, and begins with
+	// it, yields the rest.
+	parts []respPartState
+	// lastPart is the part the latest text delta went to (an index in parts), -1 before any.
+	lastPart int
 	// hosted counts the calls of hosted tools (web searches, ...) among the items done so far.
 	hosted llm.HostedCalls
 	ev     respEvent
@@ -34,23 +40,61 @@ type responsesDecoder struct {
 	refused bool
 }
 
-// partRef is a message part: its item's output_index and its content_index.
-type partRef struct{ outputIndex, contentIndex int }
+// respMessage is a message item of the answer: its item id and its output_index, either
+// unknown ("" and -1) until an event names it. Parts are matched to their item by item_id
+// first, since an upstream may leave output_index off some of its events (a delta) and set it
+// on others (the done events): matched by output_index alone, such a part's text came once
+// from the deltas and again from the done events.
+type respMessage struct {
+	id          string
+	outputIndex int
+}
 
+// respPartState is a message part whose text has been yielded: its item (an index in
+// messages), its content_index, and the length and FNV-1a hash of the text yielded so far, by
+// which a done event's full text is known to extend it.
+type respPartState struct {
+	message, content int
+	yielded          int
+	sum              uint64
+}
+
+// respToolState is a function_call item: its output_index and item id, and the length and
+// hash of the arguments yielded so far (argsSeen: any), so that a done event's arguments that
+// extend them yield the rest.
 type respToolState struct {
 	outputIndex int
 	itemID      string
 	argsSeen    bool
+	yielded     int
+	sum         uint64
+}
+
+// optionalIndex is an integer member of an event that may be left out (output_index): set
+// says it was there.
+type optionalIndex struct {
+	n   int
+	set bool
+}
+
+// UnmarshalJSON implements json.Unmarshaler; a value that is not an integer leaves the index
+// unset, as absence does.
+func (o *optionalIndex) UnmarshalJSON(b []byte) error {
+	var n int
+	if json.Unmarshal(b, &n) == nil && string(b) != "null" {
+		o.n, o.set = n, true
+	}
+	return nil
 }
 
 type respEvent struct {
-	Type        string      `json:"type"`
-	Response    *respObject `json:"response"`
-	OutputIndex int         `json:"output_index"`
-	Item        *respItem   `json:"item"`
-	ItemID      string      `json:"item_id"`
-	Delta       string      `json:"delta"`
-	Text        string      `json:"text"`
+	Type        string        `json:"type"`
+	Response    *respObject   `json:"response"`
+	OutputIndex optionalIndex `json:"output_index"`
+	Item        *respItem     `json:"item"`
+	ItemID      string        `json:"item_id"`
+	Delta       string        `json:"delta"`
+	Text        string        `json:"text"`
 	// ContentIndex, Refusal and Part are those of a message part's events (refusal.done,
 	// content_part.done).
 	ContentIndex int             `json:"content_index"`
@@ -72,6 +116,7 @@ type respObject struct {
 	} `json:"incomplete_details"`
 	Error  *wireError `json:"error"`
 	Output []struct {
+		ID      string     `json:"id"`
 		Type    string     `json:"type"`
 		Content []respPart `json:"content"`
 	} `json:"output"`
@@ -198,17 +243,23 @@ func (d *responsesDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, b
 	}
 	switch typ {
 	case "response.output_item.added":
-		if e.Item != nil && e.Item.Type == "function_call" {
-			out = d.startTool(e.OutputIndex, e.Item, out)
+		if e.Item == nil {
+			break
+		}
+		switch e.Item.Type {
+		case "function_call":
+			out = d.startTool(e.OutputIndex.n, e.Item, out)
+		case "message":
+			d.addMessage(e.Item.ID, e.OutputIndex)
 		}
 	case "response.output_item.done":
 		if e.Item == nil {
 			break
 		}
 		if e.Item.Type == "message" {
-			out = d.pair.flush(out)
+			m := d.message(e.Item.ID, e.OutputIndex)
 			for ci := range e.Item.Content {
-				out = d.unseenPart(e.OutputIndex, ci, &e.Item.Content[ci], out)
+				out = d.donePart(m, ci, &e.Item.Content[ci], out)
 			}
 			break
 		}
@@ -221,57 +272,52 @@ func (d *responsesDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, b
 		if e.Item.Type != "function_call" {
 			break
 		}
-		n := d.tool(e.OutputIndex, e.Item.ID)
-		if n < 0 {
-			out = d.startTool(e.OutputIndex, e.Item, out)
-		} else if !d.tools[n].argsSeen && e.Item.Arguments != "" {
-			d.tools[n].argsSeen = true
-			out = append(out, llm.Event{Kind: llm.EventToolCallDelta, ToolIndex: n, Arguments: e.Item.Arguments})
+		if n := d.tool(e.Item.ID, e.OutputIndex); n < 0 {
+			out = d.startTool(e.OutputIndex.n, e.Item, out)
+		} else {
+			out = d.doneArguments(n, e.Item.Arguments, out)
 		}
-	case "response.output_text.delta":
-		if e.Delta != "" {
-			d.markPart(e.OutputIndex, e.ContentIndex)
-			out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: e.Delta})
+	case "response.output_text.delta", "response.refusal.delta":
+		refusal := typ == "response.refusal.delta"
+		if refusal {
+			d.refused = true
 		}
-	case "response.refusal.delta":
-		d.refused = true
 		if e.Delta != "" {
-			d.markPart(e.OutputIndex, e.ContentIndex)
-			out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: e.Delta, Refusal: true})
+			d.yieldPart(d.part(d.message(e.ItemID, e.OutputIndex), e.ContentIndex), e.Delta)
+			out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: e.Delta, Refusal: refusal})
 		}
 	case "response.output_text.done":
-		out = d.pair.flush(out)
-		out = d.unseenPart(e.OutputIndex, e.ContentIndex, &respPart{Type: "output_text", Text: e.Text}, out)
+		out = d.donePart(d.message(e.ItemID, e.OutputIndex), e.ContentIndex, &respPart{Type: "output_text", Text: e.Text}, out)
 	case "response.refusal.done":
 		d.refused = true
-		out = d.unseenPart(e.OutputIndex, e.ContentIndex, &respPart{Type: "refusal", Refusal: e.Refusal}, out)
+		out = d.donePart(d.message(e.ItemID, e.OutputIndex), e.ContentIndex, &respPart{Type: "refusal", Refusal: e.Refusal}, out)
 	case "response.content_part.done":
 		if e.Part != nil {
-			out = d.pair.flush(out)
-			out = d.unseenPart(e.OutputIndex, e.ContentIndex, e.Part, out)
+			out = d.donePart(d.message(e.ItemID, e.OutputIndex), e.ContentIndex, e.Part, out)
 		}
 	case "response.function_call_arguments.delta":
-		if n := d.tool(e.OutputIndex, e.ItemID); n >= 0 && e.Delta != "" {
-			d.tools[n].argsSeen = true
+		if n := d.tool(e.ItemID, e.OutputIndex); n >= 0 && e.Delta != "" {
+			d.yieldArguments(n, e.Delta)
 			out = append(out, llm.Event{Kind: llm.EventToolCallDelta, ToolIndex: n, Arguments: e.Delta})
 		}
 	case "response.function_call_arguments.done":
-		if n := d.tool(e.OutputIndex, e.ItemID); n >= 0 && !d.tools[n].argsSeen && e.Arguments != "" {
-			d.tools[n].argsSeen = true
-			out = append(out, llm.Event{Kind: llm.EventToolCallDelta, ToolIndex: n, Arguments: e.Arguments})
+		if n := d.tool(e.ItemID, e.OutputIndex); n >= 0 {
+			out = d.doneArguments(n, e.Arguments, out)
 		}
 	case "response.completed", "response.incomplete":
-		out = d.pair.flush(out)
 		if e.Response != nil {
-			// The final output holds the text of the parts no event before carried.
+			// The final output holds the text of the parts no event before carried, and the
+			// rest of those whose deltas fell short.
 			for oi := range e.Response.Output {
 				if it := &e.Response.Output[oi]; it.Type == "message" {
+					m := d.message(it.ID, optionalIndex{n: oi, set: true})
 					for ci := range it.Content {
-						out = d.unseenPart(oi, ci, &it.Content[ci], out)
+						out = d.donePart(m, ci, &it.Content[ci], out)
 					}
 				}
 			}
 		}
+		out = d.pair.flush(out)
 		status, reason := "completed", ""
 		if typ == "response.incomplete" {
 			status = "incomplete"
@@ -318,14 +364,15 @@ func (d *responsesDecoder) startTool(outputIndex int, it *respItem, out []llm.Ev
 	d.tools = append(d.tools, respToolState{outputIndex: outputIndex, itemID: it.ID})
 	out = append(out, llm.Event{Kind: llm.EventToolCallStart, ToolIndex: n, ToolCallID: it.CallID, ToolName: it.Name})
 	if it.Arguments != "" {
-		d.tools[n].argsSeen = true
+		d.yieldArguments(n, it.Arguments)
 		out = append(out, llm.Event{Kind: llm.EventToolCallDelta, ToolIndex: n, Arguments: it.Arguments})
 	}
 	return out
 }
 
-// tool finds a function_call item by its item id, or else by its output index; -1 if unknown.
-func (d *responsesDecoder) tool(outputIndex int, itemID string) int {
+// tool finds a function_call item by its item id, or else by its output index, or else, for
+// an event that gives neither, the latest one; -1 if unknown.
+func (d *responsesDecoder) tool(itemID string, index optionalIndex) int {
 	if itemID != "" {
 		for i := range d.tools {
 			if d.tools[i].itemID == itemID {
@@ -333,37 +380,134 @@ func (d *responsesDecoder) tool(outputIndex int, itemID string) int {
 			}
 		}
 	}
+	return d.toolByIndex(itemID != "", index)
+}
+
+// toolByIndex is tool's search by output index, for an event whose item id, if it has one
+// (named), matched no item.
+func (d *responsesDecoder) toolByIndex(named bool, index optionalIndex) int {
+	if !index.set {
+		if named {
+			return -1
+		}
+		return len(d.tools) - 1
+	}
 	for i := range d.tools {
-		if d.tools[i].outputIndex == outputIndex {
+		if d.tools[i].outputIndex == index.n {
 			return i
 		}
 	}
 	return -1
 }
 
-// markPart records that the text of a message part has been yielded (in part at least: a part
-// whose deltas came is taken as they gave it).
-func (d *responsesDecoder) markPart(outputIndex, contentIndex int) {
-	if !d.partSeen(outputIndex, contentIndex) {
-		d.partsSeen = append(d.partsSeen, partRef{outputIndex, contentIndex})
-	}
+// yieldArguments records that arguments were yielded for tool n.
+func (d *responsesDecoder) yieldArguments(n int, args string) {
+	t := &d.tools[n]
+	t.argsSeen = true
+	t.yielded += len(args)
+	t.sum = fnv1a(t.sum, args)
 }
 
-// partSeen reports whether the text of a message part has been yielded. The latest part is
-// looked at first: it is the one the deltas of a stream go on adding to.
-func (d *responsesDecoder) partSeen(outputIndex, contentIndex int) bool {
-	for i := len(d.partsSeen) - 1; i >= 0; i-- {
-		if d.partsSeen[i] == (partRef{outputIndex, contentIndex}) {
-			return true
+// doneArguments yields what a done event's complete arguments of tool n add to those yielded
+// before: all of them when none came, the rest when they extend what came, nothing else.
+func (d *responsesDecoder) doneArguments(n int, args string, out []llm.Event) []llm.Event {
+	t := &d.tools[n]
+	rest, ok := extension(t.argsSeen, t.yielded, t.sum, args)
+	if !ok {
+		return out
+	}
+	d.yieldArguments(n, rest)
+	return append(out, llm.Event{Kind: llm.EventToolCallDelta, ToolIndex: n, Arguments: rest})
+}
+
+// addMessage records the message item that an output_item.added announces, and returns its
+// position in messages; an item already known by its id is not added again.
+func (d *responsesDecoder) addMessage(itemID string, index optionalIndex) int {
+	if itemID != "" {
+		for i := range d.messages {
+			if d.messages[i].id == itemID {
+				return i
+			}
 		}
 	}
-	return false
+	m := respMessage{id: itemID, outputIndex: -1}
+	if index.set {
+		m.outputIndex = index.n
+	}
+	d.messages = append(d.messages, m)
+	return len(d.messages) - 1
 }
 
-// unseenPart yields the text of message part p, at output_index outputIndex and content_index
-// contentIndex, unless the text of that part was yielded before (from its deltas or an earlier
-// done event); a refusal part's text is the refusal's. A part without text yields nothing.
-func (d *responsesDecoder) unseenPart(outputIndex, contentIndex int, p *respPart, out []llm.Event) []llm.Event {
+// message finds the message item that an event of one of its parts names, and returns its
+// position in messages: by item_id; else by output_index (an item known by another id is
+// another item); else the latest item, when nothing the event says contradicts it (an event
+// that names neither belongs to the item being streamed); else a new item. What the event
+// tells of an item that was unknown is recorded.
+func (d *responsesDecoder) message(itemID string, index optionalIndex) int {
+	if itemID != "" {
+		for i := range d.messages {
+			if d.messages[i].id == itemID {
+				if d.messages[i].outputIndex < 0 && index.set {
+					d.messages[i].outputIndex = index.n
+				}
+				return i
+			}
+		}
+	}
+	if index.set {
+		for i := range d.messages {
+			if m := &d.messages[i]; m.outputIndex == index.n && (m.id == "" || itemID == "") {
+				if m.id == "" {
+					m.id = itemID
+				}
+				return i
+			}
+		}
+	}
+	if n := len(d.messages) - 1; n >= 0 {
+		m := &d.messages[n]
+		if (m.id == "" || itemID == "") && (m.outputIndex < 0 || !index.set) {
+			if m.id == "" {
+				m.id = itemID
+			}
+			if m.outputIndex < 0 && index.set {
+				m.outputIndex = index.n
+			}
+			return n
+		}
+	}
+	return d.addMessage(itemID, index)
+}
+
+// part returns the position in parts of part contentIndex of message m, adding it (with
+// nothing yielded) if it is new. The latest part is looked at first: it is the one the deltas
+// of a stream go on adding to.
+func (d *responsesDecoder) part(m, contentIndex int) int {
+	for i := len(d.parts) - 1; i >= 0; i-- {
+		if d.parts[i].message == m && d.parts[i].content == contentIndex {
+			return i
+		}
+	}
+	d.parts = append(d.parts, respPartState{message: m, content: contentIndex})
+	return len(d.parts) - 1
+}
+
+// yieldPart records that text of part p was yielded.
+func (d *responsesDecoder) yieldPart(p int, text string) {
+	st := &d.parts[p]
+	st.yielded += len(text)
+	st.sum = fnv1a(st.sum, text)
+	d.lastPart = p
+}
+
+// donePart yields what the full text of a done event's part adds to what was yielded of that
+// part (contentIndex of message m): all of it when none came, the rest when the deltas gave a
+// beginning of it (the done text wins where it extends the deltas: their text was cut short),
+// and nothing when it is what came or differs from it (what the client has stays as it
+// came). A refusal part's text is the refusal's; a part without text yields nothing. A
+// character held back from the last delta (surrogatePair) is given up when the done text of
+// its part carries the rest, which has the whole character, and yielded as U+FFFD otherwise.
+func (d *responsesDecoder) donePart(m, contentIndex int, p *respPart, out []llm.Event) []llm.Event {
 	text, refusal := p.Text, p.Type == "refusal"
 	if refusal {
 		text = p.Refusal
@@ -371,11 +515,47 @@ func (d *responsesDecoder) unseenPart(outputIndex, contentIndex int, p *respPart
 	} else if p.Type != "output_text" {
 		return out
 	}
-	if text == "" || d.partSeen(outputIndex, contentIndex) {
+	n := d.part(m, contentIndex)
+	st := &d.parts[n]
+	rest, ok := extension(st.yielded > 0, st.yielded, st.sum, text)
+	if d.pair.high != 0 && (!ok || n != d.lastPart) {
+		out = d.pair.flush(out)
+	}
+	if !ok {
 		return out
 	}
-	d.markPart(outputIndex, contentIndex)
-	return append(out, llm.Event{Kind: llm.EventTextDelta, Text: text, Refusal: refusal})
+	d.pair.high = 0
+	d.yieldPart(n, rest)
+	return append(out, llm.Event{Kind: llm.EventTextDelta, Text: rest, Refusal: refusal})
+}
+
+// extension is what full, a done event's complete text (or arguments), adds to what was
+// yielded before (seen: any; yielded bytes with FNV-1a hash sum): full when nothing was, the
+// rest of full when it begins with what was, and ok false when it adds nothing.
+func extension(seen bool, yielded int, sum uint64, full string) (rest string, ok bool) {
+	if !seen || yielded == 0 {
+		return full, full != ""
+	}
+	if len(full) <= yielded || fnv1a(0, full[:yielded]) != sum {
+		return "", false
+	}
+	return full[yielded:], true
+}
+
+// fnv1a continues the 64-bit FNV-1a hash sum (0: none yet) over s.
+func fnv1a(sum uint64, s string) uint64 {
+	const (
+		offset = 14695981039346656037
+		prime  = 1099511628211
+	)
+	if sum == 0 {
+		sum = offset
+	}
+	for i := 0; i < len(s); i++ {
+		sum ^= uint64(s[i])
+		sum *= prime
+	}
+	return sum
 }
 
 func hasFunctionCall(r *respObject) bool {
@@ -388,9 +568,9 @@ func hasFunctionCall(r *respObject) bool {
 }
 
 // fastDelta decodes the common text and arguments delta events, with a string delta and an
-// integer output_index, without encoding/json; ok is false for anything else.
+// integer output_index (or none), without encoding/json; ok is false for anything else.
 func (d *responsesDecoder) fastDelta(typ string, data []byte, out []llm.Event) ([]llm.Event, bool) {
-	var delta, itemID, index, content []byte
+	var delta, itemID, indexTok, content []byte
 	it := iterObject(data)
 	for {
 		k, v, more := it.next()
@@ -404,7 +584,7 @@ func (d *responsesDecoder) fastDelta(typ string, data []byte, out []llm.Event) (
 		case "item_id":
 			dst = &itemID
 		case "output_index":
-			dst = &index
+			dst = &indexTok
 		case "content_index":
 			dst = &content
 		default:
@@ -424,22 +604,14 @@ func (d *responsesDecoder) fastDelta(typ string, data []byte, out []llm.Event) (
 		return out, false
 	}
 	var (
-		text string
-		ok   bool
+		index optionalIndex
+		ok    bool
 	)
-	if typ == "response.output_text.delta" {
-		text, ok = d.pair.text(delta)
-	} else {
-		text, ok = stringOf(delta)
-	}
-	if !ok {
-		return out, false
-	}
-	outputIndex := 0
-	if index != nil {
-		if outputIndex, ok = intOf(index); !ok {
+	if indexTok != nil {
+		if index.n, ok = intOf(indexTok); !ok {
 			return out, false
 		}
+		index.set = true
 	}
 	contentIndex := 0
 	if content != nil {
@@ -448,33 +620,37 @@ func (d *responsesDecoder) fastDelta(typ string, data []byte, out []llm.Event) (
 		}
 	}
 	if itemID != nil {
-		// item_id only selects a tool; an unescaped one is compared in place.
+		// An unescaped item_id is compared in place.
 		if len(itemID) < 2 || itemID[0] != '"' || bytes.IndexByte(itemID, '\\') >= 0 {
 			return out, false
 		}
+		itemID = itemID[1 : len(itemID)-1]
+	}
+	var text string
+	if typ == "response.output_text.delta" {
+		text, ok = d.pair.text(delta)
+	} else {
+		text, ok = stringOf(delta)
+	}
+	if !ok {
+		return out, false
 	}
 	if typ == "response.output_text.delta" {
 		if text != "" {
-			d.markPart(outputIndex, contentIndex)
+			d.yieldPart(d.part(d.messageByID(itemID, index), contentIndex), text)
 			out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: text})
 		}
 		return out, true
 	}
-	var n int
-	if itemID != nil {
-		n = d.toolByID(itemID[1:len(itemID)-1], outputIndex)
-	} else {
-		n = d.tool(outputIndex, "")
-	}
-	if n >= 0 && text != "" {
-		d.tools[n].argsSeen = true
+	if n := d.toolByID(itemID, index); n >= 0 && text != "" {
+		d.yieldArguments(n, text)
 		out = append(out, llm.Event{Kind: llm.EventToolCallDelta, ToolIndex: n, Arguments: text})
 	}
 	return out, true
 }
 
-// toolByID is tool for an item id given as unquoted JSON bytes.
-func (d *responsesDecoder) toolByID(itemID []byte, outputIndex int) int {
+// toolByID is tool for an item id given as the bytes of an unescaped JSON string.
+func (d *responsesDecoder) toolByID(itemID []byte, index optionalIndex) int {
 	if len(itemID) > 0 {
 		for i := range d.tools {
 			if d.tools[i].itemID == string(itemID) {
@@ -482,10 +658,21 @@ func (d *responsesDecoder) toolByID(itemID []byte, outputIndex int) int {
 			}
 		}
 	}
-	for i := range d.tools {
-		if d.tools[i].outputIndex == outputIndex {
-			return i
+	return d.toolByIndex(len(itemID) > 0, index)
+}
+
+// messageByID is message for an item id given as the bytes of an unescaped JSON string: an
+// item known by it is found without copying it.
+func (d *responsesDecoder) messageByID(itemID []byte, index optionalIndex) int {
+	if len(itemID) > 0 {
+		for i := len(d.messages) - 1; i >= 0; i-- {
+			if m := &d.messages[i]; m.id == string(itemID) {
+				if m.outputIndex < 0 && index.set {
+					m.outputIndex = index.n
+				}
+				return i
+			}
 		}
 	}
-	return -1
+	return d.message(string(itemID), index)
 }

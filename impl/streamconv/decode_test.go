@@ -1,6 +1,9 @@
 package streamconv
 
 import (
+	"bytes"
+	"fmt"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -487,4 +490,135 @@ func TestResponsesTextFromEveryDoneEvent(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestResponsesPartsMatchedByItemID: the recorded Responses stream (a reasoning item at
+// output_index 0, the message at 1) with its text deltas' output_index left off, as an
+// upstream may send them while it sets it on the done events (§2.3 lists output_index on every
+// part event; the item_id is what names the item), and with neither output_index nor item_id
+// on them, decodes to the text of the stream as recorded, once, with the fast path and
+// without. On the code before, the deltas' text was taken for part 0 of item 0 and the done
+// events' for an unseen part of item 1, and the text came twice.
+func TestResponsesPartsMatchedByItemID(t *testing.T) {
+	raw := readFile(t, filepath.Join("testdata", "upstream", "responses_text.sse"))
+	want := accumulate(decodeAllBoth(t, raw))
+	if want.Text == "" {
+		t.Fatal("the recorded stream has no text")
+	}
+	for name, strip := range map[string][]string{
+		"deltas without output_index":         {`"output_index":1,`},
+		"deltas without output_index or item": {`"output_index":1,`, `"item_id":"msg_68f1a2b3aa01",`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var stream bytes.Buffer
+			for _, ev := range readEvents(t, raw) {
+				data := string(ev.Data)
+				if ev.Name == "response.output_text.delta" {
+					for _, s := range strip {
+						if !strings.Contains(data, s) {
+							t.Fatalf("%s is not in %s", s, data)
+						}
+						data = strings.Replace(data, s, "", 1)
+					}
+				}
+				fmt.Fprintf(&stream, "event: %s\ndata: %s\n\n", ev.Name, data)
+			}
+			if got := accumulate(decodeAllBoth(t, stream.Bytes())); got.Text != want.Text {
+				t.Errorf("text %q, want %q", got.Text, want.Text)
+			}
+		})
+	}
+}
+
+// decodeAllBoth is decodeAll with the fast path on, after checking that it yields the same
+// with the fast path off.
+func decodeAllBoth(t *testing.T, raw []byte) []llm.Event {
+	t.Helper()
+	disableFastPath = true
+	slow, _ := decodeAll(t, llm.FormatResponses, raw)
+	disableFastPath = false
+	fast, done := decodeAll(t, llm.FormatResponses, raw)
+	if !done {
+		t.Fatal("no terminal event")
+	}
+	if !reflect.DeepEqual(accumulate(fast), accumulate(slow)) {
+		t.Fatalf("the fast path yields %+v, the encoding/json path %+v", accumulate(fast), accumulate(slow))
+	}
+	return fast
+}
+
+// TestResponsesDoneTextExtendsDeltas: a done event's text is the part's whole text (§2.3:
+// output_text.done's text is the full text, as are content_part.done's part, the item of
+// output_item.done and the terminal response's output), so when the deltas gave only a
+// beginning of it the rest comes from the first done event that has it, once; a done text that
+// does not begin with what the deltas gave (or is shorter) changes nothing, since the client
+// has the deltas already. The same holds for a function call's arguments and its
+// function_call_arguments.done and output_item.done. A character whose high surrogate ended
+// the last delta is whole when the done text carries it. On the code before, the text and
+// the arguments stopped where the deltas did.
+func TestResponsesDoneTextExtendsDeltas(t *testing.T) {
+	const (
+		created = `{"type":"response.created","response":{"id":"r","status":"in_progress","model":"m","output":[]}}`
+		added   = `{"type":"response.output_item.added","output_index":0,"item":{"type":"message","id":"msg_1","content":[]}}`
+		delta   = `{"type":"response.output_text.delta","output_index":0,"content_index":0,"item_id":"msg_1","delta":%q}`
+		done    = `{"type":"response.output_text.done","output_index":0,"content_index":0,"item_id":"msg_1","text":%q}`
+		part    = `{"type":"response.content_part.done","output_index":0,"content_index":0,"item_id":"msg_1","part":{"type":"output_text","text":%q}}`
+		item    = `{"type":"message","id":"msg_1","status":"completed","content":[{"type":"output_text","text":%q}]}`
+		itemDn  = `{"type":"response.output_item.done","output_index":0,"item":` + item + `}`
+		final   = `{"type":"response.completed","response":{"id":"r","status":"completed","model":"m","output":[` + item + `],"usage":{"input_tokens":1,"output_tokens":2}}}`
+	)
+	ev := func(format string, args ...any) [2]string {
+		data := format
+		if len(args) > 0 {
+			data = fmt.Sprintf(format, args...)
+		}
+		return [2]string{dataType([]byte(data)), data}
+	}
+	full := "Hello, world"
+	cases := []struct {
+		name string
+		evs  [][2]string
+		want string
+		// fastOnly: only the fast path holds a high surrogate back (surrogatePair).
+		fastOnly bool
+	}{
+		{"output_text.done", [][2]string{ev(created), ev(added), ev(delta, "Hello"), ev(done, full), ev(part, full), ev(itemDn, full), ev(final, full)}, full, false},
+		{"content_part.done", [][2]string{ev(created), ev(added), ev(delta, "Hel"), ev(delta, "lo"), ev(part, full), ev(itemDn, full), ev(final, full)}, full, false},
+		{"output_item.done", [][2]string{ev(created), ev(added), ev(delta, "Hello"), ev(itemDn, full), ev(final, full)}, full, false},
+		{"the terminal response", [][2]string{ev(created), ev(added), ev(delta, "Hello"), ev(final, full)}, full, false},
+		{"the done events disagree with the deltas", [][2]string{ev(created), ev(added), ev(delta, "Jello"), ev(done, full), ev(itemDn, full), ev(final, full)}, "Jello", false},
+		{"the done events are shorter", [][2]string{ev(created), ev(added), ev(delta, "Hello, world!"), ev(done, full), ev(final, full)}, "Hello, world!", false},
+		{"a surrogate pair split at the end of the deltas", [][2]string{ev(created), ev(added),
+			{"response.output_text.delta", `{"type":"response.output_text.delta","output_index":0,"content_index":0,"item_id":"msg_1","delta":"ok \ud83c"}`},
+			ev(done, "ok 🎉 done"), ev(final, "ok 🎉 done")}, "ok 🎉 done", true},
+	}
+	for _, c := range cases {
+		for _, disable := range []bool{false, true} {
+			if disable && c.fastOnly {
+				continue
+			}
+			t.Run(fmt.Sprintf("%s, fast path off %v", c.name, disable), func(t *testing.T) {
+				disableFastPath = disable
+				defer func() { disableFastPath = false }()
+				got, finished := decodeEvents(t, llm.FormatResponses, c.evs...)
+				if r := accumulate(got); !finished || r.Text != c.want {
+					t.Errorf("text %q (done %v), want %q", r.Text, finished, c.want)
+				}
+			})
+		}
+	}
+
+	t.Run("arguments", func(t *testing.T) {
+		args := `{"q":"lyon"}`
+		fc := `{"id":"fc_1","type":"function_call","call_id":"call_1","name":"f","arguments":%q}`
+		evs, finished := decodeEvents(t, llm.FormatResponses, ev(created),
+			ev(`{"type":"response.output_item.added","output_index":0,"item":`+fc+`}`, ""),
+			ev(`{"type":"response.function_call_arguments.delta","output_index":0,"item_id":"fc_1","delta":%q}`, `{"q":`),
+			ev(`{"type":"response.function_call_arguments.done","output_index":0,"item_id":"fc_1","arguments":%q}`, args),
+			ev(`{"type":"response.output_item.done","output_index":0,"item":`+fc+`}`, args),
+			ev(`{"type":"response.completed","response":{"id":"r","status":"completed","model":"m","output":[{"type":"function_call"}]}}`))
+		if r := accumulate(evs); !finished || len(r.Tools) != 1 || r.Tools[0].Args != args {
+			t.Errorf("tools %+v (done %v), want the arguments %s", r.Tools, finished, args)
+		}
+	})
 }

@@ -26,7 +26,7 @@ func NewDecoder(f llm.Format) Decoder {
 	case llm.FormatChat:
 		return &chatDecoder{}
 	case llm.FormatResponses:
-		return &responsesDecoder{}
+		return &responsesDecoder{lastPart: -1}
 	case llm.FormatMessages:
 		return &messagesDecoder{}
 	}

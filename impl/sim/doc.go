@@ -55,10 +55,17 @@
 // Responses message whose one part is {"type":"refusal","refusal":…} in a completed response,
 // streamed as response.content_part.added (a refusal part), response.refusal.delta…,
 // response.refusal.done, content_part.done; a Messages answer of text with stop_reason
-// "refusal". [[sim refuse=after_text]] does the same, except that on the chat route the first
-// half of the words (rounded down) is the answer's text and the rest its refusal: content and
+// "refusal". [[sim refuse=after_text]] does the same, except that the first half of the words
+// (rounded down) is the answer's text and the rest its refusal: on the chat route content and
 // message.refusal both set, streamed as delta.content after the usual role chunk, then
-// delta.refusal (the refusal's first word keeps its leading space).
+// delta.refusal (the refusal's first word keeps its leading space); on the Responses route one
+// message whose content holds an output_text part (content_index 0) and a refusal part
+// (content_index 1), streamed as the text part's content_part.added, output_text.delta…,
+// output_text.done and content_part.done, then the refusal part's content_part.added,
+// refusal.delta…, refusal.done and content_part.done; on the Messages route, which has no
+// place for a refusal's words, the text alone with stop_reason "refusal", as when the
+// classifiers stop an answer partway (a reply of one word is all refusal, as with
+// refuse=true).
 //
 // On the Responses route the functions of a namespace tool ({"type":"namespace","name":ns,
 // "tools":[{"type":"function","name":f,"parameters":…},…]}, as Codex CLI offers its MCP tools)
@@ -125,7 +132,7 @@
 //	[[sim web_search=2]]               run 2 hosted web searches before the reply (see below)
 //	[[sim cache_min=256]]              cache prompt prefixes from 256 tokens on (see Prompt caching)
 //	[[sim refuse=true]]                answer with the model's refusal (see above)
-//	[[sim refuse=after_text]]          on chat, text and then the refusal (see above)
+//	[[sim refuse=after_text]]          text and then the refusal (see above)
 //	[[sim deltas=false]]               on Responses, no output_text or refusal deltas: the text
 //	                                   comes only in the done events, the completed item and
 //	                                   the terminal response, as some compatible servers send it

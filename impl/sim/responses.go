@@ -293,7 +293,7 @@ func (t *responsesTurn) appendItem(b []byte, n int, status string) []byte {
 	b = append(b, status...)
 	b = append(b, `","content":[`...)
 	if status != "in_progress" {
-		b = t.appendPart(b, n)
+		b = t.appendParts(b, n)
 	}
 	return append(b, `],"role":"assistant"}`...)
 }
@@ -330,17 +330,59 @@ func (t *responsesTurn) appendSearchItems(b []byte) []byte {
 	return b
 }
 
-// appendPart appends the output_text part holding the first n tokens, or the refusal part of
-// a refusal.
-func (t *responsesTurn) appendPart(b []byte, n int) []byte {
-	if t.refusal {
+// textThenRefusal reports an answer of text and then a refusal (refuse=after_text): its
+// message has an output_text part, tokens 0 to refusalFrom-1, and a refusal part, the rest.
+func (t *responsesTurn) textThenRefusal() bool { return t.refusal && t.refusalFrom > 0 }
+
+// partOf is the content index of the part that content event i writes to.
+func (t *responsesTurn) partOf(i int) int {
+	if t.textThenRefusal() && i >= t.refusalFrom {
+		return 1
+	}
+	return 0
+}
+
+// isRefusalPart reports whether content part ci is a refusal part.
+func (t *responsesTurn) isRefusalPart(ci int) bool {
+	return t.refusal && (!t.textThenRefusal() || ci == 1)
+}
+
+// partTokens is the range of tokens, from to to-1, that content part ci holds after n content
+// events.
+func (t *responsesTurn) partTokens(ci, n int) (from, to int) {
+	switch {
+	case !t.textThenRefusal():
+		return 0, n
+	case ci == 0:
+		return 0, min(n, t.refusalFrom)
+	default:
+		return t.refusalFrom, n
+	}
+}
+
+// appendPart appends content part ci as it is after n content events: the output_text part,
+// or the refusal part of a refusal, holding its tokens among the first n.
+func (t *responsesTurn) appendPart(b []byte, ci, n int) []byte {
+	from, to := t.partTokens(ci, n)
+	if t.isRefusalPart(ci) {
 		b = append(b, `{"type":"refusal","refusal":"`...)
-		b = t.appendText(b, n)
+		b = t.appendTokens(b, from, to)
 		return append(b, `"}`...)
 	}
 	b = append(b, `{"type":"output_text","annotations":[],"logprobs":[],"text":"`...)
-	b = t.appendText(b, n)
+	b = t.appendTokens(b, from, to)
 	return append(b, `"}`...)
+}
+
+// appendParts appends the message's content parts after n content events: the one part, or
+// the output_text part and, once its first token has come, the refusal part.
+func (t *responsesTurn) appendParts(b []byte, n int) []byte {
+	b = t.appendPart(b, 0, n)
+	if t.textThenRefusal() && n > t.refusalFrom {
+		b = append(b, ',')
+		b = t.appendPart(b, 1, n)
+	}
+	return b
 }
 
 // appendResponse appends the response object in phase; n is the content events sent before a
@@ -447,14 +489,15 @@ func (t *responsesTurn) event(o *sse, typ string) {
 	t.seq++
 }
 
-// itemRef appends "item_id","output_index" (and "content_index" for text).
-func (t *responsesTurn) itemRef(o *sse) {
+// itemRef appends "item_id","output_index" (and "content_index" ci for a message's part).
+func (t *responsesTurn) itemRef(o *sse, ci int) {
 	o.buf = append(o.buf, `,"item_id":`...)
 	o.buf = appendString(o.buf, t.itemID)
 	o.buf = append(o.buf, `,"output_index":`...)
 	o.buf = appendInt(o.buf, t.searches)
 	if t.finish != finishTool {
-		o.buf = append(o.buf, `,"content_index":0`...)
+		o.buf = append(o.buf, `,"content_index":`...)
+		o.buf = appendInt(o.buf, ci)
 	}
 }
 
@@ -477,13 +520,44 @@ func (t *responsesTurn) open(o *sse) {
 	o.buf = append(o.buf, '}')
 	o.end()
 	if t.finish != finishTool && !t.compact {
-		t.event(o, "response.content_part.added")
-		t.itemRef(o)
-		o.buf = append(o.buf, `,"part":`...)
-		o.buf = t.appendPart(o.buf, 0)
-		o.buf = append(o.buf, '}')
-		o.end()
+		t.addPart(o, 0)
 	}
+}
+
+// addPart writes the response.content_part.added of content part ci.
+func (t *responsesTurn) addPart(o *sse, ci int) {
+	t.event(o, "response.content_part.added")
+	t.itemRef(o, ci)
+	o.buf = append(o.buf, `,"part":`...)
+	o.buf = t.appendPart(o.buf, ci, 0)
+	o.buf = append(o.buf, '}')
+	o.end()
+}
+
+// closePart writes the events that end content part ci after n content events: its
+// response.output_text.done or response.refusal.done, and its response.content_part.done.
+func (t *responsesTurn) closePart(o *sse, ci, n int) {
+	from, to := t.partTokens(ci, n)
+	if t.isRefusalPart(ci) {
+		t.event(o, "response.refusal.done")
+		t.itemRef(o, ci)
+		o.buf = append(o.buf, `,"refusal":"`...)
+		o.buf = t.appendTokens(o.buf, from, to)
+		o.buf = append(o.buf, `"}`...)
+	} else {
+		t.event(o, "response.output_text.done")
+		t.itemRef(o, ci)
+		o.buf = append(o.buf, `,"text":"`...)
+		o.buf = t.appendTokens(o.buf, from, to)
+		o.buf = append(o.buf, `","logprobs":[]}`...)
+	}
+	o.end()
+	t.event(o, "response.content_part.done")
+	t.itemRef(o, ci)
+	o.buf = append(o.buf, `,"part":`...)
+	o.buf = t.appendPart(o.buf, ci, n)
+	o.buf = append(o.buf, '}')
+	o.end()
 }
 
 // search writes the events of web search i: its item added, in progress, searching,
@@ -512,6 +586,11 @@ func (t *responsesTurn) search(o *sse, i int) {
 }
 
 func (t *responsesTurn) content(o *sse, i int) {
+	if t.textThenRefusal() && i == t.refusalFrom && !t.compact {
+		// The text is done; the refusal's part begins.
+		t.closePart(o, 0, i)
+		t.addPart(o, 1)
+	}
 	switch {
 	case t.compact:
 		return // the summary comes whole, in the item
@@ -519,18 +598,18 @@ func (t *responsesTurn) content(o *sse, i int) {
 		return // the text comes whole, in the done events (deltas=false)
 	case t.finish == finishTool:
 		t.event(o, "response.function_call_arguments.delta")
-		t.itemRef(o)
+		t.itemRef(o, 0)
 		o.buf = append(o.buf, `,"delta":`...)
 		o.buf = appendString(o.buf, t.toolFragment(i))
-	case t.refusal:
+	case t.isRefusalPart(t.partOf(i)):
 		t.event(o, "response.refusal.delta")
-		t.itemRef(o)
+		t.itemRef(o, t.partOf(i))
 		o.buf = append(o.buf, `,"delta":"`...)
 		o.buf = t.appendToken(o.buf, i)
 		o.buf = append(o.buf, '"')
 	default:
 		t.event(o, "response.output_text.delta")
-		t.itemRef(o)
+		t.itemRef(o, t.partOf(i))
 		o.buf = append(o.buf, `,"delta":"`...)
 		o.buf = t.appendToken(o.buf, i)
 		o.buf = append(o.buf, `","logprobs":[]`...)
@@ -550,7 +629,7 @@ func (t *responsesTurn) close(o *sse) {
 	case t.compact:
 	case t.finish == finishTool:
 		t.event(o, "response.function_call_arguments.done")
-		t.itemRef(o)
+		t.itemRef(o, 0)
 		o.buf = append(o.buf, `,"name":`...)
 		o.buf = appendString(o.buf, t.tool)
 		o.buf = t.appendNamespace(o.buf)
@@ -559,26 +638,7 @@ func (t *responsesTurn) close(o *sse) {
 		o.buf = append(o.buf, '}')
 		o.end()
 	default:
-		if t.refusal {
-			t.event(o, "response.refusal.done")
-			t.itemRef(o)
-			o.buf = append(o.buf, `,"refusal":"`...)
-			o.buf = t.appendText(o.buf, n)
-			o.buf = append(o.buf, `"}`...)
-		} else {
-			t.event(o, "response.output_text.done")
-			t.itemRef(o)
-			o.buf = append(o.buf, `,"text":"`...)
-			o.buf = t.appendText(o.buf, n)
-			o.buf = append(o.buf, `","logprobs":[]}`...)
-		}
-		o.end()
-		t.event(o, "response.content_part.done")
-		t.itemRef(o)
-		o.buf = append(o.buf, `,"part":`...)
-		o.buf = t.appendPart(o.buf, n)
-		o.buf = append(o.buf, '}')
-		o.end()
+		t.closePart(o, t.partOf(max(n-1, 0)), n)
 	}
 	t.event(o, "response.output_item.done")
 	o.buf = append(o.buf, `,"output_index":`...)

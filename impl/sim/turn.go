@@ -39,8 +39,10 @@ type turn struct {
 	// refusal says the reply's words are the model's refusal to answer (the refuse directive):
 	// chat message.refusal, a Responses refusal part, Messages text with stop_reason refusal.
 	refusal bool
-	// refusalFrom, on the chat route, is the first token of the refusal when the reply's words
-	// before it are the answer's text (refuse=after_text); 0 when every word is the refusal.
+	// refusalFrom, on the chat and Responses routes, is the first token of the refusal when
+	// the reply's words before it are the answer's text (refuse=after_text); 0 when every word
+	// is the refusal. On the Messages route, which has no place for a refusal's words, such a
+	// reply is its text alone (words is refusalFrom), stopped as a refusal.
 	refusalFrom int
 	// noTextDeltas, on the Responses route, leaves out the output_text and refusal deltas, so
 	// that a part's text comes only in its done events (deltas=false).
@@ -130,8 +132,12 @@ func (s *Simulator) plan(rt Route, model string, stream bool, input int, in plan
 			n, t.finish = in.maxTokens, finishLength
 		}
 		t.words, t.refusal = n, true
-		if d.refuseAfterText && rt == RouteChat {
+		if d.refuseAfterText {
 			t.refusalFrom = n / 2
+			if rt == RouteMessages && t.refusalFrom > 0 {
+				// The classifiers stopped the answer where the refusal would begin.
+				t.words, t.finish = t.refusalFrom, finishStop
+			}
 		}
 		t.fault = s.takeFault(model, &d)
 		return t
@@ -261,7 +267,12 @@ func (t *turn) toolArgs() string { return strings.Join(t.frags, "") }
 // appendText appends the first n tokens of the reply text, escaped for a JSON string (the
 // vocabulary words need no escaping; the JSON text of a structured answer does).
 func (t *turn) appendText(b []byte, n int) []byte {
-	for i := 0; i < n; i++ {
+	return t.appendTokens(b, 0, n)
+}
+
+// appendTokens appends tokens from to to-1 of the reply text, escaped for a JSON string.
+func (t *turn) appendTokens(b []byte, from, to int) []byte {
+	for i := from; i < to; i++ {
 		b = t.appendToken(b, i)
 	}
 	return b

@@ -89,7 +89,7 @@ var modelledKeys = map[llm.Format]map[string]bool{
 	llm.FormatResponses: setOf("instructions", "input", "max_output_tokens", "temperature", "top_p",
 		"tools", "tool_choice", "parallel_tool_calls", "text", "reasoning", "stream"),
 	llm.FormatMessages: setOf("system", "messages", "max_tokens", "temperature", "top_p",
-		"stop_sequences", "tools", "tool_choice", "stream"),
+		"stop_sequences", "tools", "tool_choice", "stream", "output_format", "output_config"),
 }
 
 func setOf(keys ...string) map[string]bool {

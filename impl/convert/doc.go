@@ -64,7 +64,10 @@
 //	                                                       false unless asked)                 input_schema}
 //	ToolChoice            auto/none/required/function      auto/none/required/function        auto/none/any/tool
 //	ParallelToolCalls     parallel_tool_calls              parallel_tool_calls                tool_choice.disable_parallel_tool_use
-//	ResponseFormat        response_format                  text.format                        (text only; JSON refused)
+//	ResponseFormat        response_format                  text.format                        output_config.format
+//	                      (json_schema from Messages:      (likewise)                         {type json_schema, schema}
+//	                      name "response", strict unset)                                      (output_format read too;
+//	                                                                                          json_object refused)
 //	ReasoningEffort       reasoning_effort                 reasoning.effort                   (dropped and named)
 //	Verbosity             verbosity                        text.verbosity                     (dropped and named)
 //	Stream                stream (+ stream_options)        stream                             stream
@@ -82,22 +85,22 @@
 //
 // Refused with a 400 naming the client's field (they change what the answer must be):
 //
-//	chat         n > 1 (to Responses, Messages); response_format json_object/json_schema (to
-//	             Messages); temperature > 1 (to Messages; the scales are not rescaled); stop (to
+//	chat         n > 1 (to Responses, Messages); response_format json_object, or json_schema
+//	             without a schema (to Messages); temperature > 1 (to Messages; the scales are not rescaled); stop (to
 //	             Responses); more than 4 stop sequences (to chat); logprobs, top_logprobs,
 //	             audio, modalities other than text, web_search_options, logit_bias, legacy
 //	             functions/function_call, when set; input_audio parts; file parts by
 //	             file_id; custom tools
 //	             and custom tool calls; allowed_tools and custom tool_choice; the legacy
 //	             function role; an assistant's audio reference
-//	Responses    text.format JSON (to Messages); previous_response_id, conversation, prompt,
+//	Responses    text.format json_object, or json_schema without a schema (to Messages); previous_response_id, conversation, prompt,
 //	             background, max_tool_calls, top_logprobs, when set; built-in tools
 //	             (web_search, file_search, mcp, ...) and their tool_choice; item_reference and
 //	             built-in tool items; input_file parts by file_id or file_url, or in a
 //	             system message; an inline one in a function_call_output to chat (to
 //	             Messages it is a document block of the tool_result); file_id images
 //	Messages     stop_sequences (to Responses; more than 4 to chat); container, mcp_servers,
-//	             output_format, output_config.format; server tools (a versioned type such as
+//	             an output_format or output_config.format not json_schema; server tools (a versioned type such as
 //	             web_search_20250305); document blocks but of a base64
 //	             source, and their title, context and citations; a document in a tool result
 //	             to chat (to Responses it is an input_file of the function_call_output);
@@ -151,8 +154,8 @@
 //	             for: above); reasoning items; image
 //	             detail low/high and tools[].strict (to Messages; a Responses function tool is
 //	             strict unless it says strict: false)
-//	Messages     service_tier, thinking, top_k, context_management, output_config
-//	             without a format; cache_control (top-level, system, blocks, tools: the OpenAI
+//	Messages     service_tier, thinking, top_k, context_management, output_config's members
+//	             but format (effort); cache_control (top-level, system, blocks, tools: the OpenAI
 //	             formats cache prompts by themselves); citations; thinking and
 //	             redacted_thinking blocks; tool_result is_error (to chat, Responses)
 //	any          top_p 1 beside a temperature (to Messages, which takes one; 1 changes

@@ -305,8 +305,6 @@ var extraFields = map[llm.Format]map[string]fieldClass{
 	llm.FormatMessages: {
 		"container":          decisive,
 		"mcp_servers":        decisive,
-		"output_format":      decisive,
-		"output_config":      decisive,     // only when it sets a format
 		"metadata":           endUserField, // its one member is user_id
 		"service_tier":       advisory,
 		"thinking":           advisory,
@@ -333,13 +331,6 @@ func classify(src llm.Format, key string, v json.RawMessage) fieldClass {
 			}
 		}
 		return advisory
-	case src == llm.FormatMessages && key == "output_config":
-		var oc map[string]json.RawMessage
-		_ = json.Unmarshal(v, &oc)
-		if isNull(oc["format"]) {
-			return advisory
-		}
-		return decisive
 	}
 	switch strings.TrimSpace(string(v)) {
 	case "false", "0", `""`, "[]", "null":
@@ -482,6 +473,7 @@ var targetGroups = map[llm.Format][]group{
 		{[]string{"top_p"}, func(a, b *llm.Request) bool { return eqTopP(a, b) && eqTemperature(a, b) }, (*writer).messagesTopP},
 		{[]string{"stop_sequences"}, eqStop, (*writer).messagesStop},
 		{nil, nil, (*writer).messagesChecks},
+		{[]string{"output_config", "output_format"}, eqFormat, (*writer).messagesOutputConfig},
 		{[]string{"tools"}, eqTools, (*writer).messagesTools},
 		{[]string{"tool_choice"}, func(a, b *llm.Request) bool { return eqToolChoice(a, b) && eqParallel(a, b) }, (*writer).messagesToolChoice},
 		{[]string{"stream"}, eqStream, (*writer).stream},

@@ -61,6 +61,52 @@ func (d *decoder) messagesFields(raw map[string]json.RawMessage) error {
 			return err
 		}
 	}
+	return d.messagesOutputFormat(raw["output_format"], raw["output_config"])
+}
+
+var (
+	messagesOutputConfigKeys = setOf("format")
+	messagesFormatKeys       = setOf("type", "schema")
+)
+
+// messagesOutputFormat decodes the structured output a Messages request asks for, Anthropic's
+// {"type": "json_schema", "schema": …} in the beta's output_format or else in
+// output_config.format (as RequestedOutputType reads them), into a json_schema ResponseFormat
+// named "response" (the OpenAI formats need a name; Anthropic's has none). The other members
+// of output_config (effort) are advisory; a format of another type cannot be carried.
+func (d *decoder) messagesOutputFormat(outputFormat, outputConfig json.RawMessage) error {
+	format, param := outputFormat, "output_format"
+	if !isNull(outputConfig) {
+		oc, err := parseObject(outputConfig, "output_config")
+		if err != nil {
+			return err
+		}
+		d.noteKeys("output_config", oc, messagesOutputConfigKeys, nil)
+		if isNull(format) {
+			format, param = oc.get("format"), "output_config.format"
+		}
+	}
+	if isNull(format) {
+		return nil
+	}
+	m, err := parseObject(format, param)
+	if err != nil {
+		return err
+	}
+	kind, err := objectKind(m, param)
+	if err != nil {
+		return err
+	}
+	if kind != "json_schema" {
+		d.note(param, "."+kind, false, format)
+		return nil
+	}
+	schema, err := parseSchema(m.get("schema"), param+".schema")
+	if err != nil {
+		return err
+	}
+	d.noteKeys(param, m, messagesFormatKeys, nil)
+	d.req.ResponseFormat = &llm.ResponseFormat{Type: "json_schema", Name: "response", Schema: schema}
 	return nil
 }
 

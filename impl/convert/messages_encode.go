@@ -368,14 +368,10 @@ func (w *writer) messagesStop(o *object) error {
 	return nil
 }
 
-// messagesChecks refuses what the Messages API cannot honour: a JSON response format and more
-// than one choice.
+// messagesChecks refuses what the Messages API cannot honour: more than one choice.
 func (w *writer) messagesChecks(o *object) error {
 	if !w.cross() {
 		return nil
-	}
-	if rf := w.req.ResponseFormat; rf != nil && rf.Type != "text" {
-		return w.refuse(w.srcName("response_format"), fmt.Sprintf("A %s response format", rf.Type))
 	}
 	if w.req.N > 1 {
 		return w.refuse("n", "More than one choice (n > 1)")
@@ -387,6 +383,35 @@ func (w *writer) messagesChecks(o *object) error {
 	if w.req.Verbosity != "" {
 		w.drop(w.srcName("verbosity"))
 	}
+	return nil
+}
+
+// messagesOutputConfig writes a json_schema response format as Anthropic's structured outputs,
+// output_config.format {"type": "json_schema", "schema": …}, which constrains the answer to
+// the schema whether or not the client asked for OpenAI's strict mode
+// (https://platform.claude.com/docs/en/build-with-claude/structured-outputs). The format's
+// name has no place there, and its description is dropped and named. Any JSON (json_object),
+// or a json_schema without a schema, cannot be honoured: the Messages API has no JSON mode.
+func (w *writer) messagesOutputConfig(o *object) error {
+	rf := w.req.ResponseFormat
+	if rf == nil || rf.Type == "text" {
+		return nil
+	}
+	param := w.srcName("response_format")
+	if rf.Type != "json_schema" || len(rf.Schema) == 0 {
+		what := fmt.Sprintf("A %s response format", rf.Type)
+		if rf.Type == "json_schema" {
+			what = "A json_schema response format without a schema"
+		}
+		return w.refuse(param, what)
+	}
+	if rf.Description != "" {
+		if w.src == llm.FormatChat {
+			param += ".json_schema"
+		}
+		w.drop(param + ".description")
+	}
+	o.set("output_config", object{{"format", object{{"type", "json_schema"}, {"schema", rf.Schema}}}})
 	return nil
 }
 

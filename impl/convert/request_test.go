@@ -76,8 +76,6 @@ func TestEncodeRequestGolden(t *testing.T) {
 func TestExpectedRefusals(t *testing.T) {
 	want := map[string]string{
 		"chat-to-responses":     "stop",
-		"chat-to-messages":      "response_format",
-		"responses-to-messages": "text.format",
 		"messages-to-responses": "stop_sequences",
 	}
 	for _, src := range formats {
@@ -221,6 +219,14 @@ func core(r *llm.Request) llm.Request {
 	return c
 }
 
+// schemaOnly is the type and schema of a response format.
+func schemaOnly(rf *llm.ResponseFormat) *llm.ResponseFormat {
+	if rf == nil {
+		return nil
+	}
+	return &llm.ResponseFormat{Type: rf.Type, Schema: rf.Schema}
+}
+
 // TestCrossFormatPreservesCommonFields translates each rich request (without what the target
 // refuses) and decodes the result: the common fields must come back unchanged.
 func TestCrossFormatPreservesCommonFields(t *testing.T) {
@@ -231,6 +237,11 @@ func TestCrossFormatPreservesCommonFields(t *testing.T) {
 			got := core(mustDecode(t, dst.f, out))
 			if dst.f == llm.FormatMessages && src.f != dst.f && want.Temperature != nil && want.TopP != nil && *want.TopP == 1 {
 				want.TopP = nil // beside a temperature, a top_p of 1 is dropped for Messages: it changes nothing
+			}
+			if src.f != dst.f && (src.f == llm.FormatMessages || dst.f == llm.FormatMessages) {
+				// Anthropic's structured output is a schema alone: no name, no description,
+				// always strict.
+				want.ResponseFormat, got.ResponseFormat = schemaOnly(want.ResponseFormat), schemaOnly(got.ResponseFormat)
 			}
 			if !reflect.DeepEqual(got, want) {
 				g, _ := json.MarshalIndent(got, "", " ")
@@ -261,7 +272,8 @@ func TestRefusals(t *testing.T) {
 		{"n to messages", llm.FormatChat, chat(`,"n":2`), llm.FormatMessages, "n"},
 		{"n to responses", llm.FormatChat, chat(`,"n":3`), llm.FormatResponses, "n"},
 		{"json_object to messages", llm.FormatChat, chat(`,"response_format":{"type":"json_object"}`), llm.FormatMessages, "response_format"},
-		{"text.format to messages", llm.FormatResponses, resp(`,"text":{"format":{"type":"json_schema","name":"a","schema":{"type":"object"}}}`), llm.FormatMessages, "text.format"},
+		{"text.format json_object to messages", llm.FormatResponses, resp(`,"text":{"format":{"type":"json_object"}}`), llm.FormatMessages, "text.format"},
+		{"json_schema without a schema to messages", llm.FormatChat, chat(`,"response_format":{"type":"json_schema","json_schema":{"name":"a"}}`), llm.FormatMessages, "response_format"},
 		{"temperature above 1", llm.FormatChat, chat(`,"temperature":1.5`), llm.FormatMessages, "temperature"},
 		{"responses temperature above 1", llm.FormatResponses, resp(`,"temperature":2`), llm.FormatMessages, "temperature"},
 		{"stop to responses", llm.FormatChat, chat(`,"stop":"END"`), llm.FormatResponses, "stop"},
@@ -286,7 +298,7 @@ func TestRefusals(t *testing.T) {
 		{"tool_choice built-in", llm.FormatResponses, resp(`,"tool_choice":{"type":"web_search_preview"}`), llm.FormatChat, "tool_choice"},
 		{"document block", llm.FormatMessages, `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"url","url":"https://x/a.pdf"}}]}]}`, llm.FormatChat, "messages[0].content[0]"},
 		{"long tool name", llm.FormatMessages, msgs(`,"tools":[{"name":"` + longName + `","input_schema":{"type":"object"}}]`), llm.FormatChat, "tools[0].name"},
-		{"output_config format", llm.FormatMessages, msgs(`,"output_config":{"format":{"type":"json_schema","schema":{}}}`), llm.FormatChat, "output_config"},
+		{"output_config format of another type", llm.FormatMessages, msgs(`,"output_config":{"format":{"type":"grammar","grammar":"x"}}`), llm.FormatChat, "output_config.format"},
 		{"mcp_servers", llm.FormatMessages, msgs(`,"mcp_servers":[{"type":"url","url":"https://x","name":"x"}]`), llm.FormatChat, "mcp_servers"},
 	}
 	for _, c := range cases {
@@ -334,7 +346,7 @@ func TestDropped(t *testing.T) {
 		{"responses default strict to messages", llm.FormatResponses, `{"model":"m","input":"hi","tools":[{"type":"function","name":"f","parameters":{"type":"object"}},{"type":"function","name":"g","parameters":{"type":"object"},"strict":false}]}`,
 			llm.FormatMessages, []string{"tools[].strict"}},
 		{"messages advisory fields", llm.FormatMessages, `{"model":"m","max_tokens":9,"system":[{"type":"text","text":"s","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral","ttl":"1h"}}]},{"role":"assistant","content":[{"type":"thinking","thinking":"t","signature":"s"},{"type":"redacted_thinking","data":"d"},{"type":"text","text":"x","citations":[{"type":"char_location"}]},{"type":"tool_use","id":"t1","name":"f","input":{},"cache_control":{"type":"ephemeral"}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"bad","is_error":true}]}],"tools":[{"name":"f","input_schema":{"type":"object"},"cache_control":{"type":"ephemeral"}}],"metadata":{"user_id":"u"},"thinking":{"type":"enabled","budget_tokens":100},"top_k":5,"service_tier":"auto","context_management":{"edits":[]},"output_config":{"effort":"low"}}`,
-			llm.FormatChat, []string{"context_management", "messages[].content[].cache_control", "messages[].content[].citations", "messages[].content[].is_error", "messages[].content[].redacted_thinking", "messages[].content[].thinking", "metadata", "output_config", "service_tier", "system[].cache_control", "thinking", "tools[].cache_control", "top_k"}},
+			llm.FormatChat, []string{"context_management", "messages[].content[].cache_control", "messages[].content[].citations", "messages[].content[].is_error", "messages[].content[].redacted_thinking", "messages[].content[].thinking", "metadata", "output_config.effort", "service_tier", "system[].cache_control", "thinking", "tools[].cache_control", "top_k"}},
 		{"nothing to drop", llm.FormatMessages, `{"model":"m","max_tokens":9,"messages":[{"role":"user","content":"hi"}],"temperature":0.2}`, llm.FormatResponses, nil},
 	}
 	for _, c := range cases {

@@ -129,6 +129,27 @@ func (eng *Engine) Grants(ctx context.Context, account uuid.UUID) (*Grants, erro
 	return eng.access.grants(ctx, account)
 }
 
+// Reachable reports whether the account whose grants are g may be sent to some expert of model
+// m: one on a provider that serves every account, or on one that takes only accounts with a
+// key of their own (account_keys: required) for which the account has one, even one that does
+// not open (its requests then get the 503 saying so). A model it may not be sent to is not
+// listed to it (the models route), as a provider lists only the models a key can use; a
+// request to it still gets the 403 naming the provider and what the operator must do. It reads
+// the keys of the same cache entry as the grants, so it follows a key set or removed as soon
+// as they do.
+func (eng *Engine) Reachable(g *Grants, m *routing.Model) bool {
+	for _, e := range m.Experts {
+		up, ok := eng.upstreams[e.Provider]
+		if !ok || !up.AccountKeysRequired {
+			return true
+		}
+		if _, ok := g.upstreamKeys[e.Provider]; ok {
+			return true
+		}
+	}
+	return false
+}
+
 // Model is the configured model id as the engine holds it today: its experts priced for the
 // current day, the registry its reservations and bills read (the models route shows these
 // prices); false for an id the configuration does not have. It does not check access.

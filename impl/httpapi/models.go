@@ -7,6 +7,7 @@ import (
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/credits"
+	"github.com/tollgate/tollgate/impl/exchange"
 	"github.com/tollgate/tollgate/impl/routing"
 	"github.com/tollgate/tollgate/impl/store"
 )
@@ -33,15 +34,22 @@ func apiModel(m config.Model, rm *routing.Model, g store.ModelGrant) api.Model {
 	return out
 }
 
-// apiModelOf is apiModel with the model as the engine holds it.
-func (s *Server) apiModelOf(m config.Model, g store.ModelGrant) api.Model {
+// listedModel is the wire form of the configured model granted to the caller's account by g,
+// with grants, the account's grants; false when the account may not be sent to any of its
+// experts (exchange.Engine.Reachable: each on a provider that takes only accounts with an
+// upstream key of their own, and the account has none there), which is then not listed.
+func (s *Server) listedModel(m config.Model, grants *exchange.Grants, g store.ModelGrant) (api.Model, bool) {
 	rm, _ := s.exchange.Model(m.ID)
-	return apiModel(m, rm, g)
+	if rm != nil && !s.exchange.Reachable(grants, rm) {
+		return api.Model{}, false
+	}
+	return apiModel(m, rm, g), true
 }
 
-// ListModels lists the configured models granted to the caller's account, read through the
-// same cache of grants as inference uses (kept current by the change feed), so that during a
-// database outage a key in use lists what it may call, within the feed's staleness bound.
+// ListModels lists the configured models granted to the caller's account that it can be sent
+// to (listedModel), read through the same cache of grants (and of the account's upstream keys)
+// as inference uses, kept current by the change feed, so that during a database outage a key
+// in use lists what it may call, within the feed's staleness bound.
 func (s *Server) ListModels(ctx context.Context, _ api.ListModelsRequestObject) (api.ListModelsResponseObject, error) {
 	p, err := principal(ctx)
 	if err != nil {
@@ -57,7 +65,9 @@ func (s *Server) ListModels(ctx context.Context, _ api.ListModelsRequestObject) 
 			continue
 		}
 		if m, ok := s.config.Model(g.ModelID); ok {
-			list.Data = append(list.Data, s.apiModelOf(m, g))
+			if out, ok := s.listedModel(m, grants, g); ok {
+				list.Data = append(list.Data, out)
+			}
 		}
 	}
 	hasMore := false
@@ -68,7 +78,8 @@ func (s *Server) ListModels(ctx context.Context, _ api.ListModelsRequestObject) 
 	return api.ListModels200JSONResponse{Body: list}, nil
 }
 
-// RetrieveModel returns one model granted to the caller's account, or 404; read as ListModels.
+// RetrieveModel returns one model granted to the caller's account, or 404, also for a model
+// that ListModels leaves out; read as ListModels.
 func (s *Server) RetrieveModel(ctx context.Context, req api.RetrieveModelRequestObject) (api.RetrieveModelResponseObject, error) {
 	p, err := principal(ctx)
 	if err != nil {
@@ -86,7 +97,11 @@ func (s *Server) RetrieveModel(ctx context.Context, req api.RetrieveModelRequest
 	if !ok {
 		return nil, apierror.ModelNotFound(req.Model)
 	}
-	return api.RetrieveModel200JSONResponse{Body: s.apiModelOf(m, g)}, nil
+	out, ok := s.listedModel(m, grants, g)
+	if !ok {
+		return nil, apierror.ModelNotFound(req.Model)
+	}
+	return api.RetrieveModel200JSONResponse{Body: out}, nil
 }
 
 // GetCredits returns the caller's account balance and, for a key with limits, the key's own,

@@ -157,3 +157,81 @@ func TestAccountKeysRequired(t *testing.T) {
 		t.Errorf("gamma, whose key does not open: %d %s", status, body)
 	}
 }
+
+// modelsListed is the ids GET /v1/models lists to key, in order.
+func modelsListed(t *testing.T, g *apitest.Gateway, key string) []string {
+	t.Helper()
+	status, _, body := do(t, g.Client(t), g.URL, listModels, map[string]string{"Authorization": "Bearer " + key})
+	if status != 200 {
+		t.Fatalf("GET /v1/models: %d %s", status, body)
+	}
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, 0, len(list.Data))
+	for _, m := range list.Data {
+		ids = append(ids, m.ID)
+	}
+	return ids
+}
+
+// TestModelsListedOnlyWhenReachable: with sim-anthropic and sim-openai-chat taking only
+// accounts with a key of their own, an account without one is not listed the models whose
+// every expert is there (service-sonnet, service-flint-base), as a provider lists only the
+// models a key can use, and GET /v1/models/{id} of one is a 404; the fusion model, which has an
+// expert elsewhere, still is. A request to an unlisted model still gets the 403 saying what the
+// operator must do. An account with its key there is listed the model; a key set is followed
+// within a second (the model listed) and so is a key removed (not listed), like a grant.
+func TestModelsListedOnlyWhenReachable(t *testing.T) {
+	cfg := config.Default()
+	for i, p := range cfg.Providers {
+		if p.Name == "sim-anthropic" || p.Name == "sim-openai-chat" {
+			cfg.Providers[i].AccountKeys = config.AccountKeysRequired
+		}
+	}
+	g := apitest.Start(t, apitest.Options{Config: cfg})
+	c := g.Client(t)
+	alpha := g.NewTenant(t, "alpha", 0, keyCredit)
+	beta := g.NewTenant(t, "beta", 0, keyCredit)
+	g.SetUpstreamKey(t, alpha.Account.ID, "sim-anthropic", "sk-alpha-own-key")
+
+	if got := strings.Join(modelsListed(t, g, alpha.Key), " "); got != "service-flint service-sonnet" {
+		t.Errorf("alpha, with a key for sim-anthropic only, is listed %q", got)
+	}
+	if got := strings.Join(modelsListed(t, g, beta.Key), " "); got != "service-flint" {
+		t.Errorf("beta, without keys, is listed %q", got)
+	}
+	retrieve := func(id string) request { return request{"GET", "/v1/models/" + id, ""} }
+	eventually(t, "alpha retrieves service-sonnet", statusIs(t, c, g, alpha.Key, retrieve("service-sonnet"), 200, `"id":"service-sonnet"`))
+	eventually(t, "beta retrieves service-flint", statusIs(t, c, g, beta.Key, retrieve("service-flint"), 200, `"id":"service-flint"`))
+	for _, id := range []string{"service-sonnet", "service-flint-base"} {
+		eventually(t, "beta retrieves "+id, statusIs(t, c, g, beta.Key, retrieve(id), 404, "model_not_found"))
+	}
+	status, body := post(t, g, beta.Key, "/v1/messages", keyMessages)
+	if typ, _, msg := errorOf(t, body); status != http.StatusForbidden || typ != "permission_error" ||
+		!strings.Contains(msg, "tollgate admin provider-key set ACCOUNT sim-anthropic") {
+		t.Errorf("beta, on the model it is not listed: %d %s", status, body)
+	}
+
+	g.SetUpstreamKey(t, beta.Account.ID, "sim-openai-chat", "sk-beta-own-key")
+	eventually(t, "beta listed service-flint-base once its key is set", func() string {
+		if got := strings.Join(modelsListed(t, g, beta.Key), " "); got != "service-flint service-flint-base" {
+			return got
+		}
+		return ""
+	})
+	eventually(t, "beta retrieves service-flint-base", statusIs(t, c, g, beta.Key, retrieve("service-flint-base"), 200, `"id":"service-flint-base"`))
+	g.RemoveUpstreamKey(t, alpha.Account.ID, "sim-anthropic")
+	eventually(t, "alpha not listed service-sonnet once its key is removed", func() string {
+		if got := strings.Join(modelsListed(t, g, alpha.Key), " "); got != "service-flint" {
+			return got
+		}
+		return ""
+	})
+	eventually(t, "alpha retrieves service-sonnet", statusIs(t, c, g, alpha.Key, retrieve("service-sonnet"), 404, "model_not_found"))
+}

@@ -79,14 +79,19 @@ func endAdmission(span trace.Span, worst int64, r *billing.Reservation, err erro
 }
 
 // errorType is error.type for a failure: an upstream call's, what the upstream answered
-// (provider.ErrorType: its status, or "connection"); the gateway's own (a refused admission), the
-// HTTP status the client gets; or "canceled", "timeout", "_OTHER".
+// (provider.ErrorType: its status, or "connection"), except the upstream's refusal of an
+// account's own key (401 or 403), which is upstream_credential_refused: the account's key to
+// set again, not the operator's (a "401" said the gateway's credentials were wrong); the
+// gateway's own (a refused admission), the HTTP status the client gets; or "canceled",
+// "timeout", "_OTHER".
 func errorType(err error) string {
 	switch {
 	case errors.Is(err, context.Canceled):
 		return "canceled"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "timeout"
+	case provider.AccountKeyRefused(err):
+		return provider.AccountKeyRefusedCode
 	}
 	if t := provider.ErrorType(err); t != "" {
 		return t

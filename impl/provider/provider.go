@@ -110,11 +110,13 @@ func (u *Upstream) headers(key string) [2]http.Header {
 // costs; they are shared by every such call and only read.
 type Credential struct {
 	header [2]http.Header
+	// key is kept out of what a refusal quotes (once).
+	key string
 }
 
 // Credential is key as the account's own credential for the upstream.
 func (u *Upstream) Credential(key string) *Credential {
-	return &Credential{header: u.headers(key)}
+	return &Credential{header: u.headers(key), key: key}
 }
 
 // RetryPolicy bounds retries of one upstream call.
@@ -363,6 +365,13 @@ func (u *Upstream) once(ctx context.Context, transport http.RoundTripper, body [
 	defer res.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
 	f := &failure{status: res.StatusCode, detail: parseUpstreamError(raw), provider: u.Name, accountKey: cred != nil}
+	// What the upstream said goes into logs, traces and (a refusal of the request) the client's
+	// answer: never the key it was sent, should it quote it back.
+	sent := u.APIKey
+	if cred != nil {
+		sent = cred.key
+	}
+	f.detail = f.detail.without(sent)
 	// Rate limits and every 5xx (502, 503, 504, Anthropic's 529 overloaded) may pass, unless
 	// the upstream says they will not: x-should-retry: false, which OpenAI and Anthropic send
 	// with an exhausted quota or credit, and which every official SDK obeys whatever the
@@ -585,6 +594,20 @@ type upstreamDetail struct {
 	// code is the OpenAI envelope's code, or the Anthropic envelope's error type when it says
 	// more than invalid_request_error; "" when absent or not a plain token.
 	code string
+}
+
+// keyElided is what an upstream's words say in place of the key the gateway sent.
+const keyElided = "[the upstream key]"
+
+// without is d with every occurrence of key ("": none) elided.
+func (d upstreamDetail) without(key string) upstreamDetail {
+	if key == "" {
+		return d
+	}
+	d.message = strings.ReplaceAll(d.message, key, keyElided)
+	d.param = strings.ReplaceAll(d.param, key, keyElided)
+	d.code = strings.ReplaceAll(d.code, key, keyElided)
+	return d
 }
 
 // parseUpstreamError reads either envelope, or keeps a short excerpt of a body that is neither.

@@ -203,6 +203,33 @@ func TestAccountCredential(t *testing.T) {
 	}
 }
 
+// TestRefusalNeverQuotesTheKey: an upstream that quotes the key it was sent back in its error
+// (some OpenAI-compatible servers do; OpenAI masks it) does not put it in the call's error,
+// whose text the gateway logs and traces and whose message a refused request's client gets:
+// not an account's own key on its refusal (401), nor the operator's in a refusal of the
+// request (400, whose words the client gets).
+func TestRefusalNeverQuotesTheKey(t *testing.T) {
+	status := http.StatusUnauthorized
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		fmt.Fprintf(w, `{"error":{"message":"the key %s is not valid here","type":"invalid_request_error","param":%q,"code":"invalid_api_key"}}`, key, key)
+	}))
+	defer srv.Close()
+	o := &Upstream{Name: "openai", Kind: llm.FormatChat, BaseURL: srv.URL + "/v1", APIKey: "sk-operator-secret"}
+	_, _, err := o.CallObserved(context.Background(), []byte(`{}`), false, nil, nil, o.Credential("sk-account-secret"))
+	if err == nil || !AccountKeyRefused(err) || strings.Contains(err.Error(), "sk-account-secret") || !strings.Contains(err.Error(), "[the upstream key] is not valid") {
+		t.Errorf("the account's key refused: %v", err)
+	}
+	status = http.StatusBadRequest
+	_, _, err = o.CallObserved(context.Background(), []byte(`{}`), false, nil, nil, nil)
+	var e *apierror.Error
+	if err == nil || !errors.As(err, &e) || strings.Contains(err.Error(), "sk-operator-secret") || strings.Contains(e.Message+e.Param, "sk-operator-secret") {
+		t.Errorf("the operator's key quoted in a refusal of the request: %v (%+v)", err, e)
+	}
+}
+
 // TestRedirectIsNotFollowed: an upstream's redirect is a failed answer; the request and its key
 // never go to the address it names.
 func TestRedirectIsNotFollowed(t *testing.T) {

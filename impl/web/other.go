@@ -2,6 +2,7 @@ package web
 
 import (
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/tollgate/tollgate/impl/agent"
@@ -135,11 +136,26 @@ type planData struct {
 	// HeldKeys are the keys that count against the plan's key quota (Plan.MaxKeys, 0: none):
 	// every key not revoked.
 	HeldKeys int
+	// UpstreamKeys are the account's own upstream keys (tollgate admin provider-key set), for
+	// an owner only (nil for a member): the provider, the hint and when each was set, never
+	// the sealed key.
+	UpstreamKeys []upstreamKeyRow
+}
+
+// upstreamKeyRow is one of the account's own upstream keys as the plan page shows it.
+type upstreamKeyRow struct {
+	Provider string
+	// Hint is the key's last four characters after an ellipsis (upstreamkeys.Hint).
+	Hint  string
+	SetAt time.Time
+	// Configured is false for a provider the configuration no longer has (the key is not sent).
+	Configured bool
 }
 
 // planPage shows the plan's limits: its models, the default and highest requests-per-minute
 // cap of keys, its key quota, its starting credit; and what the account has now (models
-// granted, balance, keys held against the quota, active keys).
+// granted, balance, keys held against the quota, active keys), and to an owner the account's
+// own upstream keys (read-only: the operator sets them).
 func (a *App) planPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	ctx := r.Context()
 	d := planData{}
@@ -148,6 +164,17 @@ func (a *App) planPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	if d.Models, err = a.store.AccountModels(ctx, v.Account.AccountID); err != nil {
 		a.failInternal(w, r, v, "account models", err)
 		return
+	}
+	if v.Owner() {
+		keys, err := a.store.UpstreamKeys(ctx, v.Account.AccountID)
+		if err != nil {
+			a.failInternal(w, r, v, "account upstream keys", err)
+			return
+		}
+		for _, k := range keys {
+			configured := slices.ContainsFunc(a.cfg.Providers, func(p config.Provider) bool { return p.Name == k.Provider })
+			d.UpstreamKeys = append(d.UpstreamKeys, upstreamKeyRow{Provider: k.Provider, Hint: k.Hint, SetAt: k.SetAt, Configured: configured})
+		}
 	}
 	if d.Credit, err = a.store.AccountCredit(ctx, v.Account.AccountID); err != nil {
 		a.failInternal(w, r, v, "account credit", err)

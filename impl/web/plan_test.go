@@ -6,6 +6,10 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/tollgate/tollgate/impl/store"
 )
 
 // TestPlanPageKeyQuota: the Plan & limits page shows the keys held against the plan's key quota
@@ -56,5 +60,51 @@ func TestPlanPageKeyQuota(t *testing.T) {
 	}
 	if p := b.get("/plan"); !strings.Contains(p.Body, "<dt>Keys</dt><dd>20 of 20 ") {
 		t.Fatalf("plan page at the quota: %.1500s", p.Body)
+	}
+}
+
+// TestPlanPageUpstreamKeysForOwners: an owner sees on the Plan & limits page the account's own
+// upstream keys (provider, the last four characters, when set), read-only, and none of another
+// account's; a key for a provider no longer configured is marked unused; an account with none
+// says so. A member of the account sees no such list, and the page never shows a key.
+func TestPlanPageUpstreamKeysForOwners(t *testing.T) {
+	ctx := context.Background()
+	e := start(t, nil)
+	acme := e.account(t, "acme", aliceEmail, "owner")
+	if _, err := e.Members.Add(ctx, acme.ID, bobEmail, "member"); err != nil {
+		t.Fatal(err)
+	}
+	other := e.account(t, "globex", carolEmail, "owner")
+	alice := e.browser(t)
+	alice.signIn(e, aliceEmail, alicePass)
+	if p := alice.get("/plan"); !strings.Contains(p.Body, `<table id="upstream-keys">`) || !strings.Contains(p.Body, "None: every provider is reached with the operator's key.") {
+		t.Fatalf("owner's plan page without upstream keys: %d %.2500s", p.Status, p.Body)
+	}
+	set := func(account uuid.UUID, provider, hint string) {
+		t.Helper()
+		if err := e.Store.SetUpstreamKey(ctx, store.UpstreamKey{AccountID: account, Provider: provider,
+			Sealed: []byte("sealed-bytes-never-shown"), Hint: hint, SetBy: "operator (root)"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(acme.ID, "sim-anthropic", "…x9Qa")
+	set(acme.ID, "gone-provider", "…7fKe")
+	set(other.ID, "sim-openai-chat", "…Zz99")
+	p := alice.get("/plan")
+	for _, want := range []string{"<th scope=\"row\">sim-anthropic</th><td><code>…x9Qa</code></td>",
+		"<th scope=\"row\">gone-provider (not in the configuration: not used)</th><td><code>…7fKe</code></td>"} {
+		if !strings.Contains(p.Body, want) {
+			t.Errorf("owner's plan page lacks %q: %.2500s", want, p.Body)
+		}
+	}
+	for _, never := range []string{"…Zz99", "sim-openai-chat", "sealed-bytes-never-shown", "operator (root)", "None: every provider"} {
+		if strings.Contains(p.Body[strings.Index(p.Body, `<table id="upstream-keys">`):], never) {
+			t.Errorf("owner's upstream keys show %q: %.2500s", never, p.Body)
+		}
+	}
+	bob := e.browser(t)
+	bob.signIn(e, bobEmail, bobPass)
+	if p := bob.get("/plan"); p.Status != http.StatusOK || strings.Contains(p.Body, "upstream-keys") || strings.Contains(p.Body, "…x9Qa") {
+		t.Errorf("a member's plan page shows the upstream keys: %d %.2500s", p.Status, p.Body)
 	}
 }

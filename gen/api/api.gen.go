@@ -3268,12 +3268,14 @@ type ClientInterface interface {
 
 	// ListModels List the models available to the authenticated account.
 	//
-	// The list is authoritative and changes independently of client code; cache it briefly.
+	// The list is authoritative and changes independently of client code; cache it briefly. It holds the models granted to the account (and to the calling key's model subset, when it has one) that the account can reach: a model whose every upstream takes only accounts with an upstream key of their own (the operator's `account_keys: required`) is left out for an account without one, and a request to it answers 403 `upstream_key_required` saying what the operator must do. A key set or removed shows here within about a second.
 	//
 	// Corresponds with GET /v1/models (the `ListModels` operationId).
 	ListModels(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RetrieveModel One model available to the authenticated account.
+	//
+	// A model of the list above; one the account cannot reach (see the list) is a 404 `model_not_found`.
 	//
 	// Corresponds with GET /v1/models/{model} (the `RetrieveModel` operationId).
 	RetrieveModel(ctx context.Context, model string, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3735,7 +3737,7 @@ func (c *Client) CountMessageTokens(ctx context.Context, params *CountMessageTok
 
 // ListModels List the models available to the authenticated account.
 //
-// The list is authoritative and changes independently of client code; cache it briefly.
+// The list is authoritative and changes independently of client code; cache it briefly. It holds the models granted to the account (and to the calling key's model subset, when it has one) that the account can reach: a model whose every upstream takes only accounts with an upstream key of their own (the operator's `account_keys: required`) is left out for an account without one, and a request to it answers 403 `upstream_key_required` saying what the operator must do. A key set or removed shows here within about a second.
 //
 // Corresponds with GET /v1/models (the `ListModels` operationId).
 func (c *Client) ListModels(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3751,6 +3753,8 @@ func (c *Client) ListModels(ctx context.Context, reqEditors ...RequestEditorFn) 
 }
 
 // RetrieveModel One model available to the authenticated account.
+//
+// A model of the list above; one the account cannot reach (see the list) is a 404 `model_not_found`.
 //
 // Corresponds with GET /v1/models/{model} (the `RetrieveModel` operationId).
 func (c *Client) RetrieveModel(ctx context.Context, model string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4722,7 +4726,7 @@ type ClientWithResponsesInterface interface {
 
 	// ListModelsWithResponse List the models available to the authenticated account.
 	//
-	// The list is authoritative and changes independently of client code; cache it briefly.
+	// The list is authoritative and changes independently of client code; cache it briefly. It holds the models granted to the account (and to the calling key's model subset, when it has one) that the account can reach: a model whose every upstream takes only accounts with an upstream key of their own (the operator's `account_keys: required`) is left out for an account without one, and a request to it answers 403 `upstream_key_required` saying what the operator must do. A key set or removed shows here within about a second.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -4730,6 +4734,8 @@ type ClientWithResponsesInterface interface {
 	ListModelsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListModelsResponse, error)
 
 	// RetrieveModelWithResponse One model available to the authenticated account.
+	//
+	// A model of the list above; one the account cannot reach (see the list) is a 404 `model_not_found`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6904,7 +6910,7 @@ func (c *ClientWithResponses) CountMessageTokensWithResponse(ctx context.Context
 
 // ListModelsWithResponse List the models available to the authenticated account.
 //
-// The list is authoritative and changes independently of client code; cache it briefly.
+// The list is authoritative and changes independently of client code; cache it briefly. It holds the models granted to the account (and to the calling key's model subset, when it has one) that the account can reach: a model whose every upstream takes only accounts with an upstream key of their own (the operator's `account_keys: required`) is left out for an account without one, and a request to it answers 403 `upstream_key_required` saying what the operator must do. A key set or removed shows here within about a second.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -6918,6 +6924,8 @@ func (c *ClientWithResponses) ListModelsWithResponse(ctx context.Context, reqEdi
 }
 
 // RetrieveModelWithResponse One model available to the authenticated account.
+//
+// A model of the list above; one the account cannot reach (see the list) is a 404 `model_not_found`.
 //
 // Returns a wrapper object for the known response body format(s).
 //

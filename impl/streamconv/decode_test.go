@@ -296,19 +296,133 @@ func TestEncoderEdges(t *testing.T) {
 	})
 }
 
-// TestInterleavedToolCalls: a chat upstream that interleaves the fragments of two calls (no
-// official one does) still gives every client whole arguments.
+// TestInterleavedToolCalls: a chat upstream that interleaves the fragments of parallel calls
+// (fragments of call 0 after call 1 began; OpenAI sends them one after the other, some other
+// chat providers do not) gives every client whole arguments, and a streaming client whole
+// arguments at every point where it may act on a call: a Responses client's
+// function_call_arguments.done and output_item.done (Codex runs the tool on the latter), a
+// Messages client's content_block_stop (Claude Code runs it then), whose blocks still do not
+// interleave (checkMessages). On the code before, call 0's item and block were closed when
+// call 1 began, with empty or partial arguments (wire-format trial s15h3).
 func TestInterleavedToolCalls(t *testing.T) {
 	h := `"id":"c","object":"chat.completion.chunk","created":1,"model":"m"`
-	raw := "data: {" + h + `,"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"a","arguments":""}},{"index":1,"id":"call_b","type":"function","function":{"name":"b","arguments":"{\"b\""}}]}}]}` + "\n\n" +
-		"data: {" + h + `,"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"a\":1}"}}]}}]}` + "\n\n" +
-		"data: {" + h + `,"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"function":{"arguments":":2}"}}]}}]}` + "\n\n" +
-		"data: {" + h + `,"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}` + "\n\ndata: [DONE]\n\n"
-	want := []toolCall{{"call_a", "a", `{"a":1}`}, {"call_b", "b", `{"b":2}`}}
-	for _, client := range formats {
-		tr, _ := pipe(t, llm.FormatChat, client.f, metaFor(client.f), []byte(raw))
-		if r := sdkRead(t, client.f, tr); !reflect.DeepEqual(r.Tools, want) {
-			t.Errorf("%s: %+v\n%s", client.short, r.Tools, tr)
+	chunk := func(delta string) string {
+		return "data: {" + h + `,"choices":[{"index":0,"delta":` + delta + `}]}` + "\n\n"
+	}
+	start := func(i int, name, args string) string {
+		return fmt.Sprintf(`{"index":%d,"id":"call_%s","type":"function","function":{"name":%q,"arguments":%q}}`, i, name, name, args)
+	}
+	more := func(i int, args string) string {
+		return fmt.Sprintf(`{"index":%d,"function":{"arguments":%q}}`, i, args)
+	}
+	calls := func(fragments ...string) string {
+		return chunk(`{"tool_calls":[` + strings.Join(fragments, ",") + `]}`)
+	}
+	end := "data: {" + h + `,"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}` + "\n\ndata: [DONE]\n\n"
+	for _, c := range []struct {
+		name string
+		raw  string
+		want []toolCall
+	}{
+		{"two calls begun in one chunk", calls(start(0, "a", ""), start(1, "b", `{"b"`)) + calls(more(0, `{"a":1}`)) + calls(more(1, ":2}")) + end,
+			[]toolCall{{"call_a", "a", `{"a":1}`}, {"call_b", "b", `{"b":2}`}}},
+		{"round robin, then a whole third", calls(start(0, "city", `{"city":`)) + calls(start(1, "query", `{"q":`)) +
+			calls(more(0, `"Paris \"}{\" [x]`)) + calls(more(1, `"x}"`)) + calls(more(0, `"}`)) + calls(more(1, `}`)) + calls(start(2, "n", `{"n":1}`)) + end,
+			[]toolCall{{"call_city", "city", `{"city":"Paris \"}{\" [x]"}`}, {"call_query", "query", `{"q":"x}"}`}, {"call_n", "n", `{"n":1}`}}},
+		{"every call begun first", calls(start(0, "a", "")) + calls(start(1, "b", "")) + calls(start(2, "c", "")) +
+			calls(more(2, `{"c":[3,`)) + calls(more(0, `{"a":[1,`)) + calls(more(1, `{"b":`)) + calls(more(1, `2}`)) + calls(more(2, `4]}`)) + calls(more(0, `2]}`)) + end,
+			[]toolCall{{"call_a", "a", `{"a":[1,2]}`}, {"call_b", "b", `{"b":2}`}, {"call_c", "c", `{"c":[3,4]}`}}},
+		{"a call without arguments", calls(start(0, "a", "")) + calls(start(1, "b", `{"b":`)) + calls(more(1, `2}`)) + end,
+			[]toolCall{{"call_a", "a", ""}, {"call_b", "b", `{"b":2}`}}},
+	} {
+		whole := map[string]string{}
+		for _, w := range c.want {
+			whole[w.ID] = w.Args
+		}
+		for _, client := range formats {
+			tr, _ := pipe(t, llm.FormatChat, client.f, metaFor(client.f), []byte(c.raw))
+			want := c.want
+			if client.f == llm.FormatMessages {
+				// anthropic-sdk-go reads a tool_use block without input as {}.
+				want = append([]toolCall(nil), want...)
+				for i := range want {
+					if want[i].Args == "" {
+						want[i].Args = "{}"
+					}
+				}
+			}
+			if r := sdkRead(t, client.f, tr); !reflect.DeepEqual(r.Tools, want) {
+				t.Errorf("%s, %s: %+v\n%s", c.name, client.short, r.Tools, tr)
+			}
+			switch client.f {
+			case llm.FormatResponses:
+				checkResponsesCallsWhole(t, c.name, tr, whole)
+			case llm.FormatMessages:
+				checkMessages(t, tr, metaFor(client.f))
+				checkMessagesCallsWhole(t, c.name, tr, whole)
+			}
+		}
+	}
+}
+
+// checkResponsesCallsWhole checks that every function call of a Responses stream is done
+// (function_call_arguments.done, output_item.done) with its whole arguments, those its deltas
+// gave, and gets no delta after.
+func checkResponsesCallsWhole(t *testing.T, name string, raw []byte, whole map[string]string) {
+	t.Helper()
+	callOf := map[string]string{} // item id → call id
+	deltas := map[string]string{}
+	done := map[string]bool{}
+	for _, ev := range readEvents(t, raw) {
+		m := obj(t, ev.Data)
+		id := str(m["item_id"])
+		switch ev.Name {
+		case "response.output_item.added", "response.output_item.done":
+			it, _ := m["item"].(map[string]any)
+			if str(it["type"]) != "function_call" {
+				continue
+			}
+			callOf[str(it["id"])] = str(it["call_id"])
+			if ev.Name == "response.output_item.done" {
+				if args := str(it["arguments"]); args != whole[str(it["call_id"])] || args != deltas[str(it["id"])] {
+					t.Errorf("%s: %s done with arguments %q, deltas %q, want %q", name, it["call_id"], args, deltas[str(it["id"])], whole[str(it["call_id"])])
+				}
+				done[str(it["id"])] = true
+			}
+		case "response.function_call_arguments.delta":
+			if done[id] {
+				t.Errorf("%s: a delta of %s after its item was done", name, id)
+			}
+			deltas[id] += str(m["delta"])
+		case "response.function_call_arguments.done":
+			if args := str(m["arguments"]); args != whole[callOf[id]] {
+				t.Errorf("%s: function_call_arguments.done of %s: %q, want %q", name, callOf[id], args, whole[callOf[id]])
+			}
+		}
+	}
+	if len(done) != len(whole) {
+		t.Errorf("%s: %d calls done, want %d", name, len(done), len(whole))
+	}
+}
+
+// checkMessagesCallsWhole checks that every tool_use block of a Messages stream has its whole
+// input when it stops.
+func checkMessagesCallsWhole(t *testing.T, name string, raw []byte, whole map[string]string) {
+	t.Helper()
+	ids := map[int]string{}
+	inputs := map[int]string{}
+	for _, ev := range readEvents(t, raw) {
+		m := obj(t, ev.Data)
+		idx := int(num(m["index"]))
+		switch ev.Name {
+		case "content_block_start":
+			ids[idx] = str(field(m, "content_block", "id"))
+		case "content_block_delta":
+			inputs[idx] += str(field(m, "delta", "partial_json"))
+		case "content_block_stop":
+			if got, want := inputs[idx], whole[ids[idx]]; got != want {
+				t.Errorf("%s: block %d (%s) stopped with input %q, want %q", name, idx, ids[idx], got, want)
+			}
 		}
 	}
 }

@@ -12,6 +12,16 @@ import (
 // stop reason and the cumulative usage; message_stop. A failure is an error event, after which
 // the stream closes without message_stop.
 //
+// Content blocks must not interleave, but a chat upstream may interleave the fragments of
+// parallel tool calls (call 0, call 1, call 0 again; OpenAI sends them one after the other):
+// a tool call that begins while the open tool_use block's input is not yet whole (an object
+// whose closing brace has not come, argumentsShape) is held, its start and input buffered,
+// until that block's input is whole, when the block stops and the held call's block starts
+// with its input so far in one input_json_delta; at the end, or when text comes, the held
+// calls are let out in order. A client that acts on content_block_stop (Claude Code runs the
+// tool) thus gets each input whole. The cost falls on such upstreams alone: the held call's
+// input reaches the client later and in one piece, and is kept in memory until then.
+//
 // message_start is held back until the first content (or the end), so that the input token
 // count an upstream reports right after its start (Anthropic's own message_start) is the real
 // one; otherwise Meta.InputTokensEstimate stands in, and message_delta repeats the real count
@@ -33,11 +43,25 @@ type messagesEncoder struct {
 	blocks    int
 	openBlock int // -1: none
 	openText  bool
-	// tools maps a neutral tool index to its content block index.
-	tools   []int
+	// tools are the tool calls by neutral tool index.
+	tools []messagesCall
+	// held are the neutral indexes of calls held back, in the order they began.
+	held    []int
 	stop    llm.StopReason
 	stopSeq string
 	usage   llm.Usage
+}
+
+// messagesCall is one tool call of the answer.
+type messagesCall struct {
+	// block is its content block index, -1 while it is held (or for an index that never
+	// began).
+	block    int
+	id, name string
+	// input is the input that came while the call was held.
+	input []byte
+	// shape follows the input, to tell when it is whole.
+	shape argumentsShape
 }
 
 // Encode implements Encoder.
@@ -66,6 +90,8 @@ func (m *messagesEncoder) Encode(ev llm.Event, out []sse.Event) []sse.Event {
 		m.start()
 		if m.openBlock < 0 || !m.openText {
 			m.closeBlock()
+			m.releaseHeld(true)
+			m.closeBlock()
 			m.openBlock, m.openText = m.blocks, true
 			m.blocks++
 			s := m.em.begin()
@@ -86,40 +112,38 @@ func (m *messagesEncoder) Encode(ev llm.Event, out []sse.Event) []sse.Event {
 			break
 		}
 		m.start()
-		m.closeBlock()
-		m.openBlock, m.openText = m.blocks, false
-		m.blocks++
 		for len(m.tools) <= ev.ToolIndex {
-			m.tools = append(m.tools, -1)
+			m.tools = append(m.tools, messagesCall{block: -1})
 		}
-		m.tools[ev.ToolIndex] = m.openBlock
 		id := ev.ToolCallID
 		if id == "" {
 			id = derivedID("toolu_", m.id, ev.ToolIndex)
 		}
-		s := m.em.begin()
-		m.em.buf = append(m.em.buf, `{"type":"content_block_start","index":`...)
-		m.em.buf = appendInt(m.em.buf, int64(m.openBlock))
-		m.em.buf = append(m.em.buf, `,"content_block":{"type":"tool_use","id":`...)
-		m.em.buf = appendString(m.em.buf, id)
-		m.em.buf = append(m.em.buf, `,"name":`...)
-		m.em.buf = appendString(m.em.buf, ev.ToolName)
-		m.em.buf = append(m.em.buf, `,"input":{}}}`...)
-		m.em.end("content_block_start", s)
-	case llm.EventToolCallDelta:
-		if ev.Arguments == "" || m.stop != "" || ev.ToolIndex < 0 || ev.ToolIndex >= len(m.tools) || m.tools[ev.ToolIndex] < 0 {
+		m.tools[ev.ToolIndex] = messagesCall{block: -1, id: id, name: ev.ToolName}
+		if len(m.held) > 0 || m.openToolUnfinished() {
+			m.held = append(m.held, ev.ToolIndex)
 			break
 		}
-		// A delta for a call whose block was already closed (an upstream that interleaves
-		// calls) is still sent at that block's index: the SDK accumulators address blocks by
-		// index and keep the arguments whole.
-		s := m.em.begin()
-		m.em.buf = append(m.em.buf, `{"type":"content_block_delta","index":`...)
-		m.em.buf = appendInt(m.em.buf, int64(m.tools[ev.ToolIndex]))
-		m.em.buf = append(m.em.buf, `,"delta":{"type":"input_json_delta","partial_json":`...)
-		m.em.buf = appendString(m.em.buf, ev.Arguments)
-		m.em.buf = append(m.em.buf, "}}"...)
-		m.em.end("content_block_delta", s)
+		m.closeBlock()
+		m.startToolBlock(ev.ToolIndex)
+	case llm.EventToolCallDelta:
+		if ev.Arguments == "" || m.stop != "" || ev.ToolIndex < 0 || ev.ToolIndex >= len(m.tools) || m.tools[ev.ToolIndex].id == "" {
+			break
+		}
+		c := &m.tools[ev.ToolIndex]
+		c.shape.feed(ev.Arguments)
+		if c.block < 0 {
+			c.input = append(c.input, ev.Arguments...)
+			break
+		}
+		// A delta for a call whose block was already closed (input that looked whole and
+		// went on, or text came between) is still sent at that block's index: the SDK
+		// accumulators address blocks by index.
+		m.inputDelta(c.block, ev.Arguments)
+		if len(m.held) > 0 && c.block == m.openBlock && c.shape.whole() {
+			m.closeBlock()
+			m.releaseHeld(false)
+		}
 	case llm.EventStop:
 		if m.stop == "" {
 			m.stop, m.stopSeq = ev.Stop, ev.StopSequence
@@ -139,6 +163,8 @@ func (m *messagesEncoder) Finish(out []sse.Event) []sse.Event {
 	m.ended = true
 	m.em.reset()
 	m.start()
+	m.closeBlock()
+	m.releaseHeld(true)
 	m.closeBlock()
 	stop := effectiveStop(m.stop, len(m.tools) > 0)
 	s := m.em.begin()
@@ -219,6 +245,70 @@ func (m *messagesEncoder) start() {
 	m.em.buf = convert.AppendMessagesUsage(m.em.buf, u)
 	m.em.buf = append(m.em.buf, "}}"...)
 	m.em.end("message_start", s)
+}
+
+// openToolUnfinished reports whether the open block is a tool call's whose input is not whole
+// yet.
+func (m *messagesEncoder) openToolUnfinished() bool {
+	if m.openBlock < 0 || m.openText {
+		return false
+	}
+	for i := range m.tools {
+		if m.tools[i].block == m.openBlock {
+			return !m.tools[i].shape.whole()
+		}
+	}
+	return false
+}
+
+// startToolBlock opens the content block of tool call n with content_block_start.
+func (m *messagesEncoder) startToolBlock(n int) {
+	c := &m.tools[n]
+	m.openBlock, m.openText = m.blocks, false
+	m.blocks++
+	c.block = m.openBlock
+	s := m.em.begin()
+	m.em.buf = append(m.em.buf, `{"type":"content_block_start","index":`...)
+	m.em.buf = appendInt(m.em.buf, int64(m.openBlock))
+	m.em.buf = append(m.em.buf, `,"content_block":{"type":"tool_use","id":`...)
+	m.em.buf = appendString(m.em.buf, c.id)
+	m.em.buf = append(m.em.buf, `,"name":`...)
+	m.em.buf = appendString(m.em.buf, c.name)
+	m.em.buf = append(m.em.buf, `,"input":{}}}`...)
+	m.em.end("content_block_start", s)
+}
+
+// inputDelta sends an input_json_delta of block.
+func (m *messagesEncoder) inputDelta(block int, partial string) {
+	s := m.em.begin()
+	m.em.buf = append(m.em.buf, `{"type":"content_block_delta","index":`...)
+	m.em.buf = appendInt(m.em.buf, int64(block))
+	m.em.buf = append(m.em.buf, `,"delta":{"type":"input_json_delta","partial_json":`...)
+	m.em.buf = appendString(m.em.buf, partial)
+	m.em.buf = append(m.em.buf, "}}"...)
+	m.em.end("content_block_delta", s)
+}
+
+// releaseHeld starts the blocks of the held calls, in order, each with the input it has so
+// far, once no block is open: each one whose input is whole is stopped and the next let out;
+// the first that is not stays open (its later deltas stream as they come) and the rest stay
+// held. all lets every held call out, stopping each but the last, whole or not: the answer is
+// ending, or text follows.
+func (m *messagesEncoder) releaseHeld(all bool) {
+	for len(m.held) > 0 {
+		n := m.held[0]
+		m.held = m.held[1:]
+		m.startToolBlock(n)
+		c := &m.tools[n]
+		if len(c.input) > 0 {
+			m.inputDelta(c.block, string(c.input))
+			c.input = nil
+		}
+		if len(m.held) == 0 || !all && !c.shape.whole() {
+			return
+		}
+		m.closeBlock()
+	}
 }
 
 // closeBlock sends content_block_stop for the open block, if any.

@@ -21,7 +21,10 @@ import (
 // parts numbered in the order they began); each function call as output_item.added,
 // function_call_arguments.delta…, function_call_arguments.done, output_item.done; then the
 // terminal response.completed or response.incomplete carrying every output item and the usage.
-// A failure is the flat error event, then response.failed. There is no [DONE].
+// A function call is done when the next item begins if its arguments are whole by then (each
+// of OpenAI's parallel calls is), else when they become whole or the answer ends, its deltas
+// meanwhile interleaved with the next items' (an upstream that interleaves parallel calls;
+// setAsideOpen). A failure is the flat error event, then response.failed. There is no [DONE].
 type responsesEncoder struct {
 	meta    Meta
 	em      emitter
@@ -34,6 +37,10 @@ type responsesEncoder struct {
 	// deltas (-1: none).
 	items []respOut
 	open  int
+	// waiting counts the function calls set aside in progress when a later item began, their
+	// arguments not yet whole (an upstream that interleaves parallel calls): each is closed
+	// when its arguments become whole, or at the end (setAsideOpen).
+	waiting int
 	// relayedItems, set by a Relay in the encoder's place, appends the relayed stream's items
 	// to a failure's response (listRelayedItems).
 	relayedItems func(dst []byte) []byte
@@ -60,6 +67,8 @@ type respOut struct {
 	// comes.
 	textIndex, refusalIndex int
 	status                  string
+	// args follows a function call's arguments, to tell when they are whole.
+	args argumentsShape
 }
 
 // parts is how many content parts a message item has.
@@ -129,7 +138,7 @@ func (r *responsesEncoder) Encode(ev llm.Event, out []sse.Event) []sse.Event {
 			break
 		}
 		r.start("", "")
-		r.closeOpen("completed")
+		r.setAsideOpen()
 		callID := ev.ToolCallID
 		if callID == "" {
 			callID = derivedID("call_", r.id, ev.ToolIndex)
@@ -151,11 +160,14 @@ func (r *responsesEncoder) Encode(ev llm.Event, out []sse.Event) []sse.Event {
 		if ev.Arguments == "" || r.stop != "" || ev.ToolIndex < 0 || ev.ToolIndex >= len(r.tools) || r.tools[ev.ToolIndex] < 0 {
 			break
 		}
-		// A delta for a call whose item was already closed (an upstream that interleaves
-		// calls) is still sent and kept: no SDK checks the order, and the arguments stay whole
-		// in the final response.
+		// The delta goes to its call's item, the open one or one set aside in progress (an
+		// upstream that interleaves calls): the events name the item by item_id and
+		// output_index. A call set aside is closed once its arguments are whole. A delta for
+		// a call whose item was already closed (arguments that looked whole and went on) is
+		// still sent and kept: the arguments stay whole in the final response.
 		i := r.tools[ev.ToolIndex]
 		it := &r.items[i]
+		it.args.feed(ev.Arguments)
 		n := len(it.text)
 		it.text = appendEscaped(it.text, ev.Arguments)
 		s := r.begin("response.function_call_arguments.delta")
@@ -164,6 +176,10 @@ func (r *responsesEncoder) Encode(ev llm.Event, out []sse.Event) []sse.Event {
 		r.em.buf = append(r.em.buf, it.text[n:]...)
 		r.em.buf = append(r.em.buf, '"')
 		r.end(s)
+		if r.waiting > 0 && i != r.open && it.status == "in_progress" && it.args.whole() {
+			r.waiting--
+			r.closeItem(i, "completed")
+		}
 	case llm.EventStop:
 		if r.stop == "" {
 			r.stop = ev.Stop
@@ -175,8 +191,10 @@ func (r *responsesEncoder) Encode(ev llm.Event, out []sse.Event) []sse.Event {
 	return r.em.flush(out)
 }
 
-// Finish implements Encoder: it closes the open item and sends response.completed, or
-// response.incomplete when the output bound cut the answer or it was filtered.
+// Finish implements Encoder: it closes the items still in progress (the open one, and calls
+// set aside whose arguments were not whole) in output_index order and sends
+// response.completed, or response.incomplete when the output bound cut the answer or it was
+// filtered.
 func (r *responsesEncoder) Finish(out []sse.Event) []sse.Event {
 	if r.ended {
 		return out
@@ -186,6 +204,14 @@ func (r *responsesEncoder) Finish(out []sse.Event) []sse.Event {
 	r.start("", "")
 	stop := effectiveStop(r.stop, len(r.tools) > 0)
 	status, reason := convert.StopReasonFor(llm.FormatResponses, stop), convert.ResponsesIncompleteReason(stop)
+	if r.waiting > 0 {
+		r.open, r.waiting = -1, 0
+		for i := range r.items {
+			if r.items[i].status == "in_progress" {
+				r.closeItem(i, status)
+			}
+		}
+	}
 	r.closeOpen(status)
 	name := "response.completed"
 	if status == "incomplete" {
@@ -199,8 +225,8 @@ func (r *responsesEncoder) Finish(out []sse.Event) []sse.Event {
 }
 
 // Fail implements Encoder: the flat error event, then response.failed (§2.5), numbered on from
-// the events before them. The open item is left as it is; the failed response lists it as
-// incomplete.
+// the events before them. The items in progress are left as they are; the failed response
+// lists them as incomplete.
 func (r *responsesEncoder) Fail(errType, message string, out []sse.Event) []sse.Event {
 	if r.ended {
 		return out
@@ -209,10 +235,12 @@ func (r *responsesEncoder) Fail(errType, message string, out []sse.Event) []sse.
 	r.em.reset()
 	// The SDK stream helpers require response.created first, even before an error.
 	r.start("", "")
-	if r.open >= 0 {
-		r.items[r.open].status = "incomplete"
-		r.open = -1
+	for i := range r.items {
+		if r.items[i].status == "in_progress" {
+			r.items[i].status = "incomplete"
+		}
 	}
+	r.open, r.waiting = -1, 0
 	code := responsesErrorCode(errorKind(errType))
 	if k := errorKind(errType); k == apierror.KindUpstream && errType != "" && errType != "upstream_error" {
 		// An upstream's own code that tollgate does not know is still the best description.
@@ -275,10 +303,10 @@ func (r *responsesEncoder) start(id, model string) {
 // the converters derive them for a complete answer (msg_<base>, fc_<base>_<tool index>).
 func (r *responsesEncoder) idBase() string { return strings.TrimPrefix(r.id, "resp_") }
 
-// openMessage closes the open item and opens a message item, without parts: the first delta
-// of each part adds it (addPart).
+// openMessage closes (or sets aside) the open item and opens a message item, without parts:
+// the first delta of each part adds it (addPart).
 func (r *responsesEncoder) openMessage() {
-	r.closeOpen("completed")
+	r.setAsideOpen()
 	r.open = len(r.items)
 	id := "msg_" + r.idBase()
 	for _, it := range r.items {
@@ -345,6 +373,22 @@ var (
 	orderRefusalText = []bool{true, false}
 )
 
+// setAsideOpen ends the open item before another begins: it closes it, except a function
+// call whose arguments are not whole yet, which stays in progress, its deltas still sent to
+// it by item_id and output_index, until they are whole or the answer ends. OpenAI's chat
+// upstream sends parallel calls one after the other, each whole when the next begins: closed
+// here, as they always were; an upstream that interleaves them (fragments of call 0 after
+// call 1 began) has call 0 closed only when its arguments are, so that a client that acts
+// on output_item.done (Codex runs the tool) gets them whole.
+func (r *responsesEncoder) setAsideOpen() {
+	if r.open >= 0 && r.items[r.open].fc && !r.items[r.open].args.whole() {
+		r.open = -1
+		r.waiting++
+		return
+	}
+	r.closeOpen("completed")
+}
+
 // closeOpen sends the done events of the open item, which ends with the given status.
 func (r *responsesEncoder) closeOpen(status string) {
 	if r.open < 0 {
@@ -352,6 +396,11 @@ func (r *responsesEncoder) closeOpen(status string) {
 	}
 	i := r.open
 	r.open = -1
+	r.closeItem(i, status)
+}
+
+// closeItem sends the done events of item i, which ends with the given status.
+func (r *responsesEncoder) closeItem(i int, status string) {
 	it := &r.items[i]
 	it.status = status
 	if it.fc {

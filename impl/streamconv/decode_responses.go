@@ -93,8 +93,10 @@ type respEvent struct {
 	OutputIndex optionalIndex `json:"output_index"`
 	Item        *respItem     `json:"item"`
 	ItemID      string        `json:"item_id"`
-	Delta       string        `json:"delta"`
-	Text        string        `json:"text"`
+	// Delta is the delta's JSON token, so that a text delta is read through the surrogate
+	// pair on this path as on the fast one (deltaText).
+	Delta json.RawMessage `json:"delta"`
+	Text  string          `json:"text"`
 	// ContentIndex, Refusal and Part are those of a message part's events (refusal.done,
 	// content_part.done).
 	ContentIndex int             `json:"content_index"`
@@ -279,12 +281,19 @@ func (d *responsesDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, b
 		}
 	case "response.output_text.delta", "response.refusal.delta":
 		refusal := typ == "response.refusal.delta"
+		var text string
 		if refusal {
 			d.refused = true
+			// A refusal's text is read without the pair: a half held back from the text
+			// before becomes U+FFFD, in its place.
+			out = d.pair.flush(out)
+			text, _ = stringOf(e.Delta)
+		} else {
+			text = d.deltaText(e.Delta)
 		}
-		if e.Delta != "" {
-			d.yieldPart(d.part(d.message(e.ItemID, e.OutputIndex), e.ContentIndex), e.Delta)
-			out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: e.Delta, Refusal: refusal})
+		if text != "" {
+			d.yieldPart(d.part(d.message(e.ItemID, e.OutputIndex), e.ContentIndex), text)
+			out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: text, Refusal: refusal})
 		}
 	case "response.output_text.done":
 		out = d.donePart(d.message(e.ItemID, e.OutputIndex), e.ContentIndex, &respPart{Type: "output_text", Text: e.Text}, out)
@@ -296,9 +305,11 @@ func (d *responsesDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, b
 			out = d.donePart(d.message(e.ItemID, e.OutputIndex), e.ContentIndex, e.Part, out)
 		}
 	case "response.function_call_arguments.delta":
-		if n := d.tool(e.ItemID, e.OutputIndex); n >= 0 && e.Delta != "" {
-			d.yieldArguments(n, e.Delta)
-			out = append(out, llm.Event{Kind: llm.EventToolCallDelta, ToolIndex: n, Arguments: e.Delta})
+		if n := d.tool(e.ItemID, e.OutputIndex); n >= 0 {
+			if args, _ := stringOf(e.Delta); args != "" {
+				d.yieldArguments(n, args)
+				out = append(out, llm.Event{Kind: llm.EventToolCallDelta, ToolIndex: n, Arguments: args})
+			}
 		}
 	case "response.function_call_arguments.done":
 		if n := d.tool(e.ItemID, e.OutputIndex); n >= 0 {
@@ -647,6 +658,20 @@ func (d *responsesDecoder) fastDelta(typ string, data []byte, out []llm.Event) (
 		out = append(out, llm.Event{Kind: llm.EventToolCallDelta, ToolIndex: n, Arguments: text})
 	}
 	return out, true
+}
+
+// deltaText reads the text of an output_text.delta that encoding/json decoded (tok, the
+// delta's token) as the fast path reads it, through the surrogate pair: a character whose
+// UTF-16 halves an upstream split between two deltas is whole whichever path read each of
+// them (encoding/json alone makes each half U+FFFD, and left a half the fast path held back
+// to come out later, after this delta's text). A delta that is no string is no text, as
+// encoding/json leaves a string field of another type.
+func (d *responsesDecoder) deltaText(tok []byte) string {
+	text, ok := d.pair.text(tok)
+	if !ok {
+		return ""
+	}
+	return text
 }
 
 // toolByID is tool for an item id given as the bytes of an unescaped JSON string.

@@ -507,6 +507,64 @@ func TestSurrogatePairSplitBetweenDeltas(t *testing.T) {
 	}
 }
 
+// TestResponsesSurrogatePairOnBothPaths: a character whose UTF-16 halves a Responses upstream
+// split between two output_text.delta events is whole whether the fast path or encoding/json
+// (an event the fast path leaves to it, here one with a key in capitals) read each delta, and
+// a high surrogate that no low one follows is U+FFFD in its place, before the next delta's
+// text. On the code before, encoding/json made each half U+FFFD, and a half the fast path
+// held back came out after the text of a delta that encoding/json read.
+func TestResponsesSurrogatePairOnBothPaths(t *testing.T) {
+	const (
+		created = `{"type":"response.created","response":{"id":"r","status":"in_progress","model":"m","output":[]}}`
+		added   = `{"type":"response.output_item.added","output_index":0,"item":{"type":"message","id":"msg_1","content":[]}}`
+		final   = `{"type":"response.completed","response":{"id":"r","status":"completed","model":"m","output":[],"usage":{"input_tokens":1,"output_tokens":2}}}`
+	)
+	delta := func(text string, slow bool) [2]string {
+		extra := ""
+		if slow {
+			extra = `,"Obfuscation":"x"` // foldable: the fast path leaves the event to encoding/json
+		}
+		return [2]string{"response.output_text.delta", `{"type":"response.output_text.delta","output_index":0,"content_index":0,"item_id":"msg_1","delta":"` + text + `"` + extra + `}`}
+	}
+	for _, c := range []struct {
+		deltas []string
+		want   string
+	}{
+		{[]string{`A\ud83d`, `\ude00B`}, "A\U0001F600B"},
+		{[]string{`A\uD83D`, `\uDE00`, `C\ud83d`, `\ude01`}, "A\U0001F600C\U0001F601"},
+		{[]string{`A\ud83d`, `B`}, "A\uFFFDB"},
+		{[]string{`A\ude00`, `B`}, "A\uFFFDB"},
+	} {
+		// Each delta read by the fast path or by encoding/json: every combination.
+		for mask := 0; mask < 1<<len(c.deltas); mask++ {
+			for _, off := range []bool{false, true} {
+				evs := [][2]string{{"response.created", created}, {"response.output_item.added", added}}
+				var paths []string
+				for i, d := range c.deltas {
+					slow := off || mask&(1<<i) != 0
+					evs = append(evs, delta(d, slow))
+					paths = append(paths, map[bool]string{false: "fast", true: "encoding/json"}[slow])
+				}
+				evs = append(evs, [2]string{"response.completed", final})
+				disableFastPath = off
+				out, done := decodeEvents(t, llm.FormatResponses, evs...)
+				disableFastPath = false
+				if got := accumulate(out).Text; !done || got != c.want {
+					t.Errorf("%q read by %v: text %q, want %q", c.deltas, paths, got, c.want)
+				}
+			}
+		}
+	}
+	// A token the pair refuses leaves it as it was, for the reading that follows.
+	p := surrogatePair{high: 0xD83D}
+	if _, ok := p.text([]byte(`"\ude00\x"`)); ok || p.high != 0xD83D {
+		t.Errorf("a refused token changed the pair: %+v", p)
+	}
+	if s, ok := p.text([]byte(`"\ude00"`)); !ok || s != "\U0001F600" || p.high != 0 {
+		t.Errorf("%q, %v, %+v", s, ok, p)
+	}
+}
+
 // TestRefusalStopsAlikeStreamedOrNot: an answer that is a refusal (chat's refusal field,
 // Responses' refusal part; OpenAI's structured-outputs refusals) stops as a refusal, its words
 // apart from its text, when decoded from a stream as when decoded whole
@@ -693,24 +751,19 @@ func TestResponsesDoneTextExtendsDeltas(t *testing.T) {
 		name string
 		evs  [][2]string
 		want string
-		// fastOnly: only the fast path holds a high surrogate back (surrogatePair).
-		fastOnly bool
 	}{
-		{"output_text.done", [][2]string{ev(created), ev(added), ev(delta, "Hello"), ev(done, full), ev(part, full), ev(itemDn, full), ev(final, full)}, full, false},
-		{"content_part.done", [][2]string{ev(created), ev(added), ev(delta, "Hel"), ev(delta, "lo"), ev(part, full), ev(itemDn, full), ev(final, full)}, full, false},
-		{"output_item.done", [][2]string{ev(created), ev(added), ev(delta, "Hello"), ev(itemDn, full), ev(final, full)}, full, false},
-		{"the terminal response", [][2]string{ev(created), ev(added), ev(delta, "Hello"), ev(final, full)}, full, false},
-		{"the done events disagree with the deltas", [][2]string{ev(created), ev(added), ev(delta, "Jello"), ev(done, full), ev(itemDn, full), ev(final, full)}, "Jello", false},
-		{"the done events are shorter", [][2]string{ev(created), ev(added), ev(delta, "Hello, world!"), ev(done, full), ev(final, full)}, "Hello, world!", false},
+		{"output_text.done", [][2]string{ev(created), ev(added), ev(delta, "Hello"), ev(done, full), ev(part, full), ev(itemDn, full), ev(final, full)}, full},
+		{"content_part.done", [][2]string{ev(created), ev(added), ev(delta, "Hel"), ev(delta, "lo"), ev(part, full), ev(itemDn, full), ev(final, full)}, full},
+		{"output_item.done", [][2]string{ev(created), ev(added), ev(delta, "Hello"), ev(itemDn, full), ev(final, full)}, full},
+		{"the terminal response", [][2]string{ev(created), ev(added), ev(delta, "Hello"), ev(final, full)}, full},
+		{"the done events disagree with the deltas", [][2]string{ev(created), ev(added), ev(delta, "Jello"), ev(done, full), ev(itemDn, full), ev(final, full)}, "Jello"},
+		{"the done events are shorter", [][2]string{ev(created), ev(added), ev(delta, "Hello, world!"), ev(done, full), ev(final, full)}, "Hello, world!"},
 		{"a surrogate pair split at the end of the deltas", [][2]string{ev(created), ev(added),
 			{"response.output_text.delta", `{"type":"response.output_text.delta","output_index":0,"content_index":0,"item_id":"msg_1","delta":"ok \ud83c"}`},
-			ev(done, "ok 🎉 done"), ev(final, "ok 🎉 done")}, "ok 🎉 done", true},
+			ev(done, "ok 🎉 done"), ev(final, "ok 🎉 done")}, "ok 🎉 done"},
 	}
 	for _, c := range cases {
 		for _, disable := range []bool{false, true} {
-			if disable && c.fastOnly {
-				continue
-			}
 			t.Run(fmt.Sprintf("%s, fast path off %v", c.name, disable), func(t *testing.T) {
 				disableFastPath = disable
 				defer func() { disableFastPath = false }()

@@ -35,6 +35,8 @@ func (s *surrogatePair) text(tok []byte) (string, bool) {
 	inner := tok[1 : len(tok)-1]
 	var stack [256]byte
 	b := stack[:0]
+	// The state changes only when the token is read: a caller that falls back to another
+	// reading of a token this one refuses finds the pair as it was.
 	if s.high != 0 {
 		r := utf8.RuneError
 		if lo, ok := surrogateEscape(inner); ok && utf16.IsSurrogate(lo) && lo >= 0xDC00 {
@@ -42,7 +44,6 @@ func (s *surrogatePair) text(tok []byte) (string, bool) {
 			inner = inner[6:]
 		}
 		b = utf8.AppendRune(b, r)
-		s.high = 0
 	}
 	var held rune
 	if n := len(inner); n >= 6 && escapeStartsAt(inner, n-6) {

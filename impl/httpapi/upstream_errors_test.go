@@ -1,17 +1,20 @@
 package httpapi_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/devkit/apitest"
+	"github.com/tollgate/tollgate/impl/store"
 )
 
 // failingUpstream is a stand-in provider whose answer is chosen by the request's upstream model
@@ -24,6 +27,20 @@ type failingUpstream struct {
 
 // upstreamFailures are the stand-in's models and what each answers.
 var upstreamFailures = map[string]func(w http.ResponseWriter, r *http.Request){
+	// endless_event starts a chat stream with one delta, then sends data lines of 1 KiB that
+	// never end their event (no blank line), up to 100 MiB or until the gateway hangs up;
+	// endlessEventWritten counts what it wrote of them.
+	"endless_event": func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"endless_event","choices":[{"index":0,"delta":{"role":"assistant","content":"Hello there"},"finish_reason":null}]}`+"\n\n")
+		line := []byte("data: " + strings.Repeat("x", 1017) + "\n")
+		for sent := 0; sent < 100<<20; sent += len(line) {
+			if _, err := w.Write(line); err != nil {
+				return
+			}
+			endlessEventWritten.Add(int64(len(line)))
+		}
+	},
 	// silent takes the request and never answers it (until the gateway hangs up).
 	"silent": func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() },
 	// hourly answers 429 asking for an hour's wait (an hourly quota).
@@ -41,6 +58,9 @@ var upstreamFailures = map[string]func(w http.ResponseWriter, r *http.Request){
 		_, _ = io.WriteString(w, `{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`)
 	},
 }
+
+// endlessEventWritten counts the bytes of the endless event the stand-in has written.
+var endlessEventWritten atomic.Int64
 
 func newFailingUpstream(t *testing.T) *failingUpstream {
 	u := &failingUpstream{hits: map[string]int{}}
@@ -211,5 +231,40 @@ func TestUpstreamRetryAdvice(t *testing.T) {
 				t.Errorf("the upstream was asked %d times, want once", n)
 			}
 		})
+	}
+}
+
+// TestUpstreamEndlessEventIsCutOff: an upstream stream whose event never ends (data lines and no
+// blank line) is read only up to the event bound (32 MiB), then cut off: the client gets what
+// came before and the in-band error, and what was produced is billed. Before, the gateway
+// gathered the event for as long as the upstream kept sending (a stream may stay without an
+// event for 40 heartbeats, 10 minutes): it took all 100 MiB the stand-in sends, its memory
+// growing with each line, and a faster or longer upstream would have taken the process's memory.
+func TestUpstreamEndlessEventIsCutOff(t *testing.T) {
+	u := newFailingUpstream(t)
+	g := apitest.Start(t, apitest.Options{Config: failingConfig(t, u)})
+	tenant := g.NewTenant(t, "acme", 0, 50_000_000)
+	c := g.Client(t)
+	endlessEventWritten.Store(0)
+	status, _, body := postRaw(t, c, g, tenant.Key, "/v1/chat/completions", chatBody("up-endless_event", "hi", true, 64))
+	if status != http.StatusOK || !strings.Contains(string(body), "Hello there") ||
+		!strings.Contains(string(body), "the upstream stream ended unexpectedly") {
+		t.Errorf("status %d, body %.500s: want the stream's delta then its in-band error", status, body)
+	}
+	if n := endlessEventWritten.Load(); n > 40<<20 {
+		t.Errorf("the gateway took %d MiB of the endless event; want it cut off at the 32 MiB bound", n>>20)
+	}
+	var recs []store.UsageRecord
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		var err error
+		if recs, err = g.Store.UsageRecords(context.Background(), tenant.Account.ID, 10); err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) > 0 {
+			break
+		}
+	}
+	if len(recs) != 1 || recs[0].OutputTokens <= 0 {
+		t.Fatalf("usage records %+v: want one, billing the delta the client received", recs)
 	}
 }

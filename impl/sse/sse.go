@@ -127,6 +127,9 @@ func AppendEvent(dst []byte, ev Event) []byte {
 // ErrLineTooLong reports an event-stream line over the reader's limit.
 var ErrLineTooLong = errors.New("sse: line too long")
 
+// ErrEventTooLarge reports an event whose data lines together exceed the reader's limit.
+var ErrEventTooLarge = errors.New("sse: event too large")
+
 // Reader parses events from a stream.
 type Reader struct {
 	r       *bufio.Reader
@@ -141,9 +144,15 @@ type Reader struct {
 // so it bounds the memory an open stream holds, not the size of an event.
 const readerBufferSize = 4 << 10
 
-// NewReader returns a Reader; lines longer than 32 MiB are an error (as in the SDKs).
+// maxEventBytes bounds one line, and the data of one event over all its lines: a peer that
+// sends data lines without ever ending the event (no blank line) would otherwise grow the
+// event for as long as it keeps sending.
+const maxEventBytes = 32 << 20
+
+// NewReader returns a Reader; a line longer than 32 MiB is an error (ErrLineTooLong, as in the
+// SDKs), and so is an event whose data lines together exceed 32 MiB (ErrEventTooLarge).
 func NewReader(r io.Reader) *Reader {
-	return &Reader{r: bufio.NewReaderSize(r, readerBufferSize), maxLine: 32 << 20}
+	return &Reader{r: bufio.NewReaderSize(r, readerBufferSize), maxLine: maxEventBytes}
 }
 
 // Next returns the next event. Comments are skipped. At the end of the stream it returns
@@ -187,6 +196,9 @@ func (s *Reader) Next() (Event, error) {
 		case "id":
 			s.id = string(value)
 		case "data":
+			if len(s.data)+1+len(value) > s.maxLine {
+				return Event{}, ErrEventTooLarge
+			}
 			if s.hasData {
 				s.data = append(s.data, '\n')
 			}

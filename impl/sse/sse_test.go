@@ -87,6 +87,59 @@ func TestReaderEventLongerThanBuffer(t *testing.T) {
 	}
 }
 
+// endlessDataLines is a peer that sends data lines of 1 KiB and never the blank line that would
+// end the event, up to limit bytes; read counts what was taken from it.
+type endlessDataLines struct {
+	line        []byte
+	read, limit int
+	at          int
+}
+
+func (e *endlessDataLines) Read(p []byte) (int, error) {
+	if e.read >= e.limit {
+		return 0, io.EOF
+	}
+	n := 0
+	for n < len(p) && e.read < e.limit {
+		c := copy(p[n:], e.line[e.at:])
+		n, e.read, e.at = n+c, e.read+c, (e.at+c)%len(e.line)
+	}
+	return n, nil
+}
+
+// TestReaderBoundsAnEventOfManyLines: an event's data lines are gathered only up to the
+// reader's bound, as one line's are. Before, a peer that sent data lines without ever ending the
+// event grew it for as long as it kept sending: the reader took all 160 MiB of this one and
+// ended with io.ErrUnexpectedEOF (a hostile upstream kept the connection for the 10 minutes of
+// silence a stream is allowed, the gateway's memory growing with every line).
+func TestReaderBoundsAnEventOfManyLines(t *testing.T) {
+	src := &endlessDataLines{line: []byte("data: " + strings.Repeat("x", 1017) + "\n"), limit: 160 << 20}
+	r := NewReader(src)
+	_, err := r.Next()
+	if !errors.Is(err, ErrEventTooLarge) {
+		t.Errorf("err %v, want ErrEventTooLarge", err)
+	}
+	if src.read > maxEventBytes+maxEventBytes/100+(64<<10) {
+		t.Errorf("read %d bytes of the endless event, want at most the bound (%d of data) in lines and a buffer", src.read, maxEventBytes)
+	}
+	// An event just under the bound, over many lines, still arrives whole.
+	line := strings.Repeat("y", 1023)
+	var in strings.Builder
+	lines := (maxEventBytes - 4096) / (len(line) + 1)
+	for range lines {
+		in.WriteString("data: " + line + "\n")
+	}
+	in.WriteString("\ndata: next\n\n")
+	r = NewReader(strings.NewReader(in.String()))
+	ev, err := r.Next()
+	if err != nil || len(ev.Data) != lines*(len(line)+1)-1 {
+		t.Fatalf("an event under the bound: %d bytes, %v", len(ev.Data), err)
+	}
+	if ev, err = r.Next(); err != nil || string(ev.Data) != "next" {
+		t.Fatalf("event after it: %q %v", ev.Data, err)
+	}
+}
+
 func TestWriterRoundTrip(t *testing.T) {
 	rec := httptest.NewRecorder()
 	w := NewWriter(rec)

@@ -103,6 +103,27 @@ func (m *Meter) openBacklog() {
 	m.backlog = sp
 	m.cursor = sp.Start()
 	r := sp.Report()
+	m.noteSpillReport(r)
+	for _, taken := range r.Taken {
+		m.noteSpillReport(taken)
+		m.opts.Logger.Info("billing: took the records of a usage spill file that no process holds (its process is gone) into this process's; they go to the database first",
+			"path", sp.Path(), "from", taken.Path, "records", taken.Records)
+	}
+	for _, left := range r.Left {
+		m.opts.Logger.Error("billing: a usage spill file that no process holds could not be taken into this process's; its records wait for another process to start on the directory",
+			"path", sp.Path(), "left", left.Path, "records", left.Records, "err", left.Err)
+	}
+	if n := sp.End().Index; n > 0 {
+		m.inherited = n
+		m.backlogged = true
+		m.backlogRecords.Store(n)
+		m.opts.Logger.Info("billing: the usage spill file holds records an earlier process could not write; they go to the database first",
+			"path", sp.Path(), "records", n)
+	}
+}
+
+// noteSpillReport logs and counts what opening a spill file found of a crash or of damage.
+func (m *Meter) noteSpillReport(r usagespill.Report) {
 	switch {
 	case r.ResyncGaveUp:
 		// Not a crash's torn write: damage, after which the search for the next whole record
@@ -122,13 +143,6 @@ func (m *Meter) openBacklog() {
 		m.setAside.Add(int64(r.DamagedRegions))
 		m.opts.Logger.Error("billing: the usage spill file held damaged records (a bad checksum or length in the middle of the file: storage damage); they were set aside and the whole records after them kept",
 			"path", r.Path, "regions", r.DamagedRegions, "bytes", r.DamagedBytes, "saved_to", r.DamagedSaved, "save_err", r.DamagedSaveErr)
-	}
-	if n := sp.End().Index; n > 0 {
-		m.inherited = n
-		m.backlogged = true
-		m.backlogRecords.Store(n)
-		m.opts.Logger.Info("billing: the usage spill file holds records an earlier process could not write; they go to the database first",
-			"path", sp.Path(), "records", n)
 	}
 }
 

@@ -48,6 +48,7 @@
 // A process holds its spill file under an exclusive lock (flock) from Open to Close, and Open
 // fails with ErrInUse on a file that another live process holds. The kernel drops the lock when
 // a process dies, however it dies. OpenDir lets several processes share a directory: each takes
-// a file no live process holds, preferring one that still has records, so the records of a
-// process that is gone are written by the next one that starts.
+// a file no live process holds, preferring one that still has records, and moves into it the
+// records of every other file no live process holds, so the records of the processes that are
+// gone are written by the next one that starts, however many there were.
 package usagespill

@@ -123,6 +123,19 @@ type Report struct {
 	ResyncGaveUp bool
 	// ResyncRead counts the bytes read while looking for whole frames after damaged ones.
 	ResyncRead int64
+	// Taken are the reports of the other files of the directory whose records OpenDir moved
+	// into this one (files no live process held, left by processes that are gone), each with
+	// the records it held; Left are those it could not take, with the reason.
+	Taken []Report
+	Left  []LeftFile
+}
+
+// LeftFile is a spill file of the directory that holds records no live process will write,
+// and that OpenDir could not take into the file it opened.
+type LeftFile struct {
+	Path    string
+	Records int64
+	Err     error
 }
 
 // Spill is an open spill file. Its methods are safe for concurrent use.
@@ -533,8 +546,22 @@ func syncDir(dir string) error {
 // that no live process holds: among
 // the files usage-<n>.spill there, the first that holds records, else the first free one, else
 // a new one with the lowest free number. So a restarted process takes the file its predecessor
-// left, and any starting process takes the records of one that is gone.
+// left, and any starting process takes the records of one that is gone. It then moves into
+// that file the records of every other file of dir that no live process holds (see
+// takeOthers), so that the records of every process that is gone are written by the first one
+// that starts, however few start; the returned file's Report lists them (Taken, Left).
 func OpenDir(dir string, o Options) (*Spill, error) {
+	s, err := openDirFile(dir, o)
+	if err != nil {
+		return nil, err
+	}
+	s.takeOthers(dir, o)
+	return s, nil
+}
+
+// openDirFile opens the file of dir that OpenDir returns: one with records that no live
+// process holds, else an empty one, else a new one.
+func openDirFile(dir string, o Options) (*Spill, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("usagespill: %w", err)
 	}
@@ -593,6 +620,68 @@ func OpenDir(dir string, o Options) (*Spill, error) {
 		return s, err
 	}
 	return nil, fmt.Errorf("usagespill: no free spill file in %s", dir)
+}
+
+// takeOthers moves into s the records of every other spill file of dir that no live process
+// holds: a process that is gone left them, and no process would write them before as many
+// processes as there were files shared the directory again (two replicas on a host, stopped
+// during a database outage, and one started again: the other's records waited for a second
+// process, for ever after a scale-in). Each file's records are appended to s, durably, and only
+// then is that file emptied, so a crash in between leaves a record in both files, which is
+// harmless: the database bills a request id once. A file whose records do not fit in what s has
+// left, or that cannot be read or emptied, is left as it is and listed in s's report.
+func (s *Spill) takeOthers(dir string, o Options) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		path := filepath.Join(dir, e.Name())
+		if _, ok := slotOf(e.Name()); !ok || !e.Type().IsRegular() || path == s.path {
+			continue
+		}
+		other, err := Open(path, o)
+		if err != nil {
+			// Held by a live process (ErrInUse), which writes its own records; or unreadable,
+			// which its own Open would report.
+			if !errors.Is(err, ErrInUse) {
+				s.report.Left = append(s.report.Left, LeftFile{Path: path, Err: err})
+			}
+			continue
+		}
+		if other.Records() > 0 {
+			if err := s.take(other); err != nil {
+				s.report.Left = append(s.report.Left, LeftFile{Path: path, Records: other.Records(), Err: err})
+			} else {
+				s.report.Taken = append(s.report.Taken, other.Report())
+			}
+		}
+		other.Close()
+	}
+}
+
+// takeBatch is how many records take moves with one append (one write and one fsync).
+const takeBatch = 4096
+
+// take appends every record of other to s, then empties other.
+func (s *Spill) take(other *Spill) error {
+	if s.Size()+other.Size()-int64(len(header)) > s.max {
+		return fmt.Errorf("usagespill: the %d bytes of records of %s do not fit in %s, which has %d of its %d bytes", other.Size()-int64(len(header)), other.path, s.path, s.Size(), s.max)
+	}
+	for at := other.Start(); at != other.End(); {
+		batch, after, err := other.Read(at, takeBatch)
+		if err != nil {
+			return err
+		}
+		if len(batch) == 0 {
+			return fmt.Errorf("usagespill: %s ends at record %d, but reading it from record %d found nothing", other.path, other.End().Index, at.Index)
+		}
+		if _, err := s.Append(batch); err != nil {
+			return err
+		}
+		at = after[len(after)-1]
+	}
+	return other.Reset()
 }
 
 func slotName(n int) string { return "usage-" + strconv.Itoa(n) + ".spill" }

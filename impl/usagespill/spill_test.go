@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -703,5 +704,82 @@ func TestDamagedRegionsShareOneBuffer(t *testing.T) {
 	t.Logf("Open allocated %d bytes for %d damaged regions", allocated, regions)
 	if limit := uint64(4<<20 + 2<<10*regions); allocated > limit {
 		t.Errorf("Open allocated %d bytes for %d damaged regions, more than %d", allocated, regions, limit)
+	}
+}
+
+// TestOpenDirTakesTheRecordsOfEveryProcessGone: a starting process takes into its file the
+// records of every other file of the directory that no live process holds. Before, it took one
+// such file and left the others for as many more processes to start: two replicas of a host
+// stopped during a database outage and one started again (a scale-in) left the other's records
+// unbilled for good.
+func TestOpenDirTakesTheRecordsOfEveryProcessGone(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "spill")
+	var procs [3]*Spill
+	for i := range procs {
+		var err error
+		if procs[i], err = OpenDir(dir, Options{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Processes 0 and 1 are gone, leaving 3 and 2 records; process 2 lives on with 1.
+	for i, n := range []int{3, 2, 1} {
+		if _, err := procs[i].Append(entries(10*i, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	procs[0].Close()
+	procs[1].Close()
+	defer procs[2].Close()
+
+	s, err := OpenDir(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.Path() != procs[0].Path() {
+		t.Fatalf("took %s, want %s", s.Path(), procs[0].Path())
+	}
+	var got []string
+	for _, e := range readAll(t, s) {
+		got = append(got, e.Record.RequestID)
+	}
+	if want := []string{"req_0000", "req_0001", "req_0002", "req_0010", "req_0011"}; !slices.Equal(got, want) {
+		t.Fatalf("records %v, want %v (its own, then those of the other process gone)", got, want)
+	}
+	if r := s.Report(); r.Records != 3 || len(r.Taken) != 1 || r.Taken[0].Path != procs[1].Path() || r.Taken[0].Records != 2 || len(r.Left) != 0 {
+		t.Errorf("report %+v: want its own 3 records and 2 taken from %s", r, procs[1].Path())
+	}
+	// The file taken from is empty, and free for the next process; the live one is untouched.
+	next, err := OpenDir(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	if next.Path() != procs[1].Path() || next.Records() != 0 {
+		t.Errorf("next process took %s with %d records, want the emptied %s", next.Path(), next.Records(), procs[1].Path())
+	}
+	if procs[2].Records() != 1 {
+		t.Errorf("the live process's file holds %d records, want its 1", procs[2].Records())
+	}
+
+	// Records that do not fit are left where they are, and said so.
+	dir = filepath.Join(t.TempDir(), "small")
+	a, _ := OpenDir(dir, Options{MaxBytes: 4096})
+	b, _ := OpenDir(dir, Options{MaxBytes: 4096})
+	if _, err := a.Append(entries(0, 5)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Append(entries(5, 5)); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	b.Close()
+	c, err := OpenDir(dir, Options{MaxBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if r := c.Report(); c.Records() != 5 || len(r.Taken) != 0 || len(r.Left) != 1 || r.Left[0].Records != 5 || r.Left[0].Err == nil {
+		t.Errorf("%d records, report %+v: want its own 5, and the other file's 5 left and said so", c.Records(), r)
 	}
 }

@@ -388,6 +388,9 @@ func TestRefusedHeadIsTold(t *testing.T) {
 		{"an unknown transfer coding", "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n",
 			Refusal{RefusedTransferCoding, http.StatusNotImplemented, "unsupported transfer encoding", "/a", "POST", ""}},
 		{"another HTTP version", "GET /a HTTP/3.0\r\nHost: x\r\n\r\n", Refusal{RefusedVersion, http.StatusHTTPVersionNotSupported, "unsupported protocol version", "/a", "GET", ""}},
+		{"too many header fields", "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n" + strings.Repeat("a:\r\n", MaxHeaderFields) + "\r\nhello",
+			Refusal{RefusedTooLarge, http.StatusRequestHeaderFieldsTooLarge, TooManyHeaderFields, "/a", "POST", ""}},
+		{"as many header fields as allowed", "GET /a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + strings.Repeat("a:\r\n", MaxHeaderFields-1) + "\r\n", Refusal{}},
 		{"a handler's error", "GET /a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", Refusal{}},
 		{"a handler's error, handed off", "GET /a HTTP/1.0\r\nHost: x\r\n\r\n", Refusal{}},
 	}

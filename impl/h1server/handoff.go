@@ -382,6 +382,12 @@ func (h *handoffHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuseHTTP2(w)
 		return
 	}
+	if tooManyHeaderFields(r.Header) {
+		h.s.noteRefusedHead(Refusal{Kind: RefusedTooLarge, Status: http.StatusRequestHeaderFieldsTooLarge, Reason: TooManyHeaderFields,
+			Target: r.RequestURI, Method: r.Method, RemoteAddr: r.RemoteAddr})
+		h.s.refuseHead(w, http.StatusRequestHeaderFieldsTooLarge, TooManyHeaderFields, r.RequestURI)
+		return
+	}
 	if len(r.TransferEncoding) > 0 || !r.ProtoAtLeast(1, 1) {
 		// A body framed by Transfer-Encoding ends its connection once answered: net/http
 		// serves a request that has a Content-Length too by its Transfer-Encoding (and has
@@ -418,6 +424,68 @@ func (h *handoffHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		b.mu.Unlock()
 	}
+}
+
+// MaxHeaderFields is the most header fields a request head may have: a head with more is
+// refused 431 (TooManyHeaderFields) before its handler runs, its connection closed. Within
+// MaxHeaderBytes (1 MiB) a head of short fields ("x1:", "x2:", ...) holds some 150,000 of them,
+// which net/http's parsed header keeps at about twelve times the head's size, 12 MiB, for as
+// long as the handler runs: a hundred such requests whose bodies stall took 1.2 GiB of heap.
+// The lean path's heads, within its 4 KiB buffer, cannot hold this many, so only handed-off
+// heads are counted (Apache's LimitRequestFields is 100, Envoy's and HAProxy's about as many;
+// the SDKs and browsers send a few dozen).
+const MaxHeaderFields = 1024
+
+// TooManyHeaderFields is the reason of the 431 that refuses a head of more than MaxHeaderFields
+// fields.
+const TooManyHeaderFields = "more than 1024 header fields"
+
+// tooManyHeaderFields reports whether h holds more than MaxHeaderFields field lines.
+func tooManyHeaderFields(h http.Header) bool {
+	if len(h) > MaxHeaderFields {
+		return true
+	}
+	n := 0
+	for _, v := range h {
+		if n += len(v); n > MaxHeaderFields {
+			return true
+		}
+	}
+	return false
+}
+
+// refuseHead answers a handed-off request the server refuses before its handler, as the
+// answers net/http writes itself to a head are answered (errorResponse: ErrorBody's body, or
+// plain text, X-Should-Retry: false, X-Content-Type-Options: nosniff, Connection: close), on the
+// connection taken from net/http, which is then closed: net/http would first wait, for up to
+// the body read timeout, to discard the body of a request it answered, keeping the request (and
+// its parsed header) that long. Like net/http's own refusals, it half-closes the connection and
+// reads what the client still sends for a moment, so that the answer is not lost to a reset.
+func (s *Server) refuseHead(w http.ResponseWriter, status int, reason, target string) {
+	answer := s.errorResponse(status, reason, target)
+	c, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		w.Header().Set("Connection", "close")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("X-Should-Retry", "false")
+		http.Error(w, reason, status)
+		return
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(rstAvoidanceDelay))
+	out := c
+	if rc, ok := c.(*replayConn); ok {
+		// Past the replayConn's Write, which would take the answer for one net/http wrote
+		// itself and tell RefusedHead of it a second time.
+		out = rc.Conn
+	}
+	if _, err := out.Write(answer); err != nil {
+		return
+	}
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(c, 64<<10))
 }
 
 // handoffBody is a handed-off request's Body: each Read moves the body read deadline to the

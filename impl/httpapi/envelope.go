@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tollgate/tollgate/impl/apierror"
+	"github.com/tollgate/tollgate/impl/h1server"
 	"github.com/tollgate/tollgate/impl/mcp"
 	"github.com/tollgate/tollgate/impl/telemetry"
 )
@@ -252,6 +253,10 @@ func writeErrorWithID(w http.ResponseWriter, fam family, err error, rpcID json.R
 // and headers) exceeds the server's limit (HeadErrorBody).
 const headTooLargeMessage = "the request head (request line and headers) is larger than the server accepts (1 MiB): send fewer or shorter headers"
 
+// headTooManyFieldsMessage is the message of the 431 that refuses a head of more header fields
+// than the server accepts (h1server.MaxHeaderFields).
+const headTooManyFieldsMessage = "the request head has more header fields than the server accepts (1024): send fewer headers"
+
 // HeadErrorBody is the body of an answer the API server writes itself to a request it will not
 // read on (h1server.Server.ErrorBody): a head it cannot parse (400 with net/http's reason, such
 // as a missing Host, or a header value holding a bare CR), both Content-Length and
@@ -267,6 +272,9 @@ const headTooLargeMessage = "the request head (request line and headers) is larg
 // nothing is billed.
 func HeadErrorBody(status int, reason, target string) (contentType string, body []byte) {
 	message := headTooLargeMessage
+	if status == http.StatusRequestHeaderFieldsTooLarge && reason == h1server.TooManyHeaderFields {
+		message = headTooManyFieldsMessage
+	}
 	if status != http.StatusRequestHeaderFieldsTooLarge {
 		message = "the request could not be read as HTTP/1.1"
 		if reason != "" {

@@ -419,11 +419,33 @@ func (h *handoffHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if b.mu.TryLock() { // a handler that left a Read running on its own has the body still
 		if !b.ended {
 			// net/http reads up to 256 KiB of what is left after the handler returns (to keep
-			// the connection), then sets the next request's deadline.
-			rc.setBodyDeadline(time.Now().Add(h.timeout), true)
+			// the connection), then sets the next request's deadline. It does so also when the
+			// answer closes the connection, where what it reads only keeps the answer from a
+			// reset: then it reads for rstAvoidanceDelay at most. Before, a stalled body kept
+			// its handed-off request, head and all (up to 1 MiB), for the whole body read
+			// timeout after its answer: a 401 to a request without a key too. (The lean path's
+			// heads are at most 4 KiB: what a stalled body keeps there is the connection's.)
+			wait := h.timeout
+			if closes(w.Header()) {
+				wait = min(wait, rstAvoidanceDelay)
+			}
+			rc.setBodyDeadline(time.Now().Add(wait), true)
 		}
 		b.mu.Unlock()
 	}
+}
+
+// closes reports whether a handler's answer with header h closes its connection (Connection:
+// close).
+func closes(h http.Header) bool {
+	for _, v := range h["Connection"] {
+		for f := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(f), "close") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // MaxHeaderFields is the most header fields a request head may have: a head with more is

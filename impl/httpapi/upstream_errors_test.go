@@ -27,9 +27,21 @@ type failingUpstream struct {
 
 // upstreamFailures are the stand-in's models and what each answers.
 var upstreamFailures = map[string]func(w http.ResponseWriter, r *http.Request){
-	// endless_event starts a chat stream with one delta, then sends data lines of 1 KiB that
-	// never end their event (no blank line), up to 100 MiB or until the gateway hangs up;
-	// endlessEventWritten counts what it wrote of them.
+	// endless_line starts a chat stream with one delta, then sends one data line without its
+	// end, up to 100 MiB or until the gateway hangs up, and endless_event data lines of 1 KiB
+	// that never end their event (no blank line); endlessEventWritten counts what they wrote
+	// after the delta.
+	"endless_line": func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"endless_line","choices":[{"index":0,"delta":{"role":"assistant","content":"Hello there"},"finish_reason":null}]}`+"\n\ndata: ")
+		chunk := []byte(strings.Repeat("x", 64<<10))
+		for sent := 0; sent < 100<<20; sent += len(chunk) {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+			endlessEventWritten.Add(int64(len(chunk)))
+		}
+	},
 	"endless_event": func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		_, _ = io.WriteString(w, `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"endless_event","choices":[{"index":0,"delta":{"role":"assistant","content":"Hello there"},"finish_reason":null}]}`+"\n\n")
@@ -240,31 +252,36 @@ func TestUpstreamRetryAdvice(t *testing.T) {
 // gathered the event for as long as the upstream kept sending (a stream may stay without an
 // event for 40 heartbeats, 10 minutes): it took all 100 MiB the stand-in sends, its memory
 // growing with each line, and a faster or longer upstream would have taken the process's memory.
+// A line that never ends was bounded already, and is checked beside it.
 func TestUpstreamEndlessEventIsCutOff(t *testing.T) {
 	u := newFailingUpstream(t)
 	g := apitest.Start(t, apitest.Options{Config: failingConfig(t, u)})
-	tenant := g.NewTenant(t, "acme", 0, 50_000_000)
 	c := g.Client(t)
-	endlessEventWritten.Store(0)
-	status, _, body := postRaw(t, c, g, tenant.Key, "/v1/chat/completions", chatBody("up-endless_event", "hi", true, 64))
-	if status != http.StatusOK || !strings.Contains(string(body), "Hello there") ||
-		!strings.Contains(string(body), "the upstream stream ended unexpectedly") {
-		t.Errorf("status %d, body %.500s: want the stream's delta then its in-band error", status, body)
-	}
-	if n := endlessEventWritten.Load(); n > 40<<20 {
-		t.Errorf("the gateway took %d MiB of the endless event; want it cut off at the 32 MiB bound", n>>20)
-	}
-	var recs []store.UsageRecord
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		var err error
-		if recs, err = g.Store.UsageRecords(context.Background(), tenant.Account.ID, 10); err != nil {
-			t.Fatal(err)
-		}
-		if len(recs) > 0 {
-			break
-		}
-	}
-	if len(recs) != 1 || recs[0].OutputTokens <= 0 {
-		t.Fatalf("usage records %+v: want one, billing the delta the client received", recs)
+	for _, model := range []string{"endless_event", "endless_line"} {
+		t.Run(model, func(t *testing.T) {
+			tenant := g.NewTenant(t, "acme-"+model, 0, 50_000_000)
+			endlessEventWritten.Store(0)
+			status, _, body := postRaw(t, c, g, tenant.Key, "/v1/chat/completions", chatBody("up-"+model, "hi", true, 64))
+			if status != http.StatusOK || !strings.Contains(string(body), "Hello there") ||
+				!strings.Contains(string(body), "the upstream stream ended unexpectedly") {
+				t.Errorf("status %d, body %.500s: want the stream's delta then its in-band error", status, body)
+			}
+			if n := endlessEventWritten.Load(); n > 40<<20 {
+				t.Errorf("the gateway took %d MiB of the endless event; want it cut off at the 32 MiB bound", n>>20)
+			}
+			var recs []store.UsageRecord
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+				var err error
+				if recs, err = g.Store.UsageRecords(context.Background(), tenant.Account.ID, 10); err != nil {
+					t.Fatal(err)
+				}
+				if len(recs) > 0 {
+					break
+				}
+			}
+			if len(recs) != 1 || recs[0].OutputTokens <= 0 {
+				t.Fatalf("usage records %+v: want one, billing the delta the client received", recs)
+			}
+		})
 	}
 }

@@ -457,6 +457,10 @@ func drainAPI(srv *h1server.Server, gw *gateway.Gateway, delay, grace time.Durat
 	}
 }
 
+// maxMetricsConnections bounds the connections the metrics listener holds at once; more wait
+// in the kernel's queue until one closes.
+const maxMetricsConnections = 256
+
 // serveMetrics serves the metrics listener at addr, when set: Prometheus /metrics, the
 // liveness probe /healthz (the process runs: it says nothing of the database, so that an
 // outage does not get every gateway restarted), the readiness probe /readyz (health), and,
@@ -485,8 +489,11 @@ func serveMetrics(addr string, profiles bool, m *metrics.Metrics, ready *health.
 		log.Warn("metrics listener not started", "addr", addr, "err", err)
 		return nil
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { errc <- srv.Serve(ln) }()
+	// Bounded as the API listener is, though far lower: a client that reaches it could
+	// otherwise keep connections open for ever after one request each, until the process had
+	// no file descriptor left for the API's (the balancer's probes and a scraper use a few).
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	go func() { errc <- srv.Serve(limitConnections(ln, maxMetricsConnections, 0, nil, log)) }()
 	log.Info("metrics listening", "addr", ln.Addr().String())
 	return srv
 }

@@ -305,6 +305,13 @@ func (c *conn) serveRequest(ex *exchange) (keepAlive bool) {
 		_ = c.rwc.SetWriteDeadline(time.Time{})
 		c.wdlSet = false
 	}
+	if w.closeAfterReply {
+		// What is read of the body after an answer that closes the connection only keeps
+		// the answer from a reset: for rstAvoidanceDelay at most, not the body read timeout.
+		// Before, a stalled body kept the connection that long after its answer: a 401 to a
+		// request without a key too, whose caller keeps no connection.
+		c.bodyDL = earliest(c.bodyDL, time.Now().Add(rstAvoidanceDelay))
+	}
 	_ = w.reqBody.Close()
 	if req.MultipartForm != nil {
 		_ = req.MultipartForm.RemoveAll()

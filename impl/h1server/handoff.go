@@ -493,7 +493,6 @@ func (s *Server) refuseHead(w http.ResponseWriter, status int, reason, target st
 		http.Error(w, reason, status)
 		return
 	}
-	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(rstAvoidanceDelay))
 	out := c
 	if rc, ok := c.(*replayConn); ok {
@@ -502,12 +501,18 @@ func (s *Server) refuseHead(w http.ResponseWriter, status int, reason, target st
 		out = rc.Conn
 	}
 	if _, err := out.Write(answer); err != nil {
+		c.Close()
 		return
 	}
 	if cw, ok := c.(interface{ CloseWrite() error }); ok {
 		_ = cw.CloseWrite()
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(c, 64<<10))
+	// The wait is the connection's alone: the request, which net/http keeps until the
+	// handler returns, is let go at once.
+	go func() {
+		defer c.Close()
+		_, _ = io.Copy(io.Discard, io.LimitReader(c, 64<<10))
+	}()
 }
 
 // handoffBody is a handed-off request's Body: each Read moves the body read deadline to the

@@ -356,6 +356,8 @@ func (u *Upstream) once(ctx context.Context, transport http.RoundTripper, body [
 			}
 			checked, f := checkOpening(res, wait)
 			if f != nil {
+				// An error event's words go where a status's do (logs, traces): never the key.
+				f.detail = f.detail.without(u.keySent(cred))
 				return nil, f
 			}
 			return checked, nil
@@ -364,14 +366,16 @@ func (u *Upstream) once(ctx context.Context, transport http.RoundTripper, body [
 	}
 	defer res.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
-	f := &failure{status: res.StatusCode, detail: parseUpstreamError(raw), provider: u.Name, accountKey: cred != nil}
 	// What the upstream said goes into logs, traces and (a refusal of the request) the client's
-	// answer: never the key it was sent, should it quote it back.
-	sent := u.APIKey
-	if cred != nil {
-		sent = cred.key
+	// answer: never the key it was sent, should it quote it back. The body is cleared of it
+	// before it is read, so that the excerpt of a body in neither envelope cannot cut the key
+	// and keep its beginning; what the envelope's strings decode to is cleared again (a key
+	// written with JSON escapes).
+	sent := u.keySent(cred)
+	if sent != "" && bytes.Contains(raw, []byte(sent)) {
+		raw = bytes.ReplaceAll(raw, []byte(sent), []byte(keyElided))
 	}
-	f.detail = f.detail.without(sent)
+	f := &failure{status: res.StatusCode, detail: parseUpstreamError(raw).without(sent), provider: u.Name, accountKey: cred != nil}
 	// Rate limits and every 5xx (502, 503, 504, Anthropic's 529 overloaded) may pass, unless
 	// the upstream says they will not: x-should-retry: false, which OpenAI and Anthropic send
 	// with an exhausted quota or credit, and which every official SDK obeys whatever the
@@ -598,6 +602,26 @@ type upstreamDetail struct {
 
 // keyElided is what an upstream's words say in place of the key the gateway sent.
 const keyElided = "[the upstream key]"
+
+// keySent is the key a call with cred sends: the account's own, or the operator's ("": none).
+func (u *Upstream) keySent(cred *Credential) string {
+	if cred != nil {
+		return cred.key
+	}
+	return u.APIKey
+}
+
+// WithoutKey is s, words of the upstream's answer to a call made with cred (nil: the
+// operator's key), with the key that call sent replaced by "[the upstream key]". An upstream
+// may quote back the key it was sent in an error it answers with a 2xx status, in a JSON body
+// or a stream's event (CallObserved clears its error statuses' words itself): what the caller
+// logs, traces or passes on of such words goes through WithoutKey first.
+func (u *Upstream) WithoutKey(cred *Credential, s string) string {
+	if key := u.keySent(cred); key != "" && strings.Contains(s, key) {
+		return strings.ReplaceAll(s, key, keyElided)
+	}
+	return s
+}
 
 // without is d with every occurrence of key ("": none) elided.
 func (d upstreamDetail) without(key string) upstreamDetail {

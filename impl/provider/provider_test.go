@@ -230,6 +230,50 @@ func TestRefusalNeverQuotesTheKey(t *testing.T) {
 	}
 }
 
+// TestUpstreamWordsNeverQuoteTheKey: what an upstream says when it quotes back the key it was
+// sent never holds the key, nor its beginning: a body in neither envelope whose excerpt (200
+// bytes) would cut the key (the account's refused with a 401, the operator's in a 400's
+// message to the client), and a Messages stream that opens with an error event (the try's
+// failure, logged and traced). The review of s15h6: the excerpt was cut before the key was
+// looked for, and the opening's error event was not looked at at all.
+func TestUpstreamWordsNeverQuoteTheKey(t *testing.T) {
+	status := http.StatusUnauthorized
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if k := r.Header.Get("X-Api-Key"); k != "" {
+			key = k
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprintf(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"m\",\"usage\":{\"input_tokens\":1,\"output_tokens\":0}}}\n\n")
+			fmt.Fprintf(w, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"overloaded for the key %s\"}}\n\n", key)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(status)
+		fmt.Fprintf(w, "%s the key %s is not valid here", strings.Repeat("x", 171), key) // the excerpt ends 20 bytes into the key
+	}))
+	defer srv.Close()
+	const account, operator = "sk-account-0123456789abcdefghijklmnopqrstuvwxyz", "sk-operator-0123456789abcdefghijklmnopqrstuvwxyz"
+	leaks := func(text, key string) bool { return strings.Contains(text, key[:len("sk-account-01")]) }
+	o := &Upstream{Name: "openai", Kind: llm.FormatChat, BaseURL: srv.URL + "/v1", APIKey: operator}
+	_, _, err := o.CallObserved(context.Background(), []byte(`{}`), false, nil, nil, o.Credential(account))
+	if err == nil || !AccountKeyRefused(err) || leaks(err.Error(), account) {
+		t.Errorf("the account's key refused in a plain body: %v", err)
+	}
+	status = http.StatusBadRequest
+	_, _, err = o.CallObserved(context.Background(), []byte(`{}`), false, nil, nil, nil)
+	var e *apierror.Error
+	if err == nil || !errors.As(err, &e) || leaks(err.Error(), operator) || leaks(e.Message, operator) {
+		t.Errorf("the operator's key quoted in a plain refusal of the request: %v (%+v)", err, e)
+	}
+	m := &Upstream{Name: "anthropic", Kind: llm.FormatMessages, BaseURL: srv.URL, APIKey: operator, Retry: RetryPolicy{MaxAttempts: 1}}
+	for _, cred := range []*Credential{m.Credential(account), nil} {
+		_, _, err = m.CallObserved(context.Background(), []byte(`{}`), true, nil, nil, cred)
+		if err == nil || leaks(err.Error(), account) || leaks(err.Error(), operator) || !strings.Contains(err.Error(), "overloaded for the key [the upstream key]") {
+			t.Errorf("a stream's opening error quoting the key (account's: %v): %v", cred != nil, err)
+		}
+	}
+}
+
 // TestRedirectIsNotFollowed: an upstream's redirect is a failed answer; the request and its key
 // never go to the address it names.
 func TestRedirectIsNotFollowed(t *testing.T) {

@@ -123,6 +123,8 @@ func (x *Exchange) readAnswerOf(e routing.Expert, res *http.Response) (status st
 			x.answerUsage = x.answerResp.Usage
 		}
 		if err != nil {
+			// An error in a 200 body may quote the key the call was sent with.
+			err = x.withoutKey(e, err)
 			x.Logger().Error("unusable upstream answer", "expert", e.Key, "err", err)
 			var ae *apierror.Error
 			if !errors.As(err, &ae) {
@@ -269,3 +271,41 @@ func readAnswer(res *http.Response, dst []byte) ([]byte, error) {
 // writing the stream sends a keep-alive after this long without an event, and cuts the
 // upstream off (CloseUpstream) after MaxSilentHeartbeats of them in a row.
 func (x *Exchange) Heartbeat() time.Duration { return x.eng.heartbeat }
+
+// withoutKey is err, the failure read from expert e's answer (an error in a 200 body), with the
+// key its call was sent with (x.cred, or the operator's) cleared from its text and from what
+// the client may be shown of it (an *apierror.Error's message, param and code): an upstream may
+// quote back the key it was sent (provider.Upstream.WithoutKey). err itself when it holds no
+// key.
+func (x *Exchange) withoutKey(e routing.Expert, err error) error {
+	up := x.eng.upstreams[e.Provider]
+	if up == nil {
+		return err
+	}
+	text := err.Error()
+	cleared := up.WithoutKey(x.cred, text)
+	var ae *apierror.Error
+	if !errors.As(err, &ae) {
+		if cleared == text {
+			return err
+		}
+		return errors.New(cleared)
+	}
+	client := *ae
+	client.Message, client.Param, client.Code = up.WithoutKey(x.cred, ae.Message), up.WithoutKey(x.cred, ae.Param), up.WithoutKey(x.cred, ae.Code)
+	if cleared == text && client == *ae {
+		return err
+	}
+	return &keyCleared{text: cleared, client: &client}
+}
+
+// keyCleared is a failure whose text and client's error were cleared of the upstream key
+// (withoutKey): its text is what the log and the trace get, client what errors.As finds.
+type keyCleared struct {
+	text   string
+	client *apierror.Error
+}
+
+func (e *keyCleared) Error() string { return e.text }
+
+func (e *keyCleared) Unwrap() error { return e.client }

@@ -73,10 +73,13 @@ type Exchange struct {
 	requestID string
 	model     *routing.Model
 	expert    routing.Expert
-	res       *http.Response
-	stream    bool
-	include   bool   // chat stream_options.include_usage
-	echo      []byte // what a Responses stream's response objects echo from the request
+	// cred is the account's own key the current expert's call was sent with (nil: the
+	// operator's), whose words of the upstream's are cleared of it (withoutKey).
+	cred    *provider.Credential
+	res     *http.Response
+	stream  bool
+	include bool   // chat stream_options.include_usage
+	echo    []byte // what a Responses stream's response objects echo from the request
 	// echoReq is the request echo was made of, kept when the request was fitted (nil when it
 	// was not read), to echo the bound its expert was sent (responsesEcho).
 	echoReq *llm.Request
@@ -624,6 +627,7 @@ func (x *Exchange) callNext(callCtx context.Context) bool {
 		t0 := time.Now()
 		tries := x.observeTries(e, bound)
 		a.called, a.calledAny = a.next-1, true
+		x.cred = cred
 		res, _, err := up.CallObserved(callCtx, ur.body, x.stream, a.forward, tries, cred)
 		x.upstreamWait += time.Since(t0)
 		// The router learns the answering try's own time to first byte: not the tries that

@@ -464,6 +464,10 @@ func (x *Exchange) inBandError(ev llm.Event) llm.Event {
 	kind := apierror.KindOfType(ev.Err.Type)
 	e := *ev.Err
 	ev.Err = &e
+	// The upstream may quote the key the stream was asked for with.
+	if up := x.eng.upstreams[x.expert.Provider]; up != nil {
+		e.Message = up.WithoutKey(x.cred, e.Message)
+	}
 	if kind == apierror.KindInvalidRequest {
 		e.Message = apierror.Excerpt(inPublicWords(e.Message, x.expert.Model, x.model.ID), apierror.MaxQuotedLen)
 		return ev

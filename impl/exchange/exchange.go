@@ -720,6 +720,12 @@ func (x *Exchange) callNext(callCtx context.Context) bool {
 			eng.logger(x.requestID).Warn("upstream refused the account's own key; trying the next expert", "expert", e.Key, "err", err)
 			continue
 		}
+		if cred != nil && ownKeysDoing(err) {
+			// The rate limit or quota of the account's own key's upstream account, or a model
+			// its project may not use: nothing the other accounts meet on their keys.
+			eng.logger(x.requestID).Warn("upstream failed with the account's own key; trying the next expert", "expert", e.Key, "err", err)
+			continue
+		}
 		eng.router.Observe(e.Key, x.principal.AccountID, a.features, 0, true) // a failure counts against health, not latency
 		eng.logger(x.requestID).Warn("upstream failed; trying the next expert", "expert", e.Key, "err", err)
 	}
@@ -739,6 +745,17 @@ func (a *calls) credentialFor(up *provider.Upstream) (*provider.Credential, erro
 				"the operator must set one (tollgate admin provider-key set ACCOUNT " + up.Name + ")"}
 	}
 	return nil, nil
+}
+
+// ownKeysDoing reports whether err, the failure of a call sent with the account's own key,
+// says something of that key's upstream account rather than of the expert: a 4xx status (its
+// rate limit or exhausted quota, a 402, a model its project may not use), which the other
+// accounts, on other keys, do not meet; it must not count against the expert's health, which
+// they share, or one tenant's limits would move every other tenant's traffic. A 5xx, a
+// connection failure or a timeout is the provider's, and counts as with the operator's key.
+func ownKeysDoing(err error) bool {
+	t := provider.ErrorType(err)
+	return len(t) == 3 && t[0] == '4'
 }
 
 // UpstreamKeyRequiredCode is the error code of a request that no upstream could be sent,

@@ -91,8 +91,9 @@ type streamResult struct {
 	// ended with).
 	usage llm.Usage
 	// upstreamFault: the stream failed by the upstream's doing, which counts against the
-	// expert's health.
-	upstreamFault bool
+	// expert's health, unless ownKeys says that it was the rate limit of the account's own
+	// key (ownKeysDoing): another expert may still serve the request.
+	upstreamFault, ownKeys bool
 	// cause is why the upstream failed, for the try's span should another expert take over;
 	// held are the events held back (see Stream).
 	cause error
@@ -232,6 +233,7 @@ loop:
 				failed = true
 				res.status = "upstream_error"
 				res.upstreamFault = n.Err == nil || upstreamsFault(apierror.KindOfType(n.Err.Type))
+				res.ownKeys = x.cred != nil && n.Err != nil && apierror.KindOfType(n.Err.Type) == apierror.KindRateLimited
 				res.cause = errUpstreamInBand
 				n = x.inBandError(n)
 			}
@@ -327,7 +329,7 @@ loop:
 		produced := res.text > 0 || res.usage.OutputTokens > 0 || res.usage.HostedCalls.Any()
 		brokenByUpstream := res.status == "upstream_cut_off" || res.status == "upstream_malformed" || res.status == "upstream_error" && res.upstreamFault
 		if brokenByUpstream && !produced && x.ctx.Err() == nil && x.eng.streamsEnd.Err() == nil {
-			switch x.failOverStream(res.status, res.cause) {
+			switch x.failOverStream(res.status, res.cause, !res.ownKeys) {
 			case failOverAnswered:
 				x.held = res.held[:0]
 				return true
@@ -379,7 +381,7 @@ const (
 // the request is settled as start settles a client gone before any answer (billed its input,
 // whose provider has the prompt and bills it) or a request whose upstream was silent at the end
 // of grace (told to retry, not billed), not as the failed expert's try with its status.
-func (x *Exchange) failOverStream(status string, cause error) failOver {
+func (x *Exchange) failOverStream(status string, cause error, health bool) failOver {
 	failed := x.expert
 	x.tries.failAnswer(status, cause)
 	x.attemptStart = time.Time{} // its operation is counted: finishAttempt counts none for it
@@ -387,7 +389,9 @@ func (x *Exchange) failOverStream(status string, cause error) failOver {
 		x.tr.attempt, x.tr.responseID, x.tr.responseModel, x.tr.finishReason = nil, "", "", ""
 		x.tr.output.Reset()
 	}
-	x.eng.router.ObserveBroken(failed.Key)
+	if health {
+		x.eng.router.ObserveBroken(failed.Key)
+	}
 	x.Logger().Warn("upstream stream failed before its first output; trying the next expert", "expert", failed.Key, "status", status)
 	x.CloseUpstream()
 	from := x.calls.next // the first of the experts called now
@@ -423,7 +427,7 @@ func (x *Exchange) failOverStream(status string, cause error) failOver {
 // settleStream settles the exchange once its stream has ended.
 func (x *Exchange) settleStream(r *streamResult) {
 	status := r.status
-	if !x.brokenObserved && (status == "upstream_cut_off" || status == "upstream_stalled" || status == "upstream_malformed" || status == "upstream_error" && r.upstreamFault) {
+	if !x.brokenObserved && (status == "upstream_cut_off" || status == "upstream_stalled" || status == "upstream_malformed" || status == "upstream_error" && r.upstreamFault && !r.ownKeys) {
 		// The answer broke off by the upstream's failure: it counts against the expert's health
 		// as a failure before its head would (trial D3), and so does an event it could not
 		// read, as an unreadable non-streamed answer does. A client that left, a shutdown and

@@ -150,6 +150,9 @@ type upstreamKeyRow struct {
 	SetAt time.Time
 	// Configured is false for a provider the configuration no longer has (the key is not sent).
 	Configured bool
+	// Missing says that the account has no key for the provider, which takes only accounts
+	// with a key of their own (account_keys: required): its requests there are refused.
+	Missing bool
 }
 
 // planPage shows the plan's limits: its models, the default and highest requests-per-minute
@@ -174,6 +177,13 @@ func (a *App) planPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
 		for _, k := range keys {
 			configured := slices.ContainsFunc(a.cfg.Providers, func(p config.Provider) bool { return p.Name == k.Provider })
 			d.UpstreamKeys = append(d.UpstreamKeys, upstreamKeyRow{Provider: k.Provider, Hint: k.Hint, SetAt: k.SetAt, Configured: configured})
+		}
+		// A provider that serves only accounts with a key of their own is not reached with
+		// the operator's key: one the account has none for is listed as missing.
+		for _, p := range a.cfg.Providers {
+			if p.AccountKeysRequired() && !slices.ContainsFunc(keys, func(k store.UpstreamKey) bool { return k.Provider == p.Name }) {
+				d.UpstreamKeys = append(d.UpstreamKeys, upstreamKeyRow{Provider: p.Name, Configured: true, Missing: true})
+			}
 		}
 	}
 	if d.Credit, err = a.store.AccountCredit(ctx, v.Account.AccountID); err != nil {

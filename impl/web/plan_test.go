@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tollgate/tollgate/impl/config"
 	"github.com/tollgate/tollgate/impl/store"
 )
 
@@ -106,5 +107,38 @@ func TestPlanPageUpstreamKeysForOwners(t *testing.T) {
 	bob.signIn(e, bobEmail, bobPass)
 	if p := bob.get("/plan"); p.Status != http.StatusOK || strings.Contains(p.Body, "upstream-keys") || strings.Contains(p.Body, "…x9Qa") {
 		t.Errorf("a member's plan page shows the upstream keys: %d %.2500s", p.Status, p.Body)
+	}
+}
+
+// TestPlanPageNamesProvidersThatNeedTheAccountsKey: a provider with account_keys: required is
+// not reached with the operator's key, so an owner whose account has no key for it is told so
+// on the Plan & limits page (its requests there are refused), not "None: every provider is
+// reached with the operator's key" (the review of s15h6: the page said so of an account every
+// request of which to such a provider was a 403); once its key is set, the key is listed
+// instead.
+func TestPlanPageNamesProvidersThatNeedTheAccountsKey(t *testing.T) {
+	ctx := context.Background()
+	e := startConfig(t, func(c *config.Config) {
+		for i := range c.Providers {
+			if c.Providers[i].Name == "sim-anthropic" {
+				c.Providers[i].AccountKeys = config.AccountKeysRequired
+			}
+		}
+	})
+	acme := e.account(t, "acme", aliceEmail, "owner")
+	alice := e.browser(t)
+	alice.signIn(e, aliceEmail, alicePass)
+	const missing = `<th scope="row">sim-anthropic</th><td colspan="2">None: this provider serves only accounts with a key of their own, so this account's requests to it are refused.</td>`
+	p := alice.get("/plan")
+	if !strings.Contains(p.Body, missing) || strings.Contains(p.Body, "None: every provider is reached with the operator's key.") {
+		t.Fatalf("owner's plan page, no key for a provider that requires one: %d %.2500s", p.Status, p.Body)
+	}
+	if err := e.Store.SetUpstreamKey(ctx, store.UpstreamKey{AccountID: acme.ID, Provider: "sim-anthropic",
+		Sealed: []byte("sealed"), Hint: "…x9Qa", SetBy: "operator (root)"}); err != nil {
+		t.Fatal(err)
+	}
+	p = alice.get("/plan")
+	if !strings.Contains(p.Body, `<th scope="row">sim-anthropic</th><td><code>…x9Qa</code></td>`) || strings.Contains(p.Body, missing) {
+		t.Errorf("owner's plan page with the key set: %d %.2500s", p.Status, p.Body)
 	}
 }

@@ -28,7 +28,8 @@ const providerKeyAdminUsage = `  provider-key set ACCOUNT PROVIDER [-from-env VA
                                             stdin (one line), or from the environment variable VAR, never
                                             from the command line; stored sealed, replaces the one it had
   provider-key list ACCOUNT                 the account's own provider keys: provider, the key's last four
-                                            characters, when and by whom set (never the keys)
+                                            characters, when and by whom set (never the keys); a key that
+                                            does not open with the server secret is marked: set it again
   provider-key remove ACCOUNT PROVIDER      remove the account's own key for the provider (its requests
                                             there go with the operator's key again, or, with account_keys:
                                             required, not at all; every gateway within a second)
@@ -111,11 +112,34 @@ func (a *admin) providerKeyAdmin(ctx context.Context, verb string, args []string
 		if err != nil {
 			return err
 		}
+		// Whether each key opens with the server secret the gateways open it with: one that
+		// does not (a database restored without its server secrets) is refused on every
+		// request until set again, which only the operator can do. The secret is read, never
+		// made in passing: without one, no key opens.
+		var sealer *upstreamkeys.Sealer
+		if len(keys) > 0 {
+			secret, ok, err := st.ExistingSecret(ctx, sealedid.SecretName)
+			if err != nil {
+				return err
+			}
+			if ok {
+				if sealer, err = upstreamkeys.New(secret); err != nil {
+					return err
+				}
+			}
+		}
+		opens := func(k store.UpstreamKey) bool {
+			if sealer == nil {
+				return false
+			}
+			_, err := sealer.Open(acct.ID, k.Provider, k.Sealed)
+			return err == nil
+		}
 		if *asJSON {
 			list := make([]providerKeyJSON, 0, len(keys))
 			for _, k := range keys {
 				_, configured := a.provider(k.Provider)
-				list = append(list, providerKeyJSON{Provider: k.Provider, Key: k.Hint, SetAt: utc(k.SetAt), SetBy: k.SetBy, Configured: configured})
+				list = append(list, providerKeyJSON{Provider: k.Provider, Key: k.Hint, SetAt: utc(k.SetAt), SetBy: k.SetBy, Configured: configured, Opens: opens(k)})
 			}
 			return a.writeJSON(list)
 		}
@@ -125,6 +149,9 @@ func (a *admin) providerKeyAdmin(ctx context.Context, verb string, args []string
 			name := k.Provider
 			if _, ok := a.provider(k.Provider); !ok {
 				name += " (not configured)"
+			}
+			if !opens(k) {
+				name += " (does not open: set it again)"
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", name, k.Hint, k.SetAt.UTC().Format(time.RFC3339), k.SetBy)
 		}
@@ -141,6 +168,10 @@ type providerKeyJSON struct {
 	SetAt      time.Time `json:"set_at"`
 	SetBy      string    `json:"set_by"`
 	Configured bool      `json:"configured"`
+	// Opens is false for a key that does not open with the server secret (sealed under
+	// another, or damaged): the account's requests to the provider are refused until it is
+	// set again.
+	Opens bool `json:"opens"`
 }
 
 // readProviderKey reads the key to set: from the environment variable name when given, else one

@@ -101,3 +101,78 @@ func TestAdminProviderKeys(t *testing.T) {
 		t.Errorf("audit log has no removal:\n%s", audit)
 	}
 }
+
+// TestAdminProviderKeyThatDoesNotOpen: provider-key list tells the operator of a stored key
+// that does not open with the server secret, which the gateways refuse the account's requests
+// with (503) until it is set again, and only the operator can: seals swapped between two
+// providers' rows, then the server secret gone (a database restored without it). Its table
+// marks the provider "(does not open: set it again)", its -json says "opens": false, and the
+// list makes no secret in passing. The review of s15h6: the list showed such keys as any
+// other, and nothing told the operator.
+func TestAdminProviderKeyThatDoesNotOpen(t *testing.T) {
+	url := migratedDatabase(t)
+	t.Setenv("DATABASE_URL", url)
+	t.Setenv("LOG_LEVEL", "error")
+	mustAdmin(t, "account create acme")
+	for _, p := range []string{"sim-anthropic", "sim-openai-chat"} {
+		if _, _, err := adminRunIO(t, "provider-key set acme "+p, "sk-acme-"+p+"-0123456789\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var listed []providerKeyJSON
+	adminJSON(t, "provider-key list acme", &listed)
+	if len(listed) != 2 || !listed[0].Opens || !listed[1].Opens {
+		t.Fatalf("list -json of keys that open: %+v", listed)
+	}
+	if list := mustAdmin(t, "provider-key list acme"); strings.Contains(list, "does not open") {
+		t.Fatalf("list of keys that open:\n%s", list)
+	}
+
+	st, _ := openAccount(t, url, "acme")
+	ctx := context.Background()
+	if _, err := st.Pool().Exec(ctx, `UPDATE account_upstream_keys k SET sealed = o.sealed FROM account_upstream_keys o
+		WHERE k.account_id = o.account_id AND k.provider <> o.provider`); err != nil {
+		t.Fatal(err)
+	}
+	list := mustAdmin(t, "provider-key list acme")
+	for _, p := range []string{"sim-anthropic", "sim-openai-chat"} {
+		if !lineWith(list, p+" (does not open: set it again)") {
+			t.Errorf("list of swapped seals does not mark %s:\n%s", p, list)
+		}
+	}
+	adminJSON(t, "provider-key list acme", &listed)
+	if len(listed) != 2 || listed[0].Opens || listed[1].Opens {
+		t.Errorf("list -json of swapped seals: %+v", listed)
+	}
+	if _, _, err := adminRunIO(t, "provider-key set acme sim-anthropic", "sk-acme-again-0123456789\n"); err != nil {
+		t.Fatal(err)
+	}
+	if list := mustAdmin(t, "provider-key list acme"); strings.Contains(list, "sim-anthropic (does not open") || !strings.Contains(list, "sim-openai-chat (does not open") {
+		t.Errorf("list once sim-anthropic's key is set again:\n%s", list)
+	}
+
+	if _, err := st.Pool().Exec(ctx, `DELETE FROM server_secrets`); err != nil {
+		t.Fatal(err)
+	}
+	if list := mustAdmin(t, "provider-key list acme"); !strings.Contains(list, "sim-anthropic (does not open: set it again)") {
+		t.Errorf("list without the server secret:\n%s", list)
+	}
+	var n int
+	if err := st.Pool().QueryRow(ctx, `SELECT count(*) FROM server_secrets`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("the list made %d server secrets (%v), want none", n, err)
+	}
+}
+
+// lineWith reports whether a line of text holds every part.
+func lineWith(text string, parts ...string) bool {
+	for _, line := range strings.Split(text, "\n") {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}

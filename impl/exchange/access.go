@@ -3,6 +3,7 @@ package exchange
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/google/uuid"
@@ -47,6 +48,8 @@ type modelAccess struct {
 	// upstreams are the configured providers, by name, whose request headers an account's keys
 	// are made into.
 	upstreams map[string]*provider.Upstream
+	// log tells the operator of a stored key that does not open, which only they can set again.
+	log *slog.Logger
 }
 
 // Grants are an account's model grants, in the database's order, and by model id, and the
@@ -69,10 +72,10 @@ type accountKey struct {
 	err  error
 }
 
-func newModelAccess(st *store.Store, feed *changefeed.Feed, upstreams map[string]*provider.Upstream) *modelAccess {
+func newModelAccess(st *store.Store, feed *changefeed.Feed, upstreams map[string]*provider.Upstream, log *slog.Logger) *modelAccess {
 	secret := func(ctx context.Context) ([]byte, error) { return st.Secret(ctx, sealedid.SecretName) }
 	a := &modelAccess{store: st, cache: changefeed.NewCache[uuid.UUID, *Grants](feed, "model_access", accessTTL, 100_000),
-		endUserKeys: enduserid.NewLoader(secret), sealer: upstreamkeys.NewLoader(secret), upstreams: upstreams}
+		endUserKeys: enduserid.NewLoader(secret), sealer: upstreamkeys.NewLoader(secret), upstreams: upstreams, log: log}
 	if feed != nil {
 		feed.Subscribe(changefeed.Handlers{ModelAccessChanged: a.cache.Invalidate, Reset: a.cache.Reset})
 	}
@@ -128,6 +131,10 @@ func (a *modelAccess) accountKeys(ctx context.Context, account uuid.UUID) (map[s
 		}
 		key, err := sealer.Open(account, r.Provider, r.Sealed)
 		if err != nil {
+			// The tenant is told that the operator must set it again; the operator is told
+			// here, each time the account's grants are loaded (a change of them, or accessTTL).
+			a.log.Warn("an account's own upstream key does not open with this gateway's secret: its requests to the provider are refused (503) until it is set again (tollgate admin provider-key set)",
+				"account", account, "provider", r.Provider, "hint", r.Hint)
 			keys[r.Provider] = accountKey{err: &apierror.Error{Kind: apierror.KindUnavailable, RetryAfter: apierror.DependencyRetryAfter,
 				Message: "the gateway cannot read this account's own upstream credential for the provider " + r.Provider +
 					" (it does not open with this gateway's secret): the operator must set it again (tollgate admin provider-key set); the operator's credential is not used in its place"}}

@@ -91,7 +91,7 @@ func New(o Options) *Engine {
 	streamsEnd, endStreams := context.WithCancel(context.Background())
 	eng := &Engine{
 		config: o.Config, now: o.Now, router: o.Router, upstreams: o.Upstreams, meter: o.Meter,
-		access: newModelAccess(o.Store, o.Feed, o.Upstreams), metrics: o.Metrics, log: o.Logger, heartbeat: o.Heartbeat,
+		access: newModelAccess(o.Store, o.Feed, o.Upstreams, o.Logger), metrics: o.Metrics, log: o.Logger, heartbeat: o.Heartbeat,
 		streamsEnd: streamsEnd, endStreams: endStreams,
 	}
 	eng.reprice()

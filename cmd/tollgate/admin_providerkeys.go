@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/user"
 	"slices"
@@ -93,6 +94,9 @@ func (a *admin) providerKeyAdmin(ctx context.Context, verb string, args []string
 			return err
 		}
 		fmt.Fprintf(a.out, "account %s reaches %s with its own key %s from now on\n", acct.Name, pos[1], k.Hint)
+		if err := a.noteSameUpstream(ctx, acct, pos[1]); err != nil {
+			return err
+		}
 	case "remove":
 		if err := st.RemoveUpstreamKey(ctx, acct.ID, pos[1]); errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("account %s has no key of its own for %s", acct.Name, pos[1])
@@ -217,6 +221,47 @@ func (a *admin) readProviderKey(name string) (string, error) {
 		return "", usageError(fmt.Sprintf("the key from %s: %v", from, err))
 	}
 	return key, nil
+}
+
+// noteSameUpstream tells the operator, beside the output of a key set for the account on
+// provider, of the other configured providers on the same host (OpenAI's chat and Responses
+// entries, say: one upstream account, one prompt cache) that the account has no key of its own
+// for and that take the operator's: its requests there, a fusion model's other experts and
+// failovers among them, are still sent with the operator's key and share its cache, which a key
+// for one entry alone does not close.
+func (a *admin) noteSameUpstream(ctx context.Context, acct store.Account, provider string) error {
+	set, _ := a.provider(provider)
+	keys, err := a.svc.Store.UpstreamKeys(ctx, acct.ID)
+	if err != nil {
+		return err
+	}
+	var others []string
+	for _, p := range a.svc.Config.Providers {
+		if p.Name == provider || p.AccountKeysRequired() || upstreamHost(p.BaseURL) != upstreamHost(set.BaseURL) ||
+			slices.ContainsFunc(keys, func(k store.UpstreamKey) bool { return k.Provider == p.Name }) {
+			continue
+		}
+		others = append(others, p.Name)
+	}
+	if len(others) > 0 {
+		slices.Sort(others)
+		verb, them := "reach", "them"
+		if len(others) == 1 {
+			verb, them = "reaches", "it"
+		}
+		fmt.Fprintf(a.notes, "note: %s %s the same host as %s, and account %s has no key of its own there: its requests to %s are still sent with the operator's key, whose prompt cache the other accounts share (give it a key there too, or set account_keys: required)\n",
+			strings.Join(others, ", "), verb, provider, acct.Name, them)
+	}
+	return nil
+}
+
+// upstreamHost is the scheme and host a provider's base URL names (the whole URL when it names
+// none, as the simulator's does).
+func upstreamHost(base string) string {
+	if u, err := url.Parse(base); err == nil && u.Host != "" {
+		return u.Scheme + "://" + u.Host
+	}
+	return base
 }
 
 // configuredProvider refuses, as a mistake in the command line, a provider name the

@@ -176,3 +176,31 @@ func lineWith(text string, parts ...string) bool {
 	}
 	return false
 }
+
+// TestAdminProviderKeyNotesTheSameUpstream: a key set for one provider entry leaves the
+// account's requests to the other entries on the same host (OpenAI's chat and Responses
+// entries: one upstream account, one prompt cache) on the operator's key, in its shared cache;
+// set tells the operator so on stderr, naming those the account has no key for, and says
+// nothing once it has one for each. The review of s15h6: a key for one entry was taken for the
+// account's isolation while a fusion model's failover to the other kept sharing.
+func TestAdminProviderKeyNotesTheSameUpstream(t *testing.T) {
+	url := migratedDatabase(t)
+	t.Setenv("DATABASE_URL", url)
+	t.Setenv("LOG_LEVEL", "error")
+	mustAdmin(t, "account create acme")
+	stdout, stderr, err := adminRunIO(t, "provider-key set acme sim-openai-chat", "sk-acme-0123456789\n")
+	if err != nil || !strings.Contains(stdout, "from now on") ||
+		!strings.Contains(stderr, "note: sim-anthropic, sim-openai-responses reach the same host as sim-openai-chat, and account acme has no key of its own there") {
+		t.Fatalf("set for one entry of three on the same host: %v\nstdout %q\nstderr %q", err, stdout, stderr)
+	}
+	if strings.Contains(stderr, "sk-acme") {
+		t.Errorf("the note quotes the key: %q", stderr)
+	}
+	_, stderr, _ = adminRunIO(t, "provider-key set acme sim-openai-responses", "sk-acme-0123456789\n")
+	if !strings.Contains(stderr, "note: sim-anthropic reaches the same host") || strings.Contains(stderr, "sim-openai-chat,") {
+		t.Errorf("set for the second entry: stderr %q", stderr)
+	}
+	if _, stderr, _ = adminRunIO(t, "provider-key set acme sim-anthropic", "sk-acme-0123456789\n"); strings.Contains(stderr, "note:") {
+		t.Errorf("set for the last entry: stderr %q", stderr)
+	}
+}

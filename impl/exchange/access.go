@@ -109,8 +109,8 @@ func (a *modelAccess) grants(ctx context.Context, account uuid.UUID) (*Grants, e
 }
 
 // accountKeys reads and opens the account's own upstream keys (nil when it has none). A key for
-// a provider the configuration no longer has is left out; one that does not open is kept as
-// its error. Its error is a dependency failure (apierror.Unavailable).
+// a provider the configuration no longer has is left out, and the operator warned; one that
+// does not open is kept as its error. Its error is a dependency failure (apierror.Unavailable).
 func (a *modelAccess) accountKeys(ctx context.Context, account uuid.UUID) (map[string]accountKey, error) {
 	rows, err := a.store.UpstreamKeys(ctx, account)
 	if err != nil {
@@ -127,6 +127,12 @@ func (a *modelAccess) accountKeys(ctx context.Context, account uuid.UUID) (map[s
 	for _, r := range rows {
 		up, ok := a.upstreams[r.Provider]
 		if !ok {
+			// A provider renamed or removed in the configuration: the key serves nothing, and
+			// the account's requests to the entry that replaced it go with the operator's key,
+			// in the shared prompt cache, until the operator sets the key there. Only the
+			// operator can tell; they are told here, as for a key that does not open.
+			a.log.Warn("an account's own upstream key names a provider the configuration does not have: it is not used, and the account's requests go with the operator's key on the providers that serve them (set it for the provider's new name: tollgate admin provider-key set; or remove it)",
+				"account", account, "provider", r.Provider, "hint", r.Hint)
 			continue
 		}
 		key, err := sealer.Open(account, r.Provider, r.Sealed)

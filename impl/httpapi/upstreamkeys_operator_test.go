@@ -16,7 +16,9 @@ import (
 // (sealed under another, as after a restore without the server secrets) gets the account's
 // requests to its provider a 503 telling the tenant that the operator must set it again, and
 // the operator is told too: a WARN line naming the account, the provider and the key's hint.
-// The review of s15h6: the gateway said nothing, and only the tenant knew.
+// The review of s15h6: the gateway said nothing, and only the tenant knew. A key kept for a
+// provider the configuration no longer has is warned of the same way (it was skipped in
+// silence, the account back on the operator's key and in the shared prompt cache).
 func TestUnopenedAccountKeyIsLogged(t *testing.T) {
 	logs := &syncbuf.Buffer{}
 	g := apitest.Start(t, apitest.Options{LogHandler: slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})})
@@ -31,5 +33,20 @@ func TestUnopenedAccountKeyIsLogged(t *testing.T) {
 	}
 	if !lineWith(logs.String(), `"level":"WARN"`, "does not open", `"provider":"sim-anthropic"`, `"hint":"…x9Qa"`, alpha.Account.ID.String()) {
 		t.Errorf("no warning for the operator naming the account, the provider and the hint:\n%s", logs.String())
+	}
+
+	// A key kept for a provider the configuration no longer has (renamed: "anthropic" became
+	// "sim-anthropic") serves nothing: the request goes with the operator's key, and the
+	// operator is told, since the account is back in the shared prompt cache.
+	beta := g.NewTenant(t, "beta", 0, keyCredit)
+	if err := g.Store.SetUpstreamKey(context.Background(), store.UpstreamKey{AccountID: beta.Account.ID, Provider: "anthropic",
+		Sealed: []byte("\x01whatever"), Hint: "…7fKe", SetBy: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	if status, body := post(t, g, beta.Key, "/v1/messages", keyMessages); status != http.StatusOK {
+		t.Fatalf("a key of a provider no longer configured: %d %s", status, body)
+	}
+	if !lineWith(logs.String(), `"level":"WARN"`, "does not have", `"provider":"anthropic"`, `"hint":"…7fKe"`, beta.Account.ID.String()) {
+		t.Errorf("no warning for the operator of a key whose provider is gone:\n%s", logs.String())
 	}
 }

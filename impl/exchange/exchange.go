@@ -705,7 +705,14 @@ func (x *Exchange) callNext(callCtx context.Context) bool {
 		a.lastErr, a.bodyFailed = publicRefusal(err, e, a.modelID, client), ""
 		// A refusal (an HTTP status), or a connection never made: no upstream has the prompt.
 		et := provider.ErrorType(err)
-		a.refused = (et != "" && et != "connection") || !provider.PromptSent(err)
+		a.refused = (et != "" && et != "connection" && et != provider.NotAStream) || !provider.PromptSent(err)
+		if et == provider.NotAStream {
+			// A 2xx that is not the stream asked for (a proxy's page, a JSON error or answer):
+			// an answer that came and could not be used, as a non-streamed one that cannot be
+			// read is. Nothing reached the client and nothing is billed; the usage record keeps
+			// the failure for the operator should no other expert answer.
+			a.bodyFailed = provider.NotAStream
+		}
 		if ctx.Err() != nil || eng.streamsEnd.Err() != nil {
 			return false
 		}

@@ -69,7 +69,45 @@ var upstreamFailures = map[string]func(w http.ResponseWriter, r *http.Request){
 		w.WriteHeader(http.StatusTooManyRequests)
 		_, _ = io.WriteString(w, `{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`)
 	},
+	// html_page, json_error, json_answer and bare_json answer a stream's request 200 with
+	// something other than an event stream: a proxy's page (text/html), a JSON error quoting
+	// the key it was sent, a whole JSON answer (a server that ignored "stream"), and a JSON error
+	// with no Content-Type at all. bare_stream is a good stream with no Content-Type (in the
+	// format its route asks for).
+	"html_page": func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "Text/HTML; charset=utf-8")
+		_, _ = io.WriteString(w, "<html><head><title>Bad Gateway</title></head><body><h1>The proxy could not reach the model server</h1></body></html>")
+	},
+	"json_error": func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"error":{"message":"The engine is overloaded for key `+standKey+`","type":"server_error"}}`)
+	},
+	"json_answer": func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"c1","object":"chat.completion","created":1,"model":"json_answer","choices":[{"index":0,"message":{"role":"assistant","content":"A whole answer"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":3,"total_tokens":6}}`)
+	},
+	"bare_json": func(w http.ResponseWriter, r *http.Request) {
+		w.Header()["Content-Type"] = nil // net/http would name one by sniffing the body
+		_, _ = io.WriteString(w, "\n  "+`{"error":{"message":"The bare server failed","type":"server_error"}}`)
+	},
+	"bare_stream": func(w http.ResponseWriter, r *http.Request) {
+		w.Header()["Content-Type"] = nil
+		if strings.HasSuffix(r.URL.Path, "/messages") {
+			_, _ = io.WriteString(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"bare_stream\",\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":3,\"output_tokens\":1}}}\n\n"+
+				"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"+
+				"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Bare hello\"}}\n\n"+
+				"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n"+
+				"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":2}}\n\n"+
+				"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+			return
+		}
+		_, _ = io.WriteString(w, `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"bare_stream","choices":[{"index":0,"delta":{"role":"assistant","content":"Bare hello"},"finish_reason":null}]}`+"\n\n"+
+			`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"bare_stream","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\ndata: [DONE]\n\n")
+	},
 }
+
+// standKey is the key the gateway sends the stand-in's providers.
+const standKey = "sk-stand-0123456789abcdef"
 
 // endlessEventWritten counts the bytes of the endless event the stand-in has written.
 var endlessEventWritten atomic.Int64
@@ -103,14 +141,15 @@ func (u *failingUpstream) tries(model string) int {
 }
 
 // failingConfig serves, beside moneyConfig's models, "up-<m>" (Chat) and "up-<m>-messages"
-// (Messages) for each of the stand-in's models m, and "up-silent-fusion", whose first expert is
-// the silent one and whose second is the simulator.
+// (Messages) for each of the stand-in's models m, and "up-silent-fusion" and
+// "up-html_page-fusion", whose first expert is the stand-in's silent or html_page and whose
+// second is the simulator.
 func failingConfig(t *testing.T, u *failingUpstream) *config.Config {
 	t.Helper()
 	cfg := moneyConfig(t)
 	cfg.Providers = append(cfg.Providers,
-		config.Provider{Name: "stand-chat", Kind: config.KindOpenAIChat, BaseURL: u.srv.URL + "/v1"},
-		config.Provider{Name: "stand-messages", Kind: config.KindAnthropicMessages, BaseURL: u.srv.URL},
+		config.Provider{Name: "stand-chat", Kind: config.KindOpenAIChat, BaseURL: u.srv.URL + "/v1", APIKey: standKey},
+		config.Provider{Name: "stand-messages", Kind: config.KindAnthropicMessages, BaseURL: u.srv.URL, APIKey: standKey},
 		// The fusion model's expert has a provider of its own, so that the router has not seen
 		// it fail for the other models.
 		config.Provider{Name: "stand-expert", Kind: config.KindOpenAIChat, BaseURL: u.srv.URL + "/v1"})
@@ -128,6 +167,12 @@ func failingConfig(t *testing.T, u *failingUpstream) *config.Config {
 		{Provider: "stand-expert", Model: "silent", Strengths: []string{"general", "fast"}},
 		{Provider: "sim-openai-chat", Model: "sim-general", Strengths: []string{"general"}},
 	}})
+	for _, first := range []string{"html_page"} {
+		add(config.Model{ID: "up-" + first + "-fusion", Family: config.FamilyChat, Experts: []config.Upstream{
+			{Provider: "stand-expert", Model: first, Strengths: []string{"general", "fast"}},
+			{Provider: "sim-openai-chat", Model: "sim-general", Strengths: []string{"general"}},
+		}})
+	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}

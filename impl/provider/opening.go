@@ -74,6 +74,8 @@ type openingBody struct {
 	buf  bytes.Buffer
 	err  error
 	fail *failure
+	// first is the answer's first byte that is not blank, for readFirstByte (0: none came).
+	first byte
 
 	closeOnce sync.Once
 }

@@ -51,8 +51,9 @@ type Upstream struct {
 	Transport http.RoundTripper
 	Retry     RetryPolicy
 	// OpeningWait bounds how long a streamed answer of the Messages kind is held back for its
-	// opening events, so that an error event before any content is a failed try (checkOpening):
-	// 0 is DefaultOpeningWait, a negative value does not look.
+	// opening events, so that an error event before any content is a failed try (checkOpening),
+	// and how long a streamed answer without a Content-Type is held back for its first byte
+	// (checkStreamHead): 0 is DefaultOpeningWait, a negative value does not look.
 	OpeningWait time.Duration
 	// AccountKeysRequired says that an account is sent to the upstream only with a key of its
 	// own (a Credential; config.Provider.AccountKeys): the caller does not call it for an
@@ -270,8 +271,12 @@ type failure struct {
 	// provider names the upstream, for the error of its refusal (statusError).
 	accountKey bool
 	provider   string
-	detail     upstreamDetail
-	cause      error
+	// notStream says that a streamed request was answered 2xx with something other than an
+	// event stream (checkStreamHead), and names what: the try's answer was unusable, as a
+	// non-streamed answer that cannot be read is (ErrorType: upstream_malformed).
+	notStream string
+	detail    upstreamDetail
+	cause     error
 }
 
 func (f *failure) Error() string {
@@ -280,6 +285,9 @@ func (f *failure) Error() string {
 	}
 	if f.status == 0 {
 		return "upstream connection failed: " + f.cause.Error()
+	}
+	if f.notStream != "" {
+		return fmt.Sprintf("upstream answered %d with %s, not an event stream: %s", f.status, f.notStream, f.detail.message)
 	}
 	return fmt.Sprintf("upstream answered %d: %s", f.status, f.detail.message)
 }
@@ -349,20 +357,26 @@ func (u *Upstream) once(ctx context.Context, transport http.RoundTripper, body [
 		return nil, &failure{retryable: true, cause: err}
 	}
 	if res.StatusCode >= 200 && res.StatusCode < 300 {
-		if stream && u.Kind == llm.FormatMessages && u.OpeningWait >= 0 {
-			wait := u.OpeningWait
-			if wait == 0 {
-				wait = DefaultOpeningWait
-			}
-			checked, f := checkOpening(res, wait)
+		if !stream {
+			return res, nil
+		}
+		wait := u.OpeningWait
+		if wait == 0 {
+			wait = DefaultOpeningWait
+		}
+		// A stream's answer that is not an event stream is a failed try (checkStreamHead).
+		checked, f := u.checkStreamHead(res, wait, cred)
+		if f == nil && u.Kind == llm.FormatMessages && wait >= 0 {
+			checked, f = checkOpening(checked, wait)
 			if f != nil {
 				// An error event's words go where a status's do (logs, traces): never the key.
 				f.detail = f.detail.without(u.keySent(cred))
-				return nil, f
 			}
-			return checked, nil
 		}
-		return res, nil
+		if f != nil {
+			return nil, f
+		}
+		return checked, nil
 	}
 	defer res.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
@@ -400,7 +414,7 @@ func (u *Upstream) describe(err error) error {
 	described := apierror.WithUpstreamWords(clientError(err), err.Error())
 	var f *failure
 	if errors.As(err, &f) {
-		return &upstreamFailure{error: described, status: f.status}
+		return &upstreamFailure{error: described, status: f.status, notStream: f.notStream != ""}
 	}
 	return described
 }
@@ -467,13 +481,17 @@ type upstreamFailure struct {
 	error
 	status  int
 	notSent bool
+	// notStream: the upstream answered a streamed request with something other than an event
+	// stream (checkStreamHead).
+	notStream bool
 }
 
 func (e *upstreamFailure) Unwrap() error { return e.error }
 
 // ErrorType is error.type of a failed upstream call as the GenAI conventions ask for it (the
 // error code the provider returned): the upstream's HTTP status ("500", "401", "503"), or
-// "connection" when it answered none; "" when err is not a failed upstream call's. The status
+// "connection" when it answered none, or NotAStream when it answered a streamed request with
+// something other than an event stream; "" when err is not a failed upstream call's. The status
 // the client gets is another matter: a provider's 500 and 401 are a 502 to the client, its 503
 // a 529 (trial h8 D21: traces and metrics said 502 for a refused provider key).
 func ErrorType(err error) string {
@@ -481,6 +499,8 @@ func ErrorType(err error) string {
 	switch {
 	case !errors.As(err, &f):
 		return ""
+	case f.notStream:
+		return NotAStream
 	case f.status == 0:
 		return "connection"
 	}
@@ -521,6 +541,8 @@ func waitNote(wait time.Duration) string {
 // said of retrying.
 func statusError(f *failure) *apierror.Error {
 	switch {
+	case f.notStream != "":
+		return &apierror.Error{Kind: apierror.KindUpstream, Message: notStreamMessage(f.notStream)}
 	case f.headTimeout:
 		return &apierror.Error{Kind: apierror.KindGatewayTimeout,
 			Message: "the upstream timed out: it accepted the request but did not start its answer in time"}

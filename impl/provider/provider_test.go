@@ -113,7 +113,11 @@ func TestEndpointsAndHeaders(t *testing.T) {
 		}
 	}
 	var got http.Header
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got = r.Header.Clone(); io.WriteString(w, "{}") }))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.Header.Clone()
+		w.Header().Set("Content-Type", r.Header.Get("Accept")) // a stream's answer is one (checkStreamHead)
+		io.WriteString(w, "{}")
+	}))
 	defer srv.Close()
 	a := &Upstream{Kind: llm.FormatMessages, BaseURL: srv.URL, APIKey: "sk-ant"}
 	res, _, err := a.Call(context.Background(), []byte(`{}`), true, http.Header{"Anthropic-Beta": {"b1"}})
@@ -157,6 +161,7 @@ func TestAccountCredential(t *testing.T) {
 	status := 200
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got = r.Header.Clone()
+		w.Header().Set("Content-Type", r.Header.Get("Accept")) // a stream's answer is one (checkStreamHead)
 		w.WriteHeader(status)
 		io.WriteString(w, "{}")
 	}))

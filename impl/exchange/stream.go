@@ -42,9 +42,20 @@ func (x *Exchange) CloseUpstream() {
 	}
 }
 
-// maxHeld bounds the events Stream holds back while an upstream has produced no output yet
-// (see Stream): past it they go out, whatever comes next.
-const maxHeld = 64
+// maxHeld and maxHeldBytes bound the events Stream holds back while an upstream has produced
+// no output yet (see Stream), in number and in the bytes of their data: an event that would take
+// the held events past either goes out with them, and so does the rest of the stream, whatever
+// comes next (the stream is committed to its expert: no other takes over should it fail). An
+// opening before the first output is a few small events (a message_start, a role-only chunk,
+// pings), and a Responses stream's response.created and response.in_progress, which echo the
+// request's instructions and tools: 1 MiB holds those of any usual request, twice over. Only an
+// event of up to the reader's bound (32 MiB, impl/sse) is held beyond it, in the reader's own
+// buffer; before the bound in bytes, 64 events of up to 32 MiB could be copied and held, 2 GiB a
+// request.
+const (
+	maxHeld      = 64
+	maxHeldBytes = 1 << 20
+)
 
 // Stream relays the upstream's streamed answer to w in the client's format and settles the
 // exchange: what the upstream produced is billed, also when the client goes away; nothing when
@@ -157,8 +168,10 @@ func (x *Exchange) relayStream(sw streamWriter) (again bool) {
 		sentFirst bool      // the first events were flushed
 		reported  llm.Usage // the upstream's usage, when filled (the stream's end shows the billed counts)
 		filled    bool      // reported holds the upstream's usage
-		// holding: the events go to res.held, not to the client (see Stream).
-		holding = x.MayFailOver()
+		// holding: the events go to res.held, not to the client (see Stream); heldBytes is
+		// the size of their data.
+		holding   = x.MayFailOver()
+		heldBytes int
 		// output: the upstream has produced some of the answer.
 		output bool
 		// unmodelled: the characters of output the neutral events do not carry (thinking,
@@ -167,11 +180,26 @@ func (x *Exchange) relayStream(sw streamWriter) (again bool) {
 		unmodelled int
 		counter    = streamconv.NewUnmodelledCounter(x.expert.Kind)
 	)
-	// write writes evs to the client, or holds a copy of them back.
+	// write writes evs to the client, or holds a copy of them back; evs that would take the
+	// held events past maxHeld or maxHeldBytes are written after them instead, and the stream
+	// is no longer held (see maxHeld).
 	write := func(evs []sse.Event) error {
 		if !holding {
 			return sw.write(evs)
 		}
+		size := heldBytes
+		for _, ev := range evs {
+			size += len(ev.Data)
+		}
+		if size > maxHeldBytes || len(res.held)+len(evs) > maxHeld {
+			holding = false
+			if err := sw.write(res.held); err != nil {
+				return err
+			}
+			res.held = res.held[:0]
+			return sw.write(evs)
+		}
+		heldBytes = size
 		for _, ev := range evs {
 			res.held = append(res.held, sse.Event{Name: ev.Name, Data: append([]byte(nil), ev.Data...), ID: ev.ID})
 		}
@@ -260,7 +288,7 @@ loop:
 		}
 		output = output || unmodelled > 0
 		x.reserve.Progress(enc.Usage(), res.text+unmodelled)
-		if holding && (output || done || len(res.held) > maxHeld) {
+		if holding && (output || done) {
 			// The upstream has begun its answer: what was held goes out, and the rest
 			// follows as it comes.
 			holding = false

@@ -152,3 +152,28 @@ func TestStreamAnsweredWithoutAnEventStream(t *testing.T) {
 		}
 	})
 }
+
+// TestStreamHeldOpeningIsBoundedInBytes: the events a stream holds back while another expert
+// could still take over (before its first output) are bounded in bytes (1 MiB) as well as in
+// number (64): the first expert's opening of 20 events of 100 KiB each, 2 MiB with no output,
+// goes out to the client once past the bound, and its stream is then committed: cut before any
+// output, it ends with the in-band error, the expert named in the head, rather than failing
+// over to the second expert with 2 MiB held (64 events of up to 32 MiB could be held before,
+// 2 GiB a request). The usage record names the first expert, and bills nothing: it produced no
+// output.
+func TestStreamHeldOpeningIsBoundedInBytes(t *testing.T) {
+	u := newFailingUpstream(t)
+	g := apitest.Start(t, apitest.Options{Config: failingConfig(t, u)})
+	c := g.Client(t)
+	tenant := g.NewTenant(t, "acme", 0, 50_000_000)
+	status, h, got := postRaw(t, c, g, tenant.Key, "/v1/chat/completions", chatBody("up-big_opening-fusion", "hi", true, 16))
+	if status != http.StatusOK || !strings.Contains(h.Get("x-tollgate-expert"), "big_opening") ||
+		strings.Count(string(got), "x_padding") != 20 || !strings.Contains(string(got), "the upstream stream ended unexpectedly") {
+		t.Errorf("status %d, expert %q, %d padded events, body ends %q: want the first expert's 20 events, then its in-band error",
+			status, h.Get("x-tollgate-expert"), strings.Count(string(got), "x_padding"), got[max(0, len(got)-300):])
+	}
+	recs := usageRecordsOf(t, g, tenant, 1)
+	if len(recs) != 1 || recs[0].UpstreamModel != "big_opening" || recs[0].Status != "upstream_cut_off" || recs[0].CostMicros != 0 {
+		t.Errorf("usage records %+v: want one, the first expert's cut stream, billing nothing", recs)
+	}
+}

@@ -104,6 +104,17 @@ var upstreamFailures = map[string]func(w http.ResponseWriter, r *http.Request){
 		_, _ = io.WriteString(w, `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"bare_stream","choices":[{"index":0,"delta":{"role":"assistant","content":"Bare hello"},"finish_reason":null}]}`+"\n\n"+
 			`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"bare_stream","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\ndata: [DONE]\n\n")
 	},
+	// big_opening opens a chat stream with 20 events of some 100 KiB each and no output (a
+	// role-only chunk padded with a field of its own), 2 MiB in all, then cuts the stream.
+	"big_opening": func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		chunk := `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"big_opening","choices":[{"index":0,"delta":{"role":"assistant"},"finish_reason":null}],"x_padding":"` + strings.Repeat("p", 100<<10) + `"}` + "\n\n"
+		for range 20 {
+			if _, err := io.WriteString(w, chunk); err != nil {
+				return
+			}
+		}
+	},
 }
 
 // standKey is the key the gateway sends the stand-in's providers.
@@ -141,9 +152,9 @@ func (u *failingUpstream) tries(model string) int {
 }
 
 // failingConfig serves, beside moneyConfig's models, "up-<m>" (Chat) and "up-<m>-messages"
-// (Messages) for each of the stand-in's models m, and "up-silent-fusion" and
-// "up-html_page-fusion", whose first expert is the stand-in's silent or html_page and whose
-// second is the simulator.
+// (Messages) for each of the stand-in's models m, and "up-silent-fusion",
+// "up-html_page-fusion" and "up-big_opening-fusion", whose first expert is the stand-in's
+// silent, html_page or big_opening and whose second is the simulator.
 func failingConfig(t *testing.T, u *failingUpstream) *config.Config {
 	t.Helper()
 	cfg := moneyConfig(t)
@@ -167,7 +178,7 @@ func failingConfig(t *testing.T, u *failingUpstream) *config.Config {
 		{Provider: "stand-expert", Model: "silent", Strengths: []string{"general", "fast"}},
 		{Provider: "sim-openai-chat", Model: "sim-general", Strengths: []string{"general"}},
 	}})
-	for _, first := range []string{"html_page"} {
+	for _, first := range []string{"html_page", "big_opening"} {
 		add(config.Model{ID: "up-" + first + "-fusion", Family: config.FamilyChat, Experts: []config.Upstream{
 			{Provider: "stand-expert", Model: first, Strengths: []string{"general", "fast"}},
 			{Provider: "sim-openai-chat", Model: "sim-general", Strengths: []string{"general"}},

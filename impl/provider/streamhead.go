@@ -31,9 +31,9 @@ func eventStreamType(h http.Header) (mediaType string, isStream bool) {
 // whole JSON answer from a server that ignored "stream") is a failed try, which the caller
 // fails over as it does a 5xx, rather than the head of a 200 stream that then ends with an
 // in-band error. The Content-Type decides: text/event-stream (any case, with or without
-// parameters) is a stream and nothing is read; any other type is not. An answer with no
-// Content-Type (some OpenAI-compatible servers send none) is decided by its first byte that is
-// not blank, waited for at most wait: an event stream's lines begin with a field ("data:",
+// parameters) is a stream and nothing is read; JSON, HTML and XML (surelyNotAStream) are not.
+// An answer with no Content-Type (some OpenAI-compatible servers send none) or of another type
+// (text/plain, application/octet-stream) is decided by its first byte that is not blank, waited for at most wait: an event stream's lines begin with a field ("data:",
 // "event:", "id:", "retry:") or a comment (":"), a JSON body with '{' or '[', a page with '<'.
 // A first byte that is not there when wait expires (a long prefill) leaves the answer a stream,
 // as before, with what was read replayed; so does a negative wait.
@@ -45,7 +45,7 @@ func (u *Upstream) checkStreamHead(res *http.Response, wait time.Duration, cred 
 	if isStream {
 		return res, nil
 	}
-	if mediaType == "" {
+	if mediaType == "" || !surelyNotAStream(mediaType) {
 		if wait < 0 {
 			return res, nil
 		}
@@ -71,6 +71,21 @@ func (u *Upstream) checkStreamHead(res *http.Response, wait time.Duration, cred 
 	}
 	return nil, &failure{status: res.StatusCode, notStream: notStreamLabel(mediaType),
 		detail: parseUpstreamError(raw).without(sent), provider: u.Name, accountKey: cred != nil}
+}
+
+// surelyNotAStream reports whether mediaType (not text/event-stream) names a body that cannot
+// be an event stream: JSON (application/json, any +json), HTML or XML. A body of another type
+// (text/plain, application/octet-stream: a compatible server may label a real event stream so)
+// is decided by its first byte, as one with no Content-Type is.
+func surelyNotAStream(mediaType string) bool {
+	t := strings.ToLower(mediaType)
+	switch {
+	case t == "application/json", strings.HasSuffix(t, "+json"),
+		t == "text/html", t == "application/xhtml+xml",
+		t == "application/xml", t == "text/xml", strings.HasSuffix(t, "+xml"):
+		return true
+	}
+	return false
 }
 
 // notStreamLabel names, in the client's error, what an answer that is not an event stream was:

@@ -58,6 +58,8 @@ func TestStreamHeadIsChecked(t *testing.T) {
 		{"event stream", []string{"TEXT/Event-Stream ; charset=utf-8"}, []string{chunk}},
 		{"none, a stream", nil, []string{"\r\n", ": ok\n\n" + chunk}},
 		{"none, a slow stream", nil, []string{"", chunk}},
+		{"text/plain, a stream", []string{"text/plain; charset=utf-8"}, []string{chunk}},
+		{"octet-stream, a stream", []string{"application/octet-stream"}, []string{"\n" + chunk}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			release := make(chan struct{})
@@ -80,6 +82,8 @@ func TestStreamHeadIsChecked(t *testing.T) {
 		{"none, JSON", nil, []string{"\n", `{"error":{"message":"bad key ` + key + `","type":"server_error"}}`}},
 		{"JSON", []string{"application/json"}, []string{`{"error":{"message":"bad key ` + key + `","type":"server_error"}}`}},
 		{"HTML", []string{"text/html"}, []string{`<html>bad key ` + key + `</html>`}},
+		{"problem JSON", []string{"application/problem+json"}, []string{`{"title":"bad key ` + key + `"}`}},
+		{"text/plain, a page", []string{"text/plain"}, []string{`bad key ` + key}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			u, n := start(t, c.contentType, nil, c.parts...)

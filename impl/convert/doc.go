@@ -183,6 +183,16 @@
 // turn's text: what the assistant said in that turn, as a Messages client is answered a
 // refusal (its words as text).
 //
+// Made valid for a Messages upstream (toolhistory.go), since the Messages API refuses tool
+// histories the OpenAI formats take: a request whose messages call tools it does not offer
+// declares them (any arguments, a description saying they are there for the history), with
+// tool_choice none when it offers no tool; a call without its result in the next turn is
+// given an error result saying the client sent none, named "<call path> (no tool result: an
+// error result added)"; a result in a later turn is moved after its call when that is
+// unambiguous, named "<path> (moved after its tool call)"; any other result without its call
+// in the turn before becomes text, named "<path> (no matching tool call: sent as text)".
+// AnthropicToolTokens counts what this adds. A Messages client's history goes as sent.
+//
 // Consumed by the gateway, not named: chat stream_options (include_usage is
 // Request.IncludeUsage) and Responses stream_options; item ids and statuses of Responses input
 // items; the chat tool call type and index.

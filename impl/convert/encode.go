@@ -168,6 +168,9 @@ type writer struct {
 	carried []string
 	// fault is a caller's mistake found while writing, reported once every field is written.
 	fault error
+	// history are the tools a translated request's history calls and it does not offer,
+	// declared for a Messages upstream (historyTools).
+	history []string
 }
 
 // cross reports whether the target differs from the source.

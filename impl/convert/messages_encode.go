@@ -45,6 +45,9 @@ func (w *writer) messagesSystem(o *object) error {
 type turn struct {
 	role   string
 	blocks []any
+	// paths are the wire paths of the blocks' sources, one for each block ("" when unknown):
+	// the tool call of a tool_use block, the tool message or item of a tool_result block.
+	paths []string
 }
 
 // messagesMessages writes messages. Tool results become tool_result blocks of a user turn;
@@ -59,16 +62,18 @@ func (w *writer) messagesMessages(o *object) error {
 	// prefillText is the path of the last text of an assistant turn, which ends the
 	// conversation's text when the conversation ends on the assistant's turn (a prefill).
 	prefillText := ""
-	add := func(role string, blocks []any) {
+	add := func(role string, blocks []any, paths ...string) {
 		if len(blocks) == 0 {
 			return
 		}
 		emptyUser = ""
+		paths = append(paths, make([]string, len(blocks)-len(paths))...)
 		if n := len(turns); n > 0 && turns[n-1].role == role {
 			turns[n-1].blocks = append(turns[n-1].blocks, blocks...)
+			turns[n-1].paths = append(turns[n-1].paths, paths...)
 			return
 		}
-		turns = append(turns, turn{role, blocks})
+		turns = append(turns, turn{role, blocks, paths})
 	}
 	for i, m := range w.req.Messages {
 		switch m.Role {
@@ -101,6 +106,7 @@ func (w *writer) messagesMessages(o *object) error {
 				blocks = append(blocks, object{{"type", "text"}, {"text", m.Refusal}})
 				prefillText = m.Path
 			}
+			paths := make([]string, len(blocks), len(blocks)+len(m.ToolCalls))
 			for _, c := range m.ToolCalls {
 				input, ok := toolInput(c.Arguments)
 				if !ok {
@@ -114,8 +120,9 @@ func (w *writer) messagesMessages(o *object) error {
 					return apierror.Invalid(param, "Invalid '%s': the arguments of a tool call must be a JSON object for this model, which is served through %s.", param, formatNames[w.dst])
 				}
 				blocks = append(blocks, object{{"type", "tool_use"}, {"id", toolUseID(c.ID)}, {"name", c.Name}, {"input", input}})
+				paths = append(paths, c.Path)
 			}
-			add("assistant", blocks)
+			add("assistant", blocks, paths...)
 		case llm.RoleTool:
 			res := object{{"type", "tool_result"}, {"tool_use_id", toolUseID(m.ToolCallID)}}
 			blocks, err := w.messagesBlocks(m.Parts)
@@ -132,10 +139,15 @@ func (w *writer) messagesMessages(o *object) error {
 			if m.IsError {
 				res.set("is_error", true)
 			}
-			add("user", []any{res})
+			add("user", []any{res}, m.Path)
 		default:
 			return fmt.Errorf("convert: messages[%d] has unknown role %q", i, m.Role)
 		}
+	}
+	if w.cross() {
+		// The Messages API refuses a tool call without its result in the next turn, and a
+		// result without its call in the turn before, which the other formats take.
+		turns = w.pairToolResults(turns)
 	}
 	if n := len(turns); emptyUser != "" && (emptyLast || (n > 0 && turns[n-1].role == "assistant")) {
 		// An empty user message that ends the conversation, or is followed only by empty ones
@@ -417,11 +429,16 @@ func (w *writer) messagesOutputConfig(o *object) error {
 
 // messagesTools writes tools with input_schema. strict: true cannot be honoured without a beta
 // feature and is dropped and named.
+//
+// A translated request is also given the tools its history calls and it does not offer
+// (historyTools), which the Messages API requires of a request with tool calls in its
+// messages.
 func (w *writer) messagesTools(o *object) error {
-	if len(w.req.Tools) == 0 {
+	w.history = w.historyTools()
+	if len(w.req.Tools) == 0 && len(w.history) == 0 {
 		return nil
 	}
-	out := make([]any, 0, len(w.req.Tools))
+	out := make([]any, 0, len(w.req.Tools)+len(w.history))
 	for _, t := range w.req.Tools {
 		to := object{{"name", t.Name}}
 		if t.Description != "" {
@@ -441,13 +458,21 @@ func (w *writer) messagesTools(o *object) error {
 		}
 		out = append(out, to)
 	}
+	for _, name := range w.history {
+		out = append(out, object{{"name", name}, {"description", historyToolDescription}, {"input_schema", historyToolSchema}})
+	}
 	o.set("tools", out)
 	return nil
 }
 
 // messagesToolChoice writes tool_choice, carrying parallel_tool_calls: false as
-// disable_parallel_tool_use.
+// disable_parallel_tool_use. A translated request that offers no tools, and is given those its
+// history calls (messagesTools), is sent tool_choice none: the model may not call them.
 func (w *writer) messagesToolChoice(o *object) error {
+	if len(w.req.Tools) == 0 && len(w.history) > 0 {
+		o.set("tool_choice", object{{"type", "none"}})
+		return nil
+	}
 	if len(w.req.Tools) == 0 && !w.same {
 		return nil
 	}

@@ -31,22 +31,32 @@ var anthropicSchemaTools = []struct {
 // AnthropicToolTokens is the input Anthropic adds to the request in v, of format f, for its
 // tools, should an upstream of the Messages kind serve it: AnthropicToolPromptTokens when it
 // offers any tool, and, for a Messages request, each schema-less client tool's definition
-// (anthropicSchemaTools). A request without tools pays a look-up. The estimate counts a tool
-// by its bytes, a few dozen for {"type":"bash_20250124","name":"bash"}, so without this a
-// request that offers tools and asks for a short answer was billed beyond its reservation.
+// (anthropicSchemaTools). A chat or Responses request is also counted what its translation adds
+// to make its tool history valid for the Messages API (historyToolTokens: the declarations of
+// the tools its calls name that it does not offer, with the tool-use system prompt when it
+// offers none, and the error results of calls left without one). A request without tools or
+// tool calls pays a look-up or two. The estimate counts a tool by its bytes, a few dozen for
+// {"type":"bash_20250124","name":"bash"}, so without this a request that offers tools and asks
+// for a short answer was billed beyond its reservation.
 func AnthropicToolTokens(f llm.Format, v *jsonview.View) int {
-	raw, ok := v.Value("tools")
-	if !ok || isNull(raw) {
-		return 0
+	var tools [][]byte
+	if raw, ok := v.Value("tools"); ok && !isNull(raw) {
+		list, _ := scanArray(raw)
+		for _, t := range list {
+			tools = append(tools, t)
+		}
 	}
-	tools, _ := scanArray(raw)
+	if f != llm.FormatMessages {
+		n := historyToolTokens(f, v, tools)
+		if len(tools) > 0 {
+			n += AnthropicToolPromptTokens
+		}
+		return n
+	}
 	if len(tools) == 0 {
 		return 0
 	}
 	n := AnthropicToolPromptTokens
-	if f != llm.FormatMessages {
-		return n
-	}
 	for _, t := range tools {
 		kind, _ := typeAndName(t)
 		for _, s := range anthropicSchemaTools {

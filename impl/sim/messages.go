@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"unicode"
 )
@@ -98,6 +99,11 @@ func (s *Simulator) decodeMessages(w http.ResponseWriter, r *http.Request, rt Ro
 			return bad("messages: text content blocks must contain non-whitespace text")
 		}
 	}
+	if bytes.Contains(body, []byte(`"tool_use`)) || bytes.Contains(body, []byte(`"tool_result"`)) {
+		if msg := toolHistoryRefusal(req.Messages, len(req.Tools) > 0); msg != "" {
+			return bad(msg)
+		}
+	}
 	if trailingPrefill(req.Messages) {
 		// As the API refuses a prefill (the assistant turn it continues) that ends in
 		// whitespace.
@@ -185,6 +191,63 @@ func (s *Simulator) decodeMessages(w http.ResponseWriter, r *http.Request, rt Ro
 		c.blocks[n-1].ttl = max(c.blocks[n-1].ttl, req.CacheControl.life())
 	}
 	return true
+}
+
+// toolHistoryRefusal is the Messages API's refusal of a request's tool history, "" when it
+// takes it, in the API's words: tool_use or tool_result blocks in a request that defines no
+// tools (hasTools false); a tool_use whose tool_result is not in the next message; a
+// tool_result whose tool_use is not in the message before.
+func toolHistoryRefusal(msgs []anthropicMessage, hasTools bool) string {
+	blocks := make([][]anthropicBlock, len(msgs))
+	for i, m := range msgs {
+		if t := bytes.TrimLeft(m.Content, " \t\r\n"); len(t) > 0 && t[0] == '[' {
+			_ = json.Unmarshal(m.Content, &blocks[i])
+		}
+	}
+	for _, bs := range blocks {
+		for _, b := range bs {
+			if (b.Type == "tool_use" || b.Type == "tool_result") && !hasTools {
+				return "Requests which include `tool_use` or `tool_result` blocks must define tools."
+			}
+		}
+	}
+	for i, bs := range blocks {
+		var missing []string
+		for _, b := range bs {
+			if b.Type != "tool_use" {
+				continue
+			}
+			found := false
+			if i+1 < len(msgs) && msgs[i+1].Role == "user" {
+				for _, r := range blocks[i+1] {
+					found = found || (r.Type == "tool_result" && r.ToolUseID == b.ID)
+				}
+			}
+			if !found {
+				missing = append(missing, b.ID)
+			}
+		}
+		if len(missing) > 0 {
+			return "messages." + strconv.Itoa(i) + ": `tool_use` ids were found without `tool_result` blocks immediately after: " +
+				strings.Join(missing, ", ") + ". Each `tool_use` block must have a corresponding `tool_result` block in the next message."
+		}
+		for j, b := range bs {
+			if b.Type != "tool_result" {
+				continue
+			}
+			found := false
+			if i > 0 && msgs[i-1].Role == "assistant" {
+				for _, u := range blocks[i-1] {
+					found = found || (u.Type == "tool_use" && u.ID == b.ToolUseID)
+				}
+			}
+			if !found {
+				return "messages." + strconv.Itoa(i) + ".content." + strconv.Itoa(j) + ": unexpected `tool_use_id` found in `tool_result` blocks: " +
+					b.ToolUseID + ". Each `tool_result` block must have a corresponding `tool_use` block in the previous message."
+			}
+		}
+	}
+	return ""
 }
 
 // blankText reports whether a message's content (a string or blocks) has a text block of

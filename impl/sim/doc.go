@@ -44,7 +44,13 @@
 // top_p are both given ("cannot both be specified for this model", as for the Claude 4.5
 // models and later, which the simulated models stand in for), and when the conversation ends
 // on an assistant turn (a prefill) whose final text ends in whitespace ("messages: final
-// assistant content cannot end with trailing whitespace"). Chat requests are refused likewise
+// assistant content cannot end with trailing whitespace"), and as the API refuses a tool
+// history it does not take: tool_use or tool_result blocks in a request that defines no tools
+// ("Requests which include `tool_use` or `tool_result` blocks must define tools."), a tool_use
+// whose tool_result is not in the next message ("messages.N: `tool_use` ids were found without
+// `tool_result` blocks immediately after: IDS. …"), and a tool_result whose tool_use is not in
+// the message before ("messages.N.content.K: unexpected `tool_use_id` found in `tool_result`
+// blocks: ID. …"). Chat requests are refused likewise
 // when a message other than a user message (a tool result, above all) holds an image_url part
 // ("Image URLs are only allowed for messages with role 'user'", naming the message).
 //

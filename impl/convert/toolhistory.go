@@ -269,7 +269,7 @@ func historyToolTokens(f llm.Format, v *jsonview.View, offered [][]byte) int {
 	var marker []byte
 	switch f {
 	case llm.FormatChat:
-		marker = []byte(`"tool`) // tool_calls, and the role tool
+		marker = []byte(`"tool_call`) // tool_calls, and a tool message's tool_call_id
 	case llm.FormatResponses:
 		marker = []byte(`"function_call`) // function_call, function_call_output
 	default:

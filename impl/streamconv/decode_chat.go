@@ -12,14 +12,23 @@ type chatDecoder struct {
 	started bool
 	stopped bool
 	failed  bool
-	// tools maps a neutral tool index to the chat tool_calls index it came from.
-	tools []int
+	// tools holds, by neutral tool index, the chat tool_calls index each call came from and
+	// the pair of its arguments.
+	tools []chatTool
 	chunk chatChunk
 	// pair joins a character split between two content deltas.
 	pair surrogatePair
 	// refused says whether the answer had refusal deltas: one that ends with finish_reason
 	// stop stops as a refusal, as a complete one does (convert).
 	refused bool
+}
+
+// chatTool is a tool call of the stream: its chat tool_calls index, and the pair that joins a
+// character split between two fragments of its arguments (a call's fragments may interleave
+// with another call's, so each call has its own).
+type chatTool struct {
+	index int
+	pair  surrogatePair
 }
 
 type chatChunk struct {
@@ -40,7 +49,9 @@ type chatChoice struct {
 }
 
 type chatDelta struct {
-	Content   string         `json:"content"`
+	// Content is the content's JSON token, read through the pair on this path as on the fast
+	// one.
+	Content   deltaToken     `json:"content"`
 	Refusal   string         `json:"refusal"`
 	ToolCalls []chatToolCall `json:"tool_calls"`
 }
@@ -49,8 +60,9 @@ type chatToolCall struct {
 	Index    int    `json:"index"`
 	ID       string `json:"id"`
 	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
+		Name string `json:"name"`
+		// Arguments is the token, read through the call's pair.
+		Arguments deltaToken `json:"arguments"`
 	} `json:"function"`
 }
 
@@ -70,7 +82,7 @@ type chatUsage struct {
 // Decode implements Decoder.
 func (d *chatDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, bool, error) {
 	if isDone(ev.Data) {
-		return d.pair.flush(out), true, nil
+		return d.flush(out), true, nil
 	}
 	if len(ev.Data) == 0 || d.failed {
 		return out, false, nil
@@ -92,8 +104,13 @@ func (d *chatDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, bool, 
 				return out, false, nil
 			}
 			if n := d.toolIndex(f.toolIndex); n >= 0 {
-				if f.text != "" {
-					out = append(out, llm.Event{Kind: llm.EventToolCallDelta, ToolIndex: n, Arguments: f.text})
+				out = d.pair.flush(out)
+				args := f.text
+				if p := &d.tools[n].pair; p.high != 0 || endsWithHighSurrogate(f.textTok) {
+					args, _ = p.text(f.textTok) // a token stringOf read
+				}
+				if args != "" {
+					out = append(out, llm.Event{Kind: llm.EventToolCallDelta, ToolIndex: n, Arguments: args})
 				}
 				return out, false, nil
 			}
@@ -118,25 +135,32 @@ func (d *chatDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, bool, 
 		d.started = true
 		out = append(out, llm.Event{Kind: llm.EventStart, ID: c.ID, Model: c.Model})
 	}
-	// This chunk's text is read by encoding/json, without the pair: a half held back from
-	// the last delta becomes U+FFFD here.
-	out = d.pair.flush(out)
 	for i := range c.Choices {
 		ch := &c.Choices[i]
 		if ch.Index != 0 {
 			continue
 		}
-		if ch.Delta.Content != "" {
-			out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: ch.Delta.Content})
+		// The content is read through the pair, as on the fast path; the pair changes only
+		// when a content token is read.
+		if text := d.pair.textOf(ch.Delta.Content); text != "" {
+			out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: text})
 		}
 		if ch.Delta.Refusal != "" {
+			// A refusal's text is read without the pair: a half held back from the text
+			// before becomes U+FFFD, in its place.
+			out = d.pair.flush(out)
 			d.refused = true
 			out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: ch.Delta.Refusal, Refusal: true})
+		}
+		if len(ch.Delta.ToolCalls) > 0 {
+			// Nothing joins a half of the text that a tool call follows.
+			out = d.pair.flush(out)
 		}
 		for j := range ch.Delta.ToolCalls {
 			out = d.toolCall(&ch.Delta.ToolCalls[j], out)
 		}
 		if ch.FinishReason != "" && !d.stopped {
+			out = d.flush(out)
 			d.stopped = true
 			stop := convert.StopReasonFrom(llm.FormatChat, ch.FinishReason)
 			if stop == llm.StopEnd && d.refused {
@@ -166,23 +190,33 @@ func (d *chatDecoder) toolCall(tc *chatToolCall, out []llm.Event) []llm.Event {
 	n := d.toolIndex(tc.Index)
 	if n < 0 {
 		n = len(d.tools)
-		d.tools = append(d.tools, tc.Index)
+		d.tools = append(d.tools, chatTool{index: tc.Index})
 		out = append(out, llm.Event{Kind: llm.EventToolCallStart, ToolIndex: n, ToolCallID: tc.ID, ToolName: tc.Function.Name})
 	}
-	if tc.Function.Arguments != "" {
-		out = append(out, llm.Event{Kind: llm.EventToolCallDelta, ToolIndex: n, Arguments: tc.Function.Arguments})
+	if args := d.tools[n].pair.textOf(tc.Function.Arguments); args != "" {
+		out = append(out, llm.Event{Kind: llm.EventToolCallDelta, ToolIndex: n, Arguments: args})
 	}
 	return out
 }
 
 // toolIndex is the neutral index of the call with the given chat index, or -1.
 func (d *chatDecoder) toolIndex(chatIndex int) int {
-	for i, idx := range d.tools {
-		if idx == chatIndex {
+	for i := range d.tools {
+		if d.tools[i].index == chatIndex {
 			return i
 		}
 	}
 	return -1
+}
+
+// flush gives up the halves the pairs hold when nothing more can join them (the answer stops,
+// or the stream ends): each is U+FFFD, in the text or in its call's arguments.
+func (d *chatDecoder) flush(out []llm.Event) []llm.Event {
+	out = d.pair.flush(out)
+	for i := range d.tools {
+		out = d.tools[i].pair.flushArguments(i, out)
+	}
+	return out
 }
 
 // chatFastChunk is what the fast path read: text, or a later fragment of a tool call's
@@ -191,7 +225,7 @@ func (d *chatDecoder) toolIndex(chatIndex int) int {
 type chatFastChunk struct {
 	id, model string
 	text      string
-	textTok   []byte // the content's JSON string token
+	textTok   []byte // the JSON string token of the content or the arguments
 	toolCall  []byte
 	toolIndex int
 }
@@ -380,6 +414,7 @@ func chatFastToolFragment(tools []byte) (f chatFastChunk, ok bool) {
 	if f.text, ok = stringOf(args); !ok {
 		return f, false
 	}
+	f.textTok = args
 	f.toolCall = tc
 	return f, true
 }

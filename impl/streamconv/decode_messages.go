@@ -39,8 +39,12 @@ type messagesDecoder struct {
 	searches   int64
 	blockCalls llm.HostedCalls
 	ev         msgEvent
-	// pair joins a character split between two text deltas.
-	pair surrogatePair
+	// pair joins a character split between two text deltas, args one split between two
+	// input_json_delta events of the tool call argsTool (blocks do not interleave, §3.4: one
+	// pair serves the block open).
+	pair     surrogatePair
+	args     surrogatePair
+	argsTool int
 }
 
 const (
@@ -64,11 +68,13 @@ type msgEvent struct {
 		Input json.RawMessage `json:"input"`
 	} `json:"content_block"`
 	Delta *struct {
-		Type         string `json:"type"`
-		Text         string `json:"text"`
-		PartialJSON  string `json:"partial_json"`
-		StopReason   string `json:"stop_reason"`
-		StopSequence string `json:"stop_sequence"`
+		Type string `json:"type"`
+		// Text and PartialJSON are the tokens, read through the pairs on this path as on
+		// the fast one.
+		Text         deltaToken `json:"text"`
+		PartialJSON  deltaToken `json:"partial_json"`
+		StopReason   string     `json:"stop_reason"`
+		StopSequence string     `json:"stop_sequence"`
 	} `json:"delta"`
 	Usage *msgUsage  `json:"usage"`
 	Error *wireError `json:"error"`
@@ -237,21 +243,32 @@ func (d *messagesDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, bo
 		if e.Delta == nil || e.Index < 0 || e.Index >= len(d.blocks) {
 			break
 		}
+		// The pairs change only when a token is read: a delta of another type leaves them.
 		switch b := d.blocks[e.Index]; {
-		case b == blockText && e.Delta.Type == "text_delta" && e.Delta.Text != "":
-			out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: e.Delta.Text})
-		case b >= 0 && e.Delta.Type == "input_json_delta" && e.Delta.PartialJSON != "":
-			d.argsSeen[b] = true
-			out = append(out, llm.Event{Kind: llm.EventToolCallDelta, ToolIndex: b, Arguments: e.Delta.PartialJSON})
+		case b == blockText && e.Delta.Type == "text_delta":
+			if text := d.pair.textOf(e.Delta.Text); text != "" {
+				out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: text})
+			}
+		case b >= 0 && e.Delta.Type == "input_json_delta":
+			if args, _ := d.argsOf(b, e.Delta.PartialJSON, &out); args != "" {
+				d.argsSeen[b] = true
+				out = append(out, llm.Event{Kind: llm.EventToolCallDelta, ToolIndex: b, Arguments: args})
+			}
 		}
 	case "content_block_stop":
 		out = d.pair.flush(out)
 		if e.Index >= 0 && e.Index < len(d.blocks) {
-			if b := d.blocks[e.Index]; b >= 0 && !d.argsSeen[b] {
-				// A tool called without arguments: its input is the empty object, and an
-				// OpenAI client must get arguments it can parse.
-				d.argsSeen[b] = true
-				out = append(out, llm.Event{Kind: llm.EventToolCallDelta, ToolIndex: b, Arguments: "{}"})
+			if b := d.blocks[e.Index]; b >= 0 {
+				if d.args.high != 0 && d.argsTool == b {
+					d.argsSeen[b] = true
+					out = d.args.flushArguments(b, out)
+				}
+				if !d.argsSeen[b] {
+					// A tool called without arguments: its input is the empty object, and an
+					// OpenAI client must get arguments it can parse.
+					d.argsSeen[b] = true
+					out = append(out, llm.Event{Kind: llm.EventToolCallDelta, ToolIndex: b, Arguments: "{}"})
+				}
 			}
 		}
 	case "message_delta":
@@ -277,6 +294,24 @@ func (d *messagesDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, bo
 		out = append(out, llm.Event{Kind: llm.EventError, Err: se})
 	}
 	return out, false, nil
+}
+
+// argsOf reads tok, the token of an input_json_delta of tool call n, through the arguments'
+// pair, first giving up, into out, a half that another call's block left held (a block that
+// ended without content_block_stop). Like surrogatePair.text, it changes nothing when the
+// token does not read (ok false).
+func (d *messagesDecoder) argsOf(n int, tok []byte, out *[]llm.Event) (string, bool) {
+	if d.args.high != 0 && d.argsTool != n {
+		if _, ok := stringOf(tok); !ok {
+			return "", false
+		}
+		*out = d.args.flushArguments(d.argsTool, *out)
+	}
+	s, ok := d.args.text(tok)
+	if ok {
+		d.argsTool = n
+	}
+	return s, ok
 }
 
 // fastDelta decodes the common content_block_delta events (text_delta, input_json_delta, and
@@ -362,7 +397,12 @@ func (d *messagesDecoder) fastDelta(data []byte, out []llm.Event) ([]llm.Event, 
 		if partial == nil {
 			return out, true
 		}
-		s, ok := stringOf(partial)
+		var s string
+		if b < 0 {
+			s, ok = stringOf(partial)
+		} else {
+			s, ok = d.argsOf(b, partial, &out)
+		}
 		if !ok {
 			return out, false
 		}

@@ -94,7 +94,7 @@ type respEvent struct {
 	Item        *respItem     `json:"item"`
 	ItemID      string        `json:"item_id"`
 	// Delta is the delta's JSON token, so that a text delta is read through the surrogate
-	// pair on this path as on the fast one (deltaText).
+	// pair on this path as on the fast one (surrogatePair.textOf).
 	Delta json.RawMessage `json:"delta"`
 	Text  string          `json:"text"`
 	// ContentIndex, Refusal and Part are those of a message part's events (refusal.done,
@@ -289,7 +289,7 @@ func (d *responsesDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, b
 			out = d.pair.flush(out)
 			text, _ = stringOf(e.Delta)
 		} else {
-			text = d.deltaText(e.Delta)
+			text = d.pair.textOf(e.Delta)
 		}
 		if text != "" {
 			d.yieldPart(d.part(d.message(e.ItemID, e.OutputIndex), e.ContentIndex), text)
@@ -658,20 +658,6 @@ func (d *responsesDecoder) fastDelta(typ string, data []byte, out []llm.Event) (
 		out = append(out, llm.Event{Kind: llm.EventToolCallDelta, ToolIndex: n, Arguments: text})
 	}
 	return out, true
-}
-
-// deltaText reads the text of an output_text.delta that encoding/json decoded (tok, the
-// delta's token) as the fast path reads it, through the surrogate pair: a character whose
-// UTF-16 halves an upstream split between two deltas is whole whichever path read each of
-// them (encoding/json alone makes each half U+FFFD, and left a half the fast path held back
-// to come out later, after this delta's text). A delta that is no string is no text, as
-// encoding/json leaves a string field of another type.
-func (d *responsesDecoder) deltaText(tok []byte) string {
-	text, ok := d.pair.text(tok)
-	if !ok {
-		return ""
-	}
-	return text
 }
 
 // toolByID is tool for an item id given as the bytes of an unescaped JSON string.

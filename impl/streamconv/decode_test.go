@@ -484,9 +484,9 @@ func TestSurrogatePairSplitBetweenDeltas(t *testing.T) {
 			}
 		}
 	}
-	// A half held back when the text ends, or when the next chunk is read without the pair
-	// (a chat chunk that also ends the choice), becomes U+FFFD; it was silently lost (the
-	// review of the fix: "A" where the doc promised "A\uFFFD").
+	// A half held back when the text ends, or that the next chunk's text does not join (a
+	// chat chunk that also ends the choice, which encoding/json reads), becomes U+FFFD; it
+	// was silently lost (the review of the fix: "A" where the doc promised "A\uFFFD").
 	ends := map[llm.Format][][2]string{
 		llm.FormatChat: {chat(`A\ud83d`), {"", `{"id":"c","model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`}, {"", `[DONE]`}},
 		llm.FormatMessages: append(append([][2]string(nil), starts[llm.FormatMessages]...), messages(`A\ud83d`),
@@ -503,7 +503,7 @@ func TestSurrogatePairSplitBetweenDeltas(t *testing.T) {
 	out, _ := decodeEvents(t, llm.FormatChat, chat(`A\ud83d`),
 		[2]string{"", `{"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"B"},"finish_reason":"stop"}]}`})
 	if got := accumulate(out).Text; got != "A\uFFFDB" {
-		t.Errorf("chat: a half before a chunk read without the pair: %q, want %q", got, "A\uFFFDB")
+		t.Errorf("chat: a half before a chunk encoding/json reads: %q, want %q", got, "A\uFFFDB")
 	}
 }
 
@@ -562,6 +562,177 @@ func TestResponsesSurrogatePairOnBothPaths(t *testing.T) {
 	}
 	if s, ok := p.text([]byte(`"\ude00"`)); !ok || s != "\U0001F600" || p.high != 0 {
 		t.Errorf("%q, %v, %+v", s, ok, p)
+	}
+}
+
+// TestChatAndMessagesSurrogatePairOnBothPaths is TestResponsesSurrogatePairOnBothPaths for the
+// chat and Messages decoders: a character whose UTF-16 halves an upstream split between two
+// deltas (chat delta.content and a tool call's arguments; Messages text_delta and
+// input_json_delta.partial_json) is whole whether the fast path or encoding/json (a chunk
+// with a key in capitals, which the fast path leaves to it) read each delta, and a half that
+// nothing joins is U+FFFD in its place, before the answer stops. What the decoders do not
+// carry (chat reasoning_content, Messages thinking_delta) leaves the text's pair alone. Each
+// call's arguments have their own pair: two calls' fragments may interleave. On the code
+// before, encoding/json made each half U+FFFD, a half the fast path held back became U+FFFD
+// when encoding/json read the next chunk, and arguments were read without a pair at all.
+func TestChatAndMessagesSurrogatePairOnBothPaths(t *testing.T) {
+	const (
+		chatFinish  = `{"id":"c","model":"m","choices":[{"index":0,"delta":{},"finish_reason":"%s"}]}`
+		chatStart   = `{"id":"c","model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`
+		chatCall    = `{"id":"c","model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":%d,"id":"call_%d","type":"function","function":{"name":"f","arguments":""}}]},"finish_reason":null}]}`
+		msgStart    = `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[],"usage":{"input_tokens":1,"output_tokens":1}}}`
+		msgBlock    = `{"type":"content_block_start","index":%d,"content_block":%s}`
+		msgStop     = `{"type":"content_block_stop","index":%d}`
+		msgDelta    = `{"type":"message_delta","delta":{"stop_reason":"%s","stop_sequence":null},"usage":{"output_tokens":5}}`
+		msgEnd      = `{"type":"message_stop"}`
+		argsPrefix  = `{\"q\":\"`
+		argsSuffix  = `\"}`
+		slowMarker  = `,"Obfuscation":"x"` // foldable: the fast path leaves the chunk to encoding/json
+		fastMarker  = ``
+		thinkingBlk = `{"type":"thinking","thinking":"","signature":""}`
+	)
+	marker := func(slow bool) string {
+		if slow {
+			return slowMarker
+		}
+		return fastMarker
+	}
+	chatChunk := func(delta string, slow bool) [2]string {
+		return [2]string{"", `{"id":"c","model":"m","choices":[{"index":0,"delta":` + delta + `,"finish_reason":null}]` + marker(slow) + `}`}
+	}
+	chatArgs := func(call int, args string, slow bool) [2]string {
+		return chatChunk(fmt.Sprintf(`{"tool_calls":[{"index":%d,"function":{"arguments":"%s"}}]}`, call, args), slow)
+	}
+	msgChunk := func(index int, delta string, slow bool) [2]string {
+		return [2]string{"content_block_delta", fmt.Sprintf(`{"type":"content_block_delta","index":%d,"delta":%s%s}`, index, delta, marker(slow))}
+	}
+	type stream struct {
+		format llm.Format
+		// events is the stream for these deltas, each read by the fast path or encoding/json.
+		events func(deltas []string, slow []bool) [][2]string
+		// got is what the client gets of the text or the arguments.
+		got func(r result) string
+		// wrap is what got should be for the text the deltas carry.
+		wrap func(text string) string
+	}
+	text := func(r result) string { return r.Text }
+	args := func(r result) string {
+		if len(r.Tools) != 1 {
+			return fmt.Sprintf("%d calls", len(r.Tools))
+		}
+		return r.Tools[0].Args
+	}
+	same := func(s string) string { return s }
+	inArgs := func(s string) string { return `{"q":"` + s + `"}` }
+	streams := map[string]stream{
+		"chat delta.content": {llm.FormatChat, func(deltas []string, slow []bool) [][2]string {
+			evs := [][2]string{{"", chatStart}}
+			for i, d := range deltas {
+				evs = append(evs, chatChunk(`{"content":"`+d+`"}`, slow[i]))
+			}
+			return append(evs, [2]string{"", fmt.Sprintf(chatFinish, "stop")}, [2]string{"", "[DONE]"})
+		}, text, same},
+		"chat tool call arguments": {llm.FormatChat, func(deltas []string, slow []bool) [][2]string {
+			evs := [][2]string{{"", chatStart}, {"", fmt.Sprintf(chatCall, 0, 0)}, chatArgs(0, argsPrefix, false)}
+			for i, d := range deltas {
+				evs = append(evs, chatArgs(0, d, slow[i]))
+			}
+			evs = append(evs, chatArgs(0, argsSuffix, false))
+			return append(evs, [2]string{"", fmt.Sprintf(chatFinish, "tool_calls")}, [2]string{"", "[DONE]"})
+		}, args, inArgs},
+		"chat reasoning_content, then content": {llm.FormatChat, func(deltas []string, slow []bool) [][2]string {
+			evs := [][2]string{{"", chatStart}}
+			for i, d := range deltas {
+				evs = append(evs, chatChunk(`{"reasoning_content":"`+d+`"}`, slow[i]))
+			}
+			evs = append(evs, chatChunk(`{"content":"ok"}`, false))
+			return append(evs, [2]string{"", fmt.Sprintf(chatFinish, "stop")}, [2]string{"", "[DONE]"})
+		}, text, func(string) string { return "ok" }},
+		"Messages text_delta": {llm.FormatMessages, func(deltas []string, slow []bool) [][2]string {
+			evs := [][2]string{{"message_start", msgStart}, {"content_block_start", fmt.Sprintf(msgBlock, 0, `{"type":"text","text":""}`)}}
+			for i, d := range deltas {
+				evs = append(evs, msgChunk(0, `{"type":"text_delta","text":"`+d+`"}`, slow[i]))
+			}
+			return append(evs, [2]string{"content_block_stop", fmt.Sprintf(msgStop, 0)},
+				[2]string{"message_delta", fmt.Sprintf(msgDelta, "end_turn")}, [2]string{"message_stop", msgEnd})
+		}, text, same},
+		"Messages input_json_delta": {llm.FormatMessages, func(deltas []string, slow []bool) [][2]string {
+			evs := [][2]string{{"message_start", msgStart},
+				{"content_block_start", fmt.Sprintf(msgBlock, 0, `{"type":"tool_use","id":"toolu_1","name":"f","input":{}}`)},
+				msgChunk(0, `{"type":"input_json_delta","partial_json":"`+argsPrefix+`"}`, false)}
+			for i, d := range deltas {
+				evs = append(evs, msgChunk(0, `{"type":"input_json_delta","partial_json":"`+d+`"}`, slow[i]))
+			}
+			evs = append(evs, msgChunk(0, `{"type":"input_json_delta","partial_json":"`+argsSuffix+`"}`, false))
+			return append(evs, [2]string{"content_block_stop", fmt.Sprintf(msgStop, 0)},
+				[2]string{"message_delta", fmt.Sprintf(msgDelta, "tool_use")}, [2]string{"message_stop", msgEnd})
+		}, args, inArgs},
+		"Messages thinking_delta, then text": {llm.FormatMessages, func(deltas []string, slow []bool) [][2]string {
+			evs := [][2]string{{"message_start", msgStart}, {"content_block_start", fmt.Sprintf(msgBlock, 0, thinkingBlk)}}
+			for i, d := range deltas {
+				evs = append(evs, msgChunk(0, `{"type":"thinking_delta","thinking":"`+d+`"}`, slow[i]))
+			}
+			evs = append(evs, [2]string{"content_block_stop", fmt.Sprintf(msgStop, 0)},
+				[2]string{"content_block_start", fmt.Sprintf(msgBlock, 1, `{"type":"text","text":""}`)},
+				msgChunk(1, `{"type":"text_delta","text":"ok"}`, false))
+			return append(evs, [2]string{"content_block_stop", fmt.Sprintf(msgStop, 1)},
+				[2]string{"message_delta", fmt.Sprintf(msgDelta, "end_turn")}, [2]string{"message_stop", msgEnd})
+		}, text, func(string) string { return "ok" }},
+	}
+	cases := []struct {
+		deltas []string
+		want   string
+	}{
+		{[]string{`A\ud83d`, `\ude00B`}, "A\U0001F600B"},
+		{[]string{`A\uD83D`, `\uDE00`, `C\ud83d`, `\ude01`}, "A\U0001F600C\U0001F601"},
+		{[]string{`A\ud83d`, `B`}, "A\uFFFDB"},
+		{[]string{`A\ude00`, `B`}, "A\uFFFDB"},
+		{[]string{`B`, `A\ud83d`}, "BA\uFFFD"},
+	}
+	for name, st := range streams {
+		for _, c := range cases {
+			// Each delta read by the fast path or by encoding/json: every combination.
+			for mask := 0; mask < 1<<len(c.deltas); mask++ {
+				for _, off := range []bool{false, true} {
+					slow := make([]bool, len(c.deltas))
+					var paths []string
+					for i := range c.deltas {
+						slow[i] = off || mask&(1<<i) != 0
+						paths = append(paths, map[bool]string{false: "fast", true: "encoding/json"}[slow[i]])
+					}
+					disableFastPath = off
+					out, done := decodeEvents(t, st.format, st.events(c.deltas, slow)...)
+					disableFastPath = false
+					if want, got := st.wrap(c.want), st.got(accumulate(out)); !done || got != want {
+						t.Errorf("%s %q read by %v: %q, want %q", name, c.deltas, paths, got, want)
+					}
+					// Nothing of the text or the arguments comes after the answer stops.
+					for i, e := range out {
+						if e.Kind == llm.EventStop {
+							for _, after := range out[i+1:] {
+								if after.Kind == llm.EventTextDelta || after.Kind == llm.EventToolCallDelta {
+									t.Errorf("%s %q read by %v: %+v after the stop", name, c.deltas, paths, after)
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	// Two chat calls whose fragments interleave, each split inside a character: each call's
+	// arguments are joined with their own halves.
+	for mask := 0; mask < 1<<4; mask++ {
+		slow := func(i int) bool { return mask&(1<<i) != 0 }
+		out, _ := decodeEvents(t, llm.FormatChat, [2]string{"", chatStart},
+			[2]string{"", fmt.Sprintf(chatCall, 0, 0)}, [2]string{"", fmt.Sprintf(chatCall, 1, 1)},
+			chatArgs(0, argsPrefix+`\ud83d`, slow(0)), chatArgs(1, argsPrefix+`\ud83d`, slow(1)),
+			chatArgs(0, `\ude00`+argsSuffix, slow(2)), chatArgs(1, `\ude01`+argsSuffix, slow(3)),
+			[2]string{"", fmt.Sprintf(chatFinish, "tool_calls")}, [2]string{"", "[DONE]"})
+		r := accumulate(out)
+		if len(r.Tools) != 2 || r.Tools[0].Args != `{"q":"`+"\U0001F600"+`"}` || r.Tools[1].Args != `{"q":"`+"\U0001F601"+`"}` {
+			t.Errorf("interleaved calls, mask %04b: %+v", mask, r.Tools)
+		}
 	}
 }
 

@@ -15,7 +15,9 @@ import (
 // and unquoted alone each half would become U+FFFD, as encoding/json makes a lone surrogate:
 // the character would reach a client of another format as two replacement characters (trial
 // h14 D7; a client of the upstream's own format gets the bytes as they came, and joins them).
-// A decoder keeps one per stream and unquotes its text deltas through it.
+// A decoder keeps one per stream for its text and others for tool calls' arguments (chat one
+// per call, as calls' fragments may interleave; Messages one for the open tool_use block), and
+// unquotes those deltas through them, on its fast path and on the encoding/json one alike.
 type surrogatePair struct {
 	// high is a high surrogate that ended the last delta, held back (0: none).
 	high rune
@@ -59,6 +61,16 @@ func (s *surrogatePair) text(tok []byte) (string, bool) {
 	return string(b), true
 }
 
+// textOf reads the text of a delta that encoding/json decoded (tok, the delta's token) as the
+// fast path reads it, through the pair: a character whose UTF-16 halves an upstream split
+// between two deltas is whole whichever path read each of them (encoding/json alone makes each
+// half U+FFFD). A delta that is no string (absent, null, a number) is no text, as encoding/json
+// leaves a string field of another type, and leaves the pair as it was.
+func (s *surrogatePair) textOf(tok []byte) string {
+	text, _ := s.text(tok)
+	return text
+}
+
 // flush appends to out, as a text delta, the U+FFFD that a high surrogate held back from the
 // last delta becomes when no text delta follows it (at the end of the text, or when the next
 // chunk's text is read without the pair): nothing is silently lost.
@@ -68,6 +80,28 @@ func (s *surrogatePair) flush(out []llm.Event) []llm.Event {
 	}
 	s.high = 0
 	return append(out, llm.Event{Kind: llm.EventTextDelta, Text: string(utf8.RuneError)})
+}
+
+// flushArguments is flush for the pair of tool call n's arguments: the U+FFFD is an arguments
+// delta of the call.
+func (s *surrogatePair) flushArguments(n int, out []llm.Event) []llm.Event {
+	if s.high == 0 {
+		return out
+	}
+	s.high = 0
+	return append(out, llm.Event{Kind: llm.EventToolCallDelta, ToolIndex: n, Arguments: string(utf8.RuneError)})
+}
+
+// deltaToken is a delta's JSON token as encoding/json found it in an event's data, so that the
+// encoding/json path reads it through a surrogatePair (textOf) as the fast path does. It is a
+// slice of the event's data, not a copy (no allocation), and read only while that event is
+// decoded; absent, it is empty.
+type deltaToken []byte
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (t *deltaToken) UnmarshalJSON(b []byte) error {
+	*t = b
+	return nil
 }
 
 // endsWithHighSurrogate reports, cheaply, whether the string token tok may end with a high

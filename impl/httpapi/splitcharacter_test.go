@@ -16,14 +16,13 @@ import (
 )
 
 // TestSplitCharacterReachesOtherFormatsWhole: an upstream of each format that splits an
-// emoji's UTF-16 halves (\ud83d, then \ude00) between two deltas of its text, and a chat or
-// Messages upstream another emoji's between two fragments of a tool call's arguments, one of
-// the two events in a shape the gateway's fast reader leaves to encoding/json (a key in
-// capitals, which an upstream may add), reaches a client of another format (openai-go's chat
-// accumulator and Responses stream, anthropic-sdk-go's Messages accumulator) with the text and
-// the arguments whole. On the code before, a chat or Messages upstream's halves came as
-// U+FFFD when encoding/json read either event, and a chat or Messages upstream's arguments
-// were read without joining halves at all.
+// emoji's UTF-16 halves (\ud83d, then \ude00) between two deltas of its text, and another
+// emoji's between two fragments of a tool call's arguments, one of the two events in a shape
+// the gateway's fast reader leaves to encoding/json (a key in capitals, which an upstream may
+// add), reaches a client of another format (openai-go's chat accumulator and Responses stream,
+// anthropic-sdk-go's Messages accumulator) with the text and the arguments whole. On the code
+// before, a chat or Messages upstream's halves came as U+FFFD when encoding/json read either
+// event, and the arguments of every upstream format were read without joining halves at all.
 func TestSplitCharacterReachesOtherFormatsWhole(t *testing.T) {
 	const (
 		text    = "Hi \U0001F600 there"
@@ -81,7 +80,14 @@ func TestSplitCharacterReachesOtherFormatsWhole(t *testing.T) {
 	revent("response.output_text.delta", `"item_id":"msg_1","output_index":0,"content_index":0,"delta":"\ude00 there"`, slowKey)
 	revent("response.output_text.done", `"item_id":"msg_1","output_index":0,"content_index":0,"text":"Hi \ud83d\ude00 there"`, "")
 	revent("response.output_item.done", `"output_index":0,"item":`+item, "")
-	revent("response.completed", `"response":{"id":"resp_sp","object":"response","created_at":1764777600,"model":"gpt-5","status":"completed","output":[`+item+`],"usage":{"input_tokens":10,"input_tokens_details":{"cached_tokens":0},"output_tokens":12,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":22}}`, "")
+	call := `{"id":"fc_1","type":"function_call","call_id":"call_1","name":"search","status":"%s","arguments":"%s"}`
+	whole := `{\"q\":\"\ud83d\ude01\"}`
+	revent("response.output_item.added", `"output_index":1,"item":`+fmt.Sprintf(call, "in_progress", ""), "")
+	revent("response.function_call_arguments.delta", `"item_id":"fc_1","output_index":1,"delta":"{\"q\":\"\ud83d"`, slowKey)
+	revent("response.function_call_arguments.delta", `"item_id":"fc_1","output_index":1,"delta":"\ude01\"}"`, "")
+	revent("response.function_call_arguments.done", `"item_id":"fc_1","output_index":1,"arguments":"`+whole+`"`, "")
+	revent("response.output_item.done", `"output_index":1,"item":`+fmt.Sprintf(call, "completed", whole), "")
+	revent("response.completed", `"response":{"id":"resp_sp","object":"response","created_at":1764777600,"model":"gpt-5","status":"completed","output":[`+item+`,`+fmt.Sprintf(call, "completed", whole)+`],"usage":{"input_tokens":10,"input_tokens_details":{"cached_tokens":0},"output_tokens":12,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":22}}`, "")
 
 	ctx := context.Background()
 	params := map[string]any{"type": "object", "properties": map[string]any{"q": map[string]any{"type": "string"}}}
@@ -165,7 +171,7 @@ func TestSplitCharacterReachesOtherFormatsWhole(t *testing.T) {
 	}{
 		{config.KindOpenAIChat, chat.String(), args, []string{"responses", "messages"}},
 		{config.KindAnthropicMessages, msgs.String(), args, []string{"chat", "responses"}},
-		{config.KindOpenAIResponses, resp.String(), "", []string{"chat", "messages"}},
+		{config.KindOpenAIResponses, resp.String(), args, []string{"chat", "messages"}},
 	} {
 		t.Run(up.kind, func(t *testing.T) {
 			name := "split" + strings.ReplaceAll(strings.TrimPrefix(up.kind, "openai-"), "-", "")

@@ -33,7 +33,8 @@ type responsesDecoder struct {
 	// hosted counts the calls of hosted tools (web searches, ...) among the items done so far.
 	hosted llm.HostedCalls
 	ev     respEvent
-	// pair joins a character split between two text deltas.
+	// pair joins a character split between two text deltas; each function call has its own
+	// for its arguments (respToolState.pair).
 	pair surrogatePair
 	// refused says whether the answer had a refusal: a completed one stops as a refusal, as a
 	// complete answer does (convert).
@@ -59,15 +60,18 @@ type respPartState struct {
 	sum              uint64
 }
 
-// respToolState is a function_call item: its output_index and item id, and the length and
-// hash of the arguments yielded so far (argsSeen: any), so that a done event's arguments that
-// extend them yield the rest.
+// respToolState is a function_call item: its output_index and item id, the length and hash
+// of the arguments yielded so far (argsSeen: any), so that a done event's arguments that
+// extend them yield the rest, and the pair that joins a character split between two of its
+// arguments deltas (one a call: items are named by item_id and output_index, so two calls'
+// deltas may interleave).
 type respToolState struct {
 	outputIndex int
 	itemID      string
 	argsSeen    bool
 	yielded     int
 	sum         uint64
+	pair        surrogatePair
 }
 
 // optionalIndex is an integer member of an event that may be left out (output_index): set
@@ -306,7 +310,8 @@ func (d *responsesDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, b
 		}
 	case "response.function_call_arguments.delta":
 		if n := d.tool(e.ItemID, e.OutputIndex); n >= 0 {
-			if args, _ := stringOf(e.Delta); args != "" {
+			// The arguments are read through the call's pair, as on the fast path.
+			if args := d.tools[n].pair.textOf(e.Delta); args != "" {
 				d.yieldArguments(n, args)
 				out = append(out, llm.Event{Kind: llm.EventToolCallDelta, ToolIndex: n, Arguments: args})
 			}
@@ -329,6 +334,9 @@ func (d *responsesDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, b
 			}
 		}
 		out = d.pair.flush(out)
+		for i := range d.tools {
+			out = d.tools[i].pair.flushArguments(i, out)
+		}
 		status, reason := "completed", ""
 		if typ == "response.incomplete" {
 			status = "incomplete"
@@ -420,13 +428,16 @@ func (d *responsesDecoder) yieldArguments(n int, args string) {
 }
 
 // doneArguments yields what a done event's complete arguments of tool n add to those yielded
-// before: all of them when none came, the rest when they extend what came, nothing else.
+// before: all of them when none came, the rest when they extend what came, nothing else. A
+// character held back from the call's last delta (its pair) is given up when the rest carries
+// it whole, and yielded as U+FFFD otherwise: no delta of the call follows its done event.
 func (d *responsesDecoder) doneArguments(n int, args string, out []llm.Event) []llm.Event {
 	t := &d.tools[n]
 	rest, ok := extension(t.argsSeen, t.yielded, t.sum, args)
 	if !ok {
-		return out
+		return t.pair.flushArguments(n, out)
 	}
+	t.pair.high = 0
 	d.yieldArguments(n, rest)
 	return append(out, llm.Event{Kind: llm.EventToolCallDelta, ToolIndex: n, Arguments: rest})
 }
@@ -637,25 +648,31 @@ func (d *responsesDecoder) fastDelta(typ string, data []byte, out []llm.Event) (
 		}
 		itemID = itemID[1 : len(itemID)-1]
 	}
-	var text string
 	if typ == "response.output_text.delta" {
-		text, ok = d.pair.text(delta)
-	} else {
-		text, ok = stringOf(delta)
-	}
-	if !ok {
-		return out, false
-	}
-	if typ == "response.output_text.delta" {
+		text, ok := d.pair.text(delta)
+		if !ok {
+			return out, false
+		}
 		if text != "" {
 			d.yieldPart(d.part(d.messageByID(itemID, index), contentIndex), text)
 			out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: text})
 		}
 		return out, true
 	}
-	if n := d.toolByID(itemID, index); n >= 0 && text != "" {
-		d.yieldArguments(n, text)
-		out = append(out, llm.Event{Kind: llm.EventToolCallDelta, ToolIndex: n, Arguments: text})
+	// Arguments are read through their call's pair; those of no known call are only checked,
+	// as encoding/json would.
+	n := d.toolByID(itemID, index)
+	if n < 0 {
+		_, ok = stringOf(delta)
+		return out, ok
+	}
+	args, ok := d.tools[n].pair.text(delta)
+	if !ok {
+		return out, false
+	}
+	if args != "" {
+		d.yieldArguments(n, args)
+		out = append(out, llm.Event{Kind: llm.EventToolCallDelta, ToolIndex: n, Arguments: args})
 	}
 	return out, true
 }

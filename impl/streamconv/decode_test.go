@@ -565,6 +565,100 @@ func TestResponsesSurrogatePairOnBothPaths(t *testing.T) {
 	}
 }
 
+// TestResponsesArgumentsSurrogatePairOnBothPaths is TestResponsesSurrogatePairOnBothPaths for
+// a function call's arguments (response.function_call_arguments.delta): a character whose
+// UTF-16 halves the upstream split between two deltas is whole whether the fast path or
+// encoding/json read each delta, with or without the done events after them, and a half that
+// nothing joins is U+FFFD in its place, before the answer stops. Each call has its own pair:
+// two calls' deltas, named by item_id, may interleave. On the code before, either path read
+// each half as U+FFFD ({"q":"A\uFFFD\uFFFDB"}).
+func TestResponsesArgumentsSurrogatePairOnBothPaths(t *testing.T) {
+	const (
+		created    = `{"type":"response.created","response":{"id":"r","status":"in_progress","model":"m","output":[]}}`
+		added      = `{"type":"response.output_item.added","output_index":%d,"item":{"type":"function_call","id":"fc_%d","call_id":"call_%d","name":"f","arguments":""}}`
+		argsDone   = `{"type":"response.function_call_arguments.done","output_index":%d,"item_id":"fc_%d","arguments":%q}`
+		itemDone   = `{"type":"response.output_item.done","output_index":%d,"item":{"type":"function_call","id":"fc_%d","call_id":"call_%d","name":"f","arguments":%q}}`
+		final      = `{"type":"response.completed","response":{"id":"r","status":"completed","model":"m","output":[{"type":"function_call"}],"usage":{"input_tokens":1,"output_tokens":2}}}`
+		argsPrefix = `{\"q\":\"`
+		argsSuffix = `\"}`
+	)
+	ev := func(format string, args ...any) [2]string {
+		data := fmt.Sprintf(format, args...)
+		return [2]string{dataType([]byte(data)), data}
+	}
+	// delta is an arguments delta of call n (a JSON string's inside), read by the fast path or,
+	// with a key in capitals it leaves to encoding/json, by encoding/json.
+	delta := func(n int, args string, slow bool) [2]string {
+		extra := ""
+		if slow {
+			extra = `,"Obfuscation":"x"`
+		}
+		return [2]string{"response.function_call_arguments.delta", fmt.Sprintf(
+			`{"type":"response.function_call_arguments.delta","output_index":%d,"item_id":"fc_%d","delta":"%s"%s}`, n, n, args, extra)}
+	}
+	inArgs := func(s string) string { return `{"q":"` + s + `"}` }
+	cases := []struct {
+		deltas []string
+		want   string
+	}{
+		{[]string{`A\ud83d`, `\ude00B`}, "A\U0001F600B"},
+		{[]string{`A\uD83D`, `\uDE00`, `C\ud83d`, `\ude01`}, "A\U0001F600C\U0001F601"},
+		{[]string{`A\ud83d`, `B`}, "A\uFFFDB"},
+		{[]string{`A\ude00`, `B`}, "A\uFFFDB"},
+		{[]string{`B`, `A\ud83d`}, "BA\uFFFD"},
+	}
+	for _, c := range cases {
+		for _, doneEvents := range []bool{false, true} {
+			// Each delta read by the fast path or by encoding/json: every combination.
+			for mask := 0; mask < 1<<len(c.deltas); mask++ {
+				for _, off := range []bool{false, true} {
+					evs := [][2]string{ev(created), ev(added, 0, 0, 0), delta(0, argsPrefix, false)}
+					var paths []string
+					for i, d := range c.deltas {
+						slow := off || mask&(1<<i) != 0
+						evs = append(evs, delta(0, d, slow))
+						paths = append(paths, map[bool]string{false: "fast", true: "encoding/json"}[slow])
+					}
+					evs = append(evs, delta(0, argsSuffix, false))
+					if doneEvents {
+						// The done events carry the whole arguments, as the upstream has them.
+						evs = append(evs, ev(argsDone, 0, 0, inArgs(c.want)), ev(itemDone, 0, 0, 0, inArgs(c.want)))
+					}
+					evs = append(evs, ev(final))
+					disableFastPath = off
+					out, done := decodeEvents(t, llm.FormatResponses, evs...)
+					disableFastPath = false
+					r := accumulate(out)
+					if want := inArgs(c.want); !done || len(r.Tools) != 1 || r.Tools[0].Args != want {
+						t.Errorf("%q read by %v (done events %v): %+v, want the arguments %s", c.deltas, paths, doneEvents, r.Tools, want)
+					}
+					for i, e := range out {
+						if e.Kind == llm.EventStop {
+							for _, after := range out[i+1:] {
+								if after.Kind == llm.EventToolCallDelta {
+									t.Errorf("%q read by %v: %+v after the stop", c.deltas, paths, after)
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	// Two calls whose deltas interleave, each split inside a character: each call's arguments
+	// are joined with their own halves.
+	for mask := 0; mask < 1<<4; mask++ {
+		slow := func(i int) bool { return mask&(1<<i) != 0 }
+		out, _ := decodeEvents(t, llm.FormatResponses, ev(created), ev(added, 0, 0, 0), ev(added, 1, 1, 1),
+			delta(0, argsPrefix+`\ud83d`, slow(0)), delta(1, argsPrefix+`\ud83d`, slow(1)),
+			delta(0, `\ude00`+argsSuffix, slow(2)), delta(1, `\ude01`+argsSuffix, slow(3)), ev(final))
+		r := accumulate(out)
+		if len(r.Tools) != 2 || r.Tools[0].Args != inArgs("\U0001F600") || r.Tools[1].Args != inArgs("\U0001F601") {
+			t.Errorf("interleaved calls, mask %04b: %+v", mask, r.Tools)
+		}
+	}
+}
+
 // TestChatAndMessagesSurrogatePairOnBothPaths is TestResponsesSurrogatePairOnBothPaths for the
 // chat and Messages decoders: a character whose UTF-16 halves an upstream split between two
 // deltas (chat delta.content and a tool call's arguments; Messages text_delta and
@@ -941,6 +1035,47 @@ func TestResponsesDoneTextExtendsDeltas(t *testing.T) {
 				got, finished := decodeEvents(t, llm.FormatResponses, c.evs...)
 				if r := accumulate(got); !finished || r.Text != c.want {
 					t.Errorf("text %q (done %v), want %q", r.Text, finished, c.want)
+				}
+			})
+		}
+	}
+
+	// Arguments whose deltas end with a high surrogate: the done event's arguments that carry
+	// the whole character yield it; a done event that does not extend them, or the end of the
+	// answer, makes the half U+FFFD, before the stop.
+	for _, c := range []struct {
+		name string
+		done []string
+		want string
+	}{
+		{"function_call_arguments.done", []string{
+			`{"type":"response.function_call_arguments.done","output_index":0,"item_id":"fc_1","arguments":"{\"q\":\"ok 🎉\"}"}`},
+			`{"q":"ok 🎉"}`},
+		{"output_item.done", []string{
+			`{"type":"response.output_item.done","output_index":0,"item":{"id":"fc_1","type":"function_call","call_id":"call_1","name":"f","arguments":"{\"q\":\"ok 🎉\"}"}}`},
+			`{"q":"ok 🎉"}`},
+		{"a done event that disagrees", []string{
+			`{"type":"response.function_call_arguments.done","output_index":0,"item_id":"fc_1","arguments":"{\"q\":\"no\"}"}`},
+			`{"q":"ok ` + "\uFFFD"},
+		{"no done event", nil, `{"q":"ok ` + "\uFFFD"},
+	} {
+		for _, disable := range []bool{false, true} {
+			t.Run(fmt.Sprintf("arguments, a surrogate pair split at the end of the deltas, %s, fast path off %v", c.name, disable), func(t *testing.T) {
+				disableFastPath = disable
+				defer func() { disableFastPath = false }()
+				evs := [][2]string{ev(created),
+					ev(`{"type":"response.output_item.added","output_index":0,"item":{"id":"fc_1","type":"function_call","call_id":"call_1","name":"f","arguments":""}}`),
+					{"response.function_call_arguments.delta", `{"type":"response.function_call_arguments.delta","output_index":0,"item_id":"fc_1","delta":"{\"q\":\"ok \ud83c"}`}}
+				for _, d := range c.done {
+					evs = append(evs, [2]string{dataType([]byte(d)), d})
+				}
+				evs = append(evs, ev(`{"type":"response.completed","response":{"id":"r","status":"completed","model":"m","output":[{"type":"function_call"}]}}`))
+				out, finished := decodeEvents(t, llm.FormatResponses, evs...)
+				if r := accumulate(out); !finished || len(r.Tools) != 1 || r.Tools[0].Args != c.want {
+					t.Errorf("tools %+v (done %v), want the arguments %s", r.Tools, finished, c.want)
+				}
+				if n := len(out); n == 0 || out[n-1].Kind != llm.EventStop {
+					t.Errorf("the last event is %+v, want the stop", out[n-1])
 				}
 			})
 		}

@@ -16,8 +16,9 @@ import (
 // the character would reach a client of another format as two replacement characters (trial
 // h14 D7; a client of the upstream's own format gets the bytes as they came, and joins them).
 // A decoder keeps one per stream for its text and others for tool calls' arguments (chat one
-// per call, as calls' fragments may interleave; Messages one for the open tool_use block), and
-// unquotes those deltas through them, on its fast path and on the encoding/json one alike.
+// per call, as calls' fragments may interleave; Responses one per function_call item, for the
+// same reason; Messages one for the open tool_use block), and unquotes those deltas through
+// them, on its fast path and on the encoding/json one alike.
 type surrogatePair struct {
 	// high is a high surrogate that ended the last delta, held back (0: none).
 	high rune

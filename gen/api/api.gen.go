@@ -3246,7 +3246,12 @@ type ClientInterface interface {
 	// accounting. The gateway answers from its own estimate of the request (the text, tool
 	// definitions and images it holds, at the gateway's bytes-per-token rate), the same
 	// estimate that bounds a request's reservation; the exact count comes with each answer's
-	// usage. It calls no upstream and costs no credit; the key's rate limit applies.
+	// usage. It calls no upstream and costs no credit; the key's rate limit applies. The model
+	// is checked as for a request to it: one unknown or not the account's is a `404`, and one
+	// whose every upstream takes only accounts with an upstream key of their own (the
+	// operator's `account_keys: required`) is a `403` for an account without one, as the
+	// request would be (only the models routes, which list, leave such a model out and answer
+	// `404`).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3259,7 +3264,12 @@ type ClientInterface interface {
 	// accounting. The gateway answers from its own estimate of the request (the text, tool
 	// definitions and images it holds, at the gateway's bytes-per-token rate), the same
 	// estimate that bounds a request's reservation; the exact count comes with each answer's
-	// usage. It calls no upstream and costs no credit; the key's rate limit applies.
+	// usage. It calls no upstream and costs no credit; the key's rate limit applies. The model
+	// is checked as for a request to it: one unknown or not the account's is a `404`, and one
+	// whose every upstream takes only accounts with an upstream key of their own (the
+	// operator's `account_keys: required`) is a `403` for an account without one, as the
+	// request would be (only the models routes, which list, leave such a model out and answer
+	// `404`).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3292,7 +3302,10 @@ type ClientInterface interface {
 	// continues one of the connection's own recent responses (the last four) with only the new
 	// input, whatever the upstream's format (an unknown id: the error code
 	// `previous_response_not_found`, and the client resends the whole input).
-	// `"generate": false` warms the connection without an answer and is not billed; its
+	// `"generate": false` warms the connection without an answer and is not billed; its model
+	// is checked as a generating request's is (the same error event: a `404` for a model not
+	// the account's, a `403` `upstream_key_required` for one whose every upstream takes only
+	// accounts with an upstream key of their own and the account has none); its
 	// input may be empty (Codex's first warm-up of a session sends none), a generating
 	// request's input may not (after `previous_response_id` is expanded); a `generate` that
 	// is not a boolean (`"no"`, `0`) is refused with the error event, status 400 naming it
@@ -3324,7 +3337,10 @@ type ClientInterface interface {
 	// continues one of the connection's own recent responses (the last four) with only the new
 	// input, whatever the upstream's format (an unknown id: the error code
 	// `previous_response_not_found`, and the client resends the whole input).
-	// `"generate": false` warms the connection without an answer and is not billed; its
+	// `"generate": false` warms the connection without an answer and is not billed; its model
+	// is checked as a generating request's is (the same error event: a `404` for a model not
+	// the account's, a `403` `upstream_key_required` for one whose every upstream takes only
+	// accounts with an upstream key of their own and the account has none); its
 	// input may be empty (Codex's first warm-up of a session sends none), a generating
 	// request's input may not (after `previous_response_id` is expanded); a `generate` that
 	// is not a boolean (`"no"`, `0`) is refused with the error event, status 400 naming it
@@ -3695,7 +3711,12 @@ func (c *Client) CreateMessage(ctx context.Context, params *CreateMessageParams,
 // accounting. The gateway answers from its own estimate of the request (the text, tool
 // definitions and images it holds, at the gateway's bytes-per-token rate), the same
 // estimate that bounds a request's reservation; the exact count comes with each answer's
-// usage. It calls no upstream and costs no credit; the key's rate limit applies.
+// usage. It calls no upstream and costs no credit; the key's rate limit applies. The model
+// is checked as for a request to it: one unknown or not the account's is a `404`, and one
+// whose every upstream takes only accounts with an upstream key of their own (the
+// operator's `account_keys: required`) is a `403` for an account without one, as the
+// request would be (only the models routes, which list, leave such a model out and answer
+// `404`).
 //
 // Takes any type of body and a specified content type.
 //
@@ -3718,7 +3739,12 @@ func (c *Client) CountMessageTokensWithBody(ctx context.Context, params *CountMe
 // accounting. The gateway answers from its own estimate of the request (the text, tool
 // definitions and images it holds, at the gateway's bytes-per-token rate), the same
 // estimate that bounds a request's reservation; the exact count comes with each answer's
-// usage. It calls no upstream and costs no credit; the key's rate limit applies.
+// usage. It calls no upstream and costs no credit; the key's rate limit applies. The model
+// is checked as for a request to it: one unknown or not the account's is a `404`, and one
+// whose every upstream takes only accounts with an upstream key of their own (the
+// operator's `account_keys: required`) is a `403` for an account without one, as the
+// request would be (only the models routes, which list, leave such a model out and answer
+// `404`).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3781,7 +3807,10 @@ func (c *Client) RetrieveModel(ctx context.Context, model string, reqEditors ...
 // continues one of the connection's own recent responses (the last four) with only the new
 // input, whatever the upstream's format (an unknown id: the error code
 // `previous_response_not_found`, and the client resends the whole input).
-// `"generate": false` warms the connection without an answer and is not billed; its
+// `"generate": false` warms the connection without an answer and is not billed; its model
+// is checked as a generating request's is (the same error event: a `404` for a model not
+// the account's, a `403` `upstream_key_required` for one whose every upstream takes only
+// accounts with an upstream key of their own and the account has none); its
 // input may be empty (Codex's first warm-up of a session sends none), a generating
 // request's input may not (after `previous_response_id` is expanded); a `generate` that
 // is not a boolean (`"no"`, `0`) is refused with the error event, status 400 naming it
@@ -3823,7 +3852,10 @@ func (c *Client) CreateResponseWithBody(ctx context.Context, contentType string,
 // continues one of the connection's own recent responses (the last four) with only the new
 // input, whatever the upstream's format (an unknown id: the error code
 // `previous_response_not_found`, and the client resends the whole input).
-// `"generate": false` warms the connection without an answer and is not billed; its
+// `"generate": false` warms the connection without an answer and is not billed; its model
+// is checked as a generating request's is (the same error event: a `404` for a model not
+// the account's, a `403` `upstream_key_required` for one whose every upstream takes only
+// accounts with an upstream key of their own and the account has none); its
 // input may be empty (Codex's first warm-up of a session sends none), a generating
 // request's input may not (after `previous_response_id` is expanded); a `generate` that
 // is not a boolean (`"no"`, `0`) is refused with the error event, status 400 naming it
@@ -4704,7 +4736,12 @@ type ClientWithResponsesInterface interface {
 	// accounting. The gateway answers from its own estimate of the request (the text, tool
 	// definitions and images it holds, at the gateway's bytes-per-token rate), the same
 	// estimate that bounds a request's reservation; the exact count comes with each answer's
-	// usage. It calls no upstream and costs no credit; the key's rate limit applies.
+	// usage. It calls no upstream and costs no credit; the key's rate limit applies. The model
+	// is checked as for a request to it: one unknown or not the account's is a `404`, and one
+	// whose every upstream takes only accounts with an upstream key of their own (the
+	// operator's `account_keys: required`) is a `403` for an account without one, as the
+	// request would be (only the models routes, which list, leave such a model out and answer
+	// `404`).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4717,7 +4754,12 @@ type ClientWithResponsesInterface interface {
 	// accounting. The gateway answers from its own estimate of the request (the text, tool
 	// definitions and images it holds, at the gateway's bytes-per-token rate), the same
 	// estimate that bounds a request's reservation; the exact count comes with each answer's
-	// usage. It calls no upstream and costs no credit; the key's rate limit applies.
+	// usage. It calls no upstream and costs no credit; the key's rate limit applies. The model
+	// is checked as for a request to it: one unknown or not the account's is a `404`, and one
+	// whose every upstream takes only accounts with an upstream key of their own (the
+	// operator's `account_keys: required`) is a `403` for an account without one, as the
+	// request would be (only the models routes, which list, leave such a model out and answer
+	// `404`).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4754,7 +4796,10 @@ type ClientWithResponsesInterface interface {
 	// continues one of the connection's own recent responses (the last four) with only the new
 	// input, whatever the upstream's format (an unknown id: the error code
 	// `previous_response_not_found`, and the client resends the whole input).
-	// `"generate": false` warms the connection without an answer and is not billed; its
+	// `"generate": false` warms the connection without an answer and is not billed; its model
+	// is checked as a generating request's is (the same error event: a `404` for a model not
+	// the account's, a `403` `upstream_key_required` for one whose every upstream takes only
+	// accounts with an upstream key of their own and the account has none); its
 	// input may be empty (Codex's first warm-up of a session sends none), a generating
 	// request's input may not (after `previous_response_id` is expanded); a `generate` that
 	// is not a boolean (`"no"`, `0`) is refused with the error event, status 400 naming it
@@ -4786,7 +4831,10 @@ type ClientWithResponsesInterface interface {
 	// continues one of the connection's own recent responses (the last four) with only the new
 	// input, whatever the upstream's format (an unknown id: the error code
 	// `previous_response_not_found`, and the client resends the whole input).
-	// `"generate": false` warms the connection without an answer and is not billed; its
+	// `"generate": false` warms the connection without an answer and is not billed; its model
+	// is checked as a generating request's is (the same error event: a `404` for a model not
+	// the account's, a `403` `upstream_key_required` for one whose every upstream takes only
+	// accounts with an upstream key of their own and the account has none); its
 	// input may be empty (Codex's first warm-up of a session sends none), a generating
 	// request's input may not (after `previous_response_id` is expanded); a `generate` that
 	// is not a boolean (`"no"`, `0`) is refused with the error event, status 400 naming it
@@ -6030,6 +6078,8 @@ type CountMessageTokensResponse struct {
 	JSON400 *AnthropicBadRequest
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *AnthropicUnauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *AnthropicUpstreamKeyRequired
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *AnthropicNotFound
 	// JSON413 the response for an HTTP 413 `application/json` response
@@ -6075,6 +6125,11 @@ func (r CountMessageTokensResponse) GetJSON400() *AnthropicBadRequest {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r CountMessageTokensResponse) GetJSON401() *AnthropicUnauthorized {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CountMessageTokensResponse) GetJSON403() *AnthropicUpstreamKeyRequired {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -6876,7 +6931,12 @@ func (c *ClientWithResponses) CreateMessageWithResponse(ctx context.Context, par
 // accounting. The gateway answers from its own estimate of the request (the text, tool
 // definitions and images it holds, at the gateway's bytes-per-token rate), the same
 // estimate that bounds a request's reservation; the exact count comes with each answer's
-// usage. It calls no upstream and costs no credit; the key's rate limit applies.
+// usage. It calls no upstream and costs no credit; the key's rate limit applies. The model
+// is checked as for a request to it: one unknown or not the account's is a `404`, and one
+// whose every upstream takes only accounts with an upstream key of their own (the
+// operator's `account_keys: required`) is a `403` for an account without one, as the
+// request would be (only the models routes, which list, leave such a model out and answer
+// `404`).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6895,7 +6955,12 @@ func (c *ClientWithResponses) CountMessageTokensWithBodyWithResponse(ctx context
 // accounting. The gateway answers from its own estimate of the request (the text, tool
 // definitions and images it holds, at the gateway's bytes-per-token rate), the same
 // estimate that bounds a request's reservation; the exact count comes with each answer's
-// usage. It calls no upstream and costs no credit; the key's rate limit applies.
+// usage. It calls no upstream and costs no credit; the key's rate limit applies. The model
+// is checked as for a request to it: one unknown or not the account's is a `404`, and one
+// whose every upstream takes only accounts with an upstream key of their own (the
+// operator's `account_keys: required`) is a `403` for an account without one, as the
+// request would be (only the models routes, which list, leave such a model out and answer
+// `404`).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6950,7 +7015,10 @@ func (c *ClientWithResponses) RetrieveModelWithResponse(ctx context.Context, mod
 // continues one of the connection's own recent responses (the last four) with only the new
 // input, whatever the upstream's format (an unknown id: the error code
 // `previous_response_not_found`, and the client resends the whole input).
-// `"generate": false` warms the connection without an answer and is not billed; its
+// `"generate": false` warms the connection without an answer and is not billed; its model
+// is checked as a generating request's is (the same error event: a `404` for a model not
+// the account's, a `403` `upstream_key_required` for one whose every upstream takes only
+// accounts with an upstream key of their own and the account has none); its
 // input may be empty (Codex's first warm-up of a session sends none), a generating
 // request's input may not (after `previous_response_id` is expanded); a `generate` that
 // is not a boolean (`"no"`, `0`) is refused with the error event, status 400 naming it
@@ -6988,7 +7056,10 @@ func (c *ClientWithResponses) CreateResponseWithBodyWithResponse(ctx context.Con
 // continues one of the connection's own recent responses (the last four) with only the new
 // input, whatever the upstream's format (an unknown id: the error code
 // `previous_response_not_found`, and the client resends the whole input).
-// `"generate": false` warms the connection without an answer and is not billed; its
+// `"generate": false` warms the connection without an answer and is not billed; its model
+// is checked as a generating request's is (the same error event: a `404` for a model not
+// the account's, a `403` `upstream_key_required` for one whose every upstream takes only
+// accounts with an upstream key of their own and the account has none); its
 // input may be empty (Codex's first warm-up of a session sends none), a generating
 // request's input may not (after `previous_response_id` is expanded); a `generate` that
 // is not a boolean (`"no"`, `0`) is refused with the error event, status 400 naming it
@@ -8418,6 +8489,13 @@ func ParseCountMessageTokensResponse(rsp *http.Response) (*CountMessageTokensRes
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AnthropicUpstreamKeyRequired
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest AnthropicNotFound
@@ -11585,6 +11663,22 @@ func (response CountMessageTokens401JSONResponse) VisitCountMessageTokensRespons
 		w.Header().Set("x-should-retry", fmt.Sprint(*response.Headers.XShouldRetry))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CountMessageTokens403JSONResponse struct {
+	AnthropicUpstreamKeyRequiredJSONResponse
+}
+
+func (response CountMessageTokens403JSONResponse) VisitCountMessageTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }

@@ -134,20 +134,30 @@ func (eng *Engine) Grants(ctx context.Context, account uuid.UUID) (*Grants, erro
 // key of their own (account_keys: required) for which the account has one, even one that does
 // not open (its requests then get the 503 saying so). A model it may not be sent to is not
 // listed to it (the models route), as a provider lists only the models a key can use; a
-// request to it still gets the 403 naming the provider and what the operator must do. It reads
-// the keys of the same cache entry as the grants, so it follows a key set or removed as soon
-// as they do.
+// request to it still gets the 403 naming the provider and what the operator must do, and so
+// do the routes that name it without calling it (ResolveModel). It reads the keys of the same
+// cache entry as the grants, so it follows a key set or removed as soon as they do.
 func (eng *Engine) Reachable(g *Grants, m *routing.Model) bool {
+	return eng.keyRequiredBy(g, m) == ""
+}
+
+// keyRequiredBy is "" when the account whose grants are g may be sent to some expert of model
+// m (Reachable); otherwise the provider of m's last expert, every one of which takes only
+// accounts with a key of their own, which the account has none of: the provider a request
+// that tried them all is refused by.
+func (eng *Engine) keyRequiredBy(g *Grants, m *routing.Model) string {
+	last := ""
 	for _, e := range m.Experts {
 		up, ok := eng.upstreams[e.Provider]
 		if !ok || !up.AccountKeysRequired {
-			return true
+			return ""
 		}
 		if _, ok := g.upstreamKeys[e.Provider]; ok {
-			return true
+			return ""
 		}
+		last = e.Provider
 	}
-	return false
+	return last
 }
 
 // Model is the configured model id as the engine holds it today: its experts priced for the

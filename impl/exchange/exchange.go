@@ -162,13 +162,23 @@ type Exchange struct {
 	answerResp  *llm.Response
 }
 
-// ResolveModel is the model id names for principal p on a route of format client: model
-// not found when the id is unknown or the account may not use it, and, for a model of the
-// caller's sent to the other family's route, model not found naming the route that serves it
-// (a model the caller may not use is not even said to exist).
+// ResolveModel is the model id names for principal p on a route of format client, for a route
+// that names a model without calling it (count_tokens, the Responses WebSocket's warm-up):
+// model not found when the id is unknown or the account may not use it, and, for a model of
+// the caller's sent to the other family's route, model not found naming the route that serves
+// it (a model the caller may not use is not even said to exist); for a model whose every expert
+// is on a provider that takes only accounts with a key of their own and the account has none
+// there (Reachable), the 403 upstream_key_required a request to it gets, so that such a route
+// never accepts what the request that follows is refused.
 func (eng *Engine) ResolveModel(ctx context.Context, p auth.Principal, id string, client llm.Format) (*routing.Model, error) {
-	m, _, err := eng.resolveModel(ctx, p, id, client)
-	return m, err
+	m, grants, err := eng.resolveModel(ctx, p, id, client)
+	if err != nil {
+		return nil, err
+	}
+	if provider := eng.keyRequiredBy(grants, m); provider != "" {
+		return nil, upstreamKeyRequired(provider)
+	}
+	return m, nil
 }
 
 // resolveModel is ResolveModel with the account's grants, which hold its end-user identifiers.
@@ -747,11 +757,18 @@ func (a *calls) credentialFor(up *provider.Upstream) (*provider.Credential, erro
 		return k.cred, k.err
 	}
 	if up.AccountKeysRequired {
-		return nil, &apierror.Error{Kind: apierror.KindForbidden, Code: UpstreamKeyRequiredCode,
-			Message: "the provider " + up.Name + " serves only accounts with an upstream key of their own, and this account has none for it: " +
-				"the operator must set one (tollgate admin provider-key set ACCOUNT " + up.Name + ")"}
+		return nil, upstreamKeyRequired(up.Name)
 	}
 	return nil, nil
+}
+
+// upstreamKeyRequired is the 403 of an account refused by provider, which takes only accounts
+// with an upstream key of their own, for want of one: it names the provider and what the
+// operator must do.
+func upstreamKeyRequired(provider string) *apierror.Error {
+	return &apierror.Error{Kind: apierror.KindForbidden, Code: UpstreamKeyRequiredCode,
+		Message: "the provider " + provider + " serves only accounts with an upstream key of their own, and this account has none for it: " +
+			"the operator must set one (tollgate admin provider-key set ACCOUNT " + provider + ")"}
 }
 
 // ownKeysDoing reports whether err, the failure of a call sent with the account's own key,

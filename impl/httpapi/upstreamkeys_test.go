@@ -235,3 +235,68 @@ func TestModelsListedOnlyWhenReachable(t *testing.T) {
 	})
 	eventually(t, "alpha retrieves service-sonnet", statusIs(t, c, g, alpha.Key, retrieve("service-sonnet"), 404, "model_not_found"))
 }
+
+// TestRoutesNamingAModelAgreeWithItsRequests: the routes that name a model without calling it,
+// POST /v1/messages/count_tokens and the Responses WebSocket's warm-up ("generate": false),
+// refuse a model whose every expert is on a provider that takes only accounts with a key of
+// their own, for an account without one there, with the 403 a request to it gets, in the
+// route's envelope: count_tokens a permission_error naming the provider and the command, the
+// socket the error event (status 403, code upstream_key_required) that a generating
+// response.create on the same socket gets, word for word; the socket serves on. An account
+// with its keys counts and warms up. Nothing goes upstream. Before, both accepted the model.
+func TestRoutesNamingAModelAgreeWithItsRequests(t *testing.T) {
+	cfg := config.Default()
+	for i, p := range cfg.Providers {
+		if p.Name == "sim-anthropic" || p.Name == "sim-openai-chat" {
+			cfg.Providers[i].AccountKeys = config.AccountKeysRequired
+		}
+	}
+	g := apitest.Start(t, apitest.Options{Config: cfg})
+	alpha := g.NewTenant(t, "alpha", 0, keyCredit)
+	beta := g.NewTenant(t, "beta", 0, keyCredit)
+	g.SetUpstreamKey(t, alpha.Account.ID, "sim-anthropic", "sk-alpha-own-key")
+	g.SetUpstreamKey(t, alpha.Account.ID, "sim-openai-chat", "sk-alpha-own-key")
+	const count = `{"model":"service-sonnet","messages":[{"role":"user","content":"hello"}]}`
+
+	status, body := post(t, g, beta.Key, "/v1/messages/count_tokens", count)
+	if typ, _, msg := errorOf(t, body); status != http.StatusForbidden || typ != "permission_error" ||
+		!strings.Contains(msg, "tollgate admin provider-key set ACCOUNT sim-anthropic") {
+		t.Errorf("beta counts service-sonnet: %d %s", status, body)
+	}
+	if status, body := post(t, g, alpha.Key, "/v1/messages/count_tokens", count); status != 200 || !strings.Contains(string(body), `"input_tokens":`) {
+		t.Errorf("alpha, with its key, counts service-sonnet: %d %s", status, body)
+	}
+
+	conn, _, err := dialResponses(t, g, beta.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendCreate(t, conn, map[string]any{"model": "service-flint-base", "stream": true, "input": []any{userMessage("hello")}})
+	generating := readResponse(t, conn)
+	sendCreate(t, conn, map[string]any{"model": "service-flint-base", "generate": false, "input": []any{userMessage("hello")}})
+	warmUp := readResponse(t, conn)
+	last := warmUp[len(warmUp)-1]
+	if len(warmUp) != 1 || last.Type != "error" || last.Status != http.StatusForbidden || last.Error.Code != "upstream_key_required" ||
+		!strings.Contains(last.Error.Message, "tollgate admin provider-key set ACCOUNT sim-openai-chat") {
+		t.Errorf("beta warms up service-flint-base: %v: %s", typesOf(warmUp), last.raw)
+	}
+	if g0 := generating[len(generating)-1]; len(generating) != 1 || g0.Status != last.Status || g0.Error != last.Error {
+		t.Errorf("the warm-up's refusal %s differs from the generating request's %s", last.raw, g0.raw)
+	}
+	sendCreate(t, conn, map[string]any{"model": "service-flint", "generate": false, "input": []any{userMessage("hello")}})
+	if evs := readResponse(t, conn); strings.Join(typesOf(evs), " ") != "response.created response.completed" {
+		t.Errorf("beta warms up service-flint, which has an expert elsewhere, after the refusal: %v", typesOf(evs))
+	}
+
+	conn, _, err = dialResponses(t, g, alpha.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendCreate(t, conn, map[string]any{"model": "service-flint-base", "generate": false, "input": []any{userMessage("hello")}})
+	if evs := readResponse(t, conn); strings.Join(typesOf(evs), " ") != "response.created response.completed" {
+		t.Errorf("alpha, with its key, warms up service-flint-base: %v: %s", typesOf(evs), evs[len(evs)-1].raw)
+	}
+	if n := g.Sim.TotalRequests(); n != 0 {
+		t.Errorf("%d requests went upstream", n)
+	}
+}

@@ -142,9 +142,9 @@ func (eng *Engine) Reachable(g *Grants, m *routing.Model) bool {
 }
 
 // keyRequiredBy is "" when the account whose grants are g may be sent to some expert of model
-// m (Reachable); otherwise the provider of m's last expert, every one of which takes only
-// accounts with a key of their own, which the account has none of: the provider a request
-// that tried them all is refused by.
+// m (Reachable); otherwise the provider of m's last expert in the configuration's order, every
+// one of which takes only accounts with a key of their own, which the account has none of (a
+// request names the last its router's order tried, the same one for a model on one provider).
 func (eng *Engine) keyRequiredBy(g *Grants, m *routing.Model) string {
 	last := ""
 	for _, e := range m.Experts {

@@ -667,7 +667,7 @@ func (x *Exchange) callNext(callCtx context.Context) bool {
 					return false
 				}
 				eng.router.Observe(e.Key, x.principal.AccountID, a.features, 0, true) // a failure counts against health, not latency
-				eng.logger(x.requestID).Warn("upstream answer unusable; trying the next expert", "expert", e.Key, "status", status, "err", rerr)
+				eng.logger(x.requestID).Warn("upstream answer unusable; "+x.onward(), "expert", e.Key, "status", status, "err", rerr)
 				continue
 			}
 			a.bodyFailed = ""
@@ -734,19 +734,41 @@ func (x *Exchange) callNext(callCtx context.Context) bool {
 		if cred != nil && provider.AccountKeyRefused(err) {
 			// The account's own key was refused: the account's doing, not the expert's (its
 			// health is the same for every other account); another expert may serve it.
-			eng.logger(x.requestID).Warn("upstream refused the account's own key; trying the next expert", "expert", e.Key, "err", err)
+			eng.logger(x.requestID).Warn("upstream refused the account's own key; "+x.onward(), "expert", e.Key, "err", err)
 			continue
 		}
 		if cred != nil && ownKeysDoing(err) {
 			// The rate limit or quota of the account's own key's upstream account, or a model
 			// its project may not use: nothing the other accounts meet on their keys.
-			eng.logger(x.requestID).Warn("upstream failed with the account's own key; trying the next expert", "expert", e.Key, "err", err)
+			eng.logger(x.requestID).Warn("upstream failed with the account's own key; "+x.onward(), "expert", e.Key, "err", err)
 			continue
 		}
 		eng.router.Observe(e.Key, x.principal.AccountID, a.features, 0, true) // a failure counts against health, not latency
-		eng.logger(x.requestID).Warn("upstream failed; trying the next expert", "expert", e.Key, "err", err)
+		eng.logger(x.requestID).Warn("upstream failed; "+x.onward(), "expert", e.Key, "err", err)
 	}
 	return false
+}
+
+// onward is how a failed call's log line ends: "trying the next expert" while one of the
+// experts after it may still be called (not one that a request that can go to its own format
+// only skips, nor one on a provider the account cannot be sent to), "no expert left"
+// otherwise, so that the line after the last try does not promise another. It runs on a
+// failure only.
+func (x *Exchange) onward() string {
+	a := &x.calls
+	for _, e := range a.order[a.next:] {
+		if a.onlySameFormat && e.Kind != x.client {
+			continue
+		}
+		up, ok := x.eng.upstreams[e.Provider]
+		if !ok {
+			continue
+		}
+		if _, err := a.credentialFor(up); err == nil {
+			return "trying the next expert"
+		}
+	}
+	return "no expert left"
 }
 
 // credentialFor is the account's own credential for upstream up (nil: the operator's key is

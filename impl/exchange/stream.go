@@ -420,7 +420,7 @@ func (x *Exchange) failOverStream(status string, cause error, health bool) failO
 	if health {
 		x.eng.router.ObserveBroken(failed.Key)
 	}
-	x.Logger().Warn("upstream stream failed before its first output; trying the next expert", "expert", failed.Key, "status", status)
+	x.Logger().Warn("upstream stream failed before its first output; "+x.onward(), "expert", failed.Key, "status", status)
 	x.CloseUpstream()
 	from := x.calls.next // the first of the experts called now
 	callCtx, unlink := x.eng.upstreamContext(x.ctx)

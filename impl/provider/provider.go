@@ -379,17 +379,7 @@ func (u *Upstream) once(ctx context.Context, transport http.RoundTripper, body [
 		return checked, nil
 	}
 	defer res.Body.Close()
-	raw, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
-	// What the upstream said goes into logs, traces and (a refusal of the request) the client's
-	// answer: never the key it was sent, should it quote it back. The body is cleared of it
-	// before it is read, so that the excerpt of a body in neither envelope cannot cut the key
-	// and keep its beginning; what the envelope's strings decode to is cleared again (a key
-	// written with JSON escapes).
-	sent := u.keySent(cred)
-	if sent != "" && bytes.Contains(raw, []byte(sent)) {
-		raw = bytes.ReplaceAll(raw, []byte(sent), []byte(keyElided))
-	}
-	f := &failure{status: res.StatusCode, detail: parseUpstreamError(raw).without(sent), provider: u.Name, accountKey: cred != nil}
+	f := &failure{status: res.StatusCode, detail: u.wordsOf(res.Body, cred), provider: u.Name, accountKey: cred != nil}
 	// Rate limits and every 5xx (502, 503, 504, Anthropic's 529 overloaded) may pass, unless
 	// the upstream says they will not: x-should-retry: false, which OpenAI and Anthropic send
 	// with an exhausted quota or credit, and which every official SDK obeys whatever the
@@ -643,6 +633,21 @@ func (u *Upstream) WithoutKey(cred *Credential, s string) string {
 		return strings.ReplaceAll(s, key, keyElided)
 	}
 	return s
+}
+
+// wordsOf reads what an upstream's failed answer says (its body, at most 64 KiB) for the logs,
+// the traces and, for a refusal of the request, the client's answer: never the key the call was
+// sent with, should the upstream quote it back. The body is cleared of the key before it is
+// parsed, so that the excerpt of a body in neither envelope cannot cut the key and keep its
+// beginning; what the envelope's strings decode to is cleared again (a key written with JSON
+// escapes).
+func (u *Upstream) wordsOf(body io.Reader, cred *Credential) upstreamDetail {
+	raw, _ := io.ReadAll(io.LimitReader(body, 64<<10))
+	sent := u.keySent(cred)
+	if sent != "" && bytes.Contains(raw, []byte(sent)) {
+		raw = bytes.ReplaceAll(raw, []byte(sent), []byte(keyElided))
+	}
+	return parseUpstreamError(raw).without(sent)
 }
 
 // without is d with every occurrence of key ("": none) elided.

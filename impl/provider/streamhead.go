@@ -2,7 +2,6 @@ package provider
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -64,13 +63,8 @@ func (u *Upstream) checkStreamHead(res *http.Response, wait time.Duration, cred 
 		}
 	}
 	defer res.Body.Close()
-	raw, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
-	sent := u.APIKey
-	if cred != nil {
-		sent = cred.key
-	}
 	return nil, &failure{status: res.StatusCode, notStream: notStreamLabel(mediaType),
-		detail: parseUpstreamError(raw).without(sent), provider: u.Name, accountKey: cred != nil}
+		detail: u.wordsOf(res.Body, cred), provider: u.Name, accountKey: cred != nil}
 }
 
 // surelyNotAStream reports whether mediaType (not text/event-stream) names a body that cannot

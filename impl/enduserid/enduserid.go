@@ -27,7 +27,6 @@
 package enduserid
 
 import (
-	"context"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hmac"
@@ -186,37 +185,4 @@ func (k *Keys) Confirm(p Parsed, raw string) bool {
 	want := k.Account(k.Open(p)).User(raw)
 	got := Prefix + encoding.EncodeToString(p.account[:]) + "_" + p.user
 	return subtle.ConstantTimeCompare([]byte(want), []byte(got)) == 1
-}
-
-// Loader makes the Keys once the server secret can be read and keeps them. A failed read (the
-// database away) is returned and tried again at the next call.
-type Loader struct {
-	secret func(context.Context) ([]byte, error)
-
-	mu   sync.Mutex
-	keys *Keys
-}
-
-// NewLoader returns a Loader that reads the server secret with secret.
-func NewLoader(secret func(context.Context) ([]byte, error)) *Loader {
-	return &Loader{secret: secret}
-}
-
-// Keys are the Keys, reading the secret first if no call has yet.
-func (l *Loader) Keys(ctx context.Context) (*Keys, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.keys != nil {
-		return l.keys, nil
-	}
-	s, err := l.secret(ctx)
-	if err != nil {
-		return nil, err
-	}
-	k, err := New(s)
-	if err != nil {
-		return nil, err
-	}
-	l.keys = k
-	return k, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -39,12 +40,9 @@ const accessTTL = 5 * time.Minute
 type modelAccess struct {
 	store *store.Store
 	cache *changefeed.Cache[uuid.UUID, *Grants]
-	// endUserKeys make the accounts' end-user identifiers, from the server secret of the
-	// sealed ids (read once, when the first account's grants are).
-	endUserKeys *enduserid.Loader
-	// sealer opens the accounts' upstream keys, from the same server secret (read once, when
-	// the first account with a key is loaded).
-	sealer *upstreamkeys.Loader
+	// keys make the accounts' end-user identifiers and open their upstream keys, from the
+	// server secret of the sealed ids (read once, when the first account's grants are).
+	keys *secretKeys
 	// upstreams are the configured providers, by name, whose request headers an account's keys
 	// are made into.
 	upstreams map[string]*provider.Upstream
@@ -73,13 +71,48 @@ type accountKey struct {
 }
 
 func newModelAccess(st *store.Store, feed *changefeed.Feed, upstreams map[string]*provider.Upstream, log *slog.Logger) *modelAccess {
-	secret := func(ctx context.Context) ([]byte, error) { return st.Secret(ctx, sealedid.SecretName) }
 	a := &modelAccess{store: st, cache: changefeed.NewCache[uuid.UUID, *Grants](feed, "model_access", accessTTL, 100_000),
-		endUserKeys: enduserid.NewLoader(secret), sealer: upstreamkeys.NewLoader(secret), upstreams: upstreams, log: log}
+		keys: &secretKeys{store: st}, upstreams: upstreams, log: log}
 	if feed != nil {
 		feed.Subscribe(changefeed.Handlers{ModelAccessChanged: a.cache.Invalidate, Reset: a.cache.Reset})
 	}
 	return a
+}
+
+// secretKeys are the keys made from the server secret of the sealed ids: those of the accounts'
+// end-user identifiers and the sealer of their own upstream keys. They are made once the
+// secret can be read, and kept; a failed read (the database away) is returned and tried again
+// at the next call, so a process that started during an outage has them as soon as the
+// database is back.
+type secretKeys struct {
+	store *store.Store
+
+	mu      sync.Mutex
+	endUser *enduserid.Keys
+	sealer  *upstreamkeys.Sealer
+}
+
+// load returns the keys, reading the secret first if no call has yet.
+func (k *secretKeys) load(ctx context.Context) (*enduserid.Keys, *upstreamkeys.Sealer, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.endUser != nil {
+		return k.endUser, k.sealer, nil
+	}
+	secret, err := k.store.Secret(ctx, sealedid.SecretName)
+	if err != nil {
+		return nil, nil, err
+	}
+	endUser, err := enduserid.New(secret)
+	if err != nil {
+		return nil, nil, err
+	}
+	sealer, err := upstreamkeys.New(secret)
+	if err != nil {
+		return nil, nil, err
+	}
+	k.endUser, k.sealer = endUser, sealer
+	return endUser, sealer, nil
 }
 
 // grants returns the account's model grants: from memory while the cache may answer (during a
@@ -92,11 +125,11 @@ func (a *modelAccess) grants(ctx context.Context, account uuid.UUID) (*Grants, e
 			// A read of one account's grants fails only when the database cannot answer.
 			return nil, apierror.Unavailable("the database", err)
 		}
-		keys, err := a.endUserKeys.Keys(ctx)
+		endUser, _, err := a.keys.load(ctx)
 		if err != nil {
 			return nil, apierror.Unavailable("the database", err)
 		}
-		acct := keys.Account(account)
+		acct := endUser.Account(account)
 		g := &Grants{list: list, index: make(map[string]int, len(list)), endUser: convert.NewEndUser(acct.ID(), acct.AppendUser)}
 		for i, m := range list {
 			g.index[m.ModelID] = i
@@ -119,7 +152,7 @@ func (a *modelAccess) accountKeys(ctx context.Context, account uuid.UUID) (map[s
 	if len(rows) == 0 {
 		return nil, nil
 	}
-	sealer, err := a.sealer.Sealer(ctx)
+	_, sealer, err := a.keys.load(ctx)
 	if err != nil {
 		return nil, apierror.Unavailable("the database", err)
 	}

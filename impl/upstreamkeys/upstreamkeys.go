@@ -18,7 +18,6 @@
 package upstreamkeys
 
 import (
-	"context"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hmac"
@@ -26,7 +25,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/google/uuid"
 )
@@ -123,37 +121,4 @@ func Hint(key string) string {
 		return "…"
 	}
 	return "…" + key[len(key)-4:]
-}
-
-// Loader makes the Sealer once the server secret can be read and keeps it. A failed read (the
-// database away) is returned and tried again at the next call.
-type Loader struct {
-	secret func(context.Context) ([]byte, error)
-
-	mu     sync.Mutex
-	sealer *Sealer
-}
-
-// NewLoader returns a Loader that reads the server secret with secret.
-func NewLoader(secret func(context.Context) ([]byte, error)) *Loader {
-	return &Loader{secret: secret}
-}
-
-// Sealer is the Sealer, reading the secret first if no call has yet.
-func (l *Loader) Sealer(ctx context.Context) (*Sealer, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.sealer != nil {
-		return l.sealer, nil
-	}
-	s, err := l.secret(ctx)
-	if err != nil {
-		return nil, err
-	}
-	sealer, err := New(s)
-	if err != nil {
-		return nil, err
-	}
-	l.sealer = sealer
-	return sealer, nil
 }

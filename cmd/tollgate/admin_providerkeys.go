@@ -279,14 +279,7 @@ func (a *admin) configuredProvider(name string) error {
 }
 
 // provider is the configured provider name.
-func (a *admin) provider(name string) (p config.Provider, ok bool) {
-	for _, p := range a.svc.Config.Providers {
-		if p.Name == name {
-			return p, true
-		}
-	}
-	return p, false
-}
+func (a *admin) provider(name string) (config.Provider, bool) { return a.svc.Config.Provider(name) }
 
 // operatorName says who set a key: the operator, with the host's user name when it is known.
 func operatorName() string {

@@ -826,12 +826,21 @@ func (c *Config) Simulated(id string) bool {
 	}
 	ups := append(append([]Upstream(nil), m.Experts...), backendOf(m)...)
 	for _, u := range ups {
-		i := slices.IndexFunc(c.Providers, func(p Provider) bool { return p.Name == u.Provider })
-		if i < 0 || c.Providers[i].BaseURL != SimulatorURL {
+		if p, ok := c.Provider(u.Provider); !ok || p.BaseURL != SimulatorURL {
 			return false
 		}
 	}
 	return len(ups) > 0
+}
+
+// Provider returns the provider called name.
+func (c *Config) Provider(name string) (Provider, bool) {
+	for _, p := range c.Providers {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Provider{}, false
 }
 
 // Plan returns the plan called name.

@@ -175,7 +175,7 @@ func (a *App) planPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
 			return
 		}
 		for _, k := range keys {
-			configured := slices.ContainsFunc(a.cfg.Providers, func(p config.Provider) bool { return p.Name == k.Provider })
+			_, configured := a.cfg.Provider(k.Provider)
 			d.UpstreamKeys = append(d.UpstreamKeys, upstreamKeyRow{Provider: k.Provider, Hint: k.Hint, SetAt: k.SetAt, Configured: configured})
 		}
 		// A provider that serves only accounts with a key of their own is not reached with

@@ -504,15 +504,22 @@ func (s *Server) refuseHead(w http.ResponseWriter, status int, reason, target st
 		c.Close()
 		return
 	}
-	if cw, ok := c.(interface{ CloseWrite() error }); ok {
-		_ = cw.CloseWrite()
-	}
 	// The wait is the connection's alone: the request, which net/http keeps until the
 	// handler returns, is let go at once.
 	go func() {
 		defer c.Close()
-		_, _ = io.Copy(io.Discard, io.LimitReader(c, 64<<10))
+		lingerAfterAnswer(c)
 	}()
+}
+
+// lingerAfterAnswer half-closes a taken-over connection whose answer was written and reads
+// what the client still sends (64 KiB at most, until the connection's deadline), so that the
+// answer is not lost to a reset, as net/http does after its own refusals; the caller closes c.
+func lingerAfterAnswer(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(c, 64<<10))
 }
 
 // handoffBody is a handed-off request's Body: each Read moves the body read deadline to the

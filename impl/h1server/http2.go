@@ -3,7 +3,6 @@ package h1server
 import (
 	"bufio"
 	"encoding/binary"
-	"io"
 	"net/http"
 	"time"
 )
@@ -60,10 +59,7 @@ func refuseHTTP2(w http.ResponseWriter) {
 	if _, err := c.Write(http2GoAway); err != nil {
 		return
 	}
-	if cw, ok := c.(interface{ CloseWrite() error }); ok {
-		_ = cw.CloseWrite()
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(c, 64<<10))
+	lingerAfterAnswer(c)
 }
 
 // http2RefusalWait bounds how long refuseHTTP2 waits for the client's first request.

@@ -3040,7 +3040,10 @@ type ClientInterface interface {
 	// A slot runs at most one session: spawning on a slot whose session is still live
 	// (`provisioning`, `ready`, `busy` or `stopping`) is a 409 naming that session and its
 	// state. A slot that is not the caller's is a 403 `permission_error`, whether another
-	// account has a slot of that name or none does. With `Idempotency-Key`, a repeated
+	// account has a slot of that name or none does. A session's model whose every upstream
+	// takes only accounts with an upstream key of their own, which the account has none of,
+	// is a 403 `upstream_key_required`, as a request to that model is, and no session is
+	// started. With `Idempotency-Key`, a repeated
 	// request gets the first answer again (the same `commandId` and `sessionId`); the key
 	// reused for a different request is a 409.
 	//
@@ -3062,7 +3065,10 @@ type ClientInterface interface {
 	// A slot runs at most one session: spawning on a slot whose session is still live
 	// (`provisioning`, `ready`, `busy` or `stopping`) is a 409 naming that session and its
 	// state. A slot that is not the caller's is a 403 `permission_error`, whether another
-	// account has a slot of that name or none does. With `Idempotency-Key`, a repeated
+	// account has a slot of that name or none does. A session's model whose every upstream
+	// takes only accounts with an upstream key of their own, which the account has none of,
+	// is a 403 `upstream_key_required`, as a request to that model is, and no session is
+	// started. With `Idempotency-Key`, a repeated
 	// request gets the first answer again (the same `commandId` and `sessionId`); the key
 	// reused for a different request is a 409.
 	//
@@ -3395,7 +3401,10 @@ func (c *Client) ListAgents(ctx context.Context, reqEditors ...RequestEditorFn) 
 // A slot runs at most one session: spawning on a slot whose session is still live
 // (`provisioning`, `ready`, `busy` or `stopping`) is a 409 naming that session and its
 // state. A slot that is not the caller's is a 403 `permission_error`, whether another
-// account has a slot of that name or none does. With `Idempotency-Key`, a repeated
+// account has a slot of that name or none does. A session's model whose every upstream
+// takes only accounts with an upstream key of their own, which the account has none of,
+// is a 403 `upstream_key_required`, as a request to that model is, and no session is
+// started. With `Idempotency-Key`, a repeated
 // request gets the first answer again (the same `commandId` and `sessionId`); the key
 // reused for a different request is a 409.
 //
@@ -3427,7 +3436,10 @@ func (c *Client) SpawnAgentWithBody(ctx context.Context, params *SpawnAgentParam
 // A slot runs at most one session: spawning on a slot whose session is still live
 // (`provisioning`, `ready`, `busy` or `stopping`) is a 409 naming that session and its
 // state. A slot that is not the caller's is a 403 `permission_error`, whether another
-// account has a slot of that name or none does. With `Idempotency-Key`, a repeated
+// account has a slot of that name or none does. A session's model whose every upstream
+// takes only accounts with an upstream key of their own, which the account has none of,
+// is a 403 `upstream_key_required`, as a request to that model is, and no session is
+// started. With `Idempotency-Key`, a repeated
 // request gets the first answer again (the same `commandId` and `sessionId`); the key
 // reused for a different request is a 409.
 //
@@ -4524,7 +4536,10 @@ type ClientWithResponsesInterface interface {
 	// A slot runs at most one session: spawning on a slot whose session is still live
 	// (`provisioning`, `ready`, `busy` or `stopping`) is a 409 naming that session and its
 	// state. A slot that is not the caller's is a 403 `permission_error`, whether another
-	// account has a slot of that name or none does. With `Idempotency-Key`, a repeated
+	// account has a slot of that name or none does. A session's model whose every upstream
+	// takes only accounts with an upstream key of their own, which the account has none of,
+	// is a 403 `upstream_key_required`, as a request to that model is, and no session is
+	// started. With `Idempotency-Key`, a repeated
 	// request gets the first answer again (the same `commandId` and `sessionId`); the key
 	// reused for a different request is a 409.
 	//
@@ -4546,7 +4561,10 @@ type ClientWithResponsesInterface interface {
 	// A slot runs at most one session: spawning on a slot whose session is still live
 	// (`provisioning`, `ready`, `busy` or `stopping`) is a 409 naming that session and its
 	// state. A slot that is not the caller's is a 403 `permission_error`, whether another
-	// account has a slot of that name or none does. With `Idempotency-Key`, a repeated
+	// account has a slot of that name or none does. A session's model whose every upstream
+	// takes only accounts with an upstream key of their own, which the account has none of,
+	// is a 403 `upstream_key_required`, as a request to that model is, and no session is
+	// started. With `Idempotency-Key`, a repeated
 	// request gets the first answer again (the same `commandId` and `sessionId`); the key
 	// reused for a different request is a 409.
 	//
@@ -6653,7 +6671,10 @@ func (c *ClientWithResponses) ListAgentsWithResponse(ctx context.Context, reqEdi
 // A slot runs at most one session: spawning on a slot whose session is still live
 // (`provisioning`, `ready`, `busy` or `stopping`) is a 409 naming that session and its
 // state. A slot that is not the caller's is a 403 `permission_error`, whether another
-// account has a slot of that name or none does. With `Idempotency-Key`, a repeated
+// account has a slot of that name or none does. A session's model whose every upstream
+// takes only accounts with an upstream key of their own, which the account has none of,
+// is a 403 `upstream_key_required`, as a request to that model is, and no session is
+// started. With `Idempotency-Key`, a repeated
 // request gets the first answer again (the same `commandId` and `sessionId`); the key
 // reused for a different request is a 409.
 //
@@ -6681,7 +6702,10 @@ func (c *ClientWithResponses) SpawnAgentWithBodyWithResponse(ctx context.Context
 // A slot runs at most one session: spawning on a slot whose session is still live
 // (`provisioning`, `ready`, `busy` or `stopping`) is a 409 naming that session and its
 // state. A slot that is not the caller's is a 403 `permission_error`, whether another
-// account has a slot of that name or none does. With `Idempotency-Key`, a repeated
+// account has a slot of that name or none does. A session's model whose every upstream
+// takes only accounts with an upstream key of their own, which the account has none of,
+// is a 403 `upstream_key_required`, as a request to that model is, and no session is
+// started. With `Idempotency-Key`, a repeated
 // request gets the first answer again (the same `commandId` and `sessionId`); the key
 // reused for a different request is a 409.
 //

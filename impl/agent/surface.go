@@ -195,6 +195,14 @@ func (s *Service) resolveSpawn(ctx context.Context, q *store.AgentQueries, accou
 	if m.Family != config.FamilyChat {
 		return p, apierror.Invalid("model", "model '%s' is a Messages model; agents run on chat models", p.model)
 	}
+	// A model whose every expert takes only accounts with an upstream key of their own, which
+	// this account has none of, is refused here as its requests are (403 upstream_key_required),
+	// rather than accepted and the session failed at its first model call.
+	if s.exchange != nil {
+		if err := s.exchange.RequireReachable(ctx, account, p.model); err != nil {
+			return p, err
+		}
+	}
 	p.maxTurns, p.maxSpend, p.maxDuration = prof.MaxTurns, prof.MaxSpendMicros, prof.MaxDuration
 	// A spawn may lower its profile's bounds, never raise them: the profile is the operator's.
 	if a.MaxTurns != nil {

@@ -141,6 +141,25 @@ func (eng *Engine) Reachable(g *Grants, m *routing.Model) bool {
 	return eng.keyRequiredBy(g, m) == ""
 }
 
+// RequireReachable is nil when the account may be sent to some expert of the model with id
+// (Reachable), and otherwise the 403 upstream_key_required its requests get, for a caller that
+// settles on a model before any call to it (an agent session's spawn); an unknown model is
+// nil, for the caller's own check to name.
+func (eng *Engine) RequireReachable(ctx context.Context, account uuid.UUID, id string) error {
+	m, ok := eng.registry.Load().Model(id)
+	if !ok {
+		return nil
+	}
+	g, err := eng.access.grants(ctx, account)
+	if err != nil {
+		return err
+	}
+	if provider := eng.keyRequiredBy(g, m); provider != "" {
+		return upstreamKeyRequired(provider)
+	}
+	return nil
+}
+
 // keyRequiredBy is "" when the account whose grants are g may be sent to some expert of model
 // m (Reachable); otherwise the provider of m's last expert in the configuration's order, every
 // one of which takes only accounts with a key of their own, which the account has none of (a

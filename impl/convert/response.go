@@ -1,10 +1,12 @@
 package convert
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/jsontext"
@@ -68,9 +70,10 @@ type chatResponseWire struct {
 // chatChoiceWire is a choice of a chat completion, as encoding/json reads it.
 type chatChoiceWire struct {
 	Message struct {
-		Content   json.RawMessage `json:"content"`
-		Refusal   *string         `json:"refusal"`
-		ToolCalls []struct {
+		Content     json.RawMessage `json:"content"`
+		Refusal     *string         `json:"refusal"`
+		Annotations urlCitations    `json:"annotations"`
+		ToolCalls   []struct {
 			ID       string `json:"id"`
 			Function struct {
 				Name      string `json:"name"`
@@ -118,6 +121,11 @@ func decodeChatResponse(body []byte) (*llm.Response, error) {
 		r.Refusal = *c.Message.Refusal
 	}
 	r.Stop = refusedStop(r)
+	for _, a := range c.Message.Annotations {
+		if a.Type == "url_citation" && a.URLCitation != nil {
+			r.Citations = append(r.Citations, a.URLCitation.citation(0))
+		}
+	}
 	for _, tc := range c.Message.ToolCalls {
 		r.ToolCalls = append(r.ToolCalls, llm.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 	}
@@ -171,9 +179,10 @@ type responsesResponseWire struct {
 	Output []struct {
 		Type    string `json:"type"`
 		Content []struct {
-			Type    string `json:"type"`
-			Text    string `json:"text"`
-			Refusal string `json:"refusal"`
+			Type        string       `json:"type"`
+			Text        string       `json:"text"`
+			Refusal     string       `json:"refusal"`
+			Annotations urlCitations `json:"annotations"`
 		} `json:"content"`
 		CallID    string `json:"call_id"`
 		Name      string `json:"name"`
@@ -211,6 +220,13 @@ func decodeResponsesResponse(body []byte) (*llm.Response, error) {
 			for _, c := range item.Content {
 				switch c.Type {
 				case "output_text":
+					// A part's annotations count from its own text's start.
+					at := utf8.RuneCountInString(r.Text)
+					for _, a := range c.Annotations {
+						if a.Type == "url_citation" {
+							r.Citations = append(r.Citations, a.citation(at))
+						}
+					}
 					r.Text += c.Text
 				case "refusal":
 					r.Refusal += c.Refusal
@@ -249,6 +265,13 @@ type messagesResponseWire struct {
 		ID    string          `json:"id"`
 		Name  string          `json:"name"`
 		Input json.RawMessage `json:"input"`
+		// Citations are a text block's sources; only a web page's (web_search_result_location)
+		// has a place in the OpenAI formats.
+		Citations []struct {
+			Type  string `json:"type"`
+			URL   string `json:"url"`
+			Title string `json:"title"`
+		} `json:"citations"`
 	} `json:"content"`
 	StopReason   string  `json:"stop_reason"`
 	StopSequence *string `json:"stop_sequence"`
@@ -303,7 +326,14 @@ func decodeMessagesResponse(body []byte) (*llm.Response, error) {
 	for _, b := range w.Content {
 		switch b.Type {
 		case "text":
+			// A block's citations cite the whole block.
+			start := utf8.RuneCountInString(r.Text)
 			r.Text += b.Text
+			for _, c := range b.Citations {
+				if c.Type == "web_search_result_location" {
+					r.Citations = append(r.Citations, llm.Citation{URL: c.URL, Title: c.Title, Start: start, End: start + utf8.RuneCountInString(b.Text)})
+				}
+			}
 		case "tool_use":
 			args := "{}"
 			if !isNull(b.Input) {
@@ -364,7 +394,7 @@ func chatResponse(resp *llm.Response, meta Meta) object {
 	} else {
 		msg.set("refusal", nil)
 	}
-	msg.set("annotations", []any{})
+	msg.set("annotations", chatAnnotations(resp.Citations))
 	if len(resp.ToolCalls) > 0 {
 		calls := make([]any, 0, len(resp.ToolCalls))
 		for _, c := range resp.ToolCalls {
@@ -388,6 +418,73 @@ func chatResponse(resp *llm.Response, meta Meta) object {
 		{"system_fingerprint", nil},
 		{"service_tier", OpenAIServiceTier(resp.Usage.ServiceTier)},
 	}
+}
+
+// urlCitationWire is an OpenAI url_citation annotation as encoding/json reads it: a chat
+// message's (its fields under url_citation) or a Responses output_text part's (its fields at
+// the top).
+type urlCitationWire struct {
+	Type        string             `json:"type"`
+	URLCitation *urlCitationFields `json:"url_citation"`
+	urlCitationFields
+}
+
+// urlCitations are the annotations of an OpenAI answer's text. Nearly every answer has none
+// (`[]`), which is read without allocating.
+type urlCitations []urlCitationWire
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (u *urlCitations) UnmarshalJSON(b []byte) error {
+	if t := bytes.TrimSpace(b); len(t) == 0 || t[0] != '[' || bytes.Equal(bytes.TrimSpace(t[1:]), []byte("]")) {
+		return nil // none, or not an array: no annotations
+	}
+	var w []urlCitationWire
+	if json.Unmarshal(b, &w) != nil {
+		return nil // annotations the gateway cannot read are not carried
+	}
+	*u = w
+	return nil
+}
+
+// urlCitationFields are a url_citation's page and the range of text that cites it.
+type urlCitationFields struct {
+	URL        string `json:"url"`
+	Title      string `json:"title"`
+	StartIndex int    `json:"start_index"`
+	EndIndex   int    `json:"end_index"`
+}
+
+// citation is the neutral citation of f, whose indexes count from at, the character offset of
+// its text in the answer's.
+func (f *urlCitationFields) citation(at int) llm.Citation {
+	return llm.Citation{URL: f.URL, Title: f.Title, Start: at + f.StartIndex, End: at + f.EndIndex}
+}
+
+// chatAnnotations is a chat message's annotations: a url_citation for each citation
+// (https://platform.openai.com/docs/api-reference/chat/object, message.annotations).
+func chatAnnotations(cs []llm.Citation) []any {
+	out := make([]any, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, object{{"type", "url_citation"}, {"url_citation", object{
+			{"end_index", c.End}, {"start_index", c.Start}, {"title", c.Title}, {"url", c.URL}}}})
+	}
+	return out
+}
+
+// responsesAnnotations is a Responses output_text part's annotations: a url_citation for each
+// citation (https://platform.openai.com/docs/api-reference/responses/object,
+// output_text.annotations), its indexes those of the part's text, which is the answer's.
+func responsesAnnotations(cs []llm.Citation) []any {
+	out := make([]any, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, responsesAnnotation(c))
+	}
+	return out
+}
+
+// responsesAnnotation is the url_citation annotation of c on a Responses output_text part.
+func responsesAnnotation(c llm.Citation) object {
+	return object{{"type", "url_citation"}, {"end_index", c.End}, {"start_index", c.Start}, {"title", c.Title}, {"url", c.URL}}
 }
 
 // AppendChatUsage appends the usage object of a chat completion (and of the final chunk of a chat
@@ -519,7 +616,7 @@ func responsesResponse(resp *llm.Response, meta Meta) object {
 		// refusal is a part of its own, as OpenAI answers it.
 		content := []any{}
 		if resp.Text != "" || resp.Refusal == "" {
-			content = append(content, object{{"type", "output_text"}, {"text", resp.Text}, {"annotations", []any{}}, {"logprobs", []any{}}})
+			content = append(content, object{{"type", "output_text"}, {"text", resp.Text}, {"annotations", responsesAnnotations(resp.Citations)}, {"logprobs", []any{}}})
 		}
 		if resp.Refusal != "" {
 			content = append(content, object{{"type", "refusal"}, {"refusal", resp.Refusal}})

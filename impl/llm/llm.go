@@ -256,12 +256,26 @@ type Response struct {
 	Text string
 	// Refusal is the model's refusal to answer, kept apart from its text as the OpenAI formats
 	// keep it (chat message.refusal, a Responses refusal part); "" when it did not refuse.
-	Refusal   string
+	Refusal string
+	// Citations are the web pages the answer's text cites (an Anthropic text block's
+	// web_search_result_location citations, OpenAI url_citation annotations), in the order of
+	// the text they cite.
+	Citations []Citation
 	ToolCalls []ToolCall
 	Stop      StopReason
 	// StopSequence is the sequence that matched when Stop is StopSequence.
 	StopSequence string
 	Usage        Usage
+}
+
+// Citation is a web page that a range of the answer's text cites.
+type Citation struct {
+	URL   string
+	Title string
+	// Start and End delimit the text that cites the page: offsets in the answer's text (Text,
+	// or the text deltas of a stream so far), in characters (Unicode code points), End
+	// exclusive, as OpenAI's url_citation start_index and end_index count them.
+	Start, End int
 }
 
 // EventKind is the kind of a stream event.
@@ -278,6 +292,9 @@ const (
 	EventStop
 	EventUsage
 	EventError
+	// EventCitation says that the text so far, from Citation.Start to Citation.End, cites a web
+	// page; it comes after that text.
+	EventCitation
 )
 
 // Event is one step of a streamed answer.
@@ -303,6 +320,8 @@ type Event struct {
 	Usage Usage
 	// Error: what went wrong, as the upstream said it.
 	Err *StreamError
+	// Citation: the page and the range of text that cites it.
+	Citation *Citation
 }
 
 // StreamError is an error reported inside a stream.

@@ -3,6 +3,7 @@ package streamconv
 import (
 	"bytes"
 	"encoding/json"
+	"unicode/utf8"
 
 	"github.com/tollgate/tollgate/impl/convert"
 	"github.com/tollgate/tollgate/impl/llm"
@@ -45,6 +46,12 @@ type messagesDecoder struct {
 	pair     surrogatePair
 	args     surrogatePair
 	argsTool int
+	// chars counts the characters of the text decoded so far; blockAt is the count when the
+	// open text block began, and cited the web pages its citations name, sent as citations of
+	// the whole block when it stops (Anthropic cites a block's whole text).
+	chars   int
+	blockAt int
+	cited   []llm.Citation
 }
 
 const (
@@ -61,11 +68,13 @@ type msgEvent struct {
 	} `json:"message"`
 	Index        int `json:"index"`
 	ContentBlock *struct {
-		Type  string          `json:"type"`
-		ID    string          `json:"id"`
-		Name  string          `json:"name"`
-		Text  string          `json:"text"`
-		Input json.RawMessage `json:"input"`
+		Type string `json:"type"`
+		ID   string `json:"id"`
+		Name string `json:"name"`
+		// Text is the block's initial text, read through the text's pair as a delta is.
+		Text      deltaToken      `json:"text"`
+		Input     json.RawMessage `json:"input"`
+		Citations []msgCitation   `json:"citations"`
 	} `json:"content_block"`
 	Delta *struct {
 		Type string `json:"type"`
@@ -75,9 +84,26 @@ type msgEvent struct {
 		PartialJSON  deltaToken `json:"partial_json"`
 		StopReason   string     `json:"stop_reason"`
 		StopSequence string     `json:"stop_sequence"`
+		// Citation is a citations_delta's citation.
+		Citation *msgCitation `json:"citation"`
 	} `json:"delta"`
 	Usage *msgUsage  `json:"usage"`
 	Error *wireError `json:"error"`
+}
+
+// msgCitation is a citation of a text block; only a web page's (web_search_result_location)
+// has a place in the OpenAI formats.
+type msgCitation struct {
+	Type  string `json:"type"`
+	URL   string `json:"url"`
+	Title string `json:"title"`
+}
+
+// cite notes c, a citation of the open text block.
+func (d *messagesDecoder) cite(c *msgCitation) {
+	if c != nil && c.Type == "web_search_result_location" {
+		d.cited = append(d.cited, llm.Citation{URL: c.URL, Title: c.Title})
+	}
 }
 
 type msgUsage struct {
@@ -158,6 +184,18 @@ func (d *messagesDecoder) usage() llm.Usage {
 
 // Decode implements Decoder.
 func (d *messagesDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, bool, error) {
+	n := len(out)
+	out, done, err := d.decode(ev, out)
+	for i := n; i < len(out); i++ {
+		if out[i].Kind == llm.EventTextDelta {
+			d.chars += utf8.RuneCountInString(out[i].Text)
+		}
+	}
+	return out, done, err
+}
+
+// decode decodes one event (Decode), but for the count of the text's characters.
+func (d *messagesDecoder) decode(ev sse.Event, out []llm.Event) ([]llm.Event, bool, error) {
 	if len(ev.Data) == 0 || d.failed {
 		return out, false, nil
 	}
@@ -223,8 +261,14 @@ func (d *messagesDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, bo
 			}
 		case "text":
 			d.blocks[e.Index] = blockText
-			if cb.Text != "" {
-				out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: cb.Text})
+			d.blockAt, d.cited = d.chars, d.cited[:0]
+			for i := range cb.Citations {
+				d.cite(&cb.Citations[i])
+			}
+			// The block's initial text is read as its deltas are: a character split between
+			// it and the first delta is joined whole.
+			if text := d.pair.textOf(cb.Text); text != "" {
+				out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: text})
 			}
 		case "tool_use":
 			n := len(d.argsSeen)
@@ -249,6 +293,8 @@ func (d *messagesDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, bo
 			if text := d.pair.textOf(e.Delta.Text); text != "" {
 				out = append(out, llm.Event{Kind: llm.EventTextDelta, Text: text})
 			}
+		case b == blockText && e.Delta.Type == "citations_delta":
+			d.cite(e.Delta.Citation)
 		case b >= 0 && e.Delta.Type == "input_json_delta":
 			if args, _ := d.argsOf(b, e.Delta.PartialJSON, &out); args != "" {
 				d.argsSeen[b] = true
@@ -256,7 +302,21 @@ func (d *messagesDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, bo
 			}
 		}
 	case "content_block_stop":
+		k := len(out)
 		out = d.pair.flush(out)
+		if len(d.cited) > 0 {
+			// The block's text is whole: its citations cite all of it (Decode counts the
+			// characters of the flushed half after this).
+			end := d.chars
+			for _, t := range out[k:] {
+				end += utf8.RuneCountInString(t.Text)
+			}
+			for _, c := range d.cited {
+				c.Start, c.End = d.blockAt, end
+				out = append(out, llm.Event{Kind: llm.EventCitation, Citation: &c})
+			}
+			d.cited = d.cited[:0]
+		}
 		if e.Index >= 0 && e.Index < len(d.blocks) {
 			if b := d.blocks[e.Index]; b >= 0 {
 				if d.args.high != 0 && d.argsTool == b {
@@ -410,9 +470,12 @@ func (d *messagesDecoder) fastDelta(data []byte, out []llm.Event) ([]llm.Event, 
 			d.argsSeen[b] = true
 			out = append(out, llm.Event{Kind: llm.EventToolCallDelta, ToolIndex: b, Arguments: s})
 		}
+	case `"citations_delta"`:
+		// A text block's citation: read by encoding/json, as it is rare.
+		return out, false
 	default:
-		// thinking_delta, signature_delta, citations_delta: nothing to carry; but a type
-		// given with escapes is left to encoding/json.
+		// thinking_delta, signature_delta: nothing to carry; but a type given with escapes
+		// is left to encoding/json.
 		if bytes.IndexByte(typ, '\\') >= 0 || typ[0] != '"' {
 			return out, false
 		}

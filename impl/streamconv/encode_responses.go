@@ -3,6 +3,7 @@ package streamconv
 import (
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/tollgate/tollgate/impl/apierror"
 	"github.com/tollgate/tollgate/impl/convert"
@@ -49,6 +50,9 @@ type responsesEncoder struct {
 	stop      llm.StopReason
 	usage     llm.Usage
 	usageSeen bool
+	// chars counts the characters of the answer's text so far (not its refusal's), which a
+	// citation's range counts in.
+	chars int
 }
 
 // respOut is one output item as far as it has been streamed.
@@ -69,6 +73,10 @@ type respOut struct {
 	status                  string
 	// args follows a function call's arguments, to tell when they are whole.
 	args argumentsShape
+	// textAt is the answer's character count when a message's output_text part began, and
+	// citations the part's url_citation annotations, their ranges counted from it.
+	textAt    int
+	citations []llm.Citation
 }
 
 // parts is how many content parts a message item has.
@@ -123,6 +131,9 @@ func (r *responsesEncoder) Encode(ev llm.Event, out []sse.Event) []sse.Event {
 		if ci < 0 {
 			ci = r.addPart(ev.Refusal)
 		}
+		if !ev.Refusal {
+			r.chars += utf8.RuneCountInString(ev.Text)
+		}
 		n := len(*text)
 		*text = appendEscaped(*text, ev.Text)
 		kind := partKindOf(ev.Refusal)
@@ -133,6 +144,8 @@ func (r *responsesEncoder) Encode(ev llm.Event, out []sse.Event) []sse.Event {
 		r.em.buf = append(r.em.buf, (*text)[n:]...)
 		r.em.buf = append(r.em.buf, kind.tail...)
 		r.end(s)
+	case llm.EventCitation:
+		r.cite(ev.Citation)
 	case llm.EventToolCallStart:
 		if r.stop != "" {
 			break
@@ -333,13 +346,13 @@ func (r *responsesEncoder) addPart(refusal bool) int {
 	if refusal {
 		it.refusalIndex = ci
 	} else {
-		it.textIndex = ci
+		it.textIndex, it.textAt = ci, r.chars
 	}
 	s := r.begin("response.content_part.added")
 	r.appendItemRef(r.open)
 	r.appendContentIndex(ci)
 	r.em.buf = append(r.em.buf, `,"part":`...)
-	r.appendPart(nil, refusal)
+	r.appendPart(nil, refusal, nil)
 	r.end(s)
 	return ci
 }
@@ -427,7 +440,7 @@ func (r *responsesEncoder) closeItem(i int, status string) {
 			r.appendItemRef(i)
 			r.appendContentIndex(ci)
 			r.em.buf = append(r.em.buf, `,"part":`...)
-			r.appendPart(*text, refusal)
+			r.appendPart(*text, refusal, it.citations)
 			r.end(s)
 		}
 	}
@@ -487,9 +500,9 @@ func partKindOf(refusal bool) *partKind {
 	return &outputTextPart
 }
 
-// appendPart appends an output_text part with the given escaped text, or a refusal part
-// when refusal is set.
-func (r *responsesEncoder) appendPart(text []byte, refusal bool) {
+// appendPart appends an output_text part with the given escaped text and citations (its
+// url_citation annotations), or a refusal part when refusal is set.
+func (r *responsesEncoder) appendPart(text []byte, refusal bool, citations []llm.Citation) {
 	if refusal {
 		r.em.buf = append(r.em.buf, `{"type":"refusal","refusal":"`...)
 		r.em.buf = append(r.em.buf, text...)
@@ -498,7 +511,48 @@ func (r *responsesEncoder) appendPart(text []byte, refusal bool) {
 	}
 	r.em.buf = append(r.em.buf, `{"type":"output_text","text":"`...)
 	r.em.buf = append(r.em.buf, text...)
-	r.em.buf = append(r.em.buf, `","annotations":[],"logprobs":[]}`...)
+	r.em.buf = append(r.em.buf, `","annotations":[`...)
+	for i, c := range citations {
+		if i > 0 {
+			r.em.buf = append(r.em.buf, ',')
+		}
+		r.appendAnnotation(c)
+	}
+	r.em.buf = append(r.em.buf, `],"logprobs":[]}`...)
+}
+
+// appendAnnotation appends c as a url_citation annotation
+// (https://platform.openai.com/docs/api-reference/responses/object, output_text.annotations).
+func (r *responsesEncoder) appendAnnotation(c llm.Citation) {
+	r.em.buf = append(r.em.buf, `{"type":"url_citation","end_index":`...)
+	r.em.buf = appendInt(r.em.buf, int64(c.End))
+	r.em.buf = append(r.em.buf, `,"start_index":`...)
+	r.em.buf = appendInt(r.em.buf, int64(c.Start))
+	r.em.buf = append(r.em.buf, `,"title":`...)
+	r.em.buf = appendString(r.em.buf, c.Title)
+	r.em.buf = append(r.em.buf, `,"url":`...)
+	r.em.buf = appendString(r.em.buf, c.URL)
+	r.em.buf = append(r.em.buf, '}')
+}
+
+// cite adds c, a citation of the text so far, to the output_text part of the message being
+// streamed, as response.output_text.annotation.added does: its range counted from the part's
+// start. A citation with no such part open (its text in an earlier item) has nowhere to go.
+func (r *responsesEncoder) cite(c *llm.Citation) {
+	if c == nil || r.open < 0 || r.items[r.open].fc || r.items[r.open].textIndex < 0 {
+		return
+	}
+	it := &r.items[r.open]
+	a := llm.Citation{URL: c.URL, Title: c.Title, Start: max(c.Start-it.textAt, 0), End: max(c.End-it.textAt, 0)}
+	it.citations = append(it.citations, a)
+	s := r.begin("response.output_text.annotation.added")
+	r.appendItemRef(r.open)
+	r.appendContentIndex(it.textIndex)
+	r.em.buf = append(r.em.buf, `,"annotation_index":`...)
+	r.em.buf = appendInt(r.em.buf, int64(len(it.citations)-1))
+	r.em.buf = append(r.em.buf, `,"annotation":`...)
+	r.appendAnnotation(a)
+	r.end(s)
 }
 
 // appendItem appends item i as it stands: in progress (no content, empty arguments) or done.
@@ -530,7 +584,7 @@ func (r *responsesEncoder) appendItem(i int) {
 				r.em.buf = append(r.em.buf, ',')
 			}
 			_, text := it.part(refusal)
-			r.appendPart(*text, refusal)
+			r.appendPart(*text, refusal, it.citations)
 		}
 	}
 	r.em.buf = append(r.em.buf, "]}"...)

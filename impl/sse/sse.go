@@ -1,7 +1,8 @@
 // Package sse is tollgate's one server-sent events reader and writer: the writer frames and
 // flushes events to a client, the reader parses an upstream's stream. Both follow the WHATWG
 // event-stream rules as the official SDK parsers apply them: LF or CRLF line ends, comments for
-// heartbeats, several data lines joined by "\n", an empty line dispatching the event.
+// heartbeats, several data lines joined by "\n", an empty line dispatching the event, and one
+// byte order mark at the very start of a stream ignored.
 package sse
 
 import (
@@ -138,6 +139,9 @@ type Reader struct {
 	data    []byte
 	id      string
 	hasData bool
+	// begun says that the stream's first line was read: only that line may begin with the
+	// byte order mark the standard has the reader ignore (readLine).
+	begun bool
 }
 
 // readerBufferSize is the Reader's buffer: events longer than it are gathered across reads,
@@ -208,7 +212,13 @@ func (s *Reader) Next() (Event, error) {
 	}
 }
 
-// readLine returns one line without its LF or CRLF.
+// byteOrderMark is U+FEFF in UTF-8: one at the very start of a stream is not part of its first
+// line (HTML Living Standard, server-sent events: "One leading U+FEFF BYTE ORDER MARK
+// character must be ignored if any are present").
+const byteOrderMark = "\xEF\xBB\xBF"
+
+// readLine returns one line without its LF or CRLF (the stream's first without a leading byte
+// order mark).
 func (s *Reader) readLine() ([]byte, error) {
 	var long []byte
 	for {
@@ -232,6 +242,13 @@ func (s *Reader) readLine() ([]byte, error) {
 		line := chunk[:len(chunk)-1]
 		if n := len(line); n > 0 && line[n-1] == '\r' {
 			line = line[:n-1]
+		}
+		if !s.begun {
+			// Without this, a stream that opens with a byte order mark (some servers write
+			// one) had its first field's name read as "\uFEFFdata" or "\uFEFFevent", an
+			// unknown field: its first event was lost, or lost its name.
+			s.begun = true
+			line = bytes.TrimPrefix(line, []byte(byteOrderMark))
 		}
 		return line, nil
 	}

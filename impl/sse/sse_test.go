@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 func TestReaderFraming(t *testing.T) {
@@ -205,5 +206,45 @@ func TestEventIDRoundTrip(t *testing.T) {
 	ev, err = r.Next()
 	if err != nil || ev.ID != "" || string(ev.Data) != "x" {
 		t.Fatalf("second: %+v %v", ev, err)
+	}
+}
+
+// TestReaderIgnoresALeadingByteOrderMark: one U+FEFF at the very start of a stream is ignored,
+// as the HTML Living Standard's event-stream interpretation says, whatever the first line is
+// (a named event, a data line, a comment, a blank line) and however the bytes arrive; a second
+// one, or one later in the stream, is part of the line it begins (a field of another name, which
+// is ignored). Before, the first field's name was read with the mark in front of it: the first
+// event was lost ("\uFEFFdata") or lost its name ("\uFEFFevent").
+func TestReaderIgnoresALeadingByteOrderMark(t *testing.T) {
+	const bom = "\uFEFF"
+	cases := []struct {
+		name, in string
+		want     []Event
+	}{
+		{"named event", bom + "event: message_start\ndata: {\"a\":1}\n\ndata: x\n\n",
+			[]Event{{Name: "message_start", Data: []byte(`{"a":1}`)}, {Data: []byte("x")}}},
+		{"data line", bom + "data: {\"a\":1}\n\n", []Event{{Data: []byte(`{"a":1}`)}}},
+		{"CRLF", bom + "data: a\r\n\r\n", []Event{{Data: []byte("a")}}},
+		{"comment first", bom + ": hello\n\ndata: a\n\n", []Event{{Data: []byte("a")}}},
+		{"blank line first", bom + "\ndata: a\n\n", []Event{{Data: []byte("a")}}},
+		{"only one is ignored", bom + bom + "data: lost\n\ndata: a\n\n", []Event{{Data: []byte("a")}}},
+		{"not after the start", "data: a\n\n" + bom + "data: lost\n\ndata: b\n\n", []Event{{Data: []byte("a")}, {Data: []byte("b")}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			// Whole, and a byte at a time (the mark split between reads).
+			for _, src := range []io.Reader{strings.NewReader(tc.in), iotest.OneByteReader(strings.NewReader(tc.in))} {
+				r := NewReader(src)
+				for i, w := range tc.want {
+					got, err := r.Next()
+					if err != nil || got.Name != w.Name || string(got.Data) != string(w.Data) {
+						t.Fatalf("event %d: %q %q %v; want %q %q", i, got.Name, got.Data, err, w.Name, w.Data)
+					}
+				}
+				if ev, err := r.Next(); err != io.EOF {
+					t.Fatalf("after the events: %q %q %v; want io.EOF", ev.Name, ev.Data, err)
+				}
+			}
+		})
 	}
 }

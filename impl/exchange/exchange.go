@@ -27,7 +27,6 @@ import (
 	"github.com/tollgate/tollgate/impl/llm"
 	"github.com/tollgate/tollgate/impl/provider"
 	"github.com/tollgate/tollgate/impl/routing"
-	"github.com/tollgate/tollgate/impl/sse"
 	"github.com/tollgate/tollgate/impl/telemetry"
 )
 
@@ -147,9 +146,9 @@ type Exchange struct {
 	// (callNext, failOverStream) and Serving reads it from another: the edge's heartbeat timer
 	// may commit the head of a stream whose events are held (Stream).
 	headMu sync.Mutex
-	// held are the stream's events held back before its upstream's first output (Stream),
-	// kept from one expert's stream to the next.
-	held []sse.Event
+	// held are the stream's events held back before its upstream's first output (Stream);
+	// its array is kept from one expert's stream to the next, its copies are not.
+	held heldOpening
 	// answer is a non-streamed answer's body, read whole in start before the exchange is
 	// returned (readAnswerOf), so that an answer cut short or unusable fails over to the next
 	// expert; Close returns it to its pool. For an answer of the client's own format,

@@ -57,6 +57,40 @@ const (
 	maxHeldBytes = 1 << 20
 )
 
+// heldOpening are the events a stream holds back while its upstream has produced no output yet
+// and another expert could take over (see Stream): copies of them, bounded by maxHeld and
+// maxHeldBytes.
+type heldOpening struct {
+	events []sse.Event
+	bytes  int
+}
+
+// hold keeps copies of evs and reports true, or keeps nothing and reports false when they
+// would take the held events past maxHeld or maxHeldBytes.
+func (h *heldOpening) hold(evs []sse.Event) bool {
+	size := h.bytes
+	for _, ev := range evs {
+		size += len(ev.Data)
+	}
+	if size > maxHeldBytes || len(h.events)+len(evs) > maxHeld {
+		return false
+	}
+	h.bytes = size
+	for _, ev := range evs {
+		h.events = append(h.events, sse.Event{Name: ev.Name, Data: append([]byte(nil), ev.Data...), ID: ev.ID})
+	}
+	return true
+}
+
+// release forgets the held events once they were written or are to go to no one. Their array
+// is kept for the events the next expert's stream holds; the copies are dropped from it, so
+// that an opening of up to maxHeldBytes is not kept for as long as the stream that follows it
+// (the rest of the same stream, or the next expert's after a failover) lasts.
+func (h *heldOpening) release() {
+	clear(h.events)
+	h.events, h.bytes = h.events[:0], 0
+}
+
 // Stream relays the upstream's streamed answer to w in the client's format and settles the
 // exchange: what the upstream produced is billed, also when the client goes away; nothing when
 // the upstream failed before producing anything. It returns once the stream has ended; w is
@@ -106,9 +140,9 @@ type streamResult struct {
 	// key (ownKeysDoing): another expert may still serve the request.
 	upstreamFault, ownKeys bool
 	// cause is why the upstream failed, for the try's span should another expert take over;
-	// held are the events held back (see Stream).
+	// held are the events held back (see Stream): the exchange's, or none.
 	cause error
-	held  []sse.Event
+	held  *heldOpening
 	// failure is the in-band error the client is to get (errType, message), written by finish
 	// after the held events; none when the stream ended otherwise.
 	failure      bool
@@ -119,9 +153,9 @@ type streamResult struct {
 // finish writes what the stream still owes the client once it is not failed over: the events
 // held back, and the in-band error of a failure.
 func (r *streamResult) finish(sw streamWriter) {
-	if len(r.held) > 0 {
-		_ = sw.write(r.held)
-		r.held = r.held[:0]
+	if r.held != nil && len(r.held.events) > 0 {
+		_ = sw.write(r.held.events)
+		r.held.release()
 	}
 	if r.failure {
 		_ = sw.send(r.enc.Fail(r.errType, r.msg, nil))
@@ -163,15 +197,13 @@ func (x *Exchange) relayStream(sw streamWriter) (again bool) {
 		rd        = sse.NewReader(upstream)
 		neutral   []llm.Event
 		out       []sse.Event
-		res       = streamResult{status: "ok", held: x.held[:0], enc: enc}
+		res       = streamResult{status: "ok", held: &x.held, enc: enc}
 		wrote     bool      // an event was written
 		sentFirst bool      // the first events were flushed
 		reported  llm.Usage // the upstream's usage, when filled (the stream's end shows the billed counts)
 		filled    bool      // reported holds the upstream's usage
-		// holding: the events go to res.held, not to the client (see Stream); heldBytes is
-		// the size of their data.
-		holding   = x.MayFailOver()
-		heldBytes int
+		// holding: the events go to res.held, not to the client (see Stream).
+		holding = x.MayFailOver()
 		// output: the upstream has produced some of the answer.
 		output bool
 		// unmodelled: the characters of output the neutral events do not carry (thinking,
@@ -187,23 +219,16 @@ func (x *Exchange) relayStream(sw streamWriter) (again bool) {
 		if !holding {
 			return sw.write(evs)
 		}
-		size := heldBytes
-		for _, ev := range evs {
-			size += len(ev.Data)
+		if res.held.hold(evs) {
+			return nil
 		}
-		if size > maxHeldBytes || len(res.held)+len(evs) > maxHeld {
-			holding = false
-			if err := sw.write(res.held); err != nil {
-				return err
-			}
-			res.held = res.held[:0]
-			return sw.write(evs)
+		holding = false
+		err := sw.write(res.held.events)
+		res.held.release()
+		if err != nil {
+			return err
 		}
-		heldBytes = size
-		for _, ev := range evs {
-			res.held = append(res.held, sse.Event{Name: ev.Name, Data: append([]byte(nil), ev.Data...), ID: ev.ID})
-		}
-		return nil
+		return sw.write(evs)
 	}
 	fail := func(errType, message string) {
 		res.failure, res.errType, res.msg = true, errType, message
@@ -292,11 +317,12 @@ loop:
 			// The upstream has begun its answer: what was held goes out, and the rest
 			// follows as it comes.
 			holding = false
-			if err := sw.write(res.held); err != nil {
+			err := sw.write(res.held.events)
+			res.held.release()
+			if err != nil {
 				res.status = "client_disconnected"
 				break
 			}
-			res.held = res.held[:0]
 		}
 		if wrote && !sentFirst && !holding {
 			// The first events leave at once, with the response head: the time to the first
@@ -359,12 +385,14 @@ loop:
 		if brokenByUpstream && !produced && x.ctx.Err() == nil && x.eng.streamsEnd.Err() == nil {
 			switch x.failOverStream(res.status, res.cause, !res.ownKeys) {
 			case failOverAnswered:
-				x.held = res.held[:0]
+				// The failed expert's opening goes to no one.
+				x.held.release()
 				return true
 			case failOverClientGone:
 				// The client left while the next expert had the request: billed its input, as
 				// a client that leaves before any expert answered is (start). The failed
 				// expert's events and error go to no one.
+				x.held.release()
 				res = streamResult{status: "client_disconnected", enc: enc}
 			case failOverShutdown:
 				// The shutdown's grace ended while the next expert had the request and had not
@@ -372,6 +400,7 @@ loop:
 				// for a request whose upstream is silent then. The failed expert's events and
 				// error go to no one, and a fresh encoder writes the error (the failed
 				// expert's has ended its stream with that expert's error).
+				x.held.release()
 				res = streamResult{status: "shutdown", enc: streamconv.NewEncoder(x.client, meta)}
 				fail("overloaded_error", "the gateway is shutting down; retry the request")
 			}

@@ -96,11 +96,12 @@ func putAnswerBuffer(b *[]byte) {
 
 // readAnswerOf reads expert e's complete non-streamed answer res into
 // the exchange, and reads what settling it needs: for the client's own format its top level
-// and usage, for another its decoded form. An answer cut short, too large, malformed, or one
-// that carries an error in place of the answer (a 200 with an error object) is an error, an
-// *apierror.Error for the client, with the status its usage record would carry
-// (upstream_read_failed or upstream_malformed); its response is closed then, and the caller
-// may try the next expert, nothing having reached the client.
+// and usage, for another its decoded form. An answer cut short, too large or malformed is an
+// error, an *apierror.Error for the client, with the status its usage record would carry
+// (upstream_read_failed or upstream_malformed); one that carries an error in place of the
+// answer (a 200 with an error object) is the failed call's error the error stands for
+// (provider.AnswerError; provider.ErrorInAnswer reports it), with its error.type (errorType). The response
+// is closed then, and the caller may try the next expert, nothing having reached the client.
 func (x *Exchange) readAnswerOf(e routing.Expert, res *http.Response) (status string, err error) {
 	buf := answerBuffers.Get().(*[]byte)
 	t1 := time.Now()
@@ -123,6 +124,16 @@ func (x *Exchange) readAnswerOf(e routing.Expert, res *http.Response) (status st
 			x.answerUsage = x.answerResp.Usage
 		}
 		if err != nil {
+			// An error in place of the answer is judged by its kind, as a status is (the
+			// caller's failed call's path), its words cleared of the key the call was sent
+			// with.
+			if up := x.eng.upstreams[e.Provider]; up != nil {
+				if ae := up.AnswerError(res.StatusCode, *buf, x.cred); ae != nil {
+					_ = res.Body.Close()
+					putAnswerBuffer(buf)
+					return errorType(ae), ae
+				}
+			}
 			// An error in a 200 body may quote the key the call was sent with.
 			err = x.withoutKey(e, err)
 			x.Logger().Error("unusable upstream answer", "expert", e.Key, "err", err)

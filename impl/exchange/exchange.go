@@ -653,23 +653,24 @@ func (x *Exchange) callNext(callCtx context.Context) bool {
 			// of D1).
 			if status, rerr := x.readAnswerOf(e, res); rerr != nil {
 				tries.failAnswer(status, rerr)
-				a.lastErr, a.bodyFailed, a.refused = rerr, status, false
-				if ctx.Err() != nil || eng.streamsEnd.Err() != nil {
-					return false
+				if provider.ErrorInAnswer(rerr) {
+					// An error in place of the answer: judged below as the failed call of the
+					// status its kind stands for, as the same error in place of a stream is
+					// (provider.AnswerError): the request's fault is the client's 400, anything
+					// else a failed try like a 429 or a 5xx.
+					err = rerr
+				} else {
+					a.lastErr, a.bodyFailed, a.refused = rerr, status, false
+					if ctx.Err() != nil || eng.streamsEnd.Err() != nil {
+						return false
+					}
+					eng.router.Observe(e.Key, x.principal.AccountID, a.features, 0, true) // a failure counts against health, not latency
+					eng.logger(x.requestID).Warn("upstream answer unusable; "+x.onward(), "expert", e.Key, "status", status, "err", rerr)
+					continue
 				}
-				var ae *apierror.Error
-				if errors.As(rerr, &ae) && ae.Kind == apierror.KindInvalidRequest {
-					// A 200 whose error says the request is at fault: the caller's doing, as a
-					// 400 is, which another expert would refuse too and which says nothing of
-					// this one's health (the review of D1). No record, as for a 400.
-					a.bodyFailed = ""
-					return false
-				}
-				eng.router.Observe(e.Key, x.principal.AccountID, a.features, 0, true) // a failure counts against health, not latency
-				eng.logger(x.requestID).Warn("upstream answer unusable; "+x.onward(), "expert", e.Key, "status", status, "err", rerr)
-				continue
+			} else {
+				a.bodyFailed = ""
 			}
-			a.bodyFailed = ""
 		}
 		if err == nil {
 			// The answering try's operation runs from its own start: not the expert's first
@@ -715,11 +716,13 @@ func (x *Exchange) callNext(callCtx context.Context) bool {
 		// A refusal (an HTTP status), or a connection never made: no upstream has the prompt.
 		et := provider.ErrorType(err)
 		a.refused = (et != "" && et != "connection" && et != provider.NotAStream) || !provider.PromptSent(err)
-		if et == provider.NotAStream {
-			// A 2xx that is not the stream asked for (a proxy's page, a JSON error or answer):
-			// an answer that came and could not be used, as a non-streamed one that cannot be
-			// read is. Nothing reached the client and nothing is billed; the usage record keeps
-			// the failure for the operator should no other expert answer.
+		if et == provider.NotAStream && provider.Retryable(err) {
+			// A 2xx that is not the stream asked for (a proxy's page, a whole JSON answer), or
+			// an error in place of the answer that is not the request's fault: an answer that
+			// came and could not be used, as a non-streamed one that cannot be read is. Nothing
+			// reached the client and nothing is billed; the usage record keeps the failure for
+			// the operator should no other expert answer (an error that refuses the request
+			// has none, as a 400 has none).
 			a.bodyFailed = provider.NotAStream
 		}
 		if ctx.Err() != nil || eng.streamsEnd.Err() != nil {
@@ -793,14 +796,15 @@ func upstreamKeyRequired(provider string) *apierror.Error {
 }
 
 // ownKeysDoing reports whether err, the failure of a call sent with the account's own key,
-// says something of that key's upstream account rather than of the expert: a 4xx status (its
-// rate limit or exhausted quota, a 402, a model its project may not use), which the other
+// says something of that key's upstream account rather than of the expert: a 4xx status, or an
+// error answered with a 2xx that stands for one (its rate limit or exhausted quota, a 402, a
+// model its project may not use; provider.JudgedStatus), which the other
 // accounts, on other keys, do not meet; it must not count against the expert's health, which
 // they share, or one tenant's limits would move every other tenant's traffic. A 5xx, a
 // connection failure or a timeout is the provider's, and counts as with the operator's key.
 func ownKeysDoing(err error) bool {
-	t := provider.ErrorType(err)
-	return len(t) == 3 && t[0] == '4'
+	s := provider.JudgedStatus(err)
+	return s >= 400 && s < 500
 }
 
 // UpstreamKeyRequiredCode is the error code of a request that no upstream could be sent,

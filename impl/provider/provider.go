@@ -275,6 +275,11 @@ type failure struct {
 	// event stream (checkStreamHead), and names what: the try's answer was unusable, as a
 	// non-streamed answer that cannot be read is (ErrorType: upstream_malformed).
 	notStream string
+	// standsFor is, for an error the upstream answered with a 2xx status (status) in place of
+	// the answer, the HTTP status the error's kind stands for (errorStatus), by which the try
+	// is judged; streamed says that a stream was asked for.
+	standsFor int
+	streamed  bool
 	detail    upstreamDetail
 	cause     error
 }
@@ -288,6 +293,9 @@ func (f *failure) Error() string {
 	}
 	if f.notStream != "" {
 		return fmt.Sprintf("upstream answered %d with %s, not an event stream: %s", f.status, f.notStream, f.detail.message)
+	}
+	if f.standsFor != 0 {
+		return fmt.Sprintf("upstream answered %d with an error in place of the answer (taken as a %d): %s", f.status, f.standsFor, f.detail.message)
 	}
 	return fmt.Sprintf("upstream answered %d: %s", f.status, f.detail.message)
 }
@@ -404,7 +412,7 @@ func (u *Upstream) describe(err error) error {
 	described := apierror.WithUpstreamWords(clientError(err), err.Error())
 	var f *failure
 	if errors.As(err, &f) {
-		return &upstreamFailure{error: described, status: f.status, notStream: f.notStream != ""}
+		return &upstreamFailure{error: described, status: f.status, notStream: f.notStream != "", standsFor: f.standsFor}
 	}
 	return described
 }
@@ -472,16 +480,20 @@ type upstreamFailure struct {
 	status  int
 	notSent bool
 	// notStream: the upstream answered a streamed request with something other than an event
-	// stream (checkStreamHead).
+	// stream (checkStreamHead); standsFor: it answered an error with a 2xx status, which stands
+	// for that status (errorStatus).
 	notStream bool
+	standsFor int
 }
 
 func (e *upstreamFailure) Unwrap() error { return e.error }
 
 // ErrorType is error.type of a failed upstream call as the GenAI conventions ask for it (the
 // error code the provider returned): the upstream's HTTP status ("500", "401", "503"), or
-// "connection" when it answered none, or NotAStream when it answered a streamed request with
-// something other than an event stream; "" when err is not a failed upstream call's. The status
+// "connection" when it answered none, or NotAStream when it answered 2xx with something it
+// could not use: a streamed request with something other than an event stream, or any request
+// with an error in place of the answer (ErrorInAnswer; JudgedStatus is the status that error
+// stands for); "" when err is not a failed upstream call's. The status
 // the client gets is another matter: a provider's 500 and 401 are a 502 to the client, its 503
 // a 529 (trial h8 D21: traces and metrics said 502 for a refused provider key).
 func ErrorType(err error) string {
@@ -489,7 +501,7 @@ func ErrorType(err error) string {
 	switch {
 	case !errors.As(err, &f):
 		return ""
-	case f.notStream:
+	case f.notStream, f.standsFor != 0:
 		return NotAStream
 	case f.status == 0:
 		return "connection"
@@ -531,6 +543,8 @@ func waitNote(wait time.Duration) string {
 // said of retrying.
 func statusError(f *failure) *apierror.Error {
 	switch {
+	case f.standsFor != 0:
+		return inAnswerError(f)
 	case f.notStream != "":
 		return &apierror.Error{Kind: apierror.KindUpstream, Message: notStreamMessage(f.notStream)}
 	case f.headTimeout:
@@ -544,7 +558,7 @@ func statusError(f *failure) *apierror.Error {
 		return &apierror.Error{Kind: apierror.KindRateLimited, RetryAfter: f.retryAfter, Message: "the upstream is rate limited"}
 	case f.status == 529 || f.status == http.StatusServiceUnavailable:
 		return &apierror.Error{Kind: apierror.KindOverloaded, RetryAfter: f.retryAfter, Message: "the upstream is overloaded"}
-	case f.status == http.StatusBadRequest || f.status == http.StatusUnprocessableEntity || f.status == http.StatusRequestEntityTooLarge:
+	case refusesRequest(f.status):
 		return &apierror.Error{Kind: apierror.KindInvalidRequest, Param: f.detail.param, Code: f.detail.code,
 			Message: "the upstream refused the request: " + apierror.Excerpt(f.detail.message, apierror.MaxQuotedLen)}
 	case (f.status == http.StatusUnauthorized || f.status == http.StatusForbidden) && f.accountKey:
@@ -643,6 +657,11 @@ func (u *Upstream) WithoutKey(cred *Credential, s string) string {
 // escapes).
 func (u *Upstream) wordsOf(body io.Reader, cred *Credential) upstreamDetail {
 	raw, _ := io.ReadAll(io.LimitReader(body, 64<<10))
+	return u.wordsIn(raw, cred)
+}
+
+// wordsIn is wordsOf of a body read already.
+func (u *Upstream) wordsIn(raw []byte, cred *Credential) upstreamDetail {
 	sent := u.keySent(cred)
 	if sent != "" && bytes.Contains(raw, []byte(sent)) {
 		raw = bytes.ReplaceAll(raw, []byte(sent), []byte(keyElided))
@@ -664,11 +683,22 @@ func (d upstreamDetail) without(key string) upstreamDetail {
 // parseUpstreamError reads either envelope, or keeps a short excerpt of a body that is neither.
 func parseUpstreamError(raw []byte) upstreamDetail {
 	var env struct {
-		Type  json.RawMessage `json:"type"`
-		Error json.RawMessage `json:"error"`
+		Type    json.RawMessage `json:"type"`
+		Error   json.RawMessage `json:"error"`
+		Object  json.RawMessage `json:"object"`
+		Message json.RawMessage `json:"message"`
 	}
 	var d upstreamDetail
-	if json.Unmarshal(raw, &env) == nil && len(env.Error) > 0 {
+	parsed := json.Unmarshal(raw, &env) == nil
+	switch {
+	case !parsed:
+	case len(env.Error) > 0 && env.Error[0] == '"':
+		// {"error":"..."}: the message alone.
+		d.message = jsonString(env.Error)
+	case len(env.Error) == 0 && jsonString(env.Object) == "error":
+		// vLLM's {"object":"error","message":...}, its members at the top level.
+		d.message = jsonString(env.Message)
+	case len(env.Error) > 0:
 		var inner struct {
 			Message json.RawMessage `json:"message"`
 			Type    json.RawMessage `json:"type"`

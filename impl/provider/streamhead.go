@@ -2,6 +2,7 @@ package provider
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -9,8 +10,8 @@ import (
 
 // NotAStream is ErrorType's word, and the usage record's status, for a try whose upstream
 // answered a streamed request 2xx with something other than an event stream
-// (checkStreamHead): an answer that came and could not be used, as a non-streamed answer that
-// cannot be read is.
+// (checkStreamHead), or any request 2xx with an error in place of the answer (ErrorInAnswer):
+// an answer that came and could not be used, as a non-streamed answer that cannot be read is.
 const NotAStream = "upstream_malformed"
 
 // eventStreamType is the media type of a 2xx answer's Content-Type (without its parameters) and
@@ -63,8 +64,14 @@ func (u *Upstream) checkStreamHead(res *http.Response, wait time.Duration, cred 
 		}
 	}
 	defer res.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+	if f := u.answerFailure(res.StatusCode, raw, cred, true); f != nil {
+		// An error in place of the stream is judged by its kind, as the same error answered
+		// to a request not streamed is (answererror.go).
+		return nil, f
+	}
 	return nil, &failure{status: res.StatusCode, notStream: notStreamLabel(mediaType),
-		detail: u.wordsOf(res.Body, cred), provider: u.Name, accountKey: cred != nil}
+		detail: u.wordsIn(raw, cred), provider: u.Name, accountKey: cred != nil}
 }
 
 // surelyNotAStream reports whether mediaType (not text/event-stream) names a body that cannot

@@ -120,6 +120,47 @@ func PeekRequest(f llm.Format, v *jsonview.View) (Peek, error) {
 // message, a Responses event's response), every other byte as it was. A body without that
 // member, or whose member is not an object, is appended unchanged.
 func SetMemberModel(dst, body []byte, member, model string) ([]byte, error) {
+	return QuoteModel(model).SetMember(dst, body, member)
+}
+
+// SetModel appends body to dst with its top-level "model" rewritten to model (every
+// occurrence, when the key repeats), leaving every other byte as it was; when the body has no
+// top-level model, one is added as its first member. Nested "model" keys are not touched.
+func SetModel(dst, body []byte, model string) ([]byte, error) {
+	return QuoteModel(model).Set(dst, body)
+}
+
+// SetModelOf is SetModel of an object already read into v.
+func SetModelOf(dst []byte, v *jsonview.View, model string) []byte {
+	return QuoteModel(model).SetOf(dst, v)
+}
+
+// QuotedModel is a model id quoted once as a JSON string, for a caller that rewrites many
+// bodies to the same model (a relayed stream, each of whose events SetModel would quote it for,
+// one allocation an event).
+type QuotedModel []byte
+
+// QuoteModel quotes model as a JSON string.
+func QuoteModel(model string) QuotedModel { return jsontext.AppendString(nil, model) }
+
+// Set is SetModel to the model q quotes.
+func (q QuotedModel) Set(dst, body []byte) ([]byte, error) {
+	var v jsonview.View
+	if err := v.Parse(body); err != nil {
+		return nil, errSyntax
+	}
+	return q.SetOf(dst, &v), nil
+}
+
+// SetOf is SetModelOf to the model q quotes.
+func (q QuotedModel) SetOf(dst []byte, v *jsonview.View) []byte {
+	var edits jsonview.Edits
+	setModel(v, &edits, q)
+	return edits.AppendTo(dst, v)
+}
+
+// SetMember is SetMemberModel to the model q quotes.
+func (q QuotedModel) SetMember(dst, body []byte, member string) ([]byte, error) {
 	var v jsonview.View
 	if err := v.Parse(body); err != nil {
 		return nil, errSyntax
@@ -129,30 +170,11 @@ func SetMemberModel(dst, body []byte, member, model string) ([]byte, error) {
 		return append(dst, body...), nil
 	}
 	dst = append(dst, body[:m.Start]...)
-	dst, err := SetModel(dst, body[m.Start:m.End], model)
+	dst, err := q.Set(dst, body[m.Start:m.End])
 	if err != nil {
 		return nil, err
 	}
 	return append(dst, body[m.End:]...), nil
-}
-
-// SetModel appends body to dst with its top-level "model" rewritten to model (every
-// occurrence, when the key repeats), leaving every other byte as it was; when the body has no
-// top-level model, one is added as its first member. Nested "model" keys are not touched.
-func SetModel(dst, body []byte, model string) ([]byte, error) {
-	var v jsonview.View
-	if err := v.Parse(body); err != nil {
-		return nil, errSyntax
-	}
-	return SetModelOf(dst, &v, model), nil
-}
-
-// SetModelOf is SetModel of an object already read into v.
-func SetModelOf(dst []byte, v *jsonview.View, model string) []byte {
-	var edits jsonview.Edits
-	var quoted [64]byte
-	setModel(v, &edits, jsontext.AppendString(quoted[:0], model))
-	return edits.AppendTo(dst, v)
 }
 
 // setModel rewrites every top-level "model" of v to the quoted model, or adds one.

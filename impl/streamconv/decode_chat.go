@@ -88,7 +88,7 @@ func (d *chatDecoder) Decode(ev sse.Event, out []llm.Event) ([]llm.Event, bool, 
 		return out, false, nil
 	}
 	if !disableFastPath {
-		if f, ok := chatFast(ev.Data); ok && (d.started || f.toolCall == nil) {
+		if f, ok := chatFast(ev.Data, !d.started); ok && (d.started || f.toolCall == nil) {
 			if !d.started {
 				d.started = true
 				out = append(out, llm.Event{Kind: llm.EventStart, ID: f.id, Model: f.model})
@@ -232,8 +232,11 @@ type chatFastChunk struct {
 
 // chatFast reads the common chunks: one choice 0 whose delta has content (and a role) or one
 // later fragment of a tool call (index and arguments only), with no finish reason, usage or
-// error. ok is false for any other chunk, which the encoding/json path then decodes.
-func chatFast(data []byte) (f chatFastChunk, ok bool) {
+// error. ok is false for any other chunk, which the encoding/json path then decodes. The id
+// and model are read into f only when ids says so (the stream's first chunk: the decoder's
+// start event is the only reader of them); in the other chunks they are checked as the
+// encoding/json path would, without a string made of them for each chunk.
+func chatFast(data []byte, ids bool) (f chatFastChunk, ok bool) {
 	var choices []byte
 	it := iterObject(data)
 	for {
@@ -254,6 +257,12 @@ func chatFast(data []byte) (f chatFastChunk, ok bool) {
 		case "id", "model":
 			// As encoding/json: null leaves the field as it was, a repeated key wins.
 			if isNull(v) {
+				continue
+			}
+			if !ids {
+				if !isStringToken(v) {
+					return f, false
+				}
 				continue
 			}
 			str, ok := stringOf(v)

@@ -207,6 +207,18 @@ func stringOf(tok []byte) (string, bool) {
 	return string(b), true
 }
 
+// isStringToken reports whether stringOf reads tok, without making the string in the common
+// case (no escapes, valid UTF-8), which is stringOf's own first test.
+func isStringToken(tok []byte) bool {
+	if len(tok) >= 2 && tok[0] == '"' && tok[len(tok)-1] == '"' {
+		if inner := tok[1 : len(tok)-1]; bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+			return true
+		}
+	}
+	_, ok := stringOf(tok)
+	return ok
+}
+
 // intOf reads a small non-negative integer token.
 func intOf(tok []byte) (int, bool) {
 	if len(tok) == 0 || len(tok) > 9 {

@@ -25,7 +25,7 @@ import (
 // response.failed continue the numbering the client has seen.
 type Relay struct {
 	f            llm.Format
-	model        string
+	model        convert.QuotedModel
 	includeUsage bool
 	follower     sequenceFollower // the encoder, when it numbers its events (Responses)
 	buf          []byte
@@ -65,7 +65,7 @@ type sequenceFollower interface {
 // caller feeds (see Relay).
 func NewRelay(f llm.Format, model string, includeUsage bool, enc Encoder) *Relay {
 	follower, _ := enc.(sequenceFollower)
-	r := &Relay{f: f, model: model, includeUsage: includeUsage, follower: follower, counter: UnmodelledCounter{f: f}}
+	r := &Relay{f: f, model: convert.QuoteModel(model), includeUsage: includeUsage, follower: follower, counter: UnmodelledCounter{f: f}}
 	if src, ok := enc.(relayedItemsSource); ok && f == llm.FormatResponses {
 		src.listRelayedItems(r.items.appendTo)
 	}
@@ -104,7 +104,7 @@ func (r *Relay) Event(ev sse.Event, out []sse.Event) []sse.Event {
 			}
 			var edits jsonview.Edits
 			edits.Set(&v, "choices", []byte("[]"))
-			if data, err = convert.SetModel(r.buf[:0], edits.AppendTo(nil, &v), r.model); err != nil {
+			if data, err = r.model.Set(r.buf[:0], edits.AppendTo(nil, &v)); err != nil {
 				return out
 			}
 			r.buf = data
@@ -113,13 +113,13 @@ func (r *Relay) Event(ev sse.Event, out []sse.Event) []sse.Event {
 		if !has || (empty && !r.includeUsage) {
 			return out
 		}
-		data, err = convert.SetModel(r.buf[:0], ev.Data, r.model)
+		data, err = r.model.Set(r.buf[:0], ev.Data)
 	case llm.FormatMessages:
 		r.unmodelled += r.counter.Count(ev)
 		if ev.Name != "message_start" {
 			return append(out, ev)
 		}
-		data, err = convert.SetMemberModel(r.buf[:0], ev.Data, "message", r.model)
+		data, err = r.model.SetMember(r.buf[:0], ev.Data, "message")
 	case llm.FormatResponses:
 		if isDone(ev.Data) {
 			// A [DONE] the stream's terminal event did not come before is no end of it (the
@@ -132,7 +132,7 @@ func (r *Relay) Event(ev sse.Event, out []sse.Event) []sse.Event {
 		}
 		r.unmodelled += r.counter.Count(ev)
 		r.items.note(ev)
-		data, err = convert.SetMemberModel(r.buf[:0], ev.Data, "response", r.model)
+		data, err = r.model.SetMember(r.buf[:0], ev.Data, "response")
 	default:
 		return append(out, ev)
 	}

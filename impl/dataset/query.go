@@ -41,6 +41,25 @@ var deniedFunctions = map[string]bool{
 	"sleep_ms": true, "pg_sleep": true,
 }
 
+// unboundedFunctions are the functions a query may not call because what they allocate is not
+// counted against the database's memory limit (DuckDB builds their results outside its buffer
+// manager) and grows with an argument rather than with the data: one call of range(100000000)
+// took 9 GB of the gateway's memory and 40 s of a core past a 5 s statement timeout, against a
+// memory limit of 256 MiB (trial s16h3), and a larger argument would have the whole gateway
+// killed for want of memory. The value is what the refusal suggests instead, if anything.
+// range and generate_series stay allowed as table functions (FROM range(n)), which stream
+// their rows through the engine's operators: counted, capped and interruptible.
+var unboundedFunctions = map[string]string{
+	"range": "use it as a table function: FROM range(n)", "generate_series": "use it as a table function: FROM generate_series(a, b)",
+	"repeat": "", "lpad": "", "rpad": "", "printf": "", "format": "",
+	"list_resize": "", "array_resize": "",
+	// Quadratic in memory: two strings of 5,000 characters took 190 MB.
+	"damerau_levenshtein": "",
+}
+
+// streamingTableFunctions are the unboundedFunctions allowed as a table function (in FROM).
+var streamingTableFunctions = map[string]bool{"range": true, "generate_series": true}
+
 // checkParsed checks DuckDB's serialization of a query: exactly one SELECT statement that
 // calls no denied function.
 func checkParsed(serialized string) *Error {
@@ -91,14 +110,25 @@ var lambdaFunctions = map[string]bool{
 // query, so that a document nested deeply enough, built in the query itself
 // (repeat('[', 100000) || …), overflowed that thread's stack: a segmentation fault inside the
 // cgo call, which no Go code can recover, took the whole gateway down (trial h9 D1).
-func deniedIn(v any, lambdaOK bool) string {
+func deniedIn(v any, lambdaOK bool) string { return deniedWhere(v, lambdaOK, false) }
+
+// deniedWhere is deniedIn, where tableFunction says that v is the call of a table function (the
+// function of a TABLE_FUNCTION reference in FROM).
+func deniedWhere(v any, lambdaOK, tableFunction bool) string {
 	switch x := v.(type) {
 	case map[string]any:
 		fn, _ := x["function_name"].(string)
 		fn = strings.ToLower(fn)
+		instead, unbounded := unboundedFunctions[fn]
 		switch {
 		case deniedFunctions[fn]:
 			return "the function " + fn
+		case unbounded && !(tableFunction && streamingTableFunctions[fn]):
+			what := "the function " + fn + " (what it builds is not bounded by the engine's memory limit"
+			if instead != "" {
+				what += "; " + instead
+			}
+			return what + ")"
 		case strings.Contains(fn, "json") || fn == "->>":
 			return "the JSON function " + fn + " (JSON functions are not available in queries)"
 		case strings.Contains(fn, "bignum") || strings.Contains(fn, "varint"):
@@ -115,13 +145,13 @@ func deniedIn(v any, lambdaOK bool) string {
 			}
 		}
 		for k, c := range x {
-			if what := deniedIn(c, k == "children" && lambdaFunctions[fn]); what != "" {
+			if what := deniedWhere(c, k == "children" && lambdaFunctions[fn], k == "function" && x["type"] == "TABLE_FUNCTION"); what != "" {
 				return what
 			}
 		}
 	case []any:
 		for _, c := range x {
-			if what := deniedIn(c, lambdaOK); what != "" {
+			if what := deniedWhere(c, lambdaOK, false); what != "" {
 				return what
 			}
 		}

@@ -1,6 +1,8 @@
 package convert
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/tollgate/tollgate/impl/llm"
@@ -28,6 +30,37 @@ func BenchmarkResponseUsage(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			for b.Loop() {
 				if _, err := ResponseUsage(a.f, body); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// toolLoopBody is a chat request of a coding agent's loop: tools offered and forty turns of
+// one tool call and its result, each call with its own id.
+func toolLoopBody() []byte {
+	var b strings.Builder
+	b.WriteString(`{"model":"m","max_tokens":256,"tools":[{"type":"function","function":{"name":"read_file","parameters":{"type":"object"}}},{"type":"function","function":{"name":"bash","parameters":{"type":"object"}}}],"messages":[{"role":"user","content":"fix the failing test"}`)
+	for i := range 40 {
+		fmt.Fprintf(&b, `,{"role":"assistant","content":null,"tool_calls":[{"id":"call_%d","type":"function","function":{"name":"read_file","arguments":"{\"path\":\"a.go\"}"}}]},{"role":"tool","tool_call_id":"call_%d","content":"package a"}`, i, i)
+	}
+	b.WriteString(`,{"role":"user","content":"go on"}]}`)
+	return []byte(b.String())
+}
+
+// BenchmarkEncodeToolLoop measures the translation of a tool loop's request (toolLoopBody) to
+// each other format: the history's checks (tool names, call ids) run on every turn of an agent.
+func BenchmarkEncodeToolLoop(b *testing.B) {
+	req, err := DecodeRequest(llm.FormatChat, toolLoopBody())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, f := range []llm.Format{llm.FormatResponses, llm.FormatMessages} {
+		b.Run(string(f), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, err := EncodeRequest(f, req, "up"); err != nil {
 					b.Fatal(err)
 				}
 			}

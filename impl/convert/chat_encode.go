@@ -40,8 +40,8 @@ func (w *writer) chatMessages(o *object) error {
 			}
 			if len(m.ToolCalls) > 0 {
 				calls := make([]any, 0, len(m.ToolCalls))
-				for _, c := range m.ToolCalls {
-					calls = append(calls, object{{"id", c.ID}, {"type", "function"},
+				for j, c := range m.ToolCalls {
+					calls = append(calls, object{{"id", w.callID(i, j, c.ID)}, {"type", "function"},
 						{"function", object{{"name", c.Name}, {"arguments", c.Arguments}}}})
 				}
 				mo.set("tool_calls", calls)
@@ -53,7 +53,7 @@ func (w *writer) chatMessages(o *object) error {
 				return err
 			}
 			w.dropIsError(m)
-			out = append(out, object{{"role", "tool"}, {"tool_call_id", m.ToolCallID}, {"content", chatContent(texts)}})
+			out = append(out, object{{"role", "tool"}, {"tool_call_id", w.resultID(i, m.ToolCallID)}, {"content", chatContent(texts)}})
 			moved = append(moved, images...)
 			if next := i + 1; len(moved) > 0 && (next == len(w.req.Messages) || w.req.Messages[next].Role != llm.RoleTool) {
 				out = append(out, object{{"role", "user"}, {"content", chatContent(moved)}})
@@ -169,9 +169,6 @@ func (w *writer) chatStop(o *object) error {
 func (w *writer) chatTools(o *object) error {
 	if len(w.req.Tools) == 0 {
 		return nil
-	}
-	if err := w.checkToolNames(); err != nil {
-		return err
 	}
 	out := make([]any, 0, len(w.req.Tools))
 	for _, t := range w.req.Tools {

@@ -104,7 +104,7 @@
 //	             web_search_20250305); document blocks but of a base64
 //	             source, and their title, context and citations; a document in a tool result
 //	             to chat (to Responses it is an input_file of the function_call_output);
-//	             search_result and server-tool blocks; file image sources; tool names longer than 64 characters (to chat, Responses)
+//	             search_result and server-tool blocks; file image sources
 //	any          an empty last user message, or one of whitespace alone (to Messages, which
 //	             refuses empty content and text of whitespace alone; such a user message
 //	             elsewhere is left out and named as messages[] or input[]); a stop sequence
@@ -114,7 +114,10 @@
 //	             gif, webp) or a non-base64 data: URL; a document of a type Messages does not
 //	             accept (to Messages: only application/pdf, and text/plain in UTF-8); a
 //	             document in a tool result (to chat), an image or document in an assistant turn; tool
-//	             call arguments that are not a JSON object (to Messages)
+//	             call arguments that are not a JSON object (to Messages); a tool name the target's
+//	             API refuses, of an offered tool, a call in the history or the tool choice
+//	             (toolnames.go: chat and Responses take ^[a-zA-Z0-9_-]{1,64}$, Messages
+//	             ^[a-zA-Z0-9_-]{1,128}$; the 400 names the tool and the pattern)
 //
 // Refused also when the upstream speaks the client's format (SharedStateFields): ids of state a
 // provider keeps for the one account every tenant's requests share, previous_response_id,
@@ -192,6 +195,12 @@
 // unambiguous, named "<path> (moved after its tool call)"; any other result without its call
 // in the turn before becomes text, named "<path> (no matching tool call: sent as text)".
 // AnthropicToolTokens counts what this adds. A Messages client's history goes as sent.
+//
+// Made valid for any upstream of another format: a call whose id an earlier call of the
+// history has (ids some upstreams restart every turn, "call_0", "read:0") is sent with a fresh
+// one, its id with "_2" (or the next number no id of the request has) appended, and so is the
+// result that answers it (in order), named "<call path> (repeated tool call id: a fresh one
+// given)": every API refuses a repeated id, and the client replays the history every turn.
 //
 // Consumed by the gateway, not named: chat stream_options (include_usage is
 // Request.IncludeUsage) and Responses stream_options; item ids and statuses of Responses input

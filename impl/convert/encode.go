@@ -171,6 +171,10 @@ type writer struct {
 	// history are the tools a translated request's history calls and it does not offer,
 	// declared for a Messages upstream (historyTools).
 	history []string
+	// fresh are the ids given to the calls of a translated request's history whose id an
+	// earlier call has, and to their results (freshCallIDs); nil when every call's id is its
+	// own.
+	fresh *freshIDs
 }
 
 // cross reports whether the target differs from the source.
@@ -388,6 +392,10 @@ func (w *writer) foreign() error {
 			w.drop(k)
 		}
 	}
+	if err := w.checkToolNames(); err != nil {
+		return err
+	}
+	w.freshCallIDs()
 	return w.somethingToSay()
 }
 
@@ -512,22 +520,6 @@ func (w *writer) stream(o *object) error {
 func (w *writer) parallelToolCalls(o *object) error {
 	if w.req.ParallelToolCalls != nil && (w.same || len(w.req.Tools) > 0) {
 		o.set("parallel_tool_calls", *w.req.ParallelToolCalls)
-	}
-	return nil
-}
-
-// toolNameLimit is the longest function name the OpenAI formats accept (Anthropic allows 128).
-const toolNameLimit = 64
-
-// checkToolNames refuses tool names an OpenAI target rejects.
-func (w *writer) checkToolNames() error {
-	if !w.cross() {
-		return nil
-	}
-	for i, t := range w.req.Tools {
-		if len(t.Name) > toolNameLimit {
-			return w.refuse(idx("tools", i)+".name", fmt.Sprintf("A tool name longer than %d characters", toolNameLimit))
-		}
 	}
 	return nil
 }

@@ -107,7 +107,7 @@ func (w *writer) messagesMessages(o *object) error {
 				prefillText = m.Path
 			}
 			paths := make([]string, len(blocks), len(blocks)+len(m.ToolCalls))
-			for _, c := range m.ToolCalls {
+			for j, c := range m.ToolCalls {
 				input, ok := toolInput(c.Arguments)
 				if !ok {
 					param := "arguments"
@@ -119,12 +119,12 @@ func (w *writer) messagesMessages(o *object) error {
 					}
 					return apierror.Invalid(param, "Invalid '%s': the arguments of a tool call must be a JSON object for this model, which is served through %s.", param, formatNames[w.dst])
 				}
-				blocks = append(blocks, object{{"type", "tool_use"}, {"id", toolUseID(c.ID)}, {"name", c.Name}, {"input", input}})
+				blocks = append(blocks, object{{"type", "tool_use"}, {"id", toolUseID(w.callID(i, j, c.ID))}, {"name", c.Name}, {"input", input}})
 				paths = append(paths, c.Path)
 			}
 			add("assistant", blocks, paths...)
 		case llm.RoleTool:
-			res := object{{"type", "tool_result"}, {"tool_use_id", toolUseID(m.ToolCallID)}}
+			res := object{{"type", "tool_result"}, {"tool_use_id", toolUseID(w.resultID(i, m.ToolCallID))}}
 			blocks, err := w.messagesBlocks(m.Parts)
 			if err != nil {
 				return err

@@ -261,7 +261,6 @@ func TestRefusals(t *testing.T) {
 	msgs := func(extra string) string {
 		return `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"}]` + extra + `}`
 	}
-	longName := strings.Repeat("a", 100)
 	cases := []struct {
 		name  string
 		src   llm.Format
@@ -297,7 +296,6 @@ func TestRefusals(t *testing.T) {
 		{"file_id image", llm.FormatResponses, `{"model":"m","input":[{"role":"user","content":[{"type":"input_image","file_id":"f","detail":"auto"}]}]}`, llm.FormatChat, "input[0].content[0]"},
 		{"tool_choice built-in", llm.FormatResponses, resp(`,"tool_choice":{"type":"web_search_preview"}`), llm.FormatChat, "tool_choice"},
 		{"document block", llm.FormatMessages, `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"url","url":"https://x/a.pdf"}}]}]}`, llm.FormatChat, "messages[0].content[0]"},
-		{"long tool name", llm.FormatMessages, msgs(`,"tools":[{"name":"` + longName + `","input_schema":{"type":"object"}}]`), llm.FormatChat, "tools[0].name"},
 		{"output_config format of another type", llm.FormatMessages, msgs(`,"output_config":{"format":{"type":"grammar","grammar":"x"}}`), llm.FormatChat, "output_config.format"},
 		{"mcp_servers", llm.FormatMessages, msgs(`,"mcp_servers":[{"type":"url","url":"https://x","name":"x"}]`), llm.FormatChat, "mcp_servers"},
 	}

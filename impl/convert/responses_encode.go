@@ -34,8 +34,8 @@ func (w *writer) responsesInput(o *object) error {
 				}
 				items = append(items, object{{"type", "message"}, {"role", "assistant"}, {"content", content}})
 			}
-			for _, c := range m.ToolCalls {
-				items = append(items, object{{"type", "function_call"}, {"call_id", c.ID}, {"name", c.Name}, {"arguments", c.Arguments}})
+			for j, c := range m.ToolCalls {
+				items = append(items, object{{"type", "function_call"}, {"call_id", w.callID(i, j, c.ID)}, {"name", c.Name}, {"arguments", c.Arguments}})
 			}
 		case llm.RoleTool:
 			w.dropIsError(m)
@@ -43,7 +43,7 @@ func (w *writer) responsesInput(o *object) error {
 			if len(m.Parts) > 1 || (len(m.Parts) == 1 && m.Parts[0].Kind != llm.PartText) {
 				output = responsesParts(m.Parts)
 			}
-			items = append(items, object{{"type", "function_call_output"}, {"call_id", m.ToolCallID}, {"output", output}})
+			items = append(items, object{{"type", "function_call_output"}, {"call_id", w.resultID(i, m.ToolCallID)}, {"output", output}})
 		default:
 			return fmt.Errorf("convert: messages[%d] has unknown role %q", i, m.Role)
 		}
@@ -101,9 +101,6 @@ func (w *writer) responsesChecks(o *object) error {
 func (w *writer) responsesTools(o *object) error {
 	if len(w.req.Tools) == 0 {
 		return nil
-	}
-	if err := w.checkToolNames(); err != nil {
-		return err
 	}
 	out := make([]any, 0, len(w.req.Tools))
 	for _, t := range w.req.Tools {

@@ -3,6 +3,7 @@ package convert
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"strings"
 
 	"github.com/tollgate/tollgate/impl/jsonview"
@@ -39,8 +40,8 @@ const missingResultText = "No result: the client sent none for this tool call (i
 
 // historyTools returns the names of the tools the conversation's calls name and the request
 // does not offer, in the order they are first called, for the Messages API, which refuses a
-// call (tool_use) of a request without tools. Names the API would refuse as tool names are
-// left out.
+// call (tool_use) of a request without tools. Their names are ones the API takes: a translated
+// request naming another was refused (checkToolNames).
 func (w *writer) historyTools() []string {
 	if !w.cross() {
 		return nil
@@ -52,7 +53,7 @@ func (w *writer) historyTools() []string {
 	}
 	for _, m := range w.req.Messages {
 		for _, c := range m.ToolCalls {
-			if !seen[c.Name] && validToolName(c.Name) {
+			if !seen[c.Name] {
 				seen[c.Name] = true
 				names = append(names, c.Name)
 			}
@@ -61,17 +62,155 @@ func (w *writer) historyTools() []string {
 	return names
 }
 
-// validToolName reports whether name matches the Messages API's ^[a-zA-Z0-9_-]{1,128}$.
-func validToolName(name string) bool {
-	if name == "" || len(name) > 128 {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		if !idChar(name[i]) {
-			return false
+// Tool call ids repeated in a history. Every API takes a call id once per request: Anthropic
+// answers "messages.N.content.M: `tool_use` ids must be unique" (anthropics/claude-code#20901,
+// #28515, BerriAI/litellm#23510), also when the repeat is in a later turn (opencode#1150,
+// NVIDIA-NeMo/Switchyard#502); OpenAI's chat completions answer a repeated result "Invalid
+// parameter: Duplicate value for 'tool_call_id' of 'call_…' in messages[7] and messages[8]."
+// (agno-agi/agno#5116), and its Responses API a repeated call_id (earendil-works/pi#9057). They
+// come from upstreams whose ids restart every turn (kimi's "list_dir:0", grok's "call_0") and
+// from clients that replay such a history every turn, so a 400 would break every later turn of
+// the conversation: a translated request gives the later call a fresh id instead, and its
+// result with it (freshCallIDs). A client of the upstream's own format gets its request sent
+// as it is.
+
+// freshIDs are the ids given to the calls whose id an earlier call has, by their place (message
+// and call index), and to their results, by message index.
+type freshIDs struct {
+	calls   map[blockLoc]string
+	results map[int]string
+}
+
+// callID is the id the j-th call of message i is sent with.
+func (w *writer) callID(i, j int, id string) string {
+	if w.fresh != nil {
+		if f, ok := w.fresh.calls[blockLoc{i, j}]; ok {
+			return f
 		}
 	}
-	return true
+	return id
+}
+
+// resultID is the id the tool result of message i is sent with.
+func (w *writer) resultID(i int, id string) string {
+	if w.fresh != nil {
+		if f, ok := w.fresh.results[i]; ok {
+			return f
+		}
+	}
+	return id
+}
+
+// freshCallIDs gives each call of the history whose id an earlier call has the id with "_2" (or
+// the next number that no id of the request has) appended, and the result that answers it
+// (the first result with that id after the calls answered before it) the same, so that the
+// history's calls and results pair as they did, in order. Each call given an id is named,
+// "<call path> (repeated tool call id: a fresh one given)". A request whose calls all have ids
+// of their own pays a hash of each id (a map past repeatScanLimit calls: repeatedCallID).
+func (w *writer) freshCallIDs() {
+	if !repeatedCallID(w.req.Messages) {
+		return
+	}
+	used := map[string]bool{}
+	for _, m := range w.req.Messages {
+		for _, c := range m.ToolCalls {
+			used[c.ID] = true
+		}
+		if m.Role == llm.RoleTool {
+			used[m.ToolCallID] = true
+		}
+	}
+	f := &freshIDs{calls: map[blockLoc]string{}, results: map[int]string{}}
+	seen := map[string]bool{}
+	// pending are, by the client's id, the ids of its calls not answered yet, in order.
+	pending := map[string][]string{}
+	for i, m := range w.req.Messages {
+		switch m.Role {
+		case llm.RoleAssistant:
+			for j, c := range m.ToolCalls {
+				id := c.ID
+				if seen[c.ID] {
+					for n := 2; used[id]; n++ {
+						id = c.ID + "_" + strconv.Itoa(n)
+					}
+					used[id] = true
+					f.calls[blockLoc{i, j}] = id
+					w.drop(pathName(c.Path, "", "messages[].tool_calls[]") + " (repeated tool call id: a fresh one given)")
+				}
+				seen[c.ID] = true
+				pending[c.ID] = append(pending[c.ID], id)
+			}
+		case llm.RoleTool:
+			if q := pending[m.ToolCallID]; len(q) > 0 {
+				if q[0] != m.ToolCallID {
+					f.results[i] = q[0]
+				}
+				pending[m.ToolCallID] = q[1:]
+			}
+		}
+	}
+	w.fresh = f
+}
+
+// repeatScanLimit is the number of calls up to which repeatedCallID looks for a repeated id
+// without allocating; a longer history is scanned with a map.
+const repeatScanLimit = 64
+
+// repeatedCallID reports whether two calls of msgs have the same id. Up to repeatScanLimit
+// calls, each id sets a bit of a 512-bit set by its hash, and only an id whose bit is set
+// already is compared with the ids before it.
+func repeatedCallID(msgs []llm.Message) bool {
+	n := 0
+	for _, m := range msgs {
+		n += len(m.ToolCalls)
+	}
+	if n < 2 {
+		return false
+	}
+	if n > repeatScanLimit {
+		seen := make(map[string]bool, n)
+		for _, m := range msgs {
+			for _, c := range m.ToolCalls {
+				if seen[c.ID] {
+					return true
+				}
+				seen[c.ID] = true
+			}
+		}
+		return false
+	}
+	var bits [8]uint64
+	for i, m := range msgs {
+		for j, c := range m.ToolCalls {
+			h := uint32(2166136261) // FNV-1a
+			for k := 0; k < len(c.ID); k++ {
+				h = (h ^ uint32(c.ID[k])) * 16777619
+			}
+			h %= 512
+			if bits[h/64]&(1<<(h%64)) != 0 && calledBefore(msgs, i, j, c.ID) {
+				return true
+			}
+			bits[h/64] |= 1 << (h % 64)
+		}
+	}
+	return false
+}
+
+// calledBefore reports whether a call before the j-th of message i has the id id.
+func calledBefore(msgs []llm.Message, i, j int, id string) bool {
+	for _, m := range msgs[:i] {
+		for _, c := range m.ToolCalls {
+			if c.ID == id {
+				return true
+			}
+		}
+	}
+	for _, c := range msgs[i].ToolCalls[:j] {
+		if c.ID == id {
+			return true
+		}
+	}
+	return false
 }
 
 // blockField is the string member key of a content block (an object being written).
@@ -262,9 +401,10 @@ func isError(res object) bool {
 // declaration of each tool its calls name that its tools do not, and, when it offers no tool,
 // the tool-use system prompt those declarations bring (AnthropicToolPromptTokens); an error
 // result for each call whose id no result answers, and the words that say whose result it is
-// for each result whose id no call or several name. offered is the number of tools the request
-// offers. A request without a tool call or result in its messages pays a look-up (the marker
-// of its format's calls in the body).
+// for each result whose id no call or several name, and the fresh ids of calls whose id an
+// earlier call has (freshCallIDs). offered is the number of tools the request offers. A
+// request without a tool call or result in its messages pays a look-up (the marker of its
+// format's calls in the body).
 func historyToolTokens(f llm.Format, v *jsonview.View, offered [][]byte) int {
 	var marker []byte
 	switch f {
@@ -302,7 +442,7 @@ func historyToolTokens(f llm.Format, v *jsonview.View, offered [][]byte) int {
 	}
 	size, tools := 0, 0
 	for _, name := range h.names {
-		if !have[name] && validToolName(name) {
+		if !have[name] {
 			have[name] = true
 			tools++
 			size += len(name) + len(historyToolDescription) + len(historyToolSchema)
@@ -316,6 +456,13 @@ func historyToolTokens(f llm.Format, v *jsonview.View, offered [][]byte) int {
 		if h.results[id] == 0 {
 			n += ToolOverheadTokens
 			size += len(id) + len(missingResultText)
+		}
+	}
+	for _, c := range h.calls {
+		if c > 1 {
+			// The fresh ids of the calls after the first, and of their results
+			// (freshCallIDs): "_2", "_3", ... appended.
+			size += 2 * (c - 1) * len("_"+strconv.Itoa(c))
 		}
 	}
 	for id, r := range h.results {

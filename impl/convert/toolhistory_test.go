@@ -37,9 +37,9 @@ type historyBlock struct {
 }
 
 // anthropicToolRules is what the Messages API says of body's tool history, "" when it takes
-// it: tools must be defined when the messages hold tool_use or tool_result blocks, each
-// tool_use must have its tool_result in the next message, and each tool_result its tool_use in
-// the message before.
+// it: tools must be defined when the messages hold tool_use or tool_result blocks, tool_use ids
+// must be unique in the request, each tool_use must have its tool_result in the next message,
+// and each tool_result its tool_use in the message before.
 func anthropicToolRules(t *testing.T, body []byte) string {
 	t.Helper()
 	var req messagesBody
@@ -60,6 +60,17 @@ func anthropicToolRules(t *testing.T, body []byte) string {
 	}
 	if any && len(req.Tools) == 0 {
 		return "no tools"
+	}
+	ids := map[string]bool{}
+	for i := range req.Messages {
+		for j, b := range blocks[i] {
+			if b.Type == "tool_use" {
+				if ids[b.ID] {
+					return fmt.Sprintf("messages.%d.content.%d: `tool_use` ids must be unique", i, j)
+				}
+				ids[b.ID] = true
+			}
+		}
 	}
 	for i, m := range req.Messages {
 		for _, b := range blocks[i] {

@@ -28,9 +28,10 @@ type chatRequest struct {
 }
 
 type chatMessage struct {
-	Role      string          `json:"role"`
-	Content   json.RawMessage `json:"content"`
-	ToolCalls []struct {
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	ToolCallID string          `json:"tool_call_id"`
+	ToolCalls  []struct {
 		Function struct {
 			Name      string `json:"name"`
 			Arguments string `json:"arguments"`
@@ -112,6 +113,10 @@ func (s *Simulator) serveChat(w http.ResponseWriter, r *http.Request, body []byt
 				"messages["+strconv.Itoa(i)+"]", "invalid_value")
 			return
 		}
+	}
+	if msg, param, code := chatToolRefusal(&req); msg != "" {
+		s.writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", msg, param, code)
+		return
 	}
 	in := planInput{}
 	for _, p := range []struct {
@@ -431,4 +436,43 @@ func hasImagePart(content json.RawMessage) bool {
 		}
 	}
 	return false
+}
+
+// chatToolRefusal is the chat completions API's refusal of a request's tools and tool history
+// (its message, param and code), "" when it takes them: a function name it does not take (of a
+// tool, or of a call in the history: toolnames.go), and a tool result whose tool_call_id an
+// earlier one has ("Invalid parameter: Duplicate value for 'tool_call_id' of 'call_…' in
+// messages[7] and messages[8].", param messages.[8].tool_call_id and no code,
+// agno-agi/agno#5116).
+func chatToolRefusal(req *chatRequest) (msg, param, code string) {
+	for i, t := range req.Tools {
+		if t.Type != "function" && t.Type != "" {
+			continue
+		}
+		param = "tools[" + strconv.Itoa(i) + "].function.name"
+		if msg, code = openAIToolNameRefusal(param, t.Function.Name); msg != "" {
+			return msg, param, code
+		}
+	}
+	var answered map[string]int // the message of each tool_call_id answered so far
+	for i, m := range req.Messages {
+		for j, c := range m.ToolCalls {
+			param = "messages[" + strconv.Itoa(i) + "].tool_calls[" + strconv.Itoa(j) + "].function.name"
+			if msg, code = openAIToolNameRefusal(param, c.Function.Name); msg != "" {
+				return msg, param, code
+			}
+		}
+		if m.Role != "tool" {
+			continue
+		}
+		if first, ok := answered[m.ToolCallID]; ok {
+			return "Invalid parameter: Duplicate value for 'tool_call_id' of '" + m.ToolCallID + "' in messages[" + strconv.Itoa(first) +
+				"] and messages[" + strconv.Itoa(i) + "].", "messages.[" + strconv.Itoa(i) + "].tool_call_id", ""
+		}
+		if answered == nil {
+			answered = map[string]int{}
+		}
+		answered[m.ToolCallID] = i
+	}
+	return "", "", ""
 }

@@ -50,9 +50,18 @@
 // whose tool_result is not in the next message ("messages.N: `tool_use` ids were found without
 // `tool_result` blocks immediately after: IDS. …"), and a tool_result whose tool_use is not in
 // the message before ("messages.N.content.K: unexpected `tool_use_id` found in `tool_result`
-// blocks: ID. …"). Chat requests are refused likewise
-// when a message other than a user message (a tool result, above all) holds an image_url part
-// ("Image URLs are only allowed for messages with role 'user'", naming the message).
+// blocks: ID. …"), a tool_use whose id an earlier one of the request has, in its turn or
+// another ("messages.N.content.M: `tool_use` ids must be unique"), and a client tool whose name
+// is not ^[a-zA-Z0-9_-]{1,128}$ ("tools.N.custom.name: String should match pattern …"). Chat
+// requests are refused likewise when a message other than a user message (a tool result, above
+// all) holds an image_url part ("Image URLs are only allowed for messages with role 'user'",
+// naming the message), when a tool result's tool_call_id is an earlier one's ("Invalid
+// parameter: Duplicate value for 'tool_call_id' of 'ID' in messages[I] and messages[J]."), and,
+// with the Responses route, when a function name (of a tool, or on the chat route of a call in
+// the history) is not letters, digits, '_' and '-' ("string does not match pattern. Expected a
+// string that matches the pattern '^[a-zA-Z0-9_-]+$'.", code invalid_value) or longer than 64
+// characters ("string too long. Expected a string with maximum length 64, …", code
+// string_above_max_length), in the API's words (toolnames.go).
 //
 // [[sim refuse=true]] makes the reply the model's refusal to answer, its words as usual,
 // whatever the request asks for (no tool call, no structured output, no stop sequence): chat

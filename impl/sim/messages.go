@@ -99,6 +99,13 @@ func (s *Simulator) decodeMessages(w http.ResponseWriter, r *http.Request, rt Ro
 			return bad("messages: text content blocks must contain non-whitespace text")
 		}
 	}
+	for i, t := range req.Tools {
+		if t.Type == "" || t.Type == "custom" {
+			if msg := anthropicToolNameRefusal(i, t.Name); msg != "" {
+				return bad(msg)
+			}
+		}
+	}
 	if bytes.Contains(body, []byte(`"tool_use`)) || bytes.Contains(body, []byte(`"tool_result"`)) {
 		if msg := toolHistoryRefusal(req.Messages, len(req.Tools) > 0); msg != "" {
 			return bad(msg)
@@ -195,8 +202,10 @@ func (s *Simulator) decodeMessages(w http.ResponseWriter, r *http.Request, rt Ro
 
 // toolHistoryRefusal is the Messages API's refusal of a request's tool history, "" when it
 // takes it, in the API's words: tool_use or tool_result blocks in a request that defines no
-// tools (hasTools false); a tool_use whose tool_result is not in the next message; a
-// tool_result whose tool_use is not in the message before.
+// tools (hasTools false); a tool_use whose id an earlier tool_use of the request has, in its
+// turn or another ("messages.N.content.M: `tool_use` ids must be unique",
+// anthropics/claude-code#20901, opencode#1150); a tool_use whose tool_result is not in the next
+// message; a tool_result whose tool_use is not in the message before.
 func toolHistoryRefusal(msgs []anthropicMessage, hasTools bool) string {
 	blocks := make([][]anthropicBlock, len(msgs))
 	for i, m := range msgs {
@@ -208,6 +217,17 @@ func toolHistoryRefusal(msgs []anthropicMessage, hasTools bool) string {
 		for _, b := range bs {
 			if (b.Type == "tool_use" || b.Type == "tool_result") && !hasTools {
 				return "Requests which include `tool_use` or `tool_result` blocks must define tools."
+			}
+		}
+	}
+	ids := map[string]bool{}
+	for i, bs := range blocks {
+		for j, b := range bs {
+			if b.Type == "tool_use" {
+				if ids[b.ID] {
+					return "messages." + strconv.Itoa(i) + ".content." + strconv.Itoa(j) + ": `tool_use` ids must be unique"
+				}
+				ids[b.ID] = true
 			}
 		}
 	}

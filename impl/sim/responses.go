@@ -179,6 +179,16 @@ func (s *Simulator) serveResponses(w http.ResponseWriter, r *http.Request, body 
 				"Invalid type for 'tools': expected an array of tools.", "tools", "invalid_type")
 			return
 		}
+		for i, t := range tools {
+			if t.Type != "function" {
+				continue
+			}
+			param := "tools[" + strconv.Itoa(i) + "].name"
+			if msg, code := openAIToolNameRefusal(param, t.Name); msg != "" {
+				s.writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", msg, param, code)
+				return
+			}
+		}
 		for _, t := range tools {
 			switch {
 			case t.Type == "function":

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -73,7 +74,11 @@ type chatChoiceWire struct {
 		Content     json.RawMessage `json:"content"`
 		Refusal     *string         `json:"refusal"`
 		Annotations urlCitations    `json:"annotations"`
-		ToolCalls   []struct {
+		// Reasoning text some compatible servers answer with (DeepSeek's and vLLM's
+		// reasoning_content, OpenRouter's reasoning), which the neutral answer does not hold.
+		ReasoningContent string `json:"reasoning_content"`
+		Reasoning        string `json:"reasoning"`
+		ToolCalls        []struct {
 			ID       string `json:"id"`
 			Function struct {
 				Name      string `json:"name"`
@@ -124,7 +129,15 @@ func decodeChatResponse(body []byte) (*llm.Response, error) {
 	for _, a := range c.Message.Annotations {
 		if a.Type == "url_citation" && a.URLCitation != nil {
 			r.Citations = append(r.Citations, a.URLCitation.citation(0))
+		} else {
+			r.Dropped = droppedPart(r.Dropped, "choices[].message.annotations[].", a.Type)
 		}
+	}
+	if c.Message.ReasoningContent != "" {
+		r.Dropped = droppedPart(r.Dropped, "choices[].message.", "reasoning_content")
+	}
+	if c.Message.Reasoning != "" {
+		r.Dropped = droppedPart(r.Dropped, "choices[].message.", "reasoning")
 	}
 	for _, tc := range c.Message.ToolCalls {
 		r.ToolCalls = append(r.ToolCalls, llm.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
@@ -143,6 +156,19 @@ func decodeChatResponse(body []byte) (*llm.Response, error) {
 	}
 	r.Usage.ServiceTier = string(w.ServiceTier)
 	return r, nil
+}
+
+// droppedPart adds the part of an answer named by path and kind (its type as the upstream
+// wrote it) to dropped, once; a part without a type is named "unknown".
+func droppedPart(dropped []string, path, kind string) []string {
+	if kind == "" {
+		kind = "unknown"
+	}
+	name := path + kind
+	if slices.Contains(dropped, name) {
+		return dropped
+	}
+	return append(dropped, name)
 }
 
 // refusedStop is the stop reason of an answer that says it simply ended though it is the
@@ -225,15 +251,23 @@ func decodeResponsesResponse(body []byte) (*llm.Response, error) {
 					for _, a := range c.Annotations {
 						if a.Type == "url_citation" {
 							r.Citations = append(r.Citations, a.citation(at))
+						} else {
+							r.Dropped = droppedPart(r.Dropped, "output[].content[].annotations[].", a.Type)
 						}
 					}
 					r.Text += c.Text
 				case "refusal":
 					r.Refusal += c.Refusal
+				default:
+					r.Dropped = droppedPart(r.Dropped, "output[].content[].", c.Type)
 				}
 			}
 		case "function_call":
 			r.ToolCalls = append(r.ToolCalls, llm.ToolCall{ID: item.CallID, Name: item.Name, Arguments: item.Arguments})
+		default:
+			// A reasoning item, a hosted tool's call (web_search_call, file_search_call, ...),
+			// which the neutral answer does not hold.
+			r.Dropped = droppedPart(r.Dropped, "output[].", item.Type)
 		}
 	}
 	reason := ""
@@ -332,6 +366,8 @@ func decodeMessagesResponse(body []byte) (*llm.Response, error) {
 			for _, c := range b.Citations {
 				if c.Type == "web_search_result_location" {
 					r.Citations = append(r.Citations, llm.Citation{URL: c.URL, Title: c.Title, Start: start, End: start + utf8.RuneCountInString(b.Text)})
+				} else {
+					r.Dropped = droppedPart(r.Dropped, "content[].citations[].", c.Type)
 				}
 			}
 		case "tool_use":
@@ -340,6 +376,10 @@ func decodeMessagesResponse(body []byte) (*llm.Response, error) {
 				args = string(b.Input)
 			}
 			r.ToolCalls = append(r.ToolCalls, llm.ToolCall{ID: b.ID, Name: b.Name, Arguments: args})
+		default:
+			// Thinking, a server tool's use and result (web search, code execution), which
+			// the neutral answer does not hold.
+			r.Dropped = droppedPart(r.Dropped, "content[].", b.Type)
 		}
 	}
 	r.Stop = calledTools(r)

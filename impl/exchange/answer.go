@@ -156,6 +156,21 @@ func (x *Exchange) readAnswerOf(e routing.Expert, res *http.Response) (status st
 	return "", nil
 }
 
+// AnswerDropped names the parts of a translated answer (one from an expert of another format
+// than the client's) that the client's format has no place for, as "answer." and their path in
+// the upstream's answer (answer.content[].thinking); nil for an answer relayed in its own
+// format. Valid after Answer.
+func (x *Exchange) AnswerDropped() []string {
+	if x.expert.Kind == x.client || x.answerResp == nil || len(x.answerResp.Dropped) == 0 {
+		return nil
+	}
+	names := make([]string, len(x.answerResp.Dropped))
+	for i, d := range x.answerResp.Dropped {
+		names[i] = "answer." + d
+	}
+	return names
+}
+
 // Answer puts the upstream's complete answer, which start read (an unusable one failed over or
 // failed there), in the client's format, and returns the answer's bytes, valid until Close, and
 // its usage. The caller settles a delivered answer with Settle(usage, 0, "ok") once the client

@@ -143,6 +143,14 @@ func respondJSON(x *exchange.Exchange, w http.ResponseWriter) error {
 		return nil
 	}
 	h := w.Header()
+	if parts := x.AnswerDropped(); len(parts) > 0 {
+		// What the translated answer had no place for, after the request's fields left out.
+		if prior := h.Get(headerDropped); prior != "" {
+			h.Set(headerDropped, prior+", "+strings.Join(parts, ", "))
+		} else {
+			h.Set(headerDropped, strings.Join(parts, ", "))
+		}
+	}
 	h["Content-Type"] = []string{"application/json"}
 	h["Content-Length"] = []string{strconv.Itoa(len(out))}
 	w.WriteHeader(http.StatusOK)

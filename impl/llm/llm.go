@@ -266,6 +266,12 @@ type Response struct {
 	// StopSequence is the sequence that matched when Stop is StopSequence.
 	StopSequence string
 	Usage        Usage
+	// Dropped names the parts of the upstream's answer that the neutral answer has no place
+	// for (a Messages thinking block, a Responses reasoning item, a citation of a document),
+	// each once, as paths in the upstream's format ("content[].thinking"); a client of another
+	// format is told them (x-tollgate-dropped-fields), as it is told the request's fields left
+	// out.
+	Dropped []string
 }
 
 // Citation is a web page that a range of the answer's text cites.

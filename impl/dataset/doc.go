@@ -18,7 +18,14 @@
 // "dataset '<name>' is not owned by the caller". A dataset that does not exist and one that
 // belongs to somebody else are deliberately indistinguishable.
 //
-// Query engine. Loading a dataset creates a DuckDB in-memory database that holds only that
+// Query engine. Loading a dataset starts an engine process (the same binary, re-executed: see
+// init in child.go, and engineProcess) that creates a DuckDB in-memory database holding only that
+// dataset's table, so that the gateway's own process never runs a tenant's SQL. The kernel
+// bounds the engine process's memory (Options.EngineMemoryBytes, RLIMIT_DATA), which DuckDB's
+// memory_limit does not cover for values some functions build outside its buffer manager, and
+// the gateway kills it (SIGKILL) when a query outlives its statement timeout by killGrace,
+// which a function that never checks for interrupts does; either way the query's caller gets an
+// error and the next query materializes the dataset in a new process. The database holds the
 // dataset's table, read from the resolved file by a fixed statement that this package builds
 // (projected columns and the filter come from a validated parse tree, never from pasted
 // user text). Right after loading, the database disables external access and locks its
@@ -32,6 +39,6 @@
 // loaded_datasets, through package store) with the load parameters, so that it survives a
 // restart and every gateway process behind a load balancer sees it: a process materializes
 // a recorded dataset from storage on first use. Materialized databases are held in a
-// least-recently-used cache bounded by count and approximate memory; eviction drops the
-// in-memory database, never the record.
+// least-recently-used cache bounded by count and approximate memory (an engine process's
+// resident memory after its load); eviction ends the engine process, never the record.
 package dataset

@@ -19,11 +19,13 @@ type Column struct {
 	Type string `json:"type"`
 }
 
-// engineConfig configures each DuckDB database.
+// engineConfig configures each DuckDB database and the engine process that holds it.
 type engineConfig struct {
 	threads     int
 	memoryLimit int64
 	conns       int
+	// processBytes is the engine process's hard memory bound (Options.EngineMemoryBytes).
+	processBytes int64
 }
 
 // dsn returns the DuckDB connection string of a fresh in-memory database. Extension
@@ -249,15 +251,9 @@ func firstLine(s string) string {
 	return s
 }
 
-// DescribeFile reads a local dataset file the way a load does and returns its columns, so that
-// an operator can check a file before storing it; a CSV file must also be one table that
-// DuckDB reads without working around faults (checkCSV). Errors name the file.
-func DescribeFile(ctx context.Context, path string, f Format) ([]Column, error) {
-	if _, ok := ParseFormat(string(f)); !ok {
-		return nil, fmt.Errorf("format %q is not one of csv, parquet, jsonl", f)
-	}
-	cfg := Options{}.withDefaults()
-	connector, err := duckdb.NewConnector(engineConfig{threads: 1, memoryLimit: cfg.DatabaseMemoryLimit, conns: 1}.dsn(), nil)
+// describeFile is DescribeFile in the engine process, with memoryLimit as DuckDB's.
+func describeFile(ctx context.Context, path string, f Format, memoryLimit int64) ([]Column, error) {
+	connector, err := duckdb.NewConnector(engineConfig{threads: 1, memoryLimit: memoryLimit, conns: 1}.dsn(), nil)
 	if err != nil {
 		return nil, fmt.Errorf("open duckdb: %w", err)
 	}

@@ -30,9 +30,15 @@ type Options struct {
 	// DatabaseMemoryLimit is DuckDB's memory_limit for each dataset's database (default 256 MiB):
 	// a load or query that needs more fails rather than starving the process.
 	DatabaseMemoryLimit int64
+	// EngineMemoryBytes is the hard memory bound of each dataset's engine process, which the
+	// kernel enforces (default DatabaseMemoryLimit + 512 MiB: an idle engine process takes about
+	// 60 MiB, and values that DuckDB builds outside its memory limit need the rest). A query
+	// that needs more ends in an "out of memory" error of its own, never the gateway's.
+	EngineMemoryBytes int64
 	// Threads is DuckDB's worker thread count for each dataset's database (default 2).
 	Threads int
-	// QueryTimeout is the statement timeout of query_data (default 10 s).
+	// QueryTimeout is the statement timeout of query_data (default 10 s). A query that has not
+	// answered 2 s (killGrace) past it has its dataset's engine process killed.
 	QueryTimeout time.Duration
 	// LoadTimeout bounds loading or materializing one dataset (default 2 min).
 	LoadTimeout time.Duration
@@ -66,6 +72,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.DatabaseMemoryLimit <= 0 {
 		o.DatabaseMemoryLimit = 256 << 20
+	}
+	if o.EngineMemoryBytes <= 0 {
+		o.EngineMemoryBytes = o.DatabaseMemoryLimit + 512<<20
 	}
 	if o.Threads <= 0 {
 		o.Threads = 2
@@ -187,14 +196,14 @@ type entryKey struct {
 	name    string
 }
 
-// entry is one materialized dataset in the cache.
+// entry is one materialized dataset in the cache: its engine process.
 type entry struct {
 	key  entryKey
 	gen  int64
-	duck *duck
+	proc *engineProcess
 	refs int
 	gone bool // removed from the cache; closed when the last user releases it
-	// quarantined: never closed (see quarantine).
+	// quarantined: dropped as unusable and its process killed (see quarantine).
 	quarantined bool
 	elem        *list.Element
 }
@@ -214,7 +223,7 @@ func New(st *store.Store, storage Storage, opts Options) *Service {
 		store:    st,
 		storage:  storage,
 		opts:     opts,
-		engine:   engineConfig{threads: opts.Threads, memoryLimit: opts.DatabaseMemoryLimit, conns: 4},
+		engine:   engineConfig{threads: opts.Threads, memoryLimit: opts.DatabaseMemoryLimit, conns: 4, processBytes: opts.EngineMemoryBytes},
 		lru:      list.New(),
 		entries:  map[entryKey]*entry{},
 		inflight: map[entryKey]*flight{},
@@ -256,17 +265,21 @@ func (s *Service) startQuery(ctx context.Context, account uuid.UUID) (func(), er
 	}
 }
 
-// Close drops every materialized dataset of this process (not the records). Queries in flight
-// finish first; the Service must not be used afterwards.
+// Close drops every materialized dataset of this process (not the records) and waits a
+// little for their engine processes to exit. Queries in flight finish first; the Service must
+// not be used afterwards.
 func (s *Service) Close() error {
 	s.mu.Lock()
 	s.closed = true
-	var drop []*duck
+	var drop []*engineProcess
 	for _, e := range s.entries {
 		drop = append(drop, s.removeLocked(e)...)
 	}
 	s.mu.Unlock()
 	closeAll(drop)
+	for _, p := range drop {
+		p.wait(2 * time.Second)
+	}
 	return nil
 }
 
@@ -423,9 +436,15 @@ func (s *Service) Query(ctx context.Context, account uuid.UUID, ref, sqlText str
 		return QueryResult{}, err
 	}
 	defer s.release(e)
-	res, err := e.duck.query(ctx, stmt, queryLimits{timeout: s.opts.QueryTimeout, rows: s.opts.MaxRows, bytes: s.opts.MaxResultBytes})
+	res, err := e.proc.query(ctx, stmt, queryLimits{timeout: s.opts.QueryTimeout, rows: s.opts.MaxRows, bytes: s.opts.MaxResultBytes})
 	var ue *Error
-	if errors.As(err, &ue) && (ue.Code == CodeFailed || ue.Code == CodeTimeout) && ctx.Err() == nil && !e.duck.healthy(ctx) {
+	switch {
+	case !e.proc.alive():
+		// Killed past the statement timeout, or dead of its memory bound: the next query
+		// materializes the dataset in a new engine process.
+		s.opts.Logger.Warn("dataset engine process ended by a query; the dataset is materialized again on its next use", "account", account, "dataset", rec.Dataset, "error", err)
+		s.quarantine(e)
+	case errors.As(err, &ue) && (ue.Code == CodeFailed || ue.Code == CodeTimeout) && ctx.Err() == nil && !e.proc.healthy(ctx):
 		// Whatever broke it, this copy is dropped and the next query materializes a new one.
 		s.opts.Logger.Error("dataset database unusable after a failed query; quarantining it", "account", account, "dataset", rec.Dataset)
 		s.quarantine(e)
@@ -522,7 +541,7 @@ func (s *Service) forget(ctx context.Context, account uuid.UUID, name string) er
 
 // materialize builds a database for the resolved dataset, reading the file in place when the
 // storage is local and from a temporary copy otherwise.
-func (s *Service) materialize(ctx context.Context, account uuid.UUID, r resolved, opts LoadOptions) (*duck, LoadOptions, error) {
+func (s *Service) materialize(ctx context.Context, account uuid.UUID, r resolved, opts LoadOptions) (*engineProcess, LoadOptions, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.LoadTimeout)
 	defer cancel()
 	select {
@@ -567,7 +586,7 @@ func (s *Service) materialize(ctx context.Context, account uuid.UUID, r resolved
 		defer os.Remove(tmp)
 		path = tmp
 	}
-	return openDuck(ctx, s.engine, loadSpec{path: path, format: r.Format, name: r.Name, opts: opts})
+	return startEngine(ctx, s.engine, loadSpec{path: path, format: r.Format, name: r.Name, opts: opts})
 }
 
 func (s *Service) copyToTemp(ctx context.Context, key string, r resolved) (string, error) {
@@ -674,10 +693,10 @@ func (s *Service) rematerialize(ctx context.Context, account uuid.UUID, ref stri
 // install puts a materialized database in the cache with one reference held by the caller,
 // replacing an older generation and evicting the least recently used databases beyond the
 // bounds. A database of an older generation than the cached one is handed back uncached.
-func (s *Service) install(k entryKey, gen int64, d *duck) *entry {
-	e := &entry{key: k, gen: gen, duck: d, refs: 1}
+func (s *Service) install(k entryKey, gen int64, d *engineProcess) *entry {
+	e := &entry{key: k, gen: gen, proc: d, refs: 1}
 	s.mu.Lock()
-	var drop []*duck
+	var drop []*engineProcess
 	if old := s.entries[k]; old != nil && old.gen > gen || s.closed {
 		e.gone = true
 		s.mu.Unlock()
@@ -690,7 +709,7 @@ func (s *Service) install(k entryKey, gen int64, d *duck) *entry {
 	s.used += d.bytes
 	for s.lru.Len() > 1 && (s.lru.Len() > s.opts.MaxLoaded || s.used > s.opts.MaxMemoryBytes) {
 		victim := s.lru.Back().Value.(*entry)
-		s.opts.Logger.Info("dataset dropped from memory", "account", victim.key.account, "dataset", victim.key.name, "bytes", victim.duck.bytes)
+		s.opts.Logger.Info("dataset dropped from memory", "account", victim.key.account, "dataset", victim.key.name, "bytes", victim.proc.bytes)
 		drop = append(drop, s.removeLocked(victim)...)
 	}
 	s.mu.Unlock()
@@ -705,14 +724,14 @@ func (s *Service) release(e *entry) {
 	closeIt := e.gone && e.refs == 0 && !e.quarantined
 	s.mu.Unlock()
 	if closeIt {
-		_ = e.duck.Close()
+		_ = e.proc.Close()
 	}
 }
 
 // evict drops this process's materialized copy of a dataset, if any.
 func (s *Service) evict(k entryKey) {
 	s.mu.Lock()
-	var drop []*duck
+	var drop []*engineProcess
 	if e := s.entries[k]; e != nil {
 		drop = s.removeLocked(e)
 	}
@@ -720,9 +739,10 @@ func (s *Service) evict(k entryKey) {
 	closeAll(drop)
 }
 
-// quarantine takes e out of the cache for good without ever closing its database: the next
-// query materializes a new copy. A database in an unknown state may abort the process when it
-// is closed (DuckDB throws from its destructors), so its memory is given up instead.
+// quarantine takes e out of the cache for good and kills its engine process (a database in an
+// unknown state may abort its process when it is closed, which is harmless in a process of its
+// own but tells nothing): the next query materializes a new copy. Other queries of the account
+// still running on it fail.
 func (s *Service) quarantine(e *entry) {
 	s.mu.Lock()
 	if s.entries[e.key] == e {
@@ -730,25 +750,26 @@ func (s *Service) quarantine(e *entry) {
 	}
 	e.quarantined = true
 	s.mu.Unlock()
+	e.proc.kill("it was found unusable after a failed query")
 }
 
 // removeLocked takes e out of the cache and returns its database to close when nobody uses
 // it; otherwise the last release closes it.
-func (s *Service) removeLocked(e *entry) []*duck {
+func (s *Service) removeLocked(e *entry) []*engineProcess {
 	if e.gone {
 		return nil
 	}
 	e.gone = true
 	delete(s.entries, e.key)
 	s.lru.Remove(e.elem)
-	s.used -= e.duck.bytes
+	s.used -= e.proc.bytes
 	if e.refs == 0 && !e.quarantined {
-		return []*duck{e.duck}
+		return []*engineProcess{e.proc}
 	}
 	return nil
 }
 
-func closeAll(ds []*duck) {
+func closeAll(ds []*engineProcess) {
 	for _, d := range ds {
 		_ = d.Close()
 	}

@@ -1,0 +1,45 @@
+package dataset
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// engineProcAttr has an engine process killed when the thread of its parent that started it
+// exits (with the parent, in practice), and in a process group of its own, so that a signal
+// to the gateway's group (a terminal's ^C) reaches the gateway, which then closes it.
+func engineProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+}
+
+// engineExecutable is the binary an engine process runs: this very process's, through
+// /proc/self/exe, which stays the running binary's even when an upgrade has replaced the file at
+// its path (os.Executable's path would then start the new version, whose protocol may differ).
+func engineExecutable() (string, error) { return "/proc/self/exe", nil }
+
+// limitMemory bounds the process's data segment (RLIMIT_DATA: since Linux 4.7 every private
+// writable mapping, so the heaps of Go and of DuckDB and the threads' stacks) to bound bytes:
+// an allocation past it fails, and the engine reports an error or dies, never the gateway.
+func limitMemory(bound int64) error {
+	return syscall.Setrlimit(syscall.RLIMIT_DATA, &syscall.Rlimit{Cur: uint64(bound), Max: uint64(bound)})
+}
+
+// residentBytes is the process's resident memory (VmRSS), or 0 when it cannot be read.
+func residentBytes() int64 { return statusBytes("self", "VmRSS:") }
+
+// statusBytes reads a field given in kB from /proc/<pid>/status, in bytes (0 when unknown).
+func statusBytes(pid, field string) int64 {
+	b, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, field); ok {
+			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return n << 10
+		}
+	}
+	return 0
+}

@@ -21,8 +21,12 @@ func engineExecutable() (string, error) { return "/proc/self/exe", nil }
 
 // limitMemory bounds the process's data segment (RLIMIT_DATA: since Linux 4.7 every private
 // writable mapping, so the heaps of Go and of DuckDB and the threads' stacks) to bound bytes:
-// an allocation past it fails, and the engine reports an error or dies, never the gateway.
+// an allocation past it fails, and the engine reports an error or dies, never the gateway. It
+// also makes the process the kernel's first choice when the machine or the container (whose
+// cgroup it shares with the gateway) runs out of memory (oom_score_adj 1000, which any process
+// may raise for itself).
 func limitMemory(bound int64) error {
+	_ = os.WriteFile("/proc/self/oom_score_adj", []byte("1000"), 0)
 	return syscall.Setrlimit(syscall.RLIMIT_DATA, &syscall.Rlimit{Cur: uint64(bound), Max: uint64(bound)})
 }
 

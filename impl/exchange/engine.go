@@ -160,6 +160,34 @@ func (eng *Engine) RequireReachable(ctx context.Context, account uuid.UUID, id s
 	return nil
 }
 
+// UnreachableModels are the models granted to the account that it may not be sent to
+// (Reachable is false), each with the provider whose upstream key of its own the account lacks:
+// the one a request's 403 names. A model the configuration no longer has is left out. It is for
+// the console, which offers a model only where it can be called and says why the others cannot;
+// it reads the same cache entry as the requests (Grants), so it follows a key set or removed as
+// they do. nil when every granted model is reachable.
+func (eng *Engine) UnreachableModels(ctx context.Context, account uuid.UUID) (map[string]string, error) {
+	g, err := eng.access.grants(ctx, account)
+	if err != nil {
+		return nil, err
+	}
+	reg := eng.registry.Load()
+	var out map[string]string
+	for _, grant := range g.list {
+		m, ok := reg.Model(grant.ModelID)
+		if !ok {
+			continue
+		}
+		if provider := eng.keyRequiredBy(g, m); provider != "" {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[grant.ModelID] = provider
+		}
+	}
+	return out, nil
+}
+
 // keyRequiredBy is "" when the account whose grants are g may be sent to some expert of model
 // m (Reachable); otherwise the provider of m's last expert in the configuration's order, every
 // one of which takes only accounts with a key of their own, which the account has none of (a

@@ -223,7 +223,7 @@ func New(o Options) (*Gateway, error) {
 	var pageNotFound http.Handler
 	if o.Config.Web.Enabled() {
 		if app, err = web.New(web.Options{Store: o.Store, Config: o.Config, Logger: o.Logger, HTTPClient: o.WebHTTPClient,
-			Datasets: datasets, Agents: agents, OAuth: oauth, Meter: meter, Models: exch.Model, RedirectToPublicURL: o.WebRedirectToPublicURL,
+			Datasets: datasets, Agents: agents, OAuth: oauth, Meter: meter, Models: exch.Model, UnreachableModels: exch.UnreachableModels, RedirectToPublicURL: o.WebRedirectToPublicURL,
 			UsageArchive: usageArchiveFiles(o.DatasetStorage)}); err != nil {
 			return fail(err)
 		}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/alexedwards/scs/v2"
+	"github.com/google/uuid"
 
 	"github.com/tollgate/tollgate/impl/accounts"
 	"github.com/tollgate/tollgate/impl/addrlimit"
@@ -64,6 +65,11 @@ type Options struct {
 	// (exchange.Engine.Model: the prices the meter bills by and GET /v1/models shows), which
 	// the settings the console gives read; nil: the configuration's, as validated.
 	Models func(id string) (*routing.Model, bool)
+	// UnreachableModels are the account's granted models it cannot call, each with the provider
+	// whose upstream key of its own (account_keys: required) the account lacks
+	// (exchange.Engine.UnreachableModels): the key form does not offer them, the Plan page
+	// marks them. nil: every granted model is offered.
+	UnreachableModels func(ctx context.Context, account uuid.UUID) (map[string]string, error)
 	// Meter reads a capped key's budget for the Keys page (billing.Meter.KeyBudget, what GET
 	// /v1/credits shows the key); nil: the page shows what the key spent alone.
 	Meter *billing.Meter
@@ -101,6 +107,9 @@ type App struct {
 	notFound http.Handler         // the "not found" page of paths nobody serves (NotFoundPage)
 	// models are the models priced for the day, which the settings read (Options.Models).
 	models func(id string) (*routing.Model, bool)
+	// unreachable are the account's granted models it cannot call (Options.UnreachableModels;
+	// nil: none).
+	unreachable func(ctx context.Context, account uuid.UUID) (map[string]string, error)
 	// routePatterns are the patterns of the console's routes, as registered (router).
 	routePatterns []string
 	// uploadLocks serialise this process's dataset uploads, by account (a stripe each), before
@@ -128,7 +137,7 @@ func New(o Options) (*App, error) {
 			RedirectURL: w.RedirectURL, HTTPClient: o.HTTPClient, TrustIssueTime: w.ReauthTrustsIssueTime}),
 		datasets: o.Datasets, agents: o.Agents, tails: newTails(),
 		usage: usageview.New(pool, usageview.Options{Archive: o.UsageArchive}), oauth: o.OAuth, meter: o.Meter,
-		models:  o.Models,
+		models: o.Models, unreachable: o.UnreachableModels,
 		signins: addrlimit.New[netip.Prefix](signinLimit, nil),
 		seals:   sealedid.NewLoader(func(ctx context.Context) ([]byte, error) { return o.Store.Secret(ctx, sealedid.SecretName) }),
 	}

@@ -226,15 +226,42 @@ type modelChoice struct {
 	Checked bool
 }
 
+// unreachableModel is a model granted to the account that it cannot call: every upstream of it
+// is on Provider, which serves only accounts with an upstream key of their own
+// (account_keys: required), and the account has none there. Account is the account's name, for
+// the operator's command that sets the key.
+type unreachableModel struct {
+	ID, Provider, Account string
+}
+
+// Command is the operator's command that sets the account's key for the provider, its
+// arguments quoted for a shell.
+func (m unreachableModel) Command() string {
+	return "tollgate admin provider-key set " + connect.ShellWord(m.Account) + " " + connect.ShellWord(m.Provider)
+}
+
+// unreachableModels are the account's granted models it cannot call, by id, each with the
+// provider whose upstream key of its own it lacks (Options.UnreachableModels; nil without it).
+func (a *App) unreachableModels(ctx context.Context, account uuid.UUID) (map[string]string, error) {
+	if a.unreachable == nil {
+		return nil, nil
+	}
+	return a.unreachable(ctx, account)
+}
+
 // newKeyForm is the key creation form, with what was typed and what was wrong.
 type newKeyForm struct {
 	// FormID identifies this showing of the form: of every POST of it (a reload of the page
 	// that shows the new key, a double click) exactly one creates a key (claimKeyForm).
 	FormID                                   string
 	Name, RPM, Expires, CreditCap, CapPeriod string
-	Models                                   []modelChoice
-	DefaultRPM, MaxRPM                       int
-	Error, Field                             string
+	// Models are the account's models the key may be limited to: those it can call.
+	Models []modelChoice
+	// Unreachable are the account's other models, not offered, each with why it cannot be
+	// called (an upstream key of its own the account lacks).
+	Unreachable        []unreachableModel
+	DefaultRPM, MaxRPM int
+	Error, Field       string
 	// created says that this post of the form created its key (createKey).
 	created bool
 }
@@ -248,7 +275,18 @@ func (a *App) keyForm(r *http.Request, v *Visitor) (newKeyForm, error) {
 	if err != nil {
 		return f, err
 	}
+	unreachable, err := a.unreachableModels(r.Context(), v.Account.AccountID)
+	if err != nil {
+		return f, err
+	}
 	for _, g := range grants {
+		// A model the account cannot call is not offered: a key limited to it could never be
+		// used. A post naming it is still taken (the key may be prepared before the operator
+		// sets the account's upstream key), as by the CLI.
+		if provider, ok := unreachable[g.ModelID]; ok {
+			f.Unreachable = append(f.Unreachable, unreachableModel{ID: g.ModelID, Provider: provider, Account: v.Account.AccountName})
+			continue
+		}
 		f.Models = append(f.Models, modelChoice{ID: g.ModelID})
 	}
 	return f, nil

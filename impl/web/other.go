@@ -128,11 +128,13 @@ func (a *App) homeData(r *http.Request, v *Visitor) (homeData, error) {
 func (a *App) planRoutes(mux *router) { mux.Handle("GET /plan", a.member(a.planPage)) }
 
 type planData struct {
-	Plan       config.Plan
-	Known      bool
-	Models     []store.ModelGrant
-	Credit     store.Credit
-	ActiveKeys int
+	Plan   config.Plan
+	Known  bool
+	Models []planModel
+	// SomeUnreachable says that a model of Models cannot be called: the table then says which.
+	SomeUnreachable bool
+	Credit          store.Credit
+	ActiveKeys      int
 	// HeldKeys are the keys that count against the plan's key quota (Plan.MaxKeys, 0: none):
 	// every key not revoked.
 	HeldKeys int
@@ -140,6 +142,13 @@ type planData struct {
 	// an owner only (nil for a member): the provider, the hint and when each was set, never
 	// the sealed key.
 	UpstreamKeys []upstreamKeyRow
+}
+
+// planModel is a model granted to the account, with why it cannot be called when it cannot
+// (Unreachable: nil when it can).
+type planModel struct {
+	store.ModelGrant
+	Unreachable *unreachableModel
 }
 
 // upstreamKeyRow is one of the account's own upstream keys as the plan page shows it.
@@ -157,16 +166,32 @@ type upstreamKeyRow struct {
 
 // planPage shows the plan's limits: its models, the default and highest requests-per-minute
 // cap of keys, its key quota, its starting credit; and what the account has now (models
-// granted, balance, keys held against the quota, active keys), and to an owner the account's
-// own upstream keys (read-only: the operator sets them).
+// granted, each one it cannot call marked with the reason, balance, keys held against the
+// quota, active keys), and to an owner the account's own upstream keys (read-only: the
+// operator sets them).
 func (a *App) planPage(w http.ResponseWriter, r *http.Request, v *Visitor) {
 	ctx := r.Context()
 	d := planData{}
 	d.Plan, d.Known = a.cfg.Plan(v.Account.Plan)
-	var err error
-	if d.Models, err = a.store.AccountModels(ctx, v.Account.AccountID); err != nil {
+	grants, err := a.store.AccountModels(ctx, v.Account.AccountID)
+	if err != nil {
 		a.failInternal(w, r, v, "account models", err)
 		return
+	}
+	// A granted model the account cannot call (no upstream key of its own where one is
+	// required) is listed, marked with the reason: nothing granted is hidden from the account.
+	unreachable, err := a.unreachableModels(ctx, v.Account.AccountID)
+	if err != nil {
+		a.failInternal(w, r, v, "account models reachable", err)
+		return
+	}
+	for _, g := range grants {
+		m := planModel{ModelGrant: g}
+		if provider, ok := unreachable[g.ModelID]; ok {
+			m.Unreachable = &unreachableModel{ID: g.ModelID, Provider: provider, Account: v.Account.AccountName}
+			d.SomeUnreachable = true
+		}
+		d.Models = append(d.Models, m)
 	}
 	if v.Owner() {
 		keys, err := a.store.UpstreamKeys(ctx, v.Account.AccountID)

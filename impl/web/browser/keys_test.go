@@ -3,6 +3,7 @@ package browser_test
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/tollgate/tollgate/impl/apikey"
+	"github.com/tollgate/tollgate/impl/config"
 )
 
 // keyID is the id of the account's key named name.
@@ -169,5 +171,70 @@ func TestKeyFormSendsOnce(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("the account has %d keys named twice, want 1", n)
+	}
+}
+
+// TestKeyFormOffersOnlyCallableModels: with sim-anthropic configured account_keys: required
+// and no upstream key of the account's for it, service-sonnet (on it alone) is granted but
+// cannot be called. In Chromium the new-key form offers service-flint and service-flint-base,
+// not service-sonnet, and says beside them why it is left out (the provider, the operator's
+// command); the Plan & limits page marks service-sonnet "Not yet" with the same reason and
+// the others "Yes". Once the operator has set the account's key, the form offers it: a key
+// limited to it is created there, and GET /v1/models with that key lists it.
+func TestKeyFormOffersOnlyCallableModels(t *testing.T) {
+	s := startWith(t, func(c *config.Config) {
+		for i := range c.Providers {
+			if c.Providers[i].Name == "sim-anthropic" {
+				c.Providers[i].AccountKeys = config.AccountKeysRequired
+			}
+		}
+	})
+	p := newTour(t)
+	s.signIn(p)
+	const reason = "the provider sim-anthropic serves only accounts with an upstream key of their own, and this account has none for it; " +
+		"the operator sets one with tollgate admin provider-key set acme sim-anthropic"
+	p.at(p.Follow("Keys"), http.StatusOK, s.URL+"/keys")
+	p.at(p.Follow("Create a key"), http.StatusOK, s.URL+"/keys/new")
+	p.shot("key-form-without-sonnet")
+	if labels := p.labels(); slices.Contains(labels, "service-sonnet") || !slices.Contains(labels, "service-flint") || !slices.Contains(labels, "service-flint-base") {
+		t.Errorf("the key form's models: %q; want service-flint and service-flint-base, not service-sonnet", labels)
+	}
+	if got := p.Text("#models-unreachable"); !strings.Contains(got, "service-sonnet: "+reason+".") {
+		t.Errorf("the key form says of the model it leaves out: %q", got)
+	}
+	p.at(p.Follow("Plan & limits"), http.StatusOK, s.URL+"/plan")
+	p.shot("plan-sonnet-not-callable")
+	rows := eval[[]string](p, `[...document.querySelectorAll("#plan-models tbody tr")].map((r) => [...r.cells].map((c) => c.textContent.trim()).join(" | "))`)
+	for _, r := range rows {
+		model, _, _ := strings.Cut(r, " | ")
+		want := " | Yes"
+		if model == "service-sonnet" {
+			want = " | Not yet: " + reason + ". Until then its requests are refused."
+		}
+		if !strings.HasSuffix(r, want) {
+			t.Errorf("the plan page's row %q does not end %q", r, want)
+		}
+	}
+	if len(rows) != 3 {
+		t.Errorf("the plan page's models: %q", rows)
+	}
+
+	s.GW.SetUpstreamKey(t, s.Account.ID, "sim-anthropic", "sk-ant-acme-own-key")
+	// The key reaches the gateway's cache through the database's notification.
+	deadline := time.Now().Add(10 * time.Second)
+	for p.at(p.Navigate(s.URL+"/keys/new"), http.StatusOK, s.URL+"/keys/new"); !slices.Contains(p.labels(), "service-sonnet"); p.at(p.Navigate(s.URL+"/keys/new"), http.StatusOK, s.URL+"/keys/new") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the key form does not offer service-sonnet once the account's key is set: %q", p.labels())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	p.Fill("Name (optional)", "sonnet-only")
+	p.Check("service-sonnet", true)
+	p.shot("key-form-with-sonnet")
+	p.at(p.Submit("Create key"), http.StatusCreated, s.URL+"/keys")
+	key := p.value("#key")
+	status, body := s.api(t, http.MethodGet, "/v1/models", key, "")
+	if status != http.StatusOK || !strings.Contains(string(body), `"service-sonnet"`) || strings.Contains(string(body), `"service-flint"`) {
+		t.Errorf("GET /v1/models with the key limited to service-sonnet: %d %s", status, body)
 	}
 }

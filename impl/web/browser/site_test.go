@@ -47,6 +47,12 @@ type site struct {
 // start runs the site for the rest of the test.
 func start(t *testing.T) *site {
 	t.Helper()
+	return startWith(t, nil)
+}
+
+// startWith is start with tune adjusting the gateway's configuration (nil: the default's).
+func startWith(t *testing.T, tune func(*config.Config)) *site {
+	t.Helper()
 	ctx := context.Background()
 	appLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -74,6 +80,9 @@ func start(t *testing.T) *site {
 
 	cfg := config.Default()
 	cfg.Web = config.Web{Issuer: idp.Issuer(), ClientID: "tollgate", ClientSecret: "browser-test-secret", PublicURL: appURL + "/"}
+	if tune != nil {
+		tune(cfg)
+	}
 	cfg.Web.ApplyDefaults()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)

@@ -201,9 +201,13 @@ func ChooseByFamily(ids []string, family func(id string) string) (chat, messages
 	return chat, messages
 }
 
-// noModel is the Unavailable text of a client the key has no model for.
+// noModel is the Unavailable text of a client the key has no model for: none granted on the
+// route, or none the account can call there (a granted model whose every provider serves only
+// accounts with an upstream key of their own, which the operator has not set: the key-created
+// page's model choice leaves those out).
 func noModel(route string) string {
-	return "This key may use no model served on " + route + ", which this client needs: create a key with one."
+	return "This key may use no model served on " + route + " that the account can call, which this client needs: create a key with one, " +
+		"or, if such a model is granted but marked \"Not yet\" on the Plan & limits page, ask the operator to set the account's upstream key for its provider (tollgate admin provider-key set)."
 }
 
 // exportKey is the shell line that keeps the key in KeyVariable.

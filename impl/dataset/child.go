@@ -39,7 +39,12 @@ func init() {
 		fmt.Fprintf(os.Stderr, "%s=%q is not a byte count\n", engineEnv, v)
 		os.Exit(2)
 	}
-	os.Exit(serveEngine(bound, os.Stdin, os.Stdout))
+	proto, err := takeProtocolOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "dataset engine: take the protocol's output: %v\n", err)
+		os.Exit(2)
+	}
+	os.Exit(serveEngine(bound, os.Stdin, proto))
 }
 
 // The operations of the engine's protocol.
@@ -172,6 +177,27 @@ func readFrame(r io.Reader, v any) error {
 	return json.Unmarshal(b, v)
 }
 
+// engineTestQueries are statements that the engine of this package's test binary answers by
+// misbehaving as a broken or hostile engine might (writing to its standard output, answering
+// with a malformed frame, hanging, exiting), so that the tests can check what the parent makes
+// of it. It is nil in every other binary: only a _test.go file of this package fills it, in a
+// package variable's initializer, which runs before init serves as the engine. A hook writes its
+// frames, if any, to out (one Write per frame, serialized with the replies), under request id.
+var engineTestQueries map[string]func(id uint64, out io.Writer)
+
+// lockedWriter serializes the frames of concurrent replies: writeFrame writes a frame in one
+// Write.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
 // serveEngine is the engine process: it bounds its own memory, then serves requests from in
 // until in ends (the parent closed it or died) or a close request, and returns the exit code.
 func serveEngine(bound int64, in io.Reader, out io.Writer) int {
@@ -187,13 +213,12 @@ func serveEngine(bound int64, in io.Reader, out io.Writer) int {
 		d       *duck
 		cancels = map[uint64]context.CancelFunc{}
 	)
+	locked := &lockedWriter{mu: &wmu, w: out}
 	reply := func(r engineResponse) {
-		wmu.Lock()
-		defer wmu.Unlock()
-		if err := writeFrame(out, r); err != nil {
+		if err := writeFrame(locked, r); err != nil {
 			// A result too large for a frame cannot happen within the caps; say so rather
 			// than leave the parent waiting.
-			_ = writeFrame(out, engineResponse{ID: r.ID, Err: &engineError{Msg: "dataset engine: " + err.Error()}})
+			_ = writeFrame(locked, engineResponse{ID: r.ID, Err: &engineError{Msg: "dataset engine: " + err.Error()}})
 		}
 	}
 	br := bufio.NewReader(in)
@@ -252,6 +277,10 @@ func serveEngine(bound int64, in io.Reader, out io.Writer) int {
 					return
 				}
 				q := req.Query
+				if misbehave := engineTestQueries[q.Statement]; misbehave != nil {
+					misbehave(req.ID, locked)
+					return
+				}
 				res, err := cur.query(ctx, q.Statement, queryLimits{timeout: q.Timeout, rows: q.Rows, bytes: q.Bytes})
 				if err != nil {
 					reply(engineResponse{ID: req.ID, Err: toEngineError(err)})

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // engineProcAttr has an engine process killed when the thread of its parent that started it
@@ -46,4 +48,21 @@ func statusBytes(pid, field string) int64 {
 		}
 	}
 	return 0
+}
+
+// takeProtocolOutput returns the engine's protocol output, a duplicate of fd 1 (the pipe the
+// parent reads frames from), and points fd 1 at fd 2 (stderr): whatever else in the process
+// writes to its standard output (DuckDB's C++ code, a library's fmt.Println, os.Stdout) then
+// goes to the engine's log, which the parent keeps the tail of, instead of into a frame, where
+// it would leave the parent reading garbage. The duplicate is closed on exec.
+func takeProtocolOutput() (*os.File, error) {
+	fd, err := unix.FcntlInt(1, unix.F_DUPFD_CLOEXEC, 3)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Dup3(2, 1, 0); err != nil {
+		_ = unix.Close(fd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), "dataset engine protocol"), nil
 }

@@ -19,3 +19,19 @@ func limitMemory(int64) error { return nil }
 
 // residentBytes is unknown off Linux.
 func residentBytes() int64 { return 0 }
+
+// takeProtocolOutput returns the engine's protocol output, a duplicate of fd 1, and points fd 1
+// at fd 2 (stderr), so that stray output of the process goes to its log rather than into a
+// frame (see the Linux version).
+func takeProtocolOutput() (*os.File, error) {
+	fd, err := syscall.Dup(1)
+	if err != nil {
+		return nil, err
+	}
+	syscall.CloseOnExec(fd)
+	if err := syscall.Dup2(2, 1); err != nil {
+		_ = syscall.Close(fd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), "dataset engine protocol"), nil
+}

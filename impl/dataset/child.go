@@ -2,6 +2,7 @@ package dataset
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -144,7 +145,17 @@ func (e *engineError) err() error {
 // maxFrame bounds one frame of the protocol: a result is at most Options.MaxResultBytes of text.
 const maxFrame = 64 << 20
 
-// writeFrame writes v as one frame: its JSON's length as four bytes, big-endian, then the JSON.
+// frameChunk is the most of a frame's buffer allocated before its bytes have arrived: a frame's
+// head may announce up to maxFrame, and a reader that believed it would hold that much for a
+// head alone.
+const frameChunk = 1 << 20
+
+// errMalformedFrame is a frame that is not the protocol's: its head announces more than
+// maxFrame, or its bytes are not the JSON of the expected message.
+var errMalformedFrame = errors.New("a malformed frame")
+
+// writeFrame writes v as one frame, in one Write: its JSON's length as four bytes, big-endian,
+// then the JSON.
 func writeFrame(w io.Writer, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -160,7 +171,10 @@ func writeFrame(w io.Writer, v any) error {
 	return err
 }
 
-// readFrame reads one frame into v.
+// readFrame reads one frame into v. The frame's buffer starts at most frameChunk large and grows
+// with the bytes that arrive (to about twice them), so that a head announcing a large frame
+// costs nothing until the frame is sent. A frame that is not the protocol's is an errMalformedFrame; one cut short, an
+// io.ErrUnexpectedEOF.
 func readFrame(r io.Reader, v any) error {
 	var head [4]byte
 	if _, err := io.ReadFull(r, head[:]); err != nil {
@@ -168,13 +182,21 @@ func readFrame(r io.Reader, v any) error {
 	}
 	n := binary.BigEndian.Uint32(head[:])
 	if n > maxFrame {
-		return fmt.Errorf("a frame of %d bytes is larger than %d", n, maxFrame)
+		return fmt.Errorf("%w: its head announces %d bytes, more than %d", errMalformedFrame, n, maxFrame)
 	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(r, b); err != nil {
+	var buf bytes.Buffer
+	buf.Grow(int(min(n, frameChunk)))
+	got, err := io.CopyN(&buf, r, int64(n))
+	if err != nil {
+		if errors.Is(err, io.EOF) && got < int64(n) {
+			err = io.ErrUnexpectedEOF
+		}
 		return err
 	}
-	return json.Unmarshal(b, v)
+	if err := json.Unmarshal(buf.Bytes(), v); err != nil {
+		return fmt.Errorf("%w: %v", errMalformedFrame, err)
+	}
+	return nil
 }
 
 // engineTestQueries are statements that the engine of this package's test binary answers by

@@ -46,6 +46,7 @@ type engineProcess struct {
 	next       uint64
 	pending    map[uint64]chan engineResponse
 	killReason string // why the parent killed the child, if it did
+	malformed  string // what was wrong with an answer that was not the protocol's, if one was
 
 	dead   chan struct{} // closed once the child has exited and been waited for
 	state  *os.ProcessState
@@ -122,6 +123,9 @@ func (p *engineProcess) readResponses(r io.Reader) {
 	for {
 		var resp engineResponse
 		if err := readFrame(r, &resp); err != nil {
+			if errors.Is(err, errMalformedFrame) {
+				p.misbehaved(err.Error())
+			}
 			break
 		}
 		p.mu.Lock()
@@ -132,7 +136,7 @@ func (p *engineProcess) readResponses(r io.Reader) {
 			ch <- resp
 		}
 	}
-	// A child that wrote something unreadable is not trusted any further.
+	// A child whose output ended, or was not the protocol's, is not trusted any further.
 	_ = p.cmd.Process.Kill()
 	_ = p.cmd.Wait()
 	p.mu.Lock()
@@ -192,6 +196,32 @@ func (p *engineProcess) kill(reason string) {
 	_ = p.cmd.Process.Kill()
 }
 
+// reasonMalformed is why the parent kills a child whose answer is not the protocol's: a frame
+// that does not read (its head announcing more than maxFrame, bytes that are not the JSON of a
+// response) or a response without the answer its request asked for. The child's state is then
+// unknown (stray output on the protocol's descriptor, a fault), and it is not trusted further.
+const reasonMalformed = "it answered with something that is not the engine's protocol"
+
+// misbehaved kills the child for an answer that is not the protocol's (detail says what), so
+// that every request pending on it fails with reasonMalformed, and the entry holding it is
+// dropped by the query that notices.
+func (p *engineProcess) misbehaved(detail string) {
+	p.mu.Lock()
+	if p.malformed == "" {
+		p.malformed = detail
+	}
+	p.mu.Unlock()
+	p.kill(reasonMalformed)
+}
+
+// malformedAnswer says what was wrong with the child's answer that was not the protocol's, or
+// is "" when none was.
+func (p *engineProcess) malformedAnswer() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.malformed
+}
+
 // Close ends the child: it is asked to exit and its stdin closes, on which it exits too, and it
 // is killed if it has not within a second. It does not wait.
 func (p *engineProcess) Close() error {
@@ -229,6 +259,10 @@ func startEngine(ctx context.Context, cfg engineConfig, spec loadSpec) (*engineP
 	}})
 	if err == nil && r.Err != nil {
 		err = r.Err.err()
+	}
+	if err == nil && r.Options == nil {
+		p.misbehaved("a load answered without its options")
+		err = errEngineGone
 	}
 	if errors.Is(err, errEngineGone) {
 		err = p.gone("loading dataset '" + spec.name + "'")
@@ -301,7 +335,8 @@ func (p *engineProcess) query(ctx context.Context, stmt string, lim queryLimits)
 		}
 		res := r.Result
 		if res == nil {
-			return QueryResult{}, errors.New("dataset engine: a query answered without a result")
+			p.misbehaved("a query answered without its result")
+			return QueryResult{}, p.gone("the query")
 		}
 		return QueryResult{Text: string(res.Text), Columns: res.Columns, Rows: res.Rows, Truncated: res.Truncated, TruncatedBy: res.TruncatedBy}, nil
 	case <-p.dead:
@@ -377,6 +412,10 @@ func DescribeFile(ctx context.Context, path string, f Format) ([]Column, error) 
 	}
 	if r.Err != nil {
 		return nil, r.Err.err()
+	}
+	if r.Columns == nil {
+		p.misbehaved("a describe answered without its columns")
+		return nil, fmt.Errorf("%s could not be read: the dataset engine answered without its columns", path)
 	}
 	return r.Columns, nil
 }

@@ -442,7 +442,11 @@ func (s *Service) Query(ctx context.Context, account uuid.UUID, ref, sqlText str
 	case !e.proc.alive():
 		// Killed past the statement timeout, or dead of its memory bound: the next query
 		// materializes the dataset in a new engine process.
-		s.opts.Logger.Warn("dataset engine process ended by a query; the dataset is materialized again on its next use", "account", account, "dataset", rec.Dataset, "error", err)
+		log := s.opts.Logger.With("account", account, "dataset", rec.Dataset, "error", err)
+		if what := e.proc.malformedAnswer(); what != "" {
+			log = log.With("malformed_answer", what)
+		}
+		log.Warn("dataset engine process ended by a query; the dataset is materialized again on its next use")
 		s.quarantine(e)
 	case errors.As(err, &ue) && (ue.Code == CodeFailed || ue.Code == CodeTimeout) && ctx.Err() == nil && !e.proc.healthy(ctx):
 		// Whatever broke it, this copy is dropped and the next query materializes a new one.

@@ -388,15 +388,33 @@ func (p *engineProcess) alive() bool {
 	}
 }
 
+// describing holds a place for each DescribeFile running, the most the process runs at once:
+// each is an engine process that may use the engine's whole memory bound, and the console's
+// upload takes one account's uploads one at a time but every account's at once, so that
+// several accounts uploading together started as many processes. A place is given back once
+// the process has exited.
+var describing = make(chan struct{}, maxDescribing)
+
+// maxDescribing is how many DescribeFile calls run at once (as many as Options.MaxLoads'
+// default); the others wait, at most until their context ends.
+const maxDescribing = 2
+
 // DescribeFile reads a local dataset file the way a load does and returns its columns, so that
 // an operator (or the console's upload) can check a file before storing it; a CSV file must
 // also be one table that DuckDB reads without working around faults (checkCSV). Errors name
-// the file. The file is read in an engine process of its own, bounded as a dataset's is.
+// the file. The file is read in an engine process of its own, bounded as a dataset's is; at most
+// maxDescribing run at once in a process, the others wait for a place.
 func DescribeFile(ctx context.Context, path string, f Format) ([]Column, error) {
 	if _, ok := ParseFormat(string(f)); !ok {
 		return nil, fmt.Errorf("format %q is not one of csv, parquet, jsonl", f)
 	}
 	cfg := Options{}.withDefaults()
+	select {
+	case describing <- struct{}{}:
+		defer func() { <-describing }()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	p, err := spawnEngine(engineConfig{threads: 1, memoryLimit: cfg.DatabaseMemoryLimit, conns: 1, processBytes: cfg.EngineMemoryBytes})
 	if err != nil {
 		return nil, err

@@ -28,7 +28,28 @@ type Datasets struct {
 	Dir string `yaml:"dir"`
 	// S3 is the object store of the s3 store.
 	S3 S3Store `yaml:"s3"`
+	// EngineMemoryMB is the hard memory bound, in MiB, of each dataset engine process (each
+	// materialized dataset runs its SQL in a process of its own, whose private memory the
+	// kernel bounds; see docs/mcp.md). 0: the default, DefaultEngineMemoryMB. At least
+	// MinEngineMemoryMB.
+	EngineMemoryMB int64 `yaml:"engine_memory_mb"`
 }
+
+// The bounds of datasets.engine_memory_mb.
+const (
+	// DefaultEngineMemoryMB is a dataset engine process's default memory bound: DuckDB's own
+	// memory limit (256 MiB) and 512 MiB for the process itself and for the values that
+	// DuckDB builds outside its limit (a query that needs more ends in an "out of memory"
+	// error of its dataset's engine alone).
+	DefaultEngineMemoryMB = 768
+	// MinEngineMemoryMB is the smallest bound: DuckDB's memory limit (256 MiB), which its
+	// loads and queries may use whole, and what an idle engine process already counts against
+	// the bound (234-302 MiB of private writable mappings in our runs: its threads' stacks and
+	// the arenas of Go and of DuckDB), with some room. Below it a dataset whose database used
+	// its whole memory limit could have its engine fail for want of memory before DuckDB said
+	// so (impl/dataset TestSmallestEngineBoundServes runs at this bound).
+	MinEngineMemoryMB = 640
+)
 
 // S3Store names a bucket of an S3-compatible object store (AWS S3, Cloudflare R2, Google Cloud
 // Storage's S3 interoperability, MinIO, SeaweedFS) and the local cache in front of it.
@@ -145,5 +166,17 @@ func (d Datasets) Validate() error {
 	default:
 		bad("store must be %q or %q, not %q", DatasetStoreDir, DatasetStoreS3, d.Store)
 	}
+	if d.EngineMemoryMB != 0 && d.EngineMemoryMB < MinEngineMemoryMB {
+		bad("engine_memory_mb %d is below %d: an engine process holds DuckDB's 256 MiB memory limit and about 300 MiB of its own (0: the default, %d)", d.EngineMemoryMB, MinEngineMemoryMB, DefaultEngineMemoryMB)
+	}
 	return errors.Join(errs...)
+}
+
+// EngineMemoryBytes is each dataset engine process's memory bound in bytes
+// (engine_memory_mb, or DefaultEngineMemoryMB when it is 0).
+func (d Datasets) EngineMemoryBytes() int64 {
+	if d.EngineMemoryMB <= 0 {
+		return DefaultEngineMemoryMB << 20
+	}
+	return d.EngineMemoryMB << 20
 }

@@ -62,3 +62,27 @@ datasets:
 		t.Fatalf("a bad boolean: %v", err)
 	}
 }
+
+// TestDatasetEngineMemory reads datasets.engine_memory_mb, the bound of each dataset engine
+// process, defaults it to 768 MiB and refuses a bound below what an engine needs (DuckDB's
+// 256 MiB and its idle process's own).
+func TestDatasetEngineMemory(t *testing.T) {
+	c, err := Parse([]byte("datasets:\n  engine_memory_mb: 1024\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Datasets.EngineMemoryBytes(); got != 1<<30 {
+		t.Errorf("engine_memory_mb 1024: %d bytes", got)
+	}
+	if got := (Datasets{}).EngineMemoryBytes(); got != 768<<20 {
+		t.Errorf("the default: %d bytes, want 768 MiB", got)
+	}
+	for _, v := range []string{"256", "639", "-1"} {
+		if _, err := Parse([]byte("datasets:\n  engine_memory_mb: " + v + "\n")); err == nil || !strings.Contains(err.Error(), "engine_memory_mb "+v+" is below 640") {
+			t.Errorf("engine_memory_mb %s: %v, want it refused", v, err)
+		}
+	}
+	if _, err := Parse([]byte("datasets:\n  engine_memory_mb: 640\n")); err != nil {
+		t.Errorf("engine_memory_mb 640: %v", err)
+	}
+}

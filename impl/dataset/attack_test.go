@@ -72,3 +72,30 @@ func engineChildren(t testing.TB) []int {
 	}
 	return pids
 }
+
+// TestSmallestEngineBoundServes: at the smallest bound the configuration allows
+// (datasets.engine_memory_mb 640), an engine loads and answers, what it counts against the
+// bound idle (VmData, 234-302 MiB in our runs) leaves DuckDB its whole memory limit under the
+// bound, and a query that needs more than DuckDB's limit ends in DuckDB's own out-of-memory
+// error with the engine alive.
+func TestSmallestEngineBoundServes(t *testing.T) {
+	ctx := t.Context()
+	const bound = 640 << 20
+	s, acct := loadedService(t, "smallest", Options{EngineMemoryBytes: bound, QueryTimeout: 30 * time.Second})
+	e := s.entries[entryKey{acct.ID, "t"}]
+	data := statusBytes(fmt.Sprint(e.proc.cmd.Process.Pid), "VmData:")
+	t.Logf("an idle engine's VmData: %d MiB", data>>20)
+	if data == 0 || data+s.opts.DatabaseMemoryLimit > bound {
+		t.Errorf("an idle engine counts %d MiB against the bound: DuckDB's %d MiB do not fit under %d MiB", data>>20, s.opts.DatabaseMemoryLimit>>20, bound>>20)
+	}
+	_, err := s.Query(ctx, acct.ID, "t", "SELECT count(*) AS n FROM (SELECT DISTINCT x::VARCHAR || 'some padding to take room' AS v FROM range(30000000) t(x))")
+	if err == nil || !strings.Contains(err.Error(), "Out of Memory Error") {
+		t.Errorf("a query past DuckDB's memory limit: %v, want DuckDB's out-of-memory error", err)
+	}
+	if !e.proc.alive() {
+		t.Errorf("the engine died of a query within DuckDB's limit: %s", e.proc.stderr.String())
+	}
+	if r, err := s.Query(ctx, acct.ID, "t", "SELECT * FROM t"); err != nil || !strings.Contains(r.Text, "1\n(1 row)") {
+		t.Fatalf("the next query: %+v %v", r, err)
+	}
+}

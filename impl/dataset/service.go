@@ -22,7 +22,8 @@ import (
 
 // Options configure a Service. Zero fields take the defaults named on each.
 type Options struct {
-	// MaxLoaded bounds how many materialized datasets a process holds in memory (default 16).
+	// MaxLoaded bounds how many materialized datasets a process holds in memory (default 16),
+	// which is how many idle engine processes it keeps (about 55 MiB resident each).
 	MaxLoaded int
 	// MaxMemoryBytes bounds the approximate memory of the materialized datasets a process holds
 	// (default 1 GiB). The least recently used ones are dropped beyond either bound.
@@ -33,7 +34,8 @@ type Options struct {
 	// EngineMemoryBytes is the hard memory bound of each dataset's engine process, which the
 	// kernel enforces (default DatabaseMemoryLimit + 512 MiB: an idle engine process takes about
 	// 60 MiB, and values that DuckDB builds outside its memory limit need the rest). A query
-	// that needs more ends in an "out of memory" error of its own, never the gateway's.
+	// that needs more ends in an "out of memory" error of its own, never the gateway's. The
+	// configuration's datasets.engine_memory_mb sets it (impl/config: at least 640 MiB).
 	EngineMemoryBytes int64
 	// Threads is DuckDB's worker thread count for each dataset's database (default 2).
 	Threads int

@@ -188,7 +188,7 @@ func New(o Options) (*Gateway, error) {
 		}
 		return health.OK, ""
 	})
-	datasets := dataset.New(o.Store, o.DatasetStorage, dataset.Options{Logger: o.Logger})
+	datasets := dataset.New(o.Store, o.DatasetStorage, dataset.Options{Logger: o.Logger, EngineMemoryBytes: o.Config.Datasets.EngineMemoryBytes()})
 	// The one exchange: the HTTP routes and the agents' steps both call it.
 	exch := exchange.New(exchange.Options{Config: o.Config, Store: o.Store, Feed: feed, Upstreams: upstreams, Meter: meter,
 		Metrics: o.Metrics, Logger: o.Logger, Heartbeat: o.Heartbeat, Router: o.Router, Now: o.Now})

@@ -82,7 +82,8 @@ var errEngineGone = errors.New("the dataset engine process exited")
 
 // spawnEngine starts an engine process bounded to cfg.processBytes of memory. Its environment
 // is the engine's variable alone (and TZ, so that times print as in the gateway): nothing of
-// the gateway's environment, its database address say, is in reach of the engine.
+// the gateway's environment, its database address say, is in reach of the engine; nor is any
+// descriptor of the gateway's but its three pipes (keepDescriptorsFromEngines).
 func spawnEngine(cfg engineConfig) (*engineProcess, error) {
 	exe, err := engineExecutable()
 	if err != nil {
@@ -94,6 +95,7 @@ func spawnEngine(cfg engineConfig) (*engineProcess, error) {
 		cmd.Env = append(cmd.Env, "TZ="+tz)
 	}
 	cmd.SysProcAttr = engineProcAttr()
+	keepDescriptorsFromEngines()
 	p := &engineProcess{
 		cmd:     cmd,
 		bound:   cfg.processBytes,

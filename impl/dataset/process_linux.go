@@ -66,3 +66,22 @@ func takeProtocolOutput() (*os.File, error) {
 	}
 	return os.NewFile(uintptr(fd), "dataset engine protocol"), nil
 }
+
+// keepDescriptorsFromEngines marks every descriptor of this process above 2 close-on-exec, so
+// that an engine process started next inherits none: exec.Cmd passes only the descriptors it
+// is given, but a descriptor this process inherited without close-on-exec (from whatever
+// started the gateway: a shell's, a supervisor's) or that a C library opened without it would
+// pass on to every engine, within reach of code running there. The gateway's own descriptors
+// (Go opens every one close-on-exec) are unchanged, and close-on-exec changes nothing for this
+// process itself.
+func keepDescriptorsFromEngines() {
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range fds {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			unix.CloseOnExec(fd)
+		}
+	}
+}

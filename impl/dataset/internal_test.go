@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -174,11 +175,11 @@ func TestEngineChecksWithoutTokenizer(t *testing.T) {
 // failed query and materialized again.
 func TestBrokenDatabaseIsReplaced(t *testing.T) {
 	ctx := context.Background()
-	s, acct := loadedService(t, "broken", Options{})
+	s, acct := loadedService(t, "broken", Options{QueryTimeout: time.Second})
 	e := s.entries[entryKey{acct.ID, "t"}]
-	// The database's engine process dies under it (what a database broken behind the checks
+	// The database's engine process stops answering (what a database broken behind the checks
 	// did in process, TestEngineChecksWithoutTokenizer, now costs at most its process).
-	if err := e.proc.cmd.Process.Kill(); err != nil {
+	if err := e.proc.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Query(ctx, acct.ID, "t", "SELECT * FROM t"); err == nil {
@@ -187,6 +188,29 @@ func TestBrokenDatabaseIsReplaced(t *testing.T) {
 	r, err := s.Query(ctx, acct.ID, "t", "SELECT * FROM t")
 	if err != nil || !strings.Contains(r.Text, "1\n(1 row)") {
 		t.Fatalf("after replacement: %+v %v", r, err)
+	}
+}
+
+// TestEngineDeadWhileIdleIsReplacedBeforeTheQuery: a dataset whose engine process died while
+// idle (killed as the kernel's out-of-memory killer would, or an operator) is materialized
+// again by the next query, which is answered: before, that query failed on the dead engine
+// ("the query ran out of memory ...") and only the one after it was answered.
+func TestEngineDeadWhileIdleIsReplacedBeforeTheQuery(t *testing.T) {
+	ctx := context.Background()
+	s, acct := loadedService(t, "dead-idle", Options{})
+	e := s.entries[entryKey{acct.ID, "t"}]
+	if err := e.proc.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if e.proc.wait(5 * time.Second); e.proc.alive() {
+		t.Fatal("the killed engine is still running")
+	}
+	r, err := s.Query(ctx, acct.ID, "t", "SELECT * FROM t")
+	if err != nil || !strings.Contains(r.Text, "1\n(1 row)") {
+		t.Fatalf("the query after the engine died: %+v %v", r, err)
+	}
+	if s.entries[entryKey{acct.ID, "t"}] == e {
+		t.Error("the dead engine's entry was kept")
 	}
 }
 

@@ -630,6 +630,14 @@ func (s *Service) acquire(ctx context.Context, account uuid.UUID, ref string, re
 			s.mu.Unlock()
 			return nil, errors.New("dataset service is closed")
 		}
+		if e := s.entries[k]; e != nil && !e.proc.alive() {
+			// Its engine died while idle (the kernel's out-of-memory killer, an operator): the
+			// entry is dropped here, so that this query materializes the dataset again rather
+			// than fail on it. The process has been waited for; nothing is left to close.
+			s.opts.Logger.Warn("dataset engine process found dead; the dataset is materialized again", "account", account, "dataset", rec.Dataset)
+			e.quarantined = true
+			s.removeLocked(e)
+		}
 		if e := s.entries[k]; e != nil && e.gen == rec.Generation {
 			e.refs++
 			s.lru.MoveToFront(e.elem)

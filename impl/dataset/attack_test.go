@@ -1,6 +1,8 @@
 package dataset
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // TestUploadChecksAreBoundedPerProcess: DescribeFile (the console's upload check, one at a time
@@ -100,6 +104,201 @@ func TestSmallestEngineBoundServes(t *testing.T) {
 	if r, err := s.Query(ctx, acct.ID, "t", "SELECT * FROM t"); err != nil || !strings.Contains(r.Text, "1\n(1 row)") {
 		t.Fatalf("the next query: %+v %v", r, err)
 	}
+}
+
+// The tests below are trial s16h6's, as a tenant attacking the engine processes with one
+// account and with several (docs/operations.md, "Follow-up s16h6"): each held on the code as
+// it was.
+
+// TestManyLoadsKeepTheProcessBound: two accounts loading six datasets each, all at once, leave
+// at most MaxLoaded engine processes once the evicted ones have exited, and no zombie.
+func TestManyLoadsKeepTheProcessBound(t *testing.T) {
+	ctx := t.Context()
+	st, a := testStore(t, "many-a")
+	b, err := st.CreateAccount(ctx, "many-b", "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	storage, err := NewDirStorage(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(st, storage, Options{MaxLoaded: 3})
+	t.Cleanup(func() { _ = s.Close() })
+	var wg sync.WaitGroup
+	for _, acct := range []uuid.UUID{a.ID, b.ID} {
+		for i := range 6 {
+			name := fmt.Sprintf("d%d", i)
+			if _, err := s.Put(ctx, acct, name, CSV, strings.NewReader("a\n1\n")); err != nil {
+				t.Fatal(err)
+			}
+			wg.Go(func() {
+				if _, err := s.Load(ctx, acct, name, LoadOptions{}); err != nil {
+					t.Errorf("load %s: %v", name, err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(engineChildren(t)) > 3 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := len(engineChildren(t)); n > 3 {
+		t.Errorf("%d engine processes after twelve loads, want at most MaxLoaded (3)", n)
+	}
+	noZombies(t)
+}
+
+// TestCancelledLoadLeavesNoEngine: a load whose caller goes away half-way (the MCP client
+// disconnecting) has its engine killed and waited for.
+func TestCancelledLoadLeavesNoEngine(t *testing.T) {
+	ctx := t.Context()
+	s, acct := loadedService(t, "cancelled", Options{})
+	s.Close()
+	s = New(s.store, s.storage, Options{})
+	t.Cleanup(func() { _ = s.Close() })
+	for _, d := range []time.Duration{time.Millisecond, 20 * time.Millisecond, 60 * time.Millisecond} {
+		lctx, cancel := context.WithTimeout(ctx, d)
+		_, err := s.Load(lctx, acct.ID, "t", LoadOptions{})
+		cancel()
+		t.Logf("a load cancelled after %v: %v", d, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(engineChildren(t)) > 1 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := len(engineChildren(t)); n > 1 {
+		t.Errorf("%d engine processes after cancelled loads", n)
+	}
+	noZombies(t)
+}
+
+// TestAnotherAccountCannotStopARunningQuery: another account that loads enough datasets to
+// evict this one's from memory (the only thing an account does to another's engine) does not
+// stop its running query: an engine in use is closed once its queries end, and the next query
+// loads the dataset again.
+func TestAnotherAccountCannotStopARunningQuery(t *testing.T) {
+	ctx := t.Context()
+	s, a := loadedService(t, "victim", Options{MaxLoaded: 1})
+	b, err := s.store.CreateAccount(ctx, "evictor", "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := make(chan error, 1)
+	go func() {
+		_, err := s.Query(ctx, a.ID, "t", slowQuery)
+		running <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	for _, name := range []string{"x", "y"} {
+		if _, err := s.Put(ctx, b.ID, name, CSV, strings.NewReader("a\n2\n")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Load(ctx, b.ID, name, LoadOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-running; err != nil {
+		t.Errorf("the victim's query while another account evicted its dataset: %v", err)
+	}
+	if r, err := s.Query(ctx, a.ID, "t", "SELECT * FROM t"); err != nil || !strings.Contains(r.Text, "1\n(1 row)") {
+		t.Fatalf("the victim's next query: %+v %v", r, err)
+	}
+	noZombies(t)
+}
+
+// TestEngineStuckInAReadIsKilled: a query whose engine blocks in a read, using no core and
+// deaf to interrupts, is killed at its timeout and grace like one that spins: SIGKILL ends a
+// process in any sleep.
+func TestEngineStuckInAReadIsKilled(t *testing.T) {
+	s, acct := loadedService(t, "stuck", Options{QueryTimeout: time.Second})
+	e := s.entries[entryKey{acct.ID, "t"}]
+	began := time.Now()
+	_, err := s.Query(t.Context(), acct.ID, "t", hangInReadQuery)
+	var ue *Error
+	if !errors.As(err, &ue) || ue.Code != CodeTimeout {
+		t.Errorf("the query stuck in a read: %v, want the timeout's error", err)
+	}
+	if took := time.Since(began); took > 10*time.Second {
+		t.Errorf("the query stuck in a read was answered after %v", took)
+	}
+	if e.proc.wait(5 * time.Second); e.proc.alive() {
+		t.Error("the engine stuck in a read is still running")
+	}
+	if r, err := s.Query(t.Context(), acct.ID, "t", "SELECT * FROM t"); err != nil || !strings.Contains(r.Text, "1\n(1 row)") {
+		t.Fatalf("the next query: %+v %v", r, err)
+	}
+	noZombies(t)
+}
+
+// TestEngineDyingUnderAWriteCostsOnlyItsQueries: an engine that dies while the gateway is
+// blocked writing a request to it (it stopped reading, then was killed, as the kernel's
+// out-of-memory killer would) fails that write with EPIPE, not a SIGPIPE of the gateway: Go
+// turns SIGPIPE into an error for every descriptor but 1 and 2, and the engine's pipes are
+// never those in the gateway. Both queries on it are answered with an error, the next one works.
+func TestEngineDyingUnderAWriteCostsOnlyItsQueries(t *testing.T) {
+	ctx := t.Context()
+	s, acct := loadedService(t, "epipe", Options{QueryTimeout: 20 * time.Second})
+	e := s.entries[entryKey{acct.ID, "t"}]
+	pid := e.proc.cmd.Process.Pid
+	stopped := make(chan error, 1)
+	go func() {
+		_, err := s.Query(ctx, acct.ID, "t", stopQuery)
+		stopped <- err
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for !processState(pid, "T") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !processState(pid, "T") {
+		t.Fatal("the engine did not stop")
+	}
+	// A statement of the largest size: its frame is larger than the pipe's 64 KiB buffer, which
+	// the stopped engine does not drain, so the gateway blocks writing it.
+	large := "SELECT '" + strings.Repeat("x", maxSQLLen-len("SELECT '' AS x")) + "' AS x"
+	written := make(chan error, 1)
+	go func() {
+		_, err := s.Query(ctx, acct.ID, "t", large)
+		written <- err
+	}()
+	select {
+	case err := <-written:
+		t.Fatalf("the large request was answered by a stopped engine: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for name, ch := range map[string]chan error{"the query that stopped it": stopped, "the query being written": written} {
+		select {
+		case err := <-ch:
+			if err == nil {
+				t.Errorf("%s was answered by a dead engine", name)
+			}
+			t.Logf("%s: %v", name, err)
+		case <-time.After(10 * time.Second):
+			t.Errorf("%s was not answered", name)
+		}
+	}
+	if r, err := s.Query(ctx, acct.ID, "t", "SELECT * FROM t"); err != nil || !strings.Contains(r.Text, "1\n(1 row)") {
+		t.Fatalf("the next query: %+v %v", r, err)
+	}
+	noZombies(t)
+}
+
+// processState reports whether process pid is in state (its /proc status's first letter).
+func processState(pid int, state string) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "State:"); ok {
+			return strings.HasPrefix(strings.TrimSpace(rest), state)
+		}
+	}
+	return false
 }
 
 // TestEngineReachesNothingOfTheGateway: an engine's environment holds only its own variable

@@ -29,6 +29,13 @@ const (
 	// claimedFrameQuery is answered by a frame's head announcing maxFrame, 100 bytes of it, and
 	// nothing more, the engine alive.
 	claimedFrameQuery = "SELECT 'tollgate test: a large frame announced' AS x"
+	// hangInReadQuery blocks in a read(2) of a pipe nobody writes: a query stuck without using
+	// a core, which no interrupt reaches.
+	hangInReadQuery = "SELECT 'tollgate test: hang in a read' AS x"
+	// slowQuery answers after 1.5 s.
+	slowQuery = "SELECT 'tollgate test: slow' AS x"
+	// stopQuery stops the engine (SIGSTOP to itself): it reads no more requests.
+	stopQuery = "SELECT 'tollgate test: stop' AS x"
 )
 
 // strayOutput is what strayOutputQuery writes to the engine's standard output.
@@ -53,6 +60,20 @@ func installMisbehaviours() bool {
 		},
 		noResultQuery: func(id uint64, out io.Writer) {
 			_ = writeFrame(out, engineResponse{ID: id})
+		},
+		hangInReadQuery: func(uint64, io.Writer) {
+			var fds [2]int
+			if err := syscall.Pipe(fds[:]); err == nil {
+				var b [1]byte
+				_, _ = syscall.Read(fds[0], b[:])
+			}
+		},
+		slowQuery: func(id uint64, out io.Writer) {
+			time.Sleep(1500 * time.Millisecond)
+			_ = writeFrame(out, okAnswer(id))
+		},
+		stopQuery: func(uint64, io.Writer) {
+			_ = syscall.Kill(syscall.Getpid(), syscall.SIGSTOP)
 		},
 		claimedFrameQuery: func(id uint64, out io.Writer) {
 			_, _ = out.Write(append(frameHead(maxFrame), make([]byte, 100)...))

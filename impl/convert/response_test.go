@@ -36,9 +36,11 @@ var wantResponses = map[string]llm.Response{
 		Text: "Hello! How can I help you today?", Stop: llm.StopEnd, Usage: llm.Usage{InputTokens: 19, OutputTokens: 10}},
 	"responses-tool": {ID: "resp_68ff2000", Model: "gpt-5-mini-2025-08-07", Stop: llm.StopToolCalls,
 		ToolCalls: []llm.ToolCall{{ID: "call_Xy12AbC", Name: "get_weather", Arguments: `{"city":"Paris","unit":"c"}`}},
-		Usage:     llm.Usage{InputTokens: 82, OutputTokens: 18}},
+		Usage:     llm.Usage{InputTokens: 82, OutputTokens: 18},
+		Dropped:   []string{"output[].reasoning"}},
 	"responses-length": {ID: "resp_68ff3000", Model: "gpt-5-mini-2025-08-07", Text: "Once upon a time, in a land far", Stop: llm.StopLength,
-		Usage: llm.Usage{InputTokens: 1200, OutputTokens: 64, CachedInputTokens: 1024, ReasoningTokens: 48}},
+		Usage:   llm.Usage{InputTokens: 1200, OutputTokens: 64, CachedInputTokens: 1024, ReasoningTokens: 48},
+		Dropped: []string{"output[].reasoning"}},
 	"messages-text": {ID: "msg_01XFDUDYJgAACzvnptvVoYEL", Model: "claude-sonnet-4-5-20250929",
 		Text: "Hello! How can I help you today?", Stop: llm.StopEnd, Usage: llm.Usage{InputTokens: 19, OutputTokens: 10, ServiceTier: "standard"}},
 	"messages-tool": {ID: "msg_01Aq9w938a90dw8q", Model: "claude-sonnet-4-5-20250929", Text: "Let me check the weather.", Stop: llm.StopToolCalls,
@@ -46,7 +48,8 @@ var wantResponses = map[string]llm.Response{
 		Usage:     llm.Usage{InputTokens: 82, OutputTokens: 18}},
 	"messages-length": {ID: "msg_01Bz7Lq", Model: "claude-sonnet-4-5-20250929", Text: "Once upon a time, in a land far", Stop: llm.StopLength,
 		// 156 uncached + 20 written to the cache (no breakdown: five-minute writes) + 1024 read.
-		Usage: llm.Usage{InputTokens: 1200, OutputTokens: 64, CachedInputTokens: 1024, CacheWrite5mTokens: 20}},
+		Usage:   llm.Usage{InputTokens: 1200, OutputTokens: 64, CachedInputTokens: 1024, CacheWrite5mTokens: 20},
+		Dropped: []string{"content[].thinking"}},
 }
 
 // TestResponsesGolden decodes each upstream answer and encodes it for each client format,

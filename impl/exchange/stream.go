@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/tollgate/tollgate/impl/apierror"
@@ -32,6 +33,13 @@ type StreamWriter interface {
 	Silenced() bool
 	// Close ends the stream: nothing is written after it.
 	Close()
+	// Refuse ends the stream before any of it was sent, and reports true, when nothing was:
+	// no event, no keep-alive, no head (an HTTP response's status and headers). The caller
+	// then answers the error Stream returns in place of the stream (an HTTP status in its
+	// route's envelope). It reports false when something was sent, or when the writer has no
+	// other way to answer (the Responses WebSocket): the stream then ends in its format, with
+	// the in-band error.
+	Refuse() bool
 }
 
 // CloseUpstream interrupts the upstream stream's read (a silent upstream, a shutdown): Stream
@@ -58,26 +66,38 @@ const (
 )
 
 // heldOpening are the events a stream holds back while its upstream has produced no output yet
-// and another expert could take over (see Stream): copies of them, bounded by maxHeld and
-// maxHeldBytes.
+// (see Stream): copies of them, bounded by maxHeld and maxHeldBytes. Every stream holds its
+// opening, so that holding one costs little: the first few events are kept in inline, within the
+// exchange itself, and the events of one hold share one copy of their data (one allocation).
 type heldOpening struct {
 	events []sse.Event
 	bytes  int
+	inline [4]sse.Event
 }
 
 // hold keeps copies of evs and reports true, or keeps nothing and reports false when they
 // would take the held events past maxHeld or maxHeldBytes.
 func (h *heldOpening) hold(evs []sse.Event) bool {
-	size := h.bytes
+	n := 0
 	for _, ev := range evs {
-		size += len(ev.Data)
+		n += len(ev.Data)
 	}
-	if size > maxHeldBytes || len(h.events)+len(evs) > maxHeld {
+	if h.bytes+n > maxHeldBytes || len(h.events)+len(evs) > maxHeld {
 		return false
 	}
-	h.bytes = size
+	h.bytes += n
+	if h.events == nil {
+		h.events = h.inline[:0]
+	}
+	data := make([]byte, n)
 	for _, ev := range evs {
-		h.events = append(h.events, sse.Event{Name: ev.Name, Data: append([]byte(nil), ev.Data...), ID: ev.ID})
+		held := sse.Event{Name: ev.Name, ID: ev.ID}
+		if k := len(ev.Data); k > 0 {
+			held.Data = data[:k:k]
+			copy(held.Data, ev.Data)
+			data = data[k:]
+		}
+		h.events = append(h.events, held)
 	}
 	return true
 }
@@ -96,16 +116,23 @@ func (h *heldOpening) release() {
 // the upstream failed before producing anything. It returns once the stream has ended; w is
 // closed by then.
 //
-// While another expert could still be called, the events that come before the upstream's
-// first output (a text or tool call delta, a stop, thinking: the start of a message, its
-// usage so far, pings) are held back rather than written: an upstream that fails before its
-// first output (its stream cut, unreadable, or an in-band error of its own making, such as an
-// overload right after its head) then fails over to the next expert unseen, as a call that
-// fails before its head does, and the client gets one stream, from the expert that answered
-// (trial D8). The caller learns this from MayFailOver before it calls Stream, and may leave
-// its response's head unwritten until the first event (the HTTP edge does), so that the head
-// names the expert that serves the stream (Serving); a keep-alive the caller must send while
-// the events are held commits the head with the expert serving at that moment.
+// The events that come before the upstream's first output (a text or tool call delta, a stop,
+// thinking: the start of a message, its usage so far, pings) are held back rather than
+// written. While another expert could still be called (MayFailOver), an upstream that fails
+// before its first output (its stream cut, unreadable, or an in-band error of its own making,
+// such as an overload right after its head) then fails over to the next expert unseen, as a
+// call that fails before its head does, and the client gets one stream, from the expert that
+// answered (trial D8). The caller leaves its response's head unwritten until the first event
+// (the HTTP edge does), so that the head names the expert that serves the stream (Serving); a
+// keep-alive the caller must send while the events are held commits the head with the expert
+// serving at that moment.
+//
+// When no expert answers in its place and nothing was sent yet (w.Refuse), a stream whose
+// upstream ended or could not be read before its first output, or refused the request in its
+// stream before it (an in-band invalid_request_error), is not a 200 stream ending with an
+// error: Stream returns the error the client is to get instead, a 502 in the gateway's words
+// or the 400 with the upstream's words that a request not streamed gets (refusedBeforeOutput).
+// Otherwise it returns nil.
 func (x *Exchange) Stream(w StreamWriter) error {
 	sw := streamWriter{w}
 	// When a shutdown's grace period is over (EndStreams), the upstream read is interrupted and
@@ -115,16 +142,18 @@ func (x *Exchange) Stream(w StreamWriter) error {
 	// does not take what the stream delivered out of the books (impl/billing, "Leases and
 	// crashes"): after each event, one lock of the stream's own, no allocation.
 	x.reserve.TrackStream(x.checkpointRecord)
-	for x.relayStream(sw) {
+	for {
+		again, refused := x.relayStream(sw)
+		if !again {
+			return refused
+		}
 		// The upstream failed before its first output, and another expert answered.
 	}
-	return nil
 }
 
 // MayFailOver reports whether another expert could still take over the stream should its
-// upstream fail before its first output: Stream then holds the opening events back until that
-// output (see Stream), and another expert may serve the stream. It is false for a model with
-// one expert. Call it before Stream, from the goroutine that calls Stream.
+// upstream fail before its first output (see Stream). It is false for a model with one expert,
+// and once the last expert has answered.
 func (x *Exchange) MayFailOver() bool { return x.calls.next < len(x.calls.order) }
 
 // streamResult is how one upstream's stream went (relayStream).
@@ -143,8 +172,9 @@ type streamResult struct {
 	// held are the events held back (see Stream): the exchange's, or none.
 	cause error
 	held  *heldOpening
-	// failure is the in-band error the client is to get (errType, message), written by finish
-	// after the held events; none when the stream ended otherwise.
+	// failure is the in-band error the client is to get (errType, msg), written by finish
+	// after the held events; none when the stream ended otherwise. An upstream's in-band error
+	// is among the events written (errType and msg are its type and public words).
 	failure      bool
 	errType, msg string
 	enc          streamconv.Encoder
@@ -165,12 +195,13 @@ func (r *streamResult) finish(sw streamWriter) {
 }
 
 // relayStream relays the current upstream's stream (x.res) to sw, holding its events back
-// (x.held) while another expert could still take over and it has produced no output yet. It
-// reports true when that upstream failed before its first output and another expert answered
-// instead (failOverStream), whose stream is then to be relayed; otherwise it ends the stream
-// (what is owed the client, then sw closed) and settles the exchange. (Stream's own frame stays
-// small: a stream's goroutine stack is most of what an open stream costs in memory.)
-func (x *Exchange) relayStream(sw streamWriter) (again bool) {
+// (x.held) while it has produced no output yet. It reports again when that upstream failed
+// before its first output and another expert answered instead (failOverStream), whose stream
+// is then to be relayed; otherwise it ends the stream (what is owed the client, then sw
+// closed) and settles the exchange, and refused is the error the client gets in place of the
+// stream when the stream was refused (see Stream). (Stream's own frame stays small: a stream's
+// goroutine stack is most of what an open stream costs in memory.)
+func (x *Exchange) relayStream(sw streamWriter) (again bool, refused error) {
 	dec := streamconv.NewDecoder(x.expert.Kind)
 	meta := streamconv.Meta{
 		ID: ResponseID(x.client, x.requestID), Created: x.started.Unix(), Model: x.model.ID,
@@ -202,8 +233,9 @@ func (x *Exchange) relayStream(sw streamWriter) (again bool) {
 		sentFirst bool      // the first events were flushed
 		reported  llm.Usage // the upstream's usage, when filled (the stream's end shows the billed counts)
 		filled    bool      // reported holds the upstream's usage
-		// holding: the events go to res.held, not to the client (see Stream).
-		holding = x.MayFailOver()
+		// holding: the events go to res.held, not to the client (see Stream), until the
+		// upstream's first output.
+		holding = true
 		// output: the upstream has produced some of the answer.
 		output bool
 		// unmodelled: the characters of output the neutral events do not carry (thinking,
@@ -212,14 +244,15 @@ func (x *Exchange) relayStream(sw streamWriter) (again bool) {
 		unmodelled int
 		counter    = streamconv.NewUnmodelledCounter(x.expert.Kind)
 	)
-	// write writes evs to the client, or holds a copy of them back; evs that would take the
-	// held events past maxHeld or maxHeldBytes are written after them instead, and the stream
-	// is no longer held (see maxHeld).
+	// write writes evs to the client, or holds a copy of them back until the upstream's first
+	// output; evs of that output, or that would take the held events past maxHeld or
+	// maxHeldBytes, are written after the held events instead (not copied), and the stream is
+	// no longer held (see maxHeld).
 	write := func(evs []sse.Event) error {
 		if !holding {
 			return sw.write(evs)
 		}
-		if res.held.hold(evs) {
+		if !output && res.held.hold(evs) {
 			return nil
 		}
 		holding = false
@@ -289,6 +322,9 @@ loop:
 				res.ownKeys = x.cred != nil && n.Err != nil && apierror.KindOfType(n.Err.Type) == apierror.KindRateLimited
 				res.cause = errUpstreamInBand
 				n = x.inBandError(n)
+				// The error as the client gets it, should the stream be refused in its place
+				// (refusedBeforeOutput); the event itself goes out with the stream otherwise.
+				res.errType, res.msg = n.Err.Type, n.Err.Message
 			}
 			out = enc.Encode(n, out[:0])
 			if relay != nil && n.Kind != llm.EventError {
@@ -387,7 +423,7 @@ loop:
 			case failOverAnswered:
 				// The failed expert's opening goes to no one.
 				x.held.release()
-				return true
+				return true, nil
 			case failOverClientGone:
 				// The client left while the next expert had the request: billed its input, as
 				// a client that leaves before any expert answered is (start). The failed
@@ -405,11 +441,83 @@ loop:
 				fail("overloaded_error", "the gateway is shutting down; retry the request")
 			}
 		}
+		if e := x.refusedBeforeOutput(&res, produced); e != nil && sw.refuse() {
+			// Nothing was sent: the client gets the error in place of the stream, and the
+			// opening goes to no one.
+			x.held.release()
+			sw.close()
+			x.settleRefused(&res)
+			return false, e
+		}
 	}
 	res.finish(sw)
 	sw.close()
 	x.settleStream(&res)
-	return false
+	return false, nil
+}
+
+// refusedBeforeOutput is the error a client is to get in place of a stream that ended, by r,
+// before its upstream's first output and with no other expert answering instead, when that
+// error can be told as an answer's status rather than in the stream (Stream): the upstream's
+// stream ended (its end, a cut) or could not be read, a 502 in the gateway's words; or the
+// upstream refused the request in its stream (an in-band invalid_request_error), the 400 that
+// the same refusal before the stream's head gets, with the upstream's words as the client may
+// read them. Nil for any other end: an in-band rate limit, overload or server error, a client
+// gone, a shutdown, a silent upstream cut off, or an upstream that produced something.
+func (x *Exchange) refusedBeforeOutput(r *streamResult, produced bool) *apierror.Error {
+	if produced {
+		return nil
+	}
+	switch {
+	case r.status == "upstream_cut_off":
+		return &apierror.Error{Kind: apierror.KindUpstream, Message: "the upstream stream ended before its first output"}
+	case r.status == "upstream_malformed":
+		return &apierror.Error{Kind: apierror.KindUpstream, Message: "the upstream stream could not be read"}
+	case r.status == "upstream_error" && apierror.KindOfType(r.errType) == apierror.KindInvalidRequest:
+		// r.msg is the upstream's words in public ones already (inBandError).
+		e := &apierror.Error{Kind: apierror.KindInvalidRequest, Message: "the upstream refused the request: " + r.msg}
+		if t := strings.ToLower(r.errType); t != "invalid_request_error" && plainCode(t) {
+			e.Code = t // context_length_exceeded, say
+		}
+		return e
+	}
+	return nil
+}
+
+// plainCode reports whether t, an upstream's error type, may be shown to the client as an
+// error code: 1 to 64 lower-case letters, digits and '_', none of the upstream's own words.
+func plainCode(t string) bool {
+	if t == "" || len(t) > 64 {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		if c := t[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' {
+			return false
+		}
+	}
+	return true
+}
+
+// settleRefused settles an exchange whose stream was refused before its first output
+// (refusedBeforeOutput): as a request refused before the stream's head is. An upstream that
+// refused the request in its stream leaves no usage record, its reservation released, and
+// counts against no expert's health; an upstream whose stream ended or could not be read is a
+// failed try, counted against the expert (settleStream), with a usage record of its status at
+// cost 0, as an answer that is not an event stream has.
+func (x *Exchange) settleRefused(r *streamResult) {
+	if r.status != "upstream_error" {
+		x.settleStream(r)
+		return
+	}
+	// The try ends as failed (its span, its operation), as a refusal answered in place of
+	// a whole answer does (callNext).
+	x.usage = r.usage
+	x.tries.failAnswer(r.status, r.cause)
+	x.attemptStart = time.Time{}
+	if x.tr != nil {
+		x.tr.attempt = nil
+	}
+	x.reserve.Release()
 }
 
 // errUpstreamInBand is the cause, for the try's span, of an upstream's in-band error.
@@ -633,6 +741,7 @@ func (s streamWriter) write(evs []sse.Event) error { return s.w.Write(evs) }
 func (s streamWriter) flush() error                { return s.w.Flush() }
 func (s streamWriter) silenced() bool              { return s.w.Silenced() }
 func (s streamWriter) close()                      { s.w.Close() }
+func (s streamWriter) refuse() bool                { return s.w.Refuse() }
 
 // send writes events and flushes them.
 func (s streamWriter) send(evs []sse.Event) error {

@@ -170,20 +170,26 @@ func respondJSON(x *exchange.Exchange, w http.ResponseWriter) error {
 // the events'.
 //
 // The response's head (200, the event stream's headers, and X-Tollgate-Expert with the other
-// headers of setServedHeaders) is committed at once when only one expert can serve the stream.
-// When another could still take over (exchange.MayFailOver: the exchange holds the opening
-// events back, and an upstream that fails before its first output fails over unseen), the
-// head waits for the first event written, so that it names the expert that serves the stream;
-// a heartbeat that must go out first commits it with the expert serving at that moment, and
-// the end of a stream that wrote nothing commits it too.
+// headers of setServedHeaders) waits for the first event written: the exchange holds the
+// events before its upstream's first output back (exchange.Stream), so that the head names
+// the expert that serves the stream, and so that a stream that ends before that output can
+// still be answered with a status. A heartbeat that must go out first commits the head with
+// the expert serving at that moment, and the end of a stream that wrote nothing commits it
+// too, unless the exchange refused the stream (lockedSSE.Refuse): its error is then the
+// answer, in the route's envelope (a 502 for an upstream stream that ended before its first
+// output, a 400 for an upstream's in-band refusal of the request), as it would be had the
+// upstream failed before its head. The Responses WebSocket, which has no head, takes no
+// refusal: its streams end with their in-band error.
 func respondStream(x *exchange.Exchange, w http.ResponseWriter) error {
-	sw := &lockedSSE{w: sse.NewWriter(w), every: x.Heartbeat(), onSilence: x.CloseUpstream, x: x, h: w.Header(), headPending: true}
-	if !x.MayFailOver() {
-		sw.commitHead()
-	}
+	_, socket := w.(*socketEvents)
+	sw := &lockedSSE{w: sse.NewWriter(w), every: x.Heartbeat(), onSilence: x.CloseUpstream, x: x, h: w.Header(), headPending: true, refusable: !socket}
 	sw.startHeartbeat()
-	defer sw.Close()
-	return x.Stream(sw)
+	err := x.Stream(sw)
+	sw.Close()
+	if err != nil {
+		writeErrorFamily(w, familyOf(exchange.Route(x.Client())), err)
+	}
+	return nil
 }
 
 // lockedSSE writes a stream's events and, while nothing else is written for the heartbeat
@@ -198,7 +204,7 @@ func respondStream(x *exchange.Exchange, w http.ResponseWriter) error {
 // reading held its upstream stream and its worst-case reservation for as long as it liked).
 //
 // The response's head is written by commitHead: before the first event, the first heartbeat,
-// or the close, whichever comes first (respondStream may commit it at once).
+// or the close, whichever comes first; never when the stream is refused in its place (Refuse).
 type lockedSSE struct {
 	w         *sse.Writer
 	every     time.Duration
@@ -211,10 +217,12 @@ type lockedSSE struct {
 	mu sync.Mutex
 	// headPending says that the response's head is not written yet.
 	headPending bool
-	timer       *time.Timer
-	beats       int
-	silent      bool
-	closed      bool
+	// refusable says that the stream may be refused in place of its head (Refuse).
+	refusable bool
+	timer     *time.Timer
+	beats     int
+	silent    bool
+	closed    bool
 }
 
 // Silenced reports whether the stream was cut off for silence.
@@ -297,6 +305,22 @@ func (l *lockedSSE) Close() {
 	// the event stream's head, as one whose head was committed at once does.
 	l.commitHead()
 	l.w.WaitAtMost(0)
+}
+
+// Refuse ends the stream before its head, when nothing of it was written: no event, no
+// heartbeat. It reports true then, and the caller answers with an error in place of the
+// stream; false when the head was written, or when the writer takes no refusal (a socket's).
+func (l *lockedSSE) Refuse() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.refusable || !l.headPending || l.closed {
+		return false
+	}
+	l.headPending, l.closed = false, true
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	return true
 }
 
 // commitHead writes the response's head unless it is written already: the headers of the

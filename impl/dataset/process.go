@@ -90,7 +90,11 @@ func spawnEngine(cfg engineConfig) (*engineProcess, error) {
 		return nil, fmt.Errorf("dataset engine: find the executable: %w", err)
 	}
 	cmd := exec.Command(exe)
-	cmd.Env = []string{engineEnv + "=" + strconv.FormatInt(cfg.processBytes, 10)}
+	bound := cfg.processBytes
+	if bound > 0 {
+		bound += raceAllowance
+	}
+	cmd.Env = []string{engineEnv + "=" + strconv.FormatInt(bound, 10)}
 	if tz, ok := os.LookupEnv("TZ"); ok {
 		cmd.Env = append(cmd.Env, "TZ="+tz)
 	}

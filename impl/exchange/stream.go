@@ -118,7 +118,7 @@ func (h *heldOpening) release() {
 //
 // The events that come before the upstream's first output (a text or tool call delta, a stop,
 // thinking: the start of a message, its usage so far, pings) are held back rather than
-// written. While another expert could still be called (MayFailOver), an upstream that fails
+// written. While another expert could still be called, an upstream that fails
 // before its first output (its stream cut, unreadable, or an in-band error of its own making,
 // such as an overload right after its head) then fails over to the next expert unseen, as a
 // call that fails before its head does, and the client gets one stream, from the expert that
@@ -150,11 +150,6 @@ func (x *Exchange) Stream(w StreamWriter) error {
 		// The upstream failed before its first output, and another expert answered.
 	}
 }
-
-// MayFailOver reports whether another expert could still take over the stream should its
-// upstream fail before its first output (see Stream). It is false for a model with one expert,
-// and once the last expert has answered.
-func (x *Exchange) MayFailOver() bool { return x.calls.next < len(x.calls.order) }
 
 // streamResult is how one upstream's stream went (relayStream).
 type streamResult struct {
